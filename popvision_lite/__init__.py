@@ -1,0 +1,41 @@
+"""popvision-lite: an open profiler and tile-level emulator for Graphcore-style IPUs.
+
+Notebook use::
+
+    import popvision_lite as pvl
+    p = pvl.open("run.pvl")
+    p.memory.by_tile()      # pandas DataFrame, one row per tile
+    p.steps, p.ops, p.tiles
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from popvision_lite.errors import (  # noqa: E402
+    ConfigError,
+    DeviceSpecError,
+    EmulatorError,
+    OutOfMemoryError,
+    PopvisionError,
+    ProfileError,
+)
+
+
+def open(path):  # noqa: A001 - mirrors builtins.open on purpose: pvl.open("run.pvl")
+    """Open a profile lazily; see :class:`popvision_lite.profile.reader.Profile`."""
+    from popvision_lite.profile.reader import open_profile
+
+    return open_profile(path)
+
+
+__all__ = [
+    "__version__",
+    "open",
+    "PopvisionError",
+    "ProfileError",
+    "DeviceSpecError",
+    "EmulatorError",
+    "OutOfMemoryError",
+    "ConfigError",
+]

@@ -1,0 +1,62 @@
+"""Command line entry point ``popvision-lite``.
+
+Each sub-command lives in the module that owns it; that module exposes
+``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported lazily so
+that ``popvision-lite emulate`` never imports Qt and ``--help`` stays fast.
+
+Exit codes: 0 ok, 2 bad arguments / bad input file, 3 out of memory (profile written),
+1 unexpected internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# sub-command -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "emulate": ("popvision_lite.emulator.cli", "run a bundled workload on the emulator and write a profile"),
+    "make-samples": ("popvision_lite.emulator.samples", "regenerate the bundled sample profiles"),
+    "export": ("popvision_lite.export_cli", "export a view (png/svg/csv) or a Chrome trace, headless"),
+    "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse exits 2 already; keep the message clear
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _gui_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="popvision-lite",
+        description="Open profiles in the desktop app. Sub-commands: "
+        + ", ".join(f"{k} ({v[1]})" for k, v in SUBCOMMANDS.items())
+        + ". Run 'popvision-lite SUBCOMMAND --help' for each.",
+    )
+    p.add_argument("profiles", nargs="*", help="profile files (.pvl) to open")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="open two profiles in compare mode")
+    p.add_argument("--sample", action="store_true", help="open a bundled sample profile")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        name = argv.pop(0)
+        module_name, help_text = SUBCOMMANDS[name]
+        module = importlib.import_module(module_name)
+        parser = _Parser(prog=f"popvision-lite {name}", description=help_text)
+        module.add_arguments(parser)
+        args = parser.parse_args(argv)
+        return int(module.run(args) or 0)
+    args = _gui_parser().parse_args(argv)
+    from popvision_lite.gui.app import run_app
+
+    return int(run_app(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

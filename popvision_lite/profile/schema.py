@@ -1,0 +1,181 @@
+"""The profile contract: what the emulator writes and every reader may rely on.
+
+This module is the single source of truth for table names, column names, codes and
+categories.  ``docs/profile-format.md`` documents the on-disk layout built from it.
+
+Identifiers
+-----------
+* A *global tile* index is ``ipu * tiles_per_ipu + tile_in_ipu`` (0 .. num_tiles-1).
+* A *step* is one BSP step of the executed run (Repeat bodies are unrolled), in time order.
+* A *liveness step* (``lstep``) is one leaf program in compile-time program order
+  (Repeat bodies counted once), as in Poplar's liveness report.
+* ``op_id`` / ``prog_id`` / ``cs_id`` / ``var_id`` are dense ints from 0; -1 means "none".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FORMAT_NAME = "popvision-lite-profile"
+FORMAT_VERSION = 1  # bump on any incompatible change; readers refuse newer major versions
+
+# BSP step kinds, stored as int8 codes (index into this tuple).
+STEP_KINDS: tuple[str, ...] = (
+    "compute",            # OnTileExecute of a compute set
+    "sync",               # internal or external (global) sync
+    "exchange_internal",  # DoExchange between tiles of one IPU
+    "exchange_global",    # exchange between IPUs over IPU-Links
+    "stream_copy",        # StreamCopy host/streaming memory (DDR) <-> tiles
+)
+STEP_KIND_CODE = {k: i for i, k in enumerate(STEP_KINDS)}
+
+# Poplar's memory category names, in PopVision's order.
+MEMORY_CATEGORIES: tuple[str, ...] = (
+    "variable",
+    "constant",
+    "vertexCode",
+    "vertexInstanceState",
+    "vertexFieldData",
+    "vectorListDescriptor",
+    "controlCode",
+    "controlId",
+    "controlTable",
+    "copyDescriptor",
+    "internalExchangeCode",
+    "globalExchangeCode",
+    "hostExchangeCode",
+    "hostExchangePacketHeader",
+    "globalExchangePacketHeader",
+    "instrumentationResults",
+    "stack",
+)
+CATEGORY_CODE = {c: i for i, c in enumerate(MEMORY_CATEGORIES)}
+LIVENESS_CLASSES: tuple[str, ...] = ("always_live", "not_always_live")
+
+PROGRAM_KINDS: tuple[str, ...] = ("Sequence", "Repeat", "Execute", "Copy", "Sync", "StreamCopy")
+
+# Column lists of every table (order is the stored order).  dtype hints in comments.
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    # one row per BSP step; per-step aggregates let views avoid the step x tile matrix
+    "steps": (
+        "step",          # int64, 0..n_steps-1
+        "kind",          # int8 code into STEP_KINDS
+        "op_id",         # int32, -1 for none (e.g. a bare sync)
+        "prog_id",       # int32, leaf program that issued the step
+        "ipu",           # int16, -1 = all IPUs take part
+        "start_cycle",   # int64, cycles since run start
+        "end_cycle",     # int64
+        "busy_max",      # int64, max over tiles of busy cycles in this step
+        "busy_mean",     # float64, mean over all tiles
+        "tiles_active",  # int32, tiles with busy > 0
+        "bytes_in",      # int64, total over tiles
+        "bytes_out",     # int64
+    ),
+    # one row per model operation (a matmul, a layer norm ...); feeds the roofline
+    "ops": (
+        "op_id", "name", "type",    # str name like "layer3/attention/qk_matmul", type like "matmul"
+        "ipu",                      # int16, -1 = several
+        "precision",                # "fp16" | "fp32" | "int32"
+        "flops",                    # int64 floating-point operations
+        "bytes_sram",               # int64 bytes read+written from tile SRAM by vertices
+        "bytes_exchange",           # int64 bytes moved tile-to-tile on one IPU
+        "bytes_ipu_link",           # int64 bytes moved between IPUs
+        "bytes_ddr",                # int64 bytes moved to/from streaming memory
+        "min_bytes",                # int64 compulsory bytes (inputs + outputs once): the GPU HBM bound
+        "cycles",                   # int64 cycles of steps owned by the op (sum of step durations)
+        "compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles",  # int64 split of cycles
+        "tiles_used",               # int32
+        "plan",                     # str, planner's choice, e.g. "M=4 N=46 K=8 split"
+    ),
+    # program tree (compile-time), parent before child
+    "programs": (
+        "prog_id", "parent_id", "kind", "name", "op_id",
+        "repeat",        # int64 repeat count (1 unless Repeat)
+        "cs_id",         # int32 compute set for Execute, else -1
+        "first_step",    # int64 first BSP step it issued (-1 if none)
+        "last_step",     # int64 last BSP step it issued, inclusive (-1 if none)
+        "code_bytes",    # int64 control code attributed to this program
+        "cycles",        # int64 total cycles of its steps (children included)
+        "lstep",         # int64 liveness step for leaves, -1 for containers
+    ),
+    "compute_sets": ("cs_id", "name", "op_id", "num_vertices", "num_tiles"),
+    # vertices aggregated per (compute set, codelet, tile)
+    "vertices": ("cs_id", "codelet", "tile", "count", "cycles", "state_bytes", "code_bytes"),
+    "variables": (
+        "var_id", "name",
+        "kind",            # "variable" | "constant"
+        "dtype", "shape",  # str, e.g. "float16", "(128, 768)"
+        "bytes",           # int64 total over tiles
+        "always_live",     # bool
+        "first_lstep",     # int64 first liveness step where live (-1 when always live)
+        "last_lstep",      # int64 last liveness step where live, inclusive
+        "op_id",           # int32 producing op (-1 for inputs / weights)
+    ),
+    "variable_tiles": ("var_id", "tile", "bytes"),
+    "liveness_steps": (
+        "lstep", "prog_id", "name",
+        "total_bytes",     # int64 not-always-live bytes summed over tiles
+        "max_tile_bytes",  # int64 not-always-live bytes on the fullest tile
+        "max_tile",        # int32 that tile
+    ),
+}
+
+# Dense arrays: name -> (dims, dtype)
+ARRAYS: dict[str, tuple[tuple[str, ...], str]] = {
+    # bytes per tile per category, split [always_live, not_always_live(peak)]
+    "memory": (("tile", "category", "liveness"), "int64"),
+    "liveness_tile_bytes": (("lstep", "tile"), "uint32"),  # not-always-live bytes per liveness step
+    "step_tile_cycles": (("step", "tile"), "uint32"),      # busy cycles of each tile in each step
+    "step_tile_bytes_in": (("step", "tile"), "uint32"),
+    "step_tile_bytes_out": (("step", "tile"), "uint32"),
+}
+
+
+@dataclass
+class TargetInfo:
+    """The machine a profile was made for (copied from the device spec at run time)."""
+
+    device: str                # spec id, e.g. "ipu-mk2"
+    name: str                  # human name, e.g. "IPU Mk2 (GC200)"
+    num_ipus: int
+    tiles_per_ipu: int
+    sram_bytes_per_tile: int
+    clock_hz: float
+    threads_per_tile: int
+
+    @property
+    def num_tiles(self) -> int:
+        return self.num_ipus * self.tiles_per_ipu
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ProfileData:
+    """Everything a profile holds, in memory; the emulator fills it and ``write_profile`` stores it.
+
+    Step-tile arrays may be numpy arrays or any array-like supporting ``a[i:j]`` slicing
+    and ``.shape`` (e.g. np.memmap) so huge synthetic runs can be written in chunks.
+    """
+
+    target: TargetInfo
+    run: dict[str, Any]  # model, config, emulator_version, created, fits, timing_only, numeric_checks{}
+    memory: np.ndarray
+    steps: pd.DataFrame
+    step_tile_cycles: Any
+    step_tile_bytes_in: Any
+    step_tile_bytes_out: Any
+    ops: pd.DataFrame
+    programs: pd.DataFrame
+    compute_sets: pd.DataFrame
+    vertices: pd.DataFrame
+    variables: pd.DataFrame
+    variable_tiles: pd.DataFrame
+    liveness_steps: pd.DataFrame
+    liveness_tile_bytes: np.ndarray
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON-able notes

@@ -1,0 +1,1 @@
+"""Bundled resources: device specs, icons, colour maps (installed as popvision_lite.resources)."""
