@@ -1,0 +1,424 @@
+"""Insights: where to look first, and concrete advice computed from a profile (pure, no Qt).
+
+``insights(profile)`` returns a list of :class:`Finding` (most severe first).  Every number
+in a finding's text comes from the profile (or the device spec for bandwidths) and is also
+kept machine-readable in ``Finding.numbers``.  ``recompute_savings(a, b)`` compares the
+liveness of two runs of one model, one with recomputation on, and says what it saved.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.analysis.program_tree import run_cycles
+from popvision_lite.profile.schema import STEP_KIND_CODE
+
+SEVERITIES = ("error", "warning", "info")
+
+# thresholds for advice (fractions); kept here so tests and docs can name them
+EXCHANGE_SHARE_WARN = 0.30      # exchange steps take >= 30% of the run
+ACTIVATION_SHARE_RECOMPUTE = 0.5  # activations are >= half of the not-always-live peak
+COMPUTE_IDLE_WARN = 0.5         # tiles idle >= 50% of compute-step time
+MEMORY_IMBALANCE_WARN = 2.0     # fullest tile holds >= 2x the mean tile
+OPTIMIZER_NAME = re.compile(r"optim|adam|lamb|momentum|velocity|accum|moment", re.IGNORECASE)
+
+
+@dataclass
+class Finding:
+    severity: str                       # "error" | "warning" | "info"
+    kind: str                           # stable key: "oom", "recompute", "more_ipus", ...
+    title: str
+    text: str
+    tiles: tuple[int, ...] = ()
+    ops: tuple[int, ...] = ()
+    variables: tuple[int, ...] = ()
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- formatting
+
+def fmt_bytes(n: float) -> str:
+    """'1,234,567 B (1.18 MiB)': exact bytes plus a readable size."""
+    n = float(n)
+    exact = f"{int(round(n)):,} B"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{exact} ({n / scale:.2f} {unit})"
+    return exact
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def _tile_name(profile, tile: int) -> str:
+    tpi = int(profile.target.tiles_per_ipu)
+    if int(profile.target.num_ipus) > 1:
+        return f"tile {tile} (IPU {tile // tpi}, tile {tile % tpi})"
+    return f"tile {tile}"
+
+
+# ---------------------------------------------------------------- device facts
+
+def device_spec(profile):
+    """The DeviceSpec of the profile's target (popvision_lite.devices), or None if it is unknown."""
+    from popvision_lite import devices
+    from popvision_lite.errors import PopvisionError
+
+    try:
+        return devices.load_device(profile.target.device)
+    except PopvisionError:  # unknown id or a broken spec: advice without bandwidths
+        return None
+
+
+def ddr_bandwidth(spec) -> float | None:
+    """Streaming-memory (DDR) bandwidth in bytes/s per IPU from the device spec, None if absent."""
+    if spec is None or not spec.has_memory("ddr"):
+        return None
+    return spec.memory("ddr").bandwidth_bytes_per_s
+
+
+# ---------------------------------------------------------------- building blocks
+
+def memory_table(profile) -> pd.DataFrame:
+    """``profile.memory.by_tile()`` with an ``over`` column (bytes above capacity, >= 0)."""
+    bt = profile.memory.by_tile().copy()
+    bt["over"] = np.maximum(bt["total"].to_numpy(np.int64) - bt["capacity"].to_numpy(np.int64), 0)
+    return bt
+
+
+def top_tiles(profile, n: int = 5) -> pd.DataFrame:
+    bt = memory_table(profile)
+    return bt.sort_values(["total"], ascending=False, kind="stable").head(n)
+
+
+def top_vertices(profile, n: int = 5, by: str = "state_bytes") -> pd.DataFrame:
+    """Codelets summed over compute sets and tiles: count, state_bytes, code_bytes, cycles."""
+    v = profile.vertices
+    g = v.groupby("codelet", sort=False)[["count", "state_bytes", "code_bytes", "cycles"]].sum()
+    return g.sort_values(by, ascending=False, kind="stable").head(n)
+
+
+def top_variables(profile, n: int = 5) -> pd.DataFrame:
+    return profile.variables.sort_values("bytes", ascending=False, kind="stable").head(n)
+
+
+def top_exchanges(profile, n: int = 5) -> pd.DataFrame:
+    """Exchange programs (Copy / StreamCopy) with the most code bytes."""
+    pr = profile.programs
+    ex = pr[pr["kind"].isin(["Copy", "StreamCopy"])]
+    return ex.sort_values("code_bytes", ascending=False, kind="stable").head(n)
+
+
+def peak_lstep(profile) -> int | None:
+    ls = profile.liveness_steps
+    if len(ls) == 0:
+        return None
+    return int(ls["lstep"].to_numpy()[int(np.argmax(ls["total_bytes"].to_numpy()))])
+
+
+def _activation_mask(variables: pd.DataFrame) -> np.ndarray:
+    """Not-always-live variables produced by an op: activations (recomputable)."""
+    return ((~variables["always_live"].to_numpy(bool)) & (variables["op_id"].to_numpy() >= 0)
+            & (variables["kind"].astype(str).to_numpy() == "variable"))
+
+
+def activations_live_at(profile, lstep: int) -> pd.DataFrame:
+    v = profile.variables
+    live = (v["first_lstep"].to_numpy() <= lstep) & (v["last_lstep"].to_numpy() >= lstep)
+    return v[_activation_mask(v) & live]
+
+
+def tile_peak(profile, tile: int) -> tuple[int, int]:
+    """(lstep, bytes) where ``tile`` holds the most not-always-live bytes."""
+    tb = np.asarray(profile.liveness.tile_bytes(0, None, tiles=[tile]))[:, 0]
+    if len(tb) == 0:
+        return -1, 0
+    i = int(np.argmax(tb))
+    return i, int(tb[i])
+
+
+def activation_bytes_on_tile(profile, tile: int, lstep: int) -> tuple[int, list[int]]:
+    """Bytes on ``tile`` of activations live at ``lstep`` and their var ids (largest first)."""
+    acts = activations_live_at(profile, lstep)
+    vt = profile.variable_tiles
+    on = vt[(vt["tile"].to_numpy() == tile) & np.isin(vt["var_id"].to_numpy(), acts["var_id"].to_numpy())]
+    on = on.sort_values("bytes", ascending=False, kind="stable")
+    return int(on["bytes"].sum()), on["var_id"].astype(int).tolist()
+
+
+def weight_variables(profile) -> pd.DataFrame:
+    """Always-live variables (weights and optimiser state; not constants)."""
+    v = profile.variables
+    return v[v["always_live"].to_numpy(bool) & (v["kind"].astype(str).to_numpy() == "variable")]
+
+
+def step_kind_cycles(profile) -> dict[str, int]:
+    from popvision_lite.profile.schema import STEP_KINDS
+
+    st = profile.steps
+    dur = (st["end_cycle"] - st["start_cycle"]).to_numpy(np.int64)
+    kinds = st["kind"].to_numpy()
+    return {k: int(dur[kinds == i].sum()) for i, k in enumerate(STEP_KINDS)}
+
+
+def is_recompute_run(profile) -> bool:
+    cfg = (profile.run or {}).get("config") or {}
+    return bool(cfg.get("recompute", False)) if isinstance(cfg, dict) else False
+
+
+# ---------------------------------------------------------------- the findings
+
+def _top_findings(profile, bt: pd.DataFrame) -> list[Finding]:
+    out = []
+    tt = bt.sort_values("total", ascending=False, kind="stable").head(5)
+    cap = bt["capacity"].to_numpy(np.int64)
+    lines = [f"{_tile_name(profile, int(t))}: {fmt_bytes(r.total)} of {fmt_bytes(r.capacity)} "
+             f"({_pct(r.total / r.capacity) if r.capacity else '-'})" for t, r in tt.iterrows()]
+    out.append(Finding("info", "top_tiles", "Tiles using the most memory",
+                       "; ".join(lines) + f". Mean tile: {fmt_bytes(bt['total'].mean())} "
+                       f"of {fmt_bytes(cap.mean() if len(cap) else 0)}.",
+                       tiles=tuple(int(t) for t in tt.index),
+                       numbers={"tiles": [int(t) for t in tt.index], "bytes": tt["total"].astype(int).tolist()}))
+    if len(profile.vertices):
+        tv = top_vertices(profile, 5, "state_bytes")
+        tc = top_vertices(profile, 3, "count")
+        txt = "By state bytes: " + "; ".join(
+            f"{c} ({int(r['count']):,} vertices, {fmt_bytes(r.state_bytes)} state)" for c, r in tv.iterrows())
+        txt += ". By count: " + "; ".join(f"{c} ({int(r['count']):,})" for c, r in tc.iterrows()) + "."
+        out.append(Finding("info", "top_vertices", "Vertices using the most memory", txt,
+                           numbers={"codelets": list(tv.index), "state_bytes": tv["state_bytes"].astype(int).tolist()}))
+    if len(profile.variables):
+        tvar = top_variables(profile, 5)
+        txt = "; ".join(f"{r['name']} {r['shape']} {r['dtype']}: {fmt_bytes(r['bytes'])}"
+                        f" ({'always live' if r['always_live'] else 'not always live'})"
+                        for _, r in tvar.iterrows())
+        out.append(Finding("info", "top_variables", "Largest variables", txt + ".",
+                           variables=tuple(int(i) for i in tvar["var_id"]),
+                           numbers={"var_ids": tvar["var_id"].astype(int).tolist(),
+                                    "bytes": tvar["bytes"].astype(int).tolist()}))
+    ex = top_exchanges(profile, 5)
+    if len(ex) and ex["code_bytes"].sum() > 0:
+        txt = "; ".join(f"{r['name']}: {fmt_bytes(r['code_bytes'])} of exchange code" for _, r in ex.iterrows())
+        ops = tuple(sorted({int(o) for o in ex["op_id"] if o >= 0}))
+        out.append(Finding("info", "top_exchanges", "Exchanges using the most memory", txt + ".", ops=ops,
+                           numbers={"prog_ids": ex["prog_id"].astype(int).tolist(),
+                                    "code_bytes": ex["code_bytes"].astype(int).tolist()}))
+    return out
+
+
+def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
+    out: list[Finding] = []
+    over = bt[bt["over"] > 0].sort_values("over", ascending=False, kind="stable")
+    n_tiles = len(bt)
+    target = profile.target
+    per_ipu = float(bt["capacity"].sum()) / max(int(target.num_ipus), 1)
+    total_need = int(bt["total"].sum())
+    if len(over):
+        worst = over.head(5)
+        lines = [f"{_tile_name(profile, int(t))} needs {fmt_bytes(r.total)} but has {fmt_bytes(r.capacity)} "
+                 f"(over by {fmt_bytes(r.over)})" for t, r in worst.iterrows()]
+        text = (f"{len(over):,} of {n_tiles:,} tiles need more memory than they have; "
+                f"{fmt_bytes(over['over'].sum())} over capacity in total. Worst: " + "; ".join(lines) + ".")
+        out.append(Finding("error", "oom", "Out of memory", text, tiles=tuple(int(t) for t in over.index[:50]),
+                           numbers={"tiles_over": len(over), "worst_tiles": [int(t) for t in worst.index],
+                                    "worst_bytes": worst["total"].astype(int).tolist(),
+                                    "worst_capacity": worst["capacity"].astype(int).tolist(),
+                                    "worst_over": worst["over"].astype(int).tolist(),
+                                    "total_over": int(over["over"].sum())}))
+
+    # recomputation: activations at the not-always-live peak
+    pk = peak_lstep(profile)
+    if pk is not None and not is_recompute_run(profile):
+        ls = profile.liveness_steps
+        peak_bytes = int(ls["total_bytes"].max())
+        acts = activations_live_at(profile, pk)
+        act_bytes = int(acts["bytes"].sum())
+        share = act_bytes / peak_bytes if peak_bytes else 0.0
+        worst_tile_txt = ""
+        nums: dict[str, Any] = {"peak_lstep": pk, "peak_bytes": peak_bytes, "activation_bytes": act_bytes,
+                                "activation_share": share}
+        tiles: tuple[int, ...] = ()
+        if len(over):
+            t = int(over.index[0])
+            tl, tb = tile_peak(profile, t)
+            tact, _ = activation_bytes_on_tile(profile, t, tl) if tl >= 0 else (0, [])
+            o = int(over.loc[t, "over"])
+            verdict = "enough to fit" if tact >= o else f"not enough alone (still {fmt_bytes(o - tact)} over)"
+            worst_tile_txt = (f" On the worst tile, {_tile_name(profile, t)}, activations live at its peak "
+                              f"(liveness step {tl}) take {fmt_bytes(tact)} against {fmt_bytes(o)} over "
+                              f"capacity: {verdict}.")
+            nums.update(worst_tile=t, worst_tile_activation_bytes=tact, worst_tile_over=o)
+            tiles = (t,)
+        if share >= ACTIVATION_SHARE_RECOMPUTE and act_bytes > 0:
+            name = str(ls.loc[ls["lstep"] == pk, "name"].iloc[0]) if "name" in ls else str(pk)
+            sev = "warning" if len(over) else "info"
+            text = (f"The not-always-live peak is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}); "
+                    f"{len(acts):,} activations make up {fmt_bytes(act_bytes)} of it ({_pct(share)}). "
+                    f"Recomputing them in the backward pass instead of keeping them could save up to "
+                    f"{fmt_bytes(act_bytes)} at the peak, at the cost of recomputing their ops."
+                    + worst_tile_txt)
+            out.append(Finding(sev, "recompute", "Try recomputation", text, tiles=tiles,
+                               ops=tuple(sorted({int(o) for o in acts["op_id"]})),
+                               variables=tuple(int(v) for v in acts.sort_values("bytes", ascending=False)
+                                               ["var_id"].head(20)),
+                               numbers=nums))
+
+    # more IPUs / streaming memory for weights
+    w = weight_variables(profile)
+    w_bytes = int(w["bytes"].sum())
+    chip = per_ipu * int(target.num_ipus)
+    if len(over) or w_bytes > chip:
+        even = int(math.ceil(total_need / per_ipu)) if per_ipu > 0 else None
+        text = (f"The graph needs {fmt_bytes(total_need)} in total; one IPU holds {fmt_bytes(per_ipu)} "
+                f"({int(target.tiles_per_ipu):,} tiles x {fmt_bytes(target.sram_bytes_per_tile)}). ")
+        need_ipus = None
+        if even is not None and even > int(target.num_ipus):
+            need_ipus = even
+            text += (f"Spread evenly it needs at least {even} IPUs (now {int(target.num_ipus)}); "
+                     f"real layouts are uneven, so plan for more. ")
+        elif even is not None:
+            text += (f"Spread evenly it would fit on {int(target.num_ipus)} IPU{'s' if target.num_ipus > 1 else ''} "
+                     f"({_pct(total_need / (per_ipu * int(target.num_ipus)))} full): the overflow comes from "
+                     f"uneven placement, so rebalance the worst tiles' variables before adding IPUs. ")
+        nums2: dict[str, Any] = {"total_bytes": total_need, "per_ipu_bytes": int(per_ipu),
+                                 "ipus_needed": need_ipus, "num_ipus": int(target.num_ipus),
+                                 "weight_bytes": w_bytes}
+        if w_bytes > 0:
+            opt = w[w["name"].astype(str).str.contains(OPTIMIZER_NAME)]
+            opt_bytes = int(opt["bytes"].sum())
+            bw_ipu = ddr_bandwidth(spec)
+            text += (f"Always-live variables (weights{', optimiser state' if opt_bytes else ''}) take "
+                     f"{fmt_bytes(w_bytes)} ({_pct(w_bytes / chip) if chip else '-'} of on-chip memory)"
+                     + (f", of which optimiser state {fmt_bytes(opt_bytes)}" if opt_bytes else "") + ". ")
+            if bw_ipu:
+                n_ipu = int(target.num_ipus)
+                bw = bw_ipu * n_ipu
+                moved = opt_bytes if opt_bytes else w_bytes
+                what = "the optimiser state" if opt_bytes else "the weights"
+                secs = moved / bw
+                clk = float(target.clock_hz)
+                text += (f"Keeping {what} in streaming memory frees {fmt_bytes(moved)} of SRAM but moves it over "
+                         f"DDR at {bw_ipu / 1e9:.1f} GB/s per IPU (device spec {spec.id}) x {n_ipu}: "
+                         f"{secs * 1e3:.3g} ms (~{secs * clk:,.0f} cycles) per pass each way.")
+                nums2.update(ddr_bytes_per_s=bw, stream_bytes=moved, stream_seconds=secs)
+            else:
+                text += ("Streaming memory for weights / optimiser state would free that SRAM; the device spec "
+                         "gives no DDR bandwidth to cost it.")
+        title = "More IPUs or streaming memory" if need_ipus or w_bytes > chip \
+            else "Rebalance tiles, or stream weights"
+        out.append(Finding("error" if w_bytes > chip else "warning", "more_ipus", title, text,
+                           variables=tuple(int(v) for v in w.sort_values("bytes", ascending=False)["var_id"].head(20)),
+                           numbers=nums2))
+    return out
+
+
+def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
+    out: list[Finding] = []
+    total = run_cycles(profile)
+    if total <= 0:
+        return out
+    kc = step_kind_cycles(profile)
+    ex = kc.get("exchange_internal", 0) + kc.get("exchange_global", 0)
+    share = ex / total
+    ops = profile.ops
+    if share >= EXCHANGE_SHARE_WARN:
+        top = ops[ops["exchange_cycles"] > 0].sort_values("exchange_cycles", ascending=False).head(3)
+        names = "; ".join(f"{r['name']} ({int(r['exchange_cycles']):,} cycles)" for _, r in top.iterrows())
+        out.append(Finding("warning", "exchange", "Exchange takes a large share of the run",
+                           f"Exchange steps take {ex:,} of {total:,} cycles ({_pct(share)}); "
+                           f"global (IPU-Link) {kc.get('exchange_global', 0):,}. Most exchange: {names}. "
+                           f"Consider a layout that keeps operands on the tiles that use them.",
+                           ops=tuple(int(o) for o in top["op_id"]),
+                           numbers={"exchange_cycles": ex, "run_cycles": total, "share": share}))
+    st = profile.steps
+    comp = st[st["kind"].to_numpy() == STEP_KIND_CODE["compute"]]
+    if len(comp):
+        bmax = comp["busy_max"].to_numpy(np.float64)
+        bmean = comp["busy_mean"].to_numpy(np.float64)
+        idle = 1.0 - float(bmean.sum()) / float(bmax.sum()) if bmax.sum() > 0 else 0.0
+        if idle >= COMPUTE_IDLE_WARN:
+            waste = pd.Series(bmax - bmean, index=comp["op_id"].to_numpy()).groupby(level=0).sum()
+            waste = waste[waste.index >= 0].sort_values(ascending=False).head(3)
+            names = dict(zip(ops["op_id"], ops["name"], strict=True))
+            lst = "; ".join(f"{names.get(int(o), o)}" for o in waste.index)
+            out.append(Finding("warning", "compute_imbalance", "Tiles wait for the slowest tile",
+                               f"In compute steps tiles are idle {_pct(idle)} of the time (mean busy "
+                               f"{bmean.sum():,.0f} vs max {bmax.sum():,.0f} cycles summed over steps): "
+                               f"work is spread unevenly or over few tiles. Worst ops: {lst}.",
+                               ops=tuple(int(o) for o in waste.index),
+                               numbers={"idle_share": idle}))
+    tot = bt["total"].to_numpy(np.float64)
+    if len(tot) and tot.mean() > 0:
+        ratio = float(tot.max() / tot.mean())
+        if ratio >= MEMORY_IMBALANCE_WARN:
+            t = int(bt.index[int(np.argmax(tot))])
+            out.append(Finding("warning", "memory_imbalance", "Memory is unevenly spread over tiles",
+                               f"The fullest tile, {_tile_name(profile, t)}, holds {fmt_bytes(tot.max())}, "
+                               f"{ratio:.1f}x the mean tile ({fmt_bytes(tot.mean())}). Spreading its variables "
+                               f"over more tiles lowers the peak.",
+                               tiles=(t,), numbers={"ratio": ratio, "tile": t}))
+    return out
+
+
+def insights(profile, spec=None) -> list[Finding]:
+    """All findings for one profile, most severe first.  ``spec``: DeviceSpec (looked up if None)."""
+    if spec is None:
+        spec = device_spec(profile)
+    bt = memory_table(profile)
+    found: list[Finding] = []
+    if is_recompute_run(profile):
+        found.append(Finding("info", "recompute_on", "Recomputation is on",
+                             "This run was made with recomputation on (run config 'recompute'): activations "
+                             "are recomputed in the backward pass rather than kept, trading cycles for memory.",
+                             numbers={"recompute": True}))
+    found += _oom_findings(profile, bt, spec)
+    found += _time_findings(profile, bt)
+    found += _top_findings(profile, bt)
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(found, key=lambda f: order.get(f.severity, 9))
+
+
+# ---------------------------------------------------------------- recomputation pair
+
+def recompute_savings(a, b) -> Finding:
+    """What recomputation saved between two runs of one model (order-free: the recompute run is found
+    from run config 'recompute'; if neither or both say so, ``b`` is taken as the variant)."""
+    base, rec = a, b
+    if is_recompute_run(a) and not is_recompute_run(b):
+        base, rec = b, a
+
+    def stats(p):
+        ls = p.liveness_steps
+        bt = memory_table(p)
+        return {
+            "peak_bytes": int(ls["total_bytes"].max()) if len(ls) else 0,
+            "peak_tile_bytes": int(ls["max_tile_bytes"].max()) if len(ls) else 0,
+            "max_tile_total": int(bt["total"].max()) if len(bt) else 0,
+            "tiles_over": int((bt["over"] > 0).sum()),
+            "cycles": run_cycles(p),
+        }
+
+    s0, s1 = stats(base), stats(rec)
+    saved = s0["peak_bytes"] - s1["peak_bytes"]
+    saved_tile = s0["max_tile_total"] - s1["max_tile_total"]
+    dcyc = s1["cycles"] - s0["cycles"]
+    cyc_txt = (f"{dcyc:,} more cycles ({_pct(dcyc / s0['cycles'])} slower)" if dcyc > 0 and s0["cycles"]
+               else f"{-dcyc:,} fewer cycles" if dcyc < 0 else "no change in cycles")
+    text = (f"Not-always-live peak: {fmt_bytes(s0['peak_bytes'])} without recomputation, "
+            f"{fmt_bytes(s1['peak_bytes'])} with it: "
+            + (f"saved {fmt_bytes(saved)} ({_pct(saved / s0['peak_bytes'])})" if saved > 0 and s0["peak_bytes"]
+               else f"no saving ({fmt_bytes(-saved)} more)" if saved < 0 else "no saving")
+            + f". Fullest tile: {fmt_bytes(s0['max_tile_total'])} -> {fmt_bytes(s1['max_tile_total'])}"
+            f" ({'saved ' + fmt_bytes(saved_tile) if saved_tile >= 0 else fmt_bytes(-saved_tile) + ' more'}). "
+            f"Tiles over capacity: {s0['tiles_over']:,} -> {s1['tiles_over']:,}. Cost: {cyc_txt}.")
+    sev = "info"
+    return Finding(sev, "recompute_saved", "What recomputation saved", text,
+                   numbers={"base": s0, "recompute": s1, "saved_peak_bytes": saved,
+                            "saved_max_tile_bytes": saved_tile, "extra_cycles": dcyc})

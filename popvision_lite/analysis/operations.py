@@ -1,0 +1,60 @@
+"""The operations table: one row per model op with its cost, as a pandas DataFrame (pure)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.analysis.program_tree import run_cycles
+
+# (column in the returned frame, header shown by views); numeric unless noted
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "op"),
+    ("type", "type"),
+    ("cycles", "cycles"),
+    ("pct_run", "% of run"),
+    ("compute_cycles", "compute cyc"),
+    ("exchange_cycles", "exchange cyc"),
+    ("sync_cycles", "sync cyc"),
+    ("stream_cycles", "stream cyc"),
+    ("flops", "FLOPs"),
+    ("bytes_sram", "SRAM B"),
+    ("bytes_exchange", "exchange B"),
+    ("bytes_ipu_link", "IPU-link B"),
+    ("bytes_ddr", "DDR B"),
+    ("tiles_used", "tiles"),
+    ("plan", "plan"),
+)
+TEXT_COLUMNS = frozenset({"name", "type", "plan"})
+
+
+def ops_table(profile) -> pd.DataFrame:
+    """Ops with ``pct_run`` = op cycles / run cycles * 100; index is op_id, ordered by op_id."""
+    ops = profile.ops
+    df = pd.DataFrame({c: ops[c] for c, _ in COLUMNS if c in ops.columns and c != "pct_run"})
+    df.index = pd.Index(ops["op_id"].to_numpy().astype(np.int64), name="op_id")
+    total = run_cycles(profile)
+    df["pct_run"] = (df["cycles"].to_numpy(dtype=np.float64) * 100.0 / total) if total > 0 else 0.0
+    for c in TEXT_COLUMNS:
+        df[c] = df[c].astype(str)
+    return df[[c for c, _ in COLUMNS]].sort_index()
+
+
+def name_mask(names, pattern: str, regex: bool = False) -> np.ndarray:
+    """Case-insensitive match of ``pattern`` in each name (substring, or regex search).
+
+    An invalid regex raises ``re.error``; views show it instead of filtering.
+    """
+    names = pd.Series(list(names), dtype=object).astype(str)
+    if not pattern:
+        return np.ones(len(names), dtype=bool)
+    if regex:
+        rx = re.compile(pattern, re.IGNORECASE)
+        return names.map(lambda s: rx.search(s) is not None).to_numpy(dtype=bool)
+    return names.str.lower().str.contains(pattern.lower(), regex=False).to_numpy(dtype=bool)
+
+
+def filter_ops(df: pd.DataFrame, pattern: str, regex: bool = False) -> pd.DataFrame:
+    return df[name_mask(df["name"], pattern, regex)]

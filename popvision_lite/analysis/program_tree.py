@@ -1,0 +1,124 @@
+"""The program hierarchy as an indexed tree (pure; the Qt model in gui/ wraps it lazily).
+
+Built once in O(n log n) from the ``programs`` table: children of every node are a slice
+of one sorted array, so a view can ask for "child i of node p" without building Python
+objects for the whole tree (profiles can hold very many programs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.analysis.selection import program_for_op
+
+COLUMNS: tuple[str, ...] = ("name", "kind", "cycles", "% of run", "code bytes", "op")
+
+
+def run_cycles(profile) -> int:
+    """Cycles of the whole run: last step end minus first step start (0 for an empty run)."""
+    st = profile.steps
+    if len(st) == 0:
+        return 0
+    return int(st["end_cycle"].max() - st["start_cycle"].min())
+
+
+class ProgramTree:
+    """Parent/child index over ``profile.programs`` plus the display values of each node."""
+
+    def __init__(self, profile):
+        pr = profile.programs
+        self.ids = pr["prog_id"].to_numpy().astype(np.int64)
+        self.parent = pr["parent_id"].to_numpy().astype(np.int64)
+        self.kind = pr["kind"].astype(str).to_numpy()
+        self.name = pr["name"].astype(str).to_numpy()
+        self.op_id = pr["op_id"].to_numpy().astype(np.int64)
+        self.cycles = pr["cycles"].to_numpy().astype(np.int64)
+        self.code_bytes = pr["code_bytes"].to_numpy().astype(np.int64)
+        self.repeat = pr["repeat"].to_numpy().astype(np.int64)
+        self.first_step = pr["first_step"].to_numpy().astype(np.int64)
+        self.last_step = pr["last_step"].to_numpy().astype(np.int64)
+        n = len(self.ids)
+        size = int(self.ids.max()) + 1 if n else 0
+        # row of a prog_id in the arrays above (ids are dense but do not rely on order)
+        self._row = np.full(size, -1, dtype=np.int64)
+        self._row[self.ids] = np.arange(n)
+        # children grouped by parent: parent -1 (roots) first; table order kept inside a group
+        order = np.lexsort((np.arange(n), self.parent))
+        self._child_rows = order
+        sorted_par = self.parent[order]
+        keys = np.arange(-1, size)
+        self._child_start = np.searchsorted(sorted_par, keys, side="left")
+        self._child_stop = np.searchsorted(sorted_par, keys, side="right")
+        # index of each row among its siblings
+        self._sibling_index = np.empty(n, dtype=np.int64)
+        self._sibling_index[order] = np.arange(n) - self._child_start[sorted_par + 1]
+        ops = profile.ops
+        self._op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].astype(str).tolist(),
+                                  strict=True))
+        self.total_cycles = run_cycles(profile)
+        self._profile = profile
+
+    # ------------------------------------------------------------ structure
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def row(self, prog_id: int) -> int:
+        return int(self._row[prog_id])
+
+    def child_count(self, prog_id: int) -> int:
+        """Children of a node; prog_id -1 means the invisible root (top-level programs)."""
+        k = prog_id + 1
+        return int(self._child_stop[k] - self._child_start[k])
+
+    def child(self, prog_id: int, i: int) -> int:
+        k = prog_id + 1
+        return int(self.ids[self._child_rows[self._child_start[k] + i]])
+
+    def children(self, prog_id: int) -> list[int]:
+        k = prog_id + 1
+        return self.ids[self._child_rows[self._child_start[k]:self._child_stop[k]]].tolist()
+
+    def parent_of(self, prog_id: int) -> int:
+        return int(self.parent[self._row[prog_id]])
+
+    def index_in_parent(self, prog_id: int) -> int:
+        return int(self._sibling_index[self._row[prog_id]])
+
+    def path_to(self, prog_id: int) -> list[int]:
+        """Ancestors from the top level down to ``prog_id`` included."""
+        path = [prog_id]
+        while (p := self.parent_of(path[-1])) >= 0:
+            path.append(p)
+        return path[::-1]
+
+    # ------------------------------------------------------------ values
+    def op_name(self, prog_id: int) -> str:
+        op = int(self.op_id[self._row[prog_id]])
+        return self._op_names.get(op, "") if op >= 0 else ""
+
+    def pct_of_run(self, prog_id: int) -> float:
+        if self.total_cycles <= 0:
+            return 0.0
+        return 100.0 * float(self.cycles[self._row[prog_id]]) / self.total_cycles
+
+    def label(self, prog_id: int) -> str:
+        r = self._row[prog_id]
+        name = self.name[r]
+        if self.kind[r] == "Repeat" and self.repeat[r] > 1:
+            name = f"{name} (x{int(self.repeat[r])})"
+        return name
+
+    def values(self, prog_id: int) -> tuple:
+        """Display row for COLUMNS (numbers stay numbers; the view formats them)."""
+        r = self._row[prog_id]
+        return (self.label(prog_id), str(self.kind[r]), int(self.cycles[r]), self.pct_of_run(prog_id),
+                int(self.code_bytes[r]), self.op_name(prog_id))
+
+    def node_for_op(self, op_id: int) -> int | None:
+        return program_for_op(self._profile, op_id)
+
+    def node_for_step(self, step: int) -> int | None:
+        """The leaf program that issued BSP ``step``."""
+        st = self._profile.steps
+        hit = st["prog_id"].to_numpy()[st["step"].to_numpy() == step]
+        return int(hit[0]) if len(hit) else None

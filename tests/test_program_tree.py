@@ -1,0 +1,50 @@
+"""The indexed program tree behind the program tree view."""
+
+import pytest
+from insights_fixtures import PROGRAMS, write_small
+
+import popvision_lite as pvl
+from popvision_lite.analysis.program_tree import ProgramTree, run_cycles
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    path = write_small(tmp_path_factory.mktemp("tree") / "small.pvl")
+    with pvl.open(path) as p:
+        yield ProgramTree(p), p
+
+
+def test_structure_matches_parent_ids(tree):
+    t, p = tree
+    assert t.children(-1) == [0]
+    for pid, parent, *_ in PROGRAMS:
+        kids = [q[0] for q in PROGRAMS if q[1] == pid]
+        assert t.children(pid) == kids
+        assert t.child_count(pid) == len(kids)
+        assert [t.child(pid, i) for i in range(len(kids))] == kids
+        assert t.parent_of(pid) == parent
+        siblings = t.children(parent)
+        assert siblings[t.index_in_parent(pid)] == pid
+    assert t.path_to(5) == [0, 1, 2, 5]
+
+
+def test_values(tree):
+    t, p = tree
+    total = int(p.steps["end_cycle"].max() - p.steps["start_cycle"].min())
+    assert run_cycles(p) == total
+    name, kind, cycles, pct, code, op = t.values(1)
+    assert (name, kind) == ("loop (x2)", "Repeat")
+    # cycles of the Repeat = durations of the 6 unrolled body steps
+    st = p.steps
+    assert cycles == int((st["end_cycle"] - st["start_cycle"])[st["step"] < 6].sum())
+    assert pct == pytest.approx(100.0 * cycles / total)
+    assert code == 30 and op == ""
+    assert t.values(4)[5] == "fwd/matmul"
+    assert t.values(0)[3] == pytest.approx(100.0)
+
+
+def test_node_lookup(tree):
+    t, p = tree
+    assert t.node_for_step(4) == 4
+    assert t.node_for_step(7) == 7
+    assert t.node_for_op(1) == 5
