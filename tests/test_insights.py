@@ -1,0 +1,152 @@
+"""Insights: findings with numbers taken from the profile, and what recomputation saved."""
+
+import math
+
+import numpy as np
+import pytest
+from insights_fixtures import write_small
+
+import popvision_lite as pvl
+from popvision_lite.analysis import insights as I
+from popvision_lite.devices import load_device
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ins")
+    with pvl.open(write_small(d / "base.pvl")) as a, pvl.open(write_small(d / "rc.pvl", recompute=True)) as b:
+        yield a, b
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory):
+    with pvl.open(write_small(tmp_path_factory.mktemp("ins2") / "roomy.pvl", cap=4000)) as p:
+        yield p
+
+
+def _by_kind(found):
+    return {f.kind: f for f in found}
+
+
+def test_oom_names_worst_tiles_with_bytes(pair):
+    p, _ = pair
+    found = I.insights(p)
+    assert found[0].severity == "error" and found[0].kind == "oom"
+    f = found[0]
+    bt = p.memory.by_tile()
+    over = bt[bt["total"] > bt["capacity"]]
+    worst = over.assign(o=over["total"] - over["capacity"]).sort_values("o", ascending=False)
+    assert list(f.tiles) == worst.index.tolist()
+    t0 = int(worst.index[0])
+    assert f.numbers["worst_tiles"][0] == t0
+    # the text names the worst tile with its bytes, capacity and overflow
+    assert f"tile {t0} needs {int(bt.loc[t0, 'total']):,} B" in f.text
+    assert f"{int(bt.loc[t0, 'capacity']):,} B" in f.text
+    assert f"over by {int(worst['o'].iloc[0]):,} B" in f.text
+    assert f"{len(over)} of {len(bt)} tiles" in f.text
+
+
+def test_recompute_advice_numbers_from_liveness(pair):
+    p, _ = pair
+    f = _by_kind(I.insights(p))["recompute"]
+    ls, v = p.liveness_steps, p.variables
+    pk = int(ls["lstep"][ls["total_bytes"].idxmax()])
+    live = v[(~v["always_live"]) & (v["op_id"] >= 0) & (v["first_lstep"] <= pk) & (v["last_lstep"] >= pk)]
+    assert f.numbers["peak_lstep"] == pk
+    assert f.numbers["activation_bytes"] == int(live["bytes"].sum())
+    assert f"save up to {int(live['bytes'].sum()):,} B" in f.text
+    # on the worst tile: activations resident at that tile's own peak liveness step
+    bt = p.memory.by_tile()
+    t = int((bt["total"] - bt["capacity"]).idxmax())
+    col = p.liveness.tile_bytes(tiles=[t])[:, 0]
+    tl = int(np.argmax(col))
+    vt = p.variable_tiles
+    ids = v[(~v["always_live"]) & (v["op_id"] >= 0) & (v["first_lstep"] <= tl) & (v["last_lstep"] >= tl)]["var_id"]
+    on_tile = int(vt[(vt["tile"] == t) & vt["var_id"].isin(ids)]["bytes"].sum())
+    assert f.numbers["worst_tile"] == t and f.numbers["worst_tile_activation_bytes"] == on_tile
+    assert on_tile == int(col[tl])  # here all of the tile's not-always-live bytes are activations
+    assert "enough to fit" in f.text
+
+
+def test_more_ipus_and_streaming_cost(pair):
+    p, _ = pair
+    f = _by_kind(I.insights(p))["more_ipus"]
+    bt = p.memory.by_tile()
+    total = int(bt["total"].sum())
+    per_ipu = p.target.tiles_per_ipu * p.target.sram_bytes_per_tile
+    assert f.numbers["total_bytes"] == total
+    assert f"{total:,} B" in f.text
+    # spread evenly this graph fits one IPU: the advice says so instead of inventing more IPUs
+    assert math.ceil(total / per_ipu) == 1 and f.numbers["ipus_needed"] is None
+    assert "rebalance" in f.text
+    # streaming cost from the device spec's DDR bandwidth
+    v = p.variables
+    opt = v[v["always_live"] & (v["kind"] == "variable") & v["name"].str.contains("adam")]
+    bw = load_device(p.target.device).memory("ddr").bandwidth_bytes_per_s
+    assert f.numbers["stream_bytes"] == int(opt["bytes"].sum())
+    assert f.numbers["stream_seconds"] == pytest.approx(opt["bytes"].sum() / (bw * p.target.num_ipus))
+    assert f"{bw / 1e9:.1f} GB/s" in f.text
+
+
+def test_more_ipus_counts_ipus_when_total_exceeds_chip(tmp_path):
+    # 300 B tiles: the total alone exceeds one IPU
+    with pvl.open(write_small(tmp_path / "tiny.pvl", cap=300)) as p:
+        f = _by_kind(I.insights(p))["more_ipus"]
+        total = int(p.memory.by_tile()["total"].sum())
+        need = math.ceil(total / (8 * 300))
+        assert need > 1 and f.numbers["ipus_needed"] == need
+        assert f"at least {need} IPUs" in f.text
+
+
+def test_no_oom_advice_when_it_fits(roomy):
+    kinds = _by_kind(I.insights(roomy))
+    assert "oom" not in kinds and "more_ipus" not in kinds
+    assert kinds["recompute"].severity == "info"  # still a hint, not a warning
+    assert {"top_tiles", "top_vertices", "top_variables", "top_exchanges"} <= set(kinds)
+
+
+def test_top_lists(roomy):
+    kinds = _by_kind(I.insights(roomy))
+    bt = roomy.memory.by_tile()
+    assert list(kinds["top_tiles"].tiles) == bt["total"].sort_values(ascending=False, kind="stable").index[:5].tolist()
+    v = roomy.vertices.groupby("codelet")["state_bytes"].sum().sort_values(ascending=False)
+    assert kinds["top_vertices"].numbers["codelets"][0] == v.index[0]
+    assert kinds["top_variables"].variables[0] == int(roomy.variables["bytes"].idxmax())
+
+
+def test_exchange_and_imbalance(roomy):
+    kinds = _by_kind(I.insights(roomy))
+    st = roomy.steps
+    dur = st["end_cycle"] - st["start_cycle"]
+    ex = int(dur[st["kind"].isin([2, 3])].sum())
+    assert kinds["exchange"].numbers["exchange_cycles"] == ex
+    assert f"{ex:,} of {int(dur.sum()):,} cycles" in kinds["exchange"].text
+    assert 0 in kinds["exchange"].ops  # fwd/matmul owns the exchange
+    comp = st[st["kind"] == 0]
+    idle = 1 - comp["busy_mean"].sum() / comp["busy_max"].sum()
+    assert kinds["compute_imbalance"].numbers["idle_share"] == pytest.approx(idle)
+
+
+def test_recompute_run_is_flagged(pair):
+    _, rc = pair
+    kinds = _by_kind(I.insights(rc))
+    assert "recompute_on" in kinds and "recompute" not in kinds
+
+
+def test_recompute_savings(pair):
+    base, rc = pair
+    f = I.recompute_savings(base, rc)
+    g = I.recompute_savings(rc, base)  # order-free
+    assert f.numbers == g.numbers
+    saved = int(base.liveness_steps["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
+    assert saved > 0 and f.numbers["saved_peak_bytes"] == saved
+    assert f"saved {saved:,} B" in f.text
+    over0 = int(base.memory.by_tile()["over_capacity"].sum())
+    over1 = int(rc.memory.by_tile()["over_capacity"].sum())
+    assert f"Tiles over capacity: {over0:,} -> {over1:,}" in f.text
+    assert over1 < over0
+
+
+def test_fmt_bytes():
+    assert I.fmt_bytes(999) == "999 B"
+    assert I.fmt_bytes(3 * 2**20) == "3,145,728 B (3.00 MiB)"
