@@ -1,0 +1,452 @@
+"""Lazy reader of ``.pvl`` profiles: ``open_profile(path) -> Profile``.
+
+Opening reads and checks only the header (attributes and dataset shapes); tables are
+read on first access and cached; step x tile data is read by window.  Every problem with
+the file is raised as a :class:`~popvision_lite.errors.ProfileError` subclass naming the
+file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.errors import ProfileError, ProfileVersionError
+from popvision_lite.profile import schema
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
+
+# dtype kind each stored numeric column must have ('i' int, 'f' float, 'b' bool, 'u' unsigned)
+_NUMERIC_KINDS = "iufb"
+
+
+@dataclass
+class StepTileWindow:
+    """Per-tile data of a window of steps; each array is (n_steps, n_tiles) uint32."""
+
+    cycles: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    start: int = 0
+    tiles: np.ndarray | None = None  # global tile ids of the columns (None = all tiles)
+
+
+def _import_h5():
+    import h5py
+
+    try:  # registers the Blosc/zstd filters with HDF5
+        import hdf5plugin  # noqa: F401
+    except Exception:  # pragma: no cover
+        pass
+    return h5py
+
+
+class _Memory:
+    categories = schema.MEMORY_CATEGORIES
+
+    def __init__(self, profile: Profile):
+        self._p = profile
+        self._arr: np.ndarray | None = None
+
+    def array(self) -> np.ndarray:
+        """(tiles, categories, 2) int64 bytes: [..., 0] always-live, [..., 1] not-always-live."""
+        if self._arr is None:
+            self._arr = self._p._read_array("memory")
+        return self._arr
+
+    def by_tile(self) -> pd.DataFrame:
+        a = self.array()
+        per_cat = a.sum(axis=2)
+        df = pd.DataFrame(per_cat, columns=list(self.categories))
+        df.index.name = "tile"
+        df["always_live"] = a[:, :, 0].sum(axis=1)
+        df["not_always_live"] = a[:, :, 1].sum(axis=1)
+        df["total"] = per_cat.sum(axis=1)
+        df["capacity"] = np.int64(self._p.target.sram_bytes_per_tile)
+        df["over_capacity"] = df["total"] > df["capacity"]
+        return df
+
+
+class _Liveness:
+    def __init__(self, profile: Profile):
+        self._p = profile
+
+    @property
+    def num_lsteps(self) -> int:
+        return self._p._shape("liveness_tile_bytes")[0]
+
+    def tile_bytes(self, lstart: int = 0, lstop: int | None = None, tiles=None) -> np.ndarray:
+        """(lsteps, tiles) not-always-live bytes, uint32."""
+        n = self.num_lsteps
+        lstart, lstop = _clip_range(lstart, lstop, n)
+        return self._p._read_rows("liveness_tile_bytes", lstart, lstop, tiles)
+
+
+def _clip_range(start, stop, n):
+    start = 0 if start is None else int(start)
+    stop = n if stop is None else int(stop)
+    start = max(0, min(start, n))
+    stop = max(start, min(stop, n))
+    return start, stop
+
+
+class _StepTiles:
+    def __init__(self, profile: Profile):
+        self._p = profile
+        self._levels: list[tuple[int, int]] | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._p._shape("step_tile_cycles")
+
+    def window(self, start: int, stop: int, tiles=None) -> StepTileWindow:
+        n = self.shape[0]
+        start, stop = _clip_range(start, stop, n)
+        tl = None if tiles is None else np.asarray(tiles, dtype=np.int64)
+        return StepTileWindow(
+            cycles=self._p._read_rows("step_tile_cycles", start, stop, tl),
+            bytes_in=self._p._read_rows("step_tile_bytes_in", start, stop, tl),
+            bytes_out=self._p._read_rows("step_tile_bytes_out", start, stop, tl),
+            start=start,
+            tiles=tl,
+        )
+
+    def cycles(self, start: int, stop: int, tiles=None) -> np.ndarray:
+        """Only the busy cycles of a window (cheaper than :meth:`window`)."""
+        n = self.shape[0]
+        start, stop = _clip_range(start, stop, n)
+        return self._p._read_rows("step_tile_cycles", start, stop, tiles)
+
+    @property
+    def levels(self) -> list[tuple[int, int]]:
+        """Stored summary levels (step_block, tile_block), finest first.
+
+        tile_block 0 means one block per IPU.  Tile blocks restart at each IPU boundary,
+        so the last block of an IPU may be shorter than tile_block.
+        """
+        if self._levels is None:
+            self._levels = self._p._summary_levels()
+        return list(self._levels)
+
+    def pick_level(self, n_steps: int | None = None, max_step_blocks: int = 4000) -> tuple[int, int]:
+        """Finest stored level with at most ``max_step_blocks`` step blocks over ``n_steps``."""
+        n = self.shape[0] if n_steps is None else n_steps
+        for sb, tb in self.levels:
+            if -(-n // sb) <= max_step_blocks:
+                return sb, tb
+        return self.levels[-1]
+
+    def tile_edges(self, step_block: int, tile_block: int) -> np.ndarray:
+        """Global tile index where each tile block of a level starts."""
+        g = self._p._summary_group(step_block, tile_block)
+        return self._p._guard(lambda: g["tile_edges"][()], f"summary {step_block}x{tile_block}")
+
+    def summary(self, step_block: int, tile_block: int, start: int = 0, stop: int | None = None) -> dict:
+        """min/mean/max busy cycles over blocks, arrays (n_step_blocks, n_tile_blocks).
+
+        ``start``/``stop`` are step indices; the blocks returned are those overlapping the range.
+        Also returns ``step_edges`` (first step of each returned block) and ``tile_edges``.
+        """
+        n = self.shape[0]
+        start, stop = _clip_range(start, stop, n)
+        g = self._p._summary_group(step_block, tile_block)
+        a = start // step_block
+        b = -(-stop // step_block)
+
+        def read():
+            return {
+                "min": g["min"][a:b],
+                "mean": g["mean"][a:b],
+                "max": g["max"][a:b],
+                "tile_edges": g["tile_edges"][()],
+            }
+
+        out = self._p._guard(read, f"summary {step_block}x{tile_block}")
+        out["step_edges"] = np.arange(a, b, dtype=np.int64) * step_block
+        out["step_block"] = step_block
+        out["tile_block"] = tile_block
+        return out
+
+
+class Profile:
+    """One open profile file.  See docs/architecture.md for the API."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._f = None
+        self._tables: dict[str, pd.DataFrame] = {}
+        self._tiles: pd.DataFrame | None = None
+        self._open()
+        self.memory = _Memory(self)
+        self.liveness = _Liveness(self)
+        self.step_tiles = _StepTiles(self)
+
+    # ---- opening and validation -------------------------------------------------------
+    def _err(self, problem: str) -> ProfileError:
+        return ProfileError(self.path, problem)
+
+    def _open(self) -> None:
+        p = self.path
+        if not p.exists():
+            raise self._err("no such file")
+        if p.is_dir():
+            raise self._err("is a directory, not a profile file")
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(8)
+        except OSError as e:
+            raise self._err(f"cannot read file: {e.strerror or e}") from e
+        if len(head) == 0:
+            raise self._err("file is empty (0 bytes); not a popvision-lite profile")
+        if head != HDF5_SIGNATURE:
+            raise self._err("not a popvision-lite profile (no HDF5 signature; expected a .pvl file)")
+        h5py = _import_h5()
+        try:
+            self._f = h5py.File(p, "r", locking=False)
+        except Exception as e:  # truncated / corrupt HDF5
+            raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
+        try:
+            self._check_header()
+        except Exception:
+            self.close()
+            raise
+
+    def _check_header(self) -> None:
+        f = self._f
+        try:
+            attrs = dict(f.attrs)
+        except Exception as e:
+            raise self._err(f"header attributes unreadable: {e}") from e
+        fmt = _as_str(attrs.get("format"))
+        if fmt != schema.FORMAT_NAME:
+            raise self._err(f"not a popvision-lite profile (format attribute is {fmt!r}, "
+                            f"expected {schema.FORMAT_NAME!r})")
+        try:
+            version = int(attrs["format_version"])
+        except Exception as e:
+            raise self._err("header lacks a valid 'format_version'") from e
+        if version > schema.FORMAT_VERSION:
+            raise ProfileVersionError(
+                self.path,
+                f"written by format version {version}, but this popvision-lite reads versions up to "
+                f"{schema.FORMAT_VERSION}; upgrade popvision-lite to open it")
+        if version < 1:
+            raise self._err(f"format version {version} is not a valid version")
+        self.format_version = version
+        self.format_minor = int(attrs.get("format_minor", 0))
+        if not bool(attrs.get("complete", False)):
+            raise self._err("profile is incomplete (the writer did not finish)")
+        try:
+            tgt = json.loads(_as_str(attrs["target"]))
+            self.target = schema.TargetInfo(**tgt)
+        except KeyError as e:
+            raise self._err("header lacks 'target'") from e
+        except Exception as e:
+            raise self._err(f"header field 'target' is invalid: {e}") from e
+        for key in ("num_ipus", "tiles_per_ipu", "sram_bytes_per_tile"):
+            v = getattr(self.target, key)
+            if not isinstance(v, int) or v <= 0:
+                raise self._err(f"header field 'target.{key}' must be a positive integer, got {v!r}")
+        try:
+            self.run = json.loads(_as_str(attrs.get("run", "{}")))
+            self.extra = json.loads(_as_str(attrs.get("extra", "{}")))
+        except Exception as e:
+            raise self._err(f"header field 'run' or 'extra' is not valid JSON: {e}") from e
+
+        # structure: every group, table and array present with consistent shapes
+        for grp in ("tables", "arrays", "summaries"):
+            if grp not in f:
+                raise self._err(f"missing group '/{grp}'")
+        for name in schema.TABLE_COLUMNS:
+            if name not in f["tables"]:
+                raise self._err(f"missing table '{name}'")
+        for name in schema.ARRAYS:
+            if name not in f["arrays"]:
+                raise self._err(f"missing array '{name}'")
+        nt = self.target.num_tiles
+        n_steps = self._table_rows("steps")
+        n_lsteps = self._table_rows("liveness_steps")
+        expect = {
+            "memory": (nt, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)),
+            "liveness_tile_bytes": (n_lsteps, nt),
+            "step_tile_cycles": (n_steps, nt),
+            "step_tile_bytes_in": (n_steps, nt),
+            "step_tile_bytes_out": (n_steps, nt),
+        }
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        for name, shape in expect.items():
+            ds = f["arrays"][name]
+            if not hasattr(ds, "shape"):
+                raise self._err(f"array '{name}' is not a dataset")
+            if tuple(ds.shape) != shape:
+                what = {"memory": "target tiles x categories x 2",
+                        "liveness_tile_bytes": "liveness_steps rows x target tiles"}.get(name, "steps rows x target tiles")
+                raise self._err(f"array '{name}' has shape {tuple(ds.shape)}, expected {shape} ({what})")
+            want = np.dtype(schema.ARRAYS[name][1])
+            if ds.dtype != want:
+                raise self._err(f"array '{name}' has dtype {ds.dtype}, expected {want}")
+            self._shapes[name] = shape
+
+    def _table_rows(self, name: str) -> int:
+        g = self._f["tables"][name]
+        cols = schema.TABLE_COLUMNS[name]
+        lengths = set()
+        for col in cols:
+            if col not in g:
+                raise self._err(f"table '{name}' lacks column '{col}'")
+            ds = g[col]
+            if not hasattr(ds, "shape") or len(ds.shape) != 1:
+                raise self._err(f"table '{name}' column '{col}' is not a 1-D dataset")
+            if ds.attrs.get("encoding") == "dictionary" and f"{col}.categories" not in g:
+                raise self._err(f"table '{name}' column '{col}' lacks its categories")
+            lengths.add(ds.shape[0])
+        if len(lengths) > 1:
+            raise self._err(f"table '{name}' has columns of different lengths {sorted(lengths)}")
+        return lengths.pop() if lengths else 0
+
+    # ---- low-level reads ----------------------------------------------------------------
+    def _guard(self, fn, what: str):
+        if self._f is None:
+            raise self._err("profile is closed")
+        with self._lock:
+            try:
+                return fn()
+            except ProfileError:
+                raise
+            except Exception as e:
+                raise self._err(f"cannot read {what}: the file is truncated or corrupt "
+                                f"({type(e).__name__}: {e})") from e
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        return self._shapes[name]
+
+    def _read_array(self, name: str) -> np.ndarray:
+        return self._guard(lambda: self._f["arrays"][name][()], f"array '{name}'")
+
+    def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
+        nt = self._shapes[name][1]
+
+        def read():
+            ds = self._f["arrays"][name]
+            if tiles is None:
+                if stop <= start:
+                    return np.zeros((0, nt), dtype=ds.dtype)
+                return ds[start:stop]
+            tl = np.asarray(tiles, dtype=np.int64)
+            if tl.size and (tl.min() < 0 or tl.max() >= nt):
+                raise self._err(f"tile index out of range 0..{nt - 1} in read of '{name}'")
+            if stop <= start or tl.size == 0:
+                return np.zeros((stop - start, tl.size), dtype=ds.dtype)
+            lo, hi = int(tl.min()), int(tl.max()) + 1
+            block = ds[start:stop, lo:hi]
+            return block[:, tl - lo]
+
+        return self._guard(read, f"array '{name}' rows {start}:{stop}")
+
+    def _summary_levels(self) -> list[tuple[int, int]]:
+        def read():
+            levels = json.loads(_as_str(self._f["summaries"].attrs["levels"]))
+            return [(int(a), int(b)) for a, b in levels]
+
+        return self._guard(read, "summary levels")
+
+    def _summary_group(self, step_block: int, tile_block: int):
+        from popvision_lite.profile.writer import level_name
+
+        if (step_block, tile_block) not in self.step_tiles.levels:
+            raise ProfileError(self.path, f"no stored summary level ({step_block}, {tile_block}); "
+                               f"stored levels are {self.step_tiles.levels}")
+        return self._f["summaries"][level_name(step_block, tile_block)]
+
+    def _read_table(self, name: str) -> pd.DataFrame:
+        def read():
+            g = self._f["tables"][name]
+            data = {}
+            for col in schema.TABLE_COLUMNS[name]:
+                ds = g[col]
+                vals = ds[()]
+                if ds.attrs.get("encoding") == "dictionary":
+                    cats = g[f"{col}.categories"].asstr()[()]
+                    cats = np.asarray(cats, dtype=object)
+                    if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
+                        raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
+                    vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
+                elif vals.dtype.kind not in _NUMERIC_KINDS:
+                    raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}")
+                data[col] = vals
+            return pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]))
+
+        return self._guard(read, f"table '{name}'")
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in schema.TABLE_COLUMNS:
+            raise ProfileError(self.path, f"unknown table '{name}'; tables are {list(schema.TABLE_COLUMNS)}")
+        if name not in self._tables:
+            self._tables[name] = self._read_table(name)
+        return self._tables[name]
+
+    # ---- public API ---------------------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        return self._shapes["step_tile_cycles"][0]
+
+    @property
+    def tiles(self) -> pd.DataFrame:
+        if self._tiles is None:
+            t = self.target
+            g = np.arange(t.num_tiles, dtype=np.int64)
+            self._tiles = pd.DataFrame({
+                "tile": g,
+                "ipu": (g // t.tiles_per_ipu).astype(np.int16),
+                "tile_in_ipu": (g % t.tiles_per_ipu).astype(np.int32),
+                "capacity_bytes": np.full(t.num_tiles, t.sram_bytes_per_tile, dtype=np.int64),
+            })
+        return self._tiles
+
+    steps = property(lambda self: self.table("steps"))
+    ops = property(lambda self: self.table("ops"))
+    programs = property(lambda self: self.table("programs"))
+    compute_sets = property(lambda self: self.table("compute_sets"))
+    vertices = property(lambda self: self.table("vertices"))
+    variables = property(lambda self: self.table("variables"))
+    variable_tiles = property(lambda self: self.table("variable_tiles"))
+    liveness_steps = property(lambda self: self.table("liveness_steps"))
+
+    def close(self) -> None:
+        if self._f is not None:
+            try:
+                self._f.close()
+            finally:
+                self._f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        t = getattr(self, "target", None)
+        what = f"{t.device} x{t.num_ipus}" if t else "?"
+        return f"<Profile {self.path} {what} steps={self._shapes.get('step_tile_cycles', (0,))[0]}>"
+
+
+def _as_str(v: Any) -> str | None:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if v is None:
+        return None
+    return str(v)
+
+
+def open_profile(path) -> Profile:
+    """Open a profile lazily (reads only the header).  Raises ProfileError subclasses."""
+    return Profile(path)

@@ -1,0 +1,536 @@
+"""Synthetic, internally consistent profiles of any size (tests, benchmarks, demos).
+
+How the data is made (so it compresses like a real profile, not like white noise):
+
+* A model of ``num_layers`` layers, each a few ops (matmuls, layer norm, softmax, add).
+  Each op issues a fixed pattern of BSP steps (exchange, sync, compute ...); with several
+  IPUs each layer ends with a global sync + an IPU-Link exchange.  One training iteration
+  is: stream in, all layers, stream out.  Iterations repeat until ``num_steps`` steps
+  (the last one may be cut short), like a Repeat program unrolled.
+* Per-tile cycles of a compute step follow how Poplar splits work: the op uses the first
+  k tiles of each IPU; each tile gets q or q+1 work grains (so most tiles share one of two
+  values), a few "reduction" tiles per IPU do extra work (imbalance), and some ops add a
+  small fixed per-tile jitter (vertex overheads).  Exchange steps move bytes in two sizes;
+  busy cycles = bytes / 4 B per cycle + overhead.  Sync steps have no busy cycles.
+* Every table is derived from the same steps: per-op cycles are sums of step durations,
+  FLOPs are derived from compute busy cycles, memory from the variables' tile mappings,
+  liveness from the variables' live ranges, program first/last step from the steps.
+
+``make_synthetic`` returns a :class:`ProfileData`; for large runs the step x tile arrays
+are lazy (rows are generated on slicing), so ``write_synthetic`` streams them to disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.profile import schema
+from popvision_lite.profile.schema import STEP_KIND_CODE as K
+
+COMPUTE, SYNC, EXCH, GEXCH, STREAM = (K["compute"], K["sync"], K["exchange_internal"],
+                                      K["exchange_global"], K["stream_copy"])
+
+# Shape of the synthetic model (not device facts: exchange rate and sync cycles come from the
+# device spec's [emulator] table).
+LINK_BYTES_PER_CYCLE_PER_TILE = 1
+STREAM_BYTES_PER_CYCLE_PER_TILE = 0.5
+LAZY_THRESHOLD = 50_000_000        # tile-steps above which arrays are generated lazily
+
+
+def default_target(device: str = "ipu-mk2", num_ipus: int = 1, tiles_per_ipu: int | None = None):
+    """TargetInfo from the device spec in resources/devices (tiles_per_ipu may be overridden)."""
+    from popvision_lite.devices import load_device
+
+    spec = load_device(device)
+    return schema.TargetInfo(
+        device=spec.id, name=spec.name, num_ipus=int(num_ipus),
+        tiles_per_ipu=int(tiles_per_ipu or spec.tiles),
+        sram_bytes_per_tile=spec.sram_bytes_per_tile, clock_hz=float(spec.clock_hz),
+        threads_per_tile=spec.threads_per_tile)
+
+
+def _model_constants(device: str) -> dict[str, float]:
+    """Cost-model constants of the device's [emulator] table, with synthetic fallbacks."""
+    consts = dict(exchange_bytes_per_cycle=4, global_sync_cycles=600, max_ipu_sync_delay_cycles=150)
+    try:
+        from popvision_lite.devices import load_device
+
+        consts.update({k: v for k, v in load_device(device).emulator.items() if k in consts})
+    except Exception:  # e.g. a GPU spec or a hand-made target: keep the synthetic constants
+        pass
+    return consts
+
+
+class LazyStepTileArray:
+    """(steps, tiles) uint32 rows generated from per-leaf templates: rows[i] = templates[leaf[i]]."""
+
+    dtype = np.dtype(np.uint32)
+
+    def __init__(self, templates: np.ndarray, leaf_of_step: np.ndarray):
+        self.templates = templates
+        self.leaf_of_step = leaf_of_step
+        self.shape = (len(leaf_of_step), templates.shape[1])
+        self.ndim = 2
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            rows, cols = key[0], key[1:]
+            return self[rows][(slice(None), *cols)]
+        return self.templates[self.leaf_of_step[key]]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.templates[self.leaf_of_step]
+        return a if dtype is None else a.astype(dtype)
+
+
+@dataclass
+class _Op:
+    op_id: int
+    name: str
+    type: str
+    precision: str
+    frac_tiles: float
+    grains: int
+    cycles_per_grain: int
+    flops_per_cycle: float
+    intensity: float  # flops per SRAM byte
+    jitter: bool
+    hot_tiles: int
+    act_bytes: int    # output activation bytes per used tile
+    weight_bytes: int  # weight bytes per used tile (0 = none)
+    leaves: list = field(default_factory=list)
+
+
+_OP_KINDS = {
+    # type: (precision, step pattern, flops/cycle/tile, flop per SRAM byte)
+    "matmul": ("fp16", [EXCH, SYNC, COMPUTE, SYNC, EXCH, SYNC, COMPUTE, SYNC], 32.0, 8.0),
+    "layernorm": ("fp32", [EXCH, SYNC, COMPUTE, SYNC], 2.0, 0.5),
+    "softmax": ("fp32", [COMPUTE, SYNC], 2.0, 0.5),
+    "add": ("fp16", [COMPUTE, SYNC], 1.0, 0.17),
+}
+_CODELETS = {
+    "matmul": ("poplin::ConvPartial1x1Out<half,float>", "popops::ReduceAdd<float,half>"),
+    "layernorm": ("popnn::LayerNormStats<float>",),
+    "softmax": ("popnn::NonLinearity<float,SOFTMAX>",),
+    "add": ("popops::ScaledAddSupervisor<half>",),
+}
+
+
+def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int = 200, seed: int = 0,
+                   *, num_layers: int = 4, over_capacity_tiles: int = 0, device: str = "ipu-mk2",
+                   target: schema.TargetInfo | None = None, lazy: bool | None = None) -> schema.ProfileData:
+    """Build a synthetic profile; see the module docstring for how the data is made."""
+    if num_ipus < 1 or tiles_per_ipu < 1 or num_steps < 0 or num_layers < 1:
+        raise ValueError("num_ipus, tiles_per_ipu, num_layers must be >= 1 and num_steps >= 0")
+    if target is None:
+        target = default_target(device, num_ipus, tiles_per_ipu)
+    else:
+        num_ipus, tiles_per_ipu = target.num_ipus, target.tiles_per_ipu
+    rng = np.random.default_rng(seed)
+    tpi = tiles_per_ipu
+    nt = num_ipus * tpi
+    tile = np.arange(nt)
+    tin = tile % tpi
+    cap = target.sram_bytes_per_tile
+    multi = num_ipus > 1
+    mc = _model_constants(target.device)
+    xbpc = int(mc["exchange_bytes_per_cycle"])
+    sync_internal = int(mc["max_ipu_sync_delay_cycles"])
+    sync_global = int(mc["global_sync_cycles"])
+
+    # ---- ops -------------------------------------------------------------------------
+    ops: list[_Op] = []
+
+    def add_op(name, typ):
+        prec, _, fpc, inten = _OP_KINDS[typ]
+        o = _Op(op_id=len(ops), name=name, type=typ, precision=prec,
+                frac_tiles=float(rng.choice([0.55, 0.75, 0.9, 1.0])),
+                grains=int(rng.integers(2, 40) * tpi // 7 + 1),
+                cycles_per_grain=int(rng.integers(60, 900)),
+                flops_per_cycle=fpc, intensity=inten, jitter=bool(rng.random() < 0.5),
+                hot_tiles=int(rng.choice([0, 2, 4, 8])),
+                act_bytes=int(rng.integers(1, 9)) * 1024,
+                weight_bytes=(int(rng.integers(8, 40)) * 1024 if typ == "matmul" else 0))
+        ops.append(o)
+        return o
+
+    stream_in = _Op(len(ops), "host_io/stream_in", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0, 2048, 0)
+    ops.append(stream_in)
+    layer_ops = []
+    for layer in range(num_layers):
+        lo = [add_op(f"layer{layer}/attention/qkv_matmul", "matmul"),
+              add_op(f"layer{layer}/attention/softmax", "softmax"),
+              add_op(f"layer{layer}/attention/out_matmul", "matmul"),
+              add_op(f"layer{layer}/residual_add", "add"),
+              add_op(f"layer{layer}/layernorm", "layernorm"),
+              add_op(f"layer{layer}/ffn/matmul", "matmul")]
+        if multi:
+            o = _Op(len(ops), f"layer{layer}/ipu_exchange", "ipu_exchange", "fp16", 0.5, 0, 0, 0, 0,
+                    False, 0, 0, 0)
+            ops.append(o)
+            lo.append(o)
+        layer_ops.append(lo)
+    stream_out = _Op(len(ops), "host_io/stream_out", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0, 0, 0)
+    ops.append(stream_out)
+
+    # ---- leaves (one BSP step each per iteration) and their per-tile templates ----------
+    leaves = []  # dicts: kind, op, name, cs
+    cyc_t, bin_t, bout_t = [], [], []
+    zeros = np.zeros(nt, dtype=np.uint32)
+    jitter_pattern = ((tile * 2654435761) >> 7) % 23  # fixed per-tile vertex overhead jitter
+
+    def used_mask(frac):
+        return tin < max(1, int(round(frac * tpi)))
+
+    def add_leaf(kind, op, name, cyc, bi, bo, cs=-1):
+        leaves.append(dict(kind=kind, op=op, name=name, cs=cs))
+        op.leaves.append(len(leaves) - 1)
+        cyc_t.append(np.asarray(cyc, dtype=np.uint32))
+        bin_t.append(np.asarray(bi, dtype=np.uint32))
+        bout_t.append(np.asarray(bo, dtype=np.uint32))
+
+    compute_sets = []
+
+    def compute_template(op, stage):
+        used = used_mask(op.frac_tiles)
+        n_used_per_ipu = int(used[:tpi].sum())
+        grains = op.grains if stage == 0 else max(1, op.grains // 8)
+        q, r = divmod(grains, n_used_per_ipu)
+        g_per_tile = np.where(tin < r, q + 1, q) * used
+        cyc = g_per_tile * op.cycles_per_grain + 40 * used
+        if op.hot_tiles:
+            hot = used & (tin < op.hot_tiles)
+            cyc = np.where(hot, cyc * 2 + op.cycles_per_grain * 3, cyc)
+        if op.jitter:
+            cyc = cyc + jitter_pattern * used
+        return cyc.astype(np.int64), g_per_tile, used
+
+    def exchange_template(op, scale):
+        used = used_mask(op.frac_tiles)
+        n_used = int(used[:tpi].sum())
+        big = op.act_bytes * scale
+        bi = np.where(tin < n_used // 3, big + 64, big) * used
+        bo = np.where(tin < n_used // 2, big, big + 128) * used
+        cyc = (np.maximum(bi, bo) + xbpc - 1) // xbpc + 30 * used
+        return cyc, bi, bo
+
+    vertex_rows = []
+    for o in [stream_in] + [x for lo in layer_ops for x in lo] + [stream_out]:
+        if o.type == "stream_copy":
+            used = used_mask(o.frac_tiles)
+            b = (used * (2048 if o is stream_in else 1024)).astype(np.int64)
+            bi, bo = (b, zeros) if o is stream_in else (zeros, b)
+            busy = (b / STREAM_BYTES_PER_CYCLE_PER_TILE).astype(np.int64) + 20 * used
+            add_leaf(STREAM, o, f"{o.name}/StreamCopy", busy, bi, bo)
+            add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
+            continue
+        if o.type == "ipu_exchange":
+            used = used_mask(o.frac_tiles)
+            b = (used * 1536).astype(np.int64)
+            busy = b // LINK_BYTES_PER_CYCLE_PER_TILE + 50 * used
+            add_leaf(SYNC, o, f"{o.name}/GlobalSync", zeros, zeros, zeros)
+            add_leaf(GEXCH, o, f"{o.name}/GlobalExchange", busy, b, b)
+            add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
+            continue
+        pattern = _OP_KINDS[o.type][1]
+        stage = 0
+        for kind in pattern:
+            if kind == COMPUTE:
+                cyc, g, used = compute_template(o, stage)
+                codelet = _CODELETS[o.type][min(stage, len(_CODELETS[o.type]) - 1)]
+                cs_id = len(compute_sets)
+                n_vert = int(g.sum())
+                compute_sets.append(dict(cs_id=cs_id, name=f"{o.name}/cs{stage}", op_id=o.op_id,
+                                         num_vertices=n_vert, num_tiles=int(used.sum())))
+                idx = np.flatnonzero(used)
+                vertex_rows.append(pd.DataFrame({
+                    "cs_id": np.full(idx.size, cs_id, dtype=np.int32), "codelet": codelet,
+                    "tile": idx.astype(np.int32), "count": g[idx].astype(np.int32),
+                    "cycles": cyc[idx].astype(np.int64), "state_bytes": (g[idx] * 16 + 8).astype(np.int64),
+                    "code_bytes": np.full(idx.size, 900 + 300 * stage, dtype=np.int64)}))
+                add_leaf(COMPUTE, o, f"{o.name}/Execute{stage}", cyc, zeros, zeros, cs=cs_id)
+                stage += 1
+            elif kind == EXCH:
+                cyc, bi, bo = exchange_template(o, 1 + stage)
+                add_leaf(EXCH, o, f"{o.name}/Exchange{stage}", cyc, bi, bo)
+            else:
+                add_leaf(SYNC, o, f"{o.name}/Sync{len(o.leaves)}", zeros, zeros, zeros)
+
+    n_leaves = len(leaves)
+    cyc_t = np.stack(cyc_t)
+    bin_t = np.stack(bin_t)
+    bout_t = np.stack(bout_t)
+    leaf_kind = np.array([lf["kind"] for lf in leaves], dtype=np.int8)
+    leaf_op = np.array([lf["op"].op_id for lf in leaves], dtype=np.int32)
+    leaf_busy = cyc_t.max(axis=1).astype(np.int64)
+    overhead = np.select([leaf_kind == COMPUTE, leaf_kind == SYNC, leaf_kind == GEXCH],
+                         [20, sync_internal, 80], 40).astype(np.int64)
+    # a sync that follows a global exchange op's first leaf is a global sync
+    for i, lf in enumerate(leaves):
+        if lf["kind"] == SYNC and lf["name"].endswith("GlobalSync"):
+            overhead[i] = sync_global
+    leaf_dur = leaf_busy + overhead
+
+    # ---- steps -------------------------------------------------------------------------
+    step_leaf = (np.arange(num_steps) % n_leaves).astype(np.int64)
+    iterations = -(-num_steps // n_leaves) if num_steps else 0
+    dur = leaf_dur[step_leaf]
+    end = np.cumsum(dur)
+    start = end - dur
+    op_ipu = np.int16(-1 if multi else 0)
+
+    # programs: 0 main Sequence, 1 Repeat, per-layer Sequence, per-op Sequence, leaves
+    prog_rows = []
+
+    def add_prog(parent, kind, name, op_id=-1, repeat=1, cs_id=-1, lstep=-1, code=32):
+        prog_rows.append(dict(prog_id=len(prog_rows), parent_id=parent, kind=kind, name=name,
+                              op_id=op_id, repeat=repeat, cs_id=cs_id, lstep=lstep, code_bytes=code))
+        return len(prog_rows) - 1
+
+    leaf_prog = np.zeros(n_leaves, dtype=np.int32)
+    kind_prog = {COMPUTE: "Execute", SYNC: "Sync", EXCH: "Copy", GEXCH: "Copy", STREAM: "StreamCopy"}
+    root = add_prog(-1, "Sequence", "main")
+    loop = add_prog(root, "Repeat", "training_loop", repeat=iterations)
+
+    def add_op_progs(parent, o):
+        seq = add_prog(parent, "Sequence", o.name, op_id=o.op_id)
+        for li in o.leaves:
+            lf = leaves[li]
+            leaf_prog[li] = add_prog(seq, kind_prog[lf["kind"]], lf["name"], op_id=o.op_id, cs_id=lf["cs"],
+                                     lstep=li, code=64 + 32 * (lf["kind"] == COMPUTE))
+
+    add_op_progs(loop, stream_in)
+    for layer, lo in enumerate(layer_ops):
+        lseq = add_prog(loop, "Sequence", f"layer{layer}")
+        for o in lo:
+            add_op_progs(lseq, o)
+    add_op_progs(loop, stream_out)
+    programs = pd.DataFrame(prog_rows)
+
+    step_prog = leaf_prog[step_leaf]
+    steps = pd.DataFrame({
+        "step": np.arange(num_steps, dtype=np.int64),
+        "kind": leaf_kind[step_leaf],
+        "op_id": leaf_op[step_leaf],
+        "prog_id": step_prog.astype(np.int32),
+        "ipu": np.full(num_steps, op_ipu, dtype=np.int16),
+        "start_cycle": start.astype(np.int64),
+        "end_cycle": end.astype(np.int64),
+    })
+    # per-step aggregates straight from the templates (the writer also fills them if missing)
+    steps["busy_max"] = leaf_busy[step_leaf]
+    steps["busy_mean"] = cyc_t.mean(axis=1)[step_leaf]
+    steps["tiles_active"] = np.count_nonzero(cyc_t, axis=1).astype(np.int32)[step_leaf]
+    steps["bytes_in"] = bin_t.sum(axis=1, dtype=np.int64)[step_leaf]
+    steps["bytes_out"] = bout_t.sum(axis=1, dtype=np.int64)[step_leaf]
+
+    # program first/last step and cycles (children included)
+    n_prog = len(programs)
+    first = np.full(n_prog, -1, dtype=np.int64)
+    last = np.full(n_prog, -1, dtype=np.int64)
+    cycles = np.zeros(n_prog, dtype=np.int64)
+    if num_steps:
+        leaf_first = np.full(n_leaves, -1, dtype=np.int64)
+        leaf_last = np.full(n_leaves, -1, dtype=np.int64)
+        executed = np.bincount(step_leaf, minlength=n_leaves)
+        ran = executed > 0
+        li_all = np.arange(n_leaves)
+        leaf_first[ran] = li_all[ran]
+        leaf_last[ran] = li_all[ran] + n_leaves * ((num_steps - 1 - li_all[ran]) // n_leaves)
+        leaf_cycles = executed * leaf_dur
+        parent = programs["parent_id"].to_numpy()
+        for li in range(n_leaves):
+            p = int(leaf_prog[li])
+            while p >= 0:
+                if leaf_first[li] >= 0:
+                    first[p] = leaf_first[li] if first[p] < 0 else min(first[p], leaf_first[li])
+                    last[p] = max(last[p], leaf_last[li])
+                cycles[p] += leaf_cycles[li]
+                p = int(parent[p])
+    else:
+        executed = np.zeros(n_leaves, dtype=np.int64)
+    programs["first_step"] = first
+    programs["last_step"] = last
+    programs["cycles"] = cycles
+    programs = programs[list(schema.TABLE_COLUMNS["programs"])].astype(
+        {"prog_id": np.int32, "parent_id": np.int32, "op_id": np.int32, "repeat": np.int64,
+         "cs_id": np.int32, "code_bytes": np.int64, "lstep": np.int64})
+
+    # ---- ops table -------------------------------------------------------------------------
+    busy_sum_leaf = cyc_t.sum(axis=1, dtype=np.int64)
+    op_rows = []
+    for o in ops:
+        li = np.array(o.leaves, dtype=np.int64)
+        ex = executed[li]
+        kinds = leaf_kind[li]
+        dur_ex = ex * leaf_dur[li]
+
+        def cyc_by(mask, dur_ex=dur_ex):
+            return int((dur_ex * mask).sum())
+
+        comp_busy = int((ex * busy_sum_leaf[li] * (kinds == COMPUTE)).sum())
+        flops = int(comp_busy * o.flops_per_cycle)
+        bytes_ex = int((ex * bin_t[li].sum(axis=1, dtype=np.int64) * (kinds == EXCH)).sum())
+        bytes_link = int((ex * bin_t[li].sum(axis=1, dtype=np.int64) * (kinds == GEXCH)).sum())
+        bytes_ddr = int((ex * (bin_t[li].sum(axis=1, dtype=np.int64) + bout_t[li].sum(axis=1, dtype=np.int64))
+                         * (kinds == STREAM)).sum())
+        used = int(used_mask(o.frac_tiles).sum())
+        n_iter = int(ex.max()) if ex.size else 0
+        min_b = n_iter * used * (o.act_bytes * 2 + o.weight_bytes)
+        op_rows.append(dict(
+            op_id=o.op_id, name=o.name, type=o.type, ipu=op_ipu, precision=o.precision, flops=flops,
+            bytes_sram=int(flops / o.intensity) if o.intensity else 0, bytes_exchange=bytes_ex,
+            bytes_ipu_link=bytes_link, bytes_ddr=bytes_ddr, min_bytes=int(min_b),
+            cycles=cyc_by(1), compute_cycles=cyc_by(kinds == COMPUTE),
+            exchange_cycles=cyc_by((kinds == EXCH) | (kinds == GEXCH)), sync_cycles=cyc_by(kinds == SYNC),
+            stream_cycles=cyc_by(kinds == STREAM), tiles_used=used,
+            plan=(f"tiles={used} grains={o.grains} split" if o.grains else "")))
+    ops_df = pd.DataFrame(op_rows)[list(schema.TABLE_COLUMNS["ops"])].astype(
+        {"op_id": np.int32, "ipu": np.int16, "tiles_used": np.int32})
+
+    # ---- variables, tile mapping, liveness ---------------------------------------------------
+    var_rows, vt_parts = [], []
+    # liveness step = leaf index (compile order, Repeat body counted once)
+    n_lsteps = n_leaves
+
+    def add_var(name, kind, dtype, per_tile, always, first_l, last_l, op_id):
+        per_tile = np.asarray(per_tile, dtype=np.int64)
+        idx = np.flatnonzero(per_tile)
+        var_id = len(var_rows)
+        total = int(per_tile.sum())
+        elems = total // (2 if dtype == "float16" else 4)
+        var_rows.append(dict(var_id=var_id, name=name, kind=kind, dtype=dtype, shape=f"({elems},)",
+                             bytes=total, always_live=always, first_lstep=-1 if always else first_l,
+                             last_lstep=(n_lsteps - 1) if always else last_l, op_id=op_id))
+        vt_parts.append((np.full(idx.size, var_id, dtype=np.int32), idx.astype(np.int32), per_tile[idx]))
+        return var_id
+
+    all_ops = [stream_in] + [x for lo in layer_ops for x in lo] + [stream_out]
+    for i, o in enumerate(all_ops):
+        used = used_mask(o.frac_tiles)
+        if o.weight_bytes:
+            add_var(f"{o.name}/weights", "variable", "float16", used * o.weight_bytes, True, -1, -1, -1)
+        if o.type == "layernorm":
+            add_var(f"{o.name}/epsilon", "constant", "float32", (tin == 0) * 4, True, -1, -1, -1)
+            add_var(f"{o.name}/gamma", "variable", "float32", used * 512, True, -1, -1, -1)
+        if o.act_bytes and o.leaves:
+            first_l = o.leaves[0]
+            nxt = all_ops[i + 1] if i + 1 < len(all_ops) else None
+            last_l = nxt.leaves[-1] if nxt is not None and nxt.leaves else o.leaves[-1]
+            add_var(f"{o.name}/output", "variable", "float16", used * o.act_bytes, False, first_l, last_l,
+                    -1 if o.type == "stream_copy" else o.op_id)
+
+    def var_tile_bytes():
+        vid = np.concatenate([p[0] for p in vt_parts]) if vt_parts else np.zeros(0, np.int32)
+        vtile = np.concatenate([p[1] for p in vt_parts]) if vt_parts else np.zeros(0, np.int32)
+        vbytes = np.concatenate([p[2] for p in vt_parts]) if vt_parts else np.zeros(0, np.int64)
+        return vid, vtile, vbytes
+
+    vid, vtile, vbytes = var_tile_bytes()
+    vars_df = pd.DataFrame(var_rows)
+    always = vars_df["always_live"].to_numpy(bool)
+    kind_const = (vars_df["kind"] == "constant").to_numpy()
+    # liveness per lstep via difference arrays over each variable's live range
+    delta = np.zeros((n_lsteps + 1, nt), dtype=np.int64)
+    nal = ~always[vid]
+    fl = vars_df["first_lstep"].to_numpy()[vid[nal]]
+    ll = vars_df["last_lstep"].to_numpy()[vid[nal]]
+    np.add.at(delta, (fl, vtile[nal]), vbytes[nal])
+    np.add.at(delta, (ll + 1, vtile[nal]), -vbytes[nal])
+    live = np.cumsum(delta[:-1], axis=0)
+    peak_nal = live.max(axis=0) if n_lsteps else np.zeros(nt, dtype=np.int64)
+
+    # memory (tiles, categories, [always_live, not_always_live])
+    mem = np.zeros((nt, len(schema.MEMORY_CATEGORIES), 2), dtype=np.int64)
+    C = schema.CATEGORY_CODE
+    mem[:, C["variable"], 0] = np.bincount(vtile[always[vid] & ~kind_const[vid]],
+                                           vbytes[always[vid] & ~kind_const[vid]], minlength=nt)
+    mem[:, C["variable"], 1] = peak_nal
+    mem[:, C["constant"], 0] = np.bincount(vtile[kind_const[vid]], vbytes[kind_const[vid]], minlength=nt)
+    vert = pd.concat(vertex_rows, ignore_index=True) if vertex_rows else pd.DataFrame(
+        {c: np.zeros(0, np.int64) for c in schema.TABLE_COLUMNS["vertices"]})
+    vt = vert["tile"].to_numpy()
+    mem[:, C["vertexInstanceState"], 0] = np.bincount(vt, vert["state_bytes"].to_numpy(), minlength=nt)
+    n_codelets = np.bincount(vt, minlength=nt)
+    mem[:, C["vertexCode"], 0] = 2048 + 450 * np.minimum(n_codelets, 12)
+    mem[:, C["vertexFieldData"], 0] = np.bincount(vt, vert["count"].to_numpy() * 24, minlength=nt)
+    mem[:, C["vectorListDescriptor"], 0] = np.bincount(vt, vert["count"].to_numpy() * 4, minlength=nt)
+    mem[:, C["controlCode"], 0] = 6000 + 96 * n_leaves + (jitter_pattern * 8)
+    mem[:, C["controlId"], 0] = 4 * n_leaves
+    mem[:, C["controlTable"], 0] = 512
+    mem[:, C["copyDescriptor"], 0] = 256 + 16 * (tin % 4)
+    n_exch = int((leaf_kind == EXCH).sum())
+    mem[:, C["internalExchangeCode"], 0] = 900 * n_exch + 4 * (tin % 64)
+    if multi:
+        mem[:, C["globalExchangeCode"], 0] = 1200 * int((leaf_kind == GEXCH).sum())
+        mem[:, C["globalExchangePacketHeader"], 0] = 64
+    mem[:, C["hostExchangeCode"], 0] = np.where(tin < stream_in.frac_tiles * tpi, 1600, 0)
+    mem[:, C["hostExchangePacketHeader"], 0] = np.where(tin < stream_in.frac_tiles * tpi, 32, 0)
+    mem[:, C["stack"], 0] = 7 * 1152
+
+    if over_capacity_tiles:
+        k = min(int(over_capacity_tiles), nt)
+        chosen = np.linspace(0, nt - 1, k).astype(np.int64)
+        total = mem.sum(axis=(1, 2))
+        need = np.zeros(nt, dtype=np.int64)
+        need[chosen] = np.maximum(cap - total[chosen], 0) + cap // 10 + 4096 * (np.arange(k) % 5)
+        add_var("oversized/attention_scores_buffer", "variable", "float32", need, True, -1, -1, -1)
+        mem[:, C["variable"], 0] += need
+        vid, vtile, vbytes = var_tile_bytes()
+        vars_df = pd.DataFrame(var_rows)
+
+    vars_df = vars_df[list(schema.TABLE_COLUMNS["variables"])].astype(
+        {"var_id": np.int32, "bytes": np.int64, "always_live": bool, "first_lstep": np.int64,
+         "last_lstep": np.int64, "op_id": np.int32})
+    var_tiles = pd.DataFrame({"var_id": vid, "tile": vtile, "bytes": vbytes.astype(np.int64)})
+
+    ltb = live.astype(np.uint32)
+    max_tile = live.argmax(axis=1) if nt else np.zeros(n_lsteps, dtype=np.int64)
+    liveness_steps = pd.DataFrame({
+        "lstep": np.arange(n_lsteps, dtype=np.int64),
+        "prog_id": leaf_prog.astype(np.int32),
+        "name": [lf["name"] for lf in leaves],
+        "total_bytes": live.sum(axis=1).astype(np.int64),
+        "max_tile_bytes": live.max(axis=1).astype(np.int64) if nt else np.zeros(n_lsteps, np.int64),
+        "max_tile": max_tile.astype(np.int32),
+    })
+    cs_df = pd.DataFrame(compute_sets, columns=list(schema.TABLE_COLUMNS["compute_sets"])).astype(
+        {"cs_id": np.int32, "op_id": np.int32, "num_vertices": np.int64, "num_tiles": np.int32})
+    vert = vert[list(schema.TABLE_COLUMNS["vertices"])]
+
+    if lazy is None:
+        lazy = num_steps * nt > LAZY_THRESHOLD
+    if lazy:
+        arrs = [LazyStepTileArray(t_, step_leaf) for t_ in (cyc_t, bin_t, bout_t)]
+    else:
+        arrs = [t_[step_leaf] for t_ in (cyc_t, bin_t, bout_t)]
+
+    fits = bool((mem.sum(axis=(1, 2)) <= cap).all())
+    run = dict(model="synthetic", config=dict(num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu,
+                                              num_steps=num_steps, seed=seed, num_layers=num_layers,
+                                              over_capacity_tiles=over_capacity_tiles),
+               emulator_version="synthetic", fits=fits, timing_only=True, numeric_checks={},
+               iterations=iterations)
+    return schema.ProfileData(
+        target=target, run=run, memory=mem, steps=steps,
+        step_tile_cycles=arrs[0], step_tile_bytes_in=arrs[1], step_tile_bytes_out=arrs[2],
+        ops=ops_df, programs=programs, compute_sets=cs_df, vertices=vert, variables=vars_df,
+        variable_tiles=var_tiles, liveness_steps=liveness_steps, liveness_tile_bytes=ltb,
+        extra={"synthetic": True})
+
+
+def write_synthetic(path, num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int = 200, seed: int = 0,
+                    progress=None, **kwargs) -> Path:
+    """Make a synthetic profile and write it, streaming step x tile rows in batches."""
+    from popvision_lite.profile.writer import write_profile
+
+    kwargs.setdefault("lazy", True)
+    data = make_synthetic(num_ipus, tiles_per_ipu, num_steps, seed, **kwargs)
+    return write_profile(path, data, progress=progress)

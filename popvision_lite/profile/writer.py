@@ -1,0 +1,286 @@
+"""Write a :class:`~popvision_lite.profile.schema.ProfileData` to one ``.pvl`` file (HDF5).
+
+Layout (see ``docs/profile-format.md``)::
+
+    /                         attrs: format, format_version, format_minor, target, run, extra (JSON)
+    /tables/<table>/<column>  one 1-D dataset per column; string columns dictionary-encoded
+    /arrays/<name>            dense arrays from schema.ARRAYS, chunked + compressed
+    /summaries/s<S>_t<T>/{min,mean,max}   block summaries of step_tile_cycles
+
+The file is written to a temporary file in the target folder and moved into place with
+``os.replace`` only once it is complete, so a killed writer never leaves a file that
+looks valid at the target path.  Step x tile arrays are streamed in batches of steps,
+so any array-like with ``.shape`` and ``a[i:j]`` slicing (e.g. np.memmap or a lazy
+generator) can be written without holding it all in memory.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.errors import ProfileError
+from popvision_lite.profile import schema
+
+FORMAT_MINOR = 0
+
+# step_tile_* storage: chunks of STEP_CHUNK steps x one IPU's tiles (never straddles IPUs).
+STEP_CHUNK = 32
+# Summary levels (step_block, tile_block), finest first.  Tile blocks are per IPU: the last
+# block of each IPU may be shorter.  A tile_block of 0 means "one block per IPU".
+SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
+# Steps per write batch; a multiple of every summary step block so blocks never straddle batches.
+WRITE_BATCH = 1024
+
+STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
+AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
+
+
+def _compression() -> dict[str, Any]:
+    """zstd via Blosc (byte shuffle) when hdf5plugin is present, else gzip."""
+    try:
+        import hdf5plugin
+
+        return dict(hdf5plugin.Blosc(cname="zstd", clevel=3, shuffle=hdf5plugin.Blosc.SHUFFLE))
+    except Exception:  # pragma: no cover - hdf5plugin is a dependency
+        return dict(compression="gzip", compression_opts=4, shuffle=True)
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, default=_json_default, sort_keys=True)
+
+
+def tile_block_edges(num_ipus: int, tiles_per_ipu: int, tile_block: int) -> np.ndarray:
+    """Start index of every tile block; blocks restart at each IPU boundary."""
+    tb = tiles_per_ipu if tile_block <= 0 else tile_block
+    per_ipu = np.arange(0, tiles_per_ipu, tb)
+    return (np.arange(num_ipus)[:, None] * tiles_per_ipu + per_ipu[None, :]).ravel()
+
+
+def level_name(step_block: int, tile_block: int) -> str:
+    return f"s{step_block}_t{tile_block}"
+
+
+def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
+    """min/sum/max of ``cycles`` (steps, tiles) over blocks; step blocks start at row 0."""
+    s_edges = np.arange(0, cycles.shape[0], step_block)
+    c = cycles
+    mn = np.minimum.reduceat(np.minimum.reduceat(c, s_edges, axis=0), tile_edges, axis=1)
+    mx = np.maximum.reduceat(np.maximum.reduceat(c, s_edges, axis=0), tile_edges, axis=1)
+    sm = np.add.reduceat(np.add.reduceat(c, s_edges, axis=0, dtype=np.float64), tile_edges, axis=1)
+    s_sizes = np.diff(np.append(s_edges, c.shape[0]))
+    t_sizes = np.diff(np.append(tile_edges, c.shape[1]))
+    mean = sm / (s_sizes[:, None] * t_sizes[None, :])
+    return mn, mean.astype(np.float32), mx
+
+
+def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
+    cols = schema.TABLE_COLUMNS[name]
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ProfileError(path, f"table '{name}' lacks column(s) {missing}")
+    g = h5group.create_group(name)
+    g.attrs["columns"] = _dumps(list(cols))
+    g.attrs["rows"] = len(df)
+    for col in cols:
+        values = df[col].to_numpy()
+        if values.dtype == object or values.dtype.kind in "US" or isinstance(df[col].dtype, pd.StringDtype):
+            strs = pd.Series(values, dtype=object).fillna("").astype(str)
+            codes, cats = pd.factorize(strs, sort=False)
+            ds = g.create_dataset(col, data=codes.astype(np.int32), **(comp if len(codes) > 1024 else {}))
+            ds.attrs["encoding"] = "dictionary"
+            g.create_dataset(f"{col}.categories", data=np.array(list(cats), dtype=object),
+                             dtype=_str_dtype())
+        else:
+            if values.dtype.kind == "b":
+                values = values.astype(np.bool_)
+            ds = g.create_dataset(col, data=values, **(comp if len(values) > 1024 else {}))
+
+
+def _str_dtype():
+    import h5py
+
+    return h5py.string_dtype("utf-8")
+
+
+def _as_batch(a, i: int, j: int, path, name: str) -> np.ndarray:
+    try:
+        out = np.asarray(a[i:j])
+    except Exception as e:  # an array-like that fails to produce data
+        raise ProfileError(path, f"array '{name}' rows {i}:{j} could not be read: {e}") from e
+    return out
+
+
+def _check_shape(path, name: str, shape, expected) -> None:
+    if tuple(shape) != tuple(expected):
+        raise ProfileError(path, f"array '{name}' has shape {tuple(shape)}, expected {tuple(expected)}")
+
+
+def _fill_aggregates(steps: pd.DataFrame, agg: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Fill per-step aggregate columns the producer left out or NaN."""
+    steps = steps.copy()
+    for col in AGG_COLUMNS:
+        computed = agg[col]
+        if col not in steps.columns:
+            steps[col] = computed
+            continue
+        cur = np.array(pd.to_numeric(steps[col], errors="coerce"), dtype=np.float64)
+        bad = ~np.isfinite(cur)
+        if bad.any():
+            cur[bad] = computed[bad]
+        steps[col] = cur
+    for col, dt in (("busy_max", np.int64), ("tiles_active", np.int32), ("bytes_in", np.int64),
+                    ("bytes_out", np.int64)):
+        steps[col] = steps[col].astype(dt)
+    steps["busy_mean"] = steps["busy_mean"].astype(np.float64)
+    return steps
+
+
+def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVELS,
+                  step_chunk: int = STEP_CHUNK, progress=None) -> Path:
+    """Write ``data`` atomically to ``path`` (a ``.pvl`` file); returns the path.
+
+    ``progress(done_steps, total_steps)`` is called after each batch of steps when given.
+    Raises :class:`ProfileError` for inconsistent data or an unwritable destination.
+    """
+    import h5py
+
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ProfileError(path, "is a directory; give a file name such as run.pvl")
+    if not folder.is_dir():
+        raise ProfileError(path, f"folder '{folder}' does not exist")
+    t = data.target
+    n_tiles = t.num_tiles
+    n_steps = len(data.steps)
+    for name in STEP_TILE_ARRAYS:
+        _check_shape(path, name, getattr(data, name).shape, (n_steps, n_tiles))
+    _check_shape(path, "memory", np.shape(data.memory),
+                 (n_tiles, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)))
+    _check_shape(path, "liveness_tile_bytes", np.shape(data.liveness_tile_bytes),
+                 (len(data.liveness_steps), n_tiles))
+
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+    except OSError as e:
+        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+    tmp = Path(tmp_name)
+    ok = False
+    try:
+        comp = _compression()
+        with h5py.File(tmp, "w", libver="latest") as f:
+            f.attrs["format"] = schema.FORMAT_NAME
+            f.attrs["format_version"] = schema.FORMAT_VERSION
+            f.attrs["format_minor"] = FORMAT_MINOR
+            f.attrs["complete"] = False
+            f.attrs["target"] = _dumps(t.to_dict())
+            f.attrs["run"] = _dumps(data.run or {})
+            f.attrs["extra"] = _dumps(data.extra or {})
+
+            arrays = f.create_group("arrays")
+            tpi = t.tiles_per_ipu
+            chunk = (max(1, min(step_chunk, max(n_steps, 1))), tpi)
+            dsets = {}
+            for name in STEP_TILE_ARRAYS:
+                dsets[name] = arrays.create_dataset(
+                    name, shape=(n_steps, n_tiles), dtype=np.uint32, chunks=chunk if n_steps else None,
+                    **(comp if n_steps else {}))
+            levels = [(sb, tb) for sb, tb in summary_levels]
+            summ = f.create_group("summaries")
+            summ.attrs["levels"] = _dumps(levels)
+            sdsets = {}
+            for sb, tb in levels:
+                edges = tile_block_edges(t.num_ipus, tpi, tb)
+                nsb = -(-n_steps // sb)
+                g = summ.create_group(level_name(sb, tb))
+                g.attrs["step_block"] = sb
+                g.attrs["tile_block"] = tb
+                g.create_dataset("tile_edges", data=edges.astype(np.int64))
+                for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
+                    sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt)
+            agg = {c: np.zeros(n_steps, dtype=np.float64) for c in AGG_COLUMNS}
+            for i in range(0, n_steps, WRITE_BATCH):
+                j = min(n_steps, i + WRITE_BATCH)
+                batch = {}
+                for name in STEP_TILE_ARRAYS:
+                    b = _as_batch(getattr(data, name), i, j, path, name)
+                    _check_shape(path, f"{name}[{i}:{j}]", b.shape, (j - i, n_tiles))
+                    if b.dtype != np.uint32:
+                        if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
+                            raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
+                        b = b.astype(np.uint32)
+                    dsets[name][i:j] = b
+                    batch[name] = b
+                cyc = batch["step_tile_cycles"]
+                agg["busy_max"][i:j] = cyc.max(axis=1) if n_tiles else 0
+                agg["busy_mean"][i:j] = cyc.mean(axis=1, dtype=np.float64) if n_tiles else 0
+                agg["tiles_active"][i:j] = np.count_nonzero(cyc, axis=1)
+                agg["bytes_in"][i:j] = batch["step_tile_bytes_in"].sum(axis=1, dtype=np.int64)
+                agg["bytes_out"][i:j] = batch["step_tile_bytes_out"].sum(axis=1, dtype=np.int64)
+                for sb, tb in levels:
+                    edges = tile_block_edges(t.num_ipus, tpi, tb)
+                    mn, mean, mx = block_summary(cyc, sb, edges)
+                    a, b_ = i // sb, i // sb + mn.shape[0]
+                    sdsets[(sb, tb, "min")][a:b_] = mn
+                    sdsets[(sb, tb, "mean")][a:b_] = mean
+                    sdsets[(sb, tb, "max")][a:b_] = mx
+                if progress is not None:
+                    progress(j, n_steps)
+
+            arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
+            ltb = np.asarray(data.liveness_tile_bytes)
+            if ltb.dtype != np.uint32:
+                ltb = ltb.astype(np.uint32)
+            arrays.create_dataset("liveness_tile_bytes", data=ltb,
+                                  chunks=(max(1, min(64, ltb.shape[0])), tpi) if ltb.size else None,
+                                  **(comp if ltb.size else {}))
+
+            tables = f.create_group("tables")
+            steps = _fill_aggregates(data.steps, agg)
+            for name in schema.TABLE_COLUMNS:
+                df = steps if name == "steps" else getattr(data, name)
+                if df is None:
+                    raise ProfileError(path, f"table '{name}' is missing (None)")
+                _write_table(tables, name, df, path, comp)
+            f.attrs["complete"] = True
+        os.replace(tmp, path)
+        ok = True
+    except ProfileError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise ProfileError(path, "disk full while writing the profile") from e
+        raise ProfileError(path, f"cannot write profile: {e}") from e
+    except Exception as e:
+        # h5py reports disk-full and similar as generic errors; name the file
+        raise ProfileError(path, f"cannot write profile: {type(e).__name__}: {e}") from e
+    finally:
+        if not ok:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+    return path

@@ -1,0 +1,191 @@
+"""Round trip write_profile -> open_profile, the reader API, and the synthetic profile's consistency."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.profile import schema
+from popvision_lite.profile.reader import open_profile
+from popvision_lite.profile.synthetic import make_synthetic, write_synthetic
+from popvision_lite.profile.writer import write_profile
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(num_ipus=2, tiles_per_ipu=100, num_steps=300, seed=3, num_layers=2,
+                          over_capacity_tiles=3)
+
+
+@pytest.fixture(scope="module")
+def path(data, tmp_path_factory):
+    p = tmp_path_factory.mktemp("rt") / "run.pvl"
+    write_profile(p, data)
+    return p
+
+
+def test_tables_round_trip(data, path):
+    with pvl.open(path) as p:
+        assert p.format_version == schema.FORMAT_VERSION
+        assert p.target == data.target
+        assert p.run["config"]["seed"] == 3
+        for name, cols in schema.TABLE_COLUMNS.items():
+            got = getattr(p, name)
+            want = getattr(data, name)
+            assert list(got.columns) == list(cols)
+            assert len(got) == len(want), name
+            for c in cols:
+                g, w = got[c].to_numpy(), want[c].to_numpy()
+                if w.dtype == object:
+                    assert list(g) == list(w), (name, c)
+                else:
+                    np.testing.assert_array_equal(g, w, err_msg=f"{name}.{c}")
+                    assert g.dtype == w.dtype, (name, c, g.dtype, w.dtype)
+
+
+def test_arrays_round_trip(data, path):
+    with open_profile(path) as p:
+        np.testing.assert_array_equal(p.memory.array(), data.memory)
+        np.testing.assert_array_equal(p.liveness.tile_bytes(), data.liveness_tile_bytes)
+        np.testing.assert_array_equal(p.liveness.tile_bytes(2, 5, tiles=[0, 150]),
+                                      data.liveness_tile_bytes[2:5][:, [0, 150]])
+        w = p.step_tiles.window(37, 137)
+        assert w.cycles.shape == (100, 200) and w.cycles.dtype == np.uint32
+        np.testing.assert_array_equal(w.cycles, data.step_tile_cycles[37:137])
+        np.testing.assert_array_equal(w.bytes_in, data.step_tile_bytes_in[37:137])
+        np.testing.assert_array_equal(w.bytes_out, data.step_tile_bytes_out[37:137])
+        tiles = [5, 99, 100, 177]
+        ws = p.step_tiles.window(290, 400, tiles=tiles)  # clipped at the end of the run
+        assert ws.cycles.shape == (10, 4)
+        np.testing.assert_array_equal(ws.bytes_in, data.step_tile_bytes_in[290:300][:, tiles])
+
+
+def test_tiles_and_memory_by_tile(data, path):
+    with open_profile(path) as p:
+        t = p.tiles
+        assert len(t) == 200 and list(t.columns) == ["tile", "ipu", "tile_in_ipu", "capacity_bytes"]
+        assert t.loc[150, "ipu"] == 1 and t.loc[150, "tile_in_ipu"] == 50
+        m = p.memory.by_tile()
+        assert m.index.name == "tile" and len(m) == 200
+        for cat in schema.MEMORY_CATEGORIES:
+            i = schema.CATEGORY_CODE[cat]
+            np.testing.assert_array_equal(m[cat].to_numpy(), data.memory[:, i, :].sum(axis=1))
+        np.testing.assert_array_equal(m["total"], data.memory.sum(axis=(1, 2)))
+        assert (m["always_live"] + m["not_always_live"] == m["total"]).all()
+        assert int(m["over_capacity"].sum()) == 3
+        assert (m.loc[m["over_capacity"], "total"] > p.target.sram_bytes_per_tile).all()
+
+
+def test_summaries_match_raw(data, path):
+    raw = np.asarray(data.step_tile_cycles)
+    with open_profile(path) as p:
+        levels = p.step_tiles.levels
+        assert levels[0][0] < levels[-1][0]
+        for sb, tb in levels:
+            s = p.step_tiles.summary(sb, tb)
+            edges = s["tile_edges"]
+            tb_eff = 100 if tb == 0 else tb
+            # blocks never straddle an IPU: every IPU start is a block edge
+            assert 100 in set(edges.tolist())
+            assert s["max"].shape == (-(-300 // sb), len(edges))
+            # check a few blocks by brute force
+            for bi in (0, s["max"].shape[0] - 1):
+                for bj in (0, len(edges) - 1):
+                    t0 = edges[bj]
+                    t1 = min(t0 + tb_eff, (t0 // 100 + 1) * 100)
+                    blk = raw[bi * sb:(bi + 1) * sb, t0:t1]
+                    assert s["max"][bi, bj] == blk.max()
+                    assert s["min"][bi, bj] == blk.min()
+                    assert s["mean"][bi, bj] == pytest.approx(blk.mean(), rel=1e-5)
+        sb, tb = levels[0]
+        part = p.step_tiles.summary(sb, tb, start=sb * 2 + 1, stop=sb * 4)
+        assert part["max"].shape[0] == 2 and part["step_edges"][0] == sb * 2
+        assert p.step_tiles.pick_level(300, max_step_blocks=2) == levels[-1]
+        assert p.step_tiles.pick_level(300, max_step_blocks=19) == levels[0]  # 300 / 16 -> 19 blocks
+
+
+def test_writer_fills_missing_step_aggregates(data, tmp_path):
+    steps = data.steps.copy()
+    steps["busy_max"] = np.nan
+    steps = steps.drop(columns=["bytes_in"])
+    steps["tiles_active"] = steps["tiles_active"].astype(float)
+    steps.loc[5, "tiles_active"] = np.nan
+    d2 = schema.ProfileData(**{**data.__dict__, "steps": steps})
+    out = write_profile(tmp_path / "agg.pvl", d2)
+    raw = np.asarray(data.step_tile_cycles)
+    with open_profile(out) as p:
+        s = p.steps
+        np.testing.assert_array_equal(s["busy_max"], raw.max(axis=1))
+        np.testing.assert_array_equal(s["bytes_in"], np.asarray(data.step_tile_bytes_in).sum(axis=1))
+        assert s.loc[5, "tiles_active"] == np.count_nonzero(raw[5])
+        assert s["busy_max"].dtype == np.int64
+
+
+def test_synthetic_is_internally_consistent(data):
+    steps, ops, progs = data.steps, data.ops, data.programs
+    dur = steps["end_cycle"] - steps["start_cycle"]
+    assert (dur > 0).all()
+    assert (steps["start_cycle"].to_numpy()[1:] == steps["end_cycle"].to_numpy()[:-1]).all()
+    raw = np.asarray(data.step_tile_cycles)
+    assert (raw.max(axis=1) <= dur.to_numpy()).all()
+    assert set(np.unique(steps["kind"])) >= {schema.STEP_KIND_CODE[k] for k in
+                                             ("compute", "sync", "exchange_internal", "exchange_global",
+                                              "stream_copy")}
+    # sync steps have no busy tiles; compute steps vary across tiles (imbalance)
+    sync = steps["kind"].to_numpy() == schema.STEP_KIND_CODE["sync"]
+    assert raw[sync].max() == 0
+    comp = steps["kind"].to_numpy() == schema.STEP_KIND_CODE["compute"]
+    assert (raw[comp].max(axis=1) > raw[comp].mean(axis=1)).all()
+    # op cycles are sums of their steps' durations, split by kind
+    per_op = dur.groupby(steps["op_id"]).sum()
+    np.testing.assert_array_equal(ops.set_index("op_id").loc[per_op.index, "cycles"], per_op)
+    split = ops[["compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles"]].sum(axis=1)
+    np.testing.assert_array_equal(split, ops["cycles"])
+    assert (ops.loc[ops["type"] == "matmul", "flops"] > 0).all()
+    # programs: root covers everything; leaves map to their steps
+    root = progs.iloc[0]
+    assert root["first_step"] == 0 and root["last_step"] == len(steps) - 1 and root["cycles"] == dur.sum()
+    leaf_cycles = dur.groupby(steps["prog_id"]).sum()
+    np.testing.assert_array_equal(progs.set_index("prog_id").loc[leaf_cycles.index, "cycles"], leaf_cycles)
+    assert (progs["parent_id"] < progs["prog_id"]).all()
+    # memory variables match the tile mapping; liveness peak equals not-always-live memory
+    vt = data.variable_tiles
+    tot = vt.groupby("var_id")["bytes"].sum()
+    np.testing.assert_array_equal(data.variables.set_index("var_id").loc[tot.index, "bytes"], tot)
+    var_i = schema.CATEGORY_CODE["variable"]
+    np.testing.assert_array_equal(data.liveness_tile_bytes.max(axis=0), data.memory[:, var_i, 1])
+    ls = data.liveness_steps
+    np.testing.assert_array_equal(ls["total_bytes"], data.liveness_tile_bytes.sum(axis=1))
+    assert data.run["fits"] is False
+
+
+def test_synthetic_deterministic_and_seeded():
+    a = make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=50, seed=1)
+    b = make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=50, seed=1)
+    c = make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=50, seed=2)
+    np.testing.assert_array_equal(a.step_tile_cycles, b.step_tile_cycles)
+    pd.testing.assert_frame_equal(a.ops, b.ops)
+    assert not a.ops["cycles"].equals(c.ops["cycles"])
+    assert a.run["fits"] is True and a.target.device == "ipu-mk2"
+
+
+def test_write_synthetic_streams_lazily(tmp_path):
+    calls = []
+    out = write_synthetic(tmp_path / "big.pvl", num_ipus=1, tiles_per_ipu=16, num_steps=2500,
+                          progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (2500, 2500) and len(calls) == 3  # batches of 1024 steps
+    ref = make_synthetic(num_ipus=1, tiles_per_ipu=16, num_steps=2500, lazy=False)
+    with open_profile(out) as p:
+        np.testing.assert_array_equal(p.step_tiles.window(2000, 2500).cycles, ref.step_tile_cycles[2000:2500])
+        assert p.num_steps == 2500
+
+
+def test_empty_run_round_trips(tmp_path):
+    d = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=0)
+    out = write_profile(tmp_path / "empty.pvl", d)
+    with open_profile(out) as p:
+        assert len(p.steps) == 0
+        assert p.step_tiles.window(0, 100).cycles.shape == (0, 8)
+        assert p.step_tiles.summary(*p.step_tiles.levels[0])["max"].shape[0] == 0
