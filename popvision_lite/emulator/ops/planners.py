@@ -99,9 +99,12 @@ def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-def _candidates(dim: int, limit: int) -> list[int]:
-    """Split counts worth trying for a dimension: powers of two and divisors, <= min(dim, limit)."""
+def _candidates(dim: int, limit: int, exact: bool = False) -> list[int]:
+    """Split counts worth trying for a dimension: powers of two and divisors, <= min(dim, limit).
+    With ``exact`` only divisors of ``dim`` (every block the same size, no padding)."""
     top = max(1, min(dim, limit))
+    if exact:
+        return [d for d in range(1, top + 1) if dim % d == 0]
     out = {1, top}
     p = 1
     while p <= top:
@@ -202,12 +205,14 @@ PASS_OVERHEAD_CYCLES = 600  # one extra sync + exchange setup per serial pass (o
 
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp16",
-                tiles: int | None = None) -> MatmulPlan:
+                tiles: int | None = None, exact: bool = False, max_pk: int | None = None) -> MatmulPlan:
     """Choose the M, N, K split of a matmul over ``tiles`` (default: all tiles of the target).
 
     Among splits that fit ``target.budget_bytes`` per tile, the one with the fewest estimated
     cycles (compute + exchange + reduction) wins; ties go to fewer tiles.  When none fits the
     split with the smallest per-tile footprint is returned with ``fits=False``.
+    ``exact`` keeps only splits that divide the dimensions (and serial passes that divide the K
+    block); ``max_pk`` caps the K split (1 = no cross-tile reduction).
     """
     for name, v in (("M", M), ("N", N), ("K", K)):
         if int(v) < 1:
@@ -219,14 +224,17 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
     best = None
     smallest = None
     considered = 0
-    for pm in _candidates(M, tiles):
-        for pn in _candidates(N, tiles // pm):
-            for pk in _candidates(K, tiles // (pm * pn)):
+    for pm in _candidates(M, tiles, exact):
+        for pn in _candidates(N, tiles // pm, exact):
+            kcap = tiles // (pm * pn) if max_pk is None else min(max_pk, tiles // (pm * pn))
+            for pk in _candidates(K, kcap, exact):
                 if pm * pn * pk > tiles:
                     continue
                 for ps in SERIAL_CANDIDATES:
                     if ps > 1 and ps > _ceil_div(K, pk):
-                        break  # more passes only cost more: the first fitting ps is this split's best
+                        break
+                    if exact and (K // pk) % ps:
+                        continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
                     bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
                         M, N, K, pm, pn, pk, ps, target, in_b, acc_b, fpc)

@@ -1,0 +1,431 @@
+"""The bundled workloads, written once against the backend op vocabulary (``backend.py``).
+
+Each ``build_*`` function creates its seeded inputs and weights on the backend, runs the forward
+pass and (when ``cfg.training``) the backward pass and an SGD update, and returns a dict of
+named result handles (loss gradient, outputs, updated weights) that full-numerics runs compare
+against the numpy reference.
+
+Multi-IPU: layers are placed on IPUs as pipeline stages (layer l on IPU ``l * ipus // layers``);
+activations crossing a stage boundary become inter-IPU copies in the emulator.
+Recomputation: with ``cfg.recompute`` only each layer's input is kept from the forward pass; the
+backward pass re-runs the layer's forward (ops named ``layerN/recompute/...``) before its gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from popvision_lite.errors import ConfigError
+
+BERT_PRESETS = {
+    # name: (layers, hidden, heads)  (Turc et al. 2019 "Well-read students" sizes; Devlin et al. 2018)
+    "bert-tiny": (2, 128, 2),
+    "bert-mini": (4, 256, 4),
+    "bert-small": (4, 512, 8),
+    "bert-medium": (8, 512, 8),
+    "bert-base": (12, 768, 12),
+    "bert-large": (24, 1024, 16),
+}
+
+MODEL_DEFAULTS = {
+    "mlp": dict(batch=64, layers=3, hidden=256),
+    "bert": dict(batch=2, seq=64, layers=2, hidden=128, heads=2),
+    "conv": dict(batch=2, layers=1, hidden=16, image=16),
+    "gnn": dict(batch=1, layers=2, hidden=64, nodes=256, edges=1024),
+}
+MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS)))
+
+
+@dataclass
+class ModelConfig:
+    model: str = "bert"
+    batch: int = 2
+    seq: int = 64
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 2
+    ffn: int = 0  # 0 = 4 * hidden
+    vocab: int = 1024
+    image: int = 16
+    nodes: int = 256
+    edges: int = 1024
+    precision: str = "fp16"
+    recompute: bool = False
+    training: bool = True
+    ipus: int = 1
+    lr: float = 0.01
+    seed: int = 0
+    streaming_weights: bool = False
+
+    @property
+    def ffn_size(self) -> int:
+        return self.ffn or 4 * self.hidden
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+
+def make_config(model: str, **overrides) -> ModelConfig:
+    """Defaults of ``model`` (a preset like bert-base sets layers/hidden/heads) + overrides (None = unset)."""
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
+    base = dict(model="bert" if model in BERT_PRESETS else model)
+    if model in BERT_PRESETS:
+        base.update(MODEL_DEFAULTS["bert"])
+        base["layers"], base["hidden"], base["heads"] = BERT_PRESETS[model]
+        base["batch"], base["seq"] = 8, 128
+    else:
+        base.update(MODEL_DEFAULTS[model])
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        if k not in ModelConfig.field_names():
+            raise ConfigError(f"{k}: unknown setting; known: {', '.join(sorted(ModelConfig.field_names()))}")
+        base[k] = v
+    cfg = ModelConfig(**base)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: ModelConfig) -> None:
+    for name in ("batch", "seq", "layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "ipus"):
+        v = getattr(cfg, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{name}: must be a positive integer, got {v!r}")
+    if cfg.precision not in ("fp16", "fp32"):
+        raise ConfigError(f"precision: must be fp16 or fp32, got {cfg.precision!r}")
+    if cfg.model == "bert" and cfg.hidden % cfg.heads:
+        raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads")
+    if cfg.ipus not in (1, 2, 4, 8, 16):
+        raise ConfigError(f"ipus: must be 1, 2, 4, 8 or 16, got {cfg.ipus}")
+    if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
+        raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
+
+
+def stage_of(layer: int, layers: int, ipus: int) -> int:
+    return min(ipus - 1, layer * ipus // max(1, layers))
+
+
+@dataclass
+class Built:
+    results: dict = field(default_factory=dict)  # name -> handle to compare
+
+
+def _init(rng, shape, fan_in):
+    return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32)
+
+
+# ============================================================================ MLP
+
+
+def build_mlp(be, cfg: ModelConfig) -> Built:
+    rng = np.random.default_rng(cfg.seed)
+    H, B, L = cfg.hidden, cfg.batch, cfg.layers
+    out = Built()
+    x = be.input("input", rng.standard_normal((B, H)).astype(np.float32))
+    target = be.input("target", rng.standard_normal((B, H)).astype(np.float32))
+    params = []
+    for i in range(L):
+        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+            params.append((be.weight("w", _init(rng, (H, H), H), streamed=cfg.streaming_weights),
+                           be.weight("b", np.zeros(H, np.float32), streamed=cfg.streaming_weights)))
+    acts = []  # (input, pre-activation)
+    h = x
+    for i, (w, b) in enumerate(params):
+        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+            z = be.add_bias(be.matmul(h, w, "matmul"), b, "bias_add")
+            acts.append((h, z))
+            h = be.relu(z, "relu") if i < L - 1 else z
+    out.results["output"] = h
+    if not cfg.training:
+        return out
+    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+        dh = be.mse_grad(h, target, "mse_grad")
+    out.results["loss_grad"] = dh
+    for i in reversed(range(L)):
+        w, b = params[i]
+        hin, z = acts[i]
+        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}/bwd"):
+            dz = be.relu_bwd(z, dh, "relu_bwd") if i < L - 1 else dh
+            dw = be.matmul(be.t(hin), dz, "dw_matmul")
+            db = be.reduce_rows(dz, "db_reduce")
+            if i > 0:
+                dh = be.matmul(dz, be.t(w), "dx_matmul")
+            out.results[f"layer{i}/dw"] = dw
+            out.results[f"layer{i}/w_new"] = be.sgd(w, dw, cfg.lr, "w_sgd")
+            out.results[f"layer{i}/b_new"] = be.sgd(b, db, cfg.lr, "b_sgd")
+    return out
+
+
+# ============================================================================ BERT encoder
+
+
+class _Heads:
+    """Flat index helpers for (B*S, H) <-> (B*A, S, d) head layouts."""
+
+    def __init__(self, B, S, A, d):
+        self.B, self.S, self.A, self.d = B, S, A, d
+        idx = np.arange(B * S * A * d, dtype=np.int64).reshape(B, S, A, d)
+        self.split = idx.transpose(0, 2, 1, 3).reshape(B * A, S, d)  # view of (B*S,H) as heads
+        self.split_t = idx.transpose(0, 2, 3, 1).reshape(B * A, d, S)  # heads, transposed
+        inv = np.empty(B * S * A * d, dtype=np.int64)
+        inv[self.split.reshape(-1)] = np.arange(inv.size, dtype=np.int64)
+        self.merge = inv.reshape(B * S, A * d)  # view of (B*A,S,d) as (B*S,H)
+
+
+def _bert_layer_params(be, rng, cfg, streamed):
+    H, F = cfg.hidden, cfg.ffn_size
+    p = {}
+    for n in ("wq", "wk", "wv", "wo"):
+        p[n] = be.weight(n, _init(rng, (H, H), H), streamed=streamed)
+    p["w1"] = be.weight("w1", _init(rng, (H, F), H), streamed=streamed)
+    p["w2"] = be.weight("w2", _init(rng, (F, H), F), streamed=streamed)
+    for n in ("ln1", "ln2"):
+        p[n + "_g"] = be.weight(n + "_g", np.ones(H, np.float32), streamed=streamed)
+        p[n + "_b"] = be.weight(n + "_b", np.zeros(H, np.float32), streamed=streamed)
+    return p
+
+
+def _bert_layer_fwd(be, p, x, hd: _Heads):
+    """x: (B*S, H).  Returns (out, cache)."""
+    c = {"x": x}
+    c["q"] = be.matmul(x, p["wq"], "attention/q_matmul")
+    c["k"] = be.matmul(x, p["wk"], "attention/k_matmul")
+    c["v"] = be.matmul(x, p["wv"], "attention/v_matmul")
+    scores = be.matmul(be.take(c["q"], hd.split), be.take(c["k"], hd.split_t), "attention/qk_matmul")
+    s = be.scale(scores, 1.0 / math.sqrt(hd.d), "attention/scale")
+    c["p"] = be.softmax(s, "attention/softmax")
+    c["ctx"] = be.matmul(c["p"], be.take(c["v"], hd.split), "attention/pv_matmul")  # (B*A, S, d)
+    attn = be.matmul(be.take(c["ctx"], hd.merge), p["wo"], "attention/out_matmul")
+    c["r1"] = be.add(x, attn, "attention/residual")
+    c["h1"] = be.layer_norm(c["r1"], p["ln1_g"], p["ln1_b"], "attention/layer_norm")
+    c["f1"] = be.matmul(c["h1"], p["w1"], "ffn/matmul1")
+    c["a"] = be.gelu(c["f1"], "ffn/gelu")
+    f2 = be.matmul(c["a"], p["w2"], "ffn/matmul2")
+    c["r2"] = be.add(c["h1"], f2, "ffn/residual")
+    out = be.layer_norm(c["r2"], p["ln2_g"], p["ln2_b"], "ffn/layer_norm")
+    return out, c
+
+
+def _bert_layer_bwd(be, p, c, dout, hd: _Heads):
+    """Returns (dx, grads dict)."""
+    g = {}
+    dr2, g["ln2_g"], g["ln2_b"] = be.layer_norm_bwd(c["r2"], p["ln2_g"], dout, "ffn/layer_norm_bwd")
+    g["w2"] = be.matmul(be.t(c["a"]), dr2, "ffn/matmul2_dw")
+    da = be.matmul(dr2, be.t(p["w2"]), "ffn/matmul2_dx")
+    df1 = be.gelu_bwd(c["f1"], da, "ffn/gelu_bwd")
+    g["w1"] = be.matmul(be.t(c["h1"]), df1, "ffn/matmul1_dw")
+    dh1 = be.add(dr2, be.matmul(df1, be.t(p["w1"]), "ffn/matmul1_dx"), "ffn/residual_bwd")
+    dr1, g["ln1_g"], g["ln1_b"] = be.layer_norm_bwd(c["r1"], p["ln1_g"], dh1, "attention/layer_norm_bwd")
+    ctx_m = be.take(c["ctx"], hd.merge)
+    g["wo"] = be.matmul(be.t(ctx_m), dr1, "attention/out_matmul_dw")
+    dctx = be.matmul(dr1, be.t(p["wo"]), "attention/out_matmul_dx")  # (B*S, H)
+    dctx_h = be.take(dctx, hd.split)
+    dp = be.matmul(dctx_h, be.take(c["v"], hd.split_t), "attention/pv_matmul_dp")
+    dvh = be.matmul(be.t(c["p"]), dctx_h, "attention/pv_matmul_dv")
+    ds = be.softmax_bwd(c["p"], dp, "attention/softmax_bwd")
+    dsc = be.scale(ds, 1.0 / math.sqrt(hd.d), "attention/scale_bwd")
+    dqh = be.matmul(dsc, be.take(c["k"], hd.split), "attention/qk_matmul_dq")
+    dkh = be.matmul(be.t(dsc), be.take(c["q"], hd.split), "attention/qk_matmul_dk")
+    x_t = be.t(c["x"])
+    dq, dk, dv = (be.take(t, hd.merge) for t in (dqh, dkh, dvh))
+    g["wq"] = be.matmul(x_t, dq, "attention/q_matmul_dw")
+    g["wk"] = be.matmul(x_t, dk, "attention/k_matmul_dw")
+    g["wv"] = be.matmul(x_t, dv, "attention/v_matmul_dw")
+    dx = be.add(dr1, be.matmul(dq, be.t(p["wq"]), "attention/q_matmul_dx"), "attention/dx_add_q")
+    dx = be.add(dx, be.matmul(dk, be.t(p["wk"]), "attention/k_matmul_dx"), "attention/dx_add_k")
+    dx = be.add(dx, be.matmul(dv, be.t(p["wv"]), "attention/v_matmul_dx"), "attention/dx_add_v")
+    return dx, g
+
+
+def build_bert(be, cfg: ModelConfig) -> Built:
+    rng = np.random.default_rng(cfg.seed)
+    B, S, H, A, L = cfg.batch, cfg.seq, cfg.hidden, cfg.heads, cfg.layers
+    hd = _Heads(B, S, A, H // A)
+    out = Built()
+    with be.on_ipu(0), be.scope("embedding"):
+        table = be.weight("table", rng.standard_normal((cfg.vocab, H)).astype(np.float32) * 0.5)
+        ids = rng.integers(0, cfg.vocab, size=B * S)
+        x = be.gather_rows(table, ids, "gather")
+    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+        target = be.input("target", rng.standard_normal((B * S, H)).astype(np.float32))
+    params = []
+    for i in range(L):
+        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+            params.append(_bert_layer_params(be, rng, cfg, cfg.streaming_weights))
+    inputs, caches = [], []
+    for i in range(L):
+        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+            inputs.append(x)
+            x, c = _bert_layer_fwd(be, params[i], x, hd)
+            caches.append(None if (cfg.recompute and cfg.training) else c)
+    out.results["output"] = x
+    if not cfg.training:
+        return out
+    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+        d = be.mse_grad(x, target, "mse_grad")
+    out.results["loss_grad"] = d
+    for i in reversed(range(L)):
+        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+            c = caches[i]
+            if c is None:
+                with be.scope("recompute"):
+                    _, c = _bert_layer_fwd(be, params[i], inputs[i], hd)
+            with be.scope("bwd"):
+                d, grads = _bert_layer_bwd(be, params[i], c, d, hd)
+                for n, gr in grads.items():
+                    out.results[f"layer{i}/d{n}"] = gr
+                    out.results[f"layer{i}/{n}_new"] = be.sgd(params[i][n], gr, cfg.lr, f"{n}_sgd")
+    out.results["dx"] = d
+    return out
+
+
+# ============================================================================ ResNet-style conv block
+
+
+def _im2col_index(n, h, w, c, k, stride=1):
+    """Flat indices into an (n, h, w, c) tensor of its k x k patches: (n*oh*ow, k*k*c)."""
+    oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+    base = np.arange(n * h * w * c, dtype=np.int64).reshape(n, h, w, c)
+    s = base.strides
+    patches = np.lib.stride_tricks.as_strided(
+        base, (n, oh, ow, k, k, c), (s[0], s[1] * stride, s[2] * stride, s[1], s[2], s[3]), writeable=False)
+    return np.ascontiguousarray(patches.reshape(n * oh * ow, k * k * c))
+
+
+def conv3x3(be, x, w, nhwc, name):
+    """Same-padded 3x3 stride-1 conv as pad + implicit GEMM; x (N*H*W, C), w (3,3,C,Co) -> (N*H*W, Co)."""
+    n, h, wd, c = nhwc
+    xp = be.pad_hw(x, nhwc, 1, name + "/pad")
+    cols = be.take(xp, _im2col_index(n, h + 2, wd + 2, c, 3))
+    return be.matmul(cols, be.reshaped(w, (9 * c, w.shape[-1])), name + "/matmul"), cols
+
+
+def conv3x3_bwd(be, cols, w, dy, nhwc, name):
+    """(dx, dw) of conv3x3: dw = cols^T dy; dx = conv3x3(dy, w flipped and transposed)."""
+    c, co = w.shape[2], w.shape[3]
+    dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
+    flip = np.arange(9 * c * co, dtype=np.int64).reshape(3, 3, c, co)[::-1, ::-1].transpose(0, 1, 3, 2)
+    wf = be.take(w, flip.reshape(9 * co, c))
+    n, h, wd, _ = nhwc
+    dyp = be.pad_hw(dy, (n, h, wd, co), 1, name + "/dx_pad")
+    dcols = be.take(dyp, _im2col_index(n, h + 2, wd + 2, co, 3))
+    dx = be.matmul(dcols, wf, name + "/dx_matmul")
+    return dx, dw
+
+
+def build_conv(be, cfg: ModelConfig) -> Built:
+    rng = np.random.default_rng(cfg.seed)
+    n, hw, c = cfg.batch, cfg.image, cfg.hidden
+    nhwc = (n, hw, hw, c)
+    out = Built()
+    x = be.input("input", rng.standard_normal((n * hw * hw, c)).astype(np.float32))
+    target = be.input("target", rng.standard_normal((n * hw * hw, c)).astype(np.float32))
+    blocks = []
+    for i in range(cfg.layers):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
+            blocks.append((be.weight("conv1_w", _init(rng, (3, 3, c, c), 9 * c)),
+                           be.weight("conv2_w", _init(rng, (3, 3, c, c), 9 * c))))
+    caches = []
+    h = x
+    for i, (w1, w2) in enumerate(blocks):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
+            z1, cols1 = conv3x3(be, h, w1, nhwc, "conv1")
+            a1 = be.relu(z1, "relu1")
+            z2, cols2 = conv3x3(be, a1, w2, nhwc, "conv2")
+            r = be.add(z2, h, "residual")
+            caches.append((cols1, z1, cols2, r))
+            h = be.relu(r, "relu2")
+    out.results["output"] = h
+    if not cfg.training:
+        return out
+    with be.scope("loss"):
+        d = be.mse_grad(h, target, "mse_grad")
+    for i in reversed(range(cfg.layers)):
+        w1, w2 = blocks[i]
+        cols1, z1, cols2, r = caches[i]
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}/bwd"):
+            dr = be.relu_bwd(r, d, "relu2_bwd")
+            da1, dw2 = conv3x3_bwd(be, cols2, w2, dr, nhwc, "conv2")
+            dz1 = be.relu_bwd(z1, da1, "relu1_bwd")
+            dx, dw1 = conv3x3_bwd(be, cols1, w1, dz1, nhwc, "conv1")
+            d = be.add(dx, dr, "residual_bwd")
+            out.results[f"block{i}/dconv1_w"] = dw1
+            out.results[f"block{i}/dconv2_w"] = dw2
+    out.results["dx"] = d
+    return out
+
+
+# ============================================================================ GNN message passing
+
+
+def make_graph(nodes: int, edges: int, seed: int):
+    """Seeded random directed graph: (src, dst) int arrays of length ``edges``, every node has an in-edge."""
+    rng = np.random.default_rng(seed + 1)
+    dst = np.concatenate([np.arange(min(nodes, edges)), rng.integers(0, nodes, max(0, edges - nodes))])
+    src = rng.integers(0, nodes, edges)
+    return src.astype(np.int64), dst[:edges].astype(np.int64)
+
+
+def build_gnn(be, cfg: ModelConfig) -> Built:
+    """h' = relu(A h W) with messages gathered along edges (gather) and summed at the destination
+    (scatter-add as a matmul with the constant incidence matrix)."""
+    rng = np.random.default_rng(cfg.seed)
+    N, E, F = cfg.nodes, cfg.edges, cfg.hidden
+    src, dst = make_graph(N, E, cfg.seed)
+    out = Built()
+    h = be.input("features", rng.standard_normal((N, F)).astype(np.float32))
+    target = be.input("target", rng.standard_normal((N, F)).astype(np.float32))
+    inc = np.zeros((N, E), np.float32)
+    inc[dst, np.arange(E)] = 1.0
+    incidence = be.constant("incidence", inc)
+    ws = []
+    for i in range(cfg.layers):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
+            ws.append(be.weight("w", _init(rng, (F, F), F)))
+    caches = []
+    for i, w in enumerate(ws):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
+            msg = be.gather_rows(h, src, "gather_messages")
+            agg = be.matmul(incidence, msg, "scatter_add")
+            z = be.matmul(agg, w, "update_matmul")
+            caches.append((agg, z))
+            h = be.relu(z, "relu")
+    out.results["output"] = h
+    if not cfg.training:
+        return out
+    with be.scope("loss"):
+        d = be.mse_grad(h, target, "mse_grad")
+    for i in reversed(range(cfg.layers)):
+        agg, z = caches[i]
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}/bwd"):
+            dz = be.relu_bwd(z, d, "relu_bwd")
+            dw = be.matmul(be.t(agg), dz, "update_dw")
+            out.results[f"mp{i}/dw"] = dw
+            out.results[f"mp{i}/w_new"] = be.sgd(ws[i], dw, cfg.lr, "w_sgd")
+            if i > 0:
+                dagg = be.matmul(dz, be.t(ws[i]), "update_dx")
+                dmsg = be.matmul(be.t(incidence), dagg, "scatter_add_bwd")
+                d = _gather_bwd(be, dmsg, src, N, E)
+    return out
+
+
+def _gather_bwd(be, dmsg, src, N, E):
+    """d h = S^T dmsg with S the (E, N) one-hot gather matrix, as a matmul with a constant."""
+    s_t = np.zeros((N, E), np.float32)
+    s_t[src, np.arange(E)] = 1.0
+    return be.matmul(be.constant("gather_t", s_t), dmsg, "gather_bwd")
+
+
+BUILDERS = {"mlp": build_mlp, "bert": build_bert, "conv": build_conv, "gnn": build_gnn}
+
+
+def build(be, cfg: ModelConfig) -> Built:
+    return BUILDERS[cfg.model](be, cfg)
