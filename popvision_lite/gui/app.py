@@ -1,0 +1,45 @@
+"""``popvision-lite [profiles...] [--sample] [--compare A B]``: start the desktop app."""
+
+from __future__ import annotations
+
+import sys
+
+from popvision_lite.gui import theme
+
+
+def create_app(argv: list[str] | None = None):
+    """The QApplication (created once), with the app's identity and pyqtgraph options set."""
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
+    app.setOrganizationName("popvision-lite")
+    app.setApplicationName("popvision-lite")
+    theme.init_pyqtgraph()
+    return app
+
+
+def build_window(args, settings=None):
+    """Create the main window and start opening what ``args`` asks for (used by run_app and tests)."""
+    from popvision_lite.gui.main_window import MainWindow
+
+    win = MainWindow(settings=settings)
+    theme_name = str(win.settings.value("theme", "light"))
+    theme.apply_theme(theme_name if theme_name in theme.THEMES else "light")
+    win.act_dark.setChecked(theme.current() == "dark")
+    paths = list(getattr(args, "profiles", None) or [])
+    compare = getattr(args, "compare", None)
+    if compare:
+        paths += [p for p in compare if p not in paths]  # compare mode proper is added by the compare view
+    if paths:
+        win.open_paths(paths)
+    elif getattr(args, "sample", False):
+        if not win.open_sample():
+            print("popvision-lite: no bundled sample profiles found", file=sys.stderr)
+    return win
+
+
+def run_app(args) -> int:
+    app = create_app()
+    win = build_window(args)
+    win.show()
+    return int(app.exec())

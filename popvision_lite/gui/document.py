@@ -1,0 +1,59 @@
+"""One open profile in the window: the profile, its selection and cached analysis results."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from popvision_lite.gui.selection import SelectionModel
+
+
+class Document(QObject):
+    """Holds ``profile`` (a ``popvision_lite.profile.reader.Profile``), ``path``, ``title``,
+    one :class:`SelectionModel` shared by all its views, and a cache of analysis results.
+
+    Views compute through :meth:`cached` so two views asking for the same analysis (or a
+    view rebuilt after a theme change) pay once::
+
+        summary = document.cached("summary", summarize, document.profile)
+    """
+
+    closing = Signal()
+
+    def __init__(self, profile, path: str | Path | None = None, title: str | None = None,
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self.profile = profile
+        self.path = Path(path if path is not None else getattr(profile, "path", "profile"))
+        self.title = title or self.path.name
+        self.selection = SelectionModel(self)
+        self._cache: dict[Any, Any] = {}
+        self._lock = threading.Lock()  # the loader may prefill the cache from a worker thread
+
+    def cached(self, key, fn: Callable[..., Any], *args, **kwargs):
+        """Return the cached value for ``key``, computing ``fn(*args, **kwargs)`` on first use."""
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        value = fn(*args, **kwargs)
+        with self._lock:
+            return self._cache.setdefault(key, value)
+
+    def has_cached(self, key) -> bool:
+        with self._lock:
+            return key in self._cache
+
+    def put_cached(self, key, value) -> None:
+        with self._lock:
+            self._cache[key] = value
+
+    def close(self) -> None:
+        self.closing.emit()
+        self._cache.clear()
+        close = getattr(self.profile, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,509 @@
+"""The main window: a start page, then one tab per open profile with its views inside.
+
+Extension points for other parts of the app:
+
+* ``MainWindow.menus`` -> {"file", "view", "run", "help"} QMenus to add actions to;
+* ``MainWindow.current_document()`` / ``documents()``;
+* ``MainWindow.document_opened(Document)`` signal;
+* ``MainWindow.open_paths(paths)`` opens files off the GUI thread;
+* ``MainWindow.run_task(fn, *args, title=..., on_result=...)`` runs any long job with the
+  status-bar progress bar and Cancel button (see ``gui/workers.py``);
+* ``DocumentWidget.view(key)`` returns (building it if needed) one view of a document.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QStackedWidget,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from popvision_lite.errors import PopvisionError
+from popvision_lite.gui import theme
+from popvision_lite.gui.document import Document
+from popvision_lite.gui.start_page import StartPage, bundled_samples
+from popvision_lite.gui.views import VIEW_REGISTRY, ViewNotAvailable
+from popvision_lite.gui.workers import Worker, start_task
+
+PROFILE_FILTER = "popvision-lite profiles (*.pvl);;All files (*)"
+MAX_RECENT = 10
+
+
+def prefetch_first_view(task, profile) -> dict:
+    """Work done in the loader thread so the first view (Summary) shows without waiting."""
+    from popvision_lite.analysis.summary import summarize
+
+    task.progress(0.5, "summarising")
+    return {"summary": summarize(profile)}
+
+
+def load_document_data(task, path: str):
+    """Loader run on a pool thread: open the profile and prefetch the first view's analysis."""
+    from popvision_lite.profile.reader import open_profile
+
+    task.progress(0.05, f"opening {Path(path).name}")
+    profile = open_profile(path)
+    try:
+        task.check_cancelled()
+        cache = prefetch_first_view(task, profile)
+        task.progress(1.0, "done")
+    except BaseException:
+        profile.close()
+        raise
+    return profile, cache
+
+
+def _view_available(factory) -> bool:
+    module = getattr(factory, "module", None)
+    if module is None:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class DocumentWidget(QWidget):
+    """One document's tab: the registered views as inner tabs, each built on first show."""
+
+    def __init__(self, document: Document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self._entries: list[tuple[str, str, Callable]] = []
+        self._views: dict[str, QWidget] = {}
+        seen = set()
+        for key, title, factory in VIEW_REGISTRY:
+            if key in seen or not _view_available(factory):
+                continue
+            seen.add(key)
+            holder = QWidget()
+            QVBoxLayout(holder).setContentsMargins(0, 0, 0, 0)
+            idx = self.tabs.addTab(holder, title)
+            n = len(self._entries) + 1
+            if n <= 9:
+                self.tabs.setTabToolTip(idx, f"{title} (Ctrl+{n})")
+            self._entries.append((key, title, factory))
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.tabs)
+        self.tabs.currentChanged.connect(self._ensure_built)
+        if self._entries:
+            self._ensure_built(0)
+
+    def keys(self) -> list[str]:
+        return [k for k, _, _ in self._entries]
+
+    def _ensure_built(self, index: int) -> QWidget | None:
+        if index < 0 or index >= len(self._entries):
+            return None
+        key, title, factory = self._entries[index]
+        if key in self._views:
+            return self._views[key]
+        holder = self.tabs.widget(index)
+        try:
+            view = factory(self.document)
+        except ViewNotAvailable:
+            view = QLabel(f"The {title} view is not available in this build.")
+        except Exception as exc:  # a broken view must not take the window down
+            traceback.print_exc()
+            view = QLabel(f"The {title} view failed to build:\n{type(exc).__name__}: {exc}")
+            view.setWordWrap(True)
+            view.setAlignment(Qt.AlignCenter)
+        holder.layout().addWidget(view)
+        self._views[key] = view
+        return view
+
+    def view(self, key: str) -> QWidget | None:
+        """The view registered as ``key`` (built now if it was not yet), or None."""
+        for i, (k, _, _) in enumerate(self._entries):
+            if k == key:
+                return self._ensure_built(i)
+        return None
+
+    def show_view(self, key: str) -> QWidget | None:
+        for i, (k, _, _) in enumerate(self._entries):
+            if k == key:
+                self.tabs.setCurrentIndex(i)
+                return self._ensure_built(i)
+        return None
+
+    def built_views(self) -> dict[str, QWidget]:
+        return dict(self._views)
+
+
+class MainWindow(QMainWindow):
+    document_opened = Signal(object)
+
+    def __init__(self, settings: QSettings | None = None, parent=None):
+        super().__init__(parent)
+        self.settings = settings or QSettings("popvision-lite", "popvision-lite")
+        self.setWindowTitle("popvision-lite")
+        self.setAcceptDrops(True)
+        self.resize(1400, 900)
+
+        self.start_page = StartPage()
+        self.start_page.open_requested.connect(lambda p: self.open_paths([p]))
+        self.start_page.browse_requested.connect(self.open_dialog)
+        self.doc_tabs = QTabWidget()
+        self.doc_tabs.setTabsClosable(True)
+        self.doc_tabs.setMovable(True)
+        self.doc_tabs.tabCloseRequested.connect(self.close_tab)
+        self.doc_tabs.currentChanged.connect(self._update_title)
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.start_page)
+        self.stack.addWidget(self.doc_tabs)
+        self.setCentralWidget(self.stack)
+
+        self._tasks: list[Worker] = []
+        self._build_status_bar()
+        self._build_menus()
+        self._refresh_recent()
+        geom = self.settings.value("window/geometry")
+        if geom is not None:
+            self.restoreGeometry(geom)
+
+    # ----------------------------------------------------------------- building
+    def _build_status_bar(self) -> None:
+        sb = self.statusBar()
+        self.status_label = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setRange(0, 1000)
+        self.progress.setToolTip("Progress of the running job")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Cancel the running job (Esc)")
+        self.cancel_button.clicked.connect(self.cancel_tasks)
+        sb.addPermanentWidget(self.status_label)
+        sb.addPermanentWidget(self.progress)
+        sb.addPermanentWidget(self.cancel_button)
+        self.progress.hide()
+        self.cancel_button.hide()
+        sb.showMessage("Open a profile with Ctrl+O, or drop .pvl files here", 5000)
+
+    def _action(self, menu, text, slot, shortcut=None, tip="", checkable=False) -> QAction:
+        act = QAction(text, self)
+        if shortcut:
+            act.setShortcut(QKeySequence(shortcut))
+            act.setShortcutContext(Qt.ApplicationShortcut)
+        shown = f"{tip or text.replace('&', '').rstrip('…')}"
+        if shortcut:
+            shown += f" ({QKeySequence(shortcut).toString(QKeySequence.NativeText)})"
+        act.setToolTip(shown)
+        act.setStatusTip(shown)
+        act.setCheckable(checkable)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        self.addAction(act)  # shortcuts work even when the menu bar is hidden
+        return act
+
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        self.menus = {name: mb.addMenu(title) for name, title in
+                      (("file", "&File"), ("view", "&View"), ("run", "&Run"), ("help", "&Help"))}
+        f = self.menus["file"]
+        self.act_open = self._action(f, "&Open…", self.open_dialog, QKeySequence.Open, "Open a .pvl profile")
+        self.act_sample = self._action(f, "Open &sample", self.open_sample, "Ctrl+Shift+O",
+                                       "Open the first bundled sample profile")
+        self.recent_menu = f.addMenu("Open &recent")
+        self.recent_menu.setToolTipsVisible(True)
+        f.addSeparator()
+        self.act_close = self._action(f, "&Close tab", self.close_current, QKeySequence.Close,
+                                      "Close the current profile")
+        self.act_start = self._action(f, "Start &page", self.show_start_page, "Ctrl+Shift+H",
+                                      "Show the start page (recent files, samples)")
+        f.addSeparator()
+        self.act_quit = self._action(f, "&Quit", self.close, QKeySequence.Quit, "Quit popvision-lite")
+        # Ctrl+W / Ctrl+Q on every platform (the standard keys differ on some desktops)
+        if QKeySequence(QKeySequence.Close) != QKeySequence("Ctrl+W"):
+            self.act_close.setShortcuts([QKeySequence(QKeySequence.Close), QKeySequence("Ctrl+W")])
+        self.act_quit.setShortcuts([QKeySequence("Ctrl+Q")])
+
+        v = self.menus["view"]
+        self.act_dark = self._action(v, "&Dark theme", self.toggle_theme, "Ctrl+Shift+D",
+                                     "Switch between light and dark themes", checkable=True)
+        v.addSeparator()
+        self._action(v, "&Next view", lambda: self._step_view(1), "Ctrl+PgDown", "Next view of this profile")
+        self._action(v, "&Previous view", lambda: self._step_view(-1), "Ctrl+PgUp",
+                     "Previous view of this profile")
+        self._action(v, "Next &profile", lambda: self._step_doc(1), "Ctrl+Tab", "Next open profile")
+        self._action(v, "Previous p&rofile", lambda: self._step_doc(-1), "Ctrl+Shift+Tab",
+                     "Previous open profile")
+        self.view_actions = []
+        for i, (key, title, _) in enumerate(VIEW_REGISTRY[:9]):
+            a = self._action(v, f"Show {title}", lambda _=False, k=key: self.show_view(k), f"Ctrl+{i + 1}",
+                             f"Show the {title} view")
+            self.view_actions.append(a)
+        self.act_cancel = self._action(self.menus["run"], "&Cancel running job", self.cancel_tasks, "Esc",
+                                       "Cancel loading or any running job")
+        h = self.menus["help"]
+        self._action(h, "&Keyboard shortcuts", self.show_shortcuts, "F1", "List every keyboard shortcut")
+        self._action(h, "&About", self.show_about, None, "About popvision-lite")
+
+    # ----------------------------------------------------------------- documents
+    def documents(self) -> list[Document]:
+        return [self.doc_tabs.widget(i).document for i in range(self.doc_tabs.count())]
+
+    def document_widgets(self) -> list[DocumentWidget]:
+        return [self.doc_tabs.widget(i) for i in range(self.doc_tabs.count())]
+
+    def current_document_widget(self) -> DocumentWidget | None:
+        w = self.doc_tabs.currentWidget()
+        return w if isinstance(w, DocumentWidget) else None
+
+    def current_document(self) -> Document | None:
+        w = self.current_document_widget()
+        return w.document if w else None
+
+    def add_document(self, document: Document) -> DocumentWidget:
+        w = DocumentWidget(document)
+        idx = self.doc_tabs.addTab(w, document.title)
+        self.doc_tabs.setTabToolTip(idx, str(document.path))
+        self.doc_tabs.setCurrentIndex(idx)
+        self.stack.setCurrentWidget(self.doc_tabs)
+        self._add_recent(str(document.path))
+        self._update_title()
+        self.document_opened.emit(document)
+        return w
+
+    def close_tab(self, index: int) -> None:
+        w = self.doc_tabs.widget(index)
+        if w is None:
+            return
+        self.doc_tabs.removeTab(index)
+        w.document.close()
+        w.deleteLater()
+        if self.doc_tabs.count() == 0:
+            self.show_start_page()
+        self._update_title()
+
+    def close_current(self) -> None:
+        if self.stack.currentWidget() is self.doc_tabs and self.doc_tabs.count():
+            self.close_tab(self.doc_tabs.currentIndex())
+
+    def show_start_page(self) -> None:
+        self._refresh_recent()
+        self.stack.setCurrentWidget(self.start_page)
+        self._update_title()
+
+    def show_view(self, key: str) -> None:
+        w = self.current_document_widget()
+        if w is not None and self.stack.currentWidget() is self.doc_tabs:
+            w.show_view(key)
+
+    def _step_view(self, delta: int) -> None:
+        w = self.current_document_widget()
+        if w is not None and w.tabs.count():
+            w.tabs.setCurrentIndex((w.tabs.currentIndex() + delta) % w.tabs.count())
+
+    def _step_doc(self, delta: int) -> None:
+        n = self.doc_tabs.count()
+        if n:
+            self.stack.setCurrentWidget(self.doc_tabs)
+            self.doc_tabs.setCurrentIndex((self.doc_tabs.currentIndex() + delta) % n)
+
+    def _update_title(self, *_):
+        doc = self.current_document() if self.stack.currentWidget() is self.doc_tabs else None
+        self.setWindowTitle(f"{doc.title} — popvision-lite" if doc else "popvision-lite")
+
+    # ----------------------------------------------------------------- opening
+    def open_dialog(self) -> None:
+        start = self.settings.value("last_dir", str(Path.home()))
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open profile", str(start), PROFILE_FILTER)
+        if paths:
+            self.open_paths(paths)
+
+    def open_sample(self) -> bool:
+        samples = bundled_samples()
+        if not samples:
+            QMessageBox.information(self, "No samples",
+                                    "No bundled sample profiles were found in this installation.")
+            return False
+        self.open_paths([str(samples[0])])
+        return True
+
+    def open_paths(self, paths) -> list[Worker]:
+        """Open each path off the GUI thread; errors show a dialog, the window stays usable."""
+        workers = []
+        for p in paths:
+            p = str(p)
+            self.settings.setValue("last_dir", str(Path(p).resolve().parent))
+            workers.append(self.run_task(
+                load_document_data, p, title=f"Opening {Path(p).name}",
+                on_result=lambda res, p=p: self._loaded(p, res),
+                on_error=lambda exc, p=p: self._load_failed(p, exc),
+            ))
+        return workers
+
+    def _loaded(self, path: str, result) -> None:
+        profile, cache = result
+        doc = Document(profile, path)
+        for k, v in cache.items():
+            doc.put_cached(k, v)
+        self.add_document(doc)
+        self.statusBar().showMessage(f"Opened {path}", 5000)
+
+    def _load_failed(self, path: str, exc: BaseException) -> None:
+        if isinstance(exc, PopvisionError):
+            msg = str(exc)
+        elif isinstance(exc, OSError):
+            msg = f"{path}: {exc.strerror or exc}"
+        else:
+            print(getattr(exc, "__traceback_text__", ""), file=sys.stderr)
+            msg = f"{path}: unexpected {type(exc).__name__}: {exc}\n(This is a bug in popvision-lite.)"
+        self._forget_recent(path)
+        self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
+        QMessageBox.critical(self, "Cannot open profile", msg)
+
+    # ----------------------------------------------------------------- background jobs
+    def run_task(self, fn, *args, title: str = "", on_result=None, on_error=None, on_cancel=None,
+                 **kwargs) -> Worker:
+        """Run ``fn(task, *args, **kwargs)`` on the pool with the status-bar progress and Cancel."""
+        w = start_task(fn, *args, title=title, **kwargs)
+        self._tasks.append(w)
+        w.signals.progress.connect(lambda f, m, w=w: self._on_progress(w, f, m))
+        if on_result:
+            w.signals.result.connect(on_result)
+        w.signals.error.connect(on_error or (lambda exc, t=title: self._task_failed(t, exc)))
+        w.signals.cancelled.connect(lambda t=title: self.statusBar().showMessage(f"Cancelled: {t}", 5000))
+        if on_cancel:
+            w.signals.cancelled.connect(on_cancel)
+        w.signals.finished.connect(lambda w=w: self._task_done(w))
+        self._show_progress(title, -1)
+        return w
+
+    def _task_failed(self, title: str, exc: BaseException) -> None:
+        if not isinstance(exc, PopvisionError):
+            print(getattr(exc, "__traceback_text__", ""), file=sys.stderr)
+        QMessageBox.critical(self, title or "Error", str(exc))
+
+    def _show_progress(self, title: str, fraction: float) -> None:
+        self.status_label.setText(title)
+        if fraction < 0:
+            self.progress.setRange(0, 0)  # busy indicator
+        else:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(fraction * 1000))
+        self.progress.show()
+        self.cancel_button.show()
+
+    def _on_progress(self, w: Worker, fraction: float, message: str) -> None:
+        if self._tasks and self._tasks[-1] is w:
+            self._show_progress(f"{w.title}: {message}" if message else w.title, fraction)
+
+    def _task_done(self, w: Worker) -> None:
+        if w in self._tasks:
+            self._tasks.remove(w)
+        if self._tasks:
+            self._show_progress(self._tasks[-1].title, -1)
+        else:
+            self.progress.hide()
+            self.cancel_button.hide()
+            self.status_label.setText("")
+
+    def cancel_tasks(self) -> None:
+        for w in list(self._tasks):
+            w.cancel()
+
+    def busy(self) -> bool:
+        return bool(self._tasks)
+
+    # ----------------------------------------------------------------- recent files / settings
+    def recent_files(self) -> list[str]:
+        v = self.settings.value("recent_files", [])
+        if isinstance(v, str):
+            v = [v]
+        return [str(x) for x in (v or [])]
+
+    def _add_recent(self, path: str) -> None:
+        path = str(Path(path).resolve())
+        rec = [path] + [p for p in self.recent_files() if p != path]
+        self.settings.setValue("recent_files", rec[:MAX_RECENT])
+        self._refresh_recent()
+
+    def _forget_recent(self, path: str) -> None:
+        path = str(Path(path).resolve())
+        rec = self.recent_files()
+        if path in rec:
+            self.settings.setValue("recent_files", [p for p in rec if p != path])
+            self._refresh_recent()
+
+    def _refresh_recent(self) -> None:
+        rec = self.recent_files()
+        self.start_page.set_recent(rec)
+        self.recent_menu.clear()
+        for i, p in enumerate(rec):
+            a = self.recent_menu.addAction(f"&{i + 1 if i < 9 else 0} {Path(p).name}")
+            a.setToolTip(p)
+            a.triggered.connect(lambda _=False, p=p: self.open_paths([p]))
+        self.recent_menu.setEnabled(bool(rec))
+
+    def toggle_theme(self) -> None:
+        name = "dark" if theme.current() == "light" else "light"
+        theme.apply_theme(name)
+        self.act_dark.setChecked(name == "dark")
+        self.settings.setValue("theme", name)
+
+    def closeEvent(self, event) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.cancel_tasks()
+        for i in reversed(range(self.doc_tabs.count())):
+            self.close_tab(i)
+        super().closeEvent(event)
+
+    # ----------------------------------------------------------------- drag and drop
+    @staticmethod
+    def _dropped_profiles(mime) -> list[str]:
+        if not mime.hasUrls():
+            return []
+        return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and u.toLocalFile().endswith(".pvl")]
+
+    def dragEnterEvent(self, event) -> None:
+        if self._dropped_profiles(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:
+        paths = self._dropped_profiles(event.mimeData())
+        if paths:
+            event.acceptProposedAction()
+            QTimer.singleShot(0, lambda: self.open_paths(paths))
+
+    # ----------------------------------------------------------------- help
+    def shortcut_table(self) -> list[tuple[str, str]]:
+        rows = []
+        for a in self.actions():
+            keys = ", ".join(s.toString(QKeySequence.NativeText) for s in a.shortcuts())
+            if keys:
+                rows.append((a.text().replace("&", ""), keys))
+        return rows
+
+    def show_shortcuts(self) -> None:
+        rows = "".join(f"<tr><td>{t}</td><td><b>{k}</b></td></tr>" for t, k in self.shortcut_table())
+        QMessageBox.information(self, "Keyboard shortcuts", f"<table cellpadding=3>{rows}</table>"
+                                "<p>Views add their own keys; see each view's tooltips.</p>")
+
+    def show_about(self) -> None:
+        from popvision_lite import __version__
+
+        QMessageBox.about(self, "About popvision-lite",
+                          f"<b>popvision-lite {__version__}</b><p>A profiler for tile-based AI processors "
+                          "(Graphcore IPU), with its own tile-level emulator.</p>")

@@ -1,0 +1,98 @@
+"""A read-only, sortable Qt table model over a pandas DataFrame (sorting done by pandas)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
+
+from popvision_lite.analysis.summary import format_bytes
+
+
+class DataFrameModel(QAbstractTableModel):
+    """Shows ``df``; columns named in ``byte_columns`` display as KiB/MiB but sort by value.
+
+    ``headers`` maps column -> shown title; tooltips show the exact value.
+    """
+
+    def __init__(self, df: pd.DataFrame | None = None, headers: dict[str, str] | None = None,
+                 byte_columns: tuple[str, ...] = (), parent=None):
+        super().__init__(parent)
+        self.headers = headers or {}
+        self.byte_columns = set(byte_columns)
+        self._df = pd.DataFrame() if df is None else df.reset_index(drop=True)
+
+    @property
+    def df(self) -> pd.DataFrame:
+        return self._df
+
+    def set_frame(self, df: pd.DataFrame) -> None:
+        self.beginResetModel()
+        self._df = df.reset_index(drop=True)
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._df)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._df.columns)
+
+    def data(self, index, role=Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        col = self._df.columns[index.column()]
+        v = self._df.iat[index.row(), index.column()]
+        if role == Qt.DisplayRole:
+            if col in self.byte_columns and isinstance(v, (int, float, np.integer, np.floating)):
+                return format_bytes(v)
+            if isinstance(v, (float, np.floating)):
+                return f"{v:.4g}"
+            if isinstance(v, (bool, np.bool_)):
+                return "yes" if v else "no"
+            return str(v)
+        if role == Qt.ToolTipRole:
+            if col in self.byte_columns:
+                return f"{int(v):,} bytes"
+            return str(v)
+        if role == Qt.TextAlignmentRole:
+            if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
+                return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role == Qt.UserRole:
+            return v
+        return None
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):
+        if role != Qt.DisplayRole:
+            return None
+        if orientation == Qt.Horizontal:
+            col = str(self._df.columns[section])
+            return self.headers.get(col, col)
+        return str(section + 1)
+
+    def sort(self, column: int, order=Qt.AscendingOrder) -> None:
+        if column < 0 or column >= len(self._df.columns):
+            return
+        self.layoutAboutToBeChanged.emit()
+        name = self._df.columns[column]
+        self._df = self._df.sort_values(name, ascending=(order == Qt.AscendingOrder), kind="stable") \
+            .reset_index(drop=True)
+        self.layoutChanged.emit()
+
+    def row(self, r: int) -> pd.Series:
+        return self._df.iloc[r]
+
+
+def make_table_view(model: DataFrameModel, tooltip: str = "") -> QTableView:
+    view = QTableView()
+    view.setModel(model)
+    view.setSortingEnabled(True)
+    view.setSelectionBehavior(QAbstractItemView.SelectRows)
+    view.setAlternatingRowColors(True)
+    view.horizontalHeader().setSectionResizeMode(QHeaderView.Interactive)
+    view.horizontalHeader().setStretchLastSection(True)
+    view.verticalHeader().setVisible(False)
+    view.verticalHeader().setDefaultSectionSize(22)
+    if tooltip:
+        view.setToolTip(tooltip)
+    return view

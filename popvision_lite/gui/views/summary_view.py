@@ -1,0 +1,141 @@
+"""Summary: target, model, fits or not, cycles and time, phase shares, peak memory, top ops."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
+
+from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
+from popvision_lite.gui import theme
+from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+
+PHASE_COLORS = {"compute": "#2ca02c", "exchange": "#1f77b4", "sync": "#d62728", "stream": "#ff7f0e"}
+
+
+class SummaryView(QWidget):
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.summary = document.cached("summary", summarize, document.profile)
+        s = self.summary
+
+        self.banner = QLabel()
+        self.banner.setAlignment(Qt.AlignCenter)
+        self.banner.setToolTip("Whether every tile's memory fits in its SRAM")
+        self.info = QLabel()
+        self.info.setTextFormat(Qt.RichText)
+        self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.info.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        self.info.setWordWrap(True)
+
+        self.plot = pg.PlotWidget()
+        self.plot.setToolTip("Share of run cycles by BSP phase (sum of step durations)")
+        pi = self.plot.getPlotItem()
+        pi.setTitle("Cycles by phase")
+        pi.setLabel("bottom", "share of cycles", units="%")
+        pi.setMouseEnabled(False, False)
+        pi.hideButtons()
+        share = s.phase_share
+        ax = pi.getAxis("left")
+        ax.setTicks([[(i, p) for i, p in enumerate(PHASES)]])
+        self.phase_bars = []
+        for i, p in enumerate(PHASES):
+            bar = pg.BarGraphItem(x0=0, y=[i], height=0.6, width=[100 * share[p]],
+                                  brush=PHASE_COLORS[p], pen=None)
+            pi.addItem(bar)
+            self.phase_bars.append(bar)
+            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({s.phase_cycles[p]:,} cycles)", anchor=(0, 0.5))
+            txt.setPos(100 * share[p] + 1, i)
+            pi.addItem(txt)
+        pi.setXRange(0, 130, padding=0)
+        pi.setYRange(-0.6, len(PHASES) - 0.4, padding=0)
+        pi.getViewBox().invertY(True)
+
+        self.ops_model = DataFrameModel(
+            s.top_ops.assign(share=lambda d: (100 * d["share"]).round(2)) if len(s.top_ops) else s.top_ops,
+            headers={"op_id": "op", "share": "share %", "tiles_used": "tiles"})
+        self.ops_table = make_table_view(self.ops_model, "Ops taking the most cycles; click to select the op")
+        self.ops_table.clicked.connect(self._op_clicked)
+
+        right = QSplitter(Qt.Vertical)
+        right.addWidget(self.plot)
+        box = QWidget()
+        bl = QVBoxLayout(box)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.addWidget(QLabel("<b>Top ops by cycles</b>"))
+        bl.addWidget(self.ops_table)
+        right.addWidget(box)
+        right.setSizes([260, 400])
+
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.addWidget(self.banner)
+        ll.addWidget(self.info, 1)
+        lay = QHBoxLayout(self)
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setSizes([520, 800])
+        lay.addWidget(split)
+        self._fill()
+        theme.notifier.changed.connect(self._fill)
+
+    def _fill(self, *_):
+        s = self.summary
+        c = theme.colors()
+        col = c["good"] if s.fits else c["bad"]
+        text = "FITS in tile memory" if s.fits else \
+            f"DOES NOT FIT: {s.peak.over_capacity_tiles:,} tiles over capacity"
+        self.banner.setText(f"<span style='font-size:18pt; font-weight:bold; color:{col}'>{text}</span>")
+        self.banner.setStyleSheet(f"border: 2px solid {col}; border-radius: 6px; padding: 6px;")
+        t = s.target
+        p = s.peak
+        cfg = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
+                      for k, v in s.config.items()) or "<tr><td colspan=2>(none recorded)</td></tr>"
+        checks_ok = s.numeric_checks_passed()
+        if checks_ok is None:
+            checks = "none recorded" + (" (timing-only run)" if s.timing_only else "")
+        else:
+            checks = (f"<span style='color:{c['good'] if checks_ok else c['bad']}'>"
+                      f"{'all passed' if checks_ok else 'FAILED'}</span>")
+        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_check(v))}</td></tr>"
+                       for k, v in s.numeric_checks.items())
+        nal = (f"{format_bytes(s.peak_not_always_live)} at liveness step {s.peak_not_always_live_lstep}"
+               if s.peak_not_always_live_lstep >= 0 else "n/a")
+        self.info.setText(f"""
+<h2>{html.escape(s.model)}</h2>
+<table cellpadding=2>
+<tr><td><b>Target</b></td><td>{html.escape(t.name)} ({html.escape(t.device)}) x {t.num_ipus} IPU,
+ {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.3g} GHz</td></tr>
+<tr><td><b>Total</b></td><td>{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}
+ at {t.clock_hz / 1e9:.3g} GHz ({s.num_steps:,} BSP steps)</td></tr>
+<tr><td><b>Peak tile memory</b></td><td>{format_bytes(p.bytes)} ({100 * p.fraction:.1f}% of
+ {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile})</td></tr>
+<tr><td><b>All tiles</b></td><td>{format_bytes(p.total_bytes)}: always-live {format_bytes(p.always_live_bytes)},
+ not-always-live (peak) {format_bytes(p.not_always_live_bytes)}</td></tr>
+<tr><td><b>Peak not-always-live</b></td><td>{nal} (fullest tile)</td></tr>
+<tr><td><b>Numeric checks</b></td><td>{checks}</td></tr>
+{rows}
+</table>
+<h3>Config</h3><table cellpadding=2>{cfg}</table>
+<p style='color:{c["muted"]}'>{html.escape(str(self.document.path))}<br>emulator
+ {html.escape(str(s.run.get("emulator_version", "?")))}</p>""")
+
+    def _op_clicked(self, index):
+        row = self.ops_model.row(index.row())
+        self.document.selection.update(source="summary", op_id=int(row["op_id"]))
+
+    def plot_items(self) -> dict:
+        return {"phases": self.plot.getPlotItem()}
+
+
+def _fmt_check(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt_check(x)}" for k, x in v.items())
+    if isinstance(v, float | np.floating):
+        return f"{v:.3g}"
+    return str(v)

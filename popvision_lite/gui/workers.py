@@ -1,0 +1,112 @@
+"""Run long work (loading, emulating, exporting) off the GUI thread, with progress and cancel.
+
+Usage::
+
+    def load(task, path):                    # runs on a pool thread
+        task.progress(0.1, "reading header")
+        task.check_cancelled()               # raises Cancelled if the user pressed Cancel
+        return open_profile(path)
+
+    worker = start_task(load, path, title="Opening run.pvl")
+    worker.signals.result.connect(on_loaded)       # delivered on the GUI thread
+    worker.signals.error.connect(on_error)         # the exception object
+    worker.signals.progress.connect(bar.update)    # (fraction 0..1 or -1 for unknown, message)
+    worker.cancel()
+
+The function gets a :class:`TaskContext` first; it must not touch widgets.  Exactly one of
+``result``, ``error`` or ``cancelled`` is emitted, then ``finished``.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+
+class Cancelled(Exception):
+    """Raised inside a task by :meth:`TaskContext.check_cancelled` once cancel was asked for."""
+
+
+class TaskContext:
+    """What a task function sees: report progress, poll for cancellation."""
+
+    def __init__(self, signals: WorkerSignals):
+        self._signals = signals
+        self._cancel = threading.Event()
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report progress: ``fraction`` in [0, 1], or -1 when unknown."""
+        self.check_cancelled()
+        self._signals.progress.emit(float(fraction), str(message))
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def check_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise Cancelled()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+
+class WorkerSignals(QObject):
+    progress = Signal(float, str)
+    result = Signal(object)
+    error = Signal(object)  # the exception; ``exc.__traceback_text__`` holds the formatted traceback
+    cancelled = Signal()
+    finished = Signal()
+
+
+class Worker(QRunnable):
+    """A QRunnable calling ``fn(task, *args, **kwargs)`` on a pool thread."""
+
+    def __init__(self, fn: Callable[..., Any], *args, title: str = "", **kwargs):
+        super().__init__()
+        self.setAutoDelete(False)  # we keep our own reference until ``finished``
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.title = title
+        self.signals = WorkerSignals()
+        self.task = TaskContext(self.signals)
+        self.done = False
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+    def run(self) -> None:  # pool thread
+        try:
+            value = self.fn(self.task, *self.args, **self.kwargs)
+            if self.task.cancelled:
+                raise Cancelled()
+        except Cancelled:
+            self.signals.cancelled.emit()
+        except BaseException as exc:  # delivered to the GUI thread, never raised there
+            exc.__traceback_text__ = traceback.format_exc()
+            self.signals.error.emit(exc)
+        else:
+            self.signals.result.emit(value)
+        finally:
+            self.done = True
+            self.signals.finished.emit()
+
+
+_LIVE: set[Worker] = set()  # keeps workers (and their signal objects) alive while running
+
+
+def start_task(fn: Callable[..., Any], *args, title: str = "", pool: QThreadPool | None = None,
+               **kwargs) -> Worker:
+    """Start ``fn(task, *args, **kwargs)`` on ``pool`` (the global pool by default)."""
+    worker = Worker(fn, *args, title=title, **kwargs)
+    _LIVE.add(worker)
+    worker.signals.finished.connect(lambda: _LIVE.discard(worker))
+    (pool or QThreadPool.globalInstance()).start(worker)
+    return worker
+
+
+def running_tasks() -> list[Worker]:
+    return [w for w in _LIVE if not w.done]

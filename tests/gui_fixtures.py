@@ -1,0 +1,44 @@
+"""Shared fixtures for the GUI tests: small synthetic profiles and isolated QSettings."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def small_profile(tmp_path_factory):
+    """2 IPUs x 96 tiles, some tiles over capacity (so the heatmap overlay has something to show)."""
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    path = tmp_path_factory.mktemp("profiles") / "small.pvl"
+    write_synthetic(path, num_ipus=2, tiles_per_ipu=96, num_steps=120, seed=3, over_capacity_tiles=3)
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path):
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot, settings):
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.main_window import MainWindow
+
+    create_app()
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.cancel_tasks()
+    qtbot.waitUntil(lambda: not win.busy(), timeout=10000)
+
+
+@pytest.fixture
+def opened(qtbot, window, small_profile):
+    """The window with ``small_profile`` open; returns (window, DocumentWidget)."""
+    window.open_paths([small_profile])
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
+    return window, window.doc_tabs.widget(0)

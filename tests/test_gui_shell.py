@@ -1,0 +1,189 @@
+"""The main window: opening (dialog patched), bad files, recent files, tabs, workers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+pytestmark = pytest.mark.gui
+pytest_plugins = ["gui_fixtures"]
+
+
+def test_open_via_dialog_loads_document_and_summary(qtbot, window, small_profile, monkeypatch):
+    calls = []
+
+    def fake_dialog(*a, **k):
+        calls.append(a)
+        return [str(small_profile)], ""
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", staticmethod(fake_dialog))
+    window.act_open.trigger()
+    assert calls, "File > Open must ask the (patched) dialog"
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
+    doc = window.current_document()
+    assert doc.path == Path(small_profile)
+    assert doc.profile.target.num_ipus == 2
+    assert window.stack.currentWidget() is window.doc_tabs
+    dw = window.current_document_widget()
+    assert dw.keys()[0] == "summary"
+    summary = dw.built_views()["summary"]
+    # the summary computed in the loader thread is what the view shows
+    assert summary.summary is doc.cached("summary", lambda: None)
+    assert f"{summary.summary.total_cycles:,}" in summary.info.text()
+    assert str(small_profile.resolve()) in window.recent_files()
+    assert window.settings.value("last_dir") == str(small_profile.resolve().parent)
+    assert doc.title in window.windowTitle()
+
+
+def test_bad_file_shows_error_dialog_and_window_stays_usable(qtbot, window, tmp_path, small_profile,
+                                                             monkeypatch):
+    bad = tmp_path / "garbage.pvl"
+    bad.write_bytes(b"this is not a profile at all")
+    errors = []
+    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda *a, **k: errors.append(a)))
+    window.open_paths([bad])
+    qtbot.waitUntil(lambda: len(errors) == 1, timeout=10000)
+    parent, title, message = errors[0][:3]
+    assert "garbage.pvl" in message and "not a popvision-lite profile" in message
+    assert "Traceback" not in message
+    assert window.doc_tabs.count() == 0 and window.isVisible()
+    qtbot.waitUntil(lambda: not window.busy(), timeout=5000)
+    assert window.progress.isHidden()
+    # still usable: a good file opens afterwards
+    window.open_paths([small_profile])
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
+
+
+def test_missing_file_message_names_it(qtbot, window, tmp_path, monkeypatch):
+    errors = []
+    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda *a, **k: errors.append(a)))
+    window.open_paths([tmp_path / "nope.pvl"])
+    qtbot.waitUntil(lambda: len(errors) == 1, timeout=10000)
+    assert "nope.pvl" in errors[0][2] and "no such file" in errors[0][2]
+
+
+def test_close_tab_returns_to_start_page_and_lists_recent(qtbot, opened):
+    win, dw = opened
+    win.act_close.trigger()
+    assert win.doc_tabs.count() == 0
+    assert win.stack.currentWidget() is win.start_page
+    items = [win.start_page.recent_list.item(i).data(256) for i in range(win.start_page.recent_list.count())]
+    assert str(Path(dw.document.path).resolve()) in items
+
+
+def test_view_tabs_are_built_lazily_and_switchable(qtbot, opened):
+    win, dw = opened
+    assert set(dw.built_views()) == {"summary"}
+    from popvision_lite.gui.views import VIEW_REGISTRY
+
+    order = [k for k, _, _ in VIEW_REGISTRY]
+    assert dw.keys() == [k for k in order if k in dw.keys()]  # registry order kept
+    other = dw.keys()[-1]
+    title = dict((k, t) for k, t, _ in VIEW_REGISTRY)[other]
+    win.show_view(other)
+    assert other in dw.built_views()
+    assert dw.tabs.tabText(dw.tabs.currentIndex()) == title
+
+
+def test_missing_view_module_is_left_out(qtbot, opened, monkeypatch):
+    from popvision_lite.gui import main_window, views
+
+    reg = list(views.VIEW_REGISTRY) + [("ghost", "Ghost", views.lazy("popvision_lite.gui.views.no_such", "X"))]
+    monkeypatch.setattr(main_window, "VIEW_REGISTRY", reg)
+    dw = main_window.DocumentWidget(opened[1].document)
+    qtbot.addWidget(dw)
+    assert "ghost" not in dw.keys()
+
+
+def test_broken_view_shows_error_instead_of_crashing(qtbot, opened, monkeypatch):
+    from popvision_lite.gui import main_window
+
+    def boom(doc):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(main_window, "VIEW_REGISTRY", [("broken", "Broken", boom)])
+    dw = main_window.DocumentWidget(opened[1].document)
+    qtbot.addWidget(dw)
+    assert "kaput" in dw.view("broken").text()
+
+
+def test_worker_reports_progress_and_can_be_cancelled(qtbot, window):
+    gate = threading.Event()
+    seen = []
+
+    def job(task):
+        task.progress(0.25, "quarter")
+        gate.wait(5)
+        for _ in range(100):
+            task.check_cancelled()
+            gate.wait(0.01)
+        return "finished"
+
+    results, cancelled = [], []
+    w = window.run_task(job, title="Test job", on_result=results.append, on_cancel=lambda: cancelled.append(1))
+    w.signals.progress.connect(lambda f, m: seen.append((f, m)))
+    qtbot.waitUntil(lambda: window.progress.isVisible(), timeout=2000)
+    assert window.cancel_button.isVisible()
+    window.cancel_button.click()
+    gate.set()
+    qtbot.waitUntil(lambda: cancelled == [1], timeout=5000)
+    assert results == []
+    qtbot.waitUntil(lambda: not window.busy(), timeout=5000)
+    assert window.progress.isHidden()
+
+
+def test_worker_error_is_delivered_not_raised(qtbot):
+    from PySide6.QtCore import QThreadPool
+
+    from popvision_lite.gui.workers import Worker
+
+    def job(task, x):
+        raise ValueError(f"bad {x}")
+
+    w = Worker(job, 7)
+    with qtbot.waitSignal(w.signals.error, timeout=5000) as blocker:
+        QThreadPool.globalInstance().start(w)
+    assert isinstance(blocker.args[0], ValueError) and "bad 7" in str(blocker.args[0])
+    assert "Traceback" in blocker.args[0].__traceback_text__
+
+
+def test_theme_toggle_restyles_plots(qtbot, opened):
+    from popvision_lite.gui import theme
+
+    win, dw = opened
+    plot = dw.built_views()["summary"].plot
+    win.toggle_theme()
+    try:
+        assert theme.current() == "dark"
+        assert plot.backgroundBrush().color().name() == theme.THEMES["dark"]["plot_bg"]
+        assert win.settings.value("theme") == "dark"
+    finally:
+        win.toggle_theme()
+    assert plot.backgroundBrush().color().name() == theme.THEMES["light"]["plot_bg"]
+
+
+def test_every_menu_action_has_shortcut_or_is_help(window):
+    missing = [a.text() for a in window.actions() if not a.shortcuts() and a.text() != "&About"]
+    assert not missing
+
+
+def test_drop_opens_pvl_files(qtbot, window, small_profile):
+    from PySide6.QtCore import QMimeData, QUrl
+
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(small_profile)), QUrl.fromLocalFile("/tmp/notes.txt")])
+    assert window._dropped_profiles(mime) == [str(small_profile)]
+
+
+def test_build_window_opens_cli_paths(qtbot, settings, small_profile):
+    import argparse
+
+    from popvision_lite.gui.app import build_window, create_app
+
+    create_app()
+    win = build_window(argparse.Namespace(profiles=[str(small_profile)], compare=None, sample=False), settings)
+    qtbot.addWidget(win)
+    qtbot.waitUntil(lambda: win.doc_tabs.count() == 1, timeout=15000)
