@@ -1,0 +1,198 @@
+"""Program tree: the program hierarchy with cycles, share of run, code bytes and op.
+
+A lazy QAbstractItemModel over :class:`~popvision_lite.analysis.program_tree.ProgramTree`:
+Qt asks only for the rows it shows, and each row is answered from numpy arrays, so
+trees with very many programs open instantly.  Selecting a node selects its steps
+elsewhere; selecting an op (or a program) elsewhere expands and selects its node here.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QAbstractItemModel, QItemSelectionModel, QModelIndex, Qt
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
+
+from popvision_lite.analysis.program_tree import COLUMNS, ProgramTree
+from popvision_lite.gui.views.selection_resolve import select_program
+
+_KIND_COLORS = {"Execute": "#1f77b4", "Copy": "#d67a00", "Sync": "#7f7f7f", "StreamCopy": "#9467bd",
+                "Repeat": "#2ca02c", "Sequence": None}
+_ROOT = QModelIndex()  # the invalid index, as a default argument
+SORT_ROLE = Qt.UserRole  # raw value of a cell
+PROG_ROLE = Qt.UserRole + 1  # prog_id of a row
+
+
+class ProgramTreeModel(QAbstractItemModel):
+    """internalId of an index = prog_id + 1 (0 is never used, so it cannot collide with 'no id')."""
+
+    def __init__(self, tree: ProgramTree, parent=None):
+        super().__init__(parent)
+        self.tree = tree
+        self._bold = QFont()
+        self._bold.setBold(True)
+
+    # structure -------------------------------------------------------------------
+    def _prog(self, index: QModelIndex) -> int:
+        return int(index.internalId()) - 1 if index.isValid() else -1
+
+    def index(self, row, column, parent=_ROOT):
+        p = self._prog(parent)
+        if row < 0 or column < 0 or column >= len(COLUMNS) or row >= self.tree.child_count(p):
+            return QModelIndex()
+        return self.createIndex(row, column, self.tree.child(p, row) + 1)
+
+    def parent(self, index=_ROOT):  # noqa: A003 - Qt's name
+        if not index.isValid():
+            return QModelIndex()
+        par = self.tree.parent_of(self._prog(index))
+        if par < 0:
+            return QModelIndex()
+        return self.createIndex(self.tree.index_in_parent(par), 0, par + 1)
+
+    def rowCount(self, parent=_ROOT):
+        if parent.isValid() and parent.column() != 0:
+            return 0
+        return self.tree.child_count(self._prog(parent))
+
+    def columnCount(self, parent=_ROOT):
+        return len(COLUMNS)
+
+    def hasChildren(self, parent=_ROOT):
+        return self.rowCount(parent) > 0
+
+    def index_for(self, prog_id: int, column: int = 0) -> QModelIndex:
+        return self.createIndex(self.tree.index_in_parent(prog_id), column, prog_id + 1)
+
+    # data -------------------------------------------------------------------------
+    def headerData(self, section, orientation, role=Qt.DisplayRole):
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return COLUMNS[section]
+        if orientation == Qt.Horizontal and role == Qt.ToolTipRole:
+            return ["program name (Repeat count in brackets)", "program kind",
+                    "cycles of all steps it issued, children and Repeat iterations included",
+                    "cycles / cycles of the whole run", "control code bytes attributed to the program",
+                    "model operation the program belongs to"][section]
+        return None
+
+    def data(self, index, role=Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        prog = self._prog(index)
+        col = index.column()
+        if role == PROG_ROLE:
+            return prog
+        vals = self.tree.values(prog)
+        if role == Qt.DisplayRole:
+            v = vals[col]
+            if col == 3:
+                return f"{v:.2f}"
+            if isinstance(v, int):
+                return f"{v:,}"
+            return v
+        if role == SORT_ROLE:
+            return vals[col]
+        if role == Qt.TextAlignmentRole and col in (2, 3, 4):
+            return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role == Qt.ForegroundRole and col == 1:
+            c = _KIND_COLORS.get(vals[1])
+            return QColor(c) if c else None
+        if role == Qt.ToolTipRole:
+            r = self.tree.row(prog)
+            first, last = int(self.tree.first_step[r]), int(self.tree.last_step[r])
+            steps = f"steps {first}..{last}" if first >= 0 else "no steps of its own"
+            return f"{vals[1]} {vals[0]} (program {prog}): {steps}, {vals[2]:,} cycles"
+        return None
+
+    def flags(self, index):
+        if not index.isValid():
+            return Qt.NoItemFlags
+        return Qt.ItemIsEnabled | Qt.ItemIsSelectable
+
+
+class ProgramTreeView(QWidget):
+    """Registered as ``program_tree``; constructed as ``ProgramTreeView(document)``."""
+
+    SOURCE = "program_tree"
+
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self._syncing = False
+        self.tree_data = document.cached("program_tree", ProgramTree, document.profile)
+        self.model = ProgramTreeModel(self.tree_data, self)
+        self.view = QTreeView(self)
+        self.view.setModel(self.model)
+        self.view.setUniformRowHeights(True)  # lets Qt skip measuring rows: big trees stay fast
+        self.view.setAlternatingRowColors(True)
+        self.view.setSelectionBehavior(QTreeView.SelectRows)
+        self.view.setSelectionMode(QTreeView.SingleSelection)
+        hdr = self.view.header()
+        hdr.setSectionResizeMode(0, QHeaderView.Interactive)
+        hdr.resizeSection(0, 320)
+        for c in range(1, len(COLUMNS)):
+            hdr.setSectionResizeMode(c, QHeaderView.ResizeToContents)
+        self.status = QLabel(self)
+        self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.view, 1)
+        lay.addWidget(self.status)
+        total = self.tree_data.total_cycles
+        self._summary = f"{len(self.tree_data):,} programs, run {total:,} cycles"
+        self.status.setText(self._summary)
+        # top levels open by default
+        for i in range(self.model.rowCount()):
+            self.view.expand(self.model.index(i, 0))
+        self.view.selectionModel().currentRowChanged.connect(self._on_current)
+        document.selection.changed.connect(self._on_selection)
+        self._worker = None
+
+    # user -> selection -------------------------------------------------------------
+    def _on_current(self, current: QModelIndex, _previous=None):
+        if self._syncing or not current.isValid():
+            return
+        prog = self.model._prog(current)
+        self.select_program(prog)
+
+    def select_program(self, prog: int) -> None:
+        r = self.tree_data.row(prog)
+        op = int(self.tree_data.op_id[r])
+        self._worker = select_program(self.document, prog, op, self.SOURCE)
+        rng = self.document.selection.state.step_range
+        rng_txt = f"steps {rng[0]}..{rng[1] - 1}" if rng else "no steps"
+        self.status.setText(f"{self._summary} | selected {self.tree_data.label(prog)}: {rng_txt}")
+
+    # selection -> tree -------------------------------------------------------------
+    def _on_selection(self, state):
+        if state.source == self.SOURCE:
+            return
+        prog = state.prog_id
+        if prog is None and state.op_id is not None:
+            prog = self.tree_data.node_for_op(state.op_id)
+        if prog is None:
+            if not self.view.selectionModel().hasSelection():
+                return
+            self._syncing = True
+            try:
+                self.view.selectionModel().clearSelection()
+            finally:
+                self._syncing = False
+            return
+        self.show_program(prog)
+
+    def show_program(self, prog: int) -> None:
+        """Expand the ancestors of ``prog``, select and scroll to it (no selection echo)."""
+        self._syncing = True
+        try:
+            for p in self.tree_data.path_to(prog)[:-1]:
+                self.view.expand(self.model.index_for(p))
+            idx = self.model.index_for(prog)
+            self.view.selectionModel().setCurrentIndex(
+                idx, QItemSelectionModel.ClearAndSelect | QItemSelectionModel.Rows)
+            self.view.scrollTo(idx)
+        finally:
+            self._syncing = False
+
+    def selected_program(self) -> int | None:
+        idx = self.view.selectionModel().currentIndex()
+        return self.model._prog(idx) if idx.isValid() else None

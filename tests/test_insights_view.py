@@ -1,0 +1,79 @@
+"""Insights view (pytest-qt, offscreen): findings rendered with links that select tiles / ops / variables."""
+
+import pytest
+from insights_fixtures import write_small
+
+import popvision_lite as pvl
+from popvision_lite.gui.document import Document
+from popvision_lite.gui.views.insights_view import InsightsView
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return write_small(tmp_path / "base.pvl"), write_small(tmp_path / "rc.pvl", recompute=True)
+
+
+@pytest.fixture
+def view(qtbot, paths):
+    d = Document(pvl.open(paths[0]))
+    v = InsightsView(d)
+    qtbot.addWidget(v)
+    qtbot.waitUntil(lambda: bool(v.findings), timeout=10000)
+    yield v
+    d.close()
+
+
+def test_renders_findings_worst_first(view):
+    text = view.browser.toPlainText()
+    assert text.index("Out of memory") < text.index("Try recomputation") < text.index("Tiles using the most memory")
+    bt = view.document.profile.memory.by_tile()
+    worst = int((bt["total"] - bt["capacity"]).idxmax())
+    assert f"tile {worst} needs {int(bt.loc[worst, 'total']):,} B" in text
+    assert view.status.text().startswith(f"{len(view.findings)} findings: 1 errors")
+
+
+def test_links_select_tiles_ops_and_variables(view, qtbot):
+    doc = view.document
+    links = view.links()
+    oom = next(f for f in view.findings if f.kind == "oom")
+    assert f"pvl:tile/{oom.tiles[0]}" in links
+    view.follow(f"pvl:tile/{oom.tiles[0]}")
+    assert doc.selection.state.tiles == (oom.tiles[0],) and doc.selection.state.source == "insights"
+    view.follow("pvl:tiles/" + ",".join(map(str, oom.tiles)))
+    assert doc.selection.state.tiles == tuple(oom.tiles)
+    # an op link selects the op with its tiles and steps
+    assert "pvl:op/0" in links
+    view.follow("pvl:op/0")
+    qtbot.waitUntil(lambda: doc.selection.state.op_id == 0 and doc.selection.state.tiles != ())
+    assert doc.selection.state.step_range == (0, 5) and doc.selection.state.tiles == (0, 1, 2, 3, 4)
+    # a variable link selects the tiles the variable lives on
+    vt = doc.profile.variable_tiles
+    view.follow("pvl:var/3")
+    assert doc.selection.state.tiles == tuple(sorted(vt[vt["var_id"] == 3]["tile"].tolist()))
+    assert doc.selection.state.op_id is None
+
+
+def test_compare_with_recompute_run(view, paths, qtbot):
+    w = view.compare_with_path(paths[1])
+    qtbot.waitUntil(lambda: any(f.kind == "recompute_saved" for f in view.extra), timeout=10000)
+    assert w is not None
+    f = view.extra[-1]
+    with pvl.open(paths[1]) as rc:
+        saved = int(view.document.profile.liveness_steps["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
+    assert f.numbers["saved_peak_bytes"] == saved
+    assert f"saved {saved:,} B" in view.browser.toPlainText()
+
+
+def test_recompute_profile_says_it_is_on(qtbot, paths):
+    d = Document(pvl.open(paths[1]))
+    v = InsightsView(d)
+    qtbot.addWidget(v)
+    qtbot.waitUntil(lambda: bool(v.findings), timeout=10000)
+    assert "Recomputation is on" in v.browser.toPlainText()
+    # cached: a second view shows the findings at once
+    v2 = InsightsView(d)
+    qtbot.addWidget(v2)
+    assert v2.findings == v.findings
+    d.close()

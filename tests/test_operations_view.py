@@ -1,0 +1,100 @@
+"""Operations view (pytest-qt, offscreen): numeric sort, name filter, op -> tiles + steps selection."""
+
+import numpy as np
+import pytest
+from insights_fixtures import make_data, write_small
+from PySide6.QtCore import Qt
+
+import popvision_lite as pvl
+from popvision_lite.gui.document import Document
+from popvision_lite.gui.views.operations_view import OP_ROLE
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def doc(qtbot, tmp_path):
+    p = pvl.open(write_small(tmp_path / "small.pvl"))
+    d = Document(p)
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def view(qtbot, doc):
+    from popvision_lite.gui.views.operations_view import OperationsView
+
+
+    v = OperationsView(doc)
+    qtbot.addWidget(v)
+    return v
+
+
+def _col(view, key):
+    return view.model.keys.index(key)
+
+
+def test_sort_is_numeric_on_every_numeric_column(view, doc):
+    ops = doc.profile.ops.set_index("op_id")
+    for key in ("cycles", "flops", "bytes_sram", "tiles_used", "pct_run", "exchange_cycles"):
+        c = _col(view, key)
+        view.table.sortByColumn(c, Qt.DescendingOrder)
+        got = view.visible_ops()
+        vals = view.df.loc[got, key].to_numpy(float)
+        assert (np.diff(vals) <= 0).all(), key
+        view.table.sortByColumn(c, Qt.AscendingOrder)
+        got = view.visible_ops()
+        assert (np.diff(view.df.loc[got, key].to_numpy(float)) >= 0).all(), key
+    # flops: 2,000,000 > 900,000 > 5,000 > 0, which a string sort would get wrong ("900,000" > "2,000,000")
+    view.table.sortByColumn(_col(view, "flops"), Qt.DescendingOrder)
+    assert view.visible_ops() == ops["flops"].sort_values(ascending=False).index.tolist()
+
+
+def test_filter_by_name(view, qtbot):
+    view.set_filter("MATMUL")
+    assert sorted(view.visible_ops()) == [0]
+    assert view.count_label.text() == "1 / 4 ops"
+    view.set_filter("fwd")
+    assert sorted(view.visible_ops()) == [0, 1]
+    view.set_filter(r"^(bwd|weights)", regex=True)
+    assert sorted(view.visible_ops()) == [2, 3]
+    view.set_filter("(", regex=True)  # invalid regex: reported, table left as it was
+    assert view.count_label.text() == "invalid regex"
+    assert sorted(view.visible_ops()) == [2, 3]
+    view.set_filter("")
+    assert sorted(view.visible_ops()) == [0, 1, 2, 3]
+    # typing in the box filters too
+    view.filter_edit.clear()
+    qtbot.keyClicks(view.filter_edit, "relu")
+    assert view.visible_ops() == [1]
+
+
+@pytest.mark.parametrize("op", [0, 1, 2, 3])
+def test_selecting_op_selects_exactly_its_tiles_and_steps(view, doc, qtbot, op):
+    data = make_data()
+    seen = []
+    doc.selection.changed.connect(seen.append)
+    view.select_op(op)
+    qtbot.waitUntil(lambda: doc.selection.state.op_id == op and doc.selection.state.tiles != ())
+    st = doc.selection.state
+    # direct computation from the arrays the profile was written from
+    steps = np.flatnonzero(data.steps["op_id"].to_numpy() == op)
+    active = (data.step_tile_cycles[steps] > 0) | (data.step_tile_bytes_in[steps] > 0) \
+        | (data.step_tile_bytes_out[steps] > 0)
+    tiles = set(np.flatnonzero(active.any(axis=0)).tolist())
+    cs = data.compute_sets.loc[data.compute_sets["op_id"] == op, "cs_id"]
+    tiles |= set(data.vertices.loc[data.vertices["cs_id"].isin(cs), "tile"].tolist())
+    assert st.tiles == tuple(sorted(tiles))
+    assert st.step_range == (int(steps.min()), int(steps.max()) + 1)
+    assert st.source == "operations"
+    assert seen and seen[-1] == st
+
+
+def test_listens_to_other_views(view, doc):
+    doc.selection.update(source="memory", op_id=2)
+    idx = view.table.selectionModel().currentIndex()
+    assert view.proxy.data(idx, OP_ROLE) == 2
+    # a step range from the timeline highlights the rows of the ops owning steps in it
+    doc.selection.update(source="execution", op_id=None, step_range=(4, 8))
+    assert view.model.highlight.tolist() == [True, True, True, False]
+    assert view.table.selectionModel().hasSelection() is False

@@ -1,0 +1,82 @@
+"""Program tree view (pytest-qt, offscreen): lazy model, node -> steps, op -> node."""
+
+import pytest
+from insights_fixtures import PROGRAMS, write_small
+from PySide6.QtCore import QModelIndex
+
+import popvision_lite as pvl
+from popvision_lite.gui.document import Document
+from popvision_lite.gui.views.program_tree_view import ProgramTreeView
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def doc(tmp_path):
+    d = Document(pvl.open(write_small(tmp_path / "small.pvl")))
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def view(qtbot, doc):
+    v = ProgramTreeView(doc)
+    qtbot.addWidget(v)
+    return v
+
+
+def _walk(model, parent=None):
+    parent = QModelIndex() if parent is None else parent
+    for r in range(model.rowCount(parent)):
+        idx = model.index(r, 0, parent)
+        yield idx
+        yield from _walk(model, idx)
+
+
+def test_model_mirrors_programs_table(view, qtmodeltester):
+    m = view.model
+    qtmodeltester.check(m)
+    seen = []
+    for idx in _walk(m):
+        prog = m._prog(idx)
+        seen.append(prog)
+        par = m.parent(idx)
+        assert (m._prog(par) if par.isValid() else -1) == PROGRAMS[prog][1]
+        assert m.index(idx.row(), 2, par).data() == f"{view.tree_data.values(prog)[2]:,}"
+    assert sorted(seen) == [p[0] for p in PROGRAMS]
+
+
+def test_selecting_node_selects_its_steps(view, doc):
+    p = doc.profile
+    for prog in (1, 4, 0, 7):
+        before = doc.selection.state
+        view.show_program(prog)  # programmatic: no echo
+        assert doc.selection.state == before
+        view.view.selectionModel().clearCurrentIndex()
+        view.view.setCurrentIndex(view.model.index_for(prog))  # as a click does
+        st = doc.selection.state
+        assert st.source == "program_tree" and st.prog_id == prog
+        # range over the node and all its descendants, straight from the tables
+        sub = {prog}
+        for q in PROGRAMS:  # parent before child
+            if q[1] in sub:
+                sub.add(q[0])
+        rows = p.programs[p.programs["prog_id"].isin(sub) & (p.programs["first_step"] >= 0)]
+        assert st.step_range == (int(rows["first_step"].min()), int(rows["last_step"].max()) + 1)
+        steps = p.steps[p.steps["prog_id"].isin(sub)]
+        assert st.op_id == (PROGRAMS[prog][4] if PROGRAMS[prog][4] >= 0 else None)
+        assert set(st.tiles) <= set(range(p.target.num_tiles))
+        if prog == 7:
+            assert st.tiles == (4, 5, 6, 7) and len(steps) == 1
+
+
+def test_op_selected_elsewhere_expands_and_selects_node(view, doc):
+    view.view.collapseAll()
+    doc.selection.update(source="operations", op_id=1, prog_id=None)
+    assert view.selected_program() == 5  # fwd/relu, inside loop/body
+    for anc in (0, 1, 2):
+        assert view.view.isExpanded(view.model.index_for(anc))
+    # the tree did not write back (no echo)
+    assert doc.selection.state.source == "operations"
+    doc.selection.update(source="operations", op_id=None, prog_id=None)
+    assert view.selected_program() is None or not view.view.selectionModel().hasSelection()
