@@ -1,0 +1,323 @@
+"""Roofline analysis: the emulated IPU against GPU rooflines on the same workload (pure, no Qt).
+
+Model (see docs/decisions/*-roofline-model.md):
+
+* **Ceilings** come from ``resources/devices`` via :mod:`popvision_lite.devices`.  IPU ceilings are for the
+  whole emulated target: per-chip figures x ``num_ipus``; compute, tile-SRAM and exchange (aggregates
+  over tiles) are also scaled by ``tiles_per_ipu / spec.tiles`` when the profile emulated a cut-down chip.
+  Attainable(I) = min(peak, bandwidth x I); ridge = peak / bandwidth.
+* **IPU point per op**: achieved = flops / (cycles / clock).  The op's *bounding level* is the memory level
+  with the largest ideal time bytes_level / bandwidth_level (the one whose roof is lowest at the op's
+  intensities); its intensity is flops / bytes_at_that_level.  ``bound`` says ``compute`` if
+  flops / peak exceeds that memory time.  Point size = op cycles / run cycles.
+* **GPU bound per op** (not a measurement): time = max(flops / peak(precision), min_bytes / HBM bandwidth),
+  with FP16 ops on the tensor-core FP16 peak and everything else on the FP32 peak, one GPU.
+* **Cost per run** = time x chips x price per chip-hour.  IPU: the profile's num_ipus x the spec price (the
+  Mk2 has no published price, so the first IPU spec that has one, the Bow, is used and the note says so).
+* **What-if**: an op whose compulsory bytes (``min_bytes``) exceed the SRAM left after the run's always-live
+  data (times ``capacity_scale``) would have to stream them from Streaming Memory: its time becomes
+  max(emulated time, min_bytes / DDR bandwidth) and its point falls to the DDR roof.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite import devices
+from popvision_lite.devices import DeviceSpec
+
+DEFAULT_GPUS = ("a100-80gb", "h100-sxm", "h200", "v100")
+BYTES_COLUMN = {"sram": "bytes_sram", "exchange": "bytes_exchange", "ipu_link": "bytes_ipu_link", "ddr": "bytes_ddr"}
+PER_TILE_LEVELS = ("sram", "exchange")  # aggregates over tiles: scale with the number of tiles emulated
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    kind: str          # "compute" | "bandwidth"
+    key: str           # "fp16" / "fp32" for compute, memory level for bandwidth
+    label: str         # e.g. "FP16 peak", "tile SRAM"
+    value: float       # FLOP/s or B/s (for the whole target)
+    source: str
+    basis: str
+
+    def text(self) -> str:
+        if self.kind == "compute":
+            return f"{self.label} {self.value / 1e12:,.1f} TFLOP/s"
+        v = self.value
+        return f"{self.label} {v / 1e12:,.2f} TB/s" if v >= 1e12 else f"{self.label} {v / 1e9:,.1f} GB/s"
+
+
+@dataclass
+class Roofline:
+    device_id: str
+    name: str              # legend name, e.g. "IPU Mk2 (GC200) x2"
+    kind: str              # "ipu" | "gpu"
+    compute: list[Ceiling]
+    bandwidth: list[Ceiling]
+    chips: int = 1
+    note: str = ""
+
+    def peak(self, precision: str) -> float:
+        want = "fp16" if precision == "fp16" else "fp32"
+        for c in self.compute:
+            if c.key == want:
+                return c.value
+        return max(c.value for c in self.compute)
+
+    def bw(self, level: str) -> float:
+        for c in self.bandwidth:
+            if c.key == level:
+                return c.value
+        raise KeyError(f"{self.device_id} has no bandwidth roof for '{level}'")
+
+    def has(self, level: str) -> bool:
+        return any(c.key == level for c in self.bandwidth)
+
+    def ridge(self, precision: str, level: str) -> float:
+        """Operational intensity (FLOP/byte) where the bandwidth roof meets the compute peak."""
+        return self.peak(precision) / self.bw(level)
+
+    def ridges(self) -> list[tuple[Ceiling, Ceiling, float, float]]:
+        """(compute ceiling, bandwidth ceiling, x = ridge intensity, y = peak) for every pair."""
+        return [(c, b, c.value / b.value, c.value) for c in self.compute for b in self.bandwidth]
+
+    def attainable(self, intensity, precision: str = "fp16", level: str | None = None):
+        """min(peak, bw x I) for one level, or under every roof when ``level`` is None."""
+        i = np.asarray(intensity, dtype=float)
+        levels = [level] if level else [c.key for c in self.bandwidth]
+        roof = np.full(i.shape, self.peak(precision))
+        for lv in levels:
+            roof = np.minimum(roof, self.bw(lv) * i)
+        return roof
+
+
+def _q(spec: DeviceSpec, key: str):
+    return spec.quantity(key)
+
+
+def ipu_roofline(spec: DeviceSpec | str, num_ipus: int = 1, tiles_per_ipu: int | None = None) -> Roofline:
+    spec = devices.load_device(spec) if isinstance(spec, str) else spec
+    frac = 1.0 if tiles_per_ipu is None else tiles_per_ipu / spec.tiles
+    n = max(int(num_ipus), 1)
+    comp = []
+    for prec, key in (("fp16", "compute.peak_fp16_flops"), ("fp32", "compute.peak_fp32_flops")):
+        q = _q(spec, key)
+        comp.append(Ceiling("compute", prec, f"{prec.upper()} peak", float(q.value) * n * frac, q.source, q.basis))
+    bws = []
+    for m in spec.memory_levels:
+        if m.bandwidth is None:
+            continue
+        scale = n * (frac if m.level in PER_TILE_LEVELS else 1.0)
+        bws.append(Ceiling("bandwidth", m.level, m.label, float(m.bandwidth.value) * scale, m.bandwidth.source,
+                           m.bandwidth.basis))
+    name = spec.name + (f" x{n}" if n > 1 else "")
+    note = "" if frac == 1.0 else f"compute, SRAM and exchange roofs scaled to {tiles_per_ipu} of {spec.tiles} tiles per IPU"
+    return Roofline(spec.id, name, "ipu", comp, bws, chips=n, note=note)
+
+
+def gpu_roofline(spec: DeviceSpec | str) -> Roofline:
+    spec = devices.load_device(spec) if isinstance(spec, str) else spec
+    comp = []
+    for prec, key, label in (("fp16", "compute.peak_fp16_flops", "FP16 tensor peak"),
+                             ("fp32", "compute.peak_fp32_flops", "FP32 peak")):
+        q = _q(spec, key)
+        comp.append(Ceiling("compute", prec, label, float(q.value), q.source, q.basis))
+    bws = [Ceiling("bandwidth", m.level, m.label, float(m.bandwidth.value), m.bandwidth.source, m.bandwidth.basis)
+           for m in spec.memory_levels if m.bandwidth is not None]
+    bws.sort(key=lambda c: -c.value)
+    return Roofline(spec.id, spec.name, "gpu", comp, bws, chips=1)
+
+
+# --------------------------------------------------------------------------------- helpers
+def _target_of(profile):
+    return profile.target
+
+
+def _run_cycles(profile, ops: pd.DataFrame) -> int:
+    steps = getattr(profile, "steps", None)
+    if steps is not None and len(steps):
+        return int(steps["end_cycle"].max() - steps["start_cycle"].min())
+    return int(ops["cycles"].sum())
+
+
+def _always_live_bytes(profile) -> int:
+    mem = getattr(profile, "memory", None)
+    if mem is None:
+        return 0
+    arr = mem.array() if hasattr(mem, "array") else np.asarray(mem)
+    if arr.ndim != 3 or arr.size == 0:
+        return 0
+    return int(arr[:, :, 0].sum())
+
+
+def _price(spec: DeviceSpec) -> tuple[float, str]:
+    if spec.usd_per_hour is not None:
+        return spec.usd_per_hour, f"{spec.id}: {spec.source('price.usd_per_hour')}"
+    if spec.is_ipu:
+        for other in devices.list_devices("ipu"):
+            o = devices.load_device(other)
+            if o.usd_per_hour is not None:
+                return o.usd_per_hour, (f"{spec.id} has no published price; priced at the {o.name} rate "
+                                        f"({o.source('price.usd_per_hour')})")
+    return math.nan, f"{spec.id}: no published price"
+
+
+@dataclass
+class RooflineAnalysis:
+    ipu: Roofline
+    gpus: list[Roofline]
+    ops: pd.DataFrame            # one row per op, all numbers (see module doc); index = op_id
+    totals: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    capacity_bytes: float = math.nan       # SRAM left for op data after always-live bytes (what-if)
+
+    @property
+    def points(self) -> pd.DataFrame:
+        """Ops that can be drawn on log axes (flops > 0 and a finite intensity)."""
+        o = self.ops
+        return o[(o["flops"] > 0) & np.isfinite(o["intensity"]) & (o["intensity"] > 0)]
+
+    def table(self) -> pd.DataFrame:
+        """Per-op side table with a final TOTAL row (what the view shows)."""
+        cols = ["name", "type", "precision", "bound", "ipu_time_s", "share"]
+        for g in self.gpus:
+            cols += [f"{g.device_id}_time_s", f"{g.device_id}_speedup"]
+        cols += ["ipu_cost_usd"] + [f"{g.device_id}_cost_usd" for g in self.gpus] + ["spills", "whatif_time_s"]
+        t = self.ops[cols].copy()
+        tot = {c: math.nan for c in cols}
+        tot.update(name="TOTAL (ops)", type="", precision="", bound="", spills=bool(t["spills"].any()))
+        for c in cols:
+            if c.endswith("_time_s") or c.endswith("_cost_usd") or c == "share":
+                tot[c] = float(t[c].sum(min_count=1))
+        for g in self.gpus:
+            tot[f"{g.device_id}_speedup"] = tot["ipu_time_s"] / tot[f"{g.device_id}_time_s"]
+        t.loc[-1] = tot
+        return t
+
+
+def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
+            ipu_spec: DeviceSpec | None = None) -> RooflineAnalysis:
+    """Roofline numbers for every op of ``profile`` (a Profile, ProfileData, or anything with
+    ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present)."""
+    target = _target_of(profile)
+    spec = ipu_spec or devices.load_device(target.device)
+    ops = profile.ops.copy()
+    n_ipus = int(target.num_ipus)
+    ipu = ipu_roofline(spec, n_ipus, int(target.tiles_per_ipu))
+    gpu_lines = [gpu_roofline(g) for g in gpus]
+    clock = float(target.clock_hz)
+    notes = []
+    if ipu.note:
+        notes.append(ipu.note)
+
+    flops = ops["flops"].to_numpy(dtype=float)
+    cycles = ops["cycles"].to_numpy(dtype=float)
+    t_ipu = cycles / clock
+    run_cycles = _run_cycles(profile, ops)
+    ops["ipu_time_s"] = t_ipu
+    ops["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ops["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
+
+    # chips each op ran on: its own IPU, or all of them (-1)
+    op_chips = np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1).astype(float)
+    chip_frac = op_chips / n_ipus
+    prec = ops["precision"].astype(str).to_numpy()
+    peak = np.where(prec == "fp16", ipu.peak("fp16"), ipu.peak("fp32")) * chip_frac
+
+    # bounding level = the level with the largest ideal time bytes / bw
+    levels = [lv for lv in BYTES_COLUMN if ipu.has(lv)]
+    times = np.stack([ops[BYTES_COLUMN[lv]].to_numpy(dtype=float) / (ipu.bw(lv) * chip_frac) for lv in levels], axis=1)
+    worst = times.argmax(axis=1)
+    level = np.array(levels, dtype=object)[worst]
+    mem_time = times.max(axis=1)
+    comp_time = flops / peak
+    bound_bytes = np.array([ops[BYTES_COLUMN[lv]].iloc[i] for i, lv in enumerate(level)], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(bound_bytes > 0, flops / bound_bytes, np.inf)
+    ops["level"] = level
+    ops["intensity"] = intensity
+    ops["bound"] = np.where(comp_time >= mem_time, "compute", level)
+    ops["roof_time_s"] = np.maximum(comp_time, mem_time)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        roof_flops = np.where(ops["roof_time_s"] > 0, flops / ops["roof_time_s"], np.inf)
+        ops["roof_flops"] = roof_flops
+        ops["efficiency"] = np.where(roof_flops > 0, ops["achieved_flops"] / roof_flops, math.nan)
+    # Above a roof = the emulated op computed or moved data faster than the spec allows at some level
+    # (a cost-model inconsistency, flagged rather than hidden).  Equivalent to achieved > roof_flops
+    # for ops with FLOPs, and also catches zero-FLOP copies.
+    tol = 1 + 1e-9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over = (flops > 0) & (comp_time > t_ipu * tol)
+        over |= (times > t_ipu[:, None] * tol).any(axis=1)
+    ops["above_roof"] = over
+    if over.any():
+        bad = ops.loc[over, "name"].tolist()
+        notes.append(f"{len(bad)} op(s) faster than their IPU roofs allow (cost model exceeds the spec): "
+                     + ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+
+    # GPU roofline bounds
+    min_bytes = ops["min_bytes"].to_numpy(dtype=float)
+    for g in gpu_lines:
+        gp = np.where(prec == "fp16", g.peak("fp16"), g.peak("fp32"))
+        hbm = g.bw("hbm")
+        tc, tm = flops / gp, min_bytes / hbm
+        tg = np.maximum(tc, tm)
+        gid = g.device_id
+        ops[f"{gid}_time_s"] = tg
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ops[f"{gid}_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
+            ops[f"{gid}_flops"] = np.where(tg > 0, flops / tg, 0.0)
+            ops[f"{gid}_speedup"] = np.where(tg > 0, t_ipu / tg, math.nan)
+        ops[f"{gid}_bound"] = np.where(tc >= tm, "compute", "hbm")
+
+    # cost per run
+    price, pnote = _price(spec)
+    notes.append(f"IPU price: {pnote}")
+    ops["ipu_cost_usd"] = t_ipu * n_ipus * price / 3600.0
+    for g in gpu_lines:
+        gprice, gnote = _price(devices.load_device(g.device_id))
+        if math.isnan(gprice):
+            notes.append(f"{g.name}: no published price, cost shown as n/a")
+        ops[f"{g.device_id}_cost_usd"] = ops[f"{g.device_id}_time_s"] * gprice / 3600.0
+    if n_ipus > 1:
+        notes.append(f"IPU cost counts all {n_ipus} IPUs for the whole run; GPU bounds assume one GPU")
+
+    # what-if: compulsory bytes vs SRAM left after always-live data
+    sram_cap = float(spec.memory("sram").capacity_bytes or spec.tiles * spec.sram_bytes_per_tile)
+    sram_cap *= target.tiles_per_ipu / spec.tiles
+    always = _always_live_bytes(profile)
+    capacity = (sram_cap * n_ipus - always) * capacity_scale
+    cap_op = capacity * chip_frac
+    spills = (min_bytes > cap_op) & (min_bytes > 0)
+    ddr = ipu.bw("ddr") * chip_frac if ipu.has("ddr") else np.full(len(ops), math.nan)
+    ops["working_set_bytes"] = min_bytes
+    ops["spills"] = spills
+    ops["whatif_time_s"] = np.where(spills, np.maximum(t_ipu, min_bytes / ddr), t_ipu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ops["whatif_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
+        ops["whatif_flops"] = np.where(ops["whatif_time_s"] > 0, flops / ops["whatif_time_s"], 0.0)
+
+    ops = ops.set_index("op_id", drop=False)
+    totals: dict[str, Any] = {
+        "run_time_s": run_cycles / clock,
+        "ops_ipu_time_s": float(t_ipu.sum()),
+        "ipu_cost_usd": float(ops["ipu_cost_usd"].sum()),
+        "flops": float(flops.sum()),
+        "ipu_achieved_flops": float(flops.sum() / (run_cycles / clock)) if run_cycles else 0.0,
+        "spilling_ops": int(spills.sum()),
+        "num_ipus": n_ipus,
+    }
+    for g in gpu_lines:
+        gid = g.device_id
+        tg = float(ops[f"{gid}_time_s"].sum())
+        totals[f"{gid}_time_s"] = tg
+        totals[f"{gid}_speedup"] = totals["ops_ipu_time_s"] / tg if tg > 0 else math.nan
+        totals[f"{gid}_cost_usd"] = float(ops[f"{gid}_cost_usd"].sum(min_count=1))
+    notes.append("GPU numbers are roofline bounds (max of FLOPs/peak and min_bytes/HBM), not measurements")
+    return RooflineAnalysis(ipu=ipu, gpus=gpu_lines, ops=ops, totals=totals, notes=notes, capacity_bytes=capacity)

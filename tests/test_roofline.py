@@ -1,0 +1,267 @@
+"""Roofline analysis: ceilings and ridges vs the device specs, points never above their roofs,
+speed-up / cost arithmetic, what-if, and the PyTorch trace importer."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from popvision_lite.analysis import roofline as rl
+from popvision_lite.analysis.torch_trace import TraceImportError, load_torch_trace, plottable
+from popvision_lite.devices import load_device
+from popvision_lite.profile import schema
+
+MK2 = load_device("ipu-mk2")
+A100 = load_device("a100-80gb")
+
+
+def _target(num_ipus=1, tiles=None, device="ipu-mk2"):
+    s = load_device(device)
+    return schema.TargetInfo(device=device, name=s.name, num_ipus=num_ipus, tiles_per_ipu=tiles or s.tiles,
+                             sram_bytes_per_tile=s.sram_bytes_per_tile, clock_hz=s.clock_hz,
+                             threads_per_tile=s.threads_per_tile)
+
+
+def _ops(rows):
+    cols = schema.TABLE_COLUMNS["ops"]
+    base = {c: 0 for c in cols}
+    base.update(name="op", type="matmul", precision="fp16", plan="", ipu=-1)
+    out = []
+    for i, r in enumerate(rows):
+        d = dict(base, op_id=i, name=f"op{i}")
+        d.update(r)
+        out.append(d)
+    return pd.DataFrame(out, columns=cols)
+
+
+def _fake(rows, num_ipus=1, tiles=None, memory=None):
+    ops = _ops(rows)
+    total = int(ops["cycles"].sum())
+    steps = pd.DataFrame({"start_cycle": [0], "end_cycle": [total]})
+    return SimpleNamespace(ops=ops, target=_target(num_ipus, tiles), steps=steps, memory=memory)
+
+
+# ------------------------------------------------------------------ ceilings and ridges
+def test_ipu_ceilings_match_spec():
+    r = rl.ipu_roofline(MK2)
+    assert r.peak("fp16") == MK2.peak_fp16_flops and r.peak("fp32") == MK2.peak_fp32_flops
+    for lv in ("sram", "exchange", "ipu_link", "ddr"):
+        assert r.bw(lv) == MK2.memory(lv).bandwidth_bytes_per_s
+        assert r.ridge("fp16", lv) == pytest.approx(MK2.peak_fp16_flops / MK2.memory(lv).bandwidth_bytes_per_s)
+    assert r.ridge("fp16", "sram") == pytest.approx(250 / 47.5)  # ~5 FLOP/B
+    assert r.ridge("fp16", "ddr") > 1000                          # thousands vs streaming memory
+    # every ceiling carries its spec source
+    assert all(c.source == MK2.source("compute.peak_fp16_flops") for c in r.compute if c.key == "fp16")
+    assert len(r.ridges()) == 2 * 4
+
+
+def test_ipu_ceilings_scale_with_ipus_and_tiles():
+    r = rl.ipu_roofline(MK2, num_ipus=4, tiles_per_ipu=368)  # quarter chips
+    assert r.peak("fp16") == pytest.approx(MK2.peak_fp16_flops)          # 4 x 1/4
+    assert r.bw("sram") == pytest.approx(MK2.memory("sram").bandwidth_bytes_per_s)
+    assert r.bw("ipu_link") == pytest.approx(4 * MK2.memory("ipu_link").bandwidth_bytes_per_s)  # not per tile
+    assert r.bw("ddr") == pytest.approx(4 * MK2.memory("ddr").bandwidth_bytes_per_s)
+    assert "368 of 1472" in r.note
+
+
+@pytest.mark.parametrize("gid", ["v100", "a100-80gb", "h100-sxm", "h200"])
+def test_gpu_ceilings_and_ridge(gid):
+    spec = load_device(gid)
+    r = rl.gpu_roofline(spec)
+    assert r.peak("fp16") == spec.peak_fp16_flops and r.peak("fp32") == spec.peak_fp32_flops
+    assert r.ridge("fp16", "hbm") == pytest.approx(spec.peak_fp16_flops / spec.memory("hbm").bandwidth_bytes_per_s)
+    assert r.has("l2") == (spec.memory("l2").bandwidth is not None)
+
+
+def test_published_ridge_points():
+    assert rl.gpu_roofline(A100).ridge("fp16", "hbm") == pytest.approx(153, rel=0.01)
+    assert rl.gpu_roofline(load_device("h100-sxm")).ridge("fp16", "hbm") == pytest.approx(295, rel=0.01)
+
+
+def test_attainable_is_min_of_roofs():
+    r = rl.gpu_roofline(A100)
+    x = np.array([1.0, 153.0, 1e4])
+    att = r.attainable(x, "fp16", "hbm")
+    assert att[0] == pytest.approx(A100.memory("hbm").bandwidth_bytes_per_s)
+    assert att[2] == A100.peak_fp16_flops
+    assert np.all(att <= A100.peak_fp16_flops)
+
+
+# ------------------------------------------------------------------ per-op points (DataFrames)
+def test_op_point_numbers_by_hand():
+    clock = MK2.clock_hz
+    # compute-heavy matmul: 1e9 flops over 1e4 cycles; 1e6 SRAM bytes, 4e5 exchange bytes
+    a = rl.analyze(_fake([dict(flops=10**9, cycles=10_000, bytes_sram=10**6, bytes_exchange=4 * 10**5,
+                               min_bytes=2 * 10**6)]), gpus=("a100-80gb",))
+    o = a.ops.iloc[0]
+    t = 10_000 / clock
+    assert o.ipu_time_s == pytest.approx(t)
+    assert o.achieved_flops == pytest.approx(1e9 / t)
+    # exchange time 4e5/8e12 = 5e-8 > SRAM 1e6/47.5e12 = 2.1e-8 -> exchange bounds it
+    assert o.level == "exchange"
+    assert o.intensity == pytest.approx(1e9 / 4e5)
+    comp = 1e9 / MK2.peak_fp16_flops
+    assert o.bound == ("compute" if comp > 4e5 / 8e12 else "exchange")
+    # GPU bound = max(flops / peak, min_bytes / HBM)
+    g = max(1e9 / A100.peak_fp16_flops, 2e6 / A100.memory("hbm").bandwidth_bytes_per_s)
+    assert o["a100-80gb_time_s"] == pytest.approx(g)
+    assert o["a100-80gb_speedup"] == pytest.approx(t / g)
+    assert o["a100-80gb_flops"] == pytest.approx(1e9 / g)
+    assert o.share == pytest.approx(1.0)
+
+
+def test_fp32_ops_use_fp32_peaks():
+    a = rl.analyze(_fake([dict(precision="fp32", flops=10**12, cycles=10**8, min_bytes=1)]), gpus=("a100-80gb",))
+    o = a.ops.iloc[0]
+    assert o["a100-80gb_time_s"] == pytest.approx(1e12 / A100.peak_fp32_flops)
+    assert o.bound == "compute"
+    assert o.roof_time_s == pytest.approx(1e12 / MK2.peak_fp32_flops)
+
+
+def test_speedup_and_cost_table_arithmetic():
+    rows = [dict(flops=10**9, cycles=20_000, bytes_sram=10**6, min_bytes=10**6),
+            dict(flops=10**7, cycles=5_000, bytes_sram=10**7, min_bytes=10**7, precision="fp32"),
+            dict(type="stream_copy", flops=0, cycles=3_000, bytes_ddr=10**5, min_bytes=10**5)]
+    a = rl.analyze(_fake(rows, num_ipus=2), gpus=("a100-80gb", "v100"))
+    tab = a.table()
+    body, tot = tab.iloc[:-1], tab.iloc[-1]
+    assert tot["name"].startswith("TOTAL")
+    assert tot.ipu_time_s == pytest.approx(body.ipu_time_s.sum())
+    assert tot["a100-80gb_time_s"] == pytest.approx(body["a100-80gb_time_s"].sum())
+    assert tot["a100-80gb_speedup"] == pytest.approx(tot.ipu_time_s / tot["a100-80gb_time_s"])
+    assert tot.share == pytest.approx(1.0)
+    # cost = time x chips x price/hour; the Mk2 has no price so the Bow rate is used, for 2 IPUs
+    bow = load_device("ipu-bow").usd_per_hour
+    assert body.ipu_cost_usd.to_numpy() == pytest.approx(body.ipu_time_s.to_numpy() * 2 * bow / 3600)
+    assert body["a100-80gb_cost_usd"].to_numpy() == pytest.approx(body["a100-80gb_time_s"].to_numpy() * 3.18 / 3600)
+    assert body["v100_cost_usd"].isna().all()  # no published V100 price
+    assert any("Bow" in n for n in a.notes)
+    assert a.totals["a100-80gb_speedup"] == pytest.approx(tot["a100-80gb_speedup"])
+
+
+def test_points_above_roof_are_flagged():
+    # 1e6 exchange bytes in 10 cycles = far faster than 8 TB/s: inconsistent, must be flagged
+    a = rl.analyze(_fake([dict(flops=10**6, cycles=10, bytes_exchange=10**6, min_bytes=1)]), gpus=())
+    assert bool(a.ops.iloc[0].above_roof)
+    assert any("faster than their IPU roofs" in n for n in a.notes)
+
+
+def test_what_if_spill_to_ddr():
+    cap = MK2.tiles * MK2.sram_bytes_per_tile
+    rows = [dict(flops=10**9, cycles=10_000, bytes_sram=10**6, min_bytes=cap // 2),
+            dict(flops=10**9, cycles=10_000, bytes_sram=10**6, min_bytes=10**6)]
+    mem = np.zeros((MK2.tiles, len(schema.MEMORY_CATEGORIES), 2), dtype=np.int64)
+    mem[:, 0, 0] = MK2.sram_bytes_per_tile // 4   # a quarter of SRAM always live
+    a = rl.analyze(_fake(rows, memory=mem), gpus=())
+    assert a.capacity_bytes == pytest.approx(cap - mem[:, :, 0].sum())
+    assert not a.ops.spills.any()                 # half the chip fits in the 3/4 left
+    b = rl.analyze(_fake(rows, memory=mem), gpus=(), capacity_scale=0.5)
+    assert list(b.ops.spills) == [True, False]
+    o = b.ops.iloc[0]
+    assert o.whatif_time_s == pytest.approx(max(o.ipu_time_s, (cap // 2) / MK2.memory("ddr").bandwidth_bytes_per_s))
+    assert o.whatif_flops == pytest.approx(1e9 / o.whatif_time_s)
+    # the what-if point lies on the DDR roof
+    assert o.whatif_flops == pytest.approx(MK2.memory("ddr").bandwidth_bytes_per_s * o.whatif_intensity, rel=1e-6)
+
+
+# ------------------------------------------------------------------ synthetic profiles
+@pytest.mark.parametrize("kw", [dict(num_ipus=1, tiles_per_ipu=1472), dict(num_ipus=2, tiles_per_ipu=64),
+                                dict(num_ipus=4, tiles_per_ipu=32, device="ipu-bow")])
+def test_no_emulated_point_above_its_ceilings(kw):
+    from popvision_lite.profile.synthetic import make_synthetic
+
+    data = make_synthetic(num_steps=400, **kw)
+    a = rl.analyze(data, gpus=("a100-80gb",))
+    pts = a.points
+    assert len(pts) > 0
+    ipu = a.ipu
+    for _, o in pts.iterrows():
+        chips = ipu.chips if o.ipu < 0 else 1
+        frac = chips / ipu.chips
+        assert o.achieved_flops <= ipu.peak(o.precision) * frac * (1 + 1e-9), o["name"]
+        for lv, col in rl.BYTES_COLUMN.items():
+            b = o[col]
+            if b > 0:  # under every bandwidth roof at the op's intensity for that level
+                assert o.achieved_flops <= ipu.bw(lv) * frac * (o.flops / b) * (1 + 1e-9), (o["name"], lv)
+        assert o.achieved_flops <= o.roof_flops * (1 + 1e-9)
+        assert not o.above_roof
+    # GPU bound points lie on the GPU roof
+    g = a.gpus[0]
+    att = np.minimum([g.peak(p) for p in pts.precision], g.bw("hbm") * pts["a100-80gb_intensity"].to_numpy())
+    assert pts["a100-80gb_flops"].to_numpy() == pytest.approx(att)
+    assert a.ops.share.sum() <= 1 + 1e-9
+
+
+def test_reads_written_profile(tmp_path):
+    import popvision_lite as pvl
+    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.profile.writer import write_profile
+
+    data = make_synthetic(num_ipus=1, tiles_per_ipu=64, num_steps=120)
+    path = tmp_path / "r.pvl"
+    write_profile(path, data)
+    with pvl.open(path) as p:
+        a = rl.analyze(p, gpus=("h100-sxm",))
+        assert len(a.ops) == len(p.ops)
+        assert a.totals["run_time_s"] == pytest.approx(
+            (p.steps.end_cycle.max() - p.steps.start_cycle.min()) / p.target.clock_hz)
+
+
+# ------------------------------------------------------------------ torch trace importer
+def _write_trace(tmp_path, obj, name="trace.json"):
+    p = tmp_path / name
+    p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return p
+
+
+def test_torch_trace_import(tmp_path):
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 50, "args": {"External id": 7, "flops": 2e9}},
+        {"ph": "X", "cat": "kernel", "name": "gemm_a", "ts": 10, "dur": 30, "args": {"External id": 7}},
+        {"ph": "X", "cat": "kernel", "name": "gemm_b", "ts": 45, "dur": 10, "args": {"External id": 7}},
+        {"ph": "X", "cat": "kernel", "name": "own", "ts": 60, "dur": 4, "args": {"flops": 8e6, "bytes": 4e6}},
+        {"ph": "X", "cat": "gpu_op", "name": "memcpy", "ts": 70, "dur": 2, "args": {}},
+        {"ph": "X", "cat": "kernel", "name": "zero", "ts": 80, "dur": 0},
+        {"ph": "M", "name": "process_name", "args": {"name": "GPU 0"}},
+    ]
+    df = load_torch_trace(_write_trace(tmp_path, {"traceEvents": ev}))
+    assert list(df["name"]) == ["gemm_a", "gemm_b", "own", "memcpy"]  # zero-duration dropped
+    a, b, own, cp = (df.iloc[i] for i in range(4))
+    assert a.dur_s == pytest.approx(30e-6)
+    assert a.flops == pytest.approx(2e9 * 30 / 40) and b.flops == pytest.approx(2e9 * 10 / 40)
+    assert a.flops_from == "cpu_op" and own.flops_from == "kernel"
+    assert own.achieved_flops == pytest.approx(8e6 / 4e-6) and own.intensity == pytest.approx(2.0)
+    assert math.isnan(a.intensity) and math.isnan(cp.flops)
+    known, unknown = plottable(df)
+    assert list(known["name"]) == ["own"] and list(unknown["name"]) == ["gemm_a", "gemm_b"]
+    # a bare event array is also accepted
+    assert len(load_torch_trace(_write_trace(tmp_path, ev, "bare.json"))) == 4
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "not a JSON"),
+    ({"foo": 1}, "traceEvents"),
+    ({"traceEvents": {"a": 1}}, "must be an array"),
+    ({"traceEvents": [1]}, "traceEvents[0]"),
+    ({"traceEvents": [{"cat": "kernel", "name": "k", "ts": 0}]}, "without 'dur'"),
+    ({"traceEvents": [{"cat": "kernel", "name": "k", "ts": 0, "dur": "abc"}]}, "traceEvents[0].dur"),
+    ({"traceEvents": [{"cat": "kernel", "name": "k", "ts": 0, "dur": -3}]}, ">= 0"),
+    ({"traceEvents": [{"cat": "kernel", "ts": 0, "dur": 3}]}, "without a 'name'"),
+    ({"traceEvents": [{"cat": "cpu_op", "name": "x", "dur": 3}]}, "no GPU kernel events"),
+    (3, "top level"),
+])
+def test_torch_trace_malformed(tmp_path, content, needle):
+    p = _write_trace(tmp_path, content)
+    with pytest.raises(TraceImportError) as ei:
+        load_torch_trace(p)
+    assert str(p) in str(ei.value) and needle in str(ei.value)
+
+
+def test_torch_trace_missing_file(tmp_path):
+    with pytest.raises(TraceImportError, match="cannot read"):
+        load_torch_trace(tmp_path / "none.json")
