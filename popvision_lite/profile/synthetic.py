@@ -70,9 +70,10 @@ class LazyStepTileArray:
 
     dtype = np.dtype(np.uint32)
 
-    def __init__(self, templates: np.ndarray, leaf_of_step: np.ndarray):
+    def __init__(self, templates: np.ndarray, leaf_of_step: np.ndarray, noise: float = 0.0):
         self.templates = templates
         self.leaf_of_step = leaf_of_step
+        self.noise = noise
         self.shape = (len(leaf_of_step), templates.shape[1])
         self.ndim = 2
 
@@ -83,11 +84,26 @@ class LazyStepTileArray:
         if isinstance(key, tuple):
             rows, cols = key[0], key[1:]
             return self[rows][(slice(None), *cols)]
-        return self.templates[self.leaf_of_step[key]]
+        rows = self.templates[self.leaf_of_step[key]]
+        if self.noise:
+            step_idx = np.arange(len(self.leaf_of_step))[key]
+            rows = _add_noise(rows, np.atleast_1d(step_idx), self.noise)
+        return rows
 
     def __array__(self, dtype=None, copy=None):
-        a = self.templates[self.leaf_of_step]
+        a = self[:]
         return a if dtype is None else a.astype(dtype)
+
+
+def _add_noise(rows: np.ndarray, step_idx: np.ndarray, noise: float) -> np.ndarray:
+    """Deterministic per-(step, tile) variation of +-noise on non-zero cycles (hash, not RNG state)."""
+    rows = np.atleast_2d(rows)
+    tiles = np.arange(rows.shape[1], dtype=np.uint64)
+    h = (step_idx.astype(np.uint64)[:, None] * np.uint64(0x9E3779B1) + tiles[None, :] * np.uint64(0x85EBCA77))
+    h = (h ^ (h >> np.uint64(15))) * np.uint64(0x2C1B3C6D)
+    u = ((h >> np.uint64(20)) & np.uint64(1023)).astype(np.float32) / np.float32(511.5) - np.float32(1.0)
+    out = rows.astype(np.float32) * (np.float32(1.0) + np.float32(noise) * u)
+    return np.where(rows > 0, np.maximum(out, 1), 0).astype(np.uint32)
 
 
 @dataclass
@@ -125,8 +141,14 @@ _CODELETS = {
 
 def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int = 200, seed: int = 0,
                    *, num_layers: int = 4, over_capacity_tiles: int = 0, device: str = "ipu-mk2",
-                   target: schema.TargetInfo | None = None, lazy: bool | None = None) -> schema.ProfileData:
-    """Build a synthetic profile; see the module docstring for how the data is made."""
+                   target: schema.TargetInfo | None = None, lazy: bool | None = None,
+                   noise: float = 0.0) -> schema.ProfileData:
+    """Build a synthetic profile; see the module docstring for how the data is made.
+
+    ``noise`` (e.g. 0.02) adds a deterministic per-(step, tile) +-2% variation to busy cycles of
+    active tiles, as run-to-run variation on hardware would; 0 gives the emulator's exact repeats.
+    Step durations and aggregates are computed without the noise, so keep it small.
+    """
     if num_ipus < 1 or tiles_per_ipu < 1 or num_steps < 0 or num_layers < 1:
         raise ValueError("num_ipus, tiles_per_ipu, num_layers must be >= 1 and num_steps >= 0")
     if target is None:
@@ -276,7 +298,8 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     for i, lf in enumerate(leaves):
         if lf["kind"] == SYNC and lf["name"].endswith("GlobalSync"):
             overhead[i] = sync_global
-    leaf_dur = leaf_busy + overhead
+    # with noise a tile may run up to (1 + noise) x the template's busy cycles
+    leaf_dur = np.ceil(leaf_busy * (1.0 + noise)).astype(np.int64) + overhead
 
     # ---- steps -------------------------------------------------------------------------
     step_leaf = (np.arange(num_steps) % n_leaves).astype(np.int64)
@@ -507,10 +530,17 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
 
     if lazy is None:
         lazy = num_steps * nt > LAZY_THRESHOLD
-    if lazy:
-        arrs = [LazyStepTileArray(t_, step_leaf) for t_ in (cyc_t, bin_t, bout_t)]
-    else:
-        arrs = [t_[step_leaf] for t_ in (cyc_t, bin_t, bout_t)]
+    arrs = [LazyStepTileArray(cyc_t, step_leaf, noise), LazyStepTileArray(bin_t, step_leaf),
+            LazyStepTileArray(bout_t, step_leaf)]
+    if noise:  # busy may exceed the template's: keep step durations >= busy
+        steps["busy_max"] = np.nan  # the writer recomputes aggregates from the stored rows
+        steps["busy_mean"] = np.nan
+    if not lazy:
+        arrs = [np.asarray(a) for a in arrs]
+        if noise:
+            c = arrs[0]
+            steps["busy_max"] = c.max(axis=1).astype(np.int64)
+            steps["busy_mean"] = c.mean(axis=1)
 
     fits = bool((mem.sum(axis=(1, 2)) <= cap).all())
     run = dict(model="synthetic", config=dict(num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu,

@@ -43,13 +43,18 @@ STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_o
 AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
 
+# Blosc codec and level for bulk arrays ("cname-level"); see docs/decisions/0001-profile-format.md.
+COMPRESSION = "zstd-3"
+
+
 def _compression() -> dict[str, Any]:
-    """zstd via Blosc (byte shuffle) when hdf5plugin is present, else gzip."""
+    """Blosc (byte shuffle) with COMPRESSION's codec via hdf5plugin, else gzip."""
+    cname, level = COMPRESSION.split("-")
     try:
         import hdf5plugin
 
-        return dict(hdf5plugin.Blosc(cname="zstd", clevel=3, shuffle=hdf5plugin.Blosc.SHUFFLE))
-    except Exception:  # pragma: no cover - hdf5plugin is a dependency
+        return dict(hdf5plugin.Blosc(cname=cname, clevel=int(level), shuffle=hdf5plugin.Blosc.SHUFFLE))
+    except ImportError:  # pragma: no cover - hdf5plugin is a dependency
         return dict(compression="gzip", compression_opts=4, shuffle=True)
 
 
@@ -219,8 +224,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                 g.attrs["step_block"] = sb
                 g.attrs["tile_block"] = tb
                 g.create_dataset("tile_edges", data=edges.astype(np.int64))
+                opts = dict(chunks=(min(nsb, 256), len(edges)), **comp) if nsb else {}
                 for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
-                    sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt)
+                    sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt, **opts)
             agg = {c: np.zeros(n_steps, dtype=np.float64) for c in AGG_COLUMNS}
             for i in range(0, n_steps, WRITE_BATCH):
                 j = min(n_steps, i + WRITE_BATCH)

@@ -1,0 +1,224 @@
+"""Scale benchmark of the profile format (issue 2).
+
+Builds a large synthetic profile in a temporary folder (deleted afterwards) and measures:
+write time, file size / raw step-tile bytes, open time, resident memory growth on open,
+100-step window reads for all tiles (median of random windows) and the whole-run overview
+summary read.  Reads run in a fresh subprocess so imports and the open are measured cold in
+Python (the OS page cache is warm: the file was just written).
+
+    python -m bench.profile_scale                       # 16 IPUs x 1472 tiles x 10,000 steps, HDF5
+    python -m bench.profile_scale --ipus 2 --steps 1000 --formats hdf5,zarr   # format comparison
+
+``--formats zarr`` writes the same three step-tile arrays and summaries to a Zarr v3 zip store
+with the same chunking and codec, to compare containers on equal terms (tables are tiny next to
+the step-tile arrays and are left out of the Zarr variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+TARGETS = dict(ratio=0.15, open_s=0.5, rss_mb=200.0, window_ms=50.0, overview_ms=50.0)
+
+
+def _raw_bytes(ipus, tiles, steps):
+    return 3 * 4 * ipus * tiles * steps
+
+
+def write_hdf5(path, ipus, tiles, steps, noise, codec):
+    from popvision_lite.profile import writer
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    if codec:
+        writer.COMPRESSION = codec
+    t0 = time.perf_counter()
+    write_synthetic(path, num_ipus=ipus, tiles_per_ipu=tiles, num_steps=steps, noise=noise,
+                    progress=_progress)
+    return time.perf_counter() - t0
+
+
+def write_zarr(path, ipus, tiles, steps, noise, codec):
+    import zarr
+    from zarr.codecs import BloscCodec
+
+    from popvision_lite.profile import writer
+    from popvision_lite.profile.synthetic import make_synthetic
+
+    data = make_synthetic(ipus, tiles, steps, lazy=True, noise=noise)
+    cname = (codec or writer.COMPRESSION).split("-")[0]
+    clevel = int((codec or writer.COMPRESSION).split("-")[1])
+    t0 = time.perf_counter()
+    store = zarr.storage.ZipStore(path, mode="w")
+    root = zarr.open_group(store=store, mode="w")
+    comp = [BloscCodec(cname=cname, clevel=clevel, shuffle="shuffle")]
+    nt = ipus * tiles
+    arrs = {name: root.create_array(name, shape=(steps, nt), dtype="uint32",
+                                    chunks=(writer.STEP_CHUNK, tiles), compressors=comp)
+            for name in writer.STEP_TILE_ARRAYS}
+    levels = writer.SUMMARY_LEVELS
+    summ = {}
+    for sb, tb in levels:
+        edges = writer.tile_block_edges(ipus, tiles, tb)
+        nsb = -(-steps // sb)
+        for stat, dt in (("min", "uint32"), ("mean", "float32"), ("max", "uint32")):
+            summ[(sb, tb, stat)] = root.create_array(f"summaries/{writer.level_name(sb, tb)}/{stat}",
+                                                     shape=(nsb, len(edges)), dtype=dt,
+                                                     chunks=(nsb, len(edges)), compressors=comp)
+    # zip stores cannot rewrite a chunk: summaries are collected and written once
+    acc = {k: [] for k in summ}
+    for i in range(0, steps, writer.WRITE_BATCH):
+        j = min(steps, i + writer.WRITE_BATCH)
+        cyc = None
+        for name in writer.STEP_TILE_ARRAYS:
+            b = np.asarray(getattr(data, name)[i:j])
+            arrs[name][i:j] = b
+            if name == "step_tile_cycles":
+                cyc = b
+        for sb, tb in levels:
+            mn, mean, mx = writer.block_summary(cyc, sb, writer.tile_block_edges(ipus, tiles, tb))
+            acc[(sb, tb, "min")].append(mn)
+            acc[(sb, tb, "mean")].append(mean)
+            acc[(sb, tb, "max")].append(mx)
+        _progress(j, steps)
+    for k, parts in acc.items():
+        summ[k][:] = np.concatenate(parts)
+    store.close()
+    return time.perf_counter() - t0
+
+
+def _progress(done, total):
+    if sys.stderr.isatty():
+        print(f"\r  wrote {done}/{total} steps", end="" if done < total else "\n", file=sys.stderr)
+
+
+READER = r"""
+import json, sys, time, numpy as np, psutil, gc
+fmt, path, steps, n_windows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+proc = psutil.Process()
+if fmt == "hdf5":
+    from popvision_lite.profile.reader import open_profile
+    import h5py, hdf5plugin  # imports are not the open
+else:
+    import zarr
+gc.collect()
+rss0 = proc.memory_info().rss
+t0 = time.perf_counter()
+if fmt == "hdf5":
+    p = open_profile(path)
+else:
+    store = zarr.storage.ZipStore(path, mode="r")
+    root = zarr.open_group(store=store, mode="r")
+    arrs = [root[n] for n in ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")]
+open_s = time.perf_counter() - t0
+rss_open = proc.memory_info().rss - rss0
+
+def window(s):
+    if fmt == "hdf5":
+        w = p.step_tiles.window(s, s + 100)
+        return w.cycles
+    return [a[s:s + 100] for a in arrs][0]
+
+def cycles_only(s):
+    if fmt == "hdf5":
+        return p.step_tiles.cycles(s, s + 100)
+    return arrs[0][s:s + 100]
+
+def overview():
+    if fmt == "hdf5":
+        lvl = p.step_tiles.pick_level()
+        return p.step_tiles.summary(*lvl)["max"]
+    g = root["summaries"]
+    name = sorted(g.group_keys(), key=lambda k: int(k.split("_")[0][1:]))[0]
+    return [g[name][s][:] for s in ("min", "mean", "max")][2]
+
+rng = np.random.default_rng(1)
+starts = rng.integers(0, max(1, steps - 100), n_windows)
+window(int(starts[0]))  # first read pays one-time costs; report it separately
+t = time.perf_counter(); window(int(rng.integers(0, max(1, steps - 100)))); first_window_ms = (time.perf_counter() - t) * 1e3
+ws, cs, ov = [], [], []
+for s in starts:
+    t = time.perf_counter(); c = window(int(s)); ws.append(time.perf_counter() - t)
+    assert c.shape[0] == min(100, steps - int(s))
+    t = time.perf_counter(); cycles_only(int(s)); cs.append(time.perf_counter() - t)
+for _ in range(5):
+    t = time.perf_counter(); o = overview(); ov.append(time.perf_counter() - t)
+rss_after = proc.memory_info().rss - rss0
+print(json.dumps(dict(open_s=open_s, rss_open_mb=rss_open / 2**20, window_ms=float(np.median(ws)) * 1e3,
+                      window_max_ms=float(np.max(ws)) * 1e3, cycles_only_ms=float(np.median(cs)) * 1e3,
+                      overview_ms=float(np.median(ov)) * 1e3, overview_shape=list(o.shape),
+                      rss_after_reads_mb=rss_after / 2**20, second_window_ms=first_window_ms)))
+"""
+
+
+def measure(fmt, ipus, tiles, steps, windows, noise, codec, folder):
+    path = Path(folder) / ("run.pvl" if fmt == "hdf5" else "run.zarr.zip")
+    writer_fn = write_hdf5 if fmt == "hdf5" else write_zarr
+    write_s = writer_fn(path, ipus, tiles, steps, noise, codec)
+    size = path.stat().st_size
+    out = subprocess.run([sys.executable, "-c", READER, fmt, str(path), str(steps), str(windows)],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"reader failed for {fmt}:\n{out.stderr}")
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res.update(format=fmt, write_s=write_s, size_mb=size / 2**20,
+               raw_mb=_raw_bytes(ipus, tiles, steps) / 2**20,
+               ratio=size / _raw_bytes(ipus, tiles, steps))
+    path.unlink()
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ipus", type=int, default=16)
+    ap.add_argument("--tiles", type=int, default=1472)
+    ap.add_argument("--steps", type=int, default=10_000)
+    ap.add_argument("--windows", type=int, default=15, help="random 100-step windows to time")
+    ap.add_argument("--formats", default="hdf5", help="comma list of hdf5,zarr")
+    ap.add_argument("--noise", type=float, default=0.02,
+                    help="per-(step,tile) variation of busy cycles (0 = exact repeats, compresses more)")
+    ap.add_argument("--codec", default=None, help="blosc codec-level, e.g. lz4-5 or zstd-1 (default: writer's)")
+    ap.add_argument("--json", action="store_true", help="print one JSON line per format")
+    args = ap.parse_args(argv)
+
+    ts = args.ipus * args.tiles * args.steps
+    print(f"profile_scale: {args.ipus} IPUs x {args.tiles} tiles x {args.steps} steps = {ts / 1e6:.1f} M tile-steps, "
+          f"noise {args.noise}; machine: {platform.machine()} {os.cpu_count()} CPUs, Python "
+          f"{platform.python_version()}")
+    folder = tempfile.mkdtemp(prefix="pvl-scale-")
+    ok = True
+    try:
+        for fmt in args.formats.split(","):
+            r = measure(fmt, args.ipus, args.tiles, args.steps, args.windows, args.noise, args.codec, folder)
+            if args.json:
+                print(json.dumps(r))
+            checks = [("size/raw", r["ratio"], TARGETS["ratio"], "{:.3f}"),
+                      ("open s", r["open_s"], TARGETS["open_s"], "{:.3f}"),
+                      ("RSS growth on open MB", r["rss_open_mb"], TARGETS["rss_mb"], "{:.1f}"),
+                      ("100-step window, all tiles, ms (median)", r["window_ms"], TARGETS["window_ms"], "{:.1f}"),
+                      ("overview summary ms (median)", r["overview_ms"], TARGETS["overview_ms"], "{:.1f}")]
+            print(f"[{fmt}] write {r['write_s']:.1f} s; file {r['size_mb']:.1f} MB of {r['raw_mb']:.0f} MB raw")
+            for label, val, target, f in checks:
+                good = val <= target
+                ok &= good
+                print(f"  {label:42s} {f.format(val):>9s}   target <= {target}   ratio to target "
+                      f"{val / target:.2f}  {'ok' if good else 'MISSED'}")
+            print(f"  window max {r['window_max_ms']:.1f} ms; cycles-only window {r['cycles_only_ms']:.1f} ms; "
+                  f"overview shape {r['overview_shape']}; RSS after reads +{r['rss_after_reads_mb']:.1f} MB")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
