@@ -1,0 +1,329 @@
+"""Codelets (vertex types): numerics as vectorised numpy over a whole vertex group, plus a
+vectorised cycle-cost function, code size and state size.
+
+Cycle unit: **worker-thread cycles** = instructions a worker context issues.  A tile's barrel
+scheduler gives each of its ``threads_per_tile`` workers one issue slot in turn, so a vertex of
+``c`` thread cycles occupies ``c * threads_per_tile`` tile cycles of wall time, and a tile whose
+workers are all busy retires one worker instruction per tile cycle (see cost_model.py).
+
+Per-instruction widths used below are ISA facts of the Colossus tile (64-bit load/store data
+path: 4 x fp16 or 2 x fp32 per vector instruction, e.g. f16v4add / f32v2add); the per-vertex
+loop overheads are modelling assumptions in the spirit of poplibs' cycle estimators (documented in
+docs/emulator-fidelity.md).  Device rates (AMP FLOP/cycle, load bytes/cycle) come from the
+target's device spec ``[emulator]`` section.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup
+from popvision_lite.errors import EmulatorError
+
+# bytes moved by one 64-bit vector load/store: 4 x fp16 or 2 x fp32/int32 per instruction
+VECTOR_BYTES = 8
+# modelling assumptions (poplibs-style estimates): loop set-up per vertex, in thread cycles
+ELEMENTWISE_OVERHEAD = 14
+MATMUL_OVERHEAD = 40
+MATMUL_ROW_OVERHEAD = 4      # per output row of a block: pointer set-up and AMP pipeline fill
+REDUCE_OVERHEAD = 16
+
+
+class Codelet:
+    """Base class.  Subclasses set ``name``, ``fields`` ({name: "in"|"out"|"inout"}), ``code_bytes``
+    (per tile, once per codelet), ``state_bytes`` (per vertex) and override ``cycles`` / ``flops`` /
+    ``compute`` (vectorised over a group) or ``compute_vertex`` (slow path)."""
+
+    name = "Codelet"
+    fields: dict[str, str] = {}
+    code_bytes = 256
+    state_bytes = 4
+
+    def check(self, group: VertexGroup) -> None:
+        """Raise EmulatorError when the group's field shapes do not suit this codelet."""
+
+    def cycles(self, group: VertexGroup, target) -> np.ndarray:
+        raise NotImplementedError
+
+    def flops(self, group: VertexGroup) -> int:
+        return 0
+
+    def sram_bytes(self, group: VertexGroup) -> int:
+        """Bytes the group reads and writes from tile SRAM (inout fields count twice)."""
+        total = 0
+        for fname, f in group.fields.items():
+            b = int(f.elems().sum()) * f.tensor.itemsize
+            total += 2 * b if self.fields[fname] == "inout" else b
+        return total
+
+    def compute(self, group: VertexGroup, data: dict) -> None:
+        for v in range(group.n):
+            self.compute_vertex(group, data, v)
+
+    def compute_vertex(self, group: VertexGroup, data: dict, v: int) -> None:
+        raise NotImplementedError(f"codelet '{self.name}' has no numerics")
+
+    def __repr__(self) -> str:
+        return f"<codelet {self.name}>"
+
+
+def _per_vector(f, elems: np.ndarray) -> np.ndarray:
+    """Vector instructions to stream ``elems`` elements of field ``f`` (64-bit vectors)."""
+    per = max(VECTOR_BYTES // f.tensor.itemsize, 1)
+    return -(-elems // per)
+
+
+def _expand(param, sizes: np.ndarray):
+    """Per-vertex parameter -> per-element array (scalars pass through)."""
+    p = np.asarray(param)
+    return p if p.ndim == 0 else np.repeat(p, sizes)
+
+
+class Elementwise(Codelet):
+    """out = fn(inputs...) elementwise over Regions fields of equal size per vertex."""
+
+    def __init__(self, name, fn, inputs=("a", "b"), cycles_per_vector=2, flops_per_element=1,
+                 params=(), inplace=False, code_bytes=320):
+        self.name = name
+        self.fn = fn
+        self.inputs = tuple(inputs)
+        self.inplace = inplace
+        self.fields = {i: "in" for i in self.inputs}
+        self.fields["out"] = "inout" if inplace else "out"
+        self.cycles_per_vector = cycles_per_vector
+        self.flops_per_element = flops_per_element
+        self.param_names = tuple(params)
+        self.code_bytes = code_bytes
+        self.state_bytes = 4 + 4 * len(self.param_names)
+
+    def check(self, group):
+        sizes = None
+        for fname, f in group.fields.items():
+            if not isinstance(f, Regions):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be tensor.regions(...)")
+            if sizes is None:
+                sizes = f.sizes
+            elif not np.array_equal(sizes, f.sizes):
+                v = int(np.nonzero(sizes != f.sizes)[0][0])
+                raise EmulatorError(
+                    f"codelet '{self.name}' in '{group.cs.name}': vertex {v}: field '{fname}' has {int(f.sizes[v])} "
+                    f"elements but another field has {int(sizes[v])}; fix: connect equal-sized regions"
+                )
+        for p in self.param_names:
+            if p not in group.params:
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': missing param '{p}'")
+
+    def cycles(self, group, target):
+        out = group.fields["out"]
+        vec = _per_vector(out, out.sizes)
+        return ELEMENTWISE_OVERHEAD + self.cycles_per_vector * vec
+
+    def flops(self, group):
+        if group.fields["out"].tensor.dtype == "int32":
+            return 0
+        return int(self.flops_per_element * group.fields["out"].sizes.sum())
+
+    def compute(self, group, data):
+        out = group.fields["out"]
+        args = [group.fields[i].gather(data) for i in self.inputs]
+        if self.inplace:
+            args = [out.gather(data), *args]
+        kw = {p: _expand(group.params[p], out.sizes) for p in self.param_names}
+        res = self.fn(*args, **kw)
+        out.scatter(data, np.asarray(res).astype(DTYPES[out.tensor.dtype], copy=False))
+
+
+def unary(name, fn, cycles_per_vector=2, flops_per_element=1, params=(), code_bytes=256) -> Elementwise:
+    return Elementwise(name, fn, ("in",), cycles_per_vector, flops_per_element, params, code_bytes=code_bytes)
+
+
+def binary(name, fn, cycles_per_vector=3, flops_per_element=1, params=(), code_bytes=320) -> Elementwise:
+    return Elementwise(name, fn, ("a", "b"), cycles_per_vector, flops_per_element, params, code_bytes=code_bytes)
+
+
+# Binary ops: ld a, ld b, op, st per 64-bit vector with ld/st pairing -> 3 cycles (assumption).
+ADD = binary("Add", np.add)
+SUB = binary("Sub", np.subtract)
+MUL = binary("Mul", np.multiply)
+MAX = binary("Max", np.maximum)
+# out += in (inout 'out', in 'in')
+ADD_INPLACE = Elementwise("AddInPlace", np.add, inputs=("in",), cycles_per_vector=3, inplace=True)
+# Unary ops: ld, op, st -> 2 cycles per vector; transcendental ops cost more (assumption).
+RELU = unary("Relu", lambda x: np.maximum(x, 0))
+NEG = unary("Neg", np.negative)
+COPY = unary("Copy", lambda x: x, flops_per_element=0)
+CAST = unary("Cast", lambda x: x, flops_per_element=0)
+EXP = unary("Exp", np.exp, cycles_per_vector=8, flops_per_element=4)
+SCALE = unary("Scale", lambda x, scale: x * scale, params=("scale",))
+FILL = Elementwise("Fill", lambda value: value, inputs=(), cycles_per_vector=1, flops_per_element=0,
+                   params=("value",), code_bytes=128)
+
+
+def _fill_compute(group, data):
+    out = group.fields["out"]
+    vals = np.broadcast_to(_expand(group.params["value"], out.sizes), (int(out.sizes.sum()),))
+    out.scatter(data, vals.astype(DTYPES[out.tensor.dtype]))
+
+
+FILL.compute = _fill_compute
+
+
+def _block2(f, fname: str, codelet: str) -> tuple[int, int]:
+    if not isinstance(f, Blocks):
+        raise EmulatorError(f"codelet '{codelet}': field '{fname}' must be tensor.blocks(...)")
+    bs = f.block_shape
+    if len(bs) < 2 or any(b != 1 for b in bs[:-2]):
+        raise EmulatorError(
+            f"codelet '{codelet}': field '{fname}' block shape {bs} must be 2-D (leading block dims of 1)"
+        )
+    return bs[-2], bs[-1]
+
+
+class BlockMatMul(Codelet):
+    """AMP block matmul: out (bm, bn) [+]= a (bm, bk) @ b (bk, bn); fp32 accumulation."""
+
+    code_bytes = 1536
+    state_bytes = 8
+
+    def __init__(self, accumulate: bool = False):
+        self.accumulate = accumulate
+        self.name = "BlockMatMulAcc" if accumulate else "BlockMatMul"
+        self.fields = {"a": "in", "b": "in", "out": "inout" if accumulate else "out"}
+
+    def dims(self, group) -> tuple[int, int, int]:
+        bm, bk = _block2(group.fields["a"], "a", self.name)
+        bk2, bn = _block2(group.fields["b"], "b", self.name)
+        om, on = _block2(group.fields["out"], "out", self.name)
+        if bk != bk2 or (om, on) != (bm, bn):
+            raise EmulatorError(
+                f"codelet '{self.name}' in '{group.cs.name}': block shapes a ({bm},{bk}) @ b ({bk2},{bn}) -> "
+                f"out ({om},{on}) do not chain; fix: a (m,k), b (k,n), out (m,n)"
+            )
+        return bm, bk, bn
+
+    def check(self, group):
+        self.dims(group)
+
+    def _flops_per_cycle(self, group, target) -> float:
+        fp16 = group.fields["a"].tensor.dtype == "float16" and group.fields["b"].tensor.dtype == "float16"
+        key = "fp16_flops_per_cycle_per_tile" if fp16 else "fp32_flops_per_cycle_per_tile"
+        return float(target.em[key])
+
+    def cycles(self, group, target):
+        bm, bk, bn = self.dims(group)
+        # The AMP unit is shared by the tile's workers: at full occupancy the tile does
+        # <device> FLOP/cycle (spec [emulator].fp16/fp32_flops_per_cycle_per_tile); in thread-cycle
+        # units one vertex therefore costs flops / tile_rate (cost_model multiplies by threads and
+        # divides by the threads sharing the tile, see docs/emulator-fidelity.md).
+        compute = np.ceil(2.0 * bm * bk * bn / self._flops_per_cycle(group, target))
+        c = MATMUL_OVERHEAD + MATMUL_ROW_OVERHEAD * bm + compute
+        return np.full(group.n, int(c), np.int64)
+
+    def flops(self, group):
+        bm, bk, bn = self.dims(group)
+        return int(2 * bm * bk * bn * group.n + (bm * bn * group.n if self.accumulate else 0))
+
+    def compute(self, group, data):
+        bm, bk, bn = self.dims(group)
+        a = group.fields["a"].gather(data).reshape(group.n, bm, bk).astype(np.float32, copy=False)
+        b = group.fields["b"].gather(data).reshape(group.n, bk, bn).astype(np.float32, copy=False)
+        out = group.fields["out"]
+        res = np.matmul(a, b)
+        if self.accumulate:
+            res += out.gather(data).reshape(group.n, bm, bn)
+        out.scatter(data, res.reshape((group.n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))
+
+
+BLOCK_MATMUL = BlockMatMul(False)
+BLOCK_MATMUL_ACC = BlockMatMul(True)
+
+
+class ReduceAdd(Codelet):
+    """out = sum over the first block axis of ``in`` (partials (k, ...) -> (...)); fp32 accumulation."""
+
+    name = "ReduceAdd"
+    fields = {"in": "in", "out": "out"}
+    code_bytes = 512
+    state_bytes = 8
+
+    def _shape(self, group):
+        fi, fo = group.fields["in"], group.fields["out"]
+        if not isinstance(fi, Blocks) or not isinstance(fo, Blocks):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': fields must be tensor.blocks(...)")
+        k = fi.block_shape[0]
+        if fi.block_elems != k * fo.block_elems:
+            raise EmulatorError(
+                f"codelet '{self.name}' in '{group.cs.name}': 'in' block {fi.block_shape} is not k x 'out' block "
+                f"{fo.block_shape}; fix: in block (k, *out block)"
+            )
+        return k, fo.block_elems
+
+    def check(self, group):
+        self._shape(group)
+
+    def cycles(self, group, target):
+        k, m = self._shape(group)
+        # one load+add per 64-bit vector of partials (f32v2add with paced loads), then a store
+        vec = _per_vector(group.fields["in"], np.int64(m))
+        return np.full(group.n, int(REDUCE_OVERHEAD + vec * (k + 1)), np.int64)
+
+    def flops(self, group):
+        k, m = self._shape(group)
+        return int((k - 1) * m * group.n)
+
+    def compute(self, group, data):
+        k, m = self._shape(group)
+        x = group.fields["in"].gather(data).reshape(group.n, k, m)
+        res = x.sum(axis=1, dtype=np.float32)
+        out = group.fields["out"]
+        out.scatter(data, res.reshape((group.n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))
+
+
+REDUCE_ADD = ReduceAdd()
+
+
+class ReadSum(Codelet):
+    """Microbenchmark SRAM reader: out[v] = sum of region ``in`` of vertex v.
+
+    ``assembly=True`` models Jia et al.'s hand-written loop (one 128-bit load per instruction,
+    spec ``sram_load_bytes_per_cycle``); ``False`` models a compiled C++ loop (a 64-bit load,
+    spec ``memcpy_bytes_per_cycle``, plus one add per load: 2 instructions per 64 bits).
+    """
+
+    fields = {"in": "in", "out": "out"}
+    code_bytes = 192
+    state_bytes = 8
+
+    def __init__(self, assembly: bool):
+        self.assembly = assembly
+        self.name = "ReadSumAsm" if assembly else "ReadSum"
+
+    def check(self, group):
+        for fname in ("in", "out"):
+            if not isinstance(group.fields[fname], Regions):
+                raise EmulatorError(f"codelet '{self.name}': field '{fname}' must be tensor.regions(...)")
+        if np.any(group.fields["out"].sizes != 1):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'out' must be 1 element per vertex")
+
+    def cycles(self, group, target):
+        nbytes = group.fields["in"].sizes * group.fields["in"].tensor.itemsize
+        if self.assembly:
+            per = float(target.em["sram_load_bytes_per_cycle"])
+            return ELEMENTWISE_OVERHEAD + np.ceil(nbytes / per).astype(np.int64)
+        per = float(target.em["memcpy_bytes_per_cycle"])
+        return ELEMENTWISE_OVERHEAD + 2 * np.ceil(nbytes / per).astype(np.int64)
+
+    def flops(self, group):
+        return int(group.fields["in"].sizes.sum())
+
+    def compute(self, group, data):
+        fi = group.fields["in"]
+        x = fi.gather(data).astype(np.float32)
+        offs = np.cumsum(fi.sizes) - fi.sizes
+        sums = np.add.reduceat(x, offs) if len(x) else np.zeros(group.n, np.float32)
+        sums = np.where(fi.sizes > 0, sums, 0)
+        group.fields["out"].scatter(data, sums.astype(DTYPES[group.fields["out"].tensor.dtype]))
+
+
+READ_SUM = ReadSum(False)
+READ_SUM_ASM = ReadSum(True)

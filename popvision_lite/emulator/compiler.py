@@ -1,0 +1,578 @@
+"""Compilation: validate the graph and program, place tensors, account memory per tile and
+category, compute liveness, and build the BSP step templates (cycles never depend on data, so
+every step's per-tile cost is known at compile time; Repeat bodies are costed once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.graph import Blocks, Graph, Regions, _ranges_index
+from popvision_lite.errors import EmulatorError
+from popvision_lite.profile.schema import CATEGORY_CODE, MEMORY_CATEGORIES, STEP_KIND_CODE
+
+K_COMPUTE = STEP_KIND_CODE["compute"]
+K_SYNC = STEP_KIND_CODE["sync"]
+K_XI = STEP_KIND_CODE["exchange_internal"]
+K_XG = STEP_KIND_CODE["exchange_global"]
+K_STREAM = STEP_KIND_CODE["stream_copy"]
+
+
+@dataclass
+class StepTemplate:
+    """One BSP step as compiled (a Repeat body's steps are shared by all its iterations)."""
+
+    kind: int
+    prog_id: int
+    op_id: int
+    ipu: int
+    duration: int
+    cycles: np.ndarray      # (num_tiles,) int64 busy cycles
+    bytes_in: np.ndarray    # (num_tiles,) int64
+    bytes_out: np.ndarray   # (num_tiles,) int64
+    flops: int = 0
+    bytes_sram: int = 0
+    bytes_exchange: int = 0
+    bytes_ipu_link: int = 0
+    bytes_ddr: int = 0
+
+
+@dataclass
+class ProgInfo:
+    prog: P.Program
+    prog_id: int
+    parent_id: int
+    op: str | None
+    lstep: int = -1
+    templates: list[int] = field(default_factory=list)
+    code_bytes: int = 0
+
+
+@dataclass
+class CopyPlan:
+    """Pieces of a Copy/StreamCopy: contiguous element runs with one source and one destination tile."""
+
+    src_elem: np.ndarray
+    dst_elem: np.ndarray
+    length: np.ndarray
+    src_tile: np.ndarray
+    dst_tile: np.ndarray
+
+
+def _runs_and_mapping(ep):
+    starts, lens = ep.runs()
+    keep = lens > 0
+    return starts[keep], lens[keep], ep.tensor.mapping
+
+
+def copy_pieces(src, dst) -> CopyPlan:
+    """Split a copy into pieces at every tile boundary of source and destination (vectorised)."""
+    ss, sl, sm = _runs_and_mapping(src)
+    ds, dl, dm = _runs_and_mapping(dst)
+    total = int(sl.sum())
+    if total == 0:
+        z = np.zeros(0, np.int64)
+        return CopyPlan(z, z, z, z, z)
+    soff = np.cumsum(sl) - sl
+    doff = np.cumsum(dl) - dl
+    cuts = [soff, doff]
+    for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
+        b = mp.start
+        lo = np.searchsorted(b, starts, side="right")
+        hi = np.searchsorted(b, starts + lens, side="left")
+        cnt = np.maximum(hi - lo, 0)
+        if cnt.sum():
+            idx = _ranges_index(lo, cnt)
+            run = np.repeat(np.arange(len(starts)), cnt)
+            cuts.append(off[run] + b[idx] - starts[run])
+    pos = np.unique(np.concatenate(cuts))
+    pos = pos[(pos >= 0) & (pos < total)]
+    length = np.diff(np.append(pos, total))
+    rs = np.searchsorted(soff, pos, side="right") - 1
+    rd = np.searchsorted(doff, pos, side="right") - 1
+    src_elem = ss[rs] + pos - soff[rs]
+    dst_elem = ds[rd] + pos - doff[rd]
+    return CopyPlan(src_elem, dst_elem, length, sm.tile_of(src_elem), dm.tile_of(dst_elem))
+
+
+class Compiled:
+    """Everything the engine and the profile builder need; produced by :func:`compile_graph`."""
+
+    def __init__(self, graph: Graph, program: P.Program):
+        self.graph = graph
+        self.program = program
+        self.target = graph.target
+        T = self.target.num_tiles
+        self.num_tiles = T
+        self.progs: list[ProgInfo] = []
+        self.leaves: list[int] = []          # prog ids in liveness-step order
+        self.templates: list[StepTemplate] = []
+        self.copy_plans: dict[int, CopyPlan] = {}
+        self.ops: list[str] = []
+        self.op_index: dict[str, int] = {}
+        self.memory = np.zeros((T, len(MEMORY_CATEGORIES), 2), np.int64)
+        self.repeat_ranges: list[tuple[int, int]] = []  # lstep ranges of Repeat bodies
+
+    # -- helpers ---------------------------------------------------------------------------
+    def op_id(self, op: str | None) -> int:
+        if op is None:
+            return -1
+        if op not in self.op_index:
+            self.op_index[op] = len(self.ops)
+            self.ops.append(op)
+        return self.op_index[op]
+
+    def add_mem(self, category: str, tiles, nbytes, live: int = 0) -> None:
+        c = CATEGORY_CODE[category]
+        tiles = np.asarray(tiles, np.int64)
+        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape)
+        self.memory[:, c, live] += np.bincount(tiles.ravel(), weights=nbytes.ravel(),
+                                               minlength=self.num_tiles).astype(np.int64)
+
+    def add_template(self, info: ProgInfo, kind: int, cycles, bytes_in=None, bytes_out=None,
+                     duration=None, ipu=-1, **kw) -> None:
+        z = np.zeros(self.num_tiles, np.int64)
+        cycles = np.asarray(cycles, np.int64)
+        dur = int(cycles.max(initial=0)) if duration is None else int(duration)
+        self.templates.append(StepTemplate(
+            kind=kind, prog_id=info.prog_id, op_id=self.op_id(info.op), ipu=ipu, duration=dur,
+            cycles=cycles, bytes_in=z if bytes_in is None else np.asarray(bytes_in, np.int64),
+            bytes_out=z if bytes_out is None else np.asarray(bytes_out, np.int64), **kw))
+        info.templates.append(len(self.templates) - 1)
+
+    def ipu_of_tiles(self, tiles: np.ndarray) -> int:
+        if len(tiles) == 0:
+            return -1
+        ipus = self.target.ipu_of(tiles)
+        lo, hi = int(ipus.min()), int(ipus.max())
+        return lo if lo == hi else -1
+
+    def all_ipus(self) -> int:
+        return 0 if self.target.num_ipus == 1 else -1
+
+
+def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set, in_repeat: list) -> None:
+    if id(prog) in stack:
+        raise EmulatorError(
+            f"program '{prog.name}' ({prog.kind}) contains itself; fix: programs must form a tree without cycles"
+        )
+    if not isinstance(prog, P.Program):
+        raise EmulatorError(f"program tree: {prog!r} is not a program")
+    op = prog.op if prog.op is not None else op
+    info = ProgInfo(prog=prog, prog_id=len(c.progs), parent_id=parent, op=op)
+    c.progs.append(info)
+    c.op_id(op)
+    children = prog.children()
+    if isinstance(prog, P.Sequence | P.Repeat):
+        stack.add(id(prog))
+        first_leaf = len(c.leaves)
+        for ch in children:
+            _walk(c, ch, info.prog_id, op, stack, in_repeat)
+        stack.discard(id(prog))
+        if isinstance(prog, P.Repeat) and len(c.leaves) > first_leaf:
+            c.repeat_ranges.append((first_leaf, len(c.leaves) - 1))
+    else:
+        info.lstep = len(c.leaves)
+        c.leaves.append(info.prog_id)
+
+
+# ------------------------------------------------------------------------------------------
+def _check_graph(c: Compiled, used_cs: set) -> None:
+    g = c.graph
+    for t in g.tensors:
+        if t.mapping is None:
+            raise EmulatorError(
+                f"tensor '{t.name}' {t.shape} is not mapped to any tile; fix: g.set_mapping(tensor, "
+                f"mapping.linear(tensor.size, tiles=...)) or pass mapping= when adding it"
+            )
+        t.mapping.check(t.name, t.size, c.num_tiles)
+    for cs in g.compute_sets:
+        if cs.id not in used_cs:
+            continue
+        for grp in cs.groups:
+            for fname, f in grp.fields.items():
+                _check_local(grp, fname, f)
+
+
+def _check_local(grp, fname: str, f) -> None:
+    """Poplar rule: a vertex only touches memory of its own tile."""
+    s, e = f.run_bounds()
+    mp = f.tensor.mapping
+    nonempty = e > s
+    if not nonempty.any():
+        return
+    ks = np.searchsorted(mp.start, s, side="right") - 1
+    ke = np.searchsorted(mp.start, np.maximum(e - 1, s), side="right") - 1
+    ks_c = np.clip(ks, 0, len(mp) - 1)
+    vt = np.broadcast_to(grp.tiles[:, None], s.shape)
+    ok = (ks == ke) & (mp.tile[ks_c] == vt) & (ks >= 0)
+    bad = nonempty & ~ok
+    if bad.any():
+        v, r = (int(x[0]) for x in np.nonzero(bad))
+        elem = int(s[v, r])
+        where = int(mp.tile_of(np.array([elem]))[0])
+        raise EmulatorError(
+            f"vertex {v} of '{grp.codelet.name}' in compute set '{grp.cs.name}' (tile {int(grp.tiles[v])}): "
+            f"field '{fname}' touches element {elem} of tensor '{f.tensor.name}' which lives on tile {where}; "
+            f"fix: map that data to the vertex's tile, or Copy it there first"
+        )
+
+
+# ------------------------------------------------------------------------------------------
+def _compile_execute(c: Compiled, info: ProgInfo, tpl_cache: dict) -> None:
+    cs = info.prog.cs
+    em = c.target.em
+    if not cs.groups or cs.num_vertices == 0:
+        return
+    tiles = np.concatenate([g.tiles for g in cs.groups])
+    cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
+    busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
+                                          int(em["vertex_launch_cycles"]))
+    flops = sum(g.codelet.flops(g) for g in cs.groups)
+    sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
+    utiles = np.unique(tiles)
+    c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(utiles), flops=int(flops), bytes_sram=int(sram))
+    # control code: call of the compute set on every tile with vertices
+    c.add_mem("controlCode", utiles, cm.CONTROL_CODE_EXECUTE)
+    c.add_mem("controlId", utiles, cm.CONTROL_ID_BYTES)
+    info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
+
+
+def _compile_copy(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    if prog.src.tensor.dtype != prog.dst.tensor.dtype:
+        raise EmulatorError(
+            f"Copy '{prog.name}': src '{prog.src.name}' is {prog.src.tensor.dtype} but dst '{prog.dst.name}' is "
+            f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
+        )
+    plan = copy_pieces(prog.src, prog.dst)
+    c.copy_plans[info.prog_id] = plan
+    if len(plan.length) == 0:
+        return
+    T = c.num_tiles
+    isz = prog.src.tensor.itemsize
+    nbytes = plan.length * isz
+    cross = plan.src_tile != plan.dst_tile
+    bout = np.bincount(plan.src_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
+    # exchange / copy-descriptor memory on each participating tile
+    ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
+    glob = ipu_s != ipu_d
+    for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
+        if mask.any():
+            both = np.concatenate([plan.src_tile[mask], plan.dst_tile[mask]])
+            c.add_mem(cat, both, cm.EXCHANGE_CODE_PER_PIECE)
+            ut = np.unique(both)
+            c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
+            info.code_bytes += len(both) * cm.EXCHANGE_CODE_PER_PIECE + len(ut) * cm.EXCHANGE_CODE_BASE
+    if glob.any():
+        c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
+    if (~cross).any():
+        c.add_mem("copyDescriptor", plan.src_tile[~cross], cm.COPY_DESCRIPTOR_PER_PIECE)
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
+    if not cross.any():
+        # purely on-tile: the tiles copy with memcpy, a compute-like step
+        ut = np.unique(plan.src_tile)
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=int(2 * nbytes.sum()))
+        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
+        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+        return
+    all_t = np.arange(T)
+    if glob.any():
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
+        nI = c.target.num_ipus
+        leave = np.bincount(ipu_s[glob], weights=nbytes[glob], minlength=nI)
+        enter = np.bincount(ipu_d[glob], weights=nbytes[glob], minlength=nI)
+        link = cm.ipu_link_cycles(c.target, leave, enter)
+        dur = max(int(busy.max()), link)
+        c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
+                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[glob].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    else:
+        part = np.unique(np.concatenate([plan.src_tile, plan.dst_tile]))
+        ipu = c.ipu_of_tiles(part)
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus())
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def _compile_stream(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    if prog.buffer.dtype != prog.view.tensor.dtype:
+        raise EmulatorError(
+            f"StreamCopy '{prog.name}': buffer '{prog.buffer.name}' is {prog.buffer.dtype} but tensor "
+            f"'{prog.view.name}' is {prog.view.tensor.dtype}; fix: equal dtypes"
+        )
+    starts, lens = prog.view.runs()
+    # pieces: split the tensor side at its tile boundaries (a copy onto itself gives exactly that)
+    plan = copy_pieces(prog.view, prog.view)
+    c.copy_plans[info.prog_id] = plan
+    T = c.num_tiles
+    nbytes = plan.length * prog.view.tensor.itemsize
+    tb = np.bincount(plan.src_tile, weights=nbytes, minlength=T).astype(np.int64)
+    busy, dur = cm.stream_cycles(c.target, tb)
+    z = np.zeros(T, np.int64)
+    bin_, bout = (tb, z) if prog.to_device else (z, tb)
+    ut = np.unique(plan.src_tile)
+    c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
+    c.add_template(info, K_STREAM, busy, bin_, bout, duration=dur, ipu=c.ipu_of_tiles(ut),
+                   bytes_ddr=int(nbytes.sum()))
+    c.add_mem("hostExchangeCode", plan.src_tile, cm.EXCHANGE_CODE_PER_PIECE)
+    c.add_mem("hostExchangeCode", ut, cm.EXCHANGE_CODE_BASE)
+    packets = np.ceil(tb[ut] / cm.HOST_PACKET_BYTES).astype(np.int64)
+    c.add_mem("hostExchangePacketHeader", ut, packets * cm.HOST_PACKET_HEADER_BYTES)
+    c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += len(plan.src_tile) * cm.EXCHANGE_CODE_PER_PIECE + len(ut) * cm.EXCHANGE_CODE_BASE + T * cm.CONTROL_CODE_SYNC
+
+
+def _compile_sync(c: Compiled, info: ProgInfo) -> None:
+    if info.prog.sync_kind == "global":
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
+    else:
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus())
+    c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += c.num_tiles * cm.CONTROL_CODE_SYNC
+
+
+# ------------------------------------------------------------------------------------------
+def _vertex_memory(c: Compiled, used_cs: set) -> None:
+    code_tiles: dict[str, tuple[object, np.ndarray]] = {}
+    for cs in c.graph.compute_sets:
+        if cs.id not in used_cs:
+            continue
+        for g in cs.groups:
+            if g.n == 0:
+                continue
+            nf = len(g.fields)
+            nparams = sum(1 for p in g.params.values() if np.ndim(p) > 0)
+            state = g.codelet.state_bytes + cm.FIELD_POINTER_BYTES * nf + 4 * nparams
+            c.add_mem("vertexInstanceState", g.tiles, state)
+            fdata = 0
+            vlist = 0
+            for f in g.fields.values():
+                rpv = f.regions_per_vertex()
+                if isinstance(f, Blocks) and rpv > 1:
+                    vlist += cm.LIST_DESCRIPTOR_BYTES
+                    fdata += cm.LIST_ENTRY_BYTES * rpv
+                elif isinstance(f, Regions) and not f.regular:
+                    fdata += cm.FIELD_SIZE_BYTES
+            if fdata:
+                c.add_mem("vertexFieldData", g.tiles, fdata)
+            if vlist:
+                c.add_mem("vectorListDescriptor", g.tiles, vlist)
+            name = g.codelet.name
+            prev = code_tiles.get(name)
+            mask = np.zeros(c.num_tiles, bool) if prev is None else prev[1]
+            mask[g.tiles] = True
+            code_tiles[name] = (g.codelet, mask)
+    for codelet, mask in code_tiles.values():
+        c.add_mem("vertexCode", np.nonzero(mask)[0], int(codelet.code_bytes))
+
+
+def _accesses(c: Compiled, info: ProgInfo) -> tuple[set, set, bool]:
+    """(read tensor ids, written tensor ids, reads happen before writes) of a leaf."""
+    p = info.prog
+    reads, writes = set(), set()
+    if isinstance(p, P.Execute):
+        for g in p.cs.groups:
+            for fname, f in g.fields.items():
+                d = g.codelet.fields[fname]
+                if d in ("in", "inout"):
+                    reads.add(f.tensor.id)
+                if d in ("out", "inout"):
+                    writes.add(f.tensor.id)
+    elif isinstance(p, P.Copy):
+        reads.add(p.src.tensor.id)
+        writes.add(p.dst.tensor.id)
+    elif isinstance(p, P.StreamCopy):
+        (writes if p.to_device else reads).add(p.view.tensor.id)
+    return reads, writes, True
+
+
+def _liveness(c: Compiled) -> None:
+    g = c.graph
+    L = len(c.leaves)
+    nT = len(g.tensors)
+    first_w = np.full(nT, -1, np.int64)
+    first_r = np.full(nT, -1, np.int64)
+    last_acc = np.full(nT, -1, np.int64)
+    last_r = np.full(nT, -1, np.int64)
+    reads_at: list[set] = []
+    for ls, pid in enumerate(c.leaves):
+        r, w, _ = _accesses(c, c.progs[pid])
+        reads_at.append(r)
+        for t in r:
+            if first_r[t] < 0:
+                first_r[t] = ls
+            last_r[t] = ls
+            last_acc[t] = ls
+        for t in w:
+            if first_w[t] < 0:
+                first_w[t] = ls
+            last_acc[t] = ls
+    c.first_lstep = np.full(nT, -1, np.int64)
+    c.last_lstep = np.full(nT, max(L - 1, 0), np.int64)
+    c.always_live = np.ones(nT, bool)
+    for t in g.tensors:
+        i = t.id
+        if t.kind == "constant" or first_w[i] < 0:
+            continue  # constants, inputs/weights the host sets, unused tensors: always live
+        if first_r[i] >= 0 and first_r[i] <= first_w[i]:
+            continue  # read before (or as) it is first written: carries a value in, always live
+        w = int(first_w[i])
+        r = int(last_r[i]) if last_r[i] > w else L - 1  # never read after: the host reads it at the end
+        r = max(r, int(last_acc[i]))
+        for a, b in c.repeat_ranges:
+            if w < a <= r <= b:
+                r = b  # live into a loop and read in it: read again by later iterations
+            if a <= w <= b and any(i in reads_at[k] for k in range(a, w + 1)):
+                w, r = a, max(r, b)  # loop-carried: read in the body before this iteration writes it
+        c.always_live[i] = False
+        c.first_lstep[i], c.last_lstep[i] = w, r
+    # per-tile bytes of every tensor
+    T = c.num_tiles
+    c.tensor_tiles: list[tuple[np.ndarray, np.ndarray]] = []
+    delta = np.zeros((L + 1, T), np.int64) if L else np.zeros((1, T), np.int64)
+    for t in g.tensors:
+        ept = t.mapping.elements_per_tile(T) * t.itemsize
+        tiles = np.nonzero(ept)[0]
+        b = ept[tiles]
+        c.tensor_tiles.append((tiles, b))
+        cat = "constant" if t.kind == "constant" else "variable"
+        if c.always_live[t.id] or L == 0:
+            c.add_mem(cat, tiles, b, 0)
+        else:
+            delta[c.first_lstep[t.id], tiles] += b
+            delta[c.last_lstep[t.id] + 1, tiles] -= b
+    nal = np.cumsum(delta[:max(L, 1)], axis=0) if L else np.zeros((0, T), np.int64)
+    c.liveness_tile_bytes = nal
+    if L:
+        c.memory[:, CATEGORY_CODE["variable"], 1] = nal.max(axis=0)
+
+
+def compile_graph(graph: Graph, program: P.Program) -> Compiled:
+    if not isinstance(program, P.Program):
+        raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
+    c = Compiled(graph, program)
+    _walk(c, program, -1, None, set(), [])
+    used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
+    for pid in c.leaves:
+        p = c.progs[pid].prog
+        if isinstance(p, P.Execute) and p.cs not in graph.compute_sets:
+            raise EmulatorError(f"Execute '{p.name}': compute set '{p.cs.name}' belongs to another graph")
+        for ep in ((p.src, p.dst) if isinstance(p, P.Copy) else (p.view,) if isinstance(p, P.StreamCopy) else ()):
+            if ep.tensor.graph is not graph:
+                raise EmulatorError(f"{p.kind} '{p.name}': tensor '{ep.name}' belongs to another graph")
+    _check_graph(c, used_cs)
+    for pid in c.leaves:
+        info = c.progs[pid]
+        p = info.prog
+        if isinstance(p, P.Execute):
+            _compile_execute(c, info, {})
+        elif isinstance(p, P.Copy):
+            _compile_copy(c, info)
+        elif isinstance(p, P.StreamCopy):
+            _compile_stream(c, info)
+        elif isinstance(p, P.Sync):
+            _compile_sync(c, info)
+        elif isinstance(p, P.Sequence):
+            pass  # empty sequence
+        else:
+            raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
+    for info in c.progs:
+        if isinstance(info.prog, P.Repeat):
+            c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_REPEAT)
+            info.code_bytes += c.num_tiles * cm.CONTROL_CODE_REPEAT
+    _vertex_memory(c, used_cs)
+    c.add_mem("stack", np.arange(c.num_tiles), cm.stack_bytes(c.target.threads_per_tile))
+    _liveness(c)
+    # memory check: always-live of every category + peak not-always-live
+    need = c.memory[:, :, 0].sum(axis=1) + c.memory[:, :, 1].sum(axis=1)
+    cap = c.target.sram_bytes_per_tile
+    over = np.nonzero(need > cap)[0]
+    order = over[np.argsort(-need[over], kind="stable")]
+    c.tile_need = need
+    c.oom_report = [(int(t), int(c.target.ipu_of(t)), int(need[t]), int(cap)) for t in order]
+    c.fits = len(over) == 0
+    _expand(c)
+    return c
+
+
+def _expand(c: Compiled) -> None:
+    """Unroll the program into the executed step sequence (template ids), with per-program
+    first/last step and total cycles; Repeat bodies are tiled, not recompiled."""
+    dur = np.array([t.duration for t in c.templates], np.int64)
+    n = len(c.progs)
+    c.prog_first = np.full(n, -1, np.int64)
+    c.prog_last = np.full(n, -1, np.int64)
+    c.prog_cycles = np.zeros(n, np.int64)
+    c.prog_repeat = np.ones(n, np.int64)
+    children: dict[int, list[int]] = {}
+    for info in c.progs:
+        if info.parent_id >= 0:
+            children.setdefault(info.parent_id, []).append(info.prog_id)
+
+    def rec(pid: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+        """Steps of one execution of pid, and (prog, first, last) relative records of the subtree."""
+        info = c.progs[pid]
+        p = info.prog
+        if isinstance(p, P.Sequence | P.Repeat):
+            parts, recs, off = [], [], 0
+            for ch in children.get(pid, []):
+                s, r = rec(ch)
+                recs += [(q, f + off if f >= 0 else -1, lst + off if lst >= 0 else -1) for q, f, lst in r]
+                parts.append(s)
+                off += len(s)
+            body = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            if isinstance(p, P.Repeat):
+                k = p.count
+                c.prog_repeat[pid] = k
+                L = len(body)
+                recs = [(q, f if k else -1, lst + (k - 1) * L if (k and lst >= 0) else -1) for q, f, lst in recs]
+                body = np.tile(body, k)
+            seq = body
+        else:
+            seq = np.asarray(info.templates, np.int64)
+            recs = []
+        recs.append((pid, 0 if len(seq) else -1, len(seq) - 1 if len(seq) else -1))
+        return seq, recs
+
+    seq, recs = rec(0)
+    c.seq = seq
+    for q, f, lst in recs:
+        c.prog_first[q], c.prog_last[q] = f, lst
+    c.step_duration = dur[seq] if len(seq) else np.zeros(0, np.int64)
+    ends = np.cumsum(c.step_duration)
+    c.step_end = ends
+    c.step_start = ends - c.step_duration
+    c.total_cycles = int(ends[-1]) if len(ends) else 0
+    c.template_count = np.bincount(seq, minlength=len(c.templates)) if len(c.templates) else np.zeros(0, np.int64)
+    # cycles per program = sum of durations of steps in [first, last] that it issued:
+    # leaves: own templates x executions; containers: sum of children
+    execs = np.zeros(n, np.int64)
+
+    def count_execs(pid: int, mult: int) -> None:
+        execs[pid] = mult
+        p = c.progs[pid].prog
+        inner = mult * (p.count if isinstance(p, P.Repeat) else 1)
+        for ch in children.get(pid, []):
+            count_execs(ch, inner)
+
+    count_execs(0, 1)
+    leaf_cycles = np.zeros(n, np.int64)
+    for info in c.progs:
+        if info.templates:
+            leaf_cycles[info.prog_id] = int(dur[info.templates].sum()) * execs[info.prog_id]
+    tot = leaf_cycles.copy()
+    for info in reversed(c.progs):  # children come after parents in pre-order
+        if info.parent_id >= 0:
+            tot[info.parent_id] += tot[info.prog_id]
+    c.prog_cycles = tot
+    c.prog_execs = execs

@@ -1,0 +1,112 @@
+"""Cycle formulas of the BSP cost model (vectorised; nothing loops over cycles or vertices).
+
+Every device number comes from the target's spec (``target.em`` = the TOML ``[emulator]``
+section, each value with its source there).  The few constants defined here are properties of
+the *software* (Poplar code and control-program sizes, stack size) that have no public figure;
+they are modelling assumptions, listed in docs/emulator-fidelity.md.
+
+Compute (Poplar IPU model / Graphcore IPU Programmer's Guide, "Tile architecture"):
+  A tile runs ``threads_per_tile`` (6) worker contexts on a barrel scheduler: each context owns
+  one issue slot in every 6 tile cycles, whether the other contexts are busy or not.  A vertex of
+  ``c`` worker (thread) cycles therefore takes ``6 c`` tile cycles of wall time, and six workers
+  together retire one instruction per tile cycle.  The supervisor hands the compute set's vertices
+  out to the workers in order (vertex i of the tile -> worker i mod 6, which is what the
+  supervisor's "next free worker" loop does for equal-cost vertices), so
+
+      tile_cycles = max( 6 * max_w sum_{v on worker w} c_v ,  n_v * vertex_launch_cycles )
+                    + vertex_launch_cycles                     (supervisor entry/exit)
+
+  ``vertex_launch_cycles`` (spec) bounds how fast the supervisor can start vertices.
+Sync: internal sync of tile t costs min_ipu_sync_delay + (max - min) * t / (tiles_per_ipu - 1)
+  (the Poplar IPU model's per-tile relative sync delay, spread linearly between the spec's min and
+  max); the step lasts until the slowest tile is through.  Global (inter-IPU / host) sync costs
+  ``global_sync_cycles``.
+Exchange: tile t is busy ceil(max(bytes_out_t, bytes_in_t) / exchange_bytes_per_cycle) cycles
+  (send and receive paths are separate); bytes staying on a tile are copied by the tile at
+  ``memcpy_bytes_per_cycle``.  Bytes crossing IPUs additionally queue on the IPU's links:
+  ceil(bytes_leaving_or_entering_ipu / ipu_link_bytes_per_cycle) + ipu_link_latency_cycles.
+StreamCopy: tiles receive/send at the exchange rate; the IPU's share of streaming memory
+  serves ``ddr_bytes_per_cycle``; plus ``stream_copy_latency_cycles``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --- software modelling assumptions (no public figure; see docs/emulator-fidelity.md) -------
+STACK_BYTES_PER_WORKER = 256       # Poplar worker stack, per worker context
+STACK_BYTES_SUPERVISOR = 512       # supervisor stack
+CONTROL_CODE_EXECUTE = 16          # bytes of control code per Execute on a tile with vertices
+CONTROL_CODE_SYNC = 8              # bytes per sync instruction sequence, every tile
+CONTROL_CODE_REPEAT = 24           # loop set-up and branch, every tile
+CONTROL_CODE_EXCHANGE = 8          # control to enter an exchange, on participating tiles
+CONTROL_ID_BYTES = 4               # per program per tile (program/compute-set id)
+EXCHANGE_CODE_BASE = 16            # exchange program prologue on a participating tile
+EXCHANGE_CODE_PER_PIECE = 8        # one send/receive instruction pair per contiguous piece
+COPY_DESCRIPTOR_PER_PIECE = 8      # on-tile copy descriptor (src, dst, length)
+HOST_PACKET_BYTES = 1024           # host exchange packet payload; one header per packet
+HOST_PACKET_HEADER_BYTES = 8
+GLOBAL_PACKET_HEADER_BYTES = 8     # per inter-IPU piece
+FIELD_POINTER_BYTES = 4            # vertex state: one pointer per field
+FIELD_SIZE_BYTES = 2               # vertex field data: size of a variable-length region
+LIST_DESCRIPTOR_BYTES = 4          # vector-list descriptor per list field of a vertex
+LIST_ENTRY_BYTES = 6               # per region of a list field: pointer + size
+
+
+def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
+                        launch_cycles: int) -> tuple[np.ndarray, np.ndarray]:
+    """Busy tile cycles of one compute set on every tile, and vertices per tile (see module doc)."""
+    if len(tiles) == 0:
+        z = np.zeros(num_tiles, np.int64)
+        return z, z
+    if np.any(tiles[1:] < tiles[:-1]):
+        order = np.argsort(tiles, kind="stable")
+        tiles, vcycles = tiles[order], vcycles[order]
+    first = np.searchsorted(tiles, tiles, side="left")
+    worker = (np.arange(len(tiles)) - first) % threads
+    load = np.bincount(tiles * threads + worker, weights=vcycles, minlength=num_tiles * threads)
+    load = load.reshape(num_tiles, threads).max(axis=1)
+    count = np.bincount(tiles, minlength=num_tiles)
+    busy = np.maximum(threads * load, count * launch_cycles) + np.where(count > 0, launch_cycles, 0)
+    return busy.astype(np.int64), count
+
+
+def internal_sync_cycles(target) -> np.ndarray:
+    """Per-tile cycles of an internal (one IPU) sync."""
+    lo = float(target.em["min_ipu_sync_delay_cycles"])
+    hi = float(target.em["max_ipu_sync_delay_cycles"])
+    t = target.tile_in_ipu(np.arange(target.num_tiles))
+    span = max(target.tiles_per_ipu - 1, 1)
+    return np.rint(lo + (hi - lo) * t / span).astype(np.int64)
+
+
+def global_sync_cycles(target) -> np.ndarray:
+    return np.full(target.num_tiles, int(target.em["global_sync_cycles"]), np.int64)
+
+
+def exchange_tile_cycles(target, bytes_out: np.ndarray, bytes_in: np.ndarray, bytes_local: np.ndarray) -> np.ndarray:
+    xb = float(target.em["exchange_bytes_per_cycle"])
+    mb = float(target.em["memcpy_bytes_per_cycle"])
+    return (np.ceil(np.maximum(bytes_out, bytes_in) / xb) + np.ceil(bytes_local / mb)).astype(np.int64)
+
+
+def ipu_link_cycles(target, bytes_leaving: np.ndarray, bytes_entering: np.ndarray) -> int:
+    """Cycles the IPU-Links need for a global exchange (max over IPUs), 0 when nothing crosses."""
+    worst = float(max(np.max(bytes_leaving, initial=0), np.max(bytes_entering, initial=0)))
+    if worst <= 0:
+        return 0
+    return int(np.ceil(worst / float(target.em["ipu_link_bytes_per_cycle"])) + int(target.em["ipu_link_latency_cycles"]))
+
+
+def stream_cycles(target, tile_bytes: np.ndarray) -> tuple[np.ndarray, int]:
+    """(per-tile busy cycles, step duration) of a StreamCopy moving ``tile_bytes`` per tile."""
+    xb = float(target.em["exchange_bytes_per_cycle"])
+    tile = np.ceil(tile_bytes / xb).astype(np.int64)
+    per_ipu = tile_bytes.reshape(target.num_ipus, target.tiles_per_ipu).sum(axis=1)
+    ddr = np.ceil(per_ipu.max(initial=0) / float(target.em["ddr_bytes_per_cycle"]))
+    dur = int(max(tile.max(initial=0), ddr)) + int(target.em["stream_copy_latency_cycles"])
+    return tile, dur
+
+
+def stack_bytes(threads: int) -> int:
+    return threads * STACK_BYTES_PER_WORKER + STACK_BYTES_SUPERVISOR

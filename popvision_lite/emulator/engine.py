@@ -1,0 +1,176 @@
+"""Engine: compile a graph + program, run it (BSP, numerics optional), return a profile.
+
+Costs never depend on data, so every cycle, byte and memory figure is fixed by
+:func:`compiler.compile_graph`; ``mode="full"`` additionally runs each compute set's vertex groups
+as vectorised numpy (and each Copy / StreamCopy as one fancy-index), while ``mode="timing"``
+does no data work at all.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.compiler import Compiled, compile_graph
+from popvision_lite.emulator.graph import DTYPES, Graph, HostBuffer, Tensor
+from popvision_lite.emulator.profile_builder import build_profile
+from popvision_lite.errors import EmulatorError, OutOfMemoryError
+from popvision_lite.profile.schema import ProfileData
+
+MODES = ("full", "timing")
+
+
+class CompiledGraph:
+    """Result of :meth:`Engine.compile`: memory, liveness and step costs (no numerics needed)."""
+
+    def __init__(self, compiled: Compiled, mode: str, model: str, config: dict):
+        self._c = compiled
+        self.mode = mode
+        self.model = model
+        self.config = config
+
+    @property
+    def fits(self) -> bool:
+        return self._c.fits
+
+    @property
+    def oom_report(self) -> list[tuple[int, int, int, int]]:
+        """[(global_tile, ipu, bytes_needed, capacity)], worst first; empty when it fits."""
+        return list(self._c.oom_report)
+
+    @property
+    def memory(self) -> np.ndarray:
+        return self._c.memory
+
+    @property
+    def total_cycles(self) -> int:
+        return self._c.total_cycles
+
+    @property
+    def num_steps(self) -> int:
+        return len(self._c.seq)
+
+    def profile_data(self, numeric_checks: dict | None = None, extra: dict | None = None) -> ProfileData:
+        return build_profile(self._c, self.mode, self.model, self.config, numeric_checks, extra)
+
+    def oom_message(self) -> str:
+        rep = self._c.oom_report
+        worst = ", ".join(f"tile {t} (IPU {i}): {b:,} B of {cap:,} B" for t, i, b, cap in rep[:5])
+        return (f"out of memory: {len(rep)} tile(s) exceed their {rep[0][3]:,} B of SRAM; worst: {worst}. "
+                f"Fix: spread tensors over more tiles, use smaller blocks/tiles per op, or more IPUs")
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    profile_data: ProfileData
+    total_cycles: int
+    seconds: float
+    fits: bool
+    profile_path: str | None = None
+    wall_seconds: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, graph: Graph, program: P.Program, mode: str = "full", model: str = "",
+                 config: dict | None = None):
+        if mode not in MODES:
+            raise EmulatorError(f"engine: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if not isinstance(graph, Graph):
+            raise EmulatorError(f"engine: {graph!r} is not an emulator Graph")
+        self.graph = graph
+        self.program = program
+        self.mode = mode
+        self.model = model
+        self.config = dict(config or {})
+        self._compiled: CompiledGraph | None = None
+
+    def compile(self) -> CompiledGraph:
+        if self._compiled is None:
+            self._compiled = CompiledGraph(compile_graph(self.graph, self.program), self.mode, self.model,
+                                           self.config)
+        return self._compiled
+
+    # ------------------------------------------------------------------------------------
+    def _initial_data(self, inputs: dict) -> tuple[dict, dict]:
+        g = self.graph
+        data = {}
+        for t in g.tensors:
+            data[t.id] = t.value.copy() if t.kind == "constant" else np.zeros(t.size, DTYPES[t.dtype])
+        hosts = {b.id: np.zeros(b.size, DTYPES[b.dtype]) for b in g.host_buffers}
+        for key, val in (inputs or {}).items():
+            obj = g.get(key) if isinstance(key, str) else key
+            if isinstance(obj, Tensor):
+                if obj.kind == "constant":
+                    raise EmulatorError(f"engine inputs: '{obj.name}' is a constant; its value is fixed")
+                dest = data[obj.id]
+            elif isinstance(obj, HostBuffer):
+                dest = hosts[obj.id]
+            else:
+                raise EmulatorError(f"engine inputs: {key!r} is not a tensor or host buffer of this graph")
+            arr = np.asarray(val)
+            if arr.size != dest.size:
+                raise EmulatorError(
+                    f"engine inputs: '{obj.name}' needs {dest.size} elements {obj.shape}, got array of shape {arr.shape}"
+                )
+            dest[...] = arr.reshape(-1).astype(dest.dtype, copy=False)
+        return data, hosts
+
+    def _execute(self, prog: P.Program, data: dict, hosts: dict) -> None:
+        if isinstance(prog, P.Sequence):
+            for p in prog.programs:
+                self._execute(p, data, hosts)
+        elif isinstance(prog, P.Repeat):
+            for _ in range(prog.count):
+                self._execute(prog.body, data, hosts)
+        elif isinstance(prog, P.Execute):
+            for grp in prog.cs.groups:
+                if grp.n:
+                    grp.codelet.compute(grp, data)
+        elif isinstance(prog, P.Copy):
+            prog.dst.write(data, prog.src.read(data).copy())
+        elif isinstance(prog, P.StreamCopy):
+            buf = hosts[prog.buffer.id]
+            if prog.to_device:
+                prog.view.write(data, buf)
+            else:
+                buf[...] = prog.view.read(data)
+        # Sync: no data effect
+
+    def run(self, inputs: dict | None = None, profile_path=None, allow_out_of_memory: bool = False,
+            numeric_checks: dict | None = None) -> RunResult:
+        t0 = time.perf_counter()
+        cg = self.compile()
+        t1 = time.perf_counter()
+        outputs: dict[str, np.ndarray] = {}
+        if cg.fits and self.mode == "full":
+            data, hosts = self._initial_data(inputs or {})
+            self._execute(self.program, data, hosts)
+            for t in self.graph.tensors:
+                outputs[t.name] = data[t.id].reshape(t.shape)
+            for b in self.graph.host_buffers:
+                outputs[b.name] = hosts[b.id].reshape(b.shape)
+        elif inputs:
+            self._initial_data(inputs)  # still validate the inputs
+        t2 = time.perf_counter()
+        pd_ = cg.profile_data(numeric_checks)
+        path = None
+        if profile_path is not None:
+            from popvision_lite.profile.writer import write_profile
+
+            write_profile(profile_path, pd_)
+            path = str(Path(profile_path))
+        t3 = time.perf_counter()
+        if not cg.fits and not allow_out_of_memory:
+            err = OutOfMemoryError(cg.oom_message() + (f" Profile written to {path}." if path else ""),
+                                   worst_tiles=[(t, b, cap) for t, _i, b, cap in cg.oom_report], profile_path=path)
+            err.profile_data = pd_
+            err.oom_report = cg.oom_report
+            raise err
+        return RunResult(outputs=outputs, profile_data=pd_, total_cycles=cg.total_cycles,
+                         seconds=cg.total_cycles / self.graph.target.clock_hz, fits=cg.fits, profile_path=path,
+                         wall_seconds={"compile": t1 - t0, "execute": t2 - t1, "profile": t3 - t2})

@@ -1,0 +1,198 @@
+"""Tile mappings: which flat elements of a tensor live on which tile.
+
+A :class:`Mapping` is three parallel int arrays (``tile``, ``start``, ``stop``) of half-open
+intervals over a tensor's flat (row-major) elements, sorted by ``start`` and not overlapping.
+Everything here is vectorised numpy; nothing loops over elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from popvision_lite.errors import EmulatorError
+
+
+class Mapping:
+    """Intervals ``[start, stop)`` of flat elements and the tile holding each."""
+
+    __slots__ = ("tile", "start", "stop")
+
+    def __init__(self, tile, start, stop):
+        tile = np.asarray(tile, dtype=np.int64).ravel()
+        start = np.asarray(start, dtype=np.int64).ravel()
+        stop = np.asarray(stop, dtype=np.int64).ravel()
+        if not (len(tile) == len(start) == len(stop)):
+            raise EmulatorError("mapping: tile, start and stop arrays must have equal lengths")
+        keep = stop > start
+        tile, start, stop = tile[keep], start[keep], stop[keep]
+        order = np.argsort(start, kind="stable")
+        if len(order) and np.any(order[1:] < order[:-1]):
+            tile, start, stop = tile[order], start[order], stop[order]
+        self.tile, self.start, self.stop = tile, start, stop
+
+    def __len__(self) -> int:
+        return len(self.tile)
+
+    def __repr__(self) -> str:
+        return f"Mapping({len(self)} intervals, {int(self.num_mapped())} elements)"
+
+    def num_mapped(self) -> int:
+        return int((self.stop - self.start).sum())
+
+    def check(self, name: str, size: int, num_tiles: int) -> None:
+        """Raise EmulatorError unless the mapping covers ``[0, size)`` exactly once on valid tiles."""
+        if len(self) and (self.tile.min() < 0 or self.tile.max() >= num_tiles):
+            bad = int(self.tile[(self.tile < 0) | (self.tile >= num_tiles)][0])
+            raise EmulatorError(
+                f"tensor '{name}': mapped to tile {bad}, out of range 0..{num_tiles - 1}; "
+                f"fix: map it to tiles of the target"
+            )
+        if len(self) and (self.start[0] < 0 or self.stop[-1] > size):
+            raise EmulatorError(
+                f"tensor '{name}': mapping covers elements outside 0..{size}; fix: intervals must lie in the tensor"
+            )
+        if len(self) > 1 and np.any(self.start[1:] < self.stop[:-1]):
+            i = int(np.nonzero(self.start[1:] < self.stop[:-1])[0][0])
+            raise EmulatorError(
+                f"tensor '{name}': mapping intervals overlap at element {int(self.start[i + 1])}; "
+                f"fix: each element on exactly one tile"
+            )
+        mapped = self.num_mapped()
+        if mapped != size:
+            raise EmulatorError(
+                f"tensor '{name}': {size - mapped} of {size} elements are not mapped to any tile; "
+                f"fix: g.set_mapping(tensor, mapping.linear(...)) covering every element"
+            )
+
+    def elements_per_tile(self, num_tiles: int) -> np.ndarray:
+        return np.bincount(self.tile, weights=self.stop - self.start, minlength=num_tiles).astype(np.int64)
+
+    def tile_of(self, flat_index) -> np.ndarray:
+        """Tile of each flat element index (vectorised; -1 where unmapped)."""
+        idx = np.asarray(flat_index, dtype=np.int64)
+        k = np.searchsorted(self.start, idx, side="right") - 1
+        kc = np.clip(k, 0, max(len(self) - 1, 0))
+        if len(self) == 0:
+            return np.full(idx.shape, -1, np.int64)
+        ok = (k >= 0) & (idx < self.stop[kc])
+        return np.where(ok, self.tile[kc], -1)
+
+    def restrict(self, a: int, b: int) -> Mapping:
+        """The intervals intersected with ``[a, b)``, shifted so that ``a`` becomes 0."""
+        lo = np.searchsorted(self.stop, a, side="right")
+        hi = np.searchsorted(self.start, b, side="left")
+        s = np.clip(self.start[lo:hi], a, b) - a
+        e = np.clip(self.stop[lo:hi], a, b) - a
+        return Mapping(self.tile[lo:hi], s, e)
+
+
+def _tiles_array(tiles) -> np.ndarray:
+    if isinstance(tiles, range | Iterable) and not isinstance(tiles, np.ndarray):
+        tiles = list(tiles)
+    arr = np.asarray(tiles, dtype=np.int64).ravel()
+    if arr.size == 0:
+        raise EmulatorError("mapping: empty tile list; fix: pass at least one tile")
+    return arr
+
+
+def linear(num_elements: int, tiles, grain: int = 1) -> Mapping:
+    """Spread ``num_elements`` evenly over ``tiles`` in chunks that are multiples of ``grain``."""
+    tiles = _tiles_array(tiles)
+    n = int(num_elements)
+    grains = -(-n // grain)
+    per = -(-grains // len(tiles))  # grains per tile, ceil
+    starts = np.arange(len(tiles), dtype=np.int64) * per * grain
+    stops = np.minimum(starts + per * grain, n)
+    starts = np.minimum(starts, n)
+    return Mapping(tiles, starts, stops)
+
+
+def single_tile(num_elements: int, tile: int) -> Mapping:
+    return Mapping([tile], [0], [int(num_elements)])
+
+
+def intervals(tiles, starts, stops) -> Mapping:
+    return Mapping(tiles, starts, stops)
+
+
+def by_rows(shape, tiles) -> Mapping:
+    """Whole rows (first axis) spread evenly over ``tiles``."""
+    shape = tuple(int(s) for s in shape)
+    row = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return linear(int(np.prod(shape)), tiles, grain=row)
+
+
+def block_intervals(shape, block_shape, index) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (start, stop) of every contiguous run of each block.
+
+    Returns arrays of shape ``(n_blocks, runs_per_block)``: a block of an N-d row-major tensor is
+    ``prod(block_shape[:-1])`` runs of ``block_shape[-1]`` contiguous elements.
+    """
+    shape = np.asarray(shape, dtype=np.int64)
+    bs = np.asarray(block_shape, dtype=np.int64)
+    index = np.asarray(index, dtype=np.int64).reshape(-1, len(shape))
+    strides = np.ones(len(shape), np.int64)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    origin = (index * bs) @ strides  # flat index of each block's first element
+    if len(shape) > 1:
+        sub = np.indices(tuple(bs[:-1])).reshape(len(shape) - 1, -1).T  # (runs, ndim-1)
+        run_off = sub @ strides[:-1]
+    else:
+        run_off = np.zeros(1, np.int64)
+    starts = origin[:, None] + run_off[None, :]
+    return starts, starts + bs[-1]
+
+
+def by_blocks(shape, block_shape, tiles) -> Mapping:
+    """Block ``k`` in row-major block order goes to ``tiles[k % len(tiles)]``."""
+    shape = tuple(int(s) for s in shape)
+    block_shape = tuple(int(b) for b in block_shape)
+    if len(shape) != len(block_shape) or any(s % b for s, b in zip(shape, block_shape, strict=True)):
+        raise EmulatorError(
+            f"mapping.by_blocks: shape {shape} is not divisible by block shape {block_shape}; "
+            f"fix: pick a block shape that divides the tensor"
+        )
+    tiles = _tiles_array(tiles)
+    grid = tuple(s // b for s, b in zip(shape, block_shape, strict=True))
+    index = np.indices(grid).reshape(len(grid), -1).T
+    starts, stops = block_intervals(shape, block_shape, index)
+    t = np.repeat(tiles[np.arange(len(index)) % len(tiles)], starts.shape[1])
+    return _merge(Mapping(t, starts.ravel(), stops.ravel()))
+
+
+def _merge(m: Mapping) -> Mapping:
+    """Join adjacent intervals on the same tile."""
+    if len(m) < 2:
+        return m
+    join = (m.start[1:] == m.stop[:-1]) & (m.tile[1:] == m.tile[:-1])
+    if not join.any():
+        return m
+    first = np.concatenate([[True], ~join])
+    last = np.concatenate([~join, [True]])
+    return Mapping(m.tile[first], m.start[first], m.stop[last])
+
+
+def worker_split(tensor, workers: int = 6, grain: int = 1):
+    """Split each mapped interval of ``tensor`` into up to ``workers`` contiguous pieces.
+
+    Returns ``(tiles, starts, sizes)`` arrays, one entry per piece (= one vertex), pieces are
+    multiples of ``grain`` except the last of an interval.
+    """
+    m = tensor.mapping
+    if m is None:
+        raise EmulatorError(f"tensor '{tensor.name}': not mapped; fix: g.set_mapping(tensor, ...) first")
+    length = m.stop - m.start
+    grains = -(-length // grain)
+    pieces = np.minimum(grains, workers)
+    per = -(-grains // np.maximum(pieces, 1)) * grain
+    total = int(pieces.sum())
+    iv = np.repeat(np.arange(len(m)), pieces)
+    first = np.cumsum(pieces) - pieces
+    k = np.arange(total) - np.repeat(first, pieces)
+    starts = m.start[iv] + k * per[iv]
+    stops = np.minimum(starts + per[iv], m.stop[iv])
+    keep = stops > starts
+    return m.tile[iv][keep], starts[keep], (stops - starts)[keep]

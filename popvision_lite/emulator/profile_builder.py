@@ -1,0 +1,270 @@
+"""Turn a compiled (and run) graph into :class:`popvision_lite.profile.schema.ProfileData`."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.compiler import K_COMPUTE, K_STREAM, K_SYNC, K_XG, K_XI, Compiled
+from popvision_lite.profile import schema
+
+EMULATOR_VERSION = "popvision-lite-emulator 0.1"
+U32 = np.iinfo(np.uint32).max
+
+
+class StepTileArray:
+    """Lazy (steps, tiles) uint32 array: step i is row ``seq[i]`` of the per-template matrix,
+    so a Repeat of n iterations costs no memory per iteration.  Supports ``a[i:j]``, ``.shape``."""
+
+    def __init__(self, rows: np.ndarray, seq: np.ndarray):
+        self.rows = rows
+        self.seq = seq
+        self.shape = (len(seq), rows.shape[1])
+        self.dtype = np.dtype(np.uint32)
+        self.ndim = 2
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            first, rest = key[0], key[1:]
+            return self[first][(slice(None), *rest)] if not np.isscalar(first) else self[first][rest]
+        return self.rows[self.seq[key]]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.rows[self.seq]
+        return a if dtype is None else a.astype(dtype)
+
+
+def _clip_u32(a: np.ndarray) -> np.ndarray:
+    return np.minimum(a, U32).astype(np.uint32)
+
+
+def _op_type(name: str) -> str:
+    leaf = name.rsplit("/", 1)[-1]
+    return re.sub(r"[_\d]+$", "", leaf) or leaf
+
+
+def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None = None,
+                  numeric_checks: dict | None = None, extra: dict | None = None) -> schema.ProfileData:
+    g = c.graph
+    T = c.num_tiles
+    tpl = c.templates
+    nt = len(tpl)
+    seq = c.seq
+    # ---- step x tile -------------------------------------------------------------------
+    if nt:
+        cyc_rows = _clip_u32(np.stack([t.cycles for t in tpl]))
+        in_rows = _clip_u32(np.stack([t.bytes_in for t in tpl]))
+        out_rows = _clip_u32(np.stack([t.bytes_out for t in tpl]))
+    else:
+        cyc_rows = in_rows = out_rows = np.zeros((0, T), np.uint32)
+    t_kind = np.array([t.kind for t in tpl], np.int8)
+    t_op = np.array([t.op_id for t in tpl], np.int32)
+    t_prog = np.array([t.prog_id for t in tpl], np.int32)
+    t_ipu = np.array([t.ipu for t in tpl], np.int16)
+    t_busy_max = cyc_rows.max(axis=1).astype(np.int64) if nt else np.zeros(0, np.int64)
+    t_busy_mean = cyc_rows.mean(axis=1, dtype=np.float64) if nt else np.zeros(0)
+    t_active = (cyc_rows > 0).sum(axis=1).astype(np.int32) if nt else np.zeros(0, np.int32)
+    t_in = in_rows.sum(axis=1, dtype=np.int64) if nt else np.zeros(0, np.int64)
+    t_out = out_rows.sum(axis=1, dtype=np.int64) if nt else np.zeros(0, np.int64)
+    steps = pd.DataFrame({
+        "step": np.arange(len(seq), dtype=np.int64),
+        "kind": t_kind[seq], "op_id": t_op[seq], "prog_id": t_prog[seq], "ipu": t_ipu[seq],
+        "start_cycle": c.step_start.astype(np.int64), "end_cycle": c.step_end.astype(np.int64),
+        "busy_max": t_busy_max[seq], "busy_mean": t_busy_mean[seq], "tiles_active": t_active[seq],
+        "bytes_in": t_in[seq], "bytes_out": t_out[seq],
+    }, columns=list(schema.TABLE_COLUMNS["steps"]))
+
+    # ---- ops ---------------------------------------------------------------------------
+    nops = len(c.ops)
+    cnt = c.template_count.astype(np.int64)
+    dur = np.array([t.duration for t in tpl], np.int64)
+
+    def per_op(values, mask=None) -> np.ndarray:
+        if not nt or nops == 0:
+            return np.zeros(nops, np.int64)
+        v = np.asarray(values, np.float64) * cnt
+        if mask is not None:
+            v = np.where(mask, v, 0)
+        keep = t_op >= 0
+        return np.bincount(t_op[keep], weights=v[keep], minlength=nops).astype(np.int64)
+
+    flops = per_op([t.flops for t in tpl])
+    b_sram = per_op([t.bytes_sram for t in tpl])
+    b_x = per_op([t.bytes_exchange for t in tpl])
+    b_link = per_op([t.bytes_ipu_link for t in tpl])
+    b_ddr = per_op([t.bytes_ddr for t in tpl])
+    cycles = per_op(dur)
+    comp_c = per_op(dur, t_kind == K_COMPUTE)
+    x_c = per_op(dur, (t_kind == K_XI) | (t_kind == K_XG))
+    sync_c = per_op(dur, t_kind == K_SYNC)
+    stream_c = per_op(dur, t_kind == K_STREAM)
+    op_rows = []
+    # op -> tensors read / written, ipus, tiles, precision
+    reads: dict[int, set] = {i: set() for i in range(nops)}
+    writes: dict[int, set] = {i: set() for i in range(nops)}
+    dtypes: dict[int, set] = {i: set() for i in range(nops)}
+    from popvision_lite.emulator.compiler import _accesses
+
+    readers: dict[int, set] = {}
+    for pid in c.leaves:
+        info = c.progs[pid]
+        oid = c.op_index.get(info.op, -1) if info.op is not None else -1
+        r, w, _ = _accesses(c, info)
+        for t in r:
+            readers.setdefault(t, set()).add(oid)
+        if oid < 0:
+            continue
+        reads[oid] |= r
+        writes[oid] |= w
+        if isinstance(info.prog, P.Execute):
+            for grp in info.prog.cs.groups:
+                for f in grp.fields.values():
+                    dtypes[oid].add(f.tensor.dtype)
+        if not isinstance(info.prog, P.Execute | P.Sync):
+            dtypes[oid] |= {g.tensors[t].dtype for t in r | w}
+    tiles_used = np.zeros(nops, np.int32)
+    op_ipu = np.full(nops, -2, np.int16)
+    for i in range(nops):
+        sel = np.nonzero(t_op == i)[0]
+        work = sel[t_kind[sel] != K_SYNC]
+        if len(work):
+            tiles_used[i] = int((cyc_rows[work] > 0).any(axis=0).sum())
+        if len(sel):
+            ip = set(t_ipu[sel].tolist())
+            op_ipu[i] = ip.pop() if len(ip) == 1 else -1
+        else:
+            op_ipu[i] = -1
+    for i, name in enumerate(c.ops):
+        info = g.op_info.get(name, {})
+        r, w = reads[i], writes[i]
+        inputs = r - w
+        outputs = {t for t in w if (readers.get(t, set()) - {i}) or t not in readers}
+        min_bytes = sum(g.tensors[t].nbytes for t in inputs | outputs)
+        dt = dtypes[i]
+        prec = "fp16" if "float16" in dt else "fp32" if "float32" in dt else "int32" if dt else "fp32"
+        op_rows.append({
+            "op_id": i, "name": name, "type": info.get("type", _op_type(name)),
+            "ipu": int(op_ipu[i]), "precision": info.get("precision", prec),
+            "flops": int(info.get("flops", flops[i])), "bytes_sram": int(b_sram[i]),
+            "bytes_exchange": int(b_x[i]), "bytes_ipu_link": int(b_link[i]), "bytes_ddr": int(b_ddr[i]),
+            "min_bytes": int(info.get("min_bytes", min_bytes)), "cycles": int(cycles[i]),
+            "compute_cycles": int(comp_c[i]), "exchange_cycles": int(x_c[i]), "sync_cycles": int(sync_c[i]),
+            "stream_cycles": int(stream_c[i]), "tiles_used": int(tiles_used[i]), "plan": str(info.get("plan", "")),
+        })
+    ops = pd.DataFrame(op_rows, columns=list(schema.TABLE_COLUMNS["ops"]))
+    for col in ("op_id", "tiles_used"):
+        ops[col] = ops[col].astype(np.int32)
+    ops["ipu"] = ops["ipu"].astype(np.int16)
+    for col in ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "min_bytes", "cycles",
+                "compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles"):
+        ops[col] = ops[col].astype(np.int64)
+
+    # ---- programs ----------------------------------------------------------------------
+    progs = pd.DataFrame({
+        "prog_id": np.arange(len(c.progs), dtype=np.int32),
+        "parent_id": np.array([p.parent_id for p in c.progs], np.int32),
+        "kind": [p.prog.kind for p in c.progs],
+        "name": [p.prog.name for p in c.progs],
+        "op_id": np.array([c.op_index.get(p.op, -1) if p.op is not None else -1 for p in c.progs], np.int32),
+        "repeat": c.prog_repeat.astype(np.int64),
+        "cs_id": np.array([p.prog.cs.id if isinstance(p.prog, P.Execute) else -1 for p in c.progs], np.int32),
+        "first_step": c.prog_first, "last_step": c.prog_last,
+        "code_bytes": np.array([p.code_bytes for p in c.progs], np.int64),
+        "cycles": c.prog_cycles.astype(np.int64),
+        "lstep": np.array([p.lstep for p in c.progs], np.int64),
+    }, columns=list(schema.TABLE_COLUMNS["programs"]))
+
+    # ---- compute sets / vertices -------------------------------------------------------
+    cs_rows, v_frames = [], []
+    for cs in g.compute_sets:
+        tiles = np.concatenate([grp.tiles for grp in cs.groups]) if cs.groups else np.zeros(0, np.int64)
+        cs_rows.append({"cs_id": cs.id, "name": cs.name,
+                        "op_id": c.op_index.get(cs.op, -1) if cs.op is not None else -1,
+                        "num_vertices": int(len(tiles)), "num_tiles": int(len(np.unique(tiles)))})
+        by_codelet: dict[str, list] = {}
+        for grp in cs.groups:
+            by_codelet.setdefault(grp.codelet.name, []).append(grp)
+        for name, grps in by_codelet.items():
+            tl = np.concatenate([x.tiles for x in grps])
+            cy = np.concatenate([x.cycles(c.target) for x in grps])
+            st = np.concatenate([np.full(x.n, x.codelet.state_bytes + 4 * len(x.fields), np.int64) for x in grps])
+            ut, inv = np.unique(tl, return_inverse=True)
+            v_frames.append(pd.DataFrame({
+                "cs_id": np.full(len(ut), cs.id, np.int32), "codelet": name, "tile": ut.astype(np.int32),
+                "count": np.bincount(inv).astype(np.int64),
+                "cycles": np.bincount(inv, weights=cy).astype(np.int64),
+                "state_bytes": np.bincount(inv, weights=st).astype(np.int64),
+                "code_bytes": np.full(len(ut), int(grps[0].codelet.code_bytes), np.int64),
+            }))
+    compute_sets = pd.DataFrame(cs_rows, columns=list(schema.TABLE_COLUMNS["compute_sets"]))
+    compute_sets = compute_sets.astype({"cs_id": np.int32, "op_id": np.int32, "num_vertices": np.int64,
+                                        "num_tiles": np.int32})
+    vertices = (pd.concat(v_frames, ignore_index=True) if v_frames
+                else pd.DataFrame({k: pd.Series(dtype=np.int64) for k in schema.TABLE_COLUMNS["vertices"]}))
+    vertices = vertices[list(schema.TABLE_COLUMNS["vertices"])]
+
+    # ---- variables ---------------------------------------------------------------------
+    producer = {}
+    for pid in c.leaves:
+        info = c.progs[pid]
+        _, w, _ = _accesses(c, info)
+        for t in w:
+            producer.setdefault(t, c.op_index.get(info.op, -1) if info.op is not None else -1)
+    var_rows = []
+    vt_frames = []
+    for t in g.tensors:
+        tiles, b = c.tensor_tiles[t.id]
+        al = bool(c.always_live[t.id])
+        var_rows.append({
+            "var_id": t.id, "name": t.name, "kind": t.kind, "dtype": t.dtype, "shape": str(t.shape),
+            "bytes": int(b.sum()), "always_live": al,
+            "first_lstep": -1 if al else int(c.first_lstep[t.id]),
+            "last_lstep": -1 if al else int(c.last_lstep[t.id]),
+            "op_id": int(producer.get(t.id, -1)),
+        })
+        vt_frames.append((np.full(len(tiles), t.id, np.int32), tiles.astype(np.int32), b.astype(np.int64)))
+    variables = pd.DataFrame(var_rows, columns=list(schema.TABLE_COLUMNS["variables"]))
+    variables = variables.astype({"var_id": np.int32, "bytes": np.int64, "always_live": bool,
+                                  "first_lstep": np.int64, "last_lstep": np.int64, "op_id": np.int32})
+    if vt_frames:
+        variable_tiles = pd.DataFrame({"var_id": np.concatenate([f[0] for f in vt_frames]),
+                                       "tile": np.concatenate([f[1] for f in vt_frames]),
+                                       "bytes": np.concatenate([f[2] for f in vt_frames])})
+    else:
+        variable_tiles = pd.DataFrame({"var_id": pd.Series(dtype=np.int32), "tile": pd.Series(dtype=np.int32),
+                                       "bytes": pd.Series(dtype=np.int64)})
+
+    # ---- liveness ----------------------------------------------------------------------
+    ltb = c.liveness_tile_bytes
+    L = len(c.leaves)
+    liveness_steps = pd.DataFrame({
+        "lstep": np.arange(L, dtype=np.int64),
+        "prog_id": np.array(c.leaves, np.int32),
+        "name": [c.progs[p].prog.name for p in c.leaves],
+        "total_bytes": ltb.sum(axis=1).astype(np.int64) if L else np.zeros(0, np.int64),
+        "max_tile_bytes": ltb.max(axis=1).astype(np.int64) if L else np.zeros(0, np.int64),
+        "max_tile": ltb.argmax(axis=1).astype(np.int32) if L else np.zeros(0, np.int32),
+    }, columns=list(schema.TABLE_COLUMNS["liveness_steps"]))
+
+    run = {
+        "model": model, "config": dict(config or {}), "emulator_version": EMULATOR_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fits": bool(c.fits),
+        "timing_only": mode == "timing", "numeric_checks": dict(numeric_checks or {}),
+        "mode": mode, "total_cycles": int(c.total_cycles),
+        "seconds": c.total_cycles / c.target.clock_hz,
+        "oom_tiles": [list(x) for x in c.oom_report[:16]],
+    }
+    return schema.ProfileData(
+        target=c.target.info(), run=run, memory=c.memory.copy(), steps=steps,
+        step_tile_cycles=StepTileArray(cyc_rows, seq), step_tile_bytes_in=StepTileArray(in_rows, seq),
+        step_tile_bytes_out=StepTileArray(out_rows, seq), ops=ops, programs=progs, compute_sets=compute_sets,
+        vertices=vertices, variables=variables, variable_tiles=variable_tiles, liveness_steps=liveness_steps,
+        liveness_tile_bytes=_clip_u32(ltb), extra=dict(extra or {}),
+    )
