@@ -226,6 +226,13 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
                  f"(over by {fmt_bytes(r.over)})" for t, r in worst.iterrows()]
         text = (f"{len(over):,} of {n_tiles:,} tiles need more memory than they have; "
                 f"{fmt_bytes(over['over'].sum())} over capacity in total. Worst: " + "; ".join(lines) + ".")
+        t0 = int(over.index[0])
+        r0 = bt.loc[t0]
+        cats = r0[list(profile.memory.categories)].astype(np.int64).sort_values(ascending=False)
+        cats = cats[cats > 0].head(3)
+        text += (f" {_tile_name(profile, t0).capitalize()} holds {fmt_bytes(r0['always_live'])} always live and "
+                 f"{fmt_bytes(r0['not_always_live'])} at its not-always-live peak; largest categories: "
+                 + ", ".join(f"{c} {fmt_bytes(b)}" for c, b in cats.items()) + ".")
         out.append(Finding("error", "oom", "Out of memory", text, tiles=tuple(int(t) for t in over.index[:50]),
                            numbers={"tiles_over": len(over), "worst_tiles": [int(t) for t in worst.index],
                                     "worst_bytes": worst["total"].astype(int).tolist(),
