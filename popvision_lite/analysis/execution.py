@@ -206,12 +206,14 @@ def _norm_levels(levels, tiles_per_ipu: int):
 
 
 def _row_edges(t0: int, t1: int, rows: int, align: int = 1, tpi: int | None = None) -> np.ndarray:
-    """Tile edges splitting [t0, t1) into <= rows rows of equal (aligned) size, never straddling IPUs."""
+    """Tile edges splitting [t0, t1) into ~rows rows of equal (aligned) size; rows restart at each
+    IPU boundary so none straddles two IPUs."""
     n = t1 - t0
     per = max(align, int(np.ceil(n / max(rows, 1) / align)) * align)
-    edges = list(range(t0, t1, per))
-    if tpi:  # cut at IPU boundaries too
-        edges = sorted(set(edges) | set(range((t0 // tpi + 1) * tpi, t1, tpi)))
+    cuts = [t0] + (list(range((t0 // tpi + 1) * tpi, t1, tpi)) if tpi else []) + [t1]
+    edges: list[int] = []
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        edges.extend(range(a, b, per))
     edges.append(t1)
     return np.asarray(edges, dtype=np.int64)
 
