@@ -257,7 +257,15 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     isz = prog.src.tensor.itemsize
     nbytes = plan.length * isz
     cross = plan.src_tile != plan.dst_tile
-    bout = np.bincount(plan.src_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    # a source piece sent to several tiles goes out once (the exchange multicasts)
+    xi = np.nonzero(cross)[0]
+    if len(xi):
+        key = np.stack([plan.src_elem[xi], plan.length[xi]], axis=1)
+        _, first = np.unique(key, axis=0, return_index=True)
+        xs = xi[first]
+    else:
+        xs = xi
+    bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
     bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
     local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile

@@ -1,0 +1,247 @@
+"""Emulator core: numerics equal numpy, cycle counts equal hand calculations, timing == full."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from popvision_lite.emulator import Engine, Graph, Target
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.profile.schema import STEP_KIND_CODE, TABLE_COLUMNS
+
+
+@pytest.fixture(scope="module")
+def mk2():
+    return Target.from_device("ipu-mk2", num_ipus=1)
+
+
+def _elementwise(g, cs, codelet, out, *ins, **params):
+    tiles, starts, sizes = M.worker_split(out)
+    names = codelet.inputs
+    fields = {n: t.regions(starts, sizes) for n, t in zip(names, ins, strict=True)}
+    fields["out"] = out.regions(starts, sizes)
+    return g.add_vertices(cs, codelet, tiles, fields=fields, params=params)
+
+
+def test_elementwise_chain_fp16_matches_numpy(mk2):
+    g = Graph(mk2)
+    n = 5000
+    tiles = range(10)
+    x = g.add_variable("x", (n,), "float16", mapping=M.linear(n, tiles))
+    y = g.add_variable("y", (n,), "float16", mapping=M.linear(n, tiles))
+    h = g.add_variable("h", (n,), "float16", mapping=M.linear(n, tiles))
+    out = g.add_variable("out", (n,), "float16", mapping=M.linear(n, tiles))
+    cs1 = g.add_compute_set("mul", op="f/mul")
+    _elementwise(g, cs1, C.MUL, h, x, y)
+    cs2 = g.add_compute_set("relu", op="f/relu")
+    _elementwise(g, cs2, C.RELU, out, h)
+    cs3 = g.add_compute_set("scale", op="f/scale")
+    _elementwise(g, cs3, C.SCALE, h, out, scale=np.float32(0.5))
+    prog = P.Sequence([P.Execute(cs1), P.Execute(cs2), P.Execute(cs3)])
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal(n).astype(np.float16)
+    yv = rng.standard_normal(n).astype(np.float16)
+    res = Engine(g, prog).run(inputs={"x": xv, "y": yv})
+    expect_out = np.maximum(xv * yv, np.float16(0))
+    np.testing.assert_array_equal(res.outputs["out"], expect_out)
+    np.testing.assert_allclose(res.outputs["h"], (expect_out * 0.5).astype(np.float16))
+    ops = res.profile_data.ops.set_index("name")
+    assert ops.loc["f/mul", "flops"] == n
+    assert ops.loc["f/mul", "precision"] == "fp16"
+
+
+def _block_matmul_graph(target, dtype="float32", bm=16, bk=16, bn=16, mb=2, kb=2, nb=2):
+    """A (mb*bm, kb*bk) @ B: vertex (i, j, k) on tile i*nb+j; partials reduced on the same tile."""
+    g = Graph(target)
+    M_, K_, N_ = mb * bm, kb * bk, nb * bn
+    ntile = mb * nb
+    A = g.add_variable("A", (M_, K_), dtype, mapping=M.single_tile(M_ * K_, ntile))
+    B = g.add_variable("B", (K_, N_), dtype, mapping=M.single_tile(K_ * N_, ntile + 1))
+    vt = np.array([i * nb + j for i in range(mb) for j in range(nb) for _ in range(kb)])
+    vi = np.array([i for i in range(mb) for j in range(nb) for _ in range(kb)])
+    vj = np.array([j for i in range(mb) for j in range(nb) for _ in range(kb)])
+    vk = np.array([k for i in range(mb) for j in range(nb) for k in range(kb)])
+    nv = len(vt)
+    As = g.add_variable("As", (nv, bm, bk), dtype, mapping=M.by_blocks((nv, bm, bk), (1, bm, bk), vt))
+    Bs = g.add_variable("Bs", (nv, bk, bn), dtype, mapping=M.by_blocks((nv, bk, bn), (1, bk, bn), vt))
+    Pp = g.add_variable("P", (kb, M_, N_), "float32",
+                        mapping=M.by_blocks((kb, M_, N_), (1, bm, bn),
+                                            [i * nb + j for _k in range(kb) for i in range(mb) for j in range(nb)]))
+    Cm = g.add_variable("C", (M_, N_), "float32", mapping=M.by_blocks((M_, N_), (bm, bn), range(ntile)))
+    v = np.arange(nv)
+    z = np.zeros(nv, np.int64)
+    g.add_op("mm", type="matmul", plan=f"{mb}x{nb}x{kb}")
+    cp_a = P.Copy(A.blocks((bm, bk), np.stack([vi, vk], 1)), As.blocks((1, bm, bk), np.stack([v, z, z], 1)),
+                  name="bcast A", op="mm")
+    cp_b = P.Copy(B.blocks((bk, bn), np.stack([vk, vj], 1)), Bs.blocks((1, bk, bn), np.stack([v, z, z], 1)),
+                  name="bcast B", op="mm")
+    cs = g.add_compute_set("mm/partials", op="mm")
+    g.add_vertices(cs, C.BLOCK_MATMUL, vt, fields={
+        "a": As.blocks((1, bm, bk), np.stack([v, z, z], 1)),
+        "b": Bs.blocks((1, bk, bn), np.stack([v, z, z], 1)),
+        "out": Pp.blocks((1, bm, bn), np.stack([vk, vi, vj], 1)),
+    })
+    red = g.add_compute_set("mm/reduce", op="mm")
+    ri = np.array([i for i in range(mb) for j in range(nb)])
+    rj = np.array([j for i in range(mb) for j in range(nb)])
+    g.add_vertices(red, C.REDUCE_ADD, ri * nb + rj, fields={
+        "in": Pp.blocks((kb, bm, bn), np.stack([np.zeros_like(ri), ri, rj], 1)),
+        "out": Cm.blocks((bm, bn), np.stack([ri, rj], 1)),
+    })
+    prog = P.Sequence([cp_a, cp_b, P.Execute(cs), P.Execute(red)], name="matmul", op="mm")
+    return g, prog
+
+
+def test_block_matmul_with_copies_and_reduce_matches_numpy(mk2):
+    g, prog = _block_matmul_graph(mk2)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((32, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 32)).astype(np.float32)
+    res = Engine(g, prog).run(inputs={"A": a, "B": b})
+    np.testing.assert_allclose(res.outputs["C"], a @ b, rtol=1e-5, atol=1e-4)
+    op = res.profile_data.ops.set_index("name").loc["mm"]
+    assert op["flops"] == 2 * 32 * 32 * 32 + (2 - 1) * 32 * 32  # products + one add per reduced element
+    assert op["type"] == "matmul" and op["plan"] == "2x2x2"
+    # A is read from one tile; each A block goes to nb=2 vertices: bytes over the exchange = every
+    # vertex's A and B block once (multicast does not reduce what the receivers get)
+    assert op["bytes_exchange"] == 2 * 8 * 16 * 16 * 4
+    assert op["min_bytes"] == (32 * 32 * 4) * 2 + 32 * 32 * 4  # A, B in, C out
+
+
+def test_block_matmul_fp16_accumulates_in_fp32(mk2):
+    g, prog = _block_matmul_graph(mk2, dtype="float16")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    res = Engine(g, prog).run(inputs={"A": a, "B": b})
+    np.testing.assert_allclose(res.outputs["C"], a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-4)
+
+
+def test_compute_cycles_match_hand_calculation(mk2):
+    g = Graph(mk2)
+    # tile 0: one vertex of 8 float32; tile 1: two vertices of 4 float32
+    x = g.add_variable("x", (16,), "float32", mapping=M.intervals([0, 1], [0, 8], [8, 16]))
+    y = g.add_variable("y", (16,), "float32", mapping=M.intervals([0, 1], [0, 8], [8, 16]))
+    cs = g.add_compute_set("add")
+    starts, sizes = np.array([0, 8, 12]), np.array([8, 4, 4])
+    g.add_vertices(cs, C.ADD, [0, 1, 1], fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
+                                                 "out": y.regions(starts, sizes)})
+    res = Engine(g, P.Execute(cs), mode="timing").run()
+    launch = mk2.em["vertex_launch_cycles"]
+    threads = mk2.threads_per_tile
+    # Add: overhead 14 + 3 cycles per 64-bit vector (2 x float32)
+    v8 = 14 + 3 * 4
+    v4 = 14 + 3 * 2
+    tile0 = threads * v8 + launch           # one worker busy
+    tile1 = threads * v4 + launch           # two workers in parallel, one vertex each
+    st = np.asarray(res.profile_data.step_tile_cycles[0:1])[0]
+    assert st[0] == tile0 and st[1] == tile1 and st[2:].sum() == 0
+    assert res.total_cycles == tile0
+    # 7 vertices on one tile: worker 0 gets two of them
+    g2 = Graph(mk2)
+    x2 = g2.add_variable("x", (28,), "float32", mapping=M.single_tile(28, 0))
+    cs2 = g2.add_compute_set("add7")
+    s7 = np.arange(7) * 4
+    g2.add_vertices(cs2, C.ADD, np.zeros(7, int), fields={"a": x2.regions(s7, 4), "b": x2.regions(s7, 4),
+                                                          "out": x2.regions(s7, 4)})
+    r2 = Engine(g2, P.Execute(cs2), mode="timing").run()
+    assert r2.total_cycles == threads * 2 * v4 + launch
+
+
+def test_exchange_and_sync_cycles_match_hand_calculation(mk2):
+    g = Graph(mk2)
+    a = g.add_variable("a", (100,), "float32", mapping=M.single_tile(100, 0))
+    b = g.add_variable("b", (100,), "float32", mapping=M.single_tile(100, 1))
+    res = Engine(g, P.Sequence([P.Copy(a, b), P.Sync("internal")]), mode="timing").run()
+    steps = res.profile_data.steps
+    kinds = steps["kind"].tolist()
+    assert kinds == [STEP_KIND_CODE["sync"], STEP_KIND_CODE["exchange_internal"], STEP_KIND_CODE["sync"]]
+    sync = mk2.em["max_ipu_sync_delay_cycles"]  # the slowest tile's relative sync delay
+    xch = int(np.ceil(400 / mk2.em["exchange_bytes_per_cycle"]))
+    assert (steps["end_cycle"] - steps["start_cycle"]).tolist() == [sync, xch, sync]
+    assert res.total_cycles == 2 * sync + xch
+    ex = steps.iloc[1]
+    assert ex["bytes_in"] == 400 and ex["bytes_out"] == 400
+    bi = np.asarray(res.profile_data.step_tile_bytes_in[1:2])[0]
+    bo = np.asarray(res.profile_data.step_tile_bytes_out[1:2])[0]
+    assert bi[1] == 400 and bo[0] == 400 and bi.sum() == 400
+
+
+def test_global_exchange_and_stream_copy_cycles():
+    t = Target.from_device("ipu-mk2", num_ipus=2)
+    g = Graph(t)
+    a = g.add_variable("a", (100,), "float32", mapping=M.single_tile(100, 0))
+    b = g.add_variable("b", (100,), "float32", mapping=M.single_tile(100, t.tiles_per_ipu))
+    hb = g.add_host_buffer("feed", (250,), "float32")
+    c = g.add_variable("c", (250,), "float32", mapping=M.single_tile(250, 5))
+    prog = P.Sequence([P.Copy(a, b), P.StreamCopy(hb, c)])
+    res = Engine(g, prog).run(inputs={"a": np.arange(100, dtype=np.float32), "feed": np.ones(250, np.float32)})
+    np.testing.assert_array_equal(res.outputs["b"], np.arange(100))
+    np.testing.assert_array_equal(res.outputs["c"], np.ones(250))
+    em = t.em
+    link = int(np.ceil(400 / em["ipu_link_bytes_per_cycle"])) + em["ipu_link_latency_cycles"]
+    xg = max(int(np.ceil(400 / em["exchange_bytes_per_cycle"])), link)
+    stream = max(int(np.ceil(1000 / em["exchange_bytes_per_cycle"])),
+                 int(np.ceil(1000 / em["ddr_bytes_per_cycle"]))) + em["stream_copy_latency_cycles"]
+    steps = res.profile_data.steps
+    assert steps["kind"].tolist() == [STEP_KIND_CODE[k] for k in ("sync", "exchange_global", "sync", "stream_copy")]
+    assert (steps["end_cycle"] - steps["start_cycle"]).tolist() == [em["global_sync_cycles"], xg,
+                                                                     em["global_sync_cycles"], stream]
+    assert int(res.profile_data.steps["bytes_in"].sum()) == 400 + 1000
+
+
+def test_repeat_runs_numerics_n_times_and_unrolls_steps(mk2):
+    g = Graph(mk2)
+    x = g.add_variable("x", (600,), "float32", mapping=M.linear(600, range(3)))
+    cs = g.add_compute_set("double", op="loop/double")
+    tiles, starts, sizes = M.worker_split(x)
+    g.add_vertices(cs, C.ADD, tiles, fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
+                                             "out": x.regions(starts, sizes)})
+    body = P.Sequence([P.Execute(cs), P.Sync()], name="body")
+    once = Engine(g, body, mode="timing").run()
+    res = Engine(g, P.Repeat(5, body, name="loop"), mode="full").run(inputs={"x": np.ones(600, np.float32)})
+    np.testing.assert_array_equal(res.outputs["x"], np.full(600, 32.0))
+    assert len(res.profile_data.steps) == 5 * len(once.profile_data.steps)
+    assert res.total_cycles == 5 * once.total_cycles
+    progs = res.profile_data.programs.set_index("name")
+    assert progs.loc["loop", "repeat"] == 5
+    assert progs.loc["double", "first_step"] == 0
+    assert progs.loc["double", "last_step"] == 8  # 5 iterations x (compute, sync): last compute is step 8
+    assert progs.loc["loop", "cycles"] == res.total_cycles
+    assert res.profile_data.ops.set_index("name").loc["loop/double", "flops"] == 5 * 600
+    # liveness counts the body once
+    assert len(res.profile_data.liveness_steps) == 2
+
+
+def test_timing_mode_equals_full_mode(mk2):
+    g, prog = _block_matmul_graph(mk2, dtype="float16")
+    full = Engine(g, prog, mode="full").run()
+    timing = Engine(g, prog, mode="timing").run()
+    assert timing.outputs == {}
+    assert full.total_cycles == timing.total_cycles > 0
+    np.testing.assert_array_equal(full.profile_data.memory, timing.profile_data.memory)
+    for name in TABLE_COLUMNS:
+        if name == "steps" or name == "ops":
+            a, b = getattr(full.profile_data, name), getattr(timing.profile_data, name)
+            assert a.equals(b), name
+    np.testing.assert_array_equal(np.asarray(full.profile_data.step_tile_cycles),
+                                  np.asarray(timing.profile_data.step_tile_cycles))
+    assert timing.profile_data.run["timing_only"] and not full.profile_data.run["timing_only"]
+
+
+def test_profile_tables_follow_schema_and_write(tmp_path, mk2):
+    import popvision_lite as pvl
+
+    g, prog = _block_matmul_graph(mk2)
+    res = Engine(g, prog, model="tiny-mm").run(profile_path=tmp_path / "mm.pvl")
+    pdata = res.profile_data
+    for name, cols in TABLE_COLUMNS.items():
+        assert tuple(getattr(pdata, name).columns) == cols, name
+    with pvl.open(tmp_path / "mm.pvl") as p:
+        assert p.run["model"] == "tiny-mm" and p.run["fits"]
+        assert len(p.steps) == len(pdata.steps)
+        np.testing.assert_array_equal(p.memory.array(), pdata.memory)
+        w = p.step_tiles.window(0, len(pdata.steps))
+        np.testing.assert_array_equal(w.cycles, np.asarray(pdata.step_tile_cycles))
