@@ -1,0 +1,135 @@
+"""Emulator memory: placement by category, liveness, out-of-memory with a readable profile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.emulator import Engine, Graph, Target
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.errors import OutOfMemoryError
+from popvision_lite.profile.schema import CATEGORY_CODE
+
+
+@pytest.fixture(scope="module")
+def mk2():
+    return Target.from_device("ipu-mk2", num_ipus=1)
+
+
+def _add(g, cs, out, a, b):
+    tiles, starts, sizes = M.worker_split(out)
+    return g.add_vertices(cs, C.ADD, tiles, fields={"a": a.regions(starts, sizes), "b": b.regions(starts, sizes),
+                                                    "out": out.regions(starts, sizes)})
+
+
+def test_liveness_tensor_dies_midway(mk2):
+    g = Graph(mk2)
+    n = 600  # float32 over tiles 0..2: 800 B per tile per tensor
+    mp = M.linear(n, range(3))
+    x = g.add_variable("x", (n,), "float32", mapping=mp)
+    t1 = g.add_variable("t1", (n,), "float32", mapping=mp)
+    t2 = g.add_variable("t2", (n,), "float32", mapping=mp)
+    y = g.add_variable("y", (n,), "float32", mapping=mp)
+    steps = []
+    for name, out, a, b in (("s0", t1, x, x), ("s1", t2, t1, x), ("s2", y, t2, t2), ("s3", y, y, x)):
+        cs = g.add_compute_set(name)
+        _add(g, cs, out, a, b)
+        steps.append(P.Execute(cs))
+    res = Engine(g, P.Sequence(steps), mode="timing").run()
+    v = res.profile_data.variables.set_index("name")
+    assert bool(v.loc["x", "always_live"])  # input: read before any write
+    assert (v.loc["t1", "first_lstep"], v.loc["t1", "last_lstep"]) == (0, 1)  # dies after s1
+    assert (v.loc["t2", "first_lstep"], v.loc["t2", "last_lstep"]) == (1, 2)
+    assert (v.loc["y", "first_lstep"], v.loc["y", "last_lstep"]) == (2, 3)  # output: live to the end
+    per = 800
+    ltb = res.profile_data.liveness_tile_bytes
+    assert ltb.shape == (4, mk2.num_tiles)
+    np.testing.assert_array_equal(ltb[:, 0], [per, 2 * per, 2 * per, per])
+    assert ltb[:, 3:].sum() == 0
+    ls = res.profile_data.liveness_steps
+    assert ls["total_bytes"].tolist() == [3 * per, 6 * per, 6 * per, 3 * per]
+    mem = res.profile_data.memory
+    var = CATEGORY_CODE["variable"]
+    assert mem[0, var, 0] == per  # x always live
+    assert mem[0, var, 1] == 2 * per  # peak of not-always-live
+
+
+def test_liveness_loop_carried_and_read_in_loop(mk2):
+    g = Graph(mk2)
+    mp = M.linear(60, range(1))
+    a = g.add_variable("a", (60,), "float32", mapping=mp)
+    acc = g.add_variable("acc", (60,), "float32", mapping=mp)
+    w = g.add_variable("w", (60,), "float32", mapping=mp)
+    tmp = g.add_variable("tmp", (60,), "float32", mapping=mp)
+    cs_w = g.add_compute_set("make_w")
+    _add(g, cs_w, w, a, a)          # lstep 0: w written before the loop
+    cs_t = g.add_compute_set("tmp")
+    _add(g, cs_t, tmp, w, a)        # lstep 1 (in loop): reads w
+    cs_acc = g.add_compute_set("acc")
+    _add(g, cs_acc, acc, acc, tmp)  # lstep 2 (in loop): acc += tmp
+    cs_end = g.add_compute_set("end")
+    _add(g, cs_end, a, acc, acc)    # lstep 3
+    prog = P.Sequence([P.Execute(cs_w), P.Repeat(3, P.Sequence([P.Execute(cs_t), P.Execute(cs_acc)])),
+                       P.Execute(cs_end)])
+    res = Engine(g, prog).run(inputs={"a": np.ones(60, np.float32)})
+    np.testing.assert_array_equal(res.outputs["a"], np.full(60, 18.0))  # acc = 3 x 3, a = 2 acc
+    v = res.profile_data.variables.set_index("name")
+    assert (v.loc["w", "first_lstep"], v.loc["w", "last_lstep"]) == (0, 2)  # read again by later iterations
+    assert (v.loc["tmp", "first_lstep"], v.loc["tmp", "last_lstep"]) == (1, 2)
+    assert bool(v.loc["acc", "always_live"])  # read (acc += ...) before first written
+
+
+def test_memory_categories(mk2):
+    g = Graph(mk2)
+    x = g.add_variable("x", (64, 64), "float32", mapping=M.single_tile(64 * 64, 0))
+    k = g.add_constant("k", np.ones((64, 64), np.float32), mapping=M.single_tile(64 * 64, 0))
+    y = g.add_variable("y", (64, 64), "float32", mapping=M.single_tile(64 * 64, 1))
+    cs = g.add_compute_set("mm")
+    # 2 matmul vertices on tile 0 reading 32x64 @ 64x... keep it simple: one elementwise group
+    _add(g, cs, x, x, k)
+    prog = P.Sequence([P.Execute(cs), P.Copy(x, y)])
+    res = Engine(g, prog, mode="timing").run()
+    mem = res.profile_data.memory
+    cat = CATEGORY_CODE
+    nv = 6  # 4096 elements split over 6 workers
+    assert mem[0, cat["constant"], 0] == 64 * 64 * 4
+    assert mem[0, cat["vertexCode"], 0] == C.ADD.code_bytes
+    assert mem[1, cat["vertexCode"], 0] == 0
+    assert mem[0, cat["vertexInstanceState"], 0] == nv * (C.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
+    assert mem[0, cat["internalExchangeCode"], 0] > 0 and mem[1, cat["internalExchangeCode"], 0] > 0
+    assert mem[5, cat["internalExchangeCode"], 0] == 0
+    assert (mem[:, cat["stack"], 0] == cm.stack_bytes(mk2.threads_per_tile)).all()
+    assert (mem[:, cat["controlCode"], 0] > 0).all()  # every tile takes part in the sync
+
+
+def test_out_of_memory_raises_and_writes_readable_profile(tmp_path, mk2):
+    g = Graph(mk2)
+    cap = mk2.sram_bytes_per_tile
+    n_big = cap // 4 + 1000  # float32 elements: more than one tile holds
+    big = g.add_variable("big", (n_big,), "float32", mapping=M.single_tile(n_big, 7))
+    small = g.add_variable("small", (100,), "float32", mapping=M.single_tile(100, 8))
+    cs = g.add_compute_set("touch")
+    _add(g, cs, small, small, small)
+    path = tmp_path / "oom.pvl"
+    eng = Engine(g, P.Sequence([P.Execute(cs), P.Copy(small, big.flat_slice(0, 100))]), model="oom-case")
+    cg = eng.compile()
+    assert not cg.fits and cg.oom_report[0][0] == 7
+    with pytest.raises(OutOfMemoryError) as ei:
+        eng.run(inputs={"small": np.ones(100, np.float32)}, profile_path=path)
+    err = ei.value
+    assert "tile 7" in str(err) and "IPU 0" in str(err) and f"{cap:,}" in str(err)
+    assert err.worst_tiles[0][0] == 7 and err.worst_tiles[0][1] > cap
+    assert err.profile_path == str(path) and path.exists()
+    with pvl.open(path) as p:
+        assert p.run["fits"] is False
+        by_tile = p.memory.by_tile()
+        assert bool(by_tile.loc[7, "over_capacity"]) and not bool(by_tile.loc[8, "over_capacity"])
+        assert by_tile.loc[7, "total"] > cap
+        assert len(p.steps) > 0  # execution costs still computed without numerics
+    # allow_out_of_memory: no raise, fits False
+    res = eng.run(allow_out_of_memory=True)
+    assert res.fits is False and res.profile_data.run["fits"] is False
