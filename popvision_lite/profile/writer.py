@@ -44,7 +44,7 @@ AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
 
 # Blosc codec and level for bulk arrays ("cname-level"); see docs/decisions/0001-profile-format.md.
-COMPRESSION = "zstd-3"
+COMPRESSION = "lz4-5"
 
 
 def _compression() -> dict[str, Any]:

@@ -1,0 +1,322 @@
+"""Every kind of bad profile input raises a ProfileError subclass naming the file and the problem;
+writes are atomic (a killed writer leaves no valid-looking file)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from popvision_lite.errors import ProfileError, ProfileVersionError
+from popvision_lite.profile import schema, writer
+from popvision_lite.profile.reader import open_profile
+from popvision_lite.profile.synthetic import make_synthetic
+from popvision_lite.profile.writer import write_profile
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    p = tmp_path_factory.mktemp("good") / "good.pvl"
+    write_profile(p, make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=120, seed=0, num_layers=1))
+    return p
+
+
+@pytest.fixture
+def copy(good, tmp_path):
+    def make(name="bad.pvl"):
+        dst = tmp_path / name
+        shutil.copy(good, dst)
+        return dst
+
+    return make
+
+
+def _expect(path, *words, cls=ProfileError):
+    with pytest.raises(cls) as ei:
+        with open_profile(path) as p:
+            # some problems only show when data is read; read everything
+            for name in schema.TABLE_COLUMNS:
+                getattr(p, name)
+            p.memory.array()
+            p.step_tiles.window(0, p.num_steps)
+    msg = str(ei.value)
+    assert str(path) in msg, msg
+    for w in words:
+        assert w.lower() in msg.lower(), (w, msg)
+    return ei.value
+
+
+def test_good_file_opens(good):
+    with open_profile(good) as p:
+        assert p.num_steps == 120
+
+
+def test_missing_file(tmp_path):
+    _expect(tmp_path / "nope.pvl", "no such file")
+
+
+def test_directory(tmp_path):
+    _expect(tmp_path, "directory")
+
+
+def test_empty_file(tmp_path):
+    f = tmp_path / "empty.pvl"
+    f.write_bytes(b"")
+    _expect(f, "empty")
+
+
+def test_not_a_profile_text(tmp_path):
+    f = tmp_path / "notes.pvl"
+    f.write_text("hello, I am not a profile\n" * 20)
+    _expect(f, "not a popvision-lite profile")
+
+
+def test_other_hdf5_file(tmp_path):
+    f = tmp_path / "other.h5"
+    with h5py.File(f, "w") as h:
+        h["x"] = np.arange(3)
+    _expect(f, "not a popvision-lite profile", "format attribute")
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.5, 0.9])
+def test_truncated(good, tmp_path, keep):
+    data = good.read_bytes()
+    f = tmp_path / "trunc.pvl"
+    f.write_bytes(data[: int(len(data) * keep)])
+    _expect(f, "truncated")
+
+
+def test_corrupt_chunk_in_data(copy):
+    f = copy()
+    with h5py.File(f, "r") as h:
+        off = h["arrays/step_tile_cycles"].id.get_chunk_info(0).byte_offset
+    with open(f, "r+b") as fh:  # scribble over the first compressed chunk of step_tile_cycles
+        fh.seek(off)
+        fh.write(b"\xff" * 64)
+    with open_profile(f) as p:  # header is intact, so it opens
+        with pytest.raises(ProfileError) as ei:
+            p.step_tiles.window(0, 10)
+    assert "step_tile_cycles" in str(ei.value) and str(f) in str(ei.value)
+
+
+def test_newer_version(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        h.attrs["format_version"] = schema.FORMAT_VERSION + 1
+    e = _expect(f, f"version {schema.FORMAT_VERSION + 1}", f"up to {schema.FORMAT_VERSION}",
+                cls=ProfileVersionError)
+    assert isinstance(e, ProfileError)
+
+
+def test_incomplete_flag(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        h.attrs["complete"] = False
+    _expect(f, "incomplete")
+
+
+def test_bad_target_header(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        t = json.loads(h.attrs["target"])
+        t["tiles_per_ipu"] = -4
+        h.attrs["target"] = json.dumps(t)
+    _expect(f, "target.tiles_per_ipu")
+    with h5py.File(f, "r+") as h:
+        h.attrs["target"] = "{not json"
+    _expect(f, "target")
+
+
+@pytest.mark.parametrize("table", ["steps", "ops", "variables"])
+def test_missing_table(copy, table):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["tables"][table]
+    _expect(f, f"missing table '{table}'")
+
+
+@pytest.mark.parametrize("array", ["memory", "step_tile_bytes_in", "liveness_tile_bytes"])
+def test_missing_array(copy, array):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["arrays"][array]
+    _expect(f, f"missing array '{array}'")
+
+
+def test_missing_column(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["tables/ops/flops"]
+    _expect(f, "table 'ops'", "flops")
+
+
+def test_step_tile_rows_disagree_with_steps(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["arrays/step_tile_cycles"]
+        h["arrays"].create_dataset("step_tile_cycles", data=np.zeros((119, 32), np.uint32))
+    _expect(f, "step_tile_cycles", "(119, 32)", "(120, 32)", "steps rows")
+
+
+def test_memory_tiles_disagree_with_target(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["arrays/memory"]
+        h["arrays"].create_dataset("memory", data=np.zeros((31, len(schema.MEMORY_CATEGORIES), 2), np.int64))
+    _expect(f, "memory", "target tiles")
+
+
+def test_table_columns_of_different_lengths(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["tables/steps/end_cycle"]
+        h["tables/steps"].create_dataset("end_cycle", data=np.zeros(7, np.int64))
+    _expect(f, "table 'steps'", "different lengths")
+
+
+def test_bad_array_dtype(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        del h["arrays/memory"]
+        h["arrays"].create_dataset("memory", data=np.zeros((32, len(schema.MEMORY_CATEGORIES), 2), np.float32))
+    _expect(f, "memory", "dtype", "float32")
+
+
+def test_bad_column_dtype(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        n = h["tables/ops/flops"].shape[0]
+        del h["tables/ops/flops"]
+        h["tables/ops"].create_dataset("flops", data=np.array(["x"] * n, dtype="S1"))
+    _expect(f, "table 'ops'", "flops", "dtype")
+
+
+def test_dictionary_codes_out_of_range(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        h["tables/ops/name"][0] = 10_000
+    _expect(f, "table 'ops'", "name", "categories")
+
+
+def test_unknown_summary_level_and_table(good):
+    with open_profile(good) as p:
+        with pytest.raises(ProfileError, match="stored levels"):
+            p.step_tiles.summary(3, 3)
+        with pytest.raises(ProfileError, match="unknown table"):
+            p.table("nope")
+        with pytest.raises(ProfileError, match="tile index out of range"):
+            p.step_tiles.window(0, 10, tiles=[0, 32])
+    with pytest.raises(ProfileError, match="closed"):
+        p.memory.array()
+
+
+# ---- writer errors and atomicity ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_data():
+    return make_synthetic(num_ipus=1, tiles_per_ipu=16, num_steps=40, num_layers=1)
+
+
+def test_write_to_missing_folder(small_data, tmp_path):
+    target = tmp_path / "no" / "such" / "run.pvl"
+    with pytest.raises(ProfileError, match="does not exist"):
+        write_profile(target, small_data)
+
+
+def test_write_to_unwritable_folder(small_data, tmp_path, monkeypatch):
+    # root ignores chmod, so simulate the OS refusing to create the temp file
+    def refuse(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(ProfileError, match="cannot create a file in folder") as ei:
+        write_profile(tmp_path / "run.pvl", small_data)
+    assert str(tmp_path / "run.pvl") in str(ei.value)
+
+
+def test_disk_full_leaves_nothing(small_data, tmp_path, monkeypatch):
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, "_write_table", full)
+    with pytest.raises(ProfileError, match="disk full"):
+        write_profile(tmp_path / "run.pvl", small_data)
+    assert list(tmp_path.iterdir()) == []  # neither target nor temp file
+
+
+def test_write_rejects_inconsistent_data(small_data, tmp_path):
+    bad = schema.ProfileData(**{**small_data.__dict__,
+                                "step_tile_cycles": np.zeros((39, 16), np.uint32)})
+    with pytest.raises(ProfileError, match="step_tile_cycles"):
+        write_profile(tmp_path / "run.pvl", bad)
+    bad = schema.ProfileData(**{**small_data.__dict__, "ops": small_data.ops.drop(columns=["flops"])})
+    with pytest.raises(ProfileError, match="table 'ops' lacks"):
+        write_profile(tmp_path / "run.pvl", bad)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ProfileError, match="directory"):
+        write_profile(tmp_path, small_data)
+
+
+def test_killed_writer_leaves_no_valid_file(tmp_path, good):
+    target = tmp_path / "run.pvl"
+    shutil.copy(good, target)  # an older, valid profile at the target survives the killed write
+    before = target.read_bytes()
+    script = textwrap.dedent(f"""
+        import sys, time
+        from popvision_lite.profile.synthetic import write_synthetic
+        def progress(done, total):
+            print("batch", done, flush=True)
+            time.sleep(30)  # hold the writer mid-file until the test kills it
+        write_synthetic({str(target)!r}, num_ipus=1, tiles_per_ipu=64, num_steps=5000, progress=progress)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("batch"), line
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert target.read_bytes() == before
+    leftovers = [p for p in tmp_path.iterdir() if p != target]
+    assert leftovers, "expected the killed writer's temp file"
+    for p in leftovers:
+        assert p.name.startswith(".run.pvl.") and p.suffix == ".tmp"
+        with pytest.raises(ProfileError):
+            open_profile(p).close()
+    with open_profile(target) as p:
+        assert p.num_steps == 120
+
+
+def test_killed_writer_without_previous_file(tmp_path):
+    target = tmp_path / "fresh.pvl"
+    script = textwrap.dedent(f"""
+        import time
+        from popvision_lite.profile.synthetic import write_synthetic
+        def progress(done, total):
+            print("batch", done, flush=True)
+            time.sleep(30)
+        write_synthetic({str(target)!r}, num_ipus=1, tiles_per_ipu=64, num_steps=5000, progress=progress)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("batch")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not target.exists()
+    assert all(Path(p).name.startswith(".fresh.pvl.") for p in tmp_path.iterdir())
