@@ -27,8 +27,12 @@ def test_matmul_plan_fits_and_covers(shape):
     assert p.tiles_used <= MK2.tiles
     # blocks cover the whole problem
     assert p.bm * p.pm >= M and p.bn * p.pn >= N and p.bk * p.pk >= K
-    # compute estimate is the largest block's FLOPs at peak
-    assert p.compute_cycles == math.ceil(2 * p.bm * p.bn * p.bk / 128)
+    # compute estimate: never faster than the block's FLOPs at the AMP peak, and the per-vertex
+    # overheads (a few % for big blocks) do not dominate
+    ideal = math.ceil(2 * p.bm * p.bn * p.bk / 128)
+    assert ideal <= p.compute_cycles
+    if ideal > 10_000:
+        assert p.compute_cycles < 1.5 * ideal
     text = p.describe()
     assert f"M={p.pm} N={p.pn} K={p.pk} split" in text and "KiB/tile" in text and "compute" in text
 
@@ -52,7 +56,7 @@ def test_matmul_plan_is_fastest_fitting():
             for pk in range(1, 17):
                 if pm * pn * pk > 16:
                     continue
-                *_, per, c, e, r = _matmul_cost(M, N, K, pm, pn, pk, 1, SMALL, 4, 4, 16)
+                *_, per, c, e, r = _matmul_cost(M, N, K, pm, pn, pk, 1, SMALL, 4, 4, 16)  # noqa: E501
                 if per <= SMALL.budget_bytes and (best is None or c + e + r < best):
                     best = c + e + r
     assert best is not None

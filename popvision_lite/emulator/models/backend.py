@@ -12,30 +12,14 @@ and ``copy``.  Stored values are rounded to the storage dtype after every op, as
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
 import numpy as np
 
 from popvision_lite.emulator.ops import reference as R
+from popvision_lite.emulator.ops.context import View
 
 NP_DTYPE = {"fp16": np.float16, "fp32": np.float32, "float16": np.float16, "float32": np.float32,
             "int32": np.int32}
-
-
-@dataclass
-class View:
-    """Operand made of ``base`` elements at flat positions ``index`` (the view's shape is index.shape)."""
-
-    base: object
-    index: np.ndarray
-
-    @property
-    def shape(self):
-        return self.index.shape
-
-    @property
-    def dtype(self):
-        return self.base.dtype
 
 
 class Backend:

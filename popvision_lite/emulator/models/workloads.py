@@ -409,11 +409,11 @@ def build_gnn(be, cfg: ModelConfig) -> Built:
             dz = be.relu_bwd(z, d, "relu_bwd")
             dw = be.matmul(be.t(agg), dz, "update_dw")
             out.results[f"mp{i}/dw"] = dw
-            out.results[f"mp{i}/w_new"] = be.sgd(ws[i], dw, cfg.lr, "w_sgd")
             if i > 0:
                 dagg = be.matmul(dz, be.t(ws[i]), "update_dx")
                 dmsg = be.matmul(be.t(incidence), dagg, "scatter_add_bwd")
                 d = _gather_bwd(be, dmsg, src, N, E)
+            out.results[f"mp{i}/w_new"] = be.sgd(ws[i], dw, cfg.lr, "w_sgd")
     return out
 
 

@@ -44,6 +44,7 @@ class PlanTarget:
     flops_per_cycle_fp32: float  # per tile
     exchange_bytes_per_cycle: float  # per tile
     usable_fraction: float = 0.5
+    threads: int = 6  # worker contexts per tile
 
     def flops_per_cycle(self, precision: str) -> float:
         return self.flops_per_cycle_fp16 if precision in ("fp16", "float16") else self.flops_per_cycle_fp32
@@ -74,6 +75,7 @@ class PlanTarget:
             flops_per_cycle_fp32=float(fp32),
             exchange_bytes_per_cycle=float(_get(spec, "exchange_bytes_per_cycle")),
             usable_fraction=usable_fraction,
+            threads=int(_get(spec, "threads_per_tile", 6)),
         )
 
 
@@ -177,9 +179,28 @@ class MatmulPlan:
     __str__ = describe
 
 
+# Planner heuristics (not device facts): a vertex's fixed cost and the exchange cost of a piece.
+VERTEX_OVERHEAD = 40  # worker cycles to start a block-matmul vertex (core codelet's MATMUL_OVERHEAD)
+ROW_OVERHEAD = 4  # worker cycles per output row of a block
+PIECE_CYCLES = 2  # exchange instructions per contiguous piece received
+PIECE_CODE_BYTES = 8  # exchange code per piece (core's EXCHANGE_CODE_PER_PIECE), on sender and receiver
+
+
+def workers_for(bm: int, threads: int) -> int:
+    """Worker vertices a tile's output block is split into (by rows): the largest divisor of bm <= threads."""
+    for w in range(min(threads, bm), 0, -1):
+        if bm % w == 0:
+            return w
+    return 1
+
+
 def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, acc_b: int, fpc: float):
     """Per-tile footprint and cycle estimate of one split.  ``ps`` serial passes over K: each pass
-    brings in 1/ps of the operand blocks, so only that part has to be on the tile at once."""
+    brings in 1/ps of the operand blocks, so only that part has to be on the tile at once.
+
+    Compute follows the barrel-threaded tile: the block is split by rows over up to ``threads``
+    worker vertices; a tile cycle retires one worker instruction, so the tile takes
+    ``threads x`` the worker cycles of its slowest worker."""
     bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
     bks = _ceil_div(bk, ps)
     a_bytes = bm * bks * in_b
@@ -187,10 +208,14 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, acc_b: 
     out_bytes = bm * bn * (acc_b if (pk > 1 or ps > 1) else in_b)
     # each partial-output block is finally owned by one of the pk tiles (1/pk of it each)
     final_bytes = _ceil_div(bm * bn, pk) * in_b if (pk > 1 or ps > 1) else 0
-    per_tile = a_bytes + b_bytes + out_bytes + final_bytes
-    compute = math.ceil(2 * bm * bn * bk / fpc)
+    pieces = ps * (bm + bks)  # a block arrives as bm rows, b block as bks rows, per pass
+    per_tile = a_bytes + b_bytes + out_bytes + final_bytes + PIECE_CODE_BYTES * pieces
+    w = workers_for(bm, target.threads)
+    rows_w = _ceil_div(bm, w)
+    worker = ps * (VERTEX_OVERHEAD + ROW_OVERHEAD * rows_w) + 2 * rows_w * bk * bn / fpc
+    compute = math.ceil(target.threads * worker)
     # operands arrive from wherever they live (linear mapping): at worst all of them are received
-    exchange = ps * math.ceil((a_bytes + b_bytes) / target.exchange_bytes_per_cycle)
+    exchange = ps * math.ceil((a_bytes + b_bytes) / target.exchange_bytes_per_cycle) + PIECE_CYCLES * pieces
     reduce = 0
     if pk > 1:
         piece = _ceil_div(bm * bn, pk)

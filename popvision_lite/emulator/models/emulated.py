@@ -1,0 +1,212 @@
+"""EmulatorBackend: builds a model (written against ``backend.Backend``) into an emulator graph,
+and ``run_model`` - build, compile, run, compare with the numpy reference, write the profile."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.engine import Engine
+from popvision_lite.emulator.graph import Graph
+from popvision_lite.emulator.ops import basic as ops
+from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.target import Target
+
+from .backend import NP_DTYPE, Backend, NumpyBackend
+from .workloads import ModelConfig, build
+
+
+class EmulatorBackend(Backend):
+    def __init__(self, target: Target, precision="fp16"):
+        super().__init__(precision, target.num_ipus)
+        self.graph = Graph(target)
+        self.ctx = OpContext(self.graph, precision)
+        self.inputs: dict[str, np.ndarray] = {}
+        self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
+
+    # the op context follows the backend's IPU
+    def _sync(self):
+        self.ctx.ipu = self.ipu
+
+    def _name(self, name):
+        self._sync()
+        return self.qual(name)
+
+    # ------------------------------------------------------------ tensors
+    def input(self, name, values, dtype=None):
+        q = self._name(name)
+        arr = np.asarray(values)
+        dt = dtype or self.dtype
+        t = self.graph.add_variable(self.ctx.unique(q), arr.shape, dt, mapping=self.ctx.linear_mapping(arr.size))
+        self.inputs[t.name] = arr.astype(NP_DTYPE[dt])
+        return t
+
+    def weight(self, name, values, dtype=None, streamed=False):
+        t = self.input(name, values, dtype)
+        if streamed:
+            # the weight's home is streaming memory: load it onto the tiles before it is used
+            buf = self.graph.add_host_buffer(t.name + "@ddr", t.shape, t.dtype, kind="streaming")
+            self.inputs[buf.name] = self.inputs.pop(t.name)
+            op = self.ctx.begin_op(t.name + "/load", "stream_copy", plan="weight streamed from DDR",
+                                   min_bytes=t.nbytes)
+            self.ctx.add(P.StreamCopy(buf, t, name=f"{t.name}/load", op=op))
+        return t
+
+    def constant(self, name, values, dtype=None):
+        q = self._name(name)
+        arr = np.asarray(values).astype(NP_DTYPE[dtype or self.dtype])
+        return self.graph.add_constant(self.ctx.unique(q), arr, mapping=self.ctx.linear_mapping(arr.size))
+
+    def _op(self, fn, *args):
+        self._sync()
+        return fn(self.ctx, *args)
+
+    def copy(self, x, name):
+        return self._op(ops.copy, x, self.qual(name))
+
+    def gather_rows(self, table, ids, name):
+        return self._op(ops.gather_rows, table, ids, self.qual(name))
+
+    def matmul(self, a, b, name):
+        return self._op(ops.matmul, a, b, self.qual(name))
+
+    def add(self, a, b, name):
+        return self._op(ops.add, a, b, self.qual(name))
+
+    def mul(self, a, b, name):
+        return self._op(ops.mul, a, b, self.qual(name))
+
+    def add_bias(self, x, bias, name):
+        return self._op(ops.add_bias, x, bias, self.qual(name))
+
+    def scale(self, x, s, name):
+        return self._op(ops.scale, x, s, self.qual(name))
+
+    def relu(self, x, name):
+        return self._op(ops.relu, x, self.qual(name))
+
+    def relu_bwd(self, x, dy, name):
+        return self._op(ops.relu_bwd, x, dy, self.qual(name))
+
+    def gelu(self, x, name):
+        return self._op(ops.gelu, x, self.qual(name))
+
+    def gelu_bwd(self, x, dy, name):
+        return self._op(ops.gelu_bwd, x, dy, self.qual(name))
+
+    def cast(self, x, dtype, name):
+        return self._op(ops.cast, x, dtype, self.qual(name))
+
+    def softmax(self, x, name):
+        return self._op(ops.softmax, x, self.qual(name))
+
+    def softmax_bwd(self, y, dy, name):
+        return self._op(ops.softmax_bwd, y, dy, self.qual(name))
+
+    def layer_norm(self, x, gamma, beta, name):
+        return self._op(ops.layer_norm, x, gamma, beta, self.qual(name))
+
+    def layer_norm_bwd(self, x, gamma, dy, name):
+        return self._op(ops.layer_norm_bwd, x, gamma, dy, self.qual(name))
+
+    def reduce_rows(self, x, name):
+        return self._op(ops.reduce_rows, x, self.qual(name))
+
+    def sgd(self, w, g, lr, name):
+        return self._op(ops.sgd, w, g, lr, self.qual(name))
+
+    def pad_hw(self, x, nhwc, p, name):
+        return self._op(ops.pad_hw, x, nhwc, p, self.qual(name))
+
+    def mse_grad(self, y, target, name):
+        return self._op(ops.mse_grad, y, target, self.qual(name))
+
+    def program(self):
+        return self.ctx.sequence("main")
+
+
+# ==================================================================== running a model
+
+
+@dataclass
+class ModelRun:
+    cfg: ModelConfig
+    fits: bool
+    total_cycles: int
+    seconds: float
+    profile_data: object
+    numeric_checks: dict = field(default_factory=dict)
+    oom_report: list = field(default_factory=list)
+    wall: dict = field(default_factory=dict)
+    num_vertices: int = 0
+    num_ops: int = 0
+
+
+def tolerance(precision: str) -> tuple[float, float]:
+    """(rtol, atol) of numeric checks: fp16 storage rounds every op's output to 11 bits."""
+    return (2e-2, 2e-2) if precision == "fp16" else (1e-4, 1e-4)
+
+
+def build_model(cfg: ModelConfig, device: str = "ipu-mk2"):
+    target = Target.from_device(device, num_ipus=cfg.ipus)
+    be = EmulatorBackend(target, cfg.precision)
+    built = build(be, cfg)
+    return be, built
+
+
+def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = False, profile_path=None,
+              progress=None) -> ModelRun:
+    """Build, compile and run ``cfg`` on the emulator; full numerics are compared with the numpy
+    reference (``run['numeric_checks']``).  Writes the profile when ``profile_path`` is given, also
+    when the graph does not fit (then numerics are skipped)."""
+    from popvision_lite.profile.writer import write_profile
+
+    def tick(stage, frac):
+        if progress:
+            progress(stage, frac)
+
+    wall = {}
+    t0 = time.perf_counter()
+    tick("planning and building graph", 0.0)
+    be, built = build_model(cfg, device)
+    wall["build"] = time.perf_counter() - t0
+    tick("compiling", 0.3)
+    mode = "timing" if timing_only else "full"
+    config = cfg.to_dict() | {"device": device, "timing_only": timing_only}
+    eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config)
+    res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+    wall.update({k: v for k, v in res.wall_seconds.items()})
+    tick("checking numerics", 0.8)
+    checks = {}
+    if res.fits and not timing_only:
+        t2 = time.perf_counter()
+        ref = NumpyBackend(cfg.precision, cfg.ipus)
+        ref_built = build(ref, cfg)
+        rtol, atol = tolerance(cfg.precision)
+        for key, handle in built.results.items():
+            if isinstance(handle, View):
+                continue
+            got = res.outputs[handle.name]
+            want = np.asarray(ref_built.results[key])
+            checks[key] = numeric_check(key, got.reshape(want.shape).astype(np.float32), want, rtol, atol)
+        wall["reference"] = time.perf_counter() - t2
+    pd_ = res.profile_data
+    pd_.run["numeric_checks"] = checks
+    pd_.run["model"] = cfg.model
+    pd_.run.setdefault("config", config)
+    tick("writing profile", 0.9)
+    if profile_path is not None:
+        t3 = time.perf_counter()
+        write_profile(profile_path, pd_)
+        wall["write"] = time.perf_counter() - t3
+    tick("done", 1.0)
+    cg = eng.compile()
+    return ModelRun(cfg=cfg, fits=res.fits, total_cycles=res.total_cycles, seconds=res.seconds, profile_data=pd_,
+                    numeric_checks=checks, oom_report=cg.oom_report, wall=wall,
+                    num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records))
+
+

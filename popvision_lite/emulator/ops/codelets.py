@@ -1,0 +1,195 @@
+"""Codelets the op library adds to the core set (elementwise specials and row-wise ops).
+
+Row ops work on Regions that cover whole rows of length ``row`` (a scalar param); numerics run
+once per vertex group over all rows (vectorised).  Cycle costs follow the core's conventions
+(worker-thread cycles, 64-bit vectors: 4 fp16 / 2 fp32 per instruction); the per-vector
+instruction counts are modelling assumptions stated next to each codelet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator.codelets import ELEMENTWISE_OVERHEAD, VECTOR_BYTES, Codelet
+from popvision_lite.emulator.graph import DTYPES, Regions
+from popvision_lite.emulator.ops import reference as R
+from popvision_lite.errors import EmulatorError
+
+
+def _f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Sum consecutive runs of ``counts[v]`` rows of ``values`` (every count >= 1)."""
+    offs = np.cumsum(counts) - counts
+    return np.add.reduceat(values, offs, axis=0)
+
+
+# -------------------------------------------------------------------- elementwise specials
+# gelu: tanh approximation ~ 10 instructions per vector (poly + tanh); its backward ~ 14 (assumption)
+GELU = C.unary("Gelu", lambda x: R.gelu(x), cycles_per_vector=10, flops_per_element=12)
+GELU_BWD = C.binary("GeluGrad", lambda x, dy: R.gelu_bwd(x, dy), cycles_per_vector=14, flops_per_element=18)
+RELU_BWD = C.binary("ReluGrad", lambda x, dy: R.relu_bwd(x, dy), cycles_per_vector=3, flops_per_element=1)
+# out = scale * (a - b): MSE gradient
+SCALED_SUB = C.binary("ScaledSub", lambda a, b, scale: (_f32(a) - _f32(b)) * scale, cycles_per_vector=4,
+                      flops_per_element=2, params=("scale",))
+# w -= lr * g in place (out = w is inout)
+SGD = C.Elementwise("SgdUpdate", lambda w, g, lr: _f32(w) - lr * _f32(g), inputs=("in",), cycles_per_vector=4,
+                    flops_per_element=2, params=("lr",), inplace=True)
+
+
+class RowCodelet(Codelet):
+    """Base of row-wise codelets: every field is Regions of whole rows, ``row`` param = row length.
+
+    ``row_fields`` are the per-row fields (same size per vertex); ``vec_fields`` hold one row-length
+    vector per vertex (gamma, beta, partial sums)."""
+
+    row_fields: tuple[str, ...] = ()
+    vec_fields: tuple[str, ...] = ()
+    vectors_per_element = 4  # instructions per 64-bit vector of a row (passes over the data)
+    flops_per_element = 5
+    code_bytes = 640
+    state_bytes = 12
+
+    def check(self, group):
+        row = group.param("row")
+        if row is None or np.ndim(row) != 0:
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'row'")
+        row = int(row)
+        first = None
+        for fname in self.fields:
+            f = group.fields[fname]
+            if not isinstance(f, Regions):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
+            if fname in self.vec_fields:
+                if np.any(f.sizes != row):
+                    raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must hold "
+                                        f"{row} elements per vertex")
+                continue
+            if np.any(f.sizes % row):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' is not whole "
+                                    f"rows of {row}")
+            if first is None:
+                first = f.sizes
+            elif not np.array_equal(first, f.sizes):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': row fields differ in size")
+
+    def _main(self, group):
+        return group.fields[self.row_fields[0]]
+
+    def cycles(self, group, target):
+        f = self._main(group)
+        per = max(VECTOR_BYTES // f.tensor.itemsize, 1)
+        rows = f.sizes // int(group.param("row"))
+        vec = -(-f.sizes // per)
+        return ELEMENTWISE_OVERHEAD + self.vectors_per_element * vec + 20 * rows  # 20: per-row set-up/divide
+
+    def flops(self, group):
+        return int(self.flops_per_element * self._main(group).sizes.sum())
+
+    def rows(self, group, data, fname):
+        row = int(group.param("row"))
+        return _f32(group.fields[fname].gather(data)).reshape(-1, row)
+
+    def put(self, group, data, fname, values):
+        f = group.fields[fname]
+        f.scatter(data, np.asarray(values).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
+
+    def vec_per_row(self, group, data, fname):
+        """Per-row copy of each vertex's vector field, aligned with the rows of the main field."""
+        row = int(group.param("row"))
+        vecs = _f32(group.fields[fname].gather(data)).reshape(group.n, row)
+        rows_per_v = self._main(group).sizes // row
+        return np.repeat(vecs, rows_per_v, axis=0)
+
+
+class Softmax(RowCodelet):
+    # max pass, exp+sum pass (exp ~8 instr/vector), scale pass
+    name = "SoftmaxRows"
+    fields = {"in": "in", "out": "out"}
+    row_fields = ("in", "out")
+    vectors_per_element = 12
+    flops_per_element = 6
+
+    def compute(self, group, data):
+        self.put(group, data, "out", R.softmax(self.rows(group, data, "in")))
+
+
+class SoftmaxGrad(RowCodelet):
+    name = "SoftmaxGradRows"
+    fields = {"y": "in", "dy": "in", "out": "out"}
+    row_fields = ("y", "dy", "out")
+    vectors_per_element = 6
+    flops_per_element = 4
+
+    def compute(self, group, data):
+        self.put(group, data, "out", R.softmax_bwd(self.rows(group, data, "y"), self.rows(group, data, "dy")))
+
+
+class LayerNorm(RowCodelet):
+    name = "LayerNormRows"
+    fields = {"in": "in", "gamma": "in", "beta": "in", "out": "out"}
+    row_fields = ("in", "out")
+    vec_fields = ("gamma", "beta")
+    vectors_per_element = 8
+    flops_per_element = 8
+
+    def compute(self, group, data):
+        x = self.rows(group, data, "in")
+        g = self.vec_per_row(group, data, "gamma")
+        b = self.vec_per_row(group, data, "beta")
+        mu = x.mean(-1, keepdims=True)
+        var = x.var(-1, keepdims=True)
+        self.put(group, data, "out", (x - mu) / np.sqrt(var + R.LN_EPS) * g + b)
+
+
+class LayerNormGrad(RowCodelet):
+    """dx for the rows, plus per-vertex partial dgamma / dbeta (fp32, reduced across vertices later)."""
+
+    name = "LayerNormGradRows"
+    fields = {"x": "in", "gamma": "in", "dy": "in", "dx": "out", "dgamma": "out", "dbeta": "out"}
+    row_fields = ("x", "dy", "dx")
+    vec_fields = ("gamma", "dgamma", "dbeta")
+    vectors_per_element = 14
+    flops_per_element = 14
+
+    def compute(self, group, data):
+        x = self.rows(group, data, "x")
+        dy = self.rows(group, data, "dy")
+        g = self.vec_per_row(group, data, "gamma")
+        h = x.shape[-1]
+        mu = x.mean(-1, keepdims=True)
+        rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + R.LN_EPS)
+        xhat = (x - mu) * rstd
+        dxhat = dy * g
+        dx = rstd / h * (h * dxhat - dxhat.sum(-1, keepdims=True) - xhat * (dxhat * xhat).sum(-1, keepdims=True))
+        self.put(group, data, "dx", dx)
+        rows_per_v = self._main(group).sizes // h
+        self.put(group, data, "dgamma", _segment_sum(dy * xhat, rows_per_v))
+        self.put(group, data, "dbeta", _segment_sum(dy, rows_per_v))
+
+
+class ColumnSum(RowCodelet):
+    """Per-vertex column sums of its rows (stage 1 of a reduction over rows)."""
+
+    name = "ColumnSumRows"
+    fields = {"in": "in", "out": "out"}
+    row_fields = ("in",)
+    vec_fields = ("out",)
+    vectors_per_element = 2
+    flops_per_element = 1
+
+    def compute(self, group, data):
+        x = self.rows(group, data, "in")
+        rows_per_v = self._main(group).sizes // x.shape[-1]
+        self.put(group, data, "out", _segment_sum(x, rows_per_v))
+
+
+SOFTMAX = Softmax()
+SOFTMAX_GRAD = SoftmaxGrad()
+LAYER_NORM = LayerNorm()
+LAYER_NORM_GRAD = LayerNormGrad()
+COLUMN_SUM = ColumnSum()
+

@@ -1,0 +1,111 @@
+"""OpContext: what every op function needs - the graph, where programs go, the current IPU and
+precision, unique names, and the op records for the profile's ops table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.ops.planners import PlanTarget
+
+
+class View:
+    """Operand made of ``base`` (a graph Tensor) elements at flat positions ``index``."""
+
+    __slots__ = ("base", "index")
+
+    def __init__(self, base, index):
+        self.base = base
+        self.index = np.asarray(index, dtype=np.int64)
+
+    @property
+    def shape(self):
+        return self.index.shape
+
+    @property
+    def dtype(self):
+        return self.base.dtype
+
+
+def plan_target_of(target, usable_fraction: float = 0.5) -> PlanTarget:
+    """Planner numbers from an emulator Target (spec [emulator] section)."""
+    em = target.em
+    return PlanTarget(
+        tiles=target.tiles_per_ipu,
+        sram_bytes_per_tile=target.sram_bytes_per_tile,
+        flops_per_cycle_fp16=float(em["fp16_flops_per_cycle_per_tile"]),
+        flops_per_cycle_fp32=float(em["fp32_flops_per_cycle_per_tile"]),
+        exchange_bytes_per_cycle=float(em["exchange_bytes_per_cycle"]),
+        usable_fraction=usable_fraction,
+        threads=int(target.threads_per_tile),
+    )
+
+
+class OpContext:
+    """Shared state of ops building one program."""
+
+    def __init__(self, graph, precision: str = "fp16"):
+        self.graph = graph
+        self.target = graph.target
+        self.precision = precision
+        self.dtype = "float16" if precision == "fp16" else "float32"
+        self.ipu = 0
+        self.programs: list = []
+        self.plan_target = plan_target_of(self.target)
+        self._counts: dict[str, int] = {}
+        self.records: list[dict] = []  # op records in program order (also given to graph.add_op)
+        self._rot = 0  # rotating start tile, so small ops do not all pile onto tile 0
+
+    # ------------------------------------------------------------------ naming
+    def unique(self, name: str) -> str:
+        n = self._counts.get(name, 0)
+        self._counts[name] = n + 1
+        return name if n == 0 else f"{name}#{n}"
+
+    def tiles(self) -> range:
+        return self.target.tiles_of_ipu(self.ipu)
+
+    def tiles_array(self, rotate: int = 0) -> np.ndarray:
+        """The IPU's tiles; with ``rotate`` > 0 starting at a rotating offset that advances by ``rotate``
+        (so that consecutive small ops use different tiles)."""
+        r = self.tiles()
+        arr = np.arange(r.start, r.stop, dtype=np.int64)
+        if rotate:
+            off = self._rot % len(arr)
+            self._rot += int(rotate)
+            arr = np.roll(arr, -off)
+        return arr
+
+    # ------------------------------------------------------------------ ops and programs
+    def begin_op(self, name: str, type_: str, plan: str = "", min_bytes: int = 0, precision=None) -> str:
+        op = self.unique(name)
+        rec = dict(name=op, type=type_, plan=plan, min_bytes=int(min_bytes), precision=precision or self.precision,
+                   ipu=self.ipu)
+        self.records.append(rec)
+        self.graph.add_op(op, type=type_, precision=rec["precision"], plan=plan or None, min_bytes=int(min_bytes))
+        return op
+
+    def add(self, prog) -> None:
+        self.programs.append(prog)
+
+    def sequence(self, name: str = "main"):
+        return P.Sequence(self.programs, name=name)
+
+    # ------------------------------------------------------------------ tensors
+    def variable(self, name, shape, dtype=None, mapping=None, op=None):
+        return self.graph.add_variable(self.unique(name), shape, dtype or self.dtype, mapping=mapping, op=op)
+
+    def linear_mapping(self, size: int, grain: int = 1):
+        n = self.target.tiles_per_ipu
+        used = max(1, min(n, -(-size // max(grain, 1))))
+        # keep at least a few vectors per tile: spread thinly only when there is enough data
+        used = max(1, min(used, max(1, size // 64)))
+        tiles = np.sort(self.tiles_array(rotate=used if used < n else 0)[:used])
+        return M.linear(size, tiles, grain=grain)
+
+    def row_mapping(self, rows: int, row_len: int):
+        n = self.target.tiles_per_ipu
+        used = max(1, min(n, rows))
+        tiles = np.sort(self.tiles_array(rotate=used if used < n else 0)[:used])
+        return M.linear(rows * row_len, tiles, grain=row_len)
