@@ -1,0 +1,161 @@
+"""Roofline view (offscreen): ceilings/labels/ridges drawn, points sized by share, click selects the op,
+selection from elsewhere highlights it, GPU chooser, trace import (good and bad file), export items."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory):
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    p = tmp_path_factory.mktemp("rv") / "rv.pvl"
+    write_synthetic(p, num_ipus=2, tiles_per_ipu=64, num_steps=150, seed=2)
+    return p
+
+
+@pytest.fixture
+def view(qtbot, profile_path):
+    import popvision_lite as pvl
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.roofline_view import RooflineView
+
+    prof = pvl.open(profile_path)
+    doc = Document(prof)
+    v = RooflineView(doc)
+    qtbot.addWidget(v)
+    v.resize(1400, 800)
+    v.show()
+    yield v
+    prof.close()
+
+
+def _texts(v):
+    return [it.textItem.toPlainText() for it in v.plot.getPlotItem().items if isinstance(it, pg.TextItem)]
+
+
+def test_axes_ceilings_and_ridges(view):
+    pi = view.plot_items()["roofline"]
+    assert isinstance(pi, pg.PlotItem)
+    assert "FLOP/byte" in pi.getAxis("bottom").labelText and "FLOP/s" in pi.getAxis("left").labelText
+    texts = _texts(view)
+    a = view.analysis
+    for r in [a.ipu, *a.gpus]:
+        for c in r.compute + r.bandwidth:
+            assert any(c.text() in t for t in texts), c.text()   # every ceiling labelled on the plot
+    ridges = [it for it in pi.items if isinstance(it, pg.ScatterPlotItem) and it.data["data"].dtype == object
+              and len(it.data) and str(it.data["data"][0]).startswith("ridge")]
+    n_ridges = sum(len(r.ridges()) for r in [a.ipu, *a.gpus])
+    assert sum(len(it.data) for it in ridges) == n_ridges
+    # a ridge marker sits at (log10 peak/bw, log10 peak)
+    xs = np.concatenate([it.data["x"] for it in ridges])
+    assert np.isclose(xs, np.log10(a.ipu.ridge("fp16", "sram"))).any()
+
+
+def test_points_sized_by_share_and_gpu_symbols(view):
+    a = view.analysis
+    sp = view._scatter["ipu"]
+    ids = sp.data["data"].astype(int)
+    assert set(ids) == set(a.points.index)
+    share = a.points.loc[ids, "share"].to_numpy()
+    sizes = sp.data["size"]
+    assert sizes[np.argmax(share)] == sizes.max() and sizes[np.argmin(share)] == sizes.min()
+    np.testing.assert_allclose(sp.data["y"], np.log10(a.points.loc[ids, "achieved_flops"]))
+    for g in a.gpus:
+        gs = view._scatter[g.device_id]
+        assert gs.opts["symbol"] == "t"
+    tip = view.tooltip_for(a.gpus[0].device_id, int(ids[0]))
+    assert "not a measurement" in tip and a.ops.loc[ids[0], "name"] in tip
+
+
+def test_click_selects_and_selection_highlights(view, qtbot):
+    from PySide6.QtCore import Qt
+
+    sp = view._scatter["ipu"]
+    pt = sp.points()[2]
+    op = int(pt.data())
+    with qtbot.waitSignal(view.document.selection.changed, timeout=3000):
+        sp.sigClicked.emit(sp, [pt], None)
+    st = view.document.selection.state
+    assert st.op_id == op and st.source == "roofline"
+    hl = view._scatter["selected"]
+    assert np.isclose(hl.data["x"][0], pt.pos().x()) and np.isclose(hl.data["y"][0], pt.pos().y())
+    # a selection made by another view moves the highlight and the table row
+    other = int(view.analysis.points.index[0])
+    view.document.selection.update(source="operations", op_id=other)
+    hl = view._scatter["selected"]
+    o = view.analysis.points.loc[other]
+    assert np.isclose(hl.data["x"][0], np.log10(o.intensity))
+    rows = view.table.selectionModel().selectedRows()
+    assert rows and view.table.model().data(rows[0], Qt.UserRole) == other
+
+
+def test_table_totals_and_gpu_chooser(view):
+    from PySide6.QtCore import Qt
+
+    m = view.table.model()
+    last = m.rowCount() - 1
+    assert m.data(m.index(last, 0)).startswith("TOTAL")
+    assert m.data(m.index(last, 0), 0).startswith("TOTAL")
+    headers = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+    assert "IPU time" in headers and "A100-80GB bound" in headers and "V100 bound" not in headers
+    view.gpu_boxes["v100"].setChecked(True)
+    m = view.table.model()
+    headers = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+    assert "V100 bound" in headers and "v100" in view._scatter
+    view.gpu_boxes["v100"].setChecked(False)
+    assert "v100" not in view._scatter
+
+
+def test_what_if_capacity(view):
+    view.capacity.setValue(0.1)   # 0.1% of SRAM left: big ops spill
+    assert view.analysis.ops["spills"].any()
+    assert "whatif" in view._scatter
+    view.capacity.setValue(100.0)
+
+
+def test_import_trace(view, qtbot, tmp_path, monkeypatch):
+    ev = [{"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 10, "args": {"flops": 2e9, "bytes": 1e7}},
+          {"ph": "X", "cat": "kernel", "name": "relu", "ts": 20, "dur": 5, "args": {"flops": 1e6}}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    w = view.import_trace(p)
+    qtbot.waitUntil(lambda: w.done and view.measured is not None, timeout=5000)
+    ms = view._scatter["measured"]
+    assert np.isclose(ms.data["x"][0], np.log10(200.0)) and np.isclose(ms.data["y"][0], np.log10(2e9 / 1e-5))
+    assert "measured_noint" in view._scatter
+    # a malformed file: warning shown, nothing raised, earlier points kept
+    from PySide6.QtWidgets import QMessageBox
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: shown.append(a[2]))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    w = view.import_trace(bad)
+    qtbot.waitUntil(lambda: w.done and bool(shown), timeout=5000)
+    assert str(bad) in shown[0] and "JSON" in shown[0]
+    assert view.measured is not None
+
+
+def test_stand_in_document(qtbot):
+    """Works with any object holding .profile and .selection (no Document, no file)."""
+    from types import SimpleNamespace
+
+    from popvision_lite.gui.selection import SelectionModel
+    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.profile.synthetic import make_synthetic
+
+    doc = SimpleNamespace(profile=make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=80), selection=SelectionModel())
+    v = RooflineView(doc)
+    qtbot.addWidget(v)
+    sp = v._scatter["ipu"]
+    pt = sp.points()[0]
+    sp.sigClicked.emit(sp, [pt], None)
+    assert doc.selection.state.op_id == int(pt.data())
