@@ -231,6 +231,10 @@ class ExecutionView(QWidget):
         self._timer.timeout.connect(self.refresh)
         self.tile_vb.sigRangeChanged.connect(self._schedule)
         self.document.selection.changed.connect(self._on_selection)
+        self._closed = False
+        closing = getattr(document, "closing", None)
+        if closing is not None:
+            closing.connect(self._on_closing)
         self.reset_view()
         self.refresh()
 
@@ -421,7 +425,12 @@ class ExecutionView(QWidget):
             vb.enableAutoRange(y=False)
 
     def _schedule(self, *_):
-        self._timer.start()
+        if not self._closed:
+            self._timer.start()
+
+    def _on_closing(self):
+        self._closed = True
+        self._timer.stop()
 
     def _pixels(self) -> tuple[int, int]:
         """Pixel size of the tile lanes (a default before the widget is laid out)."""
@@ -433,6 +442,8 @@ class ExecutionView(QWidget):
     def refresh(self):
         """Recompute what is visible and redraw every lane (called debounced on range changes)."""
         self._timer.stop()
+        if self._closed:
+            return
         x0, x1 = self.x_range()
         y0, y1 = self.y_range()
         w, h = self._pixels()

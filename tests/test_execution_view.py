@@ -1,0 +1,255 @@
+"""Execution view (pytest-qt, offscreen): what is drawn equals the data; keys, search, range, links."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
+
+import popvision_lite as pvl
+from popvision_lite.analysis import execution as ex
+from popvision_lite.gui.document import Document
+from popvision_lite.gui.views.execution_view import PAN_STEP, ZOOM_STEP, ExecutionView
+from popvision_lite.profile.synthetic import write_synthetic
+
+pytestmark = pytest.mark.gui
+TPI = 64
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("execview") / "run.pvl"
+    write_synthetic(p, num_ipus=2, tiles_per_ipu=TPI, num_steps=300, seed=5)
+    return p
+
+
+@pytest.fixture
+def view(qtbot, path):
+    doc = Document(pvl.open(path))
+    v = ExecutionView(doc)
+    qtbot.addWidget(v)
+    v.resize(1200, 800)
+    v.show()
+    qtbot.waitExposed(v)
+    v.refresh()
+    yield v
+    doc.close()
+
+
+def _bars(item):
+    o = item.opts
+    x0 = np.asarray(o["x0"], float) + item.pos().x()
+    return x0, np.asarray(o["width"], float), np.asarray(o["y0"], float)
+
+
+def _xrange(v):
+    return np.array(v.x_range())
+
+
+def test_whole_run_draws_summary_raster_and_chart(view):
+    p = view.profile
+    x0, x1 = view.x_range()
+    assert x0 <= view.index.t0 and x1 >= view.index.t1
+    assert view.tile_img.isVisible() and view.last_raster is not None
+    img = view.tile_img.image
+    w, h = view._pixels()
+    assert img.shape[1] == view.last_raster.util.shape[1] <= w + 1 and img.shape[0] <= h + 1
+    # per-step chart buckets hold every cycle of the run, by kind
+    b = view.last_bins
+    dur = (p.steps.end_cycle - p.steps.start_cycle).to_numpy()
+    np.testing.assert_allclose(b.cycles.sum(), dur.sum())
+    assert view.chart_plot.getAxis("left").labelText.startswith("mean cycles")
+
+
+def test_zoomed_in_rectangles_equal_profile_cycles(view):
+    p, idx = view.profile, view.index
+    a, b = float(idx.start[100]), float(idx.end[105])
+    view.tile_vb.setRange(xRange=(a, b), yRange=(60, 70), padding=0)
+    view.refresh()
+    assert view.last_mode == "exact" and not view.tile_img.isVisible()
+    i0, i1 = idx.visible(*view.x_range())
+    t0, t1 = view._tile_span(*view.y_range())
+    win = np.asarray(p.step_tiles.window(i0, i1, tiles=np.arange(t0, t1)).cycles, dtype=np.int64)
+    drawn = {}
+    for k, item in enumerate(view.busy_bars):
+        x, wd, y = _bars(item)
+        for xi, wi, yi in zip(x, wd, y, strict=True):
+            s = idx.step_at(xi)
+            assert idx.kind[s] == k and xi == pytest.approx(idx.start[s])
+            drawn[(s, int(np.floor(yi)))] = wi
+    want = {(s, t): win[s - i0, t - t0] for s in range(i0, i1) for t in range(t0, t1) if win[s - i0, t - t0] > 0}
+    assert drawn.keys() == want.keys()
+    assert all(drawn[k] == pytest.approx(want[k]) for k in want)
+    # waiting: from the end of the busy time to the end of the step
+    x, wd, y = _bars(view.wait_bars)
+    for xi, wi, yi in zip(x, wd, y, strict=True):
+        s = idx.step_at(xi - 0.5) if wi > 0 and idx.step_at(xi) < 0 else idx.step_at(xi)
+        t = int(np.floor(yi))
+        assert xi + wi == pytest.approx(idx.end[s])
+        assert wi == pytest.approx(idx.dur[s] - win[s - i0, t - t0])
+    # op names are drawn on wide steps
+    shown = [t.toPlainText() for t in view.labels if t.isVisible()]
+    assert shown and all(any(n.endswith(s.lstrip("…")) for n in view.names.values()) for s in shown)
+
+
+def test_items_are_rebased_near_the_view(view):
+    idx = view.index
+    a = float(idx.start[250])
+    view.set_x_range(a, a + 3000)
+    view.refresh()
+    for item in view.step_bars:
+        if len(item.opts["x0"]):
+            assert np.abs(np.asarray(item.opts["x0"])).max() < 1e5  # local coordinates stay small
+            assert item.pos().x() == pytest.approx(np.floor(view.x_range()[0]))
+
+
+def test_keys_zoom_and_pan(view, qtbot):
+    c = view.canvas
+    view._cursor_x = None  # no cursor over the plot: zoom about the centre
+    x0, x1 = view.x_range()
+    qtbot.keyClick(c, Qt.Key_W)
+    y0, y1 = view.x_range()
+    assert y1 - y0 == pytest.approx((x1 - x0) * ZOOM_STEP, rel=1e-6)
+    assert (y0 + y1) / 2 == pytest.approx((x0 + x1) / 2, rel=1e-6)
+    qtbot.keyClick(c, Qt.Key_W)
+    w0, w1 = view.x_range()
+    qtbot.keyClick(c, Qt.Key_D)
+    d0, d1 = view.x_range()
+    assert d0 - w0 == pytest.approx(PAN_STEP * (w1 - w0), rel=1e-6)
+    qtbot.keyClick(c, Qt.Key_A)
+    np.testing.assert_allclose(view.x_range(), (w0, w1), rtol=1e-9)
+    # zoom at the cursor keeps the cursor's cycle where it is on screen
+    cur = w0 + 0.25 * (w1 - w0)
+    view._cursor_x = cur
+    qtbot.keyClick(c, Qt.Key_W)
+    z0, z1 = view.x_range()
+    assert (cur - z0) / (z1 - z0) == pytest.approx(0.25, rel=1e-6)
+    assert z1 - z0 == pytest.approx((w1 - w0) * ZOOM_STEP, rel=1e-6)
+    qtbot.keyClick(c, Qt.Key_S)
+    np.testing.assert_allclose(view.x_range(), (w0, w1), rtol=1e-9)
+    qtbot.keyClick(c, Qt.Key_0)
+    r0, r1 = view.x_range()
+    assert r0 <= view.index.t0 and r1 >= view.index.t1
+
+
+def test_help_marker_and_time_axis(view, qtbot):
+    c = view.canvas
+    assert not view.help.isVisible()
+    qtbot.keyClick(c, Qt.Key_Question, Qt.ShiftModifier)
+    assert view.help.isVisible() and "search" in view.help.text()
+    qtbot.keyClick(c, Qt.Key_Question, Qt.ShiftModifier)
+    assert not view.help.isVisible()
+    view._cursor_x = 12345.0
+    qtbot.keyClick(c, Qt.Key_M)
+    assert [m.value() for m in view.markers] == [12345.0]
+    ax = view.imb_plot.getAxis("bottom")
+    assert ax.labelUnits == "cycles"
+    view.time_box.setChecked(True)
+    assert ax.labelUnits == "s" and ax.scale == pytest.approx(1.0 / view.profile.target.clock_hz)
+
+
+def test_search_enter_and_shift_enter(view, qtbot):
+    c = view.canvas
+    qtbot.keyClick(c, Qt.Key_Slash)
+    assert view.search_edit.hasFocus() or view.search_edit.isVisible()
+    view.search_edit.setText("softmax")
+    want = ex.match_steps(view.index, ex.search_ops(view.profile, "softmax"))
+    assert len(want) > 2 and view.matches.tolist() == want.tolist()
+    view.current_step = -1
+    view.set_x_range(view.index.t0, view.index.t1)
+    qtbot.keyClick(view.search_edit, Qt.Key_Return)
+    assert view.current_step == want[0]
+    qtbot.keyClick(view.search_edit, Qt.Key_Return)
+    assert view.current_step == want[1]
+    x0, x1 = view.x_range()
+    assert x0 <= view.index.start[want[1]] and view.index.end[want[1]] <= x1  # jumped to it
+    qtbot.keyClick(view.search_edit, Qt.Key_Return, Qt.ShiftModifier)
+    assert view.current_step == want[0]
+    qtbot.keyClick(view.search_edit, Qt.Key_Return, Qt.ShiftModifier)
+    assert view.current_step == want[-1]  # wraps
+    assert "softmax" in view.info.toPlainText()
+    view.refresh()
+    assert view.step_hl.isVisible()
+
+
+def test_range_select_summary_and_selection(view):
+    idx, p = view.index, view.profile
+    a, b = float(idx.start[40]) + 1, float(idx.start[90]) - 1
+    view.select_range(a, b)
+    s0, s1 = idx.visible(a, b)
+    assert (s0, s1) == (40, 90)
+    assert view.document.selection.state.step_range == (40, 90)
+    assert view.document.selection.state.source == "execution"
+    rs = view.last_summary
+    cyc = np.asarray(p.step_tiles.window(40, 90).cycles, dtype=np.float64).sum(axis=0)
+    assert rs.imbalance == pytest.approx(cyc.max() / cyc.mean())
+    dur = idx.dur[40:90]
+    assert sum(rs.cycles_by_kind.values()) == dur.sum()
+    assert rs.cycles_by_kind["compute"] == dur[idx.kind[40:90] == 0].sum()
+    assert f"{rs.imbalance:.2f}" in view.info.toPlainText()
+    # F fits the selected range
+    view.fit_selection()
+    x0, x1 = view.x_range()
+    assert x0 <= a and x1 >= b and (x1 - x0) < 1.1 * (b - a)
+
+
+def test_shift_drag_selects_range(view, qtbot):
+    vb = view.tile_vb
+    x0, x1 = view.x_range()
+    pa = vb.mapViewToScene(QPointF(x0 + 0.2 * (x1 - x0), 30))
+    pb = vb.mapViewToScene(QPointF(x0 + 0.4 * (x1 - x0), 30))
+    vp = view.canvas.viewport()
+    qa, qb = view.canvas.mapFromScene(pa), view.canvas.mapFromScene(pb)
+    # QTest.mouseMove carries no button state, so send the drag's events by hand
+    def send(kind, pt, button, buttons):
+        ev = QMouseEvent(kind, QPointF(pt), QPointF(vp.mapToGlobal(pt)), button, buttons, Qt.ShiftModifier)
+        QApplication.sendEvent(vp, ev)
+
+    send(QEvent.MouseButtonPress, qa, Qt.LeftButton, Qt.LeftButton)
+    for f in np.linspace(0.1, 1, 4):
+        qtbot.wait(40)  # the scene drops move events closer than ~1/60 s apart
+        send(QEvent.MouseMove, qa + (qb - qa) * f, Qt.NoButton, Qt.LeftButton)
+    send(QEvent.MouseButtonRelease, qb, Qt.LeftButton, Qt.NoButton)
+    sr = view.document.selection.state.step_range
+    assert sr is not None and view.region.isVisible()
+    ra, rb = view.region.getRegion()
+    assert view.index.visible(ra, rb) == sr
+    np.testing.assert_allclose(view.x_range(), (x0, x1))  # shift+drag does not pan
+
+
+def test_click_step_writes_op_and_shows_details(view, qtbot):
+    idx = view.index
+    s = int(np.flatnonzero(idx.op_id >= 0)[30])
+    view.set_x_range(float(idx.start[s - 2]), float(idx.end[s + 2]))
+    view.refresh()
+    pos = view.step_vb.mapViewToScene(QPointF((idx.start[s] + idx.end[s]) / 2, 0.5))
+    qtbot.mouseClick(view.canvas.viewport(), Qt.LeftButton, pos=view.canvas.mapFromScene(pos))
+    assert view.current_step == s
+    assert view.document.selection.state.op_id == idx.op_id[s]
+    assert f"Step {s}" in view.info.toPlainText()
+    assert view.names[int(idx.op_id[s])] in view.info.toPlainText()
+
+
+def test_selection_from_other_view_highlights_steps(view):
+    op = int(view.index.op_id[view.index.op_id >= 0][3])
+    view.document.selection.update(source="operations", op_id=op)
+    assert view.highlight_steps.tolist() == np.flatnonzero(view.index.op_id == op).tolist()
+    view.refresh()
+    assert view.step_hl.isVisible()
+    view.document.selection.update(source="program_tree", step_range=(10, 20), op_id=None)
+    assert view.region.isVisible()
+    assert view.index.visible(*view.region.getRegion()) == (10, 20)
+    view.refresh()
+    assert not view.step_hl.isVisible()
+
+
+def test_double_click_expands_ipu(view):
+    view._on_click(1000.0, TPI + 5.0, True, view.tile_vb)
+    assert view.y_range() == pytest.approx((TPI, 2 * TPI))
+    view._on_click(1000.0, TPI + 5.0, True, view.tile_vb)
+    assert view.y_range() == pytest.approx((0, 2 * TPI))
+
+
+def test_plot_items(view):
+    items = view.plot_items()
+    assert {"steps", "tiles", "per_step", "imbalance"} <= set(items)
