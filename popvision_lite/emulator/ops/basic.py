@@ -75,12 +75,52 @@ def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
 # ============================================================================ matmul
 
 
+def _as_operand(ctx, x, name, op):
+    """(tensor, transposed): a Tensor as is; a View that swaps the last two axes of its base tensor
+    becomes (base, True) - no data moves; any other View is materialised (a rearranging copy)."""
+    if isinstance(x, View):
+        base = x.base
+        if len(base.shape) in (2, 3) and x.index.ndim == len(base.shape):
+            sh = base.shape
+            want = sh[:-2] + (sh[-1], sh[-2])
+            if tuple(x.index.shape) == want:
+                axes = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
+                if np.array_equal(x.index, np.arange(base.size, dtype=np.int64).reshape(sh).transpose(axes)):
+                    return base, True
+            if tuple(x.index.shape) == sh and np.array_equal(x.index.ravel(), np.arange(base.size)):
+                return base, False
+        return materialize(ctx, x, name, op), False
+    return x, False
+
+
+def _block_major(ctx, X, blk, grid_index, users_tiles, name, op):
+    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X into a block-major temporary
+    (n, prod(blk)) - each block contiguous, block i on ``users_tiles[i]`` - so broadcasting a block
+    later is one piece per receiving tile.  Blocks that already are contiguous in X are used in place."""
+    nd = len(X.shape)
+    contiguous = all(b == s for b, s in zip(blk[1:], X.shape[1:], strict=True)) or \
+        (nd == 3 and blk[0] == 1 and blk[2] == X.shape[2])
+    belems = int(np.prod(blk))
+    if contiguous:
+        strides = np.cumprod((1,) + tuple(X.shape[::-1]))[:-1][::-1]
+        starts = (grid_index * np.asarray(blk)) @ np.asarray(strides)
+        return X, starts.astype(np.int64), belems
+    n = len(grid_index)
+    T = ctx.variable(f"{op}/{name}_blocks_major", (n, belems), X.dtype,
+                     mapping=M.by_rows((n, belems), users_tiles) if len(np.unique(users_tiles)) == n
+                     else M.intervals(users_tiles, np.arange(n) * belems, np.arange(n) * belems + belems), op=op)
+    ctx.add(P.Copy(X.blocks(blk, grid_index), T.whole(), name=f"{op}/rearrange_{name}", op=op))
+    return T, np.arange(n, dtype=np.int64) * belems, belems
+
+
 def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     """C = A @ B with A (M, K) or (G, M, K) and B (K, N) or (G, K, N); AMP block matmul on tiles.
 
     The planner splits M and N over the IPU's tiles (K stays on one tile; serial passes over K
-    accumulate in FP32 when one pass would not fit).  Operand blocks are broadcast to their tiles
-    with copies (exchange), each vertex computes one output block."""
+    accumulate in FP32 when one pass would not fit).  Operands that are transposed views are read
+    in their stored layout (no transpose copy).  Operand blocks are first rearranged block-major
+    (one exchange) and then broadcast to the tiles that need them (one piece per tile); each tile's
+    output block is split by rows over its worker threads."""
     out_dtype = out_dtype or ctx.dtype
     ash, bsh = tuple(a.shape), tuple(b.shape)
     if len(ash) not in (2, 3) or len(bsh) not in (2, 3) or (len(bsh) == 3 and (len(ash) != 3 or bsh[0] != ash[0])):
@@ -100,15 +140,14 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     desc = plan.describe() + (f"; {G} independent products" if G > 1 else "")
     op = ctx.begin_op(name, "matmul", plan=desc, min_bytes=min_bytes)
 
-    # operands as tensors of their logical shape (views are rearranged once, size-proportional)
-    A = materialize(ctx, a, "a", op)
-    B = materialize(ctx, b, "b", op)
+    A, ta = _as_operand(ctx, a, "a", op)
+    B, tb = _as_operand(ctx, b, "b", op)
+    ab3, bb3 = len(ash) == 3, len(bsh) == 3
     T = G * pm * pn
     n_t = ctx.target.tiles_per_ipu
     tiles_arr = ctx.tiles_array(rotate=T if T < n_t else 0)
     vt = tiles_arr[np.arange(T) % len(tiles_arr)]  # block (g, im, in) in row-major order -> tile
     g_i, im_i, in_i = np.unravel_index(np.arange(T), (G, pm, pn))
-    # each tile's output block is split by rows over its worker threads (one vertex per worker)
     w = workers_for(bm, ctx.target.threads_per_tile)
     bmw = bm // w
     vj = np.tile(np.arange(w, dtype=np.int64), T)
@@ -116,12 +155,30 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     vt_i = np.repeat(np.arange(T, dtype=np.int64), w)
     vg, vim, vin = np.repeat(g_i, w), np.repeat(im_i, w), np.repeat(in_i, w)
 
-    a_rep = ctx.variable(f"{op}/a_blocks", (T, bm, bks), A.dtype,
-                         mapping=M.by_blocks((T, bm, bks), (1, bm, bks), vt), op=op)
-    b_rep = ctx.variable(f"{op}/b_blocks", (T, bks, bn), B.dtype,
-                         mapping=M.by_blocks((T, bks, bn), (1, bks, bn), vt), op=op)
-    ab3 = len(ash) == 3
-    bb3 = len(bsh) == 3
+    # stored block shapes of A and B (as laid out in memory)
+    a_blk2 = (bks, bm) if ta else (bm, bks)
+    b_blk2 = (bn, bks) if tb else (bks, bn)
+    a_blk = ((1,) + a_blk2) if ab3 else a_blk2
+    b_blk = ((1,) + b_blk2) if bb3 else b_blk2
+    # distinct blocks: A (g, im, p), B (g, p, in); their first user decides where the block-major copy lives
+    ga, ia, pa = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(ps), indexing="ij"))
+    a_coord2 = np.stack([pa, ia], 1) if ta else np.stack([ia, pa], 1)
+    a_grid = np.concatenate([ga[:, None], a_coord2], 1) if ab3 else a_coord2
+    a_user = vt[(ga * pm + ia) * pn]
+    Gb = G if bb3 else 1
+    gb, pb, nb = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(ps), np.arange(pn), indexing="ij"))
+    b_coord2 = np.stack([nb, pb], 1) if tb else np.stack([pb, nb], 1)
+    b_grid = np.concatenate([gb[:, None], b_coord2], 1) if bb3 else b_coord2
+    b_user = vt[(gb * pm) * pn + nb]
+    A_src, a_starts, a_el = _block_major(ctx, A, a_blk, a_grid, a_user, "a", op)
+    B_src, b_starts, b_el = _block_major(ctx, B, b_blk, b_grid, b_user, "b", op)
+
+    rep_a_shape = (T,) + a_blk2
+    rep_b_shape = (T,) + b_blk2
+    a_rep = ctx.variable(f"{op}/a_tile_blocks", rep_a_shape, A.dtype,
+                         mapping=M.by_blocks(rep_a_shape, (1,) + a_blk2, vt), op=op)
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", rep_b_shape, B.dtype,
+                         mapping=M.by_blocks(rep_b_shape, (1,) + b_blk2, vt), op=op)
     cblock = (1, bm, bn) if ab3 else (bm, bn)
     C_out = ctx.variable(op, out_shape, out_dtype, mapping=M.by_blocks(out_shape, cblock, vt), op=op)
     wblock = (1, bmw, bn) if ab3 else (bmw, bn)
@@ -130,21 +187,20 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     if ps > 1:
         acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=M.by_blocks(out_shape, cblock, vt), op=op)
     zeros = np.zeros(T * w, np.int64)
-    a_idx = np.stack([vt_i, vj, zeros], 1)
+    # worker j of a tile takes rows j*bmw.. of the output block: a slice of A's block
+    a_field_blk = (1, bks, bmw) if ta else (1, bmw, bks)
+    a_idx = np.stack([vt_i, zeros, vj], 1) if ta else np.stack([vt_i, vj, zeros], 1)
     b_idx = np.stack([vt_i, zeros, zeros], 1)
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
-        pidx = np.full(T, p, np.int64)
-        a_src = A.blocks((1, bm, bks) if ab3 else (bm, bks),
-                         np.stack([g_i, im_i, pidx], 1) if ab3 else np.stack([im_i, pidx], 1))
-        b_src = B.blocks((1, bks, bn) if bb3 else (bks, bn),
-                         np.stack([g_i, pidx, in_i], 1) if bb3 else np.stack([pidx, in_i], 1))
-        ctx.add(P.Copy(a_src, a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
-        ctx.add(P.Copy(b_src, b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
+        a_id = (g_i * pm + im_i) * ps + p
+        b_id = ((g_i if bb3 else 0) * ps + p) * pn + in_i
+        ctx.add(P.Copy(A_src.regions(a_starts[a_id], a_el), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
+        ctx.add(P.Copy(B_src.regions(b_starts[b_id], b_el), b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/blocks{sfx}"), op=op)
-        codelet = C.BLOCK_MATMUL if p == 0 else C.BLOCK_MATMUL_ACC
+        codelet = OC.MATMUL_T[(ta, tb, p > 0)]
         ctx.graph.add_vertices(cs, codelet, tiles=vtile, fields={
-            "a": a_rep.blocks((1, bmw, bks), a_idx), "b": b_rep.blocks((1, bks, bn), b_idx),
+            "a": a_rep.blocks(a_field_blk, a_idx), "b": b_rep.blocks((1,) + b_blk2, b_idx),
             "out": acc.blocks(wblock, c_index)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     if ps > 1:

@@ -182,7 +182,7 @@ class MatmulPlan:
 # Planner heuristics (not device facts): a vertex's fixed cost and the exchange cost of a piece.
 VERTEX_OVERHEAD = 40  # worker cycles to start a block-matmul vertex (core codelet's MATMUL_OVERHEAD)
 ROW_OVERHEAD = 4  # worker cycles per output row of a block
-PIECE_CYCLES = 2  # exchange instructions per contiguous piece received
+PIECE_CYCLES = 8  # exchange set-up per contiguous piece received (assumption: address + send/receive pair + gap)
 PIECE_CODE_BYTES = 8  # exchange code per piece (core's EXCHANGE_CODE_PER_PIECE), on sender and receiver
 
 

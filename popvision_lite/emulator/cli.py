@@ -1,0 +1,197 @@
+"""``popvision-lite emulate MODEL ... -o run.pvl``: run a bundled workload on the emulator.
+
+Exit codes: 0 ok, 2 bad arguments / config (message names the argument or field),
+3 out of memory (the profile is still written), 1 unexpected error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from popvision_lite.emulator.models.workloads import MODEL_NAMES, make_config
+from popvision_lite.emulator.run_config import DEVICE_ALIASES, load_run_config, normalise_device
+from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError
+from popvision_lite.profile.schema import STEP_KINDS
+
+MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _device(text: str) -> str:
+    try:
+        return normalise_device(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
+                   help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
+    p.add_argument("-o", "--output", help="profile file to write (.pvl)")
+    p.add_argument("--device", type=_device, default=None,
+                   help=f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)")
+    p.add_argument("--ipus", type=_positive_int, help="number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages")
+    p.add_argument("--batch", type=_positive_int, help="batch size")
+    p.add_argument("--seq", type=_positive_int, help="sequence length (bert)")
+    p.add_argument("--layers", type=_positive_int, help="number of layers / blocks")
+    p.add_argument("--hidden", type=_positive_int, help="hidden size (bert, mlp), channels (conv), features (gnn)")
+    p.add_argument("--heads", type=_positive_int, help="attention heads (bert)")
+    p.add_argument("--vocab", type=_positive_int, help=argparse.SUPPRESS)
+    p.add_argument("--image", type=_positive_int, help="image height and width (conv)")
+    p.add_argument("--nodes", type=_positive_int, help="graph nodes (gnn)")
+    p.add_argument("--edges", type=_positive_int, help="graph edges (gnn)")
+    p.add_argument("--seed", type=int, help="random seed of inputs and weights (default 0)")
+    p.add_argument("--recompute", action="store_true", default=None,
+                   help="recompute each layer's forward in the backward pass (activation checkpointing)")
+    p.add_argument("--inference", action="store_true", default=None, help="forward pass only (no training step)")
+    p.add_argument("--streaming-weights", action="store_true", default=None,
+                   help="keep weights in streaming memory (DDR) and load them with StreamCopy")
+    p.add_argument("--precision", choices=("fp16", "fp32"), help="fp16 (AMP: FP32 accumulate) or fp32")
+    p.add_argument("--timing-only", action="store_true", default=None,
+                   help="no numerics: same cycles and memory, for large targets")
+    p.add_argument("--config", help="TOML run config (command-line arguments override it)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+class _Progress:
+    def __init__(self, enabled: bool, stream=None):
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def __call__(self, stage: str, frac: float) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        n = int(round(frac * width))
+        line = f"[{'#' * n}{'.' * (width - n)}] {int(frac * 100):3d}% {stage} ({time.perf_counter() - self.t0:.1f} s)"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(78) + ("\n" if frac >= 1.0 else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def summarize(pd_, run) -> dict:
+    """Numbers of the end-of-run summary, from the profile data."""
+    mem = np.asarray(pd_.memory)
+    per_tile = mem.sum(axis=(1, 2))
+    peak_tile = int(per_tile.argmax())
+    steps = pd_.steps
+    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
+    kinds = steps["kind"].to_numpy()
+    split = {}
+    for code, name in enumerate(STEP_KINDS):
+        split[name] = int(dur[kinds == code].sum())
+    total = int(run.total_cycles)
+    clock = float(pd_.target.clock_hz)
+    return dict(fits=bool(run.fits), peak_tile=peak_tile, peak_bytes=int(per_tile[peak_tile]),
+                capacity=int(pd_.target.sram_bytes_per_tile), total_cycles=total, seconds=total / clock,
+                clock_hz=clock, split=split)
+
+
+def format_summary(s: dict, run, out_path: str) -> str:
+    lines = []
+    cfg = run.cfg
+    lines.append(f"model {cfg.model} ({cfg.layers} layers, hidden {cfg.hidden}, batch {cfg.batch}"
+                 + (f", seq {cfg.seq}, heads {cfg.heads}" if cfg.model == "bert" else "")
+                 + f"), {cfg.precision}, {'training step' if cfg.training else 'inference'}"
+                 + (", recompute" if cfg.recompute else "") + f", {cfg.ipus} IPU(s)")
+    lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
+    lines.append(f"peak tile memory: {s['peak_bytes']:,} B on tile {s['peak_tile']} "
+                 f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)")
+    if not s["fits"]:
+        worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
+        lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
+    lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz")
+    tot = max(1, sum(s["split"].values()))
+    parts = [f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)" for k, v in s["split"].items() if v]
+    lines.append("split: " + ", ".join(parts))
+    if run.numeric_checks:
+        bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
+        worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
+        lines.append(f"numeric checks vs numpy reference: {len(run.numeric_checks) - len(bad)}/"
+                     f"{len(run.numeric_checks)} passed (worst max rel err {worst['max_rel_err']:.2e})"
+                     + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
+    lines.append(f"profile: {out_path}")
+    return "\n".join(lines)
+
+
+def resolve(args) -> tuple:
+    """(ModelConfig, device, output, timing_only) from the config file and the arguments."""
+    rc = load_run_config(args.config) if args.config else None
+    model = args.model or (rc.model if rc else None)
+    if model is None:
+        raise ConfigError("argument MODEL: required (or 'model' in the --config file)")
+    out = args.output or (rc.output if rc else None)
+    if not out:
+        raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
+    device = args.device or (rc.device if rc else "ipu-mk2")
+    timing = bool(args.timing_only) if args.timing_only is not None else bool(rc.timing_only if rc else False)
+    over = dict(rc.model_args) if rc else {}
+    for k in MODEL_ARGS:
+        v = getattr(args, k)
+        if v is not None:
+            over[k] = v
+    if args.precision is not None:
+        over["precision"] = args.precision
+    if args.recompute:
+        over["recompute"] = True
+    if args.inference:
+        over["training"] = False
+    if args.streaming_weights:
+        over["streaming_weights"] = True
+    try:
+        cfg = make_config(model, **over)
+    except ConfigError as e:
+        field = str(e).split(":", 1)[0]
+        if field in MODEL_ARGS or field in ("precision",):
+            raise ConfigError(f"argument --{field} (or config field '{field}'): {str(e).split(': ', 1)[1]}") from None
+        raise
+    return cfg, device, out, timing
+
+
+def run(args) -> int:
+    from popvision_lite.emulator.models.emulated import run_model
+
+    try:
+        cfg, device, out, timing = resolve(args)
+    except ConfigError as e:
+        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 2
+    progress = _Progress(not args.quiet)
+    try:
+        result = run_model(cfg, device=device, timing_only=timing, profile_path=out, progress=progress)
+    except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
+        print(f"popvision-lite emulate: {e}", file=sys.stderr)
+        return 3
+    except (ConfigError, EmulatorError) as e:
+        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 2
+    except PopvisionError as e:
+        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 1
+    s = summarize(result.profile_data, result)
+    print(format_summary(s, result, out))
+    if not result.fits:
+        print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
+              f"profile written to {out}", file=sys.stderr)
+        return 3
+    if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
+        print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)
+        return 1
+    return 0

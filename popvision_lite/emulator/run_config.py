@@ -1,0 +1,105 @@
+"""TOML run configs for repeatable ``emulate`` runs.
+
+Example (``run.toml``)::
+
+    model = "bert-base"       # mlp | bert | bert-tiny .. bert-large | conv | gnn
+    device = "ipu-mk2"        # resources/devices/<id>.toml
+    output = "bert_base.pvl"  # optional; -o wins
+    timing_only = true
+
+    [model_args]              # any ModelConfig field
+    batch = 8
+    seq = 128
+    layers = 12
+    recompute = true
+    precision = "fp16"
+    ipus = 1
+
+Top-level keys may also hold model fields directly (``batch = 8``).  Every error is a
+``ConfigError`` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
+from popvision_lite.errors import ConfigError
+
+TOP_KEYS = {"model", "device", "output", "timing_only", "model_args"}
+DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1": "ipu-mk1",
+                  "ipu-mk2": "ipu-mk2", "ipu-bow": "ipu-bow"}
+_TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "ffn": int, "vocab": int,
+          "image": int, "nodes": int, "edges": int, "ipus": int, "seed": int, "precision": str,
+          "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float)}
+
+
+@dataclass
+class RunConfig:
+    model: str | None = None
+    device: str = "ipu-mk2"
+    output: str | None = None
+    timing_only: bool = False
+    model_args: dict = field(default_factory=dict)
+
+
+def normalise_device(dev: str, where: str = "device") -> str:
+    key = str(dev).lower()
+    if key in DEVICE_ALIASES:
+        return DEVICE_ALIASES[key]
+    raise ConfigError(f"{where}: unknown device {dev!r}; choose one of ipu-mk1, ipu-mk2, ipu-bow")
+
+
+def check_model_args(args: dict, where: str) -> dict:
+    known = ModelConfig.field_names() - {"model"}
+    out = {}
+    for k, v in args.items():
+        if k not in known:
+            raise ConfigError(f"{where}: field '{k}': unknown setting; known: {', '.join(sorted(known))}")
+        typ = _TYPES.get(k)
+        if typ is not None:
+            ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
+            if not ok:
+                raise ConfigError(f"{where}: field '{k}': expected {getattr(typ, '__name__', 'a number')}, "
+                                  f"got {v!r}")
+        out[k] = v
+    return out
+
+
+def load_run_config(path) -> RunConfig:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read config: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    rc = RunConfig()
+    model_args = {}
+    for k, v in raw.items():
+        if k == "model":
+            if not isinstance(v, str) or v not in MODEL_NAMES:
+                raise ConfigError(f"{path}: field 'model': unknown model {v!r}; choose one of {', '.join(MODEL_NAMES)}")
+            rc.model = v
+        elif k == "device":
+            rc.device = normalise_device(v, f"{path}: field 'device'")
+        elif k == "output":
+            if not isinstance(v, str) or not v:
+                raise ConfigError(f"{path}: field 'output': expected a file name, got {v!r}")
+            rc.output = v
+        elif k == "timing_only":
+            if not isinstance(v, bool):
+                raise ConfigError(f"{path}: field 'timing_only': expected true or false, got {v!r}")
+            rc.timing_only = v
+        elif k == "model_args":
+            if not isinstance(v, dict):
+                raise ConfigError(f"{path}: field 'model_args': expected a table")
+            model_args.update(check_model_args(v, f"{path}: [model_args]"))
+        else:
+            model_args.update(check_model_args({k: v}, str(path)))
+    rc.model_args = model_args
+    return rc
