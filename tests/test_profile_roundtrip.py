@@ -189,3 +189,22 @@ def test_empty_run_round_trips(tmp_path):
         assert len(p.steps) == 0
         assert p.step_tiles.window(0, 100).cycles.shape == (0, 8)
         assert p.step_tiles.summary(*p.step_tiles.levels[0])["max"].shape[0] == 0
+
+
+def test_many_layers_repeat_earlier_layers():
+    from popvision_lite.profile.synthetic import DISTINCT_LAYERS
+
+    n = DISTINCT_LAYERS + 2
+    d = make_synthetic(num_ipus=1, tiles_per_ipu=16, num_steps=2000, num_layers=n, lazy=True)
+    ops = d.ops.set_index("name")
+    assert f"layer{n - 1}/ffn/matmul" in ops.index
+    # layer DISTINCT_LAYERS repeats layer 0: same per-op work and the same per-tile cycles
+    a, b = ops.loc["layer0/ffn/matmul"], ops.loc[f"layer{DISTINCT_LAYERS}/ffn/matmul"]
+    assert a["tiles_used"] == b["tiles_used"] and a["plan"] == b["plan"]
+    steps = d.steps
+    sa = steps.loc[steps["op_id"] == a["op_id"], "step"].to_numpy()
+    sb = steps.loc[steps["op_id"] == b["op_id"], "step"].to_numpy()
+    np.testing.assert_array_equal(d.step_tile_cycles[sa[0]:sa[0] + 4], d.step_tile_cycles[sb[0]:sb[0] + 4])
+    # templates are shared, so far fewer template rows than leaf programs
+    leaves = (d.programs["lstep"] >= 0).sum()
+    assert d.step_tile_cycles.templates.shape[0] < leaves

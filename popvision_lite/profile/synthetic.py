@@ -39,6 +39,7 @@ COMPUTE, SYNC, EXCH, GEXCH, STREAM = (K["compute"], K["sync"], K["exchange_inter
 LINK_BYTES_PER_CYCLE_PER_TILE = 1
 STREAM_BYTES_PER_CYCLE_PER_TILE = 0.5
 LAZY_THRESHOLD = 50_000_000        # tile-steps above which arrays are generated lazily
+DISTINCT_LAYERS = 8                # layers after this repeat the parameters of earlier ones
 
 
 def default_target(device: str = "ipu-mk2", num_ipus: int = 1, tiles_per_ipu: int | None = None):
@@ -122,6 +123,11 @@ class _Op:
     act_bytes: int    # output activation bytes per used tile
     weight_bytes: int  # weight bytes per used tile (0 = none)
     leaves: list = field(default_factory=list)
+    tmpl_src: int = -1  # op whose per-tile templates this op shares (itself unless a repeated layer)
+
+    def __post_init__(self):
+        if self.tmpl_src < 0:
+            self.tmpl_src = self.op_id
 
 
 _OP_KINDS = {
@@ -170,8 +176,12 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     # ---- ops -------------------------------------------------------------------------
     ops: list[_Op] = []
 
-    def add_op(name, typ):
+    def add_op(name, typ, like=None):
         prec, _, fpc, inten = _OP_KINDS[typ]
+        if like is not None:  # a repeated layer: same shapes, same per-tile pattern
+            o = _Op(**{**like.__dict__, "op_id": len(ops), "name": name, "leaves": []})
+            ops.append(o)
+            return o
         o = _Op(op_id=len(ops), name=name, type=typ, precision=prec,
                 frac_tiles=float(rng.choice([0.55, 0.75, 0.9, 1.0])),
                 grains=int(rng.integers(2, 40) * tpi // 7 + 1),
@@ -186,13 +196,15 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     stream_in = _Op(len(ops), "host_io/stream_in", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0, 2048, 0)
     ops.append(stream_in)
     layer_ops = []
+    layer_kinds = (("attention/qkv_matmul", "matmul"), ("attention/softmax", "softmax"),
+                   ("attention/out_matmul", "matmul"), ("residual_add", "add"), ("layernorm", "layernorm"),
+                   ("ffn/matmul", "matmul"))
     for layer in range(num_layers):
-        lo = [add_op(f"layer{layer}/attention/qkv_matmul", "matmul"),
-              add_op(f"layer{layer}/attention/softmax", "softmax"),
-              add_op(f"layer{layer}/attention/out_matmul", "matmul"),
-              add_op(f"layer{layer}/residual_add", "add"),
-              add_op(f"layer{layer}/layernorm", "layernorm"),
-              add_op(f"layer{layer}/ffn/matmul", "matmul")]
+        # layers beyond DISTINCT_LAYERS repeat earlier ones (as a transformer's layers do), which keeps
+        # the per-tile templates, and so memory, bounded for models with many layers
+        src = layer_ops[layer % DISTINCT_LAYERS] if layer >= DISTINCT_LAYERS else None
+        lo = [add_op(f"layer{layer}/{n}", t, like=None if src is None else src[i])
+              for i, (n, t) in enumerate(layer_kinds)]
         if multi:
             o = _Op(len(ops), f"layer{layer}/ipu_exchange", "ipu_exchange", "fp16", 0.5, 0, 0, 0, 0,
                     False, 0, 0, 0)
@@ -203,8 +215,9 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     ops.append(stream_out)
 
     # ---- leaves (one BSP step each per iteration) and their per-tile templates ----------
-    leaves = []  # dicts: kind, op, name, cs
+    leaves = []  # dicts: kind, op, name, cs, tmpl
     cyc_t, bin_t, bout_t = [], [], []
+    tmpl_index: dict = {}
     zeros = np.zeros(nt, dtype=np.uint32)
     jitter_pattern = ((tile * 2654435761) >> 7) % 23  # fixed per-tile vertex overhead jitter
 
@@ -212,11 +225,15 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
         return tin < max(1, int(round(frac * tpi)))
 
     def add_leaf(kind, op, name, cyc, bi, bo, cs=-1):
-        leaves.append(dict(kind=kind, op=op, name=name, cs=cs))
+        # identical per-tile rows (all syncs; repeated layers) share one template
+        key = ("sync",) if kind == SYNC else (op.tmpl_src, name.rsplit("/", 1)[-1])
+        if key not in tmpl_index:
+            tmpl_index[key] = len(cyc_t)
+            cyc_t.append(np.asarray(cyc, dtype=np.uint32))
+            bin_t.append(np.asarray(bi, dtype=np.uint32))
+            bout_t.append(np.asarray(bo, dtype=np.uint32))
+        leaves.append(dict(kind=kind, op=op, name=name, cs=cs, tmpl=tmpl_index[key]))
         op.leaves.append(len(leaves) - 1)
-        cyc_t.append(np.asarray(cyc, dtype=np.uint32))
-        bin_t.append(np.asarray(bi, dtype=np.uint32))
-        bout_t.append(np.asarray(bo, dtype=np.uint32))
 
     compute_sets = []
 
@@ -244,6 +261,7 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
         return cyc, bi, bo
 
     vertex_rows = []
+    codelet_code: dict[str, int] = {}
     for o in [stream_in] + [x for lo in layer_ops for x in lo] + [stream_out]:
         if o.type == "stream_copy":
             used = used_mask(o.frac_tiles)
@@ -272,11 +290,11 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
                 compute_sets.append(dict(cs_id=cs_id, name=f"{o.name}/cs{stage}", op_id=o.op_id,
                                          num_vertices=n_vert, num_tiles=int(used.sum())))
                 idx = np.flatnonzero(used)
-                vertex_rows.append(pd.DataFrame({
-                    "cs_id": np.full(idx.size, cs_id, dtype=np.int32), "codelet": codelet,
-                    "tile": idx.astype(np.int32), "count": g[idx].astype(np.int32),
-                    "cycles": cyc[idx].astype(np.int64), "state_bytes": (g[idx] * 16 + 8).astype(np.int64),
-                    "code_bytes": np.full(idx.size, 900 + 300 * stage, dtype=np.int64)}))
+                code = codelet_code.setdefault(codelet, len(codelet_code))
+                vertex_rows.append((np.full(idx.size, cs_id, dtype=np.int32), np.full(idx.size, code, np.int16),
+                                    idx.astype(np.int32), g[idx].astype(np.int32), cyc[idx].astype(np.int64),
+                                    (g[idx] * 16 + 8).astype(np.int64),
+                                    np.full(idx.size, 900 + 300 * stage, dtype=np.int64)))
                 add_leaf(COMPUTE, o, f"{o.name}/Execute{stage}", cyc, zeros, zeros, cs=cs_id)
                 stage += 1
             elif kind == EXCH:
@@ -289,9 +307,12 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     cyc_t = np.stack(cyc_t)
     bin_t = np.stack(bin_t)
     bout_t = np.stack(bout_t)
+    leaf_tmpl = np.array([lf["tmpl"] for lf in leaves], dtype=np.int64)
     leaf_kind = np.array([lf["kind"] for lf in leaves], dtype=np.int8)
     leaf_op = np.array([lf["op"].op_id for lf in leaves], dtype=np.int32)
-    leaf_busy = cyc_t.max(axis=1).astype(np.int64)
+    leaf_busy = cyc_t.max(axis=1).astype(np.int64)[leaf_tmpl]
+    leaf_bin = bin_t.sum(axis=1, dtype=np.int64)[leaf_tmpl]
+    leaf_bout = bout_t.sum(axis=1, dtype=np.int64)[leaf_tmpl]
     overhead = np.select([leaf_kind == COMPUTE, leaf_kind == SYNC, leaf_kind == GEXCH],
                          [20, sync_internal, 80], 40).astype(np.int64)
     # a sync that follows a global exchange op's first leaf is a global sync
@@ -349,10 +370,11 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     })
     # per-step aggregates straight from the templates (the writer also fills them if missing)
     steps["busy_max"] = leaf_busy[step_leaf]
-    steps["busy_mean"] = cyc_t.mean(axis=1)[step_leaf]
-    steps["tiles_active"] = np.count_nonzero(cyc_t, axis=1).astype(np.int32)[step_leaf]
-    steps["bytes_in"] = bin_t.sum(axis=1, dtype=np.int64)[step_leaf]
-    steps["bytes_out"] = bout_t.sum(axis=1, dtype=np.int64)[step_leaf]
+    step_tmpl = leaf_tmpl[step_leaf]
+    steps["busy_mean"] = cyc_t.mean(axis=1)[step_tmpl]
+    steps["tiles_active"] = np.count_nonzero(cyc_t, axis=1).astype(np.int32)[step_tmpl]
+    steps["bytes_in"] = leaf_bin[step_leaf]
+    steps["bytes_out"] = leaf_bout[step_leaf]
 
     # program first/last step and cycles (children included)
     n_prog = len(programs)
@@ -387,7 +409,7 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
          "cs_id": np.int32, "code_bytes": np.int64, "lstep": np.int64})
 
     # ---- ops table -------------------------------------------------------------------------
-    busy_sum_leaf = cyc_t.sum(axis=1, dtype=np.int64)
+    busy_sum_leaf = cyc_t.sum(axis=1, dtype=np.int64)[leaf_tmpl]
     op_rows = []
     for o in ops:
         li = np.array(o.leaves, dtype=np.int64)
@@ -400,9 +422,9 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
 
         comp_busy = int((ex * busy_sum_leaf[li] * (kinds == COMPUTE)).sum())
         flops = int(comp_busy * o.flops_per_cycle)
-        bytes_ex = int((ex * bin_t[li].sum(axis=1, dtype=np.int64) * (kinds == EXCH)).sum())
-        bytes_link = int((ex * bin_t[li].sum(axis=1, dtype=np.int64) * (kinds == GEXCH)).sum())
-        bytes_ddr = int((ex * (bin_t[li].sum(axis=1, dtype=np.int64) + bout_t[li].sum(axis=1, dtype=np.int64))
+        bytes_ex = int((ex * leaf_bin[li] * (kinds == EXCH)).sum())
+        bytes_link = int((ex * leaf_bin[li] * (kinds == GEXCH)).sum())
+        bytes_ddr = int((ex * (leaf_bin[li] + leaf_bout[li])
                          * (kinds == STREAM)).sum())
         used = int(used_mask(o.frac_tiles).sum())
         n_iter = int(ex.max()) if ex.size else 0
@@ -461,14 +483,20 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     always = vars_df["always_live"].to_numpy(bool)
     kind_const = (vars_df["kind"] == "constant").to_numpy()
     # liveness per lstep via difference arrays over each variable's live range
-    delta = np.zeros((n_lsteps + 1, nt), dtype=np.int64)
+    # int32 and in place: the (lsteps, tiles) matrix is the big one for models with many layers
+    delta = np.zeros((n_lsteps + 1, nt), dtype=np.int32)
     nal = ~always[vid]
     fl = vars_df["first_lstep"].to_numpy()[vid[nal]]
     ll = vars_df["last_lstep"].to_numpy()[vid[nal]]
-    np.add.at(delta, (fl, vtile[nal]), vbytes[nal])
-    np.add.at(delta, (ll + 1, vtile[nal]), -vbytes[nal])
-    live = np.cumsum(delta[:-1], axis=0)
-    peak_nal = live.max(axis=0) if n_lsteps else np.zeros(nt, dtype=np.int64)
+    # each variable maps to a tile at most once, so a plain fancy-index add per variable is exact
+    starts = np.flatnonzero(np.diff(np.concatenate([[-1], vid[nal]])))
+    ends = np.append(starts[1:], nal.sum())
+    vt_nal, vb_nal = vtile[nal], vbytes[nal].astype(np.int32)
+    for a, b in zip(starts, ends, strict=True):
+        delta[fl[a], vt_nal[a:b]] += vb_nal[a:b]
+        delta[ll[a] + 1, vt_nal[a:b]] -= vb_nal[a:b]
+    live = np.cumsum(delta[:-1], axis=0, out=delta[:-1]).view(np.uint32)
+    peak_nal = live.max(axis=0).astype(np.int64) if n_lsteps else np.zeros(nt, dtype=np.int64)
 
     # memory (tiles, categories, [always_live, not_always_live])
     mem = np.zeros((nt, len(schema.MEMORY_CATEGORIES), 2), dtype=np.int64)
@@ -477,8 +505,13 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
                                            vbytes[always[vid] & ~kind_const[vid]], minlength=nt)
     mem[:, C["variable"], 1] = peak_nal
     mem[:, C["constant"], 0] = np.bincount(vtile[kind_const[vid]], vbytes[kind_const[vid]], minlength=nt)
-    vert = pd.concat(vertex_rows, ignore_index=True) if vertex_rows else pd.DataFrame(
-        {c: np.zeros(0, np.int64) for c in schema.TABLE_COLUMNS["vertices"]})
+    if vertex_rows:
+        vcols = [np.concatenate(c) for c in zip(*vertex_rows, strict=True)]
+    else:
+        vcols = [np.zeros(0, dt) for dt in (np.int32, np.int16, np.int32, np.int32, np.int64, np.int64, np.int64)]
+    # codelet names as a categorical column: compact for millions of rows, stored dictionary-encoded
+    vcols[1] = pd.Categorical.from_codes(vcols[1], categories=list(codelet_code) or ["-"])
+    vert = pd.DataFrame(dict(zip(schema.TABLE_COLUMNS["vertices"], vcols, strict=True)))
     vt = vert["tile"].to_numpy()
     mem[:, C["vertexInstanceState"], 0] = np.bincount(vt, vert["state_bytes"].to_numpy(), minlength=nt)
     n_codelets = np.bincount(vt, minlength=nt)
@@ -514,13 +547,13 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
          "last_lstep": np.int64, "op_id": np.int32})
     var_tiles = pd.DataFrame({"var_id": vid, "tile": vtile, "bytes": vbytes.astype(np.int64)})
 
-    ltb = live.astype(np.uint32)
+    ltb = live
     max_tile = live.argmax(axis=1) if nt else np.zeros(n_lsteps, dtype=np.int64)
     liveness_steps = pd.DataFrame({
         "lstep": np.arange(n_lsteps, dtype=np.int64),
         "prog_id": leaf_prog.astype(np.int32),
         "name": [lf["name"] for lf in leaves],
-        "total_bytes": live.sum(axis=1).astype(np.int64),
+        "total_bytes": live.sum(axis=1, dtype=np.int64),
         "max_tile_bytes": live.max(axis=1).astype(np.int64) if nt else np.zeros(n_lsteps, np.int64),
         "max_tile": max_tile.astype(np.int32),
     })
@@ -530,8 +563,8 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
 
     if lazy is None:
         lazy = num_steps * nt > LAZY_THRESHOLD
-    arrs = [LazyStepTileArray(cyc_t, step_leaf, noise), LazyStepTileArray(bin_t, step_leaf),
-            LazyStepTileArray(bout_t, step_leaf)]
+    arrs = [LazyStepTileArray(cyc_t, step_tmpl, noise), LazyStepTileArray(bin_t, step_tmpl),
+            LazyStepTileArray(bout_t, step_tmpl)]
     if noise:  # busy may exceed the template's: keep step durations >= busy
         steps["busy_max"] = np.nan  # the writer recomputes aggregates from the stored rows
         steps["busy_mean"] = np.nan

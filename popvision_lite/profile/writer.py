@@ -109,7 +109,18 @@ def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
     g.attrs["columns"] = _dumps(list(cols))
     g.attrs["rows"] = len(df)
     for col in cols:
-        values = df[col].to_numpy()
+        series = df[col]
+        if isinstance(series.dtype, pd.CategoricalDtype):  # already dictionary-encoded
+            cats = [str(c) for c in series.cat.categories]
+            codes = series.cat.codes.to_numpy().astype(np.int32)
+            if (codes < 0).any():  # missing values become ""
+                codes = np.where(codes < 0, len(cats), codes)
+                cats.append("")
+            ds = g.create_dataset(col, data=codes, **(comp if len(codes) > 1024 else {}))
+            ds.attrs["encoding"] = "dictionary"
+            g.create_dataset(f"{col}.categories", data=np.array(cats, dtype=object), dtype=_str_dtype())
+            continue
+        values = series.to_numpy()
         if values.dtype == object or values.dtype.kind in "US" or isinstance(df[col].dtype, pd.StringDtype):
             strs = pd.Series(values, dtype=object).fillna("").astype(str)
             codes, cats = pd.factorize(strs, sort=False)
