@@ -223,12 +223,35 @@ class BlockMatMul(Codelet):
         bm, bk, bn = self.dims(group)
         return int(2 * bm * bk * bn * group.n + (bm * bn * group.n if self.accumulate else 0))
 
+    def _shared_b(self, group):
+        """r > 1 when consecutive runs of r vertices share one b block (a row-split of one block
+        product): the group is then U products of (r*bm, bk) @ (bk, bn), fewer and larger GEMMs."""
+        if not hasattr(group, "_mm_shared"):
+            idx = group.fields["b"].index
+            r = 1
+            if group.n > 1:
+                change = np.nonzero(np.any(idx[1:] != idx[:-1], axis=1))[0]
+                starts = np.concatenate([[0], change + 1])
+                runs = np.diff(np.append(starts, group.n))
+                if len(runs) and runs.min() == runs.max() and runs[0] > 1:
+                    r = int(runs[0])
+            group._mm_shared = (r, None)
+        return group._mm_shared[0]
+
     def compute(self, group, data):
         bm, bk, bn = self.dims(group)
-        a = group.fields["a"].gather(data).reshape(group.n, bm, bk).astype(np.float32, copy=False)
-        b = group.fields["b"].gather(data).reshape(group.n, bk, bn).astype(np.float32, copy=False)
+        n = group.n
         out = group.fields["out"]
-        res = np.matmul(a, b)
+        a = group.fields["a"].gather(data).reshape(n, bm, bk).astype(np.float32, copy=False)
+        r = self._shared_b(group)
+        if r > 1:
+            fb = group.fields["b"]
+            bu = fb._blocked(data[fb.tensor.id])[tuple(fb.index[::r].T)]
+            bu = bu.reshape(n // r, bk, bn).astype(np.float32, copy=False)
+            res = np.matmul(a.reshape(n // r, r * bm, bk), bu).reshape(n, bm, bn)
+        else:
+            b = group.fields["b"].gather(data).reshape(n, bk, bn).astype(np.float32, copy=False)
+            res = np.matmul(a, b)
         if self.accumulate:
             res += out.gather(data).reshape(group.n, bm, bn)
         out.scatter(data, res.reshape((group.n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))

@@ -69,8 +69,51 @@ def _runs_and_mapping(ep):
     return starts[keep], lens[keep], ep.tensor.mapping
 
 
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique for int arrays via one sort (numpy's hash-based unique is slow on large int arrays)."""
+    if len(a) == 0:
+        return a
+    if np.all(a[1:] > a[:-1]):
+        return a
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])]
+
+
+def _utiles(tiles: np.ndarray, num_tiles: int) -> np.ndarray:
+    """Sorted distinct tiles (bincount: O(n + tiles), faster than np.unique)."""
+    if len(tiles) == 0:
+        return np.zeros(0, np.int64)
+    return np.nonzero(np.bincount(tiles, minlength=num_tiles))[0]
+
+
+def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile)."""
+    s, e = ep.run_bounds()
+    mp = ep.tensor.mapping
+    k1 = np.searchsorted(mp.start, s, side="right") - 1
+    k2 = np.searchsorted(mp.start, np.maximum(e - 1, s), side="right") - 1
+    kc = np.clip(k1, 0, max(len(mp) - 1, 0))
+    tiles = mp.tile[kc]
+    ok = np.all((k1 == k2) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
+    return s[:, 0], ep.elems(), tiles[:, 0], ok
+
+
 def copy_pieces(src, dst) -> CopyPlan:
-    """Split a copy into pieces at every tile boundary of source and destination (vectorised)."""
+    """Split a copy into pieces at every tile boundary of source and destination (vectorised).
+
+    Field endpoints (blocks/regions, element order = vertex order) whose every vertex lies inside
+    one mapping interval on both sides are costed per vertex; the rest per contiguous run."""
+    from popvision_lite.emulator.graph import Field
+
+    if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
+        s0, sn, st, sok = _whole_vertex(src)
+        d0, dn, dt, dok = _whole_vertex(dst)
+        if np.array_equal(sn, dn) and np.all(sok & dok):
+            return CopyPlan(s0, d0, sn, st, dt)
+    return _copy_pieces_runs(src, dst)
+
+
+def _copy_pieces_runs(src, dst) -> CopyPlan:
     ss, sl, sm = _runs_and_mapping(src)
     ds, dl, dm = _runs_and_mapping(dst)
     total = int(sl.sum())
@@ -89,7 +132,7 @@ def copy_pieces(src, dst) -> CopyPlan:
             idx = _ranges_index(lo, cnt)
             run = np.repeat(np.arange(len(starts)), cnt)
             cuts.append(off[run] + b[idx] - starts[run])
-    pos = np.unique(np.concatenate(cuts))
+    pos = _sorted_unique(np.concatenate(cuts))
     pos = pos[(pos >= 0) & (pos < total)]
     length = np.diff(np.append(pos, total))
     rs = np.searchsorted(soff, pos, side="right") - 1
@@ -234,7 +277,7 @@ def _compile_execute(c: Compiled, info: ProgInfo, tpl_cache: dict) -> None:
                                           int(em["vertex_launch_cycles"]))
     flops = sum(g.codelet.flops(g) for g in cs.groups)
     sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
-    utiles = np.unique(tiles)
+    utiles = _utiles(tiles, c.num_tiles)
     c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(utiles), flops=int(flops), bytes_sram=int(sram))
     # control code: call of the compute set on every tile with vertices
     c.add_mem("controlCode", utiles, cm.CONTROL_CODE_EXECUTE)
@@ -260,9 +303,13 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     # a source piece sent to several tiles goes out once (the exchange multicasts)
     xi = np.nonzero(cross)[0]
     if len(xi):
-        key = np.stack([plan.src_elem[xi], plan.length[xi]], axis=1)
-        _, first = np.unique(key, axis=0, return_index=True)
-        xs = xi[first]
+        key = plan.src_elem[xi] * (int(plan.length.max()) + 1) + plan.length[xi]
+        if np.all(key[1:] > key[:-1]):
+            xs = xi  # already distinct (no broadcast)
+        else:
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            xs = xi[order[np.concatenate([[True], ks[1:] != ks[:-1]])]]
     else:
         xs = xi
     bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
@@ -275,7 +322,7 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
         if mask.any():
             both = np.concatenate([plan.src_tile[mask], plan.dst_tile[mask]])
             c.add_mem(cat, both, cm.EXCHANGE_CODE_PER_PIECE)
-            ut = np.unique(both)
+            ut = _utiles(both, c.num_tiles)
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
             info.code_bytes += len(both) * cm.EXCHANGE_CODE_PER_PIECE + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
@@ -285,7 +332,7 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
     if not cross.any():
         # purely on-tile: the tiles copy with memcpy, a compute-like step
-        ut = np.unique(plan.src_tile)
+        ut = _utiles(plan.src_tile, c.num_tiles)
         c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=int(2 * nbytes.sum()))
         c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
         info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
@@ -302,7 +349,7 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
                        bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[glob].sum()),
                        bytes_sram=int(2 * nbytes[~cross].sum()))
     else:
-        part = np.unique(np.concatenate([plan.src_tile, plan.dst_tile]))
+        part = _utiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
         ipu = c.ipu_of_tiles(part)
         c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus())
         c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
@@ -328,7 +375,7 @@ def _compile_stream(c: Compiled, info: ProgInfo) -> None:
     busy, dur = cm.stream_cycles(c.target, tb)
     z = np.zeros(T, np.int64)
     bin_, bout = (tb, z) if prog.to_device else (z, tb)
-    ut = np.unique(plan.src_tile)
+    ut = _utiles(plan.src_tile, c.num_tiles)
     c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
     c.add_template(info, K_STREAM, busy, bin_, bout, duration=dur, ipu=c.ipu_of_tiles(ut),
                    bytes_ddr=int(nbytes.sum()))

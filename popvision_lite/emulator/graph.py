@@ -269,12 +269,32 @@ class Blocks(Field):
         v = flat.reshape(split)
         return v.transpose([2 * i for i in range(nd)] + [2 * i + 1 for i in range(nd)])
 
+    def is_identity(self) -> bool:
+        """Vertex v sees block v of the grid in row-major order (gather can be a reshape)."""
+        if not hasattr(self, "_identity"):
+            ok = self.n == int(np.prod(self.grid))
+            if ok:
+                strides = np.cumprod((self.grid[1:] + (1,))[::-1])[::-1]
+                ok = bool(np.array_equal(self.index @ strides, np.arange(self.n)))
+            self._identity = ok
+        return self._identity
+
     def gather(self, data: dict) -> np.ndarray:
         """Array (n_vertices, *block_shape)."""
-        return self._blocked(data[self.tensor.id])[tuple(self.index.T)]
+        blocked = self._blocked(data[self.tensor.id])
+        if self.is_identity():
+            return blocked.reshape((self.n, *self.block_shape))
+        return blocked[tuple(self.index.T)]
 
     def scatter(self, data: dict, values) -> None:
-        self._blocked(data[self.tensor.id])[tuple(self.index.T)] = values
+        flat = data[self.tensor.id]
+        blocked = self._blocked(flat)
+        if self.is_identity():
+            v = blocked.reshape((self.n, *self.block_shape))
+            if np.shares_memory(v, flat):
+                v[...] = values
+                return
+        blocked[tuple(self.index.T)] = values
 
     def vertex_view(self, data: dict, v: int) -> np.ndarray:
         return self._blocked(data[self.tensor.id])[tuple(self.index[v])]

@@ -1,0 +1,143 @@
+"""Emulator speed, measured side by side in one process.
+
+1. Full numerics vs plain numpy doing the same math: an MLP block
+   ``out = relu(x @ W1) @ W2 + x`` (fp16 operands, fp32 accumulation as AMP does), emulated with
+   the tiled matmul of ``emulator.microbench.planned_matmul`` (broadcast copies + AMP block
+   vertices) and elementwise vertices; numpy does ``(x.f32 @ W1.f32)`` etc. directly.
+   Reported: emulator execute (numerics only) / numpy, and (compile + execute) / numpy.
+2. Timing-only throughput on a 16-IPU target: vertices per second of compile + run
+   (graph building reported separately), for a few compute sets with ~1M vertices in total.
+
+Run: ``python -m bench emulator_speed`` or ``python bench/emulator_speed.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from popvision_lite.emulator import Engine, Graph, Target
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.microbench import matmul_output_mapping, planned_matmul
+
+
+def build_mlp(target: Target, m: int, d: int, f: int, bm=128, bk=128, bn=128, rows=8):
+    g = Graph(target)
+    tiles = np.arange(target.num_tiles)
+    x = g.add_variable("x", (m, d), "float16", mapping=M.by_blocks((m, d), (bm, bk), tiles))
+    w1 = g.add_variable("W1", (d, f), "float16", mapping=M.by_blocks((d, f), (bk, bn), tiles[::-1]))
+    w2 = g.add_variable("W2", (f, d), "float16", mapping=M.by_blocks((f, d), (bk, bn), tiles[::-1]))
+    c1 = g.add_variable("c1", (m, f), "float32", mapping=matmul_output_mapping(m, f, bm, bn, tiles))
+    h = g.add_variable("h", (m, f), "float16", mapping=c1.mapping)
+    c2 = g.add_variable("c2", (m, d), "float32", mapping=matmul_output_mapping(m, d, bm, bn, tiles))
+    xr = g.add_variable("x_resid", (m, d), "float16", mapping=c2.mapping)
+    out = g.add_variable("out", (m, d), "float32", mapping=c2.mapping)
+    mm1 = planned_matmul(g, x, w1, c1, tiles, bm, bn, bk, rows, op="ffn/mm1", name="mm1")
+    relu = g.add_compute_set("relu", op="ffn/relu")
+    vt, s, z = M.worker_split(c1)
+    g.add_vertices(relu, C.RELU, vt, fields={"in": c1.regions(s, z), "out": h.regions(s, z)})
+    mm2 = planned_matmul(g, h, w2, c2, tiles, bm, bn, bk, rows, op="ffn/mm2", name="mm2")
+    add = g.add_compute_set("residual", op="ffn/residual")
+    vt, s, z = M.worker_split(c2)
+    g.add_vertices(add, C.ADD, vt, fields={"a": c2.regions(s, z), "b": xr.regions(s, z), "out": out.regions(s, z)})
+    prog = P.Sequence([mm1, P.Execute(relu), mm2, P.Copy(x, xr, op="ffn/residual"), P.Execute(add)], name="ffn")
+    return g, prog
+
+
+def numpy_mlp(x, w1, w2):
+    c1 = x.astype(np.float32) @ w1.astype(np.float32)
+    h = np.maximum(c1, 0).astype(np.float16)
+    c2 = h.astype(np.float32) @ w2.astype(np.float32)
+    return c2 + x
+
+
+def _best(fn, reps):
+    best = float("inf")
+    out = None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def bench_numerics(m=1024, d=1024, f=4096, reps=3) -> dict:
+    t = Target.from_device("ipu-mk2", 1)
+    rng = np.random.default_rng(0)
+    xv = (rng.standard_normal((m, d)) * 0.1).astype(np.float16)
+    w1v = (rng.standard_normal((d, f)) * 0.05).astype(np.float16)
+    w2v = (rng.standard_normal((f, d)) * 0.05).astype(np.float16)
+    g, prog = build_mlp(t, m, d, f)
+    eng = Engine(g, prog, mode="full")
+    t0 = time.perf_counter()
+    cg = eng.compile()
+    t_compile = time.perf_counter() - t0
+    assert cg.fits, cg.oom_message()
+    inputs = {"x": xv, "W1": w1v, "W2": w2v}
+
+    def emu():
+        data, hosts = eng._initial_data(inputs)
+        eng._execute(prog, data, hosts)
+        return data[g.get("out").id].reshape(m, d)
+
+    t_np, ref = _best(lambda: numpy_mlp(xv, w1v, w2v), reps)
+    t_emu, got = _best(emu, reps)
+    err = float(np.max(np.abs(got - ref)) / (np.max(np.abs(ref)) + 1e-30))
+    return {"shape": f"x({m},{d}) W1({d},{f}) W2({f},{d})", "numpy_s": t_np, "emulator_execute_s": t_emu,
+            "emulator_compile_s": t_compile, "ratio_execute": t_emu / t_np,
+            "ratio_compile_plus_execute": (t_emu + t_compile) / t_np, "max_rel_err": err,
+            "emulated_cycles": cg.total_cycles}
+
+
+def bench_timing(num_ipus=16, vertices_per_tile=48, compute_sets=1) -> dict:
+    t = Target.from_device("ipu-mk2", num_ipus)
+    t0 = time.perf_counter()
+    g = Graph(t)
+    T = t.num_tiles
+    n_per_vertex = 64
+    n = T * vertices_per_tile * n_per_vertex
+    x = g.add_variable("x", (n,), "float16", mapping=M.linear(n, range(T)))
+    y = g.add_variable("y", (n,), "float16", mapping=M.linear(n, range(T)))
+    starts = np.arange(T * vertices_per_tile, dtype=np.int64) * n_per_vertex
+    vt = np.repeat(np.arange(T), vertices_per_tile)
+    # vary the per-vertex work so that tile loads differ
+    sizes = np.full(len(vt), n_per_vertex)
+    seq = P.Sequence(name="main")
+    for i in range(compute_sets):
+        cs = g.add_compute_set(f"cs{i}", op=f"layer{i}")
+        g.add_vertices(cs, C.ADD if i % 2 == 0 else C.MUL, vt,
+                       fields={"a": x.regions(starts, sizes), "b": y.regions(starts, sizes),
+                               "out": (y if i % 2 == 0 else x).regions(starts, sizes)})
+        seq.add(P.Execute(cs))
+        seq.add(P.Sync("global"))
+    t_build = time.perf_counter() - t0
+    nv = len(vt) * compute_sets
+    t1 = time.perf_counter()
+    res = Engine(g, P.Repeat(10, seq), mode="timing").run()
+    t_run = time.perf_counter() - t1
+    return {"target": f"{num_ipus} x ipu-mk2 ({T} tiles)", "vertices": nv, "build_s": t_build,
+            "compile_run_s": t_run, "vertices_per_s": nv / t_run, "vertices_per_s_incl_build": nv / (t_run + t_build),
+            "steps": len(res.profile_data.steps), "total_cycles": res.total_cycles,
+            "wall": res.wall_seconds}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    quick = "--quick" in argv
+    r = bench_numerics(*( (256, 512, 1024) if quick else (1024, 1024, 4096)), reps=2 if quick else 3)
+    print("numerics:", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
+    ok1 = r["ratio_execute"] <= 1.5
+    tm = bench_timing(num_ipus=16, vertices_per_tile=8 if quick else 48, compute_sets=1 if quick else 4)
+    print("timing:", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in tm.items()})
+    ok2 = tm["vertices_per_s"] >= 1e6
+    print(f"full numerics / numpy = {r['ratio_execute']:.2f}x (goal <= 1.5x: {'OK' if ok1 else 'MISSED'}); "
+          f"timing = {tm['vertices_per_s'] / 1e6:.2f} M vertices/s (goal >= 1M/s: {'OK' if ok2 else 'MISSED'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
