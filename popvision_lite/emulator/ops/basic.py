@@ -93,24 +93,16 @@ def _as_operand(ctx, x, name, op):
     return x, False
 
 
-def _block_major(ctx, X, blk, grid_index, users_tiles, name, op):
-    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X into a block-major temporary
-    (n, prod(blk)) - each block contiguous, block i on ``users_tiles[i]`` - so broadcasting a block
-    later is one piece per receiving tile.  Blocks that already are contiguous in X are used in place."""
-    nd = len(X.shape)
-    contiguous = all(b == s for b, s in zip(blk[1:], X.shape[1:], strict=True)) or \
-        (nd == 3 and blk[0] == 1 and blk[2] == X.shape[2])
-    belems = int(np.prod(blk))
-    if contiguous:
-        strides = np.cumprod((1,) + tuple(X.shape[::-1]))[:-1][::-1]
-        starts = (grid_index * np.asarray(blk)) @ np.asarray(strides)
-        return X, starts.astype(np.int64), belems
+def _block_major(ctx, X, blk, grid_index, name, op):
+    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X, in that order, into a
+    block-major temporary (each block contiguous) spread linearly over the IPU's tiles, so that
+    broadcasting a block later is one piece per source tile it spans."""
     n = len(grid_index)
+    belems = int(np.prod(blk))
     T = ctx.variable(f"{op}/{name}_blocks_major", (n, belems), X.dtype,
-                     mapping=M.by_rows((n, belems), users_tiles) if len(np.unique(users_tiles)) == n
-                     else M.intervals(users_tiles, np.arange(n) * belems, np.arange(n) * belems + belems), op=op)
+                     mapping=ctx.linear_mapping(n * belems, grain=4), op=op)
     ctx.add(P.Copy(X.blocks(blk, grid_index), T.whole(), name=f"{op}/rearrange_{name}", op=op))
-    return T, np.arange(n, dtype=np.int64) * belems, belems
+    return T
 
 
 def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
@@ -155,30 +147,41 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     vt_i = np.repeat(np.arange(T, dtype=np.int64), w)
     vg, vim, vin = np.repeat(g_i, w), np.repeat(im_i, w), np.repeat(in_i, w)
 
-    # stored block shapes of A and B (as laid out in memory)
-    a_blk2 = (bks, bm) if ta else (bm, bks)
-    b_blk2 = (bn, bks) if tb else (bks, bn)
-    a_blk = ((1,) + a_blk2) if ab3 else a_blk2
-    b_blk = ((1,) + b_blk2) if bb3 else b_blk2
-    # distinct blocks: A (g, im, p), B (g, p, in); their first user decides where the block-major copy lives
-    ga, ia, pa = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(ps), indexing="ij"))
-    a_coord2 = np.stack([pa, ia], 1) if ta else np.stack([ia, pa], 1)
-    a_grid = np.concatenate([ga[:, None], a_coord2], 1) if ab3 else a_coord2
-    a_user = vt[(ga * pm + ia) * pn]
+    sub_a = bmw * bks  # elements of one worker's slice of A's block
+    blk_a, blk_b = bm * bks, bks * bn
+    # --- A: worker sub-blocks, stored (bmw, bks), or (bks, bmw) when A is read transposed
+    if not ta and ps == 1:
+        A_src = A  # row blocks of a row-major A are contiguous already
+        a_start = lambda g, im, p: (g * Mm + im * bm) * K  # noqa: E731
+    else:
+        gg, ii, pp, jj = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(ps), np.arange(w),
+                                                         indexing="ij"))
+        r = ii * w + jj
+        coord = np.stack([pp, r], 1) if ta else np.stack([r, pp], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
+        sub_shape = (bks, bmw) if ta else (bmw, bks)
+        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + sub_shape, grid, "a", op)
+        a_start = lambda g, im, p: ((g * pm + im) * ps + p) * blk_a  # noqa: E731
+    # --- B: whole blocks, stored (bks, bn), or (bn, bks) when B is read transposed
     Gb = G if bb3 else 1
-    gb, pb, nb = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(ps), np.arange(pn), indexing="ij"))
-    b_coord2 = np.stack([nb, pb], 1) if tb else np.stack([pb, nb], 1)
-    b_grid = np.concatenate([gb[:, None], b_coord2], 1) if bb3 else b_coord2
-    b_user = vt[(gb * pm) * pn + nb]
-    A_src, a_starts, a_el = _block_major(ctx, A, a_blk, a_grid, a_user, "a", op)
-    B_src, b_starts, b_el = _block_major(ctx, B, b_blk, b_grid, b_user, "b", op)
+    if (tb and ps == 1) or (not tb and pn == 1):
+        B_src = B
+        if tb:
+            b_start = lambda g, p, j: (g * N + j * bn) * K  # noqa: E731
+        else:
+            b_start = lambda g, p, j: (g * K + p * bks) * N  # noqa: E731
+    else:
+        gg, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(ps), np.arange(pn), indexing="ij"))
+        coord = np.stack([nn, pp], 1) if tb else np.stack([pp, nn], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
+        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op)
+        b_start = lambda g, p, j: ((g * ps + p) * pn + j) * blk_b  # noqa: E731
 
-    rep_a_shape = (T,) + a_blk2
-    rep_b_shape = (T,) + b_blk2
-    a_rep = ctx.variable(f"{op}/a_tile_blocks", rep_a_shape, A.dtype,
-                         mapping=M.by_blocks(rep_a_shape, (1,) + a_blk2, vt), op=op)
-    b_rep = ctx.variable(f"{op}/b_tile_blocks", rep_b_shape, B.dtype,
-                         mapping=M.by_blocks(rep_b_shape, (1,) + b_blk2, vt), op=op)
+    tstart = np.arange(T, dtype=np.int64)
+    a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
+                         mapping=M.intervals(vt, tstart * blk_a, (tstart + 1) * blk_a), op=op)
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, blk_b), B.dtype,
+                         mapping=M.intervals(vt, tstart * blk_b, (tstart + 1) * blk_b), op=op)
     cblock = (1, bm, bn) if ab3 else (bm, bn)
     C_out = ctx.variable(op, out_shape, out_dtype, mapping=M.by_blocks(out_shape, cblock, vt), op=op)
     wblock = (1, bmw, bn) if ab3 else (bmw, bn)
@@ -186,22 +189,18 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     acc = C_out
     if ps > 1:
         acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=M.by_blocks(out_shape, cblock, vt), op=op)
-    zeros = np.zeros(T * w, np.int64)
-    # worker j of a tile takes rows j*bmw.. of the output block: a slice of A's block
-    a_field_blk = (1, bks, bmw) if ta else (1, bmw, bks)
-    a_idx = np.stack([vt_i, zeros, vj], 1) if ta else np.stack([vt_i, vj, zeros], 1)
-    b_idx = np.stack([vt_i, zeros, zeros], 1)
+    a_field = a_rep.regions(vt_i * blk_a + vj * sub_a, sub_a)
+    b_field = b_rep.regions(vt_i * blk_b, blk_b)
+    gb_i = g_i if bb3 else np.zeros_like(g_i)
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
-        a_id = (g_i * pm + im_i) * ps + p
-        b_id = ((g_i if bb3 else 0) * ps + p) * pn + in_i
-        ctx.add(P.Copy(A_src.regions(a_starts[a_id], a_el), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
-        ctx.add(P.Copy(B_src.regions(b_starts[b_id], b_el), b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
+        ctx.add(P.Copy(A_src.regions(a_start(g_i, im_i, p), blk_a), a_rep.whole(), name=f"{op}/broadcast_a{sfx}",
+                       op=op))
+        ctx.add(P.Copy(B_src.regions(b_start(gb_i, p, in_i), blk_b), b_rep.whole(), name=f"{op}/broadcast_b{sfx}",
+                       op=op))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/blocks{sfx}"), op=op)
-        codelet = OC.MATMUL_T[(ta, tb, p > 0)]
-        ctx.graph.add_vertices(cs, codelet, tiles=vtile, fields={
-            "a": a_rep.blocks(a_field_blk, a_idx), "b": b_rep.blocks((1,) + b_blk2, b_idx),
-            "out": acc.blocks(wblock, c_index)})
+        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vtile, fields={
+            "a": a_field, "b": b_field, "out": acc.blocks(wblock, c_index)}, params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     if ps > 1:
         _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")

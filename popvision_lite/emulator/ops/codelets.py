@@ -237,3 +237,50 @@ class BlockMatMulT(C.BlockMatMul):
 
 MATMUL_T = {(ta, tb, acc): BlockMatMulT(ta, tb, acc) for ta in (False, True) for tb in (False, True)
             for acc in (False, True)}
+
+
+class TileMatMul(C.BlockMatMul):
+    """A worker's share of a tile's block matmul: out (m, n) [+]= op(a) @ op(b), FP32 accumulate.
+
+    ``a`` and ``b`` are single contiguous Regions (m*k and k*n elements, stored transposed when
+    ``ta`` / ``tb``), ``out`` is a 2-D Blocks field (or (1, m, n)).  Cost as the core BlockMatMul."""
+
+    def __init__(self, ta: bool, tb: bool, accumulate: bool = False):
+        super().__init__(accumulate)
+        self.ta, self.tb = ta, tb
+        self.name = f"TileMatMul{'T' if ta else 'N'}{'T' if tb else 'N'}" + ("Acc" if accumulate else "")
+        self.state_bytes = 14  # + m, k, n
+
+    def dims(self, group):
+        from popvision_lite.emulator.codelets import _block2
+
+        om, on = _block2(group.fields["out"], "out", self.name)
+        k = group.param("k")
+        if k is None or np.ndim(k) != 0:
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'k'")
+        k = int(k)
+        fa, fb = group.fields["a"], group.fields["b"]
+        for fname, f, want in (("a", fa, om * k), ("b", fb, k * on)):
+            if not isinstance(f, Regions) or np.any(f.sizes != want):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions of "
+                                    f"{want} elements (out block {om}x{on}, k={k})")
+        return om, k, on
+
+    def compute(self, group, data):
+        bm, bk, bn = self.dims(group)
+        n = group.n
+        a = group.fields["a"].gather(data).reshape((n, bk, bm) if self.ta else (n, bm, bk)).astype(np.float32, copy=False)
+        b = group.fields["b"].gather(data).reshape((n, bn, bk) if self.tb else (n, bk, bn)).astype(np.float32, copy=False)
+        if self.ta:
+            a = a.transpose(0, 2, 1)
+        if self.tb:
+            b = b.transpose(0, 2, 1)
+        out = group.fields["out"]
+        res = np.matmul(a, b)
+        if self.accumulate:
+            res += out.gather(data).reshape(n, bm, bn)
+        out.scatter(data, res.reshape((n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))
+
+
+TILE_MATMUL = {(ta, tb, acc): TileMatMul(ta, tb, acc) for ta in (False, True) for tb in (False, True)
+               for acc in (False, True)}
