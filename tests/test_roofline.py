@@ -161,6 +161,7 @@ def test_what_if_spill_to_ddr():
     assert a.capacity_bytes == pytest.approx(cap - mem[:, :, 0].sum())
     assert not a.ops.spills.any()                 # half the chip fits in the 3/4 left
     b = rl.analyze(_fake(rows, memory=mem), gpus=(), capacity_scale=0.5)
+    assert b.capacity_bytes == pytest.approx(cap / 2 - mem[:, :, 0].sum())   # half the SRAM, minus always-live
     assert list(b.ops.spills) == [True, False]
     o = b.ops.iloc[0]
     assert o.whatif_time_s == pytest.approx(max(o.ipu_time_s, (cap // 2) / MK2.memory("ddr").bandwidth_bytes_per_s))
@@ -265,3 +266,25 @@ def test_torch_trace_malformed(tmp_path, content, needle):
 def test_torch_trace_missing_file(tmp_path):
     with pytest.raises(TraceImportError, match="cannot read"):
         load_torch_trace(tmp_path / "none.json")
+
+
+def test_what_if_ops_on_full_tiles():
+    """Ops with vertices on a tile whose bytes exceed its (scaled) capacity spill, others do not."""
+    tiles = 8
+    rows = [dict(flops=10**6, cycles=1000, bytes_sram=10**4, min_bytes=10**3),
+            dict(flops=10**6, cycles=1000, bytes_sram=10**4, min_bytes=10**3),
+            dict(flops=10**6, cycles=1000, bytes_sram=10**4, min_bytes=10**3)]
+    mem = np.zeros((tiles, len(schema.MEMORY_CATEGORIES), 2), dtype=np.int64)
+    mem[:, 0, 0] = MK2.sram_bytes_per_tile // 2
+    mem[5, 1, 1] = MK2.sram_bytes_per_tile // 2 + 1        # tile 5 is one byte over
+    f = _fake(rows, tiles=tiles, memory=mem)
+    f.compute_sets = pd.DataFrame({"cs_id": [0, 1, 2], "name": ["a", "b", "c"], "op_id": [0, 1, 2],
+                                   "num_vertices": [1, 1, 1], "num_tiles": [1, 1, 1]})
+    f.vertices = pd.DataFrame({"cs_id": [0, 1, 1, 2], "codelet": ["x"] * 4, "tile": [0, 1, 5, 7],
+                               "count": [1] * 4, "cycles": [1] * 4, "state_bytes": [0] * 4, "code_bytes": [0] * 4})
+    a = rl.analyze(f, gpus=())
+    assert list(a.ops.on_full_tiles) == [False, True, False]
+    assert list(a.ops.spills) == [False, True, False]
+    # with twice the SRAM nothing is over; with 40% every tile is over
+    assert not rl.analyze(f, gpus=(), capacity_scale=2.0).ops.spills.any()
+    assert rl.analyze(f, gpus=(), capacity_scale=0.4).ops.spills.all()

@@ -14,9 +14,11 @@ Model (see docs/decisions/*-roofline-model.md):
   with FP16 ops on the tensor-core FP16 peak and everything else on the FP32 peak, one GPU.
 * **Cost per run** = time x chips x price per chip-hour.  IPU: the profile's num_ipus x the spec price (the
   Mk2 has no published price, so the first IPU spec that has one, the Bow, is used and the note says so).
-* **What-if**: an op whose compulsory bytes (``min_bytes``) exceed the SRAM left after the run's always-live
-  data (times ``capacity_scale``) would have to stream them from Streaming Memory: its time becomes
-  max(emulated time, min_bytes / DDR bandwidth) and its point falls to the DDR roof.
+* **What-if** (SRAM scaled by ``capacity_scale``; 1.0 = the real chip): an op *spills* when its data cannot
+  stay on chip, i.e. (a) it has vertices on a tile whose bytes (always-live + peak not-always-live, from the
+  memory table) exceed that tile's scaled capacity, or (b) its compulsory bytes (``min_bytes``) exceed the
+  scaled SRAM left after the run's always-live bytes.  A spilling op would stream its data from Streaming
+  Memory: its time becomes max(emulated time, min_bytes / DDR bandwidth) and its point falls to the DDR roof.
 """
 
 from __future__ import annotations
@@ -153,6 +155,26 @@ def _always_live_bytes(profile) -> int:
     if arr.ndim != 3 or arr.size == 0:
         return 0
     return int(arr[:, :, 0].sum())
+
+
+def _ops_on_full_tiles(profile, capacity_per_tile: float) -> set[int]:
+    """op_ids with a vertex on a tile whose bytes exceed ``capacity_per_tile`` (empty when unknown)."""
+    mem = getattr(profile, "memory", None)
+    try:
+        verts, css = profile.vertices, profile.compute_sets
+    except AttributeError:
+        return set()
+    if mem is None or verts is None or css is None or not len(verts):
+        return set()
+    arr = mem.array() if hasattr(mem, "array") else np.asarray(mem)
+    if arr.ndim != 3 or arr.size == 0:
+        return set()
+    full = np.nonzero(arr.sum(axis=(1, 2)) > capacity_per_tile)[0]
+    if not len(full):
+        return set()
+    cs = verts.loc[verts["tile"].isin(full), "cs_id"].unique()
+    ops = css.loc[css["cs_id"].isin(cs), "op_id"]
+    return {int(o) for o in ops if o >= 0}
 
 
 def _price(spec: DeviceSpec) -> tuple[float, str]:
@@ -292,9 +314,15 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     sram_cap = float(spec.memory("sram").capacity_bytes or spec.tiles * spec.sram_bytes_per_tile)
     sram_cap *= target.tiles_per_ipu / spec.tiles
     always = _always_live_bytes(profile)
-    capacity = (sram_cap * n_ipus - always) * capacity_scale
+    capacity = sram_cap * n_ipus * capacity_scale - always
     cap_op = capacity * chip_frac
     spills = (min_bytes > cap_op) & (min_bytes > 0)
+    over_ops = _ops_on_full_tiles(profile, target.sram_bytes_per_tile * capacity_scale)
+    ops["on_full_tiles"] = ops["op_id"].isin(over_ops).to_numpy()
+    spills |= ops["on_full_tiles"].to_numpy()
+    if over_ops:
+        notes.append(f"what-if at {100 * capacity_scale:.0f}% SRAM: {len(over_ops)} op(s) run on tiles whose data "
+                     "does not fit")
     ddr = ipu.bw("ddr") * chip_frac if ipu.has("ddr") else np.full(len(ops), math.nan)
     ops["working_set_bytes"] = min_bytes
     ops["spills"] = spills

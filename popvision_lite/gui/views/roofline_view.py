@@ -172,7 +172,7 @@ class RooflineView(QWidget):
         self.capacity.setRange(0.1, 1000.0)
         self.capacity.setValue(100.0)
         self.capacity.setSuffix(" %")
-        self.capacity.setToolTip("SRAM left for op data after always-live bytes, as % of the emulated chip's")
+        self.capacity.setToolTip("Tile SRAM as % of the real chip's: ops on tiles that no longer fit, or whose data exceeds the SRAM left after always-live bytes, spill to DDR")
         self.capacity.valueChanged.connect(self.refresh)
         bar.addWidget(self.whatif_box)
         bar.addWidget(self.capacity)
