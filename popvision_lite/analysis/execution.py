@@ -21,7 +21,7 @@ Coordinates are BSP cycles since run start (int64); the view rebases them before
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -162,25 +162,61 @@ def exact_cells(profile, index: StepIndex, i0: int, i1: int, t0: int, t1: int) -
 
 # ---------------------------------------------------------------- raster (zoomed out)
 
-@dataclass
 class TileRaster:
     """Busy cycles per (row of tiles, pixel column) for the visible range.
 
-    ``util`` is the fraction of wall time the row's tiles were busy (mean over its tiles);
-    ``bmin`` / ``bmean`` / ``bmax`` are the min / mean / max of per-(step, tile) busy cycles
-    over the cells behind each pixel, so ``bmin <= exact <= bmax`` for every cell drawn there.
+    ``util`` (rows, cols) is the fraction of wall time the row's tiles were busy (mean over its
+    tiles).  ``bmin`` / ``bmean`` / ``bmax`` (rows, cols) are the min / mean / max of per-(step,
+    tile) busy cycles over the cells behind each pixel, so ``bmin <= exact <= bmax`` for every
+    cell drawn there; they are computed on first use (hover, tests), not for every frame.
     """
 
-    util: np.ndarray          # (rows, cols) float
-    bmin: np.ndarray          # (rows, cols)
-    bmean: np.ndarray
-    bmax: np.ndarray
-    edges: np.ndarray         # (cols+1,) cycle edges of the columns
-    row_tiles: np.ndarray     # (rows+1,) global tile edges of the rows
-    source: str               # "exact" or "summary(step_block, tile_block)"
-    level: tuple[int, int] = (1, 1)
-    step_range: tuple[int, int] = (0, 0)
-    extra: dict = field(default_factory=dict)
+    def __init__(self, util, edges, row_tiles, source, level=(1, 1), step_range=(0, 0), blocks=None):
+        self.util = util                  # (rows, cols) float32, nan where no step
+        self.edges = edges                # (cols+1,) cycle edges of the columns
+        self.row_tiles = row_tiles        # (rows+1,) global tile edges of the rows
+        self.source = source              # "exact", "summary(SxT)" or "empty"
+        self.level = level
+        self.step_range = step_range
+        self._blocks = blocks             # (bmin, bmean, bmax, lo, hi, empty) per-block inputs
+        self._stats = None
+
+    def _compute(self):
+        if self._stats is None:
+            if self._blocks is None:
+                nan = np.full(self.util.shape, np.nan)
+                self._stats = (nan, nan, nan)
+            else:
+                minmax, bmean, lo, hi, centre, empty = self._blocks
+                bmin, bmax = minmax() if callable(minmax) else minmax
+                cmin = np.minimum(np.minimum.reduceat(bmin, lo, axis=0), bmin[hi])
+                cmax = np.maximum(np.maximum.reduceat(bmax, lo, axis=0), bmax[hi])
+                nb = bmin.shape[0]
+                seg_end = np.maximum(np.concatenate([lo[1:], [nb]]), lo + 1)
+                for c in np.flatnonzero(hi > seg_end):  # blocks overlapping beyond the next column
+                    cmin[c] = bmin[lo[c]:hi[c] + 1].min(axis=0)
+                    cmax[c] = bmax[lo[c]:hi[c] + 1].max(axis=0)
+                cmean = bmean[centre].astype(np.float64)
+                out = []
+                for arr in (cmin, cmean, cmax):
+                    arr = arr.astype(np.float64)
+                    arr[~np.isfinite(arr)] = np.nan
+                    arr[empty] = np.nan
+                    out.append(arr.T)
+                self._stats = tuple(out)
+        return self._stats
+
+    @property
+    def bmin(self):
+        return self._compute()[0]
+
+    @property
+    def bmean(self):
+        return self._compute()[1]
+
+    @property
+    def bmax(self):
+        return self._compute()[2]
 
 
 def choose_level(levels, steps_visible: int, cols: int, tiles_per_row: int):
@@ -218,44 +254,36 @@ def _row_edges(t0: int, t1: int, rows: int, align: int = 1, tpi: int | None = No
     return np.asarray(edges, dtype=np.int64)
 
 
-def _columns_from_steps(index: StepIndex, sb_start: np.ndarray, sb_end: np.ndarray,
-                        busy_sum: np.ndarray, bmin: np.ndarray, bmean: np.ndarray,
-                        bmax: np.ndarray, edges: np.ndarray):
-    """Resample per-step-block rows (rows, blocks) onto pixel columns given by ``edges``.
+def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.ndarray,
+                        edges: np.ndarray):
+    """Resample per-block busy cycles (blocks, rows) onto the pixel columns given by ``edges``.
 
-    util: busy cycles spread uniformly over each block's span; min/max: over every block that
-    touches the column (bracketing); mean: of the block at the column centre.
+    Busy cycles are spread uniformly over each block's span [start_k, start_k+1); returns the
+    busy fraction (cols, rows) and the per-column block ranges used for min/max/mean.
+    Works in (blocks, rows) orientation so every gather copies contiguous rows.
     """
-    rows, nb = busy_sum.shape
-    # cumulative busy at the block boundaries, interpolated at the column edges
+    nb, rows = busy_sum.shape
     bounds = np.concatenate([sb_start, [sb_end[-1]]]).astype(np.float64)
     bounds = np.maximum.accumulate(bounds)
-    cum = np.concatenate([np.zeros((rows, 1)), np.cumsum(busy_sum, axis=1)], axis=1)
-    pos = np.searchsorted(bounds, edges, side="right") - 1
-    pos = np.clip(pos, 0, nb - 1)
+    cum = np.empty((nb + 1, rows), dtype=np.float64)
+    cum[0] = 0
+    np.cumsum(busy_sum, axis=0, out=cum[1:])
+    pos = np.clip(np.searchsorted(bounds, edges, side="right") - 1, 0, nb - 1)
     span = np.maximum(bounds[pos + 1] - bounds[pos], 1.0)
     frac = np.clip((edges - bounds[pos]) / span, 0.0, 1.0)
-    at = cum[:, pos] + frac[None, :] * busy_sum[:, pos]
-    width = np.maximum(np.diff(edges).astype(np.float64), 1.0)
-    util = np.diff(at, axis=1) / width[None, :]
-    # blocks touching each column: [lo, hi] inclusive (only blocks whose span overlaps)
+    at = cum[pos]
+    at += frac[:, None] * busy_sum[pos]
+    width = np.maximum(np.diff(edges), 1e-9)
+    util = (np.diff(at, axis=0) / width[:, None]).astype(np.float32)      # (cols, rows)
+    # blocks touching each column: [lo, hi] inclusive
     sb_end = np.maximum.accumulate(sb_end)
     lo = np.clip(np.searchsorted(sb_end, edges[:-1], side="right"), 0, nb - 1)
     hi = np.clip(np.searchsorted(sb_start, edges[1:], side="left") - 1, 0, nb - 1)
     hi = np.maximum(hi, lo)
     empty = (sb_end[lo] <= edges[:-1]) | (sb_start[lo] >= edges[1:])
-    # reduceat covers [lo_i, seg_end_i); add block hi_i, and loop only where blocks remain between
-    cmin = np.minimum(np.minimum.reduceat(bmin, lo, axis=1), bmin[:, hi])
-    cmax = np.maximum(np.maximum.reduceat(bmax, lo, axis=1), bmax[:, hi])
-    seg_end = np.maximum(np.concatenate([lo[1:], [nb]]), lo + 1)
-    for c in np.flatnonzero(hi > seg_end):
-        cmin[:, c] = bmin[:, lo[c]:hi[c] + 1].min(axis=1)
-        cmax[:, c] = bmax[:, lo[c]:hi[c] + 1].max(axis=1)
-    centre = np.searchsorted(sb_start, (edges[:-1] + edges[1:]) / 2, side="right") - 1
-    cmean = bmean[:, np.clip(centre, 0, nb - 1)]
-    for a in (util, cmin, cmean, cmax):
-        a[:, empty] = np.nan
-    return util, cmin, cmean, cmax
+    util[empty] = np.nan
+    centre = np.clip(np.searchsorted(sb_start, (edges[:-1] + edges[1:]) / 2, side="right") - 1, 0, nb - 1)
+    return util, (lo, hi, centre, empty)
 
 
 def tile_raster(profile, index: StepIndex, x0: float, x1: float, cols: int,
@@ -268,8 +296,8 @@ def tile_raster(profile, index: StepIndex, x0: float, x1: float, cols: int,
     t0, t1 = max(0, int(t0)), min(int(profile.target.num_tiles), int(t1))
     nsteps = i1 - i0
     if nsteps <= 0 or t1 <= t0:
-        nan = np.full((1, cols), np.nan)
-        return TileRaster(nan, nan, nan, nan, edges, np.array([t0, max(t1, t0 + 1)]), "empty")
+        return TileRaster(np.full((1, cols), np.nan, dtype=np.float32), edges,
+                          np.array([t0, max(t1, t0 + 1)]), "empty")
     tiles_per_row = max(1, (t1 - t0) // max(rows, 1))
     levels = list(getattr(profile.step_tiles, "levels", []) or [])
     if nsteps * (t1 - t0) <= max_cells or not levels:
@@ -282,64 +310,64 @@ def tile_raster(profile, index: StepIndex, x0: float, x1: float, cols: int,
 
 def _raster_exact(profile, index, i0, i1, t0, t1, rows, edges, tpi) -> TileRaster:
     tiles = np.arange(t0, t1)
-    cyc = np.asarray(profile.step_tiles.window(i0, i1, tiles=tiles).cycles, dtype=np.float64)
+    cyc = np.asarray(profile.step_tiles.cycles(i0, i1, tiles=tiles), dtype=np.float32)
     part = index.participates(np.arange(i0, i1), tiles // tpi)
     redges = _row_edges(t0, t1, rows, 1, tpi)
     idx = redges[:-1] - t0
-    counts = np.diff(redges)
-    # per step, per row: sum / min / max of busy over the row's tiles (non-participating -> nan)
-    c = np.where(part, cyc, np.nan)
-    rsum = np.add.reduceat(np.nan_to_num(c), idx, axis=1)              # (steps, rows)
-    with np.errstate(all="ignore"):
-        rmin = np.fmin.reduceat(c, idx, axis=1)
-        rmax = np.fmax.reduceat(c, idx, axis=1)
-    busy_sum = (rsum / counts[None, :]).T                            # mean per tile (rows, steps)
-    util, cmin, cmean, cmax = _columns_from_steps(
-        index, index.start[i0:i1], index.end[i0:i1], busy_sum,
-        np.nan_to_num(rmin.T, nan=np.inf), busy_sum, np.nan_to_num(rmax.T, nan=-np.inf), edges)
-    cmin[~np.isfinite(cmin)] = np.nan
-    cmax[~np.isfinite(cmax)] = np.nan
-    return TileRaster(util, cmin, cmean, cmax, edges, redges, "exact", (1, 1), (i0, i1))
+    counts = np.diff(redges).astype(np.float32)
+    allp = bool(part.all())
+    busy = cyc if allp else np.where(part, cyc, 0)
+    mean = np.add.reduceat(busy, idx, axis=1) / counts[None, :]          # (steps, rows) per-tile mean
+
+    def minmax():  # only when asked (hover, tests): not part of a frame's cost
+        if allp:
+            return np.minimum.reduceat(cyc, idx, axis=1), np.maximum.reduceat(cyc, idx, axis=1)
+        return (np.minimum.reduceat(np.where(part, cyc, np.inf), idx, axis=1),
+                np.maximum.reduceat(np.where(part, cyc, -np.inf), idx, axis=1))
+
+    util, (lo, hi, centre, empty) = _columns_from_steps(index.start[i0:i1], index.end[i0:i1], mean, edges)
+    return TileRaster(util.T, edges, redges, "exact", (1, 1), (i0, i1),
+                      blocks=(minmax, mean, lo, hi, centre, empty))
 
 
 def _raster_summary(profile, index, i0, i1, t0, t1, rows, edges, tpi, sb, tb) -> TileRaster:
     a = (i0 // sb) * sb
     b = min(index.n, -(-i1 // sb) * sb)
     summ = profile.step_tiles.summary(sb, tb, start=a, stop=b)
-    smin = np.asarray(summ["min"], dtype=np.float64)
-    smean = np.asarray(summ["mean"], dtype=np.float64)
-    smax = np.asarray(summ["max"], dtype=np.float64)
+    all_t0 = np.asarray(summ["tile_edges"], dtype=np.int64)
+    all_t1 = np.append(all_t0[1:], int(profile.target.num_tiles))
+    all_t1 = np.minimum(all_t1, (all_t0 // tpi + 1) * tpi)
+    keep = np.flatnonzero((all_t1 > t0) & (all_t0 < t1))
+    k0, k1 = int(keep[0]), int(keep[-1]) + 1                 # contiguous tile blocks in view
+    smin = np.asarray(summ["min"][:, k0:k1], dtype=np.float32)
+    smean = np.asarray(summ["mean"][:, k0:k1], dtype=np.float32)
+    smax = np.asarray(summ["max"][:, k0:k1], dtype=np.float32)
+    blk_t0, blk_t1 = all_t0[k0:k1], all_t1[k0:k1]
     nblocks = smean.shape[0]
     blk_first = a + np.arange(nblocks) * sb
     blk_last = np.minimum(blk_first + sb, b) - 1
     sb_start = index.start[blk_first]
     sb_end = index.cummax_end[blk_last]
-    nsteps_blk = (blk_last - blk_first + 1).astype(np.float64)
-    # tile blocks as stored (they restart at each IPU boundary); keep those overlapping [t0, t1)
-    all_t0 = np.asarray(summ["tile_edges"], dtype=np.int64)
-    all_t1 = np.append(all_t0[1:], int(profile.target.num_tiles))
-    all_t1 = np.minimum(all_t1, (all_t0 // tpi + 1) * tpi)
-    cols_blk = np.flatnonzero((all_t1 > t0) & (all_t0 < t1))
-    blk_t0, blk_t1 = all_t0[cols_blk], all_t1[cols_blk]
-    # rows of whole tile blocks
-    nb = len(cols_blk)
+    nsteps_blk = (blk_last - blk_first + 1).astype(np.float32)
+    # rows of whole tile blocks, restarting at each IPU boundary
+    nb = len(blk_t0)
     per = max(1, int(np.ceil(nb / max(rows, 1))))
-    starts = list(range(0, nb, per))
     ipu_of = blk_t0 // tpi
-    cut = set(starts) | set(np.flatnonzero(np.diff(ipu_of) != 0) + 1)
+    cut = set(range(0, nb, per)) | set((np.flatnonzero(np.diff(ipu_of) != 0) + 1).tolist())
     starts = np.asarray(sorted(cut), dtype=np.int64)
     redges = np.concatenate([blk_t0[starts], [blk_t1[-1]]])
-    w = (blk_t1 - blk_t0).astype(np.float64)
-    sm = smean[:, cols_blk]                              # (blocks, tile blocks)
-    # the summary's mean covers every step of the block; scale to participating time is implicit
-    wsum = np.add.reduceat(w, starts)
-    mean_rows = (np.add.reduceat(sm * w[None, :], starts, axis=1) / wsum[None, :])   # (blocks, rows)
-    min_rows = np.minimum.reduceat(smin[:, cols_blk], starts, axis=1)
-    max_rows = np.maximum.reduceat(smax[:, cols_blk], starts, axis=1)
-    busy_sum = (mean_rows * nsteps_blk[:, None]).T      # busy cycles per tile over the block
-    util, cmin, cmean, cmax = _columns_from_steps(
-        index, sb_start, sb_end, busy_sum, min_rows.T, mean_rows.T, max_rows.T, edges)
-    return TileRaster(util, cmin, cmean, cmax, edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b))
+    if per == 1 and len(starts) == nb:
+        mean_rows, min_rows, max_rows = smean, smin, smax
+    else:
+        w = (blk_t1 - blk_t0).astype(np.float32)
+        wsum = np.add.reduceat(w, starts)
+        mean_rows = np.add.reduceat(smean * w[None, :], starts, axis=1) / wsum[None, :]
+        min_rows = np.minimum.reduceat(smin, starts, axis=1)
+        max_rows = np.maximum.reduceat(smax, starts, axis=1)
+    busy_sum = mean_rows * nsteps_blk[:, None]              # busy cycles per tile over each block
+    util, (lo, hi, centre, empty) = _columns_from_steps(sb_start, sb_end, busy_sum, edges)
+    return TileRaster(util.T, edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b),
+                      blocks=((min_rows, max_rows), mean_rows, lo, hi, centre, empty))
 
 
 # ---------------------------------------------------------------- step lane / per-step chart

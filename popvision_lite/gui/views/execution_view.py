@@ -89,10 +89,22 @@ def _kind_brushes():
 
 
 def _busy_lut() -> np.ndarray:
-    """Grey (waiting) -> compute blue (busy), 256 entries."""
+    """Grey (waiting) -> compute blue (busy) in entries 0..254; 255 = no step (transparent)."""
     lo, hi = np.array([236, 236, 236]), np.array([24, 62, 130])
-    t = np.linspace(0, 1, 256)[:, None] ** 0.8
-    return (lo + (hi - lo) * t).astype(np.uint8)
+    t = np.linspace(0, 1, 255)[:, None] ** 0.8
+    rgb = (lo + (hi - lo) * t).astype(np.uint8)
+    lut = np.zeros((256, 4), dtype=np.uint8)
+    lut[:255, :3] = rgb
+    lut[:255, 3] = 255
+    return lut
+
+
+def util_to_index(util: np.ndarray) -> np.ndarray:
+    """Busy fraction (nan = no step) -> uint8 LUT index (fast ImageItem path, no float rescale)."""
+    out = np.clip(np.nan_to_num(util, nan=0.0), 0.0, 1.0) * 254.0
+    out = out.astype(np.uint8)
+    out[np.isnan(util)] = 255
+    return out
 
 
 class TileAxis(pg.AxisItem):
@@ -331,7 +343,7 @@ class ExecutionView(QWidget):
         # tile lanes
         self.tile_img = pg.ImageItem()
         self.tile_img.setLookupTable(_busy_lut())
-        self.tile_img.setLevels((0.0, 1.0))
+        self.tile_img.setLevels((0, 255))
         self.tile_plot.addItem(self.tile_img)
         self.wait_bars = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=pg.mkBrush(WAIT_COLOR),
                                          pen=none_pen)
@@ -349,7 +361,7 @@ class ExecutionView(QWidget):
             self.tile_plot.addItem(ln)
             self.ipu_lines.append(ln)
         self.colorbar = pg.ColorBarItem(values=(0, 100), colorMap=pg.ColorMap(
-            np.linspace(0, 1, 256), _busy_lut()), label="tile busy (% of time)", interactive=False,
+            np.linspace(0, 1, 255), _busy_lut()[:255]), label="tile busy (% of time)", interactive=False,
             width=12)
         self.canvas.ci.addItem(self.colorbar, row=1, col=1)
         # per-step chart
@@ -551,8 +563,8 @@ class ExecutionView(QWidget):
         ny = max(1, min(rows, int(h)))
         centres = t0 + (np.arange(ny) + 0.5) * (t1 - t0) / ny
         ri = np.clip(np.searchsorted(r.row_tiles, centres, side="right") - 1, 0, r.util.shape[0] - 1)
-        img = np.clip(r.util[ri], 0.0, 1.0)
-        self.tile_img.setImage(img, autoLevels=False, levels=(0.0, 1.0))
+        img = util_to_index(r.util[ri])
+        self.tile_img.setImage(img, autoLevels=False, levels=(0, 255))
         self.tile_img.setPos(origin, 0)
         self.tile_img.setRect(QRectF(r.edges[0] - origin, float(t0), r.edges[-1] - r.edges[0], float(t1 - t0)))
         self.tile_img.show()
@@ -574,7 +586,7 @@ class ExecutionView(QWidget):
         self.chart_vb.setYRange(0, max(top, 1.0) * 1.05, padding=0)
         self.chart_plot.setLabel("left", "cycles / step" if b.per_step else "mean cycles/step")
         xc = (b.left + b.right) / 2 - origin
-        self.imb_curve.setData(xc, b.imbalance)
+        self.imb_curve.setData(xc, b.imbalance, symbol="o" if b.per_step else None)
         self.imb_curve.setPos(origin, 0)
         fin = b.imbalance[np.isfinite(b.imbalance)]
         hi = float(fin.max()) if len(fin) else 2.0

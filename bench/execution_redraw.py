@@ -1,0 +1,159 @@
+"""Execution view redraw benchmark (issue 7).
+
+Measures, offscreen and side by side in one run:
+
+* whole-run redraw of the synthetic 16 IPU x 1472 tile x 10,000 step profile vs the same for a
+  1 IPU x 1472 tile x 100 step profile (target: ratio <= 2);
+* every pan / zoom redraw on the big profile along a scripted session (zoom from the whole run
+  down to a few steps, pans at each level, vertical zoom to one IPU and to single tiles)
+  (target: each < 50 ms);
+* resident memory growth over the session repeated three times (target: bounded, no growth
+  with repetitions).
+
+A redraw is: set the view range, force the level-of-detail update (``view.refresh()``, which the
+view otherwise runs debounced) and render the plot canvas (``canvas.grab()``).  Times are medians
+of interleaved repetitions (big and small alternate so machine noise hits both).
+
+    python -m bench.execution_redraw                 # writes both profiles into a temp folder
+    python -m bench.execution_redraw --big run.pvl   # reuse an existing 16x1472x10000 profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_RATIO = 2.0
+TARGET_MS = 50.0
+
+
+def _redraw(app, view, x=None, y=None):
+    t0 = time.perf_counter()
+    if x is not None or y is not None:
+        view.tile_vb.setRange(xRange=x, yRange=y, padding=0)
+    view.refresh()
+    view.canvas.grab()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _whole(view):
+    view.reset_view()
+
+
+def _session(view):
+    """(label, xrange, yrange) of a scripted pan / zoom session over the whole run."""
+    t0, t1 = view.index.t0, view.index.t1
+    nt = view.ntiles
+    out = []
+    c = t0 + 0.37 * (t1 - t0)
+    w = float(t1 - t0)
+    while w > 2000:
+        out.append((f"zoom x width {w:.3g}", (c - w / 2, c + w / 2), (0, nt)))
+        out.append(("pan right", (c - w / 2 + 0.2 * w, c + w / 2 + 0.2 * w), (0, nt)))
+        w *= 0.35
+    tpi = view.tpi
+    wide = (c - 2e5, c + 2e5)
+    out.append(("one IPU, 400k cycles", wide, (3 * tpi, 4 * tpi)))
+    out.append(("100 tiles, 400k cycles", wide, (3 * tpi, 3 * tpi + 100)))
+    out.append(("40 tiles, 20k cycles", (c - 1e4, c + 1e4), (3 * tpi, 3 * tpi + 40)))
+    out.append(("40 tiles, pan", (c - 5e3, c + 1.5e4), (3 * tpi, 3 * tpi + 40)))
+    out.append(("whole run again", (t0, t1), (0, nt)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="bench.execution_redraw", description=__doc__.splitlines()[0])
+    ap.add_argument("--big", help="existing 16x1472x10000 profile to reuse")
+    ap.add_argument("--ipus", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=10_000)
+    ap.add_argument("--reps", type=int, default=15)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    import psutil
+    from PySide6.QtWidgets import QApplication
+
+    import popvision_lite as pvl
+    from popvision_lite.gui import theme
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.execution_view import ExecutionView
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    app = QApplication.instance() or QApplication([])
+    theme.init_pyqtgraph()
+    proc = psutil.Process()
+    with tempfile.TemporaryDirectory(prefix="pvl_exec_bench_") as tmp:
+        small_path = Path(tmp) / "small_1x1472x100.pvl"
+        write_synthetic(small_path, num_ipus=1, tiles_per_ipu=1472, num_steps=100)
+        if args.big:
+            big_path = Path(args.big)
+        else:
+            big_path = Path(tmp) / f"big_{args.ipus}x1472x{args.steps}.pvl"
+            t = time.perf_counter()
+            write_synthetic(big_path, num_ipus=args.ipus, tiles_per_ipu=1472, num_steps=args.steps)
+            print(f"wrote {big_path.name} in {time.perf_counter() - t:.1f} s", flush=True)
+        views = {}
+        for name, path in (("small", small_path), ("big", big_path)):
+            doc = Document(pvl.open(path))
+            v = ExecutionView(doc)
+            v.resize(1600, 1000)
+            v.show()
+            for _ in range(3):
+                app.processEvents()
+            views[name] = v
+        big = views["big"]
+        p = big.profile
+        shape = f"{p.target.num_ipus} IPU x {p.target.tiles_per_ipu} tiles x {p.steps.shape[0]} steps"
+        w, h = big._pixels()
+        print(f"big profile: {shape}; tile lanes {w}x{h} px", flush=True)
+
+        # whole-run redraw, interleaved
+        times = {"small": [], "big": []}
+        for v in views.values():  # warm-up
+            _whole(v)
+            _redraw(app, v)
+        for _ in range(args.reps):
+            for name, v in views.items():
+                _whole(v)
+                times[name].append(_redraw(app, v))
+        med = {k: statistics.median(t) for k, t in times.items()}
+        ratio = med["big"] / med["small"]
+        print(f"whole-run redraw: small {med['small']:.1f} ms, big {med['big']:.1f} ms, ratio {ratio:.2f} "
+              f"(target <= {TARGET_RATIO}) [{big.last_mode}]", flush=True)
+
+        # pan / zoom session on the big profile, three times (memory must not grow)
+        rss0 = proc.memory_info().rss
+        rss = []
+        worst: dict[str, float] = {}
+        modes: dict[str, str] = {}
+        for _ in range(3):
+            for label, x, y in _session(big):
+                ms = _redraw(app, big, x, y)
+                worst[label] = max(worst.get(label, 0.0), ms) if _ else ms  # first pass is warm-up
+                modes[label] = big.last_mode
+            rss.append(proc.memory_info().rss)
+        print("pan/zoom redraws on the big profile (worst of passes 2-3 after a warm-up pass):")
+        for label, ms in worst.items():
+            print(f"  {label:<28} {ms:7.1f} ms  [{modes[label]}]")
+        slowest = max(worst.values())
+        grow = [(r - rss0) / 2**20 for r in rss]
+        print(f"slowest pan/zoom redraw {slowest:.1f} ms (target < {TARGET_MS} ms)")
+        print(f"RSS after each session pass vs before: {', '.join(f'{g:+.1f}' for g in grow)} MB; "
+              f"total RSS {rss[-1] / 2**20:.0f} MB")
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+              f"Python {platform.python_version()}, Qt platform {os.environ.get('QT_QPA_PLATFORM')}")
+        for v in views.values():
+            v.document.close()
+        ok = ratio <= TARGET_RATIO and slowest < TARGET_MS and (grow[-1] - grow[0]) < 50
+        print("PASS" if ok else "FAIL: a target was missed")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
