@@ -89,6 +89,13 @@ def _as_operand(ctx, x, name, op):
                     return base, True
             if tuple(x.index.shape) == sh and np.array_equal(x.index.ravel(), np.arange(base.size)):
                 return base, False
+        if x.index.ndim >= 2 and x.index.shape[-1] > 1 and x.index.shape[-2] > 1:
+            # a transposed view of a view: materialise the untransposed one (longer contiguous runs)
+            inner = np.swapaxes(x.index, -1, -2)
+            runs_x = np.count_nonzero(np.diff(x.index, axis=-1) == 1)
+            runs_in = np.count_nonzero(np.diff(inner, axis=-1) == 1)
+            if runs_in > runs_x:
+                return materialize(ctx, View(base, inner), name, op), True
         return materialize(ctx, x, name, op), False
     return x, False
 
@@ -124,16 +131,19 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     N = bsh[-1]
     ntiles = ctx.target.tiles_per_ipu
     per_group = max(1, ntiles // G)
-    plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=True, max_pk=1)
-    pm, pn, ps = plan.pm, plan.pn, plan.ps
-    bm, bn, bks = Mm // pm, N // pn, K // ps
     out_shape = (G, Mm, N) if len(ash) == 3 else (Mm, N)
     min_bytes = _nbytes(a) + _nbytes(b) + int(np.prod(out_shape)) * (2 if out_dtype == "float16" else 4)
-    desc = plan.describe() + (f"; {G} independent products" if G > 1 else "")
-    op = ctx.begin_op(name, "matmul", plan=desc, min_bytes=min_bytes)
-
+    op = ctx.begin_op(name, "matmul", min_bytes=min_bytes)
     A, ta = _as_operand(ctx, a, "a", op)
     B, tb = _as_operand(ctx, b, "b", op)
+    plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=True, max_pk=1,
+                       ta=ta, tb=tb)
+    pm, pn, ps = plan.pm, plan.pn, plan.ps
+    bm, bn, bks = Mm // pm, N // pn, K // ps
+    desc = plan.describe() + (f"; {G} independent products" if G > 1 else "") + \
+        ("; A read transposed" if ta else "") + ("; B read transposed" if tb else "")
+    ctx.graph.add_op(op, plan=desc)
+    ctx.records[-1]["plan"] = desc
     ab3, bb3 = len(ash) == 3, len(bsh) == 3
     T = G * pm * pn
     n_t = ctx.target.tiles_per_ipu

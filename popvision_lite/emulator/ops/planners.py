@@ -194,7 +194,8 @@ def workers_for(bm: int, threads: int) -> int:
     return 1
 
 
-def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, acc_b: int, fpc: float):
+def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, acc_b: int, fpc: float,
+                 ta: bool = False, tb: bool = False):
     """Per-tile footprint and cycle estimate of one split.  ``ps`` serial passes over K: each pass
     brings in 1/ps of the operand blocks, so only that part has to be on the tile at once.
 
@@ -208,10 +209,23 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, acc_b: 
     out_bytes = bm * bn * (acc_b if (pk > 1 or ps > 1) else in_b)
     # each partial-output block is finally owned by one of the pk tiles (1/pk of it each)
     final_bytes = _ceil_div(bm * bn, pk) * in_b if (pk > 1 or ps > 1) else 0
-    pieces = ps * (bm + bks)  # a block arrives as bm rows, b block as bks rows, per pass
-    per_tile = a_bytes + b_bytes + out_bytes + final_bytes + PIECE_CODE_BYTES * pieces
     w = workers_for(bm, target.threads)
     rows_w = _ceil_div(bm, w)
+    # exchange pieces per tile: operands are first rearranged block-major (pieces = the tile's share
+    # of the operand / contiguous run length of a block in the stored layout), then broadcast (a
+    # few pieces per block).  ta / tb: the operand is stored transposed.
+    share = max(1, target.tiles)
+    pieces = 4 * ps
+    if ta:
+        pieces += _ceil_div(_ceil_div(M * K, share), rows_w)
+    elif ps > 1 or pk > 1:
+        pieces += _ceil_div(_ceil_div(M * K, share), bks)
+    if tb:
+        if ps > 1 or pk > 1:
+            pieces += _ceil_div(_ceil_div(K * N, share), bks)
+    elif pn > 1:
+        pieces += _ceil_div(_ceil_div(K * N, share), bn)
+    per_tile = a_bytes + b_bytes + out_bytes + final_bytes + 2 * PIECE_CODE_BYTES * pieces
     worker = ps * (VERTEX_OVERHEAD + ROW_OVERHEAD * rows_w) + 2 * rows_w * bk * bn / fpc
     compute = math.ceil(target.threads * worker)
     # operands arrive from wherever they live (linear mapping): at worst all of them are received
@@ -230,14 +244,16 @@ PASS_OVERHEAD_CYCLES = 600  # one extra sync + exchange setup per serial pass (o
 
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp16",
-                tiles: int | None = None, exact: bool = False, max_pk: int | None = None) -> MatmulPlan:
+                tiles: int | None = None, exact: bool = False, max_pk: int | None = None,
+                ta: bool = False, tb: bool = False) -> MatmulPlan:
     """Choose the M, N, K split of a matmul over ``tiles`` (default: all tiles of the target).
 
     Among splits that fit ``target.budget_bytes`` per tile, the one with the fewest estimated
     cycles (compute + exchange + reduction) wins; ties go to fewer tiles.  When none fits the
     split with the smallest per-tile footprint is returned with ``fits=False``.
     ``exact`` keeps only splits that divide the dimensions (and serial passes that divide the K
-    block); ``max_pk`` caps the K split (1 = no cross-tile reduction).
+    block); ``max_pk`` caps the K split (1 = no cross-tile reduction); ``ta`` / ``tb`` say the
+    operand is stored transposed (changes how fragmented its rearrangement is).
     """
     for name, v in (("M", M), ("N", N), ("K", K)):
         if int(v) < 1:
@@ -262,7 +278,7 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
                         continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
                     bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
-                        M, N, K, pm, pn, pk, ps, target, in_b, acc_b, fpc)
+                        M, N, K, pm, pn, pk, ps, target, in_b, acc_b, fpc, ta, tb)
                     exch += (ps - 1) * PASS_OVERHEAD_CYCLES
                     cand = (pm, pn, pk, ps, bm, bn, bk, per_tile, comp, exch, red)
                     key_small = (per_tile, comp + exch + red)
