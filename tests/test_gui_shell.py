@@ -123,7 +123,9 @@ def test_worker_reports_progress_and_can_be_cancelled(qtbot, window):
         return "finished"
 
     results, cancelled = [], []
-    w = window.run_task(job, title="Test job", on_result=results.append, on_cancel=lambda: cancelled.append(1))
+    threads = []
+    w = window.run_task(job, title="Test job", on_result=results.append,
+                        on_cancel=lambda: (cancelled.append(1), threads.append(threading.current_thread())))
     w.signals.progress.connect(lambda f, m: seen.append((f, m)))
     qtbot.waitUntil(lambda: window.progress.isVisible(), timeout=2000)
     assert window.cancel_button.isVisible()
@@ -131,6 +133,7 @@ def test_worker_reports_progress_and_can_be_cancelled(qtbot, window):
     gate.set()
     qtbot.waitUntil(lambda: cancelled == [1], timeout=5000)
     assert results == []
+    assert threads == [threading.main_thread()], "handlers must run on the GUI thread"
     qtbot.waitUntil(lambda: not window.busy(), timeout=5000)
     assert window.progress.isHidden()
 

@@ -47,7 +47,9 @@ class DataFrameModel(QAbstractTableModel):
             if col in self.byte_columns and isinstance(v, (int, float, np.integer, np.floating)):
                 return format_bytes(v)
             if isinstance(v, (float, np.floating)):
-                return f"{v:.4g}"
+                return f"{v:,.4g}" if abs(v) < 1e15 else f"{v:.4g}"
+            if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+                return f"{v:,}"
             if isinstance(v, (bool, np.bool_)):
                 return "yes" if v else "no"
             return str(v)
@@ -86,6 +88,7 @@ class DataFrameModel(QAbstractTableModel):
 def make_table_view(model: DataFrameModel, tooltip: str = "") -> QTableView:
     view = QTableView()
     view.setModel(model)
+    view.horizontalHeader().setSortIndicator(-1, Qt.AscendingOrder)  # keep the given order until asked
     view.setSortingEnabled(True)
     view.setSelectionBehavior(QAbstractItemView.SelectRows)
     view.setAlternatingRowColors(True)

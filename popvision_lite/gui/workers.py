@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, Slot
 
 
 class Cancelled(Exception):
@@ -34,7 +34,7 @@ class Cancelled(Exception):
 class TaskContext:
     """What a task function sees: report progress, poll for cancellation."""
 
-    def __init__(self, signals: WorkerSignals):
+    def __init__(self, signals: _ThreadSignals):
         self._signals = signals
         self._cancel = threading.Event()
 
@@ -55,12 +55,57 @@ class TaskContext:
         self._cancel.set()
 
 
+class _ThreadSignals(QObject):
+    """Emitted from the pool thread; only ever connected to :class:`WorkerSignals` slots."""
+
+    progress = Signal(float, str)
+    result = Signal(object)
+    error = Signal(object)
+    cancelled = Signal()
+    finished = Signal()
+
+
 class WorkerSignals(QObject):
+    """The public signals, always emitted on the thread that created the worker (the GUI thread).
+
+    (A plain Python callable connected straight to a signal emitted from a pool thread may run
+    *in the pool thread* under PySide6; relaying through slots of this QObject, which lives in
+    the GUI thread, with queued connections guarantees handlers run on the GUI thread.)
+    """
+
     progress = Signal(float, str)
     result = Signal(object)
     error = Signal(object)  # the exception; ``exc.__traceback_text__`` holds the formatted traceback
     cancelled = Signal()
     finished = Signal()
+
+    def attach(self, src: _ThreadSignals) -> None:
+        q = Qt.QueuedConnection
+        src.progress.connect(self._progress, q)
+        src.result.connect(self._result, q)
+        src.error.connect(self._error, q)
+        src.cancelled.connect(self._cancelled, q)
+        src.finished.connect(self._finished, q)
+
+    @Slot(float, str)
+    def _progress(self, f, m):
+        self.progress.emit(f, m)
+
+    @Slot(object)
+    def _result(self, v):
+        self.result.emit(v)
+
+    @Slot(object)
+    def _error(self, e):
+        self.error.emit(e)
+
+    @Slot()
+    def _cancelled(self):
+        self.cancelled.emit()
+
+    @Slot()
+    def _finished(self):
+        self.finished.emit()
 
 
 class Worker(QRunnable):
@@ -71,8 +116,10 @@ class Worker(QRunnable):
         self.setAutoDelete(False)  # we keep our own reference until ``finished``
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.title = title
+        self._emit = _ThreadSignals()
         self.signals = WorkerSignals()
-        self.task = TaskContext(self.signals)
+        self.signals.attach(self._emit)
+        self.task = TaskContext(self._emit)
         self.done = False
 
     def cancel(self) -> None:
@@ -84,15 +131,15 @@ class Worker(QRunnable):
             if self.task.cancelled:
                 raise Cancelled()
         except Cancelled:
-            self.signals.cancelled.emit()
+            self._emit.cancelled.emit()
         except BaseException as exc:  # delivered to the GUI thread, never raised there
             exc.__traceback_text__ = traceback.format_exc()
-            self.signals.error.emit(exc)
+            self._emit.error.emit(exc)
         else:
-            self.signals.result.emit(value)
+            self._emit.result.emit(value)
         finally:
             self.done = True
-            self.signals.finished.emit()
+            self._emit.finished.emit()
 
 
 _LIVE: set[Worker] = set()  # keeps workers (and their signal objects) alive while running

@@ -43,12 +43,15 @@ class SummaryView(QWidget):
         ax = pi.getAxis("left")
         ax.setTicks([[(i, p) for i, p in enumerate(PHASES)]])
         self.phase_bars = []
+        self.phase_texts: list[pg.TextItem] = []
         for i, p in enumerate(PHASES):
             bar = pg.BarGraphItem(x0=0, y=[i], height=0.6, width=[100 * share[p]],
                                   brush=PHASE_COLORS[p], pen=None)
             pi.addItem(bar)
             self.phase_bars.append(bar)
-            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({s.phase_cycles[p]:,} cycles)", anchor=(0, 0.5))
+            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({s.phase_cycles[p]:,} cycles)", anchor=(0, 0.5),
+                              color=theme.colors()["plot_fg"])
+            self.phase_texts.append(txt)
             txt.setPos(100 * share[p] + 1, i)
             pi.addItem(txt)
         pi.setXRange(0, 130, padding=0)
@@ -60,6 +63,7 @@ class SummaryView(QWidget):
             headers={"op_id": "op", "share": "share %", "tiles_used": "tiles"})
         self.ops_table = make_table_view(self.ops_model, "Ops taking the most cycles; click to select the op")
         self.ops_table.clicked.connect(self._op_clicked)
+        self.ops_table.resizeColumnsToContents()
 
         right = QSplitter(Qt.Vertical)
         right.addWidget(self.plot)
@@ -87,6 +91,8 @@ class SummaryView(QWidget):
     def _fill(self, *_):
         s = self.summary
         c = theme.colors()
+        for t in self.phase_texts:
+            t.setColor(c["plot_fg"])
         col = c["good"] if s.fits else c["bad"]
         text = "FITS in tile memory" if s.fits else \
             f"DOES NOT FIT: {s.peak.over_capacity_tiles:,} tiles over capacity"

@@ -1,0 +1,180 @@
+"""Liveness: not-always-live memory over liveness steps; click a step to list what is live."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
+
+from popvision_lite.analysis.liveness import live_variables, liveness_curve, peak_step, tile_curve
+from popvision_lite.analysis.summary import format_bytes
+from popvision_lite.gui import theme
+from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+
+SOURCE = "liveness"
+KIB = 1024.0
+
+
+class LivenessView(QWidget):
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.profile = document.profile
+        self.curve_df = document.cached("liveness_curve", liveness_curve, self.profile)
+        self.num_tiles = int(self.profile.target.num_tiles)
+        self.tpi = int(self.profile.target.tiles_per_ipu)
+        self.lstep: int | None = None
+        self.tile: int | None = None
+        c = theme.colors()
+
+        self.plot = pg.PlotWidget()
+        pi = self.plot.getPlotItem()
+        pi.setTitle("Not-always-live memory over program (liveness) steps")
+        pi.setLabel("bottom", "liveness step (leaf program, compile order)")
+        pi.setLabel("left", "not-always-live memory on a tile (KiB)")
+        pi.getAxis("left").enableAutoSIPrefix(False)
+        pi.showGrid(x=True, y=True, alpha=0.25)
+        pi.setMouseEnabled(x=True, y=False)
+        self.legend = pi.addLegend(offset=(10, 10))
+        x = self.curve_df["lstep"].to_numpy(np.float64)
+        self.x = x
+        self.max_curve = pi.plot(x, self.curve_df["max_tile_bytes"].to_numpy(np.float64) / KIB,
+                                 pen=pg.mkPen(c["accent"], width=2), name="max over tiles")
+        self.tile_curve = pi.plot([], [], pen=pg.mkPen("#ff7f0e", width=2), name="selected tile")
+        self.step_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(c["select"], width=2))
+        self.step_line.hide()
+        pi.addItem(self.step_line)
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.plot.setToolTip("Click a step to list the variables live there")
+
+        self.tile_box = QSpinBox()
+        self.tile_box.setRange(-1, self.num_tiles - 1)
+        self.tile_box.setSpecialValueText("none")
+        self.tile_box.setValue(-1)
+        self.tile_box.setToolTip("Global tile whose curve is drawn (also set by clicking a tile in the Memory view)")
+        self.tile_box.valueChanged.connect(lambda v: self.set_tile(v if v >= 0 else None, publish=True))
+        self.step_box = QSpinBox()
+        self.step_box.setRange(-1, max(0, len(x) - 1))
+        self.step_box.setSpecialValueText("none")
+        self.step_box.setValue(-1)
+        self.step_box.setToolTip("Liveness step to inspect (or click the plot)")
+        self.step_box.valueChanged.connect(lambda v: self.select_lstep(v) if v >= 0 else None)
+        self.info = QLabel("Click a step on the plot to see what is live there")
+        self.info.setWordWrap(True)
+        self.var_model = DataFrameModel(
+            headers={"bytes_on_tile": "on tile", "first_lstep": "first lstep", "last_lstep": "last lstep",
+                     "op_id": "op", "var_id": "var"},
+            byte_columns=("bytes", "bytes_on_tile"))
+        self.var_table = make_table_view(self.var_model, "Not-always-live variables live at the chosen step; "
+                                         "click a header to sort")
+        self.var_table.clicked.connect(self._var_clicked)
+
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Step:"))
+        controls.addWidget(self.step_box)
+        controls.addWidget(QLabel("Tile:"))
+        controls.addWidget(self.tile_box)
+        controls.addWidget(self.info, 1)
+        bottom = QWidget()
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.addLayout(controls)
+        bl.addWidget(self.var_table)
+        split = QSplitter(Qt.Vertical)
+        split.addWidget(self.plot)
+        split.addWidget(bottom)
+        split.setSizes([480, 380])
+        lay = QVBoxLayout(self)
+        lay.addWidget(split)
+
+        document.selection.changed.connect(self._selection_changed)
+        st = document.selection.state
+        if st.tiles:
+            self.set_tile(st.tiles[0], publish=False)
+        elif len(self.curve_df):
+            i = int(np.argmax(self.curve_df["max_tile_bytes"].to_numpy()))
+            self.set_tile(int(self.curve_df["max_tile"].iloc[i]), publish=False)
+        if st.lstep is not None:
+            self.select_lstep(st.lstep, publish=False)
+
+    # ------------------------------------------------------------------
+    def set_tile(self, tile: int | None, publish: bool = False) -> None:
+        if tile is not None and not (0 <= int(tile) < self.num_tiles):
+            return
+        self.tile = None if tile is None else int(tile)
+        if self.tile is None:
+            self.tile_curve.setData([], [])
+        else:
+            y = self.document.cached(("liveness_tile", self.tile), tile_curve, self.profile, self.tile)
+            self.tile_curve.setData(self.x, y.astype(np.float64) / KIB)
+            ipu, t = divmod(self.tile, self.tpi)
+            self.legend.items[-1][1].setText(f"tile {t} of IPU {ipu} (global {self.tile})")
+        self.tile_box.blockSignals(True)
+        self.tile_box.setValue(-1 if self.tile is None else self.tile)
+        self.tile_box.blockSignals(False)
+        if self.lstep is not None:
+            self._fill_table()
+        if publish and self.tile is not None:
+            self.document.selection.update(source=SOURCE, tiles=(self.tile,))
+
+    def select_lstep(self, lstep: int, publish: bool = True) -> None:
+        """Show the variables live at ``lstep``; publish lstep (and its program) to the selection."""
+        n = len(self.curve_df)
+        if n == 0:
+            return
+        lstep = int(min(max(int(lstep), 0), n - 1))
+        self.lstep = lstep
+        self.step_line.setValue(lstep)
+        self.step_line.show()
+        self.step_box.blockSignals(True)
+        self.step_box.setValue(lstep)
+        self.step_box.blockSignals(False)
+        self._fill_table()
+        if publish:
+            row = self.profile.liveness_steps
+            prog = row.loc[row["lstep"] == lstep, "prog_id"]
+            fields = {"lstep": lstep}
+            if len(prog):
+                fields["prog_id"] = int(prog.iloc[0])
+            self.document.selection.update(source=SOURCE, **fields)
+
+    def _fill_table(self) -> None:
+        lstep = self.lstep
+        df = live_variables(self.profile, lstep, tile=self.tile)
+        self.var_model.set_frame(df)
+        self.var_table.resizeColumnsToContents()
+        r = self.curve_df.iloc[lstep]
+        where = f" on tile {self.tile}" if self.tile is not None else ""
+        tot = df["bytes_on_tile"].sum() if self.tile is not None else df["bytes"].sum()
+        self.info.setText(
+            f"<b>Step {lstep}</b> ({r['name']}): {len(df)} live variables{where}, {format_bytes(tot)}; "
+            f"fullest tile {int(r['max_tile'])} holds {format_bytes(r['max_tile_bytes'])} not-always-live")
+
+    def _clicked(self, event) -> None:
+        if event.button() != Qt.LeftButton:
+            return
+        vb = self.plot.getPlotItem().getViewBox()
+        if not vb.sceneBoundingRect().contains(event.scenePos()):
+            return
+        self.select_lstep(int(round(vb.mapSceneToView(event.scenePos()).x())))
+
+    def _var_clicked(self, index) -> None:
+        row = self.var_model.row(index.row())
+        op = int(row["op_id"])
+        if op >= 0:
+            self.document.selection.update(source=SOURCE, op_id=op)
+
+    def _selection_changed(self, state) -> None:
+        if state.source == SOURCE:
+            return
+        if state.tiles and state.tiles[0] != self.tile and len(state.tiles) == 1:
+            self.set_tile(state.tiles[0], publish=False)
+        if state.lstep is not None and state.lstep != self.lstep:
+            self.select_lstep(state.lstep, publish=False)
+
+    def peak(self) -> int:
+        return peak_step(self.profile)
+
+    def plot_items(self) -> dict:
+        return {"liveness": self.plot.getPlotItem()}

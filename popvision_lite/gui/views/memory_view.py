@@ -1,0 +1,419 @@
+"""Memory: tile heatmap of every IPU, memory by tile index, and one tile's breakdown + variables.
+
+Drawing: the whole machine is ONE ImageItem (all IPUs in blocks, see analysis/floor_plan.py);
+recolouring is one fancy-index + ``setImage``.  Over-capacity tiles get an outline
+(one ScatterPlotItem); tiles selected elsewhere are highlighted by dimming every other tile
+with one RGBA overlay image.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from popvision_lite.analysis.floor_plan import floor_plan_layout, grid_layout
+from popvision_lite.analysis.summary import format_bytes
+from popvision_lite.analysis.tile_memory import (
+    MEASURES,
+    PERCENT,
+    TileMemory,
+    measure_label,
+)
+from popvision_lite.gui import theme
+from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.profile import schema
+
+SOURCE = "memory"
+# 17 distinguishable colours for the Poplar categories (tab20 without the pale greys)
+CATEGORY_COLORS = [
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896", "#9467bd",
+    "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d", "#17becf",
+]
+KIB = 1024.0  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
+LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
+
+
+def tile_memory(document) -> TileMemory:
+    return document.cached("tile_memory", TileMemory, document.profile)
+
+
+class MemoryView(QWidget):
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.profile = document.profile
+        self.tm = tile_memory(document)
+        self.target = self.profile.target
+        self._layouts: dict[str, object] = {}
+        self.measure = "total"
+        self.tile: int | None = None
+        self.highlight_tiles = np.zeros(0, dtype=np.int64)
+
+        # ---- controls
+        self.measure_box = QComboBox()
+        for m in MEASURES:
+            self.measure_box.addItem(measure_label(m), m)
+        self.measure_box.setToolTip("What the colour shows: total, always-live, not-always-live, "
+                                    "% of tile capacity, or one Poplar memory category")
+        self.layout_box = QComboBox()
+        self.layout_box.addItems(list(LAYOUTS))
+        self.layout_box.setToolTip("Tile map order: floor plan (tiles in columns as on the chip) "
+                                   "or a plain grid by tile id")
+        self.over_box = QCheckBox("Outline over-capacity tiles")
+        self.over_box.setChecked(True)
+        self.over_box.setToolTip("Draw a magenta outline around tiles whose memory exceeds their SRAM")
+        self.hover_label = QLabel("Hover a tile for its memory; click it for details")
+        self.hover_label.setMinimumWidth(360)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Colour:"))
+        top.addWidget(self.measure_box)
+        top.addWidget(QLabel("Layout:"))
+        top.addWidget(self.layout_box)
+        top.addWidget(self.over_box)
+        top.addStretch(1)
+        top.addWidget(self.hover_label)
+
+        # ---- heatmap
+        self.heat_widget = pg.GraphicsLayoutWidget()
+        self.heat_widget.setToolTip("")
+        self.heat_plot = self.heat_widget.addPlot(row=0, col=0)
+        hp = self.heat_plot
+        hp.setAspectLocked(True)
+        hp.invertY(True)
+        hp.hideAxis("left")
+        hp.hideAxis("bottom")
+        hp.hideButtons()
+        hp.setMenuEnabled(False)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        hp.addItem(self.image)
+        self.dim = pg.ImageItem(axisOrder="row-major")  # selection overlay (dims unselected tiles)
+        self.dim.setZValue(5)
+        hp.addItem(self.dim)
+        self.over_marks = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.0, brush=None,
+                                             pen=pg.mkPen(theme.colors()["over"], width=2))
+        self.over_marks.setZValue(10)
+        hp.addItem(self.over_marks)
+        self.tile_mark = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.6, brush=None,
+                                            pen=pg.mkPen(theme.colors()["select"], width=3))
+        self.tile_mark.setZValue(11)
+        hp.addItem(self.tile_mark)
+        self.ipu_labels: list[pg.TextItem] = []
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get("viridis"),
+                                        interactive=False, width=18)
+        self.colorbar.axis.enableAutoSIPrefix(False)
+        self.colorbar.setImageItem(self.image)
+        self.heat_widget.addItem(self.colorbar, row=0, col=1)
+        self.heat_plot.scene().sigMouseMoved.connect(self._hover)
+        self.heat_plot.scene().sigMouseClicked.connect(self._clicked)
+
+        # ---- memory by tile index
+        self.bar_plot = pg.PlotWidget()
+        bp = self.bar_plot.getPlotItem()
+        bp.setTitle("Memory by tile")
+        bp.getAxis("left").enableAutoSIPrefix(False)
+        bp.setLabel("bottom", "global tile id (IPU × tiles per IPU + tile)")
+        bp.showGrid(y=True, alpha=0.3)
+        bp.setMouseEnabled(x=True, y=False)
+        self.bar_curve = pg.PlotCurveItem(x=[0, 1], y=[0], stepMode="center", fillLevel=0, pen=pg.mkPen(theme.colors()["accent"]),
+                                          brush=pg.mkBrush(theme.colors()["accent"]))
+        bp.addItem(self.bar_curve)
+        self.bar_over = pg.ScatterPlotItem(size=6, symbol="t", brush=theme.colors()["over"], pen=None)
+        bp.addItem(self.bar_over)
+        self.cap_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.colors()["capacity"], width=2,
+                                                                          style=Qt.DashLine),
+                                        label="capacity", labelOpts={"position": 0.85, "color": theme.colors()["capacity"],
+                                                                     "anchors": [(0.5, 1), (0.5, 1)]})
+        bp.addItem(self.cap_line)
+        self.bar_sel = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=2))
+        self.bar_sel.hide()
+        bp.addItem(self.bar_sel)
+        for i in range(1, self.target.num_ipus):
+            bp.addItem(pg.InfiniteLine(pos=i * self.target.tiles_per_ipu, angle=90,
+                                       pen=pg.mkPen("#888888", style=Qt.DotLine)))
+        self.bar_plot.scene().sigMouseClicked.connect(self._bar_clicked)
+        self.bar_plot.setToolTip("Bytes of the chosen measure on every tile; dashed line = tile SRAM; "
+                                 "triangles = over capacity. Click to pick a tile.")
+
+        # ---- one tile: breakdown + variables
+        self.tile_title = QLabel("<b>No tile selected</b> — click a tile on the map or the bar plot")
+        self.breakdown_plot = pg.GraphicsLayoutWidget()
+        kp = self.breakdown_kp = self.breakdown_plot.addPlot(row=0, col=0)
+        kp.setTitle("Tile memory by category")
+        kp.setLabel("bottom", "bytes on the tile (KiB)")
+        kp.getAxis("bottom").enableAutoSIPrefix(False)
+        kp.getAxis("left").setTicks([[(0, "always-live"), (1, "not-always-live")]])
+        kp.setMouseEnabled(False, False)
+        kp.hideButtons()
+        kp.getViewBox().invertY(True)
+        self.legend = pg.LegendItem(colCount=2, labelTextSize="8pt")
+        self.breakdown_plot.addItem(self.legend, row=1, col=0)
+        self.breakdown_bars: list[pg.BarGraphItem] = []
+        self.breakdown_cap = pg.InfiniteLine(angle=90, movable=False,
+                                             pen=pg.mkPen(theme.colors()["capacity"], width=2, style=Qt.DashLine))
+        kp.addItem(self.breakdown_cap)
+        self.breakdown_cap.setValue(self.tm.capacity / KIB)
+        self.var_model = DataFrameModel(headers={"bytes_on_tile": "on tile", "bytes": "total",
+                                                 "always_live": "always live", "first_lstep": "first lstep",
+                                                 "last_lstep": "last lstep", "var_id": "var"},
+                                        byte_columns=("bytes_on_tile", "bytes"))
+        self.var_table = make_table_view(self.var_model, "Variables with bytes on the selected tile; "
+                                         "click a header to sort")
+
+        right = QSplitter(Qt.Vertical)
+        box = QWidget()
+        bl = QVBoxLayout(box)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.addWidget(self.tile_title)
+        bl.addWidget(self.breakdown_plot)
+        right.addWidget(box)
+        right.addWidget(self.var_table)
+        right.setSizes([330, 400])
+        left = QSplitter(Qt.Vertical)
+        left.addWidget(self.heat_widget)
+        left.addWidget(self.bar_plot)
+        left.setSizes([520, 260])
+        main = QSplitter(Qt.Horizontal)
+        main.addWidget(left)
+        main.addWidget(right)
+        main.setSizes([900, 500])
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(main, 1)
+
+        self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
+        self.layout_box.currentTextChanged.connect(self.set_layout)
+        self.over_box.toggled.connect(lambda _: self._draw_over())
+        document.selection.changed.connect(self._selection_changed)
+        theme.notifier.changed.connect(self._restyle)
+        self.set_layout("floor plan")
+        self.set_measure("total")
+        self._selection_changed(document.selection.state)
+
+    # ------------------------------------------------------------------ drawing
+    def tile_layout(self):
+        return self._layouts[self.layout_name]
+
+    def set_layout(self, name: str) -> None:
+        if name not in self._layouts:
+            self._layouts[name] = LAYOUTS[name](self.target)
+        self.layout_name = name
+        lay = self._layouts[name]
+        if self.layout_box.currentText() != name:
+            self.layout_box.setCurrentText(name)
+        self._pix_index = lay.flat_index
+        self._img = np.full(lay.height * lay.width, np.nan)
+        for t in self.ipu_labels:
+            self.heat_plot.removeItem(t)
+        self.ipu_labels = []
+        for ipu in range(self.target.num_ipus):
+            r, c = lay.ipu_origin(ipu)
+            t = pg.TextItem(f"IPU {ipu}", color=theme.colors()["plot_fg"], anchor=(0, 1))
+            t.setPos(c, r)
+            self.heat_plot.addItem(t)
+            self.ipu_labels.append(t)
+        self.heat_plot.setTitle(f"Tile map — {lay.note}", size="9pt")
+        self._recolor()
+        self._draw_over()
+        self._draw_highlight()
+        self._draw_tile_mark()
+        self.heat_plot.setRange(xRange=(0, lay.width), yRange=(-2, lay.height), padding=0.02)
+
+    def set_measure(self, measure: str) -> None:
+        if measure not in MEASURES:
+            raise ValueError(f"unknown measure {measure!r}")
+        self.measure = measure
+        i = self.measure_box.findData(measure)
+        if self.measure_box.currentIndex() != i:
+            self.measure_box.blockSignals(True)
+            self.measure_box.setCurrentIndex(i)
+            self.measure_box.blockSignals(False)
+        self._recolor()
+
+    def levels(self) -> tuple[float, float]:
+        v = self.tm.values(self.measure) / self.scale()
+        hi = float(v.max()) if len(v) else 1.0
+        if self.measure == PERCENT:
+            hi = max(hi, 100.0)
+        return 0.0, hi if hi > 0 else 1.0
+
+    def _recolor(self) -> None:
+        """Recolour the map and the bar plot for the current measure (the 16 ms path)."""
+        scale = self.scale()
+        v = self.tm.values(self.measure) / scale
+        img = self._img
+        img[self._pix_index] = v
+        lay = self.tile_layout()
+        lo, hi = self.levels()
+        self.image.setImage(img.reshape(lay.height, lay.width), autoLevels=False, levels=(lo, hi))
+        self.colorbar.setLevels((lo, hi))
+        label = self.axis_label()
+        self.colorbar.axis.setLabel(label)
+        n = len(v)
+        self.bar_curve.setData(np.arange(n + 1) - 0.5, v)
+        over = np.flatnonzero(self.tm.over_capacity)
+        self.bar_over.setData(over, v[over])
+        cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
+        self.cap_line.setValue(cap)
+        self.cap_line.label.setFormat(f"tile capacity {format_bytes(self.tm.capacity)}"
+                                      if self.measure != PERCENT else "100% = tile capacity")
+        self.bar_plot.getPlotItem().setLabel("left", label)
+        self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.08, padding=0)
+
+    def scale(self) -> float:
+        """Divisor from the analysis' values to what is drawn (bytes -> KiB; % unchanged)."""
+        return 1.0 if self.measure == PERCENT else KIB
+
+    def axis_label(self) -> str:
+        name = measure_label(self.measure)
+        return f"{name} (%)" if self.measure == PERCENT else f"{name.replace(' bytes', '')} (KiB)"
+
+    def _draw_over(self) -> None:
+        lay = self.tile_layout()
+        over = np.flatnonzero(self.tm.over_capacity)
+        if self.over_box.isChecked() and len(over):
+            self.over_marks.setData(lay.col[over] + 0.5, lay.row[over] + 0.5)
+        else:
+            self.over_marks.setData([], [])
+
+    def _draw_highlight(self) -> None:
+        lay = self.tile_layout()
+        tiles = self.highlight_tiles
+        if len(tiles) == 0:
+            self.dim.clear()
+            self.dim.hide()
+            return
+        bg = pg.mkColor(theme.colors()["plot_bg"])
+        rgba = np.zeros((lay.height, lay.width, 4), dtype=np.uint8)
+        rgba[..., 0], rgba[..., 1], rgba[..., 2] = bg.red(), bg.green(), bg.blue()
+        mask = np.zeros(lay.height * lay.width, dtype=bool)
+        mask[lay.flat_index] = True  # real tiles get dimmed ...
+        mask[lay.flat_index[tiles]] = False  # ... except the highlighted ones
+        rgba[..., 3] = mask.reshape(lay.height, lay.width) * 190
+        self.dim.setImage(rgba, autoLevels=False, levels=(0, 255))
+        self.dim.show()
+
+    def _draw_tile_mark(self) -> None:
+        lay = self.tile_layout()
+        if self.tile is None:
+            self.tile_mark.setData([], [])
+            self.bar_sel.hide()
+        else:
+            self.tile_mark.setData([lay.col[self.tile] + 0.5], [lay.row[self.tile] + 0.5])
+            self.bar_sel.setValue(self.tile)
+            self.bar_sel.show()
+
+    # ------------------------------------------------------------------ interaction
+    def tile_at_scene_pos(self, scene_pos) -> int:
+        vb = self.heat_plot.getViewBox()
+        if not vb.sceneBoundingRect().contains(scene_pos):
+            return -1
+        p = vb.mapSceneToView(scene_pos)
+        return self.tile_layout().tile_at(p.y(), p.x())
+
+    def describe_tile(self, tile: int) -> str:
+        ipu, t = self.tm.tile_location(tile)
+        tot = self.tm.total[tile]
+        txt = (f"IPU {ipu}, tile {t} (global {tile}): {format_bytes(tot)} total, "
+               f"{100 * tot / self.tm.capacity:.1f}% of {format_bytes(self.tm.capacity)}")
+        if self.measure not in ("total", PERCENT):
+            txt += f"; {measure_label(self.measure)}: {format_bytes(self.tm.values(self.measure)[tile])}"
+        if self.tm.over_capacity[tile]:
+            txt += "  — OVER CAPACITY"
+        return txt
+
+    def _hover(self, scene_pos) -> None:
+        tile = self.tile_at_scene_pos(scene_pos)
+        if tile >= 0:
+            self.hover_label.setText(self.describe_tile(tile))
+            self.heat_widget.setToolTip(self.describe_tile(tile))
+        else:
+            self.heat_widget.setToolTip("")
+
+    def _clicked(self, event) -> None:
+        if event.button() != Qt.LeftButton:
+            return
+        tile = self.tile_at_scene_pos(event.scenePos())
+        if tile >= 0:
+            self.select_tile(tile)
+
+    def _bar_clicked(self, event) -> None:
+        if event.button() != Qt.LeftButton:
+            return
+        vb = self.bar_plot.getPlotItem().getViewBox()
+        if not vb.sceneBoundingRect().contains(event.scenePos()):
+            return
+        x = int(round(vb.mapSceneToView(event.scenePos()).x()))
+        if 0 <= x < self.tm.num_tiles:
+            self.select_tile(x)
+
+    def select_tile(self, tile: int, publish: bool = True) -> None:
+        """Show ``tile``'s breakdown and variables; publish it to the document selection."""
+        tile = int(tile)
+        self.tile = tile
+        self.tile_title.setText(f"<b>{self.describe_tile(tile)}</b>")
+        self._draw_breakdown(tile)
+        self.var_model.set_frame(self.tm.variables_on(tile))
+        self.var_table.resizeColumnsToContents()
+        self._draw_tile_mark()
+        if publish:
+            self.document.selection.update(source=SOURCE, tiles=(tile,))
+
+    def _draw_breakdown(self, tile: int) -> None:
+        kp = self.breakdown_kp
+        for b in self.breakdown_bars:
+            kp.removeItem(b)
+        self.breakdown_bars = []
+        self.legend.clear()
+        bd = self.tm.breakdown(tile)
+        left = np.zeros(2)
+        for i, cat in enumerate(schema.MEMORY_CATEGORIES):
+            w = bd.loc[cat, ["always_live", "not_always_live"]].to_numpy(np.float64) / KIB
+            if not w.any():
+                continue
+            bar = pg.BarGraphItem(x0=left.copy(), y=[0, 1], height=0.6, width=w, brush=CATEGORY_COLORS[i],
+                                  pen=pg.mkPen(theme.colors()["plot_bg"], width=0.5))
+            kp.addItem(bar)
+            self.legend.addItem(bar, f"{cat} ({format_bytes(w.sum() * KIB)})")
+            self.breakdown_bars.append(bar)
+            left += w
+        kp.setXRange(0, max(left.max(), self.tm.capacity / KIB) * 1.05, padding=0)
+        kp.setYRange(-0.5, 1.5, padding=0)
+
+    def _selection_changed(self, state) -> None:
+        if state.source == SOURCE:
+            return
+        tiles = np.asarray(state.tiles, dtype=np.int64)
+        if len(tiles) == 0 and state.op_id is not None:
+            from popvision_lite.analysis.selection import op_tiles
+
+            tiles = np.asarray(self.document.cached(("op_tiles", state.op_id), op_tiles, self.profile,
+                                                    state.op_id), dtype=np.int64)
+        tiles = tiles[(tiles >= 0) & (tiles < self.tm.num_tiles)]
+        self.highlight_tiles = tiles
+        self._draw_highlight()
+        if len(tiles) == 1:
+            self.select_tile(int(tiles[0]), publish=False)
+
+    def _restyle(self, *_):
+        c = theme.colors()
+        for t in self.ipu_labels:
+            t.setColor(c["plot_fg"])
+        self.over_marks.setPen(pg.mkPen(c["over"], width=2))
+        self.tile_mark.setPen(pg.mkPen(c["select"], width=3))
+        self._draw_highlight()
+        for b in self.breakdown_bars:
+            b.setOpts(pen=pg.mkPen(c["plot_bg"], width=0.5))
+
+    def plot_items(self) -> dict:
+        return {"heatmap": self.heat_plot, "by_tile": self.bar_plot.getPlotItem(),
+                "tile_breakdown": self.breakdown_kp}
