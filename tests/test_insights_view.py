@@ -31,7 +31,7 @@ def test_renders_findings_worst_first(view):
     bt = view.document.profile.memory.by_tile()
     worst = int((bt["total"] - bt["capacity"]).idxmax())
     assert f"tile {worst} needs {int(bt.loc[worst, 'total']):,} B" in text
-    assert view.status.text().startswith(f"{len(view.findings)} findings: 1 errors")
+    assert view.status.text().startswith(f"{len(view.findings)} findings: 1 error, ")
 
 
 def test_links_select_tiles_ops_and_variables(view, qtbot):

@@ -53,6 +53,12 @@ def fmt_bytes(n: float) -> str:
     return exact
 
 
+def _bullets(lines, first: bool = True) -> str:
+    """Lines as a bulleted list in plain text (views render each line on its own)."""
+    body = "\n".join(f"\u2022 {line}" for line in lines)
+    return ("\n" + body) if first else body
+
+
 def _pct(x: float) -> str:
     return f"{100.0 * x:.1f}%"
 
@@ -98,10 +104,14 @@ def top_tiles(profile, n: int = 5) -> pd.DataFrame:
     return bt.sort_values(["total"], ascending=False, kind="stable").head(n)
 
 
-def top_vertices(profile, n: int = 5, by: str = "state_bytes") -> pd.DataFrame:
+def codelet_totals(profile) -> pd.DataFrame:
     """Codelets summed over compute sets and tiles: count, state_bytes, code_bytes, cycles."""
     v = profile.vertices
-    g = v.groupby("codelet", sort=False)[["count", "state_bytes", "code_bytes", "cycles"]].sum()
+    return v.groupby("codelet", sort=False)[["count", "state_bytes", "code_bytes", "cycles"]].sum()
+
+
+def top_vertices(profile, n: int = 5, by: str = "state_bytes", totals: pd.DataFrame | None = None) -> pd.DataFrame:
+    g = codelet_totals(profile) if totals is None else totals
     return g.sort_values(by, ascending=False, kind="stable").head(n)
 
 
@@ -182,32 +192,34 @@ def _top_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     lines = [f"{_tile_name(profile, int(t))}: {fmt_bytes(r.total)} of {fmt_bytes(r.capacity)} "
              f"({_pct(r.total / r.capacity) if r.capacity else '-'})" for t, r in tt.iterrows()]
     out.append(Finding("info", "top_tiles", "Tiles using the most memory",
-                       "; ".join(lines) + f". Mean tile: {fmt_bytes(bt['total'].mean())} "
-                       f"of {fmt_bytes(cap.mean() if len(cap) else 0)}.",
+                       f"Mean tile: {fmt_bytes(bt['total'].mean())} of {fmt_bytes(cap.mean() if len(cap) else 0)}."
+                       + _bullets(lines),
                        tiles=tuple(int(t) for t in tt.index),
                        numbers={"tiles": [int(t) for t in tt.index], "bytes": tt["total"].astype(int).tolist()}))
     if len(profile.vertices):
-        tv = top_vertices(profile, 5, "state_bytes")
-        tc = top_vertices(profile, 3, "count")
-        txt = "By state bytes: " + "; ".join(
-            f"{c} ({int(r['count']):,} vertices, {fmt_bytes(r.state_bytes)} state)" for c, r in tv.iterrows())
-        txt += ". By count: " + "; ".join(f"{c} ({int(r['count']):,})" for c, r in tc.iterrows()) + "."
+        totals = codelet_totals(profile)
+        tv = top_vertices(profile, 5, "state_bytes", totals)
+        tc = top_vertices(profile, 3, "count", totals)
+        txt = "By state bytes:" + _bullets(
+            f"{c}: {int(r['count']):,} vertices, {fmt_bytes(r.state_bytes)} state" for c, r in tv.iterrows())
+        txt += "\nBy count: " + "; ".join(f"{c} ({int(r['count']):,})" for c, r in tc.iterrows()) + "."
         out.append(Finding("info", "top_vertices", "Vertices using the most memory", txt,
                            numbers={"codelets": list(tv.index), "state_bytes": tv["state_bytes"].astype(int).tolist()}))
     if len(profile.variables):
         tvar = top_variables(profile, 5)
-        txt = "; ".join(f"{r['name']} {r['shape']} {r['dtype']}: {fmt_bytes(r['bytes'])}"
+        txt = _bullets((f"{r['name']} {r['shape']} {r['dtype']}: {fmt_bytes(r['bytes'])}"
                         f" ({'always live' if r['always_live'] else 'not always live'})"
-                        for _, r in tvar.iterrows())
-        out.append(Finding("info", "top_variables", "Largest variables", txt + ".",
+                        for _, r in tvar.iterrows()), first=False)
+        out.append(Finding("info", "top_variables", "Largest variables", txt,
                            variables=tuple(int(i) for i in tvar["var_id"]),
                            numbers={"var_ids": tvar["var_id"].astype(int).tolist(),
                                     "bytes": tvar["bytes"].astype(int).tolist()}))
     ex = top_exchanges(profile, 5)
     if len(ex) and ex["code_bytes"].sum() > 0:
-        txt = "; ".join(f"{r['name']}: {fmt_bytes(r['code_bytes'])} of exchange code" for _, r in ex.iterrows())
+        txt = _bullets((f"{r['name']}: {fmt_bytes(r['code_bytes'])} of exchange code" for _, r in ex.iterrows()),
+                       first=False)
         ops = tuple(sorted({int(o) for o in ex["op_id"] if o >= 0}))
-        out.append(Finding("info", "top_exchanges", "Exchanges using the most memory", txt + ".", ops=ops,
+        out.append(Finding("info", "top_exchanges", "Exchanges using the most memory", txt, ops=ops,
                            numbers={"prog_ids": ex["prog_id"].astype(int).tolist(),
                                     "code_bytes": ex["code_bytes"].astype(int).tolist()}))
     return out
@@ -225,12 +237,13 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
         lines = [f"{_tile_name(profile, int(t))} needs {fmt_bytes(r.total)} but has {fmt_bytes(r.capacity)} "
                  f"(over by {fmt_bytes(r.over)})" for t, r in worst.iterrows()]
         text = (f"{len(over):,} of {n_tiles:,} tiles need more memory than they have; "
-                f"{fmt_bytes(over['over'].sum())} over capacity in total. Worst: " + "; ".join(lines) + ".")
+                f"{fmt_bytes(over['over'].sum())} over capacity in total. Worst:" + _bullets(lines))
         t0 = int(over.index[0])
         r0 = bt.loc[t0]
         cats = r0[list(profile.memory.categories)].astype(np.int64).sort_values(ascending=False)
         cats = cats[cats > 0].head(3)
-        text += (f" {_tile_name(profile, t0).capitalize()} holds {fmt_bytes(r0['always_live'])} always live and "
+        tn = _tile_name(profile, t0)
+        text += (f"\n{tn[0].upper() + tn[1:]} holds {fmt_bytes(r0['always_live'])} always live and "
                  f"{fmt_bytes(r0['not_always_live'])} at its not-always-live peak; largest categories: "
                  + ", ".join(f"{c} {fmt_bytes(b)}" for c, b in cats.items()) + ".")
         out.append(Finding("error", "oom", "Out of memory", text, tiles=tuple(int(t) for t in over.index[:50]),

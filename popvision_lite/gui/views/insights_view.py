@@ -98,7 +98,8 @@ class InsightsView(QWidget):
         self.findings = list(found)
         n_err = sum(f.severity == "error" for f in self.findings)
         n_warn = sum(f.severity == "warning" for f in self.findings)
-        self.status.setText(f"{len(self.findings)} findings: {n_err} errors, {n_warn} warnings")
+        self.status.setText(f"{len(self.findings)} findings: {n_err} error{'s' if n_err != 1 else ''}, "
+                            f"{n_warn} warning{'s' if n_warn != 1 else ''}")
         self.render()
         self.ready.emit()
 
@@ -162,7 +163,7 @@ class InsightsView(QWidget):
                 f"border-left: 4px solid {col}; background:{c['alt']}'><tr><td>"
                 f"<span style='color:{col}; font-weight:bold'>{f.severity.upper()}</span> &nbsp;"
                 f"<b style='font-size:large'>{html.escape(f.title)}</b>"
-                f"<p style='margin:4px 0'>{html.escape(f.text)}</p>"
+                f"<p style='margin:4px 0'>{html.escape(f.text).replace(chr(10), '<br>')}</p>"
                 + (f"<p style='margin:2px 0; color:{c['muted']}'>{links}</p>" if links else "")
                 + "</td></tr></table>")
         if not self.findings and not self.extra:

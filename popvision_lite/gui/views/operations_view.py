@@ -182,6 +182,8 @@ class OperationsView(QWidget):
         self.table.selectionModel().currentRowChanged.connect(self._on_current)
         document.selection.changed.connect(self._on_selection)
         self._apply_filter()
+        if document.selection.state != type(document.selection.state)():
+            self._on_selection(document.selection.state)  # views built later show the current selection
 
     # filter -----------------------------------------------------------------------
     def set_filter(self, text: str, regex: bool = False) -> None:
@@ -209,11 +211,6 @@ class OperationsView(QWidget):
             return
         op = int(self.proxy.data(current, OP_ROLE))
         self._worker = select_op(self.document, op, self.SOURCE)
-        st = self.document.selection.state
-        rng = f"steps {st.step_range[0]}..{st.step_range[1] - 1}" if st.step_range else "no steps"
-        self.status.setText(f"{self.model.cols[0][self.model.row_of(op)]}: {rng}, "
-                            f"{int(self.model.cols[self.model.keys.index('tiles_used')][self.model.row_of(op)]):,}"
-                            " tiles used")
 
     def visible_ops(self) -> list[int]:
         """Op ids in display order (after filter and sort)."""
@@ -227,12 +224,24 @@ class OperationsView(QWidget):
             idx, QItemSelectionModel.ClearAndSelect | QItemSelectionModel.Rows)
 
     # selection -> table -----------------------------------------------------------
-    def _on_selection(self, state):
+    def _status(self, state) -> str:
+        if state.op_id is not None and self.model.row_of(state.op_id) is not None:
+            rng = f"steps {state.step_range[0]}..{state.step_range[1] - 1}" if state.step_range else "no steps"
+            tiles = f"{len(state.tiles):,} tiles" if state.tiles else "tiles: resolving..."
+            return f"selected {self.model.cols[0][self.model.row_of(state.op_id)]}: {rng}, {tiles}"
         if state.step_range is not None:
+            n = int(self.model.highlight.sum())
+            return f"steps {state.step_range[0]}..{state.step_range[1] - 1}: {n:,} ops own steps there (highlighted)"
+        return ""
+
+    def _on_selection(self, state):
+        # ops owning steps of a step range chosen without an op (timeline, program node) are highlighted
+        if state.step_range is not None and state.op_id is None:
             ops = ops_in_step_range(self.document.profile, *state.step_range)
             self.model.set_highlight(np.isin(self.model.op_ids, ops))
         else:
             self.model.set_highlight(np.zeros(len(self.model.op_ids), dtype=bool))
+        self.status.setText(self._status(state))
         if state.source == self.SOURCE:
             return
         self._syncing = True

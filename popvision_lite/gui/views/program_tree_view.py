@@ -140,12 +140,14 @@ class ProgramTreeView(QWidget):
         total = self.tree_data.total_cycles
         self._summary = f"{len(self.tree_data):,} programs, run {total:,} cycles"
         self.status.setText(self._summary)
-        # top levels open by default
-        for i in range(self.model.rowCount()):
-            self.view.expand(self.model.index(i, 0))
+        # the first levels open by default (a Sequence and its Repeat, usually)
+        self.view.expandToDepth(1)
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
         document.selection.changed.connect(self._on_selection)
         self._worker = None
+        st = document.selection.state
+        if st.op_id is not None or st.prog_id is not None:
+            self._on_selection(st)  # views built later show the current selection
 
     # user -> selection -------------------------------------------------------------
     def _on_current(self, current: QModelIndex, _previous=None):
