@@ -22,6 +22,7 @@ from popvision_lite.profile import schema
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
+CHUNK_CACHE_BYTES = 32 << 20
 
 # dtype kind each stored numeric column must have ('i' int, 'f' float, 'b' bool, 'u' unsigned)
 _NUMERIC_KINDS = "iufb"
@@ -183,6 +184,7 @@ class Profile:
         self._lock = threading.RLock()
         self._f = None
         self._tables: dict[str, pd.DataFrame] = {}
+        self._dsets: dict = {}
         self._tiles: pd.DataFrame | None = None
         self._open()
         self.memory = _Memory(self)
@@ -210,7 +212,8 @@ class Profile:
             raise self._err("not a popvision-lite profile (no HDF5 signature; expected a .pvl file)")
         h5py = _import_h5()
         try:
-            self._f = h5py.File(p, "r", locking=False)
+            # a 32 MiB chunk cache per dataset: a scrolled window reuses most decompressed chunks
+            self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, rdcc_nslots=10007)
         except Exception as e:  # truncated / corrupt HDF5
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
         try:
@@ -325,6 +328,13 @@ class Profile:
                 raise self._err(f"cannot read {what}: the file is truncated or corrupt "
                                 f"({type(e).__name__}: {e})") from e
 
+    def _dataset(self, name: str):
+        """The open dataset of an array, kept open so its chunk cache survives between reads."""
+        ds = self._dsets.get(name)
+        if ds is None:
+            ds = self._dsets[name] = self._f["arrays"][name]
+        return ds
+
     def _shape(self, name: str) -> tuple[int, ...]:
         return self._shapes[name]
 
@@ -335,7 +345,7 @@ class Profile:
         nt = self._shapes[name][1]
 
         def read():
-            ds = self._f["arrays"][name]
+            ds = self._dataset(name)
             if tiles is None:
                 if stop <= start:
                     return np.zeros((0, nt), dtype=ds.dtype)
@@ -421,6 +431,7 @@ class Profile:
     liveness_steps = property(lambda self: self.table("liveness_steps"))
 
     def close(self) -> None:
+        self._dsets = {}
         if self._f is not None:
             try:
                 self._f.close()
