@@ -12,6 +12,7 @@ import time
 
 SCRIPTS: list[str] = [
     "profile_scale",
+    "insights_views",
 ]
 
 
