@@ -238,7 +238,75 @@ class BlockMatMul(Codelet):
             group._mm_shared = (r, None)
         return group._mm_shared[0]
 
+    # -- whole-GEMM fast path ---------------------------------------------------------------
+    @staticmethod
+    def _resolve(f, aliases):
+        """(tensor, block_shape (2,), index (n, 2)) of a field over a 2-D tensor, looking through a
+        pending broadcast copy (engine lazy copies: staging block t = source block src.index[t])."""
+        if not isinstance(f, Blocks):
+            return None
+        al = aliases.get(f.tensor.id) if aliases else None
+        if al is not None:
+            src, _dst = al
+            sb = src.block_shape
+            r, c = f.block_shape[-2:]
+            if len(f.block_shape) != 3 or f.block_shape[0] != 1 or sb[0] % r or sb[1] % c:
+                return None
+            t, u, w = f.index[:, 0], f.index[:, 1], f.index[:, 2]
+            idx = np.stack([src.index[t, 0] * (sb[0] // r) + u, src.index[t, 1] * (sb[1] // c) + w], 1)
+            return src.tensor, (r, c), idx
+        if len(f.tensor.shape) != 2:
+            return None
+        return f.tensor, f.block_shape, f.index
+
+    def gemm_plan(self, group, aliases):
+        """When the group is one block-outer-product - every out block (i, j) of C exactly once,
+        = A block (i, k0) @ B block (k0, j) for one k0 - return (A, B, C, k-slice): the group is
+        then exactly C[:, :] (+)= A[:, k-slice] @ B[k-slice, :], one large GEMM.  Else None."""
+        key = tuple(sorted((tid, id(al[0])) for tid, al in (aliases or {}).items()
+                           if tid in (group.fields["a"].tensor.id, group.fields["b"].tensor.id)))
+        cache = group.__dict__.setdefault("_gemm_plans", {})
+        if key in cache:
+            return cache[key]
+        plan = None
+        ra = self._resolve(group.fields["a"], aliases)
+        rb = self._resolve(group.fields["b"], aliases)
+        ro = self._resolve(group.fields["out"], None)
+        if ra and rb and ro:
+            (TA, (am, ak), ia), (TB, (bk_, bn_), ib), (TC, (om, on), io) = ra, rb, ro
+            n = group.n
+            ok = (ak == bk_ and am == om and bn_ == on and TA.shape[0] == TC.shape[0] and TB.shape[1] == TC.shape[1]
+                  and n == (TC.shape[0] // om) * (TC.shape[1] // on) and TA.shape[1] == TB.shape[0])
+            if ok:
+                k0 = int(ia[0, 1])
+                ok = (np.all(ia[:, 1] == k0) and np.all(ib[:, 0] == k0) and np.array_equal(io[:, 0], ia[:, 0])
+                      and np.array_equal(io[:, 1], ib[:, 1]))
+                if ok:
+                    lin = io[:, 0] * (TC.shape[1] // on) + io[:, 1]
+                    ok = len(np.unique(lin)) == n
+                if ok:
+                    plan = (TA, TB, TC, slice(k0 * ak, (k0 + 1) * ak))
+        cache[key] = plan
+        return plan
+
+    def compute_gemm(self, group, data, plan) -> None:
+        TA, TB, TC, ks = plan
+        a = data[TA.id].reshape(TA.shape)[:, ks].astype(np.float32)
+        b = data[TB.id].reshape(TB.shape)[ks, :].astype(np.float32)
+        c = data[TC.id].reshape(TC.shape)
+        if self.accumulate and c.dtype == np.float32:
+            c += a @ b
+        elif self.accumulate:
+            c[...] = (c.astype(np.float32) + a @ b).astype(c.dtype)
+        else:
+            np.matmul(a, b, out=c) if c.dtype == np.float32 else c.__setitem__(Ellipsis, a @ b)
+
     def compute(self, group, data):
+        aliases = getattr(data, "aliases", None)
+        plan = self.gemm_plan(group, aliases)
+        if plan is not None:
+            self.compute_gemm(group, data, plan)
+            return
         bm, bk, bn = self.dims(group)
         n = group.n
         out = group.fields["out"]

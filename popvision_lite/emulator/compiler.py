@@ -91,10 +91,9 @@ def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     s, e = ep.run_bounds()
     mp = ep.tensor.mapping
     k1 = np.searchsorted(mp.start, s, side="right") - 1
-    k2 = np.searchsorted(mp.start, np.maximum(e - 1, s), side="right") - 1
     kc = np.clip(k1, 0, max(len(mp) - 1, 0))
     tiles = mp.tile[kc]
-    ok = np.all((k1 == k2) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
+    ok = np.all((e <= mp.stop[kc]) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
     return s[:, 0], ep.elems(), tiles[:, 0], ok
 
 
@@ -233,12 +232,23 @@ def _check_graph(c: Compiled, used_cs: set) -> None:
                 f"mapping.linear(tensor.size, tiles=...)) or pass mapping= when adding it"
             )
         t.mapping.check(t.name, t.size, c.num_tiles)
+    digests = {}
+    done: dict = {}
     for cs in g.compute_sets:
         if cs.id not in used_cs:
             continue
         for grp in cs.groups:
             for fname, f in grp.fields.items():
+                mp = f.tensor.mapping
+                if f.tensor.id not in digests:
+                    digests[f.tensor.id] = hash((mp.tile.tobytes(), mp.start.tobytes()))
+                # the same connections (arrays) on an identically mapped tensor were checked already
+                key = (digests[f.tensor.id], id(grp.tiles)) + (
+                    (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else (id(f.index), f.block_shape))
+                if key in done:
+                    continue
                 _check_local(grp, fname, f)
+                done[key] = (grp.tiles, f)  # keep the arrays alive so ids stay unique
 
 
 def _check_local(grp, fname: str, f) -> None:
@@ -248,11 +258,10 @@ def _check_local(grp, fname: str, f) -> None:
     nonempty = e > s
     if not nonempty.any():
         return
+    # the mapping covers [0, size) contiguously from 0, so ks >= 0 and "same interval" ==
+    # "the run ends before that interval stops"
     ks = np.searchsorted(mp.start, s, side="right") - 1
-    ke = np.searchsorted(mp.start, np.maximum(e - 1, s), side="right") - 1
-    ks_c = np.clip(ks, 0, len(mp) - 1)
-    vt = np.broadcast_to(grp.tiles[:, None], s.shape)
-    ok = (ks == ke) & (mp.tile[ks_c] == vt) & (ks >= 0)
+    ok = (e <= mp.stop[ks]) & (mp.tile[ks] == grp.tiles[:, None])
     bad = nonempty & ~ok
     if bad.any():
         v, r = (int(x[0]) for x in np.nonzero(bad))

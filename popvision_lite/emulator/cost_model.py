@@ -62,11 +62,11 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     if np.any(tiles[1:] < tiles[:-1]):
         order = np.argsort(tiles, kind="stable")
         tiles, vcycles = tiles[order], vcycles[order]
-    first = np.searchsorted(tiles, tiles, side="left")
-    worker = (np.arange(len(tiles)) - first) % threads
+    count = np.bincount(tiles, minlength=num_tiles)
+    first = np.cumsum(count) - count          # index of each tile's first vertex
+    worker = (np.arange(len(tiles)) - first[tiles]) % threads
     load = np.bincount(tiles * threads + worker, weights=vcycles, minlength=num_tiles * threads)
     load = load.reshape(num_tiles, threads).max(axis=1)
-    count = np.bincount(tiles, minlength=num_tiles)
     busy = np.maximum(threads * load, count * launch_cycles) + np.where(count > 0, launch_cycles, 0)
     return busy.astype(np.int64), count
 

@@ -75,6 +75,44 @@ class RunResult:
     wall_seconds: dict = field(default_factory=dict)
 
 
+class _Data(dict):
+    """Tensor id -> flat array, plus pending broadcast copies (lazy copies, full mode only).
+
+    A Copy of source blocks into a whole staging tensor (block t of the staging tensor <- source
+    block ``src.index[t]``) is recorded instead of done.  Codelets that can read through it (the
+    block matmul's whole-GEMM path) use the source directly; anything else touching the staging
+    tensor, or writing the source, materialises the copy first, so results are always those of
+    doing every copy eagerly."""
+
+    def __init__(self, base: dict):
+        super().__init__(base)
+        self.aliases: dict[int, tuple] = {}
+
+    def materialize(self, tid: int) -> None:
+        al = self.aliases.pop(tid, None)
+        if al is not None:
+            src, dst = al
+            dst.write(self, src.read(self))
+
+    def before_write(self, tid: int) -> None:
+        """``tid`` is about to change: finish copies that read it or will be overwritten partly."""
+        for d in [d for d, (src, _) in self.aliases.items() if src.tensor.id == tid]:
+            self.materialize(d)
+        self.materialize(tid)
+
+    def materialize_all(self) -> None:
+        for d in list(self.aliases):
+            self.materialize(d)
+
+
+def _aliasable(src, dst) -> bool:
+    from popvision_lite.emulator.graph import Blocks
+
+    return (isinstance(src, Blocks) and isinstance(dst, Blocks) and src.tensor is not dst.tensor
+            and len(src.block_shape) == 2 and len(src.tensor.shape) == 2
+            and dst.block_shape == (1, *src.block_shape) and dst.is_identity())
+
+
 class Engine:
     def __init__(self, graph: Graph, program: P.Program, mode: str = "full", model: str = "",
                  config: dict | None = None):
@@ -88,6 +126,7 @@ class Engine:
         self.model = model
         self.config = dict(config or {})
         self._compiled: CompiledGraph | None = None
+        self.lazy_copies = True  # full mode: defer whole-tensor broadcast copies (see _Data)
 
     def compile(self) -> CompiledGraph:
         if self._compiled is None:
@@ -121,21 +160,53 @@ class Engine:
         return data, hosts
 
     def _execute(self, prog: P.Program, data: dict, hosts: dict) -> None:
+        if not isinstance(data, _Data):
+            data = _Data(data)
+        self._exec(prog, data, hosts)
+        data.materialize_all()
+
+    def _exec(self, prog: P.Program, data: _Data, hosts: dict) -> None:
         if isinstance(prog, P.Sequence):
             for p in prog.programs:
-                self._execute(p, data, hosts)
+                self._exec(p, data, hosts)
         elif isinstance(prog, P.Repeat):
             for _ in range(prog.count):
-                self._execute(prog.body, data, hosts)
+                self._exec(prog.body, data, hosts)
         elif isinstance(prog, P.Execute):
             for grp in prog.cs.groups:
-                if grp.n:
-                    grp.codelet.compute(grp, data)
+                if not grp.n:
+                    continue
+                touched = {f.tensor.id for f in grp.fields.values()}
+                written = {f.tensor.id for fn, f in grp.fields.items() if grp.codelet.fields[fn] != "in"}
+                for t in written:
+                    data.before_write(t)
+                plan = None
+                if data.aliases and hasattr(grp.codelet, "gemm_plan"):
+                    plan = grp.codelet.gemm_plan(grp, data.aliases)
+                if plan is not None:
+                    grp.codelet.compute_gemm(grp, data, plan)
+                    continue
+                for t in touched:
+                    data.materialize(t)
+                grp.codelet.compute(grp, data)
         elif isinstance(prog, P.Copy):
-            prog.dst.write(data, prog.src.read(data).copy())
+            src, dst = prog.src, prog.dst
+            data.materialize(src.tensor.id)
+            data.before_write(dst.tensor.id)
+            if self.lazy_copies and _aliasable(src, dst):
+                data.aliases[dst.tensor.id] = (src, dst)
+                return
+            data.materialize(dst.tensor.id)
+            vals = src.read(data)
+            if src.tensor is dst.tensor:
+                vals = vals.copy()
+            dst.write(data, vals)
         elif isinstance(prog, P.StreamCopy):
+            tid = prog.view.tensor.id
+            data.materialize(tid)
             buf = hosts[prog.buffer.id]
             if prog.to_device:
+                data.before_write(tid)
                 prog.view.write(data, buf)
             else:
                 buf[...] = prog.view.read(data)

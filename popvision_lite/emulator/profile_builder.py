@@ -187,7 +187,8 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         tiles = np.concatenate([grp.tiles for grp in cs.groups]) if cs.groups else np.zeros(0, np.int64)
         cs_rows.append({"cs_id": cs.id, "name": cs.name,
                         "op_id": c.op_index.get(cs.op, -1) if cs.op is not None else -1,
-                        "num_vertices": int(len(tiles)), "num_tiles": int(len(np.unique(tiles)))})
+                        "num_vertices": int(len(tiles)),
+                        "num_tiles": int(np.count_nonzero(np.bincount(tiles, minlength=T))) if len(tiles) else 0})
         by_codelet: dict[str, list] = {}
         for grp in cs.groups:
             by_codelet.setdefault(grp.codelet.name, []).append(grp)
@@ -195,12 +196,13 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
             tl = np.concatenate([x.tiles for x in grps])
             cy = np.concatenate([x.cycles(c.target) for x in grps])
             st = np.concatenate([np.full(x.n, x.codelet.state_bytes + 4 * len(x.fields), np.int64) for x in grps])
-            ut, inv = np.unique(tl, return_inverse=True)
+            cnt_t = np.bincount(tl, minlength=T)
+            ut = np.nonzero(cnt_t)[0]
             v_frames.append(pd.DataFrame({
                 "cs_id": np.full(len(ut), cs.id, np.int32), "codelet": name, "tile": ut.astype(np.int32),
-                "count": np.bincount(inv).astype(np.int64),
-                "cycles": np.bincount(inv, weights=cy).astype(np.int64),
-                "state_bytes": np.bincount(inv, weights=st).astype(np.int64),
+                "count": cnt_t[ut].astype(np.int64),
+                "cycles": np.bincount(tl, weights=cy, minlength=T)[ut].astype(np.int64),
+                "state_bytes": np.bincount(tl, weights=st, minlength=T)[ut].astype(np.int64),
                 "code_bytes": np.full(len(ut), int(grps[0].codelet.code_bytes), np.int64),
             }))
     compute_sets = pd.DataFrame(cs_rows, columns=list(schema.TABLE_COLUMNS["compute_sets"]))
