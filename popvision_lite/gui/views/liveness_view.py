@@ -42,6 +42,8 @@ class LivenessView(QWidget):
         self.max_curve = pi.plot(x, self.curve_df["max_tile_bytes"].to_numpy(np.float64) / KIB,
                                  pen=pg.mkPen(c["accent"], width=2), name="max over tiles")
         self.tile_curve = pi.plot([], [], pen=pg.mkPen("#ff7f0e", width=2), name="selected tile")
+        if len(x):
+            pi.setXRange(-0.5, len(x) - 0.5, padding=0.01)
         self.step_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(c["select"], width=2))
         self.step_line.hide()
         pi.addItem(self.step_line)

@@ -1,0 +1,57 @@
+"""Liveness view: step click lists live variables; tile selection draws the tile's curve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from popvision_lite.analysis.liveness import live_variables, peak_step
+
+pytestmark = pytest.mark.gui
+pytest_plugins = ["gui_fixtures"]
+
+
+@pytest.fixture
+def live(qtbot, opened):
+    win, dw = opened
+    view = dw.show_view("liveness")
+    qtbot.waitExposed(win)
+    return view
+
+
+def test_click_on_step_lists_live_variables(qtbot, live):
+    prof = live.profile
+    step = peak_step(prof)
+    seen = []
+    live.document.selection.changed.connect(seen.append)
+    vb = live.plot.getPlotItem().getViewBox()
+    qtbot.wait(20)  # let the view box settle its range
+    y = float(np.mean(vb.viewRange()[1]))
+    pos = live.plot.mapFromScene(vb.mapViewToScene(QPointF(step, y)))
+    qtbot.mouseClick(live.plot.viewport(), Qt.LeftButton, pos=pos)
+    assert live.lstep == step
+    assert seen and seen[-1].lstep == step and seen[-1].source == "liveness"
+    ls = prof.liveness_steps
+    assert seen[-1].prog_id == int(ls.loc[ls["lstep"] == step, "prog_id"].iloc[0])
+    expect = live_variables(prof, step, tile=live.tile)
+    assert live.var_model.rowCount() == len(expect) > 0
+    assert set(live.var_model.df["var_id"]) == set(expect["var_id"])
+    # the listed bytes on the tile add up to the stored not-always-live bytes at that step
+    lt = prof.liveness.tile_bytes(lstart=step, lstop=step + 1, tiles=[live.tile])
+    assert live.var_model.df["bytes_on_tile"].sum() == int(lt[0, 0])
+    assert f"Step {step}" in live.info.text()
+
+
+def test_tile_from_memory_selection_drives_tile_curve(qtbot, live):
+    prof = live.profile
+    live.document.selection.update(source="memory", tiles=(3,))
+    assert live.tile == 3
+    np.testing.assert_allclose(live.tile_curve.yData * 1024, prof.liveness.tile_bytes(tiles=[3])[:, 0])
+    live.select_lstep(2)
+    assert set(live.var_model.df["var_id"]) == set(live_variables(prof, 2, tile=3)["var_id"])
+
+
+def test_lstep_from_other_view_moves_marker(qtbot, live):
+    live.document.selection.update(source="program_tree", lstep=4)
+    assert live.lstep == 4 and live.step_line.value() == 4 and live.step_box.value() == 4

@@ -1,0 +1,137 @@
+"""Memory view: tile click -> breakdown + variables; category switch; linked selection; hover."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from popvision_lite.analysis.tile_memory import PERCENT, TileMemory
+from popvision_lite.profile import schema
+
+pytestmark = pytest.mark.gui
+pytest_plugins = ["gui_fixtures"]
+
+
+@pytest.fixture
+def mem(qtbot, opened):
+    win, dw = opened
+    view = dw.show_view("memory")
+    qtbot.waitExposed(win)
+    return view
+
+
+def _widget_pos(view, tile):
+    lay = view.tile_layout()
+    vb = view.heat_plot.getViewBox()
+    scene = vb.mapViewToScene(QPointF(lay.col[tile] + 0.5, lay.row[tile] + 0.5))
+    return view.heat_widget.mapFromScene(scene)
+
+
+def test_click_on_tile_shows_its_breakdown_and_variables(qtbot, mem):
+    tm = TileMemory(mem.profile)
+    tile = int(np.argmax(tm.total))  # an over-capacity tile on some IPU
+    seen = []
+    mem.document.selection.changed.connect(seen.append)
+    qtbot.mouseClick(mem.heat_widget.viewport(), Qt.LeftButton, pos=_widget_pos(mem, tile))
+    assert mem.tile == tile
+    assert seen and seen[-1].tiles == (tile,) and seen[-1].source == "memory"
+    # variables table: exactly the variables with bytes on that tile, with those bytes
+    vt = mem.profile.variable_tiles
+    expect = vt[vt["tile"] == tile].groupby("var_id")["bytes"].sum()
+    df = mem.var_model.df
+    assert mem.var_model.rowCount() == len(expect) > 0
+    assert df.set_index("var_id")["bytes_on_tile"].sort_index().to_dict() == expect.sort_index().to_dict()
+    # stacked bars: one item per non-empty category, widths = that tile's bytes (KiB)
+    arr = mem.profile.memory.array()[tile]
+    cats = [c for i, c in enumerate(schema.MEMORY_CATEGORIES) if arr[i].any()]
+    assert len(mem.breakdown_bars) == len(cats)
+    widths = np.array([b.opts["width"] for b in mem.breakdown_bars])  # (cats, 2)
+    np.testing.assert_allclose(widths.sum(axis=0) * 1024, arr.sum(axis=0))
+    ipu, t = divmod(tile, mem.profile.target.tiles_per_ipu)
+    assert f"IPU {ipu}, tile {t}" in mem.tile_title.text()
+    # sorting the table by a column works and keeps the rows
+    mem.var_table.sortByColumn(list(df.columns).index("bytes_on_tile"), Qt.AscendingOrder)
+    assert list(mem.var_model.df["bytes_on_tile"]) == sorted(expect.to_list())
+
+
+def test_click_in_gap_selects_nothing(qtbot, mem):
+    lay = mem.tile_layout()
+    gaps = np.argwhere(lay.pixel_tile < 0)
+    r, c = gaps[len(gaps) // 2]
+    vb = mem.heat_plot.getViewBox()
+    pos = mem.heat_widget.mapFromScene(vb.mapViewToScene(QPointF(c + 0.5, r + 0.5)))
+    qtbot.mouseClick(mem.heat_widget.viewport(), Qt.LeftButton, pos=pos)
+    assert mem.tile is None
+
+
+@pytest.mark.parametrize("measure", ["not_always_live", "vertexCode", PERCENT, "total"])
+def test_category_switch_recolours_to_the_analysis(qtbot, mem, measure):
+    tm = TileMemory(mem.profile)
+    mem.measure_box.setCurrentIndex(mem.measure_box.findData(measure))
+    assert mem.measure == measure
+    scale = 1.0 if measure == PERCENT else 1024.0
+    expect = tm.values(measure) / scale
+    lay = mem.tile_layout()
+    img = mem.image.image
+    assert img.shape == (lay.height, lay.width)
+    np.testing.assert_allclose(img[lay.row, lay.col], expect)
+    lo, hi = mem.image.getLevels()
+    assert lo == 0 and hi == pytest.approx(max(expect.max(), 100.0 if measure == PERCENT else 0))
+    assert tuple(mem.colorbar.levels()) == pytest.approx((lo, hi))
+    np.testing.assert_allclose(mem.bar_curve.yData, expect)
+    unit = "%" if measure == PERCENT else "KiB"
+    assert unit in mem.colorbar.axis.labelText
+
+
+def test_layout_switch_keeps_colours_per_tile(qtbot, mem):
+    before = mem.image.image[mem.tile_layout().row, mem.tile_layout().col].copy()
+    mem.layout_box.setCurrentText("grid by tile id")
+    lay = mem.tile_layout()
+    assert lay.name == "grid by tile id"
+    np.testing.assert_array_equal(mem.image.image[lay.row, lay.col], before)
+
+
+def test_over_capacity_tiles_are_outlined(qtbot, mem):
+    tm = TileMemory(mem.profile)
+    over = np.flatnonzero(tm.over_capacity)
+    assert len(over) > 0
+    lay = mem.tile_layout()
+    x, y = mem.over_marks.getData()
+    assert sorted(zip(x - 0.5, y - 0.5, strict=True)) == sorted(zip(lay.col[over], lay.row[over], strict=True))
+    mem.over_box.setChecked(False)
+    assert len(mem.over_marks.getData()[0]) == 0
+
+
+def test_selection_from_another_view_highlights_tiles(qtbot, mem):
+    tiles = (1, 5, 100)
+    mem.document.selection.update(source="operations", tiles=tiles)
+    np.testing.assert_array_equal(mem.highlight_tiles, tiles)
+    lay = mem.tile_layout()
+    alpha = mem.dim.image[..., 3]
+    assert (alpha[lay.row[list(tiles)], lay.col[list(tiles)]] == 0).all()
+    others = np.setdiff1d(np.arange(len(lay.row)), tiles)
+    assert (alpha[lay.row[others], lay.col[others]] > 0).all()
+    # an op selection without tiles is resolved through analysis.selection
+    from popvision_lite.analysis.selection import op_tiles
+
+    op = int(mem.profile.ops["op_id"].iloc[0])
+    mem.document.selection.update(source="operations", op_id=op, tiles=())
+    np.testing.assert_array_equal(np.sort(mem.highlight_tiles), np.sort(op_tiles(mem.profile, op)))
+    mem.document.selection.clear(source="operations")
+    assert not mem.dim.isVisible()
+
+
+def test_hover_describes_tile(qtbot, mem):
+    tile = 7
+    scene = mem.heat_plot.getViewBox().mapViewToScene(
+        QPointF(mem.tile_layout().col[tile] + 0.5, mem.tile_layout().row[tile] + 0.5))
+    mem._hover(scene)
+    assert "tile 7 (global 7)" in mem.hover_label.text()
+
+
+def test_plot_items_exported(mem):
+    import pyqtgraph as pg
+
+    items = mem.plot_items()
+    assert set(items) >= {"heatmap", "by_tile"} and all(isinstance(i, pg.GraphicsItem) for i in items.values())
