@@ -159,3 +159,20 @@ def test_stand_in_document(qtbot):
     pt = sp.points()[0]
     sp.sigClicked.emit(sp, [pt], None)
     assert doc.selection.state.op_id == int(pt.data())
+
+
+def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch):
+    import popvision_lite as pvl
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.roofline_view import RooflineView
+
+    monkeypatch.setattr(RooflineView, "SYNC_MAX_TILES", 0)  # treat the small profile as large
+    with pvl.open(profile_path) as prof:
+        v = RooflineView(Document(prof))
+        qtbot.addWidget(v)
+        assert v.analysis is None and "Computing" in v.notes.text()   # returned at once
+        qtbot.waitUntil(lambda: v.analysis is not None, timeout=10000)
+        assert "ipu" in v._scatter and v.table.model().rowCount() == len(prof.ops) + 1
+        # a second identical request is served from the document cache, synchronously
+        v.refresh()
+        assert v.analysis is v.document.cached(v._pending_key, lambda: None)

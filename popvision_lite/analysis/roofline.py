@@ -160,21 +160,31 @@ def _always_live_bytes(profile) -> int:
 def _ops_on_full_tiles(profile, capacity_per_tile: float) -> set[int]:
     """op_ids with a vertex on a tile whose bytes exceed ``capacity_per_tile`` (empty when unknown)."""
     mem = getattr(profile, "memory", None)
-    try:
-        verts, css = profile.vertices, profile.compute_sets
-    except AttributeError:
-        return set()
-    if mem is None or verts is None or css is None or not len(verts):
+    if mem is None:
         return set()
     arr = mem.array() if hasattr(mem, "array") else np.asarray(mem)
     if arr.ndim != 3 or arr.size == 0:
         return set()
-    full = np.nonzero(arr.sum(axis=(1, 2)) > capacity_per_tile)[0]
-    if not len(full):
+    full = arr.sum(axis=(1, 2)) > capacity_per_tile
+    if not full.any():
+        return set()  # the common case: no need to read the (large) vertices table
+    try:
+        verts, css = profile.vertices, profile.compute_sets
+    except AttributeError:
         return set()
-    cs = verts.loc[verts["tile"].isin(full), "cs_id"].unique()
-    ops = css.loc[css["cs_id"].isin(cs), "op_id"]
-    return {int(o) for o in ops if o >= 0}
+    if verts is None or css is None or not len(verts):
+        return set()
+    vt = verts["tile"].to_numpy()
+    inside = vt < len(full)
+    hit = np.zeros(len(vt), dtype=bool)
+    hit[inside] = full[vt[inside]]
+    vcs = verts["cs_id"].to_numpy()
+    ccs = css["cs_id"].to_numpy()
+    size = int(max(vcs.max(initial=0), ccs.max(initial=0))) + 1
+    cs_hit = np.zeros(size, dtype=bool)
+    cs_hit[vcs[hit]] = True  # dense ids: a scatter instead of a hash-based unique
+    op_of_cs = css["op_id"].to_numpy()[cs_hit[ccs]]
+    return {int(o) for o in op_of_cs if o >= 0}
 
 
 def _price(spec: DeviceSpec) -> tuple[float, str]:
@@ -228,7 +238,8 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present)."""
     target = _target_of(profile)
     spec = ipu_spec or devices.load_device(target.device)
-    ops = profile.ops.copy()
+    ops = profile.ops.reset_index(drop=True)
+    new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
     n_ipus = int(target.num_ipus)
     ipu = ipu_roofline(spec, n_ipus, int(target.tiles_per_ipu))
     gpu_lines = [gpu_roofline(g) for g in gpus]
@@ -241,10 +252,10 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     cycles = ops["cycles"].to_numpy(dtype=float)
     t_ipu = cycles / clock
     run_cycles = _run_cycles(profile, ops)
-    ops["ipu_time_s"] = t_ipu
-    ops["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
+    new["ipu_time_s"] = t_ipu
+    new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        ops["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
+        new["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
 
     # chips each op ran on: its own IPU, or all of them (-1)
     op_chips = np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1).astype(float)
@@ -254,22 +265,23 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
 
     # bounding level = the level with the largest ideal time bytes / bw
     levels = [lv for lv in BYTES_COLUMN if ipu.has(lv)]
-    times = np.stack([ops[BYTES_COLUMN[lv]].to_numpy(dtype=float) / (ipu.bw(lv) * chip_frac) for lv in levels], axis=1)
+    level_bytes = np.stack([ops[BYTES_COLUMN[lv]].to_numpy(dtype=float) for lv in levels], axis=1)
+    times = level_bytes / (np.array([ipu.bw(lv) for lv in levels])[None, :] * chip_frac[:, None])
     worst = times.argmax(axis=1)
     level = np.array(levels, dtype=object)[worst]
     mem_time = times.max(axis=1)
     comp_time = flops / peak
-    bound_bytes = np.array([ops[BYTES_COLUMN[lv]].iloc[i] for i, lv in enumerate(level)], dtype=float)
+    bound_bytes = np.take_along_axis(level_bytes, worst[:, None], axis=1)[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(bound_bytes > 0, flops / bound_bytes, np.inf)
-    ops["level"] = level
-    ops["intensity"] = intensity
-    ops["bound"] = np.where(comp_time >= mem_time, "compute", level)
-    ops["roof_time_s"] = np.maximum(comp_time, mem_time)
+    new["level"] = level
+    new["intensity"] = intensity
+    new["bound"] = np.where(comp_time >= mem_time, "compute", level)
+    new["roof_time_s"] = np.maximum(comp_time, mem_time)
     with np.errstate(divide="ignore", invalid="ignore"):
-        roof_flops = np.where(ops["roof_time_s"] > 0, flops / ops["roof_time_s"], np.inf)
-        ops["roof_flops"] = roof_flops
-        ops["efficiency"] = np.where(roof_flops > 0, ops["achieved_flops"] / roof_flops, math.nan)
+        roof_flops = np.where(new["roof_time_s"] > 0, flops / new["roof_time_s"], np.inf)
+        new["roof_flops"] = roof_flops
+        new["efficiency"] = np.where(roof_flops > 0, new["achieved_flops"] / roof_flops, math.nan)
     # Above a roof = the emulated op computed or moved data faster than the spec allows at some level
     # (a cost-model inconsistency, flagged rather than hidden).  Equivalent to achieved > roof_flops
     # for ops with FLOPs, and also catches zero-FLOP copies.
@@ -277,7 +289,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     with np.errstate(divide="ignore", invalid="ignore"):
         over = (flops > 0) & (comp_time > t_ipu * tol)
         over |= (times > t_ipu[:, None] * tol).any(axis=1)
-    ops["above_roof"] = over
+    new["above_roof"] = over
     if over.any():
         bad = ops.loc[over, "name"].tolist()
         notes.append(f"{len(bad)} op(s) faster than their IPU roofs allow (cost model exceeds the spec): "
@@ -291,22 +303,22 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         tc, tm = flops / gp, min_bytes / hbm
         tg = np.maximum(tc, tm)
         gid = g.device_id
-        ops[f"{gid}_time_s"] = tg
+        new[f"{gid}_time_s"] = tg
         with np.errstate(divide="ignore", invalid="ignore"):
-            ops[f"{gid}_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
-            ops[f"{gid}_flops"] = np.where(tg > 0, flops / tg, 0.0)
-            ops[f"{gid}_speedup"] = np.where(tg > 0, t_ipu / tg, math.nan)
-        ops[f"{gid}_bound"] = np.where(tc >= tm, "compute", "hbm")
+            new[f"{gid}_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
+            new[f"{gid}_flops"] = np.where(tg > 0, flops / tg, 0.0)
+            new[f"{gid}_speedup"] = np.where(tg > 0, t_ipu / tg, math.nan)
+        new[f"{gid}_bound"] = np.where(tc >= tm, "compute", "hbm")
 
     # cost per run
     price, pnote = _price(spec)
     notes.append(f"IPU price: {pnote}")
-    ops["ipu_cost_usd"] = t_ipu * n_ipus * price / 3600.0
+    new["ipu_cost_usd"] = t_ipu * n_ipus * price / 3600.0
     for g in gpu_lines:
         gprice, gnote = _price(devices.load_device(g.device_id))
         if math.isnan(gprice):
             notes.append(f"{g.name}: no published price, cost shown as n/a")
-        ops[f"{g.device_id}_cost_usd"] = ops[f"{g.device_id}_time_s"] * gprice / 3600.0
+        new[f"{g.device_id}_cost_usd"] = new[f"{g.device_id}_time_s"] * gprice / 3600.0
     if n_ipus > 1:
         notes.append(f"IPU cost counts all {n_ipus} IPUs for the whole run; GPU bounds assume one GPU")
 
@@ -318,24 +330,24 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     cap_op = capacity * chip_frac
     spills = (min_bytes > cap_op) & (min_bytes > 0)
     over_ops = _ops_on_full_tiles(profile, target.sram_bytes_per_tile * capacity_scale)
-    ops["on_full_tiles"] = ops["op_id"].isin(over_ops).to_numpy()
-    spills |= ops["on_full_tiles"].to_numpy()
+    new["on_full_tiles"] = ops["op_id"].isin(over_ops).to_numpy()
+    spills |= new["on_full_tiles"]
     if over_ops:
         notes.append(f"what-if at {100 * capacity_scale:.0f}% SRAM: {len(over_ops)} op(s) run on tiles whose data "
                      "does not fit")
     ddr = ipu.bw("ddr") * chip_frac if ipu.has("ddr") else np.full(len(ops), math.nan)
-    ops["working_set_bytes"] = min_bytes
-    ops["spills"] = spills
-    ops["whatif_time_s"] = np.where(spills, np.maximum(t_ipu, min_bytes / ddr), t_ipu)
+    new["working_set_bytes"] = min_bytes
+    new["spills"] = spills
+    new["whatif_time_s"] = np.where(spills, np.maximum(t_ipu, min_bytes / ddr), t_ipu)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ops["whatif_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
-        ops["whatif_flops"] = np.where(ops["whatif_time_s"] > 0, flops / ops["whatif_time_s"], 0.0)
+        new["whatif_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
+        new["whatif_flops"] = np.where(new["whatif_time_s"] > 0, flops / new["whatif_time_s"], 0.0)
 
-    ops = ops.set_index("op_id", drop=False)
+    ops = pd.concat([ops, pd.DataFrame(new, index=ops.index)], axis=1).set_index("op_id", drop=False)
     totals: dict[str, Any] = {
         "run_time_s": run_cycles / clock,
         "ops_ipu_time_s": float(t_ipu.sum()),
-        "ipu_cost_usd": float(ops["ipu_cost_usd"].sum()),
+        "ipu_cost_usd": float(new["ipu_cost_usd"].sum()),
         "flops": float(flops.sum()),
         "ipu_achieved_flops": float(flops.sum() / (run_cycles / clock)) if run_cycles else 0.0,
         "spilling_ops": int(spills.sum()),
@@ -343,9 +355,10 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     }
     for g in gpu_lines:
         gid = g.device_id
-        tg = float(ops[f"{gid}_time_s"].sum())
+        tg = float(new[f"{gid}_time_s"].sum())
         totals[f"{gid}_time_s"] = tg
         totals[f"{gid}_speedup"] = totals["ops_ipu_time_s"] / tg if tg > 0 else math.nan
-        totals[f"{gid}_cost_usd"] = float(ops[f"{gid}_cost_usd"].sum(min_count=1))
+        cost = new[f"{gid}_cost_usd"]
+        totals[f"{gid}_cost_usd"] = float(np.nansum(cost)) if np.isfinite(cost).any() else math.nan
     notes.append("GPU numbers are roofline bounds (max of FLOPs/peak and min_bytes/HBM), not measurements")
     return RooflineAnalysis(ipu=ipu, gpus=gpu_lines, ops=ops, totals=totals, notes=notes, capacity_bytes=capacity)

@@ -149,6 +149,8 @@ class RooflineView(QWidget):
         self.measured = None          # DataFrame of imported GPU kernels
         self.measured_name = ""
         self._worker = None
+        self._analysis_worker = None
+        self._pending_key = None
         self._selected: int | None = None
         self._scatter: dict[str, pg.ScatterPlotItem] = {}
         self._gpu_ids = devices.list_devices("gpu")
@@ -237,21 +239,50 @@ class RooflineView(QWidget):
     def chosen_gpus(self) -> tuple[str, ...]:
         return tuple(g for g in self._gpu_ids if self.gpu_boxes[g].isChecked())
 
+    # above this many tiles the analysis (which may read the vertices table) runs on a worker thread
+    SYNC_MAX_TILES = 8192
+
     def refresh(self, *_):
         gpus = self.chosen_gpus()
         scale = self.capacity.value() / 100.0
         prof = self.document.profile
         key = ("roofline", gpus, round(scale, 6))
-        try:
-            if hasattr(self.document, "cached"):
-                self.analysis = self.document.cached(key, rl.analyze, prof, gpus, scale)
-            else:
-                self.analysis = rl.analyze(prof, gpus, scale)
-        except PopvisionError as e:
-            self.analysis = None
-            self.notes.setText(f"Roofline unavailable: {e}")
-            self.plot.getPlotItem().clear()
+        self._pending_key = key
+        doc = self.document
+        has_cache = hasattr(doc, "cached")
+        small = int(prof.target.num_tiles) <= self.SYNC_MAX_TILES
+        if (has_cache and doc.has_cached(key)) or small:
+            try:
+                result = doc.cached(key, rl.analyze, prof, gpus, scale) if has_cache else rl.analyze(prof, gpus, scale)
+            except PopvisionError as e:
+                self._failed(e)
+                return
+            self._show(result)
             return
+        from PySide6.QtCore import QThreadPool
+
+        from popvision_lite.gui.workers import Worker
+
+        self.notes.setText("Computing the roofline…")
+        w = Worker(lambda task: rl.analyze(prof, gpus, scale), title="Roofline analysis")
+        w.signals.result.connect(lambda res, k=key: self._analysis_done(k, res))
+        w.signals.error.connect(self._failed)
+        self._analysis_worker = w
+        QThreadPool.globalInstance().start(w)
+
+    def _analysis_done(self, key, result):
+        if hasattr(self.document, "put_cached"):
+            self.document.put_cached(key, result)
+        if key == self._pending_key:
+            self._show(result)
+
+    def _failed(self, exc):
+        self.analysis = None
+        self.notes.setText(f"Roofline unavailable: {exc}")
+        self.plot.getPlotItem().clear()
+
+    def _show(self, result):
+        self.analysis = result
         self._draw()
         self._fill_table()
 
