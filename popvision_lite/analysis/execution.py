@@ -34,7 +34,7 @@ SYNC = STEP_KIND_CODE["sync"]
 
 # bounds on what one frame may read / build
 MAX_EXACT_RECTS = 30_000          # exact rectangles drawn at once (busy + wait)
-MAX_WINDOW_CELLS = 4_000_000      # step x tile cells read exactly for a raster
+MAX_WINDOW_CELLS = 1_500_000      # step x tile cells read exactly for a raster (else summaries)
 MAX_RANGE_CELLS = 40_000_000      # step x tile cells read (in chunks) for an exact range summary
 _CHUNK_CELLS = 4_000_000
 
@@ -265,16 +265,25 @@ def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.n
     nb, rows = busy_sum.shape
     bounds = np.concatenate([sb_start, [sb_end[-1]]]).astype(np.float64)
     bounds = np.maximum.accumulate(bounds)
-    cum = np.empty((nb + 1, rows), dtype=np.float64)
-    cum[0] = 0
-    np.cumsum(busy_sum, axis=0, out=cum[1:])
+    span = np.maximum(np.diff(bounds), 1.0)
     pos = np.clip(np.searchsorted(bounds, edges, side="right") - 1, 0, nb - 1)
-    span = np.maximum(bounds[pos + 1] - bounds[pos], 1.0)
-    frac = np.clip((edges - bounds[pos]) / span, 0.0, 1.0)
-    at = cum[pos]
-    at += frac[:, None] * busy_sum[pos]
     width = np.maximum(np.diff(edges), 1e-9)
-    util = (np.diff(at, axis=0) / width[:, None]).astype(np.float32)      # (cols, rows)
+    # a column inside one block gets that block's rate (busy / span): one gather of small rows
+    rate = (busy_sum / span[:, None]).astype(np.float32)
+    util = rate[pos[:-1]]                                                  # (cols, rows)
+    # columns that cross block boundaries (at most one per block): exact piecewise-linear integral
+    cross = np.flatnonzero((pos[1:] != pos[:-1]) | (edges[1:] > bounds[-1]) | (edges[:-1] < bounds[0]))
+    if len(cross):
+        cum = np.empty((nb + 1, rows), dtype=np.float64)
+        cum[0] = 0
+        np.cumsum(busy_sum, axis=0, out=cum[1:])
+
+        def integral(e, p):
+            frac = np.clip((e - bounds[p]) / span[p], 0.0, 1.0)
+            return cum[p] + frac[:, None] * busy_sum[p]
+
+        util[cross] = ((integral(edges[cross + 1], pos[cross + 1]) - integral(edges[cross], pos[cross]))
+                       / width[cross, None])
     # blocks touching each column: [lo, hi] inclusive
     sb_end = np.maximum.accumulate(sb_end)
     lo = np.clip(np.searchsorted(sb_end, edges[:-1], side="right"), 0, nb - 1)
@@ -326,22 +335,51 @@ def _raster_exact(profile, index, i0, i1, t0, t1, rows, edges, tpi) -> TileRaste
                 np.maximum.reduceat(np.where(part, cyc, -np.inf), idx, axis=1))
 
     util, (lo, hi, centre, empty) = _columns_from_steps(index.start[i0:i1], index.end[i0:i1], mean, edges)
-    return TileRaster(util.T, edges, redges, "exact", (1, 1), (i0, i1),
+    return TileRaster(np.ascontiguousarray(util.T), edges, redges, "exact", (1, 1), (i0, i1),
                       blocks=(minmax, mean, lo, hi, centre, empty))
+
+
+SUMMARY_CACHE_BYTES = 96 * 2**20   # whole summary levels kept in memory when at most this big
+
+
+def cached_summary(profile, index: StepIndex, sb: int, tb: int, a: int, b: int) -> dict:
+    """``profile.step_tiles.summary(sb, tb, a, b)`` as float32 arrays; a whole level is read once
+    and kept (on ``index``) when it is small (<= SUMMARY_CACHE_BYTES for min+mean+max), so pans
+    and zooms over the overview cost no file reads.  Larger levels are read by window."""
+    cache = index.__dict__.setdefault("_summary_cache", {})
+    key = (sb, tb)
+    if key not in cache:
+        n_sb = -(-index.n // sb)
+        n_tb = len(profile.step_tiles.tile_edges(sb, tb)) if hasattr(profile.step_tiles, "tile_edges") else 0
+        if n_tb and 12 * n_sb * n_tb <= SUMMARY_CACHE_BYTES:
+            full = profile.step_tiles.summary(sb, tb)
+            cache[key] = {k: np.asarray(full[k], dtype=np.float32) for k in ("min", "mean", "max")}
+            cache[key]["tile_edges"] = np.asarray(full["tile_edges"], dtype=np.int64)
+        else:
+            cache[key] = None
+    full = cache[key]
+    if full is None:
+        part = profile.step_tiles.summary(sb, tb, start=a, stop=b)
+        out = {k: np.asarray(part[k], dtype=np.float32) for k in ("min", "mean", "max")}
+        out["tile_edges"] = np.asarray(part["tile_edges"], dtype=np.int64)
+        return out
+    ba, bb = a // sb, -(-b // sb)
+    out = {k: full[k][ba:bb] for k in ("min", "mean", "max")}
+    out["tile_edges"] = full["tile_edges"]
+    out.update(_full=full, _ba=ba, _bb=bb)
+    return out
 
 
 def _raster_summary(profile, index, i0, i1, t0, t1, rows, edges, tpi, sb, tb) -> TileRaster:
     a = (i0 // sb) * sb
     b = min(index.n, -(-i1 // sb) * sb)
-    summ = profile.step_tiles.summary(sb, tb, start=a, stop=b)
+    summ = cached_summary(profile, index, sb, tb, a, b)
     all_t0 = np.asarray(summ["tile_edges"], dtype=np.int64)
     all_t1 = np.append(all_t0[1:], int(profile.target.num_tiles))
     all_t1 = np.minimum(all_t1, (all_t0 // tpi + 1) * tpi)
     keep = np.flatnonzero((all_t1 > t0) & (all_t0 < t1))
     k0, k1 = int(keep[0]), int(keep[-1]) + 1                 # contiguous tile blocks in view
-    smin = np.asarray(summ["min"][:, k0:k1], dtype=np.float32)
-    smean = np.asarray(summ["mean"][:, k0:k1], dtype=np.float32)
-    smax = np.asarray(summ["max"][:, k0:k1], dtype=np.float32)
+    smean = summ["mean"][:, k0:k1]
     blk_t0, blk_t1 = all_t0[k0:k1], all_t1[k0:k1]
     nblocks = smean.shape[0]
     blk_first = a + np.arange(nblocks) * sb
@@ -357,17 +395,41 @@ def _raster_summary(profile, index, i0, i1, t0, t1, rows, edges, tpi, sb, tb) ->
     starts = np.asarray(sorted(cut), dtype=np.int64)
     redges = np.concatenate([blk_t0[starts], [blk_t1[-1]]])
     if per == 1 and len(starts) == nb:
-        mean_rows, min_rows, max_rows = smean, smin, smax
+        mean_rows = smean
+
+        def minmax():
+            return summ["min"][:, k0:k1], summ["max"][:, k0:k1]
     else:
+        # weighted mean over each row's tile blocks, computed for the whole cached level once per
+        # row layout (pans at one zoom reuse it) via a cumulative sum (reduceat along the last
+        # axis with short segments is slow)
         w = (blk_t1 - blk_t0).astype(np.float32)
+        ends = np.append(starts[1:], nb)
         wsum = np.add.reduceat(w, starts)
-        mean_rows = np.add.reduceat(smean * w[None, :], starts, axis=1) / wsum[None, :]
-        min_rows = np.minimum.reduceat(smin, starts, axis=1)
-        max_rows = np.maximum.reduceat(smax, starts, axis=1)
+        full = summ.get("_full")
+        rkey = (sb, tb, k0, k1, tuple(starts.tolist()))
+        grouped = index.__dict__.setdefault("_grouped_cache", {})
+        if full is not None and rkey in grouped:
+            mean_rows = grouped[rkey][summ["_ba"]:summ["_bb"]]
+        else:
+            src = full["mean"][:, k0:k1] if full is not None else smean
+            cs = np.zeros((src.shape[0], nb + 1), dtype=np.float64)
+            np.cumsum(src * w[None, :], axis=1, out=cs[:, 1:])
+            rows_all = ((cs[:, ends] - cs[:, starts]) / wsum[None, :]).astype(np.float32)
+            if full is not None:
+                grouped.clear()  # one row layout kept: memory stays (level blocks x rows)
+                grouped[rkey] = rows_all
+                mean_rows = rows_all[summ["_ba"]:summ["_bb"]]
+            else:
+                mean_rows = rows_all
+
+        def minmax():
+            return (np.minimum.reduceat(summ["min"][:, k0:k1], starts, axis=1),
+                    np.maximum.reduceat(summ["max"][:, k0:k1], starts, axis=1))
     busy_sum = mean_rows * nsteps_blk[:, None]              # busy cycles per tile over each block
     util, (lo, hi, centre, empty) = _columns_from_steps(sb_start, sb_end, busy_sum, edges)
-    return TileRaster(util.T, edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b),
-                      blocks=((min_rows, max_rows), mean_rows, lo, hi, centre, empty))
+    return TileRaster(np.ascontiguousarray(util.T), edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b),
+                      blocks=(minmax, mean_rows, lo, hi, centre, empty))
 
 
 # ---------------------------------------------------------------- step lane / per-step chart

@@ -101,8 +101,11 @@ def _busy_lut() -> np.ndarray:
 
 def util_to_index(util: np.ndarray) -> np.ndarray:
     """Busy fraction (nan = no step) -> uint8 LUT index (fast ImageItem path, no float rescale)."""
-    out = np.clip(np.nan_to_num(util, nan=0.0), 0.0, 1.0) * 254.0
-    out = out.astype(np.uint8)
+    t = np.multiply(util, 254.0, dtype=np.float32)
+    np.clip(t, 0.0, 254.0, out=t)
+    out = np.empty(util.shape, dtype=np.uint8)
+    with np.errstate(invalid="ignore"):
+        out[...] = t
     out[np.isnan(util)] = 255
     return out
 
@@ -369,8 +372,8 @@ class ExecutionView(QWidget):
                                            name=KIND_LABELS[k]) for b, k in zip(brushes, STEP_KINDS, strict=True)]
         for it in self.chart_bars:
             self.chart_plot.addItem(it)
-        self.imb_curve = pg.PlotDataItem([], [], pen=pg.mkPen("#444444", width=1), symbol="o", symbolSize=5,
-                                         symbolBrush="#444444", symbolPen=None, connect="finite")
+        # one horizontal segment per step (or bucket): a single PlotCurveItem with a connect array
+        self.imb_curve = pg.PlotCurveItem([], [], pen=pg.mkPen("#444444", width=2))
         self.imb_plot.addItem(self.imb_curve)
         # range selection
         self.region = pg.LinearRegionItem(values=(0, 1), brush=pg.mkBrush(0, 120, 255, 40),
@@ -397,8 +400,7 @@ class ExecutionView(QWidget):
     def _apply_theme(self, *_):
         theme.restyle_plot(self.canvas)
         fg = theme.colors()["plot_fg"]
-        self.imb_curve.setPen(pg.mkPen(fg, width=1))
-        self.imb_curve.setSymbolBrush(fg)
+        self.imb_curve.setPen(pg.mkPen(fg, width=2))
 
     # ------------------------------------------------------------------ axis / ranges
     def set_time_axis(self, on: bool):
@@ -563,7 +565,8 @@ class ExecutionView(QWidget):
         ny = max(1, min(rows, int(h)))
         centres = t0 + (np.arange(ny) + 0.5) * (t1 - t0) / ny
         ri = np.clip(np.searchsorted(r.row_tiles, centres, side="right") - 1, 0, r.util.shape[0] - 1)
-        img = util_to_index(r.util[ri])
+        same = len(ri) == r.util.shape[0] and bool((ri == np.arange(len(ri))).all())
+        img = util_to_index(r.util if same else r.util[ri])
         self.tile_img.setImage(img, autoLevels=False, levels=(0, 255))
         self.tile_img.setPos(origin, 0)
         self.tile_img.setRect(QRectF(r.edges[0] - origin, float(t0), r.edges[-1] - r.edges[0], float(t1 - t0)))
@@ -585,8 +588,12 @@ class ExecutionView(QWidget):
         top = float(np.nanmax(base)) if len(base) else 1.0
         self.chart_vb.setYRange(0, max(top, 1.0) * 1.05, padding=0)
         self.chart_plot.setLabel("left", "cycles / step" if b.per_step else "mean cycles/step")
-        xc = (b.left + b.right) / 2 - origin
-        self.imb_curve.setData(xc, b.imbalance, symbol="o" if b.per_step else None)
+        m = np.isfinite(b.imbalance)
+        xs = np.column_stack([b.left[m], b.right[m]]).ravel() - origin
+        ys = np.repeat(b.imbalance[m], 2)
+        conn = np.zeros(len(xs), dtype=bool)
+        conn[0::2] = True
+        self.imb_curve.setData(xs, ys, connect=conn)
         self.imb_curve.setPos(origin, 0)
         fin = b.imbalance[np.isfinite(b.imbalance)]
         hi = float(fin.max()) if len(fin) else 2.0
