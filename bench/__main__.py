@@ -13,6 +13,7 @@ import time
 SCRIPTS: list[str] = [
     "profile_scale",
     "insights_views",
+    "roofline",
 ]
 
 
