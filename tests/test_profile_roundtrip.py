@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import popvision_lite as pvl
 from popvision_lite.profile import schema
@@ -208,3 +210,39 @@ def test_many_layers_repeat_earlier_layers():
     # templates are shared, so far fewer template rows than leaf programs
     leaves = (d.programs["lstep"] >= 0).sum()
     assert d.step_tile_cycles.templates.shape[0] < leaves
+
+
+def test_package_level_names():
+    import popvision_lite.profile as prof
+
+    assert prof.open_profile is open_profile and prof.write_profile is write_profile
+    with pytest.raises(AttributeError):
+        prof.nope  # noqa: B018
+
+
+@settings(max_examples=12, deadline=None)
+@given(ipus=st.integers(1, 3), tpi=st.integers(1, 40), n_steps=st.integers(1, 90),
+       data=st.data())
+def test_windows_and_summaries_any_shape(tmp_path_factory, ipus, tpi, n_steps, data):
+    d = make_synthetic(num_ipus=ipus, tiles_per_ipu=tpi, num_steps=n_steps, num_layers=1, noise=0.05,
+                       seed=n_steps)
+    path = write_profile(tmp_path_factory.mktemp("h") / "h.pvl", d,
+                         summary_levels=((4, 3), (16, 0)), step_chunk=7)
+    raw = np.asarray(d.step_tile_cycles)
+    nt = ipus * tpi
+    a = data.draw(st.integers(0, n_steps))
+    b = data.draw(st.integers(a, n_steps + 5))
+    tiles = data.draw(st.lists(st.integers(0, nt - 1), min_size=1, max_size=6))
+    with open_profile(path) as p:
+        np.testing.assert_array_equal(p.step_tiles.window(a, b).cycles, raw[a:b])
+        np.testing.assert_array_equal(p.step_tiles.window(a, b, tiles=tiles).bytes_out,
+                                      np.asarray(d.step_tile_bytes_out)[a:b][:, tiles])
+        s = p.step_tiles.summary(4, 3)
+        edges = s["tile_edges"]
+        assert set(range(0, nt, tpi)) <= set(edges.tolist())  # a block starts at every IPU
+        ends = [min(e + 3, (e // tpi + 1) * tpi) for e in edges]
+        for bi in range(s["max"].shape[0]):
+            for bj, (t0, t1) in enumerate(zip(edges, ends, strict=True)):
+                blk = raw[bi * 4:(bi + 1) * 4, t0:t1]
+                assert s["max"][bi, bj] == blk.max() and s["min"][bi, bj] == blk.min()
+        np.testing.assert_array_equal(p.steps["busy_max"], raw.max(axis=1))

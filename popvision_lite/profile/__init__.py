@@ -1,0 +1,30 @@
+"""The profile format: schema (the contract), writer, lazy reader, synthetic profiles, exports.
+
+``from popvision_lite.profile import open_profile, write_profile`` works; the heavier modules are
+imported on first use so ``import popvision_lite.profile.schema`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "open_profile": "popvision_lite.profile.reader",
+    "Profile": "popvision_lite.profile.reader",
+    "StepTileWindow": "popvision_lite.profile.reader",
+    "write_profile": "popvision_lite.profile.writer",
+    "make_synthetic": "popvision_lite.profile.synthetic",
+    "write_synthetic": "popvision_lite.profile.synthetic",
+    "export_chrome_trace": "popvision_lite.profile.chrome_trace",
+    "export_csv": "popvision_lite.profile.csv_export",
+    "ProfileData": "popvision_lite.profile.schema",
+    "TargetInfo": "popvision_lite.profile.schema",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'popvision_lite.profile' has no attribute {name!r}")

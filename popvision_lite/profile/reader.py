@@ -355,9 +355,17 @@ class Profile:
                 raise self._err(f"tile index out of range 0..{nt - 1} in read of '{name}'")
             if stop <= start or tl.size == 0:
                 return np.zeros((stop - start, tl.size), dtype=ds.dtype)
-            lo, hi = int(tl.min()), int(tl.max()) + 1
-            block = ds[start:stop, lo:hi]
-            return block[:, tl - lo]
+            # read each IPU's span separately: chunks are per IPU, so a subset spread over IPUs
+            # decompresses only the chunks of the IPUs it touches
+            tpi = self.target.tiles_per_ipu if name != "memory" else nt
+            out = np.empty((stop - start, tl.size), dtype=ds.dtype)
+            ipu_of = tl // tpi
+            for ipu in np.unique(ipu_of):
+                m = ipu_of == ipu
+                sub = tl[m]
+                lo, hi = int(sub.min()), int(sub.max()) + 1
+                out[:, m] = ds[start:stop, lo:hi][:, sub - lo]
+            return out
 
         return self._guard(read, f"array '{name}' rows {start}:{stop}")
 
