@@ -86,6 +86,7 @@ class MemoryView(QWidget):
         # ---- heatmap
         self.heat_widget = pg.GraphicsLayoutWidget()
         self.heat_widget.setToolTip("")
+        self.heat_widget.setAntialiasing(False)  # crisp tile pixels, and cheaper to draw
         self.heat_plot = self.heat_widget.addPlot(row=0, col=0)
         hp = self.heat_plot
         hp.setAspectLocked(True)
@@ -257,7 +258,10 @@ class MemoryView(QWidget):
         self.image.setImage(img.reshape(lay.height, lay.width), autoLevels=False, levels=(lo, hi))
         self.colorbar.setLevels((lo, hi))
         label = self.axis_label()
-        self.colorbar.axis.setLabel(label)
+        relabel = label != getattr(self, "_label", None)  # re-laying out axis text costs ~1 ms
+        self._label = label
+        if relabel:
+            self.colorbar.axis.setLabel(label)
         n = len(v)
         self.bar_curve.setData(np.arange(n + 1) - 0.5, v)
         over = np.flatnonzero(self.tm.over_capacity)
@@ -266,7 +270,8 @@ class MemoryView(QWidget):
         self.cap_line.setValue(cap)
         self.cap_line.label.setFormat(f"tile capacity {format_bytes(self.tm.capacity)}"
                                       if self.measure != PERCENT else "100% = tile capacity")
-        self.bar_plot.getPlotItem().setLabel("left", label)
+        if relabel:
+            self.bar_plot.getPlotItem().setLabel("left", label)
         self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.08, padding=0)
 
     def scale(self) -> float:
@@ -338,6 +343,7 @@ class MemoryView(QWidget):
             self.heat_widget.setToolTip(self.describe_tile(tile))
         else:
             self.heat_widget.setToolTip("")
+        self.heat_widget.setAntialiasing(False)  # crisp tile pixels, and cheaper to draw
 
     def _clicked(self, event) -> None:
         if event.button() != Qt.LeftButton:
