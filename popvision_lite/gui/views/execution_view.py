@@ -536,6 +536,7 @@ class ExecutionView(QWidget):
         if exact:
             self.last_mode = "exact"
             self.tile_img.hide()
+            self.colorbar.hide()  # colours are step kinds here, not a busy scale
             cells = ex.exact_cells(self.profile, idx, i0, i1, t0, t1)
             self.last_cells = cells
             self.last_raster = None
@@ -556,6 +557,7 @@ class ExecutionView(QWidget):
         self.wait_bars.hide()
         for bar in self.busy_bars:
             bar.hide()
+        self.colorbar.show()
         rows = max(1, min(int(h), t1 - t0))
         r = ex.tile_raster(self.profile, idx, x0, x1, w, t0, t1, rows)
         self.last_raster = r
