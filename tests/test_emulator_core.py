@@ -267,6 +267,9 @@ def _mm_with_hazards(target):
     vt, s, z = M.worker_split(stage)
     sq = g.add_variable("stage_relu", stage.shape, "float16", mapping=stage.mapping)
     g.add_vertices(relu, C.RELU, vt, fields={"in": stage.regions(s, z), "out": sq.regions(s, z)})
+    # read C between K chunks: must see the first chunk's product only
+    snap = g.add_variable("C_after_chunk0", Cm.shape, "float32", mapping=Cm.mapping)
+    mm.programs.insert(3, P.Copy(Cm, snap, name="snapshot"))
     prog = P.Sequence([mm, P.Execute(neg), P.Copy(stage, keep), P.Execute(relu)])
     return g, prog
 
@@ -286,6 +289,8 @@ def test_lazy_broadcast_copies_equal_eager_copies(mk2):
     np.testing.assert_allclose(lazy["C"], a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(lazy["C"], eager["C"], rtol=1e-6, atol=1e-5)
     np.testing.assert_array_equal(lazy["A"], -a)
+    np.testing.assert_allclose(lazy["C_after_chunk0"], a[:, :16].astype(np.float32) @ b[:16].astype(np.float32),
+                               rtol=1e-5, atol=1e-5)
     # the staging buffer holds the last K chunk of the ORIGINAL A (copied before A was negated)
     last = a[:, 48:64]
     np.testing.assert_array_equal(lazy["kept"][0], last[:16])

@@ -76,31 +76,64 @@ class RunResult:
 
 
 class _Data(dict):
-    """Tensor id -> flat array, plus pending broadcast copies (lazy copies, full mode only).
+    """Tensor id -> flat array, plus deferred work (lazy numerics, full mode only).
 
-    A Copy of source blocks into a whole staging tensor (block t of the staging tensor <- source
-    block ``src.index[t]``) is recorded instead of done.  Codelets that can read through it (the
-    block matmul's whole-GEMM path) use the source directly; anything else touching the staging
-    tensor, or writing the source, materialises the copy first, so results are always those of
-    doing every copy eagerly."""
+    * Pending broadcast copies: a Copy of source blocks into a whole staging tensor (block t of the
+      staging tensor <- source block ``src.index[t]``) is recorded instead of done.  Codelets that
+      can read through it (the block matmul's whole-GEMM path) use the source directly.
+    * Pending GEMMs: a whole-GEMM matmul group ``C (+)= A[:, k] @ B[k, :]`` is recorded; the next
+      accumulating group on the same C, A, B with the following K chunk extends it, so a K-streamed
+      matmul becomes one GEMM.
+    Anything else that touches a staging tensor, reads C, or writes a source materialises the
+    deferred work first, so results are always those of running every program eagerly."""
 
     def __init__(self, base: dict):
         super().__init__(base)
         self.aliases: dict[int, tuple] = {}
+        self.gemms: dict[int, list] = {}  # C id -> [A, B, C, k-slice, codelet of the first group]
 
+    # -- GEMMs ---------------------------------------------------------------------------
+    def defer_gemm(self, codelet, plan) -> None:
+        TA, TB, TC, ks = plan
+        p = self.gemms.get(TC.id)
+        if p is not None and codelet.accumulate and p[0] is TA and p[1] is TB and p[3].stop == ks.start:
+            p[3] = slice(p[3].start, ks.stop)
+            return
+        self.flush_gemm(TC.id)
+        self.gemms[TC.id] = [TA, TB, TC, ks, codelet]
+
+    def flush_gemm(self, cid: int) -> None:
+        p = self.gemms.pop(cid, None)
+        if p is not None:
+            p[4].compute_gemm(None, self, (p[0], p[1], p[2], p[3]))
+
+    def flush_gemms_reading(self, tid: int) -> None:
+        for cid in [c for c, p in self.gemms.items() if tid in (p[0].id, p[1].id)]:
+            self.flush_gemm(cid)
+
+    # -- copies --------------------------------------------------------------------------
     def materialize(self, tid: int) -> None:
+        """``tid`` is about to be read or written by eager code: make its data current."""
+        self.flush_gemm(tid)
         al = self.aliases.pop(tid, None)
         if al is not None:
             src, dst = al
+            self.materialize(src.tensor.id)
             dst.write(self, src.read(self))
 
-    def before_write(self, tid: int) -> None:
-        """``tid`` is about to change: finish copies that read it or will be overwritten partly."""
+    def finish_readers_of(self, tid: int) -> None:
+        """Do the deferred work that reads ``tid`` (it is about to change)."""
+        self.flush_gemms_reading(tid)
         for d in [d for d, (src, _) in self.aliases.items() if src.tensor.id == tid]:
             self.materialize(d)
+
+    def before_write(self, tid: int) -> None:
+        self.finish_readers_of(tid)
         self.materialize(tid)
 
     def materialize_all(self) -> None:
+        for c in list(self.gemms):
+            self.flush_gemm(c)
         for d in list(self.aliases):
             self.materialize(d)
 
@@ -178,24 +211,35 @@ class Engine:
                     continue
                 touched = {f.tensor.id for f in grp.fields.values()}
                 written = {f.tensor.id for fn, f in grp.fields.items() if grp.codelet.fields[fn] != "in"}
-                for t in written:
-                    data.before_write(t)
                 plan = None
-                if data.aliases and hasattr(grp.codelet, "gemm_plan"):
+                if self.lazy_copies and hasattr(grp.codelet, "gemm_plan"):
                     plan = grp.codelet.gemm_plan(grp, data.aliases)
                 if plan is not None:
-                    grp.codelet.compute_gemm(grp, data, plan)
+                    TA, TB, TC, _ = plan
+                    data.finish_readers_of(TC.id)
+                    for t in (TA.id, TB.id):
+                        data.flush_gemm(t)  # inputs produced by a pending GEMM
+                        if t in data.aliases and t != TC.id:
+                            data.materialize(t)
+                    if TC.id in data.aliases:  # C itself awaits a copy: do it (keeps a pending GEMM on C)
+                        src, dst = data.aliases.pop(TC.id)
+                        data.materialize(src.tensor.id)
+                        dst.write(data, src.read(data))
+                    data.defer_gemm(grp.codelet, plan)
                     continue
+                for t in written:
+                    data.before_write(t)
                 for t in touched:
                     data.materialize(t)
                 grp.codelet.compute(grp, data)
         elif isinstance(prog, P.Copy):
             src, dst = prog.src, prog.dst
             data.materialize(src.tensor.id)
-            data.before_write(dst.tensor.id)
             if self.lazy_copies and _aliasable(src, dst):
-                data.aliases[dst.tensor.id] = (src, dst)
+                data.finish_readers_of(dst.tensor.id)
+                data.aliases[dst.tensor.id] = (src, dst)  # replaces a pending copy: dst is overwritten whole
                 return
+            data.before_write(dst.tensor.id)
             data.materialize(dst.tensor.id)
             vals = src.read(data)
             if src.tensor is dst.tensor:
