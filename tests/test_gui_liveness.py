@@ -55,3 +55,11 @@ def test_tile_from_memory_selection_drives_tile_curve(qtbot, live):
 def test_lstep_from_other_view_moves_marker(qtbot, live):
     live.document.selection.update(source="program_tree", lstep=4)
     assert live.lstep == 4 and live.step_line.value() == 4 and live.step_box.value() == 4
+
+
+def test_keys_step_through_liveness(qtbot, live):
+    live.plot.setFocus()
+    qtbot.keyClick(live.plot, Qt.Key_P)
+    assert live.lstep == peak_step(live.profile)
+    qtbot.keyClick(live.plot, Qt.Key_Left)
+    assert live.lstep == max(peak_step(live.profile) - 1, 0)

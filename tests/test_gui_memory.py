@@ -135,3 +135,18 @@ def test_plot_items_exported(mem):
 
     items = mem.plot_items()
     assert set(items) >= {"heatmap", "by_tile"} and all(isinstance(i, pg.GraphicsItem) for i in items.values())
+
+
+def test_keyboard_shortcuts(qtbot, mem):
+    mem.heat_widget.setFocus()
+    start = mem.measure
+    qtbot.keyClick(mem.heat_widget, Qt.Key_BracketRight)
+    assert mem.measure != start
+    qtbot.keyClick(mem.heat_widget, Qt.Key_BracketLeft)
+    assert mem.measure == start
+    qtbot.keyClick(mem.heat_widget, Qt.Key_L)
+    assert mem.layout_name == "grid by tile id"
+    qtbot.keyClick(mem.heat_widget, Qt.Key_P)
+    assert mem.tile == int(np.argmax(TileMemory(mem.profile).total))
+    qtbot.keyClick(mem.heat_widget, Qt.Key_Right)
+    assert mem.tile == (int(np.argmax(TileMemory(mem.profile).total)) + 1) % mem.tm.num_tiles

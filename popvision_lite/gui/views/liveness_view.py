@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.liveness import live_variables, liveness_curve, peak_step, tile_curve
@@ -91,6 +92,15 @@ class LivenessView(QWidget):
         lay.addWidget(split)
 
         document.selection.changed.connect(self._selection_changed)
+        self._shortcuts = []
+        for key, fn in (("Right", lambda: self._step(1)), ("Left", lambda: self._step(-1)),
+                        ("P", lambda: self.select_lstep(self.peak()))):
+            sc = QShortcut(QKeySequence(key), self)
+            sc.setContext(Qt.WidgetWithChildrenShortcut)
+            sc.activated.connect(fn)
+            self._shortcuts.append(sc)
+        self.plot.setToolTip("Click a step to list the variables live there; Left/Right: previous/next step; "
+                             "P: the peak step")
         st = document.selection.state
         if st.tiles:
             self.set_tile(st.tiles[0], publish=False)
@@ -140,6 +150,9 @@ class LivenessView(QWidget):
             if len(prog):
                 fields["prog_id"] = int(prog.iloc[0])
             self.document.selection.update(source=SOURCE, **fields)
+
+    def _step(self, d: int) -> None:
+        self.select_lstep(0 if self.lstep is None else self.lstep + d)
 
     def _fill_table(self) -> None:
         lstep = self.lstep

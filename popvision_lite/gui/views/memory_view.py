@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -41,6 +42,13 @@ CATEGORY_COLORS = [
 ]
 KIB = 1024.0  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
+
+
+def _shortcut(widget, key: str, fn) -> QShortcut:
+    sc = QShortcut(QKeySequence(key), widget)
+    sc.setContext(Qt.WidgetWithChildrenShortcut)
+    sc.activated.connect(fn)
+    return sc
 
 
 def tile_memory(document) -> TileMemory:
@@ -196,6 +204,21 @@ class MemoryView(QWidget):
         self.over_box.toggled.connect(lambda _: self._draw_over())
         document.selection.changed.connect(self._selection_changed)
         theme.notifier.changed.connect(self._restyle)
+        self._shortcuts = [
+            _shortcut(self, "]", lambda: self._step_measure(1)),
+            _shortcut(self, "[", lambda: self._step_measure(-1)),
+            _shortcut(self, "L", lambda: self.set_layout(
+                "grid by tile id" if self.layout_name == "floor plan" else "floor plan")),
+            _shortcut(self, "O", self.over_box.toggle),
+            _shortcut(self, "Right", lambda: self._step_tile(1)),
+            _shortcut(self, "Left", lambda: self._step_tile(-1)),
+            _shortcut(self, "P", lambda: self.select_tile(int(np.argmax(self.tm.total)))),
+        ]
+        self.measure_box.setToolTip(self.measure_box.toolTip() + " — keys [ and ] step through them")
+        self.layout_box.setToolTip(self.layout_box.toolTip() + " — key L toggles")
+        self.over_box.setToolTip(self.over_box.toolTip() + " — key O")
+        self.heat_widget.setToolTip("Click a tile for its breakdown; Left/Right: previous/next tile; "
+                                    "P: the fullest tile")
         self.set_layout("floor plan")
         self.set_measure("total")
         self._selection_changed(document.selection.state)
@@ -318,6 +341,13 @@ class MemoryView(QWidget):
             self.bar_sel.show()
 
     # ------------------------------------------------------------------ interaction
+    def _step_measure(self, d: int) -> None:
+        self.set_measure(MEASURES[(MEASURES.index(self.measure) + d) % len(MEASURES)])
+
+    def _step_tile(self, d: int) -> None:
+        t = 0 if self.tile is None else (self.tile + d) % self.tm.num_tiles
+        self.select_tile(t)
+
     def tile_at_scene_pos(self, scene_pos) -> int:
         vb = self.heat_plot.getViewBox()
         if not vb.sceneBoundingRect().contains(scene_pos):
@@ -340,9 +370,6 @@ class MemoryView(QWidget):
         tile = self.tile_at_scene_pos(scene_pos)
         if tile >= 0:
             self.hover_label.setText(self.describe_tile(tile))
-            self.heat_widget.setToolTip(self.describe_tile(tile))
-        else:
-            self.heat_widget.setToolTip("")
         self.heat_widget.setAntialiasing(False)  # crisp tile pixels, and cheaper to draw
 
     def _clicked(self, event) -> None:
