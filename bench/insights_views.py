@@ -8,6 +8,8 @@ and ops (default 1 IPU x 1472 tiles x 20,000 steps, 300 layers: ~11.7k programs,
   QStandardItemModel holding every node (what a naive tree would do);
 * ops filter: the vectorised name mask (``analysis.operations.name_mask`` + one proxy
   invalidation) vs QSortFilterProxyModel's own regex filter calling ``data()`` per row;
+* ops sort: numpy argsort in the source model (one layout change) vs QSortFilterProxyModel's
+  sort on the same raw values (``data()`` per comparison);
 * select an op (the one with the most steps): steps + tiles resolved and written to the
   selection, as the view does on a click;
 * ``analysis.insights.insights`` on the whole profile.
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
     import numpy as np
-    from PySide6.QtCore import QRegularExpression, QSortFilterProxyModel
+    from PySide6.QtCore import QRegularExpression, QSortFilterProxyModel, Qt
     from PySide6.QtGui import QStandardItem, QStandardItemModel
     from PySide6.QtWidgets import QApplication
 
@@ -140,6 +142,34 @@ def main(argv: list[str] | None = None) -> int:
         for pat in pats)
     print(f"ops filter x{len(pats)} patterns over {len(df):,} ops: mask {fa:7.1f} ms | Qt regex proxy "
           f"{fb:7.1f} ms | Qt/mask {fb / fa:5.1f}x | same rows: {same}")
+
+    # --- ops sort: numpy in the source model vs the proxy's own sort -----------------------
+    from popvision_lite.gui.views.operations_view import SORT_ROLE
+
+    qs = QSortFilterProxyModel()
+    qs.setSourceModel(model)
+    qs.setSortRole(SORT_ROLE)
+    num_cols = [i for i, k in enumerate(model.keys) if k not in ("name", "type", "plan")]
+
+    def s_ours():
+        for c in num_cols:
+            ours.sort(c, Qt.DescendingOrder)
+            ours.rowCount()
+
+    def s_qt():
+        for c in num_cols:
+            qt_order = Qt.DescendingOrder
+            qs.sort(c, qt_order)
+            qs.rowCount()
+
+    ours.set_mask(None)
+    a, b = [], []
+    for _ in range(args.reps):
+        a.append(_median_ms(s_ours, 1))
+        b.append(_median_ms(s_qt, 1))
+    sa, sb = statistics.median(a), statistics.median(b)
+    print(f"ops sort x{len(num_cols)} columns over {len(df):,} ops: numpy {sa:7.1f} ms | Qt proxy sort "
+          f"{sb:7.1f} ms | Qt/numpy {sb / sa:5.1f}x")
 
     # --- op selection ------------------------------------------------------------------
     st = p.steps

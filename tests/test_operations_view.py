@@ -98,3 +98,20 @@ def test_listens_to_other_views(view, doc):
     doc.selection.update(source="execution", op_id=None, step_range=(4, 8))
     assert view.model.highlight.tolist() == [True, True, True, False]
     assert view.table.selectionModel().hasSelection() is False
+
+
+def test_sort_and_filter_together_keep_selection(view, doc, qtbot):
+    view.set_filter("fwd")
+    view.select_op(1)
+    qtbot.waitUntil(lambda: doc.selection.state.op_id == 1)
+    view.table.sortByColumn(_col(view, "flops"), Qt.DescendingOrder)
+    assert view.visible_ops() == [0, 1]  # 2,000,000 then 5,000 FLOPs
+    view.table.sortByColumn(_col(view, "flops"), Qt.AscendingOrder)
+    assert view.visible_ops() == [1, 0]
+    # the selected row follows its op through the sort, and clearing the filter keeps the order
+    idx = view.table.selectionModel().currentIndex()
+    assert view.proxy.data(idx, OP_ROLE) == 1
+    view.set_filter("")
+    assert view.visible_ops() == [3, 1, 2, 0]
+    view.table.sortByColumn(_col(view, "name"), Qt.AscendingOrder)
+    assert [view.df.loc[o, "name"] for o in view.visible_ops()] == sorted(view.df["name"])

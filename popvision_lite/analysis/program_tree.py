@@ -114,6 +114,21 @@ class ProgramTree:
         return (self.label(prog_id), str(self.kind[r]), int(self.cycles[r]), self.pct_of_run(prog_id),
                 int(self.code_bytes[r]), self.op_name(prog_id))
 
+    def value(self, prog_id: int, col: int):
+        """One cell of :meth:`values` (cheaper when a view asks cell by cell)."""
+        r = self._row[prog_id]
+        if col == 0:
+            return self.label(prog_id)
+        if col == 1:
+            return str(self.kind[r])
+        if col == 2:
+            return int(self.cycles[r])
+        if col == 3:
+            return self.pct_of_run(prog_id)
+        if col == 4:
+            return int(self.code_bytes[r])
+        return self.op_name(prog_id)
+
     def node_for_op(self, op_id: int) -> int | None:
         return program_for_op(self._profile, op_id)
 

@@ -44,25 +44,82 @@ _TIPS = {
 }
 
 
+def _role(r) -> int:
+    return int(getattr(r, "value", r))
+
+
+# roles as plain ints: comparing Python ints is much cheaper than comparing Qt enums per cell
+_DISPLAY, _SORT, _OP, _ALIGN, _BG, _TIP = (_role(Qt.DisplayRole), _role(SORT_ROLE), _role(OP_ROLE),
+                                          _role(Qt.TextAlignmentRole), _role(Qt.BackgroundRole),
+                                          _role(Qt.ToolTipRole))
+_RIGHT = int(_role(Qt.AlignRight) | _role(Qt.AlignVCenter))
+
+
 class OpsTableModel(QAbstractTableModel):
+    """Cells are preformatted once (a few strings per op), so ``data()`` is a list lookup."""
+
     def __init__(self, df, parent=None):
         super().__init__(parent)
         self.df = df
         self.keys = [c for c, _ in COLUMNS]
         self.headers = [h for _, h in COLUMNS]
         self.op_ids = df.index.to_numpy()
-        self._row_of = {int(o): i for i, o in enumerate(self.op_ids)}
+        self._ops_list = [int(o) for o in self.op_ids]
+        self._row_of = {o: i for i, o in enumerate(self._ops_list)}
         self.cols = [df[k].to_numpy() for k in self.keys]
-        self.highlight = np.zeros(len(df), dtype=bool)
+        self._text = [k in TEXT_COLUMNS for k in self.keys]
+        self._display = []
+        self._sort = []
+        for k, col in zip(self.keys, self.cols, strict=True):
+            if k in TEXT_COLUMNS:
+                self._display.append([str(v) for v in col])
+                self._sort.append([str(v).lower() for v in col])
+            elif k == "pct_run":
+                self._display.append([f"{v:.2f}" for v in col.tolist()])
+                self._sort.append([float(v) for v in col.tolist()])
+            else:
+                self._display.append([f"{int(v):,}" for v in col.tolist()])
+                self._sort.append([float(v) for v in col.tolist()])
+        self.highlight = np.zeros(len(df), dtype=bool)  # in op_ids (table) order
+        self._hl: list[bool] = self.highlight.tolist()
+        self._n = len(self._ops_list)
+        self.perm: list[int] = list(range(self._n))  # display row -> table row (the sort)
+        self._row_of = {o: i for i, o in enumerate(self._ops_list)}
+
+    def sort(self, column, order=Qt.AscendingOrder):
+        """Sort with numpy on the raw values (numbers as numbers), then one layout change."""
+        if column < 0 or column >= len(self.keys):
+            return
+        keys = np.asarray(self._sort[column], dtype=object if self._text[column] else np.float64)
+        perm = np.argsort(keys, kind="stable")
+        if order == Qt.DescendingOrder:
+            # stable descending: reverse the ascending order of the reversed input
+            perm = (self._n - 1 - np.argsort(keys[::-1], kind="stable"))[::-1]
+        self.layoutAboutToBeChanged.emit()
+        old = self.persistentIndexList()
+        old_rows = [(self.perm[i.row()], i.column()) for i in old]
+        self.perm = [int(i) for i in perm]
+        pos = {t: r for r, t in enumerate(self.perm)}
+        self._row_of = {self._ops_list[t]: r for r, t in enumerate(self.perm)}
+        self.changePersistentIndexList(old, [self.index(pos[t], c) for t, c in old_rows])
+        self.layoutChanged.emit()
 
     def rowCount(self, parent=_ROOT):
-        return 0 if parent.isValid() else len(self.op_ids)
+        return 0 if parent.isValid() else self._n
 
     def columnCount(self, parent=_ROOT):
         return 0 if parent.isValid() else len(self.keys)
 
     def row_of(self, op_id: int) -> int | None:
+        """Display row of an op (after sorting)."""
         return self._row_of.get(int(op_id))
+
+    def name_of(self, op_id: int) -> str:
+        return self._display[0][self._ops_list.index(int(op_id))]
+
+    def widest(self, col: int) -> str:
+        """The longest display string of a column (for sizing without measuring every row)."""
+        return max(self._display[col], key=len, default="")
 
     def headerData(self, section, orientation, role=Qt.DisplayRole):
         if orientation != Qt.Horizontal:
@@ -73,47 +130,49 @@ class OpsTableModel(QAbstractTableModel):
             return _TIPS.get(self.keys[section], self.headers[section])
         return None
 
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid():
+    def data(self, index, role=_DISPLAY):
+        role = _role(role)
+        if role == _DISPLAY:
+            return self._display[index.column()][self.perm[index.row()]]
+        if role == _SORT:
+            return self._sort[index.column()][self.perm[index.row()]]
+        if role == _OP:
+            return self._ops_list[self.perm[index.row()]]
+        if role == _ALIGN:
+            return None if self._text[index.column()] else _RIGHT
+        if role == _BG:
+            if self._hl[self.perm[index.row()]]:
+                c = QColor(theme.colors()["select"])
+                c.setAlpha(60)
+                return c
             return None
-        r, c = index.row(), index.column()
-        key = self.keys[c]
-        v = self.cols[c][r]
-        if role == Qt.DisplayRole:
-            if key in TEXT_COLUMNS:
-                return str(v)
-            if key == "pct_run":
-                return f"{float(v):.2f}"
-            return f"{int(v):,}"
-        if role == SORT_ROLE:
-            return str(v).lower() if key in TEXT_COLUMNS else float(v)
-        if role == OP_ROLE:
-            return int(self.op_ids[r])
-        if role == Qt.TextAlignmentRole and key not in TEXT_COLUMNS:
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.BackgroundRole and self.highlight[r]:
-            c = QColor(theme.colors()["select"])
-            c.setAlpha(60)
-            return c
-        if role == Qt.ToolTipRole and key == "name":
-            return str(v)
+        if role == _TIP and index.column() == 0:
+            return self._display[0][self.perm[index.row()]]
         return None
 
     def set_highlight(self, mask: np.ndarray) -> None:
         if not np.array_equal(mask, self.highlight):
             self.highlight = mask
+            self._hl = mask.tolist()
             if len(mask):
                 self.dataChanged.emit(self.index(0, 0), self.index(len(mask) - 1, len(self.keys) - 1),
                                       [Qt.BackgroundRole])
 
 
 class OpsFilterProxy(QSortFilterProxyModel):
-    """Numeric sort on SORT_ROLE; row filter from a boolean mask computed once per pattern."""
+    """Filters rows with a boolean mask (table order) computed once per pattern; sorting is done by
+    the source model with numpy (a proxy sort would call ``data()`` n log n times)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setSortRole(SORT_ROLE)
+        self.setDynamicSortFilter(False)
         self._mask: np.ndarray | None = None
+
+    def sort(self, column, order=Qt.AscendingOrder):
+        src = self.sourceModel()
+        if src is not None:
+            src.sort(column, order)
 
     def set_mask(self, mask: np.ndarray | None) -> None:
         if hasattr(self, "beginFilterChange"):  # Qt >= 6.9; invalidateFilter is deprecated there
@@ -125,7 +184,7 @@ class OpsFilterProxy(QSortFilterProxyModel):
             self.invalidateFilter()
 
     def filterAcceptsRow(self, row, parent):
-        return True if self._mask is None else bool(self._mask[row])
+        return True if self._mask is None else bool(self._mask[self.sourceModel().perm[row]])
 
 
 class OperationsView(QWidget):
@@ -163,11 +222,13 @@ class OperationsView(QWidget):
         self.table.setAlternatingRowColors(True)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(22)
+        # widths from the widest string of each column (resizeColumnToContents would measure every row)
         hdr = self.table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.Interactive)
-        hdr.resizeSection(0, 280)
-        for c in range(1, len(self.model.keys)):
-            self.table.resizeColumnToContents(c)
+        fm = self.table.fontMetrics()
+        for c in range(len(self.model.keys)):
+            w = max(fm.horizontalAdvance(self.model.widest(c)), fm.horizontalAdvance(self.model.headers[c]) + 14)
+            hdr.resizeSection(c, min(w + 16, 360))
         hdr.setStretchLastSection(True)
 
         self.status = QLabel(self)
@@ -194,7 +255,7 @@ class OperationsView(QWidget):
     def _apply_filter(self, *_):
         text = self.filter_edit.text()
         try:
-            mask = name_mask(self.model.cols[0], text, self.regex_box.isChecked())
+            mask = name_mask(self.model.cols[0], text, self.regex_box.isChecked())  # table order
         except re.error as e:
             self.filter_edit.setStyleSheet(f"border: 1px solid {theme.colors()['bad']};")
             self.filter_edit.setToolTip(f"invalid regular expression: {e}")
@@ -228,7 +289,7 @@ class OperationsView(QWidget):
         if state.op_id is not None and self.model.row_of(state.op_id) is not None:
             rng = f"steps {state.step_range[0]}..{state.step_range[1] - 1}" if state.step_range else "no steps"
             tiles = f"{len(state.tiles):,} tiles" if state.tiles else "tiles: resolving..."
-            return f"selected {self.model.cols[0][self.model.row_of(state.op_id)]}: {rng}, {tiles}"
+            return f"selected {self.model.name_of(state.op_id)}: {rng}, {tiles}"
         if state.step_range is not None:
             n = int(self.model.highlight.sum())
             return f"steps {state.step_range[0]}..{state.step_range[1] - 1}: {n:,} ops own steps there (highlighted)"

@@ -20,6 +20,7 @@ _KIND_COLORS = {"Execute": "#1f77b4", "Copy": "#d67a00", "Sync": "#7f7f7f", "Str
 _ROOT = QModelIndex()  # the invalid index, as a default argument
 SORT_ROLE = Qt.UserRole  # raw value of a cell
 PROG_ROLE = Qt.UserRole + 1  # prog_id of a row
+_ROLES = frozenset({Qt.DisplayRole, SORT_ROLE, PROG_ROLE, Qt.TextAlignmentRole, Qt.ForegroundRole, Qt.ToolTipRole})
 
 
 class ProgramTreeModel(QAbstractItemModel):
@@ -75,33 +76,31 @@ class ProgramTreeModel(QAbstractItemModel):
         return None
 
     def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid():
+        if role not in _ROLES or not index.isValid():  # Qt asks for many roles: answer the rest at once
             return None
         prog = self._prog(index)
         col = index.column()
+        t = self.tree
         if role == PROG_ROLE:
             return prog
-        vals = self.tree.values(prog)
-        if role == Qt.DisplayRole:
-            v = vals[col]
-            if col == 3:
-                return f"{v:.2f}"
-            if isinstance(v, int):
-                return f"{v:,}"
-            return v
-        if role == SORT_ROLE:
-            return vals[col]
-        if role == Qt.TextAlignmentRole and col in (2, 3, 4):
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.ForegroundRole and col == 1:
-            c = _KIND_COLORS.get(vals[1])
+        if role == Qt.TextAlignmentRole:
+            return int(Qt.AlignRight | Qt.AlignVCenter) if col in (2, 3, 4) else None
+        r = t.row(prog)
+        if role == Qt.ForegroundRole:
+            c = _KIND_COLORS.get(str(t.kind[r])) if col == 1 else None
             return QColor(c) if c else None
         if role == Qt.ToolTipRole:
-            r = self.tree.row(prog)
-            first, last = int(self.tree.first_step[r]), int(self.tree.last_step[r])
+            first, last = int(t.first_step[r]), int(t.last_step[r])
             steps = f"steps {first}..{last}" if first >= 0 else "no steps of its own"
-            return f"{vals[1]} {vals[0]} (program {prog}): {steps}, {vals[2]:,} cycles"
-        return None
+            return f"{t.kind[r]} {t.label(prog)} (program {prog}): {steps}, {int(t.cycles[r]):,} cycles"
+        v = t.value(prog, col)
+        if role == SORT_ROLE:
+            return v
+        if col == 3:
+            return f"{v:.2f}"
+        if isinstance(v, int):
+            return f"{v:,}"
+        return v
 
     def flags(self, index):
         if not index.isValid():
@@ -126,11 +125,16 @@ class ProgramTreeView(QWidget):
         self.view.setAlternatingRowColors(True)
         self.view.setSelectionBehavior(QTreeView.SelectRows)
         self.view.setSelectionMode(QTreeView.SingleSelection)
+        # fixed widths from the widest value of each column (ResizeToContents would measure rows)
         hdr = self.view.header()
-        hdr.setSectionResizeMode(0, QHeaderView.Interactive)
-        hdr.resizeSection(0, 320)
-        for c in range(1, len(COLUMNS)):
-            hdr.setSectionResizeMode(c, QHeaderView.ResizeToContents)
+        hdr.setSectionResizeMode(QHeaderView.Interactive)
+        fm = self.view.fontMetrics()
+        td = self.tree_data
+        widest = ["m" * 40, "StreamCopy", f"{int(td.cycles.max(initial=0)):,}", "100.00",
+                  f"{int(td.code_bytes.max(initial=0)):,}"]
+        for c, text in enumerate(widest):
+            hdr.resizeSection(c, max(fm.horizontalAdvance(text), fm.horizontalAdvance(COLUMNS[c])) + 24)
+        hdr.setStretchLastSection(True)
         self.status = QLabel(self)
         self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
         lay = QVBoxLayout(self)
