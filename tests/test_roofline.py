@@ -66,7 +66,7 @@ def test_ipu_ceilings_scale_with_ipus_and_tiles():
     assert r.bw("sram") == pytest.approx(MK2.memory("sram").bandwidth_bytes_per_s)
     assert r.bw("ipu_link") == pytest.approx(4 * MK2.memory("ipu_link").bandwidth_bytes_per_s)  # not per tile
     assert r.bw("ddr") == pytest.approx(4 * MK2.memory("ddr").bandwidth_bytes_per_s)
-    assert "368 of 1472" in r.note
+    assert "368 of 1472" in r.note and "368/1472 tiles" in r.name
 
 
 @pytest.mark.parametrize("gid", ["v100", "a100-80gb", "h100-sxm", "h200"])

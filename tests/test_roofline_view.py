@@ -110,6 +110,9 @@ def test_table_totals_and_gpu_chooser(view):
     m = view.table.model()
     headers = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
     assert "V100 bound" in headers and "v100" in view._scatter
+    exported = view.tables()["roofline"]      # what CSV export writes: same rows as the table, TOTAL last
+    assert len(exported) == m.rowCount() and exported.iloc[-1]["name"].startswith("TOTAL")
+    assert "v100_speedup" in exported.columns
     view.gpu_boxes["v100"].setChecked(False)
     assert "v100" not in view._scatter
 

@@ -117,7 +117,7 @@ def ipu_roofline(spec: DeviceSpec | str, num_ipus: int = 1, tiles_per_ipu: int |
         scale = n * (frac if m.level in PER_TILE_LEVELS else 1.0)
         bws.append(Ceiling("bandwidth", m.level, m.label, float(m.bandwidth.value) * scale, m.bandwidth.source,
                            m.bandwidth.basis))
-    name = spec.name + (f" x{n}" if n > 1 else "")
+    name = spec.name + (f" x{n}" if n > 1 else "") + ("" if frac == 1.0 else f" ({tiles_per_ipu}/{spec.tiles} tiles)")
     note = "" if frac == 1.0 else f"compute, SRAM and exchange roofs scaled to {tiles_per_ipu} of {spec.tiles} tiles per IPU"
     return Roofline(spec.id, name, "ipu", comp, bws, chips=n, note=note)
 

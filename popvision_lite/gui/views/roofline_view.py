@@ -236,6 +236,10 @@ class RooflineView(QWidget):
     def plot_items(self) -> dict:
         return {"roofline": self.plot.getPlotItem()}
 
+    def tables(self) -> dict:
+        """The per-op roofline table (with the TOTAL row) for CSV export; empty until analysed."""
+        return {} if self.analysis is None else {"roofline": self.analysis.table()}
+
     def chosen_gpus(self) -> tuple[str, ...]:
         return tuple(g for g in self._gpu_ids if self.gpu_boxes[g].isChecked())
 
