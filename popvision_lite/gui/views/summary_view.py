@@ -116,9 +116,9 @@ class SummaryView(QWidget):
 <h2>{html.escape(s.model)}</h2>
 <table cellpadding=2>
 <tr><td><b>Target</b></td><td>{html.escape(t.name)} ({html.escape(t.device)}) x {t.num_ipus} IPU,
- {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.3g} GHz</td></tr>
+ {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.4g} GHz</td></tr>
 <tr><td><b>Total</b></td><td>{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}
- at {t.clock_hz / 1e9:.3g} GHz ({s.num_steps:,} BSP steps)</td></tr>
+ at {t.clock_hz / 1e9:.4g} GHz ({s.num_steps:,} BSP steps)</td></tr>
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(p.bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile})</td></tr>
 <tr><td><b>All tiles</b></td><td>{format_bytes(p.total_bytes)}: always-live {format_bytes(p.always_live_bytes)},
