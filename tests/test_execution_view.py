@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
@@ -253,3 +253,77 @@ def test_double_click_expands_ipu(view):
 def test_plot_items(view):
     items = view.plot_items()
     assert {"steps", "tiles", "per_step", "imbalance"} <= set(items)
+
+
+def _wheel(view, vb, x_view, mods, delta=120):
+    from PySide6.QtGui import QWheelEvent
+
+    y0, y1 = view.y_range()
+    scene = vb.mapViewToScene(QPointF(x_view, (y0 + y1) / 2))
+    pt = view.canvas.mapFromScene(scene)
+    vp = view.canvas.viewport()
+    ev = QWheelEvent(QPointF(pt), QPointF(vp.mapToGlobal(pt)), QPoint(0, 0), QPoint(0, delta),
+                     Qt.NoButton, mods, Qt.NoScrollPhase, False)
+    QApplication.sendEvent(vp, ev)
+
+
+def test_ctrl_wheel_zooms_time_at_cursor_and_wheel_scrolls_tiles(view):
+    x0, x1 = view.x_range()
+    cur = x0 + 0.25 * (x1 - x0)
+    _wheel(view, view.tile_vb, cur, Qt.ControlModifier)
+    z0, z1 = view.x_range()
+    assert z1 - z0 < x1 - x0                               # zoomed in
+    assert (cur - z0) / (z1 - z0) == pytest.approx(0.25, abs=0.01)  # about the cursor
+    view.tile_vb.setYRange(20, 60, padding=0)
+    y0, y1 = view.y_range()
+    _wheel(view, view.tile_vb, cur, Qt.NoModifier, delta=-120)
+    s0, s1 = view.y_range()
+    assert s1 - s0 == pytest.approx(y1 - y0) and s0 > y0      # scrolled down through the tiles
+    assert view.x_range() == pytest.approx((z0, z1))          # time untouched
+
+
+class _Shifted:
+    """The same profile with every step moved to start near 3e9 cycles (float precision check)."""
+
+    OFFSET = 3_000_000_000
+
+    def __init__(self, p):
+        self._p = p
+        st = p.steps.copy()
+        st["start_cycle"] += self.OFFSET
+        st["end_cycle"] += self.OFFSET
+        self.steps = st
+
+    def __getattr__(self, name):
+        return getattr(self._p, name)
+
+
+def test_rectangles_render_at_their_cycles_near_3e9(qtbot, path):
+    from popvision_lite.gui.views.execution_view import KIND_COLORS, WAIT_COLOR
+
+    p = pvl.open(path)
+    doc = Document(_Shifted(p))
+    v = ExecutionView(doc)
+    qtbot.addWidget(v)
+    v.resize(1200, 800)
+    v.show()
+    qtbot.waitExposed(v)
+    idx = v.index
+    assert idx.t0 >= _Shifted.OFFSET
+    # a compute step with a busy tile that also waits: check busy and waiting pixels on screen
+    cyc = np.asarray(p.step_tiles.window(0, idx.n).cycles)
+    s = next(i for i in range(idx.n) if idx.kind[i] == 0 and idx.dur[i] > 0
+             and 0.2 * idx.dur[i] < cyc[i, 70] < 0.8 * idx.dur[i])
+    v.tile_vb.setRange(xRange=(float(idx.start[s - 1]), float(idx.end[s + 1])), yRange=(66, 74), padding=0)
+    v.refresh()
+    assert v.last_mode == "exact"
+    img = v.canvas.grab().toImage()
+
+    def colour_at(x, y):
+        pt = v.canvas.mapFromScene(v.tile_vb.mapViewToScene(QPointF(x, y)))
+        return img.pixelColor(pt).name()
+
+    a, busy, e = float(idx.start[s]), float(cyc[s, 70]), float(idx.end[s])
+    assert colour_at(a + 0.5 * busy, 70.5) == KIND_COLORS["compute"]
+    assert colour_at(a + busy + 0.5 * (e - a - busy), 70.5) == WAIT_COLOR
+    doc.close()
