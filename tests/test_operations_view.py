@@ -115,3 +115,22 @@ def test_sort_and_filter_together_keep_selection(view, doc, qtbot):
     assert view.visible_ops() == [3, 1, 2, 0]
     view.table.sortByColumn(_col(view, "name"), Qt.AscendingOrder)
     assert [view.df.loc[o, "name"] for o in view.visible_ops()] == sorted(view.df["name"])
+
+
+def test_large_ops_resolve_tiles_off_the_gui_thread(view, doc, qtbot, monkeypatch):
+    from popvision_lite.gui.views import selection_resolve
+
+    monkeypatch.setattr(selection_resolve, "SYNC_CELLS", 0)  # every op counts as large
+    seen = []
+    doc.selection.changed.connect(lambda s: seen.append(s.tiles))
+    view.select_op(0)
+    # first: the tiles running the op's vertices (0-3), at once; then the exact set incl. the receiver tile 4
+    assert seen[0] == (0, 1, 2, 3)
+    qtbot.waitUntil(lambda: doc.selection.state.tiles == (0, 1, 2, 3, 4), timeout=10000)
+    assert doc.selection.state.op_id == 0 and doc.selection.state.step_range == (0, 5)
+    # a second selection of the same op is answered from the cache, in one update
+    doc.selection.clear()
+    seen.clear()
+    view.table.selectionModel().clearCurrentIndex()
+    view.select_op(0)
+    assert seen[-1] == (0, 1, 2, 3, 4)

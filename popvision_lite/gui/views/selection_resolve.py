@@ -2,8 +2,9 @@
 
 Used by the program tree, operations and insights views.  The cheap part (op, program,
 step range) is written at once; the tiles need the step x tile data of those steps, so
-when that is large it is read on a worker thread and the tiles follow in a second update
-(only if the selection still names the same op / program).
+when that is large it is read on a worker thread and the exact tiles follow in a second
+update (only if the selection still names the same op / program).  Until then an op's
+selection carries the tiles holding its vertices (a table lookup).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ def select_op(document, op_id: int, source: str):
         document.selection.update(source=source, op_id=int(op_id), prog_id=prog,
                                   step_range=S.step_range_of(steps), tiles=tiles)
         return None
+    # provisional tiles (those running the op's vertices: a table lookup) so listeners have something
+    # to show and never fall back to resolving on the GUI thread; the exact set follows
     document.selection.update(source=source, op_id=int(op_id), prog_id=prog,
-                              step_range=S.step_range_of(steps), tiles=())
+                              step_range=S.step_range_of(steps), tiles=S.op_vertex_tiles(profile, op_id))
 
     def work(task):
         return S.op_tiles(profile, op_id, steps)
