@@ -320,3 +320,39 @@ def test_killed_writer_without_previous_file(tmp_path):
             proc.kill()
     assert not target.exists()
     assert all(Path(p).name.startswith(".fresh.pvl.") for p in tmp_path.iterdir())
+
+
+def test_writer_casts_to_schema_dtypes_and_refuses_bad_values(small_data, tmp_path):
+    ops = small_data.ops.copy()
+    ops["op_id"] = ops["op_id"].astype(np.int64)        # wider than the schema's int32: cast
+    ops["flops"] = ops["flops"].astype(np.float64)      # integral floats: cast
+    ops["plan"] = np.arange(len(ops))                   # text column given numbers: stored as text
+    out = write_profile(tmp_path / "ok.pvl", schema.ProfileData(**{**small_data.__dict__, "ops": ops}))
+    with open_profile(out) as p:
+        assert p.ops["op_id"].dtype == np.int32 and p.ops["flops"].dtype == np.int64
+        assert list(p.ops["plan"]) == [str(i) for i in range(len(ops))]
+    for col, bad, words in (("flops", np.nan, "NaN"), ("flops", 0.5, "fractional"),
+                            ("ipu", 40_000, "outside int16"), ("cycles", "lots", "numeric")):
+        o = small_data.ops.copy()
+        o[col] = o[col].astype(object)
+        o.loc[0, col] = bad
+        with pytest.raises(ProfileError, match=words) as ei:
+            write_profile(tmp_path / "bad.pvl", schema.ProfileData(**{**small_data.__dict__, "ops": o}))
+        assert f"table 'ops' column '{col}'" in str(ei.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.pvl"]
+
+
+def test_reader_casts_wider_ints_and_rejects_text_for_numbers(copy):
+    f = copy()
+    with h5py.File(f, "r+") as h:
+        v = h["tables/steps/op_id"][()]
+        del h["tables/steps/op_id"]
+        h["tables/steps"].create_dataset("op_id", data=v.astype(np.int64))
+    with open_profile(f) as p:
+        assert p.steps["op_id"].dtype == np.int32
+        np.testing.assert_array_equal(p.steps["op_id"], v)
+    with h5py.File(f, "r+") as h:
+        h["tables/steps/op_id"].attrs["encoding"] = "dictionary"
+        h["tables/steps"].create_dataset("op_id.categories", data=np.array(["a"], dtype=object),
+                                         dtype=h5py.string_dtype())
+    _expect(f, "table 'steps' column 'op_id'", "expected int32")

@@ -44,7 +44,9 @@ def test_tables_round_trip(data, path):
                     assert list(g) == list(w), (name, c)
                 else:
                     np.testing.assert_array_equal(g, w, err_msg=f"{name}.{c}")
-                    assert g.dtype == w.dtype, (name, c, g.dtype, w.dtype)
+                # the reader returns the schema's dtypes whatever the producer used
+                dt = schema.COLUMN_DTYPES[name][c]
+                assert (g.dtype == object) if dt == "str" else (g.dtype == np.dtype(dt)), (name, c, g.dtype)
 
 
 def test_arrays_round_trip(data, path):

@@ -391,14 +391,22 @@ class Profile:
             for col in schema.TABLE_COLUMNS[name]:
                 ds = g[col]
                 vals = ds[()]
-                if ds.attrs.get("encoding") == "dictionary":
+                want = schema.COLUMN_DTYPES[name][col]
+                is_dict = ds.attrs.get("encoding") == "dictionary"
+                if (want == "str") != bool(is_dict):
+                    raise self._err(f"table '{name}' column '{col}' has dtype {vals.dtype}"
+                                    f"{' (text)' if is_dict else ''}, expected {want}")
+                if is_dict:
                     cats = g[f"{col}.categories"].asstr()[()]
                     cats = np.asarray(cats, dtype=object)
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
                     vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
                 elif vals.dtype.kind not in _NUMERIC_KINDS:
-                    raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}")
+                    raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}, "
+                                    f"expected {want}")
+                elif vals.dtype != np.dtype(want):
+                    vals = vals.astype(want)  # e.g. a file written by another producer with int64 ids
                 data[col] = vals
             return pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]))
 

@@ -124,6 +124,28 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# Stored dtype of every column ("str" = text, stored dictionary-encoded).  The writer casts to these
+# (refusing values that do not fit) and the reader returns them, whatever the producer used.
+_I8, _I16, _I32, _I64, _F64, _B, _S = "int8", "int16", "int32", "int64", "float64", "bool", "str"
+COLUMN_DTYPES: dict[str, dict[str, str]] = {
+    "steps": dict(step=_I64, kind=_I8, op_id=_I32, prog_id=_I32, ipu=_I16, start_cycle=_I64, end_cycle=_I64,
+                  busy_max=_I64, busy_mean=_F64, tiles_active=_I32, bytes_in=_I64, bytes_out=_I64),
+    "ops": dict(op_id=_I32, name=_S, type=_S, ipu=_I16, precision=_S, flops=_I64, bytes_sram=_I64,
+                bytes_exchange=_I64, bytes_ipu_link=_I64, bytes_ddr=_I64, min_bytes=_I64, cycles=_I64,
+                compute_cycles=_I64, exchange_cycles=_I64, sync_cycles=_I64, stream_cycles=_I64,
+                tiles_used=_I32, plan=_S),
+    "programs": dict(prog_id=_I32, parent_id=_I32, kind=_S, name=_S, op_id=_I32, repeat=_I64, cs_id=_I32,
+                     first_step=_I64, last_step=_I64, code_bytes=_I64, cycles=_I64, lstep=_I64),
+    "compute_sets": dict(cs_id=_I32, name=_S, op_id=_I32, num_vertices=_I64, num_tiles=_I32),
+    "vertices": dict(cs_id=_I32, codelet=_S, tile=_I32, count=_I64, cycles=_I64, state_bytes=_I64,
+                     code_bytes=_I64),
+    "variables": dict(var_id=_I32, name=_S, kind=_S, dtype=_S, shape=_S, bytes=_I64, always_live=_B,
+                      first_lstep=_I64, last_lstep=_I64, op_id=_I32),
+    "variable_tiles": dict(var_id=_I32, tile=_I32, bytes=_I64),
+    "liveness_steps": dict(lstep=_I64, prog_id=_I32, name=_S, total_bytes=_I64, max_tile_bytes=_I64,
+                           max_tile=_I32),
+}
+
 # Dense arrays: name -> (dims, dtype)
 ARRAYS: dict[str, tuple[tuple[str, ...], str]] = {
     # bytes per tile per category, split [always_live, not_always_live(peak)]

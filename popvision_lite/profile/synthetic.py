@@ -243,13 +243,14 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
         grains = op.grains if stage == 0 else max(1, op.grains // 8)
         q, r = divmod(grains, n_used_per_ipu)
         g_per_tile = np.where(tin < r, q + 1, q) * used
-        cyc = g_per_tile * op.cycles_per_grain + 40 * used
+        has_work = g_per_tile > 0  # a used tile may get no grain when grains < tiles
+        cyc = g_per_tile * op.cycles_per_grain + 40 * has_work
         if op.hot_tiles:
-            hot = used & (tin < op.hot_tiles)
+            hot = has_work & (tin < op.hot_tiles)
             cyc = np.where(hot, cyc * 2 + op.cycles_per_grain * 3, cyc)
         if op.jitter:
-            cyc = cyc + jitter_pattern * used
-        return cyc.astype(np.int64), g_per_tile, used
+            cyc = cyc + jitter_pattern * has_work
+        return cyc.astype(np.int64), g_per_tile, has_work
 
     def exchange_template(op, scale):
         used = used_mask(op.frac_tiles)
@@ -289,10 +290,10 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
                 n_vert = int(g.sum())
                 compute_sets.append(dict(cs_id=cs_id, name=f"{o.name}/cs{stage}", op_id=o.op_id,
                                          num_vertices=n_vert, num_tiles=int(used.sum())))
-                idx = np.flatnonzero(used)
+                idx = np.flatnonzero(used)  # tiles with vertices
                 code = codelet_code.setdefault(codelet, len(codelet_code))
                 vertex_rows.append((np.full(idx.size, cs_id, dtype=np.int32), np.full(idx.size, code, np.int16),
-                                    idx.astype(np.int32), g[idx].astype(np.int32), cyc[idx].astype(np.int64),
+                                    idx.astype(np.int32), g[idx].astype(np.int64), cyc[idx].astype(np.int64),
                                     (g[idx] * 16 + 8).astype(np.int64),
                                     np.full(idx.size, 900 + 300 * stage, dtype=np.int64)))
                 add_leaf(COMPUTE, o, f"{o.name}/Execute{stage}", cyc, zeros, zeros, cs=cs_id)
@@ -508,7 +509,7 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     if vertex_rows:
         vcols = [np.concatenate(c) for c in zip(*vertex_rows, strict=True)]
     else:
-        vcols = [np.zeros(0, dt) for dt in (np.int32, np.int16, np.int32, np.int32, np.int64, np.int64, np.int64)]
+        vcols = [np.zeros(0, dt) for dt in (np.int32, np.int16, np.int32, np.int64, np.int64, np.int64, np.int64)]
     # codelet names as a categorical column: compact for millions of rows, stored dictionary-encoded
     vcols[1] = pd.Categorical.from_codes(vcols[1], categories=list(codelet_code) or ["-"])
     vert = pd.DataFrame(dict(zip(schema.TABLE_COLUMNS["vertices"], vcols, strict=True)))

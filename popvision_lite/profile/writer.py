@@ -100,38 +100,65 @@ def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
     return mn, mean.astype(np.float32), mx
 
 
+def _numeric_column(path, table: str, col: str, series: pd.Series, want: str) -> np.ndarray:
+    """``series`` as the schema dtype ``want``; ProfileError when a value does not fit."""
+    values = series.to_numpy()
+    where = f"table '{table}' column '{col}'"
+    if values.dtype == object or values.dtype.kind in "USO" or isinstance(series.dtype, pd.CategoricalDtype):
+        try:
+            values = pd.to_numeric(series, errors="raise").to_numpy()
+        except (ValueError, TypeError) as e:
+            raise ProfileError(path, f"{where} must be numeric ({want}): {e}") from e
+    dt = np.dtype(want)
+    if values.dtype == dt:
+        return values
+    if dt.kind == "b":
+        if values.dtype.kind in "iuf" and not np.isin(values, (0, 1)).all():
+            raise ProfileError(path, f"{where} must be boolean (True/False or 0/1)")
+        return values.astype(np.bool_)
+    if dt.kind in "iu":
+        if values.dtype.kind == "f":
+            if not np.isfinite(values).all():
+                raise ProfileError(path, f"{where} has NaN/inf but must be {want}")
+            if (values != np.round(values)).any():
+                raise ProfileError(path, f"{where} has fractional values but must be {want}")
+        if values.size:
+            info = np.iinfo(dt)
+            lo, hi = values.min(), values.max()
+            if lo < info.min or hi > info.max:
+                raise ProfileError(path, f"{where} has values {lo}..{hi} outside {want}")
+    return values.astype(dt)
+
+
 def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
     cols = schema.TABLE_COLUMNS[name]
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ProfileError(path, f"table '{name}' lacks column(s) {missing}")
+    lengths = {len(df[c]) for c in cols}
     g = h5group.create_group(name)
     g.attrs["columns"] = _dumps(list(cols))
-    g.attrs["rows"] = len(df)
+    g.attrs["rows"] = lengths.pop() if lengths else 0
     for col in cols:
         series = df[col]
+        want = schema.COLUMN_DTYPES[name][col]
+        opts = comp if len(series) > 1024 else {}
+        if want != "str":
+            ds = g.create_dataset(col, data=_numeric_column(path, name, col, series, want), **opts)
+            continue
         if isinstance(series.dtype, pd.CategoricalDtype):  # already dictionary-encoded
             cats = [str(c) for c in series.cat.categories]
             codes = series.cat.codes.to_numpy().astype(np.int32)
             if (codes < 0).any():  # missing values become ""
                 codes = np.where(codes < 0, len(cats), codes)
                 cats.append("")
-            ds = g.create_dataset(col, data=codes, **(comp if len(codes) > 1024 else {}))
-            ds.attrs["encoding"] = "dictionary"
-            g.create_dataset(f"{col}.categories", data=np.array(cats, dtype=object), dtype=_str_dtype())
-            continue
-        values = series.to_numpy()
-        if values.dtype == object or values.dtype.kind in "US" or isinstance(df[col].dtype, pd.StringDtype):
-            strs = pd.Series(values, dtype=object).fillna("").astype(str)
-            codes, cats = pd.factorize(strs, sort=False)
-            ds = g.create_dataset(col, data=codes.astype(np.int32), **(comp if len(codes) > 1024 else {}))
-            ds.attrs["encoding"] = "dictionary"
-            g.create_dataset(f"{col}.categories", data=np.array(list(cats), dtype=object),
-                             dtype=_str_dtype())
         else:
-            if values.dtype.kind == "b":
-                values = values.astype(np.bool_)
-            ds = g.create_dataset(col, data=values, **(comp if len(values) > 1024 else {}))
+            strs = pd.Series(series.to_numpy(), dtype=object).fillna("").astype(str)
+            codes, uniq = pd.factorize(strs, sort=False)
+            codes, cats = codes.astype(np.int32), [str(c) for c in uniq]
+        ds = g.create_dataset(col, data=codes, **opts)
+        ds.attrs["encoding"] = "dictionary"
+        g.create_dataset(f"{col}.categories", data=np.array(cats, dtype=object), dtype=_str_dtype())
 
 
 def _str_dtype():
