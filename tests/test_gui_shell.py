@@ -190,3 +190,65 @@ def test_build_window_opens_cli_paths(qtbot, settings, small_profile):
     win = build_window(argparse.Namespace(profiles=[str(small_profile)], compare=None, sample=False), settings)
     qtbot.addWidget(win)
     qtbot.waitUntil(lambda: win.doc_tabs.count() == 1, timeout=15000)
+
+
+def test_samples_found_listed_and_opened(qtbot, window, small_profile, tmp_path, monkeypatch):
+    import shutil
+
+    from popvision_lite.gui import start_page
+
+    d = tmp_path / "samples"
+    d.mkdir()
+    shutil.copy(small_profile, d / "b_sample.pvl")
+    shutil.copy(small_profile, d / "a_sample.pvl")
+    (d / "notes.txt").write_text("not a profile")
+    monkeypatch.setenv(start_page.SAMPLES_ENV, str(d))
+    found = start_page.bundled_samples()
+    assert [p.name for p in found[:2]] == ["a_sample.pvl", "b_sample.pvl"]
+    page = start_page.StartPage()
+    qtbot.addWidget(page)
+    names = [page.sample_list.item(i).text() for i in range(page.sample_list.count())]
+    assert names[:2] == ["a_sample", "b_sample"]
+    assert window.open_sample() is True
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
+    assert window.current_document().path.name == found[0].name
+
+
+def test_no_samples_says_so(qtbot, window, monkeypatch):
+    from popvision_lite.gui import main_window
+
+    infos = []
+    monkeypatch.setattr(main_window, "bundled_samples", lambda: [])
+    monkeypatch.setattr(QMessageBox, "information", staticmethod(lambda *a, **k: infos.append(a)))
+    assert window.open_sample() is False and infos and window.doc_tabs.count() == 0
+
+
+def test_run_app_starts_and_quits(qtbot, tmp_path, small_profile, monkeypatch):
+    import argparse
+
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from popvision_lite.gui import app as app_mod
+
+    QSettings.setPath(QSettings.NativeFormat, QSettings.UserScope, str(tmp_path))
+    made = []
+    real_build = app_mod.build_window
+
+    def build(args, settings=None):
+        win = real_build(args, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+        made.append(win)
+        return win
+
+    monkeypatch.setattr(app_mod, "build_window", build)
+
+    def quit_when_open():
+        if made and made[0].doc_tabs.count() == 1:
+            made[0].close()
+            QApplication.quit()
+        else:
+            QTimer.singleShot(50, quit_when_open)
+
+    QTimer.singleShot(50, quit_when_open)
+    rc = app_mod.run_app(argparse.Namespace(profiles=[str(small_profile)], compare=None, sample=False))
+    assert rc == 0 and made and made[0].settings.value("window/geometry") is not None
