@@ -196,12 +196,21 @@ class Regions(Field):
 
     def is_whole(self) -> bool:
         """Regions cover the tensor exactly once, in order (so gather is a free view)."""
+        return self._access()[0] == "slice" and self._access()[1] == 0 and self._access()[2] == self.tensor.size
+
+    def _access(self):
+        """How to gather: ("slice", a, b) one contiguous run in order (a view); ("window", size)
+        equal-sized regions (one strided fancy index, no index array); ("index",) otherwise."""
         if self._whole is None:
             s, z = self.starts, self.sizes
-            self._whole = bool(
-                self.n > 0 and s[0] == 0 and int(z.sum()) == self.tensor.size
-                and np.array_equal(s[1:], (s + z)[:-1])
-            )
+            if self.n == 0:
+                self._whole = ("slice", 0, 0)
+            elif np.array_equal(s[1:], (s + z)[:-1]):
+                self._whole = ("slice", int(s[0]), int(s[-1] + z[-1]))
+            elif z.min() == z.max() and z[0] > 0:
+                self._whole = ("window", int(z[0]))
+            else:
+                self._whole = ("index",)
         return self._whole
 
     def index(self) -> np.ndarray:
@@ -212,14 +221,21 @@ class Regions(Field):
     def gather(self, data: dict) -> np.ndarray:
         """All vertices' elements concatenated (1-D)."""
         flat = data[self.tensor.id]
-        if self.is_whole():
-            return flat
+        acc = self._access()
+        if acc[0] == "slice":
+            return flat[acc[1]:acc[2]]
+        if acc[0] == "window":
+            return np.lib.stride_tricks.sliding_window_view(flat, acc[1])[self.starts].reshape(-1)
         return flat[self.index()]
 
     def scatter(self, data: dict, values) -> None:
         flat = data[self.tensor.id]
-        if self.is_whole():
-            flat[...] = values
+        acc = self._access()
+        if acc[0] == "slice":
+            flat[acc[1]:acc[2]] = values
+        elif acc[0] == "window":
+            win = np.lib.stride_tricks.sliding_window_view(flat, acc[1], writeable=True)
+            win[self.starts] = np.broadcast_to(values, (self.size,)).reshape(self.n, acc[1])
         else:
             flat[self.index()] = values
 
