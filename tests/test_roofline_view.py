@@ -85,6 +85,12 @@ def test_click_selects_and_selection_highlights(view, qtbot):
         sp.sigClicked.emit(sp, [pt], None)
     st = view.document.selection.state
     assert st.op_id == op and st.source == "roofline"
+    # hovering shows the op's name and numbers next to the point
+    sp.sigHovered.emit(sp, [pt], None)
+    assert view.hover.isVisible() and view.analysis.ops.loc[op, "name"] in view.hover.textItem.toPlainText()
+    assert "FLOPs" in view.hover.textItem.toPlainText()
+    sp.sigHovered.emit(sp, [], None)
+    assert not view.hover.isVisible()
     hl = view._scatter["selected"]
     assert np.isclose(hl.data["x"][0], pt.pos().x()) and np.isclose(hl.data["y"][0], pt.pos().y())
     # a selection made by another view moves the highlight and the table row

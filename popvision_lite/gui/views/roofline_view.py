@@ -373,17 +373,23 @@ class RooflineView(QWidget):
                                      pen=pg.mkPen("#222"))
             self.legend.addItem(key, f"bound by {lvl}")
 
-        # measured kernels
+        # measured kernels (foreground colour of the theme, so they show on light and dark plots)
+        try:
+            from popvision_lite.gui import theme
+
+            fg = theme.colors()["plot_fg"]
+        except (ImportError, KeyError):
+            fg = "#000"
         if self.measured is not None:
             known, unknown = plottable(self.measured)
             if len(known):
                 self._add_scatter("measured", np.log10(known["intensity"]), np.log10(known["achieved_flops"]),
-                                  -1 - known.index.to_numpy(), size=12, symbol="star", brush=pg.mkBrush("#000"),
-                                  pen=pg.mkPen("#000"), name=f"measured: {self.measured_name}")
+                                  -1 - known.index.to_numpy(), size=12, symbol="star", brush=pg.mkBrush(fg),
+                                  pen=pg.mkPen(fg), name=f"measured: {self.measured_name}")
             if len(unknown):
                 self._add_scatter("measured_noint", np.full(len(unknown), lx1 - 0.15),
                                   np.log10(unknown["achieved_flops"]), -1 - unknown.index.to_numpy(), size=18,
-                                  symbol="_", brush=pg.mkBrush("#000"), pen=pg.mkPen("#000", width=2),
+                                  symbol="_", brush=pg.mkBrush(fg), pen=pg.mkPen(fg, width=2),
                                   name="measured, intensity unknown (FLOP/s only)")
 
         pi.setXRange(lx0, lx1, padding=0)
