@@ -10,9 +10,10 @@ from popvision_lite.gui.views.insights_view import InsightsView
 pytestmark = pytest.mark.gui
 
 
-@pytest.fixture
-def paths(tmp_path):
-    return write_small(tmp_path / "base.pvl"), write_small(tmp_path / "rc.pvl", recompute=True)
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    d = tmp_path_factory.mktemp("insview")
+    return write_small(d / "base.pvl"), write_small(d / "rc.pvl", recompute=True)
 
 
 @pytest.fixture

@@ -12,9 +12,14 @@ from popvision_lite.gui.views.operations_view import OP_ROLE
 pytestmark = pytest.mark.gui
 
 
+@pytest.fixture(scope="module")
+def small_path(tmp_path_factory):
+    return write_small(tmp_path_factory.mktemp("opsview") / "small.pvl")
+
+
 @pytest.fixture
-def doc(qtbot, tmp_path):
-    p = pvl.open(write_small(tmp_path / "small.pvl"))
+def doc(qtbot, small_path):
+    p = pvl.open(small_path)
     d = Document(p)
     yield d
     d.close()

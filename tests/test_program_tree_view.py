@@ -11,9 +11,14 @@ from popvision_lite.gui.views.program_tree_view import ProgramTreeView
 pytestmark = pytest.mark.gui
 
 
+@pytest.fixture(scope="module")
+def small_path(tmp_path_factory):
+    return write_small(tmp_path_factory.mktemp("treeview") / "small.pvl")
+
+
 @pytest.fixture
-def doc(tmp_path):
-    d = Document(pvl.open(write_small(tmp_path / "small.pvl")))
+def doc(small_path):
+    d = Document(pvl.open(small_path))
     yield d
     d.close()
 
