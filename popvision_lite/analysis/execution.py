@@ -274,16 +274,19 @@ def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.n
     # columns that cross block boundaries (at most one per block): exact piecewise-linear integral
     cross = np.flatnonzero((pos[1:] != pos[:-1]) | (edges[1:] > bounds[-1]) | (edges[:-1] < bounds[0]))
     if len(cross):
+        # util * width = (cum[p1] - cum[p0]) + f1 * busy[p1] - f0 * busy[p0]: the whole blocks
+        # before p1 minus those before p0, plus the partial blocks at both ends
+        p0, p1 = pos[cross], pos[cross + 1]
+        f0 = np.clip((edges[cross] - bounds[p0]) / span[p0], 0.0, 1.0)
+        f1 = np.clip((edges[cross + 1] - bounds[p1]) / span[p1], 0.0, 1.0)
         cum = np.empty((nb + 1, rows), dtype=np.float64)
         cum[0] = 0
         np.cumsum(busy_sum, axis=0, out=cum[1:])
-
-        def integral(e, p):
-            frac = np.clip((e - bounds[p]) / span[p], 0.0, 1.0)
-            return cum[p] + frac[:, None] * busy_sum[p]
-
-        util[cross] = ((integral(edges[cross + 1], pos[cross + 1]) - integral(edges[cross], pos[cross]))
-                       / width[cross, None])
+        whole = cum[p1] - cum[p0]
+        whole += f1[:, None] * busy_sum[p1]
+        whole -= f0[:, None] * busy_sum[p0]
+        whole /= width[cross, None]
+        util[cross] = whole
     # blocks touching each column: [lo, hi] inclusive
     sb_end = np.maximum.accumulate(sb_end)
     lo = np.clip(np.searchsorted(sb_end, edges[:-1], side="right"), 0, nb - 1)
@@ -326,7 +329,11 @@ def _raster_exact(profile, index, i0, i1, t0, t1, rows, edges, tpi) -> TileRaste
     counts = np.diff(redges).astype(np.float32)
     allp = bool(part.all())
     busy = cyc if allp else np.where(part, cyc, 0)
-    mean = np.add.reduceat(busy, idx, axis=1) / counts[None, :]          # (steps, rows) per-tile mean
+    # per-tile mean of each row, via a cumulative sum (reduceat along the last axis is slow)
+    cs = np.zeros((busy.shape[0], busy.shape[1] + 1), dtype=np.float64)
+    np.cumsum(busy, axis=1, out=cs[:, 1:])
+    ends = np.append(idx[1:], busy.shape[1])
+    mean = ((cs[:, ends] - cs[:, idx]) / counts[None, :]).astype(np.float32)   # (steps, rows)
 
     def minmax():  # only when asked (hover, tests): not part of a frame's cost
         if allp:
