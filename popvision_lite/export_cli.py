@@ -1,0 +1,149 @@
+"""``popvision-lite export RUN.pvl --view VIEW [--compare OTHER.pvl] -o OUT.png|.svg|.csv``, headless.
+
+Also ``--chrome-trace -o OUT.json [--steps A:B] [--tiles 0-15,100]`` for the Chrome trace.
+
+Plots are drawn by the same view classes as the window (offscreen when there is no display);
+this module itself does not import Qt: ``popvision_lite.gui.*`` is imported inside ``run``.
+
+Exit codes: 0 ok, 2 bad arguments or an unreadable / invalid input file, 1 unexpected error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from popvision_lite.errors import ConfigError, PopvisionError
+
+VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps")
+COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution")
+SUFFIXES = (".png", ".svg", ".csv", ".json")
+
+
+def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
+    """'A:B' -> (A, B) (either side may be empty); None -> None."""
+    if text is None or text == "":
+        return None
+    if ":" not in text:
+        raise ConfigError(f"--steps {text!r}: expected START:STOP, e.g. 100:200 or :500")
+    a, b = text.split(":", 1)
+    try:
+        return (int(a) if a.strip() else None, int(b) if b.strip() else None)
+    except ValueError:
+        raise ConfigError(f"--steps {text!r}: START and STOP must be integers") from None
+
+
+def parse_tiles(text: str | None) -> list[int] | None:
+    """'0-15,100,200-203' -> [0..15, 100, 200..203]; None -> None."""
+    if text is None or text == "":
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, "")
+                lo, hi = int(lo), int(hi)
+                if hi < lo:
+                    raise ConfigError(f"--tiles {text!r}: range {part} goes backwards")
+                out.extend(range(lo, hi + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise ConfigError(f"--tiles {text!r}: {part!r} is not a tile id or a range like 0-15") from None
+    if not out:
+        raise ConfigError(f"--tiles {text!r}: no tiles given")
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", help="profile file (.pvl)")
+    p.add_argument("--view", choices=VIEWS, help="view to export: " + ", ".join(VIEWS))
+    p.add_argument("--compare", metavar="OTHER", help="compare with this profile (B); the first is A")
+    p.add_argument("-o", "--output", required=True,
+                   help="output file: .png or .svg (plot), .csv (the view's table), .json (Chrome trace)")
+    p.add_argument("--width", type=int, help="PNG width in pixels (default 1400)")
+    p.add_argument("--height", type=int, help="PNG height in pixels (default 900)")
+    p.add_argument("--dpi", type=float, default=96.0, help="resolution stored in the PNG (default 96)")
+    p.add_argument("--difference", action="store_true", help="with --compare --view memory: the B - A map")
+    p.add_argument("--chrome-trace", action="store_true", help="write the Chrome trace JSON (Perfetto)")
+    p.add_argument("--steps", help="with --chrome-trace: step window START:STOP (STOP exclusive)")
+    p.add_argument("--tiles", help="with --chrome-trace: one lane per tile of this subset, e.g. 0-15,100")
+
+
+def _err(msg: str) -> int:
+    print(f"popvision-lite export: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def check_args(args) -> str:
+    """Validate the combination of arguments; returns the output kind (png/svg/csv/json)."""
+    out = Path(args.output)
+    suffix = out.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ConfigError(f"-o {args.output}: unknown file type '{suffix or '(none)'}'; use .png, .svg, .csv or .json")
+    if not Path(args.profile).exists():
+        raise ConfigError(f"{args.profile}: no such profile file")
+    if args.compare and not Path(args.compare).exists():
+        raise ConfigError(f"--compare {args.compare}: no such profile file")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"-o {args.output}: folder '{folder}' does not exist")
+    if args.chrome_trace or suffix == ".json":
+        if suffix != ".json":
+            raise ConfigError(f"--chrome-trace writes JSON; give -o with a .json name, not {args.output}")
+        if args.compare:
+            raise ConfigError("--chrome-trace exports one profile; drop --compare")
+        return "json"
+    if args.steps or args.tiles:
+        raise ConfigError("--steps and --tiles apply to --chrome-trace only")
+    if not args.view:
+        raise ConfigError("--view is required (memory, execution, roofline, liveness, summary, ops, steps)")
+    if args.compare and args.view not in COMPARE_VIEWS:
+        raise ConfigError(f"--view {args.view} has no compare mode; with --compare use one of "
+                          f"{', '.join(COMPARE_VIEWS)}")
+    if args.difference and not (args.compare and args.view == "memory"):
+        raise ConfigError("--difference needs --compare and --view memory")
+    for name in ("width", "height"):
+        v = getattr(args, name)
+        if v is not None and not (16 <= v <= 16384):
+            raise ConfigError(f"--{name} {v}: choose 16 .. 16384 pixels")
+    if args.dpi <= 0:
+        raise ConfigError(f"--dpi {args.dpi}: must be positive")
+    return suffix[1:]
+
+
+def run(args) -> int:
+    try:
+        kind = check_args(args)
+    except ConfigError as e:
+        return _err(str(e))
+    try:
+        if kind == "json":
+            return _chrome_trace(args)
+        if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+            os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from popvision_lite.gui.headless import export_view
+
+        info = export_view(args.profile, args.view, args.output, compare=args.compare, width=args.width,
+                           height=args.height, dpi=args.dpi, difference=args.difference)
+    except PopvisionError as e:
+        return _err(str(e))
+    print(f"wrote {args.output} ({info})")
+    return 0
+
+
+def _chrome_trace(args) -> int:
+    from popvision_lite.profile.chrome_trace import export_chrome_trace
+    from popvision_lite.profile.reader import open_profile
+
+    steps = parse_steps(args.steps)
+    tiles = parse_tiles(args.tiles)
+    with open_profile(args.profile) as p:
+        counts = export_chrome_trace(p, args.output, step_range=steps, tiles=tiles)
+    print(f"wrote {args.output}: {counts['events']:,} events, {counts['steps']:,} steps, {counts['lanes']} lanes")
+    return 0

@@ -1,0 +1,129 @@
+"""Compare mode: a window showing two runs A and B side by side (see gui/views/compare_views.py).
+
+* ``CompareWindow(doc_a, doc_b)`` builds the :class:`~popvision_lite.analysis.compare.Comparison`
+  and one tab per page (Summary, Memory, Liveness, Steps, Ops);
+* ``open_compare(main_window, path_a, path_b)`` opens both files off the GUI thread, adds them to
+  the main window as documents and shows the compare window (``popvision-lite --compare A B``);
+* ``compare_documents(main_window, doc_a, doc_b)`` for two already open documents.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget
+
+from popvision_lite.analysis.compare import compare
+from popvision_lite.gui.views import compare_views as V
+
+PAGES = (
+    ("summary", "Summary", V.CompareSummaryPage),
+    ("memory", "Memory", V.CompareMemoryPage),
+    ("liveness", "Liveness", V.CompareLivenessPage),
+    ("steps", "Steps", V.CompareStepsPage),
+    ("ops", "Operations", V.CompareOpsPage),
+)
+
+_OPEN: list[CompareWindow] = []  # keep compare windows alive while shown
+
+
+class CompareWindow(QMainWindow):
+    def __init__(self, doc_a, doc_b, parent=None):
+        super().__init__(parent)
+        self.doc_a, self.doc_b = doc_a, doc_b
+        key = ("compare", str(doc_b.path))
+        self.comparison = doc_a.cached(key, compare, doc_a.profile, doc_b.profile, doc_a.title, doc_b.title)
+        self.setWindowTitle(f"Compare: A = {doc_a.title}  vs  B = {doc_b.title} — popvision-lite")
+        self.resize(1500, 950)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.pages: dict[str, object] = {}
+        for key, title, cls in PAGES:
+            try:
+                page = cls(self.comparison)
+            except Exception as exc:  # one broken page must not take the window down
+                page = QLabel(f"The {title} comparison failed to build: {type(exc).__name__}: {exc}")
+            self.pages[key] = page
+            self.tabs.addTab(page, title)
+        self.setCentralWidget(self.tabs)
+        self.statusBar().showMessage("delta = B − A, ratio = B / A; hover a map or plot for both runs' values")
+        for d in (doc_a, doc_b):
+            d.closing.connect(self.close)
+        self._build_menu()
+
+    def _build_menu(self) -> None:
+        from popvision_lite.gui import export_actions
+
+        m = self.menuBar().addMenu("&File")
+        m.addAction("Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()))
+        m.addAction("Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()))
+        m.addSeparator()
+        m.addAction("Close", self.close)
+
+    def page(self, key: str):
+        return self.pages.get(key)
+
+    def current_page(self):
+        return self.tabs.currentWidget()
+
+    def show_page(self, key: str):
+        page = self.pages.get(key)
+        if page is not None:
+            self.tabs.setCurrentWidget(page)
+        return page
+
+    def keys(self) -> list[str]:
+        return list(self.pages)
+
+    def closeEvent(self, event) -> None:
+        if self in _OPEN:
+            _OPEN.remove(self)
+        super().closeEvent(event)
+
+
+def compare_documents(main_window, doc_a, doc_b) -> CompareWindow:
+    win = CompareWindow(doc_a, doc_b)
+    _OPEN.append(win)
+    win.show()
+    if main_window is not None:
+        main_window.compare_windows = getattr(main_window, "compare_windows", []) + [win]
+    return win
+
+
+def _load_two(task, path_a: str, path_b: str):
+    from popvision_lite.gui.main_window import load_document_data
+
+    ra = load_document_data(task, path_a)
+    try:
+        task.check_cancelled()
+        rb = load_document_data(task, path_b)
+    except BaseException:
+        ra[0].close()
+        raise
+    return ra, rb
+
+
+def open_compare(main_window, path_a, path_b, on_open=None):
+    """Open ``path_a`` and ``path_b`` off the GUI thread, then show them in compare mode."""
+    from popvision_lite.gui.document import Document
+
+    path_a, path_b = str(path_a), str(path_b)
+
+    def loaded(res):
+        (pa, ca), (pb, cb) = res
+        docs = []
+        for (prof, cache), p in (((pa, ca), path_a), ((pb, cb), path_b)):
+            d = Document(prof, p)
+            for k, v in cache.items():
+                d.put_cached(k, v)
+            main_window.add_document(d)
+            docs.append(d)
+        win = compare_documents(main_window, docs[0], docs[1])
+        if on_open:
+            on_open(win)
+
+    def failed(exc):
+        main_window._load_failed(f"{Path(path_a).name} / {Path(path_b).name}", exc)
+
+    return main_window.run_task(_load_two, path_a, path_b, title=f"Comparing {Path(path_a).name} and "
+                                f"{Path(path_b).name}", on_result=loaded, on_error=failed)

@@ -1,0 +1,259 @@
+"""File > Export plot…, Export table…, Export report…, Export Chrome trace…, and Compare… entries.
+
+``install(main_window)`` adds them to ``main_window.menus["file"]`` (called once by MainWindow).
+Each dialog function is usable on its own (the compare window uses the plot / table ones).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QInputDialog,
+    QLineEdit,
+    QMessageBox,
+    QProgressDialog,
+    QSpinBox,
+)
+
+from popvision_lite.errors import PopvisionError
+from popvision_lite.gui import export as ex
+
+
+def _current_view(mw):
+    dw = mw.current_document_widget()
+    if dw is None:
+        return None
+    return dw.view(dw.keys()[dw.tabs.currentIndex()]) if dw.keys() else None
+
+
+class PlotExportDialog(QDialog):
+    """Choose which plot, the format, the size in pixels and the DPI."""
+
+    def __init__(self, items: dict, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Export plot")
+        self.items = items
+        form = QFormLayout(self)
+        self.which = QComboBox()
+        self.which.addItems(list(items))
+        self.fmt = QComboBox()
+        self.fmt.addItems(["PNG", "SVG"])
+        first = ex.export_target(next(iter(items.values()))).sceneBoundingRect()
+        self.width = QSpinBox()
+        self.width.setRange(16, ex.MAX_PIXELS)
+        self.width.setValue(max(16, int(first.width()) * 2))
+        self.width.setSuffix(" px")
+        self.height = QSpinBox()
+        self.height.setRange(0, ex.MAX_PIXELS)
+        self.height.setSpecialValueText("keep aspect ratio")
+        self.height.setValue(0)
+        self.height.setSuffix(" px")
+        self.dpi = QDoubleSpinBox()
+        self.dpi.setRange(10, 2400)
+        self.dpi.setValue(192)
+        self.dpi.setToolTip("Resolution stored in the PNG (print size = pixels / DPI)")
+        form.addRow("Plot:", self.which)
+        form.addRow("Format:", self.fmt)
+        form.addRow("Width:", self.width)
+        form.addRow("Height:", self.height)
+        form.addRow("DPI:", self.dpi)
+        bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        bb.accepted.connect(self.accept)
+        bb.rejected.connect(self.reject)
+        form.addRow(bb)
+        self.fmt.currentTextChanged.connect(self._fmt_changed)
+
+    def _fmt_changed(self, fmt: str) -> None:
+        png = fmt == "PNG"
+        for w in (self.width, self.height, self.dpi):
+            w.setEnabled(png)
+
+    def values(self) -> dict:
+        return dict(key=self.which.currentText(), fmt=self.fmt.currentText().lower(), width=self.width.value(),
+                    height=self.height.value() or None, dpi=self.dpi.value())
+
+
+def export_plot_dialog(parent, view, path: str | None = None) -> str | None:
+    items = ex.items_exportable(ex.view_plot_items(view))
+    if not items:
+        QMessageBox.information(parent, "Export plot", "This view has no plot to export; "
+                                "use File > Export table… for its tables.")
+        return None
+    dlg = PlotExportDialog(items, parent)
+    if dlg.exec() != QDialog.Accepted:
+        return None
+    v = dlg.values()
+    if path is None:
+        path, _ = QFileDialog.getSaveFileName(parent, "Export plot", f"{v['key']}.{v['fmt']}",
+                                              "PNG image (*.png)" if v["fmt"] == "png" else "SVG drawing (*.svg)")
+        if not path:
+            return None
+    if not path.lower().endswith("." + v["fmt"]):
+        path += "." + v["fmt"]
+    try:
+        ex.export_plot(items[v["key"]], path, v["width"], v["height"], v["dpi"])
+    except PopvisionError as e:
+        QMessageBox.critical(parent, "Export plot", str(e))
+        return None
+    _status(parent, f"Exported {path}")
+    return path
+
+
+def export_table_dialog(parent, view, path: str | None = None) -> str | None:
+    tables = ex.view_tables(view) if view is not None else {}
+    if not tables:
+        QMessageBox.information(parent, "Export table", "This view shows no table.")
+        return None
+    names = list(tables)
+    name = names[0]
+    if len(names) > 1:
+        name, ok = QInputDialog.getItem(parent, "Export table", "Table:", names, 0, False)
+        if not ok:
+            return None
+    if path is None:
+        path, _ = QFileDialog.getSaveFileName(parent, "Export table", f"{name}.csv", "CSV (*.csv)")
+        if not path:
+            return None
+    try:
+        n = ex.export_table(tables[name], path)
+    except PopvisionError as e:
+        QMessageBox.critical(parent, "Export table", str(e))
+        return None
+    _status(parent, f"Exported {n:,} rows to {path}")
+    return path
+
+
+def _status(w, text: str) -> None:
+    sb = getattr(w, "statusBar", None)
+    if callable(sb):
+        sb().showMessage(text, 8000)
+
+
+def export_report_dialog(mw, folder: str | None = None):
+    """Every view as PNG + tables as CSV + summary.md + index.html into one folder (progress + cancel)."""
+    dw = mw.current_document_widget()
+    if dw is None:
+        QMessageBox.information(mw, "Export report", "Open a profile first.")
+        return None
+    if folder is None:
+        folder = QFileDialog.getExistingDirectory(mw, "Export report into folder")
+        if not folder:
+            return None
+    rep = ex.ReportExporter(dw, folder, parent=mw)
+    dlg = QProgressDialog("Exporting report…", "Cancel", 0, 1000, mw)
+    dlg.setWindowTitle("Export report")
+    dlg.setMinimumDuration(300)
+    rep.progress.connect(lambda f, m: (dlg.setValue(int(f * 1000)), dlg.setLabelText(f"Exporting {m}…")))
+    dlg.canceled.connect(rep.cancel)
+    rep.finished.connect(lambda man: (dlg.reset(), _status(mw, f"Report written to {man['folder']} "
+                                                             f"({len(man['images'])} images)")))
+    rep.failed.connect(lambda e: (dlg.reset(), QMessageBox.critical(mw, "Export report", str(e))))
+    rep.cancelled.connect(lambda: (dlg.reset(), _status(mw, "Report export cancelled")))
+    mw._report_exporter = rep
+    rep.start()
+    return rep
+
+
+class ChromeTraceDialog(QDialog):
+    def __init__(self, profile, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Export Chrome trace")
+        form = QFormLayout(self)
+        n = len(profile.steps)
+        self.steps = QLineEdit(f"0:{min(n, 20000)}")
+        self.steps.setToolTip(f"Step window START:STOP (STOP exclusive); the profile has {n:,} steps")
+        self.tiles = QLineEdit("")
+        self.tiles.setPlaceholderText("empty = one lane per IPU; or e.g. 0-15,100")
+        form.addRow("Steps:", self.steps)
+        form.addRow("Tiles:", self.tiles)
+        bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        bb.accepted.connect(self.accept)
+        bb.rejected.connect(self.reject)
+        form.addRow(bb)
+
+
+def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = None, tiles: str | None = None):
+    """Ask for a step window, tile subset and file; write the trace on a worker thread with progress."""
+    from popvision_lite.export_cli import parse_steps, parse_tiles
+
+    doc = mw.current_document()
+    if doc is None:
+        QMessageBox.information(mw, "Export Chrome trace", "Open a profile first.")
+        return None
+    if steps is None:
+        dlg = ChromeTraceDialog(doc.profile, mw)
+        if dlg.exec() != QDialog.Accepted:
+            return None
+        steps, tiles = dlg.steps.text(), dlg.tiles.text()
+    try:
+        step_range, tile_list = parse_steps(steps), parse_tiles(tiles)
+    except PopvisionError as e:
+        QMessageBox.critical(mw, "Export Chrome trace", str(e))
+        return None
+    if path is None:
+        path, _ = QFileDialog.getSaveFileName(mw, "Export Chrome trace", f"{Path(doc.title).stem}.json",
+                                              "Chrome trace JSON (*.json)")
+        if not path:
+            return None
+
+    def work(task, profile, out):
+        from popvision_lite.profile.chrome_trace import export_chrome_trace
+
+        return export_chrome_trace(profile, out, step_range=step_range, tiles=tile_list,
+                                   progress=lambda done, total: task.progress(done / max(total, 1), "writing"))
+
+    return mw.run_task(work, doc.profile, path, title=f"Exporting Chrome trace {Path(path).name}",
+                       on_result=lambda c: _status(mw, f"Wrote {path}: {c['events']:,} events"))
+
+
+def compare_dialog(mw):
+    """Compare two open profiles (or pick a second file) in compare mode."""
+    from popvision_lite.gui.compare_window import compare_documents, open_compare
+
+    docs = mw.documents()
+    cur = mw.current_document()
+    if cur is None:
+        QMessageBox.information(mw, "Compare", "Open a profile first.")
+        return None
+    others = [d for d in docs if d is not cur]
+    choices = [d.title for d in others] + ["Another file…"]
+    name, ok = QInputDialog.getItem(mw, "Compare", f"Compare A = {cur.title} with B =", choices, 0, False)
+    if not ok:
+        return None
+    if name == "Another file…":
+        path, _ = QFileDialog.getOpenFileName(mw, "Profile B", "", "popvision-lite profiles (*.pvl)")
+        return open_compare(mw, cur.path, path) if path else None
+    return compare_documents(mw, cur, others[choices.index(name)])
+
+
+def install(mw) -> None:
+    from PySide6.QtWidgets import QMenu
+
+    f = mw.menus["file"]
+    before = getattr(mw, "act_quit", None)
+    mw.act_compare = mw._action(f, "Co&mpare with…", lambda: compare_dialog(mw), "Ctrl+Shift+C",
+                                "Compare this profile (A) with another (B) side by side")
+    exp = QMenu("&Export", f)
+    mw.act_export_plot = mw._action(exp, "Export &plot…", lambda: export_plot_dialog(mw, _current_view(mw)),
+                                    "Ctrl+E", "Export the current view's plot as PNG or SVG")
+    mw.act_export_table = mw._action(exp, "Export &table…", lambda: export_table_dialog(mw, _current_view(mw)),
+                                     "Ctrl+Shift+E", "Export a table of the current view as CSV")
+    mw.act_export_report = mw._action(exp, "Export &report…", lambda: export_report_dialog(mw), None,
+                                      "Every view as PNG, tables as CSV and a summary, in one folder")
+    mw.act_export_trace = mw._action(exp, "Export &Chrome trace…", lambda: export_chrome_trace_dialog(mw), None,
+                                     "BSP steps as Chrome Trace JSON for Perfetto / chrome://tracing")
+    mw.export_menu = exp
+    if before is not None:  # keep Quit last
+        f.removeAction(mw.act_compare)
+        f.insertAction(before, mw.act_compare)
+        f.insertMenu(before, exp)
+        f.insertSeparator(before)
+    else:
+        f.addMenu(exp)

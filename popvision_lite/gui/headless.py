@@ -1,0 +1,187 @@
+"""Headless export of one view (``popvision-lite export``): the window's own view classes, drawn offscreen.
+
+``export_view(profile, view, output, compare=None, width=None, height=None, dpi=96, difference=False)``
+builds the view (or the compare page) in a hidden top-level widget sized so that the exported plot
+is ``width`` x ``height`` pixels at the view's natural font size, and writes PNG / SVG / CSV.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from popvision_lite.errors import ConfigError
+
+DEFAULT_SIZE = (1400, 900)
+
+# view -> (registry key, plot item key or None for "grab the table widget")
+SINGLE = {
+    "memory": ("memory", "heatmap"),
+    "execution": ("execution", "execution"),
+    "roofline": ("roofline", "roofline"),
+    "liveness": ("liveness", "liveness"),
+    "summary": ("summary", "phases"),
+    "ops": ("operations", None),
+    "steps": ("execution", "per_step"),
+}
+COMPARE = {
+    "memory": ("memory", "maps"),
+    "liveness": ("liveness", "liveness"),
+    "summary": ("summary", "ratios"),
+    "ops": ("ops", None),
+    "steps": ("steps", "phases"),
+    "execution": ("steps", "phases"),
+}
+
+
+def _settle(view=None, seconds: float = 0.15) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    refresh = getattr(view, "refresh", None)
+    if callable(refresh):
+        try:
+            refresh()
+        except TypeError:
+            pass
+    end = time.perf_counter() + seconds
+    while True:
+        QApplication.processEvents()
+        if time.perf_counter() >= end:
+            break
+        time.sleep(0.01)
+
+
+def fit_item(host, item, width: int, height: int, view=None) -> None:
+    """Resize ``host`` until ``item`` (as exported) is about ``width`` x ``height`` scene pixels."""
+    from popvision_lite.gui.export import export_target
+
+    target = export_target(item)
+    for _ in range(5):
+        r = target.sceneBoundingRect()
+        dw, dh = width - r.width(), height - r.height()
+        if abs(dw) < 2 and abs(dh) < 2:
+            break
+        host.resize(int(min(20000, max(300, host.width() + dw))), int(min(20000, max(300, host.height() + dh))))
+        _settle(view, 0.05)
+
+
+def _csv_frame(profile, view: str, view_widget):
+    """The table a single-profile view exports as CSV."""
+    import pandas as pd
+
+    from popvision_lite.profile.csv_export import table_frame
+
+    if view == "memory":
+        return table_frame(profile, "memory_by_tile")
+    if view in ("execution", "steps"):
+        return table_frame(profile, "steps")
+    if view == "ops":
+        return table_frame(profile, "ops")
+    if view == "liveness":
+        from popvision_lite.analysis.liveness import liveness_curve
+
+        return liveness_curve(profile)
+    if view == "roofline":
+        from popvision_lite.gui.export import view_tables
+
+        tables = view_tables(view_widget)
+        if tables:
+            return next(iter(tables.values()))
+        return table_frame(profile, "ops")
+    if view == "summary":
+        from popvision_lite.analysis.summary import summarize
+
+        s = summarize(profile)
+        rows = [("device", s.target.name), ("ipus", s.target.num_ipus), ("tiles", s.target.num_tiles),
+                ("clock_hz", s.clock_hz), ("model", s.model), ("fits", s.fits), ("total_cycles", s.total_cycles),
+                ("time_s", s.total_seconds), ("num_steps", s.num_steps), ("peak_tile_bytes", s.peak.bytes),
+                ("peak_tile", s.peak.tile), ("peak_not_always_live_bytes", s.peak_not_always_live),
+                ("always_live_bytes", s.peak.always_live_bytes),
+                ("not_always_live_bytes", s.peak.not_always_live_bytes),
+                ("over_capacity_tiles", s.peak.over_capacity_tiles)]
+        rows += [(f"{k}_cycles", v) for k, v in s.phase_cycles.items()]
+        return pd.DataFrame(rows, columns=["metric", "value"])
+    raise ConfigError(f"view {view!r} has no table")
+
+
+COMPARE_TABLE = {"memory": "per_ipu", "liveness": "liveness", "summary": "headline", "ops": "ops",
+                 "steps": "steps", "execution": "phases"}
+
+
+def export_view(profile_path, view: str, output, compare=None, width: int | None = None,
+                height: int | None = None, dpi: float = 96.0, difference: bool = False) -> str:
+    """Write ``view`` of ``profile_path`` (compared with ``compare`` when given) to ``output``."""
+    from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.export import export_plot, export_table, export_widget_png
+    from popvision_lite.profile.reader import open_profile
+
+    suffix = Path(output).suffix.lower()
+    table = compare is None and view in SINGLE and suffix == ".csv"
+    create_app()
+    docs = [Document(open_profile(profile_path))]
+    host = None
+    try:
+        if compare is not None:
+            from popvision_lite.gui.compare_window import CompareWindow
+
+            docs.append(Document(open_profile(compare)))
+            if view not in COMPARE:
+                raise ConfigError(f"view {view!r} has no compare mode; use one of {', '.join(COMPARE)}")
+            page_key, item_key = COMPARE[view]
+            host = CompareWindow(docs[0], docs[1])
+            widget = host.show_page(page_key)
+            if difference:
+                if not docs[0].profile.target.num_tiles == docs[1].profile.target.num_tiles or \
+                        not widget.cmp.tile_by_tile:
+                    raise ConfigError(widget.cmp.tile_note or "tiles cannot be compared one to one")
+                widget.set_difference(True)
+                item_key = "difference"
+            if suffix == ".csv":
+                df = widget.tables()[COMPARE_TABLE[view]]
+                return f"{export_table(df, output)} rows"
+        else:
+            if table and view != "roofline":
+                return f"{export_table(_csv_frame(docs[0].profile, view, None), output)} rows"
+            from popvision_lite.gui.views import VIEW_REGISTRY
+
+            reg_key, item_key = SINGLE[view]
+            factory = next(f for k, _, f in VIEW_REGISTRY if k == reg_key)
+            widget = factory(docs[0])
+            host = QWidget()
+            lay = QVBoxLayout(host)
+            lay.setContentsMargins(0, 0, 0, 0)
+            lay.addWidget(widget)
+            if suffix == ".csv":
+                return f"{export_table(_csv_frame(docs[0].profile, view, widget), output)} rows"
+        w, h = width or DEFAULT_SIZE[0], height or DEFAULT_SIZE[1]
+        if height is None and width is not None:
+            h = int(round(width * DEFAULT_SIZE[1] / DEFAULT_SIZE[0]))
+        host.resize(w + 200, h + 200)
+        host.show()
+        _settle(widget, 0.2)
+        if item_key is None:  # a table view: draw the widget itself
+            if suffix != ".png":
+                raise ConfigError(f"the {view} view is a table: export it as .png (a picture) or .csv, not {suffix}")
+            tv = widget.findChildren(QTableView)
+            target = tv[0] if tv else widget
+            host.resize(w, h)
+            _settle(widget, 0.05)
+            pw, ph = export_widget_png(target, output, w, h)
+            return f"{pw} x {ph} px"
+        items = widget.plot_items()
+        if item_key not in items:
+            raise ConfigError(f"the {view} view has no plot {item_key!r} (has {', '.join(items)})")
+        item = items[item_key]
+        fit_item(host, item, w, h, widget)
+        _settle(widget, 0.05)
+        res = export_plot(item, output, width=w, height=h, dpi=dpi)
+        return f"{res[0]} x {res[1]} px" if isinstance(res, tuple) else f"{res:,} bytes SVG"
+    finally:
+        if host is not None:
+            host.close()
+            host.deleteLater()
+        for d in docs:
+            d.close()
