@@ -288,3 +288,17 @@ def test_what_if_ops_on_full_tiles():
     # with twice the SRAM nothing is over; with 40% every tile is over
     assert not rl.analyze(f, gpus=(), capacity_scale=2.0).ops.spills.any()
     assert rl.analyze(f, gpus=(), capacity_scale=0.4).ops.spills.all()
+
+
+def test_torch_trace_gzip(tmp_path):
+    import gzip
+
+    ev = {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 2, "args": {"flops": 4e6}}]}
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(json.dumps(ev).encode()))
+    df = load_torch_trace(p)
+    assert list(df["name"]) == ["k"] and df.iloc[0].achieved_flops == pytest.approx(2e12)
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(gzip.compress(b"{}")[:8])
+    with pytest.raises(TraceImportError, match="gzip"):
+        load_torch_trace(bad)

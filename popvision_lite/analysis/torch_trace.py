@@ -9,6 +9,7 @@ What is read (``torch.profiler`` / Kineto ``export_chrome_trace`` output)::
          "args": {"External id": 7, "correlation": 99}},
         ...]}
 
+* Plain or gzip-compressed JSON (``.json.gz``).
 * Events with ``cat`` ``kernel`` or ``gpu_op`` and ``ph`` ``X`` are GPU points; ``dur`` is in microseconds.
 * FLOPs: the event's own ``args.flops`` if present; otherwise the ``flops`` of the ``cpu_op`` with the same
   ``External id`` (shared between that op's kernels in proportion to their duration); otherwise unknown.
@@ -20,6 +21,7 @@ Anything malformed raises :class:`TraceImportError` naming the file and the even
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -65,6 +67,11 @@ def load_torch_trace(path) -> pd.DataFrame:
         text = path.read_bytes()
     except OSError as e:
         raise TraceImportError(path, f"cannot read trace: {e.strerror or e}") from None
+    if text[:2] == b"\x1f\x8b":  # torch.profiler can write .json.gz
+        try:
+            text = gzip.decompress(text)
+        except (OSError, EOFError) as e:
+            raise TraceImportError(path, f"corrupt gzip file: {e}") from None
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
