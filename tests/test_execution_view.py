@@ -243,6 +243,27 @@ def test_selection_from_other_view_highlights_steps(view):
     assert not view.step_hl.isVisible()
 
 
+def test_selection_of_op_with_its_own_range_tiles_and_program(view):
+    from popvision_lite.analysis import selection as S
+
+    idx = view.index
+    op = int(idx.op_id[idx.op_id >= 0][5])
+    steps = np.flatnonzero(idx.op_id == op)
+    view.document.selection.update(source="operations", op_id=op, step_range=(int(steps[0]), int(steps[-1]) + 1),
+                                   tiles=(3, 4, 5, 90))
+    assert view.highlight_steps.tolist() == steps.tolist()
+    assert not view.region.isVisible()          # the op's own extent is shown by its highlighted steps
+    view.refresh()
+    o = view.tile_band.opts
+    bands = sorted(zip(np.asarray(o["y0"]).tolist(), np.asarray(o["height"]).tolist(), strict=True))
+    assert bands == [(3.0, 3.0), (90.0, 1.0)]   # tiles 3-5 and 90 as two bands
+    prog = int(view.profile.programs.prog_id[view.profile.programs.first_step >= 0].iloc[2])
+    view.document.selection.update(source="program_tree", prog_id=prog, op_id=None, step_range=None, tiles=())
+    assert view.highlight_steps.tolist() == S.program_steps(view.profile, prog).tolist()
+    view.refresh()
+    assert not view.tile_band.isVisible()
+
+
 def test_double_click_expands_ipu(view):
     view._on_click(1000.0, TPI + 5.0, True, view.tile_vb)
     assert view.y_range() == pytest.approx((TPI, 2 * TPI))

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.analysis import execution as ex
+from popvision_lite.analysis import selection as sel
 from popvision_lite.gui import theme
 from popvision_lite.profile.schema import STEP_KINDS
 
@@ -233,6 +234,7 @@ class ExecutionView(QWidget):
         self.match_pos = -1
         self.current_step = -1
         self.highlight_steps = np.zeros(0, np.int64)
+        self.selected_tiles = np.zeros(0, np.int64)
         self.markers: list[pg.InfiniteLine] = []
         self.last_mode = ""
         self.last_raster: ex.TileRaster | None = None
@@ -358,6 +360,9 @@ class ExecutionView(QWidget):
         self.tile_hl = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=pg.mkBrush(*HIGHLIGHT_COLOR),
                                        pen=none_pen)
         self.tile_plot.addItem(self.tile_hl)
+        self.tile_band = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=pg.mkBrush(0, 160, 255, 60),
+                                         pen=pg.mkPen(0, 160, 255, 160))
+        self.tile_plot.addItem(self.tile_band)
         self.ipu_lines = []
         for i in range(1, self.nipu):
             ln = pg.InfiniteLine(pos=i * self.tpi, angle=0, pen=pg.mkPen("#555555", width=1))
@@ -601,7 +606,22 @@ class ExecutionView(QWidget):
         hi = float(fin.max()) if len(fin) else 2.0
         self.imb_vb.setYRange(1.0, max(hi, 1.1) * 1.05, padding=0)
 
+    def _draw_tile_band(self, x0, x1, origin):
+        """Selected tiles (from the memory view, an op's tiles ...) as bands across the lanes."""
+        t = np.unique(self.selected_tiles)
+        if len(t) == 0:
+            self.tile_band.hide()
+            return
+        brk = np.flatnonzero(np.diff(t) != 1) + 1
+        a = t[np.concatenate([[0], brk])]
+        b = t[np.concatenate([brk - 1, [len(t) - 1]])] + 1
+        self.tile_band.setOpts(x0=np.zeros(len(a)), width=np.full(len(a), x1 - x0), y0=a.astype(float),
+                               height=(b - a).astype(float))
+        self.tile_band.setPos(x0, 0)
+        self.tile_band.show()
+
     def _draw_highlight(self, x0, x1, w, origin):
+        self._draw_tile_band(x0, x1, origin)
         hs = self.highlight_steps
         if len(hs) == 0:
             self.step_hl.hide()
@@ -837,19 +857,33 @@ class ExecutionView(QWidget):
 
     # ------------------------------------------------------------------ selection from other views
     def _on_selection(self, state):
+        """Another view selected something: highlight its steps, show its range, mark its tiles."""
         if state.source == "execution":
             return
         if state.op_id is not None:
             self.highlight_steps = ex.match_steps(self.index, [state.op_id])
+        elif state.prog_id is not None:
+            steps = self._cached(("prog_steps", int(state.prog_id)), sel.program_steps, self.profile,
+                                 int(state.prog_id))
+            self.highlight_steps = np.asarray(steps, dtype=np.int64)
         else:
             self.highlight_steps = np.zeros(0, np.int64)
-        if state.step_range is not None:
-            s0, s1 = state.step_range
-            s0, s1 = max(0, s0), min(self.index.n, s1)
+        hs = self.highlight_steps
+        own = (int(hs[0]), int(hs[-1]) + 1) if len(hs) else None
+        rng = state.step_range
+        if rng is not None and tuple(rng) != own:  # a range of its own, not just the op's extent
+            s0, s1 = max(0, rng[0]), min(self.index.n, rng[1])
             if s1 > s0:
                 self.region.setRegion((float(self.index.start[s0]), float(self.index.cummax_end[s1 - 1])))
                 self.region.show()
+        else:
+            self.region.hide()
+        self.selected_tiles = np.asarray(state.tiles, dtype=np.int64)
         self._schedule()
+
+    def _cached(self, key, fn, *args):
+        cache = getattr(self.document, "cached", None)
+        return cache(key, fn, *args) if cache else fn(*args)
 
     # ------------------------------------------------------------------ export
     def plot_items(self) -> dict:
