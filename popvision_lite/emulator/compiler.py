@@ -503,7 +503,8 @@ def _liveness(c: Compiled) -> None:
     # per-tile bytes of every tensor
     T = c.num_tiles
     c.tensor_tiles: list[tuple[np.ndarray, np.ndarray]] = []
-    delta = np.zeros((L + 1, T), np.int64) if L else np.zeros((1, T), np.int64)
+    # int32: per-tile bytes stay far below 2 GiB even for graphs that do not fit; halves memory
+    delta = np.zeros((L + 1, T), np.int32) if L else np.zeros((1, T), np.int32)
     for t in g.tensors:
         ept = t.mapping.elements_per_tile(T) * t.itemsize
         tiles = np.nonzero(ept)[0]
@@ -515,7 +516,7 @@ def _liveness(c: Compiled) -> None:
         else:
             delta[c.first_lstep[t.id], tiles] += b
             delta[c.last_lstep[t.id] + 1, tiles] -= b
-    nal = np.cumsum(delta[:max(L, 1)], axis=0) if L else np.zeros((0, T), np.int64)
+    nal = np.cumsum(delta[:max(L, 1)], axis=0, dtype=np.int32) if L else np.zeros((0, T), np.int32)
     c.liveness_tile_bytes = nal
     if L:
         c.memory[:, CATEGORY_CODE["variable"], 1] = nal.max(axis=0)

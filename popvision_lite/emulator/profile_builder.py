@@ -250,7 +250,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         "lstep": np.arange(L, dtype=np.int64),
         "prog_id": np.array(c.leaves, np.int32),
         "name": [c.progs[p].prog.name for p in c.leaves],
-        "total_bytes": ltb.sum(axis=1).astype(np.int64) if L else np.zeros(0, np.int64),
+        "total_bytes": ltb.sum(axis=1, dtype=np.int64) if L else np.zeros(0, np.int64),
         "max_tile_bytes": ltb.max(axis=1).astype(np.int64) if L else np.zeros(0, np.int64),
         "max_tile": ltb.argmax(axis=1).astype(np.int32) if L else np.zeros(0, np.int32),
     }, columns=list(schema.TABLE_COLUMNS["liveness_steps"]))
