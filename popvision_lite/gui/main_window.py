@@ -253,6 +253,10 @@ class MainWindow(QMainWindow):
             self.view_actions.append(a)
         self.act_cancel = self._action(self.menus["run"], "&Cancel running job", self.cancel_tasks, "Esc",
                                        "Cancel loading or any running job")
+        from popvision_lite.gui import export_actions, whatif  # File > Export…, Compare; Run > emulations
+
+        export_actions.install(self)
+        whatif.install(self)
         h = self.menus["help"]
         self._action(h, "&Keyboard shortcuts", self.show_shortcuts, "F1", "List every keyboard shortcut")
         self._action(h, "&About", self.show_about, None, "About popvision-lite")
