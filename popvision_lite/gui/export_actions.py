@@ -245,9 +245,9 @@ def install(mw) -> None:
                                     "Ctrl+E", "Export the current view's plot as PNG or SVG")
     mw.act_export_table = mw._action(exp, "Export &table…", lambda: export_table_dialog(mw, _current_view(mw)),
                                      "Ctrl+Shift+E", "Export a table of the current view as CSV")
-    mw.act_export_report = mw._action(exp, "Export &report…", lambda: export_report_dialog(mw), None,
+    mw.act_export_report = mw._action(exp, "Export &report…", lambda: export_report_dialog(mw), "Ctrl+Alt+E",
                                       "Every view as PNG, tables as CSV and a summary, in one folder")
-    mw.act_export_trace = mw._action(exp, "Export &Chrome trace…", lambda: export_chrome_trace_dialog(mw), None,
+    mw.act_export_trace = mw._action(exp, "Export &Chrome trace…", lambda: export_chrome_trace_dialog(mw), "Ctrl+Alt+T",
                                      "BSP steps as Chrome Trace JSON for Perfetto / chrome://tracing")
     mw.export_menu = exp
     if before is not None:  # keep Quit last
