@@ -28,11 +28,14 @@ def build_window(args, settings=None):
     win.act_dark.setChecked(theme.current() == "dark")
     paths = list(getattr(args, "profiles", None) or [])
     compare = getattr(args, "compare", None)
-    if compare:
-        paths += [p for p in compare if p not in paths]  # compare mode proper is added by the compare view
+    if compare:  # both open as documents and side by side in a compare window
+        from popvision_lite.gui.compare_window import open_compare
+
+        open_compare(win, compare[0], compare[1])
+        paths = [p for p in paths if p not in compare]
     if paths:
         win.open_paths(paths)
-    elif getattr(args, "sample", False):
+    elif getattr(args, "sample", False) and not compare:
         if not win.open_sample():
             print("popvision-lite: no bundled sample profiles found", file=sys.stderr)
     return win
