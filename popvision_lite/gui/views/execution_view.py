@@ -270,11 +270,6 @@ class ExecutionView(QWidget):
         self.search_edit.textChanged.connect(self.set_search)
         self.search_edit.installEventFilter(self)
         bar.addWidget(self.search_edit, 1)
-        legend = " ".join(
-            f"<span style='color:{KIND_COLORS[k]}'>&#9632;</span>&nbsp;{KIND_LABELS[k]}" for k in STEP_KINDS
-        ) + f" <span style='color:{WAIT_COLOR}'>&#9632;</span>&nbsp;waiting at sync"
-        self.legend_label = QLabel(legend)
-        bar.addWidget(self.legend_label)
         lay.addLayout(bar)
 
         split = QSplitter(Qt.Horizontal)
@@ -309,7 +304,7 @@ class ExecutionView(QWidget):
         self.tile_axis = TileAxis(self.tpi, self.nipu)
         self.tile_plot = c.addPlot(row=1, col=0, viewBox=self.tile_vb, axisItems={"left": self.tile_axis})
         self.tile_plot.invertY(True)
-        self.tile_plot.setLabel("left", "IPU / tile")
+        self.tile_plot.setLabel("left", "IPU : tile")
         self.tile_plot.hideAxis("bottom")
         # per-step chart + imbalance
         self.chart_vb = _LaneViewBox(zoom_y=False)
@@ -388,6 +383,14 @@ class ExecutionView(QWidget):
         self.tile_plot.addItem(self.region)
         self.region.sigRegionChangeFinished.connect(self._on_region_done)
         # help overlay
+        # legend in its own row under the plots (so exported images carry it too)
+        self.legend = pg.LegendItem(colCount=len(STEP_KINDS) + 1, sampleType=None)
+        for k, it in zip(STEP_KINDS, self.step_bars, strict=True):
+            self.legend.addItem(it, KIND_LABELS[k])
+        self._wait_sample = pg.BarGraphItem(x0=[0], width=[1], height=[1], brush=pg.mkBrush(WAIT_COLOR),
+                                            pen=none_pen)
+        self.legend.addItem(self._wait_sample, "waiting at sync")
+        self.canvas.ci.addItem(self.legend, row=4, col=0)
         self.help = QLabel(HELP_TEXT, self.canvas)
         self.help.setStyleSheet("QLabel { background: rgba(255,255,255,235); color: #111; "
                                 "border: 1px solid #888; padding: 8px; }")
