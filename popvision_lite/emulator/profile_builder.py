@@ -42,7 +42,12 @@ class StepTileArray:
 
 
 def _clip_u32(a: np.ndarray) -> np.ndarray:
-    return np.minimum(a, U32).astype(np.uint32)
+    a = np.asarray(a)
+    if a.dtype == np.uint32:
+        return a
+    if a.dtype.itemsize <= 4 and a.dtype.kind in "iu":
+        return np.maximum(a, 0).astype(np.uint32)
+    return np.clip(a, 0, U32).astype(np.uint32)
 
 
 def _op_type(name: str) -> str:
