@@ -356,3 +356,17 @@ def test_reader_casts_wider_ints_and_rejects_text_for_numbers(copy):
         h["tables/steps"].create_dataset("op_id.categories", data=np.array(["a"], dtype=object),
                                          dtype=h5py.string_dtype())
     _expect(f, "table 'steps' column 'op_id'", "expected int32")
+
+
+def test_cancel_from_progress_propagates_and_cleans_up(tmp_path):
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel(done, total):
+        raise Cancelled("user pressed cancel")
+
+    with pytest.raises(Cancelled):
+        write_synthetic(tmp_path / "c.pvl", num_ipus=1, tiles_per_ipu=8, num_steps=3000, progress=cancel)
+    assert list(tmp_path.iterdir()) == []

@@ -200,11 +200,19 @@ def _fill_aggregates(steps: pd.DataFrame, agg: dict[str, np.ndarray]) -> pd.Data
     return steps
 
 
+class _CallerAbort(Exception):
+    def __init__(self, inner: BaseException):
+        super().__init__(repr(inner))
+        self.inner = inner
+
+
 def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVELS,
                   step_chunk: int = STEP_CHUNK, progress=None) -> Path:
     """Write ``data`` atomically to ``path`` (a ``.pvl`` file); returns the path.
 
-    ``progress(done_steps, total_steps)`` is called after each batch of steps when given.
+    ``progress(done_steps, total_steps)`` is called after each batch of steps when given; an
+    exception it raises (e.g. a GUI worker's cancel) stops the write, removes the temporary file and
+    propagates unchanged.
     Raises :class:`ProfileError` for inconsistent data or an unwritable destination.
     """
     import h5py
@@ -292,7 +300,10 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     sdsets[(sb, tb, "mean")][a:b_] = mean
                     sdsets[(sb, tb, "max")][a:b_] = mx
                 if progress is not None:
-                    progress(j, n_steps)
+                    try:
+                        progress(j, n_steps)
+                    except BaseException as e:  # cancel: clean up below, re-raise as is
+                        raise _CallerAbort(e) from e
 
             arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
             ltb = np.asarray(data.liveness_tile_bytes)
@@ -312,6 +323,8 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
             f.attrs["complete"] = True
         os.replace(tmp, path)
         ok = True
+    except _CallerAbort as e:
+        raise e.inner from None
     except ProfileError:
         raise
     except OSError as e:
