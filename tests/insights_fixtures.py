@@ -68,8 +68,9 @@ PROGRAMS = [  # prog_id, parent, kind, name, op, repeat, cs, first, last, code_b
 VARIABLES = [
     (0, "w0", "variable", {t: 250 for t in range(8)}, True, -1, -1, -1),
     (1, "adam/w0/momentum", "variable", {t: 100 for t in range(8)}, True, -1, -1, -1),
-    (2, "fwd/matmul/out", "variable", {0: 400, 1: 400, 2: 400, 3: 500}, False, 0, 4, 0),
-    (3, "fwd/relu/out", "variable", {2: 300, 3: 300, 4: 300, 5: 300}, False, 2, 4, 1),
+    # forward activations kept for a later use (lstep 5), i.e. held across bwd/grad at lstep 4
+    (2, "fwd/matmul/out", "variable", {0: 400, 1: 400, 2: 400, 3: 500}, False, 0, 5, 0),
+    (3, "fwd/relu/out", "variable", {2: 300, 3: 300, 4: 300, 5: 300}, False, 2, 5, 1),
     (4, "bwd/grad/out", "variable", {4: 100, 5: 100, 6: 100, 7: 100}, False, 4, 4, 2),
     (5, "c", "constant", {0: 8}, True, -1, -1, -1),
 ]

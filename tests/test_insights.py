@@ -49,23 +49,52 @@ def test_oom_names_worst_tiles_with_bytes(pair):
 def test_recompute_advice_numbers_from_liveness(pair):
     p, _ = pair
     f = _by_kind(I.insights(p))["recompute"]
-    ls, v = p.liveness_steps, p.variables
+    ls, v, pr = p.liveness_steps, p.variables, p.programs
     pk = int(ls["lstep"][ls["total_bytes"].idxmax()])
-    live = v[(~v["always_live"]) & (v["op_id"] >= 0) & (v["first_lstep"] <= pk) & (v["last_lstep"] >= pk)]
-    assert f.numbers["peak_lstep"] == pk
-    assert f.numbers["activation_bytes"] == int(live["bytes"].sum())
-    assert f"save up to {int(live['bytes'].sum()):,} B" in f.text
-    # on the worst tile: activations resident at that tile's own peak liveness step
+    assert f.numbers["peak_lstep"] == pk and f.numbers["peak_bytes"] == int(ls["total_bytes"].max())
+    # held across the peak: activations made before the op running there and used after it
+    op = int(pr["op_id"][pr["lstep"] == pk].iloc[0])
+    op_ls = pr["lstep"][(pr["op_id"] == op) & (pr["lstep"] >= 0)]
+    held = v[(~v["always_live"]) & (v["op_id"] >= 0) & (v["op_id"] != op)
+             & (v["first_lstep"] < op_ls.min()) & (v["last_lstep"] > op_ls.max())]
+    # by construction of the fixture: the two forward outputs, kept for lstep 5
+    assert sorted(held["name"]) == ["fwd/matmul/out", "fwd/relu/out"]
+    assert f.numbers["held_bytes"] == int(held["bytes"].sum()) == 2900
+    assert f"save up to {int(held['bytes'].sum()):,} B" in f.text
+    assert set(f.variables) == set(held["var_id"])
+    # the running op's own output is not counted as recomputable
+    own = v[(~v["always_live"]) & (v["op_id"] == op) & (v["first_lstep"] <= pk) & (v["last_lstep"] >= pk)]
+    assert f.numbers["own_bytes"] == int(own["bytes"].sum())
+    # on the worst tile: held activations resident at that tile's own peak liveness step
     bt = p.memory.by_tile()
     t = int((bt["total"] - bt["capacity"]).idxmax())
     col = p.liveness.tile_bytes(tiles=[t])[:, 0]
     tl = int(np.argmax(col))
+    assert f.numbers["worst_tile"] == t and f.numbers["worst_tile_lstep"] == tl
     vt = p.variable_tiles
-    ids = v[(~v["always_live"]) & (v["op_id"] >= 0) & (v["first_lstep"] <= tl) & (v["last_lstep"] >= tl)]["var_id"]
-    on_tile = int(vt[(vt["tile"] == t) & vt["var_id"].isin(ids)]["bytes"].sum())
-    assert f.numbers["worst_tile"] == t and f.numbers["worst_tile_activation_bytes"] == on_tile
-    assert on_tile == int(col[tl])  # here all of the tile's not-always-live bytes are activations
-    assert "enough to fit" in f.text
+    # fwd/matmul/out (made at lstep 0, kept to 5) is held across tile 3's peak at lstep 2 (fwd/relu)
+    on_tile = int(vt[(vt["tile"] == t) & (vt["var_id"] == 2)]["bytes"].sum())
+    assert f.numbers["worst_tile_held_bytes"] == on_tile == 500
+    assert on_tile >= f.numbers["worst_tile_over"] and "enough to fit" in f.text
+
+
+def test_peak_of_op_temporaries_is_not_sent_to_recompute(tmp_path):
+    # make bwd/grad's own output huge: the peak is then that op's temporaries, not held activations
+    from insights_fixtures import make_data
+
+    from popvision_lite.profile.writer import write_profile
+
+    data = make_data(cap=100_000)
+    data.variables.loc[data.variables["var_id"] == 4, "bytes"] = 40_000
+    data.liveness_tile_bytes[4, 4:8] += 10_000 - 100
+    data.liveness_steps.loc[4, "total_bytes"] = int(data.liveness_tile_bytes[4].sum())
+    write_profile(tmp_path / "t.pvl", data)
+    with pvl.open(tmp_path / "t.pvl") as p:
+        kinds = _by_kind(I.insights(p))
+        f = kinds["peak_temporaries"]
+        assert f.ops == (2,) and "bwd/grad" in f.text and "Recomputation cannot lower this peak" in f.text
+        assert f.numbers["own_bytes"] == 40_000
+        assert "recompute" not in kinds  # held share is small and nothing is over capacity
 
 
 def test_more_ipus_and_streaming_cost(pair):

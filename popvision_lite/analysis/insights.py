@@ -26,6 +26,7 @@ EXCHANGE_SHARE_WARN = 0.30      # exchange steps take >= 30% of the run
 ACTIVATION_SHARE_RECOMPUTE = 0.5  # activations are >= half of the not-always-live peak
 COMPUTE_IDLE_WARN = 0.5         # tiles idle >= 50% of compute-step time
 MEMORY_IMBALANCE_WARN = 2.0     # fullest tile holds >= 2x the mean tile
+_MAX_IDS = 50  # related ids kept per finding
 OPTIMIZER_NAME = re.compile(r"optim|adam|lamb|momentum|velocity|accum|moment", re.IGNORECASE)
 
 
@@ -57,6 +58,14 @@ def _bullets(lines, first: bool = True) -> str:
     """Lines as a bulleted list in plain text (views render each line on its own)."""
     body = "\n".join(f"\u2022 {line}" for line in lines)
     return ("\n" + body) if first else body
+
+
+def _fmt_seconds(t: float) -> str:
+    if t >= 1:
+        return f"{t:.3g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t * 1e6:.3g} us"
 
 
 def _pct(x: float) -> str:
@@ -145,6 +154,44 @@ def activations_live_at(profile, lstep: int) -> pd.DataFrame:
     return v[_activation_mask(v) & live]
 
 
+def op_at_lstep(profile, lstep: int) -> int:
+    """Op of the leaf program at liveness step ``lstep`` (-1 if none)."""
+    pr = profile.programs
+    hit = pr["op_id"].to_numpy()[pr["lstep"].to_numpy() == lstep]
+    return int(hit[0]) if len(hit) else -1
+
+
+def op_lstep_range(profile, op_id: int, lstep: int) -> tuple[int, int]:
+    """First and last liveness step of the op's leaf programs (``(lstep, lstep)`` for no op)."""
+    if op_id < 0:
+        return lstep, lstep
+    pr = profile.programs
+    ls = pr["lstep"].to_numpy()[(pr["op_id"].to_numpy() == op_id) & (pr["lstep"].to_numpy() >= 0)]
+    if len(ls) == 0:
+        return lstep, lstep
+    return int(ls.min()), int(ls.max())
+
+
+def split_live_at(profile, lstep: int) -> dict[str, pd.DataFrame]:
+    """Not-always-live variables live at ``lstep``, split three ways:
+
+    * ``held``: activations produced before the op running at ``lstep`` and used after it: kept
+      across it only for a later use (the backward pass); recomputation can free these;
+    * ``own``: produced by the running op (its outputs and temporaries): recomputation cannot help,
+      a plan with less temporary memory can;
+    * ``other``: the rest (inputs the running op reads now, host data, ...).
+    """
+    v = profile.variables
+    live = (v["first_lstep"].to_numpy() <= lstep) & (v["last_lstep"].to_numpy() >= lstep) \
+        & ~v["always_live"].to_numpy(bool)
+    op = op_at_lstep(profile, lstep)
+    of, ol = op_lstep_range(profile, op, lstep)
+    prod = v["op_id"].to_numpy()
+    own = live & (prod == op) & (op >= 0)
+    held = live & _activation_mask(v) & ~own & (v["first_lstep"].to_numpy() < of) & (v["last_lstep"].to_numpy() > ol)
+    return {"held": v[held], "own": v[own], "other": v[live & ~held & ~own], "op": op}
+
+
 def tile_peak(profile, tile: int) -> tuple[int, int]:
     """(lstep, bytes) where ``tile`` holds the most not-always-live bytes."""
     tb = np.asarray(profile.liveness.tile_bytes(0, None, tiles=[tile]))[:, 0]
@@ -154,13 +201,10 @@ def tile_peak(profile, tile: int) -> tuple[int, int]:
     return i, int(tb[i])
 
 
-def activation_bytes_on_tile(profile, tile: int, lstep: int) -> tuple[int, list[int]]:
-    """Bytes on ``tile`` of activations live at ``lstep`` and their var ids (largest first)."""
-    acts = activations_live_at(profile, lstep)
+def bytes_on_tile(profile, tile: int, var_ids) -> int:
     vt = profile.variable_tiles
-    on = vt[(vt["tile"].to_numpy() == tile) & np.isin(vt["var_id"].to_numpy(), acts["var_id"].to_numpy())]
-    on = on.sort_values("bytes", ascending=False, kind="stable")
-    return int(on["bytes"].sum()), on["var_id"].astype(int).tolist()
+    on = (vt["tile"].to_numpy() == tile) & np.isin(vt["var_id"].to_numpy(), np.asarray(list(var_ids), dtype=np.int64))
+    return int(vt["bytes"].to_numpy()[on].sum())
 
 
 def weight_variables(profile) -> pd.DataFrame:
@@ -225,6 +269,65 @@ def _top_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     return out
 
 
+def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
+    """Recomputation advice (activations held across the peak) or, when the peak is the running op's
+    own temporaries, advice on that op's plan."""
+    out: list[Finding] = []
+    ls = profile.liveness_steps
+    peak_bytes = int(ls["total_bytes"].max())
+    parts = split_live_at(profile, pk)
+    held, own = parts["held"], parts["own"]
+    held_b, own_b = int(held["bytes"].sum()), int(own["bytes"].sum())
+    share = held_b / peak_bytes if peak_bytes else 0.0
+    own_share = own_b / peak_bytes if peak_bytes else 0.0
+    op = parts["op"]
+    op_names = dict(zip(profile.ops["op_id"].tolist(), profile.ops["name"].astype(str).tolist(), strict=True))
+    op_name = op_names.get(op, "no op")
+    name = str(ls.loc[ls["lstep"] == pk, "name"].iloc[0])
+    nums: dict[str, Any] = {"peak_lstep": pk, "peak_bytes": peak_bytes, "peak_op": op,
+                            "held_bytes": held_b, "held_share": share, "own_bytes": own_b}
+    tiles: tuple[int, ...] = ()
+    worst_txt = ""
+    if len(over):
+        t = int(over.index[0])
+        tl, _ = tile_peak(profile, t)
+        tparts = split_live_at(profile, tl)
+        theld = bytes_on_tile(profile, t, tparts["held"]["var_id"])
+        o = int(over.loc[t, "over"])
+        verdict = "enough to fit" if theld >= o else f"not enough alone (still {fmt_bytes(o - theld)} over)"
+        worst_txt = (f"\nOn the worst tile, {_tile_name(profile, t)}, activations held across its peak "
+                     f"(liveness step {tl}) take {fmt_bytes(theld)} against {fmt_bytes(o)} over capacity: "
+                     f"{verdict}.")
+        nums.update(worst_tile=t, worst_tile_lstep=tl, worst_tile_held_bytes=theld, worst_tile_over=o)
+        tiles = (t,)
+    head = (f"The not-always-live peak is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}, op {op_name}). "
+            f"Of it, {len(held):,} activations made earlier and used later (e.g. by the backward pass) are held "
+            f"across it: {fmt_bytes(held_b)} ({_pct(share)}); the running op's own outputs and temporaries take "
+            f"{fmt_bytes(own_b)} ({_pct(own_share)}).")
+    if held_b > 0 and (share >= ACTIVATION_SHARE_RECOMPUTE or len(over)):
+        sev = "warning" if len(over) else "info"
+        text = (head + f" Recomputing held activations in the backward pass instead of keeping them can save up "
+                f"to {fmt_bytes(held_b)} at the peak (less the checkpoints kept), at the cost of running their "
+                f"forward ops again." + worst_txt)
+        out.append(Finding(sev, "recompute", "Try recomputation", text, tiles=tiles,
+                           ops=tuple(sorted({int(o) for o in held["op_id"]}))[:_MAX_IDS],
+                           variables=tuple(int(v) for v in held.sort_values("bytes", ascending=False)
+                                           ["var_id"].head(20)),
+                           numbers=nums))
+    if own_share >= ACTIVATION_SHARE_RECOMPUTE and op >= 0:
+        plan = str(profile.ops.loc[profile.ops["op_id"] == op, "plan"].iloc[0]) \
+            if (profile.ops["op_id"] == op).any() else ""
+        big = own.sort_values("bytes", ascending=False).head(3)
+        text = (head + f" Recomputation cannot lower this peak; {op_name}"
+                + (f" (plan: {plan})" if plan else "") + " needs a plan with less temporary memory "
+                "(e.g. more serial passes or a smaller split). Largest:"
+                + _bullets(f"{r['name']}: {fmt_bytes(r['bytes'])}" for _, r in big.iterrows()))
+        out.append(Finding("warning" if len(over) else "info", "peak_temporaries",
+                           "Peak is one op's temporaries", text, ops=(op,),
+                           variables=tuple(int(v) for v in big["var_id"]), numbers=dict(nums)))
+    return out
+
+
 def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
     out: list[Finding] = []
     over = bt[bt["over"] > 0].sort_values("over", ascending=False, kind="stable")
@@ -253,42 +356,10 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
                                     "worst_over": worst["over"].astype(int).tolist(),
                                     "total_over": int(over["over"].sum())}))
 
-    # recomputation: activations at the not-always-live peak
+    # recomputation: activations held across the not-always-live peak
     pk = peak_lstep(profile)
     if pk is not None and not is_recompute_run(profile):
-        ls = profile.liveness_steps
-        peak_bytes = int(ls["total_bytes"].max())
-        acts = activations_live_at(profile, pk)
-        act_bytes = int(acts["bytes"].sum())
-        share = act_bytes / peak_bytes if peak_bytes else 0.0
-        worst_tile_txt = ""
-        nums: dict[str, Any] = {"peak_lstep": pk, "peak_bytes": peak_bytes, "activation_bytes": act_bytes,
-                                "activation_share": share}
-        tiles: tuple[int, ...] = ()
-        if len(over):
-            t = int(over.index[0])
-            tl, tb = tile_peak(profile, t)
-            tact, _ = activation_bytes_on_tile(profile, t, tl) if tl >= 0 else (0, [])
-            o = int(over.loc[t, "over"])
-            verdict = "enough to fit" if tact >= o else f"not enough alone (still {fmt_bytes(o - tact)} over)"
-            worst_tile_txt = (f" On the worst tile, {_tile_name(profile, t)}, activations live at its peak "
-                              f"(liveness step {tl}) take {fmt_bytes(tact)} against {fmt_bytes(o)} over "
-                              f"capacity: {verdict}.")
-            nums.update(worst_tile=t, worst_tile_activation_bytes=tact, worst_tile_over=o)
-            tiles = (t,)
-        if share >= ACTIVATION_SHARE_RECOMPUTE and act_bytes > 0:
-            name = str(ls.loc[ls["lstep"] == pk, "name"].iloc[0]) if "name" in ls else str(pk)
-            sev = "warning" if len(over) else "info"
-            text = (f"The not-always-live peak is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}); "
-                    f"{len(acts):,} activations make up {fmt_bytes(act_bytes)} of it ({_pct(share)}). "
-                    f"Recomputing them in the backward pass instead of keeping them could save up to "
-                    f"{fmt_bytes(act_bytes)} at the peak, at the cost of recomputing their ops."
-                    + worst_tile_txt)
-            out.append(Finding(sev, "recompute", "Try recomputation", text, tiles=tiles,
-                               ops=tuple(sorted({int(o) for o in acts["op_id"]})),
-                               variables=tuple(int(v) for v in acts.sort_values("bytes", ascending=False)
-                                               ["var_id"].head(20)),
-                               numbers=nums))
+        out += _peak_findings(profile, pk, over)
 
     # more IPUs / streaming memory for weights
     w = weight_variables(profile)
@@ -326,7 +397,7 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
                 clk = float(target.clock_hz)
                 text += (f"Keeping {what} in streaming memory frees {fmt_bytes(moved)} of SRAM but moves it over "
                          f"DDR at {bw_ipu / 1e9:.1f} GB/s per IPU (device spec {spec.id}) x {n_ipu}: "
-                         f"{secs * 1e3:.3g} ms (~{secs * clk:,.0f} cycles) per pass each way.")
+                         f"{_fmt_seconds(secs)} (~{secs * clk:,.0f} cycles) per pass each way.")
                 nums2.update(ddr_bytes_per_s=bw, stream_bytes=moved, stream_seconds=secs)
             else:
                 text += ("Streaming memory for weights / optimiser state would free that SRAM; the device spec "
