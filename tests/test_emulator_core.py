@@ -296,3 +296,29 @@ def test_lazy_broadcast_copies_equal_eager_copies(mk2):
     np.testing.assert_array_equal(lazy["kept"][0], last[:16])
     for name in ("kept", "stage_relu", "mm/a_chunk", "mm/b_chunk"):
         np.testing.assert_array_equal(lazy[name], eager[name], err_msg=name)
+
+
+def test_stream_copy_shares_ddr_per_ipu_and_16_ipu_target():
+    t = Target.from_device("ipu-bow", num_ipus=16)
+    assert t.num_tiles == 16 * t.tiles_per_ipu
+    n = 4096  # float32: 16 KiB per tile
+
+    def stream_cycles(tiles):
+        g = Graph(t)
+        hb = g.add_host_buffer("in", (n * len(tiles),), "float32", kind="streaming")
+        x = g.add_variable("x", (n * len(tiles),), "float32", mapping=M.linear(n * len(tiles), tiles))
+        res = Engine(g, P.StreamCopy(hb, x), mode="timing").run()
+        st = res.profile_data.steps
+        row = st[st["kind"] == STEP_KIND_CODE["stream_copy"]].iloc[0]
+        return int(row["end_cycle"] - row["start_cycle"])
+
+    em = t.em
+    lat = em["stream_copy_latency_cycles"]
+    ddr = em["ddr_bytes_per_cycle"]
+    one = stream_cycles([0])
+    assert one == max(int(np.ceil(n * 4 / em["exchange_bytes_per_cycle"])), int(np.ceil(n * 4 / ddr))) + lat
+    # two tiles of one IPU share that IPU's streaming-memory bandwidth; two IPUs do not
+    same_ipu = stream_cycles([0, 1])
+    two_ipus = stream_cycles([0, t.tiles_per_ipu * 15])
+    assert same_ipu - lat == int(np.ceil(2 * n * 4 / ddr))
+    assert two_ipus == one
