@@ -385,11 +385,13 @@ class ExecutionView(QWidget):
         # help overlay
         # legend in its own row under the plots (so exported images carry it too)
         self.legend = pg.LegendItem(colCount=len(STEP_KINDS) + 1, sampleType=None)
-        for k, it in zip(STEP_KINDS, self.step_bars, strict=True):
-            self.legend.addItem(it, KIND_LABELS[k])
-        self._wait_sample = pg.BarGraphItem(x0=[0], width=[1], height=[1], brush=pg.mkBrush(WAIT_COLOR),
-                                            pen=none_pen)
-        self.legend.addItem(self._wait_sample, "waiting at sync")
+        # dedicated sample items: the drawn ones are hidden at some zoom levels, and a hidden item
+        # shows as "disabled" in a legend
+        self._legend_samples = [pg.BarGraphItem(x0=[0], width=[1], height=[1], brush=pg.mkBrush(c), pen=none_pen)
+                                for c in [KIND_COLORS[k] for k in STEP_KINDS] + [WAIT_COLOR]]
+        for it, name in zip(self._legend_samples, [KIND_LABELS[k] for k in STEP_KINDS] + ["waiting at sync"],
+                            strict=True):
+            self.legend.addItem(it, name)
         self.canvas.ci.addItem(self.legend, row=4, col=0)
         self.help = QLabel(HELP_TEXT, self.canvas)
         self.help.setStyleSheet("QLabel { background: rgba(255,255,255,235); color: #111; "
