@@ -1,0 +1,97 @@
+"""Emulated models: numerics equal the numpy reference within fp tolerance, recomputation trades
+memory for compute, ops are attributed in the profile."""
+
+import numpy as np
+import pytest
+
+from popvision_lite.emulator.models.emulated import run_model
+from popvision_lite.emulator.models.workloads import make_config
+from popvision_lite.profile.schema import STEP_KIND_CODE
+
+SMALL = {
+    "mlp": dict(batch=8, hidden=16),
+    "bert": dict(batch=2, seq=8, hidden=16, heads=2, layers=2, vocab=32),
+    "conv": dict(batch=1, image=5, hidden=4),
+    "gnn": dict(nodes=24, edges=64, hidden=8),
+}
+
+
+@pytest.mark.parametrize("model", sorted(SMALL))
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_emulated_training_step_matches_numpy(model, precision):
+    r = run_model(make_config(model, precision=precision, **SMALL[model]))
+    assert r.fits
+    checks = r.numeric_checks
+    # forward output, gradients and updated weights are all compared
+    assert "output" in checks and len(checks) >= 4
+    failed = {k: (v["max_abs_err"], v["max_rel_err"]) for k, v in checks.items() if not v["passed"]}
+    assert not failed
+    if precision == "fp32":
+        assert max(v["max_abs_err"] for v in checks.values()) < 1e-3
+    # the checks are stored in the profile's run dict
+    assert r.profile_data.run["numeric_checks"] is checks
+
+
+def test_numeric_check_detects_a_wrong_result(monkeypatch):
+    """A broken codelet must make the numeric check fail (the check can fail)."""
+    from popvision_lite.emulator.ops import codelets as OC
+
+    orig = OC.GELU.fn
+    monkeypatch.setattr(OC.GELU, "fn", lambda x: orig(x) * 1.1)
+    r = run_model(make_config("bert", precision="fp32", **SMALL["bert"]))
+    assert not r.numeric_checks["output"]["passed"]
+
+
+def _compute_cycles(pd_):
+    s = pd_.steps
+    return int((s.end_cycle - s.start_cycle)[s.kind == STEP_KIND_CODE["compute"]].sum())
+
+
+def test_recompute_lowers_peak_memory_and_costs_compute():
+    kw = dict(batch=4, seq=32, layers=3, hidden=64, heads=2, vocab=64)
+    a = run_model(make_config("bert", recompute=False, **kw), timing_only=True)
+    b = run_model(make_config("bert", recompute=True, **kw), timing_only=True)
+    assert a.fits and b.fits
+    la, lb = a.profile_data.liveness_steps, b.profile_data.liveness_steps
+    assert lb.total_bytes.max() < la.total_bytes.max()
+    assert _compute_cycles(b.profile_data) > 1.1 * _compute_cycles(a.profile_data)
+    ops_b = set(b.profile_data.ops.name)
+    assert any("/recompute/" in n for n in ops_b) and not any("/recompute/" in n for n in a.profile_data.ops.name)
+
+
+def test_ops_table_has_plans_and_types():
+    r = run_model(make_config("mlp", **SMALL["mlp"]), timing_only=True)
+    ops = r.profile_data.ops.set_index("name")
+    mm = ops.loc["layer0/matmul"]
+    assert mm["type"] == "matmul" and "split" in mm["plan"] and mm["flops"] >= 2 * 8 * 16 * 16
+    assert mm["cycles"] > 0 and mm["min_bytes"] > 0
+    assert ops.loc["layer0/bwd/w_sgd", "type"] == "sgd_update"
+
+
+def test_pipeline_places_layers_on_ipus_with_inter_ipu_exchange():
+    cfg = make_config("mlp", batch=8, hidden=16, layers=4, ipus=4)
+    r = run_model(cfg)
+    assert r.fits and all(v["passed"] for v in r.numeric_checks.values())
+    ops = r.profile_data.ops.set_index("name")
+    steps = r.profile_data.steps
+    for i in range(4):
+        own = steps[(steps.op_id == ops.loc[f"layer{i}/matmul", "op_id"]) & (steps.kind == STEP_KIND_CODE["compute"])]
+        assert len(own) and set(own.ipu) == {i}
+    assert (steps.kind == STEP_KIND_CODE["exchange_global"]).any()
+
+
+def test_streaming_weights_use_stream_copies():
+    cfg = make_config("mlp", batch=8, hidden=16, streaming_weights=True)
+    r = run_model(cfg)
+    assert all(v["passed"] for v in r.numeric_checks.values())
+    steps = r.profile_data.steps
+    assert (steps.kind == STEP_KIND_CODE["stream_copy"]).sum() >= 6  # w and b of 3 layers
+    assert int(r.profile_data.ops.bytes_ddr.sum()) > 0
+
+
+def test_timing_only_has_same_cycles_as_full():
+    cfg = make_config("gnn", **SMALL["gnn"])
+    a = run_model(cfg)
+    b = run_model(cfg, timing_only=True)
+    assert a.total_cycles == b.total_cycles and not b.numeric_checks
+    np.testing.assert_array_equal(a.profile_data.memory, b.profile_data.memory)
