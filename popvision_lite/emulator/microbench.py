@@ -48,6 +48,8 @@ def planned_matmul(g: Graph, A: Tensor, B: Tensor, Cout: Tensor, tiles, bm: int,
         "b": Bs.blocks((1, bk, bn), np.stack([vt, np.zeros_like(vt), np.zeros_like(vt)], 1)),
         "out": Cout.blocks((rows_per_vertex, bn), np.stack([ti[vt] * s + vs, tj[vt]], 1)),
     }
+    g.add_op(op, type="matmul", plan=f"out {bm}x{bn} blocks on {nt} tiles, K {Kb} chunks of {bk}, "
+                                     f"{s} vertices/tile of {rows_per_vertex} rows")
     cs_first = g.add_compute_set(f"{name}/amp_first", op=op)
     g.add_vertices(cs_first, C.BLOCK_MATMUL, tiles[vt], fields=fields)
     seq = P.Sequence(name=name, op=op)
