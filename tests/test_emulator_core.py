@@ -322,3 +322,27 @@ def test_stream_copy_shares_ddr_per_ipu_and_16_ipu_target():
     two_ipus = stream_cycles([0, t.tiles_per_ipu * 15])
     assert same_ipu - lat == int(np.ceil(2 * n * 4 / ddr))
     assert two_ipus == one
+
+
+def test_nested_repeat_zero_repeat_and_empty_compute_set(mk2):
+    g = Graph(mk2)
+    x = g.add_variable("x", (60,), "float32", mapping=M.linear(60, range(2)))
+    cs = g.add_compute_set("inc", op="inc")
+    tiles, starts, sizes = M.worker_split(x)
+    g.add_vertices(cs, C.ADD, tiles, fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
+                                             "out": x.regions(starts, sizes)})
+    empty = g.add_compute_set("empty")
+    inner = P.Repeat(3, P.Execute(cs, name="dbl"), name="inner")
+    prog = P.Sequence([P.Repeat(2, P.Sequence([inner, P.Sync()], name="outer_body"), name="outer"),
+                       P.Repeat(0, P.Execute(cs, name="never"), name="zero"), P.Execute(empty)])
+    res = Engine(g, prog).run(inputs={"x": np.ones(60, np.float32)})
+    np.testing.assert_array_equal(res.outputs["x"], np.full(60, 2.0**6))
+    pr = res.profile_data.programs.set_index("name")
+    steps = res.profile_data.steps
+    assert len(steps) == 2 * (3 + 1)
+    assert (pr.loc["dbl", "first_step"], pr.loc["dbl", "last_step"]) == (0, 6)
+    assert pr.loc["never", "first_step"] == -1 and pr.loc["zero", "cycles"] == 0
+    assert pr.loc["empty", "first_step"] == -1
+    dbl_cycles = int((steps["end_cycle"] - steps["start_cycle"])[steps["prog_id"] == pr.loc["dbl", "prog_id"]].sum())
+    assert pr.loc["dbl", "cycles"] == dbl_cycles and pr.loc["outer", "cycles"] == res.total_cycles
+    assert res.profile_data.ops.set_index("name").loc["inc", "flops"] == 6 * 60
