@@ -213,12 +213,30 @@ def view_tables(view) -> dict[str, pd.DataFrame]:
         m = tv.model()
         while hasattr(m, "sourceModel") and m.sourceModel() is not None:
             m = m.sourceModel()
-        if isinstance(m, DataFrameModel) and len(m.df.columns):
-            name = _slug(tv.objectName() or (tv.toolTip() or "").split(";")[0][:40] or f"table{i}")
-            while name in out:
-                name += "_2"
-            out[name] = m.df
+        if m is None:
+            continue
+        df = m.df if isinstance(m, DataFrameModel) else getattr(m, "df", None)
+        if not isinstance(df, pd.DataFrame):
+            df = _model_frame(m)
+        if df is None or not len(df.columns):
+            continue
+        name = _slug(tv.objectName() or (tv.toolTip() or "").split(";")[0][:40] or f"table{i}")
+        while name in out:
+            name += "_2"
+        out[name] = df
     return out
+
+
+def _model_frame(model, max_rows: int = 1_000_000):
+    """A DataFrame of what any flat Qt table model displays (headers as columns)."""
+    from PySide6.QtCore import Qt
+
+    rows, cols = model.rowCount(), model.columnCount()
+    if cols == 0:
+        return None
+    headers = [str(model.headerData(c, Qt.Horizontal, Qt.DisplayRole)) for c in range(cols)]
+    data = [[model.data(model.index(r, c), Qt.DisplayRole) for c in range(cols)] for r in range(min(rows, max_rows))]
+    return pd.DataFrame(data, columns=headers)
 
 
 def view_plot_items(view) -> dict:

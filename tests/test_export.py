@@ -1,0 +1,213 @@
+"""Plot / table / report export from the GUI, and the headless ``popvision-lite export`` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest_plugins = ["gui_fixtures", "compare_fixtures"]
+
+
+def _stats(path):
+    from popvision_lite.gui.export import pixel_stats
+
+    return pixel_stats(path)
+
+
+def _svg_ok(path):
+    root = ET.parse(path).getroot()
+    assert root.tag.endswith("svg")
+    return root
+
+
+def test_plot_png_size_dpi_and_svg(qtbot, opened, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from popvision_lite.gui import export as ex
+
+    win, dw = opened
+    view = dw.show_view("liveness")
+    qtbot.waitUntil(lambda: view.isVisible(), timeout=5000)
+    item = view.plot_items()["liveness"]
+    out = tmp_path / "live.png"
+    assert ex.export_plot(item, out, width=800, height=500, dpi=200) == (800, 500)
+    w, h, var = _stats(out)
+    assert (w, h) == (800, 500) and var > 20
+    img = QImage(str(out))
+    assert abs(img.dotsPerMeterX() - 200 / 0.0254) < 2
+    # width only: the height follows the plot's aspect ratio
+    r = item.sceneBoundingRect()
+    w2, h2 = ex.export_plot(item, tmp_path / "w.png", width=640)
+    assert w2 == 640 and abs(h2 - 640 * r.height() / r.width()) <= 1
+    n = ex.export_plot(item, tmp_path / "live.svg")
+    assert n > 1000
+    _svg_ok(tmp_path / "live.svg")
+    with pytest.raises(Exception, match="png or .svg"):
+        ex.export_plot(item, tmp_path / "x.gif")
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
+
+
+def test_heatmap_export_includes_colour_bar(qtbot, opened, tmp_path):
+    import pyqtgraph as pg
+
+    from popvision_lite.gui import export as ex
+
+    win, dw = opened
+    view = dw.show_view("memory")
+    qtbot.waitUntil(lambda: view.isVisible(), timeout=5000)
+    heat = view.plot_items()["heatmap"]
+    target = ex.export_target(heat)
+    assert isinstance(target, pg.GraphicsLayout)
+    assert any(isinstance(i, pg.ColorBarItem) for i in target.items)
+    assert target.sceneBoundingRect().width() > heat.sceneBoundingRect().width()
+    ex.export_plot(heat, tmp_path / "heat.svg")
+    _svg_ok(tmp_path / "heat.svg")
+
+
+def test_table_csv_and_view_tables(qtbot, opened, tmp_path):
+    from popvision_lite.gui import export as ex
+
+    win, dw = opened
+    view = dw.show_view("operations")
+    tables = ex.view_tables(view)
+    assert tables, "the operations view shows a table"
+    name, df = next(iter(tables.items()))
+    n = ex.export_table(df, tmp_path / "t.csv")
+    back = pd.read_csv(tmp_path / "t.csv")
+    assert n == len(df) == len(back) and list(back.columns) == [str(c) for c in df.columns]
+
+
+def test_report_exports_every_plot_view(qtbot, opened, tmp_path):
+    from popvision_lite.gui import export as ex
+
+    win, dw = opened
+    rep = ex.ReportExporter(dw, tmp_path / "report", width=600)
+    seen = []
+    rep.progress.connect(lambda f, m: seen.append(f))
+    man = rep.run()
+    assert not man["errors"], man["errors"]
+    names = {os.path.basename(p) for p in man["images"]}
+    for key in ("summary", "memory", "liveness"):
+        assert any(n.startswith(key + "_") for n in names), (key, names)
+    for p in man["images"]:
+        w, h, var = _stats(p)
+        assert w == 600 and h > 50 and var > 5, p
+    md = (tmp_path / "report" / "summary.md").read_text()
+    assert "# Profile report" in md and "peak tile memory" in md
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert all(os.path.basename(p) in html for p in man["images"])
+    assert seen[-1] == 1.0 and seen == sorted(seen)
+
+
+def test_report_in_slices_can_be_cancelled(qtbot, opened, tmp_path):
+    from popvision_lite.gui import export as ex
+
+    win, dw = opened
+    rep = ex.ReportExporter(dw, tmp_path / "r2", width=400)
+    rep.progress.connect(lambda f, m: rep.cancel())
+    with qtbot.waitSignal(rep.cancelled, timeout=10000):
+        rep.start()
+    assert not (tmp_path / "r2" / "index.html").exists()
+
+
+# ----------------------------------------------------------------------------- CLI
+def _cli(*args):
+    from popvision_lite.cli import main
+
+    return main(["export", *map(str, args)])
+
+
+def test_cli_views_png_svg_csv(qtbot, small_profile, tmp_path):
+    from popvision_lite.gui.app import create_app
+
+    create_app()
+    for view in ("memory", "liveness", "summary", "execution"):
+        out = tmp_path / f"{view}.png"
+        assert _cli(small_profile, "--view", view, "-o", out, "--width", 700, "--height", 450) == 0
+        w, h, var = _stats(out)
+        assert (w, h) == (700, 450) and var > 20, view
+    assert _cli(small_profile, "--view", "memory", "-o", tmp_path / "m.svg") == 0
+    _svg_ok(tmp_path / "m.svg")
+    assert _cli(small_profile, "--view", "memory", "-o", tmp_path / "m.csv") == 0
+    import popvision_lite as pvl
+
+    with pvl.open(small_profile) as p:
+        df = pd.read_csv(tmp_path / "m.csv")
+        assert len(df) == p.target.num_tiles
+        np.testing.assert_array_equal(df["total"], p.memory.array().sum(axis=(1, 2)))
+
+
+def test_cli_compare_outputs(qtbot, run_pairs, tile_mismatch, tmp_path):
+    from popvision_lite.gui.app import create_app
+
+    create_app()
+    a, b = run_pairs["mk2"], run_pairs["mk2_recompute"]
+    assert _cli(a, "--view", "memory", "--compare", b, "--difference", "-o", tmp_path / "d.png",
+                "--width", 900, "--height", 500) == 0
+    w, h, var = _stats(tmp_path / "d.png")
+    assert (w, h) == (900, 500) and var > 20
+    assert _cli(a, "--view", "liveness", "--compare", b, "-o", tmp_path / "l.svg") == 0
+    _svg_ok(tmp_path / "l.svg")
+    assert _cli(a, "--view", "summary", "--compare", run_pairs["bow"], "-o", tmp_path / "s.csv") == 0
+    s = pd.read_csv(tmp_path / "s.csv").set_index("metric")
+    assert s.loc["compute cycles", "a"] == s.loc["compute cycles", "b"]
+    assert float(s.loc["time", "b"]) < float(s.loc["time", "a"])
+    # different tile counts: no difference map, exit 2 with the reason
+    assert _cli(tile_mismatch[0], "--view", "memory", "--compare", tile_mismatch[1], "--difference",
+                "-o", tmp_path / "x.png") == 2
+    assert not (tmp_path / "x.png").exists()
+    assert _cli(tile_mismatch[0], "--view", "memory", "--compare", tile_mismatch[1], "-o", tmp_path / "pi.png") == 0
+
+
+def test_cli_chrome_trace_window_and_tiles(small_profile, tmp_path):
+    out = tmp_path / "t.json"
+    assert _cli(small_profile, "--chrome-trace", "--steps", "10:40", "--tiles", "0-3,100", "-o", out) == 0
+    tr = json.loads(out.read_text())
+    xs = [e for e in tr["traceEvents"] if e["ph"] == "X"]
+    steps = {e["args"]["step"] for e in xs}
+    assert steps and min(steps) >= 10 and max(steps) < 40
+    assert {e["tid"] for e in xs if e["pid"] != 0} <= {0, 1, 2, 3, 100}
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["MISSING.pvl", "--view", "memory", "-o", "OUT/x.png"], "no such profile"),
+    (["P", "--view", "memory", "-o", "OUT/x.gif"], "unknown file type"),
+    (["P", "-o", "OUT/x.png"], "--view is required"),
+    (["P", "--view", "roofline", "--compare", "P", "-o", "OUT/x.png"], "no compare mode"),
+    (["P", "--view", "memory", "--steps", "1:2", "-o", "OUT/x.png"], "chrome-trace only"),
+    (["P", "--chrome-trace", "-o", "OUT/x.png"], "JSON"),
+    (["P", "--chrome-trace", "--steps", "a:b", "-o", "OUT/x.json"], "integers"),
+    (["P", "--chrome-trace", "--tiles", "5-1", "-o", "OUT/x.json"], "backwards"),
+    (["P", "--view", "memory", "--width", "3", "-o", "OUT/x.png"], "pixels"),
+    (["P", "--view", "memory", "-o", "NOFOLDER/x.png"], "does not exist"),
+    (["P", "--view", "ops", "-o", "OUT/x.svg"], "is a table"),
+])
+def test_cli_bad_arguments_exit_2(qtbot, small_profile, tmp_path, capsys, args, msg):
+    args = [str(small_profile) if a == "P" else a.replace("OUT", str(tmp_path)) for a in args]
+    assert _cli(*args) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_cli_corrupt_profile_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.pvl"
+    bad.write_bytes(b"not a profile at all")
+    assert _cli(bad, "--view", "summary", "-o", tmp_path / "x.csv") == 2
+    assert "bad.pvl" in capsys.readouterr().err
+
+
+def test_cli_headless_without_display(small_profile, tmp_path):
+    """A fresh process with no DISPLAY and no QT_QPA_PLATFORM still renders (offscreen)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    out = tmp_path / "r.png"
+    r = subprocess.run([sys.executable, "-m", "popvision_lite.cli", "export", str(small_profile), "--view",
+                        "liveness", "-o", str(out), "--width", "500", "--height", "300"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _stats(out)[:2] == (500, 300)
