@@ -69,6 +69,15 @@ def load_document_data(task, path: str):
     return profile, cache
 
 
+def warm_up(task) -> None:
+    """Import the profile reader (h5py: ~0.5 s cold) and analysis modules while the start page shows,
+    so opening the first profile does not pay for it."""
+    import popvision_lite.analysis.summary  # noqa: F401
+    import popvision_lite.profile.reader as reader
+
+    reader._import_h5()
+
+
 def _view_available(factory) -> bool:
     module = getattr(factory, "module", None)
     if module is None:
@@ -176,6 +185,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_menus()
         self._refresh_recent()
+        self._warm = start_task(warm_up, title="warm-up")  # silent: no progress bar, errors ignored
         geom = self.settings.value("window/geometry")
         if geom is not None:
             self.restoreGeometry(geom)

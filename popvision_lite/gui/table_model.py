@@ -22,6 +22,12 @@ class DataFrameModel(QAbstractTableModel):
         self.headers = headers or {}
         self.byte_columns = set(byte_columns)
         self._df = pd.DataFrame() if df is None else df.reset_index(drop=True)
+        self._cache_columns()
+
+    def _cache_columns(self) -> None:
+        # plain object arrays: ``data()`` is called per visible cell, and pandas/Arrow element
+        # access costs ~100 us per call, which made a 200-row table take 0.3 s to lay out
+        self._cols = [self._df[c].to_numpy(dtype=object) for c in self._df.columns]
 
     @property
     def df(self) -> pd.DataFrame:
@@ -30,6 +36,7 @@ class DataFrameModel(QAbstractTableModel):
     def set_frame(self, df: pd.DataFrame) -> None:
         self.beginResetModel()
         self._df = df.reset_index(drop=True)
+        self._cache_columns()
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008
@@ -42,7 +49,7 @@ class DataFrameModel(QAbstractTableModel):
         if not index.isValid():
             return None
         col = self._df.columns[index.column()]
-        v = self._df.iat[index.row(), index.column()]
+        v = self._cols[index.column()][index.row()]
         if role == Qt.DisplayRole:
             if col in self.byte_columns and isinstance(v, (int, float, np.integer, np.floating)):
                 return format_bytes(v)
@@ -79,6 +86,7 @@ class DataFrameModel(QAbstractTableModel):
         name = self._df.columns[column]
         self._df = self._df.sort_values(name, ascending=(order == Qt.AscendingOrder), kind="stable") \
             .reset_index(drop=True)
+        self._cache_columns()
         self.layoutChanged.emit()
 
     def row(self, r: int) -> pd.Series:
