@@ -61,7 +61,7 @@ class CompiledGraph:
         rep = self._c.oom_report
         worst = ", ".join(f"tile {t} (IPU {i}): {b:,} B of {cap:,} B" for t, i, b, cap in rep[:5])
         return (f"out of memory: {len(rep)} tile(s) exceed their {rep[0][3]:,} B of SRAM; worst: {worst}. "
-                f"Fix: spread tensors over more tiles, use smaller blocks/tiles per op, or more IPUs")
+                f"Fix: spread tensors over more tiles, use smaller blocks/tiles per op, or more IPUs.")
 
 
 @dataclass

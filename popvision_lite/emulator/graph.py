@@ -275,7 +275,7 @@ class Blocks(Field):
         return np.full(self.n, self.block_elems, np.int64)
 
     def regions_per_vertex(self) -> int:
-        return int(np.prod(self.block_shape[:-1])) if len(self.block_shape) > 1 else 1
+        return _mapping.runs_per_block(self.tensor.shape, self.block_shape)
 
     def _blocked(self, flat: np.ndarray) -> np.ndarray:
         nd = len(self.block_shape)

@@ -124,11 +124,24 @@ def by_rows(shape, tiles) -> Mapping:
     return linear(int(np.prod(shape)), tiles, grain=row)
 
 
+def _run_split(shape, block_shape) -> int:
+    """First dim j such that a block is contiguous from dim j on: dims after j are full width."""
+    j = len(shape) - 1
+    while j > 0 and block_shape[j] == shape[j]:
+        j -= 1
+    return j
+
+
+def runs_per_block(shape, block_shape) -> int:
+    j = _run_split(shape, block_shape)
+    return int(np.prod(block_shape[:j])) if j > 0 else 1
+
+
 def block_intervals(shape, block_shape, index) -> tuple[np.ndarray, np.ndarray]:
     """Flat (start, stop) of every contiguous run of each block.
 
-    Returns arrays of shape ``(n_blocks, runs_per_block)``: a block of an N-d row-major tensor is
-    ``prod(block_shape[:-1])`` runs of ``block_shape[-1]`` contiguous elements.
+    Returns arrays of shape ``(n_blocks, runs_per_block)``.  Rows of a block that are adjacent in
+    memory (trailing dims full width) form one run, so a block of whole rows is a single run.
     """
     shape = np.asarray(shape, dtype=np.int64)
     bs = np.asarray(block_shape, dtype=np.int64)
@@ -137,13 +150,15 @@ def block_intervals(shape, block_shape, index) -> tuple[np.ndarray, np.ndarray]:
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * shape[d + 1]
     origin = (index * bs) @ strides  # flat index of each block's first element
-    if len(shape) > 1:
-        sub = np.indices(tuple(bs[:-1])).reshape(len(shape) - 1, -1).T  # (runs, ndim-1)
-        run_off = sub @ strides[:-1]
+    j = _run_split(tuple(shape), tuple(bs))
+    run_len = int(bs[j] * strides[j])
+    if j > 0:
+        sub = np.indices(tuple(bs[:j])).reshape(j, -1).T  # (runs, j)
+        run_off = sub @ strides[:j]
     else:
         run_off = np.zeros(1, np.int64)
     starts = origin[:, None] + run_off[None, :]
-    return starts, starts + bs[-1]
+    return starts, starts + run_len
 
 
 def by_blocks(shape, block_shape, tiles) -> Mapping:
