@@ -118,7 +118,7 @@ def test_summary_raster_brackets_exact_values(prof, idx, cycles):
 
 def test_exact_raster_brackets_and_sums(prof, idx, cycles):
     r = ex.tile_raster(prof, idx, idx.t0, idx.t1, 64, 0, 2 * TPI, 10)
-    assert r.source == "exact"
+    assert r.source == "window"
     _check_raster(prof, idx, cycles, r, 0, 2 * TPI)
 
 

@@ -66,7 +66,7 @@ def test_zoomed_in_rectangles_equal_profile_cycles(view):
     a, b = float(idx.start[100]), float(idx.end[105])
     view.tile_vb.setRange(xRange=(a, b), yRange=(60, 70), padding=0)
     view.refresh()
-    assert view.last_mode == "exact" and not view.tile_img.isVisible()
+    assert view.last_mode == "rects" and not view.tile_img.isVisible()
     i0, i1 = idx.visible(*view.x_range())
     t0, t1 = view._tile_span(*view.y_range())
     win = np.asarray(p.step_tiles.window(i0, i1, tiles=np.arange(t0, t1)).cycles, dtype=np.int64)
@@ -337,7 +337,7 @@ def test_rectangles_render_at_their_cycles_near_3e9(qtbot, path):
              and 0.2 * idx.dur[i] < cyc[i, 70] < 0.8 * idx.dur[i])
     v.tile_vb.setRange(xRange=(float(idx.start[s - 1]), float(idx.end[s + 1])), yRange=(66, 74), padding=0)
     v.refresh()
-    assert v.last_mode == "exact"
+    assert v.last_mode == "rects"
     img = v.canvas.grab().toImage()
 
     def colour_at(x, y):
@@ -347,4 +347,23 @@ def test_rectangles_render_at_their_cycles_near_3e9(qtbot, path):
     a, busy, e = float(idx.start[s]), float(cyc[s, 70]), float(idx.end[s])
     assert colour_at(a + 0.5 * busy, 70.5) == KIND_COLORS["compute"]
     assert colour_at(a + busy + 0.5 * (e - a - busy), 70.5) == WAIT_COLOR
+    doc.close()
+
+
+@pytest.mark.parametrize("steps", [0, 1])
+def test_tiny_profiles_draw(qtbot, tmp_path, steps):
+    path = tmp_path / f"tiny{steps}.pvl"
+    write_synthetic(path, num_ipus=1, tiles_per_ipu=8, num_steps=steps)
+    doc = Document(pvl.open(path))
+    v = ExecutionView(doc)
+    qtbot.addWidget(v)
+    v.resize(900, 700)
+    v.show()
+    v.refresh()
+    qtbot.keyClick(v.canvas, Qt.Key_W)
+    qtbot.keyClick(v.canvas, Qt.Key_0)
+    v.refresh()
+    assert v.index.n == steps
+    if steps:
+        assert v.last_mode == "rects" and len(v.last_cells.step) == 8
     doc.close()

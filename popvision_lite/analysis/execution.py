@@ -175,7 +175,7 @@ class TileRaster:
         self.util = util                  # (rows, cols) float32, nan where no step
         self.edges = edges                # (cols+1,) cycle edges of the columns
         self.row_tiles = row_tiles        # (rows+1,) global tile edges of the rows
-        self.source = source              # "exact", "summary(SxT)" or "empty"
+        self.source = source              # "window" (exact data), "summary(SxT)" or "empty"
         self.level = level
         self.step_range = step_range
         self._blocks = blocks             # (bmin, bmean, bmax, lo, hi, empty) per-block inputs
@@ -342,7 +342,7 @@ def _raster_exact(profile, index, i0, i1, t0, t1, rows, edges, tpi) -> TileRaste
                 np.maximum.reduceat(np.where(part, cyc, -np.inf), idx, axis=1))
 
     util, (lo, hi, centre, empty) = _columns_from_steps(index.start[i0:i1], index.end[i0:i1], mean, edges)
-    return TileRaster(np.ascontiguousarray(util.T), edges, redges, "exact", (1, 1), (i0, i1),
+    return TileRaster(np.ascontiguousarray(util.T), edges, redges, "window", (1, 1), (i0, i1),
                       blocks=(minmax, mean, lo, hi, centre, empty))
 
 

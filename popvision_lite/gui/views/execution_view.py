@@ -306,17 +306,18 @@ class ExecutionView(QWidget):
         self.tile_plot.invertY(True)
         self.tile_plot.setLabel("left", "IPU : tile")
         self.tile_plot.hideAxis("bottom")
+        self.tile_plot.setMinimumHeight(120)
         # per-step chart + imbalance
         self.chart_vb = _LaneViewBox(zoom_y=False)
         self.chart_plot = c.addPlot(row=2, col=0, viewBox=self.chart_vb)
         self.chart_plot.setMaximumHeight(170)
-        self.chart_plot.setMinimumHeight(120)
+        self.chart_plot.setMinimumHeight(80)
         self.chart_plot.setLabel("left", "cycles / step")
         self.chart_plot.hideAxis("bottom")
         self.imb_vb = _LaneViewBox(zoom_y=False)
         self.imb_plot = c.addPlot(row=3, col=0, viewBox=self.imb_vb)
         self.imb_plot.setMaximumHeight(130)
-        self.imb_plot.setMinimumHeight(100)
+        self.imb_plot.setMinimumHeight(70)
         self.imb_plot.setLabel("left", "max/mean busy")
         self.imb_plot.setTitle("tile imbalance of compute steps", size="8pt")
         for pl in (self.step_plot, self.chart_plot, self.imb_plot):
@@ -544,7 +545,7 @@ class ExecutionView(QWidget):
         exact = (rows_px >= EXACT_MIN_ROW_PX and n_cells <= ex.MAX_EXACT_RECTS // 2
                  and (i1 - i0) <= w)
         if exact:
-            self.last_mode = "exact"
+            self.last_mode = "rects"
             self.tile_img.hide()
             self.colorbar.hide()  # colours are step kinds here, not a busy scale
             cells = ex.exact_cells(self.profile, idx, i0, i1, t0, t1)
@@ -561,7 +562,7 @@ class ExecutionView(QWidget):
                             height=np.full(int(m.sum()), 0.8))
                 bar.setPos(origin, 0)
                 bar.show()
-            self.status.setText(f"exact: {len(cells.step)} step x tile cells, steps {i0}-{i1 - 1}, "
+            self.status.setText(f"exact rectangles: {len(cells.step)} step x tile cells, steps {i0}-{i1 - 1}, "
                                 f"tiles {t0}-{t1 - 1}")
             return
         self.wait_bars.hide()
@@ -583,7 +584,7 @@ class ExecutionView(QWidget):
         self.tile_img.setPos(origin, 0)
         self.tile_img.setRect(QRectF(r.edges[0] - origin, float(t0), r.edges[-1] - r.edges[0], float(t1 - t0)))
         self.tile_img.show()
-        self.status.setText(f"overview from {r.source}: steps {i0}-{max(i0, i1 - 1)}, tiles {t0}-{t1 - 1}, "
+        self.status.setText(f"raster from {r.source}: steps {i0}-{max(i0, i1 - 1)}, tiles {t0}-{t1 - 1}, "
                             f"{img.shape[0]}x{img.shape[1]} px")
 
     def _draw_chart(self, x0, x1, w, origin):
