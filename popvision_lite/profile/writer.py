@@ -16,6 +16,8 @@ generator) can be written without holding it all in memory.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import errno
 import json
 import os
@@ -200,6 +202,57 @@ def _fill_aggregates(steps: pd.DataFrame, agg: dict[str, np.ndarray]) -> pd.Data
     return steps
 
 
+# Files whose write failed inside HDF5 (disk full, size limit ...).  HDF5 2.0 crashes the process
+# when such a file, or a dataset of it, is closed or freed, so they are kept open until the process
+# ends, with HDF5's file descriptor pointed at /dev/null so the flushes it still attempts succeed and
+# go nowhere.  Their temp file is emptied but only removed at exit: HDF5 knows open files by inode,
+# and a new file reusing the inode would be refused as "already open".
+_ABANDONED: list = []
+
+
+def _abandon(f, exc: BaseException, tmp: Path) -> None:
+    if not _ABANDONED:
+        atexit.register(_remove_abandoned)
+    _ABANDONED.append((f, exc, tmp))
+    try:
+        fd = f.id.get_vfd_handle()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, fd)
+        os.close(null)
+    except Exception:
+        pass
+    with contextlib.suppress(OSError):
+        os.truncate(tmp, 0)
+
+
+def _remove_abandoned() -> None:
+    for _f, _e, tmp in _ABANDONED:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def _h5_create(h5py, tmp: Path):
+    """h5py.File(tmp, "w") that is abandoned, not closed, after an HDF5 I/O failure."""
+    f = h5py.File(tmp, "w", libver="latest")
+    try:
+        yield f
+    except OSError as e:  # I/O failed inside HDF5: closing would crash
+        _abandon(f, e, tmp)
+        raise
+    except BaseException:
+        try:
+            f.close()
+        except OSError as e:
+            _abandon(f, e, tmp)
+        raise
+    try:
+        f.close()  # flushes: may itself hit a full disk
+    except OSError as e:
+        _abandon(f, e, tmp)
+        raise
+
+
 class _CallerAbort(Exception):
     def __init__(self, inner: BaseException):
         super().__init__(repr(inner))
@@ -242,7 +295,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     ok = False
     try:
         comp = _compression()
-        with h5py.File(tmp, "w", libver="latest") as f:
+        with _h5_create(h5py, tmp) as f:
             f.attrs["format"] = schema.FORMAT_NAME
             f.attrs["format_version"] = schema.FORMAT_VERSION
             f.attrs["format_minor"] = FORMAT_MINOR
@@ -328,14 +381,16 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     except ProfileError:
         raise
     except OSError as e:
-        if e.errno == errno.ENOSPC:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise ProfileError(path, "disk full while writing the profile") from e
+        if e.errno == errno.EFBIG:
+            raise ProfileError(path, "file size limit reached while writing the profile") from e
         raise ProfileError(path, f"cannot write profile: {e}") from e
     except Exception as e:
         # h5py reports disk-full and similar as generic errors; name the file
         raise ProfileError(path, f"cannot write profile: {type(e).__name__}: {e}") from e
     finally:
-        if not ok:
+        if not ok and not any(a[2] == tmp for a in _ABANDONED):
             try:
                 tmp.unlink()
             except OSError:
