@@ -318,7 +318,9 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         plan = str(profile.ops.loc[profile.ops["op_id"] == op, "plan"].iloc[0]) \
             if (profile.ops["op_id"] == op).any() else ""
         big = own.sort_values("bytes", ascending=False).head(3)
-        text = (head + f" Recomputation cannot lower this peak; {op_name}"
+        text = (f"At the not-always-live peak ({fmt_bytes(peak_bytes)}, liveness step {pk}: {name}) the running "
+                f"op {op_name} holds {fmt_bytes(own_b)} of its own outputs and temporaries ({_pct(own_share)}). "
+                f"Recomputation cannot lower this peak; {op_name}"
                 + (f" (plan: {plan})" if plan else "") + " needs a plan with less temporary memory "
                 "(e.g. more serial passes or a smaller split). Largest:"
                 + _bullets(f"{r['name']}: {fmt_bytes(r['bytes'])}" for _, r in big.iterrows()))
@@ -465,10 +467,18 @@ def insights(profile, spec=None) -> list[Finding]:
     bt = memory_table(profile)
     found: list[Finding] = []
     if is_recompute_run(profile):
-        found.append(Finding("info", "recompute_on", "Recomputation is on",
-                             "This run was made with recomputation on (run config 'recompute'): activations "
-                             "are recomputed in the backward pass rather than kept, trading cycles for memory.",
-                             numbers={"recompute": True}))
+        ops = profile.ops
+        rec = ops[ops["name"].astype(str).str.contains(r"(?:^|/)recompute(?:/|$)")]
+        rc_cyc = int(rec["cycles"].sum())
+        total = run_cycles(profile)
+        txt = ("This run was made with recomputation on (run config 'recompute'): activations are recomputed "
+               "in the backward pass rather than kept, trading cycles for memory.")
+        if len(rec):
+            txt += (f" {len(rec):,} recomputation ops take {rc_cyc:,} cycles"
+                    + (f" ({_pct(rc_cyc / total)} of the run)." if total else "."))
+        found.append(Finding("info", "recompute_on", "Recomputation is on", txt,
+                             ops=tuple(int(o) for o in rec.sort_values("cycles", ascending=False)["op_id"].head(_MAX_IDS)),
+                             numbers={"recompute": True, "recompute_ops": len(rec), "recompute_cycles": rc_cyc}))
     found += _oom_findings(profile, bt, spec)
     found += _time_findings(profile, bt)
     found += _top_findings(profile, bt)
@@ -509,6 +519,11 @@ def recompute_savings(a, b) -> Finding:
             + f". Fullest tile: {fmt_bytes(s0['max_tile_total'])} -> {fmt_bytes(s1['max_tile_total'])}"
             f" ({'saved ' + fmt_bytes(saved_tile) if saved_tile >= 0 else fmt_bytes(-saved_tile) + ' more'}). "
             f"Tiles over capacity: {s0['tiles_over']:,} -> {s1['tiles_over']:,}. Cost: {cyc_txt}.")
+    if saved > 0 and saved_tile <= 0:
+        text += (" It lowered the total peak but not the fullest tile, which decides whether the model fits: "
+                 "per tile the peak is set by other data (e.g. an op's temporaries or the recomputed ops' own).")
+    elif s0["tiles_over"] and not s1["tiles_over"]:
+        text += " With recomputation the model fits."
     sev = "info"
     return Finding(sev, "recompute_saved", "What recomputation saved", text,
                    numbers={"base": s0, "recompute": s1, "saved_peak_bytes": saved,
