@@ -11,7 +11,12 @@ How the data is made (so it compresses like a real profile, not like white noise
   k tiles of each IPU; each tile gets q or q+1 work grains (so most tiles share one of two
   values), a few "reduction" tiles per IPU do extra work (imbalance), and some ops add a
   small fixed per-tile jitter (vertex overheads).  Exchange steps move bytes in two sizes;
-  busy cycles = bytes / 4 B per cycle + overhead.  Sync steps have no busy cycles.
+  busy cycles = bytes / the device's exchange bytes per cycle + overhead.  Sync steps have no
+  busy cycles; their length is the device's sync delay (global sync cycles between IPUs).
+* Layers after the first ``DISTINCT_LAYERS`` (8) repeat an earlier layer's shapes, as transformer
+  layers do, so the per-tile templates (and memory) stay bounded for models with many layers.
+* ``noise`` (e.g. 0.02) adds a deterministic +-2 % per-(step, tile) variation of busy cycles, like
+  run-to-run variation on hardware; without it, iterations repeat exactly as in the emulator.
 * Every table is derived from the same steps: per-op cycles are sums of step durations,
   FLOPs are derived from compute busy cycles, memory from the variables' tile mappings,
   liveness from the variables' live ranges, program first/last step from the steps.
