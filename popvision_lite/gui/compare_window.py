@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.compare import compare
 from popvision_lite.gui.views import compare_views as V
@@ -37,14 +37,15 @@ class CompareWindow(QMainWindow):
         self.resize(1500, 950)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
-        self.pages: dict[str, object] = {}
-        for key, title, cls in PAGES:
-            try:
-                page = cls(self.comparison)
-            except Exception as exc:  # one broken page must not take the window down
-                page = QLabel(f"The {title} comparison failed to build: {type(exc).__name__}: {exc}")
-            self.pages[key] = page
-            self.tabs.addTab(page, title)
+        self.pages: dict[str, object] = {}  # built on first show (each page computes its own tables)
+        self._holders = []
+        for _key, title, _cls in PAGES:
+            holder = QWidget()
+            QVBoxLayout(holder).setContentsMargins(0, 0, 0, 0)
+            self._holders.append(holder)
+            self.tabs.addTab(holder, title)
+        self.tabs.currentChanged.connect(self._ensure)
+        self._ensure(0)
         self.setCentralWidget(self.tabs)
         self.statusBar().showMessage("delta = B − A, ratio = B / A; hover a map or plot for both runs' values")
         for d in (doc_a, doc_b):
@@ -60,20 +61,36 @@ class CompareWindow(QMainWindow):
         m.addSeparator()
         m.addAction("Close", self.close)
 
+    def _ensure(self, index: int):
+        if not 0 <= index < len(PAGES):
+            return None
+        key, title, cls = PAGES[index]
+        if key not in self.pages:
+            try:
+                page = cls(self.comparison)
+            except Exception as exc:  # one broken page must not take the window down
+                page = QLabel(f"The {title} comparison failed to build: {type(exc).__name__}: {exc}")
+            self._holders[index].layout().addWidget(page)
+            self.pages[key] = page
+        return self.pages[key]
+
     def page(self, key: str):
-        return self.pages.get(key)
+        """The page ``key`` (built now if needed)."""
+        keys = [k for k, _, _ in PAGES]
+        return self._ensure(keys.index(key)) if key in keys else None
 
     def current_page(self):
-        return self.tabs.currentWidget()
+        return self._ensure(self.tabs.currentIndex())
 
     def show_page(self, key: str):
-        page = self.pages.get(key)
-        if page is not None:
-            self.tabs.setCurrentWidget(page)
-        return page
+        keys = [k for k, _, _ in PAGES]
+        if key not in keys:
+            return None
+        self.tabs.setCurrentIndex(keys.index(key))
+        return self._ensure(keys.index(key))
 
     def keys(self) -> list[str]:
-        return list(self.pages)
+        return [k for k, _, _ in PAGES]
 
     def closeEvent(self, event) -> None:
         if self in _OPEN:
