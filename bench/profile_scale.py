@@ -176,7 +176,10 @@ def measure(fmt, ipus, tiles, steps, windows, noise, codec, folder):
     if out.returncode != 0:
         raise SystemExit(f"reader failed for {fmt}:\n{out.stderr}")
     res = json.loads(out.stdout.strip().splitlines()[-1])
+    import resource
+
     res.update(format=fmt, write_s=write_s, size_mb=size / 2**20,
+               writer_peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                raw_mb=_raw_bytes(ipus, tiles, steps) / 2**20,
                ratio=size / _raw_bytes(ipus, tiles, steps))
     path.unlink()
@@ -212,7 +215,8 @@ def main(argv=None) -> int:
                       ("RSS growth on open MB", r["rss_open_mb"], TARGETS["rss_mb"], "{:.1f}"),
                       ("100-step window, all tiles, ms (median)", r["window_ms"], TARGETS["window_ms"], "{:.1f}"),
                       ("overview summary ms (median)", r["overview_ms"], TARGETS["overview_ms"], "{:.1f}")]
-            print(f"[{fmt}] write {r['write_s']:.1f} s; file {r['size_mb']:.1f} MB of {r['raw_mb']:.0f} MB raw")
+            print(f"[{fmt}] write {r['write_s']:.1f} s (writer process peak RSS {r['writer_peak_rss_mb']:.0f} MB); "
+                  f"file {r['size_mb']:.1f} MB of {r['raw_mb']:.0f} MB raw")
             for label, val, target, f in checks:
                 good = val <= target
                 ok &= good
