@@ -1,0 +1,127 @@
+"""What-if runs from the window: emulator in a worker process, progress, cancel, re-run -> compare mode."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from popvision_lite.errors import ConfigError, EmulatorError
+
+pytest_plugins = ["gui_fixtures"]
+
+TINY = dict(model="mlp", device="ipu-mk2", ipus=1, batch=4, seq=8, recompute=False, precision="fp16",
+            timing_only=True, layers=1, hidden=32)
+
+
+def _task():
+    from popvision_lite.gui.workers import TaskContext, WorkerSignals
+
+    sig = WorkerSignals()
+    seen = []
+    sig.progress.connect(lambda f, m: seen.append((f, m)))
+    return TaskContext(sig), seen, sig
+
+
+def test_parse_progress_of_the_emulator_format():
+    import io
+
+    from popvision_lite.emulator.cli import _Progress
+    from popvision_lite.gui.whatif import parse_progress
+    buf = io.StringIO()
+    _Progress(True, buf)("compiling", 0.3)
+    assert parse_progress(buf.getvalue()) == (0.3, "compiling")
+    assert parse_progress("model mlp ...") is None
+
+
+def test_config_toml_reproduces_settings(tmp_path):
+    from popvision_lite.emulator.run_config import load_run_config
+    from popvision_lite.gui.whatif import change_setting, config_toml
+
+    s = change_setting(TINY, "recompute", "on")
+    p = tmp_path / "r.toml"
+    p.write_text(config_toml(s))
+    rc = load_run_config(p)
+    assert rc.model == "mlp" and rc.device == "ipu-mk2" and rc.timing_only is True
+    assert rc.model_args["recompute"] is True and rc.model_args["batch"] == 4 and rc.model_args["hidden"] == 32
+    assert change_setting(TINY, "device", "bow")["device"] == "ipu-bow"
+    for name, bad in (("batch", "0"), ("batch", "x"), ("recompute", "maybe"), ("precision", "fp8"),
+                      ("device", "tpu"), ("colour", "red")):
+        with pytest.raises(ConfigError, match=name):
+            change_setting(TINY, name, bad)
+
+
+def _fake(tmp_path, body: str):
+    script = tmp_path / "fake_emulator.py"
+    script.write_text(textwrap.dedent(body))
+    return [sys.executable, str(script)]
+
+
+def test_cancel_terminates_the_process_and_leaves_no_file(qtbot, tmp_path):
+    from popvision_lite.gui.whatif import run_emulation
+    from popvision_lite.gui.workers import Cancelled
+
+    out = tmp_path / "run.pvl"
+    argv = _fake(tmp_path, f"""
+        import sys, time, os
+        open({str(tmp_path / f'.{out.name}.abc.tmp')!r}, 'w').write('partial')   # like the atomic writer
+        open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))
+        for i in range(100):
+            sys.stderr.write(f"[###.....] {{i}}% compiling (0.{{i}} s)\\n"); sys.stderr.flush()
+            time.sleep(0.05)
+    """)
+    task, seen, _sig = _task()
+
+    import threading
+    threading.Timer(0.8, task.cancel).start()
+    with pytest.raises(Cancelled):
+        run_emulation(task, TINY, out, argv)
+    assert seen and seen[0][1] == "starting the emulator process" and any(m == "compiling" for _, m in seen)
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    import os
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(OSError):  # the process is gone
+        os.kill(pid, 0)
+
+
+def test_crash_in_the_run_is_an_error_not_a_crash(tmp_path):
+    from popvision_lite.gui.whatif import run_emulation
+
+    argv = _fake(tmp_path, """
+        import sys
+        sys.stderr.write("[##......]  10% planning (0.1 s)\\n")
+        raise SystemExit("segfault-like death in the emulator")
+    """)
+    task, seen, _sig = _task()
+    with pytest.raises(EmulatorError, match="exit 1") as ei:
+        run_emulation(task, TINY, tmp_path / "x.pvl", argv)
+    assert "segfault-like death" in str(ei.value)
+
+
+def test_new_emulation_and_rerun_open_compare_mode(qtbot, window, tmp_path, monkeypatch):
+    """A real emulator process: the run opens; Re-run with recompute on opens compare mode."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from popvision_lite.gui import whatif
+
+    monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: pytest.fail(f"error dialog: {a[2]}"))
+    out = tmp_path / "mlp.pvl"
+    whatif.start_emulation(window, TINY, out)
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=60000)
+    doc = window.current_document()
+    assert doc.profile.run["config"]["hidden"] == 32
+    base = whatif.settings_from_profile(doc.profile)
+    assert base["model"] == "mlp" and base["device"] == "ipu-mk2" and base["timing_only"] is True
+    new = whatif.change_setting(base, "device", "ipu-bow")
+    opened = []
+    whatif.start_emulation(window, new, whatif.rerun_path(doc.path, "device", "ipu-bow"), compare_with=doc,
+                           on_done=opened.append)
+    qtbot.waitUntil(lambda: bool(opened), timeout=60000)
+    cw = opened[0]
+    assert cw.doc_a is doc and cw.doc_b.profile.target.device == "ipu-bow"
+    c = cw.comparison
+    assert c.metric("compute cycles")["a"] == c.metric("compute cycles")["b"]
+    assert c.metric("time")["b"] < c.metric("time")["a"]
+    assert (tmp_path / "mlp_device-ipu-bow.pvl").exists()
+    cw.close()
