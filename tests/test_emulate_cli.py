@@ -1,0 +1,103 @@
+"""`popvision-lite emulate` and TOML run configs: summary, exit codes 0 / 2 / 3, messages name the field."""
+
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.cli import main
+from popvision_lite.emulator.run_config import load_run_config
+from popvision_lite.errors import ConfigError
+
+SMALL = ["--batch", "8", "--hidden", "16", "-q"]
+
+
+def test_emulate_ok_writes_profile_and_summary(tmp_path, capsys):
+    out = tmp_path / "mlp.pvl"
+    rc = main(["emulate", "mlp", *SMALL, "--precision", "fp32", "-o", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    for needle in ("fits: yes", "peak tile memory:", "total cycles:", "ms at 1.325 GHz", "split: compute",
+                   "numeric checks vs numpy reference: 11/11 passed"):
+        assert needle in text
+    with pvl.open(out) as p:
+        assert p.run["fits"] is True and p.run["model"] == "mlp"
+        checks = p.run["numeric_checks"]
+        assert len(checks) == 11 and all(c["passed"] for c in checks.values())
+        assert p.run["config"]["hidden"] == 16 and p.run["config"]["precision"] == "fp32"
+        # the summary's total cycles equal the profile's
+        assert f"total cycles: {p.run['total_cycles']:,}" in text
+
+
+def test_progress_bar_on_stderr(tmp_path, capsys):
+    rc = main(["emulate", "mlp", "--batch", "8", "--hidden", "16", "--timing-only", "-o", str(tmp_path / "a.pvl")])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "100% done" in err and "compiling" in err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["emulate", "mlp", "--batch", "0", "-o", "x.pvl"], "--batch"),
+    (["emulate", "mlp", "--device", "gpu9000", "-o", "x.pvl"], "--device"),
+    (["emulate", "resnet", "-o", "x.pvl"], "MODEL"),
+    (["emulate", "mlp", "--precision", "fp8", "-o", "x.pvl"], "--precision"),
+])
+def test_bad_arguments_exit_2_naming_the_argument(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_semantic_errors_exit_2(tmp_path, capsys):
+    assert main(["emulate", "bert", "--hidden", "30", "--heads", "4", "-o", str(tmp_path / "x.pvl")]) == 2
+    assert "--heads" in capsys.readouterr().err
+    assert main(["emulate", "mlp", "--ipus", "3", "-o", str(tmp_path / "x.pvl")]) == 2
+    assert "--ipus" in capsys.readouterr().err
+    assert main(["emulate", "mlp"]) == 2
+    assert "-o/--output" in capsys.readouterr().err
+    assert not (tmp_path / "x.pvl").exists()
+
+
+def test_config_file_and_override(tmp_path, capsys):
+    cfg = tmp_path / "run.toml"
+    out = tmp_path / "from_config.pvl"
+    cfg.write_text(f'model = "mlp"\ndevice = "bow"\noutput = "{out}"\ntiming_only = true\n'
+                   '[model_args]\nbatch = 8\nhidden = 16\nlayers = 2\n')
+    assert main(["emulate", "--config", str(cfg), "--layers", "3", "-q"]) == 0
+    with pvl.open(out) as p:
+        assert p.target.device == "ipu-bow"
+        assert p.run["timing_only"] is True
+        assert p.run["config"]["layers"] == 3 and p.run["config"]["batch"] == 8
+
+
+@pytest.mark.parametrize("body,field", [
+    ('model = "mlp"\n[model_args]\nbatchsize = 8\n', "batchsize"),
+    ('model = "mlp"\n[model_args]\nbatch = "eight"\n', "batch"),
+    ('model = "transformerXL"\n', "model"),
+    ('model = "mlp"\ndevice = "tpu"\n', "device"),
+    ('model = "mlp"\ntiming_only = "yes"\n', "timing_only"),
+    ('model = "mlp"\n[model_args\n', "not valid TOML"),
+])
+def test_bad_config_names_field(tmp_path, body, field, capsys):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(body)
+    with pytest.raises(ConfigError, match=field):
+        load_run_config(cfg)
+    assert main(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")]) == 2
+    err = capsys.readouterr().err
+    assert str(cfg) in err and field in err
+
+
+def test_out_of_memory_exit_3_and_profile_written(tmp_path, capsys):
+    out = tmp_path / "oom.pvl"
+    rc = main(["emulate", "mlp", "--device", "mk1", "--hidden", "8192", "--layers", "1", "--batch", "4",
+               "--inference", "--precision", "fp32", "--timing-only", "-q", "-o", str(out)])
+    assert rc == 3
+    captured = capsys.readouterr()
+    assert "fits: NO" in captured.out and "worst: tile" in captured.out
+    assert "out of memory" in captured.err
+    with pvl.open(out) as p:
+        assert p.run["fits"] is False
+        by_tile = p.memory.by_tile()
+        assert by_tile["over_capacity"].any()
+        worst = by_tile["total"].idxmax()
+        assert f"tile {worst} " in captured.out
