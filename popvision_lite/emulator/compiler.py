@@ -414,9 +414,7 @@ def _vertex_memory(c: Compiled, used_cs: set) -> None:
         for g in cs.groups:
             if g.n == 0:
                 continue
-            nf = len(g.fields)
-            nparams = sum(1 for p in g.params.values() if np.ndim(p) > 0)
-            state = g.codelet.state_bytes + cm.FIELD_POINTER_BYTES * nf + 4 * nparams
+            state = cm.vertex_state_bytes(g)
             c.add_mem("vertexInstanceState", g.tiles, state)
             fdata = 0
             vlist = 0

@@ -108,5 +108,12 @@ def stream_cycles(target, tile_bytes: np.ndarray) -> tuple[np.ndarray, int]:
     return tile, dur
 
 
+def vertex_state_bytes(group) -> int:
+    """vertexInstanceState bytes of one vertex of ``group``: codelet state + a pointer per field +
+    4 bytes per per-vertex parameter."""
+    nparams = sum(1 for p in group.params.values() if np.ndim(p) > 0)
+    return int(group.codelet.state_bytes) + FIELD_POINTER_BYTES * len(group.fields) + 4 * nparams
+
+
 def stack_bytes(threads: int) -> int:
     return threads * STACK_BYTES_PER_WORKER + STACK_BYTES_SUPERVISOR

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compiler import K_COMPUTE, K_STREAM, K_SYNC, K_XG, K_XI, Compiled
 from popvision_lite.profile import schema
@@ -200,7 +201,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         for name, grps in by_codelet.items():
             tl = np.concatenate([x.tiles for x in grps])
             cy = np.concatenate([x.cycles(c.target) for x in grps])
-            st = np.concatenate([np.full(x.n, x.codelet.state_bytes + 4 * len(x.fields), np.int64) for x in grps])
+            st = np.concatenate([np.full(x.n, cm.vertex_state_bytes(x), np.int64) for x in grps])
             cnt_t = np.bincount(tl, minlength=T)
             ut = np.nonzero(cnt_t)[0]
             v_frames.append(pd.DataFrame({
