@@ -133,3 +133,25 @@ def test_out_of_memory_raises_and_writes_readable_profile(tmp_path, mk2):
     # allow_out_of_memory: no raise, fits False
     res = eng.run(allow_out_of_memory=True)
     assert res.fits is False and res.profile_data.run["fits"] is False
+
+
+def test_vertices_table_agrees_with_memory_and_compute_sets(mk2):
+    g = Graph(mk2)
+    x = g.add_variable("x", (900,), "float32", mapping=M.linear(900, range(5)))
+    y = g.add_variable("y", (900,), "float32", mapping=M.linear(900, range(5)))
+    cs = g.add_compute_set("two_codelets")
+    _add(g, cs, y, x, x)
+    tiles, starts, sizes = M.worker_split(x)
+    g.add_vertices(cs, C.SCALE, tiles, fields={"in": y.regions(starts, sizes), "out": x.regions(starts, sizes)},
+                   params={"scale": np.full(len(tiles), 0.5, np.float32)})
+    pdata = Engine(g, P.Execute(cs), mode="timing").run().profile_data
+    v = pdata.vertices
+    assert set(v["codelet"]) == {"Add", "Scale"}
+    assert v["count"].sum() == pdata.compute_sets.loc[0, "num_vertices"] == 2 * len(tiles)
+    per_tile_state = v.groupby("tile")["state_bytes"].sum()
+    mem_state = pdata.memory[:, CATEGORY_CODE["vertexInstanceState"], 0]
+    np.testing.assert_array_equal(per_tile_state.to_numpy(), mem_state[per_tile_state.index])
+    assert mem_state.sum() == per_tile_state.sum()
+    # Scale carries a per-vertex parameter: 4 more bytes of state per vertex than its fields alone
+    sc = v[v["codelet"] == "Scale"]
+    assert (sc["state_bytes"] == sc["count"] * (C.SCALE.state_bytes + 2 * cm.FIELD_POINTER_BYTES + 4)).all()
