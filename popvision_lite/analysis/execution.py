@@ -34,7 +34,7 @@ SYNC = STEP_KIND_CODE["sync"]
 
 # bounds on what one frame may read / build
 MAX_EXACT_RECTS = 30_000          # exact rectangles drawn at once (busy + wait)
-MAX_WINDOW_CELLS = 1_500_000      # step x tile cells read exactly for a raster (else summaries)
+MAX_WINDOW_CELLS = 1_000_000      # step x tile cells read exactly for a raster (else summaries)
 MAX_RANGE_CELLS = 40_000_000      # step x tile cells read (in chunks) for an exact range summary
 _CHUNK_CELLS = 4_000_000
 
@@ -259,8 +259,9 @@ def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.n
     """Resample per-block busy cycles (blocks, rows) onto the pixel columns given by ``edges``.
 
     Busy cycles are spread uniformly over each block's span [start_k, start_k+1); returns the
-    busy fraction (cols, rows) and the per-column block ranges used for min/max/mean.
-    Works in (blocks, rows) orientation so every gather copies contiguous rows.
+    busy fraction (rows, cols) and the per-column block ranges used for min/max/mean.
+    The per-block inputs are (blocks, rows); the output is gathered row by row from the small
+    (rows, blocks) rate table, so it is written once, already in image order.
     """
     nb, rows = busy_sum.shape
     bounds = np.concatenate([sb_start, [sb_end[-1]]]).astype(np.float64)
@@ -269,8 +270,8 @@ def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.n
     pos = np.clip(np.searchsorted(bounds, edges, side="right") - 1, 0, nb - 1)
     width = np.maximum(np.diff(edges), 1e-9)
     # a column inside one block gets that block's rate (busy / span): one gather of small rows
-    rate = (busy_sum / span[:, None]).astype(np.float32)
-    util = rate[pos[:-1]]                                                  # (cols, rows)
+    rate_t = np.ascontiguousarray((busy_sum / span[:, None]).T, dtype=np.float32)   # (rows, blocks)
+    util = rate_t[:, pos[:-1]]                                                        # (rows, cols)
     # columns that cross block boundaries (at most one per block): exact piecewise-linear integral
     cross = np.flatnonzero((pos[1:] != pos[:-1]) | (edges[1:] > bounds[-1]) | (edges[:-1] < bounds[0]))
     if len(cross):
@@ -286,14 +287,14 @@ def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.n
         whole += f1[:, None] * busy_sum[p1]
         whole -= f0[:, None] * busy_sum[p0]
         whole /= width[cross, None]
-        util[cross] = whole
+        util[:, cross] = whole.T
     # blocks touching each column: [lo, hi] inclusive
     sb_end = np.maximum.accumulate(sb_end)
     lo = np.clip(np.searchsorted(sb_end, edges[:-1], side="right"), 0, nb - 1)
     hi = np.clip(np.searchsorted(sb_start, edges[1:], side="left") - 1, 0, nb - 1)
     hi = np.maximum(hi, lo)
     empty = (sb_end[lo] <= edges[:-1]) | (sb_start[lo] >= edges[1:])
-    util[empty] = np.nan
+    util[:, empty] = np.nan
     centre = np.clip(np.searchsorted(sb_start, (edges[:-1] + edges[1:]) / 2, side="right") - 1, 0, nb - 1)
     return util, (lo, hi, centre, empty)
 
@@ -329,11 +330,10 @@ def _raster_exact(profile, index, i0, i1, t0, t1, rows, edges, tpi) -> TileRaste
     counts = np.diff(redges).astype(np.float32)
     allp = bool(part.all())
     busy = cyc if allp else np.where(part, cyc, 0)
-    # per-tile mean of each row, via a cumulative sum (reduceat along the last axis is slow)
-    cs = np.zeros((busy.shape[0], busy.shape[1] + 1), dtype=np.float64)
-    np.cumsum(busy, axis=1, out=cs[:, 1:])
-    ends = np.append(idx[1:], busy.shape[1])
-    mean = ((cs[:, ends] - cs[:, idx]) / counts[None, :]).astype(np.float32)   # (steps, rows)
+    # per-tile mean of each row: reduce contiguous tile rows of the transposed window (reduceat
+    # along the last axis with short segments is slow)
+    bt = np.ascontiguousarray(busy.T)                                          # (tiles, steps)
+    mean = np.ascontiguousarray((np.add.reduceat(bt, idx, axis=0) / counts[:, None]).T)  # (steps, rows)
 
     def minmax():  # only when asked (hover, tests): not part of a frame's cost
         if allp:
@@ -342,7 +342,7 @@ def _raster_exact(profile, index, i0, i1, t0, t1, rows, edges, tpi) -> TileRaste
                 np.maximum.reduceat(np.where(part, cyc, -np.inf), idx, axis=1))
 
     util, (lo, hi, centre, empty) = _columns_from_steps(index.start[i0:i1], index.end[i0:i1], mean, edges)
-    return TileRaster(np.ascontiguousarray(util.T), edges, redges, "window", (1, 1), (i0, i1),
+    return TileRaster(util, edges, redges, "window", (1, 1), (i0, i1),
                       blocks=(minmax, mean, lo, hi, centre, empty))
 
 
@@ -435,7 +435,7 @@ def _raster_summary(profile, index, i0, i1, t0, t1, rows, edges, tpi, sb, tb) ->
                     np.maximum.reduceat(summ["max"][:, k0:k1], starts, axis=1))
     busy_sum = mean_rows * nsteps_blk[:, None]              # busy cycles per tile over each block
     util, (lo, hi, centre, empty) = _columns_from_steps(sb_start, sb_end, busy_sum, edges)
-    return TileRaster(np.ascontiguousarray(util.T), edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b),
+    return TileRaster(util, edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b),
                       blocks=(minmax, mean_rows, lo, hi, centre, empty))
 
 

@@ -274,6 +274,8 @@ class ExecutionView(QWidget):
 
         split = QSplitter(Qt.Horizontal)
         self.canvas = pg.GraphicsLayoutWidget()
+        # axis-aligned rectangles and rasters need no antialiasing (and paint faster without it)
+        self.canvas.setAntialiasing(False)
         self.canvas.setFocusPolicy(Qt.StrongFocus)
         self.canvas.setMouseTracking(True)
         self._filter = _KeyFilter(self)
