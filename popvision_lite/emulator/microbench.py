@@ -18,6 +18,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.graph import Graph, Tensor
 from popvision_lite.emulator.target import Target
+from popvision_lite.errors import EmulatorError
 
 
 def planned_matmul(g: Graph, A: Tensor, B: Tensor, Cout: Tensor, tiles, bm: int, bn: int, bk: int,
@@ -29,9 +30,16 @@ def planned_matmul(g: Graph, A: Tensor, B: Tensor, Cout: Tensor, tiles, bm: int,
     ``Cout`` must be mapped by blocks (bm, bn) onto those tiles (see :func:`matmul_output_mapping`)."""
     (Mm, K), (K2, N) = A.shape, B.shape
     if K != K2 or Cout.shape != (Mm, N):
-        raise ValueError(f"planned_matmul: shapes {A.shape} @ {B.shape} -> {Cout.shape} do not chain")
+        raise EmulatorError(f"planned_matmul: shapes {A.shape} @ {B.shape} -> {Cout.shape} do not chain")
     Mb, Nb, Kb = Mm // bm, N // bn, K // bk
-    tiles = np.asarray(list(tiles), np.int64)[: Mb * Nb]
+    if Mm % bm or N % bn or K % bk or bm % rows_per_vertex:
+        raise EmulatorError(f"planned_matmul '{name}': blocks ({bm}, {bn}, {bk}) / rows {rows_per_vertex} must divide "
+                            f"M={Mm}, N={N}, K={K} (and bm)")
+    tiles = np.asarray(list(tiles), np.int64)
+    if Mb * Nb > len(tiles):
+        raise EmulatorError(f"planned_matmul '{name}': {Mb}x{Nb} output blocks need {Mb * Nb} tiles, only "
+                            f"{len(tiles)} given; fix: larger bm/bn")
+    tiles = tiles[: Mb * Nb]
     nt = Mb * Nb
     dt = A.dtype
     As = g.add_variable(f"{name}/a_chunk", (nt, bm, bk), dt, mapping=M.by_blocks((nt, bm, bk), (1, bm, bk), tiles), op=op)
