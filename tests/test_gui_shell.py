@@ -224,31 +224,32 @@ def test_no_samples_says_so(qtbot, window, monkeypatch):
 
 
 def test_run_app_starts_and_quits(qtbot, tmp_path, small_profile, monkeypatch):
+    """run_app wires app + window + exec; exec is replaced (a nested real exec() breaks pytest-qt)."""
     import argparse
 
-    from PySide6.QtCore import QSettings, QTimer
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtCore import QSettings
 
     from popvision_lite.gui import app as app_mod
 
-    QSettings.setPath(QSettings.NativeFormat, QSettings.UserScope, str(tmp_path))
     made = []
-    real_build = app_mod.build_window
+    real_build, real_create = app_mod.build_window, app_mod.create_app
 
     def build(args, settings=None):
         win = real_build(args, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+        qtbot.addWidget(win)
         made.append(win)
         return win
 
-    monkeypatch.setattr(app_mod, "build_window", build)
+    class FakeApp:
+        def __init__(self):
+            self.app = real_create()
 
-    def quit_when_open():
-        if made and made[0].doc_tabs.count() == 1:
+        def exec(self):
+            qtbot.waitUntil(lambda: made[0].isVisible() and made[0].doc_tabs.count() == 1, timeout=15000)
             made[0].close()
-            QApplication.quit()
-        else:
-            QTimer.singleShot(50, quit_when_open)
+            return 0
 
-    QTimer.singleShot(50, quit_when_open)
+    monkeypatch.setattr(app_mod, "build_window", build)
+    monkeypatch.setattr(app_mod, "create_app", FakeApp)
     rc = app_mod.run_app(argparse.Namespace(profiles=[str(small_profile)], compare=None, sample=False))
-    assert rc == 0 and made and made[0].settings.value("window/geometry") is not None
+    assert rc == 0 and made[0].settings.value("window/geometry") is not None
