@@ -21,8 +21,9 @@ from .workloads import ModelConfig, build
 
 
 class EmulatorBackend(Backend):
-    def __init__(self, target: Target, precision="fp16"):
+    def __init__(self, target: Target, precision="fp16", needs_values: bool = True):
         super().__init__(precision, target.num_ipus)
+        self.needs_values = needs_values  # False in timing-only mode: no data is generated or kept
         self.graph = Graph(target)
         self.ctx = OpContext(self.graph, precision)
         self.inputs: dict[str, np.ndarray] = {}
@@ -42,7 +43,8 @@ class EmulatorBackend(Backend):
         arr = np.asarray(values)
         dt = dtype or self.dtype
         t = self.graph.add_variable(self.ctx.unique(q), arr.shape, dt, mapping=self.ctx.linear_mapping(arr.size))
-        self.inputs[t.name] = arr.astype(NP_DTYPE[dt])
+        if self.needs_values:
+            self.inputs[t.name] = arr.astype(NP_DTYPE[dt])
         return t
 
     def weight(self, name, values, dtype=None, streamed=False):
@@ -50,7 +52,8 @@ class EmulatorBackend(Backend):
         if streamed:
             # the weight's home is streaming memory: load it onto the tiles before it is used
             buf = self.graph.add_host_buffer(t.name + "@ddr", t.shape, t.dtype, kind="streaming")
-            self.inputs[buf.name] = self.inputs.pop(t.name)
+            if t.name in self.inputs:
+                self.inputs[buf.name] = self.inputs.pop(t.name)
             op = self.ctx.begin_op(t.name + "/load", "stream_copy", plan="weight streamed from DDR",
                                    min_bytes=t.nbytes)
             self.ctx.add(P.StreamCopy(buf, t, name=f"{t.name}/load", op=op))
@@ -151,9 +154,9 @@ def tolerance(precision: str) -> tuple[float, float]:
     return (2e-2, 2e-2) if precision == "fp16" else (1e-4, 1e-4)
 
 
-def build_model(cfg: ModelConfig, device: str = "ipu-mk2"):
+def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = True):
     target = Target.from_device(device, num_ipus=cfg.ipus)
-    be = EmulatorBackend(target, cfg.precision)
+    be = EmulatorBackend(target, cfg.precision, needs_values=needs_values)
     built = build(be, cfg)
     return be, built
 
@@ -172,7 +175,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     wall = {}
     t0 = time.perf_counter()
     tick("planning and building graph", 0.0)
-    be, built = build_model(cfg, device)
+    be, built = build_model(cfg, device, needs_values=not timing_only)
     wall["build"] = time.perf_counter() - t0
     tick("compiling", 0.3)
     mode = "timing" if timing_only else "full"

@@ -122,20 +122,41 @@ def _init(rng, shape, fan_in):
     return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32)
 
 
+class _Values:
+    """Seeded values for a backend; backends that need no data (timing-only, planning) get zeros
+    without drawing (same shapes, no cost).  Index data (ids, graphs) uses its own generator so
+    it is identical in every mode."""
+
+    def __init__(self, be, seed):
+        self.rng = np.random.default_rng(seed)
+        self.on = getattr(be, "needs_values", True)
+
+    def init(self, shape, fan_in):
+        return _init(self.rng, shape, fan_in) if self.on else np.broadcast_to(np.float32(0), shape)
+
+    def normal(self, shape, scale=1.0):
+        if not self.on:
+            return np.broadcast_to(np.float32(0), shape)
+        return (self.rng.standard_normal(shape) * scale).astype(np.float32)
+
+    def const(self, shape, value):
+        return np.broadcast_to(np.float32(value), shape)
+
+
 # ============================================================================ MLP
 
 
 def build_mlp(be, cfg: ModelConfig) -> Built:
-    rng = np.random.default_rng(cfg.seed)
+    rv = _Values(be, cfg.seed)
     H, B, L = cfg.hidden, cfg.batch, cfg.layers
     out = Built()
-    x = be.input("input", rng.standard_normal((B, H)).astype(np.float32))
-    target = be.input("target", rng.standard_normal((B, H)).astype(np.float32))
+    x = be.input("input", rv.normal((B, H)))
+    target = be.input("target", rv.normal((B, H)))
     params = []
     for i in range(L):
         with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
-            params.append((be.weight("w", _init(rng, (H, H), H), streamed=cfg.streaming_weights),
-                           be.weight("b", np.zeros(H, np.float32), streamed=cfg.streaming_weights)))
+            params.append((be.weight("w", rv.init((H, H), H), streamed=cfg.streaming_weights),
+                           be.weight("b", rv.const(H, 0.0), streamed=cfg.streaming_weights)))
     acts = []  # (input, pre-activation)
     h = x
     for i, (w, b) in enumerate(params):
@@ -180,16 +201,16 @@ class _Heads:
         self.merge = inv.reshape(B * S, A * d)  # view of (B*A,S,d) as (B*S,H)
 
 
-def _bert_layer_params(be, rng, cfg, streamed):
+def _bert_layer_params(be, rv, cfg, streamed):
     H, F = cfg.hidden, cfg.ffn_size
     p = {}
     for n in ("wq", "wk", "wv", "wo"):
-        p[n] = be.weight(n, _init(rng, (H, H), H), streamed=streamed)
-    p["w1"] = be.weight("w1", _init(rng, (H, F), H), streamed=streamed)
-    p["w2"] = be.weight("w2", _init(rng, (F, H), F), streamed=streamed)
+        p[n] = be.weight(n, rv.init((H, H), H), streamed=streamed)
+    p["w1"] = be.weight("w1", rv.init((H, F), H), streamed=streamed)
+    p["w2"] = be.weight("w2", rv.init((F, H), F), streamed=streamed)
     for n in ("ln1", "ln2"):
-        p[n + "_g"] = be.weight(n + "_g", np.ones(H, np.float32), streamed=streamed)
-        p[n + "_b"] = be.weight(n + "_b", np.zeros(H, np.float32), streamed=streamed)
+        p[n + "_g"] = be.weight(n + "_g", rv.const(H, 1.0), streamed=streamed)
+        p[n + "_b"] = be.weight(n + "_b", rv.const(H, 0.0), streamed=streamed)
     return p
 
 
@@ -246,20 +267,20 @@ def _bert_layer_bwd(be, p, c, dout, hd: _Heads):
 
 
 def build_bert(be, cfg: ModelConfig) -> Built:
-    rng = np.random.default_rng(cfg.seed)
+    rv = _Values(be, cfg.seed)
     B, S, H, A, L = cfg.batch, cfg.seq, cfg.hidden, cfg.heads, cfg.layers
     hd = _Heads(B, S, A, H // A)
     out = Built()
     with be.on_ipu(0), be.scope("embedding"):
-        table = be.weight("table", rng.standard_normal((cfg.vocab, H)).astype(np.float32) * 0.5)
-        ids = rng.integers(0, cfg.vocab, size=B * S)
+        table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))
+        ids = np.random.default_rng(cfg.seed + 7).integers(0, cfg.vocab, size=B * S)
         x = be.gather_rows(table, ids, "gather")
     with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
-        target = be.input("target", rng.standard_normal((B * S, H)).astype(np.float32))
+        target = be.input("target", rv.normal((B * S, H)))
     params = []
     for i in range(L):
         with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
-            params.append(_bert_layer_params(be, rng, cfg, cfg.streaming_weights))
+            params.append(_bert_layer_params(be, rv, cfg, cfg.streaming_weights))
     inputs, caches = [], []
     for i in range(L):
         with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
@@ -322,17 +343,17 @@ def conv3x3_bwd(be, cols, w, dy, nhwc, name):
 
 
 def build_conv(be, cfg: ModelConfig) -> Built:
-    rng = np.random.default_rng(cfg.seed)
+    rv = _Values(be, cfg.seed)
     n, hw, c = cfg.batch, cfg.image, cfg.hidden
     nhwc = (n, hw, hw, c)
     out = Built()
-    x = be.input("input", rng.standard_normal((n * hw * hw, c)).astype(np.float32))
-    target = be.input("target", rng.standard_normal((n * hw * hw, c)).astype(np.float32))
+    x = be.input("input", rv.normal((n * hw * hw, c)))
+    target = be.input("target", rv.normal((n * hw * hw, c)))
     blocks = []
     for i in range(cfg.layers):
         with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
-            blocks.append((be.weight("conv1_w", _init(rng, (3, 3, c, c), 9 * c)),
-                           be.weight("conv2_w", _init(rng, (3, 3, c, c), 9 * c))))
+            blocks.append((be.weight("conv1_w", rv.init((3, 3, c, c), 9 * c)),
+                           be.weight("conv2_w", rv.init((3, 3, c, c), 9 * c))))
     caches = []
     h = x
     for i, (w1, w2) in enumerate(blocks):
@@ -377,19 +398,19 @@ def make_graph(nodes: int, edges: int, seed: int):
 def build_gnn(be, cfg: ModelConfig) -> Built:
     """h' = relu(A h W) with messages gathered along edges (gather) and summed at the destination
     (scatter-add as a matmul with the constant incidence matrix)."""
-    rng = np.random.default_rng(cfg.seed)
+    rv = _Values(be, cfg.seed)
     N, E, F = cfg.nodes, cfg.edges, cfg.hidden
     src, dst = make_graph(N, E, cfg.seed)
     out = Built()
-    h = be.input("features", rng.standard_normal((N, F)).astype(np.float32))
-    target = be.input("target", rng.standard_normal((N, F)).astype(np.float32))
+    h = be.input("features", rv.normal((N, F)))
+    target = be.input("target", rv.normal((N, F)))
     inc = np.zeros((N, E), np.float32)
     inc[dst, np.arange(E)] = 1.0
     incidence = be.constant("incidence", inc)
     ws = []
     for i in range(cfg.layers):
         with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
-            ws.append(be.weight("w", _init(rng, (F, F), F)))
+            ws.append(be.weight("w", rv.init((F, F), F)))
     caches = []
     for i, w in enumerate(ws):
         with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
