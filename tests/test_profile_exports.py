@@ -152,3 +152,13 @@ def test_csv_ops_and_steps(prof, tmp_path):
         assert export_csv(prof, t, tmp_path / f"{t}.csv") >= 0
     with pytest.raises(ConfigError, match="unknown CSV table"):
         export_csv(prof, "nope", tmp_path / "x.csv")
+
+
+def test_trace_same_with_plain_json_encoder(prof, tmp_path, monkeypatch):
+    from popvision_lite.profile import chrome_trace
+
+    export_chrome_trace(prof, tmp_path / "a.json", step_range=(0, 60), tiles=[1, 40])
+    monkeypatch.setattr(chrome_trace, "_encoder",
+                        lambda: json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode)
+    export_chrome_trace(prof, tmp_path / "b.json", step_range=(0, 60), tiles=[1, 40])
+    assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text())
