@@ -71,6 +71,7 @@ class CompareWindow(QMainWindow):
             except Exception as exc:  # one broken page must not take the window down
                 page = QLabel(f"The {title} comparison failed to build: {type(exc).__name__}: {exc}")
             self._holders[index].layout().addWidget(page)
+            page.show()
             self.pages[key] = page
         return self.pages[key]
 

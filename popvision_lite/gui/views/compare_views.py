@@ -174,7 +174,8 @@ class CompareMemoryPage(QWidget):
         self.glw.scene().sigMouseMoved.connect(self._hovered)
 
         self.note = _notes_label(cmp.tile_note)
-        self.note.setVisible(bool(cmp.tile_note))
+        if not cmp.tile_note:
+            self.note.hide()
         self.ipu_plot = None
         self.ipu_table = None
         self.per_ipu = C.per_ipu(cmp.a, cmp.b, self.tm_a, self.tm_b)

@@ -1,0 +1,104 @@
+"""Compare window: shared colour scale, linked maps, cursor, difference mode, tile-count mismatch, --compare."""
+
+from __future__ import annotations
+
+import numpy as np
+
+pytest_plugins = ["gui_fixtures", "compare_fixtures"]
+
+
+def _window(qtbot, a, b):
+    import popvision_lite as pvl
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.compare_window import CompareWindow
+    from popvision_lite.gui.document import Document
+
+    create_app()
+    w = CompareWindow(Document(pvl.open(a)), Document(pvl.open(b)))
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+def test_memory_maps_share_one_colour_scale_and_difference(qtbot, run_pairs):
+    w = _window(qtbot, run_pairs["mk2"], run_pairs["mk2_recompute"])
+    page = w.show_page("memory")
+    a, b = w.doc_a.profile, w.doc_b.profile
+    tot_a, tot_b = a.memory.array().sum(axis=(1, 2)), b.memory.array().sum(axis=(1, 2))
+    hi = max(tot_a.max(), tot_b.max()) / 1024
+    assert page.img_a.levels is not None
+    np.testing.assert_allclose(page.img_a.levels, (0, hi))
+    np.testing.assert_allclose(page.img_b.levels, (0, hi))
+    np.testing.assert_allclose(page.colorbar.levels(), (0, hi))
+    # the one ColorBarItem drives both images: changing it changes both
+    page.colorbar.setLevels((0, hi / 2))
+    np.testing.assert_allclose(page.img_a.levels, (0, hi / 2))
+    np.testing.assert_allclose(page.img_b.levels, (0, hi / 2))
+    assert page.plot_b.getViewBox().linkedView(0) is page.plot_a.getViewBox()
+    # cursor: the tile under the mouse is described with both values and marked in both maps
+    tile = int(np.argmax(tot_b - tot_a))
+    page.set_cursor(tile)
+    assert f"global {tile}" in page.hover.text() and "B − A +" in page.hover.text()
+    xa, ya = page.marks[0].getData()
+    xb, yb = page.marks[1].getData()
+    assert (xa[0], ya[0]) == (xb[0], yb[0]) == (page.lay_a.col[tile] + 0.5, page.lay_a.row[tile] + 0.5)
+    # difference mode: B - A, symmetric levels (white = 0)
+    page.set_difference(True)
+    img = page.img_d.image
+    d = (tot_b - tot_a) / 1024
+    assert img[page.lay_a.row[tile], page.lay_a.col[tile]] == d[tile]
+    m = np.abs(d).max()
+    np.testing.assert_allclose(page.img_d.levels, (-m, m))
+    assert "difference" in page.plot_items()
+    w.close()
+
+
+def test_tile_count_mismatch_shows_per_ipu(qtbot, tile_mismatch):
+    w = _window(qtbot, *tile_mismatch)
+    page = w.show_page("memory")
+    assert not page.diff_box.isEnabled()
+    assert page.note.isVisibleTo(w) and "not possible" in page.note.text()
+    page.set_difference(True)
+    assert not page.difference
+    assert "per_ipu" in page.plot_items() and "per_ipu" in page.tables()
+    summary = w.show_page("summary")
+    assert any("not possible" in n for n in summary.cmp.notes)
+    w.close()
+
+
+def test_liveness_overlay_and_tables(qtbot, run_pairs):
+    w = _window(qtbot, run_pairs["mk2"], run_pairs["mk2_recompute"])
+    page = w.show_page("liveness")
+    xa, ya = page.curve_a.getData()
+    xb, yb = page.curve_b.getData()
+    la = w.doc_a.profile.liveness.tile_bytes().max(axis=1) / 1024
+    lb = w.doc_b.profile.liveness.tile_bytes().max(axis=1) / 1024
+    np.testing.assert_allclose(ya, la)
+    np.testing.assert_allclose(yb, lb)
+    assert yb.max() < ya.max()  # recompute: lower peak not-always-live
+    page.set_cursor(3)
+    assert page.cursor.value() == 3 and "step 3" in page.info.text()
+    ops = w.show_page("ops")
+    ops.filter.setText("recompute")
+    assert len(ops.model.df) > 0 and ops.model.df["name"].str.contains("recompute").all()
+    steps = w.show_page("steps")
+    assert steps.tables()["steps"]["cycles_b"].sum() == int(
+        (w.doc_b.profile.steps["end_cycle"] - w.doc_b.profile.steps["start_cycle"]).sum())
+    w.close()
+
+
+def test_cli_compare_flag_opens_compare_mode(qtbot, settings, run_pairs):
+    import argparse
+
+    from popvision_lite.gui.app import build_window, create_app
+
+    create_app()
+    args = argparse.Namespace(profiles=[], sample=False,
+                              compare=[str(run_pairs["mk2"]), str(run_pairs["bow"])])
+    win = build_window(args, settings=settings)
+    qtbot.addWidget(win)
+    qtbot.waitUntil(lambda: bool(getattr(win, "compare_windows", [])), timeout=20000)
+    cw = win.compare_windows[0]
+    assert win.doc_tabs.count() == 2
+    assert cw.doc_a.profile.target.device == "ipu-mk2" and cw.doc_b.profile.target.device == "ipu-bow"
+    cw.close()
