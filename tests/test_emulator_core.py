@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from popvision_lite.emulator import Engine, Graph, Target
+from popvision_lite.emulator import Engine, Graph, Target, TensorView
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
@@ -346,3 +346,21 @@ def test_nested_repeat_zero_repeat_and_empty_compute_set(mk2):
     dbl_cycles = int((steps["end_cycle"] - steps["start_cycle"])[steps["prog_id"] == pr.loc["dbl", "prog_id"]].sum())
     assert pr.loc["dbl", "cycles"] == dbl_cycles and pr.loc["outer", "cycles"] == res.total_cycles
     assert res.profile_data.ops.set_index("name").loc["inc", "flops"] == 6 * 60
+
+
+def test_copy_of_strided_views_numerics_and_bytes(mk2):
+    g = Graph(mk2)
+    x = g.add_variable("x", (4, 6), "int32", mapping=M.by_rows((4, 6), [0, 1]))   # rows 0-1 on tile 0, 2-3 on 1
+    y = g.add_variable("y", (6, 4), "int32", mapping=M.single_tile(24, 2))
+    xt = g.add_variable("xt", (6, 4), "int32", mapping=M.by_rows((6, 4), [3, 4, 5]))
+    x_transposed = TensorView(x, np.arange(24).reshape(4, 6).T.ravel(), (6, 4))
+    prog = P.Sequence([P.Copy(x[:, ::2], y[:3, :]), P.Copy(x_transposed, xt)])
+    xv = np.arange(24, dtype=np.int32).reshape(4, 6)
+    res = Engine(g, prog).run(inputs={"x": xv})
+    np.testing.assert_array_equal(res.outputs["y"][:3].ravel(), xv[:, ::2].ravel())
+    np.testing.assert_array_equal(res.outputs["xt"], xv.T)
+    steps = res.profile_data.steps
+    ex = steps[steps["kind"] == STEP_KIND_CODE["exchange_internal"]]
+    assert ex["bytes_in"].tolist() == [12 * 4, 24 * 4]
+    bi = np.asarray(res.profile_data.step_tile_bytes_in[int(ex.index[1]):int(ex.index[1]) + 1])[0]
+    assert bi[3:6].tolist() == [8 * 4] * 3  # two rows of the transpose per destination tile
