@@ -56,6 +56,15 @@ def _op_type(name: str) -> str:
     return re.sub(r"[_\d]+$", "", leaf) or leaf
 
 
+def _extra(c: Compiled, extra: dict | None) -> dict:
+    """Cost-model constants the run used (device spec values and software assumptions)."""
+    soft = {k: getattr(cm, k) for k in dir(cm) if k.isupper() and isinstance(getattr(cm, k), int)}
+    out = {"emulator_constants": {k: float(v) for k, v in c.target.em.items()},
+           "emulator_software_assumptions": soft}
+    out.update(extra or {})
+    return out
+
+
 def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None = None,
                   numeric_checks: dict | None = None, extra: dict | None = None) -> schema.ProfileData:
     g = c.graph
@@ -274,5 +283,5 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         step_tile_cycles=StepTileArray(cyc_rows, seq), step_tile_bytes_in=StepTileArray(in_rows, seq),
         step_tile_bytes_out=StepTileArray(out_rows, seq), ops=ops, programs=progs, compute_sets=compute_sets,
         vertices=vertices, variables=variables, variable_tiles=variable_tiles, liveness_steps=liveness_steps,
-        liveness_tile_bytes=_clip_u32(ltb), extra=dict(extra or {}),
+        liveness_tile_bytes=_clip_u32(ltb), extra=_extra(c, extra),
     )
