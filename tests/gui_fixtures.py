@@ -42,3 +42,24 @@ def opened(qtbot, window, small_profile):
     window.open_paths([small_profile])
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
     return window, window.doc_tabs.widget(0)
+
+
+@pytest.fixture
+def document(qtbot, small_profile):
+    """A Document over ``small_profile`` opened directly (no window, no loader thread)."""
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.profile.reader import open_profile
+
+    create_app()
+    doc = Document(open_profile(small_profile), small_profile)
+    yield doc
+    doc.close()
+
+
+def show_view(qtbot, view, size=(1400, 900)):
+    qtbot.addWidget(view)
+    view.resize(*size)
+    view.show()
+    qtbot.waitExposed(view)
+    return view

@@ -13,11 +13,12 @@ pytest_plugins = ["gui_fixtures"]
 
 
 @pytest.fixture
-def live(qtbot, opened):
-    win, dw = opened
-    view = dw.show_view("liveness")
-    qtbot.waitExposed(win)
-    return view
+def live(qtbot, document):
+    from gui_fixtures import show_view
+
+    from popvision_lite.gui.views.liveness_view import LivenessView
+
+    return show_view(qtbot, LivenessView(document))
 
 
 def test_click_on_step_lists_live_variables(qtbot, live):

@@ -14,11 +14,12 @@ pytest_plugins = ["gui_fixtures"]
 
 
 @pytest.fixture
-def mem(qtbot, opened):
-    win, dw = opened
-    view = dw.show_view("memory")
-    qtbot.waitExposed(win)
-    return view
+def mem(qtbot, document):
+    from gui_fixtures import show_view
+
+    from popvision_lite.gui.views.memory_view import MemoryView
+
+    return show_view(qtbot, MemoryView(document))
 
 
 def _widget_pos(view, tile):
