@@ -364,3 +364,18 @@ def test_copy_of_strided_views_numerics_and_bytes(mk2):
     assert ex["bytes_in"].tolist() == [12 * 4, 24 * 4]
     bi = np.asarray(res.profile_data.step_tile_bytes_in[int(ex.index[1]):int(ex.index[1]) + 1])[0]
     assert bi[3:6].tolist() == [8 * 4] * 3  # two rows of the transpose per destination tile
+
+
+def test_docs_example_runs(tmp_path, monkeypatch):
+    """The first example in docs/emulator.md runs as written."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "emulator.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(code, "docs/emulator.md", "exec"), ns)
+    res = ns["res"]
+    np.testing.assert_array_equal(res.outputs["y"], np.arange(1000, dtype=np.float32) * 2)
+    assert (tmp_path / "run.pvl").exists()
