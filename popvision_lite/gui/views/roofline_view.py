@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QThreadPool
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -150,6 +150,9 @@ class RooflineView(QWidget):
         self.measured_name = ""
         self._worker = None
         self._analysis_worker = None
+        # own small pool: roofline work (seconds at most) never queues behind other views' long tasks
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(2)
         self._pending_key = None
         self._selected: int | None = None
         self._scatter: dict[str, pg.ScatterPlotItem] = {}
@@ -263,8 +266,6 @@ class RooflineView(QWidget):
                 return
             self._show(result)
             return
-        from PySide6.QtCore import QThreadPool
-
         from popvision_lite.gui.workers import Worker
 
         self.notes.setText("Computing the roofline…")
@@ -272,7 +273,7 @@ class RooflineView(QWidget):
         w.signals.result.connect(lambda res, k=key: self._analysis_done(k, res))
         w.signals.error.connect(self._failed)
         self._analysis_worker = w
-        QThreadPool.globalInstance().start(w)
+        self._pool.start(w)
 
     def _analysis_done(self, key, result):
         if hasattr(self.document, "put_cached"):
@@ -292,8 +293,6 @@ class RooflineView(QWidget):
 
     def import_trace(self, path):
         """Parse a PyTorch trace off the GUI thread; the points appear when done. Returns the worker."""
-        from PySide6.QtCore import QThreadPool
-
         from popvision_lite.gui.workers import Worker
 
         def work(task, p):
@@ -306,7 +305,7 @@ class RooflineView(QWidget):
         w.signals.error.connect(self._trace_failed)
         w.signals.finished.connect(lambda: self.import_btn.setEnabled(True))
         self._worker = w
-        QThreadPool.globalInstance().start(w)
+        self._pool.start(w)
         return w
 
     # ------------------------------------------------------------------ drawing
