@@ -47,7 +47,7 @@ def test_recompute_lowers_peak_not_always_live(run_pairs):
 
 def test_bow_same_cycles_less_time(run_pairs):
     """Bow has Mk2's per-cycle architecture at a higher clock: compute cycles are the same, time is less."""
-    a, b = _open(run_pairs["mk2"]), _open(run_pairs["bow"])
+    a, b = _open(run_pairs["bow_base"]), _open(run_pairs["bow"])
     c = C.compare(a, b)
     assert b.target.clock_hz > a.target.clock_hz
     comp = c.metric("compute cycles")

@@ -94,7 +94,7 @@ def test_cli_compare_flag_opens_compare_mode(qtbot, settings, run_pairs):
 
     create_app()
     args = argparse.Namespace(profiles=[], sample=False,
-                              compare=[str(run_pairs["mk2"]), str(run_pairs["bow"])])
+                              compare=[str(run_pairs["bow_base"]), str(run_pairs["bow"])])
     win = build_window(args, settings=settings)
     qtbot.addWidget(win)
     qtbot.waitUntil(lambda: bool(getattr(win, "compare_windows", [])), timeout=20000)

@@ -155,7 +155,7 @@ def test_cli_compare_outputs(qtbot, run_pairs, tile_mismatch, tmp_path):
     assert (w, h) == (900, 500) and var > 20
     assert _cli(a, "--view", "liveness", "--compare", b, "-o", tmp_path / "l.svg") == 0
     _svg_ok(tmp_path / "l.svg")
-    assert _cli(a, "--view", "summary", "--compare", run_pairs["bow"], "-o", tmp_path / "s.csv") == 0
+    assert _cli(run_pairs["bow_base"], "--view", "summary", "--compare", run_pairs["bow"], "-o", tmp_path / "s.csv") == 0
     s = pd.read_csv(tmp_path / "s.csv").set_index("metric")
     assert s.loc["compute cycles", "a"] == s.loc["compute cycles", "b"]
     assert float(s.loc["time", "b"]) < float(s.loc["time", "a"])
