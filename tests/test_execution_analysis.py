@@ -116,6 +116,23 @@ def test_summary_raster_brackets_exact_values(prof, idx, cycles):
     assert r.step_range == (0, n)
 
 
+def test_summary_spread_over_steps_keeps_brackets_and_sums(prof, idx, cycles):
+    # few steps per pixel: block totals are spread over the steps by their mean busy
+    r = ex.tile_raster(prof, idx, idx.t0, idx.t1, 200, 0, 2 * TPI, 8, max_cells=0)
+    assert r.source.endswith("+steps")
+    _check_raster(prof, idx, cycles, r, 0, 2 * TPI)
+    # zoomed on a sync step (no tile busy in it): its pixel columns show no busy time, while the
+    # 16-step block around it is busy
+    st = prof.steps
+    s = int(np.flatnonzero((st.kind == 1).to_numpy() & (st.end_cycle - st.start_cycle > 50).to_numpy())[3])
+    a, b, d = float(st.start_cycle[s]), float(st.end_cycle[s]), float(st.end_cycle[s] - st.start_cycle[s])
+    z = ex.tile_raster(prof, idx, a - 10 * d, b + 10 * d, 210, 0, 2 * TPI, 8, max_cells=0)
+    assert z.source.endswith("+steps")
+    inside = (z.edges[:-1] >= a) & (z.edges[1:] <= b)
+    assert inside.sum() >= 5 and np.all(z.util[:, inside] == 0)
+    assert np.nanmax(z.util) > 0
+
+
 def test_exact_raster_brackets_and_sums(prof, idx, cycles):
     r = ex.tile_raster(prof, idx, idx.t0, idx.t1, 64, 0, 2 * TPI, 10)
     assert r.source == "window"

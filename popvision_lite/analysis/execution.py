@@ -35,6 +35,7 @@ SYNC = STEP_KIND_CODE["sync"]
 # bounds on what one frame may read / build
 MAX_EXACT_RECTS = 30_000          # exact rectangles drawn at once (busy + wait)
 MAX_WINDOW_CELLS = 1_000_000      # step x tile cells read exactly for a raster (else summaries)
+STEP_SPREAD_PER_COL = 4           # summary blocks are spread over their steps below 4 steps / px
 MAX_RANGE_CELLS = 40_000_000      # step x tile cells read (in chunks) for an exact range summary
 _CHUNK_CELLS = 4_000_000
 
@@ -434,6 +435,25 @@ def _raster_summary(profile, index, i0, i1, t0, t1, rows, edges, tpi, sb, tb) ->
             return (np.minimum.reduceat(summ["min"][:, k0:k1], starts, axis=1),
                     np.maximum.reduceat(summ["max"][:, k0:k1], starts, axis=1))
     busy_sum = mean_rows * nsteps_blk[:, None]              # busy cycles per tile over each block
+    cols = len(edges) - 1
+    if sb > 1 and 0 < b - a <= STEP_SPREAD_PER_COL * cols:
+        # Blocks wider than a few pixels: spread each block's busy cycles over its steps in
+        # proportion to each step's mean busy over all tiles (exact, from the steps table), so
+        # syncs and exchanges show where they happen in time.  Each row's total over a block stays
+        # exactly the summary's; min / max stay the block's (they still bracket every cell).
+        blk = (np.arange(a, b) - a) // sb
+        bm = index.busy_mean[a:b]
+        tot = np.bincount(blk, weights=bm, minlength=nblocks)
+        wgt = np.where(tot[blk] > 0, bm / np.where(tot[blk] > 0, tot[blk], 1.0), 1.0 / nsteps_blk[blk])
+        step_busy = (busy_sum[blk] * wgt[:, None].astype(np.float32)).astype(np.float32)
+        util, (lo, hi, centre, empty) = _columns_from_steps(index.start[a:b], index.end[a:b], step_busy, edges)
+
+        def minmax_steps():
+            mn, mx = minmax()
+            return mn[blk], mx[blk]
+
+        return TileRaster(util, edges, redges, f"summary({sb}x{tb})+steps", (sb, tb), (a, b),
+                          blocks=(minmax_steps, step_busy, lo, hi, centre, empty))
     util, (lo, hi, centre, empty) = _columns_from_steps(sb_start, sb_end, busy_sum, edges)
     return TileRaster(util, edges, redges, f"summary({sb}x{tb})", (sb, tb), (a, b),
                       blocks=(minmax, mean_rows, lo, hi, centre, empty))
