@@ -135,6 +135,7 @@ def test_speedup_and_cost_table_arithmetic():
     assert tot["a100-80gb_time_s"] == pytest.approx(body["a100-80gb_time_s"].sum())
     assert tot["a100-80gb_speedup"] == pytest.approx(tot.ipu_time_s / tot["a100-80gb_time_s"])
     assert tot.share == pytest.approx(1.0)
+    assert tot.achieved_flops == pytest.approx((10**9 + 10**7) / tot.ipu_time_s)
     # cost = time x chips x price/hour; the Mk2 has no price so the Bow rate is used, for 2 IPUs
     bow = load_device("ipu-bow").usd_per_hour
     assert body.ipu_cost_usd.to_numpy() == pytest.approx(body.ipu_time_s.to_numpy() * 2 * bow / 3600)

@@ -216,18 +216,19 @@ class RooflineAnalysis:
 
     def table(self) -> pd.DataFrame:
         """Per-op side table with a final TOTAL row (what the view shows)."""
-        cols = ["name", "type", "precision", "bound", "ipu_time_s", "share"]
+        cols = ["name", "type", "precision", "bound", "level", "intensity", "achieved_flops", "ipu_time_s", "share"]
         for g in self.gpus:
             cols += [f"{g.device_id}_time_s", f"{g.device_id}_speedup"]
         cols += ["ipu_cost_usd"] + [f"{g.device_id}_cost_usd" for g in self.gpus] + ["spills", "whatif_time_s"]
         t = self.ops[cols].copy()
         tot = {c: math.nan for c in cols}
-        tot.update(name="TOTAL (ops)", type="", precision="", bound="", spills=bool(t["spills"].any()))
+        tot.update(name="TOTAL (ops)", type="", precision="", bound="", level="", spills=bool(t["spills"].any()))
         for c in cols:
             if c.endswith("_time_s") or c.endswith("_cost_usd") or c == "share":
                 tot[c] = float(t[c].sum(min_count=1))
         for g in self.gpus:
             tot[f"{g.device_id}_speedup"] = tot["ipu_time_s"] / tot[f"{g.device_id}_time_s"]
+        tot["achieved_flops"] = float(self.ops["flops"].sum()) / tot["ipu_time_s"] if tot["ipu_time_s"] else math.nan
         t.loc[-1] = tot
         return t
 

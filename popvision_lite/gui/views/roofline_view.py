@@ -78,7 +78,10 @@ class RooflineTableModel(QAbstractTableModel):
         super().__init__(parent)
         self.df = df
         self.op_ids = df.index.to_numpy()
-        cols = [("name", "op", None), ("bound", "bound by", None), ("ipu_time_s", "IPU time", _fmt_time),
+        cols = [("name", "op", None), ("bound", "bound by", None),
+                ("intensity", "FLOP/B", lambda v: f"{v:.3g}" if np.isfinite(v) else ""),
+                ("achieved_flops", "IPU achieved", lambda v: _fmt_flops(v) if v > 0 else ""),
+                ("ipu_time_s", "IPU time", _fmt_time),
                 ("share", "% run", lambda v: f"{100 * v:.1f}%" if np.isfinite(v) else "")]
         for g in gpus:
             short = g.device_id.upper()
@@ -107,6 +110,10 @@ class RooflineTableModel(QAbstractTableModel):
                 return "GPU roofline bound: max(FLOPs / peak, min_bytes / HBM bandwidth); not a measurement"
             if key.endswith("_cost_usd"):
                 return "time x chips x price per chip-hour (from resources/devices)"
+            if key == "intensity":
+                return "operational intensity against the memory level that bounds the op (see 'bound by' / tooltip)"
+            if key == "achieved_flops":
+                return "FLOPs / emulated time of the op"
             if key == "spills":
                 return "ops whose compulsory bytes exceed the SRAM left after always-live data (at the what-if capacity)"
         return None
