@@ -117,8 +117,8 @@ def test_summary_raster_brackets_exact_values(prof, idx, cycles):
 
 
 def test_summary_spread_over_steps_keeps_brackets_and_sums(prof, idx, cycles):
-    # few steps per pixel: block totals are spread over the steps by their mean busy
-    r = ex.tile_raster(prof, idx, idx.t0, idx.t1, 200, 0, 2 * TPI, 8, max_cells=0)
+    # at most one step per pixel: block totals are spread over the steps by their mean busy
+    r = ex.tile_raster(prof, idx, idx.t0, idx.t1, 320, 0, 2 * TPI, 8, max_cells=0)
     assert r.source.endswith("+steps")
     _check_raster(prof, idx, cycles, r, 0, 2 * TPI)
     # zoomed on a sync step (no tile busy in it): its pixel columns show no busy time, while the

@@ -35,7 +35,7 @@ SYNC = STEP_KIND_CODE["sync"]
 # bounds on what one frame may read / build
 MAX_EXACT_RECTS = 30_000          # exact rectangles drawn at once (busy + wait)
 MAX_WINDOW_CELLS = 1_000_000      # step x tile cells read exactly for a raster (else summaries)
-STEP_SPREAD_PER_COL = 4           # summary blocks are spread over their steps below 4 steps / px
+STEP_SPREAD_PER_COL = 1           # summary blocks are spread over their steps at <= 1 step per px
 MAX_RANGE_CELLS = 40_000_000      # step x tile cells read (in chunks) for an exact range summary
 _CHUNK_CELLS = 4_000_000
 
