@@ -139,3 +139,15 @@ def test_large_ops_resolve_tiles_off_the_gui_thread(view, doc, qtbot, monkeypatc
     view.table.selectionModel().clearCurrentIndex()
     view.select_op(0)
     assert seen[-1] == (0, 1, 2, 3, 4)
+
+
+def test_focusing_the_table_does_not_select_an_op(view, doc):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QFocusEvent
+    from PySide6.QtWidgets import QApplication
+
+    doc.selection.update(source="execution", step_range=(6, 7))
+    before = doc.selection.state
+    QApplication.sendEvent(view.table, QFocusEvent(QEvent.FocusIn, Qt.TabFocusReason))
+    assert view.table.currentIndex().isValid()
+    assert doc.selection.state == before

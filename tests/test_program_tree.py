@@ -48,3 +48,10 @@ def test_node_lookup(tree):
     assert t.node_for_step(4) == 4
     assert t.node_for_step(7) == 7
     assert t.node_for_op(1) == 5
+
+
+def test_nodes_for_op(tree):
+    t, p = tree
+    assert t.nodes_for_op(0).tolist() == [3, 4]
+    assert t.nodes_for_op(2).tolist() == [7]
+    assert t.nodes_for_op(99).tolist() == []

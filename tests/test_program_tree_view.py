@@ -57,7 +57,7 @@ def test_selecting_node_selects_its_steps(view, doc):
         before = doc.selection.state
         view.show_program(prog)  # programmatic: no echo
         assert doc.selection.state == before
-        view.view.selectionModel().clearCurrentIndex()
+        view.view.selectionModel().clear()
         view.view.setCurrentIndex(view.model.index_for(prog))  # as a click does
         st = doc.selection.state
         assert st.source == "program_tree" and st.prog_id == prog
@@ -85,3 +85,24 @@ def test_op_selected_elsewhere_expands_and_selects_node(view, doc):
     assert doc.selection.state.source == "operations"
     doc.selection.update(source="operations", op_id=None, prog_id=None)
     assert view.selected_program() is None or not view.view.selectionModel().hasSelection()
+
+
+def test_focusing_the_tree_does_not_select_the_run(view, doc):
+    from PySide6.QtCore import QEvent, Qt
+    from PySide6.QtGui import QFocusEvent
+    from PySide6.QtWidgets import QApplication
+
+    doc.selection.update(source="operations", op_id=2, prog_id=7, step_range=(7, 8))
+    before = doc.selection.state
+    view.view.selectionModel().clear()
+    QApplication.sendEvent(view.view, QFocusEvent(QEvent.FocusIn, Qt.TabFocusReason))
+    assert view.view.currentIndex().isValid()  # Qt moved 'current' to the first row ...
+    assert doc.selection.state == before       # ... which must not select the whole run
+
+
+def test_op_with_several_nodes_selects_them_all(view, doc):
+    # fwd/matmul (op 0) issued an Execute and a Copy, siblings in the Repeat body
+    doc.selection.update(source="operations", op_id=0, prog_id=3, step_range=(0, 5))
+    assert view.selected_programs() == [3, 4]
+    assert view.selected_program() == 3
+    assert doc.selection.state.source == "operations"

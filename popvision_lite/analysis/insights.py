@@ -512,18 +512,22 @@ def recompute_savings(a, b) -> Finding:
     dcyc = s1["cycles"] - s0["cycles"]
     cyc_txt = (f"{dcyc:,} more cycles ({_pct(dcyc / s0['cycles'])} slower)" if dcyc > 0 and s0["cycles"]
                else f"{-dcyc:,} fewer cycles" if dcyc < 0 else "no change in cycles")
-    text = (f"Not-always-live peak: {fmt_bytes(s0['peak_bytes'])} without recomputation, "
-            f"{fmt_bytes(s1['peak_bytes'])} with it: "
-            + (f"saved {fmt_bytes(saved)} ({_pct(saved / s0['peak_bytes'])})" if saved > 0 and s0["peak_bytes"]
-               else f"no saving ({fmt_bytes(-saved)} more)" if saved < 0 else "no saving")
-            + f". Fullest tile: {fmt_bytes(s0['max_tile_total'])} -> {fmt_bytes(s1['max_tile_total'])}"
-            f" ({'saved ' + fmt_bytes(saved_tile) if saved_tile >= 0 else fmt_bytes(-saved_tile) + ' more'}). "
-            f"Tiles over capacity: {s0['tiles_over']:,} -> {s1['tiles_over']:,}. Cost: {cyc_txt}.")
+    lines = [
+        f"Not-always-live peak: {fmt_bytes(s0['peak_bytes'])} without recomputation, "
+        f"{fmt_bytes(s1['peak_bytes'])} with it: "
+        + (f"saved {fmt_bytes(saved)} ({_pct(saved / s0['peak_bytes'])})" if saved > 0 and s0["peak_bytes"]
+           else f"no saving ({fmt_bytes(-saved)} more)" if saved < 0 else "no saving"),
+        f"Fullest tile: {fmt_bytes(s0['max_tile_total'])} -> {fmt_bytes(s1['max_tile_total'])}"
+        f" ({'saved ' + fmt_bytes(saved_tile) if saved_tile >= 0 else fmt_bytes(-saved_tile) + ' more'})",
+        f"Tiles over capacity: {s0['tiles_over']:,} -> {s1['tiles_over']:,}",
+        f"Cost: {cyc_txt}",
+    ]
+    text = _bullets(lines, first=False)
     if saved > 0 and saved_tile <= 0:
-        text += (" It lowered the total peak but not the fullest tile, which decides whether the model fits: "
+        text += ("\nIt lowered the total peak but not the fullest tile, which decides whether the model fits: "
                  "per tile the peak is set by other data (e.g. an op's temporaries or the recomputed ops' own).")
     elif s0["tiles_over"] and not s1["tiles_over"]:
-        text += " With recomputation the model fits."
+        text += "\nWith recomputation the model fits."
     sev = "info"
     return Finding(sev, "recompute_saved", "What recomputation saved", text,
                    numbers={"base": s0, "recompute": s1, "saved_peak_bytes": saved,

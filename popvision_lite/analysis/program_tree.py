@@ -129,6 +129,15 @@ class ProgramTree:
             return int(self.code_bytes[r])
         return self.op_name(prog_id)
 
+    def nodes_for_op(self, op_id: int) -> np.ndarray:
+        """Topmost nodes of an op (its parent belongs to another op), in table order."""
+        mine = np.flatnonzero(self.op_id == op_id)
+        if len(mine) == 0:
+            return np.zeros(0, dtype=np.int64)
+        par = self.parent[mine]
+        par_op = np.where(par >= 0, self.op_id[self._row[np.clip(par, 0, None)]], -2)
+        return self.ids[mine[par_op != op_id]]
+
     def node_for_op(self, op_id: int) -> int | None:
         return program_for_op(self._profile, op_id)
 

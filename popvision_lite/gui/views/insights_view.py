@@ -128,6 +128,7 @@ class InsightsView(QWidget):
         self.extra = [f for f in self.extra if f.kind != finding.kind] + [finding]
         self.status.setText(f"{len(self.findings)} findings + {finding.title.lower()}")
         self.render()
+        self.browser.verticalScrollBar().setValue(0)  # the new card is at the top
 
     # rendering --------------------------------------------------------------------
     def _links(self, f: Finding) -> str:
@@ -155,7 +156,7 @@ class InsightsView(QWidget):
     def to_html(self) -> str:
         c = theme.colors()
         out = [f"<html><body style='color:{c['text']}; background:{c['base']}'>"]
-        for f in self.findings + self.extra:
+        for f in self.extra + self.findings:  # comparisons the user asked for come first
             col = _SEV_COLORS.get(f.severity, c["muted"])
             links = self._links(f)
             out.append(

@@ -240,7 +240,9 @@ class OperationsView(QWidget):
 
         self.filter_edit.textChanged.connect(self._apply_filter)
         self.regex_box.toggled.connect(self._apply_filter)
-        self.table.selectionModel().currentRowChanged.connect(self._on_current)
+        # selectionChanged, not currentChanged: focusing the table moves 'current' to the first row
+        # without selecting it, and that must not select an op
+        self.table.selectionModel().selectionChanged.connect(self._on_selected)
         document.selection.changed.connect(self._on_selection)
         self._apply_filter()
         if document.selection.state != type(document.selection.state)():
@@ -267,10 +269,13 @@ class OperationsView(QWidget):
         self.count_label.setText(f"{int(mask.sum()):,} / {len(mask):,} ops")
 
     # user -> selection -------------------------------------------------------------
-    def _on_current(self, current: QModelIndex, _previous=None):
-        if self._syncing or not current.isValid():
+    def _on_selected(self, selected, _deselected=None):
+        idx = [i for i in selected.indexes() if i.column() == 0]
+        if self._syncing or not idx:
             return
-        op = int(self.proxy.data(current, OP_ROLE))
+        op = int(self.proxy.data(idx[0], OP_ROLE))
+        if op == self.document.selection.state.op_id and self.document.selection.state.source == self.SOURCE:
+            return  # e.g. the selection re-announced after a sort
         self._worker = select_op(self.document, op, self.SOURCE)
 
     def visible_ops(self) -> list[int]:

@@ -8,7 +8,7 @@ elsewhere; selecting an op (or a program) elsewhere expands and selects its node
 
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractItemModel, QItemSelectionModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractItemModel, QItemSelection, QItemSelectionModel, QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
 
@@ -146,7 +146,9 @@ class ProgramTreeView(QWidget):
         self.status.setText(self._summary)
         # the first levels open by default (a Sequence and its Repeat, usually)
         self.view.expandToDepth(1)
-        self.view.selectionModel().currentRowChanged.connect(self._on_current)
+        # selectionChanged, not currentChanged: focusing the view moves 'current' to the first row
+        # without selecting it, and that must not select the whole run
+        self.view.selectionModel().selectionChanged.connect(self._on_selected)
         document.selection.changed.connect(self._on_selection)
         self._worker = None
         st = document.selection.state
@@ -154,11 +156,11 @@ class ProgramTreeView(QWidget):
             self._on_selection(st)  # views built later show the current selection
 
     # user -> selection -------------------------------------------------------------
-    def _on_current(self, current: QModelIndex, _previous=None):
-        if self._syncing or not current.isValid():
+    def _on_selected(self, selected, _deselected=None):
+        idx = [i for i in selected.indexes() if i.column() == 0]
+        if self._syncing or not idx:
             return
-        prog = self.model._prog(current)
-        self.select_program(prog)
+        self.select_program(self.model._prog(idx[0]))
 
     def select_program(self, prog: int) -> None:
         r = self.tree_data.row(prog)
@@ -173,8 +175,15 @@ class ProgramTreeView(QWidget):
         if state.source == self.SOURCE:
             return
         prog = state.prog_id
-        if prog is None and state.op_id is not None:
-            prog = self.tree_data.node_for_op(state.op_id)
+        if state.op_id is not None and (prog is None or self.tree_data.op_id[self.tree_data.row(prog)] == state.op_id):
+            nodes = self.tree_data.nodes_for_op(state.op_id)
+            if len(nodes):
+                self.show_programs(nodes.tolist())
+                rng = state.step_range
+                self.status.setText(f"{self._summary} | op {self.tree_data.op_name(int(nodes[0]))}: "
+                                    f"{len(nodes):,} node{'s' if len(nodes) > 1 else ''}"
+                                    + (f", steps {rng[0]}..{rng[1] - 1}" if rng else ""))
+                return
         if prog is None:
             if not self.view.selectionModel().hasSelection():
                 return
@@ -195,9 +204,36 @@ class ProgramTreeView(QWidget):
             idx = self.model.index_for(prog)
             self.view.selectionModel().setCurrentIndex(
                 idx, QItemSelectionModel.ClearAndSelect | QItemSelectionModel.Rows)
-            self.view.scrollTo(idx)
+            self.view.scrollTo(idx, QTreeView.PositionAtCenter)
         finally:
             self._syncing = False
+
+    MAX_SELECTED = 500
+
+    def show_programs(self, progs: list[int]) -> None:
+        """Select several nodes (all top nodes of an op), current = the first (no selection echo)."""
+        progs = progs[: self.MAX_SELECTED]
+        self._syncing = True
+        try:
+            expanded = set()
+            sel = QItemSelection()
+            for prog in progs:
+                for p in self.tree_data.path_to(prog)[:-1]:
+                    if p not in expanded:
+                        self.view.expand(self.model.index_for(p))
+                        expanded.add(p)
+                idx = self.model.index_for(prog)
+                sel.select(idx, self.model.index_for(prog, len(COLUMNS) - 1))
+            sm = self.view.selectionModel()
+            sm.select(sel, QItemSelectionModel.ClearAndSelect)
+            first = self.model.index_for(progs[0])
+            sm.setCurrentIndex(first, QItemSelectionModel.NoUpdate)
+            self.view.scrollTo(first, QTreeView.PositionAtCenter)
+        finally:
+            self._syncing = False
+
+    def selected_programs(self) -> list[int]:
+        return sorted({self.model._prog(i) for i in self.view.selectionModel().selectedRows()})
 
     def selected_program(self) -> int | None:
         idx = self.view.selectionModel().currentIndex()
