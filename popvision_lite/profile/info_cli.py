@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -104,5 +105,10 @@ def run(args) -> int:
     except PopvisionError as e:
         print(f"popvision-lite info: error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(s, indent=2) if args.json else format_summary(s))
+    try:
+        print(json.dumps(s, indent=2) if args.json else format_summary(s))
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into `head`: not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0
