@@ -367,3 +367,35 @@ def test_tiny_profiles_draw(qtbot, tmp_path, steps):
     if steps:
         assert v.last_mode == "rects" and len(v.last_cells.step) == 8
     doc.close()
+
+
+def test_in_main_window_linked_with_operations_selection(qtbot, tmp_path):
+    """Opened through the window's registry; an op selected the way the operations view does it
+    highlights exactly the op's steps here, and a step clicked here selects its op for the others."""
+    from PySide6.QtCore import QSettings
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.main_window import MainWindow
+    from popvision_lite.gui.views.selection_resolve import select_op
+
+    path = tmp_path / "w.pvl"
+    write_synthetic(path, num_ipus=2, tiles_per_ipu=32, num_steps=150, seed=7)
+    create_app()
+    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(win)
+    win.show()
+    win.open_paths([path])
+    qtbot.waitUntil(lambda: win.doc_tabs.count() == 1, timeout=15000)
+    dw = win.doc_tabs.widget(0)
+    win.show_view("execution")
+    v = dw.view("execution")
+    assert isinstance(v, ExecutionView)
+    doc = dw.document
+    op = int(v.index.op_id[v.index.op_id >= 0][7])
+    select_op(doc, op, "operations")
+    assert v.highlight_steps.tolist() == np.flatnonzero(v.index.op_id == op).tolist()
+    s = int(np.flatnonzero(v.index.op_id >= 0)[20])
+    v._on_click(float(v.index.start[s]) + 0.5, 0.5, False, v.step_vb)
+    assert doc.selection.state.op_id == v.index.op_id[s] and doc.selection.state.source == "execution"
+    win.cancel_tasks()
+    qtbot.waitUntil(lambda: not win.busy(), timeout=10000)
