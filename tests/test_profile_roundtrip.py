@@ -248,3 +248,9 @@ def test_windows_and_summaries_any_shape(tmp_path_factory, ipus, tpi, n_steps, d
                 blk = raw[bi * 4:(bi + 1) * 4, t0:t1]
                 assert s["max"][bi, bj] == blk.max() and s["min"][bi, bj] == blk.min()
         np.testing.assert_array_equal(p.steps["busy_max"], raw.max(axis=1))
+
+
+def test_summary_step_blocks_must_divide_the_write_batch(data, tmp_path):
+    with pytest.raises(ValueError, match="divide"):
+        write_profile(tmp_path / "x.pvl", data, summary_levels=((100, 16),))
+    assert list(tmp_path.iterdir()) == []

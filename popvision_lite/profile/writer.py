@@ -276,6 +276,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
         raise ProfileError(path, "is a directory; give a file name such as run.pvl")
     if not folder.is_dir():
         raise ProfileError(path, f"folder '{folder}' does not exist")
+    bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
+    if bad:
+        raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
     t = data.target
     n_tiles = t.num_tiles
     n_steps = len(data.steps)
