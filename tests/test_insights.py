@@ -125,6 +125,11 @@ def test_more_ipus_counts_ipus_when_total_exceeds_chip(tmp_path):
         need = math.ceil(total / (8 * 300))
         assert need > 1 and f.numbers["ipus_needed"] == need
         assert f"at least {need} IPUs" in f.text
+        # the weights alone exceed the chip (2,800 B of always-live variables vs 8 x 300 B): an error
+        w = p.variables[p.variables["always_live"] & (p.variables["kind"] == "variable")]
+        assert int(w["bytes"].sum()) > 8 * 300
+        assert f.severity == "error" and f.title == "More IPUs or streaming memory"
+        assert f"{int(w['bytes'].sum()):,} B" in f.text
 
 
 def test_no_oom_advice_when_it_fits(roomy):

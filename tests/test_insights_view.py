@@ -2,6 +2,7 @@
 
 import pytest
 from insights_fixtures import write_small
+from PySide6.QtCore import Qt
 
 import popvision_lite as pvl
 from popvision_lite.gui.document import Document
@@ -78,3 +79,28 @@ def test_recompute_profile_says_it_is_on(qtbot, paths):
     qtbot.addWidget(v2)
     assert v2.findings == v.findings
     d.close()
+
+
+def test_compare_button_asks_for_a_file(view, paths, qtbot, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    asked = []
+
+    def fake(*args, **kwargs):
+        asked.append(args)
+        return str(paths[1]), "Profiles (*.pvl)"
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(fake))
+    qtbot.mouseClick(view.compare_btn, Qt.LeftButton)
+    qtbot.waitUntil(lambda: bool(view.extra), timeout=10000)
+    assert asked and view.extra[0].kind == "recompute_saved"
+    text = view.browser.toPlainText().strip()
+    assert text.startswith("INFO") and text.index("What recomputation saved") < text.index("Out of memory")
+
+
+def test_compare_with_a_broken_file_reports_it(view, tmp_path, qtbot):
+    bad = tmp_path / "bad.pvl"
+    bad.write_bytes(b"not a profile")
+    view.compare_with_path(bad)
+    qtbot.waitUntil(lambda: view.status.text().startswith("Compare failed"), timeout=10000)
+    assert "bad.pvl" in view.status.text() and not view.extra
