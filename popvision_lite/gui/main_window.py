@@ -42,6 +42,9 @@ from popvision_lite.gui.views import VIEW_REGISTRY, ViewNotAvailable
 from popvision_lite.gui.workers import Worker, start_task
 
 PROFILE_FILTER = "popvision-lite profiles (*.pvl);;All files (*)"
+# Modules that add menus/actions to the window: each has ``install(main_window)``; a missing module
+# is skipped and one that fails is reported on stderr without taking the window down.
+EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.export_actions", "popvision_lite.gui.whatif")
 MAX_RECENT = 10
 
 
@@ -184,6 +187,7 @@ class MainWindow(QMainWindow):
         self._tasks: list[Worker] = []
         self._build_status_bar()
         self._build_menus()
+        self._install_extensions()
         self._refresh_recent()
         self._warm = start_task(warm_up, title="warm-up")  # silent: no progress bar, errors ignored
         geom = self.settings.value("window/geometry")
@@ -263,13 +267,22 @@ class MainWindow(QMainWindow):
             self.view_actions.append(a)
         self.act_cancel = self._action(self.menus["run"], "&Cancel running job", self.cancel_tasks, "Esc",
                                        "Cancel loading or any running job")
-        from popvision_lite.gui import export_actions, whatif  # File > Export…, Compare; Run > emulations
-
-        export_actions.install(self)
-        whatif.install(self)
         h = self.menus["help"]
         self._action(h, "&Keyboard shortcuts", self.show_shortcuts, "F1", "List every keyboard shortcut")
         self._action(h, "&About", self.show_about, None, "About popvision-lite")
+
+    def _install_extensions(self) -> None:
+        self.extensions: dict[str, object] = {}
+        for name in EXTENSIONS:
+            try:
+                if importlib.util.find_spec(name) is None:
+                    continue
+                mod = importlib.import_module(name)
+                mod.install(self)
+                self.extensions[name] = mod
+            except Exception:  # a broken extension must not stop the app from starting
+                print(f"popvision-lite: could not install {name}:", file=sys.stderr)
+                traceback.print_exc()
 
     # ----------------------------------------------------------------- documents
     def documents(self) -> list[Document]:

@@ -131,15 +131,22 @@ class Worker(QRunnable):
             if self.task.cancelled:
                 raise Cancelled()
         except Cancelled:
-            self._emit.cancelled.emit()
+            _emit(self._emit.cancelled)
         except BaseException as exc:  # delivered to the GUI thread, never raised there
             exc.__traceback_text__ = traceback.format_exc()
-            self._emit.error.emit(exc)
+            _emit(self._emit.error, exc)
         else:
-            self._emit.result.emit(value)
+            _emit(self._emit.result, value)
         finally:
             self.done = True
-            self._emit.finished.emit()
+            _emit(self._emit.finished)
+
+
+def _emit(signal, *args) -> None:
+    try:
+        signal.emit(*args)
+    except RuntimeError:  # the app (and our QObjects) were torn down while the task ran: drop it
+        pass
 
 
 _LIVE: set[Worker] = set()  # keeps workers (and their signal objects) alive while running
