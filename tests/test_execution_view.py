@@ -399,3 +399,18 @@ def test_in_main_window_linked_with_operations_selection(qtbot, tmp_path):
     assert doc.selection.state.op_id == v.index.op_id[s] and doc.selection.state.source == "execution"
     win.cancel_tasks()
     qtbot.waitUntil(lambda: not win.busy(), timeout=10000)
+
+
+def test_large_range_summary_turns_exact_off_thread(view, qtbot, monkeypatch):
+    from popvision_lite.gui.views import execution_view as mod
+
+    monkeypatch.setattr(mod, "SYNC_RANGE_CELLS", 0)  # every range counts as large
+    idx, p = view.index, view.profile
+    view.select_range(float(idx.start[32]) + 1, float(idx.start[160]) - 1)
+    assert view.last_summary.step_range == (32, 160)
+    assert not view.last_summary.exact and "being computed" in view.info.toPlainText()
+    qtbot.waitUntil(lambda: view.last_summary.exact, timeout=10000)
+    cyc = np.asarray(p.step_tiles.window(32, 160).cycles, dtype=np.float64).sum(axis=0)
+    assert view.last_summary.imbalance == pytest.approx(cyc.max() / cyc.mean())
+    assert view.last_summary.busiest.busy.tolist() == sorted(cyc, reverse=True)[:10]
+    assert "being computed" not in view.info.toPlainText()

@@ -614,8 +614,14 @@ class RangeSummary:
 
 
 def range_summary(profile, index: StepIndex, s0: int, s1: int, top: int = 10,
-                  max_cells: int = MAX_RANGE_CELLS, names: dict[int, str] | None = None) -> RangeSummary:
-    """Summary of steps [s0, s1): cycles by kind, ops, busiest tiles and imbalance (max / mean busy)."""
+                  max_cells: int | None = MAX_RANGE_CELLS, names: dict[int, str] | None = None,
+                  progress=None) -> RangeSummary:
+    """Summary of steps [s0, s1): cycles by kind, ops, busiest tiles and imbalance (max / mean busy).
+
+    Busiest tiles and imbalance are exact (the step x tile window read in chunks) when the range has
+    at most ``max_cells`` cells (None: always), else per tile block from the stored summaries
+    (``exact`` False).  ``progress(fraction)`` is called after each chunk (it may raise to cancel).
+    """
     s0, s1 = max(0, int(s0)), min(index.n, int(s1))
     s1 = max(s0, s1)
     sl = slice(s0, s1)
@@ -633,12 +639,14 @@ def range_summary(profile, index: StepIndex, s0: int, s1: int, top: int = 10,
         return RangeSummary((s0, s1), (cyc0, cyc1), by_kind, ops,
                             pd.DataFrame({"tile": [], "tiles": [], "busy": []}), float("nan"), True)
     levels = list(getattr(profile.step_tiles, "levels", []) or [])
-    if (s1 - s0) * nt <= max_cells or not levels:
+    if max_cells is None or (s1 - s0) * nt <= max_cells or not levels:
         per_tile = np.zeros(nt)
         chunk = max(1, _CHUNK_CELLS // max(nt, 1))
         for a in range(s0, s1, chunk):
             b = min(s1, a + chunk)
-            per_tile += np.asarray(profile.step_tiles.window(a, b).cycles, dtype=np.float64).sum(axis=0)
+            per_tile += np.asarray(profile.step_tiles.cycles(a, b), dtype=np.float64).sum(axis=0)
+            if progress is not None:
+                progress((b - s0) / (s1 - s0))
         first, width, exact, tb = np.arange(nt), np.ones(nt, np.int64), True, 1
     else:  # per tile block from the finest-tile stored summary
         tpi = int(profile.target.tiles_per_ipu)

@@ -65,6 +65,7 @@ PAN_STEP = 0.2       # A / D pan by 20 % of the width
 DEBOUNCE_MS = 25
 LABEL_MIN_PX = 70    # op names on steps at least this wide
 MAX_LABELS = 80
+SYNC_RANGE_CELLS = 4_000_000  # range summaries with more step x tile cells read exact data off-thread
 EXACT_MIN_ROW_PX = 3.0
 
 HELP_TEXT = """<b>Execution view keys</b><br>
@@ -241,6 +242,7 @@ class ExecutionView(QWidget):
         self.last_cells: ex.ExactCells | None = None
         self.last_summary: ex.RangeSummary | None = None
         self._cursor_x: float | None = None
+        self._range_worker = None
         self._build_ui()
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -458,6 +460,8 @@ class ExecutionView(QWidget):
     def _on_closing(self):
         self._closed = True
         self._timer.stop()
+        if self._range_worker is not None:
+            self._range_worker.cancel()
 
     def _pixels(self) -> tuple[int, int]:
         """Pixel size of the tile lanes (a default before the widget is laid out)."""
@@ -836,10 +840,40 @@ class ExecutionView(QWidget):
         s0, s1 = self.index.visible(a, b)
         if s1 <= s0:
             return
-        rs = ex.range_summary(self.profile, self.index, s0, s1, names=self.names)
+        if self._range_worker is not None:
+            self._range_worker.cancel()
+            self._range_worker = None
+        # small ranges: exact at once; large ones: per tile block from the summaries at once, and
+        # the exact busiest tiles / imbalance from a worker thread (the window is read in chunks)
+        exact_now = (s1 - s0) * self.ntiles <= SYNC_RANGE_CELLS
+        rs = ex.range_summary(self.profile, self.index, s0, s1, names=self.names,
+                              max_cells=SYNC_RANGE_CELLS if exact_now else 0)
         self.last_summary = rs
         self._show_summary(rs)
         self.document.selection.update(source="execution", step_range=(int(s0), int(s1)))
+        if not rs.exact:
+            self._start_exact_summary(s0, s1)
+
+    def _start_exact_summary(self, s0: int, s1: int):
+        from popvision_lite.gui.workers import start_task
+
+        profile, index, names = self.profile, self.index, self.names
+
+        def work(task):
+            return ex.range_summary(profile, index, s0, s1, names=names, max_cells=None,
+                                    progress=lambda f: task.progress(f, "reading busy cycles"))
+
+        def done(rs):
+            if self._closed or self.last_summary is None or self.last_summary.step_range != (s0, s1):
+                return
+            self.last_summary = rs
+            self._show_summary(rs)
+
+        w = start_task(work, title=f"Range summary of steps {s0}-{s1 - 1}")
+        w.signals.result.connect(done)
+        w.signals.progress.connect(
+            lambda f, m: self.status.setText(f"range summary: {m} {100 * f:.0f}%") if f >= 0 else None)
+        self._range_worker = w
 
     def _show_summary(self, rs: ex.RangeSummary):
         tot = max(sum(rs.cycles_by_kind.values()), 1)
@@ -858,7 +892,8 @@ class ExecutionView(QWidget):
             f"<h3>Range: steps {rs.step_range[0]}-{rs.step_range[1] - 1}</h3>"
             f"cycles {rs.cycle_range[0]:,}-{rs.cycle_range[1]:,} "
             f"({(rs.cycle_range[1] - rs.cycle_range[0]) * f:,.2f} us)<br>"
-            f"<b>imbalance</b> (max/mean tile busy): {rs.imbalance:.2f}{'' if rs.exact else ' (by tile block)'}"
+            f"<b>imbalance</b> (max/mean tile busy): {rs.imbalance:.2f}"
+            f"{'' if rs.exact else ' (by tile block; exact value being computed)'}"
             f"<h4>Cycles by phase</h4><table>{kinds}</table>"
             f"<h4>Ops in range ({len(rs.ops)})</h4><table>{ops}</table>"
             f"<h4>Busiest {what}</h4><table><tr><td>tile</td><td>busy cycles</td></tr>{busy}</table>")
