@@ -106,3 +106,11 @@ def test_op_with_several_nodes_selects_them_all(view, doc):
     assert view.selected_programs() == [3, 4]
     assert view.selected_program() == 3
     assert doc.selection.state.source == "operations"
+
+
+def test_step_range_from_timeline_selects_the_programs_that_issued_it(view, doc):
+    doc.selection.update(source="execution", step_range=(4, 7))
+    st = doc.profile.steps
+    want = sorted(set(st["prog_id"][(st["step"] >= 4) & (st["step"] < 7)]))
+    assert view.selected_programs() == want == [4, 5, 6]
+    assert doc.selection.state.source == "execution"

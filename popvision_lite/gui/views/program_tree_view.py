@@ -8,6 +8,7 @@ elsewhere; selecting an op (or a program) elsewhere expands and selects its node
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtCore import QAbstractItemModel, QItemSelection, QItemSelectionModel, QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
@@ -183,6 +184,17 @@ class ProgramTreeView(QWidget):
                 self.status.setText(f"{self._summary} | op {self.tree_data.op_name(int(nodes[0]))}: "
                                     f"{len(nodes):,} node{'s' if len(nodes) > 1 else ''}"
                                     + (f", steps {rng[0]}..{rng[1] - 1}" if rng else ""))
+                return
+        if prog is None and state.step_range is not None:
+            # a step range from the timeline: the leaf programs that issued those steps
+            st = self.document.profile.steps
+            s0, s1 = state.step_range
+            step = st["step"].to_numpy()
+            progs = np.unique(st["prog_id"].to_numpy()[(step >= s0) & (step < s1)])
+            progs = progs[progs >= 0]
+            if 0 < len(progs) <= self.MAX_SELECTED:
+                self.show_programs(progs.tolist())
+                self.status.setText(f"{self._summary} | steps {s0}..{s1 - 1}: {len(progs):,} programs")
                 return
         if prog is None:
             if not self.view.selectionModel().hasSelection():
