@@ -102,3 +102,40 @@ def test_cli_compare_flag_opens_compare_mode(qtbot, settings, run_pairs):
     assert win.doc_tabs.count() == 2
     assert cw.doc_a.profile.target.device == "ipu-mk2" and cw.doc_b.profile.target.device == "ipu-bow"
     cw.close()
+
+
+def test_execution_timelines_share_a_time_axis_and_cursor(qtbot, run_pairs):
+    w = _window(qtbot, run_pairs["bow_base"], run_pairs["bow"])
+    page = w.show_page("execution")
+    pa, pb = page.plots
+    assert pb.getViewBox().linkedView(0) is pa.getViewBox()
+    pa.setXRange(1.0, 2.0, padding=0)
+    assert np.allclose(pb.getViewBox().viewRange()[0], pa.getViewBox().viewRange()[0])
+    # at a time inside A's step 5, the cursor names that step in A and the step running then in B
+    a = w.doc_a.profile
+    s5 = a.steps.iloc[5]
+    t = (s5["start_cycle"] + 0.5 * (s5["end_cycle"] - s5["start_cycle"])) * 1e6 / a.target.clock_hz
+    page.set_cursor(t)
+    assert page.cursors[0].value() == page.cursors[1].value() == t
+    assert page.step_at(0, t) == 5 and "A: step 5 " in page.info.text()
+    b = w.doc_b.profile
+    j = page.step_at(1, t)
+    if j >= 0:  # B runs faster: the step it is in at time t, checked against its own table
+        sb = b.steps.iloc[j]
+        us = 1e6 / b.target.clock_hz
+        assert sb["start_cycle"] * us <= t <= sb["end_cycle"] * us
+    w.close()
+
+
+def test_per_ipu_display_marks_missing_ipus():
+    import pandas as pd
+
+    from popvision_lite.gui.views.compare_views import per_ipu_display
+
+    df = pd.DataFrame({"ipu": ["0", "1", "all"], "total_a": [2048.0, np.nan, 2048.0],
+                       "total_b": [1024.0, 4096.0, 5120.0], "total_delta": [-1024.0, np.nan, 3072.0],
+                       "over_capacity_tiles_a": [0.0, np.nan, 0.0], "total_ratio": [0.5, np.nan, 2.5]})
+    out = per_ipu_display(df)
+    assert list(out["total_a"]) == ["2.00 KiB", "—", "2.00 KiB"]
+    assert out["total_delta"].iloc[0] == "−1.00 KiB" and out["total_ratio"].iloc[2] == "2.500"
+    assert out["over_capacity_tiles_a"].iloc[1] == "—"

@@ -20,6 +20,7 @@ PAGES = (
     ("summary", "Summary", V.CompareSummaryPage),
     ("memory", "Memory", V.CompareMemoryPage),
     ("liveness", "Liveness", V.CompareLivenessPage),
+    ("execution", "Execution", V.CompareTimelinePage),
     ("steps", "Steps", V.CompareStepsPage),
     ("ops", "Operations", V.CompareOpsPage),
 )

@@ -30,7 +30,7 @@ COMPARE = {
     "summary": ("summary", "ratios"),
     "ops": ("ops", None),
     "steps": ("steps", "phases"),
-    "execution": ("steps", "phases"),
+    "execution": ("execution", "timeline"),
 }
 
 
@@ -105,7 +105,7 @@ def _csv_frame(profile, view: str, view_widget):
 
 
 COMPARE_TABLE = {"memory": "per_ipu", "liveness": "liveness", "summary": "headline", "ops": "ops",
-                 "steps": "steps", "execution": "phases"}
+                 "steps": "steps", "execution": "steps"}
 
 
 def export_view(profile_path, view: str, output, compare=None, width: int | None = None,

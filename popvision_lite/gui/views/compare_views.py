@@ -98,13 +98,14 @@ class CompareSummaryPage(QWidget):
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addWidget(self.title)
         tl.addWidget(self.notes)
+        tl.addStretch(1)
         row = QSplitter(Qt.Horizontal)
         row.addWidget(self.table)
         row.addWidget(self.plot)
         row.setSizes([650, 550])
         split.addWidget(top)
         split.addWidget(row)
-        split.setSizes([260, 600])
+        split.setSizes([170, 700])
         lay = QVBoxLayout(self)
         lay.addWidget(split)
 
@@ -146,8 +147,8 @@ class CompareMemoryPage(QWidget):
         top.addWidget(self.hover)
 
         self.glw = pg.GraphicsLayoutWidget()
-        self.plot_a = self._heat_plot(f"A: {cmp.label_a} — {cmp.a.target.name}")
-        self.plot_b = self._heat_plot(f"B: {cmp.label_b} — {cmp.b.target.name}")
+        self.plot_a = self._heat_plot(f"A: {cmp.label_a} — {cmp.a.target.name} (tile floor plan, schematic)")
+        self.plot_b = self._heat_plot(f"B: {cmp.label_b} — {cmp.b.target.name} (tile floor plan, schematic)")
         self.plot_d = self._heat_plot(f"B − A per tile ({cmp.label_b} − {cmp.label_a})")
         self.img_a, self.img_b, self.img_d = (pg.ImageItem(axisOrder="row-major") for _ in range(3))
         self.plot_a.addItem(self.img_a)
@@ -191,6 +192,12 @@ class CompareMemoryPage(QWidget):
             split.setSizes([520, 320])
             lay.addWidget(split, 1)
 
+        for plot, lay in ((self.plot_a, self.lay_a), (self.plot_b, self.lay_b), (self.plot_d, self.lay_a)):
+            for ipu in range(lay.num_ipus):
+                r, c = lay.ipu_origin(ipu)
+                t = pg.TextItem(f"IPU {ipu}", color=theme.colors()["plot_fg"], anchor=(0, 1))
+                t.setPos(c, r)
+                plot.addItem(t)
         self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
         self.diff_box.toggled.connect(self.set_difference)
         self._arrange()
@@ -219,15 +226,14 @@ class CompareMemoryPage(QWidget):
         x = np.arange(len(t), dtype=np.float64)
         a = np.nan_to_num(t["total_a"].to_numpy(np.float64)) / KIB ** 2
         b = np.nan_to_num(t["total_b"].to_numpy(np.float64)) / KIB ** 2
-        pi.addItem(pg.BarGraphItem(x=x - 0.2, height=a, width=0.38, brush=COLOR_A, pen=None, name=f"A {self.cmp.label_a}"))
-        pi.addItem(pg.BarGraphItem(x=x + 0.2, height=b, width=0.38, brush=COLOR_B, pen=None, name=f"B {self.cmp.label_b}"))
+        pi.addItem(pg.BarGraphItem(x=x - 0.2, height=a, width=0.38, brush=COLOR_A, pen=None))
+        pi.addItem(pg.BarGraphItem(x=x + 0.2, height=b, width=0.38, brush=COLOR_B, pen=None))
         pi.legend.addItem(pg.BarGraphItem(x=[0], height=[0], width=0, brush=COLOR_A), f"A: {self.cmp.label_a}")
         pi.legend.addItem(pg.BarGraphItem(x=[0], height=[0], width=0, brush=COLOR_B), f"B: {self.cmp.label_b}")
         pi.getAxis("bottom").setTicks([[(i, f"IPU {v}") for i, v in enumerate(t["ipu"])]])
         pi.setMouseEnabled(False, False)
         self.ipu_plot = w
-        model = DataFrameModel(self.per_ipu, byte_columns=("total_a", "total_b", "total_delta", "max_tile_a",
-                                                             "max_tile_b", "max_tile_delta"))
+        model = DataFrameModel(per_ipu_display(self.per_ipu))
         self.ipu_table = make_table_view(model, "Memory per IPU and in total (all)")
         self.ipu_table.setObjectName("per_ipu")
         box = QSplitter(Qt.Horizontal)
@@ -287,7 +293,7 @@ class CompareMemoryPage(QWidget):
             self.img_d.setImage(self.lay_a.image(d), autoLevels=False, levels=(-m, m))
             self.diff_bar.setLevels((-m, m))  # symmetric: white is exactly 0
             self.diff_bar.axis.setLabel(f"B − A {label} ({self.unit()})")
-            self.plot_d.setRange(xRange=(0, self.lay_a.width), yRange=(0, self.lay_a.height), padding=0.02)
+            self.plot_d.setRange(xRange=(0, self.lay_a.width), yRange=(-3, self.lay_a.height), padding=0.02)
         else:
             lo, hi = self.levels()
             va = self.tm_a.values(self.measure) / self.scale()
@@ -296,9 +302,9 @@ class CompareMemoryPage(QWidget):
             self.img_b.setImage(self.lay_b.image(vb), autoLevels=False, levels=(lo, hi))
             self.colorbar.setLevels((lo, hi))
             self.colorbar.axis.setLabel(f"{label} ({self.unit()}), same scale for A and B")
-            self.plot_a.setRange(xRange=(0, self.lay_a.width), yRange=(0, self.lay_a.height), padding=0.02)
+            self.plot_a.setRange(xRange=(0, self.lay_a.width), yRange=(-3, self.lay_a.height), padding=0.02)
             if not self.cmp.tile_by_tile:
-                self.plot_b.setRange(xRange=(0, self.lay_b.width), yRange=(0, self.lay_b.height), padding=0.02)
+                self.plot_b.setRange(xRange=(0, self.lay_b.width), yRange=(-3, self.lay_b.height), padding=0.02)
         self._draw_cursor()
 
     # ---- cursor: the same tile marked in every map
@@ -365,6 +371,29 @@ class CompareMemoryPage(QWidget):
             out["by_tile"] = pd.DataFrame({"tile": np.arange(len(va)), "a": va, "b": vb, "delta": vb - va,
                                            "ratio": C.ratio(vb, va)})
         return out
+
+
+def per_ipu_display(df: pd.DataFrame) -> pd.DataFrame:
+    """The per-IPU table with bytes as KiB/MiB text and '—' where an IPU is missing from a run."""
+    out = df.copy()
+    for c in out.columns:
+        if c == "ipu":
+            continue
+        v = out[c].to_numpy(np.float64)
+        if c.startswith(("total_", "max_tile_")) and c != "total_ratio":
+            txt = [("−" if x < 0 else "") + format_bytes(abs(x)) if np.isfinite(x) else "—" for x in v]
+        elif c == "total_ratio":
+            txt = [f"{x:.3f}" if np.isfinite(x) else "—" for x in v]
+        else:
+            txt = [f"{int(x):,}" if np.isfinite(x) else "—" for x in v]
+        out[c] = txt
+    return out.rename(columns={"ipu": "IPU"})
+
+
+def _fit_columns(table) -> None:
+    """Size columns to their contents, sampling the first rows only (fast on big tables)."""
+    table.horizontalHeader().setResizeContentsPrecision(200)
+    table.resizeColumnsToContents()
 
 
 class CompareLivenessPage(QWidget):
@@ -446,6 +475,7 @@ class CompareStepsPage(QWidget):
         self.table = make_table_view(self.model, "BSP steps matched by (op, kind, n-th occurrence); "
                                      "-1 = no such step in that run")
         self.table.setObjectName("steps")
+        _fit_columns(self.table)
         split = QSplitter(Qt.Vertical)
         split.addWidget(self.plot)
         split.addWidget(self.table)
@@ -471,6 +501,7 @@ class CompareOpsPage(QWidget):
         self.model = DataFrameModel(self.ops)
         self.table = make_table_view(self.model, "Ops matched by name; largest change in cycles first")
         self.table.setObjectName("ops")
+        _fit_columns(self.table)
         self.filter.textChanged.connect(self._filter)
         lay = QVBoxLayout(self)
         lay.addWidget(self.filter)
@@ -482,3 +513,103 @@ class CompareOpsPage(QWidget):
 
     def tables(self) -> dict:
         return {"ops": self.model.df}
+
+
+KIND_COLORS = {"compute": "#2ca02c", "sync": "#d62728", "exchange_internal": "#1f77b4",
+               "exchange_global": "#9467bd", "stream_copy": "#ff7f0e"}
+
+
+class CompareTimelinePage(QWidget):
+    """BSP steps of A and B on one time axis (µs = cycles / clock, so runs at different clocks line up),
+    one lane per step kind, x axes linked, and one cursor drawn in both."""
+
+    def __init__(self, cmp: C.Comparison, parent=None):
+        from popvision_lite.profile import schema
+
+        super().__init__(parent)
+        self.cmp = cmp
+        self.glw = pg.GraphicsLayoutWidget()
+        self.plots: list[pg.PlotItem] = []
+        self.cursors: list[pg.InfiniteLine] = []
+        self.starts: list[np.ndarray] = []
+        self.steps_of: list = []
+        kinds = list(schema.STEP_KINDS)
+        t_max = 0.0
+        for row, (p, who, label) in enumerate(((cmp.a, "A", cmp.label_a), (cmp.b, "B", cmp.label_b))):
+            s = p.steps
+            us = 1e6 / float(p.target.clock_hz)
+            start = s["start_cycle"].to_numpy(np.float64) * us
+            dur = (s["end_cycle"] - s["start_cycle"]).to_numpy(np.float64) * us
+            kind = s["kind"].to_numpy()
+            pi = self.glw.addPlot(row=row, col=0)
+            pi.setTitle(f"{who}: {label} — {p.target.name} at {p.target.clock_hz / 1e9:.3f} GHz, "
+                        f"{len(s):,} steps", size="10pt")
+            for k, name in enumerate(kinds):
+                m = kind == k
+                if m.any():
+                    pi.addItem(pg.BarGraphItem(x0=start[m], width=dur[m], y=np.full(int(m.sum()), k), height=0.8,
+                                               brush=KIND_COLORS.get(name, "#7f7f7f"), pen=None))
+            pi.getAxis("left").setTicks([[(k, n.replace("_", " ")) for k, n in enumerate(kinds)]])
+            pi.getAxis("bottom").enableAutoSIPrefix(False)
+            pi.setLabel("bottom", "time since run start (µs)")
+            pi.setMouseEnabled(x=True, y=False)
+            pi.invertY(True)
+            pi.setYRange(-0.6, len(kinds) - 0.4, padding=0)
+            cur = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=1))
+            pi.addItem(cur)
+            self.plots.append(pi)
+            self.cursors.append(cur)
+            self.starts.append(start)
+            self.steps_of.append((s, dur))
+            if len(start):
+                t_max = max(t_max, float(start[-1] + dur[-1]))
+        self.plots[1].setXLink(self.plots[0])
+        self.plots[0].setXRange(0, t_max or 1.0, padding=0.01)
+        self.info = QLabel("Move the mouse over a lane: the step running at that time in A and in B "
+                           "(drag / wheel to zoom; the two time axes are linked)")
+        self.info.setWordWrap(True)
+        self.glw.scene().sigMouseMoved.connect(self._moved)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.info)
+        lay.addWidget(self.glw, 1)
+
+    def _moved(self, pos) -> None:
+        for pi in self.plots:
+            vb = pi.getViewBox()
+            if vb.sceneBoundingRect().contains(pos):
+                self.set_cursor(vb.mapSceneToView(pos).x())
+                return
+
+    def step_at(self, which: int, t_us: float) -> int:
+        """Index of the step of run ``which`` (0 = A, 1 = B) running at ``t_us``, or -1."""
+        start = self.starts[which]
+        i = int(np.searchsorted(start, t_us, side="right")) - 1
+        if i < 0:
+            return -1
+        _s, dur = self.steps_of[which]
+        return i if t_us <= start[i] + dur[i] else -1
+
+    def set_cursor(self, t_us: float) -> None:
+        from popvision_lite.profile import schema
+
+        for c in self.cursors:
+            c.setValue(t_us)
+        parts = []
+        for which, (who, p) in enumerate((("A", self.cmp.a), ("B", self.cmp.b))):
+            i = self.step_at(which, t_us)
+            if i < 0:
+                parts.append(f"{who}: —")
+                continue
+            s, _dur = self.steps_of[which]
+            r = s.iloc[i]
+            names = p.ops.set_index("op_id")["name"] if len(p.ops) else {}
+            op = names.get(int(r["op_id"]), "") if int(r["op_id"]) >= 0 else ""
+            parts.append(f"{who}: step {int(r['step'])} {schema.STEP_KINDS[int(r['kind'])]} {op} "
+                         f"({int(r['end_cycle'] - r['start_cycle']):,} cycles)")
+        self.info.setText(f"t = {t_us:.3f} µs — " + ";  ".join(parts))
+
+    def plot_items(self) -> dict:
+        return {"timeline": self.glw.ci}
+
+    def tables(self) -> dict:
+        return {"steps": C.step_table(self.cmp.a, self.cmp.b)}
