@@ -1,0 +1,107 @@
+"""The committed sample profiles: they regenerate identically, and they show what they claim."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.emulator.samples import SAMPLES, make_sample
+from popvision_lite.profile.schema import STEP_KIND_CODE, TABLE_COLUMNS
+
+DIR = Path(__file__).resolve().parent.parent / "sample_profiles"
+BY_FILE = {s.file: s for s in SAMPLES}
+
+
+def _open(name):
+    path = DIR / name
+    assert path.exists(), f"{path} missing: run `popvision-lite make-samples`"
+    return pvl.open(path)
+
+
+def _compute_cycles(p):
+    s = p.steps
+    return int((s.end_cycle - s.start_cycle)[s.kind == STEP_KIND_CODE["compute"]].sum())
+
+
+@pytest.mark.parametrize("name", ["mlp_mk2.pvl", "gnn_mk2.pvl"])
+def test_regenerates_identically(tmp_path, name):
+    make_sample(BY_FILE[name], tmp_path)
+    with _open(name) as old, pvl.open(tmp_path / name) as new:
+        for table in TABLE_COLUMNS:
+            pd.testing.assert_frame_equal(getattr(old, table), getattr(new, table), obj=table)
+        np.testing.assert_array_equal(old.memory.array(), new.memory.array())
+        np.testing.assert_array_equal(old.liveness.tile_bytes(), new.liveness.tile_bytes())
+        n = len(old.steps)
+        wo, wn = old.step_tiles.window(0, n), new.step_tiles.window(0, n)
+        for attr in ("cycles", "bytes_in", "bytes_out"):
+            np.testing.assert_array_equal(getattr(wo, attr), getattr(wn, attr))
+        ro = {k: v for k, v in old.run.items() if k != "created"}
+        rn = {k: v for k, v in new.run.items() if k != "created"}
+        assert ro == rn
+        assert old.target == new.target
+
+
+def test_all_samples_present_and_small():
+    total = 0
+    for s in SAMPLES:
+        path = DIR / s.file
+        assert path.exists(), f"{path} missing"
+        total += path.stat().st_size
+    assert total < 12e6
+
+
+def test_recompute_pair_differs_only_by_recompute():
+    with _open("bert_tiny_mk2.pvl") as a, _open("bert_tiny_mk2_recompute.pvl") as b:
+        ca, cb = dict(a.run["config"]), dict(b.run["config"])
+        assert ca.pop("recompute") is False and cb.pop("recompute") is True
+        assert ca == cb
+        assert b.liveness_steps.total_bytes.max() < a.liveness_steps.total_bytes.max()
+        assert b.liveness_steps.max_tile_bytes.max() <= a.liveness_steps.max_tile_bytes.max()
+        assert _compute_cycles(b) > _compute_cycles(a)
+        assert all(c["passed"] for c in b.run["numeric_checks"].values())
+
+
+def test_mk2_bow_pair():
+    with _open("mlp_mk2.pvl") as a, _open("mlp_bow.pvl") as b:
+        assert a.target.device == "ipu-mk2" and b.target.device == "ipu-bow"
+        ca, cb = dict(a.run["config"]), dict(b.run["config"])
+        assert ca.pop("device") != cb.pop("device") and ca == cb
+        # Bow runs the same cycles at a higher clock
+        assert a.run["total_cycles"] == b.run["total_cycles"]
+        assert b.run["seconds"] < a.run["seconds"]
+
+
+def test_oom_sample_is_bert_large_sized_and_out_of_memory():
+    with _open("bert_large_1ipu_oom.pvl") as p:
+        cfg = p.run["config"]
+        assert (cfg["hidden"], cfg["heads"], cfg["ipus"]) == (1024, 16, 1)
+        assert p.run["fits"] is False and p.run["timing_only"] is True
+        mt = p.memory.by_tile()
+        assert mt["over_capacity"].sum() > 100
+        worst = p.run["oom_tiles"][0]
+        assert worst[2] == mt["total"].max() > p.target.sram_bytes_per_tile
+
+
+def test_pipeline_sample_uses_every_ipu():
+    with _open("bert_mini_4ipu_pipeline.pvl") as p:
+        assert p.target.num_ipus == 4 and p.run["fits"]
+        steps = p.steps
+        assert (steps.kind == STEP_KIND_CODE["exchange_global"]).any()
+        assert set(steps.ipu[steps.kind == STEP_KIND_CODE["compute"]]) >= {0, 1, 2, 3}
+        assert all(c["passed"] for c in p.run["numeric_checks"].values())
+
+
+@pytest.mark.slow
+def test_bert_large_stack_fits_when_pipelined_over_4_ipus():
+    """The OOM sample's 4 BERT-large layers fit when each IPU holds one of them (timing-only)."""
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    s = BY_FILE["bert_large_1ipu_oom.pvl"]
+    r = run_model(make_config(s.model, **(s.args | {"ipus": 4})), timing_only=True)
+    assert r.fits and not r.oom_report
+    peak = np.asarray(r.profile_data.memory).sum(axis=(1, 2)).max()
+    with _open("bert_large_1ipu_oom.pvl") as one:
+        assert one.memory.by_tile()["total"].max() > one.target.sram_bytes_per_tile > peak
