@@ -32,8 +32,8 @@ class CompareWindow(QMainWindow):
     def __init__(self, doc_a, doc_b, parent=None):
         super().__init__(parent)
         self.doc_a, self.doc_b = doc_a, doc_b
-        key = ("compare", str(doc_b.path))
-        self.comparison = doc_a.cached(key, compare, doc_a.profile, doc_b.profile, doc_a.title, doc_b.title)
+        self.comparison = doc_a.cached(compare_key(doc_b.path), compare, doc_a.profile, doc_b.profile,
+                                       doc_a.title, doc_b.title)
         self.setWindowTitle(f"Compare: A = {doc_a.title}  vs  B = {doc_b.title} — popvision-lite")
         self.resize(1500, 950)
         self.tabs = QTabWidget()
@@ -109,17 +109,28 @@ def compare_documents(main_window, doc_a, doc_b) -> CompareWindow:
     return win
 
 
+def compare_key(doc_b_path) -> tuple:
+    return ("compare", str(doc_b_path))
+
+
 def _load_two(task, path_a: str, path_b: str):
+    """Worker: open both profiles and compute the comparison (the window then only draws)."""
     from popvision_lite.gui.main_window import load_document_data
 
     ra = load_document_data(task, path_a)
     try:
         task.check_cancelled()
         rb = load_document_data(task, path_b)
+        try:
+            task.progress(0.9, "comparing")
+            cmp = compare(ra[0], rb[0], Path(path_a).name, Path(path_b).name)
+        except BaseException:
+            rb[0].close()
+            raise
     except BaseException:
         ra[0].close()
         raise
-    return ra, rb
+    return ra, rb, cmp
 
 
 def open_compare(main_window, path_a, path_b, on_open=None):
@@ -129,7 +140,7 @@ def open_compare(main_window, path_a, path_b, on_open=None):
     path_a, path_b = str(path_a), str(path_b)
 
     def loaded(res):
-        (pa, ca), (pb, cb) = res
+        (pa, ca), (pb, cb), cmp = res
         docs = []
         for (prof, cache), p in (((pa, ca), path_a), ((pb, cb), path_b)):
             d = Document(prof, p)
@@ -137,6 +148,7 @@ def open_compare(main_window, path_a, path_b, on_open=None):
                 d.put_cached(k, v)
             main_window.add_document(d)
             docs.append(d)
+        docs[0].put_cached(compare_key(docs[1].path), cmp)
         win = compare_documents(main_window, docs[0], docs[1])
         if on_open:
             on_open(win)

@@ -350,21 +350,34 @@ def start_emulation(mw, settings: dict, out, compare_with=None, argv=None, on_do
 
 def open_against(mw, doc_a, path_b, on_done=None):
     """Open ``path_b`` and show it in compare mode with the open document ``doc_a``."""
-    from popvision_lite.gui.compare_window import compare_documents
+    from popvision_lite.analysis.compare import compare
+    from popvision_lite.gui.compare_window import compare_documents, compare_key
     from popvision_lite.gui.document import Document
     from popvision_lite.gui.main_window import load_document_data
 
+    def load_and_compare(task, path):  # worker thread: the window only draws
+        profile, cache = load_document_data(task, path)
+        try:
+            task.progress(0.9, "comparing")
+            cache[compare_key(path)] = compare(doc_a.profile, profile, doc_a.title, Path(path).name)
+        except BaseException:
+            profile.close()
+            raise
+        return profile, cache
+
     def loaded(res):
         profile, cache = res
+        cmp = cache.pop(compare_key(str(path_b)))
         d = Document(profile, path_b)
         for k, v in cache.items():
             d.put_cached(k, v)
+        doc_a.put_cached(compare_key(d.path), cmp)
         mw.add_document(d)
         win = compare_documents(mw, doc_a, d)
         if on_done:
             on_done(win)
 
-    return mw.run_task(load_document_data, str(path_b), title=f"Opening {Path(path_b).name}", on_result=loaded)
+    return mw.run_task(load_and_compare, str(path_b), title=f"Opening {Path(path_b).name}", on_result=loaded)
 
 
 def new_emulation_dialog(mw):
