@@ -269,14 +269,29 @@ class TileMatMul(C.BlockMatMul):
     def compute(self, group, data):
         bm, bk, bn = self.dims(group)
         n = group.n
-        a = group.fields["a"].gather(data).reshape((n, bk, bm) if self.ta else (n, bm, bk)).astype(np.float32, copy=False)
-        b = group.fields["b"].gather(data).reshape((n, bn, bk) if self.tb else (n, bk, bn)).astype(np.float32, copy=False)
+        fb = group.fields["b"]
+        # the workers of a tile share its B block: gather it once per tile and broadcast in matmul
+        share = 1
+        if n > 1:
+            change = np.flatnonzero(np.diff(fb.starts) != 0)
+            runs = np.diff(np.concatenate([[0], change + 1, [n]]))
+            if len(runs) and np.all(runs == runs[0]) and runs[0] > 1:
+                share = int(runs[0])
+        u = n // share
+        a = group.fields["a"].gather(data).reshape((u, share) + ((bk, bm) if self.ta else (bm, bk)))
+        if share > 1:
+            b = Regions(fb.tensor, fb.starts[::share], fb.sizes[::share]).gather(data)
+        else:
+            b = fb.gather(data)
+        b = b.reshape((u, 1) + ((bn, bk) if self.tb else (bk, bn)))
+        a = a.astype(np.float32, copy=False)
+        b = b.astype(np.float32, copy=False)
         if self.ta:
-            a = a.transpose(0, 2, 1)
+            a = a.swapaxes(-1, -2)
         if self.tb:
-            b = b.transpose(0, 2, 1)
+            b = b.swapaxes(-1, -2)
         out = group.fields["out"]
-        res = np.matmul(a, b)
+        res = np.matmul(a, b).reshape(n, bm, bn)
         if self.accumulate:
             res += out.gather(data).reshape(n, bm, bn)
         out.scatter(data, res.reshape((n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))
