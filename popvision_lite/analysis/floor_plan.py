@@ -69,7 +69,7 @@ def _arrange_ipus(num_ipus: int, bh: int, bw: int, aspect: float) -> tuple[int, 
         rows = math.ceil(num_ipus / cols)
         w = cols * bw + (cols - 1) * GAP
         h = rows * bh + (rows - 1) * GAP
-        score = abs(math.log((w / h) / aspect)) + 0.01 * (rows * cols - num_ipus)
+        score = abs(math.log((w / h) / aspect)) + 0.3 * (rows * cols - num_ipus)  # avoid empty slots
         if best is None or score < best[0]:
             best = (score, rows, cols)
     return best[1], best[2]

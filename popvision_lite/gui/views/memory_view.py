@@ -44,6 +44,21 @@ KIB = 1024.0  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
 
 
+VIRIDIS = pg.colormap.get("viridis")
+OVER_RAMP = ("#e8001c", "#ff00ff")  # colours above tile capacity: red -> magenta
+
+
+def capacity_colormap(frac: float) -> pg.ColorMap:
+    """viridis from 0 to ``frac`` (capacity / top level), then a red->magenta ramp above capacity."""
+    if not 0 < frac < 1:
+        return VIRIDIS
+    pos = np.linspace(0.0, 1.0, 17)
+    under = VIRIDIS.map(pos, mode="qcolor")
+    stops = list(pos * frac) + [min(frac + 1e-6, 1.0), 1.0]
+    colors = list(under) + [pg.mkColor(OVER_RAMP[0]), pg.mkColor(OVER_RAMP[1])]
+    return pg.ColorMap(stops, colors)
+
+
 def _shortcut(widget, key: str, fn) -> QShortcut:
     sc = QShortcut(QKeySequence(key), widget)
     sc.setContext(Qt.WidgetWithChildrenShortcut)
@@ -77,9 +92,13 @@ class MemoryView(QWidget):
         self.layout_box.addItems(list(LAYOUTS))
         self.layout_box.setToolTip("Tile map order: floor plan (tiles in columns as on the chip) "
                                    "or a plain grid by tile id")
-        self.over_box = QCheckBox("Outline over-capacity tiles")
-        self.over_box.setChecked(True)
-        self.over_box.setToolTip("Draw a magenta outline around tiles whose memory exceeds their SRAM")
+        n_over = int(self.tm.over_capacity.sum())
+        self.over_box = QCheckBox(f"Outline over-capacity tiles ({n_over:,})")
+        # outlines help find a few bad tiles; when most tiles are over they only hide the colours
+        self.over_box.setChecked(0 < n_over <= 0.1 * self.tm.num_tiles)
+        self.over_box.setToolTip("Draw a magenta outline around tiles whose memory exceeds their SRAM. "
+                                 "With 'Total' or '%' colouring, tiles over capacity are also coloured "
+                                 "red to magenta (top of the colour bar)")
         self.hover_label = QLabel("Hover a tile for its memory; click it for details")
         self.hover_label.setMinimumWidth(360)
         top = QHBoxLayout()
@@ -141,7 +160,8 @@ class MemoryView(QWidget):
         self.cap_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.colors()["capacity"], width=2,
                                                                           style=Qt.DashLine),
                                         label="capacity", labelOpts={"position": 0.85, "color": theme.colors()["capacity"],
-                                                                     "anchors": [(0.5, 1), (0.5, 1)]})
+                                                                     "anchors": [(0.5, 1), (0.5, 1)],
+                                                                     "fill": pg.mkBrush(theme.colors()["plot_bg"])})
         bp.addItem(self.cap_line)
         self.bar_sel = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=2))
         self.bar_sel.hide()
@@ -279,6 +299,11 @@ class MemoryView(QWidget):
         lay = self.tile_layout()
         lo, hi = self.levels()
         self.image.setImage(img.reshape(lay.height, lay.width), autoLevels=False, levels=(lo, hi))
+        cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
+        frac = round(cap / hi, 4) if self.measure in ("total", PERCENT) and hi > cap else 1.0
+        if frac != getattr(self, "_cmap_frac", None):  # red/magenta above capacity, viridis below
+            self._cmap_frac = frac
+            self.colorbar.setColorMap(capacity_colormap(frac))
         self.colorbar.setLevels((lo, hi))
         label = self.axis_label()
         relabel = label != getattr(self, "_label", None)  # re-laying out axis text costs ~1 ms
@@ -289,7 +314,6 @@ class MemoryView(QWidget):
         self.bar_curve.setData(np.arange(n + 1) - 0.5, v)
         over = np.flatnonzero(self.tm.over_capacity)
         self.bar_over.setData(over, v[over])
-        cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
         self.cap_line.setValue(cap)
         self.cap_line.label.setFormat(f"tile capacity {format_bytes(self.tm.capacity)}"
                                       if self.measure != PERCENT else "100% = tile capacity")
@@ -397,6 +421,7 @@ class MemoryView(QWidget):
         self._draw_breakdown(tile)
         self.var_model.set_frame(self.tm.variables_on(tile))
         self.var_table.resizeColumnsToContents()
+        self.var_table.setColumnWidth(0, min(self.var_table.columnWidth(0), 280))
         self._draw_tile_mark()
         if publish:
             self.document.selection.update(source=SOURCE, tiles=(tile,))
@@ -446,6 +471,8 @@ class MemoryView(QWidget):
         self._draw_highlight()
         for b in self.breakdown_bars:
             b.setOpts(pen=pg.mkPen(c["plot_bg"], width=0.5))
+        self.cap_line.label.fill = pg.mkBrush(c["plot_bg"])
+        self.cap_line.label.update()
 
     def plot_items(self) -> dict:
         return {"heatmap": self.heat_plot, "by_tile": self.bar_plot.getPlotItem(),

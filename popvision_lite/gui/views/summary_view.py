@@ -7,7 +7,7 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.gui import theme
@@ -78,7 +78,11 @@ class SummaryView(QWidget):
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.addWidget(self.banner)
-        ll.addWidget(self.info, 1)
+        scroll = QScrollArea()  # long configs must scroll, not grow the window
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.NoFrame)
+        scroll.setWidget(self.info)
+        ll.addWidget(scroll, 1)
         lay = QHBoxLayout(self)
         split = QSplitter(Qt.Horizontal)
         split.addWidget(left)
