@@ -77,6 +77,9 @@ class EmulatorBackend(Backend):
     def matmul(self, a, b, name):
         return self._op(ops.matmul, a, b, self.qual(name))
 
+    def block_sparse_matmul(self, a, b, mask, block, name):
+        return self._op(ops.block_sparse_matmul, a, b, mask, block, self.qual(name))
+
     def add(self, a, b, name):
         return self._op(ops.add, a, b, self.qual(name))
 

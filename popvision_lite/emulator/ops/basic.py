@@ -12,6 +12,7 @@ import numpy as np
 
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import mapping as M_
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.graph import TensorView
 from popvision_lite.emulator.ops import codelets as OC
@@ -486,3 +487,73 @@ def pad_hw(ctx, x, nhwc, p, name):
 def copy(ctx, x, name):
     op = ctx.begin_op(name, "copy", plan="rearrangement", min_bytes=2 * _nbytes(x))
     return materialize(ctx, x, "out", op, mapping=ctx.linear_mapping(int(np.prod(x.shape))))
+
+
+# ============================================================================ block-sparse matmul
+
+
+def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
+    """C = A @ (B with only the blocks of ``mask`` [K/block, N/block] non-zero); only non-zero
+    blocks are stored (block-major), moved and multiplied.  Output rows are split over the IPU's
+    tiles; pass r adds the r-th non-zero block of every block column (FP32 accumulate)."""
+    mask = np.asarray(mask, dtype=bool)
+    M, K = a.shape
+    N = b.shape[-1]
+    KB, NB = mask.shape
+    if KB * block != K or NB * block != N or b.shape[0] != K:
+        raise EmulatorError(f"block_sparse_matmul '{name}': mask {mask.shape} x block {block} does not tile "
+                            f"B {tuple(b.shape)} / A {tuple(a.shape)}")
+    n_t = ctx.target.tiles_per_ipu
+    pm = max(d for d in range(1, M + 1) if M % d == 0 and d * NB <= max(n_t, NB))
+    bm = M // pm
+    nnz_col = mask.sum(0)
+    passes = int(nnz_col.max()) if mask.any() else 0
+    flops = 2 * M * block * block * int(mask.sum())
+    op = ctx.begin_op(name, "block_sparse_matmul",
+                      plan=f"density {mask.mean():.2f}: {int(mask.sum())} of {mask.size} blocks of {block}x{block}; "
+                           f"rows split {pm} ways ({bm} rows), {passes} accumulation passes",
+                      min_bytes=_nbytes(a) + int(mask.sum()) * block * block * 2 + M * N * 2)
+    ctx.graph.add_op(op, flops=flops)
+    A, _ = _as_operand(ctx, materialize(ctx, a, "a", op), "a", op)
+    B = materialize(ctx, b, "b", op)
+    T = pm * NB
+    tiles_arr = ctx.tiles_array(rotate=T if T < n_t else 0)
+    vt = tiles_arr[np.arange(T) % len(tiles_arr)]  # output block (im, nb) -> tile
+    acc = ctx.variable(f"{op}/acc", (M, N), "float32", mapping=M_.by_blocks((M, N), (bm, block), vt), op=op)
+    zero = ctx.graph.add_compute_set(ctx.unique(f"{op}/zero"), op=op)
+    ztiles, zs, zn = M_.worker_split(acc, workers=ctx.target.threads_per_tile)
+    ctx.graph.add_vertices(zero, C.FILL, tiles=ztiles, fields={"out": acc.regions(zs, zn)},
+                           params={"value": np.float32(0)})
+    ctx.add(P.Execute(zero, name=zero.name, op=op))
+    kb_idx, nb_idx = np.nonzero(mask.T)  # sorted by column: (nb, kb)
+    kb_idx, nb_idx = nb_idx, kb_idx
+    # only the non-zero blocks of B are kept, block-major
+    Bs = _block_major(ctx, B, (block, block), np.stack([kb_idx, nb_idx], 1), "b_nonzero", op)
+    col_first = np.concatenate([[0], np.cumsum(nnz_col)[:-1]])
+    A_bm = _block_major(ctx, A, (bm, block), np.stack(np.meshgrid(np.arange(pm), np.arange(KB), indexing="ij"),
+                                                      -1).reshape(-1, 2), "a", op)
+    w = workers_for(bm, ctx.target.threads_per_tile)
+    bmw = bm // w
+    for r in range(passes):
+        cols = np.nonzero(nnz_col > r)[0]
+        im, nb = (x.ravel() for x in np.meshgrid(np.arange(pm), cols, indexing="ij"))
+        nv = len(im)
+        tl = vt[im * NB + nb]
+        kb = kb_idx[col_first[nb] + r]
+        sa, sb = bm * block, block * block
+        start = np.arange(nv, dtype=np.int64)
+        a_rep = ctx.variable(f"{op}/a_tile_blocks", (nv, sa), A.dtype, mapping=M_.intervals(tl, start * sa, start * sa + sa), op=op)
+        b_rep = ctx.variable(f"{op}/b_tile_blocks", (nv, sb), B.dtype, mapping=M_.intervals(tl, start * sb, start * sb + sb), op=op)
+        ctx.add(P.Copy(A_bm.regions((im * KB + kb) * sa, sa), a_rep.whole(), name=f"{op}/broadcast_a pass {r}", op=op))
+        ctx.add(P.Copy(Bs.regions((col_first[nb] + r) * sb, sb), b_rep.whole(), name=f"{op}/broadcast_b pass {r}", op=op))
+        vj = np.tile(np.arange(w, dtype=np.int64), nv)
+        vv = np.repeat(start, w)
+        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/blocks pass {r}"), op=op)
+        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(False, False, True)], tiles=np.repeat(tl, w), fields={
+            "a": a_rep.regions(vv * sa + vj * bmw * block, bmw * block), "b": b_rep.regions(vv * sb, sb),
+            "out": acc.blocks((bmw, block), np.stack([np.repeat(im, w) * w + vj, np.repeat(nb, w)], 1))},
+            params={"k": np.int64(block)})
+        ctx.add(P.Execute(cs, name=cs.name, op=op))
+    out = ctx.variable(op, (M, N), ctx.dtype, mapping=acc.mapping, op=op)
+    _elementwise_cs(ctx, C.CAST, {"in": acc}, out, op, f"{op}/cast_out")
+    return out
