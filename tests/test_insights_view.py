@@ -104,3 +104,17 @@ def test_compare_with_a_broken_file_reports_it(view, tmp_path, qtbot):
     view.compare_with_path(bad)
     qtbot.waitUntil(lambda: view.status.text().startswith("Compare failed"), timeout=10000)
     assert "bad.pvl" in view.status.text() and not view.extra
+
+
+def test_theme_change_after_the_view_is_gone(qtbot, paths):
+    import shiboken6
+
+    from popvision_lite.gui import theme
+
+    d = Document(pvl.open(paths[0]))
+    v = InsightsView(d)
+    qtbot.waitUntil(lambda: bool(v.findings), timeout=10000)
+    theme.notifier.changed.emit("dark")  # alive: re-renders
+    shiboken6.delete(v)
+    theme.notifier.changed.emit("light")  # gone: must not touch the deleted browser
+    d.close()

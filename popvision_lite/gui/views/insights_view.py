@@ -75,7 +75,7 @@ class InsightsView(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.browser, 1)
         self.browser.setHtml("<p><i>Computing insights...</i></p>")
-        theme.notifier.changed.connect(lambda *_: self.render())
+        theme.notifier.changed.connect(self._on_theme)  # a bound slot: disconnected when the view dies
         if document.has_cached("insights"):
             self._show(document.cached("insights", insights, document.profile))
         else:
@@ -171,6 +171,9 @@ class InsightsView(QWidget):
             out.append("<p>No findings.</p>")
         out.append("</body></html>")
         return "".join(out)
+
+    def _on_theme(self, *_):
+        self.render()
 
     def render(self) -> None:
         bar = self.browser.verticalScrollBar().value()
