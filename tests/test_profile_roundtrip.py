@@ -254,3 +254,10 @@ def test_summary_step_blocks_must_divide_the_write_batch(data, tmp_path):
     with pytest.raises(ValueError, match="divide"):
         write_profile(tmp_path / "x.pvl", data, summary_levels=((100, 16),))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_window_unpacks_like_a_tuple(data, path):
+    with open_profile(path) as p:
+        cycles, bytes_in, bytes_out = p.step_tiles.window(5, 25)
+        np.testing.assert_array_equal(cycles, data.step_tile_cycles[5:25])
+        np.testing.assert_array_equal(bytes_out, data.step_tile_bytes_out[5:25])

@@ -38,6 +38,13 @@ class StepTileWindow:
     start: int = 0
     tiles: np.ndarray | None = None  # global tile ids of the columns (None = all tiles)
 
+    def __iter__(self):
+        """Unpacks like a tuple: ``cycles, bytes_in, bytes_out = p.step_tiles.window(a, b)``."""
+        return iter((self.cycles, self.bytes_in, self.bytes_out))
+
+    def __len__(self) -> int:
+        return 3
+
 
 def _import_h5():
     import h5py
