@@ -45,6 +45,7 @@ class LivenessView(QWidget):
         self.tile_curve = pi.plot([], [], pen=pg.mkPen("#ff7f0e", width=2), name="selected tile")
         if len(x):
             pi.setXRange(-0.5, len(x) - 0.5, padding=0.01)
+        self._fit_y()
         self.step_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(c["select"], width=2))
         self.step_line.hide()
         pi.addItem(self.step_line)
@@ -111,6 +112,15 @@ class LivenessView(QWidget):
             self.select_lstep(st.lstep, publish=False)
 
     # ------------------------------------------------------------------
+    def _fit_y(self) -> None:
+        """y from 0 with 30% headroom, so the legend (top left) never hides a peak."""
+        tops = [self.curve_df["max_tile_bytes"].max() if len(self.curve_df) else 0]
+        y = self.tile_curve.getData()[1]
+        if y is not None and len(y):
+            tops.append(float(np.max(y)) * KIB)
+        top = max(max(tops) / KIB, 1.0)
+        self.plot.getPlotItem().setYRange(0, top * 1.3, padding=0)
+
     def set_tile(self, tile: int | None, publish: bool = False) -> None:
         if tile is not None and not (0 <= int(tile) < self.num_tiles):
             return
@@ -122,6 +132,7 @@ class LivenessView(QWidget):
             self.tile_curve.setData(self.x, y.astype(np.float64) / KIB)
             ipu, t = divmod(self.tile, self.tpi)
             self.legend.items[-1][1].setText(f"tile {t} of IPU {ipu} (global {self.tile})")
+        self._fit_y()
         self.tile_box.blockSignals(True)
         self.tile_box.setValue(-1 if self.tile is None else self.tile)
         self.tile_box.blockSignals(False)
