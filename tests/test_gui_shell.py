@@ -202,13 +202,16 @@ def test_samples_found_listed_and_opened(qtbot, window, small_profile, tmp_path,
     shutil.copy(small_profile, d / "b_sample.pvl")
     shutil.copy(small_profile, d / "a_sample.pvl")
     (d / "notes.txt").write_text("not a profile")
+    (d / "README.md").write_text("| file | workload | shows |\n|---|---|---|\n"
+                                 "| `a_sample.pvl` | tiny MLP | **small**, fast |\n")
     monkeypatch.setenv(start_page.SAMPLES_ENV, str(d))
     found = start_page.bundled_samples()
     assert [p.name for p in found[:2]] == ["a_sample.pvl", "b_sample.pvl"]
     page = start_page.StartPage()
     qtbot.addWidget(page)
     names = [page.sample_list.item(i).text() for i in range(page.sample_list.count())]
-    assert names[:2] == ["a_sample", "b_sample"]
+    assert names[:2] == ["a_sample  —  tiny MLP", "b_sample"]
+    assert page.sample_list.item(0).toolTip().startswith("small, fast")
     assert window.open_sample() is True
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
     assert window.current_document().path.name == found[0].name

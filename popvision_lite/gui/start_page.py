@@ -62,6 +62,22 @@ def bundled_samples() -> list[Path]:
     return [found[k] for k in sorted(found)]
 
 
+def sample_descriptions(paths: list[Path]) -> dict[str, tuple[str, str]]:
+    """file name -> (workload, what it shows), read from the samples' README.md table when present."""
+    out: dict[str, tuple[str, str]] = {}
+    for d in {p.parent for p in paths}:
+        readme = d / "README.md"
+        try:
+            lines = readme.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 3 and cells[0].startswith("`") and cells[0].endswith(".pvl`"):
+                out.setdefault(cells[0].strip("`"), (cells[1], cells[2].replace("**", "")))
+    return out
+
+
 class StartPage(QWidget):
     """Emits ``open_requested(path)`` for a recent/sample entry and ``browse_requested()`` for Open…"""
 
@@ -110,7 +126,7 @@ class StartPage(QWidget):
     def set_recent(self, paths: list[str]) -> None:
         self.recent_list.clear()
         for p in paths:
-            it = QListWidgetItem(Path(p).name)
+            it = QListWidgetItem(f"{Path(p).name}  —  {Path(p).parent}")
             it.setToolTip(p)
             it.setData(Qt.UserRole, p)
             self.recent_list.addItem(it)
@@ -121,9 +137,11 @@ class StartPage(QWidget):
 
     def set_samples(self, paths: list[Path]) -> None:
         self.sample_list.clear()
+        desc = sample_descriptions(paths)
         for p in paths:
-            it = QListWidgetItem(p.stem)
-            it.setToolTip(str(p))
+            workload, shows = desc.get(p.name, ("", ""))
+            it = QListWidgetItem(f"{p.stem}  —  {workload}" if workload else p.stem)
+            it.setToolTip(f"{shows}\n{p}" if shows else str(p))
             it.setData(Qt.UserRole, str(p))
             self.sample_list.addItem(it)
         self.samples_note.setText(
