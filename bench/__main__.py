@@ -19,6 +19,7 @@ SCRIPTS: list[str] = [
     "gui_heatmap",
     "insights_views",
     "roofline",
+    "compare_export",
 ]
 
 

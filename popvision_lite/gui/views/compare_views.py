@@ -392,7 +392,7 @@ def per_ipu_display(df: pd.DataFrame) -> pd.DataFrame:
 
 def _fit_columns(table) -> None:
     """Size columns to their contents, sampling the first rows only (fast on big tables)."""
-    table.horizontalHeader().setResizeContentsPrecision(200)
+    table.horizontalHeader().setResizeContentsPrecision(30)
     table.resizeColumnsToContents()
 
 
