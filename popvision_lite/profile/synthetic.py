@@ -102,14 +102,21 @@ class LazyStepTileArray:
 
 
 def _add_noise(rows: np.ndarray, step_idx: np.ndarray, noise: float) -> np.ndarray:
-    """Deterministic per-(step, tile) variation of +-noise on non-zero cycles (hash, not RNG state)."""
+    """Deterministic per-(step, tile) variation of +-noise on non-zero cycles (hash, not RNG state).
+
+    Works through 64 rows at a time so the 64-bit hash temporaries stay small."""
     rows = np.atleast_2d(rows)
-    tiles = np.arange(rows.shape[1], dtype=np.uint64)
-    h = (step_idx.astype(np.uint64)[:, None] * np.uint64(0x9E3779B1) + tiles[None, :] * np.uint64(0x85EBCA77))
-    h = (h ^ (h >> np.uint64(15))) * np.uint64(0x2C1B3C6D)
-    u = ((h >> np.uint64(20)) & np.uint64(1023)).astype(np.float32) / np.float32(511.5) - np.float32(1.0)
-    out = rows.astype(np.float32) * (np.float32(1.0) + np.float32(noise) * u)
-    return np.where(rows > 0, np.maximum(out, 1), 0).astype(np.uint32)
+    out = np.empty(rows.shape, dtype=np.uint32)
+    tiles = np.arange(rows.shape[1], dtype=np.uint64) * np.uint64(0x85EBCA77)
+    for a in range(0, rows.shape[0], 64):
+        r = rows[a:a + 64]
+        h = step_idx[a:a + 64].astype(np.uint64)[:, None] * np.uint64(0x9E3779B1) + tiles[None, :]
+        h ^= h >> np.uint64(15)
+        h *= np.uint64(0x2C1B3C6D)
+        u = ((h >> np.uint64(20)) & np.uint64(1023)).astype(np.float32) / np.float32(511.5) - np.float32(1.0)
+        v = r.astype(np.float32) * (np.float32(1.0) + np.float32(noise) * u)
+        out[a:a + 64] = np.where(r > 0, np.maximum(v, 1), 0)
+    return out
 
 
 @dataclass
