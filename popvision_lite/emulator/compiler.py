@@ -197,7 +197,7 @@ class Compiled:
         return 0 if self.target.num_ipus == 1 else -1
 
 
-def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set, in_repeat: list) -> None:
+def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set) -> None:
     if id(prog) in stack:
         raise EmulatorError(
             f"program '{prog.name}' ({prog.kind}) contains itself; fix: programs must form a tree without cycles"
@@ -213,7 +213,7 @@ def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set,
         stack.add(id(prog))
         first_leaf = len(c.leaves)
         for ch in children:
-            _walk(c, ch, info.prog_id, op, stack, in_repeat)
+            _walk(c, ch, info.prog_id, op, stack)
         stack.discard(id(prog))
         if isinstance(prog, P.Repeat) and len(c.leaves) > first_leaf:
             c.repeat_ranges.append((first_leaf, len(c.leaves) - 1))
@@ -275,7 +275,7 @@ def _check_local(grp, fname: str, f) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-def _compile_execute(c: Compiled, info: ProgInfo, tpl_cache: dict) -> None:
+def _compile_execute(c: Compiled, info: ProgInfo) -> None:
     cs = info.prog.cs
     em = c.target.em
     if not cs.groups or cs.num_vertices == 0:
@@ -438,8 +438,8 @@ def _vertex_memory(c: Compiled, used_cs: set) -> None:
         c.add_mem("vertexCode", np.nonzero(mask)[0], int(codelet.code_bytes))
 
 
-def _accesses(c: Compiled, info: ProgInfo) -> tuple[set, set, bool]:
-    """(read tensor ids, written tensor ids, reads happen before writes) of a leaf."""
+def _accesses(c: Compiled, info: ProgInfo) -> tuple[set, set]:
+    """(read tensor ids, written tensor ids) of a leaf program."""
     p = info.prog
     reads, writes = set(), set()
     if isinstance(p, P.Execute):
@@ -455,7 +455,7 @@ def _accesses(c: Compiled, info: ProgInfo) -> tuple[set, set, bool]:
         writes.add(p.dst.tensor.id)
     elif isinstance(p, P.StreamCopy):
         (writes if p.to_device else reads).add(p.view.tensor.id)
-    return reads, writes, True
+    return reads, writes
 
 
 def _liveness(c: Compiled) -> None:
@@ -468,7 +468,7 @@ def _liveness(c: Compiled) -> None:
     last_r = np.full(nT, -1, np.int64)
     reads_at: list[set] = []
     for ls, pid in enumerate(c.leaves):
-        r, w, _ = _accesses(c, c.progs[pid])
+        r, w = _accesses(c, c.progs[pid])
         reads_at.append(r)
         for t in r:
             if first_r[t] < 0:
@@ -524,7 +524,7 @@ def compile_graph(graph: Graph, program: P.Program) -> Compiled:
     if not isinstance(program, P.Program):
         raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
     c = Compiled(graph, program)
-    _walk(c, program, -1, None, set(), [])
+    _walk(c, program, -1, None, set())
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     for pid in c.leaves:
         p = c.progs[pid].prog
@@ -538,7 +538,7 @@ def compile_graph(graph: Graph, program: P.Program) -> Compiled:
         info = c.progs[pid]
         p = info.prog
         if isinstance(p, P.Execute):
-            _compile_execute(c, info, {})
+            _compile_execute(c, info)
         elif isinstance(p, P.Copy):
             _compile_copy(c, info)
         elif isinstance(p, P.StreamCopy):

@@ -131,7 +131,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     for pid in c.leaves:
         info = c.progs[pid]
         oid = c.op_index.get(info.op, -1) if info.op is not None else -1
-        r, w, _ = _accesses(c, info)
+        r, w = _accesses(c, info)
         for t in r:
             readers.setdefault(t, set()).add(oid)
         if oid < 0:
@@ -231,7 +231,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     producer = {}
     for pid in c.leaves:
         info = c.progs[pid]
-        _, w, _ = _accesses(c, info)
+        _, w = _accesses(c, info)
         for t in w:
             producer.setdefault(t, c.op_index.get(info.op, -1) if info.op is not None else -1)
     var_rows = []
