@@ -151,3 +151,30 @@ def test_keyboard_shortcuts(qtbot, mem):
     assert mem.tile == int(np.argmax(TileMemory(mem.profile).total))
     qtbot.keyClick(mem.heat_widget, Qt.Key_Right)
     assert mem.tile == (int(np.argmax(TileMemory(mem.profile).total)) + 1) % mem.tm.num_tiles
+
+
+def test_variable_click_highlights_its_tiles(qtbot, mem):
+    tile = int(np.argmax(TileMemory(mem.profile).total))
+    mem.select_tile(tile)
+    row = 0
+    var_id = int(mem.var_model.row(row)["var_id"])
+    rect = mem.var_table.visualRect(mem.var_model.index(row, 0))
+    qtbot.mouseClick(mem.var_table.viewport(), Qt.LeftButton, pos=rect.center())
+    vt = mem.profile.variable_tiles
+    expect = np.unique(vt.loc[vt["var_id"] == var_id, "tile"])
+    np.testing.assert_array_equal(mem.highlight_tiles, expect)
+    assert mem.document.selection.state.tiles == tuple(int(t) for t in expect)
+    lay = mem.tile_layout()
+    assert (mem.dim.image[lay.row[expect], lay.col[expect], 3] == 0).all()
+
+
+def test_liveness_step_measure_follows_selected_step(qtbot, mem):
+    from popvision_lite.gui.views.memory_view import LSTEP
+
+    mem.set_measure(LSTEP)
+    mem.document.selection.update(source="liveness", lstep=5)
+    lay = mem.tile_layout()
+    expect = mem.profile.liveness.tile_bytes(lstart=5, lstop=6)[0] / 1024.0
+    np.testing.assert_allclose(mem.image.image[lay.row, lay.col], expect)
+    assert "liveness step 5" in mem.measure_box.currentText()
+    assert "liveness step 5" in mem.colorbar.axis.labelText

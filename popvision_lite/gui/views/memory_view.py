@@ -41,6 +41,7 @@ CATEGORY_COLORS = [
     "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d", "#17becf",
 ]
 KIB = 1024.0  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
+LSTEP = "lstep"  # extra measure: not-always-live bytes at the selected liveness step
 LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
 
 
@@ -81,11 +82,13 @@ class MemoryView(QWidget):
         self.measure = "total"
         self.tile: int | None = None
         self.highlight_tiles = np.zeros(0, dtype=np.int64)
+        self.lstep: int | None = None
 
         # ---- controls
         self.measure_box = QComboBox()
-        for m in MEASURES:
-            self.measure_box.addItem(measure_label(m), m)
+        self.measures = MEASURES + (LSTEP,)
+        for m in self.measures:
+            self.measure_box.addItem(self._label_of(m), m)
         self.measure_box.setToolTip("What the colour shows: total, always-live, not-always-live, "
                                     "% of tile capacity, or one Poplar memory category")
         self.layout_box = QComboBox()
@@ -196,7 +199,8 @@ class MemoryView(QWidget):
                                                  "last_lstep": "last lstep", "var_id": "var"},
                                         byte_columns=("bytes_on_tile", "bytes"))
         self.var_table = make_table_view(self.var_model, "Variables with bytes on the selected tile; "
-                                         "click a header to sort")
+                                         "click a header to sort, click a row to see all tiles it lives on")
+        self.var_table.clicked.connect(self._var_clicked)
 
         right = QSplitter(Qt.Vertical)
         box = QWidget()
@@ -273,7 +277,7 @@ class MemoryView(QWidget):
         self.heat_plot.setRange(xRange=(0, lay.width), yRange=(-2, lay.height), padding=0.02)
 
     def set_measure(self, measure: str) -> None:
-        if measure not in MEASURES:
+        if measure not in self.measures:
             raise ValueError(f"unknown measure {measure!r}")
         self.measure = measure
         i = self.measure_box.findData(measure)
@@ -283,8 +287,26 @@ class MemoryView(QWidget):
             self.measure_box.blockSignals(False)
         self._recolor()
 
+    def _label_of(self, m: str) -> str:
+        if m == LSTEP:
+            step = getattr(self, "lstep", None)
+            return ("Not-always-live bytes at liveness step " + (str(step) if step is not None else "(peak)"))
+        return measure_label(m)
+
+    def values(self) -> np.ndarray:
+        """Per-tile values (bytes or %) of the current measure, as the analysis computes them."""
+        if self.measure != LSTEP:
+            return self.tm.values(self.measure)
+        step = self.lstep
+        if step is None:
+            ls = self.profile.liveness_steps
+            step = int(ls["lstep"].iloc[int(np.argmax(ls["max_tile_bytes"].to_numpy()))]) if len(ls) else 0
+        key = ("liveness_row", step)
+        return self.document.cached(key, lambda: np.asarray(
+            self.profile.liveness.tile_bytes(lstart=step, lstop=step + 1)[0], dtype=np.float64))
+
     def levels(self) -> tuple[float, float]:
-        v = self.tm.values(self.measure) / self.scale()
+        v = self.values() / self.scale()
         hi = float(v.max()) if len(v) else 1.0
         if self.measure == PERCENT:
             hi = max(hi, 100.0)
@@ -293,7 +315,7 @@ class MemoryView(QWidget):
     def _recolor(self) -> None:
         """Recolour the map and the bar plot for the current measure (the 16 ms path)."""
         scale = self.scale()
-        v = self.tm.values(self.measure) / scale
+        v = self.values() / scale
         img = self._img
         img[self._pix_index] = v
         lay = self.tile_layout()
@@ -326,7 +348,7 @@ class MemoryView(QWidget):
         return 1.0 if self.measure == PERCENT else KIB
 
     def axis_label(self) -> str:
-        name = measure_label(self.measure)
+        name = self._label_of(self.measure)
         return f"{name} (%)" if self.measure == PERCENT else f"{name.replace(' bytes', '')} (KiB)"
 
     def _draw_over(self) -> None:
@@ -366,7 +388,7 @@ class MemoryView(QWidget):
 
     # ------------------------------------------------------------------ interaction
     def _step_measure(self, d: int) -> None:
-        self.set_measure(MEASURES[(MEASURES.index(self.measure) + d) % len(MEASURES)])
+        self.set_measure(self.measures[(self.measures.index(self.measure) + d) % len(self.measures)])
 
     def _step_tile(self, d: int) -> None:
         t = 0 if self.tile is None else (self.tile + d) % self.tm.num_tiles
@@ -385,7 +407,7 @@ class MemoryView(QWidget):
         txt = (f"IPU {ipu}, tile {t} (global {tile}): {format_bytes(tot)} total, "
                f"{100 * tot / self.tm.capacity:.1f}% of {format_bytes(self.tm.capacity)}")
         if self.measure not in ("total", PERCENT):
-            txt += f"; {measure_label(self.measure)}: {format_bytes(self.tm.values(self.measure)[tile])}"
+            txt += f"; {self._label_of(self.measure)}: {format_bytes(self.values()[tile])}"
         if self.tm.over_capacity[tile]:
             txt += "  — OVER CAPACITY"
         return txt
@@ -426,6 +448,17 @@ class MemoryView(QWidget):
         if publish:
             self.document.selection.update(source=SOURCE, tiles=(tile,))
 
+    def _var_clicked(self, index) -> None:
+        """Highlight every tile the clicked variable has bytes on (and publish them)."""
+        var_id = int(self.var_model.row(index.row())["var_id"])
+        vt = self.profile.variable_tiles
+        tiles = np.unique(vt.loc[vt["var_id"] == var_id, "tile"].to_numpy(np.int64))
+        self.highlight_tiles = tiles
+        self._draw_highlight()
+        name = self.var_model.row(index.row())["name"]
+        self.hover_label.setText(f"{name}: on {len(tiles):,} tiles (others dimmed)")
+        self.document.selection.update(source=SOURCE, tiles=tuple(tiles))
+
     def _draw_breakdown(self, tile: int) -> None:
         kp = self.breakdown_kp
         for b in self.breakdown_bars:
@@ -450,6 +483,13 @@ class MemoryView(QWidget):
     def _selection_changed(self, state) -> None:
         if state.source == SOURCE:
             return
+        if state.lstep != self.lstep:
+            self.lstep = state.lstep
+            i = self.measure_box.findData(LSTEP)
+            self.measure_box.setItemText(i, self._label_of(LSTEP))
+            if self.measure == LSTEP:
+                self._label = None
+                self._recolor()
         tiles = np.asarray(state.tiles, dtype=np.int64)
         if len(tiles) == 0 and state.op_id is not None:
             from popvision_lite.analysis.selection import op_tiles
