@@ -32,10 +32,20 @@ def _same_mapping(a, b) -> bool:
             and np.array_equal(a.start, b.start) and np.array_equal(a.stop, b.stop))
 
 
-def flat_view(t, index) -> TensorView:
-    """Copy endpoint: elements of tensor ``t`` at flat positions ``index`` (in that order)."""
+def flat_view(t, index):
+    """Copy endpoint: elements of tensor ``t`` at flat positions ``index`` (in that order).
+
+    Stored as contiguous runs (a Regions endpoint) when the index has long runs - e.g. a head
+    split moves rows of 64 - so the program keeps (start, length) pairs, not one int per element."""
     index = np.asarray(index, dtype=np.int64).ravel()
-    return TensorView(t, index, (len(index),))
+    n = len(index)
+    if n > 1:
+        brk = np.flatnonzero(np.diff(index) != 1) + 1
+        if len(brk) + 1 <= n // 4:
+            first = np.concatenate([[0], brk])
+            sizes = np.diff(np.concatenate([first, [n]]))
+            return t.regions(index[first], sizes)
+    return TensorView(t, index, (n,))
 
 
 def _copy_src(x):
