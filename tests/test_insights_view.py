@@ -45,6 +45,13 @@ def test_links_select_tiles_ops_and_variables(view, qtbot):
     assert doc.selection.state.tiles == (oom.tiles[0],) and doc.selection.state.source == "insights"
     view.follow("pvl:tiles/" + ",".join(map(str, oom.tiles)))
     assert doc.selection.state.tiles == tuple(oom.tiles)
+    # "select all" selects every over-capacity tile of the finding
+    i = view._shown.index(oom)
+    assert f"pvl:finding-tiles/{i}" in links
+    doc.selection.clear()
+    view.follow(f"pvl:finding-tiles/{i}")
+    bt = doc.profile.memory.by_tile()
+    assert sorted(doc.selection.state.tiles) == bt.index[bt["over_capacity"]].tolist()
     # an op link selects the op with its tiles and steps
     assert "pvl:op/0" in links
     view.follow("pvl:op/0")

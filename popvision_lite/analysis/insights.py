@@ -351,7 +351,7 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
         text += (f"\n{tn[0].upper() + tn[1:]} holds {fmt_bytes(r0['always_live'])} always live and "
                  f"{fmt_bytes(r0['not_always_live'])} at its not-always-live peak; largest categories: "
                  + ", ".join(f"{c} {fmt_bytes(b)}" for c, b in cats.items()) + ".")
-        out.append(Finding("error", "oom", "Out of memory", text, tiles=tuple(int(t) for t in over.index[:50]),
+        out.append(Finding("error", "oom", "Out of memory", text, tiles=tuple(int(t) for t in over.index),
                            numbers={"tiles_over": len(over), "worst_tiles": [int(t) for t in worst.index],
                                     "worst_bytes": worst["total"].astype(int).tolist(),
                                     "worst_capacity": worst["capacity"].astype(int).tolist(),

@@ -57,6 +57,7 @@ class InsightsView(QWidget):
         self.document = document
         self.findings: list[Finding] = []
         self.extra: list[Finding] = []
+        self._shown: list[Finding] = []
         self._workers = []
         self.browser = QTextBrowser(self)
         self.browser.setOpenLinks(False)
@@ -131,13 +132,13 @@ class InsightsView(QWidget):
         self.browser.verticalScrollBar().setValue(0)  # the new card is at the top
 
     # rendering --------------------------------------------------------------------
-    def _links(self, f: Finding) -> str:
+    def _links(self, f: Finding, i: int) -> str:
         p = self.document.profile
         parts = []
         if f.tiles:
             tl = ", ".join(f"<a href='pvl:tile/{t}'>{t}</a>" for t in f.tiles[:_MAX_LINKS])
             more = f" ... (+{len(f.tiles) - _MAX_LINKS})" if len(f.tiles) > _MAX_LINKS else ""
-            all_link = f" &nbsp;<a href='pvl:tiles/{','.join(map(str, f.tiles))}'>select all</a>" \
+            all_link = f" &nbsp;<a href='pvl:finding-tiles/{i}'>select all {len(f.tiles):,}</a>" \
                 if len(f.tiles) > 1 else ""
             parts.append(f"Tiles: {tl}{more}{all_link}")
         if f.ops:
@@ -156,9 +157,10 @@ class InsightsView(QWidget):
     def to_html(self) -> str:
         c = theme.colors()
         out = [f"<html><body style='color:{c['text']}; background:{c['base']}'>"]
-        for f in self.extra + self.findings:  # comparisons the user asked for come first
+        self._shown = self.extra + self.findings  # comparisons the user asked for come first
+        for i, f in enumerate(self._shown):
             col = _SEV_COLORS.get(f.severity, c["muted"])
-            links = self._links(f)
+            links = self._links(f, i)
             out.append(
                 f"<table width='100%' cellspacing='0' cellpadding='6' style='margin-bottom:8px; "
                 f"border-left: 4px solid {col}; background:{c['alt']}'><tr><td>"
@@ -190,8 +192,11 @@ class InsightsView(QWidget):
             return
         kind, _, arg = link[4:].partition("/")
         sel = self.document.selection
-        if kind in ("tile", "tiles"):
-            tiles = tuple(int(t) for t in arg.split(",") if t)
+        if kind in ("tile", "tiles", "finding-tiles"):
+            if kind == "finding-tiles":
+                tiles = tuple(self._shown[int(arg)].tiles)
+            else:
+                tiles = tuple(int(t) for t in arg.split(",") if t)
             sel.update(source=self.SOURCE, tiles=tiles, op_id=None, prog_id=None, step_range=None)
         elif kind == "op":
             w = select_op(self.document, int(arg), self.SOURCE)
