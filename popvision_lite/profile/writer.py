@@ -95,7 +95,11 @@ def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
     c = cycles
     mn = np.minimum.reduceat(np.minimum.reduceat(c, s_edges, axis=0), tile_edges, axis=1)
     mx = np.maximum.reduceat(np.maximum.reduceat(c, s_edges, axis=0), tile_edges, axis=1)
-    sm = np.add.reduceat(np.add.reduceat(c, s_edges, axis=0, dtype=np.float64), tile_edges, axis=1)
+    # sum over tile blocks first, 64 rows at a time, so float64 temporaries stay small
+    per_row = np.concatenate([np.add.reduceat(c[r:r + 64], tile_edges, axis=1, dtype=np.float64)
+                              for r in range(0, c.shape[0], 64)]) if c.shape[0] else \
+        np.zeros((0, len(tile_edges)))
+    sm = np.add.reduceat(per_row, s_edges, axis=0) if c.shape[0] else per_row
     s_sizes = np.diff(np.append(s_edges, c.shape[0]))
     t_sizes = np.diff(np.append(tile_edges, c.shape[1]))
     mean = sm / (s_sizes[:, None] * t_sizes[None, :])
