@@ -55,3 +55,11 @@ def test_nodes_for_op(tree):
     assert t.nodes_for_op(0).tolist() == [3, 4]
     assert t.nodes_for_op(2).tolist() == [7]
     assert t.nodes_for_op(99).tolist() == []
+
+
+def test_find_wraps_and_ignores_case(tree):
+    t, p = tree
+    assert t.find("FWD/") == 3
+    assert t.find("fwd/", after=3) == 4
+    assert t.find("fwd/", after=5) == 3  # wraps
+    assert t.find("nothing") is None and t.find("") is None

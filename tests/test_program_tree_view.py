@@ -114,3 +114,15 @@ def test_step_range_from_timeline_selects_the_programs_that_issued_it(view, doc)
     want = sorted(set(st["prog_id"][(st["step"] >= 4) & (st["step"] < 7)]))
     assert view.selected_programs() == want == [4, 5, 6]
     assert doc.selection.state.source == "execution"
+
+
+def test_find_box_selects_matching_programs(view, doc, qtbot):
+    from PySide6.QtCore import Qt
+
+    qtbot.keyClicks(view.find_edit, "RELU")
+    qtbot.keyClick(view.find_edit, Qt.Key_Return)
+    assert view.selected_program() == 5
+    assert doc.selection.state.prog_id == 5 and doc.selection.state.source == "program_tree"
+    assert doc.selection.state.step_range == (2, 6)
+    view.find_edit.setText("no such program")
+    assert view.find_next() is None and "no program named" in view.status.text()

@@ -57,6 +57,7 @@ class ProgramTree:
                                   strict=True))
         self.total_cycles = run_cycles(profile)
         self._profile = profile
+        self._lower: np.ndarray | None = None  # lower-cased names, built on the first find()
 
     # ------------------------------------------------------------ structure
     def __len__(self) -> int:
@@ -128,6 +129,20 @@ class ProgramTree:
         if col == 4:
             return int(self.code_bytes[r])
         return self.op_name(prog_id)
+
+    def find(self, text: str, after: int | None = None) -> int | None:
+        """Next program (table order, wrapping) after ``after`` whose name contains ``text``
+        (case-insensitive); None when none does."""
+        if not text:
+            return None
+        if self._lower is None:
+            self._lower = np.char.lower(self.name.astype(str))
+        hits = np.flatnonzero(np.char.find(self._lower, text.lower()) >= 0)
+        if len(hits) == 0:
+            return None
+        start = -1 if after is None else int(self._row[after])
+        j = np.searchsorted(hits, start, side="right")
+        return int(self.ids[hits[j % len(hits)]])
 
     def nodes_for_op(self, op_id: int) -> np.ndarray:
         """Topmost nodes of an op (its parent belongs to another op), in table order."""

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -238,6 +238,9 @@ class OperationsView(QWidget):
         lay.addWidget(self.table, 1)
         lay.addWidget(self.status)
 
+        QShortcut(QKeySequence.Find, self, activated=self.filter_edit.setFocus)
+        self.filter_edit.setToolTip("Substring of the op name, case-insensitive; tick 'regex' for a regular "
+                                    "expression (Ctrl+F)")
         self.filter_edit.textChanged.connect(self._apply_filter)
         self.regex_box.toggled.connect(self._apply_filter)
         # selectionChanged, not currentChanged: focusing the table moves 'current' to the first row
@@ -264,7 +267,8 @@ class OperationsView(QWidget):
             self.count_label.setText("invalid regex")
             return
         self.filter_edit.setStyleSheet("")
-        self.filter_edit.setToolTip("")
+        self.filter_edit.setToolTip("Substring of the op name, case-insensitive; tick 'regex' for a regular "
+                                    "expression (Ctrl+F)")
         self.proxy.set_mask(None if not text else mask)
         self.count_label.setText(f"{int(mask.sum()):,} / {len(mask):,} ops")
 

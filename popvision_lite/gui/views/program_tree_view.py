@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QAbstractItemModel, QItemSelection, QItemSelectionModel, QModelIndex, Qt
-from PySide6.QtGui import QColor, QFont
-from PySide6.QtWidgets import QHeaderView, QLabel, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut
+from PySide6.QtWidgets import QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.program_tree import COLUMNS, ProgramTree
 from popvision_lite.gui.views.selection_resolve import select_program
@@ -138,8 +138,14 @@ class ProgramTreeView(QWidget):
         hdr.setStretchLastSection(True)
         self.status = QLabel(self)
         self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.find_edit = QLineEdit(self)
+        self.find_edit.setPlaceholderText("Find program by name (Enter: next match, Ctrl+F)")
+        self.find_edit.setClearButtonEnabled(True)
+        self.find_edit.returnPressed.connect(self.find_next)
+        QShortcut(QKeySequence.Find, self, activated=self.find_edit.setFocus)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.find_edit)
         lay.addWidget(self.view, 1)
         lay.addWidget(self.status)
         total = self.tree_data.total_cycles
@@ -246,6 +252,16 @@ class ProgramTreeView(QWidget):
 
     def selected_programs(self) -> list[int]:
         return sorted({self.model._prog(i) for i in self.view.selectionModel().selectedRows()})
+
+    def find_next(self) -> int | None:
+        """Select the next program whose name contains the find text (as a click would)."""
+        prog = self.tree_data.find(self.find_edit.text().strip(), self.selected_program())
+        if prog is None:
+            self.status.setText(f"{self._summary} | no program named like '{self.find_edit.text()}'")
+            return None
+        self.show_program(prog)
+        self.select_program(prog)
+        return prog
 
     def selected_program(self) -> int | None:
         idx = self.view.selectionModel().currentIndex()
