@@ -108,12 +108,10 @@ def test_peak_advice_on_base_run(pair):
         assert f"{peak:,} B" in a.text
 
 
-def test_out_of_memory_sample_if_bundled():
+def test_out_of_memory_sample():
     """The out-of-memory sample names its worst tiles and suggests recomputation or more IPUs."""
     oom = [p for p in _samples() if p.memory.by_tile()["over_capacity"].any()]
-    if not oom:
-        # no bundled OOM sample: the hand-built OOM profile in test_insights.py covers this path
-        return
+    assert oom, "sample_profiles/ lacks the out-of-memory sample (regenerate: popvision-lite make-samples)"
     for p in oom:
         found = {x.kind: x for x in I.insights(p)}
         bt = p.memory.by_tile()
