@@ -276,17 +276,19 @@ def _columns_from_steps(sb_start: np.ndarray, sb_end: np.ndarray, busy_sum: np.n
     # columns that cross block boundaries (at most one per block): exact piecewise-linear integral
     cross = np.flatnonzero((pos[1:] != pos[:-1]) | (edges[1:] > bounds[-1]) | (edges[:-1] < bounds[0]))
     if len(cross):
-        # util * width = (cum[p1] - cum[p0]) + f1 * busy[p1] - f0 * busy[p0]: the whole blocks
-        # before p1 minus those before p0, plus the partial blocks at both ends
+        # util * width = the rest of block p0 + the blocks strictly between + the start of block p1
         p0, p1 = pos[cross], pos[cross + 1]
         f0 = np.clip((edges[cross] - bounds[p0]) / span[p0], 0.0, 1.0)
         f1 = np.clip((edges[cross + 1] - bounds[p1]) / span[p1], 0.0, 1.0)
-        cum = np.empty((nb + 1, rows), dtype=np.float64)
-        cum[0] = 0
-        np.cumsum(busy_sum, axis=0, out=cum[1:])
-        whole = cum[p1] - cum[p0]
-        whole += f1[:, None] * busy_sum[p1]
-        whole -= f0[:, None] * busy_sum[p0]
+        same = p1 == p0                      # both edges clipped into one block (ends of the run)
+        whole = np.where(same, f1 - f0, 1.0 - f0)[:, None] * busy_sum[p0]
+        whole += np.where(same, 0.0, f1)[:, None] * busy_sum[p1]
+        far = np.flatnonzero(p1 - p0 > 1)    # columns spanning whole blocks (zoomed far out)
+        if len(far):
+            cum = np.empty((nb + 1, rows), dtype=np.float64)
+            cum[0] = 0
+            np.cumsum(busy_sum, axis=0, out=cum[1:])
+            whole[far] += cum[p1[far]] - cum[p0[far] + 1]
         whole /= width[cross, None]
         util[:, cross] = whole.T
     # blocks touching each column: [lo, hi] inclusive
