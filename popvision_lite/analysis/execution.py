@@ -13,7 +13,8 @@ step x tile matrix:
   (row of tiles, pixel column) for a large visible range, from the stored summaries
   (``profile.step_tiles.summary``) or, when the window is small enough, from exact data.
 * :func:`step_bins` feeds the per-step chart (one bar per step zoomed in, per pixel bucket
-  zoomed out); :func:`range_summary` the range panel; :func:`search_ops` / :func:`match_steps`
+  zoomed out), :meth:`StepIndex.kind_cycles` the step lane's kind mix per pixel when zoomed out;
+  :func:`range_summary` the range panel; :func:`search_ops` / :func:`match_steps`
   the search; :func:`step_details` the click panel.
 
 Coordinates are BSP cycles since run start (int64); the view rebases them before drawing.
@@ -513,36 +514,6 @@ def step_bins(index: StepIndex, x0: float, x1: float, cols: int, min_px: float =
     first_step = np.searchsorted(index.start, edges, side="left")
     nst = np.maximum(np.diff(first_step), 1)
     return StepBins(edges[:-1], edges[1:], cyc, cyc / nst[None, :], imb, False, first_step[:-1])
-
-
-@dataclass
-class StepLane:
-    """Rectangles of the top lane: exact steps when few, else one dominant kind per pixel bucket."""
-
-    left: np.ndarray
-    right: np.ndarray
-    kind: np.ndarray
-    steps: np.ndarray   # step index (exact) or -1 (bucket)
-    exact: bool
-
-
-def step_lane(index: StepIndex, x0: float, x1: float, cols: int, max_rects: int | None = None) -> StepLane:
-    i0, i1 = index.visible(x0, x1)
-    max_rects = max_rects or 2 * max(cols, 1)
-    if i1 - i0 <= max_rects:
-        ii = np.arange(i0, i1)
-        return StepLane(index.start[ii].astype(float), index.end[ii].astype(float), index.kind[ii], ii, True)
-    edges = np.linspace(x0, x1, max(1, cols) + 1)
-    cyc = index.kind_cycles(edges)
-    dom = np.argmax(cyc, axis=0)
-    has = cyc.sum(axis=0) > 0
-    # merge runs of equal kind into one rectangle
-    d = np.where(has, dom, -1)
-    brk = np.flatnonzero(np.diff(d) != 0) + 1
-    s = np.concatenate([[0], brk])
-    e = np.concatenate([brk, [len(d)]])
-    keep = d[s] >= 0
-    return StepLane(edges[s[keep]], edges[e[keep]], d[s[keep]], np.full(keep.sum(), -1), False)
 
 
 # ---------------------------------------------------------------- search / details
