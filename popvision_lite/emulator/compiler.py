@@ -31,9 +31,16 @@ class StepTemplate:
     op_id: int
     ipu: int
     duration: int
-    cycles: np.ndarray      # (num_tiles,) int64 busy cycles
-    bytes_in: np.ndarray    # (num_tiles,) int64
-    bytes_out: np.ndarray   # (num_tiles,) int64
+    # per-tile rows, sparse: values at ``tiles`` (None = dense over all tiles), uint32
+    tiles: np.ndarray | None
+    cycles: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    busy_max: int = 0
+    busy_sum: int = 0
+    tiles_active: int = 0
+    in_sum: int = 0
+    out_sum: int = 0
     flops: int = 0
     bytes_sram: int = 0
     bytes_exchange: int = 0
@@ -158,6 +165,7 @@ class Compiled:
         self.op_index: dict[str, int] = {}
         self.memory = np.zeros((T, len(MEMORY_CATEGORIES), 2), np.int64)
         self.repeat_ranges: list[tuple[int, int]] = []  # lstep ranges of Repeat bodies
+        self._shared_rows: dict[str, dict] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def op_id(self, op: str | None) -> int:
@@ -170,20 +178,47 @@ class Compiled:
 
     def add_mem(self, category: str, tiles, nbytes, live: int = 0) -> None:
         c = CATEGORY_CODE[category]
-        tiles = np.asarray(tiles, np.int64)
-        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape)
-        self.memory[:, c, live] += np.bincount(tiles.ravel(), weights=nbytes.ravel(),
-                                               minlength=self.num_tiles).astype(np.int64)
+        tiles = np.asarray(tiles, np.int64).ravel()
+        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape).ravel()
+        if len(tiles) * 8 < self.num_tiles:  # few tiles: O(len) instead of O(num_tiles)
+            np.add.at(self.memory[:, c, live], tiles, nbytes)
+        else:
+            self.memory[:, c, live] += np.bincount(tiles, weights=nbytes, minlength=self.num_tiles).astype(np.int64)
 
     def add_template(self, info: ProgInfo, kind: int, cycles, bytes_in=None, bytes_out=None,
-                     duration=None, ipu=-1, **kw) -> None:
-        z = np.zeros(self.num_tiles, np.int64)
-        cycles = np.asarray(cycles, np.int64)
-        dur = int(cycles.max(initial=0)) if duration is None else int(duration)
-        self.templates.append(StepTemplate(
-            kind=kind, prog_id=info.prog_id, op_id=self.op_id(info.op), ipu=ipu, duration=dur,
-            cycles=cycles, bytes_in=z if bytes_in is None else np.asarray(bytes_in, np.int64),
-            bytes_out=z if bytes_out is None else np.asarray(bytes_out, np.int64), **kw))
+                     duration=None, ipu=-1, shared: str | None = None, **kw) -> None:
+        """Add a step; per-tile rows are stored sparse (only tiles with work or bytes) as uint32.
+        ``shared`` names rows identical for every step of that name (syncs): stored once."""
+        if shared is not None and shared in self._shared_rows:
+            rows = self._shared_rows[shared]
+        else:
+            cycles = np.asarray(cycles, np.int64)
+            z = None
+            bi = z if bytes_in is None else np.asarray(bytes_in, np.int64)
+            bo = z if bytes_out is None else np.asarray(bytes_out, np.int64)
+            active = cycles > 0
+            if bi is not None:
+                active |= bi > 0
+            if bo is not None:
+                active |= bo > 0
+            tiles = np.nonzero(active)[0]
+            dense = len(tiles) * 2 > self.num_tiles
+            sel = slice(None) if dense else tiles
+
+            def u32(a):
+                return np.zeros(self.num_tiles if dense else len(tiles), np.uint32) if a is None else \
+                    np.minimum(a[sel], np.iinfo(np.uint32).max).astype(np.uint32)
+
+            cy, bin_, bout = u32(cycles), u32(bi), u32(bo)
+            rows = dict(tiles=None if dense else tiles, cycles=cy, bytes_in=bin_, bytes_out=bout,
+                        busy_max=int(cy.max(initial=0)), busy_sum=int(cy.sum(dtype=np.int64)),
+                        tiles_active=int(np.count_nonzero(cy)), in_sum=int(bin_.sum(dtype=np.int64)),
+                        out_sum=int(bout.sum(dtype=np.int64)))
+            if shared is not None:
+                self._shared_rows[shared] = rows
+        dur = rows["busy_max"] if duration is None else int(duration)
+        self.templates.append(StepTemplate(kind=kind, prog_id=info.prog_id, op_id=self.op_id(info.op), ipu=ipu,
+                                           duration=dur, **rows, **kw))
         info.templates.append(len(self.templates) - 1)
 
     def ipu_of_tiles(self, tiles: np.ndarray) -> int:
@@ -348,7 +383,7 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
         return
     all_t = np.arange(T)
     if glob.any():
-        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
         nI = c.target.num_ipus
         leave = np.bincount(ipu_s[glob], weights=nbytes[glob], minlength=nI)
         enter = np.bincount(ipu_d[glob], weights=nbytes[glob], minlength=nI)
@@ -360,7 +395,7 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     else:
         part = _utiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
         ipu = c.ipu_of_tiles(part)
-        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus())
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
         c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
                        bytes_sram=int(2 * nbytes[~cross].sum()))
     c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
@@ -385,7 +420,7 @@ def _compile_stream(c: Compiled, info: ProgInfo) -> None:
     z = np.zeros(T, np.int64)
     bin_, bout = (tb, z) if prog.to_device else (z, tb)
     ut = _utiles(plan.src_tile, c.num_tiles)
-    c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
+    c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
     c.add_template(info, K_STREAM, busy, bin_, bout, duration=dur, ipu=c.ipu_of_tiles(ut),
                    bytes_ddr=int(nbytes.sum()))
     c.add_mem("hostExchangeCode", plan.src_tile, cm.EXCHANGE_CODE_PER_PIECE)
@@ -398,9 +433,9 @@ def _compile_stream(c: Compiled, info: ProgInfo) -> None:
 
 def _compile_sync(c: Compiled, info: ProgInfo) -> None:
     if info.prog.sync_kind == "global":
-        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1)
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
     else:
-        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus())
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
     c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_SYNC)
     info.code_bytes += c.num_tiles * cm.CONTROL_CODE_SYNC
 

@@ -18,27 +18,48 @@ U32 = np.iinfo(np.uint32).max
 
 
 class StepTileArray:
-    """Lazy (steps, tiles) uint32 array: step i is row ``seq[i]`` of the per-template matrix,
-    so a Repeat of n iterations costs no memory per iteration.  Supports ``a[i:j]``, ``.shape``."""
+    """Lazy (steps, tiles) uint32 array: step i is the row of step template ``seq[i]`` (rows are
+    stored sparse per template, so neither a Repeat of n iterations nor a 16-IPU target costs
+    memory per step).  Supports ``a[i:j]``, ``a[i:j, tiles]``, ``.shape``, ``np.asarray(a)``."""
 
-    def __init__(self, rows: np.ndarray, seq: np.ndarray):
-        self.rows = rows
-        self.seq = seq
-        self.shape = (len(seq), rows.shape[1])
+    def __init__(self, templates: list, seq: np.ndarray, field: str, num_tiles: int):
+        self.templates = templates
+        self.seq = np.asarray(seq, np.int64)
+        self.field = field
+        self.shape = (len(self.seq), int(num_tiles))
         self.dtype = np.dtype(np.uint32)
         self.ndim = 2
 
     def __len__(self) -> int:
         return self.shape[0]
 
+    def _rows(self, tids: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(tids), self.shape[1]), np.uint32)
+        if len(tids) == 0:
+            return out
+        order = np.argsort(tids, kind="stable")
+        st = tids[order]
+        bounds = np.flatnonzero(np.diff(st)) + 1
+        for grp in np.split(order, bounds):
+            t = self.templates[int(tids[grp[0]])]
+            vals = getattr(t, self.field)
+            if t.tiles is None:
+                out[grp] = vals
+            elif len(t.tiles):
+                out[np.ix_(grp, t.tiles)] = vals
+        return out
+
     def __getitem__(self, key):
         if isinstance(key, tuple):
             first, rest = key[0], key[1:]
-            return self[first][(slice(None), *rest)] if not np.isscalar(first) else self[first][rest]
-        return self.rows[self.seq[key]]
+            rows = self[first]
+            return rows[(slice(None), *rest)] if rows.ndim == 2 else rows[rest]
+        if isinstance(key, int | np.integer):
+            return self._rows(self.seq[[int(key)]])[0]
+        return self._rows(self.seq[key])
 
     def __array__(self, dtype=None, copy=None):
-        a = self.rows[self.seq]
+        a = self._rows(self.seq)
         return a if dtype is None else a.astype(dtype)
 
 
@@ -72,22 +93,16 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     tpl = c.templates
     nt = len(tpl)
     seq = c.seq
-    # ---- step x tile -------------------------------------------------------------------
-    if nt:
-        cyc_rows = _clip_u32(np.stack([t.cycles for t in tpl]))
-        in_rows = _clip_u32(np.stack([t.bytes_in for t in tpl]))
-        out_rows = _clip_u32(np.stack([t.bytes_out for t in tpl]))
-    else:
-        cyc_rows = in_rows = out_rows = np.zeros((0, T), np.uint32)
+    # ---- step x tile (per-template aggregates; rows stay sparse) --------------------------
     t_kind = np.array([t.kind for t in tpl], np.int8)
     t_op = np.array([t.op_id for t in tpl], np.int32)
     t_prog = np.array([t.prog_id for t in tpl], np.int32)
     t_ipu = np.array([t.ipu for t in tpl], np.int16)
-    t_busy_max = cyc_rows.max(axis=1).astype(np.int64) if nt else np.zeros(0, np.int64)
-    t_busy_mean = cyc_rows.mean(axis=1, dtype=np.float64) if nt else np.zeros(0)
-    t_active = (cyc_rows > 0).sum(axis=1).astype(np.int32) if nt else np.zeros(0, np.int32)
-    t_in = in_rows.sum(axis=1, dtype=np.int64) if nt else np.zeros(0, np.int64)
-    t_out = out_rows.sum(axis=1, dtype=np.int64) if nt else np.zeros(0, np.int64)
+    t_busy_max = np.array([t.busy_max for t in tpl], np.int64)
+    t_busy_mean = np.array([t.busy_sum for t in tpl], np.float64) / max(T, 1)
+    t_active = np.array([t.tiles_active for t in tpl], np.int32)
+    t_in = np.array([t.in_sum for t in tpl], np.int64)
+    t_out = np.array([t.out_sum for t in tpl], np.int64)
     steps = pd.DataFrame({
         "step": np.arange(len(seq), dtype=np.int64),
         "kind": t_kind[seq], "op_id": t_op[seq], "prog_id": t_prog[seq], "ipu": t_ipu[seq],
@@ -150,7 +165,14 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         sel = np.nonzero(t_op == i)[0]
         work = sel[t_kind[sel] != K_SYNC]
         if len(work):
-            tiles_used[i] = int((cyc_rows[work] > 0).any(axis=0).sum())
+            used = np.zeros(T, bool)
+            for k in work:
+                t = tpl[k]
+                if t.tiles is None:
+                    used |= t.cycles > 0
+                else:
+                    used[t.tiles[t.cycles > 0]] = True
+            tiles_used[i] = int(used.sum())
         if len(sel):
             ip = set(t_ipu[sel].tolist())
             op_ipu[i] = ip.pop() if len(ip) == 1 else -1
@@ -280,8 +302,8 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     }
     return schema.ProfileData(
         target=c.target.info(), run=run, memory=c.memory.copy(), steps=steps,
-        step_tile_cycles=StepTileArray(cyc_rows, seq), step_tile_bytes_in=StepTileArray(in_rows, seq),
-        step_tile_bytes_out=StepTileArray(out_rows, seq), ops=ops, programs=progs, compute_sets=compute_sets,
+        step_tile_cycles=StepTileArray(tpl, seq, "cycles", T), step_tile_bytes_in=StepTileArray(tpl, seq, "bytes_in", T),
+        step_tile_bytes_out=StepTileArray(tpl, seq, "bytes_out", T), ops=ops, programs=progs, compute_sets=compute_sets,
         vertices=vertices, variables=variables, variable_tiles=variable_tiles, liveness_steps=liveness_steps,
         liveness_tile_bytes=_clip_u32(ltb), extra=_extra(c, extra),
     )
