@@ -27,6 +27,14 @@ CHUNK_CACHE_BYTES = 32 << 20
 # dtype kind each stored numeric column must have ('i' int, 'f' float, 'b' bool, 'u' unsigned)
 _NUMERIC_KINDS = "iufb"
 
+# Value checks on read (a file from another producer, or corrupted on disk, must not hand garbage to
+# the views): id-like columns may be -1 ("none"), every other number is a count, size or cycle >= 0.
+_MINUS_ONE_OK = frozenset({"op_id", "prog_id", "parent_id", "cs_id", "ipu", "first_step", "last_step",
+                           "lstep", "first_lstep", "last_lstep", "max_tile"})
+_MAX_VALUE = 2 ** 53  # beyond this no count / byte / cycle number is plausible, and sums would overflow
+_TILE_COLUMNS = {("vertices", "tile"), ("variable_tiles", "tile"), ("liveness_steps", "max_tile")}
+MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is corrupt, not an OOM
+
 
 @dataclass
 class StepTileWindow:
@@ -66,7 +74,12 @@ class _Memory:
     def array(self) -> np.ndarray:
         """(tiles, categories, 2) int64 bytes: [..., 0] always-live, [..., 1] not-always-live."""
         if self._arr is None:
-            self._arr = self._p._read_array("memory")
+            a = self._p._read_array("memory")
+            if a.size and (a.min() < 0 or a.max() > MAX_TILE_BYTES):
+                bad = np.flatnonzero(((a < 0) | (a > MAX_TILE_BYTES)).any(axis=(1, 2)))
+                raise self._p._err(f"array 'memory' has byte counts outside 0..{MAX_TILE_BYTES} "
+                                   f"(tile {int(bad[0])}{' and others' if len(bad) > 1 else ''}); the file is corrupt")
+            self._arr = a
         return self._arr
 
     def by_tile(self) -> pd.DataFrame:
@@ -164,19 +177,35 @@ class _StepTiles:
         """
         n = self.shape[0]
         start, stop = _clip_range(start, stop, n)
-        g = self._p._summary_group(step_block, tile_block)
         a = start // step_block
         b = -(-stop // step_block)
+        what = f"summary {step_block}x{tile_block}"
+        nt = self._p.target.num_tiles
 
         def read():
-            return {
-                "min": g["min"][a:b],
-                "mean": g["mean"][a:b],
-                "max": g["max"][a:b],
-                "tile_edges": g["tile_edges"][()],
-            }
+            g = self._p._summary_group(step_block, tile_block)
+            edges = np.asarray(g["tile_edges"][()])
+            if (edges.ndim != 1 or edges.dtype.kind not in "iu" or len(edges) == 0 or edges[0] != 0
+                    or (np.diff(edges) <= 0).any() or edges[-1] >= nt):
+                raise self._p._err(f"{what}: 'tile_edges' are not increasing tile indices from 0 "
+                                   f"below {nt}; the file is corrupt")
+            want = (-(-n // step_block), len(edges))
+            out = {}
+            for k in ("min", "mean", "max"):
+                ds = g[k]
+                if tuple(ds.shape) != want:
+                    raise self._p._err(f"{what}: '{k}' has shape {tuple(ds.shape)}, expected {want} "
+                                       f"(step blocks x tile blocks)")
+                v = ds[a:b]
+                if v.dtype.kind not in "iuf":
+                    raise self._p._err(f"{what}: '{k}' has dtype {v.dtype}, expected numbers")
+                if v.size and (not np.isfinite(v).all() or v.min() < 0):
+                    raise self._p._err(f"{what}: '{k}' has NaN, infinite or negative cycles; the file is corrupt")
+                out[k] = v
+            out["tile_edges"] = edges
+            return out
 
-        out = self._p._guard(read, f"summary {step_block}x{tile_block}")
+        out = self._p._guard(read, what)
         out["step_edges"] = np.arange(a, b, dtype=np.int64) * step_block
         out["step_block"] = step_block
         out["tile_block"] = tile_block
@@ -225,9 +254,13 @@ class Profile:
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
         try:
             self._check_header()
-        except Exception:
+        except ProfileError:
             self.close()
             raise
+        except Exception as e:  # h5py / HDF5 errors from damaged metadata
+            self.close()
+            raise self._err(f"cannot read the profile's structure, the file is corrupt "
+                            f"({type(e).__name__}: {e})") from e
 
     def _check_header(self) -> None:
         f = self._f
@@ -251,7 +284,10 @@ class Profile:
         if version < 1:
             raise self._err(f"format version {version} is not a valid version")
         self.format_version = version
-        self.format_minor = int(attrs.get("format_minor", 0))
+        try:
+            self.format_minor = int(attrs.get("format_minor", 0))
+        except (TypeError, ValueError) as e:
+            raise self._err(f"header field 'format_minor' is not an integer: {attrs.get('format_minor')!r}") from e
         if not bool(attrs.get("complete", False)):
             raise self._err("profile is incomplete (the writer did not finish)")
         try:
@@ -263,13 +299,27 @@ class Profile:
             raise self._err(f"header field 'target' is invalid: {e}") from e
         for key in ("num_ipus", "tiles_per_ipu", "sram_bytes_per_tile"):
             v = getattr(self.target, key)
-            if not isinstance(v, int) or v <= 0:
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise self._err(f"header field 'target.{key}' must be a positive integer, got {v!r}")
-        try:
-            self.run = json.loads(_as_str(attrs.get("run", "{}")))
-            self.extra = json.loads(_as_str(attrs.get("extra", "{}")))
-        except Exception as e:
-            raise self._err(f"header field 'run' or 'extra' is not valid JSON: {e}") from e
+        if self.target.num_tiles > 1 << 24:
+            raise self._err(f"header field 'target' gives {self.target.num_tiles} tiles; not a plausible target")
+        v = self.target.threads_per_tile
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise self._err(f"header field 'target.threads_per_tile' must be a positive integer, got {v!r}")
+        v = self.target.clock_hz
+        if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
+            raise self._err(f"header field 'target.clock_hz' must be a positive number, got {v!r}")
+        for key in ("device", "name"):
+            if not isinstance(getattr(self.target, key), str):
+                raise self._err(f"header field 'target.{key}' must be text, got {getattr(self.target, key)!r}")
+        for key in ("run", "extra"):
+            try:
+                val = json.loads(_as_str(attrs.get(key, "{}")))
+            except Exception as e:
+                raise self._err(f"header field '{key}' is not valid JSON: {e}") from e
+            if not isinstance(val, dict):
+                raise self._err(f"header field '{key}' must be a JSON object, got {type(val).__name__}")
+            setattr(self, key, val)
 
         # structure: every group, table and array present with consistent shapes
         for grp in ("tables", "arrays", "summaries"):
@@ -379,6 +429,12 @@ class Profile:
     def _summary_levels(self) -> list[tuple[int, int]]:
         def read():
             levels = json.loads(_as_str(self._f["summaries"].attrs["levels"]))
+            ok = isinstance(levels, list) and len(levels) > 0 and all(
+                isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                            for v in x) and x[0] > 0 and x[1] >= 0
+                for x in levels)
+            if not ok:
+                raise self._err(f"summary levels {levels!r} are not a list of [step_block > 0, tile_block >= 0]")
             return [(int(a), int(b)) for a, b in levels]
 
         return self._guard(read, "summary levels")
@@ -389,7 +445,8 @@ class Profile:
         if (step_block, tile_block) not in self.step_tiles.levels:
             raise ProfileError(self.path, f"no stored summary level ({step_block}, {tile_block}); "
                                f"stored levels are {self.step_tiles.levels}")
-        return self._f["summaries"][level_name(step_block, tile_block)]
+        name = level_name(step_block, tile_block)
+        return self._guard(lambda: self._f["summaries"][name], f"summary group '{name}'")
 
     def _read_table(self, name: str) -> pd.DataFrame:
         def read():
@@ -412,12 +469,46 @@ class Profile:
                 elif vals.dtype.kind not in _NUMERIC_KINDS:
                     raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}, "
                                     f"expected {want}")
-                elif vals.dtype != np.dtype(want):
-                    vals = vals.astype(want)  # e.g. a file written by another producer with int64 ids
+                else:
+                    vals = self._checked_numbers(name, col, vals, want)
                 data[col] = vals
-            return pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]))
+            df = pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]))
+            if name == "steps" and len(df) and (df["end_cycle"] < df["start_cycle"]).any():
+                i = int(np.flatnonzero((df["end_cycle"] < df["start_cycle"]).to_numpy())[0])
+                raise self._err(f"table 'steps' row {i}: end_cycle is before start_cycle")
+            return df
 
         return self._guard(read, f"table '{name}'")
+
+    def _checked_numbers(self, name: str, col: str, vals: np.ndarray, want: str) -> np.ndarray:
+        """Cast a numeric column to its schema dtype, refusing values that cannot be right."""
+        where = f"table '{name}' column '{col}'"
+        want_dt = np.dtype(want)
+        if vals.size == 0:
+            return vals.astype(want_dt)
+        if want_dt.kind == "b":
+            return vals.astype(want_dt)
+        if vals.dtype.kind == "f":
+            if not np.isfinite(vals).all():
+                raise self._err(f"{where} has NaN or infinite values")
+            if want_dt.kind != "f" and (vals != np.round(vals)).any():
+                raise self._err(f"{where} has fractional values, expected {want}")
+        lo = -1 if col in _MINUS_ONE_OK else 0
+        vmin, vmax = vals.min(), vals.max()
+        if vmin < lo:
+            raise self._err(f"{where} has value {vmin}, below {lo}")
+        hi = _MAX_VALUE
+        if want_dt.kind in "iu":
+            hi = min(hi, np.iinfo(want_dt).max)
+        if (name, col) in _TILE_COLUMNS:
+            hi = self.target.num_tiles - 1
+        elif name == "steps" and col == "kind":
+            hi = len(schema.STEP_KINDS) - 1
+        elif col == "ipu":
+            hi = self.target.num_ipus - 1
+        if vmax > hi:
+            raise self._err(f"{where} has value {vmax}, above {hi}")
+        return vals if vals.dtype == want_dt else vals.astype(want_dt)
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in schema.TABLE_COLUMNS:
