@@ -386,7 +386,7 @@ def test_copy_pieces_match_per_element_brute_force(mk2):
     from popvision_lite.emulator.compiler import copy_pieces
 
     rng = np.random.default_rng(11)
-    for trial in range(25):
+    for trial in range(40):
         g = Graph(mk2)
         shape = (8, 12)
         n = 96
@@ -399,8 +399,14 @@ def test_copy_pieces_match_per_element_brute_force(mk2):
 
         a = g.add_variable(f"a{trial}", shape, "float32", mapping=rand_mapping())
         b = g.add_variable(f"b{trial}", shape, "float32", mapping=rand_mapping())
-        kind = trial % 3
-        if kind == 0:
+        kind = trial % 4
+        if kind == 3:  # blocks gathered into one contiguous range (runs cut to match)
+            if trial % 8 == 3:
+                g.set_mapping(a, M.by_blocks(shape, (2, 3), rng.integers(0, 6, 16)))
+                g.set_mapping(b, M.linear(n, rng.integers(0, 6, 5)))
+            src = a.blocks((2, 3), rng.integers(0, 4, size=(4, 2)))
+            dst = b.flat_slice(12, 36)
+        elif kind == 0:
             src, dst = a.whole(), b.whole()
         elif kind == 1:
             src, dst = a[:, ::3], b[:, 4:8]

@@ -128,6 +128,18 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
         return CopyPlan(z, z, z, z, z)
     soff = np.cumsum(sl) - sl
     doff = np.cumsum(dl) - dl
+    # fast path: pair the runs one to one (a single contiguous side is cut to the other's runs);
+    # when every run lies inside one mapping interval on both sides, the runs are the pieces
+    qs, ql, qd, qdl = ss, sl, ds, dl
+    if len(ds) == 1 and len(ss) > 1:
+        qd, qdl = ds[0] + soff, sl
+    elif len(ss) == 1 and len(ds) > 1:
+        qs, ql = ss[0] + doff, dl
+    if len(qs) == len(qd) and np.array_equal(ql, qdl):
+        ks = np.searchsorted(sm.start, qs, side="right") - 1
+        kd = np.searchsorted(dm.start, qd, side="right") - 1
+        if np.all(qs + ql <= sm.stop[ks]) and np.all(qd + ql <= dm.stop[kd]):
+            return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd])
     cuts = [soff, doff]
     for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
         b = mp.start
