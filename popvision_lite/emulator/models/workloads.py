@@ -99,6 +99,8 @@ def validate(cfg: ModelConfig) -> None:
         v = getattr(cfg, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ConfigError(f"{name}: must be a positive integer, got {v!r}")
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
+        raise ConfigError(f"seed: must be a non-negative integer, got {cfg.seed!r}")
     if cfg.precision not in ("fp16", "fp32"):
         raise ConfigError(f"precision: must be fp16 or fp32, got {cfg.precision!r}")
     if cfg.model == "bert" and cfg.hidden % cfg.heads:
