@@ -140,6 +140,7 @@ def resolve(args) -> tuple:
     out = args.output or (rc.output if rc else None)
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
+    _check_output(out)
     device = args.device or (rc.device if rc else "ipu-mk2")
     timing = bool(args.timing_only) if args.timing_only is not None else bool(rc.timing_only if rc else False)
     over = dict(rc.model_args) if rc else {}
@@ -163,6 +164,19 @@ def resolve(args) -> tuple:
             raise ConfigError(f"argument --{field} (or config field '{field}'): {str(e).split(': ', 1)[1]}") from None
         raise
     return cfg, device, out, timing
+
+
+def _check_output(out) -> None:
+    """Refuse an output path that cannot be written before spending minutes emulating."""
+    from pathlib import Path
+
+    p = Path(out)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise ConfigError(f"argument -o/--output: {out} is a directory; give a file name such as run.pvl")
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"argument -o/--output: {out}: folder '{folder}' {what}")
 
 
 def run(args) -> int:
