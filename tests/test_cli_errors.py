@@ -1,0 +1,138 @@
+"""Bad command-line arguments and TOML run configs: exit code 2, a message naming the argument or the
+field, no traceback, and nothing written.  (tests/test_emulate_cli.py covers the first cases of each
+kind; these are the rest found by trying.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from popvision_lite.cli import main
+
+SMALL = ["--batch", "8", "--hidden", "16", "-q"]
+
+
+def _run(argv, capsys) -> tuple[int, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse errors
+        rc = e.code
+    cap = capsys.readouterr()
+    return rc, cap.err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["mlp", "--ipus", "abc"], "--ipus"),
+    (["mlp", "--layers", "-2"], "--layers"),
+    (["mlp", "--hidden", "1.5"], "--hidden"),
+    (["mlp", "--seed", "-1"], "seed"),
+    (["mlp", "--seed", "x"], "--seed"),
+    (["mlp", "--device", ""], "--device"),
+    (["mlp", "--precision", "fp64"], "--precision"),
+    (["mlp", "--frobnicate"], "--frobnicate"),
+    (["bert", "--hidden", "10", "--heads", "3"], "--heads"),
+    (["gnn", "--ipus", "5"], "--ipus"),
+])
+def test_emulate_bad_argument(tmp_path, capsys, args, needle):
+    out = tmp_path / "x.pvl"
+    rc, err = _run(["emulate", *args, "-o", str(out), *SMALL], capsys)
+    assert rc == 2, err
+    assert needle in err, err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["missing_folder", "under_a_file", "a_directory"])
+def test_emulate_unwritable_output_is_exit_2_before_emulating(tmp_path, capsys, where):
+    (tmp_path / "afile").write_text("x")
+    out = {"missing_folder": tmp_path / "no" / "x.pvl", "under_a_file": tmp_path / "afile" / "x.pvl",
+           "a_directory": tmp_path}[where]
+    rc, err = _run(["emulate", "mlp", *SMALL, "-o", str(out)], capsys)
+    assert rc == 2, err
+    assert "-o/--output" in err and str(out) in err
+    assert "compiling" not in err  # refused before any work
+
+
+def _config(tmp_path, body: str):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(body)
+    return cfg
+
+
+@pytest.mark.parametrize("body,field", [
+    ('model = "mlp"\ncolour = 3\n', "colour"),
+    ('model = "mlp"\nmodel_args = 5\n', "model_args"),
+    ('model = "mlp"\noutput = 7\n', "output"),
+    ('model = "mlp"\ndevice = 5\n', "device"),
+    ('model = 3\n', "model"),
+    ('model = "mlp"\n[model_args]\nlayers = 0\n', "layers"),
+    ('model = "mlp"\n[model_args]\nhidden = 1.5\n', "hidden"),
+    ('model = "mlp"\n[model_args]\nrecompute = "yes"\n', "recompute"),
+    ('model = "mlp"\n[model_args]\nipus = 3\n', "ipus"),
+    ('model = "mlp"\n[model_args]\nseed = -4\n', "seed"),
+    ('model = "bert"\n[model_args]\nhidden = 30\nheads = 4\n', "heads"),
+    ('model = "mlp"\nmodel = "bert"\n', "TOML"),  # duplicate key
+])
+def test_emulate_bad_config_names_the_field(tmp_path, capsys, body, field):
+    cfg = _config(tmp_path, body)
+    out = tmp_path / "x.pvl"
+    rc, err = _run(["emulate", "--config", str(cfg), "-o", str(out), "-q"], capsys)
+    assert rc == 2, err
+    assert field in err, err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_emulate_config_unreadable(tmp_path, capsys):
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\xff\xfe\x00garbage\x80")
+    for cfg, words in ((binary, "cannot read"), (tmp_path, "cannot read"), (tmp_path / "nope.toml", "not found")):
+        rc, err = _run(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")], capsys)
+        assert rc == 2, err
+        assert str(cfg) in err and words in err, err
+
+
+def test_emulate_config_without_model(tmp_path, capsys):
+    cfg = _config(tmp_path, 'device = "bow"\n')
+    rc, err = _run(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")], capsys)
+    assert rc == 2 and "model" in err.lower(), err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--chrome-trace", "--steps", "5:2"], "step range 5:2"),
+    (["--chrome-trace", "--steps", "a:b"], "--steps"),
+    (["--chrome-trace", "--tiles", "x-3"], "--tiles"),
+    (["--view", "memory", "--width", "0"], "--width"),
+    (["--view", "nope"], "--view"),
+])
+def test_export_bad_arguments(tmp_path, capsys, args, needle):
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    prof = write_synthetic(tmp_path / "p.pvl", num_ipus=1, tiles_per_ipu=8, num_steps=20, num_layers=1)
+    out = tmp_path / ("o.json" if "--chrome-trace" in args else "o.png")
+    rc, err = _run(["export", str(prof), *args, "-o", str(out)], capsys)
+    assert rc == 2, err
+    assert needle in err, err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_on_a_corrupt_profile_names_the_file(tmp_path, capsys):
+    bad = tmp_path / "bad.pvl"
+    bad.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\x00" * 100)
+    for argv in (["info", str(bad)], ["export", str(bad), "--chrome-trace", "-o", str(tmp_path / "t.json")]):
+        rc, err = _run(argv, capsys)
+        assert rc == 2, (argv, err)
+        assert str(bad) in err and "Traceback" not in err
+
+
+def test_real_process_exit_code_and_stderr(tmp_path):
+    """The console entry point (not just main()) exits 2 with the message on stderr."""
+    out = tmp_path / "x.pvl"
+    p = subprocess.run([sys.executable, "-m", "popvision_lite.cli", "emulate", "mlp", "--seed", "-1", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "seed" in p.stderr and "Traceback" not in p.stderr
+    assert p.stdout == "" and not out.exists()
