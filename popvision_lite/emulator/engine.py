@@ -96,7 +96,9 @@ class _Data(dict):
     def defer_gemm(self, codelet, plan) -> None:
         TA, TB, TC, ks = plan
         p = self.gemms.get(TC.id)
-        if p is not None and codelet.accumulate and p[0] is TA and p[1] is TB and p[3].stop == ks.start:
+        # merge only into an fp32 C: a narrower C is rounded after every chunk when run eagerly
+        if (p is not None and codelet.accumulate and TC.dtype == "float32" and p[0] is TA and p[1] is TB
+                and p[3].stop == ks.start):
             p[3] = slice(p[3].start, ks.stop)
             return
         self.flush_gemm(TC.id)
