@@ -1,0 +1,244 @@
+"""Faults: a killed `emulate` or `export` (kill -9 in the middle of writing) leaves no file at the target
+that looks valid (and an older file there untouched); a full disk and an unwritable folder give a clear
+error naming the path.  The full disk and read-only folder are real (small tmpfs mounts, we run as root);
+where mounting is refused the OS error is simulated instead."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from popvision_lite.errors import ProfileError
+from popvision_lite.profile.reader import open_profile
+
+
+def _kill_when_temp_appears(cmd, folder: Path, prefix: str, min_bytes: int = 1, timeout: float = 120.0):
+    """Start cmd, wait until a temp file '<prefix>*.tmp' in folder has min_bytes, kill -9 it.
+
+    Returns the temp files seen (paths).  Fails if the process ends before a temp file shows up.
+    """
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen = []
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < timeout:
+            seen = [p for p in folder.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+            if seen and any(_size(p) >= min_bytes for p in seen):
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"{cmd[3:5]} finished (rc {proc.returncode}) before its temp file was seen: "
+                            f"{proc.stderr.read().decode()[-500:]}")
+            time.sleep(0.002)
+        else:
+            pytest.fail("no temp file appeared")
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+    assert rc == -signal.SIGKILL
+    return seen
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+CLI = [sys.executable, "-m", "popvision_lite.cli"]
+
+
+@pytest.mark.parametrize("previous", [False, True], ids=["fresh", "over-older-file"])
+def test_emulate_killed_mid_write(tmp_path, previous):
+    target = tmp_path / "run.pvl"
+    if previous:
+        from popvision_lite.profile.synthetic import write_synthetic
+
+        write_synthetic(target, num_ipus=1, tiles_per_ipu=8, num_steps=30, num_layers=1)
+        before = target.read_bytes()
+    # a 16-IPU timing-only BERT: ~0.5 s of writing 23,552-tile step arrays, plenty to land a kill in
+    cmd = [*CLI, "emulate", "bert", "--ipus", "16", "--timing-only", "-q", "-o", str(target)]
+    temps = _kill_when_temp_appears(cmd, tmp_path, ".run.pvl.")
+    if previous:
+        assert target.read_bytes() == before
+        with open_profile(target) as p:
+            assert p.num_steps == 30
+    else:
+        assert not target.exists()
+    for t in temps:  # the abandoned temp file is never mistaken for a profile
+        if t.exists():
+            with pytest.raises(ProfileError) as ei:
+                open_profile(t).close()
+            assert str(t) in str(ei.value)
+
+
+@pytest.fixture(scope="module")
+def trace_source(tmp_path_factory):
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    return write_synthetic(tmp_path_factory.mktemp("src") / "src.pvl", num_ipus=1, tiles_per_ipu=1472,
+                           num_steps=600, num_layers=1)
+
+
+@pytest.mark.parametrize("previous", [False, True], ids=["fresh", "over-older-file"])
+def test_chrome_trace_export_killed_mid_write(tmp_path, trace_source, previous):
+    target = tmp_path / "trace.json"
+    if previous:
+        target.write_text(json.dumps({"traceEvents": []}))
+        before = target.read_bytes()
+    # one lane per tile: ~900k events, seconds of writing
+    cmd = [*CLI, "export", str(trace_source), "--chrome-trace", "--tiles", "0-1471", "-o", str(target)]
+    temps = _kill_when_temp_appears(cmd, tmp_path, ".trace.json.", min_bytes=64 << 10)
+    if previous:
+        assert target.read_bytes() == before
+    else:
+        assert not target.exists()
+    for t in temps:  # what was written is an unfinished JSON document, under a hidden temp name
+        if t.exists():
+            with pytest.raises(ValueError):
+                json.loads(t.read_text())
+
+
+# ---- full disk and unwritable folders --------------------------------------------------------
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, opts: str):
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode:
+        yield None
+        return
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+FULL_DISK_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from popvision_lite.errors import ProfileError
+    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.profile.chrome_trace import export_chrome_trace
+    from popvision_lite.profile.csv_export import export_csv
+    import popvision_lite as pvl
+    folder, src = sys.argv[1], sys.argv[2]
+    out = {}
+    try:
+        write_synthetic(folder + "/run.pvl", num_ipus=1, tiles_per_ipu=1472, num_steps=400, noise=0.05)
+        out["profile"] = "no error"
+    except ProfileError as e:
+        out["profile"] = str(e)
+    with pvl.open(src) as p:
+        for name, fn in (("trace", lambda: export_chrome_trace(p, folder + "/t.json")),
+                         ("csv", lambda: export_csv(p, "steps", folder + "/steps.csv"))):
+            try:
+                fn()
+                out[name] = "no error"
+            except ProfileError as e:
+                out[name] = str(e)
+    print(json.dumps(out))
+""")
+
+
+def test_full_disk_gives_a_clear_error_and_no_file(tmp_path, trace_source):
+    with _tmpfs(tmp_path / "small", "size=64k") as folder:
+        if folder is None:
+            pytest.skip("cannot mount a tmpfs here; tests/test_profile_errors.py covers ENOSPC simulated")
+        # filler so even the small CSV cannot fit
+        with contextlib.suppress(OSError), open(folder / "filler", "wb") as fh:
+            fh.write(b"\0" * (60 << 10))
+        r = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(folder), str(trace_source)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.stdout.strip(), r.stderr[-2000:]
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        for name, fname in (("profile", "run.pvl"), ("trace", "t.json"), ("csv", "steps.csv")):
+            msg = out[name]
+            assert msg.startswith(str(folder / fname) + ": "), (name, msg)
+            assert "disk full" in msg or "No space left" in msg or "File too large" in msg, (name, msg)
+            assert not (folder / fname).exists()
+        # nothing left behind but the filler (temp files removed, at the latest when the process exits)
+        assert sorted(p.name for p in folder.iterdir()) == ["filler"]
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: after a real ENOSPC inside HDF5 2.0 the process segfaults when "
+                   "HDF5 closes the abandoned file at exit (closing it earlier segfaults too); the error message and "
+                   "clean-up are right (test above). Fix idea: write the HDF5 image in memory, or in a subprocess.")
+def test_full_disk_process_exits_cleanly(tmp_path):
+    with _tmpfs(tmp_path / "small", "size=64k") as folder:
+        if folder is None:
+            pytest.skip("cannot mount a tmpfs here")
+        script = ("from popvision_lite.profile.synthetic import write_synthetic\n"
+                  "from popvision_lite.errors import ProfileError\n"
+                  "try:\n"
+                  f"    write_synthetic({str(folder / 'run.pvl')!r}, num_ipus=1, tiles_per_ipu=1472, num_steps=400, "
+                  "noise=0.05)\n"
+                  "except ProfileError as e:\n"
+                  "    print(e)\n")
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        assert "disk full" in r.stdout
+        assert r.returncode == 0, f"exit code {r.returncode}"
+
+
+def test_read_only_folder_gives_a_clear_error(tmp_path, trace_source):
+    import popvision_lite as pvl
+    from popvision_lite.profile.chrome_trace import export_chrome_trace
+    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.profile.writer import write_profile
+
+    data = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=20, num_layers=1)
+    with _tmpfs(tmp_path / "ro", "size=1m,ro") as folder:
+        if folder is None:  # simulate what the OS says for a folder we may not write
+            folder = tmp_path / "ro"
+
+            def refuse(*a, **k):
+                raise OSError(errno.EROFS, "Read-only file system")
+
+            import tempfile
+            mp = pytest.MonkeyPatch()
+            mp.setattr(tempfile, "mkstemp", refuse)
+        else:
+            mp = None
+        try:
+            with pytest.raises(ProfileError) as ei:
+                write_profile(folder / "run.pvl", data)
+            msg = str(ei.value)
+            assert str(folder / "run.pvl") in msg and "Read-only file system" in msg, msg
+            with pvl.open(trace_source) as p, pytest.raises(ProfileError) as ei:
+                export_chrome_trace(p, folder / "t.json", step_range=(0, 10))
+            assert str(folder / "t.json") in str(ei.value) and "Read-only" in str(ei.value)
+        finally:
+            if mp:
+                mp.undo()
+        assert list(folder.iterdir()) == []
+
+
+def test_parent_is_a_regular_file(tmp_path, trace_source):
+    """Root ignores chmod, so the other 'unwritable folder': the parent path is a file."""
+    import popvision_lite as pvl
+    from popvision_lite.profile.csv_export import export_csv
+    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.profile.writer import write_profile
+
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    with pytest.raises(ProfileError) as ei:
+        write_profile(f / "run.pvl", make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=20, num_layers=1))
+    assert str(f / "run.pvl") in str(ei.value) and str(f) in ei.value.problem
+    with pvl.open(trace_source) as p, pytest.raises(ProfileError) as ei:
+        export_csv(p, "ops", f / "ops.csv")
+    assert str(f / "ops.csv") in str(ei.value)
+    assert f.read_text() == "x"
