@@ -57,6 +57,7 @@ class EmulatorBackend(Backend):
             op = self.ctx.begin_op(t.name + "/load", "stream_copy", plan="weight streamed from DDR",
                                    min_bytes=t.nbytes)
             self.ctx.add(P.StreamCopy(buf, t, name=f"{t.name}/load", op=op))
+            self.host_loads[t.name] = (buf, t)
         return t
 
     def constant(self, name, values, dtype=None):
@@ -123,7 +124,13 @@ class EmulatorBackend(Backend):
         return self._op(ops.reduce_rows, x, self.qual(name))
 
     def sgd(self, w, g, lr, name):
-        return self._op(ops.sgd, w, g, lr, self.qual(name))
+        out = self._op(ops.sgd, w, g, lr, self.qual(name))
+        if w.name in self.host_loads:  # a streamed weight goes back to streaming memory once updated
+            buf, _ = self.host_loads[w.name]
+            op = self.ctx.begin_op(w.name + "/store", "stream_copy", plan="updated weight back to DDR",
+                                   min_bytes=w.nbytes)
+            self.ctx.add(P.StreamCopy(w, buf, name=f"{w.name}/store", op=op))
+        return out
 
     def pad_hw(self, x, nhwc, p, name):
         return self._op(ops.pad_hw, x, nhwc, p, self.qual(name))
