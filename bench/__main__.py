@@ -235,7 +235,7 @@ def render_report(data: dict) -> str:
         r = runs[n]
         status = "timed out" if r.get("timed_out") else str(r["rc"])
         mode = "quick" if r.get("quick") else "full"
-        out.append(f"| [{n}](#{n.replace('_', '-')}) | {SCRIPTS.get(n, '')} | {r['date']} | {mode} | {status} | "
+        out.append(f"| [{n}](#{n}) | {SCRIPTS.get(n, '')} | {r['date']} | {mode} | {status} | "
                    f"{r['seconds']} | {r['load_before']} -> {r['load_after']} |")
     out.append("")
     out.append("Exit 0: ran and met its targets; 1: ran, some target missed or a check failed (see its output); "
