@@ -1,0 +1,54 @@
+"""`python -m bench` runs the scripts and rebuilds the generated report from every script's latest run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import bench.__main__ as runner  # noqa: E402
+
+
+def test_every_bench_script_is_listed_with_quick_args():
+    scripts = {p.stem for p in (ROOT / "bench").glob("*.py")} - {"__init__", "__main__"}
+    pictures = {s for s in scripts if "screenshot" in s}
+    assert set(runner.SCRIPTS) == scripts - pictures
+    assert set(runner.QUICK_ARGS) == set(runner.SCRIPTS)
+
+
+def test_runner_writes_report_and_keeps_other_scripts_sections(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench", "trace_load_peer", "--quick", "--report-dir", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads((tmp_path / "performance-results.json").read_text())
+    rec = data["runs"]["trace_load_peer"]
+    assert rec["rc"] == 0 and rec["quick"] is True and rec["seconds"] > 0
+    assert rec["results"][0]["bench"] == "trace_load_peer"
+    for key in ("cpu", "logical_cores", "ram_gb", "python", "numpy", "hdf5"):
+        assert rec["machine"].get(key), key
+    md = (tmp_path / "performance-results.md").read_text()
+    assert "## trace_load_peer" in md and "x ours" in md and "| CPU |" in md
+    assert "BENCH-RESULT" not in md
+    # a second run of another script adds its section and keeps the first one
+    data["runs"]["roofline"] = dict(rec, name="roofline", output=["analyze: 5 ms"], results=[])
+    (tmp_path / "performance-results.json").write_text(json.dumps(data))
+    runner.write_report([dict(rec, name="fuzz_profiles", output=["outcomes: profile_error 60"])], quick=True,
+                        json_path=tmp_path / "performance-results.json", md_path=tmp_path / "performance-results.md")
+    md = (tmp_path / "performance-results.md").read_text()
+    for name in ("trace_load_peer", "roofline", "fuzz_profiles"):
+        assert f"## {name}" in md
+    assert md.index("## fuzz_profiles") < md.index("## trace_load_peer")  # SCRIPTS order
+
+
+def test_unknown_script_is_exit_2():
+    assert runner.main(["nope", "--no-report"]) == 2
+
+
+def test_failing_script_is_reported(tmp_path, monkeypatch):
+    rec = runner.run_script("fuzz_profiles", ["--cases", "not-a-number"], timeout=120, echo=False)
+    assert rec["rc"] == 2 and any("invalid int value" in line for line in rec["output"])
+    runner.write_report([rec], quick=True, json_path=tmp_path / "r.json", md_path=tmp_path / "r.md")
+    assert "| 2 |" in (tmp_path / "r.md").read_text()
