@@ -365,7 +365,7 @@ class Profile:
             ds = g[col]
             if not hasattr(ds, "shape") or len(ds.shape) != 1:
                 raise self._err(f"table '{name}' column '{col}' is not a 1-D dataset")
-            if ds.attrs.get("encoding") == "dictionary" and f"{col}.categories" not in g:
+            if _as_str(ds.attrs.get("encoding")) == "dictionary" and f"{col}.categories" not in g:
                 raise self._err(f"table '{name}' column '{col}' lacks its categories")
             lengths.add(ds.shape[0])
         if len(lengths) > 1:
@@ -456,12 +456,12 @@ class Profile:
                 ds = g[col]
                 vals = ds[()]
                 want = schema.COLUMN_DTYPES[name][col]
-                is_dict = ds.attrs.get("encoding") == "dictionary"
+                is_dict = _as_str(ds.attrs.get("encoding")) == "dictionary"
                 if (want == "str") != bool(is_dict):
                     raise self._err(f"table '{name}' column '{col}' has dtype {vals.dtype}"
                                     f"{' (text)' if is_dict else ''}, expected {want}")
                 if is_dict:
-                    cats = g[f"{col}.categories"].asstr()[()]
+                    cats = g[f"{col}.categories"].asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
                     cats = np.asarray(cats, dtype=object)
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")

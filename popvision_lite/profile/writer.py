@@ -78,6 +78,15 @@ def _dumps(obj) -> str:
     return json.dumps(obj, default=_json_default, sort_keys=True)
 
 
+def _text(s: str) -> np.bytes_:
+    """A text attribute stored as a fixed-length UTF-8 string, inside the (checksummed) object header.
+
+    h5py stores a Python str as a variable-length string in HDF5's global heap, which has no checksum:
+    a damaged heap made HDF5 2.0 loop for ever reading the header (found by bench/fuzz_profiles).
+    """
+    return np.bytes_(s.encode("utf-8"))
+
+
 def tile_block_edges(num_ipus: int, tiles_per_ipu: int, tile_block: int) -> np.ndarray:
     """Start index of every tile block; blocks restart at each IPU boundary."""
     tb = tiles_per_ipu if tile_block <= 0 else tile_block
@@ -143,7 +152,7 @@ def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
         raise ProfileError(path, f"table '{name}' lacks column(s) {missing}")
     lengths = {len(df[c]) for c in cols}
     g = h5group.create_group(name)
-    g.attrs["columns"] = _dumps(list(cols))
+    g.attrs["columns"] = _text(_dumps(list(cols)))
     g.attrs["rows"] = lengths.pop() if lengths else 0
     for col in cols:
         series = df[col]
@@ -163,14 +172,12 @@ def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
             codes, uniq = pd.factorize(strs, sort=False)
             codes, cats = codes.astype(np.int32), [str(c) for c in uniq]
         ds = g.create_dataset(col, data=codes, **opts)
-        ds.attrs["encoding"] = "dictionary"
-        g.create_dataset(f"{col}.categories", data=np.array(cats, dtype=object), dtype=_str_dtype())
-
-
-def _str_dtype():
-    import h5py
-
-    return h5py.string_dtype("utf-8")
+        ds.attrs["encoding"] = _text("dictionary")
+        # fixed-length UTF-8 bytes, not variable-length strings (those live in the global heap: see _text)
+        enc = [c.encode("utf-8") for c in cats]
+        width = max([1, *map(len, enc)])
+        g.create_dataset(f"{col}.categories", data=np.array(enc, dtype=f"S{width}"),
+                         **(comp if len(enc) > 1024 else {}))
 
 
 def _as_batch(a, i: int, j: int, path, name: str) -> np.ndarray:
@@ -303,13 +310,13 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     try:
         comp = _compression()
         with _h5_create(h5py, tmp) as f:
-            f.attrs["format"] = schema.FORMAT_NAME
+            f.attrs["format"] = _text(schema.FORMAT_NAME)
             f.attrs["format_version"] = schema.FORMAT_VERSION
             f.attrs["format_minor"] = FORMAT_MINOR
             f.attrs["complete"] = False
-            f.attrs["target"] = _dumps(t.to_dict())
-            f.attrs["run"] = _dumps(data.run or {})
-            f.attrs["extra"] = _dumps(data.extra or {})
+            f.attrs["target"] = _text(_dumps(t.to_dict()))
+            f.attrs["run"] = _text(_dumps(data.run or {}))
+            f.attrs["extra"] = _text(_dumps(data.extra or {}))
 
             arrays = f.create_group("arrays")
             tpi = t.tiles_per_ipu
@@ -321,7 +328,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     **(comp if n_steps else {}))
             levels = [(sb, tb) for sb, tb in summary_levels]
             summ = f.create_group("summaries")
-            summ.attrs["levels"] = _dumps(levels)
+            summ.attrs["levels"] = _text(_dumps(levels))
             sdsets = {}
             for sb, tb in levels:
                 edges = tile_block_edges(t.num_ipus, tpi, tb)
