@@ -76,6 +76,11 @@ def _datasets(f, group: str) -> list[str]:
     return sorted(out)
 
 
+def _is_dict(ds) -> bool:
+    v = ds.attrs.get("encoding")
+    return (v.decode() if isinstance(v, bytes) else v) == "dictionary"
+
+
 def _replace(g, name, data, **kw):
     attrs = dict(g[name].attrs) if name in g else {}
     if name in g:
@@ -249,7 +254,7 @@ def m_table_value(rng, src, dst):
     with _h5(dst) as f:
         t = rng.choice(sorted(f["tables"]))
         cols = [c for c in f["tables"][t] if not c.endswith(".categories")
-                and f["tables"][t][c].attrs.get("encoding") != "dictionary"]
+                and not _is_dict(f["tables"][t][c])]
         if not cols or len(f["tables"][t][cols[0]]) == 0:
             return m_table_value(rng, src, dst)
         c = rng.choice(sorted(cols))
@@ -275,7 +280,7 @@ def m_dict_codes(rng, src, dst):
     _copy(src, dst)
     with _h5(dst) as f:
         cols = [(t, c) for t in f["tables"] for c in f["tables"][t]
-                if f["tables"][t][c].attrs.get("encoding") == "dictionary" and len(f["tables"][t][c])]
+                if _is_dict(f["tables"][t][c]) and len(f["tables"][t][c])]
         t, c = rng.choice(sorted(cols))
         ds = f["tables"][t][c]
         v = ds[()].astype(np.int64)
