@@ -211,3 +211,36 @@ def test_cli_headless_without_display(small_profile, tmp_path):
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert _stats(out)[:2] == (500, 300)
+
+
+def test_menu_actions_export_plot_table_trace_report(qtbot, opened, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
+
+    from popvision_lite.gui import export_actions as ea
+
+    for name in ("information", "critical"):
+        monkeypatch.setattr(QMessageBox, name, lambda *a, **k: pytest.fail(f"message box: {a[1:]}"))
+    win, dw = opened
+    texts = [a.text() for a in win.export_menu.actions()]
+    assert texts == ["Export &plot…", "Export &table…", "Export &report…", "Export &Chrome trace…"]
+    file_actions = win.menus["file"].actions()
+    assert file_actions[-1] is win.act_quit  # Quit stays last
+    view = dw.show_view("liveness")
+    qtbot.waitUntil(lambda: view.isVisible(), timeout=5000)
+    monkeypatch.setattr(ea.PlotExportDialog, "exec", lambda self: (self.width.setValue(512), QDialog.Accepted)[1])
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "plot"), ""))
+    win.act_export_plot.trigger()
+    assert _stats(tmp_path / "plot.png")[0] == 512
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "tab.csv"), ""))
+    monkeypatch.setattr(QInputDialog, "getItem", lambda *a, **k: (a[3][0], True))
+    dw.show_view("operations")
+    win.act_export_table.trigger()
+    assert len(pd.read_csv(tmp_path / "tab.csv")) > 0
+    w = ea.export_chrome_trace_dialog(win, str(tmp_path / "t.json"), steps="0:10", tiles="0-1")
+    qtbot.waitUntil(lambda: w.done, timeout=10000)
+    ev = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert {e["args"]["step"] for e in ev if e["ph"] == "X"} <= set(range(10))
+    rep = ea.export_report_dialog(win, str(tmp_path / "rep"))
+    with qtbot.waitSignal(rep.finished, timeout=30000):
+        pass
+    assert (tmp_path / "rep" / "index.html").exists()
