@@ -128,14 +128,14 @@ def test_worker_reports_progress_and_can_be_cancelled(qtbot, window):
                         on_cancel=lambda: (cancelled.append(1), threads.append(threading.current_thread())))
     w.signals.progress.connect(lambda f, m: seen.append((f, m)))
     qtbot.waitUntil(lambda: window.progress.isVisible(), timeout=2000)
-    assert window.cancel_button.isVisible()
-    window.cancel_button.click()
+    assert window.cancel_button.isVisible() and window.act_cancel.isEnabled()
+    window.act_cancel.trigger()  # Esc
     gate.set()
     qtbot.waitUntil(lambda: cancelled == [1], timeout=5000)
     assert results == []
     assert threads == [threading.main_thread()], "handlers must run on the GUI thread"
     qtbot.waitUntil(lambda: not window.busy(), timeout=5000)
-    assert window.progress.isHidden()
+    assert window.progress.isHidden() and not window.act_cancel.isEnabled()
 
 
 def test_worker_error_is_delivered_not_raised(qtbot):

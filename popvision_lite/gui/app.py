@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from popvision_lite.gui import theme
+from popvision_lite.resources_path import resource_dir
 
 
 def create_app(argv: list[str] | None = None):
@@ -14,6 +15,11 @@ def create_app(argv: list[str] | None = None):
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
     app.setOrganizationName("popvision-lite")
     app.setApplicationName("popvision-lite")
+    icon = resource_dir("icons", "popvision-lite.svg")
+    if icon.is_file():
+        from PySide6.QtGui import QIcon
+
+        app.setWindowIcon(QIcon(str(icon)))
     theme.init_pyqtgraph()
     return app
 

@@ -267,6 +267,7 @@ class MainWindow(QMainWindow):
             self.view_actions.append(a)
         self.act_cancel = self._action(self.menus["run"], "&Cancel running job", self.cancel_tasks, "Esc",
                                        "Cancel loading or any running job")
+        self.act_cancel.setEnabled(False)  # enabled only while a job runs, so Esc is free otherwise
         h = self.menus["help"]
         self._action(h, "&Keyboard shortcuts", self.show_shortcuts, "F1", "List every keyboard shortcut")
         self._action(h, "&About", self.show_about, None, "About popvision-lite")
@@ -430,6 +431,7 @@ class MainWindow(QMainWindow):
             self.progress.setValue(int(fraction * 1000))
         self.progress.show()
         self.cancel_button.show()
+        self.act_cancel.setEnabled(True)
 
     def _on_progress(self, w: Worker, fraction: float, message: str) -> None:
         if self._tasks and self._tasks[-1] is w:
@@ -443,6 +445,7 @@ class MainWindow(QMainWindow):
         else:
             self.progress.hide()
             self.cancel_button.hide()
+            self.act_cancel.setEnabled(False)
             self.status_label.setText("")
 
     def cancel_tasks(self) -> None:

@@ -96,7 +96,7 @@ class LivenessView(QWidget):
         self._shortcuts = []
         for key, fn in (("Right", lambda: self._step(1)), ("Left", lambda: self._step(-1)),
                         ("P", lambda: self.select_lstep(self.peak()))):
-            sc = QShortcut(QKeySequence(key), self)
+            sc = QShortcut(QKeySequence(key), self.plot)  # arrows stay with the table when it has focus
             sc.setContext(Qt.WidgetWithChildrenShortcut)
             sc.activated.connect(fn)
             self._shortcuts.append(sc)

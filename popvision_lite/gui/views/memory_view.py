@@ -234,10 +234,13 @@ class MemoryView(QWidget):
             _shortcut(self, "L", lambda: self.set_layout(
                 "grid by tile id" if self.layout_name == "floor plan" else "floor plan")),
             _shortcut(self, "O", self.over_box.toggle),
-            _shortcut(self, "Right", lambda: self._step_tile(1)),
-            _shortcut(self, "Left", lambda: self._step_tile(-1)),
-            _shortcut(self, "P", lambda: self.select_tile(int(np.argmax(self.tm.total)))),
         ]
+        for w in (self.heat_widget, self.bar_plot):  # arrows stay with the tables elsewhere
+            self._shortcuts += [
+                _shortcut(w, "Right", lambda: self._step_tile(1)),
+                _shortcut(w, "Left", lambda: self._step_tile(-1)),
+                _shortcut(w, "P", lambda: self.select_tile(int(np.argmax(self.tm.total)))),
+            ]
         self.measure_box.setToolTip(self.measure_box.toolTip() + " — keys [ and ] step through them")
         self.layout_box.setToolTip(self.layout_box.toolTip() + " — key L toggles")
         self.over_box.setToolTip(self.over_box.toolTip() + " — key O")
