@@ -64,3 +64,15 @@ def test_keys_step_through_liveness(qtbot, live):
     assert live.lstep == peak_step(live.profile)
     qtbot.keyClick(live.plot, Qt.Key_Left)
     assert live.lstep == max(peak_step(live.profile) - 1, 0)
+
+
+def test_variable_click_selects_its_producing_op(qtbot, live):
+    live.select_lstep(peak_step(live.profile))
+    df = live.var_model.df
+    rows = [i for i in range(len(df)) if int(df["op_id"].iloc[i]) >= 0]
+    assert rows
+    r = rows[0]
+    rect = live.var_table.visualRect(live.var_model.index(r, 0))
+    qtbot.mouseClick(live.var_table.viewport(), Qt.LeftButton, pos=rect.center())
+    st = live.document.selection.state
+    assert st.op_id == int(df["op_id"].iloc[r]) and st.source == "liveness" and len(st.tiles) > 0

@@ -189,7 +189,9 @@ class LivenessView(QWidget):
         row = self.var_model.row(index.row())
         op = int(row["op_id"])
         if op >= 0:
-            self.document.selection.update(source=SOURCE, op_id=op)
+            from popvision_lite.gui.views.selection_resolve import select_op
+
+            select_op(self.document, op, SOURCE)  # the op that produced the variable, its steps and tiles
 
     def _selection_changed(self, state) -> None:
         if state.source == SOURCE:

@@ -495,10 +495,18 @@ class MemoryView(QWidget):
                 self._recolor()
         tiles = np.asarray(state.tiles, dtype=np.int64)
         if len(tiles) == 0 and state.op_id is not None:
-            from popvision_lite.analysis.selection import op_tiles
+            # views normally send the op's tiles (gui/views/selection_resolve.py); if not, resolve
+            # here unless that means reading a large step x tile window on the GUI thread
+            from popvision_lite.analysis import selection as S
+            from popvision_lite.gui.views.selection_resolve import SYNC_CELLS
 
-            tiles = np.asarray(self.document.cached(("op_tiles", state.op_id), op_tiles, self.profile,
-                                                    state.op_id), dtype=np.int64)
+            op, key = int(state.op_id), ("op_tiles", int(state.op_id))
+            steps = S.op_steps(self.profile, op)
+            if self.document.has_cached(key) or len(steps) * self.tm.num_tiles <= SYNC_CELLS:
+                tiles = self.document.cached(key, S.op_tiles, self.profile, op, steps)
+            else:
+                tiles = S.op_vertex_tiles(self.profile, op)
+            tiles = np.asarray(tiles, dtype=np.int64)
         tiles = tiles[(tiles >= 0) & (tiles < self.tm.num_tiles)]
         self.highlight_tiles = tiles
         self._draw_highlight()

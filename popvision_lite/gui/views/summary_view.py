@@ -136,8 +136,10 @@ class SummaryView(QWidget):
  {html.escape(str(s.run.get("emulator_version", "?")))}</p>""")
 
     def _op_clicked(self, index):
+        from popvision_lite.gui.views.selection_resolve import select_op
+
         row = self.ops_model.row(index.row())
-        self.document.selection.update(source="summary", op_id=int(row["op_id"]))
+        select_op(self.document, int(row["op_id"]), "summary")  # op, its steps and tiles
 
     def plot_items(self) -> dict:
         return {"phases": self.plot.getPlotItem()}
