@@ -18,7 +18,7 @@ from pathlib import Path
 from popvision_lite.errors import ConfigError, PopvisionError
 
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps")
-COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution")
+COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution", "roofline")
 SUFFIXES = (".png", ".svg", ".csv", ".json")
 
 

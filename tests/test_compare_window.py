@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 pytest_plugins = ["gui_fixtures", "compare_fixtures"]
 
@@ -139,3 +140,24 @@ def test_per_ipu_display_marks_missing_ipus():
     assert list(out["total_a"]) == ["2.00 KiB", "—", "2.00 KiB"]
     assert out["total_delta"].iloc[0] == "−1.00 KiB" and out["total_ratio"].iloc[2] == "2.500"
     assert out["over_capacity_tiles_a"].iloc[1] == "—"
+
+
+def test_roofline_page_overlays_both_runs(qtbot, run_pairs):
+    w = _window(qtbot, run_pairs["bow_base"], run_pairs["bow"])
+    page = w.show_page("roofline")
+    a, b = w.doc_a.profile, w.doc_b.profile
+    xa, ya = page.curves[("A", "ops")].getData()
+    xb, yb = page.curves[("B", "ops")].getData()
+    assert len(xa) == len(page.ra.points) and len(xb) == len(page.rb.points) and len(xa) > 0
+    # same op, same cycles on both chips: same intensity, FLOP/s higher by the clock ratio
+    pa = page.ra.points.set_index("name")
+    pb = page.rb.points.set_index("name")
+    common = pa.index.intersection(pb.index)
+    same = [n for n in common if pa.loc[n, "ipu_time_s"] * a.target.clock_hz == pytest.approx(
+        pb.loc[n, "ipu_time_s"] * b.target.clock_hz)]
+    assert same
+    for n in same[:10]:
+        assert pb.loc[n, "intensity"] == pytest.approx(pa.loc[n, "intensity"])
+        assert pb.loc[n, "achieved_flops"] / pa.loc[n, "achieved_flops"] == pytest.approx(
+            b.target.clock_hz / a.target.clock_hz)
+    w.close()

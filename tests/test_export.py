@@ -180,7 +180,7 @@ def test_cli_chrome_trace_window_and_tiles(small_profile, tmp_path):
     (["MISSING.pvl", "--view", "memory", "-o", "OUT/x.png"], "no such profile"),
     (["P", "--view", "memory", "-o", "OUT/x.gif"], "unknown file type"),
     (["P", "-o", "OUT/x.png"], "--view is required"),
-    (["P", "--view", "roofline", "--compare", "P", "-o", "OUT/x.png"], "no compare mode"),
+    (["P", "--view", "liveness", "--difference", "-o", "OUT/x.png"], "needs --compare"),
     (["P", "--view", "memory", "--steps", "1:2", "-o", "OUT/x.png"], "chrome-trace only"),
     (["P", "--chrome-trace", "-o", "OUT/x.png"], "JSON"),
     (["P", "--chrome-trace", "--steps", "a:b", "-o", "OUT/x.json"], "integers"),

@@ -21,6 +21,7 @@ PAGES = (
     ("memory", "Memory", V.CompareMemoryPage),
     ("liveness", "Liveness", V.CompareLivenessPage),
     ("execution", "Execution", V.CompareTimelinePage),
+    ("roofline", "Roofline", V.CompareRooflinePage),
     ("steps", "Steps", V.CompareStepsPage),
     ("ops", "Operations", V.CompareOpsPage),
 )

@@ -31,6 +31,7 @@ COMPARE = {
     "ops": ("ops", None),
     "steps": ("steps", "phases"),
     "execution": ("execution", "timeline"),
+    "roofline": ("roofline", "roofline"),
 }
 
 
@@ -105,7 +106,8 @@ def _csv_frame(profile, view: str, view_widget):
 
 
 COMPARE_TABLE = {"memory": "per_ipu", "liveness": "liveness", "summary": "headline", "ops": "ops",
-                 "steps": "steps", "execution": "steps"}
+                 "steps": "steps", "execution": "steps",
+                 "roofline": "roofline"}
 
 
 def export_view(profile_path, view: str, output, compare=None, width: int | None = None,
