@@ -161,3 +161,44 @@ def test_roofline_page_overlays_both_runs(qtbot, run_pairs):
         assert pb.loc[n, "achieved_flops"] / pa.loc[n, "achieved_flops"] == pytest.approx(
             b.target.clock_hz / a.target.clock_hz)
     w.close()
+
+
+def test_comparison_report_folder(qtbot, run_pairs, tmp_path):
+    from popvision_lite.gui.export import pixel_stats
+
+    w = _window(qtbot, run_pairs["mk2"], run_pairs["mk2_recompute"])
+    rep = w.export_report(str(tmp_path / "cmp"))
+    with qtbot.waitSignal(rep.finished, timeout=60000) as blocker:
+        pass
+    man = blocker.args[0]
+    assert not man["errors"], man["errors"]
+    names = {p.split("/")[-1] for p in man["images"]}
+    for key in ("summary", "memory", "liveness", "execution", "roofline", "steps"):
+        assert any(n.startswith(key + "_") for n in names), (key, names)
+    for p in man["images"]:
+        assert pixel_stats(p)[2] > 5, p
+    md = (tmp_path / "cmp" / "summary.md").read_text()
+    assert md.startswith("# Compare: A = ") and "| peak not-always-live on a tile |" in md
+    assert "ops.csv" in " ".join(man["csv"]) or any(c.startswith("ops_") for c in man["csv"])
+    w.close()
+
+
+def test_emulation_dialogs(qtbot, run_pairs):
+    import popvision_lite as pvl
+    from popvision_lite.gui import whatif
+
+    with pvl.open(run_pairs["mk2"]) as p:
+        base = whatif.settings_from_profile(p)
+    d = whatif.RerunDialog(base)
+    qtbot.addWidget(d)
+    d.name.setCurrentText("recompute")
+    assert d.current.text() == "False" and d.value.text() == "on"
+    assert d.settings()["recompute"] is True and d.settings()["batch"] == base["batch"]
+    d.name.setCurrentText("batch")
+    assert d.value.text() == str(2 * base["batch"])
+    e = whatif.EmulationDialog(base, out="/tmp/x.pvl")
+    qtbot.addWidget(e)
+    e.device.setCurrentText("ipu-bow")
+    e.ipus.setCurrentText("4")
+    s = e.settings()
+    assert s["device"] == "ipu-bow" and s["ipus"] == 4 and s["model"] == base["model"] and e.output() == "/tmp/x.pvl"

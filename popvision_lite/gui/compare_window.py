@@ -60,6 +60,7 @@ class CompareWindow(QMainWindow):
         m = self.menuBar().addMenu("&File")
         m.addAction("Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()))
         m.addAction("Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()))
+        m.addAction("Export report…", self.export_report)
         m.addSeparator()
         m.addAction("Close", self.close)
 
@@ -94,6 +95,30 @@ class CompareWindow(QMainWindow):
 
     def keys(self) -> list[str]:
         return [k for k, _, _ in PAGES]
+
+    show_view = show_page  # what ReportExporter calls
+
+    def report_markdown(self) -> str:
+        return self.comparison.markdown()
+
+    def export_report(self, folder=None):
+        """Every page's plots (PNG) and tables (CSV) + the comparison as summary.md / index.html."""
+        from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+        from popvision_lite.gui.export import ReportExporter
+
+        if folder is None:
+            folder = QFileDialog.getExistingDirectory(self, "Export comparison report into folder")
+            if not folder:
+                return None
+        rep = ReportExporter(self, folder, parent=self)
+        rep.progress.connect(lambda f, m: self.statusBar().showMessage(f"Exporting {m}… {int(f * 100)}%"))
+        rep.finished.connect(lambda man: self.statusBar().showMessage(
+            f"Report written to {man['folder']} ({len(man['images'])} images)", 8000))
+        rep.failed.connect(lambda e: QMessageBox.critical(self, "Export report", str(e)))
+        self._report = rep
+        rep.start()
+        return rep
 
     def closeEvent(self, event) -> None:
         if self in _OPEN:

@@ -301,7 +301,8 @@ def _index_html(title: str, markdown: str, images: list[tuple[str, str]], csvs: 
 
 
 class ReportExporter(QObject):
-    """Export every view of ``doc_widget`` (a main-window DocumentWidget) into ``folder``.
+    """Export every view of ``doc_widget`` into ``folder``: a main-window DocumentWidget, or anything with
+    ``keys()``, ``show_view(key)`` and ``report_markdown()`` (the compare window).
 
     ``start()`` runs it in slices on the event loop; ``run()`` runs it to the end (tests, CLI).
     Signals: progress(fraction, message), finished(dict manifest), failed(exception), cancelled().
@@ -335,10 +336,13 @@ class ReportExporter(QObject):
     def _do(self, job) -> None:
         kind, key = job
         if kind == "summary":
-            doc = self.doc_widget.document
-            md = summary_markdown(doc.profile)
+            dw = self.doc_widget
+            if hasattr(dw, "report_markdown"):  # e.g. the compare window
+                md, title = dw.report_markdown(), dw.windowTitle()
+            else:
+                md, title = summary_markdown(dw.document.profile), f"popvision-lite report: {dw.document.title}"
             write_bytes_atomic(self.folder / "summary.md", md.encode("utf-8"))
-            page = _index_html(f"popvision-lite report: {doc.title}", md, self._images, self.manifest["csv"])
+            page = _index_html(title, md, self._images, self.manifest["csv"])
             write_bytes_atomic(self.folder / "index.html", page.encode("utf-8"))
             self.manifest["summary"] = str(self.folder / "summary.md")
             self.manifest["index"] = str(self.folder / "index.html")
