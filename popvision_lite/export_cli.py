@@ -127,7 +127,6 @@ def run(args) -> int:
             return _chrome_trace(args)
         if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-            os.environ.setdefault("QT_LOGGING_RULES", "qt.qpa.*=false")  # offscreen's harmless size-hint notes
         from popvision_lite.gui.headless import export_view
 
         info = export_view(args.profile, args.view, args.output, compare=args.compare, width=args.width,

@@ -35,6 +35,19 @@ COMPARE = {
 }
 
 
+def _quiet_offscreen_notes() -> None:
+    """Drop the offscreen platform's 'does not support propagateSizeHints()' note; keep other messages."""
+    import sys
+
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode, _ctx, msg):
+        if "propagateSizeHints" not in msg:
+            print(msg, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
+
+
 def _settle(view=None, seconds: float = 0.15) -> None:
     from PySide6.QtWidgets import QApplication
 
@@ -120,6 +133,7 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
     from popvision_lite.gui.export import export_plot, export_table, export_widget_png
     from popvision_lite.profile.reader import open_profile
 
+    _quiet_offscreen_notes()
     suffix = Path(output).suffix.lower()
     table = compare is None and view in SINGLE and suffix == ".csv"
     create_app()
