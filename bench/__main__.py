@@ -191,6 +191,9 @@ def _atomic_write(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is for everyone to read
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -202,6 +205,10 @@ def load_results(path: Path = RESULTS_JSON) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {"runs": {}}
+
+
+# harmless lines some libraries print (Qt's offscreen platform) that say nothing about the numbers
+_NOISE = {"This plugin does not support propagateSizeHints()"}
 
 
 def render_report(data: dict) -> str:
@@ -248,7 +255,7 @@ def render_report(data: dict) -> str:
                 f"`python -m bench.{n}{(' ' + args) if args else ''}` - {r['date']}, commit {r.get('commit', '?')}, "
                 f"exit {r['rc']}{' (timed out)' if r.get('timed_out') else ''}, {r['seconds']} s wall, "
                 f"{'quick (smoke) run' if r.get('quick') else 'full run'}.", "", "```text"]
-        out += [line for line in r["output"] if not line.startswith("BENCH-RESULT ")]
+        out += [line for line in r["output"] if not line.startswith("BENCH-RESULT ") and line not in _NOISE]
         out += ["```", ""]
     return "\n".join(out).rstrip() + "\n"
 
