@@ -2,8 +2,9 @@
 
 Measured offscreen, side by side in one run:
 
-* **recolour** (category change) of the tile map for 16 IPUs x 1472 tiles: ``set_measure`` +
-  a forced render of the heatmap widget, median over cycling all measures (target < 16 ms);
+* **recolour** (category change) for 16 IPUs x 1472 tiles: ``set_measure`` + a forced render
+  of the whole Memory view (tile map and memory-by-tile bars), median over cycling all measures
+  (target < 16 ms);
   beside it the same on a 1 IPU x 1472 tile profile (ratio: how the cost grows with 16x the
   tiles), and the naive design -- one QGraphicsRectItem per tile, recoloured by setBrush --
   on the same 16 x 1472 tiles (ratio: what the one-ImageItem design saves);
@@ -44,13 +45,15 @@ def _recolour_ms(app, view, reps: int) -> list[float]:
         m = measures[i % len(measures)]
         t0, c0 = time.perf_counter(), time.process_time()
         view.set_measure(m)
-        _render(view.heat_widget)
+        _render(view.heat_widget if _HEAT_ONLY else view)
         times.append((time.perf_counter() - t0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
-    _CPU.setdefault(id(view), []).extend(cpu)
+    if not _HEAT_ONLY:
+        _CPU.setdefault(id(view), []).extend(cpu)
     return times
 
 
+_HEAT_ONLY = False  # False: render the whole Memory view (map + memory-by-tile bars), what a user waits for
 _CPU: dict[int, list[float]] = {}  # CPU time (process_time) of the same recolours, per view
 
 
@@ -164,6 +167,10 @@ def main(argv=None) -> int:
     for _ in range(3):
         big_t += _recolour_ms(app, mem_big, args.reps // 3)
         small_t += _recolour_ms(app, mem_small, args.reps // 3)
+    global _HEAT_ONLY
+    _HEAT_ONLY = True
+    heat_t = _recolour_ms(app, mem_big, args.reps // 2)
+    _HEAT_ONLY = False
     naive_t = _naive_recolour_ms(app, mem_big.tm, max(6, args.reps // 10))
     data_only = []
     for i in range(args.reps):
@@ -176,7 +183,7 @@ def main(argv=None) -> int:
     b, s, n = med(big_t), med(small_t), med(naive_t)
     p95 = sorted(big_t)[int(0.95 * (len(big_t) - 1))]
     print(f"profile: {big} ({big.stat().st_size / 2**20:.1f} MiB on disk)")
-    print(f"recolour 16x1472 (set_measure + render): median {b:.2f} ms, p95 {p95:.2f} ms, max {max(big_t):.2f} ms "
+    print(f"recolour 16x1472 (set_measure + render of the whole view): median {b:.2f} ms, p95 {p95:.2f} ms, max {max(big_t):.2f} ms "
           f"(target < {TARGET_RECOLOUR_MS} ms) {'OK' if p95 < TARGET_RECOLOUR_MS else 'MISSED'}")
     cb = _CPU[id(mem_big)]
     cpu_p95 = sorted(cb)[int(0.95 * (len(cb) - 1))]
@@ -184,7 +191,10 @@ def main(argv=None) -> int:
           f"p95 {cpu_p95:.2f} ms (target < {TARGET_RECOLOUR_MS} ms) {'OK' if cpu_p95 < TARGET_RECOLOUR_MS else 'MISSED'}")
     print(f"recolour 16x1472, data update only (no render): median {med(data_only):.2f} ms")
     print(f"recolour 1x1472: median {s:.2f} ms  -> ratio 16 IPUs / 1 IPU = {b / s:.2f}")
-    print(f"naive one-rect-per-tile recolour 16x1472: median {n:.1f} ms -> one ImageItem is {n / b:.1f}x faster")
+    h = med(heat_t)
+    print(f"recolour 16x1472, tile map widget only: median {h:.2f} ms")
+    print(f"naive one-rect-per-tile map recolour 16x1472: median {n:.1f} ms -> the one-ImageItem map is "
+          f"{n / h:.1f}x faster")
     print(f"open big profile -> Summary painted: {open_s:.3f} s (target < {TARGET_OPEN_S} s) "
           f"{'OK' if open_s < TARGET_OPEN_S else 'MISSED'}")
     print(f"open big profile CPU time (all threads): {_OPEN_CPU[0]:.3f} s")

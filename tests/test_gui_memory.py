@@ -80,9 +80,30 @@ def test_category_switch_recolours_to_the_analysis(qtbot, mem, measure):
     lo, hi = mem.image.getLevels()
     assert lo == 0 and hi == pytest.approx(max(expect.max(), 100.0 if measure == PERCENT else 0))
     assert tuple(mem.colorbar.levels()) == pytest.approx((lo, hi))
-    np.testing.assert_allclose(mem.bar_curve.yData, expect)
+    # memory-by-tile bars: each bar is the max of the tiles it covers (exact when one tile per bar)
+    edges = np.round(mem.bar_curve.xData + 0.5).astype(int)
+    assert edges[0] >= 0 and edges[-1] <= len(expect)
+    np.testing.assert_allclose(mem.bar_curve.yData, [expect[a:b].max() for a, b in zip(edges[:-1], edges[1:], strict=True)])
     unit = "%" if measure == PERCENT else "KiB"
     assert unit in mem.colorbar.axis.labelText
+
+
+def test_bar_plot_bins_to_pixels_and_is_exact_when_zoomed(qtbot, mem):
+    v = TileMemory(mem.profile).values("total") / 1024.0
+    vb = mem.bar_plot.getPlotItem().getViewBox()
+    mem.bar_plot.resize(120, 300)  # narrower than the 192 tiles: bars must bin
+    qtbot.wait(20)
+    vb.setXRange(-0.5, len(v) - 0.5, padding=0)
+    mem._update_bar()
+    assert mem.bar_bin > 1
+    edges = np.round(mem.bar_curve.xData + 0.5).astype(int)
+    assert edges[0] == 0 and edges[-1] == len(v)
+    np.testing.assert_allclose(mem.bar_curve.yData, [v[a:b].max() for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    vb.setXRange(10, 30, padding=0)  # zoomed in: one bar per tile
+    mem._update_bar()
+    assert mem.bar_bin == 1
+    edges = np.round(mem.bar_curve.xData + 0.5).astype(int)
+    np.testing.assert_allclose(mem.bar_curve.yData, v[edges[0]:edges[-1]])
 
 
 def test_layout_switch_keeps_colours_per_tile(qtbot, mem):

@@ -153,11 +153,16 @@ class MemoryView(QWidget):
         bp.setTitle("Memory by tile")
         bp.getAxis("left").enableAutoSIPrefix(False)
         bp.setLabel("bottom", "global tile id (IPU × tiles per IPU + tile)")
-        bp.showGrid(y=True, alpha=0.3)
+        # no grid and no antialiasing: the axis-drawn grid alone cost ~6 ms per recolour on 16 IPUs;
+        # the capacity line is the reference that matters
+        self.bar_plot.setAntialiasing(False)
         bp.setMouseEnabled(x=True, y=False)
         self.bar_curve = pg.PlotCurveItem(x=[0, 1], y=[0], stepMode="center", fillLevel=0, pen=pg.mkPen(theme.colors()["accent"]),
                                           brush=pg.mkBrush(theme.colors()["accent"]))
         bp.addItem(self.bar_curve)
+        self._bar_values = np.zeros(0)
+        bp.getViewBox().sigXRangeChanged.connect(lambda *_: self._update_bar())
+        bp.getViewBox().sigResized.connect(lambda *_: self._update_bar())
         self.bar_over = pg.ScatterPlotItem(size=6, symbol="t", brush=theme.colors()["over"], pen=None)
         bp.addItem(self.bar_over)
         self.cap_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.colors()["capacity"], width=2,
@@ -335,8 +340,8 @@ class MemoryView(QWidget):
         self._label = label
         if relabel:
             self.colorbar.axis.setLabel(label)
-        n = len(v)
-        self.bar_curve.setData(np.arange(n + 1) - 0.5, v)
+        self._bar_values = v
+        self._update_bar()
         over = np.flatnonzero(self.tm.over_capacity)
         self.bar_over.setData(over, v[over])
         self.cap_line.setValue(cap)
@@ -345,6 +350,27 @@ class MemoryView(QWidget):
         if relabel:
             self.bar_plot.getPlotItem().setLabel("left", label)
         self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.08, padding=0)
+
+    def _update_bar(self) -> None:
+        """Memory-by-tile bars at screen resolution: each bar is the max over the tiles of one pixel
+        column of the visible range (exact bars once zoomed in to under one tile per pixel).  Drawing
+        all 23,552 bars of 16 IPUs cost ~35 ms per recolour; this keeps it to a few."""
+        v = self._bar_values
+        n = len(v)
+        if n == 0:
+            return
+        vb = self.bar_plot.getPlotItem().getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        lo, hi = max(0, int(np.floor(x0 + 0.5))), min(n, int(np.ceil(x1 + 0.5)))
+        if hi - lo < 1:
+            lo, hi = 0, n
+        px = max(64, int(vb.width()))
+        step = max(1, -(-(hi - lo) // px))
+        starts = np.arange(lo, hi, step)
+        y = v[lo:hi] if step == 1 else np.maximum.reduceat(v[lo:hi], starts - lo)
+        x = np.append(starts, hi) - 0.5
+        self.bar_bin = step
+        self.bar_curve.setData(x, y)
 
     def scale(self) -> float:
         """Divisor from the analysis' values to what is drawn (bytes -> KiB; % unchanged)."""
