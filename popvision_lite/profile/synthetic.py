@@ -39,10 +39,8 @@ from popvision_lite.profile.schema import STEP_KIND_CODE as K
 COMPUTE, SYNC, EXCH, GEXCH, STREAM = (K["compute"], K["sync"], K["exchange_internal"],
                                       K["exchange_global"], K["stream_copy"])
 
-# Shape of the synthetic model (not device facts: exchange rate and sync cycles come from the
-# device spec's [emulator] table).
-LINK_BYTES_PER_CYCLE_PER_TILE = 1
-STREAM_BYTES_PER_CYCLE_PER_TILE = 0.5
+# Shape of the synthetic model (not device facts: exchange, IPU-Link and streaming-memory rates and
+# sync cycles come from the device spec's [emulator] table).
 LAZY_THRESHOLD = 50_000_000        # tile-steps above which arrays are generated lazily
 DISTINCT_LAYERS = 8                # layers after this repeat the parameters of earlier ones
 
@@ -61,7 +59,9 @@ def default_target(device: str = "ipu-mk2", num_ipus: int = 1, tiles_per_ipu: in
 
 def _model_constants(device: str) -> dict[str, float]:
     """Cost-model constants of the device's [emulator] table, with synthetic fallbacks."""
-    consts = dict(exchange_bytes_per_cycle=4, global_sync_cycles=600, max_ipu_sync_delay_cycles=150)
+    # fallbacks = the Mk2 spec's values; a real spec's [emulator] table overrides them
+    consts = dict(exchange_bytes_per_cycle=4, global_sync_cycles=600, max_ipu_sync_delay_cycles=150,
+                  ddr_bytes_per_cycle=7.245, ipu_link_bytes_per_cycle=241.5)
     try:
         from popvision_lite.devices import load_device
 
@@ -184,6 +184,8 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     xbpc = int(mc["exchange_bytes_per_cycle"])
     sync_internal = int(mc["max_ipu_sync_delay_cycles"])
     sync_global = int(mc["global_sync_cycles"])
+    ddr_bpc = float(mc["ddr_bytes_per_cycle"])
+    link_bpc = float(mc["ipu_link_bytes_per_cycle"])
 
     # ---- ops -------------------------------------------------------------------------
     ops: list[_Op] = []
@@ -278,16 +280,20 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     for o in [stream_in] + [x for lo in layer_ops for x in lo] + [stream_out]:
         if o.type == "stream_copy":
             used = used_mask(o.frac_tiles)
-            b = (used * (2048 if o is stream_in else 1024)).astype(np.int64)
+            b = (used * (128 if o is stream_in else 64)).astype(np.int64)
             bi, bo = (b, zeros) if o is stream_in else (zeros, b)
-            busy = (b / STREAM_BYTES_PER_CYCLE_PER_TILE).astype(np.int64) + 20 * used
+            # streaming memory is shared by the IPU's tiles: every used tile waits for its IPU's total
+            ipu_bytes = np.bincount(tile // tpi, weights=b, minlength=num_ipus)[tile // tpi]
+            busy = np.ceil(ipu_bytes / ddr_bpc).astype(np.int64) * used + 20 * used
             add_leaf(STREAM, o, f"{o.name}/StreamCopy", busy, bi, bo)
             add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
             continue
         if o.type == "ipu_exchange":
             used = used_mask(o.frac_tiles)
             b = (used * 1536).astype(np.int64)
-            busy = b // LINK_BYTES_PER_CYCLE_PER_TILE + 50 * used
+            # IPU-Links are shared by the IPU's tiles, like streaming memory above
+            ipu_bytes = np.bincount(tile // tpi, weights=b, minlength=num_ipus)[tile // tpi]
+            busy = np.ceil(ipu_bytes / link_bpc).astype(np.int64) * used + 50 * used
             add_leaf(SYNC, o, f"{o.name}/GlobalSync", zeros, zeros, zeros)
             add_leaf(GEXCH, o, f"{o.name}/GlobalExchange", busy, b, b)
             add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
