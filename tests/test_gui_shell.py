@@ -256,3 +256,17 @@ def test_run_app_starts_and_quits(qtbot, tmp_path, small_profile, monkeypatch):
     monkeypatch.setattr(app_mod, "create_app", FakeApp)
     rc = app_mod.run_app(argparse.Namespace(profiles=[str(small_profile)], compare=None, sample=False))
     assert rc == 0 and made[0].settings.value("window/geometry") is not None
+
+
+def test_installed_samples_found_under_prefix_share(tmp_path, monkeypatch):
+    import sys
+
+    from popvision_lite.gui import start_page
+
+    d = tmp_path / "share" / "popvision-lite" / "sample_profiles"
+    d.mkdir(parents=True)
+    (d / "zz_installed_only.pvl").write_bytes(b"")
+    monkeypatch.delenv(start_page.SAMPLES_ENV, raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert d.resolve() in start_page.sample_dirs()
+    assert "zz_installed_only.pvl" in [p.name for p in start_page.bundled_samples()]
