@@ -199,3 +199,39 @@ def test_liveness_step_measure_follows_selected_step(qtbot, mem):
     np.testing.assert_allclose(mem.image.image[lay.row, lay.col], expect)
     assert "liveness step 5" in mem.measure_box.currentText()
     assert "liveness step 5" in mem.colorbar.axis.labelText
+
+
+
+def test_bar_plot_opens_showing_every_tile(qtbot):
+    """Regression: the bars drawn for the initial view range fed auto-range, so a view built in a
+    hidden tab (as in the main window) opened showing tiles 0-2 of a 1,472-tile IPU."""
+    from pathlib import Path
+
+    from gui_fixtures import show_view
+    from PySide6.QtWidgets import QLabel, QTabWidget
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.memory_view import MemoryView
+    from popvision_lite.profile.reader import open_profile
+
+    create_app()
+    path = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_tiny_mk2.pvl"
+    doc = Document(open_profile(path), path)
+    try:
+        tabs = QTabWidget()
+        tabs.addTab(QLabel("other"), "other")
+        view = MemoryView(doc)
+        tabs.addTab(view, "Memory")
+        show_view(qtbot, tabs)
+        qtbot.wait(20)
+        tabs.setCurrentIndex(1)
+        qtbot.waitExposed(view)
+        qtbot.wait(50)
+        n = view.tm.num_tiles
+        (x0, x1), _ = view.bar_plot.getPlotItem().getViewBox().viewRange()
+        assert x0 <= -0.5 and x1 >= n - 0.5
+        edges = np.round(view.bar_curve.xData + 0.5).astype(int)
+        assert edges[0] == 0 and edges[-1] == n
+    finally:
+        doc.close()

@@ -161,6 +161,11 @@ class MemoryView(QWidget):
                                           brush=pg.mkBrush(theme.colors()["accent"]))
         bp.addItem(self.bar_curve)
         self._bar_values = np.zeros(0)
+        # explicit x range over every tile: with auto-range the bars drawn for the initial (0, 1) range
+        # set the range they are drawn for, and the plot opened showing only tiles 0-2
+        n_all = self.target.num_ipus * self.target.tiles_per_ipu
+        bp.setXRange(-0.5, n_all - 0.5, padding=0.01)
+        bp.getViewBox().setLimits(xMin=-0.5 - 0.05 * n_all, xMax=n_all - 0.5 + 0.05 * n_all)
         bp.getViewBox().sigXRangeChanged.connect(lambda *_: self._update_bar())
         bp.getViewBox().sigResized.connect(lambda *_: self._update_bar())
         self.bar_over = pg.ScatterPlotItem(size=6, symbol="t", brush=theme.colors()["over"], pen=None)
