@@ -48,7 +48,7 @@ def _scatter(doc, start, stop, tiles):
         a = ev["args"]
         if "bytes_in" not in a:  # a tile's sync wait, not busy time
             continue
-        r, c = a["step"] - start, col[ev["tid"]]
+        r, c = a["step"] - start, col[a["tile"]]
         cyc[r, c] = a["cycles"]
         b_in[r, c] = a["bytes_in"]
         b_out[r, c] = a["bytes_out"]

@@ -173,7 +173,7 @@ def test_cli_chrome_trace_window_and_tiles(small_profile, tmp_path):
     xs = [e for e in tr["traceEvents"] if e["ph"] == "X"]
     steps = {e["args"]["step"] for e in xs}
     assert steps and min(steps) >= 10 and max(steps) < 40
-    assert {e["tid"] for e in xs if e["pid"] != 0} <= {0, 1, 2, 3, 100}
+    assert {e["args"]["tile"] for e in xs if e["pid"] != 0} <= {0, 1, 2, 3, 100}
 
 
 @pytest.mark.parametrize("args, msg", [

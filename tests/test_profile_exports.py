@@ -11,7 +11,7 @@ import pytest
 
 from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.profile import schema
-from popvision_lite.profile.chrome_trace import export_chrome_trace
+from popvision_lite.profile.chrome_trace import TILE_TID_BASE, export_chrome_trace
 from popvision_lite.profile.csv_export import CSV_TABLES, export_csv
 from popvision_lite.profile.reader import open_profile
 from popvision_lite.profile.synthetic import make_synthetic
@@ -86,7 +86,7 @@ def test_trace_window_and_tiles(prof, tmp_path):
     _, ev = _load(out)
     procs, threads = _names(ev)
     assert procs == {0: "BSP steps", 1: "IPU 0", 2: "IPU 1"}
-    assert set(threads) == {(0, 0), (1, 3), (2, 30), (2, 47)}
+    assert set(threads) == {(0, 0), (1, TILE_TID_BASE + 3), (2, TILE_TID_BASE + 30), (2, TILE_TID_BASE + 47)}
     xs = [e for e in ev if e["ph"] == "X"]
     bsp = [e for e in xs if e["pid"] == 0]
     assert [e["args"]["step"] for e in bsp] == list(range(100, 180))
@@ -94,7 +94,8 @@ def test_trace_window_and_tiles(prof, tmp_path):
     w = prof.step_tiles.window(100, 180)
     kinds = prof.steps["kind"].to_numpy()
     for tile in tiles:
-        lane = [e for e in xs if e["tid"] == tile and e["pid"] != 0]
+        lane = [e for e in xs if e["tid"] == TILE_TID_BASE + tile and e["pid"] != 0]
+        assert all(e["args"]["tile"] == tile for e in lane)
         busy_steps = [e["args"]["step"] for e in lane if e["name"] != "sync"]
         expected = [s for s in range(100, 180) if w.cycles[s - 100, tile] > 0]
         assert busy_steps == expected
@@ -107,6 +108,32 @@ def test_trace_window_and_tiles(prof, tmp_path):
                 assert e["dur"] == pytest.approx(e["args"]["cycles"] / prof.target.clock_hz * 1e6, abs=1e-3)
         ts = [e["ts"] for e in lane]
         assert ts == sorted(ts)
+
+
+def test_trace_tile_lanes_perfetto_safe_tids(prof, tmp_path):
+    """Perfetto (v52, seen in bench/perfetto_check.py) reads tid 0 as the process's main thread (tid = pid):
+    tile 0's lane merged into tile 1's (pid 1).  Every tile lane needs its own tid, never 0 and never a pid."""
+    out = tmp_path / "t.json"
+    tiles = [0, 1, 2, 24, 25, 47]  # tile ids 0..2 equal the steps/IPU pids
+    export_chrome_trace(prof, out, step_range=(0, 40), tiles=tiles)
+    _, ev = _load(out)
+    procs, threads = _names(ev)
+    pids = set(procs)
+    tile_lanes = {k: v for k, v in threads.items() if k[0] != 0}
+    assert len(tile_lanes) == len(tiles)
+    assert len({tid for _, tid in tile_lanes}) == len(tiles)
+    assert all(tid != 0 and tid not in pids for _, tid in tile_lanes)
+    by_tile = defaultdict(set)
+    for e in ev:
+        if e["ph"] == "X" and e["pid"] != 0:
+            assert (e["pid"], e["tid"]) in tile_lanes
+            by_tile[e["args"]["tile"]].add((e["pid"], e["tid"]))
+            assert tile_lanes[(e["pid"], e["tid"])].startswith(f"tile {e['args']['tile']} ")
+    assert sorted(by_tile) == tiles and all(len(v) == 1 for v in by_tile.values())
+    # the per-IPU layout keeps one lane per IPU process
+    export_chrome_trace(prof, out, step_range=(0, 40))
+    _, ev = _load(out)
+    assert set(_names(ev)[1]) == {(0, 0), (1, 0), (2, 0)}
 
 
 def test_trace_limits_and_bad_options(prof, tmp_path):

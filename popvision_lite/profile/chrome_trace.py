@@ -4,8 +4,11 @@ Layout of the trace:
 
 * process 0 "BSP steps": one lane with every step (name "kind op", full step duration);
 * process 1 + i "IPU i": without ``tiles``, one lane per IPU with each step the IPU takes part in,
-  args carrying that IPU's busiest tile; with ``tiles``, one lane per listed tile (tid = global
-  tile id) with its busy time per step (compute / exchange / stream copy) and its sync waits.
+  args carrying that IPU's busiest tile; with ``tiles``, one lane per listed tile with its busy time
+  per step (compute / exchange / stream copy) and its sync waits.  A tile lane's tid is
+  ``TILE_TID_BASE + global tile id`` (``args["tile"]`` holds the tile id): Perfetto reads tid 0 as
+  "the process's main thread" (tid = pid), which merged tile 0 into another lane, and a tid equal to
+  a pid marks that lane "main thread"; the base keeps every tile tid clear of both.
 
 Times: ``ts``/``dur`` are microseconds converted from cycles with the target clock, rebased so
 the first exported step starts at 0 (JavaScript doubles lose precision on big numbers).  Raw
@@ -26,6 +29,7 @@ from popvision_lite.profile import schema
 from popvision_lite.profile._atomic import atomic_text
 
 STEPS_PID = 0
+TILE_TID_BASE = 100_000  # tile lane tid = TILE_TID_BASE + global tile id (never 0, never a pid)
 DEFAULT_MAX_EVENTS = 5_000_000  # ~1 GB of JSON
 _READ_BATCH = 2048  # steps per step-tile read
 
@@ -42,6 +46,10 @@ def _encoder():
 
 def _ipu_pid(ipu: int) -> int:
     return 1 + int(ipu)
+
+
+def _tile_tid(tile) -> int:
+    return TILE_TID_BASE + int(tile)
 
 
 def estimate_events(profile, step_range=None, tiles=None) -> int:
@@ -139,9 +147,9 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
         if tiles is not None:
             for tile in tiles:
                 ipu, tin = divmod(int(tile), t.tiles_per_ipu)
-                emit({"ph": "M", "pid": _ipu_pid(ipu), "tid": int(tile), "name": "thread_name",
+                emit({"ph": "M", "pid": _ipu_pid(ipu), "tid": _tile_tid(tile), "name": "thread_name",
                       "args": {"name": f"tile {tile} (IPU {ipu} tile {tin})"}})
-                emit({"ph": "M", "pid": _ipu_pid(ipu), "tid": int(tile), "name": "thread_sort_index",
+                emit({"ph": "M", "pid": _ipu_pid(ipu), "tid": _tile_tid(tile), "name": "thread_sort_index",
                       "args": {"sort_index": int(tile)}})
                 counts["lanes"] += 1
 
@@ -187,16 +195,17 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
                             continue
                         busy = w_cyc[r][c]
                         if busy > 0:
-                            emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": tile, "name": names[i],
+                            emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": TILE_TID_BASE + tile, "name": names[i],
                                   "cat": schema.STEP_KINDS[kind], "ts": ts[i],
                                   "dur": min(round(busy * us_per_cycle, 3), float(dur[i])),
-                                  "args": {"step": int(step_ids[i]), "cycles": busy,
+                                  "args": {"step": int(step_ids[i]), "tile": tile, "cycles": busy,
                                            "bytes_in": w_in[r][c], "bytes_out": w_out[r][c]}})
                             counts["events"] += 1
                         elif kind == sync_code:
-                            emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": int(tile), "name": "sync",
+                            emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": TILE_TID_BASE + tile, "name": "sync",
                                   "cat": "sync", "ts": ts[i], "dur": dur[i],
-                                  "args": {"step": int(step_ids[i]), "cycles": int(end[i] - start[i])}})
+                                  "args": {"step": int(step_ids[i]), "tile": tile,
+                                           "cycles": int(end[i] - start[i])}})
                             counts["events"] += 1
             if progress is not None:
                 progress(hi - a, b - a)
