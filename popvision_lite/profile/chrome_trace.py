@@ -119,7 +119,9 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
     counts = dict(events=0, steps=int(b - a), lanes=0)
     path = Path(path)
     with atomic_text(path) as fh:
-        fh.write('{"displayTimeUnit": "ns", "otherData": ')
+        # no "displayTimeUnit": current Perfetto ignores it (ts/dur are us either way) and notes it as an
+        # import stat, but Perfetto builds before late 2021 read "ns" as the unit of ts/dur (1000x off)
+        fh.write('{"otherData": ')
         fh.write(json.dumps({"profile": str(profile.path), "device": t.device, "clock_hz": clock,
                              "first_step": a, "cycle_base": base, "time_unit": "us"}))
         fh.write(', "traceEvents": [\n')
