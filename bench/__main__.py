@@ -17,7 +17,7 @@ shown live and kept.  The report is generated, never hand-edited:
   full output (its ratios and targets as it printed them).
 
 Method notes and discussion stay hand-written in ``docs/performance.md``, which links to the results file.
-Screenshot scripts are not listed: they make pictures, not numbers.
+Scripts that are not benchmarks (screenshots, external verification) are listed in NOT_BENCHMARKS.
 """
 
 from __future__ import annotations
@@ -51,6 +51,13 @@ SCRIPTS: dict[str, str] = {
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
+}
+
+# bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
+NOT_BENCHMARKS: dict[str, str] = {
+    "execution_screenshots": "makes pictures for docs/screenshots, not numbers",
+    "gui_screenshots": "makes pictures for docs/screenshots, not numbers",
+    "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
 }
 
 QUICK_ARGS: dict[str, list[str]] = {
