@@ -76,3 +76,10 @@ def test_variable_click_selects_its_producing_op(qtbot, live):
     qtbot.mouseClick(live.var_table.viewport(), Qt.LeftButton, pos=rect.center())
     st = live.document.selection.state
     assert st.op_id == int(df["op_id"].iloc[r]) and st.source == "liveness" and len(st.tiles) > 0
+
+
+def test_always_live_variables_listed(qtbot, live):
+    v = live.profile.variables
+    expect = v.loc[v["always_live"], "var_id"]
+    assert set(live.always_model.df["var_id"]) == set(expect) and len(expect) > 0
+    assert f"({len(expect):,})" in live.tables.tabText(1)

@@ -235,3 +235,11 @@ def test_bar_plot_opens_showing_every_tile(qtbot):
         assert edges[0] == 0 and edges[-1] == n
     finally:
         doc.close()
+
+
+def test_hover_on_bar_plot_describes_tile(qtbot, mem):
+    vb = mem.bar_plot.getPlotItem().getViewBox()
+    vb.setXRange(0, 40, padding=0)
+    qtbot.wait(10)
+    mem._bar_hover(vb.mapViewToScene(QPointF(12, 1)))
+    assert "(global 12)" in mem.hover_label.text()

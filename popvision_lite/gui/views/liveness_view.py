@@ -6,9 +6,15 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-from popvision_lite.analysis.liveness import live_variables, liveness_curve, peak_step, tile_curve
+from popvision_lite.analysis.liveness import (
+    always_live_variables,
+    live_variables,
+    liveness_curve,
+    peak_step,
+    tile_curve,
+)
 from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
@@ -73,6 +79,16 @@ class LivenessView(QWidget):
         self.var_table = make_table_view(self.var_model, "Not-always-live variables live at the chosen step; "
                                          "click a header to sort")
         self.var_table.clicked.connect(self._var_clicked)
+        self.always_model = DataFrameModel(
+            document.cached("always_live_variables", always_live_variables, self.profile),
+            headers={"var_id": "var"}, byte_columns=("bytes",))
+        self.always_table = make_table_view(self.always_model, "Variables live for the whole program "
+                                            "(weights, constants ...); click a header to sort")
+        self.always_table.resizeColumnsToContents()
+        self.tables = QTabWidget()
+        self.tables.addTab(self.var_table, "Live at step")
+        n_always = self.always_model.rowCount()
+        self.tables.addTab(self.always_table, f"Always live ({n_always:,})")
 
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Step:"))
@@ -84,7 +100,7 @@ class LivenessView(QWidget):
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addLayout(controls)
-        bl.addWidget(self.var_table)
+        bl.addWidget(self.tables)
         split = QSplitter(Qt.Vertical)
         split.addWidget(self.plot)
         split.addWidget(bottom)

@@ -183,6 +183,7 @@ class MemoryView(QWidget):
             bp.addItem(pg.InfiniteLine(pos=i * self.target.tiles_per_ipu, angle=90,
                                        pen=pg.mkPen("#888888", style=Qt.DotLine)))
         self.bar_plot.scene().sigMouseClicked.connect(self._bar_clicked)
+        self.bar_plot.scene().sigMouseMoved.connect(self._bar_hover)
         self.bar_plot.setToolTip("Bytes of the chosen measure on every tile; dashed line = tile SRAM; "
                                  "triangles = over capacity. Click to pick a tile.")
 
@@ -458,6 +459,13 @@ class MemoryView(QWidget):
         tile = self.tile_at_scene_pos(event.scenePos())
         if tile >= 0:
             self.select_tile(tile)
+
+    def _bar_hover(self, scene_pos) -> None:
+        vb = self.bar_plot.getPlotItem().getViewBox()
+        if vb.sceneBoundingRect().contains(scene_pos):
+            x = int(round(vb.mapSceneToView(scene_pos).x()))
+            if 0 <= x < self.tm.num_tiles:
+                self.hover_label.setText(self.describe_tile(x))
 
     def _bar_clicked(self, event) -> None:
         if event.button() != Qt.LeftButton:
