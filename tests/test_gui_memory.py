@@ -243,3 +243,10 @@ def test_hover_on_bar_plot_describes_tile(qtbot, mem):
     qtbot.wait(10)
     mem._bar_hover(vb.mapViewToScene(QPointF(12, 1)))
     assert "(global 12)" in mem.hover_label.text()
+
+
+def test_breakdown_scale_before_a_tile_is_picked(mem):
+    """With no tile selected the breakdown plot shows 0..capacity, not a sliver around the capacity line."""
+    (x0, x1), _ = mem.breakdown_kp.getViewBox().viewRange()
+    cap = mem.tm.capacity / 1024.0
+    assert x0 <= 0 and cap < x1 < 1.2 * cap

@@ -205,6 +205,9 @@ class MemoryView(QWidget):
                                              pen=pg.mkPen(theme.colors()["capacity"], width=2, style=Qt.DashLine))
         kp.addItem(self.breakdown_cap)
         self.breakdown_cap.setValue(self.tm.capacity / KIB)
+        # before any tile is picked, show the empty 0..capacity scale (auto-range zoomed onto the line)
+        kp.setXRange(0, self.tm.capacity / KIB * 1.05, padding=0)
+        kp.setYRange(-0.5, 1.5, padding=0)
         self.var_model = DataFrameModel(headers={"bytes_on_tile": "on tile", "bytes": "total",
                                                  "always_live": "always live", "first_lstep": "first lstep",
                                                  "last_lstep": "last lstep", "var_id": "var"},
