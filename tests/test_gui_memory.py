@@ -250,3 +250,32 @@ def test_breakdown_scale_before_a_tile_is_picked(mem):
     (x0, x1), _ = mem.breakdown_kp.getViewBox().viewRange()
     cap = mem.tm.capacity / 1024.0
     assert x0 <= 0 and cap < x1 < 1.2 * cap
+
+
+
+def test_capacity_label_is_inside_the_bar_plot(qtbot):
+    """The 'tile capacity' label sits above its line; with every tile far below capacity (bert_tiny
+    sample) its top was cut off by the plot's edge."""
+    from pathlib import Path
+
+    from gui_fixtures import show_view
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.memory_view import MemoryView
+    from popvision_lite.profile.reader import open_profile
+
+    create_app()
+    path = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_tiny_mk2.pvl"
+    doc = Document(open_profile(path), path)
+    try:
+        view = show_view(qtbot, MemoryView(doc))
+        qtbot.wait(50)
+        vb = view.bar_plot.getPlotItem().getViewBox()
+        label = view.cap_line.label
+        assert label.isVisible()
+        box = label.mapRectToScene(label.boundingRect())
+        inside = vb.mapRectToScene(vb.boundingRect())
+        assert box.top() >= inside.top() - 1 and box.bottom() <= inside.bottom() + 1
+    finally:
+        doc.close()

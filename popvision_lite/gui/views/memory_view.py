@@ -358,7 +358,7 @@ class MemoryView(QWidget):
                                       if self.measure != PERCENT else "100% = tile capacity")
         if relabel:
             self.bar_plot.getPlotItem().setLabel("left", label)
-        self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.08, padding=0)
+        self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.15, padding=0)  # room for the capacity label above its line
 
     def _update_bar(self) -> None:
         """Memory-by-tile bars at screen resolution: each bar is the max over the tiles of one pixel
