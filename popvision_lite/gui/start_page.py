@@ -74,7 +74,8 @@ def sample_descriptions(paths: list[Path]) -> dict[str, tuple[str, str]]:
         for line in lines:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if len(cells) >= 3 and cells[0].startswith("`") and cells[0].endswith(".pvl`"):
-                out.setdefault(cells[0].strip("`"), (cells[1], cells[2].replace("**", "")))
+                plain = [c.replace("**", "").replace("`", "") for c in cells[1:3]]  # markdown -> text
+                out.setdefault(cells[0].strip("`"), (plain[0], plain[1]))
     return out
 
 
