@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.profile import schema
+from popvision_lite.units import format_bytes, format_seconds  # noqa: F401 (re-exported for views)
 
 # How step kinds are grouped into the phases PopVision shows.
 PHASE_OF_KIND = {
@@ -162,20 +163,3 @@ def summarize(profile, n_top_ops: int = 10) -> Summary:
     )
 
 
-def format_bytes(n: float) -> str:
-    """Human bytes with binary prefixes: 1536 -> '1.50 KiB'."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
-
-
-def format_seconds(s: float) -> str:
-    if not np.isfinite(s):
-        return "?"
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if abs(s) >= f or unit == "ns":
-            return f"{s / f:.3g} {unit}"
-    return f"{s} s"

@@ -14,10 +14,7 @@ Every file is written atomically: temp file in the same folder, then ``os.replac
 
 from __future__ import annotations
 
-import contextlib
 import html
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,32 +26,10 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QTableView, QWidget
 
 from popvision_lite.errors import ConfigError, ProfileError
+from popvision_lite.profile._atomic import write_bytes_atomic
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_PIXELS = 16384  # per side; Qt refuses bigger QImages on some platforms
-
-
-# ----------------------------------------------------------------------------- atomic writes
-def write_bytes_atomic(path, data: bytes) -> Path:
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise ProfileError(path, "is a directory; give a file name")
-    if not folder.is_dir():
-        raise ProfileError(path, f"folder '{folder}' does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ProfileError(path, f"cannot write: {e.strerror or e}") from e
-    return path
 
 
 # ----------------------------------------------------------------------------- plots
@@ -202,7 +177,7 @@ def _slug(text: str) -> str:
 
 def view_tables(view) -> dict[str, pd.DataFrame]:
     """Tables shown by ``view``: its ``tables()`` if it has one, else every DataFrameModel table in it."""
-    if hasattr(view, "tables"):
+    if callable(getattr(view, "tables", None)):  # the export protocol: a method, not a widget attribute
         return dict(view.tables())
     from popvision_lite.gui.table_model import DataFrameModel
 

@@ -12,8 +12,9 @@ from popvision_lite.errors import ProfileError
 
 
 @contextlib.contextmanager
-def atomic_text(path, newline: str | None = None):
-    """Yield a text file handle; on success the file appears at ``path`` in one step.
+def atomic_file(path, mode: str = "w", newline: str | None = None):
+    """Yield a file handle (text mode "w" or binary "wb"); on success the file appears at ``path``
+    in one step.
 
     Errors (missing folder, permission, disk full) raise ProfileError naming ``path``;
     on any error the temporary file is removed and ``path`` is left untouched.
@@ -30,7 +31,11 @@ def atomic_text(path, newline: str | None = None):
         raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
     ok = False
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
+        if "b" in mode:
+            fh = os.fdopen(fd, mode)
+        else:
+            fh = os.fdopen(fd, mode, encoding="utf-8", newline=newline)
+        with fh:
             yield fh
         os.replace(tmp, path)
         ok = True
@@ -42,3 +47,15 @@ def atomic_text(path, newline: str | None = None):
         if not ok:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def atomic_text(path, newline: str | None = None):
+    """:func:`atomic_file` in text mode (UTF-8)."""
+    return atomic_file(path, "w", newline=newline)
+
+
+def write_bytes_atomic(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; returns the path."""
+    with atomic_file(path, "wb") as fh:
+        fh.write(data)
+    return Path(path)

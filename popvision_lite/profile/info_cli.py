@@ -10,6 +10,7 @@ import numpy as np
 
 from popvision_lite.errors import PopvisionError
 from popvision_lite.profile import schema
+from popvision_lite.units import format_bytes
 
 
 def add_arguments(parser) -> None:
@@ -60,21 +61,13 @@ def summarize(p, top: int = 5) -> dict:
     }
 
 
-def _fmt_bytes(b: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(b) < 1024 or unit == "TiB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1024
-    return f"{b} B"
-
-
 def format_summary(s: dict) -> str:
     t = s["target"]
     m = s["memory"]
     lines = [
         f"{s['file']}  (popvision-lite profile v{s['format_version']})",
         f"target   {t['name']} [{t['device']}] x {t['num_ipus']} IPU(s), {t['tiles_per_ipu']} tiles each "
-        f"({t['num_tiles']} tiles), {_fmt_bytes(t['sram_bytes_per_tile'])} SRAM/tile, {t['clock_hz'] / 1e9:.3f} GHz",
+        f"({t['num_tiles']} tiles), {format_bytes(t['sram_bytes_per_tile'])} SRAM/tile, {t['clock_hz'] / 1e9:.3f} GHz",
         "run      " + ", ".join(f"{k}={v}" for k, v in s["run"].items()),
         f"steps    {s['steps']:,} BSP steps, {s['total_cycles']:,} cycles"
         + (f" = {s['total_time_s'] * 1e3:.3f} ms" if s["total_time_s"] is not None else ""),
@@ -85,8 +78,8 @@ def format_summary(s: dict) -> str:
     lines += [
         f"tables   {s['ops']:,} ops, {s['programs']:,} programs, {s['variables']:,} variables, "
         f"{s['liveness_steps']:,} liveness steps",
-        f"memory   {_fmt_bytes(m['total_bytes'])} in total; fullest tile {m['max_tile']} holds "
-        f"{_fmt_bytes(m['max_tile_bytes'])} of {_fmt_bytes(m['capacity_bytes'])}; "
+        f"memory   {format_bytes(m['total_bytes'])} in total; fullest tile {m['max_tile']} holds "
+        f"{format_bytes(m['max_tile_bytes'])} of {format_bytes(m['capacity_bytes'])}; "
         f"{m['tiles_over_capacity']} tile(s) over capacity",
     ]
     if s["top_ops"]:
