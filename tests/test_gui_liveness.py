@@ -82,4 +82,4 @@ def test_always_live_variables_listed(qtbot, live):
     v = live.profile.variables
     expect = v.loc[v["always_live"], "var_id"]
     assert set(live.always_model.df["var_id"]) == set(expect) and len(expect) > 0
-    assert f"({len(expect):,})" in live.tables.tabText(1)
+    assert f"({len(expect):,})" in live.table_tabs.tabText(1)

@@ -85,10 +85,10 @@ class LivenessView(QWidget):
         self.always_table = make_table_view(self.always_model, "Variables live for the whole program "
                                             "(weights, constants ...); click a header to sort")
         self.always_table.resizeColumnsToContents()
-        self.tables = QTabWidget()
-        self.tables.addTab(self.var_table, "Live at step")
+        self.table_tabs = QTabWidget()
+        self.table_tabs.addTab(self.var_table, "Live at step")
         n_always = self.always_model.rowCount()
-        self.tables.addTab(self.always_table, f"Always live ({n_always:,})")
+        self.table_tabs.addTab(self.always_table, f"Always live ({n_always:,})")
 
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Step:"))
@@ -100,7 +100,7 @@ class LivenessView(QWidget):
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(0, 0, 0, 0)
         bl.addLayout(controls)
-        bl.addWidget(self.tables)
+        bl.addWidget(self.table_tabs)
         split = QSplitter(Qt.Vertical)
         split.addWidget(self.plot)
         split.addWidget(bottom)
