@@ -252,13 +252,31 @@ def test_disk_full_leaves_nothing(small_data, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "_write_table", full)
     with pytest.raises(ProfileError, match="disk full"):
         write_profile(tmp_path / "run.pvl", small_data)
-    assert not (tmp_path / "run.pvl").exists()
-    # an I/O failure inside the HDF5 block leaves only an emptied temp file, removed at process exit
-    # (see test_real_write_failure_inside_hdf5_is_clean); it is never taken for a profile
-    for p in tmp_path.iterdir():
-        assert p.name.startswith(".run.pvl.") and p.stat().st_size == 0
-        with pytest.raises(ProfileError, match="empty"):
-            open_profile(p)
+    assert list(tmp_path.iterdir()) == []  # no target, and the temp file is removed at once
+
+
+def test_disk_full_while_writing_the_image(small_data, tmp_path, monkeypatch):
+    """ENOSPC from the plain write of the finished in-memory image, after a first piece went to disk."""
+    calls = []
+    real_write = os.write
+
+    def fill_up(fd, data):
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(writer, "WRITE_CHUNK", 1024)
+    monkeypatch.setattr(writer.os, "write", fill_up)
+    with pytest.raises(ProfileError) as ei:
+        write_profile(tmp_path / "run.pvl", small_data)
+    monkeypatch.undo()
+    assert str(ei.value) == f"{tmp_path / 'run.pvl'}: disk full while writing the profile"
+    assert calls == [1024, 1024]
+    assert list(tmp_path.iterdir()) == []
+    write_profile(tmp_path / "run.pvl", small_data)  # and the next write works
+    with open_profile(tmp_path / "run.pvl") as p:
+        assert p.num_steps == len(small_data.steps)
 
 
 def test_write_rejects_inconsistent_data(small_data, tmp_path):
@@ -379,9 +397,10 @@ def test_cancel_from_progress_propagates_and_cleans_up(tmp_path):
 
 
 def test_real_write_failure_inside_hdf5_is_clean(tmp_path):
-    """A write that fails inside HDF5 (here: a 400 kB file size limit, EFBIG - the same path as a full
-    disk, without needing root to mount a small filesystem) gives a ProfileError, leaves no file, does
-    not crash the process (HDF5 2.0 segfaults when such a file is closed), and later writes work."""
+    """A real write failure (here: a 400 kB file size limit, EFBIG - like a full disk, without needing root
+    to mount a small filesystem) gives a ProfileError, leaves no file, does not crash the process (HDF5 2.0
+    segfaulted when the writer still let HDF5 write to disk and a failed file was closed), and later
+    writes work."""
     script = textwrap.dedent(f"""
         import resource, signal, os, gc
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -404,6 +423,6 @@ def test_real_write_failure_inside_hdf5_is_clean(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[:2] == [f"ERR {tmp_path / 'big.pvl'}: file size limit reached while writing the profile"] * 2
     assert lines[2] == "SMALL OK"
-    # the failed temp files (emptied, kept until exit so HDF5 cannot confuse a reused inode) are gone
+    # the failed temp files are gone
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.pvl"]
     assert "Traceback" not in out.stderr

@@ -7,16 +7,17 @@ Layout (see ``docs/profile-format.md``)::
     /arrays/<name>            dense arrays from schema.ARRAYS, chunked + compressed
     /summaries/s<S>_t<T>/{min,mean,max}   block summaries of step_tile_cycles
 
-The file is written to a temporary file in the target folder and moved into place with
-``os.replace`` only once it is complete, so a killed writer never leaves a file that
-looks valid at the target path.  Step x tile arrays are streamed in batches of steps,
+HDF5 builds the whole file in memory (core driver, no backing store; the image is the
+compressed file).  The finished image is written with plain ``os.write`` calls to a temporary
+file in the target folder, fsynced and moved into place with ``os.replace``, so a killed
+writer never leaves a file that looks valid at the target path, and a full disk or other I/O
+failure is a Python ``OSError`` (-> ProfileError naming the path), never a failure inside HDF5.  Step x tile arrays are streamed in batches of steps,
 so any array-like with ``.shape`` and ``a[i:j]`` slicing (e.g. np.memmap or a lazy
 generator) can be written without holding it all in memory.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
 import json
@@ -44,6 +45,11 @@ WRITE_BATCH = 1024
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
 AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
+
+# In-memory HDF5 image: the core driver grows its buffer by CORE_BLOCK bytes; the finished image goes to
+# disk in os.write calls of WRITE_CHUNK bytes (see docs/decisions/0001-profile-format.md, "Write path").
+CORE_BLOCK = 4 << 20
+WRITE_CHUNK = 8 << 20
 
 # Blosc codec and level for bulk arrays ("cname-level"); see docs/decisions/0001-profile-format.md.
 COMPRESSION = "lz4-5"
@@ -213,55 +219,21 @@ def _fill_aggregates(steps: pd.DataFrame, agg: dict[str, np.ndarray]) -> pd.Data
     return steps
 
 
-# Files whose write failed inside HDF5 (disk full, size limit ...).  HDF5 2.0 crashes the process
-# when such a file, or a dataset of it, is closed or freed, so they are kept open until the process
-# ends, with HDF5's file descriptor pointed at /dev/null so the flushes it still attempts succeed and
-# go nowhere.  Their temp file is emptied but only removed at exit: HDF5 knows open files by inode,
-# and a new file reusing the inode would be refused as "already open".
-_ABANDONED: list = []
+def _write_image(fd: int, image) -> None:
+    """Write ``image`` (bytes) to ``fd`` with plain ``os.write`` calls of at most WRITE_CHUNK bytes, then fsync.
 
-
-def _abandon(f, exc: BaseException, tmp: Path) -> None:
-    if not _ABANDONED:
-        atexit.register(_remove_abandoned)
-    _ABANDONED.append((f, exc, tmp))
+    A full disk, a file size limit or an I/O error surfaces here as Python ``OSError``: HDF5 itself only
+    ever wrote to memory, so it never sees an I/O failure (HDF5 2.0 crashed the process when a file whose
+    write had failed on disk was closed or freed).
+    """
+    view = memoryview(image)
     try:
-        fd = f.id.get_vfd_handle()
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, fd)
-        os.close(null)
-    except Exception:
-        pass
-    with contextlib.suppress(OSError):
-        os.truncate(tmp, 0)
-
-
-def _remove_abandoned() -> None:
-    for _f, _e, tmp in _ABANDONED:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
-@contextlib.contextmanager
-def _h5_create(h5py, tmp: Path):
-    """h5py.File(tmp, "w") that is abandoned, not closed, after an HDF5 I/O failure."""
-    f = h5py.File(tmp, "w", libver="latest")
-    try:
-        yield f
-    except OSError as e:  # I/O failed inside HDF5: closing would crash
-        _abandon(f, e, tmp)
-        raise
-    except BaseException:
-        try:
-            f.close()
-        except OSError as e:
-            _abandon(f, e, tmp)
-        raise
-    try:
-        f.close()  # flushes: may itself hit a full disk
-    except OSError as e:
-        _abandon(f, e, tmp)
-        raise
+        done = 0
+        while done < len(view):
+            done += os.write(fd, view[done:done + WRITE_CHUNK])  # a short write (size limit) just loops
+        os.fsync(fd)
+    finally:
+        view.release()
 
 
 class _CallerAbort(Exception):
@@ -300,16 +272,21 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     _check_shape(path, "liveness_tile_bytes", np.shape(data.liveness_tile_bytes),
                  (len(data.liveness_steps), n_tiles))
 
+    # the temp file is made first so an unwritable folder fails before any work; it stays empty until the
+    # in-memory image is complete
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
     except OSError as e:
         raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
     tmp = Path(tmp_name)
     ok = False
+    image = None
     try:
         comp = _compression()
-        with _h5_create(h5py, tmp) as f:
+        # HDF5 builds the file in memory (core driver, no backing store): the image is named after the
+        # unique temp file only so two writes never share an HDF5 file name
+        with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=CORE_BLOCK,
+                       libver="latest") as f:
             f.attrs["format"] = _text(schema.FORMAT_NAME)
             f.attrs["format_version"] = schema.FORMAT_VERSION
             f.attrs["format_minor"] = FORMAT_MINOR
@@ -388,8 +365,20 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     raise ProfileError(path, f"table '{name}' is missing (None)")
                 _write_table(tables, name, df, path, comp)
             f.attrs["complete"] = True
+            f.flush()  # get_file_image alone misses dirty metadata (HDF5 2.0: "bad object header version")
+            image = f.id.get_file_image()  # a copy: the core buffer is freed when f closes
+        _write_image(fd, image)
+        image = None
+        os.close(fd)
+        fd = -1
         os.replace(tmp, path)
         ok = True
+        with contextlib.suppress(OSError):  # make the rename itself durable
+            dfd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
     except _CallerAbort as e:
         raise e.inner from None
     except ProfileError:
@@ -404,9 +393,11 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
         # h5py reports disk-full and similar as generic errors; name the file
         raise ProfileError(path, f"cannot write profile: {type(e).__name__}: {e}") from e
     finally:
-        if not ok and not any(a[2] == tmp for a in _ABANDONED):
-            try:
+        image = None  # an error's traceback keeps this frame alive: drop the image now
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if not ok:
+            with contextlib.suppress(OSError):
                 tmp.unlink()
-            except OSError:
-                pass
     return path
