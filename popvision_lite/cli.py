@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # sub-command -> (module, one-line help)
@@ -42,6 +43,22 @@ def _gui_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_gui_args(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse, before Qt starts, what would otherwise end in a Qt abort or an empty window: a
+    mistyped sub-command or missing file on the command line, and no display to draw on."""
+    from pathlib import Path
+
+    for path in [*args.profiles, *(args.compare or [])]:
+        if not Path(path).exists():
+            hint = "" if Path(path).suffix else f" (and not a sub-command: {', '.join(SUBCOMMANDS)})"
+            parser.error(f"{path}: no such file{hint}")
+    env = os.environ
+    if (sys.platform.startswith("linux") and not env.get("QT_QPA_PLATFORM")
+            and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY")):
+        parser.error("no display to open the desktop app on (DISPLAY and WAYLAND_DISPLAY are unset); "
+                     "headless, use 'popvision-lite export' or 'popvision-lite info'")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
@@ -52,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(parser)
         args = parser.parse_args(argv)
         return int(module.run(args) or 0)
-    args = _gui_parser().parse_args(argv)
+    parser = _gui_parser()
+    args = parser.parse_args(argv)
+    _check_gui_args(parser, args)
     from popvision_lite.gui.app import run_app
 
     return int(run_app(args) or 0)

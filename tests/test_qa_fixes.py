@@ -28,3 +28,51 @@ def test_bundled_sample_descriptions_have_no_markdown():
     for name, (workload, shows) in desc.items():
         for text in (workload, shows):
             assert "`" not in text and "**" not in text, (name, text)
+
+
+def _gui_main(monkeypatch, argv, env):
+    """Run the GUI entry with a patched environment; run_app must never be reached."""
+    import popvision_lite.gui.app as app
+    from popvision_lite import cli
+
+    for k in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(app, "run_app", lambda args: (_ for _ in ()).throw(AssertionError("GUI started")))
+    return cli.main(argv)
+
+
+def test_mistyped_subcommand_is_exit_2_not_a_window(monkeypatch, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        _gui_main(monkeypatch, ["emulat", "bert-tiny"], {"QT_QPA_PLATFORM": "offscreen"})
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "emulat: no such file" in err and "not a sub-command" in err and "emulate" in err
+
+
+def test_missing_compare_file_is_exit_2(monkeypatch, capsys, tmp_path):
+    import pytest
+
+    a = ROOT / "sample_profiles" / "mlp_mk2.pvl"
+    with pytest.raises(SystemExit) as e:
+        _gui_main(monkeypatch, ["--compare", str(a), str(tmp_path / "b.pvl")], {"QT_QPA_PLATFORM": "offscreen"})
+    assert e.value.code == 2
+    assert f"{tmp_path / 'b.pvl'}: no such file" in capsys.readouterr().err
+
+
+def test_no_display_is_a_clear_exit_2(monkeypatch, capsys):
+    """Without a display Qt aborted the process (exit 134) with a plugin list."""
+    import sys
+
+    import pytest
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the display check applies on Linux only")
+    with pytest.raises(SystemExit) as e:
+        _gui_main(monkeypatch, [str(ROOT / "sample_profiles" / "mlp_mk2.pvl")], {})
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "no display" in err and "popvision-lite export" in err
