@@ -11,6 +11,23 @@ from pathlib import Path
 from popvision_lite.errors import ProfileError
 
 
+def _read_umask() -> int:
+    umask = os.umask(0o022)  # os.umask only reads by setting: done once, at import, not per write
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+
+
+def publish_mode(fd: int) -> None:
+    """Give a ``mkstemp`` file (always 0600) the mode a plain ``open`` would have had: 0666 less the
+    umask, so profiles and exports are readable by others as usual."""
+    if hasattr(os, "fchmod"):  # POSIX; Windows has no such modes
+        with contextlib.suppress(OSError):  # e.g. a file system without modes: keep what it has
+            os.fchmod(fd, 0o666 & ~_UMASK)
+
+
 @contextlib.contextmanager
 def atomic_file(path, mode: str = "w", newline: str | None = None):
     """Yield a file handle (text mode "w" or binary "wb"); on success the file appears at ``path``
@@ -30,6 +47,7 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
     except OSError as e:
         raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
     ok = False
+    publish_mode(fd)
     try:
         if "b" in mode:
             fh = os.fdopen(fd, mode)

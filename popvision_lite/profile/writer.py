@@ -31,6 +31,7 @@ import pandas as pd
 
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import schema
+from popvision_lite.profile._atomic import publish_mode
 
 FORMAT_MINOR = 0
 
@@ -279,6 +280,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     except OSError as e:
         raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
     tmp = Path(tmp_name)
+    publish_mode(fd)  # mkstemp's 0600 -> 0666 less umask, as a plain open() would give
     ok = False
     image = None
     try:
