@@ -392,7 +392,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
             raise ProfileError(path, "file size limit reached while writing the profile") from e
         raise ProfileError(path, f"cannot write profile: {e}") from e
     except Exception as e:
-        # h5py reports disk-full and similar as generic errors; name the file
+        # anything else from h5py/HDF5 or a producer's data (e.g. out of memory for the image): name the file
         raise ProfileError(path, f"cannot write profile: {type(e).__name__}: {e}") from e
     finally:
         image = None  # an error's traceback keeps this frame alive: drop the image now
