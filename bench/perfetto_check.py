@@ -358,7 +358,7 @@ def serve(vizviewer: str, path: Path) -> tuple[subprocess.Popen, str]:
 
 def long_run_profile(folder: Path, stretch: int = 1237) -> Path:
     """A synthetic 2-IPU profile whose step cycles are stretched ``stretch`` x (an odd factor, so the
-    microsecond fractions vary): about 3 s of device time, to check ts/dur precision far from zero."""
+    microsecond fractions vary): about 4 s of device time, to check ts/dur precision far from zero."""
     from popvision_lite.profile.synthetic import make_synthetic
     from popvision_lite.profile.writer import write_profile
 
@@ -384,7 +384,7 @@ def cases(profile_path: Path, tmp: Path):
     w0, w1 = n // 3, min(n, n // 3 + 60)
     yield "window", f"step window {w0}:{w1}, per-IPU lanes", profile_path, dict(step_range=(w0, w1))
     long = long_run_profile(tmp)
-    yield "long", "synthetic, step cycles x1237 (~3 s of device time): precision far from zero, tiles 0-3, 8-11", \
+    yield "long", "synthetic, step cycles x1237 (~4 s of device time): precision far from zero, tiles 0-3, 8-11", \
         long, dict(tiles=[0, 1, 2, 3, 8, 9, 10, 11])
 
 
