@@ -185,3 +185,16 @@ def test_plot_svg_matches_the_png(qtbot, document, tmp_path):
     qtbot.wait(50)
     data = _qt_svg(next(iter(roof.plot_items().values())))
     assert b"<image" not in data  # scatter symbols as vector paths, not copies of their atlas
+
+
+def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
+    """The phase-share axis showed ticks up to 120% (the range leaves room for the bar labels)."""
+    from gui_fixtures import show_view
+
+    from popvision_lite.gui.views.summary_view import SummaryView
+
+    view = show_view(qtbot, SummaryView(document))
+    axis = view.plot.getPlotItem().getAxis("bottom")
+    levels = axis._tickLevels or []  # set ticks (None: pyqtgraph's automatic ones, up to 120)
+    labelled = [float(v) for v, text in (levels[0] if levels else []) if text]
+    assert labelled and max(labelled) == 100 and 0 in labelled

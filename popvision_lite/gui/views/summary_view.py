@@ -54,7 +54,9 @@ class SummaryView(QWidget):
             self.phase_texts.append(txt)
             txt.setPos(100 * share[p] + 1, i)
             pi.addItem(txt)
-        pi.setXRange(0, 130, padding=0)
+        pi.setXRange(0, 130, padding=0)  # room right of the bars for their labels ...
+        pi.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)],  # ... but no 120% tick
+                                       [(v, "") for v in range(0, 101, 10)]])
         pi.setYRange(-0.6, len(PHASES) - 0.4, padding=0)
         pi.getViewBox().invertY(True)
 
