@@ -198,3 +198,33 @@ def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
     levels = axis._tickLevels or []  # set ticks (None: pyqtgraph's automatic ones, up to 120)
     labelled = [float(v) for v, text in (levels[0] if levels else []) if text]
     assert labelled and max(labelled) == 100 and 0 in labelled
+
+
+def test_summary_lists_only_failed_numeric_checks(qtbot):
+    """The summary listed every passing check as a raw dict (dozens of 'atol=0.02, elements=...' rows)."""
+    from gui_fixtures import show_view
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from popvision_lite.profile.reader import open_profile
+
+    create_app()
+    path = ROOT / "sample_profiles" / "mlp_mk2.pvl"
+    doc = Document(open_profile(path), path)
+    try:
+        checks = doc.profile.run["numeric_checks"]
+        view = show_view(qtbot, SummaryView(doc))
+        text = view.info.text()
+        assert "all passed" in text and f"({len(checks)} tensors vs numpy" in text
+        assert "atol=" not in text
+        worst = max(v["max_rel_err"] for v in checks.values())
+        assert f"worst max rel err {worst:.2g}" in text
+        # a failing check is listed with its numbers
+        name = next(iter(checks))
+        view.summary.numeric_checks[name] = dict(checks[name], passed=False)
+        view._fill()
+        text = view.info.text()
+        assert "FAILED" in text and name in text and "atol=" in text
+    finally:
+        doc.close()

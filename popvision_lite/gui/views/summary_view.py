@@ -114,8 +114,14 @@ class SummaryView(QWidget):
         else:
             checks = (f"<span style='color:{c['good'] if checks_ok else c['bad']}'>"
                       f"{'all passed' if checks_ok else 'FAILED'}</span>")
+            n = len(s.numeric_checks)
+            worst = [float(v["max_rel_err"]) for v in s.numeric_checks.values()
+                     if isinstance(v, dict) and isinstance(v.get("max_rel_err"), int | float)]
+            checks += f" ({n:,} tensor{'s' if n != 1 else ''} vs numpy" + (
+                f", worst max rel err {max(worst):.2g})" if worst else ")")
+        # one row per check that did not pass (a run's dozens of passing checks only buried the rest)
         rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_check(v))}</td></tr>"
-                       for k, v in s.numeric_checks.items())
+                       for k, v in s.numeric_checks.items() if not _passed(v))
         nal = (f"{format_bytes(s.peak_not_always_live)} at liveness step {s.peak_not_always_live_lstep}"
                if s.peak_not_always_live_lstep >= 0 else "n/a")
         self.info.setText(f"""
@@ -145,6 +151,10 @@ class SummaryView(QWidget):
 
     def plot_items(self) -> dict:
         return {"phases": self.plot.getPlotItem()}
+
+
+def _passed(v) -> bool:
+    return v is True or (isinstance(v, dict) and v.get("passed") is True)
 
 
 def _fmt_check(v) -> str:
