@@ -228,3 +228,33 @@ def test_summary_lists_only_failed_numeric_checks(qtbot):
         assert "FAILED" in text and name in text and "atol=" in text
     finally:
         doc.close()
+
+
+def test_summary_config_shows_only_the_models_settings(qtbot):
+    """A BERT run's config table listed the GNN's nodes/edges and the conv's image size."""
+    import re
+
+    from gui_fixtures import show_view
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from popvision_lite.profile.reader import open_profile
+
+    create_app()
+    shown = {}
+    for name in ("bert_tiny_mk2", "gnn_mk2"):
+        path = ROOT / "sample_profiles" / f"{name}.pvl"
+        doc = Document(open_profile(path), path)
+        try:
+            view = show_view(qtbot, SummaryView(doc))
+            text = view.info.text()
+            config = text.split("<h3>Config</h3>", 1)[1]
+            shown[name] = set(re.findall(r"<tr><td>([a-z_]+)</td>", config))
+            assert set(doc.profile.run["config"]) >= shown[name]
+        finally:
+            doc.close()
+    assert {"seq", "heads", "batch", "hidden"} <= shown["bert_tiny_mk2"]
+    assert not {"nodes", "edges", "image"} & shown["bert_tiny_mk2"]
+    assert {"nodes", "edges", "batch", "hidden"} <= shown["gnn_mk2"]
+    assert not {"seq", "heads", "image", "vocab"} & shown["gnn_mk2"]

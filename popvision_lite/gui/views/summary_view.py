@@ -106,8 +106,9 @@ class SummaryView(QWidget):
         self.banner.setStyleSheet(f"border: 2px solid {col}; border-radius: 6px; padding: 6px;")
         t = s.target
         p = s.peak
-        cfg = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>"
-                      for k, v in s.config.items()) or "<tr><td colspan=2>(none recorded)</td></tr>"
+        cfg = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_config(k, v))}</td></tr>"
+                      for k, v in s.config.items() if _applies(k, s.config)) \
+            or "<tr><td colspan=2>(none recorded)</td></tr>"
         checks_ok = s.numeric_checks_passed()
         if checks_ok is None:
             checks = "none recorded" + (" (timing-only run)" if s.timing_only else "")
@@ -151,6 +152,23 @@ class SummaryView(QWidget):
 
     def plot_items(self) -> dict:
         return {"phases": self.plot.getPlotItem()}
+
+
+# workload settings that only one model family reads (emulate --help says the same); a BERT run's
+# config also carries the GNN's nodes/edges and the conv's image size, which only confused
+_ONLY_FOR = {"seq": "bert", "heads": "bert", "ffn": "bert", "vocab": "bert", "image": "conv",
+             "nodes": "gnn", "edges": "gnn"}
+
+
+def _applies(key, config: dict) -> bool:
+    family = str(config.get("model", ""))
+    return key not in _ONLY_FOR or not family or family.startswith(_ONLY_FOR[key])
+
+
+def _fmt_config(key, value) -> str:
+    if key == "ffn" and value == 0:
+        return "0 (= 4 × hidden)"
+    return str(value)
 
 
 def _passed(v) -> bool:
