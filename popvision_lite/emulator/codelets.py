@@ -248,6 +248,8 @@ class BlockMatMul(Codelet):
         al = aliases.get(f.tensor.id) if aliases else None
         if al is not None:
             src, _dst = al
+            if not isinstance(src, Blocks):
+                return None
             sb = src.block_shape
             r, c = f.block_shape[-2:]
             if len(f.block_shape) != 3 or f.block_shape[0] != 1 or sb[0] % r or sb[1] % c:

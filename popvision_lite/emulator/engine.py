@@ -141,8 +141,13 @@ class _Data(dict):
 
 
 def _aliasable(src, dst) -> bool:
-    from popvision_lite.emulator.graph import Blocks
+    from popvision_lite.emulator.graph import Blocks, Regions, TensorView
 
+    if isinstance(src, Regions) and isinstance(dst, TensorView):
+        # equal-sized source regions into a whole staging tensor (the op library's operand
+        # broadcast): codelets with ``reads_through_copies`` read the source directly
+        return (src.tensor is not dst.tensor and src.n > 0 and dst.contiguous == (0, dst.tensor.size)
+                and src.sizes.min() == src.sizes.max() > 0)
     return (isinstance(src, Blocks) and isinstance(dst, Blocks) and src.tensor is not dst.tensor
             and len(src.block_shape) == 2 and len(src.tensor.shape) == 2
             and dst.block_shape == (1, *src.block_shape) and dst.is_identity())
@@ -231,8 +236,15 @@ class Engine:
                     continue
                 for t in written:
                     data.before_write(t)
-                for t in touched:
+                through = set()
+                if self.lazy_copies and getattr(grp.codelet, "reads_through_copies", False):
+                    # inputs awaiting a deferred copy stay deferred: the codelet reads their source
+                    through = {f.tensor.id for fn, f in grp.fields.items()
+                               if grp.codelet.fields[fn] == "in" and f.tensor.id in data.aliases} - written
+                for t in touched - through:
                     data.materialize(t)
+                for t in through:
+                    data.materialize(data.aliases[t][0].tensor.id)
                 grp.codelet.compute(grp, data)
         elif isinstance(prog, P.Copy):
             src, dst = prog.src, prog.dst
