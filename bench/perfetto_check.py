@@ -3,6 +3,7 @@
     python -m bench.perfetto_check                         # the three cases below, screenshots to a temp dir
     python -m bench.perfetto_check --shots docs/screenshots # keep the screenshots there (perfetto-*.png)
     python -m bench.perfetto_check --vizviewer /tmp/vizvenv/bin/vizviewer --chromium /usr/bin/chromium
+    python -m bench.perfetto_check --self-test --scale 120000  # + known-bad traces must fail, + a 4.3 M event export
 
 Needs two tools that are NOT project dependencies (verification only):
 
@@ -347,12 +348,12 @@ def check_case(browser: Browser, url: str, json_path: Path, shot: Path | None, s
     return dict(slices=len(rows), lanes=len(tracks_per_lane), load_s=secs)
 
 
-def serve(vizviewer: str, path: Path) -> tuple[subprocess.Popen, str]:
+def serve(vizviewer: str, path: Path, timeout: float = 30) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     proc = subprocess.Popen([vizviewer, "--server_only", "--port", str(port), str(path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/"
-    _wait_http(url + "vizviewer_info", 30)
+    _wait_http(url + "vizviewer_info", timeout)  # vizviewer parses the whole JSON before it listens
     return proc, url
 
 
@@ -386,6 +387,43 @@ def cases(profile_path: Path, tmp: Path):
     long = long_run_profile(tmp)
     yield "long", "synthetic, step cycles x1237 (~4 s of device time): precision far from zero, tiles 0-3, 8-11", \
         long, dict(tiles=[0, 1, 2, 3, 8, 9, 10, 11])
+
+
+def check_scale(args, tmp: Path, steps: int, n_tiles: int = 40) -> bool:
+    """A big export (synthetic 2 x 1472 tiles, ``steps`` steps, ``n_tiles`` tile lanes, all steps): Perfetto
+    must load it without import errors, with every event as a depth-0 slice (counts only, not per slice)."""
+    import popvision_lite as pvl
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    prof = write_synthetic(tmp / "scale.pvl", num_ipus=2, tiles_per_ipu=1472, num_steps=steps, seed=3)
+    out = tmp / "scale.json"
+    t0 = time.time()
+    with pvl.open(prof) as p:
+        counts = export_chrome_trace(p, out, tiles=list(range(0, 2944, 2944 // n_tiles))[:n_tiles], max_events=None)
+    prof.unlink()
+    print(f"[scale] synthetic 2 IPUs, {steps:,} steps, {n_tiles} tile lanes: {counts['events']:,} events, "
+          f"{counts['bytes'] / 1e6:,.0f} MB, exported in {time.time() - t0:.1f} s")
+    server, url = serve(args.vizviewer, out, timeout=300)
+    browser = None
+    try:
+        browser = Browser(args.chromium, args.width, args.height)
+        secs = load_in_perfetto(browser, url, timeout=900)
+        print(f"    loaded in Perfetto in {secs:.1f} s")
+        bad = query(browser, "select name, value from stats where value > 0 and severity in ('error', 'data_loss')")
+        _expect(not bad, "no import errors / data losses in Perfetto's stats", f"{bad}")
+        n = query(browser, "select count(*) as n, max(depth) as d from slice")[0]
+        _expect(n["n"] == counts["events"] and n["d"] == 0, "every event is a depth-0 slice",
+                f"{n['n']:,} slices, max depth {n['d']}")
+        return True
+    except (CheckFailed, TimeoutError, RuntimeError, ConnectionError) as exc:
+        print(f"    FAILED: {exc}")
+        return False
+    finally:
+        if browser is not None:
+            browser.close()
+        server.terminate()
+        server.wait(10)
+        out.unlink(missing_ok=True)
 
 
 def write_bad_trace(path: Path, fault: str) -> None:
@@ -434,6 +472,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shots", type=Path, default=None,
                     help="folder for perfetto-<case>.png (default: a temp folder, removed at the end)")
     ap.add_argument("--self-test", action="store_true", help="also check that a known-bad trace fails the checks")
+    ap.add_argument("--scale", type=int, default=0, metavar="STEPS",
+                    help="also load a big export: synthetic 2 IPUs, STEPS steps x 40 tile lanes (120000 -> 4.3 M "
+                         "events, 0.7 GB of JSON; vizviewer holds it parsed in Python, ~8 GB RAM)")
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1100)
     args = ap.parse_args(argv)
@@ -469,6 +510,8 @@ def main(argv=None) -> int:
                 failed.append(f"self-test {fault}")
             else:
                 print("    caught, as it should be")
+    if args.scale and not check_scale(args, tmp, args.scale):
+        failed.append("scale")
     shutil.rmtree(tmp, ignore_errors=True)  # exports (and screenshots when --shots was not given)
     print("PERFETTO CHECK " + ("PASSED" if not failed else f"FAILED: {', '.join(failed)}"))
     return 0 if not failed else 1
