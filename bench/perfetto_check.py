@@ -208,7 +208,11 @@ class Browser:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-            shutil.rmtree(self.profile_dir, ignore_errors=True)
+            for _ in range(10):  # Chromium's helper processes may still write there for a moment
+                shutil.rmtree(self.profile_dir, ignore_errors=True)
+                if not os.path.exists(self.profile_dir):
+                    break
+                time.sleep(0.3)
 
 
 # SQL run inside Perfetto's trace processor (WASM) through the UI's engine
