@@ -136,3 +136,61 @@ def test_real_process_exit_code_and_stderr(tmp_path):
     assert p.returncode == 2, p.stderr
     assert "seed" in p.stderr and "Traceback" not in p.stderr
     assert p.stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize("top", ["-1", "-50", "two"])
+def test_info_top_must_be_a_count(tmp_path, capsys, top):
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    path = tmp_path / "s.pvl"
+    write_synthetic(path, tiles_per_ipu=8, num_steps=20)
+    rc, err = _run(["info", str(path), "--top", top], capsys)
+    assert rc == 2, err
+    assert "--top" in err and top in err, err
+    assert "Traceback" not in err
+
+
+def test_info_top_zero_lists_no_ops(tmp_path, capsys):
+    from popvision_lite.profile.synthetic import write_synthetic
+
+    path = tmp_path / "s.pvl"
+    write_synthetic(path, tiles_per_ipu=8, num_steps=20)
+    import json
+
+    assert main(["info", str(path), "--top", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["top_ops"] == []
+
+
+@pytest.mark.parametrize("model,args,option", [
+    ("mlp", ["--seq", "64"], "--seq"),
+    ("mlp", ["--heads", "4"], "--heads"),
+    ("conv", ["--nodes", "100"], "--nodes"),
+    ("gnn", ["--image", "8"], "--image"),
+    ("bert-tiny", ["--edges", "9"], "--edges"),
+    ("conv", ["--recompute"], "--recompute"),
+    ("gnn", ["--streaming-weights"], "--streaming-weights"),
+])
+def test_emulate_option_the_model_does_not_use(tmp_path, capsys, model, args, option):
+    out = tmp_path / "x.pvl"
+    rc, err = _run(["emulate", model, *args, "-o", str(out), *SMALL], capsys)
+    assert rc == 2, err
+    assert option in err and f"'{model}'" in err, err
+    assert "compiling" not in err and not out.exists()
+
+
+def test_emulate_config_field_the_model_does_not_use_warns(tmp_path, capsys):
+    from popvision_lite.emulator.cli import add_arguments, resolve
+
+    cfg = _config(tmp_path, 'model = "mlp"\n[model_args]\nseq = 32\nbatch = 4\n')
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    mc, *_ = resolve(ap.parse_args(["--config", str(cfg), "-o", str(tmp_path / "x.pvl")]))
+    err = capsys.readouterr().err
+    assert mc.model == "mlp" and mc.batch == 4
+    assert "warning" in err and "'seq'" in err and str(cfg) in err and "'mlp'" in err, err
+    # a field the model reads gives no warning
+    cfg2 = _config(tmp_path, 'model = "bert"\n[model_args]\nseq = 32\n')
+    resolve(ap.parse_args(["--config", str(cfg2), "-o", str(tmp_path / "x.pvl")]))
+    assert "warning" not in capsys.readouterr().err

@@ -13,7 +13,13 @@ import time
 import numpy as np
 
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, make_config
-from popvision_lite.emulator.run_config import DEVICE_ALIASES, load_run_config, normalise_device
+from popvision_lite.emulator.run_config import (
+    DEVICE_ALIASES,
+    ONLY_FOR,
+    load_run_config,
+    normalise_device,
+    unused_settings,
+)
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError
 from popvision_lite.profile.schema import STEP_KINDS
 
@@ -144,6 +150,16 @@ def resolve(args) -> tuple:
     device = args.device or (rc.device if rc else "ipu-mk2")
     timing = bool(args.timing_only) if args.timing_only is not None else bool(rc.timing_only if rc else False)
     over = dict(rc.model_args) if rc else {}
+    given = [k for k in MODEL_ARGS if getattr(args, k) is not None]
+    given += [k for k in ("recompute", "streaming_weights") if getattr(args, k)]
+    for k in unused_settings(model, given):
+        opt = "--" + k.replace("_", "-")
+        raise ConfigError(f"argument {opt}: model '{model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
+                          f"models read {opt}); leave it out")
+    if rc is not None:
+        for k in unused_settings(model, [k for k in rc.model_args if k not in given]):
+            print(f"popvision-lite emulate: warning: {args.config}: field '{k}' is ignored: model '{model}' "
+                  f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)", file=sys.stderr)
     for k in MODEL_ARGS:
         v = getattr(args, k)
         if v is not None:

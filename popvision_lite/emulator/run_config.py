@@ -36,6 +36,27 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
           "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float)}
 
 
+# Workload settings that only some model families read (from the build_* functions in
+# models/workloads.py); every other ModelConfig field is read by all of them.  ``emulate`` refuses
+# such an option on the command line for a model that ignores it (a silently ignored --seq on an
+# mlp run looked like it had taken effect) and warns about such a field in a --config file (one
+# TOML file may be shared by runs of several models).
+ONLY_FOR = {"seq": ("bert",), "heads": ("bert",), "ffn": ("bert",), "vocab": ("bert",),
+            "recompute": ("bert",), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
+            "streaming_weights": ("bert", "mlp")}
+
+
+def model_family(model: str) -> str:
+    """'bert' for the BERT presets (bert-tiny .. bert-large), else the model name itself."""
+    return "bert" if str(model).startswith("bert") else str(model)
+
+
+def unused_settings(model: str, keys) -> list[str]:
+    """The settings among ``keys`` that ``model`` does not read, in the order given."""
+    fam = model_family(model)
+    return [k for k in keys if k in ONLY_FOR and fam not in ONLY_FOR[k]]
+
+
 @dataclass
 class RunConfig:
     model: str | None = None
