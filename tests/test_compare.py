@@ -127,3 +127,30 @@ def test_liveness_curves_and_headline_strings(run_pairs):
     assert list(h.columns[:3]) == ["metric", "off", "on"]
     row = h[h["metric"] == "fits"].iloc[0]
     assert row["off"] == "yes" and row["on"] == "yes"
+
+
+def test_csv_keeps_whole_numbers_whole(tile_mismatch, tmp_path):
+    """Deltas of two integer columns are integers in the CSV ("0", not "0.0"); ratios stay float."""
+    import csv
+
+    from popvision_lite.gui.export import export_table
+
+    a, b = _open(tile_mismatch[0]), _open(tile_mismatch[1])
+    c = C.compare(a, b)
+    export_table(c.headline, tmp_path / "h.csv")
+    rows = {r["metric"]: r for r in csv.DictReader(open(tmp_path / "h.csv"))}
+    assert rows["tiles"]["delta"] == str(2432 - 1472) and rows["tiles"]["a"] == "1472"
+    assert rows["tiles over capacity"]["delta"].lstrip("-").isdigit()
+    assert rows["total cycles"]["delta"] == str(int(rows["total cycles"]["b"]) - int(rows["total cycles"]["a"]))
+    assert "." in rows["tiles"]["ratio"]  # ratio stays a float
+    assert "." in rows["time"]["delta"]  # seconds stay float
+    assert rows["device"]["delta"] == ""
+
+    export_table(C.per_ipu(a, b), tmp_path / "m.csv")
+    ipus = {r["ipu"]: r for r in csv.DictReader(open(tmp_path / "m.csv"))}
+    for f in ("total", "max_tile", "over_capacity_tiles"):
+        for col in (f"{f}_a", f"{f}_b", f"{f}_delta"):
+            v = ipus["all"][col]
+            assert v.lstrip("-").isdigit(), (col, v)
+    assert ipus["1"]["total_a"] == "" and ipus["1"]["total_delta"] == ""  # IPU 1 is only in B
+    assert int(ipus["all"]["total_delta"]) == int(ipus["all"]["total_b"]) - int(ipus["all"]["total_a"])

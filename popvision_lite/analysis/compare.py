@@ -106,11 +106,13 @@ def per_ipu(a, b, tm_a: TileMemory | None = None, tm_b: TileMemory | None = None
                        "over_capacity_tiles": mb["over_capacity_tiles"].sum()})
     rows = {"ipu": [str(i) for i in idx] + ["all"]}
     for f in ("total", "max_tile", "over_capacity_tiles"):
-        va = np.append(ma[f].to_numpy(np.float64), float(all_a[f]))
-        vb = np.append(mb[f].to_numpy(np.float64), float(all_b[f]))
+        # whole numbers stay whole (nullable Int64: a missing IPU is <NA>, an empty CSV cell), so a
+        # CSV export says 0 rather than 0.0
+        va = pd.array(np.append(ma[f].to_numpy(np.float64), float(all_a[f])), dtype="Int64")
+        vb = pd.array(np.append(mb[f].to_numpy(np.float64), float(all_b[f])), dtype="Int64")
         rows[f"{f}_a"], rows[f"{f}_b"], rows[f"{f}_delta"] = va, vb, vb - va
     out = pd.DataFrame(rows)
-    out["total_ratio"] = ratio(out["total_b"], out["total_a"])
+    out["total_ratio"] = ratio(out["total_b"].to_numpy(np.float64), out["total_a"].to_numpy(np.float64))
     return out
 
 
@@ -237,12 +239,17 @@ class Comparison:
         return comparison_markdown(self)
 
 
+def _whole(v):
+    """``v`` as an int when it is a whole number (a clock of 1.325e9 Hz), else unchanged."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
     rows = [
         ("device", "", sa.target.name, sb.target.name),
         ("IPUs", "", sa.target.num_ipus, sb.target.num_ipus),
         ("tiles", "", sa.target.num_tiles, sb.target.num_tiles),
-        ("clock", "Hz", sa.clock_hz, sb.clock_hz),
+        ("clock", "Hz", _whole(sa.clock_hz), _whole(sb.clock_hz)),
         ("fits", "", bool(sa.fits), bool(sb.fits)),
         ("total cycles", "cycles", sa.total_cycles, sb.total_cycles),
         ("time", "s", sa.total_seconds, sb.total_seconds),
@@ -263,12 +270,15 @@ def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
     for name, unit, va, vb in rows:
         numeric = isinstance(va, int | float | np.integer | np.floating) and not isinstance(va, bool | np.bool_)
         if numeric:
-            d = float(vb) - float(va)
+            whole = isinstance(va, int | np.integer) and isinstance(vb, int | np.integer)
+            d = int(vb) - int(va) if whole else float(vb) - float(va)  # counts stay integers ("0", not "0.0")
             r = float(ratio(vb, va))
         else:
             d, r = np.nan, np.nan
         out.append((name, unit, va, vb, d, r))
-    return pd.DataFrame(out, columns=["metric", "unit", "a", "b", "delta", "ratio"])
+    df = pd.DataFrame(out, columns=["metric", "unit", "a", "b", "delta", "ratio"])
+    df["delta"] = pd.Series([row[4] for row in out], dtype=object)  # ints and floats side by side
+    return df
 
 
 def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) -> list[str]:

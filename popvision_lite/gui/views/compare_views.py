@@ -441,6 +441,8 @@ class CompareLivenessPage(QWidget):
 
     def tables(self) -> dict:
         m = self.la.merge(self.lb, on="lstep", how="outer", suffixes=("_a", "_b"))
+        for c in ("max_tile_bytes_a", "total_bytes_a", "max_tile_bytes_b", "total_bytes_b"):
+            m[c] = m[c].astype("Int64")  # bytes stay whole numbers; the shorter run's missing steps are <NA>
         return {"liveness": m}
 
 
