@@ -414,3 +414,39 @@ def test_large_range_summary_turns_exact_off_thread(view, qtbot, monkeypatch):
     assert view.last_summary.imbalance == pytest.approx(cyc.max() / cyc.mean())
     assert view.last_summary.busiest.busy.tolist() == sorted(cyc, reverse=True)[:10]
     assert "being computed" not in view.info.toPlainText()
+
+
+def test_busy_colour_map_follows_the_theme(view):
+    """Dark theme: idle is near-black and busy bright (a white idle end glared on the dark background);
+    the colour bar, the waiting bars and the legend follow; back to light restores the light map."""
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QApplication
+
+    from popvision_lite.gui import theme
+
+    def lum(rgb):
+        return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+
+    def bar_colour(lo, hi):
+        return np.array(view.colorbar.colorMap().map(np.array([lo, hi]), mode="byte"))[:, :3]
+
+    light_idle, light_busy = v_lut = view.tile_img.lut[0, :3], view.tile_img.lut[254, :3]
+    assert lum(light_idle) > 200 and lum(light_busy) < 100, v_lut
+    try:
+        theme.apply_theme("dark", QApplication.instance())
+        lut = view.tile_img.lut
+        bg = lum(QColor(theme.colors()["plot_bg"]).getRgb())
+        assert lum(lut[0, :3]) < 60 and lum(lut[0, :3]) > bg  # idle: dark, but not the background
+        assert lum(lut[254, :3]) > 150  # fully busy: bright
+        assert np.all(np.diff([lum(c) for c in lut[:255, :3]]) >= -1e-9)  # brighter as busier
+        cb = bar_colour(0.0, 1.0)
+        assert np.array_equal(cb[0], lut[0, :3]) and np.array_equal(cb[1], lut[254, :3])
+        wait = view.wait_bars.opts["brush"].color()
+        assert lum(wait.getRgb()) < 100 and wait == view._legend_samples[-1].opts["brush"].color()
+    finally:
+        theme.apply_theme("light", QApplication.instance())
+    assert np.array_equal(view.tile_img.lut[0, :3], light_idle)
+    assert view.wait_bars.opts["brush"].color().name() == WAIT_COLOR_LIGHT
+
+
+WAIT_COLOR_LIGHT = "#c8c8c8"

@@ -90,9 +90,22 @@ def _kind_brushes():
     return [pg.mkBrush(KIND_COLORS[k]) for k in STEP_KINDS]
 
 
-def _busy_lut() -> np.ndarray:
-    """Grey (waiting) -> compute blue (busy) in entries 0..254; 255 = no step (transparent)."""
-    lo, hi = np.array([236, 236, 236]), np.array([24, 62, 130])
+# waiting bars at fine zoom: light grey on the light theme, dark grey on the dark one (a light grey
+# glared on the dark background)
+WAIT_COLORS = {"light": WAIT_COLOR, "dark": "#4a4a4a"}
+# busy colour map ends (idle, fully busy) per theme: light theme pale grey -> deep blue; dark theme
+# near-black (just above the plot background, so tiles with steps stay distinct from 'no step')
+# -> bright sky blue, so idle areas recede and busy ones stand out on either background
+BUSY_ENDS = {"light": ((236, 236, 236), (24, 62, 130)), "dark": ((30, 32, 38), (120, 200, 255))}
+
+
+def wait_color(name: str | None = None) -> str:
+    return WAIT_COLORS[name or theme.current()]
+
+
+def _busy_lut(name: str | None = None) -> np.ndarray:
+    """Idle -> busy colours of theme ``name`` in entries 0..254; 255 = no step (transparent)."""
+    lo, hi = (np.array(c, dtype=np.float64) for c in BUSY_ENDS[name or theme.current()])
     t = np.linspace(0, 1, 255)[:, None] ** 0.8
     rgb = (lo + (hi - lo) * t).astype(np.uint8)
     lut = np.zeros((256, 4), dtype=np.uint8)
@@ -350,7 +363,7 @@ class ExecutionView(QWidget):
         self.tile_img.setLookupTable(_busy_lut())
         self.tile_img.setLevels((0, 255))
         self.tile_plot.addItem(self.tile_img)
-        self.wait_bars = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=pg.mkBrush(WAIT_COLOR),
+        self.wait_bars = pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=pg.mkBrush(wait_color()),
                                          pen=none_pen)
         self.tile_plot.addItem(self.wait_bars)
         self.busy_bars = [pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=b, pen=none_pen)
@@ -393,7 +406,7 @@ class ExecutionView(QWidget):
         # dedicated sample items: the drawn ones are hidden at some zoom levels, and a hidden item
         # shows as "disabled" in a legend
         self._legend_samples = [pg.BarGraphItem(x0=[0], width=[1], height=[1], brush=pg.mkBrush(c), pen=none_pen)
-                                for c in [KIND_COLORS[k] for k in STEP_KINDS] + [WAIT_COLOR]]
+                                for c in [KIND_COLORS[k] for k in STEP_KINDS] + [wait_color()]]
         for it, name in zip(self._legend_samples, [KIND_LABELS[k] for k in STEP_KINDS] + ["waiting at sync"],
                             strict=True):
             self.legend.addItem(it, name)
@@ -416,6 +429,12 @@ class ExecutionView(QWidget):
         theme.restyle_plot(self.canvas)
         fg = theme.colors()["plot_fg"]
         self.imb_curve.setPen(pg.mkPen(fg, width=2))
+        lut = _busy_lut()
+        self.tile_img.setLookupTable(lut)
+        self.colorbar.setColorMap(pg.ColorMap(np.linspace(0, 1, 255), lut[:255]))
+        wait = pg.mkBrush(wait_color())
+        self.wait_bars.setOpts(brush=wait)
+        self._legend_samples[-1].setOpts(brush=wait)
 
     # ------------------------------------------------------------------ axis / ranges
     def set_time_axis(self, on: bool):
