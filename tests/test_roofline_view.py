@@ -46,10 +46,14 @@ def test_axes_ceilings_and_ridges(view):
     assert isinstance(pi, pg.PlotItem)
     assert "FLOP/byte" in pi.getAxis("bottom").labelText and "FLOP/s" in pi.getAxis("left").labelText
     texts = _texts(view)
+    legend = [lab.text for _, lab in view.legend.items]
     a = view.analysis
     for r in [a.ipu, *a.gpus]:
         for c in r.compute + r.bandwidth:
-            assert any(c.text() in t for t in texts), c.text()   # every ceiling labelled on the plot
+            # every ceiling labelled on the plot; GPU memory roofs in the GPU's legend entry
+            on_plot = any(c.text() in t for t in texts)
+            in_legend = any(r.name in t and c.text() in t for t in legend)
+            assert on_plot or (r is not a.ipu and c in r.bandwidth and in_legend), c.text()
     ridges = [it for it in pi.items if isinstance(it, pg.ScatterPlotItem) and it.data["data"].dtype == object
               and len(it.data) and str(it.data["data"][0]).startswith("ridge")]
     n_ridges = sum(len(r.ridges()) for r in [a.ipu, *a.gpus])
@@ -185,3 +189,40 @@ def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch)
         # a second identical request is served from the document cache, synchronously
         v.refresh()
         assert v.analysis is v.document.cached(v._pending_key, lambda: None)
+
+
+def test_log_ticks_all_powers_of_ten(view):
+    """Both log axes label every tick the same way (was '0.1, 1, 10¹, 10²')."""
+    from popvision_lite.gui.views.roofline_view import power_of_ten_label
+
+    assert [power_of_ten_label(v) for v in (-1, 0, 1, 2, 15)] == ["10⁻¹", "10⁰", "10¹", "10²", "10¹⁵"]
+    assert power_of_ten_label(np.log10(2000)) == "2·10³"
+    for name in ("bottom", "left"):
+        ax = view.plot.getPlotItem().getAxis(name)
+        lo, hi = ax.range
+        majors = [float(v) for v in range(int(np.ceil(lo)), int(np.floor(hi)) + 1)]
+        strings = ax.tickStrings(majors, 1.0, 1.0)
+        assert strings and all(s.startswith("10") for s in strings), strings
+
+
+def test_ceiling_labels_do_not_overlap(view, qtbot):
+    """No two ceiling labels cover each other, with every GPU shown (GPU memory-roof labels used to
+    pile up at the left edge)."""
+    for cb in view.gpu_boxes.values():
+        cb.setChecked(True)
+    qtbot.wait(50)
+    items = [it for it in view.plot.getPlotItem().items if isinstance(it, pg.TextItem) and it.isVisible()
+             and it.textItem.toPlainText() and it is not view.hover]
+    assert len(items) >= 4
+    # the text's own (rotated) outline in scene coordinates, not its axis-aligned box
+    polys = [it.textItem.mapToScene(it.textItem.boundingRect()) for it in items]
+
+    def area(poly):
+        pts = [(p.x(), p.y()) for p in poly]
+        return 0.5 * abs(sum(x0 * y1 - x1 * y0 for (x0, y0), (x1, y1) in zip(pts, pts[1:] + pts[:1], strict=True)))
+
+    for i in range(len(polys)):
+        for j in range(i + 1, len(polys)):
+            shared = area(polys[i].intersected(polys[j])) if polys[i].intersects(polys[j]) else 0.0
+            assert shared < 0.1 * min(area(polys[i]), area(polys[j])), (
+                items[i].textItem.toPlainText(), items[j].textItem.toPlainText())

@@ -46,6 +46,27 @@ LEVEL_COLORS = {"compute": "#d62728", "sram": "#1f77b4", "exchange": "#17becf", 
 DEFAULT_CHECKED = ("a100-80gb", "h100-sxm")
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten_label(log_value: float) -> str:
+    """Tick label of log10 value ``log_value``: '10⁻¹', '10⁰', '10¹⁵', or '2·10³' between decades.
+
+    pyqtgraph's log axis mixes plain numbers and powers ('0.1, 1, 10¹, 10²'); every label here has
+    the same form."""
+    e = math.floor(log_value + 1e-9)
+    m = 10 ** (log_value - e)
+    power = "10" + str(int(e)).translate(_SUPERSCRIPT)
+    return power if abs(m - 1) < 1e-6 else f"{m:.2g}·{power}"
+
+
+class PowerOfTenAxis(pg.AxisItem):
+    """Log-mode axis labelled with powers of ten only."""
+
+    def logTickStrings(self, values, scale, spacing):
+        return [power_of_ten_label(float(v) + math.log10(scale)) for v in values]
+
+
 def _fmt_time(s: float) -> str:
     if s is None or not np.isfinite(s):
         return "n/a"
@@ -195,7 +216,7 @@ class RooflineView(QWidget):
         bar.addWidget(self.import_btn)
 
         # plot
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
         pi = self.plot.getPlotItem()
         pi.setTitle("Roofline: emulated IPU ops vs GPU roofline bounds")
         pi.setLabel("bottom", "Operational intensity (FLOP/byte)")
@@ -345,6 +366,7 @@ class RooflineView(QWidget):
             ymin.append(float(np.log10(pts["achieved_flops"]).min()) - 0.5)
         ly0 = min(ymin)
         self._draw_roofline(a.ipu, IPU_COLOR, lx0, lx1, ly0, solid=True)
+        self._gpu_peaks_labelled: list[float] = []  # log10 of GPU peaks labelled above their line
         for k, g in enumerate(a.gpus):
             self._draw_roofline(g, GPU_COLORS.get(g.device_id, "#444"), lx0, lx1, ly0 + 0.3 + 0.5 * k, solid=False)
 
@@ -420,20 +442,32 @@ class RooflineView(QWidget):
         top = max(c.value for c in r.compute)
         style = Qt.SolidLine if solid else Qt.DashLine
         first = True
-        # bandwidth diagonals up to the top compute peak
-        for b in r.bandwidth:
+        # bandwidth diagonals up to the top compute peak.  The IPU's roofs are labelled on their lines
+        # (they lie decades apart); the GPUs' memory roofs lie a fraction of a decade from each other,
+        # so labels on the lines overlapped: the GPU's legend entry names them instead (highest first,
+        # the order of its dashed lines from the top)
+        gpu_name = f"{r.name} ({', '.join(b.text() for b in sorted(r.bandwidth, key=lambda b: -b.value))})"
+        above: list[float] = []  # roofs labelled above their line
+        for b in sorted(r.bandwidth, key=lambda b: -b.value):
             xr = math.log10(top / b.value)
             x = np.array([lx0, xr])
             y = np.log10(b.value) + x
             item = pg.PlotDataItem(x, y, pen=pg.mkPen(color, width=2 if solid else 1.5, style=style),
-                                   name=r.name if first else None)
+                                   name=(r.name if solid else gpu_name) if first else None)
             first = False
             pi.addItem(item)
-            # label low on its diagonal, inside the visible y range (IPU: left edge; GPUs: staggered rows)
-            lx = max(lx0 + 0.3, ly_label + 0.3 - np.log10(b.value)) if solid else ly_label - np.log10(b.value)
+            if not solid:
+                continue
+            # label low on its diagonal, from the left edge, inside the visible y range; above the line,
+            # or below it when the next higher roof is within 0.3 decades and labelled above (on a small
+            # target IPU-Exchange and IPU-Links are 696 vs 640 GB/s: the two labels overlapped)
+            higher = [v for v in above if 0 < math.log10(v / b.value) < 0.3]
+            below = bool(higher)
+            if not below:
+                above.append(b.value)
+            lx = max(lx0 + 0.3, ly_label + 0.3 - np.log10(b.value))
             lx = max(min(lx, xr - 0.8), lx0 + 0.05)
-            txt = pg.TextItem(b.text() if solid else f"{r.device_id} {b.text()}", color=color, anchor=(0, 1),
-                              angle=0, rotateAxis=(1, 1))
+            txt = pg.TextItem(b.text(), color=color, anchor=(0, 0) if below else (0, 1), angle=0, rotateAxis=(1, 1))
             txt.setPos(lx, np.log10(b.value) + lx)
             pi.addItem(txt)
         # compute ceilings, horizontal from the first ridge to the right edge
@@ -446,8 +480,13 @@ class RooflineView(QWidget):
             if solid:   # IPU labels at the right edge, GPU labels at the start of their line
                 t = pg.TextItem(label, color=color, anchor=(1, 1))
                 t.setPos(lx1 - 0.05, math.log10(c.value))
-            else:
-                t = pg.TextItem(label, color=color, anchor=(0, 1))
+            else:  # a GPU peak within 0.2 decades of another GPU's labelled one (H100 / H200 equal, A100 /
+                # V100 FP32 19.5 vs 15.7) labels below its line, not on top of the other label
+                y = math.log10(c.value)
+                below = any(abs(y - v) < 0.2 for v in self._gpu_peaks_labelled)
+                if not below:
+                    self._gpu_peaks_labelled.append(y)
+                t = pg.TextItem(label, color=color, anchor=(0, 0) if below else (0, 1))
                 t.setPos(x0 + 0.05, math.log10(c.value))
             pi.addItem(t)
         # ridge points
