@@ -32,6 +32,12 @@ def _widget_pos(view, tile):
 def test_click_on_tile_shows_its_breakdown_and_variables(qtbot, mem):
     tm = TileMemory(mem.profile)
     tile = int(np.argmax(tm.total))  # an over-capacity tile on some IPU
+    # before a pick: the table has its headers (it was a blank box) and the hint says what to do
+    assert mem.var_model.rowCount() == 0
+    heads = [mem.var_model.headerData(c, Qt.Horizontal) for c in range(mem.var_model.columnCount())]
+    assert "name" in heads and "on tile" in heads and "total" in heads
+    assert list(mem.var_model.df.columns) == list(tm.variables_on(tile).columns)
+    assert "click a tile" in mem.var_hint.text().lower()
     seen = []
     mem.document.selection.changed.connect(seen.append)
     qtbot.mouseClick(mem.heat_widget.viewport(), Qt.LeftButton, pos=_widget_pos(mem, tile))
@@ -43,6 +49,7 @@ def test_click_on_tile_shows_its_breakdown_and_variables(qtbot, mem):
     df = mem.var_model.df
     assert mem.var_model.rowCount() == len(expect) > 0
     assert df.set_index("var_id")["bytes_on_tile"].sort_index().to_dict() == expect.sort_index().to_dict()
+    assert f"tile {tile}: {len(expect):,}" in mem.var_hint.text()
     # stacked bars: one item per non-empty category, widths = that tile's bytes (KiB)
     arr = mem.profile.memory.array()[tile]
     cats = [c for i, c in enumerate(schema.MEMORY_CATEGORIES) if arr[i].any()]

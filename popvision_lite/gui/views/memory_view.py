@@ -9,6 +9,7 @@ with one RGBA overlay image.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -47,6 +48,12 @@ LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
 
 VIRIDIS = pg.colormap.get("viridis")
 OVER_RAMP = ("#e8001c", "#ff00ff")  # colours above tile capacity: red -> magenta
+
+
+# columns of TileMemory.variables_on, shown as headers before any tile is picked
+VARIABLE_COLUMNS = ("name", "kind", "dtype", "shape", "bytes_on_tile", "bytes", "always_live", "first_lstep",
+                    "last_lstep", "var_id")
+VAR_HINT = "Click a tile in the map or the bar chart to list the variables stored on it."
 
 
 def capacity_colormap(frac: float) -> pg.ColorMap:
@@ -212,9 +219,14 @@ class MemoryView(QWidget):
                                                  "always_live": "always live", "first_lstep": "first lstep",
                                                  "last_lstep": "last lstep", "var_id": "var"},
                                         byte_columns=("bytes_on_tile", "bytes"))
+        # headers from the start (the table was a blank box until a tile was picked) + a hint above it
+        self.var_model.set_frame(pd.DataFrame(columns=list(VARIABLE_COLUMNS)))
         self.var_table = make_table_view(self.var_model, "Variables with bytes on the selected tile; "
                                          "click a header to sort, click a row to see all tiles it lives on")
         self.var_table.clicked.connect(self._var_clicked)
+        self.var_hint = QLabel(VAR_HINT)
+        self.var_hint.setObjectName("var_hint")
+        self.var_hint.setWordWrap(True)
 
         right = QSplitter(Qt.Vertical)
         box = QWidget()
@@ -223,7 +235,12 @@ class MemoryView(QWidget):
         bl.addWidget(self.tile_title)
         bl.addWidget(self.breakdown_plot)
         right.addWidget(box)
-        right.addWidget(self.var_table)
+        var_box = QWidget()
+        vl = QVBoxLayout(var_box)
+        vl.setContentsMargins(0, 0, 0, 0)
+        vl.addWidget(self.var_hint)
+        vl.addWidget(self.var_table)
+        right.addWidget(var_box)
         right.setSizes([330, 400])
         left = QSplitter(Qt.Vertical)
         left.addWidget(self.heat_widget)
@@ -487,6 +504,9 @@ class MemoryView(QWidget):
         self.tile_title.setText(f"<b>{self.describe_tile(tile)}</b>")
         self._draw_breakdown(tile)
         self.var_model.set_frame(self.tm.variables_on(tile))
+        n = self.var_model.rowCount()
+        self.var_hint.setText(f"Variables on tile {tile}: {n:,} (largest first; click a row to see every tile "
+                              f"it lives on)" if n else f"No variables on tile {tile}.")
         self.var_table.resizeColumnsToContents()
         self.var_table.setColumnWidth(0, min(self.var_table.columnWidth(0), 280))
         self._draw_tile_mark()
