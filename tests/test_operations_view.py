@@ -151,3 +151,40 @@ def test_focusing_the_table_does_not_select_an_op(view, doc):
     QApplication.sendEvent(view.table, QFocusEvent(QEvent.FocusIn, Qt.TabFocusReason))
     assert view.table.currentIndex().isValid()
     assert doc.selection.state == before
+
+
+def test_key_columns_fit_in_1400_px(qtbot):
+    """At 1400 px the numeric columns (tiles included; it used to be cut off) are in view; long op names
+    elide in the middle and keep the whole name in their tooltip."""
+    from pathlib import Path
+
+    from popvision_lite.gui.views.operations_view import NAME_WIDTH, OperationsView
+
+    sample = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    d = Document(pvl.open(sample))
+    try:
+        v = OperationsView(d)
+        qtbot.addWidget(v)
+        v.resize(1400, 700)
+        v.show()
+        qtbot.waitExposed(v)
+        hdr = v.table.horizontalHeader()
+        visible = v.table.viewport().width()
+        for key in ("name", "type", "cycles", "pct_run", "tiles_used", "compute_cycles", "exchange_cycles",
+                    "sync_cycles", "flops", "bytes_sram", "bytes_exchange"):
+            c = _col(v, key)
+            assert hdr.sectionViewportPosition(c) + hdr.sectionSize(c) <= visible, key
+        assert hdr.sectionSize(_col(v, "name")) <= NAME_WIDTH
+        assert hdr.visualIndex(_col(v, "tiles_used")) == hdr.visualIndex(_col(v, "pct_run")) + 1
+        assert v.table.textElideMode() == Qt.ElideMiddle
+        # numbers are never elided: each numeric column is as wide as its widest value
+        fm = v.table.fontMetrics()
+        for key in ("cycles", "tiles_used", "flops", "bytes_sram"):
+            c = _col(v, key)
+            assert hdr.sectionSize(c) >= fm.horizontalAdvance(v.model.widest(c)) + 8, key
+        longest = max(v.model._display[0], key=len)
+        row = v.model._display[0].index(longest)
+        idx = v.model.index(v.model.perm.index(row), 0)
+        assert v.model.data(idx, Qt.ToolTipRole) == longest
+    finally:
+        d.close()

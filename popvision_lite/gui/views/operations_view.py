@@ -187,6 +187,9 @@ class OpsFilterProxy(QSortFilterProxyModel):
         return True if self._mask is None else bool(self._mask[self.sourceModel().perm[row]])
 
 
+NAME_WIDTH = 280  # px at most for the op-name column (names elide in the middle)
+
+
 class OperationsView(QWidget):
     """Registered as ``operations``; constructed as ``OperationsView(document)``."""
 
@@ -225,10 +228,19 @@ class OperationsView(QWidget):
         # widths from the widest string of each column (resizeColumnToContents would measure every row)
         hdr = self.table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.Interactive)
+        # (the table was over 1400 px wide with the tiles column cut off): long op names elide in the
+        # middle (the tooltip has the whole name), numbers get their widest value plus a little, and
+        # 'tiles' sits next to '% of run', so the key numbers fit at 1400 px; scroll for the rest
+        self.table.setTextElideMode(Qt.ElideMiddle)
         fm = self.table.fontMetrics()
-        for c in range(len(self.model.keys)):
-            w = max(fm.horizontalAdvance(self.model.widest(c)), fm.horizontalAdvance(self.model.headers[c]) + 14)
-            hdr.resizeSection(c, min(w + 16, 360))
+        for c, key in enumerate(self.model.keys):
+            content = fm.horizontalAdvance(self.model.widest(c)) + 12
+            head = fm.horizontalAdvance(self.model.headers[c]) + 24  # room for the sort arrow
+            cap = NAME_WIDTH if key == "name" else 150 if key in TEXT_COLUMNS else 160
+            hdr.resizeSection(c, min(max(content, head), cap))
+        keys = self.model.keys
+        if "tiles_used" in keys and "pct_run" in keys:
+            hdr.moveSection(hdr.visualIndex(keys.index("tiles_used")), hdr.visualIndex(keys.index("pct_run")) + 1)
         hdr.setStretchLastSection(True)
 
         self.status = QLabel(self)
