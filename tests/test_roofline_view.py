@@ -211,11 +211,39 @@ def test_ceiling_labels_do_not_overlap(view, qtbot):
     for cb in view.gpu_boxes.values():
         cb.setChecked(True)
     qtbot.wait(50)
+    _assert_no_label_overlap(view)
+
+
+def test_ceiling_labels_do_not_overlap_4_ipus_at_1024_px(qtbot):
+    """The 4-IPU sample (IPU FP16 1000 TFLOP/s next to the H100's 989) in a 1024-px-wide window."""
+    from pathlib import Path
+
+    import popvision_lite as pvl
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.roofline_view import RooflineView
+
+    prof = pvl.open(Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl")
+    try:
+        v = RooflineView(Document(prof))
+        qtbot.addWidget(v)
+        v.resize(1010, 640)
+        v.show()
+        qtbot.waitUntil(lambda: v.analysis is not None, timeout=20000)
+        qtbot.wait(50)
+        _assert_no_label_overlap(v)
+    finally:
+        prof.close()
+
+
+def _assert_no_label_overlap(view):
     items = [it for it in view.plot.getPlotItem().items if isinstance(it, pg.TextItem) and it.isVisible()
              and it.textItem.toPlainText() and it is not view.hover]
     assert len(items) >= 4
-    # the text's own (rotated) outline in scene coordinates, not its axis-aligned box
-    polys = [it.textItem.mapToScene(it.textItem.boundingRect()) for it in items]
+    # the text's own (rotated) outline in scene coordinates, not its axis-aligned box, less the text
+    # document's blank 4-px margin
+    margin = items[0].textItem.document().documentMargin()
+    polys = [it.textItem.mapToScene(it.textItem.boundingRect().adjusted(margin, margin, -margin, -margin))
+             for it in items]
 
     def area(poly):
         pts = [(p.x(), p.y()) for p in poly]

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -110,7 +111,14 @@ class MemoryView(QWidget):
                                  "With 'Total' or '%' colouring, tiles over capacity are also coloured "
                                  "red to magenta (top of the colour bar)")
         self.hover_label = QLabel("Hover a tile for its memory; click it for details")
-        self.hover_label.setMinimumWidth(360)
+        # wraps instead of holding 360 px: with the combo boxes the view needed 1109 px and the window
+        # could not fit a 1024-px screen
+        self.hover_label.setWordWrap(True)
+        self.hover_label.setMinimumWidth(160)
+        self.hover_label.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Preferred)
+        self.measure_box.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.measure_box.setMinimumContentsLength(16)
+        self.measure_box.view().setMinimumWidth(self.measure_box.view().sizeHintForColumn(0) + 24)
         top = QHBoxLayout()
         top.addWidget(QLabel("Colour:"))
         top.addWidget(self.measure_box)
@@ -196,6 +204,7 @@ class MemoryView(QWidget):
 
         # ---- one tile: breakdown + variables
         self.tile_title = QLabel("<b>No tile selected</b> — click a tile on the map or the bar plot")
+        self.tile_title.setWordWrap(True)
         self.breakdown_plot = pg.GraphicsLayoutWidget()
         kp = self.breakdown_kp = self.breakdown_plot.addPlot(row=0, col=0)
         kp.setTitle("Tile memory by category")

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QThreadPool
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPointF, Qt, QThreadPool
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -65,6 +65,21 @@ class PowerOfTenAxis(pg.AxisItem):
 
     def logTickStrings(self, values, scale, spacing):
         return [power_of_ten_label(float(v) + math.log10(scale)) for v in values]
+
+
+def _scene_outline(item: pg.TextItem):
+    """The text's own (possibly rotated) outline in scene coordinates, without the text document's
+    4-px margin (two labels whose margins touch do not cover each other)."""
+    return item.textItem.mapToScene(item.textItem.boundingRect().adjusted(3, 3, -3, -3))
+
+
+def _overlap_area(a, b) -> float:
+    if not a.boundingRect().intersects(b.boundingRect()) or not a.intersects(b):
+        return 0.0
+    pts = [(p.x(), p.y()) for p in a.intersected(b)]
+    if len(pts) < 3:
+        return 0.0
+    return 0.5 * abs(sum(x0 * y1 - x1 * y0 for (x0, y0), (x1, y1) in zip(pts, pts[1:] + pts[:1], strict=True)))
 
 
 def _fmt_time(s: float) -> str:
@@ -191,7 +206,11 @@ class RooflineView(QWidget):
         bar.addWidget(QLabel("Compare with:"))
         self.gpu_boxes: dict[str, QCheckBox] = {}
         for gid in self._gpu_ids:
-            cb = QCheckBox(devices.load_device(gid).name.replace("NVIDIA ", ""))
+            # short name on the box (A100 ...), the full one in its tooltip: with full names the toolbar
+            # alone needed over 1024 px
+            full = devices.load_device(gid).name
+            cb = QCheckBox(full.replace("NVIDIA ", "").split()[0])
+            cb.setToolTip(f"Draw the {full} roofline and the roofline bounds of the same ops on it")
             cb.setChecked(gid in DEFAULT_CHECKED)
             cb.toggled.connect(self.refresh)
             self.gpu_boxes[gid] = cb
@@ -225,6 +244,7 @@ class RooflineView(QWidget):
             pi.getAxis(ax).setLogMode(True)
             pi.getAxis(ax).enableAutoSIPrefix(False)
         pi.showGrid(x=True, y=True, alpha=0.15)
+        pi.getViewBox().sigResized.connect(self._place_gpu_peak_labels)  # labels keep their pixel size
         self.legend = pi.addLegend(offset=(-10, -10))
         self.hover = pg.TextItem("", anchor=(0, 1), fill=pg.mkBrush(255, 255, 255, 230), color="#000")
         self.hover.setZValue(100)
@@ -366,7 +386,7 @@ class RooflineView(QWidget):
             ymin.append(float(np.log10(pts["achieved_flops"]).min()) - 0.5)
         ly0 = min(ymin)
         self._draw_roofline(a.ipu, IPU_COLOR, lx0, lx1, ly0, solid=True)
-        self._gpu_peaks_labelled: list[float] = []  # log10 of GPU peaks labelled above their line
+        self._gpu_peak_labels: list[tuple[float, float, pg.TextItem]] = []  # (log10 peak, x, label)
         for k, g in enumerate(a.gpus):
             self._draw_roofline(g, GPU_COLORS.get(g.device_id, "#444"), lx0, lx1, ly0 + 0.3 + 0.5 * k, solid=False)
 
@@ -422,6 +442,7 @@ class RooflineView(QWidget):
 
         pi.setXRange(lx0, lx1, padding=0)
         pi.setYRange(ly0, ly1, padding=0)
+        self._place_gpu_peak_labels()
         self._highlight()
 
         # notes + summary
@@ -480,14 +501,10 @@ class RooflineView(QWidget):
             if solid:   # IPU labels at the right edge, GPU labels at the start of their line
                 t = pg.TextItem(label, color=color, anchor=(1, 1))
                 t.setPos(lx1 - 0.05, math.log10(c.value))
-            else:  # a GPU peak within 0.2 decades of another GPU's labelled one (H100 / H200 equal, A100 /
-                # V100 FP32 19.5 vs 15.7) labels below its line, not on top of the other label
-                y = math.log10(c.value)
-                below = any(abs(y - v) < 0.2 for v in self._gpu_peaks_labelled)
-                if not below:
-                    self._gpu_peaks_labelled.append(y)
-                t = pg.TextItem(label, color=color, anchor=(0, 0) if below else (0, 1))
+            else:  # above or below the line: decided once every GPU is drawn (_place_gpu_peak_labels)
+                t = pg.TextItem(label, color=color, anchor=(0, 1))
                 t.setPos(x0 + 0.05, math.log10(c.value))
+                self._gpu_peak_labels.append((math.log10(c.value), x0 + 0.05, t))
             pi.addItem(t)
         # ridge points
         rx = [math.log10(x) for _, _, x, _ in r.ridges()]
@@ -497,6 +514,58 @@ class RooflineView(QWidget):
                                    data=tips, hoverable=True, tip=lambda x, y, data: data)
         pi.addItem(ridge)
         self._scatter.setdefault("ridges", ridge)
+
+    def _place_gpu_peak_labels(self, *_) -> None:
+        """Put each GPU peak label (highest first) where it covers no label placed before it: above its
+        line at its ridge, else further right along the line past the labels in the way, else the same
+        below the line.  Done in pixels, after layout and again on resize (text keeps its pixel size
+        while the axes scale).  (H100 / H200 both 989 TFLOP/s, A100 / V100 FP32 19.5 vs 15.7 and
+        4 IPUs' 1000 vs the H100's 989 wrote one label over another.)"""
+        labels = getattr(self, "_gpu_peak_labels", [])
+        pi = self.plot.getPlotItem()
+        vb = pi.getViewBox()
+        if not labels or vb.width() < 50 or vb.height() < 50:
+            return
+        vb.updateMatrix()  # a range set just now reaches the view's transform only at the next paint
+        mine = {id(t) for _, _, t in labels}
+        fixed = [it for it in pi.items
+                 if isinstance(it, pg.TextItem) and it is not self.hover and id(it) not in mine and it.isVisible()]
+        for it in fixed:  # their transforms follow the view only when painted: bring them up to date
+            it.updateTransform(force=True)
+        placed = [_scene_outline(it) for it in fixed]
+        x_max = self._xr[1] if hasattr(self, "_xr") else float("inf")
+        view_box = vb.sceneBoundingRect()
+
+        def put(t, anchor, x, y):
+            t.setAnchor(anchor)
+            t.setPos(x, y)
+            t.updateTransform(force=True)
+            return _scene_outline(t)
+
+        for y, x0, t in sorted(labels, key=lambda r: -r[0]):
+            tried = []  # (overlap px², anchor, x)
+            # from the ridge (above, then below the line), moving right past labels in the way; then
+            # right-aligned at the right edge (a long label may not fit after a far-right ridge)
+            for anchor, start in (((0, 1), x0), ((0, 0), x0), ((1, 1), x_max - 0.05), ((1, 0), x_max - 0.05)):
+                x = start
+                for _ in range(6 if anchor[0] == 0 else 1):
+                    poly = put(t, anchor, x, y)
+                    box = poly.boundingRect()
+                    if box.right() > view_box.right() + 1 or box.left() < view_box.left() - 1:  # off the plot
+                        tried.append((float("inf"), anchor, x))
+                        break
+                    areas = [_overlap_area(p, poly) for p in placed]
+                    tried.append((sum(areas), anchor, x))
+                    block = [p for p, a in zip(placed, areas, strict=True) if a > 4.0]
+                    if not block:
+                        break
+                    right = max(p.boundingRect().right() for p in block)
+                    x = max(x, vb.mapSceneToView(QPointF(right + 6, 0)).x())
+                if tried[-1][0] <= 4.0 * len(placed) and tried[-1][0] < float("inf") \
+                        and not any(_overlap_area(p, poly) > 4.0 for p in placed):
+                    break
+            _, anchor, x = min(tried, key=lambda r: r[0])  # a free place, else the least covered one
+            placed.append(put(t, anchor, x, y))
 
     def _add_scatter(self, key, x, y, ids, size, symbol, brush, pen, name):
         sp = pg.ScatterPlotItem(x=np.asarray(x, dtype=float), y=np.asarray(y, dtype=float), data=np.asarray(ids),
