@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,53 @@ def test_new_emulation_and_rerun_open_compare_mode(qtbot, window, tmp_path, monk
     assert c.metric("time")["b"] < c.metric("time")["a"]
     assert (tmp_path / "mlp_device-ipu-bow.pvl").exists()
     cw.close()
+
+
+@pytest.fixture
+def samples(tmp_path, monkeypatch):
+    """A bundled-samples folder (via $POPVISION_LITE_SAMPLES) holding one sample."""
+    from popvision_lite.gui.start_page import SAMPLES_ENV
+
+    d = tmp_path / "bundled"
+    d.mkdir()
+    (d / "mlp_mk2.pvl").write_bytes(b"sample bytes")
+    monkeypatch.setenv(SAMPLES_ENV, str(d))
+    return d
+
+
+def test_outputs_never_default_to_or_overwrite_the_samples_folder(samples, tmp_path):
+    from popvision_lite.gui import whatif
+
+    assert whatif.default_output_folder(str(tmp_path)) == tmp_path  # an ordinary last folder is kept
+    for last in (str(samples), None, str(tmp_path / "gone")):
+        folder = whatif.default_output_folder(last)
+        assert folder.is_dir() and folder.resolve() != samples.resolve(), last
+    assert whatif.free_path(samples, "mlp_mk2").name == "mlp_mk2_2.pvl"
+    # a re-run of a sample is written elsewhere
+    rp = whatif.rerun_path(samples / "mlp_mk2.pvl", "device", "ipu-bow")
+    assert rp.parent.resolve() != samples.resolve() and rp.name.startswith("mlp_mk2_device-ipu-bow")
+    # and nothing writes into the samples folder, even when asked to
+    task, _seen, _sig = _task()
+    for target in (samples / "mlp_mk2.pvl", samples / "new.pvl"):
+        with pytest.raises(ConfigError, match="bundled samples"):
+            whatif.run_emulation(task, TINY, target, [sys.executable, "-c", "raise SystemExit(9)"])
+    assert (samples / "mlp_mk2.pvl").read_bytes() == b"sample bytes"
+    assert sorted(p.name for p in samples.iterdir()) == ["mlp_mk2.pvl"]
+
+
+def test_new_emulation_dialog_default_is_not_the_samples_folder(qtbot, window, samples, monkeypatch):
+    from PySide6.QtWidgets import QDialog
+
+    from popvision_lite.gui import whatif
+
+    shown = []
+
+    def fake_exec(dlg):
+        shown.append(dlg.output())
+        return QDialog.Rejected
+
+    monkeypatch.setattr(whatif.EmulationDialog, "exec", fake_exec)
+    window.settings.setValue("last_dir", str(samples))  # last file opened was a bundled sample
+    assert whatif.new_emulation_dialog(window) is None
+    out = Path(shown[0])
+    assert out.suffix == ".pvl" and out.parent.resolve() != samples.resolve() and not out.exists()

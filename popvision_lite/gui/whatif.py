@@ -114,6 +114,7 @@ def run_emulation(task, settings: dict, out, argv: list[str] | None = None) -> d
     out = Path(out)
     if out.exists() and out.is_dir():
         raise ConfigError(f"{out}: is a folder; give a .pvl file name")
+    check_not_a_sample(out)
     if not out.parent.is_dir():
         raise ConfigError(f"{out}: folder '{out.parent}' does not exist")
     with tempfile.TemporaryDirectory(prefix="pvl-whatif-") as tmp:
@@ -316,11 +317,58 @@ class RerunDialog(QDialog):
         return change_setting(self.base, self.name.currentText(), self.value.text())
 
 
+def _in_samples_folder(path) -> bool:
+    """True when ``path`` is (in) one of the bundled sample folders."""
+    from popvision_lite.gui.start_page import sample_dirs
+
+    try:
+        p = Path(path).resolve()
+    except OSError:
+        return False
+    return any(p == d or d in p.parents for d in sample_dirs())
+
+
+def default_output_folder(last_dir=None) -> Path:
+    """Where a new profile goes by default: ``last_dir`` when it is a writable folder that is not the
+    bundled samples folder, else the user's documents folder, home, or the temp folder (a new-emulation
+    dialog opened after a sample defaulted to sample_profiles/, next to the bundled files)."""
+    from PySide6.QtCore import QStandardPaths
+
+    cands = [last_dir] if last_dir else []
+    cands += [QStandardPaths.writableLocation(QStandardPaths.DocumentsLocation), str(Path.home()),
+              tempfile.gettempdir()]
+    for c in cands:
+        if not c:
+            continue
+        d = Path(str(c))
+        if d.is_dir() and os.access(d, os.W_OK) and not _in_samples_folder(d):
+            return d
+    return Path(tempfile.gettempdir())
+
+
+def free_path(folder, stem: str) -> Path:
+    """``folder/stem.pvl``, or ``stem_2.pvl``, ``stem_3.pvl`` ... : a name no file has yet."""
+    p = Path(folder) / f"{stem}.pvl"
+    i = 2
+    while p.exists():
+        p = Path(folder) / f"{stem}_{i}.pvl"
+        i += 1
+    return p
+
+
+def check_not_a_sample(out) -> None:
+    """ConfigError when ``out`` is a file in the bundled samples folder (never overwrite one)."""
+    if _in_samples_folder(out):
+        raise ConfigError(f"{out}: is in the bundled samples folder; choose another folder for new profiles")
+
+
 def rerun_path(original, name: str, value) -> Path:
     original = Path(original)
     v = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
     stem = f"{original.stem}_{name}-{v}"
     folder = original.parent if os.access(original.parent, os.W_OK) else Path(tempfile.gettempdir())
+    if _in_samples_folder(folder):  # a re-run of a bundled sample does not go next to the samples
+        folder = default_output_folder()
     p = folder / f"{stem}.pvl"
     i = 2
     while p.exists():
@@ -381,12 +429,17 @@ def open_against(mw, doc_a, path_b, on_done=None):
 
 
 def new_emulation_dialog(mw):
-    dlg = EmulationDialog(out=str(Path(str(mw.settings.value("last_dir", tempfile.gettempdir()))) / "run.pvl"),
-                          parent=mw)
+    folder = default_output_folder(mw.settings.value("last_dir", None))
+    dlg = EmulationDialog(out=str(free_path(folder, "run")), parent=mw)
     if dlg.exec() != QDialog.Accepted:
         return None
     if not dlg.output():
         QMessageBox.critical(mw, "New emulation", "Give a profile file name.")
+        return None
+    try:
+        check_not_a_sample(dlg.output())
+    except ConfigError as e:
+        QMessageBox.critical(mw, "New emulation", str(e))
         return None
     return start_emulation(mw, dlg.settings(), dlg.output())
 
