@@ -28,6 +28,18 @@ def publish_mode(fd: int) -> None:
             os.fchmod(fd, 0o666 & ~_UMASK)
 
 
+def check_destination(path, example: str = "") -> tuple[Path, Path]:
+    """(path, folder) for a file about to be written; ProfileError naming ``path`` when it is a
+    directory or its folder does not exist.  ``example`` is a file name to suggest."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ProfileError(path, "is a directory; give a file name" + (f" such as {example}" if example else ""))
+    if not folder.is_dir():
+        raise ProfileError(path, f"folder '{folder}' does not exist")
+    return path, folder
+
+
 @contextlib.contextmanager
 def atomic_file(path, mode: str = "w", newline: str | None = None):
     """Yield a file handle (text mode "w" or binary "wb"); on success the file appears at ``path``
@@ -36,12 +48,7 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
     Errors (missing folder, permission, disk full) raise ProfileError naming ``path``;
     on any error the temporary file is removed and ``path`` is left untouched.
     """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise ProfileError(path, "is a directory; give a file name")
-    if not folder.is_dir():
-        raise ProfileError(path, f"folder '{folder}' does not exist")
+    path, folder = check_destination(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as e:

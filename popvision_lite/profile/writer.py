@@ -31,7 +31,7 @@ import pandas as pd
 
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import schema
-from popvision_lite.profile._atomic import publish_mode
+from popvision_lite.profile._atomic import check_destination, publish_mode
 
 FORMAT_MINOR = 0
 
@@ -254,12 +254,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     """
     import h5py
 
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise ProfileError(path, "is a directory; give a file name such as run.pvl")
-    if not folder.is_dir():
-        raise ProfileError(path, f"folder '{folder}' does not exist")
+    path, folder = check_destination(path, example="run.pvl")
     bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
     if bad:
         raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
