@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QGraphicsView
 
 THEMES = {
     "light": {
@@ -97,6 +97,18 @@ def restyle_plot(widget) -> None:
                                      else QColor(c["plot_bg"]).lighter(130)))
 
 
+def _shown_plots(app: QApplication):
+    """Plot widgets inside visible top-level windows (hidden tabs included).
+
+    Not ``app.allWidgets()``: that wraps every widget alive, also closed windows still being torn
+    down, and crashed once in a long pytest-qt session.  Closed windows need no restyle."""
+    for top in app.topLevelWidgets():
+        if top.isVisible():
+            for w in top.findChildren(QGraphicsView):
+                if isinstance(w, pg.GraphicsView):
+                    yield w
+
+
 def apply_theme(name: str, app: QApplication | None = None) -> None:
     """Switch the whole app (widgets and every plot) to theme ``name`` ("light" or "dark")."""
     global _current
@@ -108,7 +120,6 @@ def apply_theme(name: str, app: QApplication | None = None) -> None:
     if app is not None:
         app.setStyle("Fusion")
         app.setPalette(_palette(colors()))
-        for w in app.allWidgets():
-            if isinstance(w, pg.GraphicsView):
-                restyle_plot(w)
+        for w in _shown_plots(app):
+            restyle_plot(w)
     notifier.changed.emit(name)
