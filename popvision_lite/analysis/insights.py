@@ -18,6 +18,7 @@ import pandas as pd
 
 from popvision_lite.analysis.program_tree import run_cycles
 from popvision_lite.profile.schema import STEP_KIND_CODE
+from popvision_lite.units import format_seconds
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -58,14 +59,6 @@ def _bullets(lines, first: bool = True) -> str:
     """Lines as a bulleted list in plain text (views render each line on its own)."""
     body = "\n".join(f"\u2022 {line}" for line in lines)
     return ("\n" + body) if first else body
-
-
-def _fmt_seconds(t: float) -> str:
-    if t >= 1:
-        return f"{t:.3g} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3g} ms"
-    return f"{t * 1e6:.3g} us"
 
 
 def _pct(x: float) -> str:
@@ -399,7 +392,7 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
                 clk = float(target.clock_hz)
                 text += (f"Keeping {what} in streaming memory frees {fmt_bytes(moved)} of SRAM but moves it over "
                          f"DDR at {bw_ipu / 1e9:.1f} GB/s per IPU (device spec {spec.id}) x {n_ipu}: "
-                         f"{_fmt_seconds(secs)} (~{secs * clk:,.0f} cycles) per pass each way.")
+                         f"{format_seconds(secs)} (~{secs * clk:,.0f} cycles) per pass each way.")
                 nums2.update(ddr_bytes_per_s=bw, stream_bytes=moved, stream_seconds=secs)
             else:
                 text += ("Streaming memory for weights / optimiser state would free that SRAM; the device spec "
