@@ -70,12 +70,24 @@ EMULATOR_KEYS = {
     "stream_copy_latency_cycles": ("int", True, False),
 }
 _PRICE = {"usd_per_hour": ("float", True, True)}
+# [estimator] (GPU only, optional): achievable fractions and overheads for analysis/gpu_estimate.py.
+# (type, required for ipu, required for gpu): the table is optional, its keys are optional too;
+# gpu_estimate says which defaults it fell back to.
+GPU_ESTIMATOR_KEYS = {
+    "gemm_fraction": ("float", False, False),
+    "gemm_tile_elements": ("int", False, False),
+    "hbm_fraction": ("float", False, False),
+    "launch_overhead_s": ("float", False, False),
+    "nvlink_bytes_per_s": ("float", False, False),
+    "allreduce_bus_bytes_per_s": ("float", False, False),
+}
 _FLOORPLAN = {
     "columns": ("int", True, False),
     "tiles_per_column": ("int", True, False),
 }
 _FLOORPLAN_STR = {"order": ("column-major", "row-major"), "basis_note": None}
-_TOP = {"schema_version", "id", "name", "kind", "notes", "compute", "memory", "emulator", "price", "floorplan"}
+_TOP = {"schema_version", "id", "name", "kind", "notes", "compute", "memory", "emulator", "price", "floorplan",
+        "estimator"}
 _QUANTITY_KEYS = {"value", "unit", "basis", "source", "note"}
 
 
@@ -385,6 +397,10 @@ def _parse(path: Path, expected_id: str | None) -> DeviceSpec:
         for k in ("emulator", "floorplan"):
             if k in data:
                 raise _err(path, k, "only IPU specs have this table")
+        if "estimator" in data:
+            _table(path, "estimator", data["estimator"], GPU_ESTIMATOR_KEYS, kind, q)
+    if kind == "ipu" and "estimator" in data:
+        raise _err(path, "estimator", "only GPU specs have this table")
     if "price" in data:
         _table(path, "price", data["price"], _PRICE, kind, q)
 

@@ -1,0 +1,314 @@
+"""Estimated time of a workload's ops on a GPU (pure: pandas/numpy, no Qt).
+
+Unlike the roofline *bound* (``roofline.py``: max(FLOPs / peak, bytes / HBM), an upper bound on speed that no
+GPU reaches), this is an *estimate* built from published measurements; every constant is read from the GPU's
+device TOML (``[estimator]`` table, each with its source) and the model is:
+
+* **per kernel** (one kernel per op, as a framework launches one per operator):
+  ``t = max(FLOPs / (peak(precision) x fraction(op class, shape)), bytes / (HBM x hbm_fraction)) + launch``.
+  - GEMM-class ops (matmul, conv): ``fraction = gemm_fraction x occupancy``; ``gemm_fraction`` is the best
+    measured matmul throughput over peak (MAMF); ``occupancy = min(1, output tiles / SMs)`` is NVIDIA's tile
+    argument (a GEMM with fewer ``gemm_tile_elements`` output tiles than SMs leaves SMs idle).  The output
+    size comes from the op's ``m, n, k, batch`` columns when it has them (imported traces), else from an
+    equivalent shape solved from FLOPs and compulsory bytes (square output, ``2 MNK = FLOPs``,
+    ``MK + KN + MN = elements``; the larger root, i.e. the optimistic one, as cuBLAS splits K for tall-skinny
+    outputs).
+  - Other ops (elementwise, reductions, norms, optimizer updates, gathers) run on the plain FP32 peak with no
+    fraction applied to the arithmetic; they are almost always bound by their bytes.
+  - FP16 ops use the dense tensor-core FP16 peak, everything else the plain FP32 peak (as the roofline).
+* **training step on N GPUs (data parallel)**: every GPU runs the forward/backward op list for its share of the
+  samples, then the gradient ring all-reduce, ``2 (N-1)/N x gradient bytes / bus bandwidth`` (the all-reduce bus
+  bandwidth measured by nccl-tests, which is exactly the bandwidth this formula needs), then the optimizer
+  update once.  No overlap of all-reduce and backward is assumed (conservative; stated in the notes).
+* **memory fit**: weights + gradients + optimizer state (bytes per parameter by optimizer, mixed precision as in
+  ZeRO, Rajbhandari et al. 2020: Adam 2 + 2 + 12 = 16 B) + activations at the batch, against HBM capacity.
+
+The roofline bound of the same ops is returned beside the estimate (``bound_time_s``), never instead of it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite import devices
+from popvision_lite.devices import DeviceSpec
+from popvision_lite.errors import ConfigError
+
+GEMM_TYPES = ("matmul", "conv", "convolution", "linear", "mm", "bmm", "addmm", "baddbmm", "gemm", "attention")
+OPTIMIZER_TYPES = ("sgd_update", "momentum_update", "adam_update", "lamb_update", "optimizer")
+BYTES_PER_ELEMENT = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8": 1}
+
+# Mixed-precision bytes per parameter held on the GPU: weights, gradients, optimizer state (fp32 master
+# weights + moments).  ZeRO (Rajbhandari et al., SC 2020, sec. 3.1): mixed-precision Adam keeps 2 + 2 + 12 B.
+STATE_BYTES_PER_PARAM = {"sgd": 4, "momentum": 12, "adam": 16, "lamb": 16}
+# Bytes one optimizer update moves per parameter (derived: reads and writes of the tensors above).
+# sgd: read w, g (fp16), write w = 6.  momentum: read w32 g m, write w32 m w16 = 4+2+4 +4+4+2 = 20.
+# adam: read w32 g m v, write w32 m v w16 = 4+2+4+4 +4+4+4+2 = 28.  lamb: adam + a second pass that
+# re-reads the update and the fp32 weights for the per-layer trust ratio (+4+4) = 36.
+UPDATE_BYTES_PER_PARAM = {"sgd": 6, "momentum": 20, "adam": 28, "lamb": 36}
+
+# defaults when a GPU spec has no [estimator] value (each use is reported as an assumption)
+_FALLBACK = {
+    "gemm_fraction": (0.859, "A100 SXM measured MAMF (267.9 of 312 TFLOP/s, ml-engineering table)"),
+    "gemm_tile_elements": (128 * 128, "128x128 output tile (NVIDIA Matrix Multiplication Background guide)"),
+    "hbm_fraction": (0.88, "A100 80GB measured read bandwidth 1.80 of 2.04 TB/s"),
+    "launch_overhead_s": (3e-6, "~3 us null-kernel launch overhead"),
+}
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """The constants of the estimate for one GPU, with where each came from."""
+
+    spec: DeviceSpec
+    gemm_fraction: float
+    gemm_tile_elements: int
+    hbm_fraction: float
+    launch_s: float
+    sms: int
+    allreduce_bytes_per_s: float | None     # measured all-reduce bus bandwidth (per GPU), None if unknown
+    sources: dict = field(default_factory=dict)     # key -> "basis: source"
+    assumed: tuple = ()                             # keys taken from _FALLBACK (not in the spec)
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def peak(self, precision: str) -> float:
+        return self.spec.peak_fp16_flops if precision in ("fp16", "bf16") else self.spec.peak_fp32_flops
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return float(self.spec.memory("hbm").bandwidth_bytes_per_s)
+
+    @property
+    def hbm_capacity(self) -> float | None:
+        return self.spec.memory("hbm").capacity_bytes
+
+
+def gpu_model(spec: DeviceSpec | str) -> GpuModel:
+    spec = devices.load_device(spec) if isinstance(spec, str) else spec
+    if spec.kind != "gpu":
+        raise ConfigError(f"{spec.id}: not a GPU spec (kind {spec.kind!r}); choose one of "
+                          f"{', '.join(devices.list_devices('gpu'))}")
+    vals, sources, assumed = {}, {}, []
+    for key, (fallback, why) in _FALLBACK.items():
+        full = f"estimator.{key}"
+        if spec.has(full):
+            vals[key] = spec.value(full)
+            sources[key] = f"{spec.basis(full)}: {spec.source(full)}"
+        else:
+            vals[key] = fallback
+            sources[key] = f"assumed (not in {spec.id}.toml): {why}"
+            assumed.append(key)
+    for key in ("gemm_fraction", "hbm_fraction"):
+        if not 0 < vals[key] <= 1:
+            raise ConfigError(f"{spec.path}: estimator.{key} = {vals[key]} must lie in (0, 1]")
+    ar = spec.value("estimator.allreduce_bus_bytes_per_s") if spec.has("estimator.allreduce_bus_bytes_per_s") else None
+    if ar is not None:
+        sources["allreduce_bus_bytes_per_s"] = (f"{spec.basis('estimator.allreduce_bus_bytes_per_s')}: "
+                                                f"{spec.source('estimator.allreduce_bus_bytes_per_s')}")
+    sms = int(spec.value("compute.sms")) if spec.has("compute.sms") else 108
+    if not spec.has("compute.sms"):
+        assumed.append("sms")
+    return GpuModel(spec=spec, gemm_fraction=float(vals["gemm_fraction"]),
+                    gemm_tile_elements=int(vals["gemm_tile_elements"]), hbm_fraction=float(vals["hbm_fraction"]),
+                    launch_s=float(vals["launch_overhead_s"]), sms=sms,
+                    allreduce_bytes_per_s=None if ar is None else float(ar), sources=sources, assumed=tuple(assumed))
+
+
+def op_class(op_type) -> str:
+    t = str(op_type).lower()
+    if any(t == g or t.startswith(g + "_") or t.endswith("_" + g) for g in GEMM_TYPES) or "conv" in t:
+        return "gemm"
+    if t in OPTIMIZER_TYPES or t.endswith("_update"):
+        return "optimizer"
+    return "memory"
+
+
+def _equivalent_output(flops: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    """Output elements M*N of a GEMM with 2MNK = flops and MK + KN + MN = elements, taking M = N.
+
+    E = F/M + M^2 (with K = F / 2M^2); the larger root of M^3 - E M + F = 0 (optimistic: more output tiles).
+    Falls back to E/3 when there is no real root (bytes are not a GEMM's)."""
+    out = np.full(len(flops), np.nan)
+    for i, (f, e) in enumerate(zip(flops, elements, strict=True)):
+        if not (f > 0 and e > 0):
+            continue
+        roots = np.roots([1.0, 0.0, -e, f])
+        real = roots[np.isreal(roots)].real
+        real = real[real > 0]
+        out[i] = (real.max() ** 2) if len(real) else e / 3.0
+    return out
+
+
+def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str) -> pd.DataFrame:
+    """Per-op GPU estimate.  ``ops`` needs ``type``, ``precision``, ``flops``, ``min_bytes`` (the ops table of a
+    profile); optional ``m``, ``n``, ``k``, ``batch`` (GEMM shape), ``kernels`` (launches, default 1).
+
+    Returns a frame (same index) with: ``op_class``, ``occupancy``, ``compute_s``, ``memory_s``, ``launch_s``,
+    ``est_time_s`` (the estimate), ``est_bound`` (compute / hbm / launch) and ``bound_time_s`` (the roofline
+    bound max(FLOPs / peak, bytes / HBM), for comparison only)."""
+    g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
+    n = len(ops)
+    flops = ops["flops"].to_numpy(dtype=float) if n else np.zeros(0)
+    nbytes = ops["min_bytes"].to_numpy(dtype=float) if n else np.zeros(0)
+    prec = ops["precision"].astype(str).str.lower().to_numpy() if n else np.zeros(0, dtype=object)
+    cls = np.array([op_class(t) for t in ops["type"]], dtype=object) if n else np.zeros(0, dtype=object)
+    is_gemm = cls == "gemm"
+    peak = np.where(np.isin(prec, ("fp16", "bf16")), g.peak("fp16"), g.peak("fp32"))
+    # GEMM occupancy from its output tiles
+    occ = np.ones(n)
+    if is_gemm.any():
+        if {"m", "n"}.issubset(ops.columns):
+            m = ops["m"].to_numpy(dtype=float)
+            nn = ops["n"].to_numpy(dtype=float)
+            b = ops["batch"].to_numpy(dtype=float) if "batch" in ops.columns else np.ones(n)
+            b = np.where(np.isfinite(b) & (b > 0), b, 1.0)
+            side = math.sqrt(g.gemm_tile_elements)
+            tiles = b * np.ceil(m / side) * np.ceil(nn / side)
+            shaped = np.isfinite(tiles) & (tiles > 0)
+        else:
+            tiles = np.full(n, np.nan)
+            shaped = np.zeros(n, dtype=bool)
+        need = is_gemm & ~shaped
+        if need.any():
+            elem = nbytes / np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec])
+            mn = _equivalent_output(flops[need], elem[need])
+            tiles[need] = np.ceil(mn / g.gemm_tile_elements)
+        occ = np.where(is_gemm, np.clip(np.nan_to_num(tiles, nan=g.sms) / g.sms, 1e-3, 1.0), 1.0)
+    frac = np.where(is_gemm, g.gemm_fraction * occ, 1.0)
+    compute = np.where(flops > 0, flops / (peak * frac), 0.0)
+    memory = nbytes / (g.hbm_bytes_per_s * g.hbm_fraction)
+    kernels = ops["kernels"].to_numpy(dtype=float) if "kernels" in ops.columns else np.ones(n)
+    launch = kernels * g.launch_s
+    work = np.maximum(compute, memory)
+    est = work + launch
+    bound = np.where(launch > work, "launch", np.where(compute >= memory, "compute", "hbm"))
+    bound_t = np.maximum(np.where(flops > 0, flops / peak, 0.0), nbytes / g.hbm_bytes_per_s)
+    return pd.DataFrame({"op_class": cls, "occupancy": occ, "compute_s": compute, "memory_s": memory,
+                         "launch_s": launch, "est_time_s": est, "est_bound": bound, "bound_time_s": bound_t},
+                        index=ops.index)
+
+
+def allreduce_seconds(gradient_bytes: float, n_gpus: int, gpu: GpuModel) -> tuple[float, str]:
+    """Ring all-reduce time 2 (N-1)/N x bytes / bus bandwidth (0 on one GPU) and where the bandwidth came from."""
+    if n_gpus <= 1 or gradient_bytes <= 0:
+        return 0.0, ""
+    if gpu.allreduce_bytes_per_s is None:
+        raise ConfigError(f"{gpu.id}: no estimator.allreduce_bus_bytes_per_s in its device spec; "
+                          "cannot estimate the gradient all-reduce across GPUs")
+    return 2 * (n_gpus - 1) / n_gpus * gradient_bytes / gpu.allreduce_bytes_per_s, gpu.sources["allreduce_bus_bytes_per_s"]
+
+
+@dataclass
+class TrainingEstimate:
+    """One data-parallel training step of ``samples_per_step`` samples on ``n_gpus`` GPUs."""
+
+    gpu: GpuModel
+    n_gpus: int
+    samples_per_step: float
+    samples_per_gpu: float
+    passes_per_step: float           # op-list passes (micro-batches) each GPU runs per step
+    pass_time_s: float               # forward + backward op list once (estimate)
+    optimizer_time_s: float
+    allreduce_time_s: float
+    step_time_s: float
+    samples_per_second: float
+    bound_samples_per_second: float  # the roofline bound of the same step (upper bound, not an estimate)
+    bound_by: str                    # what limits the estimated step most (compute / hbm / launch / all-reduce)
+    time_by_bound: dict
+    memory: dict                     # weights, gradients, optimizer, activations, total, capacity, fits
+    ops: pd.DataFrame
+    notes: list = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.memory.get("fits", True))
+
+
+def params_from_ops(ops: pd.DataFrame) -> float:
+    """Trainable parameters = elements of the optimizer-update ops (an update reads w, g and writes w:
+    three tensors of the parameter's size, in min_bytes)."""
+    if not len(ops):
+        return 0.0
+    upd = ops[[op_class(t) == "optimizer" for t in ops["type"]]]
+    if not len(upd):
+        return 0.0
+    per = np.array([BYTES_PER_ELEMENT.get(str(p).lower(), 2) for p in upd["precision"]])
+    return float((upd["min_bytes"].to_numpy(dtype=float) / (3 * per)).sum())
+
+
+def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pass: float,
+                      samples_per_step: float | None = None, params: float | None = None,
+                      optimizer: str = "sgd", activation_bytes_per_sample: float = 0.0,
+                      training: bool = True, precision: str = "fp16") -> TrainingEstimate:
+    """Estimated data-parallel training throughput of the op list ``ops`` (one pass = forward + backward of
+    ``samples_per_pass`` samples; optimizer-update ops in it are taken out and replaced by one update of
+    ``params`` parameters per step with ``optimizer``'s bytes).  ``samples_per_step`` (global batch) defaults
+    to ``samples_per_pass x n_gpus``."""
+    g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
+    n_gpus = int(n_gpus)
+    if n_gpus < 1:
+        raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
+    if samples_per_pass <= 0:
+        raise ConfigError(f"samples per pass must be positive, got {samples_per_pass}")
+    optimizer = (optimizer or "sgd").lower()
+    if optimizer not in STATE_BYTES_PER_PARAM:
+        raise ConfigError(f"optimizer {optimizer!r}: choose one of {', '.join(STATE_BYTES_PER_PARAM)}")
+    notes = []
+    est = estimate_ops(ops, g)
+    is_opt = (est["op_class"] == "optimizer").to_numpy()
+    pass_ops = est[~is_opt]
+    pass_t = float(pass_ops["est_time_s"].sum())
+    pass_bound = float(pass_ops["bound_time_s"].sum())
+    if params is None:
+        params = params_from_ops(ops)
+    params = float(params)
+    sps = float(samples_per_step) if samples_per_step else samples_per_pass * n_gpus
+    per_gpu = sps / n_gpus
+    passes = per_gpu / samples_per_pass
+    if training and params > 0:
+        upd_bytes = params * UPDATE_BYTES_PER_PARAM[optimizer]
+        opt_t = upd_bytes / (g.hbm_bytes_per_s * g.hbm_fraction) + g.launch_s
+        opt_bound = upd_bytes / g.hbm_bytes_per_s
+        grad_bytes = params * BYTES_PER_ELEMENT.get(precision, 2)
+        ar_t, ar_src = allreduce_seconds(grad_bytes, n_gpus, g)
+        if ar_t:
+            notes.append(f"gradient all-reduce {grad_bytes / 1e6:,.0f} MB over {n_gpus} GPUs: "
+                         f"2(N-1)/N x bytes / bus bandwidth ({ar_src}); not overlapped with the backward pass")
+    else:
+        opt_t = opt_bound = ar_t = 0.0
+    step = passes * pass_t + opt_t + ar_t
+    bound_step = passes * pass_bound + opt_bound + ar_t
+    by = {b: passes * float(pass_ops.loc[pass_ops["est_bound"] == b, "est_time_s"].sum())
+          for b in ("compute", "hbm", "launch")}
+    by["hbm"] += opt_t
+    by["all-reduce"] = ar_t
+    bound_by = max(by, key=by.get) if step > 0 else "n/a"
+    # memory on one GPU
+    state = params * STATE_BYTES_PER_PARAM[optimizer] if training else params * BYTES_PER_ELEMENT.get(precision, 2)
+    wbytes = params * BYTES_PER_ELEMENT.get(precision, 2)
+    acts = activation_bytes_per_sample * samples_per_pass  # one pass is live at a time (grad accumulation)
+    cap = g.hbm_capacity
+    total = state + acts
+    memory = {"weights_bytes": wbytes, "gradients_bytes": wbytes if training else 0.0,
+              "optimizer_bytes": max(state - 2 * wbytes, 0.0) if training else 0.0, "activation_bytes": acts,
+              "total_bytes": total, "capacity_bytes": cap, "fits": (cap is None) or total <= cap,
+              "optimizer": optimizer, "params": params}
+    if g.assumed:
+        notes.append(f"{g.id}: no published figure in its spec for {', '.join(g.assumed)}; defaults used (assumed)")
+    return TrainingEstimate(gpu=g, n_gpus=n_gpus, samples_per_step=sps, samples_per_gpu=per_gpu, passes_per_step=passes,
+                            pass_time_s=pass_t, optimizer_time_s=opt_t, allreduce_time_s=ar_t, step_time_s=step,
+                            samples_per_second=sps / step if step > 0 else math.inf,
+                            bound_samples_per_second=sps / bound_step if bound_step > 0 else math.inf,
+                            bound_by=bound_by, time_by_bound=by, memory=memory,
+                            ops=pd.concat([ops, est], axis=1), notes=notes)
