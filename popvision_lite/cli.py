@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "make-samples": ("popvision_lite.emulator.samples", "regenerate the bundled sample profiles"),
     "export": ("popvision_lite.export_cli", "export a view (png/svg/csv) or a Chrome trace, headless"),
     "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
+    "verdict": ("popvision_lite.verdict_cli", "IPU or GPU? the emulated run next to an estimated GPU run, with cost"),
 }
 
 

@@ -265,17 +265,29 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     if optimizer not in STATE_BYTES_PER_PARAM:
         raise ConfigError(f"optimizer {optimizer!r}: choose one of {', '.join(STATE_BYTES_PER_PARAM)}")
     notes = []
-    est = estimate_ops(ops, g)
-    is_opt = (est["op_class"] == "optimizer").to_numpy()
-    pass_ops = est[~is_opt]
-    pass_t = float(pass_ops["est_time_s"].sum())
-    pass_bound = float(pass_ops["bound_time_s"].sum())
     if params is None:
         params = params_from_ops(ops)
     params = float(params)
     sps = float(samples_per_step) if samples_per_step else samples_per_pass * n_gpus
     per_gpu = sps / n_gpus
     passes = per_gpu / samples_per_pass
+    if passes < 1:
+        # each GPU gets fewer samples than one pass of the op list: the same kernels on a smaller batch
+        # (FLOPs and activation bytes scale with the batch; weight bytes are counted with them: a small error)
+        shrink = passes
+        ops = ops.copy()
+        upd = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool)
+        for col in ("flops", "min_bytes"):
+            v = ops[col].to_numpy(dtype=float)
+            ops[col] = np.where(upd, v, v * shrink)
+        notes.append(f"each GPU runs {per_gpu:g} samples per step, fewer than the op list's {samples_per_pass:g}: "
+                     f"its FLOPs and bytes scaled by {shrink:.3g}, same number of kernels")
+        samples_per_pass, passes = per_gpu, 1.0
+    est = estimate_ops(ops, g)
+    is_opt = (est["op_class"] == "optimizer").to_numpy()
+    pass_ops = est[~is_opt]
+    pass_t = float(pass_ops["est_time_s"].sum())
+    pass_bound = float(pass_ops["bound_time_s"].sum())
     if training and params > 0:
         upd_bytes = params * UPDATE_BYTES_PER_PARAM[optimizer]
         opt_t = upd_bytes / (g.hbm_bytes_per_s * g.hbm_fraction) + g.launch_s

@@ -1,0 +1,306 @@
+"""IPU or GPU? A verdict per profile: the emulated IPU run next to an estimated GPU run (pure, no Qt).
+
+For a profile, side by side: samples/s, time for N samples, USD per 1 M samples (price per chip-hour x chips x
+wall time), chips used, fits or not, what bounds each side; plus the same-chip-count and same-dollars views.
+
+* **IPU side**: ``run["samples_per_second"]`` and ``run["schedule"]`` when the profile has them (multi-IPU
+  execution writes them); otherwise samples per step = the run config's batch (x replicas) over the whole
+  emulated time, labelled as such.  Cost = price x ALL chips x wall time (the chips are rented while any of them
+  works; summing op times x chips double-counts pipelined stages).
+* **GPU side**: :func:`gpu_estimate.estimate_training` on the profile's op list, taken as one forward + backward
+  pass of one micro-batch of one replica; the GPUs run the same global batch per step, data parallel.
+  Activations for the memory fit: the IPU run's not-always-live bytes at the same micro-batch.
+* The roofline **bound** of the same GPU step is reported on its own line, never as the verdict.
+* Prices: from ``resources/devices`` (``[price]``); a chip without one says so and its cost is n/a (an IPU
+  without a price is priced at the first IPU spec that has one, and the note says which).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from popvision_lite import devices
+from popvision_lite.analysis import gpu_estimate as ge
+from popvision_lite.errors import ConfigError
+
+DEFAULT_GPU = "a100-80gb"
+DEFAULT_SAMPLES = 1_000_000
+PRICE_DATE_NOTE = "list price as quoted in the project brief (Paperspace); the quote's date is not recorded"
+
+
+@dataclass
+class Side:
+    label: str
+    kind: str                      # "ipu" | "gpu"
+    chips: int
+    samples_per_second: float
+    basis: str                     # how samples/s was obtained
+    fits: bool
+    bound_by: str
+    usd_per_chip_hour: float       # nan when unknown
+    price_source: str
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.usd_per_chip_hour * self.chips
+
+    def seconds_for(self, samples: float) -> float:
+        return samples / self.samples_per_second if self.samples_per_second > 0 else math.inf
+
+    def usd_per_million(self) -> float:
+        return self.usd_per_hour * self.seconds_for(1e6) / 3600.0
+
+    def samples_per_dollar(self) -> float:
+        c = self.usd_per_million()
+        return 1e6 / c if c and math.isfinite(c) else math.nan
+
+
+@dataclass
+class Verdict:
+    model: str
+    samples: int
+    ipu: Side
+    gpu: Side
+    gpu_same_chips: Side           # the GPU estimate with as many GPUs as the IPU run has IPUs
+    gpu_bound_samples_per_second: float   # roofline bound of the GPU step (upper bound, not an estimate)
+    gpu_estimate: ge.TrainingEstimate
+    notes: list = field(default_factory=list)
+    missing_prices: list = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        """GPU samples/s over IPU samples/s (> 1: the GPU side is faster)."""
+        return self.gpu.samples_per_second / self.ipu.samples_per_second
+
+    def headline(self) -> str:
+        r = self.speedup
+        faster = (f"{self.gpu.label} estimated {r:.2f}x faster" if r >= 1
+                  else f"{self.ipu.label} {1 / r:.2f}x faster")
+        ci, cg = self.ipu.usd_per_million(), self.gpu.usd_per_million()
+        if math.isfinite(ci) and math.isfinite(cg):
+            cheaper = ("GPU" if cg < ci else "IPU") + f" {max(ci, cg) / min(ci, cg):.2f}x cheaper per sample"
+        else:
+            cheaper = "cost n/a (price missing: " + ", ".join(self.missing_prices) + ")"
+        return f"{faster}; {cheaper}"
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(metric, IPU, GPU) rows, formatted, for tables and text."""
+        i, g, n = self.ipu, self.gpu, self.samples
+        return [
+            ("system", i.label, g.label),
+            ("chips", f"{i.chips}", f"{g.chips}"),
+            ("samples/s", f"{i.samples_per_second:,.1f}", f"{g.samples_per_second:,.1f}"),
+            ("basis", i.basis, g.basis),
+            (f"time for {n:,} samples", fmt_seconds(i.seconds_for(n)), fmt_seconds(g.seconds_for(n))),
+            ("USD per chip-hour", fmt_usd(i.usd_per_chip_hour), fmt_usd(g.usd_per_chip_hour)),
+            ("USD per 1 M samples", fmt_usd(i.usd_per_million()), fmt_usd(g.usd_per_million())),
+            ("fits in memory", "yes" if i.fits else "NO", _gpu_fit_text(self.gpu_estimate)),
+            ("bound by", i.bound_by, g.bound_by),
+            (f"same chip count ({self.gpu_same_chips.chips})", f"{i.samples_per_second:,.1f} samples/s",
+             f"{self.gpu_same_chips.samples_per_second:,.1f} samples/s"),
+            ("same dollars: samples per USD", f"{i.samples_per_dollar():,.0f}", f"{g.samples_per_dollar():,.0f}"),
+            ("GPU roofline BOUND (not an estimate)", "", f"{self.gpu_bound_samples_per_second:,.1f} samples/s"),
+        ]
+
+    def text(self) -> str:
+        rows = self.rows()
+        w0 = max(len(r[0]) for r in rows)
+        w1 = max(len(r[1]) for r in rows)
+        lines = [f"Verdict for {self.model}: {self.headline()}", ""]
+        lines += [f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows]
+        lines += ["", "Notes:"] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        out = {"model": self.model, "samples": self.samples, "headline": self.headline(),
+               "gpu_over_ipu": self.speedup, "gpu_bound_samples_per_second": self.gpu_bound_samples_per_second,
+               "notes": list(self.notes), "missing_prices": list(self.missing_prices)}
+        for key, side in (("ipu", self.ipu), ("gpu", self.gpu), ("gpu_same_chips", self.gpu_same_chips)):
+            d = asdict(side)
+            d.update(seconds_for_samples=side.seconds_for(self.samples), usd_per_million=side.usd_per_million())
+            out[key] = d
+        out["gpu_memory"] = dict(self.gpu_estimate.memory)
+        out["gpu_time_by_bound_s"] = dict(self.gpu_estimate.time_by_bound)
+        return out
+
+
+def fmt_seconds(s: float) -> str:
+    if s is None or not math.isfinite(s):
+        return "n/a"
+    for unit, div in (("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        if s >= div:
+            return f"{s / div:,.2f} {unit}"
+    return f"{s * 1e3:.3f} ms"
+
+
+def fmt_usd(v: float) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"${v:,.2f}" if v >= 0.01 else f"${v:.2e}"
+
+
+def _gpu_fit_text(est: ge.TrainingEstimate) -> str:
+    m = est.memory
+    cap = m.get("capacity_bytes")
+    used = f"{m['total_bytes'] / 1e9:,.2f} GB"
+    if cap is None:
+        return f"{used} (capacity unknown)"
+    return ("yes" if m["fits"] else "NO") + f", {used} of {cap / 1e9:,.0f} GB"
+
+
+def _config(run: dict) -> dict:
+    cfg = run.get("config", {})
+    if isinstance(cfg, str):
+        try:
+            cfg = ast.literal_eval(cfg)
+        except (ValueError, SyntaxError):
+            cfg = {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def _price(spec) -> tuple[float, str, bool]:
+    """(USD per chip-hour, source text, missing?)"""
+    if spec.usd_per_hour is not None:
+        return float(spec.usd_per_hour), f"{spec.source('price.usd_per_hour')}; {PRICE_DATE_NOTE}", False
+    if spec.is_ipu:
+        for other in devices.list_devices("ipu"):
+            o = devices.load_device(other)
+            if o.usd_per_hour is not None:
+                return float(o.usd_per_hour), (f"{spec.name} has no published price; priced at the {o.name} rate "
+                                               f"({o.source('price.usd_per_hour')}; {PRICE_DATE_NOTE})"), True
+    return math.nan, f"{spec.name}: no published price in resources/devices/{spec.id}.toml", True
+
+
+def ipu_throughput(profile) -> tuple[float, float, float, str]:
+    """(samples/s, samples per step, samples per op-list pass, basis) of the emulated IPU run."""
+    run = dict(profile.run)
+    cfg = _config(run)
+    sched = run.get("schedule")
+    if isinstance(sched, str):
+        try:
+            sched = ast.literal_eval(sched)
+        except (ValueError, SyntaxError):
+            sched = None
+    sps = run.get("samples_per_second")
+    if isinstance(sps, int | float) and sps > 0 and isinstance(sched, dict):
+        per_step = float(sched.get("samples_per_step") or 0)
+        reps = max(int(sched.get("replicas", 1) or 1), 1)
+        ga = max(int(sched.get("grad_accum", 1) or 1), 1)
+        per_pass = per_step / (reps * ga) if per_step else float(cfg.get("batch", 1))
+        return float(sps), per_step or per_pass, per_pass, "emulated schedule (run samples_per_second)"
+    if isinstance(sps, int | float) and sps > 0:
+        b = float(cfg.get("batch", 1))
+        return float(sps), b, b, "emulated (run samples_per_second)"
+    batch = cfg.get("batch")
+    if not isinstance(batch, int | float) or batch <= 0:
+        raise ConfigError(f"{getattr(profile, 'path', 'profile')}: run config has no batch and the run no "
+                          "samples_per_second; cannot say how many samples a step processes")
+    reps = cfg.get("replicas", 1) or 1
+    packing = cfg.get("packing", 1.0) or 1.0
+    per_pass = float(batch) * float(packing)
+    per_step = per_pass * float(reps) * float(cfg.get("grad_accum", 1) or 1)
+    secs = float(run.get("seconds") or 0.0)
+    if secs <= 0:
+        t = profile.target
+        secs = float(run.get("total_cycles", 0)) / float(t.clock_hz)
+    if secs <= 0:
+        raise ConfigError(f"{getattr(profile, 'path', 'profile')}: run has no emulated time")
+    return per_step / secs, per_step, per_pass, "derived: config batch per step / total emulated time (old profile: " \
+        "no samples_per_second recorded)"
+
+
+def _ipu_bound_by(profile) -> str:
+    try:
+        from popvision_lite.analysis.summary import summarize
+
+        share = summarize(profile).phase_share
+    except Exception:  # noqa: BLE001 - a profile without steps still gets a verdict
+        return "n/a"
+    k = max(share, key=share.get)
+    return f"{k} ({100 * share[k]:.0f}% of cycles)"
+
+
+def _activation_bytes(profile) -> float:
+    mem = getattr(profile, "memory", None)
+    if mem is None:
+        return 0.0
+    arr = mem.array() if hasattr(mem, "array") else np.asarray(mem)
+    if arr.ndim != 3 or arr.size == 0 or arr.shape[2] < 2:
+        return 0.0
+    return float(arr[:, :, 1].sum())
+
+
+def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES) -> Verdict:
+    """The verdict for ``profile`` (a Profile or anything with ``.run``, ``.ops``, ``.target``) against
+    ``gpus`` x ``gpu`` (default: as many GPUs as the run has IPUs)."""
+    if samples is None or samples <= 0:
+        raise ConfigError(f"--samples {samples}: must be a positive number of samples")
+    target = profile.target
+    run = dict(profile.run)
+    cfg = _config(run)
+    n_ipus = int(target.num_ipus)
+    n_gpus = int(gpus) if gpus is not None else n_ipus
+    if n_gpus < 1:
+        raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
+    notes: list[str] = []
+    missing: list[str] = []
+
+    ipu_spec = devices.load_device(target.device)
+    ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
+    ipu_price, ipu_src, ipu_missing = _price(ipu_spec)
+    if ipu_missing:
+        missing.append(ipu_spec.name)
+    notes.append(f"IPU price: {ipu_src}")
+    ipu_fits = bool(run.get("fits", True))
+    ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
+               basis=basis, fits=ipu_fits, bound_by=_ipu_bound_by(profile), usd_per_chip_hour=ipu_price,
+               price_source=ipu_src)
+
+    gm = ge.gpu_model(gpu)
+    gprice, gsrc, gmissing = _price(gm.spec)
+    if gmissing:
+        missing.append(gm.spec.name)
+    notes.append(f"GPU price: {gsrc}")
+    training = bool(cfg.get("training", True))
+    opt = str(cfg.get("optimizer", "sgd") or "sgd").lower()
+    if opt not in ge.STATE_BYTES_PER_PARAM:
+        notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
+        opt = "sgd"
+    prec = str(cfg.get("precision", "fp16"))
+    acts = _activation_bytes(profile) / per_pass if per_pass > 0 else 0.0
+    ops = profile.ops.reset_index(drop=True)
+
+    def est(n):
+        return ge.estimate_training(ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
+                                    optimizer=opt, activation_bytes_per_sample=acts, training=training,
+                                    precision=prec)
+
+    e = est(n_gpus)
+    e_same = e if n_gpus == n_ipus else est(n_ipus)
+    gbasis = (f"estimated: {len(ops)} kernels per pass x {e.passes_per_step:g} passes per step, "
+              f"{e.samples_per_gpu:g} samples per GPU per step")
+    gpu_side = Side(label=f"{gm.name} x{n_gpus} (estimated)", kind="gpu", chips=n_gpus,
+                    samples_per_second=e.samples_per_second, basis=gbasis, fits=e.fits,
+                    bound_by=_gpu_bound_text(e), usd_per_chip_hour=gprice, price_source=gsrc)
+    same = Side(label=f"{gm.name} x{n_ipus} (estimated)", kind="gpu", chips=n_ipus,
+                samples_per_second=e_same.samples_per_second, basis=gbasis, fits=e_same.fits,
+                bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
+    notes += e.notes
+    notes.append("GPU side assumes the profile's op list is one forward + backward pass of one micro-batch "
+                 f"({per_pass:g} samples), one kernel per op, no kernel fusion")
+    notes.append("activations for the GPU memory fit: the IPU run's not-always-live bytes at the same micro-batch")
+    notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
+                 "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
+    return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
+                   gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
+                   notes=notes, missing_prices=missing)
+
+
+def _gpu_bound_text(e: ge.TrainingEstimate) -> str:
+    tot = sum(e.time_by_bound.values()) or 1.0
+    b = e.bound_by
+    return f"{'kernel launches' if b == 'launch' else b} ({100 * e.time_by_bound.get(b, 0) / tot:.0f}% of step)"

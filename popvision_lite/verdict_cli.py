@@ -1,0 +1,72 @@
+"""``popvision-lite verdict run.pvl [--gpu a100-80gb] [--gpus 8] [--samples N] [--json]`` (no Qt).
+
+Prints the IPU-or-GPU verdict of :mod:`popvision_lite.analysis.verdict`: the emulated IPU run next to the
+estimated GPU run (samples/s, time and USD for N samples, chips, fits, bounds, same chips / same dollars).
+Exit codes: 0 ok, 2 bad arguments or an unreadable / invalid profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from popvision_lite.errors import PopvisionError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        f = float(text)
+        if not math.isfinite(f) or f != int(f):
+            raise ValueError
+        v = int(f)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {v}")
+    return v
+
+
+def add_arguments(parser) -> None:
+    from popvision_lite import devices
+
+    gpus = devices.list_devices("gpu")
+    parser.add_argument("profile", help="profile file (.pvl)")
+    parser.add_argument("--gpu", default="a100-80gb", choices=gpus, help="GPU to estimate (default a100-80gb)")
+    parser.add_argument("--gpus", type=_positive_int, default=None,
+                        help="number of GPUs, data parallel (default: as many as the run has IPUs)")
+    parser.add_argument("--samples", type=_positive_int, default=1_000_000,
+                        help="samples for the time/cost line (default 1,000,000; 1e6 works)")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    return v
+
+
+def run(args) -> int:
+    from popvision_lite.analysis.verdict import verdict
+    from popvision_lite.profile.reader import open_profile
+
+    if not Path(args.profile).exists():
+        print(f"popvision-lite verdict: error: {args.profile}: no such profile file", file=sys.stderr)
+        return 2
+    try:
+        with open_profile(args.profile) as p:
+            v = verdict(p, gpu=args.gpu, gpus=args.gpus, samples=args.samples)
+    except PopvisionError as e:
+        print(f"popvision-lite verdict: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(_clean(v.to_dict()), indent=2, default=str))
+    else:
+        print(v.text())
+    return 0

@@ -1,0 +1,99 @@
+"""IPU-or-GPU verdict (analysis/verdict.py), its CLI and the Python API."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.analysis import gpu_estimate as ge
+from popvision_lite.analysis.verdict import verdict
+from popvision_lite.cli import main
+from popvision_lite.errors import ConfigError
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    with pvl.open(SAMPLES / "bert_tiny_mk2.pvl") as p:
+        yield p
+
+
+def test_bert_tiny_no_longer_claims_the_bound(tiny):
+    v = verdict(tiny)
+    # old profile: samples/s derived from the config batch over the emulated time, and labelled so
+    assert v.ipu.samples_per_second == pytest.approx(4 / tiny.run["seconds"])
+    assert "derived" in v.ipu.basis
+    # the bound is ~15x the IPU; the estimate is not, and the bound is reported as such
+    assert v.gpu_bound_samples_per_second > 10 * v.ipu.samples_per_second
+    assert v.gpu.samples_per_second < v.ipu.samples_per_second
+    assert v.gpu.samples_per_second < v.gpu_bound_samples_per_second / 10
+    assert "kernel launches" in v.gpu.bound_by
+    text = v.text()
+    assert "BOUND (not an estimate)" in text and "faster" in v.headline()
+
+
+def test_cost_is_price_times_chips_times_wall_time(tiny):
+    v = verdict(tiny, gpus=8, samples=2_000_000)
+    i, g = v.ipu, v.gpu
+    assert i.chips == 1 and g.chips == 8
+    assert i.usd_per_million() == pytest.approx(1.67 * 1 * (1e6 / i.samples_per_second) / 3600)
+    assert g.usd_per_million() == pytest.approx(3.18 * 8 * (1e6 / g.samples_per_second) / 3600)
+    assert i.seconds_for(2e6) == pytest.approx(2e6 / i.samples_per_second)
+    # Mk2 has no price of its own: priced at the Bow's, and said so
+    assert "IPU Mk2 (GC200)" in v.missing_prices and "no published price" in i.price_source
+    # same chip count: the GPU estimate with one GPU, as the IPU run has one IPU
+    assert v.gpu_same_chips.chips == 1 and v.gpu_same_chips.samples_per_second != g.samples_per_second
+
+
+def test_pipeline_profile_and_missing_gpu_price():
+    with pvl.open(SAMPLES / "bert_mini_4ipu_pipeline.pvl") as p:
+        v = verdict(p, gpu="h100-sxm")
+        assert v.ipu.chips == 4 and v.gpu.chips == 4
+        assert v.gpu.usd_per_chip_hour != v.gpu.usd_per_chip_hour  # nan: no H100 price recorded
+        assert "NVIDIA H100 SXM 80GB" in v.missing_prices and "price missing" in v.headline()
+        assert any("all-reduce" in n for n in v.notes)
+        with pytest.raises(ConfigError):
+            verdict(p, gpus=0)
+        with pytest.raises(ConfigError):
+            verdict(p, samples=0)
+
+
+def test_new_profile_keys_are_used(tiny):
+    class Shim:  # a profile of the multi-IPU format: samples_per_second and schedule in the run dict
+        ops, target, steps, memory = tiny.ops, tiny.target, tiny.steps, tiny.memory
+        run = dict(tiny.run) | {"samples_per_second": 1234.5,
+                                "schedule": {"replicas": 2, "grad_accum": 4, "samples_per_step": 32,
+                                             "micro_batch": 4, "stages": 1}}
+    v = verdict(Shim(), gpus=2)
+    assert v.ipu.samples_per_second == 1234.5 and "schedule" in v.ipu.basis
+    e = v.gpu_estimate
+    assert e.samples_per_step == 32 and e.passes_per_step == pytest.approx(4)  # 16 samples per GPU, 4 per pass
+
+
+def test_cli_and_api(tiny, capsys):
+    path = str(SAMPLES / "bert_tiny_mk2.pvl")
+    assert main(["verdict", path, "--gpu", "a100-80gb", "--gpus", "8", "--samples", "1e6"]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA A100 80GB SXM x8 (estimated)" in out and "USD per 1 M samples" in out
+    assert main(["verdict", path, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ipu"]["chips"] == 1 and d["gpu"]["samples_per_second"] > 0 and d["gpu_memory"]["fits"] is True
+    assert main(["verdict", "missing.pvl"]) == 2
+    assert "no such profile" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ei:
+        main(["verdict", path, "--gpus", "0"])
+    assert ei.value.code == 2
+    v = pvl.verdict(path, gpus=2)
+    assert v.gpu.chips == 2 and math.isfinite(v.speedup)
+    assert pvl.verdict(tiny).ipu.samples_per_second == v.ipu.samples_per_second
+
+
+def test_gpu_memory_fit_uses_ipu_activations(tiny):
+    v = verdict(tiny)
+    m = v.gpu_estimate.memory
+    assert m["activation_bytes"] > 0 and m["params"] == pytest.approx(ge.params_from_ops(tiny.ops))
