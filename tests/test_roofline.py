@@ -136,13 +136,31 @@ def test_speedup_and_cost_table_arithmetic():
     assert tot["a100-80gb_speedup"] == pytest.approx(tot.ipu_time_s / tot["a100-80gb_time_s"])
     assert tot.share == pytest.approx(1.0)
     assert tot.achieved_flops == pytest.approx((10**9 + 10**7) / tot.ipu_time_s)
-    # cost = time x chips x price/hour; the Mk2 has no price so the Bow rate is used, for 2 IPUs
+    # cost = wall time x chips x price/hour; the Mk2 has no price so the Bow rate is used, for 2 IPUs
     bow = load_device("ipu-bow").usd_per_hour
     assert body.ipu_cost_usd.to_numpy() == pytest.approx(body.ipu_time_s.to_numpy() * 2 * bow / 3600)
-    assert body["a100-80gb_cost_usd"].to_numpy() == pytest.approx(body["a100-80gb_time_s"].to_numpy() * 3.18 / 3600)
+    assert tot.ipu_cost_usd == pytest.approx(a.totals["run_time_s"] * 2 * bow / 3600)
+    # GPU cost from the estimate (the bound is no price basis); the estimate is never faster than the bound
+    est = body["a100-80gb_est_time_s"].to_numpy()
+    assert body["a100-80gb_cost_usd"].to_numpy() == pytest.approx(est * 3.18 / 3600)
+    assert (est > body["a100-80gb_time_s"].to_numpy()).all()
+    assert tot["a100-80gb_est_speedup"] == pytest.approx(tot.ipu_time_s / est.sum())
     assert body["v100_cost_usd"].isna().all()  # no published V100 price
     assert any("Bow" in n for n in a.notes)
     assert a.totals["a100-80gb_speedup"] == pytest.approx(tot["a100-80gb_speedup"])
+
+
+def test_ipu_cost_counts_wall_time_not_summed_stage_time():
+    # two ops on two different IPUs that overlap in time (a pipeline): the run lasts 10k cycles, not 20k
+    rows = [dict(flops=10**9, cycles=10_000, ipu=0, min_bytes=10**6), dict(flops=10**9, cycles=10_000, ipu=1,
+                                                                           min_bytes=10**6)]
+    f = _fake(rows, num_ipus=2)
+    f.steps = pd.DataFrame({"start_cycle": [0], "end_cycle": [10_000]})
+    a = rl.analyze(f, gpus=("a100-80gb",))
+    bow = load_device("ipu-bow").usd_per_hour
+    wall = 10_000 / MK2.clock_hz
+    assert a.totals["ipu_cost_usd"] == pytest.approx(wall * 2 * bow / 3600)
+    assert a.ops["ipu_cost_usd"].sum() == pytest.approx(a.totals["ipu_cost_usd"])
 
 
 def test_points_above_roof_are_flagged():

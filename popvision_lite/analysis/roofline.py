@@ -10,10 +10,15 @@ Model (see docs/decisions/*-roofline-model.md):
   with the largest ideal time bytes_level / bandwidth_level (the one whose roof is lowest at the op's
   intensities); its intensity is flops / bytes_at_that_level.  ``bound`` says ``compute`` if
   flops / peak exceeds that memory time.  Point size = op cycles / run cycles.
-* **GPU bound per op** (not a measurement): time = max(flops / peak(precision), min_bytes / HBM bandwidth),
-  with FP16 ops on the tensor-core FP16 peak and everything else on the FP32 peak, one GPU.
-* **Cost per run** = time x chips x price per chip-hour.  IPU: the profile's num_ipus x the spec price (the
-  Mk2 has no published price, so the first IPU spec that has one, the Bow, is used and the note says so).
+* **GPU bound per op** (``{gpu}_time_s``, not a measurement, not an estimate): time = max(flops / peak(precision),
+  min_bytes / HBM bandwidth), with FP16 ops on the tensor-core FP16 peak and everything else on the FP32 peak,
+  one GPU.  An upper bound on GPU speed that no GPU reaches.
+* **GPU estimate per op** (``{gpu}_est_time_s``): :mod:`gpu_estimate` (measured achievable fractions of peak and
+  HBM bandwidth, kernel launch overhead), one GPU; speed-ups and GPU costs use the estimate.
+* **Cost per run** = wall time x chips x price per chip-hour.  IPU: the run's wall time x num_ipus x the spec
+  price (the Mk2 has no published price, so the first IPU spec that has one, the Bow, is used and the note
+  says so); each op gets the share of it that its time is of the summed op times (pipelined stages overlap,
+  so op times x chips would count the same wall time twice).  GPU: estimated time x one GPU x its price.
 * **What-if** (SRAM scaled by ``capacity_scale``; 1.0 = the real chip): an op *spills* when its data cannot
   stay on chip, i.e. (a) it has vertices on a tile whose bytes (always-live + peak not-always-live, from the
   memory table) exceed that tile's scaled capacity, or (b) its compulsory bytes (``min_bytes``) exceed the
@@ -31,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite import devices
+from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.devices import DeviceSpec
 
 DEFAULT_GPUS = ("a100-80gb", "h100-sxm", "h200", "v100")
@@ -218,7 +224,8 @@ class RooflineAnalysis:
         """Per-op side table with a final TOTAL row (what the view shows)."""
         cols = ["name", "type", "precision", "bound", "level", "intensity", "achieved_flops", "ipu_time_s", "share"]
         for g in self.gpus:
-            cols += [f"{g.device_id}_time_s", f"{g.device_id}_speedup"]
+            cols += [f"{g.device_id}_est_time_s", f"{g.device_id}_est_speedup", f"{g.device_id}_time_s",
+                     f"{g.device_id}_speedup"]
         cols += ["ipu_cost_usd"] + [f"{g.device_id}_cost_usd" for g in self.gpus] + ["spills", "whatif_time_s"]
         t = self.ops[cols].copy()
         tot = {c: math.nan for c in cols}
@@ -228,6 +235,8 @@ class RooflineAnalysis:
                 tot[c] = float(t[c].sum(min_count=1))
         for g in self.gpus:
             tot[f"{g.device_id}_speedup"] = tot["ipu_time_s"] / tot[f"{g.device_id}_time_s"]
+            tot[f"{g.device_id}_est_speedup"] = tot["ipu_time_s"] / tot[f"{g.device_id}_est_time_s"]
+        tot["ipu_cost_usd"] = self.totals.get("ipu_cost_usd", tot["ipu_cost_usd"])
         tot["achieved_flops"] = float(self.ops["flops"].sum()) / tot["ipu_time_s"] if tot["ipu_time_s"] else math.nan
         t.loc[-1] = tot
         return t
@@ -310,18 +319,27 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
             new[f"{gid}_flops"] = np.where(tg > 0, flops / tg, 0.0)
             new[f"{gid}_speedup"] = np.where(tg > 0, t_ipu / tg, math.nan)
         new[f"{gid}_bound"] = np.where(tc >= tm, "compute", "hbm")
+        est = ge.estimate_ops(ops, g.device_id)
+        te = est["est_time_s"].to_numpy()
+        new[f"{gid}_est_time_s"] = te
+        new[f"{gid}_est_bound"] = est["est_bound"].to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            new[f"{gid}_est_speedup"] = np.where(te > 0, t_ipu / te, math.nan)
 
     # cost per run
     price, pnote = _price(spec)
     notes.append(f"IPU price: {pnote}")
-    new["ipu_cost_usd"] = t_ipu * n_ipus * price / 3600.0
+    wall_s = run_cycles / clock
+    ipu_run_cost = wall_s * n_ipus * price / 3600.0
+    t_sum = float(t_ipu.sum())
+    new["ipu_cost_usd"] = ipu_run_cost * t_ipu / t_sum if t_sum > 0 else np.zeros(len(ops))
     for g in gpu_lines:
         gprice, gnote = _price(devices.load_device(g.device_id))
         if math.isnan(gprice):
             notes.append(f"{g.name}: no published price, cost shown as n/a")
-        new[f"{g.device_id}_cost_usd"] = new[f"{g.device_id}_time_s"] * gprice / 3600.0
-    if n_ipus > 1:
-        notes.append(f"IPU cost counts all {n_ipus} IPUs for the whole run; GPU bounds assume one GPU")
+        new[f"{g.device_id}_cost_usd"] = new[f"{g.device_id}_est_time_s"] * gprice / 3600.0
+    notes.append(f"IPU cost = wall time x {n_ipus} IPU(s) x price, shared over ops by time; GPU cost = estimated "
+                 "time x one GPU x price")
 
     # what-if: compulsory bytes vs SRAM left after always-live data
     sram_cap = float(spec.memory("sram").capacity_bytes or spec.tiles * spec.sram_bytes_per_tile)
@@ -348,7 +366,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     totals: dict[str, Any] = {
         "run_time_s": run_cycles / clock,
         "ops_ipu_time_s": float(t_ipu.sum()),
-        "ipu_cost_usd": float(new["ipu_cost_usd"].sum()),
+        "ipu_cost_usd": float(ipu_run_cost),
         "flops": float(flops.sum()),
         "ipu_achieved_flops": float(flops.sum() / (run_cycles / clock)) if run_cycles else 0.0,
         "spilling_ops": int(spills.sum()),
@@ -359,7 +377,12 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         tg = float(new[f"{gid}_time_s"].sum())
         totals[f"{gid}_time_s"] = tg
         totals[f"{gid}_speedup"] = totals["ops_ipu_time_s"] / tg if tg > 0 else math.nan
+        te = float(new[f"{gid}_est_time_s"].sum())
+        totals[f"{gid}_est_time_s"] = te
+        totals[f"{gid}_est_speedup"] = totals["ops_ipu_time_s"] / te if te > 0 else math.nan
         cost = new[f"{gid}_cost_usd"]
         totals[f"{gid}_cost_usd"] = float(np.nansum(cost)) if np.isfinite(cost).any() else math.nan
-    notes.append("GPU numbers are roofline bounds (max of FLOPs/peak and min_bytes/HBM), not measurements")
+    notes.append("GPU 'bound' = roofline bound (max of FLOPs/peak and min_bytes/HBM): an upper limit, not a "
+                 "measurement; GPU 'est.' = estimate from measured achievable fractions and launch overhead "
+                 "(analysis/gpu_estimate.py)")
     return RooflineAnalysis(ipu=ipu, gpus=gpu_lines, ops=ops, totals=totals, notes=notes, capacity_bytes=capacity)

@@ -121,8 +121,11 @@ class RooflineTableModel(QAbstractTableModel):
                 ("share", "% run", lambda v: f"{100 * v:.1f}%" if np.isfinite(v) else "")]
         for g in gpus:
             short = g.device_id.upper()
-            cols += [(f"{g.device_id}_time_s", f"{short} bound", _fmt_time),
-                     (f"{g.device_id}_speedup", f"{short} speed-up", lambda v: f"{v:.2f}x" if np.isfinite(v) else "n/a")]
+            ratio = lambda v: f"{v:.2f}x" if np.isfinite(v) else "n/a"  # noqa: E731
+            cols += [(f"{g.device_id}_est_time_s", f"{short} est.", _fmt_time),
+                     (f"{g.device_id}_est_speedup", f"IPU/{short} est.", ratio),
+                     (f"{g.device_id}_time_s", f"{short} bound", _fmt_time),
+                     (f"{g.device_id}_speedup", f"IPU/{short} bound", ratio)]
         cols += [("ipu_cost_usd", "IPU cost/run", _fmt_cost)]
         cols += [(f"{g.device_id}_cost_usd", f"{g.device_id.upper()} cost/run", _fmt_cost) for g in gpus]
         cols += [("spills", "what-if: spills", lambda v: "DDR" if v else "")]
@@ -140,12 +143,18 @@ class RooflineTableModel(QAbstractTableModel):
             return self.cols[section][1]
         if orientation == Qt.Horizontal and role == Qt.ToolTipRole:
             key = self.cols[section][0]
+            if key.endswith("_est_speedup"):
+                return "IPU time / estimated GPU time (>1: the GPU estimate is faster)"
+            if key.endswith("_est_time_s"):
+                return ("GPU estimate: max(FLOPs / (peak x measured GEMM fraction x occupancy), bytes / (HBM x "
+                        "measured fraction)) + kernel launch overhead; constants cited in resources/devices")
             if key.endswith("_speedup"):
                 return "IPU time / GPU roofline-bound time (>1: the GPU bound is faster). A bound, not a measurement."
             if key.endswith("_time_s") and key != "ipu_time_s":
                 return "GPU roofline bound: max(FLOPs / peak, min_bytes / HBM bandwidth); not a measurement"
             if key.endswith("_cost_usd"):
-                return "time x chips x price per chip-hour (from resources/devices)"
+                return ("IPU: wall time x all IPUs x price, shared over ops by time; GPU: estimated time x one GPU x "
+                        "price per chip-hour (from resources/devices)")
             if key == "intensity":
                 return "operational intensity against the memory level that bounds the op (see 'bound by' / tooltip)"
             if key == "achieved_flops":
@@ -451,8 +460,11 @@ class RooflineView(QWidget):
                  f"{_fmt_flops(t['ipu_achieved_flops'])} achieved, cost/run {_fmt_cost(t['ipu_cost_usd'])}."]
         for g in a.gpus:
             gid = g.device_id
-            lines.append(f"{g.name.replace('NVIDIA ', '')} bound: {_fmt_time(t[f'{gid}_time_s'])} "
-                         f"(IPU/GPU = {t[f'{gid}_speedup']:.2f}x), cost/run {_fmt_cost(t[f'{gid}_cost_usd'])}.")
+            short = g.name.replace("NVIDIA ", "")
+            lines.append(f"{short} estimate: {_fmt_time(t[f'{gid}_est_time_s'])} "
+                         f"(IPU/GPU = {t[f'{gid}_est_speedup']:.2f}x), cost/run {_fmt_cost(t[f'{gid}_cost_usd'])}; "
+                         f"roofline bound {_fmt_time(t[f'{gid}_time_s'])} ({t[f'{gid}_speedup']:.2f}x, "
+                         "an upper limit, not an estimate).")
         if self.whatif_box.isChecked():
             lines.append(f"What-if at {self.capacity.value():.0f}% SRAM: {t['spilling_ops']} op(s) spill to DDR.")
         self.summary.setText("\n".join(lines))
@@ -581,10 +593,13 @@ class RooflineView(QWidget):
     def tooltip_for(self, key: str, op_id: int) -> str:
         a = self.analysis
         if key.startswith("measured"):
+            # by key, never attribute access: ``o.cat`` is pandas' categorical accessor, not the column
             o = self.measured.loc[-1 - int(op_id)]
-            inten = "unknown" if not np.isfinite(o.intensity) else f"{o.intensity:.3g} FLOP/B"
-            return (f"{o['name']}\nmeasured GPU kernel ({o.cat}), {_fmt_time(o.dur_s)}\n"
-                    f"{_fmt_flops(o.achieved_flops)}, intensity {inten}\nFLOPs from {o.flops_from}")
+            inten = "unknown" if not np.isfinite(o["intensity"]) else f"{o['intensity']:.3g} FLOP/B"
+            op = o.get("op", "") if hasattr(o, "get") else ""
+            op_line = f"\nlaunched by {op}" if isinstance(op, str) and op else ""
+            return (f"{o['name']}\nmeasured GPU kernel ({o['cat']}), {_fmt_time(o['dur_s'])}{op_line}\n"
+                    f"{_fmt_flops(o['achieved_flops'])}, intensity {inten}\nFLOPs from {o['flops_from']}")
         o = a.ops.loc[int(op_id)]
         lines = [f"{o['name']}  ({o.type}, {o.precision})", f"FLOPs {o.flops:,.0f}"]
         if key == "ipu":
@@ -598,6 +613,8 @@ class RooflineView(QWidget):
             g = next(g for g in a.gpus if g.device_id == key)
             lines += [f"{g.name} roofline BOUND (not a measurement)",
                       f"time >= {_fmt_time(o[f'{key}_time_s'])}, {o[f'{key}_bound']}-bound",
+                      f"estimate {_fmt_time(o[f'{key}_est_time_s'])} ({o[f'{key}_est_bound']}-bound, "
+                      f"IPU/GPU {o[f'{key}_est_speedup']:.2f}x)",
                       f"intensity {o[f'{key}_intensity']:.3g} FLOP/B (min bytes {o.min_bytes:,.0f})",
                       f"IPU / GPU time = {o[f'{key}_speedup']:.2f}x"]
         return "\n".join(lines)
