@@ -17,7 +17,7 @@ from pathlib import Path
 
 from popvision_lite.errors import ConfigError, PopvisionError
 
-VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps")
+VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
 COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution", "roofline")
 SUFFIXES = (".png", ".svg", ".csv", ".json")
 
@@ -73,6 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chrome-trace", action="store_true", help="write the Chrome trace JSON (Perfetto)")
     p.add_argument("--steps", help="with --chrome-trace: step window START:STOP (STOP exclusive)")
     p.add_argument("--tiles", help="with --chrome-trace: one lane per tile of this subset, e.g. 0-15,100")
+    p.add_argument("--torch-trace", metavar="TRACE.json",
+                   help="with --view roofline: plot the GPU kernels of this PyTorch profiler trace as measured points")
 
 
 def _err(msg: str) -> int:
@@ -101,6 +103,11 @@ def check_args(args) -> str:
         return "json"
     if args.steps or args.tiles:
         raise ConfigError("--steps and --tiles apply to --chrome-trace only")
+    if getattr(args, "torch_trace", None):
+        if args.view != "roofline" or args.compare:
+            raise ConfigError("--torch-trace applies to --view roofline of one profile only")
+        if not Path(args.torch_trace).exists():
+            raise ConfigError(f"--torch-trace {args.torch_trace}: no such file")
     if not args.view:
         raise ConfigError("--view is required (memory, execution, roofline, liveness, summary, ops, steps)")
     if args.compare and args.view not in COMPARE_VIEWS:
@@ -130,7 +137,8 @@ def run(args) -> int:
         from popvision_lite.gui.headless import export_view
 
         info = export_view(args.profile, args.view, args.output, compare=args.compare, width=args.width,
-                           height=args.height, dpi=args.dpi, difference=args.difference)
+                           height=args.height, dpi=args.dpi, difference=args.difference,
+                           torch_trace=getattr(args, "torch_trace", None))
     except PopvisionError as e:
         return _err(str(e))
     print(f"wrote {args.output} ({info})")

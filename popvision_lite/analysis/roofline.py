@@ -325,6 +325,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         new[f"{gid}_est_bound"] = est["est_bound"].to_numpy()
         with np.errstate(divide="ignore", invalid="ignore"):
             new[f"{gid}_est_speedup"] = np.where(te > 0, t_ipu / te, math.nan)
+            new[f"{gid}_est_flops"] = np.where(te > 0, flops / te, 0.0)
 
     # cost per run
     price, pnote = _price(spec)

@@ -4,17 +4,27 @@ What is read (``torch.profiler`` / Kineto ``export_chrome_trace`` output)::
 
     {"traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10, "dur": 40,
-         "args": {"External id": 7, "flops": 2147483648}},             # with_flops=True adds "flops"
+         "args": {"External id": 7, "Input Dims": [[512, 1024], [1024, 4096]],
+                  "Input type": ["c10::Half", "c10::Half"]}},              # record_shapes=True
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "args": {"External id": 7, "correlation": 99}},
         {"ph": "X", "cat": "kernel", "name": "sm80_xmma_gemm...", "ts": 20, "dur": 31.5,
          "args": {"External id": 7, "correlation": 99}},
         ...]}
 
-* Plain or gzip-compressed JSON (``.json.gz``).
-* Events with ``cat`` ``kernel`` or ``gpu_op`` and ``ph`` ``X`` are GPU points; ``dur`` is in microseconds.
-* FLOPs: the event's own ``args.flops`` if present; otherwise the ``flops`` of the ``cpu_op`` with the same
-  ``External id`` (shared between that op's kernels in proportion to their duration); otherwise unknown.
-* Bytes: ``args.bytes`` (or ``dram_bytes``) if a tool recorded it; PyTorch does not, so most points have an
-  unknown intensity and the roofline view draws them at the plot edge as "intensity unknown".
+* Plain or gzip-compressed JSON (``.json.gz``); a bare event array is accepted too.
+* GPU points: events with ``cat`` ``kernel`` or ``gpu_op`` and ``ph`` ``X``; ``dur`` is in microseconds.
+* **Kernel -> aten op**: the kernel's ``External id``, else its ``correlation`` -> the runtime launch event's
+  ``External id``; that id names the ``cpu_op`` that launched it.
+* **FLOPs and bytes**: the kernel's own ``args.flops`` / ``args.bytes`` when a tool recorded them; else the op's
+  ``flops`` (``with_flops=True`` writes none in torch 2.13's Chrome export, so usually absent); else derived from
+  the op's ``Input Dims`` and ``Input type`` for mm, addmm, bmm, baddbmm, linear, matmul, convolution,
+  scaled-dot-product attention and elementwise ops (:func:`op_cost`).  An op's FLOPs and bytes are shared
+  between its kernels in proportion to their duration.
+* Every kernel read is accounted for: ``df.attrs["report"]`` holds ``read``, ``plotted`` (finite FLOP/s and
+  intensity), ``flops_only`` (FLOP/s, unknown intensity), ``dropped`` and ``dropped_why`` (reason -> count);
+  :func:`report_text` words it as "N kernels read, M plotted, K dropped (why)".
+* A trace with operators but no GPU kernels (recorded on a CPU) is refused with a message that says how to
+  record a GPU trace.
 
 Anything malformed raises :class:`TraceImportError` naming the file and the event.
 """
@@ -32,7 +42,26 @@ import pandas as pd
 from popvision_lite.errors import PopvisionError
 
 GPU_CATS = ("kernel", "gpu_op")
+OP_CATS = ("cpu_op", "operator", "user_annotation_op")
 COLUMNS = ("name", "cat", "ts_us", "dur_s", "flops", "bytes", "achieved_flops", "intensity", "flops_from")
+EXTRA_COLUMNS = ("op", "bytes_from", "drop_reason")
+
+HOW_TO_RECORD = ("record a GPU trace with torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                 "ProfilerActivity.CUDA], record_shapes=True) on a machine with a CUDA GPU, run the model inside "
+                 "it, then prof.export_chrome_trace('trace.json'); record_shapes=True is what lets FLOPs and bytes "
+                 "be derived")
+
+DTYPE_BYTES = {"float": 4, "c10::half": 2, "half": 2, "c10::bfloat16": 2, "bfloat16": 2, "double": 8,
+               "long int": 8, "long": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1,
+               "bool": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "float16": 2, "float32": 4}
+
+ELEMENTWISE = {"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "relu", "relu_", "gelu", "silu",
+               "sigmoid", "tanh", "exp", "log", "neg", "pow", "sqrt", "rsqrt", "threshold_backward",
+               "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "where", "clamp", "clamp_",
+               "addcmul_", "addcdiv_", "lerp_", "fill_", "copy_", "to", "_to_copy", "native_dropout", "dropout",
+               "softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
+               "native_layer_norm", "layer_norm", "native_layer_norm_backward", "native_batch_norm",
+               "cudnn_batch_norm", "sum", "mean", "_foreach_add_", "_foreach_mul_"}
 
 
 class TraceImportError(PopvisionError):
@@ -56,13 +85,119 @@ def _num(v, path, where):
     return x
 
 
-def load_torch_trace(path) -> pd.DataFrame:
-    """GPU kernels of a PyTorch profiler trace as a DataFrame with :data:`COLUMNS`.
+def _prod(shape) -> float:
+    return float(np.prod([float(d) for d in shape])) if shape else 1.0
 
-    ``achieved_flops`` = flops / dur (NaN when FLOPs are unknown); ``intensity`` = flops / bytes (NaN when
-    bytes are unknown).  Zero-duration kernels are dropped (they cannot be placed on a log axis).
-    """
-    path = Path(path)
+
+def _dims(args) -> list:
+    d = args.get("Input Dims")
+    if not isinstance(d, list):
+        return []
+    return [x if isinstance(x, list) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                             for v in x) else [] for x in d]
+
+
+def _esize(args, i: int) -> int:
+    types = args.get("Input type")
+    if isinstance(types, list) and i < len(types) and isinstance(types[i], str):
+        return DTYPE_BYTES.get(types[i].strip().lower(), 4)
+    return 4
+
+
+def _concrete(args, i: int):
+    c = args.get("Concrete Inputs")
+    if isinstance(c, list) and i < len(c) and isinstance(c[i], str) and c[i]:
+        try:
+            v = json.loads(c[i])
+            return v
+        except ValueError:
+            return None
+    return None
+
+
+def op_cost(name: str, args: dict) -> tuple[float, float, str]:
+    """(FLOPs, bytes, formula) of an aten op from its recorded input shapes and types; (nan, nan, why-not)
+    when the op has no formula or no shapes.  Bytes are compulsory: inputs read once, output written once."""
+    op = name.split("::", 1)[-1] if "::" in name else name
+    d = _dims(args)
+    if not d or not any(d):
+        return math.nan, math.nan, f"{name}: no Input Dims (record_shapes=True)"
+    e0 = _esize(args, 0)
+
+    def gemm(b, m, k, n, es, extra=0.0):
+        return 2.0 * b * m * k * n, es * b * (m * k + k * n + m * n) + extra
+
+    try:
+        if op == "mm" and len(d) >= 2 and len(d[0]) == 2 and len(d[1]) == 2:
+            (m, k), (_, n) = d[0], d[1]
+            f, by = gemm(1, m, k, n, e0)
+            return f, by, "mm 2MKN"
+        if op == "addmm" and len(d) >= 3 and len(d[1]) == 2 and len(d[2]) == 2:
+            (m, k), (_, n) = d[1], d[2]
+            f, by = gemm(1, m, k, n, _esize(args, 1), _esize(args, 0) * _prod(d[0]))
+            return f + m * n, by, "addmm 2MKN + MN"
+        if op == "bmm" and len(d) >= 2 and len(d[0]) == 3 and len(d[1]) == 3:
+            (b, m, k), (_, _, n) = d[0], d[1]
+            f, by = gemm(b, m, k, n, e0)
+            return f, by, "bmm 2BMKN"
+        if op == "baddbmm" and len(d) >= 3 and len(d[1]) == 3 and len(d[2]) == 3:
+            (b, m, k), (_, _, n) = d[1], d[2]
+            f, by = gemm(b, m, k, n, _esize(args, 1), _esize(args, 0) * _prod(d[0]))
+            return f + b * m * n, by, "baddbmm 2BMKN + BMN"
+        if op == "linear" and len(d) >= 2 and len(d[0]) >= 1 and len(d[1]) == 2:
+            rows = _prod(d[0][:-1])
+            k = d[0][-1]
+            n = d[1][0]
+            bias = _prod(d[2]) if len(d) > 2 and d[2] else 0.0
+            f, by = gemm(1, rows, k, n, e0, e0 * bias)
+            return f + (rows * n if bias else 0.0), by, "linear 2 rows K N"
+        if op == "matmul" and len(d) >= 2 and d[0] and d[1]:
+            a, b = list(d[0]), list(d[1])
+            if len(a) == 1:
+                a = [1] + a
+            if len(b) == 1:
+                b = b + [1]
+            m, k, n = a[-2], a[-1], b[-1]
+            batch = max(_prod(a[:-2]), _prod(b[:-2]))
+            f = 2.0 * batch * m * k * n
+            by = e0 * (_prod(a) + _prod(b) + batch * m * n)
+            return f, by, "matmul 2 batch MKN"
+        if op in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution") and len(d) >= 2 \
+                and len(d[0]) >= 3 and len(d[1]) == len(d[0]):
+            x, w = d[0], d[1]
+            n, spatial = x[0], x[2:]
+            o, cin_g, kernel = w[0], w[1], w[2:]
+            stride = _concrete(args, 3)
+            pad = _concrete(args, 4)
+            if isinstance(stride, list) and isinstance(pad, list) and len(stride) == len(spatial):
+                out_sp = [(s + 2 * (pad[i] if i < len(pad) else 0) - kernel[i]) // stride[i] + 1
+                          for i, s in enumerate(spatial)]
+                how = "conv 2 N O out_spatial (C/g) kernel"
+            else:
+                out_sp = list(spatial)  # stride / padding not recorded: 'same' convolution assumed
+                how = "conv 2 N O spatial (C/g) kernel; stride 1 'same' padding assumed"
+            out = n * o * _prod(out_sp)
+            f = 2.0 * out * cin_g * _prod(kernel)
+            by = e0 * (_prod(x) + _prod(w) + out)
+            return f, by, how
+        if "scaled_dot_product" in op or op in ("_flash_attention_forward", "_efficient_attention_forward"):
+            if len(d) >= 3 and len(d[0]) == 4 and len(d[1]) == 4 and len(d[2]) == 4:
+                (b, h, lq, e), (_, _, s, _), (_, _, _, ev) = d[0], d[1], d[2]
+                f = 2.0 * b * h * lq * s * e + 2.0 * b * h * lq * s * ev
+                by = e0 * (_prod(d[0]) + _prod(d[1]) + _prod(d[2]) + b * h * lq * ev)
+                return f, by, "attention 2BHLS(E+Ev)"
+        base = op.rstrip("_") if op not in ELEMENTWISE else op
+        if op in ELEMENTWISE or base in ELEMENTWISE:
+            sizes = [_prod(x) for x in d if x]
+            out = max(sizes)
+            by = sum(_esize(args, i) * _prod(x) for i, x in enumerate(d) if x) + e0 * out
+            return out, by, "elementwise: one FLOP per output element"
+    except (TypeError, ValueError, IndexError):
+        return math.nan, math.nan, f"{name}: unexpected Input Dims {d!r}"
+    return math.nan, math.nan, f"{name}: no FLOP formula for this op"
+
+
+def _read_events(path: Path) -> list:
     try:
         text = path.read_bytes()
     except OSError as e:
@@ -86,9 +221,22 @@ def load_torch_trace(path) -> pd.DataFrame:
         raise TraceImportError(path, f"top level must be an object or array, got {type(data).__name__}")
     if not isinstance(events, list):
         raise TraceImportError(path, "'traceEvents' must be an array")
+    return events
 
-    op_flops: dict = {}
+
+def load_torch_trace(path) -> pd.DataFrame:
+    """GPU kernels of a PyTorch profiler trace as a DataFrame with :data:`COLUMNS` (+ ``op``, ``bytes_from``,
+    ``drop_reason``); ``df.attrs["report"]`` counts what was read, plotted and dropped (why).
+
+    ``achieved_flops`` = flops / dur (NaN when FLOPs are unknown); ``intensity`` = flops / bytes (NaN when
+    bytes are unknown).  Zero-duration kernels are left out of the frame (they cannot be placed on a log axis)
+    and counted as dropped."""
+    path = Path(path)
+    events = _read_events(path)
+    ops: dict = {}          # External id -> (name, flops, bytes, flops_from, bytes_from)
+    corr_ext: dict = {}     # correlation -> External id (runtime launch events)
     kernels = []
+    n_ops = 0
     for i, ev in enumerate(events):
         if not isinstance(ev, dict):
             raise TraceImportError(path, f"traceEvents[{i}] is not an object")
@@ -96,8 +244,19 @@ def load_torch_trace(path) -> pd.DataFrame:
         args = ev.get("args") or {}
         if not isinstance(args, dict):
             raise TraceImportError(path, f"traceEvents[{i}] ({ev.get('name', '?')}): 'args' must be an object")
-        if cat == "cpu_op" and "flops" in args and "External id" in args:
-            op_flops[args["External id"]] = _num(args["flops"], path, f"traceEvents[{i}].args.flops")
+        ext = args.get("External id")
+        if cat in OP_CATS:
+            n_ops += 1
+            if ext is not None:
+                name = str(ev.get("name", "?"))
+                fl, by, how = op_cost(name, args)
+                src = "derived: " + how if math.isfinite(fl) else ""
+                if "flops" in args:
+                    fl, src = _num(args["flops"], path, f"traceEvents[{i}].args.flops"), "cpu_op"
+                bsrc = ("derived: " + how) if math.isfinite(by) else ""
+                ops[ext] = (name, fl, by, src, bsrc, "" if math.isfinite(fl) else how)
+        elif cat in ("cuda_runtime", "cuda_driver", "runtime") and "correlation" in args and ext is not None:
+            corr_ext[args["correlation"]] = ext
         if cat in GPU_CATS and ev.get("ph", "X") == "X":
             name = ev.get("name")
             if not isinstance(name, str):
@@ -112,26 +271,86 @@ def load_torch_trace(path) -> pd.DataFrame:
                 if bk in args:
                     by = _num(args[bk], path, f"traceEvents[{i}].args.{bk}")
                     break
-            kernels.append((name, cat, ts, dur, fl, by, args.get("External id")))
+            kernels.append((name, cat, ts, dur, fl, by, ext, args.get("correlation")))
 
     if not kernels:
+        if n_ops:
+            raise TraceImportError(path, f"no GPU kernel events in {len(events)} events ({n_ops} CPU operators): a "
+                                         f"CPU-only trace has no GPU time to plot; {HOW_TO_RECORD}")
         raise TraceImportError(path, f"no GPU kernel events (cat {' / '.join(GPU_CATS)}) in {len(events)} events")
-    df = pd.DataFrame(kernels, columns=["name", "cat", "ts_us", "dur_us", "flops", "bytes", "ext"])
+    df = pd.DataFrame(kernels, columns=["name", "cat", "ts_us", "dur_us", "flops", "bytes", "ext", "corr"])
+    # kernel -> launching op: External id, else correlation -> runtime event's External id
+    ext = df["ext"].where(df["ext"].notna(), df["corr"].map(corr_ext))
+    ext = ext.where(ext.isin(list(ops)), None)
+    df["ext"] = ext
+    df["op"] = [ops[e][0] if e is not None and e in ops else "" for e in ext]
     df["flops_from"] = np.where(df["flops"].notna(), "kernel", "")
-    # FLOPs inherited from the cpu_op that launched the kernels, split by duration
-    missing = df["flops"].isna() & df["ext"].isin(list(op_flops))
-    if missing.any():
-        sub = df[missing]
+    df["bytes_from"] = np.where(df["bytes"].notna(), "kernel", "")
+    # an op's FLOPs / bytes shared between its kernels by duration
+    linked = df["ext"].notna()
+    if linked.any():
+        sub = df[linked]
         tot = sub.groupby("ext")["dur_us"].transform("sum")
-        share = np.where(tot > 0, sub["dur_us"] / tot, 1.0 / sub.groupby("ext")["dur_us"].transform("count"))
-        df.loc[missing, "flops"] = sub["ext"].map(op_flops).to_numpy() * share
-        df.loc[missing, "flops_from"] = "cpu_op"
-    df = df[df["dur_us"] > 0].copy()
+        cnt = sub.groupby("ext")["dur_us"].transform("count")
+        share = np.where(tot > 0, sub["dur_us"] / tot.where(tot > 0, 1), 1.0 / cnt)
+        op_f = sub["ext"].map(lambda e: ops[e][1]).to_numpy(dtype=float)
+        op_b = sub["ext"].map(lambda e: ops[e][2]).to_numpy(dtype=float)
+        need_f = sub["flops"].isna().to_numpy() & np.isfinite(op_f)
+        need_b = sub["bytes"].isna().to_numpy() & np.isfinite(op_b)
+        idx = sub.index.to_numpy()
+        df.loc[idx[need_f], "flops"] = (op_f * share)[need_f]
+        df.loc[idx[need_f], "flops_from"] = sub["ext"].map(lambda e: ops[e][3]).to_numpy()[need_f]
+        df.loc[idx[need_b], "bytes"] = (op_b * share)[need_b]
+        df.loc[idx[need_b], "bytes_from"] = sub["ext"].map(lambda e: ops[e][4]).to_numpy()[need_b]
+    # why a kernel cannot be plotted
+    reason = np.full(len(df), "", dtype=object)
+    no_f = df["flops"].isna().to_numpy()
+    for j in np.nonzero(no_f)[0]:
+        e = df["ext"].iat[j]
+        if e is None or (isinstance(e, float) and math.isnan(e)):
+            reason[j] = "no launching operator (no External id / correlation)"
+        else:
+            why = ops[e][5]
+            reason[j] = "no FLOP formula for " + ops[e][0] if "no FLOP formula" in why else (
+                "operator without Input Dims (record_shapes=False)" if "Input Dims" in why else why)
+    zero = (df["dur_us"] <= 0).to_numpy()
+    reason[zero] = "zero duration"
+    df["drop_reason"] = reason
+    zero_count = int(zero.sum())
+    df = df[~zero].copy()
     df["dur_s"] = df["dur_us"] * 1e-6
     df["achieved_flops"] = df["flops"] / df["dur_s"]
     df["intensity"] = df["flops"] / df["bytes"]
     df.loc[~np.isfinite(df["intensity"]) | (df["intensity"] <= 0), "intensity"] = math.nan
-    return df.reset_index(drop=True)[list(COLUMNS)]
+    no_int = df["flops"].notna() & (df["flops"] > 0) & df["intensity"].isna()
+    df.loc[no_int & (df["drop_reason"] == ""), "drop_reason"] = "FLOPs known, bytes unknown (plotted at the edge)"
+    zero_f = df["flops"].notna() & (df["flops"] <= 0)
+    df.loc[zero_f & (df["drop_reason"] == ""), "drop_reason"] = "zero FLOPs (copy / memset)"
+    out = df.reset_index(drop=True)[list(COLUMNS) + list(EXTRA_COLUMNS)]
+    known, unknown = plottable(out)
+    why = out.loc[~out.index.isin(known.index) & ~out.index.isin(unknown.index), "drop_reason"].value_counts()
+    why = {str(k): int(v) for k, v in why.items()}
+    if zero_count:
+        why["zero duration"] = why.get("zero duration", 0) + zero_count
+    out.attrs["report"] = {"read": len(kernels), "plotted": int(len(known)), "flops_only": int(len(unknown)),
+                           "dropped": int(len(kernels) - len(known) - len(unknown)), "dropped_why": why,
+                           "operators": n_ops}
+    return out
+
+
+def report_text(df: pd.DataFrame) -> str:
+    """'N kernels read, M plotted, K dropped (why)' for a frame from :func:`load_torch_trace`."""
+    r = df.attrs.get("report")
+    if not r:
+        known, unknown = plottable(df)
+        return f"{len(df)} kernels read, {len(known)} plotted"
+    text = f"{r['read']:,} kernels read, {r['plotted']:,} plotted"
+    if r["flops_only"]:
+        text += f" (+{r['flops_only']:,} with FLOP/s only, intensity unknown)"
+    text += f", {r['dropped']:,} dropped"
+    if r["dropped"]:
+        text += " (" + "; ".join(f"{n}: {why}" for why, n in sorted(r["dropped_why"].items(), key=lambda x: -x[1])) + ")"
+    return text
 
 
 def plottable(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -23,6 +23,7 @@ SINGLE = {
     "summary": ("summary", "phases"),
     "ops": ("operations", None),
     "steps": ("execution", "per_step"),
+    "verdict": ("summary", "verdict"),   # the Summary's IPU-or-GPU verdict panel (PNG) / its table (CSV)
 }
 COMPARE = {
     "memory": ("memory", "maps"),
@@ -124,8 +125,10 @@ COMPARE_TABLE = {"memory": "per_ipu", "liveness": "liveness", "summary": "headli
 
 
 def export_view(profile_path, view: str, output, compare=None, width: int | None = None,
-                height: int | None = None, dpi: float = 96.0, difference: bool = False) -> str:
-    """Write ``view`` of ``profile_path`` (compared with ``compare`` when given) to ``output``."""
+                height: int | None = None, dpi: float = 96.0, difference: bool = False,
+                torch_trace=None) -> str:
+    """Write ``view`` of ``profile_path`` (compared with ``compare`` when given) to ``output``.
+    ``torch_trace``: a PyTorch profiler trace whose GPU kernels the roofline view plots as measured points."""
     from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
 
     from popvision_lite.gui.app import create_app
@@ -159,7 +162,9 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
                 df = widget.tables()[COMPARE_TABLE[view]]
                 return f"{export_table(df, output)} rows"
         else:
-            if table and view != "roofline":
+            if torch_trace is not None and view != "roofline":
+                raise ConfigError("--torch-trace applies to --view roofline only")
+            if table and view not in ("roofline", "verdict"):
                 return f"{export_table(_csv_frame(docs[0].profile, view, None), output)} rows"
             from popvision_lite.gui.views import VIEW_REGISTRY
 
@@ -170,8 +175,24 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
             lay = QVBoxLayout(host)
             lay.setContentsMargins(0, 0, 0, 0)
             lay.addWidget(widget)
+            trace_info = ""
+            if torch_trace is not None:
+                from popvision_lite.analysis.torch_trace import load_torch_trace
+
+                trace_info = widget.show_trace(load_torch_trace(torch_trace), torch_trace)
+            if view == "verdict":
+                if suffix == ".csv":
+                    return f"{export_table(widget.verdict.tables()['verdict'], output)} rows"
+                if suffix != ".png":
+                    raise ConfigError(f"the verdict is a panel: export it as .png or .csv, not {suffix}")
+                w, h = width or 900, height or 520
+                host.resize(max(w, 1000), max(h, 700))
+                host.show()
+                _settle(widget, 0.1)
+                pw, ph = export_widget_png(widget.verdict, output, w, h)
+                return f"{pw} x {ph} px"
             if suffix == ".csv":
-                return f"{export_table(_csv_frame(docs[0].profile, view, widget), output)} rows"
+                return f"{export_table(_csv_frame(docs[0].profile, view, widget), output)} rows" + trace_info
         w, h = width or DEFAULT_SIZE[0], height or DEFAULT_SIZE[1]
         if height is None and width is not None:
             h = int(round(width * DEFAULT_SIZE[1] / DEFAULT_SIZE[0]))
@@ -194,7 +215,8 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
         fit_item(host, item, w, h, widget)
         _settle(widget, 0.05)
         res = export_plot(item, output, width=w, height=h, dpi=dpi)
-        return f"{res[0]} x {res[1]} px" if isinstance(res, tuple) else f"{res:,} bytes SVG"
+        out = f"{res[0]} x {res[1]} px" if isinstance(res, tuple) else f"{res:,} bytes SVG"
+        return out + (trace_info if compare is None else "")
     finally:
         if host is not None:
             host.close()

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite import devices
 from popvision_lite.analysis import roofline as rl
-from popvision_lite.analysis.torch_trace import load_torch_trace, plottable
+from popvision_lite.analysis.torch_trace import load_torch_trace, plottable, report_text
 from popvision_lite.errors import PopvisionError
 
 _ROOT = QModelIndex()
@@ -246,7 +246,7 @@ class RooflineView(QWidget):
         # plot
         self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
         pi = self.plot.getPlotItem()
-        pi.setTitle("Roofline: emulated IPU ops vs GPU roofline bounds")
+        pi.setTitle("Roofline: emulated IPU ops vs GPU roofline bounds and GPU estimates")
         pi.setLabel("bottom", "Operational intensity (FLOP/byte)")
         pi.setLabel("left", "Performance (FLOP/s)")
         for ax in ("bottom", "left"):
@@ -393,6 +393,11 @@ class RooflineView(QWidget):
         ymin = [math.log10(max(ys)) - 6]
         if len(pts):
             ymin.append(float(np.log10(pts["achieved_flops"]).min()) - 0.5)
+            for g in a.gpus:  # estimate points sit below their bounds
+                v = pts[f"{g.device_id}_est_flops"].to_numpy(dtype=float)
+                v = v[v > 0]
+                if len(v):
+                    ymin.append(float(np.log10(v).min()) - 0.5)
         ly0 = min(ymin)
         self._draw_roofline(a.ipu, IPU_COLOR, lx0, lx1, ly0, solid=True)
         self._gpu_peak_labels: list[tuple[float, float, pg.TextItem]] = []  # (log10 peak, x, label)
@@ -418,6 +423,12 @@ class RooflineView(QWidget):
                                   sub.index.to_numpy(), size=9, symbol="t", brush=None,
                                   pen=pg.mkPen(GPU_COLORS.get(gid, "#444"), width=1.5),
                                   name=f"{g.name.replace('NVIDIA ', '')} bound (not measured)")
+                ok = np.isfinite(pts[f"{gid}_intensity"]) & (pts[f"{gid}_est_flops"] > 0)
+                sub = pts[ok]
+                self._add_scatter(f"{gid}:est", np.log10(sub[f"{gid}_intensity"]),
+                                  np.log10(sub[f"{gid}_est_flops"]), sub.index.to_numpy(), size=8, symbol="t",
+                                  brush=pg.mkBrush(GPU_COLORS.get(gid, "#444")), pen=pg.mkPen("#222", width=0.5),
+                                  name=f"{g.name.replace('NVIDIA ', '')} estimate (launch + measured fractions)")
             if self.whatif_box.isChecked():
                 sp_ = pts[pts["spills"]]
                 if len(sp_):
@@ -468,7 +479,9 @@ class RooflineView(QWidget):
         if self.whatif_box.isChecked():
             lines.append(f"What-if at {self.capacity.value():.0f}% SRAM: {t['spilling_ops']} op(s) spill to DDR.")
         self.summary.setText("\n".join(lines))
-        self.notes.setText("Notes: " + " · ".join(a.notes))
+        trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
+                 if self.measured is not None else "")
+        self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
 
     def _draw_roofline(self, r: rl.Roofline, color: str, lx0: float, lx1: float, ly_label: float, solid: bool):
         pi = self.plot.getPlotItem()
@@ -610,6 +623,7 @@ class RooflineView(QWidget):
             lines += [f"what-if: {o.working_set_bytes:,.0f} B do not fit; streamed from DDR",
                       f"time {_fmt_time(o.whatif_time_s)} (emulated {_fmt_time(o.ipu_time_s)})"]
         else:
+            key = key.split(":")[0]  # "a100-80gb:est" -> the estimate points of that GPU
             g = next(g for g in a.gpus if g.device_id == key)
             lines += [f"{g.name} roofline BOUND (not a measurement)",
                       f"time >= {_fmt_time(o[f'{key}_time_s'])}, {o[f'{key}_bound']}-bound",
@@ -700,11 +714,17 @@ class RooflineView(QWidget):
             self.import_trace(path)
 
     def _trace_loaded(self, df, path):
+        self.show_trace(df, path)
+
+    def show_trace(self, df, path) -> str:
+        """Plot the kernels ``df`` (from ``load_torch_trace``) as measured points; returns the import report."""
         from pathlib import Path
 
         self.measured = df
         self.measured_name = Path(path).name
+        self.trace_report = report_text(df)
         self._draw()
+        return f"; trace {self.measured_name}: {self.trace_report}"
 
     def _trace_failed(self, exc):
         msg = str(exc) if isinstance(exc, PopvisionError) else f"{type(exc).__name__}: {exc}"

@@ -85,6 +85,10 @@ class SummaryView(QWidget):
         scroll.setFrameShape(QScrollArea.NoFrame)
         scroll.setWidget(self.info)
         ll.addWidget(scroll, 1)
+        from popvision_lite.gui.views.verdict_panel import VerdictPanel  # IPU-or-GPU verdict (own widget)
+
+        self.verdict = VerdictPanel(document)
+        ll.addWidget(self.verdict)
         lay = QHBoxLayout(self)
         split = QSplitter(Qt.Horizontal)
         split.addWidget(left)
@@ -152,6 +156,13 @@ class SummaryView(QWidget):
 
     def plot_items(self) -> dict:
         return {"phases": self.plot.getPlotItem()}
+
+    def tables(self) -> dict:
+        """The top-ops table (named as the generic export named it) and the verdict table."""
+        from popvision_lite.gui.export import _slug
+
+        tip = self.ops_table.toolTip().split(";")[0][:40]
+        return {_slug(tip): self.ops_model.df, **self.verdict.tables()}
 
 
 # workload settings that only one model family reads (emulate --help says the same); a BERT run's

@@ -1,0 +1,100 @@
+"""Verdict panel (on the Summary view): IPU or GPU for this run, side by side, with cost.
+
+Thin: every number comes from :func:`popvision_lite.analysis.verdict.verdict`.
+"""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from popvision_lite import devices
+from popvision_lite.analysis.verdict import verdict
+from popvision_lite.errors import PopvisionError
+from popvision_lite.gui import theme
+
+
+class VerdictPanel(QWidget):
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.result = None
+        n_ipus = int(document.profile.target.num_ipus)
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        title = QLabel("<b>Verdict: IPU or GPU?</b>")
+        bar.addWidget(title)
+        bar.addStretch(1)
+        bar.addWidget(QLabel("vs"))
+        self.gpus = QSpinBox()
+        self.gpus.setRange(1, 4096)
+        self.gpus.setValue(n_ipus)
+        self.gpus.setSuffix(" x")
+        self.gpus.setToolTip("Number of GPUs (data parallel); default: as many as the run has IPUs")
+        bar.addWidget(self.gpus)
+        self.gpu = QComboBox()
+        for gid in devices.list_devices("gpu"):
+            self.gpu.addItem(devices.load_device(gid).name.replace("NVIDIA ", ""), gid)
+        i = self.gpu.findData("a100-80gb")
+        self.gpu.setCurrentIndex(max(i, 0))
+        self.gpu.setToolTip("GPU to estimate (constants and prices from resources/devices)")
+        bar.addWidget(self.gpu)
+
+        self.body = QLabel()
+        self.body.setTextFormat(Qt.RichText)
+        self.body.setWordWrap(True)
+        self.body.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.body.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 4, 0, 0)
+        lay.addLayout(bar)
+        lay.addWidget(self.body)
+        self.gpus.valueChanged.connect(self.refresh)
+        self.gpu.currentIndexChanged.connect(self.refresh)
+        theme.notifier.changed.connect(self._fill)
+        self.refresh()
+
+    def refresh(self, *_):
+        gid, n = self.gpu.currentData(), int(self.gpus.value())
+        prof = self.document.profile
+        try:
+            if hasattr(self.document, "cached"):
+                self.result = self.document.cached(("verdict", gid, n), verdict, prof, gid, n)
+            else:
+                self.result = verdict(prof, gid, n)
+        except PopvisionError as e:
+            self.result = None
+            self.body.setText(f"Verdict unavailable: {html.escape(str(e))}")
+            return
+        self._fill()
+
+    def _fill(self, *_):
+        v = self.result
+        if v is None:
+            return
+        c = theme.colors()
+        gpu_wins = v.speedup >= 1
+        col = c["bad"] if gpu_wins else c["good"]
+        rows = "".join(
+            f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(g)}</td></tr>"
+            for a, b, g in v.rows() if a not in ("system", "basis"))
+        basis = (f"IPU: {html.escape(v.ipu.basis)}.<br>GPU: {html.escape(v.gpu.basis)}; "
+                 "one kernel per op, launch overhead and achievable fractions measured (see resources/devices).")
+        missing = ("<br>Prices missing: " + html.escape(", ".join(v.missing_prices))) if v.missing_prices else ""
+        self.body.setText(
+            f"<p style='font-weight:bold; color:{col}'>{html.escape(v.headline())}</p>"
+            f"<table cellpadding=2><tr><th></th><th>{html.escape(v.ipu.label)}</th>"
+            f"<th>{html.escape(v.gpu.label)}</th></tr>{rows}</table>"
+            f"<p style='color:{c['muted']}'>{basis}{missing}</p>")
+
+    def tables(self) -> dict:
+        import pandas as pd
+
+        if self.result is None:
+            return {}
+        rows = self.result.rows()
+        return {"verdict": pd.DataFrame(rows, columns=["metric", "ipu", "gpu"])}
