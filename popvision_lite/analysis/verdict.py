@@ -78,8 +78,8 @@ class Verdict:
 
     def headline(self) -> str:
         r = self.speedup
-        faster = (f"{self.gpu.label} estimated {r:.2f}x faster" if r >= 1
-                  else f"{self.ipu.label} {1 / r:.2f}x faster")
+        faster = (f"{self.gpu.label} {r:.2f}x faster than {self.ipu.label}" if r >= 1
+                  else f"{self.ipu.label} {1 / r:.2f}x faster than {self.gpu.label}")
         ci, cg = self.ipu.usd_per_million(), self.gpu.usd_per_million()
         if math.isfinite(ci) and math.isfinite(cg):
             cheaper = ("GPU" if cg < ci else "IPU") + f" {max(ci, cg) / min(ci, cg):.2f}x cheaper per sample"
@@ -253,7 +253,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
     ipu_price, ipu_src, ipu_missing = _price(ipu_spec)
     if ipu_missing:
-        missing.append(ipu_spec.name)
+        missing.append(ipu_spec.name + (" (priced at another IPU's rate)" if math.isfinite(ipu_price) else ""))
     notes.append(f"IPU price: {ipu_src}")
     ipu_fits = bool(run.get("fits", True))
     ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
