@@ -58,6 +58,8 @@ NOT_BENCHMARKS: dict[str, str] = {
     "execution_screenshots": "makes pictures for docs/screenshots, not numbers",
     "gui_screenshots": "makes pictures for docs/screenshots, not numbers",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
+    "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
+                     "not a speed benchmark",
 }
 
 QUICK_ARGS: dict[str, list[str]] = {

@@ -54,9 +54,10 @@ def test_gemm_occupancy_from_shape_columns_and_from_bytes():
     # 512 x 1024 output = 32 tiles of 128x128 on 108 SMs
     shaped = _ops([("q", "matmul", "fp16", 2 * 512 * 1024 * 1024, 2 * (512 * 1024 + 1024 * 1024 + 512 * 1024))])
     e_bytes = ge.estimate_ops(shaped, a100).iloc[0]
-    shaped2 = shaped.assign(m=512, n=1024, k=1024)
-    e_shape = ge.estimate_ops(shaped2, a100).iloc[0]
+    e_shape = ge.estimate_ops(shaped.assign(m=512, n=1024, k=128), a100).iloc[0]   # too short to split K
     assert e_shape.occupancy == pytest.approx(32 / 108)
+    # K = 1024: split-K in slices of 128 onto the idle SMs (32 tiles x 4 slices = 128 >= 108 SMs)
+    assert ge.estimate_ops(shaped.assign(m=512, n=1024, k=1024), a100).iloc[0].occupancy == 1.0
     # without a shape: the equivalent square output solved from FLOPs and bytes, the optimistic root
     assert 32 / 108 <= e_bytes.occupancy <= 1.0
     assert e_shape.compute_s == pytest.approx(shaped.flops[0] / (312e12 * 0.859 * 32 / 108))

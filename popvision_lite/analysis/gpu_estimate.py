@@ -12,7 +12,9 @@ device TOML (``[estimator]`` table, each with its source) and the model is:
     size comes from the op's ``m, n, k, batch`` columns when it has them (imported traces), else from an
     equivalent shape solved from FLOPs and compulsory bytes (square output, ``2 MNK = FLOPs``,
     ``MK + KN + MN = elements``; the larger root, i.e. the optimistic one, as cuBLAS splits K for tall-skinny
-    outputs).
+    outputs).  With an explicit ``k``, a GEMM whose output fills fewer SMs than the GPU has is split along K
+    (split-K, as cuBLAS and CUTLASS do for small outputs with long reductions) into slices of at least
+    ``SPLIT_K_MIN`` = 128 (assumed), up to one slice per idle SM.
   - Other ops (elementwise, reductions, norms, optimizer updates, gathers) run on the plain FP32 peak with no
     fraction applied to the arithmetic; they are almost always bound by their bytes.
   - FP16 ops use the dense tensor-core FP16 peak, everything else the plain FP32 peak (as the roofline).
@@ -50,6 +52,9 @@ STATE_BYTES_PER_PARAM = {"sgd": 4, "momentum": 12, "adam": 16, "lamb": 16}
 # adam: read w32 g m v, write w32 m v w16 = 4+2+4+4 +4+4+4+2 = 28.  lamb: adam + a second pass that
 # re-reads the update and the fp32 weights for the per-layer trust ratio (+4+4) = 36.
 UPDATE_BYTES_PER_PARAM = {"sgd": 6, "momentum": 20, "adam": 28, "lamb": 36}
+
+# split-K slices are at least this long along K (assumed: 4 k-blocks of 32, CUTLASS's usual k-block for FP16)
+SPLIT_K_MIN = 128
 
 # defaults when a GPU spec has no [estimator] value (each use is reported as an assumption)
 _FALLBACK = {
@@ -175,6 +180,12 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str) -> pd.Data
             b = np.where(np.isfinite(b) & (b > 0), b, 1.0)
             side = math.sqrt(g.gemm_tile_elements)
             tiles = b * np.ceil(m / side) * np.ceil(nn / side)
+            if "k" in ops.columns:
+                # split-K: a small output with a long reduction is cut along K into slices run on more SMs
+                # (cuBLAS / CUTLASS 'split-K'); slices of at least SPLIT_K_MIN (assumed) keep each worth a launch
+                kk = ops["k"].to_numpy(dtype=float)
+                split = np.where(np.isfinite(kk), np.maximum(1.0, np.floor(kk / SPLIT_K_MIN)), 1.0)
+                tiles = tiles * np.minimum(split, np.ceil(g.sms / np.maximum(tiles, 1.0)))
             shaped = np.isfinite(tiles) & (tiles > 0)
         else:
             tiles = np.full(n, np.nan)
