@@ -1,0 +1,225 @@
+"""PyTorch trace import on real traces: FLOPs and bytes derived from recorded shapes, kernels linked to their
+aten op through External id / correlation, the read / plotted / dropped report, CPU-only traces, the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from popvision_lite.analysis.torch_trace import (
+    TraceImportError,
+    load_torch_trace,
+    op_cost,
+    plottable,
+    report_text,
+)
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+
+
+def _write(tmp_path, events, name="t.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps({"traceEvents": events}))
+    return p
+
+
+def _op(name, ext, dims, types, ts=0, dur=10, concrete=None):
+    args = {"External id": ext, "Input Dims": dims, "Input type": types}
+    if concrete is not None:
+        args["Concrete Inputs"] = concrete
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+def _launch(ext, corr, ts=0):
+    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 3,
+            "args": {"External id": ext, "correlation": corr}}
+
+
+def _kernel(name, dur, ts=0, corr=None, ext=None):
+    args = {}
+    if corr is not None:
+        args["correlation"] = corr
+    if ext is not None:
+        args["External id"] = ext
+    return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "args": args}
+
+
+# ------------------------------------------------------------------ formulas
+def test_op_cost_formulas():
+    h = ["c10::Half", "c10::Half"]
+    f, b, _ = op_cost("aten::mm", {"Input Dims": [[512, 1024], [1024, 4096]], "Input type": h})
+    assert f == 2 * 512 * 1024 * 4096 and b == 2 * (512 * 1024 + 1024 * 4096 + 512 * 4096)
+    f, b, _ = op_cost("aten::bmm", {"Input Dims": [[8, 64, 32], [8, 32, 16]], "Input type": ["float", "float"]})
+    assert f == 2 * 8 * 64 * 32 * 16 and b == 4 * 8 * (64 * 32 + 32 * 16 + 64 * 16)
+    f, _, _ = op_cost("aten::addmm", {"Input Dims": [[128], [16, 64], [64, 128]], "Input type": ["float"] * 3})
+    assert f == 2 * 16 * 64 * 128 + 16 * 128
+    f, _, _ = op_cost("aten::baddbmm", {"Input Dims": [[4, 8, 8], [4, 8, 16], [4, 16, 8]], "Input type": ["float"] * 3})
+    assert f == 2 * 4 * 8 * 16 * 8 + 4 * 8 * 8
+    f, _, _ = op_cost("aten::linear", {"Input Dims": [[2, 16, 64], [128, 64], [128]], "Input type": ["float"] * 3})
+    assert f == 2 * 32 * 64 * 128 + 32 * 128
+    f, _, _ = op_cost("aten::matmul", {"Input Dims": [[3, 5, 7], [7, 2]], "Input type": ["float"] * 2})
+    assert f == 2 * 3 * 5 * 7 * 2
+    # convolution: output size from the recorded stride / padding (Concrete Inputs)
+    conv = {"Input Dims": [[2, 3, 16, 16], [8, 3, 3, 3], [], [], [], [], [], [], []], "Input type": ["float"] * 2,
+            "Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"]}
+    f, _, how = op_cost("aten::convolution", conv)
+    assert f == 2 * 2 * 8 * 8 * 8 * 3 * 9 and "assumed" not in how
+    f, _, how = op_cost("aten::convolution", {k: v for k, v in conv.items() if k != "Concrete Inputs"})
+    assert f == 2 * 2 * 8 * 16 * 16 * 3 * 9 and "assumed" in how   # said, not hidden
+    f, _, _ = op_cost("aten::scaled_dot_product_attention",
+                      {"Input Dims": [[2, 4, 8, 16]] * 3 + [[]], "Input type": ["c10::Half"] * 3})
+    assert f == 4 * 2 * 4 * 8 * 8 * 16
+    f, b, _ = op_cost("aten::gelu", {"Input Dims": [[16, 128], []], "Input type": ["float", ""]})
+    assert f == 16 * 128 and b == 2 * 4 * 16 * 128
+    assert math.isnan(op_cost("aten::nonzero", {"Input Dims": [[5]], "Input type": ["float"]})[0])
+    assert math.isnan(op_cost("aten::mm", {})[0])
+
+
+# ------------------------------------------------------------------ hand-made GPU-shaped traces
+def test_gpu_shaped_trace_links_kernels_and_reports(tmp_path):
+    ev = [
+        _op("aten::mm", 1, [[256, 512], [512, 1024]], ["c10::Half"] * 2),
+        _launch(1, 100), _kernel("ampere_fp16_gemm", 40, ts=5, corr=100),          # by correlation only
+        _op("aten::gelu", 2, [[256, 1024], []], ["c10::Half", ""], ts=50),
+        _launch(2, 101), _kernel("vectorized_elementwise_kernel", 4, ts=55, corr=101, ext=2),
+        _op("aten::nonzero", 3, [[1024]], ["bool"], ts=60),
+        _launch(3, 102), _kernel("nonzero_kernel", 2, ts=62, corr=102),             # no FLOP formula
+        _kernel("orphan_kernel", 3, ts=70),                                           # no launching op
+        _kernel("empty", 0, ts=80, corr=100),                                         # zero duration
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 90, "dur": 5, "args": {}},
+    ]
+    df = load_torch_trace(_write(tmp_path, ev))
+    r = df.attrs["report"]
+    assert r["read"] == 5 and r["plotted"] == 2 and r["dropped"] == 3
+    assert r["dropped_why"] == {"no FLOP formula for aten::nonzero": 1,
+                                "no launching operator (no External id / correlation)": 1, "zero duration": 1}
+    gemm = df.set_index("name").loc["ampere_fp16_gemm"]
+    assert gemm.op == "aten::mm" and gemm.flops == 2 * 256 * 512 * 1024
+    assert gemm.intensity == pytest.approx(gemm.flops / (2 * (256 * 512 + 512 * 1024 + 256 * 1024)))
+    assert gemm.achieved_flops == pytest.approx(gemm.flops / 40e-6)
+    assert gemm.flops_from.startswith("derived: mm")
+    text = report_text(df)
+    assert text.startswith("5 kernels read, 2 plotted, 3 dropped (") and "zero duration" in text
+    known, unknown = plottable(df)
+    assert set(known["name"]) == {"ampere_fp16_gemm", "vectorized_elementwise_kernel"} and not len(unknown)
+
+
+def test_cpu_only_trace_says_how_to_record_a_gpu_trace(tmp_path):
+    p = _write(tmp_path, [_op("aten::mm", 1, [[2, 2], [2, 2]], ["float"] * 2)])
+    with pytest.raises(TraceImportError) as ei:
+        load_torch_trace(p)
+    msg = str(ei.value)
+    assert str(p) in msg and "CPU-only" in msg and "ProfilerActivity.CUDA" in msg and "record_shapes=True" in msg
+
+
+def test_op_flops_shared_between_kernels_by_duration(tmp_path):
+    ev = [_op("aten::mm", 7, [[128, 128], [128, 128]], ["float"] * 2),
+          _kernel("a", 30, ext=7), _kernel("b", 10, ext=7)]
+    df = load_torch_trace(_write(tmp_path, ev)).set_index("name")
+    total = 2 * 128 ** 3
+    assert df.loc["a"].flops == pytest.approx(0.75 * total) and df.loc["b"].flops == pytest.approx(0.25 * total)
+    assert df.loc["a"].intensity == pytest.approx(df.loc["b"].intensity)
+
+
+# ------------------------------------------------------------------ real traces recorded with torch
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="optional extra 'torch' (pip install -e .[torch]) not installed")
+
+
+def _record(tmp_path):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32))
+    x = torch.randn(16, 64)
+    q = torch.randn(2, 4, 8, 16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+        m(x).sum().backward()
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        torch.nn.functional.conv2d(torch.randn(2, 3, 16, 16), torch.randn(8, 3, 3, 3), stride=2, padding=1)
+        torch.bmm(torch.randn(3, 4, 5), torch.randn(3, 5, 6))
+    path = tmp_path / "cpu_trace.json"
+    prof.export_chrome_trace(str(path))
+    return prof, path
+
+
+@needs_torch
+def test_real_trace_flops_match_torch_own_count(tmp_path):
+    prof, path = _record(tmp_path)
+    trace = json.loads(path.read_text())
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    assert not any("flops" in e["args"] for e in ops)   # torch 2.13's Chrome export: no FLOPs written
+    ours = {}
+    for e in ops:
+        f, _, _ = op_cost(e["name"], e["args"])
+        if math.isfinite(f):
+            ours.setdefault(e["name"], []).append(f)
+    # torch counts FLOPs itself (with_flops=True) for GEMM-like ops in its own events: compare per op kind
+    theirs = {}
+    for e in prof.events():
+        if e.flops and e.name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::conv2d"):
+            theirs.setdefault(e.name, []).append(float(e.flops))
+    for name in ("aten::mm", "aten::bmm"):
+        assert sorted(ours[name]) == sorted(theirs[name]), name
+    # addmm: torch counts 2MKN (no bias add); ours adds MN for the bias
+    assert sorted(f - 16 * n for f, n in zip(sorted(ours["aten::addmm"]), (32, 128), strict=True)) == \
+        sorted(theirs["aten::addmm"])
+    assert sorted(ours["aten::convolution"]) == sorted(theirs["aten::conv2d"])
+
+
+@needs_torch
+def test_real_cpu_trace_refused_then_gpu_shaped_version_imported(tmp_path):
+    _, path = _record(tmp_path)
+    with pytest.raises(TraceImportError, match="CPU-only"):
+        load_torch_trace(path)
+    # what a CUDA run adds to the same operators: a runtime launch and a kernel per op, joined by correlation
+    trace = json.loads(path.read_text())
+    ev = trace["traceEvents"]
+    linked = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] in
+              ("aten::addmm", "aten::mm", "aten::bmm", "aten::convolution", "aten::scaled_dot_product_attention")]
+    for i, e in enumerate(linked):
+        ext = e["args"]["External id"]
+        ev.append(_launch(ext, 5000 + i, ts=e["ts"]))
+        ev.append(_kernel(f"kernel_{e['name'].split('::')[1]}_{i}", 2.0, ts=e["ts"] + 1, corr=5000 + i))
+    gpu = tmp_path / "gpu_shaped.json"
+    gpu.write_text(json.dumps(trace))
+    df = load_torch_trace(gpu)
+    r = df.attrs["report"]
+    assert r["read"] == len(linked) and r["plotted"] == len(linked) and r["dropped"] == 0
+    assert (df["intensity"] > 0).all() and set(df["op"]) == {e["name"] for e in linked}
+
+
+def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
+    """CLI end to end, then the hover text of an imported point (the crash: ``o.cat`` is pandas' accessor)."""
+    from popvision_lite.cli import main
+
+    ev = [_op("aten::mm", 1, [[256, 512], [512, 1024]], ["c10::Half"] * 2), _launch(1, 9),
+          _kernel("ampere_fp16_gemm", 40, ts=5, corr=9), _kernel("orphan", 3, ts=60)]
+    trace = _write(tmp_path, ev)
+    out = tmp_path / "roof.png"
+    assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "roofline", "--torch-trace", str(trace),
+                 "-o", str(out)]) == 0
+    assert out.stat().st_size > 10_000
+    assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "summary", "--torch-trace", str(trace),
+                 "-o", str(tmp_path / "x.png")]) == 2
+
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.profile.reader import open_profile
+
+    doc = Document(open_profile(SAMPLES / "bert_tiny_mk2.pvl"))
+    view = RooflineView(doc)
+    qtbot.addWidget(view)
+    info = view.show_trace(load_torch_trace(trace), trace)
+    assert "2 kernels read, 1 plotted, 1 dropped" in info and "kernels read" in view.notes.text()
+    sp = view._scatter["measured"]
+    pts = sp.points()
+    view._on_hover("measured", pts)          # what pyqtgraph's sigHovered calls
+    text = view.hover.toPlainText()
+    assert "ampere_fp16_gemm" in text and "launched by aten::mm" in text and "kernel" in text
+    doc.close()
