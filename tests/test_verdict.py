@@ -97,3 +97,18 @@ def test_gpu_memory_fit_uses_ipu_activations(tiny):
     v = verdict(tiny)
     m = v.gpu_estimate.memory
     assert m["activation_bytes"] > 0 and m["params"] == pytest.approx(ge.params_from_ops(tiny.ops))
+
+
+def test_report_and_export_carry_the_verdict(tmp_path):
+    from popvision_lite.gui.export import summary_markdown
+
+    with pvl.open(SAMPLES / "bert_tiny_mk2.pvl") as p:
+        md = summary_markdown(p)
+    assert "## Verdict: IPU or GPU?" in md and "USD per 1 M samples" in md and "BOUND (not an estimate)" in md
+    out = tmp_path / "verdict.csv"
+    assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "verdict", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "samples/s" in text and "NVIDIA A100 80GB SXM x1 (estimated)" in text
+    png = tmp_path / "verdict.png"
+    assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "verdict", "-o", str(png)]) == 0
+    assert png.stat().st_size > 5_000

@@ -155,7 +155,7 @@ def _equivalent_output(flops: np.ndarray, elements: np.ndarray) -> np.ndarray:
     return out
 
 
-def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str) -> pd.DataFrame:
+def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quantization: bool = False) -> pd.DataFrame:
     """Per-op GPU estimate.  ``ops`` needs ``type``, ``precision``, ``flops``, ``min_bytes`` (the ops table of a
     profile); optional ``m``, ``n``, ``k``, ``batch`` (GEMM shape), ``kernels`` (launches, default 1).
 
@@ -195,7 +195,11 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str) -> pd.Data
             elem = nbytes / np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec])
             mn = _equivalent_output(flops[need], elem[need])
             tiles[need] = np.ceil(mn / g.gemm_tile_elements)
-        occ = np.where(is_gemm, np.clip(np.nan_to_num(tiles, nan=g.sms) / g.sms, 1e-3, 1.0), 1.0)
+        t = np.nan_to_num(tiles, nan=g.sms)
+        occ = np.where(is_gemm, np.clip(t / g.sms, 1e-3, 1.0), 1.0)
+        if wave_quantization:  # sensitivity: the last wave of 128x128 tiles leaves SMs idle (NVIDIA guide sec. 3.2)
+            waves = np.ceil(np.maximum(t, 1.0) / g.sms)
+            occ = np.where(is_gemm & (t > g.sms), t / (waves * g.sms), occ)
     frac = np.where(is_gemm, g.gemm_fraction * occ, 1.0)
     compute = np.where(flops > 0, flops / (peak * frac), 0.0)
     memory = nbytes / (g.hbm_bytes_per_s * g.hbm_fraction)
@@ -261,7 +265,8 @@ def params_from_ops(ops: pd.DataFrame) -> float:
 def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pass: float,
                       samples_per_step: float | None = None, params: float | None = None,
                       optimizer: str = "sgd", activation_bytes_per_sample: float = 0.0,
-                      training: bool = True, precision: str = "fp16") -> TrainingEstimate:
+                      training: bool = True, precision: str = "fp16",
+                      wave_quantization: bool = False) -> TrainingEstimate:
     """Estimated data-parallel training throughput of the op list ``ops`` (one pass = forward + backward of
     ``samples_per_pass`` samples; optimizer-update ops in it are taken out and replaced by one update of
     ``params`` parameters per step with ``optimizer``'s bytes).  ``samples_per_step`` (global batch) defaults
@@ -294,7 +299,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         notes.append(f"each GPU runs {per_gpu:g} samples per step, fewer than the op list's {samples_per_pass:g}: "
                      f"its FLOPs and bytes scaled by {shrink:.3g}, same number of kernels")
         samples_per_pass, passes = per_gpu, 1.0
-    est = estimate_ops(ops, g)
+    est = estimate_ops(ops, g, wave_quantization=wave_quantization)
     is_opt = (est["op_class"] == "optimizer").to_numpy()
     pass_ops = est[~is_opt]
     pass_t = float(pass_ops["est_time_s"].sum())

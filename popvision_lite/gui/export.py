@@ -272,7 +272,22 @@ def summary_markdown(profile) -> str:
              "| op | type | cycles | share |", "|---|---|---|---|"]
     for r in s.top_ops.itertuples(index=False):
         lines.append(f"| {r.name} | {r.type} | {int(r.cycles):,} | {100 * r.share:.1f}% |")
+    lines += _verdict_markdown(profile)
     return "\n".join(lines) + "\n"
+
+
+def _verdict_markdown(profile) -> list[str]:
+    """The IPU-or-GPU verdict section of the report (empty, with the reason, when it cannot be made)."""
+    from popvision_lite.analysis.verdict import verdict
+    from popvision_lite.errors import PopvisionError
+
+    try:
+        v = verdict(profile)
+    except PopvisionError as e:
+        return ["", "## Verdict: IPU or GPU?", "", f"n/a: {e}"]
+    out = ["", "## Verdict: IPU or GPU?", "", f"**{v.headline()}**", "", "| | IPU | GPU |", "|---|---|---|"]
+    out += [f"| {a} | {b} | {c} |" for a, b, c in v.rows()]
+    return out + [""] + [f"* {n}" for n in v.notes]
 
 
 def _index_html(title: str, markdown: str, images: list[tuple[str, str]], csvs: list[str]) -> str:
