@@ -302,6 +302,8 @@ def main(argv=None) -> int:
         print(f"  {key}: measured {ipu_meas:,.0f} / {_num(n_row[col]):,.0f} = {meas_ratio:.3f} ({col});  "
               f"predicted " + (f"{ipu_pred:,.0f} / {gpu_pred:,.0f} = {pred_ratio:.3f}" if pred_ratio == pred_ratio
                                else f"n/a (IPU side {note})"))
+        print(f"      with the GPU side predicted and the IPU side measured: {ipu_meas:,.0f} / {gpu_pred:,.0f} = "
+              f"{ipu_meas / gpu_pred:.3f}")
     ok = all(v["ok"] for v in results.values())
     print(f"\nverdict_check: {'all within' if ok else 'NOT all within'} +-{100 * TARGET:.0f} % of the measured GPU rows")
     return 0
