@@ -93,6 +93,12 @@ def test_cli_and_api(tiny, capsys):
     assert pvl.verdict(tiny).ipu.samples_per_second == v.ipu.samples_per_second
 
 
+def test_a_run_that_does_not_fit_says_so():
+    with pvl.open(SAMPLES / "bert_large_1ipu_oom.pvl") as p:
+        v = verdict(p)
+    assert not v.ipu.fits and "does NOT fit" in v.headline() and v.gpu.fits
+
+
 def test_gpu_memory_fit_uses_ipu_activations(tiny):
     v = verdict(tiny)
     m = v.gpu_estimate.memory
@@ -112,3 +118,24 @@ def test_report_and_export_carry_the_verdict(tmp_path):
     png = tmp_path / "verdict.png"
     assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "verdict", "-o", str(png)]) == 0
     assert png.stat().st_size > 5_000
+
+
+def test_summary_view_verdict_panel(qtbot):
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from popvision_lite.profile.reader import open_profile
+
+    doc = Document(open_profile(SAMPLES / "bert_tiny_mk2.pvl"))
+    view = SummaryView(doc)
+    qtbot.addWidget(view)
+    panel = view.verdict
+    text = panel.body.text()
+    assert "faster than" in text and "USD per 1 M samples" in text and "BOUND (not an estimate)" in text
+    assert panel.result.gpu.chips == 1
+    panel.gpus.setValue(8)
+    assert panel.result.gpu.chips == 8 and "x8 (estimated)" in panel.body.text()
+    panel.gpu.setCurrentIndex(panel.gpu.findData("h100-sxm"))
+    assert panel.result.gpu.label.startswith("NVIDIA H100") and "Prices missing" in panel.body.text()
+    tables = view.tables()
+    assert "verdict" in tables and len(tables) == 2   # the top-ops table keeps its export
+    doc.close()

@@ -85,7 +85,8 @@ class Verdict:
             cheaper = ("GPU" if cg < ci else "IPU") + f" {max(ci, cg) / min(ci, cg):.2f}x cheaper per sample"
         else:
             cheaper = "cost n/a (price missing: " + ", ".join(self.missing_prices) + ")"
-        return f"{faster}; {cheaper}"
+        fit = "".join(f"; {side.label} does NOT fit in memory" for side in (self.ipu, self.gpu) if not side.fits)
+        return f"{faster}; {cheaper}{fit}"
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(metric, IPU, GPU) rows, formatted, for tables and text."""
@@ -213,11 +214,11 @@ def ipu_throughput(profile) -> tuple[float, float, float, str]:
         "no samples_per_second recorded)"
 
 
-def _ipu_bound_by(profile) -> str:
+def _ipu_bound_by(profile, summary=None) -> str:
     try:
         from popvision_lite.analysis.summary import summarize
 
-        share = summarize(profile).phase_share
+        share = (summary or summarize(profile)).phase_share
     except Exception:  # noqa: BLE001 - a profile without steps still gets a verdict
         return "n/a"
     k = max(share, key=share.get)
@@ -234,9 +235,11 @@ def _activation_bytes(profile) -> float:
     return float(arr[:, :, 1].sum())
 
 
-def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES) -> Verdict:
+def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES,
+            summary=None) -> Verdict:
     """The verdict for ``profile`` (a Profile or anything with ``.run``, ``.ops``, ``.target``) against
-    ``gpus`` x ``gpu`` (default: as many GPUs as the run has IPUs)."""
+    ``gpus`` x ``gpu`` (default: as many GPUs as the run has IPUs).  ``summary``: the profile's
+    :func:`analysis.summary.summarize` result when the caller has it (saves reading the steps again)."""
     if samples is None or samples <= 0:
         raise ConfigError(f"--samples {samples}: must be a positive number of samples")
     target = profile.target
@@ -257,7 +260,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     notes.append(f"IPU price: {ipu_src}")
     ipu_fits = bool(run.get("fits", True))
     ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
-               basis=basis, fits=ipu_fits, bound_by=_ipu_bound_by(profile), usd_per_chip_hour=ipu_price,
+               basis=basis, fits=ipu_fits, bound_by=_ipu_bound_by(profile, summary), usd_per_chip_hour=ipu_price,
                price_source=ipu_src)
 
     gm = ge.gpu_model(gpu)

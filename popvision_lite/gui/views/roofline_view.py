@@ -476,12 +476,30 @@ class RooflineView(QWidget):
                          f"(IPU/GPU = {t[f'{gid}_est_speedup']:.2f}x), cost/run {_fmt_cost(t[f'{gid}_cost_usd'])}; "
                          f"roofline bound {_fmt_time(t[f'{gid}_time_s'])} ({t[f'{gid}_speedup']:.2f}x, "
                          "an upper limit, not an estimate).")
+        v = self._verdict(a)
+        if v is not None:
+            lines.append(f"Verdict (whole run, {v.gpu.chips} GPU(s)): {v.headline()}.")
         if self.whatif_box.isChecked():
             lines.append(f"What-if at {self.capacity.value():.0f}% SRAM: {t['spilling_ops']} op(s) spill to DDR.")
         self.summary.setText("\n".join(lines))
         trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
                  if self.measured is not None else "")
         self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
+
+    def _verdict(self, a):
+        """The Summary's verdict for the first GPU shown (same cache entry), or None for a profile without a run."""
+        if not a.gpus:
+            return None
+        from popvision_lite.analysis.verdict import verdict
+
+        prof = self.document.profile
+        gid, n = a.gpus[0].device_id, int(prof.target.num_ipus)
+        try:
+            if hasattr(self.document, "cached"):
+                return self.document.cached(("verdict", gid, n), verdict, prof, gid, n)
+            return verdict(prof, gid, n)
+        except (PopvisionError, AttributeError, KeyError, TypeError):
+            return None
 
     def _draw_roofline(self, r: rl.Roofline, color: str, lx0: float, lx1: float, ly_label: float, solid: bool):
         pi = self.plot.getPlotItem()

@@ -63,7 +63,10 @@ class VerdictPanel(QWidget):
         prof = self.document.profile
         try:
             if hasattr(self.document, "cached"):
-                self.result = self.document.cached(("verdict", gid, n), verdict, prof, gid, n)
+                from popvision_lite.analysis.summary import summarize
+
+                summ = self.document.cached("summary", summarize, prof)   # the Summary view's, already made
+                self.result = self.document.cached(("verdict", gid, n), verdict, prof, gid, n, 1_000_000, summ)
             else:
                 self.result = verdict(prof, gid, n)
         except PopvisionError as e:
