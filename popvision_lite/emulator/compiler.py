@@ -514,9 +514,19 @@ def _liveness(c: Compiled) -> None:
     last_acc = np.full(nT, -1, np.int64)
     last_r = np.full(nT, -1, np.int64)
     reads_at: list[set] = []
+    seen_prog: set = set()
+    rewrites: dict[int, list[int]] = {}  # tensor -> liveness steps where a re-run program writes it again
+    read_steps: dict[int, list[int]] = {}
     for ls, pid in enumerate(c.leaves):
         r, w = _accesses(c, c.progs[pid])
         reads_at.append(r)
+        again = id(c.progs[pid].prog) in seen_prog
+        seen_prog.add(id(c.progs[pid].prog))
+        if again:
+            for t in w - r:
+                rewrites.setdefault(t, []).append(ls)
+        for t in r:
+            read_steps.setdefault(t, []).append(ls)
         for t in r:
             if first_r[t] < 0:
                 first_r[t] = ls
@@ -559,12 +569,33 @@ def _liveness(c: Compiled) -> None:
         if c.always_live[t.id] or L == 0:
             c.add_mem(cat, tiles, b, 0)
         else:
-            delta[c.first_lstep[t.id], tiles] += b
-            delta[c.last_lstep[t.id] + 1, tiles] -= b
+            for a, z in _intervals(int(c.first_lstep[t.id]), int(c.last_lstep[t.id]), rewrites.get(t.id),
+                                   read_steps.get(t.id)):
+                delta[a, tiles] += b
+                delta[z + 1, tiles] -= b
     nal = np.cumsum(delta[:max(L, 1)], axis=0, dtype=np.int32) if L else np.zeros((0, T), np.int32)
     c.liveness_tile_bytes = nal
     if L:
         c.memory[:, CATEGORY_CODE["variable"], 1] = nal.max(axis=0)
+
+
+def _intervals(w: int, r: int, rewrites, reads) -> list[tuple[int, int]]:
+    """Live intervals of a tensor live over [w, r]: a program run again (recomputation) that
+    rewrites the whole tensor ends the previous interval at its last read before the rewrite, so
+    the tensor is not live in between (it is recomputed, not kept)."""
+    if not rewrites:
+        return [(w, r)]
+    out = []
+    start = w
+    reads = sorted(reads or [])
+    for x in sorted(set(rewrites)):
+        if x <= start or x > r:
+            continue
+        before = [q for q in reads if start <= q < x]
+        out.append((start, before[-1] if before else start))
+        start = x
+    out.append((start, r))
+    return out
 
 
 def compile_graph(graph: Graph, program: P.Program) -> Compiled:
@@ -581,9 +612,19 @@ def compile_graph(graph: Graph, program: P.Program) -> Compiled:
             if ep.tensor.graph is not graph:
                 raise EmulatorError(f"{p.kind} '{p.name}': tensor '{ep.name}' belongs to another graph")
     _check_graph(c, used_cs)
+    first_use: dict[int, ProgInfo] = {}
     for pid in c.leaves:
         info = c.progs[pid]
         p = info.prog
+        prev = first_use.setdefault(id(p), info)
+        if prev is not info:
+            # the same program object again (a shared / outlined subgraph, e.g. recomputation
+            # re-running the forward programs): its code, vertex state and exchange code exist
+            # once; the call re-issues the same steps
+            info.templates = list(prev.templates)
+            if prev.prog_id in c.copy_plans:
+                c.copy_plans[info.prog_id] = c.copy_plans[prev.prog_id]
+            continue
         if isinstance(p, P.Execute):
             _compile_execute(c, info)
         elif isinstance(p, P.Copy):

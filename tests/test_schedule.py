@@ -1,0 +1,97 @@
+"""Pipeline / replication schedule arithmetic (emulator/schedule.py) on hand-worked cases, and the
+composed BERT runs built on it (emulator/pipeline.py)."""
+
+import numpy as np
+import pytest
+
+from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.models.emulated import run_model
+from popvision_lite.emulator.models.workloads import make_config
+from popvision_lite.emulator.target import Target
+
+TINY = dict(batch=2, seq=16, hidden=32, heads=2, vocab=64)
+
+
+def test_two_stage_pipeline_by_hand():
+    # IPU0: F=10 B=30; IPU1 (last): F=20 B=40 in one cycle; copy 5; G=4 -> 6 cycles:
+    # t0 10 | t1 60 | t2 10+30 vs 60 | t3 60 | t4 30 vs 60 | t5 30  (+5 each)
+    p = sch.pipeline_cycles([10, 20], [30, 40], 5, 4)
+    assert p["cycles"] == 6
+    assert list(p["durations"]) == [15, 65, 65, 65, 65, 35]
+    assert p["steady_cycles_per_microbatch"] == 65 == max(10 + 30, 20 + 40) + 5
+    assert p["pipeline_total_cycles"] == 310
+    assert p["fill_drain_cycles"] == 310 - 4 * 65
+    # every micro-batch runs forward and backward exactly once on every IPU
+    assert p["fwd_on"].sum(axis=0).tolist() == [4, 4] and p["bwd_on"].sum(axis=0).tolist() == [4, 4]
+
+
+def test_single_stage_has_no_copies_and_no_fill():
+    p = sch.pipeline_cycles([10], [20], 99, 3)
+    assert p["cycles"] == 3 and p["pipeline_total_cycles"] == 90 and p["fill_drain_cycles"] == 0
+
+
+def test_stash_depth_popart():
+    assert [sch.stash_depth(s, 4) for s in range(4)] == [7, 5, 3, 1]
+
+
+def test_ring_allreduce_from_link_rate():
+    # 2 (R-1)/R x bytes / rate + 2 (R-1) latencies
+    assert sch.ring_allreduce_cycles(1e6, 4, 16, 1e9, 100.0, 10) == 15000 + 60
+    assert sch.ring_allreduce_cycles(1e6, 1, 4, 1e9, 100.0, 10) == 0
+    # 8 replicas on 32 IPUs: 2 POD16s -> 4 replicas per POD on IPU-Links, then GW-Links across PODs
+    gw = sch.GW_LINK_BYTES_PER_S_PER_IPU / 1e9
+    want = 2 * 3 / 4 * 1e6 / 100 + 6 * 10 + 2 * 1 / 2 * (1e6 / 4) / gw + 2 * 10
+    assert sch.ring_allreduce_cycles(1e6, 8, 32, 1e9, 100.0, 10) == int(np.ceil(want))
+
+
+@pytest.mark.parametrize("opt,master,dt,per", [("sgd", False, "fp32", 0), ("momentum", False, "fp32", 4),
+                                               ("adam", False, "fp16", 4), ("lamb", False, "fp32", 8),
+                                               ("lamb", True, "fp32", 12), ("adam", True, "fp16", 8)])
+def test_optimizer_state_bytes_are_params_times_bytes_per_state(opt, master, dt, per):
+    assert sch.optimizer_state_bytes(1000, opt, master, dt, "fp16") == 1000 * per
+
+
+def test_composed_run_state_bytes_match_parameter_count():
+    cfg = make_config("bert", layers=2, optimizer="lamb", optimizer_state_dtype="fp32", master_weights=True, **TINY)
+    r = run_model(cfg, timing_only=True)
+    ts = r.profile_data.run["training_state"][0]
+    H, F, V, S = 32, 128, 64, 16
+    layer = 4 * H * H + 2 * H * F + 4 * H
+    extra = V * H + S * H + 2 * H + (H * H + H + 2 * H + H * V + H * H + 2 * H)
+    params = 2 * layer + extra
+    assert ts["params"] == params
+    assert ts["mib"]["optimizer_moments"] * 2**20 == pytest.approx(params * 2 * 4)
+    assert ts["mib"]["master_weights"] * 2**20 == pytest.approx(params * 4)
+    assert ts["mib"]["optimizer_state_onchip"] * 2**20 == pytest.approx(params * 12)
+
+
+def test_steady_state_is_slowest_stage_plus_its_copies():
+    cfg = make_config("bert", layers=4, ipus=2, grad_accum=6, **TINY)
+    r = run_model(cfg, timing_only=True)
+    s = r.schedule
+    t = Target.from_device("ipu-mk2", 1)
+    act = 2 * 16 * 32 * 2  # batch x seq x hidden fp16, each way
+    link = int(np.ceil(act / t.em["ipu_link_bytes_per_cycle"])) + int(t.em["ipu_link_latency_cycles"])
+    assert s["inter_ipu_copy_cycles"] == int(t.em["global_sync_cycles"]) + link
+    assert s["steady_cycles_per_microbatch"] == max(s["stage_cycles"]) + s["inter_ipu_copy_cycles"]
+    assert s["step_cycles"] == (s["pipeline_total_cycles"] + s["optimizer_cycles"] + s["allreduce_cycles"]
+                                + s["stream_cycles"])
+    assert r.samples_per_second == pytest.approx(6 * 2 / s["step_seconds"])
+    # the profile draws per-IPU lanes that overlap in time
+    st = r.profile_data.steps
+    a, b = st[st.ipu == 0], st[st.ipu == 1]
+    assert len(a) and len(b)
+    over = (a.start_cycle.to_numpy()[:, None] < b.end_cycle.to_numpy()[None, :]) & \
+           (b.start_cycle.to_numpy()[None, :] < a.end_cycle.to_numpy()[:, None])
+    assert over.any()
+    assert st.end_cycle.max() <= r.total_cycles
+
+
+def test_pipelining_is_faster_per_sample_and_cost_does_not_grow_with_grad_accum():
+    one = run_model(make_config("bert", layers=4, **TINY), timing_only=True)
+    four = run_model(make_config("bert", layers=4, ipus=4, grad_accum=16, **TINY), timing_only=True)
+    assert four.samples_per_second > one.samples_per_second
+    big = run_model(make_config("bert", layers=4, ipus=8, replicas=2, grad_accum=400, **TINY), timing_only=True)
+    assert big.num_vertices == four.num_vertices  # the same distinct stage programs, whatever G and R
+    assert big.schedule["allreduce_cycles"] > 0 and four.schedule["allreduce_cycles"] == 0
+    assert big.samples_per_second > four.samples_per_second
