@@ -95,3 +95,43 @@ def test_pipelining_is_faster_per_sample_and_cost_does_not_grow_with_grad_accum(
     assert big.num_vertices == four.num_vertices  # the same distinct stage programs, whatever G and R
     assert big.schedule["allreduce_cycles"] > 0 and four.schedule["allreduce_cycles"] == 0
     assert big.samples_per_second > four.samples_per_second
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--layer-split", "1,1,1"], "--layer-split"),
+    (["--ipus", "4", "--replicas", "3"], "--replicas"),
+    (["--ipus", "8"], "--ipus"),                     # 2 layers < 8 stages
+    (["--ipus", "4", "--grad-accum", "3"], "--grad-accum"),
+    (["--available-memory-proportion", "0"], "--available-memory-proportion"),
+    (["--optimizer-state", "disk"], "--optimizer-state"),
+])
+def test_cli_bad_scale_combinations_exit_2_naming_the_field(tmp_path, capsys, args, needle):
+    from popvision_lite.cli import main
+
+    out = tmp_path / "x.pvl"
+    try:
+        rc = main(["emulate", "bert", "--layers", "2", *args, "-q", "-o", str(out)])
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_prints_samples_per_second_and_schedule(tmp_path, capsys):
+    from popvision_lite.cli import main
+    from popvision_lite.profile import open_profile
+
+    out = tmp_path / "p.pvl"
+    rc = main(["emulate", "bert", "--layers", "2", "--ipus", "4", "--replicas", "2", "--batch", "2", "--seq", "16",
+               "--hidden", "32", "--vocab", "64", "--optimizer", "adam", "--rts", "--optimizer-state", "offchip",
+               "--timing-only", "-q", "-o", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert " samples/s" in text and "schedule: 2 replica(s) x 2 pipeline stage(s)" in text
+    with open_profile(out) as p:
+        assert p.format_version == 2
+        assert p.run["samples_per_second"] > 0 and p.run["schedule"]["replicas"] == 2
+        assert p.run["schedule"]["stream_cycles"] > 0 and p.run["schedule"]["allreduce_cycles"] > 0
+        assert p.target.num_ipus == 2  # one replica's pipeline
+        assert (p.steps.kind == 4).any()  # stream-copy steps for the off-chip state

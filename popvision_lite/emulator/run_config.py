@@ -33,7 +33,10 @@ DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1
                   "ipu-mk2": "ipu-mk2", "ipu-bow": "ipu-bow"}
 _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "ffn": int, "vocab": int,
           "image": int, "nodes": int, "edges": int, "ipus": int, "seed": int, "precision": str,
-          "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float)}
+          "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
+          "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
+          "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
+          "available_memory_proportion": (int, float), "packing": (int, float), "mask_tokens": int}
 
 
 # Workload settings that only some model families read (from the build_* functions in
@@ -43,7 +46,11 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
 # TOML file may be shared by runs of several models).
 ONLY_FOR = {"seq": ("bert",), "heads": ("bert",), "ffn": ("bert",), "vocab": ("bert",),
             "recompute": ("bert",), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
-            "streaming_weights": ("bert", "mlp")}
+            "streaming_weights": ("bert", "mlp"),
+            # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
+            **{k: ("bert",) for k in ("replicas", "pipeline_stages", "layer_split", "grad_accum", "optimizer",
+                                      "optimizer_state", "master_weights", "optimizer_state_dtype", "rts",
+                                      "packing", "mask_tokens")}}
 
 
 def model_family(model: str) -> str:
