@@ -107,4 +107,6 @@ def test_presets_and_config_errors():
     with pytest.raises(ConfigError, match="^layer_split"):
         make_config("bert-large", layer_split=[6, 6, 6])
     with pytest.raises(ConfigError, match="^replicas"):
-        make_config("mlp", replicas=2, ipus=2)
+        make_config("mlp", replicas=3, ipus=4)
+    with pytest.raises(ConfigError, match="^packing"):
+        make_config("mlp", packing=2.0)

@@ -135,3 +135,26 @@ def test_cli_prints_samples_per_second_and_schedule(tmp_path, capsys):
         assert p.run["schedule"]["stream_cycles"] > 0 and p.run["schedule"]["allreduce_cycles"] > 0
         assert p.target.num_ipus == 2  # one replica's pipeline
         assert (p.steps.kind == 4).any()  # stream-copy steps for the off-chip state
+
+
+def test_whole_graph_models_replicate_with_numerics_checked():
+    """mlp (and any builder without stage programs): one micro-batch of one replica is emulated with
+    numerics; replicas, grad_accum and training state are composed on top."""
+    one = run_model(make_config("mlp", batch=8, hidden=16, layers=2))
+    rep = run_model(make_config("mlp", batch=8, hidden=16, layers=2, replicas=4, ipus=4, grad_accum=5,
+                                optimizer="adam", rts=True))
+    assert all(v["passed"] for v in rep.numeric_checks.values()) and rep.numeric_checks
+    assert rep.profile_data.target.num_ipus == 1  # one replica
+    s = rep.schedule
+    params = 2 * (16 * 16 + 16)
+    t = Target.from_device("ipu-mk2", 1)
+    assert s["allreduce_cycles"] == sch.ring_allreduce_cycles(params * 2, 4, 4, t.clock_hz,
+                                                              t.em["ipu_link_bytes_per_cycle"],
+                                                              int(t.em["ipu_link_latency_cycles"]))
+    assert s["step_cycles"] == 5 * s["steady_cycles_per_microbatch"] + s["allreduce_cycles"] + s["optimizer_cycles"]
+    assert rep.samples_per_second == pytest.approx(4 * 5 * 8 / s["step_seconds"])
+    assert rep.samples_per_second > 3 * one.samples_per_second
+    ts = rep.profile_data.run["training_state"][0]
+    assert ts["mib"]["optimizer_moments"] * 2**20 == pytest.approx(params * 2 * 4)
+    # RTS: a quarter of the moments on each replica's IPU, spread over its tiles
+    assert ts["mib"]["optimizer_state_onchip"] * 2**20 == pytest.approx(params * 8 / 4)

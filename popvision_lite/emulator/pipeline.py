@@ -125,6 +125,14 @@ def _elementwise_pass_cycles(target: Target, elements: int, dtype: str) -> int:
     return _cache[key]
 
 
+def _even(total: int, tiles: int) -> np.ndarray:
+    """``total`` bytes spread evenly over ``tiles`` (a sharded, flattened tensor: Poplar maps RTS
+    shards linearly over the IPU's tiles)."""
+    out = np.full(tiles, int(total) // tiles, np.int64)
+    out[: int(total) % tiles] += 1
+    return out
+
+
 def _link_copy_cycles(target: Target, nbytes: int) -> int:
     """Inter-stage exchange closing a pipeline cycle: global sync + activations forward and
     gradients backward (opposite directions, concurrently) over the IPU-Links."""
@@ -186,14 +194,13 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         accum = elems * acc_bytes
         state_total = int(elems.sum()) * sbpe
         if cfg.optimizer_state == "onchip":
-            onchip_state = (np.full(T, math.ceil(state_total / R / T), np.int64) if cfg.rts
-                            else elems * sbpe)
+            onchip_state = _even(math.ceil(state_total / R), T) if cfg.rts else elems * sbpe
             stream_buf = np.zeros(T, np.int64)
             streamed = 0
         else:
             onchip_state = np.zeros(T, np.int64)
             per_layer = sg.layer_param_elems * sbpe
-            stream_buf = (np.full(T, math.ceil(int(per_layer.sum()) / R / T), np.int64) if cfg.rts else per_layer)
+            stream_buf = _even(math.ceil(int(per_layer.sum()) / R), T) if cfg.rts else per_layer
             streamed = state_total / (R if cfg.rts else 1)
         D = sch.stash_depth(s, S)
         saved = sg.x_tile_bytes if cfg.recompute else sg.fwd_saved_tile_bytes + sg.x_tile_bytes
@@ -475,3 +482,76 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         ops=cat["ops"], programs=cat["programs"], compute_sets=cat["compute_sets"], vertices=cat["vertices"],
         variables=cat["variables"], variable_tiles=cat["variable_tiles"], liveness_steps=cat["liveness_steps"],
         liveness_tile_bytes=ltb, extra=dict(base[kinds[0]].extra))
+
+
+def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
+    """Replication, gradient accumulation and training state for a model on the whole-graph path
+    (mlp / conv / gnn, or any builder without stage programs): the graph is one micro-batch of one
+    replica; the step runs it ``grad_accum`` times back to back (no pipelining across its IPUs),
+    then the same all-reduce / optimizer / DDR-stream arithmetic as the BERT composition.  Training
+    state (accumulators, optimizer state) is added to the profile's memory per tile from the
+    weights' tile layout.  Returns (schedule, fits, oom_report) and updates ``pd_`` in place."""
+    target = be.graph.target
+    em = target.em
+    T, nI = target.tiles_per_ipu, target.num_ipus
+    R, G = cfg.replicas, cfg.grad_accum
+    wdt = "fp16" if cfg.precision == "fp16" else "fp32"
+    wbytes = sch.DTYPE_BYTES[wdt]
+    per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
+    sbpe = per_param["optimizer_state"]
+    elems = np.zeros(target.num_tiles, np.int64)
+    for w in be.weights:
+        elems += w.mapping.elements_per_tile(target.num_tiles)
+    per_ipu = elems.reshape(nI, T).sum(axis=1)
+    acc = elems * ((4 if cfg.master_weights else wbytes) if G > 1 else 0)
+    if cfg.optimizer_state == "onchip":
+        state = (np.concatenate([_even(math.ceil(int(n) * sbpe / R), T) for n in per_ipu]) if cfg.rts
+                 else elems * sbpe)
+        streamed = 0.0
+    else:
+        state = np.zeros(target.num_tiles, np.int64)
+        streamed = float(per_ipu.max(initial=0)) * sbpe / (R if cfg.rts else 1)
+    mem = np.asarray(pd_.memory).copy()
+    var = schema.CATEGORY_CODE["variable"]
+    mem[:, var, 0] += acc + state
+    pd_.memory = mem
+    need = mem.sum(axis=(1, 2))
+    cap = target.sram_bytes_per_tile
+    fits = bool((need <= cap).all())
+    over = np.nonzero(need > cap)[0]
+    oom = [(int(t), int(t // T), int(need[t]), int(cap)) for t in over[np.argsort(-need[over], kind="stable")]]
+    n_max = int(per_ipu.max(initial=0))
+    passes = sch.OPTIMIZER_PASSES[cfg.optimizer] + (1 if per_param["master_weights"] else 0)
+    opt = passes * _elementwise_pass_cycles(target, int(math.ceil(n_max / (R if cfg.rts else 1))),
+                                            "float32" if sbpe >= 8 else "float16") if n_max else 0
+    accp = _elementwise_pass_cycles(target, n_max, "float16" if wbytes == 2 else "float32") if (G > 1 and n_max) else 0
+    ar = sch.ring_allreduce_cycles(n_max * wbytes, R, cfg.ipus, target.clock_hz, float(em["ipu_link_bytes_per_cycle"]),
+                                   int(em["ipu_link_latency_cycles"]))
+    st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"])) \
+        if streamed else 0
+    micro = int(res.total_cycles) + accp
+    step = G * micro + ar + opt + st
+    samples = R * G * cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
+    schedule = dict(stages=nI, replicas=R, grad_accum=G, micro_batch=cfg.batch, samples_per_step=float(samples),
+                    step_seconds=step / target.clock_hz, step_cycles=int(step), steady_cycles_per_microbatch=int(micro),
+                    stage_cycles=[int(micro)], optimizer_cycles=int(opt), allreduce_cycles=int(ar),
+                    stream_cycles=int(st), fill_drain_cycles=0, optimizer=cfg.optimizer,
+                    optimizer_state=cfg.optimizer_state, rts=bool(cfg.rts), master_weights=bool(cfg.master_weights),
+                    optimizer_state_dtype=cfg.optimizer_state_dtype,
+                    note=("whole-graph path: one micro-batch emulated (its own update ops included), repeated "
+                          "grad_accum times, then all-reduce / optimizer / DDR stream"))
+    pd_.run.update(fits=fits, oom_tiles=[list(x) for x in oom[:16]], total_cycles=int(step),
+                   seconds=step / target.clock_hz,
+                   profile_note=f"timeline: one micro-batch of one replica; the step runs it {G} times")
+    pd_.run["training_state"] = [dict(
+        ipu=i, layers=-1, params=int(per_ipu[i]), fits=bool((need[i * T:(i + 1) * T] <= cap).all()),
+        mib={"weights": per_ipu[i] * wbytes / MiB, "grad_accum": acc[i * T:(i + 1) * T].sum() / MiB,
+             "optimizer_state_onchip": state[i * T:(i + 1) * T].sum() / MiB,
+             "optimizer_state_offchip": (per_ipu[i] * sbpe / MiB) if cfg.optimizer_state == "offchip" else 0.0,
+             "master_weights": per_ipu[i] * per_param["master_weights"] / MiB,
+             "optimizer_moments": per_ipu[i] * per_param["optimizer_moments"] / MiB, "stash": 0.0,
+             "stream_buffer": 0.0, "code": 0.0},
+        max_tile_bytes={"need": int(need[i * T:(i + 1) * T].max()), "code": 0,
+                        "optimizer_state_onchip": int(state[i * T:(i + 1) * T].max(initial=0)), "stash": 0,
+                        "grad_accum": int(acc[i * T:(i + 1) * T].max(initial=0))}) for i in range(nI)]
+    return schedule, fits, oom

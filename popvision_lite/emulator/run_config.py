@@ -48,9 +48,7 @@ ONLY_FOR = {"seq": ("bert",), "heads": ("bert",), "ffn": ("bert",), "vocab": ("b
             "recompute": ("bert",), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "mlp"),
             # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
-            **{k: ("bert",) for k in ("replicas", "pipeline_stages", "layer_split", "grad_accum", "optimizer",
-                                      "optimizer_state", "master_weights", "optimizer_state_dtype", "rts",
-                                      "packing", "mask_tokens")}}
+            **{k: ("bert",) for k in ("layer_split", "packing", "mask_tokens")}}
 
 
 def model_family(model: str) -> str:

@@ -35,6 +35,7 @@ class EmulatorBackend(Backend):
         self.inputs: dict[str, np.ndarray] = {}
         self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
         self.marks: list[tuple[str, int]] = []  # (phase name, index into ctx.programs)
+        self.weights: list = []  # trained parameters (training state is sized from them)
 
     def mark(self, name):
         self.marks.append((name, len(self.ctx.programs)))
@@ -70,6 +71,7 @@ class EmulatorBackend(Backend):
 
     def weight(self, name, values, dtype=None, streamed=False):
         t = self.input(name, values, dtype)
+        self.weights.append(t)
         if streamed:
             # the weight's home is streaming memory: load it onto the tiles before it is used
             buf = self.graph.add_host_buffer(t.name + "@ddr", t.shape, t.dtype, kind="streaming")
@@ -188,7 +190,7 @@ def tolerance(precision: str) -> tuple[float, float]:
 
 
 def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = True):
-    target = Target.from_device(device, num_ipus=cfg.ipus)
+    target = Target.from_device(device, num_ipus=cfg.stages)  # one replica
     be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
                          available_memory_proportion=cfg.available_memory_proportion)
     built = build(be, cfg)
@@ -223,7 +225,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     checks = {}
     if res.fits and not timing_only:
         t2 = time.perf_counter()
-        ref = NumpyBackend(cfg.precision, cfg.ipus)
+        ref = NumpyBackend(cfg.precision, cfg.stages)
         ref_built = build(ref, cfg)
         rtol, atol = tolerance(cfg.precision)
         for key, handle in built.results.items():
@@ -241,11 +243,19 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     cg = eng.compile()
     samples = cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
     sps = samples / res.seconds if res.seconds > 0 else 0.0
-    schedule = dict(stages=cfg.ipus, replicas=1, grad_accum=1, micro_batch=cfg.batch, samples_per_step=float(samples),
+    schedule = dict(stages=cfg.stages, replicas=1, grad_accum=1, micro_batch=cfg.batch, samples_per_step=float(samples),
                     step_seconds=float(res.seconds), steady_cycles_per_microbatch=int(res.total_cycles),
                     stage_cycles=[int(res.total_cycles)], optimizer_cycles=0, allreduce_cycles=0, stream_cycles=0,
                     fill_drain_cycles=0, step_cycles=int(res.total_cycles),
                     note="one graph over all IPUs, one batch, no pipelining (whole-graph path)")
+    fits, total, seconds, oom = res.fits, res.total_cycles, res.seconds, cg.oom_report
+    if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" or cfg.master_weights or cfg.rts \
+            or cfg.optimizer_state != "onchip":
+        from popvision_lite.emulator.pipeline import compose_whole_graph
+
+        schedule, fits, oom = compose_whole_graph(cfg, be, res, pd_)
+        total, seconds = schedule["step_cycles"], schedule["step_seconds"]
+        sps = schedule["samples_per_step"] / seconds if seconds > 0 else 0.0
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
     if profile_path is not None:
@@ -253,8 +263,8 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
         write_profile(profile_path, pd_)
         wall["write"] = time.perf_counter() - t3
     tick("done", 1.0)
-    return ModelRun(cfg=cfg, fits=res.fits, total_cycles=res.total_cycles, seconds=res.seconds, profile_data=pd_,
-                    numeric_checks=checks, oom_report=cg.oom_report, wall=wall,
+    return ModelRun(cfg=cfg, fits=fits, total_cycles=total, seconds=seconds, profile_data=pd_,
+                    numeric_checks=checks, oom_report=oom, wall=wall,
                     num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
                     samples_per_second=float(sps), schedule=schedule)
 

@@ -200,8 +200,8 @@ def validate_scale(cfg: ModelConfig) -> None:
                           f"lower --ipus / --pipeline-stages or add layers)")
     if cfg.model != "bert":
         dflt = ModelConfig()
-        for name in ("replicas", "grad_accum", "optimizer", "optimizer_state", "master_weights", "rts",
-                     "packing", "layer_split", "optimizer_state_dtype", "mask_tokens"):
+        # replication, accumulation and training state also compose on the whole-graph path
+        for name in ("packing", "layer_split", "mask_tokens"):
             if getattr(cfg, name) != getattr(dflt, name):
                 raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
                                   f"composition; model '{cfg.model}' does not read it")
@@ -263,26 +263,26 @@ def build_mlp(be, cfg: ModelConfig) -> Built:
     target = be.input("target", rv.normal((B, H)))
     params = []
     for i in range(L):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             params.append((be.weight("w", rv.init((H, H), H), streamed=cfg.streaming_weights),
                            be.weight("b", rv.const(H, 0.0), streamed=cfg.streaming_weights)))
     acts = []  # (input, pre-activation)
     h = x
     for i, (w, b) in enumerate(params):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             z = be.add_bias(be.matmul(h, w, "matmul"), b, "bias_add")
             acts.append((h, z))
             h = be.relu(z, "relu") if i < L - 1 else z
     out.results["output"] = h
     if not cfg.training:
         return out
-    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+    with be.on_ipu(stage_of(L - 1, L, cfg.stages)), be.scope("loss"):
         dh = be.mse_grad(h, target, "mse_grad")
     out.results["loss_grad"] = dh
     for i in reversed(range(L)):
         w, b = params[i]
         hin, z = acts[i]
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}/bwd"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}/bwd"):
             dz = be.relu_bwd(z, dh, "relu_bwd") if i < L - 1 else dh
             dw = be.matmul(be.t(hin), dz, "dw_matmul")
             db = be.reduce_rows(dz, "db_reduce")
@@ -469,26 +469,26 @@ def build_bert(be, cfg: ModelConfig) -> Built:
         table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))
         ids = np.random.default_rng(cfg.seed + 7).integers(0, cfg.vocab, size=B * S)
         x = be.gather_rows(table, ids, "gather")
-    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+    with be.on_ipu(stage_of(L - 1, L, cfg.stages)), be.scope("loss"):
         target = be.input("target", rv.normal((B * S, H)))
     params = []
     for i in range(L):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             params.append(_bert_layer_params(be, rv, cfg, cfg.streaming_weights))
     inputs, caches = [], []
     for i in range(L):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             inputs.append(x)
             x, c = _bert_layer_fwd(be, params[i], x, hd)
             caches.append(None if (cfg.recompute and cfg.training) else c)
     out.results["output"] = x
     if not cfg.training:
         return out
-    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+    with be.on_ipu(stage_of(L - 1, L, cfg.stages)), be.scope("loss"):
         d = be.mse_grad(x, target, "mse_grad")
     out.results["loss_grad"] = d
     for i in reversed(range(L)):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             c = caches[i]
             if c is None:
                 with be.scope("recompute"):
@@ -545,13 +545,13 @@ def build_conv(be, cfg: ModelConfig) -> Built:
     target = be.input("target", rv.normal((n * hw * hw, c)))
     blocks = []
     for i in range(cfg.layers):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"block{i}"):
             blocks.append((be.weight("conv1_w", rv.init((3, 3, c, c), 9 * c)),
                            be.weight("conv2_w", rv.init((3, 3, c, c), 9 * c))))
     caches = []
     h = x
     for i, (w1, w2) in enumerate(blocks):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"block{i}"):
             z1, cols1 = conv3x3(be, h, w1, nhwc, "conv1")
             a1 = be.relu(z1, "relu1")
             z2, cols2 = conv3x3(be, a1, w2, nhwc, "conv2")
@@ -566,7 +566,7 @@ def build_conv(be, cfg: ModelConfig) -> Built:
     for i in reversed(range(cfg.layers)):
         w1, w2 = blocks[i]
         cols1, z1, cols2, r = caches[i]
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}/bwd"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"block{i}/bwd"):
             dr = be.relu_bwd(r, d, "relu2_bwd")
             da1, dw2 = conv3x3_bwd(be, cols2, w2, dr, nhwc, "conv2")
             dz1 = be.relu_bwd(z1, da1, "relu1_bwd")
@@ -603,11 +603,11 @@ def build_gnn(be, cfg: ModelConfig) -> Built:
     incidence = be.constant("incidence", inc)
     ws = []
     for i in range(cfg.layers):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"mp{i}"):
             ws.append(be.weight("w", rv.init((F, F), F)))
     caches = []
     for i, w in enumerate(ws):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"mp{i}"):
             msg = be.gather_rows(h, src, "gather_messages")
             agg = be.matmul(incidence, msg, "scatter_add")
             z = be.matmul(agg, w, "update_matmul")
@@ -620,7 +620,7 @@ def build_gnn(be, cfg: ModelConfig) -> Built:
         d = be.mse_grad(h, target, "mse_grad")
     for i in reversed(range(cfg.layers)):
         agg, z = caches[i]
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}/bwd"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"mp{i}/bwd"):
             dz = be.relu_bwd(z, d, "relu_bwd")
             dw = be.matmul(be.t(agg), dz, "update_dw")
             out.results[f"mp{i}/dw"] = dw
