@@ -33,7 +33,9 @@ from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
 PHASES = ("emb_fwd", "layer_fwd", "head", "layer_recompute", "layer_bwd")
-MAX_PROFILE_STEPS = 60_000  # steps shown in the profile timeline; further pipeline cycles are elided
+# step x tile cells of the profile timeline (= 60,000 steps of one 1472-tile IPU); pipeline cycles beyond
+# that budget are elided, so the written profile stays tens of MB whatever S, G and R
+MAX_PROFILE_CELLS = 60_000 * 1472
 MiB = 1024 * 1024
 
 
@@ -304,7 +306,7 @@ def _synthetic(kind: int, ipu: int, dur: int, T: int, nbytes: int = 0) -> StepTe
 
 def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split):
     """One replica's pipeline: per-IPU lanes overlapping in time (fill, steady, drain; middle
-    pipeline cycles elided when the timeline would exceed MAX_PROFILE_STEPS), then all-reduce,
+    pipeline cycles elided when the timeline would exceed MAX_PROFILE_CELLS), then all-reduce,
     optimizer and DDR stream steps."""
     S = len(split)
     T = target1.tiles_per_ipu
@@ -406,7 +408,7 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         per_cycle += pipe["fwd_on"][:, s] * f + pipe["bwd_on"][:, s] * b
     # keep the fill, the first steady cycles and the drain within the step budget
     keep = np.zeros(n, bool)
-    budget = MAX_PROFILE_STEPS
+    budget = max(1, MAX_PROFILE_CELLS // (S * T))
     order = list(range(n))
     head, tail = order[: 2 * S - 1], order[max(2 * S - 1, n - (2 * S - 2)):]
     for t in head + tail[::-1]:
