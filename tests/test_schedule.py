@@ -158,3 +158,31 @@ def test_whole_graph_models_replicate_with_numerics_checked():
     assert ts["mib"]["optimizer_moments"] * 2**20 == pytest.approx(params * 2 * 4)
     # RTS: a quarter of the moments on each replica's IPU, spread over its tiles
     assert ts["mib"]["optimizer_state_onchip"] * 2**20 == pytest.approx(params * 8 / 4)
+
+
+def test_phased_execution_streams_each_layer_and_keeps_one_on_chip():
+    kw = dict(layers=4, ipus=2, grad_accum=4, optimizer="adam", **TINY)
+    a = run_model(make_config("bert", **kw), timing_only=True)
+    b = run_model(make_config("bert", streaming_weights=True, **kw), timing_only=True)
+    assert b.schedule["phased_execution"] and not a.schedule["phased_execution"]
+    H, F = 32, 128
+    layer = 4 * H * H + 2 * H * F + 4 * H
+    # per micro-batch and layer: weights in for the forward and for the backward, accumulator read + write
+    want = 4 * 2 * (2 * layer * 2 + 2 * layer * 2)
+    ddr = b.schedule["ddr_bytes_per_step_per_ipu"]
+    state = [t["mib"]["optimizer_moments"] * 2**20 for t in b.profile_data.run["training_state"]]
+    assert ddr[1] == pytest.approx(want + 2 * state[1])
+    assert all(x > y for x, y in zip(b.schedule["stage_cycles"], a.schedule["stage_cycles"], strict=True))
+    var = 0  # always-live variable bytes: one layer's weights on chip, no accumulators / state of the layers
+    assert b.profile_data.memory[:, var, 0].sum() < a.profile_data.memory[:, var, 0].sum()
+
+
+def test_gpt_presets_are_causal_decoders_with_a_language_model_head():
+    cfg = make_config("gpt2-small", layers=2, hidden=32, heads=2, seq=16, vocab=64)
+    assert (cfg.model, cfg.batch) == ("gpt", 1)
+    assert make_config("gpt3-175b").hidden == 12288 and make_config("gpt3-175b").seq == 2048
+    r = run_model(cfg, timing_only=True)
+    names = set(r.profile_data.ops.name)
+    assert "ipu0/layer/attention/causal_mask" in names and "ipu0/heads/lm/decoder_matmul" in names
+    assert not any("nsp" in n or "mlm" in n for n in names)
+    assert r.samples_per_second > 0

@@ -169,7 +169,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
     lines = []
     cfg = run.cfg
     lines.append(f"model {cfg.model} ({cfg.layers} layers, hidden {cfg.hidden}, batch {cfg.batch}"
-                 + (f", seq {cfg.seq}, heads {cfg.heads}" if cfg.model == "bert" else "")
+                 + (f", seq {cfg.seq}, heads {cfg.heads}" if cfg.model in ("bert", "gpt") else "")
                  + f"), {cfg.precision}, {'training step' if cfg.training else 'inference'}"
                  + (", recompute" if cfg.recompute else "") + f", {cfg.ipus} IPU(s)")
     lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
@@ -182,7 +182,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
                  + (" (one optimizer step)" if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
     sch_ = getattr(run, "schedule", None) or {}
     if getattr(run, "samples_per_second", 0):
-        unit = "sequences" if cfg.model == "bert" else "samples"
+        unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system)")
     if "layer_split" in sch_:
         clock = s["clock_hz"]

@@ -187,15 +187,29 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         call = 2 * int(math.ceil(int(sg.x_tile_bytes.max(initial=0)) / memcpy))  # copy in + out of the body
         params_s = k * sg.layer_params + sg.extra_params
         acc_pass = _elementwise_pass_cycles(target1, params_s, "float16" if wbytes == 2 else "float32") if G > 1 else 0
-        fwd = cy.get("emb_fwd", 0) + k * (cy.get("layer_fwd", 0) + call)
-        bwd = cy.get("head", 0) + k * (cy.get("layer_recompute", 0) + cy.get("layer_bwd", 0) + call) + acc_pass
+        ddr_bpc = float(em["ddr_bytes_per_cycle"])
+        phased = bool(cfg.streaming_weights)
+        layer_wb = sg.layer_params * wbytes
+        ddr_mb = 0  # DDR bytes per micro-batch (phased execution)
+        if phased:
+            # phased execution: each layer's weights are loaded from streaming memory before its forward
+            # and again before its recompute + backward; its gradient accumulator is read and written
+            # back (G > 1) or its gradient written out (G = 1); transfers are not overlapped with compute
+            acc_traffic = 2 * sg.layer_params * acc_bytes if G > 1 else layer_wb
+            ddr_mb = k * (2 * layer_wb + acc_traffic)
+            acc_pass = 0  # the accumulation pass is counted as the read-modify-write traffic
+        io_f = int(math.ceil(k * layer_wb / ddr_bpc)) if phased else 0
+        io_b = int(math.ceil((ddr_mb - k * layer_wb) / ddr_bpc)) if phased else 0
+        fwd = cy.get("emb_fwd", 0) + k * (cy.get("layer_fwd", 0) + call) + io_f
+        bwd = cy.get("head", 0) + k * (cy.get("layer_recompute", 0) + cy.get("layer_bwd", 0) + call) + acc_pass + io_b
         # ---- memory of this IPU ----
         mem = sg.c.memory.copy()
         elems = k * sg.layer_param_elems + sg.extra_param_elems
-        extra_w = (k - 1) * sg.layer_param_elems * wbytes
-        accum = elems * acc_bytes
+        # phased: only the outlined body's weights (in the stage graph) are on chip at a time
+        extra_w = (0 if phased else (k - 1)) * sg.layer_param_elems * wbytes
+        accum = (sg.extra_param_elems if phased else elems) * acc_bytes
         state_total = int(elems.sum()) * sbpe
-        if cfg.optimizer_state == "onchip":
+        if cfg.optimizer_state == "onchip" and not phased:
             onchip_state = _even(math.ceil(state_total / R), T) if cfg.rts else elems * sbpe
             stream_buf = np.zeros(T, np.int64)
             streamed = 0
@@ -220,10 +234,13 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
                                transfers=k + 1) if streamed else 0
         stages.append(dict(
             stage=s, layers=k, graph=kinds[s], fwd_cycles=int(fwd), bwd_cycles=int(bwd), params=int(params_s),
+            ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed),
             mem=mem, need=need, fits=bool((need <= cap).all()), stash_depth=D,
             optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
             bytes={"weights": int((elems * wbytes).sum()), "grad_accum": int(accum.sum()),
-                   "optimizer_state_onchip": int(onchip_state.sum()), "optimizer_state_offchip": int(state_total - onchip_state.sum()) if cfg.optimizer_state == "offchip" else 0,
+                   "optimizer_state_onchip": int(onchip_state.sum()),
+                   "optimizer_state_offchip": int(state_total - onchip_state.sum()) if (
+                       cfg.optimizer_state == "offchip" or phased) else 0,
                    "master_weights": int(elems.sum()) * per_param["master_weights"],
                    "optimizer_moments": int(elems.sum()) * per_param["optimizer_moments"],
                    "stash": int(stash.sum()), "stream_buffer": int(stream_buf.sum()),
@@ -255,6 +272,9 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         master_weights=bool(cfg.master_weights), optimizer_state_dtype=cfg.optimizer_state_dtype,
         available_memory_proportion=float(cfg.available_memory_proportion),
         distinct_stage_programs=len(graphs),
+        phased_execution=bool(cfg.streaming_weights),
+        ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],
+        ddr_gb_per_s_needed=max(a["ddr_bytes_per_step"] for a in stages) / step_seconds / 1e9 if step_seconds else 0.0,
     )
     training_state = [dict(ipu=a["stage"], layers=a["layers"], params=a["params"], fits=a["fits"],
                            mib={k: v / MiB for k, v in a["bytes"].items()},

@@ -208,7 +208,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
         if progress:
             progress(stage, frac)
 
-    if cfg.model == "bert" and (timing_only or cfg.scaled):
+    if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
         return _run_composed(cfg, device, timing_only, profile_path, progress)
     wall = {}
     t0 = time.perf_counter()

@@ -36,7 +36,18 @@ MODEL_DEFAULTS = {
     "conv": dict(batch=2, layers=1, hidden=16, image=16),
     "gnn": dict(batch=1, layers=2, hidden=64, nodes=256, edges=1024),
 }
-MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS)))
+# GPT-style decoders: (layers, hidden, heads, seq).  GPT-2: Radford et al. 2019 (1024 tokens, vocab
+# 50257); GPT-3: Brown et al. 2020, Table 2.1 (2048 tokens).  GPT-3 13B is listed there as d_model 5140
+# with 40 heads of 128; 40 x 128 = 5120 is used so heads divide the hidden size.
+GPT_PRESETS = {
+    "gpt2-small": (12, 768, 12, 1024), "gpt2-medium": (24, 1024, 16, 1024), "gpt2-large": (36, 1280, 20, 1024),
+    "gpt2-xl": (48, 1600, 25, 1024),
+    "gpt3-small": (12, 768, 12, 2048), "gpt3-medium": (24, 1024, 16, 2048), "gpt3-large": (24, 1536, 16, 2048),
+    "gpt3-xl": (24, 2048, 24, 2048), "gpt3-2.7b": (32, 2560, 32, 2048), "gpt3-6.7b": (32, 4096, 32, 2048),
+    "gpt3-13b": (40, 5120, 40, 2048), "gpt3-175b": (96, 12288, 96, 2048),
+}
+TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/pipeline.py)
+MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS)))
 
 
 @dataclass
@@ -114,8 +125,12 @@ def make_config(model: str, **overrides) -> ModelConfig:
     """Defaults of ``model`` (a preset like bert-base sets layers/hidden/heads) + overrides (None = unset)."""
     if model not in MODEL_NAMES:
         raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
-    base = dict(model="bert" if model in BERT_PRESETS else model)
-    if model in BERT_PRESETS:
+    base = dict(model="bert" if model in BERT_PRESETS else "gpt" if model in GPT_PRESETS else model)
+    if model in GPT_PRESETS:
+        base.update(MODEL_DEFAULTS["bert"])
+        base["layers"], base["hidden"], base["heads"], base["seq"] = GPT_PRESETS[model]
+        base["batch"], base["vocab"] = 1, 50257
+    elif model in BERT_PRESETS:
         base.update(MODEL_DEFAULTS["bert"])
         base["layers"], base["hidden"], base["heads"] = BERT_PRESETS[model]
         base["batch"], base["seq"] = 8, 128
@@ -133,7 +148,7 @@ def make_config(model: str, **overrides) -> ModelConfig:
         stages = len(base["layer_split"]) if base.get("layer_split") else base.get("pipeline_stages", 0) or 1
         base["ipus"] = int(base.get("replicas", 1)) * int(stages)
     cfg = ModelConfig(**base)
-    if overrides.get("grad_accum") is None and cfg.model == "bert" and cfg.stages > 1:
+    if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
         # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
         cfg.grad_accum = 2 * cfg.stages - 1
     validate(cfg)
@@ -149,7 +164,7 @@ def validate(cfg: ModelConfig) -> None:
         raise ConfigError(f"seed: must be a non-negative integer, got {cfg.seed!r}")
     if cfg.precision not in ("fp16", "fp32"):
         raise ConfigError(f"precision: must be fp16 or fp32, got {cfg.precision!r}")
-    if cfg.model == "bert" and cfg.hidden % cfg.heads:
+    if cfg.model in TRANSFORMERS and cfg.hidden % cfg.heads:
         raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads")
     if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
         raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
@@ -192,13 +207,13 @@ def validate_scale(cfg: ModelConfig) -> None:
     if cfg.replicas * S != cfg.ipus:
         raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) = {cfg.replicas * S} "
                           f"but ipus is {cfg.ipus}")
-    if cfg.model == "bert" and S > 1 and cfg.grad_accum < 2 * S - 1:
+    if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * S - 1:
         raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {S}-stage pipeline; PopART "
                           f"needs at least 2 x stages - 1 = {2 * S - 1}")
     if cfg.layers < S:
         raise ConfigError(f"layers: {cfg.layers} layer(s) cannot fill {S} pipeline stages (layers < stages; "
                           f"lower --ipus / --pipeline-stages or add layers)")
-    if cfg.model != "bert":
+    if cfg.model not in TRANSFORMERS:
         dflt = ModelConfig()
         # replication, accumulation and training state also compose on the whole-graph path
         for name in ("packing", "layer_split", "mask_tokens"):
@@ -323,14 +338,18 @@ def _bert_layer_params(be, rv, cfg, streamed):
     return p
 
 
-def _bert_layer_fwd(be, p, x, hd: _Heads):
-    """x: (B*S, H).  Returns (out, cache)."""
+def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False):
+    """x: (B*S, H).  Returns (out, cache).  ``causal``: GPT-style masked attention."""
     c = {"x": x}
     c["q"] = be.matmul(x, p["wq"], "attention/q_matmul")
     c["k"] = be.matmul(x, p["wk"], "attention/k_matmul")
     c["v"] = be.matmul(x, p["wv"], "attention/v_matmul")
     scores = be.matmul(be.take(c["q"], hd.split), be.take(c["k"], hd.split_t), "attention/qk_matmul")
     s = be.scale(scores, 1.0 / math.sqrt(hd.d), "attention/scale")
+    if causal:
+        # select(score, -inf) above the diagonal: one elementwise pass over the scores (the mask is
+        # generated from indices, not stored)
+        s = be.scale(s, 1.0, "attention/causal_mask")
     c["p"] = be.softmax(s, "attention/softmax")
     c["ctx"] = be.matmul(c["p"], be.take(c["v"], hd.split), "attention/pv_matmul")  # (B*A, S, d)
     attn = be.matmul(be.take(c["ctx"], hd.merge), p["wo"], "attention/out_matmul")
@@ -355,6 +374,7 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     B, S, H, A = cfg.batch, cfg.seq, cfg.hidden, cfg.heads
     hd = _Heads(B, S, A, H // A)
     first, last = stage == 0, stage == nstages - 1
+    gpt = cfg.model == "gpt"
     extra = []
     out: dict = {}
     if first:
@@ -375,9 +395,20 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     with be.scope("layer"):
         p = _bert_layer_params(be, rv, cfg, False)
         be.mark("layer_fwd")
-        y, c = _bert_layer_fwd(be, p, x, hd)
+        y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt)
     out.update(x=x, y=y, layer_params=p)
-    if last:
+    if last and gpt:
+        with be.scope("heads"):
+            dec = be.weight("lm_decoder_w", rv.init((H, cfg.vocab), H))
+            extra.append(dec)
+            be.mark("head")
+            # language-model head over every token (decoder untied here; GPT-2/3 tie it to the embedding)
+            logits = be.matmul(y, dec, "lm/decoder_matmul")
+            prob = be.softmax(logits, "lm/softmax")
+            dlog = be.scale(prob, 1.0 / (B * S), "lm/loss_grad")
+            be.matmul(be.t(y), dlog, "lm/decoder_matmul_dw")
+            d = be.matmul(dlog, be.t(dec), "lm/decoder_matmul_dx")
+    elif last:
         with be.scope("heads"):
             T = B * cfg.mlm_tokens
             hp = {"mlm_w": be.weight("mlm_transform_w", rv.init((H, H), H)),
