@@ -98,6 +98,19 @@ class StageGraph:
         lf = self.lsteps.get("layer_fwd")
         ltb = c.liveness_tile_bytes
         self.fwd_saved_tile_bytes = (ltb[lf[1]].astype(np.int64) if (lf and len(ltb)) else np.zeros(T, np.int64))
+        # the profile tables of this stage graph; then let the graph (vertex and field arrays) go, so
+        # peak memory is one stage graph, not all of them
+        self.base = build_profile(c, "timing", cfg.model, {})
+        self.num_vertices = sum(g.n for g in be.graph.groups)
+        self.num_ops = len(be.ctx.records)
+        self.x_size = int(x.size)
+        self.handles = None
+        self.be = None
+        self.program = None
+        c.graph = None
+        c.progs = None
+        c.copy_plans = None
+        c.tensor_tiles = None
 
 
 _PASS_CACHE: dict = {}
@@ -294,8 +307,8 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
             oom.append((int(a["stage"] * T + t), int(a["stage"]), int(a["need"][t]), int(cap)))
     oom.sort(key=lambda x: -x[2])
     pd_.run["oom_tiles"] = [list(x) for x in oom[:16]]
-    nverts = sum(sum(g.n for g in sg.be.graph.groups) for sg in graphs.values())
-    nops = sum(len(sg.be.ctx.records) for sg in graphs.values())
+    nverts = sum(sg.num_vertices for sg in graphs.values())
+    nops = sum(sg.num_ops for sg in graphs.values())
     return pd_, dict(fits=fits, total_cycles=int(step_cycles), seconds=step_seconds, samples_per_second=float(sps),
                      schedule=schedule, oom_report=oom, wall=wall, num_vertices=nverts, num_ops=nops,
                      training_state=training_state)
@@ -331,7 +344,7 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     S = len(split)
     T = target1.tiles_per_ipu
     # per-distinct-graph profile tables (ops, programs, ...), concatenated per IPU with offsets
-    base = {k: build_profile(sg.c, "timing", cfg.model, {}) for k, sg in graphs.items()}
+    base = {k: sg.base for k, sg in graphs.items()}
     templates: list[StepTemplate] = []
     tables = {n: [] for n in ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles",
                               "liveness_steps")}
