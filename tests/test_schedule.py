@@ -46,7 +46,8 @@ def test_ring_allreduce_from_link_rate():
 
 @pytest.mark.parametrize("opt,master,dt,per", [("sgd", False, "fp32", 0), ("momentum", False, "fp32", 4),
                                                ("adam", False, "fp16", 4), ("lamb", False, "fp32", 8),
-                                               ("lamb", True, "fp32", 12), ("adam", True, "fp16", 8)])
+                                               ("lamb", True, "fp32", 12), ("adam", True, "fp16", 8),
+                                               ("lars", False, "fp32", 4)])
 def test_optimizer_state_bytes_are_params_times_bytes_per_state(opt, master, dt, per):
     assert sch.optimizer_state_bytes(1000, opt, master, dt, "fp16") == 1000 * per
 
@@ -186,3 +187,14 @@ def test_gpt_presets_are_causal_decoders_with_a_language_model_head():
     assert "ipu0/layer/attention/causal_mask" in names and "ipu0/heads/lm/decoder_matmul" in names
     assert not any("nsp" in n or "mlm" in n for n in names)
     assert r.samples_per_second > 0
+
+
+def test_composed_profile_programs_point_at_their_steps():
+    r = run_model(make_config("bert", layers=2, ipus=2, grad_accum=3, **TINY), timing_only=True)
+    pr, st = r.profile_data.programs, r.profile_data.steps
+    leaves = pr[pr.kind.isin(["Execute", "Copy"]) & (pr.first_step >= 0)]
+    assert len(leaves) > 10
+    for _, row in leaves.head(20).iterrows():
+        assert st.prog_id.iloc[int(row.first_step)] == row.prog_id and st.prog_id.iloc[int(row.last_step)] == row.prog_id
+    roots = pr[pr.parent_id < 0]
+    assert set(roots.name) == {"ipu0/stage0", "ipu1/stage1"} and (roots.first_step >= 0).all()

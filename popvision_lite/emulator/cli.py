@@ -109,7 +109,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
     g.add_argument("--grad-accum", dest="grad_accum", type=_positive_int,
                    help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)")
-    g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb"), help="optimizer (default sgd)")
+    g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb", "lars"), help="optimizer (default sgd)")
     g.add_argument("--optimizer-state", dest="optimizer_state", choices=("onchip", "offchip"),
                    help="keep optimizer state in tile SRAM or stream it from DDR once per step")
     g.add_argument("--optimizer-state-dtype", dest="optimizer_state_dtype", choices=("fp16", "fp32"),

@@ -493,6 +493,24 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     # micro-batches whose steady-state cycles are not drawn (each elided cycle = one micro-batch slot)
     schedule["elided_microbatches"] = elided
     cat = {n_: pd.concat(v, ignore_index=True) for n_, v in tables.items()}
+    # first / last timeline step of every program (leaves from the steps, containers from children)
+    pr = cat["programs"]
+    npg = len(pr)
+    first = np.full(npg, np.iinfo(np.int64).max, np.int64)
+    last = np.full(npg, -1, np.int64)
+    sp = steps["prog_id"].to_numpy(np.int64)
+    ok = sp >= 0
+    if ok.any():
+        np.minimum.at(first, sp[ok], np.nonzero(ok)[0])
+        np.maximum.at(last, sp[ok], np.nonzero(ok)[0])
+    parent = pr["parent_id"].to_numpy(np.int64)
+    for q in range(npg - 1, -1, -1):  # children come after their parent
+        p_ = parent[q]
+        if p_ >= 0 and last[q] >= 0:
+            first[p_] = min(first[p_], first[q])
+            last[p_] = max(last[p_], last[q])
+    pr["first_step"] = np.where(last >= 0, first, -1)
+    pr["last_step"] = last
     mem = np.concatenate([a["mem"] for a in stages], axis=0)
     # liveness: block-diagonal per IPU (each stage graph's rows on its own tiles)
     L = sum(len(base[kinds[s]].liveness_steps) for s in range(S))

@@ -36,10 +36,12 @@ IPUS_PER_POD = 16  # IPU-Link domain of an IPU-POD16; larger pods reach other PO
 #   momentum v = mu v + g; w -= lr v                                       2
 #   adam     m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; u = m/(sqrt v+e); w -= lr u     4
 #   lamb     adam's 3 + ||w||, ||u|| (two reductions) + w -= lr (||w||/||u||) u          6
-# (You et al. 2020, "Large batch optimization for deep learning: training BERT in 76 minutes").
+#   lars     ||w||, ||g|| (two reductions); v = mu v + lr (||w||/||g||) (g + wd w); w -= v  4
+# (You et al. 2020, "Large batch optimization for deep learning: training BERT in 76 minutes";
+#  You et al. 2017, "Large batch training of convolutional networks" for LARS).
 # fp32 master weights add one pass (the fp16 copy of the updated master).
-OPTIMIZER_PASSES = {"sgd": 1, "momentum": 2, "adam": 4, "lamb": 6}
-OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "lamb": 2}
+OPTIMIZER_PASSES = {"sgd": 1, "momentum": 2, "adam": 4, "lamb": 6, "lars": 4}
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "lamb": 2, "lars": 1}
 DTYPE_BYTES = {"fp16": 2, "fp32": 4, "float16": 2, "float32": 4}
 
 

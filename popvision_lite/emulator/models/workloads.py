@@ -75,7 +75,7 @@ class ModelConfig:
     pipeline_stages: int = 0           # 0 = one stage per IPU of a replica (ipus // replicas)
     layer_split: list | None = None    # layers per stage (PopART-style); None = even split
     grad_accum: int = 1                # micro-batches per optimizer step (per replica)
-    optimizer: str = "sgd"             # sgd | momentum | adam | lamb
+    optimizer: str = "sgd"             # sgd | momentum | adam | lamb | lars
     optimizer_state: str = "onchip"    # onchip | offchip (streamed from DDR once per optimizer step)
     master_weights: bool = False       # fp32 master copy of fp16 weights
     optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
@@ -178,7 +178,7 @@ def validate_scale(cfg: ModelConfig) -> None:
         lo = 0 if name in ("mask_tokens", "pipeline_stages") else 1
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
-    choices = {"optimizer": ("sgd", "momentum", "adam", "lamb"), "optimizer_state": ("onchip", "offchip"),
+    choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
                "optimizer_state_dtype": ("fp16", "fp32")}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
@@ -220,12 +220,6 @@ def validate_scale(cfg: ModelConfig) -> None:
             if getattr(cfg, name) != getattr(dflt, name):
                 raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
                                   f"composition; model '{cfg.model}' does not read it")
-
-
-def optimizer_states(optimizer: str) -> int:
-    """Per-parameter state tensors of each optimizer besides the weight: momentum keeps a velocity,
-    Adam and LAMB a first and a second moment (Kingma & Ba 2015; You et al. 2020)."""
-    return {"sgd": 0, "momentum": 1, "adam": 2, "lamb": 2}[optimizer]
 
 
 def stage_of(layer: int, layers: int, ipus: int) -> int:
