@@ -198,3 +198,23 @@ def test_composed_profile_programs_point_at_their_steps():
         assert st.prog_id.iloc[int(row.first_step)] == row.prog_id and st.prog_id.iloc[int(row.last_step)] == row.prog_id
     roots = pr[pr.parent_id < 0]
     assert set(roots.name) == {"ipu0/stage0", "ipu1/stage1"} and (roots.first_step >= 0).all()
+
+
+def test_outlined_layers_charge_code_once():
+    from popvision_lite.profile.schema import CATEGORY_CODE
+
+    one = run_model(make_config("bert", layers=1, **TINY), timing_only=True)
+    three = run_model(make_config("bert", layers=3, **TINY), timing_only=True)
+    code = [CATEGORY_CODE[c] for c in ("vertexCode", "vertexInstanceState", "vertexFieldData", "internalExchangeCode",
+                                       "controlCode")]
+    np.testing.assert_array_equal(one.profile_data.memory[:, code, :], three.profile_data.memory[:, code, :])
+    w1 = one.profile_data.run["training_state"][0]["mib"]["weights"]
+    w3 = three.profile_data.run["training_state"][0]["mib"]["weights"]
+    H, F = 32, 128
+    layer = (4 * H * H + 2 * H * F + 4 * H) * 2 / 2**20
+    assert w3 - w1 == pytest.approx(2 * layer)
+    # time: the body's cycles once per layer (linear in layers), emulated once
+    two = run_model(make_config("bert", layers=2, **TINY), timing_only=True)
+    f1, f2, f3 = (r.schedule["stage_fwd_cycles"][0] for r in (one, two, three))
+    assert f3 - f1 == 2 * (f2 - f1) > 0
+    assert three.num_vertices == one.num_vertices
