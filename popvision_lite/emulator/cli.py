@@ -207,7 +207,12 @@ def format_summary(s: dict, run, out_path: str) -> str:
                          + ("" if t["fits"] else " (OVER)"))
     tot = max(1, sum(s["split"].values()))
     parts = [f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)" for k, v in s["split"].items() if v]
-    lines.append("split: " + ", ".join(parts))
+    sch_ = getattr(run, "schedule", None) or {}
+    if "profile_pipeline_cycles_shown" in sch_:
+        lines.append(f"split of the timeline drawn (one replica, {sch_['profile_pipeline_cycles_shown']} of "
+                     f"{sch_['pipeline_cycles']} pipeline cycles, IPU lanes summed): " + ", ".join(parts))
+    else:
+        lines.append("split: " + ", ".join(parts))
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
         worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
