@@ -218,3 +218,15 @@ def test_outlined_layers_charge_code_once():
     f1, f2, f3 = (r.schedule["stage_fwd_cycles"][0] for r in (one, two, three))
     assert f3 - f1 == 2 * (f2 - f1) > 0
     assert three.num_vertices == one.num_vertices
+
+
+def test_inference_pipeline_is_forward_only():
+    p = sch.pipeline_cycles([10, 20], [0, 0], 5, 4)
+    assert p["cycles"] == 4 + 2 - 1 and p["pipeline_total_cycles"] == 15 + 25 * 3 + 25
+    r = run_model(make_config("bert", layers=2, ipus=2, grad_accum=3, training=False, optimizer="adam", **TINY),
+                  timing_only=True)
+    s = r.schedule
+    assert s["stage_bwd_cycles"] == [0, 0] and s["optimizer_cycles"] == 0 and s["allreduce_cycles"] == 0
+    assert all(t["mib"]["optimizer_moments"] == 0 and t["mib"]["grad_accum"] == 0
+               for t in r.profile_data.run["training_state"])
+    assert not any("bwd" in n or "heads" in n for n in r.profile_data.ops.name)

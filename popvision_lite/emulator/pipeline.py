@@ -185,7 +185,11 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     wbytes = sch.DTYPE_BYTES[wdt]
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
     sbpe = per_param["optimizer_state"]
-    acc_bytes = (4 if cfg.master_weights else wbytes) if G > 1 else 0
+    train = bool(cfg.training)
+    acc_bytes = (4 if cfg.master_weights else wbytes) if (G > 1 and train) else 0
+    if not train:  # inference: no gradients, no optimizer state, no update
+        per_param = {"master_weights": 0, "optimizer_moments": 0, "optimizer_state": 0}
+        sbpe = 0
     act_bytes = cfg.batch * cfg.seq * cfg.hidden * wbytes
     xcopy = _link_copy_cycles(target1, act_bytes)
     memcpy = float(em["memcpy_bytes_per_cycle"])
@@ -215,6 +219,8 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         io_b = int(math.ceil((ddr_mb - k * layer_wb) / ddr_bpc)) if phased else 0
         fwd = cy.get("emb_fwd", 0) + k * (cy.get("layer_fwd", 0) + call) + io_f
         bwd = cy.get("head", 0) + k * (cy.get("layer_recompute", 0) + cy.get("layer_bwd", 0) + call) + acc_pass + io_b
+        if not train:
+            bwd = 0
         # ---- memory of this IPU ----
         mem = sg.c.memory.copy()
         elems = k * sg.layer_param_elems + sg.extra_param_elems
@@ -231,7 +237,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
             per_layer = sg.layer_param_elems * sbpe
             stream_buf = _even(math.ceil(int(per_layer.sum()) / R), T) if cfg.rts else per_layer
             streamed = state_total / (R if cfg.rts else 1)
-        D = sch.stash_depth(s, S)
+        D = sch.stash_depth(s, S) if train else 0
         saved = sg.x_tile_bytes if cfg.recompute else sg.fwd_saved_tile_bytes + sg.x_tile_bytes
         stash = max(D * k - 1, 0) * saved
         mem[:, var, 0] += extra_w + accum + onchip_state
@@ -243,6 +249,8 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         opt = passes * _elementwise_pass_cycles(target1, int(math.ceil(n_opt)), "float32" if sbpe >= 4 * 2 else "float16")
         ar = sch.ring_allreduce_cycles(params_s * wbytes, R, cfg.ipus, clock, float(em["ipu_link_bytes_per_cycle"]),
                                        int(em["ipu_link_latency_cycles"]))
+        if not train:
+            opt = ar = 0
         st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
                                transfers=k + 1) if streamed else 0
         stages.append(dict(

@@ -59,13 +59,14 @@ def pipeline_cycles(fwd, bwd, copy_cycles: int, grad_accum: int) -> dict:
     F = np.asarray(fwd, np.int64)
     B = np.asarray(bwd, np.int64)
     S, G = len(F), int(grad_accum)
-    n = G + 2 * S - 2
+    inference = not B.any()
+    n = G + S - 1 if inference else G + 2 * S - 2  # inference: forward only, no backward wave
     t = np.arange(n)[:, None]
     s = np.arange(S)[None, :]
     mf = t - s                       # micro-batch whose forward stage s runs in cycle t
     mb = t - (2 * S - 2 - s)         # ... and whose backward
     f_on = (mf >= 0) & (mf < G)
-    b_on = (mb >= 0) & (mb < G)
+    b_on = (mb >= 0) & (mb < G) & (not inference)
     work = f_on * F[None, :] + b_on * B[None, :]
     xc = int(copy_cycles) if S > 1 else 0
     dur = work.max(axis=1) + xc

@@ -391,6 +391,10 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
         be.mark("layer_fwd")
         y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt)
     out.update(x=x, y=y, layer_params=p)
+    if not cfg.training:
+        be.mark("end")
+        out.update(dx=None, grads={}, extra_params=extra)
+        return out
     if last and gpt:
         with be.scope("heads"):
             dec = be.weight("lm_decoder_w", rv.init((H, cfg.vocab), H))
