@@ -230,3 +230,20 @@ def test_inference_pipeline_is_forward_only():
     assert all(t["mib"]["optimizer_moments"] == 0 and t["mib"]["grad_accum"] == 0
                for t in r.profile_data.run["training_state"])
     assert not any("bwd" in n or "heads" in n for n in r.profile_data.ops.name)
+
+
+def test_op_outlining_shares_code_of_identical_ops_only_on_the_composed_path():
+    from popvision_lite.profile.schema import CATEGORY_CODE
+
+    # big enough that the projections spread over every tile (small ops start on rotating tiles)
+    kw = dict(layers=1, batch=8, seq=128, hidden=512, heads=8, vocab=64)
+    on = run_model(make_config("bert", **kw), timing_only=True)
+    off = run_model(make_config("bert", outline=False, **kw), timing_only=True)
+    x = CATEGORY_CODE["internalExchangeCode"]
+    vs = CATEGORY_CODE["vertexInstanceState"]
+    n = on.schedule["outlined_ops"]["0"]
+    assert n["copies"] > 0 and n["compute_sets"] > 0  # e.g. the identical Q / K / V projections
+    assert on.profile_data.memory[:, x, 0].sum() < off.profile_data.memory[:, x, 0].sum()
+    assert on.profile_data.memory[:, vs, 0].sum() < off.profile_data.memory[:, vs, 0].sum()
+    assert on.total_cycles == off.total_cycles  # code sharing changes memory, not the steps
+    assert off.schedule["outlined_ops"]["0"] == {"copies": 0, "compute_sets": 0}

@@ -56,7 +56,7 @@ class StageGraph:
                 phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
         self.phase_names = [p.name for p in phases]
         self.program = P.Sequence(phases, name=f"stage{stage}")
-        self.c = compile_graph(be.graph, self.program)
+        self.c = compile_graph(be.graph, self.program, outline=cfg.outline)
         c = self.c
         T = target.tiles_per_ipu
         self.T = T
@@ -103,6 +103,7 @@ class StageGraph:
         self.base = build_profile(c, "timing", cfg.model, {})
         self.num_vertices = sum(g.n for g in be.graph.groups)
         self.num_ops = len(be.ctx.records)
+        self.outlined = {"copies": int(c.outlined_copies), "compute_sets": int(c.outlined_cs)}
         self.x_size = int(x.size)
         self.handles = None
         self.be = None
@@ -293,6 +294,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         master_weights=bool(cfg.master_weights), optimizer_state_dtype=cfg.optimizer_state_dtype,
         available_memory_proportion=float(cfg.available_memory_proportion),
         distinct_stage_programs=len(graphs),
+        outlined_ops={str(i): sg.outlined for i, sg in enumerate(graphs.values())},
         phased_execution=bool(cfg.streaming_weights),
         ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],
         ddr_gb_per_s_needed=max(a["ddr_bytes_per_step"] for a in stages) / step_seconds / 1e9 if step_seconds else 0.0,

@@ -36,7 +36,7 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
           "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
           "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
           "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
-          "available_memory_proportion": (int, float), "packing": (int, float), "mask_tokens": int}
+          "available_memory_proportion": (int, float), "packing": (int, float), "mask_tokens": int, "outline": bool}
 
 
 # Workload settings that only some model families read (from the build_* functions in
@@ -48,7 +48,7 @@ ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "g
             "recompute": ("bert", "gpt"), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
             # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
-            **{k: ("bert", "gpt") for k in ("layer_split", "packing")}, "mask_tokens": ("bert",)}
+            **{k: ("bert", "gpt") for k in ("layer_split", "packing", "outline")}, "mask_tokens": ("bert",)}
 
 
 def model_family(model: str) -> str:

@@ -83,6 +83,7 @@ class ModelConfig:
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
     packing: float = 1.0               # average sequences per pack (samples = packs x packing)
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
+    outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
 
     @property
     def ffn_size(self) -> int:
@@ -183,7 +184,7 @@ def validate_scale(cfg: ModelConfig) -> None:
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
-    for name in ("master_weights", "rts"):
+    for name in ("master_weights", "rts", "outline"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
     amp = cfg.available_memory_proportion
@@ -216,7 +217,7 @@ def validate_scale(cfg: ModelConfig) -> None:
     if cfg.model not in TRANSFORMERS:
         dflt = ModelConfig()
         # replication, accumulation and training state also compose on the whole-graph path
-        for name in ("packing", "layer_split", "mask_tokens"):
+        for name in ("packing", "layer_split", "mask_tokens", "outline"):
             if getattr(cfg, name) != getattr(dflt, name):
                 raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
                                   f"composition; model '{cfg.model}' does not read it")
