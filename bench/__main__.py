@@ -51,6 +51,8 @@ SCRIPTS: dict[str, str] = {
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
+    "mlperf_bert_pod16": "MLPerf v1.1 POD16 BERT-Large: predicted vs measured seq/s, fits, wall, RSS (issue 13)",
+    "pipeline_speedup": "bert-mini per-sample time on 1 vs 2 vs 4 pipelined IPUs (issue 13)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -74,6 +76,8 @@ QUICK_ARGS: dict[str, list[str]] = {
     "fuzz_profiles": ["--cases", "60"],
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
+    "mlperf_bert_pod16": ["--only"],
+    "pipeline_speedup": ["--quick"],
 }
 
 

@@ -70,7 +70,7 @@ def _config(tmp_path, body: str):
     ('model = "mlp"\n[model_args]\nlayers = 0\n', "layers"),
     ('model = "mlp"\n[model_args]\nhidden = 1.5\n', "hidden"),
     ('model = "mlp"\n[model_args]\nrecompute = "yes"\n', "recompute"),
-    ('model = "mlp"\n[model_args]\nipus = 3\n', "ipus"),
+    ('model = "mlp"\n[model_args]\nipus = 5\n', "ipus"),  # 3 layers < 5 stages
     ('model = "mlp"\n[model_args]\nseed = -4\n', "seed"),
     ('model = "bert"\n[model_args]\nhidden = 30\nheads = 4\n', "heads"),
     ('model = "mlp"\nmodel = "bert"\n', "TOML"),  # duplicate key

@@ -50,7 +50,7 @@ def test_bad_arguments_exit_2_naming_the_argument(argv, needle, capsys):
 def test_semantic_errors_exit_2(tmp_path, capsys):
     assert main(["emulate", "bert", "--hidden", "30", "--heads", "4", "-o", str(tmp_path / "x.pvl")]) == 2
     assert "--heads" in capsys.readouterr().err
-    assert main(["emulate", "mlp", "--ipus", "3", "-o", str(tmp_path / "x.pvl")]) == 2
+    assert main(["emulate", "mlp", "--ipus", "5", "-o", str(tmp_path / "x.pvl")]) == 2  # 3 layers < 5 stages
     assert "--ipus" in capsys.readouterr().err
     assert main(["emulate", "mlp"]) == 2
     assert "-o/--output" in capsys.readouterr().err

@@ -87,7 +87,7 @@ def test_emulate_killed_mid_write(tmp_path, previous):
 
         write_synthetic(target, num_ipus=1, tiles_per_ipu=8, num_steps=30, num_layers=1)
         before = target.read_bytes()
-    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "16", "--timing-only", "-q",
+    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "16", "--layers", "16", "--timing-only", "-q",
            "-o", str(target)]
     temps = _kill_when_temp_appears(cmd, tmp_path, ".run.pvl.", min_bytes=256 << 10)
     if previous:

@@ -98,5 +98,15 @@ def test_presets_and_config_errors():
         make_config("bert", hidden=10, heads=3)
     with pytest.raises(ConfigError, match="batch"):
         make_config("mlp", batch=0)
-    with pytest.raises(ConfigError, match="ipus"):
-        make_config("mlp", ipus=3)
+    # the old 1/2/4/8/16 limit is lifted; what stays wrong is fewer layers than stages
+    assert make_config("mlp", ipus=3).ipus == 3
+    with pytest.raises(ConfigError, match="^layers"):
+        make_config("mlp", ipus=5)
+    with pytest.raises(ConfigError, match="^ipus"):
+        make_config("bert-large", replicas=4, pipeline_stages=4, ipus=8)
+    with pytest.raises(ConfigError, match="^layer_split"):
+        make_config("bert-large", layer_split=[6, 6, 6])
+    with pytest.raises(ConfigError, match="^replicas"):
+        make_config("mlp", replicas=3, ipus=4)
+    with pytest.raises(ConfigError, match="^packing"):
+        make_config("mlp", packing=2.0)

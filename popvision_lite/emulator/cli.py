@@ -23,7 +23,10 @@ from popvision_lite.emulator.run_config import (
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError
 from popvision_lite.profile.schema import STEP_KINDS
 
-MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed")
+MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
+              "replicas", "pipeline_stages", "layer_split", "grad_accum", "optimizer", "optimizer_state",
+              "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens")
+FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
 def _positive_int(text: str) -> int:
@@ -33,6 +36,36 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {v}")
+    return v
+
+
+def _packing(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1 (average sequences per pack), got {v}")
+    return v
+
+
+def _split(text: str) -> list[int]:
+    try:
+        v = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7, got {text!r}") from None
+    if not v or min(v) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive layers per stage like 3,7,7,7, got {text!r}")
     return v
 
 
@@ -55,7 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=_positive_int, help="number of layers / blocks")
     p.add_argument("--hidden", type=_positive_int, help="hidden size (bert, mlp), channels (conv), features (gnn)")
     p.add_argument("--heads", type=_positive_int, help="attention heads (bert)")
-    p.add_argument("--vocab", type=_positive_int, help=argparse.SUPPRESS)
+    p.add_argument("--vocab", type=_positive_int, help="vocabulary size (bert; presets 30522, MLPerf 30912)")
     p.add_argument("--image", type=_positive_int, help="image height and width (conv)")
     p.add_argument("--nodes", type=_positive_int, help="graph nodes (gnn)")
     p.add_argument("--edges", type=_positive_int, help="graph edges (gnn)")
@@ -68,6 +101,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("fp16", "fp32"), help="fp16 (AMP: FP32 accumulate) or fp32")
     p.add_argument("--timing-only", action="store_true", default=None,
                    help="no numerics: same cycles and memory, for large targets")
+    g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
+    g.add_argument("--replicas", type=_positive_int, help="data-parallel replicas (ipus = replicas x stages)")
+    g.add_argument("--pipeline-stages", dest="pipeline_stages", type=_positive_int,
+                   help="pipeline stages per replica (default: ipus / replicas)")
+    g.add_argument("--layer-split", dest="layer_split", type=_split, metavar="N,N,...",
+                   help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
+    g.add_argument("--grad-accum", dest="grad_accum", type=_positive_int,
+                   help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)")
+    g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb", "lars"), help="optimizer (default sgd)")
+    g.add_argument("--optimizer-state", dest="optimizer_state", choices=("onchip", "offchip"),
+                   help="keep optimizer state in tile SRAM or stream it from DDR once per step")
+    g.add_argument("--optimizer-state-dtype", dest="optimizer_state_dtype", choices=("fp16", "fp32"),
+                   help="dtype of optimizer moments (default fp32)")
+    g.add_argument("--master-weights", dest="master_weights", action="store_true", default=None,
+                   help="fp32 master copy of fp16 weights")
+    g.add_argument("--rts", action="store_true", default=None,
+                   help="replicated tensor sharding of the optimizer state across replicas")
+    g.add_argument("--available-memory-proportion", dest="available_memory_proportion", type=_fraction,
+                   help="share of tile memory for matmul temporaries (Poplar default 0.6)")
+    g.add_argument("--packing", type=_packing, help="average sequences per pack (bert; 1 = unpacked)")
+    g.add_argument("--mask-tokens", dest="mask_tokens", type=_positive_int,
+                   help="MLM positions per pack (default 15%% of seq)")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -114,7 +169,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
     lines = []
     cfg = run.cfg
     lines.append(f"model {cfg.model} ({cfg.layers} layers, hidden {cfg.hidden}, batch {cfg.batch}"
-                 + (f", seq {cfg.seq}, heads {cfg.heads}" if cfg.model == "bert" else "")
+                 + (f", seq {cfg.seq}, heads {cfg.heads}" if cfg.model in ("bert", "gpt") else "")
                  + f"), {cfg.precision}, {'training step' if cfg.training else 'inference'}"
                  + (", recompute" if cfg.recompute else "") + f", {cfg.ipus} IPU(s)")
     lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
@@ -123,10 +178,41 @@ def format_summary(s: dict, run, out_path: str) -> str:
     if not s["fits"]:
         worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
-    lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz")
+    lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz"
+                 + (" (one optimizer step)" if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
+    sch_ = getattr(run, "schedule", None) or {}
+    if getattr(run, "samples_per_second", 0):
+        unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
+        lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system)")
+    if "layer_split" in sch_:
+        clock = s["clock_hz"]
+        lines.append(
+            f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']}), "
+            f"{sch_['grad_accum']} micro-batches of {sch_['micro_batch']} per step"
+            + (f" x packing {sch_['packing']:g}" if sch_.get("packing", 1) != 1 else "")
+            + f" = {sch_['samples_per_step']:g} samples/step")
+        lines.append(
+            f"  steady state {sch_['steady_cycles_per_microbatch']:,} cycles/micro-batch (slowest stage "
+            f"{sch_['slowest_stage']}, inter-IPU copy {sch_['inter_ipu_copy_cycles']:,}); fill+drain "
+            f"{sch_['fill_drain_cycles']:,}; all-reduce {sch_['allreduce_cycles']:,}; optimizer "
+            f"{sch_['optimizer_cycles']:,}; DDR stream {sch_['stream_cycles']:,} "
+            f"(= {sch_['stream_cycles'] / clock * 1e3:.2f} ms); step {sch_['step_seconds'] * 1e3:.1f} ms")
+        ts = run.profile_data.run.get("training_state") or []
+        for t in ts:
+            m = t["mib"]
+            lines.append(f"  IPU {t['ipu']}: {t['layers']} layers, {t['params'] / 1e6:.1f} M params; weights "
+                         f"{m['weights']:.0f} MiB, grad accum {m['grad_accum']:.0f}, optimizer state on-chip "
+                         f"{m['optimizer_state_onchip']:.0f} / off-chip {m['optimizer_state_offchip']:.0f}, stash "
+                         f"{m['stash']:.0f}, code {m['code']:.0f} MiB; fullest tile {t['max_tile_bytes']['need']:,} B"
+                         + ("" if t["fits"] else " (OVER)"))
     tot = max(1, sum(s["split"].values()))
     parts = [f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)" for k, v in s["split"].items() if v]
-    lines.append("split: " + ", ".join(parts))
+    sch_ = getattr(run, "schedule", None) or {}
+    if "profile_pipeline_cycles_shown" in sch_:
+        lines.append(f"split of the timeline drawn (one replica, {sch_['profile_pipeline_cycles_shown']} of "
+                     f"{sch_['pipeline_cycles']} pipeline cycles, IPU lanes summed): " + ", ".join(parts))
+    else:
+        lines.append("split: " + ", ".join(parts))
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
         worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
@@ -151,7 +237,7 @@ def resolve(args) -> tuple:
     timing = bool(args.timing_only) if args.timing_only is not None else bool(rc.timing_only if rc else False)
     over = dict(rc.model_args) if rc else {}
     given = [k for k in MODEL_ARGS if getattr(args, k) is not None]
-    given += [k for k in ("recompute", "streaming_weights") if getattr(args, k)]
+    given += [k for k in FLAG_ARGS if getattr(args, k)]
     for k in unused_settings(model, given):
         opt = "--" + k.replace("_", "-")
         raise ConfigError(f"argument {opt}: model '{model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
@@ -172,12 +258,16 @@ def resolve(args) -> tuple:
         over["training"] = False
     if args.streaming_weights:
         over["streaming_weights"] = True
+    for k in ("rts", "master_weights"):
+        if getattr(args, k):
+            over[k] = True
     try:
         cfg = make_config(model, **over)
     except ConfigError as e:
         field = str(e).split(":", 1)[0]
-        if field in MODEL_ARGS or field in ("precision",):
-            raise ConfigError(f"argument --{field} (or config field '{field}'): {str(e).split(': ', 1)[1]}") from None
+        if field in MODEL_ARGS or field in FLAG_ARGS or field in ("precision",):
+            opt = field.replace("_", "-")
+            raise ConfigError(f"argument --{opt} (or config field '{field}'): {str(e).split(': ', 1)[1]}") from None
         raise
     return cfg, device, out, timing
 

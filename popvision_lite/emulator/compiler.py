@@ -5,6 +5,7 @@ every step's per-tile cost is known at compile time; Repeat bodies are costed on
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,8 @@ K_SYNC = STEP_KIND_CODE["sync"]
 K_XI = STEP_KIND_CODE["exchange_internal"]
 K_XG = STEP_KIND_CODE["exchange_global"]
 K_STREAM = STEP_KIND_CODE["stream_copy"]
+_OUTLINED_CATS = [CATEGORY_CODE[k] for k in ("internalExchangeCode", "globalExchangeCode", "copyDescriptor",
+                                              "globalExchangePacketHeader")]
 
 
 @dataclass
@@ -177,6 +180,9 @@ class Compiled:
         self.op_index: dict[str, int] = {}
         self.memory = np.zeros((T, len(MEMORY_CATEGORIES), 2), np.int64)
         self.repeat_ranges: list[tuple[int, int]] = []  # lstep ranges of Repeat bodies
+        self.outline = False
+        self.outlined_copies = 0  # exchange programs sharing an earlier one's code (outline=True)
+        self.outlined_cs = 0      # compute sets sharing an earlier one's vertices (outline=True)
         self._shared_rows: dict[str, dict] = {}
 
     # -- helpers ---------------------------------------------------------------------------
@@ -453,11 +459,50 @@ def _compile_sync(c: Compiled, info: ProgInfo) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+def _digest(*arrays) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+def _copy_signature(c: Compiled, prog, plan: CopyPlan | None):
+    """Structure of an exchange program: pieces (tile pairs, lengths, offsets relative to the first
+    piece of each side) and the element size.  Identical structure = identical exchange code once
+    the op is outlined into a subgraph with its own operand buffers."""
+    if plan is None or len(plan.length) == 0:
+        return None
+    return _digest(plan.src_tile, plan.dst_tile, plan.length, plan.src_elem - plan.src_elem.min(),
+                   plan.dst_elem - plan.dst_elem.min(), np.array([prog.src.tensor.itemsize]))
+
+
+def _cs_signature(cs):
+    """Structure of a compute set: per group the codelet, tiles, per-vertex field sizes and params."""
+    parts = []
+    for g in cs.groups:
+        fs = []
+        for name in sorted(g.fields):
+            f = g.fields[name]
+            fs.append(f.sizes if isinstance(f, Regions) else np.array(f.block_shape + (f.n,)))
+        ps = [np.asarray(g.params[k]) for k in sorted(g.params)]
+        parts.append(g.codelet.name.encode() + _digest(g.tiles, *fs, *ps))
+    return b"".join(parts)
+
+
 def _vertex_memory(c: Compiled, used_cs: set) -> None:
     code_tiles: dict[str, tuple[object, np.ndarray]] = {}
+    seen_cs: set = set()
     for cs in c.graph.compute_sets:
         if cs.id not in used_cs:
             continue
+        if c.outline:
+            sig = _cs_signature(cs)
+            if sig in seen_cs:
+                c.outlined_cs += 1
+                continue  # an outlined op: its vertices (state, field data) exist once
+            seen_cs.add(sig)
         for g in cs.groups:
             if g.n == 0:
                 continue
@@ -514,9 +559,19 @@ def _liveness(c: Compiled) -> None:
     last_acc = np.full(nT, -1, np.int64)
     last_r = np.full(nT, -1, np.int64)
     reads_at: list[set] = []
+    seen_prog: set = set()
+    rewrites: dict[int, list[int]] = {}  # tensor -> liveness steps where a re-run program writes it again
+    read_steps: dict[int, list[int]] = {}
     for ls, pid in enumerate(c.leaves):
         r, w = _accesses(c, c.progs[pid])
         reads_at.append(r)
+        again = id(c.progs[pid].prog) in seen_prog
+        seen_prog.add(id(c.progs[pid].prog))
+        if again:
+            for t in w - r:
+                rewrites.setdefault(t, []).append(ls)
+        for t in r:
+            read_steps.setdefault(t, []).append(ls)
         for t in r:
             if first_r[t] < 0:
                 first_r[t] = ls
@@ -559,18 +614,45 @@ def _liveness(c: Compiled) -> None:
         if c.always_live[t.id] or L == 0:
             c.add_mem(cat, tiles, b, 0)
         else:
-            delta[c.first_lstep[t.id], tiles] += b
-            delta[c.last_lstep[t.id] + 1, tiles] -= b
+            for a, z in _intervals(int(c.first_lstep[t.id]), int(c.last_lstep[t.id]), rewrites.get(t.id),
+                                   read_steps.get(t.id)):
+                delta[a, tiles] += b
+                delta[z + 1, tiles] -= b
     nal = np.cumsum(delta[:max(L, 1)], axis=0, dtype=np.int32) if L else np.zeros((0, T), np.int32)
     c.liveness_tile_bytes = nal
     if L:
         c.memory[:, CATEGORY_CODE["variable"], 1] = nal.max(axis=0)
 
 
-def compile_graph(graph: Graph, program: P.Program) -> Compiled:
+def _intervals(w: int, r: int, rewrites, reads) -> list[tuple[int, int]]:
+    """Live intervals of a tensor live over [w, r]: a program run again (recomputation) that
+    rewrites the whole tensor ends the previous interval at its last read before the rewrite, so
+    the tensor is not live in between (it is recomputed, not kept)."""
+    if not rewrites:
+        return [(w, r)]
+    out = []
+    start = w
+    reads = sorted(reads or [])
+    for x in sorted(set(rewrites)):
+        if x <= start or x > r:
+            continue
+        before = [q for q in reads if start <= q < x]
+        out.append((start, before[-1] if before else start))
+        start = x
+    out.append((start, r))
+    return out
+
+
+def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Compiled:
+    """``outline``: share the code of structurally identical ops, as PopART's outliner does
+    (``SessionOptions.enableOutlining``, on by default): an exchange program whose pieces (tile pairs,
+    lengths, relative offsets) match an earlier one, and a compute set whose vertices match an
+    earlier one, are charged code / vertex state once.  Used by the pipeline composition (PopART-like
+    runs); plain Poplar graphs (the graph API) are not outlined."""
     if not isinstance(program, P.Program):
         raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
     c = Compiled(graph, program)
+    c.outline = bool(outline)
     _walk(c, program, -1, None, set())
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     for pid in c.leaves:
@@ -581,13 +663,36 @@ def compile_graph(graph: Graph, program: P.Program) -> Compiled:
             if ep.tensor.graph is not graph:
                 raise EmulatorError(f"{p.kind} '{p.name}': tensor '{ep.name}' belongs to another graph")
     _check_graph(c, used_cs)
+    first_use: dict[int, ProgInfo] = {}
+    copy_sigs: set = set()
     for pid in c.leaves:
         info = c.progs[pid]
         p = info.prog
+        prev = first_use.setdefault(id(p), info)
+        if prev is not info:
+            # the same program object again (a shared / outlined subgraph, e.g. recomputation
+            # re-running the forward programs): its code, vertex state and exchange code exist
+            # once; the call re-issues the same steps
+            info.templates = list(prev.templates)
+            if prev.prog_id in c.copy_plans:
+                c.copy_plans[info.prog_id] = c.copy_plans[prev.prog_id]
+            continue
         if isinstance(p, P.Execute):
             _compile_execute(c, info)
         elif isinstance(p, P.Copy):
-            _compile_copy(c, info)
+            if c.outline:
+                snap = c.memory[:, _OUTLINED_CATS, :].copy()
+                before = info.code_bytes
+                _compile_copy(c, info)
+                sig = _copy_signature(c, p, c.copy_plans.get(info.prog_id))
+                if sig is not None and sig in copy_sigs:
+                    c.memory[:, _OUTLINED_CATS, :] = snap  # same exchange code as an earlier op's
+                    info.code_bytes = before
+                    c.outlined_copies += 1
+                elif sig is not None:
+                    copy_sigs.add(sig)
+            else:
+                _compile_copy(c, info)
         elif isinstance(p, P.StreamCopy):
             _compile_stream(c, info)
         elif isinstance(p, P.Sync):

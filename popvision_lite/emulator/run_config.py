@@ -33,7 +33,10 @@ DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1
                   "ipu-mk2": "ipu-mk2", "ipu-bow": "ipu-bow"}
 _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "ffn": int, "vocab": int,
           "image": int, "nodes": int, "edges": int, "ipus": int, "seed": int, "precision": str,
-          "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float)}
+          "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
+          "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
+          "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
+          "available_memory_proportion": (int, float), "packing": (int, float), "mask_tokens": int, "outline": bool}
 
 
 # Workload settings that only some model families read (from the build_* functions in
@@ -41,14 +44,17 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
 # such an option on the command line for a model that ignores it (a silently ignored --seq on an
 # mlp run looked like it had taken effect) and warns about such a field in a --config file (one
 # TOML file may be shared by runs of several models).
-ONLY_FOR = {"seq": ("bert",), "heads": ("bert",), "ffn": ("bert",), "vocab": ("bert",),
-            "recompute": ("bert",), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
-            "streaming_weights": ("bert", "mlp")}
+ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt"),
+            "recompute": ("bert", "gpt"), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
+            "streaming_weights": ("bert", "gpt", "mlp"),
+            # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
+            **{k: ("bert", "gpt") for k in ("layer_split", "packing", "outline")}, "mask_tokens": ("bert",)}
 
 
 def model_family(model: str) -> str:
     """'bert' for the BERT presets (bert-tiny .. bert-large), else the model name itself."""
-    return "bert" if str(model).startswith("bert") else str(model)
+    m = str(model)
+    return "bert" if m.startswith("bert") else "gpt" if m.startswith("gpt") else m
 
 
 def unused_settings(model: str, keys) -> list[str]:

@@ -35,7 +35,7 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("mlp_mk2.pvl", "mlp", shows="3-layer MLP training step on Mk2"),
     Sample("mlp_bow.pvl", "mlp", device="ipu-bow", shows="the same MLP on Bow (same cycles, higher clock)"),
     Sample("bert_mini_4ipu_pipeline.pvl", "bert-mini", args=dict(batch=4, seq=64, ipus=4),
-           shows="BERT-mini (4 layers) pipelined over 4 IPUs: one layer per IPU, inter-IPU exchanges"),
+           shows="BERT-mini (4 layers) pipelined over 4 IPUs, 7 micro-batches: per-IPU lanes overlapping in time"),
     Sample("conv_block_mk2.pvl", "conv", shows="ResNet-style basic block (two 3x3 convs as implicit GEMM) training"),
     Sample("gnn_mk2.pvl", "gnn", shows="2-layer GNN message passing on a seeded random graph"),
     Sample("bert_large_1ipu_oom.pvl", "bert-large", timing_only=True, args=dict(layers=4, batch=8, seq=128),

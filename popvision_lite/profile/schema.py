@@ -21,7 +21,10 @@ import numpy as np
 import pandas as pd
 
 FORMAT_NAME = "popvision-lite-profile"
-FORMAT_VERSION = 1  # bump on any incompatible change; readers refuse newer major versions
+FORMAT_VERSION = 2  # bump on any incompatible change; readers refuse newer major versions
+# v2 (issue 13): steps of different IPUs may overlap in time (per-IPU lanes of a pipeline); the run dict
+# gains "schedule", "samples_per_second" and, for composed runs, "training_state" and "profile_note".
+# v1 files (one global timeline) still open: their steps simply never overlap.
 
 # BSP step kinds, stored as int8 codes (index into this tuple).
 STEP_KINDS: tuple[str, ...] = (

@@ -51,6 +51,12 @@ class Backend:
         finally:
             self.ipu = old
 
+    def mark(self, name: str) -> None:
+        """Start of a named phase of the program (used by the pipeline composition); no-op here."""
+
+    def replay(self, phase: str) -> None:
+        """Run the programs of an earlier phase again (recomputation); the reference needs nothing."""
+
     def qual(self, name: str) -> str:
         return "/".join([*self._scopes, name])
 

@@ -12,7 +12,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.emulator.ops import basic as ops
-from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.context import OpContext, View, plan_target_of
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.target import Target
 
@@ -21,13 +21,35 @@ from .workloads import ModelConfig, build
 
 
 class EmulatorBackend(Backend):
-    def __init__(self, target: Target, precision="fp16", needs_values: bool = True):
+    def __init__(self, target: Target, precision="fp16", needs_values: bool = True,
+                 available_memory_proportion: float | None = None):
         super().__init__(precision, target.num_ipus)
         self.needs_values = needs_values  # False in timing-only mode: no data is generated or kept
         self.graph = Graph(target)
         self.ctx = OpContext(self.graph, precision)
+        # Poplar's availableMemoryProportion: the share of tile memory an op's temporaries may use
+        # (planners read ctx.available_memory_proportion; None keeps the op library's default)
+        self.ctx.available_memory_proportion = available_memory_proportion
+        if available_memory_proportion is not None:
+            self.ctx.plan_target = plan_target_of(target, usable_fraction=float(available_memory_proportion))
         self.inputs: dict[str, np.ndarray] = {}
         self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
+        self.marks: list[tuple[str, int]] = []  # (phase name, index into ctx.programs)
+        self.weights: list = []  # trained parameters (training state is sized from them)
+
+    def mark(self, name):
+        self.marks.append((name, len(self.ctx.programs)))
+
+    def phase_programs(self, name) -> list:
+        """Programs added between mark ``name`` and the next mark."""
+        for i, (n, start) in enumerate(self.marks):
+            if n == name:
+                end = self.marks[i + 1][1] if i + 1 < len(self.marks) else len(self.ctx.programs)
+                return self.ctx.programs[start:end]
+        return []
+
+    def replay(self, phase):
+        self.ctx.add(P.Sequence(list(self.phase_programs(phase)), name=f"{phase}/replay"))
 
     # the op context follows the backend's IPU
     def _sync(self):
@@ -49,6 +71,7 @@ class EmulatorBackend(Backend):
 
     def weight(self, name, values, dtype=None, streamed=False):
         t = self.input(name, values, dtype)
+        self.weights.append(t)
         if streamed:
             # the weight's home is streaming memory: load it onto the tiles before it is used
             buf = self.graph.add_host_buffer(t.name + "@ddr", t.shape, t.dtype, kind="streaming")
@@ -157,6 +180,8 @@ class ModelRun:
     wall: dict = field(default_factory=dict)
     num_vertices: int = 0
     num_ops: int = 0
+    samples_per_second: float = 0.0  # whole system (all replicas); BERT: sequences (packs x packing)
+    schedule: dict = field(default_factory=dict)  # see CONTRACT / docs/emulator.md "Schedule model"
 
 
 def tolerance(precision: str) -> tuple[float, float]:
@@ -165,8 +190,9 @@ def tolerance(precision: str) -> tuple[float, float]:
 
 
 def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = True):
-    target = Target.from_device(device, num_ipus=cfg.ipus)
-    be = EmulatorBackend(target, cfg.precision, needs_values=needs_values)
+    target = Target.from_device(device, num_ipus=cfg.stages)  # one replica
+    be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
+                         available_memory_proportion=cfg.available_memory_proportion)
     built = build(be, cfg)
     return be, built
 
@@ -182,6 +208,8 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
         if progress:
             progress(stage, frac)
 
+    if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
+        return _run_composed(cfg, device, timing_only, profile_path, progress)
     wall = {}
     t0 = time.perf_counter()
     tick("planning and building graph", 0.0)
@@ -197,7 +225,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     checks = {}
     if res.fits and not timing_only:
         t2 = time.perf_counter()
-        ref = NumpyBackend(cfg.precision, cfg.ipus)
+        ref = NumpyBackend(cfg.precision, cfg.stages)
         ref_built = build(ref, cfg)
         rtol, atol = tolerance(cfg.precision)
         for key, handle in built.results.items():
@@ -212,14 +240,60 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     pd_.run["model"] = cfg.model
     pd_.run.setdefault("config", config)
     tick("writing profile", 0.9)
+    cg = eng.compile()
+    samples = cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
+    sps = samples / res.seconds if res.seconds > 0 else 0.0
+    schedule = dict(stages=cfg.stages, replicas=1, grad_accum=1, micro_batch=cfg.batch, samples_per_step=float(samples),
+                    step_seconds=float(res.seconds), steady_cycles_per_microbatch=int(res.total_cycles),
+                    stage_cycles=[int(res.total_cycles)], optimizer_cycles=0, allreduce_cycles=0, stream_cycles=0,
+                    fill_drain_cycles=0, step_cycles=int(res.total_cycles),
+                    note="one graph over all IPUs, one batch, no pipelining (whole-graph path)")
+    fits, total, seconds, oom = res.fits, res.total_cycles, res.seconds, cg.oom_report
+    if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" or cfg.master_weights or cfg.rts \
+            or cfg.optimizer_state != "onchip":
+        from popvision_lite.emulator.pipeline import compose_whole_graph
+
+        schedule, fits, oom = compose_whole_graph(cfg, be, res, pd_)
+        total, seconds = schedule["step_cycles"], schedule["step_seconds"]
+        sps = schedule["samples_per_step"] / seconds if seconds > 0 else 0.0
+    pd_.run["schedule"] = schedule
+    pd_.run["samples_per_second"] = float(sps)
     if profile_path is not None:
         t3 = time.perf_counter()
         write_profile(profile_path, pd_)
         wall["write"] = time.perf_counter() - t3
     tick("done", 1.0)
-    cg = eng.compile()
-    return ModelRun(cfg=cfg, fits=res.fits, total_cycles=res.total_cycles, seconds=res.seconds, profile_data=pd_,
-                    numeric_checks=checks, oom_report=cg.oom_report, wall=wall,
-                    num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records))
+    return ModelRun(cfg=cfg, fits=fits, total_cycles=total, seconds=seconds, profile_data=pd_,
+                    numeric_checks=checks, oom_report=oom, wall=wall,
+                    num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
+                    samples_per_second=float(sps), schedule=schedule)
+
+
+def _run_composed(cfg, device, timing_only, profile_path, progress) -> ModelRun:
+    """BERT through the pipeline / replication / training-state composition (emulator/pipeline.py).
+    Numerics are not run on this path (each stage program is emulated once, timing only)."""
+    from popvision_lite.emulator.pipeline import run_pipelined
+    from popvision_lite.profile.writer import write_profile
+
+    t0 = time.perf_counter()
+    pd_, info = run_pipelined(cfg, device, progress=progress)
+    wall = dict(info["wall"])
+    config = cfg.to_dict() | {"device": device, "timing_only": True}
+    pd_.run["config"] = config
+    if not timing_only:
+        pd_.run["numeric_checks_skipped"] = ("pipelined / replicated composition: each distinct stage program is "
+                                             "emulated once for timing and memory; numerics need the whole-graph "
+                                             "path (one IPU, default training state)")
+    if profile_path is not None:
+        t3 = time.perf_counter()
+        write_profile(profile_path, pd_)
+        wall["write"] = time.perf_counter() - t3
+    wall["total"] = time.perf_counter() - t0
+    if progress:
+        progress("done", 1.0)
+    return ModelRun(cfg=cfg, fits=info["fits"], total_cycles=info["total_cycles"], seconds=info["seconds"],
+                    profile_data=pd_, numeric_checks={}, oom_report=info["oom_report"], wall=wall,
+                    num_vertices=info["num_vertices"], num_ops=info["num_ops"],
+                    samples_per_second=info["samples_per_second"], schedule=info["schedule"])
 
 

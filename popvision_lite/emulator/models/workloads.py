@@ -36,7 +36,18 @@ MODEL_DEFAULTS = {
     "conv": dict(batch=2, layers=1, hidden=16, image=16),
     "gnn": dict(batch=1, layers=2, hidden=64, nodes=256, edges=1024),
 }
-MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS)))
+# GPT-style decoders: (layers, hidden, heads, seq).  GPT-2: Radford et al. 2019 (1024 tokens, vocab
+# 50257); GPT-3: Brown et al. 2020, Table 2.1 (2048 tokens).  GPT-3 13B is listed there as d_model 5140
+# with 40 heads of 128; 40 x 128 = 5120 is used so heads divide the hidden size.
+GPT_PRESETS = {
+    "gpt2-small": (12, 768, 12, 1024), "gpt2-medium": (24, 1024, 16, 1024), "gpt2-large": (36, 1280, 20, 1024),
+    "gpt2-xl": (48, 1600, 25, 1024),
+    "gpt3-small": (12, 768, 12, 2048), "gpt3-medium": (24, 1024, 16, 2048), "gpt3-large": (24, 1536, 16, 2048),
+    "gpt3-xl": (24, 2048, 24, 2048), "gpt3-2.7b": (32, 2560, 32, 2048), "gpt3-6.7b": (32, 4096, 32, 2048),
+    "gpt3-13b": (40, 5120, 40, 2048), "gpt3-175b": (96, 12288, 96, 2048),
+}
+TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/pipeline.py)
+MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS)))
 
 
 @dataclass
@@ -59,10 +70,49 @@ class ModelConfig:
     lr: float = 0.01
     seed: int = 0
     streaming_weights: bool = False
+    # ---- training at scale (emulator/pipeline.py; see docs/emulator.md "Schedule model") ----
+    replicas: int = 1                  # data-parallel replicas; ipus = replicas x pipeline stages
+    pipeline_stages: int = 0           # 0 = one stage per IPU of a replica (ipus // replicas)
+    layer_split: list | None = None    # layers per stage (PopART-style); None = even split
+    grad_accum: int = 1                # micro-batches per optimizer step (per replica)
+    optimizer: str = "sgd"             # sgd | momentum | adam | lamb | lars
+    optimizer_state: str = "onchip"    # onchip | offchip (streamed from DDR once per optimizer step)
+    master_weights: bool = False       # fp32 master copy of fp16 weights
+    optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
+    rts: bool = False                  # replicated tensor sharding of the optimizer state
+    available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
+    packing: float = 1.0               # average sequences per pack (samples = packs x packing)
+    mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
+    outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
 
     @property
     def ffn_size(self) -> int:
         return self.ffn or 4 * self.hidden
+
+    @property
+    def stages(self) -> int:
+        """Pipeline stages of one replica."""
+        if self.layer_split:
+            return len(self.layer_split)
+        return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas))
+
+    def split(self) -> list[int]:
+        """Layers per pipeline stage (even split, remainder to the first stages, unless given)."""
+        if self.layer_split:
+            return [int(v) for v in self.layer_split]
+        S, L = self.stages, self.layers
+        return [L // S + (1 if s < L % S else 0) for s in range(S)]
+
+    @property
+    def mlm_tokens(self) -> int:
+        return self.mask_tokens or max(1, int(0.15 * self.seq))
+
+    @property
+    def scaled(self) -> bool:
+        """True when the run needs the pipelined / replicated / training-state composition."""
+        return (self.ipus > 1 or self.replicas > 1 or self.grad_accum > 1 or self.optimizer != "sgd"
+                or self.master_weights or self.optimizer_state != "onchip" or self.rts or self.packing != 1.0
+                or bool(self.layer_split) or self.pipeline_stages > 1)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,11 +126,16 @@ def make_config(model: str, **overrides) -> ModelConfig:
     """Defaults of ``model`` (a preset like bert-base sets layers/hidden/heads) + overrides (None = unset)."""
     if model not in MODEL_NAMES:
         raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
-    base = dict(model="bert" if model in BERT_PRESETS else model)
-    if model in BERT_PRESETS:
+    base = dict(model="bert" if model in BERT_PRESETS else "gpt" if model in GPT_PRESETS else model)
+    if model in GPT_PRESETS:
+        base.update(MODEL_DEFAULTS["bert"])
+        base["layers"], base["hidden"], base["heads"], base["seq"] = GPT_PRESETS[model]
+        base["batch"], base["vocab"] = 1, 50257
+    elif model in BERT_PRESETS:
         base.update(MODEL_DEFAULTS["bert"])
         base["layers"], base["hidden"], base["heads"] = BERT_PRESETS[model]
         base["batch"], base["seq"] = 8, 128
+        base["vocab"] = 30522  # BERT's WordPiece vocabulary (Devlin et al. 2018); MLPerf used 30912
     else:
         base.update(MODEL_DEFAULTS[model])
     for k, v in overrides.items():
@@ -88,8 +143,15 @@ def make_config(model: str, **overrides) -> ModelConfig:
             continue
         if k not in ModelConfig.field_names():
             raise ConfigError(f"{k}: unknown setting; known: {', '.join(sorted(ModelConfig.field_names()))}")
-        base[k] = v
+        base[k] = list(v) if k == "layer_split" else v
+    if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base):
+        # ipus not given: replicas x stages
+        stages = len(base["layer_split"]) if base.get("layer_split") else base.get("pipeline_stages", 0) or 1
+        base["ipus"] = int(base.get("replicas", 1)) * int(stages)
     cfg = ModelConfig(**base)
+    if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
+        # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
+        cfg.grad_accum = 2 * cfg.stages - 1
     validate(cfg)
     return cfg
 
@@ -103,16 +165,71 @@ def validate(cfg: ModelConfig) -> None:
         raise ConfigError(f"seed: must be a non-negative integer, got {cfg.seed!r}")
     if cfg.precision not in ("fp16", "fp32"):
         raise ConfigError(f"precision: must be fp16 or fp32, got {cfg.precision!r}")
-    if cfg.model == "bert" and cfg.hidden % cfg.heads:
+    if cfg.model in TRANSFORMERS and cfg.hidden % cfg.heads:
         raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads")
-    if cfg.ipus not in (1, 2, 4, 8, 16):
-        raise ConfigError(f"ipus: must be 1, 2, 4, 8 or 16, got {cfg.ipus}")
     if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
         raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
+    validate_scale(cfg)
+
+
+def validate_scale(cfg: ModelConfig) -> None:
+    """Checks of the pipeline / replication / training-state fields; errors name the field."""
+    for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages"):
+        v = getattr(cfg, name)
+        lo = 0 if name in ("mask_tokens", "pipeline_stages") else 1
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
+    choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
+               "optimizer_state_dtype": ("fp16", "fp32")}
+    for name, ok in choices.items():
+        if getattr(cfg, name) not in ok:
+            raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
+    for name in ("master_weights", "rts", "outline"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
+    amp = cfg.available_memory_proportion
+    if isinstance(amp, bool) or not isinstance(amp, int | float) or not 0 < amp <= 1:
+        raise ConfigError(f"available_memory_proportion: must be a number in (0, 1], got {amp!r}")
+    pk = cfg.packing
+    if isinstance(pk, bool) or not isinstance(pk, int | float) or pk < 1:
+        raise ConfigError(f"packing: must be a number >= 1 (average sequences per pack), got {pk!r}")
+    if cfg.layer_split is not None:
+        sp = cfg.layer_split
+        if not isinstance(sp, list | tuple) or not sp or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sp):
+            raise ConfigError(f"layer_split: must be a list of positive layer counts, one per stage, got {sp!r}")
+        if sum(sp) != cfg.layers:
+            raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
+        if cfg.pipeline_stages and cfg.pipeline_stages != len(sp):
+            raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {len(sp)} stages")
+    if cfg.ipus % cfg.replicas:
+        raise ConfigError(f"replicas: {cfg.replicas} replicas do not divide {cfg.ipus} IPUs")
+    S = cfg.stages
+    if cfg.replicas * S != cfg.ipus:
+        raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) = {cfg.replicas * S} "
+                          f"but ipus is {cfg.ipus}")
+    if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * S - 1:
+        raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {S}-stage pipeline; PopART "
+                          f"needs at least 2 x stages - 1 = {2 * S - 1}")
+    if cfg.layers < S:
+        raise ConfigError(f"layers: {cfg.layers} layer(s) cannot fill {S} pipeline stages (layers < stages; "
+                          f"lower --ipus / --pipeline-stages or add layers)")
+    if cfg.model not in TRANSFORMERS:
+        dflt = ModelConfig()
+        # replication, accumulation and training state also compose on the whole-graph path
+        for name in ("packing", "layer_split", "mask_tokens", "outline"):
+            if getattr(cfg, name) != getattr(dflt, name):
+                raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
+                                  f"composition; model '{cfg.model}' does not read it")
 
 
 def stage_of(layer: int, layers: int, ipus: int) -> int:
     return min(ipus - 1, layer * ipus // max(1, layers))
+
+
+def stage_of_split(layer: int, split: list[int]) -> int:
+    """Pipeline stage of ``layer`` under a layers-per-stage split."""
+    return int(np.searchsorted(np.cumsum(split), layer, side="right"))
 
 
 @dataclass
@@ -156,26 +273,26 @@ def build_mlp(be, cfg: ModelConfig) -> Built:
     target = be.input("target", rv.normal((B, H)))
     params = []
     for i in range(L):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             params.append((be.weight("w", rv.init((H, H), H), streamed=cfg.streaming_weights),
                            be.weight("b", rv.const(H, 0.0), streamed=cfg.streaming_weights)))
     acts = []  # (input, pre-activation)
     h = x
     for i, (w, b) in enumerate(params):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             z = be.add_bias(be.matmul(h, w, "matmul"), b, "bias_add")
             acts.append((h, z))
             h = be.relu(z, "relu") if i < L - 1 else z
     out.results["output"] = h
     if not cfg.training:
         return out
-    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+    with be.on_ipu(stage_of(L - 1, L, cfg.stages)), be.scope("loss"):
         dh = be.mse_grad(h, target, "mse_grad")
     out.results["loss_grad"] = dh
     for i in reversed(range(L)):
         w, b = params[i]
         hin, z = acts[i]
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}/bwd"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}/bwd"):
             dz = be.relu_bwd(z, dh, "relu_bwd") if i < L - 1 else dh
             dw = be.matmul(be.t(hin), dz, "dw_matmul")
             db = be.reduce_rows(dz, "db_reduce")
@@ -216,14 +333,18 @@ def _bert_layer_params(be, rv, cfg, streamed):
     return p
 
 
-def _bert_layer_fwd(be, p, x, hd: _Heads):
-    """x: (B*S, H).  Returns (out, cache)."""
+def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False):
+    """x: (B*S, H).  Returns (out, cache).  ``causal``: GPT-style masked attention."""
     c = {"x": x}
     c["q"] = be.matmul(x, p["wq"], "attention/q_matmul")
     c["k"] = be.matmul(x, p["wk"], "attention/k_matmul")
     c["v"] = be.matmul(x, p["wv"], "attention/v_matmul")
     scores = be.matmul(be.take(c["q"], hd.split), be.take(c["k"], hd.split_t), "attention/qk_matmul")
     s = be.scale(scores, 1.0 / math.sqrt(hd.d), "attention/scale")
+    if causal:
+        # select(score, -inf) above the diagonal: one elementwise pass over the scores (the mask is
+        # generated from indices, not stored)
+        s = be.scale(s, 1.0, "attention/causal_mask")
     c["p"] = be.softmax(s, "attention/softmax")
     c["ctx"] = be.matmul(c["p"], be.take(c["v"], hd.split), "attention/pv_matmul")  # (B*A, S, d)
     attn = be.matmul(be.take(c["ctx"], hd.merge), p["wo"], "attention/out_matmul")
@@ -235,6 +356,107 @@ def _bert_layer_fwd(be, p, x, hd: _Heads):
     c["r2"] = be.add(c["h1"], f2, "ffn/residual")
     out = be.layer_norm(c["r2"], p["ln2_g"], p["ln2_b"], "ffn/layer_norm")
     return out, c
+
+
+def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
+    """The DISTINCT program of one pipeline stage for ONE micro-batch, with ONE outlined encoder
+    layer body (emulator/pipeline.py repeats its cost for the stage's layers).  Phases are marked
+    with ``be.mark``: ``emb_fwd``, ``layer_fwd``, ``head`` (MLM + NSP forward, loss, backward),
+    ``layer_recompute`` (re-runs the SAME forward programs: recomputation reuses the forward code),
+    ``layer_bwd``.  Returns handles: ``x`` (stage input), ``y`` (body output), ``grads`` (layer body),
+    ``layer_params`` / ``extra_params`` (weight handles)."""
+    rv = _Values(be, cfg.seed)
+    B, S, H, A = cfg.batch, cfg.seq, cfg.hidden, cfg.heads
+    hd = _Heads(B, S, A, H // A)
+    first, last = stage == 0, stage == nstages - 1
+    gpt = cfg.model == "gpt"
+    extra = []
+    out: dict = {}
+    if first:
+        with be.scope("embedding"):
+            table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))
+            pos = be.weight("position", rv.normal((S, H), 0.5))
+            g, b = be.weight("ln_g", rv.const(H, 1.0)), be.weight("ln_b", rv.const(H, 0.0))
+            extra += [table, pos, g, b]
+            be.mark("emb_fwd")
+            ids = np.random.default_rng(cfg.seed + 7).integers(0, cfg.vocab, size=B * S)
+            e = be.gather_rows(table, ids, "gather")
+            e = be.add(e, be.take(pos, np.tile(np.arange(S * H, dtype=np.int64), B).reshape(B * S, H)),
+                       "position_add")
+            x = be.layer_norm(e, g, b, "layer_norm")
+    else:
+        with be.scope("pipeline"):
+            x = be.input("stage_input", rv.normal((B * S, H)))  # received from the previous IPU
+    with be.scope("layer"):
+        p = _bert_layer_params(be, rv, cfg, False)
+        be.mark("layer_fwd")
+        y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt)
+    out.update(x=x, y=y, layer_params=p)
+    if not cfg.training:
+        be.mark("end")
+        out.update(dx=None, grads={}, extra_params=extra)
+        return out
+    if last and gpt:
+        with be.scope("heads"):
+            dec = be.weight("lm_decoder_w", rv.init((H, cfg.vocab), H))
+            extra.append(dec)
+            be.mark("head")
+            # language-model head over every token (decoder untied here; GPT-2/3 tie it to the embedding)
+            logits = be.matmul(y, dec, "lm/decoder_matmul")
+            prob = be.softmax(logits, "lm/softmax")
+            dlog = be.scale(prob, 1.0 / (B * S), "lm/loss_grad")
+            be.matmul(be.t(y), dlog, "lm/decoder_matmul_dw")
+            d = be.matmul(dlog, be.t(dec), "lm/decoder_matmul_dx")
+    elif last:
+        with be.scope("heads"):
+            T = B * cfg.mlm_tokens
+            hp = {"mlm_w": be.weight("mlm_transform_w", rv.init((H, H), H)),
+                  "mlm_b": be.weight("mlm_transform_b", rv.const(H, 0.0)),
+                  "ln_g": be.weight("mlm_ln_g", rv.const(H, 1.0)), "ln_b": be.weight("mlm_ln_b", rv.const(H, 0.0)),
+                  "dec": be.weight("mlm_decoder_w", rv.init((H, cfg.vocab), H)),
+                  "pool": be.weight("nsp_pooler_w", rv.init((H, H), H)),
+                  "cls": be.weight("nsp_classifier_w", rv.init((H, 2), H))}
+            extra += list(hp.values())
+            be.mark("head")
+            # MLM: only the masked positions go through the head (MLPerf: 76 per 512 tokens)
+            rows = np.random.default_rng(cfg.seed + 9).choice(B * S, size=min(T, B * S), replace=False)
+            xm = be.take(y, (rows[:, None] * H + np.arange(H)[None, :]))
+            t1 = be.add_bias(be.matmul(xm, hp["mlm_w"], "mlm/transform_matmul"), hp["mlm_b"], "mlm/transform_bias")
+            t2 = be.gelu(t1, "mlm/gelu")
+            t3 = be.layer_norm(t2, hp["ln_g"], hp["ln_b"], "mlm/layer_norm")
+            logits = be.matmul(t3, hp["dec"], "mlm/decoder_matmul")
+            prob = be.softmax(logits, "mlm/softmax")
+            # softmax cross-entropy gradient p - onehot(label): one elementwise pass over p (the labels are
+            # T integers; no dense target tensor)
+            dlog = be.scale(prob, 1.0 / T, "mlm/loss_grad")
+            be.matmul(be.t(t3), dlog, "mlm/decoder_matmul_dw")
+            dt3 = be.matmul(dlog, be.t(hp["dec"]), "mlm/decoder_matmul_dx")
+            dt2, _, _ = be.layer_norm_bwd(t2, hp["ln_g"], dt3, "mlm/layer_norm_bwd")
+            dt1 = be.gelu_bwd(t1, dt2, "mlm/gelu_bwd")
+            be.matmul(be.t(xm), dt1, "mlm/transform_matmul_dw")
+            be.matmul(dt1, be.t(hp["mlm_w"]), "mlm/transform_matmul_dx")
+            # NSP on the first token of each pack: pooler + classifier (forward and backward)
+            cls_rows = np.arange(B) * S
+            xc = be.take(y, cls_rows[:, None] * H + np.arange(H)[None, :])
+            pooled = be.matmul(xc, hp["pool"], "nsp/pooler_matmul")
+            nsp = be.matmul(pooled, hp["cls"], "nsp/classifier_matmul")
+            dn = be.mse_grad(nsp, be.input("nsp_target", rv.normal((B, 2), 0.01)), "nsp/loss_grad")
+            be.matmul(be.t(pooled), dn, "nsp/classifier_matmul_dw")
+            be.matmul(be.t(xc), be.matmul(dn, be.t(hp["cls"]), "nsp/classifier_matmul_dx"), "nsp/pooler_matmul_dw")
+            # gradient into the encoder output: the masked rows scattered into zeros (one pass)
+            d = be.scale(y, 0.0, "encoder_output_grad")
+    else:
+        with be.scope("pipeline"):
+            d = be.input("stage_grad_input", rv.normal((B * S, H), 0.01))  # from the next IPU
+    with be.scope("layer"):
+        if cfg.recompute:
+            be.mark("layer_recompute")
+            be.replay("layer_fwd")  # the same programs again: recomputation shares the forward code
+        be.mark("layer_bwd")
+        dx, grads = _bert_layer_bwd(be, p, c, d, hd)
+    be.mark("end")
+    out.update(dx=dx, grads=grads, extra_params=extra)
+    return out
 
 
 def _bert_layer_bwd(be, p, c, dout, hd: _Heads):
@@ -277,26 +499,26 @@ def build_bert(be, cfg: ModelConfig) -> Built:
         table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))
         ids = np.random.default_rng(cfg.seed + 7).integers(0, cfg.vocab, size=B * S)
         x = be.gather_rows(table, ids, "gather")
-    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+    with be.on_ipu(stage_of(L - 1, L, cfg.stages)), be.scope("loss"):
         target = be.input("target", rv.normal((B * S, H)))
     params = []
     for i in range(L):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             params.append(_bert_layer_params(be, rv, cfg, cfg.streaming_weights))
     inputs, caches = [], []
     for i in range(L):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             inputs.append(x)
             x, c = _bert_layer_fwd(be, params[i], x, hd)
             caches.append(None if (cfg.recompute and cfg.training) else c)
     out.results["output"] = x
     if not cfg.training:
         return out
-    with be.on_ipu(stage_of(L - 1, L, cfg.ipus)), be.scope("loss"):
+    with be.on_ipu(stage_of(L - 1, L, cfg.stages)), be.scope("loss"):
         d = be.mse_grad(x, target, "mse_grad")
     out.results["loss_grad"] = d
     for i in reversed(range(L)):
-        with be.on_ipu(stage_of(i, L, cfg.ipus)), be.scope(f"layer{i}"):
+        with be.on_ipu(stage_of(i, L, cfg.stages)), be.scope(f"layer{i}"):
             c = caches[i]
             if c is None:
                 with be.scope("recompute"):
@@ -353,13 +575,13 @@ def build_conv(be, cfg: ModelConfig) -> Built:
     target = be.input("target", rv.normal((n * hw * hw, c)))
     blocks = []
     for i in range(cfg.layers):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"block{i}"):
             blocks.append((be.weight("conv1_w", rv.init((3, 3, c, c), 9 * c)),
                            be.weight("conv2_w", rv.init((3, 3, c, c), 9 * c))))
     caches = []
     h = x
     for i, (w1, w2) in enumerate(blocks):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"block{i}"):
             z1, cols1 = conv3x3(be, h, w1, nhwc, "conv1")
             a1 = be.relu(z1, "relu1")
             z2, cols2 = conv3x3(be, a1, w2, nhwc, "conv2")
@@ -374,7 +596,7 @@ def build_conv(be, cfg: ModelConfig) -> Built:
     for i in reversed(range(cfg.layers)):
         w1, w2 = blocks[i]
         cols1, z1, cols2, r = caches[i]
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"block{i}/bwd"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"block{i}/bwd"):
             dr = be.relu_bwd(r, d, "relu2_bwd")
             da1, dw2 = conv3x3_bwd(be, cols2, w2, dr, nhwc, "conv2")
             dz1 = be.relu_bwd(z1, da1, "relu1_bwd")
@@ -411,11 +633,11 @@ def build_gnn(be, cfg: ModelConfig) -> Built:
     incidence = be.constant("incidence", inc)
     ws = []
     for i in range(cfg.layers):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"mp{i}"):
             ws.append(be.weight("w", rv.init((F, F), F)))
     caches = []
     for i, w in enumerate(ws):
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"mp{i}"):
             msg = be.gather_rows(h, src, "gather_messages")
             agg = be.matmul(incidence, msg, "scatter_add")
             z = be.matmul(agg, w, "update_matmul")
@@ -428,7 +650,7 @@ def build_gnn(be, cfg: ModelConfig) -> Built:
         d = be.mse_grad(h, target, "mse_grad")
     for i in reversed(range(cfg.layers)):
         agg, z = caches[i]
-        with be.on_ipu(stage_of(i, cfg.layers, cfg.ipus)), be.scope(f"mp{i}/bwd"):
+        with be.on_ipu(stage_of(i, cfg.layers, cfg.stages)), be.scope(f"mp{i}/bwd"):
             dz = be.relu_bwd(z, d, "relu_bwd")
             dw = be.matmul(be.t(agg), dz, "update_dw")
             out.results[f"mp{i}/dw"] = dw

@@ -512,10 +512,14 @@ class ExecutionView(QWidget):
         if i1 - i0 <= 2 * w:
             self.step_img.hide()
             ii = np.arange(i0, i1)
+            n = max(1, self.nipu)
             for k, bar in enumerate(self.step_bars):
                 m = ii[idx.kind[ii] == k]
-                bar.setOpts(x0=idx.start[m] - origin, width=idx.dur[m], y0=np.zeros(len(m)),
-                            height=np.ones(len(m)))
+                # one sub-lane per IPU (pipelined runs overlap in time); all-IPU steps span the lane
+                ip = idx.ipu[m]
+                bar.setOpts(x0=idx.start[m] - origin, width=idx.dur[m],
+                            y0=np.where(ip >= 0, np.clip(ip, 0, n - 1) / n, 0.0),
+                            height=np.where(ip >= 0, 1.0 / n, 1.0))
                 bar.setPos(origin, 0)
                 bar.show()
             self._draw_labels(ii, x0, x1, w)

@@ -136,6 +136,7 @@ class SummaryView(QWidget):
  {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.4g} GHz</td></tr>
 <tr><td><b>Total</b></td><td>{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}
  at {t.clock_hz / 1e9:.4g} GHz ({s.num_steps:,} BSP steps)</td></tr>
+{_schedule_rows(s.run, t.clock_hz)}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(p.bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile})</td></tr>
 <tr><td><b>All tiles</b></td><td>{format_bytes(p.total_bytes)}: always-live {format_bytes(p.always_live_bytes)},
@@ -180,6 +181,28 @@ def _fmt_config(key, value) -> str:
     if key == "ffn" and value == 0:
         return "0 (= 4 × hidden)"
     return str(value)
+
+
+def _schedule_rows(run: dict, clock_hz: float) -> str:
+    """Throughput and pipeline schedule rows (profile format v2; empty for older profiles)."""
+    sps = run.get("samples_per_second")
+    sch = run.get("schedule") or {}
+    out = ""
+    if isinstance(sps, int | float) and sps > 0:
+        out += f"<tr><td><b>Throughput</b></td><td>{sps:,.1f} samples/s (whole system)</td></tr>"
+    if "layer_split" in sch:
+        cyc = float(clock_hz) or 1.0
+        out += (f"<tr><td><b>Schedule</b></td><td>{sch['replicas']} replica(s) x {sch['stages']} pipeline stage(s) "
+                f"(layers {html.escape(str(sch['layer_split']))}); {sch['grad_accum']} micro-batches of "
+                f"{sch['micro_batch']} per step = {sch['samples_per_step']:g} samples; steady state "
+                f"{format_seconds(sch['steady_cycles_per_microbatch'] / cyc)} per micro-batch (slowest stage "
+                f"{sch['slowest_stage']}); fill+drain {format_seconds(sch['fill_drain_cycles'] / cyc)}, all-reduce "
+                f"{format_seconds(sch['allreduce_cycles'] / cyc)}, optimizer {format_seconds(sch['optimizer_cycles'] / cyc)}, "
+                f"DDR stream {format_seconds(sch['stream_cycles'] / cyc)}; step {format_seconds(sch['step_seconds'])}"
+                + (f"; timeline shows {sch.get('profile_pipeline_cycles_shown')} of {sch.get('pipeline_cycles')} "
+                   f"pipeline cycles" if sch.get("profile_pipeline_cycles_elided") else "")
+                + "</td></tr>")
+    return out
 
 
 def _passed(v) -> bool:
