@@ -329,8 +329,9 @@ def _compile_execute(c: Compiled, info: ProgInfo) -> None:
         return
     tiles = np.concatenate([g.tiles for g in cs.groups])
     cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
+    sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
     busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
-                                          int(em["vertex_launch_cycles"]))
+                                          int(em["vertex_launch_cycles"]), supervisor=sup)
     flops = sum(g.codelet.flops(g) for g in cs.groups)
     sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
     utiles = _utiles(tiles, c.num_tiles)
@@ -397,12 +398,18 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     if glob.any():
         c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
         nI = c.target.num_ipus
-        leave = np.bincount(ipu_s[glob], weights=nbytes[glob], minlength=nI)
-        enter = np.bincount(ipu_d[glob], weights=nbytes[glob], minlength=nI)
-        link = cm.ipu_link_cycles(c.target, leave, enter)
+        # a multicast piece crosses the links once per destination IPU (not once per destination tile)
+        gi = np.nonzero(glob)[0]
+        gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
+        gorder = np.argsort(gkey, kind="stable")
+        gk = gkey[gorder]
+        gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
+        leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
+        enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
+        link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
         dur = max(int(busy.max()), link)
         c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
-                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[glob].sum()),
+                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
                        bytes_sram=int(2 * nbytes[~cross].sum()))
     else:
         part = _utiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
