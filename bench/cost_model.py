@@ -67,15 +67,104 @@ def gemm_pct(n: int, device: str = "ipu-mk2") -> tuple[float, int]:
     return 2.0 * n ** 3 / res.total_cycles / fpc * 100, res.total_cycles
 
 
+def _tile_cycles(t, codelet, n, dtype="float16", src_dtype=None, params=None, inputs=("a", "b")) -> int:
+    """Our tile cycles for ``codelet`` over n elements of one tile, split over 6 workers as the op
+    library does."""
+    from popvision_lite.emulator import Engine, Graph
+    from popvision_lite.emulator import mapping as M
+    from popvision_lite.emulator import programs as P
+
+    g = Graph(t)
+    out = g.add_variable("out", (n,), dtype, mapping=M.single_tile(n, 0))
+    ins = {k: g.add_variable(k, (n,), src_dtype or dtype, mapping=M.single_tile(n, 0)) for k in inputs}
+    cs = g.add_compute_set("cs")
+    tiles, starts, sizes = M.worker_split(out)
+    fields = {k: v.regions(starts, sizes) for k, v in ins.items()}
+    fields["out"] = out.regions(starts, sizes)
+    g.add_vertices(cs, codelet, tiles, fields=fields, params=params or {})
+    return Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
+
+
+def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
+    """(codelet, size, ours, poplibs, ratio) rows: our engine's tile cycles vs the poplibs estimator
+    written out independently (codelets.*_tile_cycles / amp_matmul_tile_cycles)."""
+    import math
+
+    from popvision_lite.emulator import Engine, Graph, Target
+    from popvision_lite.emulator import codelets as C
+    from popvision_lite.emulator import mapping as M
+    from popvision_lite.emulator import programs as P
+    from popvision_lite.emulator.ops import codelets as OC
+
+    t = Target.from_device(device)
+    launch = int(t.em["vertex_launch_cycles"])
+    rows = []
+    sizes = (96, 1536, 24576)
+
+    def add(name, n, ours, ref):
+        rows.append((name, n, int(ours), int(ref), ours / ref))
+
+    for n in sizes:
+        add("Add half (BinaryOp1D ADD)", n, _tile_cycles(t, C.ADD, n), C.binary_op_1d_tile_cycles("add", 2, n))
+        add("Max float (BinaryOp1D MAXIMUM)", n, _tile_cycles(t, C.MAX, n, "float32"),
+            C.binary_op_1d_tile_cycles("max", 4, n))
+        add("Relu half (UnaryOp1D RELU)", n, _tile_cycles(t, C.RELU, n, inputs=("in",)),
+            C.unary_op_1d_tile_cycles("relu", 2, n))
+        add("Exp half (UnaryOp1D EXPONENT)", n, _tile_cycles(t, C.EXP, n, inputs=("in",)),
+            C.unary_op_1d_tile_cycles("exp", 2, n))
+        add("Cast float->half (Cast1D)", n, _tile_cycles(t, C.CAST, n, "float16", "float32", inputs=("in",)),
+            C.cast_1d_tile_cycles(n, 4, 2))
+        add("ScaledSubtract half (SGD)", n, _tile_cycles(t, OC.SGD, n, inputs=("in",),
+                                                         params={"lr": np.float32(0.1)}),
+            C.scaled_add_tile_cycles(n, 2))
+        fw = math.ceil(n / 6)
+        add("Gelu half (popnn NonLinearity1D)", n, _tile_cycles(t, OC.GELU, n, inputs=("in",)),
+            9 + launch + 6 * (int(C.nonlinearity_worker_cycles("gelu", 2, fw)) - C.UNARY_SUPERVISOR_EXTRA))
+    for k, m in ((4, 64), (16, 256), (64, 1024)):
+        g = Graph(t)
+        src = g.add_variable("p", (k * m,), "float32", mapping=M.single_tile(k * m, 0))
+        out = g.add_variable("o", (m,), "float16", mapping=M.single_tile(m, 0))
+        cs = g.add_compute_set("r")
+        per = max(2, (m + 11) // 12 * 2)  # ceil(m / 6) rounded up to an fp32 pair: <= 6 pieces
+        starts = np.arange(0, m, per)
+        lens = np.minimum(per, m - starts)
+        ins = np.concatenate([[0], np.cumsum(k * lens)[:-1]])
+        g.add_vertices(cs, OC.REDUCE_PARTIALS, np.zeros(len(starts), int), fields={
+            "in": src.regions(ins, k * lens), "out": out.regions(starts, lens)}, params={"k": np.int64(k)})
+        ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
+        worst = max(int(C.strided_reduce_cycles(k, int(x), 4, 2)) for x in lens)
+        add(f"Reduce {k} fp32 partials (strided reduce), 6 workers", m, ours, 6 * worst + launch)
+    for m, kk, nn in ((48, 64, 64), (192, 256, 128), (1024, 256, 256)):
+        g = Graph(t)
+        a = g.add_variable("a", (m * kk,), "float16", mapping=M.single_tile(m * kk, 0))
+        b = g.add_variable("b", (kk * nn,), "float16", mapping=M.single_tile(kk * nn, 0))
+        c = g.add_variable("c", (m, nn), "float32", mapping=M.single_tile(m * nn, 0))
+        cs = g.add_compute_set("amp")
+        g.add_vertices(cs, OC.TILE_MATMUL[(False, False, False)], [0], fields={
+            "a": a.regions([0], m * kk), "b": b.regions([0], kk * nn), "out": c.blocks((m, nn), np.array([[0, 0]]))},
+            params={"k": np.int64(kk)})
+        ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
+        add(f"AMP matmul {m}x{kk}x{nn} (ConvPartial1x1Out)", m * kk * nn, ours,
+            C.amp_matmul_tile_cycles(m, kk, nn, True) + launch)
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="smoke run: table, 1024^3 GEMM, 1 layer at seq 128")
     a = ap.parse_args(argv)
+    print("| codelet | size | ours (tile cycles) | poplibs estimator | ratio |")
+    print("|---|---|---|---|---|")
+    for name, n, ours, ref, ratio in codelet_table():
+        print(f"| {name} | {n} | {ours} | {ref} | {ratio:.3f} |")
+    if a.quick:
+        a.layers, a.seq = 1, 128
     if not a.no_gemm:
-        for n in (1024, 4096):
+        for n in ((1024,) if a.quick else (1024, 4096)):
             pct, cyc = gemm_pct(n)
             print(f"GEMM {n}^3 fp16, 1 Mk2: {cyc:,} cycles = {pct:.1f} % of AMP peak")
     f = layer_figures(a.layers, a.batch, a.seq)

@@ -128,14 +128,21 @@ def _block_major(ctx, X, blk, grid_index, name, op):
     return T
 
 
-def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
-    """Map a weight B (K, N) that nothing has used yet in the plan's block order (as Poplar's
-    createMatMulInputRHS creates it): block (i, j) of shape (bks, bn) is spread by rows over the
-    ``pm`` tiles that consume it (consumer r holds rows r/pm of it), so the weight is never
-    rearranged and each tile sends only its share when the block is broadcast."""
-    r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
-    tl = np.array([block_tile(i // ps, q, j) for i in range(pk * ps) for q in range(r) for j in range(pn)], np.int64)
-    ctx.graph.set_mapping(B, M.by_blocks(B.shape, (bks // r, bn), tl))
+def _lay_out_weight(ctx, B, bks, pk, ps, pm, pn, chunk_tiles):
+    """Map a weight B (K, N) that nothing has used yet for the plan of its first matmul (as Poplar's
+    createMatMulInputRHS creates it): the rows of K chunk i (pass p of partition ik) - contiguous in
+    B - are spread evenly over the pm x pn tiles that work on that chunk, so the weight is never
+    rearranged, every tile's share is one contiguous run (cheap elementwise updates), and a
+    broadcast sends each piece from a tile of its own chunk."""
+    N = B.shape[1]
+    starts, stops, tiles = [], [], []
+    for i in range(pk * ps):
+        ct = chunk_tiles(i // ps)
+        for j, (s0, s1) in enumerate(split_even(bks * N, len(ct))):
+            starts.append(i * bks * N + s0)
+            stops.append(i * bks * N + s1)
+            tiles.append(int(ct[j]))
+    ctx.graph.set_mapping(B, M.intervals(np.array(tiles), np.array(starts), np.array(stops)))
     ctx.mark_used(B)
 
 
@@ -168,13 +175,14 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     A, ta = _as_operand(ctx, a, "a", op)
     B, tb = _as_operand(ctx, b, "b", op)
     ab3, bb3 = len(ash) == 3, len(bsh) == 3
-    weight = (not tb and not bb3 and B.kind == "variable" and not ctx.is_used(B))
+    b_blocks = not tb and not bb3  # broadcast B straight from its (bks, bn) blocks
+    weight = b_blocks and B.kind == "variable" and not ctx.is_used(B)  # lay it out for this plan first
     plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=True, ta=ta, tb=tb,
-                       b_laid_out=weight)
+                       b_laid_out=b_blocks)
     pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
     bm, bn, bkt = Mm // pm, N // pn, K // pk
     bks = bkt // ps
-    rearr_a, rearr_b = rearrangements(pk, pn, ps, ta, tb, weight)
+    rearr_a, rearr_b = rearrangements(pk, pn, ps, ta, tb, b_blocks)
     desc = plan.describe() + (f"; {G} independent products" if G > 1 else "") + \
         ("; A read transposed" if ta else "") + ("; B read transposed" if tb else "") + \
         ("; B laid out for this plan once" if weight else "")
@@ -202,7 +210,8 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
     Gb = G if bb3 else 1
     if weight:
-        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
+        _lay_out_weight(ctx, B, bks, pk, ps, pm, pn, lambda ik: vt[ik * pm * pn:(ik + 1) * pm * pn])
+    if b_blocks:
         b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
     elif not rearr_b:
         if tb:
@@ -221,7 +230,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     tstart = np.arange(T, dtype=np.int64)
     a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
                          mapping=M.intervals(vt, tstart * blk_a, (tstart + 1) * blk_a), op=op)
-    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, bks, bn) if weight else (T, blk_b), B.dtype,
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, bks, bn) if b_blocks else (T, blk_b), B.dtype,
                          mapping=M.intervals(vt, tstart * blk_b, (tstart + 1) * blk_b), op=op)
     # output of the AMP vertices: C itself, or FP32 partials (pk, per product) / an FP32 accumulator
     if pk > 1:
@@ -251,7 +260,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
         ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
-        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if weight else b_rep.whole()
+        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
         ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
         ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={

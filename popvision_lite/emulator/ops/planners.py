@@ -262,11 +262,15 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
     per_tile = a_bytes + b_bytes + out_bytes + red_bytes
     xb, mb = target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
     compute = ps * amp_tile_cycles(bm, bks, bn, target, precision)
-    # operands are broadcast to each tile every pass (nothing assumed local: an upper bound)
-    exchange = ps * (int(exchange_cycles(0, a_bytes + b_bytes, 0, xb, mb)) + target.sync_cycles)
-    for need, total in ((rearrange_a, M * K * in_b), (rearrange_b, K * N * in_b)):
-        if need:  # block-major rearrangement: the operand spread over the tiles
-            exchange += int(exchange_cycles(0, _ceil_div(total, target.tiles), 0, xb, mb)) + target.sync_cycles
+    # operands are broadcast to each tile every pass, A and B in one exchange each (nothing assumed
+    # local: an upper bound)
+    exchange = ps * (int(exchange_cycles(0, a_bytes, 0, xb, mb)) + int(exchange_cycles(0, b_bytes, 0, xb, mb))
+                     + 2 * target.sync_cycles)
+    for need, elems in ((rearrange_a, M * K), (rearrange_b, K * N)):
+        if need:  # block-major rearrangement between two layouts spread like the op library's linear
+            # mapping (all tiles, but at least 64 elements per tile: OpContext.linear_mapping)
+            spread = max(1, min(target.tiles, elems // 64))
+            exchange += int(exchange_cycles(0, _ceil_div(elems, spread) * in_b, 0, xb, mb)) + target.sync_cycles
     reduce = 0
     if pk > 1:
         reduce = (int(exchange_cycles((pk - 1) * slice_elems * 4, (pk - 1) * slice_elems * 4, slice_elems * 4, xb, mb))
@@ -343,11 +347,15 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
 def rearrangements(pk: int, pn: int, ps: int, ta: bool, tb: bool, b_laid_out: bool = False) -> tuple[bool, bool]:
     """Which operands the op library rearranges block-major before broadcasting (ops.basic.matmul):
     A unless its row blocks are contiguous already (row-major A, whole K on a tile); B unless its
-    blocks are contiguous (transposed B with whole K, or row-major B with whole N) or B is a
-    weight laid out in the plan's order once (``b_laid_out``)."""
+    blocks are contiguous (transposed B with whole K, or row-major B with whole N) or B is a 2-D
+    row-major operand broadcast straight from its blocks (``b_laid_out``: weights, laid out in
+    the plan's order at their first use; with no per-piece exchange cost a rearrangement would
+    only add an exchange)."""
     ra = ta or ps > 1 or pk > 1
     rb = not b_laid_out and not ((tb and ps == 1 and pk == 1) or (not tb and pn == 1))
     return ra, rb
+    # b_laid_out: a 2-D row-major B (a weight, whether laid out for this plan or not) is broadcast
+    # straight from its blocks: with no per-piece exchange cost a rearrangement only adds an exchange
 
 
 # --------------------------------------------------------------------------------------------
