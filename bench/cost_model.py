@@ -134,6 +134,31 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
         ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
         worst = max(int(C.strided_reduce_cycles(k, int(x), 4, 2)) for x in lens)
         add(f"Reduce {k} fp32 partials (strided reduce), 6 workers", m, ours, 6 * worst + launch)
+    # row ops: one row alone on a tile (spread over the six workers) vs the sum of the poplibs
+    # vertices Poplar runs for it, each as its own MultiVertex over the row (reductions: six
+    # single-input reduces + one strided reduce of the six partials)
+    for codelet, fields in ((OC.LAYER_NORM, ("in", "gamma", "beta", "out")), (OC.SOFTMAX, ("in", "out")),
+                            (OC.LAYER_NORM_GRAD, ("x", "gamma", "dy", "dx", "dgamma", "dbeta"))):
+        for L in (256, 1024, 4096):
+            g = Graph(t)
+            regs = {}
+            for f in fields:
+                dt = "float32" if f in ("dgamma", "dbeta") else "float16"
+                v = g.add_variable(f, (L,), dt, mapping=M.single_tile(L, 0))
+                regs[f] = v.regions([0], L)
+            cs = g.add_compute_set("row")
+            g.add_vertices(cs, codelet, [0], fields=regs, params={"row": np.int64(L)})
+            ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
+            ref = 0
+            for kind, op in codelet.parts:
+                if kind == "b":
+                    ref += C.binary_op_1d_tile_cycles(op, 2, L)
+                elif kind == "u":
+                    ref += C.unary_op_1d_tile_cycles(op, 2, L)
+                else:
+                    ref += (6 * int(OC.single_input_reduce_cycles(math.ceil(L / 6), 2, op)) + launch
+                            + int(C.strided_reduce_cycles(6, 1)) * 6 + launch)
+            add(f"{codelet.name} row (sum of its poplibs vertices)", L, ours, ref)
     for m, kk, nn in ((48, 64, 64), (192, 256, 128), (1024, 256, 256)):
         g = Graph(t)
         a = g.add_variable("a", (m * kk,), "float16", mapping=M.single_tile(m * kk, 0))

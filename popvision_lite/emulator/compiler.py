@@ -342,6 +342,35 @@ def _compile_execute(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
 
 
+def _code_patterns(plan: CopyPlan, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
+    that repeat with one length and constant strides on both sides (rows of a block, a partial's
+    slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
+    regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
+    Returns (src tile, dst tile, pieces) per pattern."""
+    idx = np.nonzero(mask)[0]
+    if len(idx) == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], plan.src_elem[idx], plan.dst_elem[idx],
+                          plan.length[idx])
+    order = np.lexsort((se, dt, st))
+    st, dt, se, de, ln = st[order], dt[order], se[order], de[order], ln[order]
+    n = len(st)
+    new = np.ones(n, bool)
+    if n > 1:
+        same = (st[1:] == st[:-1]) & (dt[1:] == dt[:-1]) & (ln[1:] == ln[:-1])  # pair j-1 -> j
+        ds, dd = np.diff(se), np.diff(de)
+        new[1:] = ~same
+        # piece j also starts a new pattern when its stride differs from the stride that led to j-1
+        # (conservative: never merges pieces with different strides)
+        if n > 2:
+            new[2:] |= same[:-1] & ((ds[1:] != ds[:-1]) | (dd[1:] != dd[:-1]))
+    starts = np.nonzero(new)[0]
+    counts = np.diff(np.append(starts, n))
+    return st[starts], dt[starts], counts
+
+
 def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
     if prog.src.tensor.dtype != prog.dst.tensor.dtype:
@@ -377,15 +406,19 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     glob = ipu_s != ipu_d
     for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
         if mask.any():
-            both = np.concatenate([plan.src_tile[mask], plan.dst_tile[mask]])
-            c.add_mem(cat, both, cm.EXCHANGE_CODE_PER_PIECE)
+            ps_, pd_, cnt = _code_patterns(plan, mask)
+            both = np.concatenate([ps_, pd_])
+            per = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            per2 = np.concatenate([per, per])
+            c.add_mem(cat, both, per2)
             ut = _utiles(both, c.num_tiles)
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-            info.code_bytes += len(both) * cm.EXCHANGE_CODE_PER_PIECE + len(ut) * cm.EXCHANGE_CODE_BASE
+            info.code_bytes += int(per2.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if (~cross).any():
-        c.add_mem("copyDescriptor", plan.src_tile[~cross], cm.COPY_DESCRIPTOR_PER_PIECE)
+        ps_, _pd, cnt = _code_patterns(plan, ~cross)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
     busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
     if not cross.any():
         # purely on-tile: the tiles copy with memcpy, a compute-like step
