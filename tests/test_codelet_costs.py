@@ -210,9 +210,10 @@ def test_planner_and_engine_agree_on_every_cost_term(mk2, shape):
     # AMP compute: the same function, exactly
     assert got["compute"] == plan.compute_cycles
     # exchange: the same exchange_cycles function; the planner counts every tile's received block
-    # bytes assuming none is already local (receive-bound), the engine sees the real placement (and a
-    # sender's multicast share can exceed a receiver's block by a few bytes): within -15 % / +2 %
-    assert 0.85 * plan.exchange_cycles <= got["exchange"] <= 1.02 * plan.exchange_cycles
+    # bytes assuming none is already local (receive-bound) and credits the shared exchange bus of a
+    # tile pair for the whole A block; the engine sees the real placement (a piece already on one tile
+    # of a pair loses the shared-bus credit on the other): within -15 % / +10 %
+    assert 0.85 * plan.exchange_cycles <= got["exchange"] <= 1.10 * plan.exchange_cycles
     # K-split reduction: gather exchange, sync and the strided-reduce vertices
     if plan.pk > 1:
         assert got["reduce"] == pytest.approx(plan.reduce_cycles, rel=0.10)
@@ -294,7 +295,8 @@ def test_multicast_crosses_the_links_once_per_destination_ipu():
     for r in (one, eight):
         st = r.profile_data.steps
         assert (st["kind"] == xg).sum() == 1
-    # the link time does not grow with the number of destination tiles on the other IPU
+    # the link time does not grow with the number of destination tiles on the other IPU (and the
+    # tiles' own receive: each of a shared-bus pair receives the same 2 KiB at twice the rate)
     em = t.em
     link = math.ceil(2048 / em["ipu_link_pair_bytes_per_cycle"]) + em["ipu_link_latency_cycles"]
     for r in (one, eight):

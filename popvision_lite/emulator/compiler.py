@@ -400,6 +400,8 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
         xs = xi
     bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
     bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
+    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes)
     local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile
     ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
@@ -419,7 +421,7 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     if (~cross).any():
         ps_, _pd, cnt = _code_patterns(plan, ~cross)
         c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
-    busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     if not cross.any():
         # purely on-tile: the tiles copy with memcpy, a compute-like step
         ut = _utiles(plan.src_tile, c.num_tiles)

@@ -114,6 +114,25 @@ def exchange_cycles(bytes_out, bytes_in, bytes_local, exchange_bytes_per_cycle: 
             + np.ceil(np.asarray(bytes_local) / float(memcpy_bytes_per_cycle))).astype(np.int64)
 
 
+def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """Per-tile receive bytes that set the exchange time: Poplar's planners credit two consecutive
+    tiles (2k, 2k + 1: a shared exchange bus, spec ``tiles_per_shared_exchange_bus``) that receive
+    the same data with twice the bandwidth (poplibs popops/ExchangeEstimator.cpp getCycles,
+    poplin/ExchangeEstimator.hpp), so such a piece counts half on each of the two tiles."""
+    T = target.num_tiles
+    dst = plan.dst_tile[cross]
+    w = nbytes[cross].astype(np.float64)
+    share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
+    if share == 2 and len(dst) > 1:
+        key = (plan.src_elem[cross] * (int(plan.length.max()) + 1) + plan.length[cross]) * T
+        mine = np.sort(key + dst)
+        partner = key + (dst ^ 1)
+        pos = np.searchsorted(mine, partner)
+        hit = (pos < len(mine)) & (mine[np.minimum(pos, len(mine) - 1)] == partner)
+        w = np.where(hit, w / 2, w)
+    return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
+
+
 def exchange_tile_cycles(target, bytes_out: np.ndarray, bytes_in: np.ndarray, bytes_local: np.ndarray) -> np.ndarray:
     return exchange_cycles(bytes_out, bytes_in, bytes_local, float(target.em["exchange_bytes_per_cycle"]),
                            float(target.em["memcpy_bytes_per_cycle"]))

@@ -49,6 +49,7 @@ def plan_target_of(target, usable_fraction: float = DEFAULT_AVAILABLE_MEMORY_PRO
         memcpy_bytes_per_cycle=float(em["memcpy_bytes_per_cycle"]),
         sync_cycles=int(em["max_ipu_sync_delay_cycles"]),
         launch_cycles=int(em["vertex_launch_cycles"]),
+        shared_bus_tiles=int(em.get("tiles_per_shared_exchange_bus", 1)),
     )
 
 
@@ -119,7 +120,7 @@ class OpContext:
         r = self.tiles()
         arr = np.arange(r.start, r.stop, dtype=np.int64)
         if rotate:
-            off = self._rot % len(arr)
+            off = (self._rot % len(arr)) & ~1  # even: keeps tile pairs (shared exchange bus) aligned
             self._rot += int(rotate)
             arr = np.roll(arr, -off)
         return arr

@@ -56,6 +56,7 @@ class PlanTarget:
     memcpy_bytes_per_cycle: float = 8.0
     sync_cycles: int = 126  # internal sync before every exchange (spec max_ipu_sync_delay_cycles)
     launch_cycles: int = 11  # vertex_launch_cycles (popops basicOpSupervisorOverhead)
+    shared_bus_tiles: int = 1  # tiles_per_shared_exchange_bus (2 on Mk2/Bow)
 
     def flops_per_cycle(self, precision: str) -> float:
         return self.flops_per_cycle_fp16 if precision in ("fp16", "float16") else self.flops_per_cycle_fp32
@@ -263,8 +264,11 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
     xb, mb = target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
     compute = ps * amp_tile_cycles(bm, bks, bn, target, precision)
     # operands are broadcast to each tile every pass, A and B in one exchange each (nothing assumed
-    # local: an upper bound)
-    exchange = ps * (int(exchange_cycles(0, a_bytes, 0, xb, mb)) + int(exchange_cycles(0, b_bytes, 0, xb, mb))
+    # local: an upper bound).  Tiles (g, ik, im, in) are consecutive in ``in``: with an even N split
+    # the two tiles of a shared exchange bus receive the same A block, at twice the rate
+    # (cost_model.shared_bus_receive_bytes, poplin ExchangeEstimator's input-element bandwidth).
+    a_recv = _ceil_div(a_bytes, 2) if (target.shared_bus_tiles == 2 and pn % 2 == 0) else a_bytes
+    exchange = ps * (int(exchange_cycles(0, a_recv, 0, xb, mb)) + int(exchange_cycles(0, b_bytes, 0, xb, mb))
                      + 2 * target.sync_cycles)
     for need, elems in ((rearrange_a, M * K), (rearrange_b, K * N)):
         if need:  # block-major rearrangement between two layouts spread like the op library's linear
