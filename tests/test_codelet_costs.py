@@ -341,3 +341,21 @@ def test_layer_norm_bwd_is_within_three_times_the_forward(mk2):
     # popnn's norm gradients do about 1.8x the forward's work (getNormBwdFlops + getNormWuFlops vs
     # getNormFwdFlops); dgamma/dbeta are reduced over all tiles in two stages, not on 16 tiles
     assert cyc["ln_bwd"] < 3 * cyc["ln"]
+
+
+def test_fragmented_pieces_are_regions_of_2d_vertices(mk2):
+    # 24 separate 40-element regions of an fp16 tensor on tile 0 (e.g. the rows of a matmul output
+    # block): Poplar runs six 2D worker vertices (popops BinaryOp2D: 5 + each region's inner loop),
+    # not 24 MultiVertex pieces with a 26-cycle prologue and a launch each
+    g = Graph(mk2)
+    n, r = 40, 24
+    t0 = g.add_variable("x", (2 * n * r,), "float16", mapping=M.single_tile(2 * n * r, 0))
+    out = g.add_variable("y", (2 * n * r,), "float16", mapping=M.single_tile(2 * n * r, 0))
+    starts = np.arange(r) * 2 * n  # every other run of 40 elements
+    cs = g.add_compute_set("add")
+    g.add_vertices(cs, C.ADD, np.zeros(r, int), fields={"a": t0.regions(starts, n), "b": t0.regions(starts, n),
+                                                      "out": out.regions(starts, n)})
+    got = Engine(g, P.Execute(cs), mode="timing").run().total_cycles
+    region = math.ceil(n / 4) * 3 + math.ceil(5 * 6 / r)  # loop + share of the 5-cycle 2D prologue
+    assert got == 6 * (r // 6) * region + mk2.em["vertex_launch_cycles"]
+    assert got < 6 * (r // 6) * int(C.binary_op_worker_cycles("add", 2, n))  # cheaper than 1D pieces

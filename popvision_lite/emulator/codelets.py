@@ -426,7 +426,20 @@ class Elementwise(Codelet):
         if self.model is None:
             return ELEMENTWISE_OVERHEAD + self.cycles_per_vector * _per_vector(out, n)
         src = group.fields[self.inputs[0]].tensor.itemsize if self.inputs else out.tensor.itemsize
-        return model_worker_cycles(self.model, n, out.tensor.itemsize, src)
+        c1 = model_worker_cycles(self.model, n, out.tensor.itemsize, src)
+        threads = int(target.threads_per_tile)
+        on_tile = np.bincount(group.tiles)[group.tiles] if group.n else np.zeros(0, np.int64)
+        frag = on_tile > threads
+        if not frag.any():
+            return c1
+        # more pieces than workers on the tile: they are regions of six 2D worker vertices
+        reg, pro = model_region_cycles(self.model, n, out.tensor.itemsize, src)
+        c2 = reg + -(-pro * threads // np.maximum(on_tile, 1))
+        return np.where(frag, c2, c1)
+
+    # pieces beyond the tile's workers are regions of 2D worker vertices, not vertices of their own:
+    # the supervisor launches at most ``threads`` of them (cost_model.compute_tile_cycles)
+    multi_region = True
 
     def flops(self, group):
         if group.fields["out"].tensor.dtype == "int32":
@@ -463,6 +476,51 @@ def model_worker_cycles(model, n, itemsize: int, src_itemsize: int | None = None
     if kind == "composite":  # a fused op = the parts one after the other on the same piece
         return sum(model_worker_cycles(m, n, itemsize, src_itemsize) for m in model[1])
     raise ValueError(f"unknown cycle model {model!r}")
+
+
+# When a tile holds more pieces of an op than it has workers (a fragmented mapping, e.g. the rows of
+# matmul output blocks), Poplar runs 2D worker vertices, each looping over a list of regions:
+# (per-region overhead, per-vertex prologue) of the 2D estimators, and the 1D worker prologue that
+# the per-region cost replaces.  popops BinaryOp2D: 5 + sum of inner loops; BinaryOp2DInPlace: 20 +;
+# UnaryOp2D: 20 +; getCast2DCycleEstimate: 5 + sum(11 + castWorkerCycles); getFill2DCycleEstimate:
+# 5 + sum(fill - 2); popnn nonLinearity2DCycleEstimator: 5 + 9 + per region 12 + loop (half).
+# ScaledAdd2D is costed like BinaryOp2D (assumption: its estimator was not read).
+_MODEL_2D = {  # kind -> (per-region overhead, per-vertex prologue)
+    "binary": (0, 5), "binary_inplace": (0, 20), "unary": (0, 20), "nonlinearity": (12, 14),
+    "cast": (11, 5), "fill": (-2, 5), "scaled_add": (0, 5),
+}
+
+
+def _model_1d_prologue(model, itemsize: int) -> int:
+    kind = model[0]
+    if kind == "binary":
+        return 29 if itemsize == 4 else 26
+    if kind == "binary_inplace":
+        return 58
+    if kind == "unary":
+        return (33 if model[1] == "exp" else 17) + UNARY_SUPERVISOR_EXTRA
+    if kind == "nonlinearity":
+        return 20 + UNARY_SUPERVISOR_EXTRA
+    if kind == "cast":
+        return 18 + 2
+    if kind == "fill":
+        return 0
+    if kind == "scaled_add":
+        return 0
+    raise ValueError(kind)
+
+
+def model_region_cycles(model, n, itemsize: int, src_itemsize: int | None = None) -> tuple[np.ndarray, int]:
+    """(cycles of one region of a 2D worker vertex, 2D vertex prologue) under ``model``."""
+    if model[0] == "composite":
+        parts = [model_region_cycles(m, n, itemsize, src_itemsize) for m in model[1]]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    if model[0] == "scaled_add":
+        loop = binary_op_loop_cycles("add", itemsize, n)
+    else:
+        loop = model_worker_cycles(model, n, itemsize, src_itemsize) - _model_1d_prologue(model, itemsize)
+    per_region, prologue = _MODEL_2D[model[0]]
+    return loop + per_region, prologue
 
 
 def unary(name, fn, cycles_per_vector=2, flops_per_element=1, params=(), code_bytes=256, model=None) -> Elementwise:

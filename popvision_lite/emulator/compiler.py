@@ -330,8 +330,9 @@ def _compile_execute(c: Compiled, info: ProgInfo) -> None:
     tiles = np.concatenate([g.tiles for g in cs.groups])
     cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
     sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
+    reg = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "multi_region", False))) for g in cs.groups])
     busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
-                                          int(em["vertex_launch_cycles"]), supervisor=sup)
+                                          int(em["vertex_launch_cycles"]), supervisor=sup, regions=reg)
     flops = sum(g.codelet.flops(g) for g in cs.groups)
     sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
     utiles = _utiles(tiles, c.num_tiles)

@@ -58,7 +58,8 @@ LIST_ENTRY_BYTES = 6               # per region of a list field: pointer + size
 
 
 def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
-                        launch_cycles: int, supervisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        launch_cycles: int, supervisor: np.ndarray | None = None,
+                        regions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Busy tile cycles of one compute set on every tile, and vertices per tile (see module doc).
 
     ``supervisor`` marks supervisor vertices (e.g. the AMP matmul): each occupies all workers of
@@ -67,6 +68,12 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     if len(tiles) == 0:
         z = np.zeros(num_tiles, np.int64)
         return z, z
+    # vertices of multi-region codelets beyond ``threads`` on a tile are regions of 2D worker
+    # vertices: at most ``threads`` of them are launched
+    extra_regions = np.zeros(num_tiles, np.int64)
+    if regions is not None and np.any(regions):
+        nreg = np.bincount(tiles[regions], minlength=num_tiles)
+        extra_regions = np.maximum(nreg - threads, 0)
     sup_busy = np.zeros(num_tiles, np.int64)
     count_sup = np.zeros(num_tiles, np.int64)
     if supervisor is not None and np.any(supervisor):
@@ -82,7 +89,7 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     worker = (np.arange(len(tiles)) - first[tiles]) % threads
     load = np.bincount(tiles * threads + worker, weights=vcycles, minlength=num_tiles * threads)
     load = load.reshape(num_tiles, threads).max(axis=1)
-    busy = np.maximum(threads * load, count * launch_cycles) + sup_busy
+    busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
     count = count + count_sup
     busy = busy + np.where(count > 0, launch_cycles, 0)
     return busy.astype(np.int64), count
