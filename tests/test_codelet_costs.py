@@ -359,3 +359,26 @@ def test_fragmented_pieces_are_regions_of_2d_vertices(mk2):
     region = math.ceil(n / 4) * 3 + math.ceil(5 * 6 / r)  # loop + share of the 5-cycle 2D prologue
     assert got == 6 * (r // 6) * region + mk2.em["vertex_launch_cycles"]
     assert got < 6 * (r // 6) * int(C.binary_op_worker_cycles("add", 2, n))  # cheaper than 1D pieces
+
+
+def test_multicast_send_code_is_paid_once_and_block_rows_are_one_region(mk2):
+    from popvision_lite.emulator import cost_model as cm
+    from popvision_lite.emulator.compiler import compile_graph
+    from popvision_lite.profile.schema import CATEGORY_CODE
+
+    g = Graph(mk2)
+    n, dests = 1024, 100
+    src = g.add_variable("src", (n,), "float16", mapping=M.single_tile(n, 0))
+    dst = g.add_variable("dst", (dests, n), "float16", mapping=M.by_rows((dests, n), np.arange(1, dests + 1)))
+    # a (64 x 64) block of a (64, 128) tensor on tile 200: 64 rows, adjacent in the tile's memory
+    blk = g.add_variable("blk", (64, 128), "float16", mapping=M.by_blocks((64, 128), (64, 64), [200, 201]))
+    blk2 = g.add_variable("blk2", (64, 64), "float16", mapping=M.single_tile(64 * 64, 202))
+    prog = P.Sequence([P.Copy(src[np.tile(np.arange(n), dests)], dst.whole()),
+                       P.Copy(blk.blocks((64, 64), np.array([[0, 0]])), blk2.whole())])
+    c = compile_graph(g, prog)
+    code = c.memory[:, CATEGORY_CODE["internalExchangeCode"], 0]
+    # the source tile sends its 2 KiB once (multicast), in one piece: exchange prologue + one piece
+    assert code[0] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE
+    assert code[1] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE
+    # the block's 64 rows are adjacent in tile 200's memory and land contiguously: one transfer
+    assert code[200] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE + cm.EXCHANGE_CODE_PER_LOOP

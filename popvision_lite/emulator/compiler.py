@@ -343,18 +343,48 @@ def _compile_execute(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
 
 
-def _code_patterns(plan: CopyPlan, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tile_offsets(c, mapping) -> np.ndarray:
+    """Per mapping interval: its offset among the same tensor's elements on its tile.  Poplar keeps a
+    variable's elements on one tile together in that tile's memory (in flat-index order), so
+    intervals of a tensor that are apart in the flat index (the rows of a block) can be adjacent in
+    tile memory."""
+    cache = c.__dict__.setdefault("_tile_offsets", {})
+    key = id(mapping)
+    if key not in cache:
+        sizes = mapping.stop - mapping.start
+        o = np.lexsort((mapping.start, mapping.tile))
+        cs = np.cumsum(sizes[o]) - sizes[o]
+        t = mapping.tile[o]
+        first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)
+        base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
+        offs = np.empty_like(cs)
+        offs[o] = cs - base
+        cache[key] = (mapping, offs)  # keep the mapping alive while its id is a key
+    return cache[key][1]
+
+
+def _tile_addr(c, mapping, elems: np.ndarray) -> np.ndarray:
+    """Position of flat elements in their tile's memory block of the tensor (see _tile_offsets)."""
+    k = np.searchsorted(mapping.start, elems, side="right") - 1
+    return _tile_offsets(c, mapping)[k] + (elems - mapping.start[k])
+
+
+def _code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
     that repeat with one length and constant strides on both sides (rows of a block, a partial's
     slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
     regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
+    With ``src_addr`` / ``dst_addr`` (positions in tile memory, _tile_addr) pieces that are adjacent
+    in both tiles' memory are one contiguous transfer (a pattern of stride = length).
     Returns (src tile, dst tile, pieces) per pattern."""
     idx = np.nonzero(mask)[0]
     if len(idx) == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], plan.src_elem[idx], plan.dst_elem[idx],
-                          plan.length[idx])
+    se_all = plan.src_elem if src_addr is None else src_addr
+    de_all = plan.dst_elem if dst_addr is None else dst_addr
+    st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], de_all[idx], plan.length[idx])
     order = np.lexsort((se, dt, st))
     st, dt, se, de, ln = st[order], dt[order], se[order], de[order], ln[order]
     n = len(st)
@@ -407,20 +437,28 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     # exchange / copy-descriptor memory on each participating tile
     ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
     glob = ipu_s != ipu_d
+    src_addr = _tile_addr(c, prog.src.tensor.mapping, plan.src_elem)
+    dst_addr = _tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem)
+    sent_once = np.zeros(len(cross), bool)
+    sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
     for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
         if mask.any():
-            ps_, pd_, cnt = _code_patterns(plan, mask)
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            _ps, pd_, cnt = _code_patterns(plan, mask, src_addr, dst_addr)
+            per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            # send side: patterns of the distinct source pieces, charged to the sender
+            ps_, _pd, cnt_s = _code_patterns(plan, mask & sent_once, src_addr, src_addr)
+            per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            c.add_mem(cat, pd_, per_r)
+            c.add_mem(cat, ps_, per_s)
             both = np.concatenate([ps_, pd_])
-            per = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
-            per2 = np.concatenate([per, per])
-            c.add_mem(cat, both, per2)
             ut = _utiles(both, c.num_tiles)
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-            info.code_bytes += int(per2.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+            info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if (~cross).any():
-        ps_, _pd, cnt = _code_patterns(plan, ~cross)
+        ps_, _pd, cnt = _code_patterns(plan, ~cross, src_addr, dst_addr)
         c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     if not cross.any():
@@ -496,6 +534,19 @@ def _compile_sync(c: Compiled, info: ProgInfo) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+def _block_rows_adjacent(c: Compiled, f) -> bool:
+    """True when every vertex's block rows are adjacent in its tile's memory (_tile_offsets): the
+    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows."""
+    try:
+        s, e = f.run_bounds()
+    except Exception:  # noqa: BLE001 - a field without run bounds: keep the row-list cost
+        return False
+    if s.ndim != 2 or s.shape[1] < 2:
+        return True
+    addr = _tile_addr(c, f.tensor.mapping, s.ravel()).reshape(s.shape)
+    return bool(np.all(addr[:, 1:] == addr[:, :-1] + (e - s)[:, :-1]))
+
+
 def _vertex_memory(c: Compiled, used_cs: set) -> None:
     code_tiles: dict[str, tuple[object, np.ndarray]] = {}
     for cs in c.graph.compute_sets:
@@ -505,17 +556,30 @@ def _vertex_memory(c: Compiled, used_cs: set) -> None:
             if g.n == 0:
                 continue
             state = cm.vertex_state_bytes(g)
-            c.add_mem("vertexInstanceState", g.tiles, state)
+            multi = bool(getattr(g.codelet, "multi_region", False))
+            if multi:
+                # beyond ``threads`` pieces on a tile, a multi-region codelet's pieces are regions of
+                # 2D worker vertices: one vertex state per worker, a list entry per extra region/field
+                cnt = np.bincount(g.tiles, minlength=c.num_tiles)
+                ut = np.nonzero(cnt)[0]
+                full = np.minimum(cnt[ut], c.target.threads_per_tile)
+                c.add_mem("vertexInstanceState", ut, full * state)
+                # the pieces of a tensor on one tile are adjacent in tile memory (_tile_offsets):
+                # a worker's regions merge into one, so extra pieces add no list entries
+            else:
+                c.add_mem("vertexInstanceState", g.tiles, state)
             fdata = 0
             vlist = 0
             for f in g.fields.values():
                 rpv = f.regions_per_vertex()
-                if isinstance(f, Blocks) and rpv > 1:
+                if isinstance(f, Blocks) and rpv > 1 and not _block_rows_adjacent(c, f):
                     vlist += cm.LIST_DESCRIPTOR_BYTES
                     fdata += cm.LIST_ENTRY_BYTES * rpv
                 elif isinstance(f, Regions) and not f.regular:
                     fdata += cm.FIELD_SIZE_BYTES
-            if fdata:
+            if fdata and multi:
+                c.add_mem("vertexFieldData", ut, full * fdata)
+            elif fdata:
                 c.add_mem("vertexFieldData", g.tiles, fdata)
             if vlist:
                 c.add_mem("vectorListDescriptor", g.tiles, vlist)

@@ -128,21 +128,16 @@ def _block_major(ctx, X, blk, grid_index, name, op):
     return T
 
 
-def _lay_out_weight(ctx, B, bks, pk, ps, pm, pn, chunk_tiles):
+def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
     """Map a weight B (K, N) that nothing has used yet for the plan of its first matmul (as Poplar's
-    createMatMulInputRHS creates it): the rows of K chunk i (pass p of partition ik) - contiguous in
-    B - are spread evenly over the pm x pn tiles that work on that chunk, so the weight is never
-    rearranged, every tile's share is one contiguous run (cheap elementwise updates), and a
-    broadcast sends each piece from a tile of its own chunk."""
-    N = B.shape[1]
-    starts, stops, tiles = [], [], []
-    for i in range(pk * ps):
-        ct = chunk_tiles(i // ps)
-        for j, (s0, s1) in enumerate(split_even(bks * N, len(ct))):
-            starts.append(i * bks * N + s0)
-            stops.append(i * bks * N + s1)
-            tiles.append(int(ct[j]))
-    ctx.graph.set_mapping(B, M.intervals(np.array(tiles), np.array(starts), np.array(stops)))
+    createMatMulInputRHS creates it): block (i, j) of shape (bks, bn) is spread by rows over the
+    ``pm`` tiles that consume it (consumer q holds rows q/pm of it; with pm = 1 the block sits on its
+    only consumer and is never exchanged), so the weight is never rearranged and each tile sends only
+    its share when the block is broadcast.  (The rows of a block are separate regions of a row-major
+    tensor: elementwise updates of the weight then run as 2D vertices, see codelets._MODEL_2D.)"""
+    r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
+    tl = np.array([block_tile(i // ps, q, j) for i in range(pk * ps) for q in range(r) for j in range(pn)], np.int64)
+    ctx.graph.set_mapping(B, M.by_blocks(B.shape, (bks // r, bn), tl))
     ctx.mark_used(B)
 
 
@@ -210,7 +205,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
     Gb = G if bb3 else 1
     if weight:
-        _lay_out_weight(ctx, B, bks, pk, ps, pm, pn, lambda ik: vt[ik * pm * pn:(ik + 1) * pm * pn])
+        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
     if b_blocks:
         b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
     elif not rearr_b:

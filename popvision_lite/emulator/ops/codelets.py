@@ -275,9 +275,18 @@ class ReducePartials(Codelet):
             raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in' must be k x 'out' elements "
                                 "per vertex (regions)")
 
+    # beyond six on a tile, the pieces are regions of the tile's six reduce worker vertices (poplibs
+    # reduce vertices take lists of regions): the 16-cycle entry/exit of the strided reduce
+    # (getCyclesEstimateForStridedReduce: 5 + 11) is shared by a worker's regions
+    multi_region = True
+
     def cycles(self, group, target):
         fi, fo = group.fields["in"], group.fields["out"]
-        return C.strided_reduce_cycles(int(group.param("k")), fo.sizes, fi.tensor.itemsize, fo.tensor.itemsize)
+        c = C.strided_reduce_cycles(int(group.param("k")), fo.sizes, fi.tensor.itemsize, fo.tensor.itemsize)
+        threads = int(target.threads_per_tile)
+        on_tile = np.bincount(group.tiles)[group.tiles] if group.n else np.zeros(0, np.int64)
+        frag = on_tile > threads
+        return np.where(frag, c - 16 + -(-16 * threads // np.maximum(on_tile, 1)), c)
 
     def flops(self, group):
         return int((int(group.param("k")) - 1) * group.fields["out"].sizes.sum())
