@@ -53,6 +53,7 @@ SCRIPTS: dict[str, str] = {
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
     "mlperf_bert_pod16": "MLPerf v1.1 POD16 BERT-Large: predicted vs measured seq/s, fits, wall, RSS (issue 13)",
     "pipeline_speedup": "bert-mini per-sample time on 1 vs 2 vs 4 pipelined IPUs (issue 13)",
+    "cost_model": "codelet cycles vs poplibs' estimators; GEMM % of peak; BERT-Large layer cycles (issue 14)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -78,6 +79,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "scalesim_peer": ["--quick"],
     "mlperf_bert_pod16": ["--only"],
     "pipeline_speedup": ["--quick"],
+    "cost_model": ["--quick"],
 }
 
 

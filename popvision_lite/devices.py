@@ -66,6 +66,11 @@ EMULATOR_KEYS = {
     "global_sync_cycles": ("int", True, False),
     "ipu_link_bytes_per_cycle": ("float", True, False),
     "ipu_link_latency_cycles": ("int", True, False),
+    # per-pair IPU-Link bandwidth (optional; without them the aggregate ipu_link_bytes_per_cycle is used)
+    "ipus_per_box": ("int", False, False),
+    "tiles_per_shared_exchange_bus": ("int", False, False),
+    "ipu_link_pair_bytes_per_cycle": ("float", False, False),
+    "ipu_link_pair_bytes_per_cycle_across_boxes": ("float", False, False),
     "ddr_bytes_per_cycle": ("float", True, False),
     "stream_copy_latency_cycles": ("int", True, False),
 }

@@ -33,8 +33,13 @@ def test_exchange_bandwidth_and_sync_latency():
 def test_gemm_plan_efficiency_band():
     r = mb.gemm("ipu-mk2", n=1024, bm=64, bn=64, bk=128, rows_per_vertex=8)
     assert r["fits"] and r["tiles_used"] == (1024 // 64) ** 2
-    # compute alone can never beat the AMP peak, and exchange + sync make it slower than compute alone
-    assert 0.05 < r["fraction_of_peak"] < 1.0
+    # compute alone can never beat the AMP peak, and exchange + sync make it slower than compute alone.
+    # This hand plan uses 256 of 1472 tiles and 8-row worker vertices, which poplin's AMP estimator
+    # (codelets.amp_worker_cycles) charges at ~1/3 of the AMP rate: the chip fraction is small.
+    t = Target.from_device("ipu-mk2")
+    ideal = 2 * 1024 ** 3 / (r["tiles_used"] * t.em["fp16_flops_per_cycle_per_tile"])
+    assert ideal < r["compute_cycles"] < 4 * ideal
+    assert 0.01 < r["fraction_of_peak"] < 1.0
     assert r["compute_cycles"] + r["exchange_cycles"] + r["sync_cycles"] <= r["cycles"]
 
 

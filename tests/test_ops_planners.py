@@ -46,7 +46,7 @@ def test_big_matmul_uses_most_tiles_and_serialises_when_needed():
 
 def test_matmul_plan_is_fastest_fitting():
     # brute force over all splits on a small target agrees with the planner's choice of cost
-    from popvision_lite.emulator.ops.planners import _matmul_cost
+    from popvision_lite.emulator.ops.planners import _matmul_cost, rearrangements
 
     M, N, K = 64, 48, 96
     p = plan_matmul(M, N, K, SMALL, precision="fp32")
@@ -56,7 +56,9 @@ def test_matmul_plan_is_fastest_fitting():
             for pk in range(1, 17):
                 if pm * pn * pk > 16:
                     continue
-                *_, per, c, e, r = _matmul_cost(M, N, K, pm, pn, pk, 1, SMALL, 4, 4, 16)  # noqa: E501
+                # the cost function now takes the precision and which operands are rearranged
+                *_, per, c, e, r = _matmul_cost(M, N, K, pm, pn, pk, 1, SMALL, 4, "fp32",
+                                                *rearrangements(pk, pn, 1, False, False))
                 if per <= SMALL.budget_bytes and (best is None or c + e + r < best):
                     best = c + e + r
     assert best is not None

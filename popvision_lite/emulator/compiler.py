@@ -335,8 +335,10 @@ def _compile_execute(c: Compiled, info: ProgInfo) -> None:
         return
     tiles = np.concatenate([g.tiles for g in cs.groups])
     cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
+    sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
+    reg = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "multi_region", False))) for g in cs.groups])
     busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
-                                          int(em["vertex_launch_cycles"]))
+                                          int(em["vertex_launch_cycles"]), supervisor=sup, regions=reg)
     flops = sum(g.codelet.flops(g) for g in cs.groups)
     sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
     utiles = _utiles(tiles, c.num_tiles)
@@ -345,6 +347,65 @@ def _compile_execute(c: Compiled, info: ProgInfo) -> None:
     c.add_mem("controlCode", utiles, cm.CONTROL_CODE_EXECUTE)
     c.add_mem("controlId", utiles, cm.CONTROL_ID_BYTES)
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
+
+
+def _tile_offsets(c, mapping) -> np.ndarray:
+    """Per mapping interval: its offset among the same tensor's elements on its tile.  Poplar keeps a
+    variable's elements on one tile together in that tile's memory (in flat-index order), so
+    intervals of a tensor that are apart in the flat index (the rows of a block) can be adjacent in
+    tile memory."""
+    cache = c.__dict__.setdefault("_tile_offsets", {})
+    key = id(mapping)
+    if key not in cache:
+        sizes = mapping.stop - mapping.start
+        o = np.lexsort((mapping.start, mapping.tile))
+        cs = np.cumsum(sizes[o]) - sizes[o]
+        t = mapping.tile[o]
+        first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)
+        base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
+        offs = np.empty_like(cs)
+        offs[o] = cs - base
+        cache[key] = (mapping, offs)  # keep the mapping alive while its id is a key
+    return cache[key][1]
+
+
+def _tile_addr(c, mapping, elems: np.ndarray) -> np.ndarray:
+    """Position of flat elements in their tile's memory block of the tensor (see _tile_offsets)."""
+    k = np.searchsorted(mapping.start, elems, side="right") - 1
+    return _tile_offsets(c, mapping)[k] + (elems - mapping.start[k])
+
+
+def _code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
+    that repeat with one length and constant strides on both sides (rows of a block, a partial's
+    slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
+    regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
+    With ``src_addr`` / ``dst_addr`` (positions in tile memory, _tile_addr) pieces that are adjacent
+    in both tiles' memory are one contiguous transfer (a pattern of stride = length).
+    Returns (src tile, dst tile, pieces) per pattern."""
+    idx = np.nonzero(mask)[0]
+    if len(idx) == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    se_all = plan.src_elem if src_addr is None else src_addr
+    de_all = plan.dst_elem if dst_addr is None else dst_addr
+    st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], de_all[idx], plan.length[idx])
+    order = np.lexsort((se, dt, st))
+    st, dt, se, de, ln = st[order], dt[order], se[order], de[order], ln[order]
+    n = len(st)
+    new = np.ones(n, bool)
+    if n > 1:
+        same = (st[1:] == st[:-1]) & (dt[1:] == dt[:-1]) & (ln[1:] == ln[:-1])  # pair j-1 -> j
+        ds, dd = np.diff(se), np.diff(de)
+        new[1:] = ~same
+        # piece j also starts a new pattern when its stride differs from the stride that led to j-1
+        # (conservative: never merges pieces with different strides)
+        if n > 2:
+            new[2:] |= same[:-1] & ((ds[1:] != ds[:-1]) | (dd[1:] != dd[:-1]))
+    starts = np.nonzero(new)[0]
+    counts = np.diff(np.append(starts, n))
+    return st[starts], dt[starts], counts
 
 
 def _compile_copy(c: Compiled, info: ProgInfo) -> None:
@@ -376,22 +437,36 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
         xs = xi
     bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
     bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
+    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes)
     local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile
     ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
     glob = ipu_s != ipu_d
+    src_addr = _tile_addr(c, prog.src.tensor.mapping, plan.src_elem)
+    dst_addr = _tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem)
+    sent_once = np.zeros(len(cross), bool)
+    sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
     for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
         if mask.any():
-            both = np.concatenate([plan.src_tile[mask], plan.dst_tile[mask]])
-            c.add_mem(cat, both, cm.EXCHANGE_CODE_PER_PIECE)
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            _ps, pd_, cnt = _code_patterns(plan, mask, src_addr, dst_addr)
+            per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            # send side: patterns of the distinct source pieces, charged to the sender
+            ps_, _pd, cnt_s = _code_patterns(plan, mask & sent_once, src_addr, src_addr)
+            per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            c.add_mem(cat, pd_, per_r)
+            c.add_mem(cat, ps_, per_s)
+            both = np.concatenate([ps_, pd_])
             ut = _utiles(both, c.num_tiles)
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-            info.code_bytes += len(both) * cm.EXCHANGE_CODE_PER_PIECE + len(ut) * cm.EXCHANGE_CODE_BASE
+            info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if (~cross).any():
-        c.add_mem("copyDescriptor", plan.src_tile[~cross], cm.COPY_DESCRIPTOR_PER_PIECE)
-    busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
+        ps_, _pd, cnt = _code_patterns(plan, ~cross, src_addr, dst_addr)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     if not cross.any():
         # purely on-tile: the tiles copy with memcpy, a compute-like step
         ut = _utiles(plan.src_tile, c.num_tiles)
@@ -403,12 +478,18 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     if glob.any():
         c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
         nI = c.target.num_ipus
-        leave = np.bincount(ipu_s[glob], weights=nbytes[glob], minlength=nI)
-        enter = np.bincount(ipu_d[glob], weights=nbytes[glob], minlength=nI)
-        link = cm.ipu_link_cycles(c.target, leave, enter)
+        # a multicast piece crosses the links once per destination IPU (not once per destination tile)
+        gi = np.nonzero(glob)[0]
+        gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
+        gorder = np.argsort(gkey, kind="stable")
+        gk = gkey[gorder]
+        gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
+        leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
+        enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
+        link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
         dur = max(int(busy.max()), link)
         c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
-                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[glob].sum()),
+                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
                        bytes_sram=int(2 * nbytes[~cross].sum()))
     else:
         part = _utiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
@@ -489,6 +570,17 @@ def _cs_signature(cs):
         ps = [np.asarray(g.params[k]) for k in sorted(g.params)]
         parts.append(g.codelet.name.encode() + _digest(g.tiles, *fs, *ps))
     return b"".join(parts)
+def _block_rows_adjacent(c: Compiled, f) -> bool:
+    """True when every vertex's block rows are adjacent in its tile's memory (_tile_offsets): the
+    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows."""
+    try:
+        s, e = f.run_bounds()
+    except Exception:  # noqa: BLE001 - a field without run bounds: keep the row-list cost
+        return False
+    if s.ndim != 2 or s.shape[1] < 2:
+        return True
+    addr = _tile_addr(c, f.tensor.mapping, s.ravel()).reshape(s.shape)
+    return bool(np.all(addr[:, 1:] == addr[:, :-1] + (e - s)[:, :-1]))
 
 
 def _vertex_memory(c: Compiled, used_cs: set) -> None:
@@ -507,17 +599,30 @@ def _vertex_memory(c: Compiled, used_cs: set) -> None:
             if g.n == 0:
                 continue
             state = cm.vertex_state_bytes(g)
-            c.add_mem("vertexInstanceState", g.tiles, state)
+            multi = bool(getattr(g.codelet, "multi_region", False))
+            if multi:
+                # beyond ``threads`` pieces on a tile, a multi-region codelet's pieces are regions of
+                # 2D worker vertices: one vertex state per worker, a list entry per extra region/field
+                cnt = np.bincount(g.tiles, minlength=c.num_tiles)
+                ut = np.nonzero(cnt)[0]
+                full = np.minimum(cnt[ut], c.target.threads_per_tile)
+                c.add_mem("vertexInstanceState", ut, full * state)
+                # the pieces of a tensor on one tile are adjacent in tile memory (_tile_offsets):
+                # a worker's regions merge into one, so extra pieces add no list entries
+            else:
+                c.add_mem("vertexInstanceState", g.tiles, state)
             fdata = 0
             vlist = 0
             for f in g.fields.values():
                 rpv = f.regions_per_vertex()
-                if isinstance(f, Blocks) and rpv > 1:
+                if isinstance(f, Blocks) and rpv > 1 and not _block_rows_adjacent(c, f):
                     vlist += cm.LIST_DESCRIPTOR_BYTES
                     fdata += cm.LIST_ENTRY_BYTES * rpv
                 elif isinstance(f, Regions) and not f.regular:
                     fdata += cm.FIELD_SIZE_BYTES
-            if fdata:
+            if fdata and multi:
+                c.add_mem("vertexFieldData", ut, full * fdata)
+            elif fdata:
                 c.add_mem("vertexFieldData", g.tiles, fdata)
             if vlist:
                 c.add_mem("vectorListDescriptor", g.tiles, vlist)

@@ -22,9 +22,12 @@ Sync: internal sync of tile t costs min_ipu_sync_delay + (max - min) * t / (tile
   max); the step lasts until the slowest tile is through.  Global (inter-IPU / host) sync costs
   ``global_sync_cycles``.
 Exchange: tile t is busy ceil(max(bytes_out_t, bytes_in_t) / exchange_bytes_per_cycle) cycles
-  (send and receive paths are separate); bytes staying on a tile are copied by the tile at
-  ``memcpy_bytes_per_cycle``.  Bytes crossing IPUs additionally queue on the IPU's links:
-  ceil(bytes_leaving_or_entering_ipu / ipu_link_bytes_per_cycle) + ipu_link_latency_cycles.
+  (send and receive paths are separate; no per-piece term, as Poplar's planners' exchange
+  estimators); bytes staying on a tile are copied by the tile at ``memcpy_bytes_per_cycle``
+  (``exchange_cycles``, shared with the op library's planners).  Bytes crossing IPUs additionally
+  queue on the IPU-Links (``ipu_link_cycles``): a multicast piece counts once per destination
+  IPU; per IPU all links together (``ipu_link_bytes_per_cycle``), per IPU pair the links joining
+  that pair (``ipu_link_pair_bytes_per_cycle``); plus ``ipu_link_latency_cycles``.
 StreamCopy: tiles receive/send at the exchange rate; the IPU's share of streaming memory
   serves ``ddr_bytes_per_cycle``; plus ``stream_copy_latency_cycles``.
 """
@@ -42,7 +45,8 @@ CONTROL_CODE_REPEAT = 24           # loop set-up and branch, every tile
 CONTROL_CODE_EXCHANGE = 8          # control to enter an exchange, on participating tiles
 CONTROL_ID_BYTES = 4               # per program per tile (program/compute-set id)
 EXCHANGE_CODE_BASE = 16            # exchange program prologue on a participating tile
-EXCHANGE_CODE_PER_PIECE = 8        # one send/receive instruction pair per contiguous piece
+EXCHANGE_CODE_PER_PIECE = 8        # one send/receive instruction pair per contiguous piece (or per pattern)
+EXCHANGE_CODE_PER_LOOP = 8         # loop set-up of a pattern of equal pieces with constant strides
 COPY_DESCRIPTOR_PER_PIECE = 8      # on-tile copy descriptor (src, dst, length)
 HOST_PACKET_BYTES = 1024           # host exchange packet payload; one header per packet
 HOST_PACKET_HEADER_BYTES = 8
@@ -54,11 +58,29 @@ LIST_ENTRY_BYTES = 6               # per region of a list field: pointer + size
 
 
 def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
-                        launch_cycles: int) -> tuple[np.ndarray, np.ndarray]:
-    """Busy tile cycles of one compute set on every tile, and vertices per tile (see module doc)."""
+                        launch_cycles: int, supervisor: np.ndarray | None = None,
+                        regions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Busy tile cycles of one compute set on every tile, and vertices per tile (see module doc).
+
+    ``supervisor`` marks supervisor vertices (e.g. the AMP matmul): each occupies all workers of
+    its tile, so they run one after another; their ``vcycles`` are in worker-slot units (poplibs
+    tile estimate / threads) and add ``threads x vcycles`` to the tile."""
     if len(tiles) == 0:
         z = np.zeros(num_tiles, np.int64)
         return z, z
+    # vertices of multi-region codelets beyond ``threads`` on a tile are regions of 2D worker
+    # vertices: at most ``threads`` of them are launched
+    extra_regions = np.zeros(num_tiles, np.int64)
+    if regions is not None and np.any(regions):
+        nreg = np.bincount(tiles[regions], minlength=num_tiles)
+        extra_regions = np.maximum(nreg - threads, 0)
+    sup_busy = np.zeros(num_tiles, np.int64)
+    count_sup = np.zeros(num_tiles, np.int64)
+    if supervisor is not None and np.any(supervisor):
+        sup_busy = threads * np.bincount(tiles[supervisor], weights=vcycles[supervisor], minlength=num_tiles)
+        count_sup = np.bincount(tiles[supervisor], minlength=num_tiles)
+        keep = ~supervisor
+        tiles, vcycles = tiles[keep], vcycles[keep]
     if np.any(tiles[1:] < tiles[:-1]):
         order = np.argsort(tiles, kind="stable")
         tiles, vcycles = tiles[order], vcycles[order]
@@ -67,7 +89,9 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     worker = (np.arange(len(tiles)) - first[tiles]) % threads
     load = np.bincount(tiles * threads + worker, weights=vcycles, minlength=num_tiles * threads)
     load = load.reshape(num_tiles, threads).max(axis=1)
-    busy = np.maximum(threads * load, count * launch_cycles) + np.where(count > 0, launch_cycles, 0)
+    busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
+    count = count + count_sup
+    busy = busy + np.where(count > 0, launch_cycles, 0)
     return busy.astype(np.int64), count
 
 
@@ -84,18 +108,78 @@ def global_sync_cycles(target) -> np.ndarray:
     return np.full(target.num_tiles, int(target.em["global_sync_cycles"]), np.int64)
 
 
+def exchange_cycles(bytes_out, bytes_in, bytes_local, exchange_bytes_per_cycle: float,
+                    memcpy_bytes_per_cycle: float):
+    """THE exchange cost of a tile, used by the engine (exchange_tile_cycles) and by the planners
+    (ops/planners.py), so that plans are chosen for the cost that is charged.
+
+    Following Poplar's planners' exchange estimators (poplin/ExchangeEstimator.hpp getCycles,
+    popops/ExchangeEstimator.cpp): cycles = ceil(bytes / exchangeBytesPerCycle), with no per-message
+    term; send and receive paths are separate, so a tile is busy for the larger of the two.  Bytes
+    that stay on the tile are copied by the tile at memcpyBytesPerCycle."""
+    return (np.ceil(np.maximum(bytes_out, bytes_in) / float(exchange_bytes_per_cycle))
+            + np.ceil(np.asarray(bytes_local) / float(memcpy_bytes_per_cycle))).astype(np.int64)
+
+
+def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """Per-tile receive bytes that set the exchange time: Poplar's planners credit two consecutive
+    tiles (2k, 2k + 1: a shared exchange bus, spec ``tiles_per_shared_exchange_bus``) that receive
+    the same data with twice the bandwidth (poplibs popops/ExchangeEstimator.cpp getCycles,
+    poplin/ExchangeEstimator.hpp), so such a piece counts half on each of the two tiles."""
+    T = target.num_tiles
+    dst = plan.dst_tile[cross]
+    w = nbytes[cross].astype(np.float64)
+    share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
+    if share == 2 and len(dst) > 1:
+        key = (plan.src_elem[cross] * (int(plan.length.max()) + 1) + plan.length[cross]) * T
+        mine = np.sort(key + dst)
+        partner = key + (dst ^ 1)
+        pos = np.searchsorted(mine, partner)
+        hit = (pos < len(mine)) & (mine[np.minimum(pos, len(mine) - 1)] == partner)
+        w = np.where(hit, w / 2, w)
+    return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
+
+
 def exchange_tile_cycles(target, bytes_out: np.ndarray, bytes_in: np.ndarray, bytes_local: np.ndarray) -> np.ndarray:
-    xb = float(target.em["exchange_bytes_per_cycle"])
-    mb = float(target.em["memcpy_bytes_per_cycle"])
-    return (np.ceil(np.maximum(bytes_out, bytes_in) / xb) + np.ceil(bytes_local / mb)).astype(np.int64)
+    return exchange_cycles(bytes_out, bytes_in, bytes_local, float(target.em["exchange_bytes_per_cycle"]),
+                           float(target.em["memcpy_bytes_per_cycle"]))
 
 
-def ipu_link_cycles(target, bytes_leaving: np.ndarray, bytes_entering: np.ndarray) -> int:
-    """Cycles the IPU-Links need for a global exchange (max over IPUs), 0 when nothing crosses."""
+def ipu_link_pair_bytes_per_cycle(target, src_ipu, dst_ipu) -> np.ndarray:
+    """IPU-Link bandwidth between two IPUs (spec [emulator] ipu_link_pair_bytes_per_cycle within a
+    box of ``ipus_per_box`` IPUs, ..._across_boxes between boxes); the aggregate rate of all an
+    IPU's links when the spec gives no per-pair figure."""
+    em = target.em
+    agg = float(em["ipu_link_bytes_per_cycle"])
+    src_ipu, dst_ipu = np.asarray(src_ipu), np.asarray(dst_ipu)
+    if "ipu_link_pair_bytes_per_cycle" not in em:
+        return np.full(src_ipu.shape, agg)
+    per_box = int(em.get("ipus_per_box", 4))
+    inside = float(em["ipu_link_pair_bytes_per_cycle"])
+    across = float(em.get("ipu_link_pair_bytes_per_cycle_across_boxes", inside))
+    return np.where(src_ipu // per_box == dst_ipu // per_box, inside, across)
+
+
+def ipu_link_cycles(target, bytes_leaving: np.ndarray, bytes_entering: np.ndarray, pair_src=None, pair_dst=None,
+                    pair_bytes=None) -> int:
+    """Cycles the IPU-Links need for a global exchange, 0 when nothing crosses: the slowest of
+    (a) every IPU's bytes leaving / entering over all its links (aggregate ipu_link_bytes_per_cycle)
+    and (b) every (source IPU, destination IPU) pair's bytes over the links joining that pair
+    (ipu_link_pair_bytes_per_cycle); plus ipu_link_latency_cycles.  Callers count a multicast
+    piece once per destination IPU (the links carry it once; the receiving IPU's exchange fans it
+    out to its tiles)."""
     worst = float(max(np.max(bytes_leaving, initial=0), np.max(bytes_entering, initial=0)))
     if worst <= 0:
         return 0
-    return int(np.ceil(worst / float(target.em["ipu_link_bytes_per_cycle"])) + int(target.em["ipu_link_latency_cycles"]))
+    cyc = worst / float(target.em["ipu_link_bytes_per_cycle"])
+    if pair_bytes is not None and len(pair_bytes):
+        nI = int(target.num_ipus)
+        key = np.asarray(pair_src, np.int64) * nI + np.asarray(pair_dst, np.int64)
+        per_pair = np.bincount(key, weights=pair_bytes, minlength=nI * nI)
+        idx = np.nonzero(per_pair)[0]
+        bw = ipu_link_pair_bytes_per_cycle(target, idx // nI, idx % nI)
+        cyc = max(cyc, float(np.max(per_pair[idx] / bw)))
+    return int(np.ceil(cyc) + int(target.em["ipu_link_latency_cycles"]))
 
 
 def stream_cycles(target, tile_bytes: np.ndarray) -> tuple[np.ndarray, int]:

@@ -17,7 +17,12 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.graph import TensorView
 from popvision_lite.emulator.ops import codelets as OC
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.planners import plan_elementwise, plan_matmul, workers_for
+from popvision_lite.emulator.ops.planners import (
+    plan_elementwise,
+    plan_matmul,
+    rearrangements,
+    split_even,
+)
 from popvision_lite.errors import EmulatorError
 
 
@@ -123,14 +128,31 @@ def _block_major(ctx, X, blk, grid_index, name, op):
     return T
 
 
-def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
-    """C = A @ B with A (M, K) or (G, M, K) and B (K, N) or (G, K, N); AMP block matmul on tiles.
+def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
+    """Map a weight B (K, N) that nothing has used yet for the plan of its first matmul (as Poplar's
+    createMatMulInputRHS creates it): block (i, j) of shape (bks, bn) is spread by rows over the
+    ``pm`` tiles that consume it (consumer q holds rows q/pm of it; with pm = 1 the block sits on its
+    only consumer and is never exchanged), so the weight is never rearranged and each tile sends only
+    its share when the block is broadcast.  (The rows of a block are separate regions of a row-major
+    tensor: elementwise updates of the weight then run as 2D vertices, see codelets._MODEL_2D.)"""
+    r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
+    tl = np.array([block_tile(i // ps, q, j) for i in range(pk * ps) for q in range(r) for j in range(pn)], np.int64)
+    ctx.graph.set_mapping(B, M.by_blocks(B.shape, (bks // r, bn), tl))
+    ctx.mark_used(B)
 
-    The planner splits M and N over the IPU's tiles (K stays on one tile; serial passes over K
-    accumulate in FP32 when one pass would not fit).  Operands that are transposed views are read
-    in their stored layout (no transpose copy).  Operand blocks are first rearranged block-major
-    (one exchange) and then broadcast to the tiles that need them (one piece per tile); each tile's
-    output block is split by rows over its worker threads."""
+
+def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
+    """C = A @ B with A (M, K) or (G, M, K) and B (K, N) or (G, K, N); AMP matmul on tiles.
+
+    As poplin: the planner splits M, N and K over the IPU's tiles (``pm x pn x pk`` blocks, plus
+    serial passes over a tile's K chunk when one pass would not fit ``available_memory_proportion``
+    of the tile).  Every tile runs ONE AMP supervisor vertex over its block (all six workers).  With
+    a K split each tile produces an FP32 partial of its output block, and the ``pk`` partials are
+    reduced on the tiles that own the output (one exchange, then strided-reduce worker vertices).
+    Operands that are transposed views are read in their stored layout (no transpose copy); operands
+    whose blocks are not contiguous are rearranged block-major (one exchange) before being
+    broadcast, except a weight that nothing has used yet: it is laid out in the plan's block order
+    once (``_lay_out_weight``) and broadcast from there."""
     out_dtype = out_dtype or ctx.dtype
     ash, bsh = tuple(a.shape), tuple(b.shape)
     if len(ash) not in (2, 3) or len(bsh) not in (2, 3) or (len(bsh) == 3 and (len(ash) != 3 or bsh[0] != ash[0])):
@@ -147,85 +169,149 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     op = ctx.begin_op(name, "matmul", min_bytes=min_bytes)
     A, ta = _as_operand(ctx, a, "a", op)
     B, tb = _as_operand(ctx, b, "b", op)
-    plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=True, max_pk=1,
-                       ta=ta, tb=tb)
-    pm, pn, ps = plan.pm, plan.pn, plan.ps
-    bm, bn, bks = Mm // pm, N // pn, K // ps
+    ab3, bb3 = len(ash) == 3, len(bsh) == 3
+    b_blocks = not tb and not bb3  # broadcast B straight from its (bks, bn) blocks
+    weight = b_blocks and B.kind == "variable" and not ctx.is_used(B)  # lay it out for this plan first
+    plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=True, ta=ta, tb=tb,
+                       b_laid_out=b_blocks)
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    bm, bn, bkt = Mm // pm, N // pn, K // pk
+    bks = bkt // ps
+    rearr_a, rearr_b = rearrangements(pk, pn, ps, ta, tb, b_blocks)
     desc = plan.describe() + (f"; {G} independent products" if G > 1 else "") + \
-        ("; A read transposed" if ta else "") + ("; B read transposed" if tb else "")
+        ("; A read transposed" if ta else "") + ("; B read transposed" if tb else "") + \
+        ("; B laid out for this plan once" if weight else "")
     ctx.graph.add_op(op, plan=desc)
     ctx.records[-1]["plan"] = desc
-    ab3, bb3 = len(ash) == 3, len(bsh) == 3
-    T = G * pm * pn
+    T = G * pk * pm * pn  # tile blocks in (g, ik, im, in) order
     n_t = ctx.target.tiles_per_ipu
     tiles_arr = ctx.tiles_array(rotate=T if T < n_t else 0)
-    vt = tiles_arr[np.arange(T) % len(tiles_arr)]  # block (g, im, in) in row-major order -> tile
-    g_i, im_i, in_i = np.unravel_index(np.arange(T), (G, pm, pn))
-    w = workers_for(bm, ctx.target.threads_per_tile)
-    bmw = bm // w
-    vj = np.tile(np.arange(w, dtype=np.int64), T)
-    vtile = np.repeat(vt, w)
-    vt_i = np.repeat(np.arange(T, dtype=np.int64), w)
-    vg, vim, vin = np.repeat(g_i, w), np.repeat(im_i, w), np.repeat(in_i, w)
-
-    sub_a = bmw * bks  # elements of one worker's slice of A's block
+    vt = tiles_arr[np.arange(T) % len(tiles_arr)]
+    g_i, k_i, im_i, in_i = np.unravel_index(np.arange(T), (G, pk, pm, pn))
     blk_a, blk_b = bm * bks, bks * bn
-    # --- A: worker sub-blocks, stored (bmw, bks), or (bks, bmw) when A is read transposed
-    if not ta and ps == 1:
-        A_src = A  # row blocks of a row-major A are contiguous already
-        a_start = lambda g, im, p: (g * Mm + im * bm) * K  # noqa: E731
+
+    # --- A: blocks (bm, bks) [stored (bks, bm) when transposed]; source offsets per (g, ik, im, p)
+    if not rearr_a:
+        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
+        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
     else:
-        gg, ii, pp, jj = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(ps), np.arange(w),
+        gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
                                                          indexing="ij"))
-        r = ii * w + jj
-        coord = np.stack([pp, r], 1) if ta else np.stack([r, pp], 1)
+        kc = kk * ps + pp
+        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
         grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
-        sub_shape = (bks, bmw) if ta else (bmw, bks)
-        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + sub_shape, grid, "a", op)
-        a_start = lambda g, im, p: ((g * pm + im) * ps + p) * blk_a  # noqa: E731
-    # --- B: whole blocks, stored (bks, bn), or (bn, bks) when B is read transposed
+        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op)
+        a_src = lambda g, ik, im, p: A_src.regions(((((g * pm + im) * pk + ik) * ps) + p) * blk_a, blk_a)  # noqa: E731
+    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
     Gb = G if bb3 else 1
-    if (tb and ps == 1) or (not tb and pn == 1):
-        B_src = B
+    if weight:
+        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
+    if b_blocks:
+        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
+    elif not rearr_b:
         if tb:
-            b_start = lambda g, p, j: (g * N + j * bn) * K  # noqa: E731
+            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
         else:
-            b_start = lambda g, p, j: (g * K + p * bks) * N  # noqa: E731
+            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
     else:
-        gg, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(ps), np.arange(pn), indexing="ij"))
-        coord = np.stack([nn, pp], 1) if tb else np.stack([pp, nn], 1)
+        gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
         grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
         B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op)
-        b_start = lambda g, p, j: ((g * ps + p) * pn + j) * blk_b  # noqa: E731
+        b_src = lambda g, ik, p, j: B_src.regions((((g * pk + ik) * ps + p) * pn + j) * blk_b, blk_b)  # noqa: E731
 
     tstart = np.arange(T, dtype=np.int64)
     a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
                          mapping=M.intervals(vt, tstart * blk_a, (tstart + 1) * blk_a), op=op)
-    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, blk_b), B.dtype,
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, bks, bn) if b_blocks else (T, blk_b), B.dtype,
                          mapping=M.intervals(vt, tstart * blk_b, (tstart + 1) * blk_b), op=op)
-    cblock = (1, bm, bn) if ab3 else (bm, bn)
-    C_out = ctx.variable(op, out_shape, out_dtype, mapping=M.by_blocks(out_shape, cblock, vt), op=op)
-    wblock = (1, bmw, bn) if ab3 else (bmw, bn)
-    c_index = np.stack([vg, vim * w + vj, vin], 1) if ab3 else np.stack([vim * w + vj, vin], 1)
-    acc = C_out
-    if ps > 1:
-        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=M.by_blocks(out_shape, cblock, vt), op=op)
-    a_field = a_rep.regions(vt_i * blk_a + vj * sub_a, sub_a)
-    b_field = b_rep.regions(vt_i * blk_b, blk_b)
+    # output of the AMP vertices: C itself, or FP32 partials (pk, per product) / an FP32 accumulator
+    if pk > 1:
+        acc_shape = (G * pk, Mm, N)
+        acc = ctx.variable(f"{op}/partials", acc_shape, "float32",
+                           mapping=M.by_blocks(acc_shape, (1, bm, bn), vt), op=op)
+        c_index = np.stack([g_i * pk + k_i, im_i, in_i], 1)
+        cblock = (1, bm, bn)
+    else:
+        cblock = (1, bm, bn) if ab3 else (bm, bn)
+        c_index = np.stack([g_i, im_i, in_i], 1) if ab3 else np.stack([im_i, in_i], 1)
+        acc = None
+    if pk > 1:  # the output lives where its slices are reduced
+        red = _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
+        o = np.argsort(red["out_start"], kind="stable")
+        st = red["out_start"][o]
+        cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
+    else:
+        cmap = M.by_blocks(out_shape, (1, bm, bn) if ab3 else (bm, bn), vt)
+    C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
+    if pk == 1 and ps > 1:
+        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=C_out.mapping, op=op)
+    target_t = acc if acc is not None else C_out
+    a_field = a_rep.regions(tstart * blk_a, blk_a)
+    b_field = b_rep.regions(tstart * blk_b, blk_b)
     gb_i = g_i if bb3 else np.zeros_like(g_i)
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
-        ctx.add(P.Copy(A_src.regions(a_start(g_i, im_i, p), blk_a), a_rep.whole(), name=f"{op}/broadcast_a{sfx}",
-                       op=op))
-        ctx.add(P.Copy(B_src.regions(b_start(gb_i, p, in_i), blk_b), b_rep.whole(), name=f"{op}/broadcast_b{sfx}",
-                       op=op))
-        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/blocks{sfx}"), op=op)
-        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vtile, fields={
-            "a": a_field, "b": b_field, "out": acc.blocks(wblock, c_index)}, params={"k": np.int64(bks)})
+        ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
+        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
+        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op))
+        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
+        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
+            "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
-    if ps > 1:
+    if pk > 1:
+        _reduce_k_partials(ctx, acc, C_out, red, pk, op)
+    elif ps > 1:
         _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
     return C_out
+
+
+def _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
+    """The reduce vertices of a K-split matmul (see _reduce_k_partials), ordered by owner tile:
+    per vertex its owner tile, output start (flat index in C), length, block, row and column."""
+    be = bm * bn
+    sl_off = np.array([s for s, _ in split_even(be, pk)], np.int64)
+    cuts = np.union1d(sl_off, np.arange(0, be, bn))
+    seg_len = np.diff(np.append(cuts, be))
+    seg_s = np.searchsorted(sl_off, cuts, side="right") - 1  # slice (owner) of each segment
+    seg_r, seg_c = np.divmod(cuts, bn)
+    nb = G * pm * pn
+    owner = vt.reshape(G, pk, pm, pn).transpose(0, 2, 3, 1).reshape(nb, pk)
+    gb, ib, jb = np.unravel_index(np.arange(nb), (G, pm, pn))
+    nseg = len(cuts)
+    vb = np.repeat(np.arange(nb), nseg)
+    vs = np.tile(seg_s, nb)
+    row0 = ib[vb] * bm + np.tile(seg_r, nb)
+    col0 = jb[vb] * bn + np.tile(seg_c, nb)
+    red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
+               out_start=(gb[vb] * Mm + row0) * N + col0)
+    order = np.lexsort((np.arange(len(vb)), red["tile"]))
+    return {k: v[order] for k, v in red.items()}
+
+
+def _reduce_k_partials(ctx, part, C_out, red, pk, op):
+    """Reduce the ``pk`` FP32 partials of every output block on the tiles that computed them, as
+    poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
+    owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
+    exchange) and reduces it with strided-reduce worker vertices (one per row run of the slice,
+    handed to the six workers in turn), writing the output type."""
+    Mm, N = part.shape[-2], part.shape[-1]
+    vlen, vtile = red["len"], red["tile"]
+    g_len = pk * vlen
+    g_start = np.cumsum(g_len) - g_len
+    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), "float32",
+                            mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
+    q = np.arange(pk)
+    src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
+    ctx.add(P.Copy(part.regions(src_start, np.repeat(vlen, pk)), gathered.whole(), name=f"{op}/gather_partials",
+                   op=op))
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
+    ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vtile, fields={
+        "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
+        params={"k": np.int64(pk)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 
 # ============================================================================ elementwise
@@ -397,27 +483,82 @@ def layer_norm(ctx, x, gamma, beta, name):
     return out
 
 
-def _reduce_partials(ctx, partial, row, name, op, out_dtype):
-    """Sum the rows of ``partial`` (V, row) fp32 -> (row,): columns spread over tiles, REDUCE_ADD."""
-    V = partial.shape[0]
-    tiles_arr = ctx.tiles_array(rotate=8)
-    chunks = max(1, min(len(tiles_arr), row // 8 if row >= 8 else 1))
-    while row % chunks:
-        chunks -= 1
-    lc = row // chunks
-    ct = np.sort(tiles_arr[:chunks])
-    gathered = ctx.variable(f"{op}/{name}_partials", (chunks * V, lc), "float32",
-                            mapping=M.by_blocks((chunks * V, lc), (V, lc), ct), op=op)
-    cidx = np.stack([np.zeros(chunks, np.int64), np.arange(chunks)], 1)
-    ctx.add(P.Copy(partial.blocks((V, lc), cidx), gathered.whole(), name=f"{op}/gather_{name}", op=op))
-    out = ctx.variable(f"{op}/{name}" if name else op, (row,), out_dtype,
-                       mapping=M.linear(row, ct, grain=lc), op=op)
-    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_{name}"), op=op)
-    ctx.graph.add_vertices(cs, C.REDUCE_ADD, tiles=ct, fields={
-        "in": gathered.blocks((V, lc), np.stack([np.arange(chunks), np.zeros(chunks, np.int64)], 1)),
-        "out": out.blocks((lc,), np.arange(chunks)[:, None])})
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
+    """One stage of a reduction tree: for every source (tensor (R, row) fp32 with R = groups x k) and
+    every group of ``k`` consecutive rows and every chunk of ``lc`` columns, one strided-reduce
+    vertex (ReducePartials) gathers its (k, lc) partials (one exchange for the whole stage) and
+    writes (lc) elements of row ``group`` of the matching output (tensor (groups, row) or (row,)).
+    Vertices are spread round-robin over all the IPU's tiles, six per tile at most per round."""
+    tiles_arr = ctx.tiles_array(rotate=0)
+    nt = len(tiles_arr)
+    verts = []  # (src index, group, chunk)
+    for i, src in enumerate(srcs):
+        groups = src.shape[0] // k
+        for gidx in range(groups):
+            for c in range(row // lc):
+                verts.append((i, gidx, c))
+    nv = len(verts)
+    vi = np.array([v[0] for v in verts], np.int64)
+    vg = np.array([v[1] for v in verts], np.int64)
+    vc = np.array([v[2] for v in verts], np.int64)
+    vt = np.sort(tiles_arr[np.arange(nv) % nt]) if nv <= nt else tiles_arr[(np.arange(nv) * nt) // nv]
+    per = k * lc
+    gstart = np.arange(nv, dtype=np.int64) * per
+    gathered = ctx.variable(f"{op}/reduce{stage}_partials", (nv * per,), "float32",
+                            mapping=M.intervals(vt, gstart, gstart + per), op=op)
+    q = np.arange(k, dtype=np.int64)
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce{stage}"), op=op)
+    for i, src in enumerate(srcs):
+        sel = np.nonzero(vi == i)[0]
+        rows = vg[sel][:, None] * k + q[None, :]
+        st = (rows * row + vc[sel][:, None] * lc).ravel()
+        ctx.add(P.Copy(src.regions(st, lc), flat_view(gathered, (gstart[sel][:, None] + np.arange(per)).ravel()),
+                       name=f"{op}/gather{stage}_{i}", op=op))
+        out = outs[i]
+        ostart = (vg[sel] * row if len(out.shape) == 2 else 0) + vc[sel] * lc
+        o = np.argsort(ostart, kind="stable")
+        ctx.graph.set_mapping(out, M.intervals(vt[sel][o], ostart[o], ostart[o] + lc))  # written where reduced
+        ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vt[sel], fields={
+            "in": gathered.regions(gstart[sel], per), "out": out.regions(ostart, lc)}, params={"k": np.int64(k)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
-    return out
+
+
+def _reduce_partials(ctx, items, op):
+    """Sum the rows of FP32 partial tensors (V, row) -> (row,) each, as popops' multi-stage reduction
+    does: a tree over many tiles with all workers.  ``items`` = [(partial, name, out_dtype)];
+    returns the outputs.  With many partials a first stage reduces groups of ~32 rows into an
+    intermediate (V/g, row) over all tiles (strided-reduce vertices, six per tile), the second stage
+    reduces the groups; every stage's chunks of columns are sized to give about six vertices per
+    tile."""
+    V, row = items[0][0].shape
+    nt = ctx.target.tiles_per_ipu
+    want = 6 * nt
+    srcs = [p for p, _, _ in items]
+    outs = []
+    for _p, name, dt in items:
+        outs.append(ctx.variable(f"{op}/{name}" if name else op, (row,), dt, mapping=ctx.linear_mapping(row), op=op))
+
+    def chunk(groups_total):
+        even = [d for d in _divisors(row) if d % 2 == 0] or [1]
+        for d in even:
+            if groups_total * (row // d) <= want:
+                return d
+        return even[-1]
+
+    if V > 64:
+        s = min(_divisors(V), key=lambda d: abs(V // d - 32))  # groups of ~32 partials
+        k1 = V // s
+        inter = [ctx.variable(f"{op}/{name or 'sum'}_stage1", (s, row), "float32",
+                              mapping=ctx.linear_mapping(s * row), op=op) for _p, name, _dt in items]
+        _reduce_stage(ctx, srcs, k1, row, chunk(s * len(items)), inter, op, 1)
+        # the outputs take the mapping the last stage writes them with
+        srcs, V = inter, s
+    _reduce_stage(ctx, srcs, V, row, chunk(len(items)), outs, op, 2)
+    return outs
 
 
 def layer_norm_bwd(ctx, x, gamma, dy, name):
@@ -439,8 +580,7 @@ def layer_norm_bwd(ctx, x, gamma, dy, name):
         "dx": dx.regions(starts, sizes), "dgamma": pg.regions(vid, row), "dbeta": pb.regions(vid, row)},
         params={"row": np.int64(row)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
-    dgamma = _reduce_partials(ctx, pg, row, "dgamma", op, gamma.dtype)
-    dbeta = _reduce_partials(ctx, pb, row, "dbeta", op, gamma.dtype)
+    dgamma, dbeta = _reduce_partials(ctx, [(pg, "dgamma", gamma.dtype), (pb, "dbeta", gamma.dtype)], op)
     return dx, dgamma, dbeta
 
 
@@ -458,7 +598,7 @@ def reduce_rows(ctx, x, name):
         "in": xt.regions(starts, sizes), "out": part.regions(np.arange(V) * row, row)},
         params={"row": np.int64(row)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
-    return _reduce_partials(ctx, part, row, "", op, ctx.dtype)
+    return _reduce_partials(ctx, [(part, "", ctx.dtype)], op)[0]
 
 
 # ============================================================================ data movement
@@ -542,7 +682,7 @@ def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
     col_first = np.concatenate([[0], np.cumsum(nnz_col)[:-1]])
     A_bm = _block_major(ctx, A, (bm, block), np.stack(np.meshgrid(np.arange(pm), np.arange(KB), indexing="ij"),
                                                       -1).reshape(-1, 2), "a", op)
-    w = workers_for(bm, ctx.target.threads_per_tile)
+    w = 1  # one AMP supervisor vertex per tile (uses all six workers)
     bmw = bm // w
     for r in range(passes):
         cols = np.nonzero(nnz_col > r)[0]

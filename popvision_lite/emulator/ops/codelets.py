@@ -1,9 +1,11 @@
 """Codelets the op library adds to the core set (elementwise specials and row-wise ops).
 
 Row ops work on Regions that cover whole rows of length ``row`` (a scalar param); numerics run
-once per vertex group over all rows (vectorised).  Cycle costs follow the core's conventions
-(worker-thread cycles, 64-bit vectors: 4 fp16 / 2 fp32 per instruction); the per-vector
-instruction counts are modelling assumptions stated next to each codelet.
+once per vertex group over all rows (vectorised).  Cycle costs are compositions of the poplibs
+estimators of the popops / popnn vertices Poplar runs for the same op (core ``codelets`` module:
+binary/unary op loops, single-input reductions), with the op list of each row op taken from
+poplibs (popnn/Norms.cpp getNormFwdFlops / getNormBwdFlops / getNormWuFlops for layer norm;
+popnn non-linearity SOFTMAX_STABLE and its gradient for softmax).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import codelets as C
-from popvision_lite.emulator.codelets import ELEMENTWISE_OVERHEAD, VECTOR_BYTES, Codelet
+from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.graph import DTYPES, Regions
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import EmulatorError
@@ -28,18 +30,64 @@ def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------------------- elementwise specials
-# gelu: tanh approximation ~ 10 instructions per vector (poly + tanh); its backward ~ 14 (assumption)
-GELU = C.unary("Gelu", lambda x: R.gelu(x), cycles_per_vector=10, flops_per_element=12)
-GELU_BWD = C.binary("GeluGrad", lambda x, dy: R.gelu_bwd(x, dy), cycles_per_vector=14, flops_per_element=18)
-RELU_BWD = C.binary("ReluGrad", lambda x, dy: R.relu_bwd(x, dy), cycles_per_vector=3, flops_per_element=1)
-# out = scale * (a - b): MSE gradient
-SCALED_SUB = C.binary("ScaledSub", lambda a, b, scale: (_f32(a) - _f32(b)) * scale, cycles_per_vector=4,
-                      flops_per_element=2, params=("scale",))
-# w -= lr * g in place (out = w is inout)
-SGD = C.Elementwise("SgdUpdate", lambda w, g, lr: _f32(w) - lr * _f32(g), inputs=("in",), cycles_per_vector=4,
-                    flops_per_element=2, params=("lr",), inplace=True)
+# gelu and its gradient: popnn NonLinearity1D / NonLinearityGrad1D (GELU, 5 cycles per half vector)
+GELU = C.unary("Gelu", lambda x: R.gelu(x), flops_per_element=12, model=("nonlinearity", "gelu", False))
+GELU_BWD = C.binary("GeluGrad", lambda x, dy: R.gelu_bwd(x, dy), flops_per_element=18,
+                    model=("nonlinearity", "gelu", True))
+RELU_BWD = C.binary("ReluGrad", lambda x, dy: R.relu_bwd(x, dy), flops_per_element=1,
+                    model=("nonlinearity", "relu", True))
+# out = scale * (a - b): MSE gradient = popops BinaryOp SUBTRACT then MULTIPLY by a scalar
+SCALED_SUB = C.binary("ScaledSub", lambda a, b, scale: (_f32(a) - _f32(b)) * scale, flops_per_element=2,
+                      params=("scale",), model=("composite", [("binary", "sub"), ("binary", "mul")]))
+# w -= lr * g in place (out = w is inout): popops ScaledSubtractSupervisor
+SGD = C.Elementwise("SgdUpdate", lambda w, g, lr: _f32(w) - lr * _f32(g), inputs=("in",), flops_per_element=2,
+                    params=("lr",), inplace=True, model=("scaled_add",))
 
 
+def single_input_reduce_cycles(n, itemsize: int, op: str = "add", out_float: bool = False):
+    """popops/reduction/CycleEstimationFunctions.cpp getCyclesEstimateForSingleInput: one row of
+    ``n`` partials to one output.  ADD/SQUARE_ADD use the accumulator width (8 half / 4 float),
+    MAX the vector width (4 / 2); data path 4 half / 2 float elements per cycle:
+    3 + 6 + cyclesPerLoop x n / elemsPerLoop + 5 + n % elemsPerLoop + 3 (+ 5 when out is not float)."""
+    n = np.asarray(n, dtype=np.int64)
+    dpw = C.DATA_PATH_BYTES // itemsize
+    op_w = (8 if itemsize == 2 else 4) if op == "add" else C.vector_width(itemsize)
+    epc = min(op_w, dpw)
+    loads = op_w // epc
+    cpl = max(loads, 1)
+    epl = epc * loads
+    return 3 + 6 + cpl * (n // epl) + 5 + n % epl + 3 + (0 if out_float else 5)
+
+
+def row_pass_cycles(parts, L, itemsize: int) -> np.ndarray:
+    """Worker cycles of the per-row loops of ``parts`` over a row (piece) of ``L`` elements:
+    ("b", op) a popops binary-op loop, ("u", op) a unary-op loop, ("r", op) a single-input
+    reduction (its own per-row overhead included)."""
+    total = 0
+    for kind, op in parts:
+        if kind == "b":
+            total = total + C.binary_op_loop_cycles(op, itemsize, L)
+        elif kind == "u":
+            total = total + C.unary_op_loop_cycles(op, itemsize, L)
+        else:
+            total = total + single_input_reduce_cycles(L, itemsize, op)
+    return np.asarray(total, dtype=np.int64)
+
+
+def row_prologue_cycles(parts, itemsize: int) -> int:
+    """Per-vertex worker prologues of the parts: BinaryOp 26 (half) / 29 (float), UnaryOp 17 (33 exp);
+    reductions carry theirs per row (single_input_reduce_cycles)."""
+    c = 0
+    for kind, op in parts:
+        if kind == "b":
+            c += 29 if itemsize == 4 else 26
+        elif kind == "u":
+            c += 33 if op == "exp" else 17
+    return c
+
+
+# Combining k worker partial results of one row's reduction (when a row is split over k workers):
+# a strided reduce of k partials of one output (strided_reduce_cycles(k, 1)), per reduction.
 class RowCodelet(Codelet):
     """Base of row-wise codelets: every field is Regions of whole rows, ``row`` param = row length.
 
@@ -48,7 +96,7 @@ class RowCodelet(Codelet):
 
     row_fields: tuple[str, ...] = ()
     vec_fields: tuple[str, ...] = ()
-    vectors_per_element = 4  # instructions per 64-bit vector of a row (passes over the data)
+    parts: tuple = ()  # poplibs vertex loops run per row (see row_pass_cycles)
     flops_per_element = 5
     code_bytes = 640
     state_bytes = 12
@@ -80,11 +128,22 @@ class RowCodelet(Codelet):
         return group.fields[self.row_fields[0]]
 
     def cycles(self, group, target):
+        """Worker cycles: prologues of the parts + per row their loops.  A vertex that has its tile
+        (nearly) to itself spreads each row over the idle workers (as poplibs' MultiVertex / the
+        reduction planner's worker split do): k = threads // vertices on the tile workers each take
+        1/k of the row, plus combining the k partial results of every reduction."""
         f = self._main(group)
-        per = max(VECTOR_BYTES // f.tensor.itemsize, 1)
-        rows = f.sizes // int(group.param("row"))
-        vec = -(-f.sizes // per)
-        return ELEMENTWISE_OVERHEAD + self.vectors_per_element * vec + 20 * rows  # 20: per-row set-up/divide
+        L = int(group.param("row"))
+        isz = f.tensor.itemsize
+        rows = np.asarray(f.sizes // L, dtype=np.int64)
+        threads = int(target.threads_per_tile)
+        on_tile = np.bincount(group.tiles)[group.tiles]
+        k = np.maximum(1, threads // np.maximum(on_tile, 1))
+        nred = sum(1 for kind, _ in self.parts if kind == "r")
+        per_row = {int(kk): int(row_pass_cycles(self.parts, -(-L // int(kk)), isz))
+                   + (nred * int(C.strided_reduce_cycles(int(kk), 1)) if kk > 1 else 0) for kk in np.unique(k)}
+        pr = np.vectorize(lambda kk: per_row[int(kk)], otypes=[np.int64])(k) if len(k) else np.zeros(0, np.int64)
+        return row_prologue_cycles(self.parts, isz) + rows * pr
 
     def flops(self, group):
         return int(self.flops_per_element * self._main(group).sizes.sum())
@@ -110,7 +169,8 @@ class Softmax(RowCodelet):
     name = "SoftmaxRows"
     fields = {"in": "in", "out": "out"}
     row_fields = ("in", "out")
-    vectors_per_element = 12
+    # popnn SOFTMAX_STABLE: max reduce, x - max, exp, sum reduce, x * (1 / sum)
+    parts = (("r", "max"), ("b", "sub"), ("u", "exp"), ("r", "add"), ("b", "mul"))
     flops_per_element = 6
 
     def compute(self, group, data):
@@ -121,7 +181,8 @@ class SoftmaxGrad(RowCodelet):
     name = "SoftmaxGradRows"
     fields = {"y": "in", "dy": "in", "out": "out"}
     row_fields = ("y", "dy", "out")
-    vectors_per_element = 6
+    # popnn softmax gradient: y * dy, sum reduce, dy - sum, y * (dy - sum)
+    parts = (("b", "mul"), ("r", "add"), ("b", "sub"), ("b", "mul"))
     flops_per_element = 4
 
     def compute(self, group, data):
@@ -133,7 +194,9 @@ class LayerNorm(RowCodelet):
     fields = {"in": "in", "gamma": "in", "beta": "in", "out": "out"}
     row_fields = ("in", "out")
     vec_fields = ("gamma", "beta")
-    vectors_per_element = 8
+    # popnn/Norms.cpp getNormFwdFlops (computeStats): sum and sum-of-squares reductions, whiten
+    # (x - mean, * invStdDev), normalise (* gamma, + beta)
+    parts = (("r", "add"), ("r", "add"), ("b", "sub"), ("b", "mul"), ("b", "mul"), ("b", "add"))
     flops_per_element = 8
 
     def compute(self, group, data):
@@ -152,7 +215,12 @@ class LayerNormGrad(RowCodelet):
     fields = {"x": "in", "gamma": "in", "dy": "in", "dx": "out", "dgamma": "out", "dbeta": "out"}
     row_fields = ("x", "dy", "dx")
     vec_fields = ("gamma", "dgamma", "dbeta")
-    vectors_per_element = 14
+    # whitened acts recomputed from the saved statistics (x - mean, * invStdDev), then
+    # popnn/Norms.cpp getNormBwdFlops: grads * gamma, grads * whitened, reduce1, reduce2,
+    # reduce1 * whitened, two subtractions, * invStdDev; getNormWuFlops: grads * whitened and the
+    # dGamma / dBeta accumulations of this vertex's rows (two adds into the fp32 partials)
+    parts = (("b", "sub"), ("b", "mul"), ("b", "mul"), ("b", "mul"), ("r", "add"), ("r", "add"), ("b", "mul"),
+             ("b", "sub"), ("b", "sub"), ("b", "mul"), ("b", "mul"), ("b", "add"), ("b", "add"))
     flops_per_element = 14
 
     def compute(self, group, data):
@@ -178,7 +246,8 @@ class ColumnSum(RowCodelet):
     fields = {"in": "in", "out": "out"}
     row_fields = ("in",)
     vec_fields = ("out",)
-    vectors_per_element = 2
+    # stage 1 of a reduction over rows: accumulate each row into the vertex's partial (one add)
+    parts = (("b", "add"),)
     flops_per_element = 1
 
     def compute(self, group, data):
@@ -187,6 +256,55 @@ class ColumnSum(RowCodelet):
         self.put(group, data, "out", _segment_sum(x, rows_per_v))
 
 
+class ReducePartials(Codelet):
+    """out (m) = sum over k of in (k, m) (FP32 partials, row-major per vertex), cast to out's type:
+    popops strided reduce (codelets.strided_reduce_cycles), the vertex that reduces conv/matmul
+    partials across tiles."""
+
+    name = "ReducePartials"
+    fields = {"in": "in", "out": "out"}
+    code_bytes = 512
+    state_bytes = 10
+
+    def check(self, group):
+        k = group.param("k")
+        if k is None or np.ndim(k) != 0:
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'k'")
+        fi, fo = group.fields["in"], group.fields["out"]
+        if not isinstance(fi, Regions) or not isinstance(fo, Regions) or np.any(fi.sizes != int(k) * fo.sizes):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in' must be k x 'out' elements "
+                                "per vertex (regions)")
+
+    # beyond six on a tile, the pieces are regions of the tile's six reduce worker vertices (poplibs
+    # reduce vertices take lists of regions): the 16-cycle entry/exit of the strided reduce
+    # (getCyclesEstimateForStridedReduce: 5 + 11) is shared by a worker's regions
+    multi_region = True
+
+    def cycles(self, group, target):
+        fi, fo = group.fields["in"], group.fields["out"]
+        c = C.strided_reduce_cycles(int(group.param("k")), fo.sizes, fi.tensor.itemsize, fo.tensor.itemsize)
+        threads = int(target.threads_per_tile)
+        on_tile = np.bincount(group.tiles)[group.tiles] if group.n else np.zeros(0, np.int64)
+        frag = on_tile > threads
+        return np.where(frag, c - 16 + -(-16 * threads // np.maximum(on_tile, 1)), c)
+
+    def flops(self, group):
+        return int((int(group.param("k")) - 1) * group.fields["out"].sizes.sum())
+
+    def compute(self, group, data):
+        k = int(group.param("k"))
+        fi, fo = group.fields["in"], group.fields["out"]
+        x = _f32(fi.gather(data))
+        m = fo.sizes
+        if len(m) and np.all(m == m[0]):
+            res = x.reshape(len(m), k, int(m[0])).sum(axis=1)
+        else:
+            offs = np.cumsum(fi.sizes) - fi.sizes
+            res = np.concatenate([x[o:o + k * n].reshape(k, n).sum(0) for o, n in zip(offs, m, strict=True)])
+        fo.scatter(data, np.asarray(res).reshape(-1).astype(DTYPES[fo.tensor.dtype], copy=False))
+
+
+REDUCE_PARTIALS = ReducePartials()
 SOFTMAX = Softmax()
 SOFTMAX_GRAD = SoftmaxGrad()
 LAYER_NORM = LayerNorm()
@@ -240,10 +358,19 @@ MATMUL_T = {(ta, tb, acc): BlockMatMulT(ta, tb, acc) for ta in (False, True) for
 
 
 class TileMatMul(C.BlockMatMul):
-    """A worker's share of a tile's block matmul: out (m, n) [+]= op(a) @ op(b), FP32 accumulate.
+    """A tile's block matmul: out (m, n) [+]= op(a) @ op(b), FP32 accumulate.
 
     ``a`` and ``b`` are single contiguous Regions (m*k and k*n elements, stored transposed when
-    ``ta`` / ``tb``), ``out`` is a 2-D Blocks field (or (1, m, n)).  Cost as the core BlockMatMul."""
+    ``ta`` / ``tb``), ``out`` is a 2-D Blocks field (or (1, m, n)).  A *supervisor* vertex (one per
+    tile) that runs on all six workers: cost = poplin's ConvPartial1x1Out AMP estimate
+    (codelets.amp_matmul_tile_cycles) in worker-slot units (tile cycles / threads)."""
+
+    supervisor = True
+
+    def cycles(self, group, target):
+        bm, bk, bn = self.dims(group)
+        t = C.amp_matmul_tile_cycles(bm, bk, bn, self._fp16(group), target)
+        return np.full(group.n, -(-t // int(target.threads_per_tile)), np.int64)
 
     def __init__(self, ta: bool, tb: bool, accumulate: bool = False):
         super().__init__(accumulate)
@@ -277,16 +404,27 @@ class TileMatMul(C.BlockMatMul):
 
     @staticmethod
     def _source(f, aliases):
-        """(tensor, per-vertex start) of a Regions field, looking through a deferred broadcast copy."""
+        """(tensor, per-vertex start, block shape or None) of a Regions field, looking through a
+        deferred broadcast copy; a copy of Blocks of a 2-D tensor (a weight laid out in plan order)
+        gives per-vertex linear block numbers and the block shape."""
+        from popvision_lite.emulator.graph import Blocks
+
         al = aliases.get(f.tensor.id) if aliases else None
         if al is None:
-            return f.tensor, f.starts
+            return f.tensor, f.starts, None
         src, _dst = al
+        if isinstance(src, Blocks):
+            r, c = src.block_shape
+            q, o = np.divmod(f.starts, r * c)
+            if np.any(o != 0) or np.any(f.sizes != r * c) or len(src.tensor.shape) != 2:
+                return None
+            nbc = src.tensor.shape[1] // c
+            return src.tensor, src.index[q, 0] * nbc + src.index[q, 1], (r, c)
         L = int(src.sizes[0])
         q, o = np.divmod(f.starts, L)
         if np.any(o + f.sizes > L):  # a vertex's piece spans two source regions
             return None
-        return src.tensor, src.starts[q] + o
+        return src.tensor, src.starts[q] + o, None
 
     def _whole_plan(self, group, aliases):
         """(TA, SA (G, nr), TB, SB (G, nc), G, nr, nc) or None; cached per alias sources."""
@@ -311,16 +449,25 @@ class TileMatMul(C.BlockMatMul):
                 SA[g, r] = ra[1]
                 SB[g, c] = rb[1]
                 if np.array_equal(SA[g, r], ra[1]) and np.array_equal(SB[g, c], rb[1]):
-                    plan = (ra[0], SA, rb[0], SB, G, nr, nc)
+                    plan = (ra[0], SA, rb[0], SB, G, nr, nc, ra[2], rb[2])
         cache[key] = plan
         return plan
 
     def _compute_whole(self, group, data, plan):
         bm, bk, bn = self.dims(group)
-        TA, SA, TB, SB, G, nr, nc = plan
+        TA, SA, TB, SB, G, nr, nc, bsa, bsb = plan
         win = np.lib.stride_tricks.sliding_window_view
-        a = win(data[TA.id], bm * bk)[SA.ravel()].astype(np.float32)
-        b = win(data[TB.id], bk * bn)[SB.ravel()].astype(np.float32)
+
+        def fetch(T, S, bs, elems):
+            if bs is None:
+                return win(data[T.id], elems)[S.ravel()]
+            r, c = bs
+            R, Cn = T.shape
+            blocks = data[T.id].reshape(R // r, r, Cn // c, c).transpose(0, 2, 1, 3).reshape(-1, r * c)
+            return blocks[S.ravel()]
+
+        a = fetch(TA, SA, bsa, bm * bk).astype(np.float32)
+        b = fetch(TB, SB, bsb, bk * bn).astype(np.float32)
         a = a.reshape(G, nr, *((bk, bm) if self.ta else (bm, bk)))
         b = b.reshape(G, nc, *((bn, bk) if self.tb else (bk, bn)))
         if self.ta:

@@ -28,14 +28,14 @@ class View:
         return self.base.dtype
 
 
-# Share of a tile's SRAM one op's staging buffers may take.  0.3 leaves the rest for always-live
-# code / weights / exchange code and the activations saved for the backward pass: with 0.5, 24
-# BERT-large layers on 16 IPUs peaked at 673 KB on a tile (out of memory), with 0.3 at 585 KB
-# (fits) for 1.5% more cycles (more serial passes over K).
-USABLE_FRACTION = 0.3
+# Poplar's "availableMemoryProportion" default: the share of a tile's memory that a matmul /
+# convolution's temporaries (operand blocks, partials) may take (Poplar matmul/convolution option
+# availableMemoryProportion, default 0.6, poplibs lib/poplin/ConvOptions / MatMul.cpp option
+# docs).  The rest is left for code, exchange buffers and the other live tensors.
+DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 
 
-def plan_target_of(target, usable_fraction: float = USABLE_FRACTION) -> PlanTarget:
+def plan_target_of(target, usable_fraction: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION) -> PlanTarget:
     """Planner numbers from an emulator Target (spec [emulator] section)."""
     em = target.em
     return PlanTarget(
@@ -46,6 +46,10 @@ def plan_target_of(target, usable_fraction: float = USABLE_FRACTION) -> PlanTarg
         exchange_bytes_per_cycle=float(em["exchange_bytes_per_cycle"]),
         usable_fraction=usable_fraction,
         threads=int(target.threads_per_tile),
+        memcpy_bytes_per_cycle=float(em["memcpy_bytes_per_cycle"]),
+        sync_cycles=int(em["max_ipu_sync_delay_cycles"]),
+        launch_cycles=int(em["vertex_launch_cycles"]),
+        shared_bus_tiles=int(em.get("tiles_per_shared_exchange_bus", 1)),
     )
 
 
@@ -59,10 +63,47 @@ class OpContext:
         self.dtype = "float16" if precision == "fp16" else "float32"
         self.ipu = 0
         self.programs: list = []
-        self.plan_target = plan_target_of(self.target)
+        # bounds matmul temporaries per tile (Poplar availableMemoryProportion); models may set it
+        self.available_memory_proportion = DEFAULT_AVAILABLE_MEMORY_PROPORTION
+        self._plan_targets: dict[float, PlanTarget] = {}
+        self._used: set[int] = set()  # tensors some program or vertex of this context touches
         self._counts: dict[str, int] = {}
         self.records: list[dict] = []  # op records in program order (also given to graph.add_op)
         self._rot = 0  # rotating start tile, so small ops do not all pile onto tile 0
+
+    @property
+    def plan_target(self) -> PlanTarget:
+        amp = float(self.available_memory_proportion)
+        if not 0.0 < amp <= 1.0:
+            raise ValueError(f"available_memory_proportion must be in (0, 1], got {amp}")
+        pt = self._plan_targets.get(amp)
+        if pt is None:
+            pt = self._plan_targets[amp] = plan_target_of(self.target, amp)
+        return pt
+
+    # ------------------------------------------------------------------ layout bookkeeping
+    def mark_used(self, *tensors) -> None:
+        for t in tensors:
+            self._used.add(t.id)
+
+    def is_used(self, tensor) -> bool:
+        """Has a program or vertex added through this context touched ``tensor``?  (An unused
+        weight may still be given the layout its first consumer prefers.)"""
+        return tensor.id in self._used
+
+    def _note(self, prog) -> None:
+        if isinstance(prog, P.Copy):
+            self._used.update((prog.src.tensor.id, prog.dst.tensor.id))
+        elif isinstance(prog, P.StreamCopy):
+            self._used.add(prog.view.tensor.id)
+        elif isinstance(prog, P.Execute):
+            for g in prog.cs.groups:
+                self._used.update(f.tensor.id for f in g.fields.values())
+        elif isinstance(prog, (P.Sequence,)):
+            for p in prog.programs:
+                self._note(p)
+        elif isinstance(prog, P.Repeat):
+            self._note(prog.body)
 
     # ------------------------------------------------------------------ naming
     def unique(self, name: str) -> str:
@@ -79,7 +120,7 @@ class OpContext:
         r = self.tiles()
         arr = np.arange(r.start, r.stop, dtype=np.int64)
         if rotate:
-            off = self._rot % len(arr)
+            off = (self._rot % len(arr)) & ~1  # even: keeps tile pairs (shared exchange bus) aligned
             self._rot += int(rotate)
             arr = np.roll(arr, -off)
         return arr
@@ -94,6 +135,7 @@ class OpContext:
         return op
 
     def add(self, prog) -> None:
+        self._note(prog)
         self.programs.append(prog)
 
     def sequence(self, name: str = "main"):

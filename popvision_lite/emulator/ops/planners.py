@@ -5,13 +5,16 @@ device numbers a planner needs, read from the device spec by the caller) and ret
 object that says what it chose and why, in a human string that ends up in the profile's
 ``ops.plan`` column.
 
-Cost model used for choosing (the emulator charges the real cycles later):
+Cost model used for choosing: the SAME functions the emulator charges (so a plan is chosen for
+the cost that is applied; tests/test_codelet_costs.py checks planner and engine agree term by term):
 
-* compute cycles of a tile  = its FLOPs / ``flops_per_cycle`` (AMP peak per tile for fp16,
-  the fp32 peak for fp32),
-* exchange cycles of a tile = bytes it receives / ``exchange_bytes_per_cycle``,
-* the slowest tile sets the time of a BSP step (so the cost is the max over tiles, i.e. the
-  per-tile block of the largest partition).
+* compute of a tile's block = poplin's AMP supervisor-vertex estimate
+  (``codelets.amp_matmul_tile_cycles``, from poplin/PerformanceEstimation.hpp ConvPartial1x1Out),
+* exchange of a tile = ``cost_model.exchange_cycles`` (bytes / exchange bytes per cycle, no
+  per-piece term, as poplin/popops ExchangeEstimator), plus one internal sync per exchange,
+* cross-tile reduction of K partials = exchange of the partials + popops strided-reduce vertices
+  (``codelets.strided_reduce_cycles``),
+* the slowest tile sets the time of a BSP step.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+
+import numpy as np
+
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator.cost_model import exchange_cycles
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int32": 4, "fp16": 2, "fp32": 4}
 
@@ -43,8 +51,12 @@ class PlanTarget:
     flops_per_cycle_fp16: float  # per tile, AMP
     flops_per_cycle_fp32: float  # per tile
     exchange_bytes_per_cycle: float  # per tile
-    usable_fraction: float = 0.5
+    usable_fraction: float = 0.5  # Poplar's availableMemoryProportion: share of a tile for an op's temporaries
     threads: int = 6  # worker contexts per tile
+    memcpy_bytes_per_cycle: float = 8.0
+    sync_cycles: int = 126  # internal sync before every exchange (spec max_ipu_sync_delay_cycles)
+    launch_cycles: int = 11  # vertex_launch_cycles (popops basicOpSupervisorOverhead)
+    shared_bus_tiles: int = 1  # tiles_per_shared_exchange_bus (2 on Mk2/Bow)
 
     def flops_per_cycle(self, precision: str) -> float:
         return self.flops_per_cycle_fp16 if precision in ("fp16", "float16") else self.flops_per_cycle_fp32
@@ -179,89 +191,123 @@ class MatmulPlan:
     __str__ = describe
 
 
-# Planner heuristics (not device facts): a vertex's fixed cost and the exchange cost of a piece.
-VERTEX_OVERHEAD = 40  # worker cycles to start a block-matmul vertex (core codelet's MATMUL_OVERHEAD)
-ROW_OVERHEAD = 4  # worker cycles per output row of a block
-PIECE_CYCLES = 8  # exchange set-up per contiguous piece received (assumption: address + send/receive pair + gap)
-PIECE_CODE_BYTES = 8  # exchange code per piece (core's EXCHANGE_CODE_PER_PIECE), on sender and receiver
-
-
 def workers_for(bm: int, threads: int) -> int:
-    """Worker vertices a tile's output block is split into (by rows): the largest divisor of bm <= threads."""
+    """Worker vertices a block of bm rows is split into (by rows) when worker vertices are used:
+    the largest divisor of bm <= threads (block-sparse and the core BlockMatMul path)."""
     for w in range(min(threads, bm), 0, -1):
         if bm % w == 0:
             return w
     return 1
 
 
-def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, acc_b: int, fpc: float,
-                 ta: bool = False, tb: bool = False):
-    """Per-tile footprint and cycle estimate of one split.  ``ps`` serial passes over K: each pass
-    brings in 1/ps of the operand blocks, so only that part has to be on the tile at once.
+def amp_tile_cycles(bm: int, bk: int, bn: int, target: PlanTarget, precision: str) -> int:
+    """Busy cycles of a tile running one AMP supervisor vertex (engine: threads x ceil(t / threads)
+    + vertex launch)."""
+    fp16 = precision in ("fp16", "float16")
+    t = C.amp_matmul_tile_cycles(bm, bk, bn, fp16, rate=target.flops_per_cycle(precision))
+    return target.threads * _ceil_div(t, target.threads) + target.launch_cycles
 
-    Compute follows the barrel-threaded tile: the block is split by rows over up to ``threads``
-    worker vertices; a tile cycle retires one worker instruction, so the tile takes
-    ``threads x`` the worker cycles of its slowest worker."""
+
+def reduce_split(slice_elems: int, threads: int, grain: int = 2) -> list[int]:
+    """How the op library splits an owner tile's slice of reduced outputs over worker vertices:
+    up to ``threads`` pieces, multiples of ``grain`` (last piece takes the rest)."""
+    if slice_elems <= 0:
+        return []
+    per = _ceil_div(_ceil_div(slice_elems, threads), grain) * grain
+    pieces = []
+    left = slice_elems
+    while left > 0:
+        pieces.append(min(per, left))
+        left -= per
+    return pieces
+
+
+def k_partial_segments(bm: int, bn: int, pk: int) -> list[np.ndarray]:
+    """Lengths of the reduce vertices of each owner slice when the ``pk`` partials of a (bm, bn)
+    output block are reduced (ops.basic._reduce_k_partials): the block's elements cut in ``pk``
+    even slices and at every row boundary."""
+    be = bm * bn
+    sl = split_even(be, pk)
+    out = []
+    for s0, s1 in sl:
+        cuts = np.union1d([s0], np.arange(-(-s0 // bn) * bn, s1, bn))
+        out.append(np.diff(np.append(cuts, s1)))
+    return out
+
+
+def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: int) -> int:
+    """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: its strided-reduce
+    vertices (one per row run) handed round-robin to the workers, as the engine schedules them."""
+    worst = 0
+    for lens in k_partial_segments(bm, bn, pk):
+        cyc = np.asarray(C.strided_reduce_cycles(pk, lens, 4, out_bytes), dtype=np.int64)
+        load = np.bincount(np.arange(len(cyc)) % target.threads, weights=cyc, minlength=target.threads).max()
+        busy = max(target.threads * int(load), len(cyc) * target.launch_cycles) + target.launch_cycles
+        worst = max(worst, busy)
+    return worst
+
+
+def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precision: str,
+                 rearrange_a: bool, rearrange_b: bool):
+    """Per-tile footprint and the cycles the op library's implementation of this split is charged:
+    (bm, bn, bk, bytes per tile, compute, exchange, reduce)."""
     bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
     bks = _ceil_div(bk, ps)
     a_bytes = bm * bks * in_b
     b_bytes = bks * bn * in_b
-    out_bytes = bm * bn * (acc_b if (pk > 1 or ps > 1) else in_b)
-    # each partial-output block is finally owned by one of the pk tiles (1/pk of it each)
-    final_bytes = _ceil_div(bm * bn, pk) * in_b if (pk > 1 or ps > 1) else 0
-    w = workers_for(bm, target.threads)
-    rows_w = _ceil_div(bm, w)
-    # exchange pieces per tile: operands are first rearranged block-major (pieces = the tile's share
-    # of the operand / contiguous run length of a block in the stored layout), then broadcast (a
-    # few pieces per block).  ta / tb: the operand is stored transposed.
-    share = max(1, target.tiles)
-    pieces = 4 * ps
-    if ta:
-        pieces += _ceil_div(_ceil_div(M * K, share), rows_w)
-    elif ps > 1 or pk > 1:
-        pieces += _ceil_div(_ceil_div(M * K, share), bks)
-    if tb:
-        if ps > 1 or pk > 1:
-            pieces += _ceil_div(_ceil_div(K * N, share), bks)
-    elif pn > 1:
-        pieces += _ceil_div(_ceil_div(K * N, share), bn)
-    per_tile = a_bytes + b_bytes + out_bytes + final_bytes + 2 * PIECE_CODE_BYTES * pieces
-    worker = ps * (VERTEX_OVERHEAD + ROW_OVERHEAD * rows_w) + 2 * rows_w * bk * bn / fpc
-    compute = math.ceil(target.threads * worker)
-    # operands arrive from wherever they live (linear mapping): at worst all of them are received
-    exchange = ps * math.ceil((a_bytes + b_bytes) / target.exchange_bytes_per_cycle) + PIECE_CYCLES * pieces
+    partial = pk > 1 or ps > 1
+    out_bytes = bm * bn * (4 if partial else in_b)
+    tiles_used = pm * pn * pk
+    slice_elems = _ceil_div(bm * bn, pk) if pk > 1 else 0
+    red_bytes = pk * slice_elems * 4 + slice_elems * in_b if pk > 1 else 0
+    per_tile = a_bytes + b_bytes + out_bytes + red_bytes
+    xb, mb = target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
+    compute = ps * amp_tile_cycles(bm, bks, bn, target, precision)
+    # operands are broadcast to each tile every pass, A and B in one exchange each (nothing assumed
+    # local: an upper bound).  Tiles (g, ik, im, in) are consecutive in ``in``: with an even N split
+    # the two tiles of a shared exchange bus receive the same A block, at twice the rate
+    # (cost_model.shared_bus_receive_bytes, poplin ExchangeEstimator's input-element bandwidth).
+    a_recv = _ceil_div(a_bytes, 2) if (target.shared_bus_tiles == 2 and pn % 2 == 0) else a_bytes
+    exchange = ps * (int(exchange_cycles(0, a_recv, 0, xb, mb)) + int(exchange_cycles(0, b_bytes, 0, xb, mb))
+                     + 2 * target.sync_cycles)
+    for need, elems in ((rearrange_a, M * K), (rearrange_b, K * N)):
+        if need:  # block-major rearrangement between two layouts spread like the op library's linear
+            # mapping (all tiles, but at least 64 elements per tile: OpContext.linear_mapping)
+            spread = max(1, min(target.tiles, elems // 64))
+            exchange += int(exchange_cycles(0, _ceil_div(elems, spread) * in_b, 0, xb, mb)) + target.sync_cycles
     reduce = 0
     if pk > 1:
-        piece = _ceil_div(bm * bn, pk)
-        recv = (pk - 1) * piece * acc_b
-        reduce = math.ceil(recv / target.exchange_bytes_per_cycle) + math.ceil((pk - 1) * piece / 4)
+        reduce = (int(exchange_cycles((pk - 1) * slice_elems * 4, (pk - 1) * slice_elems * 4, slice_elems * 4, xb, mb))
+                  + target.sync_cycles + reduce_tile_cycles(pk, bm, bn, target, in_b))
+    elif ps > 1:  # FP32 accumulator cast to the output type
+        pieces = reduce_split(bm * bn, target.threads, 1)
+        worst = max(int(C.cast_worker_cycles(m, 4, in_b)) for m in pieces)
+        reduce = target.threads * worst + target.launch_cycles
+    del tiles_used
     return bm, bn, bk, per_tile, compute, exchange, reduce
 
 
 SERIAL_CANDIDATES = (1, 2, 4, 8, 16, 32)
-PASS_OVERHEAD_CYCLES = 600  # one extra sync + exchange setup per serial pass (order of globalSyncCycles)
 
 
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp16",
                 tiles: int | None = None, exact: bool = False, max_pk: int | None = None,
-                ta: bool = False, tb: bool = False) -> MatmulPlan:
-    """Choose the M, N, K split of a matmul over ``tiles`` (default: all tiles of the target).
-
-    Among splits that fit ``target.budget_bytes`` per tile, the one with the fewest estimated
-    cycles (compute + exchange + reduction) wins; ties go to fewer tiles.  When none fits the
-    split with the smallest per-tile footprint is returned with ``fits=False``.
-    ``exact`` keeps only splits that divide the dimensions (and serial passes that divide the K
-    block); ``max_pk`` caps the K split (1 = no cross-tile reduction); ``ta`` / ``tb`` say the
-    operand is stored transposed (changes how fragmented its rearrangement is).
-    """
+                ta: bool = False, tb: bool = False, b_laid_out: bool = False) -> MatmulPlan:
+    """Choose the M, N, K split (and serial passes over K) of a matmul over ``tiles`` (default: all
+    tiles of the target), as poplin's planner does: every split is costed with the emulator's own
+    cost functions (see module doc) and the fastest one whose temporaries fit
+    ``target.budget_bytes`` per tile (availableMemoryProportion x tile SRAM) wins; ties go to fewer
+    tiles.  When none fits, the split with the smallest per-tile footprint is returned with
+    ``fits=False``.  ``exact`` keeps only splits that divide the dimensions; ``max_pk`` caps the K
+    split; ``ta`` / ``tb``: the operand is stored transposed; ``b_laid_out``: B (a weight) is
+    already laid out in the plan's block order (no rearrangement, as createMatMulInputRHS)."""
     for name, v in (("M", M), ("N", N), ("K", K)):
         if int(v) < 1:
             raise ValueError(f"matmul dimension {name}={v} must be >= 1")
     tiles = target.tiles if tiles is None else int(tiles)
     in_b = dtype_bytes(precision)
     acc_b = 4  # FP32 accumulate (AMP) for fp16 inputs; fp32 stays fp32
-    fpc = target.flops_per_cycle(precision)
     best = None
     smallest = None
     considered = 0
@@ -277,9 +323,9 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
                     if exact and (K // pk) % ps:
                         continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
+                    ra, rb = rearrangements(pk, pn, ps, ta, tb, b_laid_out)
                     bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
-                        M, N, K, pm, pn, pk, ps, target, in_b, acc_b, fpc, ta, tb)
-                    exch += (ps - 1) * PASS_OVERHEAD_CYCLES
+                        M, N, K, pm, pn, pk, ps, target, in_b, precision, ra, rb)
                     cand = (pm, pn, pk, ps, bm, bn, bk, per_tile, comp, exch, red)
                     key_small = (per_tile, comp + exch + red)
                     if smallest is None or key_small < smallest[0]:
@@ -300,6 +346,20 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
         fits = False
     return MatmulPlan(M, N, K, pm, pn, pk, ps, bm, bn, bk, in_b, acc_b if precision in ("fp16", "float16") else 4,
                       per_tile, comp, exch, red, fits, reason, considered)
+
+
+def rearrangements(pk: int, pn: int, ps: int, ta: bool, tb: bool, b_laid_out: bool = False) -> tuple[bool, bool]:
+    """Which operands the op library rearranges block-major before broadcasting (ops.basic.matmul):
+    A unless its row blocks are contiguous already (row-major A, whole K on a tile); B unless its
+    blocks are contiguous (transposed B with whole K, or row-major B with whole N) or B is a 2-D
+    row-major operand broadcast straight from its blocks (``b_laid_out``: weights, laid out in
+    the plan's order at their first use; with no per-piece exchange cost a rearrangement would
+    only add an exchange)."""
+    ra = ta or ps > 1 or pk > 1
+    rb = not b_laid_out and not ((tb and ps == 1 and pk == 1) or (not tb and pn == 1))
+    return ra, rb
+    # b_laid_out: a 2-D row-major B (a weight, whether laid out for this plan or not) is broadcast
+    # straight from its blocks: with no per-piece exchange cost a rearrangement only adds an exchange
 
 
 # --------------------------------------------------------------------------------------------
