@@ -12,7 +12,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.emulator.ops import basic as ops
-from popvision_lite.emulator.ops.context import OpContext, View, plan_target_of
+from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.target import Target
 
@@ -29,9 +29,8 @@ class EmulatorBackend(Backend):
         self.ctx = OpContext(self.graph, precision)
         # Poplar's availableMemoryProportion: the share of tile memory an op's temporaries may use
         # (planners read ctx.available_memory_proportion; None keeps the op library's default)
-        self.ctx.available_memory_proportion = available_memory_proportion
         if available_memory_proportion is not None:
-            self.ctx.plan_target = plan_target_of(target, usable_fraction=float(available_memory_proportion))
+            self.ctx.available_memory_proportion = float(available_memory_proportion)
         self.inputs: dict[str, np.ndarray] = {}
         self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
         self.marks: list[tuple[str, int]] = []  # (phase name, index into ctx.programs)

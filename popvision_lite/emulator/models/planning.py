@@ -64,7 +64,7 @@ class PlanOnlyBackend(Backend):
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
         ta = isinstance(a, View)
         tb = isinstance(b, View)
-        plan = plan_matmul(M, N, K, self.pt, self.precision, tiles=max(1, self.pt.tiles // G), exact=True, max_pk=1,
+        plan = plan_matmul(M, N, K, self.pt, self.precision, tiles=max(1, self.pt.tiles // G), exact=True,
                            ta=ta, tb=tb)
         self._rec(name, "matmul", plan)
         return Shape(a.shape[:-1] + (N,), self.dtype)
