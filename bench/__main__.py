@@ -51,6 +51,7 @@ SCRIPTS: dict[str, str] = {
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
+    "validate": "emulator vs measured MLPerf IPU-POD16 BERT-Large / ResNet-50 throughput (issue 14)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -72,6 +73,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "fuzz_profiles": ["--cases", "60"],
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
+    "validate": ["--quick"],
 }
 
 

@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "make-samples": ("popvision_lite.emulator.samples", "regenerate the bundled sample profiles"),
     "export": ("popvision_lite.export_cli", "export a view (png/svg/csv) or a Chrome trace, headless"),
     "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
+    "validate": ("popvision_lite.validation", "emulate the measured MLPerf IPU runs and compare throughput"),
 }
 
 

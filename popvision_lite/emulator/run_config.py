@@ -41,14 +41,15 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
 # such an option on the command line for a model that ignores it (a silently ignored --seq on an
 # mlp run looked like it had taken effect) and warns about such a field in a --config file (one
 # TOML file may be shared by runs of several models).
-ONLY_FOR = {"seq": ("bert",), "heads": ("bert",), "ffn": ("bert",), "vocab": ("bert",),
-            "recompute": ("bert",), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
+ONLY_FOR = {"seq": ("bert",), "heads": ("bert",), "ffn": ("bert",), "vocab": ("bert", "resnet"),
+            "recompute": ("bert", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "mlp")}
 
 
 def model_family(model: str) -> str:
     """'bert' for the BERT presets (bert-tiny .. bert-large), else the model name itself."""
-    return "bert" if str(model).startswith("bert") else str(model)
+    m = str(model)
+    return "bert" if m.startswith("bert") else "resnet" if m.startswith("resnet") else m
 
 
 def unused_settings(model: str, keys) -> list[str]:

@@ -612,6 +612,32 @@ def _row_vertices(ctx, codelet, rows: dict, vecs: dict, outs_vec: dict, tiles, s
     ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 
+def _tile_partials(ctx, partial, tiles, c, name, op):
+    """Sum the per-vertex partial rows (V, c) of each tile on that tile -> (T, c) fp32, one row per
+    tile, so that the reduction across tiles moves one row per tile instead of one per vertex."""
+    from popvision_lite.emulator.ops import codelets as OC
+
+    ut, first, counts = np.unique(tiles, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    ut, first, counts = ut[order], first[order], counts[order]
+    if np.any(np.diff(first) != counts[:-1]):
+        raise EmulatorError(f"{op}: vertices of a tile are not consecutive")
+    T = len(ut)
+    tid = np.arange(T, dtype=np.int64) * c
+    out = ctx.variable(f"{op}/{name}_tile", (T, c), "float32", mapping=M.intervals(ut, tid, tid + c), op=op)
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/{name}_tile_sum"), op=op)
+    ctx.graph.add_vertices(cs, OC.COLUMN_SUM, tiles=ut, fields={"in": partial.regions(first * c, counts * c),
+                                                                 "out": out.regions(tid, c)},
+                           params={"row": np.int64(c)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return out
+
+
+def _reduce_channels(ctx, partial, tiles, c, name, op):
+    """(V, c) per-vertex fp32 partial sums -> (c,) fp32: on each tile, then across tiles."""
+    return _basic()._reduce_partials(ctx, _tile_partials(ctx, partial, tiles, c, name, op), c, name, op, "float32")
+
+
 def batch_norm(ctx: OpContext, x, gamma, beta, name: str):
     """Training-mode batch norm of x (R, C) over its rows -> (y, mean, invstd); statistics in fp32:
     per-vertex partial sums, a reduction over vertices, per-channel coefficients, then the
@@ -631,8 +657,8 @@ def batch_norm(ctx: OpContext, x, gamma, beta, name: str):
         "in": xt.regions(starts, sizes), "sum": ps.regions(vid, c), "sumsq": pq.regions(vid, c)},
         params={"row": np.int64(c)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
-    s = B._reduce_partials(ctx, ps, c, "sum", op, "float32")
-    q = B._reduce_partials(ctx, pq, c, "sumsq", op, "float32")
+    s = _reduce_channels(ctx, ps, tiles, c, "sum", op)
+    q = _reduce_channels(ctx, pq, tiles, c, "sumsq", op)
     g = B.materialize(ctx, gamma, "gamma", op, mapping=s.mapping, shape=(c,))
     b = B.materialize(ctx, beta, "beta", op, mapping=s.mapping, shape=(c,))
     mk = lambda n: ctx.variable(f"{op}/{n}", (c,), "float32", mapping=s.mapping, op=op)  # noqa: E731
@@ -660,8 +686,8 @@ def batch_norm_bwd(ctx: OpContext, x, dy, mean, invstd, gamma, name: str):
     px = ctx.variable(f"{op}/dxsum_partial", (V, c), "float32", mapping=M.intervals(tiles, vid, vid + c), op=op)
     _row_vertices(ctx, BN_GRAD_STATS, {"x": xt, "dy": dyt}, {"mean": mean, "invstd": invstd},
                   {"dsum": pd.regions(vid, c), "dxsum": px.regions(vid, c)}, tiles, starts, sizes, c, op)
-    ds = B._reduce_partials(ctx, pd, c, "dsum", op, "float32")
-    dxs = B._reduce_partials(ctx, px, c, "dxsum", op, "float32")
+    ds = _reduce_channels(ctx, pd, tiles, c, "dsum", op)
+    dxs = _reduce_channels(ctx, px, tiles, c, "dxsum", op)
     on = lambda t, n: B.materialize(ctx, t, n, op, mapping=ds.mapping, shape=(c,))  # noqa: E731
     g, m, s = on(gamma, "gamma"), on(mean, "mean"), on(invstd, "invstd")
     mk = lambda n, dt="float32": ctx.variable(f"{op}/{n}", (c,), dt, mapping=ds.mapping, op=op)  # noqa: E731
