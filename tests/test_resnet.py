@@ -115,3 +115,15 @@ def test_conv_backward_paths_match_numpy():
     num = (f(x + e) - f(x - e)) / 2e-3
     assert np.asarray(res[2][1])[7, 1] == pytest.approx(num, rel=1e-3)
     assert cols.shape == (len(idx), 9, 3)
+
+
+def test_blocks_spread_over_the_stages_of_one_replica():
+    from types import SimpleNamespace
+
+    assert RN.pipeline_stages(SimpleNamespace(ipus=4)) == 4
+    # contract fields (scale helper): 16 replicas x 1 stage -> the blocks stay on one IPU
+    assert RN.pipeline_stages(SimpleNamespace(ipus=16, replicas=16, pipeline_stages=1)) == 1
+    assert RN.pipeline_stages(SimpleNamespace(ipus=16, replicas=4, pipeline_stages=0)) == 4
+    r = run_model(make_config("resnet-tiny", batch=2, ipus=2), timing_only=True)
+    ops = r.profile_data.ops
+    assert {0, 1} <= set(ops.ipu) and (ops[ops.name.str.startswith("fc/")].ipu == 1).all()

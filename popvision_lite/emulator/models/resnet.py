@@ -54,6 +54,14 @@ def validate_resnet(cfg) -> None:
         raise ConfigError(f"image: ResNet needs a multiple of 32 pixels (5 halvings), got {cfg.image}")
 
 
+def pipeline_stages(cfg) -> int:
+    """IPUs of one replica that the blocks are spread over.  Contract (CONTRACT.md, model-config fields):
+    ``ipus`` = replicas x pipeline_stages, ``pipeline_stages`` 0 = one stage per IPU of a replica; a
+    ModelConfig without those fields (before the scale merge) has one replica on ``ipus`` IPUs."""
+    stages = int(getattr(cfg, "pipeline_stages", 0) or 0)
+    return stages or max(1, cfg.ipus // max(1, int(getattr(cfg, "replicas", 1) or 1)))
+
+
 class _Geom:
     """(n, h, w) of an activation; caches window indices per (k, stride, pad)."""
 
@@ -133,7 +141,7 @@ def _params(be, rv, cfg):
             name = f"block{b}"
             stride = 2 if (s > 0 and i == 0) else 1
             down = i == 0
-            with be.on_ipu(stage_of(b, nblocks, cfg.ipus)), be.scope(name):
+            with be.on_ipu(stage_of(b, nblocks, pipeline_stages(cfg))), be.scope(name):
                 p = {"conv1": convw("conv1_w", 1, cin, width), "bn1": bn("bn1", width),
                      "conv2": convw("conv2_w", 3, width, width), "bn2": bn("bn2", width),
                      "conv3": convw("conv3_w", 1, width, EXPANSION * width), "bn3": bn("bn3", EXPANSION * width)}
@@ -144,7 +152,7 @@ def _params(be, rv, cfg):
             specs.append((name, stride, down))
             cin = EXPANSION * width
             b += 1
-    with be.on_ipu(stage_of(nblocks - 1, nblocks, cfg.ipus)), be.scope("fc"):
+    with be.on_ipu(stage_of(nblocks - 1, nblocks, pipeline_stages(cfg))), be.scope("fc"):
         P["fc"] = {"w": be.weight("w", rv.init((cin, cfg.vocab), cin)), "b": be.weight("b", rv.const(cfg.vocab, 0.0))}
     return P, specs
 
@@ -230,7 +238,8 @@ def build_resnet(be, cfg):
     out = Built()
     P, specs = _params(be, rv, cfg)
     nblocks = len(specs)
-    last = stage_of(nblocks - 1, nblocks, cfg.ipus)
+    nst = pipeline_stages(cfg)
+    last = stage_of(nblocks - 1, nblocks, nst)
     with be.on_ipu(0), be.scope("stem"):
         image = be.input("image", rv.normal((n * hw * hw, 3)))
     labels = np.random.default_rng(cfg.seed + 3).integers(0, ncls, size=n)
@@ -244,7 +253,7 @@ def build_resnet(be, cfg):
         x, stem_cache, geom = _stem_fwd(be, P["stem"], image, geom)
     inputs, caches, geoms = [], [], []
     for b, (name, stride, down) in enumerate(specs):
-        with be.on_ipu(stage_of(b, nblocks, cfg.ipus)), be.scope(name):
+        with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             inputs.append(x)
             geoms.append(geom)
             x, c, geom = _block_fwd(be, P[name], x, geom, stride, down)
@@ -270,7 +279,7 @@ def build_resnet(be, cfg):
         out.results["fc/b_new"] = be.sgd(P["fc"]["b"], db_fc, cfg.lr, "b_sgd")
     for b in reversed(range(nblocks)):
         name, stride, down = specs[b]
-        with be.on_ipu(stage_of(b, nblocks, cfg.ipus)), be.scope(name):
+        with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             c = caches[b]
             if c is None:
                 with be.scope("recompute"):
