@@ -54,6 +54,7 @@ SCRIPTS: dict[str, str] = {
     "mlperf_bert_pod16": "MLPerf v1.1 POD16 BERT-Large: predicted vs measured seq/s, fits, wall, RSS (issue 13)",
     "pipeline_speedup": "bert-mini per-sample time on 1 vs 2 vs 4 pipelined IPUs (issue 13)",
     "cost_model": "codelet cycles vs poplibs' estimators; GEMM % of peak; BERT-Large layer cycles (issue 14)",
+    "validate": "emulator vs measured MLPerf IPU-POD16 BERT-Large / ResNet-50 throughput (issue 14)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -80,6 +81,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "mlperf_bert_pod16": ["--only"],
     "pipeline_speedup": ["--quick"],
     "cost_model": ["--quick"],
+    "validate": ["--quick"],
 }
 
 

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("popvision_lite.export_cli", "export a view (png/svg/csv) or a Chrome trace, headless"),
     "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
     "verdict": ("popvision_lite.verdict_cli", "IPU or GPU? the emulated run next to an estimated GPU run, with cost"),
+    "validate": ("popvision_lite.validation", "emulate the measured MLPerf IPU runs and compare throughput"),
 }
 
 

@@ -37,7 +37,7 @@ def test_progress_bar_on_stderr(tmp_path, capsys):
 @pytest.mark.parametrize("argv,needle", [
     (["emulate", "mlp", "--batch", "0", "-o", "x.pvl"], "--batch"),
     (["emulate", "mlp", "--device", "gpu9000", "-o", "x.pvl"], "--device"),
-    (["emulate", "resnet", "-o", "x.pvl"], "MODEL"),
+    (["emulate", "vgg16", "-o", "x.pvl"], "MODEL"),  # (resnet is a bundled model now)
     (["emulate", "mlp", "--precision", "fp8", "-o", "x.pvl"], "--precision"),
 ])
 def test_bad_arguments_exit_2_naming_the_argument(argv, needle, capsys):

@@ -44,8 +44,8 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
 # such an option on the command line for a model that ignores it (a silently ignored --seq on an
 # mlp run looked like it had taken effect) and warns about such a field in a --config file (one
 # TOML file may be shared by runs of several models).
-ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt"),
-            "recompute": ("bert", "gpt"), "image": ("conv",), "nodes": ("gnn",), "edges": ("gnn",),
+ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt", "resnet"),
+            "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
             # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
             **{k: ("bert", "gpt") for k in ("layer_split", "packing", "outline")}, "mask_tokens": ("bert",)}
@@ -54,7 +54,7 @@ ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "g
 def model_family(model: str) -> str:
     """'bert' for the BERT presets (bert-tiny .. bert-large), else the model name itself."""
     m = str(model)
-    return "bert" if m.startswith("bert") else "gpt" if m.startswith("gpt") else m
+    return "bert" if m.startswith("bert") else "gpt" if m.startswith("gpt") else "resnet" if m.startswith("resnet") else m
 
 
 def unused_settings(model: str, keys) -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.emulator.ops.context import View
+from popvision_lite.emulator.ops.norm_pool import NumpyNormPool
 
 NP_DTYPE = {"fp16": np.float16, "fp32": np.float32, "float16": np.float16, "float32": np.float32,
             "int32": np.int32}
@@ -91,7 +92,7 @@ class Backend:
         return View(x, index)
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(NumpyNormPool, Backend):
     """Eager reference execution; handles are numpy arrays in the storage dtype."""
 
     def __init__(self, precision="fp16", num_ipus=1):

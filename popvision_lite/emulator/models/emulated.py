@@ -13,6 +13,7 @@ from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.emulator.ops import basic as ops
 from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.norm_pool import EmulatorNormPool
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.target import Target
 
@@ -20,7 +21,7 @@ from .backend import NP_DTYPE, Backend, NumpyBackend
 from .workloads import ModelConfig, build
 
 
-class EmulatorBackend(Backend):
+class EmulatorBackend(EmulatorNormPool, Backend):
     def __init__(self, target: Target, precision="fp16", needs_values: bool = True,
                  available_memory_proportion: float | None = None):
         super().__init__(precision, target.num_ipus)

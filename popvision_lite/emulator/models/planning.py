@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator.ops.context import View
+from popvision_lite.emulator.ops.norm_pool import PlanNormPool
 from popvision_lite.emulator.ops.planners import PlanTarget, plan_elementwise, plan_matmul, plan_reduction
 
 from .backend import Backend
@@ -25,7 +26,7 @@ class Shape:
         return int(np.prod(self.shape))
 
 
-class PlanOnlyBackend(Backend):
+class PlanOnlyBackend(PlanNormPool, Backend):
     def __init__(self, plan_target: PlanTarget, precision="fp16", num_ipus=1):
         super().__init__(precision, num_ipus)
         self.pt = plan_target

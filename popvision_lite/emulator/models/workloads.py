@@ -20,6 +20,8 @@ import numpy as np
 
 from popvision_lite.errors import ConfigError
 
+from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, build_resnet, validate_resnet
+
 BERT_PRESETS = {
     # name: (layers, hidden, heads)  (Turc et al. 2019 "Well-read students" sizes; Devlin et al. 2018)
     "bert-tiny": (2, 128, 2),
@@ -35,6 +37,7 @@ MODEL_DEFAULTS = {
     "bert": dict(batch=2, seq=64, layers=2, hidden=128, heads=2),
     "conv": dict(batch=2, layers=1, hidden=16, image=16),
     "gnn": dict(batch=1, layers=2, hidden=64, nodes=256, edges=1024),
+    "resnet": RESNET_DEFAULTS,  # ResNet: layers = depth, hidden = first-stage width, vocab = classes
 }
 # GPT-style decoders: (layers, hidden, heads, seq).  GPT-2: Radford et al. 2019 (1024 tokens, vocab
 # 50257); GPT-3: Brown et al. 2020, Table 2.1 (2048 tokens).  GPT-3 13B is listed there as d_model 5140
@@ -47,7 +50,7 @@ GPT_PRESETS = {
     "gpt3-13b": (40, 5120, 40, 2048), "gpt3-175b": (96, 12288, 96, 2048),
 }
 TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/pipeline.py)
-MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS)))
+MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS) | set(RESNET_PRESETS)))
 
 
 @dataclass
@@ -126,8 +129,11 @@ def make_config(model: str, **overrides) -> ModelConfig:
     """Defaults of ``model`` (a preset like bert-base sets layers/hidden/heads) + overrides (None = unset)."""
     if model not in MODEL_NAMES:
         raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
-    base = dict(model="bert" if model in BERT_PRESETS else "gpt" if model in GPT_PRESETS else model)
-    if model in GPT_PRESETS:
+    base = dict(model="bert" if model in BERT_PRESETS else "gpt" if model in GPT_PRESETS
+                else "resnet" if model in RESNET_PRESETS else model)
+    if model in RESNET_PRESETS:
+        base.update(RESNET_PRESETS[model])
+    elif model in GPT_PRESETS:
         base.update(MODEL_DEFAULTS["bert"])
         base["layers"], base["hidden"], base["heads"], base["seq"] = GPT_PRESETS[model]
         base["batch"], base["vocab"] = 1, 50257
@@ -169,6 +175,8 @@ def validate(cfg: ModelConfig) -> None:
         raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads")
     if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
         raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
+    if cfg.model == "resnet":
+        validate_resnet(cfg)
     validate_scale(cfg)
 
 
@@ -669,7 +677,7 @@ def _gather_bwd(be, dmsg, src, N, E):
     return be.matmul(be.constant("gather_t", s_t), dmsg, "gather_bwd")
 
 
-BUILDERS = {"mlp": build_mlp, "bert": build_bert, "conv": build_conv, "gnn": build_gnn}
+BUILDERS = {"mlp": build_mlp, "bert": build_bert, "conv": build_conv, "gnn": build_gnn, "resnet": build_resnet}
 
 
 def build(be, cfg: ModelConfig) -> Built:

@@ -1,0 +1,321 @@
+"""ResNet (bottleneck v1.5, He et al. 2016; the MLPerf ResNet-50 graph) written against the backend
+op vocabulary, forward and training step.
+
+Layout: NHWC activations stored as rows of channels, ``(N*H*W, C)``.  A convolution is an implicit
+GEMM: its input windows are gathered by exchange (``gather_windows``, zero padding) into an
+``(N*OH*OW, k*k*C)`` operand and multiplied by the ``(k*k*C, Co)`` kernel; a 1x1 stride-1
+convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.
+
+Config fields (``ModelConfig``): ``layers`` = network depth (14, 26, 50, 101, 152: bottleneck
+blocks per stage from :data:`STAGE_BLOCKS`), ``hidden`` = width of the first stage (64 for
+ResNet-50), ``image`` = input height = width, ``vocab`` = number of classes, ``batch`` = images per
+micro-batch.  Stages after the first halve the image with a stride-2 3x3 convolution (v1.5).
+Loss: softmax cross-entropy gradient ``(softmax(z) - onehot) / N``.  Weights are updated by SGD
+(the optimizer of the real run is the scale helper's ``optimizer`` field).
+
+Recomputation (``cfg.recompute``, the MLPerf layout): only each block's input is kept from the
+forward pass; the backward pass re-runs the block's forward (ops ``blockN/recompute/...``).
+Multi-IPU: blocks are placed as pipeline stages like BERT's layers (``stage_of``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator.ops.norm_pool import conv_windows, global_windows
+
+# bottleneck blocks per stage for a network depth (depth = 3 * blocks + 2)
+STAGE_BLOCKS = {14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+
+# name: (depth, first-stage width, image, classes, micro-batch)
+RESNET_PRESETS = {
+    "resnet50": dict(layers=50, hidden=64, image=224, vocab=1000, batch=20),  # MLPerf: 20 images per IPU
+    # tiny: same graph; fp32 because an fp16 step with batch norm over few rows diverges from the fp16
+    # reference as far as that reference diverges from fp32 (tests/test_resnet.py), so checks would fail
+    "resnet-tiny": dict(layers=14, hidden=4, image=32, vocab=10, batch=8, precision="fp32"),
+}
+RESNET_DEFAULTS = dict(RESNET_PRESETS["resnet-tiny"])
+EXPANSION = 4
+
+
+def stage_blocks(depth: int) -> tuple[int, ...]:
+    if depth not in STAGE_BLOCKS:
+        from popvision_lite.errors import ConfigError
+
+        raise ConfigError(f"layers: ResNet depth must be one of {', '.join(map(str, STAGE_BLOCKS))}, got {depth}")
+    return STAGE_BLOCKS[depth]
+
+
+def validate_resnet(cfg) -> None:
+    from popvision_lite.errors import ConfigError
+
+    stage_blocks(cfg.layers)
+    if cfg.image < 32 or cfg.image % 32:
+        raise ConfigError(f"image: ResNet needs a multiple of 32 pixels (5 halvings), got {cfg.image}")
+
+
+def pipeline_stages(cfg) -> int:
+    """IPUs of one replica that the blocks are spread over.  Contract (CONTRACT.md, model-config fields):
+    ``ipus`` = replicas x pipeline_stages, ``pipeline_stages`` 0 = one stage per IPU of a replica; a
+    ModelConfig without those fields (before the scale merge) has one replica on ``ipus`` IPUs."""
+    stages = int(getattr(cfg, "pipeline_stages", 0) or 0)
+    return stages or max(1, cfg.ipus // max(1, int(getattr(cfg, "replicas", 1) or 1)))
+
+
+class _Geom:
+    """(n, h, w) of an activation; caches window indices per (k, stride, pad)."""
+
+    _cache: dict = {}
+
+    def __init__(self, n, h, w):
+        self.n, self.h, self.w = n, h, w
+
+    @property
+    def rows(self):
+        return self.n * self.h * self.w
+
+    def windows(self, k, stride, pad):
+        key = (self.n, self.h, self.w, k, stride, pad)
+        if key not in _Geom._cache:
+            if len(_Geom._cache) > 64:
+                _Geom._cache.clear()
+            _Geom._cache[key] = conv_windows(self.n, self.h, self.w, k, stride, pad)
+        idx, (oh, ow) = _Geom._cache[key]
+        return idx, _Geom(self.n, oh, ow)
+
+
+def conv(be, x, w, geom: _Geom, k, stride, name):
+    """x (rows, C) @ kernel w (k*k*C, Co), same padding (k // 2); returns (y, cache, out geometry)."""
+    if k == 1 and stride == 1:
+        return be.matmul(x, w, name + "/matmul"), (x, None, geom, k, stride), geom
+    idx, og = geom.windows(k, stride, k // 2)
+    cols = be.gather_windows(x, idx, name + "/im2col")
+    return be.matmul(cols, w, name + "/matmul"), (cols, idx, geom, k, stride), og
+
+
+def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
+    """Flat indices into a (k*k*cin, cout) kernel of its spatially flipped transpose (k*k*cout, cin):
+    block s' of the result is block (k*k - 1 - s') of the kernel, transposed."""
+    w = np.arange(k * k * cin * cout, dtype=np.int64).reshape(k * k, cin, cout)
+    return np.ascontiguousarray(w[::-1].transpose(0, 2, 1).reshape(k * k * cout, cin))
+
+
+def conv_bwd(be, cache, w, dy, name, need_dx=True):
+    """(dx, dw).  Stride 1 with same padding: dx = im2col(dy) @ flipped kernel (the windows of a
+    stride-1 same-padded conv are symmetric); otherwise dx = col2im(dy @ W^T)."""
+    cols, idx, geom, k, stride = cache
+    dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
+    if not need_dx:
+        return None, dw
+    if idx is not None and stride == 1:
+        cin, cout = w.shape[0] // (k * k), w.shape[1]
+        dcols = be.gather_windows(dy, idx, name + "/dx_im2col")
+        return be.matmul(dcols, be.take(w, flipped_kernel_index(k, cin, cout)), name + "/dx_matmul"), dw
+    dcols = be.matmul(dy, be.t(w), name + "/dx_matmul")
+    dx = dcols if idx is None else be.col2im(dcols, idx, geom.rows, name + "/col2im")
+    return dx, dw
+
+
+def _params(be, rv, cfg):
+    """All weights: {'stem': {...}, 'blockI': {...}, 'fc': {...}} and the block specs."""
+    from .workloads import stage_of
+
+    blocks = stage_blocks(cfg.layers)
+    P = {}
+    specs = []  # (name, cin, width, stride, has_downsample)
+    cin = cfg.hidden
+
+    def convw(name, k, ci, co):
+        return be.weight(name, rv.init((k * k * ci, co), k * k * ci))
+
+    def bn(name, c):
+        return be.weight(name + "_gamma", rv.const(c, 1.0)), be.weight(name + "_beta", rv.const(c, 0.0))
+
+    nblocks = sum(blocks)
+    with be.on_ipu(0), be.scope("stem"):
+        P["stem"] = {"conv": convw("conv_w", 7, 3, cfg.hidden), "bn": bn("bn", cfg.hidden)}
+    b = 0
+    for s, nb in enumerate(blocks):
+        width = cfg.hidden * 2 ** s
+        for i in range(nb):
+            name = f"block{b}"
+            stride = 2 if (s > 0 and i == 0) else 1
+            down = i == 0
+            with be.on_ipu(stage_of(b, nblocks, pipeline_stages(cfg))), be.scope(name):
+                p = {"conv1": convw("conv1_w", 1, cin, width), "bn1": bn("bn1", width),
+                     "conv2": convw("conv2_w", 3, width, width), "bn2": bn("bn2", width),
+                     "conv3": convw("conv3_w", 1, width, EXPANSION * width), "bn3": bn("bn3", EXPANSION * width)}
+                if down:
+                    p["down"] = convw("down_w", 1, cin, EXPANSION * width)
+                    p["bn_down"] = bn("bn_down", EXPANSION * width)
+            P[name] = p
+            specs.append((name, stride, down))
+            cin = EXPANSION * width
+            b += 1
+    with be.on_ipu(stage_of(nblocks - 1, nblocks, pipeline_stages(cfg))), be.scope("fc"):
+        P["fc"] = {"w": be.weight("w", rv.init((cin, cfg.vocab), cin)), "b": be.weight("b", rv.const(cfg.vocab, 0.0))}
+    return P, specs
+
+
+def _bn_relu(be, x, gb, name, relu=True):
+    y, mean, invstd = be.batch_norm(x, gb[0], gb[1], name)
+    a = be.relu(y, name + "_relu") if relu else y
+    return a, (x, y, mean, invstd)
+
+
+def _bn_relu_bwd(be, c, gb, da, name, relu=True):
+    x, y, mean, invstd = c
+    dy = be.relu_bwd(y, da, name + "_relu_bwd") if relu else da
+    return be.batch_norm_bwd(x, dy, mean, invstd, gb[0], name + "_bwd")
+
+
+def _stem_fwd(be, p, x, geom):
+    z, cc, g1 = conv(be, x, p["conv"], geom, 7, 2, "conv")
+    a, cb = _bn_relu(be, z, p["bn"], "bn")
+    idx, g2 = g1.windows(3, 2, 1)
+    out = be.max_pool(a, idx, "max_pool")
+    return out, {"conv": cc, "bn": cb, "a": a, "pool": out, "pool_idx": idx}, g2
+
+
+def _stem_bwd(be, p, c, dout):
+    g = {}
+    da = be.max_pool_bwd(c["a"], c["pool"], dout, c["pool_idx"], "max_pool_bwd")
+    dz, g["bn_gamma"], g["bn_beta"] = _bn_relu_bwd(be, c["bn"], p["bn"], da, "bn")
+    _, g["conv_w"] = conv_bwd(be, c["conv"], p["conv"], dz, "conv", need_dx=False)  # the image needs no gradient
+    return g
+
+
+def _block_fwd(be, p, x, geom, stride, down):
+    c = {}
+    z1, c["conv1"], _ = conv(be, x, p["conv1"], geom, 1, 1, "conv1")
+    a1, c["bn1"] = _bn_relu(be, z1, p["bn1"], "bn1")
+    z2, c["conv2"], og = conv(be, a1, p["conv2"], geom, 3, stride, "conv2")
+    a2, c["bn2"] = _bn_relu(be, z2, p["bn2"], "bn2")
+    z3, c["conv3"], _ = conv(be, a2, p["conv3"], og, 1, 1, "conv3")
+    y3, c["bn3"] = _bn_relu(be, z3, p["bn3"], "bn3", relu=False)
+    if down:
+        zd, c["down"], _ = conv(be, x, p["down"], geom, 1, stride, "down")
+        sc, c["bn_down"] = _bn_relu(be, zd, p["bn_down"], "bn_down", relu=False)
+    else:
+        sc = x
+    r = be.add(y3, sc, "residual")
+    c["r"] = r
+    return be.relu(r, "relu"), c, og
+
+
+def _block_bwd(be, p, c, dout, down):
+    g = {}
+    dr = be.relu_bwd(c["r"], dout, "relu_bwd")
+    dz3, g["bn3_gamma"], g["bn3_beta"] = _bn_relu_bwd(be, c["bn3"], p["bn3"], dr, "bn3", relu=False)
+    da2, g["conv3_w"] = conv_bwd(be, c["conv3"], p["conv3"], dz3, "conv3")
+    dz2, g["bn2_gamma"], g["bn2_beta"] = _bn_relu_bwd(be, c["bn2"], p["bn2"], da2, "bn2")
+    da1, g["conv2_w"] = conv_bwd(be, c["conv2"], p["conv2"], dz2, "conv2")
+    dz1, g["bn1_gamma"], g["bn1_beta"] = _bn_relu_bwd(be, c["bn1"], p["bn1"], da1, "bn1")
+    dx, g["conv1_w"] = conv_bwd(be, c["conv1"], p["conv1"], dz1, "conv1")
+    if down:
+        dzd, g["bn_down_gamma"], g["bn_down_beta"] = _bn_relu_bwd(be, c["bn_down"], p["bn_down"], dr, "bn_down",
+                                                                  relu=False)
+        dxs, g["down_w"] = conv_bwd(be, c["down"], p["down"], dzd, "down")
+    else:
+        dxs = dr
+    return be.add(dx, dxs, "residual_bwd"), g
+
+
+def _weight(p, gname):
+    """The weight handle of gradient name ``gname`` in a block's / the stem's param dict."""
+    if gname.endswith("_w"):
+        return p[gname[:-2] if gname[:-2] in p else "conv"]
+    base, which = gname.rsplit("_", 1)
+    return p[base][0 if which == "gamma" else 1]
+
+
+def build_resnet(be, cfg):
+    from .workloads import Built, _Values, stage_of
+
+    validate_resnet(cfg)
+    rv = _Values(be, cfg.seed)
+    n, hw, ncls = cfg.batch, cfg.image, cfg.vocab
+    out = Built()
+    P, specs = _params(be, rv, cfg)
+    nblocks = len(specs)
+    nst = pipeline_stages(cfg)
+    last = stage_of(nblocks - 1, nblocks, nst)
+    with be.on_ipu(0), be.scope("stem"):
+        image = be.input("image", rv.normal((n * hw * hw, 3)))
+    labels = np.random.default_rng(cfg.seed + 3).integers(0, ncls, size=n)
+    with be.on_ipu(last), be.scope("loss"):
+        onehot = np.zeros((n, ncls), np.float32)
+        onehot[np.arange(n), labels] = -1.0
+        neg_onehot = be.constant("neg_onehot", onehot)
+    keep = not (cfg.recompute and cfg.training)
+    geom = _Geom(n, hw, hw)
+    with be.on_ipu(0), be.scope("stem"):
+        x, stem_cache, geom = _stem_fwd(be, P["stem"], image, geom)
+    inputs, caches, geoms = [], [], []
+    for b, (name, stride, down) in enumerate(specs):
+        with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
+            inputs.append(x)
+            geoms.append(geom)
+            x, c, geom = _block_fwd(be, P[name], x, geom, stride, down)
+            caches.append(c if keep else None)
+    with be.on_ipu(last), be.scope("head"):
+        gidx = global_windows(n, geom.h * geom.w)
+        pooled = be.avg_pool(x, gidx, "global_avg_pool")
+        logits = be.add_bias(be.matmul(pooled, P["fc"]["w"], "fc/matmul"), P["fc"]["b"], "fc/bias_add")
+    out.results["output"] = logits
+    if not cfg.training:
+        return out
+    with be.on_ipu(last), be.scope("loss"):
+        prob = be.softmax(logits, "softmax")
+        dlogits = be.scale(be.add(prob, neg_onehot, "minus_onehot"), 1.0 / n, "mean_grad")
+    out.results["loss_grad"] = dlogits
+    with be.on_ipu(last), be.scope("head/bwd"):
+        dw_fc = be.matmul(be.t(pooled), dlogits, "fc/dw_matmul")
+        db_fc = be.reduce_rows(dlogits, "fc/db_reduce")
+        dpooled = be.matmul(dlogits, be.t(P["fc"]["w"]), "fc/dx_matmul")
+        d = be.avg_pool_bwd(dpooled, gidx, geom.rows, "global_avg_pool_bwd")
+        out.results["fc/dw"] = dw_fc
+        out.results["fc/w_new"] = be.sgd(P["fc"]["w"], dw_fc, cfg.lr, "w_sgd")
+        out.results["fc/b_new"] = be.sgd(P["fc"]["b"], db_fc, cfg.lr, "b_sgd")
+    for b in reversed(range(nblocks)):
+        name, stride, down = specs[b]
+        with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
+            c = caches[b]
+            if c is None:
+                with be.scope("recompute"):
+                    _, c, _ = _block_fwd(be, P[name], inputs[b], geoms[b], stride, down)
+            with be.scope("bwd"):
+                d, grads = _block_bwd(be, P[name], c, d, down)
+                for gname, gr in grads.items():
+                    out.results[f"{name}/d{gname}"] = gr
+                    out.results[f"{name}/{gname}_new"] = be.sgd(_weight(P[name], gname), gr, cfg.lr, f"{gname}_sgd")
+    with be.on_ipu(0), be.scope("stem"):
+        if not keep:
+            with be.scope("recompute"):
+                _, stem_cache, _ = _stem_fwd(be, P["stem"], image, _Geom(n, hw, hw))
+        with be.scope("bwd"):
+            grads = _stem_bwd(be, P["stem"], stem_cache, d)
+            for gname, gr in grads.items():
+                out.results[f"stem/d{gname}"] = gr
+                out.results[f"stem/{gname}_new"] = be.sgd(_weight(P["stem"], gname), gr, cfg.lr, f"{gname}_sgd")
+    return out
+
+
+def flops_per_image(cfg) -> float:
+    """Multiply-add FLOPs of one forward pass (convolutions and fc), for reports: 2 * MACs."""
+    blocks = stage_blocks(cfg.layers)
+    h = cfg.image // 2
+    total = 2 * h * h * 49 * 3 * cfg.hidden
+    h //= 2
+    cin = cfg.hidden
+    for s, nb in enumerate(blocks):
+        width = cfg.hidden * 2 ** s
+        for i in range(nb):
+            stride = 2 if (s > 0 and i == 0) else 1
+            ho = h // stride
+            total += 2 * (h * h * cin * width + ho * ho * 9 * width * width + ho * ho * width * EXPANSION * width)
+            if i == 0:
+                total += 2 * ho * ho * cin * EXPANSION * width
+            cin, h = EXPANSION * width, ho
+    return float(total + 2 * cin * cfg.vocab)
+

@@ -1,0 +1,200 @@
+"""Batch norm and pooling: the numpy reference against independent formulations (loops, finite
+differences), and every emulator op against the reference on all three backends."""
+
+import numpy as np
+import pytest
+
+from popvision_lite.emulator.engine import Engine
+from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.models.emulated import EmulatorBackend
+from popvision_lite.emulator.models.planning import PlanOnlyBackend
+from popvision_lite.emulator.ops import norm_pool as NP
+from popvision_lite.emulator.ops.context import plan_target_of
+from popvision_lite.emulator.target import Target
+
+rng = np.random.default_rng(11)
+
+
+def _run(fn, *arrays, precision="fp32"):
+    em = EmulatorBackend(Target.from_device("ipu-mk2"), precision)
+    ref = NumpyBackend(precision)
+    outs = []
+    for be in (em, ref):
+        ins = [be.input(f"in{i}", a) for i, a in enumerate(arrays)]
+        res = fn(be, *ins)
+        outs.append(res if isinstance(res, tuple) else (res,))
+    run = Engine(em.graph, em.program(), mode="full").run(inputs=em.inputs)
+    got = tuple(run.outputs[t.name] for t in outs[0])
+    # the plan-only backend walks the same code with shapes only and returns the same shapes
+    plan = PlanOnlyBackend(plan_target_of(Target.from_device("ipu-mk2")), precision)
+    pins = [plan.input(f"in{i}", a) for i, a in enumerate(arrays)]
+    pres = fn(plan, *pins)
+    pres = pres if isinstance(pres, tuple) else (pres,)
+    assert [tuple(p.shape) for p in pres] == [tuple(np.shape(w)) for w in outs[1]]
+    return got, outs[1], run.profile_data
+
+
+def _close(got, want, tol=1e-4):
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g, np.float64).reshape(np.shape(w)), w, rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------- reference vs loops
+
+
+def _loop_pool(x, n, h, w, k, s, p, mode):
+    c = x.shape[-1]
+    img = x.reshape(n, h, w, c)
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    out = np.zeros((n, oh, ow, c))
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                vals = [img[b, i * s - p + a, j * s - p + bb] for a in range(k) for bb in range(k)
+                        if 0 <= i * s - p + a < h and 0 <= j * s - p + bb < w]
+                out[b, i, j] = np.max(vals, 0) if mode == "max" else np.sum(vals, 0) / (k * k)
+    return out.reshape(-1, c)
+
+
+def test_windows_pool_and_im2col_match_loops():
+    n, h, w, c = 2, 7, 6, 3
+    x = rng.standard_normal((n * h * w, c)).astype(np.float32)
+    idx, (oh, ow) = NP.conv_windows(n, h, w, 3, 2, 1)
+    assert (oh, ow) == (4, 3) and idx.shape == (n * oh * ow, 9)
+    np.testing.assert_allclose(NP.ref_pool(x, idx, "max"), _loop_pool(x, n, h, w, 3, 2, 1, "max"), rtol=1e-6)
+    np.testing.assert_allclose(NP.ref_pool(x, idx, "sum", 1 / 9), _loop_pool(x, n, h, w, 3, 2, 1, "avg"), rtol=1e-5)
+    cols = NP.ref_gather_windows(x, idx)
+    # im2col column order (kh, kw, c): a (3,3,C,Co) kernel reshaped to (9C, Co) is the conv
+    wk = rng.standard_normal((3, 3, c, 5)).astype(np.float32)
+    y = cols @ wk.reshape(9 * c, 5)
+    img = np.pad(x.reshape(n, h, w, c), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros((n, oh, ow, 5))
+    for i in range(oh):
+        for j in range(ow):
+            want[:, i, j] = np.einsum("nabc,abco->no", img[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3], wk)
+    np.testing.assert_allclose(y, want.reshape(-1, 5), rtol=1e-4, atol=1e-5)
+
+
+def test_invert_windows_lists_every_reader():
+    idx, _ = NP.conv_windows(1, 5, 5, 3, 2, 1)
+    inv = NP.invert_windows(idx, 25)
+    assert inv.shape == (25, 4)  # stride 2, k 3: a row is read by up to 2 x 2 windows
+    for r in range(25):
+        want = sorted(np.flatnonzero(idx.ravel() == r))
+        assert sorted(inv[r][inv[r] >= 0]) == want
+
+
+def _numgrad(f, x, eps=1e-3):
+    g = np.zeros_like(x)
+    it = np.nditer(x, flags=["multi_index"])
+    for _ in it:
+        i = it.multi_index
+        xp, xm = x.copy(), x.copy()
+        xp[i] += eps
+        xm[i] -= eps
+        g[i] = (f(xp) - f(xm)) / (2 * eps)
+    return g
+
+
+def test_reference_gradients_match_finite_differences():
+    n, h, w, c = 1, 4, 4, 2
+    x = rng.standard_normal((n * h * w, c))
+    idx, _ = NP.conv_windows(n, h, w, 3, 2, 1)
+    up = rng.standard_normal((idx.shape[0], c))
+    # max pool (distinct values: no ties)
+    y = NP.ref_pool(x, idx, "max")
+    got = NP.ref_max_pool_bwd(x, y, up, idx)
+    np.testing.assert_allclose(got, _numgrad(lambda v: (NP.ref_pool(v, idx, "max") * up).sum(), x), atol=1e-3)
+    # average pool and col2im
+    got = NP.ref_avg_pool_bwd(up, idx, x.shape[0])
+    np.testing.assert_allclose(got, _numgrad(lambda v: (NP.ref_pool(v, idx, "sum", 1 / 9) * up).sum(), x), atol=1e-3)
+    upc = rng.standard_normal((idx.shape[0], 9 * c))
+    got = NP.ref_col2im(upc, idx, x.shape[0])
+    np.testing.assert_allclose(got, _numgrad(lambda v: (NP.ref_gather_windows(v, idx) * upc).sum(), x), atol=1e-3)
+    # batch norm
+    xb = rng.standard_normal((6, 3))
+    gam, bet, dy = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal((6, 3))
+    _, mean, invstd = NP.ref_batch_norm(xb, gam, bet)
+    dx, dg, db = NP.ref_batch_norm_bwd(xb, dy, mean, invstd, gam)
+    loss = lambda v: (NP.ref_batch_norm(v, gam, bet)[0].astype(np.float64) * dy).sum()  # noqa: E731
+    np.testing.assert_allclose(dx, _numgrad(loss, xb), atol=2e-2, rtol=2e-2)
+    np.testing.assert_allclose(db, dy.sum(0), rtol=1e-5)
+    xhat = (xb - xb.mean(0)) / np.sqrt(xb.var(0) + NP.BN_EPS)
+    np.testing.assert_allclose(dg, (dy * xhat).sum(0), rtol=1e-4)
+
+
+# ---------------------------------------------------------------- emulator vs reference
+
+
+def test_batch_norm_forward_and_backward_on_the_emulator():
+    x = (rng.standard_normal((40, 12)) * 3 + 1).astype(np.float32)
+    g = rng.standard_normal(12).astype(np.float32)
+    b = rng.standard_normal(12).astype(np.float32)
+    dy = rng.standard_normal((40, 12)).astype(np.float32)
+
+    def f(be, x_, g_, b_, dy_):
+        y, mean, invstd = be.batch_norm(x_, g_, b_, "bn")
+        return (y, mean, invstd, *be.batch_norm_bwd(x_, dy_, mean, invstd, g_, "bn_bwd"))
+
+    got, want, pd_ = _run(f, x, g, b, dy)
+    _close(got, want, 1e-3)
+    types = set(pd_.ops.type)
+    assert {"batch_norm", "batch_norm_bwd"} <= types
+
+
+@pytest.mark.parametrize("k,s,p", [(3, 2, 1), (2, 2, 0), (3, 1, 1)])
+def test_pooling_and_windows_on_the_emulator(k, s, p):
+    n, h, w, c = 2, 6, 5, 8
+    x = rng.standard_normal((n * h * w, c)).astype(np.float32)
+    idx, (oh, ow) = NP.conv_windows(n, h, w, k, s, p)
+    dy = rng.standard_normal((idx.shape[0], c)).astype(np.float32)
+    dcols = rng.standard_normal((idx.shape[0], k * k * c)).astype(np.float32)
+
+    def f(be, x_, dy_, dc_):
+        y = be.max_pool(x_, idx, "maxpool")
+        return (y, be.max_pool_bwd(x_, y, dy_, idx, "maxpool_bwd"), be.avg_pool(x_, idx, "avgpool"),
+                be.avg_pool_bwd(dy_, idx, n * h * w, "avgpool_bwd"), be.gather_windows(x_, idx, "im2col"),
+                be.col2im(dc_, idx, n * h * w, "col2im"))
+
+    got, want, pd_ = _run(f, x, dy, dcols)
+    _close(got, want, 1e-4)
+    assert {"max_pool", "max_pool_bwd", "avg_pool", "im2col"} <= set(pd_.ops.type)
+
+
+def test_global_average_pool_and_fp16():
+    n, hw, c = 3, 16, 24
+    x = rng.standard_normal((n * hw, c)).astype(np.float32)
+    idx = NP.global_windows(n, hw)
+    dy = rng.standard_normal((n, c)).astype(np.float32)
+
+    def f(be, x_, dy_):
+        return be.avg_pool(x_, idx, "gap"), be.avg_pool_bwd(dy_, idx, n * hw, "gap_bwd")
+
+    got, want, _ = _run(f, x, dy, precision="fp16")
+    _close(got, want, 2e-3)
+    np.testing.assert_allclose(np.asarray(want[0], np.float32), x.reshape(n, hw, c).mean(1), atol=2e-3)
+
+
+def test_max_pool_gradient_reaches_every_tied_maximum():
+    x = np.zeros((4, 2), np.float32)  # one 2x2 window, all equal: every element gets the gradient
+    idx, _ = NP.conv_windows(1, 2, 2, 2, 2, 0)
+    dy = np.array([[1.0, 2.0]], np.float32)
+
+    def f(be, x_, dy_):
+        return be.max_pool_bwd(x_, be.max_pool(x_, idx, "mp"), dy_, idx, "mp_bwd")
+
+    got, want, _ = _run(f, x, dy)
+    _close(got, want)
+    np.testing.assert_array_equal(np.asarray(want[0]), np.tile([1.0, 2.0], (4, 1)))
+
+
+def test_window_codelet_cost_follows_the_pooling_estimator():
+    """Cycles of a max-pool vertex: 14 + rows * (13 + k * (4 + 3 * vectors)) (poplibs getPoolingCycles)."""
+    em = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
+    x = em.input("x", np.zeros((2 * 4 * 4, 8), np.float32))
+    idx, _ = NP.conv_windows(2, 4, 4, 2, 2, 0)
+    em.max_pool(x, idx, "mp")
+    grp = next(g for g in em.graph.groups if g.codelet is NP.WINDOW_MAX)
+    cyc = NP.WINDOW_MAX.cycles(grp, em.graph.target)
+    rows = grp.fields["out"].sizes // 8
+    np.testing.assert_array_equal(cyc, 14 + rows * (13 + 4 * (4 + 3 * 2)))

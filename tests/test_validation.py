@@ -1,0 +1,150 @@
+"""The validation report's pure parts: CSV parsing, row -> configuration (contract names), the
+throughput adapter, table and doc-section formatting, the CLI's errors."""
+
+import csv
+import io
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from popvision_lite import validation as V
+from popvision_lite.cli import main
+from popvision_lite.errors import ConfigError
+
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "validation"
+needs_data = pytest.mark.skipif(not (SHARED / V.CSV_NAME).exists(), reason="shared/validation not beside the repo")
+
+
+@needs_data
+def test_ipu_rows_map_to_the_mlperf_configurations():
+    rows = V.load_rows(SHARED)
+    assert {r["vendor"] for r in rows} == {"graphcore"} and len(rows) == 2
+    cases = {c.model: c for c in map(V.row_to_case, rows)}
+    bert, rn = cases["bert-large"], cases["resnet50"]
+    assert bert.config == dict(seq=512, batch=2, packing=2.0, grad_accum=192, replicas=4, pipeline_stages=4, ipus=16,
+                               optimizer="lamb", optimizer_state="offchip", rts=True, available_memory_proportion=0.23,
+                               vocab=30912, recompute=True, precision="fp16", training=True)
+    assert bert.measured_sps == pytest.approx(1523.8) and bert.samples_per_microbatch == 4.0
+    assert rn.config["batch"] == 20 and rn.config["grad_accum"] == 10 and rn.config["replicas"] == 16
+    assert rn.config["pipeline_stages"] == 1 and rn.config["recompute"] is True
+    assert rn.config["available_memory_proportion"] == 0.15 and rn.measured_sps == pytest.approx(29516.1)
+
+
+@needs_data
+def test_untuned_cases_have_no_measurement_and_change_one_thing():
+    rn = next(c for c in map(V.row_to_case, V.load_rows(SHARED)) if c.model == "resnet50")
+    pod64, bow, mb = V.untuned_cases(rn)
+    assert all(c.measured_sps is None and not c.tuned for c in (pod64, bow, mb))
+    assert pod64.config["replicas"] == 64 and pod64.config["ipus"] == 64 and pod64.device == "ipu-mk2"
+    assert bow.device == "ipu-bow" and bow.config == rn.config
+    assert mb.config["batch"] != 20 and {k: v for k, v in mb.config.items() if k != "batch"} == \
+        {k: v for k, v in rn.config.items() if k != "batch"}
+
+
+def _csv(tmp_path, rows, header=V.REQUIRED_COLUMNS):
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(header))
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    (tmp_path / V.CSV_NAME).write_text(buf.getvalue())
+    return tmp_path
+
+
+def test_bad_csv_gives_errors_naming_file_and_field(tmp_path):
+    with pytest.raises(ConfigError, match="validation data not found"):
+        V.load_rows(tmp_path / "missing")
+    _csv(tmp_path, [], header=("vendor", "id"))
+    (tmp_path / V.CSV_NAME).write_text("vendor,id\ngraphcore,x\n")
+    with pytest.raises(ConfigError, match=r"mlperf_training.csv: missing column\(s\) benchmark"):
+        V.load_rows(tmp_path)
+    row = {c: "" for c in V.REQUIRED_COLUMNS} | dict(vendor="graphcore", benchmark="ResNet-50", n_accel="16",
+                                                      micro_batch="20", grad_accum="10", replicas_or_dp="8",
+                                                      pipeline_stages="1", available_memory_proportion="0.1",
+                                                      train_only_sps_median="1", id="r")
+    with pytest.raises(ConfigError, match="8 IPUs but n_accel = 16"):
+        V.row_to_case(row)
+    with pytest.raises(ConfigError, match="available_memory_proportion: not a number"):
+        V.row_to_case(row | dict(replicas_or_dp="16", available_memory_proportion="lots"))
+
+
+def test_validate_cli_exit_2_names_the_missing_path(tmp_path, capsys):
+    assert main(["validate", "--data", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "nowhere") in err and "not found" in err and "Traceback" not in err
+
+
+@needs_data
+def test_validate_cli_lists_cases_without_emulating(tmp_path, capsys):
+    shutil.copy(SHARED / V.CSV_NAME, tmp_path / V.CSV_NAME)
+    assert main(["validate", "--data", str(tmp_path), "--list", "--only", "resnet"]) == 0
+    out = capsys.readouterr().out
+    assert "gc-v1.1-pod16-resnet:" in out and "measured 29,516.1 images/s" in out
+    assert "gc-v1.1-pod16-resnet-bow" in out and "not measured" in out and "bert" not in out.lower()
+
+
+def _case(**kw):
+    base = dict(id="x", label="ResNet-50, 16 replicas", model="resnet50",
+                config=dict(batch=20, replicas=16, grad_accum=10, ipus=16, pipeline_stages=1), measured_sps=2000.0,
+                sample_unit="images")
+    return V.Case(**(base | kw))
+
+
+def test_supported_config_drops_unknown_fields_and_runs_one_replica():
+    kept, dropped = V.supported_config(_case().config, {"batch", "ipus"})
+    assert kept == {"batch": 20, "ipus": 1} and dropped == ["replicas", "grad_accum", "pipeline_stages"]
+    kept, dropped = V.supported_config(_case().config, {"batch", "ipus", "replicas", "grad_accum", "pipeline_stages"})
+    assert kept["ipus"] == 16 and dropped == []
+
+
+def test_throughput_adapter_uses_the_contract_field_when_present():
+    case = _case()
+    sps, basis = V.throughput(SimpleNamespace(seconds=0.01), case, ["replicas"])
+    assert sps == pytest.approx(20 / 0.01 * 16) and "x 16 replicas" in basis and "lacks replicas" in basis
+    sps, basis = V.throughput(SimpleNamespace(seconds=0.01, samples_per_second=1234.5), case, [])
+    assert sps == 1234.5 and "samples_per_second" in basis
+    bert = _case(config=dict(batch=2, packing=2.0, replicas=4))
+    assert V.throughput(SimpleNamespace(seconds=0.5), bert, ["replicas"])[0] == pytest.approx(2 * 2 / 0.5 * 4)
+
+
+def test_predict_reports_errors_per_row_and_ratio():
+    case = _case()
+
+    def fake_run(cfg, device, timing_only):
+        assert timing_only and device == "ipu-mk2" and cfg["ipus"] == 1
+        return SimpleNamespace(seconds=0.02, fits=False, total_cycles=123)
+
+    r = V.predict(case, run_model=fake_run, make_config=lambda m, **kw: kw, field_names={"batch", "ipus"})
+    assert r.predicted_sps == pytest.approx(16000) and r.ratio == pytest.approx(8.0) and r.fits is False
+    bad = V.predict(case, run_model=fake_run, make_config=lambda m, **kw: 1 / 0, field_names={"batch"})
+    assert bad.predicted_sps is None and "ZeroDivisionError" in bad.error and bad.ratio is None
+
+
+def test_table_and_section_formatting():
+    good = V.Result(_case(), predicted_sps=1500.0, fits=True, wall_s=12.34, basis="b")
+    pred = V.Result(_case(id="y", measured_sps=None, tuned=False), predicted_sps=900.0, fits=False, wall_s=1.0)
+    err = V.Result(_case(id="z"), error="ConfigError: nope")
+    table = V.format_table([good, pred, err])
+    lines = table.splitlines()
+    assert len(lines) == 5
+    assert "| 2,000.0 images | 1,500.0 | 0.750 | fits | 12.3 s | b |" in lines[2]
+    assert "not measured (prediction only)" in lines[3] and "does not fit" in lines[3] and "| - |" in lines[3]
+    assert "error: ConfigError: nope" in lines[4]
+    section = V.render_section([good], meta="Last run: now.")
+    assert section.startswith(V.BEGIN) and section.endswith(V.END) and "host I/O" in section
+    assert "identity" in section and "Last run: now." in section
+
+
+def test_doc_section_is_replaced_between_markers_or_appended(tmp_path):
+    doc = tmp_path / "fidelity.md"
+    doc.write_text("# Title\n\nhand text\n")
+    V.write_doc(V.render_section([], "first"), doc)
+    t1 = doc.read_text()
+    assert t1.startswith("# Title\n\nhand text\n") and t1.count(V.BEGIN) == 1 and "first" in t1
+    doc.write_text(t1 + "\nafter\n")
+    V.write_doc(V.render_section([], "second"), doc)
+    t2 = doc.read_text()
+    assert t2.count(V.BEGIN) == 1 and "second" in t2 and "first" not in t2 and t2.endswith("\nafter\n")
+    assert not list(tmp_path.glob(".fidelity-*"))  # temp file renamed, nothing left behind
