@@ -29,9 +29,25 @@ def open(path):  # noqa: A001 - mirrors builtins.open on purpose: pvl.open("run.
     return open_profile(path)
 
 
+def emulate_onnx(path, output=None, **options):
+    """Import an ONNX model, emulate one inference step and return ``(run, profile)``.
+
+    ``run`` is a :class:`popvision_lite.emulator.onnx_import.OnnxRun` (cycles, fits, numeric checks
+    against ONNX Runtime, outputs); ``profile`` is the written profile opened with :func:`open` when
+    ``output`` is given, else the in-memory ``ProfileData``.  Options: ``batch``, ``seq``, ``dims``
+    ({name: value}), ``device``, ``precision``, ``timing_only``, ``ipus``, ``seed``, ``inputs`` (.npz
+    path or dict), ``progress`` (callable(stage, fraction)); see ``emulate_onnx`` in
+    ``emulator/onnx_import/run.py``."""
+    from popvision_lite.emulator.onnx_import import emulate_onnx as _emulate
+
+    run = _emulate(path, output, **options)
+    return run, (open(output) if output else run.profile_data)
+
+
 __all__ = [
     "__version__",
     "open",
+    "emulate_onnx",
     "PopvisionError",
     "ProfileError",
     "DeviceSpecError",

@@ -132,7 +132,7 @@ def _dim_value(d, name_of_input, index, dims, batch, seq, used):
     how = (f"set it with {flag} or --dim {sym}=N" if flag and sym else f"set it with {flag}" if flag
            else f"set it with --dim {sym}=N" if sym else "the model needs a fixed size here")
     raise OnnxImportError(f"input '{name_of_input}' dimension {index} {label} is dynamic; {how} "
-                          "(or TOML [onnx_dims])")
+                          "(or [dims] in a TOML run config)")
 
 
 def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
