@@ -147,6 +147,11 @@ def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
     used: dict = {}
     inputs = {}
     casts = []
+    known = sorted({d.dim_param for vi in g.input for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    unknown = sorted(set(dims) - set(known))
+    if unknown:
+        raise OnnxImportError(f"argument --dim: {', '.join(unknown)}: no input of {path} has such a dimension"
+                              + (f" (symbolic dims: {', '.join(known)})" if known else " (it has no symbolic dims)"))
     for vi in g.input:
         if vi.name in init_names:
             continue
@@ -167,11 +172,6 @@ def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
             d.dim_value = v
             shape.append(v)
         inputs[vi.name] = (tuple(shape), int(tt.elem_type))
-    unknown = sorted(set(dims) - set(used))
-    if unknown:
-        known = sorted({d.dim_param for vi in g.input for d in vi.type.tensor_type.shape.dim if d.dim_param})
-        raise OnnxImportError(f"argument --dim: {', '.join(unknown)}: no input of {path} has such a dimension"
-                              + (f" (symbolic dims: {', '.join(known)})" if known else " (it has no symbolic dims)"))
     initializers = {}
     for t in g.initializer:
         info = dtype_info(t.data_type)

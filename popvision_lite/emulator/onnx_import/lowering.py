@@ -142,10 +142,12 @@ class Lowerer:
         total = own.sum()
         if self.ipus == 1 or total == 0:
             self.ipu_of = np.zeros(len(nodes), dtype=np.int64)
+            self.weight_bytes_per_ipu = [int(total)] + [0] * (self.ipus - 1)
             return
         mid = np.cumsum(own) - own / 2
         ipu = np.minimum(self.ipus - 1, (mid / total * self.ipus).astype(np.int64))
         self.ipu_of = np.maximum.accumulate(ipu)  # never move back to an earlier IPU
+        self.weight_bytes_per_ipu = [int(own[self.ipu_of == k].sum()) for k in range(self.ipus)]
 
     # ------------------------------------------------------------------ helpers
     def node_name(self, i, node) -> str:

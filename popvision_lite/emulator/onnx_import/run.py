@@ -40,6 +40,7 @@ class OnnxRun:
     reference: dict = field(default_factory=dict)    # ONNX Runtime outputs on the same inputs
     profile_path: str | None = None
     config: dict = field(default_factory=dict)
+    weight_bytes_per_ipu: list = field(default_factory=list)  # ONNX weight bytes read by the nodes on each IPU
 
 
 def _gather_rows_of(lm: LoadedModel) -> dict:
@@ -187,6 +188,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     pd_ = res.profile_data
     pd_.run["numeric_checks"] = checks
     pd_.run["model"] = model_name
+    config["weight_bytes_per_ipu"] = list(low.weight_bytes_per_ipu)
     pd_.run.setdefault("config", config)
     if profile_path := output:
         tick("writing profile", 0.9)
@@ -199,7 +201,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                    profile_data=pd_, numeric_checks=checks, oom_report=cg.oom_report, wall=wall,
                    num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records), dims=lm.dims,
                    casts=list(lm.casts), notes=list(low.notes), outputs=got, reference=ref,
-                   profile_path=str(output) if output else None, config=config)
+                   profile_path=str(output) if output else None, config=config,
+                   weight_bytes_per_ipu=list(low.weight_bytes_per_ipu))
 
 
 def reference_numpy(path, *, batch=None, seq=None, dims=None, precision="fp16", seed=0, inputs=None) -> dict:
