@@ -116,8 +116,10 @@ def _linear(g, x, k, n, name, bias=True):
     return y
 
 
-def bert_layer_nodes(g, x, H, A, F, p, decomposed=False, mask=None, bias=True, gelu="erf"):
-    """One BERT encoder layer on x (B, S, H); returns the output name.  ``mask``: additive (B,1,1,S)."""
+def bert_layer_nodes(g, x, H, A, F, p, decomposed=False, mask=None, bias=True, gelu="erf", residual_first=False):
+    """One BERT encoder layer on x (B, S, H); returns the output name.  ``mask``: additive (B,1,1,S).
+    Residual adds as Hugging Face's BERT exports them (``sublayer + residual``), or with the residual
+    first (``residual_first``: the bundled workload's operand order)."""
     d = H // A
     q = _linear(g, x, H, H, f"{p}.attention.self.query", bias)
     k = _linear(g, x, H, H, f"{p}.attention.self.key", bias)
@@ -142,12 +144,12 @@ def bert_layer_nodes(g, x, H, A, F, p, decomposed=False, mask=None, bias=True, g
     ctx = g.op("Transpose", [ctx], f"/{p}/attention/Transpose_ctx", perm=[0, 2, 1, 3])
     ctx = g.op("Reshape", [ctx, g.const(np.array([0, 0, H], np.int64))], f"/{p}/attention/Reshape_ctx")
     o = _linear(g, ctx, H, H, f"{p}.attention.output.dense", bias)
-    r1 = g.op("Add", [o, x], f"/{p}/attention/output/Add")
+    r1 = g.op("Add", [x, o] if residual_first else [o, x], f"/{p}/attention/output/Add")
     h1 = _layer_norm(g, r1, H, f"{p}.attention.output.LayerNorm", decomposed)
     f1 = _linear(g, h1, H, F, f"{p}.intermediate.dense", bias)
     a = _gelu_erf(g, f1, f"/{p}/intermediate/gelu") if gelu == "erf" else g.op("Gelu", [f1], f"/{p}/gelu")
     f2 = _linear(g, a, F, H, f"{p}.output.dense", bias)
-    r2 = g.op("Add", [f2, h1], f"/{p}/output/Add")
+    r2 = g.op("Add", [h1, f2] if residual_first else [f2, h1], f"/{p}/output/Add")
     return _layer_norm(g, r2, H, f"{p}.output.LayerNorm", decomposed)
 
 
@@ -165,7 +167,8 @@ def bert_layer(hidden=32, heads=2, ffn=None, decomposed=False, seed=0):
                    [g.tin(y, ["batch", "seq", H])], name="bert_layer")
 
 
-def bert_encoder(layers=12, hidden=768, heads=12, ffn=None, vocab=1024, bias=False, seed=0, wdtype=np.float16):
+def bert_encoder(layers=12, hidden=768, heads=12, ffn=None, vocab=1024, bias=False, seed=0, wdtype=np.float16,
+                 residual_first=True):
     """Embedding gather + ``layers`` BERT layers, shaped like the bundled ``bert`` workload (no
     biases by default, fused layer norm): for the bench's side-by-side with ``bert-base``."""
     g = _G(seed, wdtype)
@@ -173,7 +176,7 @@ def bert_encoder(layers=12, hidden=768, heads=12, ffn=None, vocab=1024, bias=Fal
     table = g.init("embeddings.word_embeddings.weight", (0.5 * g.rng.standard_normal((vocab, H))).astype(wdtype))
     x = g.op("Gather", [table, "input_ids"], "/embeddings/word_embeddings/Gather", axis=0)
     for i in range(layers):
-        x = bert_layer_nodes(g, x, H, heads, F, f"encoder.layer.{i}", bias=bias)
+        x = bert_layer_nodes(g, x, H, heads, F, f"encoder.layer.{i}", bias=bias, residual_first=residual_first)
     et = g.TP.FLOAT16 if wdtype == np.float16 else g.TP.FLOAT
     return g.model([g.tin("input_ids", ["batch", "seq"], g.TP.INT64)], [g.tin(x, ["batch", "seq", H], et)],
                    name="bert_encoder")

@@ -135,6 +135,31 @@ def _dim_value(d, name_of_input, index, dims, batch, seq, used):
                           "(or [dims] in a TOML run config)")
 
 
+def _light_copy(model):
+    """The model with its large initializers turned into graph inputs of the same type and shape: what
+    the checker and shape inference need, without serialising hundreds of MB of weights (they
+    serialise the model they are given).  Small initializers (shape constants) stay for data
+    propagation."""
+    onnx = _onnx()
+    from onnx import helper
+
+    g = model.graph
+    small, big = [], []
+    for t in g.initializer:
+        (small if int(np.prod(t.dims)) <= 4096 else big).append(t)
+    if not big:
+        return model
+    ins = list(g.input)
+    have = {i.name for i in ins}
+    ins += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in big if t.name not in have]
+    graph = helper.make_graph(list(g.node), g.name, ins, list(g.output), initializer=small)
+    light = helper.make_model(graph, opset_imports=list(model.opset_import))
+    light.ir_version = max(model.ir_version, 4)
+    light.functions.extend(model.functions)
+    _ = onnx
+    return light
+
+
 def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
     """Read, fix symbolic input dims, run shape inference, collect initializers and dtype casts."""
     onnx = _onnx()
@@ -185,15 +210,18 @@ def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
                 from None
         if info[1] and t.data_type == onnx.TensorProto.DOUBLE:
             casts.append(f"initializer '{t.name}': {info[1]}")
+    light = _light_copy(model)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(light)
     except Exception as e:
         raise OnnxImportError(f"{path}: the ONNX checker rejects the model: {str(e).strip().splitlines()[0]}") \
             from None
     try:
-        model = shape_inference.infer_shapes(model, data_prop=True)
+        inferred = shape_inference.infer_shapes(light, data_prop=True)
     except Exception as e:
         raise OnnxImportError(f"{path}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     return LoadedModel(path=str(path), model=model, inputs=inputs, outputs=[o.name for o in model.graph.output],
                        initializers=initializers, dims={k: v for k, v in used.items() if k}, casts=casts,

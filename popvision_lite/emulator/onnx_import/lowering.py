@@ -92,7 +92,11 @@ def _attrs(node) -> dict:
 
 def _is_identity(idx: np.ndarray, n: int) -> bool:
     flat = idx.ravel()
-    return flat.size == n and (n == 0 or (flat[0] == 0 and flat[-1] == n - 1 and bool(np.all(np.diff(flat) == 1))))
+    if flat.size != n or n == 0:
+        return flat.size == n
+    if flat[0] != 0 or flat[-1] != n - 1 or (n > 64 and not np.array_equal(flat[:64], np.arange(64))):
+        return False
+    return bool(np.array_equal(flat, np.arange(n, dtype=flat.dtype)))
 
 
 class Lowerer:
@@ -174,9 +178,10 @@ class Lowerer:
         if name in self.handles:
             return self.handles[name]
         v = np.asarray(self.vals[name] if value is None else value)
-        if v.dtype == np.bool_ or not np.issubdtype(v.dtype, np.floating):
-            v = v.astype(np.float32)
-        v = v.astype(np.float32).reshape(canon(v.shape))
+        if not getattr(self.be, "needs_values", True):  # timing only: shapes, no data
+            v = np.broadcast_to(np.float32(0), canon(v.shape))
+        else:
+            v = v.astype(np.float32).reshape(canon(v.shape))
         if name in self.params:
             h = self.be.weight(name, v)
         else:
@@ -205,6 +210,15 @@ class Lowerer:
             return Act(base, shape)
         return Act(View(base, flat.reshape(canon(shape))), shape)
 
+    def reshape(self, a: Act, shape) -> Act:
+        """``a`` with the same elements in the same order, as ``shape`` (free: no index arrays)."""
+        shape = tuple(int(x) for x in shape)
+        if a.nhwc:
+            return self.view(a, np.arange(a.size, dtype=np.int64).reshape(shape), shape)
+        if isinstance(a.h, View):
+            return Act(View(a.h.base, a.h.index.reshape(canon(shape))), shape)
+        return Act(a.h, shape)
+
     def plain(self, a: Act) -> Act:
         """``a`` in row-major order (a view when it is held as rows of channels)."""
         if not a.nhwc:
@@ -223,7 +237,12 @@ class Lowerer:
         return self.be.reshaped(h, shape)
 
     def rows(self, a: Act, row: int):
+        """Handle of ``a`` as rows of ``row`` (row ops read only the last dim: a tensor whose last dim
+        is ``row`` is passed as it is, so the output keeps its shape and later reads need no copy)."""
         a = self.plain(a)
+        h = a.h
+        if not isinstance(h, View) and h.shape[-1] == row:
+            return h
         return self.operand(a, (a.size // row, row))
 
     def nhwc_handle(self, a: Act):
@@ -923,7 +942,7 @@ class Lowerer:
             shp[shp.index(-1)] = a.size // max(1, known)
         if int(np.prod(shp)) != a.size:
             raise OnnxImportError(f"{self.lm.path}: node '{name}': cannot reshape {a.shape} to {tuple(shp)}")
-        self._set(node, self.view(a, np.arange(a.size).reshape(shp), tuple(shp)))
+        self._set(node, self.reshape(a, shp))
         self.op_count -= 1
 
     def _op_Flatten(self, i, node, ins, name):
@@ -931,7 +950,7 @@ class Lowerer:
         ax = _attrs(node).get("axis", 1)
         ax = ax + len(a.shape) if ax < 0 else ax
         shp = (int(np.prod(a.shape[:ax])), int(np.prod(a.shape[ax:])))
-        self._set(node, self.view(a, np.arange(a.size).reshape(shp), shp))
+        self._set(node, self.reshape(a, shp))
         self.op_count -= 1
 
     def _axes_of(self, node, ins):
@@ -949,7 +968,7 @@ class Lowerer:
         axes = [x + nd if x < 0 else x for x in axes] if axes is not None else [j for j, s in enumerate(a.shape)
                                                                               if s == 1]
         shp = tuple(s for j, s in enumerate(a.shape) if j not in axes)
-        self._set(node, self.view(a, np.arange(a.size).reshape(shp), shp))
+        self._set(node, self.reshape(a, shp))
         self.op_count -= 1
 
     def _op_Unsqueeze(self, i, node, ins, name):
@@ -960,7 +979,7 @@ class Lowerer:
         shp = list(a.shape)
         for x in axes:
             shp.insert(x, 1)
-        self._set(node, self.view(a, np.arange(a.size).reshape(shp), tuple(shp)))
+        self._set(node, self.reshape(a, shp))
         self.op_count -= 1
 
     def _op_Transpose(self, i, node, ins, name):
