@@ -155,3 +155,24 @@ def run_onnx(args) -> int:
         print(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])", file=sys.stderr)
         return 1
     return 0
+
+
+def config_toml(settings: dict) -> str:
+    """A run-config TOML for an ONNX run (``settings`` with an ``onnx`` path; the GUI's what-if runs):
+    only the settings ONNX runs read (see CONFIG_KEYS)."""
+
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
+             f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
+    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs"):
+        if settings.get(k) is not None:
+            lines.append(f"{k} = {val(settings[k])}")
+    dims = settings.get("dims") or {}
+    if dims:
+        lines += ["", "[dims]"] + [f"{val(str(k))} = {int(v)}" for k, v in dims.items()]
+    return "\n".join(lines) + "\n"
