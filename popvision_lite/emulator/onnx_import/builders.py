@@ -85,6 +85,20 @@ def mlp(hidden=16, seed=0):
     return g.model([g.tin("x", ["batch", H])], [g.tin(y, ["batch", 4])], name="mlp")
 
 
+def mlp_relu(hidden=16, out=4, seed=0):
+    """Gemm + Relu, MatMul + Add + Tanh, MatMul + Sigmoid: every op with a backward pass."""
+    g = _G(seed)
+    H = hidden
+    h = g.op("Gemm", ["x", g.weight("fc1.weight", (H, H), H), g.weight("fc1.bias", (H,), value=0.1)], "/fc1/Gemm",
+             transB=1)
+    h = g.op("Relu", [h], "/relu/Relu")
+    h = g.op("Add", [g.op("MatMul", [h, g.weight("fc2.weight", (H, H), H)], "/fc2/MatMul"),
+                     g.init("fc2.bias", (0.1 * g.rng.standard_normal(H)).astype(np.float32))], "/fc2/Add")
+    h = g.op("Tanh", [h], "/tanh/Tanh")
+    y = g.op("Sigmoid", [g.op("MatMul", [h, g.weight("head.weight", (H, out), H)], "/head/MatMul")], "/out/Sigmoid")
+    return g.model([g.tin("x", ["batch", H])], [g.tin(y, ["batch", out])], name="mlp_relu")
+
+
 def _layer_norm(g, x, H, name, decomposed):
     gam = g.weight(f"{name}.weight", (H,), value=1.0)
     bet = g.weight(f"{name}.bias", (H,), value=0.0)

@@ -15,7 +15,7 @@ from .loader import OnnxImportError, parse_dims
 # bundled-workload options that an ONNX file fixes itself
 NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "recompute", "streaming_weights")
 CONFIG_KEYS = {"onnx", "output", "device", "timing_only", "batch", "seq", "dims", "precision", "ipus", "seed",
-               "inputs"}
+               "inputs", "training", "loss_output"}
 
 
 def add_arguments(p) -> None:
@@ -25,6 +25,9 @@ def add_arguments(p) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="(--onnx) value of a symbolic input dimension, e.g. --dim sequence_length=128 "
                         "(--batch and --seq set the usual batch / sequence names)")
+    p.add_argument("--training", action="store_true", default=None,
+                   help="(--onnx) also the backward pass (loss = mean of the outputs) and an SGD step")
+    p.add_argument("--loss-output", metavar="NAME", help="(--onnx --training) the graph output whose mean is the loss")
     p.add_argument("--inputs", metavar="INPUTS.npz", help="(--onnx) input arrays by input name (default: seeded "
                    "random floats, token ids in range, masks of ones)")
 
@@ -96,6 +99,14 @@ def resolve(args) -> dict:
     if kw["precision"] not in ("fp16", "fp32"):
         raise ConfigError(f"{where}field 'precision': must be fp16 or fp32, got {kw['precision']!r}")
     kw["timing_only"] = bool(args.timing_only) if args.timing_only is not None else bool(rc.get("timing_only", False))
+    kw["training"] = bool(args.training) if getattr(args, "training", None) else bool(rc.get("training", False))
+    if getattr(args, "inference", None) and kw["training"]:
+        raise ConfigError("argument --inference: not allowed with --training")
+    loss = getattr(args, "loss_output", None) or rc.get("loss_output")
+    if loss is not None:
+        if not kw["training"]:
+            raise ConfigError("argument --loss-output: only with --training")
+        kw["loss_output"] = str(loss)
     inputs = getattr(args, "inputs", None) or rc.get("inputs")
     if inputs is not None:
         kw["inputs"] = inputs
@@ -105,7 +116,9 @@ def resolve(args) -> dict:
 def format_summary(s: dict, run, out_path: str) -> str:
     lines = [f"model {Path(run.path).name} (ONNX, {run.num_ops} ops"
              + (", dims " + ", ".join(f"{k}={v}" for k, v in run.dims.items()) if run.dims else "")
-             + f"), {run.config.get('precision')}, inference, {run.config.get('ipus', 1)} IPU(s)"]
+             + f"), {run.config.get('precision')}, "
+             + ("training step (loss: mean of " + (run.config.get("loss_output") or "the outputs") + ")"
+                if run.config.get("training") else "inference") + f", {run.config.get('ipus', 1)} IPU(s)"]
     for c in run.casts:
         lines.append(f"cast: {c}")
     lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
@@ -119,8 +132,8 @@ def format_summary(s: dict, run, out_path: str) -> str:
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
         worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
-        lines.append(f"numeric checks vs ONNX Runtime: {len(run.numeric_checks) - len(bad)}/"
-                     f"{len(run.numeric_checks)} outputs passed (rtol {worst['rtol']}, atol {worst['atol']}; "
+        lines.append(f"numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): "
+                     f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed (rtol {worst['rtol']}, atol {worst['atol']}; "
                      f"worst max abs err {max(v['max_abs_err'] for v in run.numeric_checks.values()):.2e})"
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
     lines.append(f"profile: {out_path}")
@@ -169,7 +182,7 @@ def config_toml(settings: dict) -> str:
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
     lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
              f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
-    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs"):
+    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output"):
         if settings.get(k) is not None:
             lines.append(f"{k} = {val(settings[k])}")
     dims = settings.get("dims") or {}

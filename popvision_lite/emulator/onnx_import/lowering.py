@@ -44,6 +44,11 @@ FOLD_ONLY_OPS = (
     "Trilu", "CumSum", "Mod", "Sign", "Clip", "NonZero", "ScatterND", "OneHot",
 )
 SUPPORTED_OPS = tuple(sorted(set(DEVICE_OPS) | set(FOLD_ONLY_OPS)))
+# device ops with a backward pass (--training); the rest are refused in training runs
+TRAINABLE_OPS = ("Add", "Cast", "Concat", "Div", "Dropout", "Exp", "Expand", "Flatten", "Gather", "Gelu", "Gemm",
+                 "Identity", "LayerNormalization", "MatMul", "Mul", "Neg", "Pow", "Reciprocal", "Relu", "Reshape",
+                 "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
+                 "Where")
 # rearrangements of a weight that stay a weight when folded
 PARAM_FOLDABLE = {"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten"}
 
@@ -102,8 +107,13 @@ def _is_identity(idx: np.ndarray, n: int) -> bool:
 class Lowerer:
     """Walks the graph in order and builds it on backend ``be``."""
 
-    def __init__(self, be, lm, input_values: dict, ipus: int = 1, params_bytes=None):
+    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False):
         self.be = be
+        self.training = bool(training)
+        self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
+        self._const_acts: dict = {}  # constant / weight name -> its Act (one per name, so grads add up)
+        self.act_param: dict = {}    # id(Act) -> weight name
+        self.rg: set = set()         # ids of Acts a weight flows into (they need gradients)
         self.lm = lm
         self.graph = lm.model.graph
         self.opset = lm.opset
@@ -193,8 +203,13 @@ class Lowerer:
         v = self.vals[name]
         if isinstance(v, Act):
             return v
-        arr = np.asarray(v)
-        return Act(self.tensor_of(name), arr.shape)
+        if name not in self._const_acts:
+            a = Act(self.tensor_of(name), np.shape(v))
+            self._const_acts[name] = a
+            if name in self.params:
+                self.act_param[id(a)] = name
+                self.rg.add(id(a))
+        return self._const_acts[name]
 
     def view(self, a: Act, idx, shape) -> Act:
         """Act of logical ``shape`` whose elements are ``a``'s logical elements ``idx``."""
@@ -203,12 +218,17 @@ class Lowerer:
         if p is not None:
             idx = p[idx]
         flat = idx.ravel()
+        pidx = flat
         base = a.h.base if isinstance(a.h, View) else a.h
         if isinstance(a.h, View):
             flat = a.h.index.reshape(-1)[flat]
         if _is_identity(flat, int(np.prod(base.shape))):
-            return Act(base, shape)
-        return Act(View(base, flat.reshape(canon(shape))), shape)
+            out = Act(base, shape)
+        else:
+            out = Act(View(base, flat.reshape(canon(shape))), shape)
+        if self.training:
+            self._rec(out, [a], lambda dy: [(a, lambda: self._view_bwd(dy, pidx, a.size))])
+        return out
 
     def reshape(self, a: Act, shape) -> Act:
         """``a`` with the same elements in the same order, as ``shape`` (free: no index arrays)."""
@@ -216,8 +236,12 @@ class Lowerer:
         if a.nhwc:
             return self.view(a, np.arange(a.size, dtype=np.int64).reshape(shape), shape)
         if isinstance(a.h, View):
-            return Act(View(a.h.base, a.h.index.reshape(canon(shape))), shape)
-        return Act(a.h, shape)
+            out = Act(View(a.h.base, a.h.index.reshape(canon(shape))), shape)
+        else:
+            out = Act(a.h, shape)
+        if self.training:
+            self._rec(out, [a], lambda dy: [(a, lambda: dy)])
+        return out
 
     def plain(self, a: Act) -> Act:
         """``a`` in row-major order (a view when it is held as rows of channels)."""
@@ -273,6 +297,102 @@ class Lowerer:
         if nhwc:
             idx = idx.transpose(0, 2, 3, 1)
         return self.view(a, idx, idx.shape).h
+
+    def bcast(self, v, name, out_shape, nhwc) -> Act:
+        """Act of value ``v`` broadcast to ``out_shape`` in the output's order (a recorded view)."""
+        a = v if isinstance(v, Act) else self.act(name)
+        out_shape = tuple(out_shape)
+        if a.shape == out_shape and a.nhwc == nhwc:
+            return a
+        idx = np.broadcast_to(np.arange(a.size, dtype=np.int64).reshape((1,) * (len(out_shape) - len(a.shape))
+                                                                         + a.shape), out_shape)
+        if nhwc:
+            idx = idx.transpose(0, 2, 3, 1)
+        return self.view(a, idx, idx.shape)
+
+    # ------------------------------------------------------------------ training
+    def _rec(self, out, deps, fn, force=False):
+        """Record ``out``'s backward ``fn(dy) -> [(input Act or weight name, thunk of its gradient)]``
+        when a weight is upstream (``deps`` need gradients, or ``force``)."""
+        if force or any(id(d) in self.rg for d in deps if d is not None):
+            self.rg.add(id(out))
+            self.tape.append((out, fn))
+
+    def _need(self, target) -> bool:
+        return (target in self.params) if isinstance(target, str) else id(target) in self.rg
+
+    def _no_backward(self, what, name):
+        raise OnnxImportError(f"{self.lm.path}: node '{name}': --training: {what} has no backward pass yet; "
+                              f"training supports: {', '.join(TRAINABLE_OPS)} (run without --training)")
+
+    def _view_bwd(self, dy, pidx, n):
+        """Gradient of a view (elements ``pidx`` of a tensor of ``n`` elements) given ``dy``."""
+        be = self.be
+        m = int(pidx.size)
+        counts = np.bincount(pidx, minlength=n)
+        if m == n and counts.max(initial=0) == 1:  # a permutation: the inverse view
+            inv = np.empty(n, dtype=np.int64)
+            inv[pidx] = np.arange(n, dtype=np.int64)
+            if _is_identity(inv, n):
+                return dy
+            return be.take(dy, inv)
+        if counts.max(initial=0) <= 1:  # a subset (slice / split): zeros where nothing was read
+            zero = self.tensor_of(f"zero/{n}_{m}", np.zeros(1, np.float32))
+            cat = be.concat([(self.operand_raw(dy, (m,)), (m,)), (zero, (1,))], 0, (m + 1,), f"view_bwd/{n}_{m}")
+            src = np.full(n, m, dtype=np.int64)
+            src[pidx] = np.arange(m, dtype=np.int64)
+            return be.take(cat, src)
+        if n * m > 1 << 24:
+            raise OnnxImportError(f"{self.lm.path}: --training: the gradient of a broadcast of a {n}-element "
+                                  "tensor is not supported at this size")
+        S = np.zeros((n, m), np.float32)
+        S[pidx, np.arange(m)] = 1.0
+        key = f"scatter/{n}_{m}_{self.op_count}_{len(self.tape)}"
+        return be.matmul(self.tensor_of(key, S), self.operand_raw(dy, (m, 1)), key)
+
+    def backward(self, outputs: dict, loss_output=None, lr: float = 0.01):
+        """Backward pass from loss = mean of ``loss_output`` (default: sum of the means of all device
+        outputs), then SGD on every weight that got a gradient; returns {weight name: updated handle}."""
+        be = self.be
+        names = [loss_output] if loss_output else [k for k, v in outputs.items() if isinstance(v, Act)]
+        if loss_output and loss_output not in outputs:
+            raise OnnxImportError(f"--loss-output: '{loss_output}' is not a graph output (outputs: "
+                                  f"{', '.join(outputs)})")
+        grads: dict = {}
+
+        def acc(key, g):
+            grads[key] = be.add(grads[key], g, f"grad_acc/{len(grads)}") if key in grads else g
+
+        for nm in names:
+            a = outputs[nm]
+            if not isinstance(a, Act):
+                continue
+            seed = self.tensor_of(f"loss/{nm}/dy", np.full(canon(a.shape), 1.0 / a.size, np.float32))
+            acc(id(a), seed)
+        objs = {}
+        for out, _ in self.tape:
+            objs[id(out)] = out
+        with be.scope("bwd"):
+            for out, fn in reversed(self.tape):
+                g = grads.pop(id(out), None)
+                if g is None:
+                    continue
+                for target, thunk in fn(g):
+                    if target is None:
+                        continue
+                    key = target if isinstance(target, str) else self.act_param.get(id(target), None)
+                    if key is None:
+                        if id(target) not in self.rg:
+                            continue
+                        key = id(target)
+                    elif key not in self.params:
+                        continue
+                    acc(key, thunk())
+        updated = {}
+        for key, g in grads.items():
+            if isinstance(key, str) and key in self.handles and key in self.params:
+                updated[key] = be.sgd(self.handles[key], g, lr, f"{key}/sgd")
+        return updated
 
     # ------------------------------------------------------------------ patterns
     def _sole(self, name):
@@ -426,14 +546,15 @@ class Lowerer:
         out = node.output[0]
         if spec[0] == "gelu":
             x = self.act(spec[1])
-            self.vals[out] = Act(self.be.gelu(x.h, name + "/gelu"), x.shape, x.nhwc)
+            self.vals[out] = self._unary_act("gelu_erf", x, name + "/gelu")
         else:
             _, xn, g, b = spec
             x = self.act(xn)
             row = x.shape[-1]
-            gam = self.tensor_of(g) if g else self.tensor_of(f"{name}/gamma", np.ones(row, np.float32))
-            bet = self.tensor_of(b) if b else self.tensor_of(f"{name}/beta", np.zeros(row, np.float32))
-            self.vals[out] = Act(self.be.layer_norm(self.rows(x, row), gam, bet, name + "/layer_norm"), x.shape)
+            gname, bname = g or f"{name}/gamma", b or f"{name}/beta"
+            gam = self.tensor_of(g) if g else self.tensor_of(gname, np.ones(row, np.float32))
+            bet = self.tensor_of(b) if b else self.tensor_of(bname, np.zeros(row, np.float32))
+            self.vals[out] = self._layer_norm(x, row, gam, bet, gname, bname, name + "/layer_norm")
         self.op_count += 1
 
     def _fold(self, i, node, ins):
@@ -491,6 +612,9 @@ class Lowerer:
                 f"{self.lm.path}: node '{self.node_name(i, node)}': op type '{op}' is supported only on values "
                 "known when the graph is built (shapes, masks, constants); here it reads a device tensor")
         self.op_count += 1
+        if self.training and op not in TRAINABLE_OPS and (
+                any(isinstance(v, Act) and id(v) in self.rg for v in ins) or any(x in self.params for x in node.input)):
+            self._no_backward(f"op type '{op}'", self.node_name(i, node))
         getattr(self, "_op_" + op)(i, node, ins, self.node_name(i, node))
         return None
 
@@ -500,24 +624,71 @@ class Lowerer:
     # ------------------------------------------------------------------ elementwise
     def _unary(self, kind):
         def f(i, node, ins, name):
-            a = ins[0]
-            be = self.be
-            if kind == "relu":
-                h = be.relu(a.h, name)
-            elif kind == "gelu":
-                h = be.gelu(a.h, name)
-            else:
-                h = be.unary(a.h, kind, name)
-            self._set(node, Act(h, a.shape, a.nhwc))
+            self._set(node, self._unary_act(kind, ins[0], name))
         return f
 
+    def _unary_act(self, kind, a, name, s=None):
+        be = self.be
+        if kind == "relu":
+            h = be.relu(a.h, name)
+        elif kind == "gelu":
+            h = be.gelu(a.h, name)
+        elif kind == "scale":
+            h = be.scale(a.h, s, name)
+        else:
+            h = be.unary(a.h, kind, name, s=s)
+        out = Act(h, a.shape, a.nhwc)
+        if self.training:
+            bn = name + "/bwd"
+            if kind == "relu":
+                g = lambda dy: be.relu_bwd(a.h, dy, bn)  # noqa: E731
+            elif kind == "gelu":
+                g = lambda dy: be.gelu_bwd(a.h, dy, bn)  # noqa: E731
+            elif kind == "gelu_erf":
+                g = lambda dy: be.binary(a.h, dy, "gelu_erf_bwd", bn)  # noqa: E731
+            elif kind == "pow_scalar":  # dy s x^(s-1)
+                g = lambda dy: be.mul(be.scale(be.unary(a.h, "pow_scalar", bn + "/pow", s=s - 1.0), s,  # noqa: E731
+                                               bn + "/scale"), dy, bn)
+            elif kind == "sqrt":  # dy 0.5 / y
+                g = lambda dy: be.mul(be.scale(be.unary(h, "reciprocal", bn + "/inv"), 0.5, bn + "/half"), dy, bn)  # noqa: E731
+            elif kind == "reciprocal":  # -dy y^2
+                g = lambda dy: be.mul(be.unary(be.mul(h, h, bn + "/y2"), "neg", bn + "/neg"), dy, bn)  # noqa: E731
+            elif kind == "exp":
+                g = lambda dy: be.mul(h, dy, bn)  # noqa: E731
+            elif kind == "scale":
+                g = lambda dy: be.scale(dy, s, bn)  # noqa: E731
+            elif kind == "add_scalar":
+                g = lambda dy: dy  # noqa: E731
+            elif kind == "neg":
+                g = lambda dy: be.unary(dy, "neg", bn)  # noqa: E731
+            elif kind == "square":
+                g = lambda dy: be.mul(be.scale(a.h, 2.0, bn + "/2x"), dy, bn)  # noqa: E731
+            elif kind == "tanh":  # dy (1 - y^2)
+                g = lambda dy: be.mul(be.unary(be.unary(be.mul(h, h, bn + "/y2"), "neg", bn + "/neg"),  # noqa: E731
+                                               "add_scalar", bn + "/one_minus", s=1.0), dy, bn)
+            elif kind == "sigmoid":  # dy y (1 - y)
+                g = lambda dy: be.mul(be.mul(h, be.unary(be.unary(h, "neg", bn + "/neg"), "add_scalar",  # noqa: E731
+                                                          bn + "/one_minus", s=1.0), bn + "/y1y"), dy, bn)
+            else:
+                g = None
+            if g is None and id(a) in self.rg:
+                self._no_backward(f"elementwise '{kind}'", name)
+            if g is not None:
+                self._rec(out, [a], lambda dy: [(a, lambda: g(dy))])
+        return out
+
     def __getattr__(self, item):
-        table = {"_op_Relu": "relu", "_op_Gelu": "gelu", "_op_Tanh": "tanh", "_op_Sigmoid": "sigmoid",
+        table = {"_op_Relu": "relu", "_op_Tanh": "tanh", "_op_Sigmoid": "sigmoid",
                  "_op_Sqrt": "sqrt", "_op_Reciprocal": "reciprocal", "_op_Erf": "erf", "_op_Exp": "exp",
                  "_op_Neg": "neg", "_op_Abs": "abs"}
         if item in table:
             return self._unary(table[item])
         raise AttributeError(item)
+
+    def _op_Gelu(self, i, node, ins, name):
+        approx = _attrs(node).get("approximate", b"none")
+        approx = approx.decode() if isinstance(approx, bytes) else str(approx)
+        self._set(node, self._unary_act("gelu" if approx == "tanh" else "gelu_erf", ins[0], name))
 
     def _scalar(self, v):
         if isinstance(v, Act) or v is None:
@@ -530,69 +701,81 @@ class Lowerer:
         be = self.be
         sa = a.shape if isinstance(a, Act) else np.shape(a)
         sb = b.shape if isinstance(b, Act) else np.shape(b)
-        out_shape = tuple(int(s) for s in np.broadcast_shapes(tuple(sa), tuple(sb)))
+        out_shape = tuple(int(x) for x in np.broadcast_shapes(tuple(sa), tuple(sb)))
         s = self._scalar(b)
         if s is not None and isinstance(a, Act) and a.shape == out_shape:
-            h = None
             if kind == "add":
-                h = be.unary(a.h, "add_scalar", name, s=s)
-            elif kind == "sub":
-                h = be.unary(a.h, "add_scalar", name, s=-s)
-            elif kind == "mul":
-                h = be.scale(a.h, s, name)
-            elif kind == "div" and s != 0:
-                h = be.scale(a.h, 1.0 / s, name)
-            elif kind == "pow":
+                return self._unary_act("add_scalar", a, name, s)
+            if kind == "sub":
+                return self._unary_act("add_scalar", a, name, -s)
+            if kind == "mul":
+                return self._unary_act("scale", a, name, s)
+            if kind == "div" and s != 0:
+                return self._unary_act("scale", a, name, 1.0 / s)
+            if kind == "pow":
                 if s == 1.0:
-                    h = be.copy(a.h, name)
-                elif s == 2.0:
-                    h = be.unary(a.h, "square", name)
-                elif s == 0.5:
-                    h = be.unary(a.h, "sqrt", name)
-                elif s == -1.0:
-                    h = be.unary(a.h, "reciprocal", name)
-                else:
-                    h = be.unary(a.h, "pow_scalar", name, s=s)
-            elif kind in ("max", "min"):
-                h = be.unary(a.h, f"{kind}_scalar", name, s=s)
-            if h is not None:
-                return Act(h, a.shape, a.nhwc)
+                    return a
+                k = {2.0: "square", 0.5: "sqrt", -1.0: "reciprocal"}.get(s, "pow_scalar")
+                return self._unary_act(k, a, name, s if k == "pow_scalar" else None)
+            if kind in ("max", "min"):
+                return self._unary_act(f"{kind}_scalar", a, name, s)
         s = self._scalar(a)
         if s is not None and isinstance(b, Act) and b.shape == out_shape:
             if kind in ("add", "mul", "max", "min"):
                 return self._binary_op(kind, node, b, a, name, b_name, a_name)
             if kind == "sub":
-                t = be.unary(b.h, "neg", name + "/neg")
-                return Act(be.unary(t, "add_scalar", name, s=s) if s else t, b.shape, b.nhwc)
+                t = self._unary_act("neg", b, name + "/neg")
+                return self._unary_act("add_scalar", t, name, s) if s else t
             if kind == "div":
-                t = be.unary(b.h, "reciprocal", name + ("/reciprocal" if s != 1.0 else ""))
-                return Act(be.scale(t, s, name) if s != 1.0 else t, b.shape, b.nhwc)
+                t = self._unary_act("reciprocal", b, name + ("/reciprocal" if s != 1.0 else ""))
+                return self._unary_act("scale", t, name, s) if s != 1.0 else t
         nhwc = (isinstance(a, Act) and a.nhwc and a.shape == out_shape) or \
             (isinstance(b, Act) and b.nhwc and b.shape == out_shape)
         # the first operand decides where the output lives: keep a device tensor first
         if not isinstance(a, Act) and kind in ("add", "mul", "max", "min"):
             a, b, a_name, b_name = b, a, b_name, a_name
-        ha = self.in_layout(a, a_name, out_shape, nhwc)
-        if kind == "add" and not isinstance(b, Act) and not isinstance(ha, View) and len(ha.shape) >= 1:
-            last = ha.shape[-1]
+        A = self.bcast(a, a_name, out_shape, nhwc)
+        if kind == "add" and not isinstance(b, Act) and not isinstance(A.h, View) and len(A.h.shape) >= 1:
+            last = A.h.shape[-1]
             bv = np.asarray(b)
             if bv.size == last and bv.size > 1:
                 hb = self.in_layout(b, b_name, out_shape, nhwc)
                 if isinstance(hb, View) and np.array_equal(
                         hb.index.reshape(-1, last), np.broadcast_to(np.arange(last), (hb.index.size // last, last))):
-                    vec = b_name + "/vec"
+                    vec = b_name + "/vec" if np.ndim(bv) != 1 else b_name
                     if b_name in self.params:
                         self.params.add(vec)
-                    bias = self.tensor_of(vec, bv.reshape(last)) if np.ndim(bv) != 1 else hb.base
-                    return Act(be.add_bias(ha, bias, name), out_shape, nhwc)
-        hb = self.in_layout(b, b_name, out_shape, nhwc)
+                    bias = self.tensor_of(vec, bv.reshape(last)) if vec != b_name else hb.base
+                    out = Act(be.add_bias(A.h, bias, name), out_shape, nhwc)
+                    if self.training:
+                        self._rec(out, [A], lambda dy: [(A, lambda: dy), (vec, lambda: be.reduce_rows(
+                            self.operand_raw(dy, (A.size // last, last)), name + "/bias_bwd"))],
+                            force=vec in self.params)
+                    return out
+        B = self.bcast(b, b_name, out_shape, nhwc)
         if kind == "add":
-            h = be.add(ha, hb, name)
+            h = be.add(A.h, B.h, name)
         elif kind == "mul":
-            h = be.mul(ha, hb, name)
+            h = be.mul(A.h, B.h, name)
         else:
-            h = be.binary(ha, hb, kind, name)
-        return Act(h, out_shape, nhwc)
+            h = be.binary(A.h, B.h, kind, name)
+        out = Act(h, out_shape, nhwc)
+        if self.training:
+            bn = name + "/bwd"
+            if kind == "add":
+                fn = lambda dy: [(A, lambda: dy), (B, lambda: dy)]  # noqa: E731
+            elif kind == "sub":
+                fn = lambda dy: [(A, lambda: dy), (B, lambda: be.unary(dy, "neg", bn + "/b"))]  # noqa: E731
+            elif kind == "mul":
+                fn = lambda dy: [(A, lambda: be.mul(dy, B.h, bn + "/a")),  # noqa: E731
+                                 (B, lambda: be.mul(dy, A.h, bn + "/b"))]
+            else:
+                fn = None
+                if id(A) in self.rg or id(B) in self.rg:
+                    self._no_backward(f"elementwise '{kind}' of two tensors", name)
+            if fn is not None:
+                self._rec(out, [A, B], fn)
+        return out
 
     def _bin(self, kind):
         def f(i, node, ins, name):
@@ -643,7 +826,18 @@ class Lowerer:
                 hs.append(self.in_layout(arr, nm + "/f", out_shape, nhwc))
             else:
                 hs.append(self.in_layout(v, nm, out_shape, nhwc))
-        self._set(node, Act(self.be.select(hs[0], hs[1], hs[2], name), out_shape, nhwc))
+        out = Act(self.be.select(hs[0], hs[1], hs[2], name), out_shape, nhwc)
+        if self.training:
+            if isinstance(c, Act) and id(c) in self.rg:
+                self._no_backward("Where with a computed condition", name)
+            zero = (self.tensor_of(f"{name}/zeros", np.zeros(canon(out_shape), np.float32))
+                    if any(isinstance(v, Act) and id(v) in self.rg for v in (a, b)) else None)
+            A, B = (self.bcast(v, nm, out_shape, nhwc) if isinstance(v, Act) else None
+                    for v, nm in ((a, node.input[1]), (b, node.input[2])))
+            self._rec(out, [A, B], lambda dy: ([(A, lambda: self.be.select(hs[0], dy, zero, name + "/bwd_a"))] if A
+                                               else [])
+                      + ([(B, lambda: self.be.select(hs[0], zero, dy, name + "/bwd_b"))] if B else []))
+        self._set(node, out)
 
     # ------------------------------------------------------------------ matmul family
     def _matmul(self, a, b, name, a_name, b_name):
@@ -663,7 +857,9 @@ class Lowerer:
             raise OnnxImportError(f"{self.lm.path}: node '{name}': MatMul shapes {sa} @ {sb} do not chain")
         if len(sb) == 2:
             lead = sa[:-1]
-            h = be.matmul(self.operand(A, (int(np.prod(lead)), K)), self.operand(B, (K, N)), name)
+            A, B = self.plain(A), self.plain(B)
+            ha, hb = self.operand(A, (int(np.prod(lead)), K)), self.operand(B, (K, N))
+            h = be.matmul(ha, hb, name)
             out_shape = lead + (N,)
         else:
             batch = tuple(int(s) for s in np.broadcast_shapes(sa[:-2], sb[:-2]))
@@ -675,10 +871,17 @@ class Lowerer:
                 src = (1,) * (len(batch) + 2 - len(s)) + s
                 idx = np.broadcast_to(np.arange(X.size).reshape(src), batch + tail)
                 return X if idx.shape == s else self.view(X, idx, batch + tail)
-            A2, B2 = expand(A, (M, K)), expand(B, (K, N))
-            h = be.matmul(self.operand(A2, (G, M, K)), self.operand(B2, (G, K, N)), name)
+            A, B = self.plain(expand(A, (M, K))), self.plain(expand(B, (K, N)))
+            ha, hb = self.operand(A, (G, M, K)), self.operand(B, (G, K, N))
+            h = be.matmul(ha, hb, name)
             out_shape = batch + (M, N)
         out = Act(h, out_shape)
+        if self.training:
+            def bwd(dy, A=A, B=B, ha=ha, hb=hb, name=name):
+                d = self.operand_raw(dy, tuple(h.shape))
+                return [(A, lambda: be.matmul(d, be.t(hb), name + "/bwd_dx")),
+                        (B, lambda: be.matmul(be.t(ha), d, name + "/bwd_dw"))]
+            self._rec(out, [A, B], bwd)
         if sq_a or sq_b:
             shape = tuple(s for j, s in enumerate(out_shape)
                           if not ((sq_a and j == len(out_shape) - 2) or (sq_b and j == len(out_shape) - 1)))
@@ -712,13 +915,13 @@ class Lowerer:
             a = self.view(A, np.arange(A.size).reshape(A.shape).T, A.shape[::-1])
         y = self._matmul(a, b, name, an, bn)
         if alpha != 1.0:
-            y = Act(self.be.scale(y.h, alpha, name + "/alpha"), y.shape)
+            y = self._unary_act("scale", y, name + "/alpha", alpha)
         if len(ins) > 2 and ins[2] is not None and beta != 0.0:
             c = ins[2]
             cn = node.input[2]
             if beta != 1.0:
                 if isinstance(c, Act):
-                    c = Act(self.be.scale(c.h, beta, name + "/beta"), c.shape, c.nhwc)
+                    c = self._unary_act("scale", c, name + "/beta", beta)
                 else:
                     cn = cn + "/beta"
                     self.vals[cn] = np.asarray(c, np.float32) * beta
@@ -734,15 +937,34 @@ class Lowerer:
         ax = ax + nd if ax < 0 else ax
         if ax == nd - 1 or self.opset < 13:
             row = int(np.prod(a.shape[ax:]))
-            self._set(node, Act(self.be.softmax(self.rows(a, row), name), a.shape))
+            self._set(node, self._softmax(a, row, name))
             return
         perm = [j for j in range(nd) if j != ax] + [ax]
         idx = np.arange(a.size).reshape(a.shape).transpose(perm)
         t = self.view(a, idx, idx.shape)
-        y = Act(self.be.softmax(self.rows(t, t.shape[-1]), name), t.shape)
+        y = self._softmax(t, t.shape[-1], name)
         inv = np.argsort(perm)
         back = np.arange(y.size).reshape(y.shape).transpose(inv)
         self._set(node, self.view(y, back, back.shape))
+
+    def _softmax(self, a, row, name):
+        p = self.plain(a)
+        out = Act(self.be.softmax(self.rows(p, row), name), a.shape)
+        if self.training:
+            self._rec(out, [p], lambda dy: [(p, lambda: self.be.softmax_bwd(
+                out.h, self.operand_raw(dy, tuple(out.h.shape)), name + "/bwd"))])
+        return out
+
+    def _layer_norm(self, a, row, gam, bet, gname, bname, name):
+        p = self.plain(a)
+        x = self.rows(p, row)
+        out = Act(self.be.layer_norm(x, gam, bet, name), a.shape)
+        if self.training:
+            def bwd(dy):
+                dx, dg, db = self.be.layer_norm_bwd(x, gam, self.operand_raw(dy, tuple(out.h.shape)), name + "/bwd")
+                return [(p, lambda: dx), (gname, lambda: dg), (bname, lambda: db)]
+            self._rec(out, [p], bwd, force=gname in self.params or bname in self.params)
+        return out
 
     def _op_LayerNormalization(self, i, node, ins, name):
         a, g = ins[0], ins[1]
@@ -754,14 +976,17 @@ class Lowerer:
         if isinstance(g, Act) or isinstance(b, Act):
             raise OnnxImportError(f"{self.lm.path}: node '{name}': LayerNormalization with a computed scale or bias "
                                   "is not supported (they must be initializers)")
-        gam = self.tensor_of(node.input[1]) if np.size(g) == row else None
-        if gam is None:
-            raise OnnxImportError(f"{self.lm.path}: node '{name}': scale has {np.size(g)} elements, expected {row}")
-        if tuple(gam.shape) != (row,):
-            gam = self.tensor_of(node.input[1] + "/flat", np.asarray(g).reshape(row))
-        bet = (self.tensor_of(node.input[2] + ("/flat" if np.ndim(b) != 1 else ""), np.asarray(b).reshape(row))
-               if b is not None else self.tensor_of(name + "/zero_bias", np.zeros(row, np.float32)))
-        self._set(node, Act(self.be.layer_norm(self.rows(a, row), gam, bet, name), a.shape))
+        if np.size(g) != row or (b is not None and np.size(b) != row):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': scale / bias have {np.size(g)} / {np.size(b)} "
+                                  f"elements, expected {row}")
+        gname = node.input[1] if np.ndim(g) == 1 else node.input[1] + "/flat"
+        bname = (node.input[2] if np.ndim(b) == 1 else node.input[2] + "/flat") if b is not None else name + "/zero_bias"
+        for nm, src in ((gname, node.input[1]), (bname, node.input[2] if b is not None else "")):
+            if src in self.params:
+                self.params.add(nm)
+        gam = self.tensor_of(gname, np.asarray(g).reshape(row))
+        bet = self.tensor_of(bname, np.zeros(row, np.float32) if b is None else np.asarray(b).reshape(row))
+        self._set(node, self._layer_norm(a, row, gam, bet, gname, bname, name))
         if len(node.output) > 1 and any(node.output[1:]):
             raise OnnxImportError(f"{self.lm.path}: node '{name}': LayerNormalization's mean / inv-std outputs "
                                   "are not supported (training-mode exports)")
@@ -1080,8 +1305,16 @@ class Lowerer:
         ax = ax + nd if ax < 0 else ax
         shp = list(parts[0].shape)
         shp[ax] = sum(p.shape[ax] for p in parts)
-        handles = []
+        handles, plains = [], []
         for p in parts:
             pp = self.plain(p)
+            plains.append(pp)
             handles.append((pp.h, pp.shape))
-        self._set(node, Act(self.be.concat(handles, ax, canon(shp), name), tuple(shp)))
+        out = Act(self.be.concat(handles, ax, canon(shp), name), tuple(shp))
+        if self.training:
+            from .ops import concat_index
+
+            pos, _ = concat_index([p.shape for p in plains], ax)
+            self._rec(out, plains, lambda dy: [(pp, lambda q=q: self.be.take(dy, q))
+                                               for pp, q in zip(plains, pos, strict=True)])
+        self._set(node, out)

@@ -48,6 +48,18 @@ def _erf(x):
     return (s * y).astype(np.float32)
 
 
+def _gelu_erf(x):
+    x = _f32(x)
+    return (0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32)
+
+
+def _gelu_erf_bwd(x, dy):
+    x = _f32(x)
+    cdf = 0.5 * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))
+    pdf = np.exp(-0.5 * x * x) / np.float32(np.sqrt(2.0 * np.pi))
+    return (_f32(dy) * (cdf + x * pdf)).astype(np.float32)
+
+
 def _sigmoid(x):
     x = _f32(x)
     return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32)
@@ -65,6 +77,7 @@ UNARY_FNS = {
     "rsqrt": lambda x: 1.0 / np.sqrt(np.maximum(_f32(x), 0)),
     "reciprocal": lambda x: 1.0 / _f32(x),
     "erf": _erf,
+    "gelu_erf": _gelu_erf,
     "exp": lambda x: np.exp(_f32(x)),
     "neg": lambda x: -_f32(x),
     "square": lambda x: _f32(x) * _f32(x),
@@ -80,6 +93,7 @@ BINARY_FNS = {
     "max": lambda a, b: np.maximum(_f32(a), _f32(b)),
     "min": lambda a, b: np.minimum(_f32(a), _f32(b)),
     "pow": _pow,
+    "gelu_erf_bwd": _gelu_erf_bwd,
 }
 
 # (fp16 cycles per 64-bit vector, fp32 cycles per 64-bit vector), from popops unaryOpPerfInfo /
@@ -92,6 +106,11 @@ POPOPS_CYCLES = {
     "rsqrt": (19, 8),           # RSQRT half {19, false, 4}, float {8, false, 2}
     "reciprocal": (15, 6),      # INVERSE half {15, false, 4}, float {6, false, 2}
     "erf": (64, 36),            # ERF half {16, false, 1} x 4, float {18, false, 1} x 2
+    # the exact (erf) GELU of ONNX's Gelu / the exporters' Erf pattern: costed as the op library's
+    # GELU and GeluGrad codelets (ops/codelets.py: 10 and 14 per vector), so an imported model and
+    # the bundled one with the same layers cost the same; only the numerics follow ONNX
+    "gelu_erf": (10, 10),
+    "gelu_erf_bwd": (14, 14),
     "exp": (4, 6),              # EXPONENT half {4, false, 4}, float {6, false, 2}
     "neg": (2, 2),              # NEGATE half {2, false, 4}, float {2, false, 2}
     "square": (2, 2),           # SQUARE half {2, false, 4}, float {2, false, 2}
@@ -108,7 +127,7 @@ POPOPS_CYCLES = {
     "select": (4, 4),           # SELECT: three loads, a compare-select and a store per vector (assumption:
                                 # popops has no table entry for the ternary op; MAXIMUM's 4 as the closest)
 }
-FLOPS = {"erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
+FLOPS = {"gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
          "reciprocal": 4, "div": 4}
 
 
@@ -132,6 +151,9 @@ UNARY_CODELETS = {k: PopopsElementwise(k, f, ("in",), params=("s",) if k.endswit
                   for k, f in UNARY_FNS.items()}
 BINARY_CODELETS = {k: PopopsElementwise(k, f, ("a", "b")) for k, f in BINARY_FNS.items()}
 SELECT = PopopsElementwise("select", lambda c, a, b: np.where(_f32(c) != 0, _f32(a), _f32(b)), ("c", "a", "b"))
+
+
+TYPE_NAMES = {"gelu_erf": "gelu", "gelu_erf_bwd": "gelu_bwd"}  # op types in the profile
 
 
 def _check_kind(kind, table, what):
@@ -173,7 +195,7 @@ class _NumpyOnnx:
         _check_kind(kind, UNARY_FNS, "unary")
         fn = UNARY_FNS[kind]
         v = self._val(x)
-        return self._out(name, kind, fn(v, np.float32(s)) if kind.endswith("_scalar") else fn(v))
+        return self._out(name, TYPE_NAMES.get(kind, kind), fn(v, np.float32(s)) if kind.endswith("_scalar") else fn(v))
 
     def binary(self, a, b, kind, name):
         _check_kind(kind, BINARY_FNS, "binary")
@@ -198,11 +220,13 @@ class _EmulatorOnnx:
     def unary(self, x, kind, name, s=None):
         _check_kind(kind, UNARY_FNS, "unary")
         params = {"s": np.float32(s)} if kind.endswith("_scalar") else None
-        return self._op(basic.elementwise, UNARY_CODELETS[kind], {"in": x}, self.qual(name), kind, params)
+        return self._op(basic.elementwise, UNARY_CODELETS[kind], {"in": x}, self.qual(name), TYPE_NAMES.get(kind, kind),
+                        params)
 
     def binary(self, a, b, kind, name):
         _check_kind(kind, BINARY_FNS, "binary")
-        return self._op(basic.elementwise, BINARY_CODELETS[kind], {"a": a, "b": b}, self.qual(name), kind)
+        return self._op(basic.elementwise, BINARY_CODELETS[kind], {"a": a, "b": b}, self.qual(name),
+                        TYPE_NAMES.get(kind, kind))
 
     def select(self, cond, a, b, name):
         # the output follows the first operand that is a tensor: put the data operand first
@@ -226,10 +250,10 @@ class _EmulatorOnnx:
 
 class _PlanOnnx:
     def unary(self, x, kind, name, s=None):
-        return self._ew(x, name, kind)
+        return self._ew(x, name, TYPE_NAMES.get(kind, kind))
 
     def binary(self, a, b, kind, name):
-        return self._ew(a, name, kind)
+        return self._ew(a, name, TYPE_NAMES.get(kind, kind))
 
     def select(self, cond, a, b, name):
         return self._ew(a, name, "select")

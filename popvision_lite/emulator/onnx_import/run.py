@@ -98,10 +98,16 @@ def make_inputs(lm: LoadedModel, seed: int, precision: str, user=None, needs_val
     return vals
 
 
-def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None):
-    """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: handle to read})."""
-    low = Lowerer(be, lm, input_values, ipus=ipus)
+def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None, training=False, loss_output=None,
+          lr=0.01):
+    """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: (handle, shape)}); with
+    ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries."""
+    low = Lowerer(be, lm, input_values, ipus=ipus, training=training)
     outs = low.run(progress)
+    updated = {}
+    if training:
+        with be.on_ipu(int(low.ipu_of[-1]) if len(low.ipu_of) else 0):
+            updated = low.backward(outs, loss_output=loss_output, lr=lr)
     handles = {}
     for name, v in outs.items():
         if not isinstance(v, Act):
@@ -111,8 +117,36 @@ def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None)
         if isinstance(h, View) or tuple(h.shape) != tuple(a.shape) and h.size != a.size:
             with be.on_ipu(int(low.ipu_of[-1]) if len(low.ipu_of) else 0):
                 h = be.copy(h, f"{name}/output")
-        handles[name] = (h, a.shape)
+        handles[name] = (h, a.shape, None)
+    for name, h in updated.items():
+        orig, post = _original_weight(name, lm)
+        handles[f"weight:{orig}"] = (h, tuple(np.shape(h)), post)
     return low, handles
+
+
+def _original_weight(name, lm):
+    """(initializer name, fn: updated array -> the initializer's layout) of a lowered weight: Gemm's
+    transB weights are stored transposed (``/T``), biases and norm scales flattened (``/vec``, ``/flat``)."""
+    for sfx in ("/T", "/vec", "/flat"):
+        if name.endswith(sfx) and name[: -len(sfx)] in lm.initializers:
+            orig = name[: -len(sfx)]
+            shape = lm.initializers[orig].shape
+            if sfx == "/T":
+                return orig, lambda v, shape=shape: v.reshape(shape[::-1]).T
+            return orig, lambda v, shape=shape: v.reshape(shape)
+    if name in lm.initializers:
+        shape = lm.initializers[name].shape
+        return name, lambda v, shape=shape: v.reshape(shape)
+    return name, None
+
+
+def read_handles(handles, value_of) -> dict:
+    """{name: float32 array in the ONNX layout} of build()'s handles; ``value_of(handle)`` -> array."""
+    out = {}
+    for k, (h, shape, post) in handles.items():
+        v = np.asarray(value_of(h)).reshape(shape).astype(np.float32)
+        out[k] = post(v) if post is not None else v
+    return out
 
 
 def run_onnxruntime(lm: LoadedModel, feeds: dict) -> dict:
@@ -130,14 +164,18 @@ def run_onnxruntime(lm: LoadedModel, feeds: dict) -> dict:
 
 
 def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="ipu-mk2", precision="fp16",
-                 timing_only=False, ipus=1, seed=0, inputs=None, progress=None, reference=True) -> OnnxRun:
+                 timing_only=False, ipus=1, seed=0, inputs=None, progress=None, reference=True, training=False,
+                 loss_output=None, lr=0.01) -> OnnxRun:
     """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
     or a dict of arrays (default: seeded random); in full numerics (``timing_only=False``) every graph
     output is compared with ONNX Runtime (CPU) on the same inputs (``run.numeric_checks``, tolerance
-    of the precision: fp16 rtol = atol = 2e-2).  Writes the profile to ``output`` when given (also when
-    the model does not fit: then numerics are skipped)."""
+    of the precision: fp16 rtol = atol = 2e-2).  ``training``: also the backward pass of loss = mean of
+    ``loss_output`` (default: the sum of the means of all outputs) and an SGD step (``lr``) on every
+    float initializer that gets a gradient; the updated weights are checked against the same lowering
+    run on the numpy reference backend (ONNX Runtime does not train).  Writes the profile to ``output``
+    when given (also when the model does not fit: then numerics are skipped)."""
     from popvision_lite.emulator.engine import Engine
     from popvision_lite.profile.writer import write_profile
 
@@ -160,12 +198,14 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     except Exception as e:
         raise OnnxImportError(f"device: {e}") from None
     be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only)
-    low, handles = build(lm, be, values, ipus=ipus, progress=lambda f: tick("building graph", 0.05 + 0.25 * f))
+    low, handles = build(lm, be, values, ipus=ipus, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
+                         training=training, loss_output=loss_output, lr=lr)
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
     model_name = "onnx:" + Path(path).name
     config = {"onnx": str(path), "dims": lm.dims, "device": device, "precision": precision, "ipus": int(ipus),
-              "seed": int(seed), "timing_only": bool(timing_only), "training": False,
+              "seed": int(seed), "timing_only": bool(timing_only), "training": bool(training),
+              "loss_output": loss_output, "lr": float(lr),
               "dtype_casts": list(lm.casts), "batch": batch, "seq": seq}
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
@@ -173,13 +213,24 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     checks, got, ref = {}, {}, {}
     if res.fits and not timing_only:
         tick("checking numerics against ONNX Runtime", 0.8)
-        for name, (h, shape) in handles.items():
-            got[name] = np.asarray(res.outputs[h.name]).reshape(shape).astype(np.float32)
+        got = read_handles(handles, lambda h: res.outputs[h.name])
         if reference:
             t2 = time.perf_counter()
             ref = run_onnxruntime(lm, values)
             rtol, atol = tolerance(precision)
+            if training:
+                nb = OnnxNumpyBackend(precision)
+                _, nh = build(lm, nb, values, training=True, loss_output=loss_output, lr=lr)
+                ref_w = read_handles(nh, nb._val)
+                for name in got:
+                    if name.startswith("weight:"):
+                        want = ref_w[name]
+                        c = numeric_check(name, got[name], want, rtol, atol)
+                        c["reference"] = "numpy reference backend (same lowering)"
+                        checks[name] = c
             for name in got:
+                if name.startswith("weight:"):
+                    continue
                 want = np.asarray(ref[name], dtype=np.float32)
                 c = numeric_check(name, got[name], want, rtol, atol)
                 c["reference"] = "onnxruntime (CPU)"
@@ -205,11 +256,12 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                    weight_bytes_per_ipu=list(low.weight_bytes_per_ipu))
 
 
-def reference_numpy(path, *, batch=None, seq=None, dims=None, precision="fp16", seed=0, inputs=None) -> dict:
+def reference_numpy(path, *, batch=None, seq=None, dims=None, precision="fp16", seed=0, inputs=None,
+                    training=False, loss_output=None, lr=0.01) -> dict:
     """The same lowering executed eagerly with the numpy reference backend (for tests: lowering errors
     show against ONNX Runtime, emulator errors against this)."""
     lm = load(path, batch=batch, seq=seq, dims=dims)
     values = make_inputs(lm, seed, precision, inputs)
     be = OnnxNumpyBackend(precision)
-    _, handles = build(lm, be, values)
-    return {k: np.asarray(be._val(h)).reshape(s).astype(np.float32) for k, (h, s) in handles.items()}
+    _, handles = build(lm, be, values, training=training, loss_output=loss_output, lr=lr)
+    return read_handles(handles, be._val)
