@@ -38,8 +38,8 @@ def _read_config(path) -> dict:
             return tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{path}: not a readable TOML file: {e}") from None
+    except (OSError, ValueError) as e:  # TOMLDecodeError, UnicodeDecodeError
+        raise ConfigError(f"{path}: cannot read it as a TOML file: {e}") from None
 
 
 def wants_onnx(args) -> bool:
@@ -51,7 +51,7 @@ def wants_onnx(args) -> bool:
         try:
             return "onnx" in _read_config(cfg)
         except ConfigError:
-            return False
+            return False  # the bundled-model path reports the unreadable file
     return False
 
 
