@@ -291,3 +291,19 @@ def test_training_refuses_ops_without_backward(model_dir, tmp_path):
     with pytest.raises(OnnxImportError, match="--loss-output: 'nope' is not a graph output"):
         emulate_onnx(model_dir / "gpt_block.onnx", batch=1, seq=4, training=True, loss_output="nope",
                      timing_only=True)
+
+
+@pytest.mark.parametrize("name", ["bert_fused", "resnet_block", "mlp"])
+def test_plan_only_backend_lowers_the_same_ops(model_dir, name):
+    """The importer's ops exist on all three backends: planning alone walks the same op sequence."""
+    from popvision_lite.emulator.onnx_import import load
+    from popvision_lite.emulator.onnx_import.ops import OnnxPlanBackend
+    from popvision_lite.emulator.onnx_import.run import build, make_inputs
+    from popvision_lite.emulator.ops.context import plan_target_of
+    from popvision_lite.emulator.target import Target
+
+    lm = load(model_dir / f"{name}.onnx", batch=2, seq=8)
+    be = OnnxPlanBackend(plan_target_of(Target.from_device("ipu-mk2")))
+    build(lm, be, make_inputs(lm, 0, "fp16", None, needs_values=False))
+    run = emulate_onnx(model_dir / f"{name}.onnx", batch=2, seq=8, timing_only=True)
+    assert [p[1] for p in be.plans] == list(run.profile_data.ops["type"])

@@ -249,6 +249,9 @@ class _EmulatorOnnx:
 
 
 class _PlanOnnx:
+    def mul(self, a, b, name):  # PlanOnlyBackend records mul as "add"; the importer's tables say "mul"
+        return self._ew(a, name, "mul")
+
     def unary(self, x, kind, name, s=None):
         return self._ew(x, name, TYPE_NAMES.get(kind, kind))
 
