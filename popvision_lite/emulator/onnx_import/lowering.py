@@ -114,6 +114,7 @@ class Lowerer:
         self._const_acts: dict = {}  # constant / weight name -> its Act (one per name, so grads add up)
         self.act_param: dict = {}    # id(Act) -> weight name
         self.rg: set = set()         # ids of Acts a weight flows into (they need gradients)
+        self._perm_cache: dict = {}
         self.lm = lm
         self.graph = lm.model.graph
         self.opset = lm.opset
@@ -1209,8 +1210,11 @@ class Lowerer:
 
     def _op_Transpose(self, i, node, ins, name):
         a = ins[0]
-        perm = _attrs(node).get("perm", list(range(len(a.shape)))[::-1])
-        idx = np.arange(a.size).reshape(a.shape).transpose(perm)
+        perm = tuple(_attrs(node).get("perm", list(range(len(a.shape)))[::-1]))
+        key = (a.shape, perm)
+        idx = self._perm_cache.get(key)
+        if idx is None:  # every layer of a transformer transposes the same shapes: build the index once
+            idx = self._perm_cache[key] = np.arange(a.size, dtype=np.int64).reshape(a.shape).transpose(perm)
         self._set(node, self.view(a, idx, idx.shape))
         self.op_count -= 1
 
