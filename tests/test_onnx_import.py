@@ -16,6 +16,8 @@ from popvision_lite.cli import main  # noqa: E402
 from popvision_lite.emulator.onnx_import import SUPPORTED_OPS, OnnxImportError, builders, emulate_onnx  # noqa: E402
 from popvision_lite.emulator.onnx_import.run import reference_numpy  # noqa: E402
 
+pytest_plugins = ["gui_fixtures"]
+
 MODELS = {
     "mlp": builders.mlp,
     "bert_fused": lambda: builders.bert_layer(decomposed=False),
@@ -307,3 +309,17 @@ def test_plan_only_backend_lowers_the_same_ops(model_dir, name):
     build(lm, be, make_inputs(lm, 0, "fp16", None, needs_values=False))
     run = emulate_onnx(model_dir / f"{name}.onnx", batch=2, seq=8, timing_only=True)
     assert [p[1] for p in be.plans] == list(run.profile_data.ops["type"])
+
+
+@pytest.mark.gui
+def test_app_opens_an_onnx_profile_like_any_other(qtbot, window, model_dir, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: pytest.fail(f"error dialog: {a[2]}"))
+    out = tmp_path / "gpt.pvl"
+    emulate_onnx(model_dir / "gpt_block.onnx", out, batch=1, seq=4, training=True)
+    window.open_paths([out])
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
+    doc = window.current_document()
+    assert doc.profile.run["model"] == "onnx:gpt_block.onnx"
+    assert "h.0/attn/Softmax" in set(doc.profile.ops["name"])
