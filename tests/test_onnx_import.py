@@ -192,6 +192,13 @@ def test_two_ipus_balance_layers_by_weight_bytes(model_dir):
     assert len(w) == 2 and min(w) > 0 and sum(w) == 4 * (12 * 32 * 32 + (3 * 32 + 32 + 4 * 32) + 4 * 32)  # matmuls, biases, LN
     single = emulate_onnx(model_dir / "gpt_block.onnx", batch=1, seq=4, timing_only=True)
     assert single.weight_bytes_per_ipu == [sum(w)]
+    # a user split: IPU 1 starts at the MLP
+    user = emulate_onnx(model_dir / "gpt_block.onnx", batch=1, seq=4, ipus=2, ipu_split=["h.0.ln_2/LayerNormalization"],
+                        timing_only=True)
+    attn = 4 * (4 * 32 * 32 + 3 * 32 + 32 + 2 * 32)  # c_attn, c_proj, their biases, ln_1
+    assert user.weight_bytes_per_ipu == [attn, sum(w) - attn]
+    with pytest.raises(OnnxImportError, match="no node named 'nope'"):
+        emulate_onnx(model_dir / "gpt_block.onnx", batch=1, seq=4, ipus=2, ipu_split=["nope"], timing_only=True)
 
 
 @pytest.mark.gui

@@ -15,7 +15,7 @@ from .loader import OnnxImportError, parse_dims
 # bundled-workload options that an ONNX file fixes itself
 NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "recompute", "streaming_weights")
 CONFIG_KEYS = {"onnx", "output", "device", "timing_only", "batch", "seq", "dims", "precision", "ipus", "seed",
-               "inputs", "training", "loss_output"}
+               "inputs", "training", "loss_output", "ipu_split"}
 
 
 def add_arguments(p) -> None:
@@ -28,6 +28,9 @@ def add_arguments(p) -> None:
     p.add_argument("--training", action="store_true", default=None,
                    help="(--onnx) also the backward pass (loss = mean of the outputs) and an SGD step")
     p.add_argument("--loss-output", metavar="NAME", help="(--onnx --training) the graph output whose mean is the loss")
+    p.add_argument("--ipu-split", metavar="NODE[,NODE...]",
+                   help="(--onnx --ipus N) the ONNX node names where IPU 1, 2, ... start (default: layers balanced "
+                        "by weight bytes)")
     p.add_argument("--inputs", metavar="INPUTS.npz", help="(--onnx) input arrays by input name (default: seeded "
                    "random floats, token ids in range, masks of ones)")
 
@@ -107,6 +110,12 @@ def resolve(args) -> dict:
         if not kw["training"]:
             raise ConfigError("argument --loss-output: only with --training")
         kw["loss_output"] = str(loss)
+    split = getattr(args, "ipu_split", None)
+    split = [x.strip() for x in split.split(",") if x.strip()] if split else rc.get("ipu_split")
+    if split is not None:
+        if not isinstance(split, list) or not all(isinstance(x, str) for x in split):
+            raise ConfigError(f"{where}field 'ipu_split': expected a list of node names")
+        kw["ipu_split"] = split
     inputs = getattr(args, "inputs", None) or rc.get("inputs")
     if inputs is not None:
         kw["inputs"] = inputs

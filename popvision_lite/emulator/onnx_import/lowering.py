@@ -107,7 +107,7 @@ def _is_identity(idx: np.ndarray, n: int) -> bool:
 class Lowerer:
     """Walks the graph in order and builds it on backend ``be``."""
 
-    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False):
+    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None):
         self.be = be
         self.training = bool(training)
         self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
@@ -123,6 +123,7 @@ class Lowerer:
         self.handles: dict = {}   # const name -> backend tensor
         self.notes: list[str] = []
         self.ipus = max(1, int(ipus))
+        self.ipu_split = list(ipu_split or [])
         self.placement: dict[str, int] = {}
         self.op_count = 0
         for name, arr in lm.initializers.items():
@@ -155,6 +156,9 @@ class Lowerer:
         own = np.array([sum(self.lm.initializers[x].nbytes for x in n.input if x in self.params) for n in nodes],
                        dtype=np.float64)
         total = own.sum()
+        if self.ipu_split:
+            self._user_split(nodes, own)
+            return
         if self.ipus == 1 or total == 0:
             self.ipu_of = np.zeros(len(nodes), dtype=np.int64)
             self.weight_bytes_per_ipu = [int(total)] + [0] * (self.ipus - 1)
@@ -162,6 +166,26 @@ class Lowerer:
         mid = np.cumsum(own) - own / 2
         ipu = np.minimum(self.ipus - 1, (mid / total * self.ipus).astype(np.int64))
         self.ipu_of = np.maximum.accumulate(ipu)  # never move back to an earlier IPU
+        self.weight_bytes_per_ipu = [int(own[self.ipu_of == k].sum()) for k in range(self.ipus)]
+
+    def _user_split(self, nodes, own):
+        """IPU k + 1 starts at the k-th node named in ``ipu_split`` (graph order)."""
+        if len(self.ipu_split) != self.ipus - 1:
+            raise OnnxImportError(f"--ipu-split: {len(self.ipu_split)} node name(s) for {self.ipus} IPUs; give "
+                                  f"{self.ipus - 1} (the first node of IPU 1, 2, ...)")
+        names = [self.node_name(i, n) for i, n in enumerate(nodes)]
+        pos = []
+        for nm in self.ipu_split:
+            hits = [i for i, (a, n) in enumerate(zip(names, nodes, strict=True)) if nm in (a, n.name)]
+            if not hits:
+                raise OnnxImportError(f"--ipu-split: {self.lm.path} has no node named '{nm}' (e.g. "
+                                      f"{', '.join(names[:3])})")
+            pos.append(hits[0])
+        if pos != sorted(pos) or len(set(pos)) != len(pos):
+            raise OnnxImportError("--ipu-split: the nodes must be given in graph order, each once")
+        self.ipu_of = np.zeros(len(nodes), dtype=np.int64)
+        for p_ in pos:
+            self.ipu_of[p_:] += 1
         self.weight_bytes_per_ipu = [int(own[self.ipu_of == k].sum()) for k in range(self.ipus)]
 
     # ------------------------------------------------------------------ helpers

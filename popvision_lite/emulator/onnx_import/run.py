@@ -99,10 +99,10 @@ def make_inputs(lm: LoadedModel, seed: int, precision: str, user=None, needs_val
 
 
 def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None, training=False, loss_output=None,
-          lr=0.01):
+          lr=0.01, ipu_split=None):
     """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: (handle, shape)}); with
     ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries."""
-    low = Lowerer(be, lm, input_values, ipus=ipus, training=training)
+    low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split)
     outs = low.run(progress)
     updated = {}
     if training:
@@ -165,7 +165,7 @@ def run_onnxruntime(lm: LoadedModel, feeds: dict) -> dict:
 
 def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="ipu-mk2", precision="fp16",
                  timing_only=False, ipus=1, seed=0, inputs=None, progress=None, reference=True, training=False,
-                 loss_output=None, lr=0.01) -> OnnxRun:
+                 loss_output=None, lr=0.01, ipu_split=None) -> OnnxRun:
     """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
@@ -199,13 +199,13 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
         raise OnnxImportError(f"device: {e}") from None
     be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only)
     low, handles = build(lm, be, values, ipus=ipus, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
-                         training=training, loss_output=loss_output, lr=lr)
+                         training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split)
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
     model_name = "onnx:" + Path(path).name
     config = {"onnx": str(path), "dims": lm.dims, "device": device, "precision": precision, "ipus": int(ipus),
               "seed": int(seed), "timing_only": bool(timing_only), "training": bool(training),
-              "loss_output": loss_output, "lr": float(lr),
+              "loss_output": loss_output, "lr": float(lr), "ipu_split": list(ipu_split or []),
               "dtype_casts": list(lm.casts), "batch": batch, "seq": seq}
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
