@@ -45,10 +45,10 @@ FOLD_ONLY_OPS = (
 )
 SUPPORTED_OPS = tuple(sorted(set(DEVICE_OPS) | set(FOLD_ONLY_OPS)))
 # device ops with a backward pass (--training); the rest are refused in training runs
-TRAINABLE_OPS = ("Add", "Cast", "Concat", "Div", "Dropout", "Exp", "Expand", "Flatten", "Gather", "Gelu", "Gemm",
-                 "Identity", "LayerNormalization", "MatMul", "Mul", "Neg", "Pow", "Reciprocal", "Relu", "Reshape",
-                 "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze",
-                 "Where")
+TRAINABLE_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Conv", "Div", "Dropout", "Exp",
+                 "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "Identity", "LayerNormalization",
+                 "MatMul", "MaxPool", "Mul", "Neg", "Pow", "Reciprocal", "Relu", "Reshape", "Sigmoid", "Slice",
+                 "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where")
 # rearrangements of a weight that stay a weight when folded
 PARAM_FOLDABLE = {"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten"}
 
@@ -1093,17 +1093,37 @@ class Lowerer:
         if node.input[1] in self.params:
             self.params.add(wn)
         wt = self.tensor_of(wn)
-        xh = self.nhwc_handle(x)
+        X, xh = self.nhwc_act(x)
+        be = self.be
         if k == 1 and stride == 1 and pad == 0:
-            cols, oh, ow = xh, hh, ww
+            cols, oh, ow, idx = xh, hh, ww, None
         else:
             idx, (oh, ow) = conv_windows(n, hh, ww, k, stride, pad)
-            cols = self.be.gather_windows(xh, idx, name + "/im2col")
-        y = self.be.matmul(cols, wt, name)
+            cols = be.gather_windows(xh, idx, name + "/im2col")
+        Y = Act(be.matmul(cols, wt, name), (n, co, oh, ow), nhwc=True)
+        if self.training:
+            def bwd(dy):
+                d = self.operand_raw(dy, (n * oh * ow, co))
+                dcols = lambda: be.matmul(d, be.t(wt), name + "/bwd_dx")  # noqa: E731
+                dx = dcols if idx is None else (lambda: be.col2im(dcols(), idx, n * hh * ww, name + "/bwd_col2im"))
+                return [(X, dx), (wn, lambda: be.matmul(be.t(cols), d, name + "/bwd_dw"))]
+            self._rec(Y, [X], bwd, force=wn in self.params)
         if len(ins) > 2 and ins[2] is not None:
-            bias = self.tensor_of(node.input[2])
-            y = self.be.add_bias(y, bias, name + "/bias")
-        self._set(node, Act(y, (n, co, oh, ow), nhwc=True))
+            bn = node.input[2] + "/nchw"
+            self.vals[bn] = np.asarray(ins[2]).reshape(1, co, 1, 1)
+            if node.input[2] in self.params:
+                self.params.add(bn)
+            Y = self._binary_op("add", node, Y, self.vals[bn], name + "/bias", "", bn)
+        self._set(node, Y)
+
+    def nhwc_act(self, x: Act):
+        """(Act whose handle holds x as rows of channels, that handle shaped (N*H*W, C))."""
+        n, c, hh, w = x.shape
+        if x.nhwc:
+            return x, self.operand_raw(x.h, (n * hh * w, c))
+        idx = np.arange(x.size, dtype=np.int64).reshape(x.shape).transpose(0, 2, 3, 1)
+        v = self.view(x, idx, (n, hh, w, c))
+        return v, self.operand_raw(v.h, (n * hh * w, c))
 
     def _pool(self, i, node, ins, name, mode):
         x = ins[0]
@@ -1113,21 +1133,31 @@ class Lowerer:
         k, stride, pad = self._window_attrs(node, name, at.get("kernel_shape", []))
         n, c, hh, ww = x.shape
         idx, (oh, ow) = conv_windows(n, hh, ww, k, stride, pad)
-        xh = self.nhwc_handle(x)
-        if mode == "max":
-            if len(node.output) > 1 and node.output[1]:
-                raise OnnxImportError(f"{self.lm.path}: node '{name}': MaxPool's indices output is not supported")
-            y = self.be.max_pool(xh, idx, name)
-        else:
-            y = self.be.avg_pool(xh, idx, name)
-            if pad and not at.get("count_include_pad", 0):
-                valid = (idx >= 0).sum(1).astype(np.float32)
-                corr = (k * k) / valid
-                if np.any(corr != 1.0):
-                    cn = f"{name}/pad_correction"
-                    self.vals[cn] = np.repeat(corr, c).reshape(len(corr), c)
-                    y = self.be.mul(y, self.tensor_of(cn), name + "/exclude_pad")
-        self._set(node, Act(y, (n, c, oh, ow), nhwc=True))
+        if mode == "max" and len(node.output) > 1 and node.output[1]:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': MaxPool's indices output is not supported")
+        Y = self._window_pool(x, idx, (n, c, oh, ow), mode, name)
+        if mode == "avg" and pad and not at.get("count_include_pad", 0):
+            valid = (idx >= 0).sum(1).astype(np.float32)
+            corr = (k * k) / valid
+            if np.any(corr != 1.0):
+                cn = f"{name}/pad_correction"
+                self.vals[cn] = corr.reshape(n, 1, oh, ow)
+                Y = self._binary_op("mul", node, Y, self.vals[cn], name + "/exclude_pad", "", cn)
+        self._set(node, Y)
+
+    def _window_pool(self, x, idx, out_shape, mode, name):
+        be = self.be
+        X, xh = self.nhwc_act(x)
+        n_rows = xh.shape[0]
+        y = be.max_pool(xh, idx, name) if mode == "max" else be.avg_pool(xh, idx, name)
+        Y = Act(y, out_shape, nhwc=True)
+        if self.training:
+            if mode == "max":
+                g = lambda dy: be.max_pool_bwd(xh, y, self.operand_raw(dy, tuple(y.shape)), idx, name + "/bwd")  # noqa: E731
+            else:
+                g = lambda dy: be.avg_pool_bwd(self.operand_raw(dy, tuple(y.shape)), idx, n_rows, name + "/bwd")  # noqa: E731
+            self._rec(Y, [X], lambda dy: [(X, lambda: g(dy))])
+        return Y
 
     def _op_MaxPool(self, i, node, ins, name):
         self._pool(i, node, ins, name, "max")
@@ -1140,8 +1170,7 @@ class Lowerer:
         if len(x.shape) != 4:
             raise OnnxImportError(f"{self.lm.path}: node '{name}': only NCHW GlobalAveragePool is supported")
         n, c, hh, ww = x.shape
-        y = self.be.avg_pool(self.nhwc_handle(x), global_windows(n, hh * ww), name)
-        self._set(node, Act(y, (n, c, 1, 1), nhwc=True))
+        self._set(node, self._window_pool(x, global_windows(n, hh * ww), (n, c, 1, 1), "avg", name))
 
     def _op_BatchNormalization(self, i, node, ins, name):
         x = ins[0]
@@ -1159,7 +1188,8 @@ class Lowerer:
         shp = (1, len(scale)) + (1,) * (len(x.shape) - 2)
         sn, tn = f"{name}/scale", f"{name}/shift"
         self.vals[sn], self.vals[tn] = scale.reshape(shp), shift.reshape(shp)
-        self.params |= {sn, tn}
+        if not self.training:  # weights in memory; in --training batch norm is frozen (running statistics)
+            self.params |= {sn, tn}
         y = self._binary_op("mul", node, x, self.vals[sn], name + "/scale", node.input[0], sn)
         y = self._binary_op("add", node, y, self.vals[tn], name + "/shift", "", tn)
         self._set(node, y)

@@ -127,16 +127,22 @@ def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None,
 def _original_weight(name, lm):
     """(initializer name, fn: updated array -> the initializer's layout) of a lowered weight: Gemm's
     transB weights are stored transposed (``/T``), biases and norm scales flattened (``/vec``, ``/flat``)."""
-    for sfx in ("/T", "/vec", "/flat"):
+    for sfx in ("/T", "/vec", "/flat", "/hwio"):
         if name.endswith(sfx) and name[: -len(sfx)] in lm.initializers:
             orig = name[: -len(sfx)]
             shape = lm.initializers[orig].shape
             if sfx == "/T":
                 return orig, lambda v, shape=shape: v.reshape(shape[::-1]).T
+            if sfx == "/hwio":  # conv weights (Co, C, k, k) stored as (k * k * C, Co) for im2col
+                co, c, kh, kw = shape
+                return orig, lambda v, s=(kh, kw, c, co): v.reshape(s).transpose(3, 2, 0, 1)
             return orig, lambda v, shape=shape: v.reshape(shape)
-    if name in lm.initializers:
-        shape = lm.initializers[name].shape
-        return name, lambda v, shape=shape: v.reshape(shape)
+    orig = name
+    while orig not in lm.initializers and any(orig.endswith(x) for x in ("/vec", "/flat", "/nchw")):
+        orig = orig.rsplit("/", 1)[0]  # reshaped copies (biases broadcast over channels, flattened scales)
+    if orig in lm.initializers:
+        shape = lm.initializers[orig].shape
+        return orig, lambda v, shape=shape: v.reshape(shape)
     return name, None
 
 
