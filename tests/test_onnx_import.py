@@ -344,3 +344,21 @@ def test_app_opens_an_onnx_profile_like_any_other(qtbot, window, model_dir, tmp_
     doc = window.current_document()
     assert doc.profile.run["model"] == "onnx:gpt_block.onnx"
     assert "h.0/attn/Softmax" in set(doc.profile.ops["name"])
+
+
+def test_malformed_node_is_named_not_a_traceback(tmp_path, capsys):
+    """A node whose attributes cannot hold (a Reshape to an impossible shape, given as a constant the
+    checker cannot see through) is an error naming the node, exit 2."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 5])
+    shape = onnx.numpy_helper.from_array(np.array([5, 5], np.int64), "shape")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Reshape", ["r", "shape"], ["y"],
+                                                                              name="bad_reshape")],
+        "g", [x], [y], initializer=[shape]), opset_imports=[helper.make_opsetid("", 17)])
+    p = tmp_path / "bad.onnx"
+    onnx.save(m, str(p))
+    rc = main(["emulate", "--onnx", str(p), "-o", str(tmp_path / "r.pvl"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "bad_reshape" in err and "Traceback" not in err, err
+    assert not (tmp_path / "r.pvl").exists()

@@ -560,10 +560,15 @@ class Lowerer:
             if i in self.skip:
                 continue
             with self.be.on_ipu(int(self.ipu_of[i])):
-                if i in self.fused:
-                    self._lower_fused(i, node, self.fused[i])
-                else:
-                    self._lower(i, node)
+                try:
+                    if i in self.fused:
+                        self._lower_fused(i, node, self.fused[i])
+                    else:
+                        self._lower(i, node)
+                except (ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
+                    # a malformed node (attributes / shapes the op cannot have): name it, no traceback
+                    raise OnnxImportError(f"{self.lm.path}: node '{self.node_name(i, node)}' ({node.op_type}) cannot "
+                                          f"be lowered: {type(e).__name__}: {e}") from None
         return {o: self.vals[o] for o in self.lm.outputs}
 
     def _lower_fused(self, i, node, spec):
