@@ -294,14 +294,6 @@ class Lowerer:
             return h
         return self.operand(a, (a.size // row, row))
 
-    def nhwc_handle(self, a: Act):
-        n, c, hh, w = a.shape
-        if a.nhwc:
-            return a.h if tuple(a.h.shape) == (n * hh * w, c) else self.operand_raw(a.h, (n * hh * w, c))
-        idx = np.arange(a.size, dtype=np.int64).reshape(a.shape).transpose(0, 2, 3, 1).reshape(n * hh * w, c)
-        v = self.view(a, idx, (n, hh, w, c))
-        return self.operand_raw(v.h, (n * hh * w, c))
-
     def operand_raw(self, h, shape):
         if isinstance(h, View):
             return View(h.base, h.index.reshape(shape))
@@ -842,7 +834,7 @@ class Lowerer:
         shapes = [v.shape if isinstance(v, Act) else np.shape(v) for v in ins]
         out_shape = tuple(int(s) for s in np.broadcast_shapes(*map(tuple, shapes)))
         nhwc = any(isinstance(v, Act) and v.nhwc and v.shape == out_shape for v in ins)
-        hs = []
+        hs, acts = [], []
         for v, nm in zip(ins, node.input, strict=True):
             if not isinstance(v, Act):
                 arr = np.asarray(v)
@@ -854,16 +846,17 @@ class Lowerer:
                     arr = np.clip(np.nan_to_num(arr.astype(np.float32), posinf=big, neginf=-big), -big, big)
                 self.vals[nm + "/f"] = arr
                 hs.append(self.in_layout(arr, nm + "/f", out_shape, nhwc))
+                acts.append(None)
             else:
-                hs.append(self.in_layout(v, nm, out_shape, nhwc))
+                acts.append(self.bcast(v, nm, out_shape, nhwc))
+                hs.append(acts[-1].h)
         out = Act(self.be.select(hs[0], hs[1], hs[2], name), out_shape, nhwc)
         if self.training:
             if isinstance(c, Act) and id(c) in self.rg:
                 self._no_backward("Where with a computed condition", name)
             zero = (self.tensor_of(f"{name}/zeros", np.zeros(canon(out_shape), np.float32))
                     if any(isinstance(v, Act) and id(v) in self.rg for v in (a, b)) else None)
-            A, B = (self.bcast(v, nm, out_shape, nhwc) if isinstance(v, Act) else None
-                    for v, nm in ((a, node.input[1]), (b, node.input[2])))
+            A, B = acts[1], acts[2]
             self._rec(out, [A, B], lambda dy: ([(A, lambda: self.be.select(hs[0], dy, zero, name + "/bwd_a"))] if A
                                                else [])
                       + ([(B, lambda: self.be.select(hs[0], zero, dy, name + "/bwd_b"))] if B else []))
