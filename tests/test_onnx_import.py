@@ -16,8 +16,6 @@ from popvision_lite.cli import main  # noqa: E402
 from popvision_lite.emulator.onnx_import import SUPPORTED_OPS, OnnxImportError, builders, emulate_onnx  # noqa: E402
 from popvision_lite.emulator.onnx_import.run import reference_numpy  # noqa: E402
 
-pytest_plugins = ["gui_fixtures"]
-
 MODELS = {
     "mlp": builders.mlp,
     "bert_fused": lambda: builders.bert_layer(decomposed=False),
@@ -333,8 +331,17 @@ def test_plan_only_backend_lowers_the_same_ops(model_dir, name):
 
 
 @pytest.mark.gui
-def test_app_opens_an_onnx_profile_like_any_other(qtbot, window, model_dir, tmp_path, monkeypatch):
+def test_app_opens_an_onnx_profile_like_any_other(qtbot, model_dir, tmp_path, monkeypatch):
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QMessageBox
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.main_window import MainWindow
+
+    create_app()
+    window = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
 
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: pytest.fail(f"error dialog: {a[2]}"))
     out = tmp_path / "gpt.pvl"
@@ -344,6 +351,8 @@ def test_app_opens_an_onnx_profile_like_any_other(qtbot, window, model_dir, tmp_
     doc = window.current_document()
     assert doc.profile.run["model"] == "onnx:gpt_block.onnx"
     assert "h.0/attn/Softmax" in set(doc.profile.ops["name"])
+    window.cancel_tasks()
+    qtbot.waitUntil(lambda: not window.busy(), timeout=10000)
 
 
 def test_malformed_node_is_named_not_a_traceback(tmp_path, capsys):
