@@ -371,3 +371,19 @@ def test_malformed_node_is_named_not_a_traceback(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "bad_reshape" in err and "Traceback" not in err, err
     assert not (tmp_path / "r.pvl").exists()
+
+
+def test_example_script_runs_without_torch(tmp_path):
+    """examples/onnx_from_pytorch.py --no-torch: builds a BERT layer, emulates it, checks ONNX Runtime."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run([sys.executable, str(root / "examples" / "onnx_from_pytorch.py"), "--no-torch", "-o",
+                          "ex.pvl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "vs ONNX Runtime max abs err" in out.stdout and "-> ok" in out.stdout
+    assert (tmp_path / "ex.pvl").exists() and (tmp_path / "model.onnx").exists()
