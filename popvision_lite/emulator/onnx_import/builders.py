@@ -114,10 +114,15 @@ def _layer_norm(g, x, H, name, decomposed):
     return g.op("Add", [g.op("Mul", [n, gam], f"/{name}/Mul"), bet], f"/{name}/Add_1")
 
 
-def _gelu_erf(g, x, name):
+def _gelu_erf(g, x, name, order="torchscript"):
+    """The Erf GELU as PyTorch's TorchScript exporter writes it (``(x * (1 + erf(x / sqrt 2))) * 0.5``) or
+    as its torch.export-based exporter does (``x * (0.5 * (1 + erf(x / sqrt 2)))``)."""
     d = g.op("Div", [x, g.const(np.float32(math.sqrt(2.0)))], f"{name}/Div")
     e = g.op("Erf", [d], f"{name}/Erf")
     a = g.op("Add", [e, g.const(np.float32(1.0))], f"{name}/Add")
+    if order == "dynamo":
+        h = g.op("Mul", [g.const(np.float32(0.5)), a], f"{name}/Mul")
+        return g.op("Mul", [x, h], f"{name}/Mul_1")
     m = g.op("Mul", [x, a], f"{name}/Mul")
     return g.op("Mul", [m, g.const(np.float32(0.5))], f"{name}/Mul_1")
 
@@ -161,7 +166,8 @@ def bert_layer_nodes(g, x, H, A, F, p, decomposed=False, mask=None, bias=True, g
     r1 = g.op("Add", [x, o] if residual_first else [o, x], f"/{p}/attention/output/Add")
     h1 = _layer_norm(g, r1, H, f"{p}.attention.output.LayerNorm", decomposed)
     f1 = _linear(g, h1, H, F, f"{p}.intermediate.dense", bias)
-    a = _gelu_erf(g, f1, f"/{p}/intermediate/gelu") if gelu == "erf" else g.op("Gelu", [f1], f"/{p}/gelu")
+    a = (_gelu_erf(g, f1, f"/{p}/intermediate/gelu", order="dynamo" if decomposed else "torchscript")
+         if gelu == "erf" else g.op("Gelu", [f1], f"/{p}/gelu"))
     f2 = _linear(g, a, F, H, f"{p}.output.dense", bias)
     r2 = g.op("Add", [h1, f2] if residual_first else [f2, h1], f"/{p}/output/Add")
     return _layer_norm(g, r2, H, f"{p}.output.LayerNorm", decomposed)

@@ -469,6 +469,11 @@ class Lowerer:
             return None
         other = self._other(nodes[im], nodes[ia].output[0])
         members = [ip, ie, ia, im]
+        if other is not None and other != x and self._const_near(other, 0.5):  # (0.5 * (1 + erf)) * x
+            ix = self._sole(nodes[im].output[0])
+            if ix is None or nodes[ix].op_type != "Mul" or self._other(nodes[ix], nodes[im].output[0]) != x:
+                return None
+            return [*members, ix], ix, x
         if other == x:  # x * (1 + erf) then * 0.5
             ih = self._sole(nodes[im].output[0])
             if ih is None or nodes[ih].op_type != "Mul" or not self._const_near(
