@@ -38,12 +38,26 @@ def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: i
         with open(profile) as p:
             return _verdict(p, gpu=gpu, gpus=gpus, samples=samples)
     return _verdict(profile, gpu=gpu, gpus=gpus, samples=samples)
+def emulate_onnx(path, output=None, **options):
+    """Import an ONNX model, emulate one inference step and return ``(run, profile)``.
+
+    ``run`` is a :class:`popvision_lite.emulator.onnx_import.OnnxRun` (cycles, fits, numeric checks
+    against ONNX Runtime, outputs); ``profile`` is the written profile opened with :func:`open` when
+    ``output`` is given, else the in-memory ``ProfileData``.  Options: ``batch``, ``seq``, ``dims``
+    ({name: value}), ``device``, ``precision``, ``timing_only``, ``ipus``, ``seed``, ``inputs`` (.npz
+    path or dict), ``progress`` (callable(stage, fraction)); see ``emulate_onnx`` in
+    ``emulator/onnx_import/run.py``."""
+    from popvision_lite.emulator.onnx_import import emulate_onnx as _emulate
+
+    run = _emulate(path, output, **options)
+    return run, (open(output) if output else run.profile_data)
 
 
 __all__ = [
     "verdict",
     "__version__",
     "open",
+    "emulate_onnx",
     "PopvisionError",
     "ProfileError",
     "DeviceSpecError",

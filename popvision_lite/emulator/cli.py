@@ -125,6 +125,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="MLM positions per pack (default 15%% of seq)")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    from popvision_lite.emulator.onnx_import.cli import add_arguments as add_onnx_arguments
+
+    add_onnx_arguments(p)  # --onnx, --dim, --inputs (ONNX models: onnx_import/cli.py)
 
 
 class _Progress:
@@ -287,7 +290,10 @@ def _check_output(out) -> None:
 
 def run(args) -> int:
     from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.onnx_import.cli import run_onnx, wants_onnx
 
+    if wants_onnx(args):
+        return run_onnx(args)
     try:
         cfg, device, out, timing = resolve(args)
     except ConfigError as e:

@@ -67,6 +67,10 @@ def config_toml(settings: dict) -> str:
     """A run-config TOML (see emulator/run_config.py) that reproduces ``settings`` exactly."""
     from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 
+    if settings.get("onnx"):  # an imported ONNX model (Run > New emulation… with an .onnx file)
+        from popvision_lite.emulator.onnx_import.cli import config_toml as onnx_toml
+
+        return onnx_toml(settings)
     model = settings.get("model")
     if model not in MODEL_NAMES:
         raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
@@ -212,6 +216,15 @@ class EmulationDialog(QDialog):
         self.precision.setCurrentText(str(s["precision"]))
         self.timing = QCheckBox("timing only (no numerics: same cycles and memory, faster)")
         self.timing.setChecked(bool(s["timing_only"]))
+        self.onnx = QLineEdit(str(s.get("onnx") or ""))
+        self.onnx.setPlaceholderText("optional: an .onnx file instead of the model above")
+        onnx_browse = QPushButton("Browse…")
+        onnx_browse.clicked.connect(self._browse_onnx)
+        onnx_row = QWidget()
+        orl = QHBoxLayout(onnx_row)
+        orl.setContentsMargins(0, 0, 0, 0)
+        orl.addWidget(self.onnx)
+        orl.addWidget(onnx_browse)
         self.out = QLineEdit(out)
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
@@ -220,7 +233,7 @@ class EmulationDialog(QDialog):
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.out)
         rl.addWidget(browse)
-        for label, w in (("Model:", self.model), ("Device:", self.device), ("IPUs:", self.ipus),
+        for label, w in (("Model:", self.model), ("ONNX model:", onnx_row), ("Device:", self.device), ("IPUs:", self.ipus),
                          ("Batch:", self.batch), ("Sequence:", self.seq), ("", self.recompute),
                          ("Precision:", self.precision), ("", self.timing), ("Profile file:", row)):
             form.addRow(label, w)
@@ -236,11 +249,19 @@ class EmulationDialog(QDialog):
         if p:
             self.out.setText(p)
 
+    def _browse_onnx(self) -> None:
+        p, _ = QFileDialog.getOpenFileName(self, "ONNX model", self.onnx.text(), "ONNX models (*.onnx)")
+        if p:
+            self.onnx.setText(p)
+
     def settings(self) -> dict:
-        return self.base | dict(model=self.model.currentText(), device=self.device.currentText(),
-                                ipus=int(self.ipus.currentText()), batch=self.batch.value(), seq=self.seq.value(),
-                                recompute=self.recompute.isChecked(), precision=self.precision.currentText(),
-                                timing_only=self.timing.isChecked())
+        s = self.base | dict(model=self.model.currentText(), device=self.device.currentText(),
+                             ipus=int(self.ipus.currentText()), batch=self.batch.value(), seq=self.seq.value(),
+                             recompute=self.recompute.isChecked(), precision=self.precision.currentText(),
+                             timing_only=self.timing.isChecked(), onnx=self.onnx.text().strip() or None)
+        if s["onnx"]:  # the file fixes the model: batch / seq set its symbolic dims, recompute does not apply
+            s.pop("recompute", None)
+        return s
 
     def output(self) -> str:
         return self.out.text().strip()

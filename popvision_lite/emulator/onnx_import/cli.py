@@ -1,0 +1,200 @@
+"""``popvision-lite emulate --onnx model.onnx [options] -o run.pvl`` (and ``onnx = "path"`` in a TOML
+run config): the ONNX branch of ``emulate``.  Exit codes as ``emulate``: 0 ok, 2 bad input (message
+names the file / node / dim / option), 3 out of memory (profile written), 1 numerics check failed."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
+
+from .loader import OnnxImportError, parse_dims
+
+# bundled-workload options that an ONNX file fixes itself
+NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "recompute", "streaming_weights")
+CONFIG_KEYS = {"onnx", "output", "device", "timing_only", "batch", "seq", "dims", "precision", "ipus", "seed",
+               "inputs", "training", "loss_output", "ipu_split"}
+
+
+def add_arguments(p) -> None:
+    """The options ``emulate`` gains for ONNX models (called from emulator/cli.py)."""
+    p.add_argument("--onnx", metavar="MODEL.onnx", help="emulate an ONNX model (PyTorch: torch.onnx.export; "
+                   "Hugging Face: optimum-cli export onnx) instead of a bundled MODEL")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="(--onnx) value of a symbolic input dimension, e.g. --dim sequence_length=128 "
+                        "(--batch and --seq set the usual batch / sequence names)")
+    p.add_argument("--training", action="store_true", default=None,
+                   help="(--onnx) also the backward pass (loss = mean of the outputs) and an SGD step")
+    p.add_argument("--loss-output", metavar="NAME", help="(--onnx --training) the graph output whose mean is the loss")
+    p.add_argument("--ipu-split", metavar="NODE[,NODE...]",
+                   help="(--onnx --ipus N) the ONNX node names where IPU 1, 2, ... start (default: layers balanced "
+                        "by weight bytes)")
+    p.add_argument("--inputs", metavar="INPUTS.npz", help="(--onnx) input arrays by input name (default: seeded "
+                   "random floats, token ids in range, masks of ones)")
+
+
+def _read_config(path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, ValueError) as e:  # TOMLDecodeError, UnicodeDecodeError
+        raise ConfigError(f"{path}: cannot read it as a TOML file: {e}") from None
+
+
+def wants_onnx(args) -> bool:
+    """True when ``emulate`` should take the ONNX branch (--onnx, or ``onnx = ...`` in --config)."""
+    if getattr(args, "onnx", None):
+        return True
+    cfg = getattr(args, "config", None)
+    if cfg and Path(cfg).is_file():
+        try:
+            return "onnx" in _read_config(cfg)
+        except ConfigError:
+            return False  # the bundled-model path reports the unreadable file
+    return False
+
+
+def resolve(args) -> dict:
+    """Keyword arguments of ``emulate_onnx`` from --config and the command line (command line wins)."""
+    rc = _read_config(args.config) if getattr(args, "config", None) else {}
+    where = f"{args.config}: " if rc else ""
+    unknown = sorted(set(rc) - CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}field '{unknown[0]}': not a setting of ONNX runs (settings: "
+                          f"{', '.join(sorted(CONFIG_KEYS))})")
+    if getattr(args, "model", None):
+        raise ConfigError(f"argument MODEL: give a bundled MODEL or --onnx, not both (got {args.model!r})")
+    for k in NOT_FOR_ONNX:
+        if getattr(args, k, None):
+            raise ConfigError(f"argument --{k.replace('_', '-')}: not used with --onnx (the ONNX file fixes the "
+                              "model's structure); leave it out")
+    path = args.onnx or rc.get("onnx")
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"{where}field 'onnx': expected a path to an .onnx file")
+    out = args.output or rc.get("output")
+    if not out:
+        raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
+    from popvision_lite.emulator.cli import _check_output
+    from popvision_lite.emulator.run_config import normalise_device
+
+    _check_output(out)
+    dims = {}
+    if "dims" in rc:
+        if not isinstance(rc["dims"], dict) or not all(isinstance(v, int) and v > 0 for v in rc["dims"].values()):
+            raise ConfigError(f"{where}field 'dims': expected a table of positive integers, e.g. "
+                              "[dims] sequence_length = 128")
+        dims.update(rc["dims"])
+    dims.update(parse_dims(args.dim))
+    kw = dict(path=path, output=out, dims=dims, device=normalise_device(args.device or rc.get("device", "ipu-mk2")))
+    for k in ("batch", "seq", "ipus", "seed"):
+        v = getattr(args, k, None)
+        if v is None:
+            v = rc.get(k)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1)):
+                raise ConfigError(f"{where}field '{k}': must be a positive integer, got {v!r}")
+        if v is not None:
+            kw[k] = v
+    kw["precision"] = args.precision or rc.get("precision", "fp16")
+    if kw["precision"] not in ("fp16", "fp32"):
+        raise ConfigError(f"{where}field 'precision': must be fp16 or fp32, got {kw['precision']!r}")
+    kw["timing_only"] = bool(args.timing_only) if args.timing_only is not None else bool(rc.get("timing_only", False))
+    kw["training"] = bool(args.training) if getattr(args, "training", None) else bool(rc.get("training", False))
+    if getattr(args, "inference", None) and kw["training"]:
+        raise ConfigError("argument --inference: not allowed with --training")
+    loss = getattr(args, "loss_output", None) or rc.get("loss_output")
+    if loss is not None:
+        if not kw["training"]:
+            raise ConfigError("argument --loss-output: only with --training")
+        kw["loss_output"] = str(loss)
+    split = getattr(args, "ipu_split", None)
+    split = [x.strip() for x in split.split(",") if x.strip()] if split else rc.get("ipu_split")
+    if split is not None:
+        if not isinstance(split, list) or not all(isinstance(x, str) for x in split):
+            raise ConfigError(f"{where}field 'ipu_split': expected a list of node names")
+        kw["ipu_split"] = split
+    inputs = getattr(args, "inputs", None) or rc.get("inputs")
+    if inputs is not None:
+        kw["inputs"] = inputs
+    return kw
+
+
+def format_summary(s: dict, run, out_path: str) -> str:
+    lines = [f"model {Path(run.path).name} (ONNX, {run.num_ops} ops"
+             + (", dims " + ", ".join(f"{k}={v}" for k, v in run.dims.items()) if run.dims else "")
+             + f"), {run.config.get('precision')}, "
+             + ("training step (loss: mean of " + (run.config.get("loss_output") or "the outputs") + ")"
+                if run.config.get("training") else "inference") + f", {run.config.get('ipus', 1)} IPU(s)"]
+    for c in run.casts:
+        lines.append(f"cast: {c}")
+    lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
+    lines.append(f"peak tile memory: {s['peak_bytes']:,} B on tile {s['peak_tile']} "
+                 f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)")
+    lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at "
+                 f"{s['clock_hz'] / 1e9:.3f} GHz")
+    tot = max(1, sum(s["split"].values()))
+    lines.append("split: " + ", ".join(f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)"
+                                       for k, v in s["split"].items() if v))
+    if run.numeric_checks:
+        bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
+        worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
+        lines.append(f"numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): "
+                     f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed (rtol {worst['rtol']}, atol {worst['atol']}; "
+                     f"worst max abs err {max(v['max_abs_err'] for v in run.numeric_checks.values()):.2e})"
+                     + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
+    lines.append(f"profile: {out_path}")
+    return "\n".join(lines)
+
+
+def run_onnx(args) -> int:
+    from popvision_lite.emulator.cli import _Progress, summarize
+
+    from .run import emulate_onnx
+
+    prog = "popvision-lite emulate"
+    try:
+        kw = resolve(args)
+    except ConfigError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = emulate_onnx(progress=_Progress(not args.quiet), **kw)
+    except (OnnxImportError, ConfigError, EmulatorError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except PopvisionError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    print(format_summary(summarize(result.profile_data, result), result, kw["output"]))
+    if not result.fits:
+        print(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
+              f"{kw['output']}", file=sys.stderr)
+        return 3
+    if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
+        print(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])", file=sys.stderr)
+        return 1
+    return 0
+
+
+def config_toml(settings: dict) -> str:
+    """A run-config TOML for an ONNX run (``settings`` with an ``onnx`` path; the GUI's what-if runs):
+    only the settings ONNX runs read (see CONFIG_KEYS)."""
+
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
+             f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
+    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output"):
+        if settings.get(k) is not None:
+            lines.append(f"{k} = {val(settings[k])}")
+    dims = settings.get("dims") or {}
+    if dims:
+        lines += ["", "[dims]"] + [f"{val(str(k))} = {int(v)}" for k, v in dims.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,228 @@
+"""Reading an .onnx file: parse, check, resolve symbolic dims, run shape inference, list dtype casts.
+
+Every problem is an :class:`OnnxImportError` (a ``ConfigError``: the command line exits 2) whose
+message names the file and the node / input / dim and says what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from popvision_lite.errors import ConfigError
+
+
+class OnnxImportError(ConfigError):
+    """The ONNX file cannot be imported (names the file and what is wrong)."""
+
+
+# dim names that --batch / --seq set (exporters' usual names; anything else: --dim name=value)
+BATCH_NAMES = ("batch", "batch_size", "batchsize", "n", "b", "bs", "unk__0", "N")
+SEQ_NAMES = ("seq", "seq_len", "sequence", "sequence_length", "seqlen", "s", "tokens", "num_tokens")
+
+ELEM = None  # filled lazily: onnx TensorProto element type -> (numpy dtype, IPU dtype or None, note)
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - onnx is a runtime dependency
+        raise OnnxImportError("the 'onnx' package is not installed; pip install onnx") from e
+    return onnx
+
+
+def dtype_info(elem_type: int):
+    """(numpy dtype, cast note or '') for an ONNX element type; None when the IPU cannot hold it."""
+    onnx = _onnx()
+    T = onnx.TensorProto
+    table = {
+        T.FLOAT: (np.float32, ""), T.FLOAT16: (np.float16, ""), T.INT32: (np.int32, ""),
+        T.DOUBLE: (np.float64, "float64 -> float32 (the IPU has no 64-bit floats)"),
+        T.INT64: (np.int64, "int64 -> int32 (the IPU has no 64-bit integers)"),
+        T.BOOL: (np.bool_, "bool -> int32 (0 / 1)"),
+        T.INT8: (np.int8, "int8 -> int32"), T.UINT8: (np.uint8, "uint8 -> int32"),
+        T.INT16: (np.int16, "int16 -> int32"), T.UINT16: (np.uint16, "uint16 -> int32"),
+        T.UINT32: (np.uint32, "uint32 -> int32"),
+        T.BFLOAT16: (np.float32, "bfloat16 -> float32 (emulated in the run's precision)"),
+    }
+    return table.get(int(elem_type))
+
+
+def elem_name(elem_type: int) -> str:
+    onnx = _onnx()
+    try:
+        return onnx.TensorProto.DataType.Name(int(elem_type)).lower()
+    except ValueError:
+        return f"type {elem_type}"
+
+
+@dataclass
+class LoadedModel:
+    path: str
+    model: object                      # onnx.ModelProto (dims fixed, shapes inferred)
+    inputs: dict                       # graph input name -> (shape tuple, onnx elem type)
+    outputs: list                      # graph output names
+    initializers: dict                 # name -> numpy array (as stored)
+    dims: dict                         # symbolic dim name -> value used
+    casts: list = field(default_factory=list)  # human-readable dtype casts
+    opset: int = 0
+
+
+def parse_dims(items) -> dict:
+    """``["name=value", ...]`` -> {name: int}; a malformed item is an error naming it."""
+    out = {}
+    for it in items or ():
+        m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+)\s*", str(it))
+        if not m or int(m.group(2)) < 1:
+            raise OnnxImportError(f"argument --dim: {it!r}: expected NAME=VALUE with a positive integer value, "
+                                  "e.g. --dim sequence_length=128")
+        out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def read_model(path):
+    """Parse ``path`` as an ONNX ModelProto; clear errors for a missing / non-ONNX / truncated file."""
+    onnx = _onnx()
+    p = Path(path)
+    if not p.exists():
+        raise OnnxImportError(f"{path}: no such file")
+    if p.is_dir():
+        raise OnnxImportError(f"{path}: is a directory, expected an .onnx file")
+    data = p.read_bytes()
+    if not data:
+        raise OnnxImportError(f"{path}: empty file, expected an ONNX model")
+    try:
+        model = onnx.ModelProto()
+        model.ParseFromString(data)
+    except Exception as e:  # protobuf DecodeError (truncated or not protobuf at all)
+        raise OnnxImportError(f"{path}: not a readable ONNX model (protobuf parse failed: {e}); "
+                              "is the file complete and an .onnx export?") from None
+    if not model.HasField("graph") or len(model.graph.node) == 0 or not model.opset_import:
+        raise OnnxImportError(f"{path}: not an ONNX model (no graph nodes or no opset); "
+                              "expected a file written by torch.onnx.export / onnx.save")
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        try:
+            onnx.load_external_data_for_model(model, str(p.parent))
+        except Exception as e:
+            raise OnnxImportError(f"{path}: its weights are in external data files that cannot be read ({e}); "
+                                  "keep the .onnx.data file next to the model") from None
+    return model
+
+
+def _dim_value(d, name_of_input, index, dims, batch, seq, used):
+    if d.HasField("dim_value") and d.dim_value > 0:
+        return int(d.dim_value)
+    sym = d.dim_param if d.HasField("dim_param") else ""
+    if sym and sym in dims:
+        used[sym] = dims[sym]
+        return dims[sym]
+    low = sym.lower()
+    if batch is not None and (low in BATCH_NAMES or "batch" in low or (not sym and index == 0)):
+        used[sym or "batch"] = batch
+        return batch
+    if seq is not None and (low in SEQ_NAMES or "seq" in low or "token" in low):
+        used[sym] = seq
+        return seq
+    label = f"'{sym}'" if sym else "(unnamed)"
+    flag = ("--batch N" if (low in BATCH_NAMES or "batch" in low or index == 0) else
+            "--seq N" if (low in SEQ_NAMES or "seq" in low or "token" in low) else "")
+    how = (f"set it with {flag} or --dim {sym}=N" if flag and sym else f"set it with {flag}" if flag
+           else f"set it with --dim {sym}=N" if sym else "the model needs a fixed size here")
+    raise OnnxImportError(f"input '{name_of_input}' dimension {index} {label} is dynamic; {how} "
+                          "(or [dims] in a TOML run config)")
+
+
+def _light_copy(model):
+    """The model with its large initializers turned into graph inputs of the same type and shape: what
+    the checker and shape inference need, without serialising hundreds of MB of weights (they
+    serialise the model they are given).  Small initializers (shape constants) stay for data
+    propagation."""
+    onnx = _onnx()
+    from onnx import helper
+
+    g = model.graph
+    small, big = [], []
+    for t in g.initializer:
+        (small if int(np.prod(t.dims)) <= 4096 else big).append(t)
+    if not big:
+        return model
+    ins = list(g.input)
+    have = {i.name for i in ins}
+    ins += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in big if t.name not in have]
+    graph = helper.make_graph(list(g.node), g.name, ins, list(g.output), initializer=small)
+    light = helper.make_model(graph, opset_imports=list(model.opset_import))
+    light.ir_version = max(model.ir_version, 4)
+    light.functions.extend(model.functions)
+    _ = onnx
+    return light
+
+
+def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
+    """Read, fix symbolic input dims, run shape inference, collect initializers and dtype casts."""
+    onnx = _onnx()
+    from onnx import numpy_helper, shape_inference
+
+    dims = dict(dims or {})
+    model = read_model(path)
+    g = model.graph
+    init_names = {t.name for t in g.initializer}
+    used: dict = {}
+    inputs = {}
+    casts = []
+    known = sorted({d.dim_param for vi in g.input for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    unknown = sorted(set(dims) - set(known))
+    if unknown:
+        raise OnnxImportError(f"argument --dim: {', '.join(unknown)}: no input of {path} has such a dimension"
+                              + (f" (symbolic dims: {', '.join(known)})" if known else " (it has no symbolic dims)"))
+    for vi in g.input:
+        if vi.name in init_names:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise OnnxImportError(f"{path}: input '{vi.name}' is not a tensor (sequences and maps are not supported)")
+        info = dtype_info(tt.elem_type)
+        if info is None:
+            raise OnnxImportError(f"{path}: input '{vi.name}' has data type {elem_name(tt.elem_type)}, which the "
+                                  "IPU emulator cannot hold (supported: float32, float16, int32, int64, bool, "
+                                  "float64 and small ints are cast)")
+        if info[1]:
+            casts.append(f"input '{vi.name}': {info[1]}")
+        shape = []
+        for i, d in enumerate(tt.shape.dim):
+            v = _dim_value(d, vi.name, i, dims, batch, seq, used)
+            d.Clear()
+            d.dim_value = v
+            shape.append(v)
+        inputs[vi.name] = (tuple(shape), int(tt.elem_type))
+    initializers = {}
+    for t in g.initializer:
+        info = dtype_info(t.data_type)
+        if info is None:
+            raise OnnxImportError(f"{path}: initializer '{t.name}' has data type {elem_name(t.data_type)}, which "
+                                  "the IPU emulator cannot hold")
+        try:
+            initializers[t.name] = numpy_helper.to_array(t)
+        except Exception as e:
+            raise OnnxImportError(f"{path}: initializer '{t.name}' cannot be read ({e}); is the file truncated?") \
+                from None
+        if info[1] and t.data_type == onnx.TensorProto.DOUBLE:
+            casts.append(f"initializer '{t.name}': {info[1]}")
+    light = _light_copy(model)
+    try:
+        onnx.checker.check_model(light)
+    except Exception as e:
+        raise OnnxImportError(f"{path}: the ONNX checker rejects the model: {str(e).strip().splitlines()[0]}") \
+            from None
+    try:
+        inferred = shape_inference.infer_shapes(light, data_prop=True)
+    except Exception as e:
+        raise OnnxImportError(f"{path}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    return LoadedModel(path=str(path), model=model, inputs=inputs, outputs=[o.name for o in model.graph.output],
+                       initializers=initializers, dims={k: v for k, v in used.items() if k}, casts=casts,
+                       opset=opset)

@@ -1,0 +1,278 @@
+"""Ops the ONNX importer needs beyond the bundled models' vocabulary, on all three backends.
+
+``OnnxNumpyBackend`` / ``OnnxEmulatorBackend`` / ``OnnxPlanBackend`` are the model backends of
+``models/`` plus the methods below (same names and arguments on each):
+
+* ``unary(x, kind, name, s=None)``: elementwise ``tanh sigmoid sqrt rsqrt reciprocal erf exp neg
+  square abs add_scalar(s) pow_scalar(s) max_scalar(s) min_scalar(s)``;
+* ``binary(a, b, kind, name)``: elementwise ``sub div max min pow`` (equal element counts; the
+  importer builds broadcast views first);
+* ``select(cond, a, b, name)``: ``where(cond != 0, a, b)`` elementwise;
+* ``concat(parts, axis, shape, name)``: parts (handles with their logical shapes) joined along
+  ``axis`` into a new tensor of logical ``shape`` (row-major).
+
+Cycle costs of the new elementwise codelets are poplibs' popops elementwise estimator figures
+(``lib/popops/popopsCycleEstimators.hpp`` in graphcore/poplibs, tables ``unaryOpPerfInfo`` and
+``binaryOpPerfInfo``): cycles per loop iteration and the elements one iteration handles; converted
+here to worker cycles per 64-bit vector (4 x fp16, 2 x fp32).  Entries with a width of 1 are per
+element (multiplied by the vector width).  The per-vertex set-up is the library's
+``ELEMENTWISE_OVERHEAD`` like every other elementwise codelet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import ELEMENTWISE_OVERHEAD, Elementwise, _per_vector
+from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.models.emulated import EmulatorBackend
+from popvision_lite.emulator.models.planning import PlanOnlyBackend, Shape
+from popvision_lite.emulator.ops import basic
+from popvision_lite.emulator.ops.context import View
+
+
+def _f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+def _erf(x):
+    """erf in fp32 (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7: below fp16 and fp32 storage
+    rounding of the results it feeds)."""
+    x = _f32(x)
+    s = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t \
+        * np.exp(-a * a)
+    return (s * y).astype(np.float32)
+
+
+def _gelu_erf(x):
+    x = _f32(x)
+    return (0.5 * x * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))).astype(np.float32)
+
+
+def _gelu_erf_bwd(x, dy):
+    x = _f32(x)
+    cdf = 0.5 * (1.0 + _erf(x / np.float32(np.sqrt(2.0))))
+    pdf = np.exp(-0.5 * x * x) / np.float32(np.sqrt(2.0 * np.pi))
+    return (_f32(dy) * (cdf + x * pdf)).astype(np.float32)
+
+
+def _sigmoid(x):
+    x = _f32(x)
+    return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32)
+
+
+def _pow(a, b):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.power(_f32(a), _f32(b))
+
+
+UNARY_FNS = {
+    "tanh": lambda x: np.tanh(_f32(x)),
+    "sigmoid": _sigmoid,
+    "sqrt": lambda x: np.sqrt(np.maximum(_f32(x), 0)),
+    "rsqrt": lambda x: 1.0 / np.sqrt(np.maximum(_f32(x), 0)),
+    "reciprocal": lambda x: 1.0 / _f32(x),
+    "erf": _erf,
+    "gelu_erf": _gelu_erf,
+    "exp": lambda x: np.exp(_f32(x)),
+    "neg": lambda x: -_f32(x),
+    "square": lambda x: _f32(x) * _f32(x),
+    "abs": lambda x: np.abs(_f32(x)),
+    "add_scalar": lambda x, s: _f32(x) + s,
+    "pow_scalar": lambda x, s: _pow(x, s),
+    "max_scalar": lambda x, s: np.maximum(_f32(x), s),
+    "min_scalar": lambda x, s: np.minimum(_f32(x), s),
+}
+BINARY_FNS = {
+    "sub": lambda a, b: _f32(a) - _f32(b),
+    "div": lambda a, b: _f32(a) / _f32(b),
+    "max": lambda a, b: np.maximum(_f32(a), _f32(b)),
+    "min": lambda a, b: np.minimum(_f32(a), _f32(b)),
+    "pow": _pow,
+    "gelu_erf_bwd": _gelu_erf_bwd,
+}
+
+# (fp16 cycles per 64-bit vector, fp32 cycles per 64-bit vector), from popops unaryOpPerfInfo /
+# binaryOpPerfInfo {cycles, vectorised, width}: width 4 (half) / 2 (float) = per vector as is;
+# width 1 = per element, times 4 (half) or 2 (float).
+POPOPS_CYCLES = {
+    "tanh": (4, 12),            # TANH half {4, false, 4}, float {12, false, 2}
+    "sigmoid": (6, 12),         # SIGMOID half {6, false, 4}, float {12, false, 2}
+    "sqrt": (23, 10),           # SQRT half {23, false, 4}, float {10, false, 2}
+    "rsqrt": (19, 8),           # RSQRT half {19, false, 4}, float {8, false, 2}
+    "reciprocal": (15, 6),      # INVERSE half {15, false, 4}, float {6, false, 2}
+    "erf": (64, 36),            # ERF half {16, false, 1} x 4, float {18, false, 1} x 2
+    # the exact (erf) GELU of ONNX's Gelu / the exporters' Erf pattern: costed as the op library's
+    # GELU and GeluGrad codelets (ops/codelets.py: 10 and 14 per vector), so an imported model and
+    # the bundled one with the same layers cost the same; only the numerics follow ONNX
+    "gelu_erf": (10, 10),
+    "gelu_erf_bwd": (14, 14),
+    "exp": (4, 6),              # EXPONENT half {4, false, 4}, float {6, false, 2}
+    "neg": (2, 2),              # NEGATE half {2, false, 4}, float {2, false, 2}
+    "square": (2, 2),           # SQUARE half {2, false, 4}, float {2, false, 2}
+    "abs": (1, 1),              # ABSOLUTE {1, false}
+    "add_scalar": (2, 2),       # ADD with a broadcast scalar: ld, add, st paired -> as SQUARE (assumption)
+    "pow_scalar": (1300, 624),  # POWER half {325, false, 1} x 4, float {312, false, 1} x 2
+    "max_scalar": (4, 4),       # MAXIMUM half {4, false, 4}, float {4, false, 2}
+    "min_scalar": (4, 4),       # MINIMUM half {4, false, 4}, float {4, false, 2}
+    "sub": (3, 3),              # SUBTRACT {1, true}: as the library's C.SUB (ld a, ld b, op, st)
+    "div": (21, 10),            # DIVIDE half {21, false, 4}, float {10, false, 2}
+    "max": (4, 4),              # MAXIMUM
+    "min": (4, 4),              # MINIMUM
+    "pow": (1300, 624),         # POWER
+    "select": (4, 4),           # SELECT: three loads, a compare-select and a store per vector (assumption:
+                                # popops has no table entry for the ternary op; MAXIMUM's 4 as the closest)
+}
+FLOPS = {"gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
+         "reciprocal": 4, "div": 4}
+
+
+class PopopsElementwise(Elementwise):
+    """Elementwise codelet whose cycles per vector depend on the storage dtype (fp16 / fp32)."""
+
+    def __init__(self, kind, fn, inputs, params=()):
+        half, single = POPOPS_CYCLES[kind]
+        super().__init__(f"Onnx{kind.title().replace('_', '')}", fn, inputs, cycles_per_vector=half,
+                         flops_per_element=FLOPS.get(kind, 1), params=params)
+        self.kind = kind
+        self.cycles_fp32 = single
+
+    def cycles(self, group, target):
+        out = group.fields["out"]
+        per = self.cycles_per_vector if out.tensor.dtype == "float16" else self.cycles_fp32
+        return ELEMENTWISE_OVERHEAD + per * _per_vector(out, out.sizes)
+
+
+UNARY_CODELETS = {k: PopopsElementwise(k, f, ("in",), params=("s",) if k.endswith("_scalar") else ())
+                  for k, f in UNARY_FNS.items()}
+BINARY_CODELETS = {k: PopopsElementwise(k, f, ("a", "b")) for k, f in BINARY_FNS.items()}
+SELECT = PopopsElementwise("select", lambda c, a, b: np.where(_f32(c) != 0, _f32(a), _f32(b)), ("c", "a", "b"))
+
+
+TYPE_NAMES = {"gelu_erf": "gelu", "gelu_erf_bwd": "gelu_bwd"}  # op types in the profile
+
+
+def _check_kind(kind, table, what):
+    if kind not in table:
+        raise ValueError(f"{what} kind {kind!r}: expected one of {', '.join(sorted(table))}")
+
+
+def concat_index(shapes, axis):
+    """For parts of ``shapes`` joined on ``axis``: per part, the flat positions of its elements in
+    the result (row-major), in the part's own row-major order."""
+    total = sum(s[axis] for s in shapes)
+    out_shape = list(shapes[0])
+    out_shape[axis] = total
+    full = np.arange(int(np.prod(out_shape)), dtype=np.int64).reshape(out_shape)
+    res, off = [], 0
+    for s in shapes:
+        sl = [slice(None)] * len(out_shape)
+        sl[axis] = slice(off, off + s[axis])
+        res.append(full[tuple(sl)].ravel())
+        off += s[axis]
+    return res, tuple(out_shape)
+
+
+# ============================================================================ backends
+
+
+class _NumpyOnnx:
+    # elementwise operands may hold the same elements in different shapes (the emulator only
+    # needs equal element counts): reshape to the first operand's shape
+    def add(self, a, b, name):
+        va = self._val(a)
+        return self._out(name, "add", _f32(va) + _f32(self._val(b)).reshape(va.shape))
+
+    def mul(self, a, b, name):
+        va = self._val(a)
+        return self._out(name, "mul", _f32(va) * _f32(self._val(b)).reshape(va.shape))
+
+    def unary(self, x, kind, name, s=None):
+        _check_kind(kind, UNARY_FNS, "unary")
+        fn = UNARY_FNS[kind]
+        v = self._val(x)
+        return self._out(name, TYPE_NAMES.get(kind, kind), fn(v, np.float32(s)) if kind.endswith("_scalar") else fn(v))
+
+    def binary(self, a, b, kind, name):
+        _check_kind(kind, BINARY_FNS, "binary")
+        va, vb = self._val(a), self._val(b)
+        return self._out(name, kind, BINARY_FNS[kind](va, vb.reshape(va.shape)))
+
+    def select(self, cond, a, b, name):
+        va = self._val(a)
+        return self._out(name, "select", np.where(_f32(self._val(cond)).reshape(va.shape) != 0, _f32(va),
+                                                  _f32(self._val(b)).reshape(va.shape)))
+
+    def concat(self, parts, axis, shape, name):
+        shapes = [tuple(s) for _, s in parts]
+        pos, out_shape = concat_index(shapes, axis)
+        out = np.zeros(int(np.prod(out_shape)), np.float32)
+        for (h, _), p in zip(parts, pos, strict=True):
+            out[p] = _f32(self._val(h)).ravel()
+        return self._out(name, "concat", out.reshape(shape))
+
+
+class _EmulatorOnnx:
+    def unary(self, x, kind, name, s=None):
+        _check_kind(kind, UNARY_FNS, "unary")
+        params = {"s": np.float32(s)} if kind.endswith("_scalar") else None
+        return self._op(basic.elementwise, UNARY_CODELETS[kind], {"in": x}, self.qual(name), TYPE_NAMES.get(kind, kind),
+                        params)
+
+    def binary(self, a, b, kind, name):
+        _check_kind(kind, BINARY_FNS, "binary")
+        return self._op(basic.elementwise, BINARY_CODELETS[kind], {"a": a, "b": b}, self.qual(name),
+                        TYPE_NAMES.get(kind, kind))
+
+    def select(self, cond, a, b, name):
+        # the output follows the first operand that is a tensor: put the data operand first
+        return self._op(basic.elementwise, SELECT, {"a": a, "c": cond, "b": b}, self.qual(name), "select")
+
+    def concat(self, parts, axis, shape, name):
+        self._sync()
+        ctx = self.ctx
+        shapes = [tuple(s) for _, s in parts]
+        pos, out_shape = concat_index(shapes, axis)
+        size = int(np.prod(out_shape))
+        nb = sum(basic._nbytes(h) for h, _ in parts)
+        op = ctx.begin_op(self.qual(name), "concat", plan=f"{len(parts)} parts copied into {size} elements",
+                          min_bytes=2 * nb)
+        out = ctx.variable(op, tuple(shape), ctx.dtype, mapping=ctx.linear_mapping(size), op=op)
+        for i, ((h, _), p) in enumerate(zip(parts, pos, strict=True)):
+            src = basic._copy_src(h) if isinstance(h, View) else h.whole()
+            ctx.add(P.Copy(src, basic.flat_view(out, p), name=f"{op}/part{i}", op=op))
+        return out
+
+
+class _PlanOnnx:
+    def mul(self, a, b, name):  # PlanOnlyBackend records mul as "add"; the importer's tables say "mul"
+        return self._ew(a, name, "mul")
+
+    def unary(self, x, kind, name, s=None):
+        return self._ew(x, name, TYPE_NAMES.get(kind, kind))
+
+    def binary(self, a, b, kind, name):
+        return self._ew(a, name, TYPE_NAMES.get(kind, kind))
+
+    def select(self, cond, a, b, name):
+        return self._ew(a, name, "select")
+
+    def concat(self, parts, axis, shape, name):
+        return self._ew(Shape(shape, self.dtype), name, "concat")
+
+
+class OnnxNumpyBackend(_NumpyOnnx, NumpyBackend):
+    pass
+
+
+class OnnxEmulatorBackend(_EmulatorOnnx, EmulatorBackend):
+    pass
+
+
+class OnnxPlanBackend(_PlanOnnx, PlanOnlyBackend):
+    pass
+

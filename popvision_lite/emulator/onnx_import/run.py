@@ -1,0 +1,273 @@
+"""``emulate_onnx``: import an ONNX model, emulate it, check it against ONNX Runtime, write the profile."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from popvision_lite.emulator.models.backend import NP_DTYPE
+from popvision_lite.emulator.models.emulated import tolerance
+from popvision_lite.emulator.ops.context import View
+from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.target import Target
+
+from .loader import LoadedModel, OnnxImportError, dtype_info, load
+from .lowering import Act, Lowerer
+from .ops import OnnxEmulatorBackend, OnnxNumpyBackend
+
+
+@dataclass
+class OnnxRun:
+    """Result of :func:`emulate_onnx` (the fields ``emulate``'s summary reads, like ``ModelRun``)."""
+
+    path: str
+    fits: bool
+    total_cycles: int
+    seconds: float
+    profile_data: object
+    numeric_checks: dict = field(default_factory=dict)
+    oom_report: list = field(default_factory=list)
+    wall: dict = field(default_factory=dict)
+    num_vertices: int = 0
+    num_ops: int = 0
+    dims: dict = field(default_factory=dict)
+    casts: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    outputs: dict = field(default_factory=dict)      # emulated graph outputs (full numerics)
+    reference: dict = field(default_factory=dict)    # ONNX Runtime outputs on the same inputs
+    profile_path: str | None = None
+    config: dict = field(default_factory=dict)
+    weight_bytes_per_ipu: list = field(default_factory=list)  # ONNX weight bytes read by the nodes on each IPU
+
+
+def _gather_rows_of(lm: LoadedModel) -> dict:
+    """Integer graph inputs used as Gather indices -> number of rows of the gathered table."""
+    out = {}
+    for n in lm.model.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] in lm.inputs and n.input[0] in lm.initializers:
+            ax = 0
+            for a in n.attribute:
+                if a.name == "axis":
+                    ax = a.i
+            out[n.input[1]] = int(lm.initializers[n.input[0]].shape[ax])
+    return out
+
+
+def make_inputs(lm: LoadedModel, seed: int, precision: str, user=None, needs_values=True) -> dict:
+    """Values of every graph input in the ONNX dtype: the user's (an .npz path or a dict) or seeded:
+    floats ~ N(0, 1) rounded to the run's precision, integer Gather indices uniform over the table's
+    rows, other integers (attention masks) ones, booleans True."""
+    given = {}
+    if user is not None:
+        if isinstance(user, str | Path):
+            try:
+                with np.load(user) as z:
+                    given = {k: z[k] for k in z.files}
+            except Exception as e:
+                raise OnnxImportError(f"{user}: cannot read the inputs file ({e}); expected an .npz of arrays "
+                                      "named after the model's inputs") from None
+        else:
+            given = dict(user)
+        extra = sorted(set(given) - set(lm.inputs))
+        if extra:
+            raise OnnxImportError(f"inputs: {', '.join(extra)}: the model has no such input "
+                                  f"(inputs: {', '.join(lm.inputs)})")
+    rng = np.random.default_rng(seed)
+    rows = _gather_rows_of(lm)
+    vals = {}
+    for name, (shape, et) in lm.inputs.items():
+        npdt = dtype_info(et)[0]
+        if name in given:
+            v = np.asarray(given[name])
+            if tuple(v.shape) != tuple(shape):
+                raise OnnxImportError(f"inputs: '{name}' has shape {tuple(v.shape)}, the model expects {shape}")
+            vals[name] = v.astype(npdt)
+        elif np.issubdtype(npdt, np.floating):
+            if needs_values:
+                v = rng.standard_normal(shape).astype(NP_DTYPE[precision]).astype(np.float32)
+            else:
+                v = np.broadcast_to(np.float32(0), shape)
+            vals[name] = v.astype(npdt) if npdt != np.float32 else v
+        elif name in rows:
+            vals[name] = np.random.default_rng(seed + 7).integers(0, rows[name], size=shape).astype(npdt)
+        else:
+            vals[name] = np.ones(shape, dtype=npdt)
+    return vals
+
+
+def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None, training=False, loss_output=None,
+          lr=0.01, ipu_split=None):
+    """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: (handle, shape)}); with
+    ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries."""
+    low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split)
+    outs = low.run(progress)
+    updated = {}
+    if training:
+        with be.on_ipu(int(low.ipu_of[-1]) if len(low.ipu_of) else 0):
+            updated = low.backward(outs, loss_output=loss_output, lr=lr)
+    handles = {}
+    for name, v in outs.items():
+        if not isinstance(v, Act):
+            continue  # a constant output (folded): nothing runs on the device
+        a = low.plain(v)
+        h = a.h
+        if isinstance(h, View) or tuple(h.shape) != tuple(a.shape) and h.size != a.size:
+            with be.on_ipu(int(low.ipu_of[-1]) if len(low.ipu_of) else 0):
+                h = be.copy(h, f"{name}/output")
+        handles[name] = (h, a.shape, None)
+    for name, h in updated.items():
+        orig, post = _original_weight(name, lm)
+        handles[f"weight:{orig}"] = (h, tuple(np.shape(h)), post)
+    return low, handles
+
+
+def _original_weight(name, lm):
+    """(initializer name, fn: updated array -> the initializer's layout) of a lowered weight: Gemm's
+    transB weights are stored transposed (``/T``), biases and norm scales flattened (``/vec``, ``/flat``)."""
+    for sfx in ("/T", "/vec", "/flat", "/hwio"):
+        if name.endswith(sfx) and name[: -len(sfx)] in lm.initializers:
+            orig = name[: -len(sfx)]
+            shape = lm.initializers[orig].shape
+            if sfx == "/T":
+                return orig, lambda v, shape=shape: v.reshape(shape[::-1]).T
+            if sfx == "/hwio":  # conv weights (Co, C, k, k) stored as (k * k * C, Co) for im2col
+                co, c, kh, kw = shape
+                return orig, lambda v, s=(kh, kw, c, co): v.reshape(s).transpose(3, 2, 0, 1)
+            return orig, lambda v, shape=shape: v.reshape(shape)
+    orig = name
+    while orig not in lm.initializers and any(orig.endswith(x) for x in ("/vec", "/flat", "/nchw")):
+        orig = orig.rsplit("/", 1)[0]  # reshaped copies (biases broadcast over channels, flattened scales)
+    if orig in lm.initializers:
+        shape = lm.initializers[orig].shape
+        return orig, lambda v, shape=shape: v.reshape(shape)
+    return name, None
+
+
+def read_handles(handles, value_of) -> dict:
+    """{name: float32 array in the ONNX layout} of build()'s handles; ``value_of(handle)`` -> array."""
+    out = {}
+    for k, (h, shape, post) in handles.items():
+        v = np.asarray(value_of(h)).reshape(shape).astype(np.float32)
+        out[k] = post(v) if post is not None else v
+    return out
+
+
+def run_onnxruntime(lm: LoadedModel, feeds: dict) -> dict:
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise OnnxImportError("the numerics check needs onnxruntime (pip install onnxruntime), or run with "
+                              "--timing-only") from e
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(lm.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    res = sess.run(names, feeds)
+    return dict(zip(names, res, strict=True))
+
+
+def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="ipu-mk2", precision="fp16",
+                 timing_only=False, ipus=1, seed=0, inputs=None, progress=None, reference=True, training=False,
+                 loss_output=None, lr=0.01, ipu_split=None) -> OnnxRun:
+    """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
+
+    ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
+    or a dict of arrays (default: seeded random); in full numerics (``timing_only=False``) every graph
+    output is compared with ONNX Runtime (CPU) on the same inputs (``run.numeric_checks``, tolerance
+    of the precision: fp16 rtol = atol = 2e-2).  ``training``: also the backward pass of loss = mean of
+    ``loss_output`` (default: the sum of the means of all outputs) and an SGD step (``lr``) on every
+    float initializer that gets a gradient; the updated weights are checked against the same lowering
+    run on the numpy reference backend (ONNX Runtime does not train).  Writes the profile to ``output``
+    when given (also when the model does not fit: then numerics are skipped)."""
+    from popvision_lite.emulator.engine import Engine
+    from popvision_lite.profile.writer import write_profile
+
+    def tick(stage, frac):
+        if progress:
+            progress(stage, frac)
+
+    if precision not in ("fp16", "fp32"):
+        raise OnnxImportError(f"precision: must be fp16 or fp32, got {precision!r}")
+    wall = {}
+    t0 = time.perf_counter()
+    tick("reading ONNX model", 0.0)
+    lm = load(path, batch=batch, seq=seq, dims=dims)
+    wall["import"] = time.perf_counter() - t0
+    values = make_inputs(lm, seed, precision, inputs, needs_values=not timing_only)
+    tick("building graph", 0.05)
+    t1 = time.perf_counter()
+    try:
+        target = Target.from_device(device, num_ipus=ipus)
+    except Exception as e:
+        raise OnnxImportError(f"device: {e}") from None
+    be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only)
+    low, handles = build(lm, be, values, ipus=ipus, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
+                         training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split)
+    wall["build"] = time.perf_counter() - t1
+    tick("compiling and running", 0.3)
+    model_name = "onnx:" + Path(path).name
+    config = {"onnx": str(path), "dims": lm.dims, "device": device, "precision": precision, "ipus": int(ipus),
+              "seed": int(seed), "timing_only": bool(timing_only), "training": bool(training),
+              "loss_output": loss_output, "lr": float(lr), "ipu_split": list(ipu_split or []),
+              "dtype_casts": list(lm.casts), "batch": batch, "seq": seq}
+    eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
+    res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+    wall.update(res.wall_seconds)
+    checks, got, ref = {}, {}, {}
+    if res.fits and not timing_only:
+        tick("checking numerics against ONNX Runtime", 0.8)
+        got = read_handles(handles, lambda h: res.outputs[h.name])
+        if reference:
+            t2 = time.perf_counter()
+            ref = run_onnxruntime(lm, values)
+            rtol, atol = tolerance(precision)
+            if training:
+                nb = OnnxNumpyBackend(precision)
+                _, nh = build(lm, nb, values, training=True, loss_output=loss_output, lr=lr)
+                ref_w = read_handles(nh, nb._val)
+                for name in got:
+                    if name.startswith("weight:"):
+                        want = ref_w[name]
+                        c = numeric_check(name, got[name], want, rtol, atol)
+                        c["reference"] = "numpy reference backend (same lowering)"
+                        checks[name] = c
+            for name in got:
+                if name.startswith("weight:"):
+                    continue
+                want = np.asarray(ref[name], dtype=np.float32)
+                c = numeric_check(name, got[name], want, rtol, atol)
+                c["reference"] = "onnxruntime (CPU)"
+                checks[name] = c
+            wall["reference"] = time.perf_counter() - t2
+    pd_ = res.profile_data
+    pd_.run["numeric_checks"] = checks
+    pd_.run["model"] = model_name
+    config["weight_bytes_per_ipu"] = list(low.weight_bytes_per_ipu)
+    pd_.run.setdefault("config", config)
+    if profile_path := output:
+        tick("writing profile", 0.9)
+        t3 = time.perf_counter()
+        write_profile(profile_path, pd_)
+        wall["write"] = time.perf_counter() - t3
+    tick("done", 1.0)
+    cg = eng.compile()
+    return OnnxRun(path=str(path), fits=res.fits, total_cycles=res.total_cycles, seconds=res.seconds,
+                   profile_data=pd_, numeric_checks=checks, oom_report=cg.oom_report, wall=wall,
+                   num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records), dims=lm.dims,
+                   casts=list(lm.casts), notes=list(low.notes), outputs=got, reference=ref,
+                   profile_path=str(output) if output else None, config=config,
+                   weight_bytes_per_ipu=list(low.weight_bytes_per_ipu))
+
+
+def reference_numpy(path, *, batch=None, seq=None, dims=None, precision="fp16", seed=0, inputs=None,
+                    training=False, loss_output=None, lr=0.01) -> dict:
+    """The same lowering executed eagerly with the numpy reference backend (for tests: lowering errors
+    show against ONNX Runtime, emulator errors against this)."""
+    lm = load(path, batch=batch, seq=seq, dims=dims)
+    values = make_inputs(lm, seed, precision, inputs)
+    be = OnnxNumpyBackend(precision)
+    _, handles = build(lm, be, values, training=training, loss_output=loss_output, lr=lr)
+    return read_handles(handles, be._val)
