@@ -150,3 +150,49 @@ def test_sample_profiles_pass_the_safe_opener():
     root = Path(__file__).resolve().parent.parent / "sample_profiles"
     for p in sorted(root.glob("*.pvl")):
         assert fz.classify(p) == ("ok", ""), p
+
+
+def _with_device(base, tmp_path, device):
+    import json
+
+    import numpy as np
+
+    f = tmp_path / "device.pvl"
+    f.write_bytes(base.read_bytes())
+    with fz._h5(f) as h:
+        t = json.loads(h.attrs["target"])
+        t["device"] = device
+        h.attrs["target"] = np.bytes_(json.dumps(t).encode())
+    return f
+
+
+def test_target_device_is_never_used_as_a_path(base, tmp_path):
+    """A profile whose target.device names a spec file made Roofline and Insights open and parse it."""
+    from popvision_lite import devices
+    from popvision_lite.analysis import floor_plan, insights, roofline
+    from popvision_lite.errors import PopvisionError
+
+    evil = tmp_path / "evil.toml"
+    evil.write_text((devices.devices_dir() / "ipu-mk2.toml").read_text().replace('name = "', 'name = "EVIL '))
+    opened = []
+    real = devices._parse
+
+    def spy(path, expected_id):
+        opened.append(str(path))
+        return real(path, expected_id)
+
+    devices._load_cached.cache_clear()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(devices, "_parse", spy)
+    try:
+        for dev in (str(evil), os.path.relpath(evil)):
+            f = _with_device(base, tmp_path, dev)
+            with open_profile(f) as p:
+                with pytest.raises(PopvisionError, match="unknown device"):
+                    roofline.analyze(p)
+                assert insights.device_spec(p) is None
+                floor_plan.floor_plan_layout(p.target)  # schematic fallback
+        assert not any("evil" in o for o in opened), opened
+    finally:
+        mp.undo()
+        devices._load_cached.cache_clear()
