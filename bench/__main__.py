@@ -49,6 +49,7 @@ SCRIPTS: dict[str, str] = {
     "roofline": "roofline analysis time (issue 8)",
     "compare_export": "compare mode and export, large / small ratios (issue 9)",
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
+    "fuzz_hostile": "structural fuzzing: 2,400 hostile-but-valid profiles + special files + CLI abuse (issue 19)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
 }
@@ -70,6 +71,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "roofline": [],
     "compare_export": ["--ipus", "2", "--steps", "1000"],
     "fuzz_profiles": ["--cases", "60"],
+    "fuzz_hostile": ["--cases", "60"],
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
 }

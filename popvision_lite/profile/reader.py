@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.errors import ProfileError, ProfileVersionError
-from popvision_lite.profile import h5safety, schema
+from popvision_lite.profile import h5safety, schema, validate
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
@@ -308,6 +308,7 @@ class Profile:
         for key in ("device", "name"):
             if not isinstance(getattr(self.target, key), str):
                 raise self._err(f"header field 'target.{key}' must be text, got {getattr(self.target, key)!r}")
+        validate.check_target(self.target, self._err)
         for key in ("run", "extra"):
             try:
                 val = json.loads(_as_str(attrs.get(key, "{}")))
@@ -328,8 +329,9 @@ class Profile:
             if name not in f["arrays"]:
                 raise self._err(f"missing array '{name}'")
         nt = self.target.num_tiles
-        n_steps = self._table_rows("steps")
-        n_lsteps = self._table_rows("liveness_steps")
+        self._counts = {name: self._table_rows(name) for name in schema.TABLE_COLUMNS}
+        n_steps = self._counts["steps"]
+        n_lsteps = self._counts["liveness_steps"]
         expect = {
             "memory": (nt, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)),
             "liveness_tile_bytes": (n_lsteps, nt),
@@ -481,6 +483,7 @@ class Profile:
                     self._chunks.check(cds, f"tables/{name}/{col}.categories")
                     cats = cds.asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
                     cats = np.asarray(cats, dtype=object)
+                    validate.check_categories(name, col, cats, self._err)
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
                     vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
@@ -532,7 +535,9 @@ class Profile:
         if name not in schema.TABLE_COLUMNS:
             raise ProfileError(self.path, f"unknown table '{name}'; tables are {list(schema.TABLE_COLUMNS)}")
         if name not in self._tables:
-            self._tables[name] = self._read_table(name)
+            df = self._read_table(name)
+            validate.check_table(name, df, self._counts, self._err, self.target.num_tiles)  # before any view or analysis sees it
+            self._tables[name] = df
         return self._tables[name]
 
     # ---- public API ---------------------------------------------------------------------

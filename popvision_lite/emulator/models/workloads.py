@@ -109,6 +109,9 @@ def validate(cfg: ModelConfig) -> None:
         raise ConfigError(f"ipus: must be 1, 2, 4, 8 or 16, got {cfg.ipus}")
     if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
         raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
+    from popvision_lite.validators import check_model_config
+
+    check_model_config(cfg)  # every numeric field finite and within its bounds (issue 19)
 
 
 def stage_of(layer: int, layers: int, ipus: int) -> int:
