@@ -495,8 +495,83 @@ def all_cases(folder: Path, n: int, seed: int, cli: bool = True) -> list[dict]:
     return cases
 
 
-def cli_cases(folder: Path, start_id: int, seed: int) -> list[dict]:  # filled in below
-    return []
+BAD_NUMBERS = ["nan", "inf", "-inf", "-1", "1e300", "99999999999999999999", "abc", "2.5", "", "0x10"]
+EMULATE_INT_OPTS = ["--batch", "--seq", "--layers", "--hidden", "--heads", "--ipus", "--image", "--nodes",
+                    "--edges", "--seed"]
+TOML_FIELDS = ["batch", "seq", "layers", "hidden", "heads", "ffn", "vocab", "image", "nodes", "edges", "ipus",
+               "seed", "lr"]
+TOML_BAD = ["-5", "inf", "nan", "-inf", "99999999999999999999", "1e300", "true", '"many"', "[1, 2]", "{ a = 1 }",
+            "1_000_000_000_000", "-0.0"]
+MODEL_FOR = {"seq": "bert", "heads": "bert", "ffn": "bert", "vocab": "bert", "image": "conv", "nodes": "gnn",
+             "edges": "gnn"}
+
+
+def cli_cases(folder: Path, start_id: int, seed: int) -> list[dict]:
+    """Command lines that must exit 2 naming the option, field or file (absolute paths: the worker runs
+    in the repository)."""
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    base = fz.make_base(folder)
+    out = str(folder / "out.pvl")
+    cases: list[dict] = []
+
+    def add(argv, field, what):
+        cases.append(dict(id=start_id + len(cases), kind="cli", what=what, argv=[str(a) for a in argv],
+                          field=field, want_rc=2, path=None))
+
+    for opt in EMULATE_INT_OPTS:
+        model = MODEL_FOR.get(opt[2:], "mlp")
+        for v in BAD_NUMBERS + ["0", "1000000000"]:
+            if opt == "--seed" and v in ("0", "1000000000"):
+                continue  # valid seeds
+            add(["emulate", model, opt, v, "-o", out], opt, f"emulate {model} {opt} {v!r}")
+    for opt in ("--dpi", "--width", "--height"):
+        for v in BAD_NUMBERS + ["0", "1e9", "100000"]:
+            if opt == "--dpi" and v == "2.5":
+                continue  # a valid resolution
+            add(["export", base, "--view", "memory", opt, v, "-o", folder / "x.png"], opt, f"export {opt} {v!r}")
+    for v in ("0-99999999", "5-1", "a-b", "0-1000000", "1,2,99999999999999", "-3", ",", "0-31,40"):
+        add(["export", base, "--chrome-trace", "--tiles", v, "-o", folder / "t.json"], "--tiles",
+            f"export --tiles {v!r}")
+    i = 0
+    for fld in TOML_FIELDS:
+        for v in TOML_BAD:
+            model = MODEL_FOR.get(fld, "mlp")
+            cfg = folder / f"c{i}.toml"
+            i += 1
+            nested = i % 2 == 0
+            cfg.write_text(f'model = "{model}"\n' + (f"[model_args]\n{fld} = {v}\n" if nested else f"{fld} = {v}\n"))
+            add(["emulate", "--config", cfg, "-o", out], str(cfg), f"TOML {fld} = {v}")
+    for depth in (9, 100, 5000, 200_000):
+        cfg = folder / f"deep{depth}.toml"
+        cfg.write_text('model = "mlp"\nx = ' + "[" * depth + "]" * depth + "\n")
+        add(["emulate", "--config", cfg, "-o", out], str(cfg), f"TOML nested {depth} deep")
+        cfg2 = folder / f"deept{depth}.toml"
+        if depth <= 5000:
+            cfg2.write_text('model = "mlp"\n[' + ".".join("a" * 1 for _ in range(depth)) + "]\nx = 1\n")
+            add(["emulate", "--config", cfg2, "-o", out], str(cfg2), f"TOML tables {depth} deep")
+    big = folder / "big.toml"
+    big.write_text('model = "mlp"\n' + "# padding\n" * 200_000)
+    add(["emulate", "--config", big, "-o", out], str(big), "2 MiB config")
+    fifo = folder / "cfg.fifo"
+    if hasattr(os, "mkfifo") and not fifo.exists():
+        os.mkfifo(fifo)
+    for special in (fifo, Path("/dev/zero"), Path("/dev/urandom"), Path("/dev/null"), folder):
+        if special.exists():
+            add(["emulate", "mlp", "--config", special, "-o", out], str(special), f"--config {special}")
+            add(["export", special, "--view", "ops", "-o", folder / "o.csv"], str(special), f"export {special}")
+    for dest in ("/dev/null", "/dev/full", str(fifo), str(folder / "newdir") + "/", str(folder) + "/",
+                 "/nonexistent-folder/x.pvl"):
+        add(["emulate", "mlp", "-o", dest], dest.rstrip("/") if dest.endswith("/") else dest, f"emulate -o {dest}")
+    for dest, suffix in (("/dev/null", ".csv"), (str(fifo), ".csv")):
+        link = folder / f"link{len(cases)}{suffix}"
+        if not link.exists():
+            link.symlink_to(dest)
+        add(["export", base, "--view", "ops", "-o", link], str(link), f"export -o symlink to {dest}")
+    for huge in (["mlp", "--batch", "65536", "--hidden", "65536"], ["bert", "--hidden", "60000", "--heads", "4"],
+                 ["gnn", "--nodes", "16000000", "--hidden", "4096"], ["conv", "--image", "8192", "--hidden", "4096"]):
+        add(["emulate", *huge, "-o", out], "--", f"huge numeric run {' '.join(huge)}")
+    return cases
 
 
 def main(argv=None) -> int:
