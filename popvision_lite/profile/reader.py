@@ -244,7 +244,7 @@ class Profile:
             self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, rdcc_nslots=10007)
         except Exception as e:  # truncated / corrupt HDF5
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
-        self._chunks = h5safety.ChunkGuard(self._err)
+        self._chunks = h5safety.ChunkGuard(self._err, p)
         try:
             # before any attribute or data is read: nothing outside the file, no undocumented filter,
             # no dataset claiming more than it stores
@@ -569,6 +569,9 @@ class Profile:
 
     def close(self) -> None:
         self._dsets = {}
+        chunks = getattr(self, "_chunks", None)
+        if chunks is not None:
+            chunks.close()
         if self._f is not None:
             try:
                 self._f.close()
