@@ -131,14 +131,15 @@ def read_small_text(path, what: str = "config file", max_bytes: int = MAX_CONFIG
     except OSError as e:
         raise ConfigError(f"{p}: cannot read {what}: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{p}: {what} is not a regular file (a device, FIFO or folder); refusing to read it")
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+        raise ConfigError(f"{p}: cannot read {what}: it is {kind}; refusing to read it")
     if st.st_size > max_bytes:
         raise ConfigError(f"{p}: {what} is {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ConfigError(f"{p}: {what} is not a regular file; refusing to read it")
+                raise ConfigError(f"{p}: cannot read {what}: not a regular file; refusing to read it")
             data = fh.read(max_bytes + 1)
     except OSError as e:
         raise ConfigError(f"{p}: cannot read {what}: {e.strerror or e}") from None
@@ -147,7 +148,7 @@ def read_small_text(path, what: str = "config file", max_bytes: int = MAX_CONFIG
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: {what} is not UTF-8 text: {e}") from None
+        raise ConfigError(f"{p}: cannot read {what}: not UTF-8 text ({e})") from None
 
 
 def check_depth(obj, name: str, max_depth: int = MAX_DEPTH) -> None:

@@ -62,7 +62,7 @@ def test_small_text_limits(tmp_path):
     big.write_bytes(b"#" * (v.MAX_CONFIG_BYTES + 1))
     with pytest.raises(ConfigError, match="bytes"):
         v.read_small_text(big)
-    with pytest.raises(ConfigError, match="not a regular file"):
+    with pytest.raises(ConfigError, match="cannot read config file: it is a folder"):
         v.read_small_text(tmp_path)
     ok = tmp_path / "ok.toml"
     ok.write_text("a = 1\n")
