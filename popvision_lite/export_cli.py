@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from popvision_lite.errors import ConfigError, PopvisionError
-from popvision_lite.validators import arg_number, parse_int_ranges
+from popvision_lite.validators import check_number, parse_int_ranges
 
 MAX_TILES = 1024 * 1472  # the largest IPU system (Bow Pod1024); a tile list longer than this is a typo
 
@@ -53,9 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", metavar="OTHER", help="compare with this profile (B); the first is A")
     p.add_argument("-o", "--output", required=True,
                    help="output file: .png or .svg (plot), .csv (the view's table), .json (Chrome trace)")
-    p.add_argument("--width", type=arg_number(16, 16384, integer=True), help="PNG width in pixels (default 1400)")
-    p.add_argument("--height", type=arg_number(16, 16384, integer=True), help="PNG height in pixels (default 900)")
-    p.add_argument("--dpi", type=arg_number(1, 9600), default=96.0,
+    p.add_argument("--width", type=int, help="PNG width in pixels, 16 .. 16384 (default 1400)")
+    p.add_argument("--height", type=int, help="PNG height in pixels, 16 .. 16384 (default 900)")
+    p.add_argument("--dpi", type=float, default=96.0,
                    help="resolution stored in the PNG, 1 .. 9600 (default 96)")
     p.add_argument("--difference", action="store_true", help="with --compare --view memory: the B - A map")
     p.add_argument("--chrome-trace", action="store_true", help="write the Chrome trace JSON (Perfetto)")
@@ -105,8 +105,7 @@ def check_args(args) -> str:
         v = getattr(args, name)
         if v is not None and not (16 <= v <= 16384):
             raise ConfigError(f"--{name} {v}: choose 16 .. 16384 pixels")
-    if not (1 <= args.dpi <= 9600):  # also when called without the parser (argparse checks it too)
-        raise ConfigError(f"--dpi {args.dpi}: choose 1 .. 9600")
+    check_number("--dpi", args.dpi, 1, 9600)  # finite: nan / inf / 1e300 passed 'dpi > 0' or overflowed
     _check_output(args.output)
     return suffix[1:]
 

@@ -65,9 +65,9 @@ def check_number(name: str, value, lo=None, hi=None, *, integer: bool = False, w
     return value
 
 
-def arg_number(lo=None, hi=None, *, integer: bool = False):
+def arg_number(lo=None, hi=None, *, integer: bool = False, unit: str = ""):
     """An argparse ``type=``: parses the text and applies :func:`check_number` (argparse names the option
-    and exits 2)."""
+    and exits 2); ``unit`` ends the message ("pixels")."""
     def parse(text: str):
         try:
             v = int(text) if integer else float(text)
@@ -77,7 +77,7 @@ def arg_number(lo=None, hi=None, *, integer: bool = False):
         try:
             return check_number("value", v, lo, hi, integer=integer)
         except ConfigError as e:
-            raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+            raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1] + (f" {unit}" if unit else "")) from None
     parse.__name__ = "integer" if integer else "number"
     return parse
 
