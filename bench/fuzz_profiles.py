@@ -590,11 +590,11 @@ def _worker() -> int:
 
 
 class _Worker:
-    def __init__(self):
+    def __init__(self, module: str = "bench.fuzz_profiles", args=()):
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.fuzz_profiles", "--worker"],
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "--worker", *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1, env=env, cwd=root)
         self.sel = selectors.DefaultSelector()
@@ -616,16 +616,17 @@ class _Worker:
         self.sel.close()
 
 
-def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None) -> list[dict]:
+def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progress=None,
+              module: str = "bench.fuzz_profiles", args=()) -> list[dict]:
     """Run cases in worker subprocesses; returns one result dict per case (case fields + outcome).
 
     A worker that dies while holding a case marks it ``crash``; one silent for ``timeout`` seconds
     marks it ``timeout`` and is killed; either way a fresh worker takes the remaining cases.
     """
-    todo = [c for c in cases if c.get("path") or c.get("selftest")]
+    todo = [c for c in cases if c.get("path") or c.get("selftest") or c.get("argv")]
     results = {c["id"]: dict(c, outcome="skipped", detail=c["what"]) for c in cases if c not in todo}
     queue = list(reversed(todo))
-    pool = [_Worker() for _ in range(min(workers, len(todo)))]
+    pool = [_Worker(module, args) for _ in range(min(workers, len(todo)))]
     start_timeout = max(120.0, timeout)
 
     def retire(w, outcome=None, detail=""):
@@ -634,7 +635,7 @@ def run_cases(cases: list[dict], workers: int = 2, timeout: float = 20.0, progre
         w.kill()
         pool.remove(w)
         if queue:
-            pool.append(_Worker())
+            pool.append(_Worker(module, args))
 
     while pool:
         for w in pool:

@@ -105,10 +105,14 @@ def _progress(done, total):
 READER = r"""
 import json, sys, time, numpy as np, psutil, gc
 fmt, path, steps, n_windows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+chunk_check = len(sys.argv) <= 5 or sys.argv[5] != "off"
 proc = psutil.Process()
 if fmt == "hdf5":
     from popvision_lite.profile.reader import open_profile
+    from popvision_lite.profile import h5safety
     import h5py, hdf5plugin  # imports are not the open
+    if not chunk_check:  # the Blosc header check before decoding switched off, for its cost (issue 19)
+        h5safety.ChunkGuard.check = lambda self, *a, **k: None
 else:
     import zarr
 gc.collect()
@@ -166,16 +170,32 @@ print(json.dumps(dict(open_s=open_s, rss_open_mb=rss_open / 2**20, window_ms=flo
 """
 
 
-def measure(fmt, ipus, tiles, steps, windows, noise, codec, folder):
+def _read(fmt, path, steps, windows, chunk_check="on"):
+    out = subprocess.run([sys.executable, "-c", READER, fmt, str(path), str(steps), str(windows), chunk_check],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"reader failed for {fmt}:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def chunk_check_cost(fmt, path, steps, windows, rounds=3) -> dict:
+    """Reads with the Blosc header check (h5safety.ChunkGuard) off and on, interleaved, median per key."""
+    runs = {"off": [], "on": []}
+    for _ in range(rounds):
+        for mode in ("off", "on"):
+            runs[mode].append(_read(fmt, path, steps, windows, mode))
+    keys = ("open_s", "window_ms", "window_cpu_ms", "scroll_ms", "cycles_only_ms", "overview_ms", "second_window_ms")
+    return {mode: {k: float(np.median([r[k] for r in rs])) for k in keys} for mode, rs in runs.items()}
+
+
+def measure(fmt, ipus, tiles, steps, windows, noise, codec, folder, compare_check=False):
     path = Path(folder) / ("run.pvl" if fmt == "hdf5" else "run.zarr.zip")
     writer_fn = write_hdf5 if fmt == "hdf5" else write_zarr
     write_s = writer_fn(path, ipus, tiles, steps, noise, codec)
     size = path.stat().st_size
-    out = subprocess.run([sys.executable, "-c", READER, fmt, str(path), str(steps), str(windows)],
-                         capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"reader failed for {fmt}:\n{out.stderr}")
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res = _read(fmt, path, steps, windows)
+    if compare_check and fmt == "hdf5":
+        res["chunk_check"] = chunk_check_cost(fmt, path, steps, windows)
     import resource
 
     res.update(format=fmt, write_s=write_s, size_mb=size / 2**20,
@@ -197,6 +217,8 @@ def main(argv=None) -> int:
                     help="per-(step,tile) variation of busy cycles (0 = exact repeats, compresses more)")
     ap.add_argument("--codec", default=None, help="blosc codec-level, e.g. lz4-5 or zstd-1 (default: writer's)")
     ap.add_argument("--json", action="store_true", help="print one JSON line per format")
+    ap.add_argument("--chunk-check-cost", action="store_true",
+                    help="also read with the Blosc header check off and on (interleaved, 3 rounds): its cost")
     args = ap.parse_args(argv)
 
     ts = args.ipus * args.tiles * args.steps
@@ -207,7 +229,8 @@ def main(argv=None) -> int:
     ok = True
     try:
         for fmt in args.formats.split(","):
-            r = measure(fmt, args.ipus, args.tiles, args.steps, args.windows, args.noise, args.codec, folder)
+            r = measure(fmt, args.ipus, args.tiles, args.steps, args.windows, args.noise, args.codec, folder,
+                        compare_check=args.chunk_check_cost)
             if args.json:
                 print(json.dumps(r))
             checks = [("size/raw", r["ratio"], TARGETS["ratio"], "{:.3f}"),
@@ -226,6 +249,11 @@ def main(argv=None) -> int:
                   f"scrolling by 10 steps {r['scroll_ms']:.1f} ms; load average {os.getloadavg()[0]:.1f}")
             print(f"  cycles-only window {r['cycles_only_ms']:.1f} ms; "
                   f"overview shape {r['overview_shape']}; RSS after reads +{r['rss_after_reads_mb']:.1f} MB")
+            if "chunk_check" in r:
+                off, on = r["chunk_check"]["off"], r["chunk_check"]["on"]
+                print("  Blosc header check before decoding (medians of 3 interleaved reader runs): check off / on")
+                for k, v in off.items():
+                    print(f"    {k:18s} {v:9.3f} / {on[k]:9.3f}   on/off {on[k] / v if v else float('nan'):.2f}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0 if ok else 1

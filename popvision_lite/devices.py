@@ -258,6 +258,18 @@ def load_device(id_or_path: str | os.PathLike) -> DeviceSpec:
     return _load_cached(str(path.resolve()), st.st_mtime_ns, st.st_size, expected_id)
 
 
+def load_bundled_device(device_id) -> DeviceSpec:
+    """Load a bundled spec by id only: for ids read from files (a profile's ``target.device``), which
+    must never be used as a path (a shared profile naming '/etc/passwd' or '../x.toml' would make the
+    viewer open that file).  Unknown ids raise DeviceSpecError."""
+    s = device_id if isinstance(device_id, str) else ""
+    if s not in list_devices():
+        shown = repr(s[:80]) if s else repr(device_id)[:80]
+        raise DeviceSpecError(devices_dir(), "id", f"unknown device {shown}; bundled devices: "
+                                                   f"{', '.join(list_devices())}")
+    return load_device(s)
+
+
 @functools.lru_cache(maxsize=64)
 def _load_cached(path: str, _mtime: int, _size: int, expected_id: str | None) -> DeviceSpec:
     return _parse(Path(path), expected_id)

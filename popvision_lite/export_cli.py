@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 
 from popvision_lite.errors import ConfigError, PopvisionError
+from popvision_lite.validators import check_number, parse_int_ranges
+
+MAX_TILES = 1024 * 1472  # the largest IPU system (Bow Pod1024); a tile list longer than this is a typo
 
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
 COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution", "roofline")
@@ -35,29 +38,13 @@ def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
         raise ConfigError(f"--steps {text!r}: START and STOP must be integers") from None
 
 
-def parse_tiles(text: str | None) -> list[int] | None:
-    """'0-15,100,200-203' -> [0..15, 100, 200..203]; None -> None."""
+def parse_tiles(text: str | None, num_tiles: int | None = None) -> list[int] | None:
+    """'0-15,100,200-203' -> [0..15, 100, 200..203]; None -> None.  Ids are checked against
+    ``num_tiles`` (and the count against the largest target) before any range is expanded."""
     if text is None or text == "":
         return None
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, "")
-                lo, hi = int(lo), int(hi)
-                if hi < lo:
-                    raise ConfigError(f"--tiles {text!r}: range {part} goes backwards")
-                out.extend(range(lo, hi + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise ConfigError(f"--tiles {text!r}: {part!r} is not a tile id or a range like 0-15") from None
-    if not out:
-        raise ConfigError(f"--tiles {text!r}: no tiles given")
-    return out
+    hi = None if num_tiles is None else num_tiles - 1
+    return parse_int_ranges(text, f"--tiles {text[:60]!r}", 0, hi, max_count=MAX_TILES)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,9 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", metavar="OTHER", help="compare with this profile (B); the first is A")
     p.add_argument("-o", "--output", required=True,
                    help="output file: .png or .svg (plot), .csv (the view's table), .json (Chrome trace)")
-    p.add_argument("--width", type=int, help="PNG width in pixels (default 1400)")
-    p.add_argument("--height", type=int, help="PNG height in pixels (default 900)")
-    p.add_argument("--dpi", type=float, default=96.0, help="resolution stored in the PNG (default 96)")
+    p.add_argument("--width", type=int, help="PNG width in pixels, 16 .. 16384 (default 1400)")
+    p.add_argument("--height", type=int, help="PNG height in pixels, 16 .. 16384 (default 900)")
+    p.add_argument("--dpi", type=float, default=96.0,
+                   help="resolution stored in the PNG, 1 .. 9600 (default 96)")
     p.add_argument("--difference", action="store_true", help="with --compare --view memory: the B - A map")
     p.add_argument("--chrome-trace", action="store_true", help="write the Chrome trace JSON (Perfetto)")
     p.add_argument("--steps", help="with --chrome-trace: step window START:STOP (STOP exclusive)")
@@ -100,6 +88,11 @@ def check_args(args) -> str:
             raise ConfigError(f"--chrome-trace writes JSON; give -o with a .json name, not {args.output}")
         if args.compare:
             raise ConfigError("--chrome-trace exports one profile; drop --compare")
+        if args.tiles:  # syntax and size now, ids against the profile's tiles once it is open
+            parse_int_ranges(args.tiles, f"--tiles {args.tiles[:60]!r}", 0, MAX_TILES - 1, max_count=MAX_TILES,
+                             expand=False)
+        parse_steps(args.steps)
+        _check_output(args.output)
         return "json"
     if args.steps or args.tiles:
         raise ConfigError("--steps and --tiles apply to --chrome-trace only")
@@ -119,9 +112,20 @@ def check_args(args) -> str:
         v = getattr(args, name)
         if v is not None and not (16 <= v <= 16384):
             raise ConfigError(f"--{name} {v}: choose 16 .. 16384 pixels")
-    if args.dpi <= 0:
-        raise ConfigError(f"--dpi {args.dpi}: must be positive")
+    check_number("--dpi", args.dpi, 1, 9600)  # finite: nan / inf / 1e300 passed 'dpi > 0' or overflowed
+    _check_output(args.output)
     return suffix[1:]
+
+
+def _check_output(out) -> None:
+    """A device, FIFO or folder as -o is refused before any work (``-o /dev/null`` would be replaced)."""
+    from popvision_lite.errors import ProfileError
+    from popvision_lite.profile._atomic import check_destination
+
+    try:
+        check_destination(out)
+    except ProfileError as e:
+        raise ConfigError(f"-o {e}") from None
 
 
 def run(args) -> int:
@@ -150,8 +154,8 @@ def _chrome_trace(args) -> int:
     from popvision_lite.profile.reader import open_profile
 
     steps = parse_steps(args.steps)
-    tiles = parse_tiles(args.tiles)
     with open_profile(args.profile) as p:
+        tiles = parse_tiles(args.tiles, p.target.num_tiles)
         counts = export_chrome_trace(p, args.output, step_range=steps, tiles=tiles)
     print(f"wrote {args.output}: {counts['events']:,} events, {counts['steps']:,} steps, {counts['lanes']} lanes")
     return 0

@@ -95,9 +95,9 @@ def floor_plan_layout(target, spec=None, aspect: float = 1.6) -> TileLayout:
     t = np.arange(n)
     if spec is None:
         try:
-            from popvision_lite.devices import load_device
+            from popvision_lite.devices import load_bundled_device
 
-            spec = load_device(target.device)
+            spec = load_bundled_device(target.device)  # never a path: the id comes from a file
         except Exception:  # unknown device id: fall back to the schematic below
             spec = None
     if spec is not None and spec.has("floorplan.columns") and spec.has("floorplan.tiles_per_column"):

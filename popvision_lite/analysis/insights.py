@@ -80,7 +80,7 @@ def device_spec(profile):
     from popvision_lite.errors import PopvisionError
 
     try:
-        return devices.load_device(profile.target.device)
+        return devices.load_bundled_device(profile.target.device)  # an id from a file, never a path
     except PopvisionError:  # unknown id or a broken spec: advice without bandwidths
         return None
 

@@ -38,7 +38,18 @@ class ProgramTree:
         self.first_step = pr["first_step"].to_numpy().astype(np.int64)
         self.last_step = pr["last_step"].to_numpy().astype(np.int64)
         n = len(self.ids)
-        size = int(self.ids.max()) + 1 if n else 0
+        # the reader's validator guarantees dense ids and parents before children; a ProfileData built
+        # in memory is checked here too: a duplicate id crashed the tree view, a parent cycle made
+        # path_to loop for ever, prog_id 2^31-1 allocated 16 GiB
+        bad = (self.ids != np.arange(n)) | (self.parent < -1) | (self.parent >= np.arange(n))
+        if bad.any():
+            from popvision_lite.errors import ProfileError
+
+            i = int(np.flatnonzero(bad)[0])
+            raise ProfileError(getattr(profile, "path", "<profile>"),
+                               f"table 'programs' row {i}: prog_id {int(self.ids[i])} / parent_id "
+                               f"{int(self.parent[i])} break the tree (ids dense from 0, parent before child)")
+        size = n
         # row of a prog_id in the arrays above (ids are dense but do not rely on order)
         self._row = np.full(size, -1, dtype=np.int64)
         self._row[self.ids] = np.arange(n)

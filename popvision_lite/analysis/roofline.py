@@ -247,7 +247,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     """Roofline numbers for every op of ``profile`` (a Profile, ProfileData, or anything with
     ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present)."""
     target = _target_of(profile)
-    spec = ipu_spec or devices.load_device(target.device)
+    spec = ipu_spec or devices.load_bundled_device(target.device)  # an id from a file, never a path
     ops = profile.ops.reset_index(drop=True)
     new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
     n_ipus = int(target.num_ipus)

@@ -20,8 +20,9 @@ from popvision_lite.emulator.run_config import (
     normalise_device,
     unused_settings,
 )
-from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError
+from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
 from popvision_lite.profile.schema import STEP_KINDS
+from popvision_lite.validators import check_model_config
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "replicas", "pipeline_stages", "layer_split", "grad_accum", "optimizer", "optimizer_state",
@@ -266,26 +267,29 @@ def resolve(args) -> tuple:
             over[k] = True
     try:
         cfg = make_config(model, **over)
+        check_model_config(cfg, timing_only=timing)  # host memory of a numeric run, before allocating
     except ConfigError as e:
         field = str(e).split(":", 1)[0]
         if field in MODEL_ARGS or field in FLAG_ARGS or field in ("precision",):
             opt = field.replace("_", "-")
             raise ConfigError(f"argument --{opt} (or config field '{field}'): {str(e).split(': ', 1)[1]}") from None
+        if rc is not None and field in rc.model_args:
+            raise ConfigError(f"{args.config}: field '{field}': {str(e).split(': ', 1)[1]}") from None
         raise
     return cfg, device, out, timing
 
 
 def _check_output(out) -> None:
-    """Refuse an output path that cannot be written before spending minutes emulating."""
-    from pathlib import Path
+    """Refuse an output path that cannot be written before spending minutes emulating: a folder (also
+    a trailing slash), a device or FIFO (``-o /dev/null`` would replace the device node), a missing
+    folder, a folder where no file can be created."""
+    from popvision_lite.errors import ProfileError
+    from popvision_lite.profile._atomic import check_writable
 
-    p = Path(out)
-    folder = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise ConfigError(f"argument -o/--output: {out} is a directory; give a file name such as run.pvl")
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise ConfigError(f"argument -o/--output: {out}: folder '{folder}' {what}")
+    try:
+        check_writable(out, example="run.pvl")
+    except ProfileError as e:
+        raise ConfigError(f"argument -o/--output: {e}") from None
 
 
 def run(args) -> int:
@@ -306,6 +310,9 @@ def run(args) -> int:
         print(f"popvision-lite emulate: {e}", file=sys.stderr)
         return 3
     except (ConfigError, EmulatorError) as e:
+        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 2
+    except ProfileError as e:  # the destination failed after all (disk full): exit 2 as export does
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
         return 2
     except PopvisionError as e:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 from popvision_lite.errors import ConfigError
+from popvision_lite.validators import MODEL_LIMITS, check_depth, check_number, read_small_text
 
 TOP_KEYS = {"model", "device", "output", "timing_only", "model_args"}
 DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1": "ipu-mk1",
@@ -91,20 +92,23 @@ def check_model_args(args: dict, where: str) -> dict:
             if not ok:
                 raise ConfigError(f"{where}: field '{k}': expected {getattr(typ, '__name__', 'a number')}, "
                                   f"got {v!r}")
+        if k in MODEL_LIMITS and not isinstance(v, bool):  # finite, within bounds (ffn = -5, lr = inf ...)
+            lo, hi = MODEL_LIMITS[k]
+            check_number(f"field '{k}'", v, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
         out[k] = v
     return out
 
 
 def load_run_config(path) -> RunConfig:
     path = Path(path)
+    text = read_small_text(path, "config file")  # regular file, size-limited: never /dev/zero or a FIFO
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read config: {e}") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested more than Python can parse; not a run config") from None
+    check_depth(raw, str(path))
     rc = RunConfig()
     model_args = {}
     for k, v in raw.items():

@@ -170,14 +170,12 @@ def export_widget_png(widget: QWidget, path, width: int | None = None, height: i
 # ----------------------------------------------------------------------------- tables
 def export_table(data, path) -> int:
     """Write a DataFrame (or a DataFrameModel's frame) as CSV atomically; returns the row count."""
-    from popvision_lite.profile._atomic import atomic_text
+    from popvision_lite.profile.csv_export import write_frame_csv
 
     df = data.df if hasattr(data, "df") and not isinstance(data, pd.DataFrame) else data
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"cannot export {type(data).__name__} as CSV")
-    with atomic_text(path, newline="") as fh:
-        df.to_csv(fh, index=False, lineterminator="\n")
-    return len(df)
+    return write_frame_csv(df, path)  # atomic; cells a spreadsheet would run as formulas neutralised
 
 
 def _slug(text: str) -> str:

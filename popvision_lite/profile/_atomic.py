@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
+import stat
 import tempfile
+import time
 from pathlib import Path
 
 from popvision_lite.errors import ProfileError
@@ -28,16 +31,119 @@ def publish_mode(fd: int) -> None:
             os.fchmod(fd, 0o666 & ~_UMASK)
 
 
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 def check_destination(path, example: str = "") -> tuple[Path, Path]:
     """(path, folder) for a file about to be written; ProfileError naming ``path`` when it is a
-    directory or its folder does not exist.  ``example`` is a file name to suggest."""
-    path = Path(path)
+    directory, names a folder (trailing slash), exists as something other than a regular file (a device
+    such as /dev/null, a FIFO, a socket: replacing it would destroy it) or its folder does not exist.
+    ``example`` is a file name to suggest."""
+    text = os.fspath(path)
+    path = Path(text)
     folder = path.parent if str(path.parent) else Path(".")
+    hint = f"; give a file name such as {example}" if example else "; give a file name"
+    if text.endswith(("/", os.sep)):
+        what = "is a folder" if path.is_dir() else "names a folder (trailing slash) that does not exist"
+        raise ProfileError(text, f"{what}{hint}")
     if path.is_dir():
-        raise ProfileError(path, "is a directory; give a file name" + (f" such as {example}" if example else ""))
+        raise ProfileError(path, "is a directory" + hint)
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ProfileError(path, f"exists and is {_kind(st.st_mode)}, not a regular file; refusing to "
+                                     f"replace it{hint}")
     if not folder.is_dir():
-        raise ProfileError(path, f"folder '{folder}' does not exist")
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ProfileError(path, f"folder '{folder}' {what}")
     return path, folder
+
+
+def check_writable(path, example: str = "", need_bytes: int = 0) -> Path:
+    """Everything :func:`check_destination` checks, plus: a file can really be created in the folder,
+    and (when ``need_bytes`` is known) the disk has that much room.  Called before long work."""
+    path, folder = check_destination(path, example)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    if need_bytes:
+        with contextlib.suppress(OSError):
+            import shutil
+
+            free = shutil.disk_usage(folder).free
+            if free < need_bytes:
+                raise ProfileError(path, f"folder '{folder}' has {free:,} bytes free, the file needs about "
+                                         f"{need_bytes:,}")
+    return path
+
+
+# our temp files: ".<target name>.<8 mkstemp characters>.tmp"
+_TMP_TAIL = re.compile(r"^[a-z0-9_]{8}\.tmp$")
+STALE_SECONDS = 24 * 3600  # where no lock can tell (no fcntl): a temp file this old is a dead writer's
+
+
+def lock_temp(fd: int) -> None:
+    """Mark a temp file as being written (an exclusive lock, released when its writer closes or dies)."""
+    with contextlib.suppress(ImportError, OSError):
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def clean_stale_temps(path: Path, folder: Path) -> list[str]:
+    """Remove temp files of our own naming for ``path`` left by a killed writer (kill -9 skips the
+    clean-up).  A temp file whose writer is alive holds a lock and is kept."""
+    removed = []
+    prefix = f".{path.name}."
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and _TMP_TAIL.match(n[len(prefix):])]
+    except OSError:
+        return removed
+    for n in names:
+        p = folder / n
+        try:
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its writer holds the lock
+            except ImportError:
+                if time.time() - os.fstat(fd).st_mtime < STALE_SECONDS:
+                    continue
+            except OSError:
+                continue
+            os.unlink(p)
+            removed.append(n)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
+
+
+def make_temp(path: Path, folder: Path) -> tuple[int, str]:
+    """A locked temp file beside ``path`` (stale ones of ours removed first); ProfileError if impossible."""
+    clean_stale_temps(path, folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+    lock_temp(fd)
+    return fd, tmp
 
 
 @contextlib.contextmanager
@@ -49,10 +155,7 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
     on any error the temporary file is removed and ``path`` is left untouched.
     """
     path, folder = check_destination(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+    fd, tmp = make_temp(path, folder)
     ok = False
     publish_mode(fd)
     try:

@@ -51,9 +51,37 @@ def table_frame(profile, table: str) -> pd.DataFrame:
     raise ConfigError(f"unknown CSV table '{table}'; choose one of {', '.join(CSV_TABLES)}")
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every text cell that a spreadsheet would run as a formula (starting with =, +, -, @,
+    tab or CR; OWASP "CSV injection") prefixed with a single quote.  Text comes from profiles, which are
+    shared files: an op named ``=HYPERLINK(...)`` must stay text.  Numbers are left alone."""
+    out = None
+    for col in df.columns:
+        if df[col].dtype != object and not pd.api.types.is_string_dtype(df[col].dtype):
+            continue
+        v = df[col]
+        bad = v.map(lambda x: isinstance(x, str) and x.startswith(FORMULA_START))
+        if bad.any():
+            if out is None:
+                out = df.copy()
+            out[col] = v.astype(object).where(~bad, "'" + v.astype(str))
+    return df if out is None else out
+
+
+def write_frame_csv(df: pd.DataFrame, path) -> int:
+    """CSV of ``df`` at ``path`` (atomic, formulas neutralised); returns the row count."""
+    df = neutralise_formulas(df)
+    with atomic_text(path, newline="") as fh:
+        df.to_csv(fh, index=False, lineterminator="\n")
+    return len(df)
+
+
 def export_csv(profile, table: str, path) -> int:
     """Write ``table`` of ``profile`` as CSV to ``path`` atomically; returns the number of rows."""
-    df = table_frame(profile, table)
+    df = neutralise_formulas(table_frame(profile, table))
     with atomic_text(path, newline="") as fh:
         df.to_csv(fh, index=False, lineterminator="\n")
     return len(df)

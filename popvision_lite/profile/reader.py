@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.errors import ProfileError, ProfileVersionError
-from popvision_lite.profile import schema
+from popvision_lite.profile import h5safety, schema, validate
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
@@ -180,15 +180,10 @@ class _StepTiles:
         a = start // step_block
         b = -(-stop // step_block)
         what = f"summary {step_block}x{tile_block}"
-        nt = self._p.target.num_tiles
 
         def read():
             g = self._p._summary_group(step_block, tile_block)
-            edges = np.asarray(g["tile_edges"][()])
-            if (edges.ndim != 1 or edges.dtype.kind not in "iu" or len(edges) == 0 or edges[0] != 0
-                    or (np.diff(edges) <= 0).any() or edges[-1] >= nt):
-                raise self._p._err(f"{what}: 'tile_edges' are not increasing tile indices from 0 "
-                                   f"below {nt}; the file is corrupt")
+            edges = self._p._tile_edges(g, f"summaries/s{step_block}_t{tile_block}/tile_edges")
             want = (-(-n // step_block), len(edges))
             out = {}
             for k in ("min", "mean", "max"):
@@ -196,6 +191,7 @@ class _StepTiles:
                 if tuple(ds.shape) != want:
                     raise self._p._err(f"{what}: '{k}' has shape {tuple(ds.shape)}, expected {want} "
                                        f"(step blocks x tile blocks)")
+                self._p._chunks.check(ds, f"summaries/s{step_block}_t{tile_block}/{k}", [(a, b), (0, want[1])])
                 v = ds[a:b]
                 if v.dtype.kind not in "iuf":
                     raise self._p._err(f"{what}: '{k}' has dtype {v.dtype}, expected numbers")
@@ -233,15 +229,11 @@ class Profile:
 
     def _open(self) -> None:
         p = self.path
-        if not p.exists():
-            raise self._err("no such file")
         if p.is_dir():
             raise self._err("is a directory, not a profile file")
-        try:
-            with open(p, "rb") as fh:
-                head = fh.read(8)
-        except OSError as e:
-            raise self._err(f"cannot read file: {e.strerror or e}") from e
+        # a FIFO, device or socket is refused before anything opens it (opening a FIFO blocks for ever)
+        st = h5safety.check_regular_file(p, "profile file", err=self._err)
+        head = h5safety.read_head(p, 8, self._err)
         if len(head) == 0:
             raise self._err("file is empty (0 bytes); not a popvision-lite profile")
         if head != HDF5_SIGNATURE:
@@ -252,7 +244,11 @@ class Profile:
             self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, rdcc_nslots=10007)
         except Exception as e:  # truncated / corrupt HDF5
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
+        self._chunks = h5safety.ChunkGuard(self._err, p)
         try:
+            # before any attribute or data is read: nothing outside the file, no undocumented filter,
+            # no dataset claiming more than it stores
+            h5safety.check_structure(self._f, st.st_size, self._err)
             self._check_header()
         except ProfileError:
             self.close()
@@ -312,6 +308,7 @@ class Profile:
         for key in ("device", "name"):
             if not isinstance(getattr(self.target, key), str):
                 raise self._err(f"header field 'target.{key}' must be text, got {getattr(self.target, key)!r}")
+        validate.check_target(self.target, self._err)
         for key in ("run", "extra"):
             try:
                 val = json.loads(_as_str(attrs.get(key, "{}")))
@@ -332,8 +329,9 @@ class Profile:
             if name not in f["arrays"]:
                 raise self._err(f"missing array '{name}'")
         nt = self.target.num_tiles
-        n_steps = self._table_rows("steps")
-        n_lsteps = self._table_rows("liveness_steps")
+        self._counts = {name: self._table_rows(name) for name in schema.TABLE_COLUMNS}
+        n_steps = self._counts["steps"]
+        n_lsteps = self._counts["liveness_steps"]
         expect = {
             "memory": (nt, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)),
             "liveness_tile_bytes": (n_lsteps, nt),
@@ -396,7 +394,25 @@ class Profile:
         return self._shapes[name]
 
     def _read_array(self, name: str) -> np.ndarray:
-        return self._guard(lambda: self._f["arrays"][name][()], f"array '{name}'")
+        def read():
+            ds = self._f["arrays"][name]
+            self._chunks.check(ds, f"arrays/{name}")
+            return ds[()]
+
+        return self._guard(read, f"array '{name}'")
+
+    def _tile_edges(self, g, name: str) -> np.ndarray:
+        edges = np.asarray(self._read_whole(g["tile_edges"], name))
+        nt = self.target.num_tiles
+        if (edges.ndim != 1 or edges.dtype.kind not in "iu" or len(edges) == 0 or edges[0] != 0
+                or (np.diff(edges) <= 0).any() or edges[-1] >= nt):
+            raise self._err(f"'{name}' are not increasing tile indices from 0 below {nt}; the file is corrupt")
+        return edges.astype(np.int64)
+
+    def _read_whole(self, ds, name: str):
+        """All of a (small) dataset, its chunks checked before the filter decodes them."""
+        self._chunks.check(ds, name)
+        return ds[()]
 
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
         nt = self._shapes[name][1]
@@ -406,6 +422,7 @@ class Profile:
             if tiles is None:
                 if stop <= start:
                     return np.zeros((0, nt), dtype=ds.dtype)
+                self._chunks.check(ds, f"arrays/{name}", [(start, stop), (0, nt)])
                 return ds[start:stop]
             tl = np.asarray(tiles, dtype=np.int64)
             if tl.size and (tl.min() < 0 or tl.max() >= nt):
@@ -421,6 +438,7 @@ class Profile:
                 m = ipu_of == ipu
                 sub = tl[m]
                 lo, hi = int(sub.min()), int(sub.max()) + 1
+                self._chunks.check(ds, f"arrays/{name}", [(start, stop), (lo, hi)])
                 out[:, m] = ds[start:stop, lo:hi][:, sub - lo]
             return out
 
@@ -454,15 +472,18 @@ class Profile:
             data = {}
             for col in schema.TABLE_COLUMNS[name]:
                 ds = g[col]
-                vals = ds[()]
+                vals = self._read_whole(ds, f"tables/{name}/{col}")
                 want = schema.COLUMN_DTYPES[name][col]
                 is_dict = _as_str(ds.attrs.get("encoding")) == "dictionary"
                 if (want == "str") != bool(is_dict):
                     raise self._err(f"table '{name}' column '{col}' has dtype {vals.dtype}"
                                     f"{' (text)' if is_dict else ''}, expected {want}")
                 if is_dict:
-                    cats = g[f"{col}.categories"].asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
+                    cds = g[f"{col}.categories"]
+                    self._chunks.check(cds, f"tables/{name}/{col}.categories")
+                    cats = cds.asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
                     cats = np.asarray(cats, dtype=object)
+                    validate.check_categories(name, col, cats, self._err)
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
                     vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
@@ -514,7 +535,9 @@ class Profile:
         if name not in schema.TABLE_COLUMNS:
             raise ProfileError(self.path, f"unknown table '{name}'; tables are {list(schema.TABLE_COLUMNS)}")
         if name not in self._tables:
-            self._tables[name] = self._read_table(name)
+            df = self._read_table(name)
+            validate.check_table(name, df, self._counts, self._err, self.target.num_tiles)  # before any view or analysis sees it
+            self._tables[name] = df
         return self._tables[name]
 
     # ---- public API ---------------------------------------------------------------------
@@ -546,6 +569,9 @@ class Profile:
 
     def close(self) -> None:
         self._dsets = {}
+        chunks = getattr(self, "_chunks", None)
+        if chunks is not None:
+            chunks.close()
         if self._f is not None:
             try:
                 self._f.close()

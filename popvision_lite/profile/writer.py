@@ -22,7 +22,6 @@ import contextlib
 import errno
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import pandas as pd
 
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import schema
-from popvision_lite.profile._atomic import check_destination, publish_mode
+from popvision_lite.profile._atomic import check_destination, make_temp, publish_mode
 
 FORMAT_MINOR = 0
 
@@ -270,10 +269,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
 
     # the temp file is made first so an unwritable folder fails before any work; it stays empty until the
     # in-memory image is complete
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+    fd, tmp_name = make_temp(path, folder)  # also removes a killed writer's stale temp files
     tmp = Path(tmp_name)
     publish_mode(fd)  # mkstemp's 0600 -> 0666 less umask, as a plain open() would give
     ok = False

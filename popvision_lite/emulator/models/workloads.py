@@ -178,6 +178,9 @@ def validate(cfg: ModelConfig) -> None:
     if cfg.model == "resnet":
         validate_resnet(cfg)
     validate_scale(cfg)
+    from popvision_lite.validators import check_model_config
+
+    check_model_config(cfg)  # every numeric field finite and within its bounds (issue 19)
 
 
 def validate_scale(cfg: ModelConfig) -> None:

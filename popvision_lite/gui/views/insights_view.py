@@ -27,6 +27,9 @@ from popvision_lite.analysis.insights import Finding, insights, recompute_saving
 from popvision_lite.gui import theme
 from popvision_lite.gui.views.selection_resolve import select_op
 from popvision_lite.gui.workers import start_task
+from popvision_lite.profile.validate import clip
+
+MAX_TEXT = 20_000  # characters of one finding shown (names inside are stored at most 4,096 long)
 
 _SEV_COLORS = {"error": "#d62728", "warning": "#d67a00", "info": "#1f77b4"}
 _MAX_LINKS = 12
@@ -143,13 +146,13 @@ class InsightsView(QWidget):
             parts.append(f"Tiles: {tl}{more}{all_link}")
         if f.ops:
             names = dict(zip(p.ops["op_id"].tolist(), p.ops["name"].astype(str).tolist(), strict=True))
-            ol = ", ".join(f"<a href='pvl:op/{o}'>{html.escape(names.get(o, str(o)))}</a>"
+            ol = ", ".join(f"<a href='pvl:op/{o}'>{html.escape(clip(names.get(o, str(o))))}</a>"
                            for o in f.ops[:_MAX_LINKS])
             parts.append(f"Ops: {ol}")
         if f.variables:
             vnames = dict(zip(p.variables["var_id"].tolist(), p.variables["name"].astype(str).tolist(),
                               strict=True))
-            vl = ", ".join(f"<a href='pvl:var/{v}'>{html.escape(vnames.get(v, str(v)))}</a>"
+            vl = ", ".join(f"<a href='pvl:var/{v}'>{html.escape(clip(vnames.get(v, str(v))))}</a>"
                            for v in f.variables[:_MAX_LINKS])
             parts.append(f"Variables: {vl}")
         return "<br>".join(parts)
@@ -165,8 +168,8 @@ class InsightsView(QWidget):
                 f"<table width='100%' cellspacing='0' cellpadding='6' style='margin-bottom:8px; "
                 f"border-left: 4px solid {col}; background:{c['alt']}'><tr><td>"
                 f"<span style='color:{col}; font-weight:bold'>{f.severity.upper()}</span> &nbsp;"
-                f"<b style='font-size:large'>{html.escape(f.title)}</b>"
-                f"<p style='margin:4px 0'>{html.escape(f.text).replace(chr(10), '<br>')}</p>"
+                f"<b style='font-size:large'>{html.escape(clip(f.title, 400))}</b>"
+                f"<p style='margin:4px 0'>{html.escape(clip(f.text, MAX_TEXT)).replace(chr(10), '<br>')}</p>"
                 + (f"<p style='margin:2px 0; color:{c['muted']}'>{links}</p>" if links else "")
                 + "</td></tr></table>")
         if not self.findings and not self.extra:

@@ -311,8 +311,9 @@ class RooflineView(QWidget):
     def chosen_gpus(self) -> tuple[str, ...]:
         return tuple(g for g in self._gpu_ids if self.gpu_boxes[g].isChecked())
 
-    # above this many tiles the analysis (which may read the vertices table) runs on a worker thread
-    SYNC_MAX_TILES = 8192
+    # above this many tiles the analysis (which may read and validate the vertices table: 0.3-0.8 s for a
+    # one-IPU BERT) runs on a worker thread; every real target (1,472 tiles per IPU) is above it
+    SYNC_MAX_TILES = 256
 
     def refresh(self, *_):
         gpus = self.chosen_gpus()

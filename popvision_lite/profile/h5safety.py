@@ -1,0 +1,295 @@
+"""Safe opening of an untrusted HDF5 file: what HDF5 would follow or decode on a reader's behalf.
+
+A ``.pvl`` file is shared between people, so HDF5 features that read *outside* the file or hand
+attacker-controlled bytes to a C decoder must be refused before any data is read (issue 19):
+
+* :func:`check_regular_file` - only a regular file is opened (a FIFO, device or socket would block or
+  stream for ever); checked with ``os.stat`` before anything opens it.
+* :func:`check_structure` - walks every link once: external and soft links, virtual datasets,
+  external raw storage and any filter but Blosc (the only one the writer uses, id 32001) are refused;
+  every dataset's claimed size must be bounded by what the file stores (a 134 KB file claiming 10^8
+  steps is refused here instead of allocating gigabytes when a table is read).
+* :class:`ChunkGuard` - before HDF5's Blosc filter sees a chunk, its raw bytes are read
+  (``read_direct_chunk``) and the Blosc header is checked against the dataset's declared chunk size and
+  the stored chunk length.  A header claiming more bytes than the chunk holds made the filter copy
+  past its buffer and crash the process (exit 139).
+
+Every refusal is a :class:`ProfileError` naming the file and the dataset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+import struct
+
+import numpy as np
+
+from popvision_lite.errors import ProfileError
+
+BLOSC_FILTER = 32001  # hdf5plugin.Blosc; docs/profile-format.md ("Compression")
+ALLOWED_FILTERS = {BLOSC_FILTER: "blosc"}
+MAX_OBJECTS = 20_000  # links in a profile (today ~150); a file with millions only costs time to walk
+MAX_CHUNK_BYTES = 64 << 20  # one decompressed chunk (the writer's largest is ~6 MB for 16 IPUs' memory)
+# Blosc(LZ4, byte shuffle) compresses an all-zero array ~236:1 (measured, bench notes in docs/performance.md);
+# a dataset claiming more than this many times its stored bytes is not data the writer produced.
+MAX_RATIO = 300
+SLACK_BYTES = 1 << 20  # small datasets: fixed overheads dominate the ratio
+BLOSC_HEADER = 16
+_BLOSC_MEMCPYED = 0x02
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular_file(path, what: str = "file", err=None) -> os.stat_result:
+    """``os.stat`` of ``path`` (links followed); an error naming it unless it is a regular file.
+
+    Never opens the path, so a FIFO or device cannot block the caller.  ``err(problem)`` builds the
+    exception (default ProfileError(path, problem))."""
+    def fail(problem):
+        return err(problem) if err else ProfileError(path, problem)
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError as e:
+        raise fail("no such file") from e
+    except OSError as e:
+        raise fail(f"cannot read {what}: {e.strerror or e}") from e
+    if not stat.S_ISREG(st.st_mode):
+        raise fail(f"is {_kind(st.st_mode)}, not a regular {what}; refusing to read it")
+    return st
+
+
+def read_head(path, n: int, err) -> bytes:
+    """First ``n`` bytes of a regular file, opened non-blocking (a FIFO swapped in after the stat
+    check still cannot block) and re-checked with ``fstat``."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise err(f"cannot read file: {e.strerror or e}") from e
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise err("is not a regular file; refusing to read it")
+        return os.read(fd, n)
+    except OSError as e:
+        raise err(f"cannot read file: {e.strerror or e}") from e
+    finally:
+        os.close(fd)
+
+
+def _chunk_bytes(ds) -> int:
+    return int(np.prod(ds.chunks, dtype=np.int64)) * ds.dtype.itemsize
+
+
+def check_dataset(ds, name: str, err) -> int:
+    """Refuse a dataset whose data HDF5 would fetch from elsewhere or decode with another filter; returns
+    its stored bytes."""
+    import h5py
+
+    plist = ds.id.get_create_plist()
+    layout = plist.get_layout()
+    if layout == h5py.h5d.VIRTUAL:
+        raise err(f"dataset '{name}' is a virtual dataset (data mapped from other files); "
+                  f"not part of the format, refusing to read it")
+    if plist.get_external_count() > 0:
+        raise err(f"dataset '{name}' keeps its data in external files; not part of the format, "
+                  f"refusing to read it")
+    for i in range(plist.get_nfilters()):
+        code, _flags, _values, fname = plist.get_filter(i)[:4]
+        if code not in ALLOWED_FILTERS:
+            label = fname.decode("ascii", "replace") if isinstance(fname, bytes) else str(fname)
+            raise err(f"dataset '{name}' uses compression filter {code} ({label!r}); profiles use only "
+                      f"Blosc ({BLOSC_FILTER}); refusing to decode it")
+    if ds.chunks is not None:
+        cb = _chunk_bytes(ds)
+        if cb > MAX_CHUNK_BYTES:
+            raise err(f"dataset '{name}' declares chunks of {cb} bytes (> {MAX_CHUNK_BYTES}); the file is "
+                      f"corrupt or hostile")
+    stored = int(ds.id.get_storage_size())
+    if ds.shape is None:  # a null dataspace holds nothing; readers refuse it where an array is expected
+        return stored
+    if ds.dtype.kind != "O":  # variable-length strings live in the global heap, bounded after reading
+        logical = int(ds.size) * ds.dtype.itemsize
+        if layout == h5py.h5d.CONTIGUOUS and logical and stored < logical:
+            raise err(f"dataset '{name}' claims {logical} bytes but stores {stored}; the file is corrupt")
+        if layout == h5py.h5d.CHUNKED and logical > MAX_RATIO * stored + SLACK_BYTES:
+            raise err(f"dataset '{name}' claims {logical} bytes but stores only {stored} "
+                      f"(more than {MAX_RATIO}:1); the file is corrupt or hostile")
+    return stored
+
+
+def check_structure(f, file_size: int, err) -> None:
+    """Walk every link in the open h5py file ``f``; refuse what reads outside it or cannot be bounded."""
+    import h5py
+
+    links: list = []
+
+    def collect(name, link):  # raising inside h5py's visitor breaks its lock: collect, check after
+        links.append((name, link))
+        return True if len(links) > MAX_OBJECTS else None
+
+    f.visititems_links(collect)
+    if len(links) > MAX_OBJECTS:
+        raise err(f"the file holds more than {MAX_OBJECTS} objects; not a profile")
+    stored_total = 0
+    for name, link in links:
+        if isinstance(link, h5py.ExternalLink):
+            raise err(f"'{name}' is an external link to {link.filename!r}:{link.path!r}; profiles never "
+                      f"refer to other files, refusing to follow it")
+        if isinstance(link, h5py.SoftLink):
+            raise err(f"'{name}' is a soft link to {link.path!r}; not part of the format, refusing to "
+                      f"follow it")
+        if not isinstance(link, h5py.HardLink):  # user-defined link classes
+            raise err(f"'{name}' is a link of an unknown class; refusing to follow it")
+        obj = f.get(name)
+        if isinstance(obj, h5py.Dataset):
+            stored_total += check_dataset(obj, name, err)
+    if stored_total > file_size:
+        raise err(f"datasets claim {stored_total} stored bytes but the file has {file_size}; "
+                  f"chunks are shared or the file is corrupt")
+
+
+class ChunkGuard:
+    """Checks each Blosc chunk of a dataset once, before HDF5's filter decodes it.
+
+    The chunk index of a dataset is read once (``H5Dchunk_iter``: offset, address, stored size of every
+    chunk in one pass); a chunk's header and block offsets (16 + 4 x blocks bytes) are then read with
+    ``os.pread`` from the file itself: reading whole raw chunks with ``read_direct_chunk`` (a chunk-index
+    lookup and a full read per chunk) tripled the first read of a 100-step window on 16 IPUs."""
+
+    def __init__(self, err, path=None):
+        self._err = err
+        self._path = path
+        self._fd: int | None = None
+        self._done: dict[str, set] = {}
+        self._info: dict[str, tuple] = {}
+        self._index: dict[str, dict] = {}
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _pread(self, n: int, offset: int) -> bytes:
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        return os.pread(self._fd, n, offset)
+
+    def _dataset_info(self, ds, name: str):
+        info = self._info.get(name)
+        if info is None:
+            blosc = False
+            if ds.chunks is not None:
+                plist = ds.id.get_create_plist()
+                blosc = any(plist.get_filter(i)[0] == BLOSC_FILTER for i in range(plist.get_nfilters()))
+            info = self._info[name] = (blosc, _chunk_bytes(ds) if ds.chunks is not None else 0)
+        return info
+
+    def _chunk_index(self, ds, name: str) -> dict:
+        idx = self._index.get(name)
+        if idx is None:
+            idx = {}
+            if self._path is not None and hasattr(ds.id, "chunk_iter"):
+                ds.id.chunk_iter(lambda c: idx.__setitem__(tuple(c.chunk_offset),
+                                                            (c.byte_offset, c.size, c.filter_mask)))
+            self._index[name] = idx
+        return idx
+
+    def _raw_header(self, ds, name: str, offset: tuple):
+        """(filter_mask, head bytes, stored size) of one chunk, or None when it is not allocated."""
+        if self._path is not None and hasattr(ds.id, "chunk_iter"):
+            hit = self._chunk_index(ds, name).get(offset)
+            if hit is None:
+                return None
+            addr, size, mask = hit
+            return mask, self._pread(min(size, BLOSC_HEADER), addr), size, addr
+        try:
+            mask, raw = ds.id.read_direct_chunk(offset)
+        except RuntimeError:  # not allocated: HDF5 returns the fill value, no decoding
+            return None
+        return mask, bytes(raw), len(raw), raw
+
+    def check(self, ds, name: str, ranges=None) -> None:
+        """Check every chunk of ``ds`` overlapping ``ranges`` ([(lo, hi)] per axis; None = all)."""
+        blosc, chunk_bytes = self._dataset_info(ds, name)
+        if not blosc or not ds.size:
+            return
+        chunks = ds.chunks
+        shape = ds.shape
+        ranges = ranges or [(0, s) for s in shape]
+        grid = []
+        for (lo, hi), c, s in zip(ranges, chunks, shape, strict=True):
+            lo, hi = max(0, int(lo)), min(int(hi), s)
+            if hi <= lo:
+                return
+            grid.append(range(lo // c, -(-hi // c)))
+        done = self._done.setdefault(name, set())
+        for idx in itertools.product(*grid):
+            if idx in done:
+                continue
+            offset = tuple(i * c for i, c in zip(idx, chunks, strict=True))
+            got = self._raw_header(ds, name, offset)
+            if got is not None:
+                mask, head, stored, where = got
+                if not mask & 1:  # the Blosc filter (first and only) applies to this chunk
+                    problem = blosc_header_problem(head, chunk_bytes, stored)
+                    if problem is None and not (head[2] & _BLOSC_MEMCPYED):
+                        problem = self._starts_problem(head, stored, where)
+                    if problem:
+                        raise self._err(f"dataset '{name}' chunk at {offset}: {problem}; the file is corrupt")
+                elif stored != chunk_bytes:
+                    raise self._err(f"dataset '{name}' chunk at {offset}: stored unfiltered with {stored} bytes, "
+                                    f"expected {chunk_bytes}; the file is corrupt")
+            done.add(idx)
+
+    def _starts_problem(self, head: bytes, stored: int, where) -> str | None:
+        nbytes, blocksize = struct.unpack_from("<II", head, 4)
+        if nbytes == 0:
+            return None
+        nblocks = -(-nbytes // blocksize)
+        end = BLOSC_HEADER + 4 * nblocks
+        if end > stored:
+            return f"Blosc frame of {stored} bytes cannot hold its {nblocks} block offsets"
+        raw = where[BLOSC_HEADER:end] if isinstance(where, bytes | bytearray | memoryview) else \
+            self._pread(4 * nblocks, where + BLOSC_HEADER)
+        starts = np.frombuffer(raw, dtype="<u4", count=nblocks)
+        if starts.size and (int(starts.min()) < end or int(starts.max()) >= stored):
+            return "Blosc block offsets point outside the frame"
+        return None
+
+
+def blosc_header_problem(head: bytes, chunk_bytes: int, stored: int | None = None) -> str | None:
+    """What is wrong with the header of a Blosc(1) frame of ``stored`` bytes (default: ``len(head)``) that
+    should decode to ``chunk_bytes`` bytes, or None.  (Block offsets: ``ChunkGuard._starts_problem``.)
+
+    Header (c-blosc 1.x): version, versionlz, flags, typesize (1 byte each), then uint32 nbytes,
+    blocksize, cbytes; then (unless memcpyed) one uint32 start offset per block."""
+    n = len(head) if stored is None else stored
+    if n < BLOSC_HEADER or len(head) < BLOSC_HEADER:
+        return f"Blosc frame of {n} bytes is shorter than its {BLOSC_HEADER}-byte header"
+    version, _vlz, flags, typesize = head[0], head[1], head[2], head[3]
+    nbytes, blocksize, cbytes = struct.unpack_from("<III", head, 4)
+    if version not in (1, 2):
+        return f"Blosc format version {version} is unknown"
+    if typesize == 0:
+        return "Blosc typesize is 0"
+    if nbytes != chunk_bytes:
+        return f"Blosc header claims {nbytes} decompressed bytes, the dataset's chunks hold {chunk_bytes}"
+    if cbytes != n:
+        return f"Blosc header claims {cbytes} compressed bytes, the chunk stores {n}"
+    if flags & _BLOSC_MEMCPYED:
+        if cbytes != nbytes + BLOSC_HEADER:
+            return "Blosc header says 'stored uncompressed' but its sizes disagree"
+        return None
+    if nbytes and (blocksize == 0 or blocksize > nbytes):
+        return f"Blosc block size {blocksize} is outside 1..{nbytes}"
+    return None

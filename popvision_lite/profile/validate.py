@@ -1,0 +1,174 @@
+"""Consistency of a profile's content, checked before any view or analysis sees it (issue 19).
+
+The reader checks the file's structure (``h5safety``) and each column's dtype and sign; this module checks
+what the format promises *between* values (``docs/profile-format.md``):
+
+* the target is a physically possible machine (:func:`check_target`, at open): tile and IPU counts,
+  SRAM, clock and threads within the bounds of the bundled device spec the profile names (looked up by
+  id only), or generic bounds for another device id;
+* ids are unique and dense from 0 (``step``, ``op_id``, ``prog_id``, ``cs_id``, ``var_id``, ``lstep``);
+* references point at rows that exist (an ``op_id`` below the ops count, a step below the steps count...);
+* programs form a tree: every ``parent_id`` is -1 or an earlier program ("parent before child"), so
+  there are no cycles and a path to the root is at most as long as the table;
+* ``(var_id, tile)`` pairs of ``variable_tiles`` and ``(cs_id, codelet, tile)`` of ``vertices`` are unique;
+* byte counts of one tile are at most 1 TiB (a variable's total at most that per tile);
+* inclusive ranges (``first_step``..``last_step``, ``first_lstep``..``last_lstep``) are ordered;
+* strings are at most :data:`MAX_STRING` characters (the views also clip them with :func:`clip`).
+
+:func:`check_table` runs once per table, when the reader first loads it (lazily), so every table is
+checked before use.  A violation is a :class:`ProfileError` naming the file, the table, the column and
+the first bad row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+MAX_STRING = 4096  # characters in one stored name / plan / shape (today's longest is ~120)
+DISPLAY_CHARS = 160  # what a view shows of one string before an ellipsis
+MAX_IPUS = 1024  # largest IPU system built (IPU-POD1024 / Bow Pod1024)
+# Bounds for a device id that is not a bundled spec (e.g. a future chip): generous, but physical.
+GENERIC_BOUNDS = dict(tiles_per_ipu=16384, sram_bytes_per_tile=64 << 20, threads_per_tile=64,
+                      clock_hz=(1e6, 1e10))
+
+# table -> its id column (dense 0..n-1)
+ID_COLUMNS = {"steps": "step", "ops": "op_id", "programs": "prog_id", "compute_sets": "cs_id",
+              "variables": "var_id", "liveness_steps": "lstep"}
+# (table, column) -> (table it refers to, -1 allowed)
+REFERENCES = {
+    ("steps", "op_id"): ("ops", True), ("steps", "prog_id"): ("programs", True),
+    ("ops", "op_id"): ("ops", False),
+    ("programs", "op_id"): ("ops", True), ("programs", "cs_id"): ("compute_sets", True),
+    ("programs", "first_step"): ("steps", True), ("programs", "last_step"): ("steps", True),
+    ("programs", "lstep"): ("liveness_steps", True),
+    ("compute_sets", "op_id"): ("ops", True),
+    ("vertices", "cs_id"): ("compute_sets", False),
+    ("variables", "op_id"): ("ops", True),
+    ("variables", "first_lstep"): ("liveness_steps", True), ("variables", "last_lstep"): ("liveness_steps", True),
+    ("variable_tiles", "var_id"): ("variables", False),
+    ("liveness_steps", "prog_id"): ("programs", True),
+}
+# rows that identify one thing (vertices are aggregated per compute set, codelet and tile)
+UNIQUE = {"variable_tiles": (("var_id", "tile"),), "vertices": (("cs_id", "codelet", "tile"),)}
+MAX_TILE_BYTES = 2 ** 40  # one tile's bytes above this (1 TiB) are corrupt, not an out-of-memory run
+BYTE_LIMITS = {"variable_tiles": {"bytes": MAX_TILE_BYTES}, "variables": {"bytes": MAX_TILE_BYTES},
+               "vertices": {"state_bytes": MAX_TILE_BYTES, "code_bytes": MAX_TILE_BYTES},
+               "liveness_steps": {"max_tile_bytes": MAX_TILE_BYTES}}
+RANGES = [("programs", "first_step", "last_step"), ("variables", "first_lstep", "last_lstep")]
+
+
+def clip(text, limit: int = DISPLAY_CHARS) -> str:
+    """``text`` shortened to ``limit`` characters for display (an ellipsis says it was cut)."""
+    s = str(text)
+    return s if len(s) <= limit else s[: max(0, limit - 1)] + "\u2026"
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def check_target(target, err) -> None:
+    """Refuse a target no machine can be (16 x 2^20 tiles, a 1e300 Hz clock, 10^12-byte tiles)."""
+    from popvision_lite import devices
+    from popvision_lite.errors import PopvisionError
+
+    bounds = dict(GENERIC_BOUNDS)
+    basis = "any IPU"
+    try:
+        spec = devices.load_bundled_device(target.device)
+    except PopvisionError:
+        spec = None
+    if spec is not None and spec.kind == "ipu":
+        clk = float(spec.value("compute.clock_hz"))
+        bounds = dict(tiles_per_ipu=int(spec.value("compute.tiles")),
+                      sram_bytes_per_tile=int(spec.value("compute.sram_bytes_per_tile")),
+                      threads_per_tile=int(spec.value("compute.threads_per_tile")),
+                      clock_hz=(clk / 4, clk * 4))
+        basis = f"device spec '{target.device}'"
+    if target.num_ipus > MAX_IPUS:
+        raise err(f"header field 'target.num_ipus' is {target.num_ipus}; the largest IPU system has {MAX_IPUS}")
+    for key in ("tiles_per_ipu", "sram_bytes_per_tile", "threads_per_tile"):
+        v = getattr(target, key)
+        if v > bounds[key]:
+            raise err(f"header field 'target.{key}' is {v}, above {bounds[key]} ({basis})")
+    lo, hi = bounds["clock_hz"]
+    if not (lo <= float(target.clock_hz) <= hi):
+        raise err(f"header field 'target.clock_hz' is {target.clock_hz!r}, outside {lo:.3g}..{hi:.3g} Hz ({basis})")
+    for key in ("device", "name"):
+        v = getattr(target, key)
+        if len(v) > MAX_STRING:
+            raise err(f"header field 'target.{key}' is {len(v)} characters long (max {MAX_STRING})")
+
+
+def check_table(name: str, df: pd.DataFrame, counts: dict[str, int], err, num_tiles: int = 1) -> None:
+    """Every rule of the module doc that concerns table ``name``; ``counts`` = rows of every table."""
+    n = len(df)
+    where = f"table '{name}'"
+    idc = ID_COLUMNS.get(name)
+    if idc is not None and n:
+        v = df[idc].to_numpy()
+        bad = v != np.arange(n, dtype=v.dtype)
+        if bad.any():
+            i = _first(bad)
+            raise err(f"{where} column '{idc}' row {i}: id {int(v[i])}, expected {i} (ids are unique and "
+                      f"dense from 0, in row order)")
+    for (t, col), (ref, minus_one) in REFERENCES.items():
+        if t != name or not n:
+            continue
+        v = df[col].to_numpy()
+        hi = counts[ref]
+        lo = -1 if minus_one else 0
+        bad = (v < lo) | (v >= hi)
+        if bad.any():
+            i = _first(bad)
+            raise err(f"{where} column '{col}' row {i}: {int(v[i])} is not a row of table '{ref}' "
+                      f"({lo}..{hi - 1})")
+    if name == "programs" and n:
+        parent = df["parent_id"].to_numpy()
+        ids = np.arange(n)
+        bad = (parent < -1) | (parent >= ids)
+        if bad.any():
+            i = _first(bad)
+            raise err(f"{where} column 'parent_id' row {i}: parent {int(parent[i])} is not an earlier program "
+                      f"(parents come before children; a cycle or a missing parent)")
+    for t, a, b in RANGES:
+        if t == name and n:
+            va, vb = df[a].to_numpy(), df[b].to_numpy()
+            bad = (va >= 0) & (vb >= 0) & (vb < va)
+            if bad.any():
+                i = _first(bad)
+                raise err(f"{where} column '{b}' row {i}: {int(vb[i])} is before '{a}' {int(va[i])}")
+    for cols in UNIQUE.get(name, ()):
+        if n:
+            # one int64 key per row (text columns by their dictionary code): far faster than
+            # DataFrame.duplicated on strings (vertices can have 10^5..10^6 rows)
+            key = np.zeros(n, dtype=np.int64)
+            for c in cols:
+                v = df[c].to_numpy()
+                codes = pd.factorize(v)[0] if v.dtype.kind not in "iu" else v.astype(np.int64)
+                key = key * (int(codes.max(initial=0)) + 2) + codes + 1
+            dup = pd.Series(key).duplicated().to_numpy()
+            if dup.any():
+                i = _first(dup)
+                vals = ", ".join(f"{c}={clip(df[c].iat[i], 40)}" for c in cols)
+                raise err(f"{where} columns {', '.join(repr(c) for c in cols)} row {i}: ({vals}) is listed twice")
+    for col, limit in (BYTE_LIMITS.get(name) or {}).items():
+        v = df[col].to_numpy()
+        lim = limit * (num_tiles if col == "bytes" and name == "variables" else 1)
+        bad = v > lim
+        if n and bad.any():
+            i = _first(bad)
+            raise err(f"{where} column '{col}' row {i}: {int(v[i])} bytes is beyond any tile memory "
+                      f"(max {lim})")
+    # string lengths: checked on each column's dictionary (check_categories), before expansion
+
+
+def check_categories(name: str, col: str, cats: np.ndarray, err) -> None:
+    """A dictionary's strings are bounded before they are expanded into a column."""
+    if len(cats):
+        lengths = np.fromiter((len(c) for c in cats), dtype=np.int64, count=len(cats))
+        if lengths.max() > MAX_STRING:
+            i = _first(lengths > MAX_STRING)
+            raise err(f"table '{name}' column '{col}' category {i}: text of {int(lengths[i])} characters "
+                      f"(max {MAX_STRING})")

@@ -1,0 +1,225 @@
+"""Reusable checks of user-given numbers, ranges and small input files (issue 19).
+
+Every command-line option and config field goes through one of these, so a bad value is a
+:class:`ConfigError` (exit 2) with a one-line message naming the option or field, never a traceback,
+a hang or a memory blow-up:
+
+* :func:`check_number` - type (no bool, int where an integer is meant), finite, within ``lo..hi``;
+* :func:`arg_number` - the same as an ``argparse`` ``type=`` (argparse names the option, exit 2);
+* :func:`parse_int_ranges` - ``"0-15,100"`` with bounds and a total count checked *before* expansion;
+* :func:`read_small_text` - a config file: a regular file (a FIFO or ``/dev/zero`` would block or stream
+  for ever), at most ``max_bytes``, UTF-8;
+* :func:`check_depth` - nesting depth of parsed TOML/JSON;
+* :data:`MODEL_LIMITS` and :func:`check_model_config` - workload sizes within documented bounds and,
+  for runs that compute real numbers, an estimate of host memory checked against this machine's.
+
+Other sub-commands (sweep, verdict, validate) and config fields (replicas, grad_accum ...) reuse these:
+add the field's bounds to :data:`MODEL_LIMITS` or call :func:`check_number` with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import stat
+
+from popvision_lite.errors import ConfigError
+
+MAX_CONFIG_BYTES = 1 << 20  # a run config is a few hundred bytes
+MAX_DEPTH = 8  # TOML nesting (run configs use 2)
+
+# field -> (lowest, highest) accepted; integers unless the bounds are floats.  The highs are far above
+# any real model (BERT-Large: hidden 1024, 24 layers, seq 512; GPT-3: hidden 12288, 96 layers) but keep a
+# typo (an extra zero or three) from turning into an allocation of the whole machine.
+MODEL_LIMITS: dict[str, tuple] = {
+    "batch": (1, 1 << 16), "seq": (1, 1 << 16), "layers": (1, 1024), "hidden": (1, 1 << 16),
+    "heads": (1, 1024), "ffn": (0, 1 << 18), "vocab": (1, 1 << 21), "image": (1, 8192),
+    "nodes": (1, 1 << 24), "edges": (1, 1 << 27), "ipus": (1, 1024), "seed": (0, 2 ** 32 - 1),
+    "lr": (1e-12, 1e3),
+    # scale's fields (issue 13), checked when present
+    "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16),
+    "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0),
+}
+
+
+def _fail(name: str, problem: str, where: str = "") -> ConfigError:
+    return ConfigError(f"{where + ': ' if where else ''}{name}: {problem}")
+
+
+def check_number(name: str, value, lo=None, hi=None, *, integer: bool = False, where: str = ""):
+    """``value`` if it is a finite number (an int when ``integer``) within ``lo..hi``; else ConfigError
+    naming ``name`` (and ``where``, e.g. the config file)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(name, f"expected {'an integer' if integer else 'a number'}, got {value!r}", where)
+    if integer and not isinstance(value, int):
+        if not (math.isfinite(value) and value == int(value)):
+            raise _fail(name, f"expected an integer, got {value!r}", where)
+        value = int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _fail(name, f"must be a finite number, got {value!r}", where)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        shown = value if abs(value) < 1e15 else f"{float(value):.3g}"
+        raise _fail(name, f"{shown} is outside {lo if lo is not None else '-inf'} .. "
+                          f"{hi if hi is not None else 'inf'}", where)
+    return value
+
+
+def arg_number(lo=None, hi=None, *, integer: bool = False, unit: str = ""):
+    """An argparse ``type=``: parses the text and applies :func:`check_number` (argparse names the option
+    and exits 2); ``unit`` ends the message ("pixels")."""
+    def parse(text: str):
+        try:
+            v = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if integer else 'a number'}, got {text!r}") from None
+        try:
+            return check_number("value", v, lo, hi, integer=integer)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1] + (f" {unit}" if unit else "")) from None
+    parse.__name__ = "integer" if integer else "number"
+    return parse
+
+
+def parse_int_ranges(text: str, name: str, lo: int = 0, hi: int | None = None,
+                     max_count: int = 1 << 22, expand: bool = True) -> list[int] | list[tuple[int, int]]:
+    """``"0-15,100,200-203"`` -> the ids, refusing ids outside ``lo..hi`` and more than ``max_count`` ids
+    in total *before* any range is expanded (``0-99999999`` never builds a list).  ``expand=False``
+    returns the checked (first, last) pairs instead."""
+    parts: list[tuple[int, int]] = []
+    total = 0
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                a, b = part.split("-", 1) if not part.startswith("-") else (part, "")
+                a, b = int(a), int(b)
+            else:
+                a = b = int(part)
+        except ValueError:
+            raise _fail(name, f"{part!r} is not an id or a range like 0-15") from None
+        if b < a:
+            raise _fail(name, f"range {part} goes backwards")
+        if a < lo or (hi is not None and b > hi):
+            raise _fail(name, f"{part} is outside {lo}..{hi}")
+        total += b - a + 1
+        if total > max_count:
+            raise _fail(name, f"{text[:60]!r} names more than {max_count} ids")
+        parts.append((a, b))
+    if not parts:
+        raise _fail(name, f"{text!r}: none given")
+    if not expand:
+        return parts
+    out: list[int] = []
+    for a, b in parts:
+        out.extend(range(a, b + 1))
+    return out
+
+
+def read_small_text(path, what: str = "config file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """Text of a small regular file; ConfigError naming the file when it is missing, not a regular file
+    (FIFO, device, socket: checked with os.stat before opening, so nothing blocks), too large or not
+    UTF-8."""
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: {what} not found") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+        raise ConfigError(f"{p}: cannot read {what}: it is {kind}; refusing to read it")
+    if st.st_size > max_bytes:
+        raise ConfigError(f"{p}: {what} is {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError(f"{p}: cannot read {what}: not a regular file; refusing to read it")
+            data = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{p}: {what} is more than {max_bytes:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: cannot read {what}: not UTF-8 text ({e})") from None
+
+
+def check_depth(obj, name: str, max_depth: int = MAX_DEPTH) -> None:
+    """ConfigError when dicts/lists in ``obj`` nest deeper than ``max_depth`` (iterative: no recursion)."""
+    stack = [(obj, 0)]
+    while stack:
+        o, d = stack.pop()
+        if d > max_depth:
+            raise ConfigError(f"{name}: nested more than {max_depth} levels deep")
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list | tuple):
+            stack.extend((v, d + 1) for v in o)
+
+
+def host_memory_bytes() -> int | None:
+    """Physical memory of this machine, or None where unknown."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+_USUAL = dict(batch=8, seq=128, layers=12, hidden=768, heads=12, vocab=30522, image=224, nodes=256, edges=1024)
+
+
+def numeric_run_bytes(cfg) -> tuple[int, str]:
+    """(bytes, dominant field) a full-numerics run of ``cfg`` needs on the host, roughly: weights and
+    activations in fp32, times 4 (gradients, reference copies, temporaries).  Timing-only runs hold no
+    values (zeros broadcast), so this is the figure that can exhaust a machine."""
+    g = {k: getattr(cfg, k, 0) for k in ("batch", "seq", "layers", "hidden", "heads", "vocab", "image", "nodes",
+                                         "edges")}
+    ffn = getattr(cfg, "ffn", 0) or 4 * g["hidden"]
+    model = str(getattr(cfg, "model", ""))
+    if model == "bert":
+        weights = g["layers"] * (4 * g["hidden"] ** 2 + 2 * g["hidden"] * ffn) + g["vocab"] * g["hidden"]
+        acts = g["layers"] * g["batch"] * g["seq"] * (8 * g["hidden"] + ffn + 2 * g["heads"] * g["seq"])
+        terms = {"batch": acts, "seq": acts, "layers": weights + acts, "hidden": weights + acts,
+                 "heads": acts, "vocab": weights}
+    elif model == "conv":
+        weights = g["layers"] * 9 * g["hidden"] ** 2
+        acts = g["layers"] * g["batch"] * g["image"] ** 2 * g["hidden"] * 4
+        terms = {"batch": acts, "image": acts, "hidden": weights + acts, "layers": weights + acts}
+    elif model == "gnn":
+        weights = g["layers"] * g["hidden"] ** 2
+        acts = g["layers"] * g["batch"] * (g["nodes"] + g["edges"]) * g["hidden"] * 2
+        terms = {"nodes": acts, "edges": acts, "hidden": weights + acts, "batch": acts, "layers": weights + acts}
+    else:  # mlp
+        weights = g["layers"] * g["hidden"] ** 2
+        acts = g["layers"] * g["batch"] * g["hidden"] * 3
+        terms = {"batch": acts, "hidden": weights + acts, "layers": weights + acts}
+    total = 4 * 4 * (weights + acts)
+    # the field furthest above a usual size is the one to name
+    field = max(terms, key=lambda k: g.get(k, 1) / _USUAL.get(k, 1))
+    return int(total), field
+
+
+def check_model_config(cfg, timing_only: bool | None = None, where: str = "") -> None:
+    """Every numeric field of a ModelConfig within :data:`MODEL_LIMITS`; with ``timing_only`` False, the
+    numeric run's host-memory estimate under half of this machine's memory.  ConfigError names the field."""
+    for name, (lo, hi) in MODEL_LIMITS.items():
+        if not hasattr(cfg, name):
+            continue
+        v = getattr(cfg, name)
+        if v is None:
+            continue
+        check_number(name, v, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
+    if timing_only is False:
+        need, field = numeric_run_bytes(cfg)
+        have = host_memory_bytes()
+        if have and need > have // 2:
+            raise _fail(field, f"a run with real numerics at these sizes needs about {need / 2 ** 30:.1f} GiB of "
+                               f"host memory, more than half of this machine's {have / 2 ** 30:.1f} GiB; use "
+                               f"--timing-only (same cycles and memory) or smaller sizes", where)

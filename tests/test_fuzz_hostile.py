@@ -1,0 +1,59 @@
+"""A fast seeded subset of bench/fuzz_hostile (the full run is ``python -m bench.fuzz_hostile``): hostile
+but valid HDF5 profiles, special files and CLI/TOML abuse, each case in a memory-capped worker process
+with a timeout.  No case may crash, hang, blow the cap, read outside the profile, be accepted while
+inconsistent, or end in another exception; every CLI case exits 2 naming what is wrong."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import fuzz_hostile as fh  # noqa: E402
+
+N_FILES = 30
+N_CLI = 16
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile")
+    base = fh.fz.make_base(folder)
+    cases = fh.make_cases(base, folder / "cases", N_FILES, seed=5)
+    cases += fh.special_cases(folder / "cases", len(cases))
+    cli = fh.cli_cases(folder / "cli", len(cases), seed=5)
+    cli = random.Random(5).sample(cli, N_CLI)
+    for i, c in enumerate(cli):
+        c["id"] = len(cases) + i
+    return fh.run(cases + cli, workers=2, timeout=15.0, mem_mb=3072)
+
+
+def test_every_kind_ran(results):
+    kinds = {r["kind"] for r in results if r["outcome"] != "skipped"}
+    assert set(fh.HOSTILE) | {"special_file", "cli"} <= kinds
+
+
+def test_no_failure(results):
+    bad = [f"case {r['id']} [{r['kind']}] {r['what']}: {r['outcome']}: {r['detail']}"
+           for r in results if r["outcome"] in fh.FAILS]
+    assert not bad, "\n".join(bad)
+    c = Counter(r["outcome"] for r in results)
+    assert c["skipped"] <= 2, c
+    assert c["refused"] == N_CLI, c
+
+
+def test_classify_flags_an_accepted_inconsistent_file(tmp_path, monkeypatch):
+    """The harness is real: with the validator switched off, a duplicate program id reads as 'accepted'."""
+    from popvision_lite.profile import validate
+
+    base = fh.fz.make_base(tmp_path)
+    dst = tmp_path / "ids.pvl"
+    what = fh.h_ids(random.Random(1), base, dst)
+    case = dict(id=0, kind="ids", what=what, path=str(dst))
+    assert fh.classify(case)[0] == "profile_error"
+    monkeypatch.setattr(validate, "check_table", lambda *a, **k: None)
+    assert fh.classify(case)[0] in ("accepted", "other_exception")
