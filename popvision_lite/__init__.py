@@ -29,9 +29,18 @@ def open(path):  # noqa: A001 - mirrors builtins.open on purpose: pvl.open("run.
     return open_profile(path)
 
 
+def open_sweep(path):
+    """The results table of a ``popvision-lite sweep`` (its sweep.csv or folder) as a DataFrame;
+    see :func:`popvision_lite.sweep.results.open_sweep`."""
+    from popvision_lite.sweep.results import open_sweep as _open_sweep
+
+    return _open_sweep(path)
+
+
 __all__ = [
     "__version__",
     "open",
+    "open_sweep",
     "PopvisionError",
     "ProfileError",
     "DeviceSpecError",

@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "make-samples": ("popvision_lite.emulator.samples", "regenerate the bundled sample profiles"),
     "export": ("popvision_lite.export_cli", "export a view (png/svg/csv) or a Chrome trace, headless"),
     "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
+    "sweep": ("popvision_lite.sweep.cli", "emulate a grid of run configs on Dask; one results table"),
 }
 
 
