@@ -50,6 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="worker processes of the local cluster (default: one per core, at most one per point)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run on this existing Dask cluster; the output folder must be shared by its workers")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to try reaching --scheduler (default 10 s)")
     p.add_argument("--isolate", choices=("process", "worker"), default="process",
                    help="process (default): each point runs in its own child process of a Dask worker, so a "
                         "crash fails that point alone, with its signal named; worker: points run inside the "
@@ -117,7 +119,7 @@ def run(args) -> int:
 
     try:
         points, grid, base, out, warnings = plan(args)
-        client = connect(args.scheduler) if args.scheduler else None
+        client = connect(args.scheduler, args.connect_timeout) if args.scheduler else None
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
@@ -135,7 +137,8 @@ def run(args) -> int:
         if client is not None:
             client.close()
     progress(o, len(points), final=True)
-    print(f"results: {o.results_path} ({o.ok + o.resumed} ok, {o.failed} failed"
+    print(f"results: {o.results_path} ({o.ok + o.resumed} ok" + (f" ({o.resumed} resumed)" if o.resumed else "")
+          + f", {o.failed} failed"
           + (f", {o.not_run} not run" if o.not_run else "") + f"; {o.wall_seconds:.1f} s)")
     if o.cancelled:
         print(f"{PROG}: cancelled; finished rows kept in {o.results_path}. Run the same command again to "

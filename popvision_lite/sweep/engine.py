@@ -71,15 +71,53 @@ def default_workers(n_points: int) -> int:
     return max(1, min(cores, n_points))
 
 
+def _ignore_sigint() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def ignore_sigint_plugin():
+    """A WorkerPlugin that makes a worker ignore SIGINT: Ctrl+C in a terminal reaches every process of the
+    group, and the client (not each worker dying with a traceback) decides how the sweep stops."""
+    from distributed import WorkerPlugin
+
+    class IgnoreSigint(WorkerPlugin):
+        name = "popvision-sweep-ignore-sigint"
+
+        def setup(self, worker):
+            _ignore_sigint()
+
+    return IgnoreSigint()
+
+
 def local_cluster(n_workers: int, memory_limit="auto"):
-    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, no dashboard."""
+    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, no dashboard; its
+    workers ignore SIGINT (Ctrl+C is handled by the client)."""
+    import signal
+
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set(LOCAL_DASK_CONFIG):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address=None, memory_limit=memory_limit, silence_logs=logging.ERROR,
-                            resources={SLOT: 1})
+    old = signal.getsignal(signal.SIGINT) if _main_thread() else None
+    try:
+        if old is not None:  # workers started now inherit "ignored" (one restarted later: the plugin)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with dask.config.set(LOCAL_DASK_CONFIG):
+            return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
+                                silence_logs=logging.ERROR, resources={SLOT: 1})
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def connect(address: str, timeout: float = 10.0):
@@ -184,7 +222,7 @@ class ProgressLine:
 
 
 def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict | None = None,
-              workers: int | None = None, scheduler: str | None = None, client=None, isolate: str = "worker",
+              workers: int | None = None, scheduler: str | None = None, connect_timeout: float = 10.0, client=None, isolate: str = "worker",
               point_fn: Callable | None = None, resume: bool = True,
               progress: Callable[[Outcome, int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None) -> Outcome:
@@ -198,8 +236,14 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
     (out / pt.PROFILES).mkdir(exist_ok=True)
     (out / pt.ROWS).mkdir(exist_ok=True)
     remove_temp_files(out)
-    if meta is not None:
-        res.write_meta(out, meta)
+    if meta is None:
+        grid: dict[str, list] = {n: [] for n in grid_names}
+        for p in points:
+            for n in grid_names:
+                if p.values.get(n) not in grid[n]:
+                    grid[n].append(p.values.get(n))
+        meta = {"grid": grid, "points": len(points)}
+    res.write_meta(out, meta)
     o = Outcome()
     rows: dict[int, dict] = {}
     todo: list[Point] = []
@@ -231,11 +275,15 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
 
         if client is None:
             if scheduler:
-                own_client = client = connect(scheduler)
+                own_client = client = connect(scheduler, connect_timeout)
             else:
                 own_cluster = local_cluster(workers or default_workers(len(todo)))
                 own_client = client = Client(own_cluster)
-        o.workers = len(client.scheduler_info(n_workers=-1).get("workers", {})) if hasattr(client, "scheduler_info") else 0
+                client.register_plugin(ignore_sigint_plugin())
+        info = client.scheduler_info(n_workers=-1).get("workers", {})
+        o.workers = len(info)
+        # one point per worker at a time where the workers offer the slot (our LocalCluster does)
+        slots = bool(info) and all(SLOT in (w.get("resources") or {}) for w in info.values())
         fn = pt.run_point_isolated if isolate == "process" else pt.run_point
         target = str(out.resolve())
         attempts: dict[int, int] = {}
@@ -244,7 +292,7 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
             attempts[p.index] = attempts.get(p.index, 0) + 1
             f = client.submit(fn, p.spec, target, p.config_hash, p.key, point_fn, pure=False,
                               key=f"sweep-point-{p.key}-{time.time_ns()}",
-                              resources={SLOT: 1} if own_cluster is not None else None)
+                              resources={SLOT: 1} if slots else None)
             futures[f.key] = (f, p)
             return f
 
@@ -296,6 +344,12 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
             with contextlib.suppress(Exception):
                 own_cluster.close()
         remove_temp_files(out)
+        if o.cancelled:  # points that finished on a worker after the client stopped listening
+            for p in todo:
+                row = resumable_row(out, p) if p.index not in rows else None
+                if row is not None:
+                    rows[p.index] = row | {"point": p.index}
+                    o.ok += 1
         o.not_run = total - len(rows)
         write_table()
         report(o, total)

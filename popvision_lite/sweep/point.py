@@ -168,7 +168,9 @@ def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, poi
     cmd = [sys.executable, "-m", "popvision_lite.sweep.point", json.dumps(spec), str(out_dir), config_hash, key, fn]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        # the child imports what this worker imports (its sys.path, e.g. a source checkout or a test folder)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, preexec_fn=_child_setup)
     except subprocess.TimeoutExpired:
         proc = None
     if proc is not None and proc.returncode == 0:
@@ -191,6 +193,21 @@ def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, poi
     row.update(status="failed", error=why + (": " + " | ".join(tail) if tail else ""), profile="",
                host=socket.gethostname(), pid=os.getpid(), wall_seconds=time.perf_counter() - t0)
     return row
+
+
+def _child_setup() -> None:
+    """In the point's child process, before exec: Ctrl+C stops it (its worker ignores SIGINT), and it dies
+    with its worker (Linux PR_SET_PDEATHSIG) instead of running on after a cancelled sweep."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
 
 
 def _main(argv: list[str]) -> int:

@@ -103,7 +103,7 @@ def open_sweep(path) -> pd.DataFrame:
     folder = p.parent.resolve()
     df["profile"] = [str(folder / v) if isinstance(v, str) and v else "" for v in df["profile"]]
     if "error" in df:
-        df["error"] = df["error"].fillna("")
+        df["error"] = [v if isinstance(v, str) else "" for v in df["error"]]
     for col in ("fits", "timing_only"):
         if col in df and df[col].dtype == object:
             df[col] = df[col].map({True: True, False: False, "True": True, "False": False})

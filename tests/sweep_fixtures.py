@@ -1,0 +1,24 @@
+"""Point functions for tests/test_sweep.py, importable by Dask workers and by the per-point child
+processes (they must be module-level names)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from popvision_lite.sweep.point import emulate
+
+CRASH_BATCH = 16  # the point with this batch kills its own process with SIGSEGV
+SLOW_S = 0.6
+
+
+def crash_on_batch(spec, profile_path):
+    if spec["args"].get("batch") == CRASH_BATCH:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return emulate(spec, profile_path)
+
+
+def slow(spec, profile_path):
+    time.sleep(SLOW_S)
+    return emulate(spec, profile_path)
