@@ -51,6 +51,7 @@ SCRIPTS: dict[str, str] = {
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
+    "sweep_throughput": "sweep points/minute on Dask, 1 vs 2 workers, overhead per point vs a plain loop (issue 17)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -72,6 +73,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "fuzz_profiles": ["--cases", "60"],
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
+    "sweep_throughput": ["--quick"],
 }
 
 

@@ -284,6 +284,8 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
         o.workers = len(info)
         # one point per worker at a time where the workers offer the slot (our LocalCluster does)
         slots = bool(info) and all(SLOT in (w.get("resources") or {}) for w in info.values())
+        with contextlib.suppress(Exception):  # imports (and fork servers) on every worker at once, not per point
+            client.run(pt.warm_up, isolate)
         fn = pt.run_point_isolated if isolate == "process" else pt.run_point
         target = str(out.resolve())
         attempts: dict[int, int] = {}

@@ -8,8 +8,9 @@ Files, all written atomically (temp file + rename), in the sweep folder:
 ``profiles/<key>.pvl`` then ``rows/<key>.json`` (the row names its config hash; resume trusts a point
 only when both exist and the hash matches).
 
-``python -m popvision_lite.sweep.point SPEC_JSON OUT_DIR`` runs one point in its own process (the
-``--isolate process`` mode) and prints the row as JSON.
+``run_point_isolated`` runs a point in its own process forked from a fork server that has the emulator
+imported (the ``--isolate process`` mode).  ``python -m popvision_lite.sweep.point SPEC_JSON OUT_DIR HASH
+KEY`` runs one point from a shell and prints its row as JSON (debugging).
 """
 
 from __future__ import annotations
@@ -157,47 +158,105 @@ def emulate(spec: dict, profile_path: str):
     return run_model(cfg, device=spec["device"], timing_only=spec["timing_only"], profile_path=profile_path)
 
 
+_CONTEXT = None
+# imported once by the fork server, so a point's process starts in milliseconds instead of paying an
+# interpreter start and these imports (~0.5 s idle, seconds on a loaded machine: docs/performance.md)
+PRELOAD = ["popvision_lite.sweep.point", "popvision_lite.emulator.models.emulated", "popvision_lite.emulator.cli",
+           "popvision_lite.profile.writer", "popvision_lite.devices"]
+
+
+def _context():
+    """multiprocessing's fork server with the emulator preloaded (spawn where there is no fork server)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        import multiprocessing as mp
+
+        try:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+        except ValueError:
+            ctx = mp.get_context("spawn")
+        _CONTEXT = ctx
+    return _CONTEXT
+
+
+def warm_up(isolate: str = "process") -> None:
+    """Import the emulator in this worker (and start its fork server), so the first point does not pay it."""
+    import importlib
+
+    for m in PRELOAD:
+        importlib.import_module(m)
+    if isolate == "process":
+        ctx = _context()
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+
+
+def _child(conn, spec, out_dir, config_hash, key, point_fn) -> None:
+    _child_setup()
+    row = run_point(spec, out_dir, config_hash, key, point_fn=point_fn)
+    conn.send(row)
+    conn.close()
+
+
 def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None,
                        timeout: float | None = None) -> dict:
-    """:func:`run_point` in a child process: a crash there (segfault, killed for memory) fails only this
-    point, with the signal named, and the worker goes on.  ``point_fn`` must be importable by name."""
+    """:func:`run_point` in a child process (forked from a fork server that has the emulator imported): a
+    crash there (segfault, killed for memory) fails only this point, with the signal named, and the worker
+    goes on.  ``point_fn`` must be importable by name."""
+    import multiprocessing as mp
     import signal
-    import subprocess
 
-    fn = "" if point_fn is None else f"{point_fn.__module__}:{point_fn.__qualname__}"
-    cmd = [sys.executable, "-m", "popvision_lite.sweep.point", json.dumps(spec), str(out_dir), config_hash, key, fn]
     t0 = time.perf_counter()
+    if mp.current_process().daemon:
+        row = base_row(spec, config_hash, key)
+        row.update(status="failed", profile="", error="--isolate process needs workers that may start processes: "
+                   "set distributed.worker.daemon to False on the cluster, or use --isolate worker")
+        return row
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, spec, str(out_dir), config_hash, key, point_fn),
+                       name=f"sweep-point-{key}")
+    proc.start()
+    send.close()
+    row = None
+    timed_out = False
     try:
-        # the child imports what this worker imports (its sys.path, e.g. a source checkout or a test folder)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, preexec_fn=_child_setup)
-    except subprocess.TimeoutExpired:
-        proc = None
-    if proc is not None and proc.returncode == 0:
-        try:
-            return json.loads(proc.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            pass
+        if recv.poll(timeout):
+            row = recv.recv()
+        else:
+            timed_out = True
+    except (EOFError, OSError):
+        row = None  # the child died before sending its row
+    finally:
+        recv.close()
+    if timed_out:
+        proc.kill()
+    proc.join(5 if row is not None else None)
+    if row is not None:
+        return row
     row = base_row(spec, config_hash, key)
-    if proc is None:
+    code = proc.exitcode
+    if timed_out:
         why = f"timed out after {timeout} s"
-    elif proc.returncode < 0:
+    elif code is not None and code < 0:
         try:
-            name = signal.Signals(-proc.returncode).name
+            name = signal.Signals(-code).name
         except ValueError:
-            name = f"signal {-proc.returncode}"
+            name = f"signal {-code}"
         why = f"the point's process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
     else:
-        why = f"the point's process exited with status {proc.returncode}"
-    tail = (proc.stderr or "").strip().splitlines()[-3:] if proc is not None else []
-    row.update(status="failed", error=why + (": " + " | ".join(tail) if tail else ""), profile="",
-               host=socket.gethostname(), pid=os.getpid(), wall_seconds=time.perf_counter() - t0)
+        why = f"the point's process exited with status {code} without a result"
+    row.update(status="failed", error=why, profile="", host=socket.gethostname(), pid=os.getpid(),
+               wall_seconds=time.perf_counter() - t0)
     return row
 
 
 def _child_setup() -> None:
-    """In the point's child process, before exec: Ctrl+C stops it (its worker ignores SIGINT), and it dies
-    with its worker (Linux PR_SET_PDEATHSIG) instead of running on after a cancelled sweep."""
+    """In the point's process: Ctrl+C stops it at once (SIG_DFL: no traceback; its worker ignores SIGINT),
+    and it dies with its parent (Linux PR_SET_PDEATHSIG) instead of running on after a cancelled sweep."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
