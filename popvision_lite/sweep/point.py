@@ -114,6 +114,7 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
 
     ``point_fn(spec, profile_path) -> ModelRun`` replaces the emulation (tests, benchmarks)."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     row = base_row(spec, config_hash, key)
     row.update(status="failed", error="", profile="", host=socket.gethostname(), pid=os.getpid())
     out = Path(out_dir)
@@ -132,6 +133,7 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
     except Exception as e:  # noqa: BLE001 - every failure of a point becomes its row, never the sweep's end
         row["error"] = _message(e)
     row["wall_seconds"] = time.perf_counter() - t0
+    row["cpu_seconds"] = time.process_time() - c0
     try:
         _write_json_atomic(row_path(out, key), row)
     except Exception as e:  # noqa: BLE001

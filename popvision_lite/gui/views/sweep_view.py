@@ -112,7 +112,8 @@ class SweepView(QWidget):
         self.ok, self.fits = ok, fits & ok
         self.front = pareto_front(np.where(self.fits, self.df["samples_per_second"], np.nan),
                                   self.df["cost_per_1m_samples_usd"])
-        self.grid = grid_names(self.df)
+        # the fields that really vary (a grid field given one value is a constant of the sweep)
+        self.grid = [g for g in grid_names(self.df) if g in self.df and self.df[g].nunique(dropna=True) > 1]
 
         n_fail = int((~ok).sum())
         self.header = QLabel(
