@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -216,6 +217,21 @@ def test_cli_end_to_end_and_ctrl_c(tmp_path):
     assert len(df) == n and set(df["status"]) == {"ok"} and f"results: {folder / 'sweep.csv'} ({n} ok (" in proc.stdout
     resumed = int(proc.stdout.split(f"({n} ok (")[1].split(" resumed")[0])
     assert len(kept) <= resumed < n
+
+
+def test_cli_on_an_existing_scheduler(client, tmp_path, capsys):
+    """--scheduler: the same sweep submitted to a running cluster (here the loopback test cluster); the
+    workers write into the shared folder and only rows come back."""
+    folder = tmp_path / "remote"
+    argv = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8,16",
+            "--scheduler", client.scheduler.address, "-q", "-o", str(folder)]
+    assert main(argv) == 0
+    df = pvl.open_sweep(folder)
+    assert list(df["batch"]) == [8, 16] and set(df["status"]) == {"ok"}
+    assert all(Path(p).is_file() for p in df["profile"])
+    assert "results:" in capsys.readouterr().out
+    assert main(argv) == 0  # the cluster is left running for its owner; a second run resumes on it
+    assert "2 ok (2 resumed)" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- results

@@ -105,6 +105,9 @@ def local_cluster(n_workers: int, memory_limit="auto"):
     try:
         if old is not None:  # workers started now inherit "ignored" (one restarted later: the plugin)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # the nanny reads worker.daemon again at every worker restart (after a crash), so that one key stays
+        # set in this process; the scheduler reads the others once, when it starts
+        dask.config.set({"distributed.worker.daemon": False})
         with dask.config.set(LOCAL_DASK_CONFIG):
             return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                 dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
