@@ -225,12 +225,13 @@ class ProgressLine:
 
 
 def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict | None = None,
-              workers: int | None = None, scheduler: str | None = None, connect_timeout: float = 10.0, client=None, isolate: str = "worker",
-              point_fn: Callable | None = None, resume: bool = True,
+              workers: int | None = None, scheduler: str | None = None, connect_timeout: float = 10.0,
+              client=None, isolate: str = "process", point_fn: Callable | None = None, resume: bool = True,
               progress: Callable[[Outcome, int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None) -> Outcome:
     """Run ``points`` and write the sweep folder; returns the outcome (rows in point order).
 
+    ``isolate``: "process" (each point in its own process) or "worker" (inside the worker processes).
     ``client``: an existing ``distributed.Client`` to use as is (tests, notebooks).  KeyboardInterrupt
     is handled like ``should_cancel()``: the outcome comes back with ``cancelled=True``."""
     t0 = time.perf_counter()
