@@ -114,3 +114,17 @@ def test_failed_point_cannot_be_opened_and_bad_csv_is_refused(qtbot, window, swe
     window.open_paths([str(other)])
     qtbot.waitUntil(lambda: bool(shown), timeout=10000)
     assert "not a sweep results table" in shown[0]
+
+
+def test_no_prices_says_why_instead_of_an_empty_plot(qtbot, sweep_csv):
+    import popvision_lite as pvl
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.views.sweep_view import SweepView
+
+    create_app()
+    df = pvl.open_sweep(sweep_csv)
+    v = SweepView(df[df.device == "ipu-mk2"])
+    qtbot.addWidget(v)
+    assert "no [price]" in v.no_cost_text.textItem.toPlainText()
+    assert not v.front.any() and "no prices" in v.cost_plot.getPlotItem().titleLabel.text
+    assert sum(len(it.data) for it in v.throughput_items) == 3  # 2 fit + 1 does not fit; still plotted

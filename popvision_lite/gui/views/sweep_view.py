@@ -281,6 +281,11 @@ class SweepView(QWidget):
             text.setPos(0.5, 0.5)
             p.setLogMode(x=False, y=False)
             p.setRange(xRange=(0, 1), yRange=(0, 1))
+            p.showGrid(x=False, y=False)
+            p.setTitle("Cost vs throughput: no prices")
+            for ax in ("left", "bottom"):
+                p.getAxis(ax).setTicks([[], []])
+            p.getPlotItem().legend.hide()
             self.no_cost_text = text
         else:
             missing = sorted(set(self.df.loc[self.ok & ~priced, "device"].astype(str))) if "device" in self.df else []
