@@ -10,12 +10,15 @@ import time
 from popvision_lite.sweep.point import emulate
 
 CRASH_BATCH = 16  # the point with this batch kills its own process with SIGSEGV
+KILL_BATCH = 24  # ... and this one with SIGKILL, as the kernel's out-of-memory killer would
 SLOW_S = 0.6
 
 
 def crash_on_batch(spec, profile_path):
     if spec["args"].get("batch") == CRASH_BATCH:
         os.kill(os.getpid(), signal.SIGSEGV)
+    if spec["args"].get("batch") == KILL_BATCH:
+        os.kill(os.getpid(), signal.SIGKILL)
     return emulate(spec, profile_path)
 
 

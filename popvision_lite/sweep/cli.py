@@ -123,6 +123,9 @@ def run(args) -> int:
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl+C while connecting: nothing has run yet
+        print(f"{PROG}: cancelled before any point ran", file=sys.stderr)
+        return 130
     for w in warnings:
         print(f"{PROG}: warning: {w}", file=sys.stderr)
     meta = {"grid": grid, "base": asdict(base), "points": len(points)}
