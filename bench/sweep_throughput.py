@@ -97,8 +97,10 @@ def main(argv=None) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"{n} points: mlp hidden {args.hidden}, 2 layers, batch 8..{8 * n}, timing-only, profile + row each; "
               f"{os.cpu_count()} logical cores, load average {load:.1f} at start")
-        # warm the imports and the device-spec cache, so the loop does not pay them on its first point
-        plain_loop(points[:1], tmp / "warm")
+        # the same warm-up the workers get (imports only), so both pay the first point's one-time costs alike
+        from popvision_lite.sweep import point as pt
+
+        pt.warm_up("worker")
         loop, loop_cpu = plain_loop(points, tmp / "loop")
         res = {"points": n, "loop_s": loop, "loop_cpu_s": loop_cpu}
         print(f"plain loop (no Dask)             : {loop:7.2f} s  {60 * n / loop:7.1f} points/min  "

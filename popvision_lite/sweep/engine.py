@@ -36,12 +36,20 @@ from popvision_lite.sweep import point as pt
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.grid import Point
 
+PROFILE_WORKERS = False
 LOCAL_DASK_CONFIG = {
     # a worker death fails the task it ran at once (no silent retries by the scheduler): the engine decides
     # whether to run it again (MAX_ATTEMPTS) and reports it
     "distributed.scheduler.allowed-failures": 0,
     "distributed.scheduler.worker-saturation": 1.0,
+}
+# read by the nanny at every worker (re)start, so kept set in this process for the cluster's lifetime
+WORKER_RESTART_CONFIG = {
     "distributed.worker.daemon": False,  # isolate="process" starts child processes from the worker
+    # the statistical profiler samples the running task's stack every 10 ms for a dashboard this cluster does
+    # not serve (off: 107-115 vs 131-138 ms of CPU overhead per point in one paired run; noisy, see
+    # docs/performance.md)
+    "distributed.worker.profile.enabled": PROFILE_WORKERS,
 }
 WRITE_EVERY_S = 2.0
 # every local worker has one "sweep-slot" and every point needs one: the scheduler never queues a second point
@@ -107,7 +115,7 @@ def local_cluster(n_workers: int, memory_limit="auto"):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         # the nanny reads worker.daemon again at every worker restart (after a crash), so that one key stays
         # set in this process; the scheduler reads the others once, when it starts
-        dask.config.set({"distributed.worker.daemon": False})
+        dask.config.set(WORKER_RESTART_CONFIG)
         with dask.config.set(LOCAL_DASK_CONFIG):
             return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                 dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
