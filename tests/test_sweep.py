@@ -79,8 +79,8 @@ def test_grid_values_parse_like_toml_and_expand_to_the_product():
 @pytest.mark.parametrize("argv, needle", [
     (["--model", "mlp", "--grid", "bach=8,16"], "field 'bach': not a run-config field"),
     (["--model", "mlp"], "the grid is empty"),
-    (["--model", "mlp", "--grid", "batch=8,x"], "field 'batch': expected int"),
-    (["--model", "mlp", "--grid", "device=ipu-mk9"], "field 'device': unknown device"),
+    (["--model", "mlp", "--grid", "batch=8,x"], "field 'batch'"),  # type check of run_config (wording theirs)
+    (["--model", "mlp", "--grid", "device=ipu-mk9"], "ipu-mk9"),
     (["--model", "mlp", "--grid", "batch=" + ",".join(map(str, range(1, 102))),
       "--grid", "hidden=" + ",".join(map(str, range(1, 101)))], "10,100 points (over 10,000)"),
     (["--model", "mlp", "--grid", "batch=8", "--scheduler", "localhost"], "not a scheduler address"),

@@ -84,6 +84,16 @@ def test_click_opens_profile_and_two_picks_compare(qtbot, window, sweep_csv):
     qtbot.waitUntil(lambda: len(window.documents()) == 1, timeout=20000)
     assert Path(window.documents()[0].path) == Path(sig.args[0])
 
+    # Ctrl+click picks instead of opening
+    class CtrlClick:
+        def modifiers(self):
+            return Qt.ControlModifier
+
+    opened = []
+    v.open_requested.connect(opened.append)
+    item.sigClicked.emit(item, [item.points()[1]], CtrlClick())
+    assert not opened and v.picked == [int(item.points()[1].data())]
+
     # two rows picked in the table -> Compare picked opens compare mode with both profiles
     window.doc_tabs.setCurrentWidget(v)
     v.select_rows([0, 3])
@@ -107,6 +117,10 @@ def test_failed_point_cannot_be_opened_and_bad_csv_is_refused(qtbot, window, swe
     assert not got and "SIGSEGV" in v.hint.text()
     v.toggle_pick(5)
     assert v.picked == []  # a failed point has no profile to compare
+    v.toggle_pick(0)
+    v.toggle_pick(4)  # Ctrl+click on two points: the table shows them selected
+    assert v.picked == [0, 4] and v.compare_button.isEnabled()
+    assert sorted(v._row_of(ix.row()) for ix in v.table.selectionModel().selectedRows()) == [0, 4]
     shown = []
     monkeypatch.setattr(QMessageBox, "critical", lambda *a: shown.append(a[2]))
     other = tmp_path / "other.csv"

@@ -318,6 +318,13 @@ class SweepView(QWidget):
     def toggle_pick(self, i: int) -> None:
         picked = [p for p in self.picked if p != i] if i in self.picked else (self.picked + [i])[-2:]
         self.set_picked(picked)
+        sm = self.table.selectionModel()  # show the picks in the table too, without re-entering _table_selection
+        sm.blockSignals(True)
+        try:
+            self.select_rows(self.picked)
+        finally:
+            sm.blockSignals(False)
+        self.table.viewport().update()
 
     def set_picked(self, rows: list[int]) -> None:
         self.picked = [int(r) for r in rows if self.df.loc[int(r), "status"] == "ok"][-2:]
@@ -345,6 +352,7 @@ class SweepView(QWidget):
         for r in rows:
             t = pts.index(r)
             sm.select(self.model.index(t, 0), QItemSelectionModel.Select | QItemSelectionModel.Rows)
+            self.table.scrollTo(self.model.index(t, 0))
 
     def compare_picked(self) -> None:
         if len(self.picked) == 2:
