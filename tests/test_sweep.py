@@ -173,6 +173,13 @@ def test_segfault_in_a_point_fails_that_point_and_the_sweep_goes_on(client, tmp_
     assert o.ok == 1
 
 
+def test_point_timeout_fails_the_slow_point(client, tmp_path):
+    _, o = _sweep(client, tmp_path / "s", {"batch": [8]}, point_fn=sweep_fixtures.slow,
+                  point_timeout=sweep_fixtures.SLOW_S / 3)
+    assert o.failed == 1 and "timed out after" in o.rows[0]["error"]
+    assert not list((tmp_path / "s").rglob("*.tmp")) and not list((tmp_path / "s" / "profiles").iterdir())
+
+
 def test_cancel_keeps_finished_rows_and_resume_completes(client, tmp_path):
     folder = tmp_path / "s"
     grid = {"batch": [8, 16, 24, 32, 40, 48]}

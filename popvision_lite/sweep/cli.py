@@ -57,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "crash fails that point alone, with its signal named; worker: points run inside the "
                         "worker processes (faster for tiny points; a crash restarts the worker and the point "
                         "is tried once more)")
+    p.add_argument("--point-timeout", type=float, metavar="SECONDS",
+                   help="kill a point that runs longer and mark it failed (with --isolate process)")
     p.add_argument("--no-resume", action="store_true", help="run every point again, even finished ones")
     p.add_argument("-y", "--yes", action="store_true", help="allow a grid of more than 10,000 points")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
@@ -107,6 +109,11 @@ def plan(args):
     if not out_dir:
         out_dir = f"sweep-{Path(cfg_path).stem}" if cfg_path else "sweep-" + "-".join(grid)
     out = Path(out_dir)
+    if args.point_timeout is not None and not args.point_timeout > 0:
+        raise ConfigError(f"argument --point-timeout: expected a positive number of seconds, got {args.point_timeout}")
+    if args.point_timeout and args.isolate != "process":
+        raise ConfigError("argument --point-timeout: needs --isolate process (a point inside a worker cannot be "
+                          "stopped without stopping the worker)")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"argument -o/--output: {out} exists and is not a folder")
     if not out.parent.is_dir() and str(out.parent) not in ("", "."):
@@ -132,7 +139,8 @@ def run(args) -> int:
     progress = ProgressLine(enabled=not args.quiet)
     try:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=args.workers, client=client,
-                      isolate=args.isolate, resume=not args.no_resume, progress=progress)
+                      isolate=args.isolate, resume=not args.no_resume, progress=progress,
+                      point_timeout=args.point_timeout)
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
