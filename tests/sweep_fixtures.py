@@ -25,3 +25,11 @@ def crash_on_batch(spec, profile_path):
 def slow(spec, profile_path):
     time.sleep(SLOW_S)
     return emulate(spec, profile_path)
+
+
+def greedy(spec, profile_path):
+    """Needs 8 GiB of fresh memory before it emulates anything."""
+    import numpy as np
+
+    np.ones(2**30, dtype=np.float64).sum()
+    return emulate(spec, profile_path)

@@ -180,6 +180,13 @@ def test_point_timeout_fails_the_slow_point(client, tmp_path):
     assert not list((tmp_path / "s").rglob("*.tmp")) and not list((tmp_path / "s" / "profiles").iterdir())
 
 
+def test_point_memory_cap_turns_a_runaway_point_into_a_failed_row(client, tmp_path):
+    _, o = _sweep(client, tmp_path / "s", {"batch": [8]}, point_fn=sweep_fixtures.greedy, point_memory=3 * 2**30)
+    assert o.failed == 1 and "out of host memory (MemoryError" in o.rows[0]["error"]
+    _, o = _sweep(client, tmp_path / "t", {"batch": [8]}, point_memory=3 * 2**30)  # a normal point fits under it
+    assert o.ok == 1
+
+
 def test_cancel_keeps_finished_rows_and_resume_completes(client, tmp_path):
     folder = tmp_path / "s"
     grid = {"batch": [8, 16, 24, 32, 40, 48]}

@@ -59,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "is tried once more)")
     p.add_argument("--point-timeout", type=float, metavar="SECONDS",
                    help="kill a point that runs longer and mark it failed (with --isolate process)")
+    p.add_argument("--point-memory", type=float, metavar="GiB",
+                   help="address-space cap of each point's process: a point that needs more fails with "
+                        "MemoryError instead of pushing the machine into swap (with --isolate process)")
     p.add_argument("--no-resume", action="store_true", help="run every point again, even finished ones")
     p.add_argument("-y", "--yes", action="store_true", help="allow a grid of more than 10,000 points")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
@@ -111,6 +114,10 @@ def plan(args):
     out = Path(out_dir)
     if args.point_timeout is not None and not args.point_timeout > 0:
         raise ConfigError(f"argument --point-timeout: expected a positive number of seconds, got {args.point_timeout}")
+    if args.point_memory is not None and not args.point_memory > 0:
+        raise ConfigError(f"argument --point-memory: expected a positive number of GiB, got {args.point_memory}")
+    if args.point_memory and args.isolate != "process":
+        raise ConfigError("argument --point-memory: needs --isolate process")
     if args.point_timeout and args.isolate != "process":
         raise ConfigError("argument --point-timeout: needs --isolate process (a point inside a worker cannot be "
                           "stopped without stopping the worker)")
@@ -140,7 +147,8 @@ def run(args) -> int:
     try:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=args.workers, client=client,
                       isolate=args.isolate, resume=not args.no_resume, progress=progress,
-                      point_timeout=args.point_timeout)
+                      point_timeout=args.point_timeout,
+                      point_memory=int(args.point_memory * 2**30) if args.point_memory else None)
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

@@ -235,13 +235,14 @@ class ProgressLine:
 def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict | None = None,
               workers: int | None = None, scheduler: str | None = None, connect_timeout: float = 10.0,
               client=None, isolate: str = "process", point_fn: Callable | None = None, resume: bool = True,
-              point_timeout: float | None = None,
+              point_timeout: float | None = None, point_memory: int | None = None,
               progress: Callable[[Outcome, int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None) -> Outcome:
     """Run ``points`` and write the sweep folder; returns the outcome (rows in point order).
 
     ``isolate``: "process" (each point in its own process) or "worker" (inside the worker processes).
     ``point_timeout``: seconds after which a point's process is killed and the point failed (process mode).
+    ``point_memory``: bytes of address space a point's process may use (process mode; past it, MemoryError).
     ``client``: an existing ``distributed.Client`` to use as is (tests, notebooks).  KeyboardInterrupt
     is handled like ``should_cancel()``: the outcome comes back with ``cancelled=True``."""
     t0 = time.perf_counter()
@@ -310,7 +311,9 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
 
         def submit(p: Point):
             attempts[p.index] = attempts.get(p.index, 0) + 1
-            extra = {"timeout": point_timeout} if isolate == "process" and point_timeout else {}
+            extra = {}
+            if isolate == "process":
+                extra = {k: v for k, v in (("timeout", point_timeout), ("memory_bytes", point_memory)) if v}
             f = client.submit(fn, p.spec, target, p.config_hash, p.key, point_fn, pure=False, **extra,
                               key=f"sweep-point-{p.key}-{time.time_ns()}",
                               resources={SLOT: 1} if slots else None)

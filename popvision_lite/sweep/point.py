@@ -147,7 +147,7 @@ def _message(e: BaseException) -> str:
     if isinstance(e, PopvisionError):
         return str(e)
     if isinstance(e, MemoryError):
-        return "out of host memory (MemoryError)"
+        return "out of host memory (MemoryError: an allocation failed; raise --point-memory or use fewer workers)"
     return f"{type(e).__name__}: {e}"
 
 
@@ -196,15 +196,19 @@ def warm_up(isolate: str = "process") -> None:
             forkserver.ensure_running()
 
 
-def _child(conn, spec, out_dir, config_hash, key, point_fn) -> None:
+def _child(conn, spec, out_dir, config_hash, key, point_fn, memory_bytes=None) -> None:
     _child_setup()
+    if memory_bytes:  # address-space cap: an allocation past it raises MemoryError -> a failed row that says so
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (int(memory_bytes), int(memory_bytes)))
     row = run_point(spec, out_dir, config_hash, key, point_fn=point_fn)
     conn.send(row)
     conn.close()
 
 
 def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None,
-                       timeout: float | None = None) -> dict:
+                       timeout: float | None = None, memory_bytes: int | None = None) -> dict:
     """:func:`run_point` in a child process (forked from a fork server that has the emulator imported): a
     crash there (segfault, killed for memory) fails only this point, with the signal named, and the worker
     goes on.  ``point_fn`` must be importable by name."""
@@ -219,7 +223,7 @@ def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, poi
         return row
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, spec, str(out_dir), config_hash, key, point_fn),
+    proc = ctx.Process(target=_child, args=(send, spec, str(out_dir), config_hash, key, point_fn, memory_bytes),
                        name=f"sweep-point-{key}")
     proc.start()
     send.close()
