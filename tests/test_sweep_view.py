@@ -142,3 +142,17 @@ def test_no_prices_says_why_instead_of_an_empty_plot(qtbot, sweep_csv):
     assert "no [price]" in v.no_cost_text.textItem.toPlainText()
     assert not v.front.any() and "no prices" in v.cost_plot.getPlotItem().titleLabel.text
     assert sum(len(it.data) for it in v.throughput_items) == 3  # 2 fit + 1 does not fit; still plotted
+
+
+def test_series_join_points_that_differ_only_in_chips():
+    import pandas as pd
+
+    from popvision_lite.gui.views.sweep_view import _series
+
+    df = pd.DataFrame({"batch": [8, 16, 8, 16, 8, 32], "chips": [4, 1, 1, 4, 2, 1]})
+    x = df["chips"].to_numpy(dtype=float)
+    y = np.arange(6, dtype=float)
+    xs, ys = _series(df, ["batch"], x, y)
+    # batch 8: chips 1, 2, 4 (rows 2, 4, 0); batch 16: chips 1, 4 (rows 1, 3); batch 32 alone: not drawn
+    assert list(np.nan_to_num(xs, nan=-1)) == [1, 2, 4, -1, 1, 4]
+    assert list(np.nan_to_num(ys, nan=-1)) == [2, 4, 0, -1, 1, 3]

@@ -88,6 +88,36 @@ def _fit_range(plot, items) -> None:
     plot.setRange(xRange=(x0 - 0.08 * dx, x1 + 0.08 * dx), yRange=(y0 - 0.06 * dy, y1 + 0.3 * dy), padding=0)
 
 
+def _series(sub: pd.DataFrame, others: list[str], x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x, y of polylines joining the rows of ``sub`` that share every field in ``others`` (ordered by chips),
+    NaN between polylines; groups of one row draw nothing.  One sort, no per-group Python loop."""
+    if not len(sub):
+        return np.array([]), np.array([])
+    keys = [sub[c].astype(str).to_numpy() for c in others] if others else []
+    order = np.lexsort([sub["chips"].to_numpy(dtype=float), *reversed(keys)]) if keys else \
+        np.argsort(sub["chips"].to_numpy(dtype=float), kind="stable")
+    idx = sub.index.to_numpy()[order]
+    new = np.ones(len(idx), dtype=bool)  # True where a new group starts
+    if keys:
+        new[1:] = np.zeros(len(idx) - 1, dtype=bool)
+        for k in keys:
+            ks = k[order]
+            new[1:] |= ks[1:] != ks[:-1]
+    else:
+        new[1:] = False
+    group = np.cumsum(new)
+    sizes = np.bincount(group)
+    keep = sizes[group] > 1
+    idx, new = idx[keep], new[keep]
+    if not len(idx):
+        return np.array([]), np.array([])
+    # insert a NaN before every group start except the first
+    starts = np.flatnonzero(new)[1:]
+    xs = np.insert(x[idx].astype(float), starts, np.nan)
+    ys = np.insert(y[idx].astype(float), starts, np.nan)
+    return xs, ys
+
+
 def _log10(v) -> np.ndarray:
     v = np.asarray(v, dtype=float)
     out = np.full(v.shape, np.nan)
@@ -142,7 +172,7 @@ class SweepView(QWidget):
         self.table = make_table_view(self.model, "One row per sweep point; double-click to open its profile")
         self.table.setObjectName("sweep")
         self.table.setSelectionMode(QAbstractItemView.ExtendedSelection)
-        self.table.horizontalHeader().setResizeContentsPrecision(200)
+        self.table.horizontalHeader().setResizeContentsPrecision(25)  # 10,000 rows: sizes from the first rows
         self.table.resizeColumnsToContents()
         self.table.doubleClicked.connect(lambda idx: self._open_row(self._row_of(idx.row())))
         self.table.selectionModel().selectionChanged.connect(self._table_selection)
@@ -216,17 +246,11 @@ class SweepView(QWidget):
         # faint lines join the points that differ only in chips: how each configuration scales
         others = [g for g in self.grid if g not in ("ipus", "chips", "replicas", "pipeline_stages")]
         for i, d in enumerate(self._devices()):
-            xs, ys = [], []
-            sub = self.df[self.ok & (dev == d)]
-            for _, grp in (sub.groupby(others, dropna=False, sort=False) if others else [(None, sub)]):
-                grp = grp.sort_values("chips")
-                if len(grp) > 1:
-                    xs += [*chips[grp.index], np.nan]
-                    ys += [*sps[grp.index], np.nan]
-            if xs:
+            xs, ys = _series(self.df[self.ok & (dev == d)], others, chips, sps)
+            if len(xs):
                 c = QColor(DEVICE_COLORS[i % len(DEVICE_COLORS)])
                 c.setAlpha(90)
-                line = pg.PlotCurveItem(np.array(xs), np.array(ys), pen=pg.mkPen(c, width=1.2), connect="finite")
+                line = pg.PlotCurveItem(xs, ys, pen=pg.mkPen(c, width=1.2), connect="finite")
                 p.addItem(line)
                 self.series_items.append(line)
         for i, d in enumerate(self._devices()):
