@@ -52,6 +52,7 @@ SCRIPTS: dict[str, str] = {
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
     "sweep_throughput": "sweep points/minute on Dask, 1 vs 2 workers, overhead per point vs a plain loop (issue 17)",
+    "sweep_view": "opening a 10,000-point sweep in the desktop app: read, build, first paint (issue 17)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -74,6 +75,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
     "sweep_throughput": ["--quick"],
+    "sweep_view": ["--points", "1000"],
 }
 
 

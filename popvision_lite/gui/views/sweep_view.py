@@ -39,6 +39,9 @@ from popvision_lite.sweep.results import grid_names, pareto_front
 
 DEVICE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#e377c2"]
 NO_FIT = "#d62728"
+SERIES_AA_LIMIT = 400  # segments of scaling lines drawn antialiased; more are drawn aliased
+MAX_SERIES = 60  # per device; with more configurations the scaling lines are left out
+BIG = 1000  # points: smaller markers above this many
 PICK = "#00a0ff"
 TABLE_HEADERS = {"samples_per_second": "samples/s", "peak_tile_memory_pct": "peak tile mem %",
                  "cost_per_1m_samples_usd": "USD / 1M samples", "total_cycles": "cycles",
@@ -212,6 +215,8 @@ class SweepView(QWidget):
         return [{"pos": (x[i], y[i]), "data": int(i)} for i in np.flatnonzero(mask & np.isfinite(x) & np.isfinite(y))]
 
     def _scatter(self, plot, spots, name, symbol, color, size=10, filled=True) -> pg.ScatterPlotItem:
+        if len(self.df) > BIG:  # thousands of points: small markers, so the classes stay distinguishable
+            size = max(5, size // 2)
         c = QColor(color)
         item = pg.ScatterPlotItem(spots=spots, symbol=symbol, size=size, name=name,
                                   pen=pg.mkPen(c, width=1.5), brush=pg.mkBrush(c) if filled else None,
@@ -247,10 +252,14 @@ class SweepView(QWidget):
         others = [g for g in self.grid if g not in ("ipus", "chips", "replicas", "pipeline_stages")]
         for i, d in enumerate(self._devices()):
             xs, ys = _series(self.df[self.ok & (dev == d)], others, chips, sps)
-            if len(xs):
+            if 0 < int(np.isnan(xs).sum()) + 1 <= MAX_SERIES:  # hundreds of lines are a hairball, not a trend
                 c = QColor(DEVICE_COLORS[i % len(DEVICE_COLORS)])
                 c.setAlpha(90)
-                line = pg.PlotCurveItem(xs, ys, pen=pg.mkPen(c, width=1.2), connect="finite")
+                # antialiased translucent paths cost ~0.3 ms per segment to paint in Qt's raster engine (3.3 s
+                # for a 10,000-point sweep): thin aliased lines once there are many
+                many = len(xs) > SERIES_AA_LIMIT
+                line = pg.PlotCurveItem(xs, ys, pen=pg.mkPen(c, width=1 if many else 1.2), connect="finite",
+                                        antialias=not many)
                 p.addItem(line)
                 self.series_items.append(line)
         for i, d in enumerate(self._devices()):
