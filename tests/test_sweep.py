@@ -249,6 +249,17 @@ def test_cli_on_an_existing_scheduler(client, tmp_path, capsys):
     assert "2 ok (2 resumed)" in capsys.readouterr().out
 
 
+def test_sweep_file_with_base_config_and_grid(client, tmp_path):
+    f = tmp_path / "s.toml"
+    out = tmp_path / "from_toml"
+    f.write_text(f'model = "mlp"\noutput = "{out}"\n[model_args]\nhidden = 32\nlayers = 2\n'
+                 '[grid]\nbatch = [8]\ndevice = ["ipu-mk2", "bow"]\n')
+    assert main(["sweep", str(f), "--scheduler", client.scheduler.address, "-q"]) == 0
+    df = pvl.open_sweep(out)
+    assert list(df["device"]) == ["ipu-mk2", "ipu-bow"] and set(df["hidden"]) == {32}
+    assert df.attrs["grid"] == {"batch": [8], "device": ["ipu-mk2", "ipu-bow"]}
+
+
 # ----------------------------------------------------------------------------- results
 def test_open_sweep_refuses_other_files(tmp_path):
     f = tmp_path / "x.csv"
