@@ -260,6 +260,21 @@ def test_sweep_file_with_base_config_and_grid(client, tmp_path):
     assert df.attrs["grid"] == {"batch": [8], "device": ["ipu-mk2", "ipu-bow"]}
 
 
+def test_row_uses_the_emulators_throughput_and_step_time_when_it_reports_them(tmp_path):
+    """CONTRACT.md: ModelRun.samples_per_second (all replicas) and schedule['step_seconds'] win over
+    batch / (cycles / clock) once the emulator provides them."""
+    from popvision_lite.sweep.point import emulate, metrics
+
+    run = emulate({"model": "mlp", "device": "ipu-bow", "timing_only": True, "args": TINY}, None)
+    plain = metrics(run, "ipu-bow")
+    assert plain["samples_per_second_basis"].startswith("batch / step time")
+    run.samples_per_second, run.schedule = 1234.0, {"step_seconds": 0.5}
+    m = metrics(run, "ipu-bow")
+    assert m["samples_per_second"] == 1234.0 and m["samples_per_second_basis"].startswith("emulator")
+    assert m["step_seconds"] == 0.5
+    assert m["cost_per_1m_samples_usd"] == pytest.approx(1.67 * m["chips"] * 1e6 / 1234.0 / 3600)
+
+
 # ----------------------------------------------------------------------------- results
 def test_open_sweep_refuses_other_files(tmp_path):
     f = tmp_path / "x.csv"
