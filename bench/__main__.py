@@ -57,6 +57,8 @@ SCRIPTS: dict[str, str] = {
     "pipeline_speedup": "bert-mini per-sample time on 1 vs 2 vs 4 pipelined IPUs (issue 13)",
     "cost_model": "codelet cycles vs poplibs' estimators; GEMM % of peak; BERT-Large layer cycles (issue 14)",
     "validate": "emulator vs measured MLPerf IPU-POD16 BERT-Large / ResNet-50 throughput (issue 14)",
+    "sweep_throughput": "sweep points/minute on Dask, 1 vs 2 workers, overhead per point vs a plain loop (issue 17)",
+    "sweep_view": "opening a 10,000-point sweep in the desktop app: read, build, first paint (issue 17)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -86,6 +88,8 @@ QUICK_ARGS: dict[str, list[str]] = {
     "pipeline_speedup": ["--quick"],
     "cost_model": ["--quick"],
     "validate": ["--quick"],
+    "sweep_throughput": ["--quick"],
+    "sweep_view": ["--points", "1000"],
 }
 
 

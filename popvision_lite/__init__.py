@@ -38,6 +38,8 @@ def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: i
         with open(profile) as p:
             return _verdict(p, gpu=gpu, gpus=gpus, samples=samples)
     return _verdict(profile, gpu=gpu, gpus=gpus, samples=samples)
+
+
 def emulate_onnx(path, output=None, **options):
     """Import an ONNX model, emulate one inference step and return ``(run, profile)``.
 
@@ -51,6 +53,12 @@ def emulate_onnx(path, output=None, **options):
 
     run = _emulate(path, output, **options)
     return run, (open(output) if output else run.profile_data)
+def open_sweep(path):
+    """The results table of a ``popvision-lite sweep`` (its sweep.csv or folder) as a DataFrame;
+    see :func:`popvision_lite.sweep.results.open_sweep`."""
+    from popvision_lite.sweep.results import open_sweep as _open_sweep
+
+    return _open_sweep(path)
 
 
 __all__ = [
@@ -58,6 +66,7 @@ __all__ = [
     "__version__",
     "open",
     "emulate_onnx",
+    "open_sweep",
     "PopvisionError",
     "ProfileError",
     "DeviceSpecError",

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
     "verdict": ("popvision_lite.verdict_cli", "IPU or GPU? the emulated run next to an estimated GPU run, with cost"),
     "validate": ("popvision_lite.validation", "emulate the measured MLPerf IPU runs and compare throughput"),
+    "sweep": ("popvision_lite.sweep.cli", "emulate a grid of run configs on Dask; one results table"),
 }
 
 

@@ -28,8 +28,9 @@ from popvision_lite.gui import export as ex
 
 def _current_view(mw):
     dw = mw.current_document_widget()
-    if dw is None:
-        return None
+    if dw is None:  # a tab that is a view itself (a sweep's results) exports its own plots and tables
+        w = mw.doc_tabs.currentWidget() if mw.stack.currentWidget() is mw.doc_tabs else None
+        return w if hasattr(w, "plot_items") else None
     return dw.view(dw.keys()[dw.tabs.currentIndex()]) if dw.keys() else None
 
 

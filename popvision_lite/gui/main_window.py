@@ -41,7 +41,7 @@ from popvision_lite.gui.start_page import StartPage, bundled_samples
 from popvision_lite.gui.views import VIEW_REGISTRY, ViewNotAvailable
 from popvision_lite.gui.workers import Worker, start_task
 
-PROFILE_FILTER = "popvision-lite profiles (*.pvl);;All files (*)"
+PROFILE_FILTER = "popvision-lite profiles (*.pvl);;Sweep results (sweep.csv *.csv);;All files (*)"
 # Modules that add menus/actions to the window: each has ``install(main_window)``; a missing module
 # is skipped and one that fails is reported on stderr without taking the window down.
 EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.export_actions", "popvision_lite.gui.whatif")
@@ -287,10 +287,10 @@ class MainWindow(QMainWindow):
 
     # ----------------------------------------------------------------- documents
     def documents(self) -> list[Document]:
-        return [self.doc_tabs.widget(i).document for i in range(self.doc_tabs.count())]
+        return [w.document for w in self.document_widgets()]
 
     def document_widgets(self) -> list[DocumentWidget]:
-        return [self.doc_tabs.widget(i) for i in range(self.doc_tabs.count())]
+        return [w for i in range(self.doc_tabs.count()) if isinstance(w := self.doc_tabs.widget(i), DocumentWidget)]
 
     def current_document_widget(self) -> DocumentWidget | None:
         w = self.doc_tabs.currentWidget()
@@ -373,6 +373,11 @@ class MainWindow(QMainWindow):
         for p in paths:
             p = str(p)
             self.settings.setValue("last_dir", str(Path(p).resolve().parent))
+            if Path(p).suffix.lower() == ".csv" or Path(p).is_dir():  # a sweep's results table: its own tab
+                from popvision_lite.gui.views.sweep_view import open_sweep_tab
+
+                workers.append(open_sweep_tab(self, p))
+                continue
             workers.append(self.run_task(
                 load_document_data, p, title=f"Opening {Path(p).name}",
                 on_result=lambda res, p=p: self._loaded(p, res),

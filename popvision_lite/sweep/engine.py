@@ -1,0 +1,383 @@
+"""Run the points of a sweep on Dask (``dask.distributed``): docs/decisions/0005-sweeps-on-dask.md.
+
+* Default: a ``LocalCluster`` on loopback, one single-threaded worker *process* per core (at most one per
+  point), each under a nanny, each holding one "sweep-slot" resource so it runs one point at a time.
+  ``isolate="process"`` (the CLI default) runs every point in a child process of its worker: a crash
+  (segfault, killed for memory) fails that point alone with the signal named, and the worker lives on.
+  ``isolate="worker"`` runs points inside the workers (no interpreter start per point: faster for tiny
+  points); a point that kills its worker is resubmitted once (``MAX_ATTEMPTS``) and then marked failed.
+  Measured: the scheduler sometimes hands the dead worker's freed slot to another point before the worker
+  is removed, so an innocent point can be blamed too (docs/decisions/0005-sweeps-on-dask.md) - hence
+  the retry, and hence "process" as the default.
+* ``scheduler="tcp://host:8786"``: an existing cluster.  Workers write profiles and rows *themselves* into
+  the sweep folder, so that folder must be a path every worker sees (a shared file system); a worker that
+  cannot see it fails its points with that message.  Only the small rows travel back to the client.
+* Resume: a point whose ``rows/<key>.json`` holds its config hash with status ok and whose profile exists
+  is not run again.
+* Cancel (``should_cancel()`` true, or KeyboardInterrupt): pending points are cancelled, the local
+  cluster is closed (its workers stop), leftover temp files are removed (profiles and rows are
+  written by rename, so none is ever half-written) and the table is written with every finished row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from popvision_lite.errors import ConfigError
+from popvision_lite.sweep import point as pt
+from popvision_lite.sweep import results as res
+from popvision_lite.sweep.grid import Point
+
+PROFILE_WORKERS = False
+LOCAL_DASK_CONFIG = {
+    # a worker death fails the task it ran at once (no silent retries by the scheduler): the engine decides
+    # whether to run it again (MAX_ATTEMPTS) and reports it
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.scheduler.worker-saturation": 1.0,
+}
+# read by the nanny at every worker (re)start, so kept set in this process for the cluster's lifetime
+WORKER_RESTART_CONFIG = {
+    "distributed.worker.daemon": False,  # isolate="process" starts child processes from the worker
+    # the statistical profiler samples the running task's stack every 10 ms for a dashboard this cluster does
+    # not serve (off: 107-115 vs 131-138 ms of CPU overhead per point in one paired run; noisy, see
+    # docs/performance.md)
+    "distributed.worker.profile.enabled": PROFILE_WORKERS,
+}
+WRITE_EVERY_S = 2.0
+# every local worker has one "sweep-slot" and every point needs one: the scheduler never queues a second point
+# on a worker, so a worker that dies was running exactly one point, the one that gets the blame
+SLOT = "sweep-slot"
+MAX_ATTEMPTS = 2  # a point whose worker died is run once more before it is marked failed
+
+
+@dataclass
+class Outcome:
+    rows: list[dict] = field(default_factory=list)
+    ok: int = 0
+    failed: int = 0
+    resumed: int = 0
+    not_run: int = 0
+    cancelled: bool = False
+    workers: int = 0
+    results_path: Path | None = None
+    wall_seconds: float = 0.0
+
+
+def default_workers(n_points: int) -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, n_points))
+
+
+def _ignore_sigint() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def ignore_sigint_plugin():
+    """A WorkerPlugin that makes a worker ignore SIGINT: Ctrl+C in a terminal reaches every process of the
+    group, and the client (not each worker dying with a traceback) decides how the sweep stops."""
+    from distributed import WorkerPlugin
+
+    class IgnoreSigint(WorkerPlugin):
+        name = "popvision-sweep-ignore-sigint"
+
+        def setup(self, worker):
+            _ignore_sigint()
+
+    return IgnoreSigint()
+
+
+def local_cluster(n_workers: int, memory_limit="auto"):
+    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, no dashboard; its
+    workers ignore SIGINT (Ctrl+C is handled by the client)."""
+    import signal
+
+    import dask
+    from distributed import LocalCluster
+
+    old = signal.getsignal(signal.SIGINT) if _main_thread() else None
+    try:
+        if old is not None:  # workers started now inherit "ignored" (one restarted later: the plugin)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # the nanny reads worker.daemon again at every worker restart (after a crash), so that one key stays
+        # set in this process; the scheduler reads the others once, when it starts
+        dask.config.set(WORKER_RESTART_CONFIG)
+        with dask.config.set(LOCAL_DASK_CONFIG):
+            return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
+                                silence_logs=logging.ERROR, resources={SLOT: 1})
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def connect(address: str, timeout: float = 10.0):
+    """A Client of the Dask scheduler at ``address``; ConfigError naming the address when unreachable."""
+    from distributed import Client
+
+    if "://" not in address:
+        raise ConfigError(f"argument --scheduler: {address!r} is not a scheduler address; "
+                          "expected e.g. tcp://host:8786")
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise ConfigError(f"argument --scheduler: cannot reach the Dask scheduler at {address} "
+                          f"within {timeout:g} s ({type(e).__name__}: {e})") from None
+
+
+def resumable_row(out_dir, p: Point) -> dict | None:
+    """The stored row of ``p`` when the point need not run again: its row names the same config hash,
+    finished ok, and its profile exists."""
+    path = pt.row_path(out_dir, p.key)
+    try:
+        row = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(row, dict) or row.get("config_hash") != p.config_hash or row.get("status") != "ok":
+        return None
+    if not (Path(out_dir) / str(row.get("profile", ""))).is_file() or not row.get("profile"):
+        return None
+    return row
+
+
+def remove_temp_files(out_dir) -> int:
+    """Remove temp files a killed writer left (``.NAME.*.tmp``) in the sweep folder."""
+    n = 0
+    for sub in ("", pt.PROFILES, pt.ROWS):
+        folder = Path(out_dir) / sub
+        if not folder.is_dir():
+            continue
+        for f in folder.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                f.unlink()
+                n += 1
+    return n
+
+
+def stored_row(out_dir, p: Point) -> dict | None:
+    """The row a worker wrote for ``p`` (any status), when it names ``p``'s config hash."""
+    try:
+        row = json.loads(pt.row_path(out_dir, p.key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return row if isinstance(row, dict) and row.get("config_hash") == p.config_hash else None
+
+
+def _is_killed_worker(exc) -> bool:
+    from distributed import KilledWorker
+
+    return isinstance(exc, KilledWorker)
+
+
+def _failed_row(p: Point, message: str) -> dict:
+    row = pt.base_row(p.spec, p.config_hash, p.key)
+    row.update(status="failed", error=message, profile="")
+    return row
+
+
+def _error_message(exc: BaseException, attempts: int = 1) -> str:
+    if _is_killed_worker(exc):
+        return (f"the worker process died each time it ran this point ({attempts} tries): a crash such as a "
+                "segfault, or killed for using too much memory; the worker was restarted and the sweep "
+                "went on")
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ProgressLine:
+    """``sweep: 5/8 | 4 ok, 1 failed, 3 remaining | 2 workers | 12.3 s`` on stderr (\\r on a terminal)."""
+
+    def __init__(self, stream=None, enabled: bool = True):
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.t0 = time.perf_counter()
+        self._last = ""
+
+    def __call__(self, o: Outcome, total: int, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        done = o.ok + o.failed + o.resumed
+        line = (f"sweep: {done}/{total} | {o.ok + o.resumed} ok"
+                + (f" ({o.resumed} resumed)" if o.resumed else "")
+                + f", {o.failed} failed, {total - done} remaining | {o.workers} worker(s) | "
+                f"{time.perf_counter() - self.t0:.1f} s")
+        if line == self._last and not final:
+            return
+        self._last = line
+        if self.tty:
+            self.stream.write("\r" + line.ljust(80) + ("\n" if final else ""))
+        elif final or done != getattr(self, "_done", -1):
+            self.stream.write(line + "\n")
+        self._done = done
+        self.stream.flush()
+
+
+def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict | None = None,
+              workers: int | None = None, scheduler: str | None = None, connect_timeout: float = 10.0,
+              client=None, isolate: str = "process", point_fn: Callable | None = None, resume: bool = True,
+              point_timeout: float | None = None, point_memory: int | None = None,
+              progress: Callable[[Outcome, int], None] | None = None,
+              should_cancel: Callable[[], bool] | None = None) -> Outcome:
+    """Run ``points`` and write the sweep folder; returns the outcome (rows in point order).
+
+    ``isolate``: "process" (each point in its own process) or "worker" (inside the worker processes).
+    ``point_timeout``: seconds after which a point's process is killed and the point failed (process mode).
+    ``point_memory``: bytes of address space a point's process may use (process mode; past it, MemoryError).
+    ``client``: an existing ``distributed.Client`` to use as is (tests, notebooks).  KeyboardInterrupt
+    is handled like ``should_cancel()``: the outcome comes back with ``cancelled=True``."""
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / pt.PROFILES).mkdir(exist_ok=True)
+    (out / pt.ROWS).mkdir(exist_ok=True)
+    remove_temp_files(out)
+    if meta is None:
+        grid: dict[str, list] = {n: [] for n in grid_names}
+        for p in points:
+            for n in grid_names:
+                if p.values.get(n) not in grid[n]:
+                    grid[n].append(p.values.get(n))
+        meta = {"grid": grid, "points": len(points)}
+    res.write_meta(out, meta)
+    o = Outcome()
+    rows: dict[int, dict] = {}
+    todo: list[Point] = []
+    for p in points:
+        row = resumable_row(out, p) if resume else None
+        if row is not None:
+            rows[p.index] = row | {"point": p.index}
+            o.resumed += 1
+        else:
+            todo.append(p)
+    total = len(points)
+
+    write_cost = [0.0]
+
+    def write_table():
+        t = time.perf_counter()
+        o.rows = [rows[i] for i in sorted(rows)]
+        o.results_path = res.write_results(out, o.rows, grid_names)
+        write_cost[0] = time.perf_counter() - t
+
+    report = progress or (lambda *_: None)
+    if not todo:
+        write_table()
+        report(o, total)
+        o.wall_seconds = time.perf_counter() - t0
+        return o
+
+    own_cluster = None
+    own_client = None
+    futures = {}
+    try:
+        from distributed import Client, as_completed
+
+        if client is None:
+            if scheduler:
+                own_client = client = connect(scheduler, connect_timeout)
+            else:
+                own_cluster = local_cluster(workers or default_workers(len(todo)))
+                own_client = client = Client(own_cluster)
+                client.register_plugin(ignore_sigint_plugin())
+        info = client.scheduler_info(n_workers=-1).get("workers", {})
+        o.workers = len(info)
+        # one point per worker at a time where the workers offer the slot (our LocalCluster does)
+        slots = bool(info) and all(SLOT in (w.get("resources") or {}) for w in info.values())
+        with contextlib.suppress(Exception):  # imports (and fork servers) on every worker at once, not per point
+            client.run(pt.warm_up, isolate)
+        fn = pt.run_point_isolated if isolate == "process" else pt.run_point
+        target = str(out.resolve())
+        attempts: dict[int, int] = {}
+
+        def submit(p: Point):
+            attempts[p.index] = attempts.get(p.index, 0) + 1
+            extra = {}
+            if isolate == "process":
+                extra = {k: v for k, v in (("timeout", point_timeout), ("memory_bytes", point_memory)) if v}
+            f = client.submit(fn, p.spec, target, p.config_hash, p.key, point_fn, pure=False, **extra,
+                              key=f"sweep-point-{p.key}-{time.time_ns()}",
+                              resources={SLOT: 1} if slots else None)
+            futures[f.key] = (f, p)
+            return f
+
+        ac = as_completed([submit(p) for p in todo])
+        last_write = time.perf_counter()
+        report(o, total)
+        while not ac.is_empty():
+            for f in ac.next_batch(block=False):
+                _, p = futures.pop(f.key)
+                if f.status == "finished":
+                    row = f.result()
+                elif f.status == "cancelled":
+                    continue
+                elif f.status == "lost":
+                    # finished, but its worker died (on a later point) before the row was fetched: the row
+                    # is on disk; if it is not, run the point again
+                    row = stored_row(out, p)
+                    if row is None:
+                        ac.add(submit(p))
+                        continue
+                else:
+                    exc = f.exception()
+                    if _is_killed_worker(exc) and attempts[p.index] < MAX_ATTEMPTS:
+                        ac.add(submit(p))  # maybe it only shared the worker with the point that crashed
+                        continue
+                    row = _failed_row(p, _error_message(exc, attempts[p.index]))
+                rows[p.index] = row | {"point": p.index}
+                if row.get("status") == "ok":
+                    o.ok += 1
+                else:
+                    o.failed += 1
+                report(o, total)
+            if should_cancel is not None and should_cancel():
+                raise KeyboardInterrupt
+            # the table is rewritten while the sweep runs (finished rows survive a crash of the client too), at
+            # most ~10 % of the client's time: 10,000 rows take ~1 s to write as CSV on a loaded 2-core machine
+            if time.perf_counter() - last_write > max(WRITE_EVERY_S, 10 * write_cost[0]):
+                write_table()
+                last_write = time.perf_counter()
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        o.cancelled = True
+        if client is not None and futures:
+            with contextlib.suppress(Exception):
+                client.cancel([f for f, _ in futures.values()], force=True)
+    finally:
+        if own_client is not None:
+            with contextlib.suppress(Exception):
+                own_client.close()
+        if own_cluster is not None:
+            with contextlib.suppress(Exception):
+                own_cluster.close()
+        remove_temp_files(out)
+        if o.cancelled:  # points that finished on a worker after the client stopped listening
+            for p in todo:
+                row = resumable_row(out, p) if p.index not in rows else None
+                if row is not None:
+                    rows[p.index] = row | {"point": p.index}
+                    o.ok += 1
+        o.not_run = total - len(rows)
+        write_table()
+        report(o, total)
+        o.wall_seconds = time.perf_counter() - t0
+    return o

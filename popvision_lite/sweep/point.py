@@ -1,0 +1,295 @@
+"""One sweep point: emulate, write its profile and its results row (runs on a Dask worker).
+
+``run_point`` never raises for a problem of the point itself (invalid combination, emulator error,
+unwritable folder): it returns a row with ``status = "failed"`` and the message.  A point that kills its
+process (segfault, out of memory) is turned into a failed row by the client (``engine.py``).
+
+Files, all written atomically (temp file + rename), in the sweep folder:
+``profiles/<key>.pvl`` then ``rows/<key>.json`` (the row names its config hash; resume trusts a point
+only when both exist and the hash matches).
+
+``run_point_isolated`` runs a point in its own process forked from a fork server that has the emulator
+imported (the ``--isolate process`` mode).  ``python -m popvision_lite.sweep.point SPEC_JSON OUT_DIR HASH
+KEY`` runs one point from a shell and prints its row as JSON (debugging).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+PROFILES = "profiles"
+ROWS = "rows"
+
+
+def profile_relpath(key: str) -> str:
+    return f"{PROFILES}/{key}.pvl"
+
+
+def row_path(out_dir, key: str) -> Path:
+    return Path(out_dir) / ROWS / f"{key}.json"
+
+
+def price_per_chip_hour(device: str) -> tuple[float | None, str]:
+    """(USD per chip-hour, '' or the reason there is none) from the device spec's [price] table."""
+    from popvision_lite.devices import load_device
+    from popvision_lite.errors import PopvisionError
+
+    try:
+        spec = load_device(device)
+    except PopvisionError as e:
+        return None, f"device spec unreadable: {e}"
+    price = spec.usd_per_hour
+    if price is None:
+        return None, f"no [price] in the {device} device spec"
+    return float(price), ""
+
+
+def metrics(run, device: str) -> dict:
+    """Row numbers of a finished emulation (``ModelRun``)."""
+    from popvision_lite.emulator.cli import summarize
+
+    s = summarize(run.profile_data, run)
+    split = s["split"]
+    busy = max(1, sum(split.values()))
+    cfg = run.cfg
+    chips = int(getattr(cfg, "ipus", 1) or 1)
+    sps = getattr(run, "samples_per_second", None)
+    if sps is not None and sps > 0:
+        sps_basis = "emulator (ModelRun.samples_per_second)"
+    else:
+        sps = cfg.batch / s["seconds"] if s["seconds"] > 0 else float("nan")
+        sps_basis = "batch / step time (no samples_per_second from the emulator)"
+    # the schedule (multi-IPU runs, CONTRACT.md) knows the real step time; else cycles / clock
+    schedule = getattr(run, "schedule", None) or {}
+    step = schedule.get("step_seconds") or s["seconds"]
+    price, why = price_per_chip_hour(device)
+    if price is not None and sps > 0 and math.isfinite(sps):
+        cost = price * chips * (1e6 / sps) / 3600.0
+        cost_note = f"{price} USD/chip-hour x {chips} chip(s) (device spec [price])"
+    else:
+        cost = float("nan")
+        cost_note = why or "no throughput"
+    return dict(
+        fits=bool(s["fits"]),
+        chips=chips,
+        peak_tile_memory_pct=100.0 * s["peak_bytes"] / s["capacity"],
+        peak_tile=s["peak_tile"],
+        samples_per_second=float(sps),
+        samples_per_second_basis=sps_basis,
+        total_cycles=int(s["total_cycles"]),
+        step_seconds=float(step),
+        compute_share=split.get("compute", 0) / busy,
+        exchange_share=(split.get("exchange_internal", 0) + split.get("exchange_global", 0)) / busy,
+        sync_share=split.get("sync", 0) / busy,
+        stream_copy_share=split.get("stream_copy", 0) / busy,
+        usd_per_chip_hour=price if price is not None else float("nan"),
+        cost_per_1m_samples_usd=cost,
+        cost_note=cost_note,
+    )
+
+
+def _write_json_atomic(path: Path, obj: dict) -> None:
+    from popvision_lite.profile._atomic import atomic_text
+
+    with atomic_text(path) as fh:
+        json.dump(obj, fh, default=_json_default)
+
+
+def _json_default(o):
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    return str(o)
+
+
+def base_row(spec: dict, config_hash: str, key: str) -> dict:
+    return {"config_hash": config_hash, "key": key, "model": spec["model"], "device": spec["device"],
+            "timing_only": spec["timing_only"], **spec["args"]}
+
+
+def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None) -> dict:
+    """Emulate ``spec`` and write ``profiles/<key>.pvl`` and ``rows/<key>.json`` under ``out_dir``.
+
+    ``point_fn(spec, profile_path) -> ModelRun`` replaces the emulation (tests, benchmarks)."""
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    row = base_row(spec, config_hash, key)
+    row.update(status="failed", error="", profile="", host=socket.gethostname(), pid=os.getpid())
+    out = Path(out_dir)
+    try:
+        if not out.is_dir():
+            raise FileNotFoundError(f"sweep folder {out_dir} is not visible on worker host {socket.gethostname()}; "
+                                    "with --scheduler the folder must be a path every worker shares")
+        (out / PROFILES).mkdir(exist_ok=True)
+        (out / ROWS).mkdir(exist_ok=True)
+        rel = profile_relpath(key)
+        run = (point_fn or emulate)(spec, str(out / rel))
+        # every resolved model field (defaults included); 'model' stays the name given (bert-base, not bert)
+        row.update({k: v for k, v in run.cfg.to_dict().items() if k != "model"})
+        row.update(metrics(run, spec["device"]))
+        row.update(status="ok", profile=rel)
+    except Exception as e:  # noqa: BLE001 - every failure of a point becomes its row, never the sweep's end
+        row["error"] = _message(e)
+    row["wall_seconds"] = time.perf_counter() - t0
+    row["cpu_seconds"] = time.process_time() - c0
+    try:
+        _write_json_atomic(row_path(out, key), row)
+    except Exception as e:  # noqa: BLE001
+        row.update(status="failed", error=f"{row['error']}; row not written: {_message(e)}".lstrip("; "))
+    return row
+
+
+def _message(e: BaseException) -> str:
+    from popvision_lite.errors import PopvisionError
+
+    if isinstance(e, PopvisionError):
+        return str(e)
+    if isinstance(e, MemoryError):
+        return "out of host memory (MemoryError: an allocation failed; raise --point-memory or use fewer workers)"
+    return f"{type(e).__name__}: {e}"
+
+
+def emulate(spec: dict, profile_path: str):
+    """The default point: ``run_model`` of the spec, profile written to ``profile_path``."""
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    cfg = make_config(spec["model"], **spec["args"])
+    return run_model(cfg, device=spec["device"], timing_only=spec["timing_only"], profile_path=profile_path)
+
+
+_CONTEXT = None
+# imported once by the fork server, so a point's process starts in milliseconds instead of paying an
+# interpreter start and these imports (~0.5 s idle, seconds on a loaded machine: docs/performance.md)
+PRELOAD = ["popvision_lite.sweep.point", "popvision_lite.emulator.models.emulated", "popvision_lite.emulator.cli",
+           "popvision_lite.profile.writer", "popvision_lite.devices"]
+
+
+def _context():
+    """multiprocessing's fork server with the emulator preloaded (spawn where there is no fork server)."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        import multiprocessing as mp
+
+        try:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+        except ValueError:
+            ctx = mp.get_context("spawn")
+        _CONTEXT = ctx
+    return _CONTEXT
+
+
+def warm_up(isolate: str = "process") -> None:
+    """Import the emulator in this worker (and start its fork server), so the first point does not pay it."""
+    import importlib
+
+    for m in PRELOAD:
+        importlib.import_module(m)
+    if isolate == "process":
+        ctx = _context()
+        if ctx.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+
+
+def _child(conn, spec, out_dir, config_hash, key, point_fn, memory_bytes=None) -> None:
+    _child_setup()
+    if memory_bytes:  # address-space cap: an allocation past it raises MemoryError -> a failed row that says so
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (int(memory_bytes), int(memory_bytes)))
+    row = run_point(spec, out_dir, config_hash, key, point_fn=point_fn)
+    conn.send(row)
+    conn.close()
+
+
+def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None,
+                       timeout: float | None = None, memory_bytes: int | None = None) -> dict:
+    """:func:`run_point` in a child process (forked from a fork server that has the emulator imported): a
+    crash there (segfault, killed for memory) fails only this point, with the signal named, and the worker
+    goes on.  ``point_fn`` must be importable by name."""
+    import multiprocessing as mp
+    import signal
+
+    t0 = time.perf_counter()
+    if mp.current_process().daemon:
+        row = base_row(spec, config_hash, key)
+        row.update(status="failed", profile="", error="--isolate process needs workers that may start processes: "
+                   "set distributed.worker.daemon to False on the cluster, or use --isolate worker")
+        return row
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, spec, str(out_dir), config_hash, key, point_fn, memory_bytes),
+                       name=f"sweep-point-{key}")
+    proc.start()
+    send.close()
+    row = None
+    timed_out = False
+    try:
+        if recv.poll(timeout):
+            row = recv.recv()
+        else:
+            timed_out = True
+    except (EOFError, OSError):
+        row = None  # the child died before sending its row
+    finally:
+        recv.close()
+    if timed_out:
+        proc.kill()
+    proc.join(5 if row is not None else None)
+    if row is not None:
+        return row
+    row = base_row(spec, config_hash, key)
+    code = proc.exitcode
+    if timed_out:
+        why = f"timed out after {timeout} s"
+    elif code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        why = f"the point's process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    else:
+        why = f"the point's process exited with status {code} without a result"
+    row.update(status="failed", error=why, profile="", host=socket.gethostname(), pid=os.getpid(),
+               wall_seconds=time.perf_counter() - t0)
+    return row
+
+
+def _child_setup() -> None:
+    """In the point's process: Ctrl+C stops it at once (SIG_DFL: no traceback; its worker ignores SIGINT),
+    and it dies with its parent (Linux PR_SET_PDEATHSIG) instead of running on after a cancelled sweep."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+
+
+def _main(argv: list[str]) -> int:
+    import importlib
+
+    spec, out_dir, h, key = json.loads(argv[0]), argv[1], argv[2], argv[3]
+    fn = None
+    if len(argv) > 4 and argv[4]:
+        mod, _, name = argv[4].partition(":")
+        fn = getattr(importlib.import_module(mod), name)
+    row = run_point(spec, out_dir, h, key, point_fn=fn)
+    print(json.dumps(row, default=_json_default))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,148 @@
+"""The sweep results table: one CSV row per point (decision: docs/decisions/0005-sweeps-on-dask.md).
+
+``<folder>/sweep.csv`` holds, per point: its index and status (ok / failed) with the error, the grid
+values and every resolved config field, fits, peak tile memory %, samples/s (and what it is based
+on), cycles, step time, compute / exchange / sync / stream-copy shares of the BSP step time, the price
+per chip-hour and the estimated cost per 1 M samples (empty with the reason when the device spec has
+no price), the profile path (relative to the folder) and the config hash.
+``<folder>/sweep.json`` records the grid and the base config.
+
+``open_sweep(path)`` reads it back as a DataFrame (``pvl.open_sweep``); ``pareto_front`` marks the
+points no other point beats on both throughput and cost.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.errors import ProfileError
+
+RESULTS = "sweep.csv"
+META = "sweep.json"
+LEAD = ["point", "status", "error"]
+METRICS = ["fits", "chips", "peak_tile_memory_pct", "peak_tile", "samples_per_second", "samples_per_second_basis",
+           "total_cycles", "step_seconds", "compute_share", "exchange_share", "sync_share",
+           "stream_copy_share", "usd_per_chip_hour", "cost_per_1m_samples_usd", "cost_note"]
+TAIL = ["profile", "config_hash", "key", "wall_seconds", "cpu_seconds", "host"]
+REQUIRED = {"status", "config_hash", "profile", "samples_per_second", "fits"}
+
+
+def columns(rows: list[dict], grid_names: list[str]) -> list[str]:
+    """Lead columns, the grid fields, the other config fields (in first-seen order), metrics, tail."""
+    seen: list[str] = []
+    fixed = set(LEAD) | set(METRICS) | set(TAIL) | {"pid"}
+    for r in rows:
+        for k in r:
+            if k not in fixed and k not in grid_names and k not in seen:
+                seen.append(k)
+    return LEAD + list(grid_names) + seen + METRICS + TAIL
+
+
+def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
+    """Write ``sweep.csv`` atomically (rows in point order)."""
+    from popvision_lite.profile._atomic import atomic_text
+
+    path = Path(out_dir) / RESULTS
+    df = pd.DataFrame(rows)
+    cols = columns(rows, grid_names)
+    df = df.reindex(columns=cols)
+    if len(df):
+        df = df.sort_values("point", kind="stable")
+    with atomic_text(path, newline="") as fh:
+        df.to_csv(fh, index=False)
+    return path
+
+
+def write_meta(out_dir, meta: dict) -> Path:
+    from popvision_lite.profile._atomic import atomic_text
+
+    path = Path(out_dir) / META
+    with atomic_text(path) as fh:
+        json.dump(meta, fh, indent=1, default=str)
+    return path
+
+
+def is_sweep_results(path) -> bool:
+    """True for a sweep results CSV (or a folder holding one): its header names the sweep columns."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS
+    if p.suffix.lower() != ".csv" or not p.is_file():
+        return False
+    try:
+        with open(p, encoding="utf-8") as fh:
+            head = set(fh.readline().strip().split(","))
+    except (OSError, UnicodeDecodeError):
+        return False
+    return REQUIRED <= head
+
+
+def open_sweep(path) -> pd.DataFrame:
+    """The results of a sweep as a DataFrame, one row per point.
+
+    ``path`` is the results CSV or the sweep folder.  ``profile`` holds absolute paths (empty for failed
+    points); ``df.attrs`` has ``path``, ``folder`` and, when ``sweep.json`` is there, ``grid``
+    ({field: [values]}) and ``base``.  Raises ProfileError naming the file when it is not a sweep table.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS
+    if not p.exists():
+        raise ProfileError(p, "no such sweep results file (popvision-lite sweep writes <folder>/sweep.csv)")
+    try:
+        df = pd.read_csv(p, keep_default_na=True)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise ProfileError(p, f"cannot read as a sweep results table: {e}") from None
+    missing = REQUIRED - set(df.columns)
+    if missing:
+        raise ProfileError(p, f"not a sweep results table: column(s) {', '.join(sorted(missing))} missing")
+    folder = p.parent.resolve()
+    df["profile"] = [str(folder / v) if isinstance(v, str) and v else "" for v in df["profile"]]
+    if "error" in df:
+        df["error"] = [v if isinstance(v, str) else "" for v in df["error"]]
+    for col in ("fits", "timing_only"):
+        if col in df and df[col].dtype == object:
+            df[col] = df[col].map({True: True, False: False, "True": True, "False": False})
+    df.attrs["path"] = str(p.resolve())
+    df.attrs["folder"] = str(folder)
+    meta = p.parent / META
+    if meta.is_file():
+        try:
+            m = json.loads(meta.read_text(encoding="utf-8"))
+            df.attrs["grid"] = m.get("grid", {})
+            df.attrs["base"] = m.get("base", {})
+        except (OSError, ValueError):
+            pass
+    return df
+
+
+def grid_names(df: pd.DataFrame) -> list[str]:
+    """The fields the sweep varied: from sweep.json, else the config columns with more than one value."""
+    grid = df.attrs.get("grid")
+    if grid:
+        return [k for k in grid if k in df.columns]
+    fixed = set(LEAD) | set(METRICS) | set(TAIL) | {"pid"}
+    return [c for c in df.columns if c not in fixed and df[c].nunique(dropna=True) > 1]
+
+
+def pareto_front(throughput, cost) -> np.ndarray:
+    """Boolean mask of the points on the Pareto front: no other point has higher-or-equal throughput and
+    lower-or-equal cost with at least one strictly better.  NaN / non-positive entries are never on it."""
+    x = np.asarray(throughput, dtype=float)
+    y = np.asarray(cost, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0)
+    front = np.zeros(len(x), dtype=bool)
+    idx = np.flatnonzero(ok)
+    # sort by throughput descending, then cost ascending: a point is on the front when its cost is below
+    # every cost seen so far (those have at least its throughput)
+    order = idx[np.lexsort((y[idx], -x[idx]))]
+    best = np.inf
+    for i in order:
+        if y[i] < best:
+            front[i] = True
+            best = y[i]
+    return front

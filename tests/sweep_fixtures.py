@@ -1,0 +1,35 @@
+"""Point functions for tests/test_sweep.py, importable by Dask workers and by the per-point child
+processes (they must be module-level names)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from popvision_lite.sweep.point import emulate
+
+CRASH_BATCH = 16  # the point with this batch kills its own process with SIGSEGV
+KILL_BATCH = 24  # ... and this one with SIGKILL, as the kernel's out-of-memory killer would
+SLOW_S = 0.6
+
+
+def crash_on_batch(spec, profile_path):
+    if spec["args"].get("batch") == CRASH_BATCH:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if spec["args"].get("batch") == KILL_BATCH:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return emulate(spec, profile_path)
+
+
+def slow(spec, profile_path):
+    time.sleep(SLOW_S)
+    return emulate(spec, profile_path)
+
+
+def greedy(spec, profile_path):
+    """Needs 8 GiB of fresh memory before it emulates anything."""
+    import numpy as np
+
+    np.ones(2**30, dtype=np.float64).sum()
+    return emulate(spec, profile_path)

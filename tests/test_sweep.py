@@ -1,0 +1,291 @@
+"""popvision-lite sweep: grids, the Dask engine (2 worker processes on loopback), rows, failure isolation,
+resume, cancellation, the results table and bad input."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.cli import main
+from popvision_lite.emulator.models.workloads import ModelConfig
+from popvision_lite.errors import ConfigError, ProfileError
+from popvision_lite.sweep import engine
+from popvision_lite.sweep import grid as g
+from popvision_lite.sweep.results import pareto_front
+
+sweep_fixtures = pytest.importorskip("sweep_fixtures")
+TINY = {"hidden": 32, "layers": 2}
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    cluster = engine.local_cluster(2)
+    c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _points(grid, model="mlp", args=TINY):
+    base = g.Base(model=model, model_args=dict(args))
+    grid = g.check_grid(grid, "test")
+    return g.expand(base, grid), list(grid)
+
+
+def _sweep(client, folder, grid, **kw):
+    pts, names = _points(grid)
+    return pts, engine.run_sweep(pts, folder, grid_names=names, client=client, **kw)
+
+
+# ----------------------------------------------------------------------------- grids
+def test_grid_fields_are_read_from_the_config_definitions(monkeypatch):
+    fields = set(g.grid_fields())
+    assert ModelConfig.field_names() <= fields and {"device", "timing_only"} <= fields
+    assert "output" not in fields and "model_args" not in fields
+    with pytest.raises(ConfigError, match="field 'replicas'"):
+        g.check_grid({"replicas": [1, 2]}, "t")
+    # a field another part adds to ModelConfig is sweepable at once, with no list to update here
+    real = ModelConfig.field_names
+    monkeypatch.setattr(ModelConfig, "field_names", classmethod(lambda cls: real() | {"replicas"}))
+    assert g.check_grid({"replicas": [1, 2]}, "t") == {"replicas": [1, 2]}
+
+
+def test_grid_values_parse_like_toml_and_expand_to_the_product():
+    grid = g.parse_grid_args(["batch=8,16", "device=ipu-mk2,bow", "recompute=true,false", "lr=0.5",
+                              "layer_split=[1,2],[3,0]"])
+    assert grid == {"batch": [8, 16], "device": ["ipu-mk2", "bow"], "recompute": [True, False], "lr": [0.5],
+                    "layer_split": [[1, 2], [3, 0]]}
+    pts, _ = _points({"batch": [8, 16], "device": ["ipu-mk2", "bow"]})
+    assert [(p.spec["args"]["batch"], p.spec["device"]) for p in pts] == [
+        (8, "ipu-mk2"), (8, "ipu-bow"), (16, "ipu-mk2"), (16, "ipu-bow")]
+    assert len({p.config_hash for p in pts}) == 4
+    # the hash is of what is emulated: the same point from another grid order has the same hash
+    again, _ = _points({"device": ["ipu-bow"], "batch": [16]})
+    assert again[0].config_hash == pts[3].config_hash
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--model", "mlp", "--grid", "bach=8,16"], "field 'bach': not a run-config field"),
+    (["--model", "mlp"], "the grid is empty"),
+    (["--model", "mlp", "--grid", "batch=8,x"], "field 'batch'"),  # type check of run_config (wording theirs)
+    (["--model", "mlp", "--grid", "device=ipu-mk9"], "ipu-mk9"),
+    (["--model", "mlp", "--grid", "batch=" + ",".join(map(str, range(1, 102))),
+      "--grid", "hidden=" + ",".join(map(str, range(1, 101)))], "10,100 points (over 10,000)"),
+    (["--model", "mlp", "--grid", "batch=8", "--scheduler", "localhost"], "not a scheduler address"),
+    (["--model", "mlp", "--grid", "batch=8", "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "0.5"],
+     "cannot reach the Dask scheduler at tcp://127.0.0.1:1"),
+])
+def test_bad_input_exits_2_naming_the_problem(tmp_path, capsys, argv, needle):
+    assert main(["sweep", *argv, "-o", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_bad_sweep_file_names_file_and_field(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text('model = "mlp"\nhidden = 32\n[grid]\nbatch = [8]\noptimiser = ["adam"]\n')
+    assert main(["sweep", str(f)]) == 2
+    assert f"{f}: [grid]: field 'optimiser'" in capsys.readouterr().err
+    f.write_text('model = "mlp"\n[grid]\n')
+    assert main(["sweep", str(f)]) == 2
+    assert "the grid is empty" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- running
+def test_rows_profiles_and_costs(client, tmp_path):
+    pts, o = _sweep(client, tmp_path / "s", {"batch": [8, 16], "device": ["ipu-mk2", "ipu-bow"]})
+    assert (o.ok, o.failed, o.cancelled) == (4, 0, False)
+    df = pvl.open_sweep(tmp_path / "s")
+    assert list(df["point"]) == [0, 1, 2, 3] and set(df["status"]) == {"ok"}
+    assert list(df.columns[:5]) == ["point", "status", "error", "batch", "device"]
+    for _, r in df.iterrows():
+        p = pvl.open(r["profile"])  # every profile is complete and matches its row
+        try:
+            assert p.run["config"]["batch"] == r["batch"] and p.run["config"]["device"] == r["device"]
+            assert int(p.run["total_cycles"]) == r["total_cycles"]
+        finally:
+            p.close()
+        assert r["samples_per_second"] == pytest.approx(r["batch"] / r["step_seconds"])
+        shares = r["compute_share"] + r["exchange_share"] + r["sync_share"] + r["stream_copy_share"]
+        assert shares == pytest.approx(1.0) and 0 < r["peak_tile_memory_pct"] < 100 and r["fits"]
+    mk2, bow = df[df.device == "ipu-mk2"], df[df.device == "ipu-bow"]
+    assert mk2["cost_per_1m_samples_usd"].isna().all()
+    assert (mk2["cost_note"] == "no [price] in the ipu-mk2 device spec").all()
+    want = 1.67 * 1 * 1e6 / bow["samples_per_second"] / 3600  # ipu-bow.toml [price] 1.67 USD per IPU-hour
+    assert np.allclose(bow["cost_per_1m_samples_usd"], want)
+    # same cycles, faster clock: Bow is quicker per sample than Mk2 for the same point
+    assert (bow["samples_per_second"].to_numpy() > mk2["samples_per_second"].to_numpy()).all()
+    assert df.attrs["grid"] == {"batch": [8, 16], "device": ["ipu-mk2", "ipu-bow"]}
+
+
+def test_resume_skips_finished_points_and_reruns_changed_ones(client, tmp_path):
+    folder = tmp_path / "s"
+    pts, o = _sweep(client, folder, {"batch": [8, 16, 24]})
+    assert o.ok == 3
+    mtimes = {p.key: (folder / "profiles" / f"{p.key}.pvl").stat().st_mtime_ns for p in pts}
+    _, again = _sweep(client, folder, {"batch": [8, 16, 24]})
+    assert (again.resumed, again.ok, again.failed) == (3, 0, 0)
+    assert {p.key: (folder / "profiles" / f"{p.key}.pvl").stat().st_mtime_ns for p in pts} == mtimes
+    (folder / "rows" / f"{pts[0].key}.json").unlink()  # row missing -> runs again
+    (folder / "profiles" / f"{pts[1].key}.pvl").unlink()  # profile missing -> runs again
+    _, third = _sweep(client, folder, {"batch": [8, 16, 24]})
+    assert (third.resumed, third.ok) == (1, 2)
+    assert len(pd.read_csv(folder / "sweep.csv")) == 3
+
+
+def test_invalid_combination_fails_its_point_only(client, tmp_path):
+    _, o = _sweep(client, tmp_path / "s", {"precision": ["fp16", "fp8"]})
+    assert (o.ok, o.failed) == (1, 1)
+    bad = o.rows[1]
+    assert bad["status"] == "failed" and "precision" in bad["error"] and not bad["profile"]
+    df = pvl.open_sweep(tmp_path / "s" / "sweep.csv")
+    assert df.loc[1, "profile"] == "" and "fp8" in df.loc[1, "error"]
+
+
+def test_segfault_in_a_point_fails_that_point_and_the_sweep_goes_on(client, tmp_path):
+    pts, o = _sweep(client, tmp_path / "p", {"batch": [8, 16, 24, 32]}, isolate="process",
+                    point_fn=sweep_fixtures.crash_on_batch)
+    by_batch = {r["batch"]: r for r in o.rows}
+    assert by_batch[16]["status"] == "failed" and "killed by SIGSEGV" in by_batch[16]["error"]
+    assert by_batch[24]["status"] == "failed" and "killed by SIGKILL (out of memory?)" in by_batch[24]["error"]
+    assert by_batch[8]["status"] == by_batch[32]["status"] == "ok"
+    # in-worker mode: the crash kills the worker itself; the nanny restarts it and the point is marked failed
+    _, o = _sweep(client, tmp_path / "w", {"batch": [8, 16]}, isolate="worker",
+                  point_fn=sweep_fixtures.crash_on_batch)
+    by_batch = {r["batch"]: r for r in o.rows}
+    assert len(o.rows) == 2 and by_batch[16]["status"] == "failed"
+    assert "worker process died" in by_batch[16]["error"]
+    # the pool is whole again afterwards: a new sweep on the same cluster runs normally
+    _, o = _sweep(client, tmp_path / "after", {"batch": [8]})
+    assert o.ok == 1
+
+
+def test_point_timeout_fails_the_slow_point(client, tmp_path):
+    _, o = _sweep(client, tmp_path / "s", {"batch": [8]}, point_fn=sweep_fixtures.slow,
+                  point_timeout=sweep_fixtures.SLOW_S / 3)
+    assert o.failed == 1 and "timed out after" in o.rows[0]["error"]
+    assert not list((tmp_path / "s").rglob("*.tmp")) and not list((tmp_path / "s" / "profiles").iterdir())
+
+
+def test_point_memory_cap_turns_a_runaway_point_into_a_failed_row(client, tmp_path):
+    _, o = _sweep(client, tmp_path / "s", {"batch": [8]}, point_fn=sweep_fixtures.greedy, point_memory=3 * 2**30)
+    assert o.failed == 1 and "out of host memory (MemoryError" in o.rows[0]["error"]
+    _, o = _sweep(client, tmp_path / "t", {"batch": [8]}, point_memory=3 * 2**30)  # a normal point fits under it
+    assert o.ok == 1
+
+
+def test_cancel_keeps_finished_rows_and_resume_completes(client, tmp_path):
+    folder = tmp_path / "s"
+    grid = {"batch": [8, 16, 24, 32, 40, 48]}
+    done = []
+    _, o = _sweep(client, folder, grid, point_fn=sweep_fixtures.slow,
+                  progress=lambda out, total: done.append(out.ok), should_cancel=lambda: bool(done) and done[-1] >= 2)
+    assert o.cancelled and 2 <= o.ok < 6
+    assert not list(folder.rglob("*.tmp"))
+    df = pvl.open_sweep(folder)
+    assert len(df) == o.ok and set(df["status"]) == {"ok"}
+    for path in df["profile"]:
+        pvl.open(path).close()  # every profile written is whole
+    _, rest = _sweep(client, folder, grid)
+    assert rest.resumed >= o.ok and rest.resumed + rest.ok == 6 and len(pvl.open_sweep(folder)) == 6
+
+
+def test_cli_end_to_end_and_ctrl_c(tmp_path):
+    """The real command on its own LocalCluster: Ctrl+C (SIGINT to the process group, as a terminal sends
+    it) stops it with finished rows kept and no temp files; the same command then resumes."""
+    folder = tmp_path / "s"
+    n = 8
+    cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
+           "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
+           "--workers", "2", "-o", str(folder)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    t0 = time.time()
+    while not list((folder / "rows").glob("*.json")) and time.time() - t0 < 60 and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "cancelled; finished rows kept" in err and "Traceback" not in err
+    assert not list(folder.rglob("*.tmp"))
+    kept = pvl.open_sweep(folder)
+    assert 1 <= len(kept) < n and set(kept["status"]) == {"ok"}
+    # resume in the faster in-worker mode (how points are isolated is not part of what they emulate)
+    proc = subprocess.run(cmd + ["-q", "--isolate", "worker"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    df = pvl.open_sweep(folder)
+    assert len(df) == n and set(df["status"]) == {"ok"} and f"results: {folder / 'sweep.csv'} ({n} ok (" in proc.stdout
+    resumed = int(proc.stdout.split(f"({n} ok (")[1].split(" resumed")[0])
+    assert len(kept) <= resumed < n
+
+
+def test_cli_on_an_existing_scheduler(client, tmp_path, capsys):
+    """--scheduler: the same sweep submitted to a running cluster (here the loopback test cluster); the
+    workers write into the shared folder and only rows come back."""
+    folder = tmp_path / "remote"
+    argv = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8,16",
+            "--scheduler", client.scheduler.address, "-q", "-o", str(folder)]
+    assert main(argv) == 0
+    df = pvl.open_sweep(folder)
+    assert list(df["batch"]) == [8, 16] and set(df["status"]) == {"ok"}
+    assert all(Path(p).is_file() for p in df["profile"])
+    assert "results:" in capsys.readouterr().out
+    assert main(argv) == 0  # the cluster is left running for its owner; a second run resumes on it
+    assert "2 ok (2 resumed)" in capsys.readouterr().out
+
+
+def test_sweep_file_with_base_config_and_grid(client, tmp_path):
+    f = tmp_path / "s.toml"
+    out = tmp_path / "from_toml"
+    f.write_text(f'model = "mlp"\noutput = "{out}"\n[model_args]\nhidden = 32\nlayers = 2\n'
+                 '[grid]\nbatch = [8]\ndevice = ["ipu-mk2", "bow"]\n')
+    assert main(["sweep", str(f), "--scheduler", client.scheduler.address, "-q"]) == 0
+    df = pvl.open_sweep(out)
+    assert list(df["device"]) == ["ipu-mk2", "ipu-bow"] and set(df["hidden"]) == {32}
+    assert df.attrs["grid"] == {"batch": [8], "device": ["ipu-mk2", "ipu-bow"]}
+
+
+def test_row_uses_the_emulators_throughput_and_step_time_when_it_reports_them(tmp_path):
+    """CONTRACT.md: ModelRun.samples_per_second (all replicas) and schedule['step_seconds'] win over
+    batch / (cycles / clock) once the emulator provides them."""
+    from popvision_lite.sweep.point import emulate, metrics
+
+    run = emulate({"model": "mlp", "device": "ipu-bow", "timing_only": True, "args": TINY}, None)
+    plain = metrics(run, "ipu-bow")
+    assert plain["samples_per_second_basis"].startswith("batch / step time")
+    run.samples_per_second, run.schedule = 1234.0, {"step_seconds": 0.5}
+    m = metrics(run, "ipu-bow")
+    assert m["samples_per_second"] == 1234.0 and m["samples_per_second_basis"].startswith("emulator")
+    assert m["step_seconds"] == 0.5
+    assert m["cost_per_1m_samples_usd"] == pytest.approx(1.67 * m["chips"] * 1e6 / 1234.0 / 3600)
+
+
+# ----------------------------------------------------------------------------- results
+def test_open_sweep_refuses_other_files(tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_text("a,b\n1,2\n")
+    with pytest.raises(ProfileError, match="not a sweep results table"):
+        pvl.open_sweep(f)
+    with pytest.raises(ProfileError, match="no such sweep results file"):
+        pvl.open_sweep(tmp_path / "nothing")
+
+
+def test_pareto_front():
+    thr = [10, 20, 30, 30, 5, math.nan]
+    cost = [1.0, 2.0, 2.5, 3.0, 0.5, 0.1]
+    assert list(pareto_front(thr, cost)) == [True, True, True, False, True, False]
