@@ -1,4 +1,4 @@
-"""Run the points of a sweep on Dask (``dask.distributed``): docs/decisions/0005-sweeps-on-dask.md.
+"""Run the points of a sweep on Dask (``dask.distributed``): docs/decisions/0008-sweeps-on-dask.md.
 
 * Default: a ``LocalCluster`` on loopback, one single-threaded worker *process* per core (at most one per
   point), each under a nanny, each holding one "sweep-slot" resource so it runs one point at a time.
@@ -7,7 +7,7 @@
   ``isolate="worker"`` runs points inside the workers (no interpreter start per point: faster for tiny
   points); a point that kills its worker is resubmitted once (``MAX_ATTEMPTS``) and then marked failed.
   Measured: the scheduler sometimes hands the dead worker's freed slot to another point before the worker
-  is removed, so an innocent point can be blamed too (docs/decisions/0005-sweeps-on-dask.md) - hence
+  is removed, so an innocent point can be blamed too (docs/decisions/0008-sweeps-on-dask.md) - hence
   the retry, and hence "process" as the default.
 * ``scheduler="tcp://host:8786"``: an existing cluster.  Workers write profiles and rows *themselves* into
   the sweep folder, so that folder must be a path every worker sees (a shared file system); a worker that

@@ -1,4 +1,4 @@
-"""The sweep results table: one CSV row per point (decision: docs/decisions/0005-sweeps-on-dask.md).
+"""The sweep results table: one CSV row per point (decision: docs/decisions/0008-sweeps-on-dask.md).
 
 ``<folder>/sweep.csv`` holds, per point: its index and status (ok / failed) with the error, the grid
 values and every resolved config field, fits, peak tile memory %, samples/s (and what it is based
