@@ -10,6 +10,8 @@ a hang or a memory blow-up:
 * :func:`read_small_text` - a config file: a regular file (a FIFO or ``/dev/zero`` would block or stream
   for ever), at most ``max_bytes``, UTF-8;
 * :func:`check_depth` - nesting depth of parsed TOML/JSON;
+* :func:`read_toml` - the two above and the TOML parser together: the one way every command reads a
+  TOML file (run configs, ONNX run configs, sweep files);
 * :data:`MODEL_LIMITS` and :func:`check_model_config` - workload sizes within documented bounds and,
   for runs that compute real numbers, an estimate of host memory checked against this machine's.
 
@@ -23,6 +25,7 @@ import argparse
 import math
 import os
 import stat
+import tomllib
 
 from popvision_lite.errors import ConfigError
 
@@ -162,6 +165,23 @@ def check_depth(obj, name: str, max_depth: int = MAX_DEPTH) -> None:
             stack.extend((v, d + 1) for v in o.values())
         elif isinstance(o, list | tuple):
             stack.extend((v, d + 1) for v in o)
+
+
+def read_toml(path, what: str = "config file") -> dict:
+    """A small TOML file parsed: :func:`read_small_text` (regular file, size-limited, UTF-8), then the
+    parser, whose errors and recursion limit (a file of ``[[[[...`` nests until Python gives up) are a
+    ConfigError naming the file, then :func:`check_depth`."""
+    text = read_small_text(path, what)
+    p = os.fspath(path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: nested more than {MAX_DEPTH} levels deep (more than the TOML parser can "
+                          f"follow); not a {what}") from None
+    check_depth(raw, p)
+    return raw
 
 
 def host_memory_bytes() -> int | None:

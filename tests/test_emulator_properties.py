@@ -172,7 +172,10 @@ def check_cycle_bounds(res):
     dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
     assert (dur >= cyc.max(axis=1)).all()  # a step lasts as long as its busiest tile
     ex = steps["kind"].isin([schema.STEP_KIND_CODE["exchange_internal"]]).to_numpy()
-    # a tile can receive (and send) at most exchange_bytes_per_cycle per cycle
-    assert (cyc[ex] >= np.ceil(b_in[ex] / ebpc)).all()
+    # a tile can send at most exchange_bytes_per_cycle per cycle, and receive at most that times the
+    # tiles sharing its exchange bus (two neighbours receiving the same data get it at twice the
+    # rate: tiles_per_shared_exchange_bus, poplibs ExchangeEstimator)
+    share = int(em.get("tiles_per_shared_exchange_bus", 1))
+    assert (cyc[ex] >= np.floor(b_in[ex] / (ebpc * share))).all()
     assert (cyc[ex] >= np.ceil(b_out[ex] / ebpc)).all()
     assert (steps["start_cycle"].to_numpy()[1:] >= steps["end_cycle"].to_numpy()[:-1]).all()  # BSP: no overlap

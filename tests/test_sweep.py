@@ -54,12 +54,13 @@ def test_grid_fields_are_read_from_the_config_definitions(monkeypatch):
     fields = set(g.grid_fields())
     assert ModelConfig.field_names() <= fields and {"device", "timing_only"} <= fields
     assert "output" not in fields and "model_args" not in fields
-    with pytest.raises(ConfigError, match="field 'replicas'"):
-        g.check_grid({"replicas": [1, 2]}, "t")
+    assert {"replicas", "grad_accum", "optimizer_state"} <= fields  # the at-scale fields (issue 13) sweep too
+    with pytest.raises(ConfigError, match="field 'tile_colour'"):
+        g.check_grid({"tile_colour": [1, 2]}, "t")
     # a field another part adds to ModelConfig is sweepable at once, with no list to update here
     real = ModelConfig.field_names
-    monkeypatch.setattr(ModelConfig, "field_names", classmethod(lambda cls: real() | {"replicas"}))
-    assert g.check_grid({"replicas": [1, 2]}, "t") == {"replicas": [1, 2]}
+    monkeypatch.setattr(ModelConfig, "field_names", classmethod(lambda cls: real() | {"tile_colour"}))
+    assert g.check_grid({"tile_colour": [1, 2]}, "t") == {"tile_colour": [1, 2]}
 
 
 def test_grid_values_parse_like_toml_and_expand_to_the_product():
@@ -266,6 +267,11 @@ def test_row_uses_the_emulators_throughput_and_step_time_when_it_reports_them(tm
     from popvision_lite.sweep.point import emulate, metrics
 
     run = emulate({"model": "mlp", "device": "ipu-bow", "timing_only": True, "args": TINY}, None)
+    reported = metrics(run, "ipu-bow")  # every model's run now reports its throughput and schedule
+    assert reported["samples_per_second_basis"].startswith("emulator")
+    assert reported["samples_per_second"] == pytest.approx(
+        run.schedule["samples_per_step"] / run.schedule["step_seconds"])
+    run.samples_per_second, run.schedule = None, None  # a run that reports neither: batch / step time
     plain = metrics(run, "ipu-bow")
     assert plain["samples_per_second_basis"].startswith("batch / step time")
     run.samples_per_second, run.schedule = 1234.0, {"step_seconds": 0.5}

@@ -215,7 +215,8 @@ def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
     doc = Document(open_profile(SAMPLES / "bert_tiny_mk2.pvl"))
     view = RooflineView(doc)
     qtbot.addWidget(view)
-    info = view.show_trace(load_torch_trace(trace), trace)
+    info = view.show_trace(load_torch_trace(trace), trace)  # may come before the analysis (worker thread)
+    qtbot.waitUntil(view.is_ready, timeout=60_000)
     assert "2 kernels read, 1 plotted, 1 dropped" in info and "kernels read" in view.notes.text()
     sp = view._scatter["measured"]
     pts = sp.points()

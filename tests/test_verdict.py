@@ -17,17 +17,26 @@ from popvision_lite.errors import ConfigError
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
 
 
+V1 = Path(__file__).resolve().parent / "fixtures" / "v1"
+
+
 @pytest.fixture(scope="module")
 def tiny():
     with pvl.open(SAMPLES / "bert_tiny_mk2.pvl") as p:
         yield p
 
 
+def test_old_profile_throughput_is_derived_and_labelled_so():
+    with pvl.open(V1 / "bert_tiny_mk2.pvl") as old:  # written before runs recorded samples_per_second
+        v = verdict(old)
+        assert v.ipu.samples_per_second == pytest.approx(4 / old.run["seconds"])
+        assert "derived" in v.ipu.basis
+
+
 def test_bert_tiny_no_longer_claims_the_bound(tiny):
     v = verdict(tiny)
-    # old profile: samples/s derived from the config batch over the emulated time, and labelled so
-    assert v.ipu.samples_per_second == pytest.approx(4 / tiny.run["seconds"])
-    assert "derived" in v.ipu.basis
+    assert v.ipu.samples_per_second == pytest.approx(tiny.run["samples_per_second"])
+    assert "emulated" in v.ipu.basis
     # the bound is ~15x the IPU; the estimate is not, and the bound is reported as such
     assert v.gpu_bound_samples_per_second > 10 * v.ipu.samples_per_second
     assert v.gpu.samples_per_second < v.ipu.samples_per_second

@@ -21,13 +21,12 @@ Top-level keys may also hold model fields directly (``batch = 8``).  Every error
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import MODEL_LIMITS, check_depth, check_number, read_small_text
+from popvision_lite.validators import MODEL_LIMITS, check_number, read_toml
 
 TOP_KEYS = {"model", "device", "output", "timing_only", "model_args"}
 DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1": "ipu-mk1",
@@ -101,14 +100,7 @@ def check_model_args(args: dict, where: str) -> dict:
 
 def load_run_config(path) -> RunConfig:
     path = Path(path)
-    text = read_small_text(path, "config file")  # regular file, size-limited: never /dev/zero or a FIFO
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: nested more than Python can parse; not a run config") from None
-    check_depth(raw, str(path))
+    raw = read_toml(path, "config file")  # regular file, size-limited: never /dev/zero or a FIFO
     rc = RunConfig()
     model_args = {}
     for k, v in raw.items():

@@ -64,6 +64,27 @@ def _settle(view=None, seconds: float = 0.15) -> None:
         if time.perf_counter() >= end:
             break
         time.sleep(0.01)
+    wait_ready(view)
+
+
+READY_TIMEOUT_S = 300.0
+
+
+def wait_ready(view, timeout: float = READY_TIMEOUT_S) -> None:
+    """Process events until a view whose analysis runs on a worker thread (``is_ready()``, e.g. the
+    Roofline of a real-size target) has its result, so an export never draws or tabulates a view that
+    is still computing."""
+    from PySide6.QtWidgets import QApplication
+
+    is_ready = getattr(view, "is_ready", None)
+    if not callable(is_ready):
+        return
+    end = time.perf_counter() + timeout
+    while not is_ready():
+        if time.perf_counter() >= end:
+            raise ConfigError(f"the {type(view).__name__} did not finish its analysis in {timeout:.0f} s")
+        QApplication.processEvents()
+        time.sleep(0.01)
 
 
 def fit_item(host, item, width: int, height: int, view=None) -> None:
@@ -176,6 +197,7 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
             lay.setContentsMargins(0, 0, 0, 0)
             lay.addWidget(widget)
             trace_info = ""
+            wait_ready(widget)
             if torch_trace is not None:
                 from popvision_lite.analysis.torch_trace import load_torch_trace
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 from popvision_lite.emulator.run_config import RunConfig, check_model_args, normalise_device
 from popvision_lite.errors import ConfigError
+from popvision_lite.validators import read_toml
 
 MAX_POINTS = 10_000  # more than this needs --yes
 # run-config keys that describe where results go, not what is emulated: not sweepable
@@ -147,14 +148,7 @@ def parse_grid_args(items: list[str]) -> dict:
 def load_sweep_toml(path) -> tuple[Base, dict, str | None]:
     """(base, grid, output folder or None) from a sweep TOML: a run config plus a ``[grid]`` table."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read config: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    raw = read_toml(path, "config file")  # regular file, size-limited, nesting bounded
     grid = raw.pop("grid", {})
     if not isinstance(grid, dict):
         raise ConfigError(f"{path}: field 'grid': expected a table such as [grid] batch = [8, 16]")

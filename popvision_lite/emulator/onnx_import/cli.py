@@ -5,10 +5,10 @@ names the file / node / dim / option), 3 out of memory (profile written), 1 nume
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
+from popvision_lite.validators import read_toml
 
 from .loader import OnnxImportError, parse_dims
 
@@ -36,13 +36,7 @@ def add_arguments(p) -> None:
 
 
 def _read_config(path) -> dict:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, ValueError) as e:  # TOMLDecodeError, UnicodeDecodeError
-        raise ConfigError(f"{path}: cannot read it as a TOML file: {e}") from None
+    return read_toml(path, "config file")  # the same safe reader as every other run config
 
 
 def wants_onnx(args) -> bool:

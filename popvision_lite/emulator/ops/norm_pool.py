@@ -635,7 +635,7 @@ def _tile_partials(ctx, partial, tiles, c, name, op):
 
 def _reduce_channels(ctx, partial, tiles, c, name, op):
     """(V, c) per-vertex fp32 partial sums -> (c,) fp32: on each tile, then across tiles."""
-    return _basic()._reduce_partials(ctx, _tile_partials(ctx, partial, tiles, c, name, op), c, name, op, "float32")
+    return _basic()._reduce_partials(ctx, [(_tile_partials(ctx, partial, tiles, c, name, op), name, "float32")], op)[0]
 
 
 def batch_norm(ctx: OpContext, x, gamma, beta, name: str):

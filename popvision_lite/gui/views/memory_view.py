@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyqtgraph as pg
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -284,8 +285,9 @@ class MemoryView(QWidget):
         from popvision_lite.gui.workers import start_task
 
         self._prefetch = start_task(_prefetch_variables, self.tm, title="Indexing variables by tile")
-        self._prefetch.signals.error.connect(
-            lambda exc: self.var_hint.setText(f"Variables unavailable: {exc}"))
+        # a bound slot, not a lambda: Qt drops the connection when this view is deleted before the
+        # indexing task ends (a lambda outlived the view and wrote to a deleted QLabel)
+        self._prefetch.signals.error.connect(self._prefetch_failed)
         self._shortcuts = [
             _shortcut(self, "]", lambda: self._step_measure(1)),
             _shortcut(self, "[", lambda: self._step_measure(-1)),
@@ -608,6 +610,10 @@ class MemoryView(QWidget):
         self._draw_highlight()
         if len(tiles) == 1:
             self.select_tile(int(tiles[0]), publish=False)
+
+    def _prefetch_failed(self, exc) -> None:
+        if shiboken6.isValid(self.var_hint):
+            self.var_hint.setText(f"Variables unavailable: {exc}")
 
     def _restyle(self, *_):
         c = theme.colors()

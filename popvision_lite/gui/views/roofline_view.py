@@ -206,6 +206,7 @@ class RooflineView(QWidget):
         super().__init__(parent)
         self.document = document
         self.analysis: rl.RooflineAnalysis | None = None
+        self._failed_exc: Exception | None = None
         self.measured = None          # DataFrame of imported GPU kernels
         self.measured_name = ""
         self._worker = None
@@ -321,6 +322,7 @@ class RooflineView(QWidget):
         prof = self.document.profile
         key = ("roofline", gpus, round(scale, 6))
         self._pending_key = key
+        self._failed_exc = None
         doc = self.document
         has_cache = hasattr(doc, "cached")
         small = int(prof.target.num_tiles) <= self.SYNC_MAX_TILES
@@ -347,7 +349,13 @@ class RooflineView(QWidget):
         if key == self._pending_key:
             self._show(result)
 
+    def is_ready(self) -> bool:
+        """True once the analysis of the current settings has come back (or failed): headless export
+        waits for it (the analysis runs on a worker thread for real-size targets)."""
+        return self.analysis is not None or self._failed_exc is not None
+
     def _failed(self, exc):
+        self._failed_exc = exc
         self.analysis = None
         self.notes.setText(f"Roofline unavailable: {exc}")
         self.plot.getPlotItem().clear()
@@ -750,7 +758,8 @@ class RooflineView(QWidget):
         self.measured = df
         self.measured_name = Path(path).name
         self.trace_report = report_text(df)
-        self._draw()
+        if self.analysis is not None:  # else the points are drawn with the analysis when it comes back
+            self._draw()
         return f"; trace {self.measured_name}: {self.trace_report}"
 
     def _trace_failed(self, exc):
