@@ -1,4 +1,5 @@
-"""Atomic file writing shared by the exports: temp file in the same folder + os.replace."""
+"""Atomic file writing, shared by every layer that writes a file (profiles, exports, sweep rows, the CLI's
+output checks): temp file in the same folder, then ``os.replace``, so a reader never sees half a file."""
 
 from __future__ import annotations
 

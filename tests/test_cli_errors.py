@@ -179,7 +179,7 @@ def test_emulate_option_the_model_does_not_use(tmp_path, capsys, model, args, op
 
 
 def test_emulate_config_field_the_model_does_not_use_warns(tmp_path, capsys):
-    from popvision_lite.emulator.cli import add_arguments, resolve
+    from popvision_lite.cli.emulate import add_arguments, resolve
 
     cfg = _config(tmp_path, 'model = "mlp"\n[model_args]\nseq = 32\nbatch = 4\n')
     import argparse

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from popvision_lite import atomic_io as _atomic
 from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError, ProfileError
-from popvision_lite.profile import _atomic
 from popvision_lite.profile.csv_export import neutralise_formulas, write_frame_csv
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -96,8 +96,8 @@ def test_profiles_and_exports_get_the_usual_file_mode(tmp_path):
 
     if sys.platform.startswith("win"):
         pytest.skip("POSIX modes")
+    from popvision_lite.atomic_io import atomic_text, write_bytes_atomic
     from popvision_lite.profile import open_profile
-    from popvision_lite.profile._atomic import atomic_text, write_bytes_atomic
     from popvision_lite.profile.csv_export import export_csv
     from popvision_lite.profile.synthetic import write_synthetic
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import popvision_lite as pvl
-from popvision_lite.emulator.samples import SAMPLES, make_sample
+from popvision_lite.cli.make_samples import SAMPLES, make_sample
 from popvision_lite.profile.schema import STEP_KIND_CODE, TABLE_COLUMNS
 
 DIR = Path(__file__).resolve().parent.parent / "sample_profiles"

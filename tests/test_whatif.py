@@ -28,7 +28,7 @@ def _task():
 def test_parse_progress_of_the_emulator_format():
     import io
 
-    from popvision_lite.emulator.cli import _Progress
+    from popvision_lite.emulator.progress import ProgressBar as _Progress
     from popvision_lite.gui.whatif import parse_progress
     buf = io.StringIO()
     _Progress(True, buf)("compiling", 0.3)

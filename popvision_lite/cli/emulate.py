@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-import numpy as np
-
+from popvision_lite.cli import emulate_onnx
+from popvision_lite.cli.args import at_least_one as packing
+from popvision_lite.cli.args import check_new_file, device, fraction, layer_split, positive_int
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, make_config
-from popvision_lite.emulator.run_config import (
-    DEVICE_ALIASES,
-    ONLY_FOR,
-    load_run_config,
-    normalise_device,
-    unused_settings,
-)
+from popvision_lite.emulator.progress import ProgressBar
+from popvision_lite.emulator.run_config import DEVICE_ALIASES, ONLY_FOR, load_run_config, unused_settings
+from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
-from popvision_lite.profile.schema import STEP_KINDS
 from popvision_lite.validators import check_model_config
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
@@ -30,69 +25,22 @@ MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "ima
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {v}")
-    return v
-
-
-def _packing(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1 (average sequences per pack), got {v}")
-    return v
-
-
-def _split(text: str) -> list[int]:
-    try:
-        v = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7, got {text!r}") from None
-    if not v or min(v) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive layers per stage like 3,7,7,7, got {text!r}")
-    return v
-
-
-def _device(text: str) -> str:
-    try:
-        return normalise_device(text)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
                    help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
     p.add_argument("-o", "--output", help="profile file to write (.pvl)")
-    p.add_argument("--device", type=_device, default=None,
+    p.add_argument("--device", type=device, default=None,
                    help=f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)")
-    p.add_argument("--ipus", type=_positive_int, help="number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages")
-    p.add_argument("--batch", type=_positive_int, help="batch size")
-    p.add_argument("--seq", type=_positive_int, help="sequence length (bert)")
-    p.add_argument("--layers", type=_positive_int, help="number of layers / blocks")
-    p.add_argument("--hidden", type=_positive_int, help="hidden size (bert, mlp), channels (conv), features (gnn)")
-    p.add_argument("--heads", type=_positive_int, help="attention heads (bert)")
-    p.add_argument("--vocab", type=_positive_int, help="vocabulary size (bert; presets 30522, MLPerf 30912)")
-    p.add_argument("--image", type=_positive_int, help="image height and width (conv)")
-    p.add_argument("--nodes", type=_positive_int, help="graph nodes (gnn)")
-    p.add_argument("--edges", type=_positive_int, help="graph edges (gnn)")
+    p.add_argument("--ipus", type=positive_int, help="number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages")
+    p.add_argument("--batch", type=positive_int, help="batch size")
+    p.add_argument("--seq", type=positive_int, help="sequence length (bert)")
+    p.add_argument("--layers", type=positive_int, help="number of layers / blocks")
+    p.add_argument("--hidden", type=positive_int, help="hidden size (bert, mlp), channels (conv), features (gnn)")
+    p.add_argument("--heads", type=positive_int, help="attention heads (bert)")
+    p.add_argument("--vocab", type=positive_int, help="vocabulary size (bert; presets 30522, MLPerf 30912)")
+    p.add_argument("--image", type=positive_int, help="image height and width (conv)")
+    p.add_argument("--nodes", type=positive_int, help="graph nodes (gnn)")
+    p.add_argument("--edges", type=positive_int, help="graph edges (gnn)")
     p.add_argument("--seed", type=int, help="random seed of inputs and weights (default 0)")
     p.add_argument("--recompute", action="store_true", default=None,
                    help="recompute each layer's forward in the backward pass (activation checkpointing)")
@@ -103,12 +51,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timing-only", action="store_true", default=None,
                    help="no numerics: same cycles and memory, for large targets")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    g.add_argument("--replicas", type=_positive_int, help="data-parallel replicas (ipus = replicas x stages)")
-    g.add_argument("--pipeline-stages", dest="pipeline_stages", type=_positive_int,
+    g.add_argument("--replicas", type=positive_int, help="data-parallel replicas (ipus = replicas x stages)")
+    g.add_argument("--pipeline-stages", dest="pipeline_stages", type=positive_int,
                    help="pipeline stages per replica (default: ipus / replicas)")
-    g.add_argument("--layer-split", dest="layer_split", type=_split, metavar="N,N,...",
+    g.add_argument("--layer-split", dest="layer_split", type=layer_split, metavar="N,N,...",
                    help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
-    g.add_argument("--grad-accum", dest="grad_accum", type=_positive_int,
+    g.add_argument("--grad-accum", dest="grad_accum", type=positive_int,
                    help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)")
     g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb", "lars"), help="optimizer (default sgd)")
     g.add_argument("--optimizer-state", dest="optimizer_state", choices=("onchip", "offchip"),
@@ -119,54 +67,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fp32 master copy of fp16 weights")
     g.add_argument("--rts", action="store_true", default=None,
                    help="replicated tensor sharding of the optimizer state across replicas")
-    g.add_argument("--available-memory-proportion", dest="available_memory_proportion", type=_fraction,
+    g.add_argument("--available-memory-proportion", dest="available_memory_proportion", type=fraction,
                    help="share of tile memory for matmul temporaries (Poplar default 0.6)")
-    g.add_argument("--packing", type=_packing, help="average sequences per pack (bert; 1 = unpacked)")
-    g.add_argument("--mask-tokens", dest="mask_tokens", type=_positive_int,
+    g.add_argument("--packing", type=packing, help="average sequences per pack (bert; 1 = unpacked)")
+    g.add_argument("--mask-tokens", dest="mask_tokens", type=positive_int,
                    help="MLM positions per pack (default 15%% of seq)")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    from popvision_lite.emulator.onnx_import.cli import add_arguments as add_onnx_arguments
-
-    add_onnx_arguments(p)  # --onnx, --dim, --inputs (ONNX models: onnx_import/cli.py)
-
-
-class _Progress:
-    def __init__(self, enabled: bool, stream=None):
-        self.enabled = enabled
-        self.stream = stream or sys.stderr
-        self.t0 = time.perf_counter()
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-
-    def __call__(self, stage: str, frac: float) -> None:
-        if not self.enabled:
-            return
-        width = 30
-        n = int(round(frac * width))
-        line = f"[{'#' * n}{'.' * (width - n)}] {int(frac * 100):3d}% {stage} ({time.perf_counter() - self.t0:.1f} s)"
-        if self.tty:
-            self.stream.write("\r" + line.ljust(78) + ("\n" if frac >= 1.0 else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def summarize(pd_, run) -> dict:
-    """Numbers of the end-of-run summary, from the profile data."""
-    mem = np.asarray(pd_.memory)
-    per_tile = mem.sum(axis=(1, 2))
-    peak_tile = int(per_tile.argmax())
-    steps = pd_.steps
-    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
-    kinds = steps["kind"].to_numpy()
-    split = {}
-    for code, name in enumerate(STEP_KINDS):
-        split[name] = int(dur[kinds == code].sum())
-    total = int(run.total_cycles)
-    clock = float(pd_.target.clock_hz)
-    return dict(fits=bool(run.fits), peak_tile=peak_tile, peak_bytes=int(per_tile[peak_tile]),
-                capacity=int(pd_.target.sram_bytes_per_tile), total_cycles=total, seconds=total / clock,
-                clock_hz=clock, split=split)
+    emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
 def format_summary(s: dict, run, out_path: str) -> str:
@@ -236,7 +144,7 @@ def resolve(args) -> tuple:
     out = args.output or (rc.output if rc else None)
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
-    _check_output(out)
+    check_new_file(out)
     device = args.device or (rc.device if rc else "ipu-mk2")
     timing = bool(args.timing_only) if args.timing_only is not None else bool(rc.timing_only if rc else False)
     over = dict(rc.model_args) if rc else {}
@@ -279,31 +187,17 @@ def resolve(args) -> tuple:
     return cfg, device, out, timing
 
 
-def _check_output(out) -> None:
-    """Refuse an output path that cannot be written before spending minutes emulating: a folder (also
-    a trailing slash), a device or FIFO (``-o /dev/null`` would replace the device node), a missing
-    folder, a folder where no file can be created."""
-    from popvision_lite.errors import ProfileError
-    from popvision_lite.profile._atomic import check_writable
-
-    try:
-        check_writable(out, example="run.pvl")
-    except ProfileError as e:
-        raise ConfigError(f"argument -o/--output: {e}") from None
-
-
 def run(args) -> int:
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.onnx_import.cli import run_onnx, wants_onnx
 
-    if wants_onnx(args):
-        return run_onnx(args)
+    if emulate_onnx.wants_onnx(args):
+        return emulate_onnx.run_onnx(args)
     try:
         cfg, device, out, timing = resolve(args)
     except ConfigError as e:
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
         return 2
-    progress = _Progress(not args.quiet)
+    progress = ProgressBar(not args.quiet)
     try:
         result = run_model(cfg, device=device, timing_only=timing, profile_path=out, progress=progress)
     except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety

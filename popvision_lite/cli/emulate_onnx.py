@@ -7,19 +7,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from popvision_lite.cli.args import check_new_file
+from popvision_lite.emulator.onnx_import.config import CONFIG_KEYS, NOT_FOR_ONNX, read_config
+from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_dims
+from popvision_lite.emulator.progress import ProgressBar
+from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
-from popvision_lite.validators import read_toml
-
-from .loader import OnnxImportError, parse_dims
-
-# bundled-workload options that an ONNX file fixes itself
-NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "recompute", "streaming_weights")
-CONFIG_KEYS = {"onnx", "output", "device", "timing_only", "batch", "seq", "dims", "precision", "ipus", "seed",
-               "inputs", "training", "loss_output", "ipu_split"}
 
 
 def add_arguments(p) -> None:
-    """The options ``emulate`` gains for ONNX models (called from emulator/cli.py)."""
+    """The options ``emulate`` gains for ONNX models (called from cli/emulate.py)."""
     p.add_argument("--onnx", metavar="MODEL.onnx", help="emulate an ONNX model (PyTorch: torch.onnx.export; "
                    "Hugging Face: optimum-cli export onnx) instead of a bundled MODEL")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
@@ -35,10 +32,6 @@ def add_arguments(p) -> None:
                    "random floats, token ids in range, masks of ones)")
 
 
-def _read_config(path) -> dict:
-    return read_toml(path, "config file")  # the same safe reader as every other run config
-
-
 def wants_onnx(args) -> bool:
     """True when ``emulate`` should take the ONNX branch (--onnx, or ``onnx = ...`` in --config)."""
     if getattr(args, "onnx", None):
@@ -46,7 +39,7 @@ def wants_onnx(args) -> bool:
     cfg = getattr(args, "config", None)
     if cfg and Path(cfg).is_file():
         try:
-            return "onnx" in _read_config(cfg)
+            return "onnx" in read_config(cfg)
         except ConfigError:
             return False  # the bundled-model path reports the unreadable file
     return False
@@ -54,7 +47,7 @@ def wants_onnx(args) -> bool:
 
 def resolve(args) -> dict:
     """Keyword arguments of ``emulate_onnx`` from --config and the command line (command line wins)."""
-    rc = _read_config(args.config) if getattr(args, "config", None) else {}
+    rc = read_config(args.config) if getattr(args, "config", None) else {}
     where = f"{args.config}: " if rc else ""
     unknown = sorted(set(rc) - CONFIG_KEYS)
     if unknown:
@@ -72,10 +65,9 @@ def resolve(args) -> dict:
     out = args.output or rc.get("output")
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
-    from popvision_lite.emulator.cli import _check_output
     from popvision_lite.emulator.run_config import normalise_device
 
-    _check_output(out)
+    check_new_file(out)
     dims = {}
     if "dims" in rc:
         if not isinstance(rc["dims"], dict) or not all(isinstance(v, int) and v > 0 for v in rc["dims"].values()):
@@ -144,9 +136,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
 
 
 def run_onnx(args) -> int:
-    from popvision_lite.emulator.cli import _Progress, summarize
-
-    from .run import emulate_onnx
+    from popvision_lite.emulator.onnx_import.run import emulate_onnx
 
     prog = "popvision-lite emulate"
     try:
@@ -155,7 +145,7 @@ def run_onnx(args) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     try:
-        result = emulate_onnx(progress=_Progress(not args.quiet), **kw)
+        result = emulate_onnx(progress=ProgressBar(not args.quiet), **kw)
     except (OnnxImportError, ConfigError, EmulatorError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
@@ -171,24 +161,3 @@ def run_onnx(args) -> int:
         print(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])", file=sys.stderr)
         return 1
     return 0
-
-
-def config_toml(settings: dict) -> str:
-    """A run-config TOML for an ONNX run (``settings`` with an ``onnx`` path; the GUI's what-if runs):
-    only the settings ONNX runs read (see CONFIG_KEYS)."""
-
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int | float):
-            return repr(v)
-        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
-             f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
-    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output"):
-        if settings.get(k) is not None:
-            lines.append(f"{k} = {val(settings[k])}")
-    dims = settings.get("dims") or {}
-    if dims:
-        lines += ["", "[dims]"] + [f"{val(str(k))} = {int(v)}" for k, v in dims.items()]
-    return "\n".join(lines) + "\n"

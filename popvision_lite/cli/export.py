@@ -3,7 +3,7 @@
 Also ``--chrome-trace -o OUT.json [--steps A:B] [--tiles 0-15,100]`` for the Chrome trace.
 
 Plots are drawn by the same view classes as the window (offscreen when there is no display);
-this module itself does not import Qt: ``popvision_lite.gui.*`` is imported inside ``run``.
+this module itself does not import Qt: ``popvision_lite.gui.headless`` is imported inside ``run``.
 
 Exit codes: 0 ok, 2 bad arguments or an unreadable / invalid input file, 1 unexpected error.
 """
@@ -15,36 +15,14 @@ import os
 import sys
 from pathlib import Path
 
+from popvision_lite.cli.args import check_destination
 from popvision_lite.errors import ConfigError, PopvisionError
-from popvision_lite.validators import check_number, parse_int_ranges
-
-MAX_TILES = 1024 * 1472  # the largest IPU system (Bow Pod1024); a tile list longer than this is a typo
+from popvision_lite.ranges import check_tiles_syntax, parse_steps, parse_tiles
+from popvision_lite.validators import check_number
 
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
 COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution", "roofline")
 SUFFIXES = (".png", ".svg", ".csv", ".json")
-
-
-def parse_steps(text: str | None) -> tuple[int | None, int | None] | None:
-    """'A:B' -> (A, B) (either side may be empty); None -> None."""
-    if text is None or text == "":
-        return None
-    if ":" not in text:
-        raise ConfigError(f"--steps {text!r}: expected START:STOP, e.g. 100:200 or :500")
-    a, b = text.split(":", 1)
-    try:
-        return (int(a) if a.strip() else None, int(b) if b.strip() else None)
-    except ValueError:
-        raise ConfigError(f"--steps {text!r}: START and STOP must be integers") from None
-
-
-def parse_tiles(text: str | None, num_tiles: int | None = None) -> list[int] | None:
-    """'0-15,100,200-203' -> [0..15, 100, 200..203]; None -> None.  Ids are checked against
-    ``num_tiles`` (and the count against the largest target) before any range is expanded."""
-    if text is None or text == "":
-        return None
-    hi = None if num_tiles is None else num_tiles - 1
-    return parse_int_ranges(text, f"--tiles {text[:60]!r}", 0, hi, max_count=MAX_TILES)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,10 +67,9 @@ def check_args(args) -> str:
         if args.compare:
             raise ConfigError("--chrome-trace exports one profile; drop --compare")
         if args.tiles:  # syntax and size now, ids against the profile's tiles once it is open
-            parse_int_ranges(args.tiles, f"--tiles {args.tiles[:60]!r}", 0, MAX_TILES - 1, max_count=MAX_TILES,
-                             expand=False)
+            check_tiles_syntax(args.tiles)
         parse_steps(args.steps)
-        _check_output(args.output)
+        check_destination(args.output)
         return "json"
     if args.steps or args.tiles:
         raise ConfigError("--steps and --tiles apply to --chrome-trace only")
@@ -113,19 +90,8 @@ def check_args(args) -> str:
         if v is not None and not (16 <= v <= 16384):
             raise ConfigError(f"--{name} {v}: choose 16 .. 16384 pixels")
     check_number("--dpi", args.dpi, 1, 9600)  # finite: nan / inf / 1e300 passed 'dpi > 0' or overflowed
-    _check_output(args.output)
+    check_destination(args.output)
     return suffix[1:]
-
-
-def _check_output(out) -> None:
-    """A device, FIFO or folder as -o is refused before any work (``-o /dev/null`` would be replaced)."""
-    from popvision_lite.errors import ProfileError
-    from popvision_lite.profile._atomic import check_destination
-
-    try:
-        check_destination(out)
-    except ProfileError as e:
-        raise ConfigError(f"-o {e}") from None
 
 
 def run(args) -> int:

@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 import numpy as np
 
+from popvision_lite.cli.args import count
 from popvision_lite.errors import PopvisionError
 from popvision_lite.profile import schema
 from popvision_lite.units import format_bytes
 
 
-def _count(text: str) -> int:
-    """A non-negative whole number (argparse names the option in its message)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {v}")
-    return v
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("profile", help="profile file (.pvl)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--top", type=_count, default=5, help="how many ops to list by cycles (default 5)")
+    parser.add_argument("--top", type=count, default=5, help="how many ops to list by cycles (default 5)")
 
 
 def summarize(p, top: int = 5) -> dict:

@@ -1,6 +1,6 @@
 """Command line entry point ``popvision-lite``.
 
-Each sub-command lives in the module that owns it; that module exposes
+Each sub-command is one module of this package (``popvision_lite.cli.<name>``) with
 ``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported lazily so
 that ``popvision-lite emulate`` never imports Qt and ``--help`` stays fast.
 
@@ -16,14 +16,15 @@ import os
 import sys
 
 # sub-command -> (module, one-line help)
+_C = "popvision_lite.cli."
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "emulate": ("popvision_lite.emulator.cli", "run a bundled workload on the emulator and write a profile"),
-    "make-samples": ("popvision_lite.emulator.samples", "regenerate the bundled sample profiles"),
-    "export": ("popvision_lite.export_cli", "export a view (png/svg/csv) or a Chrome trace, headless"),
-    "info": ("popvision_lite.profile.info_cli", "print a profile's summary"),
-    "verdict": ("popvision_lite.verdict_cli", "IPU or GPU? the emulated run next to an estimated GPU run, with cost"),
-    "validate": ("popvision_lite.validation", "emulate the measured MLPerf IPU runs and compare throughput"),
-    "sweep": ("popvision_lite.sweep.cli", "emulate a grid of run configs on Dask; one results table"),
+    "emulate": (_C + "emulate", "run a bundled workload on the emulator and write a profile"),
+    "make-samples": (_C + "make_samples", "regenerate the bundled sample profiles"),
+    "export": (_C + "export", "export a view (png/svg/csv) or a Chrome trace, headless"),
+    "info": (_C + "info", "print a profile's summary"),
+    "verdict": (_C + "verdict", "IPU or GPU? the emulated run next to an estimated GPU run, with cost"),
+    "validate": (_C + "validate", "emulate the measured MLPerf IPU runs and compare throughput"),
+    "sweep": (_C + "sweep", "emulate a grid of run configs on Dask; one results table"),
 }
 
 
@@ -71,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         parser = _Parser(prog=f"popvision-lite {name}", description=help_text)
         module.add_arguments(parser)
         args = parser.parse_args(argv)
-        return int(module.run(args) or 0)
+        try:
+            return int(module.run(args) or 0)
+        except BrokenPipeError:  # output piped into `head` that stopped reading: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     parser = _gui_parser()
     args = parser.parse_args(argv)
     _check_gui_args(parser, args)

@@ -17,19 +17,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
 
 PROG = "popvision-lite sweep"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                           "in the config, else sweep-<config name>")
     p.add_argument("--full-numerics", action="store_true",
                    help="compute values and check them (default: timing-only, same cycles and memory)")
-    p.add_argument("--workers", type=_positive_int,
+    p.add_argument("--workers", type=positive_int,
                    help="worker processes of the local cluster (default: one per core, at most one per point)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run on this existing Dask cluster; the output folder must be shared by its workers")

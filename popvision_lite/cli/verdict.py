@@ -7,26 +7,15 @@ Exit codes: 0 ok, 2 bad arguments or an unreadable / invalid profile.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
+from popvision_lite.cli.args import whole_number
 from popvision_lite.errors import PopvisionError
 
-
-def _positive_int(text: str) -> int:
-    try:
-        f = float(text)
-        if not math.isfinite(f) or f != int(f):
-            raise ValueError
-        v = int(f)
-    except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {v}")
-    return v
+_count = whole_number(1, exponent=True)  # --samples 1e6
 
 
 def add_arguments(parser) -> None:
@@ -35,9 +24,9 @@ def add_arguments(parser) -> None:
     gpus = devices.list_devices("gpu")
     parser.add_argument("profile", help="profile file (.pvl)")
     parser.add_argument("--gpu", default="a100-80gb", choices=gpus, help="GPU to estimate (default a100-80gb)")
-    parser.add_argument("--gpus", type=_positive_int, default=None,
+    parser.add_argument("--gpus", type=_count, default=None,
                         help="number of GPUs, data parallel (default: as many as the run has IPUs)")
-    parser.add_argument("--samples", type=_positive_int, default=1_000_000,
+    parser.add_argument("--samples", type=_count, default=1_000_000,
                         help="samples for the time/cost line (default 1,000,000; 1e6 works)")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
 

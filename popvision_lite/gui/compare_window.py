@@ -4,7 +4,8 @@
   and one tab per page (Summary, Memory, Liveness, Steps, Ops);
 * ``open_compare(main_window, path_a, path_b)`` opens both files off the GUI thread, adds them to
   the main window as documents and shows the compare window (``popvision-lite --compare A B``);
-* ``compare_documents(main_window, doc_a, doc_b)`` for two already open documents.
+* ``compare_documents(main_window, doc_a, doc_b)`` for two already open documents;
+* ``install(main_window)`` adds File > Compare with… (a main-window extension, as the export and run actions).
 """
 
 from __future__ import annotations
@@ -184,3 +185,34 @@ def open_compare(main_window, path_a, path_b, on_open=None):
 
     return main_window.run_task(_load_two, path_a, path_b, title=f"Comparing {Path(path_a).name} and "
                                 f"{Path(path_b).name}", on_result=loaded, on_error=failed)
+
+
+def compare_dialog(mw):
+    """Compare two open profiles (or pick a second file) in compare mode."""
+    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+
+    docs = mw.documents()
+    cur = mw.current_document()
+    if cur is None:
+        QMessageBox.information(mw, "Compare", "Open a profile first.")
+        return None
+    others = [d for d in docs if d is not cur]
+    choices = [d.title for d in others] + ["Another file…"]
+    name, ok = QInputDialog.getItem(mw, "Compare", f"Compare A = {cur.title} with B =", choices, 0, False)
+    if not ok:
+        return None
+    if name == "Another file…":
+        path, _ = QFileDialog.getOpenFileName(mw, "Profile B", "", "popvision-lite profiles (*.pvl)")
+        return open_compare(mw, cur.path, path) if path else None
+    return compare_documents(mw, cur, others[choices.index(name)])
+
+
+def install(mw) -> None:
+    """File > Compare with… (``Ctrl+Shift+C``), before the Export menu and Quit."""
+    f = mw.menus["file"]
+    mw.act_compare = mw._action(f, "Co&mpare with…", lambda: compare_dialog(mw), "Ctrl+Shift+C",
+                                "Compare this profile (A) with another (B) side by side")
+    before = getattr(mw, "act_quit", None)
+    if before is not None:  # keep Quit last
+        f.removeAction(mw.act_compare)
+        f.insertAction(before, mw.act_compare)

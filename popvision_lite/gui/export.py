@@ -25,8 +25,8 @@ from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Sign
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QTableView, QWidget
 
+from popvision_lite.atomic_io import write_bytes_atomic
 from popvision_lite.errors import ConfigError, ProfileError
-from popvision_lite.profile._atomic import write_bytes_atomic
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_PIXELS = 16384  # per side; Qt refuses bigger QImages on some platforms

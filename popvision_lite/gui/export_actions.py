@@ -1,4 +1,4 @@
-"""File > Export plot…, Export table…, Export report…, Export Chrome trace…, and Compare… entries.
+"""File > Export > plot…, table…, report…, Chrome trace… entries.
 
 ``install(main_window)`` adds them to ``main_window.menus["file"]`` (called once by MainWindow).
 Each dialog function is usable on its own (the compare window uses the plot / table ones).
@@ -182,7 +182,7 @@ class ChromeTraceDialog(QDialog):
 
 def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = None, tiles: str | None = None):
     """Ask for a step window, tile subset and file; write the trace on a worker thread with progress."""
-    from popvision_lite.export_cli import parse_steps, parse_tiles
+    from popvision_lite.ranges import parse_steps, parse_tiles
 
     doc = mw.current_document()
     if doc is None:
@@ -214,33 +214,11 @@ def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = 
                        on_result=lambda c: _status(mw, f"Wrote {path}: {c['events']:,} events"))
 
 
-def compare_dialog(mw):
-    """Compare two open profiles (or pick a second file) in compare mode."""
-    from popvision_lite.gui.compare_window import compare_documents, open_compare
-
-    docs = mw.documents()
-    cur = mw.current_document()
-    if cur is None:
-        QMessageBox.information(mw, "Compare", "Open a profile first.")
-        return None
-    others = [d for d in docs if d is not cur]
-    choices = [d.title for d in others] + ["Another file…"]
-    name, ok = QInputDialog.getItem(mw, "Compare", f"Compare A = {cur.title} with B =", choices, 0, False)
-    if not ok:
-        return None
-    if name == "Another file…":
-        path, _ = QFileDialog.getOpenFileName(mw, "Profile B", "", "popvision-lite profiles (*.pvl)")
-        return open_compare(mw, cur.path, path) if path else None
-    return compare_documents(mw, cur, others[choices.index(name)])
-
-
 def install(mw) -> None:
     from PySide6.QtWidgets import QMenu
 
     f = mw.menus["file"]
     before = getattr(mw, "act_quit", None)
-    mw.act_compare = mw._action(f, "Co&mpare with…", lambda: compare_dialog(mw), "Ctrl+Shift+C",
-                                "Compare this profile (A) with another (B) side by side")
     exp = QMenu("&Export", f)
     mw.act_export_plot = mw._action(exp, "Export &plot…", lambda: export_plot_dialog(mw, _current_view(mw)),
                                     "Ctrl+E", "Export the current view's plot as PNG or SVG")
@@ -252,8 +230,6 @@ def install(mw) -> None:
                                      "BSP steps as Chrome Trace JSON for Perfetto / chrome://tracing")
     mw.export_menu = exp
     if before is not None:  # keep Quit last
-        f.removeAction(mw.act_compare)
-        f.insertAction(before, mw.act_compare)
         f.insertMenu(before, exp)
         f.insertSeparator(before)
     else:

@@ -44,7 +44,8 @@ from popvision_lite.gui.workers import Worker, start_task
 PROFILE_FILTER = "popvision-lite profiles (*.pvl);;Sweep results (sweep.csv *.csv);;All files (*)"
 # Modules that add menus/actions to the window: each has ``install(main_window)``; a missing module
 # is skipped and one that fails is reported on stderr without taking the window down.
-EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.export_actions", "popvision_lite.gui.whatif")
+EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.compare_window", "popvision_lite.gui.export_actions",
+                               "popvision_lite.gui.whatif")
 MAX_RECENT = 10
 
 

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from popvision_lite.emulator.progress import parse_progress
 from popvision_lite.errors import ConfigError, EmulatorError
 from popvision_lite.gui.workers import Cancelled
 
@@ -44,7 +45,6 @@ DEVICES = ("ipu-mk2", "ipu-bow", "ipu-mk1")
 SETTINGS = ("model", "device", "ipus", "batch", "seq", "recompute", "precision", "timing_only")
 INT_SETTINGS = ("ipus", "batch", "seq")
 BOOL_SETTINGS = ("recompute", "timing_only")
-_PROGRESS = re.compile(r"\]\s*(\d+)%\s+(.*?)(?:\s+\([\d.]+ s\))?\s*$")
 
 
 def default_settings() -> dict:
@@ -68,7 +68,7 @@ def config_toml(settings: dict) -> str:
     from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 
     if settings.get("onnx"):  # an imported ONNX model (Run > New emulation… with an .onnx file)
-        from popvision_lite.emulator.onnx_import.cli import config_toml as onnx_toml
+        from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
 
         return onnx_toml(settings)
     model = settings.get("model")
@@ -88,14 +88,6 @@ def config_toml(settings: dict) -> str:
         if k in known and v is not None:
             lines.append(f"{k} = {val(v)}")
     return "\n".join(lines) + "\n"
-
-
-def parse_progress(line: str) -> tuple[float, str] | None:
-    """'[###...]  30% compiling (2.2 s)' -> (0.3, 'compiling'); None for other lines."""
-    m = _PROGRESS.search(line.strip())
-    if not m:
-        return None
-    return int(m.group(1)) / 100.0, m.group(2).strip()
 
 
 def emulate_argv(config_path, out) -> list[str]:

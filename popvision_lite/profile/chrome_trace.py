@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from popvision_lite.atomic_io import atomic_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
-from popvision_lite.profile._atomic import atomic_text
 
 STEPS_PID = 0
 TILE_TID_BASE = 100_000  # tile lane tid = TILE_TID_BASE + global tile id (never 0, never a pid)

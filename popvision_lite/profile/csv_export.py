@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from popvision_lite.atomic_io import atomic_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
-from popvision_lite.profile._atomic import atomic_text
 
 EXTRA_TABLES = ("memory_by_tile",)
 CSV_TABLES: tuple[str, ...] = EXTRA_TABLES + tuple(schema.TABLE_COLUMNS)

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from popvision_lite.atomic_io import check_destination, make_temp, publish_mode
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import schema
-from popvision_lite.profile._atomic import check_destination, make_temp, publish_mode
 
 FORMAT_MINOR = 0
 

@@ -52,7 +52,7 @@ def price_per_chip_hour(device: str) -> tuple[float | None, str]:
 
 def metrics(run, device: str) -> dict:
     """Row numbers of a finished emulation (``ModelRun``)."""
-    from popvision_lite.emulator.cli import summarize
+    from popvision_lite.emulator.run_summary import summarize
 
     s = summarize(run.profile_data, run)
     split = s["split"]
@@ -95,7 +95,7 @@ def metrics(run, device: str) -> dict:
 
 
 def _write_json_atomic(path: Path, obj: dict) -> None:
-    from popvision_lite.profile._atomic import atomic_text
+    from popvision_lite.atomic_io import atomic_text
 
     with atomic_text(path) as fh:
         json.dump(obj, fh, default=_json_default)
@@ -166,7 +166,8 @@ def emulate(spec: dict, profile_path: str):
 _CONTEXT = None
 # imported once by the fork server, so a point's process starts in milliseconds instead of paying an
 # interpreter start and these imports (~0.5 s idle, seconds on a loaded machine: docs/performance.md)
-PRELOAD = ["popvision_lite.sweep.point", "popvision_lite.emulator.models.emulated", "popvision_lite.emulator.cli",
+PRELOAD = ["popvision_lite.sweep.point", "popvision_lite.emulator.models.emulated",
+           "popvision_lite.emulator.run_summary",
            "popvision_lite.profile.writer", "popvision_lite.devices"]
 
 

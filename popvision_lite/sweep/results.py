@@ -44,7 +44,7 @@ def columns(rows: list[dict], grid_names: list[str]) -> list[str]:
 
 def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
     """Write ``sweep.csv`` atomically (rows in point order)."""
-    from popvision_lite.profile._atomic import atomic_text
+    from popvision_lite.atomic_io import atomic_text
 
     path = Path(out_dir) / RESULTS
     df = pd.DataFrame(rows)
@@ -58,7 +58,7 @@ def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
 
 
 def write_meta(out_dir, meta: dict) -> Path:
-    from popvision_lite.profile._atomic import atomic_text
+    from popvision_lite.atomic_io import atomic_text
 
     path = Path(out_dir) / META
     with atomic_text(path) as fh:

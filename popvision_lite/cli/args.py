@@ -1,0 +1,106 @@
+"""Argument types and output checks shared by the sub-commands (one definition each).
+
+Every ``type=`` here raises ``argparse.ArgumentTypeError``, so argparse names the option in its message
+and exits 2; the output checks raise :class:`~popvision_lite.errors.ConfigError` naming the option.
+Number checks with bounds use :func:`popvision_lite.validators.arg_number`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from popvision_lite.errors import ConfigError, ProfileError
+
+
+def whole_number(lo: int = 1, *, exponent: bool = False):
+    """An argparse ``type=``: a whole number ``>= lo``.  ``exponent`` also takes ``1e6`` and ``16.0``
+    (counts a person writes in scientific notation, e.g. ``verdict --samples 1e6``)."""
+
+    def parse(text: str) -> int:
+        try:
+            if exponent:
+                f = float(text)
+                if not math.isfinite(f) or f != int(f):
+                    raise ValueError
+                v = int(f)
+            else:
+                v = int(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {lo}, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {lo}, got {v}")
+        return v
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+positive_int = whole_number(1)
+count = whole_number(0)
+
+
+def fraction(text: str) -> float:
+    """A number in (0, 1] (a share of tile memory)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {v}")
+    return v
+
+
+def at_least_one(text: str) -> float:
+    """A number >= 1 (average sequences per pack)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
+    if not v >= 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1 (average sequences per pack), got {v}")
+    return v
+
+
+def layer_split(text: str) -> list[int]:
+    """Layers per pipeline stage, PopART style: ``3,7,7,7``."""
+    try:
+        v = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7, got {text!r}") from None
+    if not v or min(v) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive layers per stage like 3,7,7,7, got {text!r}")
+    return v
+
+
+def device(text: str) -> str:
+    """A device spec name or alias (``mk2``, ``bow`` ...), normalised to its spec name."""
+    from popvision_lite.emulator.run_config import normalise_device
+
+    try:
+        return normalise_device(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
+
+
+def check_new_file(out, option: str = "-o/--output", example: str = "run.pvl") -> None:
+    """Refuse an output path that cannot be written before spending minutes on the work: a folder (also
+    a trailing slash), a device or FIFO (``-o /dev/null`` would replace the device node), a missing
+    folder, a folder where no file can be created.  ConfigError names ``option``."""
+    from popvision_lite.atomic_io import check_writable
+
+    try:
+        check_writable(out, example=example)
+    except ProfileError as e:
+        raise ConfigError(f"argument {option}: {e}") from None
+
+
+def check_destination(out, option: str = "-o") -> None:
+    """A device, FIFO or folder as the destination is refused before any work (``-o /dev/null`` would be
+    replaced); ConfigError ``"-o <reason>"``."""
+    from popvision_lite.atomic_io import check_destination as _check
+
+    try:
+        _check(out)
+    except ProfileError as e:
+        raise ConfigError(f"{option} {e}") from None

@@ -1,0 +1,37 @@
+"""The run config of an ONNX run: which settings it reads, the safe reader, and the TOML the desktop
+app's run actions write for one (``popvision-lite emulate --config``).  The command line that reads it
+is ``popvision_lite/cli/emulate_onnx.py``."""
+
+from __future__ import annotations
+
+from popvision_lite.validators import read_toml
+
+# bundled-workload options that an ONNX file fixes itself
+NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "recompute", "streaming_weights")
+CONFIG_KEYS = {"onnx", "output", "device", "timing_only", "batch", "seq", "dims", "precision", "ipus", "seed",
+               "inputs", "training", "loss_output", "ipu_split"}
+
+
+def read_config(path) -> dict:
+    return read_toml(path, "config file")  # the same safe reader as every other run config
+
+
+def config_toml(settings: dict) -> str:
+    """A run-config TOML for an ONNX run (``settings`` with an ``onnx`` path; the GUI's what-if runs):
+    only the settings ONNX runs read (see CONFIG_KEYS)."""
+
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
+             f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
+    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output"):
+        if settings.get(k) is not None:
+            lines.append(f"{k} = {val(settings[k])}")
+    dims = settings.get("dims") or {}
+    if dims:
+        lines += ["", "[dims]"] + [f"{val(str(k))} = {int(v)}" for k, v in dims.items()]
+    return "\n".join(lines) + "\n"

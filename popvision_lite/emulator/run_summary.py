@@ -1,0 +1,27 @@
+"""The numbers of a finished emulation that ``emulate`` prints and a sweep's results row records."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.profile.schema import STEP_KINDS
+
+
+def summarize(pd_, run) -> dict:
+    """Numbers of the end-of-run summary, from the profile data (``pd_``) and the run (``ModelRun`` or
+    ``OnnxRun``): fits, peak tile and its bytes, capacity, total cycles and seconds, clock, and the
+    cycles of each step kind (``split``)."""
+    mem = np.asarray(pd_.memory)
+    per_tile = mem.sum(axis=(1, 2))
+    peak_tile = int(per_tile.argmax())
+    steps = pd_.steps
+    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
+    kinds = steps["kind"].to_numpy()
+    split = {}
+    for code, name in enumerate(STEP_KINDS):
+        split[name] = int(dur[kinds == code].sum())
+    total = int(run.total_cycles)
+    clock = float(pd_.target.clock_hz)
+    return dict(fits=bool(run.fits), peak_tile=peak_tile, peak_bytes=int(per_tile[peak_tile]),
+                capacity=int(pd_.target.sram_bytes_per_tile), total_cycles=total, seconds=total / clock,
+                clock_hz=clock, split=split)
