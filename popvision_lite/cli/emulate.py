@@ -187,8 +187,13 @@ def resolve(args) -> tuple:
     return cfg, device, out, timing
 
 
+def _until_written(progress):
+    """The emulator's progress without its final "done": the command says done once the file is written."""
+    return lambda stage, frac: None if stage == "done" else progress(stage, frac)
+
+
 def run(args) -> int:
-    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.emulated import run_model, write_run
 
     if emulate_onnx.wants_onnx(args):
         return emulate_onnx.run_onnx(args)
@@ -198,8 +203,11 @@ def run(args) -> int:
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
         return 2
     progress = ProgressBar(not args.quiet)
-    try:
-        result = run_model(cfg, device=device, timing_only=timing, profile_path=out, progress=progress)
+    try:  # the emulator returns the profile; this command writes it (also when it does not fit)
+        result = run_model(cfg, device=device, timing_only=timing, progress=_until_written(progress))
+        progress("writing profile", 0.9)
+        write_run(result, out)
+        progress("done", 1.0)
     except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
         print(f"popvision-lite emulate: {e}", file=sys.stderr)
         return 3

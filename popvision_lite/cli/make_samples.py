@@ -44,12 +44,13 @@ SAMPLES: tuple[Sample, ...] = (
 
 
 def make_sample(sample: Sample, out_dir, progress=None):
-    from popvision_lite.emulator.models.emulated import run_model
+    """Emulate ``sample`` and write it into ``out_dir``; returns the ``ModelRun``."""
+    from popvision_lite.emulator.models.emulated import run_model, write_run
 
     cfg = make_config(sample.model, **sample.args)
-    path = Path(out_dir) / sample.file
-    return run_model(cfg, device=sample.device, timing_only=sample.timing_only, profile_path=path,
-                     progress=progress)
+    run = run_model(cfg, device=sample.device, timing_only=sample.timing_only, progress=progress)
+    write_run(run, Path(out_dir) / sample.file)
+    return run
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

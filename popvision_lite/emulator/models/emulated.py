@@ -1,5 +1,6 @@
 """EmulatorBackend: builds a model (written against ``backend.Backend``) into an emulator graph,
-and ``run_model`` - build, compile, run, compare with the numpy reference, write the profile."""
+and ``run_model`` - build, compile, run, compare with the numpy reference; ``write_run`` writes the
+profile (called by the command line, which owns the output file)."""
 
 from __future__ import annotations
 
@@ -200,16 +201,39 @@ def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = 
 def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = False, profile_path=None,
               progress=None) -> ModelRun:
     """Build, compile and run ``cfg`` on the emulator; full numerics are compared with the numpy
-    reference (``run['numeric_checks']``).  Writes the profile when ``profile_path`` is given, also
-    when the graph does not fit (then numerics are skipped)."""
+    reference (``run['numeric_checks']``).  Returns the :class:`ModelRun`, whose ``profile_data`` is the
+    profile; the command line writes it (``popvision-lite emulate``).  ``profile_path`` (library
+    convenience) writes it here too, also when the graph does not fit (then numerics are skipped).
+    ``progress(stage, fraction)`` ends with ``("done", 1.0)``."""
+    if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
+        run = _run_composed(cfg, device, timing_only, progress)
+    else:
+        run = _run_whole_graph(cfg, device, timing_only, progress)
+    if profile_path is not None:
+        if progress:
+            progress("writing profile", 0.9)
+        write_run(run, profile_path)
+    if progress:
+        progress("done", 1.0)
+    return run
+
+
+def write_run(run: ModelRun, path) -> None:
+    """Write ``run``'s profile to ``path`` (atomically; ``run.wall['write']`` = the seconds it took)."""
     from popvision_lite.profile.writer import write_profile
+
+    t0 = time.perf_counter()
+    write_profile(path, run.profile_data)
+    run.wall["write"] = time.perf_counter() - t0
+
+
+def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress) -> ModelRun:
+    """One graph over all IPUs, one batch (numerics optional); see :func:`run_model`."""
 
     def tick(stage, frac):
         if progress:
             progress(stage, frac)
 
-    if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
-        return _run_composed(cfg, device, timing_only, profile_path, progress)
     wall = {}
     t0 = time.perf_counter()
     tick("planning and building graph", 0.0)
@@ -239,7 +263,6 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     pd_.run["numeric_checks"] = checks
     pd_.run["model"] = cfg.model
     pd_.run.setdefault("config", config)
-    tick("writing profile", 0.9)
     cg = eng.compile()
     samples = cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
     sps = samples / res.seconds if res.seconds > 0 else 0.0
@@ -258,22 +281,16 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
         sps = schedule["samples_per_step"] / seconds if seconds > 0 else 0.0
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
-    if profile_path is not None:
-        t3 = time.perf_counter()
-        write_profile(profile_path, pd_)
-        wall["write"] = time.perf_counter() - t3
-    tick("done", 1.0)
     return ModelRun(cfg=cfg, fits=fits, total_cycles=total, seconds=seconds, profile_data=pd_,
                     numeric_checks=checks, oom_report=oom, wall=wall,
                     num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
                     samples_per_second=float(sps), schedule=schedule)
 
 
-def _run_composed(cfg, device, timing_only, profile_path, progress) -> ModelRun:
+def _run_composed(cfg, device, timing_only, progress) -> ModelRun:
     """BERT through the pipeline / replication / training-state composition (emulator/pipeline.py).
     Numerics are not run on this path (each stage program is emulated once, timing only)."""
     from popvision_lite.emulator.pipeline import run_pipelined
-    from popvision_lite.profile.writer import write_profile
 
     t0 = time.perf_counter()
     pd_, info = run_pipelined(cfg, device, progress=progress)
@@ -284,13 +301,7 @@ def _run_composed(cfg, device, timing_only, profile_path, progress) -> ModelRun:
         pd_.run["numeric_checks_skipped"] = ("pipelined / replicated composition: each distinct stage program is "
                                              "emulated once for timing and memory; numerics need the whole-graph "
                                              "path (one IPU, default training state)")
-    if profile_path is not None:
-        t3 = time.perf_counter()
-        write_profile(profile_path, pd_)
-        wall["write"] = time.perf_counter() - t3
     wall["total"] = time.perf_counter() - t0
-    if progress:
-        progress("done", 1.0)
     return ModelRun(cfg=cfg, fits=info["fits"], total_cycles=info["total_cycles"], seconds=info["seconds"],
                     profile_data=pd_, numeric_checks={}, oom_report=info["oom_report"], wall=wall,
                     num_vertices=info["num_vertices"], num_ops=info["num_ops"],
