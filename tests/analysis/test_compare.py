@@ -8,8 +8,6 @@ import pytest
 import popvision_lite as pvl
 from popvision_lite.analysis import compare as C
 
-pytest_plugins = ["compare_fixtures"]
-
 
 def _open(path):
     return pvl.open(path)

@@ -4,21 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
 from popvision_lite.profile.schema import STEP_KINDS
-from popvision_lite.profile.synthetic import write_synthetic
 
 TPI = 64
 
 
 @pytest.fixture(scope="module")
-def prof(tmp_path_factory):
-    path = tmp_path_factory.mktemp("exec") / "run.pvl"
-    write_synthetic(path, num_ipus=2, tiles_per_ipu=TPI, num_steps=300, seed=3)
-    p = pvl.open(path)
-    yield p
-    p.close()
+def prof(synthetic_profile):
+    return synthetic_profile(num_ipus=2, tiles_per_ipu=TPI, num_steps=300, seed=3)
 
 
 @pytest.fixture(scope="module")

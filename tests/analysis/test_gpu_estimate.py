@@ -12,7 +12,7 @@ from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.devices import DeviceSpecError, devices_dir, list_devices, load_device
 from popvision_lite.errors import ConfigError
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
 
 
 def _ops(rows):

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-from insights_fixtures import write_small
 
 import popvision_lite as pvl
 from popvision_lite.analysis import insights as I
 from popvision_lite.devices import load_device
+from tests.support.insights_profile import write_small
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +80,8 @@ def test_recompute_advice_numbers_from_liveness(pair):
 
 def test_peak_of_op_temporaries_is_not_sent_to_recompute(tmp_path):
     # make bwd/grad's own output huge: the peak is then that op's temporaries, not held activations
-    from insights_fixtures import make_data
-
     from popvision_lite.profile.writer import write_profile
+    from tests.support.insights_profile import make_data
 
     data = make_data(cap=100_000)
     data.variables.loc[data.variables["var_id"] == 4, "bytes"] = 40_000

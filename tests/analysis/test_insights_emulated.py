@@ -10,7 +10,7 @@ import popvision_lite as pvl
 from popvision_lite.analysis import insights as I
 from popvision_lite.analysis.program_tree import run_cycles
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
 
 
 def _samples():

@@ -15,14 +15,8 @@ from popvision_lite.analysis.liveness import (
 
 
 @pytest.fixture(scope="module")
-def prof(tmp_path_factory):
-    import popvision_lite as pvl
-    from popvision_lite.profile.synthetic import write_synthetic
-
-    path = tmp_path_factory.mktemp("lv") / "l.pvl"
-    write_synthetic(path, num_ipus=2, tiles_per_ipu=48, num_steps=100, seed=9)
-    with pvl.open(path) as p:
-        yield p
+def prof(synthetic_profile):
+    return synthetic_profile(num_ipus=2, tiles_per_ipu=48, num_steps=100, seed=9)
 
 
 def test_curve_and_tile_curve(prof):

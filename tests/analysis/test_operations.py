@@ -4,10 +4,10 @@ import re
 
 import numpy as np
 import pytest
-from insights_fixtures import write_small
 
 import popvision_lite as pvl
 from popvision_lite.analysis.operations import COLUMNS, filter_ops, name_mask, ops_table
+from tests.support.insights_profile import write_small
 
 
 @pytest.fixture(scope="module")

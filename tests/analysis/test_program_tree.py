@@ -1,10 +1,10 @@
 """The indexed program tree behind the program tree view."""
 
 import pytest
-from insights_fixtures import PROGRAMS, write_small
 
 import popvision_lite as pvl
 from popvision_lite.analysis.program_tree import ProgramTree, run_cycles
+from tests.support.insights_profile import PROGRAMS, write_small
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from insights_fixtures import make_data, write_small
 
 import popvision_lite as pvl
 from popvision_lite.analysis import selection as S
+from tests.support.insights_profile import make_data, write_small
 
 
 @pytest.fixture(scope="module")

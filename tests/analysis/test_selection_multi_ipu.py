@@ -3,17 +3,12 @@
 import numpy as np
 import pytest
 
-import popvision_lite as pvl
 from popvision_lite.analysis import selection as S
-from popvision_lite.profile.synthetic import write_synthetic
 
 
 @pytest.fixture(scope="module")
-def prof(tmp_path_factory):
-    path = write_synthetic(tmp_path_factory.mktemp("syn") / "syn.pvl", num_ipus=2, tiles_per_ipu=48,
-                           num_steps=260, seed=3, over_capacity_tiles=2)
-    with pvl.open(path) as p:
-        yield p
+def prof(synthetic_profile):
+    return synthetic_profile(num_ipus=2, tiles_per_ipu=48, num_steps=260, seed=3, over_capacity_tiles=2)
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,8 @@ from popvision_lite.profile import schema
 
 
 @pytest.fixture(scope="module")
-def prof(tmp_path_factory):
-    import popvision_lite as pvl
-    from popvision_lite.profile.synthetic import write_synthetic
-
-    path = tmp_path_factory.mktemp("sum") / "s.pvl"
-    write_synthetic(path, num_ipus=2, tiles_per_ipu=64, num_steps=150, seed=5, over_capacity_tiles=2)
-    with pvl.open(path) as p:
-        yield p
+def prof(synthetic_profile):
+    return synthetic_profile(num_ipus=2, tiles_per_ipu=64, num_steps=150, seed=5, over_capacity_tiles=2)
 
 
 def test_summary_matches_tables(prof):

@@ -11,14 +11,8 @@ from popvision_lite.profile import schema
 
 
 @pytest.fixture(scope="module")
-def prof(tmp_path_factory):
-    import popvision_lite as pvl
-    from popvision_lite.profile.synthetic import write_synthetic
-
-    path = tmp_path_factory.mktemp("tm") / "t.pvl"
-    write_synthetic(path, num_ipus=3, tiles_per_ipu=80, num_steps=80, seed=2, over_capacity_tiles=2)
-    with pvl.open(path) as p:
-        yield p
+def prof(synthetic_profile):
+    return synthetic_profile(num_ipus=3, tiles_per_ipu=80, num_steps=80, seed=2, over_capacity_tiles=2)
 
 
 def test_values_match_by_tile(prof):

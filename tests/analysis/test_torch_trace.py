@@ -18,7 +18,7 @@ from popvision_lite.analysis.torch_trace import (
     report_text,
 )
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
 
 
 def _write(tmp_path, events, name="t.json"):

@@ -14,10 +14,10 @@ from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
 
 
-V1 = Path(__file__).resolve().parent / "fixtures" / "v1"
+V1 = Path(__file__).resolve().parents[1] / "fixtures" / "v1"
 
 
 @pytest.fixture(scope="module")

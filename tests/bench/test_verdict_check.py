@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import bench.verdict_check as vc  # noqa: E402
 from popvision_lite.analysis import gpu_estimate as ge  # noqa: E402

@@ -1,5 +1,5 @@
 """Bad command-line arguments and TOML run configs: exit code 2, a message naming the argument or the
-field, no traceback, and nothing written.  (tests/test_emulate_cli.py covers the first cases of each
+field, no traceback, and nothing written.  (tests/cli/test_emulate.py covers the first cases of each
 kind; these are the rest found by trying.)"""
 
 from __future__ import annotations
@@ -14,15 +14,6 @@ from popvision_lite.cli import main
 SMALL = ["--batch", "8", "--hidden", "16", "-q"]
 
 
-def _run(argv, capsys) -> tuple[int, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse errors
-        rc = e.code
-    cap = capsys.readouterr()
-    return rc, cap.err
-
-
 @pytest.mark.parametrize("args,needle", [
     (["mlp", "--ipus", "abc"], "--ipus"),
     (["mlp", "--layers", "-2"], "--layers"),
@@ -35,9 +26,9 @@ def _run(argv, capsys) -> tuple[int, str]:
     (["bert", "--hidden", "10", "--heads", "3"], "--heads"),
     (["gnn", "--ipus", "5"], "--ipus"),
 ])
-def test_emulate_bad_argument(tmp_path, capsys, args, needle):
+def test_emulate_bad_argument(tmp_path, cli, args, needle):
     out = tmp_path / "x.pvl"
-    rc, err = _run(["emulate", *args, "-o", str(out), *SMALL], capsys)
+    rc, _, err = cli(["emulate", *args, "-o", str(out), *SMALL])
     assert rc == 2, err
     assert needle in err, err
     assert "Traceback" not in err
@@ -45,11 +36,11 @@ def test_emulate_bad_argument(tmp_path, capsys, args, needle):
 
 
 @pytest.mark.parametrize("where", ["missing_folder", "under_a_file", "a_directory"])
-def test_emulate_unwritable_output_is_exit_2_before_emulating(tmp_path, capsys, where):
+def test_emulate_unwritable_output_is_exit_2_before_emulating(tmp_path, cli, where):
     (tmp_path / "afile").write_text("x")
     out = {"missing_folder": tmp_path / "no" / "x.pvl", "under_a_file": tmp_path / "afile" / "x.pvl",
            "a_directory": tmp_path}[where]
-    rc, err = _run(["emulate", "mlp", *SMALL, "-o", str(out)], capsys)
+    rc, _, err = cli(["emulate", "mlp", *SMALL, "-o", str(out)])
     assert rc == 2, err
     assert "-o/--output" in err and str(out) in err
     assert "compiling" not in err  # refused before any work
@@ -75,28 +66,28 @@ def _config(tmp_path, body: str):
     ('model = "bert"\n[model_args]\nhidden = 30\nheads = 4\n', "heads"),
     ('model = "mlp"\nmodel = "bert"\n', "TOML"),  # duplicate key
 ])
-def test_emulate_bad_config_names_the_field(tmp_path, capsys, body, field):
+def test_emulate_bad_config_names_the_field(tmp_path, cli, body, field):
     cfg = _config(tmp_path, body)
     out = tmp_path / "x.pvl"
-    rc, err = _run(["emulate", "--config", str(cfg), "-o", str(out), "-q"], capsys)
+    rc, _, err = cli(["emulate", "--config", str(cfg), "-o", str(out), "-q"])
     assert rc == 2, err
     assert field in err, err
     assert "Traceback" not in err
     assert not out.exists()
 
 
-def test_emulate_config_unreadable(tmp_path, capsys):
+def test_emulate_config_unreadable(tmp_path, cli):
     binary = tmp_path / "bin.toml"
     binary.write_bytes(b"\xff\xfe\x00garbage\x80")
     for cfg, words in ((binary, "cannot read"), (tmp_path, "cannot read"), (tmp_path / "nope.toml", "not found")):
-        rc, err = _run(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")], capsys)
+        rc, _, err = cli(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")])
         assert rc == 2, err
         assert str(cfg) in err and words in err, err
 
 
-def test_emulate_config_without_model(tmp_path, capsys):
+def test_emulate_config_without_model(tmp_path, cli):
     cfg = _config(tmp_path, 'device = "bow"\n')
-    rc, err = _run(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")], capsys)
+    rc, _, err = cli(["emulate", "--config", str(cfg), "-o", str(tmp_path / "x.pvl")])
     assert rc == 2 and "model" in err.lower(), err
 
 
@@ -107,23 +98,23 @@ def test_emulate_config_without_model(tmp_path, capsys):
     (["--view", "memory", "--width", "0"], "--width"),
     (["--view", "nope"], "--view"),
 ])
-def test_export_bad_arguments(tmp_path, capsys, args, needle):
+def test_export_bad_arguments(tmp_path, cli, args, needle):
     from popvision_lite.profile.synthetic import write_synthetic
 
     prof = write_synthetic(tmp_path / "p.pvl", num_ipus=1, tiles_per_ipu=8, num_steps=20, num_layers=1)
     out = tmp_path / ("o.json" if "--chrome-trace" in args else "o.png")
-    rc, err = _run(["export", str(prof), *args, "-o", str(out)], capsys)
+    rc, _, err = cli(["export", str(prof), *args, "-o", str(out)])
     assert rc == 2, err
     assert needle in err, err
     assert "Traceback" not in err
     assert not out.exists()
 
 
-def test_cli_on_a_corrupt_profile_names_the_file(tmp_path, capsys):
+def test_cli_on_a_corrupt_profile_names_the_file(tmp_path, cli):
     bad = tmp_path / "bad.pvl"
     bad.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\x00" * 100)
     for argv in (["info", str(bad)], ["export", str(bad), "--chrome-trace", "-o", str(tmp_path / "t.json")]):
-        rc, err = _run(argv, capsys)
+        rc, _, err = cli(argv)
         assert rc == 2, (argv, err)
         assert str(bad) in err and "Traceback" not in err
 
@@ -139,12 +130,12 @@ def test_real_process_exit_code_and_stderr(tmp_path):
 
 
 @pytest.mark.parametrize("top", ["-1", "-50", "two"])
-def test_info_top_must_be_a_count(tmp_path, capsys, top):
+def test_info_top_must_be_a_count(tmp_path, cli, top):
     from popvision_lite.profile.synthetic import write_synthetic
 
     path = tmp_path / "s.pvl"
     write_synthetic(path, tiles_per_ipu=8, num_steps=20)
-    rc, err = _run(["info", str(path), "--top", top], capsys)
+    rc, _, err = cli(["info", str(path), "--top", top])
     assert rc == 2, err
     assert "--top" in err and top in err, err
     assert "Traceback" not in err
@@ -170,9 +161,9 @@ def test_info_top_zero_lists_no_ops(tmp_path, capsys):
     ("conv", ["--recompute"], "--recompute"),
     ("gnn", ["--streaming-weights"], "--streaming-weights"),
 ])
-def test_emulate_option_the_model_does_not_use(tmp_path, capsys, model, args, option):
+def test_emulate_option_the_model_does_not_use(tmp_path, cli, model, args, option):
     out = tmp_path / "x.pvl"
-    rc, err = _run(["emulate", model, *args, "-o", str(out), *SMALL], capsys)
+    rc, _, err = cli(["emulate", model, *args, "-o", str(out), *SMALL])
     assert rc == 2, err
     assert option in err and f"'{model}'" in err, err
     assert "compiling" not in err and not out.exists()

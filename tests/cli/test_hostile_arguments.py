@@ -19,7 +19,7 @@ from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.profile.csv_export import neutralise_formulas, write_frame_csv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = str(ROOT / "sample_profiles" / "mlp_mk2.pvl")
 
 

@@ -175,7 +175,7 @@ FULL_DISK_SCRIPT = textwrap.dedent("""
 def test_full_disk_gives_a_clear_error_and_no_file(tmp_path, trace_source):
     with _tmpfs(tmp_path / "small", "size=64k") as folder:
         if folder is None:
-            pytest.skip("cannot mount a tmpfs here; tests/test_profile_errors.py covers ENOSPC simulated")
+            pytest.skip("cannot mount a tmpfs here; tests/profile/test_errors.py covers ENOSPC simulated")
         # filler so even the small CSV cannot fit
         with contextlib.suppress(OSError), open(folder / "filler", "wb") as fh:
             fh.write(b"\0" * (60 << 10))

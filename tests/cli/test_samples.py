@@ -10,7 +10,7 @@ import popvision_lite as pvl
 from popvision_lite.cli.make_samples import SAMPLES, make_sample
 from popvision_lite.profile.schema import STEP_KIND_CODE, TABLE_COLUMNS
 
-DIR = Path(__file__).resolve().parent.parent / "sample_profiles"
+DIR = Path(__file__).resolve().parents[2] / "sample_profiles"
 BY_FILE = {s.file: s for s in SAMPLES}
 
 

@@ -379,7 +379,7 @@ def test_docs_example_runs(tmp_path, monkeypatch):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "docs" / "emulator.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "emulator.md").read_text()
     code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
     monkeypatch.chdir(tmp_path)
     ns: dict = {}

@@ -380,7 +380,7 @@ def test_example_script_runs_without_torch(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root))
     out = subprocess.run([sys.executable, str(root / "examples" / "onnx_from_pytorch.py"), "--no-torch", "-o",
                           "ex.pvl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -1,8 +1,20 @@
-"""Shared fixtures for the GUI tests: small synthetic profiles and isolated QSettings."""
+"""Fixtures of the GUI tests: a small synthetic profile, isolated QSettings, a main window (empty or with
+the profile open) and a Document without a window.  Every test in this folder is marked ``gui``
+(``pytest -m "not gui"`` runs the rest)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:  # the hook sees every collected test: mark only this folder's
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.gui)
 
 
 @pytest.fixture(scope="session")
@@ -57,9 +69,12 @@ def document(qtbot, small_profile):
     doc.close()
 
 
-def show_view(qtbot, view, size=(1400, 900)):
-    qtbot.addWidget(view)
-    view.resize(*size)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+@pytest.fixture
+def dialogs(monkeypatch):
+    """QMessageBox.critical / warning patched: the (parent, title, text) of every dialog the app shows."""
+    from PySide6.QtWidgets import QMessageBox
+
+    seen = []
+    for name in ("critical", "warning"):
+        monkeypatch.setattr(QMessageBox, name, staticmethod(lambda *a, **k: seen.append(a)))
+    return seen

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest_plugins = ["gui_fixtures", "compare_fixtures"]
-
 
 def _window(qtbot, a, b):
     import popvision_lite as pvl

@@ -10,14 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QMessageBox
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package lives at the repo root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the bench package lives at the repo root
 from bench import fuzz_profiles as fz  # noqa: E402
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
-
 # mutation kinds whose seeded cases fail at open (header / structure damage)
 OPEN_KINDS = ("truncate", "drop", "header", "other_format", "array_shape", "rename")
 
@@ -30,12 +27,6 @@ def fuzz_dir(tmp_path_factory):
     return base, cases
 
 
-@pytest.fixture
-def dialogs(monkeypatch):
-    seen = []
-    for name in ("critical", "warning"):
-        monkeypatch.setattr(QMessageBox, name, staticmethod(lambda *a, **k: seen.append(a)))
-    return seen
 
 
 def _settle(qtbot, window):

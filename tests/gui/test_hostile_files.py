@@ -12,22 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtWidgets import QMessageBox
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import fuzz_hostile as fh  # noqa: E402
 from bench import fuzz_profiles as fz  # noqa: E402
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
 
-
-@pytest.fixture
-def dialogs(monkeypatch):
-    seen = []
-    for name in ("critical", "warning"):
-        monkeypatch.setattr(QMessageBox, name, staticmethod(lambda *a, **k: seen.append(a)))
-    return seen
 
 
 def _programs(base, dst, fn):

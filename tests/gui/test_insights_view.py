@@ -1,12 +1,12 @@
 """Insights view (pytest-qt, offscreen): findings rendered with links that select tiles / ops / variables."""
 
 import pytest
-from insights_fixtures import write_small
 from PySide6.QtCore import Qt
 
 import popvision_lite as pvl
 from popvision_lite.gui.document import Document
 from popvision_lite.gui.views.insights_view import InsightsView
+from tests.support.insights_profile import write_small
 
 pytestmark = pytest.mark.gui
 

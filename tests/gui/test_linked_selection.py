@@ -3,10 +3,10 @@ timeline steps (execution view), its program nodes (program tree) and its roofli
 
 import numpy as np
 import pytest
-from insights_fixtures import make_data, write_small
 
 import popvision_lite as pvl
 from popvision_lite.gui.document import Document
+from tests.support.insights_profile import make_data, write_small
 
 pytestmark = pytest.mark.gui
 

@@ -9,14 +9,11 @@ from PySide6.QtCore import QPointF, Qt
 from popvision_lite.analysis.liveness import live_variables, peak_step
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
-
 
 @pytest.fixture
 def live(qtbot, document):
-    from gui_fixtures import show_view
-
     from popvision_lite.gui.views.liveness_view import LivenessView
+    from tests.support.qt import show_view
 
     return show_view(qtbot, LivenessView(document))
 

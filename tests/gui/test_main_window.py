@@ -9,8 +9,6 @@ import pytest
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
-
 
 def test_open_via_dialog_loads_document_and_summary(qtbot, window, small_profile, monkeypatch):
     calls = []

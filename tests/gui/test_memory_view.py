@@ -10,14 +10,11 @@ from popvision_lite.analysis.tile_memory import PERCENT, TileMemory
 from popvision_lite.profile import schema
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
-
 
 @pytest.fixture
 def mem(qtbot, document):
-    from gui_fixtures import show_view
-
     from popvision_lite.gui.views.memory_view import MemoryView
+    from tests.support.qt import show_view
 
     return show_view(qtbot, MemoryView(document))
 
@@ -214,16 +211,16 @@ def test_bar_plot_opens_showing_every_tile(qtbot):
     hidden tab (as in the main window) opened showing tiles 0-2 of a 1,472-tile IPU."""
     from pathlib import Path
 
-    from gui_fixtures import show_view
     from PySide6.QtWidgets import QLabel, QTabWidget
 
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.document import Document
     from popvision_lite.gui.views.memory_view import MemoryView
     from popvision_lite.profile.reader import open_profile
+    from tests.support.qt import show_view
 
     create_app()
-    path = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_tiny_mk2.pvl"
+    path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_tiny_mk2.pvl"
     doc = Document(open_profile(path), path)
     try:
         tabs = QTabWidget()
@@ -265,15 +262,14 @@ def test_capacity_label_is_inside_the_bar_plot(qtbot):
     sample) its top was cut off by the plot's edge."""
     from pathlib import Path
 
-    from gui_fixtures import show_view
-
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.document import Document
     from popvision_lite.gui.views.memory_view import MemoryView
     from popvision_lite.profile.reader import open_profile
+    from tests.support.qt import show_view
 
     create_app()
-    path = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_tiny_mk2.pvl"
+    path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_tiny_mk2.pvl"
     doc = Document(open_profile(path), path)
     try:
         view = show_view(qtbot, MemoryView(doc))

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from insights_fixtures import make_data, write_small
 from PySide6.QtCore import Qt
 
 import popvision_lite as pvl
 from popvision_lite.gui.document import Document
 from popvision_lite.gui.views.operations_view import OP_ROLE
+from tests.support.insights_profile import make_data, write_small
 
 pytestmark = pytest.mark.gui
 
@@ -160,7 +160,7 @@ def test_key_columns_fit_in_1400_px(qtbot):
 
     from popvision_lite.gui.views.operations_view import NAME_WIDTH, OperationsView
 
-    sample = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    sample = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
     d = Document(pvl.open(sample))
     try:
         v = OperationsView(d)

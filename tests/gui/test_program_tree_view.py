@@ -1,12 +1,12 @@
 """Program tree view (pytest-qt, offscreen): lazy model, node -> steps, op -> node."""
 
 import pytest
-from insights_fixtures import PROGRAMS, write_small
 from PySide6.QtCore import QModelIndex
 
 import popvision_lite as pvl
 from popvision_lite.gui.document import Document
 from popvision_lite.gui.views.program_tree_view import ProgramTreeView
+from tests.support.insights_profile import PROGRAMS, write_small
 
 pytestmark = pytest.mark.gui
 

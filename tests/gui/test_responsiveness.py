@@ -9,15 +9,12 @@ import pandas as pd
 import pytest
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
-
 
 def test_tile_click_measures_a_bounded_number_of_rows(qtbot, document, monkeypatch):
-    from gui_fixtures import show_view
-
     from popvision_lite.gui import table_model
     from popvision_lite.gui.views import memory_view
     from popvision_lite.gui.views.memory_view import MemoryView
+    from tests.support.qt import show_view
 
     view = show_view(qtbot, MemoryView(document))
     qtbot.waitUntil(lambda: view._prefetch.done, timeout=10000)

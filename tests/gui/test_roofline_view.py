@@ -222,7 +222,7 @@ def test_ceiling_labels_do_not_overlap_4_ipus_at_1024_px(qtbot):
     from popvision_lite.gui.document import Document
     from popvision_lite.gui.views.roofline_view import RooflineView
 
-    prof = pvl.open(Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl")
+    prof = pvl.open(Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl")
     try:
         v = RooflineView(Document(prof))
         qtbot.addWidget(v)

@@ -10,8 +10,6 @@ import pytest
 
 from popvision_lite.errors import ConfigError, EmulatorError
 
-pytest_plugins = ["gui_fixtures"]
-
 TINY = dict(model="mlp", device="ipu-mk2", ipus=1, batch=4, seq=8, recompute=False, precision="fp16",
             timing_only=True, layers=1, hidden=32)
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import Qt
 
 from popvision_lite.analysis.summary import PHASES, format_bytes, summarize
 
 pytestmark = pytest.mark.gui
-pytest_plugins = ["gui_fixtures"]
 
+ROOT = Path(__file__).resolve().parents[2]
 
 def test_summary_view_shows_the_analysis(qtbot, document):
-    from gui_fixtures import show_view
-
     from popvision_lite.gui.views.summary_view import SummaryView
+    from tests.support.qt import show_view
 
     view = show_view(qtbot, SummaryView(document))
     s = summarize(document.profile)
@@ -32,3 +33,73 @@ def test_summary_view_shows_the_analysis(qtbot, document):
     rect = view.ops_table.visualRect(idx)
     qtbot.mouseClick(view.ops_table.viewport(), Qt.LeftButton, pos=rect.center())
     assert seen and seen[-1].op_id == int(s.top_ops["op_id"].iloc[1]) and seen[-1].source == "summary"
+
+
+def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
+    """The phase-share axis showed ticks up to 120% (the range leaves room for the bar labels)."""
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from tests.support.qt import show_view
+
+    view = show_view(qtbot, SummaryView(document))
+    axis = view.plot.getPlotItem().getAxis("bottom")
+    levels = axis._tickLevels or []  # set ticks (None: pyqtgraph's automatic ones, up to 120)
+    labelled = [float(v) for v, text in (levels[0] if levels else []) if text]
+    assert labelled and max(labelled) == 100 and 0 in labelled
+
+
+def test_summary_lists_only_failed_numeric_checks(qtbot):
+    """The summary listed every passing check as a raw dict (dozens of 'atol=0.02, elements=...' rows)."""
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from popvision_lite.profile.reader import open_profile
+    from tests.support.qt import show_view
+
+    create_app()
+    path = ROOT / "sample_profiles" / "mlp_mk2.pvl"
+    doc = Document(open_profile(path), path)
+    try:
+        checks = doc.profile.run["numeric_checks"]
+        view = show_view(qtbot, SummaryView(doc))
+        text = view.info.text()
+        assert "all passed" in text and f"({len(checks)} tensors vs numpy" in text
+        assert "atol=" not in text
+        worst = max(v["max_rel_err"] for v in checks.values())
+        assert f"worst max rel err {worst:.2g}" in text
+        # a failing check is listed with its numbers
+        name = next(iter(checks))
+        view.summary.numeric_checks[name] = dict(checks[name], passed=False)
+        view._fill()
+        text = view.info.text()
+        assert "FAILED" in text and name in text and "atol=" in text
+    finally:
+        doc.close()
+
+
+def test_summary_config_shows_only_the_models_settings(qtbot):
+    """A BERT run's config table listed the GNN's nodes/edges and the conv's image size."""
+    import re
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from popvision_lite.profile.reader import open_profile
+    from tests.support.qt import show_view
+
+    create_app()
+    shown = {}
+    for name in ("bert_tiny_mk2", "gnn_mk2"):
+        path = ROOT / "sample_profiles" / f"{name}.pvl"
+        doc = Document(open_profile(path), path)
+        try:
+            view = show_view(qtbot, SummaryView(doc))
+            text = view.info.text()
+            config = text.split("<h3>Config</h3>", 1)[1]
+            shown[name] = set(re.findall(r"<tr><td>([a-z_]+)</td>", config))
+            assert set(doc.profile.run["config"]) >= shown[name]
+        finally:
+            doc.close()
+    assert {"seq", "heads", "batch", "hidden"} <= shown["bert_tiny_mk2"]
+    assert not {"nodes", "edges", "image"} & shown["bert_tiny_mk2"]
+    assert {"nodes", "edges", "batch", "hidden"} <= shown["gnn_mk2"]
+    assert not {"seq", "heads", "image", "vocab"} & shown["gnn_mk2"]

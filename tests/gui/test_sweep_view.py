@@ -11,9 +11,8 @@ from PySide6.QtCore import Qt
 
 from popvision_lite.sweep.results import write_meta, write_results
 
-pytest_plugins = ["gui_fixtures"]
 pytestmark = pytest.mark.gui
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_profiles"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.gui
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
 
 
 def test_every_view_fits_1024_by_768(qtbot, tmp_path):

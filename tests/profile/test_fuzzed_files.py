@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package lives at the repo root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the bench package lives at the repo root
 from bench import fuzz_profiles as fz  # noqa: E402
 
 SEED = 11

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the bench package lives at the repo root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the bench package lives at the repo root
 from bench import fuzz_hostile as fh  # noqa: E402
 from bench import fuzz_profiles as fz  # noqa: E402
 from popvision_lite.errors import ProfileError  # noqa: E402
@@ -101,7 +101,7 @@ def test_damaged_blosc_header_is_an_error_not_a_segfault(base, tmp_path):
             "from popvision_lite.errors import ProfileError\n"
             f"p = open_profile({str(f)!r})\n"
             "try:\n    p.memory.array()\nexcept ProfileError as e:\n    print('ERR', e)\n")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, (r.returncode, r.stderr[-500:])
     assert "ERR" in r.stdout and "arrays/memory" in r.stdout and "Blosc" in r.stdout, r.stdout
@@ -147,7 +147,7 @@ def test_devices_as_profile_are_refused(dev):
 
 
 def test_sample_profiles_pass_the_safe_opener():
-    root = Path(__file__).resolve().parent.parent / "sample_profiles"
+    root = Path(__file__).resolve().parents[2] / "sample_profiles"
     for p in sorted(root.glob("*.pvl")):
         assert fz.classify(p) == ("ok", ""), p
 

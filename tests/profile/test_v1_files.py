@@ -7,7 +7,7 @@ import pytest
 
 from popvision_lite.profile import open_profile, schema
 
-V1 = Path(__file__).parent / "fixtures" / "v1"
+V1 = Path(__file__).resolve().parents[1] / "fixtures" / "v1"
 
 
 @pytest.mark.parametrize("name", ["bert_tiny_mk2.pvl", "bert_mini_4ipu_pipeline.pvl"])

@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import fuzz_hostile as fh  # noqa: E402
 from bench import fuzz_profiles as fz  # noqa: E402
 from popvision_lite.errors import ProfileError  # noqa: E402
@@ -136,7 +136,7 @@ def test_clip():
 
 
 def test_sample_profiles_are_consistent():
-    root = Path(__file__).resolve().parent.parent / "sample_profiles"
+    root = Path(__file__).resolve().parents[2] / "sample_profiles"
     for path in sorted(root.glob("*.pvl")):
         with open_profile(path) as p:
             for name in ("steps", "ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles",

@@ -3,7 +3,7 @@
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "popvision_lite"
+PKG = Path(__file__).resolve().parents[2] / "popvision_lite"
 QT_MODULES = {"PySide6", "pyqtgraph", "PyQt5", "PyQt6", "shiboken6"}
 
 

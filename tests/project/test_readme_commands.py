@@ -5,7 +5,7 @@ import re
 import shlex
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _readme_commands():

@@ -19,7 +19,7 @@ def _sample_pairs() -> dict:
 
     import popvision_lite as pvl
 
-    folder = Path(__file__).resolve().parent.parent / "sample_profiles"
+    folder = Path(__file__).resolve().parents[2] / "sample_profiles"
     runs = []
     for path in sorted(folder.glob("*.pvl")):
         try:

@@ -1,4 +1,4 @@
-"""Point functions for tests/test_sweep.py, importable by Dask workers and by the per-point child
+"""Point functions for tests/sweep/test_sweep.py, importable by Dask workers and by the per-point child
 processes (they must be module-level names)."""
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.sweep import engine
 from popvision_lite.sweep import grid as g
 from popvision_lite.sweep.results import pareto_front
+from tests.support import sweep_points as sweep_fixtures  # noqa: E402
 
-sweep_fixtures = pytest.importorskip("sweep_fixtures")
 TINY = {"hidden": 32, "layers": 2}
 
 
