@@ -10,20 +10,11 @@ import numpy as np
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.norm_pool import PlanNormPool
 from popvision_lite.emulator.ops.planners import PlanTarget, plan_elementwise, plan_matmul, plan_reduction
+from popvision_lite.emulator.shape import Shape
 
 from .backend import Backend
 
-
-class Shape:
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype):
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = dtype
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape))
+__all__ = ["PlanOnlyBackend", "Shape"]
 
 
 class PlanOnlyBackend(PlanNormPool, Backend):

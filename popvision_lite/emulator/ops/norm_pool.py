@@ -775,7 +775,7 @@ class PlanNormPool:
     def _windows(self, x, index, name, typ, c=None):
         from popvision_lite.emulator.ops.planners import plan_elementwise
 
-        from ..models.planning import Shape
+        from ..shape import Shape
 
         R, k = np.shape(index)
         c = int(c or x.shape[-1])
@@ -783,14 +783,14 @@ class PlanNormPool:
         return Shape((R, c), self.dtype)
 
     def gather_windows(self, x, index, name):
-        from ..models.planning import Shape
+        from ..shape import Shape
 
         R, k = np.shape(index)
         self._windows(x, index, name, "im2col")
         return Shape((R, k * x.shape[-1]), self.dtype)
 
     def col2im(self, dcols, index, n_rows, name):
-        from ..models.planning import Shape
+        from ..shape import Shape
 
         c = dcols.shape[-1] // np.shape(index)[1]
         self._windows(dcols, index, name, "sum_pool", c)
@@ -806,19 +806,19 @@ class PlanNormPool:
         return self._ew(x, name, "max_pool_bwd")
 
     def avg_pool_bwd(self, dy, index, n_rows, name):
-        from ..models.planning import Shape
+        from ..shape import Shape
 
         self._rec(name, "avg_pool", f"{n_rows} rows")
         return Shape((n_rows, dy.shape[-1]), self.dtype)
 
     def batch_norm(self, x, gamma, beta, name):
-        from ..models.planning import Shape
+        from ..shape import Shape
 
         y = self._rows(x, name, "batch_norm")
         return y, Shape(gamma.shape, "float32"), Shape(gamma.shape, "float32")
 
     def batch_norm_bwd(self, x, dy, mean, invstd, gamma, name):
-        from ..models.planning import Shape
+        from ..shape import Shape
 
         dx = self._rows(x, name, "batch_norm_bwd")
         return dx, Shape(gamma.shape, gamma.dtype), Shape(gamma.shape, gamma.dtype)
