@@ -28,8 +28,8 @@ def measure(pa, pb, out_dir: Path) -> dict:
     import popvision_lite as pvl
     from popvision_lite.analysis.compare import compare, memory_difference
     from popvision_lite.gui.compare_window import CompareWindow
-    from popvision_lite.gui.document import Document
     from popvision_lite.gui.export import export_plot
+    from popvision_lite.gui.state.document import Document
 
     r = {}
     a, b = pvl.open(pa), pvl.open(pb)

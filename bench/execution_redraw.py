@@ -85,8 +85,8 @@ def main(argv=None) -> int:
 
     import popvision_lite as pvl
     from popvision_lite.gui import theme
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.execution_view import ExecutionView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.execution import ExecutionView
     from popvision_lite.profile.synthetic import write_synthetic
 
     app = QApplication.instance() or QApplication([])

@@ -26,8 +26,8 @@ def main(argv=None) -> int:
 
     from popvision_lite.gui import theme
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
     from popvision_lite.gui.main_window import MainWindow
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.profile.reader import open_profile
 
     app = create_app()

@@ -59,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     from popvision_lite.analysis.insights import insights
     from popvision_lite.analysis.operations import name_mask, ops_table
     from popvision_lite.analysis.program_tree import ProgramTree
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.state.resolve import select_op
     from popvision_lite.gui.views.operations_view import OpsFilterProxy, OpsTableModel
     from popvision_lite.gui.views.program_tree_view import ProgramTreeView
-    from popvision_lite.gui.views.selection_resolve import select_op
 
     app = QApplication.instance() or QApplication([])
     tmp = None

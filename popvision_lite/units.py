@@ -1,8 +1,24 @@
-"""Human-readable quantities (bytes, seconds) shared by the CLI, the analysis layer and the views."""
+"""Human-readable quantities, one definition each, for the CLI, the analysis layer and the views.
+
+Bytes use binary prefixes (KiB, like PopVision); times and rates three significant digits with the
+prefix that keeps the number between 1 and 1000 (``160 µs``, ``1.25 ms``), the same on the command line,
+in the app, in exports and in reports.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import math
+
+KIB = 1024.0
+MIB = 1024.0**2
+GIB = 1024.0**3
+
+
+def _finite(v) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def format_bytes(n: float) -> str:
@@ -15,10 +31,62 @@ def format_bytes(n: float) -> str:
     return f"{n:.2f} TiB"
 
 
+def format_bytes_exact(n: float) -> str:
+    """'1,234,567 B (1.18 MiB)': exact bytes plus a readable size (findings, tooltips)."""
+    n = float(n)
+    exact = f"{int(round(n)):,} B"
+    return exact if abs(n) < 1024 else f"{exact} ({format_bytes(n)})"
+
+
 def format_seconds(s: float) -> str:
-    if not np.isfinite(s):
+    """3 significant digits with the prefix that fits: 0.00016 -> '160 µs', 1.25e-3 -> '1.25 ms'."""
+    if not _finite(s):
         return "?"
     for unit, f in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
         if abs(s) >= f or unit == "ns":
             return f"{s / f:.3g} {unit}"
     return f"{s} s"
+
+
+def format_flops(f: float) -> str:
+    """A rate of floating-point operations: 2.5e14 -> '250 TFLOP/s'; 'n/a' when not finite."""
+    if not _finite(f):
+        return "n/a"
+    for unit, scale in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if abs(f) >= scale:
+            return f"{f / scale:.3g} {unit}"
+    return f"{f:.3g} FLOP/s"
+
+
+def format_usd(c: float) -> str:
+    """Dollars: '$0.12', '$1.23e-05' below a cent; 'n/a' when not finite."""
+    if not _finite(c):
+        return "n/a"
+    return f"${c:.2f}" if c >= 0.01 else f"${c:.2e}"
+
+
+def format_ratio(v: float) -> str:
+    """'2.50x'; 'n/a' when not finite."""
+    return f"{v:.2f}x" if _finite(v) else "n/a"
+
+
+def format_speedup(ipu_over_gpu: float) -> str:
+    """'GPU 2.50x faster' / 'IPU 1.30x faster' from IPU time / GPU time."""
+    r = ipu_over_gpu
+    if not _finite(r) or r <= 0:
+        return "n/a"
+    return f"GPU {r:.2f}x faster" if r >= 1 else f"IPU {1 / r:.2f}x faster"
+
+
+def format_percent(fraction: float, digits: int = 1) -> str:
+    """0.1234 -> '12.3%'."""
+    return f"{100 * fraction:.{digits}f}%" if _finite(fraction) else "n/a"
+
+
+def format_hz(hz: float) -> str:
+    """1.325e9 -> '1.325 GHz'."""
+    return f"{hz / 1e9:.3f} GHz" if _finite(hz) else "n/a"
+
+
+__all__ = ["GIB", "KIB", "MIB", "format_bytes", "format_bytes_exact", "format_flops", "format_hz",
+           "format_percent", "format_ratio", "format_seconds", "format_speedup", "format_usd"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from popvision_lite.analysis.program_tree import run_cycles
 from popvision_lite.profile.schema import STEP_KIND_CODE
-from popvision_lite.units import format_seconds
+from popvision_lite.units import format_bytes_exact, format_seconds
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -45,14 +45,7 @@ class Finding:
 
 # ---------------------------------------------------------------- formatting
 
-def fmt_bytes(n: float) -> str:
-    """'1,234,567 B (1.18 MiB)': exact bytes plus a readable size."""
-    n = float(n)
-    exact = f"{int(round(n)):,} B"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{exact} ({n / scale:.2f} {unit})"
-    return exact
+fmt_bytes = format_bytes_exact  # '1,234,567 B (1.18 MiB)': exact bytes plus a readable size
 
 
 def _bullets(lines, first: bool = True) -> str:

@@ -4,8 +4,9 @@
   and one tab per page (Summary, Memory, Liveness, Steps, Ops);
 * ``open_compare(main_window, path_a, path_b)`` opens both files off the GUI thread, adds them to
   the main window as documents and shows the compare window (``popvision-lite --compare A B``);
-* ``compare_documents(main_window, doc_a, doc_b)`` for two already open documents;
-* ``install(main_window)`` adds File > Compare with… (a main-window extension, as the export and run actions).
+* ``compare_documents(main_window, doc_a, doc_b)`` for two already open documents.
+
+File > Compare with… of the main window is ``gui/actions/compare.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.compare import compare
-from popvision_lite.gui.views import compare_views as V
+from popvision_lite.gui.views import compare as V
 
 PAGES = (
     ("summary", "Summary", V.CompareSummaryPage),
@@ -56,7 +57,7 @@ class CompareWindow(QMainWindow):
         self._build_menu()
 
     def _build_menu(self) -> None:
-        from popvision_lite.gui import export_actions
+        from popvision_lite.gui.export import dialogs as export_actions
 
         m = self.menuBar().addMenu("&File")
         m.addAction("Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()))
@@ -142,7 +143,7 @@ def compare_key(doc_b_path) -> tuple:
 
 def _load_two(task, path_a: str, path_b: str):
     """Worker: open both profiles and compute the comparison (the window then only draws)."""
-    from popvision_lite.gui.main_window import load_document_data
+    from popvision_lite.gui.state.loading import load_document_data
 
     ra = load_document_data(task, path_a)
     try:
@@ -162,7 +163,7 @@ def _load_two(task, path_a: str, path_b: str):
 
 def open_compare(main_window, path_a, path_b, on_open=None):
     """Open ``path_a`` and ``path_b`` off the GUI thread, then show them in compare mode."""
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
 
     path_a, path_b = str(path_a), str(path_b)
 
@@ -185,34 +186,3 @@ def open_compare(main_window, path_a, path_b, on_open=None):
 
     return main_window.run_task(_load_two, path_a, path_b, title=f"Comparing {Path(path_a).name} and "
                                 f"{Path(path_b).name}", on_result=loaded, on_error=failed)
-
-
-def compare_dialog(mw):
-    """Compare two open profiles (or pick a second file) in compare mode."""
-    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
-
-    docs = mw.documents()
-    cur = mw.current_document()
-    if cur is None:
-        QMessageBox.information(mw, "Compare", "Open a profile first.")
-        return None
-    others = [d for d in docs if d is not cur]
-    choices = [d.title for d in others] + ["Another file…"]
-    name, ok = QInputDialog.getItem(mw, "Compare", f"Compare A = {cur.title} with B =", choices, 0, False)
-    if not ok:
-        return None
-    if name == "Another file…":
-        path, _ = QFileDialog.getOpenFileName(mw, "Profile B", "", "popvision-lite profiles (*.pvl)")
-        return open_compare(mw, cur.path, path) if path else None
-    return compare_documents(mw, cur, others[choices.index(name)])
-
-
-def install(mw) -> None:
-    """File > Compare with… (``Ctrl+Shift+C``), before the Export menu and Quit."""
-    f = mw.menus["file"]
-    mw.act_compare = mw._action(f, "Co&mpare with…", lambda: compare_dialog(mw), "Ctrl+Shift+C",
-                                "Compare this profile (A) with another (B) side by side")
-    before = getattr(mw, "act_quit", None)
-    if before is not None:  # keep Quit last
-        f.removeAction(mw.act_compare)
-        f.insertAction(before, mw.act_compare)

@@ -36,50 +36,18 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
-from popvision_lite.gui.document import Document
 from popvision_lite.gui.start_page import StartPage, bundled_samples
+from popvision_lite.gui.state.document import Document
+from popvision_lite.gui.state.loading import load_document_data, warm_up
 from popvision_lite.gui.views import VIEW_REGISTRY, ViewNotAvailable
 from popvision_lite.gui.workers import Worker, start_task
 
 PROFILE_FILTER = "popvision-lite profiles (*.pvl);;Sweep results (sweep.csv *.csv);;All files (*)"
 # Modules that add menus/actions to the window: each has ``install(main_window)``; a missing module
 # is skipped and one that fails is reported on stderr without taking the window down.
-EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.compare_window", "popvision_lite.gui.export_actions",
-                               "popvision_lite.gui.whatif")
+EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.actions.compare", "popvision_lite.gui.actions.export",
+                               "popvision_lite.gui.actions.run")
 MAX_RECENT = 10
-
-
-def prefetch_first_view(task, profile) -> dict:
-    """Work done in the loader thread so the first view (Summary) shows without waiting."""
-    from popvision_lite.analysis.summary import summarize
-
-    task.progress(0.5, "summarising")
-    return {"summary": summarize(profile)}
-
-
-def load_document_data(task, path: str):
-    """Loader run on a pool thread: open the profile and prefetch the first view's analysis."""
-    from popvision_lite.profile.reader import open_profile
-
-    task.progress(0.05, f"opening {Path(path).name}")
-    profile = open_profile(path)
-    try:
-        task.check_cancelled()
-        cache = prefetch_first_view(task, profile)
-        task.progress(1.0, "done")
-    except BaseException:
-        profile.close()
-        raise
-    return profile, cache
-
-
-def warm_up(task) -> None:
-    """Import the profile reader (h5py: ~0.5 s cold) and analysis modules while the start page shows,
-    so opening the first profile does not pay for it."""
-    import popvision_lite.analysis.summary  # noqa: F401
-    import popvision_lite.profile.reader as reader
-
-    reader._import_h5()
 
 
 def _view_available(factory) -> bool:
@@ -375,7 +343,7 @@ class MainWindow(QMainWindow):
             p = str(p)
             self.settings.setValue("last_dir", str(Path(p).resolve().parent))
             if Path(p).suffix.lower() == ".csv" or Path(p).is_dir():  # a sweep's results table: its own tab
-                from popvision_lite.gui.views.sweep_view import open_sweep_tab
+                from popvision_lite.gui.actions.sweep import open_sweep_tab
 
                 workers.append(open_sweep_tab(self, p))
                 continue

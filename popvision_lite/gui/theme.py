@@ -1,9 +1,14 @@
-"""Light and dark themes for widgets *and* plots.
+"""Light and dark themes for widgets *and* plots, and every palette the views draw with.
 
 pyqtgraph reads its background/foreground config only when a plot is created, so
 :func:`apply_theme` also restyles every existing plot (background, axes, labels, titles,
 legends).  Views that draw with theme-dependent colours can read :func:`current` or
 :func:`colors` and listen to :data:`notifier.changed`.
+
+Palettes (one colour per thing, the same in every view, compare page and export): step kinds
+(:data:`STEP_KIND_COLORS`, the Execution lanes, the compare timeline), the phases they add up to
+(:data:`PHASE_COLORS`, Summary and compare), Poplar memory categories (:data:`CATEGORY_COLORS`), runs A
+and B of a comparison, roofline levels and GPUs, program kinds, finding severities, sweep devices.
 """
 
 from __future__ import annotations
@@ -32,6 +37,47 @@ THEMES = {
 
 _current = "light"
 
+# ---------------------------------------------------------------------------------------------- palettes
+# compute green, exchange blue (inter-IPU purple), sync red, stream orange: the Summary's phases and every
+# timeline of steps use the same four hues
+PHASE_COLORS = {"compute": "#2ca02c", "exchange": "#1f77b4", "sync": "#d62728", "stream": "#ff7f0e"}
+STEP_KIND_COLORS = {
+    "compute": PHASE_COLORS["compute"],
+    "sync": PHASE_COLORS["sync"],
+    "exchange_internal": PHASE_COLORS["exchange"],
+    "exchange_global": "#9467bd",
+    "stream_copy": PHASE_COLORS["stream"],
+}
+STEP_KIND_LABELS = {
+    "compute": "compute",
+    "sync": "sync",
+    "exchange_internal": "exchange (on IPU)",
+    "exchange_global": "exchange (inter-IPU)",
+    "stream_copy": "stream copy",
+}
+# 17 distinguishable colours for the Poplar memory categories (tab20 without the pale greys)
+CATEGORY_COLORS = [
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896", "#9467bd",
+    "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d", "#17becf",
+]
+RUN_A_COLOR, RUN_B_COLOR = "#1f77b4", "#ff7f0e"  # the two runs of a comparison
+IPU_COLOR = "#1f77b4"  # the IPU's roofline
+GPU_COLORS = {"a100-80gb": "#ff7f0e", "h100-sxm": "#2ca02c", "h200": "#9467bd", "v100": "#8c564b"}
+LEVEL_COLORS = {"compute": "#d62728", "sram": "#1f77b4", "exchange": "#17becf", "ipu_link": "#e377c2",
+                "ddr": "#7f7f7f"}  # what bounds a roofline point
+PROGRAM_KIND_COLORS = {"Execute": "#1f77b4", "Copy": "#d67a00", "Sync": "#7f7f7f", "StreamCopy": "#9467bd",
+                       "Repeat": "#2ca02c", "Sequence": None}
+SEVERITY_COLORS = {"error": "#d62728", "warning": "#d67a00", "info": "#1f77b4"}
+DEVICE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#e377c2"]  # sweep plots
+HIGHLIGHT_RGBA = (255, 200, 0, 90)  # steps of the selected op across the lanes
+# tiles waiting at a sync, at fine zoom: light grey on the light theme, dark grey on the dark one (a light
+# grey glared on the dark background)
+WAIT_COLORS = {"light": "#c8c8c8", "dark": "#4a4a4a"}
+# busy colour map ends (idle, fully busy) per theme: light theme pale grey -> deep blue; dark theme
+# near-black (just above the plot background, so tiles with steps stay distinct from 'no step')
+# -> bright sky blue, so idle areas recede and busy ones stand out on either background
+BUSY_ENDS = {"light": ((236, 236, 236), (24, 62, 130)), "dark": ((30, 32, 38), (120, 200, 255))}
+
 
 class _Notifier(QObject):
     changed = Signal(str)
@@ -46,6 +92,23 @@ def current() -> str:
 
 def colors(name: str | None = None) -> dict[str, str]:
     return THEMES[name or _current]
+
+
+def wait_color(name: str | None = None) -> str:
+    return WAIT_COLORS[name or _current]
+
+
+def busy_lut(name: str | None = None):
+    """Idle -> busy colours of theme ``name`` in entries 0..254 of a (256, 4) uint8 lookup table; 255 = no
+    step (transparent)."""
+    import numpy as np
+
+    lo, hi = (np.array(c, dtype=np.float64) for c in BUSY_ENDS[name or _current])
+    t = np.linspace(0, 1, 255)[:, None] ** 0.8
+    lut = np.zeros((256, 4), dtype=np.uint8)
+    lut[:255, :3] = (lo + (hi - lo) * t).astype(np.uint8)
+    lut[:255, 3] = 255
+    return lut
 
 
 def init_pyqtgraph() -> None:

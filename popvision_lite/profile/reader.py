@@ -54,6 +54,12 @@ class StepTileWindow:
         return 3
 
 
+def preload() -> None:
+    """Import h5py and register the compression filters now (~0.5 s cold), e.g. while a start page
+    shows, so opening the first profile does not pay for it."""
+    _import_h5()
+
+
 def _import_h5():
     import h5py
 

@@ -208,8 +208,8 @@ def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
     assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "summary", "--torch-trace", str(trace),
                  "-o", str(tmp_path / "x.png")]) == 2
 
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
     from popvision_lite.profile.reader import open_profile
 
     doc = Document(open_profile(SAMPLES / "bert_tiny_mk2.pvl"))

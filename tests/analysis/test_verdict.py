@@ -130,7 +130,7 @@ def test_report_and_export_carry_the_verdict(tmp_path):
 
 
 def test_summary_view_verdict_panel(qtbot):
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.summary_view import SummaryView
     from popvision_lite.profile.reader import open_profile
 

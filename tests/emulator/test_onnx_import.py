@@ -203,7 +203,7 @@ def test_two_ipus_balance_layers_by_weight_bytes(model_dir):
 def test_gui_new_emulation_accepts_an_onnx_file(qtbot, model_dir, tmp_path):
     """Run > New emulation…: an .onnx file in the dialog runs `emulate --onnx` in the worker process
     (progress and cancel are the dialog's usual ones) and writes a profile the app opens."""
-    from popvision_lite.gui import whatif
+    from popvision_lite.gui.actions import run as whatif
     from popvision_lite.gui.workers import TaskContext, WorkerSignals
 
     dlg = whatif.EmulationDialog(out=str(tmp_path / "g.pvl"))

@@ -60,7 +60,7 @@ def opened(qtbot, window, small_profile):
 def document(qtbot, small_profile):
     """A Document over ``small_profile`` opened directly (no window, no loader thread)."""
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.profile.reader import open_profile
 
     create_app()

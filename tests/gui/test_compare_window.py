@@ -10,7 +10,7 @@ def _window(qtbot, a, b):
     import popvision_lite as pvl
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.compare_window import CompareWindow
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
 
     create_app()
     w = CompareWindow(Document(pvl.open(a)), Document(pvl.open(b)))
@@ -129,7 +129,7 @@ def test_execution_timelines_share_a_time_axis_and_cursor(qtbot, run_pairs):
 def test_per_ipu_display_marks_missing_ipus():
     import pandas as pd
 
-    from popvision_lite.gui.views.compare_views import per_ipu_display
+    from popvision_lite.gui.views.compare import per_ipu_display
 
     df = pd.DataFrame({"ipu": ["0", "1", "all"], "total_a": [2048.0, np.nan, 2048.0],
                        "total_b": [1024.0, 4096.0, 5120.0], "total_delta": [-1024.0, np.nan, 3072.0],
@@ -183,7 +183,7 @@ def test_comparison_report_folder(qtbot, run_pairs, tmp_path):
 
 def test_emulation_dialogs(qtbot, run_pairs):
     import popvision_lite as pvl
-    from popvision_lite.gui import whatif
+    from popvision_lite.gui.actions import run as whatif
 
     with pvl.open(run_pairs["mk2"]) as p:
         base = whatif.settings_from_profile(p)

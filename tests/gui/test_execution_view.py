@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QApplication
 
 import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
-from popvision_lite.gui.document import Document
-from popvision_lite.gui.views.execution_view import PAN_STEP, ZOOM_STEP, ExecutionView
+from popvision_lite.gui.state.document import Document
+from popvision_lite.gui.views.execution import PAN_STEP, ZOOM_STEP, ExecutionView
 from popvision_lite.profile.synthetic import write_synthetic
 
 pytestmark = pytest.mark.gui
@@ -320,7 +320,8 @@ class _Shifted:
 
 
 def test_rectangles_render_at_their_cycles_near_3e9(qtbot, path):
-    from popvision_lite.gui.views.execution_view import KIND_COLORS, WAIT_COLOR
+    from popvision_lite.gui.theme import STEP_KIND_COLORS as KIND_COLORS
+    from popvision_lite.gui.theme import wait_color
 
     p = pvl.open(path)
     doc = Document(_Shifted(p))
@@ -346,7 +347,7 @@ def test_rectangles_render_at_their_cycles_near_3e9(qtbot, path):
 
     a, busy, e = float(idx.start[s]), float(cyc[s, 70]), float(idx.end[s])
     assert colour_at(a + 0.5 * busy, 70.5) == KIND_COLORS["compute"]
-    assert colour_at(a + busy + 0.5 * (e - a - busy), 70.5) == WAIT_COLOR
+    assert colour_at(a + busy + 0.5 * (e - a - busy), 70.5) == wait_color("light")
     doc.close()
 
 
@@ -376,7 +377,7 @@ def test_in_main_window_linked_with_operations_selection(qtbot, tmp_path):
 
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.main_window import MainWindow
-    from popvision_lite.gui.views.selection_resolve import select_op
+    from popvision_lite.gui.state.resolve import select_op
 
     path = tmp_path / "w.pvl"
     write_synthetic(path, num_ipus=2, tiles_per_ipu=32, num_steps=150, seed=7)
@@ -402,7 +403,7 @@ def test_in_main_window_linked_with_operations_selection(qtbot, tmp_path):
 
 
 def test_large_range_summary_turns_exact_off_thread(view, qtbot, monkeypatch):
-    from popvision_lite.gui.views import execution_view as mod
+    from popvision_lite.gui.views.execution import range_summary as mod
 
     monkeypatch.setattr(mod, "SYNC_RANGE_CELLS", 0)  # every range counts as large
     idx, p = view.index, view.profile

@@ -217,7 +217,7 @@ def test_cli_headless_without_display(small_profile, tmp_path):
 def test_menu_actions_export_plot_table_trace_report(qtbot, opened, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
 
-    from popvision_lite.gui import export_actions as ea
+    from popvision_lite.gui.actions import export as ea
 
     for name in ("information", "critical"):
         monkeypatch.setattr(QMessageBox, name, lambda *a, **k: pytest.fail(f"message box: {a[1:]}"))
@@ -228,7 +228,9 @@ def test_menu_actions_export_plot_table_trace_report(qtbot, opened, tmp_path, mo
     assert file_actions[-1] is win.act_quit  # Quit stays last
     view = dw.show_view("liveness")
     qtbot.waitUntil(lambda: view.isVisible(), timeout=5000)
-    monkeypatch.setattr(ea.PlotExportDialog, "exec", lambda self: (self.width.setValue(512), QDialog.Accepted)[1])
+    from popvision_lite.gui.export.dialogs import PlotExportDialog
+
+    monkeypatch.setattr(PlotExportDialog, "exec", lambda self: (self.width.setValue(512), QDialog.Accepted)[1])
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "plot"), ""))
     win.act_export_plot.trigger()
     assert _stats(tmp_path / "plot.png")[0] == 512
@@ -287,9 +289,9 @@ def test_plot_svg_matches_the_png(qtbot, document, tmp_path):
     from PySide6.QtGui import QColor, QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
 
-    from popvision_lite.gui.export import _qt_svg
+    from popvision_lite.gui.export.plots import _qt_svg
     from popvision_lite.gui.headless import export_view
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.views.roofline import RooflineView
     from tests.support.qt import show_view
 
     sample = ROOT / "sample_profiles" / "bert_tiny_mk2.pvl"  # as the export command does

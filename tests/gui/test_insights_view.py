@@ -4,7 +4,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 import popvision_lite as pvl
-from popvision_lite.gui.document import Document
+from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views.insights_view import InsightsView
 from tests.support.insights_profile import write_small
 

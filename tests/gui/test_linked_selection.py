@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import popvision_lite as pvl
-from popvision_lite.gui.document import Document
+from popvision_lite.gui.state.document import Document
 from tests.support.insights_profile import make_data, write_small
 
 pytestmark = pytest.mark.gui

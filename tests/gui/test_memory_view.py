@@ -214,7 +214,7 @@ def test_bar_plot_opens_showing_every_tile(qtbot):
     from PySide6.QtWidgets import QLabel, QTabWidget
 
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.memory_view import MemoryView
     from popvision_lite.profile.reader import open_profile
     from tests.support.qt import show_view
@@ -263,7 +263,7 @@ def test_capacity_label_is_inside_the_bar_plot(qtbot):
     from pathlib import Path
 
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.memory_view import MemoryView
     from popvision_lite.profile.reader import open_profile
     from tests.support.qt import show_view

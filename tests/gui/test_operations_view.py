@@ -5,7 +5,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 import popvision_lite as pvl
-from popvision_lite.gui.document import Document
+from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views.operations_view import OP_ROLE
 from tests.support.insights_profile import make_data, write_small
 
@@ -123,7 +123,7 @@ def test_sort_and_filter_together_keep_selection(view, doc, qtbot):
 
 
 def test_large_ops_resolve_tiles_off_the_gui_thread(view, doc, qtbot, monkeypatch):
-    from popvision_lite.gui.views import selection_resolve
+    from popvision_lite.gui.state import resolve as selection_resolve
 
     monkeypatch.setattr(selection_resolve, "SYNC_CELLS", 0)  # every op counts as large
     seen = []

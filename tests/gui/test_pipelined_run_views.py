@@ -22,7 +22,7 @@ def path(tmp_path_factory):
 
 
 def test_summary_shows_throughput_and_schedule(qtbot, path):
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.summary_view import SummaryView
 
     doc = Document(pvl.open(path))
@@ -36,8 +36,8 @@ def test_summary_shows_throughput_and_schedule(qtbot, path):
 
 
 def test_execution_step_lane_has_overlapping_ipu_sub_lanes(qtbot, path):
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.execution_view import ExecutionView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.execution import ExecutionView
 
     doc = Document(pvl.open(path))
     v = ExecutionView(doc)

@@ -4,7 +4,7 @@ import pytest
 from PySide6.QtCore import QModelIndex
 
 import popvision_lite as pvl
-from popvision_lite.gui.document import Document
+from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views.program_tree_view import ProgramTreeView
 from tests.support.insights_profile import PROGRAMS, write_small
 

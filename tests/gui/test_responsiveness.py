@@ -37,8 +37,8 @@ def test_tile_click_measures_a_bounded_number_of_rows(qtbot, document, monkeypat
 def test_roofline_of_a_real_size_target_is_computed_off_the_gui_thread(qtbot, tmp_path):
     import popvision_lite as pvl
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
     from popvision_lite.profile.synthetic import write_synthetic
 
     create_app()

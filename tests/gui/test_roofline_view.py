@@ -24,8 +24,8 @@ def profile_path(tmp_path_factory):
 @pytest.fixture
 def view(qtbot, profile_path):
     import popvision_lite as pvl
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
 
     prof = pvl.open(profile_path)
     doc = Document(prof)
@@ -161,8 +161,8 @@ def test_stand_in_document(qtbot):
     """Works with any object holding .profile and .selection (no Document, no file)."""
     from types import SimpleNamespace
 
-    from popvision_lite.gui.selection import SelectionModel
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.state.selection import SelectionModel
+    from popvision_lite.gui.views.roofline import RooflineView
     from popvision_lite.profile.synthetic import make_synthetic
 
     doc = SimpleNamespace(profile=make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=80), selection=SelectionModel())
@@ -176,8 +176,8 @@ def test_stand_in_document(qtbot):
 
 def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch):
     import popvision_lite as pvl
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
 
     monkeypatch.setattr(RooflineView, "SYNC_MAX_TILES", 0)  # treat the small profile as large
     with pvl.open(profile_path) as prof:
@@ -193,7 +193,7 @@ def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch)
 
 def test_log_ticks_all_powers_of_ten(view):
     """Both log axes label every tick the same way (was '0.1, 1, 10¹, 10²')."""
-    from popvision_lite.gui.views.roofline_view import power_of_ten_label
+    from popvision_lite.gui.views.roofline import power_of_ten_label
 
     assert [power_of_ten_label(v) for v in (-1, 0, 1, 2, 15)] == ["10⁻¹", "10⁰", "10¹", "10²", "10¹⁵"]
     assert power_of_ten_label(np.log10(2000)) == "2·10³"
@@ -219,8 +219,8 @@ def test_ceiling_labels_do_not_overlap_4_ipus_at_1024_px(qtbot):
     from pathlib import Path
 
     import popvision_lite as pvl
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.views.roofline_view import RooflineView
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
 
     prof = pvl.open(Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl")
     try:

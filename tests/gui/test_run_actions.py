@@ -27,7 +27,7 @@ def test_parse_progress_of_the_emulator_format():
     import io
 
     from popvision_lite.emulator.progress import ProgressBar as _Progress
-    from popvision_lite.gui.whatif import parse_progress
+    from popvision_lite.gui.actions.run import parse_progress
     buf = io.StringIO()
     _Progress(True, buf)("compiling", 0.3)
     assert parse_progress(buf.getvalue()) == (0.3, "compiling")
@@ -36,7 +36,7 @@ def test_parse_progress_of_the_emulator_format():
 
 def test_config_toml_reproduces_settings(tmp_path):
     from popvision_lite.emulator.run_config import load_run_config
-    from popvision_lite.gui.whatif import change_setting, config_toml
+    from popvision_lite.gui.actions.run import change_setting, config_toml
 
     s = change_setting(TINY, "recompute", "on")
     p = tmp_path / "r.toml"
@@ -58,7 +58,7 @@ def _fake(tmp_path, body: str):
 
 
 def test_cancel_terminates_the_process_and_leaves_no_file(qtbot, tmp_path):
-    from popvision_lite.gui.whatif import run_emulation
+    from popvision_lite.gui.actions.run import run_emulation
     from popvision_lite.gui.workers import Cancelled
 
     out = tmp_path / "run.pvl"
@@ -85,7 +85,7 @@ def test_cancel_terminates_the_process_and_leaves_no_file(qtbot, tmp_path):
 
 
 def test_crash_in_the_run_is_an_error_not_a_crash(tmp_path):
-    from popvision_lite.gui.whatif import run_emulation
+    from popvision_lite.gui.actions.run import run_emulation
 
     argv = _fake(tmp_path, """
         import sys
@@ -102,7 +102,7 @@ def test_new_emulation_and_rerun_open_compare_mode(qtbot, window, tmp_path, monk
     """A real emulator process: the run opens; Re-run with recompute on opens compare mode."""
     from PySide6.QtWidgets import QMessageBox
 
-    from popvision_lite.gui import whatif
+    from popvision_lite.gui.actions import run as whatif
 
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: pytest.fail(f"error dialog: {a[2]}"))
     out = tmp_path / "mlp.pvl"
@@ -139,7 +139,7 @@ def samples(tmp_path, monkeypatch):
 
 
 def test_outputs_never_default_to_or_overwrite_the_samples_folder(samples, tmp_path):
-    from popvision_lite.gui import whatif
+    from popvision_lite.gui.actions import run as whatif
 
     assert whatif.default_output_folder(str(tmp_path)) == tmp_path  # an ordinary last folder is kept
     for last in (str(samples), None, str(tmp_path / "gone")):
@@ -161,7 +161,7 @@ def test_outputs_never_default_to_or_overwrite_the_samples_folder(samples, tmp_p
 def test_new_emulation_dialog_default_is_not_the_samples_folder(qtbot, window, samples, monkeypatch):
     from PySide6.QtWidgets import QDialog
 
-    from popvision_lite.gui import whatif
+    from popvision_lite.gui.actions import run as whatif
 
     shown = []
 

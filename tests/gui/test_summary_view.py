@@ -50,7 +50,7 @@ def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
 def test_summary_lists_only_failed_numeric_checks(qtbot):
     """The summary listed every passing check as a raw dict (dozens of 'atol=0.02, elements=...' rows)."""
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.summary_view import SummaryView
     from popvision_lite.profile.reader import open_profile
     from tests.support.qt import show_view
@@ -81,7 +81,7 @@ def test_summary_config_shows_only_the_models_settings(qtbot):
     import re
 
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.summary_view import SummaryView
     from popvision_lite.profile.reader import open_profile
     from tests.support.qt import show_view

@@ -49,7 +49,7 @@ def _sweep_tab(qtbot, window, path):
 
 def test_file_open_shows_table_and_plots(qtbot, window, sweep_csv, tmp_path):
     from popvision_lite.gui import export as ex
-    from popvision_lite.gui.export_actions import _current_view
+    from popvision_lite.gui.actions.export import _current_view
 
     v = _sweep_tab(qtbot, window, sweep_csv)
     assert v.model.rowCount() == 6 and "pareto" in v.model.df.columns

@@ -16,8 +16,8 @@ def test_every_view_fits_1024_by_768(qtbot, tmp_path):
     from PySide6.QtCore import QSettings
 
     import popvision_lite as pvl
-    from popvision_lite.gui.document import Document
     from popvision_lite.gui.main_window import MainWindow
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views import VIEW_REGISTRY
 
     w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))

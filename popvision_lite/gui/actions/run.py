@@ -413,8 +413,8 @@ def open_against(mw, doc_a, path_b, on_done=None):
     """Open ``path_b`` and show it in compare mode with the open document ``doc_a``."""
     from popvision_lite.analysis.compare import compare
     from popvision_lite.gui.compare_window import compare_documents, compare_key
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.main_window import load_document_data
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.state.loading import load_document_data
 
     def load_and_compare(task, path):  # worker thread: the window only draws
         profile, cache = load_document_data(task, path)

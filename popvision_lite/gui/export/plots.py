@@ -1,29 +1,23 @@
-"""Export plots (PNG with chosen size/DPI, SVG), tables (CSV) and whole-profile reports.
+"""Plots as images: PNG at a chosen size and DPI, SVG; the plots a view exposes (``plot_items()``).
 
 * :func:`export_plot(item, path, width=None, height=None, dpi=96)` writes a PNG or SVG of one
   pyqtgraph item (what a view's ``plot_items()`` returns) through ``pyqtgraph.exporters``.  A plot
   drawn next to a ColorBarItem in the same GraphicsLayout is exported together with its colour bar.
-* :func:`export_table(df_or_model, path)` writes a DataFrame (or a ``DataFrameModel``) as CSV.
-* :func:`view_tables(view)` finds the tables a view shows; :func:`view_plot_items(view)` its plots.
-* :class:`ReportExporter` writes every view of one document (PNGs + CSVs) and ``summary.md`` +
-  ``index.html`` into one folder: rendering happens on the GUI thread in one small slice per item
-  (the window stays responsive), with progress and cancel.
+* :func:`view_plot_items(view)`, :func:`items_exportable(items)`: what of a view can be exported now.
 
-Every file is written atomically: temp file in the same folder, then ``os.replace``.
+Every file is written atomically (``popvision_lite.atomic_io``).
 """
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters)
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QObject, QTimer, Signal
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication, QTableView, QWidget
+from PySide6.QtWidgets import QApplication, QWidget
 
 from popvision_lite.atomic_io import write_bytes_atomic
 from popvision_lite.errors import ConfigError, ProfileError
@@ -167,63 +161,6 @@ def export_widget_png(widget: QWidget, path, width: int | None = None, height: i
     return pm.width(), pm.height()
 
 
-# ----------------------------------------------------------------------------- tables
-def export_table(data, path) -> int:
-    """Write a DataFrame (or a DataFrameModel's frame) as CSV atomically; returns the row count."""
-    from popvision_lite.profile.csv_export import write_frame_csv
-
-    df = data.df if hasattr(data, "df") and not isinstance(data, pd.DataFrame) else data
-    if not isinstance(df, pd.DataFrame):
-        raise ConfigError(f"cannot export {type(data).__name__} as CSV")
-    return write_frame_csv(df, path)  # atomic; cells a spreadsheet would run as formulas neutralised
-
-
-def _slug(text: str) -> str:
-    s = "".join(ch.lower() if ch.isalnum() else "_" for ch in str(text)).strip("_")
-    while "__" in s:
-        s = s.replace("__", "_")
-    return s or "table"
-
-
-def view_tables(view) -> dict[str, pd.DataFrame]:
-    """Tables shown by ``view``: its ``tables()`` if it has one, else every DataFrameModel table in it."""
-    if callable(getattr(view, "tables", None)):  # the export protocol: a method, not a widget attribute
-        return dict(view.tables())
-    from popvision_lite.gui.table_model import DataFrameModel
-
-    out: dict[str, pd.DataFrame] = {}
-    if not isinstance(view, QWidget):
-        return out
-    for i, tv in enumerate(view.findChildren(QTableView)):
-        m = tv.model()
-        while hasattr(m, "sourceModel") and m.sourceModel() is not None:
-            m = m.sourceModel()
-        if m is None:
-            continue
-        df = m.df if isinstance(m, DataFrameModel) else getattr(m, "df", None)
-        if not isinstance(df, pd.DataFrame):
-            df = _model_frame(m)
-        if df is None or not len(df.columns):
-            continue
-        name = _slug(tv.objectName() or (tv.toolTip() or "").split(";")[0][:40] or f"table{i}")
-        while name in out:
-            name += "_2"
-        out[name] = df
-    return out
-
-
-def _model_frame(model, max_rows: int = 1_000_000):
-    """A DataFrame of what any flat Qt table model displays (headers as columns)."""
-    from PySide6.QtCore import Qt
-
-    rows, cols = model.rowCount(), model.columnCount()
-    if cols == 0:
-        return None
-    headers = [str(model.headerData(c, Qt.Horizontal, Qt.DisplayRole)) for c in range(cols)]
-    data = [[model.data(model.index(r, c), Qt.DisplayRole) for c in range(cols)] for r in range(min(rows, max_rows))]
-    return pd.DataFrame(data, columns=headers)
-
-
 def view_plot_items(view) -> dict:
     """``view.plot_items()`` when the view has plots, else {}."""
     if view is None or not hasattr(view, "plot_items"):
@@ -248,157 +185,6 @@ def items_exportable(items: dict) -> dict:
         except RuntimeError:  # deleted C++ object
             continue
     return out
-
-
-# ----------------------------------------------------------------------------- report
-def summary_markdown(profile) -> str:
-    from popvision_lite.analysis.summary import format_bytes, format_seconds, summarize
-
-    s = summarize(profile)
-    t = s.target
-    lines = [f"# Profile report: {Path(str(profile.path)).name}", "",
-             f"* target: {t.name}, {t.num_ipus} IPU(s) x {t.tiles_per_ipu} tiles, {t.clock_hz / 1e9:.3f} GHz",
-             f"* model: {s.model} {s.config}",
-             f"* fits: {'yes' if s.fits else 'NO - ' + str(s.peak.over_capacity_tiles) + ' tiles over capacity'}",
-             f"* total: {s.total_cycles:,} cycles = {format_seconds(s.total_seconds)} in {s.num_steps:,} BSP steps",
-             "* phases: " + ", ".join(f"{k} {v:,} cycles ({100 * s.phase_share[k]:.1f}%)"
-                                      for k, v in s.phase_cycles.items()),
-             f"* peak tile memory: {format_bytes(s.peak.bytes)} on tile {s.peak.tile_in_ipu} of IPU {s.peak.ipu} "
-             f"({100 * s.peak.fraction:.1f}% of {format_bytes(s.peak.capacity)})",
-             f"* peak not-always-live on a tile: {format_bytes(s.peak_not_always_live)} "
-             f"(liveness step {s.peak_not_always_live_lstep})", "", "## Top ops by cycles", "",
-             "| op | type | cycles | share |", "|---|---|---|---|"]
-    for r in s.top_ops.itertuples(index=False):
-        lines.append(f"| {r.name} | {r.type} | {int(r.cycles):,} | {100 * r.share:.1f}% |")
-    lines += _verdict_markdown(profile)
-    return "\n".join(lines) + "\n"
-
-
-def _verdict_markdown(profile) -> list[str]:
-    """The IPU-or-GPU verdict section of the report (empty, with the reason, when it cannot be made)."""
-    from popvision_lite.analysis.verdict import verdict
-    from popvision_lite.errors import PopvisionError
-
-    try:
-        v = verdict(profile)
-    except PopvisionError as e:
-        return ["", "## Verdict: IPU or GPU?", "", f"n/a: {e}"]
-    out = ["", "## Verdict: IPU or GPU?", "", f"**{v.headline()}**", "", "| | IPU | GPU |", "|---|---|---|"]
-    out += [f"| {a} | {b} | {c} |" for a, b, c in v.rows()]
-    return out + [""] + [f"* {n}" for n in v.notes]
-
-
-def _index_html(title: str, markdown: str, images: list[tuple[str, str]], csvs: list[str]) -> str:
-    body = [f"<h1>{html.escape(title)}</h1>", f"<pre>{html.escape(markdown)}</pre>"]
-    for caption, name in images:
-        body.append(f"<figure><img src='{html.escape(name)}' style='max-width:100%'>"
-                    f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    if csvs:
-        body.append("<h2>Tables (CSV)</h2><ul>" + "".join(
-            f"<li><a href='{html.escape(c)}'>{html.escape(c)}</a></li>" for c in csvs) + "</ul>")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(title)
-            + "</title></head><body>" + "\n".join(body) + "</body></html>\n")
-
-
-class ReportExporter(QObject):
-    """Export every view of ``doc_widget`` into ``folder``: a main-window DocumentWidget, or anything with
-    ``keys()``, ``show_view(key)`` and ``report_markdown()`` (the compare window).
-
-    ``start()`` runs it in slices on the event loop; ``run()`` runs it to the end (tests, CLI).
-    Signals: progress(fraction, message), finished(dict manifest), failed(exception), cancelled().
-    """
-
-    progress = Signal(float, str)
-    finished = Signal(object)
-    failed = Signal(object)
-    cancelled = Signal()
-
-    def __init__(self, doc_widget, folder, width: int = 1200, dpi: float = 96.0, parent=None):
-        super().__init__(parent)
-        self.doc_widget = doc_widget
-        self.folder = Path(folder)
-        self.width, self.dpi = width, dpi
-        self._cancel = False
-        self._jobs: list = []
-        self.manifest = {"folder": str(self.folder), "images": [], "csv": [], "errors": []}
-        self._images: list[tuple[str, str]] = []
-
-    def cancel(self) -> None:
-        self._cancel = True
-
-    def _plan(self) -> None:
-        if self.folder.exists() and not self.folder.is_dir():
-            raise ProfileError(self.folder, "exists and is not a folder")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        keys = self.doc_widget.keys()
-        self._jobs = [("view", k) for k in keys] + [("summary", None)]
-
-    def _do(self, job) -> None:
-        kind, key = job
-        if kind == "summary":
-            dw = self.doc_widget
-            if hasattr(dw, "report_markdown"):  # e.g. the compare window
-                md, title = dw.report_markdown(), dw.windowTitle()
-            else:
-                md, title = summary_markdown(dw.document.profile), f"popvision-lite report: {dw.document.title}"
-            write_bytes_atomic(self.folder / "summary.md", md.encode("utf-8"))
-            page = _index_html(title, md, self._images, self.manifest["csv"])
-            write_bytes_atomic(self.folder / "index.html", page.encode("utf-8"))
-            self.manifest["summary"] = str(self.folder / "summary.md")
-            self.manifest["index"] = str(self.folder / "index.html")
-            return
-        view = self.doc_widget.show_view(key)
-        QApplication.processEvents()
-        for name, item in items_exportable(view_plot_items(view)).items():
-            fname = f"{key}_{_slug(name)}.png"
-            try:
-                export_png(item, self.folder / fname, width=self.width, dpi=self.dpi)
-            except Exception as e:  # one bad plot must not lose the rest of the report
-                self.manifest["errors"].append(f"{key}/{name}: {e}")
-                continue
-            self._images.append((f"{key}: {name}", fname))
-            self.manifest["images"].append(str(self.folder / fname))
-        for name, df in view_tables(view).items():
-            fname = f"{key}_{name}.csv"
-            export_table(df, self.folder / fname)
-            self.manifest["csv"].append(fname)
-
-    def run(self) -> dict:
-        self._plan()
-        n = len(self._jobs)
-        for i, job in enumerate(self._jobs):
-            if self._cancel:
-                raise RuntimeError("cancelled")
-            self.progress.emit(i / n, f"{job[1] or 'summary'}")
-            self._do(job)
-        self.progress.emit(1.0, "done")
-        return self.manifest
-
-    def start(self) -> None:
-        try:
-            self._plan()
-        except Exception as e:
-            self.failed.emit(e)
-            return
-        self._n = len(self._jobs)
-        QTimer.singleShot(0, self._step)
-
-    def _step(self) -> None:
-        if self._cancel:
-            self.cancelled.emit()
-            return
-        if not self._jobs:
-            self.progress.emit(1.0, "done")
-            self.finished.emit(self.manifest)
-            return
-        job = self._jobs.pop(0)
-        self.progress.emit((self._n - len(self._jobs) - 1) / self._n, f"exporting {job[1] or 'summary'}")
-        try:
-            self._do(job)
-        except Exception as e:
-            self.failed.emit(e)
-            return
-        QTimer.singleShot(0, self._step)
 
 
 def pixel_stats(path) -> tuple[int, int, float]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from popvision_lite.gui.selection import SelectionModel
+from popvision_lite.gui.state.selection import SelectionModel
 
 
 class Document(QObject):

@@ -3,8 +3,9 @@
 ``VIEW_REGISTRY`` is a list of ``(key, title, factory)``; ``factory(document) -> QWidget``.
 The main window builds one tab per entry inside each document tab, in this order.
 
-Adding a view: create ``gui/views/<key>_view.py`` with ``class XView(QWidget)`` taking
-``XView(document)``, then add (or keep) one line below.  Entries use :func:`lazy` so that a
+Adding a view: create ``gui/views/<key>_view.py`` (or a package ``gui/views/<key>/`` when the view has
+several jobs, as execution/ and roofline/ do) with ``class XView(QWidget)`` taking ``XView(document)``,
+then add (or keep) one line below.  Entries use :func:`lazy` so that a
 view module is imported only when a document is opened; if the module does not exist
 yet the view is simply left out, and if it raises while being built the tab shows the
 error instead of taking the window down.
@@ -46,6 +47,6 @@ VIEW_REGISTRY: list[tuple[str, str, Callable]] = [
     ("liveness", "Liveness", lazy(_P + "liveness_view", "LivenessView")),
     ("program_tree", "Program tree", lazy(_P + "program_tree_view", "ProgramTreeView")),
     ("operations", "Operations", lazy(_P + "operations_view", "OperationsView")),
-    ("execution", "Execution", lazy(_P + "execution_view", "ExecutionView")),
-    ("roofline", "Roofline", lazy(_P + "roofline_view", "RooflineView")),
+    ("execution", "Execution", lazy(_P + "execution", "ExecutionView")),
+    ("roofline", "Roofline", lazy(_P + "roofline", "RooflineView")),
 ]

@@ -25,13 +25,13 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.analysis.insights import Finding, insights, recompute_savings
 from popvision_lite.gui import theme
-from popvision_lite.gui.views.selection_resolve import select_op
+from popvision_lite.gui.state.resolve import select_op
+from popvision_lite.gui.theme import SEVERITY_COLORS
 from popvision_lite.gui.workers import start_task
 from popvision_lite.profile.validate import clip
 
 MAX_TEXT = 20_000  # characters of one finding shown (names inside are stored at most 4,096 long)
 
-_SEV_COLORS = {"error": "#d62728", "warning": "#d67a00", "info": "#1f77b4"}
 _MAX_LINKS = 12
 
 
@@ -95,7 +95,7 @@ class InsightsView(QWidget):
 
     def _on_error(self, exc):
         self.status.setText("Insights failed")
-        self.browser.setHtml(f"<p style='color:{_SEV_COLORS['error']}'>Could not compute insights: "
+        self.browser.setHtml(f"<p style='color:{SEVERITY_COLORS['error']}'>Could not compute insights: "
                              f"{html.escape(str(exc))}</p>")
 
     def _show(self, found):
@@ -162,7 +162,7 @@ class InsightsView(QWidget):
         out = [f"<html><body style='color:{c['text']}; background:{c['base']}'>"]
         self._shown = self.extra + self.findings  # comparisons the user asked for come first
         for i, f in enumerate(self._shown):
-            col = _SEV_COLORS.get(f.severity, c["muted"])
+            col = SEVERITY_COLORS.get(f.severity, c["muted"])
             links = self._links(f, i)
             out.append(
                 f"<table width='100%' cellspacing='0' cellpadding='6' style='margin-bottom:8px; "

@@ -18,9 +18,9 @@ from popvision_lite.analysis.liveness import (
 from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.units import KIB
 
 SOURCE = "liveness"
-KIB = 1024.0
 
 
 class LivenessView(QWidget):
@@ -205,7 +205,7 @@ class LivenessView(QWidget):
         row = self.var_model.row(index.row())
         op = int(row["op_id"])
         if op >= 0:
-            from popvision_lite.gui.views.selection_resolve import select_op
+            from popvision_lite.gui.state.resolve import select_op
 
             select_op(self.document, op, SOURCE)  # the op that produced the variable, its steps and tiles
 

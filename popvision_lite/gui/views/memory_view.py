@@ -36,15 +36,11 @@ from popvision_lite.analysis.tile_memory import (
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.theme import CATEGORY_COLORS
 from popvision_lite.profile import schema
+from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 
 SOURCE = "memory"
-# 17 distinguishable colours for the Poplar categories (tab20 without the pale greys)
-CATEGORY_COLORS = [
-    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896", "#9467bd",
-    "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#bcbd22", "#dbdb8d", "#17becf",
-]
-KIB = 1024.0  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 LSTEP = "lstep"  # extra measure: not-always-live bytes at the selected liveness step
 LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
 
@@ -102,8 +98,20 @@ class MemoryView(QWidget):
         self.tile: int | None = None
         self.highlight_tiles = np.zeros(0, dtype=np.int64)
         self.lstep: int | None = None
+        self._build_controls()
+        self._build_heatmap()
+        self._build_bar_plot()
+        self._build_tile_panel()
+        self._arrange()
+        self._connect()
+        self._install_shortcuts()
+        self.set_layout("floor plan")
+        self.set_measure("total")
+        self._selection_changed(document.selection.state)
 
-        # ---- controls
+    # ------------------------------------------------------------------ building
+    def _build_controls(self) -> None:
+        """Colour measure, tile layout, the over-capacity outline switch, the hover read-out."""
         self.measure_box = QComboBox()
         self.measures = MEASURES + (LSTEP,)
         for m in self.measures:
@@ -139,7 +147,10 @@ class MemoryView(QWidget):
         top.addStretch(1)
         top.addWidget(self.hover_label)
 
-        # ---- heatmap
+        self._top = top
+
+    def _build_heatmap(self) -> None:
+        """One ImageItem for every tile of every IPU, the selection overlay, outlines, the colour bar."""
         self.heat_widget = pg.GraphicsLayoutWidget()
         self.heat_widget.setToolTip("")
         self.heat_widget.setAntialiasing(False)  # crisp tile pixels, and cheaper to draw
@@ -173,7 +184,9 @@ class MemoryView(QWidget):
         self.heat_plot.scene().sigMouseMoved.connect(self._hover)
         self.heat_plot.scene().sigMouseClicked.connect(self._clicked)
 
-        # ---- memory by tile index
+
+    def _build_bar_plot(self) -> None:
+        """Memory by global tile id, the capacity line, over-capacity markers, IPU boundaries."""
         self.bar_plot = pg.PlotWidget()
         bp = self.bar_plot.getPlotItem()
         bp.setTitle("Memory by tile")
@@ -213,7 +226,9 @@ class MemoryView(QWidget):
         self.bar_plot.setToolTip("Bytes of the chosen measure on every tile; dashed line = tile SRAM; "
                                  "triangles = over capacity. Click to pick a tile.")
 
-        # ---- one tile: breakdown + variables
+
+    def _build_tile_panel(self) -> None:
+        """One tile: its bytes by category (always-live / not-always-live bars) and its variables."""
         self.tile_title = QLabel("<b>No tile selected</b> — click a tile on the map or the bar plot")
         self.tile_title.setWordWrap(True)
         self.breakdown_plot = pg.GraphicsLayoutWidget()
@@ -251,6 +266,9 @@ class MemoryView(QWidget):
         self.var_hint.setObjectName("var_hint")
         self.var_hint.setWordWrap(True)
 
+
+    def _arrange(self) -> None:
+        """Map and bars on the left, the tile's breakdown and variables on the right."""
         right = QSplitter(Qt.Vertical)
         box = QWidget()
         bl = QVBoxLayout(box)
@@ -274,9 +292,13 @@ class MemoryView(QWidget):
         main.addWidget(right)
         main.setSizes([900, 500])
         lay = QVBoxLayout(self)
-        lay.addLayout(top)
+        lay.addLayout(self._top)
         lay.addWidget(main, 1)
 
+
+    def _connect(self) -> None:
+        """Controls, document selection, theme; variables indexed by tile off the GUI thread."""
+        document = self.document
         self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
         self.layout_box.currentTextChanged.connect(self.set_layout)
         self.over_box.toggled.connect(lambda _: self._draw_over())
@@ -288,6 +310,9 @@ class MemoryView(QWidget):
         # a bound slot, not a lambda: Qt drops the connection when this view is deleted before the
         # indexing task ends (a lambda outlived the view and wrote to a deleted QLabel)
         self._prefetch.signals.error.connect(self._prefetch_failed)
+
+    def _install_shortcuts(self) -> None:
+        """[ ] measure, L layout, O outlines; Left / Right / P tiles on the map and the bars."""
         self._shortcuts = [
             _shortcut(self, "]", lambda: self._step_measure(1)),
             _shortcut(self, "[", lambda: self._step_measure(-1)),
@@ -306,9 +331,6 @@ class MemoryView(QWidget):
         self.over_box.setToolTip(self.over_box.toolTip() + " — key O")
         self.heat_widget.setToolTip("Click a tile for its breakdown; Left/Right: previous/next tile; "
                                     "P: the fullest tile")
-        self.set_layout("floor plan")
-        self.set_measure("total")
-        self._selection_changed(document.selection.state)
 
     # ------------------------------------------------------------------ drawing
     def tile_layout(self):
@@ -596,7 +618,7 @@ class MemoryView(QWidget):
             # views normally send the op's tiles (gui/views/selection_resolve.py); if not, resolve
             # here unless that means reading a large step x tile window on the GUI thread
             from popvision_lite.analysis import selection as S
-            from popvision_lite.gui.views.selection_resolve import SYNC_CELLS
+            from popvision_lite.gui.state.resolve import SYNC_CELLS
 
             op, key = int(state.op_id), ("op_tiles", int(state.op_id))
             steps = S.op_steps(self.profile, op)

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from popvision_lite.analysis.operations import COLUMNS, TEXT_COLUMNS, name_mask, ops_table
 from popvision_lite.analysis.selection import ops_in_step_range
 from popvision_lite.gui import theme
-from popvision_lite.gui.views.selection_resolve import select_op
+from popvision_lite.gui.state.resolve import select_op
 
 _ROOT = QModelIndex()  # the invalid index, as a default argument
 SORT_ROLE = Qt.UserRole

@@ -14,10 +14,9 @@ from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut
 from PySide6.QtWidgets import QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.program_tree import COLUMNS, ProgramTree
-from popvision_lite.gui.views.selection_resolve import select_program
+from popvision_lite.gui.state.resolve import select_program
+from popvision_lite.gui.theme import PROGRAM_KIND_COLORS
 
-_KIND_COLORS = {"Execute": "#1f77b4", "Copy": "#d67a00", "Sync": "#7f7f7f", "StreamCopy": "#9467bd",
-                "Repeat": "#2ca02c", "Sequence": None}
 _ROOT = QModelIndex()  # the invalid index, as a default argument
 SORT_ROLE = Qt.UserRole  # raw value of a cell
 PROG_ROLE = Qt.UserRole + 1  # prog_id of a row
@@ -88,7 +87,7 @@ class ProgramTreeModel(QAbstractItemModel):
             return int(Qt.AlignRight | Qt.AlignVCenter) if col in (2, 3, 4) else None
         r = t.row(prog)
         if role == Qt.ForegroundRole:
-            c = _KIND_COLORS.get(str(t.kind[r])) if col == 1 else None
+            c = PROGRAM_KIND_COLORS.get(str(t.kind[r])) if col == 1 else None
             return QColor(c) if c else None
         if role == Qt.ToolTipRole:
             first, last = int(t.first_step[r]), int(t.last_step[r])

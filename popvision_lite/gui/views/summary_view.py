@@ -12,8 +12,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBox
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
-
-PHASE_COLORS = {"compute": "#2ca02c", "exchange": "#1f77b4", "sync": "#d62728", "stream": "#ff7f0e"}
+from popvision_lite.gui.theme import PHASE_COLORS
 
 
 class SummaryView(QWidget):
@@ -150,7 +149,7 @@ class SummaryView(QWidget):
  {html.escape(str(s.run.get("emulator_version", "?")))}</p>""")
 
     def _op_clicked(self, index):
-        from popvision_lite.gui.views.selection_resolve import select_op
+        from popvision_lite.gui.state.resolve import select_op
 
         row = self.ops_model.row(index.row())
         select_op(self.document, int(row["op_id"]), "summary")  # op, its steps and tiles
@@ -160,10 +159,10 @@ class SummaryView(QWidget):
 
     def tables(self) -> dict:
         """The top-ops table (named as the generic export named it) and the verdict table."""
-        from popvision_lite.gui.export import _slug
+        from popvision_lite.gui.export import slug
 
         tip = self.ops_table.toolTip().split(";")[0][:40]
-        return {_slug(tip): self.ops_model.df, **self.verdict.tables()}
+        return {slug(tip): self.ops_model.df, **self.verdict.tables()}
 
 
 # workload settings that only one model family reads (emulate --help says the same); a BERT run's

@@ -10,8 +10,8 @@ Click a point (or double-click a table row) to open its profile; Ctrl+click poin
 to pick two, then "Compare picked" opens them in compare mode.  ``plot_items()`` / ``tables()`` make both
 plots and the table exportable through File > Export like every other view.
 
-``open_sweep_tab(main_window, path)`` loads a results file off the GUI thread and adds the tab; the
-main window calls it for files that :func:`popvision_lite.sweep.results.is_sweep_results` recognises.
+``gui/actions/sweep.py: open_sweep_tab(main_window, path)`` loads a results file off the GUI thread and
+adds the tab; the main window calls it for a ``.csv`` or a folder.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.theme import DEVICE_COLORS
 from popvision_lite.sweep.results import grid_names, pareto_front
 
-DEVICE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#e377c2"]
 NO_FIT = "#d62728"
 SERIES_AA_LIMIT = 400  # segments of scaling lines drawn antialiased; more are drawn aliased
 MAX_SERIES = 60  # per device; with more configurations the scaling lines are left out
@@ -399,34 +399,3 @@ class SweepView(QWidget):
 
     def tables(self) -> dict:
         return {"sweep": self.model.df}
-
-
-# ---------------------------------------------------------------------- main-window glue
-def _load(task, path: str):
-    from popvision_lite.sweep.results import open_sweep
-
-    task.progress(0.1, f"reading {Path(path).name}")
-    return open_sweep(path)
-
-
-def add_sweep_tab(mw, df: pd.DataFrame, path: str) -> SweepView:
-    from popvision_lite.gui.compare_window import open_compare
-
-    view = SweepView(df, path)
-    view.open_requested.connect(lambda p: mw.open_paths([p]))
-    view.compare_requested.connect(lambda a, b: open_compare(mw, a, b))
-    idx = mw.doc_tabs.addTab(view, view.document.title)
-    mw.doc_tabs.setTabToolTip(idx, str(path))
-    mw.doc_tabs.setCurrentIndex(idx)
-    mw.stack.setCurrentWidget(mw.doc_tabs)
-    mw._add_recent(str(path))
-    mw.statusBar().showMessage(f"Opened sweep {path}", 5000)
-    return view
-
-
-def open_sweep_tab(mw, path):
-    """Read the sweep results off the GUI thread, then show them in a new tab."""
-    path = str(path)
-    return mw.run_task(_load, path, title=f"Opening sweep {Path(path).name}",
-                       on_result=lambda df: add_sweep_tab(mw, df, path),
-                       on_error=lambda exc: mw._load_failed(path, exc))

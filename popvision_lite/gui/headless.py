@@ -89,7 +89,7 @@ def wait_ready(view, timeout: float = READY_TIMEOUT_S) -> None:
 
 def fit_item(host, item, width: int, height: int, view=None) -> None:
     """Resize ``host`` until ``item`` (as exported) is about ``width`` x ``height`` scene pixels."""
-    from popvision_lite.gui.export import export_target
+    from popvision_lite.gui.export.plots import export_target
 
     target = export_target(item)
     for _ in range(5):
@@ -118,7 +118,7 @@ def _csv_frame(profile, view: str, view_widget):
 
         return liveness_curve(profile)
     if view == "roofline":
-        from popvision_lite.gui.export import view_tables
+        from popvision_lite.gui.export.tables import view_tables
 
         tables = view_tables(view_widget)
         if tables:
@@ -153,8 +153,9 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
     from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
 
     from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.document import Document
-    from popvision_lite.gui.export import export_plot, export_table, export_widget_png
+    from popvision_lite.gui.export.plots import export_plot, export_widget_png
+    from popvision_lite.gui.export.tables import export_table
+    from popvision_lite.gui.state.document import Document
     from popvision_lite.profile.reader import open_profile
 
     _quiet_offscreen_notes()

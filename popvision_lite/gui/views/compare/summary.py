@@ -1,0 +1,84 @@
+"""Compare Summary: the headline table (A, B, delta, B/A), the notes and a B/A ratio chart."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QLabel,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from popvision_lite.analysis import compare as C
+from popvision_lite.gui import theme
+from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.views.compare.common import notes_label
+
+
+class CompareSummaryPage(QWidget):
+    RATIO_METRICS = ("total cycles", "time", "compute cycles", "exchange cycles", "sync cycles",
+                     "stream cycles", "peak tile memory", "peak not-always-live on a tile",
+                     "total memory (all tiles)")
+
+    def __init__(self, cmp: C.Comparison, parent=None):
+        super().__init__(parent)
+        self.cmp = cmp
+        self.headline = C.headline_strings(cmp)
+        self.title = QLabel(f"<b>A</b> = {cmp.label_a} ({cmp.summary_a.target.name})  vs  "
+                            f"<b>B</b> = {cmp.label_b} ({cmp.summary_b.target.name}); delta = B - A, ratio = B / A")
+        self.title.setWordWrap(True)
+        self.model = DataFrameModel(self.headline)
+        self.table = make_table_view(self.model, "Headline numbers of both runs; delta = B - A, ratio = B / A")
+        self.table.setObjectName("headline")
+        self.table.resizeColumnsToContents()
+        self.notes = notes_label("<ul>" + "".join(f"<li>{n}</li>" for n in cmp.notes) + "</ul>")
+
+        self.plot = pg.PlotWidget()
+        pi = self.plot.getPlotItem()
+        pi.setTitle("B / A of the headline numbers (1 = same)")
+        pi.setLabel("bottom", "ratio B / A")
+        pi.setMouseEnabled(False, False)
+        pi.hideButtons()
+        h = cmp.headline.set_index("metric")
+        names = [m for m in self.RATIO_METRICS if m in h.index]
+        r = np.array([h.loc[m, "ratio"] for m in names], dtype=np.float64)
+        r = np.where(np.isfinite(r), r, 0.0)
+        self.ratios = dict(zip(names, r, strict=True))
+        brushes = [pg.mkBrush("#2ca02c" if v < 1 else "#d62728" if v > 1 else "#7f7f7f") for v in r]
+        self.bars = pg.BarGraphItem(x0=0, y=np.arange(len(names)), height=0.6, width=r, brushes=brushes, pen=None)
+        pi.addItem(self.bars)
+        pi.addItem(pg.InfiniteLine(pos=1.0, angle=90, pen=pg.mkPen("#888888", style=Qt.DashLine)))
+        for i, v in enumerate(r):
+            t = pg.TextItem(f"{v:.3f}", anchor=(0, 0.5), color=theme.colors()["plot_fg"])
+            t.setPos(v, i)
+            pi.addItem(t)
+        pi.getAxis("left").setTicks([[(i, n) for i, n in enumerate(names)]])
+        pi.getViewBox().invertY(True)
+        pi.setXRange(0, max(1.2, float(r.max()) * 1.25 if len(r) else 1.2), padding=0)
+        pi.setYRange(-0.6, len(names) - 0.4, padding=0)
+
+        split = QSplitter(Qt.Vertical)
+        top = QWidget()
+        tl = QVBoxLayout(top)
+        tl.setContentsMargins(0, 0, 0, 0)
+        tl.addWidget(self.title)
+        tl.addWidget(self.notes)
+        tl.addStretch(1)
+        row = QSplitter(Qt.Horizontal)
+        row.addWidget(self.table)
+        row.addWidget(self.plot)
+        row.setSizes([650, 550])
+        split.addWidget(top)
+        split.addWidget(row)
+        split.setSizes([170, 700])
+        lay = QVBoxLayout(self)
+        lay.addWidget(split)
+
+    def plot_items(self) -> dict:
+        return {"ratios": self.plot.getPlotItem()}
+
+    def tables(self) -> dict:
+        return {"headline": self.cmp.headline, "phases": self.cmp.phases}

@@ -1,0 +1,264 @@
+"""Drawing the Roofline plot: ceilings and ridges of the IPU and the chosen GPUs, the op points, the
+what-if spills and measured kernels, and the summary text.  A mixin of :class:`~.view.RooflineView`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+
+from popvision_lite.analysis import roofline as rl
+from popvision_lite.analysis.torch_trace import plottable
+from popvision_lite.errors import PopvisionError
+from popvision_lite.gui import theme
+from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR, LEVEL_COLORS
+from popvision_lite.units import format_flops, format_seconds, format_speedup, format_usd
+
+
+class RooflineDrawing:
+    """Mixin: draws ``self.analysis`` into ``self.plot``."""
+
+    # ------------------------------------------------------------------ drawing
+    def _draw(self):
+        a = self.analysis
+        pi = self.plot.getPlotItem()
+        pi.clear()
+        self.legend.clear()
+        self._scatter.clear()
+        pi.addItem(self.hover, ignoreBounds=True)
+        pts = a.points
+
+        # x range: cover points, ridges and some margin
+        xs = [r[2] for r in a.ipu.ridges()] + [r[2] for g in a.gpus for r in g.ridges()]
+        for col in ["intensity"] + [f"{g.device_id}_intensity" for g in a.gpus]:
+            if col in pts:
+                v = pts[col].to_numpy(dtype=float)
+                xs += list(v[np.isfinite(v) & (v > 0)])
+        if self.measured is not None:
+            known, _ = plottable(self.measured)
+            xs += list(known["intensity"])
+        lx0 = math.floor(math.log10(max(min(xs), 1e-3))) - 1
+        lx1 = math.ceil(math.log10(max(xs))) + 1
+        self._xr = (lx0, lx1)
+
+        ys = [c.value for c in a.ipu.compute] + [c.value for g in a.gpus for c in g.compute]
+        ly1 = math.log10(max(ys)) + 0.5
+        ymin = [math.log10(max(ys)) - 6]
+        if len(pts):
+            ymin.append(float(np.log10(pts["achieved_flops"]).min()) - 0.5)
+            for g in a.gpus:  # estimate points sit below their bounds
+                v = pts[f"{g.device_id}_est_flops"].to_numpy(dtype=float)
+                v = v[v > 0]
+                if len(v):
+                    ymin.append(float(np.log10(v).min()) - 0.5)
+        ly0 = min(ymin)
+        self._draw_roofline(a.ipu, IPU_COLOR, lx0, lx1, ly0, solid=True)
+        self._gpu_peak_labels: list[tuple[float, float, pg.TextItem]] = []  # (log10 peak, x, label)
+        for k, g in enumerate(a.gpus):
+            self._draw_roofline(g, GPU_COLORS.get(g.device_id, "#444"), lx0, lx1, ly0 + 0.3 + 0.5 * k, solid=False)
+
+        # IPU op points
+        if len(pts):
+            share = pts["share"].to_numpy(dtype=float)
+            smax = max(share.max(), 1e-12)
+            sizes = 7 + 28 * np.sqrt(share / smax)
+            brushes = [pg.mkBrush(QColor(LEVEL_COLORS.get(b, "#444")).lighter(110).name() + "c0")
+                       for b in pts["bound"]]
+            sp = self._add_scatter("ipu", np.log10(pts["intensity"]), np.log10(pts["achieved_flops"]),
+                                   pts.index.to_numpy(), size=sizes, symbol="o", brush=brushes,
+                                   pen=pg.mkPen("#222", width=0.8), name=f"{a.ipu.name} ops (emulated)")
+            sp.setZValue(10)
+            for g in a.gpus:
+                gid = g.device_id
+                ok = np.isfinite(pts[f"{gid}_intensity"]) & (pts[f"{gid}_flops"] > 0)
+                sub = pts[ok]
+                self._add_scatter(gid, np.log10(sub[f"{gid}_intensity"]), np.log10(sub[f"{gid}_flops"]),
+                                  sub.index.to_numpy(), size=9, symbol="t", brush=None,
+                                  pen=pg.mkPen(GPU_COLORS.get(gid, "#444"), width=1.5),
+                                  name=f"{g.name.replace('NVIDIA ', '')} bound (not measured)")
+                ok = np.isfinite(pts[f"{gid}_intensity"]) & (pts[f"{gid}_est_flops"] > 0)
+                sub = pts[ok]
+                self._add_scatter(f"{gid}:est", np.log10(sub[f"{gid}_intensity"]),
+                                  np.log10(sub[f"{gid}_est_flops"]), sub.index.to_numpy(), size=8, symbol="t",
+                                  brush=pg.mkBrush(GPU_COLORS.get(gid, "#444")), pen=pg.mkPen("#222", width=0.5),
+                                  name=f"{g.name.replace('NVIDIA ', '')} estimate (launch + measured fractions)")
+            if self.whatif_box.isChecked():
+                sp_ = pts[pts["spills"]]
+                if len(sp_):
+                    self._add_scatter("whatif", np.log10(sp_["whatif_intensity"]), np.log10(sp_["whatif_flops"]),
+                                      sp_.index.to_numpy(), size=11, symbol="x", brush=pg.mkBrush("#d62728"),
+                                      pen=pg.mkPen("#d62728"), name="what-if: spills to DDR")
+        # bound-level colour key as legend entries
+        for lvl in sorted(set(pts["bound"])) if len(pts) else []:
+            key = pg.ScatterPlotItem(size=9, symbol="o", brush=pg.mkBrush(LEVEL_COLORS.get(lvl, "#444")),
+                                     pen=pg.mkPen("#222"))
+            self.legend.addItem(key, f"bound by {lvl}")
+
+        # measured kernels (foreground colour of the theme, so they show on light and dark plots)
+        fg = theme.colors()["plot_fg"]
+        if self.measured is not None:
+            known, unknown = plottable(self.measured)
+            if len(known):
+                self._add_scatter("measured", np.log10(known["intensity"]), np.log10(known["achieved_flops"]),
+                                  -1 - known.index.to_numpy(), size=12, symbol="star", brush=pg.mkBrush(fg),
+                                  pen=pg.mkPen(fg), name=f"measured: {self.measured_name}")
+            if len(unknown):
+                self._add_scatter("measured_noint", np.full(len(unknown), lx1 - 0.15),
+                                  np.log10(unknown["achieved_flops"]), -1 - unknown.index.to_numpy(), size=18,
+                                  symbol="_", brush=pg.mkBrush(fg), pen=pg.mkPen(fg, width=2),
+                                  name="measured, intensity unknown (FLOP/s only)")
+
+        pi.setXRange(lx0, lx1, padding=0)
+        pi.setYRange(ly0, ly1, padding=0)
+        self._place_gpu_peak_labels()
+        self._highlight()
+
+        # notes + summary
+        t = a.totals
+        lines = [f"Whole model (ops): IPU {format_seconds(t['ops_ipu_time_s'])} on {t['num_ipus']} IPU(s), "
+                 f"{format_flops(t['ipu_achieved_flops'])} achieved, cost/run {format_usd(t['ipu_cost_usd'])}."]
+        for g in a.gpus:
+            gid = g.device_id
+            short = g.name.replace("NVIDIA ", "")
+            lines.append(f"{short} estimate: {format_seconds(t[f'{gid}_est_time_s'])} "
+                         f"({format_speedup(t[f'{gid}_est_speedup'])}), cost/run {format_usd(t[f'{gid}_cost_usd'])}; "
+                         f"roofline bound {format_seconds(t[f'{gid}_time_s'])} ({format_speedup(t[f'{gid}_speedup'])}: "
+                         "an upper limit, not an estimate).")
+        v = self._verdict(a)
+        if v is not None:
+            lines.append(f"Verdict (whole run, {v.gpu.chips} GPU(s)): {v.headline()}.")
+        if self.whatif_box.isChecked():
+            lines.append(f"What-if at {self.capacity.value():.0f}% SRAM: {t['spilling_ops']} op(s) spill to DDR.")
+        self.summary.setText("\n".join(lines))
+        trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
+                 if self.measured is not None else "")
+        self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
+
+    def _verdict(self, a):
+        """The Summary's verdict for the first GPU shown (same cache entry), or None for a profile without a run."""
+        if not a.gpus:
+            return None
+        from popvision_lite.analysis.verdict import verdict
+
+        prof = self.document.profile
+        gid, n = a.gpus[0].device_id, int(prof.target.num_ipus)
+        try:
+            if hasattr(self.document, "cached"):
+                return self.document.cached(("verdict", gid, n), verdict, prof, gid, n)
+            return verdict(prof, gid, n)
+        except (PopvisionError, AttributeError, KeyError, TypeError):
+            return None
+
+    def _draw_roofline(self, r: rl.Roofline, color: str, lx0: float, lx1: float, ly_label: float, solid: bool):
+        pi = self.plot.getPlotItem()
+        top = max(c.value for c in r.compute)
+        style = Qt.SolidLine if solid else Qt.DashLine
+        first = True
+        # bandwidth diagonals up to the top compute peak.  The IPU's roofs are labelled on their lines
+        # (they lie decades apart); the GPUs' memory roofs lie a fraction of a decade from each other,
+        # so labels on the lines overlapped: the GPU's legend entry names them instead (highest first,
+        # the order of its dashed lines from the top)
+        gpu_name = f"{r.name} ({', '.join(b.text() for b in sorted(r.bandwidth, key=lambda b: -b.value))})"
+        above: list[float] = []  # roofs labelled above their line
+        for b in sorted(r.bandwidth, key=lambda b: -b.value):
+            xr = math.log10(top / b.value)
+            x = np.array([lx0, xr])
+            y = np.log10(b.value) + x
+            item = pg.PlotDataItem(x, y, pen=pg.mkPen(color, width=2 if solid else 1.5, style=style),
+                                   name=(r.name if solid else gpu_name) if first else None)
+            first = False
+            pi.addItem(item)
+            if not solid:
+                continue
+            # label low on its diagonal, from the left edge, inside the visible y range; above the line,
+            # or below it when the next higher roof is within 0.3 decades and labelled above (on a small
+            # target IPU-Exchange and IPU-Links are 696 vs 640 GB/s: the two labels overlapped)
+            higher = [v for v in above if 0 < math.log10(v / b.value) < 0.3]
+            below = bool(higher)
+            if not below:
+                above.append(b.value)
+            lx = max(lx0 + 0.3, ly_label + 0.3 - np.log10(b.value))
+            lx = max(min(lx, xr - 0.8), lx0 + 0.05)
+            txt = pg.TextItem(b.text(), color=color, anchor=(0, 0) if below else (0, 1), angle=0, rotateAxis=(1, 1))
+            txt.setPos(lx, np.log10(b.value) + lx)
+            pi.addItem(txt)
+        # compute ceilings, horizontal from the first ridge to the right edge
+        bw_max = max(b.value for b in r.bandwidth)
+        for c in r.compute:
+            x0 = math.log10(c.value / bw_max)
+            pen = pg.mkPen(color, width=2 if solid else 1.5, style=style if c.value == top else Qt.DotLine)
+            pi.addItem(pg.PlotDataItem([x0, lx1], [math.log10(c.value)] * 2, pen=pen))
+            label = c.text() if solid else f"{r.device_id} {c.text()}"
+            if solid:   # IPU labels at the right edge, GPU labels at the start of their line
+                t = pg.TextItem(label, color=color, anchor=(1, 1))
+                t.setPos(lx1 - 0.05, math.log10(c.value))
+            else:  # above or below the line: decided once every GPU is drawn (_place_gpu_peak_labels)
+                t = pg.TextItem(label, color=color, anchor=(0, 1))
+                t.setPos(x0 + 0.05, math.log10(c.value))
+                self._gpu_peak_labels.append((math.log10(c.value), x0 + 0.05, t))
+            pi.addItem(t)
+        # ridge points
+        rx = [math.log10(x) for _, _, x, _ in r.ridges()]
+        ry = [math.log10(y) for _, _, _, y in r.ridges()]
+        tips = [f"ridge {cc.label} / {bb.label}: {x:.3g} FLOP/B" for cc, bb, x, _ in r.ridges()]
+        ridge = pg.ScatterPlotItem(rx, ry, size=8, symbol="d", brush=pg.mkBrush(color), pen=pg.mkPen("#000"),
+                                   data=tips, hoverable=True, tip=lambda x, y, data: data)
+        pi.addItem(ridge)
+        self._scatter.setdefault("ridges", ridge)
+
+    def _add_scatter(self, key, x, y, ids, size, symbol, brush, pen, name):
+        sp = pg.ScatterPlotItem(x=np.asarray(x, dtype=float), y=np.asarray(y, dtype=float), data=np.asarray(ids),
+                                size=size, symbol=symbol, pen=pen, brush=brush if brush is not None else pg.mkBrush(None),
+                                hoverable=True, tip=None, name=name)
+        sp.sigClicked.connect(self._on_points_clicked)
+        sp.sigHovered.connect(lambda item, points, ev, k=key: self._on_hover(k, points))
+        self.plot.getPlotItem().addItem(sp)
+        self._scatter[key] = sp
+        return sp
+
+
+class RooflineTooltips:
+    """Mixin: the hover text of every point."""
+
+    # ------------------------------------------------------------------ tooltips
+    def tooltip_for(self, key: str, op_id: int) -> str:
+        a = self.analysis
+        if key.startswith("measured"):
+            # by key, never attribute access: ``o.cat`` is pandas' categorical accessor, not the column
+            o = self.measured.loc[-1 - int(op_id)]
+            inten = "unknown" if not np.isfinite(o["intensity"]) else f"{o['intensity']:.3g} FLOP/B"
+            op = o.get("op", "") if hasattr(o, "get") else ""
+            op_line = f"\nlaunched by {op}" if isinstance(op, str) and op else ""
+            return (f"{o['name']}\nmeasured GPU kernel ({o['cat']}), {format_seconds(o['dur_s'])}{op_line}\n"
+                    f"{format_flops(o['achieved_flops'])}, intensity {inten}\nFLOPs from {o['flops_from']}")
+        o = a.ops.loc[int(op_id)]
+        lines = [f"{o['name']}  ({o.type}, {o.precision})", f"FLOPs {o.flops:,.0f}"]
+        if key == "ipu":
+            lines += [f"IPU (emulated): {format_seconds(o.ipu_time_s)}, {100 * o.share:.1f}% of run",
+                      f"achieved {format_flops(o.achieved_flops)} = {100 * o.efficiency:.0f}% of roof",
+                      f"intensity {o.intensity:.3g} FLOP/B vs {o.level}; bound by {o.bound}"]
+        elif key == "whatif":
+            lines += [f"what-if: {o.working_set_bytes:,.0f} B do not fit; streamed from DDR",
+                      f"time {format_seconds(o.whatif_time_s)} (emulated {format_seconds(o.ipu_time_s)})"]
+        else:
+            key = key.split(":")[0]  # "a100-80gb:est" -> the estimate points of that GPU
+            g = next(g for g in a.gpus if g.device_id == key)
+            lines += [f"{g.name} roofline BOUND (not a measurement)",
+                      f"time >= {format_seconds(o[f'{key}_time_s'])}, {o[f'{key}_bound']}-bound",
+                      f"estimate {format_seconds(o[f'{key}_est_time_s'])} ({o[f'{key}_est_bound']}-bound, "
+                      f"IPU/GPU {o[f'{key}_est_speedup']:.2f}x)",
+                      f"intensity {o[f'{key}_intensity']:.3g} FLOP/B (min bytes {o.min_bytes:,.0f})",
+                      f"IPU / GPU time = {o[f'{key}_speedup']:.2f}x"]
+        return "\n".join(lines)
+
+    def _on_hover(self, key, points):
+        if len(points) == 0:
+            self.hover.hide()
+            return
+        p = points[0]
+        self.hover.setText(self.tooltip_for(key, p.data()))
+        self.hover.setPos(p.pos())
+        self.hover.show()
