@@ -1,4 +1,6 @@
-"""Guards the one-way architecture: nothing outside gui/ imports Qt."""
+"""Guards the one-way architecture: the import-linter contracts of pyproject.toml hold (layers, no Qt below
+the GUI, no cycles, private modules stay private; docs/decisions/0012), and, as a second, independent
+check, no file outside gui/ imports Qt."""
 
 import ast
 from pathlib import Path
@@ -34,3 +36,19 @@ def test_checker_sees_qt_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("from PySide6 import QtCore\nimport pyqtgraph as pg\n")
     assert _imports(f) & QT_MODULES == {"PySide6", "pyqtgraph"}
+
+
+def test_import_linter_contracts_are_kept(capsys):
+    """The same check as `lint-imports` in .ci/run, so `pytest` alone fails on a broken layer."""
+    import os
+
+    import pytest
+
+    cli = pytest.importorskip("importlinter.cli", reason="import-linter is in the test extra")
+    cwd = os.getcwd()
+    os.chdir(PKG.parent)  # it reads pyproject.toml from the current folder
+    try:
+        status = cli.lint_imports(no_cache=True, no_logo=True)
+    finally:
+        os.chdir(cwd)
+    assert status == 0, capsys.readouterr().out[-4000:]
