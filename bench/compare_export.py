@@ -64,7 +64,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20000)
     args = ap.parse_args()
     from popvision_lite.gui.app import create_app
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     create_app()
     with tempfile.TemporaryDirectory() as tmp:

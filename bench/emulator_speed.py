@@ -22,7 +22,7 @@ from popvision_lite.emulator import Engine, Graph, Target
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.microbench import matmul_output_mapping, planned_matmul
+from popvision_lite.testing.microbench import matmul_output_mapping, planned_matmul
 
 
 def build_mlp(target: Target, m: int, d: int, f: int, bm=128, bk=256, bn=128, rows=8):

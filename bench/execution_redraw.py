@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     from popvision_lite.gui import theme
     from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.execution import ExecutionView
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     app = QApplication.instance() or QApplication([])
     theme.init_pyqtgraph()

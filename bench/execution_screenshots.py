@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     theme.apply_theme("light", app)
     path = args.profile
     if path is None:
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
 
         path = Path(tempfile.mkdtemp()) / "synthetic-4ipu.pvl"
         write_synthetic(path, num_ipus=4, tiles_per_ipu=1472, num_steps=2000, seed=2)

@@ -52,7 +52,7 @@ FAIL_OUTCOMES = ("other_exception", "bad_message", "inconsistent", "timeout", "c
 
 def make_base(folder: Path) -> Path:
     """A small valid profile: 2 IPUs x 16 tiles, 150 steps (several summary blocks, 2 IPUs)."""
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     p = Path(folder) / "base.pvl"
     if not p.exists():

@@ -126,7 +126,7 @@ def main(argv=None) -> int:
 
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.main_window import MainWindow
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     tmp = Path(tempfile.mkdtemp(prefix="pvl-bench-"))
     big = Path(args.big) if args.big else tmp / "big-16x1472.pvl"

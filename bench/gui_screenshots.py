@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     app = create_app()
     path = args.profile
     if path is None:
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
 
         path = Path(tempfile.mkdtemp()) / "synthetic-2ipu.pvl"
         write_synthetic(path, num_ipus=2, tiles_per_ipu=1472, num_steps=300, seed=1, over_capacity_tiles=12)

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None
     path = args.profile
     if path is None:
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
 
         tmp = tempfile.TemporaryDirectory()
         path = Path(tmp.name) / "big.pvl"

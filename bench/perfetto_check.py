@@ -364,8 +364,8 @@ def serve(vizviewer: str, path: Path, timeout: float = 30) -> tuple[subprocess.P
 def long_run_profile(folder: Path, stretch: int = 1237) -> Path:
     """A synthetic 2-IPU profile whose step cycles are stretched ``stretch`` x (an odd factor, so the
     microsecond fractions vary): about 4 s of device time, to check ts/dur precision far from zero."""
-    from popvision_lite.profile.synthetic import make_synthetic
     from popvision_lite.profile.writer import write_profile
+    from popvision_lite.testing.synthetic import make_synthetic
 
     data = make_synthetic(num_ipus=2, tiles_per_ipu=8, num_steps=3000, seed=1, num_layers=2)
     for col in ("start_cycle", "end_cycle"):
@@ -397,7 +397,7 @@ def check_scale(args, tmp: Path, steps: int, n_tiles: int = 40) -> bool:
     """A big export (synthetic 2 x 1472 tiles, ``steps`` steps, ``n_tiles`` tile lanes, all steps): Perfetto
     must load it without import errors, with every event as a depth-0 slice (counts only, not per slice)."""
     import popvision_lite as pvl
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     prof = write_synthetic(tmp / "scale.pvl", num_ipus=2, tiles_per_ipu=1472, num_steps=steps, seed=3)
     out = tmp / "scale.json"

@@ -38,7 +38,7 @@ def _raw_bytes(ipus, tiles, steps):
 
 def write_hdf5(path, ipus, tiles, steps, noise, codec):
     from popvision_lite.profile import writer
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     if codec:
         writer.COMPRESSION = codec
@@ -53,7 +53,7 @@ def write_zarr(path, ipus, tiles, steps, noise, codec):
     from zarr.codecs import BloscCodec
 
     from popvision_lite.profile import writer
-    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.testing.synthetic import make_synthetic
 
     data = make_synthetic(ipus, tiles, steps, lazy=True, noise=noise)
     cname = (codec or writer.COMPRESSION).split("-")[0]

@@ -32,7 +32,7 @@ def _pandas_full_tile_ops(profile, capacity):
 
 def main(argv=None) -> int:
     from popvision_lite.analysis import roofline as rl
-    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.testing.synthetic import make_synthetic
 
     small = make_synthetic(num_ipus=1, tiles_per_ipu=1472, num_steps=2000, num_layers=8)
     t0 = time.perf_counter()

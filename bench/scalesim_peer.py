@@ -108,7 +108,7 @@ def _blocks(m: int, n: int, k: int, tiles: int):
 def run_ours(m: int, n: int, k: int, mode: str, seed: int = 0) -> dict:
     from popvision_lite.emulator import Engine, Graph, Target
     from popvision_lite.emulator import mapping as M
-    from popvision_lite.emulator.microbench import matmul_output_mapping, planned_matmul
+    from popvision_lite.testing.microbench import matmul_output_mapping, planned_matmul
 
     t0 = time.perf_counter()
     tgt = Target.from_device("ipu-mk2", 1)

@@ -96,7 +96,7 @@ def main(argv=None) -> int:
 
     import popvision_lite as pvl
     from popvision_lite.profile.chrome_trace import export_chrome_trace
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     with tempfile.TemporaryDirectory(prefix="pvl-trace-peer-") as d:
         prof = Path(d) / "run.pvl"

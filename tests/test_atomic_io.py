@@ -23,7 +23,7 @@ def test_profiles_and_exports_get_the_usual_file_mode(tmp_path):
     from popvision_lite.atomic_io import atomic_text, write_bytes_atomic
     from popvision_lite.profile import open_profile
     from popvision_lite.profile.csv_export import export_csv
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     pvl = tmp_path / "run.pvl"
     write_synthetic(pvl, num_ipus=1, tiles_per_ipu=16, num_steps=8, seed=1)

@@ -1,4 +1,5 @@
-"""The profile format: schema (the contract), writer, lazy reader, synthetic profiles, exports.
+"""The profile format: schema (the contract), writer, lazy reader, exports.  Synthetic profiles for tests
+and benchmarks are in ``popvision_lite.testing.synthetic``.
 
 ``from popvision_lite.profile import open_profile, write_profile`` works; the heavier modules are
 imported on first use so ``import popvision_lite.profile.schema`` stays light.
@@ -13,8 +14,6 @@ _LAZY = {
     "Profile": "popvision_lite.profile.reader",
     "StepTileWindow": "popvision_lite.profile.reader",
     "write_profile": "popvision_lite.profile.writer",
-    "make_synthetic": "popvision_lite.profile.synthetic",
-    "write_synthetic": "popvision_lite.profile.synthetic",
     "export_chrome_trace": "popvision_lite.profile.chrome_trace",
     "export_csv": "popvision_lite.profile.csv_export",
     "ProfileData": "popvision_lite.profile.schema",

@@ -181,7 +181,7 @@ def fidelity_table() -> list[dict]:
     return out
 
 
-if __name__ == "__main__":  # python -m popvision_lite.emulator.microbench
+if __name__ == "__main__":  # python -m popvision_lite.testing.microbench
     for r in fidelity_table():
         print(f"{r['name']:28s} published {r['published']:.4g} {r['unit']:18s} emulated {r['emulated']:.4g}  "
               f"ratio {r['ratio']:.3f}")

@@ -12,7 +12,7 @@ import pytest
 @pytest.fixture(scope="session")
 def synthetic_profile(tmp_path_factory):
     import popvision_lite as pvl
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     opened: dict[tuple, object] = {}
 

@@ -193,7 +193,7 @@ def test_what_if_spill_to_ddr():
 @pytest.mark.parametrize("kw", [dict(num_ipus=1, tiles_per_ipu=1472), dict(num_ipus=2, tiles_per_ipu=64),
                                 dict(num_ipus=4, tiles_per_ipu=32, device="ipu-bow")])
 def test_no_emulated_point_above_its_ceilings(kw):
-    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.testing.synthetic import make_synthetic
 
     data = make_synthetic(num_steps=400, **kw)
     a = rl.analyze(data, gpus=("a100-80gb",))
@@ -219,8 +219,8 @@ def test_no_emulated_point_above_its_ceilings(kw):
 
 def test_reads_written_profile(tmp_path):
     import popvision_lite as pvl
-    from popvision_lite.profile.synthetic import make_synthetic
     from popvision_lite.profile.writer import write_profile
+    from popvision_lite.testing.synthetic import make_synthetic
 
     data = make_synthetic(num_ipus=1, tiles_per_ipu=64, num_steps=120)
     path = tmp_path / "r.pvl"

@@ -61,7 +61,7 @@ def _check_bijective(lay, num_tiles):
 
 def test_floor_plan_follows_device_spec():
     from popvision_lite.devices import load_device
-    from popvision_lite.profile.synthetic import default_target
+    from popvision_lite.testing.synthetic import default_target
 
     spec = load_device("ipu-mk2")
     t = default_target("ipu-mk2", 16, None)

@@ -99,7 +99,7 @@ def test_emulate_config_without_model(tmp_path, cli):
     (["--view", "nope"], "--view"),
 ])
 def test_export_bad_arguments(tmp_path, cli, args, needle):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     prof = write_synthetic(tmp_path / "p.pvl", num_ipus=1, tiles_per_ipu=8, num_steps=20, num_layers=1)
     out = tmp_path / ("o.json" if "--chrome-trace" in args else "o.png")
@@ -131,7 +131,7 @@ def test_real_process_exit_code_and_stderr(tmp_path):
 
 @pytest.mark.parametrize("top", ["-1", "-50", "two"])
 def test_info_top_must_be_a_count(tmp_path, cli, top):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     path = tmp_path / "s.pvl"
     write_synthetic(path, tiles_per_ipu=8, num_steps=20)
@@ -142,7 +142,7 @@ def test_info_top_must_be_a_count(tmp_path, cli, top):
 
 
 def test_info_top_zero_lists_no_ops(tmp_path, capsys):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     path = tmp_path / "s.pvl"
     write_synthetic(path, tiles_per_ipu=8, num_steps=20)

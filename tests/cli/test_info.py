@@ -9,7 +9,7 @@ import pytest
 
 from popvision_lite.cli import main
 from popvision_lite.profile.reader import open_profile
-from popvision_lite.profile.synthetic import write_synthetic
+from popvision_lite.testing.synthetic import write_synthetic
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,7 @@ SLOW_EMULATE = textwrap.dedent("""
 def test_emulate_killed_mid_write(tmp_path, previous):
     target = tmp_path / "run.pvl"
     if previous:
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
 
         write_synthetic(target, num_ipus=1, tiles_per_ipu=8, num_steps=30, num_layers=1)
         before = target.read_bytes()
@@ -106,7 +106,7 @@ def test_emulate_killed_mid_write(tmp_path, previous):
 
 @pytest.fixture(scope="module")
 def trace_source(tmp_path_factory):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     return write_synthetic(tmp_path_factory.mktemp("src") / "src.pvl", num_ipus=1, tiles_per_ipu=1472,
                            num_steps=600, num_layers=1)
@@ -149,7 +149,7 @@ def _tmpfs(path: Path, opts: str):
 FULL_DISK_SCRIPT = textwrap.dedent("""
     import json, sys
     from popvision_lite.errors import ProfileError
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
     from popvision_lite.profile.chrome_trace import export_chrome_trace
     from popvision_lite.profile.csv_export import export_csv
     import popvision_lite as pvl
@@ -202,7 +202,7 @@ def test_full_disk_process_exits_cleanly(tmp_path):
         target = folder / "run.pvl"
         script = textwrap.dedent(f"""
             import gc, os
-            from popvision_lite.profile.synthetic import write_synthetic
+            from popvision_lite.testing.synthetic import write_synthetic
             from popvision_lite.errors import ProfileError
             for _ in range(2):
                 try:
@@ -228,8 +228,8 @@ def test_full_disk_process_exits_cleanly(tmp_path):
 def test_read_only_folder_gives_a_clear_error(tmp_path, trace_source):
     import popvision_lite as pvl
     from popvision_lite.profile.chrome_trace import export_chrome_trace
-    from popvision_lite.profile.synthetic import make_synthetic
     from popvision_lite.profile.writer import write_profile
+    from popvision_lite.testing.synthetic import make_synthetic
 
     data = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=20, num_layers=1)
     with _tmpfs(tmp_path / "ro", "size=1m,ro") as folder:
@@ -262,8 +262,8 @@ def test_parent_is_a_regular_file(tmp_path, trace_source):
     """Root ignores chmod, so the other 'unwritable folder': the parent path is a file."""
     import popvision_lite as pvl
     from popvision_lite.profile.csv_export import export_csv
-    from popvision_lite.profile.synthetic import make_synthetic
     from popvision_lite.profile.writer import write_profile
+    from popvision_lite.testing.synthetic import make_synthetic
 
     f = tmp_path / "notes.txt"
     f.write_text("x")

@@ -258,7 +258,7 @@ def test_profile_tables_follow_schema_and_write(tmp_path, mk2):
 def _mm_with_hazards(target):
     """planned_matmul, then overwrite the source A while the last broadcast may still be pending,
     then read the staging buffer through a plain copy and an elementwise vertex."""
-    from popvision_lite.emulator.microbench import matmul_output_mapping, planned_matmul
+    from popvision_lite.testing.microbench import matmul_output_mapping, planned_matmul
 
     g = Graph(target)
     tiles = np.arange(12)

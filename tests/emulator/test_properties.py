@@ -18,8 +18,8 @@ from popvision_lite.emulator import Engine, Graph, Target
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.microbench import matmul_output_mapping, planned_matmul
 from popvision_lite.profile import schema
+from popvision_lite.testing.microbench import matmul_output_mapping, planned_matmul
 
 TARGET = Target.from_device("ipu-mk2", num_ipus=1)
 NT = TARGET.num_tiles

@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def small_profile(tmp_path_factory):
     """2 IPUs x 96 tiles, some tiles over capacity (so the heatmap overlay has something to show)."""
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     path = tmp_path_factory.mktemp("profiles") / "small.pvl"
     write_synthetic(path, num_ipus=2, tiles_per_ipu=96, num_steps=120, seed=3, over_capacity_tiles=3)

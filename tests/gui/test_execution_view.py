@@ -10,7 +10,7 @@ import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views.execution import PAN_STEP, ZOOM_STEP, ExecutionView
-from popvision_lite.profile.synthetic import write_synthetic
+from popvision_lite.testing.synthetic import write_synthetic
 
 pytestmark = pytest.mark.gui
 TPI = 64

@@ -39,7 +39,7 @@ def test_roofline_of_a_real_size_target_is_computed_off_the_gui_thread(qtbot, tm
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.roofline import RooflineView
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     create_app()
     p = tmp_path / "one_ipu.pvl"

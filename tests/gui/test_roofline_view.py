@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gui
 
 @pytest.fixture(scope="module")
 def profile_path(tmp_path_factory):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     p = tmp_path_factory.mktemp("rv") / "rv.pvl"
     write_synthetic(p, num_ipus=2, tiles_per_ipu=64, num_steps=150, seed=2)
@@ -163,7 +163,7 @@ def test_stand_in_document(qtbot):
 
     from popvision_lite.gui.state.selection import SelectionModel
     from popvision_lite.gui.views.roofline import RooflineView
-    from popvision_lite.profile.synthetic import make_synthetic
+    from popvision_lite.testing.synthetic import make_synthetic
 
     doc = SimpleNamespace(profile=make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=80), selection=SelectionModel())
     v = RooflineView(doc)

@@ -21,8 +21,8 @@ import pytest
 from popvision_lite.errors import ProfileError, ProfileVersionError
 from popvision_lite.profile import schema, writer
 from popvision_lite.profile.reader import open_profile
-from popvision_lite.profile.synthetic import make_synthetic
 from popvision_lite.profile.writer import write_profile
+from popvision_lite.testing.synthetic import make_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +298,7 @@ def test_killed_writer_leaves_no_valid_file(tmp_path, good):
     before = target.read_bytes()
     script = textwrap.dedent(f"""
         import sys, time
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
         def progress(done, total):
             print("batch", done, flush=True)
             time.sleep(30)  # hold the writer mid-file until the test kills it
@@ -328,7 +328,7 @@ def test_killed_writer_without_previous_file(tmp_path):
     target = tmp_path / "fresh.pvl"
     script = textwrap.dedent(f"""
         import time
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
         def progress(done, total):
             print("batch", done, flush=True)
             time.sleep(30)
@@ -383,7 +383,7 @@ def test_reader_casts_wider_ints_and_rejects_text_for_numbers(copy):
 
 
 def test_cancel_from_progress_propagates_and_cleans_up(tmp_path):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     class Cancelled(Exception):
         pass
@@ -406,7 +406,7 @@ def test_real_write_failure_inside_hdf5_is_clean(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, resource.RLIM_INFINITY))
         from popvision_lite.errors import ProfileError
-        from popvision_lite.profile.synthetic import write_synthetic
+        from popvision_lite.testing.synthetic import write_synthetic
         for i in range(2):
             try:
                 write_synthetic({str(tmp_path / 'big.pvl')!r}, num_ipus=1, tiles_per_ipu=1472, num_steps=2000,

@@ -14,8 +14,8 @@ from popvision_lite.profile import schema
 from popvision_lite.profile.chrome_trace import TILE_TID_BASE, export_chrome_trace
 from popvision_lite.profile.csv_export import CSV_TABLES, export_csv
 from popvision_lite.profile.reader import open_profile
-from popvision_lite.profile.synthetic import make_synthetic
 from popvision_lite.profile.writer import write_profile
+from popvision_lite.testing.synthetic import make_synthetic
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import popvision_lite as pvl
 from popvision_lite.profile import schema
 from popvision_lite.profile.reader import open_profile
-from popvision_lite.profile.synthetic import make_synthetic, write_synthetic
 from popvision_lite.profile.writer import write_profile
+from popvision_lite.testing.synthetic import make_synthetic, write_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ def test_empty_run_round_trips(tmp_path):
 
 
 def test_many_layers_repeat_earlier_layers():
-    from popvision_lite.profile.synthetic import DISTINCT_LAYERS
+    from popvision_lite.testing.synthetic import DISTINCT_LAYERS
 
     n = DISTINCT_LAYERS + 2
     d = make_synthetic(num_ipus=1, tiles_per_ipu=16, num_steps=2000, num_layers=n, lazy=True)

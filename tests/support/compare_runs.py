@@ -68,7 +68,7 @@ def run_pairs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tile_mismatch(tmp_path_factory):
-    from popvision_lite.profile.synthetic import write_synthetic
+    from popvision_lite.testing.synthetic import write_synthetic
 
     d = tmp_path_factory.mktemp("synthetic")
     mk1 = d / "mk1_2ipu.pvl"

@@ -8,7 +8,7 @@ import pytest
 
 from popvision_lite.emulator import Engine, Graph, Target
 from popvision_lite.emulator import mapping as M
-from popvision_lite.emulator import microbench as mb
+from popvision_lite.testing import microbench as mb
 
 
 def test_sram_read_rates_follow_the_spec():

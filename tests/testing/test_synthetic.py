@@ -4,7 +4,7 @@ device spec's bandwidths: no op moves bytes faster than its level allows."""
 import pytest
 
 from popvision_lite.devices import load_device
-from popvision_lite.profile.synthetic import make_synthetic
+from popvision_lite.testing.synthetic import make_synthetic
 
 
 @pytest.mark.parametrize("num_ipus", [1, 2])
