@@ -495,7 +495,8 @@ def read_everything(path) -> dict:
         tables = {}
         for name, cols in schema.TABLE_COLUMNS.items():
             df = p.table(name)
-            _check(isinstance(df, pd.DataFrame) and tuple(df.columns) == cols, f"table {name} columns")
+            want = cols + schema.DERIVED_COLUMNS.get(name, ())  # stored columns, then the reader's derived ones
+            _check(isinstance(df, pd.DataFrame) and tuple(df.columns) == want, f"table {name} columns")
             for c in cols:
                 v = df[c].to_numpy()
                 if v.dtype.kind == "f":

@@ -1,17 +1,21 @@
 """popvision-lite: an open profiler and tile-level emulator for Graphcore-style IPUs.
 
-Notebook use::
+Notebook use (examples/ has runnable scripts)::
 
     import popvision_lite as pvl
     p = pvl.open("run.pvl")
-    p.memory.by_tile()      # pandas DataFrame, one row per tile
-    p.steps, p.ops, p.tiles
+    p.steps                 # one row per BSP step: kind_name (categorical), cycles, seconds, ...
+    p.ops, p.tiles          # every table: a RangeIndex equal to its id column (step, op_id, tile ...)
+    p.memory.by_tile()      # one row per tile, bytes per Poplar category; also p.table("memory_by_tile")
+    pvl.compare(a, b).headline, pvl.insights(p), pvl.verdict(p)
+    pvl.units.format_seconds(p.steps["seconds"].sum())
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from popvision_lite import units  # noqa: E402  (light: the formatting of every number shown)
 from popvision_lite.errors import (  # noqa: E402
     ConfigError,
     DeviceSpecError,
@@ -27,6 +31,37 @@ def open(path):  # noqa: A001 - mirrors builtins.open on purpose: pvl.open("run.
     from popvision_lite.profile.reader import open_profile
 
     return open_profile(path)
+
+
+def _opened(profile):
+    """(profile, opened_here): ``profile`` itself, or the profile at that path opened now."""
+    if isinstance(profile, str | bytes) or hasattr(profile, "__fspath__"):
+        return open(profile), True
+    return profile, False
+
+
+def compare(a, b, label_a: str | None = None, label_b: str | None = None):
+    """Compare runs ``a`` and ``b`` (paths or open profiles; paths stay open with the comparison): every delta
+    is B - A, every ratio B / A.  See :class:`popvision_lite.analysis.compare.Comparison`: ``headline``
+    (numeric a, b, delta, ratio plus their text), ``notes``, ``op_table()``, ``markdown()``."""
+    from popvision_lite.analysis.compare import compare as _compare
+
+    return _compare(_opened(a)[0], _opened(b)[0], label_a, label_b)
+
+
+def insights(profile, spec=None):
+    """The findings for ``profile`` (a path or an open profile), most severe first: out-of-memory tiles and
+    the variables behind them, imbalance, exchange- or sync-bound phases, what recomputation saved.  Each is a
+    :class:`popvision_lite.analysis.insights.Finding` (``severity``, ``kind``, ``title``, ``text``, ``tiles``,
+    ``ops``, ``variables``, ``numbers``)."""
+    from popvision_lite.analysis.insights import insights as _insights
+
+    p, mine = _opened(profile)
+    try:
+        return _insights(p, spec)
+    finally:
+        if mine:
+            p.close()
 
 
 def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: int = 1_000_000):
@@ -62,6 +97,9 @@ def open_sweep(path):
 
 
 __all__ = [
+    "compare",
+    "insights",
+    "units",
     "verdict",
     "__version__",
     "open",

@@ -3,7 +3,9 @@
 ``compare(a, b)`` -> :class:`Comparison` with
 
 * ``headline``: one row per metric (cycles, time, phase cycles, peak tile memory, peak
-  not-always-live memory, totals, fits ...) with columns metric, unit, a, b, delta (B - A), ratio (B / A);
+  not-always-live memory, totals, fits ...) with columns metric, unit, a, b, delta (B - A), ratio (B / A)
+  (float64; NaN where the metric is not a number, e.g. the device name; fits is 1.0 / 0.0) and a_text,
+  b_text (the values as people read them);
 * ``notes``: plain sentences explaining the differences (clock vs cycles, what cannot be
   compared tile by tile, ops only in one run, recompute and memory);
 * ``tile_by_tile``: True when both runs have the same IPU count and tiles per IPU, so per-tile
@@ -227,6 +229,10 @@ class Comparison:
     phases: pd.DataFrame
     notes: list[str] = field(default_factory=list)
 
+    def op_table(self) -> pd.DataFrame:
+        """Ops matched by name (see :func:`op_table`)."""
+        return op_table(self.a, self.b)
+
     def metric(self, name: str) -> pd.Series:
         """The headline row of ``name`` (a, b, delta, ratio ...)."""
         rows = self.headline[self.headline["metric"] == name]
@@ -268,17 +274,17 @@ def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
     ]
     out = []
     for name, unit, va, vb in rows:
-        numeric = isinstance(va, int | float | np.integer | np.floating) and not isinstance(va, bool | np.bool_)
-        if numeric:
-            whole = isinstance(va, int | np.integer) and isinstance(vb, int | np.integer)
-            d = int(vb) - int(va) if whole else float(vb) - float(va)  # counts stay integers ("0", not "0.0")
-            r = float(ratio(vb, va))
-        else:
-            d, r = np.nan, np.nan
-        out.append((name, unit, va, vb, d, r))
-    df = pd.DataFrame(out, columns=["metric", "unit", "a", "b", "delta", "ratio"])
-    df["delta"] = pd.Series([row[4] for row in out], dtype=object)  # ints and floats side by side
-    return df
+        if isinstance(va, bool | np.bool_):  # yes / no: 1.0 / 0.0, no delta or ratio
+            na, nb, d, r = float(va), float(vb), np.nan, np.nan
+        elif isinstance(va, int | float | np.integer | np.floating):
+            na, nb = float(va), float(vb)
+            d, r = nb - na, float(ratio(vb, va))
+        else:  # text (the device name): only in the text columns
+            na = nb = d = r = np.nan
+        out.append((name, unit, na, nb, d, r, format_value(va, unit), format_value(vb, unit)))
+    # numbers in numeric columns (float64; NaN where a metric is not a number), their text beside them
+    return pd.DataFrame(out, columns=["metric", "unit", "a", "b", "delta", "ratio", "a_text", "b_text"]).astype(
+        {"a": np.float64, "b": np.float64, "delta": np.float64, "ratio": np.float64})
 
 
 def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) -> list[str]:
@@ -370,7 +376,7 @@ def headline_strings(c: Comparison) -> pd.DataFrame:
         if r.unit == "B" and np.isfinite(d) and d < 0:
             dtxt = "-" + format_bytes(-d)
         rtxt = "" if not np.isfinite(r.ratio) else f"{r.ratio:.3f}"
-        rows.append((r.metric, format_value(r.a, r.unit), format_value(r.b, r.unit), dtxt, rtxt))
+        rows.append((r.metric, r.a_text, r.b_text, dtxt, rtxt))
     return pd.DataFrame(rows, columns=["metric", c.label_a, c.label_b, "delta (B - A)", "B / A"])
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from popvision_lite.cli.args import count
 from popvision_lite.errors import PopvisionError
 from popvision_lite.profile import schema
-from popvision_lite.units import format_bytes
+from popvision_lite.units import format_bytes, format_hz, format_seconds
 
 
 def add_arguments(parser) -> None:
@@ -68,10 +68,10 @@ def format_summary(s: dict) -> str:
     lines = [
         f"{s['file']}  (popvision-lite profile v{s['format_version']})",
         f"target   {t['name']} [{t['device']}] x {t['num_ipus']} IPU(s), {t['tiles_per_ipu']} tiles each "
-        f"({t['num_tiles']} tiles), {format_bytes(t['sram_bytes_per_tile'])} SRAM/tile, {t['clock_hz'] / 1e9:.3f} GHz",
+        f"({t['num_tiles']} tiles), {format_bytes(t['sram_bytes_per_tile'])} SRAM/tile, {format_hz(t['clock_hz'])}",
         "run      " + ", ".join(f"{k}={v}" for k, v in s["run"].items()),
         f"steps    {s['steps']:,} BSP steps, {s['total_cycles']:,} cycles"
-        + (f" = {s['total_time_s'] * 1e3:.3f} ms" if s["total_time_s"] is not None else ""),
+        + (f" = {format_seconds(s['total_time_s'])}" if s["total_time_s"] is not None else ""),
     ]
     tot = max(1, sum(k["cycles"] for k in s["step_kinds"].values()))
     for name, k in s["step_kinds"].items():

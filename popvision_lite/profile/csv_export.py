@@ -2,12 +2,11 @@
 
 ``export_csv(profile, table, path)`` where ``table`` is one of:
 
-* ``memory_by_tile`` - one row per tile: tile, ipu, tile_in_ipu, bytes per memory category,
-  always_live, not_always_live, total, capacity, over_capacity;
+* ``memory_by_tile`` - ``profile.memory.by_tile()`` plus ``ipu`` and ``tile_in_ipu``;
 * ``ops`` - the ops table (FLOPs, bytes per memory level, cycles split) plus ``time_s``
   (cycles / clock) and ``arithmetic_intensity`` (FLOPs per SRAM byte);
-* ``steps`` - the steps table plus ``kind_name``, ``op_name`` and ``duration_cycles``;
-* any other table of ``schema.TABLE_COLUMNS`` as stored.
+* ``steps`` - ``profile.steps`` (with ``kind_name``, ``cycles``, ``seconds``) plus ``op_name``;
+* any other name of ``schema.TABLES`` as ``profile.table(name)`` returns it.
 """
 
 from __future__ import annotations
@@ -19,19 +18,18 @@ from popvision_lite.atomic_io import atomic_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
 
-EXTRA_TABLES = ("memory_by_tile",)
-CSV_TABLES: tuple[str, ...] = EXTRA_TABLES + tuple(schema.TABLE_COLUMNS)
+CSV_TABLES: tuple[str, ...] = schema.TABLES
 
 
 def table_frame(profile, table: str) -> pd.DataFrame:
-    """The DataFrame ``export_csv`` writes for ``table``."""
+    """The DataFrame ``export_csv`` writes for ``table`` (any of ``schema.TABLES``): what
+    ``profile.table(table)`` returns, plus the columns a spreadsheet cannot derive from other tables."""
     if table == "memory_by_tile":
-        m = profile.memory.by_tile()
-        tiles = profile.tiles.set_index("tile")
-        df = m.copy()
-        df.insert(0, "tile_in_ipu", tiles["tile_in_ipu"].to_numpy())
-        df.insert(0, "ipu", tiles["ipu"].to_numpy())
-        return df.reset_index()
+        df = profile.memory.by_tile().copy()
+        tiles = profile.tiles
+        df.insert(1, "tile_in_ipu", tiles["tile_in_ipu"].to_numpy())
+        df.insert(1, "ipu", tiles["ipu"].to_numpy())
+        return df
     if table == "ops":
         df = profile.ops.copy()
         df["time_s"] = df["cycles"] / float(profile.target.clock_hz)
@@ -41,12 +39,10 @@ def table_frame(profile, table: str) -> pd.DataFrame:
         return df
     if table == "steps":
         df = profile.steps.copy()
-        df.insert(2, "kind_name", [schema.STEP_KINDS[int(k)] for k in df["kind"]])
         names = dict(zip(profile.ops["op_id"], profile.ops["name"], strict=False))
-        df.insert(4, "op_name", [names.get(int(o), "") for o in df["op_id"]])
-        df["duration_cycles"] = df["end_cycle"] - df["start_cycle"]
+        df.insert(df.columns.get_loc("op_id") + 1, "op_name", [names.get(int(o), "") for o in df["op_id"]])
         return df
-    if table in schema.TABLE_COLUMNS:
+    if table in schema.TABLES:
         return profile.table(table)
     raise ConfigError(f"unknown CSV table '{table}'; choose one of {', '.join(CSV_TABLES)}")
 
@@ -71,9 +67,31 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
     return df if out is None else out
 
 
+def whole_numbers_whole(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the whole values of float columns written as integers ("960", not "960.0"): a float
+    column that mixes counts and seconds (the compare headline) or holds a mean that happens to be whole
+    reads as the numbers people expect; other values keep their shortest round-trip form."""
+    out = None
+    for col in df.columns:
+        if df[col].dtype.kind != "f":
+            continue
+        arr = df[col].to_numpy(np.float64)
+        whole = np.isfinite(arr) & (np.abs(arr) < 2.0**53)
+        whole[whole] = arr[whole] == np.round(arr[whole])
+        if not whole.any():
+            continue
+        if out is None:
+            out = df.copy()
+        obj = arr.astype(object)
+        obj[whole] = arr[whole].astype(np.int64)
+        obj[np.isnan(arr)] = None
+        out[col] = pd.Series(obj, index=df.index, dtype=object)
+    return df if out is None else out
+
+
 def write_frame_csv(df: pd.DataFrame, path) -> int:
-    """CSV of ``df`` at ``path`` (atomic, formulas neutralised); returns the row count."""
-    df = neutralise_formulas(df)
+    """CSV of ``df`` at ``path`` (atomic, formulas neutralised, whole numbers whole); returns the row count."""
+    df = whole_numbers_whole(neutralise_formulas(df))
     with atomic_text(path, newline="") as fh:
         df.to_csv(fh, index=False, lineterminator="\n")
     return len(df)
@@ -81,7 +99,4 @@ def write_frame_csv(df: pd.DataFrame, path) -> int:
 
 def export_csv(profile, table: str, path) -> int:
     """Write ``table`` of ``profile`` as CSV to ``path`` atomically; returns the number of rows."""
-    df = neutralise_formulas(table_frame(profile, table))
-    with atomic_text(path, newline="") as fh:
-        df.to_csv(fh, index=False, lineterminator="\n")
-    return len(df)
+    return write_frame_csv(table_frame(profile, table), path)

@@ -89,10 +89,12 @@ class _Memory:
         return self._arr
 
     def by_tile(self) -> pd.DataFrame:
+        """One row per tile (RangeIndex = tile id, like every table): tile, bytes per category,
+        always_live, not_always_live, total, capacity, over_capacity."""
         a = self.array()
         per_cat = a.sum(axis=2)
         df = pd.DataFrame(per_cat, columns=list(self.categories))
-        df.index.name = "tile"
+        df.insert(0, "tile", np.arange(len(df), dtype=np.int64))
         df["always_live"] = a[:, :, 0].sum(axis=1)
         df["not_always_live"] = a[:, :, 1].sum(axis=1)
         df["total"] = per_cat.sum(axis=1)
@@ -538,12 +540,19 @@ class Profile:
         return vals if vals.dtype == want_dt else vals.astype(want_dt)
 
     def table(self, name: str) -> pd.DataFrame:
+        """Table ``name`` (any of ``schema.TABLES``): the stored tables with their schema columns (plus
+        ``schema.DERIVED_COLUMNS``), and the derived ``tiles`` and ``memory_by_tile``.  Every table has a
+        RangeIndex that equals its first (id) column."""
+        if name == "tiles":
+            return self.tiles
+        if name == "memory_by_tile":
+            return self.memory.by_tile()
         if name not in schema.TABLE_COLUMNS:
-            raise ProfileError(self.path, f"unknown table '{name}'; tables are {list(schema.TABLE_COLUMNS)}")
+            raise ProfileError(self.path, f"unknown table '{name}'; tables are {', '.join(schema.TABLES)}")
         if name not in self._tables:
             df = self._read_table(name)
             validate.check_table(name, df, self._counts, self._err, self.target.num_tiles)  # before any view or analysis sees it
-            self._tables[name] = df
+            self._tables[name] = _with_derived(name, df, self.target)
         return self._tables[name]
 
     # ---- public API ---------------------------------------------------------------------
@@ -594,6 +603,16 @@ class Profile:
         t = getattr(self, "target", None)
         what = f"{t.device} x{t.num_ipus}" if t else "?"
         return f"<Profile {self.path} {what} steps={self._shapes.get('step_tile_cycles', (0,))[0]}>"
+
+
+def _with_derived(name: str, df: pd.DataFrame, target) -> pd.DataFrame:
+    """``df`` with the columns ``schema.DERIVED_COLUMNS[name]`` appended (steps: kind names, durations)."""
+    if name == "steps":
+        cycles = (df["end_cycle"] - df["start_cycle"]).astype(np.int64)
+        df["kind_name"] = pd.Categorical.from_codes(df["kind"].to_numpy(np.int64), categories=list(schema.STEP_KINDS))
+        df["cycles"] = cycles
+        df["seconds"] = cycles.to_numpy(np.float64) / float(target.clock_hz)
+    return df
 
 
 def _as_str(v: Any) -> str | None:

@@ -127,6 +127,18 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# Columns the reader adds to a stored table, after the stored ones (never written): the notebook API and
+# the CSV export show the same thing.  steps: kind_name (categorical of STEP_KINDS), cycles (end - start)
+# and seconds (cycles / the target's clock).
+DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {"steps": ("kind_name", "cycles", "seconds")}
+
+# Tables the reader builds from the stored arrays; every name of TABLES works for Profile.table(),
+# export_csv() and `popvision-lite export`.  tiles: tile, ipu, tile_in_ipu, capacity_bytes;
+# memory_by_tile: tile, bytes per memory category, always_live, not_always_live, total, capacity,
+# over_capacity.
+DERIVED_TABLES: tuple[str, ...] = ("tiles", "memory_by_tile")
+TABLES: tuple[str, ...] = tuple(TABLE_COLUMNS) + DERIVED_TABLES
+
 # Stored dtype of every column ("str" = text, stored dictionary-encoded).  The writer casts to these
 # (refusing values that do not fit) and the reader returns them, whatever the producer used.
 _I8, _I16, _I32, _I64, _F64, _B, _S = "int8", "int16", "int32", "int64", "float64", "bool", "str"

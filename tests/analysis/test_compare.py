@@ -128,7 +128,8 @@ def test_liveness_curves_and_headline_strings(run_pairs):
 
 
 def test_csv_keeps_whole_numbers_whole(tile_mismatch, tmp_path):
-    """Deltas of two integer columns are integers in the CSV ("0", not "0.0"); ratios stay float."""
+    """Counts are whole in the CSV ("0", not "0.0") although the headline's value columns are float64
+    (one column holds counts and seconds); other values keep their decimals."""
     import csv
 
     from popvision_lite.gui.export import export_table
@@ -140,7 +141,8 @@ def test_csv_keeps_whole_numbers_whole(tile_mismatch, tmp_path):
     assert rows["tiles"]["delta"] == str(2432 - 1472) and rows["tiles"]["a"] == "1472"
     assert rows["tiles over capacity"]["delta"].lstrip("-").isdigit()
     assert rows["total cycles"]["delta"] == str(int(rows["total cycles"]["b"]) - int(rows["total cycles"]["a"]))
-    assert "." in rows["tiles"]["ratio"]  # ratio stays a float
+    assert float(rows["tiles"]["ratio"]) == pytest.approx(2432 / 1472) and "." in rows["tiles"]["ratio"]
+    assert c.headline[["a", "b", "delta", "ratio"]].dtypes.eq(np.float64).all()  # numeric columns numeric
     assert "." in rows["time"]["delta"]  # seconds stay float
     assert rows["device"]["delta"] == ""
 

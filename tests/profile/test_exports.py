@@ -176,7 +176,7 @@ def test_csv_ops_and_steps(prof, tmp_path):
     st = pd.read_csv(tmp_path / "steps.csv", keep_default_na=False)
     assert len(st) == len(prof.steps)
     assert set(st["kind_name"]) <= set(schema.STEP_KINDS)
-    np.testing.assert_array_equal(st["duration_cycles"], prof.steps["end_cycle"] - prof.steps["start_cycle"])
+    np.testing.assert_array_equal(st["cycles"], prof.steps["end_cycle"] - prof.steps["start_cycle"])
     assert all(c in st.columns for c in schema.TABLE_COLUMNS["steps"])
     for t in CSV_TABLES:
         assert export_csv(prof, t, tmp_path / f"{t}.csv") >= 0

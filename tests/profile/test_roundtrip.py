@@ -36,7 +36,7 @@ def test_tables_round_trip(data, path):
         for name, cols in schema.TABLE_COLUMNS.items():
             got = getattr(p, name)
             want = getattr(data, name)
-            assert list(got.columns) == list(cols)
+            assert list(got.columns) == list(cols) + list(schema.DERIVED_COLUMNS.get(name, ()))
             assert len(got) == len(want), name
             for c in cols:
                 g, w = got[c].to_numpy(), want[c].to_numpy()
@@ -72,7 +72,8 @@ def test_tiles_and_memory_by_tile(data, path):
         assert len(t) == 200 and list(t.columns) == ["tile", "ipu", "tile_in_ipu", "capacity_bytes"]
         assert t.loc[150, "ipu"] == 1 and t.loc[150, "tile_in_ipu"] == 50
         m = p.memory.by_tile()
-        assert m.index.name == "tile" and len(m) == 200
+        assert len(m) == 200 and (m.index == m["tile"]).all() and m.columns[0] == "tile"  # one convention
+        assert p.table("memory_by_tile").equals(m) and p.table("tiles") is p.tiles
         for cat in schema.MEMORY_CATEGORIES:
             i = schema.CATEGORY_CODE[cat]
             np.testing.assert_array_equal(m[cat].to_numpy(), data.memory[:, i, :].sum(axis=1))
