@@ -58,6 +58,16 @@ def format_flops(f: float) -> str:
     return f"{f:.3g} FLOP/s"
 
 
+def format_bandwidth(b: float) -> str:
+    """Bytes per second, decimal prefixes as bandwidths are quoted: 1.9e14 -> '190 TB/s'."""
+    if not _finite(b):
+        return "n/a"
+    for unit, scale in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)):
+        if abs(b) >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.3g} B/s"
+
+
 def format_usd(c: float) -> str:
     """Dollars: '$0.12', '$1.23e-05' below a cent; 'n/a' when not finite."""
     if not _finite(c):
@@ -88,5 +98,5 @@ def format_hz(hz: float) -> str:
     return f"{hz / 1e9:.3f} GHz" if _finite(hz) else "n/a"
 
 
-__all__ = ["GIB", "KIB", "MIB", "format_bytes", "format_bytes_exact", "format_flops", "format_hz",
+__all__ = ["GIB", "KIB", "MIB", "format_bandwidth", "format_bytes", "format_bytes_exact", "format_flops", "format_hz",
            "format_percent", "format_ratio", "format_seconds", "format_speedup", "format_usd"]

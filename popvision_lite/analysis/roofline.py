@@ -38,6 +38,7 @@ import pandas as pd
 from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.devices import DeviceSpec
+from popvision_lite.units import format_bandwidth, format_flops
 
 DEFAULT_GPUS = ("a100-80gb", "h100-sxm", "h200", "v100")
 BYTES_COLUMN = {"sram": "bytes_sram", "exchange": "bytes_exchange", "ipu_link": "bytes_ipu_link", "ddr": "bytes_ddr"}
@@ -54,10 +55,10 @@ class Ceiling:
     basis: str
 
     def text(self) -> str:
+        """'FP16 peak 250 TFLOP/s', 'tile SRAM 190 TB/s' (units.format_flops / format_bandwidth)."""
         if self.kind == "compute":
-            return f"{self.label} {self.value / 1e12:,.1f} TFLOP/s"
-        v = self.value
-        return f"{self.label} {v / 1e12:,.2f} TB/s" if v >= 1e12 else f"{self.label} {v / 1e9:,.1f} GB/s"
+            return f"{self.label} {format_flops(self.value)}"
+        return f"{self.label} {format_bandwidth(self.value)}"
 
 
 @dataclass

@@ -231,6 +231,8 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
             _settle(widget, 0.05)
             pw, ph = export_widget_png(target, output, w, h)
             return f"{pw} x {ph} px"
+        if not callable(getattr(widget, "plot_items", None)):  # the page failed to build: it shows why
+            raise ConfigError(f"the {view} view could not be drawn: {getattr(widget, 'text', lambda: '')()}")
         items = widget.plot_items()
         if item_key not in items:
             raise ConfigError(f"the {view} view has no plot {item_key!r} (has {', '.join(items)})")

@@ -465,8 +465,43 @@ class MainWindow(QMainWindow):
         self.act_dark.setChecked(name == "dark")
         self.settings.setValue("theme", name)
 
+    # ----------------------------------------------------------------- session (open tabs across restarts)
+    def save_session(self) -> None:
+        """Remember the open profiles and the current one (``restore_session`` reopens them)."""
+        paths = [str(Path(d.path).resolve()) for d in self.documents()]
+        cur = self.current_document()
+        self.settings.setValue("session/open_files", paths)
+        self.settings.setValue("session/current", str(Path(cur.path).resolve()) if cur else "")
+
+    def restore_session(self) -> list[Worker]:
+        """Reopen the profiles open when the app last closed (those that still exist), the last current one
+        in front.  Returns the loaders (none when there was nothing to reopen)."""
+        paths = self.settings.value("session/open_files", []) or []
+        if isinstance(paths, str):
+            paths = [paths]
+        paths = [str(p) for p in paths if Path(str(p)).is_file()]
+        if not paths:
+            return []
+        current = str(self.settings.value("session/current", "") or "")
+        want = {p: i for i, p in enumerate(paths)}
+
+        def arrange(_doc):
+            # loaders finish in any order: put the tabs back in their saved order, the current one in front
+            tabs = [(want.get(str(Path(w.document.path).resolve()), len(want)), w) for w in self.document_widgets()]
+            for target, (_, w) in enumerate(sorted(tabs, key=lambda t: t[0])):
+                self.doc_tabs.tabBar().moveTab(self.doc_tabs.indexOf(w), target)
+            for w in self.document_widgets():
+                if str(Path(w.document.path).resolve()) == current:
+                    self.doc_tabs.setCurrentWidget(w)
+            if len(tabs) >= len(paths):
+                self.document_opened.disconnect(arrange)
+
+        self.document_opened.connect(arrange)
+        return self.open_paths(paths)
+
     def closeEvent(self, event) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
+        self.save_session()
         self.cancel_tasks()
         for i in reversed(range(self.doc_tabs.count())):
             self.close_tab(i)

@@ -321,3 +321,62 @@ def test_plot_svg_matches_the_png(qtbot, document, tmp_path):
     qtbot.wait(50)
     data = _qt_svg(next(iter(roof.plot_items().values())))
     assert b"<image" not in data  # scatter symbols as vector paths, not copies of their atlas
+
+
+def test_png_at_more_pixels_scales_the_legend_with_the_plot(qtbot, document, tmp_path):
+    """Legends ignore the view's transformations, so a PNG at twice the pixels (the dialog's default at 192
+    dpi) drew everything twice as large except the legend: it is scaled with the plot while rendering."""
+    import pyqtgraph as pg
+
+    from popvision_lite.gui.export import plots
+    from popvision_lite.gui.views.liveness_view import LivenessView
+    from tests.support.qt import show_view
+
+    view = show_view(qtbot, LivenessView(document), size=(900, 600))
+    item = next(iter(view.plot_items().values()))
+    legends = [it for it in item.scene().items() if isinstance(it, pg.LegendItem)]
+    assert legends
+    seen = []
+    real = pg.exporters.ImageExporter.export
+
+    def export(self, *a, **k):
+        seen.append([lg.scale() for lg in legends])
+        return real(self, *a, **k)
+
+    pg.exporters.ImageExporter.export = export
+    try:
+        w = int(plots.export_target(item).sceneBoundingRect().width())
+        plots.export_png(item, tmp_path / "x1.png", width=w)
+        plots.export_png(item, tmp_path / "x2.png", width=2 * w)
+    finally:
+        pg.exporters.ImageExporter.export = real
+    assert seen[0] == [1.0] * len(legends)
+    assert seen[1] == [pytest.approx(2.0, rel=0.02)] * len(legends)
+    assert [lg.scale() for lg in legends] == [1.0] * len(legends)  # put back after the export
+
+
+def test_svg_tile_map_is_crisp(qtbot, document, tmp_path):
+    """The SVG of a tile map embedded the 1-pixel-per-tile image (32 x 46 for an IPU), which viewers smooth
+    into a blur: it embeds a nearest-neighbour copy with about as many pixels as it covers on screen."""
+    import base64
+
+    from PySide6.QtGui import QImage
+
+    from popvision_lite.gui.export import export_svg
+    from popvision_lite.gui.views.memory_view import MemoryView
+    from tests.support.qt import show_view
+
+    view = show_view(qtbot, MemoryView(document), size=(1200, 800))
+    qtbot.wait(50)
+    shown = view.image.image.shape
+    export_svg(view.plot_items()["heatmap"], tmp_path / "map.svg")
+    root = _svg_ok(tmp_path / "map.svg")
+    sizes = []
+    for el in root.iter():
+        href = el.get("{http://www.w3.org/1999/xlink}href") or el.get("href") or ""
+        if el.tag.endswith("image") and href.startswith("data:image/png;base64,"):
+            img = QImage.fromData(base64.b64decode(href.split(",", 1)[1]))
+            sizes.append((img.height(), img.width()))
+    big = max(sizes)
+    assert big[0] >= 4 * shown[0] and big[1] >= 4 * shown[1], (sizes, shown)
+    assert view.image.image.shape == shown  # the view keeps its own image

@@ -268,3 +268,42 @@ def test_installed_samples_found_under_prefix_share(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert d.resolve() in start_page.sample_dirs()
     assert "zz_installed_only.pvl" in [p.name for p in start_page.bundled_samples()]
+
+
+def test_open_tabs_are_restored_at_the_next_start(qtbot, settings, small_profile, tmp_path):
+    """The profiles open when the app closed come back, the current one in front; a file that has gone
+    since is skipped; files on the command line win over the saved session."""
+    import argparse
+    import shutil
+
+    from popvision_lite.gui.app import build_window, create_app
+
+    create_app()
+    second = tmp_path / "second.pvl"
+    gone = tmp_path / "gone.pvl"
+    shutil.copy(small_profile, second)
+    shutil.copy(small_profile, gone)
+    no_args = argparse.Namespace(profiles=[], compare=None, sample=False)
+    win = build_window(no_args, settings)
+    qtbot.addWidget(win)
+    assert win.doc_tabs.count() == 0  # nothing saved yet: the start page
+    win.open_paths([small_profile, second, gone])
+    qtbot.waitUntil(lambda: win.doc_tabs.count() == 3, timeout=15000)
+    names = [d.path.name for d in win.documents()]  # in the order the loader threads finished
+    win.doc_tabs.setCurrentIndex(names.index("second.pvl"))
+    win.close()
+    gone.unlink()
+
+    again = build_window(no_args, settings)
+    qtbot.addWidget(again)
+    qtbot.waitUntil(lambda: again.doc_tabs.count() == 2 and not again.busy(), timeout=15000)
+    saved = [n for n in names if n != "gone.pvl"]
+    assert [d.path.name for d in again.documents()] == saved  # the order they had
+    assert again.current_document().path.name == "second.pvl"
+    again.close()
+
+    third = build_window(argparse.Namespace(profiles=[str(second)], compare=None, sample=False), settings)
+    qtbot.addWidget(third)
+    qtbot.waitUntil(lambda: third.doc_tabs.count() == 1 and not third.busy(), timeout=15000)
+    assert third.current_document().path.name == "second.pvl"
+    third.close()

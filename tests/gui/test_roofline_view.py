@@ -212,6 +212,11 @@ def test_ceiling_labels_do_not_overlap(view, qtbot):
         cb.setChecked(True)
     qtbot.wait(50)
     _assert_no_label_overlap(view)
+    # GPU ceilings are labelled with the names the legend uses, not the spec ids ("h100-sxm")
+    texts = [it.textItem.toPlainText() for it in view.plot.getPlotItem().items if isinstance(it, pg.TextItem)]
+    for g in view.analysis.gpus:
+        assert not any(g.device_id in t for t in texts), (g.device_id, texts)
+        assert any(t.startswith(g.name.replace("NVIDIA ", "")) for t in texts), (g.name, texts)
 
 
 def test_ceiling_labels_do_not_overlap_4_ipus_at_1024_px(qtbot):

@@ -174,3 +174,29 @@ def test_new_emulation_dialog_default_is_not_the_samples_folder(qtbot, window, s
     assert whatif.new_emulation_dialog(window) is None
     out = Path(shown[0])
     assert out.suffix == ".pvl" and out.parent.resolve() != samples.resolve() and not out.exists()
+
+
+def test_new_emulation_starts_from_the_open_profiles_settings(qtbot, window, monkeypatch):
+    """Run > New emulation… opened on BERT defaults whatever profile was open."""
+    from PySide6.QtWidgets import QDialog
+
+    from popvision_lite.gui.actions import run as whatif
+
+    sample = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_tiny_mk2_recompute.pvl"
+    shown = []
+
+    def fake_exec(dlg):
+        shown.append((dlg.settings(), dlg.batch.value(), dlg.seq.value(), dlg.recompute.isChecked()))
+        return QDialog.Rejected
+
+    monkeypatch.setattr(whatif.EmulationDialog, "exec", fake_exec)
+    assert whatif.new_emulation_dialog(window) is None  # nothing open: the defaults
+    assert shown[-1][0]["model"] == whatif.default_settings()["model"]
+    window.open_paths([sample])
+    qtbot.waitUntil(lambda: window.current_document() is not None, timeout=15000)
+    cfg = window.current_document().profile.run["config"]
+    assert whatif.new_emulation_dialog(window) is None
+    settings, batch, seq, recompute = shown[-1]
+    assert (batch, seq, recompute) == (cfg["batch"], cfg["seq"], True)
+    assert settings["hidden"] == cfg["hidden"] and settings["layers"] == cfg["layers"]
+    assert settings["model"] == cfg["model"] and settings["device"] == cfg["device"]

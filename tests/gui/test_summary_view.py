@@ -45,6 +45,13 @@ def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
     levels = axis._tickLevels or []  # set ticks (None: pyqtgraph's automatic ones, up to 120)
     labelled = [float(v) for v, text in (levels[0] if levels else []) if text]
     assert labelled and max(labelled) == 100 and 0 in labelled
+    # the axis itself ends at (about) 100 %, not 130 %: the longest bar carries its label inside
+    x0, x1 = view.plot.getPlotItem().getViewBox().viewRange()[0]
+    assert x0 == pytest.approx(0, abs=0.5) and x1 <= 104
+    # the exported chart says which run it is (the headless summary PNG is this plot alone)
+    title = view.plot.getPlotItem().titleLabel.text
+    s = view.summary
+    assert s.model in title and s.target.name in title and f"{s.total_cycles:,} cycles" in title
 
 
 def test_summary_lists_only_failed_numeric_checks(qtbot):

@@ -441,9 +441,25 @@ def open_against(mw, doc_a, path_b, on_done=None):
     return mw.run_task(load_and_compare, str(path_b), title=f"Opening {Path(path_b).name}", on_result=loaded)
 
 
+def starting_settings(document) -> dict | None:
+    """The run settings New emulation… starts from: those of the open profile when it was emulated from a
+    bundled workload or an ONNX file (its model, device, sizes and training options), else None (the
+    defaults)."""
+    if document is None:
+        return None
+    from popvision_lite.emulator.models.workloads import MODEL_NAMES
+
+    try:
+        s = settings_from_profile(document.profile)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return s if s.get("onnx") or s.get("model") in MODEL_NAMES else None
+
+
 def new_emulation_dialog(mw):
     folder = default_output_folder(mw.settings.value("last_dir", None))
-    dlg = EmulationDialog(out=str(free_path(folder, "run")), parent=mw)
+    dlg = EmulationDialog(settings=starting_settings(mw.current_document()), out=str(free_path(folder, "run")),
+                          parent=mw)
     if dlg.exec() != QDialog.Accepted:
         return None
     if not dlg.output():

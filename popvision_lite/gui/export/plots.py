@@ -10,6 +10,7 @@ Every file is written atomically (``popvision_lite.atomic_io``).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -66,11 +67,33 @@ def render_image(item, width: int | None = None, height: int | None = None, dpi:
             exp.params["height"] = int(height)
         else:
             exp.params.param("height").setValue(int(height), blockSignal=exp.heightChanged)
-    img = exp.export(toBytes=True)
+    scale = exp.params["width"] / rect.width()
+    with _legends_scaled(item, scale):
+        img = exp.export(toBytes=True)
     dpm = int(round(dpi / 0.0254))
     img.setDotsPerMeterX(dpm)
     img.setDotsPerMeterY(dpm)
     return img
+
+
+@contextlib.contextmanager
+def _legends_scaled(item, scale: float):
+    """Legends ignore the view's transformations (pyqtgraph keeps them at screen size while zooming), so an
+    export at twice the pixels drew everything twice as large except the legend.  While ``item`` is
+    rendered its legends are scaled by ``scale`` too: the exporter's painter scales their positions
+    (anchored to the plot in its pixels), this scales their own size, so they keep their place."""
+    legends = []
+    if abs(scale - 1.0) > 1e-3 and item.scene() is not None:
+        legends = [it for it in item.scene().items(item.sceneBoundingRect())
+                   if isinstance(it, pg.LegendItem) and it.isVisible()]
+    old = [(lg, lg.scale()) for lg in legends]
+    try:
+        for lg, s in old:
+            lg.setScale(s * scale)
+        yield
+    finally:
+        for lg, s in old:
+            lg.setScale(s)
 
 
 def image_png_bytes(img: QImage) -> bytes:
@@ -89,10 +112,52 @@ def export_png(item, path, width: int | None = None, height: int | None = None, 
     return img.width(), img.height()
 
 
+SVG_IMAGE_MAX_SIDE = 4096  # pixels of an image embedded in an SVG after upscaling
+
+
+@contextlib.contextmanager
+def _images_upscaled(item):
+    """Images drawn in ``item`` at more screen pixels than they have (a tile map: one pixel per tile, 32 x 46
+    for an IPU) are embedded in an SVG at their own size, and SVG viewers smooth them into a blur.  While
+    the SVG is written each such image is replaced by a nearest-neighbour copy with about as many pixels
+    as it covers on screen, drawn over the same rectangle; then the original comes back."""
+    from PySide6.QtGui import QTransform
+
+    done = []
+    try:
+        if item.scene() is not None:
+            for it in item.scene().items(item.sceneBoundingRect()):
+                if not isinstance(it, pg.ImageItem) or it.image is None or not it.isVisible():
+                    continue
+                img = it.image
+                h, w = img.shape[:2]
+                r = it.sceneBoundingRect()
+                k = int(min(max(r.width() / max(w, 1), r.height() / max(h, 1)),
+                            SVG_IMAGE_MAX_SIDE / max(w, h)))
+                if k < 2:
+                    continue
+                tr = it.transform()
+                done.append((it, img, tr))
+                it.setImage(np.repeat(np.repeat(img, k, axis=0), k, axis=1), autoLevels=False)
+                it.setTransform(QTransform.fromScale(1 / k, 1 / k) * tr)
+        yield
+    finally:
+        for it, img, tr in done:
+            it.setImage(img, autoLevels=False)
+            it.setTransform(tr)
+
+
 def export_svg(item, path) -> int:
     item = export_target(item)
     if item.scene() is None or not item.scene().views():
         raise ConfigError("the plot is not shown in a view, so it cannot be exported")
+    with _images_upscaled(item):
+        data = _svg_bytes(item)
+    write_bytes_atomic(path, data)
+    return len(data)
+
+
+def _svg_bytes(item) -> bytes:
     try:
         data = pg.exporters.SVGExporter(item).export(toBytes=True)
         if isinstance(data, str):
@@ -100,8 +165,7 @@ def export_svg(item, path) -> int:
         data = bytes(data)
     except Exception:  # pyqtgraph's SVG writer has rough edges (images, some paths): let Qt draw it
         data = _qt_svg(item)
-    write_bytes_atomic(path, data)
-    return len(data)
+    return data
 
 
 def _qt_svg(item) -> bytes:

@@ -34,8 +34,10 @@ class SummaryView(QWidget):
         self.plot = pg.PlotWidget()
         self.plot.setToolTip("Share of run cycles by BSP phase (sum of step durations)")
         pi = self.plot.getPlotItem()
-        pi.setTitle("Cycles by phase")
-        pi.setLabel("bottom", "share of cycles", units="%")
+        # the exported chart says what run it is (the headless summary PNG is this plot alone)
+        pi.setTitle(f"Where the time goes: {s.model} on {s.target.num_ipus} x {s.target.name}, "
+                    f"{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}", size="11pt")
+        pi.setLabel("bottom", "share of cycles (sum of step durations)", units="%")
         pi.setMouseEnabled(False, False)
         pi.hideButtons()
         share = s.phase_share
@@ -48,13 +50,16 @@ class SummaryView(QWidget):
                                   brush=PHASE_COLORS[p], pen=None)
             pi.addItem(bar)
             self.phase_bars.append(bar)
-            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({s.phase_cycles[p]:,} cycles)", anchor=(0, 0.5),
-                              color=theme.colors()["plot_fg"])
+            inside = share[p] > 0.6  # a long bar carries its label inside, so the axis can end at 100 %
+            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({s.phase_cycles[p]:,} cycles)",
+                              anchor=(1, 0.5) if inside else (0, 0.5),
+                              color="#ffffff" if inside else theme.colors()["plot_fg"])
+            txt.inside = inside
             self.phase_texts.append(txt)
-            txt.setPos(100 * share[p] + 1, i)
+            txt.setPos(100 * share[p] - 1 if inside else 100 * share[p] + 1, i)
             pi.addItem(txt)
-        pi.setXRange(0, 130, padding=0)  # room right of the bars for their labels ...
-        pi.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)],  # ... but no 120% tick
+        pi.setXRange(0, 103, padding=0)  # the 100 % tick label needs room at the right edge
+        pi.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)],
                                        [(v, "") for v in range(0, 101, 10)]])
         pi.setYRange(-0.6, len(PHASES) - 0.4, padding=0)
         pi.getViewBox().invertY(True)
@@ -101,7 +106,7 @@ class SummaryView(QWidget):
         s = self.summary
         c = theme.colors()
         for t in self.phase_texts:
-            t.setColor(c["plot_fg"])
+            t.setColor("#ffffff" if t.inside else c["plot_fg"])
         col = c["good"] if s.fits else c["bad"]
         text = "FITS in tile memory" if s.fits else \
             f"DOES NOT FIT: {s.peak.over_capacity_tiles:,} tiles over capacity"

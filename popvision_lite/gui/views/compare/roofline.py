@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.analysis import compare as C
+from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.gui.views.compare.common import notes_label
 
@@ -25,7 +26,8 @@ class CompareRooflinePage(QWidget):
         self.cmp = cmp
         self.ra = rl.analyze(cmp.a, gpus=())
         self.rb = rl.analyze(cmp.b, gpus=())
-        self.plot = pg.PlotWidget()
+        # powers of ten on both log axes, as in the Roofline view (pyqtgraph's own mixed '0.1' and '10¹')
+        self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
         pi = self.plot.getPlotItem()
         pi.setTitle("Roofline of both runs: ops' achieved FLOP/s vs operational intensity")
         pi.setLogMode(x=True, y=True)

@@ -34,6 +34,22 @@ def util_to_index(util: np.ndarray) -> np.ndarray:
     return out
 
 
+def imbalance_ticks(top_log10: float) -> list[list[tuple[float, str]]]:
+    """Ticks of the log-scale imbalance axis up to 10**top_log10: labelled 1, 10, 100 ... (and 2, 5 when the
+    range is under two decades), the others unlabelled ("1" = every tile equally busy)."""
+    major, minor = [], []
+    for e in range(0, int(np.ceil(top_log10)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10**e
+            if np.log10(v) > top_log10 + 1e-9:
+                continue
+            if m == 1 or top_log10 < 2:
+                major.append((float(np.log10(v)), f"{v:g}"))
+            else:
+                minor.append((float(np.log10(v)), ""))
+    return [major, minor]
+
+
 class LaneDrawing:
     """Mixin: redraws the step lane, tile lanes, per-step chart and highlights for the visible range."""
 
@@ -179,16 +195,19 @@ class LaneDrawing:
         top = float(np.nanmax(base)) if len(base) else 1.0
         self.chart_vb.setYRange(0, max(top, 1.0) * 1.05, padding=0)
         self.chart_plot.setLabel("left", "cycles / step" if b.per_step else "mean cycles/step")
-        m = np.isfinite(b.imbalance)
+        # imbalance on a log scale: a step where a few tiles work while the rest wait reaches max/mean in the
+        # hundreds, and on a linear axis it flattened every other step onto the line at 1
+        m = np.isfinite(b.imbalance) & (b.imbalance > 0)
         xs = np.column_stack([b.left[m], b.right[m]]).ravel() - origin
-        ys = np.repeat(b.imbalance[m], 2)
+        ys = np.repeat(np.log10(np.maximum(b.imbalance[m], 1.0)), 2)
         conn = np.zeros(len(xs), dtype=bool)
         conn[0::2] = True
         self.imb_curve.setData(xs, ys, connect=conn)
         self.imb_curve.setPos(origin, 0)
-        fin = b.imbalance[np.isfinite(b.imbalance)]
-        hi = float(fin.max()) if len(fin) else 2.0
-        self.imb_vb.setYRange(1.0, max(hi, 1.1) * 1.05, padding=0)
+        hi = float(ys.max()) if len(ys) else np.log10(2.0)
+        top = max(hi, np.log10(1.5)) * 1.08
+        self.imb_vb.setYRange(0.0, top, padding=0)
+        self.imb_plot.getAxis("left").setTicks(imbalance_ticks(top))
 
     def _draw_tile_band(self, x0, x1, origin):
         """Selected tiles (from the memory view, an op's tiles ...) as bands across the lanes."""

@@ -103,16 +103,17 @@ def _lanes(view) -> None:
     view.tile_plot.setMinimumHeight(120)
     view.chart_vb = LaneViewBox(zoom_y=False)
     view.chart_plot = c.addPlot(row=2, col=0, viewBox=view.chart_vb)
-    view.chart_plot.setMaximumHeight(170)
+    view.chart_plot.setMaximumHeight(160)
     view.chart_plot.setMinimumHeight(80)
     view.chart_plot.setLabel("left", "cycles / step")
     view.chart_plot.hideAxis("bottom")
     view.imb_vb = LaneViewBox(zoom_y=False)
     view.imb_plot = c.addPlot(row=3, col=0, viewBox=view.imb_vb)
-    view.imb_plot.setMaximumHeight(150)
-    view.imb_plot.setMinimumHeight(90)
-    view.imb_plot.setLabel("left", "imbalance")
-    view.imb_plot.setTitle("tile imbalance of compute steps (max / mean busy cycles; 1 = balanced)", size="9pt")
+    view.imb_plot.setMaximumHeight(160)
+    view.imb_plot.setMinimumHeight(110)
+    view.imb_plot.setLabel("left", "max / mean")
+    view.imb_plot.setTitle("tile imbalance of compute steps: busiest tile / mean busy cycles (log scale; "
+                           "1 = every tile equally busy)", size="9pt")
     for pl in (view.step_plot, view.chart_plot, view.imb_plot):
         pl.setXLink(view.tile_plot)
     for pl in (view.step_plot, view.tile_plot, view.chart_plot, view.imb_plot):
@@ -173,12 +174,12 @@ def _tile_items(view) -> None:
 
 def _chart_items(view) -> None:
     """Cycles per step stacked by kind; the imbalance as one horizontal segment per step (or bucket): a
-    single PlotCurveItem with a connect array, over a reference line at 1 (balanced)."""
+    single PlotCurveItem with a connect array, in log10 of max / mean over a reference line at 1 (balanced)."""
     view.chart_bars = [_bars(b, pen=pg.mkPen(None), name=STEP_KIND_LABELS[k])
                        for b, k in zip(_kind_brushes(), STEP_KINDS, strict=True)]
     for it in view.chart_bars:
         view.chart_plot.addItem(it)
-    view.imb_base = pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen("#888888", width=1, style=Qt.DashLine))
+    view.imb_base = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen("#888888", width=1, style=Qt.DashLine))
     view.imb_plot.addItem(view.imb_base)
     view.imb_curve = pg.PlotCurveItem([], [], pen=pg.mkPen(STEP_KIND_COLORS["compute"], width=2))
     view.imb_plot.addItem(view.imb_curve)

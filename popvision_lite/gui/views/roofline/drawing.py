@@ -55,8 +55,9 @@ class RooflineDrawing:
                 if len(v):
                     ymin.append(float(np.log10(v).min()) - 0.5)
         ly0 = min(ymin)
+        # (log10 peak, x of its ridge, label, prefers the right edge): placed once all are drawn
+        self._peak_labels: list[tuple[float, float, pg.TextItem, bool]] = []
         self._draw_roofline(a.ipu, IPU_COLOR, lx0, lx1, ly0, solid=True)
-        self._gpu_peak_labels: list[tuple[float, float, pg.TextItem]] = []  # (log10 peak, x, label)
         for k, g in enumerate(a.gpus):
             self._draw_roofline(g, GPU_COLORS.get(g.device_id, "#444"), lx0, lx1, ly0 + 0.3 + 0.5 * k, solid=False)
 
@@ -113,7 +114,7 @@ class RooflineDrawing:
 
         pi.setXRange(lx0, lx1, padding=0)
         pi.setYRange(ly0, ly1, padding=0)
-        self._place_gpu_peak_labels()
+        self._place_peak_labels()
         self._highlight()
 
         # notes + summary
@@ -182,7 +183,7 @@ class RooflineDrawing:
                 above.append(b.value)
             lx = max(lx0 + 0.3, ly_label + 0.3 - np.log10(b.value))
             lx = max(min(lx, xr - 0.8), lx0 + 0.05)
-            txt = pg.TextItem(b.text(), color=color, anchor=(0, 0) if below else (0, 1), angle=0, rotateAxis=(1, 1))
+            txt = self._label(b.text(), color, anchor=(0, 0) if below else (0, 1), rotateAxis=(1, 1))
             txt.setPos(lx, np.log10(b.value) + lx)
             pi.addItem(txt)
         # compute ceilings, horizontal from the first ridge to the right edge
@@ -191,14 +192,13 @@ class RooflineDrawing:
             x0 = math.log10(c.value / bw_max)
             pen = pg.mkPen(color, width=2 if solid else 1.5, style=style if c.value == top else Qt.DotLine)
             pi.addItem(pg.PlotDataItem([x0, lx1], [math.log10(c.value)] * 2, pen=pen))
-            label = c.text() if solid else f"{r.device_id} {c.text()}"
-            if solid:   # IPU labels at the right edge, GPU labels at the start of their line
-                t = pg.TextItem(label, color=color, anchor=(1, 1))
-                t.setPos(lx1 - 0.05, math.log10(c.value))
-            else:  # above or below the line: decided once every GPU is drawn (_place_gpu_peak_labels)
-                t = pg.TextItem(label, color=color, anchor=(0, 1))
-                t.setPos(x0 + 0.05, math.log10(c.value))
-                self._gpu_peak_labels.append((math.log10(c.value), x0 + 0.05, t))
+            # the GPU's name as its legend entry shows it (not the spec id); the IPU's lines are the solid ones
+            label = c.text() if solid else f"{r.name.replace('NVIDIA ', '')} {c.text()}"
+            t = self._label(label, color, anchor=(1, 1) if solid else (0, 1))
+            t.setPos(lx1 - 0.05 if solid else x0 + 0.05, math.log10(c.value))
+            # IPU labels prefer the right edge, GPU labels the start of their line; where exactly (above or
+            # below the line, how far along) is decided once every roofline is drawn (_place_peak_labels)
+            self._peak_labels.append((math.log10(c.value), x0 + 0.05, t, solid))
             pi.addItem(t)
         # ridge points
         rx = [math.log10(x) for _, _, x, _ in r.ridges()]
@@ -208,6 +208,17 @@ class RooflineDrawing:
                                    data=tips, hoverable=True, tip=lambda x, y, data: data)
         pi.addItem(ridge)
         self._scatter.setdefault("ridges", ridge)
+
+    @staticmethod
+    def _label(text: str, color: str, anchor=(0, 1), rotateAxis=None) -> pg.TextItem:
+        """A ceiling label on a translucent patch of the plot background, so the lines and points it lies
+        over do not strike through it."""
+        bg = QColor(theme.colors()["plot_bg"])
+        bg.setAlpha(215)
+        kw = {} if rotateAxis is None else {"rotateAxis": rotateAxis, "angle": 0}
+        t = pg.TextItem(text, color=color, anchor=anchor, fill=pg.mkBrush(bg), **kw)
+        t.setZValue(15)  # above every line and point (points 10), below the selection ring and the hover text
+        return t
 
     def _add_scatter(self, key, x, y, ids, size, symbol, brush, pen, name):
         sp = pg.ScatterPlotItem(x=np.asarray(x, dtype=float), y=np.asarray(y, dtype=float), data=np.asarray(ids),

@@ -25,19 +25,20 @@ def _overlap_area(a, b) -> float:
 class CeilingLabels:
     """Mixin: label placement of the roofline plot."""
 
-    def _place_gpu_peak_labels(self, *_) -> None:
-        """Put each GPU peak label (highest first) where it covers no label placed before it: above its
-        line at its ridge, else further right along the line past the labels in the way, else the same
-        below the line.  Done in pixels, after layout and again on resize (text keeps its pixel size
-        while the axes scale).  (H100 / H200 both 989 TFLOP/s, A100 / V100 FP32 19.5 vs 15.7 and
-        4 IPUs' 1000 vs the H100's 989 wrote one label over another.)"""
-        labels = getattr(self, "_gpu_peak_labels", [])
+    def _place_peak_labels(self, *_) -> None:
+        """Put each compute-ceiling label (highest peak first) where it covers no label placed before it
+        (the memory-roof labels first of all): IPU labels at the right edge, above their line, else below;
+        GPU labels at their ridge, above, else below; either moving along the line past the labels in the
+        way, then trying the other end.  Done in pixels, after layout and again on resize (text keeps its
+        pixel size while the axes scale).  (H100 / H200 both 989 TFLOP/s, A100 / V100 FP32 19.5 vs 15.7, and
+        4 IPUs' 1000 vs the H100's 989 and 250 vs the A100's 312 wrote one label over another.)"""
+        labels = getattr(self, "_peak_labels", [])
         pi = self.plot.getPlotItem()
         vb = pi.getViewBox()
         if not labels or vb.width() < 50 or vb.height() < 50:
             return
         vb.updateMatrix()  # a range set just now reaches the view's transform only at the next paint
-        mine = {id(t) for _, _, t in labels}
+        mine = {id(t) for _, _, t, _ in labels}
         fixed = [it for it in pi.items
                  if isinstance(it, pg.TextItem) and it is not self.hover and id(it) not in mine and it.isVisible()]
         for it in fixed:  # their transforms follow the view only when painted: bring them up to date
@@ -52,13 +53,13 @@ class CeilingLabels:
             t.updateTransform(force=True)
             return _scene_outline(t)
 
-        for y, x0, t in sorted(labels, key=lambda r: -r[0]):
+        for y, x_ridge, t, right_first in sorted(labels, key=lambda r: -r[0]):
+            ridge = (((0, 1), x_ridge), ((0, 0), x_ridge))
+            edge = (((1, 1), x_max - 0.05), ((1, 0), x_max - 0.05))
             tried = []  # (overlap px², anchor, x)
-            # from the ridge (above, then below the line), moving right past labels in the way; then
-            # right-aligned at the right edge (a long label may not fit after a far-right ridge)
-            for anchor, start in (((0, 1), x0), ((0, 0), x0), ((1, 1), x_max - 0.05), ((1, 0), x_max - 0.05)):
-                x = start
-                for _ in range(6 if anchor[0] == 0 else 1):
+            for anchor, start in (edge + ridge) if right_first else (ridge + edge):
+                x, poly = start, None
+                for _ in range(6):
                     poly = put(t, anchor, x, y)
                     box = poly.boundingRect()
                     if box.right() > view_box.right() + 1 or box.left() < view_box.left() - 1:  # off the plot
@@ -69,10 +70,13 @@ class CeilingLabels:
                     block = [p for p, a in zip(placed, areas, strict=True) if a > 4.0]
                     if not block:
                         break
-                    right = max(p.boundingRect().right() for p in block)
-                    x = max(x, vb.mapSceneToView(QPointF(right + 6, 0)).x())
-                if tried[-1][0] <= 4.0 * len(placed) and tried[-1][0] < float("inf") \
-                        and not any(_overlap_area(p, poly) > 4.0 for p in placed):
+                    if anchor[0] == 0:  # left-aligned: move right past the labels in the way
+                        right = max(p.boundingRect().right() for p in block)
+                        x = max(x, vb.mapSceneToView(QPointF(right + 6, 0)).x())
+                    else:  # right-aligned: move left past them
+                        left = min(p.boundingRect().left() for p in block)
+                        x = min(x, vb.mapSceneToView(QPointF(left - 6, 0)).x())
+                if tried and tried[-1][0] <= 4.0 * len(placed):
                     break
             _, anchor, x = min(tried, key=lambda r: r[0])  # a free place, else the least covered one
             placed.append(put(t, anchor, x, y))

@@ -34,6 +34,21 @@ class RooflineTableModel(QAbstractTableModel):
         cols += [("spills", "what-if: spills", lambda v: "DDR" if v else "")]
         self.cols = cols
         self.values = [df[c].to_numpy() for c, _, _ in cols]
+        self.text = [self._column_text(key, fmt, v) for (key, _, fmt), v in zip(cols, self.values, strict=True)]
+
+    @staticmethod
+    def _column_text(key, fmt, values) -> list[str]:
+        """The displayed text of one column, formatted once (views ask for cells on every repaint)."""
+        out = []
+        for v in values:
+            if fmt is None:
+                out.append(str(v))
+                continue
+            try:
+                out.append(fmt(float(v)) if key != "spills" else fmt(bool(v)))
+            except (TypeError, ValueError):
+                out.append("")
+        return out
 
     def rowCount(self, parent=_ROOT):
         return 0 if parent.isValid() else len(self.op_ids)
@@ -70,15 +85,9 @@ class RooflineTableModel(QAbstractTableModel):
         if not index.isValid():
             return None
         r, c = index.row(), index.column()
-        key, _, fmt = self.cols[c]
-        v = self.values[c][r]
+        _, _, fmt = self.cols[c]
         if role == Qt.DisplayRole:
-            if fmt is None:
-                return str(v)
-            try:
-                return fmt(float(v)) if key != "spills" else fmt(bool(v))
-            except (TypeError, ValueError):
-                return ""
+            return self.text[c][r]
         if role == Qt.FontRole and self.op_ids[r] < 0:
             f = QFont()
             f.setBold(True)
