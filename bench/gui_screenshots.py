@@ -18,7 +18,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("profile", nargs="?")
     ap.add_argument("--out", default="docs/screenshots")
-    ap.add_argument("--views", default="summary,memory,liveness")
+    ap.add_argument("--views", default="summary,insights,memory,liveness,program_tree,operations,execution,roofline",
+                    help="comma-separated view keys (default: every view)")
     ap.add_argument("--themes", default="light,dark")
     ap.add_argument("--tile", type=int, default=None, help="tile to click in the memory view")
     args = ap.parse_args(argv)
@@ -60,6 +61,9 @@ def main(argv=None) -> int:
                 from popvision_lite.analysis.liveness import peak_step
 
                 view.select_lstep(peak_step(doc.profile))
+            from popvision_lite.gui.headless import wait_ready
+
+            wait_ready(view)  # the roofline analyses on a worker thread
             for _ in range(5):
                 app.processEvents()
             f = out / f"{key}-{name}.png"

@@ -12,6 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt
 
 from popvision_lite.analysis import execution as ex
+from popvision_lite.units import format_seconds
 
 ZOOM_STEP = 0.8      # W zooms to 80 % of the width, S to 1 / 0.8
 PAN_STEP = 0.2       # A / D pan by 20 % of the width
@@ -113,7 +114,7 @@ class Navigation:
                              movable=True)
         self.tile_plot.addItem(ln)
         self.markers.append(ln)
-        self.status.setText(f"marker at cycle {x:,.0f} ({x / self.clock_hz * 1e6:,.3f} us)")
+        self.status.setText(f"marker at cycle {x:,.0f} ({format_seconds(x / self.clock_hz)})")
 
     def fit_selection(self):
         if self.region.isVisible():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from popvision_lite.analysis import execution as ex
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.workers import start_task
+from popvision_lite.units import format_seconds
 
 SYNC_RANGE_CELLS = 4_000_000  # range summaries with more step x tile cells read exact data off-thread
 
@@ -71,7 +72,6 @@ class RangeSummary:
 
     def _show_summary(self, rs: ex.RangeSummary):
         tot = max(sum(rs.cycles_by_kind.values()), 1)
-        f = 1e6 / self.clock_hz
         kinds = "".join(
             f"<tr><td><span style='color:{STEP_KIND_COLORS[k]}'>&#9632;</span> {STEP_KIND_LABELS[k]}</td>"
             f"<td align=right>{v:,}</td><td align=right>{100 * v / tot:.1f}%</td></tr>"
@@ -85,7 +85,7 @@ class RangeSummary:
         self.info.setHtml(
             f"<h3>Range: steps {rs.step_range[0]}-{rs.step_range[1] - 1}</h3>"
             f"cycles {rs.cycle_range[0]:,}-{rs.cycle_range[1]:,} "
-            f"({(rs.cycle_range[1] - rs.cycle_range[0]) * f:,.2f} us)<br>"
+            f"({format_seconds((rs.cycle_range[1] - rs.cycle_range[0]) / self.clock_hz)})<br>"
             f"<b>imbalance</b> (max/mean tile busy): {rs.imbalance:.2f}"
             f"{'' if rs.exact else ' (by tile block; exact value being computed)'}"
             f"<h4>Cycles by phase</h4><table>{kinds}</table>"

@@ -33,6 +33,7 @@ from popvision_lite.gui.views.execution import layout
 from popvision_lite.gui.views.execution.drawing import LaneDrawing
 from popvision_lite.gui.views.execution.navigation import Navigation
 from popvision_lite.gui.views.execution.range_summary import RangeSummary
+from popvision_lite.units import format_seconds
 
 DEBOUNCE_MS = 25
 
@@ -191,16 +192,15 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
 
     def show_step(self, s: int):
         d = ex.step_details(self.profile, self.index, s, self.names)
-        f = 1e6 / self.clock_hz
         self.info.setHtml(
             f"<h3>Step {d['step']}</h3><table>"
             f"<tr><td>op</td><td><b>{d['op']}</b> (id {d['op_id']})</td></tr>"
             f"<tr><td>kind</td><td><span style='color:{STEP_KIND_COLORS[d['kind']]}'>&#9632;</span> "
             f"{STEP_KIND_LABELS[d['kind']]}</td></tr>"
             f"<tr><td>IPU</td><td>{d['ipu']}</td></tr>"
-            f"<tr><td>start</td><td>{d['start_cycle']:,} cycles ({d['start_cycle'] * f:,.3f} us)</td></tr>"
+            f"<tr><td>start</td><td>{d['start_cycle']:,} cycles ({format_seconds(d['start_cycle'] / self.clock_hz)})</td></tr>"
             f"<tr><td>end</td><td>{d['end_cycle']:,} cycles</td></tr>"
-            f"<tr><td>duration</td><td>{d['cycles']:,} cycles ({d['cycles'] * f:,.3f} us)</td></tr>"
+            f"<tr><td>duration</td><td>{d['cycles']:,} cycles ({format_seconds(d['cycles'] / self.clock_hz)})</td></tr>"
             f"<tr><td>tiles active</td><td>{d['tiles_active']:,} of {self.ntiles:,}</td></tr>"
             f"<tr><td>busy max / mean</td><td>{d['busy_max']:,} / {d['busy_mean']:,.1f} cycles</td></tr>"
             f"<tr><td>bytes in / out</td><td>{d['bytes_in']:,} / {d['bytes_out']:,}</td></tr></table>")

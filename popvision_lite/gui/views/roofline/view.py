@@ -33,6 +33,7 @@ from popvision_lite import devices
 from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
+from popvision_lite.gui import theme
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.views.roofline.drawing import RooflineDrawing, RooflineTooltips
 from popvision_lite.gui.views.roofline.labels import CeilingLabels
@@ -66,7 +67,13 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self._build_table()
         self._arrange(bar)
         document.selection.changed.connect(self._on_selection)
+        theme.notifier.changed.connect(self._restyle)
         self.refresh()
+
+    def _restyle(self, *_):
+        """Labels sit on patches of the plot background and measured points take its foreground: redraw."""
+        if self.analysis is not None:
+            self._draw()
 
     # ------------------------------------------------------------------ building
     def _build_controls(self) -> QHBoxLayout:
