@@ -363,7 +363,7 @@ def test_svg_tile_map_is_crisp(qtbot, document, tmp_path):
     from PySide6.QtGui import QImage
 
     from popvision_lite.gui.export import export_svg
-    from popvision_lite.gui.views.memory_view import MemoryView
+    from popvision_lite.gui.views.memory import MemoryView
     from tests.support.qt import show_view
 
     view = show_view(qtbot, MemoryView(document), size=(1200, 800))

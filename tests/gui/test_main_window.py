@@ -87,23 +87,23 @@ def test_view_tabs_are_built_lazily_and_switchable(qtbot, opened):
 
 
 def test_missing_view_module_is_left_out(qtbot, opened, monkeypatch):
-    from popvision_lite.gui import main_window, views
+    from popvision_lite.gui import document_widget, views
 
     reg = list(views.VIEW_REGISTRY) + [("ghost", "Ghost", views.lazy("popvision_lite.gui.views.no_such", "X"))]
-    monkeypatch.setattr(main_window, "VIEW_REGISTRY", reg)
-    dw = main_window.DocumentWidget(opened[1].document)
+    monkeypatch.setattr(document_widget, "VIEW_REGISTRY", reg)
+    dw = document_widget.DocumentWidget(opened[1].document)
     qtbot.addWidget(dw)
     assert "ghost" not in dw.keys()
 
 
 def test_broken_view_shows_error_instead_of_crashing(qtbot, opened, monkeypatch):
-    from popvision_lite.gui import main_window
+    from popvision_lite.gui import document_widget
 
     def boom(doc):
         raise RuntimeError("kaput")
 
-    monkeypatch.setattr(main_window, "VIEW_REGISTRY", [("broken", "Broken", boom)])
-    dw = main_window.DocumentWidget(opened[1].document)
+    monkeypatch.setattr(document_widget, "VIEW_REGISTRY", [("broken", "Broken", boom)])
+    dw = document_widget.DocumentWidget(opened[1].document)
     qtbot.addWidget(dw)
     assert "kaput" in dw.view("broken").text()
 

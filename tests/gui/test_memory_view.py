@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gui
 
 @pytest.fixture
 def mem(qtbot, document):
-    from popvision_lite.gui.views.memory_view import MemoryView
+    from popvision_lite.gui.views.memory import MemoryView
     from tests.support.qt import show_view
 
     return show_view(qtbot, MemoryView(document))
@@ -194,7 +194,7 @@ def test_variable_click_highlights_its_tiles(qtbot, mem):
 
 
 def test_liveness_step_measure_follows_selected_step(qtbot, mem):
-    from popvision_lite.gui.views.memory_view import LSTEP
+    from popvision_lite.gui.views.memory import LSTEP
 
     mem.set_measure(LSTEP)
     mem.document.selection.update(source="liveness", lstep=5)
@@ -215,7 +215,7 @@ def test_bar_plot_opens_showing_every_tile(qtbot):
 
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.state.document import Document
-    from popvision_lite.gui.views.memory_view import MemoryView
+    from popvision_lite.gui.views.memory import MemoryView
     from popvision_lite.profile.reader import open_profile
     from tests.support.qt import show_view
 
@@ -264,7 +264,7 @@ def test_capacity_label_is_inside_the_bar_plot(qtbot):
 
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.state.document import Document
-    from popvision_lite.gui.views.memory_view import MemoryView
+    from popvision_lite.gui.views.memory import MemoryView
     from popvision_lite.profile.reader import open_profile
     from tests.support.qt import show_view
 

@@ -43,7 +43,7 @@ _P = "popvision_lite.gui.views."
 VIEW_REGISTRY: list[tuple[str, str, Callable]] = [
     ("summary", "Summary", lazy(_P + "summary_view", "SummaryView")),
     ("insights", "Insights", lazy(_P + "insights_view", "InsightsView")),
-    ("memory", "Memory", lazy(_P + "memory_view", "MemoryView")),
+    ("memory", "Memory", lazy(_P + "memory", "MemoryView")),
     ("liveness", "Liveness", lazy(_P + "liveness_view", "LivenessView")),
     ("program_tree", "Program tree", lazy(_P + "program_tree_view", "ProgramTreeView")),
     ("operations", "Operations", lazy(_P + "operations_view", "OperationsView")),

@@ -1,0 +1,246 @@
+"""What-if runs without widgets: run settings (from a profile, changed one at a time), the run-config TOML
+they become, the emulator child process and where its profile goes.
+
+The emulator runs in a separate PROCESS (``python -m popvision_lite.cli emulate --config RUN.toml -o OUT``)
+so a crash in a run cannot take the window down (docs/decisions/0015).  :func:`run_emulation`, on a pool
+thread (``gui/workers.py``), starts it, turns its stderr progress lines (``[####....]  30% compiling
+(2.2 s)``, ``emulator/progress.py``) into progress, and on Cancel terminates the process and removes any
+temporary file it left; the emulator writes the profile atomically, so no partial ``OUT`` ever appears.
+The dialogs and menu entries are ``gui/actions/run.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from popvision_lite.emulator.progress import parse_progress
+from popvision_lite.errors import ConfigError, EmulatorError
+from popvision_lite.gui.workers import Cancelled
+
+DEVICES = ("ipu-mk2", "ipu-bow", "ipu-mk1")
+SETTINGS = ("model", "device", "ipus", "batch", "seq", "recompute", "precision", "timing_only")
+INT_SETTINGS = ("ipus", "batch", "seq")
+BOOL_SETTINGS = ("recompute", "timing_only")
+
+
+def default_settings() -> dict:
+    return dict(model="bert", device="ipu-mk2", ipus=1, batch=2, seq=64, recompute=False, precision="fp16",
+                timing_only=True)
+
+
+def settings_from_profile(profile) -> dict:
+    """The run settings of an open profile (its run config), for Re-run with…."""
+    run = dict(profile.run or {})
+    cfg = dict(run.get("config") or {})
+    s = {k: v for k, v in cfg.items() if k not in ("device", "timing_only")}
+    s["model"] = cfg.get("model", run.get("model", "bert"))
+    s["device"] = cfg.get("device", profile.target.device)
+    s["timing_only"] = bool(cfg.get("timing_only", run.get("timing_only", False)))
+    return s
+
+
+def config_toml(settings: dict) -> str:
+    """A run-config TOML (see emulator/run_config.py) that reproduces ``settings`` exactly."""
+    from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
+
+    if settings.get("onnx"):  # an imported ONNX model (Run > New emulation… with an .onnx file)
+        from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
+
+        return onnx_toml(settings)
+    model = settings.get("model")
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
+    known = ModelConfig.field_names() - {"model"}
+
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    lines = [f"model = {val(model)}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
+             f"timing_only = {val(bool(settings.get('timing_only', False)))}", "", "[model_args]"]
+    for k, v in settings.items():
+        if k in known and v is not None:
+            lines.append(f"{k} = {val(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def emulate_argv(config_path, out) -> list[str]:
+    return [sys.executable, "-m", "popvision_lite.cli", "emulate", "--config", str(config_path), "-o", str(out)]
+
+
+def _remove_temp_files(out: Path) -> None:
+    folder = out.parent
+    for p in folder.glob(f".{out.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            p.unlink()
+
+
+def run_emulation(task, settings: dict, out, argv: list[str] | None = None) -> dict:
+    """Worker-thread body: run the emulator process, report its progress, honour Cancel.
+
+    Returns {"path", "returncode", "stdout", "fits"}; exit 3 (out of memory, profile written) is a
+    result, other failures raise EmulatorError with the process' last stderr lines.
+    """
+    out = Path(out)
+    if out.exists() and out.is_dir():
+        raise ConfigError(f"{out}: is a folder; give a .pvl file name")
+    check_not_a_sample(out)
+    if not out.parent.is_dir():
+        raise ConfigError(f"{out}: folder '{out.parent}' does not exist")
+    with tempfile.TemporaryDirectory(prefix="pvl-whatif-") as tmp:
+        cfg = Path(tmp) / "run.toml"
+        cfg.write_text(config_toml(settings), encoding="utf-8")
+        cmd = argv or emulate_argv(cfg, out)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        task.progress(0.0, "starting the emulator process")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        err_lines: list[str] = []
+        buf = b""
+        try:
+            eof = False
+            while not eof:
+                if task.cancelled:
+                    raise Cancelled()
+                for _key, _ in sel.select(timeout=0.1):
+                    chunk = os.read(proc.stderr.fileno(), 65536)
+                    if not chunk:
+                        eof = True
+                        break
+                    buf += chunk
+                    *lines, buf = re.split(rb"[\r\n]", buf)
+                    for raw in lines:
+                        line = raw.decode("utf-8", "replace")
+                        p = parse_progress(line)
+                        if p is not None:
+                            task.progress(min(p[0], 0.99), p[1])
+                        elif line.strip():
+                            err_lines.append(line)
+            if buf.strip():
+                err_lines.append(buf.decode("utf-8", "replace"))
+            stdout = proc.stdout.read().decode("utf-8", "replace")
+            rc = proc.wait()
+        except BaseException:
+            _stop(proc)
+            _remove_temp_files(out)
+            raise
+        finally:
+            sel.close()
+    if rc not in (0, 3):
+        tail = "\n".join(err_lines[-8:]) or "(no message)"
+        raise EmulatorError(f"emulate {settings.get('model')} on {settings.get('device')} failed "
+                            f"(exit {rc}):\n{tail}")
+    if not out.exists():
+        raise EmulatorError(f"emulate finished (exit {rc}) but wrote no profile at {out}")
+    task.progress(1.0, "done")
+    return {"path": str(out), "returncode": rc, "stdout": stdout, "fits": rc == 0}
+
+
+def _stop(proc) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def change_setting(settings: dict, name: str, text: str) -> dict:
+    """A copy of ``settings`` with ``name`` set from ``text`` (typed); ConfigError when invalid."""
+    if name not in SETTINGS:
+        raise ConfigError(f"setting '{name}': choose one of {', '.join(SETTINGS)}")
+    text = str(text).strip()
+    if name in INT_SETTINGS:
+        try:
+            v = int(text)
+        except ValueError:
+            raise ConfigError(f"setting '{name}': expected a positive integer, got {text!r}") from None
+        if v < 1:
+            raise ConfigError(f"setting '{name}': expected a positive integer, got {v}")
+    elif name in BOOL_SETTINGS:
+        low = text.lower()
+        if low not in ("true", "false", "on", "off", "yes", "no", "1", "0"):
+            raise ConfigError(f"setting '{name}': expected on or off, got {text!r}")
+        v = low in ("true", "on", "yes", "1")
+    elif name == "device":
+        from popvision_lite.emulator.run_config import normalise_device
+
+        v = normalise_device(text, "setting 'device'")
+    elif name == "precision":
+        if text not in ("fp16", "fp32"):
+            raise ConfigError(f"setting 'precision': expected fp16 or fp32, got {text!r}")
+        v = text
+    else:
+        v = text
+    return dict(settings) | {name: v}
+
+
+def _in_samples_folder(path) -> bool:
+    """True when ``path`` is (in) one of the bundled sample folders."""
+    from popvision_lite.gui.start_page import sample_dirs
+
+    try:
+        p = Path(path).resolve()
+    except OSError:
+        return False
+    return any(p == d or d in p.parents for d in sample_dirs())
+
+
+def default_output_folder(last_dir=None) -> Path:
+    """Where a new profile goes by default: ``last_dir`` when it is a writable folder that is not the
+    bundled samples folder, else the user's documents folder, home, or the temp folder (a new-emulation
+    dialog opened after a sample defaulted to sample_profiles/, next to the bundled files)."""
+    from PySide6.QtCore import QStandardPaths
+
+    cands = [last_dir] if last_dir else []
+    cands += [QStandardPaths.writableLocation(QStandardPaths.DocumentsLocation), str(Path.home()),
+              tempfile.gettempdir()]
+    for c in cands:
+        if not c:
+            continue
+        d = Path(str(c))
+        if d.is_dir() and os.access(d, os.W_OK) and not _in_samples_folder(d):
+            return d
+    return Path(tempfile.gettempdir())
+
+
+def free_path(folder, stem: str) -> Path:
+    """``folder/stem.pvl``, or ``stem_2.pvl``, ``stem_3.pvl`` ... : a name no file has yet."""
+    p = Path(folder) / f"{stem}.pvl"
+    i = 2
+    while p.exists():
+        p = Path(folder) / f"{stem}_{i}.pvl"
+        i += 1
+    return p
+
+
+def check_not_a_sample(out) -> None:
+    """ConfigError when ``out`` is a file in the bundled samples folder (never overwrite one)."""
+    if _in_samples_folder(out):
+        raise ConfigError(f"{out}: is in the bundled samples folder; choose another folder for new profiles")
+
+
+def rerun_path(original, name: str, value) -> Path:
+    original = Path(original)
+    v = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+    stem = f"{original.stem}_{name}-{v}"
+    folder = original.parent if os.access(original.parent, os.W_OK) else Path(tempfile.gettempdir())
+    if _in_samples_folder(folder):  # a re-run of a bundled sample does not go next to the samples
+        folder = default_output_folder()
+    p = folder / f"{stem}.pvl"
+    i = 2
+    while p.exists():
+        p = folder / f"{stem}_{i}.pvl"
+        i += 1
+    return p
