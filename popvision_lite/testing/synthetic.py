@@ -166,31 +166,71 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
     ``noise`` (e.g. 0.02) adds a deterministic per-(step, tile) +-2% variation to busy cycles of
     active tiles, as run-to-run variation on hardware would; 0 gives the emulator's exact repeats.
     Step durations and aggregates are computed without the noise, so keep it small.
+
+    One builder per table, in dependency order: the model's ops, their BSP leaves (per-tile templates,
+    compute sets, vertices), steps, programs, the ops table, variables + liveness, memory.
     """
     if num_ipus < 1 or tiles_per_ipu < 1 or num_steps < 0 or num_layers < 1:
         raise ValueError("num_ipus, tiles_per_ipu, num_layers must be >= 1 and num_steps >= 0")
     if target is None:
         target = default_target(device, num_ipus, tiles_per_ipu)
-    else:
-        num_ipus, tiles_per_ipu = target.num_ipus, target.tiles_per_ipu
-    rng = np.random.default_rng(seed)
-    tpi = tiles_per_ipu
-    nt = num_ipus * tpi
-    tile = np.arange(nt)
-    tin = tile % tpi
-    cap = target.sram_bytes_per_tile
-    multi = num_ipus > 1
-    mc = _model_constants(target.device)
-    xbpc = int(mc["exchange_bytes_per_cycle"])
-    sync_internal = int(mc["max_ipu_sync_delay_cycles"])
-    sync_global = int(mc["global_sync_cycles"])
-    ddr_bpc = float(mc["ddr_bytes_per_cycle"])
-    link_bpc = float(mc["ipu_link_bytes_per_cycle"])
+    r = _Run(target, seed)
+    r.build_ops(num_layers)
+    r.build_leaves()
+    steps, step_tmpl = r.steps_table(num_steps, noise)
+    programs = r.programs_table(num_steps)
+    ops_df = r.ops_table()
+    r.build_variables()
+    live = r.liveness()
+    mem = r.memory(live)
+    if over_capacity_tiles:
+        r.add_oversized(mem, over_capacity_tiles)
+    vars_df, var_tiles = r.variables_tables()
+    arrs = r.step_tile_arrays(steps, step_tmpl, num_steps, noise, lazy)
+    t = r.target
+    fits = bool((mem.sum(axis=(1, 2)) <= t.sram_bytes_per_tile).all())
+    run = dict(model="synthetic", config=dict(num_ipus=t.num_ipus, tiles_per_ipu=t.tiles_per_ipu,
+                                              num_steps=num_steps, seed=seed, num_layers=num_layers,
+                                              over_capacity_tiles=over_capacity_tiles),
+               emulator_version="synthetic", fits=fits, timing_only=True, numeric_checks={},
+               iterations=r.iterations)
+    return schema.ProfileData(
+        target=t, run=run, memory=mem, steps=steps,
+        step_tile_cycles=arrs[0], step_tile_bytes_in=arrs[1], step_tile_bytes_out=arrs[2],
+        ops=ops_df, programs=programs, compute_sets=r.compute_sets_table(), vertices=r.vertices_table(),
+        variables=vars_df, variable_tiles=var_tiles, liveness_steps=r.liveness_steps_table(live),
+        liveness_tile_bytes=live, extra={"synthetic": True})
 
-    # ---- ops -------------------------------------------------------------------------
-    ops: list[_Op] = []
 
-    def add_op(name, typ, like=None):
+class _Run:
+    """The state the per-table builders of :func:`make_synthetic` share (target, tile indices, the
+    device's cost-model constants, the random generator, the ops, leaves and templates)."""
+
+    def __init__(self, target: schema.TargetInfo, seed: int):
+        self.target = target
+        self.rng = np.random.default_rng(seed)
+        self.tpi = tpi = target.tiles_per_ipu
+        self.num_ipus = target.num_ipus
+        self.nt = nt = self.num_ipus * tpi
+        self.tile = np.arange(nt)
+        self.tin = self.tile % tpi
+        self.multi = self.num_ipus > 1
+        mc = _model_constants(target.device)
+        self.xbpc = int(mc["exchange_bytes_per_cycle"])
+        self.sync_internal = int(mc["max_ipu_sync_delay_cycles"])
+        self.sync_global = int(mc["global_sync_cycles"])
+        self.ddr_bpc = float(mc["ddr_bytes_per_cycle"])
+        self.link_bpc = float(mc["ipu_link_bytes_per_cycle"])
+        self.zeros = np.zeros(nt, dtype=np.uint32)
+        self.jitter_pattern = ((self.tile * 2654435761) >> 7) % 23  # fixed per-tile vertex overhead jitter
+        self.op_ipu = np.int16(-1 if self.multi else 0)
+
+    def used_mask(self, frac):
+        return self.tin < max(1, int(round(frac * self.tpi)))
+
+    # ---------------------------------------------------------------- ops of the model
+    def _add_op(self, name, typ, like=None):
+        ops, rng, tpi = self.ops, self.rng, self.tpi
         prec, _, fpc, inten = _OP_KINDS[typ]
         if like is not None:  # a repeated layer: same shapes, same per-tile pattern
             o = _Op(**{**like.__dict__, "op_id": len(ops), "name": name, "leaves": []})
@@ -207,53 +247,49 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
         ops.append(o)
         return o
 
-    stream_in = _Op(len(ops), "host_io/stream_in", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0, 2048, 0)
-    ops.append(stream_in)
-    layer_ops = []
-    layer_kinds = (("attention/qkv_matmul", "matmul"), ("attention/softmax", "softmax"),
-                   ("attention/out_matmul", "matmul"), ("residual_add", "add"), ("layernorm", "layernorm"),
-                   ("ffn/matmul", "matmul"))
-    for layer in range(num_layers):
-        # layers beyond DISTINCT_LAYERS repeat earlier ones (as a transformer's layers do), which keeps
-        # the per-tile templates, and so memory, bounded for models with many layers
-        src = layer_ops[layer % DISTINCT_LAYERS] if layer >= DISTINCT_LAYERS else None
-        lo = [add_op(f"layer{layer}/{n}", t, like=None if src is None else src[i])
-              for i, (n, t) in enumerate(layer_kinds)]
-        if multi:
-            o = _Op(len(ops), f"layer{layer}/ipu_exchange", "ipu_exchange", "fp16", 0.5, 0, 0, 0, 0,
-                    False, 0, 0, 0)
-            ops.append(o)
-            lo.append(o)
-        layer_ops.append(lo)
-    stream_out = _Op(len(ops), "host_io/stream_out", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0, 0, 0)
-    ops.append(stream_out)
+    def build_ops(self, num_layers: int) -> None:
+        """stream in, ``num_layers`` layers of six ops (plus an IPU-Link exchange on several IPUs), stream out."""
+        self.ops: list[_Op] = []
+        ops = self.ops
+        self.stream_in = _Op(len(ops), "host_io/stream_in", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0, 2048, 0)
+        ops.append(self.stream_in)
+        self.layer_ops = layer_ops = []
+        layer_kinds = (("attention/qkv_matmul", "matmul"), ("attention/softmax", "softmax"),
+                       ("attention/out_matmul", "matmul"), ("residual_add", "add"), ("layernorm", "layernorm"),
+                       ("ffn/matmul", "matmul"))
+        for layer in range(num_layers):
+            # layers beyond DISTINCT_LAYERS repeat earlier ones (as a transformer's layers do), which keeps
+            # the per-tile templates, and so memory, bounded for models with many layers
+            src = layer_ops[layer % DISTINCT_LAYERS] if layer >= DISTINCT_LAYERS else None
+            lo = [self._add_op(f"layer{layer}/{n}", t, like=None if src is None else src[i])
+                  for i, (n, t) in enumerate(layer_kinds)]
+            if self.multi:
+                o = _Op(len(ops), f"layer{layer}/ipu_exchange", "ipu_exchange", "fp16", 0.5, 0, 0, 0, 0,
+                        False, 0, 0, 0)
+                ops.append(o)
+                lo.append(o)
+            layer_ops.append(lo)
+        self.stream_out = _Op(len(ops), "host_io/stream_out", "stream_copy", "fp16", 0.25, 0, 0, 0, 0, False, 0,
+                              0, 0)
+        ops.append(self.stream_out)
+        self.all_ops = [self.stream_in] + [x for lo in layer_ops for x in lo] + [self.stream_out]
 
-    # ---- leaves (one BSP step each per iteration) and their per-tile templates ----------
-    leaves = []  # dicts: kind, op, name, cs, tmpl
-    cyc_t, bin_t, bout_t = [], [], []
-    tmpl_index: dict = {}
-    zeros = np.zeros(nt, dtype=np.uint32)
-    jitter_pattern = ((tile * 2654435761) >> 7) % 23  # fixed per-tile vertex overhead jitter
-
-    def used_mask(frac):
-        return tin < max(1, int(round(frac * tpi)))
-
-    def add_leaf(kind, op, name, cyc, bi, bo, cs=-1):
+    # ---------------------------------------------------------------- leaves (one BSP step each per iteration)
+    def _add_leaf(self, kind, op, name, cyc, bi, bo, cs=-1):
         # identical per-tile rows (all syncs; repeated layers) share one template
         key = ("sync",) if kind == SYNC else (op.tmpl_src, name.rsplit("/", 1)[-1])
-        if key not in tmpl_index:
-            tmpl_index[key] = len(cyc_t)
-            cyc_t.append(np.asarray(cyc, dtype=np.uint32))
-            bin_t.append(np.asarray(bi, dtype=np.uint32))
-            bout_t.append(np.asarray(bo, dtype=np.uint32))
-        leaves.append(dict(kind=kind, op=op, name=name, cs=cs, tmpl=tmpl_index[key]))
-        op.leaves.append(len(leaves) - 1)
+        if key not in self._tmpl_index:
+            self._tmpl_index[key] = len(self._cyc)
+            self._cyc.append(np.asarray(cyc, dtype=np.uint32))
+            self._bin.append(np.asarray(bi, dtype=np.uint32))
+            self._bout.append(np.asarray(bo, dtype=np.uint32))
+        self.leaves.append(dict(kind=kind, op=op, name=name, cs=cs, tmpl=self._tmpl_index[key]))
+        op.leaves.append(len(self.leaves) - 1)
 
-    compute_sets = []
-
-    def compute_template(op, stage):
-        used = used_mask(op.frac_tiles)
-        n_used_per_ipu = int(used[:tpi].sum())
+    def _compute_template(self, op, stage):
+        tin = self.tin
+        used = self.used_mask(op.frac_tiles)
+        n_used_per_ipu = int(used[:self.tpi].sum())
         grains = op.grains if stage == 0 else max(1, op.grains // 8)
         q, r = divmod(grains, n_used_per_ipu)
         g_per_tile = np.where(tin < r, q + 1, q) * used
@@ -263,349 +299,386 @@ def make_synthetic(num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int 
             hot = has_work & (tin < op.hot_tiles)
             cyc = np.where(hot, cyc * 2 + op.cycles_per_grain * 3, cyc)
         if op.jitter:
-            cyc = cyc + jitter_pattern * has_work
+            cyc = cyc + self.jitter_pattern * has_work
         return cyc.astype(np.int64), g_per_tile, has_work
 
-    def exchange_template(op, scale):
-        used = used_mask(op.frac_tiles)
-        n_used = int(used[:tpi].sum())
+    def _exchange_template(self, op, scale):
+        tin = self.tin
+        used = self.used_mask(op.frac_tiles)
+        n_used = int(used[:self.tpi].sum())
         big = op.act_bytes * scale
         bi = np.where(tin < n_used // 3, big + 64, big) * used
         bo = np.where(tin < n_used // 2, big, big + 128) * used
-        cyc = (np.maximum(bi, bo) + xbpc - 1) // xbpc + 30 * used
+        cyc = (np.maximum(bi, bo) + self.xbpc - 1) // self.xbpc + 30 * used
         return cyc, bi, bo
 
-    vertex_rows = []
-    codelet_code: dict[str, int] = {}
-    for o in [stream_in] + [x for lo in layer_ops for x in lo] + [stream_out]:
-        if o.type == "stream_copy":
-            used = used_mask(o.frac_tiles)
-            b = (used * (128 if o is stream_in else 64)).astype(np.int64)
-            bi, bo = (b, zeros) if o is stream_in else (zeros, b)
-            # streaming memory is shared by the IPU's tiles: every used tile waits for its IPU's total
-            ipu_bytes = np.bincount(tile // tpi, weights=b, minlength=num_ipus)[tile // tpi]
-            busy = np.ceil(ipu_bytes / ddr_bpc).astype(np.int64) * used + 20 * used
-            add_leaf(STREAM, o, f"{o.name}/StreamCopy", busy, bi, bo)
-            add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
-            continue
-        if o.type == "ipu_exchange":
-            used = used_mask(o.frac_tiles)
-            b = (used * 1536).astype(np.int64)
-            # IPU-Links are shared by the IPU's tiles, like streaming memory above
-            ipu_bytes = np.bincount(tile // tpi, weights=b, minlength=num_ipus)[tile // tpi]
-            busy = np.ceil(ipu_bytes / link_bpc).astype(np.int64) * used + 50 * used
-            add_leaf(SYNC, o, f"{o.name}/GlobalSync", zeros, zeros, zeros)
-            add_leaf(GEXCH, o, f"{o.name}/GlobalExchange", busy, b, b)
-            add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
-            continue
-        pattern = _OP_KINDS[o.type][1]
-        stage = 0
-        for kind in pattern:
-            if kind == COMPUTE:
-                cyc, g, used = compute_template(o, stage)
-                codelet = _CODELETS[o.type][min(stage, len(_CODELETS[o.type]) - 1)]
-                cs_id = len(compute_sets)
-                n_vert = int(g.sum())
-                compute_sets.append(dict(cs_id=cs_id, name=f"{o.name}/cs{stage}", op_id=o.op_id,
-                                         num_vertices=n_vert, num_tiles=int(used.sum())))
-                idx = np.flatnonzero(used)  # tiles with vertices
-                code = codelet_code.setdefault(codelet, len(codelet_code))
-                vertex_rows.append((np.full(idx.size, cs_id, dtype=np.int32), np.full(idx.size, code, np.int16),
-                                    idx.astype(np.int32), g[idx].astype(np.int64), cyc[idx].astype(np.int64),
-                                    (g[idx] * 16 + 8).astype(np.int64),
-                                    np.full(idx.size, 900 + 300 * stage, dtype=np.int64)))
-                add_leaf(COMPUTE, o, f"{o.name}/Execute{stage}", cyc, zeros, zeros, cs=cs_id)
-                stage += 1
-            elif kind == EXCH:
-                cyc, bi, bo = exchange_template(o, 1 + stage)
-                add_leaf(EXCH, o, f"{o.name}/Exchange{stage}", cyc, bi, bo)
-            else:
-                add_leaf(SYNC, o, f"{o.name}/Sync{len(o.leaves)}", zeros, zeros, zeros)
+    def _shared_busy(self, used, nbytes, bytes_per_cycle, overhead):
+        """Streaming memory and IPU-Links are shared by an IPU's tiles: every used tile waits for its IPU's
+        total."""
+        ipu_of = self.tile // self.tpi
+        ipu_bytes = np.bincount(ipu_of, weights=nbytes, minlength=self.num_ipus)[ipu_of]
+        return np.ceil(ipu_bytes / bytes_per_cycle).astype(np.int64) * used + overhead * used
 
-    n_leaves = len(leaves)
-    cyc_t = np.stack(cyc_t)
-    bin_t = np.stack(bin_t)
-    bout_t = np.stack(bout_t)
-    leaf_tmpl = np.array([lf["tmpl"] for lf in leaves], dtype=np.int64)
-    leaf_kind = np.array([lf["kind"] for lf in leaves], dtype=np.int8)
-    leaf_op = np.array([lf["op"].op_id for lf in leaves], dtype=np.int32)
-    leaf_busy = cyc_t.max(axis=1).astype(np.int64)[leaf_tmpl]
-    leaf_bin = bin_t.sum(axis=1, dtype=np.int64)[leaf_tmpl]
-    leaf_bout = bout_t.sum(axis=1, dtype=np.int64)[leaf_tmpl]
-    overhead = np.select([leaf_kind == COMPUTE, leaf_kind == SYNC, leaf_kind == GEXCH],
-                         [20, sync_internal, 80], 40).astype(np.int64)
-    # a sync that follows a global exchange op's first leaf is a global sync
-    for i, lf in enumerate(leaves):
-        if lf["kind"] == SYNC and lf["name"].endswith("GlobalSync"):
-            overhead[i] = sync_global
-    # with noise a tile may run up to (1 + noise) x the template's busy cycles
-    leaf_dur = np.ceil(leaf_busy * (1.0 + noise)).astype(np.int64) + overhead
+    def build_leaves(self) -> None:
+        """Every op's leaves with their per-tile templates; compute sets and vertex rows of compute leaves."""
+        self.leaves = []  # dicts: kind, op, name, cs, tmpl
+        self._cyc, self._bin, self._bout = [], [], []
+        self._tmpl_index: dict = {}
+        self.compute_sets = []
+        self.vertex_rows = []
+        self.codelet_code: dict[str, int] = {}
+        zeros = self.zeros
+        for o in self.all_ops:
+            if o.type == "stream_copy":
+                used = self.used_mask(o.frac_tiles)
+                b = (used * (128 if o is self.stream_in else 64)).astype(np.int64)
+                bi, bo = (b, zeros) if o is self.stream_in else (zeros, b)
+                busy = self._shared_busy(used, b, self.ddr_bpc, 20)
+                self._add_leaf(STREAM, o, f"{o.name}/StreamCopy", busy, bi, bo)
+                self._add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
+                continue
+            if o.type == "ipu_exchange":
+                used = self.used_mask(o.frac_tiles)
+                b = (used * 1536).astype(np.int64)
+                busy = self._shared_busy(used, b, self.link_bpc, 50)
+                self._add_leaf(SYNC, o, f"{o.name}/GlobalSync", zeros, zeros, zeros)
+                self._add_leaf(GEXCH, o, f"{o.name}/GlobalExchange", busy, b, b)
+                self._add_leaf(SYNC, o, f"{o.name}/Sync", zeros, zeros, zeros)
+                continue
+            stage = 0
+            for kind in _OP_KINDS[o.type][1]:
+                if kind == COMPUTE:
+                    self._compute_leaf(o, stage)
+                    stage += 1
+                elif kind == EXCH:
+                    cyc, bi, bo = self._exchange_template(o, 1 + stage)
+                    self._add_leaf(EXCH, o, f"{o.name}/Exchange{stage}", cyc, bi, bo)
+                else:
+                    self._add_leaf(SYNC, o, f"{o.name}/Sync{len(o.leaves)}", zeros, zeros, zeros)
+        self._finish_leaves()
 
-    # ---- steps -------------------------------------------------------------------------
-    step_leaf = (np.arange(num_steps) % n_leaves).astype(np.int64)
-    iterations = -(-num_steps // n_leaves) if num_steps else 0
-    dur = leaf_dur[step_leaf]
-    end = np.cumsum(dur)
-    start = end - dur
-    op_ipu = np.int16(-1 if multi else 0)
+    def _compute_leaf(self, o, stage) -> None:
+        cyc, g, used = self._compute_template(o, stage)
+        codelet = _CODELETS[o.type][min(stage, len(_CODELETS[o.type]) - 1)]
+        cs_id = len(self.compute_sets)
+        self.compute_sets.append(dict(cs_id=cs_id, name=f"{o.name}/cs{stage}", op_id=o.op_id,
+                                      num_vertices=int(g.sum()), num_tiles=int(used.sum())))
+        idx = np.flatnonzero(used)  # tiles with vertices
+        code = self.codelet_code.setdefault(codelet, len(self.codelet_code))
+        self.vertex_rows.append((np.full(idx.size, cs_id, dtype=np.int32), np.full(idx.size, code, np.int16),
+                                 idx.astype(np.int32), g[idx].astype(np.int64), cyc[idx].astype(np.int64),
+                                 (g[idx] * 16 + 8).astype(np.int64),
+                                 np.full(idx.size, 900 + 300 * stage, dtype=np.int64)))
+        self._add_leaf(COMPUTE, o, f"{o.name}/Execute{stage}", cyc, self.zeros, self.zeros, cs=cs_id)
 
-    # programs: 0 main Sequence, 1 Repeat, per-layer Sequence, per-op Sequence, leaves
-    prog_rows = []
+    def _finish_leaves(self) -> None:
+        """Templates stacked; per-leaf kind, op, busy cycles, bytes and duration."""
+        leaves = self.leaves
+        self.n_leaves = len(leaves)
+        self.cyc_t, self.bin_t, self.bout_t = np.stack(self._cyc), np.stack(self._bin), np.stack(self._bout)
+        self.leaf_tmpl = np.array([lf["tmpl"] for lf in leaves], dtype=np.int64)
+        self.leaf_kind = kind = np.array([lf["kind"] for lf in leaves], dtype=np.int8)
+        self.leaf_op = np.array([lf["op"].op_id for lf in leaves], dtype=np.int32)
+        self.leaf_busy = self.cyc_t.max(axis=1).astype(np.int64)[self.leaf_tmpl]
+        self.leaf_bin = self.bin_t.sum(axis=1, dtype=np.int64)[self.leaf_tmpl]
+        self.leaf_bout = self.bout_t.sum(axis=1, dtype=np.int64)[self.leaf_tmpl]
+        overhead = np.select([kind == COMPUTE, kind == SYNC, kind == GEXCH],
+                             [20, self.sync_internal, 80], 40).astype(np.int64)
+        # a sync that follows a global exchange op's first leaf is a global sync
+        for i, lf in enumerate(leaves):
+            if lf["kind"] == SYNC and lf["name"].endswith("GlobalSync"):
+                overhead[i] = self.sync_global
+        self.overhead = overhead
 
-    def add_prog(parent, kind, name, op_id=-1, repeat=1, cs_id=-1, lstep=-1, code=32):
-        prog_rows.append(dict(prog_id=len(prog_rows), parent_id=parent, kind=kind, name=name,
-                              op_id=op_id, repeat=repeat, cs_id=cs_id, lstep=lstep, code_bytes=code))
-        return len(prog_rows) - 1
+    # ---------------------------------------------------------------- steps
+    def steps_table(self, num_steps: int, noise: float):
+        """The steps table (the leaves repeated until ``num_steps``) and each step's template row."""
+        # with noise a tile may run up to (1 + noise) x the template's busy cycles
+        self.leaf_dur = np.ceil(self.leaf_busy * (1.0 + noise)).astype(np.int64) + self.overhead
+        n_leaves = self.n_leaves
+        self.step_leaf = step_leaf = (np.arange(num_steps) % n_leaves).astype(np.int64)
+        self.iterations = -(-num_steps // n_leaves) if num_steps else 0
+        dur = self.leaf_dur[step_leaf]
+        end = np.cumsum(dur)
+        start = end - dur
+        self._programs_skeleton()
+        steps = pd.DataFrame({
+            "step": np.arange(num_steps, dtype=np.int64),
+            "kind": self.leaf_kind[step_leaf],
+            "op_id": self.leaf_op[step_leaf],
+            "prog_id": self.leaf_prog[step_leaf].astype(np.int32),
+            "ipu": np.full(num_steps, self.op_ipu, dtype=np.int16),
+            "start_cycle": start.astype(np.int64),
+            "end_cycle": end.astype(np.int64),
+        })
+        # per-step aggregates straight from the templates (the writer also fills them if missing)
+        steps["busy_max"] = self.leaf_busy[step_leaf]
+        step_tmpl = self.leaf_tmpl[step_leaf]
+        steps["busy_mean"] = self.cyc_t.mean(axis=1)[step_tmpl]
+        steps["tiles_active"] = np.count_nonzero(self.cyc_t, axis=1).astype(np.int32)[step_tmpl]
+        steps["bytes_in"] = self.leaf_bin[step_leaf]
+        steps["bytes_out"] = self.leaf_bout[step_leaf]
+        return steps, step_tmpl
 
-    leaf_prog = np.zeros(n_leaves, dtype=np.int32)
-    kind_prog = {COMPUTE: "Execute", SYNC: "Sync", EXCH: "Copy", GEXCH: "Copy", STREAM: "StreamCopy"}
-    root = add_prog(-1, "Sequence", "main")
-    loop = add_prog(root, "Repeat", "training_loop", repeat=iterations)
+    # ---------------------------------------------------------------- programs
+    def _programs_skeleton(self) -> None:
+        """0 main Sequence, 1 Repeat, per-layer Sequence, per-op Sequence, leaves (leaf_prog per leaf)."""
+        rows = self._prog_rows = []
 
-    def add_op_progs(parent, o):
-        seq = add_prog(parent, "Sequence", o.name, op_id=o.op_id)
-        for li in o.leaves:
-            lf = leaves[li]
-            leaf_prog[li] = add_prog(seq, kind_prog[lf["kind"]], lf["name"], op_id=o.op_id, cs_id=lf["cs"],
-                                     lstep=li, code=64 + 32 * (lf["kind"] == COMPUTE))
+        def add(parent, kind, name, op_id=-1, repeat=1, cs_id=-1, lstep=-1, code=32):
+            rows.append(dict(prog_id=len(rows), parent_id=parent, kind=kind, name=name,
+                             op_id=op_id, repeat=repeat, cs_id=cs_id, lstep=lstep, code_bytes=code))
+            return len(rows) - 1
 
-    add_op_progs(loop, stream_in)
-    for layer, lo in enumerate(layer_ops):
-        lseq = add_prog(loop, "Sequence", f"layer{layer}")
-        for o in lo:
-            add_op_progs(lseq, o)
-    add_op_progs(loop, stream_out)
-    programs = pd.DataFrame(prog_rows)
+        self.leaf_prog = np.zeros(self.n_leaves, dtype=np.int32)
+        kind_prog = {COMPUTE: "Execute", SYNC: "Sync", EXCH: "Copy", GEXCH: "Copy", STREAM: "StreamCopy"}
+        root = add(-1, "Sequence", "main")
+        loop = add(root, "Repeat", "training_loop", repeat=self.iterations)
 
-    step_prog = leaf_prog[step_leaf]
-    steps = pd.DataFrame({
-        "step": np.arange(num_steps, dtype=np.int64),
-        "kind": leaf_kind[step_leaf],
-        "op_id": leaf_op[step_leaf],
-        "prog_id": step_prog.astype(np.int32),
-        "ipu": np.full(num_steps, op_ipu, dtype=np.int16),
-        "start_cycle": start.astype(np.int64),
-        "end_cycle": end.astype(np.int64),
-    })
-    # per-step aggregates straight from the templates (the writer also fills them if missing)
-    steps["busy_max"] = leaf_busy[step_leaf]
-    step_tmpl = leaf_tmpl[step_leaf]
-    steps["busy_mean"] = cyc_t.mean(axis=1)[step_tmpl]
-    steps["tiles_active"] = np.count_nonzero(cyc_t, axis=1).astype(np.int32)[step_tmpl]
-    steps["bytes_in"] = leaf_bin[step_leaf]
-    steps["bytes_out"] = leaf_bout[step_leaf]
+        def add_op_progs(parent, o):
+            seq = add(parent, "Sequence", o.name, op_id=o.op_id)
+            for li in o.leaves:
+                lf = self.leaves[li]
+                self.leaf_prog[li] = add(seq, kind_prog[lf["kind"]], lf["name"], op_id=o.op_id, cs_id=lf["cs"],
+                                         lstep=li, code=64 + 32 * (lf["kind"] == COMPUTE))
 
-    # program first/last step and cycles (children included)
-    n_prog = len(programs)
-    first = np.full(n_prog, -1, dtype=np.int64)
-    last = np.full(n_prog, -1, dtype=np.int64)
-    cycles = np.zeros(n_prog, dtype=np.int64)
-    if num_steps:
-        leaf_first = np.full(n_leaves, -1, dtype=np.int64)
-        leaf_last = np.full(n_leaves, -1, dtype=np.int64)
-        executed = np.bincount(step_leaf, minlength=n_leaves)
-        ran = executed > 0
-        li_all = np.arange(n_leaves)
-        leaf_first[ran] = li_all[ran]
-        leaf_last[ran] = li_all[ran] + n_leaves * ((num_steps - 1 - li_all[ran]) // n_leaves)
-        leaf_cycles = executed * leaf_dur
-        parent = programs["parent_id"].to_numpy()
-        for li in range(n_leaves):
-            p = int(leaf_prog[li])
-            while p >= 0:
-                if leaf_first[li] >= 0:
-                    first[p] = leaf_first[li] if first[p] < 0 else min(first[p], leaf_first[li])
-                    last[p] = max(last[p], leaf_last[li])
-                cycles[p] += leaf_cycles[li]
-                p = int(parent[p])
-    else:
-        executed = np.zeros(n_leaves, dtype=np.int64)
-    programs["first_step"] = first
-    programs["last_step"] = last
-    programs["cycles"] = cycles
-    programs = programs[list(schema.TABLE_COLUMNS["programs"])].astype(
-        {"prog_id": np.int32, "parent_id": np.int32, "op_id": np.int32, "repeat": np.int64,
-         "cs_id": np.int32, "code_bytes": np.int64, "lstep": np.int64})
+        add_op_progs(loop, self.stream_in)
+        for layer, lo in enumerate(self.layer_ops):
+            lseq = add(loop, "Sequence", f"layer{layer}")
+            for o in lo:
+                add_op_progs(lseq, o)
+        add_op_progs(loop, self.stream_out)
 
-    # ---- ops table -------------------------------------------------------------------------
-    busy_sum_leaf = cyc_t.sum(axis=1, dtype=np.int64)[leaf_tmpl]
-    op_rows = []
-    for o in ops:
-        li = np.array(o.leaves, dtype=np.int64)
-        ex = executed[li]
-        kinds = leaf_kind[li]
-        dur_ex = ex * leaf_dur[li]
+    def programs_table(self, num_steps: int) -> pd.DataFrame:
+        """Programs with their first / last step and cycles (children included)."""
+        programs = pd.DataFrame(self._prog_rows)
+        n_leaves, n_prog = self.n_leaves, len(programs)
+        first = np.full(n_prog, -1, dtype=np.int64)
+        last = np.full(n_prog, -1, dtype=np.int64)
+        cycles = np.zeros(n_prog, dtype=np.int64)
+        if num_steps:
+            leaf_first = np.full(n_leaves, -1, dtype=np.int64)
+            leaf_last = np.full(n_leaves, -1, dtype=np.int64)
+            executed = np.bincount(self.step_leaf, minlength=n_leaves)
+            ran = executed > 0
+            li_all = np.arange(n_leaves)
+            leaf_first[ran] = li_all[ran]
+            leaf_last[ran] = li_all[ran] + n_leaves * ((num_steps - 1 - li_all[ran]) // n_leaves)
+            leaf_cycles = executed * self.leaf_dur
+            parent = programs["parent_id"].to_numpy()
+            for li in range(n_leaves):
+                p = int(self.leaf_prog[li])
+                while p >= 0:
+                    if leaf_first[li] >= 0:
+                        first[p] = leaf_first[li] if first[p] < 0 else min(first[p], leaf_first[li])
+                        last[p] = max(last[p], leaf_last[li])
+                    cycles[p] += leaf_cycles[li]
+                    p = int(parent[p])
+        else:
+            executed = np.zeros(n_leaves, dtype=np.int64)
+        self.executed = executed
+        programs["first_step"] = first
+        programs["last_step"] = last
+        programs["cycles"] = cycles
+        return programs[list(schema.TABLE_COLUMNS["programs"])].astype(
+            {"prog_id": np.int32, "parent_id": np.int32, "op_id": np.int32, "repeat": np.int64,
+             "cs_id": np.int32, "code_bytes": np.int64, "lstep": np.int64})
 
-        def cyc_by(mask, dur_ex=dur_ex):
-            return int((dur_ex * mask).sum())
+    # ---------------------------------------------------------------- ops table
+    def ops_table(self) -> pd.DataFrame:
+        """Per-op FLOPs (from compute busy cycles), bytes per memory level and the split of its cycles."""
+        busy_sum_leaf = self.cyc_t.sum(axis=1, dtype=np.int64)[self.leaf_tmpl]
+        leaf_kind, executed = self.leaf_kind, self.executed
+        rows = []
+        for o in self.ops:
+            li = np.array(o.leaves, dtype=np.int64)
+            ex = executed[li]
+            kinds = leaf_kind[li]
+            dur_ex = ex * self.leaf_dur[li]
 
-        comp_busy = int((ex * busy_sum_leaf[li] * (kinds == COMPUTE)).sum())
-        flops = int(comp_busy * o.flops_per_cycle)
-        bytes_ex = int((ex * leaf_bin[li] * (kinds == EXCH)).sum())
-        bytes_link = int((ex * leaf_bin[li] * (kinds == GEXCH)).sum())
-        bytes_ddr = int((ex * (leaf_bin[li] + leaf_bout[li])
-                         * (kinds == STREAM)).sum())
-        used = int(used_mask(o.frac_tiles).sum())
-        n_iter = int(ex.max()) if ex.size else 0
-        min_b = n_iter * used * (o.act_bytes * 2 + o.weight_bytes)
-        op_rows.append(dict(
-            op_id=o.op_id, name=o.name, type=o.type, ipu=op_ipu, precision=o.precision, flops=flops,
-            bytes_sram=int(flops / o.intensity) if o.intensity else 0, bytes_exchange=bytes_ex,
-            bytes_ipu_link=bytes_link, bytes_ddr=bytes_ddr, min_bytes=int(min_b),
-            cycles=cyc_by(1), compute_cycles=cyc_by(kinds == COMPUTE),
-            exchange_cycles=cyc_by((kinds == EXCH) | (kinds == GEXCH)), sync_cycles=cyc_by(kinds == SYNC),
-            stream_cycles=cyc_by(kinds == STREAM), tiles_used=used,
-            plan=(f"tiles={used} grains={o.grains} split" if o.grains else "")))
-    ops_df = pd.DataFrame(op_rows)[list(schema.TABLE_COLUMNS["ops"])].astype(
-        {"op_id": np.int32, "ipu": np.int16, "tiles_used": np.int32})
+            def cyc_by(mask, dur_ex=dur_ex):
+                return int((dur_ex * mask).sum())
 
-    # ---- variables, tile mapping, liveness ---------------------------------------------------
-    var_rows, vt_parts = [], []
-    # liveness step = leaf index (compile order, Repeat body counted once)
-    n_lsteps = n_leaves
+            comp_busy = int((ex * busy_sum_leaf[li] * (kinds == COMPUTE)).sum())
+            flops = int(comp_busy * o.flops_per_cycle)
+            bytes_ex = int((ex * self.leaf_bin[li] * (kinds == EXCH)).sum())
+            bytes_link = int((ex * self.leaf_bin[li] * (kinds == GEXCH)).sum())
+            bytes_ddr = int((ex * (self.leaf_bin[li] + self.leaf_bout[li]) * (kinds == STREAM)).sum())
+            used = int(self.used_mask(o.frac_tiles).sum())
+            n_iter = int(ex.max()) if ex.size else 0
+            min_b = n_iter * used * (o.act_bytes * 2 + o.weight_bytes)
+            rows.append(dict(
+                op_id=o.op_id, name=o.name, type=o.type, ipu=self.op_ipu, precision=o.precision, flops=flops,
+                bytes_sram=int(flops / o.intensity) if o.intensity else 0, bytes_exchange=bytes_ex,
+                bytes_ipu_link=bytes_link, bytes_ddr=bytes_ddr, min_bytes=int(min_b),
+                cycles=cyc_by(1), compute_cycles=cyc_by(kinds == COMPUTE),
+                exchange_cycles=cyc_by((kinds == EXCH) | (kinds == GEXCH)), sync_cycles=cyc_by(kinds == SYNC),
+                stream_cycles=cyc_by(kinds == STREAM), tiles_used=used,
+                plan=(f"tiles={used} grains={o.grains} split" if o.grains else "")))
+        return pd.DataFrame(rows)[list(schema.TABLE_COLUMNS["ops"])].astype(
+            {"op_id": np.int32, "ipu": np.int16, "tiles_used": np.int32})
 
-    def add_var(name, kind, dtype, per_tile, always, first_l, last_l, op_id):
+    # ---------------------------------------------------------------- variables, liveness
+    def _add_var(self, name, kind, dtype, per_tile, always, first_l, last_l, op_id):
         per_tile = np.asarray(per_tile, dtype=np.int64)
         idx = np.flatnonzero(per_tile)
-        var_id = len(var_rows)
+        var_id = len(self.var_rows)
         total = int(per_tile.sum())
         elems = total // (2 if dtype == "float16" else 4)
-        var_rows.append(dict(var_id=var_id, name=name, kind=kind, dtype=dtype, shape=f"({elems},)",
-                             bytes=total, always_live=always, first_lstep=-1 if always else first_l,
-                             last_lstep=(n_lsteps - 1) if always else last_l, op_id=op_id))
-        vt_parts.append((np.full(idx.size, var_id, dtype=np.int32), idx.astype(np.int32), per_tile[idx]))
+        self.var_rows.append(dict(var_id=var_id, name=name, kind=kind, dtype=dtype, shape=f"({elems},)",
+                                  bytes=total, always_live=always, first_lstep=-1 if always else first_l,
+                                  last_lstep=(self.n_leaves - 1) if always else last_l, op_id=op_id))
+        self.vt_parts.append((np.full(idx.size, var_id, dtype=np.int32), idx.astype(np.int32), per_tile[idx]))
         return var_id
 
-    all_ops = [stream_in] + [x for lo in layer_ops for x in lo] + [stream_out]
-    for i, o in enumerate(all_ops):
-        used = used_mask(o.frac_tiles)
-        if o.weight_bytes:
-            add_var(f"{o.name}/weights", "variable", "float16", used * o.weight_bytes, True, -1, -1, -1)
-        if o.type == "layernorm":
-            add_var(f"{o.name}/epsilon", "constant", "float32", (tin == 0) * 4, True, -1, -1, -1)
-            add_var(f"{o.name}/gamma", "variable", "float32", used * 512, True, -1, -1, -1)
-        if o.act_bytes and o.leaves:
-            first_l = o.leaves[0]
-            nxt = all_ops[i + 1] if i + 1 < len(all_ops) else None
-            last_l = nxt.leaves[-1] if nxt is not None and nxt.leaves else o.leaves[-1]
-            add_var(f"{o.name}/output", "variable", "float16", used * o.act_bytes, False, first_l, last_l,
-                    -1 if o.type == "stream_copy" else o.op_id)
+    def build_variables(self) -> None:
+        """Weights, constants and each op's output (live from its first leaf to the next op's last); a
+        liveness step is a leaf index (compile order, the Repeat body counted once)."""
+        self.var_rows, self.vt_parts = [], []
+        tin, all_ops = self.tin, self.all_ops
+        for i, o in enumerate(all_ops):
+            used = self.used_mask(o.frac_tiles)
+            if o.weight_bytes:
+                self._add_var(f"{o.name}/weights", "variable", "float16", used * o.weight_bytes, True, -1, -1, -1)
+            if o.type == "layernorm":
+                self._add_var(f"{o.name}/epsilon", "constant", "float32", (tin == 0) * 4, True, -1, -1, -1)
+                self._add_var(f"{o.name}/gamma", "variable", "float32", used * 512, True, -1, -1, -1)
+            if o.act_bytes and o.leaves:
+                first_l = o.leaves[0]
+                nxt = all_ops[i + 1] if i + 1 < len(all_ops) else None
+                last_l = nxt.leaves[-1] if nxt is not None and nxt.leaves else o.leaves[-1]
+                self._add_var(f"{o.name}/output", "variable", "float16", used * o.act_bytes, False, first_l, last_l,
+                              -1 if o.type == "stream_copy" else o.op_id)
 
-    def var_tile_bytes():
-        vid = np.concatenate([p[0] for p in vt_parts]) if vt_parts else np.zeros(0, np.int32)
-        vtile = np.concatenate([p[1] for p in vt_parts]) if vt_parts else np.zeros(0, np.int32)
-        vbytes = np.concatenate([p[2] for p in vt_parts]) if vt_parts else np.zeros(0, np.int64)
+    def _var_tile_bytes(self):
+        parts = self.vt_parts
+        vid = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+        vtile = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int32)
+        vbytes = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
         return vid, vtile, vbytes
 
-    vid, vtile, vbytes = var_tile_bytes()
-    vars_df = pd.DataFrame(var_rows)
-    always = vars_df["always_live"].to_numpy(bool)
-    kind_const = (vars_df["kind"] == "constant").to_numpy()
-    # liveness per lstep via difference arrays over each variable's live range
-    # int32 and in place: the (lsteps, tiles) matrix is the big one for models with many layers
-    delta = np.zeros((n_lsteps + 1, nt), dtype=np.int32)
-    nal = ~always[vid]
-    fl = vars_df["first_lstep"].to_numpy()[vid[nal]]
-    ll = vars_df["last_lstep"].to_numpy()[vid[nal]]
-    # each variable maps to a tile at most once, so a plain fancy-index add per variable is exact
-    starts = np.flatnonzero(np.diff(np.concatenate([[-1], vid[nal]])))
-    ends = np.append(starts[1:], nal.sum())
-    vt_nal, vb_nal = vtile[nal], vbytes[nal].astype(np.int32)
-    for a, b in zip(starts, ends, strict=True):
-        delta[fl[a], vt_nal[a:b]] += vb_nal[a:b]
-        delta[ll[a] + 1, vt_nal[a:b]] -= vb_nal[a:b]
-    live = np.cumsum(delta[:-1], axis=0, out=delta[:-1]).view(np.uint32)
-    peak_nal = live.max(axis=0).astype(np.int64) if n_lsteps else np.zeros(nt, dtype=np.int64)
+    def liveness(self) -> np.ndarray:
+        """(lsteps, tiles) not-always-live bytes, from difference arrays over each variable's live range."""
+        n_lsteps, nt = self.n_leaves, self.nt
+        vid, vtile, vbytes = self._var_tile_bytes()
+        vars_df = pd.DataFrame(self.var_rows)
+        always = vars_df["always_live"].to_numpy(bool)
+        # int32 and in place: the (lsteps, tiles) matrix is the big one for models with many layers
+        delta = np.zeros((n_lsteps + 1, nt), dtype=np.int32)
+        nal = ~always[vid]
+        fl = vars_df["first_lstep"].to_numpy()[vid[nal]]
+        ll = vars_df["last_lstep"].to_numpy()[vid[nal]]
+        # each variable maps to a tile at most once, so a plain fancy-index add per variable is exact
+        starts = np.flatnonzero(np.diff(np.concatenate([[-1], vid[nal]])))
+        ends = np.append(starts[1:], nal.sum())
+        vt_nal, vb_nal = vtile[nal], vbytes[nal].astype(np.int32)
+        for a, b in zip(starts, ends, strict=True):
+            delta[fl[a], vt_nal[a:b]] += vb_nal[a:b]
+            delta[ll[a] + 1, vt_nal[a:b]] -= vb_nal[a:b]
+        return np.cumsum(delta[:-1], axis=0, out=delta[:-1]).view(np.uint32)
 
-    # memory (tiles, categories, [always_live, not_always_live])
-    mem = np.zeros((nt, len(schema.MEMORY_CATEGORIES), 2), dtype=np.int64)
-    C = schema.CATEGORY_CODE
-    mem[:, C["variable"], 0] = np.bincount(vtile[always[vid] & ~kind_const[vid]],
-                                           vbytes[always[vid] & ~kind_const[vid]], minlength=nt)
-    mem[:, C["variable"], 1] = peak_nal
-    mem[:, C["constant"], 0] = np.bincount(vtile[kind_const[vid]], vbytes[kind_const[vid]], minlength=nt)
-    if vertex_rows:
-        vcols = [np.concatenate(c) for c in zip(*vertex_rows, strict=True)]
-    else:
-        vcols = [np.zeros(0, dt) for dt in (np.int32, np.int16, np.int32, np.int64, np.int64, np.int64, np.int64)]
-    # codelet names as a categorical column: compact for millions of rows, stored dictionary-encoded
-    vcols[1] = pd.Categorical.from_codes(vcols[1], categories=list(codelet_code) or ["-"])
-    vert = pd.DataFrame(dict(zip(schema.TABLE_COLUMNS["vertices"], vcols, strict=True)))
-    vt = vert["tile"].to_numpy()
-    mem[:, C["vertexInstanceState"], 0] = np.bincount(vt, vert["state_bytes"].to_numpy(), minlength=nt)
-    n_codelets = np.bincount(vt, minlength=nt)
-    mem[:, C["vertexCode"], 0] = 2048 + 450 * np.minimum(n_codelets, 12)
-    mem[:, C["vertexFieldData"], 0] = np.bincount(vt, vert["count"].to_numpy() * 24, minlength=nt)
-    mem[:, C["vectorListDescriptor"], 0] = np.bincount(vt, vert["count"].to_numpy() * 4, minlength=nt)
-    mem[:, C["controlCode"], 0] = 6000 + 96 * n_leaves + (jitter_pattern * 8)
-    mem[:, C["controlId"], 0] = 4 * n_leaves
-    mem[:, C["controlTable"], 0] = 512
-    mem[:, C["copyDescriptor"], 0] = 256 + 16 * (tin % 4)
-    n_exch = int((leaf_kind == EXCH).sum())
-    mem[:, C["internalExchangeCode"], 0] = 900 * n_exch + 4 * (tin % 64)
-    if multi:
-        mem[:, C["globalExchangeCode"], 0] = 1200 * int((leaf_kind == GEXCH).sum())
-        mem[:, C["globalExchangePacketHeader"], 0] = 64
-    mem[:, C["hostExchangeCode"], 0] = np.where(tin < stream_in.frac_tiles * tpi, 1600, 0)
-    mem[:, C["hostExchangePacketHeader"], 0] = np.where(tin < stream_in.frac_tiles * tpi, 32, 0)
-    mem[:, C["stack"], 0] = 7 * 1152
+    def liveness_steps_table(self, live: np.ndarray) -> pd.DataFrame:
+        n_lsteps, nt = self.n_leaves, self.nt
+        max_tile = live.argmax(axis=1) if nt else np.zeros(n_lsteps, dtype=np.int64)
+        return pd.DataFrame({
+            "lstep": np.arange(n_lsteps, dtype=np.int64),
+            "prog_id": self.leaf_prog.astype(np.int32),
+            "name": [lf["name"] for lf in self.leaves],
+            "total_bytes": live.sum(axis=1, dtype=np.int64),
+            "max_tile_bytes": live.max(axis=1).astype(np.int64) if nt else np.zeros(n_lsteps, np.int64),
+            "max_tile": max_tile.astype(np.int32),
+        })
 
-    if over_capacity_tiles:
+    def variables_tables(self):
+        """The variables and variable_tiles tables (after any oversized variable was added)."""
+        vid, vtile, vbytes = self._var_tile_bytes()
+        vars_df = pd.DataFrame(self.var_rows)[list(schema.TABLE_COLUMNS["variables"])].astype(
+            {"var_id": np.int32, "bytes": np.int64, "always_live": bool, "first_lstep": np.int64,
+             "last_lstep": np.int64, "op_id": np.int32})
+        return vars_df, pd.DataFrame({"var_id": vid, "tile": vtile, "bytes": vbytes.astype(np.int64)})
+
+    # ---------------------------------------------------------------- compute sets, vertices, memory
+    def compute_sets_table(self) -> pd.DataFrame:
+        return pd.DataFrame(self.compute_sets, columns=list(schema.TABLE_COLUMNS["compute_sets"])).astype(
+            {"cs_id": np.int32, "op_id": np.int32, "num_vertices": np.int64, "num_tiles": np.int32})
+
+    def vertices_table(self) -> pd.DataFrame:
+        if not hasattr(self, "_vertices"):
+            if self.vertex_rows:
+                vcols = [np.concatenate(c) for c in zip(*self.vertex_rows, strict=True)]
+            else:
+                vcols = [np.zeros(0, dt) for dt in (np.int32, np.int16, np.int32, np.int64, np.int64, np.int64,
+                                                    np.int64)]
+            # codelet names as a categorical column: compact for millions of rows, stored dictionary-encoded
+            vcols[1] = pd.Categorical.from_codes(vcols[1], categories=list(self.codelet_code) or ["-"])
+            vert = pd.DataFrame(dict(zip(schema.TABLE_COLUMNS["vertices"], vcols, strict=True)))
+            self._vertices = vert[list(schema.TABLE_COLUMNS["vertices"])]
+        return self._vertices
+
+    def memory(self, live: np.ndarray) -> np.ndarray:
+        """(tiles, categories, [always_live, not_always_live]) bytes: variables from their tile mappings and
+        the liveness peak, vertex state and code from the vertices, control and exchange code per leaf."""
+        nt, tin, n_leaves, leaf_kind = self.nt, self.tin, self.n_leaves, self.leaf_kind
+        vid, vtile, vbytes = self._var_tile_bytes()
+        vars_df = pd.DataFrame(self.var_rows)
+        always = vars_df["always_live"].to_numpy(bool)
+        kind_const = (vars_df["kind"] == "constant").to_numpy()
+        peak_nal = live.max(axis=0).astype(np.int64) if n_leaves else np.zeros(nt, dtype=np.int64)
+        mem = np.zeros((nt, len(schema.MEMORY_CATEGORIES), 2), dtype=np.int64)
+        C = schema.CATEGORY_CODE
+        own = always[vid] & ~kind_const[vid]
+        mem[:, C["variable"], 0] = np.bincount(vtile[own], vbytes[own], minlength=nt)
+        mem[:, C["variable"], 1] = peak_nal
+        mem[:, C["constant"], 0] = np.bincount(vtile[kind_const[vid]], vbytes[kind_const[vid]], minlength=nt)
+        vert = self.vertices_table()
+        vt = vert["tile"].to_numpy()
+        mem[:, C["vertexInstanceState"], 0] = np.bincount(vt, vert["state_bytes"].to_numpy(), minlength=nt)
+        n_codelets = np.bincount(vt, minlength=nt)
+        mem[:, C["vertexCode"], 0] = 2048 + 450 * np.minimum(n_codelets, 12)
+        mem[:, C["vertexFieldData"], 0] = np.bincount(vt, vert["count"].to_numpy() * 24, minlength=nt)
+        mem[:, C["vectorListDescriptor"], 0] = np.bincount(vt, vert["count"].to_numpy() * 4, minlength=nt)
+        mem[:, C["controlCode"], 0] = 6000 + 96 * n_leaves + (self.jitter_pattern * 8)
+        mem[:, C["controlId"], 0] = 4 * n_leaves
+        mem[:, C["controlTable"], 0] = 512
+        mem[:, C["copyDescriptor"], 0] = 256 + 16 * (tin % 4)
+        mem[:, C["internalExchangeCode"], 0] = 900 * int((leaf_kind == EXCH).sum()) + 4 * (tin % 64)
+        if self.multi:
+            mem[:, C["globalExchangeCode"], 0] = 1200 * int((leaf_kind == GEXCH).sum())
+            mem[:, C["globalExchangePacketHeader"], 0] = 64
+        host = tin < self.stream_in.frac_tiles * self.tpi
+        mem[:, C["hostExchangeCode"], 0] = np.where(host, 1600, 0)
+        mem[:, C["hostExchangePacketHeader"], 0] = np.where(host, 32, 0)
+        mem[:, C["stack"], 0] = 7 * 1152
+        return mem
+
+    def add_oversized(self, mem: np.ndarray, over_capacity_tiles: int) -> None:
+        """An always-live buffer that puts ``over_capacity_tiles`` tiles (spread evenly) over capacity."""
+        cap, nt = self.target.sram_bytes_per_tile, self.nt
         k = min(int(over_capacity_tiles), nt)
         chosen = np.linspace(0, nt - 1, k).astype(np.int64)
         total = mem.sum(axis=(1, 2))
         need = np.zeros(nt, dtype=np.int64)
         need[chosen] = np.maximum(cap - total[chosen], 0) + cap // 10 + 4096 * (np.arange(k) % 5)
-        add_var("oversized/attention_scores_buffer", "variable", "float32", need, True, -1, -1, -1)
-        mem[:, C["variable"], 0] += need
-        vid, vtile, vbytes = var_tile_bytes()
-        vars_df = pd.DataFrame(var_rows)
+        self._add_var("oversized/attention_scores_buffer", "variable", "float32", need, True, -1, -1, -1)
+        mem[:, schema.CATEGORY_CODE["variable"], 0] += need
 
-    vars_df = vars_df[list(schema.TABLE_COLUMNS["variables"])].astype(
-        {"var_id": np.int32, "bytes": np.int64, "always_live": bool, "first_lstep": np.int64,
-         "last_lstep": np.int64, "op_id": np.int32})
-    var_tiles = pd.DataFrame({"var_id": vid, "tile": vtile, "bytes": vbytes.astype(np.int64)})
-
-    ltb = live
-    max_tile = live.argmax(axis=1) if nt else np.zeros(n_lsteps, dtype=np.int64)
-    liveness_steps = pd.DataFrame({
-        "lstep": np.arange(n_lsteps, dtype=np.int64),
-        "prog_id": leaf_prog.astype(np.int32),
-        "name": [lf["name"] for lf in leaves],
-        "total_bytes": live.sum(axis=1, dtype=np.int64),
-        "max_tile_bytes": live.max(axis=1).astype(np.int64) if nt else np.zeros(n_lsteps, np.int64),
-        "max_tile": max_tile.astype(np.int32),
-    })
-    cs_df = pd.DataFrame(compute_sets, columns=list(schema.TABLE_COLUMNS["compute_sets"])).astype(
-        {"cs_id": np.int32, "op_id": np.int32, "num_vertices": np.int64, "num_tiles": np.int32})
-    vert = vert[list(schema.TABLE_COLUMNS["vertices"])]
-
-    if lazy is None:
-        lazy = num_steps * nt > LAZY_THRESHOLD
-    arrs = [LazyStepTileArray(cyc_t, step_tmpl, noise), LazyStepTileArray(bin_t, step_tmpl),
-            LazyStepTileArray(bout_t, step_tmpl)]
-    if noise:  # busy may exceed the template's: keep step durations >= busy
-        steps["busy_max"] = np.nan  # the writer recomputes aggregates from the stored rows
-        steps["busy_mean"] = np.nan
-    if not lazy:
-        arrs = [np.asarray(a) for a in arrs]
-        if noise:
-            c = arrs[0]
-            steps["busy_max"] = c.max(axis=1).astype(np.int64)
-            steps["busy_mean"] = c.mean(axis=1)
-
-    fits = bool((mem.sum(axis=(1, 2)) <= cap).all())
-    run = dict(model="synthetic", config=dict(num_ipus=num_ipus, tiles_per_ipu=tiles_per_ipu,
-                                              num_steps=num_steps, seed=seed, num_layers=num_layers,
-                                              over_capacity_tiles=over_capacity_tiles),
-               emulator_version="synthetic", fits=fits, timing_only=True, numeric_checks={},
-               iterations=iterations)
-    return schema.ProfileData(
-        target=target, run=run, memory=mem, steps=steps,
-        step_tile_cycles=arrs[0], step_tile_bytes_in=arrs[1], step_tile_bytes_out=arrs[2],
-        ops=ops_df, programs=programs, compute_sets=cs_df, vertices=vert, variables=vars_df,
-        variable_tiles=var_tiles, liveness_steps=liveness_steps, liveness_tile_bytes=ltb,
-        extra={"synthetic": True})
+    # ---------------------------------------------------------------- step x tile arrays
+    def step_tile_arrays(self, steps: pd.DataFrame, step_tmpl, num_steps: int, noise: float, lazy):
+        """cycles, bytes in, bytes out: lazy (rows generated on slicing) above LAZY_THRESHOLD tile-steps."""
+        if lazy is None:
+            lazy = num_steps * self.nt > LAZY_THRESHOLD
+        arrs = [LazyStepTileArray(self.cyc_t, step_tmpl, noise), LazyStepTileArray(self.bin_t, step_tmpl),
+                LazyStepTileArray(self.bout_t, step_tmpl)]
+        if noise:  # busy may exceed the template's: keep step durations >= busy
+            steps["busy_max"] = np.nan  # the writer recomputes aggregates from the stored rows
+            steps["busy_mean"] = np.nan
+        if not lazy:
+            arrs = [np.asarray(a) for a in arrs]
+            if noise:
+                c = arrs[0]
+                steps["busy_max"] = c.max(axis=1).astype(np.int64)
+                steps["busy_mean"] = c.mean(axis=1)
+        return arrs
 
 
 def write_synthetic(path, num_ipus: int = 1, tiles_per_ipu: int = 1472, num_steps: int = 200, seed: int = 0,
