@@ -201,11 +201,11 @@ def _terms(res):
     return out
 
 
-@pytest.mark.parametrize("shape", [(256, 512, 128), (96, 64, 80), (512, 768, 768)])
+@pytest.mark.parametrize("shape", [(256, 512, 128), (96, 64, 80), (512, 768, 768), (1024, 1024, 4096), (1000, 72, 999)])
 def test_planner_and_engine_agree_on_every_cost_term(mk2, shape):
     M_, K, N = shape
     ctx, c, res = _matmul_run(mk2, M_, K, N)
-    plan = plan_matmul(M_, N, K, ctx.plan_target, "fp16", tiles=mk2.tiles_per_ipu, exact=True, b_laid_out=True)
+    plan = plan_matmul(M_, N, K, ctx.plan_target, "fp16", tiles=mk2.tiles_per_ipu, exact_k=True, b_laid_out=True)
     got = _terms(res)
     # AMP compute: the same function, exactly
     assert got["compute"] == plan.compute_cycles
@@ -248,8 +248,8 @@ def test_small_gemm_is_cheaper_than_a_larger_one(mk2):
 def test_available_memory_proportion_bounds_the_plan(mk2):
     roomy, _, _ = _matmul_run(mk2, 1024, 1024, 1024, amp=0.6)
     tight, _, _ = _matmul_run(mk2, 1024, 1024, 1024, amp=0.05)
-    p_roomy = plan_matmul(1024, 1024, 1024, roomy.plan_target, "fp16", exact=True, b_laid_out=True)
-    p_tight = plan_matmul(1024, 1024, 1024, tight.plan_target, "fp16", exact=True, b_laid_out=True)
+    p_roomy = plan_matmul(1024, 1024, 1024, roomy.plan_target, "fp16", exact_k=True, b_laid_out=True)
+    p_tight = plan_matmul(1024, 1024, 1024, tight.plan_target, "fp16", exact_k=True, b_laid_out=True)
     assert p_tight.bytes_per_tile <= 0.05 * mk2.sram_bytes_per_tile < p_roomy.bytes_per_tile
     assert p_tight.total_cycles >= p_roomy.total_cycles
     with pytest.raises(ValueError):

@@ -391,25 +391,13 @@ class Windows(Field):
     def regions_per_vertex(self) -> int:
         return _mapping.runs_per_block(self.tensor.shape, self.block_shape)
 
-    def _local_runs(self) -> tuple[np.ndarray, int]:
-        """(flat offsets of the block's contiguous runs relative to its origin, run length)."""
-        j = _mapping._run_split(self.tensor.shape, self.block_shape)
-        lead = self.block_shape[:j] if j > 0 else ()
-        run = int(np.prod(self.block_shape[j:])) if j > 0 else self.block_elems
-        if not lead:
-            return np.zeros(1, np.int64), run
-        idx = np.indices(lead).reshape(len(lead), -1)
-        return (self.strides[:j, None] * idx).sum(axis=0), run
-
     def start_offsets(self) -> np.ndarray:
         """Flat element offset of every window's origin."""
         return self.origins @ self.strides
 
     def run_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(start, stop) of every contiguous run, shape (n, runs_per_block)."""
-        local, run = self._local_runs()
-        s = self.start_offsets()[:, None] + local[None, :]
-        return s, s + run
+        return _mapping.window_intervals(self.tensor.shape, self.block_shape, self.origins)
 
     def _nd(self, flat: np.ndarray) -> np.ndarray:
         return flat.reshape(self.tensor.shape)

@@ -293,13 +293,15 @@ SERIAL_CANDIDATES = (1, 2, 4, 8, 16, 32)
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp16",
                 tiles: int | None = None, exact: bool = False, max_pk: int | None = None,
-                ta: bool = False, tb: bool = False, b_laid_out: bool = False) -> MatmulPlan:
+                ta: bool = False, tb: bool = False, b_laid_out: bool = False, exact_k: bool = False) -> MatmulPlan:
     """Choose the M, N, K split (and serial passes over K) of a matmul over ``tiles`` (default: all
     tiles of the target), as poplin's planner does: every split is costed with the emulator's own
     cost functions (see module doc) and the fastest one whose temporaries fit
     ``target.budget_bytes`` per tile (availableMemoryProportion x tile SRAM) wins; ties go to fewer
     tiles.  When none fits, the split with the smallest per-tile footprint is returned with
-    ``fits=False``.  ``exact`` keeps only splits that divide the dimensions; ``max_pk`` caps the K
+    ``fits=False``.  ``exact`` keeps only splits that divide the dimensions, ``exact_k`` only those that
+    divide K (pk x serial passes; M and N may be split into parts of ceil and floor size, as poplin
+    partitions them - the op library builds such plans, ops/matmul.py); ``max_pk`` caps the K
     split; ``ta`` / ``tb``: the operand is stored transposed; ``b_laid_out``: B (a weight) is
     already laid out in the plan's block order (no rearrangement, as createMatMulInputRHS)."""
     for name, v in (("M", M), ("N", N), ("K", K)):
@@ -314,13 +316,13 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
     for pm in _candidates(M, tiles, exact):
         for pn in _candidates(N, tiles // pm, exact):
             kcap = tiles // (pm * pn) if max_pk is None else min(max_pk, tiles // (pm * pn))
-            for pk in _candidates(K, kcap, exact):
+            for pk in _candidates(K, kcap, exact or exact_k):
                 if pm * pn * pk > tiles:
                     continue
                 for ps in SERIAL_CANDIDATES:
                     if ps > 1 and ps > _ceil_div(K, pk):
                         break
-                    if exact and (K // pk) % ps:
+                    if (exact or exact_k) and (K // pk) % ps:
                         continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
                     ra, rb = rearrangements(pk, pn, ps, ta, tb, b_laid_out)
