@@ -382,3 +382,20 @@ def test_multicast_send_code_is_paid_once_and_block_rows_are_one_region(mk2):
     assert code[1] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE
     # the block's 64 rows are adjacent in tile 200's memory and land contiguously: one transfer
     assert code[200] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE + cm.EXCHANGE_CODE_PER_LOOP
+
+
+def test_k_reduction_closed_form_equals_the_vertex_list():
+    """The planner's O(pk) reduce estimate sums exactly what one vertex per row run of each slice,
+    handed round-robin to the six workers, costs (k_partial_segments + strided_reduce_cycles)."""
+    from popvision_lite.emulator import codelets as C
+    from popvision_lite.emulator.ops import planners as PL
+
+    rng = np.random.default_rng(4)
+    for _ in range(400):
+        pk, bm, bn = int(rng.integers(2, 48)), int(rng.integers(1, 200)), int(rng.integers(1, 200))
+        worst = 0
+        for lens in PL.k_partial_segments(bm, bn, pk):
+            cyc = np.asarray(C.strided_reduce_cycles(pk, lens, 4, 2), dtype=np.int64)
+            load = np.bincount(np.arange(len(cyc)) % 6, weights=cyc, minlength=6).max()
+            worst = max(worst, max(6 * int(load), len(cyc) * 11) + 11)
+        assert PL._reduce_tile_cycles(pk, bm, bn, 6, 11, 2) == worst, (pk, bm, bn)

@@ -780,8 +780,6 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
             # re-running the forward programs): its code, vertex state and exchange code exist
             # once; the call re-issues the same steps
             info.templates = list(prev.templates)
-            if prev.prog_id in c.copy_plans:
-                c.copy_plans[info.prog_id] = c.copy_plans[prev.prog_id]
             continue
         if isinstance(p, P.Execute):
             _compile_execute(c, info)
@@ -790,7 +788,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
                 snap = c.memory[:, _OUTLINED_CATS, :].copy()
                 before = info.code_bytes
                 _compile_copy(c, info)
-                sig = _copy_signature(c, p, c.copy_plans.get(info.prog_id))
+                sig = _copy_signature(c, p, c.copy_plans.pop(info.prog_id, None))
                 if sig is not None and sig in copy_sigs:
                     c.memory[:, _OUTLINED_CATS, :] = snap  # same exchange code as an earlier op's
                     info.code_bytes = before
@@ -799,6 +797,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
                     copy_sigs.add(sig)
             else:
                 _compile_copy(c, info)
+                c.copy_plans.pop(info.prog_id, None)
         elif isinstance(p, P.StreamCopy):
             _compile_stream(c, info)
         elif isinstance(p, P.Sync):
