@@ -42,26 +42,33 @@ def test_wrapped_pipeline_by_hand():
 
 def test_half_layer_blocks_follow_popart_attention_ffn_placement():
     # Graphcore's MLPerf v1.1 att_ffn_placement [[1,[7,6]],[2,[6,7]],[3,[7,6]],[0,[4,5]]]
-    cfg = make_config("bert-large", layer_split=[6.5, 6.5, 6.5, 4.5], pipeline_placement="wrap", grad_accum=16)
-    assert cfg.blocks() == [(7, 6), (6, 7), (7, 6), (4, 5)] and cfg.pipeline_depth == 5
+    cfg = make_config("bert-large", layer_split=[0, 6.5, 6.5, 6.5, 4.5], pipeline_placement="wrap", grad_accum=16)
+    assert cfg.blocks() == [(0, 0), (7, 6), (6, 7), (7, 6), (4, 5)] and cfg.pipeline_depth == 5 and cfg.stages == 4
+    assert cfg.ipus == 4
+    # v1.0: whole layers, IPU 0 runs the embedding and 3 layers first and the heads last
+    assert make_config("bert-large", layer_split=[3, 7, 7, 7, 0], pipeline_placement="wrap",
+                       grad_accum=16).blocks() == [(3, 3), (7, 7), (7, 7), (7, 7), (0, 0)]
     assert make_config("bert-large", layer_split=[6, 6, 6, 6]).blocks() == [(6, 6)] * 4
     with pytest.raises(Exception, match="layer_split"):
         make_config("bert-large", layer_split=[6.25, 6.5, 6.5, 4.75], grad_accum=16)
+    with pytest.raises(Exception, match="layer_split"):  # only IPU 0's two stages may be empty
+        make_config("bert-large", layer_split=[0, 12, 0, 12, 0], pipeline_placement="wrap", grad_accum=16)
     with pytest.raises(Exception, match="grad_accum"):  # 5 pipeline stages need 2 x 5 - 1 micro-batches
-        make_config("bert-large", layer_split=[6, 6, 6, 6], pipeline_placement="wrap", grad_accum=8)
+        make_config("bert-large", layer_split=[0, 6, 6, 6, 6], pipeline_placement="wrap", grad_accum=8)
 
 
 def test_wrap_placement_ties_the_decoder_and_runs_two_stages_on_ipu0():
     kw = dict(TINY, layers=3, grad_accum=8, mask_tokens=4)
     seq = run_model(make_config("bert", layer_split=[1, 1, 1], **kw), timing_only=True)
-    wrap = run_model(make_config("bert", layer_split=[1, 1, 1], pipeline_placement="wrap", **kw), timing_only=True)
+    wrap = run_model(make_config("bert", layer_split=[0, 1, 1, 1], pipeline_placement="wrap", **kw),
+                     timing_only=True)
     vocab, hidden = TINY["vocab"], TINY["hidden"]
     # no separate decoder weight: the sequential run's last IPU has one, the wrapped run's IPUs none
     p_seq = sum(t["params"] for t in seq.profile_data.run["training_state"])
     p_wrap = sum(t["params"] for t in wrap.profile_data.run["training_state"])
     assert p_seq - p_wrap == vocab * hidden
     sch_ = wrap.schedule
-    assert sch_["pipeline_placement"] == "wrap" and sch_["encoder_stage_ipus"] == [1, 2, 0]
+    assert sch_["pipeline_placement"] == "wrap" and sch_["stage_ipus"] == [0, 1, 2, 0]
     assert sch_["pipeline_depth"] == 4
     # IPU 0 carries the embedding and the heads with the last layer: its work is the largest share
     assert sch_["stage_fwd_cycles"][0] > sch_["stage_fwd_cycles"][1]

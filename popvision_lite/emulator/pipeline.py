@@ -175,13 +175,14 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     t0 = time.perf_counter()
     wall = {}
     target1 = Target.from_device(device, num_ipus=1)
-    split = cfg.split()
-    blocks = cfg.blocks()  # (attention, FFN) blocks per encoder stage
-    S, R, G = len(split), cfg.replicas, cfg.grad_accum
+    split = cfg.split()    # layers per pipeline stage
+    blocks = cfg.blocks()  # (attention, FFN) blocks per pipeline stage
+    R, G = cfg.replicas, cfg.grad_accum
+    S = cfg.stages         # IPUs of a replica
+    V = len(split)         # pipeline stages a micro-batch passes through
     wrap = cfg.pipeline_placement == "wrap" and S > 1
-    # IPU of each encoder stage (pipeline order); wrap: IPUs 1 .. S-1, then back to IPU 0
-    enc_ipu = list(range(1, S)) + [0] if wrap else list(range(S))
-    enc_of_ipu = {i: e for e, i in enumerate(enc_ipu)}
+    # the IPU of each pipeline stage; wrap: IPU 0, IPU 1 .. S-1, IPU 0 again
+    v_ipu = [0] + list(range(1, S)) + [0] if wrap else list(range(S))
     T = target1.tiles_per_ipu
     clock = target1.clock_hz
     em = target1.em
@@ -208,47 +209,46 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     memcpy = float(em["memcpy_bytes_per_cycle"])
     cap = target1.sram_bytes_per_tile
     var = schema.CATEGORY_CODE["variable"]
-    V = S + 1 if wrap else S  # pipeline stages a micro-batch passes through
-    # virtual (pipeline) stage of each encoder stage; wrap: stage 0 is IPU 0's embedding
-    enc_vstage = [e + 1 for e in range(S)] if wrap else list(range(S))
+    ddr_bpc = float(em["ddr_bytes_per_cycle"])
+    phased = bool(cfg.streaming_weights)
 
     stages = []
     for s in range(S):  # per IPU
         sg = graphs[kinds[s]]
-        e = enc_of_ipu[s]
-        k = split[e]
-        n_att, n_ffn = blocks[e]
-        k_eff = (n_att + n_ffn) / 2  # layer calls of the outlined body (a half-layer = half a call)
-        k_mem = int(math.ceil(k_eff))
+        mine = [v for v in range(V) if v_ipu[v] == s]
+        n_att = sum(blocks[v][0] for v in mine)
+        n_ffn = sum(blocks[v][1] for v in mine)
+        k = sum(split[v] for v in mine)
         cy = sg.cycles
         call = 2 * int(math.ceil(int(sg.x_tile_bytes.max(initial=0)) / memcpy))  # copy in + out of the body
         hp = sg.half_params
         params_s = n_att * hp["att"] + n_ffn * hp["ffn"] + sg.extra_params
         acc_pass = _elementwise_pass_cycles(target1, params_s, "float16" if wbytes == 2 else "float32") if G > 1 else 0
-        ddr_bpc = float(em["ddr_bytes_per_cycle"])
-        phased = bool(cfg.streaming_weights)
         layer_wb = sg.layer_params * wbytes
-        ddr_mb = 0  # DDR bytes per micro-batch (phased execution)
+        # phased execution: each layer's weights are loaded from streaming memory before its forward
+        # and again before its recompute + backward; its gradient accumulator is read and written
+        # back (G > 1) or its gradient written out (G = 1); transfers are not overlapped with compute
+        acc_traffic = (2 * sg.layer_params * acc_bytes if G > 1 else layer_wb) if phased else 0
         if phased:
-            # phased execution: each layer's weights are loaded from streaming memory before its forward
-            # and again before its recompute + backward; its gradient accumulator is read and written
-            # back (G > 1) or its gradient written out (G = 1); transfers are not overlapped with compute
-            acc_traffic = 2 * sg.layer_params * acc_bytes if G > 1 else layer_wb
-            ddr_mb = k_eff * (2 * layer_wb + acc_traffic)
             acc_pass = 0  # the accumulation pass is counted as the read-modify-write traffic
-        io_f = int(math.ceil(k_eff * layer_wb / ddr_bpc)) if phased else 0
-        io_b = int(math.ceil((ddr_mb - k_eff * layer_wb) / ddr_bpc)) if phased else 0
-        body_f = n_att * cy.get("layer_fwd_att", 0) + n_ffn * cy.get("layer_fwd_ffn", 0)
-        body_b = (n_att * (cy.get("layer_recompute_att", 0) + cy.get("layer_bwd_att", 0))
-                  + n_ffn * (cy.get("layer_recompute_ffn", 0) + cy.get("layer_bwd_ffn", 0)))
-        emb_f = cy.get("emb_fwd", 0)
-        enc_f = int(body_f + k_eff * call + io_f + (0 if wrap else emb_f))
-        enc_b = int(cy.get("head", 0) + body_b + k_eff * call + acc_pass + io_b)
-        if not train:
-            enc_b = 0
-        vst = [(enc_vstage[e], enc_f, enc_b)]  # (pipeline stage, forward, backward) run on this IPU
-        if wrap and s == 0:
-            vst.insert(0, (0, int(emb_f), 0))  # the embedding, first of the pipeline
+        vst, ddr_mb, stash_units = [], 0.0, 0
+        for v in mine:  # (pipeline stage, forward, backward) of each stage this IPU runs
+            a_, f_ = blocks[v]
+            k_eff = (a_ + f_) / 2  # layer calls of the outlined body (a half-layer = half a call)
+            body_f = a_ * cy.get("layer_fwd_att", 0) + f_ * cy.get("layer_fwd_ffn", 0)
+            body_b = (a_ * (cy.get("layer_recompute_att", 0) + cy.get("layer_bwd_att", 0))
+                      + f_ * (cy.get("layer_recompute_ffn", 0) + cy.get("layer_bwd_ffn", 0)))
+            io_f = int(math.ceil(k_eff * layer_wb / ddr_bpc)) if phased else 0
+            io_b = int(math.ceil(k_eff * (layer_wb + acc_traffic) / ddr_bpc)) if phased else 0
+            ddr_mb += k_eff * (2 * layer_wb + acc_traffic) if phased else 0
+            fwd = body_f + k_eff * call + io_f + (cy.get("emb_fwd", 0) if v == 0 else 0)
+            bwd = body_b + k_eff * call + io_b + (cy.get("head", 0) if v == V - 1 else 0)
+            if v == mine[-1]:
+                bwd += acc_pass
+            vst.append((v, int(fwd), int(bwd) if train else 0))
+            D = sch.stash_depth(v, V) if train else 0
+            stash_units += max(D * int(math.ceil(k_eff)) - 1, 0) if k_eff else 0
+        k_mem = int(math.ceil((n_att + n_ffn) / 2))
         # ---- memory of this IPU ----
         mem = sg.c.memory.copy()
         hpe = sg.half_param_elems
@@ -267,9 +267,9 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
             per_layer = sg.layer_param_elems * sbpe
             stream_buf = _even(math.ceil(int(per_layer.sum()) / R), T) if cfg.rts else per_layer
             streamed = state_total / (R if cfg.rts else 1)
-        D = sch.stash_depth(enc_vstage[e], V) if train else 0
+        D = sch.stash_depth(mine[0], V) if train else 0
         saved = sg.x_tile_bytes if cfg.recompute else sg.fwd_saved_tile_bytes + sg.x_tile_bytes
-        stash = max(D * k_mem - 1, 0) * saved
+        stash = stash_units * saved
         mem[:, var, 0] += extra_w + accum + onchip_state
         mem[:, var, 1] = np.maximum(mem[:, var, 1] + stash, stream_buf)
         need = mem.sum(axis=(1, 2))
@@ -301,10 +301,10 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
                       "optimizer_state_onchip": int(onchip_state.max(initial=0)), "stash": int(stash.max(initial=0)),
                       "grad_accum": int(accum.max(initial=0))},
         ))
-    vF, vB, vI = np.zeros(V, np.int64), np.zeros(V, np.int64), np.zeros(V, np.int64)
+    vF, vB, vI = np.zeros(V, np.int64), np.zeros(V, np.int64), np.asarray(v_ipu, np.int64)
     for a_ in stages:
         for v, f, b_ in a_["vstages"]:
-            vF[v], vB[v], vI[v] = f, b_, a_["stage"]
+            vF[v], vB[v] = f, b_
     pipe = sch.pipeline_cycles(vF, vB, xcopy, G, ipu_of=vI)
     post = [st_["allreduce_cycles"] + st_["optimizer_cycles"] + st_["stream_cycles"] for st_ in stages]
     worst = int(np.argmax(post))
@@ -320,7 +320,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         stage_cycles=[int(a["fwd_cycles"] + a["bwd_cycles"]) for a in stages],
         stage_fwd_cycles=[a["fwd_cycles"] for a in stages], stage_bwd_cycles=[a["bwd_cycles"] for a in stages],
         layer_split=list(split), pipeline_placement=cfg.pipeline_placement if wrap else "sequential",
-        encoder_stage_ipus=list(enc_ipu), pipeline_depth=int(V),
+        stage_ipus=list(v_ipu), pipeline_depth=int(V),
         blocks_per_ipu=[list(a["blocks"]) for a in stages], inter_ipu_copy_cycles=int(pipe["copy_cycles"]),
         pipeline_cycles=int(pipe["cycles"]), pipeline_total_cycles=int(pipe["pipeline_total_cycles"]),
         fill_drain_cycles=int(pipe["fill_drain_cycles"]), slowest_stage=int(pipe["slowest_stage"]),
@@ -341,7 +341,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
                            max_tile_bytes=a["max_tile"]) for a in stages]
     tick("building the profile", 0.8)
     t1 = time.perf_counter()
-    pd_ = _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split, enc_of_ipu, blocks)
+    pd_ = _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split, blocks)
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
     pd_.run["training_state"] = training_state
@@ -399,11 +399,11 @@ def _halves(n_att: int, n_ffn: int, start_att: bool) -> list[str]:
     return out
 
 
-def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split, enc_of_ipu, blocks):
+def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split, blocks):
     """One replica's pipeline: per-IPU lanes overlapping in time (fill, steady, drain; middle
     pipeline cycles elided when the timeline would exceed MAX_PROFILE_CELLS), then all-reduce,
     optimizer and DDR stream steps."""
-    S = len(split)
+    S = len(stages)  # IPUs of the replica
     T = target1.tiles_per_ipu
     # per-distinct-graph profile tables (ops, programs, ...), concatenated per IPU with offsets
     base = {k: sg.base for k, sg in graphs.items()}
@@ -415,7 +415,7 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     for s in range(S):
         sg = graphs[kinds[s]]
         bp = base[kinds[s]]
-        n_att, n_ffn = blocks[enc_of_ipu[s]]
+        n_att, n_ffn = stages[s]["blocks"]
         t_off = len(templates)
         templates += [_shift_template(t, s, T, op_off, prog_off) for t in sg.c.templates]
         phase_tpl.append({nm: sg.steps.get(nm, np.zeros(0, np.int64)) + t_off for nm in PHASES})
@@ -483,20 +483,16 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     # per IPU: (pipeline stage, forward template ids, backward template ids) of each stage it runs
     work = []
     pos = np.concatenate([[0], np.cumsum([2 * float(x) for x in split])]).astype(np.int64)
+    V = len(split)
     for s in range(S):
         pt = phase_tpl[s]
-        e = enc_of_ipu[s]
-        halves = _halves(*blocks[e], start_att=pos[e] % 2 == 0)
-        body_f = [pt[f"layer_fwd_{h}"] for h in halves]
-        body_b = [np.concatenate([pt[f"layer_recompute_{h}"], pt[f"layer_bwd_{h}"]]) for h in reversed(halves)]
-        z = np.zeros(0, np.int64)
         mine = []
         for v, _f, _b in stages[s]["vstages"]:
-            if len(stages[s]["vstages"]) > 1 and v == 0:  # wrap: IPU 0's embedding stage
-                mine.append((v, [pt["emb_fwd"]], [z]))
-            else:
-                emb = [] if len(stages[s]["vstages"]) > 1 else [pt["emb_fwd"]]
-                mine.append((v, emb + body_f, [pt["head"]] + body_b))
+            halves = _halves(*blocks[v], start_att=pos[v] % 2 == 0)
+            fw = ([pt["emb_fwd"]] if v == 0 else []) + [pt[f"layer_fwd_{h}"] for h in halves]
+            bw = ([pt["head"]] if v == V - 1 else []) + [
+                np.concatenate([pt[f"layer_recompute_{h}"], pt[f"layer_bwd_{h}"]]) for h in reversed(halves)]
+            mine.append((v, fw, bw))
         work.append(mine)
 
     def cycle_steps(t):

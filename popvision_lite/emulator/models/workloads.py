@@ -88,9 +88,9 @@ class ModelConfig:
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
     outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
     # "sequential": embedding on the first IPU, MLM/NSP heads on the last; "wrap" (Graphcore's MLPerf
-    # BERT): embedding and heads on IPU 0, the MLM decoder tied to the embedding table, the encoder layers
-    # on IPUs 1 .. S-1 and then back on IPU 0 (S IPUs run S + 1 pipeline stages); layer_split then lists
-    # the layers of the encoder stages in pipeline order (IPU 1, ..., IPU S-1, IPU 0)
+    # BERT): embedding and heads on IPU 0, the MLM decoder tied to the embedding table; S IPUs run S + 1
+    # pipeline stages: IPU 0 (embedding + layers), IPU 1, ..., IPU S-1, IPU 0 again (layers + heads), and
+    # layer_split has S + 1 entries in that order (IPU 0's two may be 0)
     pipeline_placement: str = "sequential"
 
     @property
@@ -101,22 +101,26 @@ class ModelConfig:
     def stages(self) -> int:
         """Pipeline stages of one replica."""
         if self.layer_split:
-            return len(self.layer_split)
+            return len(self.layer_split) - (1 if self.pipeline_placement == "wrap" else 0)
         return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas))
 
     def split(self) -> list:
-        """Layers per encoder stage (even split, remainder to the first stages, unless given); halves
-        (x.5) where ``layer_split`` gives them."""
+        """Layers per pipeline stage (even split, remainder to the first stages, unless given); halves
+        (x.5) where ``layer_split`` gives them.  With the wrap placement there is one more stage than
+        IPUs: IPU 0 first (none of the layers in an even split), IPUs 1 .. S-1, IPU 0 again."""
         if self.layer_split:
             return [int(v) if float(v) == int(v) else float(v) for v in self.layer_split]
         S, L = self.stages, self.layers
-        return [L // S + (1 if s < L % S else 0) for s in range(S)]
+        even = [L // S + (1 if s < L % S else 0) for s in range(S)]
+        if self.pipeline_placement == "wrap" and S > 1:
+            return [0] + even[1:] + [even[0]]
+        return even
 
     def blocks(self) -> list[tuple[int, int]]:
         """(attention blocks, FFN blocks) per encoder stage: the layers' halves alternate attention,
         FFN, and stage i holds the halves from 2 x (layers before it) on, so a stage of 6.5 layers
         that starts on a layer boundary holds 7 attention and 6 FFN blocks (PopART's MLPerf placement
-        [[1,[7,6]],[2,[6,7]],[3,[7,6]],[0,[4,5]]] is layer_split = [6.5, 6.5, 6.5, 4.5], wrap)."""
+        [[1,[7,6]],[2,[6,7]],[3,[7,6]],[0,[4,5]]] is layer_split = [0, 6.5, 6.5, 6.5, 4.5], wrap)."""
         out, pos = [], 0
         for k in self.split():
             n = int(round(2 * k))
@@ -129,7 +133,7 @@ class ModelConfig:
     def pipeline_depth(self) -> int:
         """Pipeline stages a micro-batch passes through: the IPUs of a replica, plus one when the
         placement wraps back to IPU 0 (embedding first, last layers and heads at the end)."""
-        return self.stages + (1 if self.pipeline_placement == "wrap" and self.stages > 1 else 0)
+        return len(self.split())
 
     @property
     def mlm_tokens(self) -> int:
@@ -177,7 +181,8 @@ def make_config(model: str, **overrides) -> ModelConfig:
         base[k] = list(v) if k == "layer_split" else v
     if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base):
         # ipus not given: replicas x stages
-        stages = len(base["layer_split"]) if base.get("layer_split") else base.get("pipeline_stages", 0) or 1
+        stages = (len(base["layer_split"]) - (1 if base.get("pipeline_placement") == "wrap" else 0)
+                  if base.get("layer_split") else base.get("pipeline_stages", 0) or 1)
         base["ipus"] = int(base.get("replicas", 1)) * int(stages)
     cfg = ModelConfig(**base)
     if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
@@ -236,15 +241,20 @@ def validate_scale(cfg: ModelConfig) -> None:
         raise ConfigError(f"packing: must be a number >= 1 (average sequences per pack), got {pk!r}")
     if cfg.layer_split is not None:
         sp = cfg.layer_split
-        if not isinstance(sp, list | tuple) or not sp or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0.5
-                and (2 * v) % 1 == 0 for v in sp):
-            raise ConfigError(f"layer_split: must be a list of positive layer counts in steps of 0.5 (a half = the "
-                              f"attention or FFN block of a layer), one per stage, got {sp!r}")
+        wrap = cfg.pipeline_placement == "wrap"
+        ok = isinstance(sp, list | tuple) and len(sp) > (1 if wrap else 0) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            and (2 * v) % 1 == 0 for v in sp)
+        inner = sp[1:-1] if (ok and wrap) else sp
+        if not ok or not all(v >= 0.5 for v in inner):
+            raise ConfigError("layer_split: must be a list of positive layer counts in steps of 0.5 (a half = the "
+                              "attention or FFN block of a layer), one per stage"
+                              + (" - with pipeline_placement 'wrap' one more entry than IPUs, IPU 0 first and last "
+                                 "(those two may be 0)" if wrap else "") + f", got {sp!r}")
         if sum(sp) != cfg.layers:
             raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
-        if cfg.pipeline_stages and cfg.pipeline_stages != len(sp):
-            raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {len(sp)} stages")
+        if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
+            raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {cfg.stages} IPUs' stages")
     if cfg.ipus % cfg.replicas:
         raise ConfigError(f"replicas: {cfg.replicas} replicas do not divide {cfg.ipus} IPUs")
     S = cfg.stages
