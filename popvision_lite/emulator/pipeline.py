@@ -631,8 +631,9 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
     sbpe = per_param["optimizer_state"]
     elems = np.zeros(target.num_tiles, np.int64)
-    for w in be.weights:
-        elems += w.mapping.elements_per_tile(target.num_tiles)
+    mult = getattr(be, "multiplicity", {})
+    for w in be.weights:  # an outlined block's weights stand for every block of its kind
+        elems += w.mapping.elements_per_tile(target.num_tiles) * mult.get(w.id, 1)
     per_ipu = elems.reshape(nI, T).sum(axis=1)
     acc = elems * ((4 if cfg.master_weights else wbytes) if G > 1 else 0)
     if cfg.optimizer_state == "onchip":

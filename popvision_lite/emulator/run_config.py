@@ -49,7 +49,8 @@ ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "g
             "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
             # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
-            **{k: ("bert", "gpt") for k in ("layer_split", "packing", "outline")}, "mask_tokens": ("bert",),
+            **{k: ("bert", "gpt") for k in ("layer_split", "packing")}, "outline": ("bert", "gpt", "resnet"),
+            "mask_tokens": ("bert",),
             "pipeline_placement": ("bert",)}
 
 
