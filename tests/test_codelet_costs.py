@@ -399,3 +399,21 @@ def test_k_reduction_closed_form_equals_the_vertex_list():
             load = np.bincount(np.arange(len(cyc)) % 6, weights=cyc, minlength=6).max()
             worst = max(worst, max(6 * int(load), len(cyc) * 11) + 11)
         assert PL._reduce_tile_cycles(pk, bm, bn, 6, 11, 2) == worst, (pk, bm, bn)
+
+
+def test_scalar_exchange_cost_equals_the_engines():
+    from popvision_lite.emulator import cost_model as cm
+
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        o, i, loc = (int(x) for x in rng.integers(0, 1 << 22, 3))
+        assert cm.exchange_cycles_scalar(o, i, loc, 4.0, 8.0) == int(cm.exchange_cycles(o, i, loc, 4.0, 8.0))
+
+
+def test_scalar_strided_reduce_equals_the_vectorised_estimate():
+    from popvision_lite.emulator import codelets as C
+
+    for k in (2, 3, 17, 64):
+        for m in (1, 2, 3, 7, 100, 1023):
+            for pb, ob in ((4, 2), (4, 4), (2, 2), (2, 4)):
+                assert C.strided_reduce_cycles_scalar(k, m, pb, ob) == int(C.strided_reduce_cycles(k, m, pb, ob))

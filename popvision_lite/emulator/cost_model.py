@@ -34,6 +34,8 @@ StreamCopy: tiles receive/send at the exchange rate; the IPU's share of streamin
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # --- software modelling assumptions (no public figure; see docs/emulator-fidelity.md) -------
@@ -119,6 +121,14 @@ def exchange_cycles(bytes_out, bytes_in, bytes_local, exchange_bytes_per_cycle: 
     that stay on the tile are copied by the tile at memcpyBytesPerCycle."""
     return (np.ceil(np.maximum(bytes_out, bytes_in) / float(exchange_bytes_per_cycle))
             + np.ceil(np.asarray(bytes_local) / float(memcpy_bytes_per_cycle))).astype(np.int64)
+
+
+def exchange_cycles_scalar(bytes_out: int, bytes_in: int, bytes_local: int, exchange_bytes_per_cycle: float,
+                           memcpy_bytes_per_cycle: float) -> int:
+    """:func:`exchange_cycles` of one tile with plain Python numbers (the planners cost hundreds of
+    thousands of candidate splits; tests/test_codelet_costs.py checks both agree)."""
+    return int(math.ceil(max(bytes_out, bytes_in) / float(exchange_bytes_per_cycle))
+               + math.ceil(bytes_local / float(memcpy_bytes_per_cycle)))
 
 
 def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
