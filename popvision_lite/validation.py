@@ -426,15 +426,20 @@ def run(args) -> int:
             print(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
                   + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured"))
         return 0
-    results = []
-    for c in cases:
+    results = {}
+    # rows that share one replica's graph run one after another: the emulator reuses it (emulated.py)
+    order = sorted(range(len(cases)), key=lambda i: (cases[i].model, cases[i].device, repr(sorted(
+        (k, repr(v)) for k, v in cases[i].config.items() if k not in ("replicas", "grad_accum", "ipus", "optimizer")))))
+    for i in order:
+        c = cases[i]
         print(f"emulating {c.id} ({c.label}, {c.device}) ...", flush=True)
         r = predict(c)
-        results.append(r)
+        results[i] = r
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         state = r.error or (f"predicted {_fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
                             f"{'fits' if r.fits else 'does not fit'}, {r.wall_s:.1f} s")
         print(f"  {state}", flush=True)
+    results = [results[i] for i in range(len(cases))]
     print()
     print(format_table(results))
     print()
