@@ -417,3 +417,20 @@ def test_scalar_strided_reduce_equals_the_vectorised_estimate():
         for m in (1, 2, 3, 7, 100, 1023):
             for pb, ob in ((4, 2), (4, 4), (2, 2), (2, 4)):
                 assert C.strided_reduce_cycles_scalar(k, m, pb, ob) == int(C.strided_reduce_cycles(k, m, pb, ob))
+
+
+def test_cross_tile_reduction_of_a_prime_number_of_partials_stays_a_tree(mk2):
+    """1,459 partial rows (the tiles a batch norm's rows landed on) have no divisor near 32: the first
+    stage uses groups of ceil and floor size, so no vertex reduces more than ~32 partials, and the
+    sum is exact."""
+    g = Graph(mk2)
+    ctx = OpContext(g, "fp32")
+    V, row = 1459, 8
+    part = ctx.variable("part", (V, row), "float32", mapping=ctx.linear_mapping(V * row, grain=row))
+    op = ctx.begin_op("red", "reduce")
+    (out,) = ops._reduce_partials(ctx, [(part, "s", "float32")], op)
+    x = np.random.default_rng(1).standard_normal((V, row)).astype(np.float32)
+    res = Engine(g, ctx.sequence()).run(inputs={"part": x})
+    np.testing.assert_allclose(res.outputs[out.name], x.sum(axis=0), rtol=1e-4, atol=1e-4)
+    ks = [int(grp.param("k")) for grp in g.groups if grp.codelet.name == "ReducePartials"]
+    assert max(ks) <= 64 and min(ks) >= 2
