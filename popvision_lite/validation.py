@@ -301,8 +301,9 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
     except Exception as e:  # noqa: BLE001 - reported in the table, one row must not stop the others
         return Result(case, wall_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
     sps, basis = throughput(run, case, dropped)
+    reused = bool(getattr(run, "wall", {}).get("reused"))
     return Result(case, predicted_sps=sps, fits=bool(run.fits), wall_s=time.perf_counter() - t0, basis=basis,
-                  cycles=int(run.total_cycles))
+                  cycles=int(run.total_cycles), extra={"graph_reused": reused} if reused else {})
 
 
 # ============================================================================ formatting
@@ -312,6 +313,12 @@ def _fmt(v, nd=1):
     if v is None:
         return "-"
     return f"{v:,.{nd}f}"
+
+
+def _wall(r: Result) -> str:
+    """Emulation wall time; a row that reused the replica graph of the row before says so (its time is the
+    composition only)."""
+    return f"{r.wall_s:.1f} s" + (" (graph of the row above)" if r.extra.get("graph_reused") else "")
 
 
 def format_table(results: list[Result]) -> str:
@@ -328,7 +335,7 @@ def format_table(results: list[Result]) -> str:
             fits = "fits" if r.fits else "does not fit"
         ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
         lines.append(f"| {c.label} [{c.id}] | {c.device} | {measured} | {pred} | {ratio} | {fits} | "
-                     f"{r.wall_s:.1f} s | {r.basis or '-'} |")
+                     f"{_wall(r)} | {r.basis or '-'} |")
     return "\n".join(lines)
 
 
@@ -437,7 +444,7 @@ def run(args) -> int:
         results[i] = r
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         state = r.error or (f"predicted {_fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
-                            f"{'fits' if r.fits else 'does not fit'}, {r.wall_s:.1f} s")
+                            f"{'fits' if r.fits else 'does not fit'}, {_wall(r)}")
         print(f"  {state}", flush=True)
     results = [results[i] for i in range(len(cases))]
     print()

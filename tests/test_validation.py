@@ -138,6 +138,8 @@ def test_table_and_section_formatting():
     assert "| 2,000.0 images | 1,500.0 | 0.750 | fits | 12.3 s | b |" in lines[2]
     assert "not measured (prediction only)" in lines[3] and "does not fit" in lines[3] and "| - |" in lines[3]
     assert "error: ConfigError: nope" in lines[4]
+    reused = V.Result(_case(id="r"), predicted_sps=1.0, fits=True, wall_s=0.01, extra={"graph_reused": True})
+    assert "| 0.0 s (graph of the row above) |" in V.format_table([reused])
     section = V.render_section([good], meta="Last run: now.")
     assert section.startswith(V.BEGIN) and section.endswith(V.END) and "host I/O" in section
     assert "identity" in section and "Last run: now." in section
