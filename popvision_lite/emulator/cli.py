@@ -25,7 +25,7 @@ from popvision_lite.profile.schema import STEP_KINDS
 from popvision_lite.validators import check_model_config
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
-              "replicas", "pipeline_stages", "layer_split", "grad_accum", "optimizer", "optimizer_state",
+              "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
               "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
@@ -60,14 +60,18 @@ def _packing(text: str) -> float:
     return v
 
 
-def _split(text: str) -> list[int]:
+def _split(text: str) -> list:
+    """Layers per stage: whole layers, or halves (x.5: the attention half of a layer ends the stage,
+    its FFN half starts the next, as PopART's attention / FFN placement)."""
     try:
-        v = [int(x) for x in text.replace(" ", "").split(",") if x]
+        raw = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7, got {text!r}") from None
-    if not v or min(v) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive layers per stage like 3,7,7,7, got {text!r}")
-    return v
+        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7 or 6.5,6.5,6.5,4.5, "
+                                         f"got {text!r}") from None
+    if not raw or min(raw) < 0.5 or any((2 * x) % 1 for x in raw):
+        raise argparse.ArgumentTypeError(f"expected positive layers per stage in steps of 0.5 like 3,7,7,7, "
+                                         f"got {text!r}")
+    return [int(x) if x == int(x) else x for x in raw]
 
 
 def _device(text: str) -> str:
@@ -108,6 +112,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pipeline stages per replica (default: ipus / replicas)")
     g.add_argument("--layer-split", dest="layer_split", type=_split, metavar="N,N,...",
                    help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
+    g.add_argument("--pipeline-placement", dest="pipeline_placement", choices=("sequential", "wrap"),
+                   help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf "
+                        "BERT: embedding and heads with the tied decoder on IPU 0, which also runs the last "
+                        "layers; --layer-split then lists IPU 1, ..., IPU S-1, IPU 0)")
     g.add_argument("--grad-accum", dest="grad_accum", type=_positive_int,
                    help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)")
     g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb", "lars"), help="optimizer (default sgd)")

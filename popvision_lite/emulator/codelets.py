@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup
+from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup, Windows
 from popvision_lite.errors import EmulatorError
 
 # bytes moved by one 64-bit vector load/store: 4 x fp16 or 2 x fp32/int32 per instruction
@@ -565,8 +565,8 @@ FILL.compute = _fill_compute
 
 
 def _block2(f, fname: str, codelet: str) -> tuple[int, int]:
-    if not isinstance(f, Blocks):
-        raise EmulatorError(f"codelet '{codelet}': field '{fname}' must be tensor.blocks(...)")
+    if not isinstance(f, Blocks | Windows):
+        raise EmulatorError(f"codelet '{codelet}': field '{fname}' must be tensor.blocks(...) or tensor.windows(...)")
     bs = f.block_shape
     if len(bs) < 2 or any(b != 1 for b in bs[:-2]):
         raise EmulatorError(

@@ -36,6 +36,10 @@ class EmulatorBackend(EmulatorNormPool, Backend):
         self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
         self.marks: list[tuple[str, int]] = []  # (phase name, index into ctx.programs)
         self.weights: list = []  # trained parameters (training state is sized from them)
+        # outlined timing runs (models/resnet.py): weight tensor id -> blocks sharing it, and the saved
+        # inputs of the blocks that reuse another's tensors (their memory is added per tile)
+        self.multiplicity: dict[int, int] = {}
+        self.saved_copies: list = []
 
     def mark(self, name):
         self.marks.append((name, len(self.ctx.programs)))
@@ -236,6 +240,9 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
             checks[key] = numeric_check(key, got.reshape(want.shape).astype(np.float32), want, rtol, atol)
         wall["reference"] = time.perf_counter() - t2
     pd_ = res.profile_data
+    fits_outlined = _add_outlined_memory(be, pd_)
+    if fits_outlined is not None:
+        res.fits = fits_outlined
     pd_.run["numeric_checks"] = checks
     pd_.run["model"] = cfg.model
     pd_.run.setdefault("config", config)
@@ -248,7 +255,8 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
                     stage_cycles=[int(res.total_cycles)], optimizer_cycles=0, allreduce_cycles=0, stream_cycles=0,
                     fill_drain_cycles=0, step_cycles=int(res.total_cycles),
                     note="one graph over all IPUs, one batch, no pipelining (whole-graph path)")
-    fits, total, seconds, oom = res.fits, res.total_cycles, res.seconds, cg.oom_report
+    oom = ([tuple(x) for x in pd_.run["oom_tiles"]] if fits_outlined is not None else cg.oom_report)
+    fits, total, seconds = res.fits, res.total_cycles, res.seconds
     if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" or cfg.master_weights or cfg.rts \
             or cfg.optimizer_state != "onchip":
         from popvision_lite.emulator.pipeline import compose_whole_graph
@@ -267,6 +275,36 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
                     numeric_checks=checks, oom_report=oom, wall=wall,
                     num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
                     samples_per_second=float(sps), schedule=schedule)
+
+
+def _add_outlined_memory(be, pd_) -> bool | None:
+    """Memory per tile of the blocks an outlined run did not build (see resnet.outlined): the other
+    blocks' weights (always live, laid out as the representative's) and their saved inputs (not always
+    live: every block's input is kept from its forward to its recomputation, so all are live at the
+    start of the backward pass, where the peak is).  Returns the new fits, or None when nothing was
+    outlined."""
+    if not be.multiplicity and not be.saved_copies:
+        return None
+    from popvision_lite.profile import schema
+
+    T = be.graph.target.num_tiles
+    var = schema.CATEGORY_CODE["variable"]
+    mem = np.asarray(pd_.memory).copy()
+    for t in be.weights:
+        extra = be.multiplicity.get(t.id, 1) - 1
+        if extra > 0:
+            mem[:, var, 0] += extra * t.mapping.elements_per_tile(T) * t.itemsize
+    for t in be.saved_copies:
+        mem[:, var, 1] += t.mapping.elements_per_tile(T) * t.itemsize
+    pd_.memory = mem
+    need = mem.sum(axis=(1, 2))
+    cap = be.graph.target.sram_bytes_per_tile
+    fits = bool((need <= cap).all())
+    over = np.nonzero(need > cap)[0]
+    pd_.run["fits"] = fits
+    pd_.run["oom_tiles"] = [[int(t), int(t // be.graph.target.tiles_per_ipu), int(need[t]), int(cap)]
+                            for t in over[np.argsort(-need[over], kind="stable")][:16]]
+    return fits
 
 
 def _run_composed(cfg, device, timing_only, profile_path, progress) -> ModelRun:
