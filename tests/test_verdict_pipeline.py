@@ -63,7 +63,7 @@ def test_old_format_reconstruction_matches_the_written_counts(pipe):
 
     new, old = wl.op_counts(pipe), wl.op_counts(Old())
     assert "op_counts" in new.basis and "reconstructed" in old.basis
-    for a in ("table_runs", "calls_per_microbatch", "runs_per_call"):
+    for a in ("table_runs", "model_calls", "recompute_runs"):
         assert (getattr(new, a) == getattr(old, a)).all(), a
 
 
@@ -72,11 +72,11 @@ def test_gpu_pass_is_one_microbatch_of_the_model(pipe, runs):
     c = mp.counts
     ops = pipe.ops
     # kernels: one per layer call of every op (no optimizer updates on this path), no recompute runs
-    assert len(mp.ops) == int(c.calls_per_microbatch.sum())
-    assert mp.dropped_recompute == int((c.calls_per_microbatch * (c.runs_per_call - 1)).sum()) > 0
+    assert len(mp.ops) == int(c.model_calls.sum())
+    assert mp.dropped_recompute == int(c.recompute_runs.sum()) > 0
     # FLOPs: the IPU's step of one replica = G micro-batches x (pass + recomputed forward)
     step = float(ops["flops"].sum())
-    rec = float((ops["flops"] * (c.runs_per_call - 1) / c.runs_per_call).sum())
+    rec = float((ops["flops"] * c.recompute_runs / (c.model_calls + c.recompute_runs)).sum())
     assert mp.ops["flops"].sum() * G == pytest.approx(step - rec, rel=1e-9)
     # the layer body per micro-batch equals the same layers emulated on the whole-graph path
     with pvl.open(runs[1]) as w:
@@ -150,3 +150,30 @@ def test_cli_json_of_a_pipelined_run(runs, capsys):
     with pytest.raises(SystemExit) as ei:
         main(["verdict", str(runs[0]), "--gpu-micro-batch", "0"])
     assert ei.value.code == 2
+
+
+def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass():
+    """A ResNet timing run outlines identical blocks (one program per block kind, replayed per block) and
+    recomputes by replaying a block's forward after the loss: its ops rows then total several runs.  The GPU
+    pass must be the same whether the IPU outlined or recomputed: one kernel per block's op, recompute left out."""
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    passes = {}
+    for outline in (True, False):
+        for rc in (True, False):
+            pd_ = run_model(make_config("resnet-tiny", layers=50, recompute=rc, outline=outline), "ipu-mk2",
+                            timing_only=True).profile_data
+            mp = wl.model_pass(pd_)
+            c = mp.counts
+            assert not c.pipelined and (c.table_runs >= 1).all()
+            if rc:
+                assert mp.dropped_recompute > 0 and (c.recompute_runs > 0).sum() > 0
+            passes[(outline, rc)] = (len(mp.ops), mp.ops["flops"].sum(), mp.ops["min_bytes"].sum())
+            # per-run values times runs give back the table's totals
+            per = wl.per_run(pd_.ops, c)
+            assert np.allclose(per["flops"] * c.table_runs, pd_.ops["flops"])
+            if not outline and not rc:   # every op its own row, run once: the pass is the table less the updates
+                plain = pd_.ops[[ge.op_class(t) != "optimizer" for t in pd_.ops["type"]]]
+                assert (c.table_runs == 1).all() and len(mp.ops) == len(plain)
+    assert len(set(passes.values())) == 1, passes

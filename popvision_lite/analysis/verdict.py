@@ -261,7 +261,7 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
     if arr.ndim != 3 or arr.size == 0 or arr.shape[2] < 2:
         return 0.0, "none (the profile has no memory table)"
     note = "the IPU run's not-always-live bytes per micro-batch"
-    if counts.recompute_rows.any():
+    if counts.recompute_runs.any():
         note += " (with recomputation on the IPU: fewer than a GPU keeps without it)"
     return float(arr[:, :, 1].sum()), note
 

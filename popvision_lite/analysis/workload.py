@@ -58,13 +58,16 @@ class OpCounts:
     """Per-op execution counts of a profile's ops table (arrays aligned with ``profile.ops`` rows)."""
 
     table_runs: np.ndarray            # runs the row's flops / bytes_* / cycles total over (1 = one run)
-    calls_per_microbatch: np.ndarray  # model instances of the op per micro-batch (layers on its IPU, else 1)
-    runs_per_call: np.ndarray         # IPU runs per call (2: forward + recomputation)
-    recompute_rows: np.ndarray        # bool: whole-graph rows that are recomputation (.../recompute/...)
+    model_calls: np.ndarray           # runs of the op in one micro-batch of the MODEL (no recomputation)
+    recompute_runs: np.ndarray        # the IPU's further runs per micro-batch that recompute the forward
     pipelined: bool
     grad_accum: int
     basis: str                        # where the counts came from
     notes: list = field(default_factory=list)
+
+    @property
+    def calls_per_microbatch(self) -> np.ndarray:   # kept for readers of the pipelined key's wording
+        return self.model_calls
 
 
 def _int_list(values, n: int, key: str, where: str) -> np.ndarray:
@@ -80,16 +83,25 @@ def _int_list(values, n: int, key: str, where: str) -> np.ndarray:
     return out
 
 
-def _recomputed_op_ids(profile) -> set[int]:
-    """op ids of the programs under a ``layer_recompute`` phase (2.0 pipelined files: the replayed forward)."""
+def _programs(profile):
     try:
         pr = profile.programs
     except Exception:  # noqa: BLE001 - a profile object without a programs table
+        return None
+    return pr if pr is not None and len(pr) else None
+
+
+def _recomputed_op_ids(profile) -> set[int]:
+    """op ids of the programs under a ``layer_recompute*`` phase (2.0 pipelined files: the replayed forward;
+    ``layer_recompute`` or, with attention / FFN half-layer stages, ``layer_recompute_att`` / ``_ffn``)."""
+    pr = _programs(profile)
+    if pr is None:
         return set()
-    if pr is None or not len(pr) or "layer_recompute" not in set(pr["name"]):
+    is_root = pr["name"].astype(str).str.startswith("layer_recompute").to_numpy()
+    if not is_root.any():
         return set()
     parent = dict(zip(pr["prog_id"].to_numpy().tolist(), pr["parent_id"].to_numpy().tolist(), strict=True))
-    roots = set(pr.loc[pr["name"] == "layer_recompute", "prog_id"].tolist())
+    roots = set(pr.loc[is_root, "prog_id"].tolist())
     out = set()
     for pid, oid in zip(pr["prog_id"].to_numpy().tolist(), pr["op_id"].to_numpy().tolist(), strict=True):
         if oid < 0:
@@ -103,6 +115,64 @@ def _recomputed_op_ids(profile) -> set[int]:
     return out
 
 
+def _is_loss(name: str, typ: str) -> bool:
+    parts = name.split("/")
+    return typ in ("mse_grad", "loss_grad") or "loss" in parts[:-1] or parts[-1] in ("loss", "loss_grad")
+
+
+def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """(runs of each op per micro-batch, of which recomputation) of a whole-graph profile, from its programs
+    table: a program replayed (an outlined ResNet block called again, or re-run to recompute it: a Sequence
+    named ``<phase>/replay`` holding the same programs) lists the op's programs once more, and a Repeat runs its
+    body ``repeat`` times.  A replay of a forward phase (``...fwd.../replay``) after the loss is recomputation."""
+    ones = np.ones(n, np.float64)
+    pr = _programs(profile)
+    if pr is None or n == 0:
+        return ones, np.zeros(n), "one run per op (no programs table)"
+    pid = pr["prog_id"].to_numpy(np.int64)
+    par = pr["parent_id"].to_numpy(np.int64)
+    oid = pr["op_id"].to_numpy(np.int64)
+    rep = pr["repeat"].to_numpy(np.int64) if "repeat" in pr.columns else np.ones(len(pr), np.int64)
+    names = pr["name"].astype(str).to_numpy()
+    if len(pid) and not (pid == np.arange(len(pid))).all():
+        return ones, np.zeros(n), "one run per op (programs table not in id order)"
+    is_replay = np.char.endswith(names.astype(str), "/replay")
+    if not is_replay.any() and not (rep > 1).any():
+        return ones, np.zeros(n), "one run per op (nothing replayed or repeated)"
+    ops = profile.ops
+    loss_ids = {int(i) for i, nm, t in zip(ops["op_id"], ops["name"].astype(str), ops["type"].astype(str),
+                                           strict=True) if _is_loss(nm, t)}
+    loss_rows = np.nonzero(np.isin(oid, list(loss_ids)))[0] if loss_ids else np.zeros(0, np.int64)
+    bwd_start = int(loss_rows.min()) if len(loss_rows) else len(pid)
+    weight = np.ones(len(pid), np.float64)   # product of the Repeat counts above (and of) the row
+    replay_root = np.full(len(pid), -1, np.int64)
+    for i in range(len(pid)):                # parents come before their children
+        p = par[i]
+        if 0 <= p < i:
+            weight[i] = weight[p] * max(int(rep[i]), 1)
+            replay_root[i] = i if is_replay[i] else replay_root[p]
+        else:
+            weight[i] = max(int(rep[i]), 1)
+            replay_root[i] = i if is_replay[i] else -1
+    leaf = oid >= 0
+    total = np.bincount(oid[leaf], weights=weight[leaf], minlength=n)[:n]
+    orig = leaf & (replay_root < 0)
+    base = np.bincount(oid[orig], weights=np.ones(int(orig.sum())), minlength=n)[:n]
+    rec = leaf & (replay_root >= 0)
+    if rec.any():
+        roots = replay_root[rec]
+        fwd_after_loss = np.array([("fwd" in names[r].lower()) and r > bwd_start for r in roots])
+        rec_rows = np.nonzero(rec)[0][fwd_after_loss]
+    else:
+        rec_rows = np.zeros(0, np.int64)
+    rec_total = np.bincount(oid[rec_rows], weights=weight[rec_rows], minlength=n)[:n]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        runs = np.where(base > 0, np.round(total / np.where(base > 0, base, 1)), 1.0)
+        recomputed = np.where(base > 0, np.round(rec_total / np.where(base > 0, base, 1)), 0.0)
+    return np.maximum(runs, 1.0), np.minimum(recomputed, np.maximum(runs, 1.0) - 1), \
+        "runs per op from the programs table (replayed phases, Repeat counts)"
+
+
 def op_counts(profile) -> OpCounts:
     """How often each row of ``profile.ops`` runs, and what its totals cover (see the module docstring)."""
     run = dict(getattr(profile, "run", None) or {})
@@ -113,7 +183,6 @@ def op_counts(profile) -> OpCounts:
     G = sched.get("grad_accum", 1)
     G = int(G) if isinstance(G, int | float) and not isinstance(G, bool) and 1 <= G <= MAX_COUNT else 1
     names = ops["name"].astype(str) if n else pd.Series([], dtype=object)
-    ones = np.ones(n, np.int64)
     oc = run.get("op_counts")
     if oc is not None:
         oc = _as_dict(oc)
@@ -126,31 +195,46 @@ def op_counts(profile) -> OpCounts:
             i = int(bad[0])
             raise ConfigError(f"{where}: run['op_counts'] row {i}: runs_per_step {per_step[i]} is not "
                               f"calls_per_microbatch {calls[i]} x runs_per_call {rpc[i]} x grad_accum {G}")
-        return OpCounts(table_runs=np.maximum(per_step, 1), calls_per_microbatch=calls, runs_per_call=rpc,
-                        recompute_rows=np.zeros(n, bool), pipelined=True, grad_accum=G,
+        return OpCounts(table_runs=np.maximum(per_step, 1), model_calls=calls,
+                        recompute_runs=calls * np.maximum(rpc - 1, 0), pipelined=True, grad_accum=G,
                         basis="run['op_counts'] (written with the pipelined profile)")
     split = sched.get("layer_split")
     if isinstance(split, list) and split and n and names.str.match(r"ipu\d+/").all():
-        # a pipelined profile of format 2.0: the rule its writer applied (emulator/pipeline.py::_profile)
-        calls = ones.copy()
-        for s, k in enumerate(split):
-            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= MAX_COUNT:
-                raise ConfigError(f"{where}: schedule layer_split[{s}] = {k!r} is not a layer count")
-            calls[names.str.startswith(f"ipu{s}/layer/").to_numpy()] = max(k, 1)
+        # a pipelined profile of format 2.0: the rule its writer applied (emulator/pipeline.py::_profile):
+        # attention / FFN blocks per IPU when the schedule lists them, else whole layers per IPU
+        calls = np.ones(n, np.int64)
+        per_ipu = sched.get("blocks_per_ipu")
+        if isinstance(per_ipu, list) and per_ipu:
+            for s, blk in enumerate(per_ipu):
+                ok = isinstance(blk, list | tuple) and len(blk) == 2 and all(
+                    isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT for v in blk)
+                if not ok:
+                    raise ConfigError(f"{where}: schedule blocks_per_ipu[{s}] = {blk!r} is not (attention, FFN) "
+                                      "block counts")
+                att = names.str.startswith(f"ipu{s}/layer/attention/").to_numpy()
+                ffn = names.str.startswith(f"ipu{s}/layer/").to_numpy() & ~att
+                calls[att], calls[ffn] = blk[0], blk[1]
+        else:
+            for s, k in enumerate(split):
+                if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= MAX_COUNT:
+                    raise ConfigError(f"{where}: schedule layer_split[{s}] = {k!r} is not a layer count")
+                calls[names.str.startswith(f"ipu{s}/layer/").to_numpy()] = max(k, 1)
         rec = _recomputed_op_ids(profile)
         rpc = np.where(ops["op_id"].isin(rec).to_numpy(), 2, 1).astype(np.int64)
         notes = []
         if rec:
             notes.append(f"{len(rec)} forward ops recomputed before their gradients (found under the "
                          "'layer_recompute' programs)")
-        return OpCounts(table_runs=calls * rpc * G, calls_per_microbatch=calls, runs_per_call=rpc,
-                        recompute_rows=np.zeros(n, bool), pipelined=True, grad_accum=G,
-                        basis="reconstructed (pipelined profile of format 2.0: layer-body ops x layers x "
-                              "grad_accum, recomputation from the programs table)", notes=notes)
-    rec_rows = names.str.contains("/recompute/", regex=False).to_numpy() if n else np.zeros(0, bool)
-    return OpCounts(table_runs=ones, calls_per_microbatch=ones.copy(), runs_per_call=ones.copy(),
-                    recompute_rows=rec_rows, pipelined=False, grad_accum=G,
-                    basis="whole-graph profile: the ops table is one micro-batch of one replica")
+        return OpCounts(table_runs=np.maximum(calls * rpc * G, 1), model_calls=calls, recompute_runs=calls * (rpc - 1),
+                        pipelined=True, grad_accum=G,
+                        basis="reconstructed (pipelined profile of format 2.0: layer-body ops x layers (or attention "
+                              "/ FFN blocks) x grad_accum, recomputation from the programs table)", notes=notes)
+    runs, rec_runs, how = _whole_graph_runs(profile, n)
+    named_rec = names.str.contains("/recompute/", regex=False).to_numpy() if n else np.zeros(0, bool)
+    rec_runs = np.where(named_rec, runs, rec_runs)
+    return OpCounts(table_runs=runs.astype(np.int64), model_calls=(runs - rec_runs).astype(np.int64),
+                    recompute_runs=rec_runs.astype(np.int64), pipelined=False, grad_accum=G,
+                    basis=f"whole-graph profile: the ops table is one micro-batch of one replica; {how}")
 
 
 def per_run(ops: pd.DataFrame, counts: OpCounts) -> pd.DataFrame:
@@ -184,14 +268,10 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     is_opt = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool) if len(ops) else \
         np.zeros(0, bool)
     keep = ~is_opt
-    rec_runs = 0
-    if not keep_recompute:
-        rec_runs = int((c.calls_per_microbatch * (c.runs_per_call - 1))[keep].sum())
-        rec_runs += int((c.recompute_rows & keep).sum())
-        keep &= ~c.recompute_rows
-    reps = c.calls_per_microbatch * (c.runs_per_call if keep_recompute else 1)
+    reps = c.model_calls + (c.recompute_runs if keep_recompute else 0)
+    rec_runs = 0 if keep_recompute else int(c.recompute_runs[keep].sum())
     one = one[keep]
-    reps = reps[keep]
+    reps = np.asarray(reps)[keep]
     kernels = one.loc[one.index.repeat(reps)].reset_index(drop=True)
     notes = list(c.notes)
     notes.append(f"ops table: {c.basis}")
