@@ -266,13 +266,26 @@ def main(argv=None) -> int:
                                     optimizer="lamb", micro_batch=local, wave_quantization=wq,
                                     activation_bytes_per_sample=bert_activation_bytes_per_sample(seq_avg))
 
-    results["bert"] = report(f"DGX A100 BERT-Large (8 x A100-80GB, local batch {local}, LAMB)", bert_est(),
-                             _num(nv["incl_eval_sps_median"]), "incl. eval, median of 10 runs")
+    e_bert = bert_est()
+    measured_bert = _num(nv["incl_eval_sps_median"])
+    # the measured figure is eval-to-eval: 150,080 trained sequences (CSV sample_source) plus one evaluation of
+    # BERT_EVAL_SAMPLES sequences, forward only (1/3 of a training sample's FLOPs: derived)
+    interval = EVAL_INTERVAL_SAMPLES
+    incl = e_bert.samples_per_second * interval / (interval + BERT_EVAL_SAMPLES / 3.0)
+    e_bert_incl = _with_rate(e_bert, incl)
+    results["bert"] = report(f"DGX A100 BERT-Large (8 x A100-80GB, local batch {local}, LAMB)", e_bert_incl,
+                             measured_bert, "incl. eval, median of 10 runs")
+    results["bert"]["train_only"] = e_bert.samples_per_second
+    print(f"  train-only prediction {e_bert.samples_per_second:,.0f} samples/s ({e_bert.samples_per_second / measured_bert:.3f}"
+          f" x measured); with the evaluation the measurement includes ({BERT_EVAL_SAMPLES:,} sequences forward-only "
+          f"every {interval:,} trained: mlcommons/training language_model/tensorflow/bert/README.md 'Stopping "
+          f"criteria'; forward = 1/3 of a training step's FLOPs, derived; eval at batch 16 assumed as efficient) "
+          f"{incl:,.0f} samples/s, the figure compared above")
     wq = bert_est(True).samples_per_second
     print(f"  sensitivity, not the prediction: with wave quantization of fixed 128x128 tiles (cuBLAS picks tiles "
-          f"to avoid it): {wq:,.0f} samples/s = {wq / results['bert']['measured']:.3f} x measured")
-    print("  (the measured figure includes the eval passes; Graphcore's incl-eval figure is 2-7 % below its "
-          "train-only one, so a train-only prediction may sit a few % above it)")
+          f"to avoid it): {wq:,.0f} samples/s train-only = {wq / measured_bert:.3f} x measured")
+    for line in BERT_NOT_MODELLED:
+        print(f"  not modelled: {line}")
 
     # ResNet-50
     nvr, gcr = r["nv-v1.1-dgxa100-resnet"], r["gc-v1.1-pod16-resnet"]
@@ -329,7 +342,8 @@ def main(argv=None) -> int:
     print("\n== IPU-POD16 vs DGX A100 (samples/s ratio IPU / GPU)")
     for key, g_row, n_row, col in (("bert", gc, nv, "incl_eval_sps_median"), ("resnet", gcr, nvr, "train_only_sps_median")):
         ipu_meas = _num(g_row[col]) if _num(g_row[col]) == _num(g_row[col]) else _num(g_row["train_only_sps_median"])
-        gpu_meas, gpu_pred = _num(n_row[col]), results[key]["pred"]
+        gpu_meas = _num(n_row[col])
+        gpu_pred = results[key].get("train_only", results[key]["pred"])   # train-only, as the IPU's prediction
         meas_ratio = ipu_meas / gpu_meas
         print(f"  {key}: measured {ipu_meas:,.0f} / {gpu_meas:,.0f} = {meas_ratio:.3f} ({col})")
         if key in ipu:
@@ -341,11 +355,36 @@ def main(argv=None) -> int:
             print(f"      the verdict of the POD16 profile (8 A100s on the IPU's job): {vr:.3f}")
         else:
             print("      predicted: n/a (IPU side not emulated: pass --ipu)")
-        print(f"      with the GPU side predicted and the IPU side measured: {ipu_meas:,.0f} / {gpu_pred:,.0f} = "
-              f"{ipu_meas / gpu_pred:.3f}")
+        g_like = results[key]["pred"]   # the prediction of what the GPU row measured (BERT: incl. eval)
+        print(f"      with the GPU side predicted and the IPU side measured: {ipu_meas:,.0f} / {g_like:,.0f} = "
+              f"{ipu_meas / g_like:.3f}")
     ok = all(v["ok"] for v in results.values())
     print(f"\nverdict_check: {'all within' if ok else 'NOT all within'} +-{100 * TARGET:.0f} % of the measured GPU rows")
     return 0
+
+
+# MLPerf BERT: "The evaluation will be on the 10,000 samples in the evaluation set" (mlcommons/training,
+# language_model/tensorflow/bert/README.md, Stopping criteria); NVIDIA's run evaluates every 150,080 samples
+# (CSV nv-v1.1-dgxa100-bert: EVAL_ITER_SAMPLES=150000 rounded up to whole global batches of 448)
+BERT_EVAL_SAMPLES = 10_000
+EVAL_INTERVAL_SAMPLES = 150_080
+
+BERT_NOT_MODELLED = (
+    "NVIDIA's fused kernels (config_DGXA100_1x8x56x1.sh: --unpad_fmha --fused_bias_fc --fused_bias_mha "
+    "--fused_dropout_add): the estimate launches the emulated graph's separate bias, scale, softmax and dropout-free "
+    "elementwise kernels, so its memory-bound time is an upper bound (raises the real speed)",
+    "the GEMM fraction is MAMF's best shape under CUDA 12.1 (ml-engineering table); v1.1 ran NGC 21.09 (CUDA 11.4), "
+    "and BERT's GEMMs (14,336 x 1,024 x 1,024/4,096 at batch 56) are smaller than 6912x16384x2048 "
+    "(lowers the real speed: the main optimistic term; 62 % of the step is compute-bound)",
+    "sequence lengths vary around the mean of 256 (attention ~ L^2 costs more than at the mean)",
+)
+
+
+def _with_rate(est: ge.TrainingEstimate, sps: float) -> ge.TrainingEstimate:
+    """``est`` with its samples/s replaced (the figure compared; its step breakdown stays the training step's)."""
+    import dataclasses
+
+    return dataclasses.replace(est, samples_per_second=sps)
 
 
 RESNET_NOT_MODELLED = (

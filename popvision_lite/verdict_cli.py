@@ -69,8 +69,14 @@ def run(args) -> int:
     except PopvisionError as e:
         print(f"popvision-lite verdict: error: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(_clean(v.to_dict()), indent=2, default=str))
-    else:
-        print(v.text())
+    try:
+        if args.json:
+            print(json.dumps(_clean(v.to_dict()), indent=2, default=str))
+        else:
+            print(v.text())
+        sys.stdout.flush()
+    except BrokenPipeError:  # `popvision-lite verdict run.pvl | head`: the reader left; not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

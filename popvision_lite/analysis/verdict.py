@@ -242,16 +242,23 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
     if counts.pipelined:
         ls = getattr(profile, "liveness_steps", None)
         sched = wl.schedule_of(dict(profile.run))
-        split = sched.get("layer_split")
+        # layers per IPU: (attention + FFN blocks) / 2 where the schedule lists blocks per IPU (half-layer
+        # placements: layer_split then lists pipeline stages, not IPUs), else whole layers per IPU
+        blocks = sched.get("blocks_per_ipu")
+        if isinstance(blocks, list) and blocks and all(isinstance(b, list | tuple) and len(b) == 2 for b in blocks):
+            layers = [max((float(a) + float(f)) / 2.0, 1.0) for a, f in blocks]
+        else:
+            split = sched.get("layer_split")
+            layers = [max(float(k), 1.0) for k in split] if isinstance(split, list) else []
         T = int(profile.target.tiles_per_ipu)
-        if ls is not None and len(ls) and isinstance(split, list):
+        if ls is not None and len(ls) and layers:
             ipu = ls["max_tile"].to_numpy(np.int64) // max(T, 1)
             tot = ls["total_bytes"].to_numpy(dtype=float)
             acts = 0.0
-            for s, k in enumerate(split):
+            for s, k in enumerate(layers):
                 sel = tot[ipu == s]
                 if len(sel):
-                    acts += max(int(k), 1) * float(sel.max())
+                    acts += k * float(sel.max())
             return acts, ("per micro-batch: sum over the pipeline's IPUs of layers x the stage program's peak "
                           "not-always-live bytes (one layer body)")
     mem = getattr(profile, "memory", None)
