@@ -32,6 +32,8 @@ from popvision_lite.errors import ConfigError
 MAX_CONFIG_BYTES = 1 << 20  # a run config is a few hundred bytes
 MAX_DEPTH = 8  # TOML nesting (run configs use 2)
 
+LIST_FIELDS = ("available_memory_proportion",)  # fields that may also be one value per IPU
+
 # field -> (lowest, highest) accepted; integers unless the bounds are floats.  The highs are far above
 # any real model (BERT-Large: hidden 1024, 24 layers, seq 512; GPT-3: hidden 12288, 96 layers) but keep a
 # typo (an extra zero or three) from turning into an allocation of the whole machine.
@@ -235,7 +237,8 @@ def check_model_config(cfg, timing_only: bool | None = None, where: str = "") ->
         v = getattr(cfg, name)
         if v is None:
             continue
-        check_number(name, v, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
+        for x in (v if isinstance(v, list | tuple) and name in LIST_FIELDS else [v]):  # per-IPU lists
+            check_number(name, x, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
     if timing_only is False:
         need, field = numeric_run_bytes(cfg)
         have = host_memory_bytes()

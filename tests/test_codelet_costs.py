@@ -399,3 +399,38 @@ def test_k_reduction_closed_form_equals_the_vertex_list():
             load = np.bincount(np.arange(len(cyc)) % 6, weights=cyc, minlength=6).max()
             worst = max(worst, max(6 * int(load), len(cyc) * 11) + 11)
         assert PL._reduce_tile_cycles(pk, bm, bn, 6, 11, 2) == worst, (pk, bm, bn)
+
+
+def test_scalar_exchange_cost_equals_the_engines():
+    from popvision_lite.emulator import cost_model as cm
+
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        o, i, loc = (int(x) for x in rng.integers(0, 1 << 22, 3))
+        assert cm.exchange_cycles_scalar(o, i, loc, 4.0, 8.0) == int(cm.exchange_cycles(o, i, loc, 4.0, 8.0))
+
+
+def test_scalar_strided_reduce_equals_the_vectorised_estimate():
+    from popvision_lite.emulator import codelets as C
+
+    for k in (2, 3, 17, 64):
+        for m in (1, 2, 3, 7, 100, 1023):
+            for pb, ob in ((4, 2), (4, 4), (2, 2), (2, 4)):
+                assert C.strided_reduce_cycles_scalar(k, m, pb, ob) == int(C.strided_reduce_cycles(k, m, pb, ob))
+
+
+def test_cross_tile_reduction_of_a_prime_number_of_partials_stays_a_tree(mk2):
+    """1,459 partial rows (the tiles a batch norm's rows landed on) have no divisor near 32: the first
+    stage uses groups of ceil and floor size, so no vertex reduces more than ~32 partials, and the
+    sum is exact."""
+    g = Graph(mk2)
+    ctx = OpContext(g, "fp32")
+    V, row = 1459, 8
+    part = ctx.variable("part", (V, row), "float32", mapping=ctx.linear_mapping(V * row, grain=row))
+    op = ctx.begin_op("red", "reduce")
+    (out,) = ops._reduce_partials(ctx, [(part, "s", "float32")], op)
+    x = np.random.default_rng(1).standard_normal((V, row)).astype(np.float32)
+    res = Engine(g, ctx.sequence()).run(inputs={"part": x})
+    np.testing.assert_allclose(res.outputs[out.name], x.sum(axis=0), rtol=1e-4, atol=1e-4)
+    ks = [int(grp.param("k")) for grp in g.groups if grp.codelet.name == "ReducePartials"]
+    assert max(ks) <= 64 and min(ks) >= 2

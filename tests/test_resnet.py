@@ -148,3 +148,23 @@ def test_timing_runs_outline_identical_blocks():
     assert mo[:, var, 0].sum() == mf[:, var, 0].sum()  # every block's weights (and training state)
     assert mo[:, xc, 0].sum() < 0.7 * mf[:, xc, 0].sum()  # 8 distinct blocks of 16 hold exchange code
     assert out.num_ops < full.num_ops
+
+
+def test_runs_that_differ_in_composition_only_reuse_the_replica_graph():
+    """A timing run that changes only replicas / accumulation / optimizer reuses the emulated graph of the
+    previous run, with the same result as emulating it afresh."""
+    from popvision_lite.emulator.models import emulated as E
+
+    kw = dict(batch=2, recompute=True)
+    E._GRAPH_CACHE.clear()
+    run_model(make_config("resnet-tiny", replicas=2, ipus=2, grad_accum=3, optimizer="lars", **kw), timing_only=True)
+    again = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), timing_only=True)
+    assert again.wall.get("reused") is True
+    E._GRAPH_CACHE.clear()
+    fresh = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), timing_only=True)
+    assert "reused" not in fresh.wall
+    assert again.schedule == fresh.schedule and again.samples_per_second == fresh.samples_per_second
+    assert (again.profile_data.memory == fresh.profile_data.memory).all()
+    other = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, batch=4, recompute=True),
+                      timing_only=True)
+    assert "reused" not in other.wall  # another micro-batch is another graph

@@ -40,14 +40,16 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _fraction(text: str) -> float:
+def _fraction(text: str):
+    """A number in (0, 1], or one per IPU of a pipelined replica: 0.2,0.25,0.25,0.25."""
     try:
-        v = float(text)
+        vals = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {v}")
-    return v
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] (or one per IPU, comma-separated), "
+                                         f"got {text!r}") from None
+    if not vals or not all(0 < v <= 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected numbers in (0, 1], got {text!r}")
+    return vals[0] if len(vals) == 1 else vals
 
 
 def _packing(text: str) -> float:

@@ -246,6 +246,15 @@ def strided_reduce_cycles(num_partials, num_outputs, partials_itemsize: int = 4,
     return 5 + 11 + _cdiv(m, epl) * (3 + post + 3 + (k - 1))
 
 
+def strided_reduce_cycles_scalar(num_partials: int, num_outputs: int, partials_itemsize: int = 4,
+                                 out_itemsize: int = 4) -> int:
+    """:func:`strided_reduce_cycles` for one vertex, in plain Python (the planners' inner loop)."""
+    acc_w = 4 if partials_itemsize == 4 else 8
+    epl = min(acc_w, DATA_PATH_BYTES // partials_itemsize)
+    post = 3 + 2 if partials_itemsize == 4 else 1 + (7 if out_itemsize == 2 else 6)
+    return 5 + 11 + -(-int(num_outputs) // epl) * (3 + post + 3 + (int(num_partials) - 1))
+
+
 # ---- AMP (Accumulating Matrix Product) partials: poplin ConvPartial1x1Out supervisor vertex ----
 # A matmul block on a tile is a 1x1 convolution: field positions = rows of A (m), input channels =
 # K, output channels = N.  Per (input-channel group, output-channel group) every worker runs the

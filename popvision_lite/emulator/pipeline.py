@@ -44,12 +44,13 @@ MiB = 1024 * 1024
 class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
-    def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None):
+    def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
+                 amp: float | None = None):
         from popvision_lite.emulator.models.emulated import EmulatorBackend
         from popvision_lite.emulator.models.workloads import build_bert_stage
 
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
-                             available_memory_proportion=cfg.available_memory_proportion)
+                             available_memory_proportion=cfg.amp_of(0) if amp is None else amp)
         self.handles = build_bert_stage(be, cfg, stage, nstages)
         self.be = be
         phases = []
@@ -186,13 +187,15 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     T = target1.tiles_per_ipu
     clock = target1.clock_hz
     em = target1.em
-    # the distinct stage graph of each IPU: (embedding here, heads here)
-    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1)) for i in range(S)]
+    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion)
+    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1)) + (cfg.amp_of(i),) for i in range(S)]
     graphs: dict[tuple, StageGraph] = {}
-    for i, k in enumerate(dict.fromkeys(kinds)):
-        tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / 3)
-        stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3), (False, False): (1, 3)}[k]
-        graphs[k] = StageGraph(cfg, target1, stage, nstages, label=kinds.index(k))
+    distinct = list(dict.fromkeys(kinds))
+    for i, k in enumerate(distinct):
+        tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
+        stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
+                          (False, False): (1, 3)}[k[:2]]
+        graphs[k] = StageGraph(cfg, target1, stage, nstages, label=kinds.index(k), amp=k[2])
     wall["build_compile"] = time.perf_counter() - t0
     tick("composing the schedule", 0.6)
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
@@ -328,7 +331,9 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         stream_cycles=stages[worst]["stream_cycles"], stash_depth=[a["stash_depth"] for a in stages],
         optimizer=cfg.optimizer, optimizer_state=cfg.optimizer_state, rts=bool(cfg.rts),
         master_weights=bool(cfg.master_weights), optimizer_state_dtype=cfg.optimizer_state_dtype,
-        available_memory_proportion=float(cfg.available_memory_proportion),
+        available_memory_proportion=(list(cfg.available_memory_proportion)
+                                     if isinstance(cfg.available_memory_proportion, list | tuple)
+                                     else float(cfg.available_memory_proportion)),
         distinct_stage_programs=len(graphs),
         outlined_ops={str(i): sg.outlined for i, sg in enumerate(graphs.values())},
         phased_execution=bool(cfg.streaming_weights),

@@ -36,7 +36,7 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
           "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
           "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
           "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
-          "available_memory_proportion": (int, float), "packing": (int, float), "mask_tokens": int, "outline": bool,
+          "available_memory_proportion": (int, float, list), "packing": (int, float), "mask_tokens": int, "outline": bool,
           "pipeline_placement": str}
 
 

@@ -129,6 +129,11 @@ class ModelConfig:
             pos += n
         return out
 
+    def amp_of(self, ipu: int) -> float:
+        """availableMemoryProportion of an IPU of the replica (one value, or one per IPU)."""
+        a = self.available_memory_proportion
+        return float(a[ipu] if isinstance(a, list | tuple) else a)
+
     @property
     def pipeline_depth(self) -> int:
         """Pipeline stages a micro-batch passes through: the IPUs of a replica, plus one when the
@@ -234,8 +239,14 @@ def validate_scale(cfg: ModelConfig) -> None:
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
     amp = cfg.available_memory_proportion
-    if isinstance(amp, bool) or not isinstance(amp, int | float) or not 0 < amp <= 1:
-        raise ConfigError(f"available_memory_proportion: must be a number in (0, 1], got {amp!r}")
+    amps = list(amp) if isinstance(amp, list | tuple) else [amp]
+    if not amps or any(isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a <= 1 for a in amps):
+        raise ConfigError(f"available_memory_proportion: must be a number in (0, 1] (or one per IPU of a "
+                          f"pipelined bert run), got {amp!r}")
+    if isinstance(amp, list | tuple):
+        if cfg.model not in TRANSFORMERS or len(amps) != cfg.stages:
+            raise ConfigError(f"available_memory_proportion: a list needs one value per IPU of a pipelined bert "
+                              f"/ gpt replica ({cfg.stages} for this run), got {len(amps)} for model {cfg.model!r}")
     pk = cfg.packing
     if isinstance(pk, bool) or not isinstance(pk, int | float) or pk < 1:
         raise ConfigError(f"packing: must be a number >= 1 (average sequences per pack), got {pk!r}")

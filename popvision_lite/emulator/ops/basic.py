@@ -14,6 +14,7 @@ from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import mapping as M_
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.graph import _ranges_index
 from popvision_lite.emulator.ops import codelets as OC
 from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: other op modules use basic.X
     _copy_src,
@@ -25,7 +26,7 @@ from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: ot
 )
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import _as_operand, _block_major, matmul  # noqa: F401 - the op lives in matmul.py
-from popvision_lite.emulator.ops.planners import plan_elementwise
+from popvision_lite.emulator.ops.planners import plan_elementwise, split_even
 from popvision_lite.errors import EmulatorError
 
 # ============================================================================ elementwise
@@ -202,42 +203,45 @@ def _divisors(n: int) -> list[int]:
 
 
 def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
-    """One stage of a reduction tree: for every source (tensor (R, row) fp32 with R = groups x k) and
-    every group of ``k`` consecutive rows and every chunk of ``lc`` columns, one strided-reduce
-    vertex (ReducePartials) gathers its (k, lc) partials (one exchange for the whole stage) and
-    writes (lc) elements of row ``group`` of the matching output (tensor (groups, row) or (row,)).
-    Vertices are spread round-robin over all the IPU's tiles, six per tile at most per round."""
+    """One stage of a reduction tree: for every source (tensor (R, row) fp32) and every group of rows
+    and every chunk of ``lc`` columns, one strided-reduce vertex (ReducePartials) gathers its
+    (rows of the group, lc) partials (one exchange for the whole stage) and writes (lc) elements of
+    row ``group`` of the matching output (tensor (groups, row) or (row,)).  ``k``: rows per group
+    (an int), or the row count of each group (groups of two sizes when R is not a multiple: the
+    ceil / floor split, one vertex group per size).  Vertices are spread round-robin over all the
+    IPU's tiles, six per tile at most per round."""
     tiles_arr = ctx.tiles_array(rotate=0)
     nt = len(tiles_arr)
-    verts = []  # (src index, group, chunk)
-    for i, src in enumerate(srcs):
-        groups = src.shape[0] // k
-        for gidx in range(groups):
-            for c in range(row // lc):
-                verts.append((i, gidx, c))
-    nv = len(verts)
-    vi = np.array([v[0] for v in verts], np.int64)
-    vg = np.array([v[1] for v in verts], np.int64)
-    vc = np.array([v[2] for v in verts], np.int64)
+    R0 = srcs[0].shape[0]
+    gk = np.full(R0 // k, k, np.int64) if np.ndim(k) == 0 else np.asarray(k, np.int64)
+    gs = np.concatenate([[0], np.cumsum(gk)[:-1]]).astype(np.int64)
+    ng = len(gk)
+    nc = row // lc
+    vi, vg, vc = (x.ravel() for x in np.meshgrid(np.arange(len(srcs)), np.arange(ng), np.arange(nc), indexing="ij"))
+    nv = len(vi)
     vt = np.sort(tiles_arr[np.arange(nv) % nt]) if nv <= nt else tiles_arr[(np.arange(nv) * nt) // nv]
-    per = k * lc
-    gstart = np.arange(nv, dtype=np.int64) * per
-    gathered = ctx.variable(f"{op}/reduce{stage}_partials", (nv * per,), "float32",
+    per = gk[vg] * lc
+    gstart = np.cumsum(per) - per
+    gathered = ctx.variable(f"{op}/reduce{stage}_partials", (int(per.sum()),), "float32",
                             mapping=M.intervals(vt, gstart, gstart + per), op=op)
-    q = np.arange(k, dtype=np.int64)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce{stage}"), op=op)
     for i, src in enumerate(srcs):
         sel = np.nonzero(vi == i)[0]
-        rows = vg[sel][:, None] * k + q[None, :]
-        st = (rows * row + vc[sel][:, None] * lc).ravel()
-        ctx.add(P.Copy(src.regions(st, lc), flat_view(gathered, (gstart[sel][:, None] + np.arange(per)).ravel()),
+        # every row of every group of this source, in vertex order
+        rows = np.concatenate([gs[g] + np.arange(gk[g]) for g in vg[sel]]) if len(sel) else np.zeros(0, np.int64)
+        cols = np.repeat(vc[sel] * lc, gk[vg[sel]])
+        ctx.add(P.Copy(src.regions(rows * row + cols, lc), flat_view(gathered, _ranges_index(gstart[sel], per[sel])),
                        name=f"{op}/gather{stage}_{i}", op=op))
         out = outs[i]
         ostart = (vg[sel] * row if len(out.shape) == 2 else 0) + vc[sel] * lc
         o = np.argsort(ostart, kind="stable")
         ctx.graph.set_mapping(out, M.intervals(vt[sel][o], ostart[o], ostart[o] + lc))  # written where reduced
-        ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vt[sel], fields={
-            "in": gathered.regions(gstart[sel], per), "out": out.regions(ostart, lc)}, params={"k": np.int64(k)})
+        for kk in np.unique(gk[vg[sel]]):  # one vertex group per group size
+            s2 = sel[gk[vg[sel]] == kk]
+            ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vt[s2], fields={
+                "in": gathered.regions(gstart[s2], per[s2]),
+                "out": out.regions((vg[s2] * row if len(out.shape) == 2 else 0) + vc[s2] * lc, lc)},
+                params={"k": np.int64(kk)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 
@@ -264,8 +268,11 @@ def _reduce_partials(ctx, items, op):
         return even[-1]
 
     if V > 64:
-        s = min(_divisors(V), key=lambda d: abs(V // d - 32))  # groups of ~32 partials
-        k1 = V // s
+        # groups of ~32 partials: ceil(V / 32) groups of ceil and floor size (a prime V - the tiles
+        # holding rows, e.g. 1459 - has no divisor near 32: one stage of 1459 partials on one worker
+        # per tile cost 9k cycles instead of a few hundred)
+        s = max(2, -(-V // 32))
+        k1 = np.array([b_ - a_ for a_, b_ in split_even(V, s)], np.int64)
         inter = [ctx.variable(f"{op}/{name or 'sum'}_stage1", (s, row), "float32",
                               mapping=ctx.linear_mapping(s * row), op=op) for _p, name, _dt in items]
         _reduce_stage(ctx, srcs, k1, row, chunk(s * len(items)), inter, op, 1)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from popvision_lite.emulator import codelets as C
-from popvision_lite.emulator.cost_model import exchange_cycles
+from popvision_lite.emulator.cost_model import exchange_cycles_scalar as exchange_cycles
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int32": 4, "fp16": 2, "fp32": 4}
 
@@ -249,7 +249,7 @@ def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, ou
     threads.  Equal to summing every vertex (tests/test_codelet_costs.py), in O(pk) instead of
     O(vertices)."""
     def cyc(n):
-        return int(C.strided_reduce_cycles(pk, int(n), 4, out_bytes))
+        return C.strided_reduce_cycles_scalar(pk, n, 4, out_bytes)
 
     worst = 0
     seen = {}
@@ -319,11 +319,15 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
         if compute + exchange + reduce <= bound:
             reduce += reduce_tile_cycles(pk, bm, bn, target, in_b)
     elif ps > 1:  # FP32 accumulator cast to the output type
-        pieces = reduce_split(bm * bn, target.threads, 1)
-        worst = max(int(C.cast_worker_cycles(m, 4, in_b)) for m in pieces)
-        reduce = target.threads * worst + target.launch_cycles
+        reduce = _cast_out_cycles(bm * bn, target.threads, target.launch_cycles, in_b)
     del tiles_used
     return bm, bn, bk, per_tile, compute, exchange, reduce
+
+
+@functools.lru_cache(maxsize=65536)
+def _cast_out_cycles(elems: int, threads: int, launch: int, in_b: int) -> int:
+    worst = max(int(C.cast_worker_cycles(m, 4, in_b)) for m in reduce_split(elems, threads, 1))
+    return threads * worst + launch
 
 
 SERIAL_CANDIDATES = (1, 2, 4, 8, 16, 32)
