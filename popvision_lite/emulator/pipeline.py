@@ -416,6 +416,7 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     tables = {n: [] for n in ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles",
                               "liveness_steps")}
     phase_tpl = []  # per IPU: phase -> template ids (global)
+    op_counts = {"calls_per_microbatch": [], "runs_per_call": [], "runs_per_step": []}
     op_off = prog_off = cs_off = var_off = l_off = 0
     for s in range(S):
         sg = graphs[kinds[s]]
@@ -436,6 +437,18 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         for col in ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "cycles", "compute_cycles",
                     "exchange_cycles", "sync_cycles", "stream_cycles"):
             ops[col] = (ops[col].to_numpy() * mult).astype(np.int64)
+        # runs of each op per call of its phase program: the phases whose steps contain it (2 when
+        # recomputation replays a forward op before its gradient); run["op_counts"] records the counts
+        tpl_op = np.array([t.op_id for t in sg.c.templates], np.int64)
+        rpc = np.zeros(len(ops), np.int64)
+        for nm in PHASES:
+            ids = np.unique(tpl_op[sg.steps.get(nm, np.zeros(0, np.int64))])
+            rpc[ids[(ids >= 0) & (ids < len(ops))]] += 1
+        rpc = np.maximum(rpc, 1)
+        calls = np.where(att, n_att, np.where(ffn, n_ffn, 1)).astype(np.int64)
+        for key, v in (("calls_per_microbatch", calls), ("runs_per_call", rpc),
+                       ("runs_per_step", calls * rpc * cfg.grad_accum)):
+            op_counts[key] += [int(x) for x in v]
         tables["ops"].append(ops)
         pr = bp.programs.copy()
         pr["prog_id"] += prog_off
@@ -609,7 +622,10 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
            "mode": "timing", "total_cycles": total, "seconds": total / target1.clock_hz,
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "oom_tiles": [],
            "profile_note": (f"one replica of {cfg.replicas}; {elided} of {n} pipeline cycles elided from the timeline"
-                            if elided else f"one replica of {cfg.replicas}")}
+                            if elided else f"one replica of {cfg.replicas}"),
+           # the ops table holds per-step totals of one replica (flops, bytes_* but min_bytes, cycles):
+           # an op runs runs_per_step = calls_per_microbatch x runs_per_call x grad_accum times a step
+           "op_counts": dict(op_counts, table="totals per step of one replica; min_bytes per run")}
     return schema.ProfileData(
         target=info, run=run, memory=mem, steps=steps,
         step_tile_cycles=StepTileArray(tpl, seq, "cycles", S * T),
