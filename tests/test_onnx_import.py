@@ -497,3 +497,23 @@ def test_rerun_config_keeps_the_at_scale_settings_and_the_split(model_dir, tmp_p
     kw = resolve(parser.parse_args(["--config", str(cfg), "-o", str(tmp_path / "again.pvl")]))
     assert (kw["ipus"], kw["replicas"], kw["grad_accum"], kw["optimizer"], kw["ipu_split"]) == (
         4, 2, 2, "lamb", ["h.0.ln_2/LayerNormalization"])
+
+
+def test_imported_bert_computes_in_the_cycles_of_the_bundled_layers(tmp_path):
+    """Same math, same plans (issue 16 bench): a BERT encoder built like the bundled workload costs, op type by
+    op type, the compute cycles of the bundled ``bert`` on the whole-graph path (the exact-erf GELU costed by
+    the op library's GELU cost model, whatever that model is now)."""
+    from popvision_lite.emulator.engine import Engine
+    from popvision_lite.emulator.models.emulated import build_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    cfg = make_config("bert", training=False, layers=2, hidden=64, heads=2, batch=2, seq=16, vocab=128)
+    path = tmp_path / "enc.onnx"
+    onnx.save(builders.bert_encoder(layers=2, hidden=64, heads=2, vocab=128), str(path))
+    run = emulate_onnx(path, batch=2, seq=16, timing_only=True)
+    be, _ = build_model(cfg, "ipu-mk2", needs_values=False)
+    ref = Engine(be.graph, be.program(), mode="timing", model="bert", config={}).run(
+        inputs=None, profile_path=None, allow_out_of_memory=True)
+    got = run.profile_data.ops.groupby("type")["compute_cycles"].sum().to_dict()
+    want = ref.profile_data.ops.groupby("type")["compute_cycles"].sum().to_dict()
+    assert got == want and got["gelu"] > 0
