@@ -1,28 +1,32 @@
-"""Check the GPU estimate against measured MLPerf Training v1.1 runs (``python -m bench.verdict_check``).
+"""Check the GPU estimate against measured MLPerf Training v1.1 runs (``python -m bench.verdict_check [--ipu]``).
 
-Predicts DGX A100 (8x A100-SXM4-80GB) training throughput for the two rows of
+Predicts DGX A100 (8x A100-SXM4-80GB) training throughput for the two NVIDIA rows of
 ``../shared/validation/mlperf_training.csv`` and prints predicted vs measured samples/s (target +-20 %), the
 estimate's breakdown, the roofline bound of the same step, and the measured IPU-POD16 / DGX A100 ratio next to
 the predicted one.  No constant is fitted to a row: the estimate's fractions and overheads come from the GPU's
 device TOML (published kernel measurements); the residual is reported as it is.
 
-* **BERT-Large** (seq 512, local batch 56, LAMB, unpadded): the op list of one encoder layer comes from the
-  emulated workload (``run_model(bert-large, layers=1, batch=56, seq=L, timing_only=True)``), repeated for 24
-  layers.  NVIDIA's unpadded kernels process only real tokens: L = 512 / 2.0 = 256, the average sequence length
+* **BERT-Large** (seq 512, local batch 56, LAMB, unpadded): the op list is the emulated BERT-Large
+  (``bert-large``, timing only, one pipeline stage of 24 layers, vocabulary 30,522): embeddings, 24 encoder
+  layers and the MLM / NSP heads, turned into one micro-batch's kernels by ``analysis.workload.model_pass``.
+  NVIDIA's unpadded kernels process only real tokens: L = 512 / 2.0 = 256, the average sequence length
   implied by the ~2.0 sequences per 512-token pack of Graphcore's packed submission of the same dataset (CSV
-  ``packing`` column; an upper bound, since packs are not 100 % full).  Attention uses L^2 per sequence (a
-  lower bound on the mean of L_i^2).  Added analytically (explicit GEMM shapes): embeddings, the MLM head on
-  the 76 masked positions per sequence (MLPerf ``max_predictions_per_seq``) with its 30,522-way decoder, the
-  NSP pooler.  Activation memory: Korthikanti et al. 2022, s*b*h*(34 + 5*a*s/h) bytes per layer.
-* **ResNet-50 v1.5** (224 x 224, local batch 408, LARS, NHWC FP16): no emulated ResNet-50 on this branch (the
-  "resnet" helper adds it); the op list is built from the published layer table (He et al. 2016, table 1; v1.5
-  strides in the 3x3 convolution) as implicit GEMMs (M = N*Ho*Wo, N = Cout, K = Cin*kh*kw) with backward =
-  data-gradient + weight-gradient GEMMs, and fused BN(+add)+ReLU kernels counted as 3 tensor passes forward,
-  5 backward (derived: statistics read, normalise read + write; backward reads x and dy twice, writes dx).
-* **IPU side** (``--ipu``): tries the multi-IPU emulation of the MLPerf IPU-POD16 configurations (needs the
-  "scale" / "resnet" helpers' work); otherwise prints n/a and only the measured ratio.
+  ``packing`` column; an upper bound, since packs are not 100 % full); MLM on 15 % of the tokens.  Attention
+  uses L^2 per sequence (a lower bound on the mean of L_i^2).  Activation memory: Korthikanti et al. 2022,
+  s*b*h*(34 + 5*a*s/h) bytes per layer.
+* **ResNet-50 v1.5** (224 x 224, local batch 408, LARS, NHWC FP16): the kernels cuDNN runs, from the published
+  layer table (He et al. 2016, table 1; v1.5 strides in the 3x3 convolution): implicit GEMMs (M = N*Ho*Wo,
+  N = Cout, K = Cin*kh*kw; the input read once, no im2col in memory) with backward = data-gradient +
+  weight-gradient GEMMs, and fused BN(+add)+ReLU kernels counted as 3 tensor passes forward, 5 backward
+  (derived: statistics read, normalise read + write; backward reads x and dy twice, writes dx).  The emulated
+  ``resnet50`` is not used for this list: its op list is the IPU's (window gathers materialised by exchange,
+  separate BN, ReLU and add ops), which is what the verdict of a ResNet-50 profile costs (see ``--ipu``).
+* **IPU side** (``--ipu``): emulates the MLPerf IPU-POD16 BERT-Large and ResNet-50 configurations (the rows of
+  ``popvision-lite validate``), prints predicted vs measured for the IPU, the verdict of each profile against
+  8 x A100-80GB (its GPU side vs the measured DGX A100 row, its cost per 1 M samples) and the predicted vs
+  measured IPU / GPU ratio.  The IPU numbers are the emulator's, reported as they come.
 
-Options: ``--quick`` (BERT layer emulated at batch 8 and scaled x7: for smoke runs), ``--ipu``.
+Options: ``--quick`` (BERT emulated at batch 8, its kernels scaled to 56: a smoke run), ``--ipu``.
 """
 
 from __future__ import annotations
@@ -92,39 +96,23 @@ def bert_params() -> float:
     return BERT["layers"] * layer + emb + head + pooler
 
 
-def bert_layer_ops(batch: int, seq: int, quick: bool) -> pd.DataFrame:
-    """One encoder layer (forward + backward) from the emulated workload, timing only."""
+def bert_model(batch: int, seq: int, quick: bool):
+    """The whole BERT-Large training pass from the emulated workload (timing only): one stage holding all 24
+    layers (the stage program emulates one layer body, called 24 times), the embeddings and the MLM / NSP heads
+    (``mask_tokens`` = 15 % of the tokens, the masking rate of BERT's pre-training).  Returns the GPU kernel
+    list of one micro-batch (``analysis.workload.model_pass``), the profile data, the samples it was emulated
+    at, and the emulation wall time."""
+    from popvision_lite.analysis import workload as wl
     from popvision_lite.emulator.models.emulated import run_model
     from popvision_lite.emulator.models.workloads import make_config
 
     b = 8 if quick else batch
-    cfg = make_config("bert-large", layers=1, batch=b, seq=seq, vocab=BERT["vocab"])
-    ops = run_model(cfg, "ipu-mk2", timing_only=True).profile_data.ops
-    ops = ops[~ops["type"].isin(["embedding", "mse_grad"]) & ~ops["type"].str.endswith("_update")].copy()
-    if b != batch:  # activations and FLOPs scale with the batch (weights are a small part of these ops' bytes)
-        ops["flops"] = ops["flops"] * (batch / b)
-        ops["min_bytes"] = ops["min_bytes"] * (batch / b)
-    return ops[["name", "type", "precision", "flops", "min_bytes"]]
-
-
-def bert_ops(batch: int, seq: int, quick: bool) -> tuple[pd.DataFrame, int]:
-    layer = bert_layer_ops(batch, seq, quick)
-    per_layer = len(layer)
-    parts = [layer.assign(name=lambda d, i=i: f"layer{i}/" + d["name"].str.replace("layer0/", "", regex=False))
-             for i in range(BERT["layers"])]
-    h, v, t = BERT["hidden"], BERT["vocab"], batch * seq
-    tm = batch * BERT["masked"]
-    extra = [mem("embeddings/gather+sum", "embedding", t * h, 4), mem("embeddings/layer_norm", "layer_norm", t * h, 2),
-             mem("embeddings/bwd", "embedding_bwd", t * h, 4), mem("embeddings/layer_norm_bwd", "layer_norm_bwd", t * h, 3),
-             mem("mlm/gather_masked", "gather", tm * h, 2)]
-    extra += gemm_fwd_bwd("mlm/transform", tm, h, h)
-    extra += [mem("mlm/gelu", "gelu", tm * h, 2), mem("mlm/gelu_bwd", "gelu_bwd", tm * h, 3),
-              mem("mlm/layer_norm", "layer_norm", tm * h, 2), mem("mlm/layer_norm_bwd", "layer_norm_bwd", tm * h, 3)]
-    extra += gemm_fwd_bwd("mlm/decoder", tm, v, h)
-    extra += [mem("mlm/softmax_xent", "softmax", tm * v, 2), mem("mlm/softmax_xent_bwd", "softmax_bwd", tm * v, 2)]
-    extra += gemm_fwd_bwd("nsp/pooler", batch, h, h) + gemm_fwd_bwd("nsp/classifier", batch, 2, h)
-    ops = pd.concat(parts + [pd.DataFrame(extra)], ignore_index=True)
-    return ops, per_layer
+    cfg = make_config("bert-large", batch=b, seq=seq, vocab=BERT["vocab"], mask_tokens=max(1, int(0.15 * seq)))
+    t0 = time.perf_counter()
+    pd_ = run_model(cfg, "ipu-mk2", timing_only=True).profile_data
+    wall = time.perf_counter() - t0
+    mp = wl.model_pass(pd_)
+    return mp, pd_, b, wall
 
 
 def bert_activation_bytes_per_sample(seq: int) -> float:
@@ -192,24 +180,25 @@ def resnet50_ops(batch: int) -> tuple[pd.DataFrame, float, float]:
 
 
 # ------------------------------------------------------------------------------------------ IPU side
-def ipu_predicted(kind: str):
-    """(samples/s, note) from the emulated MLPerf IPU-POD16 configuration, when this branch can emulate it."""
-    try:
-        from popvision_lite.emulator.models.emulated import run_model
-        from popvision_lite.emulator.models.workloads import ModelConfig, make_config
+def pod16_cases() -> dict:
+    """The measured IPU-POD16 rows as emulator configurations (``popvision-lite validate``'s mapping)."""
+    from popvision_lite import validation
 
-        if "replicas" not in ModelConfig.field_names():
-            return math.nan, "n/a: multi-IPU schedule (replicas, pipelines) not on this branch (scale helper)"
-        if kind == "bert":
-            cfg = make_config("bert-large", seq=512, ipus=16, replicas=4, pipeline_stages=4, grad_accum=192,
-                              batch=2, packing=2.0, optimizer="lamb", optimizer_state="offchip", rts=True,
-                              available_memory_proportion=0.23, vocab=30522)
-        else:
-            cfg = make_config("resnet50", ipus=16, replicas=16, grad_accum=10, batch=20, recompute=True)
-        r = run_model(cfg, "ipu-mk2", timing_only=True)
-        return float(r.samples_per_second), "emulated MLPerf IPU-POD16 configuration"
+    cases = validation.build_cases(validation.load_rows(CSV.parent), untuned=False)
+    return {("bert" if c.model.startswith("bert") else "resnet"): c for c in cases}
+
+
+def ipu_run(case):
+    """(ModelRun, wall s, error) of an emulated IPU-POD16 configuration; the error text instead of raising."""
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    t0 = time.perf_counter()
+    try:
+        run = run_model(make_config(case.model, **case.config), case.device, timing_only=True)
     except Exception as e:  # noqa: BLE001 - report, do not fail the GPU check
-        return math.nan, f"n/a: {type(e).__name__}: {e}"
+        return None, time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+    return run, time.perf_counter() - t0, ""
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -222,7 +211,7 @@ def report(label, est: ge.TrainingEstimate, measured: float, measured_note: str)
     print(f"  predicted {pred:,.0f} samples/s   measured {measured:,.0f} ({measured_note})   "
           f"predicted/measured {ratio:.3f}  {'within' if ok else 'OUTSIDE'} +-{100 * TARGET:.0f} %")
     print(f"  step {1e3 * est.step_time_s:.1f} ms for {est.samples_per_step:g} samples on {est.n_gpus} GPUs: "
-          f"{est.passes_per_step:g} pass(es) x {1e3 * est.pass_time_s:.1f} ms + optimizer "
+          f"{est.passes_per_step:g} pass(es) of {est.micro_batch:g} x {1e3 * est.pass_time_s:.1f} ms + optimizer "
           f"{1e3 * est.optimizer_time_s:.2f} ms + all-reduce {1e3 * est.allreduce_time_s:.2f} ms")
     print("  time by bound: " + ", ".join(f"{k} {100 * v / tot:.0f} %" for k, v in est.time_by_bound.items()))
     o = est.ops
@@ -240,11 +229,16 @@ def report(label, est: ge.TrainingEstimate, measured: float, measured_note: str)
     return dict(pred=pred, measured=measured, ratio=ratio, ok=ok)
 
 
+def _within(r: float) -> str:
+    return "within" if abs(r - 1) <= TARGET else "OUTSIDE"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="emulate the BERT layer at batch 8 and scale (smoke run)")
-    ap.add_argument("--ipu", action="store_true", help="also emulate the IPU-POD16 configurations (slow; needs "
-                                                       "the multi-IPU schedule)")
+    ap.add_argument("--quick", action="store_true", help="emulate BERT at batch 8 and scale the kernels to 56 "
+                                                         "(smoke run)")
+    ap.add_argument("--ipu", action="store_true", help="also emulate the MLPerf IPU-POD16 BERT-Large and ResNet-50 "
+                                                       "configurations and give their verdicts (ResNet-50: ~10 min)")
     args = ap.parse_args(argv)
     r = rows()
     a100 = ge.gpu_model("a100-80gb")
@@ -254,59 +248,158 @@ def main(argv=None) -> int:
     results = {}
 
     # BERT-Large
+    from popvision_lite.analysis import workload as wl
+
     nv, gc = r["nv-v1.1-dgxa100-bert"], r["gc-v1.1-pod16-bert-closed"]
     local, gbs, n = int(nv["micro_batch"]), int(nv["gbs"]), int(nv["n_accel"])
     seq_avg = int(round(512 / 2.0))
-    t0 = time.perf_counter()
-    ops, per_layer = bert_ops(local, seq_avg, args.quick)
-    t_emul = time.perf_counter() - t0
-    est = ge.estimate_training(ops, a100, n, samples_per_pass=local, samples_per_step=gbs, params=bert_params(),
-                               optimizer="lamb", activation_bytes_per_sample=bert_activation_bytes_per_sample(seq_avg))
-    print(f"\nBERT-Large op list: {per_layer} emulated ops per encoder layer x {BERT['layers']} (+ analytic head), "
-          f"average unpadded length {seq_avg} tokens; emulation {t_emul:.1f} s{' (quick: batch 8 x7)' if args.quick else ''}")
-    wq = ge.estimate_training(ops, a100, n, samples_per_pass=local, samples_per_step=gbs, params=bert_params(),
-                              optimizer="lamb", wave_quantization=True).samples_per_second
-    results["bert"] = report(f"DGX A100 BERT-Large (8 x A100-80GB, local batch {local}, LAMB)", est,
-                             _num(nv["incl_eval_sps_median"]), "incl. eval, median of 10 runs")
+    mp, pd_, b, t_emul = bert_model(local, seq_avg, args.quick)
+    emulated_params, psrc = wl.params(pd_)
+    params = bert_params()  # the model NVIDIA trained (decoder tied to the embedding): optimizer, all-reduce, memory
+    print(f"\nBERT-Large op list: the emulated model (bert-large, batch {b}, seq {seq_avg}, timing only; one stage "
+          f"of 24 layers): {len(mp.ops)} kernels per pass; average unpadded length {seq_avg} tokens; emulation "
+          f"{t_emul:.1f} s. Parameters: BERT-Large's {params / 1e6:.1f} M (decoder tied); the emulated graph "
+          f"holds {emulated_params / 1e6:.1f} M ({psrc}: its MLM decoder is a separate weight)")
+
+    def bert_est(wq=False):
+        return ge.estimate_training(mp.ops, a100, n, samples_per_pass=b, samples_per_step=gbs, params=params,
+                                    optimizer="lamb", micro_batch=local, wave_quantization=wq,
+                                    activation_bytes_per_sample=bert_activation_bytes_per_sample(seq_avg))
+
+    e_bert = bert_est()
+    measured_bert = _num(nv["incl_eval_sps_median"])
+    # the measured figure is eval-to-eval: 150,080 trained sequences (CSV sample_source) plus one evaluation of
+    # BERT_EVAL_SAMPLES sequences, forward only (1/3 of a training sample's FLOPs: derived)
+    interval = EVAL_INTERVAL_SAMPLES
+    incl = e_bert.samples_per_second * interval / (interval + BERT_EVAL_SAMPLES / 3.0)
+    e_bert_incl = _with_rate(e_bert, incl)
+    results["bert"] = report(f"DGX A100 BERT-Large (8 x A100-80GB, local batch {local}, LAMB)", e_bert_incl,
+                             measured_bert, "incl. eval, median of 10 runs")
+    results["bert"]["train_only"] = e_bert.samples_per_second
+    print(f"  train-only prediction {e_bert.samples_per_second:,.0f} samples/s ({e_bert.samples_per_second / measured_bert:.3f}"
+          f" x measured); with the evaluation the measurement includes ({BERT_EVAL_SAMPLES:,} sequences forward-only "
+          f"every {interval:,} trained: mlcommons/training language_model/tensorflow/bert/README.md 'Stopping "
+          f"criteria'; forward = 1/3 of a training step's FLOPs, derived; eval at batch 16 assumed as efficient) "
+          f"{incl:,.0f} samples/s, the figure compared above")
+    wq = bert_est(True).samples_per_second
     print(f"  sensitivity, not the prediction: with wave quantization of fixed 128x128 tiles (cuBLAS picks tiles "
-          f"to avoid it): {wq:,.0f} samples/s = {wq / results['bert']['measured']:.3f} x measured")
-    print("  (the measured figure includes the eval passes; Graphcore's incl-eval figure is 2-7 % below its "
-          "train-only one, so a train-only prediction may sit a few % above it)")
+          f"to avoid it): {wq:,.0f} samples/s train-only = {wq / measured_bert:.3f} x measured")
+    for line in BERT_NOT_MODELLED:
+        print(f"  not modelled: {line}")
 
     # ResNet-50
     nvr, gcr = r["nv-v1.1-dgxa100-resnet"], r["gc-v1.1-pod16-resnet"]
     local_r, gbs_r = int(nvr["micro_batch"]), int(nvr["gbs"])
     rops, rparams, racts = resnet50_ops(local_r)
-    est_r = ge.estimate_training(rops, a100, int(nvr["n_accel"]), samples_per_pass=local_r, samples_per_step=gbs_r,
-                                 params=rparams, optimizer="momentum", activation_bytes_per_sample=racts)
-    print(f"\nResNet-50 op list: analytic from the published layer table ({len(rops)} kernels per pass, "
-          f"{rparams / 1e6:.1f} M params); no emulated ResNet-50 on this branch")
-    wq_r = ge.estimate_training(rops, a100, int(nvr["n_accel"]), samples_per_pass=local_r, samples_per_step=gbs_r,
-                                params=rparams, optimizer="momentum", wave_quantization=True).samples_per_second
-    results["resnet"] = report(f"DGX A100 ResNet-50 (8 x A100-80GB, local batch {local_r}, LARS ~ momentum bytes)",
-                               est_r, _num(nvr["train_only_sps_median"]), "train-only epochs, median of 5 runs")
 
+    def rn_est(wq=False):
+        return ge.estimate_training(rops, a100, int(nvr["n_accel"]), samples_per_pass=local_r, samples_per_step=gbs_r,
+                                    params=rparams, optimizer="momentum", activation_bytes_per_sample=racts,
+                                    wave_quantization=wq)
+
+    print(f"\nResNet-50 op list: the kernels cuDNN runs, from the published layer table ({len(rops)} kernels per "
+          f"pass, {rparams / 1e6:.1f} M params): implicit-GEMM convolutions (no im2col in memory) and fused "
+          "BN(+add)+ReLU, NHWC (the emulated resnet50's op list is the IPU's: see --ipu)")
+    results["resnet"] = report(f"DGX A100 ResNet-50 (8 x A100-80GB, local batch {local_r}, LARS ~ momentum bytes)",
+                               rn_est(), _num(nvr["train_only_sps_median"]), "train-only epochs, median of 5 runs")
+    wq_r = rn_est(True).samples_per_second
     print(f"  sensitivity, not the prediction: with wave quantization of fixed 128x128 tiles: {wq_r:,.0f} "
           f"samples/s = {wq_r / results['resnet']['measured']:.3f} x measured")
-    print("  not modelled: cuDNN implicit-GEMM convolutions below cuBLAS's matmul fraction, the DALI input pipeline "
-          "sharing the GPUs, host-side step overhead")
+    for line in RESNET_NOT_MODELLED:
+        print(f"  not modelled: {line}")
+
+    # IPU side: the MLPerf IPU-POD16 configurations, emulated, and their verdicts
+    from popvision_lite.analysis.verdict import verdict
+
+    ipu = {}
+    if args.ipu:
+        for key, case in pod16_cases().items():
+            print(f"\nemulating {case.id}: {case.label} ...", flush=True)
+            run, wall, err = ipu_run(case)
+            if run is None:
+                print(f"  n/a: {err}")
+                continue
+            v = verdict(run.profile_data, gpus=8)
+            gm = _num(nv["incl_eval_sps_median"] if key == "bert" else nvr["train_only_sps_median"])
+            ipu[key] = dict(pred=float(run.samples_per_second), measured=case.measured_sps, verdict=v, gpu_measured=gm)
+            ri, rg = ipu[key]["pred"] / case.measured_sps, v.gpu.samples_per_second / gm
+            print(f"  emulated in {wall:.0f} s, {'fits' if run.fits else 'does NOT fit'}")
+            print(f"  IPU-POD16 side: predicted {ipu[key]['pred']:,.0f} samples/s, measured {case.measured_sps:,.0f} "
+                  f"(train-only) = {ri:.3f}  {_within(ri)} +-{100 * TARGET:.0f} %")
+            print(f"  verdict of this profile, 8 x A100-80GB side: {v.gpu.samples_per_second:,.0f} samples/s "
+                  f"(micro-batch {v.gpu_estimate.micro_batch:g}), measured DGX A100 {gm:,.0f} = {rg:.3f}  "
+                  f"{_within(rg)} +-{100 * TARGET:.0f} %")
+            print(f"  verdict headline: {v.headline()}")
+            print(f"  USD per 1 M samples: IPU {v.ipu.usd_per_million():.2f} ({v.ipu.chips} chips), "
+                  f"GPU {v.gpu.usd_per_million():.2f} ({v.gpu.chips} chips); prices: {v.ipu.price_source} | "
+                  f"{v.gpu.price_source}")
+            if key == "resnet":
+                print("  (the verdict's GPU side costs the IPU's op list: explicit im2col window gathers and unfused "
+                      "BN / ReLU / add kernels that cuDNN does not run; the analytic cuDNN-like list above is the "
+                      "GPU check)")
 
     # IPU vs GPU ratios
     print("\n== IPU-POD16 vs DGX A100 (samples/s ratio IPU / GPU)")
-    for key, g_row, n_row, gpu_pred, col in (("bert", gc, nv, results["bert"]["pred"], "incl_eval_sps_median"),
-                                             ("resnet", gcr, nvr, results["resnet"]["pred"], "train_only_sps_median")):
+    for key, g_row, n_row, col in (("bert", gc, nv, "incl_eval_sps_median"), ("resnet", gcr, nvr, "train_only_sps_median")):
         ipu_meas = _num(g_row[col]) if _num(g_row[col]) == _num(g_row[col]) else _num(g_row["train_only_sps_median"])
-        meas_ratio = ipu_meas / _num(n_row[col])
-        ipu_pred, note = ipu_predicted(key) if args.ipu else (math.nan, "not run (pass --ipu)")
-        pred_ratio = ipu_pred / gpu_pred if ipu_pred == ipu_pred else math.nan
-        print(f"  {key}: measured {ipu_meas:,.0f} / {_num(n_row[col]):,.0f} = {meas_ratio:.3f} ({col});  "
-              f"predicted " + (f"{ipu_pred:,.0f} / {gpu_pred:,.0f} = {pred_ratio:.3f}" if pred_ratio == pred_ratio
-                               else f"n/a (IPU side {note})"))
-        print(f"      with the GPU side predicted and the IPU side measured: {ipu_meas:,.0f} / {gpu_pred:,.0f} = "
-              f"{ipu_meas / gpu_pred:.3f}")
+        gpu_meas = _num(n_row[col])
+        gpu_pred = results[key].get("train_only", results[key]["pred"])   # train-only, as the IPU's prediction
+        meas_ratio = ipu_meas / gpu_meas
+        print(f"  {key}: measured {ipu_meas:,.0f} / {gpu_meas:,.0f} = {meas_ratio:.3f} ({col})")
+        if key in ipu:
+            x = ipu[key]
+            pr = x["pred"] / gpu_pred
+            vr = 1 / x["verdict"].speedup
+            print(f"      predicted: emulated IPU-POD16 {x['pred']:,.0f} (train-only) / estimated DGX A100 "
+                  f"{gpu_pred:,.0f} = {pr:.3f} ({pr / meas_ratio:.3f} x the measured ratio)")
+            print(f"      the verdict of the POD16 profile (8 A100s on the IPU's job): {vr:.3f}")
+        else:
+            print("      predicted: n/a (IPU side not emulated: pass --ipu)")
+        g_like = results[key]["pred"]   # the prediction of what the GPU row measured (BERT: incl. eval)
+        print(f"      with the GPU side predicted and the IPU side measured: {ipu_meas:,.0f} / {g_like:,.0f} = "
+              f"{ipu_meas / g_like:.3f}")
     ok = all(v["ok"] for v in results.values())
     print(f"\nverdict_check: {'all within' if ok else 'NOT all within'} +-{100 * TARGET:.0f} % of the measured GPU rows")
     return 0
+
+
+# MLPerf BERT: "The evaluation will be on the 10,000 samples in the evaluation set" (mlcommons/training,
+# language_model/tensorflow/bert/README.md, Stopping criteria); NVIDIA's run evaluates every 150,080 samples
+# (CSV nv-v1.1-dgxa100-bert: EVAL_ITER_SAMPLES=150000 rounded up to whole global batches of 448)
+BERT_EVAL_SAMPLES = 10_000
+EVAL_INTERVAL_SAMPLES = 150_080
+
+BERT_NOT_MODELLED = (
+    "NVIDIA's fused kernels (config_DGXA100_1x8x56x1.sh: --unpad_fmha --fused_bias_fc --fused_bias_mha "
+    "--fused_dropout_add): the estimate launches the emulated graph's separate bias, scale, softmax and dropout-free "
+    "elementwise kernels, so its memory-bound time is an upper bound (raises the real speed)",
+    "the GEMM fraction is MAMF's best shape under CUDA 12.1 (ml-engineering table); v1.1 ran NGC 21.09 (CUDA 11.4), "
+    "and BERT's GEMMs (14,336 x 1,024 x 1,024/4,096 at batch 56) are smaller than 6912x16384x2048 "
+    "(lowers the real speed: the main optimistic term; 62 % of the step is compute-bound)",
+    "sequence lengths vary around the mean of 256 (attention ~ L^2 costs more than at the mean)",
+)
+
+
+def _with_rate(est: ge.TrainingEstimate, sps: float) -> ge.TrainingEstimate:
+    """``est`` with its samples/s replaced (the figure compared; its step breakdown stays the training step's)."""
+    import dataclasses
+
+    return dataclasses.replace(est, samples_per_second=sps)
+
+
+RESNET_NOT_MODELLED = (
+    "the DALI input pipeline shares the GPUs: NVIDIA's v1.1 config decodes 70 % of the JPEGs on the A100's "
+    "hardware decoder (DALI_HW_DECODER_LOAD=0.7, training_results_v1.1 NVIDIA/benchmarks/resnet/implementations/"
+    "mxnet/config_DGXA100_*.sh), the other 30 % with CUDA kernels, and resizes / crops / normalises every image "
+    "on the SMs (lowers the prediction; size not published)",
+    "cuDNN's implicit-GEMM convolutions are costed at cuBLAS's best-shape matmul fraction (85.9 %); ResNet-50's "
+    "layers have N = Cout of 64-512 and K = 9 Cin of 576-4608, shapes below MAMF's 6912x16384x2048 (lowers the "
+    "prediction of the 22 % of the step that is compute-bound)",
+    "BN(+add)+ReLU kernels are costed at the best measured streaming bandwidth (88 %); their per-channel "
+    "reductions over N*H*W rows are not streaming copies (lowers the prediction of the 78 % that is HBM-bound)",
+    "host-side step overhead (MXNet, Horovod); the LARS trust-ratio norms (an extra read of weights and gradients: "
+    "0.3 % of the step)",
+)
 
 
 if __name__ == "__main__":

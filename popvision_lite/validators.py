@@ -32,6 +32,8 @@ from popvision_lite.errors import ConfigError
 MAX_CONFIG_BYTES = 1 << 20  # a run config is a few hundred bytes
 MAX_DEPTH = 8  # TOML nesting (run configs use 2)
 
+LIST_FIELDS = ("available_memory_proportion",)  # fields that may also be one value per IPU
+
 # field -> (lowest, highest) accepted; integers unless the bounds are floats.  The highs are far above
 # any real model (BERT-Large: hidden 1024, 24 layers, seq 512; GPT-3: hidden 12288, 96 layers) but keep a
 # typo (an extra zero or three) from turning into an allocation of the whole machine.
@@ -42,7 +44,7 @@ MODEL_LIMITS: dict[str, tuple] = {
     "lr": (1e-12, 1e3),
     # scale's fields (issue 13), checked when present
     "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16),
-    "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0),
+    "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0), "mask_tokens": (0, 1 << 16),
 }
 
 
@@ -195,6 +197,58 @@ def host_memory_bytes() -> int | None:
 _USUAL = dict(batch=8, seq=128, layers=12, hidden=768, heads=12, vocab=30522, image=224, nodes=256, edges=1024)
 
 
+def _resnet_blocks(layers: int) -> int:
+    """Bottleneck blocks of a ResNet of depth ``layers``: 3 convolutions per block plus the stem and the
+    classifier (depth = 3 x blocks + 2: 50 -> 16, 101 -> 33, 152 -> 50, as emulator/models/resnet.py's table)."""
+    return max(1, (int(layers) - 2) // 3)
+
+
+def largest_array(cfg) -> tuple[int, str]:
+    """(elements, dominant field) of the largest array the emulator builds for ``cfg`` *even in a timing-only
+    run*: the per-element index arrays of the biggest tensor's mapping and exchanges (int64), e.g. the
+    attention scores of a transformer (batch x heads x seq^2), a ResNet's stem windows
+    (batch x (image/2)^2 x 7 x 7 x 3), an mlp's weight (hidden^2)."""
+    g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "layers", "hidden", "heads", "vocab", "image",
+                                                      "nodes", "edges")}
+    ffn = int(getattr(cfg, "ffn", 0) or 0) or 4 * g["hidden"]
+    model = str(getattr(cfg, "model", ""))
+    B, S, H, A, V, img = g["batch"], g["seq"], g["hidden"], g["heads"], g["vocab"], g["image"]
+    # candidates: (elements, the fields they grow with)
+    if model in ("bert", "gpt"):
+        cand = [(B * A * S * S, ("batch", "seq", "heads")), (B * S * ffn, ("batch", "seq", "hidden")),
+                (H * ffn, ("hidden",)), (V * H, ("vocab", "hidden"))]
+        if model == "gpt":  # the LM head's logits over every position
+            cand.append((B * S * V, ("batch", "seq", "vocab")))
+    elif model == "resnet":
+        cand = [(B * (img // 2) ** 2 * 49 * 3, ("batch", "image")), (9 * (8 * H) ** 2, ("hidden",)),
+                (8 * H * V, ("hidden", "vocab"))]
+    elif model == "conv":
+        cand = [(B * img * img * 9 * H, ("batch", "image", "hidden"))]
+    elif model == "gnn":
+        cand = [(B * g["edges"] * H, ("batch", "edges", "hidden")), (B * g["nodes"] * H, ("batch", "nodes", "hidden")),
+                (H * H, ("hidden",))]
+    else:  # mlp
+        cand = [(B * H, ("batch", "hidden")), (H * H, ("hidden",))]
+    elems, names = max(cand, key=lambda c: c[0])
+    # the field furthest above a usual size is the one to name
+    field = max(names, key=lambda k: g.get(k, 1) / _USUAL.get(k, 1))
+    return int(elems), field
+
+
+# bytes per element of the largest array that a run may need at once (an int64 index array and a copy of it)
+INDEX_BYTES = 16
+
+
+def runs_numerics(cfg, timing_only: bool) -> bool:
+    """Whether a run of ``cfg`` computes real values: not timing-only, and not a run the emulator composes
+    from stage programs (every GPT run; BERT at scale: models/emulated.py run_model), which is timing-only
+    whatever was asked."""
+    if timing_only:
+        return False
+    model = str(getattr(cfg, "model", ""))
+    return not (model == "gpt" or (model == "bert" and bool(getattr(cfg, "scaled", False))))
+
+
 def numeric_run_bytes(cfg) -> tuple[int, str]:
     """(bytes, dominant field) a full-numerics run of ``cfg`` needs on the host, roughly: weights and
     activations in fp32, times 4 (gradients, reference copies, temporaries).  Timing-only runs hold no
@@ -203,11 +257,21 @@ def numeric_run_bytes(cfg) -> tuple[int, str]:
                                          "edges")}
     ffn = getattr(cfg, "ffn", 0) or 4 * g["hidden"]
     model = str(getattr(cfg, "model", ""))
-    if model == "bert":
+    if model in ("bert", "gpt"):
         weights = g["layers"] * (4 * g["hidden"] ** 2 + 2 * g["hidden"] * ffn) + g["vocab"] * g["hidden"]
         acts = g["layers"] * g["batch"] * g["seq"] * (8 * g["hidden"] + ffn + 2 * g["heads"] * g["seq"])
         terms = {"batch": acts, "seq": acts, "layers": weights + acts, "hidden": weights + acts,
                  "heads": acts, "vocab": weights}
+    elif model == "resnet":
+        # bottleneck blocks of widths hidden x 1, 2, 4, 8 (x 4 out) at image/4 .. image/32; the stem's 7x7
+        # windows of the RGB input at image/2 and the windows of each 3x3 convolution (im2col) dominate
+        blocks = _resnet_blocks(g["layers"])
+        w = g["hidden"]
+        weights = blocks // 4 * sum(17 * (w << s) ** 2 for s in range(4)) + 8 * w * g["vocab"]
+        px = g["image"] ** 2
+        acts = g["batch"] * (3 * px + px // 4 * (147 + w)
+                             + blocks // 4 * sum(15 * (w << s) * px // (16 << (2 * s)) for s in range(4)))
+        terms = {"batch": acts, "image": acts, "hidden": weights + acts, "layers": weights + acts, "vocab": weights}
     elif model == "conv":
         weights = g["layers"] * 9 * g["hidden"] ** 2
         acts = g["layers"] * g["batch"] * g["image"] ** 2 * g["hidden"] * 4
@@ -235,11 +299,24 @@ def check_model_config(cfg, timing_only: bool | None = None, where: str = "") ->
         v = getattr(cfg, name)
         if v is None:
             continue
-        check_number(name, v, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
-    if timing_only is False:
+        for x in (v if isinstance(v, list | tuple) and name in LIST_FIELDS else [v]):  # per-IPU lists
+            check_number(name, x, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
+    mt, seq = getattr(cfg, "mask_tokens", 0), getattr(cfg, "seq", 0)
+    if str(getattr(cfg, "model", "")) == "bert" and isinstance(mt, int) and isinstance(seq, int) and mt > seq:
+        raise _fail("mask_tokens", f"{mt} MLM positions per pack, but a pack has only seq = {seq} tokens", where)
+    if timing_only is None:
+        return
+    have = host_memory_bytes()
+    if not have:
+        return
+    if runs_numerics(cfg, timing_only):
         need, field = numeric_run_bytes(cfg)
-        have = host_memory_bytes()
-        if have and need > have // 2:
+        if need > have // 2:
             raise _fail(field, f"a run with real numerics at these sizes needs about {need / 2 ** 30:.1f} GiB of "
                                f"host memory, more than half of this machine's {have / 2 ** 30:.1f} GiB; use "
                                f"--timing-only (same cycles and memory) or smaller sizes", where)
+    elems, field = largest_array(cfg)
+    if elems * INDEX_BYTES > have // 2:
+        raise _fail(field, f"even a timing-only run builds per-element index arrays of its largest tensor "
+                           f"({elems:,} elements, about {elems * INDEX_BYTES / 2 ** 30:.1f} GiB), more than half of "
+                           f"this machine's {have / 2 ** 30:.1f} GiB of memory; use smaller sizes", where)

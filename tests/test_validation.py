@@ -82,7 +82,13 @@ def test_validate_cli_lists_cases_without_emulating(tmp_path, capsys):
     assert main(["validate", "--data", str(tmp_path), "--list", "--only", "resnet"]) == 0
     out = capsys.readouterr().out
     assert "gc-v1.1-pod16-resnet:" in out and "measured 29,516.1 images/s" in out
-    assert "gc-v1.1-pod16-resnet-bow" in out and "not measured" in out and "bert" not in out.lower()
+    # the held-out measured runs come with the package; the derived unmeasured configurations on request
+    assert "gc-v2.0-bow-pod16-resnet-closed:" in out and "measured 42,675.3 images/s" in out
+    assert "not measured" not in out and "bert" not in out.lower()
+    assert main(["validate", "--data", str(tmp_path), "--list", "--only", "resnet", "--with-predictions",
+                 "--no-heldout"]) == 0
+    out = capsys.readouterr().out
+    assert "gc-v1.1-pod16-resnet-bow" in out and "not measured" in out and "gc-v2.0" not in out
 
 
 def _case(**kw):
@@ -132,6 +138,8 @@ def test_table_and_section_formatting():
     assert "| 2,000.0 images | 1,500.0 | 0.750 | fits | 12.3 s | b |" in lines[2]
     assert "not measured (prediction only)" in lines[3] and "does not fit" in lines[3] and "| - |" in lines[3]
     assert "error: ConfigError: nope" in lines[4]
+    reused = V.Result(_case(id="r"), predicted_sps=1.0, fits=True, wall_s=0.01, extra={"graph_reused": True})
+    assert "| 0.0 s (graph of the row above) |" in V.format_table([reused])
     section = V.render_section([good], meta="Last run: now.")
     assert section.startswith(V.BEGIN) and section.endswith(V.END) and "host I/O" in section
     assert "identity" in section and "Last run: now." in section
@@ -148,3 +156,24 @@ def test_doc_section_is_replaced_between_markers_or_appended(tmp_path):
     t2 = doc.read_text()
     assert t2.count(V.BEGIN) == 1 and "second" in t2 and "first" not in t2 and t2.endswith("\nafter\n")
     assert not list(tmp_path.glob(".fidelity-*"))  # temp file renamed, nothing left behind
+
+
+def test_heldout_rows_map_to_their_submissions_configs():
+    """Every held-out row loads, and the per-row config (placement, per-IPU memory proportion, vocab) is
+    the submission's (resources/validation/configs.toml)."""
+    rows = V.load_heldout_rows()
+    assert len(rows) == 10 and all(r["vendor"] == "graphcore" for r in rows)
+    cases = {c.id: c for c in V.build_cases(rows, overrides=V.row_configs())}
+    bow = cases["gc-v2.0-bow-pod16-bert-closed"]
+    assert bow.device == "ipu-bow" and bow.held_out and bow.measured_sps == pytest.approx(2303.7)
+    assert bow.config["layer_split"] == [0, 3, 3.5, 3, 3.5, 3.5, 3.5, 3.5, 0.5]
+    assert bow.config["ipus"] == 16 and bow.config["replicas"] == 2
+    pod64 = cases["gc-v1.1-pod64-bert-closed"]
+    assert pod64.config["available_memory_proportion"] == [0.2] + [0.25] * 7 and pod64.device == "ipu-mk2"
+    from popvision_lite.emulator.models.workloads import make_config
+
+    for c in cases.values():  # every row is a valid run config
+        cfg = make_config(c.model, **c.config)
+        assert cfg.ipus == c.config["ipus"]
+    assert cases["gc-v1.0-pod16-resnet-closed"].config["optimizer"] == "momentum"
+    assert cases["gc-v2.0-bow-pod16-resnet-closed"].config["optimizer"] == "lars"

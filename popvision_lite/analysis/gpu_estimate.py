@@ -233,6 +233,7 @@ class TrainingEstimate:
     samples_per_step: float
     samples_per_gpu: float
     passes_per_step: float           # op-list passes (micro-batches) each GPU runs per step
+    micro_batch: float               # samples of one pass on one GPU
     pass_time_s: float               # forward + backward op list once (estimate)
     optimizer_time_s: float
     allreduce_time_s: float
@@ -262,21 +263,55 @@ def params_from_ops(ops: pd.DataFrame) -> float:
     return float((upd["min_bytes"].to_numpy(dtype=float) / (3 * per)).sum())
 
 
+def state_bytes(params: float, optimizer: str, training: bool = True, precision: str = "fp16") -> float:
+    """Bytes of weights + gradients + optimizer state one data-parallel GPU holds (ZeRO's mixed-precision count)."""
+    return params * (STATE_BYTES_PER_PARAM[optimizer] if training else BYTES_PER_ELEMENT.get(precision, 2))
+
+
+def fitting_micro_batch(samples_per_pass: float, samples_per_gpu: float, *, params: float, optimizer: str,
+                        activation_bytes_per_sample: float, gpu, training: bool = True,
+                        precision: str = "fp16") -> float:
+    """The micro-batch a GPU runs its share of a step in: the largest whole multiple ``f x samples_per_pass``
+    such that ``f`` divides the GPU's passes per step (``samples_per_gpu / samples_per_pass``, so the step keeps
+    its global batch) and weights + gradients + optimizer state + ``f`` passes' activations fit in HBM.
+    ``samples_per_pass`` when nothing larger fits, when the share is not a whole number of passes or the
+    capacity is unknown; the share itself when it is smaller than one pass."""
+    g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
+    if samples_per_gpu <= samples_per_pass:
+        return float(samples_per_gpu)
+    passes = samples_per_gpu / samples_per_pass
+    cap = g.hbm_capacity
+    if cap is None or abs(passes - round(passes)) > 1e-9:
+        return float(samples_per_pass)
+    passes = int(round(passes))
+    state = state_bytes(params, optimizer, training, precision)
+    for f in sorted((d for d in range(1, passes + 1) if passes % d == 0), reverse=True):
+        if state + activation_bytes_per_sample * samples_per_pass * f <= cap:
+            return float(samples_per_pass * f)
+    return float(samples_per_pass)
+
+
 def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pass: float,
                       samples_per_step: float | None = None, params: float | None = None,
                       optimizer: str = "sgd", activation_bytes_per_sample: float = 0.0,
                       training: bool = True, precision: str = "fp16",
-                      wave_quantization: bool = False) -> TrainingEstimate:
+                      wave_quantization: bool = False, micro_batch: float | None = None) -> TrainingEstimate:
     """Estimated data-parallel training throughput of the op list ``ops`` (one pass = forward + backward of
     ``samples_per_pass`` samples; optimizer-update ops in it are taken out and replaced by one update of
     ``params`` parameters per step with ``optimizer``'s bytes).  ``samples_per_step`` (global batch) defaults
-    to ``samples_per_pass x n_gpus``."""
+    to ``samples_per_pass x n_gpus``.  ``micro_batch``: the samples each GPU runs per pass (default
+    ``samples_per_pass``, or its share of the step when that is smaller); the op list is scaled to it (FLOPs and
+    bytes in proportion, the same kernels; weight bytes are scaled with the activations: a small error for
+    compute-bound GEMMs, said in the notes)."""
     g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
     n_gpus = int(n_gpus)
     if n_gpus < 1:
         raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
     if samples_per_pass <= 0:
         raise ConfigError(f"samples per pass must be positive, got {samples_per_pass}")
+    if micro_batch is not None and not (isinstance(micro_batch, int | float) and math.isfinite(micro_batch)
+                                        and micro_batch > 0):
+        raise ConfigError(f"GPU micro-batch must be a positive number of samples, got {micro_batch!r}")
     optimizer = (optimizer or "sgd").lower()
     if optimizer not in STATE_BYTES_PER_PARAM:
         raise ConfigError(f"optimizer {optimizer!r}: choose one of {', '.join(STATE_BYTES_PER_PARAM)}")
@@ -286,19 +321,26 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     params = float(params)
     sps = float(samples_per_step) if samples_per_step else samples_per_pass * n_gpus
     per_gpu = sps / n_gpus
-    passes = per_gpu / samples_per_pass
-    if passes < 1:
-        # each GPU gets fewer samples than one pass of the op list: the same kernels on a smaller batch
-        # (FLOPs and activation bytes scale with the batch; weight bytes are counted with them: a small error)
-        shrink = passes
+    mb = float(micro_batch) if micro_batch else float(samples_per_pass)
+    if mb > per_gpu:
+        mb = per_gpu
+    scale = mb / samples_per_pass
+    if scale != 1.0:
+        # the same kernels on a different batch: FLOPs and activation bytes scale with it
         ops = ops.copy()
         upd = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool)
         for col in ("flops", "min_bytes"):
             v = ops[col].to_numpy(dtype=float)
-            ops[col] = np.where(upd, v, v * shrink)
-        notes.append(f"each GPU runs {per_gpu:g} samples per step, fewer than the op list's {samples_per_pass:g}: "
-                     f"its FLOPs and bytes scaled by {shrink:.3g}, same number of kernels")
-        samples_per_pass, passes = per_gpu, 1.0
+            ops[col] = np.where(upd, v, v * scale)
+        if scale < 1:
+            notes.append(f"each GPU runs {per_gpu:g} samples per step, fewer than the op list's "
+                         f"{samples_per_pass:g}: its FLOPs and bytes scaled by {scale:.3g}, same number of kernels")
+        else:
+            notes.append(f"GPU micro-batch {mb:g} samples ({scale:g} x the op list's {samples_per_pass:g}): FLOPs "
+                         f"and bytes of every kernel scaled by {scale:g} (weight bytes too: an overestimate of "
+                         "memory-bound weight reads), same number of kernels per pass")
+        samples_per_pass = mb
+    passes = per_gpu / samples_per_pass
     est = estimate_ops(ops, g, wave_quantization=wave_quantization)
     is_opt = (est["op_class"] == "optimizer").to_numpy()
     pass_ops = est[~is_opt]
@@ -323,7 +365,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     by["all-reduce"] = ar_t
     bound_by = max(by, key=by.get) if step > 0 else "n/a"
     # memory on one GPU
-    state = params * STATE_BYTES_PER_PARAM[optimizer] if training else params * BYTES_PER_ELEMENT.get(precision, 2)
+    state = state_bytes(params, optimizer, training, precision)
     wbytes = params * BYTES_PER_ELEMENT.get(precision, 2)
     acts = activation_bytes_per_sample * samples_per_pass  # one pass is live at a time (grad accumulation)
     cap = g.hbm_capacity
@@ -335,6 +377,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     if g.assumed:
         notes.append(f"{g.id}: no published figure in its spec for {', '.join(g.assumed)}; defaults used (assumed)")
     return TrainingEstimate(gpu=g, n_gpus=n_gpus, samples_per_step=sps, samples_per_gpu=per_gpu, passes_per_step=passes,
+                            micro_batch=samples_per_pass,
                             pass_time_s=pass_t, optimizer_time_s=opt_t, allreduce_time_s=ar_t, step_time_s=step,
                             samples_per_second=sps / step if step > 0 else math.inf,
                             bound_samples_per_second=sps / bound_step if bound_step > 0 else math.inf,

@@ -37,7 +37,9 @@ import pandas as pd
 
 from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
+from popvision_lite.analysis import workload as wl
 from popvision_lite.devices import DeviceSpec
+from popvision_lite.errors import ConfigError
 from popvision_lite.units import format_bandwidth, format_flops
 
 DEFAULT_GPUS = ("a100-80gb", "h100-sxm", "h200", "v100")
@@ -262,7 +264,17 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     flops = ops["flops"].to_numpy(dtype=float)
     cycles = ops["cycles"].to_numpy(dtype=float)
     t_ipu = cycles / clock
+    try:
+        counts = wl.op_counts(profile)
+    except ConfigError as e:
+        counts = None
+        notes.append(f"op run counts unreadable ({e}); every row taken as one run")
     run_cycles = _run_cycles(profile, ops)
+    if counts is not None and counts.pipelined:
+        # the rows total one training step of one replica; the drawn timeline elides most of it
+        step = getattr(profile, "run", {}).get("total_cycles")
+        if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
+            run_cycles = int(step)
     new["ipu_time_s"] = t_ipu
     new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -306,8 +318,15 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         notes.append(f"{len(bad)} op(s) faster than their IPU roofs allow (cost model exceeds the spec): "
                      + ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
 
-    # GPU roofline bounds
-    min_bytes = ops["min_bytes"].to_numpy(dtype=float)
+    # GPU roofline bounds.  A pipelined profile's rows total several runs of an op (layers x micro-batches
+    # of a step) while min_bytes is one run's: the GPU side runs each op as often as the IPU did
+    runs = counts.table_runs.astype(float) if counts is not None else np.ones(len(ops))
+    if counts is not None and counts.pipelined:
+        notes.append("pipelined profile: each row totals its op's runs of one training step of one replica "
+                     f"({counts.basis}); GPU times are for as many runs")
+    run_ops = wl.per_run(ops, counts) if counts is not None else ops
+    working_set = ops["min_bytes"].to_numpy(dtype=float)       # one run
+    min_bytes = working_set * runs                              # all the runs the row totals
     for g in gpu_lines:
         gp = np.where(prec == "fp16", g.peak("fp16"), g.peak("fp32"))
         hbm = g.bw("hbm")
@@ -320,8 +339,8 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
             new[f"{gid}_flops"] = np.where(tg > 0, flops / tg, 0.0)
             new[f"{gid}_speedup"] = np.where(tg > 0, t_ipu / tg, math.nan)
         new[f"{gid}_bound"] = np.where(tc >= tm, "compute", "hbm")
-        est = ge.estimate_ops(ops, g.device_id)
-        te = est["est_time_s"].to_numpy()
+        est = ge.estimate_ops(run_ops, g.device_id)
+        te = est["est_time_s"].to_numpy() * runs
         new[f"{gid}_est_time_s"] = te
         new[f"{gid}_est_bound"] = est["est_bound"].to_numpy()
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -349,7 +368,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     always = _always_live_bytes(profile)
     capacity = sram_cap * n_ipus * capacity_scale - always
     cap_op = capacity * chip_frac
-    spills = (min_bytes > cap_op) & (min_bytes > 0)
+    spills = (working_set > cap_op) & (working_set > 0)
     over_ops = _ops_on_full_tiles(profile, target.sram_bytes_per_tile * capacity_scale)
     new["on_full_tiles"] = ops["op_id"].isin(over_ops).to_numpy()
     spills |= new["on_full_tiles"]
@@ -357,7 +376,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         notes.append(f"what-if at {100 * capacity_scale:.0f}% SRAM: {len(over_ops)} op(s) run on tiles whose data "
                      "does not fit")
     ddr = ipu.bw("ddr") * chip_frac if ipu.has("ddr") else np.full(len(ops), math.nan)
-    new["working_set_bytes"] = min_bytes
+    new["working_set_bytes"] = working_set
     new["spills"] = spills
     new["whatif_time_s"] = np.where(spills, np.maximum(t_ipu, min_bytes / ddr), t_ipu)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -31,6 +31,7 @@ Anything malformed raises :class:`TraceImportError` naming the file and the even
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import math
@@ -61,7 +62,13 @@ ELEMENTWISE = {"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "relu
                "addcmul_", "addcdiv_", "lerp_", "fill_", "copy_", "to", "_to_copy", "native_dropout", "dropout",
                "softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
                "native_layer_norm", "layer_norm", "native_layer_norm_backward", "native_batch_norm",
-               "cudnn_batch_norm", "sum", "mean", "_foreach_add_", "_foreach_mul_"}
+               "cudnn_batch_norm", "sum", "mean", "_foreach_add_", "_foreach_mul_",
+               # memory-bound kernels of training steps (one FLOP per output element: their bytes decide)
+               "native_batch_norm_backward", "cudnn_batch_norm_backward", "native_dropout_backward",
+               "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "_adaptive_avg_pool2d",
+               "_adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "nll_loss_forward",
+               "nll_loss_backward", "_foreach_addcmul_", "_foreach_addcdiv_", "_foreach_sqrt", "_foreach_div_",
+               "_fused_adam_", "_fused_adamw_", "zero_", "clamp_min", "clamp_max", "hardtanh"}
 
 
 class TraceImportError(PopvisionError):
@@ -105,14 +112,50 @@ def _esize(args, i: int) -> int:
 
 
 def _concrete(args, i: int):
+    """The recorded value of scalar / list argument ``i`` ("[2, 2]", "True", "[True, True, False]"), or None."""
     c = args.get("Concrete Inputs")
-    if isinstance(c, list) and i < len(c) and isinstance(c[i], str) and c[i]:
+    if isinstance(c, list) and i < len(c) and isinstance(c[i], str) and c[i] and len(c[i]) <= 200:
         try:
-            v = json.loads(c[i])
-            return v
+            return json.loads(c[i])
         except ValueError:
+            pass
+        try:
+            return ast.literal_eval(c[i])  # Python literals: True / False, tuples
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
             return None
     return None
+
+
+# convolution ops: (stride, padding, dilation, transposed) positions of their Concrete Inputs (None: absent).
+# aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+# conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups); cudnn_convolution(self, weight, padding,
+# stride, dilation, groups, ...) has no bias; mkldnn / miopen (input, weight, bias, padding, stride, dilation, ...)
+CONV_ARGS = {"convolution": (3, 4, 5, 6), "_convolution": (3, 4, 5, 6), "convolution_overrideable": (3, 4, 5, 6),
+             "conv1d": (3, 4, 5, None), "conv2d": (3, 4, 5, None), "conv3d": (3, 4, 5, None),
+             "cudnn_convolution": (3, 2, 4, None), "mkldnn_convolution": (4, 3, 5, None),
+             "miopen_convolution": (4, 3, 5, None)}
+# scaled-dot-product attention: ops with (batch, heads, seq, dim) tensors and those with (batch, seq, heads, dim)
+SDPA_BHSD = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+             "_scaled_dot_product_flash_attention_for_cpu")
+SDPA_BSHD = ("_flash_attention_forward", "_efficient_attention_forward")
+
+
+def _ints(v, n) -> list | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return [v] * n
+    if isinstance(v, list | tuple) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return list(v) * n if len(v) == 1 else list(v)
+    return None
+
+
+def _attention(q, k, v, layout: str) -> tuple[float, float, float, float, float]:
+    """(batch, query heads, query length, key length, (dq, dv)) of attention tensors in either layout."""
+    if layout == "bhsd":
+        (b, h, sq, dq), (_, _, sk, _), (_, _, _, dv) = q, k, v
+    else:
+        (b, sq, h, dq), (_, sk, _, _), (_, _, _, dv) = q, k, v
+    return b, h, sq, sk, (dq, dv)
 
 
 def op_cost(name: str, args: dict) -> tuple[float, float, str]:
@@ -162,30 +205,56 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
             f = 2.0 * batch * m * k * n
             by = e0 * (_prod(a) + _prod(b) + batch * m * n)
             return f, by, "matmul 2 batch MKN"
-        if op in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d", "cudnn_convolution") and len(d) >= 2 \
-                and len(d[0]) >= 3 and len(d[1]) == len(d[0]):
+        if op in CONV_ARGS and len(d) >= 2 and len(d[0]) >= 3 and len(d[1]) == len(d[0]):
             x, w = d[0], d[1]
             n, spatial = x[0], x[2:]
             o, cin_g, kernel = w[0], w[1], w[2:]
-            stride = _concrete(args, 3)
-            pad = _concrete(args, 4)
-            if isinstance(stride, list) and isinstance(pad, list) and len(stride) == len(spatial):
-                out_sp = [(s + 2 * (pad[i] if i < len(pad) else 0) - kernel[i]) // stride[i] + 1
-                          for i, s in enumerate(spatial)]
-                how = "conv 2 N O out_spatial (C/g) kernel"
+            si, pi, di, ti = CONV_ARGS[op]
+            if ti is not None and _concrete(args, ti) is True:   # transposed: each INPUT point meets the filter
+                f = 2.0 * n * _prod(spatial) * _prod(w)
+                return f, e0 * (_prod(x) + _prod(w) + f / (2.0 * _prod(kernel) * cin_g)), "transposed conv 2 N in_sp W"
+            nd = len(spatial)
+            stride, pad, dil = _ints(_concrete(args, si), nd), _ints(_concrete(args, pi), nd), \
+                _ints(_concrete(args, di), nd)
+            if stride and pad and len(stride) == len(pad) == nd:
+                dil = dil if dil and len(dil) == nd else [1] * nd
+                out_sp = [(sz + 2 * pad[i] - dil[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                          for i, sz in enumerate(spatial)]
+                how = f"conv ({op}) 2 N O out_spatial (C/g) kernel"
             else:
                 out_sp = list(spatial)  # stride / padding not recorded: 'same' convolution assumed
-                how = "conv 2 N O spatial (C/g) kernel; stride 1 'same' padding assumed"
+                how = f"conv ({op}) 2 N O spatial (C/g) kernel; stride 1 'same' padding assumed"
             out = n * o * _prod(out_sp)
             f = 2.0 * out * cin_g * _prod(kernel)
             by = e0 * (_prod(x) + _prod(w) + out)
             return f, by, how
-        if "scaled_dot_product" in op or op in ("_flash_attention_forward", "_efficient_attention_forward"):
-            if len(d) >= 3 and len(d[0]) == 4 and len(d[1]) == 4 and len(d[2]) == 4:
-                (b, h, lq, e), (_, _, s, _), (_, _, _, ev) = d[0], d[1], d[2]
-                f = 2.0 * b * h * lq * s * e + 2.0 * b * h * lq * s * ev
-                by = e0 * (_prod(d[0]) + _prod(d[1]) + _prod(d[2]) + b * h * lq * ev)
-                return f, by, "attention 2BHLS(E+Ev)"
+        if op == "convolution_backward" and len(d) >= 3 and len(d[0]) >= 3 and len(d[0]) == len(d[1]) == len(d[2]):
+            # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+            # groups, output_mask): data gradient and weight gradient each cost the forward's multiply-adds
+            go, x, w = d[0], d[1], d[2]
+            if _concrete(args, 7) is True:
+                return math.nan, math.nan, f"{name}: transposed convolution backward has no FLOP formula here"
+            mask = _concrete(args, 10)
+            mask = list(mask) if isinstance(mask, list | tuple) and len(mask) >= 2 else [True, True, False]
+            per = 2.0 * _prod(go) * w[1] * _prod(w[2:])       # 2 N O out_spatial (C/g) kernel
+            f = per * (bool(mask[0]) + bool(mask[1]))
+            by = e0 * ((_prod(go) + _prod(w) + _prod(x)) * bool(mask[0]) + (_prod(go) + _prod(x) + _prod(w))
+                       * bool(mask[1]) + (_prod(go) + go[1]) * bool(mask[2] if len(mask) > 2 else False))
+            return f, by, "conv backward: 2 N O out_spatial (C/g) kernel per requested gradient"
+        layout = "bhsd" if op in SDPA_BHSD or (op.endswith("_backward") and op[:-9] in SDPA_BHSD) else \
+            "bshd" if op in SDPA_BSHD or op in ("_flash_attention_backward", "_efficient_attention_backward") else ""
+        if layout:
+            bwd = op.endswith("_backward")
+            t = d[1:4] if bwd else d[0:3]      # backward: (grad_out, query, key, value, out, ...)
+            if len(t) == 3 and all(len(x) == 4 for x in t):
+                b, h, sq, sk, (dq, dv) = _attention(*t, layout)
+                if bwd:  # recompute QK^T, then dV, dP, dQ, dK: five products (torch.utils.flop_counter's count)
+                    f = 2.0 * b * h * sq * sk * (3 * dq + 2 * dv)
+                    by = e0 * (_prod(d[0]) + 2 * sum(_prod(x) for x in t) + (_prod(d[4]) if len(d) > 4 else 0))
+                    return f, by, "attention backward 2BH Sq Sk (3 Dq + 2 Dv)"
+                f = 2.0 * b * h * sq * sk * (dq + dv)
+                by = e0 * (sum(_prod(x) for x in t) + b * h * sq * dv)
+                return f, by, "attention 2BH Sq Sk (Dq + Dv)"
         base = op.rstrip("_") if op not in ELEMENTWISE else op
         if op in ELEMENTWISE or base in ELEMENTWISE:
             sizes = [_prod(x) for x in d if x]

@@ -25,6 +25,7 @@ import numpy as np
 
 from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
+from popvision_lite.analysis import workload as wl
 from popvision_lite.errors import ConfigError
 
 DEFAULT_GPU = "a100-80gb"
@@ -70,6 +71,7 @@ class Verdict:
     gpu_estimate: ge.TrainingEstimate
     notes: list = field(default_factory=list)
     missing_prices: list = field(default_factory=list)
+    ipu_micro_batch: float = math.nan     # samples of one replica's micro-batch
 
     @property
     def speedup(self) -> float:
@@ -99,6 +101,8 @@ class Verdict:
             (f"time for {n:,} samples", fmt_seconds(i.seconds_for(n)), fmt_seconds(g.seconds_for(n))),
             ("USD per chip-hour", fmt_usd(i.usd_per_chip_hour), fmt_usd(g.usd_per_chip_hour)),
             ("USD per 1 M samples", fmt_usd(i.usd_per_million()), fmt_usd(g.usd_per_million())),
+            ("micro-batch (samples per pass)", f"{self.ipu_micro_batch:g}",
+             f"{self.gpu_estimate.micro_batch:g} ({self.gpu_estimate.passes_per_step:g} per step)"),
             ("fits in memory", "yes" if i.fits else "NO", _gpu_fit_text(self.gpu_estimate)),
             ("bound by", i.bound_by, g.bound_by),
             (f"same chip count ({self.gpu_same_chips.chips})", f"{i.samples_per_second:,.1f} samples/s",
@@ -124,6 +128,9 @@ class Verdict:
             d = asdict(side)
             d.update(seconds_for_samples=side.seconds_for(self.samples), usd_per_million=side.usd_per_million())
             out[key] = d
+        out["ipu_micro_batch"] = self.ipu_micro_batch
+        out["gpu_micro_batch"] = self.gpu_estimate.micro_batch
+        out["gpu_passes_per_step"] = self.gpu_estimate.passes_per_step
         out["gpu_memory"] = dict(self.gpu_estimate.memory)
         out["gpu_time_by_bound_s"] = dict(self.gpu_estimate.time_by_bound)
         return out
@@ -225,27 +232,63 @@ def _ipu_bound_by(profile, summary=None) -> str:
     return f"{k} ({100 * share[k]:.0f}% of cycles)"
 
 
-def _activation_bytes(profile) -> float:
+def _activation_bytes(profile, counts) -> tuple[float, str]:
+    """Activation bytes one micro-batch of the model keeps for its backward pass, from the IPU run.
+
+    Whole-graph profile: the not-always-live bytes of the run summed over tiles (its peak per tile).  Pipelined
+    profile: each stage program holds ONE layer body, so its peak not-always-live bytes (liveness table, rows on
+    that IPU's tiles) is one layer's activations and working set; the model keeps that for every layer on the
+    IPU: sum over IPUs of layers x peak."""
+    if counts.pipelined:
+        ls = getattr(profile, "liveness_steps", None)
+        sched = wl.schedule_of(dict(profile.run))
+        # layers per IPU: (attention + FFN blocks) / 2 where the schedule lists blocks per IPU (half-layer
+        # placements: layer_split then lists pipeline stages, not IPUs), else whole layers per IPU
+        blocks = sched.get("blocks_per_ipu")
+        if isinstance(blocks, list) and blocks and all(isinstance(b, list | tuple) and len(b) == 2 for b in blocks):
+            layers = [max((float(a) + float(f)) / 2.0, 1.0) for a, f in blocks]
+        else:
+            split = sched.get("layer_split")
+            layers = [max(float(k), 1.0) for k in split] if isinstance(split, list) else []
+        T = int(profile.target.tiles_per_ipu)
+        if ls is not None and len(ls) and layers:
+            ipu = ls["max_tile"].to_numpy(np.int64) // max(T, 1)
+            tot = ls["total_bytes"].to_numpy(dtype=float)
+            acts = 0.0
+            for s, k in enumerate(layers):
+                sel = tot[ipu == s]
+                if len(sel):
+                    acts += k * float(sel.max())
+            return acts, ("per micro-batch: sum over the pipeline's IPUs of layers x the stage program's peak "
+                          "not-always-live bytes (one layer body)")
     mem = getattr(profile, "memory", None)
     if mem is None:
-        return 0.0
+        return 0.0, "none (the profile has no memory table)"
     arr = mem.array() if hasattr(mem, "array") else np.asarray(mem)
     if arr.ndim != 3 or arr.size == 0 or arr.shape[2] < 2:
-        return 0.0
-    return float(arr[:, :, 1].sum())
+        return 0.0, "none (the profile has no memory table)"
+    note = "the IPU run's not-always-live bytes per micro-batch"
+    if counts.recompute_runs.any():
+        note += " (with recomputation on the IPU: fewer than a GPU keeps without it)"
+    return float(arr[:, :, 1].sum()), note
 
 
 def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES,
-            summary=None) -> Verdict:
+            summary=None, gpu_micro_batch: float | None = None) -> Verdict:
     """The verdict for ``profile`` (a Profile or anything with ``.run``, ``.ops``, ``.target``) against
-    ``gpus`` x ``gpu`` (default: as many GPUs as the run has IPUs).  ``summary``: the profile's
-    :func:`analysis.summary.summarize` result when the caller has it (saves reading the steps again)."""
+    ``gpus`` x ``gpu`` (default: as many GPUs as the run uses IPUs, all replicas).  ``summary``: the profile's
+    :func:`analysis.summary.summarize` result when the caller has it (saves reading the steps again).
+    ``gpu_micro_batch``: samples per GPU pass (default: :func:`gpu_estimate.fitting_micro_batch`, the largest
+    whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory)."""
     if samples is None or samples <= 0:
         raise ConfigError(f"--samples {samples}: must be a positive number of samples")
+    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float) and gpu_micro_batch > 0
+                                            and math.isfinite(gpu_micro_batch)):
+        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch}: must be a positive number of samples")
     target = profile.target
     run = dict(profile.run)
     cfg = _config(run)
-    n_ipus = int(target.num_ipus)
+    n_ipus, chips_basis = wl.chips(profile)
     n_gpus = int(gpus) if gpus is not None else n_ipus
     if n_gpus < 1:
         raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
@@ -257,6 +300,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     ipu_price, ipu_src, ipu_missing = _price(ipu_spec)
     if ipu_missing:
         missing.append(ipu_spec.name + (" (priced at another IPU's rate)" if math.isfinite(ipu_price) else ""))
+    notes.append(f"IPU chips: {chips_basis}")
     notes.append(f"IPU price: {ipu_src}")
     ipu_fits = bool(run.get("fits", True))
     ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
@@ -270,22 +314,39 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     notes.append(f"GPU price: {gsrc}")
     training = bool(cfg.get("training", True))
     opt = str(cfg.get("optimizer", "sgd") or "sgd").lower()
+    if opt == "lars":
+        notes.append("optimizer LARS: its update is costed with momentum SGD's bytes (the trust-ratio norms read "
+                     "the weights and gradients once more: not modelled)")
+        opt = "momentum"
     if opt not in ge.STATE_BYTES_PER_PARAM:
         notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
         opt = "sgd"
     prec = str(cfg.get("precision", "fp16"))
-    acts = _activation_bytes(profile) / per_pass if per_pass > 0 else 0.0
-    ops = profile.ops.reset_index(drop=True)
+    mp = wl.model_pass(profile)
+    params, psrc = wl.params(profile)
+    acts, acts_note = _activation_bytes(profile, mp.counts)
+    acts = acts / per_pass if per_pass > 0 else 0.0
 
-    def est(n):
-        return ge.estimate_training(ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
-                                    optimizer=opt, activation_bytes_per_sample=acts, training=training,
-                                    precision=prec)
+    def est(n, mb=None):
+        if mb is None:
+            mb = gpu_micro_batch or ge.fitting_micro_batch(
+                per_pass, per_step / n, params=params, optimizer=opt, activation_bytes_per_sample=acts, gpu=gm,
+                training=training, precision=prec)
+        return ge.estimate_training(mp.ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
+                                    params=params, optimizer=opt, activation_bytes_per_sample=acts,
+                                    training=training, precision=prec, micro_batch=mb)
 
     e = est(n_gpus)
     e_same = e if n_gpus == n_ipus else est(n_ipus)
-    gbasis = (f"estimated: {len(ops)} kernels per pass x {e.passes_per_step:g} passes per step, "
-              f"{e.samples_per_gpu:g} samples per GPU per step")
+    gbasis = (f"estimated: {len(mp.ops)} kernels per pass x {e.passes_per_step:g} passes of {e.micro_batch:g} "
+              f"samples per step, {e.samples_per_gpu:g} samples per GPU per step")
+    if e.micro_batch != per_pass:
+        at_ipu = est(n_gpus, per_pass)
+        notes.append(f"GPU micro-batch {e.micro_batch:g} samples ("
+                     + ("given" if gpu_micro_batch else "the largest whole multiple of the IPU's that keeps the "
+                        "global batch and fits in GPU memory")
+                     + f"); at the IPU's micro-batch ({at_ipu.micro_batch:g}) the GPUs would run "
+                     f"{at_ipu.samples_per_second:,.1f} samples/s")
     gpu_side = Side(label=f"{gm.name} x{n_gpus} (estimated)", kind="gpu", chips=n_gpus,
                     samples_per_second=e.samples_per_second, basis=gbasis, fits=e.fits,
                     bound_by=_gpu_bound_text(e), usd_per_chip_hour=gprice, price_source=gsrc)
@@ -293,14 +354,16 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                 samples_per_second=e_same.samples_per_second, basis=gbasis, fits=e_same.fits,
                 bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
     notes += e.notes
-    notes.append("GPU side assumes the profile's op list is one forward + backward pass of one micro-batch "
-                 f"({per_pass:g} samples), one kernel per op, no kernel fusion")
-    notes.append("activations for the GPU memory fit: the IPU run's not-always-live bytes at the same micro-batch")
+    notes += mp.notes
+    notes.append(f"GPU pass: one forward + backward pass of one micro-batch ({per_pass:g} samples) of the whole "
+                 f"model, {len(mp.ops)} kernels (one per op run, no kernel fusion); the optimizer ({opt}) once per "
+                 f"step over {params / 1e6:,.1f} M parameters ({psrc})")
+    notes.append(f"activations for the GPU memory fit: {acts_note}")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
     return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
                    gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
-                   notes=notes, missing_prices=missing)
+                   notes=notes, missing_prices=missing, ipu_micro_batch=per_pass)
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

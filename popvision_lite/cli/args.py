@@ -40,15 +40,16 @@ positive_int = whole_number(1)
 count = whole_number(0)
 
 
-def fraction(text: str) -> float:
-    """A number in (0, 1] (a share of tile memory)."""
+def fraction(text: str):
+    """A number in (0, 1] (a share of tile memory), or one per IPU of a pipelined replica: ``0.2,0.25,0.25``."""
     try:
-        v = float(text)
+        vals = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {v}")
-    return v
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] (or one per IPU, comma-separated), "
+                                         f"got {text!r}") from None
+    if not vals or not all(0 < v <= 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected numbers in (0, 1], got {text!r}")
+    return vals[0] if len(vals) == 1 else vals
 
 
 def at_least_one(text: str) -> float:
@@ -62,15 +63,19 @@ def at_least_one(text: str) -> float:
     return v
 
 
-def layer_split(text: str) -> list[int]:
-    """Layers per pipeline stage, PopART style: ``3,7,7,7``."""
+def layer_split(text: str) -> list:
+    """Layers per pipeline stage, PopART style: ``3,7,7,7``; whole layers or halves (``x.5``: the attention
+    half of a layer ends the stage, its FFN half starts the next, as PopART's attention / FFN placement).
+    With ``--pipeline-placement wrap`` the first and last entries (both IPU 0) may be 0."""
     try:
-        v = [int(x) for x in text.replace(" ", "").split(",") if x]
+        raw = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7, got {text!r}") from None
-    if not v or min(v) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive layers per stage like 3,7,7,7, got {text!r}")
-    return v
+        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7 or 6.5,6.5,6.5,4.5, "
+                                         f"got {text!r}") from None
+    if not raw or min(raw) < 0 or max(raw) <= 0 or any(not math.isfinite(x) or (2 * x) % 1 for x in raw):
+        raise argparse.ArgumentTypeError(f"expected layers per stage in steps of 0.5 like 3,7,7,7, "
+                                         f"got {text!r}")
+    return [int(x) if x == int(x) else x for x in raw]
 
 
 def device(text: str) -> str:

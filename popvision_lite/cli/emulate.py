@@ -17,10 +17,10 @@ from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import DEVICE_ALIASES, ONLY_FOR, load_run_config, unused_settings
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
-from popvision_lite.validators import check_model_config
+from popvision_lite.validators import MODEL_LIMITS, check_model_config, check_number
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
-              "replicas", "pipeline_stages", "layer_split", "grad_accum", "optimizer", "optimizer_state",
+              "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
               "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
@@ -56,6 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pipeline stages per replica (default: ipus / replicas)")
     g.add_argument("--layer-split", dest="layer_split", type=layer_split, metavar="N,N,...",
                    help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
+    g.add_argument("--pipeline-placement", dest="pipeline_placement", choices=("sequential", "wrap"),
+                   help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf "
+                        "BERT: embedding and heads with the tied decoder on IPU 0, which also runs the last "
+                        "layers; --layer-split then lists IPU 1, ..., IPU S-1, IPU 0)")
     g.add_argument("--grad-accum", dest="grad_accum", type=positive_int,
                    help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)")
     g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb", "lars"), help="optimizer (default sgd)")
@@ -161,6 +165,11 @@ def resolve(args) -> tuple:
     for k in MODEL_ARGS:
         v = getattr(args, k)
         if v is not None:
+            if k in MODEL_LIMITS:  # before make_config derives other fields from it (replicas -> ipus)
+                lo, hi = MODEL_LIMITS[k]
+                for x in (v if isinstance(v, list | tuple) else [v]):  # per-IPU lists (availableMemoryProportion)
+                    check_number(f"argument --{k.replace('_', '-')}", x, lo, hi,
+                                 integer=isinstance(lo, int) and isinstance(hi, int))
             over[k] = v
     if args.precision is not None:
         over["precision"] = args.precision
@@ -175,14 +184,16 @@ def resolve(args) -> tuple:
             over[k] = True
     try:
         cfg = make_config(model, **over)
-        check_model_config(cfg, timing_only=timing)  # host memory of a numeric run, before allocating
+        check_model_config(cfg, timing_only=timing)  # host memory (numeric runs) and largest array, before allocating
     except ConfigError as e:
         field = str(e).split(":", 1)[0]
+        problem = str(e).split(": ", 1)[-1]
+        from_file = rc is not None and field in rc.model_args and field not in given
+        if from_file:  # the value came from the config file: name the file and the field
+            raise ConfigError(f"{args.config}: field '{field}': {problem}") from None
         if field in MODEL_ARGS or field in FLAG_ARGS or field in ("precision",):
             opt = field.replace("_", "-")
-            raise ConfigError(f"argument --{opt} (or config field '{field}'): {str(e).split(': ', 1)[1]}") from None
-        if rc is not None and field in rc.model_args:
-            raise ConfigError(f"{args.config}: field '{field}': {str(e).split(': ', 1)[1]}") from None
+            raise ConfigError(f"argument --{opt} (or config field '{field}'): {problem}") from None
         raise
     return cfg, device, out, timing
 
@@ -216,6 +227,14 @@ def run(args) -> int:
         return 2
     except ProfileError as e:  # the destination failed after all (disk full): exit 2 as export does
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 2
+    except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
+        from popvision_lite.validators import largest_array
+
+        field = largest_array(cfg)[1]
+        print(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
+              f"of host memory while emulating at these sizes; use smaller sizes"
+              + ("" if timing else " (or --timing-only)"), file=sys.stderr)
         return 2
     except PopvisionError as e:
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)

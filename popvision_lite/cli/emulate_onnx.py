@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from popvision_lite.cli.args import check_new_file
-from popvision_lite.emulator.onnx_import.config import CONFIG_KEYS, NOT_FOR_ONNX, read_config
+from popvision_lite.emulator.onnx_import.config import (
+    CONFIG_KEYS,
+    NOT_FOR_ONNX,
+    NOT_FOR_ONNX_SCALE,
+    SCALE_KEYS,
+    read_config,
+)
 from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_summary import summarize
@@ -59,6 +65,12 @@ def resolve(args) -> dict:
         if getattr(args, k, None):
             raise ConfigError(f"argument --{k.replace('_', '-')}: not used with --onnx (the ONNX file fixes the "
                               "model's structure); leave it out")
+    for k in NOT_FOR_ONNX_SCALE:
+        if getattr(args, k, None) is not None:
+            raise ConfigError(f"argument --{k.replace('_', '-')}: not used with --onnx: an imported model runs as "
+                              "one graph over the IPUs of a replica, without the bundled transformers' pipelined "
+                              "schedule; place its nodes with --ipus N [--ipu-split NODE,...] and use --replicas, "
+                              "--grad-accum, --optimizer ... for training at scale")
     path = args.onnx or rc.get("onnx")
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{where}field 'onnx': expected a path to an .onnx file")
@@ -76,12 +88,29 @@ def resolve(args) -> dict:
         dims.update(rc["dims"])
     dims.update(parse_dims(args.dim))
     kw = dict(path=path, output=out, dims=dims, device=normalise_device(args.device or rc.get("device", "ipu-mk2")))
+    from popvision_lite.emulator.run_config import check_model_args
+    from popvision_lite.validators import MODEL_LIMITS, check_number
+
     for k in ("batch", "seq", "ipus", "seed"):
         v = getattr(args, k, None)
         if v is None:
             v = rc.get(k)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1)):
                 raise ConfigError(f"{where}field '{k}': must be a positive integer, got {v!r}")
+            if v is not None:
+                check_number(f"field '{k}'", v, *MODEL_LIMITS[k], integer=True, where=where.rstrip(": "))
+        elif k in MODEL_LIMITS:
+            check_number(f"argument --{k}", v, *MODEL_LIMITS[k], integer=True)
+        if v is not None:
+            kw[k] = v
+    for k in SCALE_KEYS:  # training at scale: the command line wins over the file
+        v = getattr(args, k, None)
+        if v is None:
+            if k in rc:
+                v = check_model_args({k: rc[k]}, where.rstrip(": ") or "config")[k]  # type and bounds
+        elif k in MODEL_LIMITS:
+            check_number(f"argument --{k.replace('_', '-')}", v, *MODEL_LIMITS[k],
+                         integer=isinstance(MODEL_LIMITS[k][0], int))
         if v is not None:
             kw[k] = v
     kw["precision"] = args.precision or rc.get("precision", "fp16")
@@ -105,6 +134,15 @@ def resolve(args) -> dict:
     inputs = getattr(args, "inputs", None) or rc.get("inputs")
     if inputs is not None:
         kw["inputs"] = inputs
+    if not kw["training"]:
+        from .run import SCALE_DEFAULTS, TRAINING_STATE
+
+        for k in TRAINING_STATE:
+            if k in kw and kw[k] != SCALE_DEFAULTS[k]:
+                src = f"argument --{k.replace('_', '-')}" if getattr(args, k, None) not in (None, False) \
+                    else f"{where}field '{k}'"
+                raise ConfigError(f"{src}: only with --training (training = true): an inference run has no "
+                                  "gradients to accumulate and no optimizer step")
     return kw
 
 
@@ -121,6 +159,20 @@ def format_summary(s: dict, run, out_path: str) -> str:
                  f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)")
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at "
                  f"{s['clock_hz'] / 1e9:.3f} GHz")
+    sch = getattr(run, "schedule", None) or {}
+    if getattr(run, "samples_per_second", 0):
+        lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s (whole system; a sample = one row of "
+                     "the batch dimension)")
+    if sch.get("replicas", 1) > 1 or sch.get("grad_accum", 1) > 1 or "optimizer" in sch:
+        clock = s["clock_hz"]
+        lines.append(f"schedule: {sch['replicas']} replica(s) x {sch['stages']} IPU(s), {sch['grad_accum']} "
+                     f"micro-batch(es) of {sch['micro_batch']} per step = {sch['samples_per_step']:g} samples/step"
+                     + (f"; optimizer {sch['optimizer']} (state {sch['optimizer_state']}"
+                        + (", RTS" if sch.get("rts") else "") + ")" if "optimizer" in sch else ""))
+        lines.append(f"  micro-batch {sch['steady_cycles_per_microbatch']:,} cycles; all-reduce "
+                     f"{sch['allreduce_cycles']:,}; optimizer {sch['optimizer_cycles']:,}; DDR stream "
+                     f"{sch['stream_cycles']:,} (= {sch['stream_cycles'] / clock * 1e3:.2f} ms); step "
+                     f"{sch['step_seconds'] * 1e3:.3f} ms")
     tot = max(1, sum(s["split"].values()))
     lines.append("split: " + ", ".join(f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)"
                                        for k, v in s["split"].items() if v))

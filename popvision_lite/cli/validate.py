@@ -1,4 +1,4 @@
-"""``popvision-lite validate [--data FOLDER] [--only TEXT] [--measured-only] [--list] [--write-doc]``: the
+"""``popvision-lite validate [--data FOLDER] [--only TEXT] [--with-predictions] [--no-heldout] [--list] [--write-doc]``: the
 emulator against the measured MLPerf Training runs (the work is :mod:`popvision_lite.validation`).
 
 Exit codes: 0 ok, 2 missing / unreadable validation data or no case matching ``--only``.
@@ -18,9 +18,12 @@ from popvision_lite.validation import (
     data_dir,
     fmt,
     format_table,
+    load_heldout_rows,
     load_rows,
     predict,
     render_section,
+    row_configs,
+    wall_text,
     write_doc,
 )
 
@@ -31,7 +34,13 @@ def add_arguments(p) -> None:
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="only cases whose id or label contains TEXT (case-insensitive; repeatable)")
     p.add_argument("--measured-only", action="store_true",
-                   help="skip the configurations without a measurement (POD64, Bow, other micro-batch)")
+                   help="(the default) only measured runs; kept for old scripts")
+    p.add_argument("--with-predictions", action="store_true",
+                   help="also each tuning row's derived configurations without a measurement (POD64, Bow, "
+                        "another micro-batch)")
+    p.add_argument("--no-heldout", action="store_true",
+                   help="only the rows of ../shared/validation, not the held-out measured runs "
+                        "(resources/validation/mlperf_training_heldout.csv)")
     p.add_argument("--list", action="store_true", help="print the configurations, emulate nothing")
     p.add_argument("--write-doc", action="store_true",
                    help="replace the generated section of docs/emulator-fidelity.md with the results")
@@ -47,7 +56,9 @@ def select(cases: list[Case], only: list[str]) -> list[Case]:
 def run(args) -> int:
     folder = data_dir(args.data)
     try:
-        cases = select(build_cases(load_rows(folder), untuned=not args.measured_only), args.only)
+        rows = load_rows(folder) + ([] if args.no_heldout else load_heldout_rows())
+        cases = select(build_cases(rows, untuned=args.with_predictions and not args.measured_only,
+                                   overrides=row_configs()), args.only)
     except ConfigError as e:
         print(f"popvision-lite validate: error: {e}", file=sys.stderr)
         return 2
@@ -59,15 +70,20 @@ def run(args) -> int:
             print(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
                   + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured"))
         return 0
-    results = []
-    for c in cases:
+    results = {}
+    # rows that share one replica's graph run one after another: the emulator reuses it (emulated.py)
+    order = sorted(range(len(cases)), key=lambda i: (cases[i].model, cases[i].device, repr(sorted(
+        (k, repr(v)) for k, v in cases[i].config.items() if k not in ("replicas", "grad_accum", "ipus", "optimizer")))))
+    for i in order:
+        c = cases[i]
         print(f"emulating {c.id} ({c.label}, {c.device}) ...", flush=True)
         r = predict(c)
-        results.append(r)
+        results[i] = r
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
-                            f"{'fits' if r.fits else 'does not fit'}, {r.wall_s:.1f} s")
+                            f"{'fits' if r.fits else 'does not fit'}, {wall_text(r)}")
         print(f"  {state}", flush=True)
+    results = [results[i] for i in range(len(cases))]
     print()
     print(format_table(results))
     print()

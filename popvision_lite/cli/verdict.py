@@ -1,4 +1,4 @@
-"""``popvision-lite verdict run.pvl [--gpu a100-80gb] [--gpus 8] [--samples N] [--json]`` (no Qt).
+"""``popvision-lite verdict run.pvl [--gpu a100-80gb] [--gpus 8] [--gpu-micro-batch N] [--samples N] [--json]``.
 
 Prints the IPU-or-GPU verdict of :mod:`popvision_lite.analysis.verdict`: the emulated IPU run next to the
 estimated GPU run (samples/s, time and USD for N samples, chips, fits, bounds, same chips / same dollars).
@@ -25,7 +25,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("profile", help="profile file (.pvl)")
     parser.add_argument("--gpu", default="a100-80gb", choices=gpus, help="GPU to estimate (default a100-80gb)")
     parser.add_argument("--gpus", type=_count, default=None,
-                        help="number of GPUs, data parallel (default: as many as the run has IPUs)")
+                        help="number of GPUs, data parallel (default: as many as the run uses IPUs, all "
+                             "replicas)")
+    parser.add_argument("--gpu-micro-batch", type=_count, default=None, metavar="SAMPLES",
+                        help="samples per GPU pass (default: the largest whole multiple of the IPU's micro-batch "
+                             "that keeps the global batch and fits in GPU memory)")
     parser.add_argument("--samples", type=_count, default=1_000_000,
                         help="samples for the time/cost line (default 1,000,000; 1e6 works)")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -50,12 +54,18 @@ def run(args) -> int:
         return 2
     try:
         with open_profile(args.profile) as p:
-            v = verdict(p, gpu=args.gpu, gpus=args.gpus, samples=args.samples)
+            v = verdict(p, gpu=args.gpu, gpus=args.gpus, samples=args.samples, gpu_micro_batch=args.gpu_micro_batch)
     except PopvisionError as e:
         print(f"popvision-lite verdict: error: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(_clean(v.to_dict()), indent=2, default=str))
-    else:
-        print(v.text())
+    try:
+        if args.json:
+            print(json.dumps(_clean(v.to_dict()), indent=2, default=str))
+        else:
+            print(v.text())
+        sys.stdout.flush()
+    except BrokenPipeError:  # `popvision-lite verdict run.pvl | head`: the reader left; not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

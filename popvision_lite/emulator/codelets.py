@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup
+from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup, Windows
 from popvision_lite.errors import EmulatorError
 
 # bytes moved by one 64-bit vector load/store: 4 x fp16 or 2 x fp32/int32 per instruction
@@ -244,6 +244,15 @@ def strided_reduce_cycles(num_partials, num_outputs, partials_itemsize: int = 4,
     epl = min(acc_w, DATA_PATH_BYTES // partials_itemsize)
     post = 3 + 2 if partials_itemsize == 4 else 1 + (7 if out_itemsize == 2 else 6)
     return 5 + 11 + _cdiv(m, epl) * (3 + post + 3 + (k - 1))
+
+
+def strided_reduce_cycles_scalar(num_partials: int, num_outputs: int, partials_itemsize: int = 4,
+                                 out_itemsize: int = 4) -> int:
+    """:func:`strided_reduce_cycles` for one vertex, in plain Python (the planners' inner loop)."""
+    acc_w = 4 if partials_itemsize == 4 else 8
+    epl = min(acc_w, DATA_PATH_BYTES // partials_itemsize)
+    post = 3 + 2 if partials_itemsize == 4 else 1 + (7 if out_itemsize == 2 else 6)
+    return 5 + 11 + -(-int(num_outputs) // epl) * (3 + post + 3 + (int(num_partials) - 1))
 
 
 # ---- AMP (Accumulating Matrix Product) partials: poplin ConvPartial1x1Out supervisor vertex ----
@@ -565,8 +574,8 @@ FILL.compute = _fill_compute
 
 
 def _block2(f, fname: str, codelet: str) -> tuple[int, int]:
-    if not isinstance(f, Blocks):
-        raise EmulatorError(f"codelet '{codelet}': field '{fname}' must be tensor.blocks(...)")
+    if not isinstance(f, Blocks | Windows):
+        raise EmulatorError(f"codelet '{codelet}': field '{fname}' must be tensor.blocks(...) or tensor.windows(...)")
     bs = f.block_shape
     if len(bs) < 2 or any(b != 1 for b in bs[:-2]):
         raise EmulatorError(

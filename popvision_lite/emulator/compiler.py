@@ -12,7 +12,7 @@ import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.graph import Blocks, Graph, Regions, _ranges_index
+from popvision_lite.emulator.graph import Blocks, Graph, Regions, Windows, _ranges_index
 from popvision_lite.errors import EmulatorError
 from popvision_lite.profile.schema import CATEGORY_CODE, MEMORY_CATEGORIES, STEP_KIND_CODE
 
@@ -297,7 +297,8 @@ def _check_graph(c: Compiled, used_cs: set) -> None:
                     digests[f.tensor.id] = hash((mp.tile.tobytes(), mp.start.tobytes()))
                 # the same connections (arrays) on an identically mapped tensor were checked already
                 key = (digests[f.tensor.id], id(grp.tiles)) + (
-                    (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else (id(f.index), f.block_shape))
+                    (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else
+                    (id(f.origins), f.block_shape) if isinstance(f, Windows) else (id(f.index), f.block_shape))
                 if key in done:
                     continue
                 _check_local(grp, fname, f)
@@ -615,7 +616,7 @@ def _vertex_memory(c: Compiled, used_cs: set) -> None:
             vlist = 0
             for f in g.fields.values():
                 rpv = f.regions_per_vertex()
-                if isinstance(f, Blocks) and rpv > 1 and not _block_rows_adjacent(c, f):
+                if isinstance(f, Blocks | Windows) and rpv > 1 and not _block_rows_adjacent(c, f):
                     vlist += cm.LIST_DESCRIPTOR_BYTES
                     fdata += cm.LIST_ENTRY_BYTES * rpv
                 elif isinstance(f, Regions) and not f.regular:
@@ -779,8 +780,6 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
             # re-running the forward programs): its code, vertex state and exchange code exist
             # once; the call re-issues the same steps
             info.templates = list(prev.templates)
-            if prev.prog_id in c.copy_plans:
-                c.copy_plans[info.prog_id] = c.copy_plans[prev.prog_id]
             continue
         if isinstance(p, P.Execute):
             _compile_execute(c, info)
@@ -789,7 +788,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
                 snap = c.memory[:, _OUTLINED_CATS, :].copy()
                 before = info.code_bytes
                 _compile_copy(c, info)
-                sig = _copy_signature(c, p, c.copy_plans.get(info.prog_id))
+                sig = _copy_signature(c, p, c.copy_plans.pop(info.prog_id, None))
                 if sig is not None and sig in copy_sigs:
                     c.memory[:, _OUTLINED_CATS, :] = snap  # same exchange code as an earlier op's
                     info.code_bytes = before
@@ -798,6 +797,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
                     copy_sigs.add(sig)
             else:
                 _compile_copy(c, info)
+                c.copy_plans.pop(info.prog_id, None)
         elif isinstance(p, P.StreamCopy):
             _compile_stream(c, info)
         elif isinstance(p, P.Sync):

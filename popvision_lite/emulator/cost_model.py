@@ -34,6 +34,8 @@ StreamCopy: tiles receive/send at the exchange rate; the IPU's share of streamin
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # --- software modelling assumptions (no public figure; see docs/emulator-fidelity.md) -------
@@ -45,7 +47,10 @@ CONTROL_CODE_REPEAT = 24           # loop set-up and branch, every tile
 CONTROL_CODE_EXCHANGE = 8          # control to enter an exchange, on participating tiles
 CONTROL_ID_BYTES = 4               # per program per tile (program/compute-set id)
 EXCHANGE_CODE_BASE = 16            # exchange program prologue on a participating tile
-EXCHANGE_CODE_PER_PIECE = 8        # one send/receive instruction pair per contiguous piece (or per pattern)
+# one exchange instruction per contiguous piece (or per pattern) on each side: 4 bytes, the figure
+# poplibs' own planner uses for exchange code (popops/DynamicSlice.cpp, plan estimates:
+# exchangeCodeBytes = 4 x exchange instructions per tile); was an assumed 8 B
+EXCHANGE_CODE_PER_PIECE = 4
 EXCHANGE_CODE_PER_LOOP = 8         # loop set-up of a pattern of equal pieces with constant strides
 COPY_DESCRIPTOR_PER_PIECE = 8      # on-tile copy descriptor (src, dst, length)
 HOST_PACKET_BYTES = 1024           # host exchange packet payload; one header per packet
@@ -119,6 +124,14 @@ def exchange_cycles(bytes_out, bytes_in, bytes_local, exchange_bytes_per_cycle: 
     that stay on the tile are copied by the tile at memcpyBytesPerCycle."""
     return (np.ceil(np.maximum(bytes_out, bytes_in) / float(exchange_bytes_per_cycle))
             + np.ceil(np.asarray(bytes_local) / float(memcpy_bytes_per_cycle))).astype(np.int64)
+
+
+def exchange_cycles_scalar(bytes_out: int, bytes_in: int, bytes_local: int, exchange_bytes_per_cycle: float,
+                           memcpy_bytes_per_cycle: float) -> int:
+    """:func:`exchange_cycles` of one tile with plain Python numbers (the planners cost hundreds of
+    thousands of candidate splits; tests/test_codelet_costs.py checks both agree)."""
+    return int(math.ceil(max(bytes_out, bytes_in) / float(exchange_bytes_per_cycle))
+               + math.ceil(bytes_local / float(memcpy_bytes_per_cycle)))
 
 
 def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray) -> np.ndarray:

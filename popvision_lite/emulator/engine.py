@@ -141,13 +141,19 @@ class _Data(dict):
 
 
 def _aliasable(src, dst) -> bool:
-    from popvision_lite.emulator.graph import Blocks, Regions, TensorView
+    from popvision_lite.emulator.graph import Blocks, Concat, Regions, TensorView, Windows
 
+    whole = isinstance(dst, TensorView) and src.tensor is not dst.tensor and dst.contiguous == (0, dst.tensor.size)
+    if whole and (isinstance(src, Windows) or (isinstance(src, Concat)
+                                               and all(isinstance(p, Windows) for p in src.parts))):
+        # the windows of an uneven matmul split into a whole staging tensor: read through as well
+        return src.size > 0
     if isinstance(src, Regions) and isinstance(dst, TensorView):
-        # equal-sized source regions into a whole staging tensor (the op library's operand
-        # broadcast): codelets with ``reads_through_copies`` read the source directly
+        # source regions into a whole staging tensor (the op library's operand broadcast; blocks of
+        # an uneven split differ in size): codelets with ``reads_through_copies`` read the source
+        # directly
         return (src.tensor is not dst.tensor and src.n > 0 and dst.contiguous == (0, dst.tensor.size)
-                and src.sizes.min() == src.sizes.max() > 0)
+                and src.sizes.min() > 0)
     return (isinstance(src, Blocks) and isinstance(dst, Blocks) and src.tensor is not dst.tensor
             and len(src.block_shape) == 2 and len(src.tensor.shape) == 2
             and dst.block_shape == (1, *src.block_shape) and dst.is_identity())

@@ -58,6 +58,9 @@ class Tensor:
     def blocks(self, block_shape, index) -> Blocks:
         return Blocks(self, block_shape, index)
 
+    def windows(self, block_shape, origins) -> Windows:
+        return Windows(self, block_shape, origins)
+
     # -- views for Copy / StreamCopy ---------------------------------------------------
     def __getitem__(self, index) -> TensorView:
         flat = np.arange(self.size, dtype=np.int64).reshape(self.shape)[index]
@@ -125,9 +128,46 @@ class TensorView:
             flat[self._index] = values
 
 
+class Concat:
+    """A copy endpoint: the elements of several fields / views of ONE tensor, one after the other
+    (e.g. the windows of an uneven matmul split, one Windows field per block shape, moved by ONE
+    exchange)."""
+
+    def __init__(self, parts):
+        parts = [as_view(p, "Concat part") for p in parts]
+        if not parts:
+            raise EmulatorError("Concat: no parts")
+        self.tensor = parts[0].tensor
+        if any(p.tensor is not self.tensor for p in parts):
+            raise EmulatorError(f"Concat: parts belong to different tensors (first '{self.tensor.name}')")
+        self.parts = parts
+        self.sizes = np.array([p.size for p in parts], np.int64)
+        self.size = int(self.sizes.sum())
+        self.shape = (self.size,)
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    def runs(self) -> tuple[np.ndarray, np.ndarray]:
+        rs = [p.runs() for p in self.parts]
+        return np.concatenate([r[0] for r in rs]), np.concatenate([r[1] for r in rs])
+
+    def read(self, data: dict) -> np.ndarray:
+        return np.concatenate([np.asarray(p.read(data)).reshape(-1) for p in self.parts])
+
+    def write(self, data: dict, values) -> None:
+        v = np.asarray(values).reshape(-1)
+        off = 0
+        for p, n in zip(self.parts, self.sizes, strict=True):
+            p.write(data, v[off:off + n])
+            off += int(n)
+
+
 def as_view(x, what: str):
-    """A copy endpoint: TensorView, or a Regions/Blocks field (element order = vertex order)."""
-    if isinstance(x, TensorView | Field):
+    """A copy endpoint: TensorView, a Regions/Blocks/Windows field (element order = vertex order) or a
+    Concat of them."""
+    if isinstance(x, TensorView | Field | Concat):
         return x
     if isinstance(x, Tensor):
         return x.whole()
@@ -318,6 +358,64 @@ class Blocks(Field):
     def run_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(start, stop) of every contiguous run, shape (n, runs_per_block)."""
         return _mapping.block_intervals(self.tensor.shape, self.block_shape, self.index)
+
+    def gather_shape(self) -> tuple:
+        return (self.n, *self.block_shape)
+
+
+class Windows(Field):
+    """Vertex v sees the block of shape ``block_shape`` whose first element is at element coordinates
+    ``origins[v]`` of ``tensor``.  Unlike :class:`Blocks` the blocks need not tile the tensor on a grid:
+    an uneven split (Poplar's planners cut a dimension of M elements into p parts of ceil(M/p) and
+    floor(M/p) elements) is a few Windows fields, one per block shape."""
+
+    def __init__(self, tensor: Tensor, block_shape, origins):
+        self.tensor = tensor
+        self.block_shape = tuple(int(b) for b in block_shape)
+        nd = len(tensor.shape)
+        if len(self.block_shape) != nd or any(b <= 0 for b in self.block_shape):
+            raise EmulatorError(f"field on tensor '{tensor.name}': window shape {self.block_shape} does not match "
+                                f"its {nd} dimensions")
+        self.origins = np.asarray(origins, np.int64).reshape(-1, nd)
+        self.n = len(self.origins)
+        shp = np.array(tensor.shape, np.int64)
+        if self.n and (self.origins.min() < 0 or np.any(self.origins.max(axis=0) + np.array(self.block_shape) > shp)):
+            raise EmulatorError(f"field on tensor '{tensor.name}': a window of shape {self.block_shape} reaches "
+                                f"outside {tensor.shape}")
+        self.block_elems = int(np.prod(self.block_shape))
+        self.strides = np.array([int(np.prod(tensor.shape[i + 1:])) for i in range(nd)], np.int64)
+
+    def elems(self) -> np.ndarray:
+        return np.full(self.n, self.block_elems, np.int64)
+
+    def regions_per_vertex(self) -> int:
+        return _mapping.runs_per_block(self.tensor.shape, self.block_shape)
+
+    def start_offsets(self) -> np.ndarray:
+        """Flat element offset of every window's origin."""
+        return self.origins @ self.strides
+
+    def run_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, stop) of every contiguous run, shape (n, runs_per_block)."""
+        return _mapping.window_intervals(self.tensor.shape, self.block_shape, self.origins)
+
+    def _nd(self, flat: np.ndarray) -> np.ndarray:
+        return flat.reshape(self.tensor.shape)
+
+    def gather(self, data: dict) -> np.ndarray:
+        """Array (n_vertices, *block_shape)."""
+        win = np.lib.stride_tricks.sliding_window_view(self._nd(data[self.tensor.id]), self.block_shape)
+        return win[tuple(self.origins.T)].reshape((self.n, *self.block_shape))
+
+    def scatter(self, data: dict, values) -> None:
+        win = np.lib.stride_tricks.sliding_window_view(self._nd(data[self.tensor.id]), self.block_shape,
+                                                       writeable=True)
+        win[tuple(self.origins.T)] = np.asarray(values).reshape((self.n, *self.block_shape))
+
+    def vertex_view(self, data: dict, v: int) -> np.ndarray:
+        o = self.origins[v]
+        sl = tuple(slice(int(a), int(a) + b) for a, b in zip(o, self.block_shape, strict=True))
+        return self._nd(data[self.tensor.id])[sl]
 
     def gather_shape(self) -> tuple:
         return (self.n, *self.block_shape)

@@ -178,6 +178,38 @@ def by_blocks(shape, block_shape, tiles) -> Mapping:
     return _merge(Mapping(t, starts.ravel(), stops.ravel()))
 
 
+def window_intervals(shape, block_shape, origins) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (start, stop) of every contiguous run of each window of ``block_shape`` whose first
+    element is at element coordinates ``origins`` (n, ndim); arrays (n, runs_per_block)."""
+    shape = tuple(int(s) for s in shape)
+    block_shape = tuple(int(b) for b in block_shape)
+    origins = np.asarray(origins, np.int64).reshape(-1, len(shape))
+    strides = np.array([int(np.prod(shape[i + 1:])) for i in range(len(shape))], np.int64)
+    j = _run_split(shape, block_shape)
+    lead = block_shape[:j] if j > 0 else ()
+    run = int(np.prod(block_shape[j:])) if j > 0 else int(np.prod(block_shape))
+    local = ((strides[:j, None] * np.indices(lead).reshape(len(lead), -1)).sum(axis=0) if lead
+             else np.zeros(1, np.int64))
+    s = (origins @ strides)[:, None] + local[None, :]
+    return s, s + run
+
+
+def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
+    """Window i (``block_shapes[i]`` at element coordinates ``origins[i]``) on ``tiles[i]``; the
+    windows must not overlap (an uneven block split: blocks of a few shapes)."""
+    bs = np.asarray(block_shapes, np.int64).reshape(len(tiles), -1)
+    origins = np.asarray(origins, np.int64).reshape(len(tiles), -1)
+    tiles = np.asarray(tiles, np.int64)
+    starts, stops, tl = [], [], []
+    for key in np.unique(bs, axis=0):
+        sel = np.nonzero(np.all(bs == key, axis=1))[0]
+        s, e = window_intervals(shape, key, origins[sel])
+        starts.append(s.ravel())
+        stops.append(e.ravel())
+        tl.append(np.repeat(tiles[sel], s.shape[1]))
+    return _merge(Mapping(np.concatenate(tl), np.concatenate(starts), np.concatenate(stops)))
+
+
 def _merge(m: Mapping) -> Mapping:
     """Join adjacent intervals on the same tile."""
     if len(m) < 2:

@@ -32,7 +32,9 @@ from popvision_lite.emulator.profile_builder import StepTileArray, build_profile
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
-PHASES = ("emb_fwd", "layer_fwd", "head", "layer_recompute", "layer_bwd")
+PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
+          "layer_bwd_ffn", "layer_bwd_att")
+ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
 # step x tile cells of the profile timeline (= 60,000 steps of one 1472-tile IPU); pipeline cycles beyond
 # that budget are elided, so the written profile stays tens of MB whatever S, G and R
 MAX_PROFILE_CELLS = 60_000 * 1472
@@ -42,12 +44,13 @@ MiB = 1024 * 1024
 class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
-    def __init__(self, cfg, target: Target, stage: int, nstages: int):
+    def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
+                 amp: float | None = None):
         from popvision_lite.emulator.models.emulated import EmulatorBackend
         from popvision_lite.emulator.models.workloads import build_bert_stage
 
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
-                             available_memory_proportion=cfg.available_memory_proportion)
+                             available_memory_proportion=cfg.amp_of(0) if amp is None else amp)
         self.handles = build_bert_stage(be, cfg, stage, nstages)
         self.be = be
         phases = []
@@ -55,7 +58,7 @@ class StageGraph:
             if name in PHASES:
                 phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
         self.phase_names = [p.name for p in phases]
-        self.program = P.Sequence(phases, name=f"stage{stage}")
+        self.program = P.Sequence(phases, name=f"stage{stage if label is None else label}")
         self.c = compile_graph(be.graph, self.program, outline=cfg.outline)
         c = self.c
         T = target.tiles_per_ipu
@@ -89,13 +92,17 @@ class StageGraph:
             return tot
 
         h = self.handles
-        self.layer_param_elems = per_tile(h["layer_params"].values())
+        lp = h["layer_params"]
+        half = {"att": [t for n, t in lp.items() if n in ATT_PARAMS], "ffn": [t for n, t in lp.items() if n not in ATT_PARAMS]}
+        self.half_param_elems = {k: per_tile(v) for k, v in half.items()}  # per tile, one attention / FFN block
+        self.half_params = {k: int(sum(t.size for t in v)) for k, v in half.items()}
+        self.layer_param_elems = per_tile(lp.values())
         self.extra_param_elems = per_tile(h["extra_params"])
-        self.layer_params = int(sum(t.size for t in h["layer_params"].values()))
+        self.layer_params = int(sum(t.size for t in lp.values()))
         self.extra_params = int(sum(t.size for t in h["extra_params"]))
         x = h["x"]
         self.x_tile_bytes = x.mapping.elements_per_tile(T) * x.itemsize
-        lf = self.lsteps.get("layer_fwd")
+        lf = self.lsteps.get("layer_fwd_ffn")
         ltb = c.liveness_tile_bytes
         self.fwd_saved_tile_bytes = (ltb[lf[1]].astype(np.int64) if (lf and len(ltb)) else np.zeros(T, np.int64))
         # the profile tables of this stage graph; then let the graph (vertex and field arrays) go, so
@@ -169,17 +176,26 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     t0 = time.perf_counter()
     wall = {}
     target1 = Target.from_device(device, num_ipus=1)
-    split = cfg.split()
-    S, R, G = len(split), cfg.replicas, cfg.grad_accum
+    split = cfg.split()    # layers per pipeline stage
+    blocks = cfg.blocks()  # (attention, FFN) blocks per pipeline stage
+    R, G = cfg.replicas, cfg.grad_accum
+    S = cfg.stages         # IPUs of a replica
+    V = len(split)         # pipeline stages a micro-batch passes through
+    wrap = cfg.pipeline_placement == "wrap" and S > 1
+    # the IPU of each pipeline stage; wrap: IPU 0, IPU 1 .. S-1, IPU 0 again
+    v_ipu = [0] + list(range(1, S)) + [0] if wrap else list(range(S))
     T = target1.tiles_per_ipu
     clock = target1.clock_hz
     em = target1.em
-    kinds = [(s == 0, s == S - 1) for s in range(S)]
+    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion)
+    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1)) + (cfg.amp_of(i),) for i in range(S)]
     graphs: dict[tuple, StageGraph] = {}
-    for i, k in enumerate(dict.fromkeys(kinds)):
-        tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / 3)
-        s = kinds.index(k)
-        graphs[k] = StageGraph(cfg, target1, s, S)
+    distinct = list(dict.fromkeys(kinds))
+    for i, k in enumerate(distinct):
+        tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
+        stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
+                          (False, False): (1, 3)}[k[:2]]
+        graphs[k] = StageGraph(cfg, target1, stage, nstages, label=kinds.index(k), amp=k[2])
     wall["build_compile"] = time.perf_counter() - t0
     tick("composing the schedule", 0.6)
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
@@ -196,37 +212,53 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     memcpy = float(em["memcpy_bytes_per_cycle"])
     cap = target1.sram_bytes_per_tile
     var = schema.CATEGORY_CODE["variable"]
+    ddr_bpc = float(em["ddr_bytes_per_cycle"])
+    phased = bool(cfg.streaming_weights)
 
     stages = []
-    for s in range(S):
+    for s in range(S):  # per IPU
         sg = graphs[kinds[s]]
-        k = split[s]
+        mine = [v for v in range(V) if v_ipu[v] == s]
+        n_att = sum(blocks[v][0] for v in mine)
+        n_ffn = sum(blocks[v][1] for v in mine)
+        k = sum(split[v] for v in mine)
         cy = sg.cycles
         call = 2 * int(math.ceil(int(sg.x_tile_bytes.max(initial=0)) / memcpy))  # copy in + out of the body
-        params_s = k * sg.layer_params + sg.extra_params
+        hp = sg.half_params
+        params_s = n_att * hp["att"] + n_ffn * hp["ffn"] + sg.extra_params
         acc_pass = _elementwise_pass_cycles(target1, params_s, "float16" if wbytes == 2 else "float32") if G > 1 else 0
-        ddr_bpc = float(em["ddr_bytes_per_cycle"])
-        phased = bool(cfg.streaming_weights)
         layer_wb = sg.layer_params * wbytes
-        ddr_mb = 0  # DDR bytes per micro-batch (phased execution)
+        # phased execution: each layer's weights are loaded from streaming memory before its forward
+        # and again before its recompute + backward; its gradient accumulator is read and written
+        # back (G > 1) or its gradient written out (G = 1); transfers are not overlapped with compute
+        acc_traffic = (2 * sg.layer_params * acc_bytes if G > 1 else layer_wb) if phased else 0
         if phased:
-            # phased execution: each layer's weights are loaded from streaming memory before its forward
-            # and again before its recompute + backward; its gradient accumulator is read and written
-            # back (G > 1) or its gradient written out (G = 1); transfers are not overlapped with compute
-            acc_traffic = 2 * sg.layer_params * acc_bytes if G > 1 else layer_wb
-            ddr_mb = k * (2 * layer_wb + acc_traffic)
             acc_pass = 0  # the accumulation pass is counted as the read-modify-write traffic
-        io_f = int(math.ceil(k * layer_wb / ddr_bpc)) if phased else 0
-        io_b = int(math.ceil((ddr_mb - k * layer_wb) / ddr_bpc)) if phased else 0
-        fwd = cy.get("emb_fwd", 0) + k * (cy.get("layer_fwd", 0) + call) + io_f
-        bwd = cy.get("head", 0) + k * (cy.get("layer_recompute", 0) + cy.get("layer_bwd", 0) + call) + acc_pass + io_b
-        if not train:
-            bwd = 0
+        vst, ddr_mb, stash_units = [], 0.0, 0
+        for v in mine:  # (pipeline stage, forward, backward) of each stage this IPU runs
+            a_, f_ = blocks[v]
+            k_eff = (a_ + f_) / 2  # layer calls of the outlined body (a half-layer = half a call)
+            body_f = a_ * cy.get("layer_fwd_att", 0) + f_ * cy.get("layer_fwd_ffn", 0)
+            body_b = (a_ * (cy.get("layer_recompute_att", 0) + cy.get("layer_bwd_att", 0))
+                      + f_ * (cy.get("layer_recompute_ffn", 0) + cy.get("layer_bwd_ffn", 0)))
+            io_f = int(math.ceil(k_eff * layer_wb / ddr_bpc)) if phased else 0
+            io_b = int(math.ceil(k_eff * (layer_wb + acc_traffic) / ddr_bpc)) if phased else 0
+            ddr_mb += k_eff * (2 * layer_wb + acc_traffic) if phased else 0
+            fwd = body_f + k_eff * call + io_f + (cy.get("emb_fwd", 0) if v == 0 else 0)
+            bwd = body_b + k_eff * call + io_b + (cy.get("head", 0) if v == V - 1 else 0)
+            if v == mine[-1]:
+                bwd += acc_pass
+            vst.append((v, int(fwd), int(bwd) if train else 0))
+            D = sch.stash_depth(v, V) if train else 0
+            stash_units += max(D * int(math.ceil(k_eff)) - 1, 0) if k_eff else 0
+        k_mem = int(math.ceil((n_att + n_ffn) / 2))
         # ---- memory of this IPU ----
         mem = sg.c.memory.copy()
-        elems = k * sg.layer_param_elems + sg.extra_param_elems
-        # phased: only the outlined body's weights (in the stage graph) are on chip at a time
-        extra_w = (0 if phased else (k - 1)) * sg.layer_param_elems * wbytes
+        hpe = sg.half_param_elems
+        elems = n_att * hpe["att"] + n_ffn * hpe["ffn"] + sg.extra_param_elems
+        # the outlined body (in the stage graph) holds one attention and one FFN block's weights
+        extra_w = ((0 if phased else max(n_att - 1, 0)) * hpe["att"]
+                   + (0 if phased else max(n_ffn - 1, 0)) * hpe["ffn"]) * wbytes
         accum = (sg.extra_param_elems if phased else elems) * acc_bytes
         state_total = int(elems.sum()) * sbpe
         if cfg.optimizer_state == "onchip" and not phased:
@@ -238,9 +270,9 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
             per_layer = sg.layer_param_elems * sbpe
             stream_buf = _even(math.ceil(int(per_layer.sum()) / R), T) if cfg.rts else per_layer
             streamed = state_total / (R if cfg.rts else 1)
-        D = sch.stash_depth(s, S) if train else 0
+        D = sch.stash_depth(mine[0], V) if train else 0
         saved = sg.x_tile_bytes if cfg.recompute else sg.fwd_saved_tile_bytes + sg.x_tile_bytes
-        stash = max(D * k - 1, 0) * saved
+        stash = stash_units * saved
         mem[:, var, 0] += extra_w + accum + onchip_state
         mem[:, var, 1] = np.maximum(mem[:, var, 1] + stash, stream_buf)
         need = mem.sum(axis=(1, 2))
@@ -253,9 +285,10 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         if not train:
             opt = ar = 0
         st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
-                               transfers=k + 1) if streamed else 0
+                               transfers=k_mem + 1) if streamed else 0
         stages.append(dict(
-            stage=s, layers=k, graph=kinds[s], fwd_cycles=int(fwd), bwd_cycles=int(bwd), params=int(params_s),
+            stage=s, layers=k, blocks=(n_att, n_ffn), graph=kinds[s], vstages=vst,
+            fwd_cycles=int(sum(f for _, f, _ in vst)), bwd_cycles=int(sum(b for _, _, b in vst)), params=int(params_s),
             ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed),
             mem=mem, need=need, fits=bool((need <= cap).all()), stash_depth=D,
             optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
@@ -271,7 +304,11 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
                       "optimizer_state_onchip": int(onchip_state.max(initial=0)), "stash": int(stash.max(initial=0)),
                       "grad_accum": int(accum.max(initial=0))},
         ))
-    pipe = sch.pipeline_cycles([st_["fwd_cycles"] for st_ in stages], [st_["bwd_cycles"] for st_ in stages], xcopy, G)
+    vF, vB, vI = np.zeros(V, np.int64), np.zeros(V, np.int64), np.asarray(v_ipu, np.int64)
+    for a_ in stages:
+        for v, f, b_ in a_["vstages"]:
+            vF[v], vB[v] = f, b_
+    pipe = sch.pipeline_cycles(vF, vB, xcopy, G, ipu_of=vI)
     post = [st_["allreduce_cycles"] + st_["optimizer_cycles"] + st_["stream_cycles"] for st_ in stages]
     worst = int(np.argmax(post))
     step_cycles = pipe["pipeline_total_cycles"] + post[worst]
@@ -285,26 +322,31 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         steady_cycles_per_microbatch=int(pipe["steady_cycles_per_microbatch"]),
         stage_cycles=[int(a["fwd_cycles"] + a["bwd_cycles"]) for a in stages],
         stage_fwd_cycles=[a["fwd_cycles"] for a in stages], stage_bwd_cycles=[a["bwd_cycles"] for a in stages],
-        layer_split=list(split), inter_ipu_copy_cycles=int(pipe["copy_cycles"]),
+        layer_split=list(split), pipeline_placement=cfg.pipeline_placement if wrap else "sequential",
+        stage_ipus=list(v_ipu), pipeline_depth=int(V),
+        blocks_per_ipu=[list(a["blocks"]) for a in stages], inter_ipu_copy_cycles=int(pipe["copy_cycles"]),
         pipeline_cycles=int(pipe["cycles"]), pipeline_total_cycles=int(pipe["pipeline_total_cycles"]),
         fill_drain_cycles=int(pipe["fill_drain_cycles"]), slowest_stage=int(pipe["slowest_stage"]),
         optimizer_cycles=stages[worst]["optimizer_cycles"], allreduce_cycles=stages[worst]["allreduce_cycles"],
         stream_cycles=stages[worst]["stream_cycles"], stash_depth=[a["stash_depth"] for a in stages],
         optimizer=cfg.optimizer, optimizer_state=cfg.optimizer_state, rts=bool(cfg.rts),
         master_weights=bool(cfg.master_weights), optimizer_state_dtype=cfg.optimizer_state_dtype,
-        available_memory_proportion=float(cfg.available_memory_proportion),
+        available_memory_proportion=(list(cfg.available_memory_proportion)
+                                     if isinstance(cfg.available_memory_proportion, list | tuple)
+                                     else float(cfg.available_memory_proportion)),
         distinct_stage_programs=len(graphs),
         outlined_ops={str(i): sg.outlined for i, sg in enumerate(graphs.values())},
         phased_execution=bool(cfg.streaming_weights),
         ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],
         ddr_gb_per_s_needed=max(a["ddr_bytes_per_step"] for a in stages) / step_seconds / 1e9 if step_seconds else 0.0,
     )
-    training_state = [dict(ipu=a["stage"], layers=a["layers"], params=a["params"], fits=a["fits"],
+    training_state = [dict(ipu=a["stage"], layers=a["layers"], blocks=list(a["blocks"]), params=a["params"],
+                           fits=a["fits"],
                            mib={k: v / MiB for k, v in a["bytes"].items()},
                            max_tile_bytes=a["max_tile"]) for a in stages]
     tick("building the profile", 0.8)
     t1 = time.perf_counter()
-    pd_ = _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split)
+    pd_ = _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split, blocks)
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
     pd_.run["training_state"] = training_state
@@ -347,11 +389,26 @@ def _synthetic(kind: int, ipu: int, dur: int, T: int, nbytes: int = 0) -> StepTe
                         in_sum=int(b.sum()), out_sum=int(b.sum()))
 
 
-def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split):
+def _halves(n_att: int, n_ffn: int, start_att: bool) -> list[str]:
+    """The order of a stage's layer halves: alternating attention / FFN from the stage's start."""
+    out, a, f, nxt = [], n_att, n_ffn, "att" if start_att else "ffn"
+    while a or f:
+        if (nxt == "att" and a) or not f:
+            out.append("att")
+            a -= 1
+            nxt = "ffn"
+        else:
+            out.append("ffn")
+            f -= 1
+            nxt = "att"
+    return out
+
+
+def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, split, blocks):
     """One replica's pipeline: per-IPU lanes overlapping in time (fill, steady, drain; middle
     pipeline cycles elided when the timeline would exceed MAX_PROFILE_CELLS), then all-reduce,
     optimizer and DDR stream steps."""
-    S = len(split)
+    S = len(stages)  # IPUs of the replica
     T = target1.tiles_per_ipu
     # per-distinct-graph profile tables (ops, programs, ...), concatenated per IPU with offsets
     base = {k: sg.base for k, sg in graphs.items()}
@@ -359,11 +416,12 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     tables = {n: [] for n in ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles",
                               "liveness_steps")}
     phase_tpl = []  # per IPU: phase -> template ids (global)
+    op_counts = {"calls_per_microbatch": [], "runs_per_call": [], "runs_per_step": []}
     op_off = prog_off = cs_off = var_off = l_off = 0
     for s in range(S):
         sg = graphs[kinds[s]]
         bp = base[kinds[s]]
-        k = split[s]
+        n_att, n_ffn = stages[s]["blocks"]
         t_off = len(templates)
         templates += [_shift_template(t, s, T, op_off, prog_off) for t in sg.c.templates]
         phase_tpl.append({nm: sg.steps.get(nm, np.zeros(0, np.int64)) + t_off for nm in PHASES})
@@ -371,12 +429,26 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         ops["op_id"] += op_off
         ops["name"] = f"ipu{s}/" + ops["name"]
         ops["ipu"] = s
-        # an op of the layer body runs k times per micro-batch, every op G times per step
-        body = ops["name"].str.startswith(f"ipu{s}/layer/")
-        mult = np.where(body, k * cfg.grad_accum, cfg.grad_accum)
+        # an op of the layer body runs once per attention / FFN block of the IPU per micro-batch, every op
+        # G times per step
+        att = ops["name"].str.startswith(f"ipu{s}/layer/attention/")
+        ffn = ops["name"].str.startswith(f"ipu{s}/layer/") & ~att
+        mult = np.where(att, n_att, np.where(ffn, n_ffn, 1)) * cfg.grad_accum
         for col in ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "cycles", "compute_cycles",
                     "exchange_cycles", "sync_cycles", "stream_cycles"):
             ops[col] = (ops[col].to_numpy() * mult).astype(np.int64)
+        # runs of each op per call of its phase program: the phases whose steps contain it (2 when
+        # recomputation replays a forward op before its gradient); run["op_counts"] records the counts
+        tpl_op = np.array([t.op_id for t in sg.c.templates], np.int64)
+        rpc = np.zeros(len(ops), np.int64)
+        for nm in PHASES:
+            ids = np.unique(tpl_op[sg.steps.get(nm, np.zeros(0, np.int64))])
+            rpc[ids[(ids >= 0) & (ids < len(ops))]] += 1
+        rpc = np.maximum(rpc, 1)
+        calls = np.where(att, n_att, np.where(ffn, n_ffn, 1)).astype(np.int64)
+        for key, v in (("calls_per_microbatch", calls), ("runs_per_call", rpc),
+                       ("runs_per_step", calls * rpc * cfg.grad_accum)):
+            op_counts[key] += [int(x) for x in v]
         tables["ops"].append(ops)
         pr = bp.programs.copy()
         pr["prog_id"] += prog_off
@@ -426,18 +498,32 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
                                 cfg.batch * cfg.seq * cfg.hidden * (2 if cfg.precision == "fp16" else 4)))
     dur_all = np.array([t.duration for t in templates], np.int64)
 
+    # per IPU: (pipeline stage, forward template ids, backward template ids) of each stage it runs
+    work = []
+    pos = np.concatenate([[0], np.cumsum([2 * float(x) for x in split])]).astype(np.int64)
+    V = len(split)
+    for s in range(S):
+        pt = phase_tpl[s]
+        mine = []
+        for v, _f, _b in stages[s]["vstages"]:
+            halves = _halves(*blocks[v], start_att=pos[v] % 2 == 0)
+            fw = ([pt["emb_fwd"]] if v == 0 else []) + [pt[f"layer_fwd_{h}"] for h in halves]
+            bw = ([pt["head"]] if v == V - 1 else []) + [
+                np.concatenate([pt[f"layer_recompute_{h}"], pt[f"layer_bwd_{h}"]]) for h in reversed(halves)]
+            mine.append((v, fw, bw))
+        work.append(mine)
+
     def cycle_steps(t):
         parts = []
         for s in range(S):
-            pt = phase_tpl[s]
-            k = split[s]
             seq = []
-            if pipe["fwd_on"][t, s]:
-                seq += [pt["emb_fwd"]] + [pt["layer_fwd"]] * k
-            if pipe["bwd_on"][t, s]:
-                seq += [pt["head"]] + [np.concatenate([pt["layer_recompute"], pt["layer_bwd"]])] * k
-            if seq:
-                ids = np.concatenate(seq)
+            for v, fw, bw in work[s]:
+                if pipe["fwd_on"][t, v]:
+                    seq += fw
+                if pipe["bwd_on"][t, v]:
+                    seq += bw
+            ids = np.concatenate(seq) if seq else np.zeros(0, np.int64)
+            if len(ids):
                 st = starts[t] + np.concatenate([[0], np.cumsum(dur_all[ids])[:-1]])
                 parts.append((ids, st, np.full(len(ids), s)))
         if pipe["copy_cycles"]:
@@ -446,14 +532,14 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
 
     per_cycle = np.zeros(n, np.int64)
     for s in range(S):
-        f = sum(len(phase_tpl[s][p]) for p in ("emb_fwd",)) + split[s] * len(phase_tpl[s]["layer_fwd"])
-        b = len(phase_tpl[s]["head"]) + split[s] * (len(phase_tpl[s]["layer_recompute"]) + len(phase_tpl[s]["layer_bwd"]))
-        per_cycle += pipe["fwd_on"][:, s] * f + pipe["bwd_on"][:, s] * b
+        for v, fw, bw in work[s]:
+            per_cycle += pipe["fwd_on"][:, v] * sum(len(x) for x in fw) + pipe["bwd_on"][:, v] * sum(len(x) for x in bw)
     # keep the fill, the first steady cycles and the drain within the step budget
     keep = np.zeros(n, bool)
     budget = max(1, MAX_PROFILE_CELLS // (S * T))
     order = list(range(n))
-    head, tail = order[: 2 * S - 1], order[max(2 * S - 1, n - (2 * S - 2)):]
+    Dp = int(pipe["stages"])  # pipeline stages (IPUs, plus one when the placement wraps)
+    head, tail = order[: 2 * Dp - 1], order[max(2 * Dp - 1, n - (2 * Dp - 2)):]
     for t in head + tail[::-1]:
         if per_cycle[t] <= budget or not keep.any():
             keep[t] = True
@@ -536,7 +622,10 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
            "mode": "timing", "total_cycles": total, "seconds": total / target1.clock_hz,
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "oom_tiles": [],
            "profile_note": (f"one replica of {cfg.replicas}; {elided} of {n} pipeline cycles elided from the timeline"
-                            if elided else f"one replica of {cfg.replicas}")}
+                            if elided else f"one replica of {cfg.replicas}"),
+           # the ops table holds per-step totals of one replica (flops, bytes_* but min_bytes, cycles):
+           # an op runs runs_per_step = calls_per_microbatch x runs_per_call x grad_accum times a step
+           "op_counts": dict(op_counts, table="totals per step of one replica; min_bytes per run")}
     return schema.ProfileData(
         target=info, run=run, memory=mem, steps=steps,
         step_tile_cycles=StepTileArray(tpl, seq, "cycles", S * T),
@@ -563,8 +652,9 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
     sbpe = per_param["optimizer_state"]
     elems = np.zeros(target.num_tiles, np.int64)
-    for w in be.weights:
-        elems += w.mapping.elements_per_tile(target.num_tiles)
+    mult = getattr(be, "multiplicity", {})
+    for w in be.weights:  # an outlined block's weights stand for every block of its kind
+        elems += w.mapping.elements_per_tile(target.num_tiles) * mult.get(w.id, 1)
     per_ipu = elems.reshape(nI, T).sum(axis=1)
     acc = elems * ((4 if cfg.master_weights else wbytes) if G > 1 else 0)
     if cfg.optimizer_state == "onchip":

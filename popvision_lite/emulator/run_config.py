@@ -36,7 +36,8 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
           "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
           "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
           "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
-          "available_memory_proportion": (int, float), "packing": (int, float), "mask_tokens": int, "outline": bool}
+          "available_memory_proportion": (int, float, list), "packing": (int, float), "mask_tokens": int, "outline": bool,
+          "pipeline_placement": str}
 
 
 # Workload settings that only some model families read (from the build_* functions in
@@ -48,7 +49,9 @@ ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "g
             "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
             # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
-            **{k: ("bert", "gpt") for k in ("layer_split", "packing", "outline")}, "mask_tokens": ("bert",)}
+            **{k: ("bert", "gpt") for k in ("layer_split", "packing")}, "outline": ("bert", "gpt", "resnet"),
+            "mask_tokens": ("bert",),
+            "pipeline_placement": ("bert",)}
 
 
 def model_family(model: str) -> str:

@@ -50,15 +50,22 @@ def stash_depth(stage: int, stages: int) -> int:
     return 2 * (stages - stage) - 1
 
 
-def pipeline_cycles(fwd, bwd, copy_cycles: int, grad_accum: int) -> dict:
+def pipeline_cycles(fwd, bwd, copy_cycles: int, grad_accum: int, ipu_of=None) -> dict:
     """Compose one optimizer step's pipeline part from per-stage cycles of one micro-batch.
 
     ``fwd[s]``, ``bwd[s]``: cycles of stage s's forward / backward (recomputation included) for one
     micro-batch; ``copy_cycles``: the inter-IPU exchange closing every pipeline cycle (ignored when
-    S == 1).  Returns durations of every pipeline cycle, who runs what, and the totals."""
+    S == 1).  ``ipu_of[s]``: the IPU running stage s (default: stage s on IPU s); an IPU that holds
+    several stages (MLPerf BERT's IPU 0 runs the embedding first and the last layers and heads at the
+    end) runs all of its stages' work of a pipeline cycle one after another.  Returns durations of
+    every pipeline cycle, who runs what (per stage), the work per IPU, and the totals."""
     F = np.asarray(fwd, np.int64)
     B = np.asarray(bwd, np.int64)
     S, G = len(F), int(grad_accum)
+    ipu = np.arange(S) if ipu_of is None else np.asarray(ipu_of, np.int64)
+    nipu = int(ipu.max()) + 1 if S else 0
+    onehot = np.zeros((S, nipu), np.int64)
+    onehot[np.arange(S), ipu] = 1
     inference = not B.any()
     n = G + S - 1 if inference else G + 2 * S - 2  # inference: forward only, no backward wave
     t = np.arange(n)[:, None]
@@ -68,14 +75,16 @@ def pipeline_cycles(fwd, bwd, copy_cycles: int, grad_accum: int) -> dict:
     f_on = (mf >= 0) & (mf < G)
     b_on = (mb >= 0) & (mb < G) & (not inference)
     work = f_on * F[None, :] + b_on * B[None, :]
-    xc = int(copy_cycles) if S > 1 else 0
-    dur = work.max(axis=1) + xc
-    steady = int((F + B).max()) + xc
+    ipu_work = work @ onehot  # (cycles, IPUs)
+    xc = int(copy_cycles) if nipu > 1 else 0
+    dur = ipu_work.max(axis=1) + xc
+    per_ipu = (F + B) @ onehot
+    steady = int(per_ipu.max()) + xc
     total = int(dur.sum())
-    return dict(stages=S, grad_accum=G, cycles=n, durations=dur, work=work, fwd_on=f_on, bwd_on=b_on,
-                fwd_mb=mf, bwd_mb=mb, steady_cycles_per_microbatch=steady, copy_cycles=xc,
-                pipeline_total_cycles=total, fill_drain_cycles=total - G * steady,
-                slowest_stage=int(np.argmax(F + B)))
+    return dict(stages=S, grad_accum=G, cycles=n, durations=dur, work=work, ipu_work=ipu_work, fwd_on=f_on,
+                bwd_on=b_on, fwd_mb=mf, bwd_mb=mb, steady_cycles_per_microbatch=steady, copy_cycles=xc,
+                pipeline_total_cycles=total, fill_drain_cycles=total - G * steady, ipu_of=ipu,
+                slowest_stage=int(np.argmax(per_ipu)))
 
 
 def ring_allreduce_cycles(nbytes: float, replicas: int, ipus: int, clock_hz: float, link_bytes_per_cycle: float,

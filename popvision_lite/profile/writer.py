@@ -32,7 +32,9 @@ from popvision_lite.atomic_io import check_destination, make_temp, publish_mode
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import schema
 
-FORMAT_MINOR = 0
+# minor versions add optional header keys / columns only.  2.1: run["op_counts"] of pipelined runs (how often
+# each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs")
+FORMAT_MINOR = 1
 
 # step_tile_* storage: chunks of STEP_CHUNK steps x one IPU's tiles (never straddles IPUs).
 STEP_CHUNK = 32

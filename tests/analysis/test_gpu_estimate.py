@@ -120,3 +120,23 @@ def test_bert_tiny_sample_gpu_estimate_is_not_the_bound():
     assert est.bound_by == "launch"
     assert est.step_time_s > 10 * (4 / est.bound_samples_per_second)
     assert est.step_time_s > ipu_s and math.isfinite(est.samples_per_second)
+
+
+def test_gpu_micro_batch_is_the_largest_fitting_multiple_that_keeps_the_global_batch():
+    fit = ge.fitting_micro_batch
+    gb = 1e9
+    # 384 samples per GPU per step in passes of 4: 96 passes; 1 GB of activations per sample, 80 GB of HBM
+    assert fit(4, 384, params=0, optimizer="sgd", activation_bytes_per_sample=gb, gpu="a100-80gb") == 64  # 16 | 96
+    # 2 G parameters of LAMB state (16 B each = 32 GB) leave 48 GB: 12 passes' worth
+    assert fit(4, 384, params=2e9, optimizer="lamb", activation_bytes_per_sample=gb, gpu="a100-80gb") == 48
+    assert fit(4, 10, params=0, optimizer="sgd", activation_bytes_per_sample=gb, gpu="a100-80gb") == 4  # 2.5 passes
+    assert fit(4, 2, params=0, optimizer="sgd", activation_bytes_per_sample=gb, gpu="a100-80gb") == 2   # share < pass
+    assert fit(4, 384, params=10e9, optimizer="adam", activation_bytes_per_sample=gb, gpu="a100-80gb") == 4
+    ops = _ops([dict(name="mm", type="matmul", precision="fp16", flops=2 * 512 ** 3, min_bytes=3 * 2 * 512 ** 2)])
+    one = ge.estimate_training(ops, "a100-80gb", samples_per_pass=4, samples_per_step=64)
+    big = ge.estimate_training(ops, "a100-80gb", samples_per_pass=4, samples_per_step=64, micro_batch=16)
+    assert (one.micro_batch, one.passes_per_step, big.micro_batch, big.passes_per_step) == (4, 16, 16, 4)
+    assert big.ops["flops"].iloc[0] == 4 * ops["flops"].iloc[0]          # the op list scaled to the micro-batch
+    assert big.step_time_s < one.step_time_s                             # fewer launches, fuller GPU
+    with pytest.raises(ConfigError, match="micro-batch"):
+        ge.estimate_training(ops, "a100-80gb", samples_per_pass=4, micro_batch=-1)

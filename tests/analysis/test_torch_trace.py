@@ -79,6 +79,45 @@ def test_op_cost_formulas():
     assert math.isnan(op_cost("aten::mm", {})[0])
 
 
+def test_conv_and_attention_formulas_follow_each_variants_arguments():
+    h = ["c10::Half"] * 2
+    x, w = [2, 3, 32, 32], [8, 3, 7, 7]
+    want = 2 * 2 * 8 * 16 * 16 * 3 * 49                    # 7x7, stride 2, padding 3: 16 x 16 outputs
+    # the op a CUDA kernel is launched from is the innermost one: each variant orders its arguments differently
+    for op, concrete in (("aten::convolution", ["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1"]),
+                         ("aten::cudnn_convolution", ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False"]),
+                         ("aten::mkldnn_convolution", ["", "", "", "[3, 3]", "[2, 2]", "[1, 1]", "1"])):
+        f, _, how = op_cost(op, {"Input Dims": [x, w] + [[]] * (len(concrete) - 2), "Input type": h,
+                                 "Concrete Inputs": concrete})
+        assert f == want and "assumed" not in how, op
+    # dilation 2 shrinks the output: (32 + 6 - 2*6 - 1) // 2 + 1 = 13
+    f, _, _ = op_cost("aten::convolution", {"Input Dims": [x, w], "Input type": h, "Concrete Inputs":
+                                            ["", "", "", "[2, 2]", "[3, 3]", "[2, 2]", "False", "[0, 0]", "1"]})
+    assert f == 2 * 2 * 8 * 13 * 13 * 3 * 49
+    # backward: data and weight gradients, each the forward's count; the output mask is a Python literal
+    bwd = {"Input Dims": [[2, 8, 16, 16], x, w], "Input type": h,
+           "Concrete Inputs": ["", "", "", "[8]", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1",
+                               "[True, True, False]"]}
+    assert op_cost("aten::convolution_backward", bwd)[0] == 2 * want
+    bwd["Concrete Inputs"][10] = "[False, True, True]"       # first layer: no input gradient
+    assert op_cost("aten::convolution_backward", bwd)[0] == want
+    # attention: (batch, heads, seq, dim) for the sdpa ops, (batch, seq, heads, dim) for the flash / efficient
+    # kernels' own ops; backward recomputes QK^T and forms dV, dP, dQ, dK (2.5x the forward for Dq = Dv)
+    b, hd, sq, sk, d = 2, 4, 128, 96, 64
+    q_bhsd, k_bhsd = [b, hd, sq, d], [b, hd, sk, d]
+    q_bshd, k_bshd = [b, sq, hd, d], [b, sk, hd, d]
+    fwd = 2 * b * hd * sq * sk * 2 * d
+    assert op_cost("aten::_scaled_dot_product_flash_attention",
+                   {"Input Dims": [q_bhsd, k_bhsd, k_bhsd], "Input type": h * 2})[0] == fwd
+    assert op_cost("aten::_flash_attention_forward",
+                   {"Input Dims": [q_bshd, k_bshd, k_bshd, [], []], "Input type": h * 2})[0] == fwd
+    assert op_cost("aten::_flash_attention_backward",
+                   {"Input Dims": [q_bshd, q_bshd, k_bshd, k_bshd, q_bshd, [b, hd, sq]],
+                    "Input type": h * 3})[0] == 2.5 * fwd
+    assert op_cost("aten::_scaled_dot_product_efficient_attention_backward",
+                   {"Input Dims": [q_bhsd, q_bhsd, k_bhsd, k_bhsd, q_bhsd], "Input type": h * 3})[0] == 2.5 * fwd
+
+
 # ------------------------------------------------------------------ hand-made GPU-shaped traces
 def test_gpu_shaped_trace_links_kernels_and_reports(tmp_path):
     ev = [
@@ -224,3 +263,92 @@ def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
     text = view.hover.toPlainText()
     assert "ampere_fp16_gemm" in text and "launched by aten::mm" in text and "kernel" in text
     doc.close()
+
+
+# operators that only allocate, view or reshape: they launch no kernel on a GPU
+META_OPS = ("empty", "empty_like", "empty_strided", "as_strided", "as_strided_", "resize_", "view", "reshape",
+            "_reshape_alias", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze", "detach", "alias",
+            "_unsafe_view", "select", "slice", "resolve_conj", "resolve_neg", "flatten", "contiguous", "numel",
+            "size", "stride", "lift_fresh", "ones_like", "zeros_like", "fill_", "zero_", "clone", "copy_",
+            "_to_copy", "to", "new_empty_strided", "new_zeros", "zeros", "ones", "full", "scalar_tensor")
+
+
+def _launching(ops):
+    """The innermost compute operators (no compute operator of the same thread inside them): where a CUDA trace's
+    kernels are launched from (Kineto links a kernel to the operator active on the thread at its launch)."""
+    work = [e for e in ops if e["name"].split("::")[-1] not in META_OPS]
+    out = []
+    for e in work:
+        t0, t1 = e["ts"], e["ts"] + e["dur"]
+        if not any(o is not e and o["tid"] == e["tid"] and t0 <= o["ts"] and o["ts"] + o["dur"] <= t1
+                   and (o["ts"], o["dur"]) != (t0, e["dur"]) for o in work):
+            out.append(e)
+    return out
+
+
+@needs_torch
+def test_real_training_step_trace_matches_torch_flop_counter_and_imports_as_a_cuda_trace(tmp_path):
+    """A real recorded training step (conv 7x7/2 + batch norm + ReLU + linear, attention): FLOPs derived from the
+    recorded Input Dims of the innermost operators equal torch's own FlopCounterMode (conv forward and backward,
+    mm / addmm) and torch.utils.flop_counter's attention formulas; then, with a kernel launched from every
+    innermost compute operator as a CUDA trace has it, the import reads, links and plots them."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils import flop_counter as tfc
+
+    torch.manual_seed(0)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, stride=2, padding=3), torch.nn.BatchNorm2d(8),
+                               torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 16 * 16, 10))
+    x = torch.randn(2, 3, 32, 32, requires_grad=True)
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+
+    def step():
+        conv(x).sum().backward()
+        torch.nn.functional.scaled_dot_product_attention(q, q, q).sum().backward()
+
+    with tfc.FlopCounterMode(display=False) as fc:
+        step()
+    theirs = {str(k): v for k, v in fc.get_flop_counts()["Global"].items()}
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        step()
+    path = tmp_path / "step.json"
+    prof.export_chrome_trace(str(path))
+    ops = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "cpu_op"]
+
+    def ours(name):
+        return sum(op_cost(e["name"], e["args"])[0] for e in ops if e["name"] == name)
+
+    assert ours("aten::convolution") == theirs["aten.convolution"]
+    assert ours("aten::mkldnn_convolution") == theirs["aten.convolution"]   # the innermost op, its own arg order
+    assert ours("aten::convolution_backward") == theirs["aten.convolution_backward"]
+    mm = theirs.get("aten.mm", 0) + theirs.get("aten.addmm", 0)
+    assert ours("aten::mm") + ours("aten::addmm") - 2 * 10 == mm        # ours adds the bias: M N = 2 x 10
+    shape = [2, 4, 16, 8]
+    assert ours("aten::_scaled_dot_product_flash_attention_for_cpu") == tfc.sdpa_flop_count(shape, shape, shape)
+    assert ours("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == \
+        tfc.sdpa_backward_flop_count(shape, shape, shape, shape)
+
+    # as a CUDA run records it: a runtime launch and a kernel per innermost compute operator, joined by correlation
+    trace = json.loads(path.read_text())
+    leaves = _launching(ops)
+    ev = trace["traceEvents"]
+    for i, e in enumerate(leaves):
+        ev.append(_launch(e["args"]["External id"], 9000 + i, ts=e["ts"]))
+        ev.append(_kernel(f"k{i}_{e['name'].split('::')[-1]}", 3.0, ts=e["ts"] + 1, corr=9000 + i))
+    gpu = tmp_path / "cuda_shaped.json"
+    gpu.write_text(json.dumps(trace))
+    df = load_torch_trace(gpu)
+    r = df.attrs["report"]
+    assert r["read"] == len(leaves) and r["plotted"] + r["flops_only"] + r["dropped"] == r["read"]
+    by_op = df.set_index("op")
+    for name in ("aten::mkldnn_convolution", "aten::convolution_backward", "aten::native_batch_norm",
+                 "aten::native_batch_norm_backward", "aten::threshold_backward", "aten::addmm", "aten::mm",
+                 "aten::_scaled_dot_product_flash_attention_for_cpu",
+                 "aten::_scaled_dot_product_flash_attention_for_cpu_backward"):
+        assert name in by_op.index, name
+        row = by_op.loc[[name]]
+        assert (row["intensity"] > 0).all() and (row["achieved_flops"] > 0).all(), name
+    conv_k = df[df["op"] == "aten::convolution_backward"].iloc[0]
+    assert conv_k.flops == theirs["aten.convolution_backward"] and conv_k.flops_from.startswith("derived: conv")
+    # what is not plotted is said, kernel by kernel
+    assert all(v > 0 for v in r["dropped_why"].values()) and report_text(df).startswith(f"{len(leaves)} kernels read")

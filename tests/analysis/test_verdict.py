@@ -80,8 +80,12 @@ def test_new_profile_keys_are_used(tiny):
                                              "micro_batch": 4, "stages": 1}}
     v = verdict(Shim(), gpus=2)
     assert v.ipu.samples_per_second == 1234.5 and "schedule" in v.ipu.basis
+    assert v.ipu.chips == 2                     # 2 replicas x the target's 1 IPU
     e = v.gpu_estimate
-    assert e.samples_per_step == 32 and e.passes_per_step == pytest.approx(4)  # 16 samples per GPU, 4 per pass
+    # 16 samples per GPU per step: the GPU runs them as one pass (the largest fitting multiple of the IPU's 4)
+    assert e.samples_per_step == 32 and e.micro_batch == 16 and e.passes_per_step == pytest.approx(1)
+    e4 = verdict(Shim(), gpus=2, gpu_micro_batch=4).gpu_estimate
+    assert e4.passes_per_step == pytest.approx(4) and e4.step_time_s > e.step_time_s  # more launches, smaller GEMMs
 
 
 def test_cli_and_api(tiny, capsys):

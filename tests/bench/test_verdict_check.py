@@ -44,3 +44,12 @@ def test_split_k_fills_the_gpu_for_weight_gradients():
     assert e.occupancy == 1.0
     short = ge.estimate_ops(pd.DataFrame([vc.gemm("short", 64, 64, 128)]), "a100-80gb").iloc[0]
     assert short.occupancy == pytest.approx(1 / 108)
+
+
+def test_ipu_side_uses_the_measured_pod16_rows():
+    cases = vc.pod16_cases()   # the rows `popvision-lite validate` emulates, nothing emulated here
+    assert set(cases) == {"bert", "resnet"}
+    b, r = cases["bert"], cases["resnet"]
+    assert (b.config["replicas"], b.config["pipeline_stages"], b.config["grad_accum"]) == (4, 4, 192)
+    assert (r.config["replicas"], r.config["batch"], r.config["grad_accum"]) == (16, 20, 10)
+    assert b.measured_sps == pytest.approx(1523.8) and r.measured_sps == pytest.approx(29516.1)

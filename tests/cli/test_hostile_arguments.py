@@ -46,6 +46,7 @@ TOML = {
     "deep.toml": 'model = "mlp"\nx = ' + "[" * 50_000 + "]" * 50_000 + "\n",
     "nest.toml": 'model = "mlp"\n[model_args.a.b.c.d.e.f.g.h.i.j]\nx = 1\n',
     "float.toml": 'model = "mlp"\nbatch = 2.5\n',
+    "mask.toml": 'model = "bert"\n[model_args]\nseq = 128\nmask_tokens = 4000\n',
 }
 
 CASES = [
@@ -65,6 +66,10 @@ CASES = [
     (["emulate", "gnn", "--nodes", "1000000000", "-o", "a.pvl"], "--nodes"),
     (["emulate", "bert", "--layers", "100000", "-o", "a.pvl"], "--layers"),
     (["emulate", "bert", "--hidden", "60000", "--heads", "4", "-o", "a.pvl"], "--hidden"),
+    # timing-only runs hold no values but still index their largest tensor per element
+    (["emulate", "bert", "--timing-only", "--seq", "65536", "-o", "a.pvl"], "--seq"),
+    (["emulate", "resnet", "--timing-only", "--image", "8192", "-o", "a.pvl"], "--image"),
+    (["emulate", "--config", "mask.toml", "-o", "a.pvl"], "mask.toml: field 'mask_tokens'"),
     (["export", SAMPLE, "--view", "memory", "--dpi", "nan", "-o", "x.png"], "--dpi"),
     (["export", SAMPLE, "--view", "memory", "--dpi", "inf", "-o", "x.png"], "--dpi"),
     (["export", SAMPLE, "--view", "memory", "--dpi", "1e300", "-o", "x.png"], "--dpi"),

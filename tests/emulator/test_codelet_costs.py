@@ -201,11 +201,11 @@ def _terms(res):
     return out
 
 
-@pytest.mark.parametrize("shape", [(256, 512, 128), (96, 64, 80), (512, 768, 768)])
+@pytest.mark.parametrize("shape", [(256, 512, 128), (96, 64, 80), (512, 768, 768), (1024, 1024, 4096), (1000, 72, 999)])
 def test_planner_and_engine_agree_on_every_cost_term(mk2, shape):
     M_, K, N = shape
     ctx, c, res = _matmul_run(mk2, M_, K, N)
-    plan = plan_matmul(M_, N, K, ctx.plan_target, "fp16", tiles=mk2.tiles_per_ipu, exact=True, b_laid_out=True)
+    plan = plan_matmul(M_, N, K, ctx.plan_target, "fp16", tiles=mk2.tiles_per_ipu, exact_k=True, b_laid_out=True)
     got = _terms(res)
     # AMP compute: the same function, exactly
     assert got["compute"] == plan.compute_cycles
@@ -248,8 +248,8 @@ def test_small_gemm_is_cheaper_than_a_larger_one(mk2):
 def test_available_memory_proportion_bounds_the_plan(mk2):
     roomy, _, _ = _matmul_run(mk2, 1024, 1024, 1024, amp=0.6)
     tight, _, _ = _matmul_run(mk2, 1024, 1024, 1024, amp=0.05)
-    p_roomy = plan_matmul(1024, 1024, 1024, roomy.plan_target, "fp16", exact=True, b_laid_out=True)
-    p_tight = plan_matmul(1024, 1024, 1024, tight.plan_target, "fp16", exact=True, b_laid_out=True)
+    p_roomy = plan_matmul(1024, 1024, 1024, roomy.plan_target, "fp16", exact_k=True, b_laid_out=True)
+    p_tight = plan_matmul(1024, 1024, 1024, tight.plan_target, "fp16", exact_k=True, b_laid_out=True)
     assert p_tight.bytes_per_tile <= 0.05 * mk2.sram_bytes_per_tile < p_roomy.bytes_per_tile
     assert p_tight.total_cycles >= p_roomy.total_cycles
     with pytest.raises(ValueError):
@@ -382,3 +382,55 @@ def test_multicast_send_code_is_paid_once_and_block_rows_are_one_region(mk2):
     assert code[1] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE
     # the block's 64 rows are adjacent in tile 200's memory and land contiguously: one transfer
     assert code[200] == cm.EXCHANGE_CODE_BASE + cm.EXCHANGE_CODE_PER_PIECE + cm.EXCHANGE_CODE_PER_LOOP
+
+
+def test_k_reduction_closed_form_equals_the_vertex_list():
+    """The planner's O(pk) reduce estimate sums exactly what one vertex per row run of each slice,
+    handed round-robin to the six workers, costs (k_partial_segments + strided_reduce_cycles)."""
+    from popvision_lite.emulator import codelets as C
+    from popvision_lite.emulator.ops import planners as PL
+
+    rng = np.random.default_rng(4)
+    for _ in range(400):
+        pk, bm, bn = int(rng.integers(2, 48)), int(rng.integers(1, 200)), int(rng.integers(1, 200))
+        worst = 0
+        for lens in PL.k_partial_segments(bm, bn, pk):
+            cyc = np.asarray(C.strided_reduce_cycles(pk, lens, 4, 2), dtype=np.int64)
+            load = np.bincount(np.arange(len(cyc)) % 6, weights=cyc, minlength=6).max()
+            worst = max(worst, max(6 * int(load), len(cyc) * 11) + 11)
+        assert PL._reduce_tile_cycles(pk, bm, bn, 6, 11, 2) == worst, (pk, bm, bn)
+
+
+def test_scalar_exchange_cost_equals_the_engines():
+    from popvision_lite.emulator import cost_model as cm
+
+    rng = np.random.default_rng(2)
+    for _ in range(500):
+        o, i, loc = (int(x) for x in rng.integers(0, 1 << 22, 3))
+        assert cm.exchange_cycles_scalar(o, i, loc, 4.0, 8.0) == int(cm.exchange_cycles(o, i, loc, 4.0, 8.0))
+
+
+def test_scalar_strided_reduce_equals_the_vectorised_estimate():
+    from popvision_lite.emulator import codelets as C
+
+    for k in (2, 3, 17, 64):
+        for m in (1, 2, 3, 7, 100, 1023):
+            for pb, ob in ((4, 2), (4, 4), (2, 2), (2, 4)):
+                assert C.strided_reduce_cycles_scalar(k, m, pb, ob) == int(C.strided_reduce_cycles(k, m, pb, ob))
+
+
+def test_cross_tile_reduction_of_a_prime_number_of_partials_stays_a_tree(mk2):
+    """1,459 partial rows (the tiles a batch norm's rows landed on) have no divisor near 32: the first
+    stage uses groups of ceil and floor size, so no vertex reduces more than ~32 partials, and the
+    sum is exact."""
+    g = Graph(mk2)
+    ctx = OpContext(g, "fp32")
+    V, row = 1459, 8
+    part = ctx.variable("part", (V, row), "float32", mapping=ctx.linear_mapping(V * row, grain=row))
+    op = ctx.begin_op("red", "reduce")
+    (out,) = ops._reduce_partials(ctx, [(part, "s", "float32")], op)
+    x = np.random.default_rng(1).standard_normal((V, row)).astype(np.float32)
+    res = Engine(g, ctx.sequence()).run(inputs={"part": x})
+    np.testing.assert_allclose(res.outputs[out.name], x.sum(axis=0), rtol=1e-4, atol=1e-4)
+    ks = [int(grp.param("k")) for grp in g.groups if grp.codelet.name == "ReducePartials"]
+    assert max(ks) <= 64 and min(ks) >= 2

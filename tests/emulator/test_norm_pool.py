@@ -198,3 +198,17 @@ def test_window_codelet_cost_follows_the_pooling_estimator():
     cyc = NP.WINDOW_MAX.cycles(grp, em.graph.target)
     rows = grp.fields["out"].sizes // 8
     np.testing.assert_array_equal(cyc, 14 + rows * (13 + 4 * (4 + 3 * 2)))
+
+
+def test_every_row_codelet_is_charged_its_loops():
+    """Each row codelet declares the poplibs loops it runs per row (``parts``), so none is free: a
+    codelet without them would cost 0 cycles (the batch-norm codelets did after a merge)."""
+    from popvision_lite.emulator.ops import codelets as OC
+    from popvision_lite.emulator.ops import norm_pool as NP
+
+    subclasses = [c for m in (OC, NP) for c in vars(m).values()
+                  if isinstance(c, type) and issubclass(c, OC.RowCodelet) and c is not OC.RowCodelet]
+    assert len(subclasses) >= 8
+    for cls in subclasses:
+        assert cls.parts, f"{cls.__name__} has no per-row loops"
+        assert OC.row_pass_cycles(cls.parts, 64, 2) > 0

@@ -387,3 +387,133 @@ def test_example_script_runs_without_torch(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "vs ONNX Runtime max abs err" in out.stdout and "-> ok" in out.stdout
     assert (tmp_path / "ex.pvl").exists() and (tmp_path / "model.onnx").exists()
+
+
+# --------------------------------------------------------------- training at scale (the multi-IPU options)
+def test_training_at_scale_composes_step_schedule_and_training_state(model_dir, tmp_path, capsys):
+    """--replicas / --grad-accum / --optimizer / --optimizer-state apply to an imported model as to the
+    bundled whole-graph models (pipeline.compose_whole_graph): the step, throughput, all-reduce, DDR stream
+    and the training state per IPU are in the profile, and the emulated graph is one replica's."""
+    out = tmp_path / "scale.pvl"
+    argv = ["emulate", "--onnx", str(model_dir / "bert_fused.onnx"), "--batch", "2", "--seq", "8", "--training",
+            "--timing-only", "--ipus", "4", "--replicas", "2", "--grad-accum", "4", "--optimizer", "adam",
+            "--optimizer-state", "offchip", "-o", str(out), "-q"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "schedule: 2 replica(s) x 2 IPU(s), 4 micro-batch(es) of 2 per step = 16 samples/step" in text
+    p = pvl.open(out)
+    s = p.run["schedule"]
+    assert (s["replicas"], s["grad_accum"], s["micro_batch"], s["optimizer"], s["optimizer_state"]) == (
+        2, 4, 2, "adam", "offchip")
+    assert p.target.num_ipus == 2  # one replica's graph
+    assert s["allreduce_cycles"] > 0 and s["stream_cycles"] > 0 and s["optimizer_cycles"] > 0
+    assert s["step_cycles"] == 4 * s["steady_cycles_per_microbatch"] + s["allreduce_cycles"] + s["optimizer_cycles"] \
+        + s["stream_cycles"]
+    assert p.run["samples_per_second"] == pytest.approx(16 / s["step_seconds"])
+    assert f"throughput: {p.run['samples_per_second']:,.1f} samples/s" in text
+    assert len(p.run["training_state"]) == 2
+    assert p.run["config"]["replicas"] == 2 and p.run["config"]["optimizer"] == "adam"
+    # on-chip optimizer state lands in tile memory: Adam's two fp32 moments = 8 bytes per trained parameter
+    base = emulate_onnx(model_dir / "bert_fused.onnx", batch=2, seq=8, training=True, timing_only=True)
+    adam = emulate_onnx(model_dir / "bert_fused.onnx", batch=2, seq=8, training=True, timing_only=True,
+                        optimizer="adam")
+    params = sum(t["params"] for t in adam.profile_data.run["training_state"])
+    assert params > 0 and adam.total_cycles > base.total_cycles
+    grown = np.asarray(adam.profile_data.memory).sum() - np.asarray(base.profile_data.memory).sum()
+    assert grown == 8 * params
+
+
+def test_inference_replicas_multiply_throughput_without_an_all_reduce(model_dir):
+    one = emulate_onnx(model_dir / "mlp.onnx", batch=2, timing_only=True)
+    two = emulate_onnx(model_dir / "mlp.onnx", batch=2, timing_only=True, replicas=2)
+    assert two.schedule["replicas"] == 2 and two.schedule["allreduce_cycles"] == 0
+    assert two.total_cycles == one.total_cycles and one.samples_per_second > 0
+    assert two.samples_per_second == pytest.approx(2 * one.samples_per_second)
+    assert two.profile_data.run["samples_per_second"] == two.samples_per_second
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--grad-accum", "4"], "argument --grad-accum: only with --training"),
+    (["--optimizer", "adam"], "argument --optimizer: only with --training"),
+    (["--rts"], "argument --rts: only with --training"),
+    (["--layer-split", "1,1"], "argument --layer-split: not used with --onnx"),
+    (["--pipeline-stages", "2"], "argument --pipeline-stages: not used with --onnx"),
+    (["--packing", "2"], "argument --packing: not used with --onnx"),
+    (["--mask-tokens", "3"], "argument --mask-tokens: not used with --onnx"),
+    (["--training", "--replicas", "3", "--ipus", "4"], "replicas: 3 replicas do not divide 4 IPUs"),
+    (["--replicas", "2000"], "argument --replicas: 2000 is outside 1 .. 1024"),
+    (["--ipus", "2000"], "argument --ipus: 2000 is outside 1 .. 1024"),
+    (["--batch", "100000000"], "argument --batch: 100000000 is outside 1 .. 65536"),
+])
+def test_at_scale_options_refused_or_bounded_with_exit_2(model_dir, tmp_path, capsys, extra, needle):
+    out = tmp_path / "r.pvl"
+    argv = ["emulate", "--onnx", str(model_dir / "mlp.onnx"), "--timing-only", "-o", str(out), "-q"]
+    if "--batch" not in extra:
+        argv += ["--batch", "2"]
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("optimizer = 'foo'", "optimizer: must be one of sgd"),
+    ("replicas = 0", "field 'replicas': 0 is outside 1 .. 1024"),
+    ("grad_accum = nan", "field 'grad_accum': expected int, got nan"),
+    ("available_memory_proportion = 2.0", "field 'available_memory_proportion': 2.0 is outside 0.01 .. 1.0"),
+    ("rts = 'yes'", "field 'rts': expected bool"),
+    ("layer_split = [1, 1]", "field 'layer_split': not a setting of ONNX runs"),
+    ("ipus = 99999", "field 'ipus': 99999 is outside 1 .. 1024"),
+])
+def test_at_scale_toml_fields_checked_with_exit_2(model_dir, tmp_path, capsys, line, needle):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f'onnx = "{model_dir / "mlp.onnx"}"\noutput = "{tmp_path / "t.pvl"}"\ntiming_only = true\n'
+                   f"training = true\nbatch = 2\n{line}\n")
+    assert main(["emulate", "--config", str(cfg), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_rerun_config_keeps_the_at_scale_settings_and_the_split(model_dir, tmp_path):
+    """The GUI's Re-run with… writes the profile's settings back as a run config: the at-scale fields and the
+    user split survive the round trip (a list is a TOML list, not a quoted string)."""
+    import argparse
+    import tomllib
+
+    from popvision_lite.emulator.cli import add_arguments
+    from popvision_lite.emulator.onnx_import.cli import config_toml, resolve
+    from popvision_lite.gui.whatif import settings_from_profile
+
+    out = tmp_path / "s.pvl"
+    emulate_onnx(model_dir / "gpt_block.onnx", out, batch=1, seq=4, ipus=4, replicas=2, training=True,
+                 optimizer="lamb", grad_accum=2, ipu_split=["h.0.ln_2/LayerNormalization"], timing_only=True)
+    text = config_toml(settings_from_profile(pvl.open(out)))
+    raw = tomllib.loads(text)
+    assert raw["ipu_split"] == ["h.0.ln_2/LayerNormalization"] and raw["optimizer"] == "lamb"
+    cfg = tmp_path / "again.toml"
+    cfg.write_text(text)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    kw = resolve(parser.parse_args(["--config", str(cfg), "-o", str(tmp_path / "again.pvl")]))
+    assert (kw["ipus"], kw["replicas"], kw["grad_accum"], kw["optimizer"], kw["ipu_split"]) == (
+        4, 2, 2, "lamb", ["h.0.ln_2/LayerNormalization"])
+
+
+def test_imported_bert_computes_in_the_cycles_of_the_bundled_layers(tmp_path):
+    """Same math, same plans (issue 16 bench): a BERT encoder built like the bundled workload costs, op type by
+    op type, the compute cycles of the bundled ``bert`` on the whole-graph path (the exact-erf GELU costed by
+    the op library's GELU cost model, whatever that model is now)."""
+    from popvision_lite.emulator.engine import Engine
+    from popvision_lite.emulator.models.emulated import build_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    cfg = make_config("bert", training=False, layers=2, hidden=64, heads=2, batch=2, seq=16, vocab=128)
+    path = tmp_path / "enc.onnx"
+    onnx.save(builders.bert_encoder(layers=2, hidden=64, heads=2, vocab=128), str(path))
+    run = emulate_onnx(path, batch=2, seq=16, timing_only=True)
+    be, _ = build_model(cfg, "ipu-mk2", needs_values=False)
+    ref = Engine(be.graph, be.program(), mode="timing", model="bert", config={}).run(
+        inputs=None, profile_path=None, allow_out_of_memory=True)
+    got = run.profile_data.ops.groupby("type")["compute_cycles"].sum().to_dict()
+    want = ref.profile_data.ops.groupby("type")["compute_cycles"].sum().to_dict()
+    assert got == want and got["gelu"] > 0

@@ -100,3 +100,49 @@ def test_block_sparse_matmul(density):
     np.testing.assert_allclose(want[0], R.block_sparse_matmul(a, b, mask, 8), rtol=1e-5, atol=1e-5)
     row = pd_.ops.set_index("name").loc["bsmm"]
     assert row["flops"] == 2 * 16 * 8 * 8 * mask.sum()
+
+
+def _split(plan: str) -> tuple[int, int]:
+    pm = int(plan.split("M=")[1].split()[0])
+    pn = int(plan.split("N=")[1].split()[0])
+    return pm, pn
+
+
+@pytest.mark.parametrize("ash,bsh,ta,tb", [
+    ((1000, 72), (72, 999), False, False),   # M and N both uneven, whole K per tile
+    ((40, 300), (300, 61), True, False),     # K split + transposed A (block-major rearrangement)
+    ((37, 64), (64, 50), False, True),       # transposed B
+    ((97, 128), (128, 33), True, True),
+    ((3, 45, 64), (3, 64, 29), False, False),  # batched products
+    ((256, 1000), (1000, 257), False, False),  # K split with uneven output blocks
+])
+def test_matmul_with_uneven_splits(ash, bsh, ta, tb):
+    """Splits that do not divide M or N (parts of ceil and floor size, as poplin partitions) give the
+    numpy result, and the plan is really uneven."""
+    def stored(shape, t):
+        return (shape[:-2] + (shape[-1], shape[-2])) if t else shape
+
+    a = rng.standard_normal(stored(ash, ta)).astype(np.float32)
+    b = rng.standard_normal(stored(bsh, tb)).astype(np.float32)
+
+    def f(be, x, y):
+        return be.matmul(be.t(x) if ta else x, be.t(y) if tb else y, "mm")
+
+    got, want, pd_ = _run(f, a, b)
+    _close(got, want, 1e-3)
+    plan = pd_.ops.set_index("name").loc["mm"]["plan"]
+    pm, pn = _split(plan)
+    assert ash[-2] % pm or bsh[-1] % pn, plan
+
+
+def test_weight_laid_out_for_an_uneven_split():
+    W = rng.standard_normal((300, 451)).astype(np.float32)
+    x = rng.standard_normal((130, 300)).astype(np.float32)
+
+    def f(be, inp):
+        return be.matmul(inp, be.weight("w", W), "mmw")
+
+    got, want, pd_ = _run(f, x)
+    _close(got, want, 1e-3)
+    plan = pd_.ops.set_index("name").loc["mmw"]["plan"]
+    assert "B laid out for this plan once" in plan and 451 % _split(plan)[1], plan

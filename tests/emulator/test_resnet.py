@@ -80,7 +80,10 @@ def test_recompute_keeps_block_inputs_only():
     la, lb = a.profile_data.liveness_steps.total_bytes, b.profile_data.liveness_steps.total_bytes
     assert lb.mean() < la.mean() / 3
     names = list(b.profile_data.ops.name)
-    assert any(n.startswith("block0/recompute/") for n in names) and any(n.startswith("stem/recompute/") for n in names)
+    # the blocks' recomputation re-runs their forward programs (the same code); the stem's is rebuilt
+    progs = set(b.profile_data.programs.name)
+    assert "block_fwd/0/replay" in progs and "block_fwd/0/replay" not in set(a.profile_data.programs.name)
+    assert any(n.startswith("stem/recompute/") for n in names)
     assert b.total_cycles > a.total_cycles
 
 
@@ -127,3 +130,41 @@ def test_blocks_spread_over_the_stages_of_one_replica():
     r = run_model(make_config("resnet-tiny", batch=2, ipus=2), timing_only=True)
     ops = r.profile_data.ops
     assert {0, 1} <= set(ops.ipu) and (ops[ops.name.str.startswith("fc/")].ipu == 1).all()
+
+
+def test_timing_runs_outline_identical_blocks():
+    """A timing-only ResNet-50 builds one program per block kind and calls it once per block: the same
+    cycles and the same parameters and weight memory as building every block, code stored once."""
+    from popvision_lite.profile import schema
+
+    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
+    full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
+    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    assert abs(out.total_cycles - full.total_cycles) <= 1e-4 * full.total_cycles
+    params = [t["params"] for t in full.profile_data.run["training_state"]]
+    assert params == [t["params"] for t in out.profile_data.run["training_state"]]
+    var, xc = schema.CATEGORY_CODE["variable"], schema.CATEGORY_CODE["internalExchangeCode"]
+    mf, mo = full.profile_data.memory, out.profile_data.memory
+    assert mo[:, var, 0].sum() == mf[:, var, 0].sum()  # every block's weights (and training state)
+    assert mo[:, xc, 0].sum() < 0.7 * mf[:, xc, 0].sum()  # 8 distinct blocks of 16 hold exchange code
+    assert out.num_ops < full.num_ops
+
+
+def test_runs_that_differ_in_composition_only_reuse_the_replica_graph():
+    """A timing run that changes only replicas / accumulation / optimizer reuses the emulated graph of the
+    previous run, with the same result as emulating it afresh."""
+    from popvision_lite.emulator.models import emulated as E
+
+    kw = dict(batch=2, recompute=True)
+    E._GRAPH_CACHE.clear()
+    run_model(make_config("resnet-tiny", replicas=2, ipus=2, grad_accum=3, optimizer="lars", **kw), timing_only=True)
+    again = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), timing_only=True)
+    assert again.wall.get("reused") is True
+    E._GRAPH_CACHE.clear()
+    fresh = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), timing_only=True)
+    assert "reused" not in fresh.wall
+    assert again.schedule == fresh.schedule and again.samples_per_second == fresh.samples_per_second
+    assert (again.profile_data.memory == fresh.profile_data.memory).all()
+    other = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, batch=4, recompute=True),
+                      timing_only=True)
+    assert "reused" not in other.wall  # another micro-batch is another graph

@@ -25,6 +25,58 @@ def test_two_stage_pipeline_by_hand():
     assert p["fwd_on"].sum(axis=0).tolist() == [4, 4] and p["bwd_on"].sum(axis=0).tolist() == [4, 4]
 
 
+def test_wrapped_pipeline_by_hand():
+    # 3 pipeline stages on 2 IPUs (MLPerf BERT's placement): stage 0 (embedding) and stage 2 (last
+    # layers + heads) on IPU 0, stage 1 on IPU 1.  F = [1, 10, 20], B = [0, 30, 40], copy 5, G = 3:
+    # G + 2 x 3 - 2 = 7 cycles; a cycle lasts as long as its busiest IPU (its stages' work summed)
+    p = sch.pipeline_cycles([1, 10, 20], [0, 30, 40], 5, 3, ipu_of=[0, 1, 0])
+    assert p["cycles"] == 7
+    w = p["ipu_work"]
+    assert w.shape == (7, 2)
+    # cycle 2: IPU 0 runs mb 2's embedding and mb 0's last stage (forward + backward); IPU 1 mb 1's forward
+    assert w[2].tolist() == [1 + 20 + 40, 10]
+    assert p["steady_cycles_per_microbatch"] == max(1 + 20 + 40, 10 + 30) + 5
+    assert list(p["durations"]) == list(w.max(axis=1) + 5)
+    assert p["fwd_on"].sum(axis=0).tolist() == [3, 3, 3] and p["bwd_on"].sum(axis=0).tolist() == [3, 3, 3]
+
+
+def test_half_layer_blocks_follow_popart_attention_ffn_placement():
+    # Graphcore's MLPerf v1.1 att_ffn_placement [[1,[7,6]],[2,[6,7]],[3,[7,6]],[0,[4,5]]]
+    cfg = make_config("bert-large", layer_split=[0, 6.5, 6.5, 6.5, 4.5], pipeline_placement="wrap", grad_accum=16)
+    assert cfg.blocks() == [(0, 0), (7, 6), (6, 7), (7, 6), (4, 5)] and cfg.pipeline_depth == 5 and cfg.stages == 4
+    assert cfg.ipus == 4
+    # v1.0: whole layers, IPU 0 runs the embedding and 3 layers first and the heads last
+    assert make_config("bert-large", layer_split=[3, 7, 7, 7, 0], pipeline_placement="wrap",
+                       grad_accum=16).blocks() == [(3, 3), (7, 7), (7, 7), (7, 7), (0, 0)]
+    assert make_config("bert-large", layer_split=[6, 6, 6, 6]).blocks() == [(6, 6)] * 4
+    with pytest.raises(Exception, match="layer_split"):
+        make_config("bert-large", layer_split=[6.25, 6.5, 6.5, 4.75], grad_accum=16)
+    with pytest.raises(Exception, match="layer_split"):  # only IPU 0's two stages may be empty
+        make_config("bert-large", layer_split=[0, 12, 0, 12, 0], pipeline_placement="wrap", grad_accum=16)
+    with pytest.raises(Exception, match="grad_accum"):  # 5 pipeline stages need 2 x 5 - 1 micro-batches
+        make_config("bert-large", layer_split=[0, 6, 6, 6, 6], pipeline_placement="wrap", grad_accum=8)
+
+
+def test_wrap_placement_ties_the_decoder_and_runs_two_stages_on_ipu0():
+    kw = dict(TINY, layers=3, grad_accum=8, mask_tokens=4)
+    seq = run_model(make_config("bert", layer_split=[1, 1, 1], **kw), timing_only=True)
+    wrap = run_model(make_config("bert", layer_split=[0, 1, 1, 1], pipeline_placement="wrap", **kw),
+                     timing_only=True)
+    vocab, hidden = TINY["vocab"], TINY["hidden"]
+    # no separate decoder weight: the sequential run's last IPU has one, the wrapped run's IPUs none
+    p_seq = sum(t["params"] for t in seq.profile_data.run["training_state"])
+    p_wrap = sum(t["params"] for t in wrap.profile_data.run["training_state"])
+    assert p_seq - p_wrap == vocab * hidden
+    sch_ = wrap.schedule
+    assert sch_["pipeline_placement"] == "wrap" and sch_["stage_ipus"] == [0, 1, 2, 0]
+    assert sch_["pipeline_depth"] == 4
+    # IPU 0 carries the embedding and the heads with the last layer: its work is the largest share
+    assert sch_["stage_fwd_cycles"][0] > sch_["stage_fwd_cycles"][1]
+    names = set(wrap.profile_data.variables.name)
+    assert not any("mlm_decoder_w" in n for n in names) and any("mlm_decoder_w" in n for n in
+                                                                 set(seq.profile_data.variables.name))
+
+
 def test_single_stage_has_no_copies_and_no_fill():
     p = sch.pipeline_cycles([10], [20], 99, 3)
     assert p["cycles"] == 3 and p["pipeline_total_cycles"] == 90 and p["fill_drain_cycles"] == 0

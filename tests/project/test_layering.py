@@ -1,5 +1,5 @@
 """Guards the one-way architecture: the import-linter contracts of pyproject.toml hold (layers, no Qt below
-the GUI, no cycles, private modules stay private; docs/decisions/0012), and, as a second, independent
+the GUI, no cycles, private modules stay private; docs/decisions/0013), and, as a second, independent
 check, no file outside gui/ imports Qt."""
 
 import ast

@@ -56,7 +56,7 @@ class PlanOnlyBackend(PlanNormPool, Backend):
         M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
         ta = isinstance(a, View)
         tb = isinstance(b, View)
-        plan = plan_matmul(M, N, K, self.pt, self.precision, tiles=max(1, self.pt.tiles // G), exact=True,
+        plan = plan_matmul(M, N, K, self.pt, self.precision, tiles=max(1, self.pt.tiles // G), exact_k=True,
                            ta=ta, tb=tb)
         self._rec(name, "matmul", plan)
         return Shape(a.shape[:-1] + (N,), self.dtype)

@@ -116,8 +116,33 @@ def conv_bwd(be, cache, w, dy, name, need_dx=True):
     return dx, dw
 
 
-def _params(be, rv, cfg):
-    """All weights: {'stem': {...}, 'blockI': {...}, 'fc': {...}} and the block specs."""
+def block_kinds(cfg) -> list[tuple]:
+    """Per bottleneck block its structure (input channels, width, stride, downsample): blocks of the
+    same kind compute the same programs on tensors of the same shapes and layouts."""
+    blocks = stage_blocks(cfg.layers)
+    out, cin = [], cfg.hidden
+    for s, nb in enumerate(blocks):
+        width = cfg.hidden * 2 ** s
+        for i in range(nb):
+            out.append((cin, width, 2 if (s > 0 and i == 0) else 1, i == 0))
+            cin = EXPANSION * width
+    return out
+
+
+def outlined(be, cfg) -> bool:
+    """Timing-only emulation shares one program per block kind (outlining: the blocks of a ResNet stage
+    after its first are identical subgraphs, compiled once and called once per block, as Poplar
+    programs share code through functions).  Cycles are data-independent, so the calls cost what
+    separate copies would; the weights, gradients, optimizer state and saved inputs of the other blocks
+    of a kind are added to the memory per tile from the representative's layout (``be.multiplicity``).
+    Full numerics need every block's own weights, so those runs are never outlined."""
+    return (getattr(be, "needs_values", True) is False and hasattr(be, "multiplicity")
+            and bool(getattr(cfg, "outline", True)))
+
+
+def _params(be, rv, cfg, reps=None):
+    """All weights: {'stem': {...}, 'blockI': {...}, 'fc': {...}} and the block specs.  ``reps``: per
+    block the index of the block whose weights it shares (outlined timing runs; default itself)."""
     from .workloads import stage_of
 
     blocks = stage_blocks(cfg.layers)
@@ -141,6 +166,12 @@ def _params(be, rv, cfg):
             name = f"block{b}"
             stride = 2 if (s > 0 and i == 0) else 1
             down = i == 0
+            if reps is not None and reps[b] != b:  # an outlined block: the representative's weights
+                P[name] = P[f"block{reps[b]}"]
+                specs.append((name, stride, down))
+                cin = EXPANSION * width
+                b += 1
+                continue
             with be.on_ipu(stage_of(b, nblocks, pipeline_stages(cfg))), be.scope(name):
                 p = {"conv1": convw("conv1_w", 1, cin, width), "bn1": bn("bn1", width),
                      "conv2": convw("conv2_w", 3, width, width), "bn2": bn("bn2", width),
@@ -221,6 +252,13 @@ def _block_bwd(be, p, c, dout, down):
     return be.add(dx, dxs, "residual_bwd"), g
 
 
+def _flat_weights(p) -> list:
+    out = []
+    for v in p.values():
+        out += list(v) if isinstance(v, tuple) else [v]
+    return out
+
+
 def _weight(p, gname):
     """The weight handle of gradient name ``gname`` in a block's / the stem's param dict."""
     if gname.endswith("_w"):
@@ -236,8 +274,18 @@ def build_resnet(be, cfg):
     rv = _Values(be, cfg.seed)
     n, hw, ncls = cfg.batch, cfg.image, cfg.vocab
     out = Built()
-    P, specs = _params(be, rv, cfg)
+    kinds = block_kinds(cfg)
+    share = outlined(be, cfg)
+    reps = [kinds.index(k) if share else b for b, k in enumerate(kinds)]
+    P, specs = _params(be, rv, cfg, reps)
     nblocks = len(specs)
+    copies = {r: reps.count(r) for r in set(reps)}
+    if share:  # the other blocks of a kind: their weights (and training state) sized like the representative's
+        for r, cnt in copies.items():
+            if cnt > 1:
+                for t in _flat_weights(P[f"block{r}"]):
+                    be.multiplicity[t.id] = cnt
+    fwd_done: dict[int, tuple] = {}  # representative -> (output, cache, geometry) of its forward
     nst = pipeline_stages(cfg)
     last = stage_of(nblocks - 1, nblocks, nst)
     with be.on_ipu(0), be.scope("stem"):
@@ -256,7 +304,17 @@ def build_resnet(be, cfg):
         with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             inputs.append(x)
             geoms.append(geom)
-            x, c, geom = _block_fwd(be, P[name], x, geom, stride, down)
+            r = reps[b]
+            if r in fwd_done:  # an outlined block: call its kind's forward program again
+                be.replay(f"block_fwd/{r}")
+                if not keep:  # its input is saved for its recomputation, like the representative's
+                    be.saved_copies.append(x)
+                x, c, geom = fwd_done[r]
+            else:
+                be.mark(f"block_fwd/{b}")
+                x, c, geom = _block_fwd(be, P[name], x, geom, stride, down)
+                be.mark(f"block_fwd_end/{b}")
+                fwd_done[b] = (x, c, geom)
             caches.append(c if keep else None)
     with be.on_ipu(last), be.scope("head"):
         gidx = global_windows(n, geom.h * geom.w)
@@ -277,18 +335,28 @@ def build_resnet(be, cfg):
         out.results["fc/dw"] = dw_fc
         out.results["fc/w_new"] = be.sgd(P["fc"]["w"], dw_fc, cfg.lr, "w_sgd")
         out.results["fc/b_new"] = be.sgd(P["fc"]["b"], db_fc, cfg.lr, "b_sgd")
+    bwd_done: dict[int, object] = {}  # representative -> its backward's output gradient
     for b in reversed(range(nblocks)):
         name, stride, down = specs[b]
+        r = reps[b]
         with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             c = caches[b]
-            if c is None:
-                with be.scope("recompute"):
-                    _, c, _ = _block_fwd(be, P[name], inputs[b], geoms[b], stride, down)
+            if c is None:  # recomputation re-runs the block's (kind's) forward program: the same code
+                be.replay(f"block_fwd/{r}")
+                c = fwd_done[r][1]
+            if r in bwd_done:
+                be.replay(f"block_bwd/{r}")
+                d = bwd_done[r]
+                continue
             with be.scope("bwd"):
+                be.mark(f"block_bwd/{r}")
                 d, grads = _block_bwd(be, P[name], c, d, down)
                 for gname, gr in grads.items():
                     out.results[f"{name}/d{gname}"] = gr
                     out.results[f"{name}/{gname}_new"] = be.sgd(_weight(P[name], gname), gr, cfg.lr, f"{gname}_sgd")
+                be.mark(f"block_bwd_end/{r}")
+                if copies[r] > 1:
+                    bwd_done[r] = d
     with be.on_ipu(0), be.scope("stem"):
         if not keep:
             with be.scope("recompute"):

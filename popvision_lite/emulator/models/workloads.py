@@ -87,6 +87,11 @@ class ModelConfig:
     packing: float = 1.0               # average sequences per pack (samples = packs x packing)
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
     outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
+    # "sequential": embedding on the first IPU, MLM/NSP heads on the last; "wrap" (Graphcore's MLPerf
+    # BERT): embedding and heads on IPU 0, the MLM decoder tied to the embedding table; S IPUs run S + 1
+    # pipeline stages: IPU 0 (embedding + layers), IPU 1, ..., IPU S-1, IPU 0 again (layers + heads), and
+    # layer_split has S + 1 entries in that order (IPU 0's two may be 0)
+    pipeline_placement: str = "sequential"
 
     @property
     def ffn_size(self) -> int:
@@ -96,15 +101,44 @@ class ModelConfig:
     def stages(self) -> int:
         """Pipeline stages of one replica."""
         if self.layer_split:
-            return len(self.layer_split)
+            return len(self.layer_split) - (1 if self.pipeline_placement == "wrap" else 0)
         return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas))
 
-    def split(self) -> list[int]:
-        """Layers per pipeline stage (even split, remainder to the first stages, unless given)."""
+    def split(self) -> list:
+        """Layers per pipeline stage (even split, remainder to the first stages, unless given); halves
+        (x.5) where ``layer_split`` gives them.  With the wrap placement there is one more stage than
+        IPUs: IPU 0 first (none of the layers in an even split), IPUs 1 .. S-1, IPU 0 again."""
         if self.layer_split:
-            return [int(v) for v in self.layer_split]
+            return [int(v) if float(v) == int(v) else float(v) for v in self.layer_split]
         S, L = self.stages, self.layers
-        return [L // S + (1 if s < L % S else 0) for s in range(S)]
+        even = [L // S + (1 if s < L % S else 0) for s in range(S)]
+        if self.pipeline_placement == "wrap" and S > 1:
+            return [0] + even[1:] + [even[0]]
+        return even
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """(attention blocks, FFN blocks) per encoder stage: the layers' halves alternate attention,
+        FFN, and stage i holds the halves from 2 x (layers before it) on, so a stage of 6.5 layers
+        that starts on a layer boundary holds 7 attention and 6 FFN blocks (PopART's MLPerf placement
+        [[1,[7,6]],[2,[6,7]],[3,[7,6]],[0,[4,5]]] is layer_split = [0, 6.5, 6.5, 6.5, 4.5], wrap)."""
+        out, pos = [], 0
+        for k in self.split():
+            n = int(round(2 * k))
+            att = len(range(pos + (pos % 2), pos + n, 2))
+            out.append((att, n - att))
+            pos += n
+        return out
+
+    def amp_of(self, ipu: int) -> float:
+        """availableMemoryProportion of an IPU of the replica (one value, or one per IPU)."""
+        a = self.available_memory_proportion
+        return float(a[ipu] if isinstance(a, list | tuple) else a)
+
+    @property
+    def pipeline_depth(self) -> int:
+        """Pipeline stages a micro-batch passes through: the IPUs of a replica, plus one when the
+        placement wraps back to IPU 0 (embedding first, last layers and heads at the end)."""
+        return len(self.split())
 
     @property
     def mlm_tokens(self) -> int:
@@ -152,12 +186,13 @@ def make_config(model: str, **overrides) -> ModelConfig:
         base[k] = list(v) if k == "layer_split" else v
     if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base):
         # ipus not given: replicas x stages
-        stages = len(base["layer_split"]) if base.get("layer_split") else base.get("pipeline_stages", 0) or 1
+        stages = (len(base["layer_split"]) - (1 if base.get("pipeline_placement") == "wrap" else 0)
+                  if base.get("layer_split") else base.get("pipeline_stages", 0) or 1)
         base["ipus"] = int(base.get("replicas", 1)) * int(stages)
     cfg = ModelConfig(**base)
     if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
         # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
-        cfg.grad_accum = 2 * cfg.stages - 1
+        cfg.grad_accum = 2 * cfg.pipeline_depth - 1
     validate(cfg)
     return cfg
 
@@ -195,40 +230,61 @@ def validate_scale(cfg: ModelConfig) -> None:
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
+    if cfg.pipeline_placement not in ("sequential", "wrap"):
+        raise ConfigError(f"pipeline_placement: must be sequential or wrap, got {cfg.pipeline_placement!r}")
+    if cfg.pipeline_placement == "wrap" and (cfg.model != "bert" or cfg.stages < 2):
+        raise ConfigError("pipeline_placement: 'wrap' (embedding, heads and the last layers on IPU 0) needs a bert "
+                          f"model pipelined over at least 2 IPUs (model {cfg.model!r}, {cfg.stages} stage(s))")
     for name in ("master_weights", "rts", "outline"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
     amp = cfg.available_memory_proportion
-    if isinstance(amp, bool) or not isinstance(amp, int | float) or not 0 < amp <= 1:
-        raise ConfigError(f"available_memory_proportion: must be a number in (0, 1], got {amp!r}")
+    amps = list(amp) if isinstance(amp, list | tuple) else [amp]
+    if not amps or any(isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a <= 1 for a in amps):
+        raise ConfigError(f"available_memory_proportion: must be a number in (0, 1] (or one per IPU of a "
+                          f"pipelined bert run), got {amp!r}")
+    if isinstance(amp, list | tuple):
+        if cfg.model not in TRANSFORMERS or len(amps) != cfg.stages:
+            raise ConfigError(f"available_memory_proportion: a list needs one value per IPU of a pipelined bert "
+                              f"/ gpt replica ({cfg.stages} for this run), got {len(amps)} for model {cfg.model!r}")
     pk = cfg.packing
     if isinstance(pk, bool) or not isinstance(pk, int | float) or pk < 1:
         raise ConfigError(f"packing: must be a number >= 1 (average sequences per pack), got {pk!r}")
     if cfg.layer_split is not None:
         sp = cfg.layer_split
-        if not isinstance(sp, list | tuple) or not sp or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sp):
-            raise ConfigError(f"layer_split: must be a list of positive layer counts, one per stage, got {sp!r}")
+        wrap = cfg.pipeline_placement == "wrap"
+        ok = isinstance(sp, list | tuple) and len(sp) > (1 if wrap else 0) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            and (2 * v) % 1 == 0 for v in sp)
+        inner = sp[1:-1] if (ok and wrap) else sp
+        if not ok or not all(v >= 0.5 for v in inner):
+            raise ConfigError("layer_split: must be a list of positive layer counts in steps of 0.5 (a half = the "
+                              "attention or FFN block of a layer), one per stage"
+                              + (" - with pipeline_placement 'wrap' one more entry than IPUs, IPU 0 first and last "
+                                 "(those two may be 0)" if wrap else "") + f", got {sp!r}")
         if sum(sp) != cfg.layers:
             raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
-        if cfg.pipeline_stages and cfg.pipeline_stages != len(sp):
-            raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {len(sp)} stages")
+        if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
+            raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {cfg.stages} IPUs' stages")
     if cfg.ipus % cfg.replicas:
         raise ConfigError(f"replicas: {cfg.replicas} replicas do not divide {cfg.ipus} IPUs")
     S = cfg.stages
     if cfg.replicas * S != cfg.ipus:
         raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) = {cfg.replicas * S} "
                           f"but ipus is {cfg.ipus}")
-    if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * S - 1:
-        raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {S}-stage pipeline; PopART "
-                          f"needs at least 2 x stages - 1 = {2 * S - 1}")
+    D = cfg.pipeline_depth
+    if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * D - 1:
+        raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {D}-stage pipeline; PopART "
+                          f"needs at least 2 x stages - 1 = {2 * D - 1}")
     if cfg.layers < S:
         raise ConfigError(f"layers: {cfg.layers} layer(s) cannot fill {S} pipeline stages (layers < stages; "
                           f"lower --ipus / --pipeline-stages or add layers)")
     if cfg.model not in TRANSFORMERS:
         dflt = ModelConfig()
         # replication, accumulation and training state also compose on the whole-graph path
-        for name in ("packing", "layer_split", "mask_tokens", "outline"):
+        for name in ("packing", "layer_split", "mask_tokens", "outline", "pipeline_placement"):
+            if name == "outline" and cfg.model == "resnet":
+                continue  # resnet outlines identical blocks in timing-only runs (models/resnet.py)
             if getattr(cfg, name) != getattr(dflt, name):
                 raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
                                   f"composition; model '{cfg.model}' does not read it")
@@ -344,8 +400,12 @@ def _bert_layer_params(be, rv, cfg, streamed):
     return p
 
 
-def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False):
-    """x: (B*S, H).  Returns (out, cache).  ``causal``: GPT-style masked attention."""
+def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False, mark=None):
+    """x: (B*S, H).  Returns (out, cache).  ``causal``: GPT-style masked attention.  ``mark(name)`` is
+    called before the attention half and before the FFN half (the two blocks PopART places on IPUs
+    separately, e.g. MLPerf's attention / FFN placement)."""
+    if mark:
+        mark("att")
     c = {"x": x}
     c["q"] = be.matmul(x, p["wq"], "attention/q_matmul")
     c["k"] = be.matmul(x, p["wk"], "attention/k_matmul")
@@ -361,6 +421,8 @@ def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False):
     attn = be.matmul(be.take(c["ctx"], hd.merge), p["wo"], "attention/out_matmul")
     c["r1"] = be.add(x, attn, "attention/residual")
     c["h1"] = be.layer_norm(c["r1"], p["ln1_g"], p["ln1_b"], "attention/layer_norm")
+    if mark:
+        mark("ffn")
     c["f1"] = be.matmul(c["h1"], p["w1"], "ffn/matmul1")
     c["a"] = be.gelu(c["f1"], "ffn/gelu")
     f2 = be.matmul(c["a"], p["w2"], "ffn/matmul2")
@@ -372,9 +434,11 @@ def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False):
 def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     """The DISTINCT program of one pipeline stage for ONE micro-batch, with ONE outlined encoder
     layer body (emulator/pipeline.py repeats its cost for the stage's layers).  Phases are marked
-    with ``be.mark``: ``emb_fwd``, ``layer_fwd``, ``head`` (MLM + NSP forward, loss, backward),
-    ``layer_recompute`` (re-runs the SAME forward programs: recomputation reuses the forward code),
-    ``layer_bwd``.  Returns handles: ``x`` (stage input), ``y`` (body output), ``grads`` (layer body),
+    with ``be.mark``: ``emb_fwd``, ``layer_fwd_att`` / ``layer_fwd_ffn`` (the attention and FFN halves
+    of the body), ``head`` (MLM + NSP forward, loss, backward; with ``pipeline_placement = "wrap"`` on
+    the first stage the MLM decoder is the embedding table, tied as in BERT and MLPerf's placement),
+    ``layer_recompute_att`` / ``_ffn`` (re-run the SAME forward programs: recomputation reuses the
+    forward code), ``layer_bwd_ffn`` / ``layer_bwd_att``.  Returns handles: ``x`` (stage input), ``y`` (body output), ``grads`` (layer body),
     ``layer_params`` / ``extra_params`` (weight handles)."""
     rv = _Values(be, cfg.seed)
     B, S, H, A = cfg.batch, cfg.seq, cfg.hidden, cfg.heads
@@ -400,8 +464,7 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
             x = be.input("stage_input", rv.normal((B * S, H)))  # received from the previous IPU
     with be.scope("layer"):
         p = _bert_layer_params(be, rv, cfg, False)
-        be.mark("layer_fwd")
-        y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt)
+        y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt, mark=lambda h: be.mark(f"layer_fwd_{h}"))
     out.update(x=x, y=y, layer_params=p)
     if not cfg.training:
         be.mark("end")
@@ -419,15 +482,18 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
             be.matmul(be.t(y), dlog, "lm/decoder_matmul_dw")
             d = be.matmul(dlog, be.t(dec), "lm/decoder_matmul_dx")
     elif last:
+        tied = first and cfg.pipeline_placement == "wrap"  # the decoder IS the embedding table (MLPerf)
         with be.scope("heads"):
             T = B * cfg.mlm_tokens
             hp = {"mlm_w": be.weight("mlm_transform_w", rv.init((H, H), H)),
                   "mlm_b": be.weight("mlm_transform_b", rv.const(H, 0.0)),
                   "ln_g": be.weight("mlm_ln_g", rv.const(H, 1.0)), "ln_b": be.weight("mlm_ln_b", rv.const(H, 0.0)),
-                  "dec": be.weight("mlm_decoder_w", rv.init((H, cfg.vocab), H)),
                   "pool": be.weight("nsp_pooler_w", rv.init((H, H), H)),
                   "cls": be.weight("nsp_classifier_w", rv.init((H, 2), H))}
             extra += list(hp.values())
+            hp["dec"] = be.t(table) if tied else be.weight("mlm_decoder_w", rv.init((H, cfg.vocab), H))
+            if not tied:
+                extra.append(hp["dec"])
             be.mark("head")
             # MLM: only the masked positions go through the head (MLPerf: 76 per 512 tokens)
             rows = np.random.default_rng(cfg.seed + 9).choice(B * S, size=min(T, B * S), replace=False)
@@ -440,8 +506,12 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
             # softmax cross-entropy gradient p - onehot(label): one elementwise pass over p (the labels are
             # T integers; no dense target tensor)
             dlog = be.scale(prob, 1.0 / T, "mlm/loss_grad")
-            be.matmul(be.t(t3), dlog, "mlm/decoder_matmul_dw")
-            dt3 = be.matmul(dlog, be.t(hp["dec"]), "mlm/decoder_matmul_dx")
+            if tied:  # the decoder gradient accumulates into the table's (vocab, hidden) layout
+                be.matmul(be.t(dlog), t3, "mlm/decoder_matmul_dw")
+                dt3 = be.matmul(dlog, table, "mlm/decoder_matmul_dx")
+            else:
+                be.matmul(be.t(t3), dlog, "mlm/decoder_matmul_dw")
+                dt3 = be.matmul(dlog, be.t(hp["dec"]), "mlm/decoder_matmul_dx")
             dt2, _, _ = be.layer_norm_bwd(t2, hp["ln_g"], dt3, "mlm/layer_norm_bwd")
             dt1 = be.gelu_bwd(t1, dt2, "mlm/gelu_bwd")
             be.matmul(be.t(xm), dt1, "mlm/transform_matmul_dw")
@@ -460,18 +530,20 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
         with be.scope("pipeline"):
             d = be.input("stage_grad_input", rv.normal((B * S, H), 0.01))  # from the next IPU
     with be.scope("layer"):
-        if cfg.recompute:
-            be.mark("layer_recompute")
-            be.replay("layer_fwd")  # the same programs again: recomputation shares the forward code
-        be.mark("layer_bwd")
-        dx, grads = _bert_layer_bwd(be, p, c, d, hd)
+        if cfg.recompute:  # the same programs again: recomputation shares the forward code
+            for h in ("att", "ffn"):
+                be.mark(f"layer_recompute_{h}")
+                be.replay(f"layer_fwd_{h}")
+        dx, grads = _bert_layer_bwd(be, p, c, d, hd, mark=lambda h: be.mark(f"layer_bwd_{h}"))
     be.mark("end")
     out.update(dx=dx, grads=grads, extra_params=extra)
     return out
 
 
-def _bert_layer_bwd(be, p, c, dout, hd: _Heads):
-    """Returns (dx, grads dict)."""
+def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None):
+    """Returns (dx, grads dict).  ``mark(name)`` before the FFN half and before the attention half."""
+    if mark:
+        mark("ffn")
     g = {}
     dr2, g["ln2_g"], g["ln2_b"] = be.layer_norm_bwd(c["r2"], p["ln2_g"], dout, "ffn/layer_norm_bwd")
     g["w2"] = be.matmul(be.t(c["a"]), dr2, "ffn/matmul2_dw")
@@ -479,6 +551,8 @@ def _bert_layer_bwd(be, p, c, dout, hd: _Heads):
     df1 = be.gelu_bwd(c["f1"], da, "ffn/gelu_bwd")
     g["w1"] = be.matmul(be.t(c["h1"]), df1, "ffn/matmul1_dw")
     dh1 = be.add(dr2, be.matmul(df1, be.t(p["w1"]), "ffn/matmul1_dx"), "ffn/residual_bwd")
+    if mark:
+        mark("att")
     dr1, g["ln1_g"], g["ln1_b"] = be.layer_norm_bwd(c["r1"], p["ln1_g"], dh1, "attention/layer_norm_bwd")
     ctx_m = be.take(c["ctx"], hd.merge)
     g["wo"] = be.matmul(be.t(ctx_m), dr1, "attention/out_matmul_dw")

@@ -29,6 +29,7 @@ from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.models.planning import PlanOnlyBackend, Shape
 from popvision_lite.emulator.ops import basic
+from popvision_lite.emulator.ops import codelets as _OC
 from popvision_lite.emulator.ops.context import View
 
 
@@ -106,9 +107,9 @@ POPOPS_CYCLES = {
     "rsqrt": (19, 8),           # RSQRT half {19, false, 4}, float {8, false, 2}
     "reciprocal": (15, 6),      # INVERSE half {15, false, 4}, float {6, false, 2}
     "erf": (64, 36),            # ERF half {16, false, 1} x 4, float {18, false, 1} x 2
-    # the exact (erf) GELU of ONNX's Gelu / the exporters' Erf pattern: costed as the op library's
-    # GELU and GeluGrad codelets (ops/codelets.py: 10 and 14 per vector), so an imported model and
-    # the bundled one with the same layers cost the same; only the numerics follow ONNX
+    # the exact (erf) GELU of ONNX's Gelu / the exporters' Erf pattern: costed by the op library's GELU
+    # and GeluGrad cost model (LIBRARY_MODELS below), so an imported model and the bundled one with the
+    # same layers cost the same; only the numerics follow ONNX.  (Fallback figures, not used.)
     "gelu_erf": (10, 10),
     "gelu_erf_bwd": (14, 14),
     "exp": (4, 6),              # EXPONENT half {4, false, 4}, float {6, false, 2}
@@ -131,17 +132,26 @@ FLOPS = {"gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8,
          "reciprocal": 4, "div": 4}
 
 
+# ops whose cost is the op library's own codelet cost model (emulator/codelets.py ``model``), taken
+# from the library's codelet objects so the two stay equal when that model changes: the exact GELU is
+# costed as the library's GELU / GeluGrad (popnn NonLinearity1D / NonLinearityGrad1D)
+LIBRARY_MODELS = {"gelu_erf": _OC.GELU.model, "gelu_erf_bwd": _OC.GELU_BWD.model}
+
+
 class PopopsElementwise(Elementwise):
-    """Elementwise codelet whose cycles per vector depend on the storage dtype (fp16 / fp32)."""
+    """Elementwise codelet whose cycles per vector depend on the storage dtype (fp16 / fp32); the kinds in
+    LIBRARY_MODELS use the op library's cost model instead."""
 
     def __init__(self, kind, fn, inputs, params=()):
         half, single = POPOPS_CYCLES[kind]
         super().__init__(f"Onnx{kind.title().replace('_', '')}", fn, inputs, cycles_per_vector=half,
-                         flops_per_element=FLOPS.get(kind, 1), params=params)
+                         flops_per_element=FLOPS.get(kind, 1), params=params, model=LIBRARY_MODELS.get(kind))
         self.kind = kind
         self.cycles_fp32 = single
 
     def cycles(self, group, target):
+        if self.model is not None:
+            return super().cycles(group, target)
         out = group.fields["out"]
         per = self.cycles_per_vector if out.tensor.dtype == "float16" else self.cycles_fp32
         return ELEMENTWISE_OVERHEAD + per * _per_vector(out, out.sizes)

@@ -41,6 +41,8 @@ class OnnxRun:
     profile_path: str | None = None
     config: dict = field(default_factory=dict)
     weight_bytes_per_ipu: list = field(default_factory=list)  # ONNX weight bytes read by the nodes on each IPU
+    samples_per_second: float = 0.0  # whole system (all replicas), as ModelRun's
+    schedule: dict = field(default_factory=dict)  # as ModelRun's (docs/emulator.md "Schedule model")
 
 
 def _gather_rows_of(lm: LoadedModel) -> dict:
@@ -169,9 +171,65 @@ def run_onnxruntime(lm: LoadedModel, feeds: dict) -> dict:
     return dict(zip(names, res, strict=True))
 
 
+# training at scale (the multi-IPU emulator's options) that apply to an imported model: it runs on the
+# whole-graph path (pipeline.compose_whole_graph), as the bundled mlp / conv / gnn do.  Pipelined schedules
+# (pipeline_stages, layer_split) and BERT's packing / mask_tokens need the bundled stage programs.
+SCALE_DEFAULTS = dict(replicas=1, grad_accum=1, optimizer="sgd", optimizer_state="onchip", optimizer_state_dtype="fp32",
+                      master_weights=False, rts=False)
+TRAINING_STATE = ("grad_accum", "optimizer", "optimizer_state", "optimizer_state_dtype", "master_weights", "rts")
+_CHOICES = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
+            "optimizer_state_dtype": ("fp16", "fp32")}
+
+
+def check_scale(ipus, scale: dict, training: bool, available_memory_proportion=None) -> int:
+    """Check the at-scale settings of an ONNX run (OnnxImportError naming the field); returns the IPUs
+    of one replica."""
+    from popvision_lite.errors import ConfigError
+    from popvision_lite.validators import MODEL_LIMITS, check_number
+
+    try:
+        for name in ("replicas", "grad_accum"):
+            check_number(name, scale[name], *MODEL_LIMITS[name], integer=True)
+            if not isinstance(scale[name], int):
+                raise ConfigError(f"{name}: expected an integer, got {scale[name]!r}")
+        if available_memory_proportion is not None:
+            check_number("available_memory_proportion", available_memory_proportion,
+                         *MODEL_LIMITS["available_memory_proportion"])
+    except ConfigError as e:
+        raise OnnxImportError(str(e)) from None
+    for name, ok in _CHOICES.items():
+        if scale[name] not in ok:
+            raise OnnxImportError(f"{name}: must be one of {', '.join(ok)}, got {scale[name]!r}")
+    for name in ("master_weights", "rts"):
+        if not isinstance(scale[name], bool):
+            raise OnnxImportError(f"{name}: must be true or false, got {scale[name]!r}")
+    if not training:
+        for name in TRAINING_STATE:
+            if scale[name] != SCALE_DEFAULTS[name]:
+                raise OnnxImportError(f"{name}: only with training (--training): an inference run has no "
+                                      "gradients to accumulate and no optimizer step")
+    R = scale["replicas"]
+    if ipus % R:
+        raise OnnxImportError(f"replicas: {R} replicas do not divide {ipus} IPUs (ipus = replicas x IPUs per "
+                              "replica)")
+    return ipus // R
+
+
+def samples_per_micro_batch(lm: LoadedModel, batch) -> int:
+    """Samples one run of the graph processes: the --batch value, else the first graph input's first
+    dimension (1 for a scalar input)."""
+    if batch is not None:
+        return int(batch)
+    for shape, _ in lm.inputs.values():
+        return int(shape[0]) if len(shape) else 1
+    return 1
+
+
 def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="ipu-mk2", precision="fp16",
-                 timing_only=False, ipus=1, seed=0, inputs=None, progress=None, reference=True, training=False,
-                 loss_output=None, lr=0.01, ipu_split=None) -> OnnxRun:
+                 timing_only=False, ipus=None, seed=0, inputs=None, progress=None, reference=True, training=False,
+                 loss_output=None, lr=0.01, ipu_split=None, replicas=1, grad_accum=1, optimizer="sgd",
+                 optimizer_state="onchip", optimizer_state_dtype="fp32", master_weights=False, rts=False,
+                 available_memory_proportion=None) -> OnnxRun:
     """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
@@ -181,7 +239,15 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     ``loss_output`` (default: the sum of the means of all outputs) and an SGD step (``lr``) on every
     float initializer that gets a gradient; the updated weights are checked against the same lowering
     run on the numpy reference backend (ONNX Runtime does not train).  Writes the profile to ``output``
-    when given (also when the model does not fit: then numerics are skipped)."""
+    when given (also when the model does not fit: then numerics are skipped).
+
+    At scale (the bundled models' options, on the whole-graph path as for mlp / conv / gnn): ``ipus`` is the
+    total (default ``replicas``): ``replicas`` data-parallel copies of ``ipus / replicas`` IPUs each (nodes placed
+    over those); with ``training``, ``grad_accum`` micro-batches per step, ``optimizer`` (sgd, momentum, adam,
+    lamb, lars), ``optimizer_state`` on- or off-chip, ``optimizer_state_dtype``, ``master_weights``, ``rts``: step
+    time, all-reduce, optimizer and training state in tile memory come from ``pipeline.compose_whole_graph``.
+    ``available_memory_proportion``: Poplar's share of tile memory for matmul temporaries (default 0.6).
+    ``run.samples_per_second`` and ``run.schedule`` as for the bundled models."""
     from popvision_lite.emulator.engine import Engine
     from popvision_lite.profile.writer import write_profile
 
@@ -191,6 +257,11 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
 
     if precision not in ("fp16", "fp32"):
         raise OnnxImportError(f"precision: must be fp16 or fp32, got {precision!r}")
+    scale = dict(replicas=replicas, grad_accum=grad_accum, optimizer=optimizer, optimizer_state=optimizer_state,
+                 optimizer_state_dtype=optimizer_state_dtype, master_weights=master_weights, rts=rts)
+    if ipus is None:  # one IPU per replica
+        ipus = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0 else 1
+    per_replica = check_scale(ipus, scale, training, available_memory_proportion)
     wall = {}
     t0 = time.perf_counter()
     tick("reading ONNX model", 0.0)
@@ -200,11 +271,12 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     tick("building graph", 0.05)
     t1 = time.perf_counter()
     try:
-        target = Target.from_device(device, num_ipus=ipus)
+        target = Target.from_device(device, num_ipus=per_replica)  # one replica
     except Exception as e:
         raise OnnxImportError(f"device: {e}") from None
-    be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only)
-    low, handles = build(lm, be, values, ipus=ipus, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
+    be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only,
+                             available_memory_proportion=available_memory_proportion)
+    low, handles = build(lm, be, values, ipus=per_replica, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
                          training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split)
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
@@ -212,7 +284,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     config = {"onnx": str(path), "dims": lm.dims, "device": device, "precision": precision, "ipus": int(ipus),
               "seed": int(seed), "timing_only": bool(timing_only), "training": bool(training),
               "loss_output": loss_output, "lr": float(lr), "ipu_split": list(ipu_split or []),
-              "dtype_casts": list(lm.casts), "batch": batch, "seq": seq}
+              "dtype_casts": list(lm.casts), "batch": batch, "seq": seq, **scale,
+              "available_memory_proportion": available_memory_proportion}
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
     wall.update(res.wall_seconds)
@@ -247,19 +320,66 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     pd_.run["model"] = model_name
     config["weight_bytes_per_ipu"] = list(low.weight_bytes_per_ipu)
     pd_.run.setdefault("config", config)
+    cg = eng.compile()
+    fits, total, seconds, oom = res.fits, int(res.total_cycles), float(res.seconds), cg.oom_report
+    schedule, sps, composed = _schedule(lm, batch, ipus, scale, training, precision, be, res, pd_)
+    if composed:  # the training state joined the memory; the step is the composed one
+        fits, total, seconds = composed
+        oom = _oom_from_memory(pd_, target) if not fits else []
+    pd_.run["schedule"] = schedule
+    pd_.run["samples_per_second"] = float(sps)
     if profile_path := output:
         tick("writing profile", 0.9)
         t3 = time.perf_counter()
         write_profile(profile_path, pd_)
         wall["write"] = time.perf_counter() - t3
     tick("done", 1.0)
-    cg = eng.compile()
-    return OnnxRun(path=str(path), fits=res.fits, total_cycles=res.total_cycles, seconds=res.seconds,
-                   profile_data=pd_, numeric_checks=checks, oom_report=cg.oom_report, wall=wall,
+    return OnnxRun(path=str(path), fits=fits, total_cycles=total, seconds=seconds,
+                   profile_data=pd_, numeric_checks=checks, oom_report=oom, wall=wall,
                    num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records), dims=lm.dims,
                    casts=list(lm.casts), notes=list(low.notes), outputs=got, reference=ref,
                    profile_path=str(output) if output else None, config=config,
-                   weight_bytes_per_ipu=list(low.weight_bytes_per_ipu))
+                   weight_bytes_per_ipu=list(low.weight_bytes_per_ipu), samples_per_second=float(sps),
+                   schedule=schedule)
+
+
+def _oom_from_memory(pd_, target) -> list:
+    """(tile, ipu, bytes, capacity) of every tile over capacity in the profile's memory, fullest first."""
+    need = np.asarray(pd_.memory).sum(axis=(1, 2))
+    cap = target.sram_bytes_per_tile
+    over = np.nonzero(need > cap)[0]
+    T = target.tiles_per_ipu
+    return [(int(t), int(t // T), int(need[t]), int(cap)) for t in over[np.argsort(-need[over], kind="stable")]]
+
+
+def _schedule(lm, batch, ipus, scale, training, precision, be, res, pd_):
+    """(schedule, samples per second, None or (fits, step cycles, step seconds)) of an ONNX run, shaped as
+    ModelRun's.  Training with replicas, accumulation or training-state options composes the step with
+    ``pipeline.compose_whole_graph`` (the bundled mlp / conv / gnn path: the emulated graph is one micro-batch
+    of one replica, its SGD update included; the training state is added to the profile's memory);
+    otherwise one run of the graph is the step, on each of ``replicas`` data-parallel copies."""
+    from types import SimpleNamespace
+
+    mb = samples_per_micro_batch(lm, batch)
+    R = scale["replicas"]
+    if training and any(scale[k] != SCALE_DEFAULTS[k] for k in SCALE_DEFAULTS):
+        from popvision_lite.emulator.pipeline import compose_whole_graph
+
+        cfg = SimpleNamespace(model="onnx", batch=mb, ipus=int(ipus), precision=precision, packing=1.0, **scale)
+        schedule, fits, _ = compose_whole_graph(cfg, be, res, pd_)
+        sec = float(schedule["step_seconds"])
+        sps = schedule["samples_per_step"] / sec if sec > 0 else 0.0
+        return schedule, sps, (bool(fits), int(schedule["step_cycles"]), sec)
+    sec = float(res.seconds)
+    samples = float(R * mb)
+    note = "one graph over the IPUs of a replica, one batch, no pipelining"
+    if R > 1:
+        note += f"; {R} data-parallel replicas run it side by side" + ("" if training else " (inference: no all-reduce)")
+    schedule = dict(stages=be.graph.target.num_ipus, replicas=R, grad_accum=1, micro_batch=mb, samples_per_step=samples,
+                    step_seconds=sec, steady_cycles_per_microbatch=int(res.total_cycles),
+                    stage_cycles=[int(res.total_cycles)], optimizer_cycles=0, allreduce_cycles=0, stream_cycles=0,
+                    fill_drain_cycles=0, step_cycles=int(res.total_cycles), note=note)
+    return schedule, (samples / sec if sec > 0 else 0.0), None
 
 
 def reference_numpy(path, *, batch=None, seq=None, dims=None, precision="fp16", seed=0, inputs=None,

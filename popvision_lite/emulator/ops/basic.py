@@ -14,305 +14,20 @@ from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import mapping as M_
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.graph import TensorView
+from popvision_lite.emulator.graph import _ranges_index
 from popvision_lite.emulator.ops import codelets as OC
-from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.planners import (
-    plan_elementwise,
-    plan_matmul,
-    rearrangements,
-    split_even,
+from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: other op modules use basic.X
+    _copy_src,
+    _elementwise_cs,
+    _nbytes,
+    _same_mapping,
+    flat_view,
+    materialize,
 )
+from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.matmul import _as_operand, _block_major, matmul  # noqa: F401 - the op lives in matmul.py
+from popvision_lite.emulator.ops.planners import plan_elementwise, split_even
 from popvision_lite.errors import EmulatorError
-
-
-def _nbytes(x) -> int:
-    if isinstance(x, View):
-        return int(x.index.size) * x.base.itemsize
-    return int(x.nbytes)
-
-
-def _same_mapping(a, b) -> bool:
-    return (a is not None and b is not None and len(a) == len(b) and np.array_equal(a.tile, b.tile)
-            and np.array_equal(a.start, b.start) and np.array_equal(a.stop, b.stop))
-
-
-def flat_view(t, index):
-    """Copy endpoint: elements of tensor ``t`` at flat positions ``index`` (in that order).
-
-    Stored as contiguous runs (a Regions endpoint) when the index has long runs - e.g. a head
-    split moves rows of 64 - so the program keeps (start, length) pairs, not one int per element."""
-    index = np.asarray(index, dtype=np.int64).ravel()
-    n = len(index)
-    if n > 1:
-        brk = np.flatnonzero(np.diff(index) != 1) + 1
-        if len(brk) + 1 <= n // 4:
-            first = np.concatenate([[0], brk])
-            sizes = np.diff(np.concatenate([first, [n]]))
-            return t.regions(index[first], sizes)
-    return TensorView(t, index, (n,))
-
-
-def _copy_src(x):
-    if isinstance(x, View):
-        return flat_view(x.base, x.index)
-    return x.whole()
-
-
-def materialize(ctx: OpContext, x, name: str, op: str, mapping=None, shape=None, dtype=None):
-    """A graph Tensor holding x with ``mapping`` (default linear over the IPU); copies when needed."""
-    if not isinstance(x, View) and (mapping is None or _same_mapping(x.mapping, mapping)) \
-            and (shape is None or tuple(shape) == x.shape) and (dtype is None or dtype == x.dtype):
-        return x
-    shape = tuple(shape) if shape is not None else tuple(x.shape)
-    size = int(np.prod(shape))
-    if mapping is None:
-        mapping = ctx.linear_mapping(size)
-    t = ctx.variable(f"{op}/{name}", shape, dtype or x.dtype, mapping=mapping, op=op)
-    if dtype is not None and dtype != x.dtype:
-        src = materialize(ctx, x, name + "_src", op, mapping=mapping, shape=shape)
-        _elementwise_cs(ctx, C.CAST, {"in": src}, t, op, f"{op}/cast_{name}")
-    else:
-        ctx.add(P.Copy(_copy_src(x), t.whole(), name=f"{op}/copy_{name}", op=op))
-    return t
-
-
-def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
-    """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
-    cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
-    tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
-    fields = {k: v.regions(starts, sizes) for k, v in inputs.items()}
-    fields["out"] = out.regions(starts, sizes)
-    ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
-    ctx.add(P.Execute(cs, name=cs.name, op=op))
-    return cs
-
-
-# ============================================================================ matmul
-
-
-def _as_operand(ctx, x, name, op):
-    """(tensor, transposed): a Tensor as is; a View that swaps the last two axes of its base tensor
-    becomes (base, True) - no data moves; any other View is materialised (a rearranging copy)."""
-    if isinstance(x, View):
-        base = x.base
-        if len(base.shape) in (2, 3) and x.index.ndim == len(base.shape):
-            sh = base.shape
-            want = sh[:-2] + (sh[-1], sh[-2])
-            if tuple(x.index.shape) == want:
-                axes = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
-                if np.array_equal(x.index, np.arange(base.size, dtype=np.int64).reshape(sh).transpose(axes)):
-                    return base, True
-            if tuple(x.index.shape) == sh and np.array_equal(x.index.ravel(), np.arange(base.size)):
-                return base, False
-        if x.index.ndim >= 2 and x.index.shape[-1] > 1 and x.index.shape[-2] > 1:
-            # a transposed view of a view: materialise the untransposed one (longer contiguous runs)
-            inner = np.swapaxes(x.index, -1, -2)
-            runs_x = np.count_nonzero(np.diff(x.index, axis=-1) == 1)
-            runs_in = np.count_nonzero(np.diff(inner, axis=-1) == 1)
-            if runs_in > runs_x:
-                return materialize(ctx, View(base, inner), name, op), True
-        return materialize(ctx, x, name, op), False
-    return x, False
-
-
-def _block_major(ctx, X, blk, grid_index, name, op):
-    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X, in that order, into a
-    block-major temporary (each block contiguous) spread linearly over the IPU's tiles, so that
-    broadcasting a block later is one piece per source tile it spans."""
-    n = len(grid_index)
-    belems = int(np.prod(blk))
-    T = ctx.variable(f"{op}/{name}_blocks_major", (n, belems), X.dtype,
-                     mapping=ctx.linear_mapping(n * belems, grain=4), op=op)
-    ctx.add(P.Copy(X.blocks(blk, grid_index), T.whole(), name=f"{op}/rearrange_{name}", op=op))
-    return T
-
-
-def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
-    """Map a weight B (K, N) that nothing has used yet for the plan of its first matmul (as Poplar's
-    createMatMulInputRHS creates it): block (i, j) of shape (bks, bn) is spread by rows over the
-    ``pm`` tiles that consume it (consumer q holds rows q/pm of it; with pm = 1 the block sits on its
-    only consumer and is never exchanged), so the weight is never rearranged and each tile sends only
-    its share when the block is broadcast.  (The rows of a block are separate regions of a row-major
-    tensor: elementwise updates of the weight then run as 2D vertices, see codelets._MODEL_2D.)"""
-    r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
-    tl = np.array([block_tile(i // ps, q, j) for i in range(pk * ps) for q in range(r) for j in range(pn)], np.int64)
-    ctx.graph.set_mapping(B, M.by_blocks(B.shape, (bks // r, bn), tl))
-    ctx.mark_used(B)
-
-
-def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
-    """C = A @ B with A (M, K) or (G, M, K) and B (K, N) or (G, K, N); AMP matmul on tiles.
-
-    As poplin: the planner splits M, N and K over the IPU's tiles (``pm x pn x pk`` blocks, plus
-    serial passes over a tile's K chunk when one pass would not fit ``available_memory_proportion``
-    of the tile).  Every tile runs ONE AMP supervisor vertex over its block (all six workers).  With
-    a K split each tile produces an FP32 partial of its output block, and the ``pk`` partials are
-    reduced on the tiles that own the output (one exchange, then strided-reduce worker vertices).
-    Operands that are transposed views are read in their stored layout (no transpose copy); operands
-    whose blocks are not contiguous are rearranged block-major (one exchange) before being
-    broadcast, except a weight that nothing has used yet: it is laid out in the plan's block order
-    once (``_lay_out_weight``) and broadcast from there."""
-    out_dtype = out_dtype or ctx.dtype
-    ash, bsh = tuple(a.shape), tuple(b.shape)
-    if len(ash) not in (2, 3) or len(bsh) not in (2, 3) or (len(bsh) == 3 and (len(ash) != 3 or bsh[0] != ash[0])):
-        raise EmulatorError(f"matmul '{name}': shapes {ash} @ {bsh} are not (M,K)@(K,N) or (G,M,K)@(G,K,N)")
-    G = ash[0] if len(ash) == 3 else 1
-    Mm, K = ash[-2], ash[-1]
-    if bsh[-2] != K:
-        raise EmulatorError(f"matmul '{name}': inner dimensions differ: {ash} @ {bsh}")
-    N = bsh[-1]
-    ntiles = ctx.target.tiles_per_ipu
-    per_group = max(1, ntiles // G)
-    out_shape = (G, Mm, N) if len(ash) == 3 else (Mm, N)
-    min_bytes = _nbytes(a) + _nbytes(b) + int(np.prod(out_shape)) * (2 if out_dtype == "float16" else 4)
-    op = ctx.begin_op(name, "matmul", min_bytes=min_bytes)
-    A, ta = _as_operand(ctx, a, "a", op)
-    B, tb = _as_operand(ctx, b, "b", op)
-    ab3, bb3 = len(ash) == 3, len(bsh) == 3
-    b_blocks = not tb and not bb3  # broadcast B straight from its (bks, bn) blocks
-    weight = b_blocks and B.kind == "variable" and not ctx.is_used(B)  # lay it out for this plan first
-    plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=True, ta=ta, tb=tb,
-                       b_laid_out=b_blocks)
-    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
-    bm, bn, bkt = Mm // pm, N // pn, K // pk
-    bks = bkt // ps
-    rearr_a, rearr_b = rearrangements(pk, pn, ps, ta, tb, b_blocks)
-    desc = plan.describe() + (f"; {G} independent products" if G > 1 else "") + \
-        ("; A read transposed" if ta else "") + ("; B read transposed" if tb else "") + \
-        ("; B laid out for this plan once" if weight else "")
-    ctx.graph.add_op(op, plan=desc)
-    ctx.records[-1]["plan"] = desc
-    T = G * pk * pm * pn  # tile blocks in (g, ik, im, in) order
-    n_t = ctx.target.tiles_per_ipu
-    tiles_arr = ctx.tiles_array(rotate=T if T < n_t else 0)
-    vt = tiles_arr[np.arange(T) % len(tiles_arr)]
-    g_i, k_i, im_i, in_i = np.unravel_index(np.arange(T), (G, pk, pm, pn))
-    blk_a, blk_b = bm * bks, bks * bn
-
-    # --- A: blocks (bm, bks) [stored (bks, bm) when transposed]; source offsets per (g, ik, im, p)
-    if not rearr_a:
-        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
-        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
-    else:
-        gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
-                                                         indexing="ij"))
-        kc = kk * ps + pp
-        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
-        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
-        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op)
-        a_src = lambda g, ik, im, p: A_src.regions(((((g * pm + im) * pk + ik) * ps) + p) * blk_a, blk_a)  # noqa: E731
-    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
-    Gb = G if bb3 else 1
-    if weight:
-        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
-    if b_blocks:
-        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
-    elif not rearr_b:
-        if tb:
-            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
-        else:
-            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
-    else:
-        gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
-                                                         indexing="ij"))
-        kc = kk * ps + pp
-        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
-        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
-        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op)
-        b_src = lambda g, ik, p, j: B_src.regions((((g * pk + ik) * ps + p) * pn + j) * blk_b, blk_b)  # noqa: E731
-
-    tstart = np.arange(T, dtype=np.int64)
-    a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
-                         mapping=M.intervals(vt, tstart * blk_a, (tstart + 1) * blk_a), op=op)
-    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, bks, bn) if b_blocks else (T, blk_b), B.dtype,
-                         mapping=M.intervals(vt, tstart * blk_b, (tstart + 1) * blk_b), op=op)
-    # output of the AMP vertices: C itself, or FP32 partials (pk, per product) / an FP32 accumulator
-    if pk > 1:
-        acc_shape = (G * pk, Mm, N)
-        acc = ctx.variable(f"{op}/partials", acc_shape, "float32",
-                           mapping=M.by_blocks(acc_shape, (1, bm, bn), vt), op=op)
-        c_index = np.stack([g_i * pk + k_i, im_i, in_i], 1)
-        cblock = (1, bm, bn)
-    else:
-        cblock = (1, bm, bn) if ab3 else (bm, bn)
-        c_index = np.stack([g_i, im_i, in_i], 1) if ab3 else np.stack([im_i, in_i], 1)
-        acc = None
-    if pk > 1:  # the output lives where its slices are reduced
-        red = _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
-        o = np.argsort(red["out_start"], kind="stable")
-        st = red["out_start"][o]
-        cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
-    else:
-        cmap = M.by_blocks(out_shape, (1, bm, bn) if ab3 else (bm, bn), vt)
-    C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
-    if pk == 1 and ps > 1:
-        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=C_out.mapping, op=op)
-    target_t = acc if acc is not None else C_out
-    a_field = a_rep.regions(tstart * blk_a, blk_a)
-    b_field = b_rep.regions(tstart * blk_b, blk_b)
-    gb_i = g_i if bb3 else np.zeros_like(g_i)
-    for p in range(ps):
-        sfx = f" pass {p}" if ps > 1 else ""
-        ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
-        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
-        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op))
-        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
-        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
-            "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
-        ctx.add(P.Execute(cs, name=cs.name, op=op))
-    if pk > 1:
-        _reduce_k_partials(ctx, acc, C_out, red, pk, op)
-    elif ps > 1:
-        _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
-    return C_out
-
-
-def _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
-    """The reduce vertices of a K-split matmul (see _reduce_k_partials), ordered by owner tile:
-    per vertex its owner tile, output start (flat index in C), length, block, row and column."""
-    be = bm * bn
-    sl_off = np.array([s for s, _ in split_even(be, pk)], np.int64)
-    cuts = np.union1d(sl_off, np.arange(0, be, bn))
-    seg_len = np.diff(np.append(cuts, be))
-    seg_s = np.searchsorted(sl_off, cuts, side="right") - 1  # slice (owner) of each segment
-    seg_r, seg_c = np.divmod(cuts, bn)
-    nb = G * pm * pn
-    owner = vt.reshape(G, pk, pm, pn).transpose(0, 2, 3, 1).reshape(nb, pk)
-    gb, ib, jb = np.unravel_index(np.arange(nb), (G, pm, pn))
-    nseg = len(cuts)
-    vb = np.repeat(np.arange(nb), nseg)
-    vs = np.tile(seg_s, nb)
-    row0 = ib[vb] * bm + np.tile(seg_r, nb)
-    col0 = jb[vb] * bn + np.tile(seg_c, nb)
-    red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
-               out_start=(gb[vb] * Mm + row0) * N + col0)
-    order = np.lexsort((np.arange(len(vb)), red["tile"]))
-    return {k: v[order] for k, v in red.items()}
-
-
-def _reduce_k_partials(ctx, part, C_out, red, pk, op):
-    """Reduce the ``pk`` FP32 partials of every output block on the tiles that computed them, as
-    poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
-    owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
-    exchange) and reduces it with strided-reduce worker vertices (one per row run of the slice,
-    handed to the six workers in turn), writing the output type."""
-    Mm, N = part.shape[-2], part.shape[-1]
-    vlen, vtile = red["len"], red["tile"]
-    g_len = pk * vlen
-    g_start = np.cumsum(g_len) - g_len
-    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), "float32",
-                            mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
-    q = np.arange(pk)
-    src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
-    ctx.add(P.Copy(part.regions(src_start, np.repeat(vlen, pk)), gathered.whole(), name=f"{op}/gather_partials",
-                   op=op))
-    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vtile, fields={
-        "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
-        params={"k": np.int64(pk)})
-    ctx.add(P.Execute(cs, name=cs.name, op=op))
-
 
 # ============================================================================ elementwise
 
@@ -488,42 +203,45 @@ def _divisors(n: int) -> list[int]:
 
 
 def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
-    """One stage of a reduction tree: for every source (tensor (R, row) fp32 with R = groups x k) and
-    every group of ``k`` consecutive rows and every chunk of ``lc`` columns, one strided-reduce
-    vertex (ReducePartials) gathers its (k, lc) partials (one exchange for the whole stage) and
-    writes (lc) elements of row ``group`` of the matching output (tensor (groups, row) or (row,)).
-    Vertices are spread round-robin over all the IPU's tiles, six per tile at most per round."""
+    """One stage of a reduction tree: for every source (tensor (R, row) fp32) and every group of rows
+    and every chunk of ``lc`` columns, one strided-reduce vertex (ReducePartials) gathers its
+    (rows of the group, lc) partials (one exchange for the whole stage) and writes (lc) elements of
+    row ``group`` of the matching output (tensor (groups, row) or (row,)).  ``k``: rows per group
+    (an int), or the row count of each group (groups of two sizes when R is not a multiple: the
+    ceil / floor split, one vertex group per size).  Vertices are spread round-robin over all the
+    IPU's tiles, six per tile at most per round."""
     tiles_arr = ctx.tiles_array(rotate=0)
     nt = len(tiles_arr)
-    verts = []  # (src index, group, chunk)
-    for i, src in enumerate(srcs):
-        groups = src.shape[0] // k
-        for gidx in range(groups):
-            for c in range(row // lc):
-                verts.append((i, gidx, c))
-    nv = len(verts)
-    vi = np.array([v[0] for v in verts], np.int64)
-    vg = np.array([v[1] for v in verts], np.int64)
-    vc = np.array([v[2] for v in verts], np.int64)
+    R0 = srcs[0].shape[0]
+    gk = np.full(R0 // k, k, np.int64) if np.ndim(k) == 0 else np.asarray(k, np.int64)
+    gs = np.concatenate([[0], np.cumsum(gk)[:-1]]).astype(np.int64)
+    ng = len(gk)
+    nc = row // lc
+    vi, vg, vc = (x.ravel() for x in np.meshgrid(np.arange(len(srcs)), np.arange(ng), np.arange(nc), indexing="ij"))
+    nv = len(vi)
     vt = np.sort(tiles_arr[np.arange(nv) % nt]) if nv <= nt else tiles_arr[(np.arange(nv) * nt) // nv]
-    per = k * lc
-    gstart = np.arange(nv, dtype=np.int64) * per
-    gathered = ctx.variable(f"{op}/reduce{stage}_partials", (nv * per,), "float32",
+    per = gk[vg] * lc
+    gstart = np.cumsum(per) - per
+    gathered = ctx.variable(f"{op}/reduce{stage}_partials", (int(per.sum()),), "float32",
                             mapping=M.intervals(vt, gstart, gstart + per), op=op)
-    q = np.arange(k, dtype=np.int64)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce{stage}"), op=op)
     for i, src in enumerate(srcs):
         sel = np.nonzero(vi == i)[0]
-        rows = vg[sel][:, None] * k + q[None, :]
-        st = (rows * row + vc[sel][:, None] * lc).ravel()
-        ctx.add(P.Copy(src.regions(st, lc), flat_view(gathered, (gstart[sel][:, None] + np.arange(per)).ravel()),
+        # every row of every group of this source, in vertex order
+        rows = np.concatenate([gs[g] + np.arange(gk[g]) for g in vg[sel]]) if len(sel) else np.zeros(0, np.int64)
+        cols = np.repeat(vc[sel] * lc, gk[vg[sel]])
+        ctx.add(P.Copy(src.regions(rows * row + cols, lc), flat_view(gathered, _ranges_index(gstart[sel], per[sel])),
                        name=f"{op}/gather{stage}_{i}", op=op))
         out = outs[i]
         ostart = (vg[sel] * row if len(out.shape) == 2 else 0) + vc[sel] * lc
         o = np.argsort(ostart, kind="stable")
         ctx.graph.set_mapping(out, M.intervals(vt[sel][o], ostart[o], ostart[o] + lc))  # written where reduced
-        ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vt[sel], fields={
-            "in": gathered.regions(gstart[sel], per), "out": out.regions(ostart, lc)}, params={"k": np.int64(k)})
+        for kk in np.unique(gk[vg[sel]]):  # one vertex group per group size
+            s2 = sel[gk[vg[sel]] == kk]
+            ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vt[s2], fields={
+                "in": gathered.regions(gstart[s2], per[s2]),
+                "out": out.regions((vg[s2] * row if len(out.shape) == 2 else 0) + vc[s2] * lc, lc)},
+                params={"k": np.int64(kk)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 
@@ -550,8 +268,11 @@ def _reduce_partials(ctx, items, op):
         return even[-1]
 
     if V > 64:
-        s = min(_divisors(V), key=lambda d: abs(V // d - 32))  # groups of ~32 partials
-        k1 = V // s
+        # groups of ~32 partials: ceil(V / 32) groups of ceil and floor size (a prime V - the tiles
+        # holding rows, e.g. 1459 - has no divisor near 32: one stage of 1459 partials on one worker
+        # per tile cost 9k cycles instead of a few hundred)
+        s = max(2, -(-V // 32))
+        k1 = np.array([b_ - a_ for a_, b_ in split_even(V, s)], np.int64)
         inter = [ctx.variable(f"{op}/{name or 'sum'}_stage1", (s, row), "float32",
                               mapping=ctx.linear_mapping(s * row), op=op) for _p, name, _dt in items]
         _reduce_stage(ctx, srcs, k1, row, chunk(s * len(items)), inter, op, 1)

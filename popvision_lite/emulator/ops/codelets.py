@@ -14,7 +14,7 @@ import numpy as np
 
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator.codelets import Codelet
-from popvision_lite.emulator.graph import DTYPES, Regions
+from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, Windows
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import EmulatorError
 
@@ -413,6 +413,22 @@ class TileMatMul(C.BlockMatMul):
         if al is None:
             return f.tensor, f.starts, None
         src, _dst = al
+        wins = [src] if isinstance(src, Windows) else list(getattr(src, "parts", ()))
+        if wins and all(isinstance(w, Windows) for w in wins):
+            # windows of a 2-D tensor (an uneven split): per vertex the flat offset of its window
+            sh = src.tensor.shape
+            shapes = {w.block_shape for w in wins}
+            if len(sh) != 2:
+                return None
+            sizes = np.concatenate([np.full(w.n, w.block_elems, np.int64) for w in wins])
+            origin = np.concatenate([w.start_offsets() for w in wins])
+            shape_of = np.concatenate([np.full(w.n, i, np.int64) for i, w in enumerate(wins)])
+            off = np.cumsum(sizes) - sizes
+            q = np.searchsorted(off, f.starts, side="right") - 1
+            if np.any(f.starts != off[q]) or np.any(f.sizes != sizes[q]) or len(shapes) != len(wins) \
+                    or len(np.unique(shape_of[q])) != 1:
+                return None  # a vertex reads part of a window, or windows of several shapes
+            return src.tensor, origin[q], ("win", wins[int(shape_of[q[0]])].block_shape)
         if isinstance(src, Blocks):
             r, c = src.block_shape
             q, o = np.divmod(f.starts, r * c)
@@ -420,9 +436,16 @@ class TileMatMul(C.BlockMatMul):
                 return None
             nbc = src.tensor.shape[1] // c
             return src.tensor, src.index[q, 0] * nbc + src.index[q, 1], (r, c)
-        L = int(src.sizes[0])
-        q, o = np.divmod(f.starts, L)
-        if np.any(o + f.sizes > L):  # a vertex's piece spans two source regions
+        if src.sizes.min() == src.sizes.max():
+            L = int(src.sizes[0])
+            q, o = np.divmod(f.starts, L)
+            if np.any(o + f.sizes > L):  # a vertex's piece spans two source regions
+                return None
+            return src.tensor, src.starts[q] + o, None
+        off = np.cumsum(src.sizes) - src.sizes  # where each source region lands in the staging tensor
+        q = np.searchsorted(off, f.starts, side="right") - 1
+        o = f.starts - off[q]
+        if np.any(o + f.sizes > src.sizes[q]):
             return None
         return src.tensor, src.starts[q] + o, None
 
@@ -437,11 +460,21 @@ class TileMatMul(C.BlockMatMul):
         ra, rb = self._source(fa, aliases), self._source(fb, aliases)
         shp, blk = fo.tensor.shape, fo.block_shape
         if ra is not None and rb is not None and len(shp) in (2, 3) and (len(shp) == 2 or blk[0] == 1):
-            idx = fo.index
-            g = idx[:, 0] if len(shp) == 3 else np.zeros(group.n, np.int64)
-            r, c = idx[:, -2], idx[:, -1]
-            G = shp[0] if len(shp) == 3 else 1
-            nr, nc = shp[-2] // blk[-2], shp[-1] // blk[-1]
+            windows = not isinstance(fo, Blocks)  # a block shape of an uneven split: a sub-grid of C
+            if windows:
+                o = fo.origins
+                g = o[:, 0] if len(shp) == 3 else np.zeros(group.n, np.int64)
+                gs, g = np.unique(g, return_inverse=True)
+                rows, r = np.unique(o[:, -2], return_inverse=True)
+                cols, c = np.unique(o[:, -1], return_inverse=True)
+                G, nr, nc = len(gs), len(rows), len(cols)
+                g, r, c = g.ravel(), r.ravel(), c.ravel()
+            else:
+                idx = fo.index
+                g = idx[:, 0] if len(shp) == 3 else np.zeros(group.n, np.int64)
+                r, c = idx[:, -2], idx[:, -1]
+                G = shp[0] if len(shp) == 3 else 1
+                nr, nc = shp[-2] // blk[-2], shp[-1] // blk[-1]
             lin = (g * nr + r) * nc + c
             if group.n == G * nr * nc and len(np.unique(lin)) == group.n:
                 SA = np.zeros((G, nr), np.int64)
@@ -449,18 +482,22 @@ class TileMatMul(C.BlockMatMul):
                 SA[g, r] = ra[1]
                 SB[g, c] = rb[1]
                 if np.array_equal(SA[g, r], ra[1]) and np.array_equal(SB[g, c], rb[1]):
-                    plan = (ra[0], SA, rb[0], SB, G, nr, nc, ra[2], rb[2])
+                    plan = (ra[0], SA, rb[0], SB, G, nr, nc, ra[2], rb[2], (g, r, c) if windows else None)
         cache[key] = plan
         return plan
 
     def _compute_whole(self, group, data, plan):
         bm, bk, bn = self.dims(group)
-        TA, SA, TB, SB, G, nr, nc, bsa, bsb = plan
+        TA, SA, TB, SB, G, nr, nc, bsa, bsb, win_idx = plan
         win = np.lib.stride_tricks.sliding_window_view
 
         def fetch(T, S, bs, elems):
             if bs is None:
                 return win(data[T.id], elems)[S.ravel()]
+            if bs[0] == "win":  # windows (r, c) of a 2-D tensor at flat offsets S
+                r, c = bs[1]
+                rr, cc = np.divmod(S.ravel(), T.shape[1])
+                return win(data[T.id].reshape(T.shape), (r, c))[rr, cc].reshape(-1, r * c)
             r, c = bs
             R, Cn = T.shape
             blocks = data[T.id].reshape(R // r, r, Cn // c, c).transpose(0, 2, 1, 3).reshape(-1, r * c)
@@ -478,6 +515,13 @@ class TileMatMul(C.BlockMatMul):
         b = b.transpose(0, 2, 1, 3).reshape(G, bk, nc * bn)
         res = np.matmul(a, b)
         fo = group.fields["out"]
+        if win_idx is not None:  # windows: vertex v's block is (g, r, c) of the sub-grid
+            g, r, c = win_idx
+            vals = res.reshape(G, nr, bm, nc, bn).transpose(0, 1, 3, 2, 4)[g, r, c]
+            if self.accumulate:
+                vals += fo.gather(data).reshape(group.n, bm, bn)
+            fo.scatter(data, vals.astype(DTYPES[fo.tensor.dtype], copy=False))
+            return
         c = data[fo.tensor.id].reshape(G, nr * bm, nc * bn)
         if self.accumulate:
             res += c

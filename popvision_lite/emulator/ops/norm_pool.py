@@ -283,14 +283,16 @@ class MaxPoolGrad(Codelet):
 
 
 class BatchNormStats(RowCodelet):
-    """Per-vertex partial per-channel sum and sum of squares of its rows (fp32).
-    One pass: load, add, multiply-add per vector (3 instructions, assumption)."""
+    """Per-vertex partial per-channel sum and sum of squares of its rows (fp32): per row, the popops
+    binary-op loops of sum += x, x * x and sumsq += x^2 (popnn batch-norm statistics are popops
+    reductions ReduceAdd / ReduceSquareAdd over the rows; the loops are costed as the elementwise
+    ops they are made of)."""
 
     name = "BatchNormStatsRows"
     fields = {"in": "in", "sum": "out", "sumsq": "out"}
     row_fields = ("in",)
     vec_fields = ("sum", "sumsq")
-    vectors_per_element = 3
+    parts = (("b", "add"), ("b", "mul"), ("b", "add"))
     flops_per_element = 3
 
     def compute(self, group, data):
@@ -302,13 +304,13 @@ class BatchNormStats(RowCodelet):
 
 class ChannelAffine(RowCodelet):
     """out = x * scale + shift per channel (the normalise step; poplibs does it with the popops
-    channel-op vertices).  Load, multiply, add, store: 3 instructions per vector (assumption)."""
+    channel-op vertices): per row a multiply and an add loop."""
 
     name = "ChannelAffineRows"
     fields = {"in": "in", "scale": "in", "shift": "in", "out": "out"}
     row_fields = ("in", "out")
     vec_fields = ("scale", "shift")
-    vectors_per_element = 3
+    parts = (("b", "mul"), ("b", "add"))
     flops_per_element = 2
 
     def compute(self, group, data):
@@ -318,13 +320,13 @@ class ChannelAffine(RowCodelet):
 
 class BatchNormGradStats(RowCodelet):
     """Per-vertex partial sum(dy) and sum(dy * xhat), xhat = (x - mean) * invstd (fp32).
-    Two loads, subtract, two multiplies, two adds per vector (6 instructions, assumption)."""
+    Per row: xhat = (x - mean) * invstd, dsum += dy, dxsum += dy * xhat (five binary-op loops)."""
 
     name = "BatchNormGradStatsRows"
     fields = {"x": "in", "dy": "in", "mean": "in", "invstd": "in", "dsum": "out", "dxsum": "out"}
     row_fields = ("x", "dy")
     vec_fields = ("mean", "invstd", "dsum", "dxsum")
-    vectors_per_element = 6
+    parts = (("b", "sub"), ("b", "mul"), ("b", "add"), ("b", "mul"), ("b", "add"))
     flops_per_element = 5
 
     def compute(self, group, data):
@@ -338,13 +340,13 @@ class BatchNormGradStats(RowCodelet):
 
 class ChannelGradApply(RowCodelet):
     """dx = a * dy + b * x + c per channel (batch-norm input gradient with per-channel
-    coefficients).  Two loads, two multiply-adds, an add, a store: 5 per vector (assumption)."""
+    coefficients): per row two multiplies and two adds (binary-op loops)."""
 
     name = "BatchNormGradApplyRows"
     fields = {"x": "in", "dy": "in", "a": "in", "b": "in", "c": "in", "out": "out"}
     row_fields = ("x", "dy", "out")
     vec_fields = ("a", "b", "c")
-    vectors_per_element = 5
+    parts = (("b", "mul"), ("b", "mul"), ("b", "add"), ("b", "add"))
     flops_per_element = 5
 
     def compute(self, group, data):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from popvision_lite.emulator import codelets as C
-from popvision_lite.emulator.cost_model import exchange_cycles
+from popvision_lite.emulator.cost_model import exchange_cycles_scalar as exchange_cycles
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int32": 4, "fp16": 2, "fp32": 4}
 
@@ -238,19 +238,56 @@ def k_partial_segments(bm: int, bn: int, pk: int) -> list[np.ndarray]:
 def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: int) -> int:
     """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: its strided-reduce
     vertices (one per row run) handed round-robin to the workers, as the engine schedules them."""
+    return _reduce_tile_cycles(int(pk), int(bm), int(bn), int(target.threads), int(target.launch_cycles),
+                               int(out_bytes))
+
+
+@functools.lru_cache(maxsize=65536)
+def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int) -> int:
+    """Closed form of the per-slice vertex list (k_partial_segments): a slice is an optional head
+    (up to the next row boundary), whole rows, and an optional tail; vertex j goes to worker j mod
+    threads.  Equal to summing every vertex (tests/test_codelet_costs.py), in O(pk) instead of
+    O(vertices)."""
+    def cyc(n):
+        return C.strided_reduce_cycles_scalar(pk, n, 4, out_bytes)
+
     worst = 0
-    for lens in k_partial_segments(bm, bn, pk):
-        cyc = np.asarray(C.strided_reduce_cycles(pk, lens, 4, out_bytes), dtype=np.int64)
-        load = np.bincount(np.arange(len(cyc)) % target.threads, weights=cyc, minlength=target.threads).max()
-        busy = max(target.threads * int(load), len(cyc) * target.launch_cycles) + target.launch_cycles
+    seen = {}
+    c_full = cyc(bn)
+    for s0, s1 in split_even(bm * bn, pk):
+        key = (s1 - s0, s0 % bn)
+        if key in seen:
+            continue
+        head = min((bn - s0 % bn) % bn, s1 - s0)
+        rest = s1 - s0 - head
+        nf, tail = divmod(rest, bn)
+        h = 1 if head else 0
+        nseg = h + nf + (1 if tail else 0)
+        load = [0] * threads
+        if head:
+            load[0] += cyc(head)
+        for w in range(threads):  # whole rows are vertices h .. h + nf - 1
+            first = h + ((w - h) % threads)
+            if first < h + nf:
+                load[w] += c_full * ((h + nf - 1 - first) // threads + 1)
+        if tail:
+            load[(h + nf) % threads] += cyc(tail)
+        busy = max(threads * max(load), nseg * launch) + launch
+        seen[key] = busy
         worst = max(worst, busy)
     return worst
 
 
 def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precision: str,
-                 rearrange_a: bool, rearrange_b: bool):
+                 rearrange_a: bool, rearrange_b: bool, bound: float = float("inf")):
     """Per-tile footprint and the cycles the op library's implementation of this split is charged:
-    (bm, bn, bk, bytes per tile, compute, exchange, reduce)."""
+    (bm, bn, bk, bytes per tile, compute, exchange, reduce).  ``bound``: when the cycles before the
+    reduce vertices already exceed it, those (the costliest term to evaluate) are left out - the
+    split cannot win - and ``reduce`` is a lower bound.
+
+    Temporary memory per tile follows poplin's ConvModel.cpp (totalTempBytes): the partial-calc
+    temporaries (the tile's A and B blocks and its output / partials) and the reduction's (the
+    partials and the gathered slice) are not live at the same time, so the footprint is their max."""
     bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
     bks = _ceil_div(bk, ps)
     a_bytes = bm * bks * in_b
@@ -260,7 +297,7 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
     tiles_used = pm * pn * pk
     slice_elems = _ceil_div(bm * bn, pk) if pk > 1 else 0
     red_bytes = pk * slice_elems * 4 + slice_elems * in_b if pk > 1 else 0
-    per_tile = a_bytes + b_bytes + out_bytes + red_bytes
+    per_tile = max(a_bytes + b_bytes + out_bytes, out_bytes + red_bytes)
     xb, mb = target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
     compute = ps * amp_tile_cycles(bm, bks, bn, target, precision)
     # operands are broadcast to each tile every pass, A and B in one exchange each (nothing assumed
@@ -278,13 +315,19 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
     reduce = 0
     if pk > 1:
         reduce = (int(exchange_cycles((pk - 1) * slice_elems * 4, (pk - 1) * slice_elems * 4, slice_elems * 4, xb, mb))
-                  + target.sync_cycles + reduce_tile_cycles(pk, bm, bn, target, in_b))
+                  + target.sync_cycles)
+        if compute + exchange + reduce <= bound:
+            reduce += reduce_tile_cycles(pk, bm, bn, target, in_b)
     elif ps > 1:  # FP32 accumulator cast to the output type
-        pieces = reduce_split(bm * bn, target.threads, 1)
-        worst = max(int(C.cast_worker_cycles(m, 4, in_b)) for m in pieces)
-        reduce = target.threads * worst + target.launch_cycles
+        reduce = _cast_out_cycles(bm * bn, target.threads, target.launch_cycles, in_b)
     del tiles_used
     return bm, bn, bk, per_tile, compute, exchange, reduce
+
+
+@functools.lru_cache(maxsize=65536)
+def _cast_out_cycles(elems: int, threads: int, launch: int, in_b: int) -> int:
+    worst = max(int(C.cast_worker_cycles(m, 4, in_b)) for m in reduce_split(elems, threads, 1))
+    return threads * worst + launch
 
 
 SERIAL_CANDIDATES = (1, 2, 4, 8, 16, 32)
@@ -293,13 +336,15 @@ SERIAL_CANDIDATES = (1, 2, 4, 8, 16, 32)
 @functools.lru_cache(maxsize=4096)
 def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp16",
                 tiles: int | None = None, exact: bool = False, max_pk: int | None = None,
-                ta: bool = False, tb: bool = False, b_laid_out: bool = False) -> MatmulPlan:
+                ta: bool = False, tb: bool = False, b_laid_out: bool = False, exact_k: bool = False) -> MatmulPlan:
     """Choose the M, N, K split (and serial passes over K) of a matmul over ``tiles`` (default: all
     tiles of the target), as poplin's planner does: every split is costed with the emulator's own
     cost functions (see module doc) and the fastest one whose temporaries fit
     ``target.budget_bytes`` per tile (availableMemoryProportion x tile SRAM) wins; ties go to fewer
     tiles.  When none fits, the split with the smallest per-tile footprint is returned with
-    ``fits=False``.  ``exact`` keeps only splits that divide the dimensions; ``max_pk`` caps the K
+    ``fits=False``.  ``exact`` keeps only splits that divide the dimensions, ``exact_k`` only those that
+    divide K (pk x serial passes; M and N may be split into parts of ceil and floor size, as poplin
+    partitions them - the op library builds such plans, ops/matmul.py); ``max_pk`` caps the K
     split; ``ta`` / ``tb``: the operand is stored transposed; ``b_laid_out``: B (a weight) is
     already laid out in the plan's block order (no rearrangement, as createMatMulInputRHS)."""
     for name, v in (("M", M), ("N", N), ("K", K)):
@@ -314,18 +359,19 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
     for pm in _candidates(M, tiles, exact):
         for pn in _candidates(N, tiles // pm, exact):
             kcap = tiles // (pm * pn) if max_pk is None else min(max_pk, tiles // (pm * pn))
-            for pk in _candidates(K, kcap, exact):
+            for pk in _candidates(K, kcap, exact or exact_k):
                 if pm * pn * pk > tiles:
                     continue
                 for ps in SERIAL_CANDIDATES:
                     if ps > 1 and ps > _ceil_div(K, pk):
                         break
-                    if exact and (K // pk) % ps:
+                    if (exact or exact_k) and (K // pk) % ps:
                         continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
                     ra, rb = rearrangements(pk, pn, ps, ta, tb, b_laid_out)
                     bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
-                        M, N, K, pm, pn, pk, ps, target, in_b, precision, ra, rb)
+                        M, N, K, pm, pn, pk, ps, target, in_b, precision, ra, rb,
+                        bound=best[0][0] if best is not None else float("inf"))
                     cand = (pm, pn, pk, ps, bm, bn, bk, per_tile, comp, exch, red)
                     key_small = (per_tile, comp + exch + red)
                     if smallest is None or key_small < smallest[0]:

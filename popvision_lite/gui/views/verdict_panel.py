@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from popvision_lite import devices
+from popvision_lite.analysis import workload as wl
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
@@ -21,7 +22,10 @@ class VerdictPanel(QWidget):
         super().__init__(parent)
         self.document = document
         self.result = None
-        n_ipus = int(document.profile.target.num_ipus)
+        try:  # all the run's IPUs (replicas x IPUs per replica)
+            n_ipus = wl.chips(document.profile)[0]
+        except (PopvisionError, AttributeError, TypeError, ValueError):
+            n_ipus = int(document.profile.target.num_ipus)
 
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -33,7 +37,8 @@ class VerdictPanel(QWidget):
         self.gpus.setRange(1, 4096)
         self.gpus.setValue(n_ipus)
         self.gpus.setSuffix(" x")
-        self.gpus.setToolTip("Number of GPUs (data parallel); default: as many as the run has IPUs")
+        self.gpus.setToolTip("Number of GPUs (data parallel); default: as many as the run uses IPUs "
+                             "(all replicas)")
         bar.addWidget(self.gpus)
         self.gpu = QComboBox()
         for gid in devices.list_devices("gpu"):

@@ -142,11 +142,12 @@ class RooflineDrawing:
         """The Summary's verdict for the first GPU shown (same cache entry), or None for a profile without a run."""
         if not a.gpus:
             return None
+        from popvision_lite.analysis import workload as wl
         from popvision_lite.analysis.verdict import verdict
 
         prof = self.document.profile
-        gid, n = a.gpus[0].device_id, int(prof.target.num_ipus)
         try:
+            gid, n = a.gpus[0].device_id, wl.chips(prof)[0]  # the Summary panel's default: all the run's IPUs
             if hasattr(self.document, "cached"):
                 return self.document.cached(("verdict", gid, n), verdict, prof, gid, n)
             return verdict(prof, gid, n)

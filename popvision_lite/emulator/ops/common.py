@@ -1,0 +1,75 @@
+"""Helpers shared by the op modules (``basic``, ``matmul``, ``norm_pool``): operand sizes, flat
+views as copy endpoints, materialising a View or a tensor in another layout, and one elementwise
+compute set over an output's worker pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.graph import TensorView
+from popvision_lite.emulator.ops.context import OpContext, View
+
+
+def _nbytes(x) -> int:
+    if isinstance(x, View):
+        return int(x.index.size) * x.base.itemsize
+    return int(x.nbytes)
+
+
+def _same_mapping(a, b) -> bool:
+    return (a is not None and b is not None and len(a) == len(b) and np.array_equal(a.tile, b.tile)
+            and np.array_equal(a.start, b.start) and np.array_equal(a.stop, b.stop))
+
+
+def flat_view(t, index):
+    """Copy endpoint: elements of tensor ``t`` at flat positions ``index`` (in that order).
+
+    Stored as contiguous runs (a Regions endpoint) when the index has long runs - e.g. a head
+    split moves rows of 64 - so the program keeps (start, length) pairs, not one int per element."""
+    index = np.asarray(index, dtype=np.int64).ravel()
+    n = len(index)
+    if n > 1:
+        brk = np.flatnonzero(np.diff(index) != 1) + 1
+        if len(brk) + 1 <= n // 4:
+            first = np.concatenate([[0], brk])
+            sizes = np.diff(np.concatenate([first, [n]]))
+            return t.regions(index[first], sizes)
+    return TensorView(t, index, (n,))
+
+
+def _copy_src(x):
+    if isinstance(x, View):
+        return flat_view(x.base, x.index)
+    return x.whole()
+
+
+def materialize(ctx: OpContext, x, name: str, op: str, mapping=None, shape=None, dtype=None):
+    """A graph Tensor holding x with ``mapping`` (default linear over the IPU); copies when needed."""
+    if not isinstance(x, View) and (mapping is None or _same_mapping(x.mapping, mapping)) \
+            and (shape is None or tuple(shape) == x.shape) and (dtype is None or dtype == x.dtype):
+        return x
+    shape = tuple(shape) if shape is not None else tuple(x.shape)
+    size = int(np.prod(shape))
+    if mapping is None:
+        mapping = ctx.linear_mapping(size)
+    t = ctx.variable(f"{op}/{name}", shape, dtype or x.dtype, mapping=mapping, op=op)
+    if dtype is not None and dtype != x.dtype:
+        src = materialize(ctx, x, name + "_src", op, mapping=mapping, shape=shape)
+        _elementwise_cs(ctx, C.CAST, {"in": src}, t, op, f"{op}/cast_{name}")
+    else:
+        ctx.add(P.Copy(_copy_src(x), t.whole(), name=f"{op}/copy_{name}", op=op))
+    return t
+
+
+def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
+    """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
+    cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
+    tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
+    fields = {k: v.regions(starts, sizes) for k, v in inputs.items()}
+    fields["out"] = out.regions(starts, sizes)
+    ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return cs

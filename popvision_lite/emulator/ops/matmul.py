@@ -1,0 +1,445 @@
+"""Matmul on the emulator graph (poplin's matmul as the op library implements it).
+
+The planner (``planners.plan_matmul``) splits M, N and K over the IPU's tiles; this module builds the
+plan: operand rearrangements, broadcasts, one AMP supervisor vertex per tile, and the reduction of K
+partials.  Splits need not divide M and N (Poplar cuts a dimension into parts of ceil and floor
+elements, so a power-of-two shape can use all 1472 tiles of a Mk2, not only 1024): the blocks of an
+uneven split have at most two sizes per dimension, one vertex group (and one Windows field) per block
+shape, all in the same compute set and moved by the same exchanges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.graph import Concat
+from popvision_lite.emulator.ops import codelets as OC
+from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize
+from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.planners import plan_matmul, rearrangements, split_even
+from popvision_lite.errors import EmulatorError
+
+
+def _as_operand(ctx, x, name, op):
+    """(tensor, transposed): a Tensor as is; a View that swaps the last two axes of its base tensor
+    becomes (base, True) - no data moves; any other View is materialised (a rearranging copy)."""
+    if isinstance(x, View):
+        base = x.base
+        if len(base.shape) in (2, 3) and x.index.ndim == len(base.shape):
+            sh = base.shape
+            want = sh[:-2] + (sh[-1], sh[-2])
+            if tuple(x.index.shape) == want:
+                axes = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
+                if np.array_equal(x.index, np.arange(base.size, dtype=np.int64).reshape(sh).transpose(axes)):
+                    return base, True
+            if tuple(x.index.shape) == sh and np.array_equal(x.index.ravel(), np.arange(base.size)):
+                return base, False
+        if x.index.ndim >= 2 and x.index.shape[-1] > 1 and x.index.shape[-2] > 1:
+            # a transposed view of a view: materialise the untransposed one (longer contiguous runs)
+            inner = np.swapaxes(x.index, -1, -2)
+            runs_x = np.count_nonzero(np.diff(x.index, axis=-1) == 1)
+            runs_in = np.count_nonzero(np.diff(inner, axis=-1) == 1)
+            if runs_in > runs_x:
+                return materialize(ctx, View(base, inner), name, op), True
+        return materialize(ctx, x, name, op), False
+    return x, False
+
+
+def _block_major(ctx, X, blk, grid_index, name, op):
+    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X, in that order, into a
+    block-major temporary (each block contiguous) spread linearly over the IPU's tiles, so that
+    broadcasting a block later is one piece per source tile it spans."""
+    n = len(grid_index)
+    belems = int(np.prod(blk))
+    T = ctx.variable(f"{op}/{name}_blocks_major", (n, belems), X.dtype,
+                     mapping=ctx.linear_mapping(n * belems, grain=4), op=op)
+    ctx.add(P.Copy(X.blocks(blk, grid_index), T.whole(), name=f"{op}/rearrange_{name}", op=op))
+    return T
+
+
+def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
+    """Map a weight B (K, N) that nothing has used yet for the plan of its first matmul (as Poplar's
+    createMatMulInputRHS creates it): block (i, j) of shape (bks, bn) is spread by rows over the
+    ``pm`` tiles that consume it (consumer q holds rows q/pm of it; with pm = 1 the block sits on its
+    only consumer and is never exchanged), so the weight is never rearranged and each tile sends only
+    its share when the block is broadcast.  (The rows of a block are separate regions of a row-major
+    tensor: elementwise updates of the weight then run as 2D vertices, see codelets._MODEL_2D.)"""
+    r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
+    tl = np.array([block_tile(i // ps, q, j) for i in range(pk * ps) for q in range(r) for j in range(pn)], np.int64)
+    ctx.graph.set_mapping(B, M.by_blocks(B.shape, (bks // r, bn), tl))
+    ctx.mark_used(B)
+
+
+def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
+    """C = A @ B with A (M, K) or (G, M, K) and B (K, N) or (G, K, N); AMP matmul on tiles.
+
+    As poplin: the planner splits M, N and K over the IPU's tiles (``pm x pn x pk`` blocks, plus
+    serial passes over a tile's K chunk when one pass would not fit ``available_memory_proportion``
+    of the tile).  Every tile runs ONE AMP supervisor vertex over its block (all six workers).  With
+    a K split each tile produces an FP32 partial of its output block, and the ``pk`` partials are
+    reduced on the tiles that own the output (one exchange, then strided-reduce worker vertices).
+    Operands that are transposed views are read in their stored layout (no transpose copy); operands
+    whose blocks are not contiguous are rearranged block-major (one exchange) before being
+    broadcast, except a weight that nothing has used yet: it is laid out in the plan's block order
+    once (``_lay_out_weight``) and broadcast from there."""
+    out_dtype = out_dtype or ctx.dtype
+    ash, bsh = tuple(a.shape), tuple(b.shape)
+    if len(ash) not in (2, 3) or len(bsh) not in (2, 3) or (len(bsh) == 3 and (len(ash) != 3 or bsh[0] != ash[0])):
+        raise EmulatorError(f"matmul '{name}': shapes {ash} @ {bsh} are not (M,K)@(K,N) or (G,M,K)@(G,K,N)")
+    G = ash[0] if len(ash) == 3 else 1
+    Mm, K = ash[-2], ash[-1]
+    if bsh[-2] != K:
+        raise EmulatorError(f"matmul '{name}': inner dimensions differ: {ash} @ {bsh}")
+    N = bsh[-1]
+    ntiles = ctx.target.tiles_per_ipu
+    per_group = max(1, ntiles // G)
+    out_shape = (G, Mm, N) if len(ash) == 3 else (Mm, N)
+    min_bytes = _nbytes(a) + _nbytes(b) + int(np.prod(out_shape)) * (2 if out_dtype == "float16" else 4)
+    op = ctx.begin_op(name, "matmul", min_bytes=min_bytes)
+    A, ta = _as_operand(ctx, a, "a", op)
+    B, tb = _as_operand(ctx, b, "b", op)
+    ab3, bb3 = len(ash) == 3, len(bsh) == 3
+    b_blocks = not tb and not bb3  # broadcast B straight from its (bks, bn) blocks
+    weight = b_blocks and B.kind == "variable" and not ctx.is_used(B)  # lay it out for this plan first
+    # M and N may be split unevenly (parts of ceil and floor size, as poplin's planner partitions);
+    # K is split exactly (every K chunk the same size: partial sums and serial passes stay uniform)
+    plan = plan_matmul(Mm, N, K, ctx.plan_target, ctx.precision, tiles=per_group, exact=False, exact_k=True,
+                       ta=ta, tb=tb, b_laid_out=b_blocks)
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    rearr_a, rearr_b = rearrangements(pk, pn, ps, ta, tb, b_blocks)
+    desc = plan.describe() + (f"; {G} independent products" if G > 1 else "") + \
+        ("; A read transposed" if ta else "") + ("; B read transposed" if tb else "") + \
+        ("; B laid out for this plan once" if weight else "")
+    ctx.graph.add_op(op, plan=desc)
+    ctx.records[-1]["plan"] = desc
+    T = G * pk * pm * pn  # tile blocks in (g, ik, im, in) order
+    n_t = ctx.target.tiles_per_ipu
+    tiles_arr = ctx.tiles_array(rotate=T if T < n_t else 0)
+    vt = tiles_arr[np.arange(T) % len(tiles_arr)]
+    g_i, k_i, im_i, in_i = np.unravel_index(np.arange(T), (G, pk, pm, pn))
+    if Mm % pm or N % pn:
+        return _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b,
+                             out_shape, out_dtype, vt, (g_i, k_i, im_i, in_i))
+    bm, bn, bkt = Mm // pm, N // pn, K // pk
+    bks = bkt // ps
+    blk_a, blk_b = bm * bks, bks * bn
+
+    # --- A: blocks (bm, bks) [stored (bks, bm) when transposed]; source offsets per (g, ik, im, p)
+    if not rearr_a:
+        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
+        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
+    else:
+        gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
+        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op)
+        a_src = lambda g, ik, im, p: A_src.regions(((((g * pm + im) * pk + ik) * ps) + p) * blk_a, blk_a)  # noqa: E731
+    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
+    Gb = G if bb3 else 1
+    if weight:
+        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
+    if b_blocks:
+        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
+    elif not rearr_b:
+        if tb:
+            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
+        else:
+            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
+    else:
+        gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
+        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op)
+        b_src = lambda g, ik, p, j: B_src.regions((((g * pk + ik) * ps + p) * pn + j) * blk_b, blk_b)  # noqa: E731
+
+    tstart = np.arange(T, dtype=np.int64)
+    a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
+                         mapping=M.intervals(vt, tstart * blk_a, (tstart + 1) * blk_a), op=op)
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, bks, bn) if b_blocks else (T, blk_b), B.dtype,
+                         mapping=M.intervals(vt, tstart * blk_b, (tstart + 1) * blk_b), op=op)
+    # output of the AMP vertices: C itself, or FP32 partials (pk, per product) / an FP32 accumulator
+    if pk > 1:
+        acc_shape = (G * pk, Mm, N)
+        acc = ctx.variable(f"{op}/partials", acc_shape, "float32",
+                           mapping=M.by_blocks(acc_shape, (1, bm, bn), vt), op=op)
+        c_index = np.stack([g_i * pk + k_i, im_i, in_i], 1)
+        cblock = (1, bm, bn)
+    else:
+        cblock = (1, bm, bn) if ab3 else (bm, bn)
+        c_index = np.stack([g_i, im_i, in_i], 1) if ab3 else np.stack([im_i, in_i], 1)
+        acc = None
+    if pk > 1:  # the output lives where its slices are reduced
+        red = _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
+        o = np.argsort(red["out_start"], kind="stable")
+        st = red["out_start"][o]
+        cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
+    else:
+        cmap = M.by_blocks(out_shape, (1, bm, bn) if ab3 else (bm, bn), vt)
+    C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
+    if pk == 1 and ps > 1:
+        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=C_out.mapping, op=op)
+    target_t = acc if acc is not None else C_out
+    a_field = a_rep.regions(tstart * blk_a, blk_a)
+    b_field = b_rep.regions(tstart * blk_b, blk_b)
+    gb_i = g_i if bb3 else np.zeros_like(g_i)
+    for p in range(ps):
+        sfx = f" pass {p}" if ps > 1 else ""
+        ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
+        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
+        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op))
+        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
+        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
+            "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
+        ctx.add(P.Execute(cs, name=cs.name, op=op))
+    if pk > 1:
+        _reduce_k_partials(ctx, acc, C_out, red, pk, op)
+    elif ps > 1:
+        _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
+    return C_out
+
+
+def _parts(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sizes, offsets) of ``p`` contiguous parts of ``n`` elements, ceil-sized parts first (as
+    planners.split_even); the largest part is ceil(n / p), the size the planner costs."""
+    q, r = divmod(int(n), int(p))
+    sz = np.full(int(p), q, np.int64)
+    sz[:r] += 1
+    return sz, np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64)
+
+
+def _class_concat(X, shapes, origins):
+    """Copy source: the windows ``shapes[i]`` at ``origins[i]`` of X, grouped by shape (one Windows
+    field per shape, in the order of the distinct shapes); returns (endpoint, order) with ``order`` the
+    window indices in the endpoint's element order."""
+    shapes = np.asarray(shapes, np.int64)
+    keys, inv = np.unique(shapes, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    parts, order = [], []
+    for c, key in enumerate(keys):
+        sel = np.nonzero(inv == c)[0]
+        parts.append(X.windows(tuple(int(b) for b in key), origins[sel]))
+        order.append(sel)
+    return (parts[0] if len(parts) == 1 else Concat(parts)), np.concatenate(order)
+
+
+def _offsets(order, sizes) -> np.ndarray:
+    """Start of every item in a buffer that holds the items in ``order``."""
+    sizes = np.asarray(sizes, np.int64)
+    st = np.zeros(len(sizes), np.int64)
+    st[order] = np.cumsum(sizes[order]) - sizes[order]
+    return st
+
+
+def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b,
+                  out_shape, out_dtype, vt, idx):
+    """The plan of ``matmul`` when pm does not divide M or pn does not divide N: the same programs
+    (operand rearrangements, one broadcast of A and of B per pass, one AMP compute set per pass, the K
+    reduction), with blocks of two sizes per dimension.  Each tile's A / B block sits contiguously in
+    its staging buffer; the AMP vertices form one group per block shape; their outputs are Windows of
+    C (or of the FP32 partials)."""
+    g_i, k_i, im_i, in_i = idx
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    T = len(vt)
+    bks = K // pk // ps
+    msz, moff = _parts(Mm, pm)
+    nsz, noff = _parts(N, pn)
+    bm_t, bn_t, r0, c0 = msz[im_i], nsz[in_i], moff[im_i], noff[in_i]
+    Gb = G if bb3 else 1
+    gb_i = g_i if bb3 else np.zeros_like(g_i)
+
+    # --- A: tile t's block (bm_t, bks) [stored (bks, bm_t) when transposed]
+    if not rearr_a:  # row-major A, whole K on the tile: a block is bm_t contiguous rows
+        def a_src(p):
+            return A.regions((g_i * Mm + r0) * K, bm_t * K)
+    else:  # block-major temporary: blocks (g, im, ik, p), one exchange from A's layout
+        gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
+                                                         indexing="ij"))
+        kc = (kk * ps + pp) * bks
+        shp = np.stack([np.full(len(ii), bks), msz[ii]], 1) if ta else np.stack([msz[ii], np.full(len(ii), bks)], 1)
+        org = np.stack([kc, moff[ii]], 1) if ta else np.stack([moff[ii], kc], 1)
+        if ab3:
+            shp = np.concatenate([np.ones((len(ii), 1), np.int64), shp], 1)
+            org = np.concatenate([gg[:, None], org], 1)
+        src, order = _class_concat(A, shp, org)
+        sizes = msz[ii] * bks
+        tot = int(sizes.sum())
+        TA = ctx.variable(f"{op}/a_blocks_major", (tot,), A.dtype, mapping=ctx.linear_mapping(tot, grain=4), op=op)
+        ctx.add(P.Copy(src, TA.whole(), name=f"{op}/rearrange_a", op=op))
+        offA = _offsets(order, sizes).reshape(G, pm, pk, ps)
+
+        def a_src(p):
+            return TA.regions(offA[g_i, im_i, k_i, p], bm_t * bks)
+    # --- B: tile t's block (bks, bn_t) [stored (bn_t, bks) when transposed]
+    b_order = np.arange(T)
+    if weight:  # laid out once in the plan's blocks, spread by rows over the blocks' consumers
+        r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
+        ii, qq, jj = (x.ravel() for x in np.meshgrid(np.arange(pk * ps), np.arange(r), np.arange(pn), indexing="ij"))
+        shp = np.stack([np.full(len(jj), bks // r), nsz[jj]], 1)
+        org = np.stack([ii * bks + qq * (bks // r), noff[jj]], 1)
+        tl = vt[((ii // ps) * pm + qq) * pn + jj]
+        ctx.graph.set_mapping(B, M.by_windows(B.shape, shp, org, tl))
+        ctx.mark_used(B)
+    if b_blocks:
+        def b_src(p):
+            shp = np.stack([np.full(T, bks), bn_t], 1)
+            org = np.stack([(k_i * ps + p) * bks, c0], 1)
+            return _class_concat(B, shp, org)
+        b_order = b_src(0)[1]
+    elif not rearr_b:
+        if tb:  # B stored (N, K), whole K on the tile: bn_t contiguous rows
+            def b_src(p):
+                return B.regions((gb_i * N + c0) * K, bn_t * K), None
+        else:  # pn == 1 (whole rows of a row-major B): N is not split
+            def b_src(p):
+                return B.regions((gb_i * K + (k_i * ps + p) * bks) * N, bks * N), None
+    else:
+        gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
+                                                         indexing="ij"))
+        kc = (kk * ps + pp) * bks
+        shp = np.stack([nsz[nn], np.full(len(nn), bks)], 1) if tb else np.stack([np.full(len(nn), bks), nsz[nn]], 1)
+        org = np.stack([noff[nn], kc], 1) if tb else np.stack([kc, noff[nn]], 1)
+        if bb3:
+            shp = np.concatenate([np.ones((len(nn), 1), np.int64), shp], 1)
+            org = np.concatenate([gg[:, None], org], 1)
+        src, order = _class_concat(B, shp, org)
+        sizes = nsz[nn] * bks
+        tot = int(sizes.sum())
+        TB = ctx.variable(f"{op}/b_blocks_major", (tot,), B.dtype, mapping=ctx.linear_mapping(tot, grain=4), op=op)
+        ctx.add(P.Copy(src, TB.whole(), name=f"{op}/rearrange_b", op=op))
+        offB = _offsets(order, sizes).reshape(Gb, pk, ps, pn)
+
+        def b_src(p):
+            return TB.regions(offB[gb_i, k_i, p, in_i], bks * bn_t), None
+
+    a_size, b_size = bm_t * bks, bks * bn_t
+    a_start = _offsets(np.arange(T), a_size)
+    b_start = _offsets(b_order, b_size)
+    a_rep = ctx.variable(f"{op}/a_tile_blocks", (int(a_size.sum()),), A.dtype,
+                         mapping=M.intervals(vt, a_start, a_start + a_size), op=op)
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", (int(b_size.sum()),), B.dtype,
+                         mapping=M.intervals(vt, b_start, b_start + b_size), op=op)
+    # --- outputs: C (pk == 1) or FP32 partials (pk > 1) / an FP32 accumulator (serial passes)
+    if pk > 1:
+        acc_shape = (G * pk, Mm, N)
+        c_shape = np.stack([np.ones(T, np.int64), bm_t, bn_t], 1)
+        c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
+        acc = ctx.variable(f"{op}/partials", acc_shape, "float32",
+                           mapping=M.by_windows(acc_shape, c_shape, c_org, vt), op=op)
+        red = _k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
+        o = np.argsort(red["out_start"], kind="stable")
+        st = red["out_start"][o]
+        cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
+    else:
+        c_shape = np.stack([bm_t, bn_t], 1)
+        c_org = np.stack([r0, c0], 1)
+        if ab3:
+            c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
+            c_org = np.concatenate([g_i[:, None], c_org], 1)
+        cmap = M.by_windows(out_shape, c_shape, c_org, vt)
+        acc = None
+    C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
+    if pk == 1 and ps > 1:
+        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=C_out.mapping, op=op)
+    target_t = acc if acc is not None else C_out
+    classes = np.unique(np.stack([bm_t, bn_t], 1), axis=0)
+    for p in range(ps):
+        sfx = f" pass {p}" if ps > 1 else ""
+        ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
+        ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
+        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
+        for m_c, n_c in classes:  # one vertex group per block shape
+            sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]
+            ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
+                "a": a_rep.regions(a_start[sel], int(m_c) * bks), "b": b_rep.regions(b_start[sel], bks * int(n_c)),
+                "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
+                params={"k": np.int64(bks)})
+        ctx.add(P.Execute(cs, name=cs.name, op=op))
+    if pk > 1:
+        _reduce_k_partials(ctx, acc, C_out, red, pk, op)
+    elif ps > 1:
+        _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
+    return C_out
+
+
+def _k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
+    """_k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
+    (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary."""
+    owner = vt.reshape(G, pk, pm, pn)
+    parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start")}
+    for bm in np.unique(msz):
+        for bn in np.unique(nsz):
+            ims, ins = np.nonzero(msz == bm)[0], np.nonzero(nsz == bn)[0]
+            gg, ii, jj = (x.ravel() for x in np.meshgrid(np.arange(G), ims, ins, indexing="ij"))
+            be = int(bm) * int(bn)
+            sl_off = np.array([a for a, _ in split_even(be, pk)], np.int64)
+            cuts = np.union1d(sl_off, np.arange(0, be, int(bn)))
+            seg_len = np.diff(np.append(cuts, be))
+            seg_s = np.searchsorted(sl_off, cuts, side="right") - 1
+            seg_r, seg_c = np.divmod(cuts, int(bn))
+            nb, nseg = len(gg), len(cuts)
+            vb = np.repeat(np.arange(nb), nseg)
+            vs = np.tile(seg_s, nb)
+            row = moff[ii][vb] + np.tile(seg_r, nb)
+            col = noff[jj][vb] + np.tile(seg_c, nb)
+            parts["tile"].append(owner[gg[vb], vs, ii[vb], jj[vb]])
+            parts["len"].append(np.tile(seg_len, nb))
+            parts["g"].append(gg[vb])
+            parts["row"].append(row)
+            parts["col"].append(col)
+            parts["out_start"].append((gg[vb] * Mm + row) * N + col)
+    red = {k: np.concatenate(v) for k, v in parts.items()}
+    order = np.lexsort((red["out_start"], red["tile"]))
+    return {k: v[order] for k, v in red.items()}
+
+
+def _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
+    """The reduce vertices of a K-split matmul (see _reduce_k_partials), ordered by owner tile:
+    per vertex its owner tile, output start (flat index in C), length, block, row and column."""
+    be = bm * bn
+    sl_off = np.array([s for s, _ in split_even(be, pk)], np.int64)
+    cuts = np.union1d(sl_off, np.arange(0, be, bn))
+    seg_len = np.diff(np.append(cuts, be))
+    seg_s = np.searchsorted(sl_off, cuts, side="right") - 1  # slice (owner) of each segment
+    seg_r, seg_c = np.divmod(cuts, bn)
+    nb = G * pm * pn
+    owner = vt.reshape(G, pk, pm, pn).transpose(0, 2, 3, 1).reshape(nb, pk)
+    gb, ib, jb = np.unravel_index(np.arange(nb), (G, pm, pn))
+    nseg = len(cuts)
+    vb = np.repeat(np.arange(nb), nseg)
+    vs = np.tile(seg_s, nb)
+    row0 = ib[vb] * bm + np.tile(seg_r, nb)
+    col0 = jb[vb] * bn + np.tile(seg_c, nb)
+    red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
+               out_start=(gb[vb] * Mm + row0) * N + col0)
+    order = np.lexsort((np.arange(len(vb)), red["tile"]))
+    return {k: v[order] for k, v in red.items()}
+
+
+def _reduce_k_partials(ctx, part, C_out, red, pk, op):
+    """Reduce the ``pk`` FP32 partials of every output block on the tiles that computed them, as
+    poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
+    owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
+    exchange) and reduces it with strided-reduce worker vertices (one per row run of the slice,
+    handed to the six workers in turn), writing the output type."""
+    Mm, N = part.shape[-2], part.shape[-1]
+    vlen, vtile = red["len"], red["tile"]
+    g_len = pk * vlen
+    g_start = np.cumsum(g_len) - g_len
+    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), "float32",
+                            mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
+    q = np.arange(pk)
+    src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
+    ctx.add(P.Copy(part.regions(src_start, np.repeat(vlen, pk)), gathered.whole(), name=f"{op}/gather_partials",
+                   op=op))
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
+    ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vtile, fields={
+        "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
+        params={"k": np.int64(pk)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))

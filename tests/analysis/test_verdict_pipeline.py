@@ -1,0 +1,179 @@
+"""The verdict on pipelined / replicated profiles (emulator/pipeline.py): the ops table holds per-step totals of
+one replica, so the GPU side must undo the multipliers, launch one kernel per layer call, leave out the IPU's
+recomputation, add the optimizer and all-reduce, and count all the run's IPUs (issue 15, bug A)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.analysis import gpu_estimate as ge
+from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis.roofline import analyze
+from popvision_lite.analysis.verdict import verdict
+from popvision_lite.cli import main
+from popvision_lite.errors import ConfigError
+
+R, S, G, LAYERS, BATCH, SEQ = 2, 2, 4, 4, 4, 64
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A pipelined, replicated, recomputing BERT-tiny (4 layers on 2 stages x 2 replicas, GA 4) and the same
+    layers / batch / sequence on the whole-graph path (one IPU, no recomputation)."""
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    d = tmp_path_factory.mktemp("verdict_pipe")
+    cfg = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, ipus=R * S, replicas=R, pipeline_stages=S,
+                      grad_accum=G, recompute=True)
+    run_model(cfg, "ipu-mk2", timing_only=True, profile_path=d / "pipe.pvl")
+    whole = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ)
+    run_model(whole, "ipu-mk2", timing_only=False, profile_path=d / "whole.pvl")  # BERT timing-only is composed
+    return d / "pipe.pvl", d / "whole.pvl"
+
+
+@pytest.fixture(scope="module")
+def pipe(runs):
+    with pvl.open(runs[0]) as p:
+        yield p
+
+
+def test_profile_records_op_counts(pipe):
+    assert (pipe.format_version, pipe.format_minor) == (2, 1)
+    oc = pipe.run["op_counts"]
+    n = len(pipe.ops)
+    per_step, calls, rpc = (np.array(oc[k]) for k in ("runs_per_step", "calls_per_microbatch", "runs_per_call"))
+    assert len(per_step) == len(calls) == len(rpc) == n
+    assert (per_step == calls * rpc * G).all()
+    body = pipe.ops["name"].str.contains("/layer/").to_numpy()
+    assert set(calls[body]) == {LAYERS // S} and set(calls[~body]) == {1}
+    # recomputation replays exactly the layer body's forward ops: one more run per call
+    fwd = body & ~pipe.ops["name"].str.contains(r"_dw|_dx|_bwd|_dp|_dv|_dq|_dk|dx_add", regex=True).to_numpy()
+    assert (rpc[fwd] == 2).all() and (rpc[~fwd] == 1).all()
+
+
+def test_old_format_reconstruction_matches_the_written_counts(pipe):
+    class Old:  # the same profile as a 2.0 writer left it: no op_counts
+        ops, target, programs = pipe.ops, pipe.target, pipe.programs
+        run = {k: v for k, v in pipe.run.items() if k != "op_counts"}
+
+    new, old = wl.op_counts(pipe), wl.op_counts(Old())
+    assert "op_counts" in new.basis and "reconstructed" in old.basis
+    for a in ("table_runs", "model_calls", "recompute_runs"):
+        assert (getattr(new, a) == getattr(old, a)).all(), a
+
+
+def test_gpu_pass_is_one_microbatch_of_the_model(pipe, runs):
+    mp = wl.model_pass(pipe)
+    c = mp.counts
+    ops = pipe.ops
+    # kernels: one per layer call of every op (no optimizer updates on this path), no recompute runs
+    assert len(mp.ops) == int(c.model_calls.sum())
+    assert mp.dropped_recompute == int(c.recompute_runs.sum()) > 0
+    # FLOPs: the IPU's step of one replica = G micro-batches x (pass + recomputed forward)
+    step = float(ops["flops"].sum())
+    rec = float((ops["flops"] * c.recompute_runs / (c.model_calls + c.recompute_runs)).sum())
+    assert mp.ops["flops"].sum() * G == pytest.approx(step - rec, rel=1e-9)
+    # the layer body per micro-batch equals the same layers emulated on the whole-graph path
+    with pvl.open(runs[1]) as w:
+        wp = wl.model_pass(w)
+        wlayer = wp.ops[wp.ops["name"].str.match(r"layer\d+/")]
+        assert not wp.counts.pipelined and wp.counts.table_runs.max() == 1
+    player = mp.ops[mp.ops["name"].str.contains("/layer/")]
+    assert len(player) == len(wlayer)
+    assert player["flops"].sum() == pytest.approx(wlayer["flops"].sum(), rel=0.02)
+
+
+def test_verdict_counts_all_chips_the_optimizer_and_the_all_reduce(pipe):
+    v = verdict(pipe)                                    # default: as many GPUs as the run uses IPUs
+    assert v.ipu.chips == R * S and v.gpu.chips == R * S == v.gpu_same_chips.chips
+    assert any("2 replicas x 2 IPU(s)" in n for n in v.notes)
+    assert v.ipu.usd_per_million() == pytest.approx(1.67 * R * S * (1e6 / v.ipu.samples_per_second) / 3600)
+    e = v.gpu_estimate
+    params = sum(x["params"] for x in pipe.run["training_state"])
+    assert e.memory["params"] == params > 0 and e.optimizer_time_s > 0
+    assert e.allreduce_time_s > 0 and any("all-reduce" in n for n in v.notes)
+    assert any("recomputation" in n and "not carried" in n for n in v.notes)
+    # the GPUs do the global batch of the step, not G x R times it
+    sps = R * G * BATCH
+    assert e.samples_per_step == sps and e.samples_per_gpu == sps / (R * S)
+    # at the IPU's micro-batch: passes x pass FLOPs x GPUs = the step's model FLOPs of all replicas
+    e4 = verdict(pipe, gpu_micro_batch=BATCH).gpu_estimate
+    assert e4.micro_batch == BATCH and e4.passes_per_step == sps / (R * S) / BATCH
+    mp = wl.model_pass(pipe)
+    gpu_flops = e4.passes_per_step * e4.n_gpus * float(e4.ops.loc[e4.ops["op_class"] != "optimizer", "flops"].sum())
+    assert gpu_flops == pytest.approx(R * G * mp.ops["flops"].sum(), rel=1e-9)
+    # the GPU's own micro-batch: the largest fitting whole multiple that keeps the global batch
+    assert e.micro_batch == ge.fitting_micro_batch(
+        BATCH, sps / (R * S), params=params, optimizer="sgd",
+        activation_bytes_per_sample=e.memory["activation_bytes"] / e.micro_batch, gpu="a100-80gb")
+    assert e.micro_batch == 2 * BATCH and e.passes_per_step == 1           # the tiny model fits easily
+    assert dict((r[0], r[2]) for r in v.rows())["micro-batch (samples per pass)"] == "8 (1 per step)"
+
+
+def test_roofline_rows_compare_like_with_like(pipe):
+    a = analyze(pipe, gpus=("a100-80gb",))
+    c = wl.op_counts(pipe)
+    ops = a.ops.reset_index(drop=True)
+    one = ge.estimate_ops(wl.per_run(pipe.ops.reset_index(drop=True), c), "a100-80gb")
+    assert np.allclose(ops["a100-80gb_est_time_s"], one["est_time_s"] * c.table_runs)
+    # GPU intensity is per run (totals over totals), not step FLOPs over one run's bytes
+    mm = ops.index[ops["name"].str.endswith("layer/ffn/matmul1")][0]
+    assert ops.loc[mm, "a100-80gb_intensity"] == pytest.approx(
+        ops.loc[mm, "flops"] / c.table_runs[mm] / ops.loc[mm, "min_bytes"])
+    assert a.totals["run_time_s"] == pytest.approx(pipe.run["total_cycles"] / pipe.target.clock_hz)
+
+
+def test_bad_op_counts_are_refused_clearly(pipe, tmp_path, capsys):
+    class Bad:
+        ops, target, programs = pipe.ops, pipe.target, pipe.programs
+        run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_call=[1, 2])}
+
+    with pytest.raises(ConfigError, match="one count per op"):
+        verdict(Bad())
+    Bad.run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_step=[-1] * len(pipe.ops))}
+    with pytest.raises(ConfigError, match="whole number"):
+        wl.op_counts(Bad())
+    with pytest.raises(ConfigError, match="gpu-micro-batch"):
+        verdict(pipe, gpu_micro_batch=0)
+
+
+def test_cli_json_of_a_pipelined_run(runs, capsys):
+    assert main(["verdict", str(runs[0]), "--gpus", "2", "--gpu-micro-batch", "4", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ipu"]["chips"] == R * S and d["gpu"]["chips"] == 2 and d["gpu_micro_batch"] == 4
+    assert d["gpu_passes_per_step"] == R * G * BATCH / 2 / 4
+    with pytest.raises(SystemExit) as ei:
+        main(["verdict", str(runs[0]), "--gpu-micro-batch", "0"])
+    assert ei.value.code == 2
+
+
+def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass():
+    """A ResNet timing run outlines identical blocks (one program per block kind, replayed per block) and
+    recomputes by replaying a block's forward after the loss: its ops rows then total several runs.  The GPU
+    pass must be the same whether the IPU outlined or recomputed: one kernel per block's op, recompute left out."""
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.emulator.models.workloads import make_config
+
+    passes = {}
+    for outline in (True, False):
+        for rc in (True, False):
+            pd_ = run_model(make_config("resnet-tiny", layers=50, recompute=rc, outline=outline), "ipu-mk2",
+                            timing_only=True).profile_data
+            mp = wl.model_pass(pd_)
+            c = mp.counts
+            assert not c.pipelined and (c.table_runs >= 1).all()
+            if rc:
+                assert mp.dropped_recompute > 0 and (c.recompute_runs > 0).sum() > 0
+            passes[(outline, rc)] = (len(mp.ops), mp.ops["flops"].sum(), mp.ops["min_bytes"].sum())
+            # per-run values times runs give back the table's totals
+            per = wl.per_run(pd_.ops, c)
+            assert np.allclose(per["flops"] * c.table_runs, pd_.ops["flops"])
+            if not outline and not rc:   # every op its own row, run once: the pass is the table less the updates
+                plain = pd_.ops[[ge.op_class(t) != "optimizer" for t in pd_.ops["type"]]]
+                assert (c.table_runs == 1).all() and len(mp.ops) == len(plain)
+    assert len(set(passes.values())) == 1, passes
