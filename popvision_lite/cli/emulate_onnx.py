@@ -135,7 +135,7 @@ def resolve(args) -> dict:
     if inputs is not None:
         kw["inputs"] = inputs
     if not kw["training"]:
-        from .run import SCALE_DEFAULTS, TRAINING_STATE
+        from popvision_lite.emulator.onnx_import.run import SCALE_DEFAULTS, TRAINING_STATE
 
         for k in TRAINING_STATE:
             if k in kw and kw[k] != SCALE_DEFAULTS[k]:

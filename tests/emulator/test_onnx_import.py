@@ -480,9 +480,10 @@ def test_rerun_config_keeps_the_at_scale_settings_and_the_split(model_dir, tmp_p
     import argparse
     import tomllib
 
-    from popvision_lite.emulator.cli import add_arguments
-    from popvision_lite.emulator.onnx_import.cli import config_toml, resolve
-    from popvision_lite.gui.whatif import settings_from_profile
+    from popvision_lite.cli.emulate import add_arguments
+    from popvision_lite.cli.emulate_onnx import resolve
+    from popvision_lite.emulator.onnx_import.config import config_toml
+    from popvision_lite.gui.actions.emulation import settings_from_profile
 
     out = tmp_path / "s.pvl"
     emulate_onnx(model_dir / "gpt_block.onnx", out, batch=1, seq=4, ipus=4, replicas=2, training=True,
