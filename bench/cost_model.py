@@ -32,7 +32,7 @@ def layer_figures(layers: int, batch: int, seq: int, device: str = "ipu-mk2") ->
     wall = time.perf_counter() - t0
     pd_ = r.profile_data
     ops, steps = pd_.ops, pd_.steps
-    in_layer = ops["name"].str.contains(r"layer\d+", regex=True)
+    in_layer = ops["name"].str.contains(r"(?:^|/)layer\d*/", regex=True)  # layer3/ (whole graph) or layer/ (stage program)
     lops = ops[in_layer]
     dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
     kinds = np.array(STEP_KINDS)[steps["kind"].to_numpy()]

@@ -31,6 +31,7 @@ VARIANTS = {
     "state on-chip, no RTS": {"optimizer_state": "onchip", "rts": False},
     "state off-chip, no RTS": {"rts": False},
     "AMP 0.6 (Poplar default)": {"available_memory_proportion": 0.6},
+    "whole layers in order, heads on IPU 3": {"layer_split": [4, 7, 7, 6], "pipeline_placement": "sequential"},
 }
 
 

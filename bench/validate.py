@@ -1,11 +1,15 @@
-"""Validation report: the emulator against the measured MLPerf IPU-POD16 runs (issue 14).
+"""Validation report: the emulator against every measured MLPerf run (issue 14), with each prediction's step
+broken into the terms of the schedule.
 
-    python -m bench.validate            # every IPU row + the untuned configurations; updates the doc
-    python -m bench.validate --quick    # the ResNet-50 row only, doc untouched
+    python -m bench.validate                   # the 12 measured rows; updates docs/emulator-fidelity.md
+    python -m bench.validate --only pod64      # rows whose id or label contains the text; doc untouched
+    python -m bench.validate --no-doc
 
-Same code as ``popvision-lite validate`` (``popvision_lite/validation.py``); prints one
-``BENCH-RESULT`` JSON line per configuration and writes the generated section of
-``docs/emulator-fidelity.md`` (full runs only).
+Same code as ``popvision-lite validate`` (``popvision_lite/validation.py``): the rows of
+``../shared/validation`` and the held-out rows (``resources/validation``), each with its submission's config.
+Prints one ``BENCH-RESULT`` JSON line per row and a table of the step's terms: steady-state micro-batches,
+pipeline fill / drain, optimizer, gradient all-reduce, host streams (shares of the optimizer step). Nothing
+is fitted: the ratios are reported as they come out.
 """
 
 from __future__ import annotations
@@ -21,31 +25,48 @@ from popvision_lite.errors import ConfigError
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.validate", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="the measured ResNet-50 row only; doc untouched")
+    p.add_argument("--only", action="append", default=[], help="rows whose id or label contains this text")
     p.add_argument("--data", default=None, help="folder with mlperf_training.csv")
     p.add_argument("--no-doc", action="store_true", help="do not update docs/emulator-fidelity.md")
     args = p.parse_args(argv)
     try:
-        cases = V.build_cases(V.load_rows(V.data_dir(args.data)), untuned=not args.quick)
+        rows = V.load_rows(V.data_dir(args.data)) + V.load_heldout_rows()
+        cases = V.build_cases(rows, overrides=V.row_configs())
     except ConfigError as e:
         print(f"bench.validate: error: {e}", file=sys.stderr)
         return 2
-    if args.quick:
-        cases = [c for c in cases if c.model == "resnet50"]
-    results = []
-    for c in cases:
+    if args.only:
+        keys = [o.lower() for o in args.only]
+        cases = [c for c in cases if any(k in c.id.lower() or k in c.label.lower() for k in keys)]
+    order = sorted(range(len(cases)), key=lambda i: (cases[i].model, cases[i].device, repr(sorted(
+        (k, repr(v)) for k, v in cases[i].config.items() if k not in ("replicas", "grad_accum", "ipus", "optimizer")))))
+    results: dict[int, V.Result] = {}
+    for i in order:  # rows sharing a replica graph one after another (the emulator reuses it)
+        c = cases[i]
         print(f"emulating {c.id}: {c.label} on {c.device}", flush=True)
         r = V.predict(c)
-        results.append(r)
+        results[i] = r
         print("BENCH-RESULT " + json.dumps(dict(
             name=f"validate/{c.id}", measured_sps=c.measured_sps, predicted_sps=r.predicted_sps, ratio=r.ratio,
-            fits=r.fits, cycles=r.cycles, emulation_wall_s=round(r.wall_s, 2), basis=r.basis, error=r.error)),
-            flush=True)
+            fits=r.fits, cycles=r.cycles, emulation_wall_s=round(r.wall_s, 2), basis=r.basis, error=r.error,
+            breakdown=V.step_breakdown(r))), flush=True)
+    ordered = [results[i] for i in range(len(cases))]
     print()
-    print(V.format_table(results))
-    if not args.quick and not args.no_doc:
+    print(V.format_table(ordered))
+    print()
+    print("| row | ratio | GA | stages | steady micro-batches | fill / drain | optimizer | all-reduce | streams |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in ordered:
+        b = V.step_breakdown(r)
+        s = r.extra.get("schedule", {})
+        if b is None:
+            continue
+        print(f"| {r.case.id} | {r.ratio:.3f} | {s.get('grad_accum')} | {s.get('stages')} | "
+              + " | ".join(f"{100 * b[k]:.1f} %" for k in ("steady", "fill_drain", "optimizer", "allreduce", "stream"))
+              + " |")
+    if not args.only and not args.no_doc:
         meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC (`python -m bench validate`)."
-        V.write_doc(V.render_section(results, meta))
+        V.write_doc(V.render_section(ordered, meta))
         print(f"\nwrote the generated section of {V.DOC_PATH}")
     return 0
 

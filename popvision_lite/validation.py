@@ -300,9 +300,33 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
     except Exception as e:  # noqa: BLE001 - reported in the table, one row must not stop the others
         return Result(case, wall_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
     sps, basis = throughput(run, case, dropped)
-    reused = bool(getattr(run, "wall", {}).get("reused"))
+    extra = {"graph_reused": True} if getattr(run, "wall", {}).get("reused") else {}
+    sched = getattr(run, "schedule", None) or {}
+    extra["schedule"] = {k: sched[k] for k in SCHEDULE_TERMS + ("step_cycles", "grad_accum", "stages", "replicas")
+                         if k in sched}
     return Result(case, predicted_sps=sps, fits=bool(run.fits), wall_s=time.perf_counter() - t0, basis=basis,
-                  cycles=int(run.total_cycles), extra={"graph_reused": reused} if reused else {})
+                  cycles=int(run.total_cycles), extra=extra)
+
+
+# the terms of an optimizer step's cycles (ModelRun.schedule, emulator/pipeline.py) a breakdown reports
+SCHEDULE_TERMS = ("steady_cycles_per_microbatch", "fill_drain_cycles", "optimizer_cycles", "allreduce_cycles",
+                  "stream_cycles")
+
+
+def step_breakdown(r: Result) -> dict[str, float] | None:
+    """Shares of the optimizer step: the steady-state micro-batches (grad_accum x the steady cycles), the
+    pipeline fill and drain, the optimizer, the gradient all-reduce and the host streams, each / step cycles.
+    None when the run has no schedule."""
+    s = r.extra.get("schedule") or {}
+    step = float(s.get("step_cycles") or 0)
+    if step <= 0:
+        return None
+    ga = float(s.get("grad_accum") or 1)
+    out = {"steady": ga * float(s.get("steady_cycles_per_microbatch", 0)) / step}
+    for k, name in (("fill_drain_cycles", "fill_drain"), ("optimizer_cycles", "optimizer"),
+                    ("allreduce_cycles", "allreduce"), ("stream_cycles", "stream")):
+        out[name] = float(s.get(k, 0)) / step
+    return out
 
 
 # ============================================================================ formatting

@@ -177,3 +177,13 @@ def test_heldout_rows_map_to_their_submissions_configs():
         assert cfg.ipus == c.config["ipus"]
     assert cases["gc-v1.0-pod16-resnet-closed"].config["optimizer"] == "momentum"
     assert cases["gc-v2.0-bow-pod16-resnet-closed"].config["optimizer"] == "lars"
+
+
+def test_step_breakdown_shares_of_the_optimizer_step():
+    sched = dict(step_cycles=1000, grad_accum=4, steady_cycles_per_microbatch=200, fill_drain_cycles=100,
+                 optimizer_cycles=50, allreduce_cycles=40, stream_cycles=10)
+    r = V.Result(_case(), predicted_sps=1.0, extra={"schedule": sched})
+    b = V.step_breakdown(r)
+    assert b == pytest.approx(dict(steady=0.8, fill_drain=0.1, optimizer=0.05, allreduce=0.04, stream=0.01))
+    assert sum(b.values()) == pytest.approx(1.0)
+    assert V.step_breakdown(V.Result(_case())) is None
