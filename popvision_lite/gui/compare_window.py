@@ -16,6 +16,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.compare import compare
+from popvision_lite.gui.export import ReportExporter
+from popvision_lite.gui.export import dialogs as export_actions
+from popvision_lite.gui.state.document import Document
+from popvision_lite.gui.state.loading import load_document_data
 from popvision_lite.gui.views import compare as V
 
 PAGES = (
@@ -57,8 +61,6 @@ class CompareWindow(QMainWindow):
         self._build_menu()
 
     def _build_menu(self) -> None:
-        from popvision_lite.gui.export import dialogs as export_actions
-
         m = self.menuBar().addMenu("&File")
         m.addAction("Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()))
         m.addAction("Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()))
@@ -107,8 +109,6 @@ class CompareWindow(QMainWindow):
         """Every page's plots (PNG) and tables (CSV) + the comparison as summary.md / index.html."""
         from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-        from popvision_lite.gui.export import ReportExporter
-
         if folder is None:
             folder = QFileDialog.getExistingDirectory(self, "Export comparison report into folder")
             if not folder:
@@ -143,8 +143,6 @@ def compare_key(doc_b_path) -> tuple:
 
 def _load_two(task, path_a: str, path_b: str):
     """Worker: open both profiles and compute the comparison (the window then only draws)."""
-    from popvision_lite.gui.state.loading import load_document_data
-
     ra = load_document_data(task, path_a)
     try:
         task.check_cancelled()
@@ -163,8 +161,6 @@ def _load_two(task, path_a: str, path_b: str):
 
 def open_compare(main_window, path_a, path_b, on_open=None):
     """Open ``path_a`` and ``path_b`` off the GUI thread, then show them in compare mode."""
-    from popvision_lite.gui.state.document import Document
-
     path_a, path_b = str(path_a), str(path_b)
 
     def loaded(res):

@@ -10,7 +10,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from popvision_lite.analysis.liveness import liveness_curve
+from popvision_lite.analysis.summary import summarize
 from popvision_lite.errors import ConfigError
+from popvision_lite.gui.app import create_app
+from popvision_lite.gui.export.plots import export_plot, export_target, export_widget_png
+from popvision_lite.gui.export.tables import export_table, view_tables
+from popvision_lite.gui.state.document import Document
+from popvision_lite.gui.views import VIEW_REGISTRY
+from popvision_lite.profile.csv_export import table_frame
+from popvision_lite.profile.reader import open_profile
 
 DEFAULT_SIZE = (1400, 900)
 
@@ -89,8 +98,6 @@ def wait_ready(view, timeout: float = READY_TIMEOUT_S) -> None:
 
 def fit_item(host, item, width: int, height: int, view=None) -> None:
     """Resize ``host`` until ``item`` (as exported) is about ``width`` x ``height`` scene pixels."""
-    from popvision_lite.gui.export.plots import export_target
-
     target = export_target(item)
     for _ in range(5):
         r = target.sceneBoundingRect()
@@ -105,8 +112,6 @@ def _csv_frame(profile, view: str, view_widget):
     """The table a single-profile view exports as CSV."""
     import pandas as pd
 
-    from popvision_lite.profile.csv_export import table_frame
-
     if view == "memory":
         return table_frame(profile, "memory_by_tile")
     if view in ("execution", "steps"):
@@ -114,19 +119,13 @@ def _csv_frame(profile, view: str, view_widget):
     if view == "ops":
         return table_frame(profile, "ops")
     if view == "liveness":
-        from popvision_lite.analysis.liveness import liveness_curve
-
         return liveness_curve(profile)
     if view == "roofline":
-        from popvision_lite.gui.export.tables import view_tables
-
         tables = view_tables(view_widget)
         if tables:
             return next(iter(tables.values()))
         return table_frame(profile, "ops")
     if view == "summary":
-        from popvision_lite.analysis.summary import summarize
-
         s = summarize(profile)
         rows = [("device", s.target.name), ("ipus", s.target.num_ipus), ("tiles", s.target.num_tiles),
                 ("clock_hz", s.clock_hz), ("model", s.model), ("fits", s.fits), ("total_cycles", s.total_cycles),
@@ -151,12 +150,6 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
     """Write ``view`` of ``profile_path`` (compared with ``compare`` when given) to ``output``.
     ``torch_trace``: a PyTorch profiler trace whose GPU kernels the roofline view plots as measured points."""
     from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
-
-    from popvision_lite.gui.app import create_app
-    from popvision_lite.gui.export.plots import export_plot, export_widget_png
-    from popvision_lite.gui.export.tables import export_table
-    from popvision_lite.gui.state.document import Document
-    from popvision_lite.profile.reader import open_profile
 
     _quiet_offscreen_notes()
     suffix = Path(output).suffix.lower()
@@ -188,8 +181,6 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
                 raise ConfigError("--torch-trace applies to --view roofline only")
             if table and view not in ("roofline", "verdict"):
                 return f"{export_table(_csv_frame(docs[0].profile, view, None), output)} rows"
-            from popvision_lite.gui.views import VIEW_REGISTRY
-
             reg_key, item_key = SINGLE[view]
             factory = next(f for k, _, f in VIEW_REGISTRY if k == reg_key)
             widget = factory(docs[0])

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QTabWidget,
 )
 
+from popvision_lite import __version__
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.document_widget import DocumentWidget
@@ -459,8 +460,6 @@ class MainWindow(QMainWindow):
                                 "<p>Views add their own keys; see each view's tooltips.</p>")
 
     def show_about(self) -> None:
-        from popvision_lite import __version__
-
         QMessageBox.about(self, "About popvision-lite",
                           f"<b>popvision-lite {__version__}</b><p>A profiler for tile-based AI processors "
                           "(Graphcore IPU), with its own tile-level emulator.</p>")

@@ -20,8 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
+from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
 from popvision_lite.emulator.progress import parse_progress
+from popvision_lite.emulator.run_config import normalise_device
 from popvision_lite.errors import ConfigError, EmulatorError
+from popvision_lite.gui.start_page import sample_dirs
 from popvision_lite.gui.workers import Cancelled
 
 DEVICES = ("ipu-mk2", "ipu-bow", "ipu-mk1")
@@ -48,11 +52,7 @@ def settings_from_profile(profile) -> dict:
 
 def config_toml(settings: dict) -> str:
     """A run-config TOML (see emulator/run_config.py) that reproduces ``settings`` exactly."""
-    from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
-
     if settings.get("onnx"):  # an imported ONNX model (Run > New emulation… with an .onnx file)
-        from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
-
         return onnx_toml(settings)
     model = settings.get("model")
     if model not in MODEL_NAMES:
@@ -174,8 +174,6 @@ def change_setting(settings: dict, name: str, text: str) -> dict:
             raise ConfigError(f"setting '{name}': expected on or off, got {text!r}")
         v = low in ("true", "on", "yes", "1")
     elif name == "device":
-        from popvision_lite.emulator.run_config import normalise_device
-
         v = normalise_device(text, "setting 'device'")
     elif name == "precision":
         if text not in ("fp16", "fp32"):
@@ -188,8 +186,6 @@ def change_setting(settings: dict, name: str, text: str) -> dict:
 
 def _in_samples_folder(path) -> bool:
     """True when ``path`` is (in) one of the bundled sample folders."""
-    from popvision_lite.gui.start_page import sample_dirs
-
     try:
         p = Path(path).resolve()
     except OSError:

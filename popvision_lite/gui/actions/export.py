@@ -21,6 +21,8 @@ from PySide6.QtWidgets import (
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import export as ex
 from popvision_lite.gui.export.dialogs import export_plot_dialog, export_table_dialog, status_message
+from popvision_lite.profile.chrome_trace import export_chrome_trace
+from popvision_lite.ranges import parse_steps, parse_tiles
 
 
 def _current_view(mw):
@@ -76,8 +78,6 @@ class ChromeTraceDialog(QDialog):
 
 def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = None, tiles: str | None = None):
     """Ask for a step window, tile subset and file; write the trace on a worker thread with progress."""
-    from popvision_lite.ranges import parse_steps, parse_tiles
-
     doc = mw.current_document()
     if doc is None:
         QMessageBox.information(mw, "Export Chrome trace", "Open a profile first.")
@@ -99,8 +99,6 @@ def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = 
             return None
 
     def work(task, profile, out):
-        from popvision_lite.profile.chrome_trace import export_chrome_trace
-
         return export_chrome_trace(profile, out, step_range=step_range, tiles=tile_list,
                                    progress=lambda done, total: task.progress(done / max(total, 1), "writing"))
 

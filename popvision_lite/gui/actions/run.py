@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from popvision_lite.analysis.compare import compare
+from popvision_lite.emulator.models.workloads import MODEL_NAMES
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tests and callers use as run.X)
     BOOL_SETTINGS,
@@ -43,6 +45,9 @@ from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tes
     run_emulation,
     settings_from_profile,
 )
+from popvision_lite.gui.compare_window import compare_documents, compare_key
+from popvision_lite.gui.state.document import Document
+from popvision_lite.gui.state.loading import load_document_data
 
 
 # ----------------------------------------------------------------------------- dialogs
@@ -51,8 +56,6 @@ class EmulationDialog(QDialog):
 
     def __init__(self, settings: dict | None = None, out: str = "", parent=None):
         super().__init__(parent)
-        from popvision_lite.emulator.models.workloads import MODEL_NAMES
-
         self.setWindowTitle("New emulation")
         s = default_settings() | dict(settings or {})
         self.base = s
@@ -193,11 +196,6 @@ def start_emulation(mw, settings: dict, out, compare_with=None, argv=None, on_do
 
 def open_against(mw, doc_a, path_b, on_done=None):
     """Open ``path_b`` and show it in compare mode with the open document ``doc_a``."""
-    from popvision_lite.analysis.compare import compare
-    from popvision_lite.gui.compare_window import compare_documents, compare_key
-    from popvision_lite.gui.state.document import Document
-    from popvision_lite.gui.state.loading import load_document_data
-
     def load_and_compare(task, path):  # worker thread: the window only draws
         profile, cache = load_document_data(task, path)
         try:
@@ -229,8 +227,6 @@ def starting_settings(document) -> dict | None:
     defaults)."""
     if document is None:
         return None
-    from popvision_lite.emulator.models.workloads import MODEL_NAMES
-
     try:
         s = settings_from_profile(document.profile)
     except (AttributeError, KeyError, TypeError, ValueError):

@@ -9,11 +9,10 @@ import pandas as pd
 
 from popvision_lite.gui.compare_window import open_compare
 from popvision_lite.gui.views.sweep_view import SweepView
+from popvision_lite.sweep.results import open_sweep
 
 
 def _load(task, path: str):
-    from popvision_lite.sweep.results import open_sweep
-
     task.progress(0.1, f"reading {Path(path).name}")
     return open_sweep(path)
 

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from popvision_lite.atomic_io import write_bytes_atomic
 from popvision_lite.errors import ConfigError, ProfileError
+from popvision_lite.gui import theme
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_PIXELS = 16384  # per side; Qt refuses bigger QImages on some platforms
@@ -57,8 +58,6 @@ def render_image(item, width: int | None = None, height: int | None = None, dpi:
         raise ConfigError("the plot has no size yet (its view was never shown); show the view first")
     bg = exp.params["background"]
     if bg.alpha() == 0:  # transparent PNGs look blank in most viewers: use the plot background
-        from popvision_lite.gui import theme
-
         exp.params["background"] = pg.mkColor(theme.colors()["plot_bg"])
     if width is not None:
         exp.params["width"] = int(width)  # height follows the aspect ratio ...

@@ -9,15 +9,15 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
+from popvision_lite.analysis.summary import format_bytes, format_seconds, summarize
+from popvision_lite.analysis.verdict import verdict
 from popvision_lite.atomic_io import write_bytes_atomic
-from popvision_lite.errors import ProfileError
+from popvision_lite.errors import PopvisionError, ProfileError
 from popvision_lite.gui.export.plots import export_png, items_exportable, view_plot_items
 from popvision_lite.gui.export.tables import export_table, slug, view_tables
 
 
 def summary_markdown(profile) -> str:
-    from popvision_lite.analysis.summary import format_bytes, format_seconds, summarize
-
     s = summarize(profile)
     t = s.target
     lines = [f"# Profile report: {Path(str(profile.path)).name}", "",
@@ -40,9 +40,6 @@ def summary_markdown(profile) -> str:
 
 def _verdict_markdown(profile) -> list[str]:
     """The IPU-or-GPU verdict section of the report (empty, with the reason, when it cannot be made)."""
-    from popvision_lite.analysis.verdict import verdict
-    from popvision_lite.errors import PopvisionError
-
     try:
         v = verdict(profile)
     except PopvisionError as e:

@@ -6,12 +6,12 @@ import pandas as pd
 from PySide6.QtWidgets import QTableView, QWidget
 
 from popvision_lite.errors import ConfigError
+from popvision_lite.gui.table_model import DataFrameModel
+from popvision_lite.profile.csv_export import write_frame_csv
 
 
 def export_table(data, path) -> int:
     """Write a DataFrame (or a DataFrameModel's frame) as CSV atomically; returns the row count."""
-    from popvision_lite.profile.csv_export import write_frame_csv
-
     df = data.df if hasattr(data, "df") and not isinstance(data, pd.DataFrame) else data
     if not isinstance(df, pd.DataFrame):
         raise ConfigError(f"cannot export {type(data).__name__} as CSV")
@@ -29,8 +29,6 @@ def view_tables(view) -> dict[str, pd.DataFrame]:
     """Tables shown by ``view``: its ``tables()`` if it has one, else every DataFrameModel table in it."""
     if callable(getattr(view, "tables", None)):  # the export protocol: a method, not a widget attribute
         return dict(view.tables())
-    from popvision_lite.gui.table_model import DataFrameModel
-
     out: dict[str, pd.DataFrame] = {}
     if not isinstance(view, QWidget):
         return out

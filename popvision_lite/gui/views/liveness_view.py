@@ -17,6 +17,7 @@ from popvision_lite.analysis.liveness import (
 )
 from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui import theme
+from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.units import KIB
 
@@ -205,8 +206,6 @@ class LivenessView(QWidget):
         row = self.var_model.row(index.row())
         op = int(row["op_id"])
         if op >= 0:
-            from popvision_lite.gui.state.resolve import select_op
-
             select_op(self.document, op, SOURCE)  # the op that produced the variable, its steps and tiles
 
     def _selection_changed(self, state) -> None:

@@ -11,8 +11,11 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBox
 
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.gui import theme
+from popvision_lite.gui.export import slug
+from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.theme import PHASE_COLORS
+from popvision_lite.gui.views.verdict_panel import VerdictPanel
 
 
 class SummaryView(QWidget):
@@ -89,8 +92,6 @@ class SummaryView(QWidget):
         scroll.setFrameShape(QScrollArea.NoFrame)
         scroll.setWidget(self.info)
         ll.addWidget(scroll, 1)
-        from popvision_lite.gui.views.verdict_panel import VerdictPanel  # IPU-or-GPU verdict (own widget)
-
         self.verdict = VerdictPanel(document)
         ll.addWidget(self.verdict)
         lay = QHBoxLayout(self)
@@ -154,8 +155,6 @@ class SummaryView(QWidget):
  {html.escape(str(s.run.get("emulator_version", "?")))}</p>""")
 
     def _op_clicked(self, index):
-        from popvision_lite.gui.state.resolve import select_op
-
         row = self.ops_model.row(index.row())
         select_op(self.document, int(row["op_id"]), "summary")  # op, its steps and tiles
 
@@ -164,8 +163,6 @@ class SummaryView(QWidget):
 
     def tables(self) -> dict:
         """The top-ops table (named as the generic export named it) and the verdict table."""
-        from popvision_lite.gui.export import slug
-
         tip = self.ops_table.toolTip().split(";")[0][:40]
         return {slug(tip): self.ops_model.df, **self.verdict.tables()}
 

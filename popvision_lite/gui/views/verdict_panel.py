@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLay
 
 from popvision_lite import devices
 from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis.summary import summarize
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
@@ -68,8 +69,6 @@ class VerdictPanel(QWidget):
         prof = self.document.profile
         try:
             if hasattr(self.document, "cached"):
-                from popvision_lite.analysis.summary import summarize
-
                 summ = self.document.cached("summary", summarize, prof)   # the Summary view's, already made
                 self.result = self.document.cached(("verdict", gid, n), verdict, prof, gid, n, 1_000_000, summ)
             else:

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.analysis import compare as C
+from popvision_lite.analysis import roofline as rl
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.gui.views.compare.common import notes_label
@@ -20,8 +21,6 @@ class CompareRooflinePage(QWidget):
     """Both runs' ops on one log-log roofline with both targets' roofs (A solid blue, B dashed orange)."""
 
     def __init__(self, cmp: C.Comparison, parent=None):
-        from popvision_lite.analysis import roofline as rl
-
         super().__init__(parent)
         self.cmp = cmp
         self.ra = rl.analyze(cmp.a, gpus=())

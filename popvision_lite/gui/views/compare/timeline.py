@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
 from popvision_lite.analysis import compare as C
 from popvision_lite.gui import theme
 from popvision_lite.gui.theme import STEP_KIND_COLORS
+from popvision_lite.profile import schema
 
 
 class CompareTimelinePage(QWidget):
@@ -20,8 +21,6 @@ class CompareTimelinePage(QWidget):
     one lane per step kind, x axes linked, and one cursor drawn in both."""
 
     def __init__(self, cmp: C.Comparison, parent=None):
-        from popvision_lite.profile import schema
-
         super().__init__(parent)
         self.cmp = cmp
         self.glw = pg.GraphicsLayoutWidget()
@@ -86,8 +85,6 @@ class CompareTimelinePage(QWidget):
         return i if t_us <= start[i] + dur[i] else -1
 
     def set_cursor(self, t_us: float) -> None:
-        from popvision_lite.profile import schema
-
         for c in self.cursors:
             c.setValue(t_us)
         parts = []

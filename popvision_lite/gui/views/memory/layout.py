@@ -26,6 +26,7 @@ from popvision_lite.analysis.tile_memory import (
 )
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.workers import start_task
 from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 
 LSTEP = "lstep"  # extra measure: not-always-live bytes at the selected liveness step
@@ -243,8 +244,6 @@ class MemoryLayout:
         self.over_box.toggled.connect(lambda _: self._draw_over())
         document.selection.changed.connect(self._selection_changed)
         theme.notifier.changed.connect(self._restyle)
-        from popvision_lite.gui.workers import start_task
-
         self._prefetch = start_task(_prefetch_variables, self.tm, title="Indexing variables by tile")
         # a bound slot, not a lambda: Qt drops the connection when this view is deleted before the
         # indexing task ends (a lambda outlived the view and wrote to a deleted QLabel)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from popvision_lite.analysis import selection as S
 from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.analysis.tile_memory import (
     PERCENT,
@@ -25,6 +26,7 @@ from popvision_lite.analysis.tile_memory import (
 )
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+from popvision_lite.gui.state.resolve import SYNC_CELLS
 from popvision_lite.gui.theme import CATEGORY_COLORS
 from popvision_lite.gui.views.memory.layout import LAYOUTS, LSTEP, VARIABLE_COLUMNS, MemoryLayout
 from popvision_lite.profile import schema
@@ -361,9 +363,6 @@ class MemoryView(MemoryLayout, QWidget):
         if len(tiles) == 0 and state.op_id is not None:
             # views normally send the op's tiles (gui/views/selection_resolve.py); if not, resolve
             # here unless that means reading a large step x tile window on the GUI thread
-            from popvision_lite.analysis import selection as S
-            from popvision_lite.gui.state.resolve import SYNC_CELLS
-
             op, key = int(state.op_id), ("op_tiles", int(state.op_id))
             steps = S.op_steps(self.profile, op)
             if self.document.has_cached(key) or len(steps) * self.tm.num_tiles <= SYNC_CELLS:

@@ -11,7 +11,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from popvision_lite.analysis import roofline as rl
+from popvision_lite.analysis import workload as wl
 from popvision_lite.analysis.torch_trace import plottable
+from popvision_lite.analysis.verdict import verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR, LEVEL_COLORS
@@ -142,9 +144,6 @@ class RooflineDrawing:
         """The Summary's verdict for the first GPU shown (same cache entry), or None for a profile without a run."""
         if not a.gpus:
             return None
-        from popvision_lite.analysis import workload as wl
-        from popvision_lite.analysis.verdict import verdict
-
         prof = self.document.profile
         try:
             gid, n = a.gpus[0].device_id, wl.chips(prof)[0]  # the Summary panel's default: all the run's IPUs

@@ -35,9 +35,11 @@ from popvision_lite.analysis.torch_trace import load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
+from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.views.roofline.drawing import RooflineDrawing, RooflineTooltips
 from popvision_lite.gui.views.roofline.labels import CeilingLabels
 from popvision_lite.gui.views.roofline.table import RooflineTableModel
+from popvision_lite.gui.workers import Worker
 
 DEFAULT_CHECKED = ("a100-80gb", "h100-sxm")
 RESIZE_ROWS = 40  # rows Qt measures for the table's column widths
@@ -204,8 +206,6 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
                 return
             self._show(result)
             return
-        from popvision_lite.gui.workers import Worker
-
         self.notes.setText("Computing the roofline…")
         w = Worker(lambda task: rl.analyze(prof, gpus, scale), title="Roofline analysis")
         w.signals.result.connect(lambda res, k=key: self._analysis_done(k, res))
@@ -238,8 +238,6 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
 
     def import_trace(self, path):
         """Parse a PyTorch trace off the GUI thread; the points appear when done. Returns the worker."""
-        from popvision_lite.gui.workers import Worker
-
         def work(task, p):
             return load_torch_trace(p)
 
@@ -271,8 +269,6 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         doc = self.document
         if hasattr(doc, "cached") and hasattr(doc.profile, "programs"):
             try:
-                from popvision_lite.gui.state.resolve import select_op
-
                 select_op(doc, int(op_id), self.SOURCE)
                 return
             except (KeyError, AttributeError, ValueError):
