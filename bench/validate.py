@@ -4,6 +4,7 @@ broken into the terms of the schedule.
     python -m bench.validate                   # the 12 measured rows; updates docs/emulator-fidelity.md
     python -m bench.validate --only pod64      # rows whose id or label contains the text; doc untouched
     python -m bench.validate --no-doc
+    python -m bench.validate --jobs 1          # one process (the emulation itself is single-threaded)
 
 Same code as ``popvision-lite validate`` (``popvision_lite/validation.py``): the rows of
 ``../shared/validation`` and the held-out rows (``resources/validation``), each with its submission's config.
@@ -28,6 +29,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", action="append", default=[], help="rows whose id or label contains this text")
     p.add_argument("--data", default=None, help="folder with mlperf_training.csv")
     p.add_argument("--no-doc", action="store_true", help="do not update docs/emulator-fidelity.md")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2: this machine's cores)")
     args = p.parse_args(argv)
     try:
         rows = V.load_rows(V.data_dir(args.data)) + V.load_heldout_rows()
@@ -38,19 +40,18 @@ def main(argv=None) -> int:
     if args.only:
         keys = [o.lower() for o in args.only]
         cases = [c for c in cases if any(k in c.id.lower() or k in c.label.lower() for k in keys)]
-    order = sorted(range(len(cases)), key=lambda i: (cases[i].model, cases[i].device, repr(sorted(
-        (k, repr(v)) for k, v in cases[i].config.items() if k not in ("replicas", "grad_accum", "ipus", "optimizer")))))
-    results: dict[int, V.Result] = {}
-    for i in order:  # rows sharing a replica graph one after another (the emulator reuses it)
-        c = cases[i]
-        print(f"emulating {c.id}: {c.label} on {c.device}", flush=True)
-        r = V.predict(c)
-        results[i] = r
+    print(f"{len(cases)} rows in {len(V.graph_groups(cases))} replica graphs, {args.jobs} worker process(es)",
+          flush=True)
+
+    def report(c, r):
+        print(f"{c.id}: {c.label} on {c.device}: ratio {r.ratio if r.ratio is None else round(r.ratio, 3)}, "
+              f"{V.wall_text(r)}", flush=True)
         print("BENCH-RESULT " + json.dumps(dict(
             name=f"validate/{c.id}", measured_sps=c.measured_sps, predicted_sps=r.predicted_sps, ratio=r.ratio,
             fits=r.fits, cycles=r.cycles, emulation_wall_s=round(r.wall_s, 2), basis=r.basis, error=r.error,
             breakdown=V.step_breakdown(r))), flush=True)
-    ordered = [results[i] for i in range(len(cases))]
+
+    ordered = V.run_cases(cases, jobs=args.jobs, report=report)
     print()
     print(V.format_table(ordered))
     print()

@@ -187,3 +187,21 @@ def test_step_breakdown_shares_of_the_optimizer_step():
     assert b == pytest.approx(dict(steady=0.8, fill_drain=0.1, optimizer=0.05, allreduce=0.04, stream=0.01))
     assert sum(b.values()) == pytest.approx(1.0)
     assert V.step_breakdown(V.Result(_case())) is None
+
+
+def test_graph_groups_and_worker_processes_give_the_serial_results():
+    """Rows that differ only in composition fields share a replica graph (one group, one process); running
+    the groups in two worker processes gives the same predictions as one after another."""
+    mk = dict(model="mlp", sample_unit="samples", measured_sps=None, tuned=False)
+    cases = [V.Case(id="a", label="a", config=dict(batch=8, hidden=64, layers=2, replicas=1), **mk),
+             V.Case(id="b", label="b", config=dict(batch=16, hidden=64, layers=2, replicas=1), **mk),
+             V.Case(id="c", label="c", config=dict(batch=8, hidden=64, layers=2, replicas=4, ipus=4), **mk)]
+    assert sorted(sorted(g) for g in V.graph_groups(cases)) == [[0, 2], [1]]
+    seen = []
+    serial = V.run_cases(cases, jobs=1, report=lambda c, r: seen.append(c.id))
+    assert sorted(seen) == ["a", "b", "c"] and all(r.error == "" for r in serial)
+    assert serial[2].extra.get("graph_reused") is True  # c after a in one process: a's graph
+    parallel = V.run_cases(cases, jobs=2)
+    assert [r.case.id for r in parallel] == ["a", "b", "c"]
+    assert [r.predicted_sps for r in parallel] == [r.predicted_sps for r in serial]
+    assert serial[1].predicted_sps != serial[0].predicted_sps

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
 from popvision_lite.validation import (
     CSV_NAME,
@@ -18,11 +19,12 @@ from popvision_lite.validation import (
     data_dir,
     fmt,
     format_table,
+    graph_groups,
     load_heldout_rows,
     load_rows,
-    predict,
     render_section,
     row_configs,
+    run_cases,
     wall_text,
     write_doc,
 )
@@ -42,6 +44,8 @@ def add_arguments(p) -> None:
                    help="only the rows of ../shared/validation, not the held-out measured runs "
                         "(resources/validation/mlperf_training_heldout.csv)")
     p.add_argument("--list", action="store_true", help="print the configurations, emulate nothing")
+    p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
+                   help="worker processes (rows sharing a replica graph stay in one; default 1)")
     p.add_argument("--write-doc", action="store_true",
                    help="replace the generated section of docs/emulator-fidelity.md with the results")
 
@@ -70,20 +74,16 @@ def run(args) -> int:
             print(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
                   + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured"))
         return 0
-    results = {}
-    # rows that share one replica's graph run one after another: the emulator reuses it (emulated.py)
-    order = sorted(range(len(cases)), key=lambda i: (cases[i].model, cases[i].device, repr(sorted(
-        (k, repr(v)) for k, v in cases[i].config.items() if k not in ("replicas", "grad_accum", "ipus", "optimizer")))))
-    for i in order:
-        c = cases[i]
-        print(f"emulating {c.id} ({c.label}, {c.device}) ...", flush=True)
-        r = predict(c)
-        results[i] = r
+    print(f"emulating {len(cases)} rows in {len(graph_groups(cases))} replica graphs"
+          + (f" on {args.jobs} worker processes" if args.jobs > 1 else "") + " ...", flush=True)
+
+    def report(c, r):
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
                             f"{'fits' if r.fits else 'does not fit'}, {wall_text(r)}")
-        print(f"  {state}", flush=True)
-    results = [results[i] for i in range(len(cases))]
+        print(f"{c.id} ({c.label}, {c.device}): {state}", flush=True)
+
+    results = run_cases(cases, jobs=args.jobs, report=report)
     print()
     print(format_table(results))
     print()

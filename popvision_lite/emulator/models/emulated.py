@@ -249,6 +249,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         res = _fresh_result(res, config)
         wall["reused"] = True
     else:
+        _GRAPH_CACHE.clear()  # free the previous graph before building the next (peak memory: one graph)
         tick("planning and building graph", 0.0)
         be, built = build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
@@ -257,8 +258,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
         wall.update({k: v for k, v in res.wall_seconds.items()})
         if key is not None:
-            _GRAPH_CACHE.clear()  # one graph kept: sweeps and the validation report reuse it row after row
-            _GRAPH_CACHE[key] = (be, built, eng, res)
+            _GRAPH_CACHE[key] = (be, built, eng, res)  # one graph kept: sweeps and the validation report reuse it
             res = _fresh_result(res, config)
     tick("checking numerics", 0.8)
     checks = {}
