@@ -308,7 +308,7 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
                   cycles=int(run.total_cycles), extra=extra)
 
 
-# the terms of an optimizer step's cycles (ModelRun.schedule, emulator/pipeline.py) a breakdown reports
+# the terms of an optimizer step's cycles (ModelRun.schedule, emulator/models/pipeline.py) a breakdown reports
 SCHEDULE_TERMS = ("steady_cycles_per_microbatch", "fill_drain_cycles", "optimizer_cycles", "allreduce_cycles",
                   "stream_cycles")
 

@@ -5,7 +5,7 @@ Two kinds of ops table exist:
 * **whole-graph runs** (mlp, conv, gnn, resnet, one-graph BERT): every row is one op of ONE micro-batch of one
   replica, as the graph runs it.  Recomputation has its own rows (``.../recompute/...``) and the graph's
   optimizer-update ops are rows too.  ``table_runs`` = 1.
-* **pipelined runs** (``emulator/pipeline.py``: BERT / GPT stage programs): a row is one op of one stage
+* **pipelined runs** (``emulator/models/pipeline.py``: BERT / GPT stage programs): a row is one op of one stage
   program, and its ``flops``, ``bytes_sram``, ``bytes_exchange``, ``bytes_ipu_link``, ``bytes_ddr`` and cycle
   columns are TOTALS over one training step of one replica; ``min_bytes`` is per run.  The op runs
   ``calls_per_microbatch`` times per micro-batch (the layers on its IPU for a layer-body op, else once),
@@ -200,7 +200,7 @@ def op_counts(profile) -> OpCounts:
                         basis="run['op_counts'] (written with the pipelined profile)")
     split = sched.get("layer_split")
     if isinstance(split, list) and split and n and names.str.match(r"ipu\d+/").all():
-        # a pipelined profile of format 2.0: the rule its writer applied (emulator/pipeline.py::_profile):
+        # a pipelined profile of format 2.0: the rule its writer applied (emulator/models/pipeline.py::_profile):
         # attention / FFN blocks per IPU when the schedule lists them, else whole layers per IPU
         calls = np.ones(n, np.int64)
         per_ipu = sched.get("blocks_per_ipu")

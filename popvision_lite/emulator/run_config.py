@@ -48,7 +48,7 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
 ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt", "resnet"),
             "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
-            # pipelined / replicated training composition (emulator/pipeline.py) is built for BERT
+            # pipelined / replicated training composition (emulator/models/pipeline.py) is built for BERT
             **{k: ("bert", "gpt") for k in ("layer_split", "packing")}, "outline": ("bert", "gpt", "resnet"),
             "mask_tokens": ("bert",),
             "pipeline_placement": ("bert",)}

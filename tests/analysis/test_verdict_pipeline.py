@@ -1,4 +1,4 @@
-"""The verdict on pipelined / replicated profiles (emulator/pipeline.py): the ops table holds per-step totals of
+"""The verdict on pipelined / replicated profiles (emulator/models/pipeline.py): the ops table holds per-step totals of
 one replica, so the GPU side must undo the multipliers, launch one kernel per layer call, leave out the IPU's
 recomputation, add the optimizer and all-reduce, and count all the run's IPUs (issue 15, bug A)."""
 

@@ -1,5 +1,5 @@
 """Pipeline / replication schedule arithmetic (emulator/schedule.py) on hand-worked cases, and the
-composed BERT runs built on it (emulator/pipeline.py)."""
+composed BERT runs built on it (emulator/models/pipeline.py)."""
 
 import numpy as np
 import pytest

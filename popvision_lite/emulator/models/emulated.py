@@ -1,6 +1,6 @@
-"""EmulatorBackend: builds a model (written against ``backend.Backend``) into an emulator graph,
-and ``run_model`` - build, compile, run, compare with the numpy reference; ``write_run`` writes the
-profile (called by the command line, which owns the output file)."""
+"""``run_model``: build a model with the EmulatorBackend (emulator_backend.py), compile, run and compare with
+the numpy reference, or compose a pipelined / replicated run (pipeline.py); ``write_run`` writes the profile
+(called by the command line, which owns the output file)."""
 
 from __future__ import annotations
 
@@ -9,166 +9,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.engine import Engine
-from popvision_lite.emulator.graph import Graph
-from popvision_lite.emulator.ops import basic as ops
-from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.norm_pool import EmulatorNormPool
+from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.target import Target
 
-from .backend import NP_DTYPE, Backend, NumpyBackend
+from .backend import NumpyBackend
+from .emulator_backend import EmulatorBackend
+from .pipeline import compose_whole_graph, run_pipelined
 from .workloads import ModelConfig, build
-
-
-class EmulatorBackend(EmulatorNormPool, Backend):
-    def __init__(self, target: Target, precision="fp16", needs_values: bool = True,
-                 available_memory_proportion: float | None = None):
-        super().__init__(precision, target.num_ipus)
-        self.needs_values = needs_values  # False in timing-only mode: no data is generated or kept
-        self.graph = Graph(target)
-        self.ctx = OpContext(self.graph, precision)
-        # Poplar's availableMemoryProportion: the share of tile memory an op's temporaries may use
-        # (planners read ctx.available_memory_proportion; None keeps the op library's default)
-        if available_memory_proportion is not None:
-            self.ctx.available_memory_proportion = float(available_memory_proportion)
-        self.inputs: dict[str, np.ndarray] = {}
-        self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
-        self.marks: list[tuple[str, int]] = []  # (phase name, index into ctx.programs)
-        self.weights: list = []  # trained parameters (training state is sized from them)
-        # outlined timing runs (models/resnet.py): weight tensor id -> blocks sharing it, and the saved
-        # inputs of the blocks that reuse another's tensors (their memory is added per tile)
-        self.multiplicity: dict[int, int] = {}
-        self.saved_copies: list = []
-
-    def mark(self, name):
-        self.marks.append((name, len(self.ctx.programs)))
-
-    def phase_programs(self, name) -> list:
-        """Programs added between mark ``name`` and the next mark."""
-        for i, (n, start) in enumerate(self.marks):
-            if n == name:
-                end = self.marks[i + 1][1] if i + 1 < len(self.marks) else len(self.ctx.programs)
-                return self.ctx.programs[start:end]
-        return []
-
-    def replay(self, phase):
-        self.ctx.add(P.Sequence(list(self.phase_programs(phase)), name=f"{phase}/replay"))
-
-    # the op context follows the backend's IPU
-    def _sync(self):
-        self.ctx.ipu = self.ipu
-
-    def _name(self, name):
-        self._sync()
-        return self.qual(name)
-
-    # ------------------------------------------------------------ tensors
-    def input(self, name, values, dtype=None):
-        q = self._name(name)
-        arr = np.asarray(values)
-        dt = dtype or self.dtype
-        t = self.graph.add_variable(self.ctx.unique(q), arr.shape, dt, mapping=self.ctx.linear_mapping(arr.size))
-        if self.needs_values:
-            self.inputs[t.name] = arr.astype(NP_DTYPE[dt])
-        return t
-
-    def weight(self, name, values, dtype=None, streamed=False):
-        t = self.input(name, values, dtype)
-        self.weights.append(t)
-        if streamed:
-            # the weight's home is streaming memory: load it onto the tiles before it is used
-            buf = self.graph.add_host_buffer(t.name + "@ddr", t.shape, t.dtype, kind="streaming")
-            if t.name in self.inputs:
-                self.inputs[buf.name] = self.inputs.pop(t.name)
-            op = self.ctx.begin_op(t.name + "/load", "stream_copy", plan="weight streamed from DDR",
-                                   min_bytes=t.nbytes)
-            self.ctx.add(P.StreamCopy(buf, t, name=f"{t.name}/load", op=op))
-            self.host_loads[t.name] = (buf, t)
-        return t
-
-    def constant(self, name, values, dtype=None):
-        q = self._name(name)
-        arr = np.asarray(values).astype(NP_DTYPE[dtype or self.dtype])
-        return self.graph.add_constant(self.ctx.unique(q), arr, mapping=self.ctx.linear_mapping(arr.size))
-
-    def _op(self, fn, *args):
-        self._sync()
-        return fn(self.ctx, *args)
-
-    def copy(self, x, name):
-        return self._op(ops.copy, x, self.qual(name))
-
-    def gather_rows(self, table, ids, name):
-        return self._op(ops.gather_rows, table, ids, self.qual(name))
-
-    def matmul(self, a, b, name):
-        return self._op(ops.matmul, a, b, self.qual(name))
-
-    def block_sparse_matmul(self, a, b, mask, block, name):
-        return self._op(ops.block_sparse_matmul, a, b, mask, block, self.qual(name))
-
-    def add(self, a, b, name):
-        return self._op(ops.add, a, b, self.qual(name))
-
-    def mul(self, a, b, name):
-        return self._op(ops.mul, a, b, self.qual(name))
-
-    def add_bias(self, x, bias, name):
-        return self._op(ops.add_bias, x, bias, self.qual(name))
-
-    def scale(self, x, s, name):
-        return self._op(ops.scale, x, s, self.qual(name))
-
-    def relu(self, x, name):
-        return self._op(ops.relu, x, self.qual(name))
-
-    def relu_bwd(self, x, dy, name):
-        return self._op(ops.relu_bwd, x, dy, self.qual(name))
-
-    def gelu(self, x, name):
-        return self._op(ops.gelu, x, self.qual(name))
-
-    def gelu_bwd(self, x, dy, name):
-        return self._op(ops.gelu_bwd, x, dy, self.qual(name))
-
-    def cast(self, x, dtype, name):
-        return self._op(ops.cast, x, dtype, self.qual(name))
-
-    def softmax(self, x, name):
-        return self._op(ops.softmax, x, self.qual(name))
-
-    def softmax_bwd(self, y, dy, name):
-        return self._op(ops.softmax_bwd, y, dy, self.qual(name))
-
-    def layer_norm(self, x, gamma, beta, name):
-        return self._op(ops.layer_norm, x, gamma, beta, self.qual(name))
-
-    def layer_norm_bwd(self, x, gamma, dy, name):
-        return self._op(ops.layer_norm_bwd, x, gamma, dy, self.qual(name))
-
-    def reduce_rows(self, x, name):
-        return self._op(ops.reduce_rows, x, self.qual(name))
-
-    def sgd(self, w, g, lr, name):
-        out = self._op(ops.sgd, w, g, lr, self.qual(name))
-        if w.name in self.host_loads:  # a streamed weight goes back to streaming memory once updated
-            buf, _ = self.host_loads[w.name]
-            op = self.ctx.begin_op(w.name + "/store", "stream_copy", plan="updated weight back to DDR",
-                                   min_bytes=w.nbytes)
-            self.ctx.add(P.StreamCopy(w, buf, name=f"{w.name}/store", op=op))
-        return out
-
-    def pad_hw(self, x, nhwc, p, name):
-        return self._op(ops.pad_hw, x, nhwc, p, self.qual(name))
-
-    def mse_grad(self, y, target, name):
-        return self._op(ops.mse_grad, y, target, self.qual(name))
-
-    def program(self):
-        return self.ctx.sequence("main")
-
 
 # ==================================================================== running a model
 
@@ -293,8 +142,6 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
     fits, total, seconds = res.fits, res.total_cycles, res.seconds
     if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" or cfg.master_weights or cfg.rts \
             or cfg.optimizer_state != "onchip":
-        from popvision_lite.emulator.pipeline import compose_whole_graph
-
         schedule, fits, oom = compose_whole_graph(cfg, be, res, pd_)
         total, seconds = schedule["step_cycles"], schedule["step_seconds"]
         sps = schedule["samples_per_step"] / seconds if seconds > 0 else 0.0
@@ -363,10 +210,8 @@ def _add_outlined_memory(be, pd_) -> bool | None:
 
 
 def _run_composed(cfg, device, timing_only, progress) -> ModelRun:
-    """BERT through the pipeline / replication / training-state composition (emulator/pipeline.py).
+    """BERT through the pipeline / replication / training-state composition (emulator/models/pipeline.py).
     Numerics are not run on this path (each stage program is emulated once, timing only)."""
-    from popvision_lite.emulator.pipeline import run_pipelined
-
     t0 = time.perf_counter()
     pd_, info = run_pipelined(cfg, device, progress=progress)
     wall = dict(info["wall"])

@@ -24,6 +24,8 @@ import numpy as np
 
 from popvision_lite.emulator.ops.norm_pool import conv_windows, global_windows
 
+from .building import Built, _Values, stage_of
+
 # bottleneck blocks per stage for a network depth (depth = 3 * blocks + 2)
 STAGE_BLOCKS = {14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 
@@ -143,8 +145,6 @@ def outlined(be, cfg) -> bool:
 def _params(be, rv, cfg, reps=None):
     """All weights: {'stem': {...}, 'blockI': {...}, 'fc': {...}} and the block specs.  ``reps``: per
     block the index of the block whose weights it shares (outlined timing runs; default itself)."""
-    from .workloads import stage_of
-
     blocks = stage_blocks(cfg.layers)
     P = {}
     specs = []  # (name, cin, width, stride, has_downsample)
@@ -268,8 +268,6 @@ def _weight(p, gname):
 
 
 def build_resnet(be, cfg):
-    from .workloads import Built, _Values, stage_of
-
     validate_resnet(cfg)
     rv = _Values(be, cfg.seed)
     n, hw, ncls = cfg.batch, cfg.image, cfg.vocab

@@ -14,12 +14,13 @@ backward pass re-runs the layer's forward (ops named ``layerN/recompute/...``) b
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
 from popvision_lite.errors import ConfigError
 
+from .building import Built, _Values, stage_of, stage_of_split  # noqa: F401  (names the builders use)
 from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, build_resnet, validate_resnet
 
 BERT_PRESETS = {
@@ -49,7 +50,7 @@ GPT_PRESETS = {
     "gpt3-xl": (24, 2048, 24, 2048), "gpt3-2.7b": (32, 2560, 32, 2048), "gpt3-6.7b": (32, 4096, 32, 2048),
     "gpt3-13b": (40, 5120, 40, 2048), "gpt3-175b": (96, 12288, 96, 2048),
 }
-TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/pipeline.py)
+TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/models/pipeline.py)
 MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS) | set(RESNET_PRESETS)))
 
 
@@ -73,7 +74,7 @@ class ModelConfig:
     lr: float = 0.01
     seed: int = 0
     streaming_weights: bool = False
-    # ---- training at scale (emulator/pipeline.py; see docs/emulator.md "Schedule model") ----
+    # ---- training at scale (emulator/models/pipeline.py; see docs/emulator.md "Schedule model") ----
     replicas: int = 1                  # data-parallel replicas; ipus = replicas x pipeline stages
     pipeline_stages: int = 0           # 0 = one stage per IPU of a replica (ipus // replicas)
     layer_split: list | None = None    # layers per stage (PopART-style); None = even split
@@ -290,45 +291,6 @@ def validate_scale(cfg: ModelConfig) -> None:
                                   f"composition; model '{cfg.model}' does not read it")
 
 
-def stage_of(layer: int, layers: int, ipus: int) -> int:
-    return min(ipus - 1, layer * ipus // max(1, layers))
-
-
-def stage_of_split(layer: int, split: list[int]) -> int:
-    """Pipeline stage of ``layer`` under a layers-per-stage split."""
-    return int(np.searchsorted(np.cumsum(split), layer, side="right"))
-
-
-@dataclass
-class Built:
-    results: dict = field(default_factory=dict)  # name -> handle to compare
-
-
-def _init(rng, shape, fan_in):
-    return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32)
-
-
-class _Values:
-    """Seeded values for a backend; backends that need no data (timing-only, planning) get zeros
-    without drawing (same shapes, no cost).  Index data (ids, graphs) uses its own generator so
-    it is identical in every mode."""
-
-    def __init__(self, be, seed):
-        self.rng = np.random.default_rng(seed)
-        self.on = getattr(be, "needs_values", True)
-
-    def init(self, shape, fan_in):
-        return _init(self.rng, shape, fan_in) if self.on else np.broadcast_to(np.float32(0), shape)
-
-    def normal(self, shape, scale=1.0):
-        if not self.on:
-            return np.broadcast_to(np.float32(0), shape)
-        return (self.rng.standard_normal(shape) * scale).astype(np.float32)
-
-    def const(self, shape, value):
-        return np.broadcast_to(np.float32(value), shape)
-
-
 # ============================================================================ MLP
 
 
@@ -433,7 +395,7 @@ def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False, mark=None):
 
 def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     """The DISTINCT program of one pipeline stage for ONE micro-batch, with ONE outlined encoder
-    layer body (emulator/pipeline.py repeats its cost for the stage's layers).  Phases are marked
+    layer body (emulator/models/pipeline.py repeats its cost for the stage's layers).  Phases are marked
     with ``be.mark``: ``emb_fwd``, ``layer_fwd_att`` / ``layer_fwd_ffn`` (the attention and FFN halves
     of the body), ``head`` (MLM + NSP forward, loss, backward; with ``pipeline_placement = "wrap"`` on
     the first stage the MLM decoder is the embedding table, tied as in BERT and MLPerf's placement),

@@ -32,6 +32,9 @@ from popvision_lite.emulator.profile_builder import StepTileArray, build_profile
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
+from .emulator_backend import EmulatorBackend
+from .workloads import build_bert_stage
+
 PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
           "layer_bwd_ffn", "layer_bwd_att")
 ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
@@ -46,9 +49,6 @@ class StageGraph:
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
                  amp: float | None = None):
-        from popvision_lite.emulator.models.emulated import EmulatorBackend
-        from popvision_lite.emulator.models.workloads import build_bert_stage
-
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp)
         self.handles = build_bert_stage(be, cfg, stage, nstages)

@@ -1,0 +1,49 @@
+"""What every model builder shares: the stage of a layer, the results a build returns and the seeded
+values it draws (timing-only and planning backends get zeros without drawing).  Below both
+``workloads`` (BERT, GPT, MLP, conv, GNN) and ``resnet``, which import it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def stage_of(layer: int, layers: int, ipus: int) -> int:
+    return min(ipus - 1, layer * ipus // max(1, layers))
+
+
+def stage_of_split(layer: int, split: list[int]) -> int:
+    """Pipeline stage of ``layer`` under a layers-per-stage split."""
+    return int(np.searchsorted(np.cumsum(split), layer, side="right"))
+
+
+@dataclass
+class Built:
+    results: dict = field(default_factory=dict)  # name -> handle to compare
+
+
+def _init(rng, shape, fan_in):
+    return (rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32)
+
+
+class _Values:
+    """Seeded values for a backend; backends that need no data (timing-only, planning) get zeros
+    without drawing (same shapes, no cost).  Index data (ids, graphs) uses its own generator so
+    it is identical in every mode."""
+
+    def __init__(self, be, seed):
+        self.rng = np.random.default_rng(seed)
+        self.on = getattr(be, "needs_values", True)
+
+    def init(self, shape, fan_in):
+        return _init(self.rng, shape, fan_in) if self.on else np.broadcast_to(np.float32(0), shape)
+
+    def normal(self, shape, scale=1.0):
+        if not self.on:
+            return np.broadcast_to(np.float32(0), shape)
+        return (self.rng.standard_normal(shape) * scale).astype(np.float32)
+
+    def const(self, shape, value):
+        return np.broadcast_to(np.float32(value), shape)
