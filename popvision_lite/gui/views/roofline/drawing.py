@@ -121,11 +121,17 @@ class RooflineDrawing:
 
         # notes + summary
         t = a.totals
-        lines = [f"Whole model (ops): IPU {format_seconds(t['ops_ipu_time_s'])} on {t['num_ipus']} IPU(s), "
-                 f"{format_flops(t['ipu_achieved_flops'])} achieved, cost/run {format_usd(t['ipu_cost_usd'])}."]
+        n = int(t["num_ipus"])
+        if n > 1:  # the ops' times add up over the IPUs, which run at the same time: say both
+            ipu_time = (f"IPU op time {format_seconds(t['ops_ipu_time_s'])} summed over {n} IPUs (the run: "
+                        f"{format_seconds(t['run_time_s'])}, IPUs overlapping)")
+        else:
+            ipu_time = f"IPU {format_seconds(t['ops_ipu_time_s'])} on 1 IPU"
+        lines = [f"Whole model (ops): {ipu_time}, {format_flops(t['ipu_achieved_flops'])} achieved, cost/run "
+                 f"{format_usd(t['ipu_cost_usd'])}."]
         for g in a.gpus:
             gid = g.device_id
-            short = g.name.replace("NVIDIA ", "")
+            short = g.name.replace("NVIDIA ", "") + (" (one GPU, vs the summed IPU op time)" if n > 1 else "")
             lines.append(f"{short} estimate: {format_seconds(t[f'{gid}_est_time_s'])} "
                          f"({format_speedup(t[f'{gid}_est_speedup'])}), cost/run {format_usd(t[f'{gid}_cost_usd'])}; "
                          f"roofline bound {format_seconds(t[f'{gid}_time_s'])} ({format_speedup(t[f'{gid}_speedup'])}: "
