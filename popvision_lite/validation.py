@@ -371,7 +371,12 @@ def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
         with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
             futs = {pool.submit(_predict_group, [cases[i] for i in g]): g for g in groups}
             for f in cf.as_completed(futs):
-                done(futs[f], f.result())
+                g = futs[f]
+                try:
+                    res = f.result()
+                except Exception as e:  # noqa: BLE001 - a worker killed (out of memory) fails its rows, not the report
+                    res = [Result(cases[i], error=f"worker process failed: {type(e).__name__}: {e}") for i in g]
+                done(g, res)
     return [results[i] for i in range(len(cases))]
 
 
