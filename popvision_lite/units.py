@@ -48,24 +48,25 @@ def format_seconds(s: float) -> str:
     return f"{s} s"
 
 
+def _decimal(v: float, prefixed: tuple, unit: str) -> str:
+    """3 significant digits with the largest decimal prefix ``v`` reaches (``prefixed``: (unit, scale),
+    largest first), else ``unit``; 'n/a' when not finite."""
+    if not _finite(v):
+        return "n/a"
+    for name, scale in prefixed:
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {name}"
+    return f"{v:.3g} {unit}"
+
+
 def format_flops(f: float) -> str:
     """A rate of floating-point operations: 2.5e14 -> '250 TFLOP/s'; 'n/a' when not finite."""
-    if not _finite(f):
-        return "n/a"
-    for unit, scale in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
-        if abs(f) >= scale:
-            return f"{f / scale:.3g} {unit}"
-    return f"{f:.3g} FLOP/s"
+    return _decimal(f, (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)), "FLOP/s")
 
 
 def format_bandwidth(b: float) -> str:
     """Bytes per second, decimal prefixes as bandwidths are quoted: 1.9e14 -> '190 TB/s'."""
-    if not _finite(b):
-        return "n/a"
-    for unit, scale in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)):
-        if abs(b) >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.3g} B/s"
+    return _decimal(b, (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)), "B/s")
 
 
 def format_usd(c: float) -> str:

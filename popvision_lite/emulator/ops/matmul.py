@@ -237,6 +237,24 @@ def _offsets(order, sizes) -> np.ndarray:
     return st
 
 
+def _to_block_major(ctx, X, op: str, tag: str, g, kc, sz, off, bks: int, k_first: bool, batched: bool):
+    """One exchange of operand ``X`` into a block-major temporary ``{op}/{tag}_blocks_major``: block i is the
+    (bks x sz[i]) window at K offset kc[i] and other-dimension offset off[i] (K the first stored dimension when
+    ``k_first``; a leading batch index g[i] when ``batched``).  Returns (temporary, each block's offset in it)."""
+    kcol = np.full(len(kc), bks)
+    shp = np.stack([kcol, sz], 1) if k_first else np.stack([sz, kcol], 1)
+    org = np.stack([kc, off], 1) if k_first else np.stack([off, kc], 1)
+    if batched:
+        shp = np.concatenate([np.ones((len(kc), 1), np.int64), shp], 1)
+        org = np.concatenate([g[:, None], org], 1)
+    src, order = _class_concat(X, shp, org)
+    sizes = sz * bks
+    tot = int(sizes.sum())
+    T = ctx.variable(f"{op}/{tag}_blocks_major", (tot,), X.dtype, mapping=ctx.linear_mapping(tot, grain=4), op=op)
+    ctx.add(P.Copy(src, T.whole(), name=f"{op}/rearrange_{tag}", op=op))
+    return T, _offsets(order, sizes)
+
+
 def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b,
                   out_shape, out_dtype, vt, idx):
     """The plan of ``matmul`` when pm does not divide M or pn does not divide N: the same programs
@@ -261,18 +279,8 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     else:  # block-major temporary: blocks (g, im, ik, p), one exchange from A's layout
         gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
                                                          indexing="ij"))
-        kc = (kk * ps + pp) * bks
-        shp = np.stack([np.full(len(ii), bks), msz[ii]], 1) if ta else np.stack([msz[ii], np.full(len(ii), bks)], 1)
-        org = np.stack([kc, moff[ii]], 1) if ta else np.stack([moff[ii], kc], 1)
-        if ab3:
-            shp = np.concatenate([np.ones((len(ii), 1), np.int64), shp], 1)
-            org = np.concatenate([gg[:, None], org], 1)
-        src, order = _class_concat(A, shp, org)
-        sizes = msz[ii] * bks
-        tot = int(sizes.sum())
-        TA = ctx.variable(f"{op}/a_blocks_major", (tot,), A.dtype, mapping=ctx.linear_mapping(tot, grain=4), op=op)
-        ctx.add(P.Copy(src, TA.whole(), name=f"{op}/rearrange_a", op=op))
-        offA = _offsets(order, sizes).reshape(G, pm, pk, ps)
+        TA, offA = _to_block_major(ctx, A, op, "a", gg, (kk * ps + pp) * bks, msz[ii], moff[ii], bks, ta, ab3)
+        offA = offA.reshape(G, pm, pk, ps)
 
         def a_src(p):
             return TA.regions(offA[g_i, im_i, k_i, p], bm_t * bks)
@@ -302,18 +310,8 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     else:
         gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
                                                          indexing="ij"))
-        kc = (kk * ps + pp) * bks
-        shp = np.stack([nsz[nn], np.full(len(nn), bks)], 1) if tb else np.stack([np.full(len(nn), bks), nsz[nn]], 1)
-        org = np.stack([noff[nn], kc], 1) if tb else np.stack([kc, noff[nn]], 1)
-        if bb3:
-            shp = np.concatenate([np.ones((len(nn), 1), np.int64), shp], 1)
-            org = np.concatenate([gg[:, None], org], 1)
-        src, order = _class_concat(B, shp, org)
-        sizes = nsz[nn] * bks
-        tot = int(sizes.sum())
-        TB = ctx.variable(f"{op}/b_blocks_major", (tot,), B.dtype, mapping=ctx.linear_mapping(tot, grain=4), op=op)
-        ctx.add(P.Copy(src, TB.whole(), name=f"{op}/rearrange_b", op=op))
-        offB = _offsets(order, sizes).reshape(Gb, pk, ps, pn)
+        TB, offB = _to_block_major(ctx, B, op, "b", gg, (kk * ps + pp) * bks, nsz[nn], noff[nn], bks, not tb, bb3)
+        offB = offB.reshape(Gb, pk, ps, pn)
 
         def b_src(p):
             return TB.regions(offB[gb_i, k_i, p, in_i], bks * bn_t), None
