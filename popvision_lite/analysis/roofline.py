@@ -2,10 +2,12 @@
 
 Model (see docs/decisions/*-roofline-model.md):
 
-* **Ceilings** come from ``resources/devices`` via :mod:`popvision_lite.devices`.  IPU ceilings are for the
-  whole emulated target: per-chip figures x ``num_ipus``; compute, tile-SRAM and exchange (aggregates
-  over tiles) are also scaled by ``tiles_per_ipu / spec.tiles`` when the profile emulated a cut-down chip.
-  Attainable(I) = min(peak, bandwidth x I); ridge = peak / bandwidth.
+* **Ceilings** come from ``resources/devices`` via :mod:`popvision_lite.devices`, **per chip** on both sides
+  (one IPU, one GPU); compute, tile-SRAM and exchange (aggregates over tiles) are scaled by
+  ``tiles_per_ipu / spec.tiles`` when the profile emulated a cut-down chip.  The IPU-Links roof is drawn only
+  for a run on more than one IPU (replicas x IPUs per replica).  Attainable(I) = min(peak, bandwidth x I);
+  ridge = peak / bandwidth.  An op is held to its chips' roofs (``op_chips``: 1, or every IPU of the target
+  for an op spread over all of them) and plotted at FLOP/s per chip (``chip_flops``).
 * **IPU point per op**: achieved = flops / (cycles / clock).  The op's *bounding level* is the memory level
   with the largest ideal time bytes_level / bandwidth_level (the one whose roof is lowest at the op's
   intensities); its intensity is flops / bytes_at_that_level.  ``bound`` says ``compute`` if
@@ -111,7 +113,10 @@ def _q(spec: DeviceSpec, key: str):
     return spec.quantity(key)
 
 
-def ipu_roofline(spec: DeviceSpec | str, num_ipus: int = 1, tiles_per_ipu: int | None = None) -> Roofline:
+def ipu_roofline(spec: DeviceSpec | str, num_ipus: int = 1, tiles_per_ipu: int | None = None,
+                 links: bool = True) -> Roofline:
+    """Ceilings of ``num_ipus`` IPUs together (1: one chip, what :func:`analyze` draws).  ``links``: include the
+    IPU-Links roof (a run on one IPU moves nothing over them)."""
     spec = devices.load_device(spec) if isinstance(spec, str) else spec
     frac = 1.0 if tiles_per_ipu is None else tiles_per_ipu / spec.tiles
     n = max(int(num_ipus), 1)
@@ -121,7 +126,7 @@ def ipu_roofline(spec: DeviceSpec | str, num_ipus: int = 1, tiles_per_ipu: int |
         comp.append(Ceiling("compute", prec, f"{prec.upper()} peak", float(q.value) * n * frac, q.source, q.basis))
     bws = []
     for m in spec.memory_levels:
-        if m.bandwidth is None:
+        if m.bandwidth is None or (m.level == "ipu_link" and not links):
             continue
         scale = n * (frac if m.level in PER_TILE_LEVELS else 1.0)
         bws.append(Ceiling("bandwidth", m.level, m.label, float(m.bandwidth.value) * scale, m.bandwidth.source,
@@ -147,6 +152,13 @@ def gpu_roofline(spec: DeviceSpec | str) -> Roofline:
 # --------------------------------------------------------------------------------- helpers
 def _target_of(profile):
     return profile.target
+
+
+def _run_chips(profile) -> int:
+    """IPUs of the whole run (replicas x IPUs per replica); the target's IPUs for an object without a run."""
+    if getattr(profile, "run", None) is None:
+        return int(profile.target.num_ipus)
+    return int(wl.chips(profile)[0])
 
 
 def _run_cycles(profile, ops: pd.DataFrame) -> int:
@@ -236,9 +248,6 @@ class RooflineAnalysis:
         for c in cols:
             if c.endswith("_time_s") or c.endswith("_cost_usd") or c == "share":
                 tot[c] = float(t[c].sum(min_count=1))
-        for g in self.gpus:
-            tot[f"{g.device_id}_speedup"] = tot["ipu_time_s"] / tot[f"{g.device_id}_time_s"]
-            tot[f"{g.device_id}_est_speedup"] = tot["ipu_time_s"] / tot[f"{g.device_id}_est_time_s"]
         tot["ipu_cost_usd"] = self.totals.get("ipu_cost_usd", tot["ipu_cost_usd"])
         tot["achieved_flops"] = float(self.ops["flops"].sum()) / tot["ipu_time_s"] if tot["ipu_time_s"] else math.nan
         t.loc[-1] = tot
@@ -254,7 +263,10 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     ops = profile.ops.reset_index(drop=True)
     new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
     n_ipus = int(target.num_ipus)
-    ipu = ipu_roofline(spec, n_ipus, int(target.tiles_per_ipu))
+    run_chips = _run_chips(profile)
+    ipu = ipu_roofline(spec, 1, int(target.tiles_per_ipu), links=run_chips > 1)
+    if run_chips > 1:
+        ipu.name += ", per chip"
     gpu_lines = [gpu_roofline(g) for g in gpus]
     clock = float(target.clock_hz)
     notes = []
@@ -279,10 +291,12 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         new["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
+    new["chip_flops"] = new["achieved_flops"] / np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1)
 
-    # chips each op ran on: its own IPU, or all of them (-1)
+    # chips each op ran on: its own IPU, or all of them (-1); its roofs are those chips' together
     op_chips = np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1).astype(float)
-    chip_frac = op_chips / n_ipus
+    chip_frac = op_chips
+    new["op_chips"] = op_chips
     prec = ops["precision"].astype(str).to_numpy()
     peak = np.where(prec == "fp16", ipu.peak("fp16"), ipu.peak("fp32")) * chip_frac
 
@@ -322,7 +336,8 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     # of a step) while min_bytes is one run's: the GPU side runs each op as often as the IPU did
     runs = counts.table_runs.astype(float) if counts is not None else np.ones(len(ops))
     if counts is not None and counts.pipelined:
-        notes.append("pipelined profile: each row totals its op's runs of one training step of one replica "
+        what = "pipelined run" if n_ipus > 1 else "composed run (layers x micro-batches)"
+        notes.append(f"{what}: each row totals its op's runs of one training step of one replica "
                      f"({counts.basis}); GPU times are for as many runs")
     run_ops = wl.per_run(ops, counts) if counts is not None else ops
     working_set = ops["min_bytes"].to_numpy(dtype=float)       # one run
@@ -392,15 +407,14 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         "ipu_achieved_flops": float(flops.sum() / (run_cycles / clock)) if run_cycles else 0.0,
         "spilling_ops": int(spills.sum()),
         "num_ipus": n_ipus,
+        "run_chips": run_chips,
     }
     for g in gpu_lines:
         gid = g.device_id
         tg = float(new[f"{gid}_time_s"].sum())
         totals[f"{gid}_time_s"] = tg
-        totals[f"{gid}_speedup"] = totals["ops_ipu_time_s"] / tg if tg > 0 else math.nan
         te = float(new[f"{gid}_est_time_s"].sum())
         totals[f"{gid}_est_time_s"] = te
-        totals[f"{gid}_est_speedup"] = totals["ops_ipu_time_s"] / te if te > 0 else math.nan
         cost = new[f"{gid}_cost_usd"]
         totals[f"{gid}_cost_usd"] = float(np.nansum(cost)) if np.isfinite(cost).any() else math.nan
     notes.append("GPU 'bound' = roofline bound (max of FLOPs/peak and min_bytes/HBM): an upper limit, not a "

@@ -3,11 +3,13 @@ selection from elsewhere highlights it, GPU chooser, trace import (good and bad 
 
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
 import pyqtgraph as pg
 import pytest
+from PySide6.QtCore import Qt
 
 pytestmark = pytest.mark.gui
 
@@ -52,7 +54,7 @@ def test_axes_ceilings_and_ridges(view):
         for c in r.compute + r.bandwidth:
             # every ceiling labelled on the plot; GPU memory roofs in the GPU's legend entry
             on_plot = any(c.text() in t for t in texts)
-            in_legend = any(r.name in t and c.text() in t for t in legend)
+            in_legend = any(r.name.replace("NVIDIA ", "") in t and c.text() in t for t in legend)
             assert on_plot or (r is not a.ipu and c in r.bandwidth and in_legend), c.text()
     ridges = [it for it in pi.items if isinstance(it, pg.ScatterPlotItem) and it.data["data"].dtype == object
               and len(it.data) and str(it.data["data"][0]).startswith("ridge")]
@@ -71,7 +73,8 @@ def test_points_sized_by_share_and_gpu_symbols(view):
     share = a.points.loc[ids, "share"].to_numpy()
     sizes = sp.data["size"]
     assert sizes[np.argmax(share)] == sizes.max() and sizes[np.argmin(share)] == sizes.min()
-    np.testing.assert_allclose(sp.data["y"], np.log10(a.points.loc[ids, "achieved_flops"]))
+    # FLOP/s per chip the op ran on, against one chip's roofs
+    np.testing.assert_allclose(sp.data["y"], np.log10(a.points.loc[ids, "chip_flops"]))
     for g in a.gpus:
         gs = view._scatter[g.device_id]
         assert gs.opts["symbol"] == "t"
@@ -259,3 +262,170 @@ def _assert_no_label_overlap(view):
             shared = area(polys[i].intersected(polys[j])) if polys[i].intersects(polys[j]) else 0.0
             assert shared < 0.1 * min(area(polys[i]), area(polys[j])), (
                 items[i].textItem.toPlainText(), items[j].textItem.toPlainText())
+
+
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "sample_profiles"
+
+
+def _sample_view(qtbot, name, w=1400, h=800):
+    import popvision_lite as pvl
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
+
+    prof = pvl.open(SAMPLES / name)
+    v = RooflineView(Document(prof))
+    qtbot.addWidget(v)
+    v.resize(w, h)
+    v.show()
+    qtbot.waitUntil(lambda: v.analysis is not None, timeout=30000)
+    qtbot.wait(50)
+    return v, prof
+
+
+def _covered_points(view):
+    """(label text, number of points it covers) for every visible ceiling label."""
+    from popvision_lite.gui.views.roofline.labels import point_discs, points_under
+
+    pi = view.plot.getPlotItem()
+    scatters = [sp for k, sp in view._scatter.items() if isinstance(sp, pg.ScatterPlotItem)
+                and k.split(":")[0] not in ("selected", "linked")]
+    discs = point_discs(pi, scatters)
+    assert len(discs) > 10
+    out = []
+    for it in pi.items:
+        if isinstance(it, pg.TextItem) and it.isVisible() and it is not view.hover and it.textItem.toPlainText():
+            it.updateTransform(force=True)
+            out.append((it.textItem.toPlainText(), int(points_under(it, discs).sum())))
+    return out
+
+
+@pytest.mark.parametrize("name,size", [("bert_mini_4ipu_pipeline.pvl", (1010, 640)),
+                                       ("bert_mini_4ipu_pipeline.pvl", (1500, 900)),
+                                       ("bert_tiny_mk2.pvl", (1400, 800))])
+def test_labels_never_cover_points(qtbot, name, size):
+    v, prof = _sample_view(qtbot, name, *size)
+    try:
+        for cb in v.gpu_boxes.values():
+            cb.setChecked(True)
+        qtbot.wait(50)
+        covered = _covered_points(v)
+        assert len(covered) >= 4
+        assert [c for c in covered if c[1]] == []
+        # every ceiling is named: on the plot, or in the line under it when no place was free
+        a = v.analysis
+        shown = [t for t, _ in covered] + v.unplaced_labels
+        for c in a.ipu.compute + a.ipu.bandwidth:
+            assert any(c.text() in t for t in shown), c.text()
+        assert v.offplot.isVisible() == bool(v.unplaced_labels)
+        _assert_no_label_overlap(v)
+        # the legend is under the plot, not over it
+        vb = v.plot.getPlotItem().getViewBox()
+        assert v.legend.sceneBoundingRect().top() >= vb.sceneBoundingRect().bottom()
+        assert v.plot.getPlotItem().sceneBoundingRect().width() <= v.plot.width() + 1
+    finally:
+        prof.close()
+
+
+def test_ceilings_per_chip_on_both_sides(qtbot):
+    from popvision_lite import devices
+    from popvision_lite.units import format_flops
+
+    v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
+    try:
+        mk2 = devices.load_device("ipu-mk2")
+        texts = _texts(v)
+        assert any(t == f"FP16 peak {format_flops(mk2.peak_fp16_flops)}" for t in texts), texts
+        assert not any("1 PFLOP/s" in t for t in texts)   # 4 x 250 TFLOP/s no longer drawn
+        assert "per chip" in v.analysis.ipu.name
+        assert any("IPU-Links" in t for t in texts + v.unplaced_labels)
+    finally:
+        prof.close()
+    v, prof = _sample_view(qtbot, "bert_large_1ipu_oom.pvl")
+    try:   # one IPU: no links roof, not called pipelined
+        assert not v.analysis.ipu.has("ipu_link")
+        assert not any("IPU-Links" in t for t in _texts(v) + v.unplaced_labels)
+        assert "pipelined profile:" not in v.notes.text() and "pipelined run" not in v.notes.text()
+        assert "composed run (layers x micro-batches)" in v.notes.text()
+    finally:
+        prof.close()
+
+
+def test_verdict_line_is_the_summary_verdict(qtbot):
+    """One IPU-vs-GPU answer: the roofline states the verdict panel's own result, and follows its GPU choice."""
+    import popvision_lite as pvl
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.roofline import RooflineView
+    from popvision_lite.gui.views.verdict_panel import VerdictPanel
+
+    with pvl.open(SAMPLES / "bert_mini_4ipu_pipeline.pvl") as prof:
+        doc = Document(prof)
+        panel = VerdictPanel(doc)
+        qtbot.addWidget(panel)
+        v = RooflineView(doc)
+        qtbot.addWidget(v)
+        qtbot.waitUntil(lambda: v.analysis is not None, timeout=30000)
+        text = v.summary.text()
+        assert panel.result.headline() in html.unescape(text)
+        assert text.count("faster") == 1 and "x faster" in text
+        # the TOTAL row of the table carries no ratio of its own
+        m = v.table.model()
+        heads = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+        last = m.rowCount() - 1
+        for c, h in enumerate(heads):
+            if h.startswith("IPU/"):
+                assert m.data(m.index(last, c)) == "see verdict"
+        panel.gpu.setCurrentIndex(panel.gpu.findData("h100-sxm"))
+        panel.gpus.setValue(2)
+        assert panel.result.gpu.chips == 2 and "H100" in panel.result.gpu.label
+        assert panel.result.headline() in html.unescape(v.summary.text())
+
+
+def test_hover_links_an_ops_ipu_and_gpu_points(view):
+    a = view.analysis
+    sp = view._scatter["ipu"]
+    pt = sp.points()[3]
+    op = int(pt.data())
+    sp.sigHovered.emit(sp, [pt], None)
+    ring = view._scatter["linked"]
+    got = sorted(zip(np.round(ring.data["x"], 9), np.round(ring.data["y"], 9), strict=True))
+    o = a.points.loc[op]
+    want = [(np.log10(o.intensity), np.log10(o.chip_flops))]
+    for g in a.gpus:
+        gid = g.device_id
+        want.append((np.log10(o[f"{gid}_intensity"]), np.log10(o[f"{gid}_flops"])))
+        want.append((np.log10(o[f"{gid}_intensity"]), np.log10(o[f"{gid}_est_flops"])))
+    assert got == sorted((round(x, 9), round(y, 9)) for x, y in want)
+    assert "linked:line" in view._scatter
+    # another scatter's empty hover (the mouse is inside its extent, on no point of it) keeps the link
+    gs = view._scatter[a.gpus[0].device_id]
+    gs.sigHovered.emit(gs, [], None)
+    assert "linked" in view._scatter and view.hover.isVisible()
+    # hovering the GPU point of another op rings that op's IPU point
+    other = gs.points()[0]
+    gs.sigHovered.emit(gs, [other], None)
+    o2 = a.points.loc[int(other.data())]
+    ring = view._scatter["linked"]
+    assert any(np.isclose(x, np.log10(o2.intensity)) and np.isclose(y, np.log10(o2.chip_flops))
+               for x, y in zip(ring.data["x"], ring.data["y"], strict=True))
+    gs.sigHovered.emit(gs, [], None)
+    assert "linked" not in view._scatter and not view.hover.isVisible()
+
+
+def test_table_columns_not_truncated(qtbot):
+    from PySide6.QtGui import QFontMetrics
+
+    v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
+    try:
+        m, t = v.table.model(), v.table
+        fm = t.fontMetrics()
+        bold = t.font()
+        bold.setBold(True)
+        fmb = QFontMetrics(bold)
+        hfm = t.horizontalHeader().fontMetrics()
+        for c in range(m.columnCount()):
+            texts = [m.data(m.index(r, c)) for r in range(m.rowCount())]
+            widest = max([fm.horizontalAdvance(s) for s in texts[:-1]] + [fmb.horizontalAdvance(texts[-1])])
+            head = hfm.horizontalAdvance(m.headerData(c, Qt.Horizontal))
+            assert t.columnWidth(c) >= max(widest, head) + 8, (m.headerData(c, Qt.Horizontal), t.columnWidth(c))
+    finally:
+        prof.close()

@@ -23,6 +23,9 @@ class Document(QObject):
     """
 
     closing = Signal()
+    # the GPU (spec id) and GPU count the verdict is shown for; the Summary's verdict panel sets it and the
+    # Roofline's verdict line follows it, so the two never state different comparisons
+    verdict_choice_changed = Signal(str, int)
 
     def __init__(self, profile, path: str | Path | None = None, title: str | None = None,
                  parent: QObject | None = None):
@@ -33,6 +36,12 @@ class Document(QObject):
         self.selection = SelectionModel(self)
         self._cache: dict[Any, Any] = {}
         self._lock = threading.Lock()  # the loader may prefill the cache from a worker thread
+        self.verdict_choice: tuple[str, int] | None = None
+
+    def set_verdict_choice(self, gpu: str, count: int) -> None:
+        if self.verdict_choice != (gpu, int(count)):
+            self.verdict_choice = (gpu, int(count))
+            self.verdict_choice_changed.emit(gpu, int(count))
 
     def cached(self, key, fn: Callable[..., Any], *args, **kwargs):
         """Return the cached value for ``key``, computing ``fn(*args, **kwargs)`` on first use."""

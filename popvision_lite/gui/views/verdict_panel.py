@@ -13,9 +13,34 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLay
 from popvision_lite import devices
 from popvision_lite.analysis import workload as wl
 from popvision_lite.analysis.summary import summarize
-from popvision_lite.analysis.verdict import verdict
+from popvision_lite.analysis.verdict import DEFAULT_GPU, DEFAULT_SAMPLES, verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+
+
+def verdict_choice(document) -> tuple[str, int]:
+    """(GPU spec id, GPU count) the document's verdict is for: the Summary panel's choice once made, else the
+    default GPU against as many GPUs as the run uses IPUs (all replicas)."""
+    choice = getattr(document, "verdict_choice", None)
+    if choice is not None:
+        return choice
+    try:
+        n_ipus = wl.chips(document.profile)[0]
+    except (PopvisionError, AttributeError, TypeError, ValueError):
+        n_ipus = int(document.profile.target.num_ipus)
+    return DEFAULT_GPU, int(n_ipus)
+
+
+def document_verdict(document, gpu: str | None = None, count: int | None = None):
+    """The verdict of ``document`` for ``gpu`` x ``count`` (default: :func:`verdict_choice`), through the
+    document's cache: the Summary panel and the Roofline's verdict line read this one object."""
+    dg, dn = verdict_choice(document)
+    gid, n = gpu or dg, int(count or dn)
+    prof = document.profile
+    if hasattr(document, "cached"):
+        summ = document.cached("summary", summarize, prof)   # the Summary view's, already made
+        return document.cached(("verdict", gid, n), verdict, prof, gid, n, DEFAULT_SAMPLES, summ)
+    return verdict(prof, gid, n)
 
 
 class VerdictPanel(QWidget):
@@ -23,10 +48,7 @@ class VerdictPanel(QWidget):
         super().__init__(parent)
         self.document = document
         self.result = None
-        try:  # all the run's IPUs (replicas x IPUs per replica)
-            n_ipus = wl.chips(document.profile)[0]
-        except (PopvisionError, AttributeError, TypeError, ValueError):
-            n_ipus = int(document.profile.target.num_ipus)
+        gid0, n_ipus = verdict_choice(document)
 
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -44,7 +66,7 @@ class VerdictPanel(QWidget):
         self.gpu = QComboBox()
         for gid in devices.list_devices("gpu"):
             self.gpu.addItem(devices.load_device(gid).name.replace("NVIDIA ", ""), gid)
-        i = self.gpu.findData("a100-80gb")
+        i = self.gpu.findData(gid0)
         self.gpu.setCurrentIndex(max(i, 0))
         self.gpu.setToolTip("GPU to estimate (constants and prices from resources/devices)")
         bar.addWidget(self.gpu)
@@ -66,13 +88,10 @@ class VerdictPanel(QWidget):
 
     def refresh(self, *_):
         gid, n = self.gpu.currentData(), int(self.gpus.value())
-        prof = self.document.profile
+        if hasattr(self.document, "set_verdict_choice"):
+            self.document.set_verdict_choice(gid, n)
         try:
-            if hasattr(self.document, "cached"):
-                summ = self.document.cached("summary", summarize, prof)   # the Summary view's, already made
-                self.result = self.document.cached(("verdict", gid, n), verdict, prof, gid, n, 1_000_000, summ)
-            else:
-                self.result = verdict(prof, gid, n)
+            self.result = document_verdict(self.document, gid, n)
         except PopvisionError as e:
             self.result = None
             self.body.setText(f"Verdict unavailable: {html.escape(str(e))}")

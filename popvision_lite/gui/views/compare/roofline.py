@@ -28,7 +28,7 @@ class CompareRooflinePage(QWidget):
         # powers of ten on both log axes, as in the Roofline view (pyqtgraph's own mixed '0.1' and '10¹')
         self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
         pi = self.plot.getPlotItem()
-        pi.setTitle("Roofline of both runs: ops' achieved FLOP/s vs operational intensity")
+        pi.setTitle("Roofline of both runs, per chip: ops' achieved FLOP/s per chip vs operational intensity")
         pi.setLogMode(x=True, y=True)
         pi.setLabel("bottom", "operational intensity at the op's bounding memory level (FLOP/byte)")
         pi.setLabel("left", "achieved performance (FLOP/s)")
@@ -51,7 +51,7 @@ class CompareRooflinePage(QWidget):
             p = r.points
             size = 6 + 30 * np.sqrt(np.clip(p["share"].to_numpy(np.float64), 0, 1))
             sc = pg.ScatterPlotItem(x=np.log10(p["intensity"].to_numpy(np.float64)),
-                                    y=np.log10(np.maximum(p["achieved_flops"].to_numpy(np.float64), 1.0)),
+                                    y=np.log10(np.maximum(p["chip_flops"].to_numpy(np.float64), 1.0)),
                                     size=size, symbol="o" if who == "A" else "t",
                                     brush=pg.mkBrush(color + "b0"), pen=pg.mkPen("#333333", width=0.5),
                                     name=f"{who}: {label} ops ({len(p)})")

@@ -3,6 +3,7 @@ what-if spills and measured kernels, and the summary text.  A mixin of :class:`~
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -11,13 +12,12 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from popvision_lite.analysis import roofline as rl
-from popvision_lite.analysis import workload as wl
 from popvision_lite.analysis.torch_trace import plottable
-from popvision_lite.analysis.verdict import verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR, LEVEL_COLORS
-from popvision_lite.units import format_flops, format_seconds, format_speedup, format_usd
+from popvision_lite.gui.views.verdict_panel import document_verdict
+from popvision_lite.units import format_flops, format_seconds, format_usd
 
 
 class RooflineDrawing:
@@ -47,10 +47,10 @@ class RooflineDrawing:
         self._xr = (lx0, lx1)
 
         ys = [c.value for c in a.ipu.compute] + [c.value for g in a.gpus for c in g.compute]
-        ly1 = math.log10(max(ys)) + 0.5
+        ly1 = math.log10(max(ys)) + 0.8  # room above the top ceiling for its label
         ymin = [math.log10(max(ys)) - 6]
         if len(pts):
-            ymin.append(float(np.log10(pts["achieved_flops"]).min()) - 0.5)
+            ymin.append(float(np.log10(pts["chip_flops"]).min()) - 0.5)
             for g in a.gpus:  # estimate points sit below their bounds
                 v = pts[f"{g.device_id}_est_flops"].to_numpy(dtype=float)
                 v = v[v > 0]
@@ -59,6 +59,8 @@ class RooflineDrawing:
         ly0 = min(ymin)
         # (log10 peak, x of its ridge, label, prefers the right edge): placed once all are drawn
         self._peak_labels: list[tuple[float, float, pg.TextItem, bool]] = []
+        # (log10 bandwidth, first x, last x, label) of the IPU's memory roofs, labelled on the diagonal
+        self._roof_labels: list[tuple[float, float, float, pg.TextItem]] = []
         self._draw_roofline(a.ipu, IPU_COLOR, lx0, lx1, ly0, solid=True)
         for k, g in enumerate(a.gpus):
             self._draw_roofline(g, GPU_COLORS.get(g.device_id, "#444"), lx0, lx1, ly0 + 0.3 + 0.5 * k, solid=False)
@@ -70,9 +72,9 @@ class RooflineDrawing:
             sizes = 7 + 28 * np.sqrt(share / smax)
             brushes = [pg.mkBrush(QColor(LEVEL_COLORS.get(b, "#444")).lighter(110).name() + "c0")
                        for b in pts["bound"]]
-            sp = self._add_scatter("ipu", np.log10(pts["intensity"]), np.log10(pts["achieved_flops"]),
+            sp = self._add_scatter("ipu", np.log10(pts["intensity"]), np.log10(pts["chip_flops"]),
                                    pts.index.to_numpy(), size=sizes, symbol="o", brush=brushes,
-                                   pen=pg.mkPen("#222", width=0.8), name=f"{a.ipu.name} ops (emulated)")
+                                   pen=pg.mkPen("#222", width=0.8), name="IPU ops (emulated)")
             sp.setZValue(10)
             for g in a.gpus:
                 gid = g.device_id
@@ -87,11 +89,12 @@ class RooflineDrawing:
                 self._add_scatter(f"{gid}:est", np.log10(sub[f"{gid}_intensity"]),
                                   np.log10(sub[f"{gid}_est_flops"]), sub.index.to_numpy(), size=8, symbol="t",
                                   brush=pg.mkBrush(GPU_COLORS.get(gid, "#444")), pen=pg.mkPen("#222", width=0.5),
-                                  name=f"{g.name.replace('NVIDIA ', '')} estimate (launch + measured fractions)")
+                                  name=f"{g.name.replace('NVIDIA ', '')} estimate")
             if self.whatif_box.isChecked():
                 sp_ = pts[pts["spills"]]
                 if len(sp_):
-                    self._add_scatter("whatif", np.log10(sp_["whatif_intensity"]), np.log10(sp_["whatif_flops"]),
+                    self._add_scatter("whatif", np.log10(sp_["whatif_intensity"]),
+                                      np.log10(sp_["whatif_flops"] / sp_["op_chips"]),
                                       sp_.index.to_numpy(), size=11, symbol="x", brush=pg.mkBrush("#d62728"),
                                       pen=pg.mkPen("#d62728"), name="what-if: spills to DDR")
         # bound-level colour key as legend entries
@@ -114,48 +117,50 @@ class RooflineDrawing:
                                   symbol="_", brush=pg.mkBrush(fg), pen=pg.mkPen(fg, width=2),
                                   name="measured, intensity unknown (FLOP/s only)")
 
+        self._fit_legend()
         pi.setXRange(lx0, lx1, padding=0)
         pi.setYRange(ly0, ly1, padding=0)
         self._place_peak_labels()
         self._highlight()
 
         # notes + summary
-        t = a.totals
-        n = int(t["num_ipus"])
-        if n > 1:  # the ops' times add up over the IPUs, which run at the same time: say both
-            ipu_time = (f"IPU op time {format_seconds(t['ops_ipu_time_s'])} summed over {n} IPUs (the run: "
-                        f"{format_seconds(t['run_time_s'])}, IPUs overlapping)")
-        else:
-            ipu_time = f"IPU {format_seconds(t['ops_ipu_time_s'])} on 1 IPU"
-        lines = [f"Whole model (ops): {ipu_time}, {format_flops(t['ipu_achieved_flops'])} achieved, cost/run "
-                 f"{format_usd(t['ipu_cost_usd'])}."]
-        for g in a.gpus:
-            gid = g.device_id
-            short = g.name.replace("NVIDIA ", "") + (" (one GPU, vs the summed IPU op time)" if n > 1 else "")
-            lines.append(f"{short} estimate: {format_seconds(t[f'{gid}_est_time_s'])} "
-                         f"({format_speedup(t[f'{gid}_est_speedup'])}), cost/run {format_usd(t[f'{gid}_cost_usd'])}; "
-                         f"roofline bound {format_seconds(t[f'{gid}_time_s'])} ({format_speedup(t[f'{gid}_speedup'])}: "
-                         "an upper limit, not an estimate).")
-        v = self._verdict(a)
-        if v is not None:
-            lines.append(f"Verdict (whole run, {v.gpu.chips} GPU(s)): {v.headline()}.")
-        if self.whatif_box.isChecked():
-            lines.append(f"What-if at {self.capacity.value():.0f}% SRAM: {t['spilling_ops']} op(s) spill to DDR.")
-        self.summary.setText("\n".join(lines))
+        self._fill_summary()
         trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
                  if self.measured is not None else "")
         self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
 
-    def _verdict(self, a):
-        """The Summary's verdict for the first GPU shown (same cache entry), or None for a profile without a run."""
-        if not a.gpus:
-            return None
-        prof = self.document.profile
+    def _fill_summary(self, *_):
+        """The verdict's IPU-vs-GPU answer (the one comparison of the whole run, as the Summary states it),
+        then what the plotted points add up to, without a second ratio."""
+        a = self.analysis
+        if a is None:
+            return
+        t = a.totals
+        n = int(t["num_ipus"])
+        v = self._verdict()
+        lines = []
+        if v is not None:
+            lines.append(f"<b>IPU vs GPU (the verdict, whole run): {html.escape(v.headline())}.</b>")
+        if n > 1:  # the ops' times add up over the IPUs, which run at the same time: say both
+            ipu_time = (f"IPU time summed over {n} IPUs {format_seconds(t['ops_ipu_time_s'])}; wall time "
+                        f"{format_seconds(t['run_time_s'])} (the IPUs overlap)")
+        else:
+            ipu_time = f"IPU time {format_seconds(t['ops_ipu_time_s'])} on 1 IPU"
+        lines.append(f"Points: the ops of one replica's step. {ipu_time}; {format_flops(t['ipu_achieved_flops'])} "
+                     f"achieved; IPU cost of the step {format_usd(t['ipu_cost_usd'])}.")
+        if a.gpus:
+            lines.append("GPU points and table columns: each op alone on one GPU (estimate, and roofline bound as "
+                         "an upper limit); the whole-run comparison above adds the GPU count, micro-batch, "
+                         "all-reduce and optimizer.")
+        if self.whatif_box.isChecked():
+            lines.append(f"What-if at {self.capacity.value():.0f}% SRAM: {t['spilling_ops']} op(s) spill to DDR.")
+        self.summary.setText("<br>".join(lines))
+
+    def _verdict(self):
+        """The document's verdict (the Summary panel's object: same GPU, count and cache entry), or None for a
+        profile without a run."""
         try:
-            gid, n = a.gpus[0].device_id, wl.chips(prof)[0]  # the Summary panel's default: all the run's IPUs
-            if hasattr(self.document, "cached"):
-                return self.document.cached(("verdict", gid, n), verdict, prof, gid, n)
-            return verdict(prof, gid, n)
+            return document_verdict(self.document)
         except (PopvisionError, AttributeError, KeyError, TypeError):
             return None
 
@@ -168,8 +173,8 @@ class RooflineDrawing:
         # (they lie decades apart); the GPUs' memory roofs lie a fraction of a decade from each other,
         # so labels on the lines overlapped: the GPU's legend entry names them instead (highest first,
         # the order of its dashed lines from the top)
-        gpu_name = f"{r.name} ({', '.join(b.text() for b in sorted(r.bandwidth, key=lambda b: -b.value))})"
-        above: list[float] = []  # roofs labelled above their line
+        short = r.name.replace("NVIDIA ", "")
+        gpu_name = f"{short} ({', '.join(b.text() for b in sorted(r.bandwidth, key=lambda b: -b.value))})"
         for b in sorted(r.bandwidth, key=lambda b: -b.value):
             xr = math.log10(top / b.value)
             x = np.array([lx0, xr])
@@ -180,17 +185,11 @@ class RooflineDrawing:
             pi.addItem(item)
             if not solid:
                 continue
-            # label low on its diagonal, from the left edge, inside the visible y range; above the line,
-            # or below it when the next higher roof is within 0.3 decades and labelled above (on a small
-            # target IPU-Exchange and IPU-Links are 696 vs 640 GB/s: the two labels overlapped)
-            higher = [v for v in above if 0 < math.log10(v / b.value) < 0.3]
-            below = bool(higher)
-            if not below:
-                above.append(b.value)
-            lx = max(lx0 + 0.3, ly_label + 0.3 - np.log10(b.value))
-            lx = max(min(lx, xr - 0.8), lx0 + 0.05)
-            txt = self._label(b.text(), color, anchor=(0, 0) if below else (0, 1), rotateAxis=(1, 1))
-            txt.setPos(lx, np.log10(b.value) + lx)
+            # labelled on its diagonal, somewhere between the left edge and its ridge, above or below the line:
+            # where it covers no point and no other label is decided once all is drawn (_place_peak_labels)
+            txt = self._label(b.text(), color, anchor=(0, 1), rotateAxis=(1, 1))
+            txt.setPos(lx0 + 0.05, np.log10(b.value) + lx0 + 0.05)
+            self._roof_labels.append((math.log10(b.value), lx0 + 0.05, xr - 0.3, txt))
             pi.addItem(txt)
         # compute ceilings, horizontal from the first ridge to the right edge
         bw_max = max(b.value for b in r.bandwidth)
@@ -272,10 +271,17 @@ class RooflineTooltips:
         return "\n".join(lines)
 
     def _on_hover(self, key, points):
+        # every scatter whose extent holds the mouse gets the hover event: only the one that showed the
+        # read-out clears it (else the GPU scatter around an IPU point hid the IPU point's read-out)
         if len(points) == 0:
-            self.hover.hide()
+            if getattr(self, "_hover_key", None) in (key, None):
+                self._hover_key = None
+                self.hover.hide()
+                self.link_hover(None)
             return
+        self._hover_key = key
         p = points[0]
         self.hover.setText(self.tooltip_for(key, p.data()))
         self.hover.setPos(p.pos())
         self.hover.show()
+        self.link_hover(None if key.startswith("measured") else int(p.data()))

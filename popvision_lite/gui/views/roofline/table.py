@@ -35,6 +35,11 @@ class RooflineTableModel(QAbstractTableModel):
         self.cols = cols
         self.values = [df[c].to_numpy() for c, _, _ in cols]
         self.text = [self._column_text(key, fmt, v) for (key, _, fmt), v in zip(cols, self.values, strict=True)]
+        # the TOTAL row holds no IPU/GPU ratio of its own: the whole-run comparison is the verdict's
+        for (key, _, _), col in zip(cols, self.text, strict=True):
+            if key.endswith("_speedup") and len(col) and self.op_ids[-1] < 0:
+                col[-1] = "see verdict"
+
 
     @staticmethod
     def _column_text(key, fmt, values) -> list[str]:

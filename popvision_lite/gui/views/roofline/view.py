@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QThreadPool
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -34,6 +35,7 @@ from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.fitted_legend import FittedLegend
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.views.roofline.drawing import RooflineDrawing, RooflineTooltips
@@ -42,7 +44,7 @@ from popvision_lite.gui.views.roofline.table import RooflineTableModel
 from popvision_lite.gui.workers import Worker
 
 DEFAULT_CHECKED = ("a100-80gb", "h100-sxm")
-RESIZE_ROWS = 40  # rows Qt measures for the table's column widths
+RING_KEYS = ("selected", "selected:line", "linked", "linked:line")  # highlight items, not data points
 
 
 class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
@@ -62,6 +64,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self._pool.setMaxThreadCount(2)
         self._pending_key = None
         self._selected: int | None = None
+        self._hovered: int | None = None
         self._scatter: dict[str, pg.ScatterPlotItem] = {}
         self._gpu_ids = devices.list_devices("gpu")
         bar = self._build_controls()
@@ -69,6 +72,8 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self._build_table()
         self._arrange(bar)
         document.selection.changed.connect(self._on_selection)
+        if hasattr(document, "verdict_choice_changed"):  # the Summary panel's GPU choice: same verdict here
+            document.verdict_choice_changed.connect(self._fill_summary)
         theme.notifier.changed.connect(self._restyle)
         self.refresh()
 
@@ -118,15 +123,19 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         """The log-log plot (powers-of-ten axes), its legend and the hover read-out."""
         self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
         pi = self.plot.getPlotItem()
-        pi.setTitle("Roofline: emulated IPU ops vs GPU roofline bounds and GPU estimates")
+        pi.setTitle("Roofline per chip: emulated IPU ops vs GPU roofline bounds and GPU estimates")
         pi.setLabel("bottom", "Operational intensity (FLOP/byte)")
         pi.setLabel("left", "Performance (FLOP/s)")
         for ax in ("bottom", "left"):
             pi.getAxis(ax).setLogMode(True)
             pi.getAxis(ax).enableAutoSIPrefix(False)
         pi.showGrid(x=True, y=True, alpha=0.15)
-        pi.getViewBox().sigResized.connect(self._place_peak_labels)  # labels keep their pixel size
-        self.legend = pi.addLegend(offset=(-10, -10))
+        pi.getViewBox().sigResized.connect(self._on_resized)  # labels and legend keep their pixel size
+        # under the plot, in as many columns as fit, never over the points
+        self.legend = FittedLegend(colCount=2)
+        pi.layout.addItem(self.legend, 4, 1)
+        pi.legend = self.legend  # items added with a name go into it, as with addLegend
+        pi.legend = self.legend  # items added with a name go into it, as with addLegend
         self.hover = pg.TextItem("", anchor=(0, 1), fill=pg.mkBrush(255, 255, 255, 230), color="#000")
         self.hover.setZValue(100)
         self.hover.hide()
@@ -138,9 +147,8 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.verticalHeader().hide()
-        # widths measured once per model from the first rows (ResizeToContents re-measured every cell of every
-        # row on each layout pass: 300,000 data() calls, 5 s of a headless export of BERT-tiny)
-        self.table.horizontalHeader().setResizeContentsPrecision(RESIZE_ROWS)
+        # widths set once per model from the formatted text (_fit_columns); ResizeToContents re-measured every
+        # cell of every row on each layout pass: 300,000 data() calls, 5 s of a headless export of BERT-tiny
         self.table.clicked.connect(self._on_table_click)
 
         self.notes = QLabel()
@@ -151,11 +159,20 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
     def _arrange(self, bar: QHBoxLayout) -> None:
         """Plot beside the summary and table; the notes underneath."""
         split = QSplitter(Qt.Horizontal)
-        split.addWidget(self.plot)
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.plot, 1)
+        self.offplot = QLabel()  # ceilings whose labels found no free place on the plot
+        self.offplot.setWordWrap(True)
+        self.offplot.hide()
+        lv.addWidget(self.offplot)
+        split.addWidget(left)
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
         self.summary = QLabel()
+        self.summary.setTextFormat(Qt.RichText)
         self.summary.setWordWrap(True)
         rv.addWidget(self.summary)
         rv.addWidget(self.table, 1)
@@ -285,34 +302,90 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
                 self.table.selectRow(r)
                 self.table.scrollTo(m.index(r, 0))
 
-    def _highlight(self):
+    def op_positions(self, op: int) -> list[tuple[str, float, float]]:
+        """(scatter key, x, y) of every point drawn for ``op``: its IPU point, each GPU's bound and estimate,
+        its what-if spill; in plot (log10) coordinates."""
+        out = []
+        for key, sp in self._scatter.items():
+            if key in RING_KEYS or key.startswith("measured") or key == "ridges":
+                continue
+            if not isinstance(sp, pg.ScatterPlotItem):
+                continue
+            hit = np.nonzero(sp.data["data"] == op)[0]  # an object array of op ids
+            out += [(key, float(sp.data["x"][i]), float(sp.data["y"][i])) for i in hit]
+        return out
+
+    def _rings(self, key: str, op, color: str, size: int, width: float) -> None:
+        """Rings on every point of ``op`` joined by a thin line (IPU point to each GPU point), under ``key``."""
         pi = self.plot.getPlotItem()
-        old = self._scatter.pop("selected", None)
-        if old is not None:
-            pi.removeItem(old)
-        a, op = self.analysis, self._selected
-        if a is None or op is None or op not in a.points.index:
+        for k in (key, key + ":line"):
+            old = self._scatter.pop(k, None)
+            if old is not None:
+                pi.removeItem(old)
+        if self.analysis is None or op is None:
             return
-        o = a.points.loc[op]
-        xs, ys = [np.log10(o.intensity)], [np.log10(o.achieved_flops)]
-        for g in a.gpus:
-            xs.append(np.log10(o[f"{g.device_id}_intensity"]))
-            ys.append(np.log10(o[f"{g.device_id}_flops"]))
-        sel = pg.ScatterPlotItem(xs, ys, size=24, symbol="o", brush=pg.mkBrush(None),
-                                 pen=pg.mkPen("#00a0ff", width=3))
-        sel.setZValue(20)
-        pi.addItem(sel)
-        self._scatter["selected"] = sel
+        pos = self.op_positions(int(op))
+        if not pos:
+            return
+        xs = [x for _, x, _ in pos]
+        ys = [y for _, _, y in pos]
+        ring = pg.ScatterPlotItem(xs, ys, size=size, symbol="o", brush=pg.mkBrush(None), pen=pg.mkPen(color, width=width))
+        ring.setZValue(20)
+        pi.addItem(ring, ignoreBounds=True)
+        self._scatter[key] = ring
+        ipu = [(x, y) for k, x, y in pos if k == "ipu"]
+        if ipu and len(pos) > 1:
+            x0, y0 = ipu[0]
+            lx, ly = [], []
+            for k, x, y in pos:
+                if k != "ipu":
+                    lx += [x0, x]
+                    ly += [y0, y]
+            line = pg.PlotDataItem(lx, ly, connect="pairs", pen=pg.mkPen(color, width=1, style=Qt.DashLine))
+            line.setZValue(19)
+            pi.addItem(line, ignoreBounds=True)
+            self._scatter[key + ":line"] = line
+
+    def _highlight(self):
+        self._rings("selected", self._selected, "#00a0ff", 24, 3)
+
+    def link_hover(self, op) -> None:
+        """Hovering one of an op's points rings all of them (IPU and every GPU), or clears the rings (None)."""
+        self._hovered = op
+        self._rings("linked", op, "#ff00cc", 18, 2)
 
     def _fill_table(self):
         a = self.analysis
         model = RooflineTableModel(a.table(), a.gpus, self.table)
         self.table.setModel(model)
-        self.table.resizeColumnsToContents()
+        self._fit_columns(model)
         if self._selected is not None:
             r = model.row_of(self._selected)
             if r is not None:
                 self.table.selectRow(r)
+
+    def _on_resized(self, *_) -> None:
+        self._fit_legend()
+        self._place_peak_labels()
+
+    def _fit_legend(self) -> None:
+        # the widget's width, not the view box's: a legend too wide widens the view box it is measured by
+        left = self.plot.getPlotItem().getAxis("left").width()
+        self.legend.fit_columns(self.plot.width() - left - 24)
+
+    def _fit_columns(self, model) -> None:
+        """Every column as wide as its widest text, over ALL rows (each distinct text measured once) and the
+        header: Qt's own sizing measures only the first rows, so later, longer op names were cut."""
+        fm = self.table.fontMetrics()
+        bold = self.table.font()
+        bold.setBold(True)
+        fmb = QFontMetrics(bold)
+        hfm = self.table.horizontalHeader().fontMetrics()
+        pad = 16  # the cell's margins either side of the text
+        for c, texts in enumerate(model.text):
+            w = max([fm.horizontalAdvance(t) for t in set(texts[:-1])] + [fmb.horizontalAdvance(texts[-1]) if texts else 0]
+                    + [hfm.horizontalAdvance(str(model.headerData(c, Qt.Horizontal))) + 8])
+            self.table.setColumnWidth(c, w + pad)
 
     # ------------------------------------------------------------------ trace import
     def _ask_trace(self):
