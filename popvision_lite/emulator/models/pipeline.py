@@ -534,13 +534,14 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     for s in range(S):
         for v, fw, bw in work[s]:
             per_cycle += pipe["fwd_on"][:, v] * sum(len(x) for x in fw) + pipe["bwd_on"][:, v] * sum(len(x) for x in bw)
-    # keep the fill, the first steady cycles and the drain within the step budget
+    # keep one steady-state cycle (it stands for all of them: profile/phases.py), then the fill and the drain,
+    # within the step budget
     keep = np.zeros(n, bool)
     budget = max(1, MAX_PROFILE_CELLS // (S * T))
     order = list(range(n))
     Dp = int(pipe["stages"])  # pipeline stages (IPUs, plus one when the placement wraps)
     head, tail = order[: 2 * Dp - 1], order[max(2 * Dp - 1, n - (2 * Dp - 2)):]
-    for t in head + tail[::-1]:
+    for t in head[-1:] + head[:-1] + tail[::-1]:
         if per_cycle[t] <= budget or not keep.any():
             keep[t] = True
             budget -= per_cycle[t]
@@ -584,6 +585,10 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         "bytes_out": np.array([tpl[i].out_sum for i in seq], np.int64) if len(seq) else np.zeros(0, np.int64),
     }, columns=list(schema.TABLE_COLUMNS["steps"]))
     elided = int(n - len(shown))
+    # wall cycles of the fill and the drain (the first and last 2D - 2 pipeline cycles): profile/phases.py
+    nfd = min(2 * Dp - 2, n)
+    schedule["fill_cycles"] = int(durs[:nfd].sum())
+    schedule["drain_cycles"] = int(durs[max(nfd, n - nfd):].sum()) if n > nfd else 0
     schedule["profile_pipeline_cycles_shown"] = int(len(shown))
     schedule["profile_pipeline_cycles_elided"] = elided
     # micro-batches whose steady-state cycles are not drawn (each elided cycle = one micro-batch slot)
