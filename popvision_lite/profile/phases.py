@@ -20,7 +20,10 @@ old and new files get the same table.  Columns (``schema.TABLE_COLUMNS["phases"]
   the phase's stored steps cover (union of their intervals): ``runs_per_step / stored_runs`` when every run
   drawn is complete; more when the emulator left some fill / drain pipeline cycles out of a large profile
   (its size limit), the drawn cycles then standing for the phase in proportion of wall time;
-* ``time_kind``: for a phase without stored steps, the step kind its time counts as (``STEP_KINDS``), else "".
+* ``time_kind``: for a phase without stored steps, the step kind its time counts as (``STEP_KINDS``), else "";
+* ``ipu_<kind>`` (one column per step kind): busy IPU cycles of one run of the phase of that kind, summed over
+  the IPUs, when the producer composed them from every pipeline cycle (``schedule["phase_ipu_cycles"]``,
+  since format 2.2); -1 = not recorded, the totals then weight the stored steps.
 
 The rule for a pipelined schedule (``schedule["pipeline_cycles"]`` present; ``emulator/schedule.py``):
 with ``D`` pipeline stages (``pipeline_depth``) and ``G`` micro-batches a step has ``G + 2D - 2`` pipeline
@@ -47,12 +50,14 @@ import math
 import numpy as np
 import pandas as pd
 
+from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
+
 PHASE_KINDS: tuple[str, ...] = ("whole", "fill", "steady", "drain", "accumulate", "stream", "allreduce",
                                 "optimizer", "term")
 # the step kind a phase's time counts as when the profile stores no steps for it
 TIME_KIND = {"accumulate": "compute", "stream": "stream_copy", "allreduce": "exchange_global",
              "optimizer": "compute", "term": "sync"}
-_K_XG = 3  # schema.STEP_KIND_CODE["exchange_global"]; the copy step closing a pipeline cycle
+_K_XG = STEP_KIND_CODE["exchange_global"]  # the copy step closing a pipeline cycle
 MAX_PHASES = 10_000
 
 
@@ -94,14 +99,17 @@ def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, cloc
         starts = ends = np.zeros(0, np.int64)
         t_end = 0
     rows: list[dict] = []
+    busy = sch.get("phase_ipu_cycles") if isinstance(sch.get("phase_ipu_cycles"), dict) else {}
 
     def add(name, kind, start, cycles, runs=1, rng=(-1, -1), stored=0, ipu=-1):
         if cycles <= 0 or runs <= 0:
             return start
+        known = busy.get(kind) if isinstance(busy.get(kind), dict) else {}
         rows.append(dict(name=name, kind=kind, ipu=ipu, start_cycle=int(start), cycles=int(cycles),
                          runs_per_step=int(runs), first_step=int(rng[0]), last_step=int(rng[1]),
                          stored_runs=int(stored if rng[0] >= 0 else 0),
-                         time_kind="" if rng[0] >= 0 else TIME_KIND.get(kind, "")))
+                         time_kind="" if rng[0] >= 0 else TIME_KIND.get(kind, ""),
+                         **{f"ipu_{k}": _int(known[k], -1) if k in known else -1 for k in STEP_KINDS}))
         return int(start) + int(cycles) * int(runs)
 
     pipelined = "pipeline_cycles" in sch and "pipeline_total_cycles" in sch
@@ -155,6 +163,6 @@ def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, cloc
         for name, secs in list(terms.items())[:MAX_PHASES]:
             t = add(str(name), "term", t, _int(_num(secs) * float(clock_hz)))
     df = pd.DataFrame(rows, columns=["name", "kind", "ipu", "start_cycle", "cycles", "runs_per_step", "first_step",
-                                     "last_step", "stored_runs", "time_kind"])
+                                     "last_step", "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS)])
     df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))
     return df

@@ -30,7 +30,8 @@ _NUMERIC_KINDS = "iufb"
 # Value checks on read (a file from another producer, or corrupted on disk, must not hand garbage to
 # the views): id-like columns may be -1 ("none"), every other number is a count, size or cycle >= 0.
 _MINUS_ONE_OK = frozenset({"op_id", "prog_id", "parent_id", "cs_id", "ipu", "first_step", "last_step",
-                           "lstep", "first_lstep", "last_lstep", "max_tile"})
+                           "lstep", "first_lstep", "last_lstep", "max_tile", "ipu_compute", "ipu_sync",
+                           "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy"})
 _MAX_VALUE = 2 ** 53  # beyond this no count / byte / cycle number is plausible, and sums would overflow
 _TILE_COLUMNS = {("vertices", "tile"), ("variable_tiles", "tile"), ("liveness_steps", "max_tile")}
 MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is corrupt, not an OOM

@@ -144,6 +144,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "last_step",       # int64 last one, inclusive (-1 none)
         "stored_runs",     # int64 runs the stored steps hold (each stored step runs runs_per_step / stored_runs)
         "time_kind",       # str: a step kind (STEP_KINDS) the phase's time counts as when none stored, else ""
+        # int64 busy IPU cycles of ONE run per step kind, summed over the IPUs (a step on every IPU once per
+        # IPU), as the producer composed them from every pipeline cycle, drawn or not; -1 = not recorded
+        # (the totals then weight the stored steps)
+        "ipu_compute", "ipu_sync", "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy",
     ),
 }
 # Tables a file of an older minor version may lack; the reader rebuilds them (phases: from run["schedule"]).
@@ -182,7 +186,8 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
     "liveness_steps": dict(lstep=_I64, prog_id=_I32, name=_S, total_bytes=_I64, max_tile_bytes=_I64,
                            max_tile=_I32),
     "phases": dict(phase_id=_I32, name=_S, kind=_S, ipu=_I16, start_cycle=_I64, cycles=_I64, runs_per_step=_I64,
-                   first_step=_I64, last_step=_I64, stored_runs=_I64, time_kind=_S),
+                   first_step=_I64, last_step=_I64, stored_runs=_I64, time_kind=_S, ipu_compute=_I64,
+                   ipu_sync=_I64, ipu_exchange_internal=_I64, ipu_exchange_global=_I64, ipu_stream_copy=_I64),
 }
 
 # Dense arrays: name -> (dims, dtype)

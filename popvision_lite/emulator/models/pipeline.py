@@ -589,6 +589,16 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     nfd = min(2 * Dp - 2, n)
     schedule["fill_cycles"] = int(durs[:nfd].sum())
     schedule["drain_cycles"] = int(durs[max(nfd, n - nfd):].sum()) if n > nfd else 0
+    # busy IPU cycles per step kind of each pipeline phase (one run; a step on every IPU counts once per IPU),
+    # from every pipeline cycle, drawn or not: the totals need them where the timeline leaves cycles out
+    kind_of = np.array([tp.kind for tp in templates], np.int64)
+    busy = {ph: np.zeros(len(schema.STEP_KINDS), np.int64) for ph in ("fill", "steady", "drain")}
+    for t in [*range(nfd), *([nfd] if n > 2 * nfd else []), *range(max(nfd, n - nfd), n)]:
+        ph = "fill" if t < nfd else "drain" if t >= max(nfd, n - nfd) else "steady"
+        for ids, _st, ip in cycle_steps(t):
+            np.add.at(busy[ph], kind_of[ids], dur_all[ids] * np.where(np.asarray(ip) < 0, S, 1))
+    schedule["phase_ipu_cycles"] = {ph: {k: int(v[i]) for i, k in enumerate(schema.STEP_KINDS)}
+                                    for ph, v in busy.items()}
     schedule["profile_pipeline_cycles_shown"] = int(len(shown))
     schedule["profile_pipeline_cycles_elided"] = elided
     # micro-batches whose steady-state cycles are not drawn (each elided cycle = one micro-batch slot)
