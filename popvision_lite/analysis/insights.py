@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from popvision_lite.analysis.program_tree import run_cycles
+from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.profile.schema import STEP_KIND_CODE
 from popvision_lite.units import format_bytes_exact, format_seconds
 
@@ -200,12 +200,9 @@ def weight_variables(profile) -> pd.DataFrame:
 
 
 def step_kind_cycles(profile) -> dict[str, int]:
-    from popvision_lite.profile.schema import STEP_KINDS
-
-    st = profile.steps
-    dur = (st["end_cycle"] - st["start_cycle"]).to_numpy(np.int64)
-    kinds = st["kind"].to_numpy()
-    return {k: int(dur[kinds == i].sum()) for i, k in enumerate(STEP_KINDS)}
+    """IPU cycles of one training step per step kind (``run_totals.kind_cycles``: stored steps weighted by their
+    runs, summed over the replica's IPUs, waiting at syncs in "sync")."""
+    return dict(run_totals(profile).kind_cycles)
 
 
 def is_recompute_run(profile) -> bool:
@@ -286,7 +283,7 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
                      f"{verdict}.")
         nums.update(worst_tile=t, worst_tile_lstep=tl, worst_tile_held_bytes=theld, worst_tile_over=o)
         tiles = (t,)
-    head = (f"The not-always-live peak is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}, op {op_name}). "
+    head = (f"The not-always-live peak summed over all tiles is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}, op {op_name}). "
             f"Of it, {len(held):,} activations made earlier and used later (e.g. by the backward pass) are held "
             f"across it: {fmt_bytes(held_b)} ({_pct(share)}); the running op's own outputs and temporaries take "
             f"{fmt_bytes(own_b)} ({_pct(own_share)}).")
@@ -304,7 +301,8 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         plan = str(profile.ops.loc[profile.ops["op_id"] == op, "plan"].iloc[0]) \
             if (profile.ops["op_id"] == op).any() else ""
         big = own.sort_values("bytes", ascending=False).head(3)
-        text = (f"At the not-always-live peak ({fmt_bytes(peak_bytes)}, liveness step {pk}: {name}) the running "
+        text = (f"At the not-always-live peak summed over all tiles ({fmt_bytes(peak_bytes)}, liveness step {pk}: "
+                f"{name}) the running "
                 f"op {op_name} holds {fmt_bytes(own_b)} of its own outputs and temporaries ({_pct(own_share)}). "
                 f"Recomputation cannot lower this peak; {op_name}"
                 + (f" (plan: {plan})" if plan else "") + " needs a plan with less temporary memory "
@@ -400,18 +398,23 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
 
 def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     out: list[Finding] = []
-    total = run_cycles(profile)
+    rt = run_totals(profile)
+    total = rt.ipu_time_cycles
     if total <= 0:
         return out
-    kc = step_kind_cycles(profile)
-    ex = kc.get("exchange_internal", 0) + kc.get("exchange_global", 0)
-    share = ex / total
+    kc = rt.kind_cycles
+    ex = rt.part_cycles["exchange"]
+    share = rt.part_share["exchange"]
     ops = profile.ops
     if share >= EXCHANGE_SHARE_WARN:
-        top = ops[ops["exchange_cycles"] > 0].sort_values("exchange_cycles", ascending=False).head(3)
-        names = "; ".join(f"{r['name']} ({int(r['exchange_cycles']):,} cycles)" for _, r in top.iterrows())
+        exc = rt.op_part_cycles[:, PARTS.index("exchange")] if len(ops) else np.zeros(0)
+        order = [i for i in np.argsort(-exc, kind="stable")[:3] if exc[i] > 0]
+        top = ops.iloc[order]
+        names = "; ".join(f"{r['name']} ({int(round(exc[i])):,} cycles)" for i, (_, r) in zip(order, top.iterrows(),
+                                                                                             strict=True))
         out.append(Finding("warning", "exchange", "Exchange takes a large share of the run",
-                           f"Exchange steps take {ex:,} of {total:,} cycles ({_pct(share)}); "
+                           f"Exchange takes {ex:,} of {total:,} cycles of {rt.ipu_time_name} per step "
+                           f"({_pct(share)}); "
                            f"global (IPU-Link) {kc.get('exchange_global', 0):,}. Most exchange: {names}. "
                            f"Consider a layout that keeps operands on the tiles that use them.",
                            ops=tuple(int(o) for o in top["op_id"]),
@@ -454,14 +457,16 @@ def insights(profile, spec=None) -> list[Finding]:
     found: list[Finding] = []
     if is_recompute_run(profile):
         ops = profile.ops
-        rec = ops[ops["name"].astype(str).str.contains(r"(?:^|/)recompute(?:/|$)")]
-        rc_cyc = int(rec["cycles"].sum())
-        total = run_cycles(profile)
+        is_rec = ops["name"].astype(str).str.contains(r"(?:^|/)recompute(?:/|$)").to_numpy(bool)
+        rec = ops[is_rec]
+        rt = run_totals(profile)
+        rc_cyc = int(round(float(rt.op_cycles[is_rec].sum()))) if len(ops) else 0
+        total = rt.ipu_time_cycles
         txt = ("This run was made with recomputation on (run config 'recompute'): activations are recomputed "
                "in the backward pass rather than kept, trading cycles for memory.")
         if len(rec):
             txt += (f" {len(rec):,} recomputation ops take {rc_cyc:,} cycles"
-                    + (f" ({_pct(rc_cyc / total)} of the run)." if total else "."))
+                    + (f" ({_pct(rc_cyc / total)} of {rt.ipu_time_name})." if total else "."))
         found.append(Finding("info", "recompute_on", "Recomputation is on", txt,
                              ops=tuple(int(o) for o in rec.sort_values("cycles", ascending=False)["op_id"].head(_MAX_IDS)),
                              numbers={"recompute": True, "recompute_ops": len(rec), "recompute_cycles": rc_cyc}))
@@ -528,7 +533,7 @@ def recompute_savings(a, b) -> Finding:
             "peak_tile_bytes": int(ls["max_tile_bytes"].max()) if len(ls) else 0,
             "max_tile_total": int(bt["total"].max()) if len(bt) else 0,
             "tiles_over": int((bt["over"] > 0).sum()),
-            "cycles": run_cycles(p),
+            "cycles": run_totals(p).step_cycles,
         }
 
     s0, s1 = stats(base), stats(rec)

@@ -7,14 +7,14 @@ import re
 import numpy as np
 import pandas as pd
 
-from popvision_lite.analysis.program_tree import run_cycles
+from popvision_lite.analysis.run_totals import PARTS, run_totals
 
 # (column in the returned frame, header shown by views); numeric unless noted
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "op"),
     ("type", "type"),
-    ("cycles", "cycles"),
-    ("pct_run", "% of run"),
+    ("cycles", "cycles / step"),
+    ("pct_run", "% of IPU time"),
     ("compute_cycles", "compute cyc"),
     ("exchange_cycles", "exchange cyc"),
     ("sync_cycles", "sync cyc"),
@@ -31,12 +31,17 @@ TEXT_COLUMNS = frozenset({"name", "type", "plan"})
 
 
 def ops_table(profile) -> pd.DataFrame:
-    """Ops with ``pct_run`` = op cycles / run cycles * 100; index is op_id, ordered by op_id."""
+    """Ops with their cycles per training step (one replica; ``run_totals.op_cycles``), their split into
+    compute / exchange / sync / stream, and ``pct_run`` = the op's share of the IPU time summed over the
+    replica's IPUs x 100 (``run_totals.op_share``); index is op_id, ordered by op_id."""
     ops = profile.ops
     df = pd.DataFrame({c: ops[c] for c, _ in COLUMNS if c in ops.columns and c != "pct_run"})
     df.index = pd.Index(ops["op_id"].to_numpy().astype(np.int64), name="op_id")
-    total = run_cycles(profile)
-    df["pct_run"] = (df["cycles"].to_numpy(dtype=np.float64) * 100.0 / total) if total > 0 else 0.0
+    rt = run_totals(profile)
+    df["cycles"] = np.rint(rt.op_cycles).astype(np.int64)
+    for i, part in enumerate(PARTS):
+        df[f"{part}_cycles"] = np.rint(rt.op_part_cycles[:, i]).astype(np.int64)
+    df["pct_run"] = rt.op_share * 100.0
     for c in TEXT_COLUMNS:
         df[c] = df[c].astype(str)
     return df[[c for c, _ in COLUMNS]].sort_index()

@@ -11,15 +11,14 @@ import numpy as np
 
 from popvision_lite.analysis.selection import program_for_op
 
-COLUMNS: tuple[str, ...] = ("name", "kind", "cycles", "% of run", "code bytes", "op")
+COLUMNS: tuple[str, ...] = ("name", "kind", "cycles / step", "% of IPU time", "code bytes", "op")
 
 
 def run_cycles(profile) -> int:
-    """Cycles of the whole run: last step end minus first step start (0 for an empty run)."""
-    st = profile.steps
-    if len(st) == 0:
-        return 0
-    return int(st["end_cycle"].max() - st["start_cycle"].min())
+    """Wall cycles of the run: one training step (``run_totals.step_cycles``; 0 for an empty run)."""
+    from popvision_lite.analysis.run_totals import run_totals
+
+    return run_totals(profile).step_cycles
 
 
 class ProgramTree:
@@ -32,7 +31,12 @@ class ProgramTree:
         self.kind = pr["kind"].astype(str).to_numpy()
         self.name = pr["name"].astype(str).to_numpy()
         self.op_id = pr["op_id"].to_numpy().astype(np.int64)
-        self.cycles = pr["cycles"].to_numpy().astype(np.int64)
+        from popvision_lite.analysis.run_totals import run_totals
+
+        rt = run_totals(profile)
+        # cycles per training step (stored steps weighted by their runs, children included), and the share of
+        # the IPU time summed over the replica's IPUs: the numbers every other view uses
+        self.cycles = np.rint(rt.program_cycles).astype(np.int64)
         self.code_bytes = pr["code_bytes"].to_numpy().astype(np.int64)
         self.repeat = pr["repeat"].to_numpy().astype(np.int64)
         self.first_step = pr["first_step"].to_numpy().astype(np.int64)
@@ -66,7 +70,7 @@ class ProgramTree:
         ops = profile.ops
         self._op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].astype(str).tolist(),
                                   strict=True))
-        self.total_cycles = run_cycles(profile)
+        self.total_cycles = rt.ipu_time_cycles
         self._profile = profile
         self._lower: np.ndarray | None = None  # lower-cased names, built on the first find()
 

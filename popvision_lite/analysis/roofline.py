@@ -289,6 +289,14 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
             run_cycles = int(step)
     new["ipu_time_s"] = t_ipu
     new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
+    try:  # the op's share of the IPU time, as every view shows it (analysis/run_totals.py)
+        from popvision_lite.analysis.run_totals import run_totals
+
+        rt = run_totals(profile)
+        if len(rt.op_share) == len(ops):
+            new["share"] = rt.op_share
+    except (AttributeError, KeyError, TypeError):  # a stand-in with .ops and .target only
+        pass
     with np.errstate(divide="ignore", invalid="ignore"):
         new["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
     new["chip_flops"] = new["achieved_flops"] / np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1)

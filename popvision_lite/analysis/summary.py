@@ -13,18 +13,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from popvision_lite.analysis.run_totals import (
+    PART_OF_KIND,
+    PARTS,
+    PEAK_NAL_NAME,
+    PEAK_TILE_NAME,
+    RunTotals,
+    run_totals,
+)
 from popvision_lite.profile import schema
 from popvision_lite.units import format_bytes, format_seconds  # noqa: F401 (re-exported for views)
 
-# How step kinds are grouped into the phases PopVision shows.
-PHASE_OF_KIND = {
-    "compute": "compute",
-    "exchange_internal": "exchange",
-    "exchange_global": "exchange",
-    "sync": "sync",
-    "stream_copy": "stream",
-}
-PHASES = ("compute", "exchange", "sync", "stream")
+# How step kinds are grouped into the parts PopVision shows (one definition: analysis/run_totals.py).
+PHASE_OF_KIND = PART_OF_KIND
+PHASES = PARTS
 
 
 @dataclass
@@ -51,17 +53,18 @@ class Summary:
     config: dict[str, Any]
     fits: bool
     timing_only: bool
-    total_cycles: int
+    total_cycles: int                 # wall cycles of one training step (run_totals.step_cycles)
     clock_hz: float
-    phase_cycles: dict[str, int]      # phase -> cycles summed over steps (see PHASES)
-    kind_cycles: dict[str, int]       # step kind -> cycles
+    phase_cycles: dict[str, int]      # part (PHASES) -> IPU cycles of one step, summed over the replica's IPUs
+    kind_cycles: dict[str, int]       # step kind -> IPU cycles (waiting at syncs in "sync")
     num_steps: int
     peak: PeakMemory
-    top_ops: pd.DataFrame             # name, type, cycles, share, flops, tiles_used (descending cycles)
+    top_ops: pd.DataFrame             # name, type, cycles, share, flops, tiles_used (descending cycles per step)
     numeric_checks: dict[str, Any]
     peak_not_always_live: int         # max over liveness steps of the fullest tile's not-always-live bytes
     peak_not_always_live_lstep: int   # -1 when there are no liveness steps
     run: dict[str, Any] = field(default_factory=dict)
+    totals: RunTotals | None = None   # every headline number (analysis/run_totals.py)
 
     @property
     def total_seconds(self) -> float:
@@ -92,7 +95,8 @@ def _check_passed(v) -> bool | None:
 
 
 def phase_cycles(steps: pd.DataFrame) -> tuple[dict[str, int], dict[str, int]]:
-    """Cycles per phase and per step kind, summed over steps (end - start)."""
+    """Cycles per part and per step kind of the STORED steps, each counted once (end - start); the run's
+    totals weight each step by its runs per training step: :func:`run_totals.run_totals`."""
     dur = (steps["end_cycle"].to_numpy(np.int64) - steps["start_cycle"].to_numpy(np.int64))
     kinds = steps["kind"].to_numpy(np.int64)
     per_kind = np.bincount(kinds, weights=dur, minlength=len(schema.STEP_KINDS)) if len(kinds) else \
@@ -120,31 +124,24 @@ def peak_memory(profile) -> PeakMemory:
 
 
 def top_ops(profile, n: int = 10) -> pd.DataFrame:
+    """The ``n`` ops with the most cycles per training step (run_totals.op_cycles) and their share of the IPU
+    time (run_totals.op_share)."""
     ops = profile.ops
     cols = ["op_id", "name", "type", "cycles", "share", "flops", "tiles_used"]
     if len(ops) == 0:
         return pd.DataFrame(columns=cols)
-    total = float(ops["cycles"].sum())
-    df = ops.nlargest(n, "cycles")[["op_id", "name", "type", "cycles", "flops", "tiles_used"]].copy()
-    df.insert(4, "share", df["cycles"] / total if total else 0.0)
+    rt = run_totals(profile)
+    df = ops[["op_id", "name", "type", "flops", "tiles_used"]].copy()
+    df.insert(3, "cycles", np.rint(rt.op_cycles).astype(np.int64))
+    df.insert(4, "share", rt.op_share)
+    df = df.iloc[np.argsort(-rt.op_cycles, kind="stable")[:n]]
     return df[cols].reset_index(drop=True)
 
 
 def summarize(profile, n_top_ops: int = 10) -> Summary:
     t = profile.target
     run = dict(profile.run or {})
-    steps = profile.steps
-    phases, kinds = phase_cycles(steps)
-    if len(steps):
-        total = int(steps["end_cycle"].max())  # cycles since run start
-    else:
-        total = 0
-    ls = profile.liveness_steps
-    if len(ls):
-        i = int(np.argmax(ls["max_tile_bytes"].to_numpy()))
-        nal_peak, nal_lstep = int(ls["max_tile_bytes"].iloc[i]), int(ls["lstep"].iloc[i])
-    else:
-        nal_peak, nal_lstep = 0, -1
+    rt = run_totals(profile)
     peak = peak_memory(profile)
     fits = run.get("fits")
     fits = (peak.over_capacity_tiles == 0) if fits is None else bool(fits)
@@ -156,10 +153,84 @@ def summarize(profile, n_top_ops: int = 10) -> Summary:
         checks = {"result": checks}
     return Summary(
         target=t, model=str(run.get("model", "?")), config=config, fits=fits,
-        timing_only=bool(run.get("timing_only", False)), total_cycles=total, clock_hz=float(t.clock_hz),
-        phase_cycles=phases, kind_cycles=kinds, num_steps=len(steps), peak=peak,
+        timing_only=bool(run.get("timing_only", False)), total_cycles=rt.step_cycles, clock_hz=float(t.clock_hz),
+        phase_cycles=dict(rt.part_cycles), kind_cycles=dict(rt.kind_cycles), num_steps=profile.num_steps
+        if hasattr(profile, "num_steps") else len(profile.steps), peak=peak,
         top_ops=top_ops(profile, n_top_ops), numeric_checks=checks,
-        peak_not_always_live=nal_peak, peak_not_always_live_lstep=nal_lstep, run=run,
+        peak_not_always_live=rt.peak_not_always_live_bytes, peak_not_always_live_lstep=rt.peak_not_always_live_lstep,
+        run=run, totals=rt,
     )
 
 
+def summary_table(profile) -> pd.DataFrame:
+    """The Summary as (metric, value) rows: what ``popvision-lite export --view summary -o x.csv`` writes."""
+    s = summarize(profile)
+    rt = s.totals
+    name, share = rt.top_op
+    rows = [("device", s.target.name), ("ipus", rt.num_ipus), ("ipu_count", rt.ipu_count_text),
+            ("replicas", rt.replicas), ("ipus_per_replica", rt.stages), ("tiles_per_replica", s.target.num_tiles),
+            ("clock_hz", s.clock_hz), ("model", s.model), ("fits", s.fits),
+            ("step_cycles", rt.step_cycles), ("step_time_s", rt.step_seconds),
+            ("total_cycles", rt.total_cycles), ("total_time_s", rt.total_seconds),
+            ("ipu_time_cycles", rt.ipu_time_cycles), ("ipu_time_name", rt.ipu_time_name),
+            ("num_steps_stored", s.num_steps)]
+    rows += [(f"{k}_cycles", v) for k, v in rt.part_cycles.items()]
+    rows += [(f"{k}_share", v) for k, v in rt.part_share.items()]
+    rows += [("waiting_cycles", rt.waiting_cycles), ("bottleneck", rt.bottleneck),
+             ("bottleneck_text", rt.bottleneck_text), ("dominant_phase", rt.dominant_phase),
+             ("top_op", name), ("top_op_share", share),
+             ("peak_tile_bytes", rt.peak_tile_bytes), ("peak_tile", rt.peak_tile),
+             ("peak_not_always_live_bytes", rt.peak_not_always_live_bytes),
+             ("always_live_bytes", s.peak.always_live_bytes), ("not_always_live_bytes", s.peak.not_always_live_bytes),
+             ("over_capacity_tiles", s.peak.over_capacity_tiles),
+             ("samples_per_step", rt.samples_per_step), ("samples_per_second", rt.samples_per_second)]
+    for r in rt.phases.itertuples():
+        rows.append((f"phase {r.phase_id} {r.name}", f"{int(r.cycles):,} cycles x {int(r.runs_per_step):,} = "
+                     f"{100 * r.share_of_step:.1f}% of the step"))
+    return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def summary_markdown(profile) -> str:
+    """The report's ``summary.md``: the Summary's numbers and the verdict, as Markdown."""
+    from pathlib import Path
+
+    s = summarize(profile)
+    rt = s.totals
+    t = s.target
+    lines = [f"# Profile report: {Path(str(profile.path)).name}", "",
+             f"* target: {t.name}, {rt.ipu_count_text}, {t.tiles_per_ipu} tiles per IPU, {t.clock_hz / 1e9:.3f} GHz"
+             f" ({rt.drawn_text})",
+             f"* model: {s.model} {s.config}",
+             f"* fits: {'yes' if s.fits else 'NO - ' + str(s.peak.over_capacity_tiles) + ' tiles over capacity'}",
+             f"* step (wall time): {rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}; "
+             f"{s.num_steps:,} BSP steps stored",
+             f"* samples/s: {rt.samples_per_second:,.1f} ({rt.samples_per_step:g} samples per step)",
+             f"* {rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles: "
+             + ", ".join(f"{k} {v:,} ({100 * rt.part_share[k]:.1f}%)" for k, v in rt.part_cycles.items()),
+             f"* bottleneck: {rt.bottleneck_text}",
+             "* phases of the step: " + "; ".join(
+                 f"{r.name} {int(r.cycles):,} cycles x {int(r.runs_per_step):,} ({100 * r.share_of_step:.1f}%)"
+                 for r in rt.phases.itertuples()),
+             f"* {PEAK_TILE_NAME}: {format_bytes(rt.peak_tile_bytes)} on tile {s.peak.tile_in_ipu} of IPU {s.peak.ipu} "
+             f"({100 * s.peak.fraction:.1f}% of {format_bytes(s.peak.capacity)})",
+             f"* {PEAK_NAL_NAME}: {format_bytes(rt.peak_not_always_live_bytes)} "
+             f"(liveness step {rt.peak_not_always_live_lstep})", "", "## Top ops by cycles per step", "",
+             f"| op | type | cycles | share of {rt.ipu_time_name} |", "|---|---|---|---|"]
+    for r in s.top_ops.itertuples(index=False):
+        lines.append(f"| {r.name} | {r.type} | {int(r.cycles):,} | {100 * r.share:.1f}% |")
+    lines += _verdict_markdown(profile)
+    return "\n".join(lines) + "\n"
+
+
+def _verdict_markdown(profile) -> list[str]:
+    """The IPU-or-GPU verdict section of the report (empty, with the reason, when it cannot be made)."""
+    from popvision_lite.analysis.verdict import verdict
+    from popvision_lite.errors import PopvisionError
+
+    try:
+        v = verdict(profile)
+    except PopvisionError as e:
+        return ["", "## Verdict: IPU or GPU?", "", f"n/a: {e}"]
+    out = ["", "## Verdict: IPU or GPU?", "", f"**{v.headline()}**", "", "| | IPU | GPU |", "|---|---|---|"]
+    out += [f"| {a} | {b} | {c} |" for a, b, c in v.rows()]
+    return out + [""] + [f"* {n}" for n in v.notes]

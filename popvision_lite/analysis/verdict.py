@@ -72,6 +72,7 @@ class Verdict:
     notes: list = field(default_factory=list)
     missing_prices: list = field(default_factory=list)
     ipu_micro_batch: float = math.nan     # samples of one replica's micro-batch
+    ipu_count_text: str = ""              # "4 replicas x 4 stages = 16 IPUs" (run_totals.ipu_count_text)
 
     @property
     def speedup(self) -> float:
@@ -95,7 +96,7 @@ class Verdict:
         i, g, n = self.ipu, self.gpu, self.samples
         return [
             ("system", i.label, g.label),
-            ("chips", f"{i.chips}", f"{g.chips}"),
+            ("chips", self.ipu_count_text or f"{i.chips}", f"{g.chips}"),
             ("samples/s", f"{i.samples_per_second:,.1f}", f"{g.samples_per_second:,.1f}"),
             ("basis", i.basis, g.basis),
             (f"time for {n:,} samples", fmt_seconds(i.seconds_for(n)), fmt_seconds(g.seconds_for(n))),
@@ -129,6 +130,7 @@ class Verdict:
             d.update(seconds_for_samples=side.seconds_for(self.samples), usd_per_million=side.usd_per_million())
             out[key] = d
         out["ipu_micro_batch"] = self.ipu_micro_batch
+        out["ipu_count_text"] = self.ipu_count_text
         out["gpu_micro_batch"] = self.gpu_estimate.micro_batch
         out["gpu_passes_per_step"] = self.gpu_estimate.passes_per_step
         out["gpu_memory"] = dict(self.gpu_estimate.memory)
@@ -193,6 +195,13 @@ def ipu_throughput(profile) -> tuple[float, float, float, str]:
             sched = ast.literal_eval(sched)
         except (ValueError, SyntaxError):
             sched = None
+    rt = _totals(profile)
+    if rt is not None and rt.samples_per_second > 0 and isinstance(sched, dict):
+        per_step = float(rt.samples_per_step)
+        reps = max(int(sched.get("replicas", 1) or 1), 1)
+        ga = max(int(sched.get("grad_accum", 1) or 1), 1)
+        return float(rt.samples_per_second), per_step, per_step / (reps * ga), \
+            f"emulated schedule ({rt.throughput_basis})"
     sps = run.get("samples_per_second")
     if isinstance(sps, int | float) and sps > 0 and isinstance(sched, dict):
         per_step = float(sched.get("samples_per_step") or 0)
@@ -221,15 +230,20 @@ def ipu_throughput(profile) -> tuple[float, float, float, str]:
         "no samples_per_second recorded)"
 
 
-def _ipu_bound_by(profile, summary=None) -> str:
-    try:
-        from popvision_lite.analysis.summary import summarize
+def _totals(profile):
+    """The run's headline numbers (analysis/run_totals.py), None for a stand-in without steps and phases."""
+    from popvision_lite.analysis.run_totals import run_totals
 
-        share = (summary or summarize(profile)).phase_share
-    except Exception:  # noqa: BLE001 - a profile without steps still gets a verdict
-        return "n/a"
-    k = max(share, key=share.get)
-    return f"{k} ({100 * share[k]:.0f}% of cycles)"
+    try:
+        return run_totals(profile)
+    except (AttributeError, KeyError, TypeError):  # a stand-in with .run/.ops/.target only
+        return None
+
+
+def _ipu_bound_by(profile, summary=None) -> str:
+    rt = summary.totals if summary is not None and getattr(summary, "totals", None) is not None \
+        else _totals(profile)
+    return rt.bottleneck_text if rt is not None else "n/a"
 
 
 def _activation_bytes(profile, counts) -> tuple[float, str]:
@@ -300,7 +314,8 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     ipu_price, ipu_src, ipu_missing = _price(ipu_spec)
     if ipu_missing:
         missing.append(ipu_spec.name + (" (priced at another IPU's rate)" if math.isfinite(ipu_price) else ""))
-    notes.append(f"IPU chips: {chips_basis}")
+    rt = _totals(profile)
+    notes.append(f"IPU chips: {rt.ipu_count_text if rt is not None else chips_basis}")
     notes.append(f"IPU price: {ipu_src}")
     ipu_fits = bool(run.get("fits", True))
     ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
@@ -363,7 +378,8 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
     return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
                    gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
-                   notes=notes, missing_prices=missing, ipu_micro_batch=per_pass)
+                   notes=notes, missing_prices=missing, ipu_micro_batch=per_pass,
+                   ipu_count_text=rt.ipu_count_text if rt is not None else "")
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

@@ -21,29 +21,43 @@ def add_arguments(parser) -> None:
 
 
 def summarize(p, top: int = 5) -> dict:
-    """The summary ``info`` prints, as a dict of plain Python values."""
+    """The summary ``info`` prints, as a dict of plain Python values (numbers from analysis/run_totals.py)."""
+    from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, run_totals
+    from popvision_lite.analysis.summary import top_ops
+
     t = p.target
     steps = p.steps
-    n = len(steps)
-    total_cycles = int(steps["end_cycle"].iloc[-1] - steps["start_cycle"].iloc[0]) if n else 0
-    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
+    rt = run_totals(p)
     kinds = {}
+    codes = steps["kind"].to_numpy()
     for code, name in enumerate(schema.STEP_KINDS):
-        m = steps["kind"].to_numpy() == code
-        if m.any():
-            kinds[name] = {"steps": int(m.sum()), "cycles": int(dur[m].sum())}
+        n_k = int((codes == code).sum())
+        if n_k or rt.kind_cycles.get(name):
+            kinds[name] = {"steps": n_k, "cycles": int(rt.kind_cycles.get(name, 0))}
     by_tile = p.memory.by_tile()
     total = by_tile["total"].to_numpy()
-    ops = p.ops.sort_values("cycles", ascending=False).head(max(0, top))
+    name, share = rt.top_op
     return {
         "file": str(p.path),
         "format_version": f"{p.format_version}.{p.format_minor}",
         "target": {"device": t.device, "name": t.name, "num_ipus": t.num_ipus, "tiles_per_ipu": t.tiles_per_ipu,
                    "num_tiles": t.num_tiles, "sram_bytes_per_tile": t.sram_bytes_per_tile, "clock_hz": t.clock_hz},
+        "ipus": {"replicas": rt.replicas, "per_replica": rt.stages, "total": rt.num_ipus, "text": rt.ipu_count_text,
+                 "drawn": rt.drawn_text},
         "run": {k: p.run.get(k) for k in ("model", "emulator_version", "fits", "timing_only") if k in p.run},
-        "steps": n,
-        "total_cycles": total_cycles,
-        "total_time_s": total_cycles / float(t.clock_hz) if t.clock_hz else None,
+        "steps": len(steps),
+        "step_cycles": rt.step_cycles,
+        "step_time_s": rt.step_seconds,
+        "total_cycles": rt.total_cycles,
+        "total_time_s": rt.total_seconds,
+        "samples_per_second": rt.samples_per_second,
+        "samples_per_step": rt.samples_per_step,
+        "ipu_time": {"name": rt.ipu_time_name, "cycles": rt.ipu_time_cycles, "waiting_cycles": rt.waiting_cycles,
+                     "parts": dict(rt.part_cycles), "shares": rt.part_share},
+        "bottleneck": rt.bottleneck,
+        "bottleneck_text": rt.bottleneck_text,
+        "phases": [{"name": r.name, "cycles": int(r.cycles), "runs_per_step": int(r.runs_per_step),
+                    "share_of_step": float(r.share_of_step)} for r in rt.phases.itertuples()],
         "step_kinds": kinds,
         "ops": len(p.ops),
         "programs": len(p.programs),
@@ -51,13 +65,16 @@ def summarize(p, top: int = 5) -> dict:
         "liveness_steps": p.liveness.num_lsteps,
         "memory": {
             "total_bytes": int(total.sum()),
-            "max_tile": int(np.argmax(total)) if total.size else -1,
-            "max_tile_bytes": int(total.max()) if total.size else 0,
+            "peak_name": PEAK_TILE_NAME,
+            "max_tile": rt.peak_tile,
+            "max_tile_bytes": rt.peak_tile_bytes,
+            "peak_not_always_live_bytes": rt.peak_not_always_live_bytes,
             "capacity_bytes": int(t.sram_bytes_per_tile),
             "tiles_over_capacity": int(by_tile["over_capacity"].sum()),
         },
-        "top_ops": [{"name": r.name, "type": r.type, "cycles": int(r.cycles), "flops": int(r.flops)}
-                    for r in ops.itertuples()],
+        "top_op": {"name": name, "share": share},
+        "top_ops": [{"name": r.name, "type": r.type, "cycles": int(r.cycles), "share": float(r.share),
+                     "flops": int(r.flops)} for r in top_ops(p, max(0, top)).itertuples()] if top else [],
         "summary_levels": [list(x) for x in p.step_tiles.levels],
     }
 
@@ -65,28 +82,36 @@ def summarize(p, top: int = 5) -> dict:
 def format_summary(s: dict) -> str:
     t = s["target"]
     m = s["memory"]
+    it = s["ipu_time"]
     lines = [
         f"{s['file']}  (popvision-lite profile v{s['format_version']})",
-        f"target   {t['name']} [{t['device']}] x {t['num_ipus']} IPU(s), {t['tiles_per_ipu']} tiles each "
-        f"({t['num_tiles']} tiles), {format_bytes(t['sram_bytes_per_tile'])} SRAM/tile, {format_hz(t['clock_hz'])}",
+        f"target   {t['name']} [{t['device']}], {s['ipus']['text']}, {t['tiles_per_ipu']} tiles per IPU, "
+        f"{format_bytes(t['sram_bytes_per_tile'])} SRAM/tile, {format_hz(t['clock_hz'])} ({s['ipus']['drawn']})",
         "run      " + ", ".join(f"{k}={v}" for k, v in s["run"].items()),
-        f"steps    {s['steps']:,} BSP steps, {s['total_cycles']:,} cycles"
-        + (f" = {format_seconds(s['total_time_s'])}" if s["total_time_s"] is not None else ""),
+        f"step     {s['step_cycles']:,} cycles = {format_seconds(s['step_time_s'])} wall time"
+        + (f"; {s['samples_per_second']:,.1f} samples/s ({s['samples_per_step']:g} samples per step)"
+           if np.isfinite(s["samples_per_second"]) else ""),
+        "phases   " + "; ".join(f"{ph['name']} {ph['cycles']:,} x {ph['runs_per_step']:,} "
+                                 f"({100 * ph['share_of_step']:.1f}%)" for ph in s["phases"]),
+        f"time     {it['name']}: {it['cycles']:,} cycles ({s['steps']:,} BSP steps stored, weighted by their runs "
+        "per step)",
     ]
-    tot = max(1, sum(k["cycles"] for k in s["step_kinds"].values()))
-    for name, k in s["step_kinds"].items():
-        lines.append(f"         {name:18s} {k['steps']:>8,} steps {k['cycles']:>14,} cycles {100 * k['cycles'] / tot:5.1f}%")
+    for part, c in it["parts"].items():
+        extra = f" (waiting for other IPUs {it['waiting_cycles']:,})" if part == "sync" and it["waiting_cycles"] else ""
+        lines.append(f"         {part:10s} {c:>16,} cycles {100 * it['shares'][part]:5.1f}%{extra}")
+    lines.append(f"bound by {s['bottleneck_text']}")
     lines += [
         f"tables   {s['ops']:,} ops, {s['programs']:,} programs, {s['variables']:,} variables, "
         f"{s['liveness_steps']:,} liveness steps",
-        f"memory   {format_bytes(m['total_bytes'])} in total; fullest tile {m['max_tile']} holds "
-        f"{format_bytes(m['max_tile_bytes'])} of {format_bytes(m['capacity_bytes'])}; "
+        f"memory   {format_bytes(m['total_bytes'])} in total; {m['peak_name']}: {format_bytes(m['max_tile_bytes'])} "
+        f"on tile {m['max_tile']} of {format_bytes(m['capacity_bytes'])}; "
         f"{m['tiles_over_capacity']} tile(s) over capacity",
     ]
     if s["top_ops"]:
-        lines.append("top ops by cycles:")
+        lines.append(f"top ops by cycles per step (share of {it['name']}):")
         for o in s["top_ops"]:
-            lines.append(f"         {o['cycles']:>14,} cycles  {o['flops']:>16,} FLOPs  {o['type']:12s} {o['name']}")
+            lines.append(f"         {o['cycles']:>14,} cycles {100 * o['share']:5.1f}%  {o['flops']:>16,} FLOPs  "
+                         f"{o['type']:12s} {o['name']}")
     return "\n".join(lines)
 
 

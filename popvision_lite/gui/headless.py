@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from popvision_lite.analysis.liveness import liveness_curve
-from popvision_lite.analysis.summary import summarize
+from popvision_lite.analysis.summary import summary_table
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.app import create_app
 from popvision_lite.gui.export.plots import export_plot, export_target, export_widget_png
@@ -110,7 +110,6 @@ def fit_item(host, item, width: int, height: int, view=None) -> None:
 
 def _csv_frame(profile, view: str, view_widget):
     """The table a single-profile view exports as CSV."""
-    import pandas as pd
 
     if view == "memory":
         return table_frame(profile, "memory_by_tile")
@@ -126,16 +125,7 @@ def _csv_frame(profile, view: str, view_widget):
             return next(iter(tables.values()))
         return table_frame(profile, "ops")
     if view == "summary":
-        s = summarize(profile)
-        rows = [("device", s.target.name), ("ipus", s.target.num_ipus), ("tiles", s.target.num_tiles),
-                ("clock_hz", s.clock_hz), ("model", s.model), ("fits", s.fits), ("total_cycles", s.total_cycles),
-                ("time_s", s.total_seconds), ("num_steps", s.num_steps), ("peak_tile_bytes", s.peak.bytes),
-                ("peak_tile", s.peak.tile), ("peak_not_always_live_bytes", s.peak_not_always_live),
-                ("always_live_bytes", s.peak.always_live_bytes),
-                ("not_always_live_bytes", s.peak.not_always_live_bytes),
-                ("over_capacity_tiles", s.peak.over_capacity_tiles)]
-        rows += [(f"{k}_cycles", v) for k, v in s.phase_cycles.items()]
-        return pd.DataFrame(rows, columns=["metric", "value"])
+        return summary_table(profile)
     raise ConfigError(f"view {view!r} has no table")
 
 

@@ -1,20 +1,28 @@
-"""Chrome Trace Event JSON export of the BSP steps (opens in Perfetto / chrome://tracing).
+"""Chrome Trace Event JSON export of a run (opens in Perfetto / chrome://tracing) without loss.
 
 Layout of the trace:
 
-* process 0 "BSP steps": one lane with every step (name "kind op", full step duration);
-* process 1 + i "IPU i": without ``tiles``, one lane per IPU with each step the IPU takes part in,
-  args carrying that IPU's busiest tile; with ``tiles``, one lane per listed tile with its busy time
-  per step (compute / exchange / stream copy) and its sync waits.  A tile lane's tid is
-  ``TILE_TID_BASE + global tile id`` (``args["tile"]`` holds the tile id): Perfetto reads tid 0 as
-  "the process's main thread" (tid = pid), which merged tile 0 into another lane, and a tid equal to
-  a pid marks that lane "main thread"; the base keeps every tile tid clear of both.
+* process 0 "Training step", thread "phases": one slice per phase of the step (``profile.phases``: fill,
+  "steady state x184", drain, all-reduce, optimizer, streams ...), at its wall-time position, spanning all of
+  its runs; args: ``runs_per_step``, ``cycles_per_run``, ``first_step`` / ``last_step`` (the stored steps that
+  represent it) and ``stored_runs``.  The folded steady state is ONE slice carrying its count: the profile
+  stores one representative pipeline cycle of it (drawn on the IPU lanes at its real time), not the others;
+* process 1 + i "IPU i": without ``tiles``, one thread "IPU i" with every step the IPU takes part in (a step
+  on every IPU, ``ipu`` -1, is on each lane) and args step, op, cycles, busiest tile; with ``tiles``, one lane
+  per listed tile with its busy time per step (compute / exchange / stream copy) and its sync waits.  A tile
+  lane's tid is ``TILE_TID_BASE + global tile id`` (``args["tile"]`` holds the tile id): Perfetto reads tid 0
+  as "the process's main thread" (tid = pid), which merged tile 0 into another lane, and a tid equal to a pid
+  marks that lane "main thread"; the base keeps every tile tid clear of both.  The steps of one IPU never
+  overlap in time (a pipeline's IPUs do, so they are never on one lane); a producer whose steps of one IPU
+  overlap gets them on an extra thread "IPU i (overlapping steps)" rather than dropped by Perfetto.
 
-Times: ``ts``/``dur`` are microseconds converted from cycles with the target clock, rebased so
-the first exported step starts at 0 (JavaScript doubles lose precision on big numbers).  Raw
-cycles are kept in ``args``.  Perfetto in a browser runs out of memory near 2 GB of JSON, so
-big runs should be exported by step window (``step_range``) and tile subset (``tiles``);
-``max_events`` guards against accidental huge exports.
+Times: ``ts``/``dur`` are microseconds with 3 decimals (whole ns, the unit Perfetto stores), converted from
+cycles with the target clock and rebased so the first exported step starts at 0 (JavaScript doubles lose
+precision on big numbers).  Edges are rounded to the ns, not lengths; a step shorter than 1 ns after rounding
+(a 1-cycle step at 1.325 GHz is 0.75 ns; a 0-cycle step) is drawn 1 ns long and the steps after it on its lane
+start at least where it ends, so no slice has zero duration and none overlaps.  Raw cycles stay in ``args``.
+Perfetto in a browser runs out of memory near 2 GB of JSON, so big runs should be exported by step window
+(``step_range``) and tile subset (``tiles``); ``max_events`` guards against accidental huge exports.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from popvision_lite.profile import schema
 
 STEPS_PID = 0
 TILE_TID_BASE = 100_000  # tile lane tid = TILE_TID_BASE + global tile id (never 0, never a pid)
+OVERFLOW_TID_BASE = 90_000  # extra thread k of an IPU whose steps overlap: tid OVERFLOW_TID_BASE + k
 DEFAULT_MAX_EVENTS = 5_000_000  # ~1 GB of JSON
 _READ_BATCH = 2048  # steps per step-tile read
 
@@ -57,7 +66,7 @@ def estimate_events(profile, step_range=None, tiles=None) -> int:
     a, b = _range(profile, step_range)
     n = b - a
     lanes = profile.target.num_ipus if tiles is None else len(np.unique(np.asarray(tiles)))
-    return n * (1 + lanes)
+    return n * lanes + len(profile.phases)
 
 
 def _range(profile, step_range):
@@ -70,6 +79,33 @@ def _range(profile, step_range):
     if not (0 <= a <= b <= n):
         raise ConfigError(f"step range {a}:{b} is outside the profile's steps 0:{n} ({profile.path})")
     return a, b
+
+
+def _ns(cycles, base: int, ns_per_cycle: float) -> np.ndarray:
+    return np.rint((np.asarray(cycles, np.int64) - base) * ns_per_cycle).astype(np.int64)
+
+
+def lane_times(start_ns: np.ndarray, end_ns: np.ndarray, order: np.ndarray) -> tuple[list, list, list]:
+    """Per-lane slice edges for the steps ``order`` (indices, in time order) of one lane: (index, ts, dur, sub)
+    lists where ``sub`` is 0 on the lane itself and k > 0 on its k-th overflow thread.  Every slice lasts at
+    least 1 ns; a slice that starts inside the previous one by rounding (< 2 ns) is moved to its end; one that
+    really overlaps goes to an overflow thread."""
+    ends: list[int] = []  # end of the last slice on the lane and on each overflow thread
+    out_i, out_ts, out_dur, out_sub = [], [], [], []
+    for i in order.tolist():
+        ts, te = int(start_ns[i]), int(end_ns[i])
+        sub = next((k for k, e in enumerate(ends) if ts >= e - 1), None)
+        if sub is None:
+            sub = len(ends)
+            ends.append(ts)
+        ts = max(ts, ends[sub])
+        te = max(te, ts + 1)
+        ends[sub] = te
+        out_i.append(i)
+        out_ts.append(ts)
+        out_dur.append(te - ts)
+        out_sub.append(sub)
+    return out_i, out_ts, out_dur, out_sub
 
 
 def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_events: int | None = DEFAULT_MAX_EVENTS,
@@ -98,7 +134,6 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
     clock = float(t.clock_hz)
     if not clock > 0:
         raise ConfigError(f"target clock_hz {clock} of {profile.path} is not positive; cannot convert to us")
-    us_per_cycle = 1e6 / clock
 
     steps = profile.steps.iloc[a:b]
     ops = profile.ops
@@ -106,15 +141,28 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
     kinds = steps["kind"].to_numpy()
     start = steps["start_cycle"].to_numpy(np.int64)
     end = steps["end_cycle"].to_numpy(np.int64)
-    base = int(start[0]) if len(start) else 0
-    # round the edges, not the lengths, so consecutive steps never overlap after rounding
-    ts = np.round((start - base) * us_per_cycle, 3)
-    dur = np.round(np.round((end - base) * us_per_cycle, 3) - ts, 3)
-    ts, dur = ts.tolist(), dur.tolist()
+    base = int(start.min()) if len(start) else 0
+    ns_per_cycle = 1e9 / clock
+    start_ns, end_ns = _ns(start, base, ns_per_cycle), _ns(end, base, ns_per_cycle)
     step_ids = steps["step"].to_numpy(np.int64)
     op_ids = steps["op_id"].to_numpy(np.int64)
     step_ipu = steps["ipu"].to_numpy(np.int64)
-    names = [f"{schema.STEP_KINDS[k]} {op_names.get(int(o), '')}".rstrip() for k, o in zip(kinds, op_ids, strict=True)]
+    phases = profile.phases
+    # a step of no op is named after its phase when that phase is not pipeline work (e.g. "[all-reduce]")
+    phase_of = np.full(len(steps), "", dtype=object)
+    for r in phases.itertuples():
+        if r.first_step >= 0 and r.kind not in ("fill", "steady", "drain", "whole"):
+            lo, hi = max(int(r.first_step), a) - a, min(int(r.last_step) + 1, b) - a
+            if hi > lo:
+                phase_of[lo:hi] = f" [{r.name}]"
+    names = [f"{schema.STEP_KINDS[k]} {op_names.get(int(o), '')}".rstrip() + (ph if o < 0 else "")
+             for k, o, ph in zip(kinds, op_ids, phase_of, strict=True)]
+    order = np.lexsort((step_ids, start))  # time order (a v2 file need not store its steps in it)
+    lanes_ipu = range(t.num_ipus) if tiles is None else sorted({int(x) // t.tiles_per_ipu for x in tiles})
+    lane = {}
+    for ipu in lanes_ipu:
+        on = order[np.isin(step_ipu[order], (-1, ipu))]
+        lane[ipu] = lane_times(start_ns, end_ns, on)
 
     counts = dict(events=0, steps=int(b - a), lanes=0)
     path = Path(path)
@@ -133,19 +181,25 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
             fh.write(("" if first[0] else ",\n") + encode(ev))
             first[0] = False
 
+        def us(ns: int) -> float:
+            return round(ns / 1000.0, 3)
+
         # metadata: process and thread names, sort order
-        emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "process_name", "args": {"name": "BSP steps"}})
+        emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "process_name", "args": {"name": "Training step"}})
         emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "process_sort_index", "args": {"sort_index": 0}})
-        emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "thread_name", "args": {"name": "steps"}})
+        emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "thread_name", "args": {"name": "phases"}})
         counts["lanes"] += 1
-        ipus = range(t.num_ipus) if tiles is None else sorted({int(x) // t.tiles_per_ipu for x in tiles})
-        for ipu in ipus:
+        for ipu in lanes_ipu:
             pid = _ipu_pid(ipu)
             emit({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": f"IPU {ipu}"}})
             emit({"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}})
             if tiles is None:
                 emit({"ph": "M", "pid": pid, "tid": 0, "name": "thread_name", "args": {"name": f"IPU {ipu}"}})
                 counts["lanes"] += 1
+                for sub in range(1, max(lane[ipu][3], default=0) + 1):
+                    emit({"ph": "M", "pid": pid, "tid": OVERFLOW_TID_BASE + sub, "name": "thread_name",
+                          "args": {"name": f"IPU {ipu} (overlapping steps {sub})"}})
+                    counts["lanes"] += 1
         if tiles is not None:
             for tile in tiles:
                 ipu, tin = divmod(int(tile), t.tiles_per_ipu)
@@ -155,62 +209,93 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
                       "args": {"sort_index": int(tile)}})
                 counts["lanes"] += 1
 
-        sync_code = schema.STEP_KIND_CODE["sync"]
-        for i in range(len(steps)):
-            emit({"ph": "X", "pid": STEPS_PID, "tid": 0, "name": names[i], "cat": schema.STEP_KINDS[kinds[i]],
-                  "ts": ts[i], "dur": dur[i],
-                  "args": {"step": int(step_ids[i]), "op_id": int(op_ids[i]), "op": op_names.get(int(op_ids[i]), ""),
-                           "start_cycle": int(start[i]), "end_cycle": int(end[i]),
-                           "cycles": int(end[i] - start[i])}})
-            counts["events"] += 1
+        # the phases of the step that overlap the exported steps, clipped to them
+        if len(steps):
+            lo_c, hi_c = base, int(end.max())
+            if step_range is None:  # the whole run: every phase, also those after the stored steps
+                hi_c = max(hi_c, int((phases["start_cycle"] + phases["cycles"] * phases["runs_per_step"]).max())
+                           if len(phases) else hi_c)
+            prev = 0
+            for r in phases.itertuples():
+                p0, p1 = int(r.start_cycle), int(r.start_cycle) + int(r.cycles) * int(r.runs_per_step)
+                c0, c1 = max(p0, lo_c), min(p1, hi_c)
+                if c1 <= c0:
+                    continue
+                ts0 = max(int(_ns(c0, base, ns_per_cycle)), prev)
+                te = max(int(_ns(c1, base, ns_per_cycle)), ts0 + 1)
+                prev = te
+                runs = int(r.runs_per_step)
+                emit({"ph": "X", "pid": STEPS_PID, "tid": 0, "name": r.name + (f" x{runs:,}" if runs > 1 else ""),
+                      "cat": "phase", "ts": us(ts0), "dur": us(te - ts0),
+                      "args": {"phase": r.name, "kind": r.kind, "runs_per_step": runs,
+                               "cycles_per_run": int(r.cycles), "start_cycle": p0, "end_cycle": p1,
+                               "first_step": int(r.first_step), "last_step": int(r.last_step),
+                               "stored_runs": int(r.stored_runs),
+                               "drawn": (f"{int(r.stored_runs)} of {runs} runs stored (steps {int(r.first_step)}-"
+                                         f"{int(r.last_step)})" if r.first_step >= 0 else "no steps stored")}})
+                counts["events"] += 1
 
         tpi = t.tiles_per_ipu
-        tile_list = [] if tiles is None else tiles.tolist()
-        for lo in range(a, b, _READ_BATCH):
-            hi = min(b, lo + _READ_BATCH)
-            if tiles is None:  # per-IPU lanes need only cycles, reduced per IPU in one go
-                cyc = profile.step_tiles.cycles(lo, hi).reshape(hi - lo, t.num_ipus, tpi)
-                ipu_max = cyc.max(axis=2).tolist()
-                ipu_arg = cyc.argmax(axis=2).tolist()
-                ipu_active = np.count_nonzero(cyc, axis=2).tolist()
-            else:
+        if tiles is None:
+            for ipu in lanes_ipu:
+                idx, tss, durs, subs = lane[ipu]
+                for lo in range(0, len(idx), _READ_BATCH):
+                    sel = np.asarray(idx[lo:lo + _READ_BATCH], np.int64)
+                    if not len(sel):
+                        continue
+                    # rows of this lane's steps, read in contiguous runs (chunks are one IPU's tiles)
+                    r0, r1 = int(sel.min()), int(sel.max()) + 1
+                    cyc = profile.step_tiles.cycles(a + r0, a + r1, tiles=np.arange(ipu * tpi, (ipu + 1) * tpi))
+                    cyc = cyc[sel - r0]
+                    bmax = cyc.max(axis=1).tolist()
+                    barg = cyc.argmax(axis=1).tolist()
+                    bact = np.count_nonzero(cyc, axis=1).tolist()
+                    for j, i in enumerate(sel.tolist()):
+                        k = lo + j
+                        emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": 0 if subs[k] == 0 else OVERFLOW_TID_BASE + subs[k],
+                              "name": names[i], "cat": schema.STEP_KINDS[int(kinds[i])], "ts": us(tss[k]),
+                              "dur": us(durs[k]),
+                              "args": {"step": int(step_ids[i]), "op_id": int(op_ids[i]),
+                                       "op": op_names.get(int(op_ids[i]), ""), "start_cycle": int(start[i]),
+                                       "end_cycle": int(end[i]), "cycles": int(end[i] - start[i]),
+                                       "busy_max_cycles": bmax[j], "busiest_tile": ipu * tpi + barg[j],
+                                       "tiles_active": bact[j]}})
+                        counts["events"] += 1
+                    if progress is not None:
+                        progress(min(b - a, lo + len(sel)), b - a)
+        else:
+            sync_code = schema.STEP_KIND_CODE["sync"]
+            tile_list = tiles.tolist()
+            pos = {ipu: {i: (ts_, d_) for i, ts_, d_ in zip(lane[ipu][0], lane[ipu][1], lane[ipu][2], strict=True)}
+                   for ipu in lanes_ipu}
+            for lo in range(a, b, _READ_BATCH):
+                hi = min(b, lo + _READ_BATCH)
                 w = profile.step_tiles.window(lo, hi, tiles=tiles)
                 w_cyc, w_in, w_out = w.cycles.tolist(), w.bytes_in.tolist(), w.bytes_out.tolist()
-            for r in range(hi - lo):
-                i = lo - a + r
-                kind = int(kinds[i])
-                if tiles is None:
-                    for ipu in range(t.num_ipus):
-                        if step_ipu[i] not in (-1, ipu):
-                            continue
-                        emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": 0, "name": names[i],
-                              "cat": schema.STEP_KINDS[kind], "ts": ts[i], "dur": dur[i],
-                              "args": {"step": int(step_ids[i]), "busy_max_cycles": ipu_max[r][ipu],
-                                       "busiest_tile": ipu * tpi + ipu_arg[r][ipu],
-                                       "tiles_active": ipu_active[r][ipu],
-                                       "cycles": int(end[i] - start[i])}})
-                        counts["events"] += 1
-                else:
+                for r in range(hi - lo):
+                    i = lo - a + r
+                    kind = int(kinds[i])
                     for c, tile in enumerate(tile_list):
                         ipu = tile // tpi
-                        if step_ipu[i] not in (-1, ipu):
+                        if step_ipu[i] not in (-1, ipu) or i not in pos[ipu]:
                             continue
+                        ts_, d_ = pos[ipu][i]
                         busy = w_cyc[r][c]
                         if busy > 0:
                             emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": TILE_TID_BASE + tile, "name": names[i],
-                                  "cat": schema.STEP_KINDS[kind], "ts": ts[i],
-                                  "dur": min(round(busy * us_per_cycle, 3), float(dur[i])),
+                                  "cat": schema.STEP_KINDS[kind], "ts": us(ts_),
+                                  "dur": us(min(max(int(round(busy * ns_per_cycle)), 1), d_)),
                                   "args": {"step": int(step_ids[i]), "tile": tile, "cycles": busy,
                                            "bytes_in": w_in[r][c], "bytes_out": w_out[r][c]}})
                             counts["events"] += 1
                         elif kind == sync_code:
                             emit({"ph": "X", "pid": _ipu_pid(ipu), "tid": TILE_TID_BASE + tile, "name": "sync",
-                                  "cat": "sync", "ts": ts[i], "dur": dur[i],
+                                  "cat": "sync", "ts": us(ts_), "dur": us(d_),
                                   "args": {"step": int(step_ids[i]), "tile": tile,
                                            "cycles": int(end[i] - start[i])}})
                             counts["events"] += 1
-            if progress is not None:
-                progress(hi - a, b - a)
+                if progress is not None:
+                    progress(hi - a, b - a)
         fh.write("\n]}\n")
     counts["bytes"] = path.stat().st_size
     return counts

@@ -30,7 +30,8 @@ _NUMERIC_KINDS = "iufb"
 # Value checks on read (a file from another producer, or corrupted on disk, must not hand garbage to
 # the views): id-like columns may be -1 ("none"), every other number is a count, size or cycle >= 0.
 _MINUS_ONE_OK = frozenset({"op_id", "prog_id", "parent_id", "cs_id", "ipu", "first_step", "last_step",
-                           "lstep", "first_lstep", "last_lstep", "max_tile"})
+                           "lstep", "first_lstep", "last_lstep", "max_tile", "ipu_compute", "ipu_sync",
+                           "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy"})
 _MAX_VALUE = 2 ** 53  # beyond this no count / byte / cycle number is plausible, and sums would overflow
 _TILE_COLUMNS = {("vertices", "tile"), ("variable_tiles", "tile"), ("liveness_steps", "max_tile")}
 MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is corrupt, not an OOM
@@ -330,14 +331,15 @@ class Profile:
         for grp in ("tables", "arrays", "summaries"):
             if grp not in f:
                 raise self._err(f"missing group '/{grp}'")
+        self._stored_tables = [n for n in schema.TABLE_COLUMNS if n in f["tables"]]
         for name in schema.TABLE_COLUMNS:
-            if name not in f["tables"]:
+            if name not in f["tables"] and name not in schema.OPTIONAL_TABLES:
                 raise self._err(f"missing table '{name}'")
         for name in schema.ARRAYS:
             if name not in f["arrays"]:
                 raise self._err(f"missing array '{name}'")
         nt = self.target.num_tiles
-        self._counts = {name: self._table_rows(name) for name in schema.TABLE_COLUMNS}
+        self._counts = {name: self._table_rows(name) for name in self._stored_tables}
         n_steps = self._counts["steps"]
         n_lsteps = self._counts["liveness_steps"]
         expect = {
@@ -550,10 +552,27 @@ class Profile:
         if name not in schema.TABLE_COLUMNS:
             raise ProfileError(self.path, f"unknown table '{name}'; tables are {', '.join(schema.TABLES)}")
         if name not in self._tables:
+            if name not in self._stored_tables:  # an optional table an older writer did not store
+                self._tables[name] = self._rebuilt_table(name)
+                return self._tables[name]
             df = self._read_table(name)
             validate.check_table(name, df, self._counts, self._err, self.target.num_tiles)  # before any view or analysis sees it
             self._tables[name] = _with_derived(name, df, self.target)
         return self._tables[name]
+
+    def _rebuilt_table(self, name: str) -> pd.DataFrame:
+        """An optional table of ``schema.OPTIONAL_TABLES`` rebuilt for a file written before it existed."""
+        from popvision_lite.profile.phases import phases_from_schedule
+
+        sch = self.run.get("schedule")
+        try:
+            df = phases_from_schedule(sch if isinstance(sch, dict) else None, self.steps, self.target.clock_hz)
+        except ValueError as e:
+            raise self._err(f"table 'phases' cannot be rebuilt from run['schedule']: {e}") from e
+        for col, want in schema.COLUMN_DTYPES[name].items():
+            df[col] = df[col].astype(object if want == "str" else want)
+        validate.check_table(name, df, {**self._counts, name: len(df)}, self._err, self.target.num_tiles)
+        return df
 
     # ---- public API ---------------------------------------------------------------------
     @property
@@ -581,6 +600,14 @@ class Profile:
     variables = property(lambda self: self.table("variables"))
     variable_tiles = property(lambda self: self.table("variable_tiles"))
     liveness_steps = property(lambda self: self.table("liveness_steps"))
+    phases = property(lambda self: self.table("phases"))
+
+    @property
+    def replicas(self) -> int:
+        """Replicas of the run (``run["replicas"]``, else the schedule's, else 1)."""
+        sch = self.run.get("schedule") if isinstance(self.run.get("schedule"), dict) else {}
+        r = self.run.get("replicas", sch.get("replicas", 1))
+        return int(r) if isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r <= 1 << 20 else 1
 
     def close(self) -> None:
         self._dsets = {}

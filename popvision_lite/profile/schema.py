@@ -27,6 +27,9 @@ FORMAT_VERSION = 2  # bump on any incompatible change; readers refuse newer majo
 # v1 files (one global timeline) still open: their steps simply never overlap.
 # v2.1 (minor, writer.FORMAT_MINOR; issue 15): pipelined runs add run["op_counts"] (runs_per_step,
 # calls_per_microbatch, runs_per_call per op); 2.0 files without it are read by the rule their writer used.
+# v2.2 (minor): the "phases" table (the training step's fill / steady state / drain / all-reduce / optimizer /
+# streams and which stored steps represent each, profile/phases.py); older files get it rebuilt from
+# run["schedule"] by the same function, and run["replicas"] / run["stages"] are read from the schedule.
 
 # BSP step kinds, stored as int8 codes (index into this tuple).
 STEP_KINDS: tuple[str, ...] = (
@@ -127,7 +130,28 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "max_tile_bytes",  # int64 not-always-live bytes on the fullest tile
         "max_tile",        # int32 that tile
     ),
+    # the training step's phases (profile/phases.py): which stored steps stand for which part of the step and
+    # how often that part runs per training step; every total weights a stored step by these runs
+    "phases": (
+        "phase_id",        # int32, 0..n-1 in time order
+        "name",            # str shown on screen: "fill", "steady state", "drain", "all-reduce", ...
+        "kind",            # str, one of phases.PHASE_KINDS
+        "ipu",             # int16, -1 = every IPU of the replica
+        "start_cycle",     # int64 cycles from the step's start to the phase's first run (wall time)
+        "cycles",          # int64 duration of ONE run (wall time)
+        "runs_per_step",   # int64 runs per training step, back to back
+        "first_step",      # int64 first stored step representing the phase (-1 none stored)
+        "last_step",       # int64 last one, inclusive (-1 none)
+        "stored_runs",     # int64 runs the stored steps hold (each stored step runs runs_per_step / stored_runs)
+        "time_kind",       # str: a step kind (STEP_KINDS) the phase's time counts as when none stored, else ""
+        # int64 busy IPU cycles of ONE run per step kind, summed over the IPUs (a step on every IPU once per
+        # IPU), as the producer composed them from every pipeline cycle, drawn or not; -1 = not recorded
+        # (the totals then weight the stored steps)
+        "ipu_compute", "ipu_sync", "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy",
+    ),
 }
+# Tables a file of an older minor version may lack; the reader rebuilds them (phases: from run["schedule"]).
+OPTIONAL_TABLES: tuple[str, ...] = ("phases",)
 
 # Columns the reader adds to a stored table, after the stored ones (never written): the notebook API and
 # the CSV export show the same thing.  steps: kind_name (categorical of STEP_KINDS), cycles (end - start)
@@ -161,6 +185,9 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
     "variable_tiles": dict(var_id=_I32, tile=_I32, bytes=_I64),
     "liveness_steps": dict(lstep=_I64, prog_id=_I32, name=_S, total_bytes=_I64, max_tile_bytes=_I64,
                            max_tile=_I32),
+    "phases": dict(phase_id=_I32, name=_S, kind=_S, ipu=_I16, start_cycle=_I64, cycles=_I64, runs_per_step=_I64,
+                   first_step=_I64, last_step=_I64, stored_runs=_I64, time_kind=_S, ipu_compute=_I64,
+                   ipu_sync=_I64, ipu_exchange_internal=_I64, ipu_exchange_global=_I64, ipu_stream_copy=_I64),
 }
 
 # Dense arrays: name -> (dims, dtype)
@@ -218,3 +245,4 @@ class ProfileData:
     liveness_steps: pd.DataFrame
     liveness_tile_bytes: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON-able notes
+    phases: pd.DataFrame | None = None  # None: the writer builds it from run["schedule"] (profile/phases.py)

@@ -25,6 +25,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from popvision_lite.profile.phases import PHASE_KINDS
+from popvision_lite.profile.schema import STEP_KINDS
+
 MAX_STRING = 4096  # characters in one stored name / plan / shape (today's longest is ~120)
 DISPLAY_CHARS = 160  # what a view shows of one string before an ellipsis
 MAX_IPUS = 1024  # largest IPU system built (IPU-POD1024 / Bow Pod1024)
@@ -34,7 +37,7 @@ GENERIC_BOUNDS = dict(tiles_per_ipu=16384, sram_bytes_per_tile=64 << 20, threads
 
 # table -> its id column (dense 0..n-1)
 ID_COLUMNS = {"steps": "step", "ops": "op_id", "programs": "prog_id", "compute_sets": "cs_id",
-              "variables": "var_id", "liveness_steps": "lstep"}
+              "variables": "var_id", "liveness_steps": "lstep", "phases": "phase_id"}
 # (table, column) -> (table it refers to, -1 allowed)
 REFERENCES = {
     ("steps", "op_id"): ("ops", True), ("steps", "prog_id"): ("programs", True),
@@ -48,6 +51,7 @@ REFERENCES = {
     ("variables", "first_lstep"): ("liveness_steps", True), ("variables", "last_lstep"): ("liveness_steps", True),
     ("variable_tiles", "var_id"): ("variables", False),
     ("liveness_steps", "prog_id"): ("programs", True),
+    ("phases", "first_step"): ("steps", True), ("phases", "last_step"): ("steps", True),
 }
 # rows that identify one thing (vertices are aggregated per compute set, codelet and tile)
 UNIQUE = {"variable_tiles": (("var_id", "tile"),), "vertices": (("cs_id", "codelet", "tile"),)}
@@ -55,7 +59,8 @@ MAX_TILE_BYTES = 2 ** 40  # one tile's bytes above this (1 TiB) are corrupt, not
 BYTE_LIMITS = {"variable_tiles": {"bytes": MAX_TILE_BYTES}, "variables": {"bytes": MAX_TILE_BYTES},
                "vertices": {"state_bytes": MAX_TILE_BYTES, "code_bytes": MAX_TILE_BYTES},
                "liveness_steps": {"max_tile_bytes": MAX_TILE_BYTES}}
-RANGES = [("programs", "first_step", "last_step"), ("variables", "first_lstep", "last_lstep")]
+RANGES = [("programs", "first_step", "last_step"), ("variables", "first_lstep", "last_lstep"),
+          ("phases", "first_step", "last_step")]
 
 
 def clip(text, limit: int = DISPLAY_CHARS) -> str:
@@ -162,6 +167,19 @@ def check_table(name: str, df: pd.DataFrame, counts: dict[str, int], err, num_ti
             raise err(f"{where} column '{col}' row {i}: {int(v[i])} bytes is beyond any tile memory "
                       f"(max {lim})")
     # string lengths: checked on each column's dictionary (check_categories), before expansion
+    if name == "phases" and n:
+        for col, allowed in (("kind", PHASE_KINDS), ("time_kind", ("", *STEP_KINDS))):
+            bad = ~df[col].astype(str).isin(allowed).to_numpy()
+            if bad.any():
+                i = _first(bad)
+                raise err(f"{where} column '{col}' row {i}: {clip(df[col].iat[i], 40)!r} is not one of "
+                          f"{', '.join(repr(a) for a in allowed)}")
+        runs, stored, first = (df[c].to_numpy() for c in ("runs_per_step", "stored_runs", "first_step"))
+        bad = (runs < 1) | ((first >= 0) & ((stored < 1) | (stored > runs)))
+        if bad.any():
+            i = _first(bad)
+            raise err(f"{where} row {i}: runs_per_step {int(runs[i])} / stored_runs {int(stored[i])} are not "
+                      "1 <= stored_runs <= runs_per_step")
 
 
 def check_categories(name: str, col: str, cats: np.ndarray, err) -> None:

@@ -30,11 +30,13 @@ import pandas as pd
 
 from popvision_lite.atomic_io import check_destination, make_temp, publish_mode
 from popvision_lite.errors import ProfileError
+from popvision_lite.profile import phases as phases_mod
 from popvision_lite.profile import schema
 
-# minor versions add optional header keys / columns only.  2.1: run["op_counts"] of pipelined runs (how often
-# each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs")
-FORMAT_MINOR = 1
+# minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
+# often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
+# "phases" table (profile/phases.py) and run["replicas"] / run["stages"]
+FORMAT_MINOR = 2
 
 # step_tile_* storage: chunks of STEP_CHUNK steps x one IPU's tiles (never straddles IPUs).
 STEP_CHUNK = 32
@@ -238,6 +240,16 @@ def _write_image(fd: int, image) -> None:
         view.release()
 
 
+def run_header(run: dict | None, target: schema.TargetInfo) -> dict:
+    """``run`` with ``replicas`` and ``stages`` (IPUs of one replica) set: what every IPU count reads."""
+    out = dict(run or {})
+    sch = out.get("schedule") if isinstance(out.get("schedule"), dict) else {}
+    r = sch.get("replicas", (out.get("config") or {}).get("replicas", 1) if isinstance(out.get("config"), dict) else 1)
+    out.setdefault("replicas", int(r) if isinstance(r, int | float) and not isinstance(r, bool) and r >= 1 else 1)
+    out.setdefault("stages", int(target.num_ipus))
+    return out
+
+
 class _CallerAbort(Exception):
     def __init__(self, inner: BaseException):
         super().__init__(repr(inner))
@@ -287,7 +299,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
             f.attrs["format_minor"] = FORMAT_MINOR
             f.attrs["complete"] = False
             f.attrs["target"] = _text(_dumps(t.to_dict()))
-            f.attrs["run"] = _text(_dumps(data.run or {}))
+            f.attrs["run"] = _text(_dumps(run_header(data.run, t)))
             f.attrs["extra"] = _text(_dumps(data.extra or {}))
 
             arrays = f.create_group("arrays")
@@ -354,8 +366,14 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
 
             tables = f.create_group("tables")
             steps = _fill_aggregates(data.steps, agg)
+            phases = data.phases
+            if phases is None:
+                try:
+                    phases = phases_mod.phases_from_schedule((data.run or {}).get("schedule"), steps, t.clock_hz)
+                except ValueError as e:
+                    raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
             for name in schema.TABLE_COLUMNS:
-                df = steps if name == "steps" else getattr(data, name)
+                df = steps if name == "steps" else phases if name == "phases" else getattr(data, name)
                 if df is None:
                     raise ProfileError(path, f"table '{name}' is missing (None)")
                 _write_table(tables, name, df, path, comp)

@@ -18,24 +18,33 @@ def prof(synthetic_profile):
 
 
 def test_summary_matches_tables(prof):
+    """One whole-run phase: every stored step runs once; a step on every IPU counts on each of the 2 IPUs, and
+    the time an IPU is not busy is waiting at a sync, so the parts add up to 2 x the wall time."""
     s = summarize(prof)
     steps = prof.steps
     assert s.total_cycles == int(steps["end_cycle"].max())
     assert s.total_seconds == pytest.approx(s.total_cycles / prof.target.clock_hz)
-    dur = steps["end_cycle"] - steps["start_cycle"]
-    by_kind = dur.groupby(steps["kind"]).sum()
+    lanes = np.where(steps["ipu"].to_numpy() < 0, 2, 1)
+    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy() * lanes
+    by_kind = pd.Series(dur).groupby(steps["kind"].to_numpy()).sum()
+    waiting = 2 * s.total_cycles - int(dur.sum())
+    assert waiting >= 0 and s.totals.waiting_cycles == waiting
     for code, cyc in by_kind.items():
-        assert s.kind_cycles[schema.STEP_KINDS[code]] == cyc
+        k = schema.STEP_KINDS[code]
+        assert s.kind_cycles[k] == cyc + (waiting if k == "sync" else 0)
     assert s.phase_cycles["exchange"] == sum(
         by_kind.get(schema.STEP_KIND_CODE[k], 0) for k in ("exchange_internal", "exchange_global"))
+    assert sum(s.phase_cycles.values()) == 2 * s.total_cycles == s.totals.ipu_time_cycles
     assert sum(s.phase_share.values()) == pytest.approx(1.0)
     bt = prof.memory.by_tile()
     assert s.peak.tile == int(bt["total"].idxmax()) and s.peak.bytes == int(bt["total"].max())
     assert (s.peak.ipu, s.peak.tile_in_ipu) == divmod(s.peak.tile, prof.target.tiles_per_ipu)
     assert s.peak.over_capacity_tiles == int(bt["over_capacity"].sum()) > 0
     assert s.fits is False  # the run dict says so, and tiles are over capacity
-    assert list(s.top_ops["cycles"]) == sorted(prof.ops["cycles"], reverse=True)[: len(s.top_ops)]
-    assert s.top_ops["share"].iloc[0] == pytest.approx(prof.ops["cycles"].max() / prof.ops["cycles"].sum())
+    op = steps["op_id"].to_numpy()
+    per_op = np.bincount(op[op >= 0], weights=dur[op >= 0], minlength=len(prof.ops))
+    assert list(s.top_ops["cycles"]) == sorted(np.rint(per_op).astype(int), reverse=True)[: len(s.top_ops)]
+    assert s.top_ops["share"].iloc[0] == pytest.approx(per_op.max() / (2 * s.total_cycles))
     ls = prof.liveness_steps
     assert s.peak_not_always_live == ls["max_tile_bytes"].max()
     assert ls.loc[ls["lstep"] == s.peak_not_always_live_lstep, "max_tile_bytes"].iloc[0] == s.peak_not_always_live

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.cli import main
 from popvision_lite.profile.reader import open_profile
 from popvision_lite.testing.synthetic import write_synthetic
@@ -29,7 +30,10 @@ def test_info_json_matches_profile(path, capsys):
         tot = p.memory.by_tile()["total"].to_numpy()
         assert s["memory"]["max_tile_bytes"] == tot.max() and s["memory"]["max_tile"] == int(np.argmax(tot))
         assert s["memory"]["tiles_over_capacity"] == 2
-        assert [o["name"] for o in s["top_ops"]] == list(p.ops.sort_values("cycles", ascending=False)["name"][:3])
+        rt = run_totals(p)  # the one definition: cycles per step, share of the IPU time of both IPUs
+        assert [o["name"] for o in s["top_ops"]] == [rt.op_names[i] for i in np.argsort(-rt.op_cycles)[:3]]
+        assert s["ipu_time"]["cycles"] == 2 * s["step_cycles"] == sum(s["ipu_time"]["parts"].values())
+        assert s["ipus"]["text"] == "1 replica x 2 IPUs = 2 IPUs"
         assert s["target"]["num_tiles"] == 64
 
 

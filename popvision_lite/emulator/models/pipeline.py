@@ -534,13 +534,14 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     for s in range(S):
         for v, fw, bw in work[s]:
             per_cycle += pipe["fwd_on"][:, v] * sum(len(x) for x in fw) + pipe["bwd_on"][:, v] * sum(len(x) for x in bw)
-    # keep the fill, the first steady cycles and the drain within the step budget
+    # keep one steady-state cycle (it stands for all of them: profile/phases.py), then the fill and the drain,
+    # within the step budget
     keep = np.zeros(n, bool)
     budget = max(1, MAX_PROFILE_CELLS // (S * T))
     order = list(range(n))
     Dp = int(pipe["stages"])  # pipeline stages (IPUs, plus one when the placement wraps)
     head, tail = order[: 2 * Dp - 1], order[max(2 * Dp - 1, n - (2 * Dp - 2)):]
-    for t in head + tail[::-1]:
+    for t in head[-1:] + head[:-1] + tail[::-1]:
         if per_cycle[t] <= budget or not keep.any():
             keep[t] = True
             budget -= per_cycle[t]
@@ -584,6 +585,20 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         "bytes_out": np.array([tpl[i].out_sum for i in seq], np.int64) if len(seq) else np.zeros(0, np.int64),
     }, columns=list(schema.TABLE_COLUMNS["steps"]))
     elided = int(n - len(shown))
+    # wall cycles of the fill and the drain (the first and last 2D - 2 pipeline cycles): profile/phases.py
+    nfd = min(2 * Dp - 2, n)
+    schedule["fill_cycles"] = int(durs[:nfd].sum())
+    schedule["drain_cycles"] = int(durs[max(nfd, n - nfd):].sum()) if n > nfd else 0
+    # busy IPU cycles per step kind of each pipeline phase (one run; a step on every IPU counts once per IPU),
+    # from every pipeline cycle, drawn or not: the totals need them where the timeline leaves cycles out
+    kind_of = np.array([tp.kind for tp in templates], np.int64)
+    busy = {ph: np.zeros(len(schema.STEP_KINDS), np.int64) for ph in ("fill", "steady", "drain")}
+    for t in [*range(nfd), *([nfd] if n > 2 * nfd else []), *range(max(nfd, n - nfd), n)]:
+        ph = "fill" if t < nfd else "drain" if t >= max(nfd, n - nfd) else "steady"
+        for ids, _st, ip in cycle_steps(t):
+            np.add.at(busy[ph], kind_of[ids], dur_all[ids] * np.where(np.asarray(ip) < 0, S, 1))
+    schedule["phase_ipu_cycles"] = {ph: {k: int(v[i]) for i, k in enumerate(schema.STEP_KINDS)}
+                                    for ph, v in busy.items()}
     schedule["profile_pipeline_cycles_shown"] = int(len(shown))
     schedule["profile_pipeline_cycles_elided"] = elided
     # micro-batches whose steady-state cycles are not drawn (each elided cycle = one micro-batch slot)

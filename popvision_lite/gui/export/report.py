@@ -9,44 +9,11 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
-from popvision_lite.analysis.summary import format_bytes, format_seconds, summarize
-from popvision_lite.analysis.verdict import verdict
+from popvision_lite.analysis.summary import summary_markdown
 from popvision_lite.atomic_io import write_bytes_atomic
-from popvision_lite.errors import PopvisionError, ProfileError
+from popvision_lite.errors import ProfileError
 from popvision_lite.gui.export.plots import export_png, items_exportable, view_plot_items
 from popvision_lite.gui.export.tables import export_table, slug, view_tables
-
-
-def summary_markdown(profile) -> str:
-    s = summarize(profile)
-    t = s.target
-    lines = [f"# Profile report: {Path(str(profile.path)).name}", "",
-             f"* target: {t.name}, {t.num_ipus} IPU(s) x {t.tiles_per_ipu} tiles, {t.clock_hz / 1e9:.3f} GHz",
-             f"* model: {s.model} {s.config}",
-             f"* fits: {'yes' if s.fits else 'NO - ' + str(s.peak.over_capacity_tiles) + ' tiles over capacity'}",
-             f"* total: {s.total_cycles:,} cycles = {format_seconds(s.total_seconds)} in {s.num_steps:,} BSP steps",
-             "* phases: " + ", ".join(f"{k} {v:,} cycles ({100 * s.phase_share[k]:.1f}%)"
-                                      for k, v in s.phase_cycles.items()),
-             f"* peak tile memory: {format_bytes(s.peak.bytes)} on tile {s.peak.tile_in_ipu} of IPU {s.peak.ipu} "
-             f"({100 * s.peak.fraction:.1f}% of {format_bytes(s.peak.capacity)})",
-             f"* peak not-always-live on a tile: {format_bytes(s.peak_not_always_live)} "
-             f"(liveness step {s.peak_not_always_live_lstep})", "", "## Top ops by cycles", "",
-             "| op | type | cycles | share |", "|---|---|---|---|"]
-    for r in s.top_ops.itertuples(index=False):
-        lines.append(f"| {r.name} | {r.type} | {int(r.cycles):,} | {100 * r.share:.1f}% |")
-    lines += _verdict_markdown(profile)
-    return "\n".join(lines) + "\n"
-
-
-def _verdict_markdown(profile) -> list[str]:
-    """The IPU-or-GPU verdict section of the report (empty, with the reason, when it cannot be made)."""
-    try:
-        v = verdict(profile)
-    except PopvisionError as e:
-        return ["", "## Verdict: IPU or GPU?", "", f"n/a: {e}"]
-    out = ["", "## Verdict: IPU or GPU?", "", f"**{v.headline()}**", "", "| | IPU | GPU |", "|---|---|---|"]
-    out += [f"| {a} | {b} | {c} |" for a, b, c in v.rows()]
-    return out + [""] + [f"* {n}" for n in v.notes]
 
 
 def _index_html(title: str, markdown: str, images: list[tuple[str, str]], csvs: list[str]) -> str:

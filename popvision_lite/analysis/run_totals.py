@@ -1,0 +1,347 @@
+"""One definition of every headline number of a run (pure: numpy / pandas over a Profile, no Qt).
+
+Every view, CLI command and export that shows a step time, a share, a bottleneck, an op's share, the peak
+tile memory, an IPU count or a throughput reads it from :func:`run_totals`, so they cannot disagree.
+
+**Weighting.** A profile stores a few representative steps of a training step (``profile.phases``): each
+stored step stands for ``cycles x runs_per_step / covered`` of its phase (``profile/phases.py``), e.g. the
+one stored steady-state pipeline cycle of a POD16 BERT run stands for 184 of them.  Every cycle total below
+is these weighted cycles: what one training step (one replica) spends.
+
+**Two kinds of time, named differently.**
+
+* *wall time* (``step_cycles``): one training step from start to end; the replicas run in parallel, so this
+  is also the system's step.  ``total_cycles`` is the profiled run = one step.
+* *IPU time summed over the S IPUs of one replica* (``ipu_time_cycles`` = S x wall time): what the parts
+  compute / exchange / sync / stream divide, so they add up to it exactly.  An IPU that waits for the
+  slowest IPU of a pipeline cycle (or for a phase it takes no part in) is waiting at a sync: that time is
+  ``waiting_cycles``, counted in sync.
+
+Step kinds map to parts by :data:`PART_OF_KIND`; a step on every IPU (``ipu`` -1) counts once per IPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.profile import schema
+from popvision_lite.profile.phases import phases_from_schedule
+
+PART_OF_KIND = {
+    "compute": "compute",
+    "exchange_internal": "exchange",
+    "exchange_global": "exchange",
+    "sync": "sync",
+    "stream_copy": "stream",
+}
+PARTS = ("compute", "exchange", "sync", "stream")
+# the one name of each memory figure, shown wherever it is shown
+PEAK_TILE_NAME = "peak tile memory (fullest tile, always-live + not-always-live peak)"
+PEAK_NAL_NAME = "peak not-always-live memory (fullest tile, liveness)"
+WALL_NAME = "wall time of one step"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _schedule(run: dict) -> dict:
+    s = run.get("schedule")
+    return s if isinstance(s, dict) else {}
+
+
+def _pos_int(v, default: int = 1) -> int:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and 1 <= v <= 1 << 30 else default
+
+
+@dataclass
+class RunTotals:
+    clock_hz: float
+    step_cycles: int                      # wall cycles of one training step (the profiled run)
+    total_cycles: int                     # wall cycles of the profiled run (= one step)
+    replicas: int
+    stages: int                           # IPUs of one replica
+    pipelined: bool
+    ipu_time_cycles: int                  # IPU time summed over the S IPUs of one replica (= S x step, or more)
+    part_cycles: dict[str, int]           # part -> weighted IPU cycles; sums to ipu_time_cycles
+    kind_cycles: dict[str, int]           # step kind -> weighted IPU cycles (waiting at syncs in "sync")
+    waiting_cycles: int                   # IPU cycles waiting at a sync (in part_cycles["sync"])
+    phases: pd.DataFrame                  # the phases table + wall, ipu_time and part columns, share_of_step
+    step_weight: np.ndarray               # per stored step: how many times it runs per training step
+    op_cycles: np.ndarray                 # per ops row: cycles per training step (one replica): the pipelined
+    #                                       ops table's own per-step totals, else its stored steps weighted
+    op_share: np.ndarray                  # op_cycles / ipu_time_cycles
+    op_part_cycles: np.ndarray            # (ops, PARTS) weighted cycles per part; rows sum to op_cycles
+    program_cycles: np.ndarray            # per programs row: weighted cycles of its steps, children included
+    op_names: list[str]
+    peak_tile_bytes: int
+    peak_tile: int
+    peak_not_always_live_bytes: int
+    peak_not_always_live_lstep: int
+    capacity_bytes: int
+    samples_per_step: float
+    samples_per_second: float
+    throughput_basis: str
+    notes: list[str] = field(default_factory=list)
+
+    # ---- derived, so there is one formula each
+    @property
+    def num_ipus(self) -> int:
+        return self.replicas * self.stages
+
+    @property
+    def step_seconds(self) -> float:
+        return self.step_cycles / self.clock_hz if self.clock_hz else math.nan
+
+    @property
+    def total_seconds(self) -> float:
+        return self.total_cycles / self.clock_hz if self.clock_hz else math.nan
+
+    @property
+    def ipu_time_seconds(self) -> float:
+        return self.ipu_time_cycles / self.clock_hz if self.clock_hz else math.nan
+
+    @property
+    def part_share(self) -> dict[str, float]:
+        t = self.ipu_time_cycles
+        return {k: (v / t if t else 0.0) for k, v in self.part_cycles.items()}
+
+    @property
+    def bottleneck(self) -> str:
+        """The part (compute / exchange / sync / stream) with the most IPU time."""
+        sh = self.part_share
+        return max(PARTS, key=lambda k: sh.get(k, 0.0)) if self.ipu_time_cycles else "n/a"
+
+    @property
+    def dominant_phase(self) -> str:
+        """Name of the phase with the most wall time of the step."""
+        ph = self.phases
+        return str(ph["name"].iat[int(np.argmax(ph["wall_cycles"].to_numpy()))]) if len(ph) else "n/a"
+
+    @property
+    def bottleneck_text(self) -> str:
+        """E.g. 'steady-state compute (72% of IPU time)': the bottleneck part, in the phase holding most of it."""
+        if not self.ipu_time_cycles:
+            return "n/a"
+        b = self.bottleneck
+        ph = self.phases
+        what = b
+        if b == "sync" and self.waiting_cycles >= 0.5 * self.part_cycles["sync"]:
+            what = "sync, IPUs waiting for each other,"
+        where = ""
+        if len(ph) > 1 and b in ph.columns:
+            i = int(np.argmax(ph[b].to_numpy()))
+            if ph[b].iat[i] >= 0.5 * self.part_cycles[b]:
+                name = str(ph["name"].iat[i])
+                where = "steady-state " if name == "steady state" else f"{name} "
+        return f"{where}{what} ({100 * self.part_share[b]:.0f}% of IPU time)"
+
+    @property
+    def ipu_count_text(self) -> str:
+        """'4 replicas x 4 stages = 16 IPUs' (pipelined) or '1 replica x 1 IPU = 1 IPU'."""
+        unit = "stage" if self.pipelined else "IPU"
+        return (f"{_plural(self.replicas, 'replica')} x {_plural(self.stages, unit)} = "
+                f"{_plural(self.num_ipus, 'IPU')}")
+
+    @property
+    def drawn_text(self) -> str:
+        return (f"one replica (replica 1 of {self.replicas}) drawn; the others run the same"
+                if self.replicas > 1 else "the only replica drawn")
+
+    @property
+    def ipu_time_name(self) -> str:
+        return f"IPU time summed over {_plural(self.stages, 'IPU')}" + (" of one replica" if self.replicas > 1 else "")
+
+    @property
+    def top_op(self) -> tuple[str, float]:
+        if not len(self.op_cycles):
+            return "", 0.0
+        i = int(np.argmax(self.op_cycles))
+        return self.op_names[i], float(self.op_share[i])
+
+    def headline(self) -> dict[str, Any]:
+        """Every headline number as plain values: what the consistency test compares across consumers."""
+        name, share = self.top_op
+        return {
+            "step_cycles": self.step_cycles, "step_seconds": self.step_seconds, "total_cycles": self.total_cycles,
+            "ipu_time_cycles": self.ipu_time_cycles, "ipu_time_name": self.ipu_time_name,
+            "part_cycles": dict(self.part_cycles), "part_share": self.part_share, "bottleneck": self.bottleneck,
+            "bottleneck_text": self.bottleneck_text, "dominant_phase": self.dominant_phase,
+            "top_op": name, "top_op_share": share, "peak_tile_bytes": self.peak_tile_bytes,
+            "peak_tile": self.peak_tile, "peak_not_always_live_bytes": self.peak_not_always_live_bytes,
+            "replicas": self.replicas, "stages": self.stages, "num_ipus": self.num_ipus,
+            "ipu_count_text": self.ipu_count_text, "samples_per_step": self.samples_per_step,
+            "samples_per_second": self.samples_per_second,
+        }
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of the intervals [start, end)."""
+    if not len(starts):
+        return 0
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], np.maximum.accumulate(ends[o])
+    prev_end = np.concatenate([[s[0]], e[:-1]])
+    return int((e - np.maximum(s, prev_end)).clip(min=0).sum())
+
+
+def throughput(run: dict, step_cycles: int, clock_hz: float) -> tuple[float, float, str]:
+    """(samples per step, samples/s, basis): all replicas' samples per step over the step's wall time."""
+    sch = _schedule(run)
+    cfg = run.get("config") if isinstance(run.get("config"), dict) else {}
+    secs = step_cycles / clock_hz if clock_hz and step_cycles > 0 else 0.0
+    per = sch.get("samples_per_step")
+    if isinstance(per, int | float) and not isinstance(per, bool) and per > 0:
+        per, basis = float(per), "schedule samples_per_step / step wall time"
+    else:
+        b = cfg.get("batch")
+        if isinstance(b, int | float) and not isinstance(b, bool) and b > 0:
+            pk = cfg.get("packing", 1.0) or 1.0
+            per = float(b) * float(pk) * _pos_int(cfg.get("replicas")) * _pos_int(cfg.get("grad_accum"))
+            basis = "config batch x packing x replicas x grad_accum / step wall time (no schedule recorded)"
+        else:
+            sps = run.get("samples_per_second")
+            if isinstance(sps, int | float) and not isinstance(sps, bool) and sps > 0 and secs > 0:
+                return float(sps) * secs, float(sps), "run samples_per_second"
+            return math.nan, math.nan, "unknown (no batch size recorded)"
+    return per, (per / secs if secs > 0 else math.nan), basis
+
+
+def run_totals(profile) -> RunTotals:
+    """The headline numbers of ``profile`` (a Profile; see the module docstring).  Cached per open profile."""
+    cached = getattr(profile, "_run_totals_cache", None)
+    if cached is not None:
+        return cached
+    rt = _compute(profile)
+    try:
+        profile._run_totals_cache = rt
+    except AttributeError:  # a read-only stand-in: compute every time
+        pass
+    return rt
+
+
+def _compute(profile) -> RunTotals:
+    t = profile.target
+    run = dict(profile.run or {})
+    S = int(t.num_ipus)
+    R = _pos_int(run.get("replicas", _schedule(run).get("replicas")))
+    steps = profile.steps
+    n = len(steps)
+    phases = getattr(profile, "phases", None)  # a stand-in without the table gets it built from its schedule
+    ph = (phases if phases is not None else
+          phases_from_schedule(_schedule(run), steps, float(t.clock_hz))).copy()
+    starts = steps["start_cycle"].to_numpy(np.int64)
+    ends = steps["end_cycle"].to_numpy(np.int64)
+    dur = ends - starts
+    kind = steps["kind"].to_numpy(np.int64)
+    none = np.full(n, -1, np.int64)
+    ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else none
+    lanes = np.where(ipu < 0, S, 1).astype(np.float64)  # a step on every IPU counts on each of them
+    weight = np.ones(n, np.float64)
+    nk = len(schema.STEP_KINDS)
+    part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
+    rows = []
+    in_phase = np.zeros(n, bool)
+    for r in ph.itertuples():
+        wall = int(r.cycles) * int(r.runs_per_step)
+        kinds = np.zeros(nk)
+        known = np.array([getattr(r, f"ipu_{k}") for k in schema.STEP_KINDS], np.float64)
+        if r.first_step >= 0:
+            a, b = int(r.first_step), int(r.last_step) + 1
+            cov = _covered(starts[a:b], ends[a:b])
+            w = wall / cov if cov > 0 else 0.0
+            stored = np.bincount(kind[a:b], weights=dur[a:b] * lanes[a:b], minlength=nk)
+            if (known >= 0).all() and stored.sum() > 0:
+                # the producer's busy cycles of every run (drawn or not): the stored steps stand for them
+                w = float(known.sum()) * int(r.runs_per_step) / float(stored.sum())
+            weight[a:b] = w
+            in_phase[a:b] = True
+        if (known >= 0).all():
+            kinds += known * int(r.runs_per_step)
+        elif r.first_step >= 0:
+            kinds += np.bincount(kind[a:b], weights=dur[a:b] * lanes[a:b] * w, minlength=nk)
+        elif r.time_kind:
+            kinds[schema.STEP_KIND_CODE[r.time_kind]] += wall * (S if r.ipu < 0 else 1)
+        busy = float(kinds.sum())
+        lanes_ph = S if r.ipu < 0 else 1
+        wait = max(wall * lanes_ph - busy, 0.0)
+        parts = np.zeros(len(PARTS))
+        np.add.at(parts, part_idx, kinds)
+        parts[PARTS.index("sync")] += wait
+        rows.append((wall, busy + wait, wait, *kinds, *parts))
+    cols = ["wall_cycles", "ipu_time_cycles", "waiting_cycles", *(f"kind_{k}" for k in schema.STEP_KINDS), *PARTS]
+    extra = pd.DataFrame(rows, columns=cols, index=ph.index) if rows else pd.DataFrame(columns=cols, index=ph.index)
+    ph = pd.concat([ph, extra], axis=1)
+    notes = []
+    if n and not in_phase.all():  # stored steps no phase claims (a producer's extra steps): counted once
+        m = ~in_phase
+        notes.append(f"{int(m.sum())} stored steps lie in no phase; counted once")
+        k_extra = np.bincount(kind[m], weights=dur[m] * lanes[m], minlength=nk)
+    else:
+        k_extra = np.zeros(nk)
+    step_cycles = int((ph["start_cycle"] + ph["wall_cycles"]).max()) if len(ph) else 0
+    kind_tot = ph[[f"kind_{k}" for k in schema.STEP_KINDS]].to_numpy(np.float64).sum(axis=0) + k_extra \
+        if len(ph) else k_extra
+    part_tot = {p: float(ph[p].sum()) if len(ph) else 0.0 for p in PARTS}
+    for i, k in enumerate(schema.STEP_KINDS):
+        part_tot[PART_OF_KIND[k]] += float(k_extra[i])
+    waiting = int(round(float(ph["waiting_cycles"].sum()))) if len(ph) else 0
+    part_cycles = {p: int(round(v)) for p, v in part_tot.items()}
+    ipu_time = int(round(sum(part_tot.values())))
+    part_cycles["sync"] += ipu_time - sum(part_cycles.values())  # rounding: the parts add up to the total
+    ph["share_of_step"] = ph["wall_cycles"] / step_cycles if step_cycles else 0.0
+
+    # ops: weighted cycles of the stored steps each op owns (every IPU of a step on all IPUs)
+    ops = profile.ops
+    op_id = steps["op_id"].to_numpy(np.int64) if "op_id" in steps.columns else none
+    ok = op_id >= 0
+    op_cycles = np.bincount(op_id[ok], weights=(dur * lanes * weight)[ok], minlength=len(ops))[:len(ops)] \
+        if len(ops) else np.zeros(0)
+    op_part = np.zeros((len(ops), len(PARTS)))
+    if len(ops) and ok.any():
+        np.add.at(op_part, (op_id[ok], part_idx[kind[ok]]), (dur * lanes * weight)[ok])
+    sch = _schedule(run)
+    if "pipeline_cycles" in sch and len(ops):
+        # a pipelined ops table holds each op's cycles per training step of one replica, composed by the
+        # emulator from every micro-batch (analysis/workload.py); the timeline draws only some pipeline cycles
+        op_cycles = ops["cycles"].to_numpy(np.float64)
+        op_part = np.stack([ops[c].to_numpy(np.float64) for c in
+                            ("compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")], axis=1)
+    op_share = op_cycles / ipu_time if ipu_time else np.zeros(len(op_cycles))
+    progs = getattr(profile, "programs", None)
+    if progs is None:
+        progs = pd.DataFrame({"parent_id": np.zeros(0, np.int64)})
+    pid = steps["prog_id"].to_numpy(np.int64) if "prog_id" in steps.columns else none
+    okp = pid >= 0
+    prog_cycles = np.bincount(pid[okp], weights=(dur * lanes * weight)[okp], minlength=len(progs))[:len(progs)] \
+        if len(progs) else np.zeros(0)
+    parent = progs["parent_id"].to_numpy(np.int64)
+    for q in range(len(progs) - 1, -1, -1):  # children come after their parent
+        if parent[q] >= 0:
+            prog_cycles[parent[q]] += prog_cycles[q]
+
+    per_tile = profile.memory.array().sum(axis=(1, 2))
+    peak_tile = int(np.argmax(per_tile)) if per_tile.size else -1
+    ls = profile.liveness_steps
+    if len(ls):
+        i = int(np.argmax(ls["max_tile_bytes"].to_numpy()))
+        nal, nal_l = int(ls["max_tile_bytes"].iat[i]), int(ls["lstep"].iat[i])
+    else:
+        nal, nal_l = 0, -1
+    per_step, sps, basis = throughput(run, step_cycles, float(t.clock_hz))
+    return RunTotals(
+        clock_hz=float(t.clock_hz), step_cycles=step_cycles, total_cycles=step_cycles, replicas=R, stages=S,
+        pipelined="pipeline_cycles" in sch, ipu_time_cycles=ipu_time, part_cycles=part_cycles,
+        kind_cycles={k: int(round(float(kind_tot[i]) + (waiting if k == "sync" else 0)))
+                     for i, k in enumerate(schema.STEP_KINDS)},
+        waiting_cycles=waiting, phases=ph, step_weight=weight, op_cycles=op_cycles, op_share=op_share,
+        op_part_cycles=op_part, program_cycles=prog_cycles,
+        op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=int(per_tile[peak_tile]) if per_tile.size else 0,
+        peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
+        capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
+        throughput_basis=basis, notes=notes)

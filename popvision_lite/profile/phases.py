@@ -1,0 +1,168 @@
+"""The training step's phases as a table: one function over the schedule dict (pure numpy / pandas).
+
+A profile stores a few representative BSP steps of a training step (the pipeline's fill, ONE steady-state
+pipeline cycle, the drain, then the all-reduce / optimizer / DDR stream steps); the step itself runs the
+steady state many times.  The ``phases`` table says which stored steps stand for which part of the step and
+how often that part runs, so every total (``analysis/run_totals.py``) weights each stored step by its runs.
+
+:func:`phases_from_schedule` is the only builder: the pipeline writer calls it on the schedule it composed,
+and the reader calls it on ``run["schedule"]`` of a file written before the table existed (format < 2.2), so
+old and new files get the same table.  Columns (``schema.TABLE_COLUMNS["phases"]``):
+
+* ``phase_id``, ``name`` (shown on screen: "fill", "steady state", "drain", "all-reduce", ...), ``kind``
+  (one of :data:`PHASE_KINDS`);
+* ``ipu``: -1 = every IPU of the replica takes part (the phases of a training step all do);
+* ``start_cycle``: cycles from the start of the step to the phase's first run (wall time);
+* ``cycles``: duration of ONE run (wall time);  ``runs_per_step``: runs per training step, back to back;
+* ``first_step`` / ``last_step``: the stored steps that represent the phase (inclusive; -1 = none stored);
+* ``stored_runs``: how many runs those stored steps hold (1, or the steady-state cycles drawn).  A stored step
+  of the phase stands for ``cycles x runs_per_step / covered`` of its kind, ``covered`` being the wall cycles
+  the phase's stored steps cover (union of their intervals): ``runs_per_step / stored_runs`` when every run
+  drawn is complete; more when the emulator left some fill / drain pipeline cycles out of a large profile
+  (its size limit), the drawn cycles then standing for the phase in proportion of wall time;
+* ``time_kind``: for a phase without stored steps, the step kind its time counts as (``STEP_KINDS``), else "";
+* ``ipu_<kind>`` (one column per step kind): busy IPU cycles of one run of the phase of that kind, summed over
+  the IPUs, when the producer composed them from every pipeline cycle (``schedule["phase_ipu_cycles"]``,
+  since format 2.2); -1 = not recorded, the totals then weight the stored steps.
+
+The rule for a pipelined schedule (``schedule["pipeline_cycles"]`` present; ``emulator/schedule.py``):
+with ``D`` pipeline stages (``pipeline_depth``) and ``G`` micro-batches a step has ``G + 2D - 2`` pipeline
+cycles; the first ``2D - 2`` are the fill (stage s starts its backward pass in cycle ``2D - 2 - s``), the
+last ``2D - 2`` the drain, and the ``G - 2D + 2`` between run every stage forward and backward and last
+``steady_cycles_per_microbatch`` each.  The fill's and drain's durations are ``fill_cycles`` /
+``drain_cycles`` of the schedule (written since format 2.2); for an older file the fill ends where the
+``(2D - 2)``-th inter-IPU copy step (``exchange_global`` on every IPU, closing each pipeline cycle) ends,
+and the drain is the rest of ``pipeline_total_cycles`` (an older file that left pipeline cycles out of its
+timeline, ``profile_pipeline_cycles_elided`` > 0, may lack fill cycles: its fill and drain share the rest
+evenly, which is marked as not recorded).  After the pipeline: DDR stream in (half of
+``stream_cycles``), gradient all-reduce, optimizer, DDR stream out, as the timeline draws them, each lasting
+the slowest IPU's time.  A whole-graph schedule (no pipeline) is one micro-batch (the stored steps) run
+``grad_accum`` times, the gradient accumulation pass (``steady_cycles_per_microbatch`` minus the stored
+micro-batch) and the same post-pipeline phases without stored steps.  ``schedule["per_step_terms"]``
+({name: seconds}, host / runtime terms of a step) become one phase each, after the others.  A run without
+a schedule, or a one-micro-batch whole-graph run with nothing after it, is one phase: the whole run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
+
+PHASE_KINDS: tuple[str, ...] = ("whole", "fill", "steady", "drain", "accumulate", "stream", "allreduce",
+                                "optimizer", "term")
+# the step kind a phase's time counts as when the profile stores no steps for it
+TIME_KIND = {"accumulate": "compute", "stream": "stream_copy", "allreduce": "exchange_global",
+             "optimizer": "compute", "term": "sync"}
+_K_XG = STEP_KIND_CODE["exchange_global"]  # the copy step closing a pipeline cycle
+MAX_PHASES = 10_000
+
+
+def _num(v, default=0.0) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        return float(default)
+    return float(v)
+
+
+def _int(v, default=0) -> int:
+    return int(round(_num(v, default)))
+
+
+def _step_range(starts: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+    """First and last stored step (rows of ``starts``, sorted) starting in [lo, hi); (-1, -1) when none."""
+    a = int(np.searchsorted(starts, lo, side="left"))
+    b = int(np.searchsorted(starts, hi, side="left"))
+    return (a, b - 1) if b > a else (-1, -1)
+
+
+def _stored_cycles(starts: np.ndarray, a: int, b: int, lo: int, period: int) -> int:
+    """Distinct pipeline cycles of length ``period`` from ``lo`` that stored steps a..b start in."""
+    if a < 0 or period <= 0:
+        return 0
+    return int(len(np.unique((starts[a:b + 1] - lo) // period)))
+
+
+def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, clock_hz: float) -> pd.DataFrame:
+    """The phases table of a run with ``schedule`` (``run["schedule"]``, may be None or {}) whose stored steps
+    are ``steps`` (the steps table: ``kind``, ``ipu``, ``start_cycle``, ``end_cycle``; time-ordered by start
+    as every writer stores them).  See the module docstring for the rule."""
+    sch = schedule if isinstance(schedule, dict) else {}
+    n_steps = 0 if steps is None else len(steps)
+    if n_steps:
+        starts = steps["start_cycle"].to_numpy(np.int64)
+        ends = steps["end_cycle"].to_numpy(np.int64)
+        t_end = int(ends.max())
+    else:
+        starts = ends = np.zeros(0, np.int64)
+        t_end = 0
+    rows: list[dict] = []
+    busy = sch.get("phase_ipu_cycles") if isinstance(sch.get("phase_ipu_cycles"), dict) else {}
+
+    def add(name, kind, start, cycles, runs=1, rng=(-1, -1), stored=0, ipu=-1):
+        if cycles <= 0 or runs <= 0:
+            return start
+        known = busy.get(kind) if isinstance(busy.get(kind), dict) else {}
+        rows.append(dict(name=name, kind=kind, ipu=ipu, start_cycle=int(start), cycles=int(cycles),
+                         runs_per_step=int(runs), first_step=int(rng[0]), last_step=int(rng[1]),
+                         stored_runs=int(stored if rng[0] >= 0 else 0),
+                         time_kind="" if rng[0] >= 0 else TIME_KIND.get(kind, ""),
+                         **{f"ipu_{k}": _int(known[k], -1) if k in known else -1 for k in STEP_KINDS}))
+        return int(start) + int(cycles) * int(runs)
+
+    pipelined = "pipeline_cycles" in sch and "pipeline_total_cycles" in sch
+    G = max(_int(sch.get("grad_accum"), 1), 1)
+    post = [("stream in", "stream", _int(sch.get("stream_cycles")) // 2),
+            ("all-reduce", "allreduce", _int(sch.get("allreduce_cycles"))),
+            ("optimizer", "optimizer", _int(sch.get("optimizer_cycles"))),
+            ("stream out", "stream", _int(sch.get("stream_cycles")) - _int(sch.get("stream_cycles")) // 2)]
+    if pipelined:
+        if (np.diff(starts) < 0).any():  # a producer that did not sort its steps: the phases need time order
+            raise ValueError("steps are not ordered by start_cycle; a pipeline's phases need the stored time order")
+        D = max(_int(sch.get("pipeline_depth", sch.get("stages")), 1), 1)
+        n = _int(sch.get("pipeline_cycles"))
+        total = _int(sch.get("pipeline_total_cycles"))
+        steady = _int(sch.get("steady_cycles_per_microbatch"))
+        nf = min(2 * D - 2, n)
+        nd = min(2 * D - 2, n - nf)
+        ns = max(n - nf - nd, 0)
+        if "fill_cycles" in sch and "drain_cycles" in sch:
+            fill, drain = _int(sch["fill_cycles"]), _int(sch["drain_cycles"])
+        else:  # written before format 2.2: the fill ends with the nf-th inter-IPU copy step
+            copies = np.flatnonzero((steps["kind"].to_numpy() == _K_XG) & (steps["ipu"].to_numpy() == -1)) \
+                if n_steps else np.zeros(0, np.int64)
+            rest = max(total - ns * steady, 0)
+            if _int(sch.get("profile_pipeline_cycles_elided")) > 0:
+                fill = rest // 2  # some fill cycles may be missing from the file: their split is not recorded
+            else:
+                fill = int(ends[copies[nf - 1]]) if 0 < nf <= len(copies) else 0
+            drain = max(rest - fill, 0)
+        t = add("fill", "fill", 0, fill, 1, _step_range(starts, 0, fill), 1)
+        lo = t
+        rng = _step_range(starts, lo, lo + ns * steady)
+        t = add("steady state", "steady", lo, steady, ns, rng, _stored_cycles(starts, *rng, lo, steady))
+        t = add("drain", "drain", t, drain, 1, _step_range(starts, t, t + drain), 1)
+        for name, kind, d in post:
+            t = add(name, kind, t, d, 1, _step_range(starts, t, t + d), 1)
+    else:
+        micro = _int(sch.get("steady_cycles_per_microbatch"), t_end)
+        composed = G > 1 or any(d > 0 for _, _, d in post)
+        if not composed:
+            t = add("whole run", "whole", 0, max(t_end, 1) if n_steps else 0, 1, (0, n_steps - 1) if n_steps else
+                    (-1, -1), 1)
+        else:
+            t = add("micro-batch", "steady", 0, t_end, G, (0, n_steps - 1) if n_steps else (-1, -1), 1)
+            if micro > t_end:  # the accumulation pass the whole-graph composition adds to every micro-batch
+                t = add("gradient accumulation", "accumulate", t, micro - t_end, G)
+            for name, kind, d in post:
+                t = add(name, kind, t, d)
+    terms = sch.get("per_step_terms")
+    if isinstance(terms, dict):
+        for name, secs in list(terms.items())[:MAX_PHASES]:
+            t = add(str(name), "term", t, _int(_num(secs) * float(clock_hz)))
+    df = pd.DataFrame(rows, columns=["name", "kind", "ipu", "start_cycle", "cycles", "runs_per_step", "first_step",
+                                     "last_step", "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS)])
+    df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))
+    return df
