@@ -69,6 +69,11 @@ def format_bandwidth(b: float) -> str:
     return _decimal(b, (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)), "B/s")
 
 
+def format_count(n: float) -> str:
+    """A count (cycles, steps) with a decimal prefix, 3 significant digits: 2.5e6 -> '2.5 M', 950 -> '950'."""
+    return _decimal(n, (("G", 1e9), ("M", 1e6), ("k", 1e3)), "").strip()
+
+
 def format_usd(c: float) -> str:
     """Dollars: '$0.12', '$1.23e-05' below a cent; 'n/a' when not finite."""
     if not _finite(c):
@@ -99,5 +104,6 @@ def format_hz(hz: float) -> str:
     return f"{hz / 1e9:.3f} GHz" if _finite(hz) else "n/a"
 
 
-__all__ = ["GIB", "KIB", "MIB", "format_bandwidth", "format_bytes", "format_bytes_exact", "format_flops", "format_hz",
+__all__ = ["GIB", "KIB", "MIB", "format_bandwidth", "format_bytes", "format_bytes_exact", "format_count", "format_flops",
+           "format_hz",
            "format_percent", "format_ratio", "format_seconds", "format_speedup", "format_usd"]

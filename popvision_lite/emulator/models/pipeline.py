@@ -292,6 +292,9 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
             ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed),
             mem=mem, need=need, fits=bool((need <= cap).all()), stash_depth=D,
             optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
+            # bytes behind those times: the gradients the all-reduce reduces (per IPU), the optimizer state
+            # streamed in and again out
+            allreduce_bytes=int(params_s * wbytes) if (train and R > 1) else 0, stream_bytes=int(streamed),
             bytes={"weights": int((elems * wbytes).sum()), "grad_accum": int(accum.sum()),
                    "optimizer_state_onchip": int(onchip_state.sum()),
                    "optimizer_state_offchip": int(state_total - onchip_state.sum()) if (
@@ -338,6 +341,11 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         outlined_ops={str(i): sg.outlined for i, sg in enumerate(graphs.values())},
         phased_execution=bool(cfg.streaming_weights),
         ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],
+        allreduce_bytes_per_ipu=[a["allreduce_bytes"] for a in stages],
+        stream_bytes_per_ipu=[a["stream_bytes"] for a in stages],
+        allreduce_links=("IPU-Links" if min(max(1, math.ceil(cfg.ipus / sch.IPUS_PER_POD)), R) == 1 else
+                         f"IPU-Links inside each IPU-POD16, GW-Links between "
+                         f"{min(math.ceil(cfg.ipus / sch.IPUS_PER_POD), R)} of them"),
         ddr_gb_per_s_needed=max(a["ddr_bytes_per_step"] for a in stages) / step_seconds / 1e9 if step_seconds else 0.0,
     )
     training_state = [dict(ipu=a["stage"], layers=a["layers"], blocks=list(a["blocks"]), params=a["params"],

@@ -9,6 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
+from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.gui import theme
 from popvision_lite.gui.export import slug
@@ -34,16 +35,21 @@ class SummaryView(QWidget):
         self.info.setAlignment(Qt.AlignTop | Qt.AlignLeft)
         self.info.setWordWrap(True)
 
+        rt = s.totals
+        self.totals = rt
         self.plot = pg.PlotWidget()
-        self.plot.setToolTip("Share of run cycles by BSP phase (sum of step durations)")
+        self.plot.setToolTip(f"Share of the {rt.ipu_time_name} in one training step, by part; the parts add up to "
+                             "100 % (an IPU waiting for another IPU or a phase counts as sync)")
         pi = self.plot.getPlotItem()
         # the exported chart says what run it is (the headless summary PNG is this plot alone)
-        pi.setTitle(f"Where the time goes: {s.model} on {s.target.num_ipus} x {s.target.name}, "
-                    f"{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}", size="11pt")
-        pi.setLabel("bottom", "share of cycles (sum of step durations)", units="%")
+        pi.setTitle(f"Where the time goes: {s.model} on {s.target.name}, {rt.ipu_count_text}; bottleneck "
+                    f"{rt.bottleneck_text}<br>"
+                    f"{rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles; wall time of one step "
+                    f"{rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}", size="10pt")
+        pi.setLabel("bottom", f"share of the {rt.ipu_time_name} (%)")
         pi.setMouseEnabled(False, False)
         pi.hideButtons()
-        share = s.phase_share
+        share = rt.part_share
         ax = pi.getAxis("left")
         ax.setTicks([[(i, p) for i, p in enumerate(PHASES)]])
         self.phase_bars = []
@@ -54,7 +60,7 @@ class SummaryView(QWidget):
             pi.addItem(bar)
             self.phase_bars.append(bar)
             inside = share[p] > 0.6  # a long bar carries its label inside, so the axis can end at 100 %
-            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({s.phase_cycles[p]:,} cycles)",
+            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({rt.part_cycles[p]:,} cycles)",
                               anchor=(1, 0.5) if inside else (0, 0.5),
                               color="#ffffff" if inside else theme.colors()["plot_fg"])
             txt.inside = inside
@@ -132,21 +138,36 @@ class SummaryView(QWidget):
         # one row per check that did not pass (a run's dozens of passing checks only buried the rest)
         rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_check(v))}</td></tr>"
                        for k, v in s.numeric_checks.items() if not _passed(v))
-        nal = (f"{format_bytes(s.peak_not_always_live)} at liveness step {s.peak_not_always_live_lstep}"
-               if s.peak_not_always_live_lstep >= 0 else "n/a")
+        rt = s.totals
+        nal = (f"{format_bytes(rt.peak_not_always_live_bytes)} at liveness step {rt.peak_not_always_live_lstep}"
+               if rt.peak_not_always_live_lstep >= 0 else "n/a")
+        parts = ", ".join(f"{k} {100 * v:.1f}%" for k, v in rt.part_share.items()) + " (sum 100%)"
+        phases = "; ".join(
+            f"{html.escape(str(r.name))}" + (f" x{int(r.runs_per_step):,}" if int(r.runs_per_step) > 1 else "")
+            + f" {format_seconds(int(r.wall_cycles) / t.clock_hz)} ({100 * r.share_of_step:.1f}%)"
+            for r in rt.phases.itertuples())
+        tput = (f"{rt.samples_per_second:,.1f} samples/s, all {rt.num_ipus:,} IPUs ({rt.samples_per_step:g} samples "
+                f"per step)" if np.isfinite(rt.samples_per_second) else "n/a (no batch size recorded)")
         self.info.setText(f"""
 <h2>{html.escape(s.model)}</h2>
 <table cellpadding=2>
-<tr><td><b>Target</b></td><td>{html.escape(t.name)} ({html.escape(t.device)}) x {t.num_ipus} IPU,
- {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.4g} GHz</td></tr>
-<tr><td><b>Total</b></td><td>{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}
- at {t.clock_hz / 1e9:.4g} GHz ({s.num_steps:,} BSP steps)</td></tr>
+<tr><td><b>Target</b></td><td>{html.escape(t.name)} ({html.escape(t.device)}), {html.escape(rt.ipu_count_text)},
+ {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.4g} GHz;
+ {html.escape(rt.drawn_text)}</td></tr>
+<tr><td><b>Step (wall time)</b></td><td>{rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}
+ at {t.clock_hz / 1e9:.4g} GHz ({s.num_steps:,} BSP steps stored)</td></tr>
+<tr><td><b>{html.escape(rt.ipu_time_name[0].upper() + rt.ipu_time_name[1:])}</b></td><td>{rt.ipu_time_cycles:,}
+ cycles = {format_seconds(rt.ipu_time_seconds)}: {parts}</td></tr>
+<tr><td><b>Bottleneck</b></td><td><b>{html.escape(rt.bottleneck_text)}</b></td></tr>
+<tr><td><b>Phases of the step</b></td><td>{phases}</td></tr>
+<tr><td><b>Throughput</b></td><td>{tput}</td></tr>
 {_schedule_rows(s.run, t.clock_hz)}
-<tr><td><b>Peak tile memory</b></td><td>{format_bytes(p.bytes)} ({100 * p.fraction:.1f}% of
- {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile})</td></tr>
+<tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of
+ {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile}):
+ {html.escape(PEAK_TILE_NAME)}</td></tr>
 <tr><td><b>All tiles</b></td><td>{format_bytes(p.total_bytes)}: always-live {format_bytes(p.always_live_bytes)},
- not-always-live (peak) {format_bytes(p.not_always_live_bytes)}</td></tr>
-<tr><td><b>Peak not-always-live</b></td><td>{nal} (fullest tile)</td></tr>
+ not-always-live {format_bytes(p.not_always_live_bytes)} (each tile at its own peak)</td></tr>
+<tr><td><b>Peak not-always-live</b></td><td>{nal}: {html.escape(PEAK_NAL_NAME)}</td></tr>
 <tr><td><b>Numeric checks</b></td><td>{checks}</td></tr>
 {rows}
 </table>
@@ -185,12 +206,9 @@ def _fmt_config(key, value) -> str:
 
 
 def _schedule_rows(run: dict, clock_hz: float) -> str:
-    """Throughput and pipeline schedule rows (profile format v2; empty for older profiles)."""
-    sps = run.get("samples_per_second")
+    """The pipeline schedule row (profile format v2; empty for older profiles)."""
     sch = run.get("schedule") or {}
     out = ""
-    if isinstance(sps, int | float) and sps > 0:
-        out += f"<tr><td><b>Throughput</b></td><td>{sps:,.1f} samples/s (whole system)</td></tr>"
     if "layer_split" in sch:
         cyc = float(clock_hz) or 1.0
         out += (f"<tr><td><b>Schedule</b></td><td>{sch['replicas']} replica(s) x {sch['stages']} pipeline stage(s) "

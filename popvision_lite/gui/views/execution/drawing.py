@@ -63,6 +63,7 @@ class LaneDrawing:
         y0, y1 = self.y_range()
         w, h = self._pixels()
         origin = float(np.floor(x0))
+        self._draw_phases(x0, x1, w)
         self._draw_step_lane(x0, x1, w, origin)
         self._draw_tiles(x0, x1, y0, y1, w, h, origin)
         self._draw_chart(x0, x1, w, origin)
@@ -193,7 +194,7 @@ class LaneDrawing:
             self.chart_bars[k].setPos(origin, 0)
             base = base + hgt
         top = float(np.nanmax(base)) if len(base) else 1.0
-        self.chart_vb.setYRange(0, max(top, 1.0) * 1.05, padding=0)
+        self.chart_vb.setYRange(0, max(top, 1.0) * 1.1, padding=0)  # the tallest bar whole, with its top edge
         self.chart_plot.setLabel("left", "cycles / step" if b.per_step else "mean cycles/step")
         # imbalance on a log scale: a step where a few tiles work while the rest wait reaches max/mean in the
         # hundreds, and on a linear axis it flattened every other step onto the line at 1

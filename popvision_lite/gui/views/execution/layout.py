@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -19,10 +20,12 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.count_axis import CountAxis
 from popvision_lite.gui.items.lane_view_box import LaneViewBox
 from popvision_lite.gui.items.tile_axis import TileAxis
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution.navigation import HELP_TEXT, KeyFilter
+from popvision_lite.gui.views.execution.phases import make_phase_items
 from popvision_lite.profile.schema import STEP_KINDS
 
 
@@ -33,9 +36,10 @@ def build(view) -> None:
     _step_items(view)
     _tile_items(view)
     _chart_items(view)
+    make_phase_items(view)
     _legend(view)
     _help(view)
-    for vb in (view.step_vb, view.tile_vb, view.chart_vb, view.imb_vb):
+    for vb in (view.phase_vb, view.step_vb, view.tile_vb, view.chart_vb, view.imb_vb):
         vb.sigClicked.connect(lambda x, y, dbl, vb=vb: view._on_click(x, y, dbl, vb))
         vb.sigRangeDrag.connect(view._on_range_drag)
     view.canvas.scene().sigMouseMoved.connect(view._on_mouse_moved)
@@ -62,6 +66,9 @@ def _frame(view) -> None:
     view.search_edit.installEventFilter(view)
     bar.addWidget(view.search_edit, 1)
     lay.addLayout(bar)
+    view.drawn_label = QLabel("")  # which replica the lanes show, and how many IPUs the run has
+    view.drawn_label.setWordWrap(True)
+    lay.addWidget(view.drawn_label)
 
     split = QSplitter(Qt.Horizontal)
     view.canvas = pg.GraphicsLayoutWidget()
@@ -87,36 +94,49 @@ def _lanes(view) -> None:
     """Four plots in one layout, x axes linked: step lane, tile lanes, cycles per step, tile imbalance."""
     c = view.canvas.ci
     c.setSpacing(2)
+    # the training step's phases, named at every zoom (phases.py)
+    view.phase_vb = LaneViewBox(zoom_y=False)
+    view.phase_plot = c.addPlot(row=0, col=0, viewBox=view.phase_vb)
+    view.phase_plot.setFixedHeight(54)
+    view.phase_plot.hideAxis("bottom")
+    view.phase_plot.getAxis("left").setTicks([[(0.5, "phases")]])
+    view.phase_plot.setYRange(0, 1, padding=0)
+    view.phase_plot.setMouseEnabled(x=True, y=False)
     view.step_vb = LaneViewBox(zoom_y=False)
-    view.step_plot = c.addPlot(row=0, col=0, viewBox=view.step_vb)
+    view.step_plot = c.addPlot(row=1, col=0, viewBox=view.step_vb)
     view.step_plot.setMaximumHeight(60)
     view.step_plot.hideAxis("bottom")
-    view.step_plot.getAxis("left").setTicks([[(0.5, "steps")]])
+    # one sub-lane per IPU (y = ipu / n, IPU 0 at the bottom): name them when there are several
+    if view.nipu > 1:
+        view.step_plot.getAxis("left").setTicks([[((i + 0.5) / view.nipu, f"IPU {i}") for i in range(view.nipu)]])
+        view.step_plot.getAxis("left").setStyle(tickFont=QFont("Sans", 7))
+    else:
+        view.step_plot.getAxis("left").setTicks([[(0.5, "steps")]])
     view.step_plot.setYRange(0, 1, padding=0)
     view.step_plot.setMouseEnabled(x=True, y=False)
     view.tile_vb = LaneViewBox(zoom_y=True)
     view.tile_axis = TileAxis(view.tpi, view.nipu)
-    view.tile_plot = c.addPlot(row=1, col=0, viewBox=view.tile_vb, axisItems={"left": view.tile_axis})
+    view.tile_plot = c.addPlot(row=2, col=0, viewBox=view.tile_vb, axisItems={"left": view.tile_axis})
     view.tile_plot.invertY(True)
     view.tile_plot.setLabel("left", "IPU : tile")
     view.tile_plot.hideAxis("bottom")
     view.tile_plot.setMinimumHeight(120)
     view.chart_vb = LaneViewBox(zoom_y=False)
-    view.chart_plot = c.addPlot(row=2, col=0, viewBox=view.chart_vb)
+    view.chart_plot = c.addPlot(row=3, col=0, viewBox=view.chart_vb, axisItems={"left": CountAxis("left")})
     view.chart_plot.setMaximumHeight(160)
     view.chart_plot.setMinimumHeight(80)
     view.chart_plot.setLabel("left", "cycles / step")
     view.chart_plot.hideAxis("bottom")
     view.imb_vb = LaneViewBox(zoom_y=False)
-    view.imb_plot = c.addPlot(row=3, col=0, viewBox=view.imb_vb)
+    view.imb_plot = c.addPlot(row=4, col=0, viewBox=view.imb_vb)
     view.imb_plot.setMaximumHeight(160)
     view.imb_plot.setMinimumHeight(110)
     view.imb_plot.setLabel("left", "max / mean")
     view.imb_plot.setTitle("tile imbalance of compute steps: busiest tile / mean busy cycles (log scale; "
                            "1 = every tile equally busy)", size="9pt")
-    for pl in (view.step_plot, view.chart_plot, view.imb_plot):
+    for pl in (view.phase_plot, view.step_plot, view.chart_plot, view.imb_plot):
         pl.setXLink(view.tile_plot)
-    for pl in (view.step_plot, view.tile_plot, view.chart_plot, view.imb_plot):
+    for pl in (view.phase_plot, view.step_plot, view.tile_plot, view.chart_plot, view.imb_plot):
         pl.getAxis("left").setWidth(70)
         pl.setMenuEnabled(False)
         pl.hideButtons()
@@ -163,7 +183,7 @@ def _tile_items(view) -> None:
     view.colorbar = pg.ColorBarItem(values=(0, 100), colorMap=pg.ColorMap(
         np.linspace(0, 1, 255), theme.busy_lut()[:255]), label="tile busy (% of time)", interactive=False,
         width=12)
-    view.canvas.ci.addItem(view.colorbar, row=1, col=1)
+    view.canvas.ci.addItem(view.colorbar, row=2, col=1)
     view.region = pg.LinearRegionItem(values=(0, 1), brush=pg.mkBrush(0, 120, 255, 40),
                                       pen=pg.mkPen("#0078ff"))  # Shift+drag range
     view.region.setZValue(20)
@@ -195,7 +215,7 @@ def _legend(view) -> None:
     for it, name in zip(view._legend_samples, [STEP_KIND_LABELS[k] for k in STEP_KINDS] + ["waiting at sync"],
                         strict=True):
         view.legend.addItem(it, name)
-    view.canvas.ci.addItem(view.legend, row=4, col=0)
+    view.canvas.ci.addItem(view.legend, row=5, col=0)
 
 
 def _help(view) -> None:

@@ -20,6 +20,8 @@ range and its summary.  The pyqtgraph subclasses are ``gui/items/tile_axis.py`` 
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
@@ -27,18 +29,21 @@ from PySide6.QtWidgets import QWidget
 
 from popvision_lite.analysis import execution as ex
 from popvision_lite.analysis import selection as sel
+from popvision_lite.analysis import step_phases as sp
+from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.gui import theme
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution import layout
 from popvision_lite.gui.views.execution.drawing import LaneDrawing
 from popvision_lite.gui.views.execution.navigation import Navigation
+from popvision_lite.gui.views.execution.phases import PhaseBand
 from popvision_lite.gui.views.execution.range_summary import RangeSummary
 from popvision_lite.units import format_seconds
 
 DEBOUNCE_MS = 25
 
 
-class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
+class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
     """The execution timeline of ``document.profile``; see the module docstring."""
 
     redrawn = Signal()
@@ -74,7 +79,11 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
         self.last_summary: ex.RangeSummary | None = None
         self._cursor_x: float | None = None
         self._range_worker = None
+        self.phase_spans = self._cached("execution.phase_spans", sp.phase_spans, p)
+        # the run ends where its last phase ends (the stored steps may stop before: folded runs)
+        self.run_end = sp.run_end(self.phase_spans, self.index.t1)
         layout.build(self)
+        self.drawn_label.setText(self._drawn_text())
         self._apply_theme()
         theme.notifier.changed.connect(self._apply_theme)
         self._timer = QTimer(self)
@@ -90,7 +99,23 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
         self.reset_view()
         self.refresh()
 
+    def _drawn_text(self) -> str:
+        """Which replica the lanes show, of how many IPUs, and what the phase band and hatching mean."""
+        try:
+            rt = self._cached("execution.run_totals", run_totals, self.profile)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return ""
+        fold = [s for s in self.phase_spans if s.folded]
+        text = f"Lanes: {rt.drawn_text}; {rt.ipu_count_text}, one lane per IPU of the replica."
+        if any(s.hidden for s in self.phase_spans):
+            text += " Hatched: parts of the step the profile does not store" + ("" if not fold else " (" + "; ".join(
+                f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded" for s in fold) + ")") + \
+                "; click one for what it stands for."
+        return text
+
     def _apply_theme(self, *_):
+        for cover in getattr(self, "fold_covers", []):
+            cover.setOpts(brush=pg.mkBrush(theme.colors()["plot_bg"]))
         theme.restyle_plot(self.canvas)
         lut = theme.busy_lut()
         self.tile_img.setLookupTable(lut)
@@ -127,10 +152,9 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
         self.tile_vb.setXRange(x0, x1, padding=0)
 
     def reset_view(self):
-        t0, t1 = self.index.t0, self.index.t1
-        span = max(t1 - t0, 1)
-        self.tile_vb.setLimits(xMin=t0 - 0.05 * span, xMax=t1 + 0.05 * span, minXRange=4,
-                               yMin=-0.5, yMax=self.ntiles + 0.5, minYRange=1)
+        # the whole step, and no further: panning stops at the run's first and last cycle
+        t0, t1 = min(self.index.t0, 0), max(self.run_end, self.index.t0 + 1)
+        self.tile_vb.setLimits(xMin=t0, xMax=t1, minXRange=4, yMin=-0.5, yMax=self.ntiles + 0.5, minYRange=1)
         self.tile_vb.setRange(xRange=(t0, t1), yRange=(0, self.ntiles), padding=0)
         for vb in (self.chart_vb, self.imb_vb):
             vb.enableAutoRange(y=False)
@@ -169,6 +193,9 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
                 f"busy cycles per step: min {r.bmin[row, c]:.0f} mean {r.bmean[row, c]:.0f} max {r.bmax[row, c]:.0f}")
 
     def _on_click(self, x, y, double, sender=None):
+        if sender is self.phase_vb or sp.hidden_at(self.phase_spans, x) is not None:
+            self._on_phase_click(x)
+            return
         if double and sender is self.tile_vb:
             self.toggle_expand(int(np.clip(y, 0, self.ntiles - 1)) // self.tpi)
             return
@@ -192,9 +219,17 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
 
     def show_step(self, s: int):
         d = ex.step_details(self.profile, self.index, s, self.names)
+        phase = sp.phase_of_step(self.phase_spans, s)
+        op = (html.escape(str(d['op'])) + f" (id {d['op_id']})" if int(d["op_id"]) >= 0 else
+              f"none: a step of the {html.escape(phase.name)} phase" if phase is not None else "none")
+        extra = ""
+        if phase is not None:
+            extra += f"<tr><td>phase</td><td>{html.escape(phase.label)}</td></tr>"
+            if phase.traffic:
+                extra += f"<tr><td>moves</td><td>{html.escape(phase.traffic)}</td></tr>"
         self.info.setHtml(
             f"<h3>Step {d['step']}</h3><table>"
-            f"<tr><td>op</td><td><b>{d['op']}</b> (id {d['op_id']})</td></tr>"
+            f"<tr><td>op</td><td><b>{op}</b></td></tr>{extra}"
             f"<tr><td>kind</td><td><span style='color:{STEP_KIND_COLORS[d['kind']]}'>&#9632;</span> "
             f"{STEP_KIND_LABELS[d['kind']]}</td></tr>"
             f"<tr><td>IPU</td><td>{d['ipu']}</td></tr>"
