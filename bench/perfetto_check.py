@@ -315,25 +315,27 @@ def check_case(browser: Browser, url: str, json_path: Path, shot: Path | None, s
     _expect(not diffs, "slice names, ts and dur (ns) equal the JSON's us x 1000", f"{len(diffs)} differ, "
             f"e.g. {diffs[:3]}" if diffs else f"{len(got)} slices")
 
-    # time scale: the run's cycles at the device clock
+    # time scale: the run's cycles (its steps, and the phases of the step after them) at the device clock
     other = exp["doc"]["otherData"]
-    bsp = [e for e in exp["doc"]["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
-    cycles = bsp[-1]["args"]["end_cycle"] - bsp[0]["args"]["start_cycle"]
+    xs = [e for e in exp["doc"]["traceEvents"] if e["ph"] == "X"]
+    cycles = other["cycle_end"] - other["cycle_base"]
     want_ns = cycles / other["clock_hz"] * 1e9
     b = query(browser, "select start_ts, end_ts from trace_bounds")[0]
     span = b["end_ts"] - b["start_ts"]
-    _expect(abs(span - want_ns) <= 2, "trace spans the steps' cycles / clock_hz",
+    _expect(abs(span - want_ns) <= 2, "trace spans the run's cycles / clock_hz",
             f"{span / 1e3:,.3f} us in Perfetto, {cycles:,} cycles at {other['clock_hz'] / 1e9:g} GHz = "
             f"{want_ns / 1e3:,.3f} us")
 
-    # args survive the import: the longest BSP step's op name and cycles, as the details panel shows them
-    top = query(browser, "select s.id, s.name, s.arg_set_id from slice s join thread_track tt on s.track_id = tt.id "
-                         "join thread t using(utid) join process p using(upid) where p.name = 'BSP steps' "
-                         "order by s.dur desc, s.ts limit 1")[0]
+    # args survive the import: the longest step's (or tile slice's) step, op and cycles, as the details panel
+    # shows them
+    top = query(browser, "select s.id, s.name, s.dur, s.arg_set_id from slice s join thread_track tt "
+                         "on s.track_id = tt.id join thread t using(utid) join process p using(upid) "
+                         "where p.name like 'IPU %' order by s.dur desc, s.ts limit 1")[0]
     args = {a["key"]: a["display_value"] for a in query(
         browser, f"select key, display_value from args where arg_set_id = {top['arg_set_id']}")}
-    want = max(bsp, key=lambda e: (e["dur"], -e["ts"]))
-    _expect(args.get("args.op") == want["args"]["op"] and args.get("args.cycles") == str(want["args"]["cycles"])
+    want = max((e for e in xs if e["pid"] >= 1), key=lambda e: (e["dur"], -e["ts"]))
+    _expect(round(want["dur"] * 1000) == top["dur"] and (args.get("args.op") or "") == want["args"].get("op", "")
+            and args.get("args.cycles") == str(want["args"]["cycles"])
             and args.get("args.step") == str(want["args"]["step"]),
             "slice args (step, op, cycles) imported", f"longest step {top['name']!r}: step {args.get('args.step')}, "
             f"{args.get('args.cycles')} cycles")
@@ -375,8 +377,14 @@ def long_run_profile(folder: Path, stretch: int = 1237) -> Path:
     return path
 
 
-def cases(profile_path: Path, tmp: Path):
+def cases(profile_path: Path, tmp: Path, full: bool = True):
+    """The export cases of one profile: all steps on per-IPU lanes; with ``full`` also a tile subset, a step
+    window and a synthetic long run."""
     import popvision_lite as pvl
+
+    if not full:
+        yield f"{profile_path.stem}", f"{profile_path.name}: all steps, one lane per IPU, phases", profile_path, dict()
+        return
 
     with pvl.open(profile_path) as p:
         t = p.target
@@ -470,7 +478,10 @@ def run_case(args, name: str, trace: Path, shots: Path | None) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", type=Path, default=SAMPLE)
+    ap.add_argument("--profile", type=Path, default=SAMPLE, help="profile of the full set of cases")
+    ap.add_argument("--also", type=Path, nargs="*", default=[], metavar="PVL",
+                    help="more profiles, each exported whole (per-IPU lanes and phases), e.g. a POD16 or ONNX run")
+    ap.add_argument("--all-samples", action="store_true", help="also every profile in sample_profiles/")
     ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
     ap.add_argument("--vizviewer", default=shutil.which("vizviewer") or "/tmp/vizvenv/bin/vizviewer")
     ap.add_argument("--shots", type=Path, default=None,
@@ -496,10 +507,12 @@ def main(argv=None) -> int:
     shots.mkdir(parents=True, exist_ok=True)
     print(f"profile {args.profile}; chromium {args.chromium}; vizviewer {args.vizviewer}")
     failed = []
-    for name, what, profile_path, opts in cases(args.profile, tmp):
+    extra = [*(sorted((ROOT / "sample_profiles").glob("*.pvl")) if args.all_samples else []), *args.also]
+    todo = [c for c in cases(args.profile, tmp)] + [c for x in extra for c in cases(Path(x), tmp, full=False)]
+    for name, what, profile_path, opts in todo:
         out = tmp / f"{name}.json"
         with pvl.open(profile_path) as p:
-            counts = export_chrome_trace(p, out, **opts)
+            counts = export_chrome_trace(p, out, max_events=None, **opts)
         print(f"[{name}] {what}: {counts['events']:,} events, {counts['lanes']} lanes, {counts['bytes']:,} bytes")
         if not run_case(args, name, out, shots):
             failed.append(name)

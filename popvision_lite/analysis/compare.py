@@ -253,12 +253,15 @@ def _whole(v):
 def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
     rows = [
         ("device", "", sa.target.name, sb.target.name),
-        ("IPUs", "", sa.target.num_ipus, sb.target.num_ipus),
+        ("IPUs", "", sa.totals.num_ipus, sb.totals.num_ipus),
+        ("IPUs per replica", "", sa.target.num_ipus, sb.target.num_ipus),
         ("tiles", "", sa.target.num_tiles, sb.target.num_tiles),
         ("clock", "Hz", _whole(sa.clock_hz), _whole(sb.clock_hz)),
         ("fits", "", bool(sa.fits), bool(sb.fits)),
         ("total cycles", "cycles", sa.total_cycles, sb.total_cycles),
         ("time", "s", sa.total_seconds, sb.total_seconds),
+        ("samples/s", "samples/s", sa.totals.samples_per_second, sb.totals.samples_per_second),
+        ("IPU time summed over a replica's IPUs", "cycles", sa.totals.ipu_time_cycles, sb.totals.ipu_time_cycles),
     ]
     for ph in PHASES:
         rows.append((f"{ph} cycles", "cycles", sa.phase_cycles.get(ph, 0), sb.phase_cycles.get(ph, 0)))

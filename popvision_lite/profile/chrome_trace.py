@@ -164,6 +164,10 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
         on = order[np.isin(step_ipu[order], (-1, ipu))]
         lane[ipu] = lane_times(start_ns, end_ns, on)
 
+    # the exported span in cycles: the steps, and for the whole run every phase (also those after the steps)
+    lo_c, hi_c = base, int(end.max()) if len(end) else base
+    if step_range is None and len(phases):
+        hi_c = max(hi_c, int((phases["start_cycle"] + phases["cycles"] * phases["runs_per_step"]).max()))
     counts = dict(events=0, steps=int(b - a), lanes=0)
     path = Path(path)
     with atomic_text(path) as fh:
@@ -171,7 +175,7 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
         # import stat, but Perfetto builds before late 2021 read "ns" as the unit of ts/dur (1000x off)
         fh.write('{"otherData": ')
         fh.write(json.dumps({"profile": str(profile.path), "device": t.device, "clock_hz": clock,
-                             "first_step": a, "cycle_base": base, "time_unit": "us"}))
+                             "first_step": a, "cycle_base": base, "cycle_end": hi_c, "time_unit": "us"}))
         fh.write(', "traceEvents": [\n')
         first = [True]
 
@@ -211,10 +215,6 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
 
         # the phases of the step that overlap the exported steps, clipped to them
         if len(steps):
-            lo_c, hi_c = base, int(end.max())
-            if step_range is None:  # the whole run: every phase, also those after the stored steps
-                hi_c = max(hi_c, int((phases["start_cycle"] + phases["cycles"] * phases["runs_per_step"]).max())
-                           if len(phases) else hi_c)
             prev = 0
             for r in phases.itertuples():
                 p0, p1 = int(r.start_cycle), int(r.start_cycle) + int(r.cycles) * int(r.runs_per_step)
