@@ -141,12 +141,10 @@ class RooflineDrawing:
         lines = []
         if v is not None:
             lines.append(f"<b>IPU vs GPU (the verdict, whole run): {html.escape(v.headline())}.</b>")
-        if n > 1:  # the ops' times add up over the IPUs, which run at the same time: say both
-            ipu_time = (f"IPU time summed over {n} IPUs {format_seconds(t['ops_ipu_time_s'])}; wall time "
-                        f"{format_seconds(t['run_time_s'])} (the IPUs overlap)")
-        else:
-            ipu_time = f"IPU time {format_seconds(t['ops_ipu_time_s'])} on 1 IPU"
-        lines.append(f"Points: the ops of one replica's step. {ipu_time}; {format_flops(t['ipu_achieved_flops'])} "
+        where = f"on {n} IPUs, summed" if n > 1 else "on 1 IPU"
+        ipu_time = (f"the ops' time {format_seconds(t['ops_ipu_time_s'])} ({where}; waiting at syncs not "
+                    f"included); wall time of the step {format_seconds(t['run_time_s'])}")
+        lines.append(f"Points: the ops of one replica's step: {ipu_time}; {format_flops(t['ipu_achieved_flops'])} "
                      f"achieved; IPU cost of the step {format_usd(t['ipu_cost_usd'])}.")
         if a.gpus:
             lines.append("GPU points and table columns: each op alone on one GPU (estimate, and roofline bound as "

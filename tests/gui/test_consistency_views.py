@@ -1,0 +1,117 @@
+"""The GUI side of the cross-view consistency test (tests/analysis/test_consistency.py has the non-Qt side): each
+headline number read from the Summary, Insights, Operations, Roofline and verdict panel widgets equals the one
+definition in :func:`popvision_lite.analysis.run_totals.run_totals`, for every bundled sample and a pipelined,
+replicated run whose profile folds its steady state."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+import popvision_lite as pvl
+from popvision_lite.analysis.run_totals import PARTS, run_totals
+from popvision_lite.units import format_bytes, format_seconds
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob("*.pvl"))
+CASES = [pytest.param(p, id=p.stem) for p in SAMPLES] + [pytest.param("pod_profile", id="pod-shaped")]
+
+
+@pytest.fixture(params=CASES)
+def doc(request):
+    from popvision_lite.gui.state.document import Document
+
+    p = request.param
+    path = request.getfixturevalue(p) if isinstance(p, str) else p
+    prof = pvl.open(path)
+    yield Document(prof, path)
+    prof.close()
+
+
+def _plain(text: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", text)).replace("\n", " ")
+
+
+def test_views_show_the_run_totals(qtbot, doc):
+    from popvision_lite.gui.views.insights_view import InsightsView
+    from popvision_lite.gui.views.operations_view import OperationsView
+    from popvision_lite.gui.views.roofline import RooflineView
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from tests.support.qt import show_view
+
+    prof = doc.profile
+    rt = run_totals(prof)
+    share = rt.part_share
+    top_name, top_share = rt.top_op
+
+    # invariants of the one definition
+    assert sum(rt.part_cycles.values()) == rt.ipu_time_cycles
+    assert sum(share.values()) == pytest.approx(1.0)
+    assert all(0 <= v <= rt.ipu_time_cycles for v in rt.part_cycles.values())
+    assert 0 <= top_share <= 1 and rt.step_cycles <= rt.ipu_time_cycles
+
+    # Summary: the bars, the title, the info table, the top-ops table
+    s = show_view(qtbot, SummaryView(doc))
+    bars = {p: float(b.opts["width"][0]) for p, b in zip(PARTS, s.phase_bars, strict=True)}
+    assert bars == pytest.approx({p: 100 * share[p] for p in PARTS})
+    title = _plain(s.plot.getPlotItem().titleLabel.text)
+    info = _plain(s.info.text())
+    for text in (title, info):
+        assert rt.ipu_count_text in text and rt.bottleneck_text in text
+    assert f"{rt.step_cycles:,} cycles" in title and format_seconds(rt.step_seconds) in title
+    assert f"{rt.ipu_time_cycles:,}" in title
+    assert format_bytes(rt.peak_tile_bytes) in info
+    if np.isfinite(rt.samples_per_second):
+        assert f"{rt.samples_per_second:,.1f} samples/s" in info
+    if len(s.ops_model.df):
+        first = s.ops_model.row(0)
+        assert first["name"] == top_name and first["share"] == pytest.approx(round(100 * top_share, 2))
+
+    # verdict panel (on the Summary): IPU count, samples/s, bottleneck
+    v = s.verdict.result
+    if v is not None:
+        rows = {a: b for a, b, _ in v.rows()}
+        assert rows["chips"] == rt.ipu_count_text and v.ipu.chips == rt.num_ipus
+        assert v.ipu.bound_by == rt.bottleneck_text
+        if np.isfinite(rt.samples_per_second):
+            assert v.ipu.samples_per_second == pytest.approx(rt.samples_per_second)
+        assert html.escape(v.headline()) in s.verdict.body.text()
+
+    # Operations: the top row by cycles is the top op, at its share
+    o = show_view(qtbot, OperationsView(doc))
+    df = o.model.df if hasattr(o.model, "df") else o.df
+    if len(df):
+        top = df.sort_values("cycles", ascending=False, kind="stable").iloc[0]
+        assert top["name"] == top_name and top["pct_run"] == pytest.approx(100 * top_share)
+        # the table sorted by cycles shows it first
+        idx = o.proxy.index(0, 0)
+        assert o.proxy.data(idx, Qt.DisplayRole) == top_name or top_name in str(o.proxy.data(idx, Qt.DisplayRole))
+
+    # Insights: an exchange finding states the same share of the same IPU time
+    ins = show_view(qtbot, InsightsView(doc))
+    qtbot.waitUntil(lambda: bool(ins.findings), timeout=30000)
+    from popvision_lite.analysis.insights import EXCHANGE_SHARE_WARN
+
+    found = [f for f in ins.findings if f.kind == "exchange"]
+    assert bool(found) == (share["exchange"] >= EXCHANGE_SHARE_WARN)
+    for f in found:
+        if f.kind == "exchange":
+            assert f.numbers["share"] == pytest.approx(share["exchange"])
+            assert f.numbers["exchange_cycles"] == rt.part_cycles["exchange"]
+            assert f.numbers["run_cycles"] == rt.ipu_time_cycles
+
+    # Roofline: the op shares, the step's wall time, and the verdict's answer as the one comparison
+    r = show_view(qtbot, RooflineView(doc))
+    qtbot.waitUntil(lambda: r.is_ready(), timeout=30000)
+    if r.analysis is not None and len(r.analysis.ops):
+        a = r.analysis
+        np.testing.assert_allclose(a.ops["share"].to_numpy(), rt.op_share)
+        assert a.totals["run_time_s"] == pytest.approx(rt.step_seconds)
+        text = _plain(r.summary.text())
+        assert format_seconds(rt.step_seconds) in text
+        if v is not None:
+            assert v.headline() in text
