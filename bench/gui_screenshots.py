@@ -3,7 +3,8 @@
     Xvfb :99 -screen 0 1600x1000x24 & DISPLAY=:99 python bench/gui_screenshots.py [profile.pvl] [--out docs/screenshots]
 
 Without a profile a synthetic one (2 IPUs x 1472 tiles, a few tiles over capacity) is made.
-Each view is shown in a 1500x950 window, in the light and the dark theme.
+Each view is shown in a 1500x950 window, in the light and the dark theme.  The Execution view of a run whose
+steady state is folded is also taken zoomed into its one stored steady-state micro-batch (``execution-steady-*``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def main(argv=None) -> int:
                     help="comma-separated view keys (default: every view)")
     ap.add_argument("--themes", default="light,dark")
     ap.add_argument("--tile", type=int, default=None, help="tile to click in the memory view")
+    ap.add_argument("--prefix", default="", help="file name prefix, e.g. 'pod16-' (default: none)")
     args = ap.parse_args(argv)
     from PySide6.QtCore import QSettings
 
@@ -66,9 +68,26 @@ def main(argv=None) -> int:
             wait_ready(view)  # the roofline analyses on a worker thread
             for _ in range(5):
                 app.processEvents()
-            f = out / f"{key}-{name}.png"
+            if key == "execution":
+                view.reset_view()
+                view.refresh()
+                for _ in range(5):
+                    app.processEvents()
+            f = out / f"{args.prefix}{key}-{name}.png"
             win.grab().save(str(f))
             print(f)
+            steady = [s for s in getattr(view, "phase_spans", []) if s.kind == "steady" and s.first_step >= 0]
+            if key == "execution" and steady:  # also zoomed into the one stored steady-state micro-batch
+                st = doc.profile.steps
+                a = int(st["start_cycle"].iat[steady[0].first_step])
+                b = int(st["end_cycle"].iloc[steady[0].first_step:steady[0].last_step + 1].max())
+                view.set_x_range(a - 0.02 * (b - a), b + 0.02 * (b - a))
+                view.refresh()
+                for _ in range(5):
+                    app.processEvents()
+                f = out / f"{args.prefix}{key}-steady-{name}.png"
+                win.grab().save(str(f))
+                print(f)
     win.close()
     return 0
 

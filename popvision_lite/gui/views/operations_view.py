@@ -1,4 +1,4 @@
-"""Operations: one row per model op (cycles, share of run, FLOPs, bytes, tiles, plan).
+"""Operations: one row per model op (cycles, share of the IPU time, FLOPs, bytes, tiles, plan).
 
 QAbstractTableModel over the ``analysis.operations.ops_table`` frame (values stay numpy
 arrays; Qt asks only for visible cells), a QSortFilterProxyModel that sorts on the raw
@@ -34,7 +34,8 @@ _ROOT = QModelIndex()  # the invalid index, as a default argument
 SORT_ROLE = Qt.UserRole
 OP_ROLE = Qt.UserRole + 1
 _TIPS = {
-    "pct_run": "op cycles / cycles of the whole run",
+    "pct_run": "the op's cycles per training step / the IPU time of the step summed over the replica's IPUs "
+               "(the same share in Summary, Insights, Program tree and Roofline)",
     "compute_cycles": "cycles of the op's compute steps", "exchange_cycles": "cycles of its exchange steps",
     "sync_cycles": "cycles of its sync steps", "stream_cycles": "cycles of its host / DDR stream copies",
     "flops": "floating-point operations", "bytes_sram": "bytes read + written from tile SRAM by vertices",

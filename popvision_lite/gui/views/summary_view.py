@@ -42,10 +42,13 @@ class SummaryView(QWidget):
                              "100 % (an IPU waiting for another IPU or a phase counts as sync)")
         pi = self.plot.getPlotItem()
         # the exported chart says what run it is (the headless summary PNG is this plot alone)
-        pi.setTitle(f"Where the time goes: {s.model} on {s.target.name}, {rt.ipu_count_text}; bottleneck "
-                    f"{rt.bottleneck_text}<br>"
-                    f"{rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles; wall time of one step "
+        # three short lines: a title wider than the plot widened the plot item past its widget
+        pi.setTitle(f"Where the time goes: {s.model} on {s.target.name}, {rt.ipu_count_text}<br>"
+                    f"bottleneck: {rt.bottleneck_text}<br>"
+                    f"{rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles; one step (wall time) "
                     f"{rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}", size="10pt")
+        pi.titleLabel.setMaximumHeight(58)  # pyqtgraph sizes the title row for one line
+        pi.layout.setRowFixedHeight(0, 58)
         pi.setLabel("bottom", f"share of the {rt.ipu_time_name} (%)")
         pi.setMouseEnabled(False, False)
         pi.hideButtons()
@@ -75,7 +78,7 @@ class SummaryView(QWidget):
 
         self.ops_model = DataFrameModel(
             s.top_ops.assign(share=lambda d: (100 * d["share"]).round(2)) if len(s.top_ops) else s.top_ops,
-            headers={"op_id": "op", "share": "share %", "tiles_used": "tiles"})
+            headers={"op_id": "op", "share": "% of IPU time", "tiles_used": "tiles"})
         self.ops_table = make_table_view(self.ops_model, "Ops taking the most cycles; click to select the op")
         self.ops_table.clicked.connect(self._op_clicked)
         self.ops_table.resizeColumnsToContents()

@@ -108,7 +108,10 @@ class PhaseBand:
             self.fold_notes.append(t)
         clock = self.clock_hz
         y0, y1 = self.y_range()
+        c = theme.colors()
         for t, (a, b, s) in zip(self.fold_notes, shown, strict=False):
+            t.fill = pg.mkBrush(c["plot_bg"])  # the theme of now, not of when the note was made
+            t.setColor(c["plot_fg"])
             t.setText(self.fold_text(s, a, b, clock))
             t.setPos((max(a, x0) + min(b, x1)) / 2, (y0 + y1) / 2)
             t.show()

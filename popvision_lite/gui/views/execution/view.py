@@ -123,6 +123,8 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
         wait = pg.mkBrush(theme.wait_color())
         self.wait_bars.setOpts(brush=wait)
         self._legend_samples[-1].setOpts(brush=wait)
+        if hasattr(self, "_timer"):  # the notes over folded spans take the new theme's colours at the redraw
+            self._schedule()
 
     # ------------------------------------------------------------------ axis / ranges
     def set_time_axis(self, on: bool):
