@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from popvision_lite.analysis.liveness import liveness_curve
+from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.summary import summary_table
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.app import create_app
@@ -108,6 +109,16 @@ def fit_item(host, item, width: int, height: int, view=None) -> None:
         _settle(view, 0.05)
 
 
+def _ops_frame(profile):
+    """The ops table as stored, plus each op's cycles per training step and its share of the IPU time
+    (analysis/run_totals.py: the Operations view's numbers)."""
+    rt = run_totals(profile)
+    df = table_frame(profile, "ops")
+    df["cycles_per_step"] = rt.op_cycles.round().astype("int64")
+    df["share_of_ipu_time"] = rt.op_share
+    return df
+
+
 def _csv_frame(profile, view: str, view_widget):
     """The table a single-profile view exports as CSV."""
 
@@ -116,14 +127,14 @@ def _csv_frame(profile, view: str, view_widget):
     if view in ("execution", "steps"):
         return table_frame(profile, "steps")
     if view == "ops":
-        return table_frame(profile, "ops")
+        return _ops_frame(profile)
     if view == "liveness":
         return liveness_curve(profile)
     if view == "roofline":
         tables = view_tables(view_widget)
         if tables:
             return next(iter(tables.values()))
-        return table_frame(profile, "ops")
+        return _ops_frame(profile)
     if view == "summary":
         return summary_table(profile)
     raise ConfigError(f"view {view!r} has no table")

@@ -43,7 +43,7 @@ def pipe(runs):
 
 
 def test_profile_records_op_counts(pipe):
-    assert (pipe.format_version, pipe.format_minor) == (2, 1)
+    assert (pipe.format_version, pipe.format_minor) == (2, 2)
     oc = pipe.run["op_counts"]
     n = len(pipe.ops)
     per_step, calls, rpc = (np.array(oc[k]) for k in ("runs_per_step", "calls_per_microbatch", "runs_per_call"))
@@ -91,7 +91,7 @@ def test_gpu_pass_is_one_microbatch_of_the_model(pipe, runs):
 def test_verdict_counts_all_chips_the_optimizer_and_the_all_reduce(pipe):
     v = verdict(pipe)                                    # default: as many GPUs as the run uses IPUs
     assert v.ipu.chips == R * S and v.gpu.chips == R * S == v.gpu_same_chips.chips
-    assert any("2 replicas x 2 IPU(s)" in n for n in v.notes)
+    assert any("2 replicas x 2 stages = 4 IPUs" in n for n in v.notes)
     assert v.ipu.usd_per_million() == pytest.approx(1.67 * R * S * (1e6 / v.ipu.samples_per_second) / 3600)
     e = v.gpu_estimate
     params = sum(x["params"] for x in pipe.run["training_state"])

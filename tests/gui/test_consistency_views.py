@@ -1,7 +1,8 @@
 """The GUI side of the cross-view consistency test (tests/analysis/test_consistency.py has the non-Qt side): each
-headline number read from the Summary, Insights, Operations, Roofline and verdict panel widgets equals the one
-definition in :func:`popvision_lite.analysis.run_totals.run_totals`, for every bundled sample and a pipelined,
-replicated run whose profile folds its steady state."""
+headline number read from the Summary, Insights, Operations, Program tree, Roofline and verdict panel widgets,
+and the CLI's headless CSV exports, equals the one definition in
+:func:`popvision_lite.analysis.run_totals.run_totals`, for every bundled sample and a pipelined, replicated run
+whose profile folds its steady state."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def _plain(text: str) -> str:
 def test_views_show_the_run_totals(qtbot, doc):
     from popvision_lite.gui.views.insights_view import InsightsView
     from popvision_lite.gui.views.operations_view import OperationsView
+    from popvision_lite.gui.views.program_tree_view import ProgramTreeView
     from popvision_lite.gui.views.roofline import RooflineView
     from popvision_lite.gui.views.summary_view import SummaryView
     from tests.support.qt import show_view
@@ -81,15 +83,21 @@ def test_views_show_the_run_totals(qtbot, doc):
             assert v.ipu.samples_per_second == pytest.approx(rt.samples_per_second)
         assert html.escape(v.headline()) in s.verdict.body.text()
 
-    # Operations: the top row by cycles is the top op, at its share
+    # Operations: every op's share and cycles per step; the top row by cycles is the top op, at its share
     o = show_view(qtbot, OperationsView(doc))
-    df = o.model.df if hasattr(o.model, "df") else o.df
+    df = o.df
+    assert df["pct_run"].to_numpy() == pytest.approx(100 * rt.op_share)
+    assert df["cycles"].to_numpy() == pytest.approx(np.rint(rt.op_cycles))
     if len(df):
         top = df.sort_values("cycles", ascending=False, kind="stable").iloc[0]
         assert top["name"] == top_name and top["pct_run"] == pytest.approx(100 * top_share)
         # the table sorted by cycles shows it first
         idx = o.proxy.index(0, 0)
         assert o.proxy.data(idx, Qt.DisplayRole) == top_name or top_name in str(o.proxy.data(idx, Qt.DisplayRole))
+
+    # Program tree: its total is the IPU time
+    tree = show_view(qtbot, ProgramTreeView(doc))
+    assert tree.tree_data.total_cycles == rt.ipu_time_cycles
 
     # Insights: an exchange finding states the same share of the same IPU time
     ins = show_view(qtbot, InsightsView(doc))
@@ -115,3 +123,26 @@ def test_views_show_the_run_totals(qtbot, doc):
         assert format_seconds(rt.step_seconds) in text
         if v is not None:
             assert v.headline() in text
+
+
+def test_cli_csv_exports_show_the_run_totals(tmp_path):
+    """``popvision-lite export --view summary|ops -o x.csv`` (headless, through the GUI package) writes the
+    run_totals numbers: the POD16-class pipeline sample, where summing stored steps once gave other numbers."""
+    import pandas as pd
+
+    from popvision_lite.cli import main
+    from popvision_lite.profile.reader import open_profile
+
+    sample = next(p for p in SAMPLES if p.stem == "bert_mini_4ipu_pipeline")
+    assert main(["export", str(sample), "--view", "summary", "-o", str(tmp_path / "s.csv")]) == 0
+    assert main(["export", str(sample), "--view", "ops", "-o", str(tmp_path / "o.csv")]) == 0
+    s = pd.read_csv(tmp_path / "s.csv").set_index("metric")["value"]
+    o = pd.read_csv(tmp_path / "o.csv")
+    with open_profile(sample) as p:
+        rt = run_totals(p)
+    assert int(s["step_cycles"]) == rt.step_cycles and s["ipu_count"] == rt.ipu_count_text
+    assert [int(s[f"{k}_cycles"]) for k in rt.part_cycles] == list(rt.part_cycles.values())
+    assert sum(int(s[f"{k}_cycles"]) for k in rt.part_cycles) == int(s["ipu_time_cycles"])
+    assert s["bottleneck"] == rt.bottleneck and s["top_op"] == rt.top_op[0]
+    assert o["share_of_ipu_time"].to_numpy() == pytest.approx(rt.op_share)
+    assert o["cycles_per_step"].to_numpy() == pytest.approx(np.rint(rt.op_cycles))
