@@ -15,7 +15,7 @@ from popvision_lite.emulator.onnx_import.config import (
     SCALE_KEYS,
     read_config,
 )
-from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_dims
+from popvision_lite.emulator.onnx_import.loader import OnnxImportError, check_dim, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
@@ -51,6 +51,13 @@ def wants_onnx(args) -> bool:
     return False
 
 
+def _beside_config(path: str, config) -> str:
+    """A relative file path written in a TOML run config, resolved against the config's folder (as a
+    config and its model are kept and moved together); absolute paths are kept."""
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else Path(config).parent / p)
+
+
 def resolve(args) -> dict:
     """Keyword arguments of ``emulate_onnx`` from --config and the command line (command line wins)."""
     rc = read_config(args.config) if getattr(args, "config", None) else {}
@@ -74,6 +81,8 @@ def resolve(args) -> dict:
     path = args.onnx or rc.get("onnx")
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{where}field 'onnx': expected a path to an .onnx file")
+    if not args.onnx:
+        path = _beside_config(path, args.config)
     out = args.output or rc.get("output")
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
@@ -85,7 +94,8 @@ def resolve(args) -> dict:
         if not isinstance(rc["dims"], dict) or not all(isinstance(v, int) and v > 0 for v in rc["dims"].values()):
             raise ConfigError(f"{where}field 'dims': expected a table of positive integers, e.g. "
                               "[dims] sequence_length = 128")
-        dims.update(rc["dims"])
+        for k, v in rc["dims"].items():
+            dims[k] = check_dim(k, v, f"{where}[dims]")
     dims.update(parse_dims(args.dim))
     kw = dict(path=path, output=out, dims=dims, device=normalise_device(args.device or rc.get("device", "ipu-mk2")))
     from popvision_lite.emulator.run_config import check_model_args
@@ -131,7 +141,8 @@ def resolve(args) -> dict:
         if not isinstance(split, list) or not all(isinstance(x, str) for x in split):
             raise ConfigError(f"{where}field 'ipu_split': expected a list of node names")
         kw["ipu_split"] = split
-    inputs = getattr(args, "inputs", None) or rc.get("inputs")
+    inputs = getattr(args, "inputs", None) or (
+        _beside_config(rc["inputs"], args.config) if isinstance(rc.get("inputs"), str) else rc.get("inputs"))
     if inputs is not None:
         kw["inputs"] = inputs
     if not kw["training"]:

@@ -4,6 +4,8 @@ is ``popvision_lite/cli/emulate_onnx.py``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from popvision_lite.validators import read_toml
 
 # bundled-workload options that an ONNX file fixes itself
@@ -33,6 +35,9 @@ def config_toml(settings: dict) -> str:
         if isinstance(v, list | tuple):
             return "[" + ", ".join(val(x) for x in v) + "]"
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # absolute paths: a config's relative file paths are read against the config's own folder
+    settings = {**settings, **{k: str(Path(settings[k]).expanduser().resolve()) for k in ("onnx", "inputs")
+                               if isinstance(settings.get(k), str) and settings[k]}}
     lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
              f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
     for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output", "ipu_split", *SCALE_KEYS):
