@@ -68,12 +68,13 @@ KNOWN_ATTRS = {
     "Trilu": {"upper"}, "Clip": {"min", "max"},
 }
 # device ops with a backward pass (--training); the rest are refused in training runs
-TRAINABLE_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Conv", "CumSum", "DepthToSpace",
-                 "Div", "Dropout", "Einsum", "Exp", "Expand", "Flatten", "Gather", "GatherElements", "GatherND",
-                 "Gelu", "Gemm", "GlobalAveragePool", "Identity", "LayerNormalization", "MatMul", "MaxPool", "Mul",
-                 "Neg", "Pad", "Pow", "Reciprocal", "ReduceL2", "ReduceMean", "ReduceSum", "ReduceSumSquare",
-                 "Relu", "Reshape", "Sigmoid", "Slice", "Softmax", "SpaceToDepth", "Split", "Sqrt", "Squeeze",
-                 "Sub", "Tanh", "Tile", "Transpose", "Trilu", "Unsqueeze", "Where")
+TRAINABLE_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Conv", "CumSum",
+                 "DepthToSpace", "Div", "Dropout", "Einsum", "Exp", "Expand", "Flatten", "Gather", "GatherElements",
+                 "GatherND", "Gelu", "Gemm", "GlobalAveragePool", "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN",
+                 "LayerNormalization", "MatMul", "MaxPool", "Mul", "Neg", "Pad", "Pow", "Reciprocal", "ReduceL2",
+                 "ReduceMean", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Sigmoid", "Slice", "Softmax",
+                 "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Tile", "Transpose", "Trilu",
+                 "Unsqueeze", "Where")
 # pure data movement: lowered as views, their index computed by the op itself on an index array
 INDEX_OPS = ("DepthToSpace", "GatherElements", "GatherND", "Pad", "SpaceToDepth", "Tile", "Trilu")
 # rearrangements of a weight that stay a weight when folded
@@ -472,8 +473,11 @@ class Lowerer:
                                   f"{', '.join(outputs)})")
         grads: dict = {}
 
+        def like(g, ref):  # the same elements in the other gradient's handle shape
+            return g if tuple(g.shape) == tuple(ref.shape) else self.operand_raw(g, tuple(ref.shape))
+
         def acc(key, g):
-            grads[key] = be.add(grads[key], g, f"grad_acc/{len(grads)}") if key in grads else g
+            grads[key] = be.add(grads[key], like(g, grads[key]), f"grad_acc/{len(grads)}") if key in grads else g
 
         for nm in names:
             a = outputs[nm]
@@ -489,6 +493,8 @@ class Lowerer:
                 g = grads.pop(id(out), None)
                 if g is None:
                     continue
+                if hasattr(out.h, "shape") and int(np.prod(out.h.shape)) == int(np.prod(g.shape)):
+                    g = like(g, out.h)  # the backward reads dy in its forward output's handle shape
                 for target, thunk in fn(g):
                     if target is None:
                         continue
@@ -503,7 +509,7 @@ class Lowerer:
         updated = {}
         for key, g in grads.items():
             if isinstance(key, str) and key in self.handles and key in self.params:
-                updated[key] = be.sgd(self.handles[key], g, lr, f"{key}/sgd")
+                updated[key] = be.sgd(self.handles[key], like(g, self.handles[key]), lr, f"{key}/sgd")
         return updated
 
     # ------------------------------------------------------------------ patterns
@@ -769,6 +775,8 @@ class Lowerer:
         else:
             h = be.unary(a.h, kind, name, s=s)
         out = Act(h, a.shape, a.nhwc)
+        if self.training and kind in ("isnan", "isinf"):  # a mask: no gradient flows through it
+            return out
         if self.training:
             bn = name + "/bwd"
             if kind == "relu":
@@ -788,8 +796,13 @@ class Lowerer:
                 g = lambda dy: be.mul(h, dy, bn)  # noqa: E731
             elif kind == "scale":
                 g = lambda dy: be.scale(dy, s, bn)  # noqa: E731
+            elif kind in ("hard_sigmoid", "hard_swish"):
+                g = lambda dy: be.binary(a.h, dy, kind + "_bwd", bn)  # noqa: E731
             elif kind == "add_scalar":
                 g = lambda dy: dy  # noqa: E731
+            elif kind in ("max_scalar", "min_scalar"):  # dy where x passed (x > s for max, x < s for min)
+                cmp = "gt_scalar" if kind == "max_scalar" else "lt_scalar"
+                g = lambda dy: be.mul(be.unary(a.h, cmp, bn + "/mask", s=s), dy, bn)  # noqa: E731
             elif kind == "neg":
                 g = lambda dy: be.unary(dy, "neg", bn)  # noqa: E731
             elif kind == "square":
@@ -950,6 +963,10 @@ class Lowerer:
             elif kind == "mul":
                 fn = lambda dy: [(A, lambda: be.mul(dy, B.h, bn + "/a")),  # noqa: E731
                                  (B, lambda: be.mul(dy, A.h, bn + "/b"))]
+            elif kind == "div":  # d/da = dy / b, d/db = -dy a / b^2 = -(dy / b) y
+                fn = lambda dy: [(A, lambda: be.binary(dy, B.h, "div", bn + "/a")),  # noqa: E731
+                                 (B, lambda: be.unary(be.mul(be.binary(dy, B.h, "div", bn + "/b_q"), h, bn + "/b_qy"),
+                                                      "neg", bn + "/b"))]
             else:
                 fn = None
                 if id(A) in self.rg or id(B) in self.rg:

@@ -90,6 +90,8 @@ UNARY_FNS = {
     "min_scalar": lambda x, s: np.minimum(_f32(x), s),
     "hard_sigmoid": lambda x: np.clip(_f32(x) * np.float32(1 / 6) + np.float32(0.5), 0, 1),
     "hard_swish": lambda x: _f32(x) * np.clip(_f32(x) * np.float32(1 / 6) + np.float32(0.5), 0, 1),
+    "gt_scalar": lambda x, s: (_f32(x) > s).astype(np.float32),
+    "lt_scalar": lambda x, s: (_f32(x) < s).astype(np.float32),
     "isnan": lambda x: np.isnan(_f32(x)).astype(np.float32),
     "isinf": lambda x: np.isinf(_f32(x)).astype(np.float32),
 }
@@ -100,6 +102,9 @@ BINARY_FNS = {
     "min": lambda a, b: np.minimum(_f32(a), _f32(b)),
     "pow": _pow,
     "gelu_erf_bwd": _gelu_erf_bwd,
+    "hard_sigmoid_bwd": lambda x, dy: _f32(dy) * ((_f32(x) > -3) & (_f32(x) < 3)) / np.float32(6),
+    "hard_swish_bwd": lambda x, dy: _f32(dy) * np.where(_f32(x) <= -3, 0, np.where(_f32(x) >= 3, 1,
+                                                                                      _f32(x) / 3 + 0.5)),
 }
 
 # (fp16 cycles per 64-bit vector, fp32 cycles per 64-bit vector), from popops unaryOpPerfInfo /
@@ -130,6 +135,10 @@ POPOPS_CYCLES = {
     # back to back): MULTIPLY by a scalar 2 + ADD a scalar 2 + MAXIMUM 4 + MINIMUM 4 (+ MULTIPLY 2)
     "hard_sigmoid": (12, 12),
     "hard_swish": (14, 14),
+    "gt_scalar": (9, 7),        # GREATER_THAN half {9, false, 4}, float {14, false, 4} (x 2 / 4 per vector)
+    "lt_scalar": (9, 7),        # LESS_THAN as GREATER_THAN (b < a)
+    "hard_sigmoid_bwd": (14, 14),  # as hard_sigmoid: compares, a select and a multiply by dy (assumption)
+    "hard_swish_bwd": (16, 16),
     "isnan": (3, 3),            # IS_NAN half {3, true}, float {3, true} (a bool result, here 0 / 1 in the run's type)
     "isinf": (5, 3),            # IS_INF half {5, true}, float {3, true}
     "sub": (3, 3),              # SUBTRACT {1, true}: as the library's C.SUB (ld a, ld b, op, st)

@@ -188,9 +188,9 @@ def _original_weight(name, lm):
             shape = lm.initializers[orig].shape
             if sfx == "/T":
                 return orig, lambda v, shape=shape: v.reshape(shape[::-1]).T
-            if sfx == "/hwio":  # conv weights (Co, C, k, k) stored as (k * k * C, Co) for im2col
-                co, c, kh, kw = shape
-                return orig, lambda v, s=(kh, kw, c, co): v.reshape(s).transpose(3, 2, 0, 1)
+            if sfx == "/hwio":  # conv weights (Co, C, kh, kw) / (Co, C, k) stored as (kh * kw * C, Co) for im2col
+                co, c, kh, kw = shape if len(shape) == 4 else (shape[0], shape[1], 1, shape[2])
+                return orig, lambda v, s=(kh, kw, c, co), shape=shape: v.reshape(s).transpose(3, 2, 0, 1).reshape(shape)
             return orig, lambda v, shape=shape: v.reshape(shape)
     orig = name
     while orig not in lm.initializers and any(orig.endswith(x) for x in ("/vec", "/flat", "/nchw")):
