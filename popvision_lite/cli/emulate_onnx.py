@@ -157,6 +157,26 @@ def resolve(args) -> dict:
     return kw
 
 
+def what_would_fit(run, s: dict) -> str:
+    """What would make an ONNX run that does not fit fit, from its own numbers: the fullest tile's excess over
+    capacity, and the options of an imported model that lower tile memory."""
+    cfg = run.config or {}
+    over = s["peak_bytes"] / max(1, s["capacity"])
+    tips = [f"the fullest tile needs {over:.2f}x its capacity"]
+    if cfg.get("batch") not in (None, 1) or cfg.get("dims"):
+        tips.append("a smaller --batch (activations scale with it)")
+    tips.append(f"more IPUs (--ipus {2 * int(cfg.get('ipus') or 1) // max(1, int(cfg.get('replicas') or 1))} "
+                "splits the nodes by weight bytes)")
+    if cfg.get("training"):
+        if cfg.get("optimizer", "sgd") != "sgd" and cfg.get("optimizer_state", "onchip") == "onchip":
+            tips.append("--optimizer-state offchip")
+        tips.append("a smaller --batch with --grad-accum keeps the samples per step (recomputation is an option "
+                    "of the bundled models only)")
+    if cfg.get("precision") == "fp32":
+        tips.append("--precision fp16 (half the bytes)")
+    return "; ".join(tips)
+
+
 def format_summary(s: dict, run, out_path: str) -> str:
     lines = [f"model {Path(run.path).name} (ONNX, {run.num_ops} ops"
              + (", dims " + ", ".join(f"{k}={v}" for k, v in run.dims.items()) if run.dims else "")
@@ -171,7 +191,10 @@ def format_summary(s: dict, run, out_path: str) -> str:
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at "
                  f"{s['clock_hz'] / 1e9:.3f} GHz")
     sch = getattr(run, "schedule", None) or {}
-    if getattr(run, "samples_per_second", 0):
+    if not s["fits"]:
+        lines.append("throughput: not reported: the configuration does not fit in tile memory; "
+                     + what_would_fit(run, s))
+    elif getattr(run, "samples_per_second", 0):
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s (whole system; a sample = one row of "
                      "the batch dimension)")
     if sch.get("replicas", 1) > 1 or sch.get("grad_accum", 1) > 1 or "optimizer" in sch:
@@ -189,10 +212,13 @@ def format_summary(s: dict, run, out_path: str) -> str:
                                        for k, v in s["split"].items() if v))
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
-        worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
+        outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:")}
+        worst = max(outs.values(), key=lambda v: v["max_rel_err"]) if outs else None
         lines.append(f"numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): "
-                     f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed (rtol {worst['rtol']}, atol {worst['atol']}; "
-                     f"worst max abs err {max(v['max_abs_err'] for v in run.numeric_checks.values()):.2e})"
+                     f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed"
+                     + (f"; worst output: max abs err {worst['max_abs_err']:.2e} = {worst['max_rel_err']:.2e} of its "
+                        f"max, {100 * worst.get('outside_share', 0):.2f}% of elements outside "
+                        f"{worst.get('tolerance', '')}" if worst else "")
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
     lines.append(f"profile: {out_path}")
     return "\n".join(lines)
