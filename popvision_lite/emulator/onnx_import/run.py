@@ -287,8 +287,9 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
     or a dict of arrays (default: seeded random); in full numerics (``timing_only=False``) every graph
-    output is compared with ONNX Runtime (CPU) on the same inputs (``run.numeric_checks``, tolerance
-    of the precision: fp16 rtol = atol = 2e-2).  ``training``: also the backward pass of loss = mean of
+    output is compared with ONNX Runtime (CPU) on the same inputs (``run.numeric_checks``, :func:`judge`: a
+    tolerance scaled by the output's max magnitude, ``REL_TOL`` per precision; ``reference_fp16`` ({output:
+    array}, ONNX Runtime's run of the model converted to fp16) adds the ratio of the two fp16 runs' errors).  ``training``: also the backward pass of loss = mean of
     ``loss_output`` (default: the sum of the means of all outputs) and an SGD step (``lr``) on every
     float initializer that gets a gradient; the updated weights are checked against the same lowering
     run on the numpy reference backend (ONNX Runtime does not train).  Writes the profile to ``output``
