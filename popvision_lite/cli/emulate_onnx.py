@@ -130,6 +130,13 @@ def resolve(args) -> dict:
     kw["training"] = bool(args.training) if getattr(args, "training", None) else bool(rc.get("training", False))
     if getattr(args, "inference", None) and kw["training"]:
         raise ConfigError("argument --inference: not allowed with --training")
+    rec = bool(args.recompute) if getattr(args, "recompute", None) else rc.get("recompute", False)
+    if not isinstance(rec, bool):
+        raise ConfigError(f"{where}field 'recompute': must be true or false, got {rec!r}")
+    if rec:
+        if not kw["training"]:
+            raise ConfigError("argument --recompute: only with --training (training = true)")
+        kw["recompute"] = True
     loss = getattr(args, "loss_output", None) or rc.get("loss_output")
     if loss is not None:
         if not kw["training"]:

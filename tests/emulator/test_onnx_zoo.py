@@ -218,3 +218,24 @@ def test_no_throughput_is_printed_for_a_run_that_does_not_fit():
         assert needle in line, line
     s["fits"] = True
     assert "throughput: 123,456.0 samples/s" in format_summary(s, run, "r.pvl")
+
+
+def test_recompute_reruns_each_layer_and_keeps_fewer_activations():
+    from popvision_lite.emulator.onnx_import.lowering import find_blocks
+    from popvision_lite.profile.schema import CATEGORY_CODE
+
+    m = onnx.load(str(ZOO / "gpt2.classic.onnx"))
+    assert len(find_blocks(m.graph.node)) == 2  # GPT-2's two transformer blocks, from the node names
+    ins, _, _ = _data("gpt2", "classic")
+    run = emulate_onnx(ZOO / "gpt2.classic.onnx", inputs=ins, precision="fp32", training=True, recompute=True)
+    assert len(run.numeric_checks) > 10 and all(c["passed"] for c in run.numeric_checks.values())  # same update
+    assert any("recompute/" in n for n in run.profile_data.ops["name"])
+    # activations large enough to matter: batch 16, sequence 64
+    runs = {rc: emulate_onnx(ZOO / "gpt2.classic.onnx", batch=16, seq=64, training=True, recompute=rc,
+                             timing_only=True) for rc in (False, True)}
+    assert not any("recompute/" in n for n in runs[False].profile_data.ops["name"])
+    assert runs[True].total_cycles > runs[False].total_cycles
+    var = {rc: np.asarray(r.profile_data.memory)[:, CATEGORY_CODE["variable"], 1].sum() for rc, r in runs.items()}
+    assert var[True] < 0.9 * var[False]  # the layers' forward activations are not live through the backward pass
+    with pytest.raises(OnnxImportError, match="recompute: only with training"):
+        emulate_onnx(ZOO / "gpt2.classic.onnx", inputs=ins, recompute=True, timing_only=True)

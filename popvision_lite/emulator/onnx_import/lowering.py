@@ -21,6 +21,7 @@ one ``layer_norm`` op, as exporters emit them for ``torch.nn.GELU`` / ``LayerNor
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -145,6 +146,46 @@ def windows(n, h, w, kh, kw, strides, pads, dil=(1, 1), ceil=False, count_pads=F
     return idx.astype(np.int64), (oh, ow)
 
 
+_BLOCK = re.compile(r"^(.*?(?:^|[/.])(?:layers?|blocks?|h|stages?|encoder\.layer|decoder\.layer)[./_](\d+))(?=[/.]|$)")
+
+
+def _block_key(node) -> str | None:
+    """The repeated module a node belongs to (``.../layer.3``, ``.../blocks.0``), from its name or, for
+    torch.export's generic node names, its ``pkg.torch.onnx.name_scopes`` metadata; None outside one."""
+    texts = [node.name.lstrip("/")] + [p.value for p in node.metadata_props if "name_scopes" in p.key]
+    for t in texts:
+        if t.startswith("["):  # a list of scopes ("['', 'm', 'm.layers', 'm.layers.0', ...]")
+            t = t.strip("[]").replace("'", "").replace(" ", "").split(",")[-1]
+        m = _BLOCK.match(t)
+        if m:
+            return m.group(1)
+    return None
+
+
+def find_blocks(nodes) -> list[tuple[int, int]]:
+    """Recomputation blocks: for every repeated module (a name ending in a layer number, two numbers or more
+    with the same stem), the node range from its first node to its last; ranges that overlap are dropped."""
+    first, last = {}, {}
+    for i, n in enumerate(nodes):
+        k = _block_key(n)
+        if k is not None:
+            first.setdefault(k, i)
+            last[k] = i
+    stems: dict = {}
+    for k in first:
+        stems.setdefault(re.sub(r"\d+$", "", k), []).append(k)
+    keys = [k for ks in stems.values() if len(ks) >= 2 for k in ks]
+    ranges = sorted((first[k], last[k] + 1) for k in keys)
+    out = []
+    for r in ranges:
+        if out and r[0] < out[-1][1]:
+            if r[1] <= out[-1][1]:
+                continue  # nested (a block inside a block): keep the outer one
+            return []  # interleaved blocks: no clean checkpoints
+        out.append(r)
+    return out
+
+
 def evaluate_node(node, feeds: dict, opset: int) -> list:
     """Outputs of one ONNX node on known inputs: ONNX's reference implementation (``onnx.reference``), else
     ONNX Runtime on a one-node model (for the ops the reference implementation gets wrong or lacks)."""
@@ -203,10 +244,13 @@ def _is_identity(idx: np.ndarray, n: int) -> bool:
 class Lowerer:
     """Walks the graph in order and builds it on backend ``be``."""
 
-    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None):
+    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None,
+                 recompute: bool = False):
         self.be = be
         self.training = bool(training)
         self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
+        self.tape_block: list = []  # the recomputation block (index into self.blocks) of each tape entry, or -1
+        self._cur_block = -1
         self._const_acts: dict = {}  # constant / weight name -> its Act (one per name, so grads add up)
         self.act_param: dict = {}    # id(Act) -> weight name
         self.rg: set = set()         # ids of Acts a weight flows into (they need gradients)
@@ -244,6 +288,10 @@ class Lowerer:
                 self._ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
         self.skip, self.fused = self._find_patterns()
         self._place()
+        self.blocks = find_blocks(self.graph.node) if recompute and self.training else []
+        self.block_of = np.full(len(self.graph.node), -1, dtype=np.int64)
+        for b, (s0, e0) in enumerate(self.blocks):
+            self.block_of[s0:e0] = b
 
     # ------------------------------------------------------------------ placement
     def _place(self):
@@ -430,6 +478,7 @@ class Lowerer:
         if force or any(id(d) in self.rg for d in deps if d is not None):
             self.rg.add(id(out))
             self.tape.append((out, fn))
+            self.tape_block.append(self._cur_block)
 
     def _need(self, target) -> bool:
         return (target in self.params) if isinstance(target, str) else id(target) in self.rg
@@ -488,29 +537,62 @@ class Lowerer:
         objs = {}
         for out, _ in self.tape:
             objs[id(out)] = out
-        with be.scope("bwd"):
-            for out, fn in reversed(self.tape):
-                g = grads.pop(id(out), None)
-                if g is None:
+        def step(out, fn):
+            g = grads.pop(id(out), None)
+            if g is None:
+                return
+            if hasattr(out.h, "shape") and int(np.prod(out.h.shape)) == int(np.prod(g.shape)):
+                g = like(g, out.h)  # the backward reads dy in its forward output's handle shape
+            for target, thunk in fn(g):
+                if target is None:
                     continue
-                if hasattr(out.h, "shape") and int(np.prod(out.h.shape)) == int(np.prod(g.shape)):
-                    g = like(g, out.h)  # the backward reads dy in its forward output's handle shape
-                for target, thunk in fn(g):
-                    if target is None:
+                key = target if isinstance(target, str) else self.act_param.get(id(target), None)
+                if key is None:
+                    if id(target) not in self.rg:
                         continue
-                    key = target if isinstance(target, str) else self.act_param.get(id(target), None)
-                    if key is None:
-                        if id(target) not in self.rg:
-                            continue
-                        key = id(target)
-                    elif key not in self.params:
-                        continue
-                    acc(key, thunk())
+                    key = id(target)
+                elif key not in self.params:
+                    continue
+                acc(key, thunk())
+
+        done = set()
+        with be.scope("bwd"):
+            n_fwd = len(self.tape)
+            for k in range(n_fwd - 1, -1, -1):
+                b = self.tape_block[k]
+                if b < 0:
+                    step(*self.tape[k])
+                elif b not in done:  # recomputation: the block's forward again, then its backward on that
+                    done.add(b)
+                    for out, fn in reversed(self._recompute_block(b, grads, acc)):
+                        step(out, fn)
         updated = {}
         for key, g in grads.items():
             if isinstance(key, str) and key in self.handles and key in self.params:
                 updated[key] = be.sgd(self.handles[key], like(g, self.handles[key]), lr, f"{key}/sgd")
         return updated
+
+    def _recompute_block(self, b, grads, acc):
+        """Lower block ``b``'s nodes again (from its inputs, kept from the forward pass: the checkpoints) and
+        return the tape entries of that second forward; the gradients waiting on the block's first-forward
+        outputs move to the recomputed ones.  The first forward's activations inside the block are then read
+        by nothing after the forward pass, so they are not live during the backward (the memory recomputation
+        saves)."""
+        s0, e0 = self.blocks[b]
+        nodes = self.graph.node
+        produced = [o for i in range(s0, e0) for o in nodes[i].output if o]
+        old = {o: self.vals.get(o) for o in produced}
+        n0 = len(self.tape)
+        with self.be.scope("recompute"):
+            self._lower_range(s0, e0)
+        self._cur_block = -1
+        for o in produced:
+            a, new = old[o], self.vals.get(o)
+            if isinstance(a, Act) and isinstance(new, Act) and id(a) in grads:
+                acc(id(new), grads.pop(id(a)))
+        entries = self.tape[n0:]
+        del self.tape[n0:], self.tape_block[n0:]
+        return entries
 
     # ------------------------------------------------------------------ patterns
     def _sole(self, name):
@@ -651,9 +733,15 @@ class Lowerer:
 
     # ------------------------------------------------------------------ the walk
     def run(self, progress=None):
+        self._lower_range(0, len(self.graph.node), progress)
+        return {o: self.vals[o] for o in self.lm.outputs}
+
+    def _lower_range(self, start, stop, progress=None):
         nodes = self.graph.node
         n = len(nodes)
-        for i, node in enumerate(nodes):
+        for i in range(start, stop):
+            node = nodes[i]
+            self._cur_block = int(self.block_of[i])
             if progress and i % 50 == 0:
                 progress(i / max(1, n))
             if i in self.skip:
@@ -668,7 +756,7 @@ class Lowerer:
                     # a malformed node (attributes / shapes the op cannot have): name it, no traceback
                     raise OnnxImportError(f"{self.lm.path}: node '{self.node_name(i, node)}' ({node.op_type}) cannot "
                                           f"be lowered: {type(e).__name__}: {e}") from None
-        return {o: self.vals[o] for o in self.lm.outputs}
+        self._cur_block = -1
 
     def _lower_fused(self, i, node, spec):
         name = self.node_name(i, node)

@@ -154,10 +154,13 @@ def make_inputs(lm: LoadedModel, seed: int, precision: str, user=None, needs_val
 
 
 def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None, training=False, loss_output=None,
-          lr=0.01, ipu_split=None):
+          lr=0.01, ipu_split=None, recompute=False):
     """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: (handle, shape)}); with
     ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries."""
-    low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split)
+    low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split, recompute=recompute)
+    if recompute and training and not low.blocks:
+        raise OnnxImportError(f"{lm.path}: --recompute: no repeated blocks found (node names or torch.export scopes "
+                              "ending in a layer number, e.g. '/encoder/layer.0/...'); run without --recompute")
     outs = low.run(progress)
     updated = {}
     if training:
@@ -282,7 +285,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                  timing_only=False, ipus=None, seed=0, inputs=None, progress=None, reference=True, training=False,
                  loss_output=None, lr=0.01, ipu_split=None, replicas=1, grad_accum=1, optimizer="sgd",
                  optimizer_state="onchip", optimizer_state_dtype="fp32", master_weights=False, rts=False,
-                 available_memory_proportion=None, reference_fp16=None) -> OnnxRun:
+                 available_memory_proportion=None, reference_fp16=None, recompute=False) -> OnnxRun:
     """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
@@ -301,7 +304,12 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     lamb, lars), ``optimizer_state`` on- or off-chip, ``optimizer_state_dtype``, ``master_weights``, ``rts``: step
     time, all-reduce, optimizer and training state in tile memory come from ``pipeline.compose_whole_graph``.
     ``available_memory_proportion``: Poplar's share of tile memory for matmul temporaries (default 0.6).
-    ``run.samples_per_second`` and ``run.schedule`` as for the bundled models."""
+    ``run.samples_per_second`` and ``run.schedule`` as for the bundled models.  ``recompute`` (with ``training``):
+    each repeated block (``lowering.find_blocks``: the layers) is lowered again in the backward pass from its
+    inputs, so its forward activations are not kept (activation checkpointing)."""
+    if recompute and not training:
+        raise OnnxImportError("recompute: only with training (--training): inference keeps no activations for a "
+                              "backward pass")
     from popvision_lite.emulator.engine import Engine
     from popvision_lite.profile.writer import write_profile
 
@@ -332,7 +340,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only,
                              available_memory_proportion=available_memory_proportion)
     low, handles = build(lm, be, values, ipus=per_replica, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
-                         training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split)
+                         training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split, recompute=recompute)
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
     model_name = "onnx:" + Path(path).name
@@ -340,7 +348,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               "seed": int(seed), "timing_only": bool(timing_only), "training": bool(training),
               "loss_output": loss_output, "lr": float(lr), "ipu_split": list(ipu_split or []),
               "dtype_casts": list(lm.casts), "batch": batch, "seq": seq, **scale,
-              "available_memory_proportion": available_memory_proportion}
+              "available_memory_proportion": available_memory_proportion, "recompute": bool(recompute)}
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
     wall.update(res.wall_seconds)
