@@ -177,8 +177,9 @@ def what_would_fit(run, s: dict) -> str:
     if cfg.get("training"):
         if cfg.get("optimizer", "sgd") != "sgd" and cfg.get("optimizer_state", "onchip") == "onchip":
             tips.append("--optimizer-state offchip")
-        tips.append("a smaller --batch with --grad-accum keeps the samples per step (recomputation is an option "
-                    "of the bundled models only)")
+        if not cfg.get("recompute"):
+            tips.append("--recompute (each layer's forward again in the backward pass: fewer saved activations)")
+        tips.append("a smaller --batch with --grad-accum keeps the samples per step")
     if cfg.get("precision") == "fp32":
         tips.append("--precision fp16 (half the bytes)")
     return "; ".join(tips)

@@ -214,7 +214,7 @@ def test_no_throughput_is_printed_for_a_run_that_does_not_fit():
     assert "samples/s" not in text and "123,456" not in text
     line = next(x for x in text.splitlines() if x.startswith("throughput:"))
     for needle in ("does not fit", "1.41x its capacity", "smaller --batch", "--ipus 2", "--optimizer-state offchip",
-                   "--precision fp16"):
+                   "--recompute", "--grad-accum", "--precision fp16"):
         assert needle in line, line
     s["fits"] = True
     assert "throughput: 123,456.0 samples/s" in format_summary(s, run, "r.pvl")
