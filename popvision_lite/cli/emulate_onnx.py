@@ -15,7 +15,7 @@ from popvision_lite.emulator.onnx_import.config import (
     SCALE_KEYS,
     read_config,
 )
-from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_dims
+from popvision_lite.emulator.onnx_import.loader import OnnxImportError, check_dim, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
@@ -51,6 +51,13 @@ def wants_onnx(args) -> bool:
     return False
 
 
+def _beside_config(path: str, config) -> str:
+    """A relative file path written in a TOML run config, resolved against the config's folder (as a
+    config and its model are kept and moved together); absolute paths are kept."""
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else Path(config).parent / p)
+
+
 def resolve(args) -> dict:
     """Keyword arguments of ``emulate_onnx`` from --config and the command line (command line wins)."""
     rc = read_config(args.config) if getattr(args, "config", None) else {}
@@ -74,6 +81,8 @@ def resolve(args) -> dict:
     path = args.onnx or rc.get("onnx")
     if not isinstance(path, str) or not path:
         raise ConfigError(f"{where}field 'onnx': expected a path to an .onnx file")
+    if not args.onnx:
+        path = _beside_config(path, args.config)
     out = args.output or rc.get("output")
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
@@ -85,7 +94,8 @@ def resolve(args) -> dict:
         if not isinstance(rc["dims"], dict) or not all(isinstance(v, int) and v > 0 for v in rc["dims"].values()):
             raise ConfigError(f"{where}field 'dims': expected a table of positive integers, e.g. "
                               "[dims] sequence_length = 128")
-        dims.update(rc["dims"])
+        for k, v in rc["dims"].items():
+            dims[k] = check_dim(k, v, f"{where}[dims]")
     dims.update(parse_dims(args.dim))
     kw = dict(path=path, output=out, dims=dims, device=normalise_device(args.device or rc.get("device", "ipu-mk2")))
     from popvision_lite.emulator.run_config import check_model_args
@@ -120,6 +130,13 @@ def resolve(args) -> dict:
     kw["training"] = bool(args.training) if getattr(args, "training", None) else bool(rc.get("training", False))
     if getattr(args, "inference", None) and kw["training"]:
         raise ConfigError("argument --inference: not allowed with --training")
+    rec = bool(args.recompute) if getattr(args, "recompute", None) else rc.get("recompute", False)
+    if not isinstance(rec, bool):
+        raise ConfigError(f"{where}field 'recompute': must be true or false, got {rec!r}")
+    if rec:
+        if not kw["training"]:
+            raise ConfigError("argument --recompute: only with --training (training = true)")
+        kw["recompute"] = True
     loss = getattr(args, "loss_output", None) or rc.get("loss_output")
     if loss is not None:
         if not kw["training"]:
@@ -131,7 +148,8 @@ def resolve(args) -> dict:
         if not isinstance(split, list) or not all(isinstance(x, str) for x in split):
             raise ConfigError(f"{where}field 'ipu_split': expected a list of node names")
         kw["ipu_split"] = split
-    inputs = getattr(args, "inputs", None) or rc.get("inputs")
+    inputs = getattr(args, "inputs", None) or (
+        _beside_config(rc["inputs"], args.config) if isinstance(rc.get("inputs"), str) else rc.get("inputs"))
     if inputs is not None:
         kw["inputs"] = inputs
     if not kw["training"]:
@@ -144,6 +162,27 @@ def resolve(args) -> dict:
                 raise ConfigError(f"{src}: only with --training (training = true): an inference run has no "
                                   "gradients to accumulate and no optimizer step")
     return kw
+
+
+def what_would_fit(run, s: dict) -> str:
+    """What would make an ONNX run that does not fit fit, from its own numbers: the fullest tile's excess over
+    capacity, and the options of an imported model that lower tile memory."""
+    cfg = run.config or {}
+    over = s["peak_bytes"] / max(1, s["capacity"])
+    tips = [f"the fullest tile needs {over:.2f}x its capacity"]
+    if cfg.get("batch") not in (None, 1) or cfg.get("dims"):
+        tips.append("a smaller --batch (activations scale with it)")
+    tips.append(f"more IPUs (--ipus {2 * int(cfg.get('ipus') or 1) // max(1, int(cfg.get('replicas') or 1))} "
+                "splits the nodes by weight bytes)")
+    if cfg.get("training"):
+        if cfg.get("optimizer", "sgd") != "sgd" and cfg.get("optimizer_state", "onchip") == "onchip":
+            tips.append("--optimizer-state offchip")
+        if not cfg.get("recompute"):
+            tips.append("--recompute (each layer's forward again in the backward pass: fewer saved activations)")
+        tips.append("a smaller --batch with --grad-accum keeps the samples per step")
+    if cfg.get("precision") == "fp32":
+        tips.append("--precision fp16 (half the bytes)")
+    return "; ".join(tips)
 
 
 def format_summary(s: dict, run, out_path: str) -> str:
@@ -160,7 +199,10 @@ def format_summary(s: dict, run, out_path: str) -> str:
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at "
                  f"{s['clock_hz'] / 1e9:.3f} GHz")
     sch = getattr(run, "schedule", None) or {}
-    if getattr(run, "samples_per_second", 0):
+    if not s["fits"]:
+        lines.append("throughput: not reported: the configuration does not fit in tile memory; "
+                     + what_would_fit(run, s))
+    elif getattr(run, "samples_per_second", 0):
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s (whole system; a sample = one row of "
                      "the batch dimension)")
     if sch.get("replicas", 1) > 1 or sch.get("grad_accum", 1) > 1 or "optimizer" in sch:
@@ -178,10 +220,13 @@ def format_summary(s: dict, run, out_path: str) -> str:
                                        for k, v in s["split"].items() if v))
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
-        worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
+        outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:")}
+        worst = max(outs.values(), key=lambda v: v["max_rel_err"]) if outs else None
         lines.append(f"numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): "
-                     f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed (rtol {worst['rtol']}, atol {worst['atol']}; "
-                     f"worst max abs err {max(v['max_abs_err'] for v in run.numeric_checks.values()):.2e})"
+                     f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed"
+                     + (f"; worst output: max abs err {worst['max_abs_err']:.2e} = {worst['max_rel_err']:.2e} of its "
+                        f"max, {100 * worst.get('outside_share', 0):.2f}% of elements outside "
+                        f"{worst.get('tolerance', '')}" if worst else "")
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
     lines.append(f"profile: {out_path}")
     return "\n".join(lines)

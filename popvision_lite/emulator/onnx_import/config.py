@@ -4,17 +4,19 @@ is ``popvision_lite/cli/emulate_onnx.py``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from popvision_lite.validators import read_toml
 
 # bundled-workload options that an ONNX file fixes itself
-NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "recompute", "streaming_weights")
+NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "streaming_weights")
 # the multi-IPU emulator's pipelined-schedule options: built from the bundled transformers' stage programs
 NOT_FOR_ONNX_SCALE = ("pipeline_stages", "layer_split", "pipeline_placement", "packing", "mask_tokens")
 # ... and those that apply to an imported model (whole-graph path: run.py, pipeline.compose_whole_graph)
 SCALE_KEYS = ("replicas", "grad_accum", "optimizer", "optimizer_state", "optimizer_state_dtype", "master_weights",
               "rts", "available_memory_proportion")
 CONFIG_KEYS = {"onnx", "output", "device", "timing_only", "batch", "seq", "dims", "precision", "ipus", "seed",
-               "inputs", "training", "loss_output", "ipu_split", *SCALE_KEYS}
+               "inputs", "training", "loss_output", "ipu_split", "recompute", *SCALE_KEYS}
 
 
 def read_config(path) -> dict:
@@ -33,10 +35,15 @@ def config_toml(settings: dict) -> str:
         if isinstance(v, list | tuple):
             return "[" + ", ".join(val(x) for x in v) + "]"
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # absolute paths: a config's relative file paths are read against the config's own folder
+    settings = {**settings, **{k: str(Path(settings[k]).expanduser().resolve()) for k in ("onnx", "inputs")
+                               if isinstance(settings.get(k), str) and settings[k]}}
     lines = [f"onnx = {val(settings['onnx'])}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
              f"timing_only = {val(bool(settings.get('timing_only', False)))}"]
-    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output", "ipu_split", *SCALE_KEYS):
-        if k in ("grad_accum", "optimizer", "optimizer_state", "optimizer_state_dtype", "master_weights", "rts") \
+    for k in ("batch", "seq", "ipus", "seed", "precision", "inputs", "training", "loss_output", "ipu_split",
+              "recompute", *SCALE_KEYS):
+        if k in ("grad_accum", "optimizer", "optimizer_state", "optimizer_state_dtype", "master_weights", "rts",
+                 "recompute") \
                 and not settings.get("training"):
             continue  # training-state settings of an inference run (a bundled profile's defaults): not read
         if settings.get(k) is not None and settings.get(k) != []:

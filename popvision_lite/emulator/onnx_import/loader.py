@@ -71,15 +71,39 @@ class LoadedModel:
     opset: int = 0
 
 
+def dim_limits(name: str) -> tuple[str, tuple[int, int]]:
+    """(bundled-model field, (lowest, highest)) that bounds a symbolic dim: a batch-like name as ``batch``,
+    a sequence-like one as ``seq``, any other as ``hidden`` (``validators.MODEL_LIMITS``: the same bounds
+    the bundled models' sizes have, so a typo cannot turn into an allocation of the whole machine)."""
+    from popvision_lite.validators import MODEL_LIMITS
+
+    low = str(name).lower()
+    field = ("batch" if low in BATCH_NAMES or "batch" in low else
+             "seq" if low in SEQ_NAMES or "seq" in low or "token" in low else "hidden")
+    return field, MODEL_LIMITS[field]
+
+
+def check_dim(name: str, value, what: str) -> int:
+    """``value`` of symbolic dim ``name`` within its bounds (:func:`dim_limits`), else OnnxImportError
+    naming ``what`` (the option or config field)."""
+    field, (lo, hi) = dim_limits(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        shown = value if not isinstance(value, int) or abs(value) < 1e15 else f"{float(value):.3g}"
+        raise OnnxImportError(f"{what}: {name}={shown} is outside {lo} .. {hi} (the bounds of a bundled model's "
+                              f"{field})")
+    return value
+
+
 def parse_dims(items) -> dict:
-    """``["name=value", ...]`` -> {name: int}; a malformed item is an error naming it."""
+    """``["name=value", ...]`` -> {name: int}; a malformed item or a value outside the bounds
+    (:func:`dim_limits`) is an error naming it."""
     out = {}
     for it in items or ():
         m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+)\s*", str(it))
         if not m or int(m.group(2)) < 1:
             raise OnnxImportError(f"argument --dim: {it!r}: expected NAME=VALUE with a positive integer value, "
                                   "e.g. --dim sequence_length=128")
-        out[m.group(1)] = int(m.group(2))
+        out[m.group(1)] = check_dim(m.group(1), int(m.group(2)), "argument --dim")
     return out
 
 
@@ -112,7 +136,7 @@ def read_model(path):
     return model
 
 
-def _dim_value(d, name_of_input, index, dims, batch, seq, used):
+def _dim_value(d, name_of_input, index, dims, batch, seq, used, given=None):
     if d.HasField("dim_value") and d.dim_value > 0:
         return int(d.dim_value)
     sym = d.dim_param if d.HasField("dim_param") else ""
@@ -126,6 +150,11 @@ def _dim_value(d, name_of_input, index, dims, batch, seq, used):
     if seq is not None and (low in SEQ_NAMES or "seq" in low or "token" in low):
         used[sym] = seq
         return seq
+    if given is not None and index < len(given):  # the shape of the array the user gave for this input
+        v = check_dim(sym or f"{name_of_input}[{index}]", int(given[index]), f"inputs: '{name_of_input}'")
+        if sym:
+            dims[sym] = used[sym] = v  # the same symbol on another input takes the same value
+        return v
     label = f"'{sym}'" if sym else "(unnamed)"
     flag = ("--batch N" if (low in BATCH_NAMES or "batch" in low or index == 0) else
             "--seq N" if (low in SEQ_NAMES or "seq" in low or "token" in low) else "")
@@ -160,12 +189,16 @@ def _light_copy(model):
     return light
 
 
-def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
-    """Read, fix symbolic input dims, run shape inference, collect initializers and dtype casts."""
+def load(path, batch=None, seq=None, dims=None, input_shapes=None) -> LoadedModel:
+    """Read, fix symbolic input dims, run shape inference, collect initializers and dtype casts.
+    ``input_shapes`` ({input name: shape} of arrays the user gave) fix the dims that ``batch`` / ``seq`` /
+    ``dims`` leave open."""
     onnx = _onnx()
     from onnx import numpy_helper, shape_inference
 
-    dims = dict(dims or {})
+    dims = {k: check_dim(k, v, "dims") for k, v in dict(dims or {}).items()}
+    batch = None if batch is None else check_dim("batch", batch, "batch")
+    seq = None if seq is None else check_dim("seq", seq, "seq")
     model = read_model(path)
     g = model.graph
     init_names = {t.name for t in g.initializer}
@@ -192,7 +225,7 @@ def load(path, batch=None, seq=None, dims=None) -> LoadedModel:
             casts.append(f"input '{vi.name}': {info[1]}")
         shape = []
         for i, d in enumerate(tt.shape.dim):
-            v = _dim_value(d, vi.name, i, dims, batch, seq, used)
+            v = _dim_value(d, vi.name, i, dims, batch, seq, used, (input_shapes or {}).get(vi.name))
             d.Clear()
             d.dim_value = v
             shape.append(v)

@@ -21,34 +21,63 @@ one ``layer_norm`` op, as exporters emit them for ``torch.nn.GELU`` / ``LayerNor
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from popvision_lite.emulator.ops.context import View
-from popvision_lite.emulator.ops.norm_pool import conv_windows, global_windows
+from popvision_lite.emulator.ops.norm_pool import global_windows
 
 from .loader import OnnxImportError
 
-# Op types lowered onto device ops (the rest of the supported list is folded when constant).
+# Op types lowered onto device ops.  A node whose inputs are all known when the graph is built (initializers,
+# Constant nodes, integer inputs, shapes and everything computed from those) is evaluated then, whatever its
+# type (constant folding with ONNX's reference implementation, ``onnx.reference``).
 DEVICE_OPS = (
-    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Conv", "Div", "Dropout", "Erf", "Exp",
-    "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "Identity", "LayerNormalization",
-    "MatMul", "Max", "MaxPool", "Min", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean", "ReduceSum", "Relu",
-    "Reshape", "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose",
-    "Unsqueeze", "Where",
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Conv", "CumSum", "DepthToSpace", "Div",
+    "Dropout", "Einsum", "Erf", "Exp", "Expand", "Flatten", "Gather", "GatherElements", "GatherND", "Gelu", "Gemm",
+    "GlobalAveragePool", "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN", "LayerNormalization",
+    "LeakyRelu", "MatMul", "Max", "MaxPool", "Min", "Mul", "Neg", "Pad", "Pow", "Reciprocal", "ReduceL2",
+    "ReduceMean", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Sigmoid", "Slice", "Softmax", "SpaceToDepth",
+    "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Tile", "Transpose", "Trilu", "Unsqueeze", "Where", "Clip",
 )
-# Evaluated when the graph is built (inputs must be constants: shapes, masks, index arithmetic).
+# Examples of ops seen folded in exported models (any op of the default domain folds when its inputs are known).
 FOLD_ONLY_OPS = (
     "And", "Ceil", "Constant", "ConstantOfShape", "Equal", "Floor", "Greater", "GreaterOrEqual", "Less",
-    "LessOrEqual", "Log", "Not", "Or", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Shape", "Size", "Tile",
-    "Trilu", "CumSum", "Mod", "Sign", "Clip", "NonZero", "ScatterND", "OneHot",
+    "LessOrEqual", "Log", "Not", "Or", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Shape", "Size",
+    "Mod", "Sign", "NonZero", "ScatterND", "OneHot", "Cos", "Sin",
 )
 SUPPORTED_OPS = tuple(sorted(set(DEVICE_OPS) | set(FOLD_ONLY_OPS)))
+# the attributes each device op honours; any other attribute on a node is refused by name (never ignored)
+KNOWN_ATTRS = {
+    "BatchNormalization": {"epsilon", "momentum", "training_mode", "spatial"}, "Cast": {"to", "saturate"},
+    "Concat": {"axis"}, "Conv": {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"},
+    "CumSum": {"exclusive", "reverse"}, "DepthToSpace": {"blocksize", "mode"}, "Dropout": {"seed"},
+    "Einsum": {"equation"}, "Flatten": {"axis"}, "Gather": {"axis"}, "GatherElements": {"axis"},
+    "GatherND": {"batch_dims"}, "Gelu": {"approximate"}, "Gemm": {"alpha", "beta", "transA", "transB"},
+    "HardSigmoid": {"alpha", "beta"}, "IsInf": {"detect_negative", "detect_positive"},
+    "LayerNormalization": {"axis", "epsilon", "stash_type"}, "LeakyRelu": {"alpha"},
+    "MaxPool": {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order"},
+    "AveragePool": {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "count_include_pad"},
+    "Pad": {"mode", "pads", "value"}, "ReduceMean": {"axes", "keepdims", "noop_with_empty_axes"},
+    "ReduceSum": {"axes", "keepdims", "noop_with_empty_axes"},
+    "ReduceSumSquare": {"axes", "keepdims", "noop_with_empty_axes"},
+    "ReduceL2": {"axes", "keepdims", "noop_with_empty_axes"},
+    "Reshape": {"allowzero", "shape"},
+    "Slice": {"starts", "ends", "axes"}, "Softmax": {"axis"}, "SpaceToDepth": {"blocksize"},
+    "Split": {"axis", "split", "num_outputs"}, "Squeeze": {"axes"}, "Unsqueeze": {"axes"}, "Transpose": {"perm"},
+    "Trilu": {"upper"}, "Clip": {"min", "max"},
+}
 # device ops with a backward pass (--training); the rest are refused in training runs
-TRAINABLE_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Concat", "Conv", "Div", "Dropout", "Exp",
-                 "Expand", "Flatten", "Gather", "Gelu", "Gemm", "GlobalAveragePool", "Identity", "LayerNormalization",
-                 "MatMul", "MaxPool", "Mul", "Neg", "Pow", "Reciprocal", "Relu", "Reshape", "Sigmoid", "Slice",
-                 "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where")
+TRAINABLE_OPS = ("Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Conv", "CumSum",
+                 "DepthToSpace", "Div", "Dropout", "Einsum", "Exp", "Expand", "Flatten", "Gather", "GatherElements",
+                 "GatherND", "Gelu", "Gemm", "GlobalAveragePool", "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN",
+                 "LayerNormalization", "MatMul", "MaxPool", "Mul", "Neg", "Pad", "Pow", "Reciprocal", "ReduceL2",
+                 "ReduceMean", "ReduceSum", "ReduceSumSquare", "Relu", "Reshape", "Sigmoid", "Slice", "Softmax",
+                 "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Tile", "Transpose", "Trilu",
+                 "Unsqueeze", "Where")
+# pure data movement: lowered as views, their index computed by the op itself on an index array
+INDEX_OPS = ("DepthToSpace", "GatherElements", "GatherND", "Pad", "SpaceToDepth", "Tile", "Trilu")
 # rearrangements of a weight that stay a weight when folded
 PARAM_FOLDABLE = {"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten"}
 
@@ -85,6 +114,114 @@ class Act:
         return np.arange(n * hh * w * c, dtype=np.int64).reshape(n, hh, w, c).transpose(0, 3, 1, 2).ravel()
 
 
+def windows(n, h, w, kh, kw, strides, pads, dil=(1, 1), ceil=False, count_pads=False):
+    """Window index of a kh x kw window (``strides``, ``pads`` = (top, left, bottom, right), dilations ``dil``,
+    ``ceil_mode``) over an (n, h, w) grid of rows: ``(index (n*oh*ow, kh*kw) int64 of input rows, -1 where the
+    window reads padding, (oh, ow))``; slot ``s = i * kw + j`` (the im2col column order of a (kh, kw, C, Co)
+    kernel).  ``count_pads``: mark the padding positions inside the padded image 0 instead of -1 (to count
+    them, as AveragePool's count_include_pad)."""
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = strides, pads, dil
+
+    def out(size, k, s, p0, p1, d):
+        span = size + p0 + p1 - d * (k - 1) - 1
+        o = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (o - 1) * s >= size + p0:  # the last window must start inside the image or its left pad
+            o -= 1
+        return o
+    oh, ow = out(h, kh, sh, pt, pb, dh), out(w, kw, sw, pl, pr, dw)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {kh}x{kw} stride {strides} pads {pads} does not fit a {h}x{w} image")
+    hi = (np.arange(oh) * sh - pt)[:, None] + dh * np.arange(kh)[None, :]  # (oh, kh)
+    wi = (np.arange(ow) * sw - pl)[:, None] + dw * np.arange(kw)[None, :]  # (ow, kw)
+    if count_pads:
+        okh, okw = (hi >= -pt) & (hi < h + pb), (wi >= -pl) & (wi < w + pr)
+        row = np.zeros((oh, ow, kh, kw), np.int64)
+    else:
+        okh, okw = (hi >= 0) & (hi < h), (wi >= 0) & (wi < w)
+        row = hi[:, None, :, None] * w + wi[None, :, None, :]
+    ok = okh[:, None, :, None] & okw[None, :, None, :]
+    base = 0 if count_pads else np.arange(n, dtype=np.int64)[:, None, None, None, None] * (h * w)
+    idx = np.where(ok[None], base + row[None], -1)
+    idx = np.broadcast_to(idx, (n, oh, ow, kh, kw)).reshape(n * oh * ow, kh * kw)
+    return idx.astype(np.int64), (oh, ow)
+
+
+_BLOCK = re.compile(r"^(.*?(?:^|[/.])(?:layers?|blocks?|h|stages?|encoder\.layer|decoder\.layer)[./_](\d+))(?=[/.]|$)")
+
+
+def _block_key(node) -> str | None:
+    """The repeated module a node belongs to (``.../layer.3``, ``.../blocks.0``), from its name or, for
+    torch.export's generic node names, its ``pkg.torch.onnx.name_scopes`` metadata; None outside one."""
+    texts = [node.name.lstrip("/")] + [p.value for p in node.metadata_props if "name_scopes" in p.key]
+    for t in texts:
+        if t.startswith("["):  # a list of scopes ("['', 'm', 'm.layers', 'm.layers.0', ...]")
+            t = t.strip("[]").replace("'", "").replace(" ", "").split(",")[-1]
+        m = _BLOCK.match(t)
+        if m:
+            return m.group(1)
+    return None
+
+
+def find_blocks(nodes) -> list[tuple[int, int]]:
+    """Recomputation blocks: for every repeated module (a name ending in a layer number, two numbers or more
+    with the same stem), the node range from its first node to its last; ranges that overlap are dropped."""
+    first, last = {}, {}
+    for i, n in enumerate(nodes):
+        k = _block_key(n)
+        if k is not None:
+            first.setdefault(k, i)
+            last[k] = i
+    stems: dict = {}
+    for k in first:
+        stems.setdefault(re.sub(r"\d+$", "", k), []).append(k)
+    keys = [k for ks in stems.values() if len(ks) >= 2 for k in ks]
+    ranges = sorted((first[k], last[k] + 1) for k in keys)
+    out = []
+    for r in ranges:
+        if out and r[0] < out[-1][1]:
+            if r[1] <= out[-1][1]:
+                continue  # nested (a block inside a block): keep the outer one
+            return []  # interleaved blocks: no clean checkpoints
+        out.append(r)
+    return out
+
+
+def evaluate_node(node, feeds: dict, opset: int) -> list:
+    """Outputs of one ONNX node on known inputs: ONNX's reference implementation (``onnx.reference``), else
+    ONNX Runtime on a one-node model (for the ops the reference implementation gets wrong or lacks)."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        return ReferenceEvaluator(node, opsets={"": opset}).run(None, feeds)
+    except Exception as first:
+        try:
+            return _evaluate_onnxruntime(node, feeds, opset)
+        except Exception as second:
+            raise ValueError(f"{type(first).__name__}: {first} (onnx.reference); {type(second).__name__}: "
+                             f"{str(second).strip().splitlines()[0] if str(second).strip() else ''} "
+                             "(onnxruntime)") from None
+
+
+def _evaluate_onnxruntime(node, feeds, opset):
+    import onnxruntime as ort
+    from onnx import helper, shape_inference
+
+    ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.shape(v))
+           for k, v in feeds.items()]
+    outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    m = helper.make_model(helper.make_graph([node], "fold", ins, outs),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 10)
+    inferred = shape_inference.infer_shapes(m)
+    types = {v.name: v for v in inferred.graph.value_info}
+    del m.graph.output[:]
+    m.graph.output.extend(types.get(o) or helper.make_empty_tensor_value_info(o) for o in node.output if o)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
 def _ints(v) -> list[int]:
     return [int(x) for x in np.asarray(v).ravel()]
 
@@ -107,10 +244,13 @@ def _is_identity(idx: np.ndarray, n: int) -> bool:
 class Lowerer:
     """Walks the graph in order and builds it on backend ``be``."""
 
-    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None):
+    def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None,
+                 recompute: bool = False):
         self.be = be
         self.training = bool(training)
         self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
+        self.tape_block: list = []  # the recomputation block (index into self.blocks) of each tape entry, or -1
+        self._cur_block = -1
         self._const_acts: dict = {}  # constant / weight name -> its Act (one per name, so grads add up)
         self.act_param: dict = {}    # id(Act) -> weight name
         self.rg: set = set()         # ids of Acts a weight flows into (they need gradients)
@@ -148,6 +288,10 @@ class Lowerer:
                 self._ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
         self.skip, self.fused = self._find_patterns()
         self._place()
+        self.blocks = find_blocks(self.graph.node) if recompute and self.training else []
+        self.block_of = np.full(len(self.graph.node), -1, dtype=np.int64)
+        for b, (s0, e0) in enumerate(self.blocks):
+            self.block_of[s0:e0] = b
 
     # ------------------------------------------------------------------ placement
     def _place(self):
@@ -334,6 +478,7 @@ class Lowerer:
         if force or any(id(d) in self.rg for d in deps if d is not None):
             self.rg.add(id(out))
             self.tape.append((out, fn))
+            self.tape_block.append(self._cur_block)
 
     def _need(self, target) -> bool:
         return (target in self.params) if isinstance(target, str) else id(target) in self.rg
@@ -377,8 +522,11 @@ class Lowerer:
                                   f"{', '.join(outputs)})")
         grads: dict = {}
 
+        def like(g, ref):  # the same elements in the other gradient's handle shape
+            return g if tuple(g.shape) == tuple(ref.shape) else self.operand_raw(g, tuple(ref.shape))
+
         def acc(key, g):
-            grads[key] = be.add(grads[key], g, f"grad_acc/{len(grads)}") if key in grads else g
+            grads[key] = be.add(grads[key], like(g, grads[key]), f"grad_acc/{len(grads)}") if key in grads else g
 
         for nm in names:
             a = outputs[nm]
@@ -389,27 +537,62 @@ class Lowerer:
         objs = {}
         for out, _ in self.tape:
             objs[id(out)] = out
-        with be.scope("bwd"):
-            for out, fn in reversed(self.tape):
-                g = grads.pop(id(out), None)
-                if g is None:
+        def step(out, fn):
+            g = grads.pop(id(out), None)
+            if g is None:
+                return
+            if hasattr(out.h, "shape") and int(np.prod(out.h.shape)) == int(np.prod(g.shape)):
+                g = like(g, out.h)  # the backward reads dy in its forward output's handle shape
+            for target, thunk in fn(g):
+                if target is None:
                     continue
-                for target, thunk in fn(g):
-                    if target is None:
+                key = target if isinstance(target, str) else self.act_param.get(id(target), None)
+                if key is None:
+                    if id(target) not in self.rg:
                         continue
-                    key = target if isinstance(target, str) else self.act_param.get(id(target), None)
-                    if key is None:
-                        if id(target) not in self.rg:
-                            continue
-                        key = id(target)
-                    elif key not in self.params:
-                        continue
-                    acc(key, thunk())
+                    key = id(target)
+                elif key not in self.params:
+                    continue
+                acc(key, thunk())
+
+        done = set()
+        with be.scope("bwd"):
+            n_fwd = len(self.tape)
+            for k in range(n_fwd - 1, -1, -1):
+                b = self.tape_block[k]
+                if b < 0:
+                    step(*self.tape[k])
+                elif b not in done:  # recomputation: the block's forward again, then its backward on that
+                    done.add(b)
+                    for out, fn in reversed(self._recompute_block(b, grads, acc)):
+                        step(out, fn)
         updated = {}
         for key, g in grads.items():
             if isinstance(key, str) and key in self.handles and key in self.params:
-                updated[key] = be.sgd(self.handles[key], g, lr, f"{key}/sgd")
+                updated[key] = be.sgd(self.handles[key], like(g, self.handles[key]), lr, f"{key}/sgd")
         return updated
+
+    def _recompute_block(self, b, grads, acc):
+        """Lower block ``b``'s nodes again (from its inputs, kept from the forward pass: the checkpoints) and
+        return the tape entries of that second forward; the gradients waiting on the block's first-forward
+        outputs move to the recomputed ones.  The first forward's activations inside the block are then read
+        by nothing after the forward pass, so they are not live during the backward (the memory recomputation
+        saves)."""
+        s0, e0 = self.blocks[b]
+        nodes = self.graph.node
+        produced = [o for i in range(s0, e0) for o in nodes[i].output if o]
+        old = {o: self.vals.get(o) for o in produced}
+        n0 = len(self.tape)
+        with self.be.scope("recompute"):
+            self._lower_range(s0, e0)
+        self._cur_block = -1
+        for o in produced:
+            a, new = old[o], self.vals.get(o)
+            if isinstance(a, Act) and isinstance(new, Act) and id(a) in grads:
+                acc(id(new), grads.pop(id(a)))
+        entries = self.tape[n0:]
+        del self.tape[n0:], self.tape_block[n0:]
+        return entries
 
     # ------------------------------------------------------------------ patterns
     def _sole(self, name):
@@ -440,9 +623,9 @@ class Lowerer:
             elif n.op_type == "ReduceMean":
                 r = self._match_layer_norm(i)
                 if r:
-                    members, last, x, g, b = r
+                    members, last, x, g, b, eps = r
                     skip |= set(members) - {last}
-                    fused[last] = ("layer_norm", x, g, b)
+                    fused[last] = ("layer_norm", x, g, b, eps)
         return skip, fused
 
     def _match_gelu(self, ie):
@@ -524,8 +707,9 @@ class Lowerer:
         if iadd is None or nodes[iadd].op_type != "Add":
             return None
         eps = self._other(nodes[iadd], nodes[im2].output[0])
-        if eps is None or self.static_const(eps) is None:
+        if eps is None or self.static_const(eps) is None or np.size(self.static_const(eps)) != 1:
             return None
+        eps = float(np.asarray(self.static_const(eps)).ravel()[0])
         isq = self._sole(nodes[iadd].output[0])
         if isq is None or nodes[isq].op_type != "Sqrt" or self._sole(nodes[isq].output[0]) != idiv:
             return None
@@ -545,13 +729,19 @@ class Lowerer:
                     if bb is not None and bb in self.lm.initializers and self.lm.initializers[bb].ndim == 1:
                         b, last = bb, inext
                         members.append(inext)
-        return members, last, x, g, b
+        return members, last, x, g, b, eps
 
     # ------------------------------------------------------------------ the walk
     def run(self, progress=None):
+        self._lower_range(0, len(self.graph.node), progress)
+        return {o: self.vals[o] for o in self.lm.outputs}
+
+    def _lower_range(self, start, stop, progress=None):
         nodes = self.graph.node
         n = len(nodes)
-        for i, node in enumerate(nodes):
+        for i in range(start, stop):
+            node = nodes[i]
+            self._cur_block = int(self.block_of[i])
             if progress and i % 50 == 0:
                 progress(i / max(1, n))
             if i in self.skip:
@@ -566,7 +756,7 @@ class Lowerer:
                     # a malformed node (attributes / shapes the op cannot have): name it, no traceback
                     raise OnnxImportError(f"{self.lm.path}: node '{self.node_name(i, node)}' ({node.op_type}) cannot "
                                           f"be lowered: {type(e).__name__}: {e}") from None
-        return {o: self.vals[o] for o in self.lm.outputs}
+        self._cur_block = -1
 
     def _lower_fused(self, i, node, spec):
         name = self.node_name(i, node)
@@ -575,22 +765,19 @@ class Lowerer:
             x = self.act(spec[1])
             self.vals[out] = self._unary_act("gelu_erf", x, name + "/gelu")
         else:
-            _, xn, g, b = spec
+            _, xn, g, b, eps = spec
             x = self.act(xn)
             row = x.shape[-1]
             gname, bname = g or f"{name}/gamma", b or f"{name}/beta"
             gam = self.tensor_of(g) if g else self.tensor_of(gname, np.ones(row, np.float32))
             bet = self.tensor_of(b) if b else self.tensor_of(bname, np.zeros(row, np.float32))
-            self.vals[out] = self._layer_norm(x, row, gam, bet, gname, bname, name + "/layer_norm")
+            self.vals[out] = self._layer_norm(x, row, gam, bet, gname, bname, name + "/layer_norm", eps)
         self.op_count += 1
 
     def _fold(self, i, node, ins):
-        from onnx.reference import ReferenceEvaluator
-
+        feeds = {nm: np.asarray(v) for nm, v in zip(node.input, ins, strict=False) if nm}
         try:
-            ev = ReferenceEvaluator(node)
-            feeds = {nm: np.asarray(v) for nm, v in zip(node.input, ins, strict=True) if nm}
-            res = ev.run(None, feeds)
+            res = evaluate_node(node, feeds, self.opset)
         except Exception as e:
             raise OnnxImportError(f"{self.lm.path}: node '{self.node_name(i, node)}' ({node.op_type}) could not be "
                                   f"evaluated on its constant inputs: {e}") from None
@@ -600,12 +787,9 @@ class Lowerer:
 
     def _lower(self, i, node):
         op = node.op_type
-        if node.domain not in ("", "ai.onnx") or op not in SUPPORTED_OPS:
-            dom = f" (domain '{node.domain}')" if node.domain not in ("", "ai.onnx") else ""
-            raise OnnxImportError(
-                f"{self.lm.path}: node '{self.node_name(i, node)}': op type '{op}'{dom} is not supported; "
-                f"supported: {', '.join(SUPPORTED_OPS)}")
-        if op == "Constant":
+        name = self.node_name(i, node)
+        default_domain = node.domain in ("", "ai.onnx")
+        if op == "Constant" and default_domain:
             return self._fold(i, node, [])
         ins = []
         for x in node.input:
@@ -613,11 +797,11 @@ class Lowerer:
                 ins.append(None)
                 continue
             if x not in self.vals:
-                raise OnnxImportError(f"{self.lm.path}: node '{self.node_name(i, node)}' reads '{x}', which no "
+                raise OnnxImportError(f"{self.lm.path}: node '{name}' reads '{x}', which no "
                                       "node, input or initializer defines")
             ins.append(self.vals[x])
         acts = [v for v in ins if isinstance(v, Act)]
-        if op in ("Shape", "Size") and acts:
+        if op in ("Shape", "Size") and acts and default_domain:
             shape = acts[0].shape
             a = _attrs(node)
             if op == "Size":
@@ -626,25 +810,39 @@ class Lowerer:
                 self.vals[node.output[0]] = np.asarray(shape[a.get("start", 0):a.get("end", len(shape))], np.int64)
             return None
         has_param = any(x in self.params for x in node.input if x)
-        if not acts and (not has_param or op in PARAM_FOLDABLE) and not (op == "Gather" and has_param):
-            self._fold(i, node, [v for v in ins if v is not None] if op != "Clip" else ins)
+        device = default_domain and op in DEVICE_OPS
+        if not acts and default_domain and not (op == "Gather" and has_param) and (
+                not has_param or op in PARAM_FOLDABLE or not self.training or not device):
+            # every input known when the graph is built: evaluate the node now.  A weight folded through a
+            # rearrangement (or, in inference, any op) stays a weight (it is held in tile memory as one).
+            self._fold(i, node, ins)
             if has_param:
+                if self.training and op not in PARAM_FOLDABLE:
+                    self.notes.append(f"node '{name}': {op} of weights evaluated when the graph is built; the "
+                                      "result is not trained")
                 for o in node.output:
                     v = self.vals.get(o)
                     if v is not None and np.issubdtype(np.asarray(v).dtype, np.floating) and np.size(v) > 1:
                         self.params.add(o)
             return None
-        if op in FOLD_ONLY_OPS:
+        if not device:
+            dom = f" (domain '{node.domain}')" if not default_domain else ""
             raise OnnxImportError(
-                f"{self.lm.path}: node '{self.node_name(i, node)}': op type '{op}' is supported only on values "
-                "known when the graph is built (shapes, masks, constants); here it reads a device tensor")
+                f"{self.lm.path}: node '{name}': op type '{op}'{dom} is not supported on values computed on the "
+                f"device (any node whose inputs are all constants is evaluated when the graph is built); supported: {', '.join(DEVICE_OPS)}")
+        unknown = sorted({a.name for a in node.attribute} - KNOWN_ATTRS.get(op, set()))
+        if unknown:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': attribute{'s' if len(unknown) > 1 else ''} "
+                                  f"{', '.join(unknown)} of {op} cannot be honoured by the emulator's op library "
+                                  f"(honoured: {', '.join(sorted(KNOWN_ATTRS.get(op, ()))) or 'none'})")
         self.op_count += 1
         if self.training and op not in TRAINABLE_OPS and (
                 any(isinstance(v, Act) and id(v) in self.rg for v in ins) or any(x in self.params for x in node.input)):
-            self._no_backward(f"op type '{op}'", self.node_name(i, node))
-        getattr(self, "_op_" + op)(i, node, ins, self.node_name(i, node))
+            self._no_backward(f"op type '{op}'", name)
+        if op in INDEX_OPS:
+            return self._index_op(i, node, ins, name)
+        getattr(self, "_op_" + op)(i, node, ins, name)
         return None
-
     def _set(self, node, act):
         self.vals[node.output[0]] = act
 
@@ -665,6 +863,8 @@ class Lowerer:
         else:
             h = be.unary(a.h, kind, name, s=s)
         out = Act(h, a.shape, a.nhwc)
+        if self.training and kind in ("isnan", "isinf"):  # a mask: no gradient flows through it
+            return out
         if self.training:
             bn = name + "/bwd"
             if kind == "relu":
@@ -684,8 +884,13 @@ class Lowerer:
                 g = lambda dy: be.mul(h, dy, bn)  # noqa: E731
             elif kind == "scale":
                 g = lambda dy: be.scale(dy, s, bn)  # noqa: E731
+            elif kind in ("hard_sigmoid", "hard_swish"):
+                g = lambda dy: be.binary(a.h, dy, kind + "_bwd", bn)  # noqa: E731
             elif kind == "add_scalar":
                 g = lambda dy: dy  # noqa: E731
+            elif kind in ("max_scalar", "min_scalar"):  # dy where x passed (x > s for max, x < s for min)
+                cmp = "gt_scalar" if kind == "max_scalar" else "lt_scalar"
+                g = lambda dy: be.mul(be.unary(a.h, cmp, bn + "/mask", s=s), dy, bn)  # noqa: E731
             elif kind == "neg":
                 g = lambda dy: be.unary(dy, "neg", bn)  # noqa: E731
             elif kind == "square":
@@ -707,10 +912,60 @@ class Lowerer:
     def __getattr__(self, item):
         table = {"_op_Relu": "relu", "_op_Tanh": "tanh", "_op_Sigmoid": "sigmoid",
                  "_op_Sqrt": "sqrt", "_op_Reciprocal": "reciprocal", "_op_Erf": "erf", "_op_Exp": "exp",
-                 "_op_Neg": "neg", "_op_Abs": "abs"}
+                 "_op_Neg": "neg", "_op_Abs": "abs", "_op_IsNaN": "isnan"}
         if item in table:
             return self._unary(table[item])
         raise AttributeError(item)
+
+    def _op_IsInf(self, i, node, ins, name):
+        at = _attrs(node)
+        if (at.get("detect_negative", 1), at.get("detect_positive", 1)) != (1, 1):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': IsInf with detect_negative "
+                                  f"{at.get('detect_negative', 1)} / detect_positive {at.get('detect_positive', 1)}"
+                                  " cannot be honoured (the op library's IS_INF detects both signs)")
+        self._set(node, self._unary_act("isinf", self._data(node, ins), name))
+
+    def _op_HardSigmoid(self, i, node, ins, name):
+        at = _attrs(node)
+        alpha, beta = float(at.get("alpha", 0.2)), float(at.get("beta", 0.5))
+        if abs(alpha - 1 / 6) < 1e-7 and beta == 0.5:  # torch's hardsigmoid: one fused elementwise op
+            self._set(node, self._unary_act("hard_sigmoid", self._data(node, ins), name))
+            return
+        self._set(node, self._hard_sigmoid(self._data(node, ins), alpha, beta, name))
+
+    def _hard_sigmoid(self, a, alpha, beta, name):
+        """max(0, min(1, alpha x + beta)): popops' scaled add, then clamps (one elementwise op each)."""
+        t = self._unary_act("scale", a, name + "/scale", alpha)
+        t = self._unary_act("add_scalar", t, name + "/shift", beta)
+        t = self._unary_act("max_scalar", t, name + "/max", 0.0)
+        return self._unary_act("min_scalar", t, name, 1.0)
+
+    def _op_HardSwish(self, i, node, ins, name):
+        self._set(node, self._unary_act("hard_swish", self._data(node, ins), name))
+
+    def _op_Clip(self, i, node, ins, name):
+        a = self._data(node, ins)
+        at = _attrs(node)
+        bounds = [ins[1] if len(ins) > 1 else at.get("min"), ins[2] if len(ins) > 2 else at.get("max")]
+        if any(isinstance(b, Act) for b in bounds):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': Clip with bounds computed on the device is not "
+                                  "supported (they must be known when the graph is built)")
+        lo, hi = (None if b is None or np.size(b) == 0 else float(np.asarray(b).ravel()[0]) for b in bounds)
+        if lo is None and hi is None:
+            return self._op_Identity(i, node, [a], name)
+        y = a
+        if lo is not None:
+            y = self._unary_act("max_scalar", y, name + ("/min" if hi is not None else ""), lo)
+        if hi is not None:
+            y = self._unary_act("min_scalar", y, name, hi)
+        self._set(node, y)
+        return None
+
+    def _op_LeakyRelu(self, i, node, ins, name):
+        a = self._data(node, ins)
+        alpha = float(_attrs(node).get("alpha", 0.01))
+        t = self._unary_act("scale", a, name + "/alpha", alpha)
+        self._set(node, self._binary_op("max" if alpha <= 1.0 else "min", node, a, t, name, node.input[0], ""))
 
     def _op_Gelu(self, i, node, ins, name):
         approx = _attrs(node).get("approximate", b"none")
@@ -796,6 +1051,10 @@ class Lowerer:
             elif kind == "mul":
                 fn = lambda dy: [(A, lambda: be.mul(dy, B.h, bn + "/a")),  # noqa: E731
                                  (B, lambda: be.mul(dy, A.h, bn + "/b"))]
+            elif kind == "div":  # d/da = dy / b, d/db = -dy a / b^2 = -(dy / b) y
+                fn = lambda dy: [(A, lambda: be.binary(dy, B.h, "div", bn + "/a")),  # noqa: E731
+                                 (B, lambda: be.unary(be.mul(be.binary(dy, B.h, "div", bn + "/b_q"), h, bn + "/b_qy"),
+                                                      "neg", bn + "/b"))]
             else:
                 fn = None
                 if id(A) in self.rg or id(B) in self.rg:
@@ -983,22 +1242,28 @@ class Lowerer:
                 out.h, self.operand_raw(dy, tuple(out.h.shape)), name + "/bwd"))])
         return out
 
-    def _layer_norm(self, a, row, gam, bet, gname, bname, name):
+    def _layer_norm(self, a, row, gam, bet, gname, bname, name, eps):
         p = self.plain(a)
         x = self.rows(p, row)
-        out = Act(self.be.layer_norm(x, gam, bet, name), a.shape)
+        out = Act(self.be.layer_norm(x, gam, bet, name, eps=eps), a.shape)
         if self.training:
             def bwd(dy):
-                dx, dg, db = self.be.layer_norm_bwd(x, gam, self.operand_raw(dy, tuple(out.h.shape)), name + "/bwd")
+                dx, dg, db = self.be.layer_norm_bwd(x, gam, self.operand_raw(dy, tuple(out.h.shape)), name + "/bwd",
+                                                    eps=eps)
                 return [(p, lambda: dx), (gname, lambda: dg), (bname, lambda: db)]
             self._rec(out, [p], bwd, force=gname in self.params or bname in self.params)
         return out
 
     def _op_LayerNormalization(self, i, node, ins, name):
-        a, g = ins[0], ins[1]
+        a, g = self._data(node, ins), ins[1]
         b = ins[2] if len(ins) > 2 else None
         nd = len(a.shape)
-        ax = _attrs(node).get("axis", -1)
+        at = _attrs(node)
+        if at.get("stash_type", 1) != 1:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': LayerNormalization stash_type "
+                                  f"{at['stash_type']} cannot be honoured (the op library computes the statistics "
+                                  "in float32: stash_type 1)")
+        ax = at.get("axis", -1)
         ax = ax + nd if ax < 0 else ax
         row = int(np.prod(a.shape[ax:]))
         if isinstance(g, Act) or isinstance(b, Act):
@@ -1014,7 +1279,7 @@ class Lowerer:
                 self.params.add(nm)
         gam = self.tensor_of(gname, np.asarray(g).reshape(row))
         bet = self.tensor_of(bname, np.zeros(row, np.float32) if b is None else np.asarray(b).reshape(row))
-        self._set(node, self._layer_norm(a, row, gam, bet, gname, bname, name))
+        self._set(node, self._layer_norm(a, row, gam, bet, gname, bname, name, float(at.get("epsilon", 1e-5))))
         if len(node.output) > 1 and any(node.output[1:]):
             raise OnnxImportError(f"{self.lm.path}: node '{name}': LayerNormalization's mean / inv-std outputs "
                                   "are not supported (training-mode exports)")
@@ -1037,12 +1302,20 @@ class Lowerer:
         t = self.view(a, idx, idx.shape) if keep + axes != list(range(nd)) else a
         row = int(np.prod([a.shape[j] for j in axes]))
         ones = self.tensor_of(f"{name}/ones", np.ones((row, 1), np.float32))
-        h = self.be.matmul(self.rows(t, row), ones, name + "/sum")
+        p = self.plain(t)
+        be = self.be
+        h = be.matmul(self.rows(p, row), ones, name + "/sum")
         if mean:
-            h = self.be.scale(h, 1.0 / row, name)
+            h = be.scale(h, 1.0 / row, name)
         shape = tuple(1 if j in axes else a.shape[j] for j in range(nd)) if at.get("keepdims", 1) else \
             tuple(a.shape[j] for j in keep)
-        self._set(node, Act(h, shape))
+        out = Act(h, shape)
+        if self.training:  # dx = dy broadcast over the reduced elements (/ their count for the mean)
+            def bwd(dy):
+                g = be.matmul(self.operand_raw(dy, (p.size // row, 1)), be.t(ones), name + "/bwd")
+                return [(p, lambda: be.scale(g, 1.0 / row, name + "/bwd_mean") if mean else g)]
+            self._rec(out, [p], bwd)
+        self._set(node, out)
 
     def _op_ReduceMean(self, i, node, ins, name):
         self._reduce(i, node, ins, name, True)
@@ -1050,74 +1323,125 @@ class Lowerer:
     def _op_ReduceSum(self, i, node, ins, name):
         self._reduce(i, node, ins, name, False)
 
+    def _op_ReduceSumSquare(self, i, node, ins, name):
+        sq = self._unary_act("square", self._data(node, ins), name + "/square")
+        self._reduce(i, node, [sq, *ins[1:]], name, False)
+
+    def _op_ReduceL2(self, i, node, ins, name):  # sqrt of the sum of squares (torch's vector_norm, normalize)
+        self._op_ReduceSumSquare(i, node, ins, name + "/sum_square")
+        self._set(node, self._unary_act("sqrt", self.vals[node.output[0]], name))
+
     # ------------------------------------------------------------------ conv / pool / batch norm
-    def _window_attrs(self, node, name, kshape):
+    def _window_attrs(self, node, name, kshape, spatial):
+        """(kh, kw, (sh, sw), (top, left, bottom, right), (dh, dw), ceil_mode) of a Conv / pooling node over
+        ``spatial`` = (h, w); a 1-D window is the 2-D one with a height of 1."""
         at = _attrs(node)
-        k = list(kshape)
-        if len(k) != 2 or k[0] != k[1]:
-            raise OnnxImportError(f"{self.lm.path}: node '{name}': {node.op_type} kernel {k}: only square 2-D "
+        k = [int(v) for v in kshape]
+        nd = len(k)
+        if nd not in (1, 2) or len(spatial) != nd:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': {node.op_type} kernel {k}: only 1-D and 2-D "
                                   "windows are supported")
-        strides = list(at.get("strides", [1, 1]))
-        pads = list(at.get("pads", [0, 0, 0, 0]))
-        dil = list(at.get("dilations", [1, 1]))
+        strides = [int(v) for v in at.get("strides", [1] * nd)]
+        dil = [int(v) for v in at.get("dilations", [1] * nd)]
+        pads = [int(v) for v in at.get("pads", [0] * 2 * nd)]
         auto = at.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else str(auto)
-        if auto in ("SAME_UPPER", "SAME_LOWER") and strides == [1, 1] and k[0] % 2 == 1:
-            pads = [k[0] // 2] * 4
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            pads = [0] * 2 * nd
+            for d in range(nd):
+                o = -(-spatial[d] // strides[d])
+                total = max((o - 1) * strides[d] + (k[d] - 1) * dil[d] + 1 - spatial[d], 0)
+                small = total // 2
+                pads[d], pads[d + nd] = (small, total - small) if auto == "SAME_UPPER" else (total - small, small)
         elif auto == "VALID":
-            pads = [0, 0, 0, 0]
+            pads = [0] * 2 * nd
         elif auto != "NOTSET":
-            raise OnnxImportError(f"{self.lm.path}: node '{name}': auto_pad {auto} with strides {strides} is not "
-                                  "supported; export with explicit pads")
-        if strides[0] != strides[1] or len(set(pads)) != 1 or any(d != 1 for d in dil) or at.get("ceil_mode", 0):
-            raise OnnxImportError(
-                f"{self.lm.path}: node '{name}': {node.op_type} with strides {strides}, pads {pads}, dilations {dil}"
-                f", ceil_mode {at.get('ceil_mode', 0)} is not supported (equal strides, equal pads on every side, "
-                "no dilation)")
-        return k[0], strides[0], pads[0]
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': auto_pad {auto!r} is not an ONNX value")
+        if nd == 1:
+            return 1, k[0], (1, strides[0]), (0, pads[0], 0, pads[1]), (1, dil[0]), bool(at.get("ceil_mode", 0))
+        return k[0], k[1], tuple(strides), (pads[0], pads[1], pads[2], pads[3]), tuple(dil), \
+            bool(at.get("ceil_mode", 0))
 
     def _op_Conv(self, i, node, ins, name):
-        x, w = ins[0], ins[1]
+        x, w = self._data(node, ins), ins[1]
         at = _attrs(node)
-        if at.get("group", 1) != 1:
-            raise OnnxImportError(f"{self.lm.path}: node '{name}': grouped / depthwise Conv (group "
-                                  f"{at['group']}) is not supported")
+        groups = int(at.get("group", 1))
         if isinstance(w, Act):
             raise OnnxImportError(f"{self.lm.path}: node '{name}': Conv weights must be initializers")
-        if len(x.shape) != 4:
-            raise OnnxImportError(f"{self.lm.path}: node '{name}': only 2-D Conv (NCHW input) is supported, got "
-                                  f"input shape {x.shape}")
+        if len(x.shape) not in (3, 4):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': only 1-D and 2-D Conv (NCL / NCHW input) are "
+                                  f"supported, got input shape {x.shape}")
         w = np.asarray(w, np.float32)
-        co, c, kh, kw = w.shape
-        k, stride, pad = self._window_attrs(node, name, at.get("kernel_shape", [kh, kw]))
-        n, _, hh, ww = x.shape
-        wn = node.input[1] + "/hwio"
-        self.vals[wn] = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(k * k * c, co))
-        if node.input[1] in self.params:
-            self.params.add(wn)
-        wt = self.tensor_of(wn)
+        one_d = len(x.shape) == 3
+        if one_d:  # (N, C, L) as (N, C, 1, L)
+            x = self.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+            w = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2])
+        co, cg, kh, kw = w.shape
+        n, c, hh, ww = x.shape
+        if c != cg * groups or co % groups:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': Conv of {c} channels with weights {w.shape} and "
+                                  f"group {groups} do not agree")
+        kshape = at.get("kernel_shape", [kw] if one_d else [kh, kw])
+        kh_, kw_, strides, pads, dil, _ = self._window_attrs(node, name, kshape, (ww,) if one_d else (hh, ww))
+        if (kh_, kw_) != (kh, kw):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': kernel_shape {list(kshape)} does not match the "
+                                  f"weights {tuple(ins[1].shape)}")
         X, xh = self.nhwc_act(x)
         be = self.be
-        if k == 1 and stride == 1 and pad == 0:
+        if (kh, kw) == (1, 1) and strides == (1, 1) and not any(pads):
             cols, oh, ow, idx = xh, hh, ww, None
         else:
-            idx, (oh, ow) = conv_windows(n, hh, ww, k, stride, pad)
+            idx, (oh, ow) = windows(n, hh, ww, kh, kw, strides, pads, dil)
             cols = be.gather_windows(xh, idx, name + "/im2col")
-        Y = Act(be.matmul(cols, wt, name), (n, co, oh, ow), nhwc=True)
-        if self.training:
-            def bwd(dy):
-                d = self.operand_raw(dy, (n * oh * ow, co))
-                dcols = lambda: be.matmul(d, be.t(wt), name + "/bwd_dx")  # noqa: E731
-                dx = dcols if idx is None else (lambda: be.col2im(dcols(), idx, n * hh * ww, name + "/bwd_col2im"))
-                return [(X, dx), (wn, lambda: be.matmul(be.t(cols), d, name + "/bwd_dw"))]
-            self._rec(Y, [X], bwd, force=wn in self.params)
+        if groups == 1:
+            wn = node.input[1] + "/hwio"
+            self.vals[wn] = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(kh * kw * c, co))
+            if node.input[1] in self.params:
+                self.params.add(wn)
+            wt = self.tensor_of(wn)
+            Y = Act(be.matmul(cols, wt, name), (n, co, oh, ow), nhwc=True)
+            if self.training:
+                def bwd(dy):
+                    d = self.operand_raw(dy, (n * oh * ow, co))
+                    dcols = lambda: be.matmul(d, be.t(wt), name + "/bwd_dx")  # noqa: E731
+                    dx = dcols if idx is None else (lambda: be.col2im(dcols(), idx, n * hh * ww, name + "/bwd_col2im"))
+                    return [(X, dx), (wn, lambda: be.matmul(be.t(cols), d, name + "/bwd_dw"))]
+                self._rec(Y, [X], bwd, force=wn in self.params)
+        else:
+            Y = self._grouped_conv(node, name, X, cols, idx, w, groups, (n, hh, ww, oh, ow))
         if len(ins) > 2 and ins[2] is not None:
             bn = node.input[2] + "/nchw"
             self.vals[bn] = np.asarray(ins[2]).reshape(1, co, 1, 1)
             if node.input[2] in self.params:
                 self.params.add(bn)
             Y = self._binary_op("add", node, Y, self.vals[bn], name + "/bias", "", bn)
+        if one_d:
+            Y = self.reshape(Y, (n, co, ow))
         self._set(node, Y)
+
+    def _grouped_conv(self, node, name, X, cols, idx, w, groups, dims):
+        """Grouped / depthwise Conv: the im2col columns of each group times that group's weights, one batched
+        matmul over the groups (Poplar's convolution planner also splits a grouped convolution by group)."""
+        n, hh, ww, oh, ow = dims
+        co, cg, kh, kw = w.shape
+        g, cog, kk = groups, co // groups, kh * kw
+        rows = n * oh * ow
+        C = Act(cols, (rows, kk, g, cg))  # im2col column order: (window slot, channel)
+        if self.training and idx is not None:
+            self._rec(C, [X], lambda dy: [(X, lambda: self.be.col2im(self.operand_raw(dy, (rows, kk * g * cg)), idx,
+                                                                     n * hh * ww, name + "/bwd_col2im"))])
+        elif self.training:
+            self._rec(C, [X], lambda dy: [(X, lambda: dy)])
+        ic = np.arange(C.size).reshape(C.shape).transpose(2, 0, 1, 3).reshape(g, rows, kk * cg)
+        A = self.view(C, ic, ic.shape)
+        wn = node.input[1] + "/groups"
+        self.vals[wn] = np.ascontiguousarray(
+            w.reshape(g, cog, cg, kh, kw).transpose(0, 3, 4, 2, 1).reshape(g, kk * cg, cog))
+        if node.input[1] in self.params:
+            self.params.add(wn)
+        Yg = self._matmul(A, self.vals[wn], name, "", wn)  # (g, rows, cog)
+        iy = np.arange(Yg.size).reshape(g, rows, cog).transpose(1, 0, 2).reshape(n, oh, ow, co).transpose(0, 3, 1, 2)
+        return self.view(Yg, iy, iy.shape)
 
     def nhwc_act(self, x: Act):
         """(Act whose handle holds x as rows of channels, that handle shaped (N*H*W, C))."""
@@ -1129,23 +1453,34 @@ class Lowerer:
         return v, self.operand_raw(v.h, (n * hh * w, c))
 
     def _pool(self, i, node, ins, name, mode):
-        x = ins[0]
+        x = self._data(node, ins)
         at = _attrs(node)
-        if len(x.shape) != 4:
-            raise OnnxImportError(f"{self.lm.path}: node '{name}': only 2-D pooling (NCHW input) is supported")
-        k, stride, pad = self._window_attrs(node, name, at.get("kernel_shape", []))
+        if len(x.shape) not in (3, 4):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': only 1-D and 2-D pooling (NCL / NCHW input) "
+                                  "is supported")
+        one_d = len(x.shape) == 3
+        if one_d:
+            x = self.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
         n, c, hh, ww = x.shape
-        idx, (oh, ow) = conv_windows(n, hh, ww, k, stride, pad)
+        kh, kw, strides, pads, dil, ceil = self._window_attrs(node, name, at.get("kernel_shape", []),
+                                                              (ww,) if one_d else (hh, ww))
         if mode == "max" and len(node.output) > 1 and node.output[1]:
             raise OnnxImportError(f"{self.lm.path}: node '{name}': MaxPool's indices output is not supported")
+        idx, (oh, ow) = windows(n, hh, ww, kh, kw, strides, pads, dil, ceil)
         Y = self._window_pool(x, idx, (n, c, oh, ow), mode, name)
-        if mode == "avg" and pad and not at.get("count_include_pad", 0):
-            valid = (idx >= 0).sum(1).astype(np.float32)
-            corr = (k * k) / valid
+        if mode == "avg":
+            # the op library divides by the window's size; ONNX divides by the elements counted: the real ones
+            # (count_include_pad 0) or those inside the padded image (1; a ceil_mode window's overhang is not)
+            counted = windows(n, hh, ww, kh, kw, strides, pads, dil, ceil, count_pads=bool(
+                at.get("count_include_pad", 0)))[0] if at.get("count_include_pad", 0) else idx
+            valid = (counted >= 0).sum(1).astype(np.float32)
+            corr = (kh * kw) / np.maximum(valid, 1)
             if np.any(corr != 1.0):
                 cn = f"{name}/pad_correction"
                 self.vals[cn] = corr.reshape(n, 1, oh, ow)
                 Y = self._binary_op("mul", node, Y, self.vals[cn], name + "/exclude_pad", "", cn)
+        if one_d:
+            Y = self.reshape(Y, (n, c, ow))
         self._set(node, Y)
 
     def _window_pool(self, x, idx, out_shape, mode, name):
@@ -1217,7 +1552,7 @@ class Lowerer:
         self._op_Identity(i, node, ins, name)
 
     def _op_Reshape(self, i, node, ins, name):
-        a, shp = ins[0], _ints(ins[1])
+        a, shp = self._data(node, ins), _ints(ins[1])
         allowzero = _attrs(node).get("allowzero", 0)
         shp = [a.shape[j] if (s == 0 and not allowzero) else s for j, s in enumerate(shp)]
         if -1 in shp:
@@ -1229,7 +1564,7 @@ class Lowerer:
         self.op_count -= 1
 
     def _op_Flatten(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         ax = _attrs(node).get("axis", 1)
         ax = ax + len(a.shape) if ax < 0 else ax
         shp = (int(np.prod(a.shape[:ax])), int(np.prod(a.shape[ax:])))
@@ -1245,7 +1580,7 @@ class Lowerer:
         return None
 
     def _op_Squeeze(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         axes = self._axes_of(node, ins)
         nd = len(a.shape)
         axes = [x + nd if x < 0 else x for x in axes] if axes is not None else [j for j, s in enumerate(a.shape)
@@ -1255,7 +1590,7 @@ class Lowerer:
         self.op_count -= 1
 
     def _op_Unsqueeze(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         axes = self._axes_of(node, ins)
         nd = len(a.shape) + len(axes)
         axes = sorted(x + nd if x < 0 else x for x in axes)
@@ -1266,7 +1601,7 @@ class Lowerer:
         self.op_count -= 1
 
     def _op_Transpose(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         perm = tuple(_attrs(node).get("perm", list(range(len(a.shape)))[::-1]))
         key = (a.shape, perm)
         idx = self._perm_cache.get(key)
@@ -1275,8 +1610,12 @@ class Lowerer:
         self._set(node, self.view(a, idx, idx.shape))
         self.op_count -= 1
 
+    def _data(self, node, ins) -> Act:
+        """The first input as an Act (a constant or weight gets a device tensor)."""
+        return ins[0] if isinstance(ins[0], Act) else self.act(node.input[0])
+
     def _op_Expand(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         shp = tuple(int(s) for s in np.broadcast_shapes(a.shape, tuple(_ints(ins[1]))))
         src = (1,) * (len(shp) - len(a.shape)) + a.shape
         idx = np.broadcast_to(np.arange(a.size).reshape(src), shp)
@@ -1284,7 +1623,7 @@ class Lowerer:
         self.op_count -= 1
 
     def _op_Slice(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         nd = len(a.shape)
         at = _attrs(node)
         if self.opset < 10:
@@ -1306,7 +1645,7 @@ class Lowerer:
         self.op_count -= 1
 
     def _op_Split(self, i, node, ins, name):
-        a = ins[0]
+        a = self._data(node, ins)
         nd = len(a.shape)
         at = _attrs(node)
         ax = at.get("axis", 0)
@@ -1354,6 +1693,128 @@ class Lowerer:
         idx = np.take(np.arange(a.size).reshape(a.shape), ids, axis=ax)
         self._set(node, self.view(a, idx, idx.shape))
         self.op_count -= 1
+
+    def _index_op(self, i, node, ins, name):
+        """A data-movement op (Pad, Tile, Trilu, GatherElements, GatherND, DepthToSpace, SpaceToDepth) as a view:
+        the op itself, evaluated by ONNX's reference implementation on the 1-based positions of its data input
+        (its other inputs must be known when the graph is built), says which element each output element
+        reads; 0 there is a fill value (Pad's constant, Trilu's zeros), read from a one-element constant
+        appended to the data (a copy, as Poplar's pad)."""
+        a = self._data(node, ins)
+        if any(isinstance(v, Act) for v in ins[1:]):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': {node.op_type} with indices / sizes computed on "
+                                  "the device is not supported (they must be known when the graph is built)")
+        fill = 0.0
+        feeds = {node.input[0]: np.arange(1, a.size + 1, dtype=np.int64).reshape(a.shape)}
+        for nm, v in zip(node.input[1:], ins[1:], strict=True):
+            if nm:
+                feeds[nm] = np.asarray(v)
+        if node.op_type == "Pad":
+            mode = _attrs(node).get("mode", b"constant")
+            mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+            if mode == "constant":
+                if len(node.input) > 2 and node.input[2]:
+                    fill = float(np.asarray(ins[2]).ravel()[0]) if np.size(ins[2]) else 0.0
+                    feeds[node.input[2]] = np.zeros((), np.int64)
+                elif "value" in _attrs(node):  # opset < 11
+                    fill = float(_attrs(node)["value"])
+        try:
+            pos = np.asarray(evaluate_node(node, feeds, self.opset)[0])
+        except Exception as e:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}' ({node.op_type}) could not be evaluated on its "
+                                  f"index: {type(e).__name__}: {e}") from None
+        idx = pos.astype(np.int64) - 1
+        if (idx < 0).any():
+            cn = f"{name}/fill"
+            self.vals[cn] = np.full(1, fill, np.float32)
+            src = self.plain(a)
+            flat = self.reshape(src, (a.size,))
+            one = self.act(cn)
+            h = self.be.concat([(self.operand_raw(flat.h, (a.size,)), (a.size,)), (one.h, (1,))], 0, (a.size + 1,),
+                               name + "/fill")
+            joined = Act(h, (a.size + 1,))
+            if self.training:
+                self._rec(joined, [flat], lambda dy: [(flat, lambda: self.be.take(dy, np.arange(a.size)))])
+            idx = np.where(idx < 0, a.size, idx)
+            a = joined
+        self._set(node, self.view(a, idx, idx.shape))
+
+    def _op_Einsum(self, i, node, ins, name):
+        """Two-operand Einsum as a batched matmul (batch letters, free letters of each side, contracted letters)
+        between views; one operand: a transpose."""
+        eq = _attrs(node)["equation"]
+        eq = (eq.decode() if isinstance(eq, bytes) else str(eq)).replace(" ", "")
+        if "..." in eq or "->" not in eq:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': Einsum '{eq}': only explicit equations without "
+                                  "'...' are supported")
+        lhs, out = eq.split("->")
+        terms = lhs.split(",")
+        ops = [v if isinstance(v, Act) else self.act(nm) for v, nm in zip(ins, node.input, strict=True)]
+        if any(len(set(t)) != len(t) for t in terms) or len(set(out)) != len(out):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': Einsum '{eq}': repeated letters in a term "
+                                  "(diagonals, traces) are not supported")
+        if len(terms) == 1:
+            if sorted(terms[0]) != sorted(out):
+                raise OnnxImportError(f"{self.lm.path}: node '{name}': Einsum '{eq}': a sum over letters of one "
+                                      "operand is not supported (only a transpose)")
+            perm = [terms[0].index(c) for c in out]
+            a = ops[0]
+            idx = np.arange(a.size).reshape(a.shape).transpose(perm)
+            self._set(node, self.view(a, idx, idx.shape))
+            return
+        if len(terms) != 2:
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': Einsum '{eq}' of {len(terms)} operands: 1 or 2 "
+                                  "are supported")
+        ta, tb = terms
+        A, B = ops
+        size = {}
+        for t, X in ((ta, A), (tb, B)):
+            for c, d in zip(t, X.shape, strict=True):
+                if size.setdefault(c, d) != d:
+                    raise OnnxImportError(f"{self.lm.path}: node '{name}': Einsum '{eq}': letter {c} has sizes "
+                                          f"{size[c]} and {d}")
+        batch = [c for c in out if c in ta and c in tb]
+        lfree = [c for c in out if c in ta and c not in tb]
+        rfree = [c for c in out if c in tb and c not in ta]
+        contract = [c for c in ta if c in tb and c not in out]
+        if any(c not in out and c not in tb for c in ta) or any(c not in out and c not in ta for c in tb):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': Einsum '{eq}': a letter summed within one "
+                                  "operand is not supported")
+        prod = lambda cs: int(np.prod([size[c] for c in cs]))  # noqa: E731
+        G, M, K, N = prod(batch), prod(lfree), prod(contract), prod(rfree)
+        ia = np.arange(A.size).reshape(A.shape).transpose([ta.index(c) for c in batch + lfree + contract])
+        ib = np.arange(B.size).reshape(B.shape).transpose([tb.index(c) for c in batch + contract + rfree])
+        Av = self.view(A, ia.reshape(G, M, K), (G, M, K))
+        Bv = self.view(B, ib.reshape(G, K, N), (G, K, N))
+        Y = self._matmul(Av, Bv, name, "", "")
+        mid = [size[c] for c in batch + lfree + rfree]
+        order = batch + lfree + rfree
+        iy = np.arange(Y.size).reshape(mid).transpose([order.index(c) for c in out])
+        self._set(node, self.view(Y, iy, iy.shape))
+
+    def _op_CumSum(self, i, node, ins, name):
+        """Cumulative sum along an axis: a matmul of the rows with a triangular matrix of ones."""
+        a = self._data(node, ins)
+        if isinstance(ins[1], Act):
+            raise OnnxImportError(f"{self.lm.path}: node '{name}': CumSum with an axis computed on the device")
+        at = _attrs(node)
+        nd = len(a.shape)
+        ax = int(np.asarray(ins[1]).ravel()[0])
+        ax = ax + nd if ax < 0 else ax
+        n = a.shape[ax]
+        j, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")  # out[k] = sum_j x[j] T[j, k]
+        if at.get("reverse", 0):
+            tri = (j > k) if at.get("exclusive", 0) else (j >= k)
+        else:
+            tri = (j < k) if at.get("exclusive", 0) else (j <= k)
+        tn = f"{name}/triangle"
+        self.vals[tn] = tri.astype(np.float32)
+        perm = [d for d in range(nd) if d != ax] + [ax]
+        idx = np.arange(a.size).reshape(a.shape).transpose(perm)
+        t = self.view(a, idx, idx.shape) if perm != list(range(nd)) else a
+        y = self._matmul(t, self.vals[tn], name, "", tn)
+        back = np.arange(y.size).reshape(y.shape).transpose(np.argsort(perm))
+        self._set(node, self.view(y, back, back.shape) if perm != list(range(nd)) else y)
 
     def _op_Concat(self, i, node, ins, name):
         ax = _attrs(node)["axis"]

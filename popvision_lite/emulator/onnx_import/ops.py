@@ -30,6 +30,7 @@ from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.models.planning import PlanOnlyBackend, Shape
 from popvision_lite.emulator.ops import basic
 from popvision_lite.emulator.ops import codelets as _OC
+from popvision_lite.emulator.ops import reference as R
 from popvision_lite.emulator.ops.context import View
 
 
@@ -87,6 +88,12 @@ UNARY_FNS = {
     "pow_scalar": lambda x, s: _pow(x, s),
     "max_scalar": lambda x, s: np.maximum(_f32(x), s),
     "min_scalar": lambda x, s: np.minimum(_f32(x), s),
+    "hard_sigmoid": lambda x: np.clip(_f32(x) * np.float32(1 / 6) + np.float32(0.5), 0, 1),
+    "hard_swish": lambda x: _f32(x) * np.clip(_f32(x) * np.float32(1 / 6) + np.float32(0.5), 0, 1),
+    "gt_scalar": lambda x, s: (_f32(x) > s).astype(np.float32),
+    "lt_scalar": lambda x, s: (_f32(x) < s).astype(np.float32),
+    "isnan": lambda x: np.isnan(_f32(x)).astype(np.float32),
+    "isinf": lambda x: np.isinf(_f32(x)).astype(np.float32),
 }
 BINARY_FNS = {
     "sub": lambda a, b: _f32(a) - _f32(b),
@@ -95,6 +102,9 @@ BINARY_FNS = {
     "min": lambda a, b: np.minimum(_f32(a), _f32(b)),
     "pow": _pow,
     "gelu_erf_bwd": _gelu_erf_bwd,
+    "hard_sigmoid_bwd": lambda x, dy: _f32(dy) * ((_f32(x) > -3) & (_f32(x) < 3)) / np.float32(6),
+    "hard_swish_bwd": lambda x, dy: _f32(dy) * np.where(_f32(x) <= -3, 0, np.where(_f32(x) >= 3, 1,
+                                                                                      _f32(x) / 3 + 0.5)),
 }
 
 # (fp16 cycles per 64-bit vector, fp32 cycles per 64-bit vector), from popops unaryOpPerfInfo /
@@ -120,6 +130,17 @@ POPOPS_CYCLES = {
     "pow_scalar": (1300, 624),  # POWER half {325, false, 1} x 4, float {312, false, 1} x 2
     "max_scalar": (4, 4),       # MAXIMUM half {4, false, 4}, float {4, false, 2}
     "min_scalar": (4, 4),       # MINIMUM half {4, false, 4}, float {4, false, 2}
+    # torch's hardsigmoid / hardswish (x / 6 + 1/2 clamped to [0, 1], times x): one popops::map expression,
+    # costed as the sum of its parts (assumption: the fused expression's vertex runs the parts' instructions
+    # back to back): MULTIPLY by a scalar 2 + ADD a scalar 2 + MAXIMUM 4 + MINIMUM 4 (+ MULTIPLY 2)
+    "hard_sigmoid": (12, 12),
+    "hard_swish": (14, 14),
+    "gt_scalar": (9, 7),        # GREATER_THAN half {9, false, 4}, float {14, false, 4} (x 2 / 4 per vector)
+    "lt_scalar": (9, 7),        # LESS_THAN as GREATER_THAN (b < a)
+    "hard_sigmoid_bwd": (14, 14),  # as hard_sigmoid: compares, a select and a multiply by dy (assumption)
+    "hard_swish_bwd": (16, 16),
+    "isnan": (3, 3),            # IS_NAN half {3, true}, float {3, true} (a bool result, here 0 / 1 in the run's type)
+    "isinf": (5, 3),            # IS_INF half {5, true}, float {3, true}
     "sub": (3, 3),              # SUBTRACT {1, true}: as the library's C.SUB (ld a, ld b, op, st)
     "div": (21, 10),            # DIVIDE half {21, false, 4}, float {10, false, 2}
     "max": (4, 4),              # MAXIMUM
@@ -128,7 +149,7 @@ POPOPS_CYCLES = {
     "select": (4, 4),           # SELECT: three loads, a compare-select and a store per vector (assumption:
                                 # popops has no table entry for the ternary op; MAXIMUM's 4 as the closest)
 }
-FLOPS = {"gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
+FLOPS = {"hard_sigmoid": 4, "hard_swish": 5, "gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
          "reciprocal": 4, "div": 4}
 
 
@@ -226,7 +247,24 @@ class _NumpyOnnx:
         return self._out(name, "concat", out.reshape(shape))
 
 
+    def layer_norm(self, x, gamma, beta, name, eps=None):
+        return self._out(name, "layer_norm", R.layer_norm(self._val(x), self._val(gamma), self._val(beta),
+                                                          R.LN_EPS if eps is None else eps))
+
+    def layer_norm_bwd(self, x, gamma, dy, name, eps=None):
+        dx, dg, db = R.layer_norm_bwd(self._val(x), self._val(gamma), self._val(dy), R.LN_EPS if eps is None else eps)
+        return (self._out(name + "/dx", "layer_norm_bwd", dx), self._out(name + "/dgamma", "layer_norm_bwd", dg),
+                self._out(name + "/dbeta", "layer_norm_bwd", db))
+
+
 class _EmulatorOnnx:
+    # the model's layer-norm epsilon (ONNX LayerNormalization / the exporters' decomposed pattern)
+    def layer_norm(self, x, gamma, beta, name, eps=None):
+        return self._op(basic.layer_norm, x, gamma, beta, self.qual(name), eps)
+
+    def layer_norm_bwd(self, x, gamma, dy, name, eps=None):
+        return self._op(basic.layer_norm_bwd, x, gamma, dy, self.qual(name), eps)
+
     def unary(self, x, kind, name, s=None):
         _check_kind(kind, UNARY_FNS, "unary")
         params = {"s": np.float32(s)} if kind.endswith("_scalar") else None
@@ -259,6 +297,12 @@ class _EmulatorOnnx:
 
 
 class _PlanOnnx:
+    def layer_norm(self, x, gamma, beta, name, eps=None):  # eps changes no plan
+        return super().layer_norm(x, gamma, beta, name)
+
+    def layer_norm_bwd(self, x, gamma, dy, name, eps=None):
+        return super().layer_norm_bwd(x, gamma, dy, name)
+
     def mul(self, a, b, name):  # PlanOnlyBackend records mul as "add"; the importer's tables say "mul"
         return self._ew(a, name, "mul")
 

@@ -181,7 +181,8 @@ def _vec_fields(rep, tiles, tile_list, row):
     return rep.regions(pos * row, row)
 
 
-def layer_norm(ctx, x, gamma, beta, name):
+def layer_norm(ctx, x, gamma, beta, name, eps=None):
+    """Layer norm of the rows of ``x``; ``eps`` (None: the op library's 1e-5) added to the variance."""
     row = x.shape[-1]
     op = ctx.begin_op(name, "layer_norm", plan=f"rows of {row} spread over tiles",
                       min_bytes=2 * _nbytes(x) + _nbytes(gamma) + _nbytes(beta))
@@ -193,7 +194,8 @@ def layer_norm(ctx, x, gamma, beta, name):
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     ctx.graph.add_vertices(cs, OC.LAYER_NORM, tiles=tiles, fields={
         "in": xt.regions(starts, sizes), "gamma": _vec_fields(g, tiles, tl, row),
-        "beta": _vec_fields(b, tiles, tl, row), "out": out.regions(starts, sizes)}, params={"row": np.int64(row)})
+        "beta": _vec_fields(b, tiles, tl, row), "out": out.regions(starts, sizes)},
+        params={"row": np.int64(row), **({} if eps is None else {"eps": np.float32(eps)})})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return out
 
@@ -282,7 +284,7 @@ def _reduce_partials(ctx, items, op):
     return outs
 
 
-def layer_norm_bwd(ctx, x, gamma, dy, name):
+def layer_norm_bwd(ctx, x, gamma, dy, name, eps=None):
     row = x.shape[-1]
     op = ctx.begin_op(name, "layer_norm_bwd", plan=f"rows of {row} spread over tiles; dgamma/dbeta reduced "
                       "over vertices in a second stage", min_bytes=3 * _nbytes(x) + 3 * _nbytes(gamma))
@@ -299,7 +301,7 @@ def layer_norm_bwd(ctx, x, gamma, dy, name):
     ctx.graph.add_vertices(cs, OC.LAYER_NORM_GRAD, tiles=tiles, fields={
         "x": xt.regions(starts, sizes), "dy": dyt.regions(starts, sizes), "gamma": _vec_fields(g, tiles, tl, row),
         "dx": dx.regions(starts, sizes), "dgamma": pg.regions(vid, row), "dbeta": pb.regions(vid, row)},
-        params={"row": np.int64(row)})
+        params={"row": np.int64(row), **({} if eps is None else {"eps": np.float32(eps)})})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     dgamma, dbeta = _reduce_partials(ctx, [(pg, "dgamma", gamma.dtype), (pb, "dbeta", gamma.dtype)], op)
     return dx, dgamma, dbeta

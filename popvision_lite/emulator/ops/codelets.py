@@ -205,7 +205,8 @@ class LayerNorm(RowCodelet):
         b = self.vec_per_row(group, data, "beta")
         mu = x.mean(-1, keepdims=True)
         var = x.var(-1, keepdims=True)
-        self.put(group, data, "out", (x - mu) / np.sqrt(var + R.LN_EPS) * g + b)
+        eps = float(group.param("eps", R.LN_EPS))  # the model's epsilon (ONNX LayerNormalization), else poplibs'
+        self.put(group, data, "out", (x - mu) / np.sqrt(var + eps) * g + b)
 
 
 class LayerNormGrad(RowCodelet):
@@ -229,7 +230,7 @@ class LayerNormGrad(RowCodelet):
         g = self.vec_per_row(group, data, "gamma")
         h = x.shape[-1]
         mu = x.mean(-1, keepdims=True)
-        rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + R.LN_EPS)
+        rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + float(group.param("eps", R.LN_EPS)))
         xhat = (x - mu) * rstd
         dxhat = dy * g
         dx = rstd / h * (h * dxhat - dxhat.sum(-1, keepdims=True) - xhat * (dxhat * xhat).sum(-1, keepdims=True))
