@@ -186,14 +186,14 @@ def harness_overheads(df: pd.DataFrame, est: pd.Series) -> dict:
     kernel)``.  ``before + overlapped`` is fitted on the class's smallest row (``fit-harness``: kernel of a few
     us); ``before`` alone on its ``fit-harness-before`` row (a kernel several times the overlapped part), where
     the class has one; classes without one have no overlapped part (``before`` = the whole)."""
-    out = {}
+    out, smallest = {}, {}
     for i, r in df[df["role"] == "fit-harness"].iterrows():
         out[_family(r.op_class)] = (r.measured_s - est[i], 0.0)
+        smallest[_family(r.op_class)] = r.measured_s
     for i, r in df[df["role"] == "fit-harness-before"].iterrows():
         fam = _family(r.op_class)
-        total = out[fam][0]
         before = r.measured_s - est[i]
-        out[fam] = (before, max(total - before, 0.0))
+        out[fam] = (before, max(smallest[fam] - before, 0.0))   # smallest row: before + overlapped
     return out
 
 
@@ -234,10 +234,12 @@ def fit_constants(df: pd.DataFrame) -> dict:
         if best is None or err < best[1]:
             best = (reads, err)
     res["softmax_hbm_reads"] = best[0]
-    # wide_row_hbm_fraction: LayerNorm 4096 x 16384 re-read from HBM (1.5 x compulsory bytes)
+    # wide_row_hbm_fraction: LayerNorm 4096 x 16384, whose normalise pass re-reads the part of each 32 KB row
+    # past row_onchip_bytes from HBM
     r = df[df["role"] == "fit-row_onchip_bytes+wide_row_hbm_fraction"].iloc[0]
     kernel = r.measured_s - over["layernorm"][0] - g.launch_s
-    res["wide_row_hbm_fraction"] = 1.5 * 2 * 2 * r.m * r.n / kernel / g.hbm_bytes_per_s
+    miss = 1 - g.row_onchip_bytes / (2 * r.n)
+    res["wide_row_hbm_fraction"] = (1 + miss / 2) * 2 * 2 * r.m * r.n / kernel / g.hbm_bytes_per_s
     return res
 
 
