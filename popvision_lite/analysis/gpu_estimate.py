@@ -205,7 +205,8 @@ def _column(ops: pd.DataFrame, name: str, n: int) -> np.ndarray:
     return ops[name].to_numpy(dtype=float) if name in ops.columns else np.full(n, np.nan)
 
 
-def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quantization: bool = True) -> pd.DataFrame:
+def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quantization: bool = True,
+                 gemm_precision: str | None = None) -> pd.DataFrame:
     """Per-op GPU estimate.  ``ops`` needs ``type``, ``precision``, ``flops``, ``min_bytes`` (the ops table of a
     profile); optional ``m``, ``n``, ``k``, ``batch`` (GEMM shape; for softmax / LayerNorm ``m`` rows of ``n``
     columns), ``kernels`` (launches, default 1).
@@ -230,7 +231,10 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
     ``launch_s``, ``est_time_s`` (the estimate), ``est_bound`` (compute / hbm / launch), ``achievable`` (the
     fraction of the kind's roof the estimate reaches) and ``bound_time_s`` (the roofline bound
     max(FLOPs / peak, bytes / HBM), for comparison only).  ``wave_quantization=False`` is a sensitivity (occupancy
-    of a partly filled last wave counted as full)."""
+    of a partly filled last wave counted as full).  ``gemm_precision="fp8"``: 16-bit GEMMs run at the GPU's FP8
+    tensor peak (Transformer Engine casts their inputs to FP8; the other kernels stay 16-bit), at the same
+    ``gemm_fraction`` (assumed; no FP8 MAMF figure cited) and with their 16-bit bytes (the casts' own traffic is
+    not added); a GPU without an FP8 rate keeps its FP16 peak."""
     g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
     n = len(ops)
     flops = ops["flops"].to_numpy(dtype=float) if n else np.zeros(0)
@@ -241,6 +245,8 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
     elem_bytes = np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec], dtype=float)
     is_gemm = cls == "gemm"
     peak = np.array([g.peak(p) if p in ("fp16", "bf16", "fp8") else g.peak("fp32") for p in prec], dtype=float)
+    if gemm_precision == "fp8" and g.fp8_peak:
+        peak = np.where(is_gemm & np.isin(prec, ("fp16", "bf16", "fp8")), g.fp8_peak, peak)
     m_col, n_col = _column(ops, "m", n), _column(ops, "n", n)
     hbm = g.hbm_bytes_per_s * g.hbm_fraction
     # GEMM occupancy from its output tiles
@@ -316,6 +322,40 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
                          "achievable": achievable, "bound_time_s": bound_t}, index=ops.index)
 
 
+KIND_ROOF = {"gemm": "of the tensor peak", "softmax": "of HBM bandwidth on compulsory bytes",
+             "layernorm": "of HBM bandwidth on compulsory bytes", "elementwise": "of HBM bandwidth",
+             "optimizer": "of HBM bandwidth"}
+
+
+def achievable_by_kind(est: pd.DataFrame, weights=None) -> list[dict]:
+    """Per op kind of an ``estimate_ops`` frame: its share of the estimated time, and the fraction of its roof
+    the estimate reached (time-weighted: FLOPs / peak / time for GEMMs, compulsory bytes / HBM / time for the
+    others).  ``weights``: runs of each row (default 1).  Sorted by share of time."""
+    if not len(est):
+        return []
+    w = np.ones(len(est)) if weights is None else np.asarray(weights, dtype=float)
+    t = est["est_time_s"].to_numpy(dtype=float) * w
+    total = t.sum() or 1.0
+    out = []
+    for kind in pd.unique(est["op_kind"]):
+        sel = (est["op_kind"] == kind).to_numpy()
+        tk = t[sel].sum()
+        work = (np.maximum(est["compute_s"], est["memory_s"]).to_numpy(dtype=float) * w)[sel]
+        ach = est["achievable"].to_numpy(dtype=float)[sel]
+        ok = np.isfinite(ach) & (work > 0)
+        frac = float((ach[ok] * work[ok]).sum() / work[ok].sum()) if ok.any() else math.nan
+        out.append(dict(kind=str(kind), share=float(tk / total), achievable=frac, roof=KIND_ROOF.get(str(kind), ""),
+                        kernels=int(sel.sum())))
+    return sorted(out, key=lambda d: -d["share"])
+
+
+def describe_achievable(est: pd.DataFrame, weights=None) -> str:
+    """One line for the notes: the fraction of each op kind's roof the estimate used."""
+    parts = [f"{d['kind']} {100 * d['share']:.0f}% of the pass at {d['achievable']:.2f} {d['roof']}"
+             for d in achievable_by_kind(est, weights) if math.isfinite(d["achievable"])]
+    return "GPU achievable fraction per op kind: " + "; ".join(parts) if parts else ""
+
+
 def allreduce_seconds(gradient_bytes: float, n_gpus: int, gpu: GpuModel) -> tuple[float, str]:
     """Ring all-reduce time 2 (N-1)/N x bytes / bus bandwidth (0 on one GPU) and where the bandwidth came from."""
     if n_gpus <= 1 or gradient_bytes <= 0:
@@ -380,7 +420,7 @@ def fitting_micro_batch(samples_per_pass: float, samples_per_gpu: float, *, para
     capacity is unknown; the share itself when it is smaller than one pass."""
     g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
     if samples_per_gpu <= samples_per_pass:
-        return float(samples_per_gpu)
+        return float(max(1, math.floor(samples_per_gpu)))
     passes = samples_per_gpu / samples_per_pass
     cap = g.hbm_capacity
     if cap is None or abs(passes - round(passes)) > 1e-9:
@@ -397,7 +437,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
                       samples_per_step: float | None = None, params: float | None = None,
                       optimizer: str = "sgd", activation_bytes_per_sample: float = 0.0,
                       training: bool = True, precision: str = "fp16",
-                      wave_quantization: bool = False, micro_batch: float | None = None) -> TrainingEstimate:
+                      wave_quantization: bool = True, micro_batch: float | None = None) -> TrainingEstimate:
     """Estimated data-parallel training throughput of the op list ``ops`` (one pass = forward + backward of
     ``samples_per_pass`` samples; optimizer-update ops in it are taken out and replaced by one update of
     ``params`` parameters per step with ``optimizer``'s bytes).  ``samples_per_step`` (global batch) defaults
@@ -411,9 +451,10 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
     if samples_per_pass <= 0:
         raise ConfigError(f"samples per pass must be positive, got {samples_per_pass}")
-    if micro_batch is not None and not (isinstance(micro_batch, int | float) and math.isfinite(micro_batch)
-                                        and micro_batch > 0):
-        raise ConfigError(f"GPU micro-batch must be a positive number of samples, got {micro_batch!r}")
+    if micro_batch is not None and not (isinstance(micro_batch, int | float) and not isinstance(micro_batch, bool)
+                                        and math.isfinite(micro_batch) and micro_batch >= 1
+                                        and float(micro_batch).is_integer()):
+        raise ConfigError(f"GPU micro-batch must be a whole number of samples (1 or more), got {micro_batch!r}")
     optimizer = (optimizer or "sgd").lower()
     if optimizer not in STATE_BYTES_PER_PARAM:
         raise ConfigError(f"optimizer {optimizer!r}: choose one of {', '.join(STATE_BYTES_PER_PARAM)}")
@@ -426,6 +467,13 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     mb = float(micro_batch) if micro_batch else float(samples_per_pass)
     if mb > per_gpu:
         mb = per_gpu
+    if not mb.is_integer():
+        # a GPU runs whole samples: the largest whole micro-batch (at least 1); the passes per step average the
+        # uneven share (said in the notes)
+        whole = float(max(1, math.floor(mb)))
+        notes.append(f"micro-batch {mb:g} samples is not a whole number: {whole:g} used, "
+                     f"{per_gpu / whole:.3g} passes per step on average")
+        mb = whole
     scale = mb / samples_per_pass
     if scale != 1.0:
         # the same kernels on a different batch: FLOPs and activation bytes scale with it
@@ -443,7 +491,12 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
                          "memory-bound weight reads), same number of kernels per pass")
         samples_per_pass = mb
     passes = per_gpu / samples_per_pass
-    est = estimate_ops(ops, g, wave_quantization=wave_quantization)
+    stored = "fp16" if precision == "fp8" else precision   # FP8 training keeps 16-bit weights and gradients
+    est = estimate_ops(ops, g, wave_quantization=wave_quantization,
+                       gemm_precision="fp8" if precision == "fp8" else None)
+    if precision == "fp8":
+        notes.append(f"FP8 GEMMs (Transformer Engine): {g.name} FP8 tensor peak {g.fp8_peak / 1e12:,.0f} TFLOP/s"
+                     if g.fp8_peak else f"FP8 asked for, but {g.name} has no FP8 rate: GEMMs at its FP16 peak")
     is_opt = (est["op_class"] == "optimizer").to_numpy()
     pass_ops = est[~is_opt]
     pass_t = float(pass_ops["est_time_s"].sum())
@@ -452,7 +505,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         upd_bytes = params * UPDATE_BYTES_PER_PARAM[optimizer]
         opt_t = upd_bytes / (g.hbm_bytes_per_s * g.hbm_fraction) + g.launch_s
         opt_bound = upd_bytes / g.hbm_bytes_per_s
-        grad_bytes = params * BYTES_PER_ELEMENT.get(precision, 2)
+        grad_bytes = params * BYTES_PER_ELEMENT.get(stored, 2)
         ar_t, ar_src = allreduce_seconds(grad_bytes, n_gpus, g)
         if ar_t:
             notes.append(f"gradient all-reduce {grad_bytes / 1e6:,.0f} MB over {n_gpus} GPUs: "
@@ -467,8 +520,8 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     by["all-reduce"] = ar_t
     bound_by = max(by, key=by.get) if step > 0 else "n/a"
     # memory on one GPU
-    state = state_bytes(params, optimizer, training, precision)
-    wbytes = params * BYTES_PER_ELEMENT.get(precision, 2)
+    state = state_bytes(params, optimizer, training, stored)
+    wbytes = params * BYTES_PER_ELEMENT.get(stored, 2)
     acts = activation_bytes_per_sample * samples_per_pass  # one pass is live at a time (grad accumulation)
     cap = g.hbm_capacity
     total = state + acts

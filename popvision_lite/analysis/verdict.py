@@ -232,6 +232,29 @@ def _ipu_bound_by(profile, summary=None) -> str:
     return f"{k} ({100 * share[k]:.0f}% of cycles)"
 
 
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", sec. 4.1: a
+# transformer layer in 16-bit training keeps s*b*h*(34 + 5*a*s/h) bytes for its backward pass (dropout masks
+# included, no recomputation): 34 s b h of linear-layer inputs, norms, GELU and dropout masks, 5 a s^2 b of
+# attention scores, softmax and its dropout.
+KORTHIKANTI_LINEAR_BYTES = 34
+KORTHIKANTI_ATTENTION_BYTES = 5
+
+
+def transformer_activation_bytes_per_sample(cfg: dict) -> float | None:
+    """Bytes of activations a GPU framework keeps per sequence for the backward pass of a transformer run
+    (Korthikanti et al. 2022), or None when the config does not describe one.  A packed run's samples are
+    sequences of ``seq / packing`` tokens (each sequence attends to itself, as the GPU's unpadded kernels run
+    it); the embeddings' and heads' activations are not counted (small beside 24 layers)."""
+    try:
+        h, a, s, n = (float(cfg[k]) for k in ("hidden", "heads", "seq", "layers"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not str(cfg.get("model", "")).lower().startswith(("bert", "gpt")) or min(h, a, s, n) <= 0:
+        return None
+    tokens = s / max(float(cfg.get("packing", 1.0) or 1.0), 1.0)
+    return n * (KORTHIKANTI_LINEAR_BYTES * tokens * h + KORTHIKANTI_ATTENTION_BYTES * a * tokens * tokens)
+
+
 def _activation_bytes(profile, counts) -> tuple[float, str]:
     """Activation bytes one micro-batch of the model keeps for its backward pass, from the IPU run.
 
@@ -282,9 +305,11 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory)."""
     if samples is None or samples <= 0:
         raise ConfigError(f"--samples {samples}: must be a positive number of samples")
-    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float) and gpu_micro_batch > 0
-                                            and math.isfinite(gpu_micro_batch)):
-        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch}: must be a positive number of samples")
+    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float)
+                                            and not isinstance(gpu_micro_batch, bool) and gpu_micro_batch >= 1
+                                            and math.isfinite(gpu_micro_batch)
+                                            and float(gpu_micro_batch).is_integer()):
+        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch!r}: must be a whole number of samples (1 or more)")
     target = profile.target
     run = dict(profile.run)
     cfg = _config(run)
@@ -324,8 +349,14 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     prec = str(cfg.get("precision", "fp16"))
     mp = wl.model_pass(profile)
     params, psrc = wl.params(profile)
-    acts, acts_note = _activation_bytes(profile, mp.counts)
-    acts = acts / per_pass if per_pass > 0 else 0.0
+    per_seq = transformer_activation_bytes_per_sample(cfg)
+    if per_seq is not None:
+        acts = per_seq
+        acts_note = (f"{per_seq / 1e6:,.0f} MB per sequence, as a GPU framework keeps them for the backward pass "
+                     "(Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) bytes per layer, 16-bit, no recomputation)")
+    else:
+        acts, acts_note = _activation_bytes(profile, mp.counts)
+        acts = acts / per_pass if per_pass > 0 else 0.0
 
     def est(n, mb=None):
         if mb is None:
@@ -359,6 +390,9 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                  f"model, {len(mp.ops)} kernels (one per op run, no kernel fusion); the optimizer ({opt}) once per "
                  f"step over {params / 1e6:,.1f} M parameters ({psrc})")
     notes.append(f"activations for the GPU memory fit: {acts_note}")
+    line = ge.describe_achievable(e.ops[e.ops["op_class"] != "optimizer"])
+    if line:
+        notes.append(line + " (analysis/gpu_estimate.py: GEMM tiles in waves, softmax / LayerNorm passes)")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
     return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
