@@ -1,7 +1,7 @@
 """GPU estimate per op against measured A100 kernels (``python -m bench.gpu_ops [--build]``).
 
 The measured set is ``resources/validation/gpu_ops_a100.csv`` (provenance in
-``resources/validation/PROVENANCE_gpu_ops.md``): the A100 measurements published with LLMCompass (Zhang et al.,
+``resources/validation/PROVENANCE_gpu.md``): the A100 measurements published with LLMCompass (Zhang et al.,
 ISCA 2024, github PrincetonUniversity/LLMCompass, ``ae/figure5/*/real_hardware/*_A100.csv``): GEMM sweeps,
 softmax, LayerNorm and GELU sweeps, and one GPT-3 175B layer (batch 8, sequence 2048, tensor parallel over 4
 GPUs) broken down by op.  ``--build`` rewrites the CSV from a git mirror of that repository.
@@ -84,6 +84,8 @@ def build() -> list[dict]:
 
     def add(**kw):
         row = {c: "" for c in COLUMNS}
+        if "measured_s" in kw:
+            kw["measured_s"] = float(f"{kw['measured_s']:.9g}")
         row.update({"commit": commit, "precision": "fp16", "batch": 1, "calls": 1, "timing": HOST_TIMED,
                     "harness": "yes", **kw})
         out.append(row)

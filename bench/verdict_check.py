@@ -333,6 +333,15 @@ def main(argv=None) -> int:
                   f"(micro-batch {v.gpu_estimate.micro_batch:g}), measured DGX A100 {gm:,.0f} = {rg:.3f}  "
                   f"{_within(rg)} +-{100 * TARGET:.0f} %")
             print(f"  verdict headline: {v.headline()}")
+            later = {r["id"]: r for r in _gpu_rows()}
+            for rid, gid in ((f"nv-v2.0-dgxa100-{key}", "a100-80gb"), (f"nv-v3.0-dgxh100-{key}", "h100-sxm")):
+                if rid in later:
+                    vv = verdict(run.profile_data, gpu=gid, gpus=8)
+                    m = float(later[rid]["sps_median"])
+                    rr = vv.gpu.samples_per_second / m
+                    print(f"  verdict of this profile against 8 x {gid} (16-bit): {vv.gpu.samples_per_second:,.0f} "
+                          f"samples/s (micro-batch {vv.gpu_estimate.micro_batch:g}), measured {rid} {m:,.0f} = "
+                          f"{rr:.3f}  {_within(rr)} +-{100 * TARGET:.0f} %")
             print(f"  USD per 1 M samples: IPU {v.ipu.usd_per_million():.2f} ({v.ipu.chips} chips), "
                   f"GPU {v.gpu.usd_per_million():.2f} ({v.gpu.chips} chips); prices: {v.ipu.price_source} | "
                   f"{v.gpu.price_source}")
@@ -369,14 +378,17 @@ def main(argv=None) -> int:
 GPU_ROWS = ROOT / "resources" / "validation" / "mlperf_training_gpu.csv"
 
 
+def _gpu_rows() -> list[dict]:
+    with open(GPU_ROWS, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def later_rounds(mp, b, seq_avg, params) -> dict:
     """The NVIDIA rows of ``resources/validation/mlperf_training_gpu.csv`` (DGX A100 v2.0, DGX H100 v3.0; derived
     by ``bench/mlperf_heldout/gpu_rows.py``), each predicted on its own GPU, micro-batch, global batch and
     precision (the H100 BERT run's encoder GEMMs in FP8 through Transformer Engine), with the same op lists."""
     out = {}
-    with open(GPU_ROWS, newline="") as f:
-        gpu_rows = list(csv.DictReader(f))
-    for row in gpu_rows:
+    for row in _gpu_rows():
         g = ge.gpu_model(row["gpu"])
         local, gbs, n = int(row["micro_batch"]), int(row["gbs"]), int(row["n_accel"])
         if row["benchmark"] == "BERT":
