@@ -336,10 +336,11 @@ def main(argv=None) -> int:
             later = {r["id"]: r for r in _gpu_rows()}
             for rid, gid in ((f"nv-v2.0-dgxa100-{key}", "a100-80gb"), (f"nv-v3.0-dgxh100-{key}", "h100-sxm")):
                 if rid in later:
-                    vv = verdict(run.profile_data, gpu=gid, gpus=8)
+                    prec = later[rid]["precision"]
+                    vv = verdict(run.profile_data, gpu=gid, gpus=8, gpu_precision=prec)
                     m = float(later[rid]["sps_median"])
                     rr = vv.gpu.samples_per_second / m
-                    print(f"  verdict of this profile against 8 x {gid} (16-bit): {vv.gpu.samples_per_second:,.0f} "
+                    print(f"  verdict of this profile against 8 x {gid} ({prec}): {vv.gpu.samples_per_second:,.0f} "
                           f"samples/s (micro-batch {vv.gpu_estimate.micro_batch:g}), measured {rid} {m:,.0f} = "
                           f"{rr:.3f}  {_within(rr)} +-{100 * TARGET:.0f} %")
             print(f"  USD per 1 M samples: IPU {v.ipu.usd_per_million():.2f} ({v.ipu.chips} chips), "

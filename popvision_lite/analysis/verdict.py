@@ -297,12 +297,14 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
 
 
 def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES,
-            summary=None, gpu_micro_batch: float | None = None) -> Verdict:
+            summary=None, gpu_micro_batch: int | None = None, gpu_precision: str | None = None) -> Verdict:
     """The verdict for ``profile`` (a Profile or anything with ``.run``, ``.ops``, ``.target``) against
     ``gpus`` x ``gpu`` (default: as many GPUs as the run uses IPUs, all replicas).  ``summary``: the profile's
     :func:`analysis.summary.summarize` result when the caller has it (saves reading the steps again).
     ``gpu_micro_batch``: samples per GPU pass (default: :func:`gpu_estimate.fitting_micro_batch`, the largest
-    whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory)."""
+    whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory).
+    ``gpu_precision``: the precision the GPU trains in (default the run's); ``"fp8"`` runs its GEMMs at the GPU's
+    FP8 tensor rate (Transformer Engine, as NVIDIA's H100 BERT run did)."""
     if samples is None or samples <= 0:
         raise ConfigError(f"--samples {samples}: must be a positive number of samples")
     if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float)
@@ -347,6 +349,12 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
         opt = "sgd"
     prec = str(cfg.get("precision", "fp16"))
+    if gpu_precision is not None:
+        if gpu_precision not in ("fp8", "fp16", "bf16", "fp32"):
+            raise ConfigError(f"GPU precision {gpu_precision!r}: choose fp8, fp16, bf16 or fp32")
+        if gpu_precision == "fp8" and ge.gpu_model(gpu).fp8_peak is None:
+            raise ConfigError(f"GPU precision fp8: {gpu} has no FP8 rate in its device spec")
+        prec = gpu_precision
     mp = wl.model_pass(profile)
     params, psrc = wl.params(profile)
     per_seq = transformer_activation_bytes_per_sample(cfg)

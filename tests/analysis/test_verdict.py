@@ -160,6 +160,21 @@ def test_gpu_micro_batch_must_be_whole(tiny):
     assert float(verdict(tiny).gpu_estimate.micro_batch).is_integer()
 
 
+def test_gpu_precision_fp8_where_the_gpu_has_the_rate(tiny):
+    h16 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96)
+    h8 = pvl.verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96, gpu_precision="fp8")
+    g8, g16 = (v.gpu_estimate.ops for v in (h8, h16))
+    gemm = (g16["op_class"] == "gemm").to_numpy()
+    assert gemm.any() and (g8["compute_s"].to_numpy()[gemm] < g16["compute_s"].to_numpy()[gemm]).all()
+    assert h8.gpu.samples_per_second >= h16.gpu.samples_per_second     # tiny kernels: launch-bound either way
+    assert any("FP8 GEMMs" in n for n in h8.notes)
+    assert h8.gpu_estimate.memory["weights_bytes"] == h16.gpu_estimate.memory["weights_bytes"]
+    with pytest.raises(ConfigError, match="no FP8 rate"):
+        verdict(tiny, gpu="a100-80gb", gpu_precision="fp8")
+    with pytest.raises(ConfigError, match="choose fp8"):
+        verdict(tiny, gpu_precision="int4")
+
+
 def test_report_and_export_carry_the_verdict(tmp_path):
     from popvision_lite.gui.export import summary_markdown
 
