@@ -4,20 +4,24 @@ Unlike the roofline *bound* (``roofline.py``: max(FLOPs / peak, bytes / HBM), an
 GPU reaches), this is an *estimate* built from published measurements; every constant is read from the GPU's
 device TOML (``[estimator]`` table, each with its source) and the model is:
 
-* **per kernel** (one kernel per op, as a framework launches one per operator):
-  ``t = max(FLOPs / (peak(precision) x fraction(op class, shape)), bytes / (HBM x hbm_fraction)) + launch``.
-  - GEMM-class ops (matmul, conv): ``fraction = gemm_fraction x occupancy``; ``gemm_fraction`` is the best
-    measured matmul throughput over peak (MAMF); ``occupancy = min(1, output tiles / SMs)`` is NVIDIA's tile
-    argument (a GEMM with fewer ``gemm_tile_elements`` output tiles than SMs leaves SMs idle).  The output
-    size comes from the op's ``m, n, k, batch`` columns when it has them (imported traces), else from an
-    equivalent shape solved from FLOPs and compulsory bytes (square output, ``2 MNK = FLOPs``,
-    ``MK + KN + MN = elements``; the larger root, i.e. the optimistic one, as cuBLAS splits K for tall-skinny
-    outputs).  With an explicit ``k``, a GEMM whose output fills fewer SMs than the GPU has is split along K
-    (split-K, as cuBLAS and CUTLASS do for small outputs with long reductions) into slices of at least
-    ``SPLIT_K_MIN`` = 128 (assumed), up to one slice per idle SM.
-  - Other ops (elementwise, reductions, norms, optimizer updates, gathers) run on the plain FP32 peak with no
+* **per kernel** (one kernel per op, as a framework launches one per operator): ``t = max(compute, memory) +
+  launch``, costed by the op's kind (``op_kind``; details in :func:`estimate_ops`):
+  - GEMM-class ops (matmul, conv, bmm): output tiles of ``gemm_tile_elements`` in waves over the SMs (wave
+    quantisation), each at ``gemm_fraction`` (the best measured matmul throughput over peak, MAMF) of the SM's
+    tensor peak, plus the C-tile epilogue per wave when the output spills past the L2.  The output size comes
+    from the op's ``m, n, k, batch`` columns when it has them (imported traces), else from an equivalent shape
+    solved from FLOPs and compulsory bytes (square output, ``2 MNK = FLOPs``, ``MK + KN + MN = elements``; the
+    larger root, i.e. the optimistic one, as cuBLAS splits K for tall-skinny outputs).  With an explicit ``k``,
+    a GEMM whose output fills fewer SMs than the GPU has is split along K (split-K, as cuBLAS and CUTLASS do for
+    small outputs with long reductions) into slices of at least ``SPLIT_K_MIN`` = 128 (assumed), as many as
+    fill one wave.
+  - softmax and LayerNorm: the passes PyTorch's kernels make over a row (one warp or one block per row), the
+    softmax's exponentials on the SFUs; the constants without a public figure are labelled calibrated in the
+    TOML, with the rows they were fitted on (``bench/gpu_ops.py`` judges them on the others).
+  - Other ops (elementwise, reductions, optimizer updates, gathers) run on the plain FP32 peak with no
     fraction applied to the arithmetic; they are almost always bound by their bytes.
-  - FP16 ops use the dense tensor-core FP16 peak, everything else the plain FP32 peak (as the roofline).
+  - FP16 ops use the dense tensor-core FP16 peak, everything else the plain FP32 peak (as the roofline); a run
+    trained in FP8 (``precision="fp8"``) runs its 16-bit GEMMs at the FP8 tensor peak where the GPU has one.
 * **training step on N GPUs (data parallel)**: every GPU runs the forward/backward op list for its share of the
   samples, then the gradient ring all-reduce, ``2 (N-1)/N x gradient bytes / bus bandwidth`` (the all-reduce bus
   bandwidth measured by nccl-tests, which is exactly the bandwidth this formula needs), then the optimizer
