@@ -356,6 +356,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
             raise ConfigError(f"GPU precision fp8: {gpu} has no FP8 rate in its device spec")
         prec = gpu_precision
     mp = wl.model_pass(profile)
+    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops)
     params, psrc = wl.params(profile)
     per_seq = transformer_activation_bytes_per_sample(cfg)
     if per_seq is not None:
@@ -371,13 +372,14 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
             mb = gpu_micro_batch or ge.fitting_micro_batch(
                 per_pass, per_step / n, params=params, optimizer=opt, activation_bytes_per_sample=acts, gpu=gm,
                 training=training, precision=prec)
-        return ge.estimate_training(mp.ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
+        return ge.estimate_training(gpu_ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
                                     params=params, optimizer=opt, activation_bytes_per_sample=acts,
                                     training=training, precision=prec, micro_batch=mb)
 
     e = est(n_gpus)
     e_same = e if n_gpus == n_ipus else est(n_ipus)
-    gbasis = (f"estimated: {len(mp.ops)} kernels per pass x {e.passes_per_step:g} passes of {e.micro_batch:g} "
+    launches = int(round(float(gpu_ops["kernels"].sum()))) if "kernels" in gpu_ops.columns else len(gpu_ops)
+    gbasis = (f"estimated: {launches} kernels per pass x {e.passes_per_step:g} passes of {e.micro_batch:g} "
               f"samples per step, {e.samples_per_gpu:g} samples per GPU per step")
     if e.micro_batch != per_pass:
         at_ipu = est(n_gpus, per_pass)
@@ -394,8 +396,9 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                 bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
     notes += e.notes
     notes += mp.notes
+    notes += lowering_notes
     notes.append(f"GPU pass: one forward + backward pass of one micro-batch ({per_pass:g} samples) of the whole "
-                 f"model, {len(mp.ops)} kernels (one per op run, no kernel fusion); the optimizer ({opt}) once per "
+                 f"model, {launches} kernels (one per op run, fused only as noted); the optimizer ({opt}) once per "
                  f"step over {params / 1e6:,.1f} M parameters ({psrc})")
     notes.append(f"activations for the GPU memory fit: {acts_note}")
     line = ge.describe_achievable(e.ops[e.ops["op_class"] != "optimizer"])

@@ -209,3 +209,22 @@ def test_summary_view_verdict_panel(qtbot):
     tables = view.tables()
     assert "verdict" in tables and len(tables) == 2   # the top-ops table keeps its export
     doc.close()
+
+
+def test_gpu_lowering_drops_window_gathers_and_fuses_norm_activation_chains():
+    import pandas as pd
+
+    from popvision_lite.analysis import workload as wl
+
+    rows = [("b/conv2/im2col", "im2col", 9e6), ("b/conv2/matmul", "matmul", 10e6), ("b/bn2", "batch_norm", 2e6),
+            ("b/bn2_relu", "relu", 2e6), ("b/residual", "add", 3e6), ("b/relu", "relu", 2e6),
+            ("x/relu", "relu", 2e6), ("b/bwd/bn2_relu_bwd", "relu_bwd", 3e6), ("b/bwd/bn2_bwd", "batch_norm_bwd", 3e6),
+            ("b/bwd/relu_bwd", "relu_bwd", 3e6), ("y/act_bwd", "relu_bwd", 3e6)]
+    ops = pd.DataFrame([dict(name=n, type=t, precision="fp16", flops=1.0, min_bytes=b) for n, t, b in rows])
+    low, notes = wl.gpu_lowering(ops)
+    kept = dict(zip(low["name"], zip(low["min_bytes"], low["kernels"], strict=True), strict=True))
+    assert "b/conv2/im2col" not in kept and "b/bn2_relu" not in kept and "b/relu" not in kept
+    assert kept["x/relu"] == (2e6, 1) and kept["y/act_bwd"] == (3e6, 1)     # no batch norm / residual to join
+    assert kept["b/bwd/bn2_relu_bwd"] == (1e6, 0) and kept["b/bwd/relu_bwd"] == (1e6, 0)   # fused: a third, no launch
+    assert kept["b/conv2/matmul"] == (10e6, 1) and len(notes) == 2
+    assert wl.gpu_lowering(ops.iloc[:0])[0].empty
