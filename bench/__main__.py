@@ -69,6 +69,8 @@ NOT_BENCHMARKS: dict[str, str] = {
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
                      "not a speed benchmark",
+    "gpu_ops": "accuracy check of the GPU estimate per op against measured A100 kernels (docs/gpu-estimate.md), "
+               "not a speed benchmark",
 }
 
 QUICK_ARGS: dict[str, list[str]] = {

@@ -65,12 +65,12 @@ def insights(profile, spec=None):
 
 
 def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: int = 1_000_000,
-            gpu_micro_batch: float | None = None):
+            gpu_micro_batch: int | None = None, gpu_precision: str | None = None):
     """IPU or GPU: the emulated run of ``profile`` (a path or an open profile) next to ``gpus`` x ``gpu``
     estimated; see :func:`popvision_lite.analysis.verdict.verdict`.  ``print(pvl.verdict("run.pvl").text())``"""
     from popvision_lite.analysis.verdict import verdict as _verdict
 
-    kw = dict(gpu=gpu, gpus=gpus, samples=samples, gpu_micro_batch=gpu_micro_batch)
+    kw = dict(gpu=gpu, gpus=gpus, samples=samples, gpu_micro_batch=gpu_micro_batch, gpu_precision=gpu_precision)
     if isinstance(profile, str | bytes) or hasattr(profile, "__fspath__"):
         with open(profile) as p:
             return _verdict(p, **kw)

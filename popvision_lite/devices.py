@@ -8,6 +8,8 @@ Every number in a spec is a *quantity*: an inline table
 * ``measured`` - a published measurement (paper, benchmark)
 * ``derived``  - arithmetic on other numbers (the note shows the sum)
 * ``assumed``  - no public figure found; a stated modelling assumption (emulator constants only)
+* ``calibrated`` - fitted to measurements; the source names the rows it was fitted on, the rows it is judged on
+  are reported elsewhere (never the same rows)
 
 Keys are addressed with dotted paths: ``"compute.clock_hz"``, ``"memory.sram.bandwidth_bytes_per_s"``,
 ``"emulator.exchange_bytes_per_cycle"``, ``"price.usd_per_hour"``, ``"floorplan.columns"``.
@@ -28,7 +30,7 @@ from popvision_lite.errors import DeviceSpecError
 from popvision_lite.resources_path import resource_dir
 
 SCHEMA_VERSION = 1
-BASES = ("vendor", "measured", "derived", "assumed")
+BASES = ("vendor", "measured", "derived", "assumed", "calibrated")
 KINDS = ("ipu", "gpu")
 
 # key -> (python type the value must have, required for ipu, required for gpu)
@@ -42,6 +44,7 @@ _COMPUTE = {
     "sms": ("int", False, False),
     "peak_fp16_flops": ("float", True, True),
     "peak_fp32_flops": ("float", True, True),
+    "peak_fp8_flops": ("float", False, False),
 }
 _MEMORY_LEVEL_KEYS = {
     "bandwidth_bytes_per_s": ("float", True, True),
@@ -85,6 +88,11 @@ GPU_ESTIMATOR_KEYS = {
     "launch_overhead_s": ("float", False, False),
     "nvlink_bytes_per_s": ("float", False, False),
     "allreduce_bus_bytes_per_s": ("float", False, False),
+    "sfu_ops_per_s": ("float", False, False),
+    "softmax_warp_max_columns": ("int", False, False),
+    "softmax_hbm_reads": ("int", False, False),
+    "row_onchip_bytes": ("int", False, False),
+    "wide_row_hbm_fraction": ("float", False, False),
 }
 _FLOORPLAN = {
     "columns": ("int", True, False),

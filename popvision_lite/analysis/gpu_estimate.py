@@ -4,20 +4,24 @@ Unlike the roofline *bound* (``roofline.py``: max(FLOPs / peak, bytes / HBM), an
 GPU reaches), this is an *estimate* built from published measurements; every constant is read from the GPU's
 device TOML (``[estimator]`` table, each with its source) and the model is:
 
-* **per kernel** (one kernel per op, as a framework launches one per operator):
-  ``t = max(FLOPs / (peak(precision) x fraction(op class, shape)), bytes / (HBM x hbm_fraction)) + launch``.
-  - GEMM-class ops (matmul, conv): ``fraction = gemm_fraction x occupancy``; ``gemm_fraction`` is the best
-    measured matmul throughput over peak (MAMF); ``occupancy = min(1, output tiles / SMs)`` is NVIDIA's tile
-    argument (a GEMM with fewer ``gemm_tile_elements`` output tiles than SMs leaves SMs idle).  The output
-    size comes from the op's ``m, n, k, batch`` columns when it has them (imported traces), else from an
-    equivalent shape solved from FLOPs and compulsory bytes (square output, ``2 MNK = FLOPs``,
-    ``MK + KN + MN = elements``; the larger root, i.e. the optimistic one, as cuBLAS splits K for tall-skinny
-    outputs).  With an explicit ``k``, a GEMM whose output fills fewer SMs than the GPU has is split along K
-    (split-K, as cuBLAS and CUTLASS do for small outputs with long reductions) into slices of at least
-    ``SPLIT_K_MIN`` = 128 (assumed), up to one slice per idle SM.
-  - Other ops (elementwise, reductions, norms, optimizer updates, gathers) run on the plain FP32 peak with no
+* **per kernel** (one kernel per op, as a framework launches one per operator): ``t = max(compute, memory) +
+  launch``, costed by the op's kind (``op_kind``; details in :func:`estimate_ops`):
+  - GEMM-class ops (matmul, conv, bmm): output tiles of ``gemm_tile_elements`` in waves over the SMs (wave
+    quantisation), each at ``gemm_fraction`` (the best measured matmul throughput over peak, MAMF) of the SM's
+    tensor peak, plus the C-tile epilogue per wave when the output spills past the L2.  The output size comes
+    from the op's ``m, n, k, batch`` columns when it has them (imported traces), else from an equivalent shape
+    solved from FLOPs and compulsory bytes (square output, ``2 MNK = FLOPs``, ``MK + KN + MN = elements``; the
+    larger root, i.e. the optimistic one, as cuBLAS splits K for tall-skinny outputs).  With an explicit ``k``,
+    a GEMM whose output fills fewer SMs than the GPU has is split along K (split-K, as cuBLAS and CUTLASS do for
+    small outputs with long reductions) into slices of at least ``SPLIT_K_MIN`` = 128 (assumed), as many as
+    fill one wave.
+  - softmax and LayerNorm: the passes PyTorch's kernels make over a row (one warp or one block per row), the
+    softmax's exponentials on the SFUs; the constants without a public figure are labelled calibrated in the
+    TOML, with the rows they were fitted on (``bench/gpu_ops.py`` judges them on the others).
+  - Other ops (elementwise, reductions, optimizer updates, gathers) run on the plain FP32 peak with no
     fraction applied to the arithmetic; they are almost always bound by their bytes.
-  - FP16 ops use the dense tensor-core FP16 peak, everything else the plain FP32 peak (as the roofline).
+  - FP16 ops use the dense tensor-core FP16 peak, everything else the plain FP32 peak (as the roofline); a run
+    trained in FP8 (``precision="fp8"``) runs its 16-bit GEMMs at the FP8 tensor peak where the GPU has one.
 * **training step on N GPUs (data parallel)**: every GPU runs the forward/backward op list for its share of the
   samples, then the gradient ring all-reduce, ``2 (N-1)/N x gradient bytes / bus bandwidth`` (the all-reduce bus
   bandwidth measured by nccl-tests, which is exactly the bandwidth this formula needs), then the optimizer
@@ -62,7 +66,13 @@ _FALLBACK = {
     "gemm_tile_elements": (128 * 128, "128x128 output tile (NVIDIA Matrix Multiplication Background guide)"),
     "hbm_fraction": (0.88, "A100 80GB measured read bandwidth 1.80 of 2.04 TB/s"),
     "launch_overhead_s": (3e-6, "~3 us null-kernel launch overhead"),
+    "softmax_warp_max_columns": (1024, "PyTorch's one-warp-per-row softmax serves rows of up to 1024 columns"),
+    "softmax_hbm_reads": (2, "A100 calibrated value (2 of the 3 passes' reads of a row reach HBM)"),
+    "row_onchip_bytes": (16384, "A100 calibrated value (a LayerNorm row of up to 16 KB is re-read on chip)"),
+    "wide_row_hbm_fraction": (0.594, "A100 calibrated value for rows re-read from HBM"),
 }
+# Without a published SFU rate the exponential's cost is left out (reported as an assumption).
+_INT_KEYS = ("gemm_tile_elements", "softmax_warp_max_columns", "softmax_hbm_reads", "row_onchip_bytes")
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,12 @@ class GpuModel:
     launch_s: float
     sms: int
     allreduce_bytes_per_s: float | None     # measured all-reduce bus bandwidth (per GPU), None if unknown
+    softmax_warp_max_columns: int = 1024
+    softmax_hbm_reads: int = 2
+    row_onchip_bytes: int = 16384
+    wide_row_hbm_fraction: float = 0.594
+    sfu_ops_per_s: float | None = None      # exponentials per second on the special-function units
+    l2_bytes: float | None = None
     sources: dict = field(default_factory=dict)     # key -> "basis: source"
     assumed: tuple = ()                             # keys taken from _FALLBACK (not in the spec)
 
@@ -88,7 +104,13 @@ class GpuModel:
         return self.spec.name
 
     def peak(self, precision: str) -> float:
-        return self.spec.peak_fp16_flops if precision in ("fp16", "bf16") else self.spec.peak_fp32_flops
+        if precision == "fp8" and self.spec.has("compute.peak_fp8_flops"):
+            return float(self.spec.value("compute.peak_fp8_flops"))
+        return self.spec.peak_fp16_flops if precision in ("fp16", "bf16", "fp8") else self.spec.peak_fp32_flops
+
+    @property
+    def fp8_peak(self) -> float | None:
+        return float(self.spec.value("compute.peak_fp8_flops")) if self.spec.has("compute.peak_fp8_flops") else None
 
     @property
     def hbm_bytes_per_s(self) -> float:
@@ -114,7 +136,9 @@ def gpu_model(spec: DeviceSpec | str) -> GpuModel:
             vals[key] = fallback
             sources[key] = f"assumed (not in {spec.id}.toml): {why}"
             assumed.append(key)
-    for key in ("gemm_fraction", "hbm_fraction"):
+    for key in _INT_KEYS:
+        vals[key] = int(vals[key])
+    for key in ("gemm_fraction", "hbm_fraction", "wide_row_hbm_fraction"):
         if not 0 < vals[key] <= 1:
             raise ConfigError(f"{spec.path}: estimator.{key} = {vals[key]} must lie in (0, 1]")
     ar = spec.value("estimator.allreduce_bus_bytes_per_s") if spec.has("estimator.allreduce_bus_bytes_per_s") else None
@@ -124,10 +148,20 @@ def gpu_model(spec: DeviceSpec | str) -> GpuModel:
     sms = int(spec.value("compute.sms")) if spec.has("compute.sms") else 108
     if not spec.has("compute.sms"):
         assumed.append("sms")
+    sfu = float(spec.value("estimator.sfu_ops_per_s")) if spec.has("estimator.sfu_ops_per_s") else None
+    if sfu is None:
+        assumed.append("sfu_ops_per_s")
+    else:
+        sources["sfu_ops_per_s"] = f"{spec.basis('estimator.sfu_ops_per_s')}: {spec.source('estimator.sfu_ops_per_s')}"
+    l2 = spec.memory("l2").capacity_bytes if spec.has_memory("l2") else None
     return GpuModel(spec=spec, gemm_fraction=float(vals["gemm_fraction"]),
                     gemm_tile_elements=int(vals["gemm_tile_elements"]), hbm_fraction=float(vals["hbm_fraction"]),
                     launch_s=float(vals["launch_overhead_s"]), sms=sms,
-                    allreduce_bytes_per_s=None if ar is None else float(ar), sources=sources, assumed=tuple(assumed))
+                    allreduce_bytes_per_s=None if ar is None else float(ar),
+                    softmax_warp_max_columns=vals["softmax_warp_max_columns"],
+                    softmax_hbm_reads=vals["softmax_hbm_reads"], row_onchip_bytes=vals["row_onchip_bytes"],
+                    wide_row_hbm_fraction=float(vals["wide_row_hbm_fraction"]), sfu_ops_per_s=sfu,
+                    l2_bytes=None if l2 is None else float(l2), sources=sources, assumed=tuple(assumed))
 
 
 def op_class(op_type) -> str:
@@ -155,63 +189,175 @@ def _equivalent_output(flops: np.ndarray, elements: np.ndarray) -> np.ndarray:
     return out
 
 
-def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quantization: bool = False) -> pd.DataFrame:
-    """Per-op GPU estimate.  ``ops`` needs ``type``, ``precision``, ``flops``, ``min_bytes`` (the ops table of a
-    profile); optional ``m``, ``n``, ``k``, ``batch`` (GEMM shape), ``kernels`` (launches, default 1).
+def op_kind(op_type) -> str:
+    """The kernel family an op runs as: ``gemm``, ``optimizer``, ``softmax`` and ``layernorm`` (row reductions
+    costed by their passes) or ``elementwise`` (everything else memory-bound: one read, one write)."""
+    cls = op_class(op_type)
+    if cls != "memory":
+        return cls
+    t = str(op_type).lower()
+    if t.endswith(("_bwd", "_grad", "_backward")):
+        return "elementwise"
+    if "softmax" in t:
+        return "softmax"
+    if "layer_norm" in t or "layernorm" in t:
+        return "layernorm"
+    return "elementwise"
 
-    Returns a frame (same index) with: ``op_class``, ``occupancy``, ``compute_s``, ``memory_s``, ``launch_s``,
-    ``est_time_s`` (the estimate), ``est_bound`` (compute / hbm / launch) and ``bound_time_s`` (the roofline
-    bound max(FLOPs / peak, bytes / HBM), for comparison only)."""
+
+def _column(ops: pd.DataFrame, name: str, n: int) -> np.ndarray:
+    return ops[name].to_numpy(dtype=float) if name in ops.columns else np.full(n, np.nan)
+
+
+def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quantization: bool = True,
+                 gemm_precision: str | None = None) -> pd.DataFrame:
+    """Per-op GPU estimate.  ``ops`` needs ``type``, ``precision``, ``flops``, ``min_bytes`` (the ops table of a
+    profile); optional ``m``, ``n``, ``k``, ``batch`` (GEMM shape; for softmax / LayerNorm ``m`` rows of ``n``
+    columns), ``kernels`` (launches, default 1).
+
+    Per op kind (``op_kind``):
+
+    * ``gemm``: output tiles of ``gemm_tile_elements`` run in waves over the SMs (wave quantisation: the last
+      wave leaves SMs idle), each tile at ``gemm_fraction`` of the SM's tensor peak; when the output is larger
+      than the L2 each wave also pays its tiles' epilogue (the C tile written at the SM's share of HBM
+      bandwidth, after its main loop); the op is bound by the larger of that and its compulsory bytes.
+    * ``softmax``: the passes PyTorch's kernels make over a row.  Rows of up to ``softmax_warp_max_columns``:
+      one warp per row, the row held in registers: one read, one write.  Wider rows: one block per row and
+      three passes (max, exp-sum, normalise) of which ``softmax_hbm_reads`` reach HBM (calibrated), plus the
+      exponentials of the exp-sum pass on the SFUs (the block waits for that sum before it normalises; the
+      normalise pass's exponentials overlap its own traffic).
+    * ``layernorm``: statistics pass + normalise pass.  A row of up to ``row_onchip_bytes`` is re-read on chip
+      (compulsory bytes); of a wider row the normalise pass re-reads the part past ``row_onchip_bytes`` from HBM,
+      and the kernel streams at ``wide_row_hbm_fraction`` (both calibrated).
+    * ``elementwise`` / ``optimizer``: compulsory bytes at ``hbm_fraction``; arithmetic at the plain peak.
+
+    Returns a frame (same index) with: ``op_class``, ``op_kind``, ``occupancy``, ``compute_s``, ``memory_s``,
+    ``launch_s``, ``est_time_s`` (the estimate), ``est_bound`` (compute / hbm / launch), ``achievable`` (the
+    fraction of the kind's roof the estimate reaches) and ``bound_time_s`` (the roofline bound
+    max(FLOPs / peak, bytes / HBM), for comparison only).  ``wave_quantization=False`` is a sensitivity (occupancy
+    of a partly filled last wave counted as full).  ``gemm_precision="fp8"``: 16-bit GEMMs run at the GPU's FP8
+    tensor peak (Transformer Engine casts their inputs to FP8; the other kernels stay 16-bit), at the same
+    ``gemm_fraction`` (assumed; no FP8 MAMF figure cited) and with their 16-bit bytes (the casts' own traffic is
+    not added); a GPU without an FP8 rate keeps its FP16 peak."""
     g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
     n = len(ops)
     flops = ops["flops"].to_numpy(dtype=float) if n else np.zeros(0)
     nbytes = ops["min_bytes"].to_numpy(dtype=float) if n else np.zeros(0)
     prec = ops["precision"].astype(str).str.lower().to_numpy() if n else np.zeros(0, dtype=object)
     cls = np.array([op_class(t) for t in ops["type"]], dtype=object) if n else np.zeros(0, dtype=object)
+    kind = np.array([op_kind(t) for t in ops["type"]], dtype=object) if n else np.zeros(0, dtype=object)
+    elem_bytes = np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec], dtype=float)
     is_gemm = cls == "gemm"
-    peak = np.where(np.isin(prec, ("fp16", "bf16")), g.peak("fp16"), g.peak("fp32"))
+    peak = np.array([g.peak(p) if p in ("fp16", "bf16", "fp8") else g.peak("fp32") for p in prec], dtype=float)
+    if gemm_precision == "fp8" and g.fp8_peak:
+        peak = np.where(is_gemm & np.isin(prec, ("fp16", "bf16", "fp8")), g.fp8_peak, peak)
+    m_col, n_col = _column(ops, "m", n), _column(ops, "n", n)
+    hbm = g.hbm_bytes_per_s * g.hbm_fraction
     # GEMM occupancy from its output tiles
     occ = np.ones(n)
+    epilogue = np.zeros(n)
     if is_gemm.any():
-        if {"m", "n"}.issubset(ops.columns):
-            m = ops["m"].to_numpy(dtype=float)
-            nn = ops["n"].to_numpy(dtype=float)
-            b = ops["batch"].to_numpy(dtype=float) if "batch" in ops.columns else np.ones(n)
-            b = np.where(np.isfinite(b) & (b > 0), b, 1.0)
-            side = math.sqrt(g.gemm_tile_elements)
-            tiles = b * np.ceil(m / side) * np.ceil(nn / side)
-            if "k" in ops.columns:
-                # split-K: a small output with a long reduction is cut along K into slices run on more SMs
-                # (cuBLAS / CUTLASS 'split-K'); slices of at least SPLIT_K_MIN (assumed) keep each worth a launch
-                kk = ops["k"].to_numpy(dtype=float)
-                split = np.where(np.isfinite(kk), np.maximum(1.0, np.floor(kk / SPLIT_K_MIN)), 1.0)
-                tiles = tiles * np.minimum(split, np.ceil(g.sms / np.maximum(tiles, 1.0)))
-            shaped = np.isfinite(tiles) & (tiles > 0)
-        else:
-            tiles = np.full(n, np.nan)
-            shaped = np.zeros(n, dtype=bool)
+        b = _column(ops, "batch", n)
+        b = np.where(np.isfinite(b) & (b > 0), b, 1.0)
+        side = math.sqrt(g.gemm_tile_elements)
+        out_tiles = b * np.ceil(m_col / side) * np.ceil(n_col / side)
+        out_elems = b * m_col * n_col
+        tiles = out_tiles.copy()
+        if "k" in ops.columns:
+            # split-K: a small output with a long reduction is cut along K into slices run on more SMs
+            # (cuBLAS / CUTLASS 'split-K'); slices of at least SPLIT_K_MIN (assumed) keep each worth a launch
+            kk = ops["k"].to_numpy(dtype=float)
+            split = np.where(np.isfinite(kk), np.maximum(1.0, np.floor(kk / SPLIT_K_MIN)), 1.0)
+            # as many slices as fit the SMs in one wave (a split that spills into a second wave gains nothing)
+            tiles = tiles * np.minimum(split, np.maximum(1.0, np.floor(g.sms / np.maximum(tiles, 1.0))))
+        shaped = np.isfinite(tiles) & (tiles > 0)
         need = is_gemm & ~shaped
         if need.any():
-            elem = nbytes / np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec])
-            mn = _equivalent_output(flops[need], elem[need])
+            mn = _equivalent_output(flops[need], (nbytes / elem_bytes)[need])
             tiles[need] = np.ceil(mn / g.gemm_tile_elements)
+            out_tiles[need] = tiles[need]
+            out_elems[need] = mn
         t = np.nan_to_num(tiles, nan=g.sms)
-        occ = np.where(is_gemm, np.clip(t / g.sms, 1e-3, 1.0), 1.0)
-        if wave_quantization:  # sensitivity: the last wave of 128x128 tiles leaves SMs idle (NVIDIA guide sec. 3.2)
-            waves = np.ceil(np.maximum(t, 1.0) / g.sms)
-            occ = np.where(is_gemm & (t > g.sms), t / (waves * g.sms), occ)
+        t = np.maximum(t, 1.0)
+        if wave_quantization:  # the last wave of tiles leaves SMs idle (NVIDIA GEMM guide, 'wave quantization')
+            occ = np.where(is_gemm, t / (np.ceil(t / g.sms) * g.sms), 1.0)
+        else:
+            occ = np.where(is_gemm, np.minimum(1.0, t / g.sms), 1.0)
+        occ = np.clip(occ, 1e-3, 1.0)
+        # epilogue: a tile writes its C block after its main loop; an output larger than the L2 goes to HBM at
+        # the SM's share of the bandwidth, once per wave of output tiles
+        spill = is_gemm & np.isfinite(out_elems) & (g.l2_bytes is not None) & \
+            (np.nan_to_num(out_elems) * elem_bytes > (g.l2_bytes or np.inf))
+        waves_out = np.ceil(np.nan_to_num(out_tiles, nan=g.sms) / g.sms)
+        epilogue = np.where(spill, waves_out * g.gemm_tile_elements * elem_bytes / (hbm / g.sms), 0.0)
     frac = np.where(is_gemm, g.gemm_fraction * occ, 1.0)
-    compute = np.where(flops > 0, flops / (peak * frac), 0.0)
-    memory = nbytes / (g.hbm_bytes_per_s * g.hbm_fraction)
+    compute = np.where(flops > 0, flops / (peak * frac), 0.0) + epilogue
+    # HBM traffic: compulsory bytes, times the passes of the row-reduction kernels
+    passes = np.ones(n)
+    bw = np.full(n, hbm)
+    exp_s = np.zeros(n)
+    is_sm, is_ln = kind == "softmax", kind == "layernorm"
+    if is_sm.any():
+        block = ~(np.isfinite(n_col) & (n_col <= g.softmax_warp_max_columns))
+        passes = np.where(is_sm & block, (g.softmax_hbm_reads + 1) / 2.0, passes)
+        if g.sfu_ops_per_s:
+            elements = np.where(np.isfinite(m_col * n_col), m_col * n_col, nbytes / (2 * elem_bytes))
+            exp_s = np.where(is_sm, elements / g.sfu_ops_per_s, 0.0)
+    if is_ln.any():
+        # the normalise pass finds row_onchip_bytes of each row on chip, re-reads the rest from HBM
+        row = np.where(np.isfinite(n_col), n_col * elem_bytes, 0.0)
+        wide = row > g.row_onchip_bytes
+        miss = np.where(wide, 1.0 - g.row_onchip_bytes / np.where(wide, row, 1.0), 0.0)
+        passes = np.where(is_ln & wide, 1.0 + miss / 2.0, passes)
+        bw = np.where(is_ln & wide, g.hbm_bytes_per_s * g.wide_row_hbm_fraction, bw)
+    memory = nbytes * passes / bw + exp_s
     kernels = ops["kernels"].to_numpy(dtype=float) if "kernels" in ops.columns else np.ones(n)
     launch = kernels * g.launch_s
     work = np.maximum(compute, memory)
     est = work + launch
     bound = np.where(launch > work, "launch", np.where(compute >= memory, "compute", "hbm"))
     bound_t = np.maximum(np.where(flops > 0, flops / peak, 0.0), nbytes / g.hbm_bytes_per_s)
-    return pd.DataFrame({"op_class": cls, "occupancy": occ, "compute_s": compute, "memory_s": memory,
-                         "launch_s": launch, "est_time_s": est, "est_bound": bound, "bound_time_s": bound_t},
-                        index=ops.index)
+    # fraction of the kind's roof reached: of the tensor peak (GEMMs), of the HBM bandwidth on compulsory bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achievable = np.where(is_gemm, np.where(work > 0, flops / peak / work, np.nan),
+                              np.where(memory > 0, nbytes / g.hbm_bytes_per_s / memory, np.nan))
+    return pd.DataFrame({"op_class": cls, "op_kind": kind, "occupancy": occ, "compute_s": compute,
+                         "memory_s": memory, "launch_s": launch, "est_time_s": est, "est_bound": bound,
+                         "achievable": achievable, "bound_time_s": bound_t}, index=ops.index)
+
+
+KIND_ROOF = {"gemm": "of the tensor peak", "softmax": "of HBM bandwidth on compulsory bytes",
+             "layernorm": "of HBM bandwidth on compulsory bytes", "elementwise": "of HBM bandwidth",
+             "optimizer": "of HBM bandwidth"}
+
+
+def achievable_by_kind(est: pd.DataFrame, weights=None) -> list[dict]:
+    """Per op kind of an ``estimate_ops`` frame: its share of the estimated time, and the fraction of its roof
+    the estimate reached (time-weighted: FLOPs / peak / time for GEMMs, compulsory bytes / HBM / time for the
+    others).  ``weights``: runs of each row (default 1).  Sorted by share of time."""
+    if not len(est):
+        return []
+    w = np.ones(len(est)) if weights is None else np.asarray(weights, dtype=float)
+    t = est["est_time_s"].to_numpy(dtype=float) * w
+    total = t.sum() or 1.0
+    out = []
+    for kind in pd.unique(est["op_kind"]):
+        sel = (est["op_kind"] == kind).to_numpy()
+        tk = t[sel].sum()
+        work = (np.maximum(est["compute_s"], est["memory_s"]).to_numpy(dtype=float) * w)[sel]
+        ach = est["achievable"].to_numpy(dtype=float)[sel]
+        ok = np.isfinite(ach) & (work > 0)
+        frac = float((ach[ok] * work[ok]).sum() / work[ok].sum()) if ok.any() else math.nan
+        out.append(dict(kind=str(kind), share=float(tk / total), achievable=frac, roof=KIND_ROOF.get(str(kind), ""),
+                        kernels=int(sel.sum())))
+    return sorted(out, key=lambda d: -d["share"])
+
+
+def describe_achievable(est: pd.DataFrame, weights=None) -> str:
+    """One line for the notes: the fraction of each op kind's roof the estimate used."""
+    parts = [f"{d['kind']} {100 * d['share']:.0f}% of the pass at {d['achievable']:.2f} {d['roof']}"
+             for d in achievable_by_kind(est, weights) if math.isfinite(d["achievable"])]
+    return "GPU achievable fraction per op kind: " + "; ".join(parts) if parts else ""
 
 
 def allreduce_seconds(gradient_bytes: float, n_gpus: int, gpu: GpuModel) -> tuple[float, str]:
@@ -278,7 +424,7 @@ def fitting_micro_batch(samples_per_pass: float, samples_per_gpu: float, *, para
     capacity is unknown; the share itself when it is smaller than one pass."""
     g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
     if samples_per_gpu <= samples_per_pass:
-        return float(samples_per_gpu)
+        return float(max(1, math.floor(samples_per_gpu)))
     passes = samples_per_gpu / samples_per_pass
     cap = g.hbm_capacity
     if cap is None or abs(passes - round(passes)) > 1e-9:
@@ -295,7 +441,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
                       samples_per_step: float | None = None, params: float | None = None,
                       optimizer: str = "sgd", activation_bytes_per_sample: float = 0.0,
                       training: bool = True, precision: str = "fp16",
-                      wave_quantization: bool = False, micro_batch: float | None = None) -> TrainingEstimate:
+                      wave_quantization: bool = True, micro_batch: float | None = None) -> TrainingEstimate:
     """Estimated data-parallel training throughput of the op list ``ops`` (one pass = forward + backward of
     ``samples_per_pass`` samples; optimizer-update ops in it are taken out and replaced by one update of
     ``params`` parameters per step with ``optimizer``'s bytes).  ``samples_per_step`` (global batch) defaults
@@ -309,9 +455,10 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
     if samples_per_pass <= 0:
         raise ConfigError(f"samples per pass must be positive, got {samples_per_pass}")
-    if micro_batch is not None and not (isinstance(micro_batch, int | float) and math.isfinite(micro_batch)
-                                        and micro_batch > 0):
-        raise ConfigError(f"GPU micro-batch must be a positive number of samples, got {micro_batch!r}")
+    if micro_batch is not None and not (isinstance(micro_batch, int | float) and not isinstance(micro_batch, bool)
+                                        and math.isfinite(micro_batch) and micro_batch >= 1
+                                        and float(micro_batch).is_integer()):
+        raise ConfigError(f"GPU micro-batch must be a whole number of samples (1 or more), got {micro_batch!r}")
     optimizer = (optimizer or "sgd").lower()
     if optimizer not in STATE_BYTES_PER_PARAM:
         raise ConfigError(f"optimizer {optimizer!r}: choose one of {', '.join(STATE_BYTES_PER_PARAM)}")
@@ -324,6 +471,13 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     mb = float(micro_batch) if micro_batch else float(samples_per_pass)
     if mb > per_gpu:
         mb = per_gpu
+    if not mb.is_integer():
+        # a GPU runs whole samples: the largest whole micro-batch (at least 1); the passes per step average the
+        # uneven share (said in the notes)
+        whole = float(max(1, math.floor(mb)))
+        notes.append(f"micro-batch {mb:g} samples is not a whole number: {whole:g} used, "
+                     f"{per_gpu / whole:.3g} passes per step on average")
+        mb = whole
     scale = mb / samples_per_pass
     if scale != 1.0:
         # the same kernels on a different batch: FLOPs and activation bytes scale with it
@@ -341,7 +495,12 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
                          "memory-bound weight reads), same number of kernels per pass")
         samples_per_pass = mb
     passes = per_gpu / samples_per_pass
-    est = estimate_ops(ops, g, wave_quantization=wave_quantization)
+    stored = "fp16" if precision == "fp8" else precision   # FP8 training keeps 16-bit weights and gradients
+    est = estimate_ops(ops, g, wave_quantization=wave_quantization,
+                       gemm_precision="fp8" if precision == "fp8" else None)
+    if precision == "fp8":
+        notes.append(f"FP8 GEMMs (Transformer Engine): {g.name} FP8 tensor peak {g.fp8_peak / 1e12:,.0f} TFLOP/s"
+                     if g.fp8_peak else f"FP8 asked for, but {g.name} has no FP8 rate: GEMMs at its FP16 peak")
     is_opt = (est["op_class"] == "optimizer").to_numpy()
     pass_ops = est[~is_opt]
     pass_t = float(pass_ops["est_time_s"].sum())
@@ -350,7 +509,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         upd_bytes = params * UPDATE_BYTES_PER_PARAM[optimizer]
         opt_t = upd_bytes / (g.hbm_bytes_per_s * g.hbm_fraction) + g.launch_s
         opt_bound = upd_bytes / g.hbm_bytes_per_s
-        grad_bytes = params * BYTES_PER_ELEMENT.get(precision, 2)
+        grad_bytes = params * BYTES_PER_ELEMENT.get(stored, 2)
         ar_t, ar_src = allreduce_seconds(grad_bytes, n_gpus, g)
         if ar_t:
             notes.append(f"gradient all-reduce {grad_bytes / 1e6:,.0f} MB over {n_gpus} GPUs: "
@@ -365,8 +524,8 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     by["all-reduce"] = ar_t
     bound_by = max(by, key=by.get) if step > 0 else "n/a"
     # memory on one GPU
-    state = state_bytes(params, optimizer, training, precision)
-    wbytes = params * BYTES_PER_ELEMENT.get(precision, 2)
+    state = state_bytes(params, optimizer, training, stored)
+    wbytes = params * BYTES_PER_ELEMENT.get(stored, 2)
     acts = activation_bytes_per_sample * samples_per_pass  # one pass is live at a time (grad accumulation)
     cap = g.hbm_capacity
     total = state + acts

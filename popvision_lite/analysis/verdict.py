@@ -246,6 +246,29 @@ def _ipu_bound_by(profile, summary=None) -> str:
     return rt.bottleneck_text if rt is not None else "n/a"
 
 
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", sec. 4.1: a
+# transformer layer in 16-bit training keeps s*b*h*(34 + 5*a*s/h) bytes for its backward pass (dropout masks
+# included, no recomputation): 34 s b h of linear-layer inputs, norms, GELU and dropout masks, 5 a s^2 b of
+# attention scores, softmax and its dropout.
+KORTHIKANTI_LINEAR_BYTES = 34
+KORTHIKANTI_ATTENTION_BYTES = 5
+
+
+def transformer_activation_bytes_per_sample(cfg: dict) -> float | None:
+    """Bytes of activations a GPU framework keeps per sequence for the backward pass of a transformer run
+    (Korthikanti et al. 2022), or None when the config does not describe one.  A packed run's samples are
+    sequences of ``seq / packing`` tokens (each sequence attends to itself, as the GPU's unpadded kernels run
+    it); the embeddings' and heads' activations are not counted (small beside 24 layers)."""
+    try:
+        h, a, s, n = (float(cfg[k]) for k in ("hidden", "heads", "seq", "layers"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not str(cfg.get("model", "")).lower().startswith(("bert", "gpt")) or min(h, a, s, n) <= 0:
+        return None
+    tokens = s / max(float(cfg.get("packing", 1.0) or 1.0), 1.0)
+    return n * (KORTHIKANTI_LINEAR_BYTES * tokens * h + KORTHIKANTI_ATTENTION_BYTES * a * tokens * tokens)
+
+
 def _activation_bytes(profile, counts) -> tuple[float, str]:
     """Activation bytes one micro-batch of the model keeps for its backward pass, from the IPU run.
 
@@ -288,17 +311,21 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
 
 
 def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES,
-            summary=None, gpu_micro_batch: float | None = None) -> Verdict:
+            summary=None, gpu_micro_batch: int | None = None, gpu_precision: str | None = None) -> Verdict:
     """The verdict for ``profile`` (a Profile or anything with ``.run``, ``.ops``, ``.target``) against
     ``gpus`` x ``gpu`` (default: as many GPUs as the run uses IPUs, all replicas).  ``summary``: the profile's
     :func:`analysis.summary.summarize` result when the caller has it (saves reading the steps again).
     ``gpu_micro_batch``: samples per GPU pass (default: :func:`gpu_estimate.fitting_micro_batch`, the largest
-    whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory)."""
+    whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory).
+    ``gpu_precision``: the precision the GPU trains in (default the run's); ``"fp8"`` runs its GEMMs at the GPU's
+    FP8 tensor rate (Transformer Engine, as NVIDIA's H100 BERT run did)."""
     if samples is None or samples <= 0:
         raise ConfigError(f"--samples {samples}: must be a positive number of samples")
-    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float) and gpu_micro_batch > 0
-                                            and math.isfinite(gpu_micro_batch)):
-        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch}: must be a positive number of samples")
+    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float)
+                                            and not isinstance(gpu_micro_batch, bool) and gpu_micro_batch >= 1
+                                            and math.isfinite(gpu_micro_batch)
+                                            and float(gpu_micro_batch).is_integer()):
+        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch!r}: must be a whole number of samples (1 or more)")
     target = profile.target
     run = dict(profile.run)
     cfg = _config(run)
@@ -337,23 +364,37 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
         opt = "sgd"
     prec = str(cfg.get("precision", "fp16"))
+    if gpu_precision is not None:
+        if gpu_precision not in ("fp8", "fp16", "bf16", "fp32"):
+            raise ConfigError(f"GPU precision {gpu_precision!r}: choose fp8, fp16, bf16 or fp32")
+        if gpu_precision == "fp8" and ge.gpu_model(gpu).fp8_peak is None:
+            raise ConfigError(f"GPU precision fp8: {gpu} has no FP8 rate in its device spec")
+        prec = gpu_precision
     mp = wl.model_pass(profile)
+    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops)
     params, psrc = wl.params(profile)
-    acts, acts_note = _activation_bytes(profile, mp.counts)
-    acts = acts / per_pass if per_pass > 0 else 0.0
+    per_seq = transformer_activation_bytes_per_sample(cfg)
+    if per_seq is not None:
+        acts = per_seq
+        acts_note = (f"{per_seq / 1e6:,.0f} MB per sequence, as a GPU framework keeps them for the backward pass "
+                     "(Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) bytes per layer, 16-bit, no recomputation)")
+    else:
+        acts, acts_note = _activation_bytes(profile, mp.counts)
+        acts = acts / per_pass if per_pass > 0 else 0.0
 
     def est(n, mb=None):
         if mb is None:
             mb = gpu_micro_batch or ge.fitting_micro_batch(
                 per_pass, per_step / n, params=params, optimizer=opt, activation_bytes_per_sample=acts, gpu=gm,
                 training=training, precision=prec)
-        return ge.estimate_training(mp.ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
+        return ge.estimate_training(gpu_ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
                                     params=params, optimizer=opt, activation_bytes_per_sample=acts,
                                     training=training, precision=prec, micro_batch=mb)
 
     e = est(n_gpus)
     e_same = e if n_gpus == n_ipus else est(n_ipus)
-    gbasis = (f"estimated: {len(mp.ops)} kernels per pass x {e.passes_per_step:g} passes of {e.micro_batch:g} "
+    launches = int(round(float(gpu_ops["kernels"].sum()))) if "kernels" in gpu_ops.columns else len(gpu_ops)
+    gbasis = (f"estimated: {launches} kernels per pass x {e.passes_per_step:g} passes of {e.micro_batch:g} "
               f"samples per step, {e.samples_per_gpu:g} samples per GPU per step")
     if e.micro_batch != per_pass:
         at_ipu = est(n_gpus, per_pass)
@@ -370,10 +411,14 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                 bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
     notes += e.notes
     notes += mp.notes
+    notes += lowering_notes
     notes.append(f"GPU pass: one forward + backward pass of one micro-batch ({per_pass:g} samples) of the whole "
-                 f"model, {len(mp.ops)} kernels (one per op run, no kernel fusion); the optimizer ({opt}) once per "
+                 f"model, {launches} kernels (one per op run, fused only as noted); the optimizer ({opt}) once per "
                  f"step over {params / 1e6:,.1f} M parameters ({psrc})")
     notes.append(f"activations for the GPU memory fit: {acts_note}")
+    line = ge.describe_achievable(e.ops[e.ops["op_class"] != "optimizer"])
+    if line:
+        notes.append(line + " (analysis/gpu_estimate.py: GEMM tiles in waves, softmax / LayerNorm passes)")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
     return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,

@@ -282,6 +282,55 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
                      notes=notes)
 
 
+# IPU ops a GPU framework does not launch as kernels of their own (see gpu_lowering)
+WINDOW_GATHER_TYPES = ("im2col",)
+
+
+def gpu_lowering(kernels: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The IPU's kernel list as a GPU framework runs it, for the GPU estimate (the IPU's own views keep the
+    IPU's list):
+
+    * **window gathers** (``im2col``: the IPU materialises each convolution's windows by exchange) are not
+      kernels on a GPU: cuDNN's implicit-GEMM convolutions read the windows from the input inside the GEMM
+      (cuDNN Developer Guide, ``CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM``); the convolution's own bytes keep
+      counting the windows (conservative).
+    * **batch norm + ReLU** run as one fused kernel (cuDNN's fused NHWC batch norm with activation, as NVIDIA's
+      MXNet ResNet-50 runs it): a ``relu`` named ``<bn>_relu`` after the batch norm ``<bn>`` is folded into it
+      (its read and write saved); a ``relu_bwd`` named ``<bn>_relu_bwd`` beside ``<bn>_bwd`` becomes part of that
+      kernel, keeping a third of its bytes (the saved activation it reads) and no launch of its own.  The
+      residual's ReLU (``<block>/relu`` after the add ``<block>/residual``, and its ``<block>/bwd/relu_bwd``)
+      likewise joins the add (cuDNN's batch norm + add + ReLU kernel).
+
+    Returns the lowered list (with a ``kernels`` column: launches per row) and the notes saying what changed."""
+    if not len(kernels):
+        return kernels, []
+    out = kernels.reset_index(drop=True).copy()
+    name = out["name"].astype(str)
+    typ = out["type"].astype(str).str.lower()
+    bn = set(name[typ == "batch_norm"])
+    bn_bwd = set(name[typ == "batch_norm_bwd"])
+    gather = typ.isin(WINDOW_GATHER_TYPES).to_numpy()
+    residual = {n[:-len("/residual")] for n in name[typ == "add"] if n.endswith("/residual")}
+    fwd = ((typ == "relu") & name.map(
+        lambda n: (n.endswith("_relu") and n[:-len("_relu")] in bn)
+        or (n.endswith("/relu") and n[:-len("/relu")] in residual))).to_numpy()
+    bwd = ((typ == "relu_bwd") & name.map(
+        lambda n: (n.endswith("_relu_bwd") and n[:-len("_relu_bwd")] + "_bwd" in bn_bwd)
+        or (n.endswith("/bwd/relu_bwd") and n[:-len("/bwd/relu_bwd")] in residual))).to_numpy()
+    notes = []
+    if gather.any():
+        notes.append(f"{int(gather.sum())} window-gather kernels ({', '.join(WINDOW_GATHER_TYPES)}) left out of the "
+                     "GPU pass: cuDNN's implicit-GEMM convolutions gather windows inside the GEMM")
+    if fwd.any() or bwd.any():
+        notes.append(f"batch norm (+ add) + ReLU fused on the GPU (cuDNN fused batch norm with activation): "
+                     f"{int(fwd.sum())} forward and {int(bwd.sum())} backward ReLU kernels folded into their "
+                     "batch-norm or residual-add kernels")
+    kern = out["kernels"].to_numpy(dtype=float) if "kernels" in out.columns else np.ones(len(out))
+    out["kernels"] = np.where(bwd, 0.0, kern)
+    out["min_bytes"] = np.where(bwd, out["min_bytes"].to_numpy(dtype=float) / 3.0, out["min_bytes"])
+    return out[~(gather | fwd)].reset_index(drop=True), notes
+
+
 def replicas(run: dict) -> int:
     r = schedule_of(run).get("replicas", config_of(run).get("replicas", 1))
     return int(r) if isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r <= MAX_COUNT else 1

@@ -24,18 +24,25 @@ def test_every_gpu_spec_has_cited_estimator_constants():
         spec = load_device(gid)
         for key in ("gemm_fraction", "hbm_fraction", "launch_overhead_s", "allreduce_bus_bytes_per_s"):
             q = spec.quantity(f"estimator.{key}")
-            assert q.source and q.basis in ("vendor", "measured", "derived", "assumed"), (gid, key)
+            assert q.source and q.basis in ("vendor", "measured", "derived", "assumed", "calibrated"), (gid, key)
         assert ge.gpu_model(gid).assumed == (), gid  # nothing silently defaulted
 
 
 def test_large_gemm_runs_at_the_measured_fraction_of_peak():
     a100 = ge.gpu_model("a100-80gb")
     m = n = k = 8192
-    ops = _ops([("big", "matmul", "fp16", 2 * m * n * k, 2 * (m * k + k * n + m * n))])
+    ops = _ops([("big", "matmul", "fp16", 2 * m * n * k, 2 * (m * k + k * n + m * n))]).assign(m=m, n=n, k=k)
     e = ge.estimate_ops(ops, a100).iloc[0]
-    assert e.occupancy == 1.0 and e.est_bound == "compute"
-    assert e.est_time_s == pytest.approx(2 * m * n * k / (312e12 * 0.859) + 3e-6, rel=1e-9)
+    # 64 x 64 = 4096 output tiles of 128 x 128 in 38 waves over 108 SMs (the last one 92 % full)
+    assert e.occupancy == pytest.approx(4096 / (38 * 108)) and e.est_bound == "compute"
+    # the 134 MB output is larger than the 40 MB L2: each wave also writes its C tiles at an SM's share of HBM
+    epilogue = 38 * 128 * 128 * 2 / (2.039e12 * 0.88 / 108)
+    main = 2 * m * n * k / (312e12 * 0.859 * 4096 / (38 * 108))
+    assert e.est_time_s == pytest.approx(main + epilogue + 3e-6, rel=1e-9)
     assert e.bound_time_s == pytest.approx(2 * m * n * k / 312e12)   # the roofline bound stays separate
+    assert e.achievable == pytest.approx(2 * m * n * k / 312e12 / (main + epilogue))
+    # no wave quantisation (sensitivity): the partly filled last wave counted as full
+    assert ge.estimate_ops(ops, a100, wave_quantization=False).iloc[0].occupancy == 1.0
 
 
 def test_small_ops_are_launch_bound_and_never_faster_than_the_bound():
@@ -56,8 +63,8 @@ def test_gemm_occupancy_from_shape_columns_and_from_bytes():
     e_bytes = ge.estimate_ops(shaped, a100).iloc[0]
     e_shape = ge.estimate_ops(shaped.assign(m=512, n=1024, k=128), a100).iloc[0]   # too short to split K
     assert e_shape.occupancy == pytest.approx(32 / 108)
-    # K = 1024: split-K in slices of 128 onto the idle SMs (32 tiles x 4 slices = 128 >= 108 SMs)
-    assert ge.estimate_ops(shaped.assign(m=512, n=1024, k=1024), a100).iloc[0].occupancy == 1.0
+    # K = 1024: split-K in slices of >= 128 onto the idle SMs, as many as fill one wave (32 tiles x 3 slices)
+    assert ge.estimate_ops(shaped.assign(m=512, n=1024, k=1024), a100).iloc[0].occupancy == pytest.approx(96 / 108)
     # without a shape: the equivalent square output solved from FLOPs and bytes, the optimistic root
     assert 32 / 108 <= e_bytes.occupancy <= 1.0
     assert e_shape.compute_s == pytest.approx(shaped.flops[0] / (312e12 * 0.859 * 32 / 108))
@@ -140,3 +147,92 @@ def test_gpu_micro_batch_is_the_largest_fitting_multiple_that_keeps_the_global_b
     assert big.step_time_s < one.step_time_s                             # fewer launches, fuller GPU
     with pytest.raises(ConfigError, match="micro-batch"):
         ge.estimate_training(ops, "a100-80gb", samples_per_pass=4, micro_batch=-1)
+
+
+def _rows(kind, m, n, precision="fp16"):
+    e = ge.BYTES_PER_ELEMENT[precision]
+    return pd.DataFrame([dict(name=kind, type=kind, precision=precision, flops=m * n, min_bytes=2 * e * m * n,
+                              m=m, n=n)])
+
+
+def test_softmax_passes_and_exponentials_from_the_row_width():
+    a100 = ge.gpu_model("a100-80gb")
+    hbm = 2.039e12 * 0.88
+    # rows of <= 1024 columns: one warp per row, the row in registers: compulsory bytes only
+    narrow = ge.estimate_ops(_rows("softmax", 4096, 1024), a100).iloc[0]
+    assert narrow.op_kind == "softmax"
+    assert narrow.memory_s == pytest.approx(2 * 2 * 4096 * 1024 / hbm + 4096 * 1024 / a100.sfu_ops_per_s)
+    # wider rows: one block per row, two of the three reads from HBM + the write, and the exp-sum pass's exps
+    wide = ge.estimate_ops(_rows("softmax", 4096, 4096), a100).iloc[0]
+    assert wide.memory_s == pytest.approx(3 * 2 * 4096 * 4096 / hbm + 4096 * 4096 / 2.437e12)
+    assert wide.achievable < 0.88 * 2 / 3 + 1e-9          # below the streaming fraction on compulsory bytes
+    # the backward is costed as an elementwise pass (no row passes counted)
+    assert ge.op_kind("softmax_bwd") == "elementwise" and ge.op_kind("layer_norm") == "layernorm"
+
+
+def test_layernorm_rows_wider_than_the_on_chip_budget_re_read_from_hbm():
+    a100 = ge.gpu_model("a100-80gb")
+    fits = ge.estimate_ops(_rows("layer_norm", 4096, 8192), a100).iloc[0]        # 16 KB rows
+    assert fits.memory_s == pytest.approx(2 * 2 * 4096 * 8192 / (2.039e12 * 0.88))
+    wide = ge.estimate_ops(_rows("layer_norm", 4096, 32768), a100).iloc[0]       # 64 KB rows: 3/4 re-read
+    miss = 1 - 16384 / (2 * 32768)
+    assert wide.memory_s == pytest.approx((1 + miss / 2) * 2 * 2 * 4096 * 32768 / (2.039e12 * 0.594))
+    # without a row width (a profile's op) the row is taken to fit
+    unshaped = ge.estimate_ops(_rows("layer_norm", 4096, 32768).drop(columns=["m", "n"]), a100).iloc[0]
+    assert unshaped.memory_s == pytest.approx(2 * 2 * 4096 * 32768 / (2.039e12 * 0.88))
+
+
+def test_gemm_epilogue_only_when_the_output_spills_past_the_l2():
+    a100 = ge.gpu_model("a100-80gb")
+
+    def one(m, n, k, b=1):
+        return ge.estimate_ops(pd.DataFrame([dict(name="g", type="bmm", precision="fp16", flops=2 * b * m * n * k,
+                                                  min_bytes=2 * b * (m * k + k * n + m * n), m=m, n=n, k=k,
+                                                  batch=b)]), a100).iloc[0]
+
+    small = one(8192, 1024, 1024)                          # 16 MB output stays in the 40 MB L2
+    assert small.compute_s == pytest.approx(2 * 8192 * 1024 * 1024 / (312e12 * 0.859 * 512 / (5 * 108)))
+    qk = one(2048, 2048, 128, b=192)                       # GPT-3's Q.K^T: 1.6 GB of scores
+    tiles = 192 * 16 * 16
+    waves = math.ceil(tiles / 108)
+    main = 2 * 192 * 2048 * 2048 * 128 / (312e12 * 0.859 * tiles / (waves * 108))
+    assert qk.compute_s == pytest.approx(main + waves * 128 * 128 * 2 / (2.039e12 * 0.88 / 108))
+    assert qk.compute_s > qk.memory_s                      # the epilogue, not the compulsory bytes, decides
+
+
+def test_fp8_gemms_use_the_fp8_rate_where_the_gpu_has_one():
+    ops = _ops([("mm", "matmul", "fp16", 2 * 8192 ** 3, 6 * 8192 ** 2), ("ln", "layer_norm", "fp16", 1e6, 4e8)])
+    h16 = ge.estimate_ops(ops, "h100-sxm")
+    h8 = ge.estimate_ops(ops, "h100-sxm", gemm_precision="fp8")
+    # the main loop runs at the FP8 rate; the 16-bit output's epilogue (past the 50 MB L2) is unchanged
+    main16 = 2 * 8192 ** 3 / (989e12 * 0.801 * h16.occupancy[0])
+    assert h16.compute_s[0] - h8.compute_s[0] == pytest.approx(main16 * (1 - 989 / 1979))
+    assert h8.memory_s[1] == h16.memory_s[1]               # not a GEMM: stays 16-bit
+    a16, a8 = ge.estimate_ops(ops, "a100-80gb"), ge.estimate_ops(ops, "a100-80gb", gemm_precision="fp8")
+    assert a8.compute_s[0] == a16.compute_s[0]             # no FP8 on the A100
+    t = ge.estimate_training(ops, "h100-sxm", 8, samples_per_pass=8, params=1e8, optimizer="lamb", precision="fp8")
+    assert t.memory["weights_bytes"] == 2e8                # FP8 training keeps 16-bit weights
+    assert any("FP8" in n for n in t.notes)
+
+
+def test_gpu_micro_batch_is_a_whole_number():
+    ops = _ops([dict(name="mm", type="matmul", precision="fp16", flops=2 * 512 ** 3, min_bytes=3 * 2 * 512 ** 2)])
+    for bad in (1.5, 0, -2, math.nan, True):
+        with pytest.raises(ConfigError, match="whole number"):
+            ge.estimate_training(ops, "a100-80gb", samples_per_pass=4, samples_per_step=64, micro_batch=bad)
+    # 12 samples per step over 8 GPUs: 1.5 each, run as passes of 1
+    e = ge.estimate_training(ops, "a100-80gb", 8, samples_per_pass=4, samples_per_step=12)
+    assert e.micro_batch == 1 and e.passes_per_step == pytest.approx(1.5)
+    assert ge.fitting_micro_batch(4, 1.5, params=0, optimizer="sgd", activation_bytes_per_sample=1e9,
+                                  gpu="a100-80gb") == 1
+
+
+def test_achievable_fraction_per_kind_for_the_notes():
+    ops = pd.concat([_rows("softmax", 4096, 4096), _rows("layer_norm", 4096, 4096),
+                     _ops([("mm", "matmul", "fp16", 2 * 4096 ** 3, 6 * 4096 ** 2)])], ignore_index=True)
+    est = ge.estimate_ops(ops, "a100-80gb")
+    kinds = {d["kind"]: d for d in ge.achievable_by_kind(est)}
+    assert set(kinds) == {"softmax", "layernorm", "gemm"}
+    assert sum(d["share"] for d in kinds.values()) == pytest.approx(1.0)
+    assert 0.5 < kinds["gemm"]["achievable"] <= 0.859 and kinds["layernorm"]["achievable"] == pytest.approx(0.88)
+    assert "softmax" in ge.describe_achievable(est) and "of the tensor peak" in ge.describe_achievable(est)

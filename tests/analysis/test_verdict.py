@@ -112,10 +112,67 @@ def test_a_run_that_does_not_fit_says_so():
     assert not v.ipu.fits and "does NOT fit" in v.headline() and v.gpu.fits
 
 
-def test_gpu_memory_fit_uses_ipu_activations(tiny):
-    v = verdict(tiny)
+def test_gpu_memory_fit_uses_ipu_activations():
+    with pvl.open(SAMPLES / "conv_block_mk2.pvl") as p:      # not a transformer: the IPU run's live bytes
+        v = verdict(p)
     m = v.gpu_estimate.memory
-    assert m["activation_bytes"] > 0 and m["params"] == pytest.approx(ge.params_from_ops(tiny.ops))
+    assert m["activation_bytes"] > 0 and m["params"] == pytest.approx(ge.params_from_ops(p.ops))
+    assert any("not-always-live" in n for n in v.notes)
+
+
+def _bert_large_shim(tiny, samples_per_step):
+    """tiny's ops under a BERT-Large MLPerf config (packs of 512 tokens, 2 sequences per pack)."""
+    class Shim:
+        ops, target, steps, memory = tiny.ops, tiny.target, tiny.steps, tiny.memory
+        run = dict(tiny.run) | {
+            "config": dict(model="bert-large", hidden=1024, heads=16, seq=512, layers=24, packing=2.0, batch=2,
+                           optimizer="lamb", precision="fp16", training=True),
+            "samples_per_second": 1000.0,
+            "schedule": {"replicas": 1, "grad_accum": samples_per_step // 4, "samples_per_step": samples_per_step,
+                         "micro_batch": 4, "stages": 1}}
+    return Shim()
+
+
+def test_transformer_activations_as_a_gpu_framework_keeps_them_fit_nvidias_micro_batches(tiny):
+    from popvision_lite.analysis.verdict import transformer_activation_bytes_per_sample
+
+    # Korthikanti et al. 2022: 24 layers x (34 s h + 5 a s^2) at s = 512 / 2 tokens per sequence
+    per_seq = 24 * (34 * 256 * 1024 + 5 * 16 * 256 ** 2)
+    assert transformer_activation_bytes_per_sample(dict(model="bert-large", hidden=1024, heads=16, seq=512,
+                                                        layers=24, packing=2.0)) == per_seq
+    assert transformer_activation_bytes_per_sample(dict(model="resnet50", layers=50)) is None
+    a100 = verdict(_bert_large_shim(tiny, 448), gpus=8, gpu_micro_batch=56)          # NVIDIA's DGX A100 run
+    h100 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96)   # DGX H100 v3.0
+    for v, mb in ((a100, 56), (h100, 96)):
+        m = v.gpu_estimate.memory
+        assert v.gpu_estimate.micro_batch == mb and m["activation_bytes"] == pytest.approx(mb * per_seq)
+        assert m["fits"] and m["total_bytes"] < 0.6 * m["capacity_bytes"]
+    assert any("Korthikanti" in n for n in a100.notes)
+    assert any(n.startswith("GPU achievable fraction per op kind") for n in a100.notes)
+
+
+def test_gpu_micro_batch_must_be_whole(tiny):
+    for bad in (1.5, 0.5, 0):
+        with pytest.raises(ConfigError, match="whole number"):
+            verdict(tiny, gpu_micro_batch=bad)
+        with pytest.raises(ConfigError, match="whole number"):
+            pvl.verdict(tiny, gpu_micro_batch=bad)
+    assert float(verdict(tiny).gpu_estimate.micro_batch).is_integer()
+
+
+def test_gpu_precision_fp8_where_the_gpu_has_the_rate(tiny):
+    h16 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96)
+    h8 = pvl.verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96, gpu_precision="fp8")
+    g8, g16 = (v.gpu_estimate.ops for v in (h8, h16))
+    gemm = (g16["op_class"] == "gemm").to_numpy()
+    assert gemm.any() and (g8["compute_s"].to_numpy()[gemm] < g16["compute_s"].to_numpy()[gemm]).all()
+    assert h8.gpu.samples_per_second >= h16.gpu.samples_per_second     # tiny kernels: launch-bound either way
+    assert any("FP8 GEMMs" in n for n in h8.notes)
+    assert h8.gpu_estimate.memory["weights_bytes"] == h16.gpu_estimate.memory["weights_bytes"]
+    with pytest.raises(ConfigError, match="no FP8 rate"):
+        verdict(tiny, gpu="a100-80gb", gpu_precision="fp8")
+    with pytest.raises(ConfigError, match="choose fp8"):
+        verdict(tiny, gpu_precision="int4")
 
 
 def test_report_and_export_carry_the_verdict(tmp_path):
@@ -152,3 +209,22 @@ def test_summary_view_verdict_panel(qtbot):
     tables = view.tables()
     assert "verdict" in tables and len(tables) == 2   # the top-ops table keeps its export
     doc.close()
+
+
+def test_gpu_lowering_drops_window_gathers_and_fuses_norm_activation_chains():
+    import pandas as pd
+
+    from popvision_lite.analysis import workload as wl
+
+    rows = [("b/conv2/im2col", "im2col", 9e6), ("b/conv2/matmul", "matmul", 10e6), ("b/bn2", "batch_norm", 2e6),
+            ("b/bn2_relu", "relu", 2e6), ("b/residual", "add", 3e6), ("b/relu", "relu", 2e6),
+            ("x/relu", "relu", 2e6), ("b/bwd/bn2_relu_bwd", "relu_bwd", 3e6), ("b/bwd/bn2_bwd", "batch_norm_bwd", 3e6),
+            ("b/bwd/relu_bwd", "relu_bwd", 3e6), ("y/act_bwd", "relu_bwd", 3e6)]
+    ops = pd.DataFrame([dict(name=n, type=t, precision="fp16", flops=1.0, min_bytes=b) for n, t, b in rows])
+    low, notes = wl.gpu_lowering(ops)
+    kept = dict(zip(low["name"], zip(low["min_bytes"], low["kernels"], strict=True), strict=True))
+    assert "b/conv2/im2col" not in kept and "b/bn2_relu" not in kept and "b/relu" not in kept
+    assert kept["x/relu"] == (2e6, 1) and kept["y/act_bwd"] == (3e6, 1)     # no batch norm / residual to join
+    assert kept["b/bwd/bn2_relu_bwd"] == (1e6, 0) and kept["b/bwd/relu_bwd"] == (1e6, 0)   # fused: a third, no launch
+    assert kept["b/conv2/matmul"] == (10e6, 1) and len(notes) == 2
+    assert wl.gpu_lowering(ops.iloc[:0])[0].empty
