@@ -122,9 +122,14 @@ def _csv_frame(profile, view: str, view_widget):
         return liveness_curve(profile)
     if view == "roofline":
         tables = view_tables(view_widget)
-        if tables:
-            return next(iter(tables.values()))
-        return table_frame(profile, "ops")
+        if not tables:
+            return table_frame(profile, "ops")
+        if "measured" not in tables:
+            return tables["roofline"]
+        # one CSV: the IPU ops, then every measured kernel with whether it was plotted and why not
+        ops = tables["roofline"].assign(source="IPU op (emulated)")
+        kernels = tables["measured"].assign(source="GPU kernel (measured)")
+        return pd.concat([ops, kernels], ignore_index=True, sort=False)
     if view == "summary":
         s = summarize(profile)
         rows = [("device", s.target.name), ("ipus", s.target.num_ipus), ("tiles", s.target.num_tiles),
