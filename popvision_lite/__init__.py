@@ -9,6 +9,7 @@ Notebook use (examples/ has runnable scripts)::
     p.memory.by_tile()      # one row per tile, bytes per Poplar category; also p.table("memory_by_tile")
     pvl.compare(a, b).headline, pvl.insights(p), pvl.verdict(p)
     pvl.units.format_seconds(p.steps["seconds"].sum())
+    pvl.torch_trace("trace.json"), pvl.plot.roofline(p, trace="trace.json")   # measured GPU kernels, matplotlib
 """
 
 from __future__ import annotations
@@ -98,7 +99,27 @@ def open_sweep(path):
     return _open_sweep(path)
 
 
+def torch_trace(path):
+    """The GPU kernels of a PyTorch profiler trace (Chrome-trace JSON, or .json.gz) as a DataFrame: name, time,
+    FLOPs and bytes (recorded or derived from the ops' shapes), achieved FLOP/s, intensity, the launching op and,
+    for a kernel that cannot be plotted, ``drop_reason``; ``df.attrs["report"]`` counts read / plotted / dropped.
+    See :func:`popvision_lite.analysis.torch_trace.load_torch_trace`."""
+    from popvision_lite.analysis.torch_trace import load_torch_trace
+
+    return load_torch_trace(path)
+
+
+def __getattr__(name):
+    if name == "plot":  # matplotlib plots, imported on first use (matplotlib is optional)
+        import importlib
+
+        return importlib.import_module("popvision_lite.plot")
+    raise AttributeError(f"module 'popvision_lite' has no attribute {name!r}")
+
+
 __all__ = [
+    "torch_trace",
+    "plot",
     "compare",
     "insights",
     "units",

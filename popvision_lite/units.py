@@ -39,10 +39,11 @@ def format_bytes_exact(n: float) -> str:
 
 
 def format_seconds(s: float) -> str:
-    """3 significant digits with the prefix that fits: 0.00016 -> '160 µs', 1.25e-3 -> '1.25 ms'."""
+    """3 significant digits with the unit that fits: 0.00016 -> '160 µs', 1.25e-3 -> '1.25 ms', 90 -> '1.5 min',
+    7200 -> '2 h'; '?' when not finite."""
     if not _finite(s):
         return "?"
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+    for unit, f in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
         if abs(s) >= f or unit == "ns":
             return f"{s / f:.3g} {unit}"
     return f"{s} s"
@@ -75,10 +76,18 @@ def format_count(n: float) -> str:
 
 
 def format_usd(c: float) -> str:
-    """Dollars: '$0.12', '$1.23e-05' below a cent; 'n/a' when not finite."""
+    """Dollars with at least 3 significant digits and never an exponent, so two prices side by side show
+    their ratio: '$1,234', '$12.35', '$0.0123', '$0.0000981'; 'n/a' when not finite."""
     if not _finite(c):
         return "n/a"
-    return f"${c:.2f}" if c >= 0.01 else f"${c:.2e}"
+    c = float(c)
+    if c == 0:
+        return "$0.00"
+    sign, a = ("-" if c < 0 else ""), abs(c)
+    if a >= 1000:
+        return f"{sign}${a:,.0f}"
+    decimals = max(2, 2 - math.floor(math.log10(a)))
+    return f"{sign}${a:,.{decimals}f}"
 
 
 def format_ratio(v: float) -> str:
@@ -99,11 +108,16 @@ def format_percent(fraction: float, digits: int = 1) -> str:
     return f"{100 * fraction:.{digits}f}%" if _finite(fraction) else "n/a"
 
 
+def format_change(ratio: float, digits: int = 1) -> str:
+    """A ratio B / A as a signed change: 1.123 -> '+12.3%', 0.9 -> '-10.0%'; 'n/a' when not finite."""
+    return f"{(ratio - 1) * 100:+.{digits}f}%" if _finite(ratio) else "n/a"
+
+
 def format_hz(hz: float) -> str:
     """1.325e9 -> '1.325 GHz'."""
     return f"{hz / 1e9:.3f} GHz" if _finite(hz) else "n/a"
 
 
-__all__ = ["GIB", "KIB", "MIB", "format_bandwidth", "format_bytes", "format_bytes_exact", "format_count", "format_flops",
-           "format_hz",
-           "format_percent", "format_ratio", "format_seconds", "format_speedup", "format_usd"]
+__all__ = ["GIB", "KIB", "MIB", "format_bandwidth", "format_bytes", "format_bytes_exact", "format_change",
+           "format_count", "format_flops", "format_hz", "format_percent", "format_ratio", "format_seconds",
+           "format_speedup", "format_usd"]

@@ -2,10 +2,11 @@
 
 ``compare(a, b)`` -> :class:`Comparison` with
 
-* ``headline``: one row per metric (cycles, time, phase cycles, peak tile memory, peak
-  not-always-live memory, totals, fits ...) with columns metric, unit, a, b, delta (B - A), ratio (B / A)
-  (float64; NaN where the metric is not a number, e.g. the device name; fits is 1.0 / 0.0) and a_text,
-  b_text (the values as people read them);
+* ``headline``: one row per numeric metric (IPUs, cycles, time, phase cycles, peak tile memory, peak
+  not-always-live memory, totals ...) with columns metric, unit, a, b, delta (B - A), ratio (B / A)
+  (all float64) and a_text, b_text (the values as people read them);
+* ``facts``: the metrics that are not numbers, one row per run: ``device`` (string) and ``fits``
+  (nullable boolean);
 * ``notes``: plain sentences explaining the differences (clock vs cycles, what cannot be
   compared tile by tile, ops only in one run, recompute and memory);
 * ``tile_by_tile``: True when both runs have the same IPU count and tiles per IPU, so per-tile
@@ -27,6 +28,7 @@ import pandas as pd
 from popvision_lite.analysis.summary import PHASES, Summary, format_bytes, format_seconds, summarize
 from popvision_lite.analysis.tile_memory import MEASURES, TileMemory
 from popvision_lite.profile import schema
+from popvision_lite.units import format_change
 
 COMPARE_COLUMNS = ("a", "b", "delta", "ratio")
 
@@ -38,12 +40,6 @@ def ratio(b, a):
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(a != 0, b / np.where(a != 0, a, 1.0), np.where(b == 0, 1.0, np.nan))
     return r
-
-
-def _pct(r: float) -> str:
-    if not np.isfinite(r):
-        return "n/a"
-    return f"{(r - 1) * 100:+.1f}%"
 
 
 def label_of(profile, default: str) -> str:
@@ -131,8 +127,8 @@ def liveness_curves(a, b) -> tuple[pd.DataFrame, pd.DataFrame]:
 def op_table(a, b) -> pd.DataFrame:
     """Ops matched by name (outer join), largest |delta cycles| first.
 
-    Columns: name, type, in ("both" | "A only" | "B only"), cycles_a, cycles_b, cycles_delta, cycles_ratio,
-    time_a_s, time_b_s, time_ratio, flops_a, flops_b, tiles_a, tiles_b.
+    Columns: name, type, present_in ("both" | "A only" | "B only", categorical), cycles_a, cycles_b,
+    cycles_delta, cycles_ratio, time_a_s, time_b_s, time_ratio, flops_a, flops_b, tiles_a, tiles_b.
     """
     def prep(p):
         o = p.ops[["name", "type", "cycles", "flops", "tiles_used"]].copy()
@@ -151,7 +147,8 @@ def op_table(a, b) -> pd.DataFrame:
     tb = j["time_s_b"].fillna(0).to_numpy(np.float64)
     out = pd.DataFrame({
         "name": j.index.astype(str), "type": j["type_a"].fillna(j["type_b"]).astype(str).to_numpy(),
-        "in": where, "cycles_a": ca.astype(np.int64), "cycles_b": cb.astype(np.int64),
+        "present_in": pd.Categorical(where, categories=["both", "A only", "B only"]),
+        "cycles_a": ca.astype(np.int64), "cycles_b": cb.astype(np.int64),
         "cycles_delta": (cb - ca).astype(np.int64), "cycles_ratio": ratio(cb, ca),
         "time_a_s": ta, "time_b_s": tb, "time_ratio": ratio(tb, ta),
         "flops_a": j["flops_a"].fillna(0).to_numpy(np.int64), "flops_b": j["flops_b"].fillna(0).to_numpy(np.int64),
@@ -228,6 +225,27 @@ class Comparison:
     headline: pd.DataFrame
     phases: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    facts: pd.DataFrame | None = None  # the non-numeric metrics (device, fits): metric, a, b
+
+    def __repr__(self) -> str:
+        return (f"<Comparison A={self.label_a!r} B={self.label_b!r}: {len(self.headline)} headline metrics, "
+                f"{len(self.notes)} notes; .headline, .facts, .phases, .op_table(), .markdown()>")
+
+    def _repr_html_(self) -> str:
+        return comparison_html(self)
+
+    def close(self) -> None:
+        """Close both profiles (``pvl.compare`` opened them when given paths)."""
+        for p in (self.a, self.b):
+            close = getattr(p, "close", None)
+            if close is not None:
+                close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def op_table(self) -> pd.DataFrame:
         """Ops matched by name (see :func:`op_table`)."""
@@ -250,14 +268,23 @@ def _whole(v):
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
+def _facts(sa: Summary, sb: Summary) -> pd.DataFrame:
+    """The metrics that are not numbers, each column of one type: ``device`` names (str) and ``fits``
+    (nullable boolean), one row per run: ``run`` is "A" or "B"."""
+    return pd.DataFrame({
+        "run": ["A", "B"],
+        "device": pd.array([sa.target.name, sb.target.name], dtype="string"),
+        "fits": pd.array([bool(sa.fits), bool(sb.fits)], dtype="boolean"),
+    })
+
+
 def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
+    """The numeric metrics: a, b, delta and ratio are float64 (the text beside them in a_text, b_text)."""
     rows = [
-        ("device", "", sa.target.name, sb.target.name),
         ("IPUs", "", sa.totals.num_ipus, sb.totals.num_ipus),
         ("IPUs per replica", "", sa.target.num_ipus, sb.target.num_ipus),
         ("tiles", "", sa.target.num_tiles, sb.target.num_tiles),
         ("clock", "Hz", _whole(sa.clock_hz), _whole(sb.clock_hz)),
-        ("fits", "", bool(sa.fits), bool(sb.fits)),
         ("total cycles", "cycles", sa.total_cycles, sb.total_cycles),
         ("time", "s", sa.total_seconds, sb.total_seconds),
         ("samples/s", "samples/s", sa.totals.samples_per_second, sb.totals.samples_per_second),
@@ -277,15 +304,8 @@ def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
     ]
     out = []
     for name, unit, va, vb in rows:
-        if isinstance(va, bool | np.bool_):  # yes / no: 1.0 / 0.0, no delta or ratio
-            na, nb, d, r = float(va), float(vb), np.nan, np.nan
-        elif isinstance(va, int | float | np.integer | np.floating):
-            na, nb = float(va), float(vb)
-            d, r = nb - na, float(ratio(vb, va))
-        else:  # text (the device name): only in the text columns
-            na = nb = d = r = np.nan
-        out.append((name, unit, na, nb, d, r, format_value(va, unit), format_value(vb, unit)))
-    # numbers in numeric columns (float64; NaN where a metric is not a number), their text beside them
+        na, nb = float(va), float(vb)
+        out.append((name, unit, na, nb, nb - na, float(ratio(vb, va)), format_value(va, unit), format_value(vb, unit)))
     return pd.DataFrame(out, columns=["metric", "unit", "a", "b", "delta", "ratio", "a_text", "b_text"]).astype(
         {"a": np.float64, "b": np.float64, "delta": np.float64, "ratio": np.float64})
 
@@ -300,13 +320,13 @@ def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) ->
     if ca != cb:
         comp_r = float(ratio(sb.phase_cycles.get("compute", 0), sa.phase_cycles.get("compute", 0)))
         txt = (f"Clocks differ: A runs at {ca / 1e9:.3f} GHz, B at {cb / 1e9:.3f} GHz (B/A = {cb / ca:.3f}). "
-               f"Cycles B/A = {rc:.3f} ({_pct(rc)}); time B/A = {rt:.3f} ({_pct(rt)}).")
+               f"Cycles B/A = {rc:.3f} ({format_change(rc)}); time B/A = {rt:.3f} ({format_change(rt)}).")
         if np.isfinite(comp_r) and abs(comp_r - 1) < 1e-3:
             txt += (f" Compute takes the same cycles in both ({sa.phase_cycles['compute']:,}): the per-cycle "
                     f"architecture is the same, so compute-bound parts finish in {ca / cb:.3f} x the time at "
                     "B's clock. A faster clock does not reduce cycles; the time saving comes from the clock.")
         elif np.isfinite(comp_r):
-            txt += f" Compute cycles B/A = {comp_r:.3f} ({_pct(comp_r)})."
+            txt += f" Compute cycles B/A = {comp_r:.3f} ({format_change(comp_r)})."
         diff = [f"{ph} {sa.phase_cycles.get(ph, 0):,} -> {sb.phase_cycles.get(ph, 0):,}" for ph in PHASES
                 if sa.phase_cycles.get(ph, 0) != sb.phase_cycles.get(ph, 0)]
         if diff:
@@ -314,11 +334,11 @@ def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) ->
                     "the device's exchange/sync/link model, not only the clock): " + "; ".join(diff) + ".")
         notes.append(txt)
     else:
-        notes.append(f"Same clock ({ca / 1e9:.3f} GHz): time follows cycles; cycles B/A = {rc:.3f} ({_pct(rc)}).")
+        notes.append(f"Same clock ({ca / 1e9:.3f} GHz): time follows cycles; cycles B/A = {rc:.3f} ({format_change(rc)}).")
     # memory
     r_nal = float(ratio(sb.peak_not_always_live, sa.peak_not_always_live))
     notes.append(f"Peak not-always-live memory on a tile: A {format_bytes(sa.peak_not_always_live)}, "
-                 f"B {format_bytes(sb.peak_not_always_live)} ({_pct(r_nal)}); peak tile total: "
+                 f"B {format_bytes(sb.peak_not_always_live)} ({format_change(r_nal)}); peak tile total: "
                  f"A {format_bytes(sa.peak.bytes)}, B {format_bytes(sb.peak.bytes)}.")
     rec_a = bool((sa.config or {}).get("recompute", False))
     rec_b = bool((sb.config or {}).get("recompute", False))
@@ -331,10 +351,10 @@ def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) ->
                      f"{'more' if (rc > 1) == rec_b else 'fewer'} cycles (the recomputed forward ops).")
     if sa.fits != sb.fits:
         notes.append(f"A {'fits' if sa.fits else 'does NOT fit'} in tile memory, B {'fits' if sb.fits else 'does NOT fit'}.")
-    n_a, n_b = int((ops["in"] == "A only").sum()), int((ops["in"] == "B only").sum())
+    n_a, n_b = int((ops["present_in"] == "A only").sum()), int((ops["present_in"] == "B only").sum())
     if n_a or n_b:
-        ex = ops[ops["in"] != "both"]["name"].head(3).tolist()
-        notes.append(f"Ops matched by name: {int((ops['in'] == 'both').sum())} in both, {n_a} only in A, "
+        ex = ops[ops["present_in"] != "both"]["name"].head(3).tolist()
+        notes.append(f"Ops matched by name: {int((ops['present_in'] == 'both').sum())} in both, {n_a} only in A, "
                      f"{n_b} only in B (e.g. {', '.join(ex)}).")
     return notes
 
@@ -348,6 +368,7 @@ def compare(a, b, label_a: str | None = None, label_b: str | None = None) -> Com
         a=a, b=b, label_a=label_a or label_of(a, "A"), label_b=label_b or label_of(b, "B"),
         summary_a=sa, summary_b=sb, tile_by_tile=not tile_note, tile_note=tile_note,
         headline=_headline(sa, sb), phases=phase_table(sa, sb), notes=_notes(a, b, sa, sb, tile_note, ops),
+        facts=_facts(sa, sb),
     )
 
 
@@ -370,8 +391,12 @@ def format_value(v, unit: str) -> str:
 
 
 def headline_strings(c: Comparison) -> pd.DataFrame:
-    """The headline table formatted for people: metric, A, B, delta, B/A."""
+    """The headline table formatted for people: metric, A, B, delta, B/A (device and fits first)."""
     rows = []
+    if c.facts is not None:
+        fa, fb = c.facts.iloc[0], c.facts.iloc[1]
+        rows.append(("device", str(fa["device"]), str(fb["device"]), "", ""))
+        rows.append(("fits", format_value(bool(fa["fits"]), ""), format_value(bool(fb["fits"]), ""), "", ""))
     for r in c.headline.itertuples(index=False):
         d = r.delta
         dtxt = "" if not np.isfinite(d) else (("+" if d > 0 else "") + format_value(d, r.unit)
@@ -393,3 +418,13 @@ def comparison_markdown(c: Comparison) -> str:
         lines.append("| " + " | ".join(str(x) for x in row) + " |")
     lines += ["", "## Notes", ""] + [f"* {n}" for n in c.notes]
     return "\n".join(lines) + "\n"
+
+
+def comparison_html(c: Comparison) -> str:
+    """The comparison as an HTML fragment for notebooks: the headline table and the notes (text escaped)."""
+    import html
+
+    h = headline_strings(c)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in c.notes)
+    return (f"<p><b>Compare</b>: A = {html.escape(c.label_a)}, B = {html.escape(c.label_b)}</p>"
+            + h.to_html(index=False, escape=True) + (f"<ul>{notes}</ul>" if notes else ""))

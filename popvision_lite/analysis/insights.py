@@ -18,7 +18,7 @@ import pandas as pd
 
 from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.profile.schema import STEP_KIND_CODE
-from popvision_lite.units import format_bytes_exact, format_seconds
+from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -43,6 +43,32 @@ class Finding:
     numbers: dict[str, Any] = field(default_factory=dict)
 
 
+class Insights(list):
+    """The findings of one profile, most severe first: a list of :class:`Finding`, with a table view."""
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per finding: severity (ordered categorical), kind, title, text, the tiles / ops / variables
+        it points at (tuples) and its numbers (dict)."""
+        df = pd.DataFrame({
+            "severity": pd.Categorical([f.severity for f in self], categories=["error", "warning", "info"],
+                                       ordered=True),
+            "kind": pd.array([f.kind for f in self], dtype="string"),
+            "title": pd.array([f.title for f in self], dtype="string"),
+            "text": pd.array([f.text for f in self], dtype="string"),
+            "tiles": [f.tiles for f in self],
+            "ops": [f.ops for f in self],
+            "variables": [f.variables for f in self],
+            "numbers": [dict(f.numbers) for f in self],
+        })
+        return df
+
+    def __repr__(self) -> str:
+        return f"<Insights: {len(self)} findings: " + "; ".join(f"[{f.severity}] {f.title}" for f in self) + ">"
+
+    def _repr_html_(self) -> str:
+        return self.to_frame()[["severity", "kind", "title", "text"]].to_html(index=False, escape=True)
+
+
 # ---------------------------------------------------------------- formatting
 
 fmt_bytes = format_bytes_exact  # '1,234,567 B (1.18 MiB)': exact bytes plus a readable size
@@ -52,10 +78,6 @@ def _bullets(lines, first: bool = True) -> str:
     """Lines as a bulleted list in plain text (views render each line on its own)."""
     body = "\n".join(f"\u2022 {line}" for line in lines)
     return ("\n" + body) if first else body
-
-
-def _pct(x: float) -> str:
-    return f"{100.0 * x:.1f}%"
 
 
 def _tile_name(profile, tile: int) -> str:
@@ -217,7 +239,7 @@ def _top_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     tt = bt.sort_values("total", ascending=False, kind="stable").head(5)
     cap = bt["capacity"].to_numpy(np.int64)
     lines = [f"{_tile_name(profile, int(t))}: {fmt_bytes(r.total)} of {fmt_bytes(r.capacity)} "
-             f"({_pct(r.total / r.capacity) if r.capacity else '-'})" for t, r in tt.iterrows()]
+             f"({format_percent(r.total / r.capacity) if r.capacity else '-'})" for t, r in tt.iterrows()]
     out.append(Finding("info", "top_tiles", "Tiles using the most memory",
                        f"Mean tile: {fmt_bytes(bt['total'].mean())} of {fmt_bytes(cap.mean() if len(cap) else 0)}."
                        + _bullets(lines),
@@ -285,8 +307,8 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         tiles = (t,)
     head = (f"The not-always-live peak summed over all tiles is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}, op {op_name}). "
             f"Of it, {len(held):,} activations made earlier and used later (e.g. by the backward pass) are held "
-            f"across it: {fmt_bytes(held_b)} ({_pct(share)}); the running op's own outputs and temporaries take "
-            f"{fmt_bytes(own_b)} ({_pct(own_share)}).")
+            f"across it: {fmt_bytes(held_b)} ({format_percent(share)}); the running op's own outputs and temporaries take "
+            f"{fmt_bytes(own_b)} ({format_percent(own_share)}).")
     if held_b > 0 and (share >= ACTIVATION_SHARE_RECOMPUTE or len(over)):
         sev = "warning" if len(over) else "info"
         text = (head + f" Recomputing held activations in the backward pass instead of keeping them can save up "
@@ -303,7 +325,7 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         big = own.sort_values("bytes", ascending=False).head(3)
         text = (f"At the not-always-live peak summed over all tiles ({fmt_bytes(peak_bytes)}, liveness step {pk}: "
                 f"{name}) the running "
-                f"op {op_name} holds {fmt_bytes(own_b)} of its own outputs and temporaries ({_pct(own_share)}). "
+                f"op {op_name} holds {fmt_bytes(own_b)} of its own outputs and temporaries ({format_percent(own_share)}). "
                 f"Recomputation cannot lower this peak; {op_name}"
                 + (f" (plan: {plan})" if plan else "") + " needs a plan with less temporary memory "
                 "(e.g. more serial passes or a smaller split). Largest:"
@@ -362,7 +384,7 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
                      f"real layouts are uneven, so plan for more. ")
         elif even is not None:
             text += (f"Spread evenly it would fit on {int(target.num_ipus)} IPU{'s' if target.num_ipus > 1 else ''} "
-                     f"({_pct(total_need / (per_ipu * int(target.num_ipus)))} full): the overflow comes from "
+                     f"({format_percent(total_need / (per_ipu * int(target.num_ipus)))} full): the overflow comes from "
                      f"uneven placement, so rebalance the worst tiles' variables before adding IPUs. ")
         nums2: dict[str, Any] = {"total_bytes": total_need, "per_ipu_bytes": int(per_ipu),
                                  "ipus_needed": need_ipus, "num_ipus": int(target.num_ipus),
@@ -372,7 +394,7 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
             opt_bytes = int(opt["bytes"].sum())
             bw_ipu = ddr_bandwidth(spec)
             text += (f"Always-live variables (weights{', optimiser state' if opt_bytes else ''}) take "
-                     f"{fmt_bytes(w_bytes)} ({_pct(w_bytes / chip) if chip else '-'} of on-chip memory)"
+                     f"{fmt_bytes(w_bytes)} ({format_percent(w_bytes / chip) if chip else '-'} of on-chip memory)"
                      + (f", of which optimiser state {fmt_bytes(opt_bytes)}" if opt_bytes else "") + ". ")
             if bw_ipu:
                 n_ipu = int(target.num_ipus)
@@ -414,7 +436,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
                                                                                              strict=True))
         out.append(Finding("warning", "exchange", "Exchange takes a large share of the run",
                            f"Exchange takes {ex:,} of {total:,} cycles of {rt.ipu_time_name} per step "
-                           f"({_pct(share)}); "
+                           f"({format_percent(share)}); "
                            f"global (IPU-Link) {kc.get('exchange_global', 0):,}. Most exchange: {names}. "
                            f"Consider a layout that keeps operands on the tiles that use them.",
                            ops=tuple(int(o) for o in top["op_id"]),
@@ -431,7 +453,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
             names = dict(zip(ops["op_id"], ops["name"], strict=True))
             lst = "; ".join(f"{names.get(int(o), o)}" for o in waste.index)
             out.append(Finding("warning", "compute_imbalance", "Tiles wait for the slowest tile",
-                               f"In compute steps tiles are idle {_pct(idle)} of the time (mean busy "
+                               f"In compute steps tiles are idle {format_percent(idle)} of the time (mean busy "
                                f"{bmean.sum():,.0f} vs max {bmax.sum():,.0f} cycles summed over steps): "
                                f"work is spread unevenly or over few tiles. Worst ops: {lst}.",
                                ops=tuple(int(o) for o in waste.index),
@@ -449,7 +471,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def insights(profile, spec=None) -> list[Finding]:
+def insights(profile, spec=None) -> Insights:
     """All findings for one profile, most severe first.  ``spec``: DeviceSpec (looked up if None)."""
     if spec is None:
         spec = device_spec(profile)
@@ -466,7 +488,7 @@ def insights(profile, spec=None) -> list[Finding]:
                "in the backward pass rather than kept, trading cycles for memory.")
         if len(rec):
             txt += (f" {len(rec):,} recomputation ops take {rc_cyc:,} cycles"
-                    + (f" ({_pct(rc_cyc / total)} of {rt.ipu_time_name})." if total else "."))
+                    + (f" ({format_percent(rc_cyc / total)} of {rt.ipu_time_name})." if total else "."))
         found.append(Finding("info", "recompute_on", "Recomputation is on", txt,
                              ops=tuple(int(o) for o in rec.sort_values("cycles", ascending=False)["op_id"].head(_MAX_IDS)),
                              numbers={"recompute": True, "recompute_ops": len(rec), "recompute_cycles": rc_cyc}))
@@ -475,7 +497,7 @@ def insights(profile, spec=None) -> list[Finding]:
     found += _top_findings(profile, bt)
     found += training_state_findings(profile, spec)
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    return sorted(found, key=lambda f: order.get(f.severity, 9))
+    return Insights(sorted(found, key=lambda f: order.get(f.severity, 9)))
 
 
 def training_state_findings(profile, spec=None) -> list[Finding]:
@@ -540,12 +562,12 @@ def recompute_savings(a, b) -> Finding:
     saved = s0["peak_bytes"] - s1["peak_bytes"]
     saved_tile = s0["max_tile_total"] - s1["max_tile_total"]
     dcyc = s1["cycles"] - s0["cycles"]
-    cyc_txt = (f"{dcyc:,} more cycles ({_pct(dcyc / s0['cycles'])} slower)" if dcyc > 0 and s0["cycles"]
+    cyc_txt = (f"{dcyc:,} more cycles ({format_percent(dcyc / s0['cycles'])} slower)" if dcyc > 0 and s0["cycles"]
                else f"{-dcyc:,} fewer cycles" if dcyc < 0 else "no change in cycles")
     lines = [
         f"Not-always-live peak: {fmt_bytes(s0['peak_bytes'])} without recomputation, "
         f"{fmt_bytes(s1['peak_bytes'])} with it: "
-        + (f"saved {fmt_bytes(saved)} ({_pct(saved / s0['peak_bytes'])})" if saved > 0 and s0["peak_bytes"]
+        + (f"saved {fmt_bytes(saved)} ({format_percent(saved / s0['peak_bytes'])})" if saved > 0 and s0["peak_bytes"]
            else f"no saving ({fmt_bytes(-saved)} more)" if saved < 0 else "no saving"),
         f"Fullest tile: {fmt_bytes(s0['max_tile_total'])} -> {fmt_bytes(s1['max_tile_total'])}"
         f" ({'saved ' + fmt_bytes(saved_tile) if saved_tile >= 0 else fmt_bytes(-saved_tile) + ' more'})",

@@ -68,7 +68,12 @@ ELEMENTWISE = {"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "relu
                "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "_adaptive_avg_pool2d",
                "_adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "nll_loss_forward",
                "nll_loss_backward", "_foreach_addcmul_", "_foreach_addcdiv_", "_foreach_sqrt", "_foreach_div_",
-               "_fused_adam_", "_fused_adamw_", "zero_", "clamp_min", "clamp_max", "hardtanh"}
+               "_fused_adam_", "_fused_adamw_", "zero_", "clamp_min", "clamp_max", "hardtanh",
+               "_log_softmax_backward_data",
+               # scatter-add of the gradient rows: one add per gradient element (the largest input)
+               "embedding_dense_backward", "embedding_backward"}
+# gathers: no FLOPs, only bytes (listed as dropped from the log-log roofline with that reason)
+GATHERS = {"index_select", "embedding"}
 
 
 class TraceImportError(PopvisionError):
@@ -109,6 +114,14 @@ def _esize(args, i: int) -> int:
     if isinstance(types, list) and i < len(types) and isinstance(types[i], str):
         return DTYPE_BYTES.get(types[i].strip().lower(), 4)
     return 4
+
+
+def _is_0d_tensor(args, i: int) -> bool:
+    """Input ``i`` is recorded with shape [] and a tensor dtype: a 0-d tensor (a non-tensor argument, e.g.
+    gelu's approximate string or a Python scalar, has an empty or non-dtype type)."""
+    types = args.get("Input type")
+    return (isinstance(types, list) and i < len(types) and isinstance(types[i], str)
+            and types[i].strip().lower() in DTYPE_BYTES)
 
 
 def _concrete(args, i: int):
@@ -163,7 +176,7 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
     when the op has no formula or no shapes.  Bytes are compulsory: inputs read once, output written once."""
     op = name.split("::", 1)[-1] if "::" in name else name
     d = _dims(args)
-    if not d or not any(d):
+    if not d:  # no shapes recorded; an op of 0-d tensors (AdamW's step add_, item) records [[], [], []]
         return math.nan, math.nan, f"{name}: no Input Dims (record_shapes=True)"
     e0 = _esize(args, 0)
 
@@ -255,11 +268,22 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
                 f = 2.0 * b * h * sq * sk * (dq + dv)
                 by = e0 * (sum(_prod(x) for x in t) + b * h * sq * dv)
                 return f, by, "attention 2BH Sq Sk (Dq + Dv)"
+        if op in GATHERS and len(d) >= 2 and d[0]:
+            # index_select(self, dim, index) / embedding(weight, indices): rows of d[0] picked by an index tensor
+            src, idx = d[0], (d[2] if op == "index_select" and len(d) > 2 else d[1])
+            dim = _concrete(args, 1) if op == "index_select" else 0
+            dim = dim if isinstance(dim, int) and not isinstance(dim, bool) and -len(src) <= dim < len(src) else 0
+            row = _prod(src) / max(float(src[dim]), 1.0)
+            picked = _prod(idx) * row
+            by = e0 * 2.0 * picked + _esize(args, 2 if op == "index_select" else 1) * _prod(idx)
+            return 0.0, by, f"{op}: a gather, no FLOPs (bytes: picked rows read and written, indices read)"
         base = op.rstrip("_") if op not in ELEMENTWISE else op
         if op in ELEMENTWISE or base in ELEMENTWISE:
-            sizes = [_prod(x) for x in d if x]
-            out = max(sizes)
-            by = sum(_esize(args, i) * _prod(x) for i, x in enumerate(d) if x) + e0 * out
+            tensors = [i for i, x in enumerate(d) if x or _is_0d_tensor(args, i)]
+            if not tensors:
+                return math.nan, math.nan, f"{name}: no tensor among its inputs"
+            out = max(_prod(d[i]) for i in tensors)  # 0-d tensors only: one element
+            by = sum(_esize(args, i) * _prod(d[i]) for i in tensors) + e0 * out
             return out, by, "elementwise: one FLOP per output element"
     except (TypeError, ValueError, IndexError):
         return math.nan, math.nan, f"{name}: unexpected Input Dims {d!r}"
@@ -298,8 +322,8 @@ def load_torch_trace(path) -> pd.DataFrame:
     ``drop_reason``); ``df.attrs["report"]`` counts what was read, plotted and dropped (why).
 
     ``achieved_flops`` = flops / dur (NaN when FLOPs are unknown); ``intensity`` = flops / bytes (NaN when
-    bytes are unknown).  Zero-duration kernels are left out of the frame (they cannot be placed on a log axis)
-    and counted as dropped."""
+    bytes are unknown).  Zero-duration kernels stay in the frame with ``achieved_flops`` NaN and
+    ``drop_reason`` "zero duration" (they cannot be placed on a log axis)."""
     path = Path(path)
     events = _read_events(path)
     ops: dict = {}          # External id -> (name, flops, bytes, flops_from, bytes_from)
@@ -385,22 +409,18 @@ def load_torch_trace(path) -> pd.DataFrame:
     zero = (df["dur_us"] <= 0).to_numpy()
     reason[zero] = "zero duration"
     df["drop_reason"] = reason
-    zero_count = int(zero.sum())
-    df = df[~zero].copy()
     df["dur_s"] = df["dur_us"] * 1e-6
-    df["achieved_flops"] = df["flops"] / df["dur_s"]
+    df["achieved_flops"] = (df["flops"] / df["dur_s"]).where(~zero)
     df["intensity"] = df["flops"] / df["bytes"]
     df.loc[~np.isfinite(df["intensity"]) | (df["intensity"] <= 0), "intensity"] = math.nan
     no_int = df["flops"].notna() & (df["flops"] > 0) & df["intensity"].isna()
     df.loc[no_int & (df["drop_reason"] == ""), "drop_reason"] = "FLOPs known, bytes unknown (plotted at the edge)"
     zero_f = df["flops"].notna() & (df["flops"] <= 0)
-    df.loc[zero_f & (df["drop_reason"] == ""), "drop_reason"] = "zero FLOPs (copy / memset)"
+    df.loc[zero_f & (df["drop_reason"] == ""), "drop_reason"] = "zero FLOPs (copy / memset / gather)"
     out = df.reset_index(drop=True)[list(COLUMNS) + list(EXTRA_COLUMNS)]
     known, unknown = plottable(out)
     why = out.loc[~out.index.isin(known.index) & ~out.index.isin(unknown.index), "drop_reason"].value_counts()
     why = {str(k): int(v) for k, v in why.items()}
-    if zero_count:
-        why["zero duration"] = why.get("zero duration", 0) + zero_count
     out.attrs["report"] = {"read": len(kernels), "plotted": int(len(known)), "flops_only": int(len(unknown)),
                            "dropped": int(len(kernels) - len(known) - len(unknown)), "dropped_why": why,
                            "operators": n_ops}
@@ -420,6 +440,18 @@ def report_text(df: pd.DataFrame) -> str:
     if r["dropped"]:
         text += " (" + "; ".join(f"{n}: {why}" for why, n in sorted(r["dropped_why"].items(), key=lambda x: -x[1])) + ")"
     return text
+
+
+def kernel_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every kernel of a frame from :func:`load_torch_trace`, each with ``plotted``: "point" (known FLOP/s and
+    intensity), "edge" (FLOP/s only, drawn at the plot's edge) or "no" (its ``drop_reason`` says why): the one
+    list the roofline view, its PNG / SVG and its CSV all account for."""
+    known, unknown = plottable(df)
+    out = df.copy()
+    out["plotted"] = "no"
+    out.loc[known.index, "plotted"] = "point"
+    out.loc[unknown.index, "plotted"] = "edge"
+    return out
 
 
 def plottable(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

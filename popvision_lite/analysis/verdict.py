@@ -27,6 +27,7 @@ from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import workload as wl
 from popvision_lite.errors import ConfigError
+from popvision_lite.units import format_seconds, format_usd
 
 DEFAULT_GPU = "a100-80gb"
 DEFAULT_SAMPLES = 1_000_000
@@ -60,7 +61,7 @@ class Side:
         return 1e6 / c if c and math.isfinite(c) else math.nan
 
 
-@dataclass
+@dataclass(repr=False)
 class Verdict:
     model: str
     samples: int
@@ -99,9 +100,9 @@ class Verdict:
             ("chips", self.ipu_count_text or f"{i.chips}", f"{g.chips}"),
             ("samples/s", f"{i.samples_per_second:,.1f}", f"{g.samples_per_second:,.1f}"),
             ("basis", i.basis, g.basis),
-            (f"time for {n:,} samples", fmt_seconds(i.seconds_for(n)), fmt_seconds(g.seconds_for(n))),
-            ("USD per chip-hour", fmt_usd(i.usd_per_chip_hour), fmt_usd(g.usd_per_chip_hour)),
-            ("USD per 1 M samples", fmt_usd(i.usd_per_million()), fmt_usd(g.usd_per_million())),
+            (f"time for {n:,} samples", format_seconds(i.seconds_for(n)), format_seconds(g.seconds_for(n))),
+            ("USD per chip-hour", format_usd(i.usd_per_chip_hour), format_usd(g.usd_per_chip_hour)),
+            ("USD per 1 M samples", format_usd(i.usd_per_million()), format_usd(g.usd_per_million())),
             ("micro-batch (samples per pass)", f"{self.ipu_micro_batch:g}",
              f"{self.gpu_estimate.micro_batch:g} ({self.gpu_estimate.passes_per_step:g} per step)"),
             ("fits in memory", "yes" if i.fits else "NO", _gpu_fit_text(self.gpu_estimate)),
@@ -121,6 +122,20 @@ class Verdict:
         lines += ["", "Notes:"] + [f"- {n}" for n in self.notes]
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return f"<Verdict {self.model}: {self.headline()}>"
+
+    def _repr_html_(self) -> str:
+        """The verdict table for notebooks (every text escaped)."""
+        import html
+
+        import pandas as pd
+
+        rows = pd.DataFrame(self.rows(), columns=["", "IPU", "GPU"])
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<p><b>Verdict for {html.escape(self.model)}</b>: {html.escape(self.headline())}</p>"
+                + rows.to_html(index=False, escape=True) + (f"<ul>{notes}</ul>" if notes else ""))
+
     def to_dict(self) -> dict:
         out = {"model": self.model, "samples": self.samples, "headline": self.headline(),
                "gpu_over_ipu": self.speedup, "gpu_bound_samples_per_second": self.gpu_bound_samples_per_second,
@@ -136,21 +151,6 @@ class Verdict:
         out["gpu_memory"] = dict(self.gpu_estimate.memory)
         out["gpu_time_by_bound_s"] = dict(self.gpu_estimate.time_by_bound)
         return out
-
-
-def fmt_seconds(s: float) -> str:
-    if s is None or not math.isfinite(s):
-        return "n/a"
-    for unit, div in (("h", 3600.0), ("min", 60.0), ("s", 1.0)):
-        if s >= div:
-            return f"{s / div:,.2f} {unit}"
-    return f"{s * 1e3:.3f} ms"
-
-
-def fmt_usd(v: float) -> str:
-    if v is None or not math.isfinite(v):
-        return "n/a"
-    return f"${v:,.2f}" if v >= 0.01 else f"${v:.2e}"
 
 
 def _gpu_fit_text(est: ge.TrainingEstimate) -> str:

@@ -132,9 +132,16 @@ def _csv_frame(profile, view: str, view_widget):
         return liveness_curve(profile)
     if view == "roofline":
         tables = view_tables(view_widget)
-        if tables:
-            return next(iter(tables.values()))
-        return _ops_frame(profile)
+        if not tables:
+            return _ops_frame(profile)
+        if "measured" not in tables:
+            return tables["roofline"]
+        # one CSV: the IPU ops, then every measured kernel with whether it was plotted and why not
+        import pandas as pd
+
+        ops = tables["roofline"].assign(source="IPU op (emulated)")
+        kernels = tables["measured"].assign(source="GPU kernel (measured)")
+        return pd.concat([ops, kernels], ignore_index=True, sort=False)
     if view == "summary":
         return summary_table(profile)
     raise ConfigError(f"view {view!r} has no table")

@@ -54,6 +54,19 @@ class StepTileWindow:
     def __len__(self) -> int:
         return 3
 
+    def frame(self) -> pd.DataFrame:
+        """The window as a long table, one row per (step, tile): ``step``, ``tile``, ``cycles``, ``bytes_in``,
+        ``bytes_out`` (steps and tiles are global ids, so rows join ``Profile.steps`` and ``Profile.tiles``)."""
+        n_steps, n_tiles = self.cycles.shape
+        tiles = np.arange(n_tiles, dtype=np.int64) if self.tiles is None else np.asarray(self.tiles, np.int64)
+        return pd.DataFrame({
+            "step": np.repeat(np.arange(self.start, self.start + n_steps, dtype=np.int64), n_tiles),
+            "tile": np.tile(tiles, n_steps),
+            "cycles": self.cycles.ravel(),
+            "bytes_in": self.bytes_in.ravel(),
+            "bytes_out": self.bytes_out.ravel(),
+        })
+
 
 def preload() -> None:
     """Import h5py and register the compression filters now (~0.5 s cold), e.g. while a start page
@@ -137,6 +150,9 @@ class _StepTiles:
         return self._p._shape("step_tile_cycles")
 
     def window(self, start: int, stop: int, tiles=None) -> StepTileWindow:
+        """Per-tile data of steps ``start`` .. ``stop - 1`` (clipped to the run) for ``tiles`` (global tile ids;
+        None = all): a :class:`StepTileWindow` of three (steps, tiles) uint32 arrays, ``cycles`` (busy),
+        ``bytes_in`` and ``bytes_out``, that unpacks like a tuple; ``.frame()`` gives a labelled long table."""
         n = self.shape[0]
         start, stop = _clip_range(start, stop, n)
         tl = None if tiles is None else np.asarray(tiles, dtype=np.int64)
@@ -558,7 +574,9 @@ class Profile:
             df = self._read_table(name)
             validate.check_table(name, df, self._counts, self._err, self.target.num_tiles)  # before any view or analysis sees it
             self._tables[name] = _with_derived(name, df, self.target)
-        return self._tables[name]
+        # a shallow copy: free under pandas' copy-on-write, and an edit of the returned frame never reaches the
+        # cached table that every later call (and every view) reads
+        return self._tables[name].copy(deep=False)
 
     def _rebuilt_table(self, name: str) -> pd.DataFrame:
         """An optional table of ``schema.OPTIONAL_TABLES`` rebuilt for a file written before it existed."""
@@ -592,15 +610,64 @@ class Profile:
             })
         return self._tiles
 
-    steps = property(lambda self: self.table("steps"))
-    ops = property(lambda self: self.table("ops"))
-    programs = property(lambda self: self.table("programs"))
-    compute_sets = property(lambda self: self.table("compute_sets"))
-    vertices = property(lambda self: self.table("vertices"))
-    variables = property(lambda self: self.table("variables"))
-    variable_tiles = property(lambda self: self.table("variable_tiles"))
-    liveness_steps = property(lambda self: self.table("liveness_steps"))
-    phases = property(lambda self: self.table("phases"))
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per executed BSP step, in time order (index = ``step``): ``ipu``, ``kind`` (code) and
+        ``kind_name`` (categorical: compute / sync / exchange_internal / exchange_global / stream_copy),
+        ``op_id`` and ``prog_id`` (-1 = none), ``ipu`` (-1 = all), ``start_cycle``, ``end_cycle``, ``cycles``,
+        ``seconds`` (at the target's clock), ``busy_max`` / ``busy_mean`` over tiles, ``tiles_active``,
+        ``bytes_in`` / ``bytes_out``.  Steps of different IPUs may overlap in time (pipelines)."""
+        return self.table("steps")
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        """One row per model operation (index = ``op_id``): ``name``, ``type``, ``ipu``, ``precision``, ``flops``,
+        bytes by level (``bytes_sram``, ``bytes_exchange``, ``bytes_ipu_link``, ``bytes_ddr``, ``min_bytes``),
+        ``cycles`` split into ``compute_cycles`` / ``exchange_cycles`` / ``sync_cycles`` / ``stream_cycles``,
+        ``tiles_used`` and the planner's ``plan``."""
+        return self.table("ops")
+
+    @property
+    def programs(self) -> pd.DataFrame:
+        """The program tree, parents before children (index = ``prog_id``): ``parent_id``, ``kind``, ``name``,
+        ``op_id``, ``repeat``, ``cs_id``, the steps it issued (``first_step`` .. ``last_step``), ``code_bytes``,
+        ``cycles`` (children included) and, for leaves, the liveness step ``lstep``."""
+        return self.table("programs")
+
+    @property
+    def compute_sets(self) -> pd.DataFrame:
+        """One row per compute set (index = ``cs_id``): ``name``, ``op_id``, ``num_vertices``, ``num_tiles``."""
+        return self.table("compute_sets")
+
+    @property
+    def vertices(self) -> pd.DataFrame:
+        """Vertices aggregated per (compute set, codelet, tile): ``count``, ``cycles``, ``state_bytes``,
+        ``code_bytes``."""
+        return self.table("vertices")
+
+    @property
+    def variables(self) -> pd.DataFrame:
+        """One row per variable (index = ``var_id``): ``name``, ``kind`` (variable / constant), ``dtype``,
+        ``shape``, ``bytes``, ``always_live``, its live range ``first_lstep`` .. ``last_lstep`` and the producing
+        ``op_id``."""
+        return self.table("variables")
+
+    @property
+    def variable_tiles(self) -> pd.DataFrame:
+        """Where each variable lives: (``var_id``, ``tile``, ``bytes``) rows."""
+        return self.table("variable_tiles")
+
+    @property
+    def liveness_steps(self) -> pd.DataFrame:
+        """One row per liveness step (leaf program in compile order, index = ``lstep``): ``prog_id``, ``name``,
+        not-always-live ``total_bytes`` over the chip, and ``max_tile_bytes`` on the fullest ``max_tile``."""
+        return self.table("liveness_steps")
+
+    @property
+    def phases(self) -> pd.DataFrame:
+        """The training step's phases (fill, steady state x N, drain, all-reduce, optimizer, streams): one row
+        per phase with its IPU, start, duration, runs per step and the stored steps that represent it."""
+        return self.table("phases")
 
     @property
     def replicas(self) -> int:
@@ -610,6 +677,7 @@ class Profile:
         return int(r) if isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r <= 1 << 20 else 1
 
     def close(self) -> None:
+        """Close the file (also on leaving ``with pvl.open(path) as p:``); tables already read stay usable."""
         self._dsets = {}
         chunks = getattr(self, "_chunks", None)
         if chunks is not None:
@@ -625,6 +693,22 @@ class Profile:
 
     def __exit__(self, *exc):
         self.close()
+
+    def _repr_html_(self) -> str:
+        """A short card for notebooks: target, model, fit, steps, tables (every text escaped)."""
+        import html
+
+        t = getattr(self, "target", None)
+        run = getattr(self, "run", None) or {}
+        rows = [("file", str(self.path)), ("format", str(self.format_version))]
+        if t is not None:
+            rows += [("target", f"{t.name} [{t.device}] x {t.num_ipus} IPU(s), {t.tiles_per_ipu} tiles each")]
+        rows += [("model", str(run.get("model", ""))), ("fits", str(run.get("fits", ""))),
+                 ("steps", f"{self._shapes.get('step_tile_cycles', (0,))[0]:,}"),
+                 ("tables", ", ".join(schema.TABLES))]
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+                       f"{html.escape(v)}</td></tr>" for k, v in rows)
+        return f"<table><caption>popvision-lite profile</caption>{body}</table>"
 
     def __repr__(self) -> str:
         t = getattr(self, "target", None)

@@ -104,9 +104,9 @@ def open_sweep(path) -> pd.DataFrame:
     df["profile"] = [str(folder / v) if isinstance(v, str) and v else "" for v in df["profile"]]
     if "error" in df:
         df["error"] = [v if isinstance(v, str) else "" for v in df["error"]]
-    for col in ("fits", "timing_only"):
-        if col in df and df[col].dtype == object:
-            df[col] = df[col].map({True: True, False: False, "True": True, "False": False})
+    for col in ("fits", "timing_only"):  # nullable booleans: a failed point has <NA>, and df[df.fits] works
+        if col in df:
+            df[col] = df[col].map({True: True, False: False, "True": True, "False": False}).astype("boolean")
     df.attrs["path"] = str(p.resolve())
     df.attrs["folder"] = str(folder)
     meta = p.parent / META

@@ -36,9 +36,9 @@ def test_recompute_lowers_peak_not_always_live(run_pairs):
     assert row["delta"] == direct_b - direct_a
     # recompute costs cycles: extra forward ops only in B, all named .../recompute/...
     ops = C.op_table(a, b)
-    only_b = ops[ops["in"] == "B only"]
+    only_b = ops[ops["present_in"] == "B only"]
     assert len(only_b) > 0 and only_b["name"].str.contains("/recompute/").all()
-    assert (ops["in"] == "A only").sum() == 0
+    assert (ops["present_in"] == "A only").sum() == 0
     assert c.metric("total cycles")["b"] > c.metric("total cycles")["a"]
     assert any("recomputes" in n and "is lower" in n for n in c.notes)
 
@@ -100,7 +100,7 @@ def test_op_and_step_tables_match_direct_sums(run_pairs):
     ops = C.op_table(a, b)
     names_a, names_b = set(a.ops["name"]), set(b.ops["name"])
     assert set(ops["name"]) == names_a | names_b
-    assert (ops["in"] == "both").sum() == len(names_a & names_b)
+    assert (ops["present_in"] == "both").sum() == len(names_a & names_b)
     ca = a.ops.groupby("name")["cycles"].sum()
     cb = b.ops.groupby("name")["cycles"].sum()
     for r in ops.head(20).itertuples():
@@ -144,7 +144,9 @@ def test_csv_keeps_whole_numbers_whole(tile_mismatch, tmp_path):
     assert float(rows["tiles"]["ratio"]) == pytest.approx(2432 / 1472) and "." in rows["tiles"]["ratio"]
     assert c.headline[["a", "b", "delta", "ratio"]].dtypes.eq(np.float64).all()  # numeric columns numeric
     assert "." in rows["time"]["delta"]  # seconds stay float
-    assert rows["device"]["delta"] == ""
+    assert "device" not in rows and "fits" not in rows  # text and yes/no metrics live in c.facts, typed
+    assert c.facts["device"].dtype == "string" and c.facts["fits"].dtype == "boolean"
+    assert list(c.facts["device"]) == [a.target.name, b.target.name]
 
     export_table(C.per_ipu(a, b), tmp_path / "m.csv")
     ipus = {r["ipu"]: r for r in csv.DictReader(open(tmp_path / "m.csv"))}

@@ -13,7 +13,7 @@ import pytest
 
 from popvision_lite import devices
 from popvision_lite.analysis import roofline as rl
-from popvision_lite.analysis.torch_trace import TraceImportError, load_torch_trace, plottable
+from popvision_lite.analysis.torch_trace import TraceImportError, kernel_table, load_torch_trace, plottable
 from popvision_lite.devices import load_device
 from popvision_lite.profile import schema
 
@@ -270,7 +270,11 @@ def test_torch_trace_import(tmp_path):
         {"ph": "M", "name": "process_name", "args": {"name": "GPU 0"}},
     ]
     df = load_torch_trace(_write_trace(tmp_path, {"traceEvents": ev}))
-    assert list(df["name"]) == ["gemm_a", "gemm_b", "own", "memcpy"]  # zero-duration dropped
+    # every kernel is listed; the zero-duration one with its reason and no FLOP/s
+    assert list(df["name"]) == ["gemm_a", "gemm_b", "own", "memcpy", "zero"]
+    assert df.iloc[4].drop_reason == "zero duration" and math.isnan(df.iloc[4].achieved_flops)
+    listed = kernel_table(df).set_index("name")["plotted"]
+    assert listed.to_dict() == {"gemm_a": "edge", "gemm_b": "edge", "own": "point", "memcpy": "no", "zero": "no"}
     a, b, own, cp = (df.iloc[i] for i in range(4))
     assert a.dur_s == pytest.approx(30e-6)
     assert a.flops == pytest.approx(2e9 * 30 / 40) and b.flops == pytest.approx(2e9 * 10 / 40)
@@ -280,7 +284,7 @@ def test_torch_trace_import(tmp_path):
     known, unknown = plottable(df)
     assert list(known["name"]) == ["own"] and list(unknown["name"]) == ["gemm_a", "gemm_b"]
     # a bare event array is also accepted
-    assert len(load_torch_trace(_write_trace(tmp_path, ev, "bare.json"))) == 4
+    assert len(load_torch_trace(_write_trace(tmp_path, ev, "bare.json"))) == 5
 
 
 @pytest.mark.parametrize("content, needle", [

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from popvision_lite.analysis.torch_trace import (
@@ -244,6 +245,17 @@ def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
     assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "roofline", "--torch-trace", str(trace),
                  "-o", str(out)]) == 0
     assert out.stat().st_size > 10_000
+    # the CSV lists every kernel, plotted or dropped with its reason, after the IPU ops
+    assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "roofline", "--torch-trace", str(trace),
+                 "-o", str(tmp_path / "roof.csv")]) == 0
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "roof.csv")
+    kernels = rows[rows["source"] == "GPU kernel (measured)"].set_index("name")
+    assert set(kernels.index) == {"ampere_fp16_gemm", "orphan"}
+    assert kernels.loc["ampere_fp16_gemm", "plotted"] == "point" and kernels.loc["orphan", "plotted"] == "no"
+    assert "launching operator" in kernels.loc["orphan", "drop_reason"]
+    assert (rows["source"] == "IPU op (emulated)").sum() > 10
     assert main(["export", str(SAMPLES / "bert_tiny_mk2.pvl"), "--view", "summary", "--torch-trace", str(trace),
                  "-o", str(tmp_path / "x.png")]) == 2
 
@@ -262,6 +274,11 @@ def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
     view._on_hover("measured", pts)          # what pyqtgraph's sigHovered calls
     text = view.hover.toPlainText()
     assert "ampere_fp16_gemm" in text and "launched by aten::mm" in text and "kernel" in text
+    # a slow kernel (far below every IPU and GPU estimate point) is still inside the plotted y range
+    slow = ev[:2] + [_kernel("ampere_fp16_gemm", 4e7, ts=5, corr=9)]
+    view.show_trace(load_torch_trace(_write(tmp_path, slow, "slow.json")), "slow.json")
+    y0, _ = view.plot.getPlotItem().getViewBox().viewRange()[1]
+    assert y0 <= np.log10(view.measured["achieved_flops"].min())
     doc.close()
 
 

@@ -49,6 +49,11 @@ class RooflineDrawing:
         ys = [c.value for c in a.ipu.compute] + [c.value for g in a.gpus for c in g.compute]
         ly1 = math.log10(max(ys)) + 0.8  # room above the top ceiling for its label
         ymin = [math.log10(max(ys)) - 6]
+        if self.measured is not None:  # every plotted kernel lies inside the axis, not below it
+            known, unknown = plottable(self.measured)
+            for col in (known["achieved_flops"], unknown["achieved_flops"]):
+                if len(col):
+                    ymin.append(float(np.log10(col.to_numpy(dtype=float)).min()) - 0.5)
         if len(pts):
             ymin.append(float(np.log10(pts["chip_flops"]).min()) - 0.5)
             for g in a.gpus:  # estimate points sit below their bounds

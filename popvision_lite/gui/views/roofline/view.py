@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite import devices
 from popvision_lite.analysis import roofline as rl
-from popvision_lite.analysis.torch_trace import load_torch_trace, report_text
+from popvision_lite.analysis.torch_trace import kernel_table, load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.fitted_legend import FittedLegend
@@ -190,8 +190,14 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         return {"roofline": self.plot.getPlotItem()}
 
     def tables(self) -> dict:
-        """The per-op roofline table (with the TOTAL row) for CSV export; empty until analysed."""
-        return {} if self.analysis is None else {"roofline": self.analysis.table()}
+        """The per-op roofline table (with the TOTAL row) for CSV export, and with an imported trace every
+        measured kernel, plotted or not (``plotted``, ``drop_reason``); empty until analysed."""
+        if self.analysis is None:
+            return {}
+        out = {"roofline": self.analysis.table()}
+        if self.measured is not None:
+            out["measured"] = kernel_table(self.measured)
+        return out
 
     def chosen_gpus(self) -> tuple[str, ...]:
         return tuple(g for g in self._gpu_ids if self.gpu_boxes[g].isChecked())
