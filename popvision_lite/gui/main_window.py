@@ -255,8 +255,9 @@ class MainWindow(QMainWindow):
         self.open_paths([str(samples[0])])
         return True
 
-    def open_paths(self, paths) -> list[Worker]:
-        """Open each path off the GUI thread; errors show a dialog, the window stays usable."""
+    def open_paths(self, paths, titles: dict | None = None) -> list[Worker]:
+        """Open each path off the GUI thread; errors show a dialog, the window stays usable.  ``titles``:
+        {path: tab title} for tabs named by what they are rather than their file (a sweep point)."""
         workers = []
         for p in paths:
             p = str(p)
@@ -268,14 +269,14 @@ class MainWindow(QMainWindow):
                 continue
             workers.append(self.run_task(
                 load_document_data, p, title=f"Opening {Path(p).name}",
-                on_result=lambda res, p=p: self._loaded(p, res),
+                on_result=lambda res, p=p: self._loaded(p, res, (titles or {}).get(p)),
                 on_error=lambda exc, p=p: self._load_failed(p, exc),
             ))
         return workers
 
-    def _loaded(self, path: str, result) -> None:
+    def _loaded(self, path: str, result, title: str | None = None) -> None:
         profile, cache = result
-        doc = Document(profile, path)
+        doc = Document(profile, path, title=title)
         for k, v in cache.items():
             doc.put_cached(k, v)
         self.add_document(doc)

@@ -8,6 +8,19 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
 from popvision_lite.analysis.summary import format_bytes
+from popvision_lite.units import format_number, format_seconds
+
+
+def _format_float(col: str, v: float) -> str:
+    """One cell: durations (columns ending in ``_s`` / ``seconds``) with units.format_seconds, other numbers with
+    units.format_number (no exponent: '600,300', '12.35'), an exponent only below 1e-4 or from 1e15."""
+    if not np.isfinite(v):
+        return "" if np.isnan(v) else str(v)
+    if col.endswith("_s") or col.endswith("seconds"):
+        return format_seconds(v)
+    if v != 0 and (abs(v) < 1e-4 or abs(v) >= 1e15):
+        return f"{v:.4g}"
+    return format_number(v)
 
 
 class DataFrameModel(QAbstractTableModel):
@@ -54,7 +67,7 @@ class DataFrameModel(QAbstractTableModel):
             if col in self.byte_columns and isinstance(v, (int, float, np.integer, np.floating)):
                 return format_bytes(v)
             if isinstance(v, (float, np.floating)):
-                return f"{v:,.4g}" if abs(v) < 1e15 else f"{v:.4g}"
+                return _format_float(str(col), float(v))
             if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
                 return f"{v:,}"
             if isinstance(v, (bool, np.bool_)):
