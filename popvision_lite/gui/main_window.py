@@ -62,6 +62,7 @@ class MainWindow(QMainWindow):
         self.start_page = StartPage()
         self.start_page.open_requested.connect(lambda p: self.open_paths([p]))
         self.start_page.browse_requested.connect(self.open_dialog)
+        self.start_page.restore_requested.connect(self.restore_session)
         self.doc_tabs = QTabWidget()
         self.doc_tabs.setTabsClosable(True)
         self.doc_tabs.setMovable(True)
@@ -393,13 +394,21 @@ class MainWindow(QMainWindow):
         self.settings.setValue("session/open_files", paths)
         self.settings.setValue("session/current", str(Path(cur.path).resolve()) if cur else "")
 
-    def restore_session(self) -> list[Worker]:
-        """Reopen the profiles open when the app last closed (those that still exist), the last current one
-        in front.  Returns the loaders (none when there was nothing to reopen)."""
+    def session_files(self) -> list[str]:
+        """The profiles open when the app last closed that still exist."""
         paths = self.settings.value("session/open_files", []) or []
         if isinstance(paths, str):
             paths = [paths]
-        paths = [str(p) for p in paths if Path(str(p)).is_file()]
+        return [str(p) for p in paths if Path(str(p)).is_file()]
+
+    def offer_session(self) -> None:
+        """The start page offers to reopen the last session (started with no file: the start page first)."""
+        self.start_page.set_session(self.session_files())
+
+    def restore_session(self) -> list[Worker]:
+        """Reopen the profiles open when the app last closed (those that still exist), the last current one
+        in front.  Returns the loaders (none when there was nothing to reopen)."""
+        paths = self.session_files()
         if not paths:
             return []
         current = str(self.settings.value("session/current", "") or "")
