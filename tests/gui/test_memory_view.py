@@ -82,8 +82,13 @@ def test_category_switch_recolours_to_the_analysis(qtbot, mem, measure):
     assert img.shape == (lay.height, lay.width)
     np.testing.assert_allclose(img[lay.row, lay.col], expect)
     lo, hi = mem.image.getLevels()
-    assert lo == 0 and hi == pytest.approx(max(expect.max(), 100.0 if measure == PERCENT else 0))
+    cap = 100.0 if measure == PERCENT else tm.capacity / 1024.0
+    assert lo == 0 and hi == pytest.approx(max(expect.max(), cap))  # default: relative to tile capacity
     assert tuple(mem.colorbar.levels()) == pytest.approx((lo, hi))
+    mem.scale_box.setCurrentIndex(mem.scale_box.findData("fullest"))
+    lo, hi = mem.image.getLevels()
+    assert hi == pytest.approx(max(expect.max(), 100.0 if measure == PERCENT else 0))
+    mem.scale_box.setCurrentIndex(mem.scale_box.findData("capacity"))
     # memory-by-tile bars: each bar is the max of the tiles it covers (exact when one tile per bar)
     edges = np.round(mem.bar_curve.xData + 0.5).astype(int)
     assert edges[0] >= 0 and edges[-1] <= len(expect)

@@ -66,6 +66,11 @@ class MemoryLayout:
         self.layout_box.addItems(list(LAYOUTS))
         self.layout_box.setToolTip("Tile map order: floor plan (tiles in columns as on the chip) "
                                    "or a plain grid by tile id")
+        self.scale_box = QComboBox()
+        self.scale_box.addItem("to tile capacity", "capacity")
+        self.scale_box.addItem("to the fullest tile", "fullest")
+        self.scale_box.setToolTip("Colour scale: from 0 to the tile's SRAM (a chip 10 % full looks 10 % full), or "
+                                  "from 0 to the fullest tile (small differences between tiles show)")
         n_over = int(self.tm.over_capacity.sum())
         self.over_box = QCheckBox(f"Outline over-capacity tiles ({n_over:,})")
         # outlines help find a few bad tiles; when most tiles are over they only hide the colours
@@ -87,6 +92,8 @@ class MemoryLayout:
         top.addWidget(self.measure_box)
         top.addWidget(QLabel("Layout:"))
         top.addWidget(self.layout_box)
+        top.addWidget(QLabel("Scale:"))
+        top.addWidget(self.scale_box)
         top.addWidget(self.over_box)
         top.addStretch(1)
         top.addWidget(self.hover_label)
@@ -241,6 +248,7 @@ class MemoryLayout:
         document = self.document
         self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
         self.layout_box.currentTextChanged.connect(self.set_layout)
+        self.scale_box.currentIndexChanged.connect(lambda _: self._recolor())
         self.over_box.toggled.connect(lambda _: self._draw_over())
         document.selection.changed.connect(self._selection_changed)
         theme.notifier.changed.connect(self._restyle)

@@ -137,10 +137,13 @@ class MemoryView(MemoryLayout, QWidget):
             self.profile.liveness.tile_bytes(lstart=step, lstop=step + 1)[0], dtype=np.float64))
 
     def levels(self) -> tuple[float, float]:
+        """Colour levels: 0 to the tile capacity (or the fullest tile when it is over), by default; 0 to the
+        fullest tile when the scale box says so."""
         v = self.values() / self.scale()
         hi = float(v.max()) if len(v) else 1.0
-        if self.measure == PERCENT:
-            hi = max(hi, 100.0)
+        cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
+        if self.measure == PERCENT or self.scale_box.currentData() != "fullest":
+            hi = max(hi, cap)
         return 0.0, hi if hi > 0 else 1.0
 
     def _recolor(self) -> None:
