@@ -32,7 +32,8 @@ from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision),
 LSTEP = "lstep"  # extra measure: not-always-live bytes at the selected liveness step
 LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
 # columns of TileMemory.variables_on, shown as headers before any tile is picked
-VARIABLE_COLUMNS = ("name", "kind", "dtype", "shape", "bytes_on_tile", "bytes", "always_live", "first_lstep",
+# what the tile holds first (its bytes on this tile), so a narrow panel still shows it
+VARIABLE_COLUMNS = ("name", "bytes_on_tile", "bytes", "kind", "dtype", "shape", "always_live", "first_lstep",
                     "last_lstep", "var_id")
 VAR_HINT = "Click a tile in the map or the bar chart to list the variables stored on it."
 RESIZE_ROWS = 16  # rows Qt measures for resizeColumnsToContents
@@ -122,6 +123,12 @@ class MemoryLayout:
                                              pen=pg.mkPen(theme.colors()["over"], width=2))
         self.over_marks.setZValue(10)
         hp.addItem(self.over_marks)
+        # tiles selected in another view: outlined in the selection colour (the other tiles are only lightly
+        # dimmed, so the map keeps its colours instead of turning a washed-out olive)
+        self.sel_marks = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.0, brush=None,
+                                            pen=pg.mkPen(theme.colors()["select"], width=1.5))
+        self.sel_marks.setZValue(9)
+        hp.addItem(self.sel_marks)
         self.tile_mark = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.6, brush=None,
                                             pen=pg.mkPen(theme.colors()["select"], width=3))
         self.tile_mark.setZValue(11)
@@ -159,11 +166,9 @@ class MemoryLayout:
         bp.getViewBox().sigResized.connect(lambda *_: self._update_bar())
         self.bar_over = pg.ScatterPlotItem(size=6, symbol="t", brush=theme.colors()["over"], pen=None)
         bp.addItem(self.bar_over)
+        # the capacity is named in the title, not in a label box on the line that covered the bars near it
         self.cap_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.colors()["capacity"], width=2,
-                                                                          style=Qt.DashLine),
-                                        label="capacity", labelOpts={"position": 0.85, "color": theme.colors()["capacity"],
-                                                                     "anchors": [(0.5, 1), (0.5, 1)],
-                                                                     "fill": pg.mkBrush(theme.colors()["plot_bg"])})
+                                                                          style=Qt.DashLine))
         bp.addItem(self.cap_line)
         self.bar_sel = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=2))
         self.bar_sel.hide()
