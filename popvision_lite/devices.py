@@ -234,6 +234,49 @@ class DeviceSpec:
         return tile_in_ipu % cols, tile_in_ipu // cols
 
 
+# ------------------------------------------------------------------------------------------ prices
+PRICE_DATE_NOTE = "list price as quoted in the project brief (Paperspace); the quote's date is not recorded"
+
+
+@dataclass(frozen=True)
+class ChipPrice:
+    """What one chip-hour of a device costs, and where that figure comes from: the one price every view, the
+    verdict, the roofline and the sweep use.  ``borrowed``: the device has no published price of its own and is
+    priced at another device of its kind (an IPU without a price at the Bow rate); ``usd_per_chip_hour`` is NaN
+    when no price can be given (``source`` then says why)."""
+
+    usd_per_chip_hour: float
+    source: str
+    borrowed: bool = False
+
+    @property
+    def known(self) -> bool:
+        return self.usd_per_chip_hour == self.usd_per_chip_hour  # not NaN
+
+    @property
+    def label(self) -> str:
+        """Short text for tables and tooltips: '$1.67/chip-h', '$1.67/chip-h (Bow IPU rate)', 'no price'."""
+        if not self.known:
+            return "no price"
+        text = f"${self.usd_per_chip_hour:,.2f}/chip-h"
+        return text + f" ({self.source.split(' rate')[0].split('priced at the ')[-1]} rate)" if self.borrowed else text
+
+
+def chip_price(spec: DeviceSpec | str) -> ChipPrice:
+    """The price of one chip-hour of ``spec`` (a spec or a bundled id) with its source."""
+    spec = spec if isinstance(spec, DeviceSpec) else load_bundled_device(spec)
+    if spec.usd_per_hour is not None:
+        return ChipPrice(float(spec.usd_per_hour), f"{spec.source('price.usd_per_hour')}; {PRICE_DATE_NOTE}")
+    if spec.is_ipu:
+        for other in list_devices("ipu"):
+            o = load_device(other)
+            if o.usd_per_hour is not None:
+                return ChipPrice(float(o.usd_per_hour),
+                                 f"{spec.name} has no published price; priced at the {o.name} rate "
+                                 f"({o.source('price.usd_per_hour')}; {PRICE_DATE_NOTE})", borrowed=True)
+    return ChipPrice(float("nan"), f"{spec.name}: no published price in resources/devices/{spec.id}.toml")
+
+
 # ------------------------------------------------------------------------------------------
 def devices_dir() -> Path:
     return resource_dir("devices")

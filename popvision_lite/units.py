@@ -90,6 +90,20 @@ def format_usd(c: float) -> str:
     return f"{sign}${a:,.{decimals}f}"
 
 
+def format_number(v: float) -> str:
+    """A plain quantity (samples/s, counts) without an exponent: whole numbers with thousands separators from
+    1,000 up ('600,300'), else 4 significant digits ('1,687', '12.35', '0.01234'); 'n/a' when not finite."""
+    if not _finite(v):
+        return "n/a"
+    v = float(v)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v == 0:
+        return "0"
+    decimals = max(0, 3 - math.floor(math.log10(abs(v))))
+    return f"{v:,.{decimals}f}"
+
+
 def format_ratio(v: float) -> str:
     """'2.50x'; 'n/a' when not finite."""
     return f"{v:.2f}x" if _finite(v) else "n/a"
@@ -119,5 +133,5 @@ def format_hz(hz: float) -> str:
 
 
 __all__ = ["GIB", "KIB", "MIB", "format_bandwidth", "format_bytes", "format_bytes_exact", "format_change",
-           "format_count", "format_flops", "format_hz", "format_percent", "format_ratio", "format_seconds",
-           "format_speedup", "format_usd"]
+           "format_count", "format_flops", "format_hz", "format_number", "format_percent", "format_ratio",
+           "format_seconds", "format_speedup", "format_usd"]

@@ -18,6 +18,37 @@ def liveness_curve(profile) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
+def ipu_spans(profile) -> pd.DataFrame:
+    """Runs of consecutive liveness steps whose program ran on one IPU (a multi-IPU run's programs follow each
+    other in compile order): one row per run with ``ipu``, ``first_lstep``, ``last_lstep``.  An lstep whose
+    program issued no step of a single IPU belongs to the run before it.  One row (ipu -1) for single-IPU runs."""
+    ls = profile.liveness_steps.sort_values("lstep")
+    empty = pd.DataFrame({"ipu": pd.Series([], dtype=np.int64), "first_lstep": pd.Series([], dtype=np.int64),
+                          "last_lstep": pd.Series([], dtype=np.int64)})
+    if not len(ls):
+        return empty
+    lsteps = ls["lstep"].to_numpy(np.int64)
+    if int(profile.target.num_ipus) <= 1:
+        return pd.DataFrame({"ipu": [-1], "first_lstep": [int(lsteps[0])], "last_lstep": [int(lsteps[-1])]})
+    progs = profile.programs.set_index("prog_id")
+    first = progs["first_step"].reindex(ls["prog_id"].to_numpy()).to_numpy()
+    steps = profile.steps
+    ipu_of_step = steps["ipu"].to_numpy(np.int64)
+    ok = np.isfinite(first) & (first >= 0) & (first < len(ipu_of_step))
+    ipu = np.full(len(ls), -1, dtype=np.int64)
+    ipu[ok] = ipu_of_step[first[ok].astype(np.int64)]
+    # carry the last known IPU forward over steps of no single IPU (global syncs, all-IPU programs)
+    known = ipu >= 0
+    if not known.any():
+        return pd.DataFrame({"ipu": [-1], "first_lstep": [int(lsteps[0])], "last_lstep": [int(lsteps[-1])]})
+    idx = np.where(known, np.arange(len(ipu)), 0)
+    np.maximum.accumulate(idx, out=idx)
+    ipu = np.where(known | (np.arange(len(ipu)) >= np.argmax(known)), ipu[idx], ipu[np.argmax(known)])
+    start = np.r_[0, np.flatnonzero(np.diff(ipu)) + 1]
+    end = np.r_[start[1:] - 1, len(ipu) - 1]
+    return pd.DataFrame({"ipu": ipu[start], "first_lstep": lsteps[start], "last_lstep": lsteps[end]})
+
+
 def tile_curve(profile, tile: int) -> np.ndarray:
     """(lsteps,) not-always-live bytes on one global tile at every liveness step."""
     a = profile.liveness.tile_bytes(tiles=[int(tile)])

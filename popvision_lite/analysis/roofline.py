@@ -209,15 +209,9 @@ def _ops_on_full_tiles(profile, capacity_per_tile: float) -> set[int]:
 
 
 def _price(spec: DeviceSpec) -> tuple[float, str]:
-    if spec.usd_per_hour is not None:
-        return spec.usd_per_hour, f"{spec.id}: {spec.source('price.usd_per_hour')}"
-    if spec.is_ipu:
-        for other in devices.list_devices("ipu"):
-            o = devices.load_device(other)
-            if o.usd_per_hour is not None:
-                return o.usd_per_hour, (f"{spec.id} has no published price; priced at the {o.name} rate "
-                                        f"({o.source('price.usd_per_hour')})")
-    return math.nan, f"{spec.id}: no published price"
+    """(USD per chip-hour, source): :func:`devices.chip_price`, the one price of every view."""
+    p = devices.chip_price(spec)
+    return p.usd_per_chip_hour, p.source
 
 
 @dataclass

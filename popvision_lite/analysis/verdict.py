@@ -27,11 +27,11 @@ from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import workload as wl
 from popvision_lite.errors import ConfigError
-from popvision_lite.units import format_seconds, format_usd
+from popvision_lite.units import format_bytes, format_number, format_percent, format_seconds, format_usd
 
 DEFAULT_GPU = "a100-80gb"
 DEFAULT_SAMPLES = 1_000_000
-PRICE_DATE_NOTE = "list price as quoted in the project brief (Paperspace); the quote's date is not recorded"
+PRICE_DATE_NOTE = devices.PRICE_DATE_NOTE
 
 
 @dataclass
@@ -74,13 +74,20 @@ class Verdict:
     missing_prices: list = field(default_factory=list)
     ipu_micro_batch: float = math.nan     # samples of one replica's micro-batch
     ipu_count_text: str = ""              # "4 replicas x 4 stages = 16 IPUs" (run_totals.ipu_count_text)
+    ipu_fit_advice: str = ""              # when the IPU run does not fit: what it would take to fit
 
     @property
     def speedup(self) -> float:
-        """GPU samples/s over IPU samples/s (> 1: the GPU side is faster)."""
+        """GPU samples/s over IPU samples/s (> 1: the GPU side is faster); NaN when the IPU run does not fit in
+        tile memory (it cannot execute, so it has no speed to compare)."""
+        if not self.ipu.fits:
+            return math.nan
         return self.gpu.samples_per_second / self.ipu.samples_per_second
 
     def headline(self) -> str:
+        if not self.ipu.fits:
+            return (f"{self.ipu.label} does NOT fit in tile memory: no speed or cost claim. "
+                    + (self.ipu_fit_advice or "It needs less memory per tile to run at all."))
         r = self.speedup
         faster = (f"{self.gpu.label} {r:.2f}x faster than {self.ipu.label}" if r >= 1
                   else f"{self.ipu.label} {1 / r:.2f}x faster than {self.gpu.label}")
@@ -95,6 +102,19 @@ class Verdict:
     def rows(self) -> list[tuple[str, str, str]]:
         """(metric, IPU, GPU) rows, formatted, for tables and text."""
         i, g, n = self.ipu, self.gpu, self.samples
+        if not i.fits:  # a run that cannot execute has no throughput, time or cost
+            na = "n/a (does not fit)"
+            return [
+                ("system", i.label, g.label),
+                ("chips", self.ipu_count_text or f"{i.chips}", f"{g.chips}"),
+                ("samples/s", na, format_number(g.samples_per_second)),
+                ("basis", i.basis, g.basis),
+                (f"time for {n:,} samples", na, format_seconds(g.seconds_for(n))),
+                ("USD per chip-hour", format_usd(i.usd_per_chip_hour), format_usd(g.usd_per_chip_hour)),
+                ("USD per 1 M samples", na, format_usd(g.usd_per_million())),
+                ("fits in memory", "NO (what it takes to fit: above)", _gpu_fit_text(self.gpu_estimate)),
+                ("bound by", "memory (does not fit)", g.bound_by),
+            ]
         return [
             ("system", i.label, g.label),
             ("chips", self.ipu_count_text or f"{i.chips}", f"{g.chips}"),
@@ -138,6 +158,7 @@ class Verdict:
 
     def to_dict(self) -> dict:
         out = {"model": self.model, "samples": self.samples, "headline": self.headline(),
+               "ipu_fit_advice": self.ipu_fit_advice,
                "gpu_over_ipu": self.speedup, "gpu_bound_samples_per_second": self.gpu_bound_samples_per_second,
                "notes": list(self.notes), "missing_prices": list(self.missing_prices)}
         for key, side in (("ipu", self.ipu), ("gpu", self.gpu), ("gpu_same_chips", self.gpu_same_chips)):
@@ -173,16 +194,9 @@ def _config(run: dict) -> dict:
 
 
 def _price(spec) -> tuple[float, str, bool]:
-    """(USD per chip-hour, source text, missing?)"""
-    if spec.usd_per_hour is not None:
-        return float(spec.usd_per_hour), f"{spec.source('price.usd_per_hour')}; {PRICE_DATE_NOTE}", False
-    if spec.is_ipu:
-        for other in devices.list_devices("ipu"):
-            o = devices.load_device(other)
-            if o.usd_per_hour is not None:
-                return float(o.usd_per_hour), (f"{spec.name} has no published price; priced at the {o.name} rate "
-                                               f"({o.source('price.usd_per_hour')}; {PRICE_DATE_NOTE})"), True
-    return math.nan, f"{spec.name}: no published price in resources/devices/{spec.id}.toml", True
+    """(USD per chip-hour, source text, borrowed or missing?): :func:`devices.chip_price`."""
+    p = devices.chip_price(spec)
+    return p.usd_per_chip_hour, p.source, p.borrowed or not p.known
 
 
 def ipu_throughput(profile) -> tuple[float, float, float, str]:
@@ -421,10 +435,28 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         notes.append(line + " (analysis/gpu_estimate.py: GEMM tiles in waves, softmax / LayerNorm passes)")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
+    advice = "" if ipu_fits else fit_advice(profile)
     return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
                    gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
-                   notes=notes, missing_prices=missing, ipu_micro_batch=per_pass,
+                   notes=notes, missing_prices=missing, ipu_micro_batch=per_pass, ipu_fit_advice=advice,
                    ipu_count_text=rt.ipu_count_text if rt is not None else "")
+
+
+def fit_advice(profile) -> str:
+    """What a run that does not fit would take to fit, from its memory: how far over its fullest tile is, and
+    the fewest IPUs its total bytes need even spread perfectly over their tiles."""
+    m = profile.memory.by_tile()
+    cap = float(m["capacity"].iloc[0])
+    peak = float(m["total"].max())
+    over = int(m["over_capacity"].sum())
+    t = profile.target
+    total = float(m["total"].sum())
+    min_ipus = max(1, math.ceil(total / (cap * t.tiles_per_ipu)))
+    text = (f"Its fullest tile holds {format_bytes(peak)} of {format_bytes(cap)} ({format_percent(peak / cap, 0)}); "
+            f"{over:,} of {t.num_tiles:,} tiles are over. To fit, the fullest tiles need "
+            f"{format_bytes(peak - cap)} less: recomputation, a smaller micro-batch, or the model split over more "
+            f"IPUs (its {format_bytes(total)} need at least {min_ipus} IPU(s) even spread perfectly")
+    return text + (f"; it runs on {t.num_ipus})." if t.num_ipus else ").")
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

@@ -23,11 +23,18 @@ from popvision_lite.validators import check_number
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
 COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution", "roofline")
 SUFFIXES = (".png", ".svg", ".csv", ".json")
+# what each view can be written as: plots as PNG or SVG, table views (ops) and panels (verdict) as a PNG picture;
+# every view's table as CSV.  ``steps`` is the step table (CSV) and the per-step chart (PNG / SVG); ``execution``
+# the timeline (PNG / SVG) and its lanes as drawn (CSV: IPU, kind, op name, start and end in seconds).
+FORMATS = {"memory": ("png", "svg", "csv"), "execution": ("png", "svg", "csv"), "roofline": ("png", "svg", "csv"),
+           "liveness": ("png", "svg", "csv"), "summary": ("png", "svg", "csv"), "ops": ("png", "csv"),
+           "steps": ("png", "svg", "csv"), "verdict": ("png", "csv")}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", help="profile file (.pvl)")
-    p.add_argument("--view", choices=VIEWS, help="view to export: " + ", ".join(VIEWS))
+    p.add_argument("--view", choices=VIEWS, help="view to export: " + "; ".join(
+        f"{v} ({'/'.join(FORMATS[v])})" for v in VIEWS))
     p.add_argument("--compare", metavar="OTHER", help="compare with this profile (B); the first is A")
     p.add_argument("-o", "--output", required=True,
                    help="output file: .png or .svg (plot), .csv (the view's table), .json (Chrome trace)")
@@ -80,6 +87,9 @@ def check_args(args) -> str:
             raise ConfigError(f"--torch-trace {args.torch_trace}: no such file")
     if not args.view:
         raise ConfigError("--view is required (memory, execution, roofline, liveness, summary, ops, steps)")
+    if not args.compare and suffix[1:] not in FORMATS[args.view]:
+        raise ConfigError(f"--view {args.view} exports as {', '.join('.' + f for f in FORMATS[args.view])}, "
+                          f"not {suffix}")
     if args.compare and args.view not in COMPARE_VIEWS:
         raise ConfigError(f"--view {args.view} has no compare mode; with --compare use one of "
                           f"{', '.join(COMPARE_VIEWS)}")

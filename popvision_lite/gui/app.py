@@ -44,8 +44,8 @@ def build_window(args, settings=None):
     elif getattr(args, "sample", False) and not compare:
         if not win.open_sample():
             print("popvision-lite: no bundled sample profiles found", file=sys.stderr)
-    elif not compare:  # no file asked for: the tabs that were open when the app last closed
-        win.restore_session()
+    elif not compare:  # no file asked for: the start page, which offers to reopen the last session
+        win.offer_session()
     return win
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.compare import compare
@@ -61,12 +63,30 @@ class CompareWindow(QMainWindow):
         self._build_menu()
 
     def _build_menu(self) -> None:
+        """File (exports, close) and View (Ctrl+1..N for the pages, Ctrl+PgUp / PgDown), as in the main window."""
+        def add(menu, text, slot, keys=None):
+            a = menu.addAction(text, slot)
+            if keys:
+                a.setShortcut(QKeySequence(keys))
+                a.setShortcutContext(Qt.WindowShortcut)
+                self.addAction(a)  # works with the menu bar hidden too
+            return a
+
         m = self.menuBar().addMenu("&File")
-        m.addAction("Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()))
-        m.addAction("Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()))
-        m.addAction("Export report…", self.export_report)
+        add(m, "Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()), "Ctrl+E")
+        add(m, "Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()),
+            "Ctrl+Shift+E")
+        add(m, "Export report…", self.export_report, "Ctrl+Alt+E")
         m.addSeparator()
-        m.addAction("Close", self.close)
+        add(m, "Close", self.close, "Ctrl+W")
+        v = self.menuBar().addMenu("&View")
+        self.page_actions = [add(v, f"Show {title}", lambda _=False, i=i: self.tabs.setCurrentIndex(i), f"Ctrl+{i + 1}")
+                             for i, (_key, title, _cls) in enumerate(PAGES[:9])]
+        v.addSeparator()
+        add(v, "&Next page", lambda: self.tabs.setCurrentIndex((self.tabs.currentIndex() + 1) % self.tabs.count()),
+            "Ctrl+PgDown")
+        add(v, "&Previous page",
+            lambda: self.tabs.setCurrentIndex((self.tabs.currentIndex() - 1) % self.tabs.count()), "Ctrl+PgUp")
 
     def _ensure(self, index: int):
         if not 0 <= index < len(PAGES):

@@ -119,13 +119,34 @@ def _ops_frame(profile):
     return df
 
 
+def execution_lanes(profile):
+    """The timeline as the Execution view draws it: one row per BSP step in its IPU's lane, with its kind, the
+    op's name and its start / end / duration in seconds at the target's clock (``--view steps`` gives the raw
+    step table in cycles)."""
+    import pandas as pd
+
+    st = profile.steps
+    clock = float(profile.target.clock_hz)
+    names = profile.ops["name"].astype(str)
+    op = st["op_id"].to_numpy()
+    op_name = pd.Series(names.to_numpy()[op.clip(0, max(len(names) - 1, 0))] if len(names) else "",
+                        index=st.index).where(op >= 0, "")
+    return pd.DataFrame({
+        "ipu": st["ipu"], "step": st["step"], "kind": st["kind_name"].astype(str), "op": op_name,
+        "start_s": st["start_cycle"] / clock, "end_s": st["end_cycle"] / clock,
+        "duration_s": (st["end_cycle"] - st["start_cycle"]) / clock,
+    }).sort_values(["ipu", "start_s", "step"], kind="stable").reset_index(drop=True)
+
+
 def _csv_frame(profile, view: str, view_widget):
     """The table a single-profile view exports as CSV."""
 
     if view == "memory":
         return table_frame(profile, "memory_by_tile")
-    if view in ("execution", "steps"):
+    if view == "steps":
         return table_frame(profile, "steps")
+    if view == "execution":
+        return execution_lanes(profile)
     if view == "ops":
         return _ops_frame(profile)
     if view == "liveness":

@@ -62,6 +62,7 @@ class MainWindow(QMainWindow):
         self.start_page = StartPage()
         self.start_page.open_requested.connect(lambda p: self.open_paths([p]))
         self.start_page.browse_requested.connect(self.open_dialog)
+        self.start_page.restore_requested.connect(self.restore_session)
         self.doc_tabs = QTabWidget()
         self.doc_tabs.setTabsClosable(True)
         self.doc_tabs.setMovable(True)
@@ -255,8 +256,9 @@ class MainWindow(QMainWindow):
         self.open_paths([str(samples[0])])
         return True
 
-    def open_paths(self, paths) -> list[Worker]:
-        """Open each path off the GUI thread; errors show a dialog, the window stays usable."""
+    def open_paths(self, paths, titles: dict | None = None) -> list[Worker]:
+        """Open each path off the GUI thread; errors show a dialog, the window stays usable.  ``titles``:
+        {path: tab title} for tabs named by what they are rather than their file (a sweep point)."""
         workers = []
         for p in paths:
             p = str(p)
@@ -268,14 +270,14 @@ class MainWindow(QMainWindow):
                 continue
             workers.append(self.run_task(
                 load_document_data, p, title=f"Opening {Path(p).name}",
-                on_result=lambda res, p=p: self._loaded(p, res),
+                on_result=lambda res, p=p: self._loaded(p, res, (titles or {}).get(p)),
                 on_error=lambda exc, p=p: self._load_failed(p, exc),
             ))
         return workers
 
-    def _loaded(self, path: str, result) -> None:
+    def _loaded(self, path: str, result, title: str | None = None) -> None:
         profile, cache = result
-        doc = Document(profile, path)
+        doc = Document(profile, path, title=title)
         for k, v in cache.items():
             doc.put_cached(k, v)
         self.add_document(doc)
@@ -392,13 +394,21 @@ class MainWindow(QMainWindow):
         self.settings.setValue("session/open_files", paths)
         self.settings.setValue("session/current", str(Path(cur.path).resolve()) if cur else "")
 
-    def restore_session(self) -> list[Worker]:
-        """Reopen the profiles open when the app last closed (those that still exist), the last current one
-        in front.  Returns the loaders (none when there was nothing to reopen)."""
+    def session_files(self) -> list[str]:
+        """The profiles open when the app last closed that still exist."""
         paths = self.settings.value("session/open_files", []) or []
         if isinstance(paths, str):
             paths = [paths]
-        paths = [str(p) for p in paths if Path(str(p)).is_file()]
+        return [str(p) for p in paths if Path(str(p)).is_file()]
+
+    def offer_session(self) -> None:
+        """The start page offers to reopen the last session (started with no file: the start page first)."""
+        self.start_page.set_session(self.session_files())
+
+    def restore_session(self) -> list[Worker]:
+        """Reopen the profiles open when the app last closed (those that still exist), the last current one
+        in front.  Returns the loaders (none when there was nothing to reopen)."""
+        paths = self.session_files()
         if not paths:
             return []
         current = str(self.settings.value("session/current", "") or "")

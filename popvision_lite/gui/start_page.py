@@ -84,6 +84,7 @@ class StartPage(QWidget):
 
     open_requested = Signal(str)
     browse_requested = Signal()
+    restore_requested = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -92,6 +93,10 @@ class StartPage(QWidget):
         self.open_button = QPushButton("Open profile…")
         self.open_button.setToolTip("Open a .pvl profile (Ctrl+O). You can also drop .pvl files on the window.")
         self.open_button.clicked.connect(self.browse_requested)
+        self.restore_button = QPushButton("Reopen last session")
+        self.restore_button.setToolTip("Reopen the profiles that were open when popvision-lite last closed")
+        self.restore_button.clicked.connect(self.restore_requested)
+        self.restore_button.hide()
         self.recent_list = QListWidget()
         self.recent_list.setToolTip("Recently opened profiles: double-click or Enter to open")
         self.sample_list = QListWidget()
@@ -113,6 +118,7 @@ class StartPage(QWidget):
         lay.addWidget(title)
         row = QHBoxLayout()
         row.addWidget(self.open_button)
+        row.addWidget(self.restore_button)
         row.addStretch(1)
         lay.addLayout(row)
         lay.addLayout(cols, 1)
@@ -123,6 +129,13 @@ class StartPage(QWidget):
         path = item.data(Qt.UserRole)
         if path:
             self.open_requested.emit(path)
+
+    def set_session(self, paths: list[str]) -> None:
+        """Offer to reopen ``paths`` (the last session's profiles that still exist); hidden when there are none."""
+        n = len(paths)
+        self.restore_button.setText(f"Reopen last session ({n} profile{'s' if n != 1 else ''})")
+        self.restore_button.setToolTip("\n".join(paths))
+        self.restore_button.setVisible(n > 0)
 
     def set_recent(self, paths: list[str]) -> None:
         self.recent_list.clear()

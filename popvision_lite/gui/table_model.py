@@ -8,6 +8,37 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
 from popvision_lite.analysis.summary import format_bytes
+from popvision_lite.units import format_number, format_seconds
+
+_SUFFIXES = (("_delta", " B − A"), ("_ratio", " B / A"), ("_pct", " %"), ("_usd", " (USD)"), ("_a", " A"),
+             ("_b", " B"), ("_id", ""))
+
+
+def column_title(col: str) -> str:
+    """A column's title as people read it, from its snake_case name: 'time_a_s' -> 'time A' (the cells carry
+    the unit), 'cycles_ratio' -> 'cycles B / A', 'cycles_delta' -> 'cycles B − A', 'op_id' -> 'op'."""
+    name = col[:-2] if col.endswith("_s") and len(col) > 2 else col
+    tail = ""
+    changed = True
+    while changed:
+        changed = False
+        for suffix, words in _SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name, tail, changed = name[: -len(suffix)], words + tail, True
+                break
+    return (name.replace("_", " ") + tail).strip()
+
+
+def _format_float(col: str, v: float) -> str:
+    """One cell: durations (columns ending in ``_s`` / ``seconds``) with units.format_seconds, other numbers with
+    units.format_number (no exponent: '600,300', '12.35'), an exponent only below 1e-4 or from 1e15."""
+    if not np.isfinite(v):
+        return "" if np.isnan(v) else str(v)
+    if col.endswith("_s") or col.endswith("seconds"):
+        return format_seconds(v)
+    if v != 0 and (abs(v) < 1e-4 or abs(v) >= 1e15):
+        return f"{v:.4g}"
+    return format_number(v)
 
 
 class DataFrameModel(QAbstractTableModel):
@@ -54,7 +85,7 @@ class DataFrameModel(QAbstractTableModel):
             if col in self.byte_columns and isinstance(v, (int, float, np.integer, np.floating)):
                 return format_bytes(v)
             if isinstance(v, (float, np.floating)):
-                return f"{v:,.4g}" if abs(v) < 1e15 else f"{v:.4g}"
+                return _format_float(str(col), float(v))
             if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
                 return f"{v:,}"
             if isinstance(v, (bool, np.bool_)):
@@ -76,7 +107,7 @@ class DataFrameModel(QAbstractTableModel):
             return None
         if orientation == Qt.Horizontal:
             col = str(self._df.columns[section])
-            return self.headers.get(col, col)
+            return self.headers.get(col) or column_title(col)
         return str(section + 1)
 
     def sort(self, column: int, order=Qt.AscendingOrder) -> None:

@@ -36,18 +36,15 @@ def row_path(out_dir, key: str) -> Path:
 
 
 def price_per_chip_hour(device: str) -> tuple[float | None, str]:
-    """(USD per chip-hour, '' or the reason there is none) from the device spec's [price] table."""
-    from popvision_lite.devices import load_device
+    """(USD per chip-hour or None, where it comes from / why there is none): :func:`devices.chip_price`."""
+    from popvision_lite.devices import chip_price, load_device
     from popvision_lite.errors import PopvisionError
 
     try:
-        spec = load_device(device)
+        p = chip_price(load_device(device))
     except PopvisionError as e:
         return None, f"device spec unreadable: {e}"
-    price = spec.usd_per_hour
-    if price is None:
-        return None, f"no [price] in the {device} device spec"
-    return float(price), ""
+    return (p.usd_per_chip_hour if p.known else None), p.source
 
 
 def metrics(run, device: str) -> dict:
@@ -71,7 +68,7 @@ def metrics(run, device: str) -> dict:
     price, why = price_per_chip_hour(device)
     if price is not None and sps > 0 and math.isfinite(sps):
         cost = price * chips * (1e6 / sps) / 3600.0
-        cost_note = f"{price} USD/chip-hour x {chips} chip(s) (device spec [price])"
+        cost_note = f"{price} USD/chip-hour x {chips} chip(s): {why}"
     else:
         cost = float("nan")
         cost_note = why or "no throughput"

@@ -48,3 +48,28 @@ def test_always_live_listed(prof):
     a = always_live_variables(prof)
     assert a["var_id"].isin(prof.variables.loc[prof.variables["always_live"], "var_id"]).all()
     assert len(a) == int(prof.variables["always_live"].sum()) > 0
+
+
+def test_ipu_spans_mark_each_ipus_programs():
+    """A pipelined run's liveness steps come IPU by IPU: ipu_spans finds the runs (the view marks them)."""
+    from pathlib import Path
+
+    import popvision_lite as pvl
+    from popvision_lite.analysis.liveness import ipu_spans
+
+    samples = Path(__file__).resolve().parents[2] / "sample_profiles"
+    with pvl.open(samples / "bert_mini_4ipu_pipeline.pvl") as p:
+        spans = ipu_spans(p)
+        ls = p.liveness_steps
+        progs = p.programs.set_index("prog_id")
+        steps = p.steps
+    assert list(spans["ipu"]) == [0, 1, 2, 3]
+    assert spans["first_lstep"].iloc[0] == 0 and spans["last_lstep"].iloc[-1] == ls["lstep"].max()
+    assert (spans["first_lstep"].to_numpy()[1:] == spans["last_lstep"].to_numpy()[:-1] + 1).all()
+    for r in spans.itertuples(index=False):  # every step issued inside a span ran on that span's IPU
+        sub = ls[(ls["lstep"] >= r.first_lstep) & (ls["lstep"] <= r.last_lstep)]
+        first = progs.loc[sub["prog_id"], "first_step"].to_numpy()
+        ipus = steps["ipu"].to_numpy()[first[first >= 0]]
+        assert set(ipus) <= {r.ipu, -1}
+    with pvl.open(samples / "bert_tiny_mk2.pvl") as p:
+        assert list(ipu_spans(p)["ipu"]) == [-1]

@@ -106,10 +106,22 @@ def test_cli_and_api(tiny, capsys):
     assert pvl.verdict(tiny).ipu.samples_per_second == v.ipu.samples_per_second
 
 
-def test_a_run_that_does_not_fit_says_so():
+def test_a_run_that_does_not_fit_gets_no_speed_or_cost_claim(capsys):
+    """A run that cannot execute has no throughput, time or cost: the verdict says what it would take to fit."""
     with pvl.open(SAMPLES / "bert_large_1ipu_oom.pvl") as p:
         v = verdict(p)
+        peak = p.memory.by_tile()["total"].max()
     assert not v.ipu.fits and "does NOT fit" in v.headline() and v.gpu.fits
+    head = v.headline()
+    assert "no speed or cost claim" in head and "faster" not in head and "cheaper" not in head
+    assert f"{peak / 1024:.2f} KiB" in head and "at least 2 IPU(s)" in head   # 1.08 GiB over 1472 x 624 KiB
+    assert math.isnan(v.speedup) and math.isnan(v.to_dict()["gpu_over_ipu"])
+    rows = {r[0]: r for r in v.rows()}
+    assert rows["samples/s"][1] == "n/a (does not fit)" and rows["USD per 1 M samples"][1] == "n/a (does not fit)"
+    assert not any("same dollars" in k for k in rows)
+    assert main(["verdict", str(SAMPLES / "bert_large_1ipu_oom.pvl")]) == 0
+    out = capsys.readouterr().out
+    assert "no speed or cost claim" in out and "cheaper" not in out and "faster" not in out
 
 
 def test_gpu_memory_fit_uses_ipu_activations():

@@ -200,3 +200,49 @@ def test_emulation_dialogs(qtbot, run_pairs):
     e.ipus.setCurrentText("4")
     s = e.settings()
     assert s["device"] == "ipu-bow" and s["ipus"] == 4 and s["model"] == base["model"] and e.output() == "/tmp/x.pvl"
+
+
+def test_compare_window_menus_keys_and_readable_pages(qtbot, run_pairs):
+    """View menu with Ctrl+1..N like the main window; the Steps page reads like the others (titles, units,
+    legend clear of the bars); the roofline legend tells every entry apart; the summary plot names A and B."""
+    import pyqtgraph as pg
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QKeySequence
+
+    w = _window(qtbot, run_pairs["bow_base"], run_pairs["bow"])
+    menus = [a.text() for a in w.menuBar().actions()]
+    assert menus == ["&File", "&View"]
+    keys = [a.shortcut().toString(QKeySequence.PortableText) for a in w.page_actions]
+    assert keys == [f"Ctrl+{i + 1}" for i in range(w.tabs.count())]
+    w.page_actions[3].trigger()
+    assert w.tabs.currentIndex() == 3
+
+    steps = w.show_page("steps")
+    m = steps.model
+    heads = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+    assert "step A" in heads and "time B" in heads and "cycles B / A" in heads
+    assert not any("_" in h for h in heads)
+    col = list(m.df.columns).index("time_a_s")
+    shown = m.data(m.index(0, col))
+    assert "e-" not in shown and shown.split()[-1] in ("s", "ms", "µs", "ns")
+    vb = steps.plot.getPlotItem().getViewBox()
+    top = vb.viewRange()[1][1]
+    tallest = max(steps.cmp.phases["time_a_s"].max(), steps.cmp.phases["time_b_s"].max()) * 1e6
+    assert top >= tallest * 1.3  # headroom above the total bar for the legend
+
+    roof = w.show_page("roofline")
+    legend = roof.plot.getPlotItem().legend
+    def style(sample):  # the legend sample wraps the plotted item
+        pen = getattr(sample.item, "opts", {}).get("pen")
+        return pg.mkPen(pen).style() if pen is not None else None
+
+    entries = [(lbl.text, style(sample)) for sample, lbl in legend.items]
+    names = [e[0] for e in entries]
+    assert len(set(names)) == len(names)
+    roofs = [e for e in entries if " roof: " in e[0]]
+    assert len({(n.split(" ")[0], s) for n, s in roofs}) == len(roofs)  # run and line style differ per roof
+
+    summary = w.show_page("summary")
+    title = summary.plot.getPlotItem().titleLabel.text
+    assert f"A = {w.comparison.label_a}" in title and f"B = {w.comparison.label_b}" in title
+    w.close()

@@ -188,7 +188,8 @@ def test_cli_chrome_trace_window_and_tiles(small_profile, tmp_path):
     (["P", "--chrome-trace", "--tiles", "5-1", "-o", "OUT/x.json"], "backwards"),
     (["P", "--view", "memory", "--width", "3", "-o", "OUT/x.png"], "pixels"),
     (["P", "--view", "memory", "-o", "NOFOLDER/x.png"], "does not exist"),
-    (["P", "--view", "ops", "-o", "OUT/x.svg"], "is a table"),
+    (["P", "--view", "ops", "-o", "OUT/x.svg"], "--view ops exports as .png, .csv, not .svg"),
+    (["P", "--view", "verdict", "-o", "OUT/x.svg"], "--view verdict exports as .png, .csv, not .svg"),
 ])
 def test_cli_bad_arguments_exit_2(qtbot, small_profile, tmp_path, capsys, args, msg):
     args = [str(small_profile) if a == "P" else a.replace("OUT", str(tmp_path)) for a in args]
@@ -380,3 +381,24 @@ def test_svg_tile_map_is_crisp(qtbot, document, tmp_path):
     big = max(sizes)
     assert big[0] >= 4 * shown[0] and big[1] >= 4 * shown[1], (sizes, shown)
     assert view.image.image.shape == shown  # the view keeps its own image
+
+
+def test_cli_steps_and_execution_tables_differ(small_profile, tmp_path):
+    """--view steps is the raw step table (cycles); --view execution the lanes as drawn (IPU, op name, seconds)."""
+    import pandas as pd
+
+    import popvision_lite as pvl
+
+    assert _cli(str(small_profile), "--view", "steps", "-o", str(tmp_path / "s.csv")) == 0
+    assert _cli(str(small_profile), "--view", "execution", "-o", str(tmp_path / "e.csv")) == 0
+    s, e = pd.read_csv(tmp_path / "s.csv"), pd.read_csv(tmp_path / "e.csv")
+    assert "start_cycle" in s.columns and list(e.columns) == ["ipu", "step", "kind", "op", "start_s", "end_s",
+                                                              "duration_s"]
+    with pvl.open(small_profile) as p:
+        st, clock = p.steps, p.target.clock_hz
+        names = p.ops["name"]
+    assert len(e) == len(s) == len(st)
+    row = e.set_index("step").loc[int(st["step"].iloc[-1])]
+    assert row["end_s"] == pytest.approx(st["end_cycle"].iloc[-1] / clock)
+    op = int(st["op_id"].iloc[-1])
+    assert (row["op"] if isinstance(row["op"], str) else "") == (names.iloc[op] if op >= 0 else "")

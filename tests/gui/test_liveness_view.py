@@ -80,3 +80,21 @@ def test_always_live_variables_listed(qtbot, live):
     expect = v.loc[v["always_live"], "var_id"]
     assert set(live.always_model.df["var_id"]) == set(expect) and len(expect) > 0
     assert f"({len(expect):,})" in live.table_tabs.tabText(1)
+
+
+def test_multi_ipu_liveness_marks_ipu_boundaries(qtbot):
+    from pathlib import Path
+
+    from popvision_lite.analysis.liveness import ipu_spans
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.liveness_view import LivenessView
+    from popvision_lite.profile.reader import open_profile
+
+    path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    doc = Document(open_profile(path))
+    v = LivenessView(doc)
+    qtbot.addWidget(v)
+    spans = ipu_spans(doc.profile)
+    assert [ln.value() for ln in v.ipu_lines] == [float(f) - 0.5 for f in spans["first_lstep"]]
+    assert [ln.label.toPlainText() for ln in v.ipu_lines] == ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]
+    doc.close()

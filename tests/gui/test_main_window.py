@@ -271,8 +271,9 @@ def test_installed_samples_found_under_prefix_share(tmp_path, monkeypatch):
 
 
 def test_open_tabs_are_restored_at_the_next_start(qtbot, settings, small_profile, tmp_path):
-    """The profiles open when the app closed come back, the current one in front; a file that has gone
-    since is skipped; files on the command line win over the saved session."""
+    """Started with no file, the app shows the start page (as the README says), which offers the last session:
+    the profiles open when the app closed come back, the current one in front; a file that has gone since is
+    skipped; files on the command line win over the saved session."""
     import argparse
     import shutil
 
@@ -296,6 +297,10 @@ def test_open_tabs_are_restored_at_the_next_start(qtbot, settings, small_profile
 
     again = build_window(no_args, settings)
     qtbot.addWidget(again)
+    assert again.doc_tabs.count() == 0 and again.stack.currentWidget() is again.start_page
+    button = again.start_page.restore_button
+    assert not button.isHidden() and button.text() == "Reopen last session (2 profiles)"
+    button.click()
     qtbot.waitUntil(lambda: again.doc_tabs.count() == 2 and not again.busy(), timeout=15000)
     saved = [n for n in names if n != "gone.pvl"]
     assert [d.path.name for d in again.documents()] == saved  # the order they had

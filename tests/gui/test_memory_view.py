@@ -33,7 +33,8 @@ def test_click_on_tile_shows_its_breakdown_and_variables(qtbot, mem):
     assert mem.var_model.rowCount() == 0
     heads = [mem.var_model.headerData(c, Qt.Horizontal) for c in range(mem.var_model.columnCount())]
     assert "name" in heads and "on tile" in heads and "total" in heads
-    assert list(mem.var_model.df.columns) == list(tm.variables_on(tile).columns)
+    assert set(mem.var_model.df.columns) == set(tm.variables_on(tile).columns)
+    assert heads[:3] == ["name", "on tile", "total"]  # the tile's own bytes right after the name, never cut off
     assert "click a tile" in mem.var_hint.text().lower()
     seen = []
     mem.document.selection.changed.connect(seen.append)
@@ -47,6 +48,7 @@ def test_click_on_tile_shows_its_breakdown_and_variables(qtbot, mem):
     assert mem.var_model.rowCount() == len(expect) > 0
     assert df.set_index("var_id")["bytes_on_tile"].sort_index().to_dict() == expect.sort_index().to_dict()
     assert f"tile {tile}: {len(expect):,}" in mem.var_hint.text()
+    assert list(df.columns[:3]) == ["name", "bytes_on_tile", "bytes"]
     # stacked bars: one item per non-empty category, widths = that tile's bytes (KiB)
     arr = mem.profile.memory.array()[tile]
     cats = [c for i, c in enumerate(schema.MEMORY_CATEGORIES) if arr[i].any()]
@@ -82,8 +84,13 @@ def test_category_switch_recolours_to_the_analysis(qtbot, mem, measure):
     assert img.shape == (lay.height, lay.width)
     np.testing.assert_allclose(img[lay.row, lay.col], expect)
     lo, hi = mem.image.getLevels()
-    assert lo == 0 and hi == pytest.approx(max(expect.max(), 100.0 if measure == PERCENT else 0))
+    cap = 100.0 if measure == PERCENT else tm.capacity / 1024.0
+    assert lo == 0 and hi == pytest.approx(max(expect.max(), cap))  # default: relative to tile capacity
     assert tuple(mem.colorbar.levels()) == pytest.approx((lo, hi))
+    mem.scale_box.setCurrentIndex(mem.scale_box.findData("fullest"))
+    lo, hi = mem.image.getLevels()
+    assert hi == pytest.approx(max(expect.max(), 100.0 if measure == PERCENT else 0))
+    mem.scale_box.setCurrentIndex(mem.scale_box.findData("capacity"))
     # memory-by-tile bars: each bar is the max of the tiles it covers (exact when one tile per bar)
     edges = np.round(mem.bar_curve.xData + 0.5).astype(int)
     assert edges[0] >= 0 and edges[-1] <= len(expect)
@@ -138,6 +145,10 @@ def test_selection_from_another_view_highlights_tiles(qtbot, mem):
     assert (alpha[lay.row[list(tiles)], lay.col[list(tiles)]] == 0).all()
     others = np.setdiff1d(np.arange(len(lay.row)), tiles)
     assert (alpha[lay.row[others], lay.col[others]] > 0).all()
+    assert alpha.max() <= 128  # a light dim: the map keeps its colours under it
+    xs, ys = mem.sel_marks.getData()  # the selected tiles are outlined
+    assert sorted(zip(xs - 0.5, ys - 0.5, strict=True)) == sorted(zip(lay.col[list(tiles)], lay.row[list(tiles)],
+                                                                    strict=True))
     # an op selection without tiles is resolved through analysis.selection
     from popvision_lite.analysis.selection import op_tiles
 
@@ -145,7 +156,7 @@ def test_selection_from_another_view_highlights_tiles(qtbot, mem):
     mem.document.selection.update(source="operations", op_id=op, tiles=())
     np.testing.assert_array_equal(np.sort(mem.highlight_tiles), np.sort(op_tiles(mem.profile, op)))
     mem.document.selection.clear(source="operations")
-    assert not mem.dim.isVisible()
+    assert not mem.dim.isVisible() and len(mem.sel_marks.getData()[0]) == 0
 
 
 def test_hover_describes_tile(qtbot, mem):
@@ -257,9 +268,8 @@ def test_breakdown_scale_before_a_tile_is_picked(mem):
 
 
 
-def test_capacity_label_is_inside_the_bar_plot(qtbot):
-    """The 'tile capacity' label sits above its line; with every tile far below capacity (bert_tiny
-    sample) its top was cut off by the plot's edge."""
+def test_capacity_is_named_without_covering_the_bars(qtbot):
+    """The tile capacity is named on the bar plot's axis; no label box sits on the line over the bars."""
     from pathlib import Path
 
     from popvision_lite.gui.app import create_app
@@ -273,12 +283,8 @@ def test_capacity_label_is_inside_the_bar_plot(qtbot):
     doc = Document(open_profile(path), path)
     try:
         view = show_view(qtbot, MemoryView(doc))
-        qtbot.wait(50)
-        vb = view.bar_plot.getPlotItem().getViewBox()
-        label = view.cap_line.label
-        assert label.isVisible()
-        box = label.mapRectToScene(label.boundingRect())
-        inside = vb.mapRectToScene(vb.boundingRect())
-        assert box.top() >= inside.top() - 1 and box.bottom() <= inside.bottom() + 1
+        assert getattr(view.cap_line, "label", None) is None
+        assert "tile capacity 624.00 KiB" in view.bar_plot.getPlotItem().getAxis("left").labelText
+        assert view.cap_line.value() == 624.0
     finally:
         doc.close()

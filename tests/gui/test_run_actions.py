@@ -200,3 +200,30 @@ def test_new_emulation_starts_from_the_open_profiles_settings(qtbot, window, mon
     assert (batch, seq, recompute) == (cfg["batch"], cfg["seq"], True)
     assert settings["hidden"] == cfg["hidden"] and settings["layers"] == cfg["layers"]
     assert settings["model"] == cfg["model"] and settings["device"] == cfg["device"]
+
+
+def test_new_emulation_dialog_fields_follow_the_model(qtbot):
+    """mlp has no sequence or recomputation (BERT-only fields were offered); a pod-scale what-if has replicas,
+    gradient accumulation and the optimizer, and they reach the run config."""
+    import tomllib
+
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog({"model": "mlp"}, out="/tmp/x.pvl")
+    qtbot.addWidget(d)
+    assert not d.shown("seq") and not d.shown("recompute")
+    assert "seq" not in d.settings() and "recompute" not in d.settings()
+    d.model.setCurrentText("bert-base")
+    assert d.shown("seq") and d.shown("recompute")
+    d.ipus.setCurrentText("16")
+    d.replicas.setValue(4)
+    d.grad_accum.setValue(8)
+    d.optimizer.setCurrentText("lamb")
+    d.optimizer_state.setCurrentText("offchip")
+    s = d.settings()
+    assert (s["replicas"], s["grad_accum"], s["optimizer"], s["optimizer_state"]) == (4, 8, "lamb", "offchip")
+    cfg = tomllib.loads(whatif.config_toml(s))["model_args"]
+    assert (cfg["replicas"], cfg["grad_accum"], cfg["optimizer"], cfg["optimizer_state"], cfg["ipus"]) == \
+        (4, 8, "lamb", "offchip", 16)
+    d.model.setCurrentText("resnet50")
+    assert d.shown("recompute") and not d.shown("seq")

@@ -33,7 +33,7 @@ def sweep_csv(tmp_path):
                          ipus=chips, device=dev, model="mlp", fits=bool(fits), chips=chips,
                          peak_tile_memory_pct=120.0 if fits is False else 50.0,
                          samples_per_second=float("nan") if failed else sps, total_cycles=1000,
-                         cost_per_1m_samples_usd=cost, cost_note="" if dev == "ipu-bow" else "no [price]",
+                         cost_per_1m_samples_usd=cost, cost_note="" if dev == "ipu-bow" else "no [price] (old sweep)",
                          profile="" if failed else f"profiles/p{i}.pvl", config_hash=f"h{i}", key=f"k{i}"))
     write_meta(tmp_path, {"grid": {"ipus": [1, 2, 4], "device": ["ipu-mk2", "ipu-bow"]}})
     return write_results(tmp_path, rows, ["ipus", "device"])
@@ -82,6 +82,10 @@ def test_click_opens_profile_and_two_picks_compare(qtbot, window, sweep_csv):
     assert sig.args[0] == v.df.loc[int(spot.data()), "profile"]
     qtbot.waitUntil(lambda: len(window.documents()) == 1, timeout=20000)
     assert Path(window.documents()[0].path) == Path(sig.args[0])
+    # the tab is named by the point's grid values, not its file's hash
+    r = v.df.loc[int(spot.data())]
+    title = window.doc_tabs.tabText(window.doc_tabs.currentIndex())
+    assert title == sig.args[1] == f"mlp ipus={r['ipus']} {r['device']}" and ".pvl" not in title
 
     # Ctrl+click picks instead of opening
     class CtrlClick:
@@ -89,7 +93,7 @@ def test_click_opens_profile_and_two_picks_compare(qtbot, window, sweep_csv):
             return Qt.ControlModifier
 
     opened = []
-    v.open_requested.connect(opened.append)
+    v.open_requested.connect(lambda p, t: opened.append(p))
     item.sigClicked.emit(item, [item.points()[1]], CtrlClick())
     assert not opened and v.picked == [int(item.points()[1].data())]
 
@@ -111,7 +115,7 @@ def test_failed_point_cannot_be_opened_and_bad_csv_is_refused(qtbot, window, swe
 
     v = _sweep_tab(qtbot, window, sweep_csv)
     got = []
-    v.open_requested.connect(got.append)
+    v.open_requested.connect(lambda p, t: got.append(p))
     v._open_row(5)
     assert not got and "SIGSEGV" in v.hint.text()
     v.toggle_pick(5)
@@ -161,3 +165,46 @@ def _split(xs, ys):
     cut = np.flatnonzero(np.isnan(xs))
     for a, b in zip(np.r_[0, cut + 1], np.r_[cut, len(xs)], strict=True):
         yield [int(v) for v in xs[a:b]], [int(v) for v in ys[a:b]]
+
+
+def test_hover_shows_the_point_with_readable_numbers(qtbot, sweep_csv):
+    import popvision_lite as pvl
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.views.sweep_view import SweepView
+
+    create_app()
+    df = pvl.open_sweep(sweep_csv)
+    df.loc[3, "samples_per_second"] = 600_300.0
+    v = SweepView(df)
+    qtbot.addWidget(v)
+    item = next(it for it in v.throughput_items if any(int(p.data()) == 3 for p in it.points()))
+    spot = next(p for p in item.points() if int(p.data()) == 3)
+    item.sigHovered.emit(item, [spot], None)  # what pyqtgraph emits under the mouse
+    label = v.hover_labels[v.throughput_plot]
+    text = label.toPlainText()
+    assert label.isVisible() and "600,300 samples/s" in text and "e+05" not in text
+    assert "mlp ipus=1 ipu-bow" in text and v.throughput_plot.toolTip() == text
+    item.sigHovered.emit(item, [], None)
+    assert not label.isVisible()
+    # the table shows the same number the same way
+    col = list(v.model.df.columns).index("samples_per_second")
+    row = list(v.model.df["point"]).index(3)
+    assert v.model.data(v.model.index(row, col)) == "600,300"
+
+
+def test_extreme_points_inside_the_axes_with_labelled_ticks(qtbot, sweep_csv):
+    import popvision_lite as pvl
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.views.sweep_view import SweepView
+
+    create_app()
+    v = SweepView(pvl.open_sweep(sweep_csv))
+    qtbot.addWidget(v)
+    for plot, items in ((v.throughput_plot, v.throughput_items), (v.cost_plot, v.cost_items)):
+        (x0, x1), (y0, y1) = plot.getPlotItem().getViewBox().viewRange()
+        xs = np.concatenate([it.data["x"] for it in items])
+        ys = np.concatenate([it.data["y"] for it in items])
+        span = x1 - x0
+        assert x0 < xs.min() - 0.05 * span and xs.max() + 0.05 * span < x1  # whole markers, not clipped
+        assert y0 < ys.min() and ys.max() < y1
+        assert span >= 1.0 and y1 - y0 >= 1.0  # a decade at least: the log axis has a labelled tick

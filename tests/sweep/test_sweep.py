@@ -123,10 +123,15 @@ def test_rows_profiles_and_costs(client, tmp_path):
         shares = r["compute_share"] + r["exchange_share"] + r["sync_share"] + r["stream_copy_share"]
         assert shares == pytest.approx(1.0) and 0 < r["peak_tile_memory_pct"] < 100 and r["fits"]
     mk2, bow = df[df.device == "ipu-mk2"], df[df.device == "ipu-bow"]
-    assert mk2["cost_per_1m_samples_usd"].isna().all()
-    assert (mk2["cost_note"] == "no [price] in the ipu-mk2 device spec").all()
+    # one price source with the verdict and the roofline: Mk2 has none of its own, priced at the Bow rate and said so
     want = 1.67 * 1 * 1e6 / bow["samples_per_second"] / 3600  # ipu-bow.toml [price] 1.67 USD per IPU-hour
     assert np.allclose(bow["cost_per_1m_samples_usd"], want)
+    assert np.allclose(mk2["cost_per_1m_samples_usd"], 1.67 * 1e6 / mk2["samples_per_second"] / 3600)
+    assert mk2["cost_note"].str.contains("no published price; priced at the Bow IPU rate").all()
+    from popvision_lite.analysis.verdict import _price
+    from popvision_lite.devices import load_device
+
+    assert _price(load_device("ipu-mk2"))[1] in mk2["cost_note"].iloc[0]  # the verdict's words, verbatim
     # same cycles, faster clock: Bow is quicker per sample than Mk2 for the same point
     assert (bow["samples_per_second"].to_numpy() > mk2["samples_per_second"].to_numpy()).all()
     assert df.attrs["grid"] == {"batch": [8, 16], "device": ["ipu-mk2", "ipu-bow"]}

@@ -26,7 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.analysis.compare import compare
-from popvision_lite.emulator.models.workloads import MODEL_NAMES
+from popvision_lite.emulator.models.resnet import RESNET_PRESETS
+from popvision_lite.emulator.models.workloads import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES
+from popvision_lite.emulator.schedule import OPTIMIZER_PASSES as OPTIMIZERS
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tests and callers use as run.X)
     BOOL_SETTINGS,
@@ -51,8 +53,17 @@ from popvision_lite.gui.state.loading import load_document_data
 
 
 # ----------------------------------------------------------------------------- dialogs
+def model_fields(model: str) -> set[str]:
+    """The dialog fields a bundled model uses: a sequence length for the transformers (BERT, GPT), recomputation
+    for the transformers and ResNets; the rest for every model."""
+    transformer = model in BERT_PRESETS or model in GPT_PRESETS or model in ("bert", "gpt")
+    resnet = model in RESNET_PRESETS or model.startswith("resnet")
+    return ({"seq"} if transformer else set()) | ({"recompute"} if transformer or resnet else set())
+
+
 class EmulationDialog(QDialog):
-    """Model, device, IPUs, batch, sequence, recompute, precision, timing-only and the output file."""
+    """Model, device, IPUs, batch, sequence and recompute (the models that have them), precision, the pod-scale
+    fields (replicas, gradient accumulation, optimizer and where its state lives), timing-only and the output."""
 
     def __init__(self, settings: dict | None = None, out: str = "", parent=None):
         super().__init__(parent)
@@ -81,6 +92,23 @@ class EmulationDialog(QDialog):
         self.precision = QComboBox()
         self.precision.addItems(["fp16", "fp32"])
         self.precision.setCurrentText(str(s["precision"]))
+        # pod scale: IPUs = replicas x pipeline stages; gradient accumulation; the optimizer and its state
+        self.replicas = QSpinBox()
+        self.replicas.setRange(1, 1024)
+        self.replicas.setValue(int(s.get("replicas", 1) or 1))
+        self.replicas.setToolTip("Data-parallel replicas; each replica is pipelined over IPUs / replicas stages")
+        self.grad_accum = QSpinBox()
+        self.grad_accum.setRange(1, 65536)
+        self.grad_accum.setValue(int(s.get("grad_accum", 1) or 1))
+        self.grad_accum.setToolTip("Micro-batches per optimizer step (per replica)")
+        self.optimizer = QComboBox()
+        self.optimizer.addItems(list(OPTIMIZERS))
+        self.optimizer.setCurrentText(str(s.get("optimizer", "sgd") or "sgd"))
+        self.optimizer_state = QComboBox()
+        self.optimizer_state.addItems(["onchip", "offchip"])
+        self.optimizer_state.setCurrentText(str(s.get("optimizer_state", "onchip") or "onchip"))
+        self.optimizer_state.setToolTip("Optimizer state in tile memory, or in streaming memory (DDR) streamed once "
+                                        "per optimizer step")
         self.timing = QCheckBox("timing only (no numerics: same cycles and memory, faster)")
         self.timing.setChecked(bool(s["timing_only"]))
         self.onnx = QLineEdit(str(s.get("onnx") or ""))
@@ -100,15 +128,36 @@ class EmulationDialog(QDialog):
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.out)
         rl.addWidget(browse)
-        for label, w in (("Model:", self.model), ("ONNX model:", onnx_row), ("Device:", self.device), ("IPUs:", self.ipus),
-                         ("Batch:", self.batch), ("Sequence:", self.seq), ("", self.recompute),
-                         ("Precision:", self.precision), ("", self.timing), ("Profile file:", row)):
+        self.rows = {}
+        for key, label, w in (("model", "Model:", self.model), ("onnx", "ONNX model:", onnx_row),
+                              ("device", "Device:", self.device), ("ipus", "IPUs:", self.ipus),
+                              ("replicas", "Replicas:", self.replicas), ("batch", "Batch:", self.batch),
+                              ("grad_accum", "Gradient accumulation:", self.grad_accum),
+                              ("seq", "Sequence:", self.seq), ("recompute", "", self.recompute),
+                              ("precision", "Precision:", self.precision), ("optimizer", "Optimizer:", self.optimizer),
+                              ("optimizer_state", "Optimizer state:", self.optimizer_state),
+                              ("timing_only", "", self.timing), ("output", "Profile file:", row)):
             form.addRow(label, w)
+            self.rows[key] = w
+        self._form = form
+        self.model.currentTextChanged.connect(self._model_changed)
+        self.onnx.textChanged.connect(lambda _: self._model_changed(self.model.currentText()))
+        self._model_changed(self.model.currentText())
         bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         bb.button(QDialogButtonBox.Ok).setText("Run")
         bb.accepted.connect(self.accept)
         bb.rejected.connect(self.reject)
         form.addRow(bb)
+
+    def _model_changed(self, model: str) -> None:
+        """Show only the fields the chosen model has (an ONNX file fixes the model: no sequence or recompute)."""
+        fields = set() if self.onnx.text().strip() else model_fields(model)
+        for key in ("seq", "recompute"):
+            self._form.setRowVisible(self.rows[key], key in fields)
+
+    def shown(self, key: str) -> bool:
+        """Whether the field ``key`` is offered for the chosen model."""
+        return self._form.isRowVisible(self.rows[key])
 
     def _browse(self) -> None:
         p, _ = QFileDialog.getSaveFileName(self, "Profile file", self.out.text() or "run.pvl",
@@ -125,9 +174,15 @@ class EmulationDialog(QDialog):
         s = self.base | dict(model=self.model.currentText(), device=self.device.currentText(),
                              ipus=int(self.ipus.currentText()), batch=self.batch.value(), seq=self.seq.value(),
                              recompute=self.recompute.isChecked(), precision=self.precision.currentText(),
-                             timing_only=self.timing.isChecked(), onnx=self.onnx.text().strip() or None)
+                             timing_only=self.timing.isChecked(), onnx=self.onnx.text().strip() or None,
+                             replicas=self.replicas.value(), grad_accum=self.grad_accum.value(),
+                             optimizer=self.optimizer.currentText(),
+                             optimizer_state=self.optimizer_state.currentText())
         if s["onnx"]:  # the file fixes the model: batch / seq set its symbolic dims, recompute does not apply
             s.pop("recompute", None)
+        else:  # a field the model does not have is not sent (mlp has no sequence, no recomputation)
+            for key in {"seq", "recompute"} - model_fields(s["model"]):
+                s.pop(key, None)
         return s
 
     def output(self) -> str:

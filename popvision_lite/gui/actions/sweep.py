@@ -19,7 +19,7 @@ def _load(task, path: str):
 
 def add_sweep_tab(mw, df: pd.DataFrame, path: str) -> SweepView:
     view = SweepView(df, path)
-    view.open_requested.connect(lambda p: mw.open_paths([p]))
+    view.open_requested.connect(lambda p, title: mw.open_paths([p], titles={p: title}))
     view.compare_requested.connect(lambda a, b: open_compare(mw, a, b))
     idx = mw.doc_tabs.addTab(view, view.document.title)
     mw.doc_tabs.setTabToolTip(idx, str(path))

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QSplitter, QTabWidg
 
 from popvision_lite.analysis.liveness import (
     always_live_variables,
+    ipu_spans,
     live_variables,
     liveness_curve,
     peak_step,
@@ -53,6 +54,17 @@ class LivenessView(QWidget):
         if len(x):
             pi.setXRange(-0.5, len(x) - 0.5, padding=0.01)
         self._fit_y()
+        # a multi-IPU run's programs follow each other, IPU by IPU: mark where each IPU's steps begin
+        self.ipu_spans = document.cached("liveness_ipu_spans", ipu_spans, self.profile)
+        self.ipu_lines = []
+        if len(self.ipu_spans) > 1:
+            for r in self.ipu_spans.itertuples(index=False):
+                line = pg.InfiniteLine(pos=r.first_lstep - 0.5, angle=90, movable=False,
+                                       pen=pg.mkPen(c["muted"], width=1, style=Qt.DashLine),
+                                       label=f"IPU {r.ipu}", labelOpts={"position": 0.97, "color": c["muted"],
+                                                                         "anchors": [(0, 0), (0, 0)]})
+                pi.addItem(line, ignoreBounds=True)
+                self.ipu_lines.append(line)
         self.step_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(c["select"], width=2))
         self.step_line.hide()
         pi.addItem(self.step_line)

@@ -37,6 +37,7 @@ from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.theme import DEVICE_COLORS
 from popvision_lite.sweep.results import grid_names, pareto_front
+from popvision_lite.units import format_number, format_usd
 
 NO_FIT = "#d62728"
 SERIES_AA_LIMIT = 400  # segments of scaling lines drawn antialiased; more are drawn aliased
@@ -87,8 +88,13 @@ def _fit_range(plot, items) -> None:
     if not len(xs):
         return
     x0, x1, y0, y1 = np.nanmin(xs), np.nanmax(xs), np.nanmin(ys), np.nanmax(ys)
-    dx, dy = max(x1 - x0, 0.3), max(y1 - y0, 0.3)
-    plot.setRange(xRange=(x0 - 0.08 * dx, x1 + 0.08 * dx), yRange=(y0 - 0.06 * dy, y1 + 0.3 * dy), padding=0)
+    # at least a decade each way, so a log axis always has labelled ticks; markers at the extremes stay
+    # whole (10 % of the span beyond the outermost points)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    dx, dy = max(x1 - x0, 1.0), max(y1 - y0, 1.0)
+    x0, x1 = min(x0, cx - dx / 2), max(x1, cx + dx / 2)
+    y0, y1 = min(y0, cy - dy / 2), max(y1, cy + dy / 2)
+    plot.setRange(xRange=(x0 - 0.1 * dx, x1 + 0.1 * dx), yRange=(y0 - 0.08 * dy, y1 + 0.3 * dy), padding=0)
 
 
 def _series(sub: pd.DataFrame, others: list[str], x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +138,7 @@ def _log10(v) -> np.ndarray:
 class SweepView(QWidget):
     """Table + throughput plot + cost plot of one sweep; emits what the user asks to open."""
 
-    open_requested = Signal(str)  # a profile path
+    open_requested = Signal(str, str)  # a profile path, the tab title (the point's grid values)
     compare_requested = Signal(str, str)
 
     def __init__(self, df: pd.DataFrame, path=None, parent=None):
@@ -167,6 +173,14 @@ class SweepView(QWidget):
 
         self.throughput_plot = pg.PlotWidget()
         self.cost_plot = pg.PlotWidget()
+        self.hover_labels = {}
+        for plot in (self.throughput_plot, self.cost_plot):
+            label = pg.TextItem("", anchor=(0, 1), color=theme.colors()["plot_fg"],
+                                fill=pg.mkBrush(theme.colors()["plot_bg"]), border=pg.mkPen(theme.colors()["muted"]))
+            label.setZValue(100)
+            label.hide()
+            plot.addItem(label, ignoreBounds=True)
+            self.hover_labels[plot] = label
         self._build_throughput()
         self._build_cost()
 
@@ -222,17 +236,43 @@ class SweepView(QWidget):
                                   pen=pg.mkPen(c, width=1.5), brush=pg.mkBrush(c) if filled else None,
                                   hoverable=True, tip=self._tip, hoverSize=size + 4)
         item.sigClicked.connect(self._clicked)
+        item.sigHovered.connect(lambda _item, points, _ev, pl=plot: self._hovered(pl, points))
         plot.addItem(item)
         return item
 
+    def point_title(self, i: int) -> str:
+        """A point's name as people read it: the model and its grid values ('mlp batch=16 ipu-bow')."""
+        r = self.df.iloc[int(i)]
+        model = str(r["model"]) if "model" in r and pd.notna(r["model"]) else ""
+        vals = [str(r[g]) if g == "device" else f"{g}={r[g]}" for g in self.grid if g in r]
+        return " ".join([model, *vals]).strip() or f"point {r['point']}"
+
     def _tip(self, x, y, data) -> str:
         r = self.df.iloc[int(data)]
-        vals = ", ".join(f"{g}={r[g]}" for g in self.grid if g in r)
         cost = r.get("cost_per_1m_samples_usd")
-        cost_s = f"${cost:,.4g} per 1M samples" if pd.notna(cost) else "no price"
-        return (f"point {r['point']}: {vals}\n{r['samples_per_second']:,.4g} samples/s on {r['chips']} chip(s), "
-                f"{cost_s}\n{'fits' if r['fits'] else 'does NOT fit'} (peak tile {r['peak_tile_memory_pct']:.0f}%)"
+        note = str(r.get("cost_note", "") or "")
+        cost_s = (f"{format_usd(cost)} per 1M samples" + (" (borrowed price)" if "priced at" in note else "")
+                  if pd.notna(cost) else f"no price ({note})" if note else "no price")
+        fits = r.get("fits")
+        fit_s = "fits" if fits is True else "does NOT fit" if fits is False else "fit unknown"
+        return (f"point {r['point']}: {self.point_title(int(data))}\n"
+                f"{format_number(r['samples_per_second'])} samples/s on {r['chips']} chip(s), {cost_s}\n"
+                f"{fit_s} (peak tile {format_number(r['peak_tile_memory_pct'])}%)"
                 "\nclick: open profile · Ctrl+click: pick for compare")
+
+    def _hovered(self, plot, points) -> None:
+        """Hovering a point shows its row beside it (plain text), and the same text as a tooltip."""
+        label = self.hover_labels[plot]
+        if not len(points):
+            label.hide()
+            plot.setToolTip("")
+            return
+        pt = points[0]
+        text = self._tip(None, None, pt.data())
+        label.setText(text)
+        label.setPos(pt.pos())
+        label.show()
+        plot.setToolTip(text)
 
     def _build_throughput(self) -> None:
         p = self.throughput_plot
@@ -322,8 +362,13 @@ class SweepView(QWidget):
             self.no_cost_text = text
         else:
             missing = sorted(set(self.df.loc[self.ok & ~priced, "device"].astype(str))) if "device" in self.df else []
-            if missing:
-                p.setTitle("Cost vs throughput (Pareto front joined; no price for " + ", ".join(missing) + ")")
+            notes = self.df["cost_note"].astype(str) if "cost_note" in self.df else pd.Series([""] * len(self.df))
+            borrowed = sorted(set(self.df.loc[self.ok & priced & notes.str.contains("priced at").to_numpy(),
+                                              "device"].astype(str))) if "device" in self.df else []
+            said = (["no price for " + ", ".join(missing)] if missing else []) + \
+                (["priced at another device's rate: " + ", ".join(borrowed)] if borrowed else [])
+            if said:
+                p.setTitle("Cost vs throughput (Pareto front joined; " + "; ".join(said) + ")")
         self.pick_items.append(pg.ScatterPlotItem(symbol="o", size=20, pen=pg.mkPen(PICK, width=2.5), brush=None))
         p.addItem(self.pick_items[1])
         if self.cost_items and not hasattr(self, "no_cost_text"):
@@ -343,7 +388,7 @@ class SweepView(QWidget):
     def _open_row(self, i: int) -> None:
         path = self.df.loc[i, "profile"] if 0 <= i < len(self.df) else ""
         if isinstance(path, str) and path:
-            self.open_requested.emit(path)
+            self.open_requested.emit(path, self.point_title(i))
         else:
             err = self.df.loc[i, "error"] if "error" in self.df else ""
             self.hint.setText(f"Point {i} has no profile: {err or 'it failed'}")

@@ -103,8 +103,8 @@ class VerdictPanel(QWidget):
         if v is None:
             return
         c = theme.colors()
-        gpu_wins = v.speedup >= 1
-        col = c["bad"] if gpu_wins else c["good"]
+        gpu_wins = v.speedup >= 1  # False when the IPU run does not fit (NaN): then no winner is coloured
+        col = c["bad"] if gpu_wins or not v.ipu.fits else c["good"]
         rows = "".join(
             f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(g)}</td></tr>"
             for a, b, g in v.rows() if a not in ("system", "basis"))

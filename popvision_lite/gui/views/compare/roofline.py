@@ -41,13 +41,18 @@ class CompareRooflinePage(QWidget):
         lx0, lx1 = np.log10(max(xs.min(), 1e-3)) - 0.5, np.log10(xs.max()) + 0.5
         grid = np.logspace(lx0, lx1, 200)
         self.curves = {}
-        for who, r, color, style, label in (("A", self.ra, RUN_A_COLOR, Qt.SolidLine, cmp.label_a),
-                                            ("B", self.rb, RUN_B_COLOR, Qt.DashLine, cmp.label_b)):
+        # every legend entry tells itself apart: run by colour, memory level by line style (A solid / dotted,
+        # B dashed / dash-dot), and the roof's own bandwidth in its name
+        styles = {("A", "sram"): Qt.SolidLine, ("A", "exchange"): Qt.DotLine,
+                  ("B", "sram"): Qt.DashLine, ("B", "exchange"): Qt.DashDotLine}
+        for who, r, color, label in (("A", self.ra, RUN_A_COLOR, cmp.label_a), ("B", self.rb, RUN_B_COLOR, cmp.label_b)):
             for lvl in ("sram", "exchange"):
                 if r.ipu.has(lvl):
                     y = r.ipu.attainable(grid, "fp16", lvl)
-                    name = f"{who} roof: {r.ipu.name}, FP16 peak, {'tile SRAM' if lvl == 'sram' else 'exchange'}"
-                    self.curves[(who, lvl)] = pi.plot(grid, y, pen=pg.mkPen(color, width=2, style=style), name=name)
+                    bw = next(c for c in r.ipu.bandwidth if c.key == lvl)
+                    name = f"{who} ({label}) roof: {r.ipu.name}, {bw.text()}"
+                    self.curves[(who, lvl)] = pi.plot(grid, y, pen=pg.mkPen(color, width=2 if lvl == "sram" else 1.5,
+                                                                            style=styles[(who, lvl)]), name=name)
             p = r.points
             size = 6 + 30 * np.sqrt(np.clip(p["share"].to_numpy(np.float64), 0, 1))
             sc = pg.ScatterPlotItem(x=np.log10(p["intensity"].to_numpy(np.float64)),

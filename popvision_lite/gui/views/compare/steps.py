@@ -37,7 +37,9 @@ class CompareStepsPage(QWidget):
         tb = ph.loc[names, "time_b_s"].to_numpy(np.float64) * 1e6
         pi.addItem(pg.BarGraphItem(x=x - 0.2, height=ta, width=0.38, brush=RUN_A_COLOR, pen=None))
         pi.addItem(pg.BarGraphItem(x=x + 0.2, height=tb, width=0.38, brush=RUN_B_COLOR, pen=None))
-        leg = pi.addLegend(offset=(-10, 10))
+        # the legend sits top left over the shortest bars, with headroom above the tallest (the total)
+        pi.setYRange(0, max(float(ta.max(initial=0)), float(tb.max(initial=0)), 1e-9) * 1.35, padding=0)
+        leg = pi.addLegend(offset=(10, 10))
         leg.addItem(pg.BarGraphItem(x=[0], height=[0], width=0, brush=RUN_A_COLOR), f"A: {cmp.label_a}")
         leg.addItem(pg.BarGraphItem(x=[0], height=[0], width=0, brush=RUN_B_COLOR), f"B: {cmp.label_b}")
         ca = ph.loc[names, "cycles_a"].to_numpy()

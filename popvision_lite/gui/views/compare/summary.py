@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -38,7 +40,8 @@ class CompareSummaryPage(QWidget):
 
         self.plot = pg.PlotWidget()
         pi = self.plot.getPlotItem()
-        pi.setTitle("B / A of the headline numbers (1 = same)")
+        # the exported picture names both runs (the table's caption is not part of it)
+        pi.setTitle(html.escape(f"B / A of the headline numbers (1 = same): A = {cmp.label_a}, B = {cmp.label_b}"))
         pi.setLabel("bottom", "ratio B / A")
         pi.setMouseEnabled(False, False)
         pi.hideButtons()

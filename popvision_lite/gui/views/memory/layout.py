@@ -32,7 +32,8 @@ from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision),
 LSTEP = "lstep"  # extra measure: not-always-live bytes at the selected liveness step
 LAYOUTS = {"floor plan": floor_plan_layout, "grid by tile id": grid_layout}
 # columns of TileMemory.variables_on, shown as headers before any tile is picked
-VARIABLE_COLUMNS = ("name", "kind", "dtype", "shape", "bytes_on_tile", "bytes", "always_live", "first_lstep",
+# what the tile holds first (its bytes on this tile), so a narrow panel still shows it
+VARIABLE_COLUMNS = ("name", "bytes_on_tile", "bytes", "kind", "dtype", "shape", "always_live", "first_lstep",
                     "last_lstep", "var_id")
 VAR_HINT = "Click a tile in the map or the bar chart to list the variables stored on it."
 RESIZE_ROWS = 16  # rows Qt measures for resizeColumnsToContents
@@ -66,6 +67,11 @@ class MemoryLayout:
         self.layout_box.addItems(list(LAYOUTS))
         self.layout_box.setToolTip("Tile map order: floor plan (tiles in columns as on the chip) "
                                    "or a plain grid by tile id")
+        self.scale_box = QComboBox()
+        self.scale_box.addItem("to tile capacity", "capacity")
+        self.scale_box.addItem("to the fullest tile", "fullest")
+        self.scale_box.setToolTip("Colour scale: from 0 to the tile's SRAM (a chip 10 % full looks 10 % full), or "
+                                  "from 0 to the fullest tile (small differences between tiles show)")
         n_over = int(self.tm.over_capacity.sum())
         self.over_box = QCheckBox(f"Outline over-capacity tiles ({n_over:,})")
         # outlines help find a few bad tiles; when most tiles are over they only hide the colours
@@ -87,6 +93,8 @@ class MemoryLayout:
         top.addWidget(self.measure_box)
         top.addWidget(QLabel("Layout:"))
         top.addWidget(self.layout_box)
+        top.addWidget(QLabel("Scale:"))
+        top.addWidget(self.scale_box)
         top.addWidget(self.over_box)
         top.addStretch(1)
         top.addWidget(self.hover_label)
@@ -115,6 +123,12 @@ class MemoryLayout:
                                              pen=pg.mkPen(theme.colors()["over"], width=2))
         self.over_marks.setZValue(10)
         hp.addItem(self.over_marks)
+        # tiles selected in another view: outlined in the selection colour (the other tiles are only lightly
+        # dimmed, so the map keeps its colours instead of turning a washed-out olive)
+        self.sel_marks = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.0, brush=None,
+                                            pen=pg.mkPen(theme.colors()["select"], width=1.5))
+        self.sel_marks.setZValue(9)
+        hp.addItem(self.sel_marks)
         self.tile_mark = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.6, brush=None,
                                             pen=pg.mkPen(theme.colors()["select"], width=3))
         self.tile_mark.setZValue(11)
@@ -152,11 +166,9 @@ class MemoryLayout:
         bp.getViewBox().sigResized.connect(lambda *_: self._update_bar())
         self.bar_over = pg.ScatterPlotItem(size=6, symbol="t", brush=theme.colors()["over"], pen=None)
         bp.addItem(self.bar_over)
+        # the capacity is named in the title, not in a label box on the line that covered the bars near it
         self.cap_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.colors()["capacity"], width=2,
-                                                                          style=Qt.DashLine),
-                                        label="capacity", labelOpts={"position": 0.85, "color": theme.colors()["capacity"],
-                                                                     "anchors": [(0.5, 1), (0.5, 1)],
-                                                                     "fill": pg.mkBrush(theme.colors()["plot_bg"])})
+                                                                          style=Qt.DashLine))
         bp.addItem(self.cap_line)
         self.bar_sel = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=2))
         self.bar_sel.hide()
@@ -241,6 +253,7 @@ class MemoryLayout:
         document = self.document
         self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
         self.layout_box.currentTextChanged.connect(self.set_layout)
+        self.scale_box.currentIndexChanged.connect(lambda _: self._recolor())
         self.over_box.toggled.connect(lambda _: self._draw_over())
         document.selection.changed.connect(self._selection_changed)
         theme.notifier.changed.connect(self._restyle)

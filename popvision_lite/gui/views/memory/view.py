@@ -137,10 +137,13 @@ class MemoryView(MemoryLayout, QWidget):
             self.profile.liveness.tile_bytes(lstart=step, lstop=step + 1)[0], dtype=np.float64))
 
     def levels(self) -> tuple[float, float]:
+        """Colour levels: 0 to the tile capacity (or the fullest tile when it is over), by default; 0 to the
+        fullest tile when the scale box says so."""
         v = self.values() / self.scale()
         hi = float(v.max()) if len(v) else 1.0
-        if self.measure == PERCENT:
-            hi = max(hi, 100.0)
+        cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
+        if self.measure == PERCENT or self.scale_box.currentData() != "fullest":
+            hi = max(hi, cap)
         return 0.0, hi if hi > 0 else 1.0
 
     def _recolor(self) -> None:
@@ -168,11 +171,11 @@ class MemoryView(MemoryLayout, QWidget):
         over = np.flatnonzero(self.tm.over_capacity)
         self.bar_over.setData(over, v[over])
         self.cap_line.setValue(cap)
-        self.cap_line.label.setFormat(f"tile capacity {format_bytes(self.tm.capacity)}"
-                                      if self.measure != PERCENT else "100% = tile capacity")
-        if relabel:
-            self.bar_plot.getPlotItem().setLabel("left", label)
-        self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.15, padding=0)  # room for the capacity label above its line
+        if relabel:  # the capacity is named on the axis, not in a label box on the line that covered the bars
+            cap_text = (f"dashed: tile capacity {format_bytes(self.tm.capacity)}" if self.measure != PERCENT
+                        else "dashed: 100% = tile capacity")
+            self.bar_plot.getPlotItem().setLabel("left", f"{label}; {cap_text}")
+        self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.15, padding=0)  # headroom above the tallest bar
 
     def _update_bar(self) -> None:
         """Memory-by-tile bars at screen resolution: each bar is the max over the tiles of one pixel
@@ -217,14 +220,16 @@ class MemoryView(MemoryLayout, QWidget):
         if len(tiles) == 0:
             self.dim.clear()
             self.dim.hide()
+            self.sel_marks.setData([], [])
             return
+        self.sel_marks.setData(lay.col[tiles] + 0.5, lay.row[tiles] + 0.5)
         bg = pg.mkColor(theme.colors()["plot_bg"])
         rgba = np.zeros((lay.height, lay.width, 4), dtype=np.uint8)
         rgba[..., 0], rgba[..., 1], rgba[..., 2] = bg.red(), bg.green(), bg.blue()
         mask = np.zeros(lay.height * lay.width, dtype=bool)
         mask[lay.flat_index] = True  # real tiles get dimmed ...
         mask[lay.flat_index[tiles]] = False  # ... except the highlighted ones
-        rgba[..., 3] = mask.reshape(lay.height, lay.width) * 190
+        rgba[..., 3] = mask.reshape(lay.height, lay.width) * 110
         self.dim.setImage(rgba, autoLevels=False, levels=(0, 255))
         self.dim.show()
 
@@ -307,7 +312,8 @@ class MemoryView(MemoryLayout, QWidget):
             self.var_hint.setText(f"Variables unavailable: {e}")
             self._draw_tile_mark()
             return
-        self.var_model.set_frame(frame)
+        self.var_model.set_frame(frame[[c for c in VARIABLE_COLUMNS if c in frame.columns]
+                                       + [c for c in frame.columns if c not in VARIABLE_COLUMNS]])
         n = self.var_model.rowCount()
         self.var_hint.setText(f"Variables on tile {tile}: {n:,} (largest first; click a row to see every tile "
                               f"it lives on)" if n else f"No variables on tile {tile}.")
@@ -386,11 +392,10 @@ class MemoryView(MemoryLayout, QWidget):
             t.setColor(c["plot_fg"])
         self.over_marks.setPen(pg.mkPen(c["over"], width=2))
         self.tile_mark.setPen(pg.mkPen(c["select"], width=3))
+        self.sel_marks.setPen(pg.mkPen(c["select"], width=1.5))
         self._draw_highlight()
         for b in self.breakdown_bars:
             b.setOpts(pen=pg.mkPen(c["plot_bg"], width=0.5))
-        self.cap_line.label.fill = pg.mkBrush(c["plot_bg"])
-        self.cap_line.label.update()
 
     def plot_items(self) -> dict:
         return {"heatmap": self.heat_plot, "by_tile": self.bar_plot.getPlotItem(),
