@@ -13,6 +13,7 @@ Extension points for other parts of the app:
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import sys
 import traceback
@@ -464,10 +465,17 @@ class MainWindow(QMainWindow):
                 rows.append((a.text().replace("&", ""), keys))
         return rows
 
+    def shortcuts_html(self) -> str:
+        """Every shortcut of the window, then the Execution view's trace-viewer keys (Perfetto's conventions)."""
+        from popvision_lite.gui.views.execution.navigation import HELP_TEXT
+
+        rows = "".join(f"<tr><td>{html.escape(t)}</td><td><b>{html.escape(k)}</b></td></tr>"
+                       for t, k in self.shortcut_table())
+        return (f"<table cellpadding=3>{rows}</table><hr>{HELP_TEXT}"
+                "<p>Other views list their keys in their tooltips.</p>")
+
     def show_shortcuts(self) -> None:
-        rows = "".join(f"<tr><td>{t}</td><td><b>{k}</b></td></tr>" for t, k in self.shortcut_table())
-        QMessageBox.information(self, "Keyboard shortcuts", f"<table cellpadding=3>{rows}</table>"
-                                "<p>Views add their own keys; see each view's tooltips.</p>")
+        QMessageBox.information(self, "Keyboard shortcuts", self.shortcuts_html())
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About popvision-lite",

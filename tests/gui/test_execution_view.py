@@ -451,3 +451,40 @@ def test_busy_colour_map_follows_the_theme(view):
 
 
 WAIT_COLOR_LIGHT = "#c8c8c8"
+
+
+def test_keys_without_a_click_marked_step_and_plain_words(qtbot, view):
+    """Keys work as soon as the view shows (W/S needed a click first); a clicked step is marked on the lanes;
+    the imbalance axis has no SI scale; the status line speaks words, not the raster's internal source."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    view.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is view.canvas, timeout=5000)
+    x0, x1 = view.x_range()
+    qtbot.keyClick(QApplication.focusWidget(), Qt.Key_W)
+    nx0, nx1 = view.x_range()
+    assert nx1 - nx0 < 0.9 * (x1 - x0)
+    s = int(view.index.n // 2)
+    mid = (view.index.start[s] + view.index.end[s]) / 2
+    view._on_click(mid, 0.5, False, view.tile_vb)
+    s = view.current_step
+    for band in view._step_marks:
+        assert band.isVisible()
+        lo, hi = band.getRegion()
+        assert lo == view.index.start[s] and hi >= view.index.end[s]
+    assert "x0." not in view.imb_plot.getAxis("left").labelString()
+    view.reset_view()
+    qtbot.waitUntil(lambda: view.status.text().startswith("Steps "), timeout=5000)
+    text = view.status.text()
+    assert "raster from" not in text and "summary(" not in text and "px" not in text.split()
+
+
+def test_f1_lists_the_trace_viewer_keys(qtbot, settings):
+    from popvision_lite.gui.main_window import MainWindow
+
+    w = MainWindow(settings=settings)
+    qtbot.addWidget(w)
+    text = w.shortcuts_html()
+    assert "Ctrl+wheel" in text and "<b>W</b> / <b>S</b>" in text and "<b>A</b> / <b>D</b>" in text
+    assert "Show Memory" in text or "Ctrl+3" in text

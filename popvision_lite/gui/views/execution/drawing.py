@@ -157,8 +157,8 @@ class LaneDrawing:
                             height=np.full(int(m.sum()), 0.8))
                 bar.setPos(origin, 0)
                 bar.show()
-            self.status.setText(f"exact rectangles: {len(cells.step)} step x tile cells, steps {i0}-{i1 - 1}, "
-                                f"tiles {t0}-{t1 - 1}")
+            self.status.setText(f"Steps {i0:,}-{i1 - 1:,}, tiles {t0:,}-{t1 - 1:,}: every step of every tile drawn "
+                                f"({len(cells.step):,} rectangles)")
             return
         self.wait_bars.hide()
         for bar in self.busy_bars:
@@ -179,8 +179,8 @@ class LaneDrawing:
         self.tile_img.setPos(origin, 0)
         self.tile_img.setRect(QRectF(r.edges[0] - origin, float(t0), r.edges[-1] - r.edges[0], float(t1 - t0)))
         self.tile_img.show()
-        self.status.setText(f"raster from {r.source}: steps {i0}-{max(i0, i1 - 1)}, tiles {t0}-{t1 - 1}, "
-                            f"{img.shape[0]}x{img.shape[1]} px")
+        self.status.setText(f"Steps {i0:,}-{max(i0, i1 - 1):,}, tiles {t0:,}-{t1 - 1:,}: "
+                            + raster_note(r.source, r.level) + "; zoom in (W, Ctrl+wheel) for single steps")
 
     def _draw_chart(self, x0, x1, w, origin):
         b = ex.step_bins(self.index, x0, x1, w)
@@ -247,3 +247,14 @@ class LaneDrawing:
                              height=np.full(len(starts), float(self.ntiles)))
         self.tile_hl.setPos(origin, 0)
         self.tile_hl.show()
+
+
+def raster_note(source: str, level) -> str:
+    """What one pixel of the tile raster shows, in words (not the internal source name)."""
+    if source == "window":
+        return "each pixel is the busy share of its steps and tiles, read from the step x tile data"
+    if source.startswith("summary"):
+        s, t = (int(level[0]), int(level[1])) if level else (1, 1)
+        tiles = "one IPU's tiles" if t == 0 else f"{t:,} tile{'s' if t != 1 else ''}"
+        return f"each pixel is the mean busy share of blocks of {s:,} steps x {tiles} (stored summary)"
+    return "no step x tile data in this range"

@@ -78,6 +78,7 @@ def _frame(view) -> None:
     view.canvas.setMouseTracking(True)
     view._filter = KeyFilter(view)
     view.canvas.installEventFilter(view._filter)
+    view.setFocusProxy(view.canvas)  # W/A/S/D work as soon as the view is shown, not only after a click
     split.addWidget(view.canvas)
     view.info = QTextBrowser()
     view.info.setMinimumWidth(240)
@@ -132,6 +133,8 @@ def _lanes(view) -> None:
     view.imb_plot.setMaximumHeight(160)
     view.imb_plot.setMinimumHeight(110)
     view.imb_plot.setLabel("left", "max / mean")
+    view.imb_plot.getAxis("left").enableAutoSIPrefix(False)  # its ticks are ratios: never '(x0.001)'
+
     view.imb_plot.setTitle("tile imbalance of compute steps: busiest tile / mean busy cycles (log scale; "
                            "1 = every tile equally busy)", size="9pt")
     for pl in (view.phase_plot, view.step_plot, view.chart_plot, view.imb_plot):

@@ -25,6 +25,7 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from popvision_lite.analysis import execution as ex
@@ -207,6 +208,7 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
             return
         self.current_step = s
         self.show_step(s)
+        self.mark_step(s)
         op = int(self.index.op_id[s])
         if op >= 0:
             self.document.selection.update(source="execution", op_id=op)
@@ -218,6 +220,30 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
             self.tile_vb.setYRange(0, self.ntiles, padding=0)
         else:
             self.tile_vb.setYRange(a, b, padding=0)
+
+    def mark_step(self, s: int | None):
+        """The selected step as a band across the lanes (None clears it)."""
+        marks = getattr(self, "_step_marks", None)
+        if marks is None:
+            c = QColor(theme.colors()["select"])
+            c.setAlpha(60)
+            marks = self._step_marks = []
+            for pl in (self.step_plot, self.tile_plot):
+                band = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(c),
+                                           pen=pg.mkPen(theme.colors()["select"], width=1.5))
+                band.setZValue(20)
+                pl.addItem(band, ignoreBounds=True)
+                marks.append(band)
+        for band in marks:
+            if s is None or not 0 <= s < self.index.n:
+                band.hide()
+                continue
+            band.setRegion((float(self.index.start[s]), float(max(self.index.end[s], self.index.start[s] + 1))))
+            band.show()
+
+    def showEvent(self, event):
+        super().showEvent(event)
+        self.canvas.setFocus()  # keys (W/A/S/D, /, ?) reach the view without a click first
 
     def show_step(self, s: int):
         d = ex.step_details(self.profile, self.index, s, self.names)
