@@ -4,6 +4,7 @@
     python -m bench.perfetto_check --shots docs/screenshots # keep the screenshots there (perfetto-*.png)
     python -m bench.perfetto_check --vizviewer /tmp/vizvenv/bin/vizviewer --chromium /usr/bin/chromium
     python -m bench.perfetto_check --self-test --scale 120000  # + known-bad traces must fail, + a 4.3 M event export
+    python -m bench.perfetto_check --self-test --all-profiles  # + every sample, the POD16 BERT-Large run, an ONNX run
 
 Needs two tools that are NOT project dependencies (verification only):
 
@@ -401,6 +402,40 @@ def cases(profile_path: Path, tmp: Path, full: bool = True):
         long, dict(tiles=[0, 1, 2, 3, 8, 9, 10, 11])
 
 
+def make_onnx_profile(folder: Path) -> Path:
+    """A 2-layer MLP built with ``onnx.helper``, emulated for training (``popvision-lite emulate --onnx``)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from popvision_lite.cli import main as cli
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((0.05 * rng.standard_normal((64, 128))).astype(np.float32), "w1"),
+             numpy_helper.from_array(np.zeros(128, np.float32), "b1"),
+             numpy_helper.from_array((0.05 * rng.standard_normal((128, 32))).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "tiny_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), folder / "onnx_mlp.onnx")
+    out = folder / "onnx_mlp.pvl"
+    if cli(["emulate", "--onnx", str(folder / "onnx_mlp.onnx"), "--training", "-q", "-o", str(out)]) != 0:
+        raise RuntimeError("emulating the ONNX model failed")
+    return out
+
+
+def make_pod16_profile(folder: Path) -> Path:
+    """The MLPerf POD16 BERT-Large config, timing-only (~30-90 s, a 1.2 GB profile)."""
+    from popvision_lite.cli import main as cli
+
+    out = folder / "pod16_bert_large.pvl"
+    if cli(["emulate", "--config", str(ROOT / "sample_configs" / "mlperf_v1.1_pod16_bert_large.toml"),
+            "--timing-only", "-q", "-o", str(out)]) != 0:
+        raise RuntimeError("emulating the POD16 config failed")
+    return out
+
+
 def check_scale(args, tmp: Path, steps: int, n_tiles: int = 40) -> bool:
     """A big export (synthetic 2 x 1472 tiles, ``steps`` steps, ``n_tiles`` tile lanes, all steps): Perfetto
     must load it without import errors, with every event as a depth-0 slice (counts only, not per slice)."""
@@ -482,6 +517,9 @@ def main(argv=None) -> int:
     ap.add_argument("--also", type=Path, nargs="*", default=[], metavar="PVL",
                     help="more profiles, each exported whole (per-IPU lanes and phases), e.g. a POD16 or ONNX run")
     ap.add_argument("--all-samples", action="store_true", help="also every profile in sample_profiles/")
+    ap.add_argument("--all-profiles", action="store_true",
+                    help="--all-samples, plus the POD16 BERT-Large config emulated timing-only (1.2 GB in a temp "
+                         "folder) and an ONNX model built with onnx.helper")
     ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
     ap.add_argument("--vizviewer", default=shutil.which("vizviewer") or "/tmp/vizvenv/bin/vizviewer")
     ap.add_argument("--shots", type=Path, default=None,
@@ -507,7 +545,10 @@ def main(argv=None) -> int:
     shots.mkdir(parents=True, exist_ok=True)
     print(f"profile {args.profile}; chromium {args.chromium}; vizviewer {args.vizviewer}")
     failed = []
-    extra = [*(sorted((ROOT / "sample_profiles").glob("*.pvl")) if args.all_samples else []), *args.also]
+    extra = [*(sorted((ROOT / "sample_profiles").glob("*.pvl")) if args.all_samples or args.all_profiles else []),
+             *args.also]
+    if args.all_profiles:
+        extra += [make_pod16_profile(tmp), make_onnx_profile(tmp)]
     todo = [c for c in cases(args.profile, tmp)] + [c for x in extra for c in cases(Path(x), tmp, full=False)]
     for name, what, profile_path, opts in todo:
         out = tmp / f"{name}.json"

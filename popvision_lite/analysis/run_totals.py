@@ -132,14 +132,16 @@ class RunTotals:
         ph = self.phases
         what = b
         if b == "sync" and self.waiting_cycles >= 0.5 * self.part_cycles["sync"]:
-            what = "sync, IPUs waiting for each other,"
-        where = ""
+            what = "sync: IPUs waiting for each other"
+        pct = f"{100 * self.part_share[b]:.0f}% of IPU time"
         if len(ph) > 1 and b in ph.columns:
             i = int(np.argmax(ph[b].to_numpy()))
-            if ph[b].iat[i] >= 0.5 * self.part_cycles[b]:
+            if ph[b].iat[i] > 0.5 * self.part_cycles[b]:  # most of it in one phase: say which
                 name = str(ph["name"].iat[i])
-                where = "steady-state " if name == "steady state" else f"{name} "
-        return f"{where}{what} ({100 * self.part_share[b]:.0f}% of IPU time)"
+                if name == "steady state":
+                    return f"steady-state {what} ({pct})"
+                return f"{what} ({pct}, mostly in the {name})"
+        return f"{what} ({pct})"
 
     @property
     def ipu_count_text(self) -> str:

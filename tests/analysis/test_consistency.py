@@ -28,6 +28,7 @@ from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.analysis.summary import summarize, summary_markdown, summary_table
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main
+from popvision_lite.profile import schema
 from popvision_lite.profile.reader import open_profile
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob("*.pvl"))
@@ -185,3 +186,12 @@ def test_pod_shaped_run_counts_its_16_ipus_and_its_steady_state(pod_shaped):
         assert steady["cycles"] == sch["steady_cycles_per_microbatch"] and steady["first_step"] >= 0
         assert rt.step_cycles == sch["step_cycles"] == p.run["total_cycles"]
         assert {"all-reduce", "optimizer", "stream in", "stream out"} <= set(rt.phases["name"])
+        # the all-reduce and stream steps say what they move: each IPU's gradients over the IPU-Links (in and
+        # out), its optimizer-state shard from DDR (in) and back (out)
+        st = p.steps
+        for r in rt.phases.itertuples():
+            if r.kind in ("allreduce", "stream"):
+                moved = st.iloc[r.first_step:r.last_step + 1]
+                moved = moved[moved["kind"] == schema.STEP_KIND_CODE[
+                    "exchange_global" if r.kind == "allreduce" else "stream_copy"]]
+                assert len(moved) and ((moved["bytes_in"] + moved["bytes_out"]) > 0).all(), r.name

@@ -382,19 +382,22 @@ def _shift_template(t: StepTemplate, s: int, T: int, op_off: int, prog_off: int)
                         busy_sum=t.busy_sum, tiles_active=t.tiles_active, in_sum=t.in_sum, out_sum=t.out_sum)
 
 
-def _synthetic(kind: int, ipu: int, dur: int, T: int, nbytes: int = 0) -> StepTemplate:
+def _synthetic(kind: int, ipu: int, dur: int, T: int, nbytes: int = 0, nbytes_out: int | None = None) -> StepTemplate:
     """A step the schedule adds (inter-IPU copy, all-reduce, optimizer, DDR stream): every tile of
-    the IPU busy for the whole step (``ipu`` -1: all IPUs of the replica; tiles left empty)."""
+    the IPU busy for the whole step (``ipu`` -1: all IPUs of the replica; tiles left empty).  ``nbytes`` /
+    ``nbytes_out``: bytes the IPU's tiles receive / send in it (spread evenly; out = in unless given)."""
+    n_out = nbytes if nbytes_out is None else nbytes_out
     if ipu < 0:
         z = np.zeros(0, np.uint32)
         return StepTemplate(kind=kind, prog_id=-1, op_id=-1, ipu=-1, duration=int(dur), tiles=np.zeros(0, np.int64),
-                            cycles=z, bytes_in=z, bytes_out=z, busy_max=int(dur), in_sum=nbytes, out_sum=nbytes)
+                            cycles=z, bytes_in=z, bytes_out=z, busy_max=int(dur), in_sum=nbytes, out_sum=n_out)
     tiles = np.arange(T, dtype=np.int64) + ipu * T
     cyc = np.full(T, min(int(dur), 2**32 - 1), np.uint32)
-    b = np.full(T, min(nbytes // max(T, 1), 2**32 - 1), np.uint32)
+    b_in = np.full(T, min(nbytes // max(T, 1), 2**32 - 1), np.uint32)
+    b_out = np.full(T, min(n_out // max(T, 1), 2**32 - 1), np.uint32)
     return StepTemplate(kind=kind, prog_id=-1, op_id=-1, ipu=ipu, duration=int(dur), tiles=tiles, cycles=cyc,
-                        bytes_in=b, bytes_out=b, busy_max=int(dur), busy_sum=int(dur) * T, tiles_active=T,
-                        in_sum=int(b.sum()), out_sum=int(b.sum()))
+                        bytes_in=b_in, bytes_out=b_out, busy_max=int(dur), busy_sum=int(dur) * T, tiles_active=T,
+                        in_sum=int(b_in.sum()), out_sum=int(b_out.sum()))
 
 
 def _halves(n_att: int, n_ffn: int, start_att: bool) -> list[str]:
@@ -562,13 +565,20 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
             ipu_l.append(ip)
     # after the pipeline: all-reduce, optimizer, stream (per IPU, overlapping lanes)
     t_end = int(starts[-1] + durs[-1]) if n else 0
+    R = max(int(cfg.replicas), 1)
+    wbytes = 2 if cfg.precision == "fp16" else 4
     for s, a in enumerate(stages):
         off = t_end
-        for kind, d in ((K_STREAM, a["stream_cycles"] // 2), (K_XG, a["allreduce_cycles"]),
-                        (K_COMPUTE, a["optimizer_cycles"]), (K_STREAM, a["stream_cycles"] - a["stream_cycles"] // 2)):
+        # bytes each IPU moves: its off-chip optimizer state (its 1/R shard with RTS) in and out over DDR, and its
+        # gradients in the ring all-reduce over the IPU-Links (2 (R-1)/R x the gradient bytes each way)
+        streamed = int(a["bytes"]["optimizer_state_offchip"] / (R if cfg.rts else 1))
+        ring = int(2 * (R - 1) / R * a["params"] * wbytes)
+        for kind, d, b_in, b_out in ((K_STREAM, a["stream_cycles"] // 2, streamed, 0),
+                                     (K_XG, a["allreduce_cycles"], ring, ring), (K_COMPUTE, a["optimizer_cycles"], 0, 0),
+                                     (K_STREAM, a["stream_cycles"] - a["stream_cycles"] // 2, 0, streamed)):
             if d <= 0:
                 continue
-            templates.append(_synthetic(kind, s, d, T))
+            templates.append(_synthetic(kind, s, d, T, b_in, b_out))
             ids_l.append(np.array([len(templates) - 1]))
             st_l.append(np.array([off]))
             ipu_l.append(np.array([s]))
