@@ -9,8 +9,11 @@ broken into the terms of the schedule.
 Same code as ``popvision-lite validate`` (``popvision_lite/validation.py``): the rows of
 ``../shared/validation`` and the held-out rows (``resources/validation``), each with its submission's config.
 Prints one ``BENCH-RESULT`` JSON line per row and a table of the step's terms: steady-state micro-batches,
-pipeline fill / drain, optimizer, gradient all-reduce, host streams (shares of the optimizer step). Nothing
-is fitted: the ratios are reported as they come out.
+pipeline fill / drain, optimizer, gradient all-reduce, DDR streams, host step loop and exposed host input
+(shares of the optimizer step); the decomposition of pairs of measured rows (step = G x t + f); and the
+calibrated host step constants with the pairs they are fitted on and leave-one-out on the others
+(``validation.CALIBRATION_PAIRS``).  To refit: run the calibration rows and copy the fitted values into
+resources/devices/ipu-*.toml.
 """
 
 from __future__ import annotations
@@ -55,16 +58,26 @@ def main(argv=None) -> int:
     print()
     print(V.format_table(ordered))
     print()
-    print("| row | ratio | GA | stages | steady micro-batches | fill / drain | optimizer | all-reduce | streams |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| row | ratio | GA | stages | steady micro-batches | fill / drain | optimizer | all-reduce | streams | "
+          "host step | host input |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in ordered:
         b = V.step_breakdown(r)
         s = r.extra.get("schedule", {})
         if b is None:
             continue
         print(f"| {r.case.id} | {r.ratio:.3f} | {s.get('grad_accum')} | {s.get('stages')} | "
-              + " | ".join(f"{100 * b[k]:.1f} %" for k in ("steady", "fill_drain", "optimizer", "allreduce", "stream"))
+              + " | ".join(f"{100 * b.get(k, 0.0):.1f} %" for k in ("steady", "fill_drain", "optimizer", "allreduce", "stream",
+                                                                 "host_step", "host_input"))
               + " |")
+    pairs = V.measured_pairs(ordered)
+    if pairs:
+        print()
+        print(V.format_decomposition(pairs))
+        fit = V.fit_host_step(pairs)
+        if fit:
+            print()
+            print(V.format_calibration(fit))
     if not args.only and not args.no_doc:
         meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC (`python -m bench validate`)."
         V.write_doc(V.render_section(ordered, meta))
