@@ -27,12 +27,31 @@ from popvision_lite import validation as V
 from popvision_lite.errors import ConfigError
 
 
+def results_from_log(path: str, cases: list) -> list:
+    """The Results of an earlier run, from its BENCH-RESULT lines (the cases are rebuilt from the CSVs; a
+    case without a line is an error)."""
+    rows = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("BENCH-RESULT "):
+                d = json.loads(line[len("BENCH-RESULT "):])
+                rows[d["name"].split("/", 1)[1]] = d
+    out = []
+    for c in cases:
+        d = rows[c.id]
+        out.append(V.Result(c, predicted_sps=d["predicted_sps"], fits=d["fits"], wall_s=d["emulation_wall_s"],
+                            basis=d["basis"], cycles=d["cycles"], error=d["error"], extra=d.get("extra") or {}))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.validate", description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", default=[], help="rows whose id or label contains this text")
     p.add_argument("--data", default=None, help="folder with mlperf_training.csv")
     p.add_argument("--no-doc", action="store_true", help="do not update docs/emulator-fidelity.md")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2: this machine's cores)")
+    p.add_argument("--render-from", metavar="LOG", help="emulate nothing: rebuild the results from the BENCH-RESULT "
+                   "lines of an earlier run's output and print / write the report (after a change to the report)")
     args = p.parse_args(argv)
     try:
         rows = V.load_rows(V.data_dir(args.data)) + V.load_heldout_rows()
@@ -52,9 +71,16 @@ def main(argv=None) -> int:
         print("BENCH-RESULT " + json.dumps(dict(
             name=f"validate/{c.id}", measured_sps=c.measured_sps, predicted_sps=r.predicted_sps, ratio=r.ratio,
             fits=r.fits, cycles=r.cycles, emulation_wall_s=round(r.wall_s, 2), basis=r.basis, error=r.error,
-            breakdown=V.step_breakdown(r))), flush=True)
+            breakdown=V.step_breakdown(r), extra=r.extra)), flush=True)
 
-    ordered = V.run_cases(cases, jobs=args.jobs, report=report)
+    if args.render_from:
+        try:
+            ordered = results_from_log(args.render_from, cases)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"bench.validate: error: {args.render_from}: {e}", file=sys.stderr)
+            return 2
+    else:
+        ordered = V.run_cases(cases, jobs=args.jobs, report=report)
     print()
     print(V.format_table(ordered))
     print()
@@ -80,6 +106,9 @@ def main(argv=None) -> int:
             print(V.format_calibration(fit))
     if not args.only and not args.no_doc:
         meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC (`python -m bench validate`)."
+        if args.render_from:
+            meta = f"Rendered {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC from the results of an earlier run " \
+                   "(`python -m bench.validate --render-from LOG`)."
         V.write_doc(V.render_section(ordered, meta))
         print(f"\nwrote the generated section of {V.DOC_PATH}")
     return 0

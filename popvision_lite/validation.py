@@ -125,6 +125,7 @@ class Case:
     tuned: bool = True  # False: a configuration the emulator was not checked against (no measurement)
     note: str = ""
     held_out: bool = False  # a measured run outside ../shared/validation (resources/validation): not tuned on
+    round: str = ""  # MLPerf round of the measured run (v1.0, v1.1, v2.0): its SDK and code
 
     @property
     def replicas(self) -> int:
@@ -212,7 +213,7 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
     if system:
         label = f"{system} {label}"
     return Case(id=rid, label=label, model=model, config=cfg, device=device, measured_sps=measured,
-                sample_unit=unit, held_out=bool(row.get("_held_out")))
+                sample_unit=unit, held_out=bool(row.get("_held_out")), round=str(row.get("round", "")).strip())
 
 
 def untuned_cases(case: Case) -> list[Case]:
@@ -455,9 +456,11 @@ def schedule_t_f(r: Result) -> tuple[float, float] | None:
 
 
 def _pair_key(r: Result) -> tuple:
+    """Rows of one submission family: same round (SDK and code), model, device, micro-batch, pipeline depth,
+    optimizer and host framework (placement and memory proportion may differ, as the Bow BERT pods' do)."""
     c = r.case.config
-    return (r.case.model, r.case.device, c.get("batch"), c.get("packing", 1.0), c.get("pipeline_stages"),
-            c.get("host_framework", "none"))
+    return (r.case.round, r.case.model, r.case.device, c.get("batch"), c.get("packing", 1.0),
+            c.get("pipeline_stages"), c.get("optimizer"), c.get("host_framework", "none"))
 
 
 def solve_tf(g1: int, s1: float, g2: int, s2: float) -> tuple[float, float]:
@@ -467,8 +470,8 @@ def solve_tf(g1: int, s1: float, g2: int, s2: float) -> tuple[float, float]:
 
 
 def measured_pairs(results: list[Result]) -> list[dict]:
-    """Pairs of measured rows with the same model, device, micro-batch and pipeline (and host framework)
-    that differ in gradient accumulation or replicas, each next to the next larger system.  Per pair:
+    """Pairs of measured rows of one submission family (:func:`_pair_key`) that differ in gradient
+    accumulation or replicas, each next to the next larger system.  Per pair:
     measured, predicted and IPU-only predicted (t, f) when G differs, and the step ratio b / a."""
     groups: dict[tuple, list[Result]] = {}
     for r in results:
@@ -621,7 +624,8 @@ def render_section(results: list[Result], meta: str = "") -> str:
             "on it.", "", format_table(results), ""]
     pairs = measured_pairs(results)
     if pairs:
-        out += ["**Decomposition** of pairs of measured rows that share model, device, micro-batch and pipeline: "
+        out += ["**Decomposition** of pairs of measured rows of one submission family (same MLPerf round, model, "
+                "device, micro-batch, pipeline depth, optimizer and framework): "
                 "step = G x t + f solved on the two rows (t: time per micro-batch, f: fixed cost per step), "
                 "measured and predicted side by side; \"schedule\" is the prediction's own split of each row "
                 "(steady micro-batch, and the fixed cost per step on the IPUs: fill / drain, all-reduce, "

@@ -217,7 +217,8 @@ def _timed(id_, model, device, batch, ga, replicas, measured_step, t_ipu, f_ipu,
                host_framework=framework)
     samples = batch * ga * replicas
     ipu = ga * t_ipu + f_ipu
-    case = V.Case(id=id_, label=id_, model=model, config=cfg, device=device, measured_sps=samples / measured_step)
+    case = V.Case(id=id_, label=id_, model=model, config=cfg, device=device, measured_sps=samples / measured_step,
+                  round="v2.0")
     sched = dict(step_seconds=ipu + host, ipu_step_seconds=ipu, per_step_terms={"host_step": host}, grad_accum=ga,
                  step_cycles=round(ipu * 1e9), steady_cycles_per_microbatch=round(t_ipu * 1e9))
     return V.Result(case, predicted_sps=samples / (ipu + host), extra={"schedule": sched})
@@ -228,7 +229,9 @@ def test_decomposition_solves_t_and_f_from_pairs_of_rows():
     rows = [_timed(f"r{g}", "bert-large", "ipu-bow", 3, g, r, g * 0.004 + 0.2, 0.005, 0.02)
             for g, r in ((256, 2), (96, 8), (64, 16))]
     other = _timed("x", "resnet50", "ipu-bow", 20, 4, 64, 0.05, 0.01, 0.0, framework="tensorflow")
-    pairs = V.measured_pairs(rows + [other])
+    older = _timed("old", "bert-large", "ipu-bow", 3, 128, 4, 0.7, 0.005, 0.02)
+    older.case.round = "v1.1"  # another SDK round: never paired with the v2.0 rows
+    pairs = V.measured_pairs(rows + [other, older])
     assert [(p["a"].case.id, p["b"].case.id) for p in pairs] == [("r256", "r96"), ("r96", "r64")]
     for p in pairs:
         assert p["measured"] == pytest.approx((0.004, 0.2)) and p["ipu"] == pytest.approx((0.005, 0.02))
