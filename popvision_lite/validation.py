@@ -45,13 +45,15 @@ BERT_VOCAB = 30912
 
 # What the emulator does not model of a real MLPerf training run (printed with every report).
 NOT_MODELLED = (
-    "host I/O and data loading (the host's input pipeline; for ResNet the IPU-side preprocessing of 8-bit "
-    "images is not modelled either)",
+    "the host's data loader itself (its input crosses the host links as a per-step term, prefetched; for ResNet "
+    "the IPU-side preprocessing of 8-bit images is not modelled)",
     "evaluation passes (the measured figures are train-only blocks; incl.-eval figures are 2-7 % lower)",
     "BERT packing overheads: packs are modelled as sequences of the full length 512 with ~2.0 sequences "
     "each; the attention mask of packed sequences and the per-sequence loss gathers are not modelled",
     "LARS (ResNet) is modelled as momentum SGD; its per-layer trust-ratio norms are not modelled",
-    "framework / runtime overheads between steps (TensorFlow / PopART host code, engine launches)",
+    "framework / runtime overheads between steps are ONE calibrated constant per framework (PopART, "
+    "TensorFlow; resources/devices, basis calibrated), not a model of the host code; multi-host "
+    "synchronisation of POD128 / 256 is not modelled",
     "stochastic rounding, loss scaling and gradient clipping arithmetic",
 )
 

@@ -143,7 +143,7 @@ def test_table_and_section_formatting():
     reused = V.Result(_case(id="r"), predicted_sps=1.0, fits=True, wall_s=0.01, extra={"graph_reused": True})
     assert "| 0.0 s (graph of the row above) |" in V.format_table([reused])
     section = V.render_section([good], meta="Last run: now.")
-    assert section.startswith(V.BEGIN) and section.endswith(V.END) and "host I/O" in section
+    assert section.startswith(V.BEGIN) and section.endswith(V.END) and "calibrated constant per framework" in section
     assert "identity" in section and "Last run: now." in section
 
 
