@@ -8,8 +8,8 @@ Every number in a spec is a *quantity*: an inline table
 * ``measured`` - a published measurement (paper, benchmark)
 * ``derived``  - arithmetic on other numbers (the note shows the sum)
 * ``assumed``  - no public figure found; a stated modelling assumption (emulator constants only)
-* ``calibrated`` - fitted to measurements; the source names the rows it was fitted on, the rows it is judged on
-  are reported elsewhere (never the same rows)
+* ``calibrated`` - no public figure found; fitted on measured runs that the ``source`` names, and judged
+  on the others (leave-one-out, docs/emulator-fidelity.md)
 
 Keys are addressed with dotted paths: ``"compute.clock_hz"``, ``"memory.sram.bandwidth_bytes_per_s"``,
 ``"emulator.exchange_bytes_per_cycle"``, ``"price.usd_per_hour"``, ``"floorplan.columns"``.
@@ -76,6 +76,12 @@ EMULATOR_KEYS = {
     "ipu_link_pair_bytes_per_cycle_across_boxes": ("float", False, False),
     "ddr_bytes_per_cycle": ("float", True, False),
     "stream_copy_latency_cycles": ("int", True, False),
+    # per-step terms outside the IPU clock domain (emulator/schedule.py per_step_terms; optional)
+    "ipu_link_domain_ipus": ("int", False, False),
+    "gw_link_bytes_per_s_per_ipu": ("float", False, False),
+    "host_link_bytes_per_s_per_ipu": ("float", False, False),
+    "host_step_seconds_popart": ("float", False, False),
+    "host_step_seconds_tensorflow": ("float", False, False),
 }
 _PRICE = {"usd_per_hour": ("float", True, True)}
 # [estimator] (GPU only, optional): achievable fractions and overheads for analysis/gpu_estimate.py.

@@ -45,13 +45,15 @@ BERT_VOCAB = 30912
 
 # What the emulator does not model of a real MLPerf training run (printed with every report).
 NOT_MODELLED = (
-    "host I/O and data loading (the host's input pipeline; for ResNet the IPU-side preprocessing of 8-bit "
-    "images is not modelled either)",
+    "the host's data loader itself (its input crosses the host links as a per-step term, prefetched; for ResNet "
+    "the IPU-side preprocessing of 8-bit images is not modelled)",
     "evaluation passes (the measured figures are train-only blocks; incl.-eval figures are 2-7 % lower)",
     "BERT packing overheads: packs are modelled as sequences of the full length 512 with ~2.0 sequences "
     "each; the attention mask of packed sequences and the per-sequence loss gathers are not modelled",
     "LARS (ResNet) is modelled as momentum SGD; its per-layer trust-ratio norms are not modelled",
-    "framework / runtime overheads between steps (TensorFlow / PopART host code, engine launches)",
+    "framework / runtime overheads between steps are ONE calibrated constant per framework (PopART, "
+    "TensorFlow; resources/devices, basis calibrated), not a model of the host code; multi-host "
+    "synchronisation of POD128 / 256 is not modelled",
     "stochastic rounding, loss scaling and gradient clipping arithmetic",
 )
 
@@ -125,6 +127,7 @@ class Case:
     tuned: bool = True  # False: a configuration the emulator was not checked against (no measurement)
     note: str = ""
     held_out: bool = False  # a measured run outside ../shared/validation (resources/validation): not tuned on
+    round: str = ""  # MLPerf round of the measured run (v1.0, v1.1, v2.0): its SDK and code
 
     @property
     def replicas(self) -> int:
@@ -164,6 +167,13 @@ def _amp(text: str) -> float | list[float]:
     return _number(t, "available_memory_proportion")
 
 
+def host_framework(text: str) -> str:
+    """The host step loop of a row's framework column ("PopART, Poplar SDK 2.5.1" -> popart): the
+    per-step host cost the emulator adds (schedule.per_step_terms); "none" for a framework without one."""
+    t = str(text).lower()
+    return "popart" if "popart" in t else "tensorflow" if "tensorflow" in t else "none"
+
+
 def row_to_case(row: dict, overrides: dict | None = None) -> Case:
     """The emulator configuration of one measured IPU row (``overrides``: row_configs())."""
     rid = row["id"]
@@ -200,11 +210,12 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
         raise ConfigError(f"{rid}: benchmark {row['benchmark']!r} is not BERT or ResNet-50")
     if cfg["ipus"] != n_accel:
         raise ConfigError(f"{rid}: replicas x stages = {cfg['ipus']} IPUs but n_accel = {n_accel}")
+    cfg["host_framework"] = host_framework(row.get("framework", ""))
     system = row.get("system", "").split("(")[0].strip()
     if system:
         label = f"{system} {label}"
     return Case(id=rid, label=label, model=model, config=cfg, device=device, measured_sps=measured,
-                sample_unit=unit, held_out=bool(row.get("_held_out")))
+                sample_unit=unit, held_out=bool(row.get("_held_out")), round=str(row.get("round", "")).strip())
 
 
 def untuned_cases(case: Case) -> list[Case]:
@@ -301,11 +312,28 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
         return Result(case, wall_s=time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
     sps, basis = throughput(run, case, dropped)
     extra = {"graph_reused": True} if getattr(run, "wall", {}).get("reused") else {}
+    extra["peak_tile"] = peak_tile_text(run)
     sched = getattr(run, "schedule", None) or {}
-    extra["schedule"] = {k: sched[k] for k in SCHEDULE_TERMS + ("step_cycles", "grad_accum", "stages", "replicas")
+    extra["schedule"] = {k: sched[k] for k in SCHEDULE_TERMS + ("step_cycles", "grad_accum", "stages", "replicas",
+                                                                 "step_seconds", "ipu_step_seconds", "per_step_terms",
+                                                                 "samples_per_step", "host_framework")
                          if k in sched}
     return Result(case, predicted_sps=sps, fits=bool(run.fits), wall_s=time.perf_counter() - t0, basis=basis,
                   cycles=int(run.total_cycles), extra=extra)
+
+
+def peak_tile_text(run) -> str:
+    """The fullest tile of a run's memory (all IPUs): "peak tile 812 (IPU 0): 598 of 624 KiB"."""
+    try:
+        import numpy as np
+
+        need = np.asarray(run.profile_data.memory).sum(axis=(1, 2))
+        t = int(np.argmax(need))
+        T = int(run.profile_data.target.tiles_per_ipu)
+        cap = int(run.profile_data.target.sram_bytes_per_tile)
+        return f"peak tile {t % T} (IPU {t // T}): {need[t] / 1024:,.0f} of {cap / 1024:,.0f} KiB"
+    except Exception:  # noqa: BLE001 - a run without per-tile memory names no tile
+        return ""
 
 
 # the terms of an optimizer step's cycles (ModelRun.schedule, emulator/models/pipeline.py) a breakdown reports
@@ -315,7 +343,8 @@ SCHEDULE_TERMS = ("steady_cycles_per_microbatch", "fill_drain_cycles", "optimize
 
 def step_breakdown(r: Result) -> dict[str, float] | None:
     """Shares of the optimizer step: the steady-state micro-batches (grad_accum x the steady cycles), the
-    pipeline fill and drain, the optimizer, the gradient all-reduce and the host streams, each / step cycles.
+    pipeline fill and drain, the optimizer, the gradient all-reduce and the DDR streams (IPU clock), and the
+    per-step terms in seconds (host step loop, exposed host input), each / the step's seconds.
     None when the run has no schedule."""
     s = r.extra.get("schedule") or {}
     step = float(s.get("step_cycles") or 0)
@@ -326,6 +355,13 @@ def step_breakdown(r: Result) -> dict[str, float] | None:
     for k, name in (("fill_drain_cycles", "fill_drain"), ("optimizer_cycles", "optimizer"),
                     ("allreduce_cycles", "allreduce"), ("stream_cycles", "stream")):
         out[name] = float(s.get(k, 0)) / step
+    # seconds outside the IPU clock domain, as shares of the whole step (the cycle shares above are of the
+    # IPU part; scale them by ipu / whole so that all shares add to 1)
+    secs, ipu_s = float(s.get("step_seconds") or 0), float(s.get("ipu_step_seconds") or 0)
+    if secs > 0 and ipu_s > 0:
+        out = {k: v * ipu_s / secs for k, v in out.items()}
+        for k, v in (s.get("per_step_terms") or {}).items():
+            out[k] = float(v) / secs
     return out
 
 
@@ -380,6 +416,154 @@ def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
     return [results[i] for i in range(len(cases))]
 
 
+# ============================================================================ decomposition and calibration
+
+# The measured rows each calibrated constant of the device specs (resources/devices/ipu-*.toml,
+# basis "calibrated") is fitted on: host_step_seconds_<framework> = the measured per-step cost f of the pair
+# minus the emulator's per-step cost f of the same pair without host terms (fill / drain, all-reduce,
+# optimizer, streams), where each pair's (t, f) solves step = G x t + f on its two rows.  Every other row is
+# a check; no constant is fitted on one.
+CALIBRATION_PAIRS = {
+    "popart": ("gc-v2.0-bow-pod16-bert-closed", "gc-v2.0-bow-pod64-bert-closed"),
+    "tensorflow": ("gc-v1.1-pod16-resnet", "gc-v1.1-pod64-resnet-closed"),
+}
+CALIBRATION_ROWS = frozenset(i for pair in CALIBRATION_PAIRS.values() for i in pair)
+
+
+def measured_step_seconds(r: Result) -> float | None:
+    """Seconds of one optimizer step of the measured run: samples per step / measured samples/s."""
+    sps = r.case.measured_sps
+    if not sps:
+        return None
+    c = r.case.config
+    return c.get("replicas", 1) * c.get("grad_accum", 1) * r.case.samples_per_microbatch / sps
+
+
+def predicted_step_seconds(r: Result, ipu_only: bool = False) -> float | None:
+    """Seconds of one predicted optimizer step (``ipu_only``: without the per-step host terms)."""
+    s = r.extra.get("schedule") or {}
+    v = s.get("ipu_step_seconds" if ipu_only else "step_seconds")
+    return float(v) if v else None
+
+
+def schedule_t_f(r: Result) -> tuple[float, float] | None:
+    """The prediction's own (t, f): seconds of a steady micro-batch, and the IPU-only seconds paid once per
+    step (pipeline fill / drain, all-reduce, optimizer, streams) = IPU step - G x t."""
+    s = r.extra.get("schedule") or {}
+    ipu, cyc, steady = s.get("ipu_step_seconds"), s.get("step_cycles"), s.get("steady_cycles_per_microbatch")
+    if not ipu or not cyc or steady is None:
+        return None
+    t = float(ipu) * float(steady) / float(cyc)
+    return t, float(ipu) - float(s.get("grad_accum") or 1) * t
+
+
+def _pair_key(r: Result) -> tuple:
+    """Rows of one submission family: same round (SDK and code), model, device, micro-batch, pipeline depth,
+    optimizer and host framework (placement and memory proportion may differ, as the Bow BERT pods' do)."""
+    c = r.case.config
+    return (r.case.round, r.case.model, r.case.device, c.get("batch"), c.get("packing", 1.0),
+            c.get("pipeline_stages"), c.get("optimizer"), c.get("host_framework", "none"))
+
+
+def solve_tf(g1: int, s1: float, g2: int, s2: float) -> tuple[float, float]:
+    """(t, f) of step = G x t + f through two steps of G = g1, g2 (g1 != g2)."""
+    t = (s1 - s2) / (g1 - g2)
+    return t, s1 - g1 * t
+
+
+def measured_pairs(results: list[Result]) -> list[dict]:
+    """Pairs of measured rows of one submission family (:func:`_pair_key`) that differ in gradient
+    accumulation or replicas, each next to the next larger system.  Per pair:
+    measured, predicted and IPU-only predicted (t, f) when G differs, and the step ratio b / a."""
+    groups: dict[tuple, list[Result]] = {}
+    for r in results:
+        if r.error or r.ratio is None or predicted_step_seconds(r) is None:
+            continue
+        groups.setdefault(_pair_key(r), []).append(r)
+    out = []
+    for rs in groups.values():
+        rs.sort(key=lambda r: (r.case.config.get("ipus", 1), -r.case.config.get("grad_accum", 1)))
+        for a, b in zip(rs, rs[1:], strict=False):
+            ga, gb = a.case.config.get("grad_accum", 1), b.case.config.get("grad_accum", 1)
+            steps = {k: (f(a), f(b)) for k, f in (("measured", measured_step_seconds),
+                                                   ("predicted", predicted_step_seconds),
+                                                   ("ipu", lambda r: predicted_step_seconds(r, True)))}
+            d = dict(a=a, b=b, ga=ga, gb=gb, ra=a.case.replicas, rb=b.case.replicas,
+                     framework=a.case.config.get("host_framework", "none"), steps=steps,
+                     schedule=(schedule_t_f(a), schedule_t_f(b)))
+            if ga != gb:
+                for k, (sa, sb) in steps.items():
+                    d[k] = solve_tf(ga, sa, gb, sb)
+            out.append(d)
+    return out
+
+
+def fit_host_step(pairs: list[dict]) -> dict[str, dict]:
+    """Per framework, the host step constant its calibration pair implies (the measured f minus the mean of
+    the two rows' IPU-only fixed cost per step, :func:`schedule_t_f`), and each pair's implied value with the
+    leave-one-out estimate (the mean of the framework's other pairs) and the step ratios of its two rows
+    under that estimate."""
+    out: dict[str, dict] = {}
+    implied = {}
+    for p in pairs:
+        if "measured" in p and all(p["schedule"]):
+            f_ipu = (p["schedule"][0][1] + p["schedule"][1][1]) / 2
+            implied[(p["a"].case.id, p["b"].case.id)] = (p["framework"], p["measured"][1] - f_ipu, p)
+    for fw, ids in CALIBRATION_PAIRS.items():
+        if ids in implied:
+            out[fw] = dict(fitted_on=ids, value=implied[ids][1], pairs=[])
+    for key, (fw, val, p) in implied.items():
+        others = [v for k, (f, v, _) in implied.items() if f == fw and k != key]
+        loo = sum(others) / len(others) if others else None
+        ratios = None
+        if loo is not None:
+            ratios = tuple(p["steps"]["measured"][i] / (p["steps"]["ipu"][i] + loo) for i in (0, 1))
+        out.setdefault(fw, dict(fitted_on=None, value=None, pairs=[]))["pairs"].append(
+            dict(ids=key, implied=val, loo=loo, loo_ratios=ratios))
+    return out
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{1e3 * v:,.1f} ms"
+
+
+def format_decomposition(pairs: list[dict]) -> str:
+    """Markdown: per pair, measured vs predicted time per micro-batch t and fixed cost per step f (and the
+    IPU-only f), the step ratio b / a, and each row's ratio."""
+    lines = ["| pair (a -> b) | G a / b | replicas a / b | measured t / f | predicted t / f | schedule t a / b | "
+             "schedule IPU-only f a / b | t predicted / measured | step b / a measured / predicted | ratio a / b |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in pairs:
+        (ma, mb), (pa, pb) = p["steps"]["measured"], p["steps"]["predicted"]
+        if "measured" in p:
+            (tm, fm), (tp, fp) = p["measured"], p["predicted"]
+            mt, pt, tr = f"{_ms(tm)} / {_ms(fm)}", f"{_ms(tp)} / {_ms(fp)}", f"{tp / tm:.2f}"
+        else:
+            mt = pt = tr = "- (same G)"
+        sa, sb = p["schedule"]
+        st = "-" if not (sa and sb) else f"{_ms(sa[0])} / {_ms(sb[0])}"
+        sf = "-" if not (sa and sb) else f"{_ms(sa[1])} / {_ms(sb[1])}"
+        lines.append(f"| {p['a'].case.id} -> {p['b'].case.id} | {p['ga']} / {p['gb']} | {p['ra']} / {p['rb']} | "
+                     f"{mt} | {pt} | {st} | {sf} | {tr} | {mb / ma:.3f} / {pb / pa:.3f} | "
+                     f"{p['a'].ratio:.3f} / {p['b'].ratio:.3f} |")
+    return "\n".join(lines)
+
+
+def format_calibration(fit: dict[str, dict]) -> str:
+    """Markdown: each calibrated constant with the pair it is fitted on, and every pair's implied value
+    with its leave-one-out estimate and the resulting row ratios."""
+    lines = ["| constant | fitted on (pair) | fitted value | pair | value the pair implies | leave-one-out "
+             "estimate (mean of the other pairs) | ratio a / b with that estimate |", "|---|---|---|---|---|---|---|"]
+    for fw, d in fit.items():
+        name = f"host_step_seconds_{fw}"
+        fitted = " + ".join(d["fitted_on"]) if d["fitted_on"] else "-"
+        for p in d["pairs"]:
+            r = "-" if p["loo_ratios"] is None else f"{p['loo_ratios'][0]:.3f} / {p['loo_ratios'][1]:.3f}"
+            lines.append(f"| {name} | {fitted} | {_ms(d['value'])} | {' -> '.join(p['ids'])} | {_ms(p['implied'])} | "
+                         f"{_ms(p['loo'])} | {r} |")
+    return "\n".join(lines)
+
+
 # ============================================================================ formatting
 
 
@@ -397,8 +581,8 @@ def wall_text(r: Result) -> str:
 
 def format_table(results: list[Result]) -> str:
     """Markdown table: one line per case."""
-    lines = ["| configuration | device | measured samples/s | predicted samples/s | ratio | fits | emulation wall | "
-             "basis |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| configuration | device | role | measured samples/s | predicted samples/s | ratio | fits | emulation wall | "
+             "basis |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         c = r.case
         measured = f"{fmt(c.measured_sps)} {c.sample_unit}" if c.measured_sps else "not measured (prediction only)"
@@ -408,7 +592,10 @@ def format_table(results: list[Result]) -> str:
             pred = f"{fmt(r.predicted_sps)}"
             fits = "fits" if r.fits else "does not fit"
         ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
-        lines.append(f"| {c.label} [{c.id}] | {c.device} | {measured} | {pred} | {ratio} | {fits} | "
+        role = "calibration" if c.id in CALIBRATION_ROWS else "check" if c.measured_sps else "-"
+        if not r.error and r.extra.get("peak_tile"):
+            fits += f" ({r.extra['peak_tile']})"
+        lines.append(f"| {c.label} [{c.id}] | {c.device} | {role} | {measured} | {pred} | {ratio} | {fits} | "
                      f"{wall_text(r)} | {r.basis or '-'} |")
     return "\n".join(lines)
 
@@ -434,7 +621,23 @@ def render_section(results: list[Result], meta: str = "") -> str:
             "its submission's placement and memory settings (`resources/validation/configs.toml`). `ratio` = "
             "predicted / measured; rows marked \"not measured\" (only with `--with-predictions`) are "
             "predictions. No constant was set to make a row come out right; what the residuals are made of is "
-            "in the hand-written section above.", "", format_table(results), ""]
+            "in the hand-written section above. `role`: *calibration* rows are the ones a calibrated constant "
+            "of the device specs is fitted on (below); every *check* row is judged without any constant fitted "
+            "on it.", "", format_table(results), ""]
+    pairs = measured_pairs(results)
+    if pairs:
+        out += ["**Decomposition** of pairs of measured rows of one submission family (same MLPerf round, model, "
+                "device, micro-batch, pipeline depth, optimizer and framework): "
+                "step = G x t + f solved on the two rows (t: time per micro-batch, f: fixed cost per step), "
+                "measured and predicted side by side; \"schedule\" is the prediction's own split of each row "
+                "(steady micro-batch, and the fixed cost per step on the IPUs: fill / drain, all-reduce, "
+                "optimizer, streams, without the host terms).", "", format_decomposition(pairs), ""]
+        fit = fit_host_step(pairs)
+        if fit:
+            out += ["**Calibrated constants** (basis `calibrated` in `resources/devices/ipu-*.toml`): the value "
+                    "each pair implies (its measured f minus its rows' mean IPU-only fixed cost), and leave-one-out: the "
+                    "mean of the framework's other pairs, with the row ratios it gives.", "",
+                    format_calibration(fit), ""]
     out += ["**Not modelled** (the prediction is the steady-state training step only):", ""]
     out += [f"- {x}" for x in NOT_MODELLED]
     out += ["", "**The microbenchmark table above** (kept as it was):", ""]

@@ -25,7 +25,9 @@ def test_ipu_rows_map_to_the_mlperf_configurations():
     bert, rn = cases["bert-large"], cases["resnet50"]
     assert bert.config == dict(seq=512, batch=2, packing=2.0, grad_accum=192, replicas=4, pipeline_stages=4, ipus=16,
                                optimizer="lamb", optimizer_state="offchip", rts=True, available_memory_proportion=0.23,
-                               vocab=30912, recompute=True, precision="fp16", training=True)
+                               vocab=30912, recompute=True, precision="fp16", training=True,
+                               host_framework="popart")
+    assert rn.config["host_framework"] == "tensorflow"
     assert bert.measured_sps == pytest.approx(1523.8) and bert.samples_per_microbatch == 4.0
     assert rn.config["batch"] == 20 and rn.config["grad_accum"] == 10 and rn.config["replicas"] == 16
     assert rn.config["pipeline_stages"] == 1 and rn.config["recompute"] is True
@@ -141,7 +143,7 @@ def test_table_and_section_formatting():
     reused = V.Result(_case(id="r"), predicted_sps=1.0, fits=True, wall_s=0.01, extra={"graph_reused": True})
     assert "| 0.0 s (graph of the row above) |" in V.format_table([reused])
     section = V.render_section([good], meta="Last run: now.")
-    assert section.startswith(V.BEGIN) and section.endswith(V.END) and "host I/O" in section
+    assert section.startswith(V.BEGIN) and section.endswith(V.END) and "calibrated constant per framework" in section
     assert "identity" in section and "Last run: now." in section
 
 
@@ -162,7 +164,8 @@ def test_heldout_rows_map_to_their_submissions_configs():
     """Every held-out row loads, and the per-row config (placement, per-IPU memory proportion, vocab) is
     the submission's (resources/validation/configs.toml)."""
     rows = V.load_heldout_rows()
-    assert len(rows) == 10 and all(r["vendor"] == "graphcore" for r in rows)
+    assert len(rows) == 17 and all(r["vendor"] == "graphcore" for r in rows)
+    assert sum(int(r["n_accel"]) > 64 for r in rows) == 7  # the pods past 64 IPUs
     cases = {c.id: c for c in V.build_cases(rows, overrides=V.row_configs())}
     bow = cases["gc-v2.0-bow-pod16-bert-closed"]
     assert bow.device == "ipu-bow" and bow.held_out and bow.measured_sps == pytest.approx(2303.7)
@@ -205,3 +208,65 @@ def test_graph_groups_and_worker_processes_give_the_serial_results():
     assert [r.case.id for r in parallel] == ["a", "b", "c"]
     assert [r.predicted_sps for r in parallel] == [r.predicted_sps for r in serial]
     assert serial[1].predicted_sps != serial[0].predicted_sps
+
+
+def _timed(id_, model, device, batch, ga, replicas, measured_step, t_ipu, f_ipu, host=0.0, framework="popart"):
+    """A Result whose measured step is given in seconds and whose prediction is ga x t_ipu + f_ipu on the
+    IPUs (at 1 GHz) plus ``host`` seconds."""
+    cfg = dict(batch=batch, grad_accum=ga, replicas=replicas, pipeline_stages=1, ipus=replicas,
+               host_framework=framework)
+    samples = batch * ga * replicas
+    ipu = ga * t_ipu + f_ipu
+    case = V.Case(id=id_, label=id_, model=model, config=cfg, device=device, measured_sps=samples / measured_step,
+                  round="v2.0")
+    sched = dict(step_seconds=ipu + host, ipu_step_seconds=ipu, per_step_terms={"host_step": host}, grad_accum=ga,
+                 step_cycles=round(ipu * 1e9), steady_cycles_per_microbatch=round(t_ipu * 1e9))
+    return V.Result(case, predicted_sps=samples / (ipu + host), extra={"schedule": sched})
+
+
+def test_decomposition_solves_t_and_f_from_pairs_of_rows():
+    # measured: 4 ms per micro-batch + 200 ms per step; predicted IPU-only: 5 ms + 20 ms
+    rows = [_timed(f"r{g}", "bert-large", "ipu-bow", 3, g, r, g * 0.004 + 0.2, 0.005, 0.02)
+            for g, r in ((256, 2), (96, 8), (64, 16))]
+    other = _timed("x", "resnet50", "ipu-bow", 20, 4, 64, 0.05, 0.01, 0.0, framework="tensorflow")
+    older = _timed("old", "bert-large", "ipu-bow", 3, 128, 4, 0.7, 0.005, 0.02)
+    older.case.round = "v1.1"  # another SDK round: never paired with the v2.0 rows
+    pairs = V.measured_pairs(rows + [other, older])
+    assert [(p["a"].case.id, p["b"].case.id) for p in pairs] == [("r256", "r96"), ("r96", "r64")]
+    for p in pairs:
+        assert p["measured"] == pytest.approx((0.004, 0.2)) and p["ipu"] == pytest.approx((0.005, 0.02))
+        assert p["schedule"][0] == pytest.approx((0.005, 0.02)) and p["schedule"][1] == pytest.approx((0.005, 0.02))
+    assert V.solve_tf(10, 1.0, 2, 0.2) == pytest.approx((0.1, 0.0))
+    table = V.format_decomposition(pairs)
+    assert "| 4.0 ms / 200.0 ms | 5.0 ms / 20.0 ms | 5.0 ms / 5.0 ms | 20.0 ms / 20.0 ms | 1.25 |" in table
+
+
+def test_host_step_fit_names_its_pair_and_judges_the_others_leave_one_out(monkeypatch):
+    monkeypatch.setattr(V, "CALIBRATION_PAIRS", {"popart": ("r256", "r96")})
+    rows = [_timed(f"r{g}", "bert-large", "ipu-bow", 3, g, r, g * 0.004 + 0.2, 0.004, 0.02)
+            for g, r in ((256, 2), (96, 8), (64, 16), (36, 32))]
+    fit = V.fit_host_step(V.measured_pairs(rows))["popart"]
+    assert fit["fitted_on"] == ("r256", "r96") and fit["value"] == pytest.approx(0.18)
+    assert len(fit["pairs"]) == 3
+    for p in fit["pairs"]:  # every pair implies 180 ms; leave-one-out from the other two gives exact steps
+        assert p["implied"] == pytest.approx(0.18) and p["loo"] == pytest.approx(0.18)
+        assert p["loo_ratios"] == pytest.approx((1.0, 1.0))
+    text = V.format_calibration({"popart": fit})
+    assert "host_step_seconds_popart | r256 + r96 | 180.0 ms" in text
+
+
+def test_calibrated_device_constants_name_the_rows_they_are_fitted_on():
+    from popvision_lite.devices import load_device
+
+    for dev in ("ipu-mk2", "ipu-bow"):
+        d = load_device(dev)
+        for fw, ids in V.CALIBRATION_PAIRS.items():
+            q = d.quantities[f"emulator.host_step_seconds_{fw}"]
+            assert q.basis == "calibrated" and all(i in q.source for i in ids), (dev, fw, q.source)
+    assert V.CALIBRATION_ROWS.isdisjoint({r["id"] for r in V.load_heldout_rows() if int(r["n_accel"]) > 64})
+
+
+def test_host_framework_from_the_framework_column():
+    assert V.host_framework("PopART, Poplar SDK 2.5.1") == "popart"
+    assert V.host_framework("TensorFlow 1.15, Poplar SDK 2.3.0") == "tensorflow"
+    assert V.host_framework("PaddlePaddle 2.3") == "none"

@@ -21,7 +21,7 @@ from popvision_lite.validators import MODEL_LIMITS, check_model_config, check_nu
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
-              "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens")
+              "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens", "host_framework")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -76,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--packing", type=packing, help="average sequences per pack (bert; 1 = unpacked)")
     g.add_argument("--mask-tokens", dest="mask_tokens", type=positive_int,
                    help="MLM positions per pack (default 15%% of seq)")
+    g.add_argument("--host-framework", dest="host_framework", choices=("none", "popart", "tensorflow"),
+                   help="add the host step loop's per-step cost of this framework (calibrated, device spec; "
+                        "default none: the IPUs alone)")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
@@ -113,6 +116,12 @@ def format_summary(s: dict, run, out_path: str) -> str:
             f"{sch_['fill_drain_cycles']:,}; all-reduce {sch_['allreduce_cycles']:,}; optimizer "
             f"{sch_['optimizer_cycles']:,}; DDR stream {sch_['stream_cycles']:,} "
             f"(= {sch_['stream_cycles'] / clock * 1e3:.2f} ms); step {sch_['step_seconds'] * 1e3:.1f} ms")
+    terms = sch_.get("per_step_terms") or {}
+    if any(terms.values()):
+        lines.append(f"per-step host terms (seconds, not IPU cycles; framework {sch_.get('host_framework')}): "
+                     + ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in terms.items())
+                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms")
+    if "layer_split" in sch_:
         ts = run.profile_data.run.get("training_state") or []
         for t in ts:
             m = t["mib"]

@@ -16,8 +16,13 @@ on the IPU", sections on pipelining, replication and replicated tensor sharding)
   with replicated tensor sharding the update runs on the 1/R shard between the two), the optimizer
   update, and the streaming of off-chip optimizer state from/to DDR.
 
-Every rate comes from the device spec; the two fabric figures the spec schema has no field for are
-constants below with their sources.
+* Per-step terms outside the IPU clock domain (:func:`per_step_terms`, in seconds, not IPU cycles): the
+  framework's step loop on the host (engine run, host-IPU sync, weight-update and stream callbacks) and the
+  host-link transfer of the step's input samples (prefetched by the data streams, so only the part that
+  outlasts the IPU's step is exposed).  They do not scale with the IPU clock.
+
+Every rate comes from the device spec (``[emulator]``: the IPU-Link domain, GW-Link and host-link rates,
+and the calibrated host step constants, each with its source and basis).
 """
 
 from __future__ import annotations
@@ -26,10 +31,10 @@ import math
 
 import numpy as np
 
-# IPU-POD fabric (vendor, Graphcore IPU-M2000 / Bow-2000 datasheets: "GW-Links 2 x 100 Gbps"
-# between IPU-PODs; an IPU-M2000 holds 4 IPUs, an IPU-POD16 16).  Per IPU: 2 x 100e9 / 8 / 4.
+# IPU-POD fabric defaults for a spec without the fields (values and sources: resources/devices/ipu-mk2.toml
+# emulator.ipu_link_domain_ipus, emulator.gw_link_bytes_per_s_per_ipu).
 GW_LINK_BYTES_PER_S_PER_IPU = 2 * 100e9 / 8 / 4
-IPUS_PER_POD = 16  # IPU-Link domain of an IPU-POD16; larger pods reach other POD16s over GW-Links (assumption)
+IPU_LINK_DOMAIN_IPUS = 64
 
 # Elementwise passes over the parameters per optimizer step (derived from the update rules):
 #   sgd      w -= lr g                                                     1
@@ -88,24 +93,73 @@ def pipeline_cycles(fwd, bwd, copy_cycles: int, grad_accum: int, ipu_of=None) ->
 
 
 def ring_allreduce_cycles(nbytes: float, replicas: int, ipus: int, clock_hz: float, link_bytes_per_cycle: float,
-                          link_latency_cycles: int) -> int:
+                          link_latency_cycles: int, domain_ipus: int = IPU_LINK_DOMAIN_IPUS,
+                          gw_bytes_per_s_per_ipu: float = GW_LINK_BYTES_PER_S_PER_IPU) -> int:
     """Cycles of a ring all-reduce (= reduce-scatter + all-gather, also the RTS pattern) of ``nbytes``
     per IPU across ``replicas``: each IPU sends and receives 2 (R-1)/R x nbytes over its IPU-Links, in
-    2 (R-1) latency-bound steps.  Runs that span more than one IPU-POD16 reduce hierarchically: inside
-    each POD16 over IPU-Links, across PODs over the GW-Links (rate above)."""
+    2 (R-1) latency-bound steps.  Runs that span more than one IPU-Link domain (an IPU-POD64: its 64 IPUs
+    are one 2D torus of IPU-Links; IPU-POD128 / 256 join POD64s over GW-Links) reduce hierarchically:
+    inside each domain over IPU-Links, across domains over the GW-Links (``gw_bytes_per_s_per_ipu``)."""
     R = int(replicas)
     if R <= 1 or nbytes <= 0:
         return 0
-    pods = max(1, math.ceil(ipus / IPUS_PER_POD))
+    pods = max(1, math.ceil(ipus / max(1, int(domain_ipus))))
     pods = min(pods, R)
     r_in = max(1, R // pods)
     cyc = 0.0
     if r_in > 1:
         cyc += 2 * (r_in - 1) / r_in * nbytes / link_bytes_per_cycle + 2 * (r_in - 1) * link_latency_cycles
     if pods > 1:
-        gw_bpc = GW_LINK_BYTES_PER_S_PER_IPU / clock_hz
+        gw_bpc = gw_bytes_per_s_per_ipu / clock_hz
         cyc += 2 * (pods - 1) / pods * (nbytes / r_in) / gw_bpc + 2 * (pods - 1) * link_latency_cycles
     return int(math.ceil(cyc))
+
+
+def allreduce_for(em: dict, nbytes: float, replicas: int, ipus: int, clock_hz: float) -> int:
+    """:func:`ring_allreduce_cycles` with the fabric figures of a device spec's ``[emulator]`` table."""
+    return ring_allreduce_cycles(nbytes, replicas, ipus, clock_hz, float(em["ipu_link_bytes_per_cycle"]),
+                                 int(em["ipu_link_latency_cycles"]),
+                                 int(em.get("ipu_link_domain_ipus", IPU_LINK_DOMAIN_IPUS)),
+                                 float(em.get("gw_link_bytes_per_s_per_ipu", GW_LINK_BYTES_PER_S_PER_IPU)))
+
+
+# Host frameworks whose step loop has a calibrated per-step cost in the device spec
+HOST_FRAMEWORKS = ("none", "popart", "tensorflow")
+
+
+def input_bytes_per_sample(model: str, seq: int = 0, image: int = 0) -> int:
+    """Bytes the host streams to the IPUs per sample.  BERT (packed, as Graphcore's MLPerf PopART data
+    loader feeds it): input ids, segment ids, positions and the attention-mask index, uint32 per token
+    (4 x 4 B x seq).  ResNet: the 8-bit RGB image the MLPerf runs stream (image^2 x 3 B; the IPU
+    normalises it), the label ignored.  Other models: 0 (synthetic data)."""
+    if model == "bert":
+        return 16 * int(seq)
+    if model in ("resnet", "resnet50", "conv"):
+        return 3 * int(image) ** 2
+    return 0
+
+
+def per_step_terms(em: dict, framework: str, ipus: int, input_bytes_per_step: float,
+                   ipu_step_seconds: float) -> dict[str, float]:
+    """Seconds an optimizer step pays outside the IPU clock domain, by name (added to the step's
+    ``ipu_step_seconds``; ``schedule["per_step_terms"]``):
+
+    Framework "none" (the default of a plain emulation) models the IPUs alone: both terms are 0.
+
+    * ``host_step``: the framework's step loop (one ``engine.run`` / ``session.run`` per step with
+      ``batches_per_step`` 1: host-IPU sync, weight-update and stream callbacks); the device spec's
+      calibrated ``host_step_seconds_<framework>`` (0 for framework "none").
+    * ``host_input``: the step's input bytes over the host links (``host_link_bytes_per_s_per_ipu`` x
+      IPUs), minus the IPU step it overlaps with (the data streams prefetch): 0 unless the link is slower
+      than the IPUs."""
+    if framework not in HOST_FRAMEWORKS:
+        raise ValueError(f"host_framework must be one of {', '.join(HOST_FRAMEWORKS)}, got {framework!r}")
+    if framework == "none":
+        return {"host_step": 0.0, "host_input": 0.0}
+    host = float(em.get(f"host_step_seconds_{framework}", 0.0))
+    link = float(em.get("host_link_bytes_per_s_per_ipu", 0.0)) * max(1, int(ipus))
+    xfer = float(input_bytes_per_step) / link if link > 0 else 0.0
+    return {"host_step": host, "host_input": max(0.0, xfer - float(ipu_step_seconds))}
 
 
 def state_bytes_per_param(optimizer: str, master_weights: bool, state_dtype: str, weight_dtype: str) -> dict:

@@ -212,3 +212,35 @@ def test_every_row_codelet_is_charged_its_loops():
     for cls in subclasses:
         assert cls.parts, f"{cls.__name__} has no per-row loops"
         assert OC.row_pass_cycles(cls.parts, 64, 2) > 0
+
+
+def test_channel_groups_spread_few_windows_over_the_tiles():
+    assert NP.channel_groups(20, 2048, 1472) == 64  # ResNet-50's global pool at micro-batch 20: 1280 windows
+    assert NP.channel_groups(2, 2048, 1472) == 128  # 16 channels per group at the least
+    assert NP.channel_groups(980, 64, 1472) == 1  # ordinary pooling: the windows already cover the tiles
+    assert NP.channel_groups(4, 24, 1472) == 1  # 24 = 2 x 12: a group would be under 16 channels
+
+
+def test_global_average_pool_splits_channels_over_tiles():
+    """Global pooling of few images: the window buffers spread over n x G tiles (not one tile per image),
+    and the result is the mean over each image's rows."""
+    n, hw, c = 2, 49, 64
+    x = rng.standard_normal((n * hw, c)).astype(np.float32)
+    idx = NP.global_windows(n, hw)
+    dy = rng.standard_normal((n, c)).astype(np.float32)
+    G = NP.channel_groups(n, c, 1472)
+    assert G == 4
+    windows = {}
+
+    def f(be, x_, dy_):
+        y = be.avg_pool(x_, idx, "gap")
+        if hasattr(be, "graph"):
+            windows.update({t.name: t for t in be.graph.tensors if t.name.endswith("gap/windows")})
+        return y, be.avg_pool_bwd(dy_, idx, n * hw, "gap_bwd")
+
+    got, want, _ = _run(f, x, dy, precision="fp16")
+    _close(got, want, 2e-3)
+    np.testing.assert_allclose(np.asarray(got[0], np.float32).reshape(n, c), x.reshape(n, hw, c).mean(1), atol=2e-3)
+    (win,) = windows.values()
+    per_tile = win.mapping.elements_per_tile(1472)
+    assert np.count_nonzero(per_tile) == n * G and per_tile.max() == hw * c // G

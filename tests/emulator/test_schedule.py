@@ -90,10 +90,49 @@ def test_ring_allreduce_from_link_rate():
     # 2 (R-1)/R x bytes / rate + 2 (R-1) latencies
     assert sch.ring_allreduce_cycles(1e6, 4, 16, 1e9, 100.0, 10) == 15000 + 60
     assert sch.ring_allreduce_cycles(1e6, 1, 4, 1e9, 100.0, 10) == 0
-    # 8 replicas on 32 IPUs: 2 POD16s -> 4 replicas per POD on IPU-Links, then GW-Links across PODs
+    # 8 replicas on 128 IPUs: 2 IPU-Link domains (POD64s) -> 4 replicas per domain on IPU-Links, then GW-Links
     gw = sch.GW_LINK_BYTES_PER_S_PER_IPU / 1e9
     want = 2 * 3 / 4 * 1e6 / 100 + 6 * 10 + 2 * 1 / 2 * (1e6 / 4) / gw + 2 * 10
-    assert sch.ring_allreduce_cycles(1e6, 8, 32, 1e9, 100.0, 10) == int(np.ceil(want))
+    assert sch.ring_allreduce_cycles(1e6, 8, 128, 1e9, 100.0, 10) == int(np.ceil(want))
+    # a smaller domain (given) splits the same run earlier; inside one POD64 all of it is on IPU-Links
+    assert sch.ring_allreduce_cycles(1e6, 8, 32, 1e9, 100.0, 10, domain_ipus=16) == int(np.ceil(want))
+    assert sch.ring_allreduce_cycles(1e6, 8, 64, 1e9, 100.0, 10) == int(np.ceil(2 * 7 / 8 * 1e6 / 100 + 14 * 10))
+
+
+def test_allreduce_for_reads_the_fabric_from_the_device_spec():
+    from popvision_lite.devices import load_device
+
+    em = dict(load_device("ipu-bow").emulator)
+    assert em["ipu_link_domain_ipus"] == 64
+    a = sch.allreduce_for(em, 1e8, 16, 128, 1.85e9)
+    slow = sch.allreduce_for(dict(em, gw_link_bytes_per_s_per_ipu=em["gw_link_bytes_per_s_per_ipu"] / 2), 1e8, 16,
+                             128, 1.85e9)
+    assert slow > a > sch.allreduce_for(em, 1e8, 16, 64, 1.85e9)  # crossing POD64s costs GW-Link time
+
+
+def test_per_step_terms_are_seconds_outside_the_ipu_clock():
+    em = {"host_step_seconds_popart": 0.2, "host_step_seconds_tensorflow": 0.01, "host_link_bytes_per_s_per_ipu": 1e9}
+    assert sch.per_step_terms(em, "none", 16, 1e12, 0.1) == {"host_step": 0.0, "host_input": 0.0}
+    t = sch.per_step_terms(em, "popart", 16, 8e8, 0.1)  # 8e8 B over 16 GB/s = 50 ms < the 100 ms IPU step
+    assert t == {"host_step": 0.2, "host_input": 0.0}
+    t = sch.per_step_terms(em, "tensorflow", 4, 8e8, 0.1)  # 200 ms over 4 GB/s: 100 ms exposed
+    assert t["host_step"] == 0.01 and t["host_input"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="host_framework"):
+        sch.per_step_terms(em, "jax", 1, 0, 0)
+    assert sch.input_bytes_per_sample("bert", seq=512) == 8192
+    assert sch.input_bytes_per_sample("resnet50", image=224) == 150528
+
+
+def test_host_step_adds_seconds_not_cycles():
+    """The host term changes the step's seconds and throughput, not its IPU cycles, and is the same number
+    of seconds on a faster IPU clock."""
+    base = dict(layers=2, optimizer="lamb", replicas=2, ipus=2, grad_accum=4, **TINY)
+    a = run_model(make_config("bert", **base), timing_only=True)
+    b = run_model(make_config("bert", host_framework="popart", **base), timing_only=True)
+    host = b.schedule["per_step_terms"]["host_step"]
+    assert host > 0 and b.total_cycles == a.total_cycles
+    assert b.schedule["step_seconds"] == pytest.approx(a.schedule["step_seconds"] + host)
+    assert b.samples_per_second < a.samples_per_second
 
 
 @pytest.mark.parametrize("opt,master,dt,per", [("sgd", False, "fp32", 0), ("momentum", False, "fp32", 4),

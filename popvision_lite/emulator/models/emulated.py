@@ -157,7 +157,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
 # (pipeline.compose_whole_graph applies them): a timing-only run that differs only in these reuses the
 # emulated graph of the previous run (``_GRAPH_CACHE``).
 COMPOSITION_FIELDS = frozenset({"replicas", "grad_accum", "ipus", "optimizer", "optimizer_state",
-                                "optimizer_state_dtype", "master_weights", "rts", "lr"})
+                                "optimizer_state_dtype", "master_weights", "rts", "lr", "host_framework"})
 _GRAPH_CACHE: dict = {}
 
 

@@ -280,8 +280,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         n_opt = params_s / (R if cfg.rts else 1)
         passes = sch.OPTIMIZER_PASSES[cfg.optimizer] + (1 if per_param["master_weights"] else 0)
         opt = passes * _elementwise_pass_cycles(target1, int(math.ceil(n_opt)), "float32" if sbpe >= 4 * 2 else "float16")
-        ar = sch.ring_allreduce_cycles(params_s * wbytes, R, cfg.ipus, clock, float(em["ipu_link_bytes_per_cycle"]),
-                                       int(em["ipu_link_latency_cycles"]))
+        ar = sch.allreduce_for(em, params_s * wbytes, R, cfg.ipus, clock)
         if not train:
             opt = ar = 0
         st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
@@ -315,13 +314,16 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     post = [st_["allreduce_cycles"] + st_["optimizer_cycles"] + st_["stream_cycles"] for st_ in stages]
     worst = int(np.argmax(post))
     step_cycles = pipe["pipeline_total_cycles"] + post[worst]
-    step_seconds = step_cycles / clock
     samples_per_step = R * G * cfg.batch * cfg.packing
+    terms = sch.per_step_terms(em, cfg.host_framework, cfg.ipus, R * G * cfg.batch * sch.input_bytes_per_sample(
+        "bert", seq=cfg.seq), step_cycles / clock)
+    step_seconds = step_cycles / clock + sum(terms.values())
     sps = samples_per_step / step_seconds if step_seconds > 0 else 0.0
     fits = all(st_["fits"] for st_ in stages)
     schedule = dict(
         stages=S, replicas=R, grad_accum=G, micro_batch=cfg.batch, packing=float(cfg.packing),
         samples_per_step=float(samples_per_step), step_seconds=step_seconds, step_cycles=int(step_cycles),
+        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=cfg.host_framework,
         steady_cycles_per_microbatch=int(pipe["steady_cycles_per_microbatch"]),
         stage_cycles=[int(a["fwd_cycles"] + a["bwd_cycles"]) for a in stages],
         stage_fwd_cycles=[a["fwd_cycles"] for a in stages], stage_bwd_cycles=[a["bwd_cycles"] for a in stages],
@@ -711,15 +713,19 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     opt = passes * _elementwise_pass_cycles(target, int(math.ceil(n_max / (R if cfg.rts else 1))),
                                             "float32" if sbpe >= 8 else "float16") if n_max else 0
     accp = _elementwise_pass_cycles(target, n_max, "float16" if wbytes == 2 else "float32") if (G > 1 and n_max) else 0
-    ar = sch.ring_allreduce_cycles(n_max * wbytes, R, cfg.ipus, target.clock_hz, float(em["ipu_link_bytes_per_cycle"]),
-                                   int(em["ipu_link_latency_cycles"]))
+    ar = sch.allreduce_for(em, n_max * wbytes, R, cfg.ipus, target.clock_hz)
     st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"])) \
         if streamed else 0
     micro = int(res.total_cycles) + accp
     step = G * micro + ar + opt + st
     samples = R * G * cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
+    in_bytes = R * G * cfg.batch * sch.input_bytes_per_sample(cfg.model, seq=cfg.seq, image=cfg.image)
+    terms = sch.per_step_terms(em, cfg.host_framework, cfg.ipus, in_bytes, step / target.clock_hz)
+    step_seconds = step / target.clock_hz + sum(terms.values())
     schedule = dict(stages=nI, replicas=R, grad_accum=G, micro_batch=cfg.batch, samples_per_step=float(samples),
-                    step_seconds=step / target.clock_hz, step_cycles=int(step), steady_cycles_per_microbatch=int(micro),
+                    step_seconds=step_seconds, ipu_step_seconds=step / target.clock_hz, per_step_terms=terms,
+                    host_framework=cfg.host_framework,
+                    step_cycles=int(step), steady_cycles_per_microbatch=int(micro),
                     stage_cycles=[int(micro)], optimizer_cycles=int(opt), allreduce_cycles=int(ar),
                     stream_cycles=int(st), fill_drain_cycles=0, optimizer=cfg.optimizer,
                     optimizer_state=cfg.optimizer_state, rts=bool(cfg.rts), master_weights=bool(cfg.master_weights),

@@ -84,6 +84,8 @@ class ModelConfig:
     master_weights: bool = False       # fp32 master copy of fp16 weights
     optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
     rts: bool = False                  # replicated tensor sharding of the optimizer state
+    # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
+    host_framework: str = "none"
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
     packing: float = 1.0               # average sequences per pack (samples = packs x packing)
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
@@ -227,7 +229,7 @@ def validate_scale(cfg: ModelConfig) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
-               "optimizer_state_dtype": ("fp16", "fp32")}
+               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow")}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")

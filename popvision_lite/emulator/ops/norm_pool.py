@@ -507,9 +507,9 @@ def _per_row_mapping(ctx, t, k):
     return M.intervals(m.tile, m.start // k, m.stop // k)
 
 
-def _window_reduce(ctx, win, k, c, codelet, op, out_dtype, params=None):
+def _window_reduce(ctx, win, k, c, codelet, op, out_dtype, params=None, out_shape=None):
     R = win.shape[0]
-    out = ctx.variable(op, (R, c), out_dtype, mapping=_per_row_mapping(ctx, win, k), op=op)
+    out = ctx.variable(op, out_shape or (R, c), out_dtype, mapping=_per_row_mapping(ctx, win, k), op=op)
     tiles, starts, sizes = M.worker_split(win, workers=ctx.target.threads_per_tile, grain=k * c)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields={"in": win.regions(starts, sizes),
@@ -542,10 +542,34 @@ def pool(ctx: OpContext, x, index, mode: str, name: str, scale: float = 1.0, row
     fill = float(np.finfo(np.float16).min) if mode == "max" else 0.0
     if mode == "max" and x.dtype == "float32":
         fill = float(np.finfo(np.float32).min)
-    win = gather_windows(ctx, x, index, op, fill=fill, row_len=c)
     codelet = WINDOW_MAX if mode == "max" else WINDOW_SUM
     params = {} if mode == "max" else {"scale": np.float32(scale)}
+    groups = channel_groups(R, c, ctx.target.tiles_per_ipu)
+    if groups > 1:
+        # few windows (global pooling: one per image): split the channels into groups so that the
+        # windows spread over the tiles; window (r, g) reads channel group g of window r's rows, and its
+        # output row is row r's channels g*c/G.. -- the (R, c) output's own flat layout
+        cg = c // groups
+        gidx = np.where(index[:, None, :] >= 0, index[:, None, :] * groups + np.arange(groups)[None, :, None], -1)
+        win = gather_windows(ctx, x, gidx.reshape(R * groups, k), op, fill=fill, row_len=cg)
+        return _window_reduce(ctx, win, k, cg, codelet, op, ctx.dtype, params, out_shape=(R, c))
+    win = gather_windows(ctx, x, index, op, fill=fill, row_len=c)
     return _window_reduce(ctx, win, k, c, codelet, op, ctx.dtype, params)
+
+
+MIN_GROUP_CHANNELS = 16  # a channel group's row: 16 fp16 = 32 B, whole 8-byte exchange words
+
+
+def channel_groups(windows: int, channels: int, tiles: int) -> int:
+    """Channel groups G of a pooling with few windows: the largest power of two that divides the channels,
+    leaves at least MIN_GROUP_CHANNELS per group and keeps windows x G within the tiles (1 when the windows
+    alone cover a quarter of the tiles: ordinary pooling)."""
+    if windows * 4 > tiles:
+        return 1
+    g = 1
+    while channels % (2 * g) == 0 and channels // (2 * g) >= MIN_GROUP_CHANNELS and windows * 2 * g <= tiles:
+        g *= 2
+    return g
 
 
 def col2im(ctx: OpContext, dcols, index, n_rows: int, name: str):
