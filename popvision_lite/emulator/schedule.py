@@ -115,6 +115,22 @@ def ring_allreduce_cycles(nbytes: float, replicas: int, ipus: int, clock_hz: flo
     return int(math.ceil(cyc))
 
 
+def link_domains(em: dict, replicas: int, ipus: int) -> int:
+    """How many IPU-Link domains (IPU-POD64s joined over GW-Links) a run of ``ipus`` IPUs in ``replicas``
+    replicas spans: 1 = its all-reduce stays on IPU-Links."""
+    domain = max(1, int(em.get("ipu_link_domain_ipus", IPU_LINK_DOMAIN_IPUS)))
+    return min(max(1, math.ceil(ipus / domain)), max(1, int(replicas)))
+
+
+def allreduce_links_text(em: dict, replicas: int, ipus: int) -> str:
+    """The links the gradient all-reduce uses, in words (the Execution view's all-reduce steps say it)."""
+    pods = link_domains(em, replicas, ipus)
+    domain = max(1, int(em.get("ipu_link_domain_ipus", IPU_LINK_DOMAIN_IPUS)))
+    if pods == 1:
+        return "IPU-Links"
+    return f"IPU-Links inside each {domain}-IPU IPU-Link domain, GW-Links between {pods} of them"
+
+
 def allreduce_for(em: dict, nbytes: float, replicas: int, ipus: int, clock_hz: float) -> int:
     """:func:`ring_allreduce_cycles` with the fabric figures of a device spec's ``[emulator]`` table."""
     return ring_allreduce_cycles(nbytes, replicas, ipus, clock_hz, float(em["ipu_link_bytes_per_cycle"]),

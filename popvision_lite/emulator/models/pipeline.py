@@ -345,9 +345,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],
         allreduce_bytes_per_ipu=[a["allreduce_bytes"] for a in stages],
         stream_bytes_per_ipu=[a["stream_bytes"] for a in stages],
-        allreduce_links=("IPU-Links" if min(max(1, math.ceil(cfg.ipus / sch.IPUS_PER_POD)), R) == 1 else
-                         f"IPU-Links inside each IPU-POD16, GW-Links between "
-                         f"{min(math.ceil(cfg.ipus / sch.IPUS_PER_POD), R)} of them"),
+        allreduce_links=sch.allreduce_links_text(em, R, cfg.ipus),
         ddr_gb_per_s_needed=max(a["ddr_bytes_per_step"] for a in stages) / step_seconds / 1e9 if step_seconds else 0.0,
     )
     training_state = [dict(ipu=a["stage"], layers=a["layers"], blocks=list(a["blocks"]), params=a["params"],
