@@ -12,6 +12,7 @@ import numpy as np
 from popvision_lite.analysis.selection import program_for_op
 
 COLUMNS: tuple[str, ...] = ("name", "kind", "cycles / step", "% of IPU time", "code bytes", "op")
+GROUP_MIN = 24  # a program with more children than this has them grouped by their names' path
 
 
 def run_cycles(profile) -> int:
@@ -53,12 +54,21 @@ class ProgramTree:
             raise ProfileError(getattr(profile, "path", "<profile>"),
                                f"table 'programs' row {i}: prog_id {int(self.ids[i])} / parent_id "
                                f"{int(self.parent[i])} break the tree (ids dense from 0, parent before child)")
+        self.num_programs = n  # ids from here on are groups made by _group_flat_lists (not in the profile)
+        ops = profile.ops
+        self._op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].astype(str).tolist(),
+                                  strict=True))
+        self._group_flat_lists()
+        n = len(self.ids)
         size = n
         # row of a prog_id in the arrays above (ids are dense but do not rely on order)
         self._row = np.full(size, -1, dtype=np.int64)
         self._row[self.ids] = np.arange(n)
-        # children grouped by parent: parent -1 (roots) first; table order kept inside a group
-        order = np.lexsort((np.arange(n), self.parent))
+        # children grouped by parent: parent -1 (roots) first; table order kept inside a group (a group made by
+        # _group_flat_lists sits where its first member was)
+        pos = np.concatenate([np.arange(self.num_programs), self._group_pos]) if n > self.num_programs \
+            else np.arange(n)
+        order = np.lexsort((pos, self.parent))
         self._child_rows = order
         sorted_par = self.parent[order]
         keys = np.arange(-1, size)
@@ -67,12 +77,101 @@ class ProgramTree:
         # index of each row among its siblings
         self._sibling_index = np.empty(n, dtype=np.int64)
         self._sibling_index[order] = np.arange(n) - self._child_start[sorted_par + 1]
-        ops = profile.ops
-        self._op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].astype(str).tolist(),
-                                  strict=True))
         self.total_cycles = rt.ipu_time_cycles
         self._profile = profile
         self._lower: np.ndarray | None = None  # lower-cased names, built on the first find()
+
+    # ------------------------------------------------------------ grouping
+    def _group_flat_lists(self) -> None:
+        """Nest long flat lists the way their ops are named, as PopVision nests its programs: the children of a
+        program with more than GROUP_MIN of them are grouped by runs of consecutive children whose names share a
+        path component ('layer0/attention/qk' -> layer0 > attention), level by level.  Groups are extra nodes
+        with ids from ``num_programs`` on (kind "group"): their cycles and code bytes are their members' sums;
+        the order of the children (time order) is kept, so a name that comes back later makes a second group."""
+        names = [self._op_names.get(int(o), "") or str(nm) for o, nm in zip(self.op_id, self.name, strict=True)]
+        parts = [nm.split("/") for nm in names]
+        kids: dict[int, list[int]] = {}
+        for i, par in enumerate(self.parent.tolist()):
+            kids.setdefault(par, []).append(i)
+        new_parent = self.parent.copy()
+        extra: list[tuple[int, str, list[int]]] = []  # (parent id, name, member rows)
+        next_id = self.num_programs
+
+        def group(members: list[int], depth: int, parent_id: int) -> None:
+            nonlocal next_id
+            i = 0
+            while i < len(members):
+                key = parts[members[i]][depth] if len(parts[members[i]]) > depth + 1 else None
+                j = i + 1
+                while key is not None and j < len(members) and len(parts[members[j]]) > depth + 1 \
+                        and parts[members[j]][depth] == key:
+                    j += 1
+                run = members[i:j]
+                if key is not None and len(run) >= 2 and len(run) < len(members):
+                    gid = next_id
+                    next_id += 1
+                    extra.append((parent_id, key, run))
+                    for m in run:
+                        if new_parent[m] == parent_id:
+                            new_parent[m] = gid
+                    group(run, depth + 1, gid)
+                elif key is not None and len(run) == len(members) and depth < 8:
+                    group(run, depth + 1, parent_id)  # every member shares this level: look one deeper
+                i = j
+
+        for par, members in kids.items():
+            if par >= 0 and len(members) > GROUP_MIN:
+                group(members, 0, par)
+        self._group_pos = np.zeros(0, dtype=np.int64)
+        if not extra:
+            return
+        # members of nested groups: the deepest group is their parent (set last in the recursion above); a
+        # group's own parent is the group or program it was made in
+        g = len(extra)
+        gids = np.arange(self.num_programs, self.num_programs + g, dtype=np.int64)
+        grow = {int(gid): k for k, gid in enumerate(gids)}
+        g_parent = np.array([p for p, _, _ in extra], dtype=np.int64)
+        rows_of = [np.array(m, dtype=np.int64) for _, _, m in extra]
+        self._group_pos = np.array([int(r.min()) for r in rows_of], dtype=np.int64)
+
+        def total(arr, agg):
+            return np.array([agg(arr[r]) for r in rows_of], dtype=arr.dtype)
+
+        fs = np.where(self.first_step >= 0, self.first_step, np.iinfo(np.int64).max)
+        first = total(fs, np.min)
+        first[first == np.iinfo(np.int64).max] = -1
+        self.parent = np.concatenate([new_parent, g_parent])
+        self.ids = np.concatenate([self.ids, gids])
+        self.kind = np.concatenate([self.kind, np.full(g, "group", dtype=object)]).astype(str)
+        self.name = np.concatenate([self.name.astype(object), np.array([nm for _, nm, _ in extra], dtype=object)])
+        self.op_id = np.concatenate([self.op_id, np.full(g, -1, dtype=np.int64)])
+        # only the members directly under each group add up (a nested group's members are counted once, in it)
+        direct = [np.array([m for m in r if new_parent[m] == gids[k]] + [], dtype=np.int64)
+                  for k, r in enumerate(rows_of)]
+        cyc = np.zeros(g, dtype=np.int64)
+        code = np.zeros(g, dtype=np.int64)
+        for k in range(g - 1, -1, -1):  # children groups were made after their parents: sum bottom-up
+            cyc[k] += int(self.cycles[direct[k]].sum()) if len(direct[k]) else 0
+            code[k] += int(self.code_bytes[direct[k]].sum()) if len(direct[k]) else 0
+            par = int(g_parent[k])
+            if par in grow:
+                cyc[grow[par]] += cyc[k]
+                code[grow[par]] += code[k]
+        self.cycles = np.concatenate([self.cycles, cyc])
+        self.code_bytes = np.concatenate([self.code_bytes, code])
+        self.repeat = np.concatenate([self.repeat, np.ones(g, dtype=np.int64)])
+        self.first_step = np.concatenate([self.first_step, first])
+        self.last_step = np.concatenate([self.last_step, total(self.last_step, np.max)])
+
+    def is_group(self, prog_id: int) -> bool:
+        """A node made by the grouping of a flat list (no program of the profile)."""
+        return prog_id >= self.num_programs
+
+    def step_range(self, prog_id: int) -> tuple[int, int] | None:
+        """(first, last + 1) of the steps a node issued, children included; None when it issued none."""
+        r = self._row[prog_id]
+        a, b = int(self.first_step[r]), int(self.last_step[r])
+        return (a, b + 1) if a >= 0 and b >= a else None
 
     # ------------------------------------------------------------ structure
     def __len__(self) -> int:

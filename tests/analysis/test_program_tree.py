@@ -63,3 +63,40 @@ def test_find_wraps_and_ignores_case(tree):
     assert t.find("fwd/", after=3) == 4
     assert t.find("fwd/", after=5) == 3  # wraps
     assert t.find("nothing") is None and t.find("") is None
+
+
+def test_flat_lists_are_grouped_by_their_names_in_time_order():
+    """A one-IPU run was a flat list of 470 programs under main: it nests by the ops' name paths (layer0 >
+    attention ...), keeping time order, every program still in the tree, groups adding up their members."""
+    from pathlib import Path
+
+    import numpy as np
+
+    import popvision_lite as pvl
+
+    path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_tiny_mk2.pvl"
+    with pvl.open(path) as p:
+        t = ProgramTree(p)
+        pr = p.programs
+    main = int(pr.loc[pr["parent_id"] == -1, "prog_id"].iloc[0])
+    flat = [int(i) for i in pr.loc[pr["parent_id"] == main, "prog_id"]]
+    assert len(flat) > 100 and t.child_count(main) < 12
+    assert t.num_programs == len(pr) and len(t) > len(pr)
+
+    def leaves(node):  # depth-first: the real programs under node, in display order
+        out = []
+        for c in t.children(node):
+            out += leaves(c) if t.is_group(c) else [c]
+        return out
+
+    assert leaves(main) == flat  # nothing lost, nothing reordered
+    names = [t.label(c) for c in t.children(main)]
+    assert "layer0" in names and "layer1" in names
+    for g in range(t.num_programs, len(t)):
+        kids = t.children(g)
+        assert len(kids) >= 2 and t.values(g)[1] == "group"
+        assert int(t.cycles[t.row(g)]) == sum(int(t.cycles[t.row(k)]) for k in kids)
+        rng = t.step_range(g)
+        firsts = [t.first_step[t.row(k)] for k in leaves(g) if t.first_step[t.row(k)] >= 0]
+        assert rng[0] == min(firsts)
+    assert not np.isin(t.op_id[t.num_programs:], pr["op_id"].to_numpy()[pr["op_id"] >= 0]).any()

@@ -126,3 +126,23 @@ def test_find_box_selects_matching_programs(view, doc, qtbot):
     assert doc.selection.state.step_range == (2, 6)
     view.find_edit.setText("no such program")
     assert view.find_next() is None and "no program named" in view.status.text()
+
+
+def test_selecting_a_group_selects_its_steps(qtbot):
+    from pathlib import Path
+
+    import popvision_lite as pvl
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.program_tree_view import ProgramTreeView
+
+    path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_tiny_mk2.pvl"
+    d = Document(pvl.open(path))
+    v = ProgramTreeView(d)
+    qtbot.addWidget(v)
+    t = v.tree_data
+    g = next(i for i in range(t.num_programs, len(t)) if t.label(i) == "layer0")
+    v.select_program(g)
+    st = d.selection.state
+    assert st.prog_id is None and st.op_id is None and st.step_range == t.step_range(g)
+    assert "group layer0" in v.status.text()
+    d.close()

@@ -169,6 +169,13 @@ class ProgramTreeView(QWidget):
         self.select_program(self.model._prog(idx[0]))
 
     def select_program(self, prog: int) -> None:
+        if self.tree_data.is_group(prog):  # a group of programs: their steps, no single program or op
+            rng = self.tree_data.step_range(prog)
+            self.document.selection.update(source=self.SOURCE, prog_id=None, op_id=None, step_range=rng, tiles=())
+            n = self.tree_data.child_count(prog)
+            self.status.setText(f"{self._summary} | group {self.tree_data.label(prog)} ({n:,} items): "
+                                + (f"steps {rng[0]}..{rng[1] - 1}" if rng else "no steps"))
+            return
         r = self.tree_data.row(prog)
         op = int(self.tree_data.op_id[r])
         self._worker = select_program(self.document, prog, op, self.SOURCE)
