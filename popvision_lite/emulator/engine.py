@@ -121,7 +121,7 @@ class _Data(dict):
         if al is not None:
             src, dst = al
             self.materialize(src.tensor.id)
-            dst.write(self, src.read(self))
+            move(self, src, dst)
 
     def finish_readers_of(self, tid: int) -> None:
         """Do the deferred work that reads ``tid`` (it is about to change)."""
@@ -138,6 +138,20 @@ class _Data(dict):
             self.flush_gemm(c)
         for d in list(self.aliases):
             self.materialize(d)
+
+
+def move(data: dict, src, dst) -> None:
+    """``dst`` <- ``src`` (two different tensors).  Regions into a contiguous run of a tensor of the same
+    dtype (an operand or the partials gathered into a staging tensor) is one gather straight into the
+    destination; anything else gathers, then scatters."""
+    from popvision_lite.emulator.graph import Regions, TensorView
+
+    if (isinstance(src, Regions) and isinstance(dst, TensorView) and dst._index is None
+            and src.tensor.dtype == dst.tensor.dtype and src._access()[0] == "index"):
+        a, b = dst.contiguous
+        np.take(data[src.tensor.id], src.index(), out=data[dst.tensor.id][a:b])
+        return
+    dst.write(data, src.read(data))
 
 
 def _aliasable(src, dst) -> bool:
@@ -237,7 +251,7 @@ class Engine:
                     if TC.id in data.aliases:  # C itself awaits a copy: do it (keeps a pending GEMM on C)
                         src, dst = data.aliases.pop(TC.id)
                         data.materialize(src.tensor.id)
-                        dst.write(data, src.read(data))
+                        move(data, src, dst)
                     data.defer_gemm(grp.codelet, plan)
                     continue
                 for t in written:
@@ -261,10 +275,10 @@ class Engine:
                 return
             data.before_write(dst.tensor.id)
             data.materialize(dst.tensor.id)
-            vals = src.read(data)
             if src.tensor is dst.tensor:
-                vals = vals.copy()
-            dst.write(data, vals)
+                dst.write(data, src.read(data).copy())
+            else:
+                move(data, src, dst)
         elif isinstance(prog, P.StreamCopy):
             tid = prog.view.tensor.id
             data.materialize(tid)
