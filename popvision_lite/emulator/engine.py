@@ -9,6 +9,7 @@ does no data work at all.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,9 +65,35 @@ class CompiledGraph:
                 f"Fix: spread tensors over more tiles, use smaller blocks/tiles per op, or more IPUs.")
 
 
+class Outputs(Mapping):
+    """Every tensor's and host buffer's value by name after a full-numerics run (a host buffer wins a
+    name both have).  A tensor that deferred work still has to fill - typically a staging tensor of
+    broadcast operand blocks that the codelets read through, never themselves - is made current when
+    it is first looked up, so what nobody asks for is never copied."""
+
+    def __init__(self, graph: Graph, data: _Data, hosts: dict):
+        self._data = data
+        self._tensors = {t.name: t for t in graph.tensors}
+        self._hosts = {b.name: hosts[b.id].reshape(b.shape) for b in graph.host_buffers}
+        self._names = list(dict.fromkeys([*self._tensors, *self._hosts]))
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._hosts:
+            return self._hosts[name]
+        t = self._tensors[name]
+        self._data.materialize(t.id)
+        return self._data[t.id].reshape(t.shape)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 @dataclass
 class RunResult:
-    outputs: dict[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
     profile_data: ProfileData
     total_cycles: int
     seconds: float
@@ -219,11 +246,19 @@ class Engine:
             dest[...] = arr.reshape(-1).astype(dest.dtype, copy=False)
         return data, hosts
 
-    def _execute(self, prog: P.Program, data: dict, hosts: dict) -> None:
+    def _execute(self, prog: P.Program, data: dict, hosts: dict, finish: bool = True) -> _Data:
+        """Run ``prog`` on ``data``; with ``finish`` do every deferred copy and GEMM now, else leave them
+        to :meth:`outputs` (a staging tensor nothing read is then filled only if asked for)."""
         if not isinstance(data, _Data):
             data = _Data(data)
         self._exec(prog, data, hosts)
-        data.materialize_all()
+        if finish:
+            data.materialize_all()
+        return data
+
+    def outputs(self, data: _Data, hosts: dict) -> Outputs:
+        """The values of every tensor and host buffer after :meth:`_execute`, by name."""
+        return Outputs(self.graph, data, hosts)
 
     def _exec(self, prog: P.Program, data: _Data, hosts: dict) -> None:
         if isinstance(prog, P.Sequence):
@@ -295,14 +330,10 @@ class Engine:
         t0 = time.perf_counter()
         cg = self.compile()
         t1 = time.perf_counter()
-        outputs: dict[str, np.ndarray] = {}
+        outputs: Mapping[str, np.ndarray] = {}
         if cg.fits and self.mode == "full":
             data, hosts = self._initial_data(inputs or {})
-            self._execute(self.program, data, hosts)
-            for t in self.graph.tensors:
-                outputs[t.name] = data[t.id].reshape(t.shape)
-            for b in self.graph.host_buffers:
-                outputs[b.name] = hosts[b.id].reshape(b.shape)
+            outputs = self.outputs(self._execute(self.program, data, hosts, finish=False), hosts)
         elif inputs:
             self._initial_data(inputs)  # still validate the inputs
         t2 = time.perf_counter()
