@@ -102,6 +102,30 @@ class RunResult:
     wall_seconds: dict = field(default_factory=dict)
 
 
+class _Aliases(dict):
+    """Deferred copies: destination tensor id -> (src, dst), with the destinations of each source
+    (``by_src``) so a write to a source finds its pending copies without a scan."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_src: dict[int, set] = {}
+
+    def __setitem__(self, tid: int, copy: tuple) -> None:
+        self.pop(tid, None)
+        super().__setitem__(tid, copy)
+        self.by_src.setdefault(copy[0].tensor.id, set()).add(tid)
+
+    def pop(self, tid: int, *default):
+        if tid not in self:
+            return default[0] if default else super().pop(tid)
+        copy = super().pop(tid)
+        self.by_src[copy[0].tensor.id].discard(tid)
+        return copy
+
+    def __delitem__(self, tid: int) -> None:
+        self.pop(tid)
+
+
 class _Data(dict):
     """Tensor id -> flat array, plus deferred work (lazy numerics, full mode only).
 
@@ -116,7 +140,7 @@ class _Data(dict):
 
     def __init__(self, base: dict):
         super().__init__(base)
-        self.aliases: dict[int, tuple] = {}
+        self.aliases = _Aliases()
         self.gemms: dict[int, list] = {}  # C id -> [A, B, C, k-slice, codelet of the first group]
 
     # -- GEMMs ---------------------------------------------------------------------------
@@ -153,7 +177,7 @@ class _Data(dict):
     def finish_readers_of(self, tid: int) -> None:
         """Do the deferred work that reads ``tid`` (it is about to change)."""
         self.flush_gemms_reading(tid)
-        for d in [d for d, (src, _) in self.aliases.items() if src.tensor.id == tid]:
+        for d in list(self.aliases.by_src.get(tid, ())):
             self.materialize(d)
 
     def before_write(self, tid: int) -> None:
