@@ -22,7 +22,7 @@ def test_profile_scale_runs_and_reports_every_measure():
     assert r["raw_mb"] * 2**20 == 3 * 4 * 2 * 16 * 240
     assert r["overview_shape"][0] == -(-240 // 16)  # finest level: 16-step blocks
     for label in ("file size / raw", "first open", "RSS growth on open", "100-step window", "overview summary",
-                  "reopen 2 x 16 x 4,000 steps"):
+                  "reopen 2 x 16 x 4,000 steps, CPU ms"):
         assert label in out.stdout
     rows = next(json.loads(line.split(" ", 1)[1]) for line in out.stdout.splitlines()
                 if line.startswith("BENCH-RESULT "))["targets"]
