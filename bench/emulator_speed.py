@@ -12,7 +12,7 @@ Both numerics comparisons run with one BLAS thread (set before numpy loads) and 
 (``time.process_time``; wall time printed beside it): on the shared machine wall time follows the load,
 and one thread makes CPU time the work done.  Every model printed is judged against its goal.
 
-Run: ``python -m bench emulator_speed`` or ``python bench/emulator_speed.py [--quick]``.
+Run: ``python -m bench emulator_speed`` or ``python -m bench.emulator_speed [--quick]``.
 """
 
 from __future__ import annotations
