@@ -167,7 +167,10 @@ class ModelConfig:
                 or bool(self.layer_split) or self.pipeline_stages > 1)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["head_dim"]:  # the default (hidden / heads): left out, so configs and profiles that do
+            d.pop("head_dim")  # not set it read as before
+        return d
 
     @classmethod
     def field_names(cls) -> set[str]:
