@@ -138,10 +138,16 @@ class _Data(dict):
     Anything else that touches a staging tensor, reads C, or writes a source materialises the
     deferred work first, so results are always those of running every program eagerly."""
 
-    def __init__(self, base: dict):
+    def __init__(self, base: dict, zeros: dict | None = None):
         super().__init__(base)
+        self._zeros = zeros or {}  # tensor id -> (size, dtype): made (zero-filled) when first used
         self.aliases = _Aliases()
         self.gemms: dict[int, list] = {}  # C id -> [A, B, C, k-slice, codelet of the first group]
+
+    def __missing__(self, tid: int) -> np.ndarray:
+        size, dtype = self._zeros[tid]
+        arr = self[tid] = np.zeros(size, dtype)
+        return arr
 
     # -- GEMMs ---------------------------------------------------------------------------
     def defer_gemm(self, codelet, plan) -> None:
@@ -246,11 +252,12 @@ class Engine:
         return self._compiled
 
     # ------------------------------------------------------------------------------------
-    def _initial_data(self, inputs: dict) -> tuple[dict, dict]:
+    def _initial_data(self, inputs: dict) -> tuple[_Data, dict]:
+        """Tensor data (variables start at zero; one is allocated when first used, so a staging tensor the
+        codelets only read through costs nothing) and host buffers, with ``inputs`` written in."""
         g = self.graph
-        data = {}
-        for t in g.tensors:
-            data[t.id] = t.value.copy() if t.kind == "constant" else np.zeros(t.size, DTYPES[t.dtype])
+        data = _Data({t.id: t.value.copy() for t in g.tensors if t.kind == "constant"},
+                     {t.id: (t.size, DTYPES[t.dtype]) for t in g.tensors if t.kind != "constant"})
         hosts = {b.id: np.zeros(b.size, DTYPES[b.dtype]) for b in g.host_buffers}
         for key, val in (inputs or {}).items():
             obj = g.get(key) if isinstance(key, str) else key
