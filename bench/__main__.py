@@ -33,6 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a file: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import targets  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 RESULTS_JSON = DOCS / "performance-results.json"
@@ -67,6 +71,7 @@ NOT_BENCHMARKS: dict[str, str] = {
     "execution_screenshots": "makes pictures for docs/screenshots, not numbers",
     "gui_screenshots": "makes pictures for docs/screenshots, not numbers",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
+    "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
                      "not a speed benchmark",
     "gpu_ops": "accuracy check of the GPU estimate per op against measured A100 kernels (docs/gpu-estimate.md), "
@@ -240,6 +245,11 @@ def load_results(path: Path = RESULTS_JSON) -> dict:
 _NOISE = {"This plugin does not support propagateSizeHints()"}
 
 
+def goal_rows(rec: dict) -> list[dict]:
+    """The goal rows (bench/targets.py) in a script's BENCH-RESULT lines."""
+    return [g for res in rec.get("results", []) for g in res.get("targets", [])]
+
+
 def render_report(data: dict) -> str:
     runs = data.get("runs", {})
     out = ["# Performance results (generated)", "",
@@ -277,6 +287,15 @@ def render_report(data: dict) -> str:
     out.append("Exit 0: ran and met its targets; 1: ran, some target missed or a check failed (see its output); "
                "other: did not finish.")
     out.append("")
+    goals = [(n, g) for n in order for g in goal_rows(runs[n])]
+    if goals:
+        out += ["## Goals", "", "Every goal row the scripts report (bench/targets.py): ratio = measured / target for an "
+                "upper bound, target / measured for a lower bound; <= 1 is met.", "",
+                "| script | goal | measured | target | ratio | met |", "|---|---|---|---|---|---|"]
+        for n, g in goals:
+            out.append(f"| {n} | {g['what']} | {targets.fmt(g['value'])}{g['unit']} | {g['bound']} "
+                       f"{targets.fmt(g['target'])}{g['unit']} | {g['ratio']:.2f} | {'yes' if g['met'] else '**MISSED**'} |")
+        out.append("")
     for n in order:
         r = runs[n]
         args = " ".join(r.get("args") or [])
@@ -328,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_report:  # after each script, so a long run leaves a report even if interrupted
             d = Path(args.report_dir) if args.report_dir else None
             write_report([rec], args.quick, *((d / RESULTS_JSON.name, d / RESULTS_MD.name) if d else ()))
+    goals = [(rec["name"], g) for rec in records for g in goal_rows(rec)]
+    if goals:
+        print("=== goals: measured, target, ratio to target (<= 1 met) ===")
+        for name in dict.fromkeys(n for n, _ in goals):
+            print(f"{name}:")
+            targets.print_rows([g for n, g in goals if n == name])
     if not args.no_report:
         print(f"report: {(Path(args.report_dir) / RESULTS_MD.name) if args.report_dir else RESULTS_MD}")
     if failed:

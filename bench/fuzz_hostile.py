@@ -41,7 +41,7 @@ FAILS = (*fz.FAIL_OUTCOMES, "leak", "memory", "cli_bad", "accepted")
 # kinds whose every case breaks a rule of the format: reading one without a ProfileError is a failure
 # (blosc_header may damage a chunk the reads do not touch; long_string's HTML/formula names are legal)
 MUST_REFUSE = {"soft_link", "filter", "claim_rows", "claim_target", "ids", "refs", "dup_pairs", "null_space",
-               "values"}
+               "values", "vlen_claim"}
 
 
 def _copy(src, dst):
@@ -318,6 +318,39 @@ def h_long_string(rng, src, dst):
         return f"{name}: {kind} string"
 
 
+def h_vlen_claim(rng, src, dst):
+    """Variable-length strings claiming far more than the file holds: every column of a table as vlen
+    strings claiming 10^6..10^9 rows (unallocated), a categories dataset claiming 10^6..10^8, or real vlen
+    categories whose references claim 2^20..2^31 bytes each (their length fields rewritten)."""
+    import h5py
+
+    _copy(src, dst)
+    kind = rng.choice(["columns", "categories", "heap"])
+    vlen = h5py.string_dtype()
+    with fz._h5(dst) as f:
+        if kind == "columns":
+            t = rng.choice(["variables", *sorted(f["tables"])])
+            n = rng.choice([10 ** 6, 10 ** 8, 10 ** 9])
+            for c in [c for c in f["tables"][t] if not c.endswith(".categories")]:
+                chunked = rng.random() < 0.5
+                _replace(f, f"tables/{t}/{c}", shape=(n,), dtype=vlen, chunks=(1 << 16,) if chunked else None)
+            return f"table {t}: every column vlen strings claiming {n} rows"
+        name = _pick(rng, f, lambda n, d: n.endswith(".categories"))
+        if kind == "categories":
+            n = rng.choice([10 ** 6, 10 ** 8])
+            _replace(f, name, shape=(n,), dtype=vlen, chunks=(1 << 16,) if rng.random() < 0.5 else None)
+            return f"{name}: vlen strings claiming {n} rows"
+        cats = [c.decode("utf-8", "replace") for c in f[name][()]]
+        d = _replace(f, name, data=np.array(cats, dtype=object), dtype=vlen)
+        offset, n = d.id.get_offset(), d.size
+    claim = rng.choice([1 << 20, 1 << 26, (1 << 31) - 1])
+    with open(dst, "r+b") as fh:
+        for i in range(n):  # each 16-byte reference starts with its string's length (uint32)
+            fh.seek(offset + 16 * i)
+            fh.write(struct.pack("<I", claim))
+    return f"{name}: {n} vlen references claiming {claim} bytes each"
+
+
 def h_null_space(rng, src, dst):
     """A dataset with a null or scalar dataspace where an array is expected."""
     _copy(src, dst)
@@ -368,6 +401,7 @@ HOSTILE = {
     "dup_pairs": (h_duplicate_pairs, 1),
     "long_string": (h_long_string, 2),
     "null_space": (h_null_space, 1),
+    "vlen_claim": (h_vlen_claim, 2),
     "values": (h_values, 2),
 }
 

@@ -29,7 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-TARGETS = dict(ratio=0.15, open_s=0.5, rss_mb=200.0, window_ms=50.0, overview_ms=50.0)
+from bench.targets import bench_result, print_rows, row
+
+# open_s: the first open in a fresh process (cold: the device table loads); open_warm_ms: an open of the
+# 16 x 1472 x 4,000-step profile in a process that has opened one before (CPU time, median of 15 reopens)
+TARGETS = dict(ratio=0.15, open_s=0.5, rss_mb=200.0, window_ms=50.0, window_cpu_ms=25.0, overview_ms=50.0,
+               open_warm_ms=10.0)
 
 
 def _raw_bytes(ipus, tiles, steps):
@@ -126,6 +131,14 @@ else:
     arrs = [root[n] for n in ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")]
 open_s = time.perf_counter() - t0
 rss_open = proc.memory_info().rss - rss0
+reopen, reopen_cpu = [], []
+if fmt == "hdf5":
+    for _ in range(15):
+        t = time.perf_counter(); c0 = time.process_time()
+        open_profile(path).close()
+        reopen.append(time.perf_counter() - t); reopen_cpu.append(time.process_time() - c0)
+else:
+    reopen = reopen_cpu = [float("nan")]
 
 def window(s):
     if fmt == "hdf5":
@@ -162,7 +175,8 @@ s0 = int(rng.integers(0, max(1, steps - 400)))
 for s in range(s0, min(steps - 100, s0 + 300), 10):  # scrolling: each window shifted by 10 steps
     t = time.perf_counter(); window(s); sc.append(time.perf_counter() - t)
 rss_after = proc.memory_info().rss - rss0
-print(json.dumps(dict(open_s=open_s, rss_open_mb=rss_open / 2**20, window_ms=float(np.median(ws)) * 1e3,
+print(json.dumps(dict(open_s=open_s, rss_open_mb=rss_open / 2**20, open_warm_ms=float(np.median(reopen)) * 1e3,
+                      open_warm_cpu_ms=float(np.median(reopen_cpu)) * 1e3, window_ms=float(np.median(ws)) * 1e3,
                       window_max_ms=float(np.max(ws)) * 1e3, window_cpu_ms=float(np.median(wcpu)) * 1e3,
                       scroll_ms=float(np.median(sc)) * 1e3 if sc else float("nan"), cycles_only_ms=float(np.median(cs)) * 1e3,
                       overview_ms=float(np.median(ov)) * 1e3, overview_shape=list(o.shape),
@@ -186,6 +200,16 @@ def chunk_check_cost(fmt, path, steps, windows, rounds=3) -> dict:
             runs[mode].append(_read(fmt, path, steps, windows, mode))
     keys = ("open_s", "window_ms", "window_cpu_ms", "scroll_ms", "cycles_only_ms", "overview_ms", "second_window_ms")
     return {mode: {k: float(np.median([r[k] for r in rs])) for k in keys} for mode, rs in runs.items()}
+
+
+def open_cost(ipus, tiles, steps, noise, codec, folder) -> dict:
+    """First open and reopen times of a ``steps``-step profile (written, read in a fresh process, deleted)."""
+    path = Path(folder) / "open.pvl"
+    write_hdf5(path, ipus, tiles, steps, noise, codec)
+    try:
+        return _read("hdf5", path, steps, 1)
+    finally:
+        path.unlink()
 
 
 def measure(fmt, ipus, tiles, steps, windows, noise, codec, folder, compare_check=False):
@@ -217,6 +241,8 @@ def main(argv=None) -> int:
                     help="per-(step,tile) variation of busy cycles (0 = exact repeats, compresses more)")
     ap.add_argument("--codec", default=None, help="blosc codec-level, e.g. lz4-5 or zstd-1 (default: writer's)")
     ap.add_argument("--json", action="store_true", help="print one JSON line per format")
+    ap.add_argument("--open-steps", type=int, default=4000,
+                    help="steps of a second profile (same IPUs and tiles) whose reopen time is judged (0: skip)")
     ap.add_argument("--chunk-check-cost", action="store_true",
                     help="also read with the Blosc header check off and on (interleaved, 3 rounds): its cost")
     args = ap.parse_args(argv)
@@ -233,18 +259,28 @@ def main(argv=None) -> int:
                         compare_check=args.chunk_check_cost)
             if args.json:
                 print(json.dumps(r))
-            checks = [("size/raw", r["ratio"], TARGETS["ratio"], "{:.3f}"),
-                      ("open s", r["open_s"], TARGETS["open_s"], "{:.3f}"),
-                      ("RSS growth on open MB", r["rss_open_mb"], TARGETS["rss_mb"], "{:.1f}"),
-                      ("100-step window, all tiles, ms (median)", r["window_ms"], TARGETS["window_ms"], "{:.1f}"),
-                      ("overview summary ms (median)", r["overview_ms"], TARGETS["overview_ms"], "{:.1f}")]
+            rows = [row("file size / raw step x tile bytes", r["ratio"], TARGETS["ratio"]),
+                    row("first open in a fresh process, s", r["open_s"], TARGETS["open_s"], " s"),
+                    row("RSS growth on open, MB", r["rss_open_mb"], TARGETS["rss_mb"], " MB"),
+                    row("100-step window, all tiles, wall ms (median)", r["window_ms"], TARGETS["window_ms"],
+                        " ms"),
+                    row("100-step window, all tiles, CPU ms (median)", r["window_cpu_ms"],
+                        TARGETS["window_cpu_ms"], " ms"),
+                    row("overview summary, ms (median)", r["overview_ms"], TARGETS["overview_ms"], " ms")]
+            if fmt == "hdf5" and args.open_steps:
+                o = open_cost(args.ipus, args.tiles, args.open_steps, args.noise, args.codec, folder)
+                # judged on CPU time like the window: on the shared 2-core machine wall time is mostly
+                # waiting for a core (both are printed)
+                rows.append(row(f"reopen {args.ipus} x {args.tiles} x {args.open_steps:,} steps, CPU ms (median)",
+                                o["open_warm_cpu_ms"], TARGETS["open_warm_ms"], " ms"))
+                print(f"[{fmt}] {args.open_steps:,}-step profile: reopen {o['open_warm_ms']:.1f} ms wall, "
+                      f"{o['open_warm_cpu_ms']:.1f} ms CPU (median of 15); first open {o['open_s'] * 1e3:.1f} ms")
             print(f"[{fmt}] write {r['write_s']:.1f} s (writer process peak RSS {r['writer_peak_rss_mb']:.0f} MB); "
-                  f"file {r['size_mb']:.1f} MB of {r['raw_mb']:.0f} MB raw")
-            for label, val, target, f in checks:
-                good = val <= target
-                ok &= good
-                print(f"  {label:42s} {f.format(val):>9s}   target <= {target}   ratio to target "
-                      f"{val / target:.2f}  {'ok' if good else 'MISSED'}")
+                  f"file {r['size_mb']:.1f} MB of {r['raw_mb']:.0f} MB raw; reopen {r['open_warm_ms']:.1f} ms wall, "
+                  f"{r['open_warm_cpu_ms']:.1f} ms CPU (median of 15)")
+            print_rows(rows)
+            ok &= all(x["met"] for x in rows)
+            print(bench_result("profile_scale", rows, format=fmt, steps=args.steps))
             print(f"  window max {r['window_max_ms']:.1f} ms, CPU time {r['window_cpu_ms']:.1f} ms (median); "
                   f"scrolling by 10 steps {r['scroll_ms']:.1f} ms; load average {os.getloadavg()[0]:.1f}")
             print(f"  cycles-only window {r['cycles_only_ms']:.1f} ms; "

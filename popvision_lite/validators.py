@@ -39,7 +39,7 @@ LIST_FIELDS = ("available_memory_proportion",)  # fields that may also be one va
 # typo (an extra zero or three) from turning into an allocation of the whole machine.
 MODEL_LIMITS: dict[str, tuple] = {
     "batch": (1, 1 << 16), "seq": (1, 1 << 16), "layers": (1, 1024), "hidden": (1, 1 << 16),
-    "heads": (1, 1024), "ffn": (0, 1 << 18), "vocab": (1, 1 << 21), "image": (1, 8192),
+    "heads": (1, 1024), "head_dim": (0, 1 << 12), "ffn": (0, 1 << 18), "vocab": (1, 1 << 21), "image": (1, 8192),
     "nodes": (1, 1 << 24), "edges": (1, 1 << 27), "ipus": (1, 1024), "seed": (0, 2 ** 32 - 1),
     "lr": (1e-12, 1e3),
     # scale's fields (issue 13), checked when present

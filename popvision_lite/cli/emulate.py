@@ -19,7 +19,7 @@ from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
 from popvision_lite.validators import MODEL_LIMITS, check_model_config, check_number
 
-MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "ipus", "vocab", "image", "nodes", "edges", "seed",
+MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
               "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens", "host_framework")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=positive_int, help="number of layers / blocks")
     p.add_argument("--hidden", type=positive_int, help="hidden size (bert, mlp), channels (conv), features (gnn)")
     p.add_argument("--heads", type=positive_int, help="attention heads (bert)")
+    p.add_argument("--head-dim", type=positive_int,
+                   help="width of one attention head (bert, gpt; default hidden / heads)")
     p.add_argument("--vocab", type=positive_int, help="vocabulary size (bert; presets 30522, MLPerf 30912)")
     p.add_argument("--image", type=positive_int, help="image height and width (conv)")
     p.add_argument("--nodes", type=positive_int, help="graph nodes (gnn)")

@@ -9,6 +9,7 @@ does no data work at all.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,15 +65,65 @@ class CompiledGraph:
                 f"Fix: spread tensors over more tiles, use smaller blocks/tiles per op, or more IPUs.")
 
 
+class Outputs(Mapping):
+    """Every tensor's and host buffer's value by name after a full-numerics run (a host buffer wins a
+    name both have).  A tensor that deferred work still has to fill - typically a staging tensor of
+    broadcast operand blocks that the codelets read through, never themselves - is made current when
+    it is first looked up, so what nobody asks for is never copied."""
+
+    def __init__(self, graph: Graph, data: _Data, hosts: dict):
+        self._data = data
+        self._tensors = {t.name: t for t in graph.tensors}
+        self._hosts = {b.name: hosts[b.id].reshape(b.shape) for b in graph.host_buffers}
+        self._names = list(dict.fromkeys([*self._tensors, *self._hosts]))
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._hosts:
+            return self._hosts[name]
+        t = self._tensors[name]
+        self._data.materialize(t.id)
+        return self._data[t.id].reshape(t.shape)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 @dataclass
 class RunResult:
-    outputs: dict[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
     profile_data: ProfileData
     total_cycles: int
     seconds: float
     fits: bool
     profile_path: str | None = None
     wall_seconds: dict = field(default_factory=dict)
+
+
+class _Aliases(dict):
+    """Deferred copies: destination tensor id -> (src, dst), with the destinations of each source
+    (``by_src``) so a write to a source finds its pending copies without a scan."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_src: dict[int, set] = {}
+
+    def __setitem__(self, tid: int, copy: tuple) -> None:
+        self.pop(tid, None)
+        super().__setitem__(tid, copy)
+        self.by_src.setdefault(copy[0].tensor.id, set()).add(tid)
+
+    def pop(self, tid: int, *default):
+        if tid not in self:
+            return default[0] if default else super().pop(tid)
+        copy = super().pop(tid)
+        self.by_src[copy[0].tensor.id].discard(tid)
+        return copy
+
+    def __delitem__(self, tid: int) -> None:
+        self.pop(tid)
 
 
 class _Data(dict):
@@ -87,10 +138,16 @@ class _Data(dict):
     Anything else that touches a staging tensor, reads C, or writes a source materialises the
     deferred work first, so results are always those of running every program eagerly."""
 
-    def __init__(self, base: dict):
+    def __init__(self, base: dict, zeros: dict | None = None):
         super().__init__(base)
-        self.aliases: dict[int, tuple] = {}
+        self._zeros = zeros or {}  # tensor id -> (size, dtype): made (zero-filled) when first used
+        self.aliases = _Aliases()
         self.gemms: dict[int, list] = {}  # C id -> [A, B, C, k-slice, codelet of the first group]
+
+    def __missing__(self, tid: int) -> np.ndarray:
+        size, dtype = self._zeros[tid]
+        arr = self[tid] = np.zeros(size, dtype)
+        return arr
 
     # -- GEMMs ---------------------------------------------------------------------------
     def defer_gemm(self, codelet, plan) -> None:
@@ -121,12 +178,12 @@ class _Data(dict):
         if al is not None:
             src, dst = al
             self.materialize(src.tensor.id)
-            dst.write(self, src.read(self))
+            move(self, src, dst)
 
     def finish_readers_of(self, tid: int) -> None:
         """Do the deferred work that reads ``tid`` (it is about to change)."""
         self.flush_gemms_reading(tid)
-        for d in [d for d, (src, _) in self.aliases.items() if src.tensor.id == tid]:
+        for d in list(self.aliases.by_src.get(tid, ())):
             self.materialize(d)
 
     def before_write(self, tid: int) -> None:
@@ -138,6 +195,20 @@ class _Data(dict):
             self.flush_gemm(c)
         for d in list(self.aliases):
             self.materialize(d)
+
+
+def move(data: dict, src, dst) -> None:
+    """``dst`` <- ``src`` (two different tensors).  Regions into a contiguous run of a tensor of the same
+    dtype (an operand or the partials gathered into a staging tensor) is one gather straight into the
+    destination; anything else gathers, then scatters."""
+    from popvision_lite.emulator.graph import Regions, TensorView
+
+    if (isinstance(src, Regions) and isinstance(dst, TensorView) and dst._index is None
+            and src.tensor.dtype == dst.tensor.dtype and src._access()[0] == "index"):
+        a, b = dst.contiguous
+        np.take(data[src.tensor.id], src.index(), out=data[dst.tensor.id][a:b])
+        return
+    dst.write(data, src.read(data))
 
 
 def _aliasable(src, dst) -> bool:
@@ -181,11 +252,12 @@ class Engine:
         return self._compiled
 
     # ------------------------------------------------------------------------------------
-    def _initial_data(self, inputs: dict) -> tuple[dict, dict]:
+    def _initial_data(self, inputs: dict) -> tuple[_Data, dict]:
+        """Tensor data (variables start at zero; one is allocated when first used, so a staging tensor the
+        codelets only read through costs nothing) and host buffers, with ``inputs`` written in."""
         g = self.graph
-        data = {}
-        for t in g.tensors:
-            data[t.id] = t.value.copy() if t.kind == "constant" else np.zeros(t.size, DTYPES[t.dtype])
+        data = _Data({t.id: t.value.copy() for t in g.tensors if t.kind == "constant"},
+                     {t.id: (t.size, DTYPES[t.dtype]) for t in g.tensors if t.kind != "constant"})
         hosts = {b.id: np.zeros(b.size, DTYPES[b.dtype]) for b in g.host_buffers}
         for key, val in (inputs or {}).items():
             obj = g.get(key) if isinstance(key, str) else key
@@ -205,11 +277,19 @@ class Engine:
             dest[...] = arr.reshape(-1).astype(dest.dtype, copy=False)
         return data, hosts
 
-    def _execute(self, prog: P.Program, data: dict, hosts: dict) -> None:
+    def _execute(self, prog: P.Program, data: dict, hosts: dict, finish: bool = True) -> _Data:
+        """Run ``prog`` on ``data``; with ``finish`` do every deferred copy and GEMM now, else leave them
+        to :meth:`outputs` (a staging tensor nothing read is then filled only if asked for)."""
         if not isinstance(data, _Data):
             data = _Data(data)
         self._exec(prog, data, hosts)
-        data.materialize_all()
+        if finish:
+            data.materialize_all()
+        return data
+
+    def outputs(self, data: _Data, hosts: dict) -> Outputs:
+        """The values of every tensor and host buffer after :meth:`_execute`, by name."""
+        return Outputs(self.graph, data, hosts)
 
     def _exec(self, prog: P.Program, data: _Data, hosts: dict) -> None:
         if isinstance(prog, P.Sequence):
@@ -237,7 +317,7 @@ class Engine:
                     if TC.id in data.aliases:  # C itself awaits a copy: do it (keeps a pending GEMM on C)
                         src, dst = data.aliases.pop(TC.id)
                         data.materialize(src.tensor.id)
-                        dst.write(data, src.read(data))
+                        move(data, src, dst)
                     data.defer_gemm(grp.codelet, plan)
                     continue
                 for t in written:
@@ -261,10 +341,10 @@ class Engine:
                 return
             data.before_write(dst.tensor.id)
             data.materialize(dst.tensor.id)
-            vals = src.read(data)
             if src.tensor is dst.tensor:
-                vals = vals.copy()
-            dst.write(data, vals)
+                dst.write(data, src.read(data).copy())
+            else:
+                move(data, src, dst)
         elif isinstance(prog, P.StreamCopy):
             tid = prog.view.tensor.id
             data.materialize(tid)
@@ -281,14 +361,10 @@ class Engine:
         t0 = time.perf_counter()
         cg = self.compile()
         t1 = time.perf_counter()
-        outputs: dict[str, np.ndarray] = {}
+        outputs: Mapping[str, np.ndarray] = {}
         if cg.fits and self.mode == "full":
             data, hosts = self._initial_data(inputs or {})
-            self._execute(self.program, data, hosts)
-            for t in self.graph.tensors:
-                outputs[t.name] = data[t.id].reshape(t.shape)
-            for b in self.graph.host_buffers:
-                outputs[b.name] = hosts[b.id].reshape(b.shape)
+            outputs = self.outputs(self._execute(self.program, data, hosts, finish=False), hosts)
         elif inputs:
             self._initial_data(inputs)  # still validate the inputs
         t2 = time.perf_counter()

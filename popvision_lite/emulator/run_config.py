@@ -31,7 +31,7 @@ from popvision_lite.validators import MODEL_LIMITS, check_number, read_toml
 TOP_KEYS = {"model", "device", "output", "timing_only", "model_args"}
 DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1": "ipu-mk1",
                   "ipu-mk2": "ipu-mk2", "ipu-bow": "ipu-bow"}
-_TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "ffn": int, "vocab": int,
+_TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "head_dim": int, "ffn": int, "vocab": int,
           "image": int, "nodes": int, "edges": int, "ipus": int, "seed": int, "precision": str,
           "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
           "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
@@ -45,7 +45,7 @@ _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, 
 # such an option on the command line for a model that ignores it (a silently ignored --seq on an
 # mlp run looked like it had taken effect) and warns about such a field in a --config file (one
 # TOML file may be shared by runs of several models).
-ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt", "resnet"),
+ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "head_dim": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt", "resnet"),
             "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
             # pipelined / replicated training composition (emulator/models/pipeline.py) is built for BERT

@@ -5,10 +5,17 @@ attacker-controlled bytes to a C decoder must be refused before any data is read
 
 * :func:`check_regular_file` - only a regular file is opened (a FIFO, device or socket would block or
   stream for ever); checked with ``os.stat`` before anything opens it.
-* :func:`check_structure` - walks every link once: external and soft links, virtual datasets,
-  external raw storage and any filter but Blosc (the only one the writer uses, id 32001) are refused;
-  every dataset's claimed size must be bounded by what the file stores (a 134 KB file claiming 10^8
-  steps is refused here instead of allocating gigabytes when a table is read).
+* :func:`check_links` - one walk over every link at open: external, soft and user-defined links are
+  refused anywhere in the file, and so is a file with more objects than a profile has.
+* :class:`DatasetGuard` - each dataset is checked once, before its first use (its shape, its data):
+  virtual datasets, external raw storage and any filter but Blosc (the only one the writer uses, id
+  32001) are refused, and its claimed size must be bounded by what it stores (a 134 KB file claiming
+  10^8 steps is refused instead of allocating gigabytes when a table is read).  Variable-length
+  strings count their 16-byte heap references, so a 209 KB file claiming 10^9 of them is refused from
+  the metadata alone; before one is read, the string bytes its references claim are summed
+  (:meth:`DatasetGuard.check_vlen_heap`).  The stored bytes of every dataset checked so far may not
+  exceed the file (chunks shared between datasets).  Opening checks the datasets it needs; tables are
+  checked when first read, so an open costs the same whatever the file holds.
 * :class:`ChunkGuard` - before HDF5's Blosc filter sees a chunk, its raw bytes are read
   (``read_direct_chunk``) and the Blosc header is checked against the dataset's declared chunk size and
   the stored chunk length.  A header claiming more bytes than the chunk holds made the filter copy
@@ -20,6 +27,7 @@ Every refusal is a :class:`ProfileError` naming the file and the dataset.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import stat
 import struct
@@ -31,6 +39,9 @@ from popvision_lite.errors import ProfileError
 BLOSC_FILTER = 32001  # hdf5plugin.Blosc; docs/profile-format.md ("Compression")
 ALLOWED_FILTERS = {BLOSC_FILTER: "blosc"}
 MAX_OBJECTS = 20_000  # links in a profile (today ~150); a file with millions only costs time to walk
+# a variable-length element in the file: sequence length (4 bytes) + global heap id (8-byte collection
+# address + 4-byte index); HDF5 file format spec, "Variable-length" datatype / global heap ID
+VLEN_RECORD_BYTES = 16
 MAX_CHUNK_BYTES = 64 << 20  # one decompressed chunk (the writer's largest is ~6 MB for 16 IPUs' memory)
 # Blosc(LZ4, byte shuffle) compresses an all-zero array ~236:1 (measured, bench notes in docs/performance.md);
 # a dataset claiming more than this many times its stored bytes is not data the writer produced.
@@ -86,8 +97,8 @@ def read_head(path, n: int, err) -> bytes:
         os.close(fd)
 
 
-def _chunk_bytes(ds) -> int:
-    return int(np.prod(ds.chunks, dtype=np.int64)) * ds.dtype.itemsize
+def _chunk_bytes(ds, chunks=None) -> int:
+    return math.prod(chunks or ds.chunks) * ds.dtype.itemsize
 
 
 def check_dataset(ds, name: str, err) -> int:
@@ -95,7 +106,8 @@ def check_dataset(ds, name: str, err) -> int:
     its stored bytes."""
     import h5py
 
-    plist = ds.id.get_create_plist()
+    dsid = ds.id  # low-level calls: this runs for every dataset a reader touches
+    plist = dsid.get_create_plist()
     layout = plist.get_layout()
     if layout == h5py.h5d.VIRTUAL:
         raise err(f"dataset '{name}' is a virtual dataset (data mapped from other files); "
@@ -109,53 +121,125 @@ def check_dataset(ds, name: str, err) -> int:
             label = fname.decode("ascii", "replace") if isinstance(fname, bytes) else str(fname)
             raise err(f"dataset '{name}' uses compression filter {code} ({label!r}); profiles use only "
                       f"Blosc ({BLOSC_FILTER}); refusing to decode it")
-    if ds.chunks is not None:
-        cb = _chunk_bytes(ds)
+    dtype = dsid.dtype
+    if layout == h5py.h5d.CHUNKED:
+        cb = _chunk_bytes(ds, plist.get_chunk())
         if cb > MAX_CHUNK_BYTES:
             raise err(f"dataset '{name}' declares chunks of {cb} bytes (> {MAX_CHUNK_BYTES}); the file is "
                       f"corrupt or hostile")
-    stored = int(ds.id.get_storage_size())
-    if ds.shape is None:  # a null dataspace holds nothing; readers refuse it where an array is expected
+    stored = int(dsid.get_storage_size())
+    space = dsid.get_space()
+    if space.get_simple_extent_type() == h5py.h5s.NULL:
+        # a null dataspace holds nothing; readers refuse it where an array is expected
         return stored
-    if ds.dtype.kind != "O":  # variable-length strings live in the global heap, bounded after reading
-        logical = int(ds.size) * ds.dtype.itemsize
-        if layout == h5py.h5d.CONTIGUOUS and logical and stored < logical:
-            raise err(f"dataset '{name}' claims {logical} bytes but stores {stored}; the file is corrupt")
-        if layout == h5py.h5d.CHUNKED and logical > MAX_RATIO * stored + SLACK_BYTES:
-            raise err(f"dataset '{name}' claims {logical} bytes but stores only {stored} "
-                      f"(more than {MAX_RATIO}:1); the file is corrupt or hostile")
+    # the bytes the dataset's elements take in the file; a variable-length string is a heap reference
+    itemsize = VLEN_RECORD_BYTES if dtype.kind == "O" else dtype.itemsize
+    logical = int(space.get_simple_extent_npoints()) * itemsize
+    if layout == h5py.h5d.CONTIGUOUS and logical and stored < logical:
+        raise err(f"dataset '{name}' claims {logical} bytes but stores {stored}; the file is corrupt")
+    if layout == h5py.h5d.CHUNKED and logical > MAX_RATIO * stored + SLACK_BYTES:
+        raise err(f"dataset '{name}' claims {logical} bytes but stores only {stored} "
+                  f"(more than {MAX_RATIO}:1); the file is corrupt or hostile")
+    if layout == h5py.h5d.COMPACT and logical > stored:
+        raise err(f"dataset '{name}' claims {logical} bytes but stores {stored}; the file is corrupt")
     return stored
 
 
-def check_structure(f, file_size: int, err) -> None:
-    """Walk every link in the open h5py file ``f``; refuse what reads outside it or cannot be bounded."""
+def check_links(f, err) -> set[str]:
+    """One walk over every link of the open h5py file ``f``; refuses links that lead outside it or are
+    not part of the format.  Returns the paths of its (hard-linked) objects."""
     import h5py
 
     links: list = []
 
-    def collect(name, link):  # raising inside h5py's visitor breaks its lock: collect, check after
-        links.append((name, link))
+    def collect(name, info):  # raising inside h5py's visitor breaks its lock: collect, check after
+        links.append((name, info.type))
         return True if len(links) > MAX_OBJECTS else None
 
-    f.visititems_links(collect)
+    f.id.links.visit(collect, info=True)
     if len(links) > MAX_OBJECTS:
         raise err(f"the file holds more than {MAX_OBJECTS} objects; not a profile")
-    stored_total = 0
-    for name, link in links:
-        if isinstance(link, h5py.ExternalLink):
-            raise err(f"'{name}' is an external link to {link.filename!r}:{link.path!r}; profiles never "
+    names = set()
+    for raw, kind in links:
+        name = _text(raw)
+        if kind == h5py.h5l.TYPE_HARD:
+            names.add(name)
+            continue
+        if kind == h5py.h5l.TYPE_EXTERNAL:
+            filename, path = f.id.links.get_val(raw)
+            raise err(f"'{name}' is an external link to {_text(filename)!r}:{_text(path)!r}; profiles never "
                       f"refer to other files, refusing to follow it")
-        if isinstance(link, h5py.SoftLink):
-            raise err(f"'{name}' is a soft link to {link.path!r}; not part of the format, refusing to "
-                      f"follow it")
-        if not isinstance(link, h5py.HardLink):  # user-defined link classes
-            raise err(f"'{name}' is a link of an unknown class; refusing to follow it")
-        obj = f.get(name)
-        if isinstance(obj, h5py.Dataset):
-            stored_total += check_dataset(obj, name, err)
-    if stored_total > file_size:
-        raise err(f"datasets claim {stored_total} stored bytes but the file has {file_size}; "
-                  f"chunks are shared or the file is corrupt")
+        if kind == h5py.h5l.TYPE_SOFT:
+            raise err(f"'{name}' is a soft link to {_text(f.id.links.get_val(raw))!r}; not part of the format, "
+                      f"refusing to follow it")
+        raise err(f"'{name}' is a link of an unknown class; refusing to follow it")
+    return names
+
+
+def _text(v) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+class DatasetGuard:
+    """Datasets of one open file, each checked (:func:`check_dataset`) once before it is first used."""
+
+    def __init__(self, f, file_size: int, err, path=None):
+        self._f = f
+        self._size = int(file_size)
+        self._err = err
+        self._path = path
+        self._ok: dict = {}
+        self._stored = 0
+        self._heap_ok: set[str] = set()
+
+    def get(self, name: str):
+        """The h5py dataset at ``name`` (e.g. 'tables/ops/name'), checked; an error naming it when it is
+        missing or not a dataset."""
+        import h5py
+
+        ds = self._ok.get(name)
+        if ds is not None:
+            return ds
+        obj = self._f.get(name)
+        if obj is None:
+            raise self._err(f"missing dataset '{name}'")
+        if not isinstance(obj, h5py.Dataset):
+            raise self._err(f"'{name}' is not a dataset")
+        self._stored += check_dataset(obj, name, self._err)
+        if self._stored > self._size:
+            raise self._err(f"datasets claim {self._stored} stored bytes but the file has {self._size}; "
+                            f"chunks are shared or the file is corrupt")
+        self._ok[name] = obj
+        return obj
+
+    def check_vlen_heap(self, ds, name: str) -> None:
+        """Before a variable-length string dataset is read: the string bytes its heap references claim,
+        summed from the references themselves (read raw from the file), are at most the file's size.
+        Without this, a few thousand references to one large heap object decode to gigabytes."""
+        import h5py
+
+        if ds.dtype.kind != "O" or name in self._heap_ok or not ds.size:
+            return
+        layout = ds.id.get_create_plist().get_layout()
+        offset = ds.id.get_offset() if layout == h5py.h5d.CONTIGUOUS else None
+        if offset is None or self._path is None:
+            # chunked or compact variable-length strings: no writer of the format stores them
+            where = "unallocated" if layout == h5py.h5d.CONTIGUOUS else "in chunks or compact"
+            raise self._err(f"dataset '{name}' holds variable-length strings stored {where}; their size "
+                            f"cannot be bounded before reading, refusing to read it")
+        n = int(ds.size) * VLEN_RECORD_BYTES
+        fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            raw = os.pread(fd, n, int(offset))
+        finally:
+            os.close(fd)
+        if len(raw) < n:
+            raise self._err(f"dataset '{name}': its {ds.size} string references run past the end of the file")
+        claimed = int(np.frombuffer(raw, dtype="<u4").reshape(-1, 4)[:, 0].sum(dtype=np.int64))
+        if claimed > self._size:
+            raise self._err(f"dataset '{name}' references {claimed} bytes of strings but the file has "
+                            f"{self._size}; the file is corrupt or hostile")
+        self._heap_ok.add(name)
 
 
 class ChunkGuard:

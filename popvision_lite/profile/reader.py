@@ -192,7 +192,8 @@ class _StepTiles:
     def tile_edges(self, step_block: int, tile_block: int) -> np.ndarray:
         """Global tile index where each tile block of a level starts."""
         g = self._p._summary_group(step_block, tile_block)
-        return self._p._guard(lambda: g["tile_edges"][()], f"summary {step_block}x{tile_block}")
+        return self._p._guard(lambda: self._p._tile_edges(g, f"summaries/s{step_block}_t{tile_block}/tile_edges"),
+                              f"summary {step_block}x{tile_block}")
 
     def summary(self, step_block: int, tile_block: int, start: int = 0, stop: int | None = None) -> dict:
         """min/mean/max busy cycles over blocks, arrays (n_step_blocks, n_tile_blocks).
@@ -212,7 +213,7 @@ class _StepTiles:
             want = (-(-n // step_block), len(edges))
             out = {}
             for k in ("min", "mean", "max"):
-                ds = g[k]
+                ds = self._p._safe.get(f"summaries/s{step_block}_t{tile_block}/{k}")
                 if tuple(ds.shape) != want:
                     raise self._p._err(f"{what}: '{k}' has shape {tuple(ds.shape)}, expected {want} "
                                        f"(step blocks x tile blocks)")
@@ -241,7 +242,7 @@ class Profile:
         self._lock = threading.RLock()
         self._f = None
         self._tables: dict[str, pd.DataFrame] = {}
-        self._dsets: dict = {}
+        self._safe = None
         self._tiles: pd.DataFrame | None = None
         self._open()
         self.memory = _Memory(self)
@@ -271,9 +272,11 @@ class Profile:
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
         self._chunks = h5safety.ChunkGuard(self._err, p)
         try:
-            # before any attribute or data is read: nothing outside the file, no undocumented filter,
-            # no dataset claiming more than it stores
-            h5safety.check_structure(self._f, st.st_size, self._err)
+            # before any attribute or data is read: no link leading outside the file; each dataset is
+            # checked (no undocumented filter or storage, no claim beyond what it stores) before its
+            # first use, here for those the header check needs and the tables' when they are read
+            self._names = h5safety.check_links(self._f, self._err)
+            self._safe = h5safety.DatasetGuard(self._f, st.st_size, self._err, p)
             self._check_header()
         except ProfileError:
             self.close()
@@ -343,19 +346,23 @@ class Profile:
                 raise self._err(f"header field '{key}' must be a JSON object, got {type(val).__name__}")
             setattr(self, key, val)
 
-        # structure: every group, table and array present with consistent shapes
+        # structure: every group, table and array present with consistent shapes; a table's columns are
+        # checked when its row count is first needed (the step x tile arrays need steps' and
+        # liveness_steps' now, every table's when it is read)
+        names = self._names
         for grp in ("tables", "arrays", "summaries"):
-            if grp not in f:
+            if grp not in names:
                 raise self._err(f"missing group '/{grp}'")
-        self._stored_tables = [n for n in schema.TABLE_COLUMNS if n in f["tables"]]
+        self._stored_tables = [n for n in schema.TABLE_COLUMNS if f"tables/{n}" in names]
         for name in schema.TABLE_COLUMNS:
-            if name not in f["tables"] and name not in schema.OPTIONAL_TABLES:
+            if f"tables/{name}" not in names and name not in schema.OPTIONAL_TABLES:
                 raise self._err(f"missing table '{name}'")
         for name in schema.ARRAYS:
-            if name not in f["arrays"]:
+            if f"arrays/{name}" not in names:
                 raise self._err(f"missing array '{name}'")
         nt = self.target.num_tiles
-        self._counts = {name: self._table_rows(name) for name in self._stored_tables}
+        arrays = {name: self._array_dataset(name) for name in schema.ARRAYS}  # checked before any table
+        self._counts = _RowCounts(self._table_rows)
         n_steps = self._counts["steps"]
         n_lsteps = self._counts["liveness_steps"]
         expect = {
@@ -367,9 +374,7 @@ class Profile:
         }
         self._shapes: dict[str, tuple[int, ...]] = {}
         for name, shape in expect.items():
-            ds = f["arrays"][name]
-            if not hasattr(ds, "shape"):
-                raise self._err(f"array '{name}' is not a dataset")
+            ds = arrays[name]
             if tuple(ds.shape) != shape:
                 what = {"memory": "target tiles x categories x 2",
                         "liveness_tile_bytes": "liveness_steps rows x target tiles"}.get(name, "steps rows x target tiles")
@@ -379,18 +384,25 @@ class Profile:
                 raise self._err(f"array '{name}' has dtype {ds.dtype}, expected {want}")
             self._shapes[name] = shape
 
+    def _array_dataset(self, name: str):
+        path = f"arrays/{name}"
+        if path not in self._names:
+            raise self._err(f"array '{name}' is not a dataset")
+        ds = self._safe.get(path)
+        if ds.shape is None:
+            raise self._err(f"array '{name}' is not a dataset")
+        return ds
+
     def _table_rows(self, name: str) -> int:
-        g = self._f["tables"][name]
-        cols = schema.TABLE_COLUMNS[name]
+        """Rows of table ``name``: its columns present, checked and 1-D, all of one length."""
         lengths = set()
-        for col in cols:
-            if col not in g:
+        for col in schema.TABLE_COLUMNS[name]:
+            path = f"tables/{name}/{col}"
+            if path not in self._names:
                 raise self._err(f"table '{name}' lacks column '{col}'")
-            ds = g[col]
-            if not hasattr(ds, "shape") or len(ds.shape) != 1:
+            ds = self._safe.get(path)
+            if ds.shape is None or len(ds.shape) != 1:
                 raise self._err(f"table '{name}' column '{col}' is not a 1-D dataset")
-            if _as_str(ds.attrs.get("encoding")) == "dictionary" and f"{col}.categories" not in g:
-                raise self._err(f"table '{name}' column '{col}' lacks its categories")
             lengths.add(ds.shape[0])
         if len(lengths) > 1:
             raise self._err(f"table '{name}' has columns of different lengths {sorted(lengths)}")
@@ -411,24 +423,21 @@ class Profile:
 
     def _dataset(self, name: str):
         """The open dataset of an array, kept open so its chunk cache survives between reads."""
-        ds = self._dsets.get(name)
-        if ds is None:
-            ds = self._dsets[name] = self._f["arrays"][name]
-        return ds
+        return self._safe.get(f"arrays/{name}")
 
     def _shape(self, name: str) -> tuple[int, ...]:
         return self._shapes[name]
 
     def _read_array(self, name: str) -> np.ndarray:
         def read():
-            ds = self._f["arrays"][name]
+            ds = self._safe.get(f"arrays/{name}")
             self._chunks.check(ds, f"arrays/{name}")
             return ds[()]
 
         return self._guard(read, f"array '{name}'")
 
     def _tile_edges(self, g, name: str) -> np.ndarray:
-        edges = np.asarray(self._read_whole(g["tile_edges"], name))
+        edges = np.asarray(self._read_whole(self._safe.get(name), name))
         nt = self.target.num_tiles
         if (edges.ndim != 1 or edges.dtype.kind not in "iu" or len(edges) == 0 or edges[0] != 0
                 or (np.diff(edges) <= 0).any() or edges[-1] >= nt):
@@ -436,8 +445,9 @@ class Profile:
         return edges.astype(np.int64)
 
     def _read_whole(self, ds, name: str):
-        """All of a (small) dataset, its chunks checked before the filter decodes them."""
+        """All of a (small) dataset, its chunks (or its strings' size) checked before it is decoded."""
         self._chunks.check(ds, name)
+        self._safe.check_vlen_heap(ds, name)
         return ds[()]
 
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
@@ -494,19 +504,23 @@ class Profile:
 
     def _read_table(self, name: str) -> pd.DataFrame:
         def read():
-            g = self._f["tables"][name]
+            self._counts[name]  # the table's columns checked, all of one length
             data = {}
             for col in schema.TABLE_COLUMNS[name]:
-                ds = g[col]
+                ds = self._safe.get(f"tables/{name}/{col}")
+                is_dict = _as_str(ds.attrs.get("encoding")) == "dictionary"
+                cpath = f"tables/{name}/{col}.categories"
+                if is_dict and cpath not in self._names:
+                    raise self._err(f"table '{name}' column '{col}' lacks its categories")
                 vals = self._read_whole(ds, f"tables/{name}/{col}")
                 want = schema.COLUMN_DTYPES[name][col]
-                is_dict = _as_str(ds.attrs.get("encoding")) == "dictionary"
                 if (want == "str") != bool(is_dict):
                     raise self._err(f"table '{name}' column '{col}' has dtype {vals.dtype}"
                                     f"{' (text)' if is_dict else ''}, expected {want}")
                 if is_dict:
-                    cds = g[f"{col}.categories"]
-                    self._chunks.check(cds, f"tables/{name}/{col}.categories")
+                    cds = self._safe.get(cpath)
+                    self._chunks.check(cds, cpath)
+                    self._safe.check_vlen_heap(cds, cpath)
                     cats = cds.asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
                     cats = np.asarray(cats, dtype=object)
                     validate.check_categories(name, col, cats, self._err)
@@ -572,7 +586,9 @@ class Profile:
                 self._tables[name] = self._rebuilt_table(name)
                 return self._tables[name]
             df = self._read_table(name)
-            validate.check_table(name, df, self._counts, self._err, self.target.num_tiles)  # before any view or analysis sees it
+            # before any view or analysis sees it (the row counts of the tables it refers to are read here)
+            self._guard(lambda: validate.check_table(name, df, self._counts, self._err, self.target.num_tiles),
+                        f"table '{name}'")
             self._tables[name] = _with_derived(name, df, self.target)
         # a shallow copy: free under pandas' copy-on-write, and an edit of the returned frame never reaches the
         # cached table that every later call (and every view) reads
@@ -589,7 +605,10 @@ class Profile:
             raise self._err(f"table 'phases' cannot be rebuilt from run['schedule']: {e}") from e
         for col, want in schema.COLUMN_DTYPES[name].items():
             df[col] = df[col].astype(object if want == "str" else want)
-        validate.check_table(name, df, {**self._counts, name: len(df)}, self._err, self.target.num_tiles)
+        counts = _RowCounts(self._table_rows)
+        counts.update(self._counts)
+        counts[name] = len(df)
+        validate.check_table(name, df, counts, self._err, self.target.num_tiles)
         return df
 
     # ---- public API ---------------------------------------------------------------------
@@ -678,7 +697,7 @@ class Profile:
 
     def close(self) -> None:
         """Close the file (also on leaving ``with pvl.open(path) as p:``); tables already read stay usable."""
-        self._dsets = {}
+        self._safe = None
         chunks = getattr(self, "_chunks", None)
         if chunks is not None:
             chunks.close()
@@ -714,6 +733,18 @@ class Profile:
         t = getattr(self, "target", None)
         what = f"{t.device} x{t.num_ipus}" if t else "?"
         return f"<Profile {self.path} {what} steps={self._shapes.get('step_tile_cycles', (0,))[0]}>"
+
+
+class _RowCounts(dict):
+    """Rows of each table, found (and the table's columns checked) when first asked for."""
+
+    def __init__(self, rows_of):
+        super().__init__()
+        self._rows_of = rows_of
+
+    def __missing__(self, name: str) -> int:
+        n = self[name] = self._rows_of(name)
+        return n
 
 
 def _with_derived(name: str, df: pd.DataFrame, target) -> pd.DataFrame:

@@ -40,15 +40,18 @@ MODEL_DEFAULTS = {
     "gnn": dict(batch=1, layers=2, hidden=64, nodes=256, edges=1024),
     "resnet": RESNET_DEFAULTS,  # ResNet: layers = depth, hidden = first-stage width, vocab = classes
 }
-# GPT-style decoders: (layers, hidden, heads, seq).  GPT-2: Radford et al. 2019 (1024 tokens, vocab
-# 50257); GPT-3: Brown et al. 2020, Table 2.1 (2048 tokens).  GPT-3 13B is listed there as d_model 5140
-# with 40 heads of 128; 40 x 128 = 5120 is used so heads divide the hidden size.
+# GPT-style decoders: (layers, d_model, heads, d_head, seq).  GPT-2: Radford et al. 2019 (1024 tokens,
+# vocab 50257; d_head 64 throughout).  GPT-3: Brown et al. 2020, Table 2.1 (n_layers, d_model, n_heads,
+# d_head; 2048 tokens).  There heads x d_head is not always d_model: XL has 24 heads of 128 on d_model
+# 2048, so attention projects d_model -> heads x d_head -> d_model.  Table 2.1 lists 13B's d_model as 5140
+# (40 heads of 128 = 5120); 5140 is kept as published.
 GPT_PRESETS = {
-    "gpt2-small": (12, 768, 12, 1024), "gpt2-medium": (24, 1024, 16, 1024), "gpt2-large": (36, 1280, 20, 1024),
-    "gpt2-xl": (48, 1600, 25, 1024),
-    "gpt3-small": (12, 768, 12, 2048), "gpt3-medium": (24, 1024, 16, 2048), "gpt3-large": (24, 1536, 16, 2048),
-    "gpt3-xl": (24, 2048, 24, 2048), "gpt3-2.7b": (32, 2560, 32, 2048), "gpt3-6.7b": (32, 4096, 32, 2048),
-    "gpt3-13b": (40, 5120, 40, 2048), "gpt3-175b": (96, 12288, 96, 2048),
+    "gpt2-small": (12, 768, 12, 64, 1024), "gpt2-medium": (24, 1024, 16, 64, 1024),
+    "gpt2-large": (36, 1280, 20, 64, 1024), "gpt2-xl": (48, 1600, 25, 64, 1024),
+    "gpt3-small": (12, 768, 12, 64, 2048), "gpt3-medium": (24, 1024, 16, 64, 2048),
+    "gpt3-large": (24, 1536, 16, 96, 2048), "gpt3-xl": (24, 2048, 24, 128, 2048),
+    "gpt3-2.7b": (32, 2560, 32, 80, 2048), "gpt3-6.7b": (32, 4096, 32, 128, 2048),
+    "gpt3-13b": (40, 5140, 40, 128, 2048), "gpt3-175b": (96, 12288, 96, 128, 2048),
 }
 TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/models/pipeline.py)
 MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS) | set(RESNET_PRESETS)))
@@ -62,6 +65,7 @@ class ModelConfig:
     layers: int = 2
     hidden: int = 128
     heads: int = 2
+    head_dim: int = 0  # width of one attention head; 0 = hidden // heads (GPT-3 XL: 24 x 128 on hidden 2048)
     ffn: int = 0  # 0 = 4 * hidden
     vocab: int = 1024
     image: int = 16
@@ -99,6 +103,16 @@ class ModelConfig:
     @property
     def ffn_size(self) -> int:
         return self.ffn or 4 * self.hidden
+
+    @property
+    def d_head(self) -> int:
+        """Width of one attention head."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def attn_width(self) -> int:
+        """Width the attention projects to: heads x d_head (q, k, v are (tokens, attn_width))."""
+        return self.heads * self.d_head
 
     @property
     def stages(self) -> int:
@@ -155,7 +169,10 @@ class ModelConfig:
                 or bool(self.layer_split) or self.pipeline_stages > 1)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["head_dim"]:  # the default (hidden / heads): left out, so configs and profiles that do
+            d.pop("head_dim")  # not set it read as before
+        return d
 
     @classmethod
     def field_names(cls) -> set[str]:
@@ -172,7 +189,7 @@ def make_config(model: str, **overrides) -> ModelConfig:
         base.update(RESNET_PRESETS[model])
     elif model in GPT_PRESETS:
         base.update(MODEL_DEFAULTS["bert"])
-        base["layers"], base["hidden"], base["heads"], base["seq"] = GPT_PRESETS[model]
+        base["layers"], base["hidden"], base["heads"], base["head_dim"], base["seq"] = GPT_PRESETS[model]
         base["batch"], base["vocab"] = 1, 50257
     elif model in BERT_PRESETS:
         base.update(MODEL_DEFAULTS["bert"])
@@ -209,8 +226,11 @@ def validate(cfg: ModelConfig) -> None:
         raise ConfigError(f"seed: must be a non-negative integer, got {cfg.seed!r}")
     if cfg.precision not in ("fp16", "fp32"):
         raise ConfigError(f"precision: must be fp16 or fp32, got {cfg.precision!r}")
-    if cfg.model in TRANSFORMERS and cfg.hidden % cfg.heads:
-        raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads")
+    if not isinstance(cfg.head_dim, int) or isinstance(cfg.head_dim, bool) or cfg.head_dim < 0:
+        raise ConfigError(f"head_dim: must be a non-negative integer (0 = hidden / heads), got {cfg.head_dim!r}")
+    if cfg.model in TRANSFORMERS and not cfg.head_dim and cfg.hidden % cfg.heads:
+        raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads; give head_dim "
+                          f"(the width of one head) when heads x head_dim is not the hidden size")
     if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
         raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
     if cfg.model == "resnet":
@@ -352,10 +372,11 @@ class _Heads:
 
 
 def _bert_layer_params(be, rv, cfg, streamed):
-    H, F = cfg.hidden, cfg.ffn_size
+    H, F, W = cfg.hidden, cfg.ffn_size, cfg.attn_width
     p = {}
-    for n in ("wq", "wk", "wv", "wo"):
-        p[n] = be.weight(n, rv.init((H, H), H), streamed=streamed)
+    for n in ("wq", "wk", "wv"):
+        p[n] = be.weight(n, rv.init((H, W), H), streamed=streamed)
+    p["wo"] = be.weight("wo", rv.init((W, H), W), streamed=streamed)
     p["w1"] = be.weight("w1", rv.init((H, F), H), streamed=streamed)
     p["w2"] = be.weight("w2", rv.init((F, H), F), streamed=streamed)
     for n in ("ln1", "ln2"):
@@ -406,7 +427,7 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     ``layer_params`` / ``extra_params`` (weight handles)."""
     rv = _Values(be, cfg.seed)
     B, S, H, A = cfg.batch, cfg.seq, cfg.hidden, cfg.heads
-    hd = _Heads(B, S, A, H // A)
+    hd = _Heads(B, S, A, cfg.d_head)
     first, last = stage == 0, stage == nstages - 1
     gpt = cfg.model == "gpt"
     extra = []
@@ -542,7 +563,7 @@ def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None):
 def build_bert(be, cfg: ModelConfig) -> Built:
     rv = _Values(be, cfg.seed)
     B, S, H, A, L = cfg.batch, cfg.seq, cfg.hidden, cfg.heads, cfg.layers
-    hd = _Heads(B, S, A, H // A)
+    hd = _Heads(B, S, A, cfg.d_head)
     out = Built()
     with be.on_ipu(0), be.scope("embedding"):
         table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))

@@ -292,17 +292,57 @@ class ReducePartials(Codelet):
     def flops(self, group):
         return int((int(group.param("k")) - 1) * group.fields["out"].sizes.sum())
 
+    # The partials of a matmul are gathered from the tiles that made them into one tensor (a Copy of
+    # Regions into a whole staging tensor) and reduced from there.  The engine defers that copy; the
+    # reduce reads the partials where they were made: one gather per distinct vertex width.
+    reads_through_copies = True
+
     def compute(self, group, data):
         k = int(group.param("k"))
         fi, fo = group.fields["in"], group.fields["out"]
-        x = _f32(fi.gather(data))
         m = fo.sizes
-        if len(m) and np.all(m == m[0]):
-            res = x.reshape(len(m), k, int(m[0])).sum(axis=1)
+        aliases = getattr(data, "aliases", None)
+        al = aliases.get(fi.tensor.id) if aliases else None
+        if al is not None and not (isinstance(al[0], Regions) and al[0].tensor.dtype == fi.tensor.dtype):
+            data.materialize(fi.tensor.id)  # a copy this codelet does not read through
+            al = None
+        if al is None and len(m) and np.all(m == m[0]):
+            res = _f32(fi.gather(data)).reshape(len(m), k, int(m[0])).sum(axis=1)
         else:
-            offs = np.cumsum(fi.sizes) - fi.sizes
-            res = np.concatenate([x[o:o + k * n].reshape(k, n).sum(0) for o, n in zip(offs, m, strict=True)])
+            src = fi.tensor if al is None else al[0].tensor
+            res = _reduce_by_width(data[src.id], k, m, _width_groups(group, m, None if al is None else al[0]))
         fo.scatter(data, np.asarray(res).reshape(-1).astype(DTYPES[fo.tensor.dtype], copy=False))
+
+
+def _width_groups(group, m, through=None) -> list:
+    """Vertices of a ReducePartials group by output width: [(width, element indices of their partials
+    (v, k*width), positions of their outputs (v, width))], built once per group and copy source (uneven
+    splits give a few widths).  The indices are into the 'in' tensor, or with ``through`` (the Regions
+    a deferred copy fills the whole 'in' tensor from) into that copy's source tensor."""
+    cache = group.__dict__.setdefault("_reduce_widths", {})
+    key = None if through is None else id(through)
+    if key not in cache:
+        k = int(group.param("k"))
+        src_all = group.fields["in"].index()
+        if through is not None:
+            src_all = through.index()[src_all]
+        offs = np.cumsum(m * k) - m * k
+        out_offs = np.cumsum(m) - m
+        groups = []
+        for w in np.unique(m):
+            sel = np.flatnonzero(m == w)
+            groups.append((int(w), src_all[offs[sel, None] + np.arange(k * w)], out_offs[sel, None] + np.arange(w)))
+        cache[key] = groups
+    return cache[key]
+
+
+def _reduce_by_width(flat, k, m, groups) -> np.ndarray:
+    """One gather and one (vertices, k, width).sum(axis=1) per distinct width: the same sums, in the same
+    order, as a per-vertex ``reshape(k, width).sum(0)``."""
+    res = np.empty(int(m.sum()), np.float32)
+    for w, src, dst in groups:
+        res[dst] = _f32(flat[src]).reshape(len(src), k, w).sum(axis=1)
+    return res
 
 
 REDUCE_PARTIALS = ReducePartials()
