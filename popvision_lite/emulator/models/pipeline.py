@@ -323,7 +323,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     schedule = dict(
         stages=S, replicas=R, grad_accum=G, micro_batch=cfg.batch, packing=float(cfg.packing),
         samples_per_step=float(samples_per_step), step_seconds=step_seconds, step_cycles=int(step_cycles),
-        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=cfg.host_framework,
+        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=getattr(cfg, "host_framework", "none"),
         steady_cycles_per_microbatch=int(pipe["steady_cycles_per_microbatch"]),
         stage_cycles=[int(a["fwd_cycles"] + a["bwd_cycles"]) for a in stages],
         stage_fwd_cycles=[a["fwd_cycles"] for a in stages], stage_bwd_cycles=[a["bwd_cycles"] for a in stages],
@@ -717,12 +717,12 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     micro = int(res.total_cycles) + accp
     step = G * micro + ar + opt + st
     samples = R * G * cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
-    in_bytes = R * G * cfg.batch * sch.input_bytes_per_sample(cfg.model, seq=cfg.seq, image=cfg.image)
-    terms = sch.per_step_terms(em, cfg.host_framework, cfg.ipus, in_bytes, step / target.clock_hz)
+    in_bytes = R * G * cfg.batch * sch.input_bytes_per_sample(cfg.model, seq=getattr(cfg, "seq", 0), image=getattr(cfg, "image", 0))
+    terms = sch.per_step_terms(em, getattr(cfg, "host_framework", "none"), cfg.ipus, in_bytes, step / target.clock_hz)
     step_seconds = step / target.clock_hz + sum(terms.values())
     schedule = dict(stages=nI, replicas=R, grad_accum=G, micro_batch=cfg.batch, samples_per_step=float(samples),
                     step_seconds=step_seconds, ipu_step_seconds=step / target.clock_hz, per_step_terms=terms,
-                    host_framework=cfg.host_framework,
+                    host_framework=getattr(cfg, "host_framework", "none"),
                     step_cycles=int(step), steady_cycles_per_microbatch=int(micro),
                     stage_cycles=[int(micro)], optimizer_cycles=int(opt), allreduce_cycles=int(ar),
                     stream_cycles=int(st), fill_drain_cycles=0, optimizer=cfg.optimizer,

@@ -172,6 +172,8 @@ class ModelConfig:
         d = asdict(self)
         if not d["head_dim"]:  # the default (hidden / heads): left out, so configs and profiles that do
             d.pop("head_dim")  # not set it read as before
+        if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
+            d.pop("host_framework", None)
         return d
 
     @classmethod
