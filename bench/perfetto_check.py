@@ -404,21 +404,10 @@ def cases(profile_path: Path, tmp: Path, full: bool = True):
 
 def make_onnx_profile(folder: Path) -> Path:
     """A 2-layer MLP built with ``onnx.helper``, emulated for training (``popvision-lite emulate --onnx``)."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
     from popvision_lite.cli import main as cli
+    from popvision_lite.testing.onnx_models import write_tiny_mlp
 
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array((0.05 * rng.standard_normal((64, 128))).astype(np.float32), "w1"),
-             numpy_helper.from_array(np.zeros(128, np.float32), "b1"),
-             numpy_helper.from_array((0.05 * rng.standard_normal((128, 32))).astype(np.float32), "w2")]
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
-             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
-    g = helper.make_graph(nodes, "tiny_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])], inits)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), folder / "onnx_mlp.onnx")
+    write_tiny_mlp(folder / "onnx_mlp.onnx")
     out = folder / "onnx_mlp.pvl"
     if cli(["emulate", "--onnx", str(folder / "onnx_mlp.onnx"), "--training", "-q", "-o", str(out)]) != 0:
         raise RuntimeError("emulating the ONNX model failed")

@@ -52,19 +52,10 @@ def pod_shaped(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def onnx_run(tmp_path_factory) -> Path:
     """A 2-layer MLP written with onnx.helper, emulated for training through the CLI."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    from popvision_lite.testing.onnx_models import write_tiny_mlp
 
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array((0.05 * rng.standard_normal((64, 128))).astype(np.float32), "w1"),
-             numpy_helper.from_array(np.zeros(128, np.float32), "b1"),
-             numpy_helper.from_array((0.05 * rng.standard_normal((128, 32))).astype(np.float32), "w2")]
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
-             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
-    g = helper.make_graph(nodes, "tiny_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 32])], inits)
     folder = tmp_path_factory.mktemp("onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), folder / "mlp.onnx")
+    write_tiny_mlp(folder / "mlp.onnx")
     out = folder / "mlp.pvl"
     assert main(["emulate", "--onnx", str(folder / "mlp.onnx"), "--training", "-q", "-o", str(out)]) == 0
     return out
