@@ -22,7 +22,6 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
-    QLabel,
     QMainWindow,
     QMessageBox,
     QProgressBar,
@@ -38,6 +37,7 @@ from popvision_lite.gui.document_widget import DocumentWidget
 from popvision_lite.gui.start_page import StartPage, bundled_samples
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data, warm_up
+from popvision_lite.gui.text import plain_label, plain_tip, show_error, show_info
 from popvision_lite.gui.views import VIEW_REGISTRY
 from popvision_lite.gui.workers import Worker, start_task
 
@@ -85,7 +85,7 @@ class MainWindow(QMainWindow):
     # ----------------------------------------------------------------- building
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
-        self.status_label = QLabel("")
+        self.status_label = plain_label("")
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.setRange(0, 1000)
@@ -249,7 +249,7 @@ class MainWindow(QMainWindow):
     def open_sample(self) -> bool:
         samples = bundled_samples()
         if not samples:
-            QMessageBox.information(self, "No samples",
+            show_info(self, "No samples",
                                     "No bundled sample profiles were found in this installation.")
             return False
         self.open_paths([str(samples[0])])
@@ -291,7 +291,7 @@ class MainWindow(QMainWindow):
             msg = f"{path}: unexpected {type(exc).__name__}: {exc}\n(This is a bug in popvision-lite.)"
         self._forget_recent(path)
         self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
-        QMessageBox.critical(self, "Cannot open profile", msg)
+        show_error(self, "Cannot open profile", msg)
 
     # ----------------------------------------------------------------- background jobs
     def run_task(self, fn, *args, title: str = "", on_result=None, on_error=None, on_cancel=None,
@@ -313,7 +313,7 @@ class MainWindow(QMainWindow):
     def _task_failed(self, title: str, exc: BaseException) -> None:
         if not isinstance(exc, PopvisionError):
             print(getattr(exc, "__traceback_text__", ""), file=sys.stderr)
-        QMessageBox.critical(self, title or "Error", str(exc))
+        show_error(self, title or "Error", str(exc))
 
     def _show_progress(self, title: str, fraction: float) -> None:
         self.status_label.setText(title)
@@ -374,7 +374,7 @@ class MainWindow(QMainWindow):
         self.recent_menu.clear()
         for i, p in enumerate(rec):
             a = self.recent_menu.addAction(f"&{i + 1 if i < 9 else 0} {Path(p).name}")
-            a.setToolTip(p)
+            a.setToolTip(plain_tip(p))
             a.triggered.connect(lambda _=False, p=p: self.open_paths([p]))
         self.recent_menu.setEnabled(bool(rec))
 

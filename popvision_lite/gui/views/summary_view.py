@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -14,6 +12,7 @@ from popvision_lite.gui import theme
 from popvision_lite.gui.export import slug
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import PHASE_COLORS
 from popvision_lite.gui.views.verdict_panel import VerdictPanel
 
@@ -115,7 +114,7 @@ class SummaryView(QWidget):
         self.banner.setStyleSheet(f"border: 2px solid {col}; border-radius: 6px; padding: 6px;")
         t = s.target
         p = s.peak
-        cfg = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_config(k, v))}</td></tr>"
+        cfg = "".join(f"<tr><td>{plain_html(str(k))}</td><td>{plain_html(_fmt_config(k, v))}</td></tr>"
                       for k, v in s.config.items() if _applies(k, s.config)) \
             or "<tr><td colspan=2>(none recorded)</td></tr>"
         checks_ok = s.numeric_checks_passed()
@@ -130,14 +129,14 @@ class SummaryView(QWidget):
             checks += f" ({n:,} tensor{'s' if n != 1 else ''} vs numpy" + (
                 f", worst max rel err {max(worst):.2g})" if worst else ")")
         # one row per check that did not pass (a run's dozens of passing checks only buried the rest)
-        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_check(v))}</td></tr>"
+        rows = "".join(f"<tr><td>{plain_html(str(k))}</td><td>{plain_html(_fmt_check(v))}</td></tr>"
                        for k, v in s.numeric_checks.items() if not _passed(v))
         nal = (f"{format_bytes(s.peak_not_always_live)} at liveness step {s.peak_not_always_live_lstep}"
                if s.peak_not_always_live_lstep >= 0 else "n/a")
         self.info.setText(f"""
-<h2>{html.escape(s.model)}</h2>
+<h2>{plain_html(s.model)}</h2>
 <table cellpadding=2>
-<tr><td><b>Target</b></td><td>{html.escape(t.name)} ({html.escape(t.device)}) x {t.num_ipus} IPU,
+<tr><td><b>Target</b></td><td>{plain_html(t.name)} ({plain_html(t.device)}) x {t.num_ipus} IPU,
  {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.4g} GHz</td></tr>
 <tr><td><b>Total</b></td><td>{s.total_cycles:,} cycles = {format_seconds(s.total_seconds)}
  at {t.clock_hz / 1e9:.4g} GHz ({s.num_steps:,} BSP steps)</td></tr>
@@ -151,8 +150,8 @@ class SummaryView(QWidget):
 {rows}
 </table>
 <h3>Config</h3><table cellpadding=2>{cfg}</table>
-<p style='color:{c["muted"]}'>{html.escape(str(self.document.path))}<br>emulator
- {html.escape(str(s.run.get("emulator_version", "?")))}</p>""")
+<p style='color:{c["muted"]}'>{plain_html(str(self.document.path))}<br>emulator
+ {plain_html(str(s.run.get("emulator_version", "?")))}</p>""")
 
     def _op_clicked(self, index):
         row = self.ops_model.row(index.row())
@@ -193,14 +192,14 @@ def _schedule_rows(run: dict, clock_hz: float) -> str:
         out += f"<tr><td><b>Throughput</b></td><td>{sps:,.1f} samples/s (whole system)</td></tr>"
     if "layer_split" in sch:
         cyc = float(clock_hz) or 1.0
-        out += (f"<tr><td><b>Schedule</b></td><td>{sch['replicas']} replica(s) x {sch['stages']} pipeline stage(s) "
-                f"(layers {html.escape(str(sch['layer_split']))}); {sch['grad_accum']} micro-batches of "
-                f"{sch['micro_batch']} per step = {sch['samples_per_step']:g} samples; steady state "
+        out += (f"<tr><td><b>Schedule</b></td><td>{plain_html(sch['replicas'])} replica(s) x {plain_html(sch['stages'])} pipeline stage(s) "
+                f"(layers {plain_html(str(sch['layer_split']))}); {plain_html(sch['grad_accum'])} micro-batches of "
+                f"{plain_html(sch['micro_batch'])} per step = {sch['samples_per_step']:g} samples; steady state "
                 f"{format_seconds(sch['steady_cycles_per_microbatch'] / cyc)} per micro-batch (slowest stage "
-                f"{sch['slowest_stage']}); fill+drain {format_seconds(sch['fill_drain_cycles'] / cyc)}, all-reduce "
+                f"{plain_html(sch['slowest_stage'])}); fill+drain {format_seconds(sch['fill_drain_cycles'] / cyc)}, all-reduce "
                 f"{format_seconds(sch['allreduce_cycles'] / cyc)}, optimizer {format_seconds(sch['optimizer_cycles'] / cyc)}, "
                 f"DDR stream {format_seconds(sch['stream_cycles'] / cyc)}; step {format_seconds(sch['step_seconds'])}"
-                + (f"; timeline shows {sch.get('profile_pipeline_cycles_shown')} of {sch.get('pipeline_cycles')} "
+                + (f"; timeline shows {plain_html(sch.get('profile_pipeline_cycles_shown'))} of {plain_html(sch.get('pipeline_cycles'))} "
                    f"pipeline cycles" if sch.get("profile_pipeline_cycles_elided") else "")
                 + "</td></tr>")
     return out

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QWidget
 from popvision_lite.analysis import execution as ex
 from popvision_lite.analysis import selection as sel
 from popvision_lite.gui import theme
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution import layout
 from popvision_lite.gui.views.execution.drawing import LaneDrawing
@@ -194,7 +195,7 @@ class ExecutionView(Navigation, RangeSummary, LaneDrawing, QWidget):
         d = ex.step_details(self.profile, self.index, s, self.names)
         self.info.setHtml(
             f"<h3>Step {d['step']}</h3><table>"
-            f"<tr><td>op</td><td><b>{d['op']}</b> (id {d['op_id']})</td></tr>"
+            f"<tr><td>op</td><td><b>{plain_html(d['op'])}</b> (id {d['op_id']})</td></tr>"
             f"<tr><td>kind</td><td><span style='color:{STEP_KIND_COLORS[d['kind']]}'>&#9632;</span> "
             f"{STEP_KIND_LABELS[d['kind']]}</td></tr>"
             f"<tr><td>IPU</td><td>{d['ipu']}</td></tr>"

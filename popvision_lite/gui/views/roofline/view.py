@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QPushButton,
     QSplitter,
     QTableView,
@@ -36,6 +35,7 @@ from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.state.resolve import select_op
+from popvision_lite.gui.text import plain_label, show_warning
 from popvision_lite.gui.views.roofline.drawing import RooflineDrawing, RooflineTooltips
 from popvision_lite.gui.views.roofline.labels import CeilingLabels
 from popvision_lite.gui.views.roofline.table import RooflineTableModel
@@ -143,7 +143,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self.table.horizontalHeader().setResizeContentsPrecision(RESIZE_ROWS)
         self.table.clicked.connect(self._on_table_click)
 
-        self.notes = QLabel()
+        self.notes = plain_label()
         self.notes.setWordWrap(True)
         self.notes.setTextInteractionFlags(Qt.TextSelectableByMouse)
 
@@ -155,7 +155,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         right = QWidget()
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
-        self.summary = QLabel()
+        self.summary = plain_label()
         self.summary.setWordWrap(True)
         rv.addWidget(self.summary)
         rv.addWidget(self.table, 1)
@@ -338,4 +338,4 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
     def _trace_failed(self, exc):
         msg = str(exc) if isinstance(exc, PopvisionError) else f"{type(exc).__name__}: {exc}"
         self.notes.setText(f"Trace import failed: {msg}")
-        QMessageBox.warning(self, "Import PyTorch trace", msg)
+        show_warning(self, "Import PyTorch trace", msg)
