@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 
+from PySide6 import QtGui
 from PySide6.QtCore import QByteArray, Qt
 from PySide6.QtWidgets import QLabel, QMessageBox, QTextBrowser
 
@@ -31,10 +32,11 @@ def plain_html(text) -> str:
 
 def plain_tip(text) -> str:
     """A tooltip string that Qt shows literally.  Qt renders a tooltip as rich text when
-    ``Qt.mightBeRichText`` says so, which a name can trigger; an escaped fragment inside an explicit
-    ``<p>`` is always rich text whose visible text is ``text`` itself (line breaks and spaces kept)."""
+    ``Qt.mightBeRichText`` says so, which a name can trigger: such text is escaped inside an explicit
+    ``<p>`` (always rich text, whose visible text is ``text`` itself, line breaks and spaces kept);
+    text Qt already shows as plain text is returned as it is."""
     s = str(text)
-    if not s:
+    if not QtGui.Qt.mightBeRichText(s):
         return s
     return "<p style='white-space:pre'>" + html.escape(s, quote=True) + "</p>"
 
