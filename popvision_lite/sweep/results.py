@@ -45,6 +45,7 @@ def columns(rows: list[dict], grid_names: list[str]) -> list[str]:
 def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
     """Write ``sweep.csv`` atomically (rows in point order)."""
     from popvision_lite.atomic_io import atomic_text
+    from popvision_lite.profile.csv_export import write_csv
 
     path = Path(out_dir) / RESULTS
     df = pd.DataFrame(rows)
@@ -53,7 +54,7 @@ def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
     if len(df):
         df = df.sort_values("point", kind="stable")
     with atomic_text(path, newline="") as fh:
-        df.to_csv(fh, index=False)
+        write_csv(df, fh)  # formulas in grid values / error text neutralised, CR/LF fields quoted
     return path
 
 
