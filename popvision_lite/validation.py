@@ -20,6 +20,7 @@ its ``basis`` column (see :func:`throughput`).
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import tempfile
@@ -27,6 +28,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from popvision_lite import input_files
 from popvision_lite.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -74,10 +76,10 @@ def load_rows(folder: str | os.PathLike) -> list[dict]:
     if not path.exists():
         raise ConfigError(f"{path}: validation data not found (expected {CSV_NAME} with the measured MLPerf "
                           "runs; pass --data FOLDER)")
+    text = input_files.read_text(path, "csv", "validation data")  # regular file, size-bounded, UTF-8
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as e:
         raise ConfigError(f"{path}: cannot read the CSV: {e}") from None
     if not rows:
         raise ConfigError(f"{path}: no rows")

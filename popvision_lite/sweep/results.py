@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from popvision_lite.errors import ProfileError
+from popvision_lite.errors import ConfigError, ProfileError
 
 RESULTS = "sweep.csv"
 META = "sweep.json"
@@ -94,17 +94,31 @@ def open_sweep(path) -> pd.DataFrame:
         p = p / RESULTS
     if not p.exists():
         raise ProfileError(p, "no such sweep results file (popvision-lite sweep writes <folder>/sweep.csv)")
+    import io
+
+    from popvision_lite import input_files
+
+    # a regular file within the CSV limit (a FIFO named sweep.csv would block the reader for ever)
+    data = input_files.read_bytes(p, "csv", "sweep results file", error=lambda problem: ProfileError(p, problem))
     try:
-        df = pd.read_csv(p, keep_default_na=True)
+        df = pd.read_csv(io.BytesIO(data), keep_default_na=True)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise ProfileError(p, f"cannot read as a sweep results table: {e}") from None
     missing = REQUIRED - set(df.columns)
     if missing:
         raise ProfileError(p, f"not a sweep results table: column(s) {', '.join(sorted(missing))} missing")
     folder = p.parent.resolve()
-    df["profile"] = [str(folder / v) if isinstance(v, str) and v else "" for v in df["profile"]]
     if "error" in df:
         df["error"] = [v if isinstance(v, str) else "" for v in df["error"]]
+    # a point's profile stays inside the sweep folder: an absolute or ../ path (or a symlink out) is dropped
+    # and said in its error, so clicking the point never opens a file elsewhere
+    inside = [_inside(folder, v) for v in df["profile"]]
+    for i, (v, ok) in enumerate(zip(df["profile"], inside, strict=True)):
+        if isinstance(v, str) and v and not ok:
+            note = f"profile path {v[:120]!r} is outside the sweep folder; not opened"
+            if "error" in df:
+                df.at[i, "error"] = note if not df.at[i, "error"] else f"{df.at[i, 'error']}; {note}"
+    df["profile"] = [str(folder / v) if ok else "" for v, ok in zip(df["profile"], inside, strict=True)]
     for col in ("fits", "timing_only"):
         if col in df and df[col].dtype == object:
             df[col] = df[col].map({True: True, False: False, "True": True, "False": False})
@@ -113,12 +127,21 @@ def open_sweep(path) -> pd.DataFrame:
     meta = p.parent / META
     if meta.is_file():
         try:
-            m = json.loads(meta.read_text(encoding="utf-8"))
+            m = input_files.read_json(meta, "sweep_meta", "sweep metadata")
             df.attrs["grid"] = m.get("grid", {})
             df.attrs["base"] = m.get("base", {})
-        except (OSError, ValueError):
+        except (ConfigError, AttributeError):  # the table is usable without it
             pass
     return df
+
+
+def _inside(folder: Path, rel) -> bool:
+    if not isinstance(rel, str) or not rel or "\0" in rel:
+        return False
+    try:
+        return (folder / rel).resolve().is_relative_to(folder)
+    except (OSError, ValueError, RuntimeError):
+        return False
 
 
 def grid_names(df: pd.DataFrame) -> list[str]:
