@@ -30,6 +30,7 @@ from pathlib import Path
 
 from popvision_lite import input_files
 from popvision_lite.errors import ConfigError
+from popvision_lite.validators import parse_number
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("..") / "shared" / "validation"  # relative to the repository root
@@ -95,15 +96,12 @@ def leading_int(text: str, field_name: str = "", default: int | None = None) -> 
     if not m:
         if default is not None:
             return default
-        raise ConfigError(f"{field_name}: no number in {text!r}")
-    return int(m.group())
+        raise ConfigError(f"{field_name}: no number in {str(text)[:60]!r}")
+    return parse_number(m.group(), field_name, 0, 1 << 40, integer=True)
 
 
 def _number(text: str, field_name: str) -> float:
-    try:
-        return float(str(text).strip())
-    except ValueError:
-        raise ConfigError(f"{field_name}: not a number: {text!r}") from None
+    return parse_number(text, field_name)
 
 
 def _yes(text: str) -> bool:

@@ -70,17 +70,37 @@ def check_number(name: str, value, lo=None, hi=None, *, integer: bool = False, w
     return value
 
 
+MAX_NUMBER_CHARS = 40  # "-1.7976931348623157e+308" is 24; nothing a person types needs more
+
+
+def parse_number(text, name: str, lo=None, hi=None, *, integer: bool = False, where: str = ""):
+    """The one parser of a number given as text (command line, CSV cell, ``--dim``, ``--grid``): at most
+    :data:`MAX_NUMBER_CHARS` characters (a 5,000-digit integer never reaches ``int``), then
+    :func:`check_number` (finite, an integer when ``integer``, within ``lo..hi``); ConfigError naming
+    ``name`` otherwise."""
+    s = str(text).strip()
+    kind = "an integer" if integer else "a number"
+    if len(s) > MAX_NUMBER_CHARS:
+        raise _fail(name, f"expected {kind}, got {len(s):,} characters ({s[:20]}...)", where)
+    try:
+        v = int(s) if integer else float(s)
+    except ValueError:
+        if integer:  # 1e6 or 16.0 for a count
+            try:
+                v = float(s)
+            except ValueError:
+                raise _fail(name, f"expected {kind}, got {s!r}", where) from None
+        else:
+            raise _fail(name, f"expected {kind}, got {s!r}", where) from None
+    return check_number(name, v, lo, hi, integer=integer, where=where)
+
+
 def arg_number(lo=None, hi=None, *, integer: bool = False, unit: str = ""):
     """An argparse ``type=``: parses the text and applies :func:`check_number` (argparse names the option
     and exits 2); ``unit`` ends the message ("pixels")."""
     def parse(text: str):
         try:
-            v = int(text) if integer else float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if integer else 'a number'}, got {text!r}") from None
-        try:
-            return check_number("value", v, lo, hi, integer=integer)
+            return parse_number(text, "value", lo, hi, integer=integer)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1] + (f" {unit}" if unit else "")) from None
     parse.__name__ = "integer" if integer else "number"
