@@ -49,6 +49,38 @@ EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.actions.compare", "popvision_
 MAX_RECENT = 10
 
 
+_GUARD: dict = {"window": None}
+
+
+def install_slot_guard(window) -> None:
+    """A PopvisionError (a ProfileError from a table a view reads late, a click on a damaged row) raised
+    in any Qt slot is shown in the same plain-text error dialog as a file that fails to open, instead of
+    a traceback on stderr and nothing on screen.  Any other exception is a bug: it goes on to the hook
+    that was there before (the traceback is printed; pytest-qt fails the test)."""
+    import weakref
+
+    _GUARD["window"] = weakref.ref(window)
+    if getattr(sys.excepthook, "pvl_slot_guard", False):
+        return
+    previous = sys.excepthook
+
+    def hook(etype, value, tb):
+        ref = _GUARD["window"]
+        win = ref() if ref is not None else None
+        if isinstance(value, PopvisionError) and win is not None:
+            try:
+                win.statusBar().showMessage(f"Error: {str(value)[:200]}", 8000)
+                # after the slot has unwound: a modal dialog inside the failing handler re-enters it
+                QTimer.singleShot(0, lambda w=win, m=str(value): show_error(w, "Problem in the profile", m))
+                return
+            except RuntimeError:  # the window is being deleted
+                pass
+        previous(etype, value, tb)
+
+    hook.pvl_slot_guard = True
+    sys.excepthook = hook
+
+
 class MainWindow(QMainWindow):
     document_opened = Signal(object)
 
@@ -78,6 +110,7 @@ class MainWindow(QMainWindow):
         self._install_extensions()
         self._refresh_recent()
         self._warm = start_task(warm_up, title="warm-up")  # silent: no progress bar, errors ignored
+        install_slot_guard(self)
         geom = self.settings.value("window/geometry")
         if geom is not None:
             self.restoreGeometry(geom)
