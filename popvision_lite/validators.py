@@ -169,6 +169,13 @@ def read_toml(path, what: str = "config file") -> dict:
         raise ConfigError(f"{p}: nested more than {MAX_DEPTH} levels deep (more than the TOML parser can "
                           f"follow); not a {what}") from None
     except ValueError as e:  # an integer of thousands of digits: Python's int parsing limit
+        import re
+
+        for n, line in enumerate(text.splitlines(), 1):
+            m = re.match(r"\s*([^=\s]+)\s*=.*?(\d{%d,})" % (MAX_NUMBER_CHARS + 1), line)
+            if m:
+                raise ConfigError(f"{p}: line {n}: {m.group(1)}: a number of {len(m.group(2)):,} digits; "
+                                  "not a value any field can take") from None
         raise ConfigError(f"{p}: not valid TOML: {str(e).splitlines()[0]}") from None
     check_depth(raw, p)
     check_toml_numbers(raw, p)
