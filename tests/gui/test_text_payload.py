@@ -56,12 +56,23 @@ def shown(text: str, fmt=Qt.AutoText) -> tuple[str, list[str]]:
     return d.toPlainText(), d.requested
 
 
+def normal(text: str) -> str:
+    """Text compared as a reader sees it: control characters dropped, any run of whitespace (rich text
+    collapses spaces and turns <br> into U+2028) one space."""
+    import re
+
+    return re.sub(r"[\s\u2028\u2029]+", " ", "".join(c for c in text if c.isprintable() or c.isspace()))
+
+
 class Audit:
-    def __init__(self, bait: Path):
+    """Checks every text a widget shows: ``mark`` visible means one of ``literals`` must be visible too."""
+
+    def __init__(self, bait: Path, mark: str = MARK, literals=None):
         self.bait = bait
+        self.mark = mark
         self.payload = (f'<img src="file://{bait}/bait.png"><a href="file://{bait}/link.txt">{MARK}</a>'
                         f'<b>&amp;</b>')
-        self.literal = f'<img src="file://{bait}/bait.png">'
+        self.literals = [normal(x) for x in (literals or [f'<img src="file://{bait}/bait.png">'])]
         self.seen: set[str] = set()
         self.problems: list[str] = []
         self.checked = 0
@@ -73,8 +84,9 @@ class Audit:
         visible, requested = shown(text, fmt)
         if requested:
             self.problems.append(f"{where}: requests {requested}")
-        if MARK in visible:
-            if self.literal in visible:
+        if self.mark in visible:
+            v = normal(visible)
+            if any(lit in v for lit in self.literals):
                 self.seen.add(where.split("[")[0])
             else:
                 self.problems.append(f"{where}: payload shown as markup: {visible[:200]!r}")
