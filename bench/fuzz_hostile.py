@@ -38,6 +38,9 @@ from bench import fuzz_profiles as fz
 
 SECRET = b"PVL_SECRET_MARKER=the-viewer-must-never-show-this\n"
 FAILS = (*fz.FAIL_OUTCOMES, "leak", "memory", "cli_bad", "accepted")
+# address-space cap of a worker: 4 GiB since workers also host offscreen Qt and every view (threads' stacks
+# and their mappings need about 1 GiB of address space of their own)
+MEM_MB = 4096
 VIEWS_EVERY = 2  # hostile profile cases that open go through every view: every one of the new kinds, 1 in 2 of these
 # kinds whose every case breaks a rule of the format: reading one without a ProfileError is a failure
 # (blosc_header may damage a chunk the reads do not touch; long_string's HTML/formula names are legal)
@@ -531,7 +534,7 @@ def _worker(mem_mb: int) -> int:
     return 0
 
 
-def run(cases, workers=2, timeout=10.0, mem_mb=3072, progress=None):
+def run(cases, workers=2, timeout=30.0, mem_mb=MEM_MB, progress=None):
     return fz.run_cases(cases, workers=workers, timeout=timeout, progress=progress,
                         module="bench.fuzz_hostile", args=("--mem-mb", str(mem_mb)))
 
@@ -634,7 +637,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per case before it counts as a hang")
-    ap.add_argument("--mem-mb", type=int, default=3072, help="address-space cap of a worker (MiB)")
+    ap.add_argument("--mem-mb", type=int, default=MEM_MB, help="address-space cap of a worker (MiB)")
     ap.add_argument("--surface-cases", type=int, default=2300,
                     help="round-3 cases: text payloads, traces, ONNX, sweep CSVs (bench.fuzz_surfaces)")
     ap.add_argument("--keep", help="keep the case files in this folder")

@@ -172,7 +172,7 @@ def read_toml(path, what: str = "config file") -> dict:
         import re
 
         for n, line in enumerate(text.splitlines(), 1):
-            m = re.match(r"\s*([^=\s]+)\s*=.*?(\d{%d,})" % (MAX_NUMBER_CHARS + 1), line)
+            m = re.match(rf"\s*([^=\s]+)\s*=.*?(\d{{{MAX_NUMBER_CHARS + 1},}})", line)
             if m:
                 raise ConfigError(f"{p}: line {n}: {m.group(1)}: a number of {len(m.group(2)):,} digits; "
                                   "not a value any field can take") from None

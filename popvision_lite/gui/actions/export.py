@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import export as ex
 from popvision_lite.gui.export.dialogs import export_plot_dialog, export_table_dialog, status_message
-from popvision_lite.gui.text import show_error, show_info
+from popvision_lite.gui.text import plain_label, show_error, show_info
 from popvision_lite.profile.chrome_trace import export_chrome_trace
 from popvision_lite.ranges import parse_steps, parse_tiles
 
@@ -47,6 +47,7 @@ def export_report_dialog(mw, folder: str | None = None):
     dlg = QProgressDialog("Exporting report…", "Cancel", 0, 1000, mw)
     dlg.setWindowTitle("Export report")
     dlg.setMinimumDuration(300)
+    dlg.setLabel(plain_label("Exporting report…"))  # progress names tables, which can come from the file
     rep.progress.connect(lambda f, m: (dlg.setValue(int(f * 1000)), dlg.setLabelText(f"Exporting {m}…")))
     dlg.canceled.connect(rep.cancel)
     rep.finished.connect(lambda man: (dlg.reset(), status_message(mw, f"Report written to {man['folder']} "
