@@ -72,7 +72,11 @@ class Audit:
         self.mark = mark
         self.payload = (f'<img src="file://{bait}/bait.png"><a href="file://{bait}/link.txt">{MARK}</a>'
                         f'<b>&amp;</b>')
-        self.literals = [normal(x) for x in (literals or [f'<img src="file://{bait}/bait.png">'])]
+        # any of the payload's tags visible = shown literally (an elided name keeps only some of them);
+        # rendered as markup, none is
+        self.literals = [normal(x) for x in (literals or [f'<img src="file://{bait}/bait.png">',
+                                                          f'<a href="file://{bait}/link.txt">', "</a>",
+                                                          "<b>&amp;</b>"])]
         self.seen: set[str] = set()
         self.problems: list[str] = []
         self.checked = 0
@@ -309,3 +313,29 @@ def test_headless_exports_open_nothing_outside(qtbot, hostile, tmp_path, audit, 
     if suffix == ".svg":  # the SVG carries the names as escaped text, not as markup
         svg = out.read_text()
         assert "<img" not in svg and "<a href" not in svg
+
+
+def test_onnx_node_names_reach_the_views_literally(qtbot, window, tmp_path, audit):
+    """ONNX node and tensor names become op / variable names of the emulated profile."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from popvision_lite.emulator.onnx_import import emulate_onnx
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 16], np.ones(256, np.float32).tolist())
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name=f"{audit.payload}matmul"),
+             helper.make_node("Relu", ["h"], ["y"], name=f"{audit.payload}relu")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    src = tmp_path / "m.onnx"
+    src.write_bytes(model.SerializeToString())
+    out = tmp_path / "m.pvl"
+    emulate_onnx(src, out, timing_only=True)
+    window.open_paths([out])
+    qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=30000)
+    dw = window.doc_tabs.widget(0)
+    _walk_views(qtbot, audit, dw, window.current_document())
+    assert {"operations/QTableView.tooltip", "execution/SafeTextBrowser"} <= audit.seen, sorted(audit.seen)
