@@ -53,8 +53,17 @@ def _bait_payload(rng, bait: Path) -> str:
 
 
 def literals(bait) -> list[str]:
-    """The start of every payload: a name shown literally shows one of them."""
-    return [p.format(bait=bait)[:16] for p in PAYLOADS]
+    """Pieces of every payload that markup parsing would remove or change (its tags and entities); a name
+    shown literally shows at least one of them."""
+    import re
+
+    out = set()
+    for p in PAYLOADS:
+        text = p.format(bait=bait)
+        out.update(t[:24] for t in re.findall(r"<[^<>]*>?|&[a-z]+;", text) if len(t) >= 2)
+        if not re.search(r"[<&]", text):
+            out.add(text[:8])  # control / formula / RTL text: no markup, shown as it is
+    return sorted(out)
 
 
 def make_bait(folder: Path) -> Path:
