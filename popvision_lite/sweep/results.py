@@ -107,6 +107,7 @@ def open_sweep(path) -> pd.DataFrame:
     missing = REQUIRED - set(df.columns)
     if missing:
         raise ProfileError(p, f"not a sweep results table: column(s) {', '.join(sorted(missing))} missing")
+    _check_numbers(df, p)
     folder = p.parent.resolve()
     if "error" in df:
         df["error"] = [v if isinstance(v, str) else "" for v in df["error"]]
@@ -122,6 +123,11 @@ def open_sweep(path) -> pd.DataFrame:
     for col in ("fits", "timing_only"):
         if col in df and df[col].dtype == object:
             df[col] = df[col].map({True: True, False: False, "True": True, "False": False})
+    for col in df.columns:  # a text column mixing strings with numbers or missing cells: make it all text
+        if col not in ("fits", "timing_only") and (df[col].dtype == object or pd.api.types.is_string_dtype(df[col])):
+            df[col] = pd.Series(["" if v is None or (isinstance(v, float) and np.isnan(v)) else v
+                                 if isinstance(v, str) else str(v) for v in df[col].astype(object)],
+                                index=df.index, dtype=object)
     df.attrs["path"] = str(p.resolve())
     df.attrs["folder"] = str(folder)
     meta = p.parent / META
@@ -133,6 +139,26 @@ def open_sweep(path) -> pd.DataFrame:
         except (ConfigError, AttributeError):  # the table is usable without it
             pass
     return df
+
+
+NUMBER_COLUMNS = ("point", "chips", "peak_tile_memory_pct", "peak_tile", "samples_per_second", "total_cycles",
+                  "step_seconds", "compute_share", "exchange_share", "sync_share", "stream_copy_share",
+                  "usd_per_chip_hour", "cost_per_1m_samples_usd")
+
+
+def _check_numbers(df: pd.DataFrame, p: Path) -> None:
+    """Number columns hold finite numbers or nothing (a failed point); ProfileError naming the column and
+    the CSV line otherwise, so no view meets text or infinity where it plots a number."""
+    for col in NUMBER_COLUMNS:
+        if col not in df:
+            continue
+        v = df[col]
+        num = pd.to_numeric(v, errors="coerce").astype(float)
+        bad = (num.isna() & v.notna() & (v.astype(str).str.strip() != "")) | np.isinf(num.to_numpy())
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ProfileError(p, f"column {col!r}, line {i + 2}: {str(v.iloc[i])[:40]!r} is not a finite number")
+        df[col] = num
 
 
 def _inside(folder: Path, rel) -> bool:

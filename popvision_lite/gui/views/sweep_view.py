@@ -97,7 +97,8 @@ def _series(sub: pd.DataFrame, others: list[str], x: np.ndarray, y: np.ndarray) 
     NaN between polylines; groups of one row draw nothing.  One sort, no per-group Python loop."""
     if not len(sub):
         return np.array([]), np.array([])
-    keys = [sub[c].astype(str).to_numpy() for c in others] if others else []
+    # text keys, a missing value as "nan" too (pandas' str dtype keeps NaN, which lexsort cannot compare)
+    keys = [np.array([str(v) for v in sub[c].tolist()]) for c in others] if others else []
     order = np.lexsort([sub["chips"].to_numpy(dtype=float), *reversed(keys)]) if keys else \
         np.argsort(sub["chips"].to_numpy(dtype=float), kind="stable")
     idx = sub.index.to_numpy()[order]
