@@ -501,7 +501,7 @@ def classify_cli(case: dict) -> tuple[str, str]:
         return "other_exception", f"{type(e).__name__}: {e}"[:300]
     msg = err.getvalue().strip()
     want = case.get("want_rc", 2)
-    if rc != want:
+    if rc != want and rc not in case.get("also_rc", ()):
         return "cli_bad", f"exit {rc}, expected {want}: {msg[-300:]}"
     if want == 2 and ("Traceback" in msg or not msg):
         return "cli_bad", f"exit 2 without a one-line message: {msg[-300:]}"
