@@ -58,7 +58,7 @@ def check_regular(path, what: str, error: ErrorFactory | None = None) -> os.stat
     try:
         st = os.stat(os.fspath(path))
     except FileNotFoundError:
-        raise err(f"{what} not found") from None
+        raise err(f"cannot read {what}: not found (no such file)") from None
     except OSError as e:
         raise err(f"cannot read {what}: {e.strerror or e}") from None
     _refuse_special(st, what, err)

@@ -101,7 +101,10 @@ def leading_int(text: str, field_name: str = "", default: int | None = None) -> 
 
 
 def _number(text: str, field_name: str) -> float:
-    return parse_number(text, field_name)
+    try:
+        return parse_number(text, field_name)  # bounded length, finite
+    except ConfigError:
+        raise ConfigError(f"{field_name}: not a number: {str(text)[:40]!r}") from None
 
 
 def _yes(text: str) -> bool:
