@@ -132,8 +132,8 @@ def connect_checked(connect, address: str, timeout: float):
     read as a 3 EiB message).  Any failure of the connection is a ConfigError naming the address."""
     scheme, sep, rest = address.partition("://")
     if not sep or scheme.lower() not in SCHEDULER_SCHEMES or not rest:
-        raise ConfigError(f"argument --scheduler: {address[:80]!r}: expected {' / '.join(s + '://' for s in SCHEDULER_SCHEMES)}"
-                          "HOST:PORT, e.g. tcp://host:8786")
+        raise ConfigError(f"argument --scheduler: {address[:80]!r} is not a scheduler address; expected "
+                          f"{' / '.join(s + '://' for s in SCHEDULER_SCHEMES)}HOST:PORT, e.g. tcp://host:8786")
     if scheme.lower() == "tcp":
         _probe_dask(address, rest, timeout)
     try:
