@@ -38,6 +38,10 @@ from bench import fuzz_profiles as fz
 
 SECRET = b"PVL_SECRET_MARKER=the-viewer-must-never-show-this\n"
 FAILS = (*fz.FAIL_OUTCOMES, "leak", "memory", "cli_bad", "accepted")
+# address-space cap of a worker: 4 GiB since workers also host offscreen Qt and every view (threads' stacks
+# and their mappings need about 1 GiB of address space of their own)
+MEM_MB = 4096
+VIEWS_EVERY = 2  # hostile profile cases that open go through every view: every one of the new kinds, 1 in 2 of these
 # kinds whose every case breaks a rule of the format: reading one without a ProfileError is a failure
 # (blosc_header may damage a chunk the reads do not touch; long_string's HTML/formula names are legal)
 MUST_REFUSE = {"soft_link", "filter", "claim_rows", "claim_target", "ids", "refs", "dup_pairs", "null_space",
@@ -424,7 +428,7 @@ def make_cases(base: Path, folder: Path, n: int, seed: int) -> list[dict]:
                 dst.unlink()
             cases.append(dict(id=i, kind=kind, what=f"mutation failed: {type(e).__name__}: {e}", path=None))
             continue
-        cases.append(dict(id=i, kind=kind, what=what, path=str(dst)))
+        cases.append(dict(id=i, kind=kind, what=what, path=str(dst), views=i % VIEWS_EVERY == 0))
     return cases
 
 
@@ -445,10 +449,36 @@ def special_cases(folder: Path, start_id: int) -> list[dict]:
     return out
 
 
+SURFACE_KINDS = ("text_payload", "issue27", "torch_trace", "onnx", "csv")
+
+
 def classify(case: dict) -> tuple[str, str]:
     """(outcome, detail) of one case in this (memory-capped) process."""
     if case.get("argv"):
         return classify_cli(case)
+    if case["kind"] in SURFACE_KINDS:
+        from bench import fuzz_surfaces
+
+        return fuzz_surfaces.classify(case)
+    outcome, detail = _classify_file(case)
+    if outcome == "ok" and case.get("views"):  # a hostile file that opens: every view, selection, export
+        from bench import fuzz_surfaces
+
+        try:
+            v_outcome, v_detail = fuzz_surfaces.views(case["path"])
+        except MemoryError as e:
+            return "memory", f"views: MemoryError under the cap: {e}"
+        except Exception as e:  # noqa: BLE001
+            from popvision_lite.errors import PopvisionError
+
+            if isinstance(e, PopvisionError):
+                return "views_refused", str(e)[:300]
+            return "other_exception", f"views: {type(e).__name__}: {e}"[:300]
+        return v_outcome, v_detail
+    return outcome, detail
+
+
+def _classify_file(case: dict) -> tuple[str, str]:
     try:
         outcome, detail = fz.classify(case["path"])
     except MemoryError as e:  # the cap was hit: the file made the reader allocate too much
@@ -505,7 +535,7 @@ def classify_cli(case: dict) -> tuple[str, str]:
         return "other_exception", f"{type(e).__name__}: {e}"[:300]
     msg = err.getvalue().strip()
     want = case.get("want_rc", 2)
-    if rc != want:
+    if rc != want and rc not in case.get("also_rc", ()):
         return "cli_bad", f"exit {rc}, expected {want}: {msg[-300:]}"
     if want == 2 and ("Traceback" in msg or not msg):
         return "cli_bad", f"exit 2 without a one-line message: {msg[-300:]}"
@@ -520,6 +550,7 @@ def _worker(mem_mb: int) -> int:
     import warnings
 
     warnings.simplefilter("ignore")
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     import popvision_lite.analysis.summary  # noqa: F401
     import popvision_lite.cli  # noqa: F401
     import popvision_lite.profile.reader  # noqa: F401
@@ -537,17 +568,24 @@ def _worker(mem_mb: int) -> int:
     return 0
 
 
-def run(cases, workers=2, timeout=10.0, mem_mb=3072, progress=None):
+def run(cases, workers=2, timeout=30.0, mem_mb=MEM_MB, progress=None):
     return fz.run_cases(cases, workers=workers, timeout=timeout, progress=progress,
                         module="bench.fuzz_hostile", args=("--mem-mb", str(mem_mb)))
 
 
-def all_cases(folder: Path, n: int, seed: int, cli: bool = True) -> list[dict]:
+def all_cases(folder: Path, n: int, seed: int, cli: bool = True, surfaces: int = 0) -> list[dict]:
     base = fz.make_base(folder)
     cases = make_cases(base, folder / "cases", n, seed)
     cases += special_cases(folder / "cases", len(cases))
     if cli:
         cases += cli_cases(folder / "cli", len(cases), seed)
+    if surfaces:
+        from bench import fuzz_surfaces
+
+        cases += fuzz_surfaces.make_cases(folder / "surfaces", base, surfaces, seed, len(cases))
+    # cases that load Qt last: a worker that has hosted the views keeps Qt's threads and mappings, which
+    # leave little of the address-space cap to the ONNX and trace readers of later cases
+    cases.sort(key=lambda c: bool(c.get("views") or c["kind"] in ("text_payload", "issue27", "csv")))
     return cases
 
 
@@ -635,8 +673,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", type=int, default=2400, help="hostile profile files (plus special files, CLI)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per case before it counts as a hang")
-    ap.add_argument("--mem-mb", type=int, default=3072, help="address-space cap of a worker (MiB)")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per case before it counts as a hang")
+    ap.add_argument("--mem-mb", type=int, default=MEM_MB, help="address-space cap of a worker (MiB)")
+    ap.add_argument("--surface-cases", type=int, default=2300,
+                    help="round-3 cases: text payloads, traces, ONNX, sweep CSVs (bench.fuzz_surfaces)")
     ap.add_argument("--keep", help="keep the case files in this folder")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -649,7 +689,7 @@ def main(argv=None) -> int:
     try:
         os.chdir(folder)  # relative external paths resolve here, never in the repository
         t0 = time.perf_counter()
-        cases = all_cases(folder, args.cases, args.seed)
+        cases = all_cases(folder, args.cases, args.seed, surfaces=args.surface_cases)
         t1 = time.perf_counter()
         results = run(cases, workers=args.workers, timeout=args.timeout, mem_mb=args.mem_mb)
         t2 = time.perf_counter()

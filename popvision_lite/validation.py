@@ -20,6 +20,7 @@ its ``basis`` column (see :func:`throughput`).
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import tempfile
@@ -27,7 +28,9 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from popvision_lite import input_files
 from popvision_lite.errors import ConfigError
+from popvision_lite.validators import parse_number
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("..") / "shared" / "validation"  # relative to the repository root
@@ -76,10 +79,10 @@ def load_rows(folder: str | os.PathLike) -> list[dict]:
     if not path.exists():
         raise ConfigError(f"{path}: validation data not found (expected {CSV_NAME} with the measured MLPerf "
                           "runs; pass --data FOLDER)")
+    text = input_files.read_text(path, "csv", "validation data")  # regular file, size-bounded, UTF-8
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as e:
         raise ConfigError(f"{path}: cannot read the CSV: {e}") from None
     if not rows:
         raise ConfigError(f"{path}: no rows")
@@ -95,15 +98,15 @@ def leading_int(text: str, field_name: str = "", default: int | None = None) -> 
     if not m:
         if default is not None:
             return default
-        raise ConfigError(f"{field_name}: no number in {text!r}")
-    return int(m.group())
+        raise ConfigError(f"{field_name}: no number in {str(text)[:60]!r}")
+    return parse_number(m.group(), field_name, 0, 1 << 40, integer=True)
 
 
 def _number(text: str, field_name: str) -> float:
     try:
-        return float(str(text).strip())
-    except ValueError:
-        raise ConfigError(f"{field_name}: not a number: {text!r}") from None
+        return parse_number(text, field_name)  # bounded length, finite
+    except ConfigError:
+        raise ConfigError(f"{field_name}: not a number: {str(text)[:40]!r}") from None
 
 
 def _yes(text: str) -> bool:

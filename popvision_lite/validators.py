@@ -24,9 +24,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import stat
 import tomllib
 
+from popvision_lite import input_files
 from popvision_lite.errors import ConfigError
 
 MAX_CONFIG_BYTES = 1 << 20  # a run config is a few hundred bytes
@@ -70,17 +70,37 @@ def check_number(name: str, value, lo=None, hi=None, *, integer: bool = False, w
     return value
 
 
+MAX_NUMBER_CHARS = 40  # "-1.7976931348623157e+308" is 24; nothing a person types needs more
+
+
+def parse_number(text, name: str, lo=None, hi=None, *, integer: bool = False, where: str = ""):
+    """The one parser of a number given as text (command line, CSV cell, ``--dim``, ``--grid``): at most
+    :data:`MAX_NUMBER_CHARS` characters (a 5,000-digit integer never reaches ``int``), then
+    :func:`check_number` (finite, an integer when ``integer``, within ``lo..hi``); ConfigError naming
+    ``name`` otherwise."""
+    s = str(text).strip()
+    kind = "an integer" if integer else "a number"
+    if len(s) > MAX_NUMBER_CHARS:
+        raise _fail(name, f"expected {kind}, got {len(s):,} characters ({s[:20]}...)", where)
+    try:
+        v = int(s) if integer else float(s)
+    except ValueError:
+        if integer:  # 1e6 or 16.0 for a count
+            try:
+                v = float(s)
+            except ValueError:
+                raise _fail(name, f"expected {kind}, got {s!r}", where) from None
+        else:
+            raise _fail(name, f"expected {kind}, got {s!r}", where) from None
+    return check_number(name, v, lo, hi, integer=integer, where=where)
+
+
 def arg_number(lo=None, hi=None, *, integer: bool = False, unit: str = ""):
     """An argparse ``type=``: parses the text and applies :func:`check_number` (argparse names the option
     and exits 2); ``unit`` ends the message ("pixels")."""
     def parse(text: str):
         try:
-            v = int(text) if integer else float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if integer else 'a number'}, got {text!r}") from None
-        try:
-            return check_number("value", v, lo, hi, integer=integer)
+            return parse_number(text, "value", lo, hi, integer=integer)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1] + (f" {unit}" if unit else "")) from None
     parse.__name__ = "integer" if integer else "number"
@@ -126,47 +146,13 @@ def parse_int_ranges(text: str, name: str, lo: int = 0, hi: int | None = None,
 
 def read_small_text(path, what: str = "config file", max_bytes: int = MAX_CONFIG_BYTES) -> str:
     """Text of a small regular file; ConfigError naming the file when it is missing, not a regular file
-    (FIFO, device, socket: checked with os.stat before opening, so nothing blocks), too large or not
-    UTF-8."""
-    p = os.fspath(path)
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: {what} not found") from None
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read {what}: {e.strerror or e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
-        raise ConfigError(f"{p}: cannot read {what}: it is {kind}; refusing to read it")
-    if st.st_size > max_bytes:
-        raise ConfigError(f"{p}: {what} is {st.st_size:,} bytes, more than the {max_bytes:,} allowed")
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ConfigError(f"{p}: cannot read {what}: not a regular file; refusing to read it")
-            data = fh.read(max_bytes + 1)
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read {what}: {e.strerror or e}") from None
-    if len(data) > max_bytes:
-        raise ConfigError(f"{p}: {what} is more than {max_bytes:,} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{p}: cannot read {what}: not UTF-8 text ({e})") from None
+    (FIFO, device, socket: refused before anything blocks), too large or not UTF-8."""
+    return input_files.read_text(path, "config", what, max_bytes=max_bytes)
 
 
 def check_depth(obj, name: str, max_depth: int = MAX_DEPTH) -> None:
     """ConfigError when dicts/lists in ``obj`` nest deeper than ``max_depth`` (iterative: no recursion)."""
-    stack = [(obj, 0)]
-    while stack:
-        o, d = stack.pop()
-        if d > max_depth:
-            raise ConfigError(f"{name}: nested more than {max_depth} levels deep")
-        if isinstance(o, dict):
-            stack.extend((v, d + 1) for v in o.values())
-        elif isinstance(o, list | tuple):
-            stack.extend((v, d + 1) for v in o)
+    input_files.check_depth(obj, name, max_depth, ConfigError)
 
 
 def read_toml(path, what: str = "config file") -> dict:
@@ -182,8 +168,39 @@ def read_toml(path, what: str = "config file") -> dict:
     except RecursionError:
         raise ConfigError(f"{p}: nested more than {MAX_DEPTH} levels deep (more than the TOML parser can "
                           f"follow); not a {what}") from None
+    except ValueError as e:  # an integer of thousands of digits: Python's int parsing limit
+        import re
+
+        for n, line in enumerate(text.splitlines(), 1):
+            m = re.match(rf"\s*([^=\s]+)\s*=.*?(\d{{{MAX_NUMBER_CHARS + 1},}})", line)
+            if m:
+                raise ConfigError(f"{p}: line {n}: {m.group(1)}: a number of {len(m.group(2)):,} digits; "
+                                  "not a value any field can take") from None
+        raise ConfigError(f"{p}: not valid TOML: {str(e).splitlines()[0]}") from None
     check_depth(raw, p)
+    check_toml_numbers(raw, p)
     return raw
+
+
+MAX_TOML_INT = 2 ** 63 - 1
+
+
+def check_toml_numbers(obj, where: str) -> None:
+    """ConfigError for a number no config field can mean: an integer beyond 64 bits, a NaN or an
+    infinity (TOML has literals for both), wherever it is; the fields' own bounds come after."""
+    stack = [("", obj)]
+    while stack:
+        key, o = stack.pop()
+        if isinstance(o, dict):
+            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in o.items())
+        elif isinstance(o, list):
+            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(o))
+        elif isinstance(o, bool):
+            continue
+        elif isinstance(o, int) and abs(o) > MAX_TOML_INT:
+            raise _fail(key, f"integer of {len(str(abs(o)))} digits is out of range", where)
+        elif isinstance(o, float) and not math.isfinite(o):
+            raise _fail(key, f"must be a finite number, got {o!r}", where)
 
 
 def host_memory_bytes() -> int | None:

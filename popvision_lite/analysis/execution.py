@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from popvision_lite.errors import ProfileError
 from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
 
 N_KINDS = len(STEP_KINDS)
@@ -354,6 +355,16 @@ SUMMARY_CACHE_BYTES = 96 * 2**20   # whole summary levels kept in memory when at
 
 
 def cached_summary(profile, index: StepIndex, sb: int, tb: int, a: int, b: int) -> dict:
+    try:
+        return _cached_summary(profile, index, sb, tb, a, b)
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError) as e:
+        # a summary dataset of the wrong shape or type (a null-shaped tile_edges is h5py's Empty)
+        raise ProfileError(getattr(profile, "path", "profile"),
+                           f"summaries/s{sb}_t{tb} (steps {a}..{b}): unreadable step x tile summary: "
+                           f"{type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _cached_summary(profile, index: StepIndex, sb: int, tb: int, a: int, b: int) -> dict:
     """``profile.step_tiles.summary(sb, tb, a, b)`` as float32 arrays; a whole level is read once
     and kept (on ``index``) when it is small (<= SUMMARY_CACHE_BYTES for min+mean+max), so pans
     and zooms over the overview cost no file reads.  Larger levels are read by window."""

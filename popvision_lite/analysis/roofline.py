@@ -41,7 +41,7 @@ from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import workload as wl
 from popvision_lite.devices import DeviceSpec
-from popvision_lite.errors import ConfigError
+from popvision_lite.errors import ConfigError, DeviceSpecError
 from popvision_lite.units import format_bandwidth, format_flops
 
 DEFAULT_GPUS = ("a100-80gb", "h100-sxm", "h200", "v100")
@@ -248,12 +248,22 @@ class RooflineAnalysis:
         return t
 
 
+FALLBACK_IPU = "ipu-mk2"  # the roofs used for a profile whose target device has no bundled spec
+
+
 def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
             ipu_spec: DeviceSpec | None = None) -> RooflineAnalysis:
     """Roofline numbers for every op of ``profile`` (a Profile, ProfileData, or anything with
     ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present)."""
     target = _target_of(profile)
-    spec = ipu_spec or devices.load_bundled_device(target.device)  # an id from a file, never a path
+    notes = []
+    try:
+        spec = ipu_spec or devices.load_bundled_device(target.device)  # an id from a file, never a path
+    except DeviceSpecError:
+        # a profile naming a device this build has no spec for: draw against a known IPU and say so
+        spec = devices.load_bundled_device(FALLBACK_IPU)
+        notes.append(f"target device {str(target.device)[:60]!r} is unknown to this build; roofs drawn for the "
+                     f"{spec.name} ({FALLBACK_IPU}) scaled to the profile's tiles, so treat the bounds as rough")
     ops = profile.ops.reset_index(drop=True)
     new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
     n_ipus = int(target.num_ipus)
@@ -263,7 +273,6 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         ipu.name += ", per chip"
     gpu_lines = [gpu_roofline(g) for g in gpus]
     clock = float(target.clock_hz)
-    notes = []
     if ipu.note:
         notes.append(ipu.note)
 

@@ -32,7 +32,6 @@ Anything malformed raises :class:`TraceImportError` naming the file and the even
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 import math
 from pathlib import Path
@@ -40,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from popvision_lite import input_files
 from popvision_lite.errors import PopvisionError
 
 GPU_CATS = ("kernel", "gpu_op")
@@ -90,8 +90,8 @@ def _num(v, path, where):
         raise TraceImportError(path, f"{where}: expected a number, got {v!r}")
     try:
         x = float(v)
-    except ValueError:
-        raise TraceImportError(path, f"{where}: expected a number, got {v!r}") from None
+    except (ValueError, OverflowError):
+        raise TraceImportError(path, f"{where}: expected a number, got {str(v)[:40]!r}") from None
     if not math.isfinite(x) or x < 0:
         raise TraceImportError(path, f"{where}: must be a finite number >= 0, got {v!r}")
     return x
@@ -291,19 +291,8 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
 
 
 def _read_events(path: Path) -> list:
-    try:
-        text = path.read_bytes()
-    except OSError as e:
-        raise TraceImportError(path, f"cannot read trace: {e.strerror or e}") from None
-    if text[:2] == b"\x1f\x8b":  # torch.profiler can write .json.gz
-        try:
-            text = gzip.decompress(text)
-        except (OSError, EOFError) as e:
-            raise TraceImportError(path, f"corrupt gzip file: {e}") from None
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TraceImportError(path, f"not a JSON file: {e}") from None
+    # regular file, size and gzip-expansion bounds, JSON depth: popvision_lite.input_files
+    data = input_files.read_json(path, "torch_trace", "trace", error=lambda problem: TraceImportError(path, problem))
     if isinstance(data, dict):
         if "traceEvents" not in data:
             raise TraceImportError(path, "no 'traceEvents' key: not a Chrome trace")
@@ -325,6 +314,14 @@ def load_torch_trace(path) -> pd.DataFrame:
     bytes are unknown).  Zero-duration kernels stay in the frame with ``achieved_flops`` NaN and
     ``drop_reason`` "zero duration" (they cannot be placed on a log axis)."""
     path = Path(path)
+    try:
+        return _load(path)
+    except (TypeError, ValueError, ArithmeticError, RecursionError, KeyError, IndexError) as e:
+        # hostile values the event checks above do not name (an id that is a list, a shape of huge dims)
+        raise TraceImportError(path, f"malformed trace: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _load(path: Path) -> pd.DataFrame:
     events = _read_events(path)
     ops: dict = {}          # External id -> (name, flops, bytes, flops_from, bytes_from)
     corr_ext: dict = {}     # correlation -> External id (runtime launch events)

@@ -350,7 +350,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     notes: list[str] = []
     missing: list[str] = []
 
-    ipu_spec = devices.load_device(target.device)
+    ipu_spec = devices.load_bundled_device(target.device)  # an id from a file, never a path
     ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
     ipu_price, ipu_src, ipu_missing = _price(ipu_spec)
     if ipu_missing:

@@ -151,6 +151,8 @@ def resolve(args) -> dict:
     inputs = getattr(args, "inputs", None) or (
         _beside_config(rc["inputs"], args.config) if isinstance(rc.get("inputs"), str) else rc.get("inputs"))
     if inputs is not None:
+        if not isinstance(inputs, str) or not inputs:
+            raise ConfigError(f"{where}field 'inputs': expected the path of an .npz file, got {str(inputs)[:60]!r}")
         kw["inputs"] = inputs
     if not kw["training"]:
         from popvision_lite.emulator.onnx_import.run import SCALE_DEFAULTS, TRAINING_STATE

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from popvision_lite.cli.args import count
+from popvision_lite.cli.args import count, terminal_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.profile import schema
 from popvision_lite.units import format_bytes, format_hz, format_seconds
@@ -122,10 +122,10 @@ def run(args) -> int:
         with open_profile(args.profile) as p:
             s = summarize(p, top=args.top)
     except PopvisionError as e:
-        print(f"popvision-lite info: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite info: error: {e}"), file=sys.stderr)
         return 2
     try:
-        print(json.dumps(s, indent=2) if args.json else format_summary(s))
+        print(json.dumps(s, indent=2) if args.json else terminal_text(format_summary(s)))
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into `head`: not an error
         devnull = os.open(os.devnull, os.O_WRONLY)

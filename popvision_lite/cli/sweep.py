@@ -13,12 +13,14 @@ Exit codes: 0 every point ran (some may not fit), 1 some points failed (their ro
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
+from popvision_lite.validators import arg_number
 
 PROG = "popvision-lite sweep"
 
@@ -38,19 +40,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full-numerics", action="store_true",
                    help="compute values and check them (default: timing-only, same cycles and memory)")
     p.add_argument("--workers", type=positive_int,
-                   help="worker processes of the local cluster (default: one per core, at most one per point)")
+                   help="worker processes of the local cluster (default: one per core, at most one per point; "
+                        "more than the cores is capped to the cores)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run on this existing Dask cluster; the output folder must be shared by its workers")
-    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--connect-timeout", type=arg_number(0.1, 3600.0), default=10.0, metavar="SECONDS",
                    help="how long to try reaching --scheduler (default 10 s)")
     p.add_argument("--isolate", choices=("process", "worker"), default="process",
                    help="process (default): each point runs in its own child process of a Dask worker, so a "
                         "crash fails that point alone, with its signal named; worker: points run inside the "
                         "worker processes (faster for tiny points; a crash restarts the worker and the point "
                         "is tried once more)")
-    p.add_argument("--point-timeout", type=float, metavar="SECONDS",
+    p.add_argument("--point-timeout", type=arg_number(0.001, 1e7), metavar="SECONDS",
                    help="kill a point that runs longer and mark it failed (with --isolate process)")
-    p.add_argument("--point-memory", type=float, metavar="GiB",
+    p.add_argument("--point-memory", type=arg_number(0.01, float(1 << 20)), metavar="GiB",
                    help="address-space cap of each point's process: a point that needs more fails with "
                         "MemoryError instead of pushing the machine into swap (with --isolate process)")
     p.add_argument("--no-resume", action="store_true", help="run every point again, even finished ones")
@@ -119,12 +122,70 @@ def plan(args):
     return points, grid, base, out, warnings
 
 
+SCHEDULER_SCHEMES = ("tcp", "tls", "inproc")
+
+
+def connect_checked(connect, address: str, timeout: float):
+    """``connect(address, timeout)`` after checking what is there: a scheme Dask's scheduler speaks
+    (tcp, tls, inproc), and for tcp a server that opens with Dask's handshake within ``timeout`` (a web
+    server, or one that accepts and never answers, is refused here instead of hanging the sweep or being
+    read as a 3 EiB message).  Any failure of the connection is a ConfigError naming the address."""
+    scheme, sep, rest = address.partition("://")
+    if not sep or scheme.lower() not in SCHEDULER_SCHEMES or not rest:
+        raise ConfigError(f"argument --scheduler: {address[:80]!r} is not a scheduler address; expected "
+                          f"{' / '.join(s + '://' for s in SCHEDULER_SCHEMES)}HOST:PORT, e.g. tcp://host:8786")
+    if scheme.lower() == "tcp":
+        _probe_dask(address, rest, timeout)
+    try:
+        return connect(address, timeout)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the peer sent, the user gets one line
+        raise ConfigError(f"argument --scheduler: {address}: not a working Dask scheduler "
+                          f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def _probe_dask(address: str, hostport: str, timeout: float) -> None:
+    """A Dask scheduler writes its handshake as soon as a client connects: a message that starts with its
+    length in 8 bytes (about 100).  Silence for ``timeout``, or a first 8 bytes that are not a small length
+    (an HTTP or SSH banner), is not a Dask scheduler."""
+    import socket
+    import struct
+
+    host, _, port = hostport.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port_n = int(port) if len(port) <= 5 else -1
+    except ValueError:
+        port_n = -1
+    if not 0 < port_n < 65536:
+        raise ConfigError(f"argument --scheduler: {address[:80]!r}: expected tcp://HOST:PORT with a port 1..65535")
+    try:
+        with socket.create_connection((host, port_n), timeout=timeout) as s:
+            s.settimeout(timeout)
+            head = b""
+            while len(head) < 8:
+                chunk = s.recv(8 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except TimeoutError:
+        raise ConfigError(f"argument --scheduler: {address}: no Dask scheduler answered within {timeout:g} s "
+                          "(--connect-timeout)") from None
+    except OSError as e:
+        raise ConfigError(f"argument --scheduler: cannot reach the Dask scheduler at {address} "
+                          f"({e.strerror or e})") from None
+    if len(head) < 8 or not 0 < struct.unpack("<Q", head)[0] < 1 << 20:  # its handshake is ~100 bytes
+        raise ConfigError(f"argument --scheduler: {address}: the server there does not speak Dask's protocol "
+                          "(is it a web server or another service?)")
+
+
 def run(args) -> int:
     from popvision_lite.sweep.engine import ProgressLine, connect, run_sweep
 
     try:
         points, grid, base, out, warnings = plan(args)
-        client = connect(args.scheduler, args.connect_timeout) if args.scheduler else None
+        client = connect_checked(connect, args.scheduler, args.connect_timeout) if args.scheduler else None
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
@@ -133,10 +194,16 @@ def run(args) -> int:
         return 130
     for w in warnings:
         print(f"{PROG}: warning: {w}", file=sys.stderr)
+    workers = args.workers
+    cores = os.cpu_count() or 1
+    if workers is not None and workers > cores:
+        print(f"{PROG}: warning: --workers {workers}: this machine has {cores} cores; using {cores}",
+              file=sys.stderr)
+        workers = cores
     meta = {"grid": grid, "base": asdict(base), "points": len(points)}
     progress = ProgressLine(enabled=not args.quiet)
     try:
-        o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=args.workers, client=client,
+        o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=workers, client=client,
                       isolate=args.isolate, resume=not args.no_resume, progress=progress,
                       point_timeout=args.point_timeout,
                       point_memory=int(args.point_memory * 2**30) if args.point_memory else None)

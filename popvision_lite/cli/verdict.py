@@ -12,7 +12,7 @@ import math
 import sys
 from pathlib import Path
 
-from popvision_lite.cli.args import whole_number
+from popvision_lite.cli.args import terminal_text, whole_number
 from popvision_lite.errors import PopvisionError
 
 _count = whole_number(1, exponent=True)  # --samples 1e6
@@ -56,13 +56,13 @@ def run(args) -> int:
         with open_profile(args.profile) as p:
             v = verdict(p, gpu=args.gpu, gpus=args.gpus, samples=args.samples, gpu_micro_batch=args.gpu_micro_batch)
     except PopvisionError as e:
-        print(f"popvision-lite verdict: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite verdict: error: {e}"), file=sys.stderr)
         return 2
     try:
         if args.json:
             print(json.dumps(_clean(v.to_dict()), indent=2, default=str))
         else:
-            print(v.text())
+            print(terminal_text(v.text()))
         sys.stdout.flush()
     except BrokenPipeError:  # `popvision-lite verdict run.pvl | head`: the reader left; not an error
         import os

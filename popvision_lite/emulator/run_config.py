@@ -94,6 +94,11 @@ def check_model_args(args: dict, where: str) -> dict:
             if not ok:
                 raise ConfigError(f"{where}: field '{k}': expected {getattr(typ, '__name__', 'a number')}, "
                                   f"got {v!r}")
+        if k == "layer_split":  # layers per stage: whole or half layers, each a number
+            if not v or len(v) > MODEL_LIMITS["layers"][1]:
+                raise ConfigError(f"{where}: field 'layer_split': expected 1..{MODEL_LIMITS['layers'][1]} numbers")
+            for i, x in enumerate(v):
+                check_number(f"field 'layer_split[{i}]'", x, 0, MODEL_LIMITS["layers"][1], where=where)
         if k in MODEL_LIMITS and not isinstance(v, bool):  # finite, within bounds (ffn = -5, lr = inf ...)
             lo, hi = MODEL_LIMITS[k]
             check_number(f"field '{k}'", v, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.compare import compare
 from popvision_lite.gui.export import ReportExporter
 from popvision_lite.gui.export import dialogs as export_actions
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data
+from popvision_lite.gui.text import plain_label, show_error
 from popvision_lite.gui.views import compare as V
 
 PAGES = (
@@ -96,7 +97,7 @@ class CompareWindow(QMainWindow):
             try:
                 page = cls(self.comparison)
             except Exception as exc:  # one broken page must not take the window down
-                page = QLabel(f"The {title} comparison failed to build: {type(exc).__name__}: {exc}")
+                page = plain_label(f"The {title} comparison failed to build: {type(exc).__name__}: {exc}")
             self._holders[index].layout().addWidget(page)
             page.show()
             self.pages[key] = page
@@ -127,7 +128,7 @@ class CompareWindow(QMainWindow):
 
     def export_report(self, folder=None):
         """Every page's plots (PNG) and tables (CSV) + the comparison as summary.md / index.html."""
-        from PySide6.QtWidgets import QFileDialog, QMessageBox
+        from PySide6.QtWidgets import QFileDialog
 
         if folder is None:
             folder = QFileDialog.getExistingDirectory(self, "Export comparison report into folder")
@@ -137,7 +138,7 @@ class CompareWindow(QMainWindow):
         rep.progress.connect(lambda f, m: self.statusBar().showMessage(f"Exporting {m}… {int(f * 100)}%"))
         rep.finished.connect(lambda man: self.statusBar().showMessage(
             f"Report written to {man['folder']} ({len(man['images'])} images)", 8000))
-        rep.failed.connect(lambda e: QMessageBox.critical(self, "Export report", str(e)))
+        rep.failed.connect(lambda e: show_error(self, "Export report", str(e)))
         self._report = rep
         rep.start()
         return rep

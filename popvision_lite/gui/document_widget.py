@@ -9,9 +9,11 @@ import traceback
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
+from popvision_lite.errors import PopvisionError
 from popvision_lite.gui.state.document import Document
+from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.views import VIEW_REGISTRY, ViewNotAvailable
 
 
@@ -67,10 +69,11 @@ class DocumentWidget(QWidget):
         try:
             view = factory(self.document)
         except ViewNotAvailable:
-            view = QLabel(f"The {title} view is not available in this build.")
+            view = plain_label(f"The {title} view is not available in this build.")
         except Exception as exc:  # a broken view must not take the window down
-            traceback.print_exc()
-            view = QLabel(f"The {title} view failed to build:\n{type(exc).__name__}: {exc}")
+            if not isinstance(exc, PopvisionError):  # a damaged profile is said on the tab; a bug also here
+                traceback.print_exc()
+            view = plain_label(f"The {title} view failed to build:\n{type(exc).__name__}: {exc}")
             view.setWordWrap(True)
             view.setAlignment(Qt.AlignCenter)
         holder.layout().addWidget(view)

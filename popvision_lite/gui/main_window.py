@@ -23,7 +23,6 @@ from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
-    QLabel,
     QMainWindow,
     QMessageBox,
     QProgressBar,
@@ -39,6 +38,7 @@ from popvision_lite.gui.document_widget import DocumentWidget
 from popvision_lite.gui.start_page import StartPage, bundled_samples
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data, warm_up
+from popvision_lite.gui.text import plain_label, plain_tip, show_error, show_info
 from popvision_lite.gui.views import VIEW_REGISTRY
 from popvision_lite.gui.workers import Worker, start_task
 
@@ -48,6 +48,38 @@ PROFILE_FILTER = "popvision-lite profiles (*.pvl);;Sweep results (sweep.csv *.cs
 EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.actions.compare", "popvision_lite.gui.actions.export",
                                "popvision_lite.gui.actions.run")
 MAX_RECENT = 10
+
+
+_GUARD: dict = {"window": None}
+
+
+def install_slot_guard(window) -> None:
+    """A PopvisionError (a ProfileError from a table a view reads late, a click on a damaged row) raised
+    in any Qt slot is shown in the same plain-text error dialog as a file that fails to open, instead of
+    a traceback on stderr and nothing on screen.  Any other exception is a bug: it goes on to the hook
+    that was there before (the traceback is printed; pytest-qt fails the test)."""
+    import weakref
+
+    _GUARD["window"] = weakref.ref(window)
+    if getattr(sys.excepthook, "pvl_slot_guard", False):
+        return
+    previous = sys.excepthook
+
+    def hook(etype, value, tb):
+        ref = _GUARD["window"]
+        win = ref() if ref is not None else None
+        if isinstance(value, PopvisionError) and win is not None:
+            try:
+                win.statusBar().showMessage(f"Error: {str(value)[:200]}", 8000)
+                # after the slot has unwound: a modal dialog inside the failing handler re-enters it
+                QTimer.singleShot(0, lambda w=win, m=str(value): show_error(w, "Problem in the profile", m))
+                return
+            except RuntimeError:  # the window is being deleted
+                pass
+        previous(etype, value, tb)
+
+    hook.pvl_slot_guard = True
+    sys.excepthook = hook
 
 
 class MainWindow(QMainWindow):
@@ -80,6 +112,7 @@ class MainWindow(QMainWindow):
         self._install_extensions()
         self._refresh_recent()
         self._warm = start_task(warm_up, title="warm-up")  # silent: no progress bar, errors ignored
+        install_slot_guard(self)
         geom = self.settings.value("window/geometry")
         if geom is not None:
             self.restoreGeometry(geom)
@@ -87,7 +120,7 @@ class MainWindow(QMainWindow):
     # ----------------------------------------------------------------- building
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
-        self.status_label = QLabel("")
+        self.status_label = plain_label("")
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(220)
         self.progress.setRange(0, 1000)
@@ -251,7 +284,7 @@ class MainWindow(QMainWindow):
     def open_sample(self) -> bool:
         samples = bundled_samples()
         if not samples:
-            QMessageBox.information(self, "No samples",
+            show_info(self, "No samples",
                                     "No bundled sample profiles were found in this installation.")
             return False
         self.open_paths([str(samples[0])])
@@ -294,7 +327,7 @@ class MainWindow(QMainWindow):
             msg = f"{path}: unexpected {type(exc).__name__}: {exc}\n(This is a bug in popvision-lite.)"
         self._forget_recent(path)
         self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
-        QMessageBox.critical(self, "Cannot open profile", msg)
+        show_error(self, "Cannot open profile", msg)
 
     # ----------------------------------------------------------------- background jobs
     def run_task(self, fn, *args, title: str = "", on_result=None, on_error=None, on_cancel=None,
@@ -316,7 +349,7 @@ class MainWindow(QMainWindow):
     def _task_failed(self, title: str, exc: BaseException) -> None:
         if not isinstance(exc, PopvisionError):
             print(getattr(exc, "__traceback_text__", ""), file=sys.stderr)
-        QMessageBox.critical(self, title or "Error", str(exc))
+        show_error(self, title or "Error", str(exc))
 
     def _show_progress(self, title: str, fraction: float) -> None:
         self.status_label.setText(title)
@@ -377,7 +410,7 @@ class MainWindow(QMainWindow):
         self.recent_menu.clear()
         for i, p in enumerate(rec):
             a = self.recent_menu.addAction(f"&{i + 1 if i < 9 else 0} {Path(p).name}")
-            a.setToolTip(p)
+            a.setToolTip(plain_tip(p))
             a.triggered.connect(lambda _=False, p=p: self.open_paths([p]))
         self.recent_menu.setEnabled(bool(rec))
 

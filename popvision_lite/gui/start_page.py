@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from popvision_lite.gui.text import plain_tip
 from popvision_lite.resources_path import resource_dir
 
 SAMPLES_ENV = "POPVISION_LITE_SAMPLES"
@@ -141,7 +142,7 @@ class StartPage(QWidget):
         self.recent_list.clear()
         for p in paths:
             it = QListWidgetItem(f"{Path(p).name}  —  {Path(p).parent}")
-            it.setToolTip(p)
+            it.setToolTip(plain_tip(p))
             it.setData(Qt.UserRole, p)
             self.recent_list.addItem(it)
         if not paths:
@@ -155,7 +156,7 @@ class StartPage(QWidget):
         for p in paths:
             workload, shows = desc.get(p.name, ("", ""))
             it = QListWidgetItem(f"{p.stem}  —  {workload}" if workload else p.stem)
-            it.setToolTip(f"{shows}\n{p}" if shows else str(p))
+            it.setToolTip(plain_tip(f"{shows}\n{p}" if shows else str(p)))
             it.setData(Qt.UserRole, str(p))
             self.sample_list.addItem(it)
         self.samples_note.setText(

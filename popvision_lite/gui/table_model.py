@@ -8,6 +8,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
 from popvision_lite.analysis.summary import format_bytes
+from popvision_lite.gui.text import plain_tip
 from popvision_lite.units import format_number, format_seconds
 
 _SUFFIXES = (("_delta", " B − A"), ("_ratio", " B / A"), ("_pct", " %"), ("_usd", " (USD)"), ("_a", " A"),
@@ -94,7 +95,7 @@ class DataFrameModel(QAbstractTableModel):
         if role == Qt.ToolTipRole:
             if col in self.byte_columns:
                 return f"{int(v):,} bytes"
-            return str(v)
+            return plain_tip(v)
         if role == Qt.TextAlignmentRole:
             if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
                 return int(Qt.AlignRight | Qt.AlignVCenter)

@@ -47,24 +47,47 @@ def table_frame(profile, table: str) -> pd.DataFrame:
     raise ConfigError(f"unknown CSV table '{table}'; choose one of {', '.join(CSV_TABLES)}")
 
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_CHARS = ("=", "+", "-", "@")
+CONTROL_START = ("\t", "\r", "\n")
+
+
+def formula_like(text: str) -> bool:
+    """True for text a spreadsheet could run as a formula (OWASP "CSV injection"): after any leading
+    whitespace it starts with =, +, - or @, or it starts (after spaces) with a tab, CR or LF."""
+    return text.lstrip(" ").startswith(CONTROL_START) or text.lstrip().startswith(FORMULA_CHARS)
 
 
 def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every text cell that a spreadsheet would run as a formula (starting with =, +, -, @,
-    tab or CR; OWASP "CSV injection") prefixed with a single quote.  Text comes from profiles, which are
-    shared files: an op named ``=HYPERLINK(...)`` must stay text.  Numbers are left alone."""
+    """``df`` with every text cell that :func:`formula_like` flags prefixed with a single quote.  Text
+    comes from profiles, traces and sweep grids, which are shared files: an op named ``=HYPERLINK(...)``
+    or ``\r=cmd|...`` must stay text.  Numbers are left alone; so are the column names, which are
+    neutralised the same way when they are text."""
     out = None
     for col in df.columns:
         if df[col].dtype != object and not pd.api.types.is_string_dtype(df[col].dtype):
             continue
         v = df[col]
-        bad = v.map(lambda x: isinstance(x, str) and x.startswith(FORMULA_START))
+        bad = v.map(lambda x: isinstance(x, str) and formula_like(x))
         if bad.any():
             if out is None:
                 out = df.copy()
             out[col] = v.astype(object).where(~bad, "'" + v.astype(str))
+    if any(isinstance(c, str) and formula_like(c) for c in df.columns):
+        out = (df if out is None else out).rename(
+            columns=lambda c: "'" + c if isinstance(c, str) and formula_like(c) else c)
     return df if out is None else out
+
+
+def write_csv(df: pd.DataFrame, fh) -> None:
+    """The one CSV writer of every export and of ``sweep.csv``: formulas neutralised, and every field
+    that holds a CR or LF quoted, so no cell can start a record of its own.  Python's csv module quotes
+    a field only for the characters of its line terminator, so a table with a CR anywhere in its text is
+    written with CRLF line ends (RFC 4180's own), every other table with LF."""
+    df = neutralise_formulas(df)
+    has_cr = any("\r" in c for c in df.columns if isinstance(c, str)) or any(
+        df[c].map(lambda x: isinstance(x, str) and "\r" in x).any()
+        for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype))
+    df.to_csv(fh, index=False, lineterminator="\r\n" if has_cr else "\n")
 
 
 def whole_numbers_whole(df: pd.DataFrame) -> pd.DataFrame:
@@ -91,9 +114,8 @@ def whole_numbers_whole(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_frame_csv(df: pd.DataFrame, path) -> int:
     """CSV of ``df`` at ``path`` (atomic, formulas neutralised, whole numbers whole); returns the row count."""
-    df = whole_numbers_whole(neutralise_formulas(df))
     with atomic_text(path, newline="") as fh:
-        df.to_csv(fh, index=False, lineterminator="\n")
+        write_csv(whole_numbers_whole(df), fh)
     return len(df)
 
 

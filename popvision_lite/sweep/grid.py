@@ -20,7 +20,7 @@ from pathlib import Path
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 from popvision_lite.emulator.run_config import RunConfig, check_model_args, normalise_device
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import read_toml
+from popvision_lite.validators import MAX_DEPTH, MAX_NUMBER_CHARS, check_depth, check_toml_numbers, read_toml
 
 MAX_POINTS = 10_000  # more than this needs --yes
 # run-config keys that describe where results go, not what is emulated: not sweepable
@@ -108,9 +108,15 @@ def _parse_scalar(text: str):
     anything else is a string (ipu-mk2, adam)."""
     text = text.strip()
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        v = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except (ValueError, RecursionError):  # thousands of digits; [[[[... deeper than the parser follows
+        raise ConfigError(f"argument --grid: {text[:40]!r}...: not a value (a number of at most "
+                          f"{MAX_NUMBER_CHARS} characters, a word, or a short list)") from None
+    check_toml_numbers({"value": v}, "argument --grid")
+    check_depth(v, "argument --grid", MAX_DEPTH)
+    return v
 
 
 def _split_top(text: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from popvision_lite.errors import ProfileError
+from popvision_lite.errors import ConfigError, ProfileError
 
 RESULTS = "sweep.csv"
 META = "sweep.json"
@@ -45,6 +45,7 @@ def columns(rows: list[dict], grid_names: list[str]) -> list[str]:
 def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
     """Write ``sweep.csv`` atomically (rows in point order)."""
     from popvision_lite.atomic_io import atomic_text
+    from popvision_lite.profile.csv_export import write_csv
 
     path = Path(out_dir) / RESULTS
     df = pd.DataFrame(rows)
@@ -53,7 +54,7 @@ def write_results(out_dir, rows: list[dict], grid_names: list[str]) -> Path:
     if len(df):
         df = df.sort_values("point", kind="stable")
     with atomic_text(path, newline="") as fh:
-        df.to_csv(fh, index=False)
+        write_csv(df, fh)  # formulas in grid values / error text neutralised, CR/LF fields quoted
     return path
 
 
@@ -93,31 +94,80 @@ def open_sweep(path) -> pd.DataFrame:
         p = p / RESULTS
     if not p.exists():
         raise ProfileError(p, "no such sweep results file (popvision-lite sweep writes <folder>/sweep.csv)")
+    import io
+
+    from popvision_lite import input_files
+
+    # a regular file within the CSV limit (a FIFO named sweep.csv would block the reader for ever)
+    data = input_files.read_bytes(p, "csv", "sweep results file", error=lambda problem: ProfileError(p, problem))
     try:
-        df = pd.read_csv(p, keep_default_na=True)
+        df = pd.read_csv(io.BytesIO(data), keep_default_na=True)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise ProfileError(p, f"cannot read as a sweep results table: {e}") from None
     missing = REQUIRED - set(df.columns)
     if missing:
         raise ProfileError(p, f"not a sweep results table: column(s) {', '.join(sorted(missing))} missing")
+    _check_numbers(df, p)
     folder = p.parent.resolve()
-    df["profile"] = [str(folder / v) if isinstance(v, str) and v else "" for v in df["profile"]]
     if "error" in df:
         df["error"] = [v if isinstance(v, str) else "" for v in df["error"]]
+    # a point's profile stays inside the sweep folder: an absolute or ../ path (or a symlink out) is dropped
+    # and said in its error, so clicking the point never opens a file elsewhere
+    inside = [_inside(folder, v) for v in df["profile"]]
+    for i, (v, ok) in enumerate(zip(df["profile"], inside, strict=True)):
+        if isinstance(v, str) and v and not ok:
+            note = f"profile path {v[:120]!r} is outside the sweep folder; not opened"
+            if "error" in df:
+                df.at[i, "error"] = note if not df.at[i, "error"] else f"{df.at[i, 'error']}; {note}"
+    df["profile"] = [str(folder / v) if ok else "" for v, ok in zip(df["profile"], inside, strict=True)]
     for col in ("fits", "timing_only"):  # nullable booleans: a failed point has <NA>, and df[df.fits] works
         if col in df:
             df[col] = df[col].map({True: True, False: False, "True": True, "False": False}).astype("boolean")
+    for col in df.columns:  # a text column mixing strings with numbers or missing cells: make it all text
+        if col not in ("fits", "timing_only") and (df[col].dtype == object or pd.api.types.is_string_dtype(df[col])):
+            df[col] = pd.Series(["" if v is None or (isinstance(v, float) and np.isnan(v)) else v
+                                 if isinstance(v, str) else str(v) for v in df[col].astype(object)],
+                                index=df.index, dtype=object)
     df.attrs["path"] = str(p.resolve())
     df.attrs["folder"] = str(folder)
     meta = p.parent / META
     if meta.is_file():
         try:
-            m = json.loads(meta.read_text(encoding="utf-8"))
+            m = input_files.read_json(meta, "sweep_meta", "sweep metadata")
             df.attrs["grid"] = m.get("grid", {})
             df.attrs["base"] = m.get("base", {})
-        except (OSError, ValueError):
+        except (ConfigError, AttributeError):  # the table is usable without it
             pass
     return df
+
+
+NUMBER_COLUMNS = ("point", "chips", "peak_tile_memory_pct", "peak_tile", "samples_per_second", "total_cycles",
+                  "step_seconds", "compute_share", "exchange_share", "sync_share", "stream_copy_share",
+                  "usd_per_chip_hour", "cost_per_1m_samples_usd")
+
+
+def _check_numbers(df: pd.DataFrame, p: Path) -> None:
+    """Number columns hold finite numbers or nothing (a failed point); ProfileError naming the column and
+    the CSV line otherwise, so no view meets text or infinity where it plots a number."""
+    for col in NUMBER_COLUMNS:
+        if col not in df:
+            continue
+        v = df[col]
+        num = pd.to_numeric(v, errors="coerce").astype(float)
+        bad = (num.isna() & v.notna() & (v.astype(str).str.strip() != "")) | np.isinf(num.to_numpy())
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ProfileError(p, f"column {col!r}, line {i + 2}: {str(v.iloc[i])[:40]!r} is not a finite number")
+        df[col] = num
+
+
+def _inside(folder: Path, rel) -> bool:
+    if not isinstance(rel, str) or not rel or "\0" in rel:
+        return False
+    try:
+        return (folder / rel).resolve().is_relative_to(folder)
+    except (OSError, ValueError, RuntimeError):
+        return False
 
 
 def grid_names(df: pd.DataFrame) -> list[str]:

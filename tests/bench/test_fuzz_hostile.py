@@ -17,6 +17,7 @@ from bench import fuzz_hostile as fh  # noqa: E402
 
 N_FILES = 30
 N_CLI = 16
+N_SURFACES = 40  # text payloads (through every view), issue-27 cases, traces, ONNX models, sweep CSVs
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,16 @@ def results(tmp_path_factory):
     cli = random.Random(5).sample(cli, N_CLI)
     for i, c in enumerate(cli):
         c["id"] = len(cases) + i
-    return fh.run(cases + cli, workers=2, timeout=15.0, mem_mb=3072)
+    from bench import fuzz_surfaces
+
+    surf = fuzz_surfaces.make_cases(folder / "surfaces", base, N_SURFACES, 5, len(cases) + len(cli))
+    return fh.run(cases + cli + surf, workers=2, timeout=30.0, mem_mb=fh.MEM_MB)
 
 
 def test_every_kind_ran(results):
     kinds = {r["kind"] for r in results if r["outcome"] != "skipped"}
-    assert set(fh.HOSTILE) | {"special_file", "cli"} <= kinds
+    assert set(fh.HOSTILE) | {"special_file", "cli"} | set(fh.SURFACE_KINDS) <= kinds
+    assert any(r["outcome"] == "views_ok" and r["kind"] == "text_payload" for r in results)
 
 
 def test_no_failure(results):
@@ -43,7 +48,7 @@ def test_no_failure(results):
     assert not bad, "\n".join(bad)
     c = Counter(r["outcome"] for r in results)
     assert c["skipped"] <= 2, c
-    assert c["refused"] == N_CLI, c
+    assert sum(r["outcome"] == "refused" for r in results if r["kind"] == "cli") == N_CLI, c
 
 
 def test_classify_flags_an_accepted_inconsistent_file(tmp_path, monkeypatch):

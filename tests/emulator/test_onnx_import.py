@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.support.qt import capture_message_boxes
+
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
@@ -336,7 +338,6 @@ def test_plan_only_backend_lowers_the_same_ops(model_dir, name):
 @pytest.mark.gui
 def test_app_opens_an_onnx_profile_like_any_other(qtbot, model_dir, tmp_path, monkeypatch):
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QMessageBox
 
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.main_window import MainWindow
@@ -346,7 +347,7 @@ def test_app_opens_an_onnx_profile_like_any_other(qtbot, model_dir, tmp_path, mo
     qtbot.addWidget(window)
     window.show()
 
-    monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: pytest.fail(f"error dialog: {a[2]}"))
+    capture_message_boxes(monkeypatch, lambda *a: pytest.fail(f"error dialog: {a[2]}"))
     out = tmp_path / "gpt.pvl"
     emulate_onnx(model_dir / "gpt_block.onnx", out, batch=1, seq=4, training=True)
     window.open_paths([out])

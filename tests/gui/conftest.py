@@ -71,14 +71,10 @@ def document(qtbot, small_profile):
 
 @pytest.fixture
 def dialogs(monkeypatch):
-    """QMessageBox.critical / warning patched: the (parent, title, text) of every dialog the app shows."""
-    from PySide6.QtWidgets import QMessageBox
+    """The (parent, title, text) of every message box the app shows (none is modal in the tests)."""
+    from tests.support.qt import capture_message_boxes
 
-    seen = []
-    for name in ("critical", "warning"):
-        monkeypatch.setattr(QMessageBox, name, staticmethod(lambda *a, **k: seen.append(a)))
-    return seen
-
+    return capture_message_boxes(monkeypatch)
 
 @pytest.fixture(scope="session")
 def pod_profile(tmp_path_factory):

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.support.qt import capture_message_boxes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -216,12 +218,11 @@ def test_cli_headless_without_display(small_profile, tmp_path):
 
 
 def test_menu_actions_export_plot_table_trace_report(qtbot, opened, tmp_path, monkeypatch):
-    from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog, QMessageBox
+    from PySide6.QtWidgets import QDialog, QFileDialog, QInputDialog
 
     from popvision_lite.gui.actions import export as ea
 
-    for name in ("information", "critical"):
-        monkeypatch.setattr(QMessageBox, name, lambda *a, **k: pytest.fail(f"message box: {a[1:]}"))
+    capture_message_boxes(monkeypatch, lambda *a: pytest.fail(f"message box: {a[1:]}"))
     win, dw = opened
     texts = [a.text() for a in win.export_menu.actions()]
     assert texts == ["Export &plot…", "Export &table…", "Export &report…", "Export &Chrome trace…"]

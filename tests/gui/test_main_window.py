@@ -6,7 +6,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QFileDialog
+
+from tests.support.qt import capture_message_boxes
 
 pytestmark = pytest.mark.gui
 
@@ -40,8 +42,7 @@ def test_bad_file_shows_error_dialog_and_window_stays_usable(qtbot, window, tmp_
                                                              monkeypatch):
     bad = tmp_path / "garbage.pvl"
     bad.write_bytes(b"this is not a profile at all")
-    errors = []
-    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda *a, **k: errors.append(a)))
+    errors = capture_message_boxes(monkeypatch)
     window.open_paths([bad])
     qtbot.waitUntil(lambda: len(errors) == 1, timeout=10000)
     parent, title, message = errors[0][:3]
@@ -56,8 +57,7 @@ def test_bad_file_shows_error_dialog_and_window_stays_usable(qtbot, window, tmp_
 
 
 def test_missing_file_message_names_it(qtbot, window, tmp_path, monkeypatch):
-    errors = []
-    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda *a, **k: errors.append(a)))
+    errors = capture_message_boxes(monkeypatch)
     window.open_paths([tmp_path / "nope.pvl"])
     qtbot.waitUntil(lambda: len(errors) == 1, timeout=10000)
     assert "nope.pvl" in errors[0][2] and "no such file" in errors[0][2]
@@ -218,9 +218,8 @@ def test_samples_found_listed_and_opened(qtbot, window, small_profile, tmp_path,
 def test_no_samples_says_so(qtbot, window, monkeypatch):
     from popvision_lite.gui import main_window
 
-    infos = []
     monkeypatch.setattr(main_window, "bundled_samples", lambda: [])
-    monkeypatch.setattr(QMessageBox, "information", staticmethod(lambda *a, **k: infos.append(a)))
+    infos = capture_message_boxes(monkeypatch)
     assert window.open_sample() is False and infos and window.doc_tabs.count() == 0
 
 

@@ -11,6 +11,8 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import Qt
 
+from tests.support.qt import capture_message_boxes
+
 pytestmark = pytest.mark.gui
 
 
@@ -148,15 +150,13 @@ def test_import_trace(view, qtbot, tmp_path, monkeypatch):
     assert np.isclose(ms.data["x"][0], np.log10(200.0)) and np.isclose(ms.data["y"][0], np.log10(2e9 / 1e-5))
     assert "measured_noint" in view._scatter
     # a malformed file: warning shown, nothing raised, earlier points kept
-    from PySide6.QtWidgets import QMessageBox
 
-    shown = []
-    monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: shown.append(a[2]))
+    boxes = capture_message_boxes(monkeypatch)
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     w = view.import_trace(bad)
-    qtbot.waitUntil(lambda: w.done and bool(shown), timeout=5000)
-    assert str(bad) in shown[0] and "JSON" in shown[0]
+    qtbot.waitUntil(lambda: w.done and bool(boxes), timeout=5000)
+    assert str(bad) in boxes[0][2] and "JSON" in boxes[0][2]
     assert view.measured is not None
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from popvision_lite.errors import ConfigError, EmulatorError
+from tests.support.qt import capture_message_boxes
 
 TINY = dict(model="mlp", device="ipu-mk2", ipus=1, batch=4, seq=8, recompute=False, precision="fp16",
             timing_only=True, layers=1, hidden=32)
@@ -100,11 +101,10 @@ def test_crash_in_the_run_is_an_error_not_a_crash(tmp_path):
 
 def test_new_emulation_and_rerun_open_compare_mode(qtbot, window, tmp_path, monkeypatch):
     """A real emulator process: the run opens; Re-run with recompute on opens compare mode."""
-    from PySide6.QtWidgets import QMessageBox
 
     from popvision_lite.gui.actions import run as whatif
 
-    monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: pytest.fail(f"error dialog: {a[2]}"))
+    capture_message_boxes(monkeypatch, lambda *a: pytest.fail(f"error dialog: {a[2]}"))
     out = tmp_path / "mlp.pvl"
     whatif.start_emulation(window, TINY, out)
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=60000)

@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from popvision_lite.sweep.results import write_meta, write_results
+from tests.support.qt import capture_message_boxes
 
 pytestmark = pytest.mark.gui
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
@@ -111,7 +112,6 @@ def test_click_opens_profile_and_two_picks_compare(qtbot, window, sweep_csv):
 
 
 def test_failed_point_cannot_be_opened_and_bad_csv_is_refused(qtbot, window, sweep_csv, tmp_path, monkeypatch):
-    from PySide6.QtWidgets import QMessageBox
 
     v = _sweep_tab(qtbot, window, sweep_csv)
     got = []
@@ -124,13 +124,12 @@ def test_failed_point_cannot_be_opened_and_bad_csv_is_refused(qtbot, window, swe
     v.toggle_pick(4)  # Ctrl+click on two points: the table shows them selected
     assert v.picked == [0, 4] and v.compare_button.isEnabled()
     assert sorted(v._row_of(ix.row()) for ix in v.table.selectionModel().selectedRows()) == [0, 4]
-    shown = []
-    monkeypatch.setattr(QMessageBox, "critical", lambda *a: shown.append(a[2]))
+    boxes = capture_message_boxes(monkeypatch)
     other = tmp_path / "other.csv"
     other.write_text("a,b\n1,2\n")
     window.open_paths([str(other)])
-    qtbot.waitUntil(lambda: bool(shown), timeout=10000)
-    assert "not a sweep results table" in shown[0]
+    qtbot.waitUntil(lambda: bool(boxes), timeout=10000)
+    assert "not a sweep results table" in boxes[0][2]
 
 
 def test_no_prices_says_why_instead_of_an_empty_plot(qtbot, sweep_csv):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from popvision_lite import input_files
 from popvision_lite.errors import ConfigError
 
 
@@ -99,9 +100,10 @@ def parse_dims(items) -> dict:
     (:func:`dim_limits`) is an error naming it."""
     out = {}
     for it in items or ():
-        m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d+)\s*", str(it))
-        if not m or int(m.group(2)) < 1:
-            raise OnnxImportError(f"argument --dim: {it!r}: expected NAME=VALUE with a positive integer value, "
+        m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d{1,12})\s*", str(it)[:200])
+        if not m or not 1 <= int(m.group(2)) <= MAX_INPUT_ELEMENTS:
+            raise OnnxImportError(f"argument --dim: {str(it)[:60]!r}: expected NAME=VALUE with an integer value "
+                                  f"1..{MAX_INPUT_ELEMENTS:,}, "
                                   "e.g. --dim sequence_length=128")
         out[m.group(1)] = check_dim(m.group(1), int(m.group(2)), "argument --dim")
     return out
@@ -115,7 +117,7 @@ def read_model(path):
         raise OnnxImportError(f"{path}: no such file")
     if p.is_dir():
         raise OnnxImportError(f"{path}: is a directory, expected an .onnx file")
-    data = p.read_bytes()
+    data = input_files.read_bytes(p, "onnx", "ONNX model", error=lambda problem: OnnxImportError(f"{path}: {problem}"))
     if not data:
         raise OnnxImportError(f"{path}: empty file, expected an ONNX model")
     try:
@@ -127,6 +129,7 @@ def read_model(path):
     if not model.HasField("graph") or len(model.graph.node) == 0 or not model.opset_import:
         raise OnnxImportError(f"{path}: not an ONNX model (no graph nodes or no opset); "
                               "expected a file written by torch.onnx.export / onnx.save")
+    check_graph_size(model, path)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         try:
             onnx.load_external_data_for_model(model, str(p.parent))
@@ -134,6 +137,81 @@ def read_model(path):
             raise OnnxImportError(f"{path}: its weights are in external data files that cannot be read ({e}); "
                                   "keep the .onnx.data file next to the model") from None
     return model
+
+
+# Bounds checked before the checker and shape inference, whose time grows with the graph (10,000 nodes:
+# ~50 s) and with nested local functions (each call is expanded: 30 functions calling the next twice
+# expand to 2^30 nodes).  The largest model of the zoo (docs/onnx.md) has a few thousand nodes.
+MAX_NODES = 20_000             # nodes after expanding every local-function call
+MAX_FUNCTION_DEPTH = 16        # local functions calling local functions
+MAX_INPUT_RANK = 8             # ONNX models of the zoo have rank <= 5
+MAX_INPUT_ELEMENTS = 1 << 28   # elements of one graph input (1 GiB of float32)
+
+
+def check_graph_size(model, path) -> None:
+    """OnnxImportError naming the limit when the graph, expanded through its local functions, has more
+    than MAX_NODES nodes, its functions nest deeper than MAX_FUNCTION_DEPTH or call themselves."""
+    funcs = {(f.domain, f.name): f for f in model.functions}
+    expanded: dict = {}
+    depth: dict = {}
+    for key in funcs:
+        # iterative post-order over the call graph: (function, state) with state 0 = enter, 1 = leave
+        stack = [(key, 0)]
+        on_path: list = []
+        while stack:
+            k, state = stack.pop()
+            if state == 1:
+                on_path.pop()
+                n, d = 0, 0
+                for node in funcs[k].node:
+                    callee = (node.domain, node.op_type)
+                    if callee in funcs:
+                        n += expanded[callee]
+                        d = max(d, depth[callee])
+                    else:
+                        n += 1
+                expanded[k], depth[k] = min(n, MAX_NODES + 1), d + 1
+                continue
+            if k in expanded:
+                continue
+            if k in on_path:
+                raise OnnxImportError(f"{path}: local function {k[1]!r} calls itself (recursion is not allowed)")
+            if len(on_path) >= MAX_FUNCTION_DEPTH:
+                raise OnnxImportError(f"{path}: local functions nest more than {MAX_FUNCTION_DEPTH} levels deep "
+                                      f"(limit MAX_FUNCTION_DEPTH)")
+            on_path.append(k)
+            stack.append((k, 1))
+            stack.extend(((node.domain, node.op_type), 0) for node in funcs[k].node
+                         if (node.domain, node.op_type) in funcs)
+    for k, d in depth.items():
+        if d > MAX_FUNCTION_DEPTH:
+            raise OnnxImportError(f"{path}: local function {k[1]!r} nests {d} levels deep, more than the "
+                                  f"{MAX_FUNCTION_DEPTH} allowed (limit MAX_FUNCTION_DEPTH)")
+    total, graphs = 0, [model.graph]
+    while graphs and total <= MAX_NODES:  # the main graph and every subgraph (If / Loop / Scan bodies)
+        g = graphs.pop()
+        for n in g.node:
+            total += expanded.get((n.domain, n.op_type), 1)
+            for a in n.attribute:
+                if a.HasField("g"):
+                    graphs.append(a.g)
+                graphs.extend(a.graphs)
+    if total > MAX_NODES:
+        raise OnnxImportError(f"{path}: the graph has more than {MAX_NODES:,} nodes once its local functions "
+                              f"are expanded ({min(total, 10**12):,}+); limit MAX_NODES (shape inference of such "
+                              "a graph takes minutes)")
+
+
+def _check_input_shape(path, name, shape) -> None:
+    if len(shape) > MAX_INPUT_RANK:
+        raise OnnxImportError(f"{path}: input '{name}' has {len(shape)} dimensions, more than the "
+                              f"{MAX_INPUT_RANK} allowed (limit MAX_INPUT_RANK)")
+    n = 1
+    for v in shape:
+        n *= int(v)
+    if n > MAX_INPUT_ELEMENTS:
+        raise OnnxImportError(f"{path}: input '{name}' of shape {tuple(shape)} has {n:,} elements, more than the "
+                              f"{MAX_INPUT_ELEMENTS:,} allowed (limit MAX_INPUT_ELEMENTS); check --batch/--seq/--dim")
 
 
 def _dim_value(d, name_of_input, index, dims, batch, seq, used, given=None):
@@ -223,12 +301,15 @@ def load(path, batch=None, seq=None, dims=None, input_shapes=None) -> LoadedMode
                                   "float64 and small ints are cast)")
         if info[1]:
             casts.append(f"input '{vi.name}': {info[1]}")
+        if len(tt.shape.dim) > MAX_INPUT_RANK:
+            _check_input_shape(path, vi.name, [1] * len(tt.shape.dim))
         shape = []
         for i, d in enumerate(tt.shape.dim):
             v = _dim_value(d, vi.name, i, dims, batch, seq, used, (input_shapes or {}).get(vi.name))
             d.Clear()
             d.dim_value = v
             shape.append(v)
+        _check_input_shape(path, vi.name, shape)
         inputs[vi.name] = (tuple(shape), int(tt.elem_type))
     initializers = {}
     for t in g.initializer:

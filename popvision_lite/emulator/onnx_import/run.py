@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from popvision_lite import input_files
 from popvision_lite.emulator.models.backend import NP_DTYPE
 from popvision_lite.emulator.models.emulated import tolerance
 from popvision_lite.emulator.ops.context import View
@@ -111,12 +112,8 @@ def read_inputs(user) -> dict:
     if user is None:
         return {}
     if isinstance(user, str | Path):
-        try:
-            with np.load(user) as z:
-                return {k: z[k] for k in z.files}
-        except Exception as e:
-            raise OnnxImportError(f"{user}: cannot read the inputs file ({e}); expected an .npz of arrays "
-                                  "named after the model's inputs") from None
+        return input_files.read_npz(user, "inputs file (an .npz of arrays named after the model's inputs)",
+                                    error=lambda problem: OnnxImportError(f"{user}: {problem}"))
     return dict(user)
 
 

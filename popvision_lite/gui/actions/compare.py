@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 from popvision_lite.gui.compare_window import compare_documents, open_compare
+from popvision_lite.gui.text import show_info
 
 
 def compare_dialog(mw):
     """Compare two open profiles (or pick a second file) in compare mode."""
-    from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+    from PySide6.QtWidgets import QFileDialog, QInputDialog
 
     docs = mw.documents()
     cur = mw.current_document()
     if cur is None:
-        QMessageBox.information(mw, "Compare", "Open a profile first.")
+        show_info(mw, "Compare", "Open a profile first.")
         return None
     others = [d for d in docs if d is not cur]
     choices = [d.title for d in others] + ["Another file…"]

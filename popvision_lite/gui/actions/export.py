@@ -14,13 +14,13 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QLineEdit,
-    QMessageBox,
     QProgressDialog,
 )
 
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import export as ex
 from popvision_lite.gui.export.dialogs import export_plot_dialog, export_table_dialog, status_message
+from popvision_lite.gui.text import plain_label, show_error, show_info
 from popvision_lite.profile.chrome_trace import export_chrome_trace
 from popvision_lite.ranges import parse_steps, parse_tiles
 
@@ -37,7 +37,7 @@ def export_report_dialog(mw, folder: str | None = None):
     """Every view as PNG + tables as CSV + summary.md + index.html into one folder (progress + cancel)."""
     dw = mw.current_document_widget()
     if dw is None:
-        QMessageBox.information(mw, "Export report", "Open a profile first.")
+        show_info(mw, "Export report", "Open a profile first.")
         return None
     if folder is None:
         folder = QFileDialog.getExistingDirectory(mw, "Export report into folder")
@@ -47,11 +47,12 @@ def export_report_dialog(mw, folder: str | None = None):
     dlg = QProgressDialog("Exporting report…", "Cancel", 0, 1000, mw)
     dlg.setWindowTitle("Export report")
     dlg.setMinimumDuration(300)
+    dlg.setLabel(plain_label("Exporting report…"))  # progress names tables, which can come from the file
     rep.progress.connect(lambda f, m: (dlg.setValue(int(f * 1000)), dlg.setLabelText(f"Exporting {m}…")))
     dlg.canceled.connect(rep.cancel)
     rep.finished.connect(lambda man: (dlg.reset(), status_message(mw, f"Report written to {man['folder']} "
                                                              f"({len(man['images'])} images)")))
-    rep.failed.connect(lambda e: (dlg.reset(), QMessageBox.critical(mw, "Export report", str(e))))
+    rep.failed.connect(lambda e: (dlg.reset(), show_error(mw, "Export report", str(e))))
     rep.cancelled.connect(lambda: (dlg.reset(), status_message(mw, "Report export cancelled")))
     mw._report_exporter = rep
     rep.start()
@@ -80,7 +81,7 @@ def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = 
     """Ask for a step window, tile subset and file; write the trace on a worker thread with progress."""
     doc = mw.current_document()
     if doc is None:
-        QMessageBox.information(mw, "Export Chrome trace", "Open a profile first.")
+        show_info(mw, "Export Chrome trace", "Open a profile first.")
         return None
     if steps is None:
         dlg = ChromeTraceDialog(doc.profile, mw)
@@ -90,7 +91,7 @@ def export_chrome_trace_dialog(mw, path: str | None = None, steps: str | None = 
     try:
         step_range, tile_list = parse_steps(steps), parse_tiles(tiles)
     except PopvisionError as e:
-        QMessageBox.critical(mw, "Export Chrome trace", str(e))
+        show_error(mw, "Export Chrome trace", str(e))
         return None
     if path is None:
         path, _ = QFileDialog.getSaveFileName(mw, "Export Chrome trace", f"{Path(doc.title).stem}.json",

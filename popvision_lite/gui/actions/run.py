@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPushButton,
     QSpinBox,
     QWidget,
@@ -50,6 +49,7 @@ from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tes
 from popvision_lite.gui.compare_window import compare_documents, compare_key
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data
+from popvision_lite.gui.text import plain_label, show_error, show_info
 
 
 # ----------------------------------------------------------------------------- dialogs
@@ -201,7 +201,7 @@ class RerunDialog(QDialog):
         self.name = QComboBox()
         self.name.addItems(list(SETTINGS))
         self.value = QLineEdit()
-        self.current = QLabel()
+        self.current = plain_label()
         form.addRow("Setting:", self.name)
         form.addRow("Now:", self.current)
         form.addRow("New value:", self.value)
@@ -296,12 +296,12 @@ def new_emulation_dialog(mw):
     if dlg.exec() != QDialog.Accepted:
         return None
     if not dlg.output():
-        QMessageBox.critical(mw, "New emulation", "Give a profile file name.")
+        show_error(mw, "New emulation", "Give a profile file name.")
         return None
     try:
         check_not_a_sample(dlg.output())
     except ConfigError as e:
-        QMessageBox.critical(mw, "New emulation", str(e))
+        show_error(mw, "New emulation", str(e))
         return None
     return start_emulation(mw, dlg.settings(), dlg.output())
 
@@ -309,7 +309,7 @@ def new_emulation_dialog(mw):
 def rerun_dialog(mw):
     doc = mw.current_document()
     if doc is None:
-        QMessageBox.information(mw, "Re-run with…", "Open a profile first.")
+        show_info(mw, "Re-run with…", "Open a profile first.")
         return None
     base = settings_from_profile(doc.profile)
     dlg = RerunDialog(base, mw)
@@ -319,7 +319,7 @@ def rerun_dialog(mw):
         new = dlg.settings()
         config_toml(new)
     except ConfigError as e:
-        QMessageBox.critical(mw, "Re-run with…", str(e))
+        show_error(mw, "Re-run with…", str(e))
         return None
     name = dlg.name.currentText()
     return start_emulation(mw, new, rerun_path(doc.path, name, new[name]), compare_with=doc)

@@ -11,13 +11,13 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QInputDialog,
-    QMessageBox,
     QSpinBox,
 )
 
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui.export import plots as ex
 from popvision_lite.gui.export.tables import export_table, view_tables
+from popvision_lite.gui.text import show_error, show_info
 
 
 class PlotExportDialog(QDialog):
@@ -70,7 +70,7 @@ class PlotExportDialog(QDialog):
 def export_plot_dialog(parent, view, path: str | None = None) -> str | None:
     items = ex.items_exportable(ex.view_plot_items(view))
     if not items:
-        QMessageBox.information(parent, "Export plot", "This view has no plot to export; "
+        show_info(parent, "Export plot", "This view has no plot to export; "
                                 "use File > Export table… for its tables.")
         return None
     dlg = PlotExportDialog(items, parent)
@@ -87,7 +87,7 @@ def export_plot_dialog(parent, view, path: str | None = None) -> str | None:
     try:
         ex.export_plot(items[v["key"]], path, v["width"], v["height"], v["dpi"])
     except PopvisionError as e:
-        QMessageBox.critical(parent, "Export plot", str(e))
+        show_error(parent, "Export plot", str(e))
         return None
     status_message(parent, f"Exported {path}")
     return path
@@ -96,7 +96,7 @@ def export_plot_dialog(parent, view, path: str | None = None) -> str | None:
 def export_table_dialog(parent, view, path: str | None = None) -> str | None:
     tables = view_tables(view) if view is not None else {}
     if not tables:
-        QMessageBox.information(parent, "Export table", "This view shows no table.")
+        show_info(parent, "Export table", "This view shows no table.")
         return None
     names = list(tables)
     name = names[0]
@@ -111,7 +111,7 @@ def export_table_dialog(parent, view, path: str | None = None) -> str | None:
     try:
         n = export_table(tables[name], path)
     except PopvisionError as e:
-        QMessageBox.critical(parent, "Export table", str(e))
+        show_error(parent, "Export table", str(e))
         return None
     status_message(parent, f"Exported {n:,} rows to {path}")
     return path

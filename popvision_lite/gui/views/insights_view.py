@@ -9,16 +9,12 @@ saved (:func:`~popvision_lite.analysis.insights.recompute_savings`).
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
-    QLabel,
     QPushButton,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -26,6 +22,7 @@ from PySide6.QtWidgets import (
 from popvision_lite.analysis.insights import Finding, insights, recompute_savings
 from popvision_lite.gui import theme
 from popvision_lite.gui.state.resolve import select_op
+from popvision_lite.gui.text import SafeTextBrowser, plain_html, plain_label
 from popvision_lite.gui.theme import SEVERITY_COLORS
 from popvision_lite.gui.workers import start_task
 from popvision_lite.profile.validate import clip
@@ -62,15 +59,13 @@ class InsightsView(QWidget):
         self.extra: list[Finding] = []
         self._shown: list[Finding] = []
         self._workers = []
-        self.browser = QTextBrowser(self)
-        self.browser.setOpenLinks(False)
-        self.browser.setOpenExternalLinks(False)
+        self.browser = SafeTextBrowser(self)
         self.browser.anchorClicked.connect(self._on_link)
         self.compare_btn = QPushButton("Compare with a recomputation run...", self)
         self.compare_btn.setToolTip("Open a second profile of the same model (recompute on/off) "
                                     "and say what recomputation saved")
         self.compare_btn.clicked.connect(self._ask_compare)
-        self.status = QLabel("Computing insights...", self)
+        self.status = plain_label("Computing insights...", self)
         bar = QHBoxLayout()
         bar.addWidget(self.status, 1)
         bar.addWidget(self.compare_btn)
@@ -96,7 +91,7 @@ class InsightsView(QWidget):
     def _on_error(self, exc):
         self.status.setText("Insights failed")
         self.browser.setHtml(f"<p style='color:{SEVERITY_COLORS['error']}'>Could not compute insights: "
-                             f"{html.escape(str(exc))}</p>")
+                             f"{plain_html(str(exc))}</p>")
 
     def _show(self, found):
         self.findings = list(found)
@@ -146,13 +141,13 @@ class InsightsView(QWidget):
             parts.append(f"Tiles: {tl}{more}{all_link}")
         if f.ops:
             names = dict(zip(p.ops["op_id"].tolist(), p.ops["name"].astype(str).tolist(), strict=True))
-            ol = ", ".join(f"<a href='pvl:op/{o}'>{html.escape(clip(names.get(o, str(o))))}</a>"
+            ol = ", ".join(f"<a href='pvl:op/{o}'>{plain_html(clip(names.get(o, str(o))))}</a>"
                            for o in f.ops[:_MAX_LINKS])
             parts.append(f"Ops: {ol}")
         if f.variables:
             vnames = dict(zip(p.variables["var_id"].tolist(), p.variables["name"].astype(str).tolist(),
                               strict=True))
-            vl = ", ".join(f"<a href='pvl:var/{v}'>{html.escape(clip(vnames.get(v, str(v))))}</a>"
+            vl = ", ".join(f"<a href='pvl:var/{v}'>{plain_html(clip(vnames.get(v, str(v))))}</a>"
                            for v in f.variables[:_MAX_LINKS])
             parts.append(f"Variables: {vl}")
         return "<br>".join(parts)
@@ -168,8 +163,8 @@ class InsightsView(QWidget):
                 f"<table width='100%' cellspacing='0' cellpadding='6' style='margin-bottom:8px; "
                 f"border-left: 4px solid {col}; background:{c['alt']}'><tr><td>"
                 f"<span style='color:{col}; font-weight:bold'>{f.severity.upper()}</span> &nbsp;"
-                f"<b style='font-size:large'>{html.escape(clip(f.title, 400))}</b>"
-                f"<p style='margin:4px 0'>{html.escape(clip(f.text, MAX_TEXT)).replace(chr(10), '<br>')}</p>"
+                f"<b style='font-size:large'>{plain_html(clip(f.title, 400))}</b>"
+                f"<p style='margin:4px 0'>{plain_html(clip(f.text, MAX_TEXT)).replace(chr(10), '<br>')}</p>"
                 + (f"<p style='margin:2px 0; color:{c['muted']}'>{links}</p>" if links else "")
                 + "</td></tr></table>")
         if not self.findings and not self.extra:

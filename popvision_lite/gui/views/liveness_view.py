@@ -20,6 +20,7 @@ from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui import theme
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_html
 from popvision_lite.units import KIB
 
 SOURCE = "liveness"
@@ -84,6 +85,7 @@ class LivenessView(QWidget):
         self.step_box.setToolTip("Liveness step to inspect (or click the plot)")
         self.step_box.valueChanged.connect(lambda v: self.select_lstep(v) if v >= 0 else None)
         self.info = QLabel("Click a step on the plot to see what is live there")
+        self.info.setTextFormat(Qt.RichText)  # the variable-step name inside is escaped
         self.info.setWordWrap(True)
         self.var_model = DataFrameModel(
             headers={"bytes_on_tile": "on tile", "first_lstep": "first lstep", "last_lstep": "last lstep",
@@ -203,7 +205,7 @@ class LivenessView(QWidget):
         where = f" on tile {self.tile}" if self.tile is not None else ""
         tot = df["bytes_on_tile"].sum() if self.tile is not None else df["bytes"].sum()
         self.info.setText(
-            f"<b>Step {lstep}</b> ({r['name']}): {len(df)} live variables{where}, {format_bytes(tot)}; "
+            f"<b>Step {lstep}</b> ({plain_html(r['name'])}): {len(df)} live variables{where}, {format_bytes(tot)}; "
             f"fullest tile {int(r['max_tile'])} holds {format_bytes(r['max_tile_bytes'])} not-always-live")
 
     def _clicked(self, event) -> None:

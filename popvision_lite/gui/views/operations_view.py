@@ -29,6 +29,7 @@ from popvision_lite.analysis.operations import COLUMNS, TEXT_COLUMNS, name_mask,
 from popvision_lite.analysis.selection import ops_in_step_range
 from popvision_lite.gui import theme
 from popvision_lite.gui.state.resolve import select_op
+from popvision_lite.gui.text import plain_label, plain_tip
 
 _ROOT = QModelIndex()  # the invalid index, as a default argument
 SORT_ROLE = Qt.UserRole
@@ -148,7 +149,7 @@ class OpsTableModel(QAbstractTableModel):
                 return c
             return None
         if role == _TIP and index.column() == 0:
-            return self._display[0][self.perm[index.row()]]
+            return plain_tip(self._display[0][self.perm[index.row()]])
         return None
 
     def set_highlight(self, mask: np.ndarray) -> None:
@@ -210,7 +211,7 @@ class OperationsView(QWidget):
         self.filter_edit.setPlaceholderText("Filter ops by name (case-insensitive)")
         self.filter_edit.setClearButtonEnabled(True)
         self.regex_box = QCheckBox("regex", self)
-        self.count_label = QLabel(self)
+        self.count_label = plain_label(parent=self)
         top = QHBoxLayout()
         top.addWidget(QLabel("Filter:", self))
         top.addWidget(self.filter_edit, 1)
@@ -244,7 +245,7 @@ class OperationsView(QWidget):
             hdr.moveSection(hdr.visualIndex(keys.index("tiles_used")), hdr.visualIndex(keys.index("pct_run")) + 1)
         hdr.setStretchLastSection(True)
 
-        self.status = QLabel(self)
+        self.status = plain_label(parent=self)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(top)
@@ -276,7 +277,7 @@ class OperationsView(QWidget):
             mask = name_mask(self.model.cols[0], text, self.regex_box.isChecked())  # table order
         except re.error as e:
             self.filter_edit.setStyleSheet(f"border: 1px solid {theme.colors()['bad']};")
-            self.filter_edit.setToolTip(f"invalid regular expression: {e}")
+            self.filter_edit.setToolTip(plain_tip(f"invalid regular expression: {e}"))
             self.count_label.setText("invalid regex")
             return
         self.filter_edit.setStyleSheet("")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QAbstractItemModel, QItemSelection, QItemSelectionModel, QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut
-from PySide6.QtWidgets import QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.program_tree import COLUMNS, ProgramTree
 from popvision_lite.gui.state.resolve import select_program
+from popvision_lite.gui.text import plain_label, plain_tip
 from popvision_lite.gui.theme import PROGRAM_KIND_COLORS
 
 _ROOT = QModelIndex()  # the invalid index, as a default argument
@@ -92,7 +93,7 @@ class ProgramTreeModel(QAbstractItemModel):
         if role == Qt.ToolTipRole:
             first, last = int(t.first_step[r]), int(t.last_step[r])
             steps = f"steps {first}..{last}" if first >= 0 else "no steps of its own"
-            return f"{t.kind[r]} {t.label(prog)} (program {prog}): {steps}, {int(t.cycles[r]):,} cycles"
+            return plain_tip(f"{t.kind[r]} {t.label(prog)} (program {prog}): {steps}, {int(t.cycles[r]):,} cycles")
         v = t.value(prog, col)
         if role == SORT_ROLE:
             return v
@@ -135,7 +136,7 @@ class ProgramTreeView(QWidget):
         for c, text in enumerate(widest):
             hdr.resizeSection(c, max(fm.horizontalAdvance(text), fm.horizontalAdvance(COLUMNS[c])) + 24)
         hdr.setStretchLastSection(True)
-        self.status = QLabel(self)
+        self.status = plain_label(parent=self)
         self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.find_edit = QLineEdit(self)
         self.find_edit.setPlaceholderText("Find program by name (Enter: next match, Ctrl+F)")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -15,6 +13,7 @@ from popvision_lite.gui import theme
 from popvision_lite.gui.export import slug
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import PHASE_COLORS
 from popvision_lite.gui.views.verdict_panel import VerdictPanel
 
@@ -124,7 +123,7 @@ class SummaryView(QWidget):
         self.banner.setStyleSheet(f"border: 2px solid {col}; border-radius: 6px; padding: 6px;")
         t = s.target
         p = s.peak
-        cfg = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_config(k, v))}</td></tr>"
+        cfg = "".join(f"<tr><td>{plain_html(str(k))}</td><td>{plain_html(_fmt_config(k, v))}</td></tr>"
                       for k, v in s.config.items() if _applies(k, s.config)) \
             or "<tr><td colspan=2>(none recorded)</td></tr>"
         checks_ok = s.numeric_checks_passed()
@@ -139,44 +138,44 @@ class SummaryView(QWidget):
             checks += f" ({n:,} tensor{'s' if n != 1 else ''} vs numpy" + (
                 f", worst max rel err {max(worst):.2g})" if worst else ")")
         # one row per check that did not pass (a run's dozens of passing checks only buried the rest)
-        rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_fmt_check(v))}</td></tr>"
+        rows = "".join(f"<tr><td>{plain_html(str(k))}</td><td>{plain_html(_fmt_check(v))}</td></tr>"
                        for k, v in s.numeric_checks.items() if not _passed(v))
         rt = s.totals
         nal = (f"{format_bytes(rt.peak_not_always_live_bytes)} at liveness step {rt.peak_not_always_live_lstep}"
                if rt.peak_not_always_live_lstep >= 0 else "n/a")
         parts = ", ".join(f"{k} {100 * v:.1f}%" for k, v in rt.part_share.items()) + " (sum 100%)"
         phases = "; ".join(
-            f"{html.escape(str(r.name))}" + (f" x{int(r.runs_per_step):,}" if int(r.runs_per_step) > 1 else "")
+            f"{plain_html(str(r.name))}" + (f" x{int(r.runs_per_step):,}" if int(r.runs_per_step) > 1 else "")
             + f" {format_seconds(int(r.wall_cycles) / t.clock_hz)} ({100 * r.share_of_step:.1f}%)"
             for r in rt.phases.itertuples())
         tput = (f"{rt.samples_per_second:,.1f} samples/s, all {rt.num_ipus:,} IPUs ({rt.samples_per_step:g} samples "
                 f"per step)" if np.isfinite(rt.samples_per_second) else "n/a (no batch size recorded)")
         self.info.setText(f"""
-<h2>{html.escape(s.model)}</h2>
+<h2>{plain_html(s.model)}</h2>
 <table cellpadding=2>
-<tr><td><b>Target</b></td><td>{html.escape(t.name)} ({html.escape(t.device)}), {html.escape(rt.ipu_count_text)},
+<tr><td><b>Target</b></td><td>{plain_html(t.name)} ({plain_html(t.device)}), {plain_html(rt.ipu_count_text)},
  {t.tiles_per_ipu:,} tiles/IPU, {format_bytes(t.sram_bytes_per_tile)} SRAM/tile, {t.clock_hz / 1e9:.4g} GHz;
- {html.escape(rt.drawn_text)}</td></tr>
+ {plain_html(rt.drawn_text)}</td></tr>
 <tr><td><b>Step (wall time)</b></td><td>{rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}
  at {t.clock_hz / 1e9:.4g} GHz ({s.num_steps:,} BSP steps stored)</td></tr>
-<tr><td><b>{html.escape(rt.ipu_time_name[0].upper() + rt.ipu_time_name[1:])}</b></td><td>{rt.ipu_time_cycles:,}
+<tr><td><b>{plain_html(rt.ipu_time_name[0].upper() + rt.ipu_time_name[1:])}</b></td><td>{rt.ipu_time_cycles:,}
  cycles = {format_seconds(rt.ipu_time_seconds)}: {parts}</td></tr>
-<tr><td><b>Bottleneck</b></td><td><b>{html.escape(rt.bottleneck_text)}</b></td></tr>
+<tr><td><b>Bottleneck</b></td><td><b>{plain_html(rt.bottleneck_text)}</b></td></tr>
 <tr><td><b>Phases of the step</b></td><td>{phases}</td></tr>
 <tr><td><b>Throughput</b></td><td>{tput}</td></tr>
 {_schedule_rows(s.run, t.clock_hz)}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile}):
- {html.escape(PEAK_TILE_NAME)}</td></tr>
+ {plain_html(PEAK_TILE_NAME)}</td></tr>
 <tr><td><b>All tiles</b></td><td>{format_bytes(p.total_bytes)}: always-live {format_bytes(p.always_live_bytes)},
  not-always-live {format_bytes(p.not_always_live_bytes)} (each tile at its own peak)</td></tr>
-<tr><td><b>Peak not-always-live</b></td><td>{nal}: {html.escape(PEAK_NAL_NAME)}</td></tr>
+<tr><td><b>Peak not-always-live</b></td><td>{nal}: {plain_html(PEAK_NAL_NAME)}</td></tr>
 <tr><td><b>Numeric checks</b></td><td>{checks}</td></tr>
 {rows}
 </table>
 <h3>Config</h3><table cellpadding=2>{cfg}</table>
-<p style='color:{c["muted"]}'>{html.escape(str(self.document.path))}<br>emulator
- {html.escape(str(s.run.get("emulator_version", "?")))}</p>""")
+<p style='color:{c["muted"]}'>{plain_html(str(self.document.path))}<br>emulator
+ {plain_html(str(s.run.get("emulator_version", "?")))}</p>""")
 
     def _op_clicked(self, index):
         row = self.ops_model.row(index.row())
@@ -214,14 +213,14 @@ def _schedule_rows(run: dict, clock_hz: float) -> str:
     out = ""
     if "layer_split" in sch:
         cyc = float(clock_hz) or 1.0
-        out += (f"<tr><td><b>Schedule</b></td><td>{sch['replicas']} replica(s) x {sch['stages']} pipeline stage(s) "
-                f"(layers {html.escape(str(sch['layer_split']))}); {sch['grad_accum']} micro-batches of "
-                f"{sch['micro_batch']} per step = {sch['samples_per_step']:g} samples; steady state "
+        out += (f"<tr><td><b>Schedule</b></td><td>{plain_html(sch['replicas'])} replica(s) x {plain_html(sch['stages'])} pipeline stage(s) "
+                f"(layers {plain_html(str(sch['layer_split']))}); {plain_html(sch['grad_accum'])} micro-batches of "
+                f"{plain_html(sch['micro_batch'])} per step = {sch['samples_per_step']:g} samples; steady state "
                 f"{format_seconds(sch['steady_cycles_per_microbatch'] / cyc)} per micro-batch (slowest stage "
-                f"{sch['slowest_stage']}); fill+drain {format_seconds(sch['fill_drain_cycles'] / cyc)}, all-reduce "
+                f"{plain_html(sch['slowest_stage'])}); fill+drain {format_seconds(sch['fill_drain_cycles'] / cyc)}, all-reduce "
                 f"{format_seconds(sch['allreduce_cycles'] / cyc)}, optimizer {format_seconds(sch['optimizer_cycles'] / cyc)}, "
                 f"DDR stream {format_seconds(sch['stream_cycles'] / cyc)}; step {format_seconds(sch['step_seconds'])}"
-                + (f"; timeline shows {sch.get('profile_pipeline_cycles_shown')} of {sch.get('pipeline_cycles')} "
+                + (f"; timeline shows {plain_html(sch.get('profile_pipeline_cycles_shown'))} of {plain_html(sch.get('pipeline_cycles'))} "
                    f"pipeline cycles" if sch.get("profile_pipeline_cycles_elided") else "")
                 + "</td></tr>")
     return out

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_html, plain_label, plain_tip
 from popvision_lite.gui.theme import DEVICE_COLORS
 from popvision_lite.sweep.results import grid_names, pareto_front
 from popvision_lite.units import format_number, format_usd
@@ -58,7 +59,7 @@ class _SweepTableModel(DataFrameModel):
             v = self._cols[index.column()][index.row()]
             if isinstance(v, float | np.floating) and not np.isfinite(v):
                 return "" if role == Qt.DisplayRole else "no value (see cost_note / error)"
-        return super().data(index, role)
+        return super().data(index, role)  # (the base class makes tooltips plain text)
 
 
 class SweepDocument:
@@ -102,7 +103,8 @@ def _series(sub: pd.DataFrame, others: list[str], x: np.ndarray, y: np.ndarray) 
     NaN between polylines; groups of one row draw nothing.  One sort, no per-group Python loop."""
     if not len(sub):
         return np.array([]), np.array([])
-    keys = [sub[c].astype(str).to_numpy() for c in others] if others else []
+    # text keys, a missing value as "nan" too (pandas' str dtype keeps NaN, which lexsort cannot compare)
+    keys = [np.array([str(v) for v in sub[c].tolist()]) for c in others] if others else []
     order = np.lexsort([sub["chips"].to_numpy(dtype=float), *reversed(keys)]) if keys else \
         np.argsort(sub["chips"].to_numpy(dtype=float), kind="stable")
     idx = sub.index.to_numpy()[order]
@@ -156,12 +158,12 @@ class SweepView(QWidget):
 
         n_fail = int((~ok).sum())
         self.header = QLabel(
-            f"<b>{self.document.path}</b> — {len(self.df)} points ({int(self.fits.sum())} fit, "
+            f"<b>{plain_html(self.document.path)}</b> — {len(self.df)} points ({int(self.fits.sum())} fit, "
             f"{int((ok & ~fits).sum())} do not fit, {n_fail} failed); varied: "
-            + (", ".join(f"<b>{g}</b>" for g in self.grid) or "nothing"))
+            + (", ".join(f"<b>{plain_html(g)}</b>" for g in self.grid) or "nothing"))
         self.header.setTextFormat(Qt.RichText)
         self.header.setWordWrap(True)
-        self.hint = QLabel("Click a point to open its profile · Ctrl+click (or select two rows) to pick two, "
+        self.hint = plain_label("Click a point to open its profile · Ctrl+click (or select two rows) to pick two, "
                            "then Compare picked")
         self.hint.setStyleSheet("color: gray")
         self.compare_button = QPushButton("Compare picked")
@@ -234,7 +236,7 @@ class SweepView(QWidget):
         c = QColor(color)
         item = pg.ScatterPlotItem(spots=spots, symbol=symbol, size=size, name=name,
                                   pen=pg.mkPen(c, width=1.5), brush=pg.mkBrush(c) if filled else None,
-                                  hoverable=True, tip=self._tip, hoverSize=size + 4)
+                                  hoverable=True, tip=lambda x, y, data: plain_tip(self._tip(x, y, data)), hoverSize=size + 4)
         item.sigClicked.connect(self._clicked)
         item.sigHovered.connect(lambda _item, points, _ev, pl=plot: self._hovered(pl, points))
         plot.addItem(item)

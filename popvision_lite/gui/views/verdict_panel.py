@@ -5,8 +5,6 @@ Thin: every number comes from :func:`popvision_lite.analysis.verdict.verdict`.
 
 from __future__ import annotations
 
-import html
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
@@ -16,6 +14,7 @@ from popvision_lite.analysis.summary import summarize
 from popvision_lite.analysis.verdict import DEFAULT_GPU, DEFAULT_SAMPLES, verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+from popvision_lite.gui.text import plain_html
 
 
 def verdict_choice(document) -> tuple[str, int]:
@@ -94,7 +93,7 @@ class VerdictPanel(QWidget):
             self.result = document_verdict(self.document, gid, n)
         except PopvisionError as e:
             self.result = None
-            self.body.setText(f"Verdict unavailable: {html.escape(str(e))}")
+            self.body.setText(f"Verdict unavailable: {plain_html(str(e))}")
             return
         self._fill()
 
@@ -106,15 +105,15 @@ class VerdictPanel(QWidget):
         gpu_wins = v.speedup >= 1  # False when the IPU run does not fit (NaN): then no winner is coloured
         col = c["bad"] if gpu_wins or not v.ipu.fits else c["good"]
         rows = "".join(
-            f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(g)}</td></tr>"
+            f"<tr><td>{plain_html(a)}</td><td>{plain_html(b)}</td><td>{plain_html(g)}</td></tr>"
             for a, b, g in v.rows() if a not in ("system", "basis"))
-        basis = (f"IPU: {html.escape(v.ipu.basis)}.<br>GPU: {html.escape(v.gpu.basis)}; "
+        basis = (f"IPU: {plain_html(v.ipu.basis)}.<br>GPU: {plain_html(v.gpu.basis)}; "
                  "one kernel per op, launch overhead and achievable fractions measured (see resources/devices).")
-        missing = ("<br>Prices missing: " + html.escape(", ".join(v.missing_prices))) if v.missing_prices else ""
+        missing = ("<br>Prices missing: " + plain_html(", ".join(v.missing_prices))) if v.missing_prices else ""
         self.body.setText(
-            f"<p style='font-weight:bold; color:{col}'>{html.escape(v.headline())}</p>"
-            f"<table cellpadding=2><tr><th></th><th>{html.escape(v.ipu.label)}</th>"
-            f"<th>{html.escape(v.gpu.label)}</th></tr>{rows}</table>"
+            f"<p style='font-weight:bold; color:{col}'>{plain_html(v.headline())}</p>"
+            f"<table cellpadding=2><tr><th></th><th>{plain_html(v.ipu.label)}</th>"
+            f"<th>{plain_html(v.gpu.label)}</th></tr>{rows}</table>"
             f"<p style='color:{c['muted']}'>{basis}{missing}</p>")
 
     def tables(self) -> dict:

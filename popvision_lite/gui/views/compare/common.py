@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QLabel
 
 def notes_label(text: str) -> QLabel:
     lab = QLabel(text)
+    lab.setTextFormat(Qt.PlainText)
     lab.setWordWrap(True)
     lab.setTextInteractionFlags(Qt.TextSelectableByMouse)
     return lab

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import (
-    QLabel,
     QVBoxLayout,
     QWidget,
 )
 
 from popvision_lite.analysis import compare as C
 from popvision_lite.gui import theme
+from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.units import KIB, format_bytes
 
@@ -37,7 +37,7 @@ class CompareLivenessPage(QWidget):
                                name=f"B: {cmp.label_b} (peak {format_bytes(yb.max() * KIB if len(yb) else 0)})")
         self.cursor = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=1))
         pi.addItem(self.cursor)
-        self.info = QLabel("Move the mouse over the plot: both runs' bytes at that step")
+        self.info = plain_label("Move the mouse over the plot: both runs' bytes at that step")
         self.plot.scene().sigMouseMoved.connect(self._moved)
         lay = QVBoxLayout(self)
         lay.addWidget(self.info)

@@ -22,6 +22,7 @@ from popvision_lite.analysis.floor_plan import floor_plan_layout
 from popvision_lite.analysis.tile_memory import PERCENT, TileMemory, measure_label
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.gui.views.compare.common import notes_label
 from popvision_lite.units import KIB, format_bytes
@@ -50,7 +51,7 @@ class CompareMemoryPage(QWidget):
         self.diff_box.setToolTip("One map of B − A per tile, blue = less in B, red = more in B, white = same"
                                  if cmp.tile_by_tile else cmp.tile_note)
         self.diff_box.setEnabled(cmp.tile_by_tile)
-        self.hover = QLabel("Hover a tile: its bytes in A and B")
+        self.hover = plain_label("Hover a tile: its bytes in A and B")
         self.hover.setMinimumWidth(420)
         top = QHBoxLayout()
         top.addWidget(QLabel("Colour:"))

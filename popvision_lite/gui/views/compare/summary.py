@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from popvision_lite.analysis import compare as C
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.views.compare.common import notes_label
 
 
@@ -29,8 +30,10 @@ class CompareSummaryPage(QWidget):
         super().__init__(parent)
         self.cmp = cmp
         self.headline = C.headline_strings(cmp)
-        self.title = QLabel(f"<b>A</b> = {cmp.label_a} ({cmp.summary_a.target.name})  vs  "
-                            f"<b>B</b> = {cmp.label_b} ({cmp.summary_b.target.name}); delta = B - A, ratio = B / A")
+        self.title = QLabel(f"<b>A</b> = {plain_html(cmp.label_a)} ({plain_html(cmp.summary_a.target.name)})  vs  "
+                            f"<b>B</b> = {plain_html(cmp.label_b)} ({plain_html(cmp.summary_b.target.name)}); "
+                            "delta = B - A, ratio = B / A")
+        self.title.setTextFormat(Qt.RichText)
         self.title.setWordWrap(True)
         self.model = DataFrameModel(self.headline)
         self.table = make_table_view(self.model, "Headline numbers of both runs; delta = B - A, ratio = B / A")

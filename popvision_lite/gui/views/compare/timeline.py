@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import (
-    QLabel,
     QVBoxLayout,
     QWidget,
 )
 
 from popvision_lite.analysis import compare as C
 from popvision_lite.gui import theme
+from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import STEP_KIND_COLORS
 from popvision_lite.profile import schema
 
@@ -60,7 +60,7 @@ class CompareTimelinePage(QWidget):
                 t_max = max(t_max, float(start[-1] + dur[-1]))
         self.plots[1].setXLink(self.plots[0])
         self.plots[0].setXRange(0, t_max or 1.0, padding=0.01)
-        self.info = QLabel("Move the mouse over a lane: the step running at that time in A and in B "
+        self.info = plain_label("Move the mouse over a lane: the step running at that time in A and in B "
                            "(drag / wheel to zoom; the two time axes are linked)")
         self.info.setWordWrap(True)
         self.glw.scene().sigMouseMoved.connect(self._moved)

@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QSplitter,
-    QTextBrowser,
     QVBoxLayout,
 )
 
@@ -23,6 +22,7 @@ from popvision_lite.gui import theme
 from popvision_lite.gui.items.count_axis import CountAxis
 from popvision_lite.gui.items.lane_view_box import LaneViewBox
 from popvision_lite.gui.items.tile_axis import TileAxis
+from popvision_lite.gui.text import SafeTextBrowser, plain_label
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution.navigation import HELP_TEXT, KeyFilter
 from popvision_lite.gui.views.execution.phases import make_phase_items
@@ -80,14 +80,14 @@ def _frame(view) -> None:
     view.canvas.installEventFilter(view._filter)
     view.setFocusProxy(view.canvas)  # W/A/S/D work as soon as the view is shown, not only after a click
     split.addWidget(view.canvas)
-    view.info = QTextBrowser()
+    view.info = SafeTextBrowser()
     view.info.setMinimumWidth(240)
     view.info.setHtml("<i>Click a step for details; Shift+drag for a range summary; ? for keys.</i>")
     split.addWidget(view.info)
     split.setStretchFactor(0, 4)
     split.setStretchFactor(1, 1)
     lay.addWidget(split, 1)
-    view.status = QLabel("")
+    view.status = plain_label("")
     lay.addWidget(view.status)
 
 

@@ -8,6 +8,7 @@ exactly on a worker thread (the step x tile window is read in chunks).  A mixin 
 from __future__ import annotations
 
 from popvision_lite.analysis import execution as ex
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.workers import start_task
 from popvision_lite.units import format_seconds
@@ -76,7 +77,7 @@ class RangeSummary:
             f"<tr><td><span style='color:{STEP_KIND_COLORS[k]}'>&#9632;</span> {STEP_KIND_LABELS[k]}</td>"
             f"<td align=right>{v:,}</td><td align=right>{100 * v / tot:.1f}%</td></tr>"
             for k, v in rs.cycles_by_kind.items())
-        ops = "".join(f"<tr><td>{r.name}</td><td align=right>{r.cycles:,}</td></tr>"
+        ops = "".join(f"<tr><td>{plain_html(r.name)}</td><td align=right>{r.cycles:,}</td></tr>"
                       for r in rs.ops.head(10).itertuples())
         what = "tile" if rs.exact else f"tiles (blocks of {rs.tile_block})"
         busy = "".join(

@@ -20,8 +20,6 @@ range and its summary.  The pyqtgraph subclasses are ``gui/items/tile_axis.py`` 
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
@@ -33,6 +31,7 @@ from popvision_lite.analysis import selection as sel
 from popvision_lite.analysis import step_phases as sp
 from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.gui import theme
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution import layout
 from popvision_lite.gui.views.execution.drawing import LaneDrawing
@@ -248,13 +247,13 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
     def show_step(self, s: int):
         d = ex.step_details(self.profile, self.index, s, self.names)
         phase = sp.phase_of_step(self.phase_spans, s)
-        op = (html.escape(str(d['op'])) + f" (id {d['op_id']})" if int(d["op_id"]) >= 0 else
-              f"none: a step of the {html.escape(phase.name)} phase" if phase is not None else "none")
+        op = (plain_html(str(d['op'])) + f" (id {d['op_id']})" if int(d["op_id"]) >= 0 else
+              f"none: a step of the {plain_html(phase.name)} phase" if phase is not None else "none")
         extra = ""
         if phase is not None:
-            extra += f"<tr><td>phase</td><td>{html.escape(phase.label)}</td></tr>"
+            extra += f"<tr><td>phase</td><td>{plain_html(phase.label)}</td></tr>"
             if phase.traffic:
-                extra += f"<tr><td>moves</td><td>{html.escape(phase.traffic)}</td></tr>"
+                extra += f"<tr><td>moves</td><td>{plain_html(phase.traffic)}</td></tr>"
         self.info.setHtml(
             f"<h3>Step {d['step']}</h3><table>"
             f"<tr><td>op</td><td><b>{op}</b></td></tr>{extra}"

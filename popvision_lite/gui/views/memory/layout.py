@@ -26,6 +26,7 @@ from popvision_lite.analysis.tile_memory import (
 )
 from popvision_lite.gui import theme
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.workers import start_task
 from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 
@@ -79,7 +80,7 @@ class MemoryLayout:
         self.over_box.setToolTip("Draw a magenta outline around tiles whose memory exceeds their SRAM. "
                                  "With 'Total' or '%' colouring, tiles over capacity are also coloured "
                                  "red to magenta (top of the colour bar)")
-        self.hover_label = QLabel("Hover a tile for its memory; click it for details")
+        self.hover_label = plain_label("Hover a tile for its memory; click it for details")
         # wraps instead of holding 360 px: with the combo boxes the view needed 1109 px and the window
         # could not fit a 1024-px screen
         self.hover_label.setWordWrap(True)
@@ -184,6 +185,7 @@ class MemoryLayout:
     def _build_tile_panel(self) -> None:
         """One tile: its bytes by category (always-live / not-always-live bars) and its variables."""
         self.tile_title = QLabel("<b>No tile selected</b> — click a tile on the map or the bar plot")
+        self.tile_title.setTextFormat(Qt.RichText)  # the tile description inside is escaped
         self.tile_title.setWordWrap(True)
         self.breakdown_plot = pg.GraphicsLayoutWidget()
         kp = self.breakdown_kp = self.breakdown_plot.addPlot(row=0, col=0)
@@ -216,7 +218,7 @@ class MemoryLayout:
         # measure column widths on the first rows only: measuring all (~3,000 variables on a tile of a
         # BERT profile) took 3.4 s of the GUI thread on every tile click
         self.var_table.horizontalHeader().setResizeContentsPrecision(RESIZE_ROWS)
-        self.var_hint = QLabel(VAR_HINT)
+        self.var_hint = plain_label(VAR_HINT)
         self.var_hint.setObjectName("var_hint")
         self.var_hint.setWordWrap(True)
 

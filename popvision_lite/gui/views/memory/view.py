@@ -27,6 +27,7 @@ from popvision_lite.analysis.tile_memory import (
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.state.resolve import SYNC_CELLS
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import CATEGORY_COLORS
 from popvision_lite.gui.views.memory.layout import LAYOUTS, LSTEP, VARIABLE_COLUMNS, MemoryLayout
 from popvision_lite.profile import schema
@@ -303,7 +304,7 @@ class MemoryView(MemoryLayout, QWidget):
         """Show ``tile``'s breakdown and variables; publish it to the document selection."""
         tile = int(tile)
         self.tile = tile
-        self.tile_title.setText(f"<b>{self.describe_tile(tile)}</b>")
+        self.tile_title.setText(f"<b>{plain_html(self.describe_tile(tile))}</b>")
         self._draw_breakdown(tile)
         try:
             frame = self.tm.variables_on(tile)

@@ -3,7 +3,6 @@ what-if spills and measured kernels, and the summary text.  A mixin of :class:`~
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -15,6 +14,7 @@ from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import plottable
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR, LEVEL_COLORS
 from popvision_lite.gui.views.verdict_panel import document_verdict
 from popvision_lite.units import format_flops, format_seconds, format_usd
@@ -145,7 +145,7 @@ class RooflineDrawing:
         v = self._verdict()
         lines = []
         if v is not None:
-            lines.append(f"<b>IPU vs GPU (the verdict, whole run): {html.escape(v.headline())}.</b>")
+            lines.append(f"<b>IPU vs GPU (the verdict, whole run): {plain_html(v.headline())}.</b>")
         where = f"on {n} IPUs, summed" if n > 1 else "on 1 IPU"
         ipu_time = (f"the ops' time {format_seconds(t['ops_ipu_time_s'])} ({where}; waiting at syncs not "
                     f"included); wall time of the step {format_seconds(t['run_time_s'])}")

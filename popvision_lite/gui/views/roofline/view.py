@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QPushButton,
     QSplitter,
     QTableView,
@@ -38,6 +37,7 @@ from popvision_lite.gui import theme
 from popvision_lite.gui.items.fitted_legend import FittedLegend
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.state.resolve import select_op
+from popvision_lite.gui.text import plain_label, show_warning
 from popvision_lite.gui.views.roofline.drawing import RooflineDrawing, RooflineTooltips
 from popvision_lite.gui.views.roofline.labels import CeilingLabels
 from popvision_lite.gui.views.roofline.table import RooflineTableModel
@@ -151,7 +151,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         # cell of every row on each layout pass: 300,000 data() calls, 5 s of a headless export of BERT-tiny
         self.table.clicked.connect(self._on_table_click)
 
-        self.notes = QLabel()
+        self.notes = plain_label()
         self.notes.setWordWrap(True)
         self.notes.setTextInteractionFlags(Qt.TextSelectableByMouse)
 
@@ -417,4 +417,4 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
     def _trace_failed(self, exc):
         msg = str(exc) if isinstance(exc, PopvisionError) else f"{type(exc).__name__}: {exc}"
         self.notes.setText(f"Trace import failed: {msg}")
-        QMessageBox.warning(self, "Import PyTorch trace", msg)
+        show_warning(self, "Import PyTorch trace", msg)
