@@ -12,7 +12,7 @@ Run: ``python -m bench.soak [--iterations 200] [--warmup 10] [--pod16-steps 2000
   compare page shown, one page's plot exported, the window and both tabs closed.
 
 After each iteration (deferred deletes flushed, ``gc.collect()``) it records RSS (psutil), open file
-descriptors (``/proc/self/fd``; how many name a ``.pvl``), HDF5 objects still open (``h5py``), threads and
+descriptors (``/proc/self/fd``; how many name a ``.pvl``), HDF5 files still open (``h5py``), threads and
 live top-level widgets.  Growth is measured from the end of warm-up (caches, fonts, pyqtgraph's first
 plots) to the end: the goal is < 10 % RSS growth and no leaked handle (the .pvl descriptors and HDF5
 objects back to 0 between iterations).
@@ -75,7 +75,7 @@ def sample(app) -> dict:
     _flush(app)
     n_fds, pvl_fds = _fds()
     return {"rss_mib": psutil.Process().memory_info().rss / 2**20, "fds": n_fds, "pvl_fds": pvl_fds,
-            "h5_objects": len(h5py.h5f.get_obj_ids()), "threads": threading.active_count(),
+            "h5_files": len(h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)), "threads": threading.active_count(),
             "top_widgets": len(QApplication.topLevelWidgets())}
 
 
@@ -145,11 +145,13 @@ def main() -> int:
     from PySide6.QtCore import QSettings
 
     from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.headless import _quiet_offscreen_notes
     from popvision_lite.gui.main_window import MainWindow
     from popvision_lite.gui.start_page import bundled_samples
     from popvision_lite.testing.synthetic import write_synthetic
 
     app = create_app()
+    _quiet_offscreen_notes()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pod16 = tmp / "pod16_shaped.pvl"
@@ -175,7 +177,7 @@ def main() -> int:
             rows.append(dict(sample(app), it=i, wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0))
             r = rows[-1]
             print(f"  it {i:4d}: RSS {r['rss_mib']:7.1f} MiB, fds {r['fds']:3d} (.pvl {r['pvl_fds']}), "
-                  f"h5 objects {r['h5_objects']}, threads {r['threads']}, top-level widgets {r['top_widgets']}, "
+                  f"HDF5 files {r['h5_files']}, threads {r['threads']}, top-level widgets {r['top_widgets']}, "
                   f"{r['wall_s']:.1f} s wall / {r['cpu_s']:.1f} s CPU", flush=True)
         mw.close()
         _flush(app)
@@ -196,7 +198,7 @@ def main() -> int:
         "rss_slope_kib_per_iteration": slope * 1024,
         "fds_after_warmup": base["fds"], "fds_end": last["fds"], "pvl_fds_max_after_iterations": max(
             r["pvl_fds"] for r in rows[1:]),
-        "h5_objects_max_after_iterations": max(r["h5_objects"] for r in rows[1:]),
+        "h5_files_max_after_iterations": max(r["h5_files"] for r in rows[1:]),
         "threads_after_warmup": base["threads"], "threads_end": last["threads"],
         "top_widgets_after_warmup": base["top_widgets"], "top_widgets_end": last["top_widgets"],
         "wall_s_median": sorted(r["wall_s"] for r in rows[1:])[len(rows[1:]) // 2],
@@ -206,7 +208,7 @@ def main() -> int:
           f"iterations, {last['rss_mib']:.1f} at the end: {growth:+.1f} % after warm-up (goal < 10 %), "
           f"trend {result['rss_slope_kib_per_iteration']:+.0f} KiB per iteration")
     print(f"open files {base['fds']} -> {last['fds']}; .pvl descriptors open between iterations: max "
-          f"{result['pvl_fds_max_after_iterations']}; HDF5 objects open: max {result['h5_objects_max_after_iterations']}; "
+          f"{result['pvl_fds_max_after_iterations']}; HDF5 files open: max {result['h5_files_max_after_iterations']}; "
           f"threads {base['threads']} -> {last['threads']}; top-level widgets {base['top_widgets']} -> "
           f"{last['top_widgets']}")
     print("BENCH-RESULT " + json.dumps({"name": "soak", **{k: round(v, 2) if isinstance(v, float) else v
@@ -214,7 +216,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"result": result, "iterations": rows}, indent=1))
     ok = growth < 10 and last["fds"] <= base["fds"] and result["pvl_fds_max_after_iterations"] == 0 \
-        and result["h5_objects_max_after_iterations"] == 0
+        and result["h5_files_max_after_iterations"] == 0
     return 0 if ok else 1
 
 

@@ -62,11 +62,18 @@ class CompareWindow(QMainWindow):
 
     def _build_menu(self) -> None:
         m = self.menuBar().addMenu("&File")
-        m.addAction("Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()))
-        m.addAction("Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()))
+        # bound methods, not lambdas holding self: the actions (owned by this window) would keep it alive
+        m.addAction("Export plot…", self._export_plot)
+        m.addAction("Export table…", self._export_table)
         m.addAction("Export report…", self.export_report)
         m.addSeparator()
         m.addAction("Close", self.close)
+
+    def _export_plot(self) -> None:
+        export_actions.export_plot_dialog(self, self.current_page())
+
+    def _export_table(self) -> None:
+        export_actions.export_table_dialog(self, self.current_page())
 
     def _ensure(self, index: int):
         if not 0 <= index < len(PAGES):
@@ -125,6 +132,9 @@ class CompareWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         if self in _OPEN:
             _OPEN.remove(self)
+        owner = getattr(self, "_owner", None)  # the main window's list must not keep a closed window alive
+        if owner is not None and self in getattr(owner, "compare_windows", []):
+            owner.compare_windows = [w for w in owner.compare_windows if w is not self]
         super().closeEvent(event)
 
 
@@ -134,6 +144,7 @@ def compare_documents(main_window, doc_a, doc_b) -> CompareWindow:
     win.show()
     if main_window is not None:
         main_window.compare_windows = getattr(main_window, "compare_windows", []) + [win]
+        win._owner = main_window
     return win
 
 
