@@ -147,6 +147,22 @@ def make_temp(path: Path, folder: Path) -> tuple[int, str]:
     return fd, tmp
 
 
+def replace_locked(fd: int, tmp, path) -> None:
+    """Rename the temp file ``tmp`` (open as ``fd``, locked by :func:`make_temp`) to ``path``, then close ``fd``.
+
+    The lock must outlive the rename: a temp file closed first is, until renamed, unlocked - a concurrent
+    writer of the same path takes it for a dead writer's and removes it (:func:`clean_stale_temps`), and the
+    rename fails.  Windows cannot rename an open file, and has no such locks: there, close first."""
+    if os.name == "nt":
+        os.close(fd)
+        os.replace(tmp, path)
+        return
+    try:
+        os.replace(tmp, path)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_file(path, mode: str = "w", newline: str | None = None):
     """Yield a file handle (text mode "w" or binary "wb"); on success the file appears at ``path``
@@ -159,6 +175,7 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
     fd, tmp = make_temp(path, folder)
     ok = False
     publish_mode(fd)
+    hold = os.dup(fd)  # the lock lives on while the file handle is closed, until the rename (replace_locked)
     try:
         if "b" in mode:
             fh = os.fdopen(fd, mode)
@@ -166,13 +183,17 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
             fh = os.fdopen(fd, mode, encoding="utf-8", newline=newline)
         with fh:
             yield fh
-        os.replace(tmp, path)
+        hold, locked = -1, hold
+        replace_locked(locked, tmp, path)  # closes it, renamed or not
         ok = True
     except OSError as e:
         if e.errno == errno.ENOSPC:
             raise ProfileError(path, "disk full while writing") from e
         raise ProfileError(path, f"cannot write: {e.strerror or e}") from e
     finally:
+        if hold >= 0:
+            with contextlib.suppress(OSError):
+                os.close(hold)
         if not ok:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

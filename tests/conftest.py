@@ -8,3 +8,34 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from tests.support.compare_runs import run_pairs, tile_mismatch  # noqa: E402, F401  (fixtures: analysis and gui)
+
+# Every wait of a Qt test ends as soon as its event happens; its timeout only stops a test that would hang.
+# A timeout of a few seconds is a guess about the machine's speed, which a loaded machine (the suite beside
+# other CPU-bound processes on 2 cores) can miss.  So every qtbot wait gets at least WAIT_BOUND_MS, whatever
+# the test wrote; a passing test waits exactly as long as before.
+WAIT_BOUND_MS = 300_000
+
+
+def _generous_qt_waits() -> None:
+    try:
+        from pytestqt.qtbot import QtBot
+    except ImportError:  # no pytest-qt: no Qt tests
+        return
+    import functools
+
+    for name in ("waitUntil", "waitSignal", "waitSignals", "waitCallback", "waitExposed", "waitActive"):
+        real = getattr(QtBot, name)
+        if getattr(real, "_generous", False):
+            continue
+
+        @functools.wraps(real)
+        def wait(self, *args, _real=real, timeout=5000, **kwargs):
+            if timeout is not None and 0 < timeout < WAIT_BOUND_MS:
+                timeout = WAIT_BOUND_MS
+            return _real(self, *args, timeout=timeout, **kwargs)
+
+        wait._generous = True
+        setattr(QtBot, name, wait)
+
+
+_generous_qt_waits()

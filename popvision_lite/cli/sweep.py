@@ -46,11 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run on this existing Dask cluster; the output folder must be shared by its workers")
     p.add_argument("--connect-timeout", type=arg_number(0.1, 3600.0), default=10.0, metavar="SECONDS",
                    help="how long to try reaching --scheduler (default 10 s)")
-    p.add_argument("--isolate", choices=("process", "worker"), default="process",
-                   help="process (default): each point runs in its own child process of a Dask worker, so a "
-                        "crash fails that point alone, with its signal named; worker: points run inside the "
-                        "worker processes (faster for tiny points; a crash restarts the worker and the point "
-                        "is tried once more)")
+    p.add_argument("--isolate", choices=("process", "worker"), default=None,
+                   help="process (the default where the workers allow it): each point runs in its own child "
+                        "process of a Dask worker, so a crash fails that point alone, with its signal named; "
+                        "worker: points run inside the worker processes (faster for tiny points; a crash "
+                        "restarts the worker and the point is tried once more).  Without this option, a "
+                        "--scheduler cluster whose workers may not start processes (stock 'dask worker') runs "
+                        "points inside the workers, with a note saying how to start them for process isolation")
     p.add_argument("--point-timeout", type=arg_number(0.001, 1e7), metavar="SECONDS",
                    help="kill a point that runs longer and mark it failed (with --isolate process)")
     p.add_argument("--point-memory", type=arg_number(0.01, float(1 << 20)), metavar="GiB",
@@ -110,9 +112,9 @@ def plan(args):
         raise ConfigError(f"argument --point-timeout: expected a positive number of seconds, got {args.point_timeout}")
     if args.point_memory is not None and not args.point_memory > 0:
         raise ConfigError(f"argument --point-memory: expected a positive number of GiB, got {args.point_memory}")
-    if args.point_memory and args.isolate != "process":
+    if args.point_memory and args.isolate == "worker":
         raise ConfigError("argument --point-memory: needs --isolate process")
-    if args.point_timeout and args.isolate != "process":
+    if args.point_timeout and args.isolate == "worker":
         raise ConfigError("argument --point-timeout: needs --isolate process (a point inside a worker cannot be "
                           "stopped without stopping the worker)")
     if out.exists() and not out.is_dir():
@@ -181,7 +183,7 @@ def _probe_dask(address: str, hostport: str, timeout: float) -> None:
 
 
 def run(args) -> int:
-    from popvision_lite.sweep.engine import ProgressLine, connect, run_sweep
+    from popvision_lite.sweep.engine import ProgressLine, connect, dashboard_link, run_sweep
 
     try:
         points, grid, base, out, warnings = plan(args)
@@ -202,9 +204,12 @@ def run(args) -> int:
         workers = cores
     meta = {"grid": grid, "base": asdict(base), "points": len(points)}
     progress = ProgressLine(enabled=not args.quiet)
+    if client is not None and not args.quiet and (link := dashboard_link(client)):
+        print(f"{PROG}: Dask dashboard: {link}", file=sys.stderr)
     try:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=workers, client=client,
-                      isolate=args.isolate, resume=not args.no_resume, progress=progress,
+                      isolate=args.isolate or "auto", resume=not args.no_resume, progress=progress,
+                      notify=lambda msg: print(f"{PROG}: {msg}", file=sys.stderr),
                       point_timeout=args.point_timeout,
                       point_memory=int(args.point_memory * 2**30) if args.point_memory else None)
     except ConfigError as e:

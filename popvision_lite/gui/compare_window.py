@@ -74,20 +74,38 @@ class CompareWindow(QMainWindow):
             return a
 
         m = self.menuBar().addMenu("&File")
-        add(m, "Export plot…", lambda: export_actions.export_plot_dialog(self, self.current_page()), "Ctrl+E")
-        add(m, "Export table…", lambda: export_actions.export_table_dialog(self, self.current_page()),
-            "Ctrl+Shift+E")
+        # bound methods, not lambdas holding self: the actions (owned by this window) would keep it alive
+        add(m, "Export plot…", self._export_plot, "Ctrl+E")
+        add(m, "Export table…", self._export_table, "Ctrl+Shift+E")
         add(m, "Export report…", self.export_report, "Ctrl+Alt+E")
         m.addSeparator()
         add(m, "Close", self.close, "Ctrl+W")
         v = self.menuBar().addMenu("&View")
-        self.page_actions = [add(v, f"Show {title}", lambda _=False, i=i: self.tabs.setCurrentIndex(i), f"Ctrl+{i + 1}")
-                             for i, (_key, title, _cls) in enumerate(PAGES[:9])]
+        self.page_actions = []
+        for i, (_key, title, _cls) in enumerate(PAGES[:9]):
+            a = add(v, f"Show {title}", self._show_page_of_action, f"Ctrl+{i + 1}")
+            a.setData(i)
+            self.page_actions.append(a)
         v.addSeparator()
-        add(v, "&Next page", lambda: self.tabs.setCurrentIndex((self.tabs.currentIndex() + 1) % self.tabs.count()),
-            "Ctrl+PgDown")
-        add(v, "&Previous page",
-            lambda: self.tabs.setCurrentIndex((self.tabs.currentIndex() - 1) % self.tabs.count()), "Ctrl+PgUp")
+        add(v, "&Next page", self._next_page, "Ctrl+PgDown")
+        add(v, "&Previous page", self._previous_page, "Ctrl+PgUp")
+
+    def _show_page_of_action(self) -> None:
+        action = self.sender()
+        if action is not None:
+            self.tabs.setCurrentIndex(int(action.data()))
+
+    def _next_page(self) -> None:
+        self.tabs.setCurrentIndex((self.tabs.currentIndex() + 1) % self.tabs.count())
+
+    def _previous_page(self) -> None:
+        self.tabs.setCurrentIndex((self.tabs.currentIndex() - 1) % self.tabs.count())
+
+    def _export_plot(self) -> None:
+        export_actions.export_plot_dialog(self, self.current_page())
+
+    def _export_table(self) -> None:
+        export_actions.export_table_dialog(self, self.current_page())
 
     def _ensure(self, index: int):
         if not 0 <= index < len(PAGES):
@@ -146,6 +164,9 @@ class CompareWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         if self in _OPEN:
             _OPEN.remove(self)
+        owner = getattr(self, "_owner", None)  # the main window's list must not keep a closed window alive
+        if owner is not None and self in getattr(owner, "compare_windows", []):
+            owner.compare_windows = [w for w in owner.compare_windows if w is not self]
         super().closeEvent(event)
 
 
@@ -155,6 +176,7 @@ def compare_documents(main_window, doc_a, doc_b) -> CompareWindow:
     win.show()
     if main_window is not None:
         main_window.compare_windows = getattr(main_window, "compare_windows", []) + [win]
+        win._owner = main_window
     return win
 
 

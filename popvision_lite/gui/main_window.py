@@ -17,6 +17,7 @@ import html
 import importlib.util
 import sys
 import traceback
+import weakref
 from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -335,14 +336,15 @@ class MainWindow(QMainWindow):
         """Run ``fn(task, *args, **kwargs)`` on the pool with the status-bar progress and Cancel."""
         w = start_task(fn, *args, title=title, **kwargs)
         self._tasks.append(w)
-        w.signals.progress.connect(lambda f, m, w=w: self._on_progress(w, f, m))
+        ref = weakref.ref(w)  # not the worker itself: its own signals would keep it alive (workers.start_task)
+        w.signals.progress.connect(lambda f, m: self._on_progress(ref(), f, m))
         if on_result:
             w.signals.result.connect(on_result)
         w.signals.error.connect(on_error or (lambda exc, t=title: self._task_failed(t, exc)))
         w.signals.cancelled.connect(lambda t=title: self.statusBar().showMessage(f"Cancelled: {t}", 5000))
         if on_cancel:
             w.signals.cancelled.connect(on_cancel)
-        w.signals.finished.connect(lambda w=w: self._task_done(w))
+        w.signals.finished.connect(lambda: self._task_done(ref()))
         self._show_progress(title, -1)
         return w
 

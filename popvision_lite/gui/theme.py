@@ -164,12 +164,22 @@ def _shown_plots(app: QApplication):
     """Plot widgets inside visible top-level windows (hidden tabs included).
 
     Not ``app.allWidgets()``: that wraps every widget alive, also closed windows still being torn
-    down, and crashed once in a long pytest-qt session.  Closed windows need no restyle."""
-    for top in app.topLevelWidgets():
-        if top.isVisible():
-            for w in top.findChildren(QGraphicsView):
-                if isinstance(w, pg.GraphicsView):
-                    yield w
+    down, and crashed once in a long pytest-qt session.  Closed windows need no restyle.
+
+    The garbage collector is off while the lists are taken: Qt hands over raw widget pointers that are wrapped
+    one by one, and a collection triggered by that wrapping can destroy a closed window further down the
+    list (a Python-owned window in a reference cycle) - a segfault here in a full test-suite run."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        plots = [w for top in app.topLevelWidgets() if top.isVisible()
+                 for w in top.findChildren(QGraphicsView) if isinstance(w, pg.GraphicsView)]
+    finally:
+        if enabled:
+            gc.enable()
+    yield from plots
 
 
 def apply_theme(name: str, app: QApplication | None = None) -> None:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import threading
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, QTimer, Signal, Slot
 
 
 class Cancelled(Exception):
@@ -125,6 +126,13 @@ class Worker(QRunnable):
     def cancel(self) -> None:
         self.task.cancel()
 
+    def start_on(self, pool: QThreadPool | None = None) -> None:
+        """Run on ``pool`` (the global pool by default).  The pool is given ``self.run``, not this runnable:
+        PySide's ``QThreadPool.start(runnable)`` keeps a reference to a runnable that is not auto-deleted and
+        never drops it, so every worker - its signals and whatever their connections hold - lived for ever
+        (bench/soak.py); a callable is released by the pool once it has run."""
+        (pool or QThreadPool.globalInstance()).start(self.run)
+
     def run(self) -> None:  # pool thread
         try:
             value = self.fn(self.task, *self.args, **self.kwargs)
@@ -138,6 +146,9 @@ class Worker(QRunnable):
         else:
             _emit(self._emit.result, value)
         finally:
+            # a finished worker lets go of its work and inputs (a profile, say): its signal objects may
+            # outlive it through connections
+            self.fn = self.args = self.kwargs = None
             self.done = True
             _emit(self._emit.finished)
 
@@ -157,8 +168,12 @@ def start_task(fn: Callable[..., Any], *args, title: str = "", pool: QThreadPool
     """Start ``fn(task, *args, **kwargs)`` on ``pool`` (the global pool by default)."""
     worker = Worker(fn, *args, title=title, **kwargs)
     _LIVE.add(worker)
-    worker.signals.finished.connect(lambda: _LIVE.discard(worker))
-    (pool or QThreadPool.globalInstance()).start(worker)
+    # a weak reference: a lambda holding the worker, held by the worker's own signals object in C++, made a
+    # cycle the garbage collector cannot see - every task stayed alive with its inputs (bench/soak.py)
+    # (dropped on the next turn of the event loop, not inside the emission of its own signal)
+    ref = weakref.ref(worker)
+    worker.signals.finished.connect(lambda: QTimer.singleShot(0, lambda: _LIVE.discard(ref())))
+    worker.start_on(pool)
     return worker
 
 

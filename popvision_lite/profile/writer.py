@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from popvision_lite.atomic_io import check_destination, make_temp, publish_mode
+from popvision_lite.atomic_io import check_destination, make_temp, publish_mode, replace_locked
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import phases as phases_mod
 from popvision_lite.profile import schema
@@ -382,9 +382,8 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
             image = f.id.get_file_image()  # a copy: the core buffer is freed when f closes
         _write_image(fd, image)
         image = None
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
+        fd, locked = -1, fd
+        replace_locked(locked, tmp, path)  # closes it, renamed or not
         ok = True
         with contextlib.suppress(OSError):  # make the rename itself durable
             dfd = os.open(folder, os.O_RDONLY)

@@ -10,13 +10,17 @@
   is removed, so an innocent point can be blamed too (docs/decisions/0008-sweeps-on-dask.md) - hence
   the retry, and hence "process" as the default.
 * ``scheduler="tcp://host:8786"``: an existing cluster.  Workers write profiles and rows *themselves* into
-  the sweep folder, so that folder must be a path every worker sees (a shared file system); a worker that
-  cannot see it fails its points with that message.  Only the small rows travel back to the client.
+  the sweep folder, so that folder must be a path every worker sees (a shared file system).  Only the small
+  rows travel back to the client.  The workers are probed before any point is submitted: a worker that
+  cannot see the folder is named and the sweep refused; daemonic workers (stock ``dask worker``) cannot
+  start a process per point (``choose_isolation``).
 * Resume: a point whose ``rows/<key>.json`` holds its config hash with status ok and whose profile exists
-  is not run again.
-* Cancel (``should_cancel()`` true, or KeyboardInterrupt): pending points are cancelled, the local
-  cluster is closed (its workers stop), leftover temp files are removed (profiles and rows are
-  written by rename, so none is ever half-written) and the table is written with every finished row.
+  is not run again.  One sweep at a time per folder (``folder.FolderLock``).
+* Cancel (``should_cancel()`` true, or KeyboardInterrupt): the run is marked cancelled in the folder first,
+  so from then on no point commits a row (``folder.commit``); points not yet running are dropped; with
+  process isolation the workers stop their points' processes and the client waits for that
+  (``_stop_points``); then the local cluster is closed, leftover temp files are removed and the table is
+  written with every committed row.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.errors import ConfigError
+from popvision_lite.sweep import folder
 from popvision_lite.sweep import point as pt
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.grid import Point
@@ -56,6 +61,9 @@ WRITE_EVERY_S = 2.0
 # on a worker, so a worker that dies was running exactly one point, the one that gets the blame
 SLOT = "sweep-slot"
 MAX_ATTEMPTS = 2  # a point whose worker died is run once more before it is marked failed
+# a cancelled sweep waits at most this long for its points' processes to be stopped by their workers (they
+# notice within point.POLL_S; the bound only matters for a worker that hangs)
+STOP_WAIT_S = 60.0
 
 
 @dataclass
@@ -69,6 +77,8 @@ class Outcome:
     workers: int = 0
     results_path: Path | None = None
     wall_seconds: float = 0.0
+    isolate: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def default_workers(n_points: int) -> int:
@@ -117,8 +127,13 @@ def local_cluster(n_workers: int, memory_limit="auto"):
         # set in this process; the scheduler reads the others once, when it starts
         dask.config.set(WORKER_RESTART_CONFIG)
         with dask.config.set(LOCAL_DASK_CONFIG):
+            # no dashboard: it needs bokeh, which this package does not install (an existing cluster's
+            # dashboard, when it has one, is printed by the CLI: dashboard_link).  The scheduler always
+            # serves HTTP (health checks): on loopback, on a free port (None would mean 8787, on any
+            # interface, clashing with a second sweep)
             return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
+                                dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                                memory_limit=memory_limit,
                                 silence_logs=logging.ERROR, resources={SLOT: 1})
     finally:
         if old is not None:
@@ -129,6 +144,54 @@ def _main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
+
+
+def dashboard_link(client) -> str | None:
+    """The dashboard URL of the client's scheduler, or None when it serves none (no bokeh there)."""
+    try:
+        services = client.scheduler_info(n_workers=0).get("services") or {}
+    except Exception:  # noqa: BLE001 - a scheduler that cannot say has no dashboard we can name
+        return None
+    if "dashboard" not in services:
+        return None
+    try:  # the scheduler serves HTTP in any case; a dashboard only where it has bokeh
+        if not client.run_on_scheduler(_has_bokeh):
+            return None
+        return client.dashboard_link
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _has_bokeh() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("bokeh") is not None
+
+
+ISOLATION_MODES = ("auto", "process", "worker")
+
+
+def choose_isolation(workers: dict[str, dict], isolate: str, *, point_timeout=None, point_memory=None) -> tuple[str, str]:
+    """(mode, notice) for the probed ``workers`` ({address: point.probe()}).
+
+    "auto": "process" where every worker may start processes, else "worker" with a one-line notice naming the
+    fix.  An explicit "process" (or --point-timeout / --point-memory, which need it) on daemonic workers is
+    refused before any point runs (ConfigError naming the fix)."""
+    if isolate not in ISOLATION_MODES:
+        raise ConfigError(f"argument --isolate: {isolate!r}; expected one of {', '.join(ISOLATION_MODES)}")
+    daemonic = sorted(a for a, w in workers.items() if w.get("daemon"))
+    if not daemonic or isolate == "worker":
+        return ("process" if isolate == "auto" else isolate), ""
+    which = f"{len(daemonic)} of the cluster's {len(workers)} worker(s) are daemonic Dask worker processes " \
+            f"(the default of 'dask worker'), which may not start a process per point"
+    needs = [n for n, v in (("--point-timeout", point_timeout), ("--point-memory", point_memory)) if v]
+    if isolate == "process" or needs:
+        what = " and ".join(needs) if needs else "--isolate process"
+        raise ConfigError(f"argument --scheduler: {what} needs a process per point, but {which}; restart the "
+                          f"workers with {pt.NON_DAEMON_HINT}, or use --isolate worker"
+                          + (f" without {what}" if needs else ""))
+    return "worker", (f"note: {which}: running points inside the workers (--isolate worker; a crashing point "
+                      f"restarts its worker). To isolate each point, start the workers with {pt.NON_DAEMON_HINT}.")
 
 
 def connect(address: str, timeout: float = 10.0):
@@ -269,17 +332,34 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
               client=None, isolate: str = "process", point_fn: Callable | None = None, resume: bool = True,
               point_timeout: float | None = None, point_memory: int | None = None,
               progress: Callable[[Outcome, int], None] | None = None,
-              should_cancel: Callable[[], bool] | None = None) -> Outcome:
+              should_cancel: Callable[[], bool] | None = None,
+              notify: Callable[[str], None] | None = None) -> Outcome:
     """Run ``points`` and write the sweep folder; returns the outcome (rows in point order).
 
-    ``isolate``: "process" (each point in its own process) or "worker" (inside the worker processes).
+    ``isolate``: "process" (each point in its own process), "worker" (inside the worker processes) or "auto"
+    (process where the workers may start processes, else worker, saying so through ``notify``).  The workers
+    are probed before any point is submitted: an explicit "process" on workers that cannot start processes is
+    a ConfigError naming the fix.
     ``point_timeout``: seconds after which a point's process is killed and the point failed (process mode).
     ``point_memory``: bytes of address space a point's process may use (process mode; past it, MemoryError).
     ``client``: an existing ``distributed.Client`` to use as is (tests, notebooks).  KeyboardInterrupt
-    is handled like ``should_cancel()``: the outcome comes back with ``cancelled=True``."""
+    is handled like ``should_cancel()``: the outcome comes back with ``cancelled=True``.
+    A second sweep into the same folder while this one runs is refused (ConfigError; sweep/folder.py)."""
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    lock = folder.FolderLock(out).acquire()
+    try:
+        return _run_locked(points, out, t0, grid_names=grid_names, meta=meta, workers=workers, scheduler=scheduler,
+                           connect_timeout=connect_timeout, client=client, isolate=isolate, point_fn=point_fn,
+                           resume=resume, point_timeout=point_timeout, point_memory=point_memory,
+                           progress=progress, should_cancel=should_cancel, notify=notify or (lambda _m: None))
+    finally:
+        lock.release()
+
+
+def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
+                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify) -> Outcome:
     (out / pt.PROFILES).mkdir(exist_ok=True)
     (out / pt.ROWS).mkdir(exist_ok=True)
     remove_temp_files(out)
@@ -322,6 +402,8 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
     own_client = None
     futures = {}
     interrupted = _SigintFlag()
+    run_id = folder.start_run(out)
+    refused = False
 
     def cancel_requested() -> bool:
         return interrupted.set or (should_cancel is not None and bool(should_cancel()))
@@ -337,14 +419,30 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
                 own_cluster = local_cluster(workers or default_workers(len(todo)))
                 own_client = client = Client(own_cluster)
                 client.register_plugin(ignore_sigint_plugin())
+        target = str(out.resolve())
+        probed = client.run(pt.probe, target)
+        try:
+            blind = sorted({w.get("host", a) for a, w in probed.items() if w.get("sees_folder") is False})
+            if blind:
+                raise ConfigError(f"argument -o/--output: the sweep folder {target} is not visible on worker "
+                                  f"host(s) {', '.join(blind)}; with --scheduler the folder must be a path every "
+                                  "worker shares (the same shared file system, mounted at the same path)")
+            isolate, notice = choose_isolation(probed, isolate, point_timeout=point_timeout,
+                                               point_memory=point_memory)
+        except ConfigError:
+            refused = True  # before any point was submitted: nothing to write
+            raise
+        if notice:
+            o.notes.append(notice)
+            notify(notice)
         info = client.scheduler_info(n_workers=-1).get("workers", {})
         o.workers = len(info)
+        o.isolate = isolate
         # one point per worker at a time where the workers offer the slot (our LocalCluster does)
         slots = bool(info) and all(SLOT in (w.get("resources") or {}) for w in info.values())
         with contextlib.suppress(Exception):  # imports (and fork servers) on every worker at once, not per point
             client.run(pt.warm_up, isolate)
         fn = pt.run_point_isolated if isolate == "process" else pt.run_point
-        target = str(out.resolve())
         attempts: dict[int, int] = {}
 
         def submit(p: Point):
@@ -352,8 +450,8 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
             extra = {}
             if isolate == "process":
                 extra = {k: v for k, v in (("timeout", point_timeout), ("memory_bytes", point_memory)) if v}
-            f = client.submit(fn, p.spec, target, p.config_hash, p.key, point_fn, pure=False, **extra,
-                              key=f"sweep-point-{p.key}-{time.time_ns()}",
+            f = client.submit(fn, p.spec, target, p.config_hash, p.key, point_fn, pure=False, run_id=run_id,
+                              **extra, key=f"sweep-point-{p.key}-{time.time_ns()}",
                               resources={SLOT: 1} if slots else None)
             futures[f.key] = (f, p)
             return f
@@ -385,6 +483,8 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
                         ac.add(submit(p))  # maybe it only shared the worker with the point that crashed
                         continue
                     row = _failed_row(p, _error_message(exc, attempts[p.index]))
+                if row.get("status") == pt.CANCELLED:  # not a result (only seen in a race with a cancel)
+                    continue
                 rows[p.index] = row | {"point": p.index}
                 if row.get("status") == "ok":
                     o.ok += 1
@@ -401,9 +501,7 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
             time.sleep(0.02)
     except KeyboardInterrupt:
         o.cancelled = True
-        if client is not None and futures:
-            with contextlib.suppress(Exception):
-                client.cancel([f for f, _ in futures.values()], force=True)
+        _stop_points(client, out, run_id, futures, wait=o.isolate == "process")
     finally:
         interrupted.restore()
         if own_client is not None:
@@ -413,14 +511,43 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
             with contextlib.suppress(Exception):
                 own_cluster.close()
         remove_temp_files(out)
-        if o.cancelled:  # points that finished on a worker after the client stopped listening
-            for p in todo:
-                row = resumable_row(out, p) if p.index not in rows else None
-                if row is not None:
-                    rows[p.index] = row | {"point": p.index}
-                    o.ok += 1
-        o.not_run = total - len(rows)
-        write_table()
-        report(o, total)
+        if not refused:  # (a refused sweep raises its ConfigError with nothing written)
+            if o.cancelled:  # points that committed on a worker after the client stopped listening
+                for p in todo:
+                    row = resumable_row(out, p) if p.index not in rows else None
+                    if row is not None:
+                        rows[p.index] = row | {"point": p.index}
+                        o.ok += 1
+            o.not_run = total - len(rows)
+            write_table()
+            report(o, total)
         o.wall_seconds = time.perf_counter() - t0
     return o
+
+
+def _stop_points(client, out: Path, run_id: str, futures: dict, wait: bool, bound_s: float = STOP_WAIT_S) -> None:
+    """Cancel a sweep: first the run (from here on no point commits: sweep/folder.py), then the points not yet
+    running (dropped by the scheduler); with process isolation, wait (up to ``bound_s``) until each running point
+    has had its process stopped by its worker (they look at the run file every ``point.POLL_S``), so no point's
+    process outlives the sweep and nothing is killed under a pipe.  Points running inside workers
+    (``--isolate worker``) cannot be stopped without killing their worker: they run to the end and write
+    nothing; the local cluster, closed next, stops them."""
+    folder.cancel_run(out, run_id)
+    if client is None or not futures:
+        return
+    pending = [f for f, _ in futures.values() if not f.done()]
+    running: list = []
+    if wait:
+        with contextlib.suppress(Exception):
+            on_workers = {k for keys in client.processing().values() for k in keys}
+            running = [f for f in pending if f.key in on_workers]
+    running_keys = {f.key for f in running}
+    with contextlib.suppress(Exception):
+        client.cancel([f for f in pending if f.key not in running_keys], force=True)
+    if running:
+        from distributed import wait as wait_futures
+
+        with contextlib.suppress(Exception):
+            wait_futures(running, timeout=bound_s)
+        with contextlib.suppress(Exception):
+            client.cancel(running, force=True)

@@ -15,6 +15,7 @@ KEY`` runs one point from a shell and prints its row as JSON (debugging).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,6 +26,11 @@ from pathlib import Path
 
 PROFILES = "profiles"
 ROWS = "rows"
+CANCELLED = "cancelled"  # a point of a cancelled sweep: nothing written, not a result
+POINT_PROCESS = "sweep-point-"  # name prefix of a point's process
+# how to start `dask worker`s whose worker processes may start a point's process (not daemonic)
+NON_DAEMON_HINT = "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker ... (or 'dask worker --no-nanny')"
+POLL_S = 0.2  # how often a worker looks at its point's process and at the sweep's run file
 
 
 def profile_relpath(key: str) -> str:
@@ -109,15 +115,28 @@ def base_row(spec: dict, config_hash: str, key: str) -> dict:
             "timing_only": spec["timing_only"], **spec["args"]}
 
 
-def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None) -> dict:
+def staging_path(out_dir, key: str) -> Path:
+    """Where a point writes its profile before it commits it (a ``.*.tmp`` name: the client removes any a
+    stopped point left)."""
+    return Path(out_dir) / PROFILES / f".{key}.{os.getpid()}.stage.tmp"
+
+
+def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None, run_id: str | None = None) -> dict:
     """Emulate ``spec`` and write ``profiles/<key>.pvl`` and ``rows/<key>.json`` under ``out_dir``.
 
-    ``point_fn(spec, profile_path) -> ModelRun`` replaces the emulation (tests, benchmarks)."""
+    ``point_fn(spec, profile_path) -> ModelRun`` replaces the emulation (tests, benchmarks).  ``run_id``: the
+    sweep run this point belongs to; once that run is cancelled (``folder.cancel_run``) the point writes
+    nothing and returns a row with status "cancelled" (``None``: always write)."""
+    from popvision_lite.sweep import folder
+
     t0 = time.perf_counter()
     c0 = time.process_time()
     row = base_row(spec, config_hash, key)
     row.update(status="failed", error="", profile="", host=socket.gethostname(), pid=os.getpid())
     out = Path(out_dir)
+    if out.is_dir() and not folder.is_current(out, run_id):
+        return row | {"status": CANCELLED, "error": "the sweep was cancelled before this point started"}
+    staged = staging_path(out, key)
     try:
         if not out.is_dir():
             raise FileNotFoundError(f"sweep folder {out_dir} is not visible on worker host {socket.gethostname()}; "
@@ -125,7 +144,7 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
         (out / PROFILES).mkdir(exist_ok=True)
         (out / ROWS).mkdir(exist_ok=True)
         rel = profile_relpath(key)
-        run = (point_fn or emulate)(spec, str(out / rel))
+        run = (point_fn or emulate)(spec, str(staged))
         # every resolved model field (defaults included); 'model' stays the name given (bert-base, not bert)
         row.update({k: v for k, v in run.cfg.to_dict().items() if k != "model"})
         row.update(metrics(run, spec["device"]))
@@ -135,9 +154,18 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
     row["wall_seconds"] = time.perf_counter() - t0
     row["cpu_seconds"] = time.process_time() - c0
     try:
-        _write_json_atomic(row_path(out, key), row)
+        with folder.commit(out, run_id) as ok:
+            if not ok:
+                row.update(status=CANCELLED, error="the sweep was cancelled while this point ran", profile="")
+            else:
+                if row["status"] == "ok":
+                    os.replace(staged, out / row["profile"])
+                _write_json_atomic(row_path(out, key), row)
     except Exception as e:  # noqa: BLE001
         row.update(status="failed", error=f"{row['error']}; row not written: {_message(e)}".lstrip("; "))
+    finally:
+        with contextlib.suppress(OSError):
+            staged.unlink()
     return row
 
 
@@ -165,7 +193,7 @@ _CONTEXT = None
 # interpreter start and these imports (~0.5 s idle, seconds on a loaded machine: docs/performance.md)
 PRELOAD = ["popvision_lite.sweep.point", "popvision_lite.emulator.models.emulated",
            "popvision_lite.emulator.run_summary",
-           "popvision_lite.profile.writer", "popvision_lite.devices"]
+           "popvision_lite.profile.writer", "popvision_lite.devices", "popvision_lite.sweep.folder"]
 
 
 def _context():
@@ -197,57 +225,91 @@ def warm_up(isolate: str = "process") -> None:
             forkserver.ensure_running()
 
 
-def _child(conn, spec, out_dir, config_hash, key, point_fn, memory_bytes=None) -> None:
+def _child(conn, spec, out_dir, config_hash, key, point_fn, memory_bytes=None, run_id=None) -> None:
     _child_setup()
-    if memory_bytes:  # address-space cap: an allocation past it raises MemoryError -> a failed row that says so
-        import resource
+    try:
+        if memory_bytes:  # address-space cap: an allocation past it raises MemoryError -> a failed row saying so
+            import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (int(memory_bytes), int(memory_bytes)))
-    row = run_point(spec, out_dir, config_hash, key, point_fn=point_fn)
-    conn.send(row)
-    conn.close()
+            resource.setrlimit(resource.RLIMIT_AS, (int(memory_bytes), int(memory_bytes)))
+        row = run_point(spec, out_dir, config_hash, key, point_fn=point_fn, run_id=run_id)
+    except BaseException as e:  # noqa: BLE001 - run_point returns rows; anything else is reported, not printed
+        row = base_row(spec, config_hash, key) | {"status": "failed", "profile": "", "error": _message(e)}
+    try:
+        conn.send(row)
+        conn.close()
+    except OSError:  # the worker stopped listening (it only does after killing this process): nothing to say
+        pass
 
 
 def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None,
-                       timeout: float | None = None, memory_bytes: int | None = None) -> dict:
+                       timeout: float | None = None, memory_bytes: int | None = None,
+                       run_id: str | None = None) -> dict:
     """:func:`run_point` in a child process (forked from a fork server that has the emulator imported): a
     crash there (segfault, killed for memory) fails only this point, with the signal named, and the worker
-    goes on.  ``point_fn`` must be importable by name."""
+    goes on.  ``point_fn`` must be importable by name.
+
+    This worker stops the child itself - after ``timeout`` seconds, or as soon as the sweep run ``run_id`` is
+    cancelled (checked every ``POLL_S``) - and closes the pipe only after the child is gone, so the child
+    never writes into a closed pipe.  The child ignores SIGINT: a terminal's Ctrl+C reaches it too, but the
+    sweep decides what stops."""
     import multiprocessing as mp
     import signal
+
+    from popvision_lite.sweep import folder
 
     t0 = time.perf_counter()
     if mp.current_process().daemon:
         row = base_row(spec, config_hash, key)
         row.update(status="failed", profile="", error="--isolate process needs workers that may start processes: "
-                   "set distributed.worker.daemon to False on the cluster, or use --isolate worker")
+                   f"start them with {NON_DAEMON_HINT}, or use --isolate worker")
         return row
+    if not folder.is_current(out_dir, run_id):
+        return base_row(spec, config_hash, key) | {"status": CANCELLED, "profile": "",
+                                                  "error": "the sweep was cancelled before this point started"}
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, spec, str(out_dir), config_hash, key, point_fn, memory_bytes),
-                       name=f"sweep-point-{key}")
+    proc = ctx.Process(target=_child, args=(send, spec, str(out_dir), config_hash, key, point_fn, memory_bytes,
+                                            run_id), name=f"{POINT_PROCESS}{key}")
     proc.start()
     send.close()
     row = None
-    timed_out = False
+    stopped = ""
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        if recv.poll(timeout):
-            row = recv.recv()
-        else:
-            timed_out = True
+        while True:
+            wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))
+            if recv.poll(wait):
+                row = recv.recv()
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = f"timed out after {timeout} s"
+                break
+            if not folder.is_current(out_dir, run_id):
+                stopped = CANCELLED
+                break
     except (EOFError, OSError):
         row = None  # the child died before sending its row
     finally:
+        # the child goes first, then the pipe: never the other way round
+        if row is None and proc.is_alive():
+            proc.kill()
+        proc.join(None if row is None else 60)
+        if proc.is_alive():  # sent its row but did not exit
+            proc.kill()
+            proc.join()
         recv.close()
-    if timed_out:
-        proc.kill()
-    proc.join(5 if row is not None else None)
     if row is not None:
         return row
+    if not stopped and not folder.is_current(out_dir, run_id):
+        stopped = CANCELLED
     row = base_row(spec, config_hash, key)
     code = proc.exitcode
-    if timed_out:
-        why = f"timed out after {timeout} s"
+    if stopped == CANCELLED:
+        row.update(status=CANCELLED, profile="", error="the sweep was cancelled while this point ran")
+        return row
+    if stopped:
+        why = stopped
     elif code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
@@ -261,12 +323,23 @@ def run_point_isolated(spec: dict, out_dir: str, config_hash: str, key: str, poi
     return row
 
 
+def probe(out_dir: str | None = None) -> dict:
+    """What the client needs to know about a worker before submitting points: may it start processes
+    (``daemon``), which host it is on, and whether it sees the sweep folder."""
+    import multiprocessing as mp
+
+    return {"daemon": bool(mp.current_process().daemon), "host": socket.gethostname(), "pid": os.getpid(),
+            "sees_folder": None if out_dir is None else Path(out_dir).is_dir()}
+
+
 def _child_setup() -> None:
-    """In the point's process: Ctrl+C stops it at once (SIG_DFL: no traceback; its worker ignores SIGINT),
-    and it dies with its parent (Linux PR_SET_PDEATHSIG) instead of running on after a cancelled sweep."""
+    """In the point's process: ignore SIGINT (a terminal's Ctrl+C reaches the whole process group; the worker,
+    which also ignores it, stops this process when the sweep is cancelled), and die with the fork server it
+    was forked from (Linux PR_SET_PDEATHSIG; the fork server exits when its worker does) instead of running on
+    after a cluster that went away."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:
             import ctypes

@@ -83,12 +83,12 @@ CASES = [
 def test_bad_input_exits_2_naming_it(tmp_path, argv, name):
     for fname, text in TOML.items():
         (tmp_path / fname).write_text(text)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time (all threads of this process): not stretched by a busy machine
     rc, msg = _run(argv, tmp_path)
     assert rc == 2, (rc, msg[-500:])
     assert name in msg, msg
     assert "Traceback" not in msg
-    assert time.perf_counter() - t0 < 20
+    assert time.process_time() - t0 < 20  # refused before any long work
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # the device node is still a device
 
 

@@ -230,11 +230,16 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
             self._show(result)
             return
         self.notes.setText("Computing the roofline…")
-        w = Worker(lambda task: rl.analyze(prof, gpus, scale), title="Roofline analysis")
-        w.signals.result.connect(lambda res, k=key: self._analysis_done(k, res))
+        # the result carries its key, and the signals go to bound methods: Qt drops those connections when
+        # this view is destroyed (a lambda holding self kept a closed view alive, and called into it)
+        w = Worker(lambda task: (key, rl.analyze(prof, gpus, scale)), title="Roofline analysis")
+        w.signals.result.connect(self._keyed_analysis_done)
         w.signals.error.connect(self._failed)
         self._analysis_worker = w
-        self._pool.start(w)
+        w.start_on(self._pool)
+
+    def _keyed_analysis_done(self, keyed):
+        self._analysis_done(*keyed)
 
     def _analysis_done(self, key, result):
         if hasattr(self.document, "put_cached"):
@@ -261,18 +266,21 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
 
     def import_trace(self, path):
         """Parse a PyTorch trace off the GUI thread; the points appear when done. Returns the worker."""
-        def work(task, p):
-            return load_torch_trace(p)
-
         self.import_btn.setEnabled(False)
         # connect before starting: a small bad file fails before a later connect() would be seen
-        w = Worker(work, str(path), title=f"Importing {path}")
-        w.signals.result.connect(lambda df, p=str(path): self._trace_loaded(df, p))
+        w = Worker(lambda task, p: (load_torch_trace(p), p), str(path), title=f"Importing {path}")
+        w.signals.result.connect(self._keyed_trace_loaded)  # bound methods: see refresh()
         w.signals.error.connect(self._trace_failed)
-        w.signals.finished.connect(lambda: self.import_btn.setEnabled(True))
+        w.signals.finished.connect(self._trace_import_done)
         self._worker = w
-        self._pool.start(w)
+        w.start_on(self._pool)
         return w
+
+    def _keyed_trace_loaded(self, loaded):
+        self._trace_loaded(*loaded)
+
+    def _trace_import_done(self):
+        self.import_btn.setEnabled(True)
 
     # ------------------------------------------------------------------ selection
     def _on_points_clicked(self, item, points, ev=None):

@@ -1,0 +1,277 @@
+"""Sweeps that stop cleanly and run on any Dask cluster: cancelling stops the points in flight in every isolation
+mode (nothing is written after the cancel), a real `dask scheduler` + `dask worker` cluster of stock (daemonic)
+workers runs a sweep or refuses it before any point runs naming the fix, and one folder takes one sweep at a time.
+
+No test here depends on timing: points wait on a gate the test opens (tests/support/sweep_points.gated), the
+tests wait on files, output lines and task results, and every wait has a generous bound.  The cancel tests run
+with a busy-loop process per core (tests/support/load.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import popvision_lite as pvl
+from popvision_lite.cli import main
+from popvision_lite.errors import ConfigError
+from popvision_lite.sweep import engine, folder
+from popvision_lite.sweep import grid as g
+from popvision_lite.sweep import point as pt
+from tests.support import sweep_points as sweep_fixtures
+from tests.support.load import busy_cpus
+
+TINY = {"hidden": 32, "layers": 2}
+BOUND_S = 600  # every wait below ends when its event happens; this only stops a test that would hang
+REPO = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path]))
+
+
+def _points(grid):
+    base = g.Base(model="mlp", model_args=dict(TINY))
+    grid = g.check_grid(grid, "test")
+    return g.expand(base, grid), list(grid)
+
+
+def _wait_for(cond, what: str, bound: float = BOUND_S):
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < bound, f"waited {bound} s for {what}"
+        time.sleep(0.05)
+
+
+def _drain(client):
+    """Returns once every worker's (single) executor thread is free: a no-op task per worker queues behind
+    whatever still runs there - here, points of a cancelled sweep that run on inside the worker."""
+    workers = list(client.scheduler_info(n_workers=-1)["workers"])
+    futs = [client.submit(os.getpid, workers=[w], allow_other_workers=False, pure=False) for w in workers]
+    client.gather(futs)
+
+
+def _point_processes(client) -> dict:
+    import multiprocessing as mp
+
+    def names():
+        return [p.name for p in mp.active_children() if p.name.startswith(pt.POINT_PROCESS)]
+
+    return client.run(names)
+
+
+# ----------------------------------------------------------------------------- cancelling
+@pytest.mark.parametrize("isolate", ["process", "worker"])
+def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, tmp_path, isolate):
+    """Two points are running (one per worker, held at the gate) when the sweep is cancelled.  Process mode:
+    their workers stop their processes before run_sweep returns.  Worker mode: they cannot be stopped inside
+    the worker, so the test opens the gate after the cancel and lets them finish - they write nothing."""
+    out = tmp_path / "s"
+    gate = out / sweep_fixtures.GATE
+    pts, names = _points({"batch": [8, 16, 24, 32, 40, 48]})
+    with busy_cpus():
+        o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate=isolate,
+                             point_fn=sweep_fixtures.gated,
+                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
+        assert o.cancelled and (o.ok, o.failed, o.not_run) == (0, 0, 6)
+        if isolate == "process":  # stopped by their workers, before the sweep returned
+            assert all(v == [] for v in _point_processes(client).values())
+        (gate / "open").touch()
+        _drain(client)
+    assert (out / folder.RUN).read_text().startswith(folder.CANCELLED)
+    assert not list((out / "rows").iterdir())
+    assert not list((out / "profiles").iterdir())
+    assert len(pvl.open_sweep(out)) == 0
+    # the next run of the same folder is a new run: it commits, and resumes nothing
+    again = engine.run_sweep(pts[:2], out, grid_names=names, client=client, isolate=isolate)
+    assert (again.ok, again.resumed) == (2, 0) and len(list((out / "rows").iterdir())) == 2
+
+
+def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(tmp_path):
+    """The real command on its own LocalCluster, on a machine with every core busy: Ctrl+C (SIGINT to the
+    process group, as a terminal sends it) ends it with status 130 and one line, no traceback; once the
+    command has exited no process of its group is left and no row appears after the table was written."""
+    out = tmp_path / "s"
+    n = 8
+    cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
+           "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
+           "--workers", "2", "-o", str(out)]
+    with busy_cpus():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                                start_new_session=True)
+        try:
+            _wait_for(lambda: list((out / "rows").glob("*.json")) or proc.poll() is not None, "a first row")
+            os.killpg(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=BOUND_S)
+            _wait_for(lambda: not _group_alive(proc.pid), "the sweep's processes to exit")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "cancelled; finished rows kept" in err
+    for word in ("Traceback", "Error", "Exception"):
+        assert word not in err, err
+    assert not list(out.rglob("*.tmp"))
+    kept = pvl.open_sweep(out)
+    assert 1 <= len(kept) < n and set(kept["status"]) == {"ok"}
+    on_disk = {json.loads(f.read_text())["key"] for f in (out / "rows").glob("*.json")}
+    assert on_disk == set(kept["key"])  # every committed row is in the table, and none came after it
+    assert {Path(p).stem for p in kept["profile"]} == {f.stem for f in (out / "profiles").glob("*.pvl")}
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ----------------------------------------------------------------------------- one sweep per folder
+def test_a_second_sweep_into_the_same_folder_is_refused_until_the_first_ends(tmp_path, capsys):
+    """Two sweeps into one folder: the second is refused (exit 2, naming the first) while the first holds
+    the folder; a holder killed with SIGKILL leaves no stale lock behind."""
+    out = tmp_path / "s"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from popvision_lite.sweep.folder import FolderLock\n"
+                               "FolderLock(sys.argv[1]).acquire()\n"
+                               "print('locked', flush=True)\n"
+                               "time.sleep(3600)\n", str(out)],
+                              stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        argv = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8",
+                "--workers", "1", "-q", "-o", str(out)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"another sweep is running into {out} (pid {holder.pid} on " in err and "Traceback" not in err
+        assert not (out / "sweep.csv").exists() and not (out / "rows").exists()
+        with pytest.raises(ConfigError, match="another sweep is running"):  # the engine refuses as well
+            folder.FolderLock(out).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(argv) == 0  # the kernel released the dead holder's lock
+    assert set(pvl.open_sweep(out)["status"]) == {"ok"}
+
+
+# ----------------------------------------------------------------------------- existing clusters
+def test_isolation_choice_on_daemonic_workers():
+    daemonic = {"tcp://a": {"daemon": True}, "tcp://b": {"daemon": False}}
+    fine = {"tcp://a": {"daemon": False}}
+    assert engine.choose_isolation(fine, "auto") == ("process", "")
+    assert engine.choose_isolation(daemonic, "worker") == ("worker", "")
+    mode, note = engine.choose_isolation(daemonic, "auto")
+    assert mode == "worker" and "1 of the cluster's 2 worker(s) are daemonic" in note
+    assert "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker" in note and "\n" not in note
+    with pytest.raises(ConfigError, match="--isolate process needs a process per point.*DAEMON=False"):
+        engine.choose_isolation(daemonic, "process")
+    with pytest.raises(ConfigError, match="--point-timeout needs a process per point"):
+        engine.choose_isolation(daemonic, "auto", point_timeout=5)
+
+
+def test_local_cluster_serves_no_dashboard(client):
+    """No dashboard (no bokeh); the scheduler's own HTTP server (health checks) listens on loopback only."""
+    def http_hosts(dask_scheduler):
+        return {s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()}
+
+    assert client.run_on_scheduler(http_hosts) == {"127.0.0.1"}
+    assert engine.dashboard_link(client) is None
+
+
+@contextlib.contextmanager
+def dask_cluster(tmp_path, n_workers=2, env=None):
+    """A real cluster from the `dask` command line on 127.0.0.1 (scheduler + one `dask worker --nworkers N`),
+    stopped (process groups killed and reaped) afterwards."""
+    from distributed import Client
+
+    dask_cli = str(Path(sys.executable).with_name("dask"))
+    sched_file = tmp_path / "scheduler.json"
+    logs = []
+    procs = []
+
+    def start(args):
+        log = open(tmp_path / f"{args[0]}-{len(procs)}.log", "w")  # noqa: SIM115 - closed below
+        logs.append(log)
+        procs.append(subprocess.Popen([dask_cli, *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                      env=dict(ENV, **(env or {})), start_new_session=True))
+
+    try:
+        start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+               "--scheduler-file", str(sched_file)])
+        _wait_for(lambda: sched_file.exists() and sched_file.stat().st_size, "the scheduler file")
+        start(["worker", "--scheduler-file", str(sched_file), "--nworkers", str(n_workers), "--nthreads", "1",
+               "--host", "127.0.0.1", "--no-dashboard"])
+        address = json.loads(sched_file.read_text())["address"]
+        with Client(address, timeout=BOUND_S) as c:
+            c.wait_for_workers(n_workers, timeout=BOUND_S)
+            yield c, address
+    finally:
+        for p in procs[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs[::-1]:
+            try:
+                p.wait(timeout=BOUND_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in logs:
+            log.close()
+
+
+def test_stock_dask_cluster_runs_in_worker_or_refuses_before_any_point(tmp_path, capsys):
+    """`dask worker --nworkers 2` gives daemonic worker processes, which may not start a process per point:
+    without --isolate the sweep runs the points inside the workers and says so in one line; with --isolate
+    process (or --point-timeout) it is refused before any point runs, naming the fix.  A cancel there leaves
+    the points in flight running inside the workers: they finish and write nothing."""
+    with dask_cluster(tmp_path) as (client, address):
+        assert all(w["daemon"] for w in client.run(pt.probe).values())
+        base = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8,16",
+                "--grid", "device=ipu-mk2,ipu-bow", "--scheduler", address, "-q"]
+        assert main([*base, "--isolate", "process", "-o", str(tmp_path / "refused")]) == 2
+        err = capsys.readouterr().err
+        assert "--isolate process needs a process per point, but 2 of the cluster's 2 worker(s) are daemonic" in err
+        assert "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker" in err and "Traceback" not in err
+        assert not list((tmp_path / "refused" / "rows").iterdir())
+        assert main([*base, "--point-timeout", "60", "-o", str(tmp_path / "refused2")]) == 2
+        assert "--point-timeout needs a process per point" in capsys.readouterr().err
+
+        assert main([*base, "-o", str(tmp_path / "ok")]) == 0
+        err = capsys.readouterr().err
+        notes = [line for line in err.splitlines() if "daemonic" in line]
+        assert len(notes) == 1 and "running points inside the workers (--isolate worker" in notes[0]
+        df = pvl.open_sweep(tmp_path / "ok")
+        assert len(df) == 4 and set(df["status"]) == {"ok"} and all(Path(p).is_file() for p in df["profile"])
+
+        # cancel on this cluster: the two points in flight cannot be stopped inside their workers
+        out = tmp_path / "cancelled"
+        gate = out / sweep_fixtures.GATE
+        pts, names = _points({"batch": [8, 16, 24, 32]})
+        o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate="auto",
+                             point_fn=sweep_fixtures.gated,
+                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
+        assert o.cancelled and o.isolate == "worker" and o.ok == 0
+        (gate / "open").touch()
+        _drain(client)  # both points have now run to the end on their workers
+        assert not list((out / "rows").iterdir()) and not list((out / "profiles").iterdir())
+
+
+def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, capsys):
+    """The fix the refusal names works: workers started with DASK_DISTRIBUTED__WORKER__DAEMON=False take
+    --isolate process (a crashing point fails alone)."""
+    with dask_cluster(tmp_path, env={"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}) as (client, address):
+        assert not any(w["daemon"] for w in client.run(pt.probe).values())
+        pts, names = _points({"batch": [8, 16, 32]})
+        o = engine.run_sweep(pts, tmp_path / "p", grid_names=names, client=client, isolate="process",
+                             point_fn=sweep_fixtures.crash_on_batch)
+        by_batch = {r["batch"]: r for r in o.rows}
+        assert (o.ok, o.failed, o.isolate) == (2, 1, "process")
+        assert "killed by SIGSEGV" in by_batch[sweep_fixtures.CRASH_BATCH]["error"]

@@ -1,0 +1,103 @@
+"""Two commands writing the same output at the same time (`emulate -o same.pvl` twice, `export -o same.csv`
+twice) leave one complete file - either writer's, never a mix - and no temp file.
+
+The writers meet at a barrier just before their final rename (tests/support/concurrent_writer.py), so both
+temp files are complete and both renames are pending at once: the overlap is forced, not hoped for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *sys.path]))
+SAMPLES = REPO / "sample_profiles"
+BOUND_S = 600
+
+
+def _together(tmp_path, target: Path, commands: list[list[str]]) -> list[subprocess.CompletedProcess]:
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.support.concurrent_writer", str(barrier),
+                               str(len(commands)), str(target), "--", *c], cwd=REPO, env=ENV, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in commands]
+    done = []
+    for p in procs:
+        out, err = p.communicate(timeout=BOUND_S)
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    assert len(list(barrier.iterdir())) == len(commands)  # every writer reached its rename before any went on
+    return done
+
+
+def _datasets(path: Path) -> dict[str, np.ndarray]:
+    import hdf5plugin  # noqa: F401 - registers the Blosc filter the profiles are compressed with
+
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_two_emulations_into_one_profile_leave_one_whole_profile(tmp_path):
+    import popvision_lite as pvl
+
+    def cmd(batch, out):
+        return ["emulate", "mlp", "--hidden", "32", "--layers", "2", "--batch", str(batch), "--timing-only",
+                "-q", "-o", str(out)]
+
+    refs = {}
+    for batch in (8, 16):  # each writer's file, written alone
+        ref = tmp_path / f"ref{batch}.pvl"
+        subprocess.run([sys.executable, "-m", "popvision_lite.cli", *cmd(batch, ref)], cwd=REPO, env=ENV,
+                       check=True, capture_output=True, timeout=BOUND_S)
+        refs[batch] = _datasets(ref)
+    assert not _same(refs[8], refs[16])  # the two writers' files differ, so a mix would show
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    same = out_dir / "same.pvl"
+    for r in _together(tmp_path, same, [cmd(8, same), cmd(16, same)]):
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+    assert sorted(os.listdir(out_dir)) == ["same.pvl"]  # no temp file left by either writer
+    p = pvl.open(same)
+    try:
+        batch = p.run["config"]["batch"]
+    finally:
+        p.close()
+    assert batch in refs and _same(_datasets(same), refs[batch])  # one writer's file, whole
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".png"])
+def test_two_exports_into_one_file_leave_one_writers_file(tmp_path, suffix):
+    a, b = SAMPLES / "mlp_mk2.pvl", SAMPLES / "mlp_bow.pvl"
+
+    def cmd(profile, out):
+        return ["export", str(profile), "--view", "summary" if suffix == ".csv" else "roofline", "-o", str(out),
+                "--width", "400", "--height", "300"]
+
+    refs = []
+    for prof in (a, b):
+        ref = tmp_path / f"ref-{prof.stem}{suffix}"
+        subprocess.run([sys.executable, "-m", "popvision_lite.cli", *cmd(prof, ref)], cwd=REPO, env=ENV,
+                       check=True, capture_output=True, timeout=BOUND_S)
+        refs.append(ref.read_bytes())
+    assert refs[0] != refs[1]
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    same = out_dir / f"same{suffix}"
+    for r in _together(tmp_path, same, [cmd(a, same), cmd(b, same)]):
+        assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(out_dir)) == [same.name]
+    assert same.read_bytes() in refs
