@@ -59,6 +59,7 @@ SCRIPTS: dict[str, str] = {
     "validate": "emulator vs measured MLPerf IPU-POD16 BERT-Large / ResNet-50 throughput (issue 14)",
     "sweep_throughput": "sweep points/minute on Dask, 1 vs 2 workers, overhead per point vs a plain loop (issue 17)",
     "sweep_view": "opening a 10,000-point sweep in the desktop app: read, build, first paint (issue 17)",
+    "speed": "speed regression guard: CPU seconds of each emulator speed-table row vs target and previous run (issue 26)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -90,6 +91,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "validate": ["--quick"],
     "sweep_throughput": ["--quick"],
     "sweep_view": ["--points", "1000"],
+    "speed": ["--quick"],
 }
 
 
