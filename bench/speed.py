@@ -4,9 +4,9 @@
     python -m bench.speed --rows mlp_point onnx_bert_base
     python -m bench.speed --quick          # the cheap rows only (mlp point, 2-layer ONNX BERT)
 
-Each row runs as its own child process; its cost is the child's CPU seconds (user + sys) and peak RSS
-from ``resource.getrusage(RUSAGE_CHILDREN)`` (the machine is shared, so wall time is printed but not
-judged).  Each row is compared with its reference:
+Each row runs as its own child process; its cost is that process's CPU seconds (user + sys) and peak
+RSS from ``resource.getrusage(RUSAGE_CHILDREN)`` of a wrapper process around it (the machine is shared,
+so wall time is printed but not judged).  Each row is compared with its reference:
 
 * an imported model against the bundled model of the same shape run the same way (``ours / bundled``,
   judged against the row's target ratio);
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,8 @@ CLI = [PY, "-m", "popvision_lite.cli.main"]
 
 _RESNET_ROW = """
 from popvision_lite import validation as V
-case = next(c for c in V.build_cases(V.load_rows(V.data_dir())) if c.model.startswith('resnet'))
+import sys
+case = next(c for c in V.build_cases(V.load_rows(V.data_dir(sys.argv[1] or None))) if c.model.startswith('resnet'))
 r = V.predict(case)  # the replica graph as the validation report emulates it
 if getattr(r, 'error', None):
     raise SystemExit(f'{case.id}: {r.error}')
@@ -54,7 +54,7 @@ onnx.save(builders.bert_encoder(layers=cfg.layers, hidden=cfg.hidden, heads=cfg.
 """
 
 
-def rows(tmp: str, quick: bool) -> dict[str, dict]:
+def rows(tmp: str, quick: bool, data: str) -> dict[str, dict]:
     """name -> command, target (CPU seconds or ratio to the bundled reference), what it is."""
     layers = "2" if quick else "12"
     onnx_path = os.path.join(tmp, "bert_base.onnx")
@@ -74,7 +74,7 @@ def rows(tmp: str, quick: bool) -> dict[str, dict]:
             target_ratio=1.5),
         "resnet50_replica": dict(
             what="ResNet-50 replica graph of the first ResNet validation row, timing-only",
-            cmd=[PY, "-c", _RESNET_ROW], target_cpu=20.0, heavy=True),
+            cmd=[PY, "-c", _RESNET_ROW, data], target_cpu=20.0, heavy=True),
         "gpt2_xl_64": dict(
             what="GPT-2-XL on 64 IPUs (16 replicas x 4 stages), timing-only",
             cmd=CLI + ["emulate", "gpt2-xl", "--replicas", "16", "--pipeline-stages", "4", "--timing-only", "-q",
@@ -82,24 +82,35 @@ def rows(tmp: str, quick: bool) -> dict[str, dict]:
             target_cpu=15.0, heavy=True),
         "validate": dict(
             what="popvision-lite validate --jobs 1 (every measured row)",
-            cmd=CLI + ["validate", "--jobs", "1"], target_cpu=120.0, target_rss_gb=2.0, heavy=True),
+            cmd=CLI + ["validate", "--jobs", "1"] + (["--data", data] if data else []), target_cpu=120.0,
+            target_rss_gb=2.0, heavy=True),
     }
 
 
+_WRAPPER = """
+import json, resource, subprocess, sys
+try:
+    p = subprocess.run(json.loads(sys.argv[1]), capture_output=True, text=True, timeout=float(sys.argv[2]))
+    rc, tail = p.returncode, (p.stdout + p.stderr).strip().splitlines()[-3:]
+except subprocess.TimeoutExpired:  # run() has killed the child
+    rc, tail = "timeout", ["killed after " + sys.argv[2] + " s"]
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps(dict(rc=rc, cpu=r.ru_utime + r.ru_stime, maxrss_kib=r.ru_maxrss, tail=tail)))
+"""
+
+
 def measure(cmd: list[str], timeout: float) -> dict:
-    """CPU seconds (user + sys) and peak RSS of one child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """CPU seconds (user + sys) and peak RSS of one child process: a small wrapper process runs it and
+    reads its own RUSAGE_CHILDREN, so the numbers are that command's alone (this process's
+    RUSAGE_CHILDREN maximum would carry the largest earlier row's RSS)."""
     t0 = time.perf_counter()
+    p = subprocess.run([PY, "-c", _WRAPPER, json.dumps(cmd), str(timeout)], cwd=ROOT, capture_output=True, text=True)
     try:
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-        rc, tail = p.returncode, (p.stdout + p.stderr).strip().splitlines()[-3:]
-    except subprocess.TimeoutExpired:
-        rc, tail = "timeout", [f"killed after {timeout:.0f} s"]
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    # ru_maxrss of RUSAGE_CHILDREN is the largest child so far (KiB on Linux): this row's when it is the largest
-    return dict(rc=rc, cpu_s=round(cpu, 2), wall_s=round(time.perf_counter() - t0, 2),
-                peak_rss_gb=round(after.ru_maxrss / 2**20, 2), tail=tail)
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        got = dict(rc="wrapper failed", cpu=float("nan"), maxrss_kib=0, tail=[])
+    return dict(rc=got["rc"], cpu_s=round(got["cpu"], 2), wall_s=round(time.perf_counter() - t0, 2),
+                peak_rss_gb=round(got["maxrss_kib"] / 2**20, 2), tail=got["tail"])
 
 
 def previous() -> dict[str, dict]:
@@ -115,12 +126,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", nargs="*", help="only these rows")
     ap.add_argument("--quick", action="store_true", help="cheap rows only, 2-layer ONNX BERT")
+    ap.add_argument("--data", default="", help="folder with mlperf_training.csv for the ResNet and validate rows "
+                    "(default: validate's default, ../shared/validation beside the repository)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per process (default 1800)")
     args = ap.parse_args()
     prev = previous()
     flagged = 0
     with tempfile.TemporaryDirectory(prefix="pvl_speed_") as tmp:
-        table = rows(tmp, args.quick)
+        table = rows(tmp, args.quick, args.data)
         unknown = sorted(set(args.rows or ()) - set(table))
         if unknown:
             print(f"--rows: unknown {', '.join(unknown)}; choose from {', '.join(table)}", file=sys.stderr)

@@ -203,11 +203,16 @@ class Compiled:
         return self.op_index[op]
 
     def add_mem(self, category: str, tiles, nbytes, live: int = 0) -> None:
-        if self.recording is not None:
-            self.recording.append(("mem", (category, tiles, nbytes), {"live": live}))
         c = CATEGORY_CODE[category]
         tiles = np.asarray(tiles, np.int64).ravel()
         nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape).ravel()
+        if self.recording is not None:
+            rt, rb = tiles, nbytes
+            if len(rt) > self.num_tiles:  # per piece: keep per tile (the same sums, O(tiles) memory)
+                agg = np.bincount(rt, weights=rb, minlength=self.num_tiles).astype(np.int64)
+                rt = np.nonzero(agg)[0]
+                rb = agg[rt]
+            self.recording.append(("mem", (category, rt, rb), {"live": live}))
         if len(tiles) * 8 < self.num_tiles:  # few tiles: O(len) instead of O(num_tiles)
             np.add.at(self.memory[:, c, live], tiles, nbytes)
         else:
@@ -451,9 +456,10 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
         plan, effects, code_bytes, shift0 = memo[key]
         d = shift - shift0
         T = c.num_tiles
-        c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(
-            plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
-            plan.src_k, plan.dst_k)
+        if plan is not None:
+            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(
+                plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
+                plan.src_k, plan.dst_k)
         for fn, args, kw in effects:
             if fn == "mem":
                 cat, tiles, nbytes = args
@@ -471,7 +477,9 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
         _compile_copy_fresh(c, info)
     finally:
         c.recording = None
-    memo[key] = (c.copy_plans[info.prog_id], effects, info.code_bytes - before, shift)
+    # the plan (per-piece arrays, the bulk of a copy's memory) is kept only where the outlining
+    # signature needs it; a plain whole-graph compile frees each plan after its copy, as before
+    memo[key] = (c.copy_plans[info.prog_id] if c.outline else None, effects, info.code_bytes - before, shift)
 
 
 def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
