@@ -66,6 +66,7 @@ SCRIPTS: dict[str, str] = {
     "sweep_view": "opening a 10,000-point sweep in the desktop app: read, build, first paint (issue 17)",
     "soak": "one app process opening, viewing, comparing, exporting, closing every sample N times: RSS and "
             "open-file growth (issue 27)",
+    "speed": "speed regression guard: CPU seconds of each emulator speed-table row vs target and previous run (issue 26)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -102,6 +103,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "sweep_throughput": ["--quick"],
     "sweep_view": ["--points", "1000"],
     "soak": ["--iterations", "3", "--warmup", "1", "--pod16-steps", "200"],
+    "speed": ["--quick"],
 }
 
 

@@ -282,21 +282,21 @@ def amp_params(fp16: bool, target=None, rate: float | None = None) -> dict:
     return p
 
 
-def amp_worker_inner_cycles(n_elems, p: dict, zeroing: bool) -> np.ndarray:
-    """Worker cycles of one (in group, out group) pass over ``n_elems`` field positions
+def amp_worker_inner_cycles(n: int, p: dict, zeroing: bool) -> int:
+    """Worker cycles of one (in group, out group) pass over ``n`` field positions
     (getConvPartial1x1SupervisorInnerLoopCycleEstimateHalfFloat; half inputs take the common
-    half/float-partials path with 16 units; retention saving 7 for half, 0 for float)."""
-    n = np.asarray(n_elems, dtype=np.int64)
+    half/float-partials path with 16 units; retention saving 7 for half, 0 for float).  Plain ints:
+    the planner evaluates it for thousands of candidate block shapes, where numpy's per-call
+    overhead on six-element arrays dominated."""
     core = p["core"]
     if not p["float_acts"]:
         z = 1 if zeroing else 2
-        c = np.where(n == 0, 20 + z, np.where(n == 1, 31 + z, np.where(n == 2, 40 + z,
-                                                                        (37 if zeroing else 38) + (n - 3) * core)))
-        return np.where(n > 0, c - 7, c)
+        c = 20 + z if n == 0 else 31 + z if n == 1 else 40 + z if n == 2 else (37 if zeroing else 38) + (n - 3) * core
+        return c - 7 if n > 0 else c
     zc = 4  # zeroCyclesPerGroup: float partials
     zz = 1 if zeroing else 0
-    return np.where(n == 0, 24, np.where(n == 1, 47 + (2 + zc) * zz, np.where(
-        n == 2, 46 + (2 + 2 * zc) * zz, 46 + (2 + zc * n) * zz + (n - 3) * core)))
+    return 24 if n == 0 else 47 + (2 + zc) * zz if n == 1 else 46 + (2 + 2 * zc) * zz if n == 2 else \
+        46 + (2 + zc * n) * zz + (n - 3) * core
 
 
 def amp_matmul_tile_cycles(m: int, k: int, n: int, fp16: bool = True, target=None, rate: float | None = None) -> int:
@@ -314,11 +314,11 @@ def _amp_matmul_tile_cycles(m: int, k: int, n: int, fp16: bool, rate: float | No
     out_group, the first in-group pass zeroes the partials."""
     p = amp_params(fp16, None, rate)
     base, extra = divmod(m, 6)
-    elems = np.array([base + (1 if w < extra else 0) for w in range(6)], np.int64)
+    elems = [base + (1 if w < extra else 0) for w in range(6)]
 
     def inner(zeroing):
-        c = 6 * amp_worker_inner_cycles(elems, p, zeroing)
-        return int(max(c.max(), c.min() + 14))
+        c = [6 * amp_worker_inner_cycles(e, p, zeroing) for e in elems]
+        return max(max(c), min(c) + 14)
 
     n_in = -(-k // p["in_group"])
     n_out = -(-n // p["out_group"])

@@ -71,6 +71,9 @@ class CopyPlan:
     length: np.ndarray
     src_tile: np.ndarray
     dst_tile: np.ndarray
+    # index of each piece's mapping interval on each side (None: not known, look it up)
+    src_k: np.ndarray | None = None
+    dst_k: np.ndarray | None = None
 
 
 def _runs_and_mapping(ep):
@@ -96,15 +99,16 @@ def _utiles(tiles: np.ndarray, num_tiles: int) -> np.ndarray:
     return np.nonzero(np.bincount(tiles, minlength=num_tiles))[0]
 
 
-def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile)."""
+def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile,
+    mapping interval of the first element)."""
     s, e = ep.run_bounds()
     mp = ep.tensor.mapping
     k1 = np.searchsorted(mp.start, s, side="right") - 1
     kc = np.clip(k1, 0, max(len(mp) - 1, 0))
     tiles = mp.tile[kc]
     ok = np.all((e <= mp.stop[kc]) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
-    return s[:, 0], ep.elems(), tiles[:, 0], ok
+    return s[:, 0], ep.elems(), tiles[:, 0], ok, kc[:, 0]
 
 
 def copy_pieces(src, dst) -> CopyPlan:
@@ -115,10 +119,10 @@ def copy_pieces(src, dst) -> CopyPlan:
     from popvision_lite.emulator.graph import Field
 
     if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
-        s0, sn, st, sok = _whole_vertex(src)
-        d0, dn, dt, dok = _whole_vertex(dst)
+        s0, sn, st, sok, sk = _whole_vertex(src)
+        d0, dn, dt, dok, dk = _whole_vertex(dst)
         if np.array_equal(sn, dn) and np.all(sok & dok):
-            return CopyPlan(s0, d0, sn, st, dt)
+            return CopyPlan(s0, d0, sn, st, dt, sk, dk)
     return _copy_pieces_runs(src, dst)
 
 
@@ -142,7 +146,7 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
         ks = np.searchsorted(sm.start, qs, side="right") - 1
         kd = np.searchsorted(dm.start, qd, side="right") - 1
         if np.all(qs + ql <= sm.stop[ks]) and np.all(qd + ql <= dm.stop[kd]):
-            return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd])
+            return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
     cuts = [soff, doff]
     for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
         b = mp.start
@@ -160,7 +164,10 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     rd = np.searchsorted(doff, pos, side="right") - 1
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
-    return CopyPlan(src_elem, dst_elem, length, sm.tile_of(src_elem), dm.tile_of(dst_elem))
+    # every copied element is mapped (_check_graph), so each lies in interval k
+    ks = np.searchsorted(sm.start, src_elem, side="right") - 1
+    kd = np.searchsorted(dm.start, dst_elem, side="right") - 1
+    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd)
 
 
 class Compiled:
@@ -184,6 +191,7 @@ class Compiled:
         self.outlined_copies = 0  # exchange programs sharing an earlier one's code (outline=True)
         self.outlined_cs = 0      # compute sets sharing an earlier one's vertices (outline=True)
         self._shared_rows: dict[str, dict] = {}
+        self.recording: list | None = None  # when a list: add_mem / add_template calls are logged to it
 
     # -- helpers ---------------------------------------------------------------------------
     def op_id(self, op: str | None) -> int:
@@ -198,6 +206,13 @@ class Compiled:
         c = CATEGORY_CODE[category]
         tiles = np.asarray(tiles, np.int64).ravel()
         nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape).ravel()
+        if self.recording is not None:
+            rt, rb = tiles, nbytes
+            if len(rt) > self.num_tiles:  # per piece: keep per tile (the same sums, O(tiles) memory)
+                agg = np.bincount(rt, weights=rb, minlength=self.num_tiles).astype(np.int64)
+                rt = np.nonzero(agg)[0]
+                rb = agg[rt]
+            self.recording.append(("mem", (category, rt, rb), {"live": live}))
         if len(tiles) * 8 < self.num_tiles:  # few tiles: O(len) instead of O(num_tiles)
             np.add.at(self.memory[:, c, live], tiles, nbytes)
         else:
@@ -207,6 +222,9 @@ class Compiled:
                      duration=None, ipu=-1, shared: str | None = None, **kw) -> None:
         """Add a step; per-tile rows are stored sparse (only tiles with work or bytes) as uint32.
         ``shared`` names rows identical for every step of that name (syncs): stored once."""
+        if self.recording is not None:
+            self.recording.append(("tmpl", (kind, cycles, bytes_in, bytes_out),
+                                   dict(duration=duration, ipu=ipu, shared=shared, **kw)))
         if shared is not None and shared in self._shared_rows:
             rows = self._shared_rows[shared]
         else:
@@ -370,10 +388,23 @@ def _tile_offsets(c, mapping) -> np.ndarray:
     return cache[key][1]
 
 
-def _tile_addr(c, mapping, elems: np.ndarray) -> np.ndarray:
-    """Position of flat elements in their tile's memory block of the tensor (see _tile_offsets)."""
-    k = np.searchsorted(mapping.start, elems, side="right") - 1
+def _tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+    """Position of flat elements in their tile's memory block of the tensor (see _tile_offsets);
+    ``k``: each element's mapping interval where already known."""
+    if k is None:
+        k = np.searchsorted(mapping.start, elems, side="right") - 1
     return _tile_offsets(c, mapping)[k] + (elems - mapping.start[k])
+
+
+def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
+    it fits (the same order: lexsort is stable too), which is several times faster."""
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    am, bm, cm_ = int(a.max()) + 1, int(b.max()) + 1, int(c.max()) + 1
+    if min(int(a.min()), int(b.min()), int(c.min())) < 0 or am * bm * cm_ >= 2**62:
+        return np.lexsort((a, b, c))
+    return np.argsort((c * bm + b) * am + a, kind="stable")
 
 
 def _code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
@@ -392,7 +423,7 @@ def _code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=Non
     se_all = plan.src_elem if src_addr is None else src_addr
     de_all = plan.dst_elem if dst_addr is None else dst_addr
     st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], de_all[idx], plan.length[idx])
-    order = np.lexsort((se, dt, st))
+    order = _lexsort3(se, dt, st)
     st, dt, se, de, ln = st[order], dt[order], se[order], de[order], ln[order]
     n = len(st)
     new = np.ones(n, bool)
@@ -416,6 +447,67 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
             f"Copy '{prog.name}': src '{prog.src.name}' is {prog.src.tensor.dtype} but dst '{prog.dst.name}' is "
             f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
         )
+    key, shift = _copy_structure_key(c, prog)
+    memo = c.__dict__.setdefault("_copy_memo", {})
+    if key in memo:
+        # an exchange of the same structure earlier in this graph (the same op in another layer,
+        # possibly placed on tiles rotated by an even count): same pieces and per-tile bytes and
+        # code, moved to this copy's tiles, so replay its effects instead of recomputing them
+        plan, effects, code_bytes, shift0 = memo[key]
+        d = shift - shift0
+        T = c.num_tiles
+        if plan is not None:
+            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(
+                plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
+                plan.src_k, plan.dst_k)
+        for fn, args, kw in effects:
+            if fn == "mem":
+                cat, tiles, nbytes = args
+                c.add_mem(cat, (np.asarray(tiles) + d) % T if d else tiles, nbytes, **kw)
+            elif d and kw.get("shared") is None:  # dense per-tile rows (sync rows are the target's own)
+                c.add_template(info, args[0], *(None if a is None else np.roll(a, d) for a in args[1:]), **kw)
+            else:
+                c.add_template(info, *args, **kw)
+        info.code_bytes += code_bytes
+        return
+    effects: list = []
+    before = info.code_bytes
+    c.recording = effects
+    try:
+        _compile_copy_fresh(c, info)
+    finally:
+        c.recording = None
+    # the plan (per-piece arrays, the bulk of a copy's memory) is kept only where the outlining
+    # signature needs it; a plain whole-graph compile frees each plan after its copy, as before
+    memo[key] = (c.copy_plans[info.prog_id] if c.outline else None, effects, info.code_bytes - before, shift)
+
+
+def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
+    """Everything a copy's compiled effects depend on: each endpoint's element runs (per vertex for a
+    field, whose vertices can be whole pieces), its tensor's tile mapping, and the element size.
+    On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
+    down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
+    bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
+    from popvision_lite.emulator.graph import Field
+
+    T = c.num_tiles
+    src_tiles = prog.src.tensor.mapping.tile
+    shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
+    parts = [str(prog.src.tensor.itemsize).encode()]
+    for ep in (prog.src, prog.dst):
+        if isinstance(ep, Field):
+            s, e = ep.run_bounds()
+            parts.append(b"F" + _digest(s, e))
+        else:
+            st, ln = ep.runs()
+            parts.append(b"R" + _digest(st, ln))
+        mp = ep.tensor.mapping
+        parts.append(_digest((mp.tile - shift) % T if shift else mp.tile, mp.start, mp.stop))
+    return b"".join(parts), shift
+
+
+def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
     plan = copy_pieces(prog.src, prog.dst)
     c.copy_plans[info.prog_id] = plan
     if len(plan.length) == 0:
@@ -444,8 +536,8 @@ def _compile_copy(c: Compiled, info: ProgInfo) -> None:
     # exchange / copy-descriptor memory on each participating tile
     ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
     glob = ipu_s != ipu_d
-    src_addr = _tile_addr(c, prog.src.tensor.mapping, plan.src_elem)
-    dst_addr = _tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem)
+    src_addr = _tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
+    dst_addr = _tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
     sent_once = np.zeros(len(cross), bool)
     sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
     for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
@@ -806,6 +898,8 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
             pass  # empty sequence
         else:
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
+    for k in ("_copy_memo",):
+        c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
     for info in c.progs:
         if isinstance(info.prog, P.Repeat):
             c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_REPEAT)

@@ -25,6 +25,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+# at import time, not in write_profile: a process that preloads this module (the sweep's fork server)
+# then has them ready instead of importing them in every point's process
+import h5py
+import hdf5plugin  # noqa: F401  (registers the Blosc filter of the writer's compression)
 import numpy as np
 import pandas as pd
 
@@ -265,8 +269,6 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     propagates unchanged.
     Raises :class:`ProfileError` for inconsistent data or an unwritable destination.
     """
-    import h5py
-
     path, folder = check_destination(path, example="run.pvl")
     bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
     if bad:
