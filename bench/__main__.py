@@ -73,6 +73,8 @@ SCRIPTS: dict[str, str] = {
 NOT_BENCHMARKS: dict[str, str] = {
     "execution_screenshots": "makes pictures for docs/screenshots, not numbers",
     "gui_screenshots": "makes pictures for docs/screenshots, not numbers",
+    "fuzz_surfaces": "helper: the text-payload, torch-trace, ONNX and CSV case makers that fuzz_hostile runs, not a "
+                     "benchmark of its own",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
