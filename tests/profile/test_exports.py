@@ -121,19 +121,23 @@ def test_trace_of_a_pipeline_has_no_overlaps_in_a_lane_and_names_its_phases(tmp_
     assert names == want and names[0] == "fill"
 
 
+def _trace_of_steps(tmp_path, starts, ends) -> list:
+    """Trace events of a one-IPU synthetic profile whose steps start and end at the given cycles."""
+    data = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=len(starts), seed=1, num_layers=1)
+    data.steps["start_cycle"], data.steps["end_cycle"] = starts, ends
+    path = tmp_path / "steps.pvl"
+    write_profile(path, data)
+    out = tmp_path / "steps.json"
+    with open_profile(path) as p:
+        export_chrome_trace(p, out)
+    return _load(out)[1]
+
+
 def test_trace_one_cycle_and_empty_steps_last_one_ns(tmp_path):
     """A 1-cycle step (0.75 ns at 1.325 GHz) and a 0-cycle step are drawn 1 ns long; the next step starts where
     they end, so no slice has zero length and none overlaps."""
-    data = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=6, seed=1, num_layers=1)
-    st = data.steps
-    edges = np.array([0, 1, 1, 2, 1000, 1001, 3000])[: len(st) + 1]
-    st["start_cycle"], st["end_cycle"] = edges[:-1], edges[1:]
-    path = tmp_path / "tiny.pvl"
-    write_profile(path, data)
-    out = tmp_path / "tiny.json"
-    with open_profile(path) as p:
-        export_chrome_trace(p, out)
-    _, ev = _load(out)
+    edges = np.array([0, 1, 1, 2, 1000, 1001, 3000])
+    ev = _trace_of_steps(tmp_path, edges[:-1], edges[1:])
     lane = sorted(_lanes_ns([e for e in ev if e["ph"] == "X" and e["pid"] == 1])[(1, 0)])
     # edges at 1.325 GHz: 0, 0.75, 0.75, 1.51, 754.7 ns -> rounded 0, 1, 1, 2, 755; each slice >= 1 ns and the
     # next one pushed to its end (the 4th starts at 3 instead of 2 and still ends at 755)
@@ -142,15 +146,7 @@ def test_trace_one_cycle_and_empty_steps_last_one_ns(tmp_path):
 
 
 def test_trace_overlapping_steps_of_one_ipu_go_to_an_extra_thread(tmp_path):
-    data = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=4, seed=1, num_layers=1)
-    st = data.steps
-    st["start_cycle"], st["end_cycle"] = [0, 100, 150, 400], [100, 300, 250, 500]  # step 2 inside step 1
-    path = tmp_path / "ov.pvl"
-    write_profile(path, data)
-    out = tmp_path / "ov.json"
-    with open_profile(path) as p:
-        export_chrome_trace(p, out)
-    _, ev = _load(out)
+    ev = _trace_of_steps(tmp_path, [0, 100, 150, 400], [100, 300, 250, 500])  # step 2 inside step 1
     procs, threads = _names(ev)
     lanes = _lanes_ns([e for e in ev if e["ph"] == "X" and e["pid"] == 1])
     assert len(lanes) == 2 and sum(len(v) for v in lanes.values()) == 4
