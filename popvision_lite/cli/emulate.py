@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from popvision_lite.cli import emulate_onnx
-from popvision_lite.cli.args import check_new_file, field_flag, field_value
+from popvision_lite.cli.args import check_new_file, field_flag
 from popvision_lite.emulator.models.workloads import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import (
@@ -156,13 +156,11 @@ def from_args(args) -> RunConfig:
     rc = load_run_config(args.config) if args.config else RunConfig()
     if args.model:
         rc.set("model", args.model, CLI)
-    if args.device is not None:
-        rc.set("device", field_value(args, "device"), CLI)
+    for k in ("device", *MODEL_ARGS):  # every text given for a flag, in order: each checked, the last wins
+        for text in getattr(args, k) or ():
+            rc.set(k, text, CLI, text=True)
     if args.timing_only is not None:
         rc.set("timing_only", bool(args.timing_only), CLI)
-    for k in MODEL_ARGS:
-        if getattr(args, k) is not None:
-            rc.set(k, field_value(args, k), CLI)
     for k in FLAG_ARGS:
         if getattr(args, k):
             rc.set(k, True, CLI)
