@@ -5,9 +5,11 @@ value refused with the same problem text whether it comes from an ``emulate`` fl
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from popvision_lite.emulator.models.workloads import ModelConfig, make_config
-from popvision_lite.emulator.run_config import FIELDS, MODEL_FIELDS, RunConfig, load_run_config
+from popvision_lite.emulator.run_config import FIELDS, MODEL_FIELDS, RunConfig, check_field, load_run_config
 from popvision_lite.errors import ConfigError
 from tests.cli.test_hostile_arguments import ROOT, _run
 
@@ -115,3 +117,20 @@ def test_the_sample_configs_parse_to_the_same_runs():
         assert (rc.model, rc.device, rc.output, rc.timing_only) == (raw["model"], raw["device"], raw.get("output"),
                                                                     raw.get("timing_only", False))
         assert rc.model_config(host_check=False) == make_config(raw["model"], **args)
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-(10 ** 30), 10 ** 30) | st.floats()
+                       | st.text(max_size=60), lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(sorted(FIELDS)), value=_VALUES)
+def test_any_value_is_accepted_or_refused_with_a_config_error(name, value):
+    """Whatever a file or a dialog holds, or a flag's text says: a value, or a ConfigError naming the field."""
+    for text in (False, True):
+        try:
+            check_field(name, str(value) if text else value, "f.toml", text=text)
+        except ConfigError as e:
+            assert str(e).startswith(f"f.toml: field '{name}"), str(e)  # or an entry of it: 'layer_split[1]'
+            assert "\n" not in str(e)

@@ -111,7 +111,7 @@ class Field:
             if not isinstance(value, list | tuple) or not value or len(value) > top:
                 raise ConfigError(f"{where}: expected 1..{top} numbers of layers per stage like [3, 7, 7, 7], "
                                   f"got {value!r}")
-            out = [check_number(f"{where}[{i}]", x, 0, top) for i, x in enumerate(value)]
+            out = [check_number(_item(where, i), x, 0, top) for i, x in enumerate(value)]
             if any((2 * x) % 1 for x in out):
                 raise ConfigError(f"{where}: expected layers per stage in steps of 0.5, got {list(value)!r}")
             return [int(x) if x == int(x) else x for x in out]
@@ -119,7 +119,7 @@ class Field:
             if isinstance(value, list | tuple):
                 if not value:
                     raise ConfigError(f"{where}: expected a number or one per IPU, got an empty list")
-                return [check_number(f"{where}[{i}]", x, lo, hi) for i, x in enumerate(value)]
+                return [check_number(_item(where, i), x, lo, hi) for i, x in enumerate(value)]
             return check_number(where, value, lo, hi)
         raise AssertionError(f"field {self.name}: kind {k!r}")
 
@@ -133,7 +133,7 @@ class Field:
             return self.check(_number(s, where, self.kind == "int"), where)
         if self.kind in ("layer_split", "fractions"):
             parts = [p for p in s.replace(" ", "").split(",") if p]
-            vals = [_number(p, f"{where}[{i}]", False) for i, p in enumerate(parts)]
+            vals = [_number(p, _item(where, i), False) for i, p in enumerate(parts)]
             return self.check(vals[0] if self.kind == "fractions" and len(vals) == 1 else vals, where)
         if self.kind == "bool":
             low = s.lower()
@@ -141,6 +141,11 @@ class Field:
                      "0": False}
             return self.check(words.get(low, text), where)
         return self.check(s if self.kind != "device" else text, where)
+
+
+def _item(where: str, i: int) -> str:
+    """``where`` of a list's entry ``i``: ``run.toml: field 'layer_split[2]'``, ``argument --layer-split[2]``."""
+    return f"{where[:-1]}[{i}]'" if where.endswith("'") else f"{where}[{i}]"
 
 
 def _number(s: str, where: str, integer: bool):
