@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from popvision_lite.emulator.models.workloads import ModelConfig, make_config
-from popvision_lite.emulator.run_config import FIELDS, MODEL_FIELDS, RunConfig, check_field, load_run_config
+from popvision_lite.emulator.run_config import FIELDS, MODEL_FIELDS, check_field, load_run_config
 from popvision_lite.errors import ConfigError
 from tests.cli.test_hostile_arguments import ROOT, _run
 
@@ -97,9 +97,7 @@ def test_every_text_given_for_a_flag_is_checked(tmp_path):
 def test_the_command_line_wins_and_origins_follow(tmp_path):
     (tmp_path / "r.toml").write_text('model = "mlp"\nbatch = 4\nhidden = 16\n')
     rc = load_run_config(tmp_path / "r.toml")
-    cli = RunConfig()
-    cli.set("batch", "8", "argument", text=True)
-    rc.update(cli)
+    rc.set("batch", "8", "argument", text=True)
     assert rc.model_args == {"batch": 8, "hidden": 16}
     assert rc.origins == {"model": str(tmp_path / "r.toml"), "batch": "argument", "hidden": str(tmp_path / "r.toml")}
     assert rc.model_config(host_check=False) == make_config("mlp", batch=8, hidden=16)

@@ -249,13 +249,6 @@ class RunConfig:
             self.model_args[name] = v
         self.origins[name] = source
 
-    def update(self, other: RunConfig) -> RunConfig:
-        """``other``'s given fields over this one's (the command line over a file)."""
-        for name, source in other.origins.items():
-            value = other.model_args[name] if name in other.model_args else getattr(other, name)
-            self.set(name, value, source)
-        return self
-
     @classmethod
     def from_mapping(cls, raw: dict, source: str) -> RunConfig:
         """From a parsed TOML file or a settings dict: the top-level keys, a ``[model_args]`` table, and
@@ -270,10 +263,6 @@ class RunConfig:
             else:
                 rc.set(k, v, source)
         return rc
-
-    def given(self, sources=None) -> list[str]:
-        """The model fields given (from ``sources`` only, when given)."""
-        return [k for k in self.model_args if sources is None or self.origins.get(k) in sources]
 
     def unused(self) -> list[tuple[str, str | None]]:
         """(field, source) of the given fields the model does not read."""
@@ -295,11 +284,6 @@ class RunConfig:
                 raise ConfigError(f"{naming(self.origins.get(name), name)}: {problem}") from None
             raise
         return cfg
-
-
-def check_model_args(args: dict, where: str) -> dict:
-    """``{field: value}`` checked as given in ``where`` (a file, a table of one)."""
-    return {k: check_field(k, v, where) for k, v in args.items()}
 
 
 def load_run_config(path) -> RunConfig:
