@@ -1,4 +1,4 @@
-"""Reusable checks of user-given numbers, ranges and small input files (issue 19).
+"""Reusable checks of user-given numbers, ranges and small input files.
 
 Every command-line option and config field goes through one of these, so a bad value is a
 :class:`ConfigError` (exit 2) with a one-line message naming the option or field, never a traceback,
@@ -15,8 +15,10 @@ a hang or a memory blow-up:
 * :data:`MODEL_LIMITS` and :func:`check_model_config` - workload sizes within documented bounds and,
   for runs that compute real numbers, an estimate of host memory checked against this machine's.
 
-Other sub-commands (sweep, verdict, validate) and config fields (replicas, grad_accum ...) reuse these:
-add the field's bounds to :data:`MODEL_LIMITS` or call :func:`check_number` with them.
+A run config's fields are defined in ``emulator/run_config.py`` (``FIELDS``: kind, allowed values, which
+models read them), whose checks call :func:`check_number` with the bounds in :data:`MODEL_LIMITS`; a new
+numeric field gets its bounds here and its definition there.  Other sub-commands (verdict, validate, export)
+call :func:`check_number` / :func:`arg_number` with their own bounds.
 """
 
 from __future__ import annotations

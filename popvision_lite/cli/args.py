@@ -2,7 +2,9 @@
 
 Every ``type=`` here raises ``argparse.ArgumentTypeError``, so argparse names the option in its message
 and exits 2; the output checks raise :class:`~popvision_lite.errors.ConfigError` naming the option.
-Number checks with bounds use :func:`popvision_lite.validators.arg_number`.
+Number checks with bounds use :func:`popvision_lite.validators.arg_number`; the flags of run-config fields
+(``emulate --batch`` ...) are :func:`field_flag`, checked by the field's own definition
+(``emulator/run_config.py``) so that a flag and a TOML field share one check and one message.
 """
 
 from __future__ import annotations
@@ -40,52 +42,36 @@ positive_int = whole_number(1)
 count = whole_number(0)
 
 
-def fraction(text: str):
-    """A number in (0, 1] (a share of tile memory), or one per IPU of a pipelined replica: ``0.2,0.25,0.25``."""
-    try:
-        vals = [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] (or one per IPU, comma-separated), "
-                                         f"got {text!r}") from None
-    if not vals or not all(0 < v <= 1 for v in vals):
-        raise argparse.ArgumentTypeError(f"expected numbers in (0, 1], got {text!r}")
-    return vals[0] if len(vals) == 1 else vals
+class _FieldTexts(argparse.Action):
+    """Keeps every text given for a run-config field's flag, in order (``--hidden 1.5 --hidden 16``): each
+    is checked by the field's definition, not only the last."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), values))
 
 
-def at_least_one(text: str) -> float:
-    """A number >= 1 (average sequences per pack)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}") from None
-    if not v >= 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1 (average sequences per pack), got {v}")
-    return v
+def field_flag(p, name: str, help_text: str) -> None:
+    """A flag of run-config field ``name`` (``emulator/run_config.FIELDS``): its texts are parsed and checked
+    by the field's definition (:func:`field_value`), the one check a TOML file's value also gets."""
+    from popvision_lite.emulator.run_config import FIELDS
+
+    f = FIELDS[name]
+    lo, hi = f.bounds
+    if lo is not None:  # the accepted range, from the same definition the check reads
+        help_text += f" [{lo:g} .. {hi:g}]" if f.kind != "int" else f" [{lo} .. {hi:,}]"
+    p.add_argument(f.flag, dest=name, action=_FieldTexts, metavar=f.metavar(), help=help_text)
 
 
-def layer_split(text: str) -> list:
-    """Layers per pipeline stage, PopART style: ``3,7,7,7``; whole layers or halves (``x.5``: the attention
-    half of a layer ends the stage, its FFN half starts the next, as PopART's attention / FFN placement).
-    With ``--pipeline-placement wrap`` the first and last entries (both IPU 0) may be 0."""
-    try:
-        raw = [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected layers per stage like 3,7,7,7 or 6.5,6.5,6.5,4.5, "
-                                         f"got {text!r}") from None
-    if not raw or min(raw) < 0 or max(raw) <= 0 or any(not math.isfinite(x) or (2 * x) % 1 for x in raw):
-        raise argparse.ArgumentTypeError(f"expected layers per stage in steps of 0.5 like 3,7,7,7, "
-                                         f"got {text!r}")
-    return [int(x) if x == int(x) else x for x in raw]
+def field_value(args, name: str):
+    """The value of a :func:`field_flag` flag, every text given checked (ConfigError naming the flag); the
+    last wins.  None when not given."""
+    from popvision_lite.emulator.run_config import CLI, check_field
 
-
-def device(text: str) -> str:
-    """A device spec name or alias (``mk2``, ``bow`` ...), normalised to its spec name."""
-    from popvision_lite.emulator.run_config import normalise_device
-
-    try:
-        return normalise_device(text)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
+    texts = getattr(args, name, None)
+    if texts is None:
+        return None
+    values = [check_field(name, t, CLI, text=True) for t in texts]
+    return values[-1]
 
 
 def check_new_file(out, option: str = "-o/--output", example: str = "run.pvl") -> None:

@@ -10,77 +10,77 @@ import argparse
 import sys
 
 from popvision_lite.cli import emulate_onnx
-from popvision_lite.cli.args import at_least_one as packing
-from popvision_lite.cli.args import check_new_file, device, fraction, layer_split, positive_int
-from popvision_lite.emulator.models.workloads import MODEL_NAMES, make_config
+from popvision_lite.cli.args import check_new_file, field_flag
+from popvision_lite.emulator.models.workloads import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar
-from popvision_lite.emulator.run_config import DEVICE_ALIASES, ONLY_FOR, load_run_config, unused_settings
+from popvision_lite.emulator.run_config import (
+    CLI,
+    DEVICE_ALIASES,
+    FIELDS,
+    ONLY_FOR,
+    RunConfig,
+    load_run_config,
+)
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
-from popvision_lite.validators import MODEL_LIMITS, check_model_config, check_number
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
-              "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
-              "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens", "host_framework")
+              "precision", "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
+              "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
+              "host_framework")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
+
+
+def _field(p, name: str, help_text: str, group=None) -> None:
+    field_flag(group or p, name, help_text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
                    help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
     p.add_argument("-o", "--output", help="profile file to write (.pvl)")
-    p.add_argument("--device", type=device, default=None,
-                   help=f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)")
-    p.add_argument("--ipus", type=positive_int, help="number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages")
-    p.add_argument("--batch", type=positive_int, help="batch size")
-    p.add_argument("--seq", type=positive_int, help="sequence length (bert)")
-    p.add_argument("--layers", type=positive_int, help="number of layers / blocks")
-    p.add_argument("--hidden", type=positive_int, help="hidden size (bert, mlp), channels (conv), features (gnn)")
-    p.add_argument("--heads", type=positive_int, help="attention heads (bert)")
-    p.add_argument("--head-dim", type=positive_int,
-                   help="width of one attention head (bert, gpt; default hidden / heads)")
-    p.add_argument("--vocab", type=positive_int, help="vocabulary size (bert; presets 30522, MLPerf 30912)")
-    p.add_argument("--image", type=positive_int, help="image height and width (conv)")
-    p.add_argument("--nodes", type=positive_int, help="graph nodes (gnn)")
-    p.add_argument("--edges", type=positive_int, help="graph edges (gnn)")
-    p.add_argument("--seed", type=int, help="random seed of inputs and weights (default 0)")
+    _field(p, "device", f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)")
+    _field(p, "ipus", "number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages")
+    _field(p, "batch", "batch size")
+    _field(p, "seq", "sequence length (bert)")
+    _field(p, "layers", "number of layers / blocks")
+    _field(p, "hidden", "hidden size (bert, mlp), channels (conv), features (gnn)")
+    _field(p, "heads", "attention heads (bert)")
+    _field(p, "head_dim", "width of one attention head (bert, gpt; default hidden / heads)")
+    _field(p, "vocab", "vocabulary size (bert; presets 30522, MLPerf 30912)")
+    _field(p, "image", "image height and width (conv)")
+    _field(p, "nodes", "graph nodes (gnn)")
+    _field(p, "edges", "graph edges (gnn)")
+    _field(p, "seed", "random seed of inputs and weights (default 0)")
     p.add_argument("--recompute", action="store_true", default=None,
                    help="recompute each layer's forward in the backward pass (activation checkpointing)")
     p.add_argument("--inference", action="store_true", default=None, help="forward pass only (no training step)")
     p.add_argument("--streaming-weights", action="store_true", default=None,
                    help="keep weights in streaming memory (DDR) and load them with StreamCopy")
-    p.add_argument("--precision", choices=("fp16", "fp32"), help="fp16 (AMP: FP32 accumulate) or fp32")
+    _field(p, "precision", "fp16 (AMP: FP32 accumulate) or fp32")
     p.add_argument("--timing-only", action="store_true", default=None,
                    help="no numerics: same cycles and memory, for large targets")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    g.add_argument("--replicas", type=positive_int, help="data-parallel replicas (ipus = replicas x stages)")
-    g.add_argument("--pipeline-stages", dest="pipeline_stages", type=positive_int,
-                   help="pipeline stages per replica (default: ipus / replicas)")
-    g.add_argument("--layer-split", dest="layer_split", type=layer_split, metavar="N,N,...",
-                   help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
-    g.add_argument("--pipeline-placement", dest="pipeline_placement", choices=("sequential", "wrap"),
-                   help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf "
-                        "BERT: embedding and heads with the tied decoder on IPU 0, which also runs the last "
-                        "layers; --layer-split then lists IPU 1, ..., IPU S-1, IPU 0)")
-    g.add_argument("--grad-accum", dest="grad_accum", type=positive_int,
-                   help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)")
-    g.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "lamb", "lars"), help="optimizer (default sgd)")
-    g.add_argument("--optimizer-state", dest="optimizer_state", choices=("onchip", "offchip"),
-                   help="keep optimizer state in tile SRAM or stream it from DDR once per step")
-    g.add_argument("--optimizer-state-dtype", dest="optimizer_state_dtype", choices=("fp16", "fp32"),
-                   help="dtype of optimizer moments (default fp32)")
+    _field(p, "replicas", "data-parallel replicas (ipus = replicas x stages)", g)
+    _field(p, "pipeline_stages", "pipeline stages per replica (default: ipus / replicas)", g)
+    _field(p, "layer_split", "layers per pipeline stage, PopART-style (e.g. 3,7,7,7)", g)
+    _field(p, "pipeline_placement", "sequential (embedding on the first IPU, heads on the last) or wrap "
+           "(Graphcore's MLPerf BERT: embedding and heads with the tied decoder on IPU 0, which also runs the "
+           "last layers; --layer-split then lists IPU 1, ..., IPU S-1, IPU 0)", g)
+    _field(p, "grad_accum", "micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)", g)
+    _field(p, "optimizer", "optimizer (default sgd)", g)
+    _field(p, "optimizer_state", "keep optimizer state in tile SRAM or stream it from DDR once per step", g)
+    _field(p, "optimizer_state_dtype", "dtype of optimizer moments (default fp32)", g)
     g.add_argument("--master-weights", dest="master_weights", action="store_true", default=None,
                    help="fp32 master copy of fp16 weights")
     g.add_argument("--rts", action="store_true", default=None,
                    help="replicated tensor sharding of the optimizer state across replicas")
-    g.add_argument("--available-memory-proportion", dest="available_memory_proportion", type=fraction,
-                   help="share of tile memory for matmul temporaries (Poplar default 0.6)")
-    g.add_argument("--packing", type=packing, help="average sequences per pack (bert; 1 = unpacked)")
-    g.add_argument("--mask-tokens", dest="mask_tokens", type=positive_int,
-                   help="MLM positions per pack (default 15%% of seq)")
-    g.add_argument("--host-framework", dest="host_framework", choices=("none", "popart", "tensorflow"),
-                   help="add the host step loop's per-step cost of this framework (calibrated, device spec; "
-                        "default none: the IPUs alone)")
+    _field(p, "available_memory_proportion", "share of tile memory for matmul temporaries (Poplar default 0.6; "
+           "or one per IPU, comma-separated)", g)
+    _field(p, "packing", "average sequences per pack (bert; 1 = unpacked)", g)
+    _field(p, "mask_tokens", "MLM positions per pack (default 15%% of seq)", g)
+    _field(p, "host_framework", "add the host step loop's per-step cost of this framework (calibrated, device "
+           "spec; default none: the IPUs alone)", g)
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
@@ -150,63 +150,43 @@ def format_summary(s: dict, run, out_path: str) -> str:
     return "\n".join(lines)
 
 
+def from_args(args) -> RunConfig:
+    """The run config the command line gives: --config's file, then each flag over it (every value
+    checked by its field's definition, messages naming the flag or the file and field)."""
+    rc = load_run_config(args.config) if args.config else RunConfig()
+    if args.model:
+        rc.set("model", args.model, CLI)
+    for k in ("device", *MODEL_ARGS):  # every text given for a flag, in order: each checked, the last wins
+        for text in getattr(args, k) or ():
+            rc.set(k, text, CLI, text=True)
+    if args.timing_only is not None:
+        rc.set("timing_only", bool(args.timing_only), CLI)
+    for k in FLAG_ARGS:
+        if getattr(args, k):
+            rc.set(k, True, CLI)
+    if args.inference:
+        rc.set("training", False, CLI)
+    return rc
+
+
 def resolve(args) -> tuple:
     """(ModelConfig, device, output, timing_only) from the config file and the arguments."""
-    rc = load_run_config(args.config) if args.config else None
-    model = args.model or (rc.model if rc else None)
-    if model is None:
+    rc = from_args(args)
+    if rc.model is None:
         raise ConfigError("argument MODEL: required (or 'model' in the --config file)")
-    out = args.output or (rc.output if rc else None)
+    out = args.output or rc.output
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
     check_new_file(out)
-    device = args.device or (rc.device if rc else "ipu-mk2")
-    timing = bool(args.timing_only) if args.timing_only is not None else bool(rc.timing_only if rc else False)
-    over = dict(rc.model_args) if rc else {}
-    given = [k for k in MODEL_ARGS if getattr(args, k) is not None]
-    given += [k for k in FLAG_ARGS if getattr(args, k)]
-    for k in unused_settings(model, given):
-        opt = "--" + k.replace("_", "-")
-        raise ConfigError(f"argument {opt}: model '{model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
-                          f"models read {opt}); leave it out")
-    if rc is not None:
-        for k in unused_settings(model, [k for k in rc.model_args if k not in given]):
-            print(f"popvision-lite emulate: warning: {args.config}: field '{k}' is ignored: model '{model}' "
-                  f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)", file=sys.stderr)
-    for k in MODEL_ARGS:
-        v = getattr(args, k)
-        if v is not None:
-            if k in MODEL_LIMITS:  # before make_config derives other fields from it (replicas -> ipus)
-                lo, hi = MODEL_LIMITS[k]
-                for x in (v if isinstance(v, list | tuple) else [v]):  # per-IPU lists (availableMemoryProportion)
-                    check_number(f"argument --{k.replace('_', '-')}", x, lo, hi,
-                                 integer=isinstance(lo, int) and isinstance(hi, int))
-            over[k] = v
-    if args.precision is not None:
-        over["precision"] = args.precision
-    if args.recompute:
-        over["recompute"] = True
-    if args.inference:
-        over["training"] = False
-    if args.streaming_weights:
-        over["streaming_weights"] = True
-    for k in ("rts", "master_weights"):
-        if getattr(args, k):
-            over[k] = True
-    try:
-        cfg = make_config(model, **over)
-        check_model_config(cfg, timing_only=timing)  # host memory (numeric runs) and largest array, before allocating
-    except ConfigError as e:
-        field = str(e).split(":", 1)[0]
-        problem = str(e).split(": ", 1)[-1]
-        from_file = rc is not None and field in rc.model_args and field not in given
-        if from_file:  # the value came from the config file: name the file and the field
-            raise ConfigError(f"{args.config}: field '{field}': {problem}") from None
-        if field in MODEL_ARGS or field in FLAG_ARGS or field in ("precision",):
-            opt = field.replace("_", "-")
-            raise ConfigError(f"argument --{opt} (or config field '{field}'): {problem}") from None
-        raise
-    return cfg, device, out, timing
+    for k, source in rc.unused():
+        if source == CLI:
+            opt = FIELDS[k].flag
+            raise ConfigError(f"argument {opt}: model '{rc.model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
+                              f"models read {opt}); leave it out")
+        print(f"popvision-lite emulate: warning: {source}: field '{k}' is ignored: model '{rc.model}' "
+              f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)", file=sys.stderr)
+    cfg = rc.model_config()  # host memory (numeric runs) and largest array, before allocating
+    return cfg, rc.device, out, rc.timing_only
 
 
 def _until_written(progress):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from popvision_lite.cli.args import check_new_file
+from popvision_lite.cli.args import check_new_file, field_value
 from popvision_lite.emulator.onnx_import.config import (
     CONFIG_KEYS,
     NOT_FOR_ONNX,
@@ -17,6 +17,7 @@ from popvision_lite.emulator.onnx_import.config import (
 )
 from popvision_lite.emulator.onnx_import.loader import OnnxImportError, check_dim, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
+from popvision_lite.emulator.run_config import CLI, check_field
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
 
@@ -83,12 +84,21 @@ def resolve(args) -> dict:
         raise ConfigError(f"{where}field 'onnx': expected a path to an .onnx file")
     if not args.onnx:
         path = _beside_config(path, args.config)
-    out = args.output or rc.get("output")
+    source = str(args.config) if rc else None
+    out = args.output or (check_field("output", rc["output"], source) if "output" in rc else None)
     if not out:
         raise ConfigError("argument -o/--output: required (or 'output' in the --config file)")
-    from popvision_lite.emulator.run_config import normalise_device
-
     check_new_file(out)
+
+    def given(k):
+        """Field ``k`` from the command line, else from the file, checked by its definition; None if unset."""
+        v = getattr(args, k, None)
+        if isinstance(v, tuple):  # a value flag: each text checked by the field's definition
+            return field_value(args, k)
+        if v:  # a switch (--training, --rts ...)
+            return check_field(k, v, CLI)
+        return check_field(k, rc[k], source) if k in rc else None
+
     dims = {}
     if "dims" in rc:
         if not isinstance(rc["dims"], dict) or not all(isinstance(v, int) and v > 0 for v in rc["dims"].values()):
@@ -97,43 +107,17 @@ def resolve(args) -> dict:
         for k, v in rc["dims"].items():
             dims[k] = check_dim(k, v, f"{where}[dims]")
     dims.update(parse_dims(args.dim))
-    kw = dict(path=path, output=out, dims=dims, device=normalise_device(args.device or rc.get("device", "ipu-mk2")))
-    from popvision_lite.emulator.run_config import check_model_args
-    from popvision_lite.validators import MODEL_LIMITS, check_number
-
-    for k in ("batch", "seq", "ipus", "seed"):
-        v = getattr(args, k, None)
-        if v is None:
-            v = rc.get(k)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < (0 if k == "seed" else 1)):
-                raise ConfigError(f"{where}field '{k}': must be a positive integer, got {v!r}")
-            if v is not None:
-                check_number(f"field '{k}'", v, *MODEL_LIMITS[k], integer=True, where=where.rstrip(": "))
-        elif k in MODEL_LIMITS:
-            check_number(f"argument --{k}", v, *MODEL_LIMITS[k], integer=True)
+    kw = dict(path=path, output=out, dims=dims, device=given("device") or "ipu-mk2")
+    for k in ("batch", "seq", "ipus", "seed", *SCALE_KEYS):  # the command line wins over the file
+        v = given(k)
         if v is not None:
             kw[k] = v
-    for k in SCALE_KEYS:  # training at scale: the command line wins over the file
-        v = getattr(args, k, None)
-        if v is None:
-            if k in rc:
-                v = check_model_args({k: rc[k]}, where.rstrip(": ") or "config")[k]  # type and bounds
-        elif k in MODEL_LIMITS:
-            check_number(f"argument --{k.replace('_', '-')}", v, *MODEL_LIMITS[k],
-                         integer=isinstance(MODEL_LIMITS[k][0], int))
-        if v is not None:
-            kw[k] = v
-    kw["precision"] = args.precision or rc.get("precision", "fp16")
-    if kw["precision"] not in ("fp16", "fp32"):
-        raise ConfigError(f"{where}field 'precision': must be fp16 or fp32, got {kw['precision']!r}")
-    kw["timing_only"] = bool(args.timing_only) if args.timing_only is not None else bool(rc.get("timing_only", False))
-    kw["training"] = bool(args.training) if getattr(args, "training", None) else bool(rc.get("training", False))
+    kw["precision"] = given("precision") or "fp16"
+    kw["timing_only"] = bool(given("timing_only"))
+    kw["training"] = bool(given("training"))
     if getattr(args, "inference", None) and kw["training"]:
         raise ConfigError("argument --inference: not allowed with --training")
-    rec = bool(args.recompute) if getattr(args, "recompute", None) else rc.get("recompute", False)
-    if not isinstance(rec, bool):
-        raise ConfigError(f"{where}field 'recompute': must be true or false, got {rec!r}")
-    if rec:
+    if given("recompute"):
         if not kw["training"]:
             raise ConfigError("argument --recompute: only with --training (training = true)")
         kw["recompute"] = True

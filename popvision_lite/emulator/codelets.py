@@ -8,7 +8,7 @@ workers are all busy retires one worker instruction per tile cycle (see cost_mod
 
 The cycle formulas of the elementwise, cast, fill, scaled-add, reduce and AMP matmul codelets are
 derived from Poplar's own codelet cycle estimators in graphcore/poplibs (file and function cited
-next to every constant below; tests/test_codelet_costs.py pins them, docs/emulator-fidelity.md
+next to every constant below; tests/emulator/test_codelet_costs.py pins them, docs/emulator-fidelity.md
 tabulates ours against poplibs').  A codelet may also be a *supervisor* vertex (``supervisor =
 True``, e.g. the AMP matmul): one vertex per tile that uses all six workers; its ``cycles`` are the
 poplibs tile estimate divided by the number of workers (worker-slot units), so the engine's

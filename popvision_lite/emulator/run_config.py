@@ -1,8 +1,20 @@
-"""TOML run configs for repeatable ``emulate`` runs.
+"""The run config of an emulation: one typed record (:class:`RunConfig`) and the one definition of every
+field it holds (:data:`FIELDS`: type, bounds, allowed values, the models that read it, the message).
 
-Example (``run.toml``)::
+Every way of describing a run builds a :class:`RunConfig` and so gets the same checks and the same
+message text: ``emulate`` flags (``cli/emulate.py``), TOML files (:func:`load_run_config`), the ONNX
+branch's options (``cli/emulate_onnx.py``), sweep grids and base configs (``sweep/grid.py``) and the
+desktop app's New emulation… / Re-run with… dialogs (``gui/actions/emulation.py``).  A message is
+``<where>: <problem>``; ``<where>`` names the flag (``argument --batch``) or the file / dialog and the
+field (``run.toml: field 'batch'``), and ``<problem>`` is the same text whatever the source
+(``0 is outside 1 .. 65536``).  Checks of one field's value happen in :meth:`Field.check`; checks that
+relate fields (heads dividing hidden, replicas dividing IPUs ...) are the workload's own
+(``models/workloads.validate``), and :meth:`RunConfig.model_config` names the source of the field they
+blame the same way.
 
-    model = "bert-base"       # mlp | bert | bert-tiny .. bert-large | conv | gnn
+Example TOML (``run.toml``)::
+
+    model = "bert-base"       # mlp | bert | bert-tiny .. bert-large | conv | gnn | gpt* | resnet*
     device = "ipu-mk2"        # resources/devices/<id>.toml
     output = "bert_base.pvl"  # optional; -o wins
     timing_only = true
@@ -10,13 +22,9 @@ Example (``run.toml``)::
     [model_args]              # any ModelConfig field
     batch = 8
     seq = 128
-    layers = 12
     recompute = true
-    precision = "fp16"
-    ipus = 1
 
-Top-level keys may also hold model fields directly (``batch = 8``).  Every error is a
-``ConfigError`` naming the file and the field.
+Top-level keys may also hold model fields directly (``batch = 8``).
 """
 
 from __future__ import annotations
@@ -24,34 +32,180 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
+from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig, make_config
+from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import MODEL_LIMITS, check_number, read_toml
+from popvision_lite.validators import (
+    MAX_NUMBER_CHARS,
+    MODEL_LIMITS,
+    check_model_config,
+    check_number,
+    read_toml,
+)
 
-TOP_KEYS = {"model", "device", "output", "timing_only", "model_args"}
+TOP_KEYS = ("model", "device", "output", "timing_only", "model_args")
 DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1": "ipu-mk1",
                   "ipu-mk2": "ipu-mk2", "ipu-bow": "ipu-bow"}
-_TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "head_dim": int, "ffn": int, "vocab": int,
-          "image": int, "nodes": int, "edges": int, "ipus": int, "seed": int, "precision": str,
-          "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
-          "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
-          "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
-          "available_memory_proportion": (int, float, list), "packing": (int, float), "mask_tokens": int, "outline": bool,
-          "pipeline_placement": str}
+CLI = "argument"  # the source of a value given as a command-line flag: messages name the flag itself
 
 
-# Workload settings that only some model families read (from the build_* functions in
-# models/workloads.py); every other ModelConfig field is read by all of them.  ``emulate`` refuses
-# such an option on the command line for a model that ignores it (a silently ignored --seq on an
-# mlp run looked like it had taken effect) and warns about such a field in a --config file (one
-# TOML file may be shared by runs of several models).
-ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "head_dim": ("bert", "gpt"), "ffn": ("bert", "gpt"), "vocab": ("bert", "gpt", "resnet"),
-            "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
-            "streaming_weights": ("bert", "gpt", "mlp"),
-            # pipelined / replicated training composition (emulator/models/pipeline.py) is built for BERT
-            **{k: ("bert", "gpt") for k in ("layer_split", "packing")}, "outline": ("bert", "gpt", "resnet"),
-            "mask_tokens": ("bert",),
-            "pipeline_placement": ("bert",)}
+@dataclass(frozen=True)
+class Field:
+    """One run-config field: ``kind`` is int | number | bool | choice | model | device | file |
+    layer_split | fractions (a number, or one per IPU); bounds come from ``validators.MODEL_LIMITS``
+    (shared with the ONNX loader's dims and the host-memory check); ``only_for`` lists the model families
+    that read it (empty: every model)."""
+
+    name: str
+    kind: str
+    choices: tuple = ()
+    only_for: tuple = ()
+
+    @property
+    def bounds(self) -> tuple:
+        return MODEL_LIMITS.get(self.name, (None, None))
+
+    @property
+    def flag(self) -> str:
+        return "MODEL" if self.name == "model" else "--" + self.name.replace("_", "-")
+
+    def metavar(self) -> str:
+        """How ``--help`` shows the value: the choices, or the kind."""
+        if self.choices:
+            return "{" + ",".join(self.choices) + "}"
+        return {"int": "N", "number": "X", "layer_split": "N,N,...", "fractions": "X[,X...]",
+                "device": "DEVICE", "file": "FILE"}.get(self.kind, "VALUE")
+
+    # ------------------------------------------------------------------ the one check of a value
+    def check(self, value, where: str):
+        """``value`` (as parsed from TOML / given by a caller) checked and normalised; ConfigError
+        ``"<where>: <problem>"`` otherwise."""
+        k = self.kind
+        lo, hi = self.bounds
+        if k == "int":
+            if isinstance(value, float) or isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where}: expected an integer, got {value!r}")
+            return check_number(where, value, lo, hi, integer=True)
+        if k == "number":
+            return check_number(where, value, lo, hi)
+        if k == "bool":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected bool (true or false), got {value!r}")
+            return value
+        if k == "choice":
+            if not isinstance(value, str) or value not in self.choices:
+                raise ConfigError(f"{where}: must be one of {', '.join(self.choices)}, got {value!r}")
+            return value
+        if k == "model":
+            if not isinstance(value, str) or value not in MODEL_NAMES:
+                raise ConfigError(f"{where}: unknown model {value!r}; choose one of {', '.join(MODEL_NAMES)}")
+            return value
+        if k == "device":
+            return normalise_device(value, where)
+        if k == "file":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}: expected a file name, got {value!r}")
+            return value
+        if k == "layer_split":  # layers per stage: whole or half layers (docs/emulator.md "Schedule model")
+            top = MODEL_LIMITS["layers"][1]
+            if not isinstance(value, list | tuple) or not value or len(value) > top:
+                raise ConfigError(f"{where}: expected 1..{top} numbers of layers per stage like [3, 7, 7, 7], "
+                                  f"got {value!r}")
+            out = [check_number(_item(where, i), x, 0, top) for i, x in enumerate(value)]
+            if any((2 * x) % 1 for x in out):
+                raise ConfigError(f"{where}: expected layers per stage in steps of 0.5, got {list(value)!r}")
+            return [int(x) if x == int(x) else x for x in out]
+        if k == "fractions":  # one value, or one per IPU of a pipelined replica
+            if isinstance(value, list | tuple):
+                if not value:
+                    raise ConfigError(f"{where}: expected a number or one per IPU, got an empty list")
+                return [check_number(_item(where, i), x, lo, hi) for i, x in enumerate(value)]
+            return check_number(where, value, lo, hi)
+        raise AssertionError(f"field {self.name}: kind {k!r}")
+
+    def parse(self, text, where: str):
+        """A value typed as text (a command-line flag, a dialog's line edit) read as TOML would type it,
+        then :meth:`check`ed: the same message as the value written in a file."""
+        if not isinstance(text, str):
+            return self.check(text, where)
+        s = text.strip()
+        if self.kind in ("int", "number"):
+            return self.check(_number(s, where, self.kind == "int"), where)
+        if self.kind in ("layer_split", "fractions"):
+            parts = [p for p in s.replace(" ", "").split(",") if p]
+            vals = [_number(p, _item(where, i), False) for i, p in enumerate(parts)]
+            return self.check(vals[0] if self.kind == "fractions" and len(vals) == 1 else vals, where)
+        if self.kind == "bool":
+            low = s.lower()
+            words = {"true": True, "on": True, "yes": True, "1": True, "false": False, "off": False, "no": False,
+                     "0": False}
+            return self.check(words.get(low, text), where)
+        return self.check(s if self.kind != "device" else text, where)
+
+
+def _item(where: str, i: int) -> str:
+    """``where`` of a list's entry ``i``: ``run.toml: field 'layer_split[2]'``, ``argument --layer-split[2]``."""
+    return f"{where[:-1]}[{i}]'" if where.endswith("'") else f"{where}[{i}]"
+
+
+def _number(s: str, where: str, integer: bool):
+    """Text -> int or float as TOML reads it (a word stays text, so the check names it); more than
+    :data:`MAX_NUMBER_CHARS` characters is refused before any conversion."""
+    if len(s) > MAX_NUMBER_CHARS:
+        raise ConfigError(f"{where}: expected {'an integer' if integer else 'a number'}, got {len(s):,} "
+                          f"characters ({s[:20]}...)")
+    for conv in (int, float):
+        try:
+            return conv(s)
+        except ValueError:
+            pass
+    return s
+
+
+_OPTIMIZERS = tuple(OPTIMIZER_PASSES)
+_TRANSFORMER = ("bert", "gpt")
+FIELDS: dict[str, Field] = {f.name: f for f in (
+    Field("model", "model"), Field("device", "device"), Field("output", "file"), Field("timing_only", "bool"),
+    Field("batch", "int"), Field("seq", "int", only_for=_TRANSFORMER), Field("layers", "int"), Field("hidden", "int"),
+    Field("heads", "int", only_for=_TRANSFORMER), Field("head_dim", "int", only_for=_TRANSFORMER),
+    Field("ffn", "int", only_for=_TRANSFORMER), Field("vocab", "int", only_for=("bert", "gpt", "resnet")),
+    Field("image", "int", only_for=("conv", "resnet")), Field("nodes", "int", only_for=("gnn",)),
+    Field("edges", "int", only_for=("gnn",)), Field("ipus", "int"), Field("seed", "int"), Field("lr", "number"),
+    Field("precision", "choice", choices=("fp16", "fp32")),
+    Field("recompute", "bool", only_for=("bert", "gpt", "resnet")), Field("training", "bool"),
+    Field("streaming_weights", "bool", only_for=("bert", "gpt", "mlp")),
+    # training at scale (emulator/models/pipeline.py; docs/emulator.md "Schedule model")
+    Field("replicas", "int"), Field("pipeline_stages", "int"),
+    Field("layer_split", "layer_split", only_for=_TRANSFORMER), Field("grad_accum", "int"),
+    Field("optimizer", "choice", choices=_OPTIMIZERS), Field("optimizer_state", "choice", choices=("onchip", "offchip")),
+    Field("optimizer_state_dtype", "choice", choices=("fp16", "fp32")), Field("master_weights", "bool"),
+    Field("rts", "bool"), Field("host_framework", "choice", choices=("none", "popart", "tensorflow")),
+    Field("available_memory_proportion", "fractions"), Field("packing", "number", only_for=_TRANSFORMER),
+    Field("mask_tokens", "int", only_for=("bert",)), Field("outline", "bool", only_for=("bert", "gpt", "resnet")),
+    Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=("bert",)),
+)}
+MODEL_FIELDS = tuple(k for k in FIELDS if k not in TOP_KEYS)
+# the models that read a field, for the fields only some models read (the others ignore it)
+ONLY_FOR = {k: f.only_for for k, f in FIELDS.items() if f.only_for}
+
+
+def naming(source: str | None, name: str) -> str:
+    """What a message calls field ``name`` given by ``source``: the flag for the command line
+    (``argument --batch``), else the file or dialog and the field (``run.toml: field 'batch'``)."""
+    if source == CLI:
+        return "argument " + (FIELDS[name].flag if name in FIELDS else "--" + name.replace("_", "-"))
+    return f"{source}: field '{name}'" if source else f"field '{name}'"
+
+
+def check_field(name: str, value, source: str | None, *, text: bool = False):
+    """``value`` of field ``name`` from ``source`` checked (``text``: parsed from text first); the one
+    entry point every source uses."""
+    where = naming(source, name)
+    f = FIELDS.get(name)
+    if f is None:
+        known = ", ".join(sorted(MODEL_FIELDS))
+        raise ConfigError(f"{where}: unknown setting; known: {known}")
+    return f.parse(value, where) if text else f.check(value, where)
 
 
 def model_family(model: str) -> str:
@@ -66,71 +220,74 @@ def unused_settings(model: str, keys) -> list[str]:
     return [k for k in keys if k in ONLY_FOR and fam not in ONLY_FOR[k]]
 
 
-@dataclass
-class RunConfig:
-    model: str | None = None
-    device: str = "ipu-mk2"
-    output: str | None = None
-    timing_only: bool = False
-    model_args: dict = field(default_factory=dict)
-
-
-def normalise_device(dev: str, where: str = "device") -> str:
+def normalise_device(dev, where: str = "device") -> str:
     key = str(dev).lower()
     if key in DEVICE_ALIASES:
         return DEVICE_ALIASES[key]
     raise ConfigError(f"{where}: unknown device {dev!r}; choose one of ipu-mk1, ipu-mk2, ipu-bow")
 
 
-def check_model_args(args: dict, where: str) -> dict:
-    known = ModelConfig.field_names() - {"model"}
-    out = {}
-    for k, v in args.items():
-        if k not in known:
-            raise ConfigError(f"{where}: field '{k}': unknown setting; known: {', '.join(sorted(known))}")
-        typ = _TYPES.get(k)
-        if typ is not None:
-            ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
-            if not ok:
-                raise ConfigError(f"{where}: field '{k}': expected {getattr(typ, '__name__', 'a number')}, "
-                                  f"got {v!r}")
-        if k == "layer_split":  # layers per stage: whole or half layers, each a number
-            if not v or len(v) > MODEL_LIMITS["layers"][1]:
-                raise ConfigError(f"{where}: field 'layer_split': expected 1..{MODEL_LIMITS['layers'][1]} numbers")
-            for i, x in enumerate(v):
-                check_number(f"field 'layer_split[{i}]'", x, 0, MODEL_LIMITS["layers"][1], where=where)
-        if k in MODEL_LIMITS and not isinstance(v, bool):  # finite, within bounds (ffn = -5, lr = inf ...)
-            lo, hi = MODEL_LIMITS[k]
-            check_number(f"field '{k}'", v, lo, hi, integer=isinstance(lo, int) and isinstance(hi, int), where=where)
-        out[k] = v
-    return out
+@dataclass
+class RunConfig:
+    """A bundled-model run: model, device, output, timing_only and the ModelConfig fields given
+    (``model_args``); ``origins`` remembers where each given field came from, so a later check (one
+    that relates fields) names the same flag or file."""
+
+    model: str | None = None
+    device: str = "ipu-mk2"
+    output: str | None = None
+    timing_only: bool = False
+    model_args: dict = field(default_factory=dict)
+    origins: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def set(self, name: str, value, source: str | None, *, text: bool = False) -> None:
+        """Field ``name`` = ``value`` from ``source`` (checked; ``text``: typed as text)."""
+        v = check_field(name, value, source, text=text)
+        if name in TOP_KEYS:
+            setattr(self, name, v)
+        else:
+            self.model_args[name] = v
+        self.origins[name] = source
+
+    @classmethod
+    def from_mapping(cls, raw: dict, source: str) -> RunConfig:
+        """From a parsed TOML file or a settings dict: the top-level keys, a ``[model_args]`` table, and
+        model fields at the top level; every value checked, errors naming ``source`` and the field."""
+        rc = cls()
+        for k, v in raw.items():
+            if k == "model_args":
+                if not isinstance(v, dict):
+                    raise ConfigError(f"{naming(source, 'model_args')}: expected a table")
+                for kk, vv in v.items():
+                    rc.set(kk, vv, source)
+            else:
+                rc.set(k, v, source)
+        return rc
+
+    def unused(self) -> list[tuple[str, str | None]]:
+        """(field, source) of the given fields the model does not read."""
+        return [(k, self.origins.get(k)) for k in unused_settings(self.model, self.model_args)]
+
+    def model_config(self, *, host_check: bool = True) -> ModelConfig:
+        """The ModelConfig of this run (preset defaults + the fields given), checked as a whole; with
+        ``host_check`` also the host memory it needs (before anything is allocated).  A ConfigError names
+        the source of the field it blames (``argument --heads``, ``run.toml: field 'heads'``)."""
+        if self.model is None:
+            raise ConfigError(f"{naming(CLI, 'model')}: required (or 'model' in the --config file)")
+        try:
+            cfg = make_config(self.model, **self.model_args)
+            if host_check:
+                check_model_config(cfg, timing_only=self.timing_only)
+        except ConfigError as e:
+            name, sep, problem = str(e).partition(": ")
+            if sep and name in FIELDS:
+                raise ConfigError(f"{naming(self.origins.get(name), name)}: {problem}") from None
+            raise
+        return cfg
 
 
 def load_run_config(path) -> RunConfig:
-    path = Path(path)
-    raw = read_toml(path, "config file")  # regular file, size-limited: never /dev/zero or a FIFO
-    rc = RunConfig()
-    model_args = {}
-    for k, v in raw.items():
-        if k == "model":
-            if not isinstance(v, str) or v not in MODEL_NAMES:
-                raise ConfigError(f"{path}: field 'model': unknown model {v!r}; choose one of {', '.join(MODEL_NAMES)}")
-            rc.model = v
-        elif k == "device":
-            rc.device = normalise_device(v, f"{path}: field 'device'")
-        elif k == "output":
-            if not isinstance(v, str) or not v:
-                raise ConfigError(f"{path}: field 'output': expected a file name, got {v!r}")
-            rc.output = v
-        elif k == "timing_only":
-            if not isinstance(v, bool):
-                raise ConfigError(f"{path}: field 'timing_only': expected true or false, got {v!r}")
-            rc.timing_only = v
-        elif k == "model_args":
-            if not isinstance(v, dict):
-                raise ConfigError(f"{path}: field 'model_args': expected a table")
-            model_args.update(check_model_args(v, f"{path}: [model_args]"))
-        else:
-            model_args.update(check_model_args({k: v}, str(path)))
-    rc.model_args = model_args
-    return rc
+    """A TOML run config read safely (regular file, size, nesting, numbers: ``validators.read_toml``) and
+    checked field by field; errors name the file and the field."""
+    raw = read_toml(Path(path), "config file")
+    return RunConfig.from_mapping(raw, str(path))

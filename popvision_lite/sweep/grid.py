@@ -1,9 +1,8 @@
 """Sweep grids: a base run config plus ``{field: [values]}``, expanded into independent points.
 
-The fields a grid may vary are read at run time from the run-config definitions
-(``RunConfig``'s top-level keys and every ``ModelConfig`` field), never from a list kept here, so a
-field added to ``ModelConfig`` (replicas, grad_accum, optimizer ...) can be swept as soon as it exists.
-Values are type-checked with the same checks as ``emulate --config`` (``run_config.check_model_args``);
+The fields a grid may vary are the run config's fields (``run_config.FIELDS``), never a list kept here.
+Values are checked by those fields' definitions, as ``emulate`` checks its flags and ``--config`` files
+(``run_config.check_field``: same problem text);
 whether a *combination* is valid (e.g. heads not dividing hidden) is decided when the point runs, and an
 invalid one becomes a failed row with the reason, not the end of the sweep.
 """
@@ -14,11 +13,10 @@ import hashlib
 import itertools
 import json
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
-from popvision_lite.emulator.run_config import RunConfig, check_model_args, normalise_device
+from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field
 from popvision_lite.errors import ConfigError
 from popvision_lite.validators import MAX_DEPTH, MAX_NUMBER_CHARS, check_depth, check_toml_numbers, read_toml
 
@@ -28,10 +26,8 @@ _NOT_SWEEPABLE = {"output", "model_args"}
 
 
 def grid_fields() -> list[str]:
-    """Every field a grid may vary: the run config's own keys (model, device, timing_only) and every
-    ``ModelConfig`` field, as defined *now* (read from the dataclasses)."""
-    top = {f.name for f in fields(RunConfig)} - _NOT_SWEEPABLE
-    return sorted(top | ModelConfig.field_names())
+    """Every field a grid may vary: the run config's fields but where results go."""
+    return sorted(set(FIELDS) - _NOT_SWEEPABLE)
 
 
 @dataclass
@@ -69,18 +65,7 @@ def check_value(name: str, value, where: str):
     if name not in known:
         raise ConfigError(f"{where}: field '{name}': not a run-config field, cannot be swept; "
                           f"known: {', '.join(known)}")
-    if name == "model":
-        if not isinstance(value, str) or value not in MODEL_NAMES:
-            raise ConfigError(f"{where}: field 'model': unknown model {value!r}; choose one of "
-                              f"{', '.join(MODEL_NAMES)}")
-        return value
-    if name == "device":
-        return normalise_device(value, f"{where}: field 'device'")
-    if name == "timing_only":
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: field 'timing_only': expected true or false, got {value!r}")
-        return value
-    return check_model_args({name: value}, where)[name]
+    return check_field(name, value, where)
 
 
 def check_grid(grid: dict, where: str) -> dict:
@@ -163,24 +148,16 @@ def load_sweep_toml(path) -> tuple[Base, dict, str | None]:
 
 
 def base_from_dict(raw: dict, where: str) -> tuple[Base, str | None]:
-    """A base run config from a parsed run-config TOML (the same keys ``emulate --config`` reads)."""
-    base = Base()
-    output = None
-    args = {}
-    for k, v in raw.items():
-        if k == "output":
-            if not isinstance(v, str) or not v:
-                raise ConfigError(f"{where}: field 'output': expected a folder name, got {v!r}")
-            output = v
-        elif k == "model_args":
-            if not isinstance(v, dict):
-                raise ConfigError(f"{where}: field 'model_args': expected a table")
-            args.update(check_model_args(v, f"{where}: [model_args]"))
-        elif k in ("model", "device", "timing_only"):
-            setattr(base, k, check_value(k, v, where))
-        else:
-            args.update(check_model_args({k: v}, where))
-    base.model_args = args
+    """A base run config from a parsed run-config TOML (the same keys and checks as ``emulate --config``;
+    ``output`` here is the sweep's folder)."""
+    raw = dict(raw)
+    output = raw.pop("output", None)
+    if output is not None and (not isinstance(output, str) or not output):
+        raise ConfigError(f"{where}: field 'output': expected a folder name, got {output!r}")
+    rc = RunConfig.from_mapping(raw, where)
+    base = Base(model=rc.model, device=rc.device, model_args=dict(rc.model_args))
+    if "timing_only" in rc.origins:
+        base.timing_only = rc.timing_only
     return base, output
 
 

@@ -182,9 +182,11 @@ def _message(e: BaseException) -> str:
 def emulate(spec: dict, profile_path: str):
     """The default point: ``run_model`` of the spec, profile written to ``profile_path``."""
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
+    from popvision_lite.emulator.run_config import RunConfig
 
-    cfg = make_config(spec["model"], **spec["args"])
+    # the grid's values were checked field by field when the grid was read; the combination is checked here
+    cfg = RunConfig.from_mapping({"model": spec["model"], **spec["args"]}, "sweep point").model_config(
+        host_check=False)
     return run_model(cfg, device=spec["device"], timing_only=spec["timing_only"], profile_path=profile_path)
 
 

@@ -461,7 +461,7 @@ def test_at_scale_options_refused_or_bounded_with_exit_2(model_dir, tmp_path, ca
 
 
 @pytest.mark.parametrize("line, needle", [
-    ("optimizer = 'foo'", "optimizer: must be one of sgd"),
+    ("optimizer = 'foo'", "run.toml: field 'optimizer': must be one of sgd"),  # file and field named
     ("replicas = 0", "field 'replicas': 0 is outside 1 .. 1024"),
     ("grad_accum = nan", "grad_accum: must be a finite number, got nan"),
     ("available_memory_proportion = 2.0", "field 'available_memory_proportion': 2.0 is outside 0.01 .. 1.0"),

@@ -227,3 +227,38 @@ def test_new_emulation_dialog_fields_follow_the_model(qtbot):
         (4, 8, "lamb", "offchip", 16)
     d.model.setCurrentText("resnet50")
     assert d.shown("recompute") and not d.shown("seq")
+
+
+def test_the_dialogs_refuse_a_bad_value_with_the_command_lines_message(qtbot, window, monkeypatch):
+    """A value the dialog's widgets do not hold (it came with the open profile's settings) is checked as
+    ``emulate --config`` would check it, with the same problem text (tests/test_run_config.py), before any
+    process starts; Re-run with… types its text as a command-line flag would be typed."""
+    import tomllib
+
+    from PySide6.QtWidgets import QDialog
+
+    from popvision_lite.gui.actions import run as whatif
+    from tests.test_run_config import BAD
+
+    widgets = {"batch", "seq", "ipus", "replicas", "grad_accum", "optimizer", "optimizer_state", "precision"}
+    for name, literal, _text, problem in BAD:
+        if name in widgets:  # a spin box or a list cannot hold the bad value
+            continue
+        value = tomllib.loads(f"v = {literal}")["v"]
+        d = whatif.EmulationDialog({"model": "bert", name: value}, out="/tmp/x.pvl")
+        qtbot.addWidget(d)
+        with pytest.raises(ConfigError) as e:
+            d.checked_settings()
+        assert str(e.value) == f"New emulation: field '{name}': {problem}"
+    # through the menu entry: the error is shown and nothing starts
+    boxes = capture_message_boxes(monkeypatch)
+    started = []
+    monkeypatch.setattr(whatif, "start_emulation", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(whatif, "starting_settings", lambda doc: {"model": "bert", "hidden": 0})
+    monkeypatch.setattr(whatif.EmulationDialog, "exec", lambda dlg: QDialog.Accepted)
+    assert whatif.new_emulation_dialog(window) is None and not started
+    assert boxes and boxes[-1][2] == "New emulation: field 'hidden': 0 is outside 1 .. 65536"
+    batch = next(b for b in BAD if b[0] == "batch")
+    with pytest.raises(ConfigError) as e:
+        whatif.change_setting(TINY, "batch", batch[2])
+    assert str(e.value) == f"Re-run with: field 'batch': {batch[3]}"

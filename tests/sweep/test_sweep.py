@@ -46,9 +46,10 @@ def test_grid_fields_are_read_from_the_config_definitions(monkeypatch):
     assert {"replicas", "grad_accum", "optimizer_state"} <= fields  # the at-scale fields (issue 13) sweep too
     with pytest.raises(ConfigError, match="field 'tile_colour'"):
         g.check_grid({"tile_colour": [1, 2]}, "t")
-    # a field another part adds to ModelConfig is sweepable at once, with no list to update here
-    real = ModelConfig.field_names
-    monkeypatch.setattr(ModelConfig, "field_names", classmethod(lambda cls: real() | {"tile_colour"}))
+    # a field given a definition in the run config is sweepable at once, with no list to update here
+    from popvision_lite.emulator.run_config import FIELDS, Field
+
+    monkeypatch.setitem(FIELDS, "tile_colour", Field("tile_colour", "int"))
     assert g.check_grid({"tile_colour": [1, 2]}, "t") == {"tile_colour": [1, 2]}
 
 
@@ -142,12 +143,13 @@ def test_resume_skips_finished_points_and_reruns_changed_ones(client, tmp_path):
 
 
 def test_invalid_combination_fails_its_point_only(client, tmp_path):
-    _, o = _sweep(client, tmp_path / "s", {"precision": ["fp16", "fp8"]})
+    """Each value is valid on its own (the grid is read), but 2 layers cannot fill 4 pipeline stages."""
+    _, o = _sweep(client, tmp_path / "s", {"ipus": [1, 4]})
     assert (o.ok, o.failed) == (1, 1)
     bad = o.rows[1]
-    assert bad["status"] == "failed" and "precision" in bad["error"] and not bad["profile"]
+    assert bad["status"] == "failed" and "field 'layers'" in bad["error"] and not bad["profile"]
     df = pvl.open_sweep(tmp_path / "s" / "sweep.csv")
-    assert df.loc[1, "profile"] == "" and "fp8" in df.loc[1, "error"]
+    assert df.loc[1, "profile"] == "" and "cannot fill 4 pipeline stages" in df.loc[1, "error"]
 
 
 def test_segfault_in_a_point_fails_that_point_and_the_sweep_goes_on(client, tmp_path):

@@ -6,7 +6,7 @@ object that says what it chose and why, in a human string that ends up in the pr
 ``ops.plan`` column.
 
 Cost model used for choosing: the SAME functions the emulator charges (so a plan is chosen for
-the cost that is applied; tests/test_codelet_costs.py checks planner and engine agree term by term):
+the cost that is applied; tests/emulator/test_codelet_costs.py checks planner and engine agree term by term):
 
 * compute of a tile's block = poplin's AMP supervisor-vertex estimate
   (``codelets.amp_matmul_tile_cycles``, from poplin/PerformanceEstimation.hpp ConvPartial1x1Out),
@@ -246,7 +246,7 @@ def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes:
 def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int) -> int:
     """Closed form of the per-slice vertex list (k_partial_segments): a slice is an optional head
     (up to the next row boundary), whole rows, and an optional tail; vertex j goes to worker j mod
-    threads.  Equal to summing every vertex (tests/test_codelet_costs.py), in O(pk) instead of
+    threads.  Equal to summing every vertex (tests/emulator/test_codelet_costs.py), in O(pk) instead of
     O(vertices)."""
     def cyc(n):
         return C.strided_reduce_cycles_scalar(pk, n, 4, out_bytes)

@@ -23,15 +23,17 @@ from pathlib import Path
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
 from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
 from popvision_lite.emulator.progress import parse_progress
-from popvision_lite.emulator.run_config import normalise_device
+from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field
 from popvision_lite.errors import ConfigError, EmulatorError
 from popvision_lite.gui.start_page import sample_dirs
 from popvision_lite.gui.workers import Cancelled
 
 DEVICES = ("ipu-mk2", "ipu-bow", "ipu-mk1")
 SETTINGS = ("model", "device", "ipus", "batch", "seq", "recompute", "precision", "timing_only")
-INT_SETTINGS = ("ipus", "batch", "seq")
-BOOL_SETTINGS = ("recompute", "timing_only")
+INT_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "int")
+BOOL_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "bool")
+NEW_EMULATION = "New emulation"  # the sources messages name: the dialog, then the field
+RERUN = "Re-run with"
 
 
 def default_settings() -> dict:
@@ -157,31 +159,24 @@ def _stop(proc) -> None:
 
 
 def change_setting(settings: dict, name: str, text: str) -> dict:
-    """A copy of ``settings`` with ``name`` set from ``text`` (typed); ConfigError when invalid."""
+    """A copy of ``settings`` with ``name`` set from ``text``, typed and checked by the field's definition
+    (``emulator/run_config.py``, as ``emulate --NAME TEXT``); ConfigError when invalid."""
     if name not in SETTINGS:
-        raise ConfigError(f"setting '{name}': choose one of {', '.join(SETTINGS)}")
-    text = str(text).strip()
-    if name in INT_SETTINGS:
-        try:
-            v = int(text)
-        except ValueError:
-            raise ConfigError(f"setting '{name}': expected a positive integer, got {text!r}") from None
-        if v < 1:
-            raise ConfigError(f"setting '{name}': expected a positive integer, got {v}")
-    elif name in BOOL_SETTINGS:
-        low = text.lower()
-        if low not in ("true", "false", "on", "off", "yes", "no", "1", "0"):
-            raise ConfigError(f"setting '{name}': expected on or off, got {text!r}")
-        v = low in ("true", "on", "yes", "1")
-    elif name == "device":
-        v = normalise_device(text, "setting 'device'")
-    elif name == "precision":
-        if text not in ("fp16", "fp32"):
-            raise ConfigError(f"setting 'precision': expected fp16 or fp32, got {text!r}")
-        v = text
-    else:
-        v = text
-    return dict(settings) | {name: v}
+        raise ConfigError(f"{RERUN}: setting '{name}': choose one of {', '.join(SETTINGS)}")
+    return dict(settings) | {name: check_field(name, str(text), RERUN, text=True)}
+
+
+def check_settings(settings: dict, source: str = NEW_EMULATION) -> None:
+    """The run ``settings`` checked as ``emulate --config`` will check the TOML they become, before the
+    process starts: each field by its definition, then (a bundled model) the combination and the host
+    memory it needs.  ConfigError ``"<source>: field '<name>': <problem>"``."""
+    given = {k: v for k, v in settings.items() if k in FIELDS and k != "output" and v is not None}
+    if settings.get("onnx"):  # the ONNX branch reads the shared fields; the file fixes the rest
+        for k, v in given.items():
+            if k != "model":  # the imported file's name, not a bundled model
+                check_field(k, v, source)
+        return
+    RunConfig.from_mapping(given, source).model_config()
 
 
 def _in_samples_folder(path) -> bool:

@@ -27,15 +27,18 @@ from PySide6.QtWidgets import (
 from popvision_lite.analysis.compare import compare
 from popvision_lite.emulator.models.resnet import RESNET_PRESETS
 from popvision_lite.emulator.models.workloads import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES
-from popvision_lite.emulator.schedule import OPTIMIZER_PASSES as OPTIMIZERS
+from popvision_lite.emulator.run_config import FIELDS
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tests and callers use as run.X)
     BOOL_SETTINGS,
     DEVICES,
     INT_SETTINGS,
+    NEW_EMULATION,
+    RERUN,
     SETTINGS,
     change_setting,
     check_not_a_sample,
+    check_settings,
     config_toml,
     default_output_folder,
     default_settings,
@@ -50,9 +53,18 @@ from popvision_lite.gui.compare_window import compare_documents, compare_key
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data
 from popvision_lite.gui.text import plain_label, show_error, show_info
+from popvision_lite.validators import MODEL_LIMITS
 
 
 # ----------------------------------------------------------------------------- dialogs
+def _spin(name: str) -> QSpinBox:
+    """A spin box over run-config field ``name``'s bounds (``validators.MODEL_LIMITS``)."""
+    lo, hi = MODEL_LIMITS[name]
+    w = QSpinBox()
+    w.setRange(int(lo), int(min(hi, 2 ** 31 - 1)))
+    return w
+
+
 def model_fields(model: str) -> set[str]:
     """The dialog fields a bundled model uses: a sequence length for the transformers (BERT, GPT), recomputation
     for the transformers and ResNets; the rest for every model."""
@@ -80,32 +92,28 @@ class EmulationDialog(QDialog):
         self.ipus = QComboBox()
         self.ipus.addItems(["1", "2", "4", "8", "16"])
         self.ipus.setCurrentText(str(s["ipus"]))
-        self.batch = QSpinBox()
-        self.batch.setRange(1, 4096)
+        self.batch = _spin("batch")
         self.batch.setValue(int(s["batch"]))
-        self.seq = QSpinBox()
-        self.seq.setRange(1, 65536)
+        self.seq = _spin("seq")
         self.seq.setValue(int(s["seq"]))
         self.seq.setToolTip("Sequence length (BERT models)")
         self.recompute = QCheckBox("recompute activations in the backward pass")
         self.recompute.setChecked(bool(s["recompute"]))
         self.precision = QComboBox()
-        self.precision.addItems(["fp16", "fp32"])
+        self.precision.addItems(list(FIELDS["precision"].choices))
         self.precision.setCurrentText(str(s["precision"]))
         # pod scale: IPUs = replicas x pipeline stages; gradient accumulation; the optimizer and its state
-        self.replicas = QSpinBox()
-        self.replicas.setRange(1, 1024)
+        self.replicas = _spin("replicas")
         self.replicas.setValue(int(s.get("replicas", 1) or 1))
         self.replicas.setToolTip("Data-parallel replicas; each replica is pipelined over IPUs / replicas stages")
-        self.grad_accum = QSpinBox()
-        self.grad_accum.setRange(1, 65536)
+        self.grad_accum = _spin("grad_accum")
         self.grad_accum.setValue(int(s.get("grad_accum", 1) or 1))
         self.grad_accum.setToolTip("Micro-batches per optimizer step (per replica)")
         self.optimizer = QComboBox()
-        self.optimizer.addItems(list(OPTIMIZERS))
+        self.optimizer.addItems(list(FIELDS["optimizer"].choices))
         self.optimizer.setCurrentText(str(s.get("optimizer", "sgd") or "sgd"))
         self.optimizer_state = QComboBox()
-        self.optimizer_state.addItems(["onchip", "offchip"])
+        self.optimizer_state.addItems(list(FIELDS["optimizer_state"].choices))
         self.optimizer_state.setCurrentText(str(s.get("optimizer_state", "onchip") or "onchip"))
         self.optimizer_state.setToolTip("Optimizer state in tile memory, or in streaming memory (DDR) streamed once "
                                         "per optimizer step")
@@ -183,6 +191,12 @@ class EmulationDialog(QDialog):
         else:  # a field the model does not have is not sent (mlp has no sequence, no recomputation)
             for key in {"seq", "recompute"} - model_fields(s["model"]):
                 s.pop(key, None)
+        return s
+
+    def checked_settings(self) -> dict:
+        """:meth:`settings` checked as ``emulate`` checks a run config (ConfigError naming the field)."""
+        s = self.settings()
+        check_settings(s, NEW_EMULATION)
         return s
 
     def output(self) -> str:
@@ -300,10 +314,11 @@ def new_emulation_dialog(mw):
         return None
     try:
         check_not_a_sample(dlg.output())
+        settings = dlg.checked_settings()
     except ConfigError as e:
         show_error(mw, "New emulation", str(e))
         return None
-    return start_emulation(mw, dlg.settings(), dlg.output())
+    return start_emulation(mw, settings, dlg.output())
 
 
 def rerun_dialog(mw):
@@ -317,6 +332,7 @@ def rerun_dialog(mw):
         return None
     try:
         new = dlg.settings()
+        check_settings(new, RERUN)
         config_toml(new)
     except ConfigError as e:
         show_error(mw, "Re-run with…", str(e))

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBox
 
 from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
+from popvision_lite.emulator.run_config import unused_settings
 from popvision_lite.gui import theme
 from popvision_lite.gui.export import slug
 from popvision_lite.gui.state.resolve import select_op
@@ -190,15 +191,11 @@ class SummaryView(QWidget):
         return {slug(tip): self.ops_model.df, **self.verdict.tables()}
 
 
-# workload settings that only one model family reads (emulate --help says the same); a BERT run's
-# config also carries the GNN's nodes/edges and the conv's image size, which only confused
-_ONLY_FOR = {"seq": "bert", "heads": "bert", "ffn": "bert", "vocab": "bert", "image": "conv",
-             "nodes": "gnn", "edges": "gnn"}
-
-
 def _applies(key, config: dict) -> bool:
+    """Whether the run's model reads setting ``key`` (the run config's definition of each field: a BERT run's
+    config also carries the GNN's nodes/edges and the conv's image size, which only confuse)."""
     family = str(config.get("model", ""))
-    return key not in _ONLY_FOR or not family or family.startswith(_ONLY_FOR[key])
+    return not family or not unused_settings(family, [key])
 
 
 def _fmt_config(key, value) -> str:

@@ -1,0 +1,134 @@
+"""One typed run config (popvision_lite/emulator/run_config.py): every field defined once, and the same bad
+value refused with the same problem text whether it comes from an ``emulate`` flag, a TOML file, a sweep grid
+(command line or file), the ONNX branch's options or the desktop app (tests/gui/test_run_actions.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from popvision_lite.emulator.models.workloads import ModelConfig, make_config
+from popvision_lite.emulator.run_config import FIELDS, MODEL_FIELDS, check_field, load_run_config
+from popvision_lite.errors import ConfigError
+from tests.cli.test_hostile_arguments import ROOT, _run
+
+# field, TOML literal, command-line text, the problem every source reports
+BAD = [
+    ("hidden", "0", "0", "0 is outside 1 .. 65536"),
+    ("batch", "2.5", "2.5", "expected an integer, got 2.5"),
+    ("optimizer", '"adamw"', "adamw", "must be one of sgd, momentum, adam, lamb, lars, got 'adamw'"),
+    ("layer_split", "[1, 0.25]", "1,0.25", "expected layers per stage in steps of 0.5, got [1, 0.25]"),
+    ("available_memory_proportion", "2.0", "2.0", "2.0 is outside 0.01 .. 1.0"),
+]
+
+
+def test_every_model_config_field_has_one_definition():
+    assert set(MODEL_FIELDS) == ModelConfig.field_names() - {"model"}
+    assert all(f.name == k for k, f in FIELDS.items())
+
+
+@pytest.mark.parametrize("name", [k for k, f in FIELDS.items() if f.kind == "choice"])
+def test_allowed_values_are_those_the_workload_accepts(name):
+    """The definitions' allowed values agree with the workload's own whole-config check."""
+    base = dict(model="bert", layers=2, ipus=2) if name == "pipeline_placement" else {}
+    model = base.pop("model", "bert")
+    for v in FIELDS[name].choices:
+        assert getattr(make_config(model, **base, **{name: v}), name) == v
+    with pytest.raises(ConfigError, match=name):
+        make_config(model, **base, **{name: "no-such-value"})
+
+
+@pytest.mark.parametrize("name,literal,text,problem", BAD, ids=[b[0] for b in BAD])
+def test_same_bad_value_same_message_from_every_source(tmp_path, name, literal, text, problem):
+    model = "bert" if name == "layer_split" else "mlp" if name != "hidden" else "bert"
+    # emulate flag
+    rc, msg = _run(["emulate", model, "--" + name.replace("_", "-"), text, "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and f"argument --{name.replace('_', '-')}: {problem}" in msg, msg
+    # TOML run config, in [model_args] and at the top level
+    for body in (f'model = "{model}"\n[model_args]\n{name} = {literal}\n', f'model = "{model}"\n{name} = {literal}\n'):
+        (tmp_path / "r.toml").write_text(body)
+        rc, msg = _run(["emulate", "--config", "r.toml", "-o", "a.pvl"], tmp_path)
+        assert rc == 2 and f"r.toml: field '{name}': {problem}" in msg, msg
+        with pytest.raises(ConfigError) as e:
+            load_run_config(tmp_path / "r.toml")
+        assert str(e.value).endswith(f"field '{name}': {problem}")
+    # sweep grid on the command line and in a sweep file
+    rc, msg = _run(["sweep", "--model", model, "--grid", f"{name}={text}" if name != "layer_split" else
+                    f"{name}=[{text}]", "-o", "out"], tmp_path)
+    assert rc == 2 and f"argument --grid: field '{name}': {problem}" in msg, msg
+    (tmp_path / "s.toml").write_text(f'model = "{model}"\n[grid]\n{name} = [{literal}]\n')
+    rc, msg = _run(["sweep", "s.toml", "-o", "out"], tmp_path)
+    assert rc == 2 and f"s.toml: [grid]: field '{name}': {problem}" in msg, msg
+    assert not (tmp_path / "a.pvl").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name,literal,text,problem", [b for b in BAD if b[0] in ("batch", "optimizer",
+                                                                                  "available_memory_proportion")])
+def test_onnx_options_get_the_same_checks(tmp_path, name, literal, text, problem):
+    from popvision_lite.testing.onnx_models import write_tiny_mlp
+
+    model = write_tiny_mlp(tmp_path / "m.onnx")
+    flag = "--" + name.replace("_", "-")
+    rc, msg = _run(["emulate", "--onnx", str(model), "--training", flag, text, "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and f"argument {flag}: {problem}" in msg, msg
+    (tmp_path / "r.toml").write_text(f'onnx = "m.onnx"\ntraining = true\n{name} = {literal}\n')
+    rc, msg = _run(["emulate", "--config", "r.toml", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and f"r.toml: field '{name}': {problem}" in msg, msg
+
+
+def test_a_check_across_fields_names_where_the_blamed_field_came_from(tmp_path):
+    """heads must divide hidden: the message names the flag, or the file and field, that gave heads."""
+    rc, msg = _run(["emulate", "bert", "--hidden", "30", "--heads", "4", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and "argument --heads: hidden size 30 is not divisible by 4 heads" in msg, msg
+    (tmp_path / "r.toml").write_text('model = "bert"\nheads = 4\n')
+    rc, msg = _run(["emulate", "--config", "r.toml", "--hidden", "30", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and "r.toml: field 'heads': hidden size 30 is not divisible by 4 heads" in msg, msg
+    rc, msg = _run(["emulate", "--config", "r.toml", "--heads", "7", "--hidden", "30", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and "argument --heads: hidden size 30 is not divisible by 7 heads" in msg, msg  # the flag won
+    assert not (tmp_path / "a.pvl").exists()
+
+
+def test_every_text_given_for_a_flag_is_checked(tmp_path):
+    rc, msg = _run(["emulate", "mlp", "--hidden", "1.5", "--hidden", "16", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and "argument --hidden: expected an integer, got 1.5" in msg, msg
+
+
+def test_the_command_line_wins_and_origins_follow(tmp_path):
+    (tmp_path / "r.toml").write_text('model = "mlp"\nbatch = 4\nhidden = 16\n')
+    rc = load_run_config(tmp_path / "r.toml")
+    rc.set("batch", "8", "argument", text=True)
+    assert rc.model_args == {"batch": 8, "hidden": 16}
+    assert rc.origins == {"model": str(tmp_path / "r.toml"), "batch": "argument", "hidden": str(tmp_path / "r.toml")}
+    assert rc.model_config(host_check=False) == make_config("mlp", batch=8, hidden=16)
+
+
+def test_the_sample_configs_parse_to_the_same_runs():
+    """A run config file is only read: the ModelConfig it gives is the preset with its fields, unchanged."""
+    import tomllib
+
+    for path in sorted((ROOT / "sample_configs").glob("*.toml")):
+        raw = tomllib.loads(path.read_text())
+        args = {k: v for k, v in raw.items() if k not in ("model", "device", "output", "timing_only", "model_args")}
+        args |= raw.get("model_args", {})
+        rc = load_run_config(path)
+        assert (rc.model, rc.device, rc.output, rc.timing_only) == (raw["model"], raw["device"], raw.get("output"),
+                                                                    raw.get("timing_only", False))
+        assert rc.model_config(host_check=False) == make_config(raw["model"], **args)
+
+
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-(10 ** 30), 10 ** 30) | st.floats()
+                       | st.text(max_size=60), lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(sorted(FIELDS)), value=_VALUES)
+def test_any_value_is_accepted_or_refused_with_a_config_error(name, value):
+    """Whatever a file or a dialog holds, or a flag's text says: a value, or a ConfigError naming the field."""
+    for text in (False, True):
+        try:
+            check_field(name, str(value) if text else value, "f.toml", text=text)
+        except ConfigError as e:
+            assert str(e).startswith(f"f.toml: field '{name}"), str(e)  # or an entry of it: 'layer_split[1]'
+            assert "\n" not in str(e)
