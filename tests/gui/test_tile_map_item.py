@@ -42,11 +42,11 @@ def test_values_land_where_the_layout_puts_each_tile_and_picking_inverts_it(plot
     plot.addItem(item)
     v = np.arange(lay.num_ipus * lay.tiles_per_ipu, dtype=np.float64) * 3.0
     item.set_values(v, (0.0, float(v.max())))
-    img = item.image
+    img = item.image.image
     assert img.shape == (lay.height, lay.width)
     np.testing.assert_array_equal(img[lay.row, lay.col], v)
     assert np.isnan(img[lay.pixel_tile < 0]).all()  # gaps between IPU blocks stay empty
-    assert tuple(item.getLevels()) == (0.0, float(v.max()))
+    assert tuple(item.image.getLevels()) == (0.0, float(v.max()))
     xr, yr = item.view_rect()
     plot.getPlotItem().setRange(xRange=xr, yRange=yr, padding=0)
     qtbot.wait(10)
@@ -100,11 +100,11 @@ def test_memory_view_and_compare_maps_use_the_one_item(qtbot, document):
 
     mem = MemoryView(document)
     qtbot.addWidget(mem)
-    assert isinstance(mem.image, TileMapItem) and [r() for r in mem.colorbar.img_list] == [mem.image]
+    assert isinstance(mem.tile_map, TileMapItem) and [r() for r in mem.colorbar.img_list] == [mem.tile_map.image]
     w = CompareWindow(Document(pvl.open(document.path)), Document(pvl.open(document.path)))
     qtbot.addWidget(w)
     page = w.show_page("memory")
-    assert all(isinstance(it, TileMapItem) for it in (page.img_a, page.img_b, page.img_d))
+    assert all(isinstance(it, TileMapItem) for it in (page.map_a, page.map_b, page.map_d))
     # the same values on the same layout draw the same image in both
     mem.set_measure("total")
     page.set_measure("total")

@@ -1,8 +1,9 @@
 """The tile map: every tile of every IPU as one pixel of one image, in a :class:`~popvision_lite.analysis.
 floor_plan.TileLayout` (floor plan or grid), with what views draw on top of it.
 
-:class:`TileMapItem` is a ``pg.ImageItem`` (so a ``ColorBarItem`` drives its levels and colour map as for any
-image) holding its overlays as child items, in the image's pixel coordinates (x = column, y = row):
+:class:`TileMapItem` is a ``pg.GraphicsObject`` holding, in the image's pixel coordinates (x = column,
+y = row), its ``image`` (a plain ``pg.ImageItem``: a ``ColorBarItem`` drives its levels and colour map as for
+any image, and the SVG export upscales it without touching the marks) and, over it:
 
 * the IPU names above each IPU block;
 * outlined tiles (over capacity), in the theme's ``over`` colour;
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QRectF
 
 from popvision_lite.analysis.floor_plan import TileLayout, floor_plan_layout, grid_layout
 from popvision_lite.gui import theme
@@ -29,12 +31,14 @@ DIM_ALPHA = 110         # of the plot background over tiles that are not highlig
 LABEL_ROWS = 3          # image rows above the map kept free for the IPU names
 
 
-class TileMapItem(pg.ImageItem):
+class TileMapItem(pg.GraphicsObject):
     """Per-tile values of every IPU in one image laid out by ``layout``; see the module docstring."""
 
     def __init__(self, layout: TileLayout | None = None, cursor_size: float = 1.6):
-        super().__init__(axisOrder="row-major")
+        super().__init__()
         self.layout: TileLayout | None = None
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setParentItem(self)
         self._buf = np.zeros(0)
         self.ipu_labels: list[pg.TextItem] = []
         self._mark_style: dict[int, tuple[str, float]] = {}  # id(mark) -> (theme colour key, pen width)
@@ -64,6 +68,7 @@ class TileMapItem(pg.ImageItem):
     # ------------------------------------------------------------------ layout and values
     def set_layout(self, layout: TileLayout) -> None:
         """Place tiles by ``layout`` (names of the IPUs above their blocks); redraws the marks there."""
+        self.prepareGeometryChange()
         self.layout = layout
         self._buf = np.full(layout.height * layout.width, np.nan)
         for t in self.ipu_labels:
@@ -84,7 +89,15 @@ class TileMapItem(pg.ImageItem):
         """Colour tile i by ``values[i]`` on ``levels``; pixels between IPU blocks stay empty."""
         lay = self._need_layout()
         self._buf[lay.flat_index] = values
-        self.setImage(self._buf.reshape(lay.height, lay.width), autoLevels=False, levels=levels)
+        self.image.setImage(self._buf.reshape(lay.height, lay.width), autoLevels=False, levels=levels)
+
+    # ------------------------------------------------------------------ QGraphicsItem
+    def boundingRect(self) -> QRectF:  # noqa: N802 - Qt's name
+        lay = self.layout
+        return QRectF() if lay is None else QRectF(0.0, 0.0, float(lay.width), float(lay.height))
+
+    def paint(self, painter, option, widget=None) -> None:
+        """Nothing of its own: the image and the marks are child items."""
 
     def view_rect(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """(x range, y range) showing the whole map and the IPU names above it (for ``ViewBox.setRange``)."""

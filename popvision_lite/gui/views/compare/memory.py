@@ -66,12 +66,13 @@ class CompareMemoryPage(QWidget):
         self.plot_b = self._heat_plot(f"B: {cmp.label_b} — {cmp.b.target.name} (tile floor plan, schematic)")
         self.plot_d = self._heat_plot(f"B − A per tile ({cmp.label_b} − {cmp.label_a})")
         # the Memory view's tile map item, one per map: same layout code, IPU names and cursor ring
-        self.img_a = TileMapItem(self.lay_a, cursor_size=1.8)
-        self.img_b = TileMapItem(self.lay_b, cursor_size=1.8)
-        self.img_d = TileMapItem(self.lay_a, cursor_size=1.8)
-        self.plot_a.addItem(self.img_a)
-        self.plot_b.addItem(self.img_b)
-        self.plot_d.addItem(self.img_d)
+        self.map_a = TileMapItem(self.lay_a, cursor_size=1.8)
+        self.map_b = TileMapItem(self.lay_b, cursor_size=1.8)
+        self.map_d = TileMapItem(self.lay_a, cursor_size=1.8)
+        self.plot_a.addItem(self.map_a)
+        self.plot_b.addItem(self.map_b)
+        self.plot_d.addItem(self.map_d)
+        self.img_a, self.img_b, self.img_d = self.map_a.image, self.map_b.image, self.map_d.image
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get("viridis"), interactive=False,
                                         width=18)
         self.colorbar.axis.enableAutoSIPrefix(False)
@@ -196,21 +197,21 @@ class CompareMemoryPage(QWidget):
             d = self.diff_values()
             m = float(np.abs(d).max()) if d is not None and len(d) else 0.0
             m = m if m > 0 else 1.0
-            self.img_d.set_values(d, (-m, m))
+            self.map_d.set_values(d, (-m, m))
             self.diff_bar.setLevels((-m, m))  # symmetric: white is exactly 0
             self.diff_bar.axis.setLabel(f"B − A {label} ({self.unit()})")
-            self._show_whole(self.plot_d, self.img_d)
+            self._show_whole(self.plot_d, self.map_d)
         else:
             lo, hi = self.levels()
             va = self.tm_a.values(self.measure) / self.scale()
             vb = self.tm_b.values(self.measure) / self.scale()
-            self.img_a.set_values(va, (lo, hi))
-            self.img_b.set_values(vb, (lo, hi))
+            self.map_a.set_values(va, (lo, hi))
+            self.map_b.set_values(vb, (lo, hi))
             self.colorbar.setLevels((lo, hi))
             self.colorbar.axis.setLabel(f"{label} ({self.unit()}), same scale for A and B")
-            self._show_whole(self.plot_a, self.img_a)
+            self._show_whole(self.plot_a, self.map_a)
             if not self.cmp.tile_by_tile:
-                self._show_whole(self.plot_b, self.img_b)
+                self._show_whole(self.plot_b, self.map_b)
         self._draw_cursor()
 
     @staticmethod
@@ -220,8 +221,8 @@ class CompareMemoryPage(QWidget):
 
     # ---- cursor: the same tile marked in every map
     def _tile_under(self, scene_pos) -> tuple[int, str]:
-        for p, item, side in ((self.plot_a, self.img_a, "A"), (self.plot_b, self.img_b, "B"),
-                              (self.plot_d, self.img_d, "D")):
+        for p, item, side in ((self.plot_a, self.map_a, "A"), (self.plot_b, self.map_b, "B"),
+                              (self.plot_d, self.map_d, "D")):
             if p.scene() is None or not p.isVisible():
                 continue
             if p.getViewBox().sceneBoundingRect().contains(scene_pos):
@@ -255,11 +256,11 @@ class CompareMemoryPage(QWidget):
     def _draw_cursor(self) -> None:
         tile = self.cursor_tile
         side = getattr(self, "_cursor_side", "A")
-        for item, s in ((self.img_a, "A"), (self.img_b, "B"), (self.img_d, "D")):
+        for item, s in ((self.map_a, "A"), (self.map_b, "B"), (self.map_d, "D")):
             item.set_cursor(tile if self.cmp.tile_by_tile or s == side else None)
 
     def _restyle(self, *_) -> None:
-        for item in (self.img_a, self.img_b, self.img_d):
+        for item in (self.map_a, self.map_b, self.map_d):
             item.restyle()
 
     def plot_items(self) -> dict:

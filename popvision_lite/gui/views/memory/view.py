@@ -85,13 +85,13 @@ class MemoryView(QWidget):
         lay = self._layouts[name]
         if self.layout_box.currentText() != name:
             self.layout_box.setCurrentText(name)
-        self.image.set_layout(lay)
+        self.tile_map.set_layout(lay)
         self.heat_plot.setTitle(f"Tile map — {lay.note}", size="9pt")
         self._recolor()
         self._draw_over()
         self._draw_highlight()
         self._draw_tile_mark()
-        xr, yr = self.image.view_rect()
+        xr, yr = self.tile_map.view_rect()
         self.heat_plot.setRange(xRange=xr, yRange=yr, padding=0.02)
 
     def set_measure(self, measure: str) -> None:
@@ -137,7 +137,7 @@ class MemoryView(QWidget):
         """Recolour the map and the bar plot for the current measure (the 16 ms path)."""
         v = self.values() / self.scale()
         lo, hi = self.levels()
-        self.image.set_values(v, (lo, hi))
+        self.tile_map.set_values(v, (lo, hi))
         cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
         frac = round(cap / hi, 4) if self.measure in ("total", PERCENT) and hi > cap else 1.0
         if frac != getattr(self, "_cmap_frac", None):  # red/magenta above capacity, viridis below
@@ -191,13 +191,13 @@ class MemoryView(QWidget):
 
     def _draw_over(self) -> None:
         over = np.flatnonzero(self.tm.over_capacity)
-        self.image.set_outlined(over if self.over_box.isChecked() else [])
+        self.tile_map.set_outlined(over if self.over_box.isChecked() else [])
 
     def _draw_highlight(self) -> None:
-        self.image.set_highlighted(self.highlight_tiles)
+        self.tile_map.set_highlighted(self.highlight_tiles)
 
     def _draw_tile_mark(self) -> None:
-        self.image.set_cursor(self.tile)
+        self.tile_map.set_cursor(self.tile)
         if self.tile is None:
             self.bar_sel.hide()
         else:
@@ -215,7 +215,7 @@ class MemoryView(QWidget):
     def tile_at_scene_pos(self, scene_pos) -> int:
         if not self.heat_plot.getViewBox().sceneBoundingRect().contains(scene_pos):
             return -1
-        return self.image.tile_at_scene(scene_pos)
+        return self.tile_map.tile_at_scene(scene_pos)
 
     def describe_tile(self, tile: int) -> str:
         ipu, t = self.tm.tile_location(tile)
@@ -347,7 +347,7 @@ class MemoryView(QWidget):
 
     def _restyle(self, *_):
         c = theme.colors()
-        self.image.restyle()
+        self.tile_map.restyle()
         for b in self.breakdown_bars:
             b.setOpts(pen=pg.mkPen(c["plot_bg"], width=0.5))
 

@@ -123,8 +123,9 @@ def _build_heatmap(view) -> None:
     hp.hideAxis("bottom")
     hp.hideButtons()
     hp.setMenuEnabled(False)
-    view.image = TileMapItem()
-    hp.addItem(view.image)
+    view.tile_map = TileMapItem()
+    view.image = view.tile_map.image  # the ImageItem the colour bar drives
+    hp.addItem(view.tile_map)
     view.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get("viridis"),
                                     interactive=False, width=18)
     view.colorbar.axis.enableAutoSIPrefix(False)
