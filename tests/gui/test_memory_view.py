@@ -284,7 +284,11 @@ def test_capacity_is_named_without_covering_the_bars(qtbot):
     try:
         view = show_view(qtbot, MemoryView(doc))
         assert getattr(view.cap_line, "label", None) is None
-        assert "tile capacity 624.00 KiB" in view.bar_plot.getPlotItem().getAxis("left").labelText
+        bp = view.bar_plot.getPlotItem()
+        assert "tile capacity 624.00 KiB" in bp.getAxis("bottom").labelText
+        # the left label fits the plot's height (with the capacity in it, it was clipped at the top)
+        left = bp.getAxis("left")
+        assert left.label.boundingRect().width() <= left.boundingRect().height()
         assert view.cap_line.value() == 624.0
     finally:
         doc.close()

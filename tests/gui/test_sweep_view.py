@@ -207,3 +207,24 @@ def test_extreme_points_inside_the_axes_with_labelled_ticks(qtbot, sweep_csv):
         assert x0 < xs.min() - 0.05 * span and xs.max() + 0.05 * span < x1  # whole markers, not clipped
         assert y0 < ys.min() and ys.max() < y1
         assert span >= 1.0 and y1 - y0 >= 1.0  # a decade at least: the log axis has a labelled tick
+
+
+def test_table_shows_money_and_whole_numbers_in_one_format(qtbot, window, sweep_csv):
+    """Costs in the one money format (no '9.81e-05' next to '0.0004132'), and whole numbers stored as floats
+    (the table holds NaN for a failed point) without decimals ('1', not '1.000')."""
+    from popvision_lite.units import format_usd
+
+    v = _sweep_tab(qtbot, window, sweep_csv)
+    m = v.model
+    cols = list(m.df.columns)
+
+    def shown(row, col):
+        return m.data(m.index(row, cols.index(col)), Qt.DisplayRole)
+
+    for r in range(m.rowCount()):
+        cost = m.df["cost_per_1m_samples_usd"].iloc[r]
+        assert shown(r, "cost_per_1m_samples_usd") == (format_usd(cost) if np.isfinite(cost) else "")
+        if "chips" in cols and np.isfinite(m.df["chips"].iloc[r]):
+            assert shown(r, "chips") == f"{int(m.df['chips'].iloc[r]):,}"
+    assert any(shown(r, "cost_per_1m_samples_usd").startswith("$") for r in range(m.rowCount()))
+    assert not any("e-" in str(shown(r, c)) for r in range(m.rowCount()) for c in cols)

@@ -51,14 +51,35 @@ TABLE_HEADERS = {"samples_per_second": "samples/s", "peak_tile_memory_pct": "pea
                  "sync_share": "sync", "stream_copy_share": "stream copy", "usd_per_chip_hour": "USD / chip-h"}
 
 
+MONEY_COLUMNS = ("cost_per_1m_samples_usd", "usd_per_chip_hour")
+
+
 class _SweepTableModel(DataFrameModel):
-    """The results table; a missing number (no price, failed point) shows empty, not 'nan'."""
+    """The results table; a missing number (no price, failed point) shows empty, not 'nan'; money in the one
+    money format (``units.format_usd``); a column of whole numbers stored as floats (point, chips: the table
+    holds NaN for failed points) as whole numbers, not '1.000'."""
+
+    def _cache_columns(self) -> None:
+        super()._cache_columns()
+        self._whole = set()
+        for j, c in enumerate(self._df.columns):
+            v = self._df[c]
+            if pd.api.types.is_float_dtype(v):
+                f = v.to_numpy(np.float64)
+                f = f[np.isfinite(f)]
+                if len(f) and np.array_equal(f, np.round(f)) and np.abs(f).max() < 2**53:
+                    self._whole.add(j)
 
     def data(self, index, role=Qt.DisplayRole):
         if role in (Qt.DisplayRole, Qt.ToolTipRole) and index.isValid():
             v = self._cols[index.column()][index.row()]
-            if isinstance(v, float | np.floating) and not np.isfinite(v):
-                return "" if role == Qt.DisplayRole else "no value (see cost_note / error)"
+            if isinstance(v, float | np.floating):
+                if not np.isfinite(v):
+                    return "" if role == Qt.DisplayRole else "no value (see cost_note / error)"
+                if role == Qt.DisplayRole and self._df.columns[index.column()] in MONEY_COLUMNS:
+                    return format_usd(float(v))
+                if role == Qt.DisplayRole and index.column() in self._whole:
+                    return f"{int(v):,}"
         return super().data(index, role)  # (the base class makes tooltips plain text)
 
 

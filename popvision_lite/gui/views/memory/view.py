@@ -31,7 +31,7 @@ from popvision_lite.gui.state.resolve import SYNC_CELLS
 from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import CATEGORY_COLORS
 from popvision_lite.gui.views.memory import widgets
-from popvision_lite.gui.views.memory.widgets import LSTEP, VARIABLE_COLUMNS
+from popvision_lite.gui.views.memory.widgets import LSTEP, TILE_ID_LABEL, VARIABLE_COLUMNS
 from popvision_lite.profile import schema
 from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 
@@ -154,10 +154,12 @@ class MemoryView(QWidget):
         over = np.flatnonzero(self.tm.over_capacity)
         self.bar_over.setData(over, v[over])
         self.cap_line.setValue(cap)
-        if relabel:  # the capacity is named on the axis, not in a label box on the line that covered the bars
+        if relabel:  # the capacity is named under the x axis (on the y axis it was clipped at the plot's height)
             cap_text = (f"dashed: tile capacity {format_bytes(self.tm.capacity)}" if self.measure != PERCENT
                         else "dashed: 100% = tile capacity")
-            self.bar_plot.getPlotItem().setLabel("left", f"{label}; {cap_text}")
+            bp = self.bar_plot.getPlotItem()
+            bp.setLabel("bottom", f"{TILE_ID_LABEL}; {cap_text}")
+            bp.setLabel("left", label)
         self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.15, padding=0)  # headroom above the tallest bar
 
     def _update_bar(self) -> None:
