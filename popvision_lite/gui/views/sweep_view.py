@@ -34,11 +34,12 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.log_value_axis import LogValueAxis
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_html, plain_label, plain_tip
 from popvision_lite.gui.theme import DEVICE_COLORS
 from popvision_lite.sweep.results import grid_names, pareto_front
-from popvision_lite.units import format_number, format_usd
+from popvision_lite.units import format_count, format_number, format_usd
 
 NO_FIT = "#d62728"
 SERIES_AA_LIMIT = 400  # segments of scaling lines drawn antialiased; more are drawn aliased
@@ -194,8 +195,11 @@ class SweepView(QWidget):
         self.clear_button = QPushButton("Clear picks")
         self.clear_button.clicked.connect(lambda: self.set_picked([]))
 
-        self.throughput_plot = pg.PlotWidget()
-        self.cost_plot = pg.PlotWidget()
+        # log axes labelled at 1, 2, 5 x 10^n in each quantity's own format (units.py)
+        self.throughput_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_number),
+                                                        "left": LogValueAxis("left", format_count)})
+        self.cost_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
+                                                  "left": LogValueAxis("left", format_usd)})
         self.hover_labels = {}
         for plot in (self.throughput_plot, self.cost_plot):
             label = pg.TextItem("", anchor=(0, 1), color=theme.colors()["plot_fg"],
