@@ -196,7 +196,7 @@ class SweepView(QWidget):
         self.clear_button.clicked.connect(lambda: self.set_picked([]))
 
         # log axes labelled at 1, 2, 5 x 10^n in each quantity's own format (units.py)
-        self.throughput_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_number),
+        self.throughput_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
                                                         "left": LogValueAxis("left", format_count)})
         self.cost_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
                                                   "left": LogValueAxis("left", format_usd)})

@@ -19,7 +19,7 @@ from popvision_lite.analysis import execution as ex
 from popvision_lite.gui import theme
 from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
-from popvision_lite.gui.views.execution.drawing import kind_share_image
+from popvision_lite.gui.views.execution.drawing import kind_share_image, lane_indexes
 from popvision_lite.profile import schema
 
 LANE_HEIGHT = 0.8   # of one IPU lane; the gap keeps neighbouring IPUs apart
@@ -64,8 +64,7 @@ class RunLanes:
 
     def lane_index(self) -> list[ex.StepIndex]:
         if self._lane_index is None:
-            s = self.profile.steps
-            self._lane_index = [ex.StepIndex(s[(s["ipu"] == i) | (s["ipu"] < 0)], 1) for i in range(self.nipu)]
+            self._lane_index = lane_indexes(self.profile.steps, self.nipu)
         return self._lane_index
 
     @property

@@ -66,6 +66,13 @@ def kind_share_image(index: ex.StepIndex, x0: float, x1: float, cols: int, rows:
     return kind_lut()[kind_at[::-1]]
 
 
+def lane_indexes(steps, num_ipus: int) -> list[ex.StepIndex]:
+    """One :class:`~popvision_lite.analysis.execution.StepIndex` per IPU lane: the IPU's own steps and the
+    steps on every IPU (ipu = -1), for the per-lane kind shares when zoomed out."""
+    ipu = steps["ipu"]
+    return [ex.StepIndex(steps[(ipu == i) | (ipu < 0)], 1) for i in range(int(num_ipus))]
+
+
 def kind_lut() -> np.ndarray:
     """RGBA of each step kind, then transparent (no step)."""
     return np.array([pg.mkColor(STEP_KIND_COLORS[k]).getRgb() for k in STEP_KINDS] + [(0, 0, 0, 0)],
@@ -114,7 +121,14 @@ class LaneDrawing:
         else:
             for bar in self.step_bars:
                 bar.hide()
-            img = kind_share_image(idx, x0, x1, w)
+            if self.nipu > 1:  # one band per IPU (IPU 0 at the bottom, as the bars): stages overlap in time
+                lanes = getattr(self, "_lane_indexes", None)
+                if lanes is None:
+                    lanes = self._lane_indexes = lane_indexes(self.profile.steps, self.nipu)
+                rows = max(4, 48 // self.nipu)
+                img = np.concatenate([kind_share_image(lane, x0, x1, w, rows) for lane in lanes], axis=0)
+            else:
+                img = kind_share_image(idx, x0, x1, w)
             self.step_img.setImage(img, autoLevels=False)
             self.step_img.setPos(origin, 0)
             self.step_img.setRect(QRectF(x0 - origin, 0.0, x1 - x0, 1.0))
