@@ -5,6 +5,12 @@
 Without a profile a synthetic one (2 IPUs x 1472 tiles, a few tiles over capacity) is made.
 Each view is shown in a 1500x950 window, in the light and the dark theme.  The Execution view of a run whose
 steady state is folded is also taken zoomed into its one stored steady-state micro-batch (``execution-steady-*``).
+
+    --compare OTHER.pvl [--compare-pages execution,memory,roofline]   compare mode, A = profile, B = OTHER:
+        ``compare_<page>-<theme>.png``
+    --sweep sweep.csv          the sweep tab after a click on its first fitting point opened that point's
+                               profile in its own tab: ``sweep-<theme>.png`` (the sweep tab, the point marked,
+                               the new tab named by its grid point) and ``sweep-point-<theme>.png`` (that tab)
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ def main(argv=None) -> int:
     ap.add_argument("--themes", default="light,dark")
     ap.add_argument("--tile", type=int, default=None, help="tile to click in the memory view")
     ap.add_argument("--prefix", default="", help="file name prefix, e.g. 'pod16-' (default: none)")
+    ap.add_argument("--compare", help="also compare mode with this profile as B")
+    ap.add_argument("--compare-pages", default="execution,memory,roofline")
+    ap.add_argument("--sweep", help="also a sweep results table, with its first fitting point opened")
     args = ap.parse_args(argv)
     from PySide6.QtCore import QSettings
 
@@ -50,7 +59,7 @@ def main(argv=None) -> int:
     dw = win.add_document(doc)
     for name in args.themes.split(","):
         theme.apply_theme(name)
-        for key in args.views.split(","):
+        for key in filter(None, args.views.split(",")):
             view = dw.show_view(key)
             if view is None:
                 print(f"no view {key}", file=sys.stderr)
@@ -88,8 +97,76 @@ def main(argv=None) -> int:
                 f = out / f"{args.prefix}{key}-steady-{name}.png"
                 win.grab().save(str(f))
                 print(f)
+    if args.compare:
+        _compare_shots(app, doc, args, out)
+    if args.sweep:
+        _sweep_shots(app, win, args, out)
     win.close()
     return 0
+
+
+def _settle(app, n: int = 8) -> None:
+    for _ in range(n):
+        app.processEvents()
+
+
+def _compare_shots(app, doc, args, out: Path) -> None:
+    from popvision_lite.gui import theme
+    from popvision_lite.gui.compare_window import CompareWindow
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.profile.reader import open_profile
+
+    other = Document(open_profile(args.compare), args.compare)
+    for name in args.themes.split(","):
+        theme.apply_theme(name)
+        cw = CompareWindow(doc, other)  # built in the theme, as a user opening it then would see it
+        cw.resize(1500, 950)
+        cw.show()
+        for page in args.compare_pages.split(","):
+            view = cw.show_page(page)
+            _settle(app)
+            if hasattr(view, "redraw"):
+                view.redraw()
+                _settle(app)
+            f = out / f"{args.prefix}compare_{page}-{name}.png"
+            cw.grab().save(str(f))
+            print(f)
+        cw.close()
+
+
+def _sweep_shots(app, win, args, out: Path) -> None:
+    import time
+
+    from popvision_lite.gui import theme
+    from popvision_lite.gui.views.sweep_view import SweepView
+
+    win.open_paths([str(args.sweep)])
+    deadline = time.monotonic() + 60
+    while not isinstance(win.doc_tabs.currentWidget(), SweepView) and time.monotonic() < deadline:
+        _settle(app, 1)
+        time.sleep(0.05)
+    sweep = win.doc_tabs.currentWidget()
+    ok = [i for i in range(len(sweep.df)) if bool(sweep.df.loc[i, "fits"]) and str(sweep.df.loc[i, "profile"])]
+    n_tabs = win.doc_tabs.count()
+    sweep._open_row(ok[0] if ok else 0)  # what a click on the point does
+    deadline = time.monotonic() + 60
+    while win.doc_tabs.count() == n_tabs and time.monotonic() < deadline:
+        _settle(app, 1)
+        time.sleep(0.05)
+    point_tab = win.doc_tabs.currentWidget()
+    sweep.set_picked([ok[0]] if ok else [])
+    for name in args.themes.split(","):
+        theme.apply_theme(name)
+        win.doc_tabs.setCurrentWidget(sweep)
+        _settle(app)
+        f = out / f"sweep-{name}.png"
+        win.grab().save(str(f))
+        print(f)
+        win.doc_tabs.setCurrentWidget(point_tab)
+        _settle(app)
+        f = out / f"sweep-point-{name}.png"
+        win.grab().save(str(f))
+        print(f)
 
 
 if __name__ == "__main__":

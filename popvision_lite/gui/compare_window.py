@@ -1,7 +1,7 @@
-"""Compare mode: a window showing two runs A and B side by side (see gui/views/compare_views.py).
+"""Compare mode: a window showing two runs A and B side by side (pages in gui/views/compare/).
 
 * ``CompareWindow(doc_a, doc_b)`` builds the :class:`~popvision_lite.analysis.compare.Comparison`
-  and one tab per page (Summary, Memory, Liveness, Steps, Ops);
+  and one tab per page (Summary, Memory, Liveness, Execution, Roofline, Steps, Operations);
 * ``open_compare(main_window, path_a, path_b)`` opens both files off the GUI thread, adds them to
   the main window as documents and shows the compare window (``popvision-lite --compare A B``);
 * ``compare_documents(main_window, doc_a, doc_b)`` for two already open documents.

@@ -38,8 +38,8 @@ def test_memory_maps_share_one_colour_scale_and_difference(qtbot, run_pairs):
     tile = int(np.argmax(tot_b - tot_a))
     page.set_cursor(tile)
     assert f"global {tile}" in page.hover.text() and "B − A +" in page.hover.text()
-    xa, ya = page.marks[0].getData()
-    xb, yb = page.marks[1].getData()
+    xa, ya = page.map_a.cursor.getData()
+    xb, yb = page.map_b.cursor.getData()
     assert (xa[0], ya[0]) == (xb[0], yb[0]) == (page.lay_a.col[tile] + 0.5, page.lay_a.row[tile] + 0.5)
     # difference mode: B - A, symmetric levels (white = 0)
     page.set_difference(True)
@@ -245,4 +245,57 @@ def test_compare_window_menus_keys_and_readable_pages(qtbot, run_pairs):
     summary = w.show_page("summary")
     title = summary.plot.getPlotItem().titleLabel.text
     assert f"A = {w.comparison.label_a}" in title and f"B = {w.comparison.label_b}" in title
+    w.close()
+
+
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "sample_profiles"
+
+
+def test_compare_execution_draws_one_lane_per_ipu_of_each_run(qtbot):
+    """A pipelined 4-IPU run against a 1-IPU run: 4 labelled lanes for A, 1 for B; zoomed in, every step is a
+    rectangle in the lane of its IPU (all-IPU steps across every lane); zoomed out, a kind raster per IPU."""
+    from popvision_lite.analysis import execution as ex
+
+    w = _window(qtbot, SAMPLES / "bert_mini_4ipu_pipeline.pvl", SAMPLES / "bert_tiny_mk2.pvl")
+    page = w.show_page("execution")
+    la, lb = page.lanes
+    assert (la.nipu, lb.nipu) == (4, 1)
+    ticks = page.plots[0].getAxis("left")._tickLevels[0]
+    assert [t for _, t in ticks] == ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]
+    assert [t for _, t in page.plots[1].getAxis("left")._tickLevels[0]] == ["IPU 0"]
+    # both left axes equally wide: the time axes of A and B start at the same pixel
+    assert page.plots[0].getAxis("left").width() == page.plots[1].getAxis("left").width()
+    # whole run: far more steps than pixels -> kind shares per IPU lane, from the same StepIndex
+    page.redraw()
+    assert la.mode == "raster" and all(img.isVisible() for img in la.images)
+    # zoom into a window where stages overlap in time: steps of different IPUs run at once
+    a = w.doc_a.profile
+    idx = ex.StepIndex.from_profile(a)
+    us = la.us
+    mid = idx.n // 2
+    x0, x1 = idx.start[mid] * us, (idx.start[mid] + 40_000) * us
+    page.plots[0].setXRange(x0, x1, padding=0)
+    page.redraw()
+    assert la.mode == "steps"
+    i0, i1 = idx.visible(x0 / us, x1 / us)
+    drawn_y, drawn_x = [], []
+    for bar in la.bars:
+        if bar.isVisible():
+            drawn_y += list(bar.opts["y0"])
+            drawn_x += list(bar.opts["x0"])
+    assert len(drawn_x) == i1 - i0
+    seen = {int(np.floor(y)) for y in drawn_y}
+    visible_ipus = {int(i) for i in idx.ipu[i0:i1] if i >= 0}
+    assert seen >= visible_ipus and len(visible_ipus) > 1  # several IPUs busy at once, each in its own lane
+    # a step's rectangle sits in its IPU's lane
+    k = int(idx.kind[i0])
+    bar = la.bars[k]
+    j = int(np.flatnonzero(np.isclose(bar.opts["x0"], idx.start[i0] * us))[0])
+    ipu = int(idx.ipu[i0])
+    assert (bar.opts["y0"][j] >= ipu if ipu >= 0 else bar.opts["height"][j] > 3)
+    # the cursor on a lane names the step running on that IPU
+    t = (idx.start[i0] + 0.5 * idx.dur[i0]) * us
+    page.set_cursor(t, ipu if ipu >= 0 else 0)
+    s = idx.step_at(t / us, ipu if ipu >= 0 else 0)
+    assert f"step {int(idx.step[s])} " in page.info.text()
     w.close()

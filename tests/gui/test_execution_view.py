@@ -273,7 +273,7 @@ def test_double_click_expands_ipu(view):
 
 def test_plot_items(view):
     items = view.plot_items()
-    assert {"steps", "tiles", "per_step", "imbalance"} <= set(items)
+    assert {"execution", "steps", "per_step", "imbalance"} <= set(items)
 
 
 def _wheel(view, vb, x_view, mods, delta=120):

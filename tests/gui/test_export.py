@@ -101,7 +101,10 @@ def test_report_exports_every_plot_view(qtbot, opened, tmp_path):
         assert any(n.startswith(key + "_") for n in names), (key, names)
     for p in man["images"]:
         w, h, var = _stats(p)
-        assert w == 600 and h > 50 and var > 5, p
+        assert w == 600 and h > 20 and var > 5, p  # the Execution view's step lane is a strip
+    # every plot is its own image: the Execution view's parts were five copies of its whole figure
+    blobs = [open(p, "rb").read() for p in man["images"]]
+    assert len(set(blobs)) == len(blobs)
     md = (tmp_path / "report" / "summary.md").read_text()
     assert "# Profile report" in md and "peak tile memory" in md
     html = (tmp_path / "report" / "index.html").read_text()
@@ -403,3 +406,62 @@ def test_cli_steps_and_execution_tables_differ(small_profile, tmp_path):
     assert row["end_s"] == pytest.approx(st["end_cycle"].iloc[-1] / clock)
     op = int(st["op_id"].iloc[-1])
     assert (row["op"] if isinstance(row["op"], str) else "") == (names.iloc[op] if op >= 0 else "")
+
+
+def test_svg_shapes_carry_their_own_coordinates_and_opaque_strokes():
+    """Qt's SVG drew each shape under a scaling matrix with vector-effect="non-scaling-stroke"; renderers
+    without that attribute (ImageMagick) scaled the pen with the matrix (2 px roof lines as wide bands, black
+    points).  The matrix goes into the coordinates, the attribute goes, a translucent stroke is blended."""
+    import xml.etree.ElementTree as ET
+
+    from popvision_lite.gui.export.plots import portable_svg
+
+    src = b"""<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 100">
+    <g stroke="#000000" stroke-opacity="0.25" stroke-width="2" transform="matrix(10,0,0,-10,5,100)">
+    <path vector-effect="non-scaling-stroke" d="M0,0 L1,2 C1.5,2 2,2.5 2,3 Z "/>
+    <polyline vector-effect="non-scaling-stroke" points="0,0 0.5,-1 "/></g>
+    <g stroke="#ff0000" stroke-width="0.5" transform="matrix(4,0,0,4,0,0)"><path d="M1,1 L2,2"/></g>
+    <g transform="matrix(1,0,0,1,3,4)"><text x="0" y="0">label</text></g></svg>"""
+    root = ET.fromstring(portable_svg(src, "#ffffff"))
+    ns = "{http://www.w3.org/2000/svg}"
+    g1, g2, g3 = root.findall(f"{ns}g")
+    path, line = list(g1)
+    assert path.get("d").split() == ["M5,100", "L15,80", "C20,80", "25,75", "25,70", "Z"]
+    assert line.get("points").split() == ["5,100", "10,110"]
+    assert g1.get("transform") is None and path.get("vector-effect") is None
+    assert g1.get("stroke") == "#bfbfbf" and g1.get("stroke-opacity") == "1"  # 25 % black over white
+    # a pen that scales with its item keeps its on-screen width
+    assert list(g2)[0].get("d") == "M4,4 L8,8" and g2.get("stroke-width") == "2"
+    assert g3.get("transform") == "matrix(1,0,0,1,3,4)"  # text keeps its placement
+
+
+def test_exported_roofline_svg_has_no_scaled_strokes(tmp_path):
+    import re
+    import xml.etree.ElementTree as ET
+
+    from popvision_lite.gui.headless import export_view
+
+    export_view(ROOT / "sample_profiles" / "bert_tiny_mk2.pvl", "roofline", tmp_path / "r.svg")
+    data = (tmp_path / "r.svg").read_bytes()
+    assert b"vector-effect" not in data
+    root = ET.fromstring(data)
+    shapes = ("path", "polyline", "polygon")
+    for g in root.iter("{http://www.w3.org/2000/svg}g"):
+        m = re.match(r"matrix\(([^)]*)\)", g.get("transform", ""))
+        if m and any(k.tag.rsplit("}", 1)[-1] in shapes for k in g):
+            a, b, c, d = (float(v) for v in m.group(1).split(",")[:4])
+            assert abs(abs(a * d - b * c) - 1) < 1e-6, g.attrib  # no scaling left on any stroked shape
+
+
+def test_steps_export_is_the_per_step_chart_not_the_whole_execution_layout(qtbot, document):
+    """The Execution view's layout has a colour bar beside the tile lanes only: its per-step chart is exported
+    alone (``--view steps`` wrote the whole execution figure); the tile lanes go with their colour bar, in
+    the whole figure, so they are not listed apart."""
+    from popvision_lite.gui.export.plots import export_target
+    from popvision_lite.gui.views.execution import ExecutionView
+    from tests.support.qt import show_view
+
+    view = show_view(qtbot, ExecutionView(document), size=(1200, 800))
+    items = view.plot_items()
+    assert export_target(items["per_step"]) is items["per_step"]
+    assert export_target(view.tile_plot) is view.canvas.ci and "tiles" not in items

@@ -130,10 +130,10 @@ def test_over_capacity_tiles_are_outlined(qtbot, mem):
     over = np.flatnonzero(tm.over_capacity)
     assert len(over) > 0
     lay = mem.tile_layout()
-    x, y = mem.over_marks.getData()
+    x, y = mem.tile_map.outlined.getData()
     assert sorted(zip(x - 0.5, y - 0.5, strict=True)) == sorted(zip(lay.col[over], lay.row[over], strict=True))
     mem.over_box.setChecked(False)
-    assert len(mem.over_marks.getData()[0]) == 0
+    assert len(mem.tile_map.outlined.getData()[0]) == 0
 
 
 def test_selection_from_another_view_highlights_tiles(qtbot, mem):
@@ -141,12 +141,12 @@ def test_selection_from_another_view_highlights_tiles(qtbot, mem):
     mem.document.selection.update(source="operations", tiles=tiles)
     np.testing.assert_array_equal(mem.highlight_tiles, tiles)
     lay = mem.tile_layout()
-    alpha = mem.dim.image[..., 3]
+    alpha = mem.tile_map.dim.image[..., 3]
     assert (alpha[lay.row[list(tiles)], lay.col[list(tiles)]] == 0).all()
     others = np.setdiff1d(np.arange(len(lay.row)), tiles)
     assert (alpha[lay.row[others], lay.col[others]] > 0).all()
     assert alpha.max() <= 128  # a light dim: the map keeps its colours under it
-    xs, ys = mem.sel_marks.getData()  # the selected tiles are outlined
+    xs, ys = mem.tile_map.highlighted.getData()  # the selected tiles are outlined
     assert sorted(zip(xs - 0.5, ys - 0.5, strict=True)) == sorted(zip(lay.col[list(tiles)], lay.row[list(tiles)],
                                                                     strict=True))
     # an op selection without tiles is resolved through analysis.selection
@@ -156,7 +156,7 @@ def test_selection_from_another_view_highlights_tiles(qtbot, mem):
     mem.document.selection.update(source="operations", op_id=op, tiles=())
     np.testing.assert_array_equal(np.sort(mem.highlight_tiles), np.sort(op_tiles(mem.profile, op)))
     mem.document.selection.clear(source="operations")
-    assert not mem.dim.isVisible() and len(mem.sel_marks.getData()[0]) == 0
+    assert not mem.tile_map.dim.isVisible() and len(mem.tile_map.highlighted.getData()[0]) == 0
 
 
 def test_hover_describes_tile(qtbot, mem):
@@ -201,7 +201,7 @@ def test_variable_click_highlights_its_tiles(qtbot, mem):
     np.testing.assert_array_equal(mem.highlight_tiles, expect)
     assert mem.document.selection.state.tiles == tuple(int(t) for t in expect)
     lay = mem.tile_layout()
-    assert (mem.dim.image[lay.row[expect], lay.col[expect], 3] == 0).all()
+    assert (mem.tile_map.dim.image[lay.row[expect], lay.col[expect], 3] == 0).all()
 
 
 def test_liveness_step_measure_follows_selected_step(qtbot, mem):
@@ -284,7 +284,11 @@ def test_capacity_is_named_without_covering_the_bars(qtbot):
     try:
         view = show_view(qtbot, MemoryView(doc))
         assert getattr(view.cap_line, "label", None) is None
-        assert "tile capacity 624.00 KiB" in view.bar_plot.getPlotItem().getAxis("left").labelText
+        bp = view.bar_plot.getPlotItem()
+        assert "tile capacity 624.00 KiB" in bp.getAxis("bottom").labelText
+        # the left label fits the plot's height (with the capacity in it, it was clipped at the top)
+        left = bp.getAxis("left")
+        assert left.label.boundingRect().width() <= left.boundingRect().height()
         assert view.cap_line.value() == 624.0
     finally:
         doc.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
 from PySide6.QtCore import QCoreApplication, QEvent
 
 
@@ -56,12 +57,15 @@ def test_a_roofline_tab_closed_while_its_analysis_runs_is_freed(qtbot, window, s
     assert "RuntimeError" not in capfd.readouterr().err
 
 
-def test_a_closed_compare_window_is_freed(qtbot, window, small_profile, tmp_path):
+@pytest.mark.parametrize("pages", [(), ("memory", "execution", "roofline")])
+def test_a_closed_compare_window_is_freed(qtbot, window, small_profile, tmp_path, pages):
     from popvision_lite.gui.compare_window import open_compare
 
     opened = []
     open_compare(window, small_profile, small_profile, on_open=opened.append)
     qtbot.waitUntil(lambda: bool(opened) and not window.busy())
+    for key in pages:  # pages with their own timers, theme slots and tile map items
+        opened[0].show_page(key)
     ref = weakref.ref(opened.pop())
     ref().close()
     while window.doc_tabs.count():

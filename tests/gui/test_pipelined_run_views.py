@@ -74,3 +74,39 @@ def test_insights_training_state_advice(path):
         want = max(t["mib"]["optimizer_moments"] for t in ts) * 2**20
         assert n["state_bytes_per_ipu"] == pytest.approx(want)
         assert n["stream_ms_per_step"] == pytest.approx(2 * want / n["ddr_bytes_per_s"] * 1e3)
+
+
+def test_zoomed_out_step_lane_keeps_one_band_per_ipu():
+    """Zoomed out, the step lane is a raster of kind shares: one band per IPU (each that IPU's steps and the
+    all-IPU ones), not one mix of every IPU under the per-IPU axis labels."""
+    from pathlib import Path
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.execution import ExecutionView
+    from popvision_lite.gui.views.execution.drawing import kind_share_image, lane_indexes
+
+    create_app()
+    sample = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    doc = Document(pvl.open(sample))
+    try:
+        v = ExecutionView(doc)
+        v.resize(1200, 800)
+        v.reset_view()
+        v.refresh()
+        img = v.step_img.image
+        assert v.step_img.isVisible() and img is not None
+        n = v.nipu
+        rows = img.shape[0] // n
+        assert img.shape[0] == rows * n
+        x0, x1 = v.x_range()
+        w, _h = v._pixels()
+        lanes = lane_indexes(doc.profile.steps, n)
+        bands = [img[i * rows:(i + 1) * rows] for i in range(n)]
+        for i in range(n):  # IPU 0 at the bottom (row 0 of the image), as the exact bars
+            np.testing.assert_array_equal(bands[i], kind_share_image(lanes[i], x0, x1, w, rows))
+        busy = [(b[..., 3] > 0).any(axis=0) for b in bands]  # columns where the IPU runs a step
+        assert not all(np.array_equal(busy[0], b) for b in busy[1:])  # the stages are not busy at the same times
+        v.close()
+    finally:
+        doc.close()

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gui
 def test_tile_click_measures_a_bounded_number_of_rows(qtbot, document, monkeypatch):
     from popvision_lite.gui import table_model
     from popvision_lite.gui.views.memory import MemoryView
-    from popvision_lite.gui.views.memory import layout as memory_view
+    from popvision_lite.gui.views.memory import widgets as memory_view
     from tests.support.qt import show_view
 
     view = show_view(qtbot, MemoryView(document))

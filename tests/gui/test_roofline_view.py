@@ -10,6 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 
 from tests.support.qt import capture_message_boxes
 
@@ -429,3 +430,32 @@ def test_table_columns_not_truncated(qtbot):
             assert t.columnWidth(c) >= max(widest, head) + 8, (m.headerData(c, Qt.Horizontal), t.columnWidth(c))
     finally:
         prof.close()
+
+
+@pytest.mark.parametrize("theme_name", ["light", "dark"])
+def test_legend_samples_of_ipu_ops_are_drawn_as_the_points(qtbot, theme_name):
+    """Every legend entry of the IPU ops shows the fill and outline its points are drawn with, in both themes;
+    no entry shows a colour no point has (pyqtgraph's default brush for a per-point-coloured item)."""
+    from popvision_lite.gui import theme
+
+    theme.apply_theme(theme_name)
+    try:
+        v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
+        sp = v._scatter["ipu"]
+        bound = v.analysis.points["bound"].to_numpy()
+        point_fill = {}
+        for spot, lvl in zip(sp.points(), bound, strict=True):
+            point_fill.setdefault(lvl, set()).add(spot.brush().color().name(QColor.HexArgb))
+        entries = {lab.text: sample.item for sample, lab in v.legend.items}
+        ipu_entries = {t: it for t, it in entries.items() if t.startswith("IPU ops")}
+        assert {t.rsplit(" ", 1)[-1] for t in ipu_entries} == set(bound)
+        for text, item in ipu_entries.items():
+            lvl = text.rsplit(" ", 1)[-1]
+            assert point_fill[lvl] == {item.opts["brush"].color().name(QColor.HexArgb)}
+            assert item.opts["pen"].color() == sp.points()[0].pen().color()
+        # no other legend circle: the remaining entries are the ceilings, GPU points and what-if marks
+        assert all(not (isinstance(it, pg.ScatterPlotItem) and it.opts["symbol"] == "o")
+                   for t, it in entries.items() if t not in ipu_entries)
+        prof.close()
+    finally:
+        theme.apply_theme("light")

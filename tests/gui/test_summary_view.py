@@ -52,6 +52,9 @@ def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
     title = view.plot.getPlotItem().titleLabel.text
     s = view.summary
     assert s.model in title and s.target.name in title and f"{s.total_cycles:,} cycles" in title
+    # three lines as shown, not one line with the markup spelled out ("...1 IPU<br>bottleneck...")
+    shown = view.plot.getPlotItem().titleLabel.item.toPlainText()
+    assert "<br>" not in shown and len(shown.splitlines()) == 3
 
 
 def test_summary_lists_only_failed_numeric_checks(qtbot):

@@ -207,3 +207,41 @@ def test_extreme_points_inside_the_axes_with_labelled_ticks(qtbot, sweep_csv):
         assert x0 < xs.min() - 0.05 * span and xs.max() + 0.05 * span < x1  # whole markers, not clipped
         assert y0 < ys.min() and ys.max() < y1
         assert span >= 1.0 and y1 - y0 >= 1.0  # a decade at least: the log axis has a labelled tick
+
+
+def test_table_shows_money_and_whole_numbers_in_one_format(qtbot, window, sweep_csv):
+    """Costs in the one money format (no '9.81e-05' next to '0.0004132'), and whole numbers stored as floats
+    (the table holds NaN for a failed point) without decimals ('1', not '1.000')."""
+    from popvision_lite.units import format_usd
+
+    v = _sweep_tab(qtbot, window, sweep_csv)
+    m = v.model
+    cols = list(m.df.columns)
+
+    def shown(row, col):
+        return m.data(m.index(row, cols.index(col)), Qt.DisplayRole)
+
+    for r in range(m.rowCount()):
+        cost = m.df["cost_per_1m_samples_usd"].iloc[r]
+        assert shown(r, "cost_per_1m_samples_usd") == (format_usd(cost) if np.isfinite(cost) else "")
+        if "chips" in cols and np.isfinite(m.df["chips"].iloc[r]):
+            assert shown(r, "chips") == f"{int(m.df['chips'].iloc[r]):,}"
+    assert any(shown(r, "cost_per_1m_samples_usd").startswith("$") for r in range(m.rowCount()))
+    assert not any("e-" in str(shown(r, c)) for r in range(m.rowCount()) for c in cols)
+
+
+def test_log_axes_label_1_2_5_in_the_quantitys_format(qtbot, window, sweep_csv):
+    """The cost plot's axes read '$0.0002' and '2 M', not '9·10⁻⁵' next to '0.0001' or minor labels run
+    together ('7·10⁵8·10⁵9·10⁵')."""
+    from popvision_lite.gui.items.log_value_axis import LogValueAxis
+    from popvision_lite.units import format_count, format_usd
+
+    v = _sweep_tab(qtbot, window, sweep_csv)
+    left = v.cost_plot.getPlotItem().getAxis("left")
+    bottom = v.cost_plot.getPlotItem().getAxis("bottom")
+    assert isinstance(left, LogValueAxis) and isinstance(bottom, LogValueAxis)
+    assert left.tick_label(np.log10(2e-4)) == format_usd(2e-4) == "$0.000200"
+    assert bottom.tick_label(np.log10(2e6)) == format_count(2e6) == "2 M"
+    assert bottom.tick_label(np.log10(7e5)) == "" and bottom.tick_label(np.log10(1e6)) == "1 M"
+    # what pyqtgraph asks for in log mode: log10 values and a scale
+    assert left.logTickStrings([np.log10(5e-5), np.log10(9e-5)], 1.0, 1.0) == ["$0.0000500", ""]

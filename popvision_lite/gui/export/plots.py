@@ -11,6 +11,8 @@ Every file is written atomically (``popvision_lite.atomic_io``).
 from __future__ import annotations
 
 import contextlib
+import re
+import xml.etree.ElementTree as ET  # noqa: N817 - the usual name
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +32,13 @@ MAX_PIXELS = 16384  # per side; Qt refuses bigger QImages on some platforms
 
 # ----------------------------------------------------------------------------- plots
 def export_target(item):
-    """The item to export for ``item``: its GraphicsLayout when a ColorBarItem sits beside it there."""
+    """The item to export for ``item``: its GraphicsLayout when a ColorBarItem sits beside it there (in one of
+    its rows).  A plot in a layout whose colour bar belongs to another row (the Execution view's per-step
+    chart under the tile lanes) is exported alone."""
     parent = item.parentItem() if hasattr(item, "parentItem") else None
     if isinstance(parent, pg.GraphicsLayout) and isinstance(item, pg.PlotItem):
-        if any(isinstance(it, pg.ColorBarItem) for it in parent.items):
+        rows = {r for r, _c in parent.items.get(item, [])}
+        if any(isinstance(it, pg.ColorBarItem) and rows & {r for r, _c in cells} for it, cells in parent.items.items()):
             return parent
     return item
 
@@ -200,7 +205,87 @@ def _qt_svg(item) -> bytes:
             it.setExportMode(False)
         painter.end()
     buf.close()
-    return bytes(ba)
+    return portable_svg(bytes(ba), theme.colors()["plot_bg"])
+
+
+_SVG_NS = "http://www.w3.org/2000/svg"
+_SHAPES = {f"{{{_SVG_NS}}}{t}" for t in ("path", "polyline", "polygon")}
+_MATRIX = re.compile(r"^\s*matrix\(([^)]*)\)\s*$")
+_PAIR = re.compile(r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?),(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def _num(v: float) -> str:
+    return f"{v:.3f}".rstrip("0").rstrip(".") if np.isfinite(v) else "0"
+
+
+def _blend_stroke(g, background) -> None:
+    """A translucent stroke (a grid line at 15 %) as the opaque colour it shows over ``background``:
+    ImageMagick ignores ``stroke-opacity`` and drew the grid black."""
+    colour, alpha = g.get("stroke", ""), g.get("stroke-opacity")
+    if alpha is None or not re.fullmatch(r"#[0-9a-fA-F]{6}", colour):
+        return
+    a = float(alpha)
+    if a >= 1.0:
+        return
+    fg, bg = pg.mkColor(colour), pg.mkColor(background)
+    mix = [round(a * f + (1 - a) * b) for f, b in zip(fg.getRgb()[:3], bg.getRgb()[:3], strict=True)]
+    g.set("stroke", "#{:02x}{:02x}{:02x}".format(*mix))
+    g.set("stroke-opacity", "1")
+
+
+def portable_svg(svg: bytes, background=None) -> bytes:
+    """Qt's SVG of a plot draws each curve, grid line and point in its item's coordinates under a group
+    ``transform="matrix(...)"`` (scales of 10-1000 on log axes) with ``vector-effect="non-scaling-stroke"``
+    (SVG Tiny 1.2) to keep the pen one pixel wide.  Renderers that ignore that attribute (ImageMagick's own
+    SVG renderer) scale the pen with the matrix: a 2 px roof line became a band hundreds of pixels wide and
+    every scatter point a black disc.  This moves the matrix into the coordinates of every path, polyline and
+    polygon of such a group (all absolute: Qt writes only M, L, C, Z) and drops the transform and the
+    attribute, so the file means the same everywhere; a group whose pen is not cosmetic keeps its width
+    scaled by the matrix.  Groups holding text or images keep their transform (no stroke to scale).  With
+    ``background`` (the plot's), a translucent stroke of a group of shapes becomes the opaque colour it shows
+    over that background (ImageMagick ignores every opacity: it drew the 15 % grid black)."""
+    ET.register_namespace("", _SVG_NS)  # write the file with its own prefixes, not ns0:
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
+    try:
+        root = ET.fromstring(svg)
+    except ET.ParseError:
+        return svg
+    for g in root.iter(f"{{{_SVG_NS}}}g"):
+        kids = list(g)
+        if background is not None and kids and all(k.tag in _SHAPES for k in kids):
+            _blend_stroke(g, background)
+        m = _MATRIX.match(g.get("transform", ""))
+        if m is None or not kids:
+            continue
+        try:
+            a, b, c, d, e, f = (float(v) for v in m.group(1).replace(" ", "").split(","))
+        except ValueError:
+            continue
+        if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):  # a shift: nothing to scale, the attribute means nothing
+            for k in kids:
+                k.attrib.pop("vector-effect", None)
+            continue
+        if any(k.tag not in _SHAPES for k in kids):
+            continue
+        if any(re.search(r"[a-df-z]", k.get("d", "")) for k in kids):
+            continue  # relative commands (Qt writes none): leave the group as it is
+
+        def move(match, a=a, b=b, c=c, d=d, e=e, f=f):
+            x, y = float(match.group(1)), float(match.group(2))
+            return f"{_num(a * x + c * y + e)},{_num(b * x + d * y + f)}"
+
+        cosmetic = True
+        for k in kids:
+            attr = "d" if k.tag.endswith("path") else "points"
+            k.set(attr, _PAIR.sub(move, k.get(attr, "")))
+            if k.get("vector-effect") == "non-scaling-stroke":
+                del k.attrib["vector-effect"]
+            else:
+                cosmetic = False
+        if not cosmetic and g.get("stroke-width"):
+            g.set("stroke-width", _num(float(g.get("stroke-width")) * abs(a * d - b * c) ** 0.5))
+        del g.attrib["transform"]
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 def export_plot(item, path, width: int | None = None, height: int | None = None, dpi: float = 96.0):

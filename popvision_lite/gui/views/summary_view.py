@@ -43,8 +43,8 @@ class SummaryView(QWidget):
         pi = self.plot.getPlotItem()
         # the exported chart says what run it is (the headless summary PNG is this plot alone)
         # three short lines: a title wider than the plot widened the plot item past its widget
-        pi.setTitle(f"Where the time goes: {s.model} on {s.target.name}, {rt.ipu_count_text}<br>"
-                    f"bottleneck: {rt.bottleneck_text}<br>"
+        pi.setTitle(f"Where the time goes: {s.model} on {s.target.name}, {rt.ipu_count_text}\n"
+                    f"bottleneck: {rt.bottleneck_text}\n"
                     f"{rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles; one step (wall time) "
                     f"{rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}", size="10pt")
         pi.titleLabel.setMaximumHeight(58)  # pyqtgraph sizes the title row for one line

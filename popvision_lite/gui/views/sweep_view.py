@@ -34,11 +34,12 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.log_value_axis import LogValueAxis
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_html, plain_label, plain_tip
 from popvision_lite.gui.theme import DEVICE_COLORS
 from popvision_lite.sweep.results import grid_names, pareto_front
-from popvision_lite.units import format_number, format_usd
+from popvision_lite.units import format_count, format_number, format_usd
 
 NO_FIT = "#d62728"
 SERIES_AA_LIMIT = 400  # segments of scaling lines drawn antialiased; more are drawn aliased
@@ -51,14 +52,35 @@ TABLE_HEADERS = {"samples_per_second": "samples/s", "peak_tile_memory_pct": "pea
                  "sync_share": "sync", "stream_copy_share": "stream copy", "usd_per_chip_hour": "USD / chip-h"}
 
 
+MONEY_COLUMNS = ("cost_per_1m_samples_usd", "usd_per_chip_hour")
+
+
 class _SweepTableModel(DataFrameModel):
-    """The results table; a missing number (no price, failed point) shows empty, not 'nan'."""
+    """The results table; a missing number (no price, failed point) shows empty, not 'nan'; money in the one
+    money format (``units.format_usd``); a column of whole numbers stored as floats (point, chips: the table
+    holds NaN for failed points) as whole numbers, not '1.000'."""
+
+    def _cache_columns(self) -> None:
+        super()._cache_columns()
+        self._whole = set()
+        for j, c in enumerate(self._df.columns):
+            v = self._df[c]
+            if pd.api.types.is_float_dtype(v):
+                f = v.to_numpy(np.float64)
+                f = f[np.isfinite(f)]
+                if len(f) and np.array_equal(f, np.round(f)) and np.abs(f).max() < 2**53:
+                    self._whole.add(j)
 
     def data(self, index, role=Qt.DisplayRole):
         if role in (Qt.DisplayRole, Qt.ToolTipRole) and index.isValid():
             v = self._cols[index.column()][index.row()]
-            if isinstance(v, float | np.floating) and not np.isfinite(v):
-                return "" if role == Qt.DisplayRole else "no value (see cost_note / error)"
+            if isinstance(v, float | np.floating):
+                if not np.isfinite(v):
+                    return "" if role == Qt.DisplayRole else "no value (see cost_note / error)"
+                if role == Qt.DisplayRole and self._df.columns[index.column()] in MONEY_COLUMNS:
+                    return format_usd(float(v))
+                if role == Qt.DisplayRole and index.column() in self._whole:
+                    return f"{int(v):,}"
         return super().data(index, role)  # (the base class makes tooltips plain text)
 
 
@@ -173,8 +195,11 @@ class SweepView(QWidget):
         self.clear_button = QPushButton("Clear picks")
         self.clear_button.clicked.connect(lambda: self.set_picked([]))
 
-        self.throughput_plot = pg.PlotWidget()
-        self.cost_plot = pg.PlotWidget()
+        # log axes labelled at 1, 2, 5 x 10^n in each quantity's own format (units.py)
+        self.throughput_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
+                                                        "left": LogValueAxis("left", format_count)})
+        self.cost_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
+                                                  "left": LogValueAxis("left", format_usd)})
         self.hover_labels = {}
         for plot in (self.throughput_plot, self.cost_plot):
             label = pg.TextItem("", anchor=(0, 1), color=theme.colors()["plot_fg"],

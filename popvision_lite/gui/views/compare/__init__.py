@@ -4,10 +4,12 @@ Every page takes a :class:`popvision_lite.analysis.compare.Comparison` and expos
 ``plot_items()`` (for export) and ``tables()`` (name -> DataFrame, for CSV export).
 
 * :class:`CompareSummaryPage` - headline table (A, B, delta, B/A), the notes, a B/A ratio chart;
-* :class:`CompareMemoryPage` - both tile maps with one shared ColorBarItem and linked axes, a tile
+* :class:`CompareMemoryPage` - both tile maps (``TileMapItem``) with one shared ColorBarItem and linked axes, a tile
   cursor drawn in both, and a difference mode (B - A per tile, diverging colour map centred on 0);
   when the tile layouts differ, per-IPU bars and the note saying why tiles are not compared;
 * :class:`CompareLivenessPage` - both not-always-live curves overlaid with a step cursor;
+* :class:`CompareTimelinePage` - both runs' steps on one time axis, one lane per IPU of each run;
+* :class:`CompareRooflinePage` - both runs' ops on one roofline with both targets' roofs;
 * :class:`CompareStepsPage` - time per BSP phase of both runs + the matched step table;
 * :class:`CompareOpsPage` - ops matched by name with A, B, delta and ratio.
 """

@@ -21,6 +21,7 @@ from popvision_lite.analysis import compare as C
 from popvision_lite.analysis.floor_plan import floor_plan_layout
 from popvision_lite.analysis.tile_memory import PERCENT, TileMemory, measure_label
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.tile_map import TileMapItem
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
@@ -64,10 +65,14 @@ class CompareMemoryPage(QWidget):
         self.plot_a = self._heat_plot(f"A: {cmp.label_a} — {cmp.a.target.name} (tile floor plan, schematic)")
         self.plot_b = self._heat_plot(f"B: {cmp.label_b} — {cmp.b.target.name} (tile floor plan, schematic)")
         self.plot_d = self._heat_plot(f"B − A per tile ({cmp.label_b} − {cmp.label_a})")
-        self.img_a, self.img_b, self.img_d = (pg.ImageItem(axisOrder="row-major") for _ in range(3))
-        self.plot_a.addItem(self.img_a)
-        self.plot_b.addItem(self.img_b)
-        self.plot_d.addItem(self.img_d)
+        # the Memory view's tile map item, one per map: same layout code, IPU names and cursor ring
+        self.map_a = TileMapItem(self.lay_a, cursor_size=1.8)
+        self.map_b = TileMapItem(self.lay_b, cursor_size=1.8)
+        self.map_d = TileMapItem(self.lay_a, cursor_size=1.8)
+        self.plot_a.addItem(self.map_a)
+        self.plot_b.addItem(self.map_b)
+        self.plot_d.addItem(self.map_d)
+        self.img_a, self.img_b, self.img_d = self.map_a.image, self.map_b.image, self.map_d.image
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get("viridis"), interactive=False,
                                         width=18)
         self.colorbar.axis.enableAutoSIPrefix(False)
@@ -79,13 +84,6 @@ class CompareMemoryPage(QWidget):
         if cmp.tile_by_tile:
             self.plot_b.setXLink(self.plot_a)
             self.plot_b.setYLink(self.plot_a)
-        self.marks = []
-        for p in (self.plot_a, self.plot_b, self.plot_d):
-            m = pg.ScatterPlotItem(pxMode=False, symbol="s", size=1.8, brush=None,
-                                   pen=pg.mkPen(theme.colors()["select"], width=3))
-            m.setZValue(10)
-            p.addItem(m)
-            self.marks.append(m)
         self.glw.scene().sigMouseMoved.connect(self._hovered)
 
         self.note = notes_label(cmp.tile_note)
@@ -106,14 +104,9 @@ class CompareMemoryPage(QWidget):
             split.setSizes([520, 320])
             lay.addWidget(split, 1)
 
-        for plot, lay in ((self.plot_a, self.lay_a), (self.plot_b, self.lay_b), (self.plot_d, self.lay_a)):
-            for ipu in range(lay.num_ipus):
-                r, c = lay.ipu_origin(ipu)
-                t = pg.TextItem(f"IPU {ipu}", color=theme.colors()["plot_fg"], anchor=(0, 1))
-                t.setPos(c, r)
-                plot.addItem(t)
         self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
         self.diff_box.toggled.connect(self.set_difference)
+        theme.notifier.changed.connect(self._restyle)
         self._arrange()
         self.redraw()
 
@@ -204,33 +197,36 @@ class CompareMemoryPage(QWidget):
             d = self.diff_values()
             m = float(np.abs(d).max()) if d is not None and len(d) else 0.0
             m = m if m > 0 else 1.0
-            self.img_d.setImage(self.lay_a.image(d), autoLevels=False, levels=(-m, m))
+            self.map_d.set_values(d, (-m, m))
             self.diff_bar.setLevels((-m, m))  # symmetric: white is exactly 0
             self.diff_bar.axis.setLabel(f"B − A {label} ({self.unit()})")
-            self.plot_d.setRange(xRange=(0, self.lay_a.width), yRange=(-3, self.lay_a.height), padding=0.02)
+            self._show_whole(self.plot_d, self.map_d)
         else:
             lo, hi = self.levels()
             va = self.tm_a.values(self.measure) / self.scale()
             vb = self.tm_b.values(self.measure) / self.scale()
-            self.img_a.setImage(self.lay_a.image(va), autoLevels=False, levels=(lo, hi))
-            self.img_b.setImage(self.lay_b.image(vb), autoLevels=False, levels=(lo, hi))
+            self.map_a.set_values(va, (lo, hi))
+            self.map_b.set_values(vb, (lo, hi))
             self.colorbar.setLevels((lo, hi))
             self.colorbar.axis.setLabel(f"{label} ({self.unit()}), same scale for A and B")
-            self.plot_a.setRange(xRange=(0, self.lay_a.width), yRange=(-3, self.lay_a.height), padding=0.02)
+            self._show_whole(self.plot_a, self.map_a)
             if not self.cmp.tile_by_tile:
-                self.plot_b.setRange(xRange=(0, self.lay_b.width), yRange=(-3, self.lay_b.height), padding=0.02)
+                self._show_whole(self.plot_b, self.map_b)
         self._draw_cursor()
+
+    @staticmethod
+    def _show_whole(plot: pg.PlotItem, item: TileMapItem) -> None:
+        xr, yr = item.view_rect()
+        plot.setRange(xRange=xr, yRange=yr, padding=0.02)
 
     # ---- cursor: the same tile marked in every map
     def _tile_under(self, scene_pos) -> tuple[int, str]:
-        for p, lay, side in ((self.plot_a, self.lay_a, "A"), (self.plot_b, self.lay_b, "B"),
-                             (self.plot_d, self.lay_a, "D")):
+        for p, item, side in ((self.plot_a, self.map_a, "A"), (self.plot_b, self.map_b, "B"),
+                              (self.plot_d, self.map_d, "D")):
             if p.scene() is None or not p.isVisible():
                 continue
-            vb = p.getViewBox()
-            if vb.sceneBoundingRect().contains(scene_pos):
-                q = vb.mapSceneToView(scene_pos)
-                return lay.tile_at(q.y(), q.x()), side
+            if p.getViewBox().sceneBoundingRect().contains(scene_pos):
+                return item.tile_at_scene(scene_pos), side
         return -1, ""
 
     def _hovered(self, scene_pos) -> None:
@@ -260,12 +256,12 @@ class CompareMemoryPage(QWidget):
     def _draw_cursor(self) -> None:
         tile = self.cursor_tile
         side = getattr(self, "_cursor_side", "A")
-        for m, lay, s in zip(self.marks, (self.lay_a, self.lay_b, self.lay_a), ("A", "B", "D"), strict=True):
-            show = tile is not None and (self.cmp.tile_by_tile or s == side) and tile < len(lay.row)
-            if show:
-                m.setData([lay.col[tile] + 0.5], [lay.row[tile] + 0.5])
-            else:
-                m.setData([], [])
+        for item, s in ((self.map_a, "A"), (self.map_b, "B"), (self.map_d, "D")):
+            item.set_cursor(tile if self.cmp.tile_by_tile or s == side else None)
+
+    def _restyle(self, *_) -> None:
+        for item in (self.map_a, self.map_b, self.map_d):
+            item.restyle()
 
     def plot_items(self) -> dict:
         # a map shares its GraphicsLayout with the colour bar(s): export takes the whole layout

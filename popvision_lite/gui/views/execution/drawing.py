@@ -50,6 +50,35 @@ def imbalance_ticks(top_log10: float) -> list[list[tuple[float, str]]]:
     return [major, minor]
 
 
+def kind_share_image(index: ex.StepIndex, x0: float, x1: float, cols: int, rows: int = 24) -> np.ndarray:
+    """(rows, cols, 4) RGBA: each pixel column of [x0, x1) split bottom-up into the share of each step kind
+    (:meth:`~popvision_lite.analysis.execution.StepIndex.kind_cycles`); transparent where no step runs.  The
+    step lane of the Execution view and the per-IPU lanes of compare's Execution page draw it when too many
+    steps are visible for one rectangle each."""
+    edges = np.linspace(x0, x1, cols + 1)
+    cyc = index.kind_cycles(edges)
+    tot = cyc.sum(axis=0)
+    frac = np.divide(cyc, tot, out=np.zeros_like(cyc), where=tot > 0)
+    cum = np.cumsum(frac, axis=0)                               # (kinds, cols)
+    rf = (np.arange(rows) + 0.5) / rows
+    kind_at = (cum[None, :, :] < rf[:, None, None]).sum(axis=1)  # (rows, cols)
+    kind_at = np.where(tot[None, :] > 0, np.minimum(kind_at, len(STEP_KINDS) - 1), len(STEP_KINDS))
+    return kind_lut()[kind_at[::-1]]
+
+
+def lane_indexes(steps, num_ipus: int) -> list[ex.StepIndex]:
+    """One :class:`~popvision_lite.analysis.execution.StepIndex` per IPU lane: the IPU's own steps and the
+    steps on every IPU (ipu = -1), for the per-lane kind shares when zoomed out."""
+    ipu = steps["ipu"]
+    return [ex.StepIndex(steps[(ipu == i) | (ipu < 0)], 1) for i in range(int(num_ipus))]
+
+
+def kind_lut() -> np.ndarray:
+    """RGBA of each step kind, then transparent (no step)."""
+    return np.array([pg.mkColor(STEP_KIND_COLORS[k]).getRgb() for k in STEP_KINDS] + [(0, 0, 0, 0)],
+                    dtype=np.uint8)
+
+
 class LaneDrawing:
     """Mixin: redraws the step lane, tile lanes, per-step chart and highlights for the visible range."""
 
@@ -92,18 +121,14 @@ class LaneDrawing:
         else:
             for bar in self.step_bars:
                 bar.hide()
-            edges = np.linspace(x0, x1, w + 1)
-            cyc = idx.kind_cycles(edges)
-            tot = cyc.sum(axis=0)
-            frac = np.divide(cyc, tot, out=np.zeros_like(cyc), where=tot > 0)
-            rows = 24
-            cum = np.cumsum(frac, axis=0)                               # (kinds, cols)
-            rf = (np.arange(rows) + 0.5) / rows
-            kind_at = (cum[None, :, :] < rf[:, None, None]).sum(axis=1)  # (rows, cols)
-            lut = np.array([pg.mkColor(STEP_KIND_COLORS[k]).getRgb() for k in STEP_KINDS] + [(0, 0, 0, 0)],
-                           dtype=np.uint8)
-            kind_at = np.where(tot[None, :] > 0, np.minimum(kind_at, len(STEP_KINDS) - 1), len(STEP_KINDS))
-            img = lut[kind_at[::-1]]
+            if self.nipu > 1:  # one band per IPU (IPU 0 at the bottom, as the bars): stages overlap in time
+                lanes = getattr(self, "_lane_indexes", None)
+                if lanes is None:
+                    lanes = self._lane_indexes = lane_indexes(self.profile.steps, self.nipu)
+                rows = max(4, 48 // self.nipu)
+                img = np.concatenate([kind_share_image(lane, x0, x1, w, rows) for lane in lanes], axis=0)
+            else:
+                img = kind_share_image(idx, x0, x1, w)
             self.step_img.setImage(img, autoLevels=False)
             self.step_img.setPos(origin, 0)
             self.step_img.setRect(QRectF(x0 - origin, 0.0, x1 - x0, 1.0))

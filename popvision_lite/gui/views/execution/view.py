@@ -299,8 +299,9 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
 
     # ------------------------------------------------------------------ export
     def plot_items(self) -> dict:
-        return {"execution": self.canvas.ci, "steps": self.step_plot, "tiles": self.tile_plot,
-                "per_step": self.chart_plot, "imbalance": self.imb_plot}
+        # the tile lanes are not listed alone: with their colour bar they export as the whole figure
+        return {"execution": self.canvas.ci, "steps": self.step_plot, "per_step": self.chart_plot,
+                "imbalance": self.imb_plot}
 
     def resizeEvent(self, ev):
         super().resizeEvent(ev)

@@ -1,9 +1,9 @@
 """Memory: tile heatmap of every IPU, memory by tile index, and one tile's breakdown + variables.
 
-Drawing: the whole machine is ONE ImageItem (all IPUs in blocks, see analysis/floor_plan.py);
-recolouring is one fancy-index + ``setImage``.  Over-capacity tiles get an outline
-(one ScatterPlotItem); tiles selected elsewhere are highlighted by dimming every other tile
-with one RGBA overlay image.
+Drawing: the whole machine is ONE :class:`~popvision_lite.gui.items.tile_map.TileMapItem` (all IPUs in
+blocks, see analysis/floor_plan.py): recolouring is one fancy-index + ``setImage``; over-capacity tiles,
+tiles selected elsewhere and the picked tile are its marks.  ``widgets.py`` builds the widgets; this
+module holds the view's state, drawing and interaction.
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ from popvision_lite.analysis.tile_memory import (
 )
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.tile_map import TILE_LAYOUTS
 from popvision_lite.gui.state.resolve import SYNC_CELLS
 from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import CATEGORY_COLORS
-from popvision_lite.gui.views.memory.layout import LAYOUTS, LSTEP, VARIABLE_COLUMNS, MemoryLayout
+from popvision_lite.gui.views.memory import widgets
+from popvision_lite.gui.views.memory.widgets import LSTEP, TILE_ID_LABEL, VARIABLE_COLUMNS
 from popvision_lite.profile import schema
 from popvision_lite.units import KIB  # plots show KiB (binary, like PopVision), not pyqtgraph's SI kB
 
@@ -55,7 +57,7 @@ def tile_memory(document) -> TileMemory:
     return document.cached("tile_memory", TileMemory, document.profile)
 
 
-class MemoryView(MemoryLayout, QWidget):
+class MemoryView(QWidget):
     def __init__(self, document, parent=None):
         super().__init__(parent)
         self.document = document
@@ -67,17 +69,10 @@ class MemoryView(MemoryLayout, QWidget):
         self.tile: int | None = None
         self.highlight_tiles = np.zeros(0, dtype=np.int64)
         self.lstep: int | None = None
-        self._build_controls()
-        self._build_heatmap()
-        self._build_bar_plot()
-        self._build_tile_panel()
-        self._arrange()
-        self._connect()
-        self._install_shortcuts()
+        widgets.build(self)
         self.set_layout("floor plan")
         self.set_measure("total")
         self._selection_changed(document.selection.state)
-
 
     # ------------------------------------------------------------------ drawing
     def tile_layout(self):
@@ -85,28 +80,19 @@ class MemoryView(MemoryLayout, QWidget):
 
     def set_layout(self, name: str) -> None:
         if name not in self._layouts:
-            self._layouts[name] = LAYOUTS[name](self.target)
+            self._layouts[name] = TILE_LAYOUTS[name](self.target)
         self.layout_name = name
         lay = self._layouts[name]
         if self.layout_box.currentText() != name:
             self.layout_box.setCurrentText(name)
-        self._pix_index = lay.flat_index
-        self._img = np.full(lay.height * lay.width, np.nan)
-        for t in self.ipu_labels:
-            self.heat_plot.removeItem(t)
-        self.ipu_labels = []
-        for ipu in range(self.target.num_ipus):
-            r, c = lay.ipu_origin(ipu)
-            t = pg.TextItem(f"IPU {ipu}", color=theme.colors()["plot_fg"], anchor=(0, 1))
-            t.setPos(c, r)
-            self.heat_plot.addItem(t)
-            self.ipu_labels.append(t)
+        self.tile_map.set_layout(lay)
         self.heat_plot.setTitle(f"Tile map — {lay.note}", size="9pt")
         self._recolor()
         self._draw_over()
         self._draw_highlight()
         self._draw_tile_mark()
-        self.heat_plot.setRange(xRange=(0, lay.width), yRange=(-2, lay.height), padding=0.02)
+        xr, yr = self.tile_map.view_rect()
+        self.heat_plot.setRange(xRange=xr, yRange=yr, padding=0.02)
 
     def set_measure(self, measure: str) -> None:
         if measure not in self.measures:
@@ -149,13 +135,9 @@ class MemoryView(MemoryLayout, QWidget):
 
     def _recolor(self) -> None:
         """Recolour the map and the bar plot for the current measure (the 16 ms path)."""
-        scale = self.scale()
-        v = self.values() / scale
-        img = self._img
-        img[self._pix_index] = v
-        lay = self.tile_layout()
+        v = self.values() / self.scale()
         lo, hi = self.levels()
-        self.image.setImage(img.reshape(lay.height, lay.width), autoLevels=False, levels=(lo, hi))
+        self.tile_map.set_values(v, (lo, hi))
         cap = 100.0 if self.measure == PERCENT else self.tm.capacity / KIB
         frac = round(cap / hi, 4) if self.measure in ("total", PERCENT) and hi > cap else 1.0
         if frac != getattr(self, "_cmap_frac", None):  # red/magenta above capacity, viridis below
@@ -172,10 +154,12 @@ class MemoryView(MemoryLayout, QWidget):
         over = np.flatnonzero(self.tm.over_capacity)
         self.bar_over.setData(over, v[over])
         self.cap_line.setValue(cap)
-        if relabel:  # the capacity is named on the axis, not in a label box on the line that covered the bars
+        if relabel:  # the capacity is named under the x axis (on the y axis it was clipped at the plot's height)
             cap_text = (f"dashed: tile capacity {format_bytes(self.tm.capacity)}" if self.measure != PERCENT
                         else "dashed: 100% = tile capacity")
-            self.bar_plot.getPlotItem().setLabel("left", f"{label}; {cap_text}")
+            bp = self.bar_plot.getPlotItem()
+            bp.setLabel("bottom", f"{TILE_ID_LABEL}; {cap_text}")
+            bp.setLabel("left", label)
         self.bar_plot.getPlotItem().setYRange(0, max(hi, cap) * 1.15, padding=0)  # headroom above the tallest bar
 
     def _update_bar(self) -> None:
@@ -208,39 +192,17 @@ class MemoryView(MemoryLayout, QWidget):
         return f"{name} (%)" if self.measure == PERCENT else f"{name.replace(' bytes', '')} (KiB)"
 
     def _draw_over(self) -> None:
-        lay = self.tile_layout()
         over = np.flatnonzero(self.tm.over_capacity)
-        if self.over_box.isChecked() and len(over):
-            self.over_marks.setData(lay.col[over] + 0.5, lay.row[over] + 0.5)
-        else:
-            self.over_marks.setData([], [])
+        self.tile_map.set_outlined(over if self.over_box.isChecked() else [])
 
     def _draw_highlight(self) -> None:
-        lay = self.tile_layout()
-        tiles = self.highlight_tiles
-        if len(tiles) == 0:
-            self.dim.clear()
-            self.dim.hide()
-            self.sel_marks.setData([], [])
-            return
-        self.sel_marks.setData(lay.col[tiles] + 0.5, lay.row[tiles] + 0.5)
-        bg = pg.mkColor(theme.colors()["plot_bg"])
-        rgba = np.zeros((lay.height, lay.width, 4), dtype=np.uint8)
-        rgba[..., 0], rgba[..., 1], rgba[..., 2] = bg.red(), bg.green(), bg.blue()
-        mask = np.zeros(lay.height * lay.width, dtype=bool)
-        mask[lay.flat_index] = True  # real tiles get dimmed ...
-        mask[lay.flat_index[tiles]] = False  # ... except the highlighted ones
-        rgba[..., 3] = mask.reshape(lay.height, lay.width) * 110
-        self.dim.setImage(rgba, autoLevels=False, levels=(0, 255))
-        self.dim.show()
+        self.tile_map.set_highlighted(self.highlight_tiles)
 
     def _draw_tile_mark(self) -> None:
-        lay = self.tile_layout()
+        self.tile_map.set_cursor(self.tile)
         if self.tile is None:
-            self.tile_mark.setData([], [])
             self.bar_sel.hide()
         else:
-            self.tile_mark.setData([lay.col[self.tile] + 0.5], [lay.row[self.tile] + 0.5])
             self.bar_sel.setValue(self.tile)
             self.bar_sel.show()
 
@@ -253,11 +215,9 @@ class MemoryView(MemoryLayout, QWidget):
         self.select_tile(t)
 
     def tile_at_scene_pos(self, scene_pos) -> int:
-        vb = self.heat_plot.getViewBox()
-        if not vb.sceneBoundingRect().contains(scene_pos):
+        if not self.heat_plot.getViewBox().sceneBoundingRect().contains(scene_pos):
             return -1
-        p = vb.mapSceneToView(scene_pos)
-        return self.tile_layout().tile_at(p.y(), p.x())
+        return self.tile_map.tile_at_scene(scene_pos)
 
     def describe_tile(self, tile: int) -> str:
         ipu, t = self.tm.tile_location(tile)
@@ -389,12 +349,7 @@ class MemoryView(MemoryLayout, QWidget):
 
     def _restyle(self, *_):
         c = theme.colors()
-        for t in self.ipu_labels:
-            t.setColor(c["plot_fg"])
-        self.over_marks.setPen(pg.mkPen(c["over"], width=2))
-        self.tile_mark.setPen(pg.mkPen(c["select"], width=3))
-        self.sel_marks.setPen(pg.mkPen(c["select"], width=1.5))
-        self._draw_highlight()
+        self.tile_map.restyle()
         for b in self.breakdown_bars:
             b.setOpts(pen=pg.mkPen(c["plot_bg"], width=0.5))
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QBrush, QColor, QPen
 
 from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import plottable
@@ -18,6 +18,17 @@ from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR, LEVEL_COLORS
 from popvision_lite.gui.views.verdict_panel import document_verdict
 from popvision_lite.units import format_flops, format_seconds, format_usd
+
+
+def level_brush(level: str) -> QBrush:
+    """Fill of an IPU op point bound by ``level`` (and of its legend sample): the level's colour, a little
+    lighter and slightly transparent so overlapping points stay visible."""
+    return pg.mkBrush(QColor(LEVEL_COLORS.get(level, "#444")).lighter(110).name() + "c0")
+
+
+def point_pen() -> QPen:
+    """Outline of the IPU op points and their legend samples."""
+    return pg.mkPen("#222", width=0.8)
 
 
 class RooflineDrawing:
@@ -75,11 +86,12 @@ class RooflineDrawing:
             share = pts["share"].to_numpy(dtype=float)
             smax = max(share.max(), 1e-12)
             sizes = 7 + 28 * np.sqrt(share / smax)
-            brushes = [pg.mkBrush(QColor(LEVEL_COLORS.get(b, "#444")).lighter(110).name() + "c0")
-                       for b in pts["bound"]]
+            brushes = [level_brush(b) for b in pts["bound"]]
+            # no legend entry of its own: one sample cannot show per-point colours (pyqtgraph drew the
+            # item's default brush); the "IPU ops bound by ..." entries below are drawn as the points are
             sp = self._add_scatter("ipu", np.log10(pts["intensity"]), np.log10(pts["chip_flops"]),
                                    pts.index.to_numpy(), size=sizes, symbol="o", brush=brushes,
-                                   pen=pg.mkPen("#222", width=0.8), name="IPU ops (emulated)")
+                                   pen=point_pen(), name=None)
             sp.setZValue(10)
             for g in a.gpus:
                 gid = g.device_id
@@ -102,11 +114,10 @@ class RooflineDrawing:
                                       np.log10(sp_["whatif_flops"] / sp_["op_chips"]),
                                       sp_.index.to_numpy(), size=11, symbol="x", brush=pg.mkBrush("#d62728"),
                                       pen=pg.mkPen("#d62728"), name="what-if: spills to DDR")
-        # bound-level colour key as legend entries
+        # the IPU ops' legend: one entry per bound level, with the points' own brush and pen
         for lvl in sorted(set(pts["bound"])) if len(pts) else []:
-            key = pg.ScatterPlotItem(size=9, symbol="o", brush=pg.mkBrush(LEVEL_COLORS.get(lvl, "#444")),
-                                     pen=pg.mkPen("#222"))
-            self.legend.addItem(key, f"bound by {lvl}")
+            key = pg.ScatterPlotItem(size=10, symbol="o", brush=level_brush(lvl), pen=point_pen())
+            self.legend.addItem(key, f"IPU ops (emulated) bound by {lvl}")
 
         # measured kernels (foreground colour of the theme, so they show on light and dark plots)
         fg = theme.colors()["plot_fg"]
