@@ -85,6 +85,24 @@ def test_unsupported_op_names_type_node_and_list(tmp_path):
     assert "Softsign" not in SUPPORTED_OPS
 
 
+def test_docs_list_the_lowering_table():
+    """docs/onnx.md lists exactly the op types the lowering table lowers and those with a backward pass."""
+    from pathlib import Path
+
+    from popvision_lite.emulator.onnx_import.lowering import LOWERINGS, TRAINABLE_OPS
+
+    lines = (Path(__file__).parents[2] / "docs" / "onnx.md").read_text().splitlines()
+
+    def listed(prefix):
+        line = next(x for x in lines if x.startswith(prefix))
+        return [w.strip() for w in line[len(prefix):].rstrip(".").split(",")]
+
+    assert listed("- device ops: ") == sorted(LOWERINGS)
+    trainable = sorted(op for op, lw in LOWERINGS.items() if lw.trainable)
+    assert listed("- with a backward pass (`--training`): ") == trainable == list(TRAINABLE_OPS)
+    assert {"Relu", "Tanh", "IsNaN"} <= set(trainable) and "LeakyRelu" not in trainable
+
+
 def test_dynamic_dim_names_dim_and_flag(model_dir, tmp_path, capsys):
     with pytest.raises(OnnxImportError, match=r"'seq' is dynamic; set it with --seq N or --dim seq=N"):
         emulate_onnx(model_dir / "bert_fused.onnx", batch=2)
