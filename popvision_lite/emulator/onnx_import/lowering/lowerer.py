@@ -15,6 +15,7 @@ from .blocks import find_blocks
 from .fold import evaluate_node
 from .fusion import Patterns, lower_fused
 from .layout import Layout
+from .outline import Outliner
 from .table import DEVICE_OPS, LOWERINGS, PARAM_FOLDABLE
 from .values import Act, attrs, canon
 
@@ -23,7 +24,7 @@ class Lowerer(Layout):
     """Walks the graph in order and builds it on backend ``be``."""
 
     def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None,
-                 recompute: bool = False):
+                 recompute: bool = False, outline: bool = False):
         self.be = be
         self.training = bool(training)
         self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
@@ -61,6 +62,10 @@ class Lowerer(Layout):
         self.block_of = np.full(len(self.graph.node), -1, dtype=np.int64)
         for b, (s0, e0) in enumerate(self.blocks):
             self.block_of[s0:e0] = b
+        # timing-only inference: each repeated block's body lowered once, the others calls of it (outline.py)
+        self.outliner = Outliner(self) if outline and Outliner.applies(self) else None
+        if self.outliner is not None and not self.outliner.blocks:
+            self.outliner = None
 
     def _place(self):
         """IPU of each node: layers balanced by the bytes of the weights they read (in graph order)."""
@@ -101,7 +106,10 @@ class Lowerer(Layout):
         self.weight_bytes_per_ipu = [int(own[self.ipu_of == k].sum()) for k in range(self.ipus)]
 
     def run(self, progress=None):
-        self.lower_range(0, len(self.graph.node), progress)
+        if self.outliner is not None:
+            self.outliner.run(progress)
+        else:
+            self.lower_range(0, len(self.graph.node), progress)
         return {o: self.vals[o] for o in self.lm.outputs}
 
     def lower_range(self, start, stop, progress=None):
