@@ -65,8 +65,8 @@ def _offset(rotation, n) -> int:
 
 @contextmanager
 def _layouts(ctx):
-    """While lowering a body: {tensor id: the rotation counter of the rotated tile list its last layout was
-    taken from, or None when from the plain list}.  The op library lays a tensor out from a tile list taken
+    """While lowering a body: {tensor id: (the rotation counter of the rotated tile list its last layout was
+    taken from, or None when from the plain list; how many layouts it was given)}.  The op library lays a tensor out from a tile list taken
     (``tiles_array``) just before (a weight when made) or earlier in the same op (by its first matmul's plan):
     the latest rotated list since the op began whose first ``rotate`` tiles hold every tile of the layout, else
     the plain list (a layout over every tile)."""
@@ -83,8 +83,9 @@ def _layouts(ctx):
     def set_logged(tensor, mapping):
         set_mapping(tensor, mapping)
         used = np.unique(np.asarray(mapping.tile) % n)
-        how[tensor.id] = next((rot for rot, k in reversed(taken) if 0 < k < n and len(used) <= k
-                               and np.isin(used, (_offset(rot, n) + np.arange(k)) % n).all()), None)
+        rot = next((rot for rot, k in reversed(taken) if 0 < k < n and len(used) <= k
+                    and np.isin(used, (_offset(rot, n) + np.arange(k)) % n).all()), None)
+        how[tensor.id] = (rot, how.get(tensor.id, (None, 0))[1] + 1)
 
     def begin_logged(*args, **kw):
         del taken[:-1]  # a weight made just before the op may be laid out from the list taken last
@@ -104,6 +105,7 @@ class Outliner:
         self.low = low
         self.nodes = low.graph.node
         self.blocks = find_blocks(self.nodes)
+        self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
         bodies: dict = {}
         self.body = []      # per block: the index of its static body (op sequence, wiring, attributes)
         self.external = []  # per block: the names it reads from outside itself, in order of first use
@@ -117,12 +119,11 @@ class Outliner:
 
     def _initializer_names(self, rep, b) -> dict:
         """{initializer read by block ``rep``: the one block ``b`` reads in its place}."""
-        inits = self.low.lm.initializers
         (rs, rend), (s, _) = self.blocks[rep], self.blocks[b]
         out = {}
         for j in range(rend - rs):
             for x, y in zip(self.nodes[rs + j].input, self.nodes[s + j].input, strict=True):
-                if x in inits:
+                if x and self._initializer(x) is not None:
                     out.setdefault(x, y)
         return out
 
@@ -155,9 +156,9 @@ class Outliner:
                     ins.append(None)
                 elif x in produced:
                     ins.append(("in", *produced[x]))
-                elif x in low.lm.initializers:
-                    arr = low.lm.initializers[x]
-                    ins.append(("init", arr.shape, arr.dtype.str, None if x in low.params else _digest(arr)))
+                elif (src := self._initializer(x)) is not None:
+                    arr = low.lm.initializers[src]
+                    ins.append(("init", arr.shape, arr.dtype.str, None if src in low.params else _digest(arr)))
                 else:
                     ins.append(("ext", ext.setdefault(x, len(ext))))
             spec = low.fused.get(j)
@@ -167,6 +168,19 @@ class Outliner:
                 if o:
                     produced[o] = (j - s, k)
         return tuple(sig), list(ext)
+
+    def _initializer(self, x):
+        """The initializer ``x`` is, directly or through Identity nodes (exporters give equal initializers one
+        tensor and each user an Identity of it), or None."""
+        inits = self.low.lm.initializers
+        for _ in range(len(self.nodes)):
+            if x in inits:
+                return x
+            i = self.producer.get(x)
+            if i is None or self.nodes[i].op_type != "Identity":
+                return None
+            x = self.nodes[i].input[0]
+        return None
 
     def _inputs_signature(self, b) -> tuple:
         """What the block reads from outside, as the lowering sees it: device tensors by shape, dtype and
@@ -199,7 +213,7 @@ class Outliner:
                 with _layouts(be.ctx) as how:
                     low.lower_range(s, e, progress)
                 be.mark(f"onnx_block_end/{b}")
-                weights = [(t, how.get(t.id)) for t in be.weights[w0:]]
+                weights = [(t, how.get(t.id, (None, 1))) for t in be.weights[w0:]]
                 self.made[b] = (rot0, be.ctx.rotation, weights, low.op_count - ops0)
             else:
                 self._call(rep, b)
@@ -222,12 +236,16 @@ class Outliner:
         here = be.ctx.rotation
         names = self._initializer_names(rep, b)
         T = be.graph.target.tiles_per_ipu
-        for t, rot in weights:  # this block's own weights, on the tiles its lowering would have used
+        for t, (rot, layouts) in weights:  # this block's own weights, on the tiles its lowering would have used
             m = t.mapping
-            shift = 0 if rot is None else _offset(rot + here - rot0, T) - _offset(rot, T)
-            tiles = (m.tile // T) * T + (m.tile % T + shift) % T
+            if layouts == 1:  # the layout it was made with (linear over a tile list): made again there
+                be.ctx.rotation = here + ((rot if rot is not None else rot0) - rot0)
+                mapping = be.ctx.linear_mapping(t.size)
+            else:  # laid out again by its first matmul's plan: the plan's tiles, shifted as its list would be
+                shift = 0 if rot is None else _offset(rot + here - rot0, T) - _offset(rot, T)
+                mapping = intervals((m.tile // T) * T + (m.tile % T + shift) % T, m.start, m.stop)
             w = be.graph.add_variable(be.ctx.unique(self._rename(t.name, names, b)), t.shape, t.dtype,
-                                      mapping=intervals(tiles, m.start, m.stop))
+                                      mapping=mapping)
             be.weights.append(w)
         be.ctx.rotation = here + (rot1 - rot0)
         low.op_count += ops
