@@ -11,10 +11,13 @@ _BLOCK = re.compile(r"^(.*?(?:^|[/.])(?:layers?|blocks?|h|stages?|encoder\.layer
 def block_key(node) -> str | None:
     """The repeated module a node belongs to (``.../layer.3``, ``.../blocks.0``), from its name or, for
     torch.export's generic node names, its ``pkg.torch.onnx.name_scopes`` metadata; None outside one."""
-    texts = [node.name.lstrip("/")] + [p.value for p in node.metadata_props if "name_scopes" in p.key]
+    texts = [node.name.lstrip("/")]
+    for p in node.metadata_props:
+        if "name_scopes" in p.key:  # a list of scopes, outermost first, the node's own name last:
+            # "['', 'm', 'm.layers', 'm.layers.0', 'm.layers.0.mlp', 'linear_3']"; the deepest scope that names a
+            # layer holds the layer's name
+            texts += reversed(p.value.strip("[]").replace("'", "").replace(" ", "").split(","))
     for t in texts:
-        if t.startswith("["):  # a list of scopes ("['', 'm', 'm.layers', 'm.layers.0', ...]")
-            t = t.strip("[]").replace("'", "").replace(" ", "").split(",")[-1]
         m = _BLOCK.match(t)
         if m:
             return m.group(1)

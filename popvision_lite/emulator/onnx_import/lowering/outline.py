@@ -109,13 +109,17 @@ class Outliner:
         bodies: dict = {}
         self.body = []      # per block: the index of its static body (op sequence, wiring, attributes)
         self.external = []  # per block: the names it reads from outside itself, in order of first use
+        self.inits = []     # per block: the initializers it reads, in order of first use
         for s, e in self.blocks:
             sig, ext = self._static_signature(s, e)
             self.body.append(bodies.setdefault(sig, len(bodies)))
             self.external.append(ext)
+            self.inits.append(list(dict.fromkeys(
+                src for j in range(s, e) for x in self.nodes[j].input if x and (src := self._initializer(x)))))
         self.reps: dict = {}     # (body, inputs signature) -> the block lowered for it
         self.made: dict = {}     # lowered block -> (rotation at its start and end, weights it made, ops)
         self.calls = 0           # blocks emulated as calls of another block's programs
+        self.weight_names: set = set()  # weights the calls made
 
     def _initializer_names(self, rep, b) -> dict:
         """{initializer read by block ``rep``: the one block ``b`` reads in its place}."""
@@ -184,9 +188,12 @@ class Outliner:
 
     def _inputs_signature(self, b) -> tuple:
         """What the block reads from outside, as the lowering sees it: device tensors by shape, dtype and
-        layout (row-major or rows of channels, a view's index), constants by value."""
+        layout (row-major or rows of channels, a view's index), constants by value, and which of its
+        initializers an earlier block made already (an exporter gives equal initializers one tensor: the
+        block that reads one second makes no tensor for it)."""
         low = self.low
-        out = []
+        made = [x in low.handles or any(k.startswith(x + "/") for k in low.handles) for x in self.inits[b]]
+        out = [tuple(made)]
         for x in self.external[b]:
             v = low.vals.get(x)
             if isinstance(v, Act):
@@ -237,6 +244,10 @@ class Outliner:
         names = self._initializer_names(rep, b)
         T = be.graph.target.tiles_per_ipu
         for t, (rot, layouts) in weights:  # this block's own weights, on the tiles its lowering would have used
+            name = self._rename(t.name, names, b)
+            if name in low.handles or name in self.weight_names:
+                continue  # an initializer the body reads too (exporters share equal ones): one tensor
+            self.weight_names.add(name)
             m = t.mapping
             if layouts == 1:  # the layout it was made with (linear over a tile list): made again there
                 be.ctx.rotation = here + ((rot if rot is not None else rot0) - rot0)
@@ -244,8 +255,7 @@ class Outliner:
             else:  # laid out again by its first matmul's plan: the plan's tiles, shifted as its list would be
                 shift = 0 if rot is None else _offset(rot + here - rot0, T) - _offset(rot, T)
                 mapping = intervals((m.tile // T) * T + (m.tile % T + shift) % T, m.start, m.stop)
-            w = be.graph.add_variable(be.ctx.unique(self._rename(t.name, names, b)), t.shape, t.dtype,
-                                      mapping=mapping)
+            w = be.graph.add_variable(be.ctx.unique(name), t.shape, t.dtype, mapping=mapping)
             be.weights.append(w)
         be.ctx.rotation = here + (rot1 - rot0)
         low.op_count += ops
