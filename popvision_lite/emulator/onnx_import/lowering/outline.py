@@ -66,10 +66,12 @@ def _offset(rotation, n) -> int:
 @contextmanager
 def _layouts(ctx):
     """While lowering a body: {tensor id: (the rotation counter of the rotated tile list its last layout was
-    taken from, or None when from the plain list; how many layouts it was given)}.  The op library lays a tensor out from a tile list taken
-    (``tiles_array``) just before (a weight when made) or earlier in the same op (by its first matmul's plan):
-    the latest rotated list since the op began whose first ``rotate`` tiles hold every tile of the layout, else
-    the plain list (a layout over every tile)."""
+    taken from, or None when from the plain list; how many layouts it was given)}.
+
+    The op library lays a tensor out from a tile list taken (``tiles_array``) just before (a weight when made)
+    or earlier in the same op (by its first matmul's plan): the latest rotated list since the op began whose
+    first ``rotate`` tiles hold every tile of the layout, else the plain list (a layout over every tile).  The
+    context's and graph's methods are wrapped on the instances for the body's lowering only."""
     graph = ctx.graph
     n = len(ctx.tiles())
     how: dict = {}
