@@ -85,6 +85,24 @@ def test_unsupported_op_names_type_node_and_list(tmp_path):
     assert "Softsign" not in SUPPORTED_OPS
 
 
+def test_docs_list_the_lowering_table():
+    """docs/onnx.md lists exactly the op types the lowering table lowers and those with a backward pass."""
+    from pathlib import Path
+
+    from popvision_lite.emulator.onnx_import.lowering import LOWERINGS, TRAINABLE_OPS
+
+    lines = (Path(__file__).parents[2] / "docs" / "onnx.md").read_text().splitlines()
+
+    def listed(prefix):
+        line = next(x for x in lines if x.startswith(prefix))
+        return [w.strip() for w in line[len(prefix):].rstrip(".").split(",")]
+
+    assert listed("- device ops: ") == sorted(LOWERINGS)
+    trainable = sorted(op for op, lw in LOWERINGS.items() if lw.trainable)
+    assert listed("- with a backward pass (`--training`): ") == trainable == list(TRAINABLE_OPS)
+    assert {"Relu", "Tanh", "IsNaN"} <= set(trainable) and "LeakyRelu" not in trainable
+
+
 def test_dynamic_dim_names_dim_and_flag(model_dir, tmp_path, capsys):
     with pytest.raises(OnnxImportError, match=r"'seq' is dynamic; set it with --seq N or --dim seq=N"):
         emulate_onnx(model_dir / "bert_fused.onnx", batch=2)
@@ -522,3 +540,36 @@ def test_imported_bert_computes_in_the_cycles_of_the_bundled_layers(tmp_path):
     got = run.profile_data.ops.groupby("type")["compute_cycles"].sum().to_dict()
     want = ref.profile_data.ops.groupby("type")["compute_cycles"].sum().to_dict()
     assert got == want and got["gelu"] > 0
+
+
+def test_outlined_layers_cost_what_every_layer_costs(tmp_path):
+    """Timing-only inference of a 4-layer BERT encoder: with the repeated layers outlined (the first lowered,
+    the other three calls of its programs) the run has the cycles, the weights tile by tile and the peak of
+    the not-always-live variables of the run that lowers every layer; code and vertex state exist once."""
+    from popvision_lite.profile import schema
+
+    path = tmp_path / "bert4.onnx"
+    onnx.save(builders.bert_encoder(layers=4, hidden=64, heads=2, vocab=100), str(path))
+    full, out = (emulate_onnx(path, batch=4, seq=32, timing_only=True, outline=o) for o in (False, True))
+    assert out.profile_data.run["outlined_blocks"] == {"blocks": 4, "calls": 3, "lowered": 1}
+    assert "outlined_blocks" not in full.profile_data.run and full.config["outline"] is False
+    assert abs(out.total_cycles - full.total_cycles) <= 1e-3 * full.total_cycles  # measured: 70,930 vs 70,962
+    mf, mo = np.asarray(full.profile_data.memory), np.asarray(out.profile_data.memory)
+    var = schema.CATEGORY_CODE["variable"]
+    assert np.array_equal(mo[:, var, 0], mf[:, var, 0])  # every layer's weights, on the tiles they had
+    assert mo[:, var, 1].max() == mf[:, var, 1].max()
+    code = [c for n, c in schema.CATEGORY_CODE.items() if n not in ("variable", "constant")]
+    assert mo[:, code].sum() < 0.5 * mf[:, code].sum()  # one layer's code, not four
+    names = set(out.profile_data.variables["name"].astype(str))
+    assert {f"encoder.layer.{i}.output.dense.weight" for i in range(4)} <= names
+    assert out.num_ops < full.num_ops
+
+
+def test_outlining_is_for_timing_only_inference(tmp_path):
+    """Full numerics and training lower every layer (each with its own weights and backward pass)."""
+    path = tmp_path / "bert3.onnx"
+    onnx.save(builders.bert_encoder(layers=3, hidden=32, heads=2, vocab=50, wdtype=np.float32), str(path))
+    for kw in (dict(timing_only=False), dict(timing_only=True, training=True)):
+        run = emulate_onnx(path, batch=2, seq=8, **kw)
+        assert "outlined_blocks" not in run.profile_data.run, kw
+    assert emulate_onnx(path, batch=2, seq=8, timing_only=True).profile_data.run["outlined_blocks"]["calls"] == 2

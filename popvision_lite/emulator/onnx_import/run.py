@@ -151,10 +151,12 @@ def make_inputs(lm: LoadedModel, seed: int, precision: str, user=None, needs_val
 
 
 def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None, training=False, loss_output=None,
-          lr=0.01, ipu_split=None, recompute=False):
+          lr=0.01, ipu_split=None, recompute=False, outline=False):
     """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: (handle, shape)}); with
-    ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries."""
-    low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split, recompute=recompute)
+    ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries;
+    ``outline``: repeated blocks emulated as calls of one body (timing-only inference, ``lowering/outline.py``)."""
+    low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split, recompute=recompute,
+                  outline=outline)
     if recompute and training and not low.blocks:
         raise OnnxImportError(f"{lm.path}: --recompute: no repeated blocks found (node names or torch.export scopes "
                               "ending in a layer number, e.g. '/encoder/layer.0/...'); run without --recompute")
@@ -282,7 +284,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                  timing_only=False, ipus=None, seed=0, inputs=None, progress=None, reference=True, training=False,
                  loss_output=None, lr=0.01, ipu_split=None, replicas=1, grad_accum=1, optimizer="sgd",
                  optimizer_state="onchip", optimizer_state_dtype="fp32", master_weights=False, rts=False,
-                 available_memory_proportion=None, reference_fp16=None, recompute=False) -> OnnxRun:
+                 available_memory_proportion=None, reference_fp16=None, recompute=False, outline=True) -> OnnxRun:
     """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
@@ -303,7 +305,9 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     ``available_memory_proportion``: Poplar's share of tile memory for matmul temporaries (default 0.6).
     ``run.samples_per_second`` and ``run.schedule`` as for the bundled models.  ``recompute`` (with ``training``):
     each repeated block (``lowering.find_blocks``: the layers) is lowered again in the backward pass from its
-    inputs, so its forward activations are not kept (activation checkpointing)."""
+    inputs, so its forward activations are not kept (activation checkpointing).  ``outline`` (timing-only inference
+    on one IPU per replica): each distinct repeated block is emulated once and the others are calls of it
+    (``lowering/outline.py``); the same cycles and memory, a fraction of the CPU."""
     if recompute and not training:
         raise OnnxImportError("recompute: only with training (--training): inference keeps no activations for a "
                               "backward pass")
@@ -337,7 +341,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only,
                              available_memory_proportion=available_memory_proportion)
     low, handles = build(lm, be, values, ipus=per_replica, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
-                         training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split, recompute=recompute)
+                         training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split, recompute=recompute,
+                         outline=outline)
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
     model_name = "onnx:" + Path(path).name
@@ -346,6 +351,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               "loss_output": loss_output, "lr": float(lr), "ipu_split": list(ipu_split or []),
               "dtype_casts": list(lm.casts), "batch": batch, "seq": seq, **scale,
               "available_memory_proportion": available_memory_proportion, "recompute": bool(recompute)}
+    if not outline:  # written only when not the default, so profiles of default runs keep their config
+        config["outline"] = False
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
     wall.update(res.wall_seconds)
@@ -378,6 +385,9 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     pd_ = res.profile_data
     pd_.run["numeric_checks"] = checks
     pd_.run["model"] = model_name
+    if low.outliner is not None and low.outliner.calls:
+        pd_.run["outlined_blocks"] = dict(blocks=len(low.outliner.blocks), calls=int(low.outliner.calls),
+                                          lowered=len(low.outliner.made))
     config["weight_bytes_per_ipu"] = list(low.weight_bytes_per_ipu)
     pd_.run.setdefault("config", config)
     cg = eng.compile()

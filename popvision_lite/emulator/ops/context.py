@@ -114,6 +114,16 @@ class OpContext:
     def tiles(self) -> range:
         return self.target.tiles_of_ipu(self.ipu)
 
+    @property
+    def rotation(self) -> int:
+        """The rotating start-tile counter of :meth:`tiles_array` (an outlined call advances it by what the
+        block it stands for would have, so the ops after it are placed as without outlining)."""
+        return self._rot
+
+    @rotation.setter
+    def rotation(self, value: int) -> None:
+        self._rot = int(value)
+
     def tiles_array(self, rotate: int = 0) -> np.ndarray:
         """The IPU's tiles; with ``rotate`` > 0 starting at a rotating offset that advances by ``rotate``
         (so that consecutive small ops use different tiles)."""
