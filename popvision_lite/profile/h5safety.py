@@ -312,16 +312,8 @@ class ChunkGuard:
             self._index[name] = idx
         return idx
 
-    def _raw_header(self, ds, name: str, offset: tuple, few: bool = False):
-        """(filter_mask, head bytes, stored size) of one chunk, or None when it is not allocated.  With
-        ``few`` (a read touching a small part of a dataset whose chunk index is not built yet) the chunk
-        is looked up alone, which costs ~5x a chunk of the index pass but does not visit all of them."""
-        if self._path is not None and few and name not in self._index:
-            info = ds.id.get_chunk_info_by_coord(offset)
-            if info.byte_offset is None:
-                return None
-            addr, size, mask = info.byte_offset, info.size, info.filter_mask
-            return mask, self._pread(min(size, _HEAD_READ), addr), size, addr
+    def _raw_header(self, ds, name: str, offset: tuple):
+        """(filter_mask, head bytes, stored size) of one chunk, or None when it is not allocated."""
         if self._path is not None and hasattr(ds.id, "chunk_iter"):
             hit = self._chunk_index(ds, name).get(offset)
             if hit is None:
@@ -362,13 +354,11 @@ class ChunkGuard:
         self._layout[name] = (chunks, shape)
         grid = self._grid(name, ranges)
         done = self._done.setdefault(name, set())
-        total = math.prod(-(-s // c) for s, c in zip(shape, chunks, strict=True))
-        few = math.prod(len(g) for g in grid) * 5 < total and hasattr(ds.id, "get_chunk_info_by_coord")
         for idx in itertools.product(*grid):
             if idx in done:
                 continue
             offset = tuple(i * c for i, c in zip(idx, chunks, strict=True))
-            got = self._raw_header(ds, name, offset, few)
+            got = self._raw_header(ds, name, offset)
             if got is not None:
                 mask, head, stored, where = got
                 if not mask & 1:  # the Blosc filter (first and only) applies to this chunk
