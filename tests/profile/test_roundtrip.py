@@ -88,6 +88,16 @@ def test_a_scrolled_window_reads_through_a_chunk_cache_with_the_same_values(data
             np.testing.assert_array_equal(p.step_tiles.cycles(a, a + 30), ref[a:a + 30])
 
 
+def test_a_span_above_the_buffer_limit_reads_into_its_own_array(data, path, monkeypatch):
+    from popvision_lite.profile import reader
+
+    monkeypatch.setattr(reader, "_SPAN_BUFFER_BYTES", 64)  # every span of this window is larger
+    tiles = [150, 7, 101, 99, 0, 3]
+    with open_profile(path) as p:
+        np.testing.assert_array_equal(p.step_tiles.window(5, 250, tiles=tiles).bytes_in,
+                                      np.asarray(data.step_tile_bytes_in)[5:250][:, tiles])
+
+
 def test_tiles_and_memory_by_tile(data, path):
     with open_profile(path) as p:
         t = p.tiles
