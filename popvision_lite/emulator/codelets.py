@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup, Windows
+from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup, Windows, to_dtype
 from popvision_lite.errors import EmulatorError
 
 # bytes moved by one 64-bit vector load/store: 4 x fp16 or 2 x fp32/int32 per instruction
@@ -462,7 +462,7 @@ class Elementwise(Codelet):
             args = [out.gather(data), *args]
         kw = {p: _expand(group.params[p], out.sizes) for p in self.param_names}
         res = self.fn(*args, **kw)
-        out.scatter(data, np.asarray(res).astype(DTYPES[out.tensor.dtype], copy=False))
+        out.scatter(data, to_dtype(res, out.tensor.dtype))
 
 
 def model_worker_cycles(model, n, itemsize: int, src_itemsize: int | None = None) -> np.ndarray:

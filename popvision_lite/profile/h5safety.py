@@ -212,6 +212,24 @@ class DatasetGuard:
         self._ok[name] = obj
         return obj
 
+    def shape(self, name: str):
+        """The shape of the dataset at ``name`` (None for a null dataspace), read from its dataspace alone:
+        nothing of its data is read, so :meth:`get`'s checks wait for its first read; an error naming it
+        when it is missing or not a dataset."""
+        import h5py
+
+        ds = self._ok.get(name)
+        if ds is not None:
+            return ds.shape
+        try:
+            oid = h5py.h5o.open(self._f.id, name.encode())
+        except KeyError:
+            raise self._err(f"missing dataset '{name}'") from None
+        if not isinstance(oid, h5py.h5d.DatasetID):
+            raise self._err(f"'{name}' is not a dataset")
+        space = oid.get_space()
+        return None if space.get_simple_extent_type() == h5py.h5s.NULL else space.shape
+
     def check_vlen_heap(self, ds, name: str) -> None:
         """Before a variable-length string dataset is read: the string bytes its heap references claim,
         summed from the references themselves (read raw from the file), are at most the file's size.
@@ -242,6 +260,11 @@ class DatasetGuard:
         self._heap_ok.add(name)
 
 
+# bytes read from the start of a Blosc chunk to check it: the header and up to 60 block offsets (the
+# writer's chunks have a few blocks), so one read covers both; more blocks take a second read
+_HEAD_READ = 256
+
+
 class ChunkGuard:
     """Checks each Blosc chunk of a dataset once, before HDF5's filter decodes it.
 
@@ -257,6 +280,7 @@ class ChunkGuard:
         self._done: dict[str, set] = {}
         self._info: dict[str, tuple] = {}
         self._index: dict[str, dict] = {}
+        self._layout: dict[str, tuple] = {}  # chunk shape, dataset shape
 
     def close(self) -> None:
         if self._fd is not None:
@@ -295,12 +319,29 @@ class ChunkGuard:
             if hit is None:
                 return None
             addr, size, mask = hit
-            return mask, self._pread(min(size, BLOSC_HEADER), addr), size, addr
+            return mask, self._pread(min(size, _HEAD_READ), addr), size, addr
         try:
             mask, raw = ds.id.read_direct_chunk(offset)
         except RuntimeError:  # not allocated: HDF5 returns the fill value, no decoding
             return None
         return mask, bytes(raw), len(raw), raw
+
+    def seen(self, name: str, ranges) -> bool:
+        """Whether a chunk of ``name`` overlapping ``ranges`` ([(lo, hi)] per axis) was checked, so read,
+        before."""
+        done = self._done.get(name)
+        if not done:
+            return False
+        return any(idx in done for idx in itertools.product(*self._grid(name, ranges)))
+
+    def _grid(self, name: str, ranges) -> list[range]:
+        """Chunk indices per axis of the chunks overlapping ``ranges``."""
+        chunks, shape = self._layout[name]
+        grid = []
+        for (lo, hi), c, s in zip(ranges, chunks, shape, strict=True):
+            lo, hi = max(0, int(lo)), min(int(hi), s)
+            grid.append(range(lo // c, -(-hi // c)) if hi > lo else range(0))
+        return grid
 
     def check(self, ds, name: str, ranges=None) -> None:
         """Check every chunk of ``ds`` overlapping ``ranges`` ([(lo, hi)] per axis; None = all)."""
@@ -310,12 +351,8 @@ class ChunkGuard:
         chunks = ds.chunks
         shape = ds.shape
         ranges = ranges or [(0, s) for s in shape]
-        grid = []
-        for (lo, hi), c, s in zip(ranges, chunks, shape, strict=True):
-            lo, hi = max(0, int(lo)), min(int(hi), s)
-            if hi <= lo:
-                return
-            grid.append(range(lo // c, -(-hi // c)))
+        self._layout[name] = (chunks, shape)
+        grid = self._grid(name, ranges)
         done = self._done.setdefault(name, set())
         for idx in itertools.product(*grid):
             if idx in done:
@@ -343,8 +380,12 @@ class ChunkGuard:
         end = BLOSC_HEADER + 4 * nblocks
         if end > stored:
             return f"Blosc frame of {stored} bytes cannot hold its {nblocks} block offsets"
-        raw = where[BLOSC_HEADER:end] if isinstance(where, bytes | bytearray | memoryview) else \
-            self._pread(4 * nblocks, where + BLOSC_HEADER)
+        if isinstance(where, bytes | bytearray | memoryview):
+            raw = where[BLOSC_HEADER:end]
+        elif len(head) >= end:  # the offsets came with the header
+            raw = head[BLOSC_HEADER:end]
+        else:
+            raw = self._pread(4 * nblocks, where + BLOSC_HEADER)
         starts = np.frombuffer(raw, dtype="<u4", count=nblocks)
         if starts.size and (int(starts.min()) < end or int(starts.max()) >= stored):
             return "Blosc block offsets point outside the frame"

@@ -217,8 +217,7 @@ class _StepTiles:
                 if tuple(ds.shape) != want:
                     raise self._p._err(f"{what}: '{k}' has shape {tuple(ds.shape)}, expected {want} "
                                        f"(step blocks x tile blocks)")
-                self._p._chunks.check(ds, f"summaries/s{step_block}_t{tile_block}/{k}", [(a, b), (0, want[1])])
-                v = ds[a:b]
+                v = self._p._chunk_source(f"summaries/s{step_block}_t{tile_block}/{k}", [(a, b), (0, want[1])])[a:b]
                 if v.dtype.kind not in "iuf":
                     raise self._p._err(f"{what}: '{k}' has dtype {v.dtype}, expected numbers")
                 if v.size and (not np.isfinite(v).all() or v.min() < 0):
@@ -266,11 +265,13 @@ class Profile:
             raise self._err("not a popvision-lite profile (no HDF5 signature; expected a .pvl file)")
         h5py = _import_h5()
         try:
-            # a 32 MiB chunk cache per dataset: a scrolled window reuses most decompressed chunks
-            self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=CHUNK_CACHE_BYTES, rdcc_nslots=10007)
+            # no chunk cache at first: a read decodes each chunk into one reused buffer; a dataset whose
+            # chunks are read again (a scrolled window) is reopened with one (``_chunk_source``)
+            self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=0)
         except Exception as e:  # truncated / corrupt HDF5
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
         self._chunks = h5safety.ChunkGuard(self._err, p)
+        self._cached: dict = {}
         try:
             # before any attribute or data is read: no link leading outside the file; each dataset is
             # checked (no undocumented filter or storage, no claim beyond what it stores) before its
@@ -394,16 +395,18 @@ class Profile:
         return ds
 
     def _table_rows(self, name: str) -> int:
-        """Rows of table ``name``: its columns present, checked and 1-D, all of one length."""
+        """Rows of table ``name``: its columns present and 1-D, all of one length.  The first column is
+        checked in full (a row count beyond what it stores is refused here); the others' lengths come
+        from their dataspaces, their stored data is checked when they are read."""
         lengths = set()
-        for col in schema.TABLE_COLUMNS[name]:
+        for i, col in enumerate(schema.TABLE_COLUMNS[name]):
             path = f"tables/{name}/{col}"
             if path not in self._names:
                 raise self._err(f"table '{name}' lacks column '{col}'")
-            ds = self._safe.get(path)
-            if ds.shape is None or len(ds.shape) != 1:
+            shape = self._safe.get(path).shape if i == 0 else self._safe.shape(path)
+            if shape is None or len(shape) != 1:
                 raise self._err(f"table '{name}' column '{col}' is not a 1-D dataset")
-            lengths.add(ds.shape[0])
+            lengths.add(shape[0])
         if len(lengths) > 1:
             raise self._err(f"table '{name}' has columns of different lengths {sorted(lengths)}")
         return lengths.pop() if lengths else 0
@@ -421,9 +424,24 @@ class Profile:
                 raise self._err(f"cannot read {what}: the file is truncated or corrupt "
                                 f"({type(e).__name__}: {e})") from e
 
-    def _dataset(self, name: str):
-        """The open dataset of an array, kept open so its chunk cache survives between reads."""
-        return self._safe.get(f"arrays/{name}")
+    def _chunk_source(self, path: str, ranges) -> object:
+        """The dataset at ``path`` to read ``ranges`` ([(lo, hi)] per axis) through, the chunks they touch
+        checked.  The first read of a chunk goes through the plain dataset (no chunk cache: the decoded
+        chunk lands in one buffer HDF5 reuses); once a read comes back to chunks read before, as a
+        scrolled window does, the dataset is reopened with a CHUNK_CACHE_BYTES chunk cache and read
+        through that from then on.  Filling a cache costs fresh memory for every decoded chunk (the
+        page faults were a third of a one-off 600-step window's CPU time), which only pays when chunks
+        are read again."""
+        ds = self._safe.get(path)
+        cached = self._cached.get(path)
+        if cached is None and self._chunks.seen(path, ranges):
+            import h5py
+
+            dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+            dapl.set_chunk_cache(10007, CHUNK_CACHE_BYTES, 0.75)
+            cached = self._cached[path] = h5py.Dataset(h5py.h5d.open(self._f.id, path.encode(), dapl))
+        self._chunks.check(ds, path, ranges)
+        return ds if cached is None else cached
 
     def _shape(self, name: str) -> tuple[int, ...]:
         return self._shapes[name]
@@ -453,13 +471,14 @@ class Profile:
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
         nt = self._shapes[name][1]
 
+        path = f"arrays/{name}"
+
         def read():
-            ds = self._dataset(name)
+            ds = self._safe.get(path)
             if tiles is None:
                 if stop <= start:
                     return np.zeros((0, nt), dtype=ds.dtype)
-                self._chunks.check(ds, f"arrays/{name}", [(start, stop), (0, nt)])
-                return ds[start:stop]
+                return self._chunk_source(path, [(start, stop), (0, nt)])[start:stop]
             tl = np.asarray(tiles, dtype=np.int64)
             if tl.size and (tl.min() < 0 or tl.max() >= nt):
                 raise self._err(f"tile index out of range 0..{nt - 1} in read of '{name}'")
@@ -474,8 +493,12 @@ class Profile:
                 m = ipu_of == ipu
                 sub = tl[m]
                 lo, hi = int(sub.min()), int(sub.max()) + 1
-                self._chunks.check(ds, f"arrays/{name}", [(start, stop), (lo, hi)])
-                out[:, m] = ds[start:stop, lo:hi][:, sub - lo]
+                span = _read_span(self._chunk_source(path, [(start, stop), (lo, hi)]), start, stop, lo, hi)
+                pos = np.flatnonzero(m)
+                if pos[-1] - pos[0] + 1 == len(pos):  # the IPU's tiles are one run of the output's columns
+                    np.take(span, sub - lo, axis=1, out=out[:, pos[0]:pos[-1] + 1], mode="clip")
+                else:
+                    out[:, m] = span[:, sub - lo]
             return out
 
         return self._guard(read, f"array '{name}' rows {start}:{stop}")
@@ -698,6 +721,7 @@ class Profile:
     def close(self) -> None:
         """Close the file (also on leaving ``with pvl.open(path) as p:``); tables already read stay usable."""
         self._safe = None
+        self._cached = {}
         chunks = getattr(self, "_chunks", None)
         if chunks is not None:
             chunks.close()
@@ -733,6 +757,30 @@ class Profile:
         t = getattr(self, "target", None)
         what = f"{t.device} x{t.num_ipus}" if t else "?"
         return f"<Profile {self.path} {what} steps={self._shapes.get('step_tile_cycles', (0,))[0]}>"
+
+
+# A window over a tile subset reads each IPU's span of columns, then picks the subset's columns.  The span
+# (megabytes for a long window) goes into a buffer kept per thread, grown to the largest span read (at most
+# _SPAN_BUFFER_BYTES; larger spans get their own array).  A fresh array each time made glibc map and unmap
+# it (and HDF5's chunk buffers) again and again: those page faults were half the CPU time of a one-off
+# 600-step window.
+_SPAN_BUFFER_BYTES = 16 << 20
+_span_buffers = threading.local()
+
+
+def _read_span(ds, start: int, stop: int, lo: int, hi: int) -> np.ndarray:
+    """``ds[start:stop, lo:hi]``; a view of this thread's span buffer when it fits (valid until the next
+    call on this thread)."""
+    shape = (stop - start, hi - lo, *ds.shape[2:])
+    nbytes = int(np.prod(shape)) * ds.dtype.itemsize
+    if nbytes > _SPAN_BUFFER_BYTES:
+        return ds[start:stop, lo:hi]
+    buf = getattr(_span_buffers, "buf", None)
+    if buf is None or buf.nbytes < nbytes:  # grows to the largest span read on this thread
+        buf = _span_buffers.buf = np.empty(nbytes, np.uint8)
+    out = buf[:nbytes].view(ds.dtype).reshape(shape)
+    ds.read_direct(out, np.s_[start:stop, lo:hi])
+    return out
 
 
 class _RowCounts(dict):

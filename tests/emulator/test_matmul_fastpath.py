@@ -141,3 +141,30 @@ def test_deferred_regions_copy_is_done_before_an_ordinary_reader():
         np.testing.assert_array_equal(r.outputs["out"], 2 * expect_stage)
         np.testing.assert_array_equal(r.outputs["stage"], expect_stage)
         np.testing.assert_array_equal(r.outputs["src"], np.zeros(n, np.float32))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_window_rectangle_write_equals_window_scatter(monkeypatch, precision):
+    """An uneven split's output windows that form one rectangle of C are written as one slice; the
+    same values, bit for bit, as scattering them window by window."""
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 512)).astype(np.float32)
+    em, out = _build(lambda be, x, y: be.matmul(x, y, "mm"), [a, b], precision)
+    rects = []
+    orig_plan = OC.TileMatMul._whole_plan
+
+    def plan_without_rect(self, group, aliases):
+        p = orig_plan(self, group, aliases)
+        if p is not None and p[-1] is not None:
+            rects.append(p[-1][3])
+            p = (*p[:-1], (*p[-1][:3], None))
+        return p
+
+    runs = []
+    for strip in (False, True):
+        if strip:
+            monkeypatch.setattr(OC.TileMatMul, "_whole_plan", plan_without_rect)
+        runs.append(Engine(em.graph, em.program(), mode="full").run(inputs=em.inputs).outputs)
+    assert rects and all(r is not None for r in rects)  # the rectangle path was the one taken
+    for name, v in runs[1].items():
+        np.testing.assert_array_equal(runs[0][name], v, err_msg=name)

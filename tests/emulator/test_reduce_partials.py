@@ -10,7 +10,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.ops import codelets as OC
 
 
-def _graph(widths, k, seed=0):
+def _graph(widths, k, out_dtype="float16", seed=0):
     t = Target.from_device("ipu-mk2", 1)
     g = Graph(t)
     widths = np.asarray(widths, np.int64)
@@ -23,29 +23,35 @@ def _graph(widths, k, seed=0):
     gathered = g.add_variable("partials_gathered", (int(g_len.sum()),), "float32",
                               mapping=M.intervals(tiles, g_start, g_start + g_len))
     o_start = np.cumsum(widths) - widths
-    out = g.add_variable("out", (n,), "float16", mapping=M.intervals(tiles, o_start, o_start + widths))
+    out = g.add_variable("out", (n,), out_dtype, mapping=M.intervals(tiles, o_start, o_start + widths))
     src_start = (np.arange(k)[None, :] * n + o_start[:, None]).ravel()  # vertex v's slice q
     cs = g.add_compute_set("reduce", op="mm")
     g.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=tiles,
                    fields={"in": gathered.regions(g_start, g_len), "out": out.regions(o_start, widths)},
                    params={"k": np.int64(k)})
     prog = P.Sequence([P.Copy(part.regions(src_start, np.repeat(widths, k)), gathered.whole()), P.Execute(cs)])
-    vals = np.random.default_rng(seed).standard_normal((k, n)).astype(np.float32) * 100
+    # magnitudes over many decades, so that the order of the additions shows in the rounding
+    rng = np.random.default_rng(seed)
+    vals = (rng.standard_normal((k, n)) * 10.0 ** rng.integers(-3, 4, (k, n))).astype(np.float32)
     return g, prog, vals
 
 
+# k >= 8 matters: numpy sums the k partials of a width-1 vertex pairwise, of a wider one row by row
+# (an fp32 output keeps the last bits an fp16 one would round away)
+@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
+@pytest.mark.parametrize("k", [5, 8, 16])
 @pytest.mark.parametrize("lazy", [True, False])
-@pytest.mark.parametrize("widths", [[3, 5, 5, 1, 7, 3, 3], [4, 4, 4], [6]])
-def test_uneven_reduce_equals_per_vertex_sums(widths, lazy):
-    k = 5
-    g, prog, vals = _graph(widths, k)
+@pytest.mark.parametrize("widths", [[3, 5, 5, 1, 7, 3, 3], [4, 4, 4], [6], [1, 1, 2, 1] * 8])
+def test_uneven_reduce_equals_per_vertex_sums(widths, lazy, k, out_dtype):
+    g, prog, vals = _graph(widths, k, out_dtype)
     eng = Engine(g, prog, mode="full")
     eng.lazy_copies = lazy
     res = eng.run(inputs={"partials": vals})
-    want = np.concatenate([vals[:, o:o + w].sum(axis=0) for o, w in
-                           zip(np.cumsum(widths) - widths, widths, strict=True)]).astype(np.float16)
+    # the codelet's definition, vertex by vertex: its k x w partials as gathered, summed over k
+    want = np.concatenate([np.ascontiguousarray(vals[:, o:o + w]).sum(axis=0) for o, w in
+                           zip(np.cumsum(widths) - widths, widths, strict=True)]).astype(out_dtype)
     got = res.outputs["out"]
-    assert got.dtype == np.float16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
     # the gathered copy is made current by the end of the run whether or not the reduce read through it
     gathered = np.concatenate([vals[:, o:o + w].ravel() for o, w in
                                zip(np.cumsum(widths) - widths, widths, strict=True)])

@@ -69,6 +69,35 @@ def test_arrays_round_trip(data, path):
         np.testing.assert_array_equal(ws.bytes_in, data.step_tile_bytes_in[290:300][:, tiles])
 
 
+def test_a_scrolled_window_reads_through_a_chunk_cache_with_the_same_values(data, path):
+    """A first read decodes its chunks without a chunk cache; a read that comes back to chunks read
+    before goes through a cached handle of the same dataset: every window equals the data either way,
+    for tile subsets in order, out of order and spread over both IPUs."""
+    name = "arrays/step_tile_cycles"
+    ref = np.asarray(data.step_tile_cycles)
+    with open_profile(path) as p:
+        for tiles in (None, [3, 50, 120, 199], [150, 7, 101, 99, 0]):
+            np.testing.assert_array_equal(p.step_tiles.window(10, 40, tiles=tiles).cycles,
+                                          ref[10:40] if tiles is None else ref[10:40][:, tiles])
+            if tiles is None:
+                assert name not in p._cached  # read once so far: no cache
+        assert name in p._cached  # read again: the cached handle
+        for a in range(20, 200, 15):  # scrolling
+            np.testing.assert_array_equal(p.step_tiles.window(a, a + 30, tiles=[150, 7, 101]).cycles,
+                                          ref[a:a + 30][:, [150, 7, 101]])
+            np.testing.assert_array_equal(p.step_tiles.cycles(a, a + 30), ref[a:a + 30])
+
+
+def test_a_span_above_the_buffer_limit_reads_into_its_own_array(data, path, monkeypatch):
+    from popvision_lite.profile import reader
+
+    monkeypatch.setattr(reader, "_SPAN_BUFFER_BYTES", 64)  # every span of this window is larger
+    tiles = [150, 7, 101, 99, 0, 3]
+    with open_profile(path) as p:
+        np.testing.assert_array_equal(p.step_tiles.window(5, 250, tiles=tiles).bytes_in,
+                                      np.asarray(data.step_tile_bytes_in)[5:250][:, tiles])
+
+
 def test_tiles_and_memory_by_tile(data, path):
     with open_profile(path) as p:
         t = p.tiles

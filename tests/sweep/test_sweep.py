@@ -125,6 +125,9 @@ def test_rows_profiles_and_costs(client, tmp_path):
     # same cycles, faster clock: Bow is quicker per sample than Mk2 for the same point
     assert (bow["samples_per_second"].to_numpy() > mk2["samples_per_second"].to_numpy()).all()
     assert df.attrs["grid"] == {"batch": [8, 16], "device": ["ipu-mk2", "ipu-bow"]}
+    # each point reports the CPU seconds of its own work (its process, from its start to its row)
+    assert list(df.columns[-3:]) == ["wall_seconds", "cpu_seconds", "host"]
+    assert (df["cpu_seconds"] > 0).all() and np.isfinite(df["cpu_seconds"]).all()
 
 
 def test_resume_skips_finished_points_and_reruns_changed_ones(client, tmp_path):
@@ -150,6 +153,7 @@ def test_invalid_combination_fails_its_point_only(client, tmp_path):
     assert bad["status"] == "failed" and "field 'layers'" in bad["error"] and not bad["profile"]
     df = pvl.open_sweep(tmp_path / "s" / "sweep.csv")
     assert df.loc[1, "profile"] == "" and "cannot fill 4 pipeline stages" in df.loc[1, "error"]
+    assert df.loc[1, "cpu_seconds"] > 0  # a failed point reports what it cost too
 
 
 def test_segfault_in_a_point_fails_that_point_and_the_sweep_goes_on(client, tmp_path):

@@ -14,13 +14,13 @@ import numpy as np
 
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator.codelets import Codelet
-from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, Windows
+from popvision_lite.emulator.graph import Blocks, Regions, Windows, to_dtype
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import EmulatorError
 
 
 def _f32(x):
-    return np.asarray(x, dtype=np.float32)
+    return to_dtype(x, "float32") if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float32)
 
 
 def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -154,7 +154,7 @@ class RowCodelet(Codelet):
 
     def put(self, group, data, fname, values):
         f = group.fields[fname]
-        f.scatter(data, np.asarray(values).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
+        f.scatter(data, to_dtype(np.asarray(values).reshape(-1), f.tensor.dtype))
 
     def vec_per_row(self, group, data, fname):
         """Per-row copy of each vertex's vector field, aligned with the rows of the main field."""
@@ -294,7 +294,7 @@ class ReducePartials(Codelet):
 
     # The partials of a matmul are gathered from the tiles that made them into one tensor (a Copy of
     # Regions into a whole staging tensor) and reduced from there.  The engine defers that copy; the
-    # reduce reads the partials where they were made: one gather per distinct vertex width.
+    # reduce reads the partials where they were made, with one cached gather index per group.
     reads_through_copies = True
 
     def compute(self, group, data):
@@ -306,19 +306,22 @@ class ReducePartials(Codelet):
         if al is not None and not (isinstance(al[0], Regions) and al[0].tensor.dtype == fi.tensor.dtype):
             data.materialize(fi.tensor.id)  # a copy this codelet does not read through
             al = None
-        if al is None and len(m) and np.all(m == m[0]):
-            res = _f32(fi.gather(data)).reshape(len(m), k, int(m[0])).sum(axis=1)
-        else:
-            src = fi.tensor if al is None else al[0].tensor
-            res = _reduce_by_width(data[src.id], k, m, _width_groups(group, m, None if al is None else al[0]))
-        fo.scatter(data, np.asarray(res).reshape(-1).astype(DTYPES[fo.tensor.dtype], copy=False))
+        src = fi.tensor if al is None else al[0].tensor
+        res = _reduce_by_width(data[src.id], k, m, _width_groups(group, m, None if al is None else al[0]))
+        fo.scatter(data, to_dtype(res, fo.tensor.dtype))
 
 
 def _width_groups(group, m, through=None) -> list:
-    """Vertices of a ReducePartials group by output width: [(width, element indices of their partials
-    (v, k*width), positions of their outputs (v, width))], built once per group and copy source (uneven
-    splits give a few widths).  The indices are into the 'in' tensor, or with ``through`` (the Regions
-    a deferred copy fills the whole 'in' tensor from) into that copy's source tensor."""
+    """How a ReducePartials group reads its partials, built once per group and copy source:
+    [(layout, element indices of the partials, positions of the outputs)].  The indices are into the
+    'in' tensor, or with ``through`` (the Regions a deferred copy fills the whole 'in' tensor from) into
+    that copy's source tensor.
+
+    A vertex of width w sums k rows of w partials (``reshape(k, w).sum(0)``).  For w >= 2 numpy adds
+    those rows one after another, so every such vertex of the group is one column block of a single
+    (k, N) array summed over axis 0 (layout "kn": the same additions in the same order, with an inner
+    loop over all N outputs instead of over w).  For w = 1 numpy sums the k values of a row pairwise,
+    so those vertices keep a (v, k) layout summed over axis 1 (layout "vk")."""
     cache = group.__dict__.setdefault("_reduce_widths", {})
     key = None if through is None else id(through)
     if key not in cache:
@@ -329,19 +332,42 @@ def _width_groups(group, m, through=None) -> list:
         offs = np.cumsum(m * k) - m * k
         out_offs = np.cumsum(m) - m
         groups = []
-        for w in np.unique(m):
-            sel = np.flatnonzero(m == w)
-            groups.append((int(w), src_all[offs[sel, None] + np.arange(k * w)], out_offs[sel, None] + np.arange(w)))
+        one = np.flatnonzero(m == 1)
+        if len(one):
+            groups.append(("vk", src_all[offs[one, None] + np.arange(k)], out_offs[one]))
+        wide = np.flatnonzero(m > 1)
+        if len(wide):
+            w = m[wide]
+            # output j of vertex v, partial row q: element offs[v] + q * w[v] + j of 'in'
+            v_of = np.repeat(wide, w)
+            j = np.arange(int(w.sum()), dtype=np.int64) - np.repeat(np.cumsum(w) - w, w)
+            rows = src_all[offs[v_of][None, :] + np.arange(k)[:, None] * m[v_of][None, :] + j[None, :]]
+            stride = int(rows[1, 0] - rows[0, 0]) if k > 1 else 0
+            src_size = (group.fields["in"].tensor if through is None else through.tensor).size
+            if (k > 1 and stride > 0 and src_size == k * stride and rows[0].max() < stride
+                    and np.array_equal(rows, rows[0] + stride * np.arange(k)[:, None])):
+                # partial q of every output is in plane q of the source (a matmul's (k, M, N) partials):
+                # the k planes summed over axis 0, then the group's outputs picked; when the group reads
+                # at least half the planes that is cheaper than gathering (the same additions per output)
+                layout = "planes" if 2 * len(j) >= stride else "kn_take"
+                groups.append((layout, (k, stride, rows[0]), out_offs[v_of] + j))
+            else:
+                groups.append(("kn", rows, out_offs[v_of] + j))
         cache[key] = groups
     return cache[key]
 
 
 def _reduce_by_width(flat, k, m, groups) -> np.ndarray:
-    """One gather and one (vertices, k, width).sum(axis=1) per distinct width: the same sums, in the same
-    order, as a per-vertex ``reshape(k, width).sum(0)``."""
+    """The sums of every vertex of a ReducePartials group (fp32, in output order): one gather and one
+    sum per layout of :func:`_width_groups`, equal bit for bit to a per-vertex ``reshape(k, w).sum(0)``."""
     res = np.empty(int(m.sum()), np.float32)
-    for w, src, dst in groups:
-        res[dst] = _f32(flat[src]).reshape(len(src), k, w).sum(axis=1)
+    for layout, src, dst in groups:
+        if layout == "planes":
+            res[dst] = _f32(flat.reshape(src[0], src[1])).sum(axis=0)[src[2]]
+        elif layout == "kn_take":
+            res[dst] = _f32(np.take(flat.reshape(src[0], src[1]), src[2], axis=1)).sum(axis=0)
+        else:
+            res[dst] = _f32(flat[src]).sum(axis=1 if layout == "vk" else 0)
     return res
 
 
@@ -381,8 +407,8 @@ class BlockMatMulT(C.BlockMatMul):
     def compute(self, group, data):
         bm, bk, bn = self.dims(group)
         n = group.n
-        a = group.fields["a"].gather(data).reshape((n, bk, bm) if self.ta else (n, bm, bk)).astype(np.float32, copy=False)
-        b = group.fields["b"].gather(data).reshape((n, bn, bk) if self.tb else (n, bk, bn)).astype(np.float32, copy=False)
+        a = _f32(group.fields["a"].gather(data).reshape((n, bk, bm) if self.ta else (n, bm, bk)))
+        b = _f32(group.fields["b"].gather(data).reshape((n, bn, bk) if self.tb else (n, bk, bn)))
         if self.ta:
             a = a.transpose(0, 2, 1)
         if self.tb:
@@ -391,7 +417,7 @@ class BlockMatMulT(C.BlockMatMul):
         res = np.matmul(a, b)
         if self.accumulate:
             res += out.gather(data).reshape(n, bm, bn)
-        out.scatter(data, res.reshape((n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))
+        out.scatter(data, to_dtype(res.reshape((n, *out.block_shape)), out.tensor.dtype))
 
 
 MATMUL_T = {(ta, tb, acc): BlockMatMulT(ta, tb, acc) for ta in (False, True) for tb in (False, True)
@@ -510,6 +536,11 @@ class TileMatMul(C.BlockMatMul):
                 cols, c = np.unique(o[:, -1], return_inverse=True)
                 G, nr, nc = len(gs), len(rows), len(cols)
                 g, r, c = g.ravel(), r.ravel(), c.ravel()
+                bm_, bn_ = blk[-2], blk[-1]
+                rect = None
+                if (np.array_equal(gs, gs[0] + np.arange(G)) and np.array_equal(rows, rows[0] + bm_ * np.arange(nr))
+                        and np.array_equal(cols, cols[0] + bn_ * np.arange(nc))):
+                    rect = (int(gs[0]), int(rows[0]), int(cols[0]))
             else:
                 idx = fo.index
                 g = idx[:, 0] if len(shp) == 3 else np.zeros(group.n, np.int64)
@@ -523,7 +554,7 @@ class TileMatMul(C.BlockMatMul):
                 SA[g, r] = ra[1]
                 SB[g, c] = rb[1]
                 if np.array_equal(SA[g, r], ra[1]) and np.array_equal(SB[g, c], rb[1]):
-                    plan = (ra[0], SA, rb[0], SB, G, nr, nc, ra[2], rb[2], (g, r, c) if windows else None)
+                    plan = (ra[0], SA, rb[0], SB, G, nr, nc, ra[2], rb[2], (g, r, c, rect) if windows else None)
         cache[key] = plan
         return plan
 
@@ -544,8 +575,8 @@ class TileMatMul(C.BlockMatMul):
             blocks = data[T.id].reshape(R // r, r, Cn // c, c).transpose(0, 2, 1, 3).reshape(-1, r * c)
             return blocks[S.ravel()]
 
-        a = fetch(TA, SA, bsa, bm * bk).astype(np.float32)
-        b = fetch(TB, SB, bsb, bk * bn).astype(np.float32)
+        a = _f32(fetch(TA, SA, bsa, bm * bk))  # a fresh array (fetch gathers)
+        b = _f32(fetch(TB, SB, bsb, bk * bn))
         a = a.reshape(G, nr, *((bk, bm) if self.ta else (bm, bk)))
         b = b.reshape(G, nc, *((bn, bk) if self.tb else (bk, bn)))
         if self.ta:
@@ -557,11 +588,20 @@ class TileMatMul(C.BlockMatMul):
         res = np.matmul(a, b)
         fo = group.fields["out"]
         if win_idx is not None:  # windows: vertex v's block is (g, r, c) of the sub-grid
-            g, r, c = win_idx
+            g, r, c, rect = win_idx
+            if rect is not None:  # the sub-grid is one rectangle of C: write it in place
+                g0, r0, c0 = rect
+                shp = fo.tensor.shape
+                sub = data[fo.tensor.id].reshape(shp if len(shp) == 3 else (1, *shp))[
+                    g0:g0 + G, r0:r0 + nr * bm, c0:c0 + nc * bn]
+                if self.accumulate:
+                    res += sub
+                sub[...] = to_dtype(res, fo.tensor.dtype)
+                return
             vals = res.reshape(G, nr, bm, nc, bn).transpose(0, 1, 3, 2, 4)[g, r, c]
             if self.accumulate:
                 vals += fo.gather(data).reshape(group.n, bm, bn)
-            fo.scatter(data, vals.astype(DTYPES[fo.tensor.dtype], copy=False))
+            fo.scatter(data, to_dtype(vals, fo.tensor.dtype))
             return
         c = data[fo.tensor.id].reshape(G, nr * bm, nc * bn)
         if self.accumulate:
@@ -595,8 +635,8 @@ class TileMatMul(C.BlockMatMul):
         else:
             b = fb.gather(data)
         b = b.reshape((u, 1) + ((bn, bk) if self.tb else (bk, bn)))
-        a = a.astype(np.float32, copy=False)
-        b = b.astype(np.float32, copy=False)
+        a = _f32(a)
+        b = _f32(b)
         if self.ta:
             a = a.swapaxes(-1, -2)
         if self.tb:
@@ -605,7 +645,7 @@ class TileMatMul(C.BlockMatMul):
         res = np.matmul(a, b).reshape(n, bm, bn)
         if self.accumulate:
             res += out.gather(data).reshape(n, bm, bn)
-        out.scatter(data, res.reshape((n, *out.block_shape)).astype(DTYPES[out.tensor.dtype], copy=False))
+        out.scatter(data, to_dtype(res.reshape((n, *out.block_shape)), out.tensor.dtype))
 
 
 TILE_MATMUL = {(ta, tb, acc): TileMatMul(ta, tb, acc) for ta in (False, True) for tb in (False, True)
