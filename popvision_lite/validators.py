@@ -43,7 +43,7 @@ MODEL_LIMITS: dict[str, tuple] = {
     "nodes": (1, 1 << 24), "edges": (1, 1 << 27), "ipus": (1, 1024), "seed": (0, 2 ** 32 - 1),
     "lr": (1e-12, 1e3),
     # scale's fields (issue 13), checked when present
-    "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16),
+    "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16), "tensor_parallel": (1, 1024),
     "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0), "mask_tokens": (0, 1 << 16),
 }
 
@@ -307,6 +307,52 @@ def numeric_run_bytes(cfg) -> tuple[int, str]:
     return int(total), field
 
 
+def runs_composed(cfg, timing_only: bool) -> bool:
+    """Whether ``cfg`` runs on the composed path (emulator/models/emulated.py run_model): every GPT run, and BERT
+    timing-only or at scale; one distinct stage graph at a time is built there."""
+    model = str(getattr(cfg, "model", ""))
+    return model == "gpt" or (model == "bert" and (bool(timing_only) or bool(getattr(cfg, "scaled", False))))
+
+
+# Host memory of a composed run (calibrated): the process's baseline (interpreter, numpy, pandas, h5py imported;
+# measured RSS of `emulate --help`-sized work) plus bytes per element of the largest distinct stage graph's
+# tensors (composed_graph_elements), which covers their tile mappings, the per-element index arrays of views,
+# vertex field arrays and the compiled step templates.  Fitted on two measured runs (docs/performance.md,
+# "Host memory of GPT-3-class runs": gpt3-175b TP 16 middle stage graph and gpt2-xl 16 x 4), judged on the
+# others there.
+COMPOSED_BASE_BYTES = 0.3e9
+COMPOSED_BYTES_PER_ELEMENT = 4.3
+
+
+def composed_graph_elements(cfg) -> int:
+    """Elements of the tensors of the largest distinct stage graph of a composed bert / gpt run, per IPU of a
+    tensor-parallel group: one layer body (forward, recomputation and backward activations, weights with their
+    gradients and transposed views) plus the embedding on the first stage and the heads on the last."""
+    g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab", "ipus", "replicas")}
+    tp = max(1, int(getattr(cfg, "tensor_parallel", 1) or 1))
+    H, S, heads = g["hidden"], g["seq"], max(1, g["heads"])
+    d = int(getattr(cfg, "head_dim", 0) or 0) or H // heads
+    A = max(1, heads // tp)
+    W = A * d
+    F = (int(getattr(cfg, "ffn", 0) or 0) or 4 * H) // tp
+    V = -(-g["vocab"] // tp)
+    N = g["batch"] * S
+    body = N * (12 * H + 8 * W + 4 * F) + 7 * A * S * N + 3 * (4 * H * W + 2 * H * F)
+    emb = 2 * V * H + 3 * N * H
+    gpt = str(getattr(cfg, "model", "")) == "gpt"
+    T = N if gpt else g["batch"] * (int(getattr(cfg, "mask_tokens", 0) or 0) or max(1, int(0.15 * S)))
+    head = 3 * T * V + 2 * H * V
+    stages = int(getattr(cfg, "stages", 1) or 1)
+    if stages <= 1 or getattr(cfg, "pipeline_placement", "sequential") == "wrap":
+        return int(body + emb + head)
+    return int(body + max(emb, head))
+
+
+def composed_host_bytes(cfg) -> int:
+    """Estimated peak host memory (bytes) of a composed run of ``cfg`` (see COMPOSED_BYTES_PER_ELEMENT)."""
+    return int(COMPOSED_BASE_BYTES + COMPOSED_BYTES_PER_ELEMENT * composed_graph_elements(cfg))
+
+
 def check_model_config(cfg, timing_only: bool | None = None, where: str = "") -> None:
     """Every numeric field of a ModelConfig within :data:`MODEL_LIMITS`; with ``timing_only`` False, the
     numeric run's host-memory estimate under half of this machine's memory.  ConfigError names the field."""
@@ -332,6 +378,15 @@ def check_model_config(cfg, timing_only: bool | None = None, where: str = "") ->
             raise _fail(field, f"a run with real numerics at these sizes needs about {need / 2 ** 30:.1f} GiB of "
                                f"host memory, more than half of this machine's {have / 2 ** 30:.1f} GiB; use "
                                f"--timing-only (same cycles and memory) or smaller sizes", where)
+    if runs_composed(cfg, timing_only):
+        need = composed_host_bytes(cfg)
+        if need > have // 2:
+            tp = int(getattr(cfg, "tensor_parallel", 1) or 1)
+            raise _fail("tensor_parallel" if tp > 1 or str(getattr(cfg, "model", "")) == "gpt" else "seq",
+                        f"emulating one stage graph of this run needs about {need / 2 ** 30:.1f} GiB of host memory "
+                        f"(estimate), more than half of this machine's {have / 2 ** 30:.1f} GiB; shard each layer "
+                        f"over more IPUs (--tensor-parallel, now {tp}) or use fewer tokens (--seq, --batch)", where)
+        return
     elems, field = largest_array(cfg)
     if elems * INDEX_BYTES > have // 2:
         raise _fail(field, f"even a timing-only run builds per-element index arrays of its largest tensor "

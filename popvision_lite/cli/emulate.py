@@ -20,7 +20,7 @@ from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, 
 from popvision_lite.validators import MODEL_LIMITS, check_model_config, check_number
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
-              "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
+              "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer", "optimizer_state",
               "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens", "host_framework")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--replicas", type=positive_int, help="data-parallel replicas (ipus = replicas x stages)")
     g.add_argument("--pipeline-stages", dest="pipeline_stages", type=positive_int,
                    help="pipeline stages per replica (default: ipus / replicas)")
+    g.add_argument("--tensor-parallel", dest="tensor_parallel", type=positive_int,
+                   help="IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns and "
+                        "vocabulary split; ipus = replicas x stages x this; default 1)")
     g.add_argument("--layer-split", dest="layer_split", type=layer_split, metavar="N,N,...",
                    help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)")
     g.add_argument("--pipeline-placement", dest="pipeline_placement", choices=("sequential", "wrap"),
@@ -95,7 +98,9 @@ def format_summary(s: dict, run, out_path: str) -> str:
                  + (", recompute" if cfg.recompute else "") + f", {cfg.ipus} IPU(s)")
     lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
     lines.append(f"peak tile memory: {s['peak_bytes']:,} B on tile {s['peak_tile']} "
-                 f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)")
+                 f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)"
+                 + (": " + ", ".join(f"{c} {b:,} B" for c, b in s.get("peak_categories", [])) if s.get("peak_categories")
+                    else ""))
     if not s["fits"]:
         worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")

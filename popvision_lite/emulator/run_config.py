@@ -34,7 +34,7 @@ DEVICE_ALIASES = {"mk1": "ipu-mk1", "mk2": "ipu-mk2", "bow": "ipu-bow", "ipu-mk1
 _TYPES = {"batch": int, "seq": int, "layers": int, "hidden": int, "heads": int, "head_dim": int, "ffn": int, "vocab": int,
           "image": int, "nodes": int, "edges": int, "ipus": int, "seed": int, "precision": str,
           "recompute": bool, "training": bool, "streaming_weights": bool, "lr": (int, float),
-          "replicas": int, "pipeline_stages": int, "layer_split": list, "grad_accum": int, "optimizer": str,
+          "replicas": int, "pipeline_stages": int, "tensor_parallel": int, "layer_split": list, "grad_accum": int, "optimizer": str,
           "optimizer_state": str, "master_weights": bool, "optimizer_state_dtype": str, "rts": bool,
           "available_memory_proportion": (int, float, list), "packing": (int, float), "mask_tokens": int, "outline": bool,
           "pipeline_placement": str}
@@ -49,7 +49,7 @@ ONLY_FOR = {"seq": ("bert", "gpt"), "heads": ("bert", "gpt"), "head_dim": ("bert
             "recompute": ("bert", "gpt", "resnet"), "image": ("conv", "resnet"), "nodes": ("gnn",), "edges": ("gnn",),
             "streaming_weights": ("bert", "gpt", "mlp"),
             # pipelined / replicated training composition (emulator/models/pipeline.py) is built for BERT
-            **{k: ("bert", "gpt") for k in ("layer_split", "packing")}, "outline": ("bert", "gpt", "resnet"),
+            **{k: ("bert", "gpt") for k in ("layer_split", "packing", "tensor_parallel")}, "outline": ("bert", "gpt", "resnet"),
             "mask_tokens": ("bert",),
             "pipeline_placement": ("bert",)}
 
