@@ -228,7 +228,8 @@ def make_config(model: str, **overrides) -> ModelConfig:
         # ipus not given: replicas x stages
         stages = (len(base["layer_split"]) - (1 if base.get("pipeline_placement") == "wrap" else 0)
                   if base.get("layer_split") else base.get("pipeline_stages", 0) or 1)
-        base["ipus"] = int(base.get("replicas", 1)) * int(stages) * int(base.get("tensor_parallel", 1))
+        tp = base.get("tensor_parallel", 1)  # a bad value is refused by validate(), naming the field
+        base["ipus"] = int(base.get("replicas", 1)) * int(stages) * (tp if isinstance(tp, int) and tp >= 1 else 1)
     cfg = ModelConfig(**base)
     if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
         # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
