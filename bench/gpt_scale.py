@@ -23,7 +23,12 @@ import tempfile
 import numpy as np
 
 from bench.speed import CLI, OOM_RC, measure
-from popvision_lite.validators import COMPOSED_BYTES_PER_ELEMENT, composed_graph_elements, composed_host_bytes
+from popvision_lite.validators import (
+    COMPOSED_BYTES_PER_ACTIVATION,
+    COMPOSED_BYTES_PER_PARAMETER,
+    composed_graph_elements,
+    composed_host_bytes,
+)
 
 PHASED = ["--streaming-weights", "--recompute", "--optimizer", "adam", "--rts"]
 ROWS = {
@@ -36,11 +41,19 @@ ROWS = {
                                     *PHASED], "GPT-3 13B, POD64: TP 8 x DP 8, phased, GA 16"),
     "gpt3_13b_pod64_tp4": ("gpt3-13b", ["--ipus", "64", "--tensor-parallel", "4", "--replicas", "16", "--grad-accum",
                                         "8", *PHASED], "GPT-3 13B, POD64: TP 4 x DP 16, phased, GA 8"),
+    "gpt3_175b_pod64_tp16": ("gpt3-175b", ["--ipus", "64", "--tensor-parallel", "16", "--replicas", "4", "--grad-accum",
+                                           "32", *PHASED], "GPT-3 175B, POD64: TP 16 x DP 4, phased, GA 32"),
+    "gpt3_13b_pod64_pipe": ("gpt3-13b", ["--ipus", "64", "--tensor-parallel", "8", "--pipeline-stages", "2",
+                                         "--replicas", "4", "--grad-accum", "16", "--recompute", "--optimizer",
+                                         "adam", "--optimizer-state", "offchip", "--rts"],
+                            "GPT-3 13B, POD64: TP 8 x 2 pipeline stages x DP 4, weights on chip, GA 16"),
     "gpt2_xl_64": ("gpt2-xl", ["--replicas", "16", "--pipeline-stages", "4"],
                    "GPT-2-XL, 64 IPUs: 16 replicas x 4 pipeline stages (issue 26 row)"),
+    "gpt2_xl_64_phased": ("gpt2-xl", ["--replicas", "64", "--grad-accum", "2", *PHASED],
+                          "GPT-2-XL, 64 IPUs: 64 replicas, phased (one stage graph)"),
 }
 # the rows COMPOSED_BYTES_PER_ELEMENT is fitted on (validators.py); the others judge it
-FIT_ROWS = ("gpt3_13b_pod64", "gpt2_xl_64")
+FIT_ROWS = ("gpt3_175b_pod64", "gpt3_13b_pod64_tp4")
 
 
 def _cfg(model: str, args: list[str], out: str):
@@ -109,7 +122,8 @@ def main() -> int:
                   f"{v['capacity'] / 1024:.0f}: {cats}; DDR stream {100 * v['stream_share']:.0f}% of the step",
                   flush=True)
             print("BENCH-RESULT " + json.dumps(res), flush=True)
-    print(f"bytes per element of the estimate: {COMPOSED_BYTES_PER_ELEMENT} (calibrated on {', '.join(FIT_ROWS)}); "
+    print(f"estimate: {COMPOSED_BYTES_PER_ACTIVATION} B per activation element, {COMPOSED_BYTES_PER_PARAMETER} B per "
+          f"parameter element (calibrated on {', '.join(FIT_ROWS)}); "
           f"load {os.getloadavg()[0]:.1f}; numpy {np.__version__}")
     return 1 if failed else 0
 

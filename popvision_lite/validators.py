@@ -314,43 +314,48 @@ def runs_composed(cfg, timing_only: bool) -> bool:
     return model == "gpt" or (model == "bert" and (bool(timing_only) or bool(getattr(cfg, "scaled", False))))
 
 
-# Host memory of a composed run (calibrated): the process's baseline (interpreter, numpy, pandas, h5py imported;
-# measured RSS of `emulate --help`-sized work) plus bytes per element of the largest distinct stage graph's
-# tensors (composed_graph_elements), which covers their tile mappings, the per-element index arrays of views,
-# vertex field arrays and the compiled step templates.  Fitted on two measured runs (docs/performance.md,
-# "Host memory of GPT-3-class runs": gpt3-175b TP 16 middle stage graph and gpt2-xl 16 x 4), judged on the
-# others there.
+# Host memory of a composed run (calibrated): the process's baseline (interpreter, numpy, pandas, h5py
+# imported) plus bytes per element of the largest distinct stage graph's tensors (composed_graph_elements), in
+# two groups: activations of the layer body (tokens x hidden-sized tensors, forward / recompute / backward,
+# with the per-element index arrays of their transposed and head-split views and the vertices over them) and
+# parameters (the layer's weight shards with their gradients, the embedding and LM head shards and their
+# logits).  The attention scores are left out: measured, they do not move it (13B middle stage graphs with 10
+# and 5 heads per IPU: 1.91 and 2.00 GB).  Fitted on two measured runs, gpt3_175b_pod64 and gpt3_13b_pod64_tp4
+# of bench/gpt_scale.py, and judged on the others there (docs/performance.md, "GPT-3-class runs on IPU-PODs").
 COMPOSED_BASE_BYTES = 0.3e9
-COMPOSED_BYTES_PER_ELEMENT = 4.3
+COMPOSED_BYTES_PER_ACTIVATION = 7.19
+COMPOSED_BYTES_PER_PARAMETER = 1.60
 
 
-def composed_graph_elements(cfg) -> int:
+def composed_graph_elements(cfg) -> dict[str, int]:
     """Elements of the tensors of the largest distinct stage graph of a composed bert / gpt run, per IPU of a
-    tensor-parallel group: one layer body (forward, recomputation and backward activations, weights with their
-    gradients and transposed views) plus the embedding on the first stage and the heads on the last."""
-    g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab", "ipus", "replicas")}
+    tensor-parallel group: ``activations`` (one layer body: tokens x (12 hidden + 8 attention width + 4 FFN
+    width)) and ``parameters`` (3 x the layer's weight shard for weights, gradients and transposed views, plus
+    the embedding on the first stage and the head on the last)."""
+    g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab")}
     tp = max(1, int(getattr(cfg, "tensor_parallel", 1) or 1))
     H, S, heads = g["hidden"], g["seq"], max(1, g["heads"])
     d = int(getattr(cfg, "head_dim", 0) or 0) or H // heads
-    A = max(1, heads // tp)
-    W = A * d
+    W = max(1, heads // tp) * d
     F = (int(getattr(cfg, "ffn", 0) or 0) or 4 * H) // tp
     V = -(-g["vocab"] // tp)
     N = g["batch"] * S
-    body = N * (12 * H + 8 * W + 4 * F) + 7 * A * S * N + 3 * (4 * H * W + 2 * H * F)
+    act = N * (12 * H + 8 * W + 4 * F)
+    weights = 3 * (4 * H * W + 2 * H * F)
     emb = 2 * V * H + 3 * N * H
     gpt = str(getattr(cfg, "model", "")) == "gpt"
     T = N if gpt else g["batch"] * (int(getattr(cfg, "mask_tokens", 0) or 0) or max(1, int(0.15 * S)))
     head = 3 * T * V + 2 * H * V
     stages = int(getattr(cfg, "stages", 1) or 1)
-    if stages <= 1 or getattr(cfg, "pipeline_placement", "sequential") == "wrap":
-        return int(body + emb + head)
-    return int(body + max(emb, head))
+    ends = emb + head if stages <= 1 or getattr(cfg, "pipeline_placement", "sequential") == "wrap" else max(emb, head)
+    return {"activations": int(act), "parameters": int(weights + ends)}
 
 
 def composed_host_bytes(cfg) -> int:
-    """Estimated peak host memory (bytes) of a composed run of ``cfg`` (see COMPOSED_BYTES_PER_ELEMENT)."""
-    return int(COMPOSED_BASE_BYTES + COMPOSED_BYTES_PER_ELEMENT * composed_graph_elements(cfg))
+    """Estimated peak host memory (bytes) of a composed run of ``cfg`` (calibrated; see COMPOSED_BASE_BYTES)."""
+    e = composed_graph_elements(cfg)
+    return int(COMPOSED_BASE_BYTES + COMPOSED_BYTES_PER_ACTIVATION * e["activations"]
+               + COMPOSED_BYTES_PER_PARAMETER * e["parameters"])
 
 
 def check_model_config(cfg, timing_only: bool | None = None, where: str = "") -> None:
