@@ -25,7 +25,7 @@ import numpy as np
 from bench.speed import CLI, OOM_RC, measure
 from popvision_lite.validators import (
     COMPOSED_BYTES_PER_ACTIVATION,
-    COMPOSED_BYTES_PER_PARAMETER,
+    COMPOSED_BYTES_PER_HEAD_ELEMENT,
     composed_graph_elements,
     composed_host_bytes,
 )
@@ -53,7 +53,7 @@ ROWS = {
                           "GPT-2-XL, 64 IPUs: 64 replicas, phased (one stage graph)"),
 }
 # the rows COMPOSED_BYTES_PER_ELEMENT is fitted on (validators.py); the others judge it
-FIT_ROWS = ("gpt3_175b_pod64", "gpt3_13b_pod64_tp4")
+FIT_ROWS = ("gpt3_13b_pod64", "gpt3_13b_pod64_tp4", "gpt2_xl_64_phased")
 
 
 def _cfg(model: str, args: list[str], out: str):
@@ -122,8 +122,8 @@ def main() -> int:
                   f"{v['capacity'] / 1024:.0f}: {cats}; DDR stream {100 * v['stream_share']:.0f}% of the step",
                   flush=True)
             print("BENCH-RESULT " + json.dumps(res), flush=True)
-    print(f"estimate: {COMPOSED_BYTES_PER_ACTIVATION} B per activation element, {COMPOSED_BYTES_PER_PARAMETER} B per "
-          f"parameter element (calibrated on {', '.join(FIT_ROWS)}); "
+    print(f"estimate: {COMPOSED_BYTES_PER_ACTIVATION} B per activation element, {COMPOSED_BYTES_PER_HEAD_ELEMENT} B per "
+          f"LM-head element (calibrated on {', '.join(FIT_ROWS)}); "
           f"load {os.getloadavg()[0]:.1f}; numpy {np.__version__}")
     return 1 if failed else 0
 

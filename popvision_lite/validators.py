@@ -315,23 +315,25 @@ def runs_composed(cfg, timing_only: bool) -> bool:
 
 
 # Host memory of a composed run (calibrated): the process's baseline (interpreter, numpy, pandas, h5py
-# imported) plus bytes per element of the largest distinct stage graph's tensors (composed_graph_elements), in
-# two groups: activations of the layer body (tokens x hidden-sized tensors, forward / recompute / backward,
-# with the per-element index arrays of their transposed and head-split views and the vertices over them) and
-# parameters (the layer's weight shards with their gradients, the embedding and LM head shards and their
-# logits).  The attention scores are left out: measured, they do not move it (13B middle stage graphs with 10
-# and 5 heads per IPU: 1.91 and 2.00 GB).  Fitted on two measured runs, gpt3_175b_pod64 and gpt3_13b_pod64_tp4
-# of bench/gpt_scale.py, and judged on the others there (docs/performance.md, "GPT-3-class runs on IPU-PODs").
+# imported) plus, for every distinct stage graph (the composition keeps each one's compiled step templates and
+# tables for the profile, so they add up), bytes per element of two groups of its tensors
+# (composed_graph_elements): the layer body's activations (tokens x hidden-sized tensors forward, recompute and
+# backward, with the per-element index arrays of their transposed and head-split views and the vertices over
+# them) and the LM / MLM head's (logits forward and backward, decoder weight and its gradient).  Weights, the
+# embedding and the attention scores are left out: the fit gives them no weight (13B middle stage graphs with
+# 10 and 5 heads per IPU measured 1.91 and 2.00 GB).  Least squares on the ratios of three measured runs of
+# bench/gpt_scale.py (gpt3_13b_pod64, gpt3_13b_pod64_tp4, gpt2_xl_64_phased), judged on its other rows
+# (docs/performance.md, "GPT-3-class runs on IPU-PODs").
 COMPOSED_BASE_BYTES = 0.3e9
-COMPOSED_BYTES_PER_ACTIVATION = 7.19
-COMPOSED_BYTES_PER_PARAMETER = 1.60
+COMPOSED_BYTES_PER_ACTIVATION = 9.28
+COMPOSED_BYTES_PER_HEAD_ELEMENT = 5.24
 
 
 def composed_graph_elements(cfg) -> dict[str, int]:
-    """Elements of the tensors of the largest distinct stage graph of a composed bert / gpt run, per IPU of a
-    tensor-parallel group: ``activations`` (one layer body: tokens x (12 hidden + 8 attention width + 4 FFN
-    width)) and ``parameters`` (3 x the layer's weight shard for weights, gradients and transposed views, plus
-    the embedding on the first stage and the head on the last)."""
+    """Elements of the tensors the host-memory estimate counts, summed over the distinct stage graphs of a
+    composed bert / gpt run (per IPU of a tensor-parallel group): ``activations`` (per graph one layer body:
+    tokens x (12 hidden + 8 attention width + 4 FFN width)) and ``head`` (the graph holding the LM / MLM head:
+    3 x tokens x vocab / t logits + 2 x hidden x vocab / t decoder).  Neither grows with the layer count."""
     g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab")}
     tp = max(1, int(getattr(cfg, "tensor_parallel", 1) or 1))
     H, S, heads = g["hidden"], g["seq"], max(1, g["heads"])
@@ -340,22 +342,24 @@ def composed_graph_elements(cfg) -> dict[str, int]:
     F = (int(getattr(cfg, "ffn", 0) or 0) or 4 * H) // tp
     V = -(-g["vocab"] // tp)
     N = g["batch"] * S
-    act = N * (12 * H + 8 * W + 4 * F)
-    weights = 3 * (4 * H * W + 2 * H * F)
-    emb = 2 * V * H + 3 * N * H
     gpt = str(getattr(cfg, "model", "")) == "gpt"
     T = N if gpt else g["batch"] * (int(getattr(cfg, "mask_tokens", 0) or 0) or max(1, int(0.15 * S)))
+    # the distinct stage graphs, as emulator/models/pipeline.py keys them: (embedding here, heads here, AMP)
+    stages = max(1, int(getattr(cfg, "stages", 1) or 1))
+    wrap = getattr(cfg, "pipeline_placement", "sequential") == "wrap" and stages > 1
+    amp = getattr(cfg, "amp_of", None)
+    kinds = {((i == 0, i == 0) if wrap else (i == 0, i == stages - 1)) + ((amp(i) if amp else 0.0),)
+             for i in range(stages)}
+    act = N * (12 * H + 8 * W + 4 * F)
     head = 3 * T * V + 2 * H * V
-    stages = int(getattr(cfg, "stages", 1) or 1)
-    ends = emb + head if stages <= 1 or getattr(cfg, "pipeline_placement", "sequential") == "wrap" else max(emb, head)
-    return {"activations": int(act), "parameters": int(weights + ends)}
+    return {"activations": int(len(kinds) * act), "head": int(head)}
 
 
 def composed_host_bytes(cfg) -> int:
     """Estimated peak host memory (bytes) of a composed run of ``cfg`` (calibrated; see COMPOSED_BASE_BYTES)."""
     e = composed_graph_elements(cfg)
     return int(COMPOSED_BASE_BYTES + COMPOSED_BYTES_PER_ACTIVATION * e["activations"]
-               + COMPOSED_BYTES_PER_PARAMETER * e["parameters"])
+               + COMPOSED_BYTES_PER_HEAD_ELEMENT * e["head"])
 
 
 def check_model_config(cfg, timing_only: bool | None = None, where: str = "") -> None:
