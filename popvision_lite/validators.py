@@ -388,7 +388,10 @@ def check_model_config(cfg, timing_only: bool | None = None, where: str = "") ->
                                f"host memory, more than half of this machine's {have / 2 ** 30:.1f} GiB; use "
                                f"--timing-only (same cycles and memory) or smaller sizes", where)
     if runs_composed(cfg, timing_only):
-        need = composed_host_bytes(cfg)
+        # at least the per-element index arrays of the largest tensor of one IPU's shard (outside the fitted
+        # range, e.g. a whole GPT-3 layer on one IPU, those are what exhausts the machine)
+        shard = cfg.shard() if callable(getattr(cfg, "shard", None)) else cfg
+        need = max(composed_host_bytes(cfg), largest_array(shard)[0] * INDEX_BYTES)
         if need > have // 2:
             tp = int(getattr(cfg, "tensor_parallel", 1) or 1)
             raise _fail("tensor_parallel" if tp > 1 or str(getattr(cfg, "model", "")) == "gpt" else "seq",
