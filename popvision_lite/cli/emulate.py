@@ -109,11 +109,15 @@ def format_summary(s: dict, run, out_path: str) -> str:
     sch_ = getattr(run, "schedule", None) or {}
     if getattr(run, "samples_per_second", 0):
         unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
-        lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system)")
+        # a pack of seq tokens holds packing sequences on average
+        tokens = (f", {run.samples_per_second * cfg.seq / getattr(cfg, 'packing', 1.0):,.0f} tokens/s"
+                  if cfg.model in ("bert", "gpt") else "")
+        lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system{tokens})")
     if "layer_split" in sch_:
         clock = s["clock_hz"]
         lines.append(
-            f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']}), "
+            f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']})"
+            + (f" x tensor parallel {sch_['tensor_parallel']}" if sch_.get("tensor_parallel", 1) > 1 else "") + ", "
             f"{sch_['grad_accum']} micro-batches of {sch_['micro_batch']} per step"
             + (f" x packing {sch_['packing']:g}" if sch_.get("packing", 1) != 1 else "")
             + f" = {sch_['samples_per_step']:g} samples/step")

@@ -134,3 +134,35 @@ def test_peak_tile_categories_are_summarised():
     cats = dict(s["peak_categories"])
     mem = np.asarray(r.profile_data.memory)[s["peak_tile"]].sum(axis=1)
     assert sum(cats.values()) <= s["peak_bytes"] and max(cats.values()) == mem.max()
+
+
+def test_run_totals_and_summary_count_every_ipu_of_the_groups(tmp_path, capsys):
+    import popvision_lite as pvl
+    from popvision_lite.analysis.run_totals import run_totals
+    from popvision_lite.cli import main
+
+    out = tmp_path / "tp.pvl"
+    rc = main(["emulate", "gpt2-small", "--tensor-parallel", "2", "--replicas", "2", "--layers", "2", "--hidden", "64",
+               "--heads", "4", "--seq", "32", "--vocab", "128", "--timing-only", "-q", "-o", str(out)])
+    so = capsys.readouterr().out
+    assert rc == 0
+    assert "x tensor parallel 2" in so and "tokens/s" in so
+    with pvl.open(out) as p:
+        rt = run_totals(p)
+        assert (rt.replicas, rt.stages, rt.tensor_parallel, rt.num_ipus) == (2, 1, 2, 4)
+        assert "2 tensor-parallel IPUs = 4 IPUs" in rt.ipu_count_text
+        assert rt.samples_per_second * 32 == pytest.approx(float(so.split(" tokens/s")[0].split(", ")[-1].replace(",", "")),
+                                                           rel=1e-3)
+
+
+def test_tensor_parallel_from_a_toml_run_config(tmp_path):
+    from popvision_lite.emulator.run_config import load_run_config
+
+    f = tmp_path / "gpt.toml"
+    f.write_text('model = "gpt3-13b"\n[model_args]\ntensor_parallel = 8\nreplicas = 8\nstreaming_weights = true\n')
+    rc = load_run_config(f)
+    cfg = make_config(rc.model, **rc.model_args)
+    assert (cfg.ipus, cfg.stages, cfg.tensor_parallel) == (64, 1, 8)
+    f.write_text('model = "gpt3-13b"\n[model_args]\ntensor_parallel = "eight"\n')
+    with pytest.raises(ConfigError, match="tensor_parallel"):
+        load_run_config(f)
