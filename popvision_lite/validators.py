@@ -340,7 +340,7 @@ def composed_graph_elements(cfg) -> dict[str, int]:
     d = int(getattr(cfg, "head_dim", 0) or 0) or H // heads
     W = max(1, heads // tp) * d
     F = (int(getattr(cfg, "ffn", 0) or 0) or 4 * H) // tp
-    V = -(-g["vocab"] // tp)
+    V = -(-g["vocab"] // (128 * tp)) * 128 if tp > 1 else g["vocab"]  # padded as ModelConfig.shard() pads it
     N = g["batch"] * S
     gpt = str(getattr(cfg, "model", "")) == "gpt"
     T = N if gpt else g["batch"] * (int(getattr(cfg, "mask_tokens", 0) or 0) or max(1, int(0.15 * S)))

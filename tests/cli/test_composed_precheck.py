@@ -7,7 +7,7 @@ from popvision_lite import validators
 from popvision_lite.emulator.models import pipeline
 from popvision_lite.emulator.models.workloads import make_config
 
-SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=128)
+SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 
 
 def test_cli_refuses_an_oversized_composed_run_before_building(tmp_path, monkeypatch, cli):
@@ -30,7 +30,7 @@ def test_cli_runs_a_composed_config_within_the_budget(tmp_path, monkeypatch, cli
     monkeypatch.setattr(validators, "host_memory_bytes", lambda: 2 * need + 2)  # just inside half of it
     out = tmp_path / "x.pvl"
     args = ["emulate", "gpt2-small", "--tensor-parallel", "2", "--layers", "2", "--hidden", "64", "--heads", "4",
-            "--seq", "32", "--vocab", "128", "--timing-only", "-q", "-o", str(out)]
+            "--seq", "32", "--vocab", "512", "--timing-only", "-q", "-o", str(out)]
     rc, so, err = cli(args)
     assert rc == 0, err
     assert out.exists() and "peak tile memory" in so

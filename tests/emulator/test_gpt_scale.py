@@ -16,7 +16,7 @@ from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
 
-SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=128)
+SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 
 
 @pytest.mark.parametrize("name,kw", [
@@ -31,7 +31,9 @@ def test_pod_presets_build_valid_configs(name, kw):
     sh = cfg.shard()
     assert sh.heads * cfg.tensor_parallel == cfg.heads and sh.d_head == cfg.d_head
     assert sh.ffn_size * cfg.tensor_parallel == cfg.ffn_size and sh.hidden == cfg.hidden
-    assert sh.vocab == -(-cfg.vocab // cfg.tensor_parallel) and sh.stages == cfg.stages
+    # the vocabulary padded to a multiple of 128 x t (Megatron-LM), so each slice is a multiple of 128
+    assert sh.vocab % 128 == 0 and 0 <= sh.vocab * cfg.tensor_parallel - cfg.vocab < 128 * cfg.tensor_parallel
+    assert sh.stages == cfg.stages
 
 
 @pytest.mark.parametrize("kw,needle", [
@@ -143,7 +145,7 @@ def test_run_totals_and_summary_count_every_ipu_of_the_groups(tmp_path, capsys):
 
     out = tmp_path / "tp.pvl"
     rc = main(["emulate", "gpt2-small", "--tensor-parallel", "2", "--replicas", "2", "--layers", "2", "--hidden", "64",
-               "--heads", "4", "--seq", "32", "--vocab", "128", "--timing-only", "-q", "-o", str(out)])
+               "--heads", "4", "--seq", "32", "--vocab", "512", "--timing-only", "-q", "-o", str(out)])
     so = capsys.readouterr().out
     assert rc == 0
     assert "x tensor parallel 2" in so and "tokens/s" in so

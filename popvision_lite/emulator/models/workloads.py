@@ -128,12 +128,15 @@ class ModelConfig:
         """The part of every layer one IPU of a tensor-parallel group holds (Shoeybi et al. 2019, Megatron-LM,
         section 3): heads / t of the attention heads (q, k, v column-split, the output projection row-split),
         ffn / t of the FFN (w1 column-split, w2 row-split), vocab / t of the embedding and LM head
-        (vocabulary-parallel); layer norms and residuals are replicated.  The config itself when t = 1."""
+        (vocabulary-parallel); layer norms and residuals are replicated.  The vocabulary is padded to a multiple
+        of 128 x t first, as Megatron-LM pads it (``--make-vocab-size-divisible-by`` 128, times the
+        tensor-parallel size: 50257 -> 51200 at t = 8), so each IPU's slice is a multiple of 128.  The config
+        itself when t = 1."""
         t = self.tensor_parallel
         if t <= 1:
             return self
         return replace(self, heads=self.heads // t, head_dim=self.d_head, ffn=self.ffn_size // t,
-                       vocab=-(-self.vocab // t), tensor_parallel=1,
+                       vocab=-(-self.vocab // (128 * t)) * 128, tensor_parallel=1,
                        ipus=max(1, self.ipus // t), pipeline_stages=self.stages)
 
     def split(self) -> list:
