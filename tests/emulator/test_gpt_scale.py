@@ -168,3 +168,12 @@ def test_tensor_parallel_from_a_toml_run_config(tmp_path):
     f.write_text('model = "gpt3-13b"\n[model_args]\ntensor_parallel = "eight"\n')
     with pytest.raises(ConfigError, match="tensor_parallel"):
         load_run_config(f)
+
+
+def test_out_of_memory_report_counts_every_tile_over():
+    # a GPT-2-small layer with a big vocabulary head on one IPU: many tiles over, all of them reported
+    r = run_model(make_config("gpt2-small", layers=1, seq=512, vocab=50257), timing_only=True)
+    need = np.asarray(r.profile_data.memory).sum(axis=(1, 2))
+    over = int((need > r.profile_data.target.sram_bytes_per_tile).sum())
+    assert over > 16 and len(r.oom_report) == over
+    assert len(r.profile_data.run["oom_tiles"]) == min(over, 16)

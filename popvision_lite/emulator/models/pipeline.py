@@ -401,7 +401,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     oom = []
     for a in stages:
         over = np.nonzero(a["need"] > cap)[0]
-        for t in over[np.argsort(-a["need"][over], kind="stable")][:16]:
+        for t in over[np.argsort(-a["need"][over], kind="stable")]:  # every tile over (the profile keeps 16)
             oom.append((int(a["stage"] * T + t), int(a["stage"]), int(a["need"][t]), int(cap)))
     oom.sort(key=lambda x: -x[2])
     pd_.run["oom_tiles"] = [list(x) for x in oom[:16]]
