@@ -172,7 +172,7 @@ def test_tensor_parallel_from_a_toml_run_config(tmp_path):
 
 def test_out_of_memory_report_counts_every_tile_over():
     # a GPT-2-small layer with a big vocabulary head on one IPU: many tiles over, all of them reported
-    r = run_model(make_config("gpt2-small", layers=1, seq=512, vocab=50257), timing_only=True)
+    r = run_model(make_config("gpt2-small", layers=1, seq=256, vocab=50257), timing_only=True)
     need = np.asarray(r.profile_data.memory).sum(axis=(1, 2))
     over = int((need > r.profile_data.target.sram_bytes_per_tile).sum())
     assert over > 16 and len(r.oom_report) == over
