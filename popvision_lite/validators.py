@@ -45,7 +45,7 @@ MODEL_LIMITS: dict[str, tuple] = {
     "nodes": (1, 1 << 24), "edges": (1, 1 << 27), "ipus": (1, 1024), "seed": (0, 2 ** 32 - 1),
     "lr": (1e-12, 1e3),
     # scale's fields (issue 13), checked when present
-    "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16),
+    "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16), "tensor_parallel": (1, 1024),
     "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0), "mask_tokens": (0, 1 << 16),
 }
 
@@ -309,6 +309,61 @@ def numeric_run_bytes(cfg) -> tuple[int, str]:
     return int(total), field
 
 
+def runs_composed(cfg, timing_only: bool) -> bool:
+    """Whether ``cfg`` runs on the composed path (emulator/models/emulated.py run_model): every GPT run, and BERT
+    timing-only or at scale; one distinct stage graph at a time is built there."""
+    model = str(getattr(cfg, "model", ""))
+    return model == "gpt" or (model == "bert" and (bool(timing_only) or bool(getattr(cfg, "scaled", False))))
+
+
+# Host memory of a composed run (calibrated): the process's baseline (interpreter, numpy, pandas, h5py
+# imported) plus, for every distinct stage graph (the composition keeps each one's compiled step templates and
+# tables for the profile, so they add up), bytes per element of two groups of its tensors
+# (composed_graph_elements): the layer body's activations (tokens x hidden-sized tensors forward, recompute and
+# backward, with the per-element index arrays of their transposed and head-split views and the vertices over
+# them) and the LM / MLM head's (logits forward and backward, decoder weight and its gradient).  Weights, the
+# embedding and the attention scores are left out: the fit gives them no weight (13B middle stage graphs with
+# 10 and 5 heads per IPU measured 1.91 and 2.00 GB).  Least squares on the ratios of three measured runs of
+# bench/gpt_scale.py (gpt3_13b_pod64, gpt3_13b_pod64_tp4, gpt2_xl_64_phased), judged on its other rows
+# (docs/performance.md, "GPT-3-class runs on IPU-PODs").
+COMPOSED_BASE_BYTES = 0.3e9
+COMPOSED_BYTES_PER_ACTIVATION = 9.28
+COMPOSED_BYTES_PER_HEAD_ELEMENT = 5.24
+
+
+def composed_graph_elements(cfg) -> dict[str, int]:
+    """Elements of the tensors the host-memory estimate counts, summed over the distinct stage graphs of a
+    composed bert / gpt run (per IPU of a tensor-parallel group): ``activations`` (per graph one layer body:
+    tokens x (12 hidden + 8 attention width + 4 FFN width)) and ``head`` (the graph holding the LM / MLM head:
+    3 x tokens x vocab / t logits + 2 x hidden x vocab / t decoder).  Neither grows with the layer count."""
+    g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab")}
+    tp = max(1, int(getattr(cfg, "tensor_parallel", 1) or 1))
+    H, S, heads = g["hidden"], g["seq"], max(1, g["heads"])
+    d = int(getattr(cfg, "head_dim", 0) or 0) or H // heads
+    W = max(1, heads // tp) * d
+    F = (int(getattr(cfg, "ffn", 0) or 0) or 4 * H) // tp
+    V = -(-g["vocab"] // (128 * tp)) * 128 if tp > 1 else g["vocab"]  # padded as ModelConfig.shard() pads it
+    N = g["batch"] * S
+    gpt = str(getattr(cfg, "model", "")) == "gpt"
+    T = N if gpt else g["batch"] * (int(getattr(cfg, "mask_tokens", 0) or 0) or max(1, int(0.15 * S)))
+    # the distinct stage graphs, as emulator/models/pipeline.py keys them: (embedding here, heads here, AMP)
+    stages = max(1, int(getattr(cfg, "stages", 1) or 1))
+    wrap = getattr(cfg, "pipeline_placement", "sequential") == "wrap" and stages > 1
+    amp = getattr(cfg, "amp_of", None)
+    kinds = {((i == 0, i == 0) if wrap else (i == 0, i == stages - 1)) + ((amp(i) if amp else 0.0),)
+             for i in range(stages)}
+    act = N * (12 * H + 8 * W + 4 * F)
+    head = 3 * T * V + 2 * H * V
+    return {"activations": int(len(kinds) * act), "head": int(head)}
+
+
+def composed_host_bytes(cfg) -> int:
+    """Estimated peak host memory (bytes) of a composed run of ``cfg`` (calibrated; see COMPOSED_BASE_BYTES)."""
+    e = composed_graph_elements(cfg)
+    return int(COMPOSED_BASE_BYTES + COMPOSED_BYTES_PER_ACTIVATION * e["activations"]
+               + COMPOSED_BYTES_PER_HEAD_ELEMENT * e["head"])
+
+
 def check_model_config(cfg, timing_only: bool | None = None, where: str = "") -> None:
     """Every numeric field of a ModelConfig within :data:`MODEL_LIMITS`; with ``timing_only`` False, the
     numeric run's host-memory estimate under half of this machine's memory.  ConfigError names the field."""
@@ -334,6 +389,18 @@ def check_model_config(cfg, timing_only: bool | None = None, where: str = "") ->
             raise _fail(field, f"a run with real numerics at these sizes needs about {need / 2 ** 30:.1f} GiB of "
                                f"host memory, more than half of this machine's {have / 2 ** 30:.1f} GiB; use "
                                f"--timing-only (same cycles and memory) or smaller sizes", where)
+    if runs_composed(cfg, timing_only):
+        # at least the per-element index arrays of the largest tensor of one IPU's shard (outside the fitted
+        # range, e.g. a whole GPT-3 layer on one IPU, those are what exhausts the machine)
+        shard = cfg.shard() if callable(getattr(cfg, "shard", None)) else cfg
+        need = max(composed_host_bytes(cfg), largest_array(shard)[0] * INDEX_BYTES)
+        if need > have // 2:
+            tp = int(getattr(cfg, "tensor_parallel", 1) or 1)
+            raise _fail("tensor_parallel" if tp > 1 or str(getattr(cfg, "model", "")) == "gpt" else "seq",
+                        f"emulating one stage graph of this run needs about {need / 2 ** 30:.1f} GiB of host memory "
+                        f"(estimate), more than half of this machine's {have / 2 ** 30:.1f} GiB; shard each layer "
+                        f"over more IPUs (--tensor-parallel, now {tp}) or use fewer tokens (--seq, --batch)", where)
+        return
     elems, field = largest_array(cfg)
     if elems * INDEX_BYTES > have // 2:
         raise _fail(field, f"even a timing-only run builds per-element index arrays of its largest tensor "

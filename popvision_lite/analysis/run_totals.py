@@ -65,7 +65,7 @@ class RunTotals:
     step_cycles: int                      # wall cycles of one training step (the profiled run)
     total_cycles: int                     # wall cycles of the profiled run (= one step)
     replicas: int
-    stages: int                           # IPUs of one replica
+    stages: int                           # IPUs of one replica drawn (one per pipeline stage)
     pipelined: bool
     ipu_time_cycles: int                  # IPU time summed over the S IPUs of one replica (= S x step, or more)
     part_cycles: dict[str, int]           # part -> weighted IPU cycles; sums to ipu_time_cycles
@@ -88,11 +88,12 @@ class RunTotals:
     samples_per_second: float
     throughput_basis: str
     notes: list[str] = field(default_factory=list)
+    tensor_parallel: int = 1              # IPUs each stage's layers are sharded over (one of them drawn)
 
     # ---- derived, so there is one formula each
     @property
     def num_ipus(self) -> int:
-        return self.replicas * self.stages
+        return self.replicas * self.stages * self.tensor_parallel
 
     @property
     def step_seconds(self) -> float:
@@ -147,7 +148,8 @@ class RunTotals:
     def ipu_count_text(self) -> str:
         """'4 replicas x 4 stages = 16 IPUs' (pipelined) or '1 replica x 1 IPU = 1 IPU'."""
         unit = "stage" if self.pipelined else "IPU"
-        return (f"{_plural(self.replicas, 'replica')} x {_plural(self.stages, unit)} = "
+        tp = f" x {self.tensor_parallel} tensor-parallel IPUs" if self.tensor_parallel > 1 else ""
+        return (f"{_plural(self.replicas, 'replica')} x {_plural(self.stages, unit)}{tp} = "
                 f"{_plural(self.num_ipus, 'IPU')}")
 
     @property
@@ -346,4 +348,4 @@ def _compute(profile) -> RunTotals:
         op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=int(per_tile[peak_tile]) if per_tile.size else 0,
         peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
         capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
-        throughput_basis=basis, notes=notes)
+        throughput_basis=basis, notes=notes, tensor_parallel=_pos_int(sch.get("tensor_parallel", 1)))

@@ -25,7 +25,7 @@ from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
-              "precision", "replicas", "pipeline_stages", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
+              "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
               "host_framework")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
@@ -63,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
     _field(p, "replicas", "data-parallel replicas (ipus = replicas x stages)", g)
     _field(p, "pipeline_stages", "pipeline stages per replica (default: ipus / replicas)", g)
+    _field(p, "tensor_parallel", "IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns "
+           "and vocabulary split; ipus = replicas x stages x this; default 1)", g)
     _field(p, "layer_split", "layers per pipeline stage, PopART-style (e.g. 3,7,7,7)", g)
     _field(p, "pipeline_placement", "sequential (embedding on the first IPU, heads on the last) or wrap "
            "(Graphcore's MLPerf BERT: embedding and heads with the tied decoder on IPU 0, which also runs the "
@@ -95,7 +97,9 @@ def format_summary(s: dict, run, out_path: str) -> str:
                  + (", recompute" if cfg.recompute else "") + f", {cfg.ipus} IPU(s)")
     lines.append(f"fits: {'yes' if s['fits'] else 'NO - out of memory'}")
     lines.append(f"peak tile memory: {s['peak_bytes']:,} B on tile {s['peak_tile']} "
-                 f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)")
+                 f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)"
+                 + (": " + ", ".join(f"{c} {b:,} B" for c, b in s.get("peak_categories", [])) if s.get("peak_categories")
+                    else ""))
     if not s["fits"]:
         worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
@@ -104,11 +108,15 @@ def format_summary(s: dict, run, out_path: str) -> str:
     sch_ = getattr(run, "schedule", None) or {}
     if getattr(run, "samples_per_second", 0):
         unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
-        lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system)")
+        # a pack of seq tokens holds packing sequences on average
+        tokens = (f", {run.samples_per_second * cfg.seq / getattr(cfg, 'packing', 1.0):,.0f} tokens/s"
+                  if cfg.model in ("bert", "gpt") else "")
+        lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system{tokens})")
     if "layer_split" in sch_:
         clock = s["clock_hz"]
         lines.append(
-            f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']}), "
+            f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']})"
+            + (f" x tensor parallel {sch_['tensor_parallel']}" if sch_.get("tensor_parallel", 1) > 1 else "") + ", "
             f"{sch_['grad_accum']} micro-batches of {sch_['micro_batch']} per step"
             + (f" x packing {sch_['packing']:g}" if sch_.get("packing", 1) != 1 else "")
             + f" = {sch_['samples_per_step']:g} samples/step")

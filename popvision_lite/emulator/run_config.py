@@ -176,6 +176,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("streaming_weights", "bool", only_for=("bert", "gpt", "mlp")),
     # training at scale (emulator/models/pipeline.py; docs/emulator.md "Schedule model")
     Field("replicas", "int"), Field("pipeline_stages", "int"),
+    Field("tensor_parallel", "int", only_for=_TRANSFORMER),
     Field("layer_split", "layer_split", only_for=_TRANSFORMER), Field("grad_accum", "int"),
     Field("optimizer", "choice", choices=_OPTIMIZERS), Field("optimizer_state", "choice", choices=("onchip", "offchip")),
     Field("optimizer_state_dtype", "choice", choices=("fp16", "fp32")), Field("master_weights", "bool"),

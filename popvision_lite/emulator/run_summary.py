@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.profile.schema import STEP_KINDS
+from popvision_lite.profile.schema import MEMORY_CATEGORIES, STEP_KINDS
 
 
 def summarize(pd_, run) -> dict:
@@ -22,6 +22,11 @@ def summarize(pd_, run) -> dict:
         split[name] = int(dur[kinds == code].sum())
     total = int(run.total_cycles)
     clock = float(pd_.target.clock_hz)
+    # what fills the peak tile: its memory categories, largest first (why a run does or does not fit)
+    cats = mem[peak_tile].sum(axis=1)
+    order = np.argsort(-cats, kind="stable")
+    peak_categories = [(MEMORY_CATEGORIES[i], int(cats[i])) for i in order[:3] if cats[i] > 0]
     return dict(fits=bool(run.fits), peak_tile=peak_tile, peak_bytes=int(per_tile[peak_tile]),
+                peak_categories=peak_categories,
                 capacity=int(pd_.target.sram_bytes_per_tile), total_cycles=total, seconds=total / clock,
                 clock_hz=clock, split=split)

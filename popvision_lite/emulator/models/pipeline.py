@@ -195,7 +195,8 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
         stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
                           (False, False): (1, 3)}[k[:2]]
-        graphs[k] = StageGraph(cfg, target1, stage, nstages, label=kinds.index(k), amp=k[2])
+        # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
+        graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2])
     wall["build_compile"] = time.perf_counter() - t0
     tick("composing the schedule", 0.6)
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
@@ -214,6 +215,27 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     var = schema.CATEGORY_CODE["variable"]
     ddr_bpc = float(em["ddr_bytes_per_cycle"])
     phased = bool(cfg.streaming_weights)
+    # phased execution without a pipeline (one stage per replica) is batch-serialised, as Graphcore's GPT-3 on
+    # IPU-PODs runs it (graphcore/examples nlp/gpt3_175B/popxl README, "Phased Execution and RTS"): each layer's
+    # weights are loaded once per step for all G micro-batches (forward phase, then again for recompute +
+    # backward), its gradient accumulates on chip and is written out once; each layer's input of every
+    # micro-batch goes to streaming memory in the forward and comes back for the backward
+    bser = phased and V == 1 and train
+    # tensor parallelism (Megatron-LM, Shoeybi et al. 2019): each layer half ends its forward with an all-reduce
+    # of the (tokens, hidden) activation over the group's IPUs, and its backward with one of the input
+    # gradient; recomputation repeats the forward's; the vocabulary-parallel embedding adds one in the forward,
+    # the vocabulary-parallel LM head two small ones (softmax max and sum, fp32 per token) and one of its input
+    # gradient.  Ring all-reduce over the group's IPU-Links (schedule.allreduce_for)
+    tp = int(cfg.tensor_parallel)
+    tp_ar = sch.allreduce_for(em, act_bytes, tp, tp, clock) if tp > 1 else 0
+    tp_phase = {}
+    # all-gather of a (tokens, hidden) activation over the group: half a ring all-reduce's traffic and steps
+    tp_ag = tp_ar / 2
+    if tp > 1:
+        for nm in ("layer_fwd_att", "layer_fwd_ffn", "layer_recompute_att", "layer_recompute_ffn", "layer_bwd_att",
+                   "layer_bwd_ffn", "emb_fwd"):
+            tp_phase[nm] = tp_ar
+        tp_phase["head"] = tp_ar + 2 * sch.allreduce_for(em, cfg.batch * cfg.seq * 4, tp, tp, clock)
 
     stages = []
     for s in range(S):  # per IPU
@@ -222,7 +244,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         n_att = sum(blocks[v][0] for v in mine)
         n_ffn = sum(blocks[v][1] for v in mine)
         k = sum(split[v] for v in mine)
-        cy = sg.cycles
+        cy = {nm: c_ + (tp_phase.get(nm, 0) if c_ else 0) for nm, c_ in sg.cycles.items()}
         call = 2 * int(math.ceil(int(sg.x_tile_bytes.max(initial=0)) / memcpy))  # copy in + out of the body
         hp = sg.half_params
         params_s = n_att * hp["att"] + n_ffn * hp["ffn"] + sg.extra_params
@@ -234,23 +256,32 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         acc_traffic = (2 * sg.layer_params * acc_bytes if G > 1 else layer_wb) if phased else 0
         if phased:
             acc_pass = 0  # the accumulation pass is counted as the read-modify-write traffic
-        vst, ddr_mb, stash_units = [], 0.0, 0
+        vst, ddr_mb, stash_units, step_io = [], 0.0, 0, 0.0
         for v in mine:  # (pipeline stage, forward, backward) of each stage this IPU runs
             a_, f_ = blocks[v]
             k_eff = (a_ + f_) / 2  # layer calls of the outlined body (a half-layer = half a call)
             body_f = a_ * cy.get("layer_fwd_att", 0) + f_ * cy.get("layer_fwd_ffn", 0)
             body_b = (a_ * (cy.get("layer_recompute_att", 0) + cy.get("layer_bwd_att", 0))
                       + f_ * (cy.get("layer_recompute_ffn", 0) + cy.get("layer_bwd_ffn", 0)))
-            io_f = int(math.ceil(k_eff * layer_wb / ddr_bpc)) if phased else 0
-            io_b = int(math.ceil(k_eff * (layer_wb + acc_traffic) / ddr_bpc)) if phased else 0
-            ddr_mb += k_eff * (2 * layer_wb + acc_traffic) if phased else 0
+            if bser:  # per micro-batch: each layer's input out to DDR and back; the weights once per step
+                # a tensor-parallel group holds the input replicated, so each IPU stores its 1/t slice and the
+                # group all-gathers it on the way back (Graphcore's 2D tensor parallelism splits x along hidden)
+                io_f = int(math.ceil(k_eff * act_bytes / tp / ddr_bpc))
+                io_b = io_f + int(math.ceil(k_eff * tp_ag))
+                ddr_mb += k_eff * 2 * act_bytes / tp
+                step_io += k_eff * (2 * layer_wb + sg.layer_params * (acc_bytes or wbytes))
+            else:
+                io_f = int(math.ceil(k_eff * layer_wb / ddr_bpc)) if phased else 0
+                io_b = int(math.ceil(k_eff * (layer_wb + acc_traffic) / ddr_bpc)) if phased else 0
+                ddr_mb += k_eff * (2 * layer_wb + acc_traffic) if phased else 0
             fwd = body_f + k_eff * call + io_f + (cy.get("emb_fwd", 0) if v == 0 else 0)
             bwd = body_b + k_eff * call + io_b + (cy.get("head", 0) if v == V - 1 else 0)
             if v == mine[-1]:
                 bwd += acc_pass
             vst.append((v, int(fwd), int(bwd) if train else 0))
             D = sch.stash_depth(v, V) if train else 0
-            stash_units += max(D * int(math.ceil(k_eff)) - 1, 0) if k_eff else 0
+            if not bser:  # batch-serialised: the layers' inputs wait in streaming memory
+                stash_units += max(D * int(math.ceil(k_eff)) - 1, 0) if k_eff else 0
         k_mem = int(math.ceil((n_att + n_ffn) / 2))
         # ---- memory of this IPU ----
         mem = sg.c.memory.copy()
@@ -260,6 +291,8 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
         extra_w = ((0 if phased else max(n_att - 1, 0)) * hpe["att"]
                    + (0 if phased else max(n_ffn - 1, 0)) * hpe["ffn"]) * wbytes
         accum = (sg.extra_param_elems if phased else elems) * acc_bytes
+        if bser and G > 1:  # the layer in its phase accumulates its gradient on chip over the G micro-batches
+            accum = accum + sg.layer_param_elems * acc_bytes
         state_total = int(elems.sum()) * sbpe
         if cfg.optimizer_state == "onchip" and not phased:
             onchip_state = _even(math.ceil(state_total / R), T) if cfg.rts else elems * sbpe
@@ -285,10 +318,12 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
             opt = ar = 0
         st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
                                transfers=k_mem + 1) if streamed else 0
+        if step_io:  # batch-serialised weight loads and gradient stores (not overlapped with compute)
+            st += int(math.ceil(step_io / ddr_bpc)) + 3 * k_mem * int(em["stream_copy_latency_cycles"])
         stages.append(dict(
             stage=s, layers=k, blocks=(n_att, n_ffn), graph=kinds[s], vstages=vst,
             fwd_cycles=int(sum(f for _, f, _ in vst)), bwd_cycles=int(sum(b for _, _, b in vst)), params=int(params_s),
-            ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed),
+            ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed + step_io),
             mem=mem, need=need, fits=bool((need <= cap).all()), stash_depth=D,
             optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
             # bytes behind those times: the gradients the all-reduce reduces (per IPU), the optimizer state
@@ -341,7 +376,10 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
                                      else float(cfg.available_memory_proportion)),
         distinct_stage_programs=len(graphs),
         outlined_ops={str(i): sg.outlined for i, sg in enumerate(graphs.values())},
-        phased_execution=bool(cfg.streaming_weights),
+        phased_execution=bool(cfg.streaming_weights), batch_serialised=bool(bser),
+        tensor_parallel=tp, ipus=int(cfg.ipus),
+        tensor_parallel_allreduce_cycles={nm: int(c_) for nm, c_ in tp_phase.items()},
+        tensor_parallel_allreduce_bytes=int(act_bytes) if tp > 1 else 0,
         ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],
         allreduce_bytes_per_ipu=[a["allreduce_bytes"] for a in stages],
         stream_bytes_per_ipu=[a["stream_bytes"] for a in stages],
@@ -363,7 +401,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     oom = []
     for a in stages:
         over = np.nonzero(a["need"] > cap)[0]
-        for t in over[np.argsort(-a["need"][over], kind="stable")][:16]:
+        for t in over[np.argsort(-a["need"][over], kind="stable")]:  # every tile over (the profile keeps 16)
             oom.append((int(a["stage"] * T + t), int(a["stage"]), int(a["need"][t]), int(cap)))
     oom.sort(key=lambda x: -x[2])
     pd_.run["oom_tiles"] = [list(x) for x in oom[:16]]
@@ -436,6 +474,12 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
         t_off = len(templates)
         templates += [_shift_template(t, s, T, op_off, prog_off) for t in sg.c.templates]
         phase_tpl.append({nm: sg.steps.get(nm, np.zeros(0, np.int64)) + t_off for nm in PHASES})
+        tp = int(schedule.get("tensor_parallel", 1))
+        for nm, d in (schedule.get("tensor_parallel_allreduce_cycles") or {}).items():
+            if d and len(phase_tpl[-1][nm]):  # the phase's all-reduce over the tensor-parallel group, at its end
+                ring = int(2 * (tp - 1) / tp * schedule["tensor_parallel_allreduce_bytes"])
+                templates.append(_synthetic(K_XG, s, d, T, ring, ring))
+                phase_tpl[-1][nm] = np.concatenate([phase_tpl[-1][nm], [len(templates) - 1]])
         ops = bp.ops.copy()
         ops["op_id"] += op_off
         ops["name"] = f"ipu{s}/" + ops["name"]
@@ -654,8 +698,10 @@ def _profile(cfg, device, target1, graphs, kinds, stages, pipe, schedule, fits, 
     run = {"model": cfg.model, "config": {}, "fits": bool(fits), "timing_only": True, "numeric_checks": {},
            "mode": "timing", "total_cycles": total, "seconds": total / target1.clock_hz,
            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "oom_tiles": [],
-           "profile_note": (f"one replica of {cfg.replicas}; {elided} of {n} pipeline cycles elided from the timeline"
-                            if elided else f"one replica of {cfg.replicas}"),
+           "profile_note": (f"one replica of {cfg.replicas}" + (
+               f" (one IPU of each stage's {cfg.tensor_parallel}-IPU tensor-parallel group drawn; the others run "
+               f"the same shard)" if cfg.tensor_parallel > 1 else "")
+               + (f"; {elided} of {n} pipeline cycles elided from the timeline" if elided else "")),
            # the ops table holds per-step totals of one replica (flops, bytes_* but min_bytes, cycles):
            # an op runs runs_per_step = calls_per_microbatch x runs_per_call x grad_accum times a step
            "op_counts": dict(op_counts, table="totals per step of one replica; min_bytes per run")}

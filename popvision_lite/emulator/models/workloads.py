@@ -14,7 +14,7 @@ backward pass re-runs the layer's forward (ops named ``layerN/recompute/...``) b
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
@@ -79,7 +79,10 @@ class ModelConfig:
     seed: int = 0
     streaming_weights: bool = False
     # ---- training at scale (emulator/models/pipeline.py; see docs/emulator.md "Schedule model") ----
-    replicas: int = 1                  # data-parallel replicas; ipus = replicas x pipeline stages
+    replicas: int = 1                  # data-parallel replicas; ipus = replicas x pipeline stages x tensor_parallel
+    # IPUs each layer is sharded over (Megatron-style tensor parallelism: attention heads, FFN columns and the
+    # vocabulary split; Graphcore's GPT-3 on IPU-PODs); 1 = no sharding
+    tensor_parallel: int = 1
     pipeline_stages: int = 0           # 0 = one stage per IPU of a replica (ipus // replicas)
     layer_split: list | None = None    # layers per stage (PopART-style); None = even split
     grad_accum: int = 1                # micro-batches per optimizer step (per replica)
@@ -119,7 +122,22 @@ class ModelConfig:
         """Pipeline stages of one replica."""
         if self.layer_split:
             return len(self.layer_split) - (1 if self.pipeline_placement == "wrap" else 0)
-        return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas))
+        return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas * self.tensor_parallel))
+
+    def shard(self) -> ModelConfig:
+        """The part of every layer one IPU of a tensor-parallel group holds (Shoeybi et al. 2019, Megatron-LM,
+        section 3): heads / t of the attention heads (q, k, v column-split, the output projection row-split),
+        ffn / t of the FFN (w1 column-split, w2 row-split), vocab / t of the embedding and LM head
+        (vocabulary-parallel); layer norms and residuals are replicated.  The vocabulary is padded to a multiple
+        of 128 x t first, as Megatron-LM pads it (``--make-vocab-size-divisible-by`` 128, times the
+        tensor-parallel size: 50257 -> 51200 at t = 8), so each IPU's slice is a multiple of 128.  The config
+        itself when t = 1."""
+        t = self.tensor_parallel
+        if t <= 1:
+            return self
+        return replace(self, heads=self.heads // t, head_dim=self.d_head, ffn=self.ffn_size // t,
+                       vocab=-(-self.vocab // (128 * t)) * 128, tensor_parallel=1,
+                       ipus=max(1, self.ipus // t), pipeline_stages=self.stages)
 
     def split(self) -> list:
         """Layers per pipeline stage (even split, remainder to the first stages, unless given); halves
@@ -166,12 +184,14 @@ class ModelConfig:
         """True when the run needs the pipelined / replicated / training-state composition."""
         return (self.ipus > 1 or self.replicas > 1 or self.grad_accum > 1 or self.optimizer != "sgd"
                 or self.master_weights or self.optimizer_state != "onchip" or self.rts or self.packing != 1.0
-                or bool(self.layer_split) or self.pipeline_stages > 1)
+                or bool(self.layer_split) or self.pipeline_stages > 1 or self.tensor_parallel > 1)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         if not d["head_dim"]:  # the default (hidden / heads): left out, so configs and profiles that do
             d.pop("head_dim")  # not set it read as before
+        if d.get("tensor_parallel", 1) == 1:  # the default (no sharding): left out the same way
+            d.pop("tensor_parallel", None)
         if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
             d.pop("host_framework", None)
         return d
@@ -206,11 +226,13 @@ def make_config(model: str, **overrides) -> ModelConfig:
         if k not in ModelConfig.field_names():
             raise ConfigError(f"{k}: unknown setting; known: {', '.join(sorted(ModelConfig.field_names()))}")
         base[k] = list(v) if k == "layer_split" else v
-    if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base):
+    if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base
+                                          or "tensor_parallel" in base):
         # ipus not given: replicas x stages
         stages = (len(base["layer_split"]) - (1 if base.get("pipeline_placement") == "wrap" else 0)
                   if base.get("layer_split") else base.get("pipeline_stages", 0) or 1)
-        base["ipus"] = int(base.get("replicas", 1)) * int(stages)
+        tp = base.get("tensor_parallel", 1)  # a bad value is refused by validate(), naming the field
+        base["ipus"] = int(base.get("replicas", 1)) * int(stages) * (tp if isinstance(tp, int) and tp >= 1 else 1)
     cfg = ModelConfig(**base)
     if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
         # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
@@ -245,7 +267,7 @@ def validate(cfg: ModelConfig) -> None:
 
 def validate_scale(cfg: ModelConfig) -> None:
     """Checks of the pipeline / replication / training-state fields; errors name the field."""
-    for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages"):
+    for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages", "tensor_parallel"):
         v = getattr(cfg, name)
         lo = 0 if name in ("mask_tokens", "pipeline_stages") else 1
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
@@ -291,12 +313,23 @@ def validate_scale(cfg: ModelConfig) -> None:
             raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
         if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
             raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {cfg.stages} IPUs' stages")
-    if cfg.ipus % cfg.replicas:
-        raise ConfigError(f"replicas: {cfg.replicas} replicas do not divide {cfg.ipus} IPUs")
+    tp = cfg.tensor_parallel
+    if tp > 1:
+        if cfg.model not in TRANSFORMERS:
+            raise ConfigError(f"tensor_parallel: only the bert / gpt models shard their layers over IPUs; model "
+                              f"'{cfg.model}' does not read it")
+        if cfg.heads % tp or cfg.ffn_size % tp:
+            raise ConfigError(f"tensor_parallel: {tp} IPUs must divide the attention heads ({cfg.heads}) and the FFN "
+                              f"width ({cfg.ffn_size}); choose a divisor of both")
+        if cfg.pipeline_placement == "wrap":
+            raise ConfigError("tensor_parallel: the 'wrap' pipeline placement is not modelled with tensor parallelism; "
+                              "use pipeline_placement 'sequential'")
+    if cfg.ipus % (cfg.replicas * tp):
+        raise ConfigError(f"replicas: {cfg.replicas} replicas x tensor_parallel {tp} do not divide {cfg.ipus} IPUs")
     S = cfg.stages
-    if cfg.replicas * S != cfg.ipus:
-        raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) = {cfg.replicas * S} "
-                          f"but ipus is {cfg.ipus}")
+    if cfg.replicas * S * tp != cfg.ipus:
+        raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) x tensor_parallel ({tp}) = "
+                          f"{cfg.replicas * S * tp} but ipus is {cfg.ipus}")
     D = cfg.pipeline_depth
     if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * D - 1:
         raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {D}-stage pipeline; PopART "
