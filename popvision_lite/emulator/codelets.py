@@ -23,8 +23,9 @@ import numpy as np
 
 from popvision_lite.emulator.estimators import elementwise as EW
 from popvision_lite.emulator.estimators import popops
+from popvision_lite.emulator.estimators.microbench import sram_reader_cycles
 from popvision_lite.emulator.estimators.poplin import amp_worker_cycles
-from popvision_lite.emulator.estimators.popops import ELEMENTWISE_OVERHEAD, strided_reduce_cycles
+from popvision_lite.emulator.estimators.popops import strided_reduce_cycles
 from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, VertexGroup, Windows
 from popvision_lite.errors import EmulatorError
 
@@ -411,11 +412,8 @@ class ReadSum(Codelet):
 
     def cycles(self, group, target):
         nbytes = group.fields["in"].sizes * group.fields["in"].tensor.itemsize
-        if self.assembly:
-            per = float(target.em["sram_load_bytes_per_cycle"])
-            return ELEMENTWISE_OVERHEAD + np.ceil(nbytes / per).astype(np.int64)
-        per = float(target.em["memcpy_bytes_per_cycle"])
-        return ELEMENTWISE_OVERHEAD + 2 * np.ceil(nbytes / per).astype(np.int64)
+        per = target.em["sram_load_bytes_per_cycle" if self.assembly else "memcpy_bytes_per_cycle"]
+        return sram_reader_cycles(nbytes, per, self.assembly)
 
     def flops(self, group):
         return int(group.fields["in"].sizes.sum())

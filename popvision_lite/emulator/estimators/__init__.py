@@ -7,6 +7,7 @@
   ``poplinCycleEstimators.cpp``);
 * :mod:`.popnn` - non-linearities, pooling, batch-norm coefficients (``lib/popnn/PerformanceEstimation.hpp``,
   ``popnnCycleEstimators.cpp``);
+* :mod:`.microbench` - the SRAM-reader microbenchmark codelet (Jia et al. 2019, not a poplibs vertex);
 * :mod:`.elementwise` - which of those estimators costs an elementwise codelet piece (the codelets'
   ``model`` tuples), and the 2D (many regions per worker) form of each.
 

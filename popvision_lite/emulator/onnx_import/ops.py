@@ -128,7 +128,7 @@ class PopopsElementwise(Elementwise):
         if self.model is not None:
             return super().cycles(group, target)
         out = group.fields["out"]
-        per = popops.vector_cycles(self.kind, 2 if out.tensor.dtype == "float16" else 4)
+        per = popops.vector_cycles(self.kind, out.tensor.itemsize)
         return popops.fallback_worker_cycles(out.sizes, out.tensor.itemsize, per)
 
 
