@@ -59,6 +59,17 @@ def test_binary_max_float_uses_its_table_entry(mk2):
     assert _one_tile_cycles(mk2, C.MAX, n, "float32") == 6 * (29 + math.ceil(200 / 2) * 3) + 11
 
 
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_onnx_max_min_float_use_the_same_table_entry(mk2, kind):
+    # the ONNX importer's Max / Min: 14 set-up + binaryOpPerfInfo {MAXIMUM|MINIMUM, FLOAT} {3, false, 2}
+    # = 3 cycles per 2-float vector on each of the 6 worker pieces, + the 11-cycle launch
+    from popvision_lite.emulator.onnx_import.ops import BINARY_CODELETS
+
+    n = 1200
+    assert _one_tile_cycles(mk2, BINARY_CODELETS[kind], n, "float32") == 6 * (14 + math.ceil(200 / 2) * 3) + 11
+    assert _one_tile_cycles(mk2, BINARY_CODELETS[kind], n, "float16") == 6 * (14 + math.ceil(200 / 4) * 4) + 11
+
 @pytest.mark.parametrize("op,codelet,base,per,unroll", [("relu", C.RELU, 17, 3, 4), ("exp", C.EXP, 33, 4, 4),
                                                         ("neg", C.NEG, 17, 2, 4)])
 def test_unary_half_is_poplibs_unaryop1d(mk2, op, codelet, base, per, unroll):
