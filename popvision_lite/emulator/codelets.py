@@ -77,7 +77,8 @@ def _expand(param, sizes: np.ndarray):
 class Elementwise(Codelet):
     """out = fn(inputs...) elementwise over Regions fields of equal size per vertex."""
 
-    def __init__(self, name, fn, inputs=("a", "b"), cycles_per_vector=2, flops_per_element=1,
+    def __init__(self, name, fn, inputs=("a", "b"), cycles_per_vector=popops.FALLBACK_UNARY_VECTOR_CYCLES,
+                 flops_per_element=1,
                  params=(), inplace=False, code_bytes=320, model=None):
         # model: which poplibs estimator gives the worker cycles of a piece: ("binary", op),
         # ("unary", op), ("nonlinearity", kind, grad), ("cast",), ("fill",), ("scaled_add",),
@@ -140,34 +141,36 @@ class Elementwise(Codelet):
         out.scatter(data, np.asarray(res).astype(DTYPES[out.tensor.dtype], copy=False))
 
 
-def unary(name, fn, cycles_per_vector=2, flops_per_element=1, params=(), code_bytes=256, model=None) -> Elementwise:
+def unary(name, fn, cycles_per_vector=popops.FALLBACK_UNARY_VECTOR_CYCLES, flops_per_element=1, params=(),
+          code_bytes=256, model=None) -> Elementwise:
     return Elementwise(name, fn, ("in",), cycles_per_vector, flops_per_element, params, code_bytes=code_bytes,
                        model=model)
 
 
-def binary(name, fn, cycles_per_vector=3, flops_per_element=1, params=(), code_bytes=320, model=None) -> Elementwise:
+def binary(name, fn, cycles_per_vector=popops.FALLBACK_BINARY_VECTOR_CYCLES, flops_per_element=1, params=(),
+           code_bytes=320, model=None) -> Elementwise:
     return Elementwise(name, fn, ("a", "b"), cycles_per_vector, flops_per_element, params, code_bytes=code_bytes,
                        model=model)
 
 
-# Binary ops: popops BinaryOp1D (see binary_op_worker_cycles).
+# Binary ops: popops BinaryOp1D (see estimators.popops.binary_op_worker_cycles).
 ADD = binary("Add", np.add, model=("binary", "add"))
 SUB = binary("Sub", np.subtract, model=("binary", "sub"))
 MUL = binary("Mul", np.multiply, model=("binary", "mul"))
 MAX = binary("Max", np.maximum, model=("binary", "max"))
 # out += in (inout 'out', in 'in'): popops BinaryOp1DInPlace ADD (getBinaryOp1DInPlaceEstimate)
-ADD_INPLACE = Elementwise("AddInPlace", np.add, inputs=("in",), cycles_per_vector=3, inplace=True,
+ADD_INPLACE = Elementwise("AddInPlace", np.add, inputs=("in",), inplace=True,
                           model=("binary_inplace", "add"))
-# Unary ops: popops UnaryOp1D (see unary_op_worker_cycles).
+# Unary ops: popops UnaryOp1D (see estimators.popops.unary_op_worker_cycles).
 RELU = unary("Relu", lambda x: np.maximum(x, 0), model=("unary", "relu"))
 NEG = unary("Neg", np.negative, model=("unary", "neg"))
 # A copy of a region on its tile: the same-size cast path (64-bit load/store per vector).
 COPY = unary("Copy", lambda x: x, flops_per_element=0, model=("cast",))
 CAST = unary("Cast", lambda x: x, flops_per_element=0, model=("cast",))
-EXP = unary("Exp", np.exp, cycles_per_vector=8, flops_per_element=4, model=("unary", "exp"))
+EXP = unary("Exp", np.exp, flops_per_element=4, model=("unary", "exp"))
 # x * scalar: popops BinaryOp1D MULTIPLY with a broadcast scalar operand (same inner loop)
 SCALE = unary("Scale", lambda x, scale: x * scale, params=("scale",), model=("binary", "mul"))
-FILL = Elementwise("Fill", lambda value: value, inputs=(), cycles_per_vector=1, flops_per_element=0,
+FILL = Elementwise("Fill", lambda value: value, inputs=(), flops_per_element=0,
                    params=("value",), code_bytes=128, model=("fill",))
 
 

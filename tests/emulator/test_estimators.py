@@ -17,6 +17,8 @@ EST = PKG / "emulator" / "estimators"
 # codelet estimates.
 SPEC_DEFAULTS = {("emulator/ops/planners.py", "memcpy_bytes_per_cycle"), ("emulator/ops/planners.py", "sync_cycles"),
                  ("emulator/ops/planners.py", "launch_cycles")}
+# Arguments named *cycle* in testing/ are the synthetic profiles' made-up device spec, not codelet
+# estimates.
 # class attributes of a codelet that are vertex behaviour, not cost
 VERTEX_ATTRS = {"code_bytes", "state_bytes", "flops_per_element"}
 
@@ -79,6 +81,19 @@ def violations(sources: dict[str, str], estimators: set[str]) -> list[str]:
                 out.append(f"{path}:{line}: estimator constant {name} defined again")
             elif "cycle" in name.lower() and _numeric(value) and (path, name) not in SPEC_DEFAULTS:
                 out.append(f"{path}:{line}: cycle figure {name} outside the estimators")
+        for node in ast.walk(tree):  # cycle figures passed as arguments or argument defaults
+            pairs = []
+            if isinstance(node, ast.Call):
+                pairs = [(k.arg, k.value) for k in node.keywords if k.arg]
+            elif isinstance(node, ast.FunctionDef):
+                args = node.args.posonlyargs + node.args.args
+                pairs = list(zip([a.arg for a in args[len(args) - len(node.args.defaults):]], node.args.defaults,
+                                 strict=True))
+                pairs += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True) if d]
+            for name, value in pairs:
+                zero = isinstance(value, ast.Constant) and value.value == 0  # a count of nothing, not a figure
+                if "cycle" in name.lower() and _numeric(value) and not zero and not path.startswith("testing/"):
+                    out.append(f"{path}:{node.lineno}: cycle figure {name}={ast.unparse(value)} outside the estimators")
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
             if "cycles" not in methods:
@@ -121,6 +136,9 @@ def test_no_cycle_formula_or_constant_outside_the_estimators():
     # a codelet carrying its own cost figures
     "class Pool:\n    per_vector = 3\n    code_bytes = 64\n    def cycles(self, group, target):\n"
     "        return 14 + self.per_vector\n",
+    # a figure handed to a codelet, or a default one
+    'EXP = unary("Exp", fn, cycles_per_vector=8)\n',
+    "def unary(name, fn, cycles_per_vector=2):\n    pass\n",
 ])
 def test_the_scan_finds_a_planted_duplicate(planted):
     est = estimator_names(_package_sources(exclude_estimators=False))

@@ -30,10 +30,7 @@ from popvision_lite.emulator.ops import basic
 from popvision_lite.emulator.ops import codelets as _OC
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.emulator.ops.context import View
-
-
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
+from popvision_lite.emulator.ops.reference import f32 as _f32
 
 
 def _erf(x):

@@ -18,11 +18,8 @@ from popvision_lite.emulator.estimators import popops
 from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles
 from popvision_lite.emulator.graph import DTYPES, Blocks, Regions, Windows
 from popvision_lite.emulator.ops import reference as R
+from popvision_lite.emulator.ops.reference import f32 as _f32
 from popvision_lite.errors import EmulatorError
-
-
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
 
 
 def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
