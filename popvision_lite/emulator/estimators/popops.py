@@ -23,8 +23,8 @@ SUPERVISOR_OVERHEAD = 11     # PerformanceEstimation.cpp basicOpSupervisorOverhe
 # poplibs op), and the per-vector form of the ONNX-only ops: loop set-up per vertex, in worker
 # cycles (assumption; the BinaryOp1D worker prologue is 26, UnaryOp1D 17).
 ELEMENTWISE_OVERHEAD = 14
-# ... and their default figure per 64-bit vector (assumption): a unary loop loads, operates and
-# stores (2 paired instructions), a binary loop loads twice (3).
+# The per-vector figure a user-made codelet gets when it gives none (assumption): a unary loop
+# loads, operates and stores (2 paired instructions), a binary loop loads twice (3).
 FALLBACK_UNARY_VECTOR_CYCLES = 2
 FALLBACK_BINARY_VECTOR_CYCLES = 3
 
