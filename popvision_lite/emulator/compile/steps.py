@@ -11,12 +11,15 @@ from popvision_lite.emulator.compile.compiled import (
     K_COMPUTE,
     K_STREAM,
     K_SYNC,
+    K_XG,
+    K_XI,
     Compiled,
     CopyPlan,
     ProgInfo,
     digest,
     distinct_tiles,
 )
+from popvision_lite.emulator.compile.memory import tile_addr
 from popvision_lite.emulator.graph import _ranges_index
 from popvision_lite.errors import EmulatorError
 
@@ -171,6 +174,160 @@ def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
     starts = np.nonzero(new)[0]
     counts = np.diff(np.append(starts, n))
     return st[starts], dt[starts], counts
+
+
+def compile_copy(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    if prog.src.tensor.dtype != prog.dst.tensor.dtype:
+        raise EmulatorError(
+            f"Copy '{prog.name}': src '{prog.src.name}' is {prog.src.tensor.dtype} but dst '{prog.dst.name}' is "
+            f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
+        )
+    key, shift = _copy_structure_key(c, prog)
+    memo = c.__dict__.setdefault("_copy_memo", {})
+    if key in memo:
+        # an exchange of the same structure earlier in this graph (the same op in another layer,
+        # possibly placed on tiles rotated by an even count): same pieces and per-tile bytes and
+        # code, moved to this copy's tiles, so replay its effects instead of recomputing them
+        plan, effects, code_bytes, shift0 = memo[key]
+        d = shift - shift0
+        T = c.num_tiles
+        if plan is not None:
+            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(
+                plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
+                plan.src_k, plan.dst_k)
+        for fn, args, kw in effects:
+            if fn == "mem":
+                cat, tiles, nbytes = args
+                c.add_mem(cat, (np.asarray(tiles) + d) % T if d else tiles, nbytes, **kw)
+            elif d and kw.get("shared") is None:  # dense per-tile rows (sync rows are the target's own)
+                c.add_template(info, args[0], *(None if a is None else np.roll(a, d) for a in args[1:]), **kw)
+            else:
+                c.add_template(info, *args, **kw)
+        info.code_bytes += code_bytes
+        return
+    effects: list = []
+    before = info.code_bytes
+    c.recording = effects
+    try:
+        _compile_copy_fresh(c, info)
+    finally:
+        c.recording = None
+    # the plan (per-piece arrays, the bulk of a copy's memory) is kept only where the outlining
+    # signature needs it; a plain whole-graph compile frees each plan after its copy, as before
+    memo[key] = (c.copy_plans[info.prog_id] if c.outline else None, effects, info.code_bytes - before, shift)
+
+
+def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
+    """Everything a copy's compiled effects depend on: each endpoint's element runs (per vertex for a
+    field, whose vertices can be whole pieces), its tensor's tile mapping, and the element size.
+    On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
+    down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
+    bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
+    from popvision_lite.emulator.graph import Field
+
+    T = c.num_tiles
+    src_tiles = prog.src.tensor.mapping.tile
+    shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
+    parts = [str(prog.src.tensor.itemsize).encode()]
+    for ep in (prog.src, prog.dst):
+        if isinstance(ep, Field):
+            s, e = ep.run_bounds()
+            parts.append(b"F" + digest(s, e))
+        else:
+            st, ln = ep.runs()
+            parts.append(b"R" + digest(st, ln))
+        mp = ep.tensor.mapping
+        parts.append(digest((mp.tile - shift) % T if shift else mp.tile, mp.start, mp.stop))
+    return b"".join(parts), shift
+
+
+def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    plan = copy_pieces(prog.src, prog.dst)
+    c.copy_plans[info.prog_id] = plan
+    if len(plan.length) == 0:
+        return
+    T = c.num_tiles
+    isz = prog.src.tensor.itemsize
+    nbytes = plan.length * isz
+    cross = plan.src_tile != plan.dst_tile
+    # a source piece sent to several tiles goes out once (the exchange multicasts)
+    xi = np.nonzero(cross)[0]
+    if len(xi):
+        key = plan.src_elem[xi] * (int(plan.length.max()) + 1) + plan.length[xi]
+        if np.all(key[1:] > key[:-1]):
+            xs = xi  # already distinct (no broadcast)
+        else:
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            xs = xi[order[np.concatenate([[True], ks[1:] != ks[:-1]])]]
+    else:
+        xs = xi
+    bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
+    bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
+    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes)
+    local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
+    # exchange / copy-descriptor memory on each participating tile
+    ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
+    glob = ipu_s != ipu_d
+    src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
+    dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
+    sent_once = np.zeros(len(cross), bool)
+    sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
+    for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
+        if mask.any():
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            _ps, pd_, cnt = code_patterns(plan, mask, src_addr, dst_addr)
+            per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            # send side: patterns of the distinct source pieces, charged to the sender
+            ps_, _pd, cnt_s = code_patterns(plan, mask & sent_once, src_addr, src_addr)
+            per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            c.add_mem(cat, pd_, per_r)
+            c.add_mem(cat, ps_, per_s)
+            both = np.concatenate([ps_, pd_])
+            ut = distinct_tiles(both, c.num_tiles)
+            c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
+            info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+    if glob.any():
+        c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
+    if (~cross).any():
+        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
+    if not cross.any():
+        # purely on-tile: the tiles copy with memcpy, a compute-like step
+        ut = distinct_tiles(plan.src_tile, c.num_tiles)
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=int(2 * nbytes.sum()))
+        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
+        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+        return
+    all_t = np.arange(T)
+    if glob.any():
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
+        nI = c.target.num_ipus
+        # a multicast piece crosses the links once per destination IPU (not once per destination tile)
+        gi = np.nonzero(glob)[0]
+        gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
+        gorder = np.argsort(gkey, kind="stable")
+        gk = gkey[gorder]
+        gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
+        leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
+        enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
+        link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
+        dur = max(int(busy.max()), link)
+        c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
+                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    else:
+        part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
+        ipu = c.ipu_of_tiles(part)
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
 
 
 def compile_stream(c: Compiled, info: ProgInfo) -> None:
