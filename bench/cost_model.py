@@ -87,13 +87,14 @@ def _tile_cycles(t, codelet, n, dtype="float16", src_dtype=None, params=None, in
 
 def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
     """(codelet, size, ours, poplibs, ratio) rows: our engine's tile cycles vs the poplibs estimator
-    written out independently (codelets.*_tile_cycles / amp_matmul_tile_cycles)."""
+    written out independently (estimators.popops.*_tile_cycles / poplin.amp_matmul_tile_cycles)."""
     import math
 
     from popvision_lite.emulator import Engine, Graph, Target
     from popvision_lite.emulator import codelets as C
     from popvision_lite.emulator import mapping as M
     from popvision_lite.emulator import programs as P
+    from popvision_lite.emulator.estimators import poplin, popnn, popops
     from popvision_lite.emulator.ops import codelets as OC
 
     t = Target.from_device(device)
@@ -105,21 +106,21 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
         rows.append((name, n, int(ours), int(ref), ours / ref))
 
     for n in sizes:
-        add("Add half (BinaryOp1D ADD)", n, _tile_cycles(t, C.ADD, n), C.binary_op_1d_tile_cycles("add", 2, n))
+        add("Add half (BinaryOp1D ADD)", n, _tile_cycles(t, C.ADD, n), popops.binary_op_1d_tile_cycles("add", 2, n))
         add("Max float (BinaryOp1D MAXIMUM)", n, _tile_cycles(t, C.MAX, n, "float32"),
-            C.binary_op_1d_tile_cycles("max", 4, n))
+            popops.binary_op_1d_tile_cycles("max", 4, n))
         add("Relu half (UnaryOp1D RELU)", n, _tile_cycles(t, C.RELU, n, inputs=("in",)),
-            C.unary_op_1d_tile_cycles("relu", 2, n))
+            popops.unary_op_1d_tile_cycles("relu", 2, n))
         add("Exp half (UnaryOp1D EXPONENT)", n, _tile_cycles(t, C.EXP, n, inputs=("in",)),
-            C.unary_op_1d_tile_cycles("exp", 2, n))
+            popops.unary_op_1d_tile_cycles("exp", 2, n))
         add("Cast float->half (Cast1D)", n, _tile_cycles(t, C.CAST, n, "float16", "float32", inputs=("in",)),
-            C.cast_1d_tile_cycles(n, 4, 2))
+            popops.cast_1d_tile_cycles(n, 4, 2))
         add("ScaledSubtract half (SGD)", n, _tile_cycles(t, OC.SGD, n, inputs=("in",),
                                                          params={"lr": np.float32(0.1)}),
-            C.scaled_add_tile_cycles(n, 2))
+            popops.scaled_add_tile_cycles(n, 2))
         fw = math.ceil(n / 6)
         add("Gelu half (popnn NonLinearity1D)", n, _tile_cycles(t, OC.GELU, n, inputs=("in",)),
-            9 + launch + 6 * (int(C.nonlinearity_worker_cycles("gelu", 2, fw)) - C.UNARY_SUPERVISOR_EXTRA))
+            9 + launch + 6 * (int(popnn.nonlinearity_worker_cycles("gelu", 2, fw)) - popops.UNARY_SUPERVISOR_EXTRA))
     for k, m in ((4, 64), (16, 256), (64, 1024)):
         g = Graph(t)
         src = g.add_variable("p", (k * m,), "float32", mapping=M.single_tile(k * m, 0))
@@ -132,7 +133,7 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
         g.add_vertices(cs, OC.REDUCE_PARTIALS, np.zeros(len(starts), int), fields={
             "in": src.regions(ins, k * lens), "out": out.regions(starts, lens)}, params={"k": np.int64(k)})
         ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
-        worst = max(int(C.strided_reduce_cycles(k, int(x), 4, 2)) for x in lens)
+        worst = max(int(popops.strided_reduce_cycles(k, int(x), 4, 2)) for x in lens)
         add(f"Reduce {k} fp32 partials (strided reduce), 6 workers", m, ours, 6 * worst + launch)
     # row ops: one row alone on a tile (spread over the six workers) vs the sum of the poplibs
     # vertices Poplar runs for it, each as its own MultiVertex over the row (reductions: six
@@ -152,12 +153,12 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
             ref = 0
             for kind, op in codelet.parts:
                 if kind == "b":
-                    ref += C.binary_op_1d_tile_cycles(op, 2, L)
+                    ref += popops.binary_op_1d_tile_cycles(op, 2, L)
                 elif kind == "u":
-                    ref += C.unary_op_1d_tile_cycles(op, 2, L)
+                    ref += popops.unary_op_1d_tile_cycles(op, 2, L)
                 else:
-                    ref += (6 * int(OC.single_input_reduce_cycles(math.ceil(L / 6), 2, op)) + launch
-                            + int(C.strided_reduce_cycles(6, 1)) * 6 + launch)
+                    ref += (6 * int(popops.single_input_reduce_cycles(math.ceil(L / 6), 2, op)) + launch
+                            + int(popops.strided_reduce_cycles(6, 1)) * 6 + launch)
             add(f"{codelet.name} row (sum of its poplibs vertices)", L, ours, ref)
     for m, kk, nn in ((48, 64, 64), (192, 256, 128), (1024, 256, 256)):
         g = Graph(t)
@@ -170,7 +171,7 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
             params={"k": np.int64(kk)})
         ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
         add(f"AMP matmul {m}x{kk}x{nn} (ConvPartial1x1Out)", m * kk * nn, ours,
-            C.amp_matmul_tile_cycles(m, kk, nn, True) + launch)
+            poplin.amp_matmul_tile_cycles(m, kk, nn, True) + launch)
     return rows
 
 

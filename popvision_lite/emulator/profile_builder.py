@@ -10,7 +10,8 @@ import pandas as pd
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compiler import K_COMPUTE, K_STREAM, K_SYNC, K_XG, K_XI, Compiled
+from popvision_lite.emulator.compile.compiled import K_COMPUTE, K_STREAM, K_SYNC, K_XG, K_XI, Compiled
+from popvision_lite.emulator.compile.liveness import accesses
 from popvision_lite.profile import schema
 
 EMULATOR_VERSION = "popvision-lite-emulator 0.1"
@@ -140,13 +141,11 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     reads: dict[int, set] = {i: set() for i in range(nops)}
     writes: dict[int, set] = {i: set() for i in range(nops)}
     dtypes: dict[int, set] = {i: set() for i in range(nops)}
-    from popvision_lite.emulator.compiler import _accesses
-
     readers: dict[int, set] = {}
     for pid in c.leaves:
         info = c.progs[pid]
         oid = c.op_index.get(info.op, -1) if info.op is not None else -1
-        r, w = _accesses(c, info)
+        r, w = accesses(c, info)
         for t in r:
             readers.setdefault(t, set()).add(oid)
         if oid < 0:
@@ -253,7 +252,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     producer = {}
     for pid in c.leaves:
         info = c.progs[pid]
-        _, w = _accesses(c, info)
+        _, w = accesses(c, info)
         for t in w:
             producer.setdefault(t, c.op_index.get(info.op, -1) if info.op is not None else -1)
     var_rows = []

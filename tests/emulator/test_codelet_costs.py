@@ -16,6 +16,7 @@ from popvision_lite.emulator import Engine, Graph, Target
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.estimators import poplin, popops
 from popvision_lite.emulator.ops import basic as ops
 from popvision_lite.emulator.ops import codelets as OC
 from popvision_lite.emulator.ops.context import OpContext
@@ -48,7 +49,7 @@ def _one_tile_cycles(t, codelet, n, dtype="float16", src_dtype=None, params=None
 def test_binary_add_is_poplibs_binaryop1d(mk2, n):
     # popopsCycleEstimators.cpp BinaryOp1D: 6 workers x (26 + ceil(ceil(n/6)/4) x (1 + 2)) + 11 (half)
     want = 6 * (26 + math.ceil(math.ceil(n / 6) / 4) * 3) + 11
-    assert C.binary_op_1d_tile_cycles("add", 2, n) == want
+    assert popops.binary_op_1d_tile_cycles("add", 2, n) == want
     assert _one_tile_cycles(mk2, C.ADD, n) == want
 
 
@@ -58,15 +59,26 @@ def test_binary_max_float_uses_its_table_entry(mk2):
     assert _one_tile_cycles(mk2, C.MAX, n, "float32") == 6 * (29 + math.ceil(200 / 2) * 3) + 11
 
 
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_onnx_max_min_float_use_the_same_table_entry(mk2, kind):
+    # the ONNX importer's Max / Min: 14 set-up + binaryOpPerfInfo {MAXIMUM|MINIMUM, FLOAT} {3, false, 2}
+    # = 3 cycles per 2-float vector on each of the 6 worker pieces, + the 11-cycle launch
+    from popvision_lite.emulator.onnx_import.ops import BINARY_CODELETS
+
+    n = 1200
+    assert _one_tile_cycles(mk2, BINARY_CODELETS[kind], n, "float32") == 6 * (14 + math.ceil(200 / 2) * 3) + 11
+    assert _one_tile_cycles(mk2, BINARY_CODELETS[kind], n, "float16") == 6 * (14 + math.ceil(200 / 4) * 4) + 11
+
 @pytest.mark.parametrize("op,codelet,base,per,unroll", [("relu", C.RELU, 17, 3, 4), ("exp", C.EXP, 33, 4, 4),
                                                         ("neg", C.NEG, 17, 2, 4)])
 def test_unary_half_is_poplibs_unaryop1d(mk2, op, codelet, base, per, unroll):
     n = 4800
     # UnaryOp1D: 6 x (base + ceil(ceil(n/6) / unroll) x cycles) + 9 + 11
     want = 6 * (base + math.ceil(800 / unroll) * per) + 9 + 11
-    assert C.unary_op_1d_tile_cycles(op, 2, n) == want
+    assert popops.unary_op_1d_tile_cycles(op, 2, n) == want
     got = _one_tile_cycles(mk2, codelet, n, inputs=("in",))
-    assert got == want - 9 + 6 * C.UNARY_SUPERVISOR_EXTRA  # the 9 supervisor cycles spread as 2 per worker
+    assert got == want - 9 + 6 * popops.UNARY_SUPERVISOR_EXTRA  # the 9 supervisor cycles spread as 2 per worker
     assert abs(got - want) / want < 0.01
 
 
@@ -75,7 +87,7 @@ def test_cast_float_to_half_is_poplibs_cast1d(mk2):
     # castWorkerCycles f32->f16: opVectorWidth min(2 x 2, 4) = 4, cyclesPerVector max(4/2, 4/4) = 2, 19 prologue,
     # remainder checks ceilLog2(4) = 2 x 1 cycle; Cast1D = 12 + 6 x (worker + 18)
     worker = 19 + 2 * (1000 // 4) + 2
-    assert C.cast_1d_tile_cycles(n, 4, 2) == 12 + 6 * (worker + 18)
+    assert popops.cast_1d_tile_cycles(n, 4, 2) == 12 + 6 * (worker + 18)
     got = _one_tile_cycles(mk2, C.CAST, n, "float16", src_dtype="float32", inputs=("in",))
     assert got == 6 * (worker + 18 + 2) + 11
 
@@ -92,7 +104,7 @@ def test_scaled_subtract_within_10_percent_of_poplibs(mk2):
     n = 6000
     v = 6000 // 4 // 6
     want = 57 + 6 * (15 + 6 + 3 * (v - 1) + 2 + 1 + 1)
-    assert C.scaled_add_tile_cycles(n, 2) == want
+    assert popops.scaled_add_tile_cycles(n, 2) == want
     got = _one_tile_cycles(mk2, OC.SGD, n, inputs=("in",), params={"lr": np.float32(0.1)})
     assert abs(got - want) / want < 0.10
 
@@ -102,7 +114,7 @@ def test_gelu_is_popnn_nonlinearity(mk2):
     # nonLinearity1DCycleEstimator GELU half: 20 overhead + (2 + 5 + 99 x 5 + 1 + 5) + 4 remainder checks
     worker = 20 + (2 + 5 + 99 * 5 + 1 + 5) + 4
     got = _one_tile_cycles(mk2, OC.GELU, n, inputs=("in",))
-    assert got == 6 * (worker + C.UNARY_SUPERVISOR_EXTRA) + 11
+    assert got == 6 * (worker + popops.UNARY_SUPERVISOR_EXTRA) + 11
 
 
 # ------------------------------------------------------------------ reductions (popops)
@@ -110,7 +122,7 @@ def test_gelu_is_popnn_nonlinearity(mk2):
 @pytest.mark.parametrize("k,m", [(2, 8), (16, 64), (100, 6)])
 def test_strided_reduce_float(k, m):
     # getCyclesEstimateForStridedReduce, float partials/out, ADD: 5 + 11 + ceil(m/2) x (3 + (3 + 2) + 3 + (k - 1))
-    assert int(C.strided_reduce_cycles(k, m, 4, 4)) == 16 + math.ceil(m / 2) * (3 + 5 + 3 + k - 1)
+    assert int(popops.strided_reduce_cycles(k, m, 4, 4)) == 16 + math.ceil(m / 2) * (3 + 5 + 3 + k - 1)
 
 
 def test_reduce_add_codelet_and_partials_codelet_charge_strided_reduce(mk2):
@@ -128,7 +140,7 @@ def test_reduce_add_codelet_and_partials_codelet_charge_strided_reduce(mk2):
 
 def test_single_input_reduce_half():
     # getCyclesEstimateForSingleInput, half ADD: 3 + 6 + 2 x floor(n / 8) + 5 + n % 8 + 3 + 5 (half out)
-    assert int(OC.single_input_reduce_cycles(100, 2, "add")) == 3 + 6 + 2 * 12 + 5 + 4 + 3 + 5
+    assert int(popops.single_input_reduce_cycles(100, 2, "add")) == 3 + 6 + 2 * 12 + 5 + 4 + 3 + 5
 
 
 # ------------------------------------------------------------------ AMP partials (poplin)
@@ -144,9 +156,9 @@ def test_amp_supervisor_matches_poplin_1x1_estimate():
     # groups, 16 out chans per group (1 pass), 32 weight-load cycles, common path (1):
     want = (50 + 6 * (7 + 3 * (2 - 1)) + (12 + 1 + (2 - 1) * (15 - 1 + 1 + 2 * (19 + 6 + 32 + inner_nz))
                                            + (10 + 1 + 2 * (19 - 1 + 7 + 32 + inner_z))))
-    assert C.amp_matmul_tile_cycles(m, k, n, True) == want
+    assert poplin.amp_matmul_tile_cycles(m, k, n, True) == want
     # large blocks approach the AMP rate (128 FLOP/cycle/tile on Mk2)
-    big = C.amp_matmul_tile_cycles(1024, 256, 256, True)
+    big = poplin.amp_matmul_tile_cycles(1024, 256, 256, True)
     assert 0.85 < 2 * 1024 * 256 * 256 / 128 / big < 1.0
 
 
@@ -162,7 +174,7 @@ def test_amp_supervisor_vertex_occupies_the_tile(mk2):
     g.add_vertices(cs, OC.TILE_MATMUL[(False, False, False)], [0, 0], fields={
         "a": a.regions([0, mm * kk], mm * kk), "b": b.regions([0, 0], kk * nn),
         "out": c.blocks((1, mm, nn), np.array([[0, 0, 0], [1, 0, 0]]))}, params={"k": np.int64(kk)})
-    t = C.amp_matmul_tile_cycles(mm, kk, nn, True)
+    t = poplin.amp_matmul_tile_cycles(mm, kk, nn, True)
     res = Engine(g, P.Execute(cs), mode="timing").run()
     assert res.total_cycles == 2 * 6 * math.ceil(t / 6) + mk2.em["vertex_launch_cycles"]
 
@@ -358,7 +370,7 @@ def test_fragmented_pieces_are_regions_of_2d_vertices(mk2):
     got = Engine(g, P.Execute(cs), mode="timing").run().total_cycles
     region = math.ceil(n / 4) * 3 + math.ceil(5 * 6 / r)  # loop + share of the 5-cycle 2D prologue
     assert got == 6 * (r // 6) * region + mk2.em["vertex_launch_cycles"]
-    assert got < 6 * (r // 6) * int(C.binary_op_worker_cycles("add", 2, n))  # cheaper than 1D pieces
+    assert got < 6 * (r // 6) * int(popops.binary_op_worker_cycles("add", 2, n))  # cheaper than 1D pieces
 
 
 def test_multicast_send_code_is_paid_once_and_block_rows_are_one_region(mk2):
@@ -387,7 +399,6 @@ def test_multicast_send_code_is_paid_once_and_block_rows_are_one_region(mk2):
 def test_k_reduction_closed_form_equals_the_vertex_list():
     """The planner's O(pk) reduce estimate sums exactly what one vertex per row run of each slice,
     handed round-robin to the six workers, costs (k_partial_segments + strided_reduce_cycles)."""
-    from popvision_lite.emulator import codelets as C
     from popvision_lite.emulator.ops import planners as PL
 
     rng = np.random.default_rng(4)
@@ -395,7 +406,7 @@ def test_k_reduction_closed_form_equals_the_vertex_list():
         pk, bm, bn = int(rng.integers(2, 48)), int(rng.integers(1, 200)), int(rng.integers(1, 200))
         worst = 0
         for lens in PL.k_partial_segments(bm, bn, pk):
-            cyc = np.asarray(C.strided_reduce_cycles(pk, lens, 4, 2), dtype=np.int64)
+            cyc = np.asarray(popops.strided_reduce_cycles(pk, lens, 4, 2), dtype=np.int64)
             load = np.bincount(np.arange(len(cyc)) % 6, weights=cyc, minlength=6).max()
             worst = max(worst, max(6 * int(load), len(cyc) * 11) + 11)
         assert PL._reduce_tile_cycles(pk, bm, bn, 6, 11, 2) == worst, (pk, bm, bn)
@@ -411,12 +422,11 @@ def test_scalar_exchange_cost_equals_the_engines():
 
 
 def test_scalar_strided_reduce_equals_the_vectorised_estimate():
-    from popvision_lite.emulator import codelets as C
 
     for k in (2, 3, 17, 64):
         for m in (1, 2, 3, 7, 100, 1023):
             for pb, ob in ((4, 2), (4, 4), (2, 2), (2, 4)):
-                assert C.strided_reduce_cycles_scalar(k, m, pb, ob) == int(C.strided_reduce_cycles(k, m, pb, ob))
+                assert popops.strided_reduce_cycles_scalar(k, m, pb, ob) == int(popops.strided_reduce_cycles(k, m, pb, ob))
 
 
 def test_cross_tile_reduction_of_a_prime_number_of_partials_stays_a_tree(mk2):

@@ -4,6 +4,7 @@ exactly what compiling every copy afresh gives."""
 
 import numpy as np
 
+import popvision_lite.emulator.compile.steps as S
 import popvision_lite.emulator.compiler as C
 from popvision_lite.emulator import Graph, Target, TensorView
 from popvision_lite.emulator import mapping as M
@@ -20,12 +21,12 @@ def test_copy_memo_matches_fresh_compile(monkeypatch):
 
 def _compile_both(monkeypatch, graph, prog):
     fresh = []
-    orig = C._compile_copy_fresh
-    monkeypatch.setattr(C, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    orig = S._compile_copy_fresh
+    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
     memo = C.compile_graph(graph, prog)
     n_memo = len(fresh)
     counter = iter(range(10**9))
-    monkeypatch.setattr(C, "_copy_structure_key", lambda c, p: (str(next(counter)).encode(), 0))
+    monkeypatch.setattr(S, "_copy_structure_key", lambda c, p: (str(next(counter)).encode(), 0))
     plain = C.compile_graph(graph, prog)
     return memo, plain, n_memo, len(fresh) - n_memo
 

@@ -11,12 +11,9 @@
 * ``concat(parts, axis, shape, name)``: parts (handles with their logical shapes) joined along
   ``axis`` into a new tensor of logical ``shape`` (row-major).
 
-Cycle costs of the new elementwise codelets are poplibs' popops elementwise estimator figures
-(``lib/popops/popopsCycleEstimators.hpp`` in graphcore/poplibs, tables ``unaryOpPerfInfo`` and
-``binaryOpPerfInfo``): cycles per loop iteration and the elements one iteration handles; converted
-here to worker cycles per 64-bit vector (4 x fp16, 2 x fp32).  Entries with a width of 1 are per
-element (multiplied by the vector width).  The per-vertex set-up is the library's
-``ELEMENTWISE_OVERHEAD`` like every other elementwise codelet.
+Cycle costs of the new elementwise codelets are poplibs' popops elementwise estimator figures per
+64-bit vector (``estimators.popops.vector_cycles``), on top of the per-vertex set-up every
+elementwise codelet without a poplibs vertex estimator has (``fallback_worker_cycles``).
 """
 
 from __future__ import annotations
@@ -24,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.codelets import ELEMENTWISE_OVERHEAD, Elementwise, _per_vector
+from popvision_lite.emulator.codelets import Elementwise
+from popvision_lite.emulator.estimators import popops
 from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.models.planning import PlanOnlyBackend, Shape
@@ -32,10 +30,7 @@ from popvision_lite.emulator.ops import basic
 from popvision_lite.emulator.ops import codelets as _OC
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.emulator.ops.context import View
-
-
-def _f32(x):
-    return np.asarray(x, dtype=np.float32)
+from popvision_lite.emulator.ops.reference import f32 as _f32
 
 
 def _erf(x):
@@ -107,48 +102,6 @@ BINARY_FNS = {
                                                                                       _f32(x) / 3 + 0.5)),
 }
 
-# (fp16 cycles per 64-bit vector, fp32 cycles per 64-bit vector), from popops unaryOpPerfInfo /
-# binaryOpPerfInfo {cycles, vectorised, width}: width 4 (half) / 2 (float) = per vector as is;
-# width 1 = per element, times 4 (half) or 2 (float).
-POPOPS_CYCLES = {
-    "tanh": (4, 12),            # TANH half {4, false, 4}, float {12, false, 2}
-    "sigmoid": (6, 12),         # SIGMOID half {6, false, 4}, float {12, false, 2}
-    "sqrt": (23, 10),           # SQRT half {23, false, 4}, float {10, false, 2}
-    "rsqrt": (19, 8),           # RSQRT half {19, false, 4}, float {8, false, 2}
-    "reciprocal": (15, 6),      # INVERSE half {15, false, 4}, float {6, false, 2}
-    "erf": (64, 36),            # ERF half {16, false, 1} x 4, float {18, false, 1} x 2
-    # the exact (erf) GELU of ONNX's Gelu / the exporters' Erf pattern: costed by the op library's GELU
-    # and GeluGrad cost model (LIBRARY_MODELS below), so an imported model and the bundled one with the
-    # same layers cost the same; only the numerics follow ONNX.  (Fallback figures, not used.)
-    "gelu_erf": (10, 10),
-    "gelu_erf_bwd": (14, 14),
-    "exp": (4, 6),              # EXPONENT half {4, false, 4}, float {6, false, 2}
-    "neg": (2, 2),              # NEGATE half {2, false, 4}, float {2, false, 2}
-    "square": (2, 2),           # SQUARE half {2, false, 4}, float {2, false, 2}
-    "abs": (1, 1),              # ABSOLUTE {1, false}
-    "add_scalar": (2, 2),       # ADD with a broadcast scalar: ld, add, st paired -> as SQUARE (assumption)
-    "pow_scalar": (1300, 624),  # POWER half {325, false, 1} x 4, float {312, false, 1} x 2
-    "max_scalar": (4, 4),       # MAXIMUM half {4, false, 4}, float {4, false, 2}
-    "min_scalar": (4, 4),       # MINIMUM half {4, false, 4}, float {4, false, 2}
-    # torch's hardsigmoid / hardswish (x / 6 + 1/2 clamped to [0, 1], times x): one popops::map expression,
-    # costed as the sum of its parts (assumption: the fused expression's vertex runs the parts' instructions
-    # back to back): MULTIPLY by a scalar 2 + ADD a scalar 2 + MAXIMUM 4 + MINIMUM 4 (+ MULTIPLY 2)
-    "hard_sigmoid": (12, 12),
-    "hard_swish": (14, 14),
-    "gt_scalar": (9, 7),        # GREATER_THAN half {9, false, 4}, float {14, false, 4} (x 2 / 4 per vector)
-    "lt_scalar": (9, 7),        # LESS_THAN as GREATER_THAN (b < a)
-    "hard_sigmoid_bwd": (14, 14),  # as hard_sigmoid: compares, a select and a multiply by dy (assumption)
-    "hard_swish_bwd": (16, 16),
-    "isnan": (3, 3),            # IS_NAN half {3, true}, float {3, true} (a bool result, here 0 / 1 in the run's type)
-    "isinf": (5, 3),            # IS_INF half {5, true}, float {3, true}
-    "sub": (3, 3),              # SUBTRACT {1, true}: as the library's C.SUB (ld a, ld b, op, st)
-    "div": (21, 10),            # DIVIDE half {21, false, 4}, float {10, false, 2}
-    "max": (4, 4),              # MAXIMUM
-    "min": (4, 4),              # MINIMUM
-    "pow": (1300, 624),         # POWER
-    "select": (4, 4),           # SELECT: three loads, a compare-select and a store per vector (assumption:
-                                # popops has no table entry for the ternary op; MAXIMUM's 4 as the closest)
-}
 FLOPS = {"hard_sigmoid": 4, "hard_swish": 5, "gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
          "reciprocal": 4, "div": 4}
 
@@ -164,18 +117,16 @@ class PopopsElementwise(Elementwise):
     LIBRARY_MODELS use the op library's cost model instead."""
 
     def __init__(self, kind, fn, inputs, params=()):
-        half, single = POPOPS_CYCLES[kind]
-        super().__init__(f"Onnx{kind.title().replace('_', '')}", fn, inputs, cycles_per_vector=half,
-                         flops_per_element=FLOPS.get(kind, 1), params=params, model=LIBRARY_MODELS.get(kind))
+        super().__init__(f"Onnx{kind.title().replace('_', '')}", fn, inputs, flops_per_element=FLOPS.get(kind, 1),
+                         params=params, model=LIBRARY_MODELS.get(kind))
         self.kind = kind
-        self.cycles_fp32 = single
 
     def cycles(self, group, target):
         if self.model is not None:
             return super().cycles(group, target)
         out = group.fields["out"]
-        per = self.cycles_per_vector if out.tensor.dtype == "float16" else self.cycles_fp32
-        return ELEMENTWISE_OVERHEAD + per * _per_vector(out, out.sizes)
+        per = popops.vector_cycles(self.kind, out.tensor.itemsize)
+        return popops.fallback_worker_cycles(out.sizes, out.tensor.itemsize, per)
 
 
 UNARY_CODELETS = {k: PopopsElementwise(k, f, ("in",), params=("s",) if k.endswith("_scalar") else ())

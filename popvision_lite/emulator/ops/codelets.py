@@ -2,7 +2,7 @@
 
 Row ops work on Regions that cover whole rows of length ``row`` (a scalar param); numerics run
 once per vertex group over all rows (vectorised).  Cycle costs are compositions of the poplibs
-estimators of the popops / popnn vertices Poplar runs for the same op (core ``codelets`` module:
+estimators of the popops / popnn vertices Poplar runs for the same op (``emulator/estimators``:
 binary/unary op loops, single-input reductions), with the op list of each row op taken from
 poplibs (popnn/Norms.cpp getNormFwdFlops / getNormBwdFlops / getNormWuFlops for layer norm;
 popnn non-linearity SOFTMAX_STABLE and its gradient for softmax).
@@ -14,12 +14,16 @@ import numpy as np
 
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator.estimators import popops
+from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles
 from popvision_lite.emulator.graph import Blocks, Regions, Windows, to_dtype
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import EmulatorError
 
 
 def _f32(x):
+    """``x`` as float32 for a vertex's compute: ``graph.to_dtype`` (the bits of ``astype``, without numpy's
+    slow path for fp16 subnormals) for arrays."""
     return to_dtype(x, "float32") if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float32)
 
 
@@ -44,50 +48,6 @@ SGD = C.Elementwise("SgdUpdate", lambda w, g, lr: _f32(w) - lr * _f32(g), inputs
                     params=("lr",), inplace=True, model=("scaled_add",))
 
 
-def single_input_reduce_cycles(n, itemsize: int, op: str = "add", out_float: bool = False):
-    """popops/reduction/CycleEstimationFunctions.cpp getCyclesEstimateForSingleInput: one row of
-    ``n`` partials to one output.  ADD/SQUARE_ADD use the accumulator width (8 half / 4 float),
-    MAX the vector width (4 / 2); data path 4 half / 2 float elements per cycle:
-    3 + 6 + cyclesPerLoop x n / elemsPerLoop + 5 + n % elemsPerLoop + 3 (+ 5 when out is not float)."""
-    n = np.asarray(n, dtype=np.int64)
-    dpw = C.DATA_PATH_BYTES // itemsize
-    op_w = (8 if itemsize == 2 else 4) if op == "add" else C.vector_width(itemsize)
-    epc = min(op_w, dpw)
-    loads = op_w // epc
-    cpl = max(loads, 1)
-    epl = epc * loads
-    return 3 + 6 + cpl * (n // epl) + 5 + n % epl + 3 + (0 if out_float else 5)
-
-
-def row_pass_cycles(parts, L, itemsize: int) -> np.ndarray:
-    """Worker cycles of the per-row loops of ``parts`` over a row (piece) of ``L`` elements:
-    ("b", op) a popops binary-op loop, ("u", op) a unary-op loop, ("r", op) a single-input
-    reduction (its own per-row overhead included)."""
-    total = 0
-    for kind, op in parts:
-        if kind == "b":
-            total = total + C.binary_op_loop_cycles(op, itemsize, L)
-        elif kind == "u":
-            total = total + C.unary_op_loop_cycles(op, itemsize, L)
-        else:
-            total = total + single_input_reduce_cycles(L, itemsize, op)
-    return np.asarray(total, dtype=np.int64)
-
-
-def row_prologue_cycles(parts, itemsize: int) -> int:
-    """Per-vertex worker prologues of the parts: BinaryOp 26 (half) / 29 (float), UnaryOp 17 (33 exp);
-    reductions carry theirs per row (single_input_reduce_cycles)."""
-    c = 0
-    for kind, op in parts:
-        if kind == "b":
-            c += 29 if itemsize == 4 else 26
-        elif kind == "u":
-            c += 33 if op == "exp" else 17
-    return c
-
-
-# Combining k worker partial results of one row's reduction (when a row is split over k workers):
-# a strided reduce of k partials of one output (strided_reduce_cycles(k, 1)), per reduction.
 class RowCodelet(Codelet):
     """Base of row-wise codelets: every field is Regions of whole rows, ``row`` param = row length.
 
@@ -96,7 +56,7 @@ class RowCodelet(Codelet):
 
     row_fields: tuple[str, ...] = ()
     vec_fields: tuple[str, ...] = ()
-    parts: tuple = ()  # poplibs vertex loops run per row (see row_pass_cycles)
+    parts: tuple = ()  # poplibs vertex loops run per row (see estimators.popops.row_pass_cycles)
     flops_per_element = 5
     code_bytes = 640
     state_bytes = 12
@@ -134,16 +94,11 @@ class RowCodelet(Codelet):
         1/k of the row, plus combining the k partial results of every reduction."""
         f = self._main(group)
         L = int(group.param("row"))
-        isz = f.tensor.itemsize
         rows = np.asarray(f.sizes // L, dtype=np.int64)
         threads = int(target.threads_per_tile)
         on_tile = np.bincount(group.tiles)[group.tiles]
         k = np.maximum(1, threads // np.maximum(on_tile, 1))
-        nred = sum(1 for kind, _ in self.parts if kind == "r")
-        per_row = {int(kk): int(row_pass_cycles(self.parts, -(-L // int(kk)), isz))
-                   + (nred * int(C.strided_reduce_cycles(int(kk), 1)) if kk > 1 else 0) for kk in np.unique(k)}
-        pr = np.vectorize(lambda kk: per_row[int(kk)], otypes=[np.int64])(k) if len(k) else np.zeros(0, np.int64)
-        return row_prologue_cycles(self.parts, isz) + rows * pr
+        return popops.row_vertex_cycles(self.parts, L, f.tensor.itemsize, rows, k)
 
     def flops(self, group):
         return int(self.flops_per_element * self._main(group).sizes.sum())
@@ -259,7 +214,7 @@ class ColumnSum(RowCodelet):
 
 class ReducePartials(Codelet):
     """out (m) = sum over k of in (k, m) (FP32 partials, row-major per vertex), cast to out's type:
-    popops strided reduce (codelets.strided_reduce_cycles), the vertex that reduces conv/matmul
+    popops strided reduce (estimators.popops.strided_reduce_cycles), the vertex that reduces conv/matmul
     partials across tiles."""
 
     name = "ReducePartials"
@@ -277,17 +232,17 @@ class ReducePartials(Codelet):
                                 "per vertex (regions)")
 
     # beyond six on a tile, the pieces are regions of the tile's six reduce worker vertices (poplibs
-    # reduce vertices take lists of regions): the 16-cycle entry/exit of the strided reduce
-    # (getCyclesEstimateForStridedReduce: 5 + 11) is shared by a worker's regions
+    # reduce vertices take lists of regions): the strided reduce's entry/exit is shared by a worker's regions
     multi_region = True
 
     def cycles(self, group, target):
         fi, fo = group.fields["in"], group.fields["out"]
-        c = C.strided_reduce_cycles(int(group.param("k")), fo.sizes, fi.tensor.itemsize, fo.tensor.itemsize)
+        c = popops.strided_reduce_cycles(int(group.param("k")), fo.sizes, fi.tensor.itemsize, fo.tensor.itemsize)
         threads = int(target.threads_per_tile)
         on_tile = np.bincount(group.tiles)[group.tiles] if group.n else np.zeros(0, np.int64)
         frag = on_tile > threads
-        return np.where(frag, c - 16 + -(-16 * threads // np.maximum(on_tile, 1)), c)
+        o = popops.STRIDED_REDUCE_OVERHEAD
+        return np.where(frag, c - o + -(-o * threads // np.maximum(on_tile, 1)), c)
 
     def flops(self, group):
         return int((int(group.param("k")) - 1) * group.fields["out"].sizes.sum())
@@ -430,14 +385,13 @@ class TileMatMul(C.BlockMatMul):
     ``a`` and ``b`` are single contiguous Regions (m*k and k*n elements, stored transposed when
     ``ta`` / ``tb``), ``out`` is a 2-D Blocks field (or (1, m, n)).  A *supervisor* vertex (one per
     tile) that runs on all six workers: cost = poplin's ConvPartial1x1Out AMP estimate
-    (codelets.amp_matmul_tile_cycles) in worker-slot units (tile cycles / threads)."""
+    (estimators.poplin.amp_matmul_tile_cycles) in worker-slot units (tile cycles / threads)."""
 
     supervisor = True
 
     def cycles(self, group, target):
         bm, bk, bn = self.dims(group)
-        t = C.amp_matmul_tile_cycles(bm, bk, bn, self._fp16(group), target)
-        return np.full(group.n, -(-t // int(target.threads_per_tile)), np.int64)
+        return np.full(group.n, amp_supervisor_cycles(bm, bk, bn, self._fp16(group), target), np.int64)
 
     def __init__(self, ta: bool, tb: bool, accumulate: bool = False):
         super().__init__(accumulate)

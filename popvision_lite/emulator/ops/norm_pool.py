@@ -17,10 +17,8 @@ Semantics (the numpy reference below is the ground truth the emulator is checked
 * average pool divides by the window size including padding (``count_include_pad``); global
   average pooling is one window over all of an image's rows.
 
-Cycle costs of the pooling vertices carry poplibs' pooling estimator facts
-(``lib/popnn/PerformanceEstimation.hpp``, ``getPoolingCycles``: an inner ``rpt`` loop of 3 cycles
-per 64-bit vector for max/sum pooling (``4 + 3 n`` / ``5 + 3 n``), ``7 + 5 n`` for the max-pool
-gradient, 13 cycles per output row, ~14 cycles of vertex set-up).  The batch-norm pieces follow
+Cycle costs of the pooling vertices are poplibs' pooling estimator (``estimators.popnn.pooling_cycles``,
+from ``getPoolingCycles``).  The batch-norm pieces follow
 the op library's row-codelet conventions (``ops/codelets.py``): instructions per 64-bit vector per
 pass over the data, stated next to each codelet (modelling assumptions).
 """
@@ -32,7 +30,9 @@ import numpy as np
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.codelets import VECTOR_BYTES, Codelet
+from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator.estimators import popnn
+from popvision_lite.emulator.estimators.popops import vectors
 from popvision_lite.emulator.graph import DTYPES, Regions
 from popvision_lite.emulator.ops.codelets import RowCodelet, _f32, _segment_sum
 from popvision_lite.emulator.ops.context import OpContext, View
@@ -161,11 +161,6 @@ def ref_batch_norm_bwd(x, dy, mean, invstd, gamma):
 # ============================================================================ codelets
 
 
-def _vectors(f, elems):
-    per = max(VECTOR_BYTES // f.tensor.itemsize, 1)
-    return -(-np.asarray(elems) // per)
-
-
 class _WindowCodelet(Codelet):
     """Base of window reductions: field ``in`` holds rows of ``k * row`` (a row's k window slots,
     each ``row`` channels), ``out`` rows of ``row``.  Params ``row`` and ``k`` (scalars)."""
@@ -173,8 +168,7 @@ class _WindowCodelet(Codelet):
     fields = {"in": "in", "out": "out"}
     code_bytes = 512
     state_bytes = 16
-    per_vector = 3  # poplibs getPoolingCycles: rpt loop of 3 cycles per vector (max / sum pooling)
-    per_run = 4  # poplibs: 4 + 3 n for a max-pool work item (5 + 3 n for sum)
+    pool_kind = "max"  # the work item of popnn.pooling_cycles
 
     def _dims(self, group):
         row, k = group.param("row"), group.param("k")
@@ -195,10 +189,7 @@ class _WindowCodelet(Codelet):
     def cycles(self, group, target):
         row, k = self._dims(group)
         fo = group.fields["out"]
-        rows = fo.sizes // row
-        vec = int(_vectors(fo, row))
-        # vertex set-up (4 state + 1 + 2 + 7, getPoolingCycles), per row 13, per window slot a run
-        return 14 + rows * (13 + k * (self.per_run + self.per_vector * vec))
+        return popnn.pooling_cycles(self.pool_kind, fo.sizes // row, k, int(vectors(row, fo.tensor.itemsize)))
 
     def flops(self, group):
         row, k = self._dims(group)
@@ -224,7 +215,7 @@ class WindowSum(_WindowCodelet):
     """out = scale * sum of the windows (sum / average pooling, col2im)."""
 
     name = "SumPoolWindows"
-    per_run = 5
+    pool_kind = "sum"
 
     def check(self, group):
         super().check(group)
@@ -264,10 +255,7 @@ class MaxPoolGrad(Codelet):
     def cycles(self, group, target):
         row, k = self._dims(group)
         fo = group.fields["out"]
-        rows = fo.sizes // row
-        vec = int(_vectors(fo, row))
-        # poplibs getPoolingCycles, backward max pool: 7 + 5 n per work item, 13 per row
-        return 14 + rows * (13 + k * (7 + 5 * vec))
+        return popnn.pooling_cycles("max_grad", fo.sizes // row, k, int(vectors(row, fo.tensor.itemsize)))
 
     def flops(self, group):
         row, k = self._dims(group)
@@ -358,11 +346,8 @@ class ChannelGradApply(RowCodelet):
 
 class _ChannelVectors(Codelet):
     """Per-channel coefficient arithmetic over equal-sized Regions (a few hundred channels per
-    vertex): ``cycles_per_element`` instructions per channel, fp32 scalar code (assumption: the
-    divide / rsqrt dominates; poplibs' ``popops`` ``Rsqrt`` and ``Divide`` are ~tens of cycles per
-    element in fp32)."""
+    vertex), costed by ``estimators.popnn.bn_coeff_cycles``."""
 
-    cycles_per_element = 20
     code_bytes = 384
     state_bytes = 12
 
@@ -381,7 +366,7 @@ class _ChannelVectors(Codelet):
 
     def cycles(self, group, target):
         f = next(iter(group.fields.values()))
-        return C.ELEMENTWISE_OVERHEAD + self.cycles_per_element * f.sizes
+        return popnn.bn_coeff_cycles(f.sizes)
 
     def flops(self, group):
         return int(next(iter(group.fields.values())).sizes.sum()) * 8

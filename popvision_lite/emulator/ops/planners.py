@@ -9,11 +9,11 @@ Cost model used for choosing: the SAME functions the emulator charges (so a plan
 the cost that is applied; tests/emulator/test_codelet_costs.py checks planner and engine agree term by term):
 
 * compute of a tile's block = poplin's AMP supervisor-vertex estimate
-  (``codelets.amp_matmul_tile_cycles``, from poplin/PerformanceEstimation.hpp ConvPartial1x1Out),
+  (``estimators.poplin.amp_matmul_tile_cycles``, from poplin/PerformanceEstimation.hpp ConvPartial1x1Out),
 * exchange of a tile = ``cost_model.exchange_cycles`` (bytes / exchange bytes per cycle, no
   per-piece term, as poplin/popops ExchangeEstimator), plus one internal sync per exchange,
 * cross-tile reduction of K partials = exchange of the partials + popops strided-reduce vertices
-  (``codelets.strided_reduce_cycles``),
+  (``estimators.popops.strided_reduce_cycles``),
 * the slowest tile sets the time of a BSP step.
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator.cost_model import exchange_cycles_scalar as exchange_cycles
+from popvision_lite.emulator.estimators import poplin, popops
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int32": 4, "fp16": 2, "fp32": 4}
 
@@ -204,7 +204,7 @@ def amp_tile_cycles(bm: int, bk: int, bn: int, target: PlanTarget, precision: st
     """Busy cycles of a tile running one AMP supervisor vertex (engine: threads x ceil(t / threads)
     + vertex launch)."""
     fp16 = precision in ("fp16", "float16")
-    t = C.amp_matmul_tile_cycles(bm, bk, bn, fp16, rate=target.flops_per_cycle(precision))
+    t = poplin.amp_matmul_tile_cycles(bm, bk, bn, fp16, rate=target.flops_per_cycle(precision))
     return target.threads * _ceil_div(t, target.threads) + target.launch_cycles
 
 
@@ -249,7 +249,7 @@ def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, ou
     threads.  Equal to summing every vertex (tests/emulator/test_codelet_costs.py), in O(pk) instead of
     O(vertices)."""
     def cyc(n):
-        return C.strided_reduce_cycles_scalar(pk, n, 4, out_bytes)
+        return popops.strided_reduce_cycles_scalar(pk, n, 4, out_bytes)
 
     worst = 0
     seen = {}
@@ -326,7 +326,7 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
 
 @functools.lru_cache(maxsize=65536)
 def _cast_out_cycles(elems: int, threads: int, launch: int, in_b: int) -> int:
-    worst = max(int(C.cast_worker_cycles(m, 4, in_b)) for m in reduce_split(elems, threads, 1))
+    worst = max(int(popops.cast_worker_cycles(m, 4, in_b)) for m in reduce_split(elems, threads, 1))
     return threads * worst + launch
 
 

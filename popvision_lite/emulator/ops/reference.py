@@ -18,8 +18,12 @@ import numpy as np
 F32 = np.float32
 
 
-def _f(x):
+def f32(x):
+    """``x`` as a float32 array (fp16 up-cast, as AMP accumulates in FP32)."""
     return np.asarray(x, dtype=F32)
+
+
+_f = f32
 
 
 # ---------------------------------------------------------------- matmul

@@ -1,0 +1,74 @@
+"""Graph checks before costing: every tensor mapped, every vertex touching only its own tile's memory."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.compile.compiled import Compiled
+from popvision_lite.emulator.graph import Regions, Windows
+from popvision_lite.errors import EmulatorError
+
+
+def check_program_graph(c: Compiled) -> None:
+    """Every compute set and tensor a leaf program uses belongs to the graph being compiled."""
+    graph = c.graph
+    for pid in c.leaves:
+        p = c.progs[pid].prog
+        if isinstance(p, P.Execute) and p.cs not in graph.compute_sets:
+            raise EmulatorError(f"Execute '{p.name}': compute set '{p.cs.name}' belongs to another graph")
+        for ep in ((p.src, p.dst) if isinstance(p, P.Copy) else (p.view,) if isinstance(p, P.StreamCopy) else ()):
+            if ep.tensor.graph is not graph:
+                raise EmulatorError(f"{p.kind} '{p.name}': tensor '{ep.name}' belongs to another graph")
+
+
+def check_graph(c: Compiled, used_cs: set) -> None:
+    g = c.graph
+    for t in g.tensors:
+        if t.mapping is None:
+            raise EmulatorError(
+                f"tensor '{t.name}' {t.shape} is not mapped to any tile; fix: g.set_mapping(tensor, "
+                f"mapping.linear(tensor.size, tiles=...)) or pass mapping= when adding it"
+            )
+        t.mapping.check(t.name, t.size, c.num_tiles)
+    digests = {}
+    done: dict = {}
+    for cs in g.compute_sets:
+        if cs.id not in used_cs:
+            continue
+        for grp in cs.groups:
+            for fname, f in grp.fields.items():
+                mp = f.tensor.mapping
+                if f.tensor.id not in digests:
+                    digests[f.tensor.id] = hash((mp.tile.tobytes(), mp.start.tobytes()))
+                # the same connections (arrays) on an identically mapped tensor were checked already
+                key = (digests[f.tensor.id], id(grp.tiles)) + (
+                    (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else
+                    (id(f.origins), f.block_shape) if isinstance(f, Windows) else (id(f.index), f.block_shape))
+                if key in done:
+                    continue
+                _check_local(grp, fname, f)
+                done[key] = (grp.tiles, f)  # keep the arrays alive so ids stay unique
+
+
+def _check_local(grp, fname: str, f) -> None:
+    """Poplar rule: a vertex only touches memory of its own tile."""
+    s, e = f.run_bounds()
+    mp = f.tensor.mapping
+    nonempty = e > s
+    if not nonempty.any():
+        return
+    # the mapping covers [0, size) contiguously from 0, so ks >= 0 and "same interval" ==
+    # "the run ends before that interval stops"
+    ks = np.searchsorted(mp.start, s, side="right") - 1
+    ok = (e <= mp.stop[ks]) & (mp.tile[ks] == grp.tiles[:, None])
+    bad = nonempty & ~ok
+    if bad.any():
+        v, r = (int(x[0]) for x in np.nonzero(bad))
+        elem = int(s[v, r])
+        where = int(mp.tile_of(np.array([elem]))[0])
+        raise EmulatorError(
+            f"vertex {v} of '{grp.codelet.name}' in compute set '{grp.cs.name}' (tile {int(grp.tiles[v])}): "
+            f"field '{fname}' touches element {elem} of tensor '{f.tensor.name}' which lives on tile {where}; "
+            f"fix: map that data to the vertex's tile, or Copy it there first"
+        )

@@ -1,0 +1,182 @@
+"""What compiling a graph produces: the program tree, BSP step templates, copy plans and memory
+per tile and category (:class:`Compiled`), the step kinds, and helpers the compile modules share."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.graph import Graph
+from popvision_lite.profile.schema import CATEGORY_CODE, MEMORY_CATEGORIES, STEP_KIND_CODE
+
+K_COMPUTE = STEP_KIND_CODE["compute"]
+K_SYNC = STEP_KIND_CODE["sync"]
+K_XI = STEP_KIND_CODE["exchange_internal"]
+K_XG = STEP_KIND_CODE["exchange_global"]
+K_STREAM = STEP_KIND_CODE["stream_copy"]
+@dataclass
+class StepTemplate:
+    """One BSP step as compiled (a Repeat body's steps are shared by all its iterations)."""
+
+    kind: int
+    prog_id: int
+    op_id: int
+    ipu: int
+    duration: int
+    # per-tile rows, sparse: values at ``tiles`` (None = dense over all tiles), uint32
+    tiles: np.ndarray | None
+    cycles: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    busy_max: int = 0
+    busy_sum: int = 0
+    tiles_active: int = 0
+    in_sum: int = 0
+    out_sum: int = 0
+    flops: int = 0
+    bytes_sram: int = 0
+    bytes_exchange: int = 0
+    bytes_ipu_link: int = 0
+    bytes_ddr: int = 0
+
+
+@dataclass
+class ProgInfo:
+    prog: P.Program
+    prog_id: int
+    parent_id: int
+    op: str | None
+    lstep: int = -1
+    templates: list[int] = field(default_factory=list)
+    code_bytes: int = 0
+
+
+@dataclass
+class CopyPlan:
+    """Pieces of a Copy/StreamCopy: contiguous element runs with one source and one destination tile."""
+
+    src_elem: np.ndarray
+    dst_elem: np.ndarray
+    length: np.ndarray
+    src_tile: np.ndarray
+    dst_tile: np.ndarray
+    # index of each piece's mapping interval on each side (None: not known, look it up)
+    src_k: np.ndarray | None = None
+    dst_k: np.ndarray | None = None
+
+
+class Compiled:
+    """Everything the engine and the profile builder need; produced by :func:`compile_graph`."""
+
+    def __init__(self, graph: Graph, program: P.Program):
+        self.graph = graph
+        self.program = program
+        self.target = graph.target
+        T = self.target.num_tiles
+        self.num_tiles = T
+        self.progs: list[ProgInfo] = []
+        self.leaves: list[int] = []          # prog ids in liveness-step order
+        self.templates: list[StepTemplate] = []
+        self.copy_plans: dict[int, CopyPlan] = {}
+        self.ops: list[str] = []
+        self.op_index: dict[str, int] = {}
+        self.memory = np.zeros((T, len(MEMORY_CATEGORIES), 2), np.int64)
+        self.repeat_ranges: list[tuple[int, int]] = []  # lstep ranges of Repeat bodies
+        self.outline = False
+        self.outlined_copies = 0  # exchange programs sharing an earlier one's code (outline=True)
+        self.outlined_cs = 0      # compute sets sharing an earlier one's vertices (outline=True)
+        self._shared_rows: dict[str, dict] = {}
+        self.recording: list | None = None  # when a list: add_mem / add_template calls are logged to it
+
+    # -- helpers ---------------------------------------------------------------------------
+    def op_id(self, op: str | None) -> int:
+        if op is None:
+            return -1
+        if op not in self.op_index:
+            self.op_index[op] = len(self.ops)
+            self.ops.append(op)
+        return self.op_index[op]
+
+    def add_mem(self, category: str, tiles, nbytes, live: int = 0) -> None:
+        c = CATEGORY_CODE[category]
+        tiles = np.asarray(tiles, np.int64).ravel()
+        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape).ravel()
+        if self.recording is not None:
+            rt, rb = tiles, nbytes
+            if len(rt) > self.num_tiles:  # per piece: keep per tile (the same sums, O(tiles) memory)
+                agg = np.bincount(rt, weights=rb, minlength=self.num_tiles).astype(np.int64)
+                rt = np.nonzero(agg)[0]
+                rb = agg[rt]
+            self.recording.append(("mem", (category, rt, rb), {"live": live}))
+        if len(tiles) * 8 < self.num_tiles:  # few tiles: O(len) instead of O(num_tiles)
+            np.add.at(self.memory[:, c, live], tiles, nbytes)
+        else:
+            self.memory[:, c, live] += np.bincount(tiles, weights=nbytes, minlength=self.num_tiles).astype(np.int64)
+
+    def add_template(self, info: ProgInfo, kind: int, cycles, bytes_in=None, bytes_out=None,
+                     duration=None, ipu=-1, shared: str | None = None, **kw) -> None:
+        """Add a step; per-tile rows are stored sparse (only tiles with work or bytes) as uint32.
+        ``shared`` names rows identical for every step of that name (syncs): stored once."""
+        if self.recording is not None:
+            self.recording.append(("tmpl", (kind, cycles, bytes_in, bytes_out),
+                                   dict(duration=duration, ipu=ipu, shared=shared, **kw)))
+        if shared is not None and shared in self._shared_rows:
+            rows = self._shared_rows[shared]
+        else:
+            cycles = np.asarray(cycles, np.int64)
+            z = None
+            bi = z if bytes_in is None else np.asarray(bytes_in, np.int64)
+            bo = z if bytes_out is None else np.asarray(bytes_out, np.int64)
+            active = cycles > 0
+            if bi is not None:
+                active |= bi > 0
+            if bo is not None:
+                active |= bo > 0
+            tiles = np.nonzero(active)[0]
+            dense = len(tiles) * 2 > self.num_tiles
+            sel = slice(None) if dense else tiles
+
+            def u32(a):
+                return np.zeros(self.num_tiles if dense else len(tiles), np.uint32) if a is None else \
+                    np.minimum(a[sel], np.iinfo(np.uint32).max).astype(np.uint32)
+
+            cy, bin_, bout = u32(cycles), u32(bi), u32(bo)
+            rows = dict(tiles=None if dense else tiles, cycles=cy, bytes_in=bin_, bytes_out=bout,
+                        busy_max=int(cy.max(initial=0)), busy_sum=int(cy.sum(dtype=np.int64)),
+                        tiles_active=int(np.count_nonzero(cy)), in_sum=int(bin_.sum(dtype=np.int64)),
+                        out_sum=int(bout.sum(dtype=np.int64)))
+            if shared is not None:
+                self._shared_rows[shared] = rows
+        dur = rows["busy_max"] if duration is None else int(duration)
+        self.templates.append(StepTemplate(kind=kind, prog_id=info.prog_id, op_id=self.op_id(info.op), ipu=ipu,
+                                           duration=dur, **rows, **kw))
+        info.templates.append(len(self.templates) - 1)
+
+    def ipu_of_tiles(self, tiles: np.ndarray) -> int:
+        if len(tiles) == 0:
+            return -1
+        ipus = self.target.ipu_of(tiles)
+        lo, hi = int(ipus.min()), int(ipus.max())
+        return lo if lo == hi else -1
+
+    def all_ipus(self) -> int:
+        return 0 if self.target.num_ipus == 1 else -1
+
+
+def distinct_tiles(tiles: np.ndarray, num_tiles: int) -> np.ndarray:
+    """Sorted distinct tiles (bincount: O(n + tiles), faster than np.unique)."""
+    if len(tiles) == 0:
+        return np.zeros(0, np.int64)
+    return np.nonzero(np.bincount(tiles, minlength=num_tiles))[0]
+
+
+def digest(*arrays) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.digest()

@@ -1,0 +1,116 @@
+"""Memory accounting outside the steps: where a tensor's elements sit in tile memory, and vertex
+state, field data, list descriptors and codelet code per tile."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator.compile.compiled import Compiled, digest
+from popvision_lite.emulator.graph import Blocks, Regions, Windows
+
+
+def tile_offsets(c, mapping) -> np.ndarray:
+    """Per mapping interval: its offset among the same tensor's elements on its tile.  Poplar keeps a
+    variable's elements on one tile together in that tile's memory (in flat-index order), so
+    intervals of a tensor that are apart in the flat index (the rows of a block) can be adjacent in
+    tile memory."""
+    cache = c.__dict__.setdefault("tile_offsets", {})
+    key = id(mapping)
+    if key not in cache:
+        sizes = mapping.stop - mapping.start
+        o = np.lexsort((mapping.start, mapping.tile))
+        cs = np.cumsum(sizes[o]) - sizes[o]
+        t = mapping.tile[o]
+        first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)
+        base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
+        offs = np.empty_like(cs)
+        offs[o] = cs - base
+        cache[key] = (mapping, offs)  # keep the mapping alive while its id is a key
+    return cache[key][1]
+
+
+def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+    """Position of flat elements in their tile's memory block of the tensor (see tile_offsets);
+    ``k``: each element's mapping interval where already known."""
+    if k is None:
+        k = np.searchsorted(mapping.start, elems, side="right") - 1
+    return tile_offsets(c, mapping)[k] + (elems - mapping.start[k])
+
+
+def _cs_signature(cs):
+    """Structure of a compute set: per group the codelet, tiles, per-vertex field sizes and params."""
+    parts = []
+    for g in cs.groups:
+        fs = []
+        for name in sorted(g.fields):
+            f = g.fields[name]
+            fs.append(f.sizes if isinstance(f, Regions) else np.array(f.block_shape + (f.n,)))
+        ps = [np.asarray(g.params[k]) for k in sorted(g.params)]
+        parts.append(g.codelet.name.encode() + digest(g.tiles, *fs, *ps))
+    return b"".join(parts)
+
+
+def _block_rows_adjacent(c: Compiled, f) -> bool:
+    """True when every vertex's block rows are adjacent in its tile's memory (tile_offsets): the
+    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows."""
+    try:
+        s, e = f.run_bounds()
+    except Exception:  # noqa: BLE001 - a field without run bounds: keep the row-list cost
+        return False
+    if s.ndim != 2 or s.shape[1] < 2:
+        return True
+    addr = tile_addr(c, f.tensor.mapping, s.ravel()).reshape(s.shape)
+    return bool(np.all(addr[:, 1:] == addr[:, :-1] + (e - s)[:, :-1]))
+
+
+def vertex_memory(c: Compiled, used_cs: set) -> None:
+    code_tiles: dict[str, tuple[object, np.ndarray]] = {}
+    seen_cs: set = set()
+    for cs in c.graph.compute_sets:
+        if cs.id not in used_cs:
+            continue
+        if c.outline:
+            sig = _cs_signature(cs)
+            if sig in seen_cs:
+                c.outlined_cs += 1
+                continue  # an outlined op: its vertices (state, field data) exist once
+            seen_cs.add(sig)
+        for g in cs.groups:
+            if g.n == 0:
+                continue
+            state = cm.vertex_state_bytes(g)
+            multi = bool(getattr(g.codelet, "multi_region", False))
+            if multi:
+                # beyond ``threads`` pieces on a tile, a multi-region codelet's pieces are regions of
+                # 2D worker vertices: one vertex state per worker, a list entry per extra region/field
+                cnt = np.bincount(g.tiles, minlength=c.num_tiles)
+                ut = np.nonzero(cnt)[0]
+                full = np.minimum(cnt[ut], c.target.threads_per_tile)
+                c.add_mem("vertexInstanceState", ut, full * state)
+                # the pieces of a tensor on one tile are adjacent in tile memory (tile_offsets):
+                # a worker's regions merge into one, so extra pieces add no list entries
+            else:
+                c.add_mem("vertexInstanceState", g.tiles, state)
+            fdata = 0
+            vlist = 0
+            for f in g.fields.values():
+                rpv = f.regions_per_vertex()
+                if isinstance(f, Blocks | Windows) and rpv > 1 and not _block_rows_adjacent(c, f):
+                    vlist += cm.LIST_DESCRIPTOR_BYTES
+                    fdata += cm.LIST_ENTRY_BYTES * rpv
+                elif isinstance(f, Regions) and not f.regular:
+                    fdata += cm.FIELD_SIZE_BYTES
+            if fdata and multi:
+                c.add_mem("vertexFieldData", ut, full * fdata)
+            elif fdata:
+                c.add_mem("vertexFieldData", g.tiles, fdata)
+            if vlist:
+                c.add_mem("vectorListDescriptor", g.tiles, vlist)
+            name = g.codelet.name
+            prev = code_tiles.get(name)
+            mask = np.zeros(c.num_tiles, bool) if prev is None else prev[1]
+            mask[g.tiles] = True
+            code_tiles[name] = (g.codelet, mask)
+    for codelet, mask in code_tiles.values():
+        c.add_mem("vertexCode", np.nonzero(mask)[0], int(codelet.code_bytes))

@@ -1,0 +1,451 @@
+"""Step costing: the BSP step templates of compute sets, copies (cut into pieces at tile
+boundaries), stream copies and syncs, and the unrolled executed step sequence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.compile.compiled import (
+    K_COMPUTE,
+    K_STREAM,
+    K_SYNC,
+    K_XG,
+    K_XI,
+    Compiled,
+    CopyPlan,
+    ProgInfo,
+    digest,
+    distinct_tiles,
+)
+from popvision_lite.emulator.compile.memory import tile_addr
+from popvision_lite.emulator.graph import _ranges_index
+from popvision_lite.errors import EmulatorError
+
+
+def _runs_and_mapping(ep):
+    starts, lens = ep.runs()
+    keep = lens > 0
+    return starts[keep], lens[keep], ep.tensor.mapping
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique for int arrays via one sort (numpy's hash-based unique is slow on large int arrays)."""
+    if len(a) == 0:
+        return a
+    if np.all(a[1:] > a[:-1]):
+        return a
+    a = np.sort(a)
+    return a[np.concatenate([[True], a[1:] != a[:-1]])]
+
+
+def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile,
+    mapping interval of the first element)."""
+    s, e = ep.run_bounds()
+    mp = ep.tensor.mapping
+    k1 = np.searchsorted(mp.start, s, side="right") - 1
+    kc = np.clip(k1, 0, max(len(mp) - 1, 0))
+    tiles = mp.tile[kc]
+    ok = np.all((e <= mp.stop[kc]) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
+    return s[:, 0], ep.elems(), tiles[:, 0], ok, kc[:, 0]
+
+
+def copy_pieces(src, dst) -> CopyPlan:
+    """Split a copy into pieces at every tile boundary of source and destination (vectorised).
+
+    Field endpoints (blocks/regions, element order = vertex order) whose every vertex lies inside
+    one mapping interval on both sides are costed per vertex; the rest per contiguous run."""
+    from popvision_lite.emulator.graph import Field
+
+    if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
+        s0, sn, st, sok, sk = _whole_vertex(src)
+        d0, dn, dt, dok, dk = _whole_vertex(dst)
+        if np.array_equal(sn, dn) and np.all(sok & dok):
+            return CopyPlan(s0, d0, sn, st, dt, sk, dk)
+    return _copy_pieces_runs(src, dst)
+
+
+def _copy_pieces_runs(src, dst) -> CopyPlan:
+    ss, sl, sm = _runs_and_mapping(src)
+    ds, dl, dm = _runs_and_mapping(dst)
+    total = int(sl.sum())
+    if total == 0:
+        z = np.zeros(0, np.int64)
+        return CopyPlan(z, z, z, z, z)
+    soff = np.cumsum(sl) - sl
+    doff = np.cumsum(dl) - dl
+    # fast path: pair the runs one to one (a single contiguous side is cut to the other's runs);
+    # when every run lies inside one mapping interval on both sides, the runs are the pieces
+    qs, ql, qd, qdl = ss, sl, ds, dl
+    if len(ds) == 1 and len(ss) > 1:
+        qd, qdl = ds[0] + soff, sl
+    elif len(ss) == 1 and len(ds) > 1:
+        qs, ql = ss[0] + doff, dl
+    if len(qs) == len(qd) and np.array_equal(ql, qdl):
+        ks = np.searchsorted(sm.start, qs, side="right") - 1
+        kd = np.searchsorted(dm.start, qd, side="right") - 1
+        if np.all(qs + ql <= sm.stop[ks]) and np.all(qd + ql <= dm.stop[kd]):
+            return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
+    cuts = [soff, doff]
+    for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
+        b = mp.start
+        lo = np.searchsorted(b, starts, side="right")
+        hi = np.searchsorted(b, starts + lens, side="left")
+        cnt = np.maximum(hi - lo, 0)
+        if cnt.sum():
+            idx = _ranges_index(lo, cnt)
+            run = np.repeat(np.arange(len(starts)), cnt)
+            cuts.append(off[run] + b[idx] - starts[run])
+    pos = _sorted_unique(np.concatenate(cuts))
+    pos = pos[(pos >= 0) & (pos < total)]
+    length = np.diff(np.append(pos, total))
+    rs = np.searchsorted(soff, pos, side="right") - 1
+    rd = np.searchsorted(doff, pos, side="right") - 1
+    src_elem = ss[rs] + pos - soff[rs]
+    dst_elem = ds[rd] + pos - doff[rd]
+    # every copied element is mapped (check_graph), so each lies in interval k
+    ks = np.searchsorted(sm.start, src_elem, side="right") - 1
+    kd = np.searchsorted(dm.start, dst_elem, side="right") - 1
+    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd)
+
+
+def compile_execute(c: Compiled, info: ProgInfo) -> None:
+    cs = info.prog.cs
+    em = c.target.em
+    if not cs.groups or cs.num_vertices == 0:
+        return
+    tiles = np.concatenate([g.tiles for g in cs.groups])
+    cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
+    sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
+    reg = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "multi_region", False))) for g in cs.groups])
+    busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
+                                          int(em["vertex_launch_cycles"]), supervisor=sup, regions=reg)
+    flops = sum(g.codelet.flops(g) for g in cs.groups)
+    sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
+    utiles = distinct_tiles(tiles, c.num_tiles)
+    c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(utiles), flops=int(flops), bytes_sram=int(sram))
+    # control code: call of the compute set on every tile with vertices
+    c.add_mem("controlCode", utiles, cm.CONTROL_CODE_EXECUTE)
+    c.add_mem("controlId", utiles, cm.CONTROL_ID_BYTES)
+    info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
+
+
+def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
+    it fits (the same order: lexsort is stable too), which is several times faster."""
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    am, bm, cm_ = int(a.max()) + 1, int(b.max()) + 1, int(c.max()) + 1
+    if min(int(a.min()), int(b.min()), int(c.min())) < 0 or am * bm * cm_ >= 2**62:
+        return np.lexsort((a, b, c))
+    return np.argsort((c * bm + b) * am + a, kind="stable")
+
+
+def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
+    that repeat with one length and constant strides on both sides (rows of a block, a partial's
+    slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
+    regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
+    With ``src_addr`` / ``dst_addr`` (positions in tile memory, tile_addr) pieces that are adjacent
+    in both tiles' memory are one contiguous transfer (a pattern of stride = length).
+    Returns (src tile, dst tile, pieces) per pattern."""
+    idx = np.nonzero(mask)[0]
+    if len(idx) == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    se_all = plan.src_elem if src_addr is None else src_addr
+    de_all = plan.dst_elem if dst_addr is None else dst_addr
+    st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], de_all[idx], plan.length[idx])
+    order = _lexsort3(se, dt, st)
+    st, dt, se, de, ln = st[order], dt[order], se[order], de[order], ln[order]
+    n = len(st)
+    new = np.ones(n, bool)
+    if n > 1:
+        same = (st[1:] == st[:-1]) & (dt[1:] == dt[:-1]) & (ln[1:] == ln[:-1])  # pair j-1 -> j
+        ds, dd = np.diff(se), np.diff(de)
+        new[1:] = ~same
+        # piece j also starts a new pattern when its stride differs from the stride that led to j-1
+        # (conservative: never merges pieces with different strides)
+        if n > 2:
+            new[2:] |= same[:-1] & ((ds[1:] != ds[:-1]) | (dd[1:] != dd[:-1]))
+    starts = np.nonzero(new)[0]
+    counts = np.diff(np.append(starts, n))
+    return st[starts], dt[starts], counts
+
+
+def compile_copy(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    if prog.src.tensor.dtype != prog.dst.tensor.dtype:
+        raise EmulatorError(
+            f"Copy '{prog.name}': src '{prog.src.name}' is {prog.src.tensor.dtype} but dst '{prog.dst.name}' is "
+            f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
+        )
+    key, shift = _copy_structure_key(c, prog)
+    memo = c.__dict__.setdefault("_copy_memo", {})
+    if key in memo:
+        # an exchange of the same structure earlier in this graph (the same op in another layer,
+        # possibly placed on tiles rotated by an even count): same pieces and per-tile bytes and
+        # code, moved to this copy's tiles, so replay its effects instead of recomputing them
+        plan, effects, code_bytes, shift0 = memo[key]
+        d = shift - shift0
+        T = c.num_tiles
+        if plan is not None:
+            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(
+                plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
+                plan.src_k, plan.dst_k)
+        for fn, args, kw in effects:
+            if fn == "mem":
+                cat, tiles, nbytes = args
+                c.add_mem(cat, (np.asarray(tiles) + d) % T if d else tiles, nbytes, **kw)
+            elif d and kw.get("shared") is None:  # dense per-tile rows (sync rows are the target's own)
+                c.add_template(info, args[0], *(None if a is None else np.roll(a, d) for a in args[1:]), **kw)
+            else:
+                c.add_template(info, *args, **kw)
+        info.code_bytes += code_bytes
+        return
+    effects: list = []
+    before = info.code_bytes
+    c.recording = effects
+    try:
+        _compile_copy_fresh(c, info)
+    finally:
+        c.recording = None
+    # the plan (per-piece arrays, the bulk of a copy's memory) is kept only where the outlining
+    # signature needs it; a plain whole-graph compile frees each plan after its copy, as before
+    memo[key] = (c.copy_plans[info.prog_id] if c.outline else None, effects, info.code_bytes - before, shift)
+
+
+def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
+    """Everything a copy's compiled effects depend on: each endpoint's element runs (per vertex for a
+    field, whose vertices can be whole pieces), its tensor's tile mapping, and the element size.
+    On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
+    down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
+    bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
+    from popvision_lite.emulator.graph import Field
+
+    T = c.num_tiles
+    src_tiles = prog.src.tensor.mapping.tile
+    shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
+    parts = [str(prog.src.tensor.itemsize).encode()]
+    for ep in (prog.src, prog.dst):
+        if isinstance(ep, Field):
+            s, e = ep.run_bounds()
+            parts.append(b"F" + digest(s, e))
+        else:
+            st, ln = ep.runs()
+            parts.append(b"R" + digest(st, ln))
+        mp = ep.tensor.mapping
+        parts.append(digest((mp.tile - shift) % T if shift else mp.tile, mp.start, mp.stop))
+    return b"".join(parts), shift
+
+
+def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    plan = copy_pieces(prog.src, prog.dst)
+    c.copy_plans[info.prog_id] = plan
+    if len(plan.length) == 0:
+        return
+    T = c.num_tiles
+    isz = prog.src.tensor.itemsize
+    nbytes = plan.length * isz
+    cross = plan.src_tile != plan.dst_tile
+    # a source piece sent to several tiles goes out once (the exchange multicasts)
+    xi = np.nonzero(cross)[0]
+    if len(xi):
+        key = plan.src_elem[xi] * (int(plan.length.max()) + 1) + plan.length[xi]
+        if np.all(key[1:] > key[:-1]):
+            xs = xi  # already distinct (no broadcast)
+        else:
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            xs = xi[order[np.concatenate([[True], ks[1:] != ks[:-1]])]]
+    else:
+        xs = xi
+    bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
+    bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
+    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes)
+    local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
+    # exchange / copy-descriptor memory on each participating tile
+    ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
+    glob = ipu_s != ipu_d
+    src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
+    dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
+    sent_once = np.zeros(len(cross), bool)
+    sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
+    for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
+        if mask.any():
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            _ps, pd_, cnt = code_patterns(plan, mask, src_addr, dst_addr)
+            per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            # send side: patterns of the distinct source pieces, charged to the sender
+            ps_, _pd, cnt_s = code_patterns(plan, mask & sent_once, src_addr, src_addr)
+            per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
+            c.add_mem(cat, pd_, per_r)
+            c.add_mem(cat, ps_, per_s)
+            both = np.concatenate([ps_, pd_])
+            ut = distinct_tiles(both, c.num_tiles)
+            c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
+            info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+    if glob.any():
+        c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
+    if (~cross).any():
+        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
+    if not cross.any():
+        # purely on-tile: the tiles copy with memcpy, a compute-like step
+        ut = distinct_tiles(plan.src_tile, c.num_tiles)
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=int(2 * nbytes.sum()))
+        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
+        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+        return
+    all_t = np.arange(T)
+    if glob.any():
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
+        nI = c.target.num_ipus
+        # a multicast piece crosses the links once per destination IPU (not once per destination tile)
+        gi = np.nonzero(glob)[0]
+        gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
+        gorder = np.argsort(gkey, kind="stable")
+        gk = gkey[gorder]
+        gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
+        leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
+        enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
+        link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
+        dur = max(int(busy.max()), link)
+        c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
+                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    else:
+        part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
+        ipu = c.ipu_of_tiles(part)
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def compile_stream(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    if prog.buffer.dtype != prog.view.tensor.dtype:
+        raise EmulatorError(
+            f"StreamCopy '{prog.name}': buffer '{prog.buffer.name}' is {prog.buffer.dtype} but tensor "
+            f"'{prog.view.name}' is {prog.view.tensor.dtype}; fix: equal dtypes"
+        )
+    starts, lens = prog.view.runs()
+    # pieces: split the tensor side at its tile boundaries (a copy onto itself gives exactly that)
+    plan = copy_pieces(prog.view, prog.view)
+    c.copy_plans[info.prog_id] = plan
+    T = c.num_tiles
+    nbytes = plan.length * prog.view.tensor.itemsize
+    tb = np.bincount(plan.src_tile, weights=nbytes, minlength=T).astype(np.int64)
+    busy, dur = cm.stream_cycles(c.target, tb)
+    z = np.zeros(T, np.int64)
+    bin_, bout = (tb, z) if prog.to_device else (z, tb)
+    ut = distinct_tiles(plan.src_tile, c.num_tiles)
+    c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
+    c.add_template(info, K_STREAM, busy, bin_, bout, duration=dur, ipu=c.ipu_of_tiles(ut),
+                   bytes_ddr=int(nbytes.sum()))
+    c.add_mem("hostExchangeCode", plan.src_tile, cm.EXCHANGE_CODE_PER_PIECE)
+    c.add_mem("hostExchangeCode", ut, cm.EXCHANGE_CODE_BASE)
+    packets = np.ceil(tb[ut] / cm.HOST_PACKET_BYTES).astype(np.int64)
+    c.add_mem("hostExchangePacketHeader", ut, packets * cm.HOST_PACKET_HEADER_BYTES)
+    c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += len(plan.src_tile) * cm.EXCHANGE_CODE_PER_PIECE + len(ut) * cm.EXCHANGE_CODE_BASE + T * cm.CONTROL_CODE_SYNC
+
+
+def compile_sync(c: Compiled, info: ProgInfo) -> None:
+    if info.prog.sync_kind == "global":
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
+    else:
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+    c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += c.num_tiles * cm.CONTROL_CODE_SYNC
+
+
+def copy_signature(c: Compiled, prog, plan: CopyPlan | None):
+    """Structure of an exchange program: pieces (tile pairs, lengths, offsets relative to the first
+    piece of each side) and the element size.  Identical structure = identical exchange code once
+    the op is outlined into a subgraph with its own operand buffers."""
+    if plan is None or len(plan.length) == 0:
+        return None
+    return digest(plan.src_tile, plan.dst_tile, plan.length, plan.src_elem - plan.src_elem.min(),
+                   plan.dst_elem - plan.dst_elem.min(), np.array([prog.src.tensor.itemsize]))
+
+
+def expand(c: Compiled) -> None:
+    """Unroll the program into the executed step sequence (template ids), with per-program
+    first/last step and total cycles; Repeat bodies are tiled, not recompiled."""
+    dur = np.array([t.duration for t in c.templates], np.int64)
+    n = len(c.progs)
+    c.prog_first = np.full(n, -1, np.int64)
+    c.prog_last = np.full(n, -1, np.int64)
+    c.prog_cycles = np.zeros(n, np.int64)
+    c.prog_repeat = np.ones(n, np.int64)
+    children: dict[int, list[int]] = {}
+    for info in c.progs:
+        if info.parent_id >= 0:
+            children.setdefault(info.parent_id, []).append(info.prog_id)
+
+    def rec(pid: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+        """Steps of one execution of pid, and (prog, first, last) relative records of the subtree."""
+        info = c.progs[pid]
+        p = info.prog
+        if isinstance(p, P.Sequence | P.Repeat):
+            parts, recs, off = [], [], 0
+            for ch in children.get(pid, []):
+                s, r = rec(ch)
+                recs += [(q, f + off if f >= 0 else -1, lst + off if lst >= 0 else -1) for q, f, lst in r]
+                parts.append(s)
+                off += len(s)
+            body = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            if isinstance(p, P.Repeat):
+                k = p.count
+                c.prog_repeat[pid] = k
+                L = len(body)
+                recs = [(q, f if k else -1, lst + (k - 1) * L if (k and lst >= 0) else -1) for q, f, lst in recs]
+                body = np.tile(body, k)
+            seq = body
+        else:
+            seq = np.asarray(info.templates, np.int64)
+            recs = []
+        recs.append((pid, 0 if len(seq) else -1, len(seq) - 1 if len(seq) else -1))
+        return seq, recs
+
+    seq, recs = rec(0)
+    c.seq = seq
+    for q, f, lst in recs:
+        c.prog_first[q], c.prog_last[q] = f, lst
+    c.step_duration = dur[seq] if len(seq) else np.zeros(0, np.int64)
+    ends = np.cumsum(c.step_duration)
+    c.step_end = ends
+    c.step_start = ends - c.step_duration
+    c.total_cycles = int(ends[-1]) if len(ends) else 0
+    c.template_count = np.bincount(seq, minlength=len(c.templates)) if len(c.templates) else np.zeros(0, np.int64)
+    # cycles per program = sum of durations of steps in [first, last] that it issued:
+    # leaves: own templates x executions; containers: sum of children
+    execs = np.zeros(n, np.int64)
+
+    def count_execs(pid: int, mult: int) -> None:
+        execs[pid] = mult
+        p = c.progs[pid].prog
+        inner = mult * (p.count if isinstance(p, P.Repeat) else 1)
+        for ch in children.get(pid, []):
+            count_execs(ch, inner)
+
+    count_execs(0, 1)
+    leaf_cycles = np.zeros(n, np.int64)
+    for info in c.progs:
+        if info.templates:
+            leaf_cycles[info.prog_id] = int(dur[info.templates].sum()) * execs[info.prog_id]
+    tot = leaf_cycles.copy()
+    for info in reversed(c.progs):  # children come after parents in pre-order
+        if info.parent_id >= 0:
+            tot[info.parent_id] += tot[info.prog_id]
+    c.prog_cycles = tot
+    c.prog_execs = execs
