@@ -66,6 +66,8 @@ SCRIPTS: dict[str, str] = {
     "sweep_view": "opening a 10,000-point sweep in the desktop app: read, build, first paint (issue 17)",
     "soak": "one app process opening, viewing, comparing, exporting, closing every sample N times: RSS and "
             "open-file growth (issue 27)",
+    "gpt_scale": "GPT-3-175B / 13B on IPU-POD64/256, timing-only: CPU s, peak RSS vs the host-memory pre-check, fits, "
+                 "tokens/s (issue 24)",
     "speed": "speed regression guard: CPU seconds of each emulator speed-table row vs target and previous run (issue 26)",
 }
 
@@ -106,6 +108,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "sweep_view": ["--points", "1000"],
     "soak": ["--iterations", "3", "--warmup", "1", "--pod16-steps", "200"],
     "speed": ["--quick"],
+    "gpt_scale": ["--rows", "gpt3_13b_pod64"],
 }
 
 
