@@ -23,7 +23,7 @@ import tempfile
 import numpy as np
 
 from bench.speed import CLI, OOM_RC, measure
-from popvision_lite.validators import (
+from popvision_lite.value_checks import (
     COMPOSED_BYTES_PER_ACTIVATION,
     COMPOSED_BYTES_PER_HEAD_ELEMENT,
     composed_graph_elements,
@@ -52,7 +52,7 @@ ROWS = {
     "gpt2_xl_64_phased": ("gpt2-xl", ["--replicas", "64", "--grad-accum", "2", *PHASED],
                           "GPT-2-XL, 64 IPUs: 64 replicas, phased (one stage graph)"),
 }
-# the rows COMPOSED_BYTES_PER_ELEMENT is fitted on (validators.py); the others judge it
+# the rows COMPOSED_BYTES_PER_ELEMENT is fitted on (value_checks.py); the others judge it
 FIT_ROWS = ("gpt3_13b_pod64", "gpt3_13b_pod64_tp4", "gpt2_xl_64_phased")
 
 

@@ -36,7 +36,7 @@ CLI = [PY, "-m", "popvision_lite.cli"]
 OOM_RC = 3  # emulate: the graph does not fit; the profile is written, a result rather than a failure
 
 _RESNET_ROW = """
-from popvision_lite import validation as V
+from popvision_lite import mlperf_validation as V
 import sys
 case = next(c for c in V.build_cases(V.load_rows(V.data_dir(sys.argv[1] or None))) if c.model.startswith('resnet'))
 r = V.predict(case)  # the replica graph as the validation report emulates it

@@ -6,13 +6,13 @@ broken into the terms of the schedule.
     python -m bench.validate --no-doc
     python -m bench.validate --jobs 1          # one process (the emulation itself is single-threaded)
 
-Same code as ``popvision-lite validate`` (``popvision_lite/validation.py``): the rows of
+Same code as ``popvision-lite validate`` (``popvision_lite/mlperf_validation.py``): the rows of
 ``../shared/validation`` and the held-out rows (``resources/validation``), each with its submission's config.
 Prints one ``BENCH-RESULT`` JSON line per row and a table of the step's terms: steady-state micro-batches,
 pipeline fill / drain, optimizer, gradient all-reduce, DDR streams, host step loop and exposed host input
 (shares of the optimizer step); the decomposition of pairs of measured rows (step = G x t + f); and the
 calibrated host step constants with the pairs they are fitted on and leave-one-out on the others
-(``validation.CALIBRATION_PAIRS``).  To refit: run the calibration rows and copy the fitted values into
+(``mlperf_validation.CALIBRATION_PAIRS``).  To refit: run the calibration rows and copy the fitted values into
 resources/devices/ipu-*.toml.
 """
 
@@ -23,7 +23,7 @@ import datetime as _dt
 import json
 import sys
 
-from popvision_lite import validation as V
+from popvision_lite import mlperf_validation as V
 from popvision_lite.errors import ConfigError
 
 

@@ -8,7 +8,7 @@ device TOML (published kernel measurements); the residual is reported as it is.
 
 * **BERT-Large** (seq 512, local batch 56, LAMB, unpadded): the op list is the emulated BERT-Large
   (``bert-large``, timing only, one pipeline stage of 24 layers, vocabulary 30,522): embeddings, 24 encoder
-  layers and the MLM / NSP heads, turned into one micro-batch's kernels by ``analysis.workload.model_pass``.
+  layers and the MLM / NSP heads, turned into one micro-batch's kernels by ``analysis.model_pass.model_pass``.
   NVIDIA's unpadded kernels process only real tokens: L = 512 / 2.0 = 256, the average sequence length
   implied by the ~2.0 sequences per 512-token pack of Graphcore's packed submission of the same dataset (CSV
   ``packing`` column; an upper bound, since packs are not 100 % full); MLM on 15 % of the tokens.  Attention
@@ -100,9 +100,9 @@ def bert_model(batch: int, seq: int, quick: bool):
     """The whole BERT-Large training pass from the emulated workload (timing only): one stage holding all 24
     layers (the stage program emulates one layer body, called 24 times), the embeddings and the MLM / NSP heads
     (``mask_tokens`` = 15 % of the tokens, the masking rate of BERT's pre-training).  Returns the GPU kernel
-    list of one micro-batch (``analysis.workload.model_pass``), the profile data, the samples it was emulated
+    list of one micro-batch (``analysis.model_pass.model_pass``), the profile data, the samples it was emulated
     at, and the emulation wall time."""
-    from popvision_lite.analysis import workload as wl
+    from popvision_lite.analysis import model_pass as wl
     from popvision_lite.emulator.models.emulated import run_model
     from popvision_lite.emulator.models.workloads import make_config
 
@@ -182,9 +182,9 @@ def resnet50_ops(batch: int) -> tuple[pd.DataFrame, float, float]:
 # ------------------------------------------------------------------------------------------ IPU side
 def pod16_cases() -> dict:
     """The measured IPU-POD16 rows as emulator configurations (``popvision-lite validate``'s mapping)."""
-    from popvision_lite import validation
+    from popvision_lite import mlperf_validation
 
-    cases = validation.build_cases(validation.load_rows(CSV.parent), untuned=False)
+    cases = mlperf_validation.build_cases(mlperf_validation.load_rows(CSV.parent), untuned=False)
     return {("bert" if c.model.startswith("bert") else "resnet"): c for c in cases}
 
 
@@ -248,7 +248,7 @@ def main(argv=None) -> int:
     results = {}
 
     # BERT-Large
-    from popvision_lite.analysis import workload as wl
+    from popvision_lite.analysis import model_pass as wl
 
     nv, gc = r["nv-v1.1-dgxa100-bert"], r["gc-v1.1-pod16-bert-closed"]
     local, gbs, n = int(nv["micro_batch"]), int(nv["gbs"]), int(nv["n_accel"])

@@ -4,7 +4,7 @@ once for the command line and the desktop app's export dialogs.  ``ConfigError``
 from __future__ import annotations
 
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import parse_int_ranges
+from popvision_lite.value_checks import parse_int_ranges
 
 MAX_TILES = 1024 * 1472  # the largest IPU system (Bow Pod1024); a tile list longer than this is a typo
 

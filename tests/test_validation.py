@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from popvision_lite import validation as V
+from popvision_lite import mlperf_validation as V
 from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError
 

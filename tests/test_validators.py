@@ -1,4 +1,4 @@
-"""popvision_lite.validators: the reusable checks other sub-commands and config fields use."""
+"""popvision_lite.value_checks: the reusable checks other sub-commands and config fields use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from popvision_lite import validators as v
+from popvision_lite import value_checks as v
 from popvision_lite.errors import ConfigError
 
 

@@ -39,7 +39,7 @@ import pandas as pd
 
 from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
-from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis import model_pass as wl
 from popvision_lite.devices import DeviceSpec
 from popvision_lite.errors import ConfigError, DeviceSpecError
 from popvision_lite.units import format_bandwidth, format_flops

@@ -312,7 +312,7 @@ def _compute(profile) -> RunTotals:
     sch = _schedule(run)
     if "pipeline_cycles" in sch and len(ops):
         # a pipelined ops table holds each op's cycles per training step of one replica, composed by the
-        # emulator from every micro-batch (analysis/workload.py); the timeline draws only some pipeline cycles
+        # emulator from every micro-batch (analysis/model_pass.py); the timeline draws only some pipeline cycles
         op_cycles = ops["cycles"].to_numpy(np.float64)
         op_part = np.stack([ops[c].to_numpy(np.float64) for c in
                             ("compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")], axis=1)

@@ -25,7 +25,7 @@ import numpy as np
 
 from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
-from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
 from popvision_lite.units import format_bytes, format_number, format_percent, format_seconds, format_usd
 

@@ -2,7 +2,7 @@
 
 Every ``type=`` here raises ``argparse.ArgumentTypeError``, so argparse names the option in its message
 and exits 2; the output checks raise :class:`~popvision_lite.errors.ConfigError` naming the option.
-Number checks with bounds use :func:`popvision_lite.validators.arg_number`; the flags of run-config fields
+Number checks with bounds use :func:`popvision_lite.value_checks.arg_number`; the flags of run-config fields
 (``emulate --batch`` ...) are :func:`field_flag`, checked by the field's own definition
 (``emulator/run_config.py``) so that a flag and a TOML field share one check and one message.
 """

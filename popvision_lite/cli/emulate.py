@@ -228,7 +228,7 @@ def run(args) -> int:
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
         return 2
     except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
-        from popvision_lite.validators import largest_array
+        from popvision_lite.value_checks import largest_array
 
         field = largest_array(cfg)[1]
         print(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "

@@ -18,7 +18,7 @@ from pathlib import Path
 from popvision_lite.cli.args import check_destination
 from popvision_lite.errors import ConfigError, PopvisionError
 from popvision_lite.ranges import check_tiles_syntax, parse_steps, parse_tiles
-from popvision_lite.validators import check_number
+from popvision_lite.value_checks import check_number
 
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
 COMPARE_VIEWS = ("memory", "liveness", "summary", "ops", "steps", "execution", "roofline")

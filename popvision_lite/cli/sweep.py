@@ -20,7 +20,7 @@ from pathlib import Path
 
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import arg_number
+from popvision_lite.value_checks import arg_number
 
 PROG = "popvision-lite sweep"
 

@@ -1,5 +1,5 @@
 """``popvision-lite validate [--data FOLDER] [--only TEXT] [--with-predictions] [--no-heldout] [--list] [--write-doc]``: the
-emulator against the measured MLPerf Training runs (the work is :mod:`popvision_lite.validation`).
+emulator against the measured MLPerf Training runs (the work is :mod:`popvision_lite.mlperf_validation`).
 
 Exit codes: 0 ok, 2 missing / unreadable validation data or no case matching ``--only``.
 """
@@ -10,7 +10,7 @@ import sys
 
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
-from popvision_lite.validation import (
+from popvision_lite.mlperf_validation import (
     CSV_NAME,
     DOC_PATH,
     NOT_MODELLED,

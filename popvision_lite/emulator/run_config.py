@@ -35,7 +35,7 @@ from pathlib import Path
 from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig, make_config
 from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import (
+from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
     MODEL_LIMITS,
     check_model_config,
@@ -52,7 +52,7 @@ CLI = "argument"  # the source of a value given as a command-line flag: messages
 @dataclass(frozen=True)
 class Field:
     """One run-config field: ``kind`` is int | number | bool | choice | model | device | file |
-    layer_split | fractions (a number, or one per IPU); bounds come from ``validators.MODEL_LIMITS``
+    layer_split | fractions (a number, or one per IPU); bounds come from ``value_checks.MODEL_LIMITS``
     (shared with the ONNX loader's dims and the host-memory check); ``only_for`` lists the model families
     that read it (empty: every model)."""
 
@@ -288,7 +288,7 @@ class RunConfig:
 
 
 def load_run_config(path) -> RunConfig:
-    """A TOML run config read safely (regular file, size, nesting, numbers: ``validators.read_toml``) and
+    """A TOML run config read safely (regular file, size, nesting, numbers: ``value_checks.read_toml``) and
     checked field by field; errors name the file and the field."""
     raw = read_toml(Path(path), "config file")
     return RunConfig.from_mapping(raw, str(path))

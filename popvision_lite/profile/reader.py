@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.errors import ProfileError, ProfileVersionError
-from popvision_lite.profile import h5safety, schema, validate
+from popvision_lite.profile import consistency, h5safety, schema
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
@@ -337,7 +337,7 @@ class Profile:
         for key in ("device", "name"):
             if not isinstance(getattr(self.target, key), str):
                 raise self._err(f"header field 'target.{key}' must be text, got {getattr(self.target, key)!r}")
-        validate.check_target(self.target, self._err)
+        consistency.check_target(self.target, self._err)
         for key in ("run", "extra"):
             try:
                 val = json.loads(_as_str(attrs.get(key, "{}")))
@@ -546,7 +546,7 @@ class Profile:
                     self._safe.check_vlen_heap(cds, cpath)
                     cats = cds.asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
                     cats = np.asarray(cats, dtype=object)
-                    validate.check_categories(name, col, cats, self._err)
+                    consistency.check_categories(name, col, cats, self._err)
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
                     vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
@@ -610,7 +610,7 @@ class Profile:
                 return self._tables[name]
             df = self._read_table(name)
             # before any view or analysis sees it (the row counts of the tables it refers to are read here)
-            self._guard(lambda: validate.check_table(name, df, self._counts, self._err, self.target.num_tiles),
+            self._guard(lambda: consistency.check_table(name, df, self._counts, self._err, self.target.num_tiles),
                         f"table '{name}'")
             self._tables[name] = _with_derived(name, df, self.target)
         # a shallow copy: free under pandas' copy-on-write, and an edit of the returned frame never reaches the
@@ -631,7 +631,7 @@ class Profile:
         counts = _RowCounts(self._table_rows)
         counts.update(self._counts)
         counts[name] = len(df)
-        validate.check_table(name, df, counts, self._err, self.target.num_tiles)
+        consistency.check_table(name, df, counts, self._err, self.target.num_tiles)
         return df
 
     # ---- public API ---------------------------------------------------------------------

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import MAX_DEPTH, MAX_NUMBER_CHARS, check_depth, check_toml_numbers, read_toml
+from popvision_lite.value_checks import (
+    MAX_DEPTH,
+    MAX_NUMBER_CHARS,
+    check_depth,
+    check_toml_numbers,
+    read_toml,
+)
 
 MAX_POINTS = 10_000  # more than this needs --yes
 # run-config keys that describe where results go, not what is emulated: not sweepable

@@ -226,7 +226,7 @@ def test_summary_view_verdict_panel(qtbot):
 def test_gpu_lowering_drops_window_gathers_and_fuses_norm_activation_chains():
     import pandas as pd
 
-    from popvision_lite.analysis import workload as wl
+    from popvision_lite.analysis import model_pass as wl
 
     rows = [("b/conv2/im2col", "im2col", 9e6), ("b/conv2/matmul", "matmul", 10e6), ("b/bn2", "batch_norm", 2e6),
             ("b/bn2_relu", "relu", 2e6), ("b/residual", "add", 3e6), ("b/relu", "relu", 2e6),

@@ -11,7 +11,7 @@ import pytest
 
 import popvision_lite as pvl
 from popvision_lite.analysis import gpu_estimate as ge
-from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis.roofline import analyze
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main

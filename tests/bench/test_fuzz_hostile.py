@@ -53,12 +53,12 @@ def test_no_failure(results):
 
 def test_classify_flags_an_accepted_inconsistent_file(tmp_path, monkeypatch):
     """The harness is real: with the validator switched off, a duplicate program id reads as 'accepted'."""
-    from popvision_lite.profile import validate
+    from popvision_lite.profile import consistency
 
     base = fh.fz.make_base(tmp_path)
     dst = tmp_path / "ids.pvl"
     what = fh.h_ids(random.Random(1), base, dst)
     case = dict(id=0, kind="ids", what=what, path=str(dst))
     assert fh.classify(case)[0] == "profile_error"
-    monkeypatch.setattr(validate, "check_table", lambda *a, **k: None)
+    monkeypatch.setattr(consistency, "check_table", lambda *a, **k: None)
     assert fh.classify(case)[0] in ("accepted", "other_exception")

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bench import validate as BV
-from popvision_lite import validation as V
+from popvision_lite import mlperf_validation as V
 
 
 def _case(id_):

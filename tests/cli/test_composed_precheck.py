@@ -3,7 +3,7 @@ refused with exit 2 naming --tensor-parallel before any stage graph is built; on
 
 from __future__ import annotations
 
-from popvision_lite import validators
+from popvision_lite import value_checks
 from popvision_lite.emulator.models import pipeline
 from popvision_lite.emulator.models.workloads import make_config
 
@@ -15,7 +15,7 @@ def test_cli_refuses_an_oversized_composed_run_before_building(tmp_path, monkeyp
         raise AssertionError("a stage graph was built")
 
     monkeypatch.setattr(pipeline, "StageGraph", boom)
-    monkeypatch.setattr(validators, "host_memory_bytes", lambda: 16 * 2**30)
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 16 * 2**30)
     out = tmp_path / "x.pvl"
     rc, _, err = cli(["emulate", "gpt3-175b", "--ipus", "64", "--replicas", "64", "--timing-only", "-q",
                       "-o", str(out)])
@@ -26,14 +26,14 @@ def test_cli_refuses_an_oversized_composed_run_before_building(tmp_path, monkeyp
 
 def test_cli_runs_a_composed_config_within_the_budget(tmp_path, monkeypatch, cli):
     cfg = make_config("gpt2-small", tensor_parallel=2, **SMALL)
-    need = validators.composed_host_bytes(cfg)
-    monkeypatch.setattr(validators, "host_memory_bytes", lambda: 2 * need + 2)  # just inside half of it
+    need = value_checks.composed_host_bytes(cfg)
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need + 2)  # just inside half of it
     out = tmp_path / "x.pvl"
     args = ["emulate", "gpt2-small", "--tensor-parallel", "2", "--layers", "2", "--hidden", "64", "--heads", "4",
             "--seq", "32", "--vocab", "512", "--timing-only", "-q", "-o", str(out)]
     rc, so, err = cli(args)
     assert rc == 0, err
     assert out.exists() and "peak tile memory" in so
-    monkeypatch.setattr(validators, "host_memory_bytes", lambda: 2 * need - 2)  # just past it: refused
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need - 2)  # just past it: refused
     rc, _, err = cli([*args[:-1], str(tmp_path / "y.pvl")])
     assert rc == 2 and "--tensor-parallel" in err

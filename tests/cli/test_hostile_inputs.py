@@ -222,7 +222,7 @@ def test_hostile_sweep_arguments_exit_2(tmp_path, argv, name):
 def test_validation_csv_numbers_are_bounded(tmp_path):
     import csv
 
-    from popvision_lite.validation import CSV_NAME, REQUIRED_COLUMNS
+    from popvision_lite.mlperf_validation import CSV_NAME, REQUIRED_COLUMNS
 
     row = {c: "1" for c in REQUIRED_COLUMNS}
     row.update(vendor="graphcore", benchmark="bert", n_accel=HUGE)
@@ -236,7 +236,7 @@ def test_validation_csv_numbers_are_bounded(tmp_path):
 
 
 def test_parse_number_refuses_what_no_option_means():
-    from popvision_lite.validators import parse_number
+    from popvision_lite.value_checks import parse_number
 
     for bad in (HUGE, "nan", "inf", "-inf", "1e999", "", "0x10", "1" * 41):
         with pytest.raises(ConfigError):

@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from popvision_lite import validators
+from popvision_lite import value_checks
 from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.models.workloads import make_config
@@ -105,10 +105,10 @@ def test_batch_serialised_phases_load_weights_once_per_step():
 def test_host_memory_estimate_does_not_grow_with_layers():
     few = make_config("gpt3-175b", ipus=64, tensor_parallel=32, replicas=2)
     many = make_config("gpt3-175b", layers=2, ipus=64, tensor_parallel=32, replicas=2)
-    assert validators.composed_graph_elements(few) == validators.composed_graph_elements(many)
+    assert value_checks.composed_graph_elements(few) == value_checks.composed_graph_elements(many)
     # sharding shrinks it
-    assert validators.composed_host_bytes(make_config("gpt3-175b", ipus=32, tensor_parallel=16, replicas=2)) > \
-        validators.composed_host_bytes(few)
+    assert value_checks.composed_host_bytes(make_config("gpt3-175b", ipus=32, tensor_parallel=16, replicas=2)) > \
+        value_checks.composed_host_bytes(few)
 
 
 def _traced_peak(cfg) -> int:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import popvision_lite as pvl
-from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis import model_pass as wl
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v2.0"
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"

@@ -1,4 +1,4 @@
-"""The consistency validator (popvision_lite/profile/validate.py): every case the hostile-input campaign
+"""The consistency validator (popvision_lite/profile/consistency.py): every case the hostile-input campaign
 found making analysis raise KeyError/IndexError/..., freeze or allocate gigabytes is a ProfileError naming
 table, column and first bad row before any view sees the table."""
 
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import fuzz_hostile as fh  # noqa: E402
 from bench import fuzz_profiles as fz  # noqa: E402
 from popvision_lite.errors import ProfileError  # noqa: E402
-from popvision_lite.profile import validate  # noqa: E402
+from popvision_lite.profile import consistency  # noqa: E402
 from popvision_lite.profile.reader import open_profile  # noqa: E402
 
 
@@ -130,9 +130,9 @@ def test_null_dataspace_tile_edges(base, tmp_path):
 
 
 def test_clip():
-    assert validate.clip("abc") == "abc"
-    s = validate.clip("x" * 10_000)
-    assert len(s) == validate.DISPLAY_CHARS and s.endswith("\u2026")
+    assert consistency.clip("abc") == "abc"
+    s = consistency.clip("x" * 10_000)
+    assert len(s) == consistency.DISPLAY_CHARS and s.endswith("\u2026")
 
 
 def test_sample_profiles_are_consistent():

@@ -260,7 +260,7 @@ def validate(cfg: ModelConfig) -> None:
     if cfg.model == "resnet":
         validate_resnet(cfg)
     validate_scale(cfg)
-    from popvision_lite.validators import check_model_config
+    from popvision_lite.value_checks import check_model_config
 
     check_model_config(cfg)  # every numeric field finite and within its bounds (issue 19)
 

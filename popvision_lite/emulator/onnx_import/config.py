@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from popvision_lite.validators import read_toml
+from popvision_lite.value_checks import read_toml
 
 # bundled-workload options that an ONNX file fixes itself
 NOT_FOR_ONNX = ("layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "streaming_weights")

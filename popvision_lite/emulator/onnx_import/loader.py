@@ -74,9 +74,9 @@ class LoadedModel:
 
 def dim_limits(name: str) -> tuple[str, tuple[int, int]]:
     """(bundled-model field, (lowest, highest)) that bounds a symbolic dim: a batch-like name as ``batch``,
-    a sequence-like one as ``seq``, any other as ``hidden`` (``validators.MODEL_LIMITS``: the same bounds
+    a sequence-like one as ``seq``, any other as ``hidden`` (``value_checks.MODEL_LIMITS``: the same bounds
     the bundled models' sizes have, so a typo cannot turn into an allocation of the whole machine)."""
-    from popvision_lite.validators import MODEL_LIMITS
+    from popvision_lite.value_checks import MODEL_LIMITS
 
     low = str(name).lower()
     field = ("batch" if low in BATCH_NAMES or "batch" in low else

@@ -240,7 +240,7 @@ def check_scale(ipus, scale: dict, training: bool, available_memory_proportion=N
     """Check the at-scale settings of an ONNX run (OnnxImportError naming the field); returns the IPUs
     of one replica."""
     from popvision_lite.errors import ConfigError
-    from popvision_lite.validators import MODEL_LIMITS, check_number
+    from popvision_lite.value_checks import MODEL_LIMITS, check_number
 
     try:
         for name in ("replicas", "grad_accum"):

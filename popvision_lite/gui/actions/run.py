@@ -53,12 +53,12 @@ from popvision_lite.gui.compare_window import compare_documents, compare_key
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data
 from popvision_lite.gui.text import plain_label, show_error, show_info
-from popvision_lite.validators import MODEL_LIMITS
+from popvision_lite.value_checks import MODEL_LIMITS
 
 
 # ----------------------------------------------------------------------------- dialogs
 def _spin(name: str) -> QSpinBox:
-    """A spin box over run-config field ``name``'s bounds (``validators.MODEL_LIMITS``)."""
+    """A spin box over run-config field ``name``'s bounds (``value_checks.MODEL_LIMITS``)."""
     lo, hi = MODEL_LIMITS[name]
     w = QSpinBox()
     w.setRange(int(lo), int(min(hi, 2 ** 31 - 1)))

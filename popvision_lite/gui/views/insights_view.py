@@ -25,7 +25,7 @@ from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.text import SafeTextBrowser, plain_html, plain_label
 from popvision_lite.gui.theme import SEVERITY_COLORS
 from popvision_lite.gui.workers import start_task
-from popvision_lite.profile.validate import clip
+from popvision_lite.profile.consistency import clip
 
 MAX_TEXT = 20_000  # characters of one finding shown (names inside are stored at most 4,096 long)
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from popvision_lite import devices
-from popvision_lite.analysis import workload as wl
+from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis.summary import summarize
 from popvision_lite.analysis.verdict import DEFAULT_GPU, DEFAULT_SAMPLES, verdict
 from popvision_lite.errors import PopvisionError

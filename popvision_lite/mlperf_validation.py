@@ -30,7 +30,7 @@ from pathlib import Path
 
 from popvision_lite import input_files
 from popvision_lite.errors import ConfigError
-from popvision_lite.validators import parse_number
+from popvision_lite.value_checks import parse_number
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = Path("..") / "shared" / "validation"  # relative to the repository root
