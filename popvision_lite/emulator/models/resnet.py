@@ -79,8 +79,6 @@ class _Geom:
     def windows(self, k, stride, pad):
         key = (self.n, self.h, self.w, k, stride, pad)
         if key not in _Geom._cache:
-            if len(_Geom._cache) > 64:
-                _Geom._cache.clear()
             _Geom._cache[key] = conv_windows(self.n, self.h, self.w, k, stride, pad)
         idx, (oh, ow) = _Geom._cache[key]
         return idx, _Geom(self.n, oh, ow)
@@ -269,6 +267,16 @@ def _weight(p, gname):
 
 def build_resnet(be, cfg):
     validate_resnet(cfg)
+    # window indices are shared by the convolutions of one graph only (the stem's alone is 98 MB at
+    # micro-batch 20): nothing of them is kept once the graph is built
+    _Geom._cache.clear()
+    try:
+        return _build_resnet(be, cfg)
+    finally:
+        _Geom._cache.clear()
+
+
+def _build_resnet(be, cfg):
     rv = _Values(be, cfg.seed)
     n, hw, ncls = cfg.batch, cfg.image, cfg.vocab
     out = Built()
