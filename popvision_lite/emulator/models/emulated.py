@@ -4,6 +4,7 @@ the numpy reference, or compose a pipelined / replicated run (pipeline.py); ``wr
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -98,7 +99,11 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         res = _fresh_result(res, config)
         wall["reused"] = True
     else:
-        _GRAPH_CACHE.clear()  # free the previous graph before building the next (peak memory: one graph)
+        if _GRAPH_CACHE:  # free the previous graph before building the next (peak memory: one graph)
+            _GRAPH_CACHE.clear()
+            # its objects refer to each other (graph, context, programs): collect the cycles now, not whenever
+            # the collector's thresholds next trip, which a graph's millions of objects push far ahead
+            gc.collect()
         tick("planning and building graph", 0.0)
         be, built = build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
