@@ -4,6 +4,7 @@ the numpy reference, or compose a pipelined / replicated run (pipeline.py); ``wr
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -98,7 +99,11 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         res = _fresh_result(res, config)
         wall["reused"] = True
     else:
-        _GRAPH_CACHE.clear()  # free the previous graph before building the next (peak memory: one graph)
+        if _GRAPH_CACHE:  # free the previous graph before building the next (peak memory: one graph)
+            _GRAPH_CACHE.clear()
+            # its objects refer to each other (graph, context, programs): collect the cycles now, not whenever
+            # the collector's thresholds next trip, which a graph's millions of objects push far ahead
+            gc.collect()
         tick("planning and building graph", 0.0)
         be, built = build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
@@ -182,9 +187,9 @@ def _fresh_result(res, config):
 def _add_outlined_memory(be, pd_) -> bool | None:
     """Memory per tile of the blocks an outlined run did not build (see resnet.outlined): the other
     blocks' weights (always live, laid out as the representative's) and their saved inputs (not always
-    live: every block's input is kept from its forward to its recomputation, so all are live at the
-    start of the backward pass, where the peak is).  Returns the new fits, or None when nothing was
-    outlined."""
+    live: each is kept from its block's forward through its block's backward pass; placed on those
+    liveness steps when the builder recorded its replays, ``be.saved_spans``, else counted as live at the
+    liveness peak).  Returns the new fits, or None when nothing was outlined."""
     if not be.multiplicity and not be.saved_copies:
         return None
     from popvision_lite.profile import schema
@@ -196,8 +201,12 @@ def _add_outlined_memory(be, pd_) -> bool | None:
         extra = be.multiplicity.get(t.id, 1) - 1
         if extra > 0:
             mem[:, var, 0] += extra * t.mapping.elements_per_tile(T) * t.itemsize
-    for t in be.saved_copies:
-        mem[:, var, 1] += t.mapping.elements_per_tile(T) * t.itemsize
+    live = _saved_on_liveness(be, pd_, T)
+    if live is not None:
+        mem[:, var, 1] = live.max(axis=0, initial=0)
+    else:
+        for t in be.saved_copies:
+            mem[:, var, 1] += t.mapping.elements_per_tile(T) * t.itemsize
     pd_.memory = mem
     need = mem.sum(axis=(1, 2))
     cap = be.graph.target.sram_bytes_per_tile
@@ -207,6 +216,57 @@ def _add_outlined_memory(be, pd_) -> bool | None:
     pd_.run["oom_tiles"] = [[int(t), int(t // be.graph.target.tiles_per_ipu), int(need[t]), int(cap)]
                             for t in over[np.argsort(-need[over], kind="stable")][:16]]
     return fits
+
+
+def _saved_on_liveness(be, pd_, T):
+    """The not-always-live bytes per (liveness step, tile) with the outlined blocks' saved inputs added over
+    the steps they are live (``be.saved_spans``: from the step that writes one, before its block's forward
+    replay, through its block's backward pass, after its recomputation's replay); the profile's liveness
+    table and per-step bytes are updated to match.
+    None when the spans are not known (then the caller counts every saved input at the peak)."""
+    spans = getattr(be, "saved_spans", None)
+    ltb = getattr(pd_, "liveness_tile_bytes", None)
+    if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(m is None for _n, m in spans):
+        return None
+    progs = pd_.programs
+    ids, parents = progs.prog_id.to_numpy(), progs.parent_id.to_numpy()
+    names, lsteps = progs.name.to_numpy(), progs.lstep.to_numpy()
+    # replay occurrences of a block's forward, in program order, and the liveness steps of their leaves
+    occ: dict[int, int] = {}
+    first: list[int] = []
+    last: list[int] = []
+    for i in np.argsort(ids, kind="stable"):
+        pid, par, name = int(ids[i]), int(parents[i]), str(names[i])
+        if name.startswith("block_fwd/") and name.endswith("/replay"):
+            occ[pid] = len(first)
+            first.append(-1)
+            last.append(-1)
+        elif par in occ:
+            occ[pid] = occ[par]
+        ls = int(lsteps[i])
+        if ls >= 0 and pid in occ:
+            j = occ[pid]
+            first[j] = ls if first[j] < 0 else min(first[j], ls)
+            last[j] = max(last[j], ls)
+    if any(max(n, m) >= len(first) or first[n] < 0 or last[m] < 0 for n, m in spans):
+        return None
+    L = ltb.shape[0]
+    delta = np.zeros((L + 1, T), np.int64)
+    for t, (n, m) in zip(be.saved_copies, spans, strict=True):
+        b = t.mapping.elements_per_tile(T) * t.itemsize
+        # written by the step before its block's forward; read until its block's backward is done, which
+        # ends where the next recomputation (the block below) begins
+        end = first[m + 1] - 1 if m + 1 < len(first) else L - 1
+        delta[max(first[n] - 1, 0)] += b
+        delta[end + 1] -= b
+    live = np.asarray(ltb, np.int64) + np.cumsum(delta[:L], axis=0)
+    pd_.liveness_tile_bytes = np.minimum(live, np.iinfo(np.uint32).max).astype(np.uint32)
+    steps = pd_.liveness_steps.copy()
+    steps["total_bytes"] = live.sum(axis=1)
+    steps["max_tile_bytes"] = live.max(axis=1, initial=0)
+    steps["max_tile"] = live.argmax(axis=1).astype(np.int32)
+    pd_.liveness_steps = steps
+    return live
 
 
 def _run_composed(cfg, device, timing_only, progress) -> ModelRun:

@@ -35,6 +35,9 @@ class EmulatorBackend(EmulatorNormPool, Backend):
         # inputs of the blocks that reuse another's tensors (their memory is added per tile)
         self.multiplicity: dict[int, int] = {}
         self.saved_copies: list = []
+        # per saved copy (n, m): the n-th replay of a "block_fwd/" phase is its block's forward, the m-th its
+        # recomputation (counted over all such replays in program order; models/emulated._saved_on_liveness)
+        self.saved_spans: list = []
 
     def mark(self, name):
         self.marks.append((name, len(self.ctx.programs)))

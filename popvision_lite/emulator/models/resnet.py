@@ -79,8 +79,6 @@ class _Geom:
     def windows(self, k, stride, pad):
         key = (self.n, self.h, self.w, k, stride, pad)
         if key not in _Geom._cache:
-            if len(_Geom._cache) > 64:
-                _Geom._cache.clear()
             _Geom._cache[key] = conv_windows(self.n, self.h, self.w, k, stride, pad)
         idx, (oh, ow) = _Geom._cache[key]
         return idx, _Geom(self.n, oh, ow)
@@ -269,6 +267,16 @@ def _weight(p, gname):
 
 def build_resnet(be, cfg):
     validate_resnet(cfg)
+    # window indices are shared by the convolutions of one graph only (the stem's alone is 98 MB at
+    # micro-batch 20): nothing of them is kept once the graph is built
+    _Geom._cache.clear()
+    try:
+        return _build_resnet(be, cfg)
+    finally:
+        _Geom._cache.clear()
+
+
+def _build_resnet(be, cfg):
     rv = _Values(be, cfg.seed)
     n, hw, ncls = cfg.batch, cfg.image, cfg.vocab
     out = Built()
@@ -298,6 +306,9 @@ def build_resnet(be, cfg):
     with be.on_ipu(0), be.scope("stem"):
         x, stem_cache, geom = _stem_fwd(be, P["stem"], image, geom)
     inputs, caches, geoms = [], [], []
+    saved_of: dict[int, int] = {}  # outlined block -> its saved input (be.saved_copies)
+    spans: list = []
+    fwd_replays = 0  # replays of "block_fwd/" phases so far, in program order
     for b, (name, stride, down) in enumerate(specs):
         with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             inputs.append(x)
@@ -307,6 +318,9 @@ def build_resnet(be, cfg):
                 be.replay(f"block_fwd/{r}")
                 if not keep:  # its input is saved for its recomputation, like the representative's
                     be.saved_copies.append(x)
+                    saved_of[b] = len(be.saved_copies) - 1
+                    spans.append([fwd_replays, None])
+                fwd_replays += 1
                 x, c, geom = fwd_done[r]
             else:
                 be.mark(f"block_fwd/{b}")
@@ -341,6 +355,9 @@ def build_resnet(be, cfg):
             c = caches[b]
             if c is None:  # recomputation re-runs the block's (kind's) forward program: the same code
                 be.replay(f"block_fwd/{r}")
+                if b in saved_of:  # its saved input is read here for the last time
+                    spans[saved_of[b]][1] = fwd_replays
+                fwd_replays += 1
                 c = fwd_done[r][1]
             if r in bwd_done:
                 be.replay(f"block_bwd/{r}")
@@ -355,6 +372,8 @@ def build_resnet(be, cfg):
                 be.mark(f"block_bwd_end/{r}")
                 if copies[r] > 1:
                     bwd_done[r] = d
+    if hasattr(be, "saved_spans"):
+        be.saved_spans[:] = [tuple(sp) for sp in spans]
     with be.on_ipu(0), be.scope("stem"):
         if not keep:
             with be.scope("recompute"):

@@ -230,7 +230,8 @@ def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
     for i, src in enumerate(srcs):
         sel = np.nonzero(vi == i)[0]
         # every row of every group of this source, in vertex order
-        rows = np.concatenate([gs[g] + np.arange(gk[g]) for g in vg[sel]]) if len(sel) else np.zeros(0, np.int64)
+        cnt = gk[vg[sel]]
+        rows = np.repeat(gs[vg[sel]], cnt) + np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         cols = np.repeat(vc[sel] * lc, gk[vg[sel]])
         ctx.add(P.Copy(src.regions(rows * row + cols, lc), flat_view(gathered, _ranges_index(gstart[sel], per[sel])),
                        name=f"{op}/gather{stage}_{i}", op=op))

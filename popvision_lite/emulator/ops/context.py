@@ -11,17 +11,32 @@ from popvision_lite.emulator.ops.planners import PlanTarget
 
 
 class View:
-    """Operand made of ``base`` (a graph Tensor) elements at flat positions ``index``."""
+    """Operand made of ``base`` (a graph Tensor) elements at flat positions ``index``.  A transpose of the whole
+    base (``axes``, no ``index``) builds its index only when something reads it: a matmul takes such an
+    operand as its base with swapped axes and never does (the index of a ResNet weight-gradient operand is
+    36 M int64)."""
 
-    __slots__ = ("base", "index")
+    __slots__ = ("base", "_index", "axes")
 
-    def __init__(self, base, index):
+    def __init__(self, base, index=None, axes=None):
+        if (index is None) == (axes is None):
+            raise ValueError("View: give exactly one of index and axes")
         self.base = base
-        self.index = np.asarray(index, dtype=np.int64)
+        self.axes = None if axes is None else tuple(int(a) for a in axes)
+        self._index = None if index is None else np.asarray(index, dtype=np.int64)
+
+    @property
+    def index(self) -> np.ndarray:
+        if self._index is None:
+            sh = tuple(self.base.shape)
+            self._index = np.arange(int(np.prod(sh)), dtype=np.int64).reshape(sh).transpose(self.axes)
+        return self._index
 
     @property
     def shape(self):
-        return self.index.shape
+        if self._index is None:
+            return tuple(self.base.shape[a] for a in self.axes)
+        return self._index.shape
 
     @property
     def dtype(self):

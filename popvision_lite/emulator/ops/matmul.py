@@ -28,11 +28,13 @@ def _as_operand(ctx, x, name, op):
     becomes (base, True) - no data moves; any other View is materialised (a rearranging copy)."""
     if isinstance(x, View):
         base = x.base
-        if len(base.shape) in (2, 3) and x.index.ndim == len(base.shape):
+        if len(base.shape) in (2, 3) and len(x.shape) == len(base.shape):
             sh = base.shape
             want = sh[:-2] + (sh[-1], sh[-2])
-            if tuple(x.index.shape) == want:
+            if tuple(x.shape) == want:
                 axes = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
+                if x.axes == axes:  # a transpose view (Backend.t): no index to compare
+                    return base, True
                 if np.array_equal(x.index, np.arange(base.size, dtype=np.int64).reshape(sh).transpose(axes)):
                     return base, True
             if tuple(x.index.shape) == sh and np.array_equal(x.index.ravel(), np.arange(base.size)):

@@ -615,7 +615,7 @@ def _row_vertices(ctx, codelet, rows: dict, vecs: dict, outs_vec: dict, tiles, s
     tl = np.unique(tiles)
     fields = {k: v.regions(starts, sizes) for k, v in rows.items()}
     for k, v in vecs.items():
-        rep = B._replicate_rows(ctx, v, tl, c, k, op)
+        rep = B._replicate_rows(ctx, _grouped_vector(ctx, v, k, op), tl, c, k, op)
         fields[k] = B._vec_fields(rep, tiles, tl, c)
     fields.update(outs_vec)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
@@ -644,9 +644,39 @@ def _tile_partials(ctx, partial, tiles, c, name, op):
     return out
 
 
-def _reduce_channels(ctx, partial, tiles, c, name, op):
-    """(V, c) per-vertex fp32 partial sums -> (c,) fp32: on each tile, then across tiles."""
-    return _basic()._reduce_partials(ctx, [(_tile_partials(ctx, partial, tiles, c, name, op), name, "float32")], op)[0]
+# The per-channel vectors that batch norm broadcasts to its row tiles (scale and shift; mean, invstd and the
+# input-gradient coefficients) are first brought to the layout poplibs gives the norm parameters of a rank-2
+# activation: linear, at least 128 bytes per tile (popnn/Norms.cpp createNormParam -> poputil::mapTensorLinearly,
+# whose calcLinearTileMapping takes minBytesPerTile = 128).  A vector of c fp32 channels then lives on c / 32
+# tiles and a row tile receives it in c / 32 pieces; left where the reduction tree wrote it (chunks of two
+# channels on c / 2 tiles) every row tile received it in c / 2 pieces, one exchange instruction each.
+STAT_CHUNK_BYTES = 128
+
+
+def vector_layout(ctx, c: int, itemsize: int = 4):
+    """Mapping of a per-channel vector of ``c`` elements: chunks of STAT_CHUNK_BYTES on consecutive tiles."""
+    per = max(1, STAT_CHUNK_BYTES // itemsize)
+    used = min(ctx.target.tiles_per_ipu, -(-c // per))
+    tiles = np.sort(ctx.tiles_array(rotate=used)[:used])
+    return M.linear(c, tiles, grain=per)
+
+
+def _grouped_vector(ctx, v, name, op):
+    """``v`` (c,) on :func:`vector_layout`: one copy when it is spread over more tiles than that."""
+    v = _as_tensor(ctx, v, name, op)
+    c = int(np.prod(v.shape))
+    if len(np.unique(v.mapping.tile)) <= -(-c * v.itemsize // STAT_CHUNK_BYTES):
+        return v
+    out = ctx.variable(f"{op}/{name}_grouped", (c,), v.dtype, mapping=vector_layout(ctx, c, v.itemsize), op=op)
+    ctx.add(P.Copy(v.whole(), out.whole(), name=f"{op}/group_{name}", op=op))
+    return out
+
+
+def _reduce_channels(ctx, partials, tiles, c, op):
+    """[((V, c) per-vertex fp32 partial sums, name)] -> [(c,) fp32]: on each tile, then across tiles in one
+    reduction (one exchange per stage for all the vectors)."""
+    items = [(_tile_partials(ctx, p, tiles, c, name, op), name, "float32") for p, name in partials]
+    return _basic()._reduce_partials(ctx, items, op)
 
 
 def batch_norm(ctx: OpContext, x, gamma, beta, name: str):
@@ -668,8 +698,7 @@ def batch_norm(ctx: OpContext, x, gamma, beta, name: str):
         "in": xt.regions(starts, sizes), "sum": ps.regions(vid, c), "sumsq": pq.regions(vid, c)},
         params={"row": np.int64(c)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
-    s = _reduce_channels(ctx, ps, tiles, c, "sum", op)
-    q = _reduce_channels(ctx, pq, tiles, c, "sumsq", op)
+    s, q = _reduce_channels(ctx, [(ps, "sum"), (pq, "sumsq")], tiles, c, op)
     g = B.materialize(ctx, gamma, "gamma", op, mapping=s.mapping, shape=(c,))
     b = B.materialize(ctx, beta, "beta", op, mapping=s.mapping, shape=(c,))
     mk = lambda n: ctx.variable(f"{op}/{n}", (c,), "float32", mapping=s.mapping, op=op)  # noqa: E731
@@ -697,8 +726,7 @@ def batch_norm_bwd(ctx: OpContext, x, dy, mean, invstd, gamma, name: str):
     px = ctx.variable(f"{op}/dxsum_partial", (V, c), "float32", mapping=M.intervals(tiles, vid, vid + c), op=op)
     _row_vertices(ctx, BN_GRAD_STATS, {"x": xt, "dy": dyt}, {"mean": mean, "invstd": invstd},
                   {"dsum": pd.regions(vid, c), "dxsum": px.regions(vid, c)}, tiles, starts, sizes, c, op)
-    ds = _reduce_channels(ctx, pd, tiles, c, "dsum", op)
-    dxs = _reduce_channels(ctx, px, tiles, c, "dxsum", op)
+    ds, dxs = _reduce_channels(ctx, [(pd, "dsum"), (px, "dxsum")], tiles, c, op)
     on = lambda t, n: B.materialize(ctx, t, n, op, mapping=ds.mapping, shape=(c,))  # noqa: E731
     g, m, s = on(gamma, "gamma"), on(mean, "mean"), on(invstd, "invstd")
     mk = lambda n, dt="float32": ctx.variable(f"{op}/{n}", (c,), dt, mapping=ds.mapping, op=op)  # noqa: E731

@@ -288,16 +288,7 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
     Temporary memory per tile follows poplin's ConvModel.cpp (totalTempBytes): the partial-calc
     temporaries (the tile's A and B blocks and its output / partials) and the reduction's (the
     partials and the gathered slice) are not live at the same time, so the footprint is their max."""
-    bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
-    bks = _ceil_div(bk, ps)
-    a_bytes = bm * bks * in_b
-    b_bytes = bks * bn * in_b
-    partial = pk > 1 or ps > 1
-    out_bytes = bm * bn * (4 if partial else in_b)
-    tiles_used = pm * pn * pk
-    slice_elems = _ceil_div(bm * bn, pk) if pk > 1 else 0
-    red_bytes = pk * slice_elems * 4 + slice_elems * in_b if pk > 1 else 0
-    per_tile = max(a_bytes + b_bytes + out_bytes, out_bytes + red_bytes)
+    bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, per_tile = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b)
     xb, mb = target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
     compute = ps * amp_tile_cycles(bm, bks, bn, target, precision)
     # operands are broadcast to each tile every pass, A and B in one exchange each (nothing assumed
@@ -320,8 +311,20 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
             reduce += reduce_tile_cycles(pk, bm, bn, target, in_b)
     elif ps > 1:  # FP32 accumulator cast to the output type
         reduce = _cast_out_cycles(bm * bn, target.threads, target.launch_cycles, in_b)
-    del tiles_used
     return bm, bn, bk, per_tile, compute, exchange, reduce
+
+
+def _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b):
+    """Blocks and temporary bytes per tile of a split (see _matmul_cost): (bm, bn, bk, bk per pass,
+    A bytes, B bytes, reduce slice elements, bytes per tile)."""
+    bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
+    bks = _ceil_div(bk, ps)
+    a_bytes = bm * bks * in_b
+    b_bytes = bks * bn * in_b
+    out_bytes = bm * bn * (4 if (pk > 1 or ps > 1) else in_b)
+    slice_elems = _ceil_div(bm * bn, pk) if pk > 1 else 0
+    red_bytes = pk * slice_elems * 4 + slice_elems * in_b if pk > 1 else 0
+    return bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, max(a_bytes + b_bytes + out_bytes, out_bytes + red_bytes)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -368,6 +371,9 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
                     if (exact or exact_k) and (K // pk) % ps:
                         continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
+                    foot = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b)[-1]
+                    if foot > target.budget_bytes and smallest is not None and foot > smallest[0][0]:
+                        continue  # over budget and larger than a footprint seen: neither the best nor the smallest
                     ra, rb = rearrangements(pk, pn, ps, ta, tb, b_laid_out)
                     bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
                         M, N, K, pm, pn, pk, ps, target, in_b, precision, ra, rb,
