@@ -44,7 +44,7 @@ MODEL_LIMITS: dict[str, tuple] = {
     "heads": (1, 1024), "head_dim": (0, 1 << 12), "ffn": (0, 1 << 18), "vocab": (1, 1 << 21), "image": (1, 8192),
     "nodes": (1, 1 << 24), "edges": (1, 1 << 27), "ipus": (1, 1024), "seed": (0, 2 ** 32 - 1),
     "lr": (1e-12, 1e3),
-    # scale's fields (issue 13), checked when present
+    # scale's fields, checked when present
     "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16), "tensor_parallel": (1, 1024),
     "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0), "mask_tokens": (0, 1 << 16),
 }

@@ -1,4 +1,4 @@
-"""Consistency of a profile's content, checked before any view or analysis sees it (issue 19).
+"""Consistency of a profile's content, checked before any view or analysis sees it.
 
 The reader checks the file's structure (``h5safety``) and each column's dtype and sign; this module checks
 what the format promises *between* values (``docs/profile-format.md``):

@@ -1,7 +1,7 @@
 """Safe opening of an untrusted HDF5 file: what HDF5 would follow or decode on a reader's behalf.
 
 A ``.pvl`` file is shared between people, so HDF5 features that read *outside* the file or hand
-attacker-controlled bytes to a C decoder must be refused before any data is read (issue 19):
+attacker-controlled bytes to a C decoder must be refused before any data is read:
 
 * :func:`check_regular_file` - only a regular file is opened (a FIFO, device or socket would block or
   stream for ever); checked with ``os.stat`` before anything opens it.

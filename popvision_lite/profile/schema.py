@@ -22,10 +22,10 @@ import pandas as pd
 
 FORMAT_NAME = "popvision-lite-profile"
 FORMAT_VERSION = 2  # bump on any incompatible change; readers refuse newer major versions
-# v2 (issue 13): steps of different IPUs may overlap in time (per-IPU lanes of a pipeline); the run dict
+# v2: steps of different IPUs may overlap in time (per-IPU lanes of a pipeline); the run dict
 # gains "schedule", "samples_per_second" and, for composed runs, "training_state" and "profile_note".
 # v1 files (one global timeline) still open: their steps simply never overlap.
-# v2.1 (minor, writer.FORMAT_MINOR; issue 15): pipelined runs add run["op_counts"] (runs_per_step,
+# v2.1 (minor, writer.FORMAT_MINOR): pipelined runs add run["op_counts"] (runs_per_step,
 # calls_per_microbatch, runs_per_call per op); 2.0 files without it are read by the rule their writer used.
 # v2.2 (minor): the "phases" table (the training step's fill / steady state / drain / all-reduce / optimizer /
 # streams and which stored steps represent each, profile/phases.py); older files get it rebuilt from
