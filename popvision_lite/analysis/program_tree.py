@@ -44,8 +44,8 @@ class ProgramTree:
         self.last_step = pr["last_step"].to_numpy().astype(np.int64)
         n = len(self.ids)
         # the reader's validator guarantees dense ids and parents before children; a ProfileData built
-        # in memory is checked here too: a duplicate id crashed the tree view, a parent cycle made
-        # path_to loop for ever, prog_id 2^31-1 allocated 16 GiB
+        # in memory is checked here too: a duplicate id would crash the tree view, a parent cycle would make
+        # path_to loop for ever, prog_id 2^31-1 would allocate 16 GiB
         bad = (self.ids != np.arange(n)) | (self.parent < -1) | (self.parent >= np.arange(n))
         if bad.any():
             from popvision_lite.errors import ProfileError

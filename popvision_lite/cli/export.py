@@ -99,7 +99,7 @@ def check_args(args) -> str:
         v = getattr(args, name)
         if v is not None and not (16 <= v <= 16384):
             raise ConfigError(f"--{name} {v}: choose 16 .. 16384 pixels")
-    check_number("--dpi", args.dpi, 1, 9600)  # finite: nan / inf / 1e300 passed 'dpi > 0' or overflowed
+    check_number("--dpi", args.dpi, 1, 9600)  # finite: nan / inf / 1e300 would pass a plain 'dpi > 0' or overflow
     check_destination(args.output)
     return suffix[1:]
 

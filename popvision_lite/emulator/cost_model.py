@@ -49,7 +49,7 @@ CONTROL_ID_BYTES = 4               # per program per tile (program/compute-set i
 EXCHANGE_CODE_BASE = 16            # exchange program prologue on a participating tile
 # one exchange instruction per contiguous piece (or per pattern) on each side: 4 bytes, the figure
 # poplibs' own planner uses for exchange code (popops/DynamicSlice.cpp, plan estimates:
-# exchangeCodeBytes = 4 x exchange instructions per tile); was an assumed 8 B
+# exchangeCodeBytes = 4 x exchange instructions per tile)
 EXCHANGE_CODE_PER_PIECE = 4
 EXCHANGE_CODE_PER_LOOP = 8         # loop set-up of a pattern of equal pieces with constant strides
 COPY_DESCRIPTOR_PER_PIECE = 8      # on-tile copy descriptor (src, dst, length)

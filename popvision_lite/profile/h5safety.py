@@ -18,8 +18,8 @@ attacker-controlled bytes to a C decoder must be refused before any data is read
   checked when first read, so an open costs the same whatever the file holds.
 * :class:`ChunkGuard` - before HDF5's Blosc filter sees a chunk, its raw bytes are read
   (``read_direct_chunk``) and the Blosc header is checked against the dataset's declared chunk size and
-  the stored chunk length.  A header claiming more bytes than the chunk holds made the filter copy
-  past its buffer and crash the process (exit 139).
+  the stored chunk length.  A header claiming more bytes than the chunk holds would make the filter
+  copy past its buffer and crash the process (exit 139).
 
 Every refusal is a :class:`ProfileError` naming the file and the dataset.
 """

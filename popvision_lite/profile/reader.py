@@ -430,7 +430,7 @@ class Profile:
         chunk lands in one buffer HDF5 reuses); once a read comes back to chunks read before, as a
         scrolled window does, the dataset is reopened with a CHUNK_CACHE_BYTES chunk cache and read
         through that from then on.  Filling a cache costs fresh memory for every decoded chunk (the
-        page faults were a third of a one-off 600-step window's CPU time), which only pays when chunks
+        page faults are a third of a one-off 600-step window's CPU time), which only pays when chunks
         are read again."""
         ds = self._safe.get(path)
         cached = self._cached.get(path)
@@ -761,9 +761,9 @@ class Profile:
 
 # A window over a tile subset reads each IPU's span of columns, then picks the subset's columns.  The span
 # (megabytes for a long window) goes into a buffer kept per thread, grown to the largest span read (at most
-# _SPAN_BUFFER_BYTES; larger spans get their own array).  A fresh array each time made glibc map and unmap
-# it (and HDF5's chunk buffers) again and again: those page faults were half the CPU time of a one-off
-# 600-step window.
+# _SPAN_BUFFER_BYTES; larger spans get their own array).  A fresh array each time would make glibc map and
+# unmap it (and HDF5's chunk buffers) again and again: those page faults are half the CPU time of a
+# one-off 600-step window.
 _SPAN_BUFFER_BYTES = 16 << 20
 _span_buffers = threading.local()
 

@@ -231,8 +231,8 @@ def _write_image(fd: int, image) -> None:
     """Write ``image`` (bytes) to ``fd`` with plain ``os.write`` calls of at most WRITE_CHUNK bytes, then fsync.
 
     A full disk, a file size limit or an I/O error surfaces here as Python ``OSError``: HDF5 itself only
-    ever wrote to memory, so it never sees an I/O failure (HDF5 2.0 crashed the process when a file whose
-    write had failed on disk was closed or freed).
+    ever writes to memory, so it never sees an I/O failure (HDF5 2.0 crashes the process when a file whose
+    write failed on disk is closed or freed).
     """
     view = memoryview(image)
     try:

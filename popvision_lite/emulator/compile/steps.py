@@ -214,7 +214,7 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
     finally:
         c.recording = None
     # the plan (per-piece arrays, the bulk of a copy's memory) is kept only where the outlining
-    # signature needs it; a plain whole-graph compile frees each plan after its copy, as before
+    # signature needs it; a plain whole-graph compile frees each plan after its copy
     memo[key] = (c.copy_plans[info.prog_id] if c.outline else None, effects, info.code_bytes - before, shift)
 
 

@@ -273,7 +273,7 @@ def _reduce_partials(ctx, items, op):
     if V > 64:
         # groups of ~32 partials: ceil(V / 32) groups of ceil and floor size (a prime V - the tiles
         # holding rows, e.g. 1459 - has no divisor near 32: one stage of 1459 partials on one worker
-        # per tile cost 9k cycles instead of a few hundred)
+        # per tile would cost 9k cycles instead of a few hundred)
         s = max(2, -(-V // 32))
         k1 = np.array([b_ - a_ for a_, b_ in split_even(V, s)], np.int64)
         inter = [ctx.variable(f"{op}/{name or 'sum'}_stage1", (s, row), "float32",
