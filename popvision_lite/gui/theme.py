@@ -164,7 +164,7 @@ def _shown_plots(app: QApplication):
     """Plot widgets inside visible top-level windows (hidden tabs included).
 
     Not ``app.allWidgets()``: that wraps every widget alive, also closed windows still being torn
-    down, and crashed once in a long pytest-qt session.  Closed windows need no restyle.
+    down, which can crash the process (seen in a long pytest-qt session).  Closed windows need no restyle.
 
     The garbage collector is off while the lists are taken: Qt hands over raw widget pointers that are wrapped
     one by one, and a collection triggered by that wrapping can destroy a closed window further down the

@@ -188,12 +188,12 @@ def _qt_svg(item) -> bytes:
     gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
     gen.setTitle("popvision-lite plot")
     # the view's DPI, not QSvgGenerator's 72: items drawn through QPicture (axes, text) are scaled by the
-    # ratio of the two, so axes and curves came out at different sizes in the SVG
+    # ratio of the two, which would draw axes and curves at different sizes in the SVG
     gen.setResolution(round(item.scene().views()[0].logicalDpiY()))
     painter = QPainter(gen)
     # export mode, as pyqtgraph's exporters set it: scatter plots then draw each symbol as a vector path
     # instead of fragments of their cached symbol atlas, which Qt embeds as one whole PNG per point
-    # (the roofline SVG of a 4-IPU BERT was 18 MB of 615 copies of the atlas)
+    # (without it the roofline SVG of a 4-IPU BERT is 18 MB: 615 copies of the atlas)
     opts = {"antialias": True, "background": None, "painter": painter, "resolutionScale": 1.0}
     exporting = [it for it in item.scene().items() if hasattr(it, "setExportMode")]
     try:
@@ -237,13 +237,13 @@ def portable_svg(svg: bytes, background=None) -> bytes:
     """Qt's SVG of a plot draws each curve, grid line and point in its item's coordinates under a group
     ``transform="matrix(...)"`` (scales of 10-1000 on log axes) with ``vector-effect="non-scaling-stroke"``
     (SVG Tiny 1.2) to keep the pen one pixel wide.  Renderers that ignore that attribute (ImageMagick's own
-    SVG renderer) scale the pen with the matrix: a 2 px roof line became a band hundreds of pixels wide and
+    SVG renderer) scale the pen with the matrix: a 2 px roof line becomes a band hundreds of pixels wide and
     every scatter point a black disc.  This moves the matrix into the coordinates of every path, polyline and
     polygon of such a group (all absolute: Qt writes only M, L, C, Z) and drops the transform and the
     attribute, so the file means the same everywhere; a group whose pen is not cosmetic keeps its width
     scaled by the matrix.  Groups holding text or images keep their transform (no stroke to scale).  With
     ``background`` (the plot's), a translucent stroke of a group of shapes becomes the opaque colour it shows
-    over that background (ImageMagick ignores every opacity: it drew the 15 % grid black)."""
+    over that background (ImageMagick ignores every opacity: it draws the 15 % grid black)."""
     ET.register_namespace("", _SVG_NS)  # write the file with its own prefixes, not ns0:
     ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
     try:

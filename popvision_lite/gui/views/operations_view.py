@@ -230,7 +230,7 @@ class OperationsView(QWidget):
         # widths from the widest string of each column (resizeColumnToContents would measure every row)
         hdr = self.table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.Interactive)
-        # (the table was over 1400 px wide with the tiles column cut off): long op names elide in the
+        # (with whole op names the table is over 1400 px wide, the tiles column cut off): long op names elide in the
         # middle (the tooltip has the whole name), numbers get their widest value plus a little, and
         # 'tiles' sits next to '% of run', so the key numbers fit at 1400 px; scroll for the rest
         self.table.setTextElideMode(Qt.ElideMiddle)

@@ -138,7 +138,7 @@ class SummaryView(QWidget):
                      if isinstance(v, dict) and isinstance(v.get("max_rel_err"), int | float)]
             checks += f" ({n:,} tensor{'s' if n != 1 else ''} vs numpy" + (
                 f", worst max rel err {max(worst):.2g})" if worst else ")")
-        # one row per check that did not pass (a run's dozens of passing checks only buried the rest)
+        # one row per check that did not pass (a run's dozens of passing checks would bury the rest)
         rows = "".join(f"<tr><td>{plain_html(str(k))}</td><td>{plain_html(_fmt_check(v))}</td></tr>"
                        for k, v in s.numeric_checks.items() if not _passed(v))
         rt = s.totals

@@ -154,7 +154,7 @@ class MemoryView(QWidget):
         over = np.flatnonzero(self.tm.over_capacity)
         self.bar_over.setData(over, v[over])
         self.cap_line.setValue(cap)
-        if relabel:  # the capacity is named under the x axis (on the y axis it was clipped at the plot's height)
+        if relabel:  # the capacity is named under the x axis (on the y axis it would be clipped at the plot's height)
             cap_text = (f"dashed: tile capacity {format_bytes(self.tm.capacity)}" if self.measure != PERCENT
                         else "dashed: 100% = tile capacity")
             bp = self.bar_plot.getPlotItem()

@@ -90,8 +90,8 @@ def _build_controls(view) -> None:
                              "With 'Total' or '%' colouring, tiles over capacity are also coloured "
                              "red to magenta (top of the colour bar)")
     view.hover_label = plain_label("Hover a tile for its memory; click it for details")
-    # wraps instead of holding 360 px: with the combo boxes the view needed 1109 px and the window
-    # could not fit a 1024-px screen
+    # wraps instead of holding 360 px: at 360 px, with the combo boxes, the view needs 1109 px and the
+    # window does not fit a 1024-px screen
     view.hover_label.setWordWrap(True)
     view.hover_label.setMinimumWidth(160)
     view.hover_label.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Preferred)
@@ -202,13 +202,13 @@ def _build_tile_panel(view) -> None:
                                              "always_live": "always live", "first_lstep": "first lstep",
                                              "last_lstep": "last lstep", "var_id": "var"},
                                     byte_columns=("bytes_on_tile", "bytes"))
-    # headers from the start (the table was a blank box until a tile was picked) + a hint above it
+    # headers from the start (not a blank box until a tile is picked) + a hint above it
     view.var_model.set_frame(pd.DataFrame(columns=list(VARIABLE_COLUMNS)))
     view.var_table = make_table_view(view.var_model, "Variables with bytes on the selected tile; "
                                      "click a header to sort, click a row to see all tiles it lives on")
     view.var_table.clicked.connect(view._var_clicked)
     # measure column widths on the first rows only: measuring all (~3,000 variables on a tile of a
-    # BERT profile) took 3.4 s of the GUI thread on every tile click
+    # BERT profile) takes 3.4 s of the GUI thread on every tile click
     view.var_table.horizontalHeader().setResizeContentsPrecision(RESIZE_ROWS)
     view.var_hint = plain_label(VAR_HINT)
     view.var_hint.setObjectName("var_hint")

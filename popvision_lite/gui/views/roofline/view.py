@@ -90,7 +90,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self.gpu_boxes: dict[str, QCheckBox] = {}
         for gid in self._gpu_ids:
             # short name on the box (A100 ...), the full one in its tooltip: with full names the toolbar
-            # alone needed over 1024 px
+            # alone needs over 1024 px
             full = devices.load_device(gid).name
             cb = QCheckBox(full.replace("NVIDIA ", "").split()[0])
             cb.setToolTip(f"Draw the {full} roofline and the roofline bounds of the same ops on it")
@@ -389,7 +389,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
 
     def _fit_columns(self, model) -> None:
         """Every column as wide as its widest text, over ALL rows (each distinct text measured once) and the
-        header: Qt's own sizing measures only the first rows, so later, longer op names were cut."""
+        header: Qt's own sizing measures only the first rows, so later, longer op names would be cut."""
         fm = self.table.fontMetrics()
         bold = self.table.font()
         bold.setBold(True)
