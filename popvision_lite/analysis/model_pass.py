@@ -66,7 +66,7 @@ class OpCounts:
     notes: list = field(default_factory=list)
 
     @property
-    def calls_per_microbatch(self) -> np.ndarray:   # kept for readers of the pipelined key's wording
+    def calls_per_microbatch(self) -> np.ndarray:   # model_calls under the name of its run["op_counts"] key
         return self.model_calls
 
 
