@@ -3,6 +3,9 @@ plus bench/ and project/).  Fixtures every folder may use live here; each folder
 Helpers that are not fixtures are in tests/support/."""
 
 import os
+import sys
+
+import pytest
 
 # GUI tests run offscreen unless a real display was asked for explicitly.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -39,3 +42,13 @@ def _generous_qt_waits() -> None:
 
 
 _generous_qt_waits()
+
+
+@pytest.fixture(autouse=True)
+def _collect_due_garbage():
+    """Once a test has started the GUI, automatic garbage collection is off (popvision_lite.gui.gui_thread_gc)
+    and a GUI-thread timer collects; tests that do not run the event loop get the due collections here."""
+    yield
+    collector = sys.modules.get("popvision_lite.gui.gui_thread_gc")
+    if collector is not None:
+        collector.collect_due()

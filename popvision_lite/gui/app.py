@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from popvision_lite.gui import theme
+from popvision_lite.gui import gui_thread_gc, theme
 from popvision_lite.gui.text import install_plain_text_guards
 from popvision_lite.resources_path import resource_dir
 
@@ -23,6 +23,7 @@ def create_app(argv: list[str] | None = None):
         app.setWindowIcon(QIcon(str(icon)))
     theme.init_pyqtgraph()
     install_plain_text_guards()
+    gui_thread_gc.install()
     return app
 
 

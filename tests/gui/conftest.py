@@ -17,6 +17,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.gui)
 
 
+@pytest.fixture(autouse=True)
+def _gc_on_gui_thread(qapp):
+    """The app's garbage-collection rule (popvision_lite.gui.gui_thread_gc) in every GUI test, also those that
+    build widgets without create_app."""
+    from popvision_lite.gui import gui_thread_gc
+
+    gui_thread_gc.install()
+
+
 @pytest.fixture(scope="session")
 def small_profile(tmp_path_factory):
     """2 IPUs x 96 tiles, some tiles over capacity (so the heatmap overlay has something to show)."""
