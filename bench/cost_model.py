@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.workloads import make_config
 from popvision_lite.profile.schema import STEP_KINDS
 
 

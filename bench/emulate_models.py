@@ -18,9 +18,10 @@ import os
 import tempfile
 import time
 
+from popvision_lite.emulator.models.catalog import build
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.models.planning import PlanOnlyBackend
-from popvision_lite.emulator.models.workloads import build, make_config
 from popvision_lite.emulator.ops import planners
 from popvision_lite.emulator.ops.context import plan_target_of
 from popvision_lite.emulator.target import Target

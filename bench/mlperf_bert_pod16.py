@@ -49,8 +49,8 @@ def measured() -> float:
 
 
 def one(overrides: dict) -> dict:
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
     from popvision_lite.emulator.run_config import load_run_config
 
     rc = load_run_config(CONFIG)

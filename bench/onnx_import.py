@@ -36,8 +36,8 @@ def op_cycles(pd_) -> dict:
 def main():
     import onnx
 
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
     from popvision_lite.emulator.onnx_import import builders, emulate_onnx
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

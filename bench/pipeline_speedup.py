@@ -12,8 +12,8 @@ import time
 
 
 def main() -> int:
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="bert-mini")

@@ -47,7 +47,7 @@ print('row', case.id)
 
 _ONNX_FILE = """
 import sys, onnx
-from popvision_lite.emulator.models.workloads import make_config
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.onnx_import import builders
 cfg = make_config('bert-base', training=False, layers=int(sys.argv[2]))
 onnx.save(builders.bert_encoder(layers=cfg.layers, hidden=cfg.hidden, heads=cfg.heads, ffn=cfg.ffn_size,

@@ -103,8 +103,8 @@ def bert_model(batch: int, seq: int, quick: bool):
     list of one micro-batch (``analysis.model_pass.model_pass``), the profile data, the samples it was emulated
     at, and the emulation wall time."""
     from popvision_lite.analysis import model_pass as wl
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     b = 8 if quick else batch
     cfg = make_config("bert-large", batch=b, seq=seq, vocab=BERT["vocab"], mask_tokens=max(1, int(0.15 * seq)))
@@ -190,8 +190,8 @@ def pod16_cases() -> dict:
 
 def ipu_run(case):
     """(ModelRun, wall s, error) of an emulated IPU-POD16 configuration; the error text instead of raising."""
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     t0 = time.perf_counter()
     try:

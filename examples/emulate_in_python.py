@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import popvision_lite as pvl
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model, write_run
-from popvision_lite.emulator.models.workloads import make_config
 from popvision_lite.units import format_seconds
 
 

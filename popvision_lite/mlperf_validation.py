@@ -301,9 +301,9 @@ def throughput(run, case: Case, dropped: list[str]) -> tuple[float, str]:
 def predict(case: Case, run_model=None, make_config=None, field_names=None) -> Result:
     """Emulate ``case`` timing-only; never raises for a bad configuration (the error is in the Result)."""
     if run_model is None or make_config is None or field_names is None:
+        from popvision_lite.emulator.models.config import ModelConfig
+        from popvision_lite.emulator.models.config import make_config as _mc
         from popvision_lite.emulator.models.emulated import run_model as _rm
-        from popvision_lite.emulator.models.workloads import ModelConfig
-        from popvision_lite.emulator.models.workloads import make_config as _mc
 
         run_model, make_config, field_names = _rm, _mc, ModelConfig.field_names()
     kept, dropped = supported_config(case.config, set(field_names))

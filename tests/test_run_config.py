@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from popvision_lite.emulator.models.workloads import ModelConfig, make_config
+from popvision_lite.emulator.models.config import ModelConfig, make_config
 from popvision_lite.emulator.run_config import FIELDS, MODEL_FIELDS, check_field, load_run_config
 from popvision_lite.errors import ConfigError
 from tests.cli.test_hostile_arguments import ROOT, _run

@@ -173,7 +173,7 @@ def test_heldout_rows_map_to_their_submissions_configs():
     assert bow.config["ipus"] == 16 and bow.config["replicas"] == 2
     pod64 = cases["gc-v1.1-pod64-bert-closed"]
     assert pod64.config["available_memory_proportion"] == [0.2] + [0.25] * 7 and pod64.device == "ipu-mk2"
-    from popvision_lite.emulator.models.workloads import make_config
+    from popvision_lite.emulator.models.config import make_config
 
     for c in cases.values():  # every row is a valid run config
         cfg = make_config(c.model, **c.config)

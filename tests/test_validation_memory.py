@@ -10,7 +10,7 @@ import sys
 _CHILD = r"""
 import json, resource
 from popvision_lite import mlperf_validation as V
-from popvision_lite.emulator.models import emulated, workloads  # noqa: F401 - imported before the first measurement
+from popvision_lite.emulator.models import catalog, config, emulated  # noqa: F401 - imported before the first measurement
 
 def peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux

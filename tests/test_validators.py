@@ -75,7 +75,7 @@ def test_small_text_limits(tmp_path):
 
 
 def test_numeric_run_memory_estimate_names_the_field():
-    from popvision_lite.emulator.models.workloads import make_config
+    from popvision_lite.emulator.models.config import make_config
 
     cfg = make_config("bert", hidden=60000, heads=4)
     need, field = v.numeric_run_bytes(cfg)

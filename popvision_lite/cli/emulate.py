@@ -11,7 +11,7 @@ import sys
 
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag
-from popvision_lite.emulator.models.workloads import MODEL_NAMES
+from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import (
     CLI,

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from popvision_lite.emulator.models.workloads import make_config
+from popvision_lite.emulator.models.config import make_config
 
 
 @dataclass(frozen=True)

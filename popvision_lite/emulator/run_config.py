@@ -9,7 +9,7 @@ desktop app's New emulation… / Re-run with… dialogs (``gui/actions/emulation
 field (``run.toml: field 'batch'``), and ``<problem>`` is the same text whatever the source
 (``0 is outside 1 .. 65536``).  Checks of one field's value happen in :meth:`Field.check`; checks that
 relate fields (heads dividing hidden, replicas dividing IPUs ...) are the workload's own
-(``models/workloads.validate``), and :meth:`RunConfig.model_config` names the source of the field they
+(``models/config.validate``), and :meth:`RunConfig.model_config` names the source of the field they
 blame the same way.
 
 Example TOML (``run.toml``)::
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig, make_config
+from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig, make_config
 from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (

@@ -37,8 +37,8 @@ SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob(
 @pytest.fixture(scope="session")
 def pod_shaped(tmp_path_factory) -> Path:
     """The POD16 BERT-Large config's shape, small (see the module docstring)."""
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model, write_run
-    from popvision_lite.emulator.models.workloads import make_config
 
     cfg = make_config("bert-tiny", layers=4, seq=32, batch=2, packing=2.0, grad_accum=12, replicas=4,
                       pipeline_stages=4, layer_split=[0, 1, 1, 1, 1], pipeline_placement="wrap", ipus=16,

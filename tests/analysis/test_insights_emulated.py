@@ -42,8 +42,8 @@ def pair(tmp_path_factory):
             yield d[False], d[True]
             break
     else:
+        from popvision_lite.emulator.models.config import make_config
         from popvision_lite.emulator.models.emulated import run_model
-        from popvision_lite.emulator.models.workloads import make_config
 
         tmp = tmp_path_factory.mktemp("emu")
         paths = []

@@ -24,8 +24,8 @@ R, S, G, LAYERS, BATCH, SEQ = 2, 2, 4, 4, 4, 64
 def runs(tmp_path_factory):
     """A pipelined, replicated, recomputing BERT-tiny (4 layers on 2 stages x 2 replicas, GA 4) and the same
     layers / batch / sequence on the whole-graph path (one IPU, no recomputation)."""
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     d = tmp_path_factory.mktemp("verdict_pipe")
     cfg = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, ipus=R * S, replicas=R, pipeline_stages=S,
@@ -156,8 +156,8 @@ def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass():
     """A ResNet timing run outlines identical blocks (one program per block kind, replayed per block) and
     recomputes by replaying a block's forward after the loss: its ops rows then total several runs.  The GPU
     pass must be the same whether the IPU outlined or recomputed: one kernel per block's op, recompute left out."""
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     passes = {}
     for outline in (True, False):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from popvision_lite import value_checks
 from popvision_lite.emulator.models import pipeline
-from popvision_lite.emulator.models.workloads import make_config
+from popvision_lite.emulator.models.config import make_config
 
 SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 

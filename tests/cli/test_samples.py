@@ -98,8 +98,8 @@ def test_bert_large_stack_pipelined_over_4_ipus_needs_less_per_tile():
     """The OOM sample's 4 BERT-large layers spread over 4 IPUs (one per IPU): the middle IPUs, which
     hold only an encoder layer, fit; the first (embedding, 30,522 x 1,024 table) and the last (MLM
     head, whose vocab-sized decoder matmul the planner stages on few tiles) need more."""
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     s = BY_FILE["bert_large_1ipu_oom.pvl"]
     r = run_model(make_config(s.model, **(s.args | {"ipus": 4})), timing_only=True)

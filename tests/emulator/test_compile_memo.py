@@ -9,8 +9,8 @@ import popvision_lite.emulator.compiler as C
 from popvision_lite.emulator import Graph, Target, TensorView
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import build_model
-from popvision_lite.emulator.models.workloads import make_config
 
 
 def test_copy_memo_matches_fresh_compile(monkeypatch):

@@ -10,8 +10,8 @@ import pytest
 
 from popvision_lite import value_checks
 from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.workloads import make_config
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema

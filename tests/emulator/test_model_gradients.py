@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator.models.backend import NumpyBackend
-from popvision_lite.emulator.models.workloads import build, make_config
+from popvision_lite.emulator.models.catalog import build
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import ConfigError
 

@@ -4,8 +4,8 @@ memory for compute, ops are attributed in the profile."""
 import numpy as np
 import pytest
 
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.workloads import make_config
 from popvision_lite.profile.schema import CATEGORY_CODE, STEP_KIND_CODE
 
 SMALL = {

@@ -527,8 +527,8 @@ def test_imported_bert_computes_in_the_cycles_of_the_bundled_layers(tmp_path):
     op type, the compute cycles of the bundled ``bert`` on the whole-graph path (the exact-erf GELU costed by
     the op library's GELU cost model, whatever that model is now)."""
     from popvision_lite.emulator.engine import Engine
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import build_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     cfg = make_config("bert", training=False, layers=2, hidden=64, heads=2, batch=2, seq=16, vocab=128)
     path = tmp_path / "enc.onnx"

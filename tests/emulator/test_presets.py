@@ -4,14 +4,9 @@
 import pytest
 
 from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.models.config import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES, make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.workloads import (
-    BERT_PRESETS,
-    GPT_PRESETS,
-    MODEL_NAMES,
-    build_bert_stage,
-    make_config,
-)
+from popvision_lite.emulator.models.transformer import build_bert_stage
 from popvision_lite.errors import ConfigError
 
 # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1: n_layers, d_model, n_heads, d_head

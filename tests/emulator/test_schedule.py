@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.workloads import make_config
 from popvision_lite.emulator.target import Target
 
 TINY = dict(batch=2, seq=16, hidden=32, heads=2, vocab=64)

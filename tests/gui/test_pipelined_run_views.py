@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import popvision_lite as pvl
+from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.workloads import make_config
 
 pytestmark = pytest.mark.gui
 

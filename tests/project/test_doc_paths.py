@@ -34,10 +34,10 @@ def _docs() -> list[Path]:
 
 def test_the_pattern_finds_what_it_should():
     text = "see `popvision_lite/gui/state/document.py`, gui/views/{insights,operations}_view.py and " \
-           "`emulator/models/workloads.py`; not ops/reference.py nor x/gui/a.py"
+           "`emulator/models/config.py`; not ops/reference.py nor x/gui/a.py"
     found = [p for m in MODULE_PATH.finditer(text) for p in _expand(m.group(1))]
     assert found == ["popvision_lite/gui/state/document.py", "gui/views/insights_view.py",
-                     "gui/views/operations_view.py", "emulator/models/workloads.py"]
+                     "gui/views/operations_view.py", "emulator/models/config.py"]
     assert all(_module_exists(p) for p in found) and not _module_exists("gui/selection.py")
 
 

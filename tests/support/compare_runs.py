@@ -52,8 +52,8 @@ def run_pairs(tmp_path_factory):
     found = _sample_pairs()
     if found:
         return found
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
-    from popvision_lite.emulator.models.workloads import make_config
 
     d = tmp_path_factory.mktemp("runs")
     out = {}

@@ -17,7 +17,7 @@ import pytest
 
 import popvision_lite as pvl
 from popvision_lite.cli import main
-from popvision_lite.emulator.models.workloads import ModelConfig
+from popvision_lite.emulator.models.config import ModelConfig
 from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.sweep import engine
 from popvision_lite.sweep import grid as g

@@ -1,6 +1,6 @@
 """What every model builder shares: the stage of a layer, the results a build returns and the seeded
 values it draws (timing-only and planning backends get zeros without drawing).  Below both
-``workloads`` (BERT, GPT, MLP, conv, GNN) and ``resnet``, which import it."""
+``transformer`` (BERT, GPT), ``small`` (MLP, conv, GNN) and ``resnet``, which import it."""
 
 from __future__ import annotations
 

@@ -16,9 +16,10 @@ from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.target import Target
 
 from .backend import NumpyBackend
+from .catalog import build
+from .config import ModelConfig
 from .emulator_backend import EmulatorBackend
 from .pipeline import compose_whole_graph, run_pipelined
-from .workloads import ModelConfig, build
 
 # ==================================================================== running a model
 

@@ -3,7 +3,7 @@ compose the step (``schedule.py``), the training state and the per-IPU memory.
 
 For each distinct stage (first / middle / last of the pipeline; one graph when S = 1) the stage's
 program for ONE micro-batch is built on a one-IPU graph with ONE encoder layer body
-(``workloads.build_bert_stage``).  Outlining: the stage's k identical layers share that body's
+(``transformer.build_bert_stage``).  Outlining: the stage's k identical layers share that body's
 compute sets, vertex code, vertex state and exchange programs (as PopART outlines them into one
 Poplar function called k times), so code is charged once per IPU; every call pays an on-tile copy
 of its activations into and out of the body; weights are passed to the body in place.  Recomputation
@@ -33,7 +33,7 @@ from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
 from .emulator_backend import EmulatorBackend
-from .workloads import build_bert_stage
+from .transformer import build_bert_stage
 
 PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
           "layer_bwd_ffn", "layer_bwd_att")

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from popvision_lite.emulator.models.workloads import MODEL_NAMES, ModelConfig
+from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig
 from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
 from popvision_lite.emulator.progress import parse_progress
 from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field

@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.analysis.compare import compare
+from popvision_lite.emulator.models.config import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES
 from popvision_lite.emulator.models.resnet import RESNET_PRESETS
-from popvision_lite.emulator.models.workloads import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES
 from popvision_lite.emulator.run_config import FIELDS
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tests and callers use as run.X)

@@ -1,0 +1,337 @@
+"""The configuration of a bundled workload: ``ModelConfig`` (model size, precision, training at scale), the
+BERT / GPT / ResNet presets and per-family defaults, ``make_config`` (defaults + overrides) and the checks of
+every field (``validate``, ``validate_scale``); errors name the field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+from popvision_lite.errors import ConfigError
+
+from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, validate_resnet
+
+BERT_PRESETS = {
+    # name: (layers, hidden, heads)  (Turc et al. 2019 "Well-read students" sizes; Devlin et al. 2018)
+    "bert-tiny": (2, 128, 2),
+    "bert-mini": (4, 256, 4),
+    "bert-small": (4, 512, 8),
+    "bert-medium": (8, 512, 8),
+    "bert-base": (12, 768, 12),
+    "bert-large": (24, 1024, 16),
+}
+
+MODEL_DEFAULTS = {
+    "mlp": dict(batch=64, layers=3, hidden=256),
+    "bert": dict(batch=2, seq=64, layers=2, hidden=128, heads=2),
+    "conv": dict(batch=2, layers=1, hidden=16, image=16),
+    "gnn": dict(batch=1, layers=2, hidden=64, nodes=256, edges=1024),
+    "resnet": RESNET_DEFAULTS,  # ResNet: layers = depth, hidden = first-stage width, vocab = classes
+}
+# GPT-style decoders: (layers, d_model, heads, d_head, seq).  GPT-2: Radford et al. 2019 (1024 tokens,
+# vocab 50257; d_head 64 throughout).  GPT-3: Brown et al. 2020, Table 2.1 (n_layers, d_model, n_heads,
+# d_head; 2048 tokens).  There heads x d_head is not always d_model: XL has 24 heads of 128 on d_model
+# 2048, so attention projects d_model -> heads x d_head -> d_model.  Table 2.1 lists 13B's d_model as 5140
+# (40 heads of 128 = 5120); 5140 is kept as published.
+GPT_PRESETS = {
+    "gpt2-small": (12, 768, 12, 64, 1024), "gpt2-medium": (24, 1024, 16, 64, 1024),
+    "gpt2-large": (36, 1280, 20, 64, 1024), "gpt2-xl": (48, 1600, 25, 64, 1024),
+    "gpt3-small": (12, 768, 12, 64, 2048), "gpt3-medium": (24, 1024, 16, 64, 2048),
+    "gpt3-large": (24, 1536, 16, 96, 2048), "gpt3-xl": (24, 2048, 24, 128, 2048),
+    "gpt3-2.7b": (32, 2560, 32, 80, 2048), "gpt3-6.7b": (32, 4096, 32, 128, 2048),
+    "gpt3-13b": (40, 5140, 40, 128, 2048), "gpt3-175b": (96, 12288, 96, 128, 2048),
+}
+TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/models/pipeline.py)
+MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS) | set(RESNET_PRESETS)))
+
+
+@dataclass
+class ModelConfig:
+    model: str = "bert"
+    batch: int = 2
+    seq: int = 64
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 2
+    head_dim: int = 0  # width of one attention head; 0 = hidden // heads (GPT-3 XL: 24 x 128 on hidden 2048)
+    ffn: int = 0  # 0 = 4 * hidden
+    vocab: int = 1024
+    image: int = 16
+    nodes: int = 256
+    edges: int = 1024
+    precision: str = "fp16"
+    recompute: bool = False
+    training: bool = True
+    ipus: int = 1
+    lr: float = 0.01
+    seed: int = 0
+    streaming_weights: bool = False
+    # ---- training at scale (emulator/models/pipeline.py; see docs/emulator.md "Schedule model") ----
+    replicas: int = 1                  # data-parallel replicas; ipus = replicas x pipeline stages x tensor_parallel
+    # IPUs each layer is sharded over (Megatron-style tensor parallelism: attention heads, FFN columns and the
+    # vocabulary split; Graphcore's GPT-3 on IPU-PODs); 1 = no sharding
+    tensor_parallel: int = 1
+    pipeline_stages: int = 0           # 0 = one stage per IPU of a replica (ipus // replicas)
+    layer_split: list | None = None    # layers per stage (PopART-style); None = even split
+    grad_accum: int = 1                # micro-batches per optimizer step (per replica)
+    optimizer: str = "sgd"             # sgd | momentum | adam | lamb | lars
+    optimizer_state: str = "onchip"    # onchip | offchip (streamed from DDR once per optimizer step)
+    master_weights: bool = False       # fp32 master copy of fp16 weights
+    optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
+    rts: bool = False                  # replicated tensor sharding of the optimizer state
+    # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
+    host_framework: str = "none"
+    available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
+    packing: float = 1.0               # average sequences per pack (samples = packs x packing)
+    mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
+    outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
+    # "sequential": embedding on the first IPU, MLM/NSP heads on the last; "wrap" (Graphcore's MLPerf
+    # BERT): embedding and heads on IPU 0, the MLM decoder tied to the embedding table; S IPUs run S + 1
+    # pipeline stages: IPU 0 (embedding + layers), IPU 1, ..., IPU S-1, IPU 0 again (layers + heads), and
+    # layer_split has S + 1 entries in that order (IPU 0's two may be 0)
+    pipeline_placement: str = "sequential"
+
+    @property
+    def ffn_size(self) -> int:
+        return self.ffn or 4 * self.hidden
+
+    @property
+    def d_head(self) -> int:
+        """Width of one attention head."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def attn_width(self) -> int:
+        """Width the attention projects to: heads x d_head (q, k, v are (tokens, attn_width))."""
+        return self.heads * self.d_head
+
+    @property
+    def stages(self) -> int:
+        """Pipeline stages of one replica."""
+        if self.layer_split:
+            return len(self.layer_split) - (1 if self.pipeline_placement == "wrap" else 0)
+        return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas * self.tensor_parallel))
+
+    def shard(self) -> ModelConfig:
+        """The part of every layer one IPU of a tensor-parallel group holds (Shoeybi et al. 2019, Megatron-LM,
+        section 3): heads / t of the attention heads (q, k, v column-split, the output projection row-split),
+        ffn / t of the FFN (w1 column-split, w2 row-split), vocab / t of the embedding and LM head
+        (vocabulary-parallel); layer norms and residuals are replicated.  The vocabulary is padded to a multiple
+        of 128 x t first, as Megatron-LM pads it (``--make-vocab-size-divisible-by`` 128, times the
+        tensor-parallel size: 50257 -> 51200 at t = 8), so each IPU's slice is a multiple of 128.  The config
+        itself when t = 1."""
+        t = self.tensor_parallel
+        if t <= 1:
+            return self
+        return replace(self, heads=self.heads // t, head_dim=self.d_head, ffn=self.ffn_size // t,
+                       vocab=-(-self.vocab // (128 * t)) * 128, tensor_parallel=1,
+                       ipus=max(1, self.ipus // t), pipeline_stages=self.stages)
+
+    def split(self) -> list:
+        """Layers per pipeline stage (even split, remainder to the first stages, unless given); halves
+        (x.5) where ``layer_split`` gives them.  With the wrap placement there is one more stage than
+        IPUs: IPU 0 first (none of the layers in an even split), IPUs 1 .. S-1, IPU 0 again."""
+        if self.layer_split:
+            return [int(v) if float(v) == int(v) else float(v) for v in self.layer_split]
+        S, L = self.stages, self.layers
+        even = [L // S + (1 if s < L % S else 0) for s in range(S)]
+        if self.pipeline_placement == "wrap" and S > 1:
+            return [0] + even[1:] + [even[0]]
+        return even
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """(attention blocks, FFN blocks) per encoder stage: the layers' halves alternate attention,
+        FFN, and stage i holds the halves from 2 x (layers before it) on, so a stage of 6.5 layers
+        that starts on a layer boundary holds 7 attention and 6 FFN blocks (PopART's MLPerf placement
+        [[1,[7,6]],[2,[6,7]],[3,[7,6]],[0,[4,5]]] is layer_split = [0, 6.5, 6.5, 6.5, 4.5], wrap)."""
+        out, pos = [], 0
+        for k in self.split():
+            n = int(round(2 * k))
+            att = len(range(pos + (pos % 2), pos + n, 2))
+            out.append((att, n - att))
+            pos += n
+        return out
+
+    def amp_of(self, ipu: int) -> float:
+        """availableMemoryProportion of an IPU of the replica (one value, or one per IPU)."""
+        a = self.available_memory_proportion
+        return float(a[ipu] if isinstance(a, list | tuple) else a)
+
+    @property
+    def pipeline_depth(self) -> int:
+        """Pipeline stages a micro-batch passes through: the IPUs of a replica, plus one when the
+        placement wraps back to IPU 0 (embedding first, last layers and heads at the end)."""
+        return len(self.split())
+
+    @property
+    def mlm_tokens(self) -> int:
+        return self.mask_tokens or max(1, int(0.15 * self.seq))
+
+    @property
+    def scaled(self) -> bool:
+        """True when the run needs the pipelined / replicated / training-state composition."""
+        return (self.ipus > 1 or self.replicas > 1 or self.grad_accum > 1 or self.optimizer != "sgd"
+                or self.master_weights or self.optimizer_state != "onchip" or self.rts or self.packing != 1.0
+                or bool(self.layer_split) or self.pipeline_stages > 1 or self.tensor_parallel > 1)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if not d["head_dim"]:  # the default (hidden / heads): left out, so configs and profiles that do
+            d.pop("head_dim")  # not set it read as before
+        if d.get("tensor_parallel", 1) == 1:  # the default (no sharding): left out the same way
+            d.pop("tensor_parallel", None)
+        if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
+            d.pop("host_framework", None)
+        return d
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+
+def make_config(model: str, **overrides) -> ModelConfig:
+    """Defaults of ``model`` (a preset like bert-base sets layers/hidden/heads) + overrides (None = unset)."""
+    if model not in MODEL_NAMES:
+        raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
+    base = dict(model="bert" if model in BERT_PRESETS else "gpt" if model in GPT_PRESETS
+                else "resnet" if model in RESNET_PRESETS else model)
+    if model in RESNET_PRESETS:
+        base.update(RESNET_PRESETS[model])
+    elif model in GPT_PRESETS:
+        base.update(MODEL_DEFAULTS["bert"])
+        base["layers"], base["hidden"], base["heads"], base["head_dim"], base["seq"] = GPT_PRESETS[model]
+        base["batch"], base["vocab"] = 1, 50257
+    elif model in BERT_PRESETS:
+        base.update(MODEL_DEFAULTS["bert"])
+        base["layers"], base["hidden"], base["heads"] = BERT_PRESETS[model]
+        base["batch"], base["seq"] = 8, 128
+        base["vocab"] = 30522  # BERT's WordPiece vocabulary (Devlin et al. 2018); MLPerf used 30912
+    else:
+        base.update(MODEL_DEFAULTS[model])
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        if k not in ModelConfig.field_names():
+            raise ConfigError(f"{k}: unknown setting; known: {', '.join(sorted(ModelConfig.field_names()))}")
+        base[k] = list(v) if k == "layer_split" else v
+    if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base
+                                          or "tensor_parallel" in base):
+        # ipus not given: replicas x stages
+        stages = (len(base["layer_split"]) - (1 if base.get("pipeline_placement") == "wrap" else 0)
+                  if base.get("layer_split") else base.get("pipeline_stages", 0) or 1)
+        tp = base.get("tensor_parallel", 1)  # a bad value is refused by validate(), naming the field
+        base["ipus"] = int(base.get("replicas", 1)) * int(stages) * (tp if isinstance(tp, int) and tp >= 1 else 1)
+    cfg = ModelConfig(**base)
+    if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
+        # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
+        cfg.grad_accum = 2 * cfg.pipeline_depth - 1
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: ModelConfig) -> None:
+    for name in ("batch", "seq", "layers", "hidden", "heads", "vocab", "image", "nodes", "edges", "ipus"):
+        v = getattr(cfg, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{name}: must be a positive integer, got {v!r}")
+    if not isinstance(cfg.seed, int) or isinstance(cfg.seed, bool) or cfg.seed < 0:
+        raise ConfigError(f"seed: must be a non-negative integer, got {cfg.seed!r}")
+    if cfg.precision not in ("fp16", "fp32"):
+        raise ConfigError(f"precision: must be fp16 or fp32, got {cfg.precision!r}")
+    if not isinstance(cfg.head_dim, int) or isinstance(cfg.head_dim, bool) or cfg.head_dim < 0:
+        raise ConfigError(f"head_dim: must be a non-negative integer (0 = hidden / heads), got {cfg.head_dim!r}")
+    if cfg.model in TRANSFORMERS and not cfg.head_dim and cfg.hidden % cfg.heads:
+        raise ConfigError(f"heads: hidden size {cfg.hidden} is not divisible by {cfg.heads} heads; give head_dim "
+                          f"(the width of one head) when heads x head_dim is not the hidden size")
+    if not (isinstance(cfg.lr, int | float) and cfg.lr > 0):
+        raise ConfigError(f"lr: must be a positive number, got {cfg.lr!r}")
+    if cfg.model == "resnet":
+        validate_resnet(cfg)
+    validate_scale(cfg)
+    from popvision_lite.value_checks import check_model_config
+
+    check_model_config(cfg)  # every numeric field finite and within its bounds (issue 19)
+
+
+def validate_scale(cfg: ModelConfig) -> None:
+    """Checks of the pipeline / replication / training-state fields; errors name the field."""
+    for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages", "tensor_parallel"):
+        v = getattr(cfg, name)
+        lo = 0 if name in ("mask_tokens", "pipeline_stages") else 1
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
+    choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
+               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow")}
+    for name, ok in choices.items():
+        if getattr(cfg, name) not in ok:
+            raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
+    if cfg.pipeline_placement not in ("sequential", "wrap"):
+        raise ConfigError(f"pipeline_placement: must be sequential or wrap, got {cfg.pipeline_placement!r}")
+    if cfg.pipeline_placement == "wrap" and (cfg.model != "bert" or cfg.stages < 2):
+        raise ConfigError("pipeline_placement: 'wrap' (embedding, heads and the last layers on IPU 0) needs a bert "
+                          f"model pipelined over at least 2 IPUs (model {cfg.model!r}, {cfg.stages} stage(s))")
+    for name in ("master_weights", "rts", "outline"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
+    amp = cfg.available_memory_proportion
+    amps = list(amp) if isinstance(amp, list | tuple) else [amp]
+    if not amps or any(isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a <= 1 for a in amps):
+        raise ConfigError(f"available_memory_proportion: must be a number in (0, 1] (or one per IPU of a "
+                          f"pipelined bert run), got {amp!r}")
+    if isinstance(amp, list | tuple):
+        if cfg.model not in TRANSFORMERS or len(amps) != cfg.stages:
+            raise ConfigError(f"available_memory_proportion: a list needs one value per IPU of a pipelined bert "
+                              f"/ gpt replica ({cfg.stages} for this run), got {len(amps)} for model {cfg.model!r}")
+    pk = cfg.packing
+    if isinstance(pk, bool) or not isinstance(pk, int | float) or pk < 1:
+        raise ConfigError(f"packing: must be a number >= 1 (average sequences per pack), got {pk!r}")
+    if cfg.layer_split is not None:
+        sp = cfg.layer_split
+        wrap = cfg.pipeline_placement == "wrap"
+        ok = isinstance(sp, list | tuple) and len(sp) > (1 if wrap else 0) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            and (2 * v) % 1 == 0 for v in sp)
+        inner = sp[1:-1] if (ok and wrap) else sp
+        if not ok or not all(v >= 0.5 for v in inner):
+            raise ConfigError("layer_split: must be a list of positive layer counts in steps of 0.5 (a half = the "
+                              "attention or FFN block of a layer), one per stage"
+                              + (" - with pipeline_placement 'wrap' one more entry than IPUs, IPU 0 first and last "
+                                 "(those two may be 0)" if wrap else "") + f", got {sp!r}")
+        if sum(sp) != cfg.layers:
+            raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
+        if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
+            raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {cfg.stages} IPUs' stages")
+    tp = cfg.tensor_parallel
+    if tp > 1:
+        if cfg.model not in TRANSFORMERS:
+            raise ConfigError(f"tensor_parallel: only the bert / gpt models shard their layers over IPUs; model "
+                              f"'{cfg.model}' does not read it")
+        if cfg.heads % tp or cfg.ffn_size % tp:
+            raise ConfigError(f"tensor_parallel: {tp} IPUs must divide the attention heads ({cfg.heads}) and the FFN "
+                              f"width ({cfg.ffn_size}); choose a divisor of both")
+        if cfg.pipeline_placement == "wrap":
+            raise ConfigError("tensor_parallel: the 'wrap' pipeline placement is not modelled with tensor parallelism; "
+                              "use pipeline_placement 'sequential'")
+    if cfg.ipus % (cfg.replicas * tp):
+        raise ConfigError(f"replicas: {cfg.replicas} replicas x tensor_parallel {tp} do not divide {cfg.ipus} IPUs")
+    S = cfg.stages
+    if cfg.replicas * S * tp != cfg.ipus:
+        raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) x tensor_parallel ({tp}) = "
+                          f"{cfg.replicas * S * tp} but ipus is {cfg.ipus}")
+    D = cfg.pipeline_depth
+    if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * D - 1:
+        raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {D}-stage pipeline; PopART "
+                          f"needs at least 2 x stages - 1 = {2 * D - 1}")
+    if cfg.layers < S:
+        raise ConfigError(f"layers: {cfg.layers} layer(s) cannot fill {S} pipeline stages (layers < stages; "
+                          f"lower --ipus / --pipeline-stages or add layers)")
+    if cfg.model not in TRANSFORMERS:
+        dflt = ModelConfig()
+        # replication, accumulation and training state also compose on the whole-graph path
+        for name in ("packing", "layer_split", "mask_tokens", "outline", "pipeline_placement"):
+            if name == "outline" and cfg.model == "resnet":
+                continue  # resnet outlines identical blocks in timing-only runs (models/resnet.py)
+            if getattr(cfg, name) != getattr(dflt, name):
+                raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
+                                  f"composition; model '{cfg.model}' does not read it")
