@@ -1,19 +1,22 @@
 """The validation report's rows run one after another in one process (``validate --jobs 1``): each row's
 replica graph and the caches built for it are freed before the next row's graph is built, so the process's
 peak resident memory does not grow with the number of rows.  Measured in a child process through its own
-accounting (``resource.getrusage``: peak RSS), never by timing."""
+accounting (``VmHWM`` in /proc/self/status: peak RSS), never by timing."""
 
 import json
 import subprocess
 import sys
 
 _CHILD = r"""
-import json, resource
+import json
 from popvision_lite import mlperf_validation as V
 from popvision_lite.emulator.models import catalog, config, emulated  # noqa: F401 - imported before the first measurement
 
 def peak():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    # the peak RSS of this process's own memory (VmHWM, KiB): getrusage's ru_maxrss would carry over the
+    # peak of the forked parent (the whole pytest process) across exec
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 
 # rows that share no replica graph (each seed is another graph) and of growing micro-batch (another
 # set of window indices), as the report's rows of different submissions are
