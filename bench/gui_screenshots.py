@@ -75,16 +75,13 @@ def main(argv=None) -> int:
             from popvision_lite.gui.headless import wait_ready
 
             wait_ready(view)  # the roofline analyses on a worker thread
-            for _ in range(5):
-                app.processEvents()
+            _settle(app, 5)
             if key == "execution":
                 view.reset_view()
                 view.refresh()
-                for _ in range(5):
-                    app.processEvents()
+                _settle(app, 5)
             f = out / f"{args.prefix}{key}-{name}.png"
-            win.grab().save(str(f))
-            print(f)
+            _save_shot(win, f)
             steady = [s for s in getattr(view, "phase_spans", []) if s.kind == "steady" and s.first_step >= 0]
             if key == "execution" and steady:  # also zoomed into the one stored steady-state micro-batch
                 st = doc.profile.steps
@@ -92,11 +89,9 @@ def main(argv=None) -> int:
                 b = int(st["end_cycle"].iloc[steady[0].first_step:steady[0].last_step + 1].max())
                 view.set_x_range(a - 0.02 * (b - a), b + 0.02 * (b - a))
                 view.refresh()
-                for _ in range(5):
-                    app.processEvents()
+                _settle(app, 5)
                 f = out / f"{args.prefix}{key}-steady-{name}.png"
-                win.grab().save(str(f))
-                print(f)
+                _save_shot(win, f)
     if args.compare:
         _compare_shots(app, doc, args, out)
     if args.sweep:
@@ -108,6 +103,12 @@ def main(argv=None) -> int:
 def _settle(app, n: int = 8) -> None:
     for _ in range(n):
         app.processEvents()
+
+
+def _save_shot(widget, path: Path) -> None:
+    """The widget as it is on screen, written to ``path`` (whose name is printed)."""
+    widget.grab().save(str(path))
+    print(path)
 
 
 def _compare_shots(app, doc, args, out: Path) -> None:
@@ -129,8 +130,7 @@ def _compare_shots(app, doc, args, out: Path) -> None:
                 view.redraw()
                 _settle(app)
             f = out / f"{args.prefix}compare_{page}-{name}.png"
-            cw.grab().save(str(f))
-            print(f)
+            _save_shot(cw, f)
         cw.close()
 
 
@@ -160,13 +160,11 @@ def _sweep_shots(app, win, args, out: Path) -> None:
         win.doc_tabs.setCurrentWidget(sweep)
         _settle(app)
         f = out / f"sweep-{name}.png"
-        win.grab().save(str(f))
-        print(f)
+        _save_shot(win, f)
         win.doc_tabs.setCurrentWidget(point_tab)
         _settle(app)
         f = out / f"sweep-point-{name}.png"
-        win.grab().save(str(f))
-        print(f)
+        _save_shot(win, f)
 
 
 if __name__ == "__main__":
