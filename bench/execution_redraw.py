@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         ratio = med["big"] / med["small"]
         print(f"whole-run redraw (median wall / CPU): small {med['small']:.1f} / {cpu['small']:.1f} ms, "
               f"big {med['big']:.1f} / {cpu['big']:.1f} ms, ratio {ratio:.2f} wall, "
-              f"{cpu['big'] / cpu['small']:.2f} CPU (target <= {TARGET_RATIO}) [{big.last_mode}]", flush=True)
+              f"{cpu['big'] / cpu['small']:.2f} CPU (target <= {TARGET_RATIO}) [{big.tile_lanes.mode}]", flush=True)
 
         # pan / zoom session on the big profile, repeated (memory must not grow)
         rss0 = proc.memory_info().rss
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
                     continue
                 walls.setdefault(label, []).append(ms)
                 cpus.setdefault(label, []).append(cms)
-                modes[label] = big.last_mode
+                modes[label] = big.tile_lanes.mode
             rss.append(proc.memory_info().rss)
         print(f"pan/zoom redraws on the big profile, {args.passes} passes after a warm-up pass: "
               "median wall / median CPU (max wall / max CPU)")

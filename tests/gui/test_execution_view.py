@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QApplication
 
 import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
+from popvision_lite.gui.items.tile_lanes import tile_span
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views.execution import PAN_STEP, ZOOM_STEP, ExecutionView
 from popvision_lite.testing.synthetic import write_synthetic
@@ -50,10 +51,10 @@ def test_whole_run_draws_summary_raster_and_chart(view):
     p = view.profile
     x0, x1 = view.x_range()
     assert x0 <= view.index.t0 and x1 >= view.index.t1
-    assert view.tile_img.isVisible() and view.last_raster is not None
-    img = view.tile_img.image
+    assert view.tile_lanes.image.isVisible() and view.tile_lanes.raster is not None
+    img = view.tile_lanes.image.image
     w, h = view._pixels()
-    assert img.shape[1] == view.last_raster.util.shape[1] <= w + 1 and img.shape[0] <= h + 1
+    assert img.shape[1] == view.tile_lanes.raster.util.shape[1] <= w + 1 and img.shape[0] <= h + 1
     # per-step chart buckets hold every cycle of the run, by kind
     b = view.last_bins
     dur = (p.steps.end_cycle - p.steps.start_cycle).to_numpy()
@@ -66,12 +67,12 @@ def test_zoomed_in_rectangles_equal_profile_cycles(view):
     a, b = float(idx.start[100]), float(idx.end[105])
     view.tile_vb.setRange(xRange=(a, b), yRange=(60, 70), padding=0)
     view.refresh()
-    assert view.last_mode == "rects" and not view.tile_img.isVisible()
+    assert view.tile_lanes.mode == "rects" and not view.tile_lanes.image.isVisible()
     i0, i1 = idx.visible(*view.x_range())
-    t0, t1 = view._tile_span(*view.y_range())
+    t0, t1 = tile_span(*view.y_range(), view.ntiles)
     win = np.asarray(p.step_tiles.window(i0, i1, tiles=np.arange(t0, t1)).cycles, dtype=np.int64)
     drawn = {}
-    for k, item in enumerate(view.busy_bars):
+    for k, item in enumerate(view.tile_lanes.busy_bars):
         x, wd, y = _bars(item)
         for xi, wi, yi in zip(x, wd, y, strict=True):
             s = idx.step_at(xi)
@@ -81,14 +82,14 @@ def test_zoomed_in_rectangles_equal_profile_cycles(view):
     assert drawn.keys() == want.keys()
     assert all(drawn[k] == pytest.approx(want[k]) for k in want)
     # waiting: from the end of the busy time to the end of the step
-    x, wd, y = _bars(view.wait_bars)
+    x, wd, y = _bars(view.tile_lanes.wait_bars)
     for xi, wi, yi in zip(x, wd, y, strict=True):
         s = idx.step_at(xi - 0.5) if wi > 0 and idx.step_at(xi) < 0 else idx.step_at(xi)
         t = int(np.floor(yi))
         assert xi + wi == pytest.approx(idx.end[s])
         assert wi == pytest.approx(idx.dur[s] - win[s - i0, t - t0])
     # op names are drawn on wide steps
-    shown = [t.toPlainText() for t in view.labels if t.isVisible()]
+    shown = [t.toPlainText() for t in view.step_labels.labels if t.isVisible()]
     assert shown and all(any(n.endswith(s.lstrip("…")) for n in view.names.values()) for s in shown)
 
 
@@ -97,7 +98,7 @@ def test_items_are_rebased_near_the_view(view):
     a = float(idx.start[250])
     view.set_x_range(a, a + 3000)
     view.refresh()
-    for item in view.step_bars:
+    for item in view.step_lane.bars:
         if len(item.opts["x0"]):
             assert np.abs(np.asarray(item.opts["x0"])).max() < 1e5  # local coordinates stay small
             assert item.pos().x() == pytest.approx(np.floor(view.x_range()[0]))
@@ -105,7 +106,7 @@ def test_items_are_rebased_near_the_view(view):
 
 def test_keys_zoom_and_pan(view, qtbot):
     c = view.canvas
-    view._cursor_x = None  # no cursor over the plot: zoom about the centre
+    view.nav.cursor_x = None  # no cursor over the plot: zoom about the centre
     x0, x1 = view.x_range()
     qtbot.keyClick(c, Qt.Key_W)
     y0, y1 = view.x_range()
@@ -120,7 +121,7 @@ def test_keys_zoom_and_pan(view, qtbot):
     np.testing.assert_allclose(view.x_range(), (w0, w1), rtol=1e-9)
     # zoom at the cursor keeps the cursor's cycle where it is on screen
     cur = w0 + 0.25 * (w1 - w0)
-    view._cursor_x = cur
+    view.nav.cursor_x = cur
     qtbot.keyClick(c, Qt.Key_W)
     z0, z1 = view.x_range()
     assert (cur - z0) / (z1 - z0) == pytest.approx(0.25, rel=1e-6)
@@ -139,9 +140,9 @@ def test_help_marker_and_time_axis(view, qtbot):
     assert view.help.isVisible() and "search" in view.help.text()
     qtbot.keyClick(c, Qt.Key_Question, Qt.ShiftModifier)
     assert not view.help.isVisible()
-    view._cursor_x = 12345.0
+    view.nav.cursor_x = 12345.0
     qtbot.keyClick(c, Qt.Key_M)
-    assert [m.value() for m in view.markers] == [12345.0]
+    assert [m.value() for m in view.nav.markers] == [12345.0]
     ax = view.imb_plot.getAxis("bottom")
     assert ax.labelUnits == "cycles"
     view.time_box.setChecked(True)
@@ -154,7 +155,7 @@ def test_search_enter_and_shift_enter(view, qtbot):
     assert view.search_edit.hasFocus() or view.search_edit.isVisible()
     view.search_edit.setText("softmax")
     want = ex.match_steps(view.index, ex.search_ops(view.profile, "softmax"))
-    assert len(want) > 2 and view.matches.tolist() == want.tolist()
+    assert len(want) > 2 and view.search.matches.tolist() == want.tolist()
     view.current_step = -1
     view.set_x_range(view.index.t0, view.index.t1)
     qtbot.keyClick(view.search_edit, Qt.Key_Return)
@@ -180,7 +181,7 @@ def test_range_select_summary_and_selection(view):
     assert (s0, s1) == (40, 90)
     assert view.document.selection.state.step_range == (40, 90)
     assert view.document.selection.state.source == "execution"
-    rs = view.last_summary
+    rs = view.ranges.last
     cyc = np.asarray(p.step_tiles.window(40, 90).cycles, dtype=np.float64).sum(axis=0)
     assert rs.imbalance == pytest.approx(cyc.max() / cyc.mean())
     dur = idx.dur[40:90]
@@ -338,7 +339,7 @@ def test_rectangles_render_at_their_cycles_near_3e9(qtbot, path):
              and 0.2 * idx.dur[i] < cyc[i, 70] < 0.8 * idx.dur[i])
     v.tile_vb.setRange(xRange=(float(idx.start[s - 1]), float(idx.end[s + 1])), yRange=(66, 74), padding=0)
     v.refresh()
-    assert v.last_mode == "rects"
+    assert v.tile_lanes.mode == "rects"
     img = v.canvas.grab().toImage()
 
     def colour_at(x, y):
@@ -366,7 +367,7 @@ def test_tiny_profiles_draw(qtbot, tmp_path, steps):
     v.refresh()
     assert v.index.n == steps
     if steps:
-        assert v.last_mode == "rects" and len(v.last_cells.step) == 8
+        assert v.tile_lanes.mode == "rects" and len(v.tile_lanes.cells.step) == 8
     doc.close()
 
 
@@ -408,12 +409,12 @@ def test_large_range_summary_turns_exact_off_thread(view, qtbot, monkeypatch):
     monkeypatch.setattr(mod, "SYNC_RANGE_CELLS", 0)  # every range counts as large
     idx, p = view.index, view.profile
     view.select_range(float(idx.start[32]) + 1, float(idx.start[160]) - 1)
-    assert view.last_summary.step_range == (32, 160)
-    assert not view.last_summary.exact and "being computed" in view.info.toPlainText()
-    qtbot.waitUntil(lambda: view.last_summary.exact, timeout=10000)
+    assert view.ranges.last.step_range == (32, 160)
+    assert not view.ranges.last.exact and "being computed" in view.info.toPlainText()
+    qtbot.waitUntil(lambda: view.ranges.last.exact, timeout=10000)
     cyc = np.asarray(p.step_tiles.window(32, 160).cycles, dtype=np.float64).sum(axis=0)
-    assert view.last_summary.imbalance == pytest.approx(cyc.max() / cyc.mean())
-    assert view.last_summary.busiest.busy.tolist() == sorted(cyc, reverse=True)[:10]
+    assert view.ranges.last.imbalance == pytest.approx(cyc.max() / cyc.mean())
+    assert view.ranges.last.busiest.busy.tolist() == sorted(cyc, reverse=True)[:10]
     assert "being computed" not in view.info.toPlainText()
 
 
@@ -431,23 +432,23 @@ def test_busy_colour_map_follows_the_theme(view):
     def bar_colour(lo, hi):
         return np.array(view.colorbar.colorMap().map(np.array([lo, hi]), mode="byte"))[:, :3]
 
-    light_idle, light_busy = v_lut = view.tile_img.lut[0, :3], view.tile_img.lut[254, :3]
+    light_idle, light_busy = v_lut = view.tile_lanes.image.lut[0, :3], view.tile_lanes.image.lut[254, :3]
     assert lum(light_idle) > 200 and lum(light_busy) < 100, v_lut
     try:
         theme.apply_theme("dark", QApplication.instance())
-        lut = view.tile_img.lut
+        lut = view.tile_lanes.image.lut
         bg = lum(QColor(theme.colors()["plot_bg"]).getRgb())
         assert lum(lut[0, :3]) < 60 and lum(lut[0, :3]) > bg  # idle: dark, but not the background
         assert lum(lut[254, :3]) > 150  # fully busy: bright
         assert np.all(np.diff([lum(c) for c in lut[:255, :3]]) >= -1e-9)  # brighter as busier
         cb = bar_colour(0.0, 1.0)
         assert np.array_equal(cb[0], lut[0, :3]) and np.array_equal(cb[1], lut[254, :3])
-        wait = view.wait_bars.opts["brush"].color()
+        wait = view.tile_lanes.wait_bars.opts["brush"].color()
         assert lum(wait.getRgb()) < 100 and wait == view._legend_samples[-1].opts["brush"].color()
     finally:
         theme.apply_theme("light", QApplication.instance())
-    assert np.array_equal(view.tile_img.lut[0, :3], light_idle)
-    assert view.wait_bars.opts["brush"].color().name() == WAIT_COLOR_LIGHT
+    assert np.array_equal(view.tile_lanes.image.lut[0, :3], light_idle)
+    assert view.tile_lanes.wait_bars.opts["brush"].color().name() == WAIT_COLOR_LIGHT
 
 
 WAIT_COLOR_LIGHT = "#c8c8c8"

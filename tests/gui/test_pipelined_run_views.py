@@ -54,7 +54,7 @@ def test_execution_step_lane_has_overlapping_ipu_sub_lanes(qtbot, path):
     v.tile_vb.setRange(xRange=(lo, lo + 3000), padding=0)
     v.refresh()
     ys = set()
-    for bar in v.step_bars:
+    for bar in v.step_lane.bars:
         if bar.isVisible() and len(np.atleast_1d(bar.opts["y0"])):
             ys |= {round(float(y), 3) for y in np.atleast_1d(bar.opts["y0"])}
     assert {0.0, 0.5} <= ys  # IPU 0 in the top half, IPU 1 in the bottom half of the step lane
@@ -82,9 +82,9 @@ def test_zoomed_out_step_lane_keeps_one_band_per_ipu():
     from pathlib import Path
 
     from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.items.step_lane import kind_share_image, lane_indexes
     from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.execution import ExecutionView
-    from popvision_lite.gui.views.execution.drawing import kind_share_image, lane_indexes
 
     create_app()
     sample = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
@@ -94,8 +94,8 @@ def test_zoomed_out_step_lane_keeps_one_band_per_ipu():
         v.resize(1200, 800)
         v.reset_view()
         v.refresh()
-        img = v.step_img.image
-        assert v.step_img.isVisible() and img is not None
+        img = v.step_lane.image.image
+        assert v.step_lane.image.isVisible() and img is not None
         n = v.nipu
         rows = img.shape[0] // n
         assert img.shape[0] == rows * n

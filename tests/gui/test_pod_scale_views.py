@@ -10,7 +10,7 @@ import pytest
 import popvision_lite as pvl
 from popvision_lite.analysis import step_phases as sp
 from popvision_lite.analysis.run_totals import run_totals
-from popvision_lite.gui.views.execution.phases import layout_labels
+from popvision_lite.gui.items.phase_band import layout_labels
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_label_layout_never_overlaps():
 
 # ------------------------------------------------------------------ execution view
 def _band_labels(view):
-    return [t for t in view.phase_labels if t.isVisible()]
+    return [t for t in view.phase_band.labels if t.isVisible()]
 
 
 def _assert_labels_apart(view):
@@ -117,11 +117,11 @@ def test_phase_band_names_every_phase_at_every_zoom(exe, qtbot):
 def test_folded_steady_state_is_marked_not_idle(exe):
     steady = next(s for s in exe.phase_spans if s.kind == "steady")
     (a, b), = steady.hidden
-    hatch = [it for it in exe.fold_items if it.y_hi > exe.ntiles]  # the tile lanes' hatching
-    assert hatch and all(it.isVisible() for it in hatch)
-    for it in hatch:
+    tiles = next(f for f in exe.folds if f.y_hi > exe.ntiles)  # over the tile lanes
+    assert tiles.isVisible()
+    for it in (tiles.cover, tiles.hatch, exe.phase_band.hatch):
         assert list(it.opts["x0"]) == [a] and list(it.opts["width"]) == [b - a]
-    notes = [t.textItem.toPlainText() for t in exe.fold_notes if t.isVisible()]
+    notes = tiles.shown_notes()
     assert any("13 more runs" in n and "x14" in n for n in notes), notes
     # a click in the folded span tells what it stands for
     exe._on_click((a + b) / 2, 10, False, exe.tile_vb)
@@ -156,7 +156,7 @@ def test_all_reduce_step_shows_bytes_and_links(exe, prof):
 
 
 def test_cycles_strip_whole_and_in_units(exe):
-    tops = [np.max(np.asarray(b.opts["y0"]) + np.asarray(b.opts["height"])) for b in exe.chart_bars
+    tops = [np.max(np.asarray(b.opts["y0"]) + np.asarray(b.opts["height"])) for b in exe.cycles.bars
             if len(b.opts["height"])]
     assert max(tops) <= exe.chart_vb.viewRange()[1][1]
     ax = exe.chart_plot.getAxis("left")

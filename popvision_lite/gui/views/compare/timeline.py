@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from popvision_lite.analysis import compare as C
 from popvision_lite.analysis import execution as ex
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.step_lane import kind_share_image, lane_indexes
 from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
-from popvision_lite.gui.views.execution.drawing import kind_share_image, lane_indexes
 from popvision_lite.profile import schema
 
 LANE_HEIGHT = 0.8   # of one IPU lane; the gap keeps neighbouring IPUs apart

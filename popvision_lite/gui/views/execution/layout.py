@@ -1,6 +1,9 @@
 """The execution view's widgets and plot items (toolbar, four linked lanes, legend, help overlay).
 
-``build(view)`` creates them as attributes of ``view``; each ``_name(view)`` builder makes one part.
+``build(view)`` creates them as attributes of ``view``; each ``_name(view)`` builder makes one part.  What
+is drawn in the lanes are the items of ``gui/items/`` (each with its own inputs, one job each): the phase
+band, the step lane and its op names, the tile lanes, the highlights, the per-step charts and the folded-span
+overlays.
 """
 
 from __future__ import annotations
@@ -20,12 +23,20 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.count_axis import CountAxis
+from popvision_lite.gui.items.fold_overlay import FoldOverlayItem
+from popvision_lite.gui.items.imbalance import ImbalanceItem
 from popvision_lite.gui.items.lane_view_box import LaneViewBox
+from popvision_lite.gui.items.phase_band import PhaseBandItem
+from popvision_lite.gui.items.step_cycles import StepCyclesItem
+from popvision_lite.gui.items.step_highlight import StepHighlightItem
+from popvision_lite.gui.items.step_labels import StepLabelsItem
+from popvision_lite.gui.items.step_lane import StepLaneItem
 from popvision_lite.gui.items.tile_axis import TileAxis
+from popvision_lite.gui.items.tile_band import TileBandItem
+from popvision_lite.gui.items.tile_lanes import TileLanesItem
 from popvision_lite.gui.text import SafeTextBrowser, plain_label
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
-from popvision_lite.gui.views.execution.navigation import HELP_TEXT, KeyFilter
-from popvision_lite.gui.views.execution.phases import make_phase_items
+from popvision_lite.gui.views.execution.navigation import HELP_TEXT
 from popvision_lite.profile.schema import STEP_KINDS
 
 
@@ -33,21 +44,20 @@ def build(view) -> None:
     """Create the view's widgets and plot items (attributes of ``view``) and connect their signals."""
     _frame(view)
     _lanes(view)
+    view.phase_band = PhaseBandItem(view.phase_spans)
+    view.phase_plot.addItem(view.phase_band)
+    if not view.phase_spans:
+        view.phase_plot.hide()
     _step_items(view)
     _tile_items(view)
     _chart_items(view)
-    make_phase_items(view)
+    _fold_items(view)
     _legend(view)
     _help(view)
     for vb in (view.phase_vb, view.step_vb, view.tile_vb, view.chart_vb, view.imb_vb):
         vb.sigClicked.connect(lambda x, y, dbl, vb=vb: view._on_click(x, y, dbl, vb))
         vb.sigRangeDrag.connect(view._on_range_drag)
     view.canvas.scene().sigMouseMoved.connect(view._on_mouse_moved)
-
-
-def _bars(brush, **kw) -> pg.BarGraphItem:
-    """An empty BarGraphItem of one colour class (one drawRects call per class)."""
-    return pg.BarGraphItem(x0=[], width=[], y0=[], height=[], brush=brush, **kw)
 
 
 def _frame(view) -> None:
@@ -76,8 +86,6 @@ def _frame(view) -> None:
     view.canvas.setAntialiasing(False)
     view.canvas.setFocusPolicy(Qt.StrongFocus)
     view.canvas.setMouseTracking(True)
-    view._filter = KeyFilter(view)
-    view.canvas.installEventFilter(view._filter)
     view.setFocusProxy(view.canvas)  # W/A/S/D work as soon as the view is shown, not only after a click
     split.addWidget(view.canvas)
     view.info = SafeTextBrowser()
@@ -146,37 +154,23 @@ def _lanes(view) -> None:
     view.set_time_axis(False)
 
 
-def _kind_brushes() -> list:
-    return [pg.mkBrush(STEP_KIND_COLORS[k]) for k in STEP_KINDS]
-
-
 def _step_items(view) -> None:
-    """Step lane: exact bars per kind, a raster for zoomed out, the selected op's outline, op names."""
-    view.step_bars = [_bars(b, pen=pg.mkPen(None)) for b in _kind_brushes()]
-    for it in view.step_bars:
-        view.step_plot.addItem(it)
-    view.step_img = pg.ImageItem()
-    view.step_plot.addItem(view.step_img)
-    view.step_hl = _bars(pg.mkBrush(None), pen=pg.mkPen("#ffb000", width=2))
+    """Step lane: the steps (bars or raster), the selected op's outline, op names."""
+    view.step_lane = StepLaneItem(view.index, view.nipu, view.profile.steps if view.nipu > 1 else None)
+    view.step_plot.addItem(view.step_lane)
+    view.step_hl = StepHighlightItem(view.index, 1.0, pg.mkBrush(None), pg.mkPen("#ffb000", width=2))
     view.step_plot.addItem(view.step_hl)
-    view.labels: list[pg.TextItem] = []
+    view.step_labels = StepLabelsItem(view.index, view.names)
+    view.step_plot.addItem(view.step_labels)
 
 
 def _tile_items(view) -> None:
-    """Tile lanes: busy raster + colour bar, exact busy / waiting bars, highlights, IPU boundaries."""
-    none_pen = pg.mkPen(None)
-    view.tile_img = pg.ImageItem()
-    view.tile_img.setLookupTable(theme.busy_lut())
-    view.tile_img.setLevels((0, 255))
-    view.tile_plot.addItem(view.tile_img)
-    view.wait_bars = _bars(pg.mkBrush(theme.wait_color()), pen=none_pen)
-    view.tile_plot.addItem(view.wait_bars)
-    view.busy_bars = [_bars(b, pen=none_pen) for b in _kind_brushes()]
-    for it in view.busy_bars:
-        view.tile_plot.addItem(it)
-    view.tile_hl = _bars(pg.mkBrush(*theme.HIGHLIGHT_RGBA), pen=none_pen)
+    """Tile lanes: busy raster or exact bars + colour bar, highlights, IPU boundaries, the range."""
+    view.tile_lanes = TileLanesItem(view.profile, view.index, view.ntiles)
+    view.tile_plot.addItem(view.tile_lanes)
+    view.tile_hl = StepHighlightItem(view.index, float(view.ntiles), pg.mkBrush(*theme.HIGHLIGHT_RGBA), pg.mkPen(None))
     view.tile_plot.addItem(view.tile_hl)
-    view.tile_band = _bars(pg.mkBrush(0, 160, 255, 60), pen=pg.mkPen(0, 160, 255, 160))
+    view.tile_band = TileBandItem()
     view.tile_plot.addItem(view.tile_band)
     view.ipu_lines = []
     for i in range(1, view.nipu):
@@ -196,16 +190,23 @@ def _tile_items(view) -> None:
 
 
 def _chart_items(view) -> None:
-    """Cycles per step stacked by kind; the imbalance as one horizontal segment per step (or bucket): a
-    single PlotCurveItem with a connect array, in log10 of max / mean over a reference line at 1 (balanced)."""
-    view.chart_bars = [_bars(b, pen=pg.mkPen(None), name=STEP_KIND_LABELS[k])
-                       for b, k in zip(_kind_brushes(), STEP_KINDS, strict=True)]
-    for it in view.chart_bars:
-        view.chart_plot.addItem(it)
+    """Cycles per step stacked by kind; the imbalance over a reference line at 1 (balanced)."""
+    view.cycles = StepCyclesItem()
+    view.chart_plot.addItem(view.cycles)
     view.imb_base = pg.InfiniteLine(pos=0.0, angle=0, pen=pg.mkPen("#888888", width=1, style=Qt.DashLine))
     view.imb_plot.addItem(view.imb_base)
-    view.imb_curve = pg.PlotCurveItem([], [], pen=pg.mkPen(STEP_KIND_COLORS["compute"], width=2))
-    view.imb_plot.addItem(view.imb_curve)
+    view.imbalance = ImbalanceItem()
+    view.imb_plot.addItem(view.imbalance)
+
+
+def _fold_items(view) -> None:
+    """Stretches the profile does not store, over the step lane, the tile lanes (with notes) and the chart."""
+    view.folds = []
+    for plot, lo, hi in ((view.step_plot, 0.0, 1.0), (view.tile_plot, -0.5, view.ntiles + 0.5),
+                         (view.chart_plot, 0.0, 1e15)):
+        fold = FoldOverlayItem(view.phase_spans, lo, hi, view.clock_hz, notes=plot is view.tile_plot)
+        plot.addItem(fold, ignoreBounds=True)
+        view.folds.append(fold)
 
 
 def _legend(view) -> None:

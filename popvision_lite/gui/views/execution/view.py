@@ -12,17 +12,21 @@ Layout (one GraphicsLayoutWidget, x axes linked, in cycles or in time at the dev
 * per-step    - compute / exchange / sync cycles per step (per bucket when zoomed out) and
                 the tile imbalance (max / mean busy) of compute steps.
 
-One job per module: this one holds the view's state, its wiring to the document and the step details;
-``layout.py`` builds the widgets and plot items, ``drawing.py`` redraws the lanes at the level of detail
-the pixels allow, ``navigation.py`` handles keys, zoom, pan and search, ``range_summary.py`` the Shift+drag
-range and its summary.  The pyqtgraph subclasses are ``gui/items/tile_axis.py`` and ``lane_view_box.py``.
+One job per module: this one holds the view's state, its wiring to the document, the step details and the
+order of a redraw (each item is given the visible range and draws itself); ``layout.py`` builds the widgets
+and plot items.  What is drawn are the items of ``gui/items/`` the view owns, each with explicit inputs:
+``PhaseBandItem`` (phases), ``StepLaneItem`` and ``StepLabelsItem`` (steps, op names), ``TileLanesItem``
+(tiles), ``StepHighlightItem`` and ``TileBandItem`` (selection from other views), ``StepCyclesItem`` and
+``ImbalanceItem`` (per-step charts), ``FoldOverlayItem`` (stretches not stored).  Helper objects:
+``navigation.py: Navigation`` (keys, zoom, pan, markers), ``search.py: OpSearch`` (op search),
+``range_summary.py: RangeSummary`` (the Shift+drag range's summary).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
@@ -31,19 +35,20 @@ from popvision_lite.analysis import selection as sel
 from popvision_lite.analysis import step_phases as sp
 from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.imbalance import imbalance_ticks
+from popvision_lite.gui.items.phase_band import phase_html
 from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution import layout
-from popvision_lite.gui.views.execution.drawing import LaneDrawing
 from popvision_lite.gui.views.execution.navigation import Navigation
-from popvision_lite.gui.views.execution.phases import PhaseBand
 from popvision_lite.gui.views.execution.range_summary import RangeSummary
+from popvision_lite.gui.views.execution.search import OpSearch
 from popvision_lite.units import format_seconds
 
 DEBOUNCE_MS = 25
 
 
-class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
+class ExecutionView(QWidget):
     """The execution timeline of ``document.profile``; see the module docstring."""
 
     redrawn = Signal()
@@ -67,32 +72,33 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
         self.ntiles = int(t.num_tiles)
         self.clock_hz = float(t.clock_hz)
         self.use_time = False
-        self.matches = np.zeros(0, np.int64)
-        self.match_pos = -1
         self.current_step = -1
         self.highlight_steps = np.zeros(0, np.int64)
         self.selected_tiles = np.zeros(0, np.int64)
-        self.markers: list[pg.InfiniteLine] = []
-        self.last_mode = ""
-        self.last_raster: ex.TileRaster | None = None
-        self.last_cells: ex.ExactCells | None = None
-        self.last_summary: ex.RangeSummary | None = None
-        self._cursor_x: float | None = None
-        self._range_worker = None
+        self.last_bins: ex.StepBins | None = None
         self.phase_spans = self._cached("execution.phase_spans", sp.phase_spans, p)
         # the run ends where its last phase ends (the stored steps may stop before: folded runs)
         self.run_end = sp.run_end(self.phase_spans, self.index.t1)
+        self.search = OpSearch(p, self.index)
+        self.ranges = RangeSummary(p, self.index, self.names, self.ntiles, self.clock_hz, parent=self)
+        self._timer = QTimer(self)  # the redraw debounce (the theme hook below schedules one)
+        self._closed = False
         layout.build(self)
+        self.nav = Navigation(self.tile_vb, self.tile_plot, self.clock_hz, {
+            "fit": self.fit_selection, "reset": self.reset_view, "search": self._focus_search,
+            "help": self.toggle_help, "escape": self.help.hide, "jump": self.jump_match}, parent=self)
+        self.canvas.installEventFilter(self.nav)
+        self.nav.message.connect(self.status.setText)
+        self.ranges.shown.connect(self.info.setHtml)
+        self.ranges.progress.connect(self.status.setText)
         self.drawn_label.setText(self._drawn_text())
         self._apply_theme()
         theme.notifier.changed.connect(self._apply_theme)
-        self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh)
         self.tile_vb.sigRangeChanged.connect(self._schedule)
         self.document.selection.changed.connect(self._on_selection)
-        self._closed = False
         closing = getattr(document, "closing", None)
         if closing is not None:
             closing.connect(self._on_closing)
@@ -114,17 +120,45 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
         return text
 
     def _apply_theme(self, *_):
-        for cover in getattr(self, "fold_covers", []):
-            cover.setOpts(brush=pg.mkBrush(theme.colors()["plot_bg"]))
+        for fold in self.folds:
+            fold.restyle()
         theme.restyle_plot(self.canvas)
-        lut = theme.busy_lut()
-        self.tile_img.setLookupTable(lut)
-        self.colorbar.setColorMap(pg.ColorMap(np.linspace(0, 1, 255), lut[:255]))
-        wait = pg.mkBrush(theme.wait_color())
-        self.wait_bars.setOpts(brush=wait)
-        self._legend_samples[-1].setOpts(brush=wait)
-        if hasattr(self, "_timer"):  # the notes over folded spans take the new theme's colours at the redraw
-            self._schedule()
+        self.tile_lanes.restyle()
+        self.colorbar.setColorMap(pg.ColorMap(np.linspace(0, 1, 255), theme.busy_lut()[:255]))
+        self._legend_samples[-1].setOpts(brush=pg.mkBrush(theme.wait_color()))
+        self._schedule()  # the notes over folded spans take the new theme's colours at the redraw
+
+    # ------------------------------------------------------------------ redraw (level of detail)
+    def refresh(self):
+        """Give every item the visible range (called debounced on range changes)."""
+        self._timer.stop()
+        if self._closed:
+            return
+        x0, x1 = self.x_range()
+        y0, y1 = self.y_range()
+        w, h = self._pixels()
+        origin = float(np.floor(x0))  # items are rebased here: small local x, no float artefacts on long runs
+        if self.phase_spans:
+            self.phase_band.draw(x0, x1, w)
+            self.folds[1].draw(x0, x1, w, y0, y1)
+        self.step_labels.draw(self.step_lane.draw(x0, x1, w, origin), x0, x1, w)
+        exact = self.tile_lanes.draw(x0, x1, y0, y1, w, h, origin)
+        self.colorbar.setVisible(not exact)  # exact rectangles are coloured by step kind, not a busy scale
+        self.status.setText(self.tile_lanes.status)
+        self._draw_charts(x0, x1, w, origin)
+        self.tile_band.set_tiles(self.selected_tiles, x0, x1)
+        for hl in (self.step_hl, self.tile_hl):
+            hl.set_steps(self.highlight_steps, x0, x1, w, origin)
+        self.redrawn.emit()
+
+    def _draw_charts(self, x0, x1, w, origin):
+        """Cycles per step and imbalance from one binning of the visible steps (per step, or per bucket)."""
+        b = self.last_bins = ex.step_bins(self.index, x0, x1, w)
+        self.chart_vb.setYRange(0, self.cycles.set_bins(b, origin), padding=0)
+        self.chart_plot.setLabel("left", "cycles / step" if b.per_step else "mean cycles/step")
+        top = self.imbalance.set_bins(b, origin)
+        self.imb_vb.setYRange(0.0, top, padding=0)
+        self.imb_plot.getAxis("left").setTicks(imbalance_ticks(top))
 
     # ------------------------------------------------------------------ axis / ranges
     def set_time_axis(self, on: bool):
@@ -143,15 +177,20 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
             self.time_box.setChecked(self.use_time)
 
     def x_range(self) -> tuple[float, float]:
-        (x0, x1), _ = self.tile_vb.viewRange()
-        return float(x0), float(x1)
+        return self.nav.x_range()
 
     def y_range(self) -> tuple[float, float]:
         _, (y0, y1) = self.tile_vb.viewRange()
         return float(y0), float(y1)
 
     def set_x_range(self, x0: float, x1: float):
-        self.tile_vb.setXRange(x0, x1, padding=0)
+        self.nav.set_x_range(x0, x1)
+
+    def pan(self, fraction: float):
+        self.nav.pan(fraction)
+
+    def add_marker(self, x: float):
+        self.nav.add_marker(x)
 
     def reset_view(self):
         # the whole step, and no further: panning stops at the run's first and last cycle
@@ -168,8 +207,7 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
     def _on_closing(self):
         self._closed = True
         self._timer.stop()
-        if self._range_worker is not None:
-            self._range_worker.cancel()
+        self.ranges.close()
 
     def _pixels(self) -> tuple[int, int]:
         """Pixel size of the tile lanes (a default before the widget is laid out)."""
@@ -181,22 +219,18 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
     def _on_mouse_moved(self, pos):
         if self.tile_vb.sceneBoundingRect().contains(pos) or self.step_vb.sceneBoundingRect().contains(pos) \
                 or self.chart_vb.sceneBoundingRect().contains(pos):
-            self._cursor_x = float(self.tile_vb.mapSceneToView(pos).x())
-            if self.last_raster is not None and self.tile_vb.sceneBoundingRect().contains(pos):
-                self._hover_raster(self.tile_vb.mapSceneToView(pos))
-
-    def _hover_raster(self, p):
-        r = self.last_raster
-        c = int(np.searchsorted(r.edges, p.x(), side="right") - 1)
-        row = int(np.searchsorted(r.row_tiles, p.y(), side="right") - 1)
-        if 0 <= c < r.util.shape[1] and 0 <= row < r.util.shape[0]:
-            self.tile_vb.setToolTip(
-                f"tiles {r.row_tiles[row]}-{r.row_tiles[row + 1] - 1}\nbusy {100 * r.util[row, c]:.0f}% of time\n"
-                f"busy cycles per step: min {r.bmin[row, c]:.0f} mean {r.bmean[row, c]:.0f} max {r.bmax[row, c]:.0f}")
+            self.nav.cursor_x = float(self.tile_vb.mapSceneToView(pos).x())
+            if self.tile_vb.sceneBoundingRect().contains(pos):
+                p = self.tile_vb.mapSceneToView(pos)
+                tip = self.tile_lanes.tooltip_at(p.x(), p.y())
+                if tip is not None:
+                    self.tile_vb.setToolTip(tip)
 
     def _on_click(self, x, y, double, sender=None):
         if sender is self.phase_vb or sp.hidden_at(self.phase_spans, x) is not None:
-            self._on_phase_click(x)
+            phase = self.phase_band.phase_at(x)  # a click on the band or a folded span shows its phase
+            if phase is not None:
+                self.info.setHtml(phase_html(phase, self.clock_hz))
             return
         if double and sender is self.tile_vb:
             self.toggle_expand(int(np.clip(y, 0, self.ntiles - 1)) // self.tpi)
@@ -239,6 +273,84 @@ class ExecutionView(Navigation, RangeSummary, PhaseBand, LaneDrawing, QWidget):
                 continue
             band.setRegion((float(self.index.start[s]), float(max(self.index.end[s], self.index.start[s] + 1))))
             band.show()
+
+    # ------------------------------------------------------------------ keys, search, range
+    def eventFilter(self, obj, event):  # noqa: N802 - Qt's name; the search box: Enter / Shift+Enter / Escape
+        if obj is self.search_edit and event.type() == QEvent.KeyPress:
+            if event.key() in (Qt.Key_Return, Qt.Key_Enter):
+                self.jump_match(forward=not (event.modifiers() & Qt.ShiftModifier))
+                return True
+            if event.key() == Qt.Key_Escape:
+                self.canvas.setFocus()
+                return True
+        return super().eventFilter(obj, event)
+
+    def _focus_search(self):
+        self.search_edit.setFocus()
+        self.search_edit.selectAll()
+
+    def toggle_help(self):
+        self.help.setVisible(not self.help.isVisible())
+        self.help.raise_()
+
+    def fit_selection(self):
+        """Fit the x range to the selected range, else the highlighted steps, else the current step."""
+        if self.region.isVisible():
+            a, b = self.region.getRegion()
+        elif len(self.highlight_steps):
+            a = float(self.index.start[self.highlight_steps[0]])
+            b = float(self.index.end[self.highlight_steps[-1]])
+        elif self.current_step >= 0:
+            a = float(self.index.start[self.current_step])
+            b = float(self.index.end[self.current_step])
+        else:
+            return
+        pad = 0.02 * max(b - a, 1)
+        self.set_x_range(a - pad, b + pad)
+
+    def set_search(self, text: str):
+        self.status.setText(self.search.set_text(text))
+        self.highlight_steps = self.search.matches
+        self._schedule()
+
+    def jump_match(self, forward: bool = True) -> int:
+        """Centre the next (previous) matching step and show it; -1 when nothing matches."""
+        cur = self.current_step if self.current_step >= 0 else (
+            int(self.index.visible(*self.x_range())[0]) - (1 if forward else 0))
+        s = self.search.jump(cur, forward)
+        if s < 0:
+            return -1
+        self.current_step = s
+        x0, x1 = self.x_range()
+        width = x1 - x0
+        a, b = float(self.index.start[s]), float(self.index.end[s])
+        if b - a > 0.8 * width:
+            width = (b - a) / 0.8
+        c = (a + b) / 2
+        self.set_x_range(c - width / 2, c + width / 2)
+        self.show_step(s)
+        self.status.setText(f"match {self.search.pos + 1}/{len(self.search.matches)}: step {s} "
+                            f"{self.names.get(int(self.index.op_id[s]), '')}")
+        return s
+
+    def _on_range_drag(self, a, b, finished):
+        self.region.setRegion((a, b))
+        self.region.show()
+        if finished:
+            self._on_region_done()
+
+    def select_range(self, a: float, b: float):
+        """Select cycles [a, b) (as Shift+drag does): shows the summary and writes step_range."""
+        self.region.setRegion((a, b))
+        self.region.show()
+        self._on_region_done()
+
+    def _on_region_done(self, *_):
+        if not self.region.isVisible():
+            return
+        steps = self.ranges.summarise(*self.region.getRegion())
+        if steps is not None:
+            self.document.selection.update(source="execution", step_range=steps)
 
     def showEvent(self, event):
         super().showEvent(event)
