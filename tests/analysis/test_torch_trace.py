@@ -269,7 +269,7 @@ def test_export_cli_with_torch_trace_and_tooltip(tmp_path, qtbot):
     info = view.show_trace(load_torch_trace(trace), trace)  # may come before the analysis (worker thread)
     qtbot.waitUntil(view.is_ready, timeout=60_000)
     assert "2 kernels read, 1 plotted, 1 dropped" in info and "kernels read" in view.notes.text()
-    sp = view._scatter["measured"]
+    sp = view.points.scatter["measured"]
     pts = sp.points()
     view._on_hover("measured", pts)          # what pyqtgraph's sigHovered calls
     text = view.hover.toPlainText()

@@ -12,6 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
+from popvision_lite.gui.items.roofline_ceilings import RooflineCeilingsItem
 from tests.support.qt import capture_message_boxes
 
 pytestmark = pytest.mark.gui
@@ -42,8 +43,19 @@ def view(qtbot, profile_path):
     prof.close()
 
 
+def _labels(v):
+    """The ceiling labels on the plot (those with no place are hidden)."""
+    return [it for it in v.ceiling_labels.labels() if it.isVisible()]
+
+
+def _wait_all_gpus_drawn(v, qtbot):
+    """Until the analysis with every GPU ticked is drawn (it comes back from a worker thread)."""
+    qtbot.waitUntil(lambda: v.analysis is not None and {g.device_id for g in v.analysis.gpus} == set(v.gpu_boxes)
+                    and all(g in v.points.scatter for g in v.gpu_boxes), timeout=30000)
+
+
 def _texts(v):
-    return [it.textItem.toPlainText() for it in v.plot.getPlotItem().items if isinstance(it, pg.TextItem)]
+    return [it.textItem.toPlainText() for it in v.ceiling_labels.labels()]
 
 
 def test_axes_ceilings_and_ridges(view):
@@ -59,8 +71,10 @@ def test_axes_ceilings_and_ridges(view):
             on_plot = any(c.text() in t for t in texts)
             in_legend = any(r.name.replace("NVIDIA ", "") in t and c.text() in t for t in legend)
             assert on_plot or (r is not a.ipu and c in r.bandwidth and in_legend), c.text()
-    ridges = [it for it in pi.items if isinstance(it, pg.ScatterPlotItem) and it.data["data"].dtype == object
-              and len(it.data) and str(it.data["data"][0]).startswith("ridge")]
+    ceilings = [it for it in pi.items if isinstance(it, RooflineCeilingsItem)]
+    assert [c.roofline.name for c in ceilings] == [r.name for r in [a.ipu, *a.gpus]]
+    ridges = [c.ridges for c in ceilings]
+    assert all(str(c.ridge_tip(0)).startswith("ridge") for c in ceilings)
     n_ridges = sum(len(r.ridges()) for r in [a.ipu, *a.gpus])
     assert sum(len(it.data) for it in ridges) == n_ridges
     # a ridge marker sits at (log10 peak/bw, log10 peak)
@@ -70,7 +84,7 @@ def test_axes_ceilings_and_ridges(view):
 
 def test_points_sized_by_share_and_gpu_symbols(view):
     a = view.analysis
-    sp = view._scatter["ipu"]
+    sp = view.points.scatter["ipu"]
     ids = sp.data["data"].astype(int)
     assert set(ids) == set(a.points.index)
     share = a.points.loc[ids, "share"].to_numpy()
@@ -79,7 +93,7 @@ def test_points_sized_by_share_and_gpu_symbols(view):
     # FLOP/s per chip the op ran on, against one chip's roofs
     np.testing.assert_allclose(sp.data["y"], np.log10(a.points.loc[ids, "chip_flops"]))
     for g in a.gpus:
-        gs = view._scatter[g.device_id]
+        gs = view.points.scatter[g.device_id]
         assert gs.opts["symbol"] == "t"
     tip = view.tooltip_for(a.gpus[0].device_id, int(ids[0]))
     assert "not a measurement" in tip and a.ops.loc[ids[0], "name"] in tip
@@ -88,7 +102,7 @@ def test_points_sized_by_share_and_gpu_symbols(view):
 def test_click_selects_and_selection_highlights(view, qtbot):
     from PySide6.QtCore import Qt
 
-    sp = view._scatter["ipu"]
+    sp = view.points.scatter["ipu"]
     pt = sp.points()[2]
     op = int(pt.data())
     with qtbot.waitSignal(view.document.selection.changed, timeout=3000):
@@ -101,12 +115,12 @@ def test_click_selects_and_selection_highlights(view, qtbot):
     assert "FLOPs" in view.hover.textItem.toPlainText()
     sp.sigHovered.emit(sp, [], None)
     assert not view.hover.isVisible()
-    hl = view._scatter["selected"]
+    hl = view.points.scatter["selected"]
     assert np.isclose(hl.data["x"][0], pt.pos().x()) and np.isclose(hl.data["y"][0], pt.pos().y())
     # a selection made by another view moves the highlight and the table row
     other = int(view.analysis.points.index[0])
     view.document.selection.update(source="operations", op_id=other)
-    hl = view._scatter["selected"]
+    hl = view.points.scatter["selected"]
     o = view.analysis.points.loc[other]
     assert np.isclose(hl.data["x"][0], np.log10(o.intensity))
     rows = view.table.selectionModel().selectedRows()
@@ -125,18 +139,18 @@ def test_table_totals_and_gpu_chooser(view):
     view.gpu_boxes["v100"].setChecked(True)
     m = view.table.model()
     headers = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
-    assert "V100 bound" in headers and "v100" in view._scatter
+    assert "V100 bound" in headers and "v100" in view.points.scatter
     exported = view.tables()["roofline"]      # what CSV export writes: same rows as the table, TOTAL last
     assert len(exported) == m.rowCount() and exported.iloc[-1]["name"].startswith("TOTAL")
     assert "v100_speedup" in exported.columns
     view.gpu_boxes["v100"].setChecked(False)
-    assert "v100" not in view._scatter
+    assert "v100" not in view.points.scatter
 
 
 def test_what_if_capacity(view):
     view.capacity.setValue(0.1)   # 0.1% of SRAM left: big ops spill
     assert view.analysis.ops["spills"].any()
-    assert "whatif" in view._scatter
+    assert "whatif" in view.points.scatter
     view.capacity.setValue(100.0)
 
 
@@ -147,9 +161,9 @@ def test_import_trace(view, qtbot, tmp_path, monkeypatch):
     p.write_text(json.dumps({"traceEvents": ev}))
     w = view.import_trace(p)
     qtbot.waitUntil(lambda: w.done and view.measured is not None, timeout=5000)
-    ms = view._scatter["measured"]
+    ms = view.points.scatter["measured"]
     assert np.isclose(ms.data["x"][0], np.log10(200.0)) and np.isclose(ms.data["y"][0], np.log10(2e9 / 1e-5))
-    assert "measured_noint" in view._scatter
+    assert "measured_noint" in view.points.scatter
     # a malformed file: warning shown, nothing raised, earlier points kept
 
     boxes = capture_message_boxes(monkeypatch)
@@ -172,7 +186,7 @@ def test_stand_in_document(qtbot):
     doc = SimpleNamespace(profile=make_synthetic(num_ipus=1, tiles_per_ipu=32, num_steps=80), selection=SelectionModel())
     v = RooflineView(doc)
     qtbot.addWidget(v)
-    sp = v._scatter["ipu"]
+    sp = v.points.scatter["ipu"]
     pt = sp.points()[0]
     sp.sigClicked.emit(sp, [pt], None)
     assert doc.selection.state.op_id == int(pt.data())
@@ -189,7 +203,7 @@ def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch)
         qtbot.addWidget(v)
         assert v.analysis is None and "Computing" in v.notes.text()   # returned at once
         qtbot.waitUntil(lambda: v.analysis is not None, timeout=10000)
-        assert "ipu" in v._scatter and v.table.model().rowCount() == len(prof.ops) + 1
+        assert "ipu" in v.points.scatter and v.table.model().rowCount() == len(prof.ops) + 1
         # a second identical request is served from the document cache, synchronously
         v.refresh()
         assert v.analysis is v.document.cached(v._pending_key, lambda: None)
@@ -214,10 +228,10 @@ def test_ceiling_labels_do_not_overlap(view, qtbot):
     pile up at the left edge)."""
     for cb in view.gpu_boxes.values():
         cb.setChecked(True)
-    qtbot.wait(50)
+    _wait_all_gpus_drawn(view, qtbot)
     _assert_no_label_overlap(view)
     # GPU ceilings are labelled with the names the legend uses, not the spec ids ("h100-sxm")
-    texts = [it.textItem.toPlainText() for it in view.plot.getPlotItem().items if isinstance(it, pg.TextItem)]
+    texts = _texts(view)
     for g in view.analysis.gpus:
         assert not any(g.device_id in t for t in texts), (g.device_id, texts)
         assert any(t.startswith(g.name.replace("NVIDIA ", "")) for t in texts), (g.name, texts)
@@ -245,8 +259,7 @@ def test_ceiling_labels_do_not_overlap_4_ipus_at_1024_px(qtbot):
 
 
 def _assert_no_label_overlap(view):
-    items = [it for it in view.plot.getPlotItem().items if isinstance(it, pg.TextItem) and it.isVisible()
-             and it.textItem.toPlainText() and it is not view.hover]
+    items = [it for it in _labels(view) if it.textItem.toPlainText()]
     assert len(items) >= 4
     # the text's own (rotated) outline in scene coordinates, not its axis-aligned box, less the text
     # document's blank 4-px margin
@@ -285,16 +298,16 @@ def _sample_view(qtbot, name, w=1400, h=800):
 
 def _covered_points(view):
     """(label text, number of points it covers) for every visible ceiling label."""
-    from popvision_lite.gui.views.roofline.labels import point_discs, points_under
+    from popvision_lite.gui.items.ceiling_labels import point_discs, points_under
 
     pi = view.plot.getPlotItem()
-    scatters = [sp for k, sp in view._scatter.items() if isinstance(sp, pg.ScatterPlotItem)
+    scatters = [sp for k, sp in view.points.scatter.items() if isinstance(sp, pg.ScatterPlotItem)
                 and k.split(":")[0] not in ("selected", "linked")]
     discs = point_discs(pi, scatters)
     assert len(discs) > 10
     out = []
-    for it in pi.items:
-        if isinstance(it, pg.TextItem) and it.isVisible() and it is not view.hover and it.textItem.toPlainText():
+    for it in _labels(view):
+        if it.textItem.toPlainText():
             it.updateTransform(force=True)
             out.append((it.textItem.toPlainText(), int(points_under(it, discs).sum())))
     return out
@@ -308,7 +321,7 @@ def test_labels_never_cover_points(qtbot, name, size):
     try:
         for cb in v.gpu_boxes.values():
             cb.setChecked(True)
-        qtbot.wait(50)
+        _wait_all_gpus_drawn(v, qtbot)
         covered = _covered_points(v)
         assert len(covered) >= 4
         assert [c for c in covered if c[1]] == []
@@ -383,11 +396,11 @@ def test_verdict_line_is_the_summary_verdict(qtbot):
 
 def test_hover_links_an_ops_ipu_and_gpu_points(view):
     a = view.analysis
-    sp = view._scatter["ipu"]
+    sp = view.points.scatter["ipu"]
     pt = sp.points()[3]
     op = int(pt.data())
     sp.sigHovered.emit(sp, [pt], None)
-    ring = view._scatter["linked"]
+    ring = view.points.scatter["linked"]
     got = sorted(zip(np.round(ring.data["x"], 9), np.round(ring.data["y"], 9), strict=True))
     o = a.points.loc[op]
     want = [(np.log10(o.intensity), np.log10(o.chip_flops))]
@@ -396,20 +409,20 @@ def test_hover_links_an_ops_ipu_and_gpu_points(view):
         want.append((np.log10(o[f"{gid}_intensity"]), np.log10(o[f"{gid}_flops"])))
         want.append((np.log10(o[f"{gid}_intensity"]), np.log10(o[f"{gid}_est_flops"])))
     assert got == sorted((round(x, 9), round(y, 9)) for x, y in want)
-    assert "linked:line" in view._scatter
+    assert "linked:line" in view.points.scatter
     # another scatter's empty hover (the mouse is inside its extent, on no point of it) keeps the link
-    gs = view._scatter[a.gpus[0].device_id]
+    gs = view.points.scatter[a.gpus[0].device_id]
     gs.sigHovered.emit(gs, [], None)
-    assert "linked" in view._scatter and view.hover.isVisible()
+    assert "linked" in view.points.scatter and view.hover.isVisible()
     # hovering the GPU point of another op rings that op's IPU point
     other = gs.points()[0]
     gs.sigHovered.emit(gs, [other], None)
     o2 = a.points.loc[int(other.data())]
-    ring = view._scatter["linked"]
+    ring = view.points.scatter["linked"]
     assert any(np.isclose(x, np.log10(o2.intensity)) and np.isclose(y, np.log10(o2.chip_flops))
                for x, y in zip(ring.data["x"], ring.data["y"], strict=True))
     gs.sigHovered.emit(gs, [], None)
-    assert "linked" not in view._scatter and not view.hover.isVisible()
+    assert "linked" not in view.points.scatter and not view.hover.isVisible()
 
 
 def test_table_columns_not_truncated(qtbot):
@@ -441,7 +454,7 @@ def test_legend_samples_of_ipu_ops_are_drawn_as_the_points(qtbot, theme_name):
     theme.apply_theme(theme_name)
     try:
         v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
-        sp = v._scatter["ipu"]
+        sp = v.points.scatter["ipu"]
         bound = v.analysis.points["bound"].to_numpy()
         point_fill = {}
         for spot, lvl in zip(sp.points(), bound, strict=True):

@@ -259,8 +259,8 @@ def test_torch_trace_kernel_names_are_literal(qtbot, document, tmp_path, audit):
     qtbot.waitUntil(view.is_ready, timeout=60000)
     view.show_trace(load_torch_trace(trace), trace)
     qtbot.wait(50)
-    key = next(k for k in view._scatter if k.startswith("measured"))
-    spot = view._scatter[key].points()[0]
+    key = next(k for k in view.points.scatter if k.startswith("measured"))
+    spot = view.points.scatter[key].points()[0]
     view._on_hover(key, [spot])
     audit.check("roofline.measured_tip", view.hover.textItem.toHtml(), Qt.RichText)
     audit.widget_tree("roofline", view)

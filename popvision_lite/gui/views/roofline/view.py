@@ -7,6 +7,11 @@ of run time, coloured by the level that bounds them), the GPU roofline *bounds* 
 hollow: not measurements), what-if DDR spills (crosses) and measured kernels imported from a PyTorch
 profiler trace (stars; FLOP/s bars at the right edge when the trace has no byte counts).
 All numbers come from :mod:`popvision_lite.analysis.roofline`.
+
+What is drawn is composed, not inherited: one ``RooflineCeilingsItem`` per device (``gui/items/``), one
+``CeilingLabelsItem`` holding every ceiling label and placing them clear of the points, the point scatters
+of ``drawing.py: OpPoints``, the read-outs of ``tooltips.py``.  The view owns them, the controls, the table
+and the selection.
 """
 
 from __future__ import annotations
@@ -34,20 +39,26 @@ from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import kernel_table, load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.ceiling_labels import CeilingLabelsItem
 from popvision_lite.gui.items.fitted_legend import FittedLegend
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
+from popvision_lite.gui.items.roofline_ceilings import RooflineCeilingsItem
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.text import plain_label, show_warning
-from popvision_lite.gui.views.roofline.drawing import RooflineDrawing, RooflineTooltips
-from popvision_lite.gui.views.roofline.labels import CeilingLabels
+from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR
+from popvision_lite.gui.views.roofline import drawing
+from popvision_lite.gui.views.roofline.drawing import OpPoints
 from popvision_lite.gui.views.roofline.table import RooflineTableModel
+from popvision_lite.gui.views.roofline.tooltips import point_tooltip
+from popvision_lite.gui.views.verdict_panel import document_verdict
 from popvision_lite.gui.workers import Worker
 
 DEFAULT_CHECKED = ("a100-80gb", "h100-sxm")
 RING_KEYS = ("selected", "selected:line", "linked", "linked:line")  # highlight items, not data points
+_RINGS = ("selected", "linked")
 
 
-class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
+class RooflineView(QWidget):
     SOURCE = "roofline"
 
     def __init__(self, document, parent=None):
@@ -65,7 +76,9 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self._pending_key = None
         self._selected: int | None = None
         self._hovered: int | None = None
-        self._scatter: dict[str, pg.ScatterPlotItem] = {}
+        self._hover_key: str | None = None
+        self.ceiling_labels: CeilingLabelsItem | None = None
+        self.unplaced_labels: list[str] = []
         self._gpu_ids = devices.list_devices("gpu")
         bar = self._build_controls()
         self._build_plot()
@@ -135,11 +148,10 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self.legend = FittedLegend(colCount=2)
         pi.layout.addItem(self.legend, 4, 1)
         pi.legend = self.legend  # items added with a name go into it, as with addLegend
-        pi.legend = self.legend  # items added with a name go into it, as with addLegend
         self.hover = pg.TextItem("", anchor=(0, 1), fill=pg.mkBrush(255, 255, 255, 230), color="#000")
         self.hover.setZValue(100)
         self.hover.hide()
-
+        self.points = OpPoints(pi, self._on_points_clicked, self._on_hover)
 
     def _build_table(self) -> None:
         """The per-op table and the notes line."""
@@ -184,6 +196,99 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         lay.addLayout(bar)
         lay.addWidget(split, 1)
         lay.addWidget(self.notes)
+
+    # ------------------------------------------------------------------ drawing
+    def _draw(self):
+        """Everything from ``self.analysis`` (and the imported trace): ceilings, points, legend, ranges,
+        labels, the highlight, the summary and notes."""
+        a = self.analysis
+        pi = self.plot.getPlotItem()
+        pi.clear()
+        self.legend.clear()
+        self.points.scatter.clear()
+        pi.addItem(self.hover, ignoreBounds=True)
+        lx0, lx1 = self._xr = drawing.x_range(a, self.measured)
+        ly0, ly1 = drawing.y_range(a, self.measured)
+        self._draw_ceilings(lx0, lx1, ly0)
+        self.points.draw_ops(a, self.whatif_box.isChecked())
+        self.points.legend_levels(self.legend, a)
+        if self.measured is not None:
+            self.points.draw_measured(self.measured, self.measured_name, lx1)
+        self._fit_legend()
+        pi.setXRange(lx0, lx1, padding=0)
+        pi.setYRange(ly0, ly1, padding=0)
+        self._place_labels()
+        self._highlight()
+        self._fill_summary()
+        trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
+                 if self.measured is not None else "")
+        self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
+
+    def _draw_ceilings(self, lx0: float, lx1: float, ly0: float) -> None:
+        """The IPU's roofline (solid), then each chosen GPU's (dashed), and one item for all their labels."""
+        pi = self.plot.getPlotItem()
+        a = self.analysis
+        self.ceiling_labels = CeilingLabelsItem()
+        for r, color, solid in [(a.ipu, IPU_COLOR, True)] + [(g, GPU_COLORS.get(g.device_id, "#444"), False)
+                                                               for g in a.gpus]:
+            item = RooflineCeilingsItem(r, color, lx0, lx1, solid)
+            pi.addItem(item)
+            if item.legend_entry is not None:
+                self.legend.addItem(*item.legend_entry)
+            self.ceiling_labels.add_roofline(item.roof_labels, item.peak_labels, color, lx1)
+            # the IPU's ridges are points the labels keep clear of
+            self.points.scatter.setdefault("ridges", item.ridges)
+        pi.addItem(self.ceiling_labels)
+
+    def _place_labels(self, *_) -> None:
+        """Place the ceiling labels clear of every point and other text (after layout, and on resize); name
+        the ceilings left without a place under the plot."""
+        if self.ceiling_labels is None:
+            return
+        pi = self.plot.getPlotItem()
+        scatters = [sp for k, sp in self.points.scatter.items()
+                    if isinstance(sp, pg.ScatterPlotItem) and k.split(":")[0] not in _RINGS]
+        fixed = [it for it in pi.items if isinstance(it, pg.TextItem) and it is not self.hover and it.isVisible()]
+        x_max = self._xr[1] if hasattr(self, "_xr") else float("inf")
+        self.unplaced_labels = list(self.ceiling_labels.place(pi, scatters, x_max, fixed))
+        self.offplot.setText("Ceilings without room for a label on the plot: " + "; ".join(self.unplaced_labels)
+                             if self.unplaced_labels else "")
+        self.offplot.setVisible(bool(self.unplaced_labels))
+
+    def _fill_summary(self, *_):
+        """The verdict's answer and what the plotted points add up to (the Summary panel's GPU choice too)."""
+        if self.analysis is None:
+            return
+        self.summary.setText(drawing.summary_html(self.analysis, self._verdict(),
+                                                  self.capacity.value() if self.whatif_box.isChecked() else None))
+
+    def _verdict(self):
+        """The document's verdict (the Summary panel's object: same GPU, count and cache entry), or None for a
+        profile without a run."""
+        try:
+            return document_verdict(self.document)
+        except (PopvisionError, AttributeError, KeyError, TypeError):
+            return None
+
+    def tooltip_for(self, key: str, op_id: int) -> str:
+        """The hover read-out of point ``op_id`` of scatter ``key``."""
+        return point_tooltip(self.analysis, self.measured, key, op_id)
+
+    def _on_hover(self, key, points):
+        # every scatter whose extent holds the mouse gets the hover event: only the one that showed the
+        # read-out clears it (else the GPU scatter around an IPU point hid the IPU point's read-out)
+        if len(points) == 0:
+            if self._hover_key in (key, None):
+                self._hover_key = None
+                self.hover.hide()
+                self.link_hover(None)
+            return
+        self._hover_key = key
+        p = points[0]
+        self.hover.setText(self.tooltip_for(key, p.data()))
+        self.hover.setPos(p.pos())
+        self.hover.show()
+        self.link_hover(None if key.startswith("measured") else int(p.data()))
 
     # ------------------------------------------------------------------ public
     def plot_items(self) -> dict:
@@ -257,6 +362,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         self.analysis = None
         self.notes.setText(f"Roofline unavailable: {exc}")
         self.plot.getPlotItem().clear()
+        self.ceiling_labels = None
 
     def _show(self, result):
         self.analysis = result
@@ -320,7 +426,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         """(scatter key, x, y) of every point drawn for ``op``: its IPU point, each GPU's bound and estimate,
         its what-if spill; in plot (log10) coordinates."""
         out = []
-        for key, sp in self._scatter.items():
+        for key, sp in self.points.scatter.items():
             if key in RING_KEYS or key.startswith("measured") or key == "ridges":
                 continue
             if not isinstance(sp, pg.ScatterPlotItem):
@@ -333,7 +439,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         """Rings on every point of ``op`` joined by a thin line (IPU point to each GPU point), under ``key``."""
         pi = self.plot.getPlotItem()
         for k in (key, key + ":line"):
-            old = self._scatter.pop(k, None)
+            old = self.points.scatter.pop(k, None)
             if old is not None:
                 pi.removeItem(old)
         if self.analysis is None or op is None:
@@ -346,7 +452,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
         ring = pg.ScatterPlotItem(xs, ys, size=size, symbol="o", brush=pg.mkBrush(None), pen=pg.mkPen(color, width=width))
         ring.setZValue(20)
         pi.addItem(ring, ignoreBounds=True)
-        self._scatter[key] = ring
+        self.points.scatter[key] = ring
         ipu = [(x, y) for k, x, y in pos if k == "ipu"]
         if ipu and len(pos) > 1:
             x0, y0 = ipu[0]
@@ -358,7 +464,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
             line = pg.PlotDataItem(lx, ly, connect="pairs", pen=pg.mkPen(color, width=1, style=Qt.DashLine))
             line.setZValue(19)
             pi.addItem(line, ignoreBounds=True)
-            self._scatter[key + ":line"] = line
+            self.points.scatter[key + ":line"] = line
 
     def _highlight(self):
         self._rings("selected", self._selected, "#00a0ff", 24, 3)
@@ -380,7 +486,7 @@ class RooflineView(RooflineDrawing, RooflineTooltips, CeilingLabels, QWidget):
 
     def _on_resized(self, *_) -> None:
         self._fit_legend()
-        self._place_peak_labels()
+        self._place_labels()
 
     def _fit_legend(self) -> None:
         # the widget's width, not the view box's: a legend too wide widens the view box it is measured by
