@@ -27,6 +27,8 @@ SOURCE = "liveness"
 
 
 class LivenessView(QWidget):
+    """The liveness curve of ``document.profile``, the chosen tile's curve and what is live at a step."""
+
     def __init__(self, document, parent=None):
         super().__init__(parent)
         self.document = document
@@ -36,8 +38,19 @@ class LivenessView(QWidget):
         self.tpi = int(self.profile.target.tiles_per_ipu)
         self.lstep: int | None = None
         self.tile: int | None = None
-        c = theme.colors()
+        self.x = self.curve_df["lstep"].to_numpy(np.float64)
+        self._build_plot()
+        self._build_ipu_lines()
+        self._build_controls()
+        self._build_tables()
+        self._arrange()
+        document.selection.changed.connect(self._selection_changed)
+        self._bind_keys()
+        self._restore_selection(document.selection.state)
 
+    def _build_plot(self) -> None:
+        """The max-over-tiles curve, the selected tile's curve and the chosen step's line."""
+        c = theme.colors()
         self.plot = pg.PlotWidget()
         pi = self.plot.getPlotItem()
         pi.setTitle("Not-always-live memory over program (liveness) steps")
@@ -47,16 +60,19 @@ class LivenessView(QWidget):
         pi.showGrid(x=True, y=True, alpha=0.25)
         pi.setMouseEnabled(x=True, y=False)
         self.legend = pi.addLegend(offset=(10, 10))
-        x = self.curve_df["lstep"].to_numpy(np.float64)
-        self.x = x
+        x = self.x
         self.max_curve = pi.plot(x, self.curve_df["max_tile_bytes"].to_numpy(np.float64) / KIB,
                                  pen=pg.mkPen(c["accent"], width=2), name="max over tiles")
         self.tile_curve = pi.plot([], [], pen=pg.mkPen("#ff7f0e", width=2), name="selected tile")
         if len(x):
             pi.setXRange(-0.5, len(x) - 0.5, padding=0.01)
         self._fit_y()
-        # a multi-IPU run's programs follow each other, IPU by IPU: mark where each IPU's steps begin
-        self.ipu_spans = document.cached("liveness_ipu_spans", ipu_spans, self.profile)
+
+    def _build_ipu_lines(self) -> None:
+        """A multi-IPU run's programs follow each other, IPU by IPU: mark where each IPU's steps begin."""
+        c = theme.colors()
+        pi = self.plot.getPlotItem()
+        self.ipu_spans = self.document.cached("liveness_ipu_spans", ipu_spans, self.profile)
         self.ipu_lines = []
         if len(self.ipu_spans) > 1:
             for r in self.ipu_spans.itertuples(index=False):
@@ -70,8 +86,9 @@ class LivenessView(QWidget):
         self.step_line.hide()
         pi.addItem(self.step_line)
         self.plot.scene().sigMouseClicked.connect(self._clicked)
-        self.plot.setToolTip("Click a step to list the variables live there")
 
+    def _build_controls(self) -> None:
+        """The step and tile boxes and the line that says what the chosen step holds."""
         self.tile_box = QSpinBox()
         self.tile_box.setRange(-1, self.num_tiles - 1)
         self.tile_box.setSpecialValueText("none")
@@ -79,7 +96,7 @@ class LivenessView(QWidget):
         self.tile_box.setToolTip("Global tile whose curve is drawn (also set by clicking a tile in the Memory view)")
         self.tile_box.valueChanged.connect(lambda v: self.set_tile(v if v >= 0 else None, publish=True))
         self.step_box = QSpinBox()
-        self.step_box.setRange(-1, max(0, len(x) - 1))
+        self.step_box.setRange(-1, max(0, len(self.x) - 1))
         self.step_box.setSpecialValueText("none")
         self.step_box.setValue(-1)
         self.step_box.setToolTip("Liveness step to inspect (or click the plot)")
@@ -87,6 +104,9 @@ class LivenessView(QWidget):
         self.info = QLabel("Click a step on the plot to see what is live there")
         self.info.setTextFormat(Qt.RichText)  # the variable-step name inside is escaped
         self.info.setWordWrap(True)
+
+    def _build_tables(self) -> None:
+        """What is live at the chosen step, and what is live for the whole program, in two tabs."""
         self.var_model = DataFrameModel(
             headers={"bytes_on_tile": "on tile", "first_lstep": "first lstep", "last_lstep": "last lstep",
                      "op_id": "op", "var_id": "var"},
@@ -95,16 +115,17 @@ class LivenessView(QWidget):
                                          "click a header to sort")
         self.var_table.clicked.connect(self._var_clicked)
         self.always_model = DataFrameModel(
-            document.cached("always_live_variables", always_live_variables, self.profile),
+            self.document.cached("always_live_variables", always_live_variables, self.profile),
             headers={"var_id": "var"}, byte_columns=("bytes",))
         self.always_table = make_table_view(self.always_model, "Variables live for the whole program "
                                             "(weights, constants ...); click a header to sort")
         self.always_table.resizeColumnsToContents()
         self.table_tabs = QTabWidget()
         self.table_tabs.addTab(self.var_table, "Live at step")
-        n_always = self.always_model.rowCount()
-        self.table_tabs.addTab(self.always_table, f"Always live ({n_always:,})")
+        self.table_tabs.addTab(self.always_table, f"Always live ({self.always_model.rowCount():,})")
 
+    def _arrange(self) -> None:
+        """The plot over the controls and tables."""
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Step:"))
         controls.addWidget(self.step_box)
@@ -123,17 +144,21 @@ class LivenessView(QWidget):
         lay = QVBoxLayout(self)
         lay.addWidget(split)
 
-        document.selection.changed.connect(self._selection_changed)
+    def _bind_keys(self) -> None:
+        """Left / Right: previous / next step; P: the peak step (on the plot: arrows stay with the table when
+        it has focus)."""
         self._shortcuts = []
         for key, fn in (("Right", lambda: self._step(1)), ("Left", lambda: self._step(-1)),
                         ("P", lambda: self.select_lstep(self.peak()))):
-            sc = QShortcut(QKeySequence(key), self.plot)  # arrows stay with the table when it has focus
+            sc = QShortcut(QKeySequence(key), self.plot)
             sc.setContext(Qt.WidgetWithChildrenShortcut)
             sc.activated.connect(fn)
             self._shortcuts.append(sc)
         self.plot.setToolTip("Click a step to list the variables live there; Left/Right: previous/next step; "
                              "P: the peak step")
-        st = document.selection.state
+
+    def _restore_selection(self, st) -> None:
+        """The tile and step selected elsewhere, else the tile of the highest peak."""
         if st.tiles:
             self.set_tile(st.tiles[0], publish=False)
         elif len(self.curve_df):
