@@ -59,13 +59,8 @@ class ExecutionView(QWidget):
         self.document = document
         p = document.profile
         self.profile = p
-        cache = getattr(document, "cached", None)
-        if cache:
-            self.index = cache("execution.step_index", ex.StepIndex.from_profile, p)
-            self.names = cache("execution.op_names", ex.op_names, p)
-        else:
-            self.index = ex.StepIndex.from_profile(p)
-            self.names = ex.op_names(p)
+        self.index = self._cached("execution.step_index", ex.StepIndex.from_profile, p)
+        self.names = self._cached("execution.op_names", ex.op_names, p)
         t = p.target
         self.tpi = int(t.tiles_per_ipu)
         self.nipu = int(t.num_ipus)
@@ -82,28 +77,32 @@ class ExecutionView(QWidget):
         self.search = OpSearch(p, self.index)
         self.ranges = RangeSummary(p, self.index, self.names, self.ntiles, self.clock_hz, parent=self)
         self._timer = QTimer(self)  # the redraw debounce (the theme hook below schedules one)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
         self._closed = False
         layout.build(self)
         self.nav = Navigation(self.tile_vb, self.tile_plot, self.clock_hz, {
             "fit": self.fit_selection, "reset": self.reset_view, "search": self._focus_search,
             "help": self.toggle_help, "escape": self.help.hide, "jump": self.jump_match}, parent=self)
+        self.drawn_label.setText(self._drawn_text())
+        self._apply_theme()
+        self._connect()
+        self.reset_view()
+        self.refresh()
+
+    def _connect(self) -> None:
+        """The helpers' output to the panels, range changes to the debounced redraw, the document to the view."""
         self.canvas.installEventFilter(self.nav)
         self.nav.message.connect(self.status.setText)
         self.ranges.shown.connect(self.info.setHtml)
         self.ranges.progress.connect(self.status.setText)
-        self.drawn_label.setText(self._drawn_text())
-        self._apply_theme()
         theme.notifier.changed.connect(self._apply_theme)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self.refresh)
         self.tile_vb.sigRangeChanged.connect(self._schedule)
         self.document.selection.changed.connect(self._on_selection)
-        closing = getattr(document, "closing", None)
+        closing = getattr(self.document, "closing", None)
         if closing is not None:
             closing.connect(self._on_closing)
-        self.reset_view()
-        self.refresh()
 
     def _drawn_text(self) -> str:
         """Which replica the lanes show, of how many IPUs, and what the phase band and hatching mean."""
