@@ -2,10 +2,11 @@
 its hit-testing and tooltips, without the view around it."""
 
 import numpy as np
+import pandas as pd
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QFontMetrics, QKeyEvent
 
 import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
@@ -15,7 +16,13 @@ from popvision_lite.gui.items.imbalance import ImbalanceItem
 from popvision_lite.gui.items.phase_band import PhaseBandItem, phase_html
 from popvision_lite.gui.items.step_cycles import STACK_ORDER, StepCyclesItem
 from popvision_lite.gui.items.step_highlight import StepHighlightItem
-from popvision_lite.gui.items.step_labels import LABEL_MIN_PX, StepLabelsItem, fit_name
+from popvision_lite.gui.items.step_labels import (
+    LABEL_MIN_PX,
+    TEXT_MARGIN_PX,
+    StepLabelsItem,
+    fit_name,
+    label_font,
+)
 from popvision_lite.gui.items.step_lane import StepLaneItem
 from popvision_lite.gui.items.tile_band import TileBandItem, tile_runs
 from popvision_lite.gui.items.tile_lanes import TileLanesItem
@@ -78,8 +85,42 @@ def test_step_labels_name_only_wide_steps(qapp, index):
     assert labels.shown() == [names[int(index.op_id[i])]]
     labels.draw(np.array([i]), x0, x0 + (x1 - x0) * 400 / (LABEL_MIN_PX - 1), 400)  # narrower than the minimum
     assert labels.shown() == []
-    assert fit_name("layer/attention/matmul", 6.5 * 7) == "…matmul"
-    assert fit_name("abc", 100) == "abc"
+    fm = QFontMetrics(label_font())
+    short = fit_name("layer/attention/matmul", 60)
+    # the end of the name after an ellipsis, as much as fits inside the label's margins, and no more
+    assert short.startswith("…") and "layer/attention/matmul".endswith(short[1:]) and len(short) > 2
+    longer = "…" + "layer/attention/matmul"[-len(short):]
+    assert fm.horizontalAdvance(short) <= 60 - 2 * TEXT_MARGIN_PX < fm.horizontalAdvance(longer)
+
+
+def _pipelined_index():
+    """Three steps that overlap in time: IPU 0's, IPU 1's, and one on every IPU (ipu = -1)."""
+    steps = pd.DataFrame({"step": [0, 1, 2], "start_cycle": [0, 10, 20], "end_cycle": [1000, 1000, 1000], "kind": [0, 0, 1],
+                          "op_id": [0, 1, 2], "ipu": [0, 1, -1], "busy_max": 0.0, "busy_mean": 0.0,
+                          "tiles_active": 0, "bytes_in": 0, "bytes_out": 0})
+    return ex.StepIndex(steps, 2)
+
+
+def test_step_labels_sit_in_their_ipus_sub_lane(qapp):
+    index = _pipelined_index()
+    labels = StepLabelsItem(index, {0: "stage0/op", 1: "stage1/op", 2: "all/sync"}, num_ipus=2)
+    labels.draw(np.arange(3), 0.0, 1000.0, 800)
+    y = {t.toPlainText(): t.pos().y() for t in labels.labels if t.isVisible()}
+    # IPU 0 at the bottom of the lane, IPU 1 above it, a step on every IPU across the middle
+    assert y == {"stage0/op": 0.25, "stage1/op": 0.75, "all/sync": 0.5}
+    one_lane = StepLabelsItem(index, {0: "first", 1: "second", 2: "third"})
+    np.testing.assert_allclose(one_lane.lane_y(np.arange(3)), [0.5, 0.5, 0.5])
+    # in one lane the three start 8 and 16 px apart: only the first name is drawn, the others would lie over it
+    one_lane.draw(np.arange(3), 0.0, 1000.0, 800)
+    assert one_lane.shown() == ["first"]
+    one_lane.draw(np.arange(3), 0.0, 100.0, 800)  # zoomed in 10x: 80 and 160 px apart, room for all three
+    assert one_lane.shown() == ["first", "second", "third"]
+    # a step that began left of the view: its name fits the part in view (100 cycles = 80 px), not its whole
+    long = StepLabelsItem(index, {0: "layer0/attention/softmax"})
+    long.draw(np.array([0]), 900.0, 1900.0, 800)
+    (shown,) = long.shown()
+    assert shown == fit_name("layer0/attention/softmax", 80.0) and shown.startswith("…")
+    assert QFontMetrics(label_font()).horizontalAdvance(shown) <= 80 - 2 * TEXT_MARGIN_PX
 
 
 # ------------------------------------------------------------------ tile lanes: level of detail, hover

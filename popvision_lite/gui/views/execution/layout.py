@@ -160,7 +160,7 @@ def _step_items(view) -> None:
     view.step_plot.addItem(view.step_lane)
     view.step_hl = StepHighlightItem(view.index, 1.0, pg.mkBrush(None), pg.mkPen("#ffb000", width=2))
     view.step_plot.addItem(view.step_hl)
-    view.step_labels = StepLabelsItem(view.index, view.names)
+    view.step_labels = StepLabelsItem(view.index, view.names, view.nipu)
     view.step_plot.addItem(view.step_labels)
 
 
