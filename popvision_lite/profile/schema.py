@@ -21,7 +21,10 @@ import numpy as np
 import pandas as pd
 
 FORMAT_NAME = "popvision-lite-profile"
-FORMAT_VERSION = 2  # bump on any incompatible change; readers refuse newer major versions
+FORMAT_VERSION = 3  # bump on any incompatible change; readers refuse newer major versions
+# v3: each step x tile array stores only its rows (steps) holding a non-zero value, in step order, and their step
+# indices in "arrays/<name>.rows" (int64, strictly increasing); the rows left out are all zeros.  Files of
+# versions 1-2 store every row and still open.  (decision 0120)
 # v2: steps of different IPUs may overlap in time (per-IPU lanes of a pipeline); the run dict
 # gains "schedule", "samples_per_second" and, for composed runs, "training_state" and "profile_note".
 # v1 files (one global timeline) still open: their steps simply never overlap.

@@ -39,11 +39,14 @@ from popvision_lite.profile import schema
 
 # minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
 # often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
-# "phases" table (profile/phases.py) and run["replicas"] / run["stages"]
-FORMAT_MINOR = 2
+# "phases" table (profile/phases.py) and run["replicas"] / run["stages"].  3.0 (schema.FORMAT_VERSION): step x
+# tile arrays store only their non-zero rows
+FORMAT_MINOR = 0
 
-# step_tile_* storage: chunks of STEP_CHUNK steps x one IPU's tiles (never straddles IPUs).
+# step_tile_* storage: chunks of STEP_CHUNK stored rows x one IPU's tiles (never straddles IPUs; TILE_CHUNK or
+# write_profile's tile_chunk: narrower, measured in decision 0120).
 STEP_CHUNK = 32
+TILE_CHUNK = None  # None: one IPU's tiles
 # Summary levels (step_block, tile_block), finest first.  Tile blocks are per IPU: the last
 # block of each IPU may be shorter.  A tile_block of 0 means "one block per IPU".
 SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
@@ -63,13 +66,16 @@ WRITE_CHUNK = 8 << 20
 COMPRESSION = "lz4-5"
 
 
-def _compression() -> dict[str, Any]:
-    """Blosc (byte shuffle) with COMPRESSION's codec via hdf5plugin, else gzip."""
-    cname, level = COMPRESSION.split("-")
+def _compression(spec: str | None = None) -> dict[str, Any]:
+    """Blosc via hdf5plugin with ``spec`` ("cname-level", optionally "-noshuffle" / "-bitshuffle"; default
+    COMPRESSION, byte shuffle), else gzip."""
+    cname, level, *rest = (spec or COMPRESSION).split("-")
     try:
         import hdf5plugin
 
-        return dict(hdf5plugin.Blosc(cname=cname, clevel=int(level), shuffle=hdf5plugin.Blosc.SHUFFLE))
+        shuffle = {"": hdf5plugin.Blosc.SHUFFLE, "noshuffle": hdf5plugin.Blosc.NOSHUFFLE,
+                   "bitshuffle": hdf5plugin.Blosc.BITSHUFFLE}[rest[0] if rest else ""]
+        return dict(hdf5plugin.Blosc(cname=cname, clevel=int(level), shuffle=shuffle))
     except ImportError:  # pragma: no cover - hdf5plugin is a dependency
         return dict(compression="gzip", compression_opts=4, shuffle=True)
 
@@ -261,7 +267,8 @@ class _CallerAbort(Exception):
 
 
 def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVELS,
-                  step_chunk: int = STEP_CHUNK, progress=None) -> Path:
+                  step_chunk: int = STEP_CHUNK, tile_chunk: int | None = None, compression: str | None = None,
+                  progress=None) -> Path:
     """Write ``data`` atomically to ``path`` (a ``.pvl`` file); returns the path.
 
     ``progress(done_steps, total_steps)`` is called after each batch of steps when given; an
@@ -291,7 +298,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     ok = False
     image = None
     try:
-        comp = _compression()
+        comp = _compression(compression)
         # HDF5 builds the file in memory (core driver, no backing store): the image is named after the
         # unique temp file only so two writes never share an HDF5 file name
         with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=CORE_BLOCK,
@@ -306,12 +313,18 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
 
             arrays = f.create_group("arrays")
             tpi = t.tiles_per_ipu
-            chunk = (max(1, min(step_chunk, max(n_steps, 1))), tpi)
+            tc = tile_chunk or TILE_CHUNK or tpi
+            if tc < 1 or tpi % tc:
+                raise ValueError(f"tile chunk width {tc} must divide the {tpi} tiles of one IPU")
+            chunk = (max(1, min(step_chunk, max(n_steps, 1))), tc)
+            # only the rows (steps) with a non-zero value are stored, in step order, with their step indices in
+            # "<name>.rows" (format 3): a tile moves bytes only in exchange and stream steps, and no tile is busy
+            # in a sync, so a window decodes the rows that hold data (decision 0120)
             dsets = {}
+            stored_rows: dict[str, list[np.ndarray]] = {name: [] for name in STEP_TILE_ARRAYS}
             for name in STEP_TILE_ARRAYS:
-                dsets[name] = arrays.create_dataset(
-                    name, shape=(n_steps, n_tiles), dtype=np.uint32, chunks=chunk if n_steps else None,
-                    **(comp if n_steps else {}))
+                dsets[name] = arrays.create_dataset(name, shape=(0, n_tiles), maxshape=(None, n_tiles),
+                                                    dtype=np.uint32, chunks=chunk, **comp)
             levels = [(sb, tb) for sb, tb in summary_levels]
             summ = f.create_group("summaries")
             summ.attrs["levels"] = _text(_dumps(levels))
@@ -337,7 +350,12 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                         if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
                             raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
                         b = b.astype(np.uint32)
-                    dsets[name][i:j] = b
+                    keep = np.flatnonzero(b.any(axis=1)) if n_tiles else np.zeros(0, np.int64)
+                    if keep.size:
+                        ds, r = dsets[name], dsets[name].shape[0]
+                        ds.resize(r + keep.size, axis=0)
+                        ds[r:] = b if keep.size == b.shape[0] else b[keep]
+                        stored_rows[name].append(keep + i)
                     batch[name] = b
                 cyc = batch["step_tile_cycles"]
                 agg["busy_max"][i:j] = cyc.max(axis=1) if n_tiles else 0
@@ -358,6 +376,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     except BaseException as e:  # cancel: clean up below, re-raise as is
                         raise _CallerAbort(e) from e
 
+            for name in STEP_TILE_ARRAYS:
+                rows = np.concatenate(stored_rows[name]) if stored_rows[name] else np.zeros(0, np.int64)
+                arrays.create_dataset(f"{name}.rows", data=rows.astype(np.int64), **(comp if rows.size > 1024 else {}))
             arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
             ltb = np.asarray(data.liveness_tile_bytes)
             if ltb.dtype != np.uint32:
