@@ -273,7 +273,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
 
     ``progress(done_steps, total_steps)`` is called after each batch of steps when given; an
     exception it raises (e.g. a GUI worker's cancel) stops the write, removes the temporary file and
-    propagates unchanged.
+    propagates unchanged.  ``step_chunk`` x ``tile_chunk`` (a divisor of one IPU's tiles; default TILE_CHUNK, else
+    the IPU's) is the chunk of the step x tile arrays and ``compression`` the Blosc codec ("cname-level[-noshuffle|
+    -bitshuffle]", default COMPRESSION): the options ``bench.chunk_layout`` compares.
     Raises :class:`ProfileError` for inconsistent data or an unwritable destination.
     """
     path, folder = check_destination(path, example="run.pvl")
@@ -281,6 +283,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     if bad:
         raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
     t = data.target
+    tc = tile_chunk or TILE_CHUNK or t.tiles_per_ipu
+    if tc < 1 or t.tiles_per_ipu % tc:
+        raise ValueError(f"tile chunk width {tc} must divide the {t.tiles_per_ipu} tiles of one IPU")
     n_tiles = t.num_tiles
     n_steps = len(data.steps)
     for name in STEP_TILE_ARRAYS:
@@ -313,9 +318,6 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
 
             arrays = f.create_group("arrays")
             tpi = t.tiles_per_ipu
-            tc = tile_chunk or TILE_CHUNK or tpi
-            if tc < 1 or tpi % tc:
-                raise ValueError(f"tile chunk width {tc} must divide the {tpi} tiles of one IPU")
             chunk = (max(1, min(step_chunk, max(n_steps, 1))), tc)
             # only the rows (steps) with a non-zero value are stored, in step order, with their step indices in
             # "<name>.rows" (format 3): a tile moves bytes only in exchange and stream steps, and no tile is busy
