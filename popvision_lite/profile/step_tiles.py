@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from popvision_lite.profile import schema
 
-if TYPE_CHECKING:
-    from popvision_lite.profile.reader import Profile
+# The open profile these read through (reader.Profile, which imports this module) is typed ``Profile = Any``
+# here, so the two modules import in one direction only.
+Profile = Any
 
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
 MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is corrupt, not an OOM
