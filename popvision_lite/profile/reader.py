@@ -184,26 +184,19 @@ class Profile:
             "step_tile_bytes_out": (n_steps, nt),
         }
         self._shapes: dict[str, tuple[int, ...]] = {}
-        # format 3: a step x tile array holds the rows its "<name>.rows" lists (read on first use)
-        self._rows_ds = {name: f"arrays/{name}.rows" for name in STEP_TILE_ARRAYS if version >= 3}
+        # format 3: a step x tile array holds the steps its column of "step_tile_stored" marks
         self._rows: dict[str, np.ndarray] = {}
+        counts = self._stored_mask(n_steps) if version >= 3 else None
         for name, shape in expect.items():
             ds = arrays[name]
             stored = shape
-            if name in self._rows_ds:
-                rpath = self._rows_ds[name]
-                if rpath not in names:
-                    raise self._err(f"missing '{rpath}' (the steps of the stored rows of '{name}')")
-                rshape = self._safe.shape(rpath)
-                if rshape is None or len(rshape) != 1 or rshape[0] > n_steps:
-                    raise self._err(f"'{rpath}' has shape {rshape}, expected at most {n_steps} step indices "
-                                    f"(steps rows)")
-                stored = (rshape[0], nt)
+            if counts is not None and name in STEP_TILE_ARRAYS:
+                stored = (int(counts[STEP_TILE_ARRAYS.index(name)]), nt)
             if tuple(ds.shape) != stored:
                 what = {"memory": "target tiles x categories x 2",
                         "liveness_tile_bytes": "liveness_steps rows x target tiles"}.get(name, "steps rows x target tiles")
                 if stored != shape:
-                    what = f"one row per step listed in '{name}.rows', of {shape}: {what}"
+                    what = f"one row per step marked in '{schema.STORED_ROWS}', of {shape}: {what}"
                 raise self._err(f"array '{name}' has shape {tuple(ds.shape)}, expected {stored} ({what})")
             want = np.dtype(schema.ARRAYS[name][1])
             if ds.dtype != want:
@@ -296,23 +289,27 @@ class Profile:
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
         return step_tiles.read_rows(self, name, start, stop, tiles)
 
+    def _stored_mask(self, n_steps: int) -> np.ndarray:
+        """Format 3: read and check ``arrays/step_tile_stored`` (steps x 3 bool); its stored rows per array."""
+        path = f"arrays/{schema.STORED_ROWS}"
+        if path not in self._names:
+            raise self._err(f"missing array '{schema.STORED_ROWS}' (which steps each step x tile array stores)")
+        ds = self._safe.get(path)
+        want = (n_steps, len(STEP_TILE_ARRAYS))
+        if ds.shape is None or tuple(ds.shape) != want or ds.dtype.kind != "b":
+            raise self._err(f"array '{schema.STORED_ROWS}' has shape {ds.shape} and dtype {ds.dtype}, expected "
+                            f"{want} bool (steps rows x 3)")
+        self._mask = np.asarray(self._read_whole(ds, path), dtype=np.bool_)
+        return self._mask.sum(axis=0)
+
     def _stored_rows(self, name: str) -> np.ndarray | None:
-        """Step index of each stored row of step x tile array ``name`` (format 3: ``arrays/<name>.rows``,
-        checked strictly increasing below the step count), or None when every step is stored."""
-        if name not in self._rows_ds:
+        """Step index of each stored row of step x tile array ``name`` (format 3), or None when every step
+        is stored (older files)."""
+        if self.format_version < 3 or name not in STEP_TILE_ARRAYS:
             return None
         rows = self._rows.get(name)
         if rows is None:
-            path = self._rows_ds[name]
-            rows = np.asarray(self._read_whole(self._safe.get(path), path))
-            n = self._shapes[name][0]
-            if rows.dtype.kind not in "iu":
-                raise self._err(f"'{path}' has dtype {rows.dtype}, expected int64 step indices")
-            rows = rows.astype(np.int64)
-            if rows.size and (rows[0] < 0 or rows[-1] >= n or (np.diff(rows) <= 0).any()):
-                raise self._err(f"'{path}' are not strictly increasing step indices in 0..{n - 1}; "
-                                f"the file is corrupt")
-            self._rows[name] = rows
+            rows = self._rows[name] = np.flatnonzero(self._mask[:, STEP_TILE_ARRAYS.index(name)])
         return rows
 
     def _summary_levels(self) -> list[tuple[int, int]]:

@@ -1,9 +1,9 @@
 """Per-tile arrays of an open profile: the step x tile window (``Profile.step_tiles``), the memory array
 (``Profile.memory``), the liveness array (``Profile.liveness``), and the row reads behind them.
 
-Format 3 stores only the rows (steps) of a step x tile array that hold a non-zero value, with their step
-indices in ``arrays/<name>.rows``; :func:`read_rows` reads the stored rows a step range holds and puts them in
-place in an all-zero result, so every caller sees the dense (steps, tiles) array of older files.
+Format 3 stores only the rows (steps) of a step x tile array that hold a non-zero value, marked in
+``arrays/step_tile_stored``; :func:`read_rows` reads the stored rows a step range holds and puts them in place in
+an all-zero result, so every caller sees the dense (steps, tiles) array of older files.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
 WRITE_BATCH = 1024
 
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
+STORED_ROWS = schema.STORED_ROWS
 AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
 
@@ -319,11 +320,11 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
             arrays = f.create_group("arrays")
             tpi = t.tiles_per_ipu
             chunk = (max(1, min(step_chunk, max(n_steps, 1))), tc)
-            # only the rows (steps) with a non-zero value are stored, in step order, with their step indices in
-            # "<name>.rows" (format 3): a tile moves bytes only in exchange and stream steps, and no tile is busy
-            # in a sync, so a window decodes the rows that hold data (decision 0120)
+            # only the rows (steps) with a non-zero value are stored, in step order, and "step_tile_stored" (steps x
+            # 3 arrays, bool) marks them (format 3): a tile moves bytes only in exchange and stream steps, and no
+            # tile is busy in a sync, so a window decodes the rows that hold data (decision 0120)
             dsets = {}
-            stored_rows: dict[str, list[np.ndarray]] = {name: [] for name in STEP_TILE_ARRAYS}
+            stored = np.zeros((n_steps, len(STEP_TILE_ARRAYS)), dtype=np.bool_)
             for name in STEP_TILE_ARRAYS:
                 dsets[name] = arrays.create_dataset(name, shape=(0, n_tiles), maxshape=(None, n_tiles),
                                                     dtype=np.uint32, chunks=chunk, **comp)
@@ -352,12 +353,13 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                         if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
                             raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
                         b = b.astype(np.uint32)
-                    keep = np.flatnonzero(b.any(axis=1)) if n_tiles else np.zeros(0, np.int64)
-                    if keep.size:
+                    keep = b.any(axis=1) if n_tiles else np.zeros(j - i, np.bool_)
+                    n_keep = int(np.count_nonzero(keep))
+                    if n_keep:
                         ds, r = dsets[name], dsets[name].shape[0]
-                        ds.resize(r + keep.size, axis=0)
-                        ds[r:] = b if keep.size == b.shape[0] else b[keep]
-                        stored_rows[name].append(keep + i)
+                        ds.resize(r + n_keep, axis=0)
+                        ds[r:] = b if n_keep == b.shape[0] else b[keep]
+                        stored[i:j, STEP_TILE_ARRAYS.index(name)] = keep
                     batch[name] = b
                 cyc = batch["step_tile_cycles"]
                 agg["busy_max"][i:j] = cyc.max(axis=1) if n_tiles else 0
@@ -378,9 +380,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     except BaseException as e:  # cancel: clean up below, re-raise as is
                         raise _CallerAbort(e) from e
 
-            for name in STEP_TILE_ARRAYS:
-                rows = np.concatenate(stored_rows[name]) if stored_rows[name] else np.zeros(0, np.int64)
-                arrays.create_dataset(f"{name}.rows", data=rows.astype(np.int64), **(comp if rows.size > 1024 else {}))
+            arrays.create_dataset(STORED_ROWS, data=stored, **(comp if n_steps > 1024 else {}))
             arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
             ltb = np.asarray(data.liveness_tile_bytes)
             if ltb.dtype != np.uint32:

@@ -76,9 +76,9 @@ def test_v2_2_file_rewritten_as_v3_reads_the_same(path, tmp_path):
             np.testing.assert_array_equal(arr, {"step_tile_cycles": cyc, "step_tile_bytes_in": b_in,
                                                 "step_tile_bytes_out": b_out}[name], err_msg=name)
     with h5py.File(out, "r") as h:  # bytes move in exchange and stream steps only: those rows alone are stored
-        kept = h["arrays/step_tile_bytes_in.rows"][()]
-        np.testing.assert_array_equal(kept, np.flatnonzero(b_in.any(axis=1)))
-        assert h["arrays/step_tile_bytes_in"].shape == (len(kept), b_in.shape[1]) and len(kept) < n
+        kept = h[f"arrays/{schema.STORED_ROWS}"][:, STEP_TILE_ARRAYS.index("step_tile_bytes_in")]
+        np.testing.assert_array_equal(kept, b_in.any(axis=1))
+        assert h["arrays/step_tile_bytes_in"].shape == (kept.sum(), b_in.shape[1]) and kept.sum() < n
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +102,7 @@ def test_windows_over_rows_left_out(sparse):
             np.testing.assert_array_equal(w.cycles, cyc[a:b][:, tiles])
             np.testing.assert_array_equal(w.bytes_in, np.asarray(data.step_tile_bytes_in)[a:b][:, tiles])
             np.testing.assert_array_equal(p.step_tiles.cycles(a, b), cyc[a:b])
+        np.testing.assert_array_equal(p.liveness.tile_bytes(), data.liveness_tile_bytes)  # every row stored
         # a range that holds no stored row at all reads as zeros
         run = idle[np.flatnonzero(np.diff(idle) == 1)[0]]
         assert not p.step_tiles.cycles(run, run + 2).any()
@@ -130,35 +131,29 @@ def _copy(src, tmp_path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("rows,words", [
-    (lambda r: r[::-1].copy(), "strictly increasing"),
-    (lambda r: r + 10_000, "strictly increasing"),
-    (lambda r: r.astype(np.float64), "expected int64"),
+def _replace_mask(f, mask):
+    with h5py.File(f, "r+") as h:
+        del h[f"arrays/{schema.STORED_ROWS}"]
+        if mask is not None:
+            h["arrays"].create_dataset(schema.STORED_ROWS, data=mask)
+
+
+@pytest.mark.parametrize("change,words", [
+    (None, "missing array 'step_tile_stored'"),
+    (lambda m: m[:-1], "expected (700, 3) bool"),
+    (lambda m: m.astype(np.int8), "expected (700, 3) bool"),
+    # one more step marked than the array stores
+    (lambda m: np.where(np.arange(len(m))[:, None] == np.flatnonzero(~m[:, 0])[0], True, m),
+     "one row per step marked in 'step_tile_stored'"),
 ])
-def test_bad_stored_row_index_is_refused(sparse, tmp_path, rows, words):
+def test_bad_stored_rows_mask_is_refused_at_open(sparse, tmp_path, change, words):
     f = _copy(sparse[1], tmp_path)
-    with h5py.File(f, "r+") as h:
-        old = h["arrays/step_tile_bytes_in.rows"][()]
-        del h["arrays/step_tile_bytes_in.rows"]
-        h["arrays"].create_dataset("step_tile_bytes_in.rows", data=rows(old))
-    with pvl.open(f) as p, pytest.raises(ProfileError, match=words) as e:
-        p.step_tiles.window(0, 100)
-    assert "step_tile_bytes_in.rows" in str(e.value) and str(f) in str(e.value)
-
-
-def test_missing_or_mismatched_row_index_is_refused_at_open(sparse, tmp_path):
-    f = _copy(sparse[1], tmp_path)
-    with h5py.File(f, "r+") as h:
-        del h["arrays/step_tile_cycles.rows"]
-    with pytest.raises(ProfileError, match="missing 'arrays/step_tile_cycles.rows'"):
+    with h5py.File(f, "r") as h:
+        mask = h[f"arrays/{schema.STORED_ROWS}"][()]
+    _replace_mask(f, None if change is None else change(mask))
+    with pytest.raises(ProfileError) as e:
         pvl.open(f)
-    f = _copy(sparse[1], tmp_path)
-    with h5py.File(f, "r+") as h:
-        h["arrays"].create_dataset("x", data=h["arrays/step_tile_cycles.rows"][:-1])
-        del h["arrays/step_tile_cycles.rows"]
-        h["arrays"].move("x", "step_tile_cycles.rows")
-    with pytest.raises(ProfileError, match=r"one row per step listed in 'step_tile_cycles.rows'"):
-        pvl.open(f)
+    assert words in str(e.value) and str(f) in str(e.value)
 
 
 def test_batched_chunk_check_names_the_bad_chunk(sparse, tmp_path):
