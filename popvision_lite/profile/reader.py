@@ -184,20 +184,27 @@ class Profile:
             "step_tile_bytes_out": (n_steps, nt),
         }
         self._shapes: dict[str, tuple[int, ...]] = {}
-        # format 3: a step x tile array holds the steps its column of "step_tile_stored" marks
+        # format 3: a step x tile array holds the steps its column of "step_tile_stored" marks; the marks are
+        # read on the first read of such an array, which checks that each array has one row per marked step
         self._rows: dict[str, np.ndarray] = {}
-        counts = self._stored_mask(n_steps) if version >= 3 else None
+        self._mask = None
+        if version >= 3:
+            mpath = f"arrays/{schema.STORED_ROWS}"
+            if mpath not in names:
+                raise self._err(f"missing array '{schema.STORED_ROWS}' (which steps each step x tile array stores)")
+            mshape = self._safe.shape(mpath)
+            if mshape is None or tuple(mshape) != (n_steps, len(STEP_TILE_ARRAYS)):
+                raise self._err(f"array '{schema.STORED_ROWS}' has shape {mshape}, expected "
+                                f"{(n_steps, len(STEP_TILE_ARRAYS))} (steps rows x 3)")
         for name, shape in expect.items():
             ds = arrays[name]
-            stored = shape
-            if counts is not None and name in STEP_TILE_ARRAYS:
-                stored = (int(counts[STEP_TILE_ARRAYS.index(name)]), nt)
-            if tuple(ds.shape) != stored:
+            ok = tuple(ds.shape) == shape
+            if version >= 3 and name in STEP_TILE_ARRAYS:  # at most one row per step
+                ok = len(ds.shape) == 2 and ds.shape[0] <= shape[0] and ds.shape[1] == nt
+            if not ok:
                 what = {"memory": "target tiles x categories x 2",
                         "liveness_tile_bytes": "liveness_steps rows x target tiles"}.get(name, "steps rows x target tiles")
-                if stored != shape:
-                    what = f"one row per step marked in '{schema.STORED_ROWS}', of {shape}: {what}"
-                raise self._err(f"array '{name}' has shape {tuple(ds.shape)}, expected {stored} ({what})")
+                raise self._err(f"array '{name}' has shape {tuple(ds.shape)}, expected {shape} ({what})")
             want = np.dtype(schema.ARRAYS[name][1])
             if ds.dtype != want:
                 raise self._err(f"array '{name}' has dtype {ds.dtype}, expected {want}")
@@ -289,24 +296,25 @@ class Profile:
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
         return step_tiles.read_rows(self, name, start, stop, tiles)
 
-    def _stored_mask(self, n_steps: int) -> np.ndarray:
-        """Format 3: read and check ``arrays/step_tile_stored`` (steps x 3 bool); its stored rows per array."""
-        path = f"arrays/{schema.STORED_ROWS}"
-        if path not in self._names:
-            raise self._err(f"missing array '{schema.STORED_ROWS}' (which steps each step x tile array stores)")
-        ds = self._safe.get(path)
-        want = (n_steps, len(STEP_TILE_ARRAYS))
-        if ds.shape is None or tuple(ds.shape) != want or ds.dtype.kind != "b":
-            raise self._err(f"array '{schema.STORED_ROWS}' has shape {ds.shape} and dtype {ds.dtype}, expected "
-                            f"{want} bool (steps rows x 3)")
-        self._mask = np.asarray(self._read_whole(ds, path), dtype=np.bool_)
-        return self._mask.sum(axis=0)
-
     def _stored_rows(self, name: str) -> np.ndarray | None:
         """Step index of each stored row of step x tile array ``name`` (format 3), or None when every step
-        is stored (older files)."""
+        is stored (older files, liveness).  The first call reads ``arrays/step_tile_stored`` and checks it
+        against the three arrays' rows."""
         if self.format_version < 3 or name not in STEP_TILE_ARRAYS:
             return None
+        if self._mask is None:
+            path = f"arrays/{schema.STORED_ROWS}"
+            ds = self._safe.get(path)
+            if ds.dtype.kind != "b":
+                raise self._err(f"array '{schema.STORED_ROWS}' has dtype {ds.dtype}, expected bool")
+            mask = np.asarray(self._read_whole(ds, path), dtype=np.bool_)
+            for arr, n in zip(STEP_TILE_ARRAYS, mask.sum(axis=0), strict=True):
+                shape = tuple(self._safe.get(f"arrays/{arr}").shape)
+                if shape[0] != n:
+                    full = self._shapes[arr]
+                    raise self._err(f"array '{arr}' has shape {shape}, expected {(int(n), full[1])} (one row per "
+                                    f"step marked in '{schema.STORED_ROWS}', of {full}: steps rows x target tiles)")
+            self._mask = mask
         rows = self._rows.get(name)
         if rows is None:
             rows = self._rows[name] = np.flatnonzero(self._mask[:, STEP_TILE_ARRAYS.index(name)])

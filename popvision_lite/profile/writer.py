@@ -380,7 +380,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     except BaseException as e:  # cancel: clean up below, re-raise as is
                         raise _CallerAbort(e) from e
 
-            arrays.create_dataset(STORED_ROWS, data=stored, **(comp if n_steps > 1024 else {}))
+            arrays.create_dataset(STORED_ROWS, data=stored)  # contiguous: one small read at open, no chunk checks
             arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
             ltb = np.asarray(data.liveness_tile_bytes)
             if ltb.dtype != np.uint32:

@@ -140,20 +140,29 @@ def _replace_mask(f, mask):
 
 @pytest.mark.parametrize("change,words", [
     (None, "missing array 'step_tile_stored'"),
-    (lambda m: m[:-1], "expected (700, 3) bool"),
-    (lambda m: m.astype(np.int8), "expected (700, 3) bool"),
+    (lambda m: m[:-1], "expected (700, 3)"),
+    (lambda m: m.astype(np.int8), "expected bool"),
     # one more step marked than the array stores
     (lambda m: np.where(np.arange(len(m))[:, None] == np.flatnonzero(~m[:, 0])[0], True, m),
      "one row per step marked in 'step_tile_stored'"),
 ])
-def test_bad_stored_rows_mask_is_refused_at_open(sparse, tmp_path, change, words):
+def test_bad_stored_rows_mask_is_refused(sparse, tmp_path, change, words):
     f = _copy(sparse[1], tmp_path)
     with h5py.File(f, "r") as h:
         mask = h[f"arrays/{schema.STORED_ROWS}"][()]
     _replace_mask(f, None if change is None else change(mask))
-    with pytest.raises(ProfileError) as e:
-        pvl.open(f)
+    with pytest.raises(ProfileError) as e, pvl.open(f) as p:  # at open, or at the first read of the arrays
+        p.step_tiles.cycles(0, 10)
     assert words in str(e.value) and str(f) in str(e.value)
+
+
+def test_more_rows_than_steps_is_refused_at_open(sparse, tmp_path):
+    f = _copy(sparse[1], tmp_path)
+    with h5py.File(f, "r+") as h:
+        del h["arrays/step_tile_bytes_out"]
+        h["arrays"].create_dataset("step_tile_bytes_out", data=np.zeros((701, 128), np.uint32))
+    with pytest.raises(ProfileError, match=r"has shape \(701, 128\), expected \(700, 128\)"):
+        pvl.open(f)
 
 
 def test_batched_chunk_check_names_the_bad_chunk(sparse, tmp_path):
