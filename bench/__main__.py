@@ -79,6 +79,8 @@ NOT_BENCHMARKS: dict[str, str] = {
                      "benchmark of its own",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
+    "chunk_layout": "the chunk shape / codec options of decision 0120 side by side (writes 15 profiles); a design "
+                    "comparison for choosing the layout, with no goal of its own",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
                      "not a speed benchmark",
     "gpu_ops": "accuracy check of the GPU estimate per op against measured A100 kernels (docs/gpu-estimate.md), "

@@ -12,7 +12,7 @@ import importlib
 _LAZY = {
     "open_profile": "popvision_lite.profile.reader",
     "Profile": "popvision_lite.profile.reader",
-    "StepTileWindow": "popvision_lite.profile.reader",
+    "StepTileWindow": "popvision_lite.profile.step_tiles",
     "write_profile": "popvision_lite.profile.writer",
     "export_chrome_trace": "popvision_lite.profile.chrome_trace",
     "export_csv": "popvision_lite.profile.csv_export",

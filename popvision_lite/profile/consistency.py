@@ -190,3 +190,47 @@ def check_categories(name: str, col: str, cats: np.ndarray, err) -> None:
             i = _first(lengths > MAX_STRING)
             raise err(f"table '{name}' column '{col}' category {i}: text of {int(lengths[i])} characters "
                       f"(max {MAX_STRING})")
+
+
+# dtype kind each stored numeric column must have ('i' int, 'f' float, 'b' bool, 'u' unsigned)
+NUMERIC_KINDS = "iufb"
+
+# Value checks on read (a file from another producer, or corrupted on disk, must not hand garbage to
+# the views): id-like columns may be -1 ("none"), every other number is a count, size or cycle >= 0.
+_MINUS_ONE_OK = frozenset({"op_id", "prog_id", "parent_id", "cs_id", "ipu", "first_step", "last_step",
+                           "lstep", "first_lstep", "last_lstep", "max_tile", "ipu_compute", "ipu_sync",
+                           "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy"})
+_MAX_VALUE = 2 ** 53  # beyond this no count / byte / cycle number is plausible, and sums would overflow
+_TILE_COLUMNS = {("vertices", "tile"), ("variable_tiles", "tile"), ("liveness_steps", "max_tile")}
+
+
+def checked_numbers(name: str, col: str, vals: np.ndarray, want: str, target, err) -> np.ndarray:
+    """A stored numeric column cast to its schema dtype ``want``, refusing values that cannot be right
+    (``err(problem)`` builds the error; ``target`` bounds tile and IPU ids)."""
+    where = f"table '{name}' column '{col}'"
+    want_dt = np.dtype(want)
+    if vals.size == 0:
+        return vals.astype(want_dt)
+    if want_dt.kind == "b":
+        return vals.astype(want_dt)
+    if vals.dtype.kind == "f":
+        if not np.isfinite(vals).all():
+            raise err(f"{where} has NaN or infinite values")
+        if want_dt.kind != "f" and (vals != np.round(vals)).any():
+            raise err(f"{where} has fractional values, expected {want}")
+    lo = -1 if col in _MINUS_ONE_OK else 0
+    vmin, vmax = vals.min(), vals.max()
+    if vmin < lo:
+        raise err(f"{where} has value {vmin}, below {lo}")
+    hi = _MAX_VALUE
+    if want_dt.kind in "iu":
+        hi = min(hi, np.iinfo(want_dt).max)
+    if (name, col) in _TILE_COLUMNS:
+        hi = target.num_tiles - 1
+    elif name == "steps" and col == "kind":
+        hi = len(STEP_KINDS) - 1
+    elif col == "ipu":
+        hi = target.num_ipus - 1
+    if vmax > hi:
+        raise err(f"{where} has value {vmax}, above {hi}")
+    return vals if vals.dtype == want_dt else vals.astype(want_dt)

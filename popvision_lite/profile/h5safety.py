@@ -263,6 +263,8 @@ class DatasetGuard:
 # bytes read from the start of a Blosc chunk to check it: the header and up to 60 block offsets (the
 # writer's chunks have a few blocks), so one read covers both; more blocks take a second read
 _HEAD_READ = 256
+# ChunkGuard.check decides for this many chunks or more at once (_batch_ok)
+_BATCH_MIN = 8
 
 
 class ChunkGuard:
@@ -354,9 +356,11 @@ class ChunkGuard:
         self._layout[name] = (chunks, shape)
         grid = self._grid(name, ranges)
         done = self._done.setdefault(name, set())
-        for idx in itertools.product(*grid):
-            if idx in done:
-                continue
+        todo = [idx for idx in itertools.product(*grid) if idx not in done]
+        if len(todo) >= _BATCH_MIN and self._batch_ok(ds, name, todo, chunks, chunk_bytes):
+            done.update(todo)
+            return
+        for idx in todo:
             offset = tuple(i * c for i, c in zip(idx, chunks, strict=True))
             got = self._raw_header(ds, name, offset)
             if got is not None:
@@ -371,6 +375,44 @@ class ChunkGuard:
                     raise self._err(f"dataset '{name}' chunk at {offset}: stored unfiltered with {stored} bytes, "
                                     f"expected {chunk_bytes}; the file is corrupt")
             done.add(idx)
+
+    def _batch_ok(self, ds, name: str, todo: list, chunks: tuple, chunk_bytes: int) -> bool:
+        """Whether every chunk of ``todo`` (chunk grid indices) passes the checks of the per-chunk loop of
+        :meth:`check`, decided for all of them at once: their headers and block offsets are read as in that
+        loop and checked as arrays.  False whenever that cannot
+        decide (no chunk index, an unallocated or unfiltered chunk, a header with more block offsets than
+        ``_HEAD_READ`` bytes hold, any problem): the per-chunk loop then checks them
+        and names the first bad chunk."""
+        if self._path is None or not hasattr(ds.id, "chunk_iter"):
+            return False
+        index = self._chunk_index(ds, name)
+        hits = [index.get(tuple(i * c for i, c in zip(idx, chunks, strict=True))) for idx in todo]
+        if None in hits:
+            return False
+        info = np.array(hits, dtype=np.int64)  # byte offset, stored size, filter mask
+        addr, stored = info[:, 0], info[:, 1]
+        head_len = np.minimum(stored, _HEAD_READ)  # what the per-chunk loop reads of each chunk
+        if (info[:, 2] & 1).any() or stored.min() < BLOSC_HEADER:
+            return False
+        # each chunk's first bytes, zero-padded to _HEAD_READ (the padding is never looked at: see `end` below)
+        pread = self._pread
+        raw = b"".join([pread(_HEAD_READ, a).ljust(_HEAD_READ, b"\0") for a in addr.tolist()])
+        heads = np.frombuffer(raw, dtype=np.uint8).reshape(len(todo), _HEAD_READ)
+        words = heads.view("<u4")
+        nbytes, blocksize, cbytes = words[:, 1].astype(np.int64), words[:, 2].astype(np.int64), words[:, 3]
+        ok = (np.isin(heads[:, 0], (1, 2)) & (heads[:, 3] != 0) & (nbytes == chunk_bytes) & (cbytes == stored)
+              & ((heads[:, 2] & _BLOSC_MEMCPYED) == 0) & (blocksize > 0) & (blocksize <= nbytes))
+        if not ok.all() or chunk_bytes == 0:
+            return False
+        nblocks = -(-nbytes // blocksize)
+        end = BLOSC_HEADER + 4 * nblocks
+        if (end > head_len).any():  # offsets beyond the bytes read (or beyond the chunk: a problem)
+            return False
+        starts = words[:, BLOSC_HEADER // 4:]
+        valid = np.arange(starts.shape[1])[None, :] < nblocks[:, None]
+        low = np.where(valid, starts, np.iinfo(np.uint32).max).min(axis=1)
+        high = np.where(valid, starts, 0).max(axis=1)
+        return bool(((low >= end) & (high < stored)).all())
 
     def _starts_problem(self, head: bytes, stored: int, where) -> str | None:
         nbytes, blocksize = struct.unpack_from("<II", head, 4)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,54 +17,14 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.errors import ProfileError, ProfileVersionError
-from popvision_lite.profile import consistency, h5safety, schema
+from popvision_lite.profile import consistency, h5safety, schema, step_tiles
+from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
+
+__all__ = ["Profile", "StepTileWindow", "open_profile", "preload"]
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
 CHUNK_CACHE_BYTES = 32 << 20
 
-# dtype kind each stored numeric column must have ('i' int, 'f' float, 'b' bool, 'u' unsigned)
-_NUMERIC_KINDS = "iufb"
-
-# Value checks on read (a file from another producer, or corrupted on disk, must not hand garbage to
-# the views): id-like columns may be -1 ("none"), every other number is a count, size or cycle >= 0.
-_MINUS_ONE_OK = frozenset({"op_id", "prog_id", "parent_id", "cs_id", "ipu", "first_step", "last_step",
-                           "lstep", "first_lstep", "last_lstep", "max_tile", "ipu_compute", "ipu_sync",
-                           "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy"})
-_MAX_VALUE = 2 ** 53  # beyond this no count / byte / cycle number is plausible, and sums would overflow
-_TILE_COLUMNS = {("vertices", "tile"), ("variable_tiles", "tile"), ("liveness_steps", "max_tile")}
-MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is corrupt, not an OOM
-
-
-@dataclass
-class StepTileWindow:
-    """Per-tile data of a window of steps; each array is (n_steps, n_tiles) uint32."""
-
-    cycles: np.ndarray
-    bytes_in: np.ndarray
-    bytes_out: np.ndarray
-    start: int = 0
-    tiles: np.ndarray | None = None  # global tile ids of the columns (None = all tiles)
-
-    def __iter__(self):
-        """Unpacks like a tuple: ``cycles, bytes_in, bytes_out = p.step_tiles.window(a, b)``."""
-        return iter((self.cycles, self.bytes_in, self.bytes_out))
-
-    def __len__(self) -> int:
-        return 3
-
-    def frame(self) -> pd.DataFrame:
-        """The window as a long table, one row per (step, tile): ``step``, ``tile``, ``cycles``, ``bytes_in``,
-        ``bytes_out`` (steps and tiles are global ids, so rows join ``Profile.steps`` and ``Profile.tiles``)."""
-        n_steps, n_tiles = self.cycles.shape
-        tiles = np.arange(n_tiles, dtype=np.int64) if self.tiles is None else np.asarray(self.tiles, np.int64)
-        return pd.DataFrame({
-            "step": np.repeat(np.arange(self.start, self.start + n_steps, dtype=np.int64), n_tiles),
-            "tile": np.tile(tiles, n_steps),
-            "cycles": self.cycles.ravel(),
-            "bytes_in": self.bytes_in.ravel(),
-            "bytes_out": self.bytes_out.ravel(),
-        })
 
 
 def preload() -> None:
@@ -82,155 +41,6 @@ def _import_h5():
     except Exception:  # pragma: no cover
         pass
     return h5py
-
-
-class _Memory:
-    categories = schema.MEMORY_CATEGORIES
-
-    def __init__(self, profile: Profile):
-        self._p = profile
-        self._arr: np.ndarray | None = None
-
-    def array(self) -> np.ndarray:
-        """(tiles, categories, 2) int64 bytes: [..., 0] always-live, [..., 1] not-always-live."""
-        if self._arr is None:
-            a = self._p._read_array("memory")
-            if a.size and (a.min() < 0 or a.max() > MAX_TILE_BYTES):
-                bad = np.flatnonzero(((a < 0) | (a > MAX_TILE_BYTES)).any(axis=(1, 2)))
-                raise self._p._err(f"array 'memory' has byte counts outside 0..{MAX_TILE_BYTES} "
-                                   f"(tile {int(bad[0])}{' and others' if len(bad) > 1 else ''}); the file is corrupt")
-            self._arr = a
-        return self._arr
-
-    def by_tile(self) -> pd.DataFrame:
-        """One row per tile (RangeIndex = tile id, like every table): tile, bytes per category,
-        always_live, not_always_live, total, capacity, over_capacity."""
-        a = self.array()
-        per_cat = a.sum(axis=2)
-        df = pd.DataFrame(per_cat, columns=list(self.categories))
-        df.insert(0, "tile", np.arange(len(df), dtype=np.int64))
-        df["always_live"] = a[:, :, 0].sum(axis=1)
-        df["not_always_live"] = a[:, :, 1].sum(axis=1)
-        df["total"] = per_cat.sum(axis=1)
-        df["capacity"] = np.int64(self._p.target.sram_bytes_per_tile)
-        df["over_capacity"] = df["total"] > df["capacity"]
-        return df
-
-
-class _Liveness:
-    def __init__(self, profile: Profile):
-        self._p = profile
-
-    @property
-    def num_lsteps(self) -> int:
-        return self._p._shape("liveness_tile_bytes")[0]
-
-    def tile_bytes(self, lstart: int = 0, lstop: int | None = None, tiles=None) -> np.ndarray:
-        """(lsteps, tiles) not-always-live bytes, uint32."""
-        n = self.num_lsteps
-        lstart, lstop = _clip_range(lstart, lstop, n)
-        return self._p._read_rows("liveness_tile_bytes", lstart, lstop, tiles)
-
-
-def _clip_range(start, stop, n):
-    start = 0 if start is None else int(start)
-    stop = n if stop is None else int(stop)
-    start = max(0, min(start, n))
-    stop = max(start, min(stop, n))
-    return start, stop
-
-
-class _StepTiles:
-    def __init__(self, profile: Profile):
-        self._p = profile
-        self._levels: list[tuple[int, int]] | None = None
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self._p._shape("step_tile_cycles")
-
-    def window(self, start: int, stop: int, tiles=None) -> StepTileWindow:
-        """Per-tile data of steps ``start`` .. ``stop - 1`` (clipped to the run) for ``tiles`` (global tile ids;
-        None = all): a :class:`StepTileWindow` of three (steps, tiles) uint32 arrays, ``cycles`` (busy),
-        ``bytes_in`` and ``bytes_out``, that unpacks like a tuple; ``.frame()`` gives a labelled long table."""
-        n = self.shape[0]
-        start, stop = _clip_range(start, stop, n)
-        tl = None if tiles is None else np.asarray(tiles, dtype=np.int64)
-        return StepTileWindow(
-            cycles=self._p._read_rows("step_tile_cycles", start, stop, tl),
-            bytes_in=self._p._read_rows("step_tile_bytes_in", start, stop, tl),
-            bytes_out=self._p._read_rows("step_tile_bytes_out", start, stop, tl),
-            start=start,
-            tiles=tl,
-        )
-
-    def cycles(self, start: int, stop: int, tiles=None) -> np.ndarray:
-        """Only the busy cycles of a window (cheaper than :meth:`window`)."""
-        n = self.shape[0]
-        start, stop = _clip_range(start, stop, n)
-        return self._p._read_rows("step_tile_cycles", start, stop, tiles)
-
-    @property
-    def levels(self) -> list[tuple[int, int]]:
-        """Stored summary levels (step_block, tile_block), finest first.
-
-        tile_block 0 means one block per IPU.  Tile blocks restart at each IPU boundary,
-        so the last block of an IPU may be shorter than tile_block.
-        """
-        if self._levels is None:
-            self._levels = self._p._summary_levels()
-        return list(self._levels)
-
-    def pick_level(self, n_steps: int | None = None, max_step_blocks: int = 4000) -> tuple[int, int]:
-        """Finest stored level with at most ``max_step_blocks`` step blocks over ``n_steps``."""
-        n = self.shape[0] if n_steps is None else n_steps
-        for sb, tb in self.levels:
-            if -(-n // sb) <= max_step_blocks:
-                return sb, tb
-        return self.levels[-1]
-
-    def tile_edges(self, step_block: int, tile_block: int) -> np.ndarray:
-        """Global tile index where each tile block of a level starts."""
-        g = self._p._summary_group(step_block, tile_block)
-        return self._p._guard(lambda: self._p._tile_edges(g, f"summaries/s{step_block}_t{tile_block}/tile_edges"),
-                              f"summary {step_block}x{tile_block}")
-
-    def summary(self, step_block: int, tile_block: int, start: int = 0, stop: int | None = None) -> dict:
-        """min/mean/max busy cycles over blocks, arrays (n_step_blocks, n_tile_blocks).
-
-        ``start``/``stop`` are step indices; the blocks returned are those overlapping the range.
-        Also returns ``step_edges`` (first step of each returned block) and ``tile_edges``.
-        """
-        n = self.shape[0]
-        start, stop = _clip_range(start, stop, n)
-        a = start // step_block
-        b = -(-stop // step_block)
-        what = f"summary {step_block}x{tile_block}"
-
-        def read():
-            g = self._p._summary_group(step_block, tile_block)
-            edges = self._p._tile_edges(g, f"summaries/s{step_block}_t{tile_block}/tile_edges")
-            want = (-(-n // step_block), len(edges))
-            out = {}
-            for k in ("min", "mean", "max"):
-                ds = self._p._safe.get(f"summaries/s{step_block}_t{tile_block}/{k}")
-                if tuple(ds.shape) != want:
-                    raise self._p._err(f"{what}: '{k}' has shape {tuple(ds.shape)}, expected {want} "
-                                       f"(step blocks x tile blocks)")
-                v = self._p._chunk_source(f"summaries/s{step_block}_t{tile_block}/{k}", [(a, b), (0, want[1])])[a:b]
-                if v.dtype.kind not in "iuf":
-                    raise self._p._err(f"{what}: '{k}' has dtype {v.dtype}, expected numbers")
-                if v.size and (not np.isfinite(v).all() or v.min() < 0):
-                    raise self._p._err(f"{what}: '{k}' has NaN, infinite or negative cycles; the file is corrupt")
-                out[k] = v
-            out["tile_edges"] = edges
-            return out
-
-        out = self._p._guard(read, what)
-        out["step_edges"] = np.arange(a, b, dtype=np.int64) * step_block
-        out["step_block"] = step_block
-        out["tile_block"] = tile_block
-        return out
 
 
 class Profile:
@@ -374,9 +184,24 @@ class Profile:
             "step_tile_bytes_out": (n_steps, nt),
         }
         self._shapes: dict[str, tuple[int, ...]] = {}
+        # format 3: a step x tile array holds the steps its column of "step_tile_stored" marks; the marks are
+        # read on the first read of such an array, which checks that each array has one row per marked step
+        self._rows: dict[str, np.ndarray] = {}
+        self._mask = None
+        if version >= 3:
+            mpath = f"arrays/{schema.STORED_ROWS}"
+            if mpath not in names:
+                raise self._err(f"missing array '{schema.STORED_ROWS}' (which steps each step x tile array stores)")
+            mshape = self._safe.shape(mpath)
+            if mshape is None or tuple(mshape) != (n_steps, len(STEP_TILE_ARRAYS)):
+                raise self._err(f"array '{schema.STORED_ROWS}' has shape {mshape}, expected "
+                                f"{(n_steps, len(STEP_TILE_ARRAYS))} (steps rows x 3)")
         for name, shape in expect.items():
             ds = arrays[name]
-            if tuple(ds.shape) != shape:
+            ok = tuple(ds.shape) == shape
+            if version >= 3 and name in STEP_TILE_ARRAYS:  # at most one row per step
+                ok = len(ds.shape) == 2 and ds.shape[0] <= shape[0] and ds.shape[1] == nt
+            if not ok:
                 what = {"memory": "target tiles x categories x 2",
                         "liveness_tile_bytes": "liveness_steps rows x target tiles"}.get(name, "steps rows x target tiles")
                 raise self._err(f"array '{name}' has shape {tuple(ds.shape)}, expected {shape} ({what})")
@@ -469,39 +294,31 @@ class Profile:
         return ds[()]
 
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
-        nt = self._shapes[name][1]
+        return step_tiles.read_rows(self, name, start, stop, tiles)
 
-        path = f"arrays/{name}"
-
-        def read():
+    def _stored_rows(self, name: str) -> np.ndarray | None:
+        """Step index of each stored row of step x tile array ``name`` (format 3), or None when every step
+        is stored (older files, liveness).  The first call reads ``arrays/step_tile_stored`` and checks it
+        against the three arrays' rows."""
+        if self.format_version < 3 or name not in STEP_TILE_ARRAYS:
+            return None
+        if self._mask is None:
+            path = f"arrays/{schema.STORED_ROWS}"
             ds = self._safe.get(path)
-            if tiles is None:
-                if stop <= start:
-                    return np.zeros((0, nt), dtype=ds.dtype)
-                return self._chunk_source(path, [(start, stop), (0, nt)])[start:stop]
-            tl = np.asarray(tiles, dtype=np.int64)
-            if tl.size and (tl.min() < 0 or tl.max() >= nt):
-                raise self._err(f"tile index out of range 0..{nt - 1} in read of '{name}'")
-            if stop <= start or tl.size == 0:
-                return np.zeros((stop - start, tl.size), dtype=ds.dtype)
-            # read each IPU's span separately: chunks are per IPU, so a subset spread over IPUs
-            # decompresses only the chunks of the IPUs it touches
-            tpi = self.target.tiles_per_ipu if name != "memory" else nt
-            out = np.empty((stop - start, tl.size), dtype=ds.dtype)
-            ipu_of = tl // tpi
-            for ipu in np.unique(ipu_of):
-                m = ipu_of == ipu
-                sub = tl[m]
-                lo, hi = int(sub.min()), int(sub.max()) + 1
-                span = _read_span(self._chunk_source(path, [(start, stop), (lo, hi)]), start, stop, lo, hi)
-                pos = np.flatnonzero(m)
-                if pos[-1] - pos[0] + 1 == len(pos):  # the IPU's tiles are one run of the output's columns
-                    np.take(span, sub - lo, axis=1, out=out[:, pos[0]:pos[-1] + 1], mode="clip")
-                else:
-                    out[:, m] = span[:, sub - lo]
-            return out
-
-        return self._guard(read, f"array '{name}' rows {start}:{stop}")
+            if ds.dtype.kind != "b":
+                raise self._err(f"array '{schema.STORED_ROWS}' has dtype {ds.dtype}, expected bool")
+            mask = np.asarray(self._read_whole(ds, path), dtype=np.bool_)
+            for arr, n in zip(STEP_TILE_ARRAYS, mask.sum(axis=0), strict=True):
+                shape = tuple(self._safe.get(f"arrays/{arr}").shape)
+                if shape[0] != n:
+                    full = self._shapes[arr]
+                    raise self._err(f"array '{arr}' has shape {shape}, expected {(int(n), full[1])} (one row per "
+                                    f"step marked in '{schema.STORED_ROWS}', of {full}: steps rows x target tiles)")
+            self._mask = mask
+        rows = self._rows.get(name)
+        if rows is None:
+            rows = self._rows[name] = np.flatnonzero(self._mask[:, STEP_TILE_ARRAYS.index(name)])
+        return rows
 
     def _summary_levels(self) -> list[tuple[int, int]]:
         def read():
@@ -550,11 +367,11 @@ class Profile:
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
                     vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
-                elif vals.dtype.kind not in _NUMERIC_KINDS:
+                elif vals.dtype.kind not in consistency.NUMERIC_KINDS:
                     raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}, "
                                     f"expected {want}")
                 else:
-                    vals = self._checked_numbers(name, col, vals, want)
+                    vals = consistency.checked_numbers(name, col, vals, want, self.target, self._err)
                 data[col] = vals
             df = pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]))
             if name == "steps" and len(df) and (df["end_cycle"] < df["start_cycle"]).any():
@@ -563,36 +380,6 @@ class Profile:
             return df
 
         return self._guard(read, f"table '{name}'")
-
-    def _checked_numbers(self, name: str, col: str, vals: np.ndarray, want: str) -> np.ndarray:
-        """Cast a numeric column to its schema dtype, refusing values that cannot be right."""
-        where = f"table '{name}' column '{col}'"
-        want_dt = np.dtype(want)
-        if vals.size == 0:
-            return vals.astype(want_dt)
-        if want_dt.kind == "b":
-            return vals.astype(want_dt)
-        if vals.dtype.kind == "f":
-            if not np.isfinite(vals).all():
-                raise self._err(f"{where} has NaN or infinite values")
-            if want_dt.kind != "f" and (vals != np.round(vals)).any():
-                raise self._err(f"{where} has fractional values, expected {want}")
-        lo = -1 if col in _MINUS_ONE_OK else 0
-        vmin, vmax = vals.min(), vals.max()
-        if vmin < lo:
-            raise self._err(f"{where} has value {vmin}, below {lo}")
-        hi = _MAX_VALUE
-        if want_dt.kind in "iu":
-            hi = min(hi, np.iinfo(want_dt).max)
-        if (name, col) in _TILE_COLUMNS:
-            hi = self.target.num_tiles - 1
-        elif name == "steps" and col == "kind":
-            hi = len(schema.STEP_KINDS) - 1
-        elif col == "ipu":
-            hi = self.target.num_ipus - 1
-        if vmax > hi:
-            raise self._err(f"{where} has value {vmax}, above {hi}")
-        return vals if vals.dtype == want_dt else vals.astype(want_dt)
 
     def table(self, name: str) -> pd.DataFrame:
         """Table ``name`` (any of ``schema.TABLES``): the stored tables with their schema columns (plus
@@ -757,30 +544,6 @@ class Profile:
         t = getattr(self, "target", None)
         what = f"{t.device} x{t.num_ipus}" if t else "?"
         return f"<Profile {self.path} {what} steps={self._shapes.get('step_tile_cycles', (0,))[0]}>"
-
-
-# A window over a tile subset reads each IPU's span of columns, then picks the subset's columns.  The span
-# (megabytes for a long window) goes into a buffer kept per thread, grown to the largest span read (at most
-# _SPAN_BUFFER_BYTES; larger spans get their own array).  A fresh array each time would make glibc map and
-# unmap it (and HDF5's chunk buffers) again and again: those page faults are half the CPU time of a
-# one-off 600-step window.
-_SPAN_BUFFER_BYTES = 16 << 20
-_span_buffers = threading.local()
-
-
-def _read_span(ds, start: int, stop: int, lo: int, hi: int) -> np.ndarray:
-    """``ds[start:stop, lo:hi]``; a view of this thread's span buffer when it fits (valid until the next
-    call on this thread)."""
-    shape = (stop - start, hi - lo, *ds.shape[2:])
-    nbytes = int(np.prod(shape)) * ds.dtype.itemsize
-    if nbytes > _SPAN_BUFFER_BYTES:
-        return ds[start:stop, lo:hi]
-    buf = getattr(_span_buffers, "buf", None)
-    if buf is None or buf.nbytes < nbytes:  # grows to the largest span read on this thread
-        buf = _span_buffers.buf = np.empty(nbytes, np.uint8)
-    out = buf[:nbytes].view(ds.dtype).reshape(shape)
-    ds.read_direct(out, np.s_[start:stop, lo:hi])
-    return out
 
 
 class _RowCounts(dict):

@@ -21,7 +21,11 @@ import numpy as np
 import pandas as pd
 
 FORMAT_NAME = "popvision-lite-profile"
-FORMAT_VERSION = 2  # bump on any incompatible change; readers refuse newer major versions
+FORMAT_VERSION = 3  # bump on any incompatible change; readers refuse newer major versions
+# v3: each step x tile array stores only its rows (steps) holding a non-zero value, in step order; column k of
+# the bool array "arrays/step_tile_stored" (steps x 3) marks the stored steps of the k-th of step_tile_cycles,
+# step_tile_bytes_in, step_tile_bytes_out; the rows left out are all zeros.  Files of versions 1-2 store every row
+# and still open.  (decision 0120)
 # v2: steps of different IPUs may overlap in time (per-IPU lanes of a pipeline); the run dict
 # gains "schedule", "samples_per_second" and, for composed runs, "training_state" and "profile_note".
 # v1 files (one global timeline) still open: their steps simply never overlap.
@@ -189,6 +193,9 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
                    first_step=_I64, last_step=_I64, stored_runs=_I64, time_kind=_S, ipu_compute=_I64,
                    ipu_sync=_I64, ipu_exchange_internal=_I64, ipu_exchange_global=_I64, ipu_stream_copy=_I64),
 }
+
+# format 3: which steps each step x tile array stores (bool, steps x 3, in the order of the three arrays below)
+STORED_ROWS = "step_tile_stored"
 
 # Dense arrays: name -> (dims, dtype)
 ARRAYS: dict[str, tuple[tuple[str, ...], str]] = {

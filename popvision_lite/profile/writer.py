@@ -39,11 +39,14 @@ from popvision_lite.profile import schema
 
 # minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
 # often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
-# "phases" table (profile/phases.py) and run["replicas"] / run["stages"]
-FORMAT_MINOR = 2
+# "phases" table (profile/phases.py) and run["replicas"] / run["stages"].  3.0 (schema.FORMAT_VERSION): step x
+# tile arrays store only their non-zero rows
+FORMAT_MINOR = 0
 
-# step_tile_* storage: chunks of STEP_CHUNK steps x one IPU's tiles (never straddles IPUs).
+# step_tile_* storage: chunks of STEP_CHUNK stored rows x one IPU's tiles (never straddles IPUs; TILE_CHUNK or
+# write_profile's tile_chunk: narrower, measured in decision 0120).
 STEP_CHUNK = 32
+TILE_CHUNK = None  # None: one IPU's tiles
 # Summary levels (step_block, tile_block), finest first.  Tile blocks are per IPU: the last
 # block of each IPU may be shorter.  A tile_block of 0 means "one block per IPU".
 SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
@@ -51,6 +54,7 @@ SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
 WRITE_BATCH = 1024
 
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
+STORED_ROWS = schema.STORED_ROWS
 AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
 
@@ -63,13 +67,16 @@ WRITE_CHUNK = 8 << 20
 COMPRESSION = "lz4-5"
 
 
-def _compression() -> dict[str, Any]:
-    """Blosc (byte shuffle) with COMPRESSION's codec via hdf5plugin, else gzip."""
-    cname, level = COMPRESSION.split("-")
+def _compression(spec: str | None = None) -> dict[str, Any]:
+    """Blosc via hdf5plugin with ``spec`` ("cname-level", optionally "-noshuffle" / "-bitshuffle"; default
+    COMPRESSION, byte shuffle), else gzip."""
+    cname, level, *rest = (spec or COMPRESSION).split("-")
     try:
         import hdf5plugin
 
-        return dict(hdf5plugin.Blosc(cname=cname, clevel=int(level), shuffle=hdf5plugin.Blosc.SHUFFLE))
+        shuffle = {"": hdf5plugin.Blosc.SHUFFLE, "noshuffle": hdf5plugin.Blosc.NOSHUFFLE,
+                   "bitshuffle": hdf5plugin.Blosc.BITSHUFFLE}[rest[0] if rest else ""]
+        return dict(hdf5plugin.Blosc(cname=cname, clevel=int(level), shuffle=shuffle))
     except ImportError:  # pragma: no cover - hdf5plugin is a dependency
         return dict(compression="gzip", compression_opts=4, shuffle=True)
 
@@ -261,12 +268,15 @@ class _CallerAbort(Exception):
 
 
 def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVELS,
-                  step_chunk: int = STEP_CHUNK, progress=None) -> Path:
+                  step_chunk: int = STEP_CHUNK, tile_chunk: int | None = None, compression: str | None = None,
+                  progress=None) -> Path:
     """Write ``data`` atomically to ``path`` (a ``.pvl`` file); returns the path.
 
     ``progress(done_steps, total_steps)`` is called after each batch of steps when given; an
     exception it raises (e.g. a GUI worker's cancel) stops the write, removes the temporary file and
-    propagates unchanged.
+    propagates unchanged.  ``step_chunk`` x ``tile_chunk`` (a divisor of one IPU's tiles; default TILE_CHUNK, else
+    the IPU's) is the chunk of the step x tile arrays and ``compression`` the Blosc codec ("cname-level[-noshuffle|
+    -bitshuffle]", default COMPRESSION): the options ``bench.chunk_layout`` compares.
     Raises :class:`ProfileError` for inconsistent data or an unwritable destination.
     """
     path, folder = check_destination(path, example="run.pvl")
@@ -274,6 +284,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     if bad:
         raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
     t = data.target
+    tc = tile_chunk or TILE_CHUNK or t.tiles_per_ipu
+    if tc < 1 or t.tiles_per_ipu % tc:
+        raise ValueError(f"tile chunk width {tc} must divide the {t.tiles_per_ipu} tiles of one IPU")
     n_tiles = t.num_tiles
     n_steps = len(data.steps)
     for name in STEP_TILE_ARRAYS:
@@ -291,7 +304,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     ok = False
     image = None
     try:
-        comp = _compression()
+        comp = _compression(compression)
         # HDF5 builds the file in memory (core driver, no backing store): the image is named after the
         # unique temp file only so two writes never share an HDF5 file name
         with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=CORE_BLOCK,
@@ -306,12 +319,15 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
 
             arrays = f.create_group("arrays")
             tpi = t.tiles_per_ipu
-            chunk = (max(1, min(step_chunk, max(n_steps, 1))), tpi)
+            chunk = (max(1, min(step_chunk, max(n_steps, 1))), tc)
+            # only the rows (steps) with a non-zero value are stored, in step order, and "step_tile_stored" (steps x
+            # 3 arrays, bool) marks them (format 3): a tile moves bytes only in exchange and stream steps, and no
+            # tile is busy in a sync, so a window decodes the rows that hold data (decision 0120)
             dsets = {}
+            stored = np.zeros((n_steps, len(STEP_TILE_ARRAYS)), dtype=np.bool_)
             for name in STEP_TILE_ARRAYS:
-                dsets[name] = arrays.create_dataset(
-                    name, shape=(n_steps, n_tiles), dtype=np.uint32, chunks=chunk if n_steps else None,
-                    **(comp if n_steps else {}))
+                dsets[name] = arrays.create_dataset(name, shape=(0, n_tiles), maxshape=(None, n_tiles),
+                                                    dtype=np.uint32, chunks=chunk, **comp)
             levels = [(sb, tb) for sb, tb in summary_levels]
             summ = f.create_group("summaries")
             summ.attrs["levels"] = _text(_dumps(levels))
@@ -337,7 +353,13 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                         if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
                             raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
                         b = b.astype(np.uint32)
-                    dsets[name][i:j] = b
+                    keep = b.any(axis=1) if n_tiles else np.zeros(j - i, np.bool_)
+                    n_keep = int(np.count_nonzero(keep))
+                    if n_keep:
+                        ds, r = dsets[name], dsets[name].shape[0]
+                        ds.resize(r + n_keep, axis=0)
+                        ds[r:] = b if n_keep == b.shape[0] else b[keep]
+                        stored[i:j, STEP_TILE_ARRAYS.index(name)] = keep
                     batch[name] = b
                 cyc = batch["step_tile_cycles"]
                 agg["busy_max"][i:j] = cyc.max(axis=1) if n_tiles else 0
@@ -358,6 +380,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
                     except BaseException as e:  # cancel: clean up below, re-raise as is
                         raise _CallerAbort(e) from e
 
+            arrays.create_dataset(STORED_ROWS, data=stored)  # contiguous: one small read at open, no chunk checks
             arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
             ltb = np.asarray(data.liveness_tile_bytes)
             if ltb.dtype != np.uint32:

@@ -89,9 +89,9 @@ def test_a_scrolled_window_reads_through_a_chunk_cache_with_the_same_values(data
 
 
 def test_a_span_above_the_buffer_limit_reads_into_its_own_array(data, path, monkeypatch):
-    from popvision_lite.profile import reader
+    from popvision_lite.profile import step_tiles
 
-    monkeypatch.setattr(reader, "_SPAN_BUFFER_BYTES", 64)  # every span of this window is larger
+    monkeypatch.setattr(step_tiles, "_SPAN_BUFFER_BYTES", 64)  # every span of this window is larger
     tiles = [150, 7, 101, 99, 0, 3]
     with open_profile(path) as p:
         np.testing.assert_array_equal(p.step_tiles.window(5, 250, tiles=tiles).bytes_in,

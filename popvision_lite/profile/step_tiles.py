@@ -1,0 +1,284 @@
+"""Per-tile arrays of an open profile: the step x tile window (``Profile.step_tiles``), the memory array
+(``Profile.memory``), the liveness array (``Profile.liveness``), and the row reads behind them.
+
+Format 3 stores only the rows (steps) of a step x tile array that hold a non-zero value, marked in
+``arrays/step_tile_stored``; :func:`read_rows` reads the stored rows a step range holds and puts them in place in
+an all-zero result, so every caller sees the dense (steps, tiles) array of older files.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.profile import schema
+
+# The open profile these read through (reader.Profile, which imports this module) is typed ``Profile = Any``
+# here, so the two modules import in one direction only.
+Profile = Any
+
+STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
+MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is corrupt, not an OOM
+
+
+@dataclass
+class StepTileWindow:
+    """Per-tile data of a window of steps; each array is (n_steps, n_tiles) uint32."""
+
+    cycles: np.ndarray
+    bytes_in: np.ndarray
+    bytes_out: np.ndarray
+    start: int = 0
+    tiles: np.ndarray | None = None  # global tile ids of the columns (None = all tiles)
+
+    def __iter__(self):
+        """Unpacks like a tuple: ``cycles, bytes_in, bytes_out = p.step_tiles.window(a, b)``."""
+        return iter((self.cycles, self.bytes_in, self.bytes_out))
+
+    def __len__(self) -> int:
+        return 3
+
+    def frame(self) -> pd.DataFrame:
+        """The window as a long table, one row per (step, tile): ``step``, ``tile``, ``cycles``, ``bytes_in``,
+        ``bytes_out`` (steps and tiles are global ids, so rows join ``Profile.steps`` and ``Profile.tiles``)."""
+        n_steps, n_tiles = self.cycles.shape
+        tiles = np.arange(n_tiles, dtype=np.int64) if self.tiles is None else np.asarray(self.tiles, np.int64)
+        return pd.DataFrame({
+            "step": np.repeat(np.arange(self.start, self.start + n_steps, dtype=np.int64), n_tiles),
+            "tile": np.tile(tiles, n_steps),
+            "cycles": self.cycles.ravel(),
+            "bytes_in": self.bytes_in.ravel(),
+            "bytes_out": self.bytes_out.ravel(),
+        })
+
+
+
+
+class _Memory:
+    categories = schema.MEMORY_CATEGORIES
+
+    def __init__(self, profile: Profile):
+        self._p = profile
+        self._arr: np.ndarray | None = None
+
+    def array(self) -> np.ndarray:
+        """(tiles, categories, 2) int64 bytes: [..., 0] always-live, [..., 1] not-always-live."""
+        if self._arr is None:
+            a = self._p._read_array("memory")
+            if a.size and (a.min() < 0 or a.max() > MAX_TILE_BYTES):
+                bad = np.flatnonzero(((a < 0) | (a > MAX_TILE_BYTES)).any(axis=(1, 2)))
+                raise self._p._err(f"array 'memory' has byte counts outside 0..{MAX_TILE_BYTES} "
+                                   f"(tile {int(bad[0])}{' and others' if len(bad) > 1 else ''}); the file is corrupt")
+            self._arr = a
+        return self._arr
+
+    def by_tile(self) -> pd.DataFrame:
+        """One row per tile (RangeIndex = tile id, like every table): tile, bytes per category,
+        always_live, not_always_live, total, capacity, over_capacity."""
+        a = self.array()
+        per_cat = a.sum(axis=2)
+        df = pd.DataFrame(per_cat, columns=list(self.categories))
+        df.insert(0, "tile", np.arange(len(df), dtype=np.int64))
+        df["always_live"] = a[:, :, 0].sum(axis=1)
+        df["not_always_live"] = a[:, :, 1].sum(axis=1)
+        df["total"] = per_cat.sum(axis=1)
+        df["capacity"] = np.int64(self._p.target.sram_bytes_per_tile)
+        df["over_capacity"] = df["total"] > df["capacity"]
+        return df
+
+
+class _Liveness:
+    def __init__(self, profile: Profile):
+        self._p = profile
+
+    @property
+    def num_lsteps(self) -> int:
+        return self._p._shape("liveness_tile_bytes")[0]
+
+    def tile_bytes(self, lstart: int = 0, lstop: int | None = None, tiles=None) -> np.ndarray:
+        """(lsteps, tiles) not-always-live bytes, uint32."""
+        n = self.num_lsteps
+        lstart, lstop = _clip_range(lstart, lstop, n)
+        return self._p._read_rows("liveness_tile_bytes", lstart, lstop, tiles)
+
+
+def _clip_range(start, stop, n):
+    start = 0 if start is None else int(start)
+    stop = n if stop is None else int(stop)
+    start = max(0, min(start, n))
+    stop = max(start, min(stop, n))
+    return start, stop
+
+
+class _StepTiles:
+    def __init__(self, profile: Profile):
+        self._p = profile
+        self._levels: list[tuple[int, int]] | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._p._shape("step_tile_cycles")
+
+    def window(self, start: int, stop: int, tiles=None) -> StepTileWindow:
+        """Per-tile data of steps ``start`` .. ``stop - 1`` (clipped to the run) for ``tiles`` (global tile ids;
+        None = all): a :class:`StepTileWindow` of three (steps, tiles) uint32 arrays, ``cycles`` (busy),
+        ``bytes_in`` and ``bytes_out``, that unpacks like a tuple; ``.frame()`` gives a labelled long table."""
+        n = self.shape[0]
+        start, stop = _clip_range(start, stop, n)
+        tl = None if tiles is None else np.asarray(tiles, dtype=np.int64)
+        return StepTileWindow(
+            cycles=self._p._read_rows("step_tile_cycles", start, stop, tl),
+            bytes_in=self._p._read_rows("step_tile_bytes_in", start, stop, tl),
+            bytes_out=self._p._read_rows("step_tile_bytes_out", start, stop, tl),
+            start=start,
+            tiles=tl,
+        )
+
+    def cycles(self, start: int, stop: int, tiles=None) -> np.ndarray:
+        """Only the busy cycles of a window (cheaper than :meth:`window`)."""
+        n = self.shape[0]
+        start, stop = _clip_range(start, stop, n)
+        return self._p._read_rows("step_tile_cycles", start, stop, tiles)
+
+    @property
+    def levels(self) -> list[tuple[int, int]]:
+        """Stored summary levels (step_block, tile_block), finest first.
+
+        tile_block 0 means one block per IPU.  Tile blocks restart at each IPU boundary,
+        so the last block of an IPU may be shorter than tile_block.
+        """
+        if self._levels is None:
+            self._levels = self._p._summary_levels()
+        return list(self._levels)
+
+    def pick_level(self, n_steps: int | None = None, max_step_blocks: int = 4000) -> tuple[int, int]:
+        """Finest stored level with at most ``max_step_blocks`` step blocks over ``n_steps``."""
+        n = self.shape[0] if n_steps is None else n_steps
+        for sb, tb in self.levels:
+            if -(-n // sb) <= max_step_blocks:
+                return sb, tb
+        return self.levels[-1]
+
+    def tile_edges(self, step_block: int, tile_block: int) -> np.ndarray:
+        """Global tile index where each tile block of a level starts."""
+        g = self._p._summary_group(step_block, tile_block)
+        return self._p._guard(lambda: self._p._tile_edges(g, f"summaries/s{step_block}_t{tile_block}/tile_edges"),
+                              f"summary {step_block}x{tile_block}")
+
+    def summary(self, step_block: int, tile_block: int, start: int = 0, stop: int | None = None) -> dict:
+        """min/mean/max busy cycles over blocks, arrays (n_step_blocks, n_tile_blocks).
+
+        ``start``/``stop`` are step indices; the blocks returned are those overlapping the range.
+        Also returns ``step_edges`` (first step of each returned block) and ``tile_edges``.
+        """
+        n = self.shape[0]
+        start, stop = _clip_range(start, stop, n)
+        a = start // step_block
+        b = -(-stop // step_block)
+        what = f"summary {step_block}x{tile_block}"
+
+        def read():
+            g = self._p._summary_group(step_block, tile_block)
+            edges = self._p._tile_edges(g, f"summaries/s{step_block}_t{tile_block}/tile_edges")
+            want = (-(-n // step_block), len(edges))
+            out = {}
+            for k in ("min", "mean", "max"):
+                ds = self._p._safe.get(f"summaries/s{step_block}_t{tile_block}/{k}")
+                if tuple(ds.shape) != want:
+                    raise self._p._err(f"{what}: '{k}' has shape {tuple(ds.shape)}, expected {want} "
+                                       f"(step blocks x tile blocks)")
+                v = self._p._chunk_source(f"summaries/s{step_block}_t{tile_block}/{k}", [(a, b), (0, want[1])])[a:b]
+                if v.dtype.kind not in "iuf":
+                    raise self._p._err(f"{what}: '{k}' has dtype {v.dtype}, expected numbers")
+                if v.size and (not np.isfinite(v).all() or v.min() < 0):
+                    raise self._p._err(f"{what}: '{k}' has NaN, infinite or negative cycles; the file is corrupt")
+                out[k] = v
+            out["tile_edges"] = edges
+            return out
+
+        out = self._p._guard(read, what)
+        out["step_edges"] = np.arange(a, b, dtype=np.int64) * step_block
+        out["step_block"] = step_block
+        out["tile_block"] = tile_block
+        return out
+
+
+
+
+# A window over a tile subset reads each IPU's span of columns, then picks the subset's columns.  The span
+# (megabytes for a long window) goes into a buffer kept per thread, grown to the largest span read (at most
+# _SPAN_BUFFER_BYTES; larger spans get their own array).  A fresh array each time would make glibc map and
+# unmap it (and HDF5's chunk buffers) again and again: those page faults are half the CPU time of a
+# one-off 600-step window.
+_SPAN_BUFFER_BYTES = 16 << 20
+_span_buffers = threading.local()
+
+
+def _read_span(ds, start: int, stop: int, lo: int, hi: int) -> np.ndarray:
+    """``ds[start:stop, lo:hi]``; a view of this thread's span buffer when it fits (valid until the next
+    call on this thread)."""
+    shape = (stop - start, hi - lo, *ds.shape[2:])
+    nbytes = int(np.prod(shape)) * ds.dtype.itemsize
+    if nbytes > _SPAN_BUFFER_BYTES:
+        return ds[start:stop, lo:hi]
+    buf = getattr(_span_buffers, "buf", None)
+    if buf is None or buf.nbytes < nbytes:  # grows to the largest span read on this thread
+        buf = _span_buffers.buf = np.empty(nbytes, np.uint8)
+    out = buf[:nbytes].view(ds.dtype).reshape(shape)
+    ds.read_direct(out, np.s_[start:stop, lo:hi])
+    return out
+
+
+def read_rows(p: Profile, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
+    """Rows ``start:stop`` (steps, or liveness steps) of array ``name`` for ``tiles`` (global ids; None = all)
+    as a dense (rows, tiles) array, from an open profile ``p``."""
+    nt = p._shapes[name][1]
+    path = f"arrays/{name}"
+    tl = None if tiles is None else np.asarray(tiles, dtype=np.int64)
+
+    def read():
+        ds = p._safe.get(path)
+        if tl is not None and tl.size and (tl.min() < 0 or tl.max() >= nt):
+            raise p._err(f"tile index out of range 0..{nt - 1} in read of '{name}'")
+        width = nt if tl is None else tl.size
+        if stop <= start or width == 0:
+            return np.zeros((max(stop - start, 0), width), dtype=ds.dtype)
+        stored = p._stored_rows(name)
+        if stored is None:  # every row stored (older files, liveness)
+            return _read_stored(p, ds, path, name, start, stop, tl)
+        r0, r1 = (int(x) for x in np.searchsorted(stored, (start, stop)))
+        if r1 - r0 == stop - start:  # no row of the range left out
+            return _read_stored(p, ds, path, name, r0, r1, tl)
+        out = np.zeros((stop - start, width), dtype=ds.dtype)
+        if r1 > r0:
+            out[stored[r0:r1] - start] = _read_stored(p, ds, path, name, r0, r1, tl)
+        return out
+
+    return p._guard(read, f"array '{name}' rows {start}:{stop}")
+
+
+def _read_stored(p: Profile, ds, path: str, name: str, start: int, stop: int, tl) -> np.ndarray:
+    """Stored rows ``start:stop`` of dataset ``ds`` for tiles ``tl`` (None = all; checked in range)."""
+    nt = ds.shape[1]
+    if tl is None:
+        return p._chunk_source(path, [(start, stop), (0, nt)])[start:stop]
+    # read each IPU's span separately: chunks never straddle IPUs, so a subset spread over IPUs
+    # decompresses only the chunks of the IPUs it touches
+    tpi = p.target.tiles_per_ipu if name != "memory" else nt
+    out = np.empty((stop - start, tl.size), dtype=ds.dtype)
+    ipu_of = tl // tpi
+    for ipu in np.unique(ipu_of):
+        m = ipu_of == ipu
+        sub = tl[m]
+        lo, hi = int(sub.min()), int(sub.max()) + 1
+        span = _read_span(p._chunk_source(path, [(start, stop), (lo, hi)]), start, stop, lo, hi)
+        pos = np.flatnonzero(m)
+        if pos[-1] - pos[0] + 1 == len(pos):  # the IPU's tiles are one run of the output's columns
+            np.take(span, sub - lo, axis=1, out=out[:, pos[0]:pos[-1] + 1], mode="clip")
+        else:
+            out[:, m] = span[:, sub - lo]
+    return out
