@@ -19,7 +19,8 @@ from .backend import NumpyBackend
 from .catalog import build
 from .config import ModelConfig
 from .emulator_backend import EmulatorBackend
-from .pipeline import compose_whole_graph, run_pipelined
+from .pipeline import run_pipelined
+from .whole_graph import compose_whole_graph
 
 # ==================================================================== running a model
 

@@ -433,7 +433,7 @@ def _schedule(lm, batch, ipus, scale, training, precision, be, res, pd_):
     mb = samples_per_micro_batch(lm, batch)
     R = scale["replicas"]
     if training and any(scale[k] != SCALE_DEFAULTS[k] for k in SCALE_DEFAULTS):
-        from popvision_lite.emulator.models.pipeline import compose_whole_graph
+        from popvision_lite.emulator.models.whole_graph import compose_whole_graph
 
         cfg = SimpleNamespace(model="onnx", batch=mb, ipus=int(ipus), precision=precision, packing=1.0, **scale)
         schedule, fits, _ = compose_whole_graph(cfg, be, res, pd_)
