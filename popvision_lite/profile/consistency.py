@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.profile.phases import PHASE_KINDS
-from popvision_lite.profile.schema import ID_COLUMNS, REFERENCES, STEP_KINDS
+from popvision_lite.profile.schema import ID_COLUMNS, PARENT_COLUMNS, REFERENCES, STEP_KINDS
 
 MAX_STRING = 4096  # characters in one stored name / plan / shape (today's longest is ~120)
 DISPLAY_CHARS = 160  # what a view shows of one string before an ellipsis
@@ -111,13 +111,14 @@ def check_table(name: str, df: pd.DataFrame, counts: dict[str, int], err, num_ti
             i = _first(bad)
             raise err(f"{where} column '{col}' row {i}: {int(v[i])} is not a row of table '{ref}' "
                       f"({lo}..{hi - 1})")
-    if name == "programs" and n:
-        parent = df["parent_id"].to_numpy()
+    pcol = PARENT_COLUMNS.get(name)
+    if pcol and n:
+        parent = df[pcol].to_numpy()
         ids = np.arange(n)
         bad = (parent < -1) | (parent >= ids)
         if bad.any():
             i = _first(bad)
-            raise err(f"{where} column 'parent_id' row {i}: parent {int(parent[i])} is not an earlier program "
+            raise err(f"{where} column '{pcol}' row {i}: parent {int(parent[i])} is not an earlier row "
                       f"(parents come before children; a cycle or a missing parent)")
     for t, a, b in RANGES:
         if t == name and n:
