@@ -189,7 +189,7 @@ def pod16_cases() -> dict:
 
 
 def ipu_run(case):
-    """(ModelRun, wall s, error) of an emulated IPU-POD16 configuration; the error text instead of raising."""
+    """(RunResult, wall s, error) of an emulated IPU-POD16 configuration; the error text instead of raising."""
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
 

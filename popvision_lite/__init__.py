@@ -81,7 +81,7 @@ def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: i
 def emulate_onnx(path, output=None, **options):
     """Import an ONNX model, emulate one inference step and return ``(run, profile)``.
 
-    ``run`` is a :class:`popvision_lite.emulator.onnx_import.OnnxRun` (cycles, fits, numeric checks
+    ``run`` is a :class:`popvision_lite.emulator.run_result.RunResult` (cycles, fits, numeric checks
     against ONNX Runtime, outputs); ``profile`` is the written profile opened with :func:`open` when
     ``output`` is given, else the in-memory ``ProfileData``.  Options: ``batch``, ``seq``, ``dims``
     ({name: value}), ``device``, ``precision``, ``timing_only``, ``ipus``, ``seed``, ``inputs`` (.npz

@@ -11,7 +11,7 @@ and doc-section formatting) and is tested on its own; :func:`predict` runs the e
 
 The config names used here are the training-at-scale fields of the contract between helpers
 (``replicas``, ``pipeline_stages``, ``grad_accum``, ``optimizer``, ``optimizer_state``, ``rts``,
-``available_memory_proportion``, ``packing``; ``ModelRun.samples_per_second``).  A build whose
+``available_memory_proportion``, ``packing``; ``RunResult.samples_per_second``).  A build whose
 ``ModelConfig`` lacks some of them still runs: the unknown fields are dropped, one replica's
 micro-batch is emulated and the throughput is scaled by the replica count, and the row says so in
 its ``basis`` column (see :func:`throughput`).
@@ -284,13 +284,13 @@ def supported_config(config: dict, known: set[str]) -> tuple[dict, list[str]]:
 def throughput(run, case: Case, dropped: list[str]) -> tuple[float, str]:
     """Predicted samples/s of the whole system, and how it was obtained.
 
-    Contract (CONTRACT.md, "Results"): ``ModelRun.samples_per_second`` is the whole system's
+    Contract (CONTRACT.md, "Results"): ``RunResult.samples_per_second`` is the whole system's
     throughput (all replicas, gradient accumulation, optimizer, all-reduce).  A build without it
     gives one replica's micro-batch time ``run.seconds``: samples per micro-batch / seconds, times
     the replica count (perfect data-parallel scaling assumed, said in the basis)."""
     sps = getattr(run, "samples_per_second", None)
     if sps is not None and "replicas" not in dropped:
-        return float(sps), "ModelRun.samples_per_second (schedule)"
+        return float(sps), "RunResult.samples_per_second (schedule)"
     per = case.samples_per_microbatch / float(run.seconds)
     basis = f"1 micro-batch of 1 replica x {case.replicas} replicas"
     if dropped:
@@ -339,7 +339,7 @@ def peak_tile_text(run) -> str:
         return ""
 
 
-# the terms of an optimizer step's cycles (ModelRun.schedule, emulator/models/pipeline.py) a breakdown reports
+# the terms of an optimizer step's cycles (RunResult.schedule, emulator/models/pipeline.py) a breakdown reports
 SCHEDULE_TERMS = ("steady_cycles_per_microbatch", "fill_drain_cycles", "optimizer_cycles", "allreduce_cycles",
                   "stream_cycles")
 

@@ -200,7 +200,7 @@ def op_counts(profile) -> OpCounts:
                         basis="run['op_counts'] (written with the pipelined profile)")
     split = sched.get("layer_split")
     if isinstance(split, list) and split and n and names.str.match(r"ipu\d+/").all():
-        # a pipelined profile of format 2.0: the rule its writer applied (emulator/models/pipeline.py::_profile):
+        # a pipelined profile of format 2.0: the rule its writer applied (emulator/models/pipeline_profile.py::_ipu_parts):
         # attention / FFN blocks per IPU when the schedule lists them, else whole layers per IPU
         calls = np.ones(n, np.int64)
         per_ipu = sched.get("blocks_per_ipu")

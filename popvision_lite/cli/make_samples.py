@@ -44,7 +44,7 @@ SAMPLES: tuple[Sample, ...] = (
 
 
 def make_sample(sample: Sample, out_dir, progress=None):
-    """Emulate ``sample`` and write it into ``out_dir``; returns the ``ModelRun``."""
+    """Emulate ``sample`` and write it into ``out_dir``; returns the ``RunResult``."""
     from popvision_lite.emulator.models.emulated import run_model, write_run
 
     cfg = make_config(sample.model, **sample.args)

@@ -8,8 +8,9 @@ See docs/emulator.md.  Typical use::
 from __future__ import annotations
 
 from popvision_lite.emulator import codelets, mapping, programs
-from popvision_lite.emulator.engine import CompiledGraph, Engine, RunResult
+from popvision_lite.emulator.engine import CompiledGraph, Engine
 from popvision_lite.emulator.graph import Blocks, Graph, HostBuffer, Regions, Tensor, TensorView
+from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 
 __all__ = [

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compiler import Compiled, compile_graph
 from popvision_lite.emulator.graph import DTYPES, Graph, HostBuffer, Tensor
 from popvision_lite.emulator.profile_builder import build_profile
+from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.errors import EmulatorError, OutOfMemoryError
 from popvision_lite.profile.schema import ProfileData
 
@@ -89,17 +89,6 @@ class Outputs(Mapping):
 
     def __len__(self) -> int:
         return len(self._names)
-
-
-@dataclass
-class RunResult:
-    outputs: Mapping[str, np.ndarray]
-    profile_data: ProfileData
-    total_cycles: int
-    seconds: float
-    fits: bool
-    profile_path: str | None = None
-    wall_seconds: dict = field(default_factory=dict)
 
 
 class _Aliases(dict):
@@ -384,4 +373,5 @@ class Engine:
             raise err
         return RunResult(outputs=outputs, profile_data=pd_, total_cycles=cg.total_cycles,
                          seconds=cg.total_cycles / self.graph.target.clock_hz, fits=cg.fits, profile_path=path,
-                         wall_seconds={"compile": t1 - t0, "execute": t2 - t1, "profile": t3 - t2})
+                         oom_report=list(cg.oom_report),
+                         wall={"compile": t1 - t0, "execute": t2 - t1, "profile": t3 - t2})

@@ -13,6 +13,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compile.compiled import K_COMPUTE, K_STREAM, K_SYNC, K_XG, K_XI, Compiled
 from popvision_lite.emulator.compile.liveness import accesses
 from popvision_lite.profile import schema
+from popvision_lite.profile.assemble import typed_table
 
 EMULATOR_VERSION = "popvision-lite-emulator 0.1"
 U32 = np.iinfo(np.uint32).max
@@ -64,6 +65,23 @@ class StepTileArray:
         return a if dtype is None else a.astype(dtype)
 
 
+def steps_table(templates: list, seq: np.ndarray, start: np.ndarray, end: np.ndarray, num_tiles: int) -> pd.DataFrame:
+    """The steps table of a run whose step i is template ``seq[i]``, from ``start[i]`` to ``end[i]``
+    (``busy_mean``: over all ``num_tiles`` tiles)."""
+    seq = np.asarray(seq, np.int64)
+
+    def col(attr, dtype):
+        return np.array([getattr(t, attr) for t in templates], dtype)[seq]
+
+    return typed_table("steps", {
+        "step": np.arange(len(seq), dtype=np.int64), "kind": col("kind", np.int8), "op_id": col("op_id", np.int32),
+        "prog_id": col("prog_id", np.int32), "ipu": col("ipu", np.int16),
+        "start_cycle": np.asarray(start, np.int64), "end_cycle": np.asarray(end, np.int64),
+        "busy_max": col("busy_max", np.int64), "busy_mean": col("busy_sum", np.float64) / max(num_tiles, 1),
+        "tiles_active": col("tiles_active", np.int32), "bytes_in": col("in_sum", np.int64),
+        "bytes_out": col("out_sum", np.int64)})
+
+
 def _clip_u32(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype == np.uint32:
@@ -89,30 +107,38 @@ def _extra(c: Compiled, extra: dict | None) -> dict:
 
 def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None = None,
                   numeric_checks: dict | None = None, extra: dict | None = None) -> schema.ProfileData:
-    g = c.graph
+    """The profile of compiled (and run) graph ``c``: one table per part of the compiled program."""
     T = c.num_tiles
     tpl = c.templates
-    nt = len(tpl)
     seq = c.seq
-    # ---- step x tile (per-template aggregates; rows stay sparse) --------------------------
+    steps = steps_table(tpl, seq, c.step_start, c.step_end, T)
+    compute_sets, vertices = _compute_set_tables(c)
+    variables, variable_tiles = _variable_tables(c)
+    run = {
+        "model": model, "config": dict(config or {}), "emulator_version": EMULATOR_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fits": bool(c.fits),
+        "timing_only": mode == "timing", "numeric_checks": dict(numeric_checks or {}),
+        "mode": mode, "total_cycles": int(c.total_cycles),
+        "seconds": c.total_cycles / c.target.clock_hz,
+        "oom_tiles": [list(x) for x in c.oom_report[:16]],
+    }
+    return schema.ProfileData(
+        target=c.target.info(), run=run, memory=c.memory.copy(), steps=steps,
+        step_tile_cycles=StepTileArray(tpl, seq, "cycles", T), step_tile_bytes_in=StepTileArray(tpl, seq, "bytes_in", T),
+        step_tile_bytes_out=StepTileArray(tpl, seq, "bytes_out", T), ops=_ops_table(c), programs=_programs_table(c),
+        compute_sets=compute_sets, vertices=vertices, variables=variables, variable_tiles=variable_tiles,
+        liveness_steps=_liveness_steps_table(c), liveness_tile_bytes=_clip_u32(c.liveness_tile_bytes),
+        extra=_extra(c, extra),
+    )
+
+
+def _ops_table(c: Compiled) -> pd.DataFrame:
+    """One row per op: the totals of its steps, its tiles and IPU, its precision and compulsory bytes."""
+    g = c.graph
+    tpl = c.templates
+    nt = len(tpl)
     t_kind = np.array([t.kind for t in tpl], np.int8)
     t_op = np.array([t.op_id for t in tpl], np.int32)
-    t_prog = np.array([t.prog_id for t in tpl], np.int32)
-    t_ipu = np.array([t.ipu for t in tpl], np.int16)
-    t_busy_max = np.array([t.busy_max for t in tpl], np.int64)
-    t_busy_mean = np.array([t.busy_sum for t in tpl], np.float64) / max(T, 1)
-    t_active = np.array([t.tiles_active for t in tpl], np.int32)
-    t_in = np.array([t.in_sum for t in tpl], np.int64)
-    t_out = np.array([t.out_sum for t in tpl], np.int64)
-    steps = pd.DataFrame({
-        "step": np.arange(len(seq), dtype=np.int64),
-        "kind": t_kind[seq], "op_id": t_op[seq], "prog_id": t_prog[seq], "ipu": t_ipu[seq],
-        "start_cycle": c.step_start.astype(np.int64), "end_cycle": c.step_end.astype(np.int64),
-        "busy_max": t_busy_max[seq], "busy_mean": t_busy_mean[seq], "tiles_active": t_active[seq],
-        "bytes_in": t_in[seq], "bytes_out": t_out[seq],
-    }, columns=list(schema.TABLE_COLUMNS["steps"]))
-
-    # ---- ops ---------------------------------------------------------------------------
     nops = len(c.ops)
     cnt = c.template_count.astype(np.int64)
     dur = np.array([t.duration for t in tpl], np.int64)
@@ -136,8 +162,32 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     x_c = per_op(dur, (t_kind == K_XI) | (t_kind == K_XG))
     sync_c = per_op(dur, t_kind == K_SYNC)
     stream_c = per_op(dur, t_kind == K_STREAM)
+    reads, writes, dtypes, readers = _op_accesses(c, nops)
+    tiles_used, op_ipu = _op_tiles(c, nops, t_kind, t_op)
     op_rows = []
-    # op -> tensors read / written, ipus, tiles, precision
+    for i, name in enumerate(c.ops):
+        info = g.op_info.get(name, {})
+        r, w = reads[i], writes[i]
+        inputs = r - w
+        outputs = {t for t in w if (readers.get(t, set()) - {i}) or t not in readers}
+        min_bytes = sum(g.tensors[t].nbytes for t in inputs | outputs)
+        dt = dtypes[i]
+        prec = "fp16" if "float16" in dt else "fp32" if "float32" in dt else "int32" if dt else "fp32"
+        op_rows.append({
+            "op_id": i, "name": name, "type": info.get("type", _op_type(name)),
+            "ipu": int(op_ipu[i]), "precision": info.get("precision", prec),
+            "flops": int(info.get("flops", flops[i])), "bytes_sram": int(b_sram[i]),
+            "bytes_exchange": int(b_x[i]), "bytes_ipu_link": int(b_link[i]), "bytes_ddr": int(b_ddr[i]),
+            "min_bytes": int(info.get("min_bytes", min_bytes)), "cycles": int(cycles[i]),
+            "compute_cycles": int(comp_c[i]), "exchange_cycles": int(x_c[i]), "sync_cycles": int(sync_c[i]),
+            "stream_cycles": int(stream_c[i]), "tiles_used": int(tiles_used[i]), "plan": str(info.get("plan", "")),
+        })
+    return typed_table("ops", op_rows)
+
+
+def _op_accesses(c: Compiled, nops: int) -> tuple[dict, dict, dict, dict]:
+    """Per op: the tensors its leaves read and write and the dtypes it handles; per tensor: the ops reading it."""
+    g = c.graph
     reads: dict[int, set] = {i: set() for i in range(nops)}
     writes: dict[int, set] = {i: set() for i in range(nops)}
     dtypes: dict[int, set] = {i: set() for i in range(nops)}
@@ -158,6 +208,14 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
                     dtypes[oid].add(f.tensor.dtype)
         if not isinstance(info.prog, P.Execute | P.Sync):
             dtypes[oid] |= {g.tensors[t].dtype for t in r | w}
+    return reads, writes, dtypes, readers
+
+
+def _op_tiles(c: Compiled, nops: int, t_kind: np.ndarray, t_op: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op: the tiles busy in its steps (syncs aside) and its IPU (-1: several or none)."""
+    T = c.num_tiles
+    tpl = c.templates
+    t_ipu = np.array([t.ipu for t in tpl], np.int16)
     tiles_used = np.zeros(nops, np.int32)
     op_ipu = np.full(nops, -2, np.int16)
     for i in range(nops):
@@ -177,33 +235,11 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
             op_ipu[i] = ip.pop() if len(ip) == 1 else -1
         else:
             op_ipu[i] = -1
-    for i, name in enumerate(c.ops):
-        info = g.op_info.get(name, {})
-        r, w = reads[i], writes[i]
-        inputs = r - w
-        outputs = {t for t in w if (readers.get(t, set()) - {i}) or t not in readers}
-        min_bytes = sum(g.tensors[t].nbytes for t in inputs | outputs)
-        dt = dtypes[i]
-        prec = "fp16" if "float16" in dt else "fp32" if "float32" in dt else "int32" if dt else "fp32"
-        op_rows.append({
-            "op_id": i, "name": name, "type": info.get("type", _op_type(name)),
-            "ipu": int(op_ipu[i]), "precision": info.get("precision", prec),
-            "flops": int(info.get("flops", flops[i])), "bytes_sram": int(b_sram[i]),
-            "bytes_exchange": int(b_x[i]), "bytes_ipu_link": int(b_link[i]), "bytes_ddr": int(b_ddr[i]),
-            "min_bytes": int(info.get("min_bytes", min_bytes)), "cycles": int(cycles[i]),
-            "compute_cycles": int(comp_c[i]), "exchange_cycles": int(x_c[i]), "sync_cycles": int(sync_c[i]),
-            "stream_cycles": int(stream_c[i]), "tiles_used": int(tiles_used[i]), "plan": str(info.get("plan", "")),
-        })
-    ops = pd.DataFrame(op_rows, columns=list(schema.TABLE_COLUMNS["ops"]))
-    for col in ("op_id", "tiles_used"):
-        ops[col] = ops[col].astype(np.int32)
-    ops["ipu"] = ops["ipu"].astype(np.int16)
-    for col in ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "min_bytes", "cycles",
-                "compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles"):
-        ops[col] = ops[col].astype(np.int64)
+    return tiles_used, op_ipu
 
-    # ---- programs ----------------------------------------------------------------------
-    progs = pd.DataFrame({
+
+def _programs_table(c: Compiled) -> pd.DataFrame:
+    return typed_table("programs", {
         "prog_id": np.arange(len(c.progs), dtype=np.int32),
         "parent_id": np.array([p.parent_id for p in c.progs], np.int32),
         "kind": [p.prog.kind for p in c.progs],
@@ -215,9 +251,13 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         "code_bytes": np.array([p.code_bytes for p in c.progs], np.int64),
         "cycles": c.prog_cycles.astype(np.int64),
         "lstep": np.array([p.lstep for p in c.progs], np.int64),
-    }, columns=list(schema.TABLE_COLUMNS["programs"]))
+    })
 
-    # ---- compute sets / vertices -------------------------------------------------------
+
+def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The compute sets, and their vertices aggregated per (compute set, codelet, tile)."""
+    g = c.graph
+    T = c.num_tiles
     cs_rows, v_frames = [], []
     for cs in g.compute_sets:
         tiles = np.concatenate([grp.tiles for grp in cs.groups]) if cs.groups else np.zeros(0, np.int64)
@@ -241,14 +281,16 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
                 "state_bytes": np.bincount(tl, weights=st, minlength=T)[ut].astype(np.int64),
                 "code_bytes": np.full(len(ut), int(grps[0].codelet.code_bytes), np.int64),
             }))
-    compute_sets = pd.DataFrame(cs_rows, columns=list(schema.TABLE_COLUMNS["compute_sets"]))
-    compute_sets = compute_sets.astype({"cs_id": np.int32, "op_id": np.int32, "num_vertices": np.int64,
-                                        "num_tiles": np.int32})
+    compute_sets = typed_table("compute_sets", cs_rows)
     vertices = (pd.concat(v_frames, ignore_index=True) if v_frames
                 else pd.DataFrame({k: pd.Series(dtype=np.int64) for k in schema.TABLE_COLUMNS["vertices"]}))
     vertices = vertices[list(schema.TABLE_COLUMNS["vertices"])]
+    return compute_sets, vertices
 
-    # ---- variables ---------------------------------------------------------------------
+
+def _variable_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The variables (live ranges, producing op) and their bytes per tile."""
+    g = c.graph
     producer = {}
     for pid in c.leaves:
         info = c.progs[pid]
@@ -268,9 +310,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
             "op_id": int(producer.get(t.id, -1)),
         })
         vt_frames.append((np.full(len(tiles), t.id, np.int32), tiles.astype(np.int32), b.astype(np.int64)))
-    variables = pd.DataFrame(var_rows, columns=list(schema.TABLE_COLUMNS["variables"]))
-    variables = variables.astype({"var_id": np.int32, "bytes": np.int64, "always_live": bool,
-                                  "first_lstep": np.int64, "last_lstep": np.int64, "op_id": np.int32})
+    variables = typed_table("variables", var_rows)
     if vt_frames:
         variable_tiles = pd.DataFrame({"var_id": np.concatenate([f[0] for f in vt_frames]),
                                        "tile": np.concatenate([f[1] for f in vt_frames]),
@@ -278,31 +318,17 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     else:
         variable_tiles = pd.DataFrame({"var_id": pd.Series(dtype=np.int32), "tile": pd.Series(dtype=np.int32),
                                        "bytes": pd.Series(dtype=np.int64)})
+    return variables, variable_tiles
 
-    # ---- liveness ----------------------------------------------------------------------
+
+def _liveness_steps_table(c: Compiled) -> pd.DataFrame:
     ltb = c.liveness_tile_bytes
     L = len(c.leaves)
-    liveness_steps = pd.DataFrame({
+    return typed_table("liveness_steps", {
         "lstep": np.arange(L, dtype=np.int64),
         "prog_id": np.array(c.leaves, np.int32),
         "name": [c.progs[p].prog.name for p in c.leaves],
         "total_bytes": ltb.sum(axis=1, dtype=np.int64) if L else np.zeros(0, np.int64),
         "max_tile_bytes": ltb.max(axis=1).astype(np.int64) if L else np.zeros(0, np.int64),
         "max_tile": ltb.argmax(axis=1).astype(np.int32) if L else np.zeros(0, np.int32),
-    }, columns=list(schema.TABLE_COLUMNS["liveness_steps"]))
-
-    run = {
-        "model": model, "config": dict(config or {}), "emulator_version": EMULATOR_VERSION,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fits": bool(c.fits),
-        "timing_only": mode == "timing", "numeric_checks": dict(numeric_checks or {}),
-        "mode": mode, "total_cycles": int(c.total_cycles),
-        "seconds": c.total_cycles / c.target.clock_hz,
-        "oom_tiles": [list(x) for x in c.oom_report[:16]],
-    }
-    return schema.ProfileData(
-        target=c.target.info(), run=run, memory=c.memory.copy(), steps=steps,
-        step_tile_cycles=StepTileArray(tpl, seq, "cycles", T), step_tile_bytes_in=StepTileArray(tpl, seq, "bytes_in", T),
-        step_tile_bytes_out=StepTileArray(tpl, seq, "bytes_out", T), ops=ops, programs=progs, compute_sets=compute_sets,
-        vertices=vertices, variables=variables, variable_tiles=variable_tiles, liveness_steps=liveness_steps,
-        liveness_tile_bytes=_clip_u32(ltb), extra=_extra(c, extra),
-    )
+    })

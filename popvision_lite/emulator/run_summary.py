@@ -8,9 +8,9 @@ from popvision_lite.profile.schema import MEMORY_CATEGORIES, STEP_KINDS
 
 
 def summarize(pd_, run) -> dict:
-    """Numbers of the end-of-run summary, from the profile data (``pd_``) and the run (``ModelRun`` or
-    ``OnnxRun``): fits, peak tile and its bytes, capacity, total cycles and seconds, clock, and the
-    cycles of each step kind (``split``)."""
+    """Numbers of the end-of-run summary, from the profile data (``pd_``) and the run (``RunResult``): fits,
+    peak tile and its bytes, capacity, total cycles and seconds, clock, and the cycles of each step kind
+    (``split``)."""
     mem = np.asarray(pd_.memory)
     per_tile = mem.sum(axis=(1, 2))
     peak_tile = int(per_tile.argmax())

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.profile.phases import PHASE_KINDS
-from popvision_lite.profile.schema import STEP_KINDS
+from popvision_lite.profile.schema import ID_COLUMNS, PARENT_COLUMNS, REFERENCES, STEP_KINDS
 
 MAX_STRING = 4096  # characters in one stored name / plan / shape (today's longest is ~120)
 DISPLAY_CHARS = 160  # what a view shows of one string before an ellipsis
@@ -35,24 +35,6 @@ MAX_IPUS = 1024  # largest IPU system built (IPU-POD1024 / Bow Pod1024)
 GENERIC_BOUNDS = dict(tiles_per_ipu=16384, sram_bytes_per_tile=64 << 20, threads_per_tile=64,
                       clock_hz=(1e6, 1e10))
 
-# table -> its id column (dense 0..n-1)
-ID_COLUMNS = {"steps": "step", "ops": "op_id", "programs": "prog_id", "compute_sets": "cs_id",
-              "variables": "var_id", "liveness_steps": "lstep", "phases": "phase_id"}
-# (table, column) -> (table it refers to, -1 allowed)
-REFERENCES = {
-    ("steps", "op_id"): ("ops", True), ("steps", "prog_id"): ("programs", True),
-    ("ops", "op_id"): ("ops", False),
-    ("programs", "op_id"): ("ops", True), ("programs", "cs_id"): ("compute_sets", True),
-    ("programs", "first_step"): ("steps", True), ("programs", "last_step"): ("steps", True),
-    ("programs", "lstep"): ("liveness_steps", True),
-    ("compute_sets", "op_id"): ("ops", True),
-    ("vertices", "cs_id"): ("compute_sets", False),
-    ("variables", "op_id"): ("ops", True),
-    ("variables", "first_lstep"): ("liveness_steps", True), ("variables", "last_lstep"): ("liveness_steps", True),
-    ("variable_tiles", "var_id"): ("variables", False),
-    ("liveness_steps", "prog_id"): ("programs", True),
-    ("phases", "first_step"): ("steps", True), ("phases", "last_step"): ("steps", True),
-}
 # rows that identify one thing (vertices are aggregated per compute set, codelet and tile)
 UNIQUE = {"variable_tiles": (("var_id", "tile"),), "vertices": (("cs_id", "codelet", "tile"),)}
 MAX_TILE_BYTES = 2 ** 40  # one tile's bytes above this (1 TiB) are corrupt, not an out-of-memory run
@@ -129,13 +111,14 @@ def check_table(name: str, df: pd.DataFrame, counts: dict[str, int], err, num_ti
             i = _first(bad)
             raise err(f"{where} column '{col}' row {i}: {int(v[i])} is not a row of table '{ref}' "
                       f"({lo}..{hi - 1})")
-    if name == "programs" and n:
-        parent = df["parent_id"].to_numpy()
+    pcol = PARENT_COLUMNS.get(name)
+    if pcol and n:
+        parent = df[pcol].to_numpy()
         ids = np.arange(n)
         bad = (parent < -1) | (parent >= ids)
         if bad.any():
             i = _first(bad)
-            raise err(f"{where} column 'parent_id' row {i}: parent {int(parent[i])} is not an earlier program "
+            raise err(f"{where} column '{pcol}' row {i}: parent {int(parent[i])} is not an earlier row "
                       f"(parents come before children; a cycle or a missing parent)")
     for t, a, b in RANGES:
         if t == name and n:

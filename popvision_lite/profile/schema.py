@@ -154,6 +154,30 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "ipu_compute", "ipu_sync", "ipu_exchange_internal", "ipu_exchange_global", "ipu_stream_copy",
     ),
 }
+# Keys: the id column of each table (dense 0..n-1, in row order), the columns that refer to a row of another
+# table ((table, column) -> (table referred to, -1 allowed)), the tree link of the programs (-1 or an earlier
+# program) and the columns holding a global tile index.  profile/consistency.py checks a file by this map and
+# profile/assemble.py concatenates profile parts by it (each part's ids shifted past the parts before it).
+ID_COLUMNS: dict[str, str] = {"steps": "step", "ops": "op_id", "programs": "prog_id", "compute_sets": "cs_id",
+                              "variables": "var_id", "liveness_steps": "lstep", "phases": "phase_id"}
+REFERENCES: dict[tuple[str, str], tuple[str, bool]] = {
+    ("steps", "op_id"): ("ops", True), ("steps", "prog_id"): ("programs", True),
+    ("ops", "op_id"): ("ops", False),
+    ("programs", "op_id"): ("ops", True), ("programs", "cs_id"): ("compute_sets", True),
+    ("programs", "first_step"): ("steps", True), ("programs", "last_step"): ("steps", True),
+    ("programs", "lstep"): ("liveness_steps", True),
+    ("compute_sets", "op_id"): ("ops", True),
+    ("vertices", "cs_id"): ("compute_sets", False),
+    ("variables", "op_id"): ("ops", True),
+    ("variables", "first_lstep"): ("liveness_steps", True), ("variables", "last_lstep"): ("liveness_steps", True),
+    ("variable_tiles", "var_id"): ("variables", False),
+    ("liveness_steps", "prog_id"): ("programs", True),
+    ("phases", "first_step"): ("steps", True), ("phases", "last_step"): ("steps", True),
+}
+PARENT_COLUMNS: dict[str, str] = {"programs": "parent_id"}
+TILE_COLUMNS: dict[str, tuple[str, ...]] = {"vertices": ("tile",), "variable_tiles": ("tile",),
+                                            "liveness_steps": ("max_tile",)}
+
 # Tables a file of an older minor version may lack; the reader rebuilds them (phases: from run["schedule"]).
 OPTIONAL_TABLES: tuple[str, ...] = ("phases",)
 

@@ -54,7 +54,7 @@ def price_per_chip_hour(device: str) -> tuple[float | None, str]:
 
 
 def metrics(run, device: str) -> dict:
-    """Row numbers of a finished emulation (``ModelRun``)."""
+    """Row numbers of a finished emulation (``RunResult``)."""
     from popvision_lite.emulator.run_summary import summarize
 
     s = summarize(run.profile_data, run)
@@ -64,7 +64,7 @@ def metrics(run, device: str) -> dict:
     chips = int(getattr(cfg, "ipus", 1) or 1)
     sps = getattr(run, "samples_per_second", None)
     if sps is not None and sps > 0:
-        sps_basis = "emulator (ModelRun.samples_per_second)"
+        sps_basis = "emulator (RunResult.samples_per_second)"
     else:
         sps = cfg.batch / s["seconds"] if s["seconds"] > 0 else float("nan")
         sps_basis = "batch / step time (no samples_per_second from the emulator)"
@@ -124,7 +124,7 @@ def staging_path(out_dir, key: str) -> Path:
 def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=None, run_id: str | None = None) -> dict:
     """Emulate ``spec`` and write ``profiles/<key>.pvl`` and ``rows/<key>.json`` under ``out_dir``.
 
-    ``point_fn(spec, profile_path) -> ModelRun`` replaces the emulation (tests, benchmarks).  ``run_id``: the
+    ``point_fn(spec, profile_path) -> RunResult`` replaces the emulation (tests, benchmarks).  ``run_id``: the
     sweep run this point belongs to; once that run is cancelled (``folder.cancel_run``) the point writes
     nothing and returns a row with status "cancelled" (``None``: always write)."""
     from popvision_lite.sweep import folder

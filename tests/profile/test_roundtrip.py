@@ -229,7 +229,7 @@ def test_empty_run_round_trips(tmp_path):
 
 
 def test_many_layers_repeat_earlier_layers():
-    from popvision_lite.testing.synthetic import DISTINCT_LAYERS
+    from popvision_lite.testing.synthetic_model import DISTINCT_LAYERS
 
     n = DISTINCT_LAYERS + 2
     d = make_synthetic(num_ipus=1, tiles_per_ipu=16, num_steps=2000, num_layers=n, lazy=True)

@@ -292,7 +292,7 @@ def test_sweep_file_with_base_config_and_grid(client, tmp_path):
 
 
 def test_row_uses_the_emulators_throughput_and_step_time_when_it_reports_them(tmp_path):
-    """CONTRACT.md: ModelRun.samples_per_second (all replicas) and schedule['step_seconds'] win over
+    """CONTRACT.md: RunResult.samples_per_second (all replicas) and schedule['step_seconds'] win over
     batch / (cycles / clock) once the emulator provides them."""
     from popvision_lite.sweep.point import emulate, metrics
 

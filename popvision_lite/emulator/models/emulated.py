@@ -6,38 +6,23 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 
 from .backend import NumpyBackend
 from .catalog import build
 from .config import ModelConfig
 from .emulator_backend import EmulatorBackend
-from .pipeline import compose_whole_graph, run_pipelined
+from .pipeline import run_pipelined
+from .whole_graph import compose_whole_graph
 
 # ==================================================================== running a model
-
-
-@dataclass
-class ModelRun:
-    cfg: ModelConfig
-    fits: bool
-    total_cycles: int
-    seconds: float
-    profile_data: object
-    numeric_checks: dict = field(default_factory=dict)
-    oom_report: list = field(default_factory=list)
-    wall: dict = field(default_factory=dict)
-    num_vertices: int = 0
-    num_ops: int = 0
-    samples_per_second: float = 0.0  # whole system (all replicas); BERT: sequences (packs x packing)
-    schedule: dict = field(default_factory=dict)  # see CONTRACT / docs/emulator.md "Schedule model"
 
 
 def tolerance(precision: str) -> tuple[float, float]:
@@ -54,9 +39,9 @@ def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = 
 
 
 def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = False, profile_path=None,
-              progress=None) -> ModelRun:
+              progress=None) -> RunResult:
     """Build, compile and run ``cfg`` on the emulator; full numerics are compared with the numpy
-    reference (``run['numeric_checks']``).  Returns the :class:`ModelRun`, whose ``profile_data`` is the
+    reference (``run['numeric_checks']``).  Returns the :class:`RunResult`, whose ``profile_data`` is the
     profile; the command line writes it (``popvision-lite emulate``).  ``profile_path`` (library
     convenience) writes it here too, also when the graph does not fit (then numerics are skipped).
     ``progress(stage, fraction)`` ends with ``("done", 1.0)``."""
@@ -73,7 +58,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     return run
 
 
-def write_run(run: ModelRun, path) -> None:
+def write_run(run: RunResult, path) -> None:
     """Write ``run``'s profile to ``path`` (atomically; ``run.wall['write']`` = the seconds it took)."""
     from popvision_lite.profile.writer import write_profile
 
@@ -82,7 +67,7 @@ def write_run(run: ModelRun, path) -> None:
     run.wall["write"] = time.perf_counter() - t0
 
 
-def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress) -> ModelRun:
+def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress) -> RunResult:
     """One graph over all IPUs, one batch (numerics optional); see :func:`run_model`."""
 
     def tick(stage, frac):
@@ -111,7 +96,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         tick("compiling", 0.3)
         eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config)
         res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
-        wall.update({k: v for k, v in res.wall_seconds.items()})
+        wall.update(res.wall)
         if key is not None:
             _GRAPH_CACHE[key] = (be, built, eng, res)  # one graph kept: sweeps and the validation report reuse it
             res = _fresh_result(res, config)
@@ -153,10 +138,10 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         sps = schedule["samples_per_step"] / seconds if seconds > 0 else 0.0
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
-    return ModelRun(cfg=cfg, fits=fits, total_cycles=total, seconds=seconds, profile_data=pd_,
-                    numeric_checks=checks, oom_report=oom, wall=wall,
-                    num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
-                    samples_per_second=float(sps), schedule=schedule)
+    return RunResult(cfg=cfg, config=pd_.run["config"], fits=fits, total_cycles=total, seconds=seconds,
+                     profile_data=pd_, numeric_checks=checks, oom_report=oom, wall=wall,
+                     num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
+                     samples_per_second=float(sps), schedule=schedule)
 
 
 # Fields that change how one replica's graph is run and composed into a step, not the graph itself
@@ -270,7 +255,7 @@ def _saved_on_liveness(be, pd_, T):
     return live
 
 
-def _run_composed(cfg, device, timing_only, progress) -> ModelRun:
+def _run_composed(cfg, device, timing_only, progress) -> RunResult:
     """BERT through the pipeline / replication / training-state composition (emulator/models/pipeline.py).
     Numerics are not run on this path (each stage program is emulated once, timing only)."""
     t0 = time.perf_counter()
@@ -283,9 +268,9 @@ def _run_composed(cfg, device, timing_only, progress) -> ModelRun:
                                              "emulated once for timing and memory; numerics need the whole-graph "
                                              "path (one IPU, default training state)")
     wall["total"] = time.perf_counter() - t0
-    return ModelRun(cfg=cfg, fits=info["fits"], total_cycles=info["total_cycles"], seconds=info["seconds"],
-                    profile_data=pd_, numeric_checks={}, oom_report=info["oom_report"], wall=wall,
-                    num_vertices=info["num_vertices"], num_ops=info["num_ops"],
-                    samples_per_second=info["samples_per_second"], schedule=info["schedule"])
+    return RunResult(cfg=cfg, config=config, fits=info["fits"], total_cycles=info["total_cycles"],
+                     seconds=info["seconds"], profile_data=pd_, numeric_checks={}, oom_report=info["oom_report"],
+                     wall=wall, num_vertices=info["num_vertices"], num_ops=info["num_ops"],
+                     samples_per_second=info["samples_per_second"], schedule=info["schedule"])
 
 

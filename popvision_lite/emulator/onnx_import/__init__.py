@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from .loader import OnnxImportError, load, parse_dims
 from .lowering import SUPPORTED_OPS
-from .run import OnnxRun, emulate_onnx
+from .run import emulate_onnx
 
-__all__ = ["OnnxImportError", "OnnxRun", "SUPPORTED_OPS", "emulate_onnx", "load", "parse_dims"]
+__all__ = ["OnnxImportError", "SUPPORTED_OPS", "emulate_onnx", "load", "parse_dims"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -13,38 +12,12 @@ from popvision_lite.emulator.models.backend import NP_DTYPE
 from popvision_lite.emulator.models.emulated import tolerance
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 
 from .loader import LoadedModel, OnnxImportError, dtype_info, load
 from .lowering import Act, Lowerer
 from .ops import OnnxEmulatorBackend, OnnxNumpyBackend
-
-
-@dataclass
-class OnnxRun:
-    """Result of :func:`emulate_onnx` (the fields ``emulate``'s summary reads, like ``ModelRun``)."""
-
-    path: str
-    fits: bool
-    total_cycles: int
-    seconds: float
-    profile_data: object
-    numeric_checks: dict = field(default_factory=dict)
-    oom_report: list = field(default_factory=list)
-    wall: dict = field(default_factory=dict)
-    num_vertices: int = 0
-    num_ops: int = 0
-    dims: dict = field(default_factory=dict)
-    casts: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    outputs: dict = field(default_factory=dict)      # emulated graph outputs (full numerics)
-    reference: dict = field(default_factory=dict)    # ONNX Runtime outputs on the same inputs
-    profile_path: str | None = None
-    config: dict = field(default_factory=dict)
-    weight_bytes_per_ipu: list = field(default_factory=list)  # ONNX weight bytes read by the nodes on each IPU
-    samples_per_second: float = 0.0  # whole system (all replicas), as ModelRun's
-    schedule: dict = field(default_factory=dict)  # as ModelRun's (docs/emulator.md "Schedule model")
-
 
 # Tolerance of an imported model's outputs, as a fraction of the output's largest magnitude (max |reference|),
 # per run precision.  A whole network's output error is a sum of per-op rounding errors, each bounded by the
@@ -284,7 +257,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                  timing_only=False, ipus=None, seed=0, inputs=None, progress=None, reference=True, training=False,
                  loss_output=None, lr=0.01, ipu_split=None, replicas=1, grad_accum=1, optimizer="sgd",
                  optimizer_state="onchip", optimizer_state_dtype="fp32", master_weights=False, rts=False,
-                 available_memory_proportion=None, reference_fp16=None, recompute=False, outline=True) -> OnnxRun:
+                 available_memory_proportion=None, reference_fp16=None, recompute=False, outline=True) -> RunResult:
     """Import the ONNX model at ``path`` and emulate one inference step on ``device``.
 
     ``batch`` / ``seq`` / ``dims`` ({name: value}) fix symbolic input dims; ``inputs`` is an .npz path
@@ -355,7 +328,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
         config["outline"] = False
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
-    wall.update(res.wall_seconds)
+    wall.update(res.wall)
     checks, got, ref = {}, {}, {}
     if res.fits and not timing_only:
         tick("checking numerics against ONNX Runtime", 0.8)
@@ -404,13 +377,13 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
         write_profile(profile_path, pd_)
         wall["write"] = time.perf_counter() - t3
     tick("done", 1.0)
-    return OnnxRun(path=str(path), fits=fits, total_cycles=total, seconds=seconds,
-                   profile_data=pd_, numeric_checks=checks, oom_report=oom, wall=wall,
-                   num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records), dims=lm.dims,
-                   casts=list(lm.casts), notes=list(low.notes), outputs=got, reference=ref,
-                   profile_path=str(output) if output else None, config=config,
-                   weight_bytes_per_ipu=list(low.weight_bytes_per_ipu), samples_per_second=float(sps),
-                   schedule=schedule)
+    return RunResult(path=str(path), fits=fits, total_cycles=total, seconds=seconds,
+                     profile_data=pd_, numeric_checks=checks, oom_report=oom, wall=wall,
+                     num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records), dims=lm.dims,
+                     casts=list(lm.casts), notes=list(low.notes), outputs=got, reference=ref,
+                     profile_path=str(output) if output else None, config=config,
+                     weight_bytes_per_ipu=list(low.weight_bytes_per_ipu), samples_per_second=float(sps),
+                     schedule=schedule)
 
 
 def _oom_from_memory(pd_, target) -> list:
@@ -424,8 +397,8 @@ def _oom_from_memory(pd_, target) -> list:
 
 def _schedule(lm, batch, ipus, scale, training, precision, be, res, pd_):
     """(schedule, samples per second, None or (fits, step cycles, step seconds)) of an ONNX run, shaped as
-    ModelRun's.  Training with replicas, accumulation or training-state options composes the step with
-    ``pipeline.compose_whole_graph`` (the bundled mlp / conv / gnn path: the emulated graph is one micro-batch
+    a bundled model's.  Training with replicas, accumulation or training-state options composes the step with
+    ``whole_graph.compose_whole_graph`` (the bundled mlp / conv / gnn path: the emulated graph is one micro-batch
     of one replica, its SGD update included; the training state is added to the profile's memory);
     otherwise one run of the graph is the step, on each of ``replicas`` data-parallel copies."""
     from types import SimpleNamespace
@@ -433,7 +406,7 @@ def _schedule(lm, batch, ipus, scale, training, precision, be, res, pd_):
     mb = samples_per_micro_batch(lm, batch)
     R = scale["replicas"]
     if training and any(scale[k] != SCALE_DEFAULTS[k] for k in SCALE_DEFAULTS):
-        from popvision_lite.emulator.models.pipeline import compose_whole_graph
+        from popvision_lite.emulator.models.whole_graph import compose_whole_graph
 
         cfg = SimpleNamespace(model="onnx", batch=mb, ipus=int(ipus), precision=precision, packing=1.0, **scale)
         schedule, fits, _ = compose_whole_graph(cfg, be, res, pd_)

@@ -1,0 +1,97 @@
+"""One distinct stage program of a pipelined BERT / GPT run, built and compiled once for ONE micro-batch
+(``transformer.build_bert_stage``) and reduced to what the step composition (pipeline.py) and the profile
+composition (pipeline_profile.py) read: each phase's cycles and steps, the per-tile weight and activation
+bytes, and the stage graph's own profile tables."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.compiler import compile_graph
+from popvision_lite.emulator.profile_builder import build_profile
+from popvision_lite.emulator.target import Target
+
+from .emulator_backend import EmulatorBackend
+from .transformer import build_bert_stage
+
+PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
+          "layer_bwd_ffn", "layer_bwd_att")
+ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
+
+
+class StageGraph:
+    """One distinct stage program, compiled (timing only)."""
+
+    def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
+                 amp: float | None = None):
+        be = EmulatorBackend(target, cfg.precision, needs_values=False,
+                             available_memory_proportion=cfg.amp_of(0) if amp is None else amp)
+        self.handles = build_bert_stage(be, cfg, stage, nstages)
+        self.be = be
+        phases = []
+        for name, _ in be.marks:
+            if name in PHASES:
+                phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
+        self.phase_names = [p.name for p in phases]
+        self.program = P.Sequence(phases, name=f"stage{stage if label is None else label}")
+        self.c = compile_graph(be.graph, self.program, outline=cfg.outline)
+        c = self.c
+        T = target.tiles_per_ipu
+        self.T = T
+        self.cycles = {}
+        self.steps = {}
+        self.lsteps = {}
+        top = {id(p): i for i, p in enumerate(phases)}
+        for info in c.progs:
+            if id(info.prog) in top and info.parent_id == 0:
+                nm = info.prog.name
+                self.cycles[nm] = int(c.prog_cycles[info.prog_id])
+                f, last = int(c.prog_first[info.prog_id]), int(c.prog_last[info.prog_id])
+                self.steps[nm] = c.seq[f:last + 1] if f >= 0 else np.zeros(0, np.int64)
+        # liveness step range of each phase (leaves are in program order)
+        parent = {info.prog_id: info.parent_id for info in c.progs}
+        pid_phase = {info.prog_id: info.prog.name for info in c.progs if info.parent_id == 0}
+        for ls, pid in enumerate(c.leaves):
+            q = pid
+            while q in parent and parent[q] not in (0, -1):
+                q = parent[q]
+            nm = pid_phase.get(q)
+            if nm is not None:
+                lo, hi = self.lsteps.get(nm, (ls, ls))
+                self.lsteps[nm] = (min(lo, ls), max(hi, ls))
+
+        def per_tile(tensors):
+            tot = np.zeros(T, np.int64)
+            for t in tensors:
+                tot += t.mapping.elements_per_tile(T)
+            return tot
+
+        h = self.handles
+        lp = h["layer_params"]
+        half = {"att": [t for n, t in lp.items() if n in ATT_PARAMS], "ffn": [t for n, t in lp.items() if n not in ATT_PARAMS]}
+        self.half_param_elems = {k: per_tile(v) for k, v in half.items()}  # per tile, one attention / FFN block
+        self.half_params = {k: int(sum(t.size for t in v)) for k, v in half.items()}
+        self.layer_param_elems = per_tile(lp.values())
+        self.extra_param_elems = per_tile(h["extra_params"])
+        self.layer_params = int(sum(t.size for t in lp.values()))
+        self.extra_params = int(sum(t.size for t in h["extra_params"]))
+        x = h["x"]
+        self.x_tile_bytes = x.mapping.elements_per_tile(T) * x.itemsize
+        lf = self.lsteps.get("layer_fwd_ffn")
+        ltb = c.liveness_tile_bytes
+        self.fwd_saved_tile_bytes = (ltb[lf[1]].astype(np.int64) if (lf and len(ltb)) else np.zeros(T, np.int64))
+        # the profile tables of this stage graph; then let the graph (vertex and field arrays) go, so
+        # peak memory is one stage graph, not all of them
+        self.base = build_profile(c, "timing", cfg.model, {})
+        self.num_vertices = sum(g.n for g in be.graph.groups)
+        self.num_ops = len(be.ctx.records)
+        self.outlined = {"copies": int(c.outlined_copies), "compute_sets": int(c.outlined_cs)}
+        self.x_size = int(x.size)
+        self.handles = None
+        self.be = None
+        self.program = None
+        c.graph = None
+        c.progs = None
+        c.copy_plans = None
+        c.tensor_tiles = None
