@@ -443,3 +443,35 @@ def test_copy_pieces_match_per_element_brute_force(mk2):
         for st, dt_, ln in zip(plan.src_tile, plan.dst_tile, plan.length, strict=True):
             got[(int(st), int(dt_))] = got.get((int(st), int(dt_)), 0) + int(ln)
         assert got == want, (trial, kind)
+        # each piece's mapping interval (carried for the tile-address lookup) is the one holding its
+        # first element
+        for elem, k, mp in ((plan.src_elem, plan.src_k, a.mapping), (plan.dst_elem, plan.dst_k, b.mapping)):
+            assert k is not None
+            assert np.array_equal(k, np.searchsorted(mp.start, elem, side="right") - 1), (trial, kind)
+
+
+def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
+    """A cross-tile piece whose same source elements also go to the other tile of its shared exchange
+    bus (2k, 2k + 1) counts half on each; every other piece counts whole."""
+    from popvision_lite.emulator import cost_model as cm
+    from popvision_lite.emulator.compile.compiled import CopyPlan
+
+    assert int(mk2.em["tiles_per_shared_exchange_bus"]) == 2
+    rng = np.random.default_rng(5)
+    T = mk2.num_tiles
+    for trial in range(30):
+        n = int(rng.integers(2, 60))
+        src_elem = rng.integers(0, 8, n) * 16
+        length = rng.integers(1, 4, n) * (1 if trial % 2 else 4)
+        dst_tile = rng.integers(0, 8, n)
+        src_tile = rng.integers(0, 8, n)
+        plan = CopyPlan(src_elem, src_elem, length, src_tile, dst_tile)
+        cross = src_tile != dst_tile
+        isz = 2 if trial % 3 else 4
+        nbytes = length * isz
+        want = np.zeros(T)
+        for i in np.nonzero(cross)[0]:
+            partner = cross & (src_elem == src_elem[i]) & (length == length[i]) & (dst_tile == (dst_tile[i] ^ 1))
+            want[dst_tile[i]] += nbytes[i] / 2 if partner.any() else nbytes[i]
+        got = cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes)
+        assert np.array_equal(got, np.ceil(want).astype(np.int64)), trial
