@@ -146,16 +146,25 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
     share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
     if share == 2 and len(dst) > 1 and T % 2 == 0:
         # one sorted int64 key per received piece: (source piece, length, destination tile).  With T
-        # even, key ^ 1 is the same piece received by the bus partner (dst ^ 1); searching the sorted
-        # keys for the sorted partners reads memory in order (random queries cost ~10x more).  The
-        # destination and the bytes come back out of the key, so no per-piece gather is needed;
-        # the sums are of multiples of 0.5, exact in float64 in any order.
+        # even, key ^ 1 is the same piece received by the bus partner (dst ^ 1): for an even key the
+        # next distinct key, for an odd one the previous, so one pass over the sorted keys finds the
+        # partners (a search per piece cost several times more).  The destination and the bytes come
+        # back out of the key, so no per-piece gather is needed; the sums are of multiples of 0.5,
+        # exact in float64 in any order.
         L1 = int(plan.length.max()) + 1
         isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
         v = np.sort((plan.src_elem[cross] * L1 + plan.length[cross]) * T + dst)
-        partner = v ^ 1
-        pos = np.searchsorted(v, partner)
-        hit = (pos < len(v)) & (v[np.minimum(pos, len(v) - 1)] == partner)
+        first = np.empty(len(v), bool)
+        first[0] = True
+        np.not_equal(v[1:], v[:-1], out=first[1:])
+        u = v if first.all() else v[first]  # distinct keys
+        has_next = np.zeros(len(u), bool)
+        has_next[:-1] = u[1:] == u[:-1] + 1
+        has_prev = np.zeros(len(u), bool)
+        has_prev[1:] = has_next[:-1]
+        hit = np.where(u & 1, has_prev, has_next)
+        if u is not v:
+            hit = hit[np.cumsum(first) - 1]
         w = ((v // T) % L1 * isz).astype(np.float64)
         w[hit] /= 2
         dst = v % T
