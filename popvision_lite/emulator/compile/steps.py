@@ -74,20 +74,49 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     if total == 0:
         z = np.zeros(0, np.int64)
         return CopyPlan(z, z, z, z, z)
-    soff = np.cumsum(sl) - sl
-    doff = np.cumsum(dl) - dl
     # fast path: pair the runs one to one (a single contiguous side is cut to the other's runs);
     # when every run lies inside one mapping interval on both sides, the runs are the pieces
     qs, ql, qd, qdl = ss, sl, ds, dl
     if len(ds) == 1 and len(ss) > 1:
-        qd, qdl = ds[0] + soff, sl
+        qd, qdl = ds[0] + np.cumsum(sl) - sl, sl
     elif len(ss) == 1 and len(ds) > 1:
-        qs, ql = ss[0] + doff, dl
+        qs, ql = ss[0] + np.cumsum(dl) - dl, dl
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
         ks = np.searchsorted(sm.start, qs, side="right") - 1
         kd = np.searchsorted(dm.start, qd, side="right") - 1
-        if np.all(qs + ql <= sm.stop[ks]) and np.all(qd + ql <= dm.stop[kd]):
+        ok = (qs + ql <= sm.stop[ks]) & (qd + ql <= dm.stop[kd])
+        if ok.all():
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
+        # the runs that cross an interval boundary are cut like any copy, the others are whole
+        # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
+        bad = np.nonzero(~ok)[0]
+        sub, sub_run = _cut_runs(qs[bad], ql[bad], sm, qd[bad], ql[bad], dm)
+        per_run = np.ones(len(qs), np.int64)
+        per_run[bad] = np.bincount(sub_run, minlength=len(bad))
+        first = np.cumsum(per_run) - per_run
+        n = int(per_run.sum())
+        whole = np.nonzero(ok)[0]
+        at_whole = first[whole]
+        sub_first = np.cumsum(per_run[bad]) - per_run[bad]
+        at_sub = first[bad][sub_run] + np.arange(len(sub_run)) - sub_first[sub_run]
+        out = []
+        for whole_v, sub_v in ((qs, sub.src_elem), (qd, sub.dst_elem), (ql, sub.length),
+                               (ks, sub.src_k), (kd, sub.dst_k)):
+            a = np.empty(n, np.int64)
+            a[at_whole] = whole_v[whole]
+            a[at_sub] = sub_v
+            out.append(a)
+        se, de, ln, pks, pkd = out
+        return CopyPlan(se, de, ln, sm.tile[pks], dm.tile[pkd], pks, pkd)
+    return _cut_runs(ss, sl, sm, ds, dl, dm)[0]
+
+
+def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
+    """Cut a copy of source runs (ss, sl) to destination runs (ds, dl) at every run and mapping
+    interval boundary of both sides: the pieces in copy order, and each piece's source run."""
+    total = int(sl.sum())
+    soff = np.cumsum(sl) - sl
+    doff = np.cumsum(dl) - dl
     cuts = [soff, doff]
     sides = []
     for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
@@ -117,7 +146,7 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     # large mapping were the costliest part of cutting pieces)
     ks, kd = ((lo[r] - 1) + np.searchsorted(side_cuts, pos, side="right") - first[r]
               for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
-    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd)
+    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
 
 
 def compile_execute(c: Compiled, info: ProgInfo) -> None:
