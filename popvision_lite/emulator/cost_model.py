@@ -138,18 +138,36 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
     """Per-tile receive bytes that set the exchange time: Poplar's planners credit two consecutive
     tiles (2k, 2k + 1: a shared exchange bus, spec ``tiles_per_shared_exchange_bus``) that receive
     the same data with twice the bandwidth (poplibs popops/ExchangeEstimator.cpp getCycles,
-    poplin/ExchangeEstimator.hpp), so such a piece counts half on each of the two tiles."""
+    poplin/ExchangeEstimator.hpp), so such a piece counts half on each of the two tiles.
+    ``nbytes``: each piece's length times the element size."""
     T = target.num_tiles
     dst = plan.dst_tile[cross]
     w = nbytes[cross].astype(np.float64)
     share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
-    if share == 2 and len(dst) > 1:
-        key = (plan.src_elem[cross] * (int(plan.length.max()) + 1) + plan.length[cross]) * T
-        mine = np.sort(key + dst)
-        partner = key + (dst ^ 1)
-        pos = np.searchsorted(mine, partner)
-        hit = (pos < len(mine)) & (mine[np.minimum(pos, len(mine) - 1)] == partner)
-        w = np.where(hit, w / 2, w)
+    if share == 2 and len(dst) > 1 and T % 2 == 0:
+        # one sorted int64 key per received piece: (source piece, length, destination tile).  With T
+        # even, key ^ 1 is the same piece received by the bus partner (dst ^ 1): for an even key the
+        # next distinct key, for an odd one the previous, so one pass over the sorted keys finds the
+        # partners (a search per piece cost several times more).  The destination and the bytes come
+        # back out of the key, so no per-piece gather is needed; the sums are of multiples of 0.5,
+        # exact in float64 in any order.
+        L1 = int(plan.length.max()) + 1
+        isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
+        v = np.sort((plan.src_elem[cross] * L1 + plan.length[cross]) * T + dst)
+        first = np.empty(len(v), bool)
+        first[0] = True
+        np.not_equal(v[1:], v[:-1], out=first[1:])
+        u = v if first.all() else v[first]  # distinct keys
+        has_next = np.zeros(len(u), bool)
+        has_next[:-1] = u[1:] == u[:-1] + 1
+        has_prev = np.zeros(len(u), bool)
+        has_prev[1:] = has_next[:-1]
+        hit = np.where(u & 1, has_prev, has_next)
+        if u is not v:
+            hit = hit[np.cumsum(first) - 1]
+        w = ((v // T) % L1 * isz).astype(np.float64)
+        w[hit] /= 2
+        dst = v % T
     return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
 
 

@@ -443,3 +443,75 @@ def test_copy_pieces_match_per_element_brute_force(mk2):
         for st, dt_, ln in zip(plan.src_tile, plan.dst_tile, plan.length, strict=True):
             got[(int(st), int(dt_))] = got.get((int(st), int(dt_)), 0) + int(ln)
         assert got == want, (trial, kind)
+        # each piece's mapping interval (carried for the tile-address lookup) is the one holding its
+        # first element
+        for elem, k, mp in ((plan.src_elem, plan.src_k, a.mapping), (plan.dst_elem, plan.dst_k, b.mapping)):
+            assert k is not None
+            assert np.array_equal(k, np.searchsorted(mp.start, elem, side="right") - 1), (trial, kind)
+
+
+def _runs_view(g, rng, name, n, lens, max_cuts):
+    """A view of a new tensor of n elements (mapped in random intervals on 8 tiles): runs of the given
+    lengths, in a random order, placed apart so that no two runs join."""
+    cuts = np.sort(rng.choice(np.arange(1, n), size=int(rng.integers(0, max_cuts)), replace=False))
+    t = g.add_variable(name, (n,), "float32", mapping=M.intervals(
+        rng.integers(0, 8, len(cuts) + 1), np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])))
+    m = int(lens.sum())
+    order = rng.permutation(len(lens))
+    step = lens[order] + 1
+    base = np.cumsum(step) - step + rng.integers(0, n - m - len(lens) + 1)
+    at = np.empty(len(lens), np.int64)
+    at[order] = base
+    return TensorView(t, np.concatenate([np.arange(a, a + k) for a, k in zip(at, lens, strict=True)]), (m,))
+
+
+def test_paired_runs_cut_only_where_they_cross_equal_cutting_every_run(mk2):
+    """Runs paired one to one between the endpoints: cutting only the runs that cross a mapping
+    interval boundary (the others are whole pieces) gives exactly the pieces, in order, of cutting
+    every run."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(3)
+    partial = 0
+    for trial in range(40):
+        g = Graph(mk2)
+        n = 600
+        lens = rng.integers(1, 9, 60)
+        lens = lens[np.cumsum(lens) <= 300]
+
+        src, dst = (_runs_view(g, rng, f"{x}{trial}", n, lens, 6 if trial % 2 else 40) for x in "ab")
+        got = S._copy_pieces_runs(src, dst)
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        partial += len(ss) == len(ds) and np.array_equal(sl, dl) and len(want.length) > len(ss)
+    assert partial >= 10  # most trials pair the runs and cut some of them
+
+
+def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
+    """A cross-tile piece whose same source elements also go to the other tile of its shared exchange
+    bus (2k, 2k + 1) counts half on each; every other piece counts whole."""
+    from popvision_lite.emulator import cost_model as cm
+    from popvision_lite.emulator.compile.compiled import CopyPlan
+
+    assert int(mk2.em["tiles_per_shared_exchange_bus"]) == 2
+    rng = np.random.default_rng(5)
+    T = mk2.num_tiles
+    for trial in range(30):
+        n = int(rng.integers(2, 60))
+        src_elem = rng.integers(0, 8, n) * 16
+        length = rng.integers(1, 4, n) * (1 if trial % 2 else 4)
+        dst_tile = rng.integers(0, 8, n)
+        src_tile = rng.integers(0, 8, n)
+        plan = CopyPlan(src_elem, src_elem, length, src_tile, dst_tile)
+        cross = src_tile != dst_tile
+        isz = 2 if trial % 3 else 4
+        nbytes = length * isz
+        want = np.zeros(T)
+        for i in np.nonzero(cross)[0]:
+            partner = cross & (src_elem == src_elem[i]) & (length == length[i]) & (dst_tile == (dst_tile[i] ^ 1))
+            want[dst_tile[i]] += nbytes[i] / 2 if partner.any() else nbytes[i]
+        got = cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes)
+        assert np.array_equal(got, np.ceil(want).astype(np.int64)), trial

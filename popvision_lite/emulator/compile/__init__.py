@@ -124,7 +124,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
             pass  # empty sequence
         else:
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
-    for k in ("_copy_memo",):
+    for k in ("_copy_memo", "_sig_memo"):
         c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
     for info in c.progs:
         if isinstance(info.prog, P.Repeat):

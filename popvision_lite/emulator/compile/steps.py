@@ -74,21 +74,51 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     if total == 0:
         z = np.zeros(0, np.int64)
         return CopyPlan(z, z, z, z, z)
-    soff = np.cumsum(sl) - sl
-    doff = np.cumsum(dl) - dl
     # fast path: pair the runs one to one (a single contiguous side is cut to the other's runs);
     # when every run lies inside one mapping interval on both sides, the runs are the pieces
     qs, ql, qd, qdl = ss, sl, ds, dl
     if len(ds) == 1 and len(ss) > 1:
-        qd, qdl = ds[0] + soff, sl
+        qd, qdl = ds[0] + np.cumsum(sl) - sl, sl
     elif len(ss) == 1 and len(ds) > 1:
-        qs, ql = ss[0] + doff, dl
+        qs, ql = ss[0] + np.cumsum(dl) - dl, dl
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
         ks = np.searchsorted(sm.start, qs, side="right") - 1
         kd = np.searchsorted(dm.start, qd, side="right") - 1
-        if np.all(qs + ql <= sm.stop[ks]) and np.all(qd + ql <= dm.stop[kd]):
+        ok = (qs + ql <= sm.stop[ks]) & (qd + ql <= dm.stop[kd])
+        if ok.all():
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
+        # the runs that cross an interval boundary are cut like any copy, the others are whole
+        # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
+        bad = np.nonzero(~ok)[0]
+        sub, sub_run = _cut_runs(qs[bad], ql[bad], sm, qd[bad], ql[bad], dm)
+        per_run = np.ones(len(qs), np.int64)
+        per_run[bad] = np.bincount(sub_run, minlength=len(bad))
+        first = np.cumsum(per_run) - per_run
+        n = int(per_run.sum())
+        whole = np.nonzero(ok)[0]
+        at_whole = first[whole]
+        sub_first = np.cumsum(per_run[bad]) - per_run[bad]
+        at_sub = first[bad][sub_run] + np.arange(len(sub_run)) - sub_first[sub_run]
+        out = []
+        for whole_v, sub_v in ((qs, sub.src_elem), (qd, sub.dst_elem), (ql, sub.length),
+                               (ks, sub.src_k), (kd, sub.dst_k)):
+            a = np.empty(n, np.int64)
+            a[at_whole] = whole_v[whole]
+            a[at_sub] = sub_v
+            out.append(a)
+        se, de, ln, pks, pkd = out
+        return CopyPlan(se, de, ln, sm.tile[pks], dm.tile[pkd], pks, pkd)
+    return _cut_runs(ss, sl, sm, ds, dl, dm)[0]
+
+
+def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
+    """Cut a copy of source runs (ss, sl) to destination runs (ds, dl) at every run and mapping
+    interval boundary of both sides: the pieces in copy order, and each piece's source run."""
+    total = int(sl.sum())
+    soff = np.cumsum(sl) - sl
+    doff = np.cumsum(dl) - dl
     cuts = [soff, doff]
+    sides = []
     for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
         b = mp.start
         lo = np.searchsorted(b, starts, side="right")
@@ -97,7 +127,11 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
         if cnt.sum():
             idx = _ranges_index(lo, cnt)
             run = np.repeat(np.arange(len(starts)), cnt)
-            cuts.append(off[run] + b[idx] - starts[run])
+            side_cuts = off[run] + b[idx] - starts[run]
+            cuts.append(side_cuts)
+        else:
+            side_cuts = np.zeros(0, np.int64)
+        sides.append((lo, side_cuts, np.cumsum(cnt) - cnt))
     pos = _sorted_unique(np.concatenate(cuts))
     pos = pos[(pos >= 0) & (pos < total)]
     length = np.diff(np.append(pos, total))
@@ -105,10 +139,14 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     rd = np.searchsorted(doff, pos, side="right") - 1
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
-    # every copied element is mapped (check_graph), so each lies in interval k
-    ks = np.searchsorted(sm.start, src_elem, side="right") - 1
-    kd = np.searchsorted(dm.start, dst_elem, side="right") - 1
-    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd)
+    # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
+    # run's first element (lo - 1) plus the side's interval boundaries inside the run up to it.  The
+    # boundaries (side_cuts) are ascending in copy order, so this searches ascending positions in a
+    # short array instead of each element in the whole mapping (the same k; random queries into a
+    # large mapping were the costliest part of cutting pieces)
+    ks, kd = ((lo[r] - 1) + np.searchsorted(side_cuts, pos, side="right") - first[r]
+              for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
+    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
 
 
 def compile_execute(c: Compiled, info: ProgInfo) -> None:
@@ -153,15 +191,27 @@ def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
     in both tiles' memory are one contiguous transfer (a pattern of stride = length).
     Returns (src tile, dst tile, pieces) per pattern."""
     idx = np.nonzero(mask)[0]
-    if len(idx) == 0:
-        z = np.zeros(0, np.int64)
-        return z, z, z
     se_all = plan.src_elem if src_addr is None else src_addr
     de_all = plan.dst_elem if dst_addr is None else dst_addr
-    st, dt, se, de, ln = (plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], de_all[idx], plan.length[idx])
+    st, dt, se, ln, ii = _pattern_order(plan, idx, se_all)
+    return _pattern_units(st, dt, se, se if de_all is se_all else de_all[ii], ln)
+
+
+def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray):
+    """The pieces ``idx`` sorted by (source tile, destination tile, source position), stable:
+    (src tile, dst tile, src position, length, piece index) in that order."""
+    st, dt, se = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx]
     order = _lexsort3(se, dt, st)
-    st, dt, se, de, ln = st[order], dt[order], se[order], de[order], ln[order]
+    ii = idx[order]
+    return st[order], dt[order], se[order], plan.length[ii], ii
+
+
+def _pattern_units(st, dt, se, de, ln) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """code_patterns on pieces already in _pattern_order, ``de`` their destination positions."""
     n = len(st)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
     new = np.ones(n, bool)
     if n > 1:
         same = (st[1:] == st[:-1]) & (dt[1:] == dt[:-1]) & (ln[1:] == ln[:-1])  # pair j-1 -> j
@@ -278,11 +328,18 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
     for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
         if mask.any():
-            # receive side: patterns per (source tile, destination tile), charged to the receiver
-            _ps, pd_, cnt = code_patterns(plan, mask, src_addr, dst_addr)
+            send = mask & sent_once
+            if np.array_equal(send, mask):
+                # no multicast among these pieces: both sides take the same pieces in the same order
+                st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
+                _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+                ps_, _pd, cnt_s = _pattern_units(st, dt, se, se, ln)
+            else:
+                # receive side: patterns per (source tile, destination tile), charged to the receiver
+                _ps, pd_, cnt = code_patterns(plan, mask, src_addr, dst_addr)
+                # send side: patterns of the distinct source pieces, charged to the sender
+                ps_, _pd, cnt_s = code_patterns(plan, send, src_addr, src_addr)
             per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
-            # send side: patterns of the distinct source pieces, charged to the sender
-            ps_, _pd, cnt_s = code_patterns(plan, mask & sent_once, src_addr, src_addr)
             per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             c.add_mem(cat, pd_, per_r)
             c.add_mem(cat, ps_, per_s)
@@ -374,8 +431,16 @@ def copy_signature(c: Compiled, prog, plan: CopyPlan | None):
     the op is outlined into a subgraph with its own operand buffers."""
     if plan is None or len(plan.length) == 0:
         return None
-    return digest(plan.src_tile, plan.dst_tile, plan.length, plan.src_elem - plan.src_elem.min(),
-                   plan.dst_elem - plan.dst_elem.min(), np.array([prog.src.tensor.itemsize]))
+    # a copy that replayed an earlier one's effects on the same tiles shares its plan object
+    # (compile_copy), so that plan's signature is known; keyed by the plan, kept alive beside it
+    memo = c.__dict__.setdefault("_sig_memo", {})
+    hit = memo.get(id(plan))
+    if hit is not None and hit[0] is plan and hit[1] == prog.src.tensor.itemsize:
+        return hit[2]
+    sig = digest(plan.src_tile, plan.dst_tile, plan.length, plan.src_elem - plan.src_elem.min(),
+                 plan.dst_elem - plan.dst_elem.min(), np.array([prog.src.tensor.itemsize]))
+    memo[id(plan)] = (plan, prog.src.tensor.itemsize, sig)
+    return sig
 
 
 def expand(c: Compiled) -> None:

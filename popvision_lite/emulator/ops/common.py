@@ -15,7 +15,8 @@ from popvision_lite.emulator.ops.context import OpContext, View
 
 def _nbytes(x) -> int:
     if isinstance(x, View):
-        return int(x.index.size) * x.base.itemsize
+        # from the shape: reading ``index`` would build a lazy transpose's whole index array
+        return int(np.prod(x.shape, dtype=np.int64)) * x.base.itemsize
     return int(x.nbytes)
 
 
