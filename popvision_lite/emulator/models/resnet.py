@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator.ops.norm_pool import conv_windows, global_windows
+from popvision_lite.emulator.ops.pooling import conv_windows, global_windows
 
 from .building import Built, _Values, stage_of
 
