@@ -201,11 +201,13 @@ class WindowSum(_WindowCodelet):
 
 
 class MaxPoolGrad(Codelet):
-    """dx (rows of ``row``) = sum over the k windows that read the row of dy_w * (x == y_w);
-    ``y`` and ``dy`` hold the k windows' forward outputs and gradients (rows of k * row)."""
+    """dx (rows of ``row``) = sum over the windows that read the row of dy_w * (x == y_w), as poplibs'
+    ``MaxPoolingGrad``: ``y`` and ``dy`` hold the forward outputs and gradients of the windows the
+    tile's input rows are read by, once each (rows of ``row``); ``work`` lists, for each input row,
+    the ``k`` rows of ``y`` / ``dy`` it reads (-1 = none), counted from the vertex's own ``y`` region."""
 
     name = "MaxPoolingGradRows"
-    fields = {"x": "in", "y": "in", "dy": "in", "out": "out"}
+    fields = {"x": "in", "y": "in", "dy": "in", "work": "in", "out": "out"}
     code_bytes = 640
     state_bytes = 20
 
@@ -221,10 +223,13 @@ class MaxPoolGrad(Codelet):
             if not isinstance(group.fields[fname], Regions):
                 raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
         fx, fo = group.fields["x"].sizes, group.fields["out"].sizes
-        if (not np.array_equal(fx, fo) or np.any(fo % row) or not np.array_equal(group.fields["y"].sizes, fo * k)
-                or not np.array_equal(group.fields["dy"].sizes, fo * k)):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': x/out rows of {row}, y/dy {k} windows "
-                                "per row")
+        fy, fdy = group.fields["y"].sizes, group.fields["dy"].sizes
+        if (not np.array_equal(fx, fo) or np.any(fo % row) or not np.array_equal(fy, fdy) or np.any(fy % row)
+                or not np.array_equal(group.fields["work"].sizes, fo // row * k)):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': x/out and y/dy rows of {row}, "
+                                f"{k} work-list entries per row of out")
+        if group.fields["work"].tensor.dtype != "int32":
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field 'work' must be int32")
 
     def cycles(self, group, target):
         row, k = self._dims(group)
@@ -238,11 +243,16 @@ class MaxPoolGrad(Codelet):
     def compute(self, group, data):
         row, k = self._dims(group)
         x = _f32(group.fields["x"].gather(data)).reshape(-1, 1, row)
-        y = _f32(group.fields["y"].gather(data)).reshape(-1, k, row)
-        dy = _f32(group.fields["dy"].gather(data)).reshape(-1, k, row)
+        y = _f32(group.fields["y"].gather(data)).reshape(-1, row)
+        dy = _f32(group.fields["dy"].gather(data)).reshape(-1, row)
+        work = group.fields["work"].gather(data).astype(np.int64).reshape(-1, k)
+        # a vertex's work list counts from its own y / dy region; the gathers concatenate every vertex's
+        rows_y = group.fields["y"].sizes // row
+        base = np.repeat(np.cumsum(rows_y) - rows_y, group.fields["out"].sizes // row)
+        idx = np.where(work >= 0, work + base[:, None], 0)
+        hit = (dy[idx] * (x == y[idx])) * (work >= 0)[:, :, None]
         f = group.fields["out"]
-        f.scatter(data, (dy * (x == y)).sum(1).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
-
+        f.scatter(data, hit.sum(1).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
 
 
 WINDOW_MAX = WindowMax()
@@ -395,26 +405,59 @@ def avg_pool_bwd(ctx: OpContext, dy, index, n_rows: int, name: str):
 
 
 def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
-    """dx of max pooling: every element equal to its window's max gets the window's gradient."""
+    """dx of max pooling: every element equal to its window's max gets the window's gradient.
+
+    As poplibs' pooling gradient (``popnn/PoolVertices.cpp`` ``generateVertices``: each tile's vertex
+    reads one slice of the pooled gradient and of the forward output, and a ``workList`` of
+    unsigned-short offsets into them): the input rows (and dx) spread over the tiles; each tile receives
+    the forward output and gradient of the windows its rows are read by once each, not once per reading
+    row, and a work list per row names them.  The work lists are an int32 constant (poplibs: 16-bit)."""
     index = np.asarray(index)
     c = x.shape[-1]
     R_in = int(np.prod(x.shape)) // c
     inv = invert_windows(index, R_in)
     kc = inv.shape[1]
     win = np.where(inv >= 0, inv // index.shape[1], -1)
-    op = ctx.begin_op(name, "max_pool_bwd", plan=f"{R_in} rows of {c}, up to {kc} windows each; forward output "
-                      "and gradient gathered per input row", min_bytes=3 * _basic()._nbytes(x))
-    yw = gather_windows(ctx, y, win, op, 0.0, label="fwd_out")
-    dyw = gather_windows(ctx, dy, win, op, 0.0, mapping=yw.mapping, label="grad_windows")
-    rows_map = _per_row_mapping(ctx, yw, kc)
+    op = ctx.begin_op(name, "max_pool_bwd", plan=f"{R_in} rows of {c}, up to {kc} windows each; each tile "
+                      "receives its windows' forward output and gradient once, work lists per row",
+                      min_bytes=3 * _basic()._nbytes(x))
+    rows_map = ctx.row_mapping(R_in, c)
+    r0, r1 = rows_map.start // c, rows_map.stop // c
+    # per tile interval: the windows its rows read (once each) and each row's positions among them
+    work = np.full((R_in, kc), -1, dtype=np.int64)
+    used = []
+    for a, b in zip(r0.tolist(), r1.tolist(), strict=True):
+        w = win[a:b]
+        u, pos = np.unique(w[w >= 0], return_inverse=True)
+        work[a:b][w >= 0] = pos
+        used.append(u)
+    counts = np.array([len(u) for u in used], dtype=np.int64)
+    off = np.cumsum(counts) - counts
+    keep = counts > 0
+    local_map = M.intervals(rows_map.tile[keep], off[keep] * c, (off + counts)[keep] * c)
+    total = int(counts.sum())
+    src = np.concatenate(used) if used else np.zeros(0, np.int64)
+    ys, yd, yl = _window_runs(src[None, :])
+    bufs = []
+    for t, label in ((y, "fwd_out"), (dy, "grad_windows")):
+        tt = _as_tensor(ctx, t, f"{label}_src", op)
+        buf = ctx.variable(f"{op}/{label}", (total, c), tt.dtype, mapping=local_map, op=op)
+        if len(ys):
+            ctx.add(P.Copy(tt.regions(ys * c, yl * c), buf.regions(yd * c, yl * c), name=f"{op}/gather_{label}",
+                           op=op))
+        bufs.append(buf)
+    yw, dyw = bufs
+    wl = ctx.graph.add_constant(ctx.unique(f"{op}/work_list"), work.astype(np.int32), "int32",
+                                mapping=M.intervals(rows_map.tile, r0 * kc, r1 * kc), op=op)
     xt = _basic().materialize(ctx, x, "x", op, mapping=rows_map, shape=(R_in, c))
     out = ctx.variable(op, (R_in, c), ctx.dtype, mapping=rows_map, op=op)
     tiles, starts, sizes = M.worker_split(xt, workers=ctx.target.threads_per_tile, grain=c)
+    iv = np.searchsorted(rows_map.start, starts, side="right") - 1
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     ctx.graph.add_vertices(cs, MAX_POOL_GRAD, tiles=tiles, fields={
-        "x": xt.regions(starts, sizes), "y": yw.regions(starts * kc, sizes * kc),
-        "dy": dyw.regions(starts * kc, sizes * kc), "out": out.regions(starts, sizes)},
-        params={"row": np.int64(c), "k": np.int64(kc)})
+        "x": xt.regions(starts, sizes), "y": yw.regions(off[iv] * c, counts[iv] * c),
+        "dy": dyw.regions(off[iv] * c, counts[iv] * c), "work": wl.regions(starts // c * kc, sizes // c * kc),
+        "out": out.regions(starts, sizes)}, params={"row": np.int64(c), "k": np.int64(kc)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return out
 
