@@ -272,3 +272,16 @@ def test_max_pool_gradient_reads_each_window_once_per_tile():
     # a window lands on each tile whose rows read it, once: fewer rows than the input's (the gathered
     # copies were one per reading row, up to 4 per input row here)
     assert rows_out <= bufs[0].shape[0] < rows_in
+
+
+def test_global_average_pool_gradient_is_a_broadcast():
+    """Global pooling's gradient is the scaled pooled gradient copied to its rows (poplibs'
+    substPoolingGradientWithBroadcast): no window buffer beside the output, no pooling vertices."""
+    n, hw, c = 4, 49, 32
+    em = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
+    dy = em.input("dy", np.ones((n, c), np.float32))
+    out = em.avg_pool_bwd(dy, PL.global_windows(n, hw), n * hw, "gap_bwd")
+    assert out.shape == (n * hw, c)
+    made = [t for t in em.graph.tensors if t.op is not None and "gap_bwd" in t.op]
+    assert sum(t.size for t in made) == n * hw * c + n * c  # the output and the scaled gradient
+    assert not any(g.codelet is PL.WINDOW_SUM for g in em.graph.groups)

@@ -29,6 +29,7 @@ from popvision_lite.emulator.estimators import popnn
 from popvision_lite.emulator.estimators.popops import vectors
 from popvision_lite.emulator.graph import DTYPES, Regions
 from popvision_lite.emulator.ops.codelets import _f32
+from popvision_lite.emulator.ops.common import _elementwise_cs
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.errors import EmulatorError
 
@@ -398,10 +399,24 @@ def col2im(ctx: OpContext, dcols, index, n_rows: int, name: str):
 
 
 def avg_pool_bwd(ctx: OpContext, dy, index, n_rows: int, name: str):
+    """dx of average pooling: each input row gets the sum of its windows' gradients / window size.
+
+    Global pooling (one window over all of an image's rows, no padding) is what poplibs replaces with a
+    broadcast (``popnn/Pooling.cpp`` ``substPoolingGradientWithBroadcast``): the pooled gradient scaled
+    once, then copied to every row of its window; no window buffer."""
     index = np.asarray(index)
+    k = index.shape[1]
     inv = invert_windows(index, n_rows)
-    win = np.where(inv >= 0, inv // index.shape[1], -1)
-    return pool(ctx, dy, win, "sum", name, scale=1.0 / index.shape[1])
+    win = np.where(inv >= 0, inv // k, -1)
+    if index.size == n_rows and np.array_equal(index.ravel(), np.arange(n_rows)):
+        c = dy.shape[-1]
+        op = ctx.begin_op(name, "avg_pool", plan=f"{index.shape[0]} windows of {k} rows of {c}: the gradient "
+                          f"scaled by 1/{k}, then broadcast to the rows", min_bytes=n_rows * c * 2)
+        dyt = _as_tensor(ctx, dy, "dy", op)
+        scaled = ctx.variable(f"{op}/scaled", dyt.shape, ctx.dtype, mapping=dyt.mapping, op=op)
+        _elementwise_cs(ctx, C.SCALE, {"in": dyt}, scaled, op, f"{op}/scale", params={"scale": np.float32(1.0 / k)})
+        return gather_windows(ctx, scaled, win, op, label="broadcast")
+    return pool(ctx, dy, win, "sum", name, scale=1.0 / k)
 
 
 def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
