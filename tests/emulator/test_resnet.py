@@ -77,9 +77,10 @@ def test_recompute_keeps_block_inputs_only():
     b = run_model(make_config("resnet-tiny", batch=2, recompute=True), timing_only=True)
     assert a.fits and b.fits
     # the peak is the stem's im2col (3 channels -> 147 per window) in both; over the step, only the
-    # block inputs stay live between the forward and the backward pass
+    # block inputs stay live between the forward and the backward pass (without recomputation the blocks
+    # keep their activations - a convolution's input, not its windows)
     la, lb = a.profile_data.liveness_steps.total_bytes, b.profile_data.liveness_steps.total_bytes
-    assert lb.mean() < la.mean() / 3
+    assert lb.mean() < la.mean() / 2
     names = list(b.profile_data.ops.name)
     # the blocks' recomputation re-runs their forward programs (the same code); the stem's is rebuilt
     progs = set(b.profile_data.programs.name)

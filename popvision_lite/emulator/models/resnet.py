@@ -102,7 +102,10 @@ def conv(be, x, w, geom: _Geom, k, stride, name):
         return be.matmul(x, w, name + "/matmul"), (x, None, geom, k, stride), geom
     idx, og = geom.windows(k, stride, k // 2)
     cols = be.gather_windows(x, idx, name + "/im2col")
-    return be.matmul(cols, w, name + "/matmul"), (cols, idx, geom, k, stride), og
+    # the backward pass keeps the activation, not its windows: the weight-update convolution reads the
+    # forward input (poplin::calculateWeightDeltas(graph, zDeltas, activations, ...)); windows are k*k times
+    # the activation and are gathered again where dw needs them
+    return be.matmul(cols, w, name + "/matmul"), (x, idx, geom, k, stride), og
 
 
 def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
@@ -115,7 +118,8 @@ def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
 def conv_bwd(be, cache, w, dy, name, need_dx=True):
     """(dx, dw).  Stride 1 with same padding: dx = im2col(dy) @ flipped kernel (the windows of a
     stride-1 same-padded conv are symmetric); otherwise dx = col2im(dy @ W^T)."""
-    cols, idx, geom, k, stride = cache
+    x, idx, geom, k, stride = cache
+    cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
     dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
     if not need_dx:
         return None, dw
