@@ -232,14 +232,17 @@ def _params(be, rv, cfg, reps=None):
 
 
 def _bn_relu(be, x, gb, name, relu=True):
+    """Batch norm (+ ReLU); the cache keeps what the backward pass reads: the norm's input and statistics,
+    and the ReLU's output (its gradient mask, as TensorFlow's ReluGrad takes; it is the next
+    convolution's input, kept anyway), not the normalised values."""
     y, mean, invstd = be.batch_norm(x, gb[0], gb[1], name)
     a = be.relu(y, name + "_relu") if relu else y
-    return a, (x, y, mean, invstd)
+    return a, (x, a if relu else None, mean, invstd)
 
 
 def _bn_relu_bwd(be, c, gb, da, name, relu=True):
-    x, y, mean, invstd = c
-    dy = be.relu_bwd(y, da, name + "_relu_bwd") if relu else da
+    x, a, mean, invstd = c
+    dy = be.relu_bwd(a, da, name + "_relu_bwd") if relu else da
     return be.batch_norm_bwd(x, dy, mean, invstd, gb[0], name + "_bwd")
 
 
