@@ -275,14 +275,14 @@ def _block_fwd(be, p, x, geom, stride, down):
         sc, c["bn_down"] = _bn_relu(be, zd, p["bn_down"], "bn_down", relu=False)
     else:
         sc = x
-    r = be.add(y3, sc, "residual")
-    c["r"] = r
-    return be.relu(r, "relu"), c, og
+    out = be.relu(be.add(y3, sc, "residual"), "relu")
+    c["out"] = out  # the ReLU's gradient mask (its output, as ReluGrad takes): the next block's input
+    return out, c, og
 
 
 def _block_bwd(be, p, c, dout, down):
     g = {}
-    dr = be.relu_bwd(c["r"], dout, "relu_bwd")
+    dr = be.relu_bwd(c["out"], dout, "relu_bwd")
     dz3, g["bn3_gamma"], g["bn3_beta"] = _bn_relu_bwd(be, c["bn3"], p["bn3"], dr, "bn3", relu=False)
     da2, g["conv3_w"] = conv_bwd(be, c["conv3"], p["conv3"], dz3, "conv3")
     dz2, g["bn2_gamma"], g["bn2_beta"] = _bn_relu_bwd(be, c["bn2"], p["bn2"], da2, "bn2")
@@ -463,7 +463,7 @@ def _recompute_segment(be, cfg, P, image, seg, reps, fwd_done, spans, stem_box) 
         later = [k for k in range(j + 1, s1 + 1) if reps[k] == reps[j]]
         if later:
             for t in _cache_tensors(cache):
-                if t is not x_in:
+                if t is not x_in and t is not cache["out"]:  # the output is the next block's input, added there
                     be.saved_copies.append(t)
                     spans.append([at[j], ("bwd", later[0])])
         if j > s0 and reps[j] != j:
