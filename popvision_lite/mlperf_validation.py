@@ -177,6 +177,16 @@ def host_framework(text: str) -> str:
     return "popart" if "popart" in t else "tensorflow" if "tensorflow" in t else "none"
 
 
+def tf_state_dtype(precision: str) -> str:
+    """Optimizer-state dtype of a TensorFlow CNN submission from its precision ("FP16.16 + ..."): the
+    application's ``--precision A.B`` (train.py: "Precision of Ops(weights/activations/gradients) and
+    Master data types") makes the variables fp16 when B is 16, and TensorFlow creates an optimizer's
+    slots (momentum; LARS: ``LARSOptimizer._create_slots`` -> ``_zeros_slot(v, "momentum")``) with the
+    variable's dtype.  fp32 when B is 32 or the text names no precision."""
+    m = re.search(r"FP\s*(\d+)\.(\d+)", precision, re.IGNORECASE)
+    return "fp16" if m and m.group(2) == "16" else "fp32"
+
+
 def row_to_case(row: dict, overrides: dict | None = None) -> Case:
     """The emulator configuration of one measured IPU row (``overrides``: row_configs())."""
     rid = row["id"]
@@ -205,6 +215,7 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
         # "7 sequential stages on 1 IPU": TensorFlow's recomputation checkpoints, one IPU per replica
         cfg = dict(batch=mb, grad_accum=ga, replicas=replicas, pipeline_stages=1, ipus=replicas,
                    optimizer="lars" if "lars" in row["optimizer"].lower() else "momentum",
+                   optimizer_state_dtype=tf_state_dtype(row.get("precision", "")),
                    recompute=_yes(row["recompute"]), available_memory_proportion=amp, precision="fp16", training=True)
         cfg.update((overrides or {}).get(rid, {}))
         model, unit = "resnet50", "images"

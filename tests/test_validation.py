@@ -32,6 +32,8 @@ def test_ipu_rows_map_to_the_mlperf_configurations():
     assert rn.config["batch"] == 20 and rn.config["grad_accum"] == 10 and rn.config["replicas"] == 16
     assert rn.config["pipeline_stages"] == 1 and rn.config["recompute"] is True
     assert rn.config["available_memory_proportion"] == 0.15 and rn.measured_sps == pytest.approx(29516.1)
+    # "FP16.16": fp16 variables, so TensorFlow's LARS momentum slot is fp16 too
+    assert rn.config["optimizer_state_dtype"] == "fp16"
 
 
 @needs_data
@@ -264,6 +266,12 @@ def test_calibrated_device_constants_name_the_rows_they_are_fitted_on():
             q = d.quantities[f"emulator.host_step_seconds_{fw}"]
             assert q.basis == "calibrated" and all(i in q.source for i in ids), (dev, fw, q.source)
     assert V.CALIBRATION_ROWS.isdisjoint({r["id"] for r in V.load_heldout_rows() if int(r["n_accel"]) > 64})
+
+
+def test_tf_optimizer_state_dtype_follows_the_weight_precision():
+    assert V.tf_state_dtype("FP16.16 + half partials, 8-bit input") == "fp16"
+    assert V.tf_state_dtype("fp16.32 master weights") == "fp32"
+    assert V.tf_state_dtype("mixed") == "fp32"
 
 
 def test_host_framework_from_the_framework_column():

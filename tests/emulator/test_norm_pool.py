@@ -9,6 +9,7 @@ from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.models.planning import PlanOnlyBackend
 from popvision_lite.emulator.ops import norm_pool as NP
+from popvision_lite.emulator.ops import pooling as PL
 from popvision_lite.emulator.ops.context import plan_target_of
 from popvision_lite.emulator.target import Target
 
@@ -59,11 +60,11 @@ def _loop_pool(x, n, h, w, k, s, p, mode):
 def test_windows_pool_and_im2col_match_loops():
     n, h, w, c = 2, 7, 6, 3
     x = rng.standard_normal((n * h * w, c)).astype(np.float32)
-    idx, (oh, ow) = NP.conv_windows(n, h, w, 3, 2, 1)
+    idx, (oh, ow) = PL.conv_windows(n, h, w, 3, 2, 1)
     assert (oh, ow) == (4, 3) and idx.shape == (n * oh * ow, 9)
-    np.testing.assert_allclose(NP.ref_pool(x, idx, "max"), _loop_pool(x, n, h, w, 3, 2, 1, "max"), rtol=1e-6)
-    np.testing.assert_allclose(NP.ref_pool(x, idx, "sum", 1 / 9), _loop_pool(x, n, h, w, 3, 2, 1, "avg"), rtol=1e-5)
-    cols = NP.ref_gather_windows(x, idx)
+    np.testing.assert_allclose(PL.ref_pool(x, idx, "max"), _loop_pool(x, n, h, w, 3, 2, 1, "max"), rtol=1e-6)
+    np.testing.assert_allclose(PL.ref_pool(x, idx, "sum", 1 / 9), _loop_pool(x, n, h, w, 3, 2, 1, "avg"), rtol=1e-5)
+    cols = PL.ref_gather_windows(x, idx)
     # im2col column order (kh, kw, c): a (3,3,C,Co) kernel reshaped to (9C, Co) is the conv
     wk = rng.standard_normal((3, 3, c, 5)).astype(np.float32)
     y = cols @ wk.reshape(9 * c, 5)
@@ -76,8 +77,8 @@ def test_windows_pool_and_im2col_match_loops():
 
 
 def test_invert_windows_lists_every_reader():
-    idx, _ = NP.conv_windows(1, 5, 5, 3, 2, 1)
-    inv = NP.invert_windows(idx, 25)
+    idx, _ = PL.conv_windows(1, 5, 5, 3, 2, 1)
+    inv = PL.invert_windows(idx, 25)
     assert inv.shape == (25, 4)  # stride 2, k 3: a row is read by up to 2 x 2 windows
     for r in range(25):
         want = sorted(np.flatnonzero(idx.ravel() == r))
@@ -99,18 +100,18 @@ def _numgrad(f, x, eps=1e-3):
 def test_reference_gradients_match_finite_differences():
     n, h, w, c = 1, 4, 4, 2
     x = rng.standard_normal((n * h * w, c))
-    idx, _ = NP.conv_windows(n, h, w, 3, 2, 1)
+    idx, _ = PL.conv_windows(n, h, w, 3, 2, 1)
     up = rng.standard_normal((idx.shape[0], c))
     # max pool (distinct values: no ties)
-    y = NP.ref_pool(x, idx, "max")
-    got = NP.ref_max_pool_bwd(x, y, up, idx)
-    np.testing.assert_allclose(got, _numgrad(lambda v: (NP.ref_pool(v, idx, "max") * up).sum(), x), atol=1e-3)
+    y = PL.ref_pool(x, idx, "max")
+    got = PL.ref_max_pool_bwd(x, y, up, idx)
+    np.testing.assert_allclose(got, _numgrad(lambda v: (PL.ref_pool(v, idx, "max") * up).sum(), x), atol=1e-3)
     # average pool and col2im
-    got = NP.ref_avg_pool_bwd(up, idx, x.shape[0])
-    np.testing.assert_allclose(got, _numgrad(lambda v: (NP.ref_pool(v, idx, "sum", 1 / 9) * up).sum(), x), atol=1e-3)
+    got = PL.ref_avg_pool_bwd(up, idx, x.shape[0])
+    np.testing.assert_allclose(got, _numgrad(lambda v: (PL.ref_pool(v, idx, "sum", 1 / 9) * up).sum(), x), atol=1e-3)
     upc = rng.standard_normal((idx.shape[0], 9 * c))
-    got = NP.ref_col2im(upc, idx, x.shape[0])
-    np.testing.assert_allclose(got, _numgrad(lambda v: (NP.ref_gather_windows(v, idx) * upc).sum(), x), atol=1e-3)
+    got = PL.ref_col2im(upc, idx, x.shape[0])
+    np.testing.assert_allclose(got, _numgrad(lambda v: (PL.ref_gather_windows(v, idx) * upc).sum(), x), atol=1e-3)
     # batch norm
     xb = rng.standard_normal((6, 3))
     gam, bet, dy = rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal((6, 3))
@@ -146,7 +147,7 @@ def test_batch_norm_forward_and_backward_on_the_emulator():
 def test_pooling_and_windows_on_the_emulator(k, s, p):
     n, h, w, c = 2, 6, 5, 8
     x = rng.standard_normal((n * h * w, c)).astype(np.float32)
-    idx, (oh, ow) = NP.conv_windows(n, h, w, k, s, p)
+    idx, (oh, ow) = PL.conv_windows(n, h, w, k, s, p)
     dy = rng.standard_normal((idx.shape[0], c)).astype(np.float32)
     dcols = rng.standard_normal((idx.shape[0], k * k * c)).astype(np.float32)
 
@@ -164,7 +165,7 @@ def test_pooling_and_windows_on_the_emulator(k, s, p):
 def test_global_average_pool_and_fp16():
     n, hw, c = 3, 16, 24
     x = rng.standard_normal((n * hw, c)).astype(np.float32)
-    idx = NP.global_windows(n, hw)
+    idx = PL.global_windows(n, hw)
     dy = rng.standard_normal((n, c)).astype(np.float32)
 
     def f(be, x_, dy_):
@@ -177,7 +178,7 @@ def test_global_average_pool_and_fp16():
 
 def test_max_pool_gradient_reaches_every_tied_maximum():
     x = np.zeros((4, 2), np.float32)  # one 2x2 window, all equal: every element gets the gradient
-    idx, _ = NP.conv_windows(1, 2, 2, 2, 2, 0)
+    idx, _ = PL.conv_windows(1, 2, 2, 2, 2, 0)
     dy = np.array([[1.0, 2.0]], np.float32)
 
     def f(be, x_, dy_):
@@ -192,10 +193,10 @@ def test_window_codelet_cost_follows_the_pooling_estimator():
     """Cycles of a max-pool vertex: 14 + rows * (13 + k * (4 + 3 * vectors)) (poplibs getPoolingCycles)."""
     em = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
     x = em.input("x", np.zeros((2 * 4 * 4, 8), np.float32))
-    idx, _ = NP.conv_windows(2, 4, 4, 2, 2, 0)
+    idx, _ = PL.conv_windows(2, 4, 4, 2, 2, 0)
     em.max_pool(x, idx, "mp")
-    grp = next(g for g in em.graph.groups if g.codelet is NP.WINDOW_MAX)
-    cyc = NP.WINDOW_MAX.cycles(grp, em.graph.target)
+    grp = next(g for g in em.graph.groups if g.codelet is PL.WINDOW_MAX)
+    cyc = PL.WINDOW_MAX.cycles(grp, em.graph.target)
     rows = grp.fields["out"].sizes // 8
     np.testing.assert_array_equal(cyc, 14 + rows * (13 + 4 * (4 + 3 * 2)))
 
@@ -216,10 +217,10 @@ def test_every_row_codelet_is_charged_its_loops():
 
 
 def test_channel_groups_spread_few_windows_over_the_tiles():
-    assert NP.channel_groups(20, 2048, 1472) == 64  # ResNet-50's global pool at micro-batch 20: 1280 windows
-    assert NP.channel_groups(2, 2048, 1472) == 128  # 16 channels per group at the least
-    assert NP.channel_groups(980, 64, 1472) == 1  # ordinary pooling: the windows already cover the tiles
-    assert NP.channel_groups(4, 24, 1472) == 1  # 24 = 2 x 12: a group would be under 16 channels
+    assert PL.channel_groups(20, 2048, 1472) == 64  # ResNet-50's global pool at micro-batch 20: 1280 windows
+    assert PL.channel_groups(2, 2048, 1472) == 128  # 16 channels per group at the least
+    assert PL.channel_groups(980, 64, 1472) == 1  # ordinary pooling: the windows already cover the tiles
+    assert PL.channel_groups(4, 24, 1472) == 1  # 24 = 2 x 12: a group would be under 16 channels
 
 
 def test_global_average_pool_splits_channels_over_tiles():
@@ -227,9 +228,9 @@ def test_global_average_pool_splits_channels_over_tiles():
     and the result is the mean over each image's rows."""
     n, hw, c = 2, 49, 64
     x = rng.standard_normal((n * hw, c)).astype(np.float32)
-    idx = NP.global_windows(n, hw)
+    idx = PL.global_windows(n, hw)
     dy = rng.standard_normal((n, c)).astype(np.float32)
-    G = NP.channel_groups(n, c, 1472)
+    G = PL.channel_groups(n, c, 1472)
     assert G == 4
     windows = {}
 
@@ -245,3 +246,42 @@ def test_global_average_pool_splits_channels_over_tiles():
     (win,) = windows.values()
     per_tile = win.mapping.elements_per_tile(1472)
     assert np.count_nonzero(per_tile) == n * G and per_tile.max() == hw * c // G
+
+
+def test_max_pool_gradient_reads_each_window_once_per_tile():
+    """The stem's max-pool gradient shape (3x3 stride 2, 112 -> 56) with several vertices per tile: each
+    tile receives a window's forward output and gradient once (poplibs' work lists), not once per input
+    row that reads it (up to 4 copies), and the numerics still match the reference."""
+    n, h, c = 1, 112, 8
+    idx, _ = PL.conv_windows(n, h, h, 3, 2, 1)
+    x = rng.standard_normal((n * h * h, c)).astype(np.float32)
+    dy = rng.standard_normal((idx.shape[0], c)).astype(np.float32)
+
+    def f(be, x_, dy_):
+        return be.max_pool_bwd(x_, be.max_pool(x_, idx, "mp"), dy_, idx, "mp_bwd")
+
+    got, want, _ = _run(f, x, dy)
+    _close(got, want)
+    em = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
+    f(em, em.input("x", x), em.input("dy", dy))
+    bufs = [t for t in em.graph.tensors if t.name.endswith("mp_bwd/fwd_out")]
+    assert len(bufs) == 1
+    rows_in, rows_out = n * h * h, idx.shape[0]
+    groups = [g for g in em.graph.groups if g.codelet is PL.MAX_POOL_GRAD]
+    assert np.bincount(groups[0].tiles).max() > 1  # several vertices share a tile's windows
+    # a window lands on each tile whose rows read it, once: fewer rows than the input's (the gathered
+    # copies were one per reading row, up to 4 per input row here)
+    assert rows_out <= bufs[0].shape[0] < rows_in
+
+
+def test_global_average_pool_gradient_is_a_broadcast():
+    """Global pooling's gradient is the scaled pooled gradient copied to its rows (poplibs'
+    substPoolingGradientWithBroadcast): no window buffer beside the output, no pooling vertices."""
+    n, hw, c = 4, 49, 32
+    em = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
+    dy = em.input("dy", np.ones((n, c), np.float32))
+    out = em.avg_pool_bwd(dy, PL.global_windows(n, hw), n * hw, "gap_bwd")
+    assert out.shape == (n * hw, c)
+    made = [t for t in em.graph.tensors if t.op is not None and "gap_bwd" in t.op]
+    assert sum(t.size for t in made) == n * hw * c + n * c  # the output and the scaled gradient
+    assert not any(g.codelet is PL.WINDOW_SUM for g in em.graph.groups)

@@ -77,9 +77,10 @@ def test_recompute_keeps_block_inputs_only():
     b = run_model(make_config("resnet-tiny", batch=2, recompute=True), timing_only=True)
     assert a.fits and b.fits
     # the peak is the stem's im2col (3 channels -> 147 per window) in both; over the step, only the
-    # block inputs stay live between the forward and the backward pass
+    # block inputs stay live between the forward and the backward pass (without recomputation the blocks
+    # keep their activations - a convolution's input, not its windows)
     la, lb = a.profile_data.liveness_steps.total_bytes, b.profile_data.liveness_steps.total_bytes
-    assert lb.mean() < la.mean() / 3
+    assert lb.mean() < la.mean() / 2
     names = list(b.profile_data.ops.name)
     # the blocks' recomputation re-runs their forward programs (the same code); the stem's is rebuilt
     progs = set(b.profile_data.programs.name)
@@ -188,3 +189,28 @@ def test_runs_that_differ_in_composition_only_reuse_the_replica_graph():
     other = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, batch=4, recompute=True),
                       timing_only=True)
     assert "reused" not in other.wall  # another micro-batch is another graph
+
+
+def test_resnet50_recomputes_the_mlperf_pipeline_stages():
+    """The MLPerf submissions' seven stages (pipeline_splits b1/0, b1/2, b2/0, b2/2, b3/0, b3/3 of the
+    TensorFlow configs.yml) are ResNet-50's recomputation segments; other depths recompute per block."""
+    assert RN.recompute_segments(make_config("resnet50")) == [(0, 0), (1, 2), (3, 3), (4, 5), (6, 7), (8, 10),
+                                                               (11, 15)]
+    assert RN.recompute_segments(make_config("resnet-tiny")) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+
+
+def test_multi_block_recompute_segments_match_numpy(monkeypatch):
+    """Segments of two blocks (the forward of the whole segment re-run before its last block's backward,
+    the stem's with the first) give the reference's gradients and outputs."""
+    monkeypatch.setitem(RN.RECOMPUTE_SPLITS, 14, (1,))
+    cfg = make_config("resnet-tiny", precision="fp32", recompute=True)
+    assert RN.recompute_segments(cfg) == [(0, 1), (2, 3)]
+    r = run_model(cfg)
+    checks = r.numeric_checks
+    assert r.fits and "stem/dconv_w" in checks and "block0/dbn1_gamma" in checks and len(checks) > 100
+    failed = {k: (v["max_abs_err"], v["max_rel_err"]) for k, v in checks.items() if not v["passed"]}
+    assert not failed
+    progs = list(r.profile_data.programs.name)
+    # segment (2, 3): both forwards re-run, in order, before block 3's backward begins
+    i2, i3 = progs.index("block_fwd/2/replay"), progs.index("block_fwd/3/replay")
+    assert i2 < i3 < min(i for i, n in enumerate(progs) if n.startswith("block3/bwd"))

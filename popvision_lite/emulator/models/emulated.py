@@ -205,45 +205,41 @@ def _add_outlined_memory(be, pd_) -> bool | None:
 
 
 def _saved_on_liveness(be, pd_, T):
-    """The not-always-live bytes per (liveness step, tile) with the outlined blocks' saved inputs added over
-    the steps they are live (``be.saved_spans``: from the step that writes one, before its block's forward
-    replay, through its block's backward pass, after its recomputation's replay); the profile's liveness
-    table and per-step bytes are updated to match.
-    None when the spans are not known (then the caller counts every saved input at the peak)."""
+    """The not-always-live bytes per (liveness step, tile) with the outlined blocks' saved copies added over
+    the steps they are live (``be.saved_spans``: per copy (a, z), indices into the main sequence's programs:
+    live from the step before program a's first liveness step through program z's last); the profile's
+    liveness table and per-step bytes are updated to match.
+    None when the spans are not known (then the caller counts every saved copy at the peak)."""
     spans = getattr(be, "saved_spans", None)
     ltb = getattr(pd_, "liveness_tile_bytes", None)
-    if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(m is None for _n, m in spans):
+    if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(z is None for _a, z in spans):
         return None
     progs = pd_.programs
-    ids, parents = progs.prog_id.to_numpy(), progs.parent_id.to_numpy()
-    names, lsteps = progs.name.to_numpy(), progs.lstep.to_numpy()
-    # replay occurrences of a block's forward, in program order, and the liveness steps of their leaves
-    occ: dict[int, int] = {}
-    first: list[int] = []
-    last: list[int] = []
-    for i in np.argsort(ids, kind="stable"):
-        pid, par, name = int(ids[i]), int(parents[i]), str(names[i])
-        if name.startswith("block_fwd/") and name.endswith("/replay"):
-            occ[pid] = len(first)
-            first.append(-1)
-            last.append(-1)
-        elif par in occ:
-            occ[pid] = occ[par]
-        ls = int(lsteps[i])
-        if ls >= 0 and pid in occ:
-            j = occ[pid]
-            first[j] = ls if first[j] < 0 else min(first[j], ls)
-            last[j] = max(last[j], ls)
-    if any(max(n, m) >= len(first) or first[n] < 0 or last[m] < 0 for n, m in spans):
+    order = np.argsort(progs.prog_id.to_numpy(), kind="stable")
+    ids = progs.prog_id.to_numpy()[order]
+    parents = progs.parent_id.to_numpy()[order]
+    is_leaf = progs.lstep.to_numpy()[order] >= 0
+    # program ids are preorder and leaves take liveness steps in that order: a top-level program's subtree
+    # is the id range up to the next one's, and its steps are the leaves counted before its bounds
+    root = ids[parents < 0]
+    if len(root) != 1:
+        return None
+    top = ids[parents == root[0]]
+    if len(top) != len(be.ctx.programs):
+        return None
+    leaves_before = np.concatenate([[0], np.cumsum(is_leaf)])
+    lo = leaves_before[np.searchsorted(ids, top)]
+    hi = leaves_before[np.searchsorted(ids, np.append(top[1:], ids[-1] + 1))] - 1
+    if any(max(a_, z_) >= len(top) for a_, z_ in spans):
         return None
     L = ltb.shape[0]
     delta = np.zeros((L + 1, T), np.int64)
-    for t, (n, m) in zip(be.saved_copies, spans, strict=True):
+    for t, (a_, z_) in zip(be.saved_copies, spans, strict=True):
         b = t.mapping.elements_per_tile(T) * t.itemsize
-        # written by the step before its block's forward; read until its block's backward is done, which
-        # ends where the next recomputation (the block below) begins
-        end = first[m + 1] - 1 if m + 1 < len(first) else L - 1
-        delta[max(first[n] - 1, 0)] += b
+        start, end = max(int(lo[a_]) - 1, 0), min(int(hi[z_]), L - 1)
+        if end < start:
+            continue
+        delta[start] += b
         delta[end + 1] -= b
     live = np.asarray(ltb, np.int64) + np.cumsum(delta[:L], axis=0)
     pd_.liveness_tile_bytes = np.minimum(live, np.iinfo(np.uint32).max).astype(np.uint32)

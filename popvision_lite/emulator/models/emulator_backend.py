@@ -35,8 +35,8 @@ class EmulatorBackend(EmulatorNormPool, Backend):
         # inputs of the blocks that reuse another's tensors (their memory is added per tile)
         self.multiplicity: dict[int, int] = {}
         self.saved_copies: list = []
-        # per saved copy (n, m): the n-th replay of a "block_fwd/" phase is its block's forward, the m-th its
-        # recomputation (counted over all such replays in program order; models/emulated._saved_on_liveness)
+        # per saved copy (a, z): indices into the main sequence's programs (ctx.programs) of the first and the
+        # last program it is live over (models/emulated._saved_on_liveness)
         self.saved_spans: list = []
 
     def mark(self, name):

@@ -13,8 +13,11 @@ micro-batch.  Stages after the first halve the image with a stride-2 3x3 convolu
 Loss: softmax cross-entropy gradient ``(softmax(z) - onehot) / N``.  Weights are updated by SGD
 (the optimizer of the real run is the scale helper's ``optimizer`` field).
 
-Recomputation (``cfg.recompute``, the MLPerf layout): only each block's input is kept from the
-forward pass; the backward pass re-runs the block's forward (ops ``blockN/recompute/...``).
+Recomputation (``cfg.recompute``, the MLPerf layout): the blocks form recomputation segments
+(:func:`recompute_segments`); only each segment's input is kept from the forward pass, and the backward
+pass re-runs the segment's forward (the stem's with the first segment) before the backward of its
+blocks, last first.  ResNet-50's segments are the MLPerf submissions' pipeline stages
+(:data:`RECOMPUTE_SPLITS`); other depths recompute block by block.
 Multi-IPU: blocks are placed as pipeline stages like BERT's layers (``stage_of``).
 """
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator.ops.norm_pool import conv_windows, global_windows
+from popvision_lite.emulator.ops.pooling import conv_windows, global_windows
 
 from .building import Built, _Values, stage_of
 
@@ -38,6 +41,15 @@ RESNET_PRESETS = {
 }
 RESNET_DEFAULTS = dict(RESNET_PRESETS["resnet-tiny"])
 EXPANSION = 4
+
+# Graphcore's MLPerf ResNet-50 (TensorFlow, mlcommons training_results_v1.0 / v1.1 / v2.0,
+# Graphcore/benchmarks/resnet/implementations/tensorflow/configs.yml, every mk2_resnet50_mlperf_*_bs20 /
+# *_lars entry): pipeline_splits [b1/0/relu, b1/2/relu, b2/0/relu, b2/2/relu, b3/0/relu, b3/3/relu] with
+# shards 1, pipeline_schedule Sequential and enable_recomputation: seven pipeline stages on one IPU, and
+# TensorFlow's pipelined recomputation keeps each stage's input and re-runs the stage's forward in the
+# backward pass.  bS/i is block i of stage S (1-based stages, 0-based blocks): the splits follow these
+# blocks, counted over the whole network.
+RECOMPUTE_SPLITS = {50: (0, 2, 3, 5, 7, 10)}
 
 
 def stage_blocks(depth: int) -> tuple[int, ...]:
@@ -90,7 +102,10 @@ def conv(be, x, w, geom: _Geom, k, stride, name):
         return be.matmul(x, w, name + "/matmul"), (x, None, geom, k, stride), geom
     idx, og = geom.windows(k, stride, k // 2)
     cols = be.gather_windows(x, idx, name + "/im2col")
-    return be.matmul(cols, w, name + "/matmul"), (cols, idx, geom, k, stride), og
+    # the backward pass keeps the activation, not its windows: the weight-update convolution reads the
+    # forward input (poplin::calculateWeightDeltas(graph, zDeltas, activations, ...)); windows are k*k times
+    # the activation and are gathered again where dw needs them
+    return be.matmul(cols, w, name + "/matmul"), (x, idx, geom, k, stride), og
 
 
 def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
@@ -103,7 +118,8 @@ def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
 def conv_bwd(be, cache, w, dy, name, need_dx=True):
     """(dx, dw).  Stride 1 with same padding: dx = im2col(dy) @ flipped kernel (the windows of a
     stride-1 same-padded conv are symmetric); otherwise dx = col2im(dy @ W^T)."""
-    cols, idx, geom, k, stride = cache
+    x, idx, geom, k, stride = cache
+    cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
     dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
     if not need_dx:
         return None, dw
@@ -114,6 +130,35 @@ def conv_bwd(be, cache, w, dy, name, need_dx=True):
     dcols = be.matmul(dy, be.t(w), name + "/dx_matmul")
     dx = dcols if idx is None else be.col2im(dcols, idx, geom.rows, name + "/col2im")
     return dx, dw
+
+
+def recompute_segments(cfg) -> list[tuple[int, int]]:
+    """The recomputation segments, first and last block each: the stages between the MLPerf pipeline
+    splits for the depths in RECOMPUTE_SPLITS, one block per segment otherwise."""
+    n = sum(stage_blocks(cfg.layers))
+    ends = [b for b in RECOMPUTE_SPLITS.get(cfg.layers, range(n)) if b < n - 1] + [n - 1]
+    starts = [0] + [e + 1 for e in ends[:-1]]
+    return list(zip(starts, ends, strict=True))
+
+
+def _cache_tensors(c) -> list:
+    """The graph tensors a block's cache holds (its saved activations), each once."""
+    out, seen = [], set()
+
+    def walk(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, tuple | list):
+            for x in v:
+                walk(x)
+        elif hasattr(v, "mapping") and hasattr(v, "itemsize") and getattr(v, "mapping", None) is not None:
+            if v.id not in seen:
+                seen.add(v.id)
+                out.append(v)
+
+    walk(c)
+    return out
 
 
 def block_kinds(cfg) -> list[tuple]:
@@ -187,14 +232,17 @@ def _params(be, rv, cfg, reps=None):
 
 
 def _bn_relu(be, x, gb, name, relu=True):
+    """Batch norm (+ ReLU); the cache keeps what the backward pass reads: the norm's input and statistics,
+    and the ReLU's output (its gradient mask, as TensorFlow's ReluGrad takes; it is the next
+    convolution's input, kept anyway), not the normalised values."""
     y, mean, invstd = be.batch_norm(x, gb[0], gb[1], name)
     a = be.relu(y, name + "_relu") if relu else y
-    return a, (x, y, mean, invstd)
+    return a, (x, a if relu else None, mean, invstd)
 
 
 def _bn_relu_bwd(be, c, gb, da, name, relu=True):
-    x, y, mean, invstd = c
-    dy = be.relu_bwd(y, da, name + "_relu_bwd") if relu else da
+    x, a, mean, invstd = c
+    dy = be.relu_bwd(a, da, name + "_relu_bwd") if relu else da
     return be.batch_norm_bwd(x, dy, mean, invstd, gb[0], name + "_bwd")
 
 
@@ -227,14 +275,14 @@ def _block_fwd(be, p, x, geom, stride, down):
         sc, c["bn_down"] = _bn_relu(be, zd, p["bn_down"], "bn_down", relu=False)
     else:
         sc = x
-    r = be.add(y3, sc, "residual")
-    c["r"] = r
-    return be.relu(r, "relu"), c, og
+    out = be.relu(be.add(y3, sc, "residual"), "relu")
+    c["out"] = out  # the ReLU's gradient mask (its output, as ReluGrad takes): the next block's input
+    return out, c, og
 
 
 def _block_bwd(be, p, c, dout, down):
     g = {}
-    dr = be.relu_bwd(c["r"], dout, "relu_bwd")
+    dr = be.relu_bwd(c["out"], dout, "relu_bwd")
     dz3, g["bn3_gamma"], g["bn3_beta"] = _bn_relu_bwd(be, c["bn3"], p["bn3"], dr, "bn3", relu=False)
     da2, g["conv3_w"] = conv_bwd(be, c["conv3"], p["conv3"], dz3, "conv3")
     dz2, g["bn2_gamma"], g["bn2_beta"] = _bn_relu_bwd(be, c["bn2"], p["bn2"], da2, "bn2")
@@ -302,25 +350,24 @@ def _build_resnet(be, cfg):
         onehot[np.arange(n), labels] = -1.0
         neg_onehot = be.constant("neg_onehot", onehot)
     keep = not (cfg.recompute and cfg.training)
+    seg_of = {b: seg for seg in recompute_segments(cfg) for b in range(seg[0], seg[1] + 1)}
     geom = _Geom(n, hw, hw)
     with be.on_ipu(0), be.scope("stem"):
         x, stem_cache, geom = _stem_fwd(be, P["stem"], image, geom)
     inputs, caches, geoms = [], [], []
-    saved_of: dict[int, int] = {}  # outlined block -> its saved input (be.saved_copies)
+    stem_box = [None]  # the stem's cache from its recomputation (with the first segment)
     spans: list = []
-    fwd_replays = 0  # replays of "block_fwd/" phases so far, in program order
+    bwd_end: dict[int, int] = {}  # block -> index in the main sequence of its backward's last program
     for b, (name, stride, down) in enumerate(specs):
         with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             inputs.append(x)
             geoms.append(geom)
             r = reps[b]
             if r in fwd_done:  # an outlined block: call its kind's forward program again
-                be.replay(f"block_fwd/{r}")
-                if not keep:  # its input is saved for its recomputation, like the representative's
+                if not keep and seg_of[b][0] == b:  # a segment's input is kept for its recomputation
                     be.saved_copies.append(x)
-                    saved_of[b] = len(be.saved_copies) - 1
-                    spans.append([fwd_replays, None])
-                fwd_replays += 1
+                    spans.append([len(be.ctx.programs), ("bwd", b)])
+                be.replay(f"block_fwd/{r}")
                 x, c, geom = fwd_done[r]
             else:
                 be.mark(f"block_fwd/{b}")
@@ -351,17 +398,17 @@ def _build_resnet(be, cfg):
     for b in reversed(range(nblocks)):
         name, stride, down = specs[b]
         r = reps[b]
+        if caches[b] is None and b == seg_of[b][1]:
+            _recompute_segment(be, cfg, P, image, seg_of[b], reps, fwd_done, spans, stem_box)
         with be.on_ipu(stage_of(b, nblocks, nst)), be.scope(name):
             c = caches[b]
-            if c is None:  # recomputation re-runs the block's (kind's) forward program: the same code
-                be.replay(f"block_fwd/{r}")
-                if b in saved_of:  # its saved input is read here for the last time
-                    spans[saved_of[b]][1] = fwd_replays
-                fwd_replays += 1
+            if c is None:
                 c = fwd_done[r][1]
             if r in bwd_done:
                 be.replay(f"block_bwd/{r}")
                 d = bwd_done[r]
+                if share:
+                    bwd_end[b] = len(be.ctx.programs) - 1
                 continue
             with be.scope("bwd"):
                 be.mark(f"block_bwd/{r}")
@@ -372,18 +419,56 @@ def _build_resnet(be, cfg):
                 be.mark(f"block_bwd_end/{r}")
                 if copies[r] > 1:
                     bwd_done[r] = d
+        if share:
+            bwd_end[b] = len(be.ctx.programs) - 1
     if hasattr(be, "saved_spans"):
-        be.saved_spans[:] = [tuple(sp) for sp in spans]
+        be.saved_spans[:] = [(a, bwd_end[z[1]] if isinstance(z, tuple) else z) for a, z in spans]
     with be.on_ipu(0), be.scope("stem"):
-        if not keep:
+        if not keep and stem_box[0] is None:  # depths without MLPerf segments: the stem is its own
             with be.scope("recompute"):
-                _, stem_cache, _ = _stem_fwd(be, P["stem"], image, _Geom(n, hw, hw))
+                stem_box[0] = _stem_fwd(be, P["stem"], image, _Geom(n, hw, hw))[1]
+        if not keep:
+            stem_cache = stem_box[0]
         with be.scope("bwd"):
             grads = _stem_bwd(be, P["stem"], stem_cache, d)
             for gname, gr in grads.items():
                 out.results[f"stem/d{gname}"] = gr
                 out.results[f"stem/{gname}_new"] = be.sgd(_weight(P["stem"], gname), gr, cfg.lr, f"{gname}_sgd")
     return out
+
+
+def _recompute_segment(be, cfg, P, image, seg, reps, fwd_done, spans, stem_box) -> None:
+    """Re-run the forward programs of a recomputation segment's blocks in order (the stem's first, for
+    the first MLPerf segment) before the backward of its last block.
+
+    Outlined blocks of one kind share their tensors, so what the segment holds beyond one copy per kind
+    is added as saved copies (``spans``: main-sequence program indices, ("bwd", block) for the end of a
+    block's backward): a block whose kind recurs later in the segment has its cache overwritten by the
+    later recomputation, so its cache is added from its recomputation until that later block's backward
+    is done (the graph keeps one copy from there); a block inside the segment that is not its kind's
+    representative reads the representative's input, so its own input (the previous block's recomputed
+    output) is added from the previous block's recomputation through its backward."""
+    s0, s1 = seg
+    if s0 == 0 and cfg.layers in RECOMPUTE_SPLITS:  # the first pipeline stage holds the stem
+        with be.on_ipu(0), be.scope("stem"), be.scope("recompute"):
+            _, stem_box[0], _ = _stem_fwd(be, P["stem"], image, _Geom(cfg.batch, cfg.image, cfg.image))
+    at = {}
+    for j in range(s0, s1 + 1):
+        with be.on_ipu(stage_of(j, len(reps), pipeline_stages(cfg))), be.scope(f"block{j}"):
+            at[j] = len(be.ctx.programs) if hasattr(be, "ctx") else 0
+            be.replay(f"block_fwd/{reps[j]}")
+    for j in range(s0, s1 + 1):
+        cache = fwd_done[reps[j]][1]
+        x_in = cache["conv1"][0]  # the block's input (its 1x1 conv's operand)
+        later = [k for k in range(j + 1, s1 + 1) if reps[k] == reps[j]]
+        if later:
+            for t in _cache_tensors(cache):
+                if t is not x_in and t is not cache["out"]:  # the output is the next block's input, added there
+                    be.saved_copies.append(t)
+                    spans.append([at[j], ("bwd", later[0])])
+        if j > s0 and reps[j] != j:
+            be.saved_copies.append(x_in)
+            spans.append([at[j - 1], ("bwd", j)])
 
 
 def flops_per_image(cfg) -> float:

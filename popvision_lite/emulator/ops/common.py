@@ -1,4 +1,4 @@
-"""Helpers shared by the op modules (``basic``, ``matmul``, ``norm_pool``): operand sizes, flat
+"""Helpers shared by the op modules (``basic``, ``matmul``, ``norm_pool``, ``pooling``): operand sizes, flat
 views as copy endpoints, materialising a View or a tensor in another layout, and one elementwise
 compute set over an output's worker pieces."""
 

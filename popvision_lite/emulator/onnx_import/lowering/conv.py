@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator.ops.norm_pool import global_windows
+from popvision_lite.emulator.ops.pooling import global_windows
 
 from ..loader import OnnxImportError
 from .elementwise import binary_op

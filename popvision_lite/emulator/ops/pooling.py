@@ -1,0 +1,570 @@
+"""Pooling and window gathers: numpy reference, emulator ops and codelets, and the backend methods.
+
+Tensors are NHWC activations stored as rows of channels, ``(N*H*W, C)``.  Windowed ops (im2col,
+max / average pooling and their gradients) are described by a *window index*: an int array
+``(R_out, k)`` of input rows (``-1`` = padding), built once when the graph is built
+(:func:`conv_windows`, :func:`global_windows`).  Its inverse (:func:`invert_windows`) lists, for
+every input row, the ``(window, slot)`` positions that read it - the gather form of col2im and of
+the pooling gradients, so every windowed op is "gather rows, then reduce each row's windows".
+
+Semantics (the numpy reference below is the ground truth the emulator is checked against):
+
+* max pool: padding never wins (``-inf``); its gradient goes to every input element equal to its
+  window's maximum (the comparison ``in == out`` of poplibs' ``MaxPoolingGrad`` vertex);
+* average pool divides by the window size including padding (``count_include_pad``); global
+  average pooling is one window over all of an image's rows.
+
+Cycle costs of the pooling vertices are poplibs' pooling estimator (``estimators.popnn.pooling_cycles``,
+from ``getPoolingCycles``).  Batch norm is in ``ops/norm_pool.py``.
+"""
+
+
+import numpy as np
+
+from popvision_lite.emulator import codelets as C
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator.estimators import popnn
+from popvision_lite.emulator.estimators.popops import vectors
+from popvision_lite.emulator.graph import DTYPES, Regions
+from popvision_lite.emulator.ops.codelets import _f32
+from popvision_lite.emulator.ops.common import _elementwise_cs
+from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.errors import EmulatorError
+
+# ============================================================================ window indices
+
+
+def conv_windows(n: int, h: int, w: int, k: int, stride: int = 1, pad: int = 0):
+    """Window index of a k x k, ``stride``, ``pad`` window over an (n, h, w) grid of rows.
+
+    Returns ``(index (n*oh*ow, k*k) int64 of input rows, -1 where the window reads padding), (oh, ow))``;
+    slot ``s = kh * k + kw`` (the im2col column order of a (k, k, C, Co) kernel)."""
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {k}x{k} stride {stride} pad {pad} does not fit a {h}x{w} image")
+    hi = (np.arange(oh) * stride - pad)[:, None] + np.arange(k)[None, :]  # (oh, k)
+    wi = (np.arange(ow) * stride - pad)[:, None] + np.arange(k)[None, :]  # (ow, k)
+    okh = (hi >= 0) & (hi < h)
+    okw = (wi >= 0) & (wi < w)
+    row = hi[:, None, :, None] * w + wi[None, :, None, :]  # (oh, ow, k, k)
+    ok = okh[:, None, :, None] & okw[None, :, None, :]
+    base = np.arange(n, dtype=np.int64)[:, None, None, None, None] * (h * w)
+    idx = np.where(ok[None], base + row[None], -1).reshape(n * oh * ow, k * k)
+    return idx.astype(np.int64), (oh, ow)
+
+
+def global_windows(n: int, rows_per_image: int) -> np.ndarray:
+    """One window over all rows of each image: (n, rows_per_image)."""
+    return np.arange(n * rows_per_image, dtype=np.int64).reshape(n, rows_per_image)
+
+
+def invert_windows(index: np.ndarray, n_rows: int) -> np.ndarray:
+    """For each input row r, the flat positions ``o * k + s`` with ``index[o, s] == r``.
+
+    Returns ``(n_rows, kc)`` int64 (``kc`` = most windows reading one row), ``-1`` padded."""
+    index = np.asarray(index, dtype=np.int64)
+    flat = index.ravel()
+    pos = np.flatnonzero(flat >= 0)
+    rows = flat[pos]
+    order = np.argsort(rows, kind="stable")
+    rows, pos = rows[order], pos[order]
+    counts = np.bincount(rows, minlength=n_rows)
+    kc = max(1, int(counts.max()) if counts.size else 1)
+    first = np.cumsum(counts) - counts
+    rank = np.arange(len(rows)) - first[rows]
+    out = np.full((n_rows, kc), -1, dtype=np.int64)
+    out[rows, rank] = pos
+    return out
+
+
+# ============================================================================ numpy reference
+
+
+def ref_gather_windows(x, index, row_len=None, fill=0.0):
+    """(R, k * C): rows ``index`` of x viewed as rows of ``row_len`` (default: last dim), ``fill`` at -1."""
+    x = np.asarray(x)
+    c = int(row_len or x.shape[-1])
+    xr = x.reshape(-1, c)
+    idx = np.asarray(index, dtype=np.int64)
+    out = xr[np.maximum(idx, 0)].astype(np.float32)
+    out[idx < 0] = fill
+    return out.reshape(idx.shape[0], idx.shape[1] * c)
+
+
+def ref_pool(x, index, mode: str, scale: float = 1.0, row_len=None):
+    """Max or (scaled) sum over each window of rows; ``mode`` "max" (padding = -inf) or "sum"."""
+    c = int(row_len or np.asarray(x).shape[-1])
+    idx = np.asarray(index)
+    fill = -np.inf if mode == "max" else 0.0
+    g = ref_gather_windows(x, idx, c, fill).reshape(idx.shape[0], idx.shape[1], c)
+    if mode == "max":
+        return g.max(1)
+    if mode == "sum":
+        return g.sum(1) * np.float32(scale)
+    raise ValueError(f"pool mode {mode!r}: expected 'max' or 'sum'")
+
+
+def ref_col2im(dcols, index, n_rows):
+    """Gradient of gather_windows: input row r gets the sum of every (window, slot) that read it."""
+    idx = np.asarray(index)
+    c = np.asarray(dcols).shape[-1] // idx.shape[1]
+    return ref_pool(dcols, invert_windows(idx, n_rows), "sum", row_len=c)
+
+
+def ref_avg_pool_bwd(dy, index, n_rows):
+    idx = np.asarray(index)
+    inv = invert_windows(idx, n_rows)
+    win = np.where(inv >= 0, inv // idx.shape[1], -1)
+    return ref_pool(dy, win, "sum", scale=1.0 / idx.shape[1])
+
+
+def ref_max_pool_bwd(x, y, dy, index):
+    """dx[r] = sum over windows o reading r of dy[o] * (x[r] == y[o])."""
+    x = np.asarray(x, dtype=np.float32)
+    idx = np.asarray(index)
+    inv = invert_windows(idx, x.shape[0])
+    win = np.where(inv >= 0, inv // idx.shape[1], -1)
+    c = x.shape[-1]
+    yw = ref_gather_windows(y, win, c, 0.0).reshape(x.shape[0], -1, c)
+    dyw = ref_gather_windows(dy, win, c, 0.0).reshape(x.shape[0], -1, c)
+    return (dyw * (x[:, None, :] == yw)).sum(1)
+
+
+
+# ============================================================================ codelets
+
+
+class _WindowCodelet(Codelet):
+    """Base of window reductions: field ``in`` holds rows of ``k * row`` (a row's k window slots,
+    each ``row`` channels), ``out`` rows of ``row``.  Params ``row`` and ``k`` (scalars)."""
+
+    fields = {"in": "in", "out": "out"}
+    code_bytes = 512
+    state_bytes = 16
+    pool_kind = "max"  # the work item of popnn.pooling_cycles
+
+    def _dims(self, group):
+        row, k = group.param("row"), group.param("k")
+        if row is None or k is None or np.ndim(row) or np.ndim(k):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar params 'row' and 'k'")
+        return int(row), int(k)
+
+    def check(self, group):
+        row, k = self._dims(group)
+        fi, fo = group.fields.get("in"), group.fields.get("out")
+        for fname in self.fields:
+            if not isinstance(group.fields[fname], Regions):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
+        if np.any(fo.sizes % row) or not np.array_equal(fi.sizes, fo.sizes * k):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in' must hold {k} windows of "
+                                f"{row} channels per output row of 'out'")
+
+    def cycles(self, group, target):
+        row, k = self._dims(group)
+        fo = group.fields["out"]
+        return popnn.pooling_cycles(self.pool_kind, fo.sizes // row, k, int(vectors(row, fo.tensor.itemsize)))
+
+    def flops(self, group):
+        row, k = self._dims(group)
+        return int(group.fields["out"].sizes.sum()) * k
+
+    def _gathered(self, group, data):
+        row, k = self._dims(group)
+        return _f32(group.fields["in"].gather(data)).reshape(-1, k, row)
+
+    def _put(self, group, data, values):
+        f = group.fields["out"]
+        f.scatter(data, np.asarray(values).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
+
+
+class WindowMax(_WindowCodelet):
+    name = "MaxPoolWindows"
+
+    def compute(self, group, data):
+        self._put(group, data, self._gathered(group, data).max(1))
+
+
+class WindowSum(_WindowCodelet):
+    """out = scale * sum of the windows (sum / average pooling, col2im)."""
+
+    name = "SumPoolWindows"
+    pool_kind = "sum"
+
+    def check(self, group):
+        super().check(group)
+        if "scale" not in group.params:
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': missing param 'scale'")
+
+    def compute(self, group, data):
+        self._put(group, data, self._gathered(group, data).sum(1) * np.float32(group.param("scale")))
+
+
+class MaxPoolGrad(Codelet):
+    """dx (rows of ``row``) = sum over the windows that read the row of dy_w * (x == y_w), as poplibs'
+    ``MaxPoolingGrad``: ``y`` and ``dy`` hold the forward outputs and gradients of the windows the
+    tile's input rows are read by, once each (rows of ``row``); ``work`` lists, for each input row,
+    the ``k`` rows of ``y`` / ``dy`` it reads (-1 = none), counted from the vertex's own ``y`` region."""
+
+    name = "MaxPoolingGradRows"
+    fields = {"x": "in", "y": "in", "dy": "in", "work": "in", "out": "out"}
+    code_bytes = 640
+    state_bytes = 20
+
+    def _dims(self, group):
+        row, k = group.param("row"), group.param("k")
+        if row is None or k is None or np.ndim(row) or np.ndim(k):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar params 'row' and 'k'")
+        return int(row), int(k)
+
+    def check(self, group):
+        row, k = self._dims(group)
+        for fname in self.fields:
+            if not isinstance(group.fields[fname], Regions):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
+        fx, fo = group.fields["x"].sizes, group.fields["out"].sizes
+        fy, fdy = group.fields["y"].sizes, group.fields["dy"].sizes
+        if (not np.array_equal(fx, fo) or np.any(fo % row) or not np.array_equal(fy, fdy) or np.any(fy % row)
+                or not np.array_equal(group.fields["work"].sizes, fo // row * k)):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': x/out and y/dy rows of {row}, "
+                                f"{k} work-list entries per row of out")
+        if group.fields["work"].tensor.dtype != "int32":
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field 'work' must be int32")
+
+    def cycles(self, group, target):
+        row, k = self._dims(group)
+        fo = group.fields["out"]
+        return popnn.pooling_cycles("max_grad", fo.sizes // row, k, int(vectors(row, fo.tensor.itemsize)))
+
+    def flops(self, group):
+        row, k = self._dims(group)
+        return int(group.fields["out"].sizes.sum()) * 2 * k
+
+    def compute(self, group, data):
+        row, k = self._dims(group)
+        x = _f32(group.fields["x"].gather(data)).reshape(-1, 1, row)
+        y = _f32(group.fields["y"].gather(data)).reshape(-1, row)
+        dy = _f32(group.fields["dy"].gather(data)).reshape(-1, row)
+        work = group.fields["work"].gather(data).astype(np.int64).reshape(-1, k)
+        # a vertex's work list counts from its own y / dy region; the gathers concatenate every vertex's
+        rows_y = group.fields["y"].sizes // row
+        base = np.repeat(np.cumsum(rows_y) - rows_y, group.fields["out"].sizes // row)
+        idx = np.where(work >= 0, work + base[:, None], 0)
+        hit = (dy[idx] * (x == y[idx])) * (work >= 0)[:, :, None]
+        f = group.fields["out"]
+        f.scatter(data, hit.sum(1).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
+
+
+WINDOW_MAX = WindowMax()
+WINDOW_SUM = WindowSum()
+MAX_POOL_GRAD = MaxPoolGrad()
+
+
+# ============================================================================ emulator ops
+
+
+def _basic():
+    from popvision_lite.emulator.ops import basic
+
+    return basic
+
+
+def _as_tensor(ctx, x, name, op):
+    """A graph Tensor holding x (a View is materialised linearly)."""
+    if isinstance(x, View):
+        return _basic().materialize(ctx, x, name, op)
+    return x
+
+
+def _window_runs(index: np.ndarray):
+    """Contiguous runs of a window index: (src_row_start, dst_position_start, length) for the valid
+    entries, merging neighbouring slots that read neighbouring rows (a kernel row of an image row)."""
+    flat = np.asarray(index, dtype=np.int64).ravel()
+    k = index.shape[1]
+    pos = np.flatnonzero(flat >= 0)
+    if not len(pos):
+        return pos, pos, pos
+    src = flat[pos]
+    brk = np.ones(len(pos), dtype=bool)
+    brk[1:] = (np.diff(pos) != 1) | (np.diff(src) != 1) | (pos[1:] % k == 0)
+    first = np.flatnonzero(brk)
+    lengths = np.diff(np.concatenate([first, [len(pos)]]))
+    return src[first], pos[first], lengths
+
+
+def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len=None, mapping=None,
+                   label: str = "windows"):
+    """Tensor (R, k * C) of rows ``index`` of x (rows of ``row_len`` elements; -1 -> ``fill``),
+    rows spread over the IPU's tiles (or on ``mapping``): a fill step when padding is read, then one
+    exchange of whole runs of rows."""
+    index = np.asarray(index, dtype=np.int64)
+    R, k = index.shape
+    c = int(row_len or x.shape[-1])
+    xt = _as_tensor(ctx, x, f"{label}_src", op)
+    if mapping is None:
+        mapping = ctx.row_mapping(R, k * c)
+    out = ctx.variable(f"{op}/{label}", (R, k * c), xt.dtype, mapping=mapping, op=op)
+    if np.any(index < 0):
+        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/{label}_fill"), op=op)
+        tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
+        ctx.graph.add_vertices(cs, C.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
+                               params={"value": np.float32(fill)})
+        ctx.add(P.Execute(cs, name=cs.name, op=op))
+    src, dst, length = _window_runs(index)
+    if len(src):
+        ctx.add(P.Copy(xt.regions(src * c, length * c), out.regions(dst * c, length * c),
+                       name=f"{op}/gather_{label}", op=op))
+    return out
+
+
+def _per_row_mapping(ctx, t, k):
+    """Mapping of an (R, c) tensor whose row r lives where row r of the (R, k*c) tensor ``t`` does."""
+    m = t.mapping
+    return M.intervals(m.tile, m.start // k, m.stop // k)
+
+
+def _window_reduce(ctx, win, k, c, codelet, op, out_dtype, params=None, out_shape=None):
+    R = win.shape[0]
+    out = ctx.variable(op, out_shape or (R, c), out_dtype, mapping=_per_row_mapping(ctx, win, k), op=op)
+    tiles, starts, sizes = M.worker_split(win, workers=ctx.target.threads_per_tile, grain=k * c)
+    cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
+    ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields={"in": win.regions(starts, sizes),
+                                                             "out": out.regions(starts // k, sizes // k)},
+                           params={"row": np.int64(c), "k": np.int64(k), **(params or {})})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return out
+
+
+def im2col(ctx: OpContext, x, index, name: str):
+    """(R, k * C) window rows of x (zero padding): the A operand of a convolution as a GEMM."""
+    index = np.asarray(index)
+    R, k = index.shape
+    c = x.shape[-1]
+    op = ctx.begin_op(name, "im2col", plan=f"{R} windows of {k} rows of {c} gathered by exchange",
+                      min_bytes=_basic()._nbytes(x) + R * k * c * 2)
+    return gather_windows(ctx, x, index, op, fill=0.0)
+
+
+def pool(ctx: OpContext, x, index, mode: str, name: str, scale: float = 1.0, row_len=None):
+    """Max (padding -inf) or scaled-sum pooling of the rows of x over ``index`` -> (R, C)."""
+    index = np.asarray(index)
+    R, k = index.shape
+    c = int(row_len or x.shape[-1])
+    if mode not in ("max", "sum"):
+        raise EmulatorError(f"pool '{name}': mode {mode!r} is not 'max' or 'sum'")
+    type_ = "max_pool" if mode == "max" else ("avg_pool" if scale != 1.0 else "sum_pool")
+    op = ctx.begin_op(name, type_, plan=f"{R} windows of {k} rows of {c}; windows gathered by exchange, "
+                      "reduced on tile", min_bytes=_basic()._nbytes(x) + R * c * 2)
+    fill = float(np.finfo(np.float16).min) if mode == "max" else 0.0
+    if mode == "max" and x.dtype == "float32":
+        fill = float(np.finfo(np.float32).min)
+    codelet = WINDOW_MAX if mode == "max" else WINDOW_SUM
+    params = {} if mode == "max" else {"scale": np.float32(scale)}
+    groups = channel_groups(R, c, ctx.target.tiles_per_ipu)
+    if groups > 1:
+        # few windows (global pooling: one per image): split the channels into groups so that the
+        # windows spread over the tiles; window (r, g) reads channel group g of window r's rows, and its
+        # output row is row r's channels g*c/G.. -- the (R, c) output's own flat layout
+        cg = c // groups
+        gidx = np.where(index[:, None, :] >= 0, index[:, None, :] * groups + np.arange(groups)[None, :, None], -1)
+        win = gather_windows(ctx, x, gidx.reshape(R * groups, k), op, fill=fill, row_len=cg)
+        return _window_reduce(ctx, win, k, cg, codelet, op, ctx.dtype, params, out_shape=(R, c))
+    win = gather_windows(ctx, x, index, op, fill=fill, row_len=c)
+    return _window_reduce(ctx, win, k, c, codelet, op, ctx.dtype, params)
+
+
+MIN_GROUP_CHANNELS = 16  # a channel group's row: 16 fp16 = 32 B, whole 8-byte exchange words
+
+
+def channel_groups(windows: int, channels: int, tiles: int) -> int:
+    """Channel groups G of a pooling with few windows: the largest power of two that divides the channels,
+    leaves at least MIN_GROUP_CHANNELS per group and keeps windows x G within the tiles (1 when the windows
+    alone cover a quarter of the tiles: ordinary pooling)."""
+    if windows * 4 > tiles:
+        return 1
+    g = 1
+    while channels % (2 * g) == 0 and channels // (2 * g) >= MIN_GROUP_CHANNELS and windows * 2 * g <= tiles:
+        g *= 2
+    return g
+
+
+def col2im(ctx: OpContext, dcols, index, n_rows: int, name: str):
+    """Gradient of im2col: (n_rows, C) sums of every window slot that read each row."""
+    index = np.asarray(index)
+    k = index.shape[1]
+    c = dcols.shape[-1] // k
+    inv = invert_windows(index, n_rows)
+    return pool(ctx, dcols, inv, "sum", name, row_len=c)
+
+
+def avg_pool_bwd(ctx: OpContext, dy, index, n_rows: int, name: str):
+    """dx of average pooling: each input row gets the sum of its windows' gradients / window size.
+
+    Global pooling (one window over all of an image's rows, no padding) is what poplibs replaces with a
+    broadcast (``popnn/Pooling.cpp`` ``substPoolingGradientWithBroadcast``): the pooled gradient scaled
+    once, then copied to every row of its window; no window buffer."""
+    index = np.asarray(index)
+    k = index.shape[1]
+    inv = invert_windows(index, n_rows)
+    win = np.where(inv >= 0, inv // k, -1)
+    if index.size == n_rows and np.array_equal(index.ravel(), np.arange(n_rows)):
+        c = dy.shape[-1]
+        op = ctx.begin_op(name, "avg_pool", plan=f"{index.shape[0]} windows of {k} rows of {c}: the gradient "
+                          f"scaled by 1/{k}, then broadcast to the rows", min_bytes=n_rows * c * 2)
+        dyt = _as_tensor(ctx, dy, "dy", op)
+        scaled = ctx.variable(f"{op}/scaled", dyt.shape, ctx.dtype, mapping=dyt.mapping, op=op)
+        _elementwise_cs(ctx, C.SCALE, {"in": dyt}, scaled, op, f"{op}/scale", params={"scale": np.float32(1.0 / k)})
+        return gather_windows(ctx, scaled, win, op, label="broadcast")
+    return pool(ctx, dy, win, "sum", name, scale=1.0 / k)
+
+
+def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
+    """dx of max pooling: every element equal to its window's max gets the window's gradient.
+
+    As poplibs' pooling gradient (``popnn/PoolVertices.cpp`` ``generateVertices``: each tile's vertex
+    reads one slice of the pooled gradient and of the forward output, and a ``workList`` of
+    unsigned-short offsets into them): the input rows (and dx) spread over the tiles; each tile receives
+    the forward output and gradient of the windows its rows are read by once each, not once per reading
+    row, and a work list per row names them.  The work lists are an int32 constant (poplibs: 16-bit)."""
+    index = np.asarray(index)
+    c = x.shape[-1]
+    R_in = int(np.prod(x.shape)) // c
+    inv = invert_windows(index, R_in)
+    kc = inv.shape[1]
+    win = np.where(inv >= 0, inv // index.shape[1], -1)
+    op = ctx.begin_op(name, "max_pool_bwd", plan=f"{R_in} rows of {c}, up to {kc} windows each; each tile "
+                      "receives its windows' forward output and gradient once, work lists per row",
+                      min_bytes=3 * _basic()._nbytes(x))
+    rows_map = ctx.row_mapping(R_in, c)
+    r0, r1 = rows_map.start // c, rows_map.stop // c
+    # per tile interval: the windows its rows read (once each) and each row's positions among them
+    work = np.full((R_in, kc), -1, dtype=np.int64)
+    used = []
+    for a, b in zip(r0.tolist(), r1.tolist(), strict=True):
+        w = win[a:b]
+        u, pos = np.unique(w[w >= 0], return_inverse=True)
+        work[a:b][w >= 0] = pos
+        used.append(u)
+    counts = np.array([len(u) for u in used], dtype=np.int64)
+    off = np.cumsum(counts) - counts
+    keep = counts > 0
+    local_map = M.intervals(rows_map.tile[keep], off[keep] * c, (off + counts)[keep] * c)
+    total = int(counts.sum())
+    src = np.concatenate(used) if used else np.zeros(0, np.int64)
+    ys, yd, yl = _window_runs(src[None, :])
+    bufs = []
+    for t, label in ((y, "fwd_out"), (dy, "grad_windows")):
+        tt = _as_tensor(ctx, t, f"{label}_src", op)
+        buf = ctx.variable(f"{op}/{label}", (total, c), tt.dtype, mapping=local_map, op=op)
+        if len(ys):
+            ctx.add(P.Copy(tt.regions(ys * c, yl * c), buf.regions(yd * c, yl * c), name=f"{op}/gather_{label}",
+                           op=op))
+        bufs.append(buf)
+    yw, dyw = bufs
+    wl = ctx.graph.add_constant(ctx.unique(f"{op}/work_list"), work.astype(np.int32), "int32",
+                                mapping=M.intervals(rows_map.tile, r0 * kc, r1 * kc), op=op)
+    xt = _basic().materialize(ctx, x, "x", op, mapping=rows_map, shape=(R_in, c))
+    out = ctx.variable(op, (R_in, c), ctx.dtype, mapping=rows_map, op=op)
+    tiles, starts, sizes = M.worker_split(xt, workers=ctx.target.threads_per_tile, grain=c)
+    iv = np.searchsorted(rows_map.start, starts, side="right") - 1
+    cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
+    ctx.graph.add_vertices(cs, MAX_POOL_GRAD, tiles=tiles, fields={
+        "x": xt.regions(starts, sizes), "y": yw.regions(off[iv] * c, counts[iv] * c),
+        "dy": dyw.regions(off[iv] * c, counts[iv] * c), "work": wl.regions(starts // c * kc, sizes // c * kc),
+        "out": out.regions(starts, sizes)}, params={"row": np.int64(c), "k": np.int64(kc)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return out
+
+
+# ============================================================================ backend methods
+# One mixin per backend (models/backend.py NumpyBackend, models/emulated.py EmulatorBackend,
+# models/planning.py PlanOnlyBackend): the same vocabulary on all three.  The batch-norm halves are
+# in ops/norm_pool.py (NumpyNormPool, EmulatorNormPool, PlanNormPool derive from these).
+
+
+class NumpyPool:
+    """Reference execution (NumpyBackend)."""
+
+    def gather_windows(self, x, index, name):
+        return self._out(name, "im2col", ref_gather_windows(self._val(x), index))
+
+    def col2im(self, dcols, index, n_rows, name):
+        return self._out(name, "sum_pool", ref_col2im(self._val(dcols), index, n_rows))
+
+    def max_pool(self, x, index, name):
+        return self._out(name, "max_pool", ref_pool(self._val(x), index, "max"))
+
+    def avg_pool(self, x, index, name):
+        return self._out(name, "avg_pool", ref_pool(self._val(x), index, "sum", scale=1.0 / np.shape(index)[1]))
+
+    def max_pool_bwd(self, x, y, dy, index, name):
+        return self._out(name, "max_pool_bwd", ref_max_pool_bwd(self._val(x), self._val(y), self._val(dy), index))
+
+    def avg_pool_bwd(self, dy, index, n_rows, name):
+        return self._out(name, "avg_pool", ref_avg_pool_bwd(self._val(dy), index, n_rows))
+
+
+class EmulatorPool:
+    """Graph building (EmulatorBackend)."""
+
+    def gather_windows(self, x, index, name):
+        return self._op(im2col, x, index, self.qual(name))
+
+    def col2im(self, dcols, index, n_rows, name):
+        return self._op(col2im, dcols, index, n_rows, self.qual(name))
+
+    def max_pool(self, x, index, name):
+        return self._op(pool, x, index, "max", self.qual(name))
+
+    def avg_pool(self, x, index, name):
+        return self._op(pool, x, index, "sum", self.qual(name), 1.0 / np.shape(index)[1])
+
+    def max_pool_bwd(self, x, y, dy, index, name):
+        return self._op(max_pool_bwd, x, y, dy, index, self.qual(name))
+
+    def avg_pool_bwd(self, dy, index, n_rows, name):
+        return self._op(avg_pool_bwd, dy, index, n_rows, self.qual(name))
+
+
+class PlanPool:
+    """Shapes and plan records only (PlanOnlyBackend)."""
+
+    def _windows(self, x, index, name, typ, c=None):
+        from popvision_lite.emulator.ops.planners import plan_elementwise
+
+        from ..shape import Shape
+
+        R, k = np.shape(index)
+        c = int(c or x.shape[-1])
+        self._rec(name, typ, plan_elementwise(R * k * c, self.pt))
+        return Shape((R, c), self.dtype)
+
+    def gather_windows(self, x, index, name):
+        from ..shape import Shape
+
+        R, k = np.shape(index)
+        self._windows(x, index, name, "im2col")
+        return Shape((R, k * x.shape[-1]), self.dtype)
+
+    def col2im(self, dcols, index, n_rows, name):
+        from ..shape import Shape
+
+        c = dcols.shape[-1] // np.shape(index)[1]
+        self._windows(dcols, index, name, "sum_pool", c)
+        return Shape((n_rows, c), self.dtype)
+
+    def max_pool(self, x, index, name):
+        return self._windows(x, index, name, "max_pool")
+
+    def avg_pool(self, x, index, name):
+        return self._windows(x, index, name, "avg_pool")
+
+    def max_pool_bwd(self, x, y, dy, index, name):
+        return self._ew(x, name, "max_pool_bwd")
+
+    def avg_pool_bwd(self, dy, index, n_rows, name):
+        from ..shape import Shape
+
+        self._rec(name, "avg_pool", f"{n_rows} rows")
+        return Shape((n_rows, dy.shape[-1]), self.dtype)
