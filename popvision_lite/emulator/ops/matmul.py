@@ -426,8 +426,8 @@ def _reduce_k_partials(ctx, part, C_out, red, pk, op):
     """Reduce the ``pk`` FP32 partials of every output block on the tiles that computed them, as
     poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
     owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
-    exchange) and reduces it with strided-reduce worker vertices (one per row run of the slice,
-    handed to the six workers in turn), writing the output type."""
+    exchange) and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region
+    per row run of the slice: ops.codelets.ConvReducePartials), writing the output type."""
     Mm, N = part.shape[-2], part.shape[-1]
     vlen, vtile = red["len"], red["tile"]
     g_len = pk * vlen
@@ -439,7 +439,7 @@ def _reduce_k_partials(ctx, part, C_out, red, pk, op):
     ctx.add(P.Copy(part.regions(src_start, np.repeat(vlen, pk)), gathered.whole(), name=f"{op}/gather_partials",
                    op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vtile, fields={
+    ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
         params={"k": np.int64(pk)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
