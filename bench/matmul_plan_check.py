@@ -57,11 +57,11 @@ def emulate(M: int, K: int, N: int, device: str, amp: float = 0.6) -> dict:
     res = Engine(g, ctx.sequence(), mode="timing").run(allow_out_of_memory=True)
     pd_ = res.profile_data
     steps, progs = pd_.steps, pd_.programs
-    names = dict(zip(progs["prog_id"].tolist(), progs["name"].tolist()))
+    names = dict(zip(progs["prog_id"].tolist(), progs["name"].tolist(), strict=True))
     kinds = np.array(STEP_KINDS)[steps["kind"].to_numpy()]
     dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
     per_prog: dict[str, list] = {}
-    for pid, k, d, bi in zip(steps["prog_id"].tolist(), kinds, dur, steps["bytes_in"].tolist()):
+    for pid, k, d, bi in zip(steps["prog_id"].tolist(), kinds, dur, steps["bytes_in"].tolist(), strict=True):
         key = names.get(pid, "?").split("/")[-1].split(" pass")[0].split("#")[0]
         row = per_prog.setdefault(key, [0, 0, 0, 0])
         row[{"compute": 0, "exchange_internal": 1, "sync": 2}.get(k, 0)] += int(d)
