@@ -89,7 +89,7 @@ def poplin_estimate(M, K, N, pm, pn, pk, ps, target) -> dict:
     comp = ps * poplin.amp_matmul_tile_cycles(bm, bks, bn, True, target)
     threads = int(target.threads_per_tile)
     if pk > 1:  # estimateConvReduceCycles: one ReduceAdd over the tile's share of the outputs
-        comp += poplin.reduce_add_cycles(math.ceil(n_out / pk), pk, False, True, threads)
+        comp += poplin.reduce_add_cycles(math.ceil(n_out / pk), pk, 2, 4, threads)
     elif ps > 1:  # addOutputCastEstimate -> estimateCastCycles (float partials 2 / half output 4 per vector)
         per_worker = math.ceil(n_out / threads)
         comp += (max(math.ceil(per_worker / 2), math.ceil(per_worker / 4)) + 26) * threads

@@ -400,12 +400,12 @@ def test_reduce_add_estimate_follows_getReduceCycleEstimate():
     """poplin getReduceCycleEstimate (multi-input ReduceAdd), worked by hand: float partials load 2 per
     64-bit cycle into a 4-wide accumulator (3 cycles a loop with the pointer load); half output tail 6."""
     # 2880 outputs, 4 partials: 720 loops, 120 per worker: (32 + (3 x 4 + 6) x 120) x 6
-    assert poplin.reduce_add_cycles(2880, 4, float_out=False) == (32 + 18 * 120) * 6
+    assert poplin.reduce_add_cycles(2880, 4, out_itemsize=2) == (32 + 18 * 120) * 6
     # 10 outputs: 2 full loops + 1 for the 2-element tail (bit 1), fewer loops than workers and a ragged end:
     # 32 + 2 x 4 + 13, no whole loop per worker
-    assert poplin.reduce_add_cycles(10, 4, float_out=False) == (32 + 21) * 6
+    assert poplin.reduce_add_cycles(10, 4, out_itemsize=2) == (32 + 21) * 6
     # float output: tail 7; 24 outputs = 6 loops, one per worker
-    assert poplin.reduce_add_cycles(24, 3, float_out=True) == (32 + (3 * 3 + 7)) * 6
+    assert poplin.reduce_add_cycles(24, 3, out_itemsize=4) == (32 + (3 * 3 + 7)) * 6
 
 
 def test_k_reduction_closed_form_equals_the_engines_charge(mk2):

@@ -15,7 +15,7 @@ import numpy as np
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators import popops
-from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles, reduce_add_cycles
+from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles, reduce_add_tile_vertex_cycles
 from popvision_lite.emulator.graph import Blocks, Regions, Windows, to_dtype
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import EmulatorError
@@ -340,18 +340,8 @@ class ConvReducePartials(ReducePartials):
 
     def cycles(self, group, target):
         fi, fo = group.fields["in"], group.fields["out"]
-        threads = int(target.threads_per_tile)
-        tiles = np.asarray(group.tiles, np.int64)
-        if not len(tiles):
-            return np.zeros(0, np.int64)
-        ut, first, inv = np.unique(tiles, return_index=True, return_inverse=True)
-        total = np.bincount(inv.ravel(), weights=fo.sizes, minlength=len(ut)).astype(np.int64)
-        k = int(group.param("k"))
-        est = np.array([reduce_add_cycles(int(n), k, fo.tensor.itemsize == 4, fi.tensor.itemsize == 4, threads)
-                        for n in total], np.int64)
-        out = np.zeros(len(tiles), np.int64)
-        out[first] = -(-est // threads)  # supervisor vertices are in worker-slot units
-        return out
+        return reduce_add_tile_vertex_cycles(group.tiles, fo.sizes, int(group.param("k")), fo.tensor.itemsize,
+                                             fi.tensor.itemsize, int(target.threads_per_tile))
 
 
 REDUCE_PARTIALS = ReducePartials()

@@ -246,7 +246,7 @@ def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes:
 def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int) -> int:
     """The costliest slice of split_even(bm x bn, pk) (at most two sizes) through poplin's ReduceAdd
     estimate, in the engine's units: threads x ceil(estimate / threads) + one vertex launch."""
-    est = max(poplin.reduce_add_cycles(n, pk, out_bytes == 4, True, threads)
+    est = max(poplin.reduce_add_cycles(n, pk, out_bytes, 4, threads)
               for n in {s1 - s0 for s0, s1 in split_even(bm * bn, pk)})
     return threads * _ceil_div(est, threads) + launch
 
