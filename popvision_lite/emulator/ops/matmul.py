@@ -91,6 +91,47 @@ def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
     ctx.mark_used(B)
 
 
+def _even_sources(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b, vt):
+    """Copy sources of the even plan's broadcasts: ``a_src(g, ik, im, p)`` the A blocks (bm, bks) [stored
+    (bks, bm) when transposed] and ``b_src(g, ik, p, j)`` the B blocks (bks, bn) [stored (bn, bks)], straight
+    from the operand or from a block-major staging buffer (one exchange, serial pass outermost)."""
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    bm, bn = Mm // pm, N // pn
+    bks = K // pk // ps
+    blk_a, blk_b = bm * bks, bks * bn
+    if not rearr_a:
+        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
+        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
+    else:
+        pp, gg, ii, kk = (x.ravel() for x in np.meshgrid(np.arange(ps), np.arange(G), np.arange(pm), np.arange(pk),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
+        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op, ps)
+        a_src = lambda g, ik, im, p: A_src.regions((((p * G + g) * pm + im) * pk + ik) * blk_a, blk_a)  # noqa: E731
+    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
+    Gb = G if bb3 else 1
+    if weight:
+        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
+    if b_blocks:
+        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
+    elif not rearr_b:
+        if tb:
+            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
+        else:
+            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
+    else:
+        pp, gg, kk, nn = (x.ravel() for x in np.meshgrid(np.arange(ps), np.arange(Gb), np.arange(pk), np.arange(pn),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
+        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op, ps)
+        b_src = lambda g, ik, p, j: B_src.regions((((p * Gb + g) * pk + ik) * pn + j) * blk_b, blk_b)  # noqa: E731
+    return a_src, b_src
+
+
 def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     """C = A @ B with A (M, K) or (G, M, K) and B (K, N) or (G, K, N); AMP matmul on tiles.
 
@@ -145,37 +186,8 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     bks = bkt // ps
     blk_a, blk_b = bm * bks, bks * bn
 
-    # --- A: blocks (bm, bks) [stored (bks, bm) when transposed]; source offsets per (g, ik, im, p)
-    if not rearr_a:
-        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
-        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
-    else:
-        pp, gg, ii, kk = (x.ravel() for x in np.meshgrid(np.arange(ps), np.arange(G), np.arange(pm), np.arange(pk),
-                                                         indexing="ij"))
-        kc = kk * ps + pp
-        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
-        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
-        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op, ps)
-        a_src = lambda g, ik, im, p: A_src.regions((((p * G + g) * pm + im) * pk + ik) * blk_a, blk_a)  # noqa: E731
-    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
-    Gb = G if bb3 else 1
-    if weight:
-        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
-    if b_blocks:
-        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
-    elif not rearr_b:
-        if tb:
-            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
-        else:
-            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
-    else:
-        pp, gg, kk, nn = (x.ravel() for x in np.meshgrid(np.arange(ps), np.arange(Gb), np.arange(pk), np.arange(pn),
-                                                         indexing="ij"))
-        kc = kk * ps + pp
-        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
-        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
-        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op, ps)
-        b_src = lambda g, ik, p, j: B_src.regions((((p * Gb + g) * pk + ik) * pn + j) * blk_b, blk_b)  # noqa: E731
+    a_src, b_src = _even_sources(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight,
+                                 rearr_a, rearr_b, vt)
 
     tstart = np.arange(T, dtype=np.int64)
     a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
