@@ -212,8 +212,35 @@ def test_every_row_codelet_is_charged_its_loops():
                   if isinstance(c, type) and issubclass(c, OC.RowCodelet) and c is not OC.RowCodelet]
     assert len(subclasses) >= 8
     for cls in subclasses:
+        if cls is NP.BatchNormStats:
+            continue  # no elementwise loop: charged as popops' strided reduce (test below)
         assert cls.parts, f"{cls.__name__} has no per-row loops"
         assert popops.row_pass_cycles(cls.parts, 64, 2) > 0
+
+
+def test_batch_norm_statistics_are_charged_as_popops_strided_reduces():
+    """popnn's statistics are one reduceMany (ADD, SQUARE_ADD) over the rows: per tile a strided reduce of
+    each op over ALL the tile's rows, the channels split over the six workers.  Six vertices of 10 rows of
+    64 half channels on one tile: each worker reduces 60 rows x 12 channels (3 vectors of 4) per op:
+    16 + 3 x (3 + post + 3 + 59), post 7 for ADD to float, 1 for SQUARE_ADD (no table entry)."""
+    from popvision_lite.emulator import Engine, Graph, Target
+    from popvision_lite.emulator import mapping as M
+    from popvision_lite.emulator import programs as P
+
+    t = Target.from_device("ipu-mk2", 1)
+    g = Graph(t)
+    c, rows, nv = 64, 10, 6
+    x = g.add_variable("x", (nv * rows, c), "float16", mapping=M.single_tile(nv * rows * c, 0))
+    ps = g.add_variable("s", (nv, c), "float32", mapping=M.single_tile(nv * c, 0))
+    pq = g.add_variable("q", (nv, c), "float32", mapping=M.single_tile(nv * c, 0))
+    cs = g.add_compute_set("stats")
+    v = np.arange(nv)
+    g.add_vertices(cs, NP.BN_STATS, np.zeros(nv, np.int64), fields={
+        "in": x.regions(v * rows * c, rows * c), "sum": ps.regions(v * c, c), "sumsq": pq.regions(v * c, c)},
+        params={"row": np.int64(c)})
+    worker = (16 + 3 * (3 + 7 + 3 + 59)) + (16 + 3 * (3 + 1 + 3 + 59))
+    got = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
+    assert got == 6 * worker + int(t.em["vertex_launch_cycles"])
 
 
 def test_channel_groups_spread_few_windows_over_the_tiles():

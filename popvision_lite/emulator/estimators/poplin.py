@@ -14,6 +14,7 @@ getConvPartialAmpSupervisorWeightLoadCycleEstimate), ``lib/poplin/ConvModel.cpp`
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -110,3 +111,50 @@ def amp_supervisor_cycles(m: int, k: int, n: int, fp16: bool, target) -> int:
     """A supervisor vertex (one per tile, all workers) in worker-slot units: the tile estimate / threads."""
     t = amp_matmul_tile_cycles(m, k, n, fp16, target)
     return -(-t // int(target.threads_per_tile))
+
+
+def reduce_add_cycles(out_size: int, num_partials: int, out_itemsize: int, partials_itemsize: int = 4,
+                      threads: int = 6, data_path_bits: int = 64) -> int:
+    """Tile cycles of poplin's ReduceAdd supervisor vertex: the vertex Poplar reduces a convolution's /
+    matmul's partials with, ONE per tile over the concatenation of the tile's output regions
+    (lib/poplin/ConvReduce.cpp reduce(); estimator poplinCycleEstimators.cpp ReduceAdd ->
+    PerformanceEstimation.hpp getReduceCycleEstimate).  The multi-input form: ConvOptions'
+    enableFastReduce is false by default and the single-input form's other condition (partials under
+    1/16 of tile memory rounded up to memory elements, checkPartialsSizeForSingleInputReduce) needs the
+    memory-element size, which no public source gives for Mk2/Bow."""
+    out_size, k = int(out_size), int(num_partials)
+    float_out, float_partials = out_itemsize == 4, partials_itemsize == 4
+    acc_w = 4 if float_partials else 8
+    in_dp = data_path_bits // ((4 if float_partials else 2) * 8)
+    per_loop = acc_w // min(acc_w, in_dp) + 1
+    loops = out_size // acc_w
+    for i in range(int(math.ceil(math.log2(acc_w)))):
+        if out_size & (1 << i):
+            loops += 1
+    per_worker, rem = divmod(loops, threads)
+    cycles = 32
+    if rem:
+        if out_size & (acc_w - 1):
+            cycles += 2 * k + (13 if float_partials else 11)
+        else:
+            per_worker += 1
+    tail = (7 if float_partials else 9) if float_out else (6 if float_partials else 8)
+    cycles += (per_loop * k + tail) * per_worker
+    return cycles * threads
+
+
+def reduce_add_tile_vertex_cycles(tiles, out_sizes, num_partials: int, out_itemsize: int, partials_itemsize: int,
+                                  threads: int) -> np.ndarray:
+    """Vertices (one per output region, on ``tiles``) that are the regions of ONE ReduceAdd supervisor
+    vertex per tile: the tile's estimate for its total outputs (reduce_add_cycles), in worker-slot
+    units, charged on the tile's first region; the others add nothing."""
+    tiles = np.asarray(tiles, np.int64)
+    if not len(tiles):
+        return np.zeros(0, np.int64)
+    ut, first, inv = np.unique(tiles, return_index=True, return_inverse=True)
+    total = np.bincount(inv.ravel(), weights=np.asarray(out_sizes), minlength=len(ut)).astype(np.int64)
+    est = np.array([reduce_add_cycles(int(n), num_partials, out_itemsize, partials_itemsize, threads)
+                    for n in total], np.int64)
+    out = np.zeros(len(tiles), np.int64)
+    out[first] = -(-est // threads)
+    return out

@@ -292,25 +292,52 @@ def scaled_add_tile_cycles(n_total: int, itemsize: int) -> int:
 STRIDED_REDUCE_OVERHEAD = 5 + 11
 
 
-def _strided_reduce_terms(partials_itemsize: int, out_itemsize: int) -> tuple[int, int]:
-    """(elemsPerLoop, post-loop cycles) of getCyclesEstimateForStridedReduce (ADD)."""
+def _strided_reduce_terms(partials_itemsize: int, out_itemsize: int, op: str = "add") -> tuple[int, int]:
+    """(elemsPerLoop, post-loop cycles) of getCyclesEstimateForStridedReduce (not an update).  Half
+    partials: 1 + the result-storage cycles of its table, which has ADD (7 half / 6 float out) but no
+    SQUARE_ADD entry (std::map::operator[] reads 0 for it); float partials: 3 (ADD) or 2, + 2."""
     acc_w = 4 if partials_itemsize == 4 else 8
     epl = min(acc_w, DATA_PATH_BYTES // partials_itemsize)
-    post = 3 + 2 if partials_itemsize == 4 else 1 + (7 if out_itemsize == 2 else 6)
+    if partials_itemsize == 4:
+        post = (3 if op == "add" else 2) + 2
+    else:
+        post = 1 + ((7 if out_itemsize == 2 else 6) if op == "add" else 0)
     return epl, post
 
 
-def strided_reduce_cycles(num_partials, num_outputs, partials_itemsize: int = 4, out_itemsize: int = 4):
-    """reduction/CycleEstimationFunctions.cpp getCyclesEstimateForStridedReduce (ADD, not an
-    update): a worker vertex reducing ``num_partials`` rows of ``num_outputs`` elements (partials
+def strided_reduce_cycles(num_partials, num_outputs, partials_itemsize: int = 4, out_itemsize: int = 4,
+                          op: str = "add"):
+    """reduction/CycleEstimationFunctions.cpp getCyclesEstimateForStridedReduce (``op`` ADD or
+    SQUARE_ADD, not an update): a worker vertex reducing ``num_partials`` rows of ``num_outputs`` elements (partials
     laid out with a stride, the layout the reduction's second stage gathers):
     5 + 11 + ceil(outputs / elemsPerLoop) x (3 + post + 3 + (partials - 1));
     elemsPerLoop = min(accumulator vector width, data-path elements) = 2 (float) / 4 (half);
-    post = 3 + 2 for float partials, 1 + 7 (half out) / 1 + 6 (float out) for half partials."""
+    post: see _strided_reduce_terms."""
     k = np.asarray(num_partials, dtype=np.int64)
     m = np.asarray(num_outputs, dtype=np.int64)
-    epl, post = _strided_reduce_terms(partials_itemsize, out_itemsize)
+    epl, post = _strided_reduce_terms(partials_itemsize, out_itemsize, op)
     return STRIDED_REDUCE_OVERHEAD + ceil_div(m, epl) * (3 + post + 3 + (k - 1))
+
+
+def tile_strided_reduce_share(tiles, rows, L: int, ops: tuple, itemsize: int, threads: int) -> np.ndarray:
+    """Per-vertex worker cycles of the first stage of popops' reduction of a tile's rows (``rows`` per
+    vertex on ``tiles``, ``L`` channels each) to per-channel float partials, as popnn's batch-norm
+    statistics and gradients run it (poplin/Norms.cpp: popops::reduceMany / normReduce over the batch
+    dimension): on every tile ONE strided reduce per op of ``ops`` over all the tile's rows, its ``L``
+    outputs split over the workers in whole vectors (elemsPerLoop), the ops' vertices sharing the
+    compute set (one of each per worker).  Row vertices that split the tile's rows instead are each
+    charged that worker time times their share of the tile's rows and of its workers, so the tile
+    is busy for what popops' vertices take."""
+    rows = np.asarray(rows, np.int64)
+    ut, inv = np.unique(np.asarray(tiles, np.int64), return_inverse=True)
+    inv = inv.ravel()
+    r_tile = np.bincount(inv, weights=rows, minlength=len(ut)).astype(np.int64)
+    n_tile = np.bincount(inv, minlength=len(ut))
+    epl = _strided_reduce_terms(itemsize, 4)[0]
+    per_worker = ceil_div(ceil_div(L, epl), threads) * epl
+    worker = sum(strided_reduce_cycles(r_tile, per_worker, itemsize, 4, op) for op in ops)
+    share = worker[inv] * rows * np.minimum(n_tile[inv], threads)
+    return -(-share.astype(np.int64) // np.maximum(r_tile[inv], 1))
 
 
 def strided_reduce_cycles_scalar(num_partials: int, num_outputs: int, partials_itemsize: int = 4,

@@ -15,7 +15,7 @@ import numpy as np
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators import popops
-from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles
+from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles, reduce_add_tile_vertex_cycles
 from popvision_lite.emulator.graph import Blocks, Regions, Windows, to_dtype
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import EmulatorError
@@ -326,7 +326,26 @@ def _reduce_by_width(flat, k, m, groups) -> np.ndarray:
     return res
 
 
+class ConvReducePartials(ReducePartials):
+    """The reduction of a matmul's / convolution's K partials as poplin does it: the vertices on a tile
+    are the regions of ONE ``poplin::ReduceAdd`` supervisor vertex over the concatenation of the tile's
+    output regions (lib/poplin/ConvReduce.cpp reduce()), costed by its estimator
+    (estimators.poplin.reduce_add_cycles, getReduceCycleEstimate) for the tile's total output
+    elements.  The tile's estimate is charged on its first region; the others add nothing.  Same
+    numerics as ReducePartials."""
+
+    name = "ReduceAdd"
+    supervisor = True
+    multi_region = False
+
+    def cycles(self, group, target):
+        fi, fo = group.fields["in"], group.fields["out"]
+        return reduce_add_tile_vertex_cycles(group.tiles, fo.sizes, int(group.param("k")), fo.tensor.itemsize,
+                                             fi.tensor.itemsize, int(target.threads_per_tile))
+
+
 REDUCE_PARTIALS = ReducePartials()
+CONV_REDUCE_PARTIALS = ConvReducePartials()
 SOFTMAX = Softmax()
 SOFTMAX_GRAD = SoftmaxGrad()
 LAYER_NORM = LayerNorm()

@@ -50,14 +50,30 @@ def _as_operand(ctx, x, name, op):
     return x, False
 
 
-def _block_major(ctx, X, blk, grid_index, name, op):
-    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X, in that order, into a
-    block-major temporary (each block contiguous) spread linearly over the IPU's tiles, so that
-    broadcasting a block later is one piece per source tile it spans."""
+def _per_pass_mapping(ctx, seg_sizes):
+    """Mapping of a staging buffer that holds one segment per serial pass, one after another: each
+    segment spread linearly over the IPU's tiles on its own, so that every pass's broadcast is sent
+    by all the tiles (one linear spread of the whole buffer left each pass on 1 / passes of them,
+    whose send side then bounded the exchange; poplin's estimate assumes the operands spread evenly)."""
+    tiles, starts, stops, off = [], [], [], 0
+    for n in seg_sizes:
+        m = ctx.linear_mapping(int(n), grain=4)
+        tiles.append(m.tile)
+        starts.append(m.start + off)
+        stops.append(m.stop + off)
+        off += int(n)
+    return M.intervals(np.concatenate(tiles), np.concatenate(starts), np.concatenate(stops))
+
+
+def _block_major(ctx, X, blk, grid_index, name, op, passes: int = 1):
+    """Copy the blocks ``grid_index`` (n, ndim) of shape ``blk`` of X, in that order (serial pass
+    outermost), into a block-major temporary (each block contiguous) whose every pass is spread
+    linearly over the IPU's tiles (_per_pass_mapping), so that broadcasting a block later is one
+    piece per source tile it spans."""
     n = len(grid_index)
     belems = int(np.prod(blk))
     T = ctx.variable(f"{op}/{name}_blocks_major", (n, belems), X.dtype,
-                     mapping=ctx.linear_mapping(n * belems, grain=4), op=op)
+                     mapping=_per_pass_mapping(ctx, [n // passes * belems] * passes), op=op)
     ctx.add(P.Copy(X.blocks(blk, grid_index), T.whole(), name=f"{op}/rearrange_{name}", op=op))
     return T
 
@@ -73,6 +89,47 @@ def _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, block_tile):
     tl = np.array([block_tile(i // ps, q, j) for i in range(pk * ps) for q in range(r) for j in range(pn)], np.int64)
     ctx.graph.set_mapping(B, M.by_blocks(B.shape, (bks // r, bn), tl))
     ctx.mark_used(B)
+
+
+def _even_sources(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b, vt):
+    """Copy sources of the even plan's broadcasts: ``a_src(g, ik, im, p)`` the A blocks (bm, bks) [stored
+    (bks, bm) when transposed] and ``b_src(g, ik, p, j)`` the B blocks (bks, bn) [stored (bn, bks)], straight
+    from the operand or from a block-major staging buffer (one exchange, serial pass outermost)."""
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    bm, bn = Mm // pm, N // pn
+    bks = K // pk // ps
+    blk_a, blk_b = bm * bks, bks * bn
+    if not rearr_a:
+        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
+        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
+    else:
+        pp, gg, ii, kk = (x.ravel() for x in np.meshgrid(np.arange(ps), np.arange(G), np.arange(pm), np.arange(pk),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
+        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op, ps)
+        a_src = lambda g, ik, im, p: A_src.regions((((p * G + g) * pm + im) * pk + ik) * blk_a, blk_a)  # noqa: E731
+    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
+    Gb = G if bb3 else 1
+    if weight:
+        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
+    if b_blocks:
+        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
+    elif not rearr_b:
+        if tb:
+            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
+        else:
+            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
+    else:
+        pp, gg, kk, nn = (x.ravel() for x in np.meshgrid(np.arange(ps), np.arange(Gb), np.arange(pk), np.arange(pn),
+                                                         indexing="ij"))
+        kc = kk * ps + pp
+        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
+        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
+        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op, ps)
+        b_src = lambda g, ik, p, j: B_src.regions((((p * Gb + g) * pk + ik) * pn + j) * blk_b, blk_b)  # noqa: E731
+    return a_src, b_src
 
 
 def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
@@ -129,37 +186,8 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     bks = bkt // ps
     blk_a, blk_b = bm * bks, bks * bn
 
-    # --- A: blocks (bm, bks) [stored (bks, bm) when transposed]; source offsets per (g, ik, im, p)
-    if not rearr_a:
-        A_src = A  # row blocks of a row-major A with the whole K on the tile are contiguous
-        a_src = lambda g, ik, im, p: A_src.regions((g * Mm + im * bm) * K, blk_a)  # noqa: E731
-    else:
-        gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
-                                                         indexing="ij"))
-        kc = kk * ps + pp
-        coord = np.stack([kc, ii], 1) if ta else np.stack([ii, kc], 1)
-        grid = np.concatenate([gg[:, None], coord], 1) if ab3 else coord
-        A_src = _block_major(ctx, A, ((1,) if ab3 else ()) + ((bks, bm) if ta else (bm, bks)), grid, "a", op)
-        a_src = lambda g, ik, im, p: A_src.regions(((((g * pm + im) * pk + ik) * ps) + p) * blk_a, blk_a)  # noqa: E731
-    # --- B: blocks (bks, bn) [stored (bn, bks) when transposed]
-    Gb = G if bb3 else 1
-    if weight:
-        _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
-    if b_blocks:
-        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
-    elif not rearr_b:
-        if tb:
-            b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
-        else:
-            b_src = lambda g, ik, p, j: B.regions((g * K + (ik * ps + p) * bks) * N, blk_b)  # noqa: E731
-    else:
-        gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
-                                                         indexing="ij"))
-        kc = kk * ps + pp
-        coord = np.stack([nn, kc], 1) if tb else np.stack([kc, nn], 1)
-        grid = np.concatenate([gg[:, None], coord], 1) if bb3 else coord
-        B_src = _block_major(ctx, B, ((1,) if bb3 else ()) + ((bn, bks) if tb else (bks, bn)), grid, "b", op)
-        b_src = lambda g, ik, p, j: B_src.regions((((g * pk + ik) * ps + p) * pn + j) * blk_b, blk_b)  # noqa: E731
+    a_src, b_src = _even_sources(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight,
+                                 rearr_a, rearr_b, vt)
 
     tstart = np.arange(T, dtype=np.int64)
     a_rep = ctx.variable(f"{op}/a_tile_blocks", (T, blk_a), A.dtype,
@@ -216,17 +244,21 @@ def _parts(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     return sz, np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64)
 
 
-def _class_concat(X, shapes, origins):
+def _class_concat(X, shapes, origins, outer=None):
     """Copy source: the windows ``shapes[i]`` at ``origins[i]`` of X, grouped by shape (one Windows
-    field per shape, in the order of the distinct shapes); returns (endpoint, order) with ``order`` the
-    window indices in the endpoint's element order."""
+    field per shape, in the order of the distinct shapes; with ``outer``, grouped by (outer[i], shape)
+    in that order); returns (endpoint, order) with ``order`` the window indices in the endpoint's
+    element order."""
     shapes = np.asarray(shapes, np.int64)
+    lead = 0 if outer is None else 1
+    if outer is not None:
+        shapes = np.concatenate([np.asarray(outer, np.int64)[:, None], shapes], 1)
     keys, inv = np.unique(shapes, axis=0, return_inverse=True)
     inv = inv.ravel()
     parts, order = [], []
     for c, key in enumerate(keys):
         sel = np.nonzero(inv == c)[0]
-        parts.append(X.windows(tuple(int(b) for b in key), origins[sel]))
+        parts.append(X.windows(tuple(int(b) for b in key[lead:]), origins[sel]))
         order.append(sel)
     return (parts[0] if len(parts) == 1 else Concat(parts)), np.concatenate(order)
 
@@ -239,20 +271,23 @@ def _offsets(order, sizes) -> np.ndarray:
     return st
 
 
-def _to_block_major(ctx, X, op: str, tag: str, g, kc, sz, off, bks: int, k_first: bool, batched: bool):
+def _to_block_major(ctx, X, op: str, tag: str, g, kc, sz, off, bks: int, k_first: bool, batched: bool, p):
     """One exchange of operand ``X`` into a block-major temporary ``{op}/{tag}_blocks_major``: block i is the
     (bks x sz[i]) window at K offset kc[i] and other-dimension offset off[i] (K the first stored dimension when
-    ``k_first``; a leading batch index g[i] when ``batched``).  Returns (temporary, each block's offset in it)."""
+    ``k_first``; a leading batch index g[i] when ``batched``), broadcast in serial pass p[i]: the blocks of a
+    pass are together and spread over the tiles (_per_pass_mapping).  Returns (temporary, each block's
+    offset in it)."""
     kcol = np.full(len(kc), bks)
     shp = np.stack([kcol, sz], 1) if k_first else np.stack([sz, kcol], 1)
     org = np.stack([kc, off], 1) if k_first else np.stack([off, kc], 1)
     if batched:
         shp = np.concatenate([np.ones((len(kc), 1), np.int64), shp], 1)
         org = np.concatenate([g[:, None], org], 1)
-    src, order = _class_concat(X, shp, org)
+    src, order = _class_concat(X, shp, org, outer=p)
     sizes = sz * bks
     tot = int(sizes.sum())
-    T = ctx.variable(f"{op}/{tag}_blocks_major", (tot,), X.dtype, mapping=ctx.linear_mapping(tot, grain=4), op=op)
+    seg = np.bincount(p, weights=sizes).astype(np.int64)
+    T = ctx.variable(f"{op}/{tag}_blocks_major", (tot,), X.dtype, mapping=_per_pass_mapping(ctx, seg), op=op)
     ctx.add(P.Copy(src, T.whole(), name=f"{op}/rearrange_{tag}", op=op))
     return T, _offsets(order, sizes)
 
@@ -281,7 +316,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     else:  # block-major temporary: blocks (g, im, ik, p), one exchange from A's layout
         gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
                                                          indexing="ij"))
-        TA, offA = _to_block_major(ctx, A, op, "a", gg, (kk * ps + pp) * bks, msz[ii], moff[ii], bks, ta, ab3)
+        TA, offA = _to_block_major(ctx, A, op, "a", gg, (kk * ps + pp) * bks, msz[ii], moff[ii], bks, ta, ab3, pp)
         offA = offA.reshape(G, pm, pk, ps)
 
         def a_src(p):
@@ -312,7 +347,8 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     else:
         gg, kk, pp, nn = (x.ravel() for x in np.meshgrid(np.arange(Gb), np.arange(pk), np.arange(ps), np.arange(pn),
                                                          indexing="ij"))
-        TB, offB = _to_block_major(ctx, B, op, "b", gg, (kk * ps + pp) * bks, nsz[nn], noff[nn], bks, not tb, bb3)
+        TB, offB = _to_block_major(ctx, B, op, "b", gg, (kk * ps + pp) * bks, nsz[nn], noff[nn], bks, not tb, bb3,
+                                   pp)
         offB = offB.reshape(Gb, pk, ps, pn)
 
         def b_src(p):
@@ -426,8 +462,8 @@ def _reduce_k_partials(ctx, part, C_out, red, pk, op):
     """Reduce the ``pk`` FP32 partials of every output block on the tiles that computed them, as
     poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
     owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
-    exchange) and reduces it with strided-reduce worker vertices (one per row run of the slice,
-    handed to the six workers in turn), writing the output type."""
+    exchange) and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region
+    per row run of the slice: ops.codelets.ConvReducePartials), writing the output type."""
     Mm, N = part.shape[-2], part.shape[-1]
     vlen, vtile = red["len"], red["tile"]
     g_len = pk * vlen
@@ -439,7 +475,7 @@ def _reduce_k_partials(ctx, part, C_out, red, pk, op):
     ctx.add(P.Copy(part.regions(src_start, np.repeat(vlen, pk)), gathered.whole(), name=f"{op}/gather_partials",
                    op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vtile, fields={
+    ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
         params={"k": np.int64(pk)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))

@@ -21,7 +21,7 @@ import numpy as np
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets import Codelet
-from popvision_lite.emulator.estimators import popnn
+from popvision_lite.emulator.estimators import popnn, popops
 from popvision_lite.emulator.graph import DTYPES, Regions
 from popvision_lite.emulator.ops.codelets import RowCodelet, _f32, _segment_sum
 from popvision_lite.emulator.ops.context import OpContext
@@ -57,17 +57,23 @@ def ref_batch_norm_bwd(x, dy, mean, invstd, gamma):
 
 
 class BatchNormStats(RowCodelet):
-    """Per-vertex partial per-channel sum and sum of squares of its rows (fp32): per row, the popops
-    binary-op loops of sum += x, x * x and sumsq += x^2 (popnn batch-norm statistics are popops
-    reductions ReduceAdd / ReduceSquareAdd over the rows; the loops are costed as the elementwise
-    ops they are made of)."""
+    """Per-vertex partial per-channel sum and sum of squares of its rows (fp32).  Costed as popnn's
+    batch-norm statistics (popnn/BatchNorm.cpp batchNormStatistics -> poplin/Norms.cpp
+    normStatisticsImpl, the non-stable path the TensorFlow IPU backend's training batch norm runs):
+    one popops reduceMany of ADD and SQUARE_ADD over the rows, whose first stage is a strided reduce
+    per tile (estimators.popops.tile_strided_reduce_share) - not elementwise loops."""
 
     name = "BatchNormStatsRows"
     fields = {"in": "in", "sum": "out", "sumsq": "out"}
     row_fields = ("in",)
     vec_fields = ("sum", "sumsq")
-    parts = (("b", "add"), ("b", "mul"), ("b", "add"))
     flops_per_element = 3
+
+    def cycles(self, group, target):
+        f = self._main(group)
+        L = int(group.param("row"))
+        return popops.tile_strided_reduce_share(group.tiles, f.sizes // L, L, ("add", "square_add"),
+                                                f.tensor.itemsize, int(target.threads_per_tile))
 
     def compute(self, group, data):
         x = self.rows(group, data, "in")
@@ -93,15 +99,24 @@ class ChannelAffine(RowCodelet):
 
 
 class BatchNormGradStats(RowCodelet):
-    """Per-vertex partial sum(dy) and sum(dy * xhat), xhat = (x - mean) * invstd (fp32).
-    Per row: xhat = (x - mean) * invstd, dsum += dy, dxsum += dy * xhat (five binary-op loops)."""
+    """Per-vertex partial sum(dy) and sum(dy * xhat), xhat = (x - mean) * invstd (fp32).  As popnn's
+    gradients run it (poplin/Norms.cpp normStatisticsGradients / normParamGradients, after
+    batchNormWhiten): per row the elementwise loops xhat = (x - mean) * invstd and dy * xhat, then ONE
+    popops reduction of [dy * xhat, dy] over the rows (normReduce: a strided reduce per tile,
+    estimators.popops.tile_strided_reduce_share) - the two sums are not elementwise loops."""
 
     name = "BatchNormGradStatsRows"
     fields = {"x": "in", "dy": "in", "mean": "in", "invstd": "in", "dsum": "out", "dxsum": "out"}
     row_fields = ("x", "dy")
     vec_fields = ("mean", "invstd", "dsum", "dxsum")
-    parts = (("b", "sub"), ("b", "mul"), ("b", "add"), ("b", "mul"), ("b", "add"))
+    parts = (("b", "sub"), ("b", "mul"), ("b", "mul"))
     flops_per_element = 5
+
+    def cycles(self, group, target):
+        f = self._main(group)
+        L = int(group.param("row"))
+        return super().cycles(group, target) + popops.tile_strided_reduce_share(
+            group.tiles, f.sizes // L, L, ("add", "add"), f.tensor.itemsize, int(target.threads_per_tile))
 
     def compute(self, group, data):
         x = self.rows(group, data, "x")

@@ -12,8 +12,8 @@ the cost that is applied; tests/emulator/test_codelet_costs.py checks planner an
   (``estimators.poplin.amp_matmul_tile_cycles``, from poplin/PerformanceEstimation.hpp ConvPartial1x1Out),
 * exchange of a tile = ``cost_model.exchange_cycles`` (bytes / exchange bytes per cycle, no
   per-piece term, as poplin/popops ExchangeEstimator), plus one internal sync per exchange,
-* cross-tile reduction of K partials = exchange of the partials + popops strided-reduce vertices
-  (``estimators.popops.strided_reduce_cycles``),
+* cross-tile reduction of K partials = exchange of the partials + one poplin ReduceAdd supervisor
+  vertex per owner tile (``estimators.poplin.reduce_add_cycles``),
 * the slowest tile sets the time of a BSP step.
 """
 
@@ -236,46 +236,19 @@ def k_partial_segments(bm: int, bn: int, pk: int) -> list[np.ndarray]:
 
 
 def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: int) -> int:
-    """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: its strided-reduce
-    vertices (one per row run) handed round-robin to the workers, as the engine schedules them."""
+    """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: one poplin ReduceAdd
+    supervisor vertex over its slice (ops.codelets.ConvReducePartials, as the engine charges it)."""
     return _reduce_tile_cycles(int(pk), int(bm), int(bn), int(target.threads), int(target.launch_cycles),
                                int(out_bytes))
 
 
 @functools.lru_cache(maxsize=65536)
 def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int) -> int:
-    """Closed form of the per-slice vertex list (k_partial_segments): a slice is an optional head
-    (up to the next row boundary), whole rows, and an optional tail; vertex j goes to worker j mod
-    threads.  Equal to summing every vertex (tests/emulator/test_codelet_costs.py), in O(pk) instead of
-    O(vertices)."""
-    def cyc(n):
-        return popops.strided_reduce_cycles_scalar(pk, n, 4, out_bytes)
-
-    worst = 0
-    seen = {}
-    c_full = cyc(bn)
-    for s0, s1 in split_even(bm * bn, pk):
-        key = (s1 - s0, s0 % bn)
-        if key in seen:
-            continue
-        head = min((bn - s0 % bn) % bn, s1 - s0)
-        rest = s1 - s0 - head
-        nf, tail = divmod(rest, bn)
-        h = 1 if head else 0
-        nseg = h + nf + (1 if tail else 0)
-        load = [0] * threads
-        if head:
-            load[0] += cyc(head)
-        for w in range(threads):  # whole rows are vertices h .. h + nf - 1
-            first = h + ((w - h) % threads)
-            if first < h + nf:
-                load[w] += c_full * ((h + nf - 1 - first) // threads + 1)
-        if tail:
-            load[(h + nf) % threads] += cyc(tail)
-        busy = max(threads * max(load), nseg * launch) + launch
-        seen[key] = busy
-        worst = max(worst, busy)
-    return worst
+    """The costliest slice of split_even(bm x bn, pk) (at most two sizes) through poplin's ReduceAdd
+    estimate, in the engine's units: threads x ceil(estimate / threads) + one vertex launch."""
+    est = max(poplin.reduce_add_cycles(n, pk, out_bytes, 4, threads)
+              for n in {s1 - s0 for s0, s1 in split_even(bm * bn, pk)})
+    return threads * _ceil_div(est, threads) + launch
 
 
 def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precision: str,
