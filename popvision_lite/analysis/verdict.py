@@ -385,7 +385,8 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
             raise ConfigError(f"GPU precision fp8: {gpu} has no FP8 rate in its device spec")
         prec = gpu_precision
     mp = wl.model_pass(profile)
-    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops)
+    # 16-bit (and FP8) GPU runs use fused attention kernels (the score matrix stays on chip)
+    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops, fused_attention=prec in wl.FUSED_ATTENTION_PRECISIONS)
     params, psrc = wl.params(profile)
     per_seq = transformer_activation_bytes_per_sample(cfg)
     if per_seq is not None:
