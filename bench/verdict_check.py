@@ -255,9 +255,10 @@ def main(argv=None) -> int:
     seq_avg = int(round(512 / 2.0))
     mp, pd_, b, t_emul = bert_model(local, seq_avg, args.quick)
     emulated_params, psrc = wl.params(pd_)
-    # NVIDIA's BERT runs fuse attention (v1.1 / v2.0 --unpad_fmha, v3.0 --pad_fmha with Transformer Engine):
-    # the same lowering the verdict applies to a 16-bit GPU run
-    gpu_ops, lowering = wl.gpu_lowering(mp.ops, fused_attention=True)
+    # NVIDIA's BERT runs fuse attention with apex's fused MHA (v1.1 / v2.0 --unpad_fmha, v3.0 --pad_fmha):
+    # probabilities saved for the backward (model_pass._fuse_attention "fmha"); the verdict of a profile costs a
+    # PyTorch user's FlashAttention ("flash")
+    gpu_ops, lowering = wl.gpu_lowering(mp.ops, fused_attention="fmha")
     params = bert_params()  # the model NVIDIA trained (decoder tied to the embedding): optimizer, all-reduce, memory
     print(f"\nBERT-Large op list: the emulated model (bert-large, batch {b}, seq {seq_avg}, timing only; one stage "
           f"of 24 layers): {len(gpu_ops)} kernels per pass ({'; '.join(lowering)}); average unpadded length {seq_avg} tokens; emulation "

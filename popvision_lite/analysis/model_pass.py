@@ -368,19 +368,27 @@ def _mean(out: pd.DataFrame, mask, col: str) -> float:
     return float(out.loc[mask, col].to_numpy(dtype=float).mean())
 
 
-def _fuse_attention(out: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """Each attention's score-matrix kernels as one fused kernel forward and one backward, as FlashAttention
-    runs them (Dao et al., NeurIPS 2022, "FlashAttention: fast and memory-efficient exact attention with
-    IO-awareness", Algorithms 1 and 4; FlashAttention-2, Dao 2023): the scores and probabilities stay in the
-    SM's shared memory and registers.
+def _fuse_attention(out: pd.DataFrame, kernel: str = "flash") -> tuple[pd.DataFrame, list[str]]:
+    """Each attention's score-matrix kernels as one fused kernel forward and one backward.
+
+    ``kernel="flash"``: as FlashAttention runs them (Dao et al., NeurIPS 2022, "FlashAttention: fast and
+    memory-efficient exact attention with IO-awareness", Algorithms 1 and 4; FlashAttention-2, Dao 2023; PyTorch's
+    ``scaled_dot_product_attention`` flash backend): the scores and probabilities stay in the SM's shared memory
+    and registers.
 
     * forward (``qk_matmul``, ``scale``, ``causal_mask``, ``softmax``, ``pv_matmul`` of one prefix): HBM traffic
       Q, K, V and O only = the two products' bytes less the score matrix S each of them moves (S = half the
-      softmax's read + write); FLOPs the two products'.
+      softmax's read + write); FLOPs those of the rows it replaces (the scale and softmax arithmetic runs in
+      the kernel, costed with the products at the tensor rate: a few per cent of them).
     * backward (``pv_matmul_dp``, ``pv_matmul_dv``, ``softmax_bwd``, ``scale_bwd``, ``qk_matmul_dq``,
       ``qk_matmul_dk``): reads Q, K, V, O, dO and writes dQ, dK, dV = the four products' bytes less the four
-      score-sized operands; FLOPs the four products' plus Q.K^T once more (the kernel recomputes S from Q and K
+      score-sized operands; FLOPs the rows' plus Q.K^T once more (the kernel recomputes S from Q and K
       and the saved softmax statistics instead of reading P: Algorithm 4).
+
+    ``kernel="fmha"``: as apex's fused multi-head attention runs them (``apex/contrib/fmha``, the ``--unpad_fmha``
+    / ``--pad_fmha`` kernels of NVIDIA's MLPerf BERT): the forward also writes the probabilities P (``S_dmask``,
+    saved for the backward: one score-sized write); the backward reads P, writes dS over it and reads dS back
+    (``compute_dv_1xN`` then ``compute_dq_dk_1xN``: three score-sized transfers) and recomputes nothing.
 
     The kernels keep the IPU's rows' counts (one fused row per run of the prefix's ``qk_matmul`` /
     ``qk_matmul_dq``), type ``attention`` (``gpu_estimate.op_kind``), 16-bit; a prefix whose rows do not all
@@ -420,14 +428,15 @@ def _fuse_attention(out: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             d = qk_f / (2 * s_el) if s_el > 0 else 0.0
             seq = s_el * d / q_el if q_el > 0 else 0.0
             bh = s_el / seq ** 2 if seq > 0 else 0.0
+            kept = 0.0 if kernel == "flash" else (1.0 if direction == "fwd" else 3.0)  # score-sized HBM transfers
             if direction == "fwd":
-                flops = per_run("qk_matmul", "flops") + per_run("pv_matmul", "flops")
-                nbytes = per_run("qk_matmul", "min_bytes") + per_run("pv_matmul", "min_bytes") - 2 * s_bytes
+                flops = sum(per_run(lf, "flops") for lf in ATTENTION_FWD)
+                nbytes = per_run("qk_matmul", "min_bytes") + per_run("pv_matmul", "min_bytes") - (2 - kept) * s_bytes
             else:
                 mats = ("pv_matmul_dp", "pv_matmul_dv", "qk_matmul_dq", "qk_matmul_dk")
-                recompute = qk_f if qk_fwd.any() else per_run("qk_matmul_dq", "flops")
-                flops = sum(per_run(m, "flops") for m in mats) + recompute
-                nbytes = sum(per_run(m, "min_bytes") for m in mats) - 4 * s_bytes
+                recompute = 0.0 if kernel != "flash" else qk_f if qk_fwd.any() else per_run("qk_matmul_dq", "flops")
+                flops = sum(per_run(lf, "flops") for lf in ATTENTION_BWD) + recompute
+                nbytes = sum(per_run(m, "min_bytes") for m in mats) - (4 - kept) * s_bytes
             if nbytes <= 0:
                 continue
             for lf in sel.values():
@@ -446,12 +455,19 @@ def _fuse_attention(out: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     if not new_rows:
         return out, []
     res = pd.concat([out[~drop], pd.DataFrame(new_rows)], ignore_index=True)
-    return res, [f"attention fused on the GPU as FlashAttention runs it (Dao et al. 2022): {fused['fwd']} forward "
-                 f"and {fused['bwd']} backward kernels, scores kept on chip (HBM traffic Q, K, V, O, dO and their "
-                 "gradients only; the backward recomputes Q.K^T)"]
+    how = (f"as FlashAttention runs it (Dao et al. 2022): {fused['fwd']} forward and {fused['bwd']} backward "
+           "kernels, scores kept on chip (HBM traffic Q, K, V, O, dO and their gradients only; the backward "
+           "recomputes Q.K^T)") if kernel == "flash" else \
+        (f"as apex's fused multi-head attention runs it (NVIDIA's MLPerf BERT): {fused['fwd']} forward and "
+         f"{fused['bwd']} backward kernels; the probabilities written once for the backward, which reads them and "
+         "writes and re-reads their gradient")
+    return res, [f"attention fused on the GPU {how}"]
 
 
-def gpu_lowering(kernels: pd.DataFrame, fused_attention: bool = False) -> tuple[pd.DataFrame, list[str]]:
+ATTENTION_KERNELS = ("flash", "fmha")
+
+
+def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The IPU's kernel list as a GPU framework runs it, for the GPU estimate (the IPU's own views keep the
     IPU's list):
 
@@ -466,9 +482,9 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: bool = False) -> tuple[
       kernel, keeping a third of its bytes (the saved activation it reads) and no launch of its own.  The
       residual's ReLU (``<block>/relu`` after the add ``<block>/residual``, and its ``<block>/bwd/relu_bwd``)
       likewise joins the add (cuDNN's batch norm + add + ReLU kernel).
-    * ``fused_attention``: each attention's score kernels run as one FlashAttention kernel forward and one
-      backward (:func:`_fuse_attention`), as a GPU framework runs 16-bit attention (PyTorch's
-      ``scaled_dot_product_attention``; NVIDIA's MLPerf BERT runs: fused multi-head attention kernels).
+    * ``fused_attention`` (``"flash"`` or ``"fmha"``): each attention's score kernels run as one fused kernel
+      forward and one backward (:func:`_fuse_attention`): ``"flash"`` as PyTorch's ``scaled_dot_product_attention``
+      runs 16-bit attention (FlashAttention), ``"fmha"`` as NVIDIA's MLPerf BERT runs it (apex's fused MHA).
 
     Returns the lowered list (with a ``kernels`` column: launches per row) and the notes saying what changed."""
     if not len(kernels):
@@ -500,8 +516,10 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: bool = False) -> tuple[
     out["kernels"] = np.where(bwd, 0.0, kern)
     out["min_bytes"] = np.where(bwd, out["min_bytes"].to_numpy(dtype=float) / 3.0, out["min_bytes"])
     out = out[~(gather | fwd)].reset_index(drop=True)
-    if fused_attention:
-        out, att_notes = _fuse_attention(out)
+    if fused_attention is not None:
+        if fused_attention not in ATTENTION_KERNELS:
+            raise ConfigError(f"fused attention kernel {fused_attention!r}: choose {' or '.join(ATTENTION_KERNELS)}")
+        out, att_notes = _fuse_attention(out, fused_attention)
         notes += att_notes
     return out, notes
 
