@@ -420,9 +420,10 @@ BERT_EVAL_SAMPLES = 10_000
 EVAL_INTERVAL_SAMPLES = 150_080
 
 BERT_NOT_MODELLED = (
-    "NVIDIA's fused kernels (config_DGXA100_1x8x56x1.sh: --unpad_fmha --fused_bias_fc --fused_bias_mha "
-    "--fused_dropout_add): the estimate launches the emulated graph's separate bias, scale, softmax and dropout-free "
-    "elementwise kernels, so its memory-bound time is an upper bound (raises the real speed)",
+    "NVIDIA's other fused kernels (config_DGXA100_1x8x56x1.sh: --fused_bias_fc --fused_bias_mha "
+    "--fused_dropout_add; attention is fused, as --unpad_fmha runs it): the estimate launches the emulated graph's "
+    "separate bias and dropout-free elementwise kernels, so its memory-bound time is an upper bound (raises the "
+    "real speed)",
     "the GEMM fraction is MAMF's best shape under CUDA 12.1 (ml-engineering table); v1.1 ran NGC 21.09 (CUDA 11.4), "
     "and BERT's GEMMs (14,336 x 1,024 x 1,024/4,096 at batch 56) are smaller than 6912x16384x2048 "
     "(lowers the real speed: the main optimistic term; 62 % of the step is compute-bound)",
