@@ -103,6 +103,11 @@ def measured_pairs(results: list[Result]) -> list[dict]:
     return out
 
 
+def _multi_host(r: Result) -> float:
+    """The row's predicted multi-host synchronisation seconds per step (0 without one)."""
+    return float(((r.extra.get("schedule") or {}).get("per_step_terms") or {}).get("multi_host", 0.0))
+
+
 def fit_host_step(pairs: list[dict]) -> dict[str, dict]:
     """Per framework, the host step constant its calibration pair implies (the measured f minus the mean of
     the two rows' IPU-only fixed cost per step, :func:`schedule_t_f`), and each pair's implied value with the
@@ -112,7 +117,9 @@ def fit_host_step(pairs: list[dict]) -> dict[str, dict]:
     implied = {}
     for p in pairs:
         if "measured" in p and all(p["schedule"]):
-            f_ipu = (p["schedule"][0][1] + p["schedule"][1][1]) / 2
+            # the rows' own multi-host synchronisation is a per-step cost of its own (fit_multi_host), not the loop's
+            multi = [_multi_host(r) for r in (p["a"], p["b"])]
+            f_ipu = (p["schedule"][0][1] + p["schedule"][1][1] + multi[0] + multi[1]) / 2
             implied[(p["a"].case.id, p["b"].case.id)] = (p["framework"], p["measured"][1] - f_ipu, p)
     for fw, ids in CALIBRATION_PAIRS.items():
         if ids in implied:
@@ -122,7 +129,8 @@ def fit_host_step(pairs: list[dict]) -> dict[str, dict]:
         loo = sum(others) / len(others) if others else None
         ratios = None
         if loo is not None:
-            ratios = tuple(p["steps"]["measured"][i] / (p["steps"]["ipu"][i] + loo) for i in (0, 1))
+            ratios = tuple(p["steps"]["measured"][i] / (p["steps"]["ipu"][i] + _multi_host(r) + loo)
+                           for i, r in enumerate((p["a"], p["b"])))
         out.setdefault(fw, dict(fitted_on=None, value=None, pairs=[]))["pairs"].append(
             dict(ids=key, implied=val, loo=loo, loo_ratios=ratios))
     return out
@@ -177,9 +185,8 @@ def _rounds(r: Result) -> int:
 
 def _without_multi_host(r: Result) -> float | None:
     """Predicted step seconds without the multi-host term."""
-    s = r.extra.get("schedule") or {}
     step = predicted_step_seconds(r)
-    return None if step is None else step - float((s.get("per_step_terms") or {}).get("multi_host", 0.0))
+    return None if step is None else step - _multi_host(r)
 
 
 def fit_multi_host(pairs: list[dict]) -> dict:
