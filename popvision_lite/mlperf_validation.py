@@ -72,8 +72,9 @@ NOT_MODELLED = (
     "each; the attention mask of packed sequences and the per-sequence loss gathers are not modelled",
     "LARS (ResNet) is modelled as momentum SGD; its per-layer trust-ratio norms are not modelled",
     "framework / runtime overheads between steps are ONE calibrated constant per framework (PopART, "
-    "TensorFlow; resources/devices, basis calibrated), not a model of the host code; multi-host "
-    "synchronisation of POD128 / 256 is not modelled",
+    "TensorFlow; resources/devices, basis calibrated), not a model of the host code; the synchronisation of "
+    "the host servers of a POD128 / 256 is ONE calibrated cost per doubling of hosts (decision 0111), the same "
+    "for every framework and model",
     "stochastic rounding, loss scaling and gradient clipping arithmetic",
 )
 
