@@ -201,6 +201,18 @@ def ipu_run(case):
     return run, time.perf_counter() - t0, ""
 
 
+def _written(run, name: str):
+    """``run``'s profile written to a temporary file and opened with the reader (as the CLI's verdict reads it)."""
+    import tempfile
+
+    from popvision_lite.emulator.models.emulated import write_run
+    from popvision_lite.profile import open_profile
+
+    path = Path(tempfile.mkdtemp(prefix="verdict_check-")) / f"{name}.pvl"
+    write_run(run, path)
+    return open_profile(path)
+
+
 # ------------------------------------------------------------------------------------------ main
 def report(label, est: ge.TrainingEstimate, measured: float, measured_note: str) -> dict:
     pred = est.samples_per_second
@@ -326,7 +338,9 @@ def main(argv=None) -> int:
             if run is None:
                 print(f"  n/a: {err}")
                 continue
-            v = verdict(run.profile_data, gpus=8)
+            # the verdict reads a written profile (its fit advice reads the memory table through the reader)
+            prof = _written(run, case.id)
+            v = verdict(prof, gpus=8)
             gm = _num(nv["incl_eval_sps_median"] if key == "bert" else nvr["train_only_sps_median"])
             ipu[key] = dict(pred=float(run.samples_per_second), measured=case.measured_sps, verdict=v, gpu_measured=gm)
             ri, rg = ipu[key]["pred"] / case.measured_sps, v.gpu.samples_per_second / gm
@@ -341,7 +355,7 @@ def main(argv=None) -> int:
             for rid, gid in ((f"nv-v2.0-dgxa100-{key}", "a100-80gb"), (f"nv-v3.0-dgxh100-{key}", "h100-sxm")):
                 if rid in later:
                     prec = later[rid]["precision"]
-                    vv = verdict(run.profile_data, gpu=gid, gpus=8, gpu_precision=prec)
+                    vv = verdict(prof, gpu=gid, gpus=8, gpu_precision=prec)
                     m = float(later[rid]["sps_median"])
                     rr = vv.gpu.samples_per_second / m
                     print(f"  verdict of this profile against 8 x {gid} ({prec}): {vv.gpu.samples_per_second:,.0f} "
