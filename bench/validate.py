@@ -12,7 +12,7 @@ Prints one ``BENCH-RESULT`` JSON line per row and a table of the step's terms: s
 pipeline fill / drain, optimizer, gradient all-reduce, DDR streams, host step loop and exposed host input
 (shares of the optimizer step); the decomposition of pairs of measured rows (step = G x t + f); and the
 calibrated host step constants with the pairs they are fitted on and leave-one-out on the others
-(``mlperf_validation.CALIBRATION_PAIRS``).  To refit: run the calibration rows and copy the fitted values into
+(``mlperf_calibration.CALIBRATION_PAIRS``, ``MULTI_HOST_PAIR``).  To refit: run the calibration rows and copy the fitted values into
 resources/devices/ipu-*.toml.
 """
 
@@ -104,6 +104,10 @@ def main(argv=None) -> int:
         if fit:
             print()
             print(V.format_calibration(fit))
+        multi = V.fit_multi_host(pairs)
+        if multi["pairs"]:
+            print()
+            print(V.format_multi_host(multi))
     if not args.only and not args.no_doc:
         meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC (`python -m bench validate`)."
         if args.render_from:

@@ -82,6 +82,8 @@ EMULATOR_KEYS = {
     "host_link_bytes_per_s_per_ipu": ("float", False, False),
     "host_step_seconds_popart": ("float", False, False),
     "host_step_seconds_tensorflow": ("float", False, False),
+    "ipus_per_host": ("int", False, False),
+    "multi_host_step_seconds": ("float", False, False),
 }
 _PRICE = {"usd_per_hour": ("float", True, True)}
 # [estimator] (GPU only, optional): achievable fractions and overheads for analysis/gpu_estimate.py.

@@ -244,7 +244,9 @@ def test_decomposition_solves_t_and_f_from_pairs_of_rows():
 
 
 def test_host_step_fit_names_its_pair_and_judges_the_others_leave_one_out(monkeypatch):
-    monkeypatch.setattr(V, "CALIBRATION_PAIRS", {"popart": ("r256", "r96")})
+    from popvision_lite import mlperf_calibration as C
+
+    monkeypatch.setattr(C, "CALIBRATION_PAIRS", {"popart": ("r256", "r96")})
     rows = [_timed(f"r{g}", "bert-large", "ipu-bow", 3, g, r, g * 0.004 + 0.2, 0.004, 0.02)
             for g, r in ((256, 2), (96, 8), (64, 16), (36, 32))]
     fit = V.fit_host_step(V.measured_pairs(rows))["popart"]
@@ -265,7 +267,31 @@ def test_calibrated_device_constants_name_the_rows_they_are_fitted_on():
         for fw, ids in V.CALIBRATION_PAIRS.items():
             q = d.quantities[f"emulator.host_step_seconds_{fw}"]
             assert q.basis == "calibrated" and all(i in q.source for i in ids), (dev, fw, q.source)
-    assert V.CALIBRATION_ROWS.isdisjoint({r["id"] for r in V.load_heldout_rows() if int(r["n_accel"]) > 64})
+        q = d.quantities["emulator.multi_host_step_seconds"]
+        assert q.basis == "calibrated" and all(i in q.source for i in V.MULTI_HOST_PAIR), (dev, q.source)
+    # past 64 IPUs only the multi-host pair is fitted on; every other row there is a check
+    past64 = {r["id"] for r in V.load_heldout_rows() if int(r["n_accel"]) > 64}
+    assert V.CALIBRATION_ROWS & past64 == set(V.MULTI_HOST_PAIR)
+
+
+def test_multi_host_fit_names_its_pair_and_judges_the_others_leave_one_out(monkeypatch):
+    from popvision_lite import mlperf_calibration as C
+
+    monkeypatch.setattr(C, "MULTI_HOST_PAIR", ("r128", "r256"))
+    # measured: each added host round (128 -> 256 IPUs: 2 -> 4 hosts) costs 3 ms that the prediction lacks
+    rows = [_timed(f"r{r}", "resnet50", "ipu-bow", 20, 2, r, 0.020 + 0.003 * {64: 0, 128: 1, 256: 2}[r], 0.01, 0.0,
+                   framework="tensorflow") for r in (64, 128, 256)]
+    fit = V.fit_multi_host(V.measured_pairs(rows))
+    assert fit["fitted_on"] == ("r128", "r256") and fit["value"] == pytest.approx(0.003)
+    assert [d["ids"] for d in fit["pairs"]] == [("r64", "r128"), ("r128", "r256")]
+    for d in fit["pairs"]:
+        assert d["rounds"][1] - d["rounds"][0] == 1 and d["implied"] == pytest.approx(0.003)
+        assert d["loo"] == pytest.approx(0.003) and d["predicted_ratio"] == pytest.approx(1.0)
+        assert d["measured_ratio"] > 1.1
+    assert "| r128 -> r256 | 1 / 2 | yes | 3.0 ms | 3.0 ms |" in V.format_multi_host(fit)
+    # rows on one host server imply nothing
+    one = [_timed(f"s{r}", "resnet50", "ipu-bow", 20, 2, r, 0.02, 0.01, 0.0, framework="tensorflow") for r in (16, 64)]
+    assert V.fit_multi_host(V.measured_pairs(one))["pairs"] == []
 
 
 def test_tf_optimizer_state_dtype_follows_the_weight_precision():

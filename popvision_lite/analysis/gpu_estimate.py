@@ -193,9 +193,11 @@ def op_kind(op_type) -> str:
     """The kernel family an op runs as: ``gemm``, ``optimizer``, ``softmax`` and ``layernorm`` (row reductions
     costed by their passes) or ``elementwise`` (everything else memory-bound: one read, one write)."""
     cls = op_class(op_type)
+    t = str(op_type).lower()
+    if t == "attention":
+        return "attention"   # a fused attention kernel (model_pass.gpu_lowering): a GEMM, kept in 16-bit
     if cls != "memory":
         return cls
-    t = str(op_type).lower()
     if t.endswith(("_bwd", "_grad", "_backward")):
         return "elementwise"
     if "softmax" in t:
@@ -250,7 +252,8 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
     is_gemm = cls == "gemm"
     peak = np.array([g.peak(p) if p in ("fp16", "bf16", "fp8") else g.peak("fp32") for p in prec], dtype=float)
     if gemm_precision == "fp8" and g.fp8_peak:
-        peak = np.where(is_gemm & np.isin(prec, ("fp16", "bf16", "fp8")), g.fp8_peak, peak)
+        # a fused attention kernel stays 16-bit (FlashAttention: fp16 / bf16 only)
+        peak = np.where(is_gemm & (kind != "attention") & np.isin(prec, ("fp16", "bf16", "fp8")), g.fp8_peak, peak)
     m_col, n_col = _column(ops, "m", n), _column(ops, "n", n)
     hbm = g.hbm_bytes_per_s * g.hbm_fraction
     # GEMM occupancy from its output tiles
@@ -326,7 +329,7 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
                          "achievable": achievable, "bound_time_s": bound_t}, index=ops.index)
 
 
-KIND_ROOF = {"gemm": "of the tensor peak", "softmax": "of HBM bandwidth on compulsory bytes",
+KIND_ROOF = {"gemm": "of the tensor peak", "attention": "of the tensor peak", "softmax": "of HBM bandwidth on compulsory bytes",
              "layernorm": "of HBM bandwidth on compulsory bytes", "elementwise": "of HBM bandwidth",
              "optimizer": "of HBM bandwidth"}
 
@@ -486,6 +489,10 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         for col in ("flops", "min_bytes"):
             v = ops[col].to_numpy(dtype=float)
             ops[col] = np.where(upd, v, v * scale)
+        if "batch" in ops.columns:
+            # a shaped op's batch dimension holds the samples (fused attention: batch x heads)
+            v = ops["batch"].to_numpy(dtype=float)
+            ops["batch"] = np.where(upd | ~np.isfinite(v), v, v * scale)
         if scale < 1:
             notes.append(f"each GPU runs {per_gpu:g} samples per step, fewer than the op list's "
                          f"{samples_per_pass:g}: its FLOPs and bytes scaled by {scale:.3g}, same number of kernels")

@@ -22,6 +22,7 @@ and the optimizer-update ops left out (the optimizer step is added once per step
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -284,27 +285,214 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
 
 # IPU ops a GPU framework does not launch as kernels of their own (see gpu_lowering)
 WINDOW_GATHER_TYPES = ("im2col",)
+# the plan text of the emulator's window ops (emulator/ops/norm_pool.py im2col / pool): R windows of k rows of C
+_WINDOWS = re.compile(r"^\s*(\d+) windows of (\d+) rows of (\d+)")
+# one attention head's forward and backward as the emulator's transformer writes them (models/transformer.py)
+ATTENTION_FWD = ("qk_matmul", "scale", "causal_mask", "softmax", "pv_matmul")
+ATTENTION_BWD = ("pv_matmul_dp", "pv_matmul_dv", "softmax_bwd", "scale_bwd", "qk_matmul_dq", "qk_matmul_dk")
+# precisions a fused attention kernel serves (FlashAttention-2 and PyTorch's flash SDPA backend: fp16 / bf16;
+# an FP8 run keeps attention in 16-bit)
+FUSED_ATTENTION_PRECISIONS = ("fp16", "bf16", "fp8")
 
 
-def gpu_lowering(kernels: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _plan_windows(plan) -> tuple[int, int, int] | None:
+    """(R, k, C) of a window op's plan text ("R windows of k rows of C"), None when it is not one."""
+    m = _WINDOWS.match(str(plan or ""))
+    return None if m is None else tuple(int(v) for v in m.groups())
+
+
+def _elem_bytes(precision) -> int:
+    return 4 if str(precision).lower() in ("fp32", "float32") else 2
+
+
+def _implicit_gemm(out: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Convolution bytes as cuDNN's implicit GEMMs move them (the input read once, no window rows in memory):
+    (new ``min_bytes``, rows to drop, notes).
+
+    * ``<conv>/im2col`` reads X and writes the R x k x C window rows Wn (min_bytes X + Wn); ``<conv>/matmul``
+      and the backward ``<head>/bwd/<rest>/dw_matmul`` (weight gradient) read Wn: on the GPU they read X.
+    * ``<conv>/dx_im2col`` + ``<conv>/dx_matmul`` (stride 1 data gradient) likewise read dY once.
+    * a strided convolution's ``<conv>/col2im`` (a ``sum_pool`` of R dX rows of C: the IPU's scatter-add of
+      ``dx_matmul``'s window rows dcols into dX, min_bytes dcols + dX) is part of cuDNN's dgrad kernel:
+      ``dx_matmul`` writes dX instead of dcols, and col2im is no kernel of its own."""
+    name = out["name"].astype(str)
+    typ = out["type"].astype(str).str.lower()
+    plans = out["plan"] if "plan" in out.columns else pd.Series([None] * len(out), index=out.index)
+    nbytes = out["min_bytes"].to_numpy(dtype=float).copy()
+    drop = np.zeros(len(out), dtype=bool)
+    delta: dict[str, float] = {}          # GEMM name -> bytes to add
+    for i in np.flatnonzero(typ.isin(WINDOW_GATHER_TYPES).to_numpy()):
+        w = _plan_windows(plans.iat[i])
+        n = name.iat[i]
+        if w is None:
+            continue
+        wn = float(np.prod(w)) * _elem_bytes(out["precision"].iat[i])
+        if wn > nbytes[i]:
+            continue
+        d = (nbytes[i] - wn) - wn            # X instead of Wn
+        if n.endswith("/dx_im2col"):
+            delta[n[:-len("dx_im2col")] + "dx_matmul"] = d
+        elif n.endswith("/im2col"):
+            conv = n[:-len("/im2col")]
+            delta[conv + "/matmul"] = d
+            head, sep, rest = conv.partition("/")
+            if sep:
+                delta[f"{head}/bwd/{rest}/dw_matmul"] = d
+    for i in np.flatnonzero(((typ == "sum_pool") & name.str.endswith("/col2im")).to_numpy()):
+        w = _plan_windows(plans.iat[i])
+        mm = name.iat[i][:-len("col2im")] + "dx_matmul"
+        if w is None or not (name == mm).any():
+            continue
+        dx = float(w[0] * w[2]) * _elem_bytes(out["precision"].iat[i])
+        if dx > nbytes[i]:
+            continue
+        delta[mm] = delta.get(mm, 0.0) + dx - (nbytes[i] - dx)   # dX instead of dcols
+        drop[i] = True
+    changed = 0
+    for mm, d in delta.items():
+        sel = (name == mm).to_numpy()
+        changed += int(sel.any())
+        nbytes[sel] = np.maximum(nbytes[sel] + d, 0.0)
+    notes = []
+    if changed:
+        notes.append(f"{changed} convolution GEMMs costed as cuDNN's implicit GEMMs (cuDNN Developer Guide, "
+                     "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM): input and dY read once, not the IPU's window rows"
+                     + (f"; {int(drop.sum())} col2im kernels part of their dgrad GEMMs" if drop.any() else ""))
+    return nbytes, drop, notes
+
+
+def _mean(out: pd.DataFrame, mask, col: str) -> float:
+    """Mean of ``col`` over the rows ``mask`` selects (0 when none)."""
+    if mask is None or not np.any(mask):
+        return 0.0
+    return float(out.loc[mask, col].to_numpy(dtype=float).mean())
+
+
+def _fuse_attention(out: pd.DataFrame, kernel: str = "flash") -> tuple[pd.DataFrame, list[str]]:
+    """Each attention's score-matrix kernels as one fused kernel forward and one backward.
+
+    ``kernel="flash"``: as FlashAttention runs them (Dao et al., NeurIPS 2022, "FlashAttention: fast and
+    memory-efficient exact attention with IO-awareness", Algorithms 1 and 4; FlashAttention-2, Dao 2023; PyTorch's
+    ``scaled_dot_product_attention`` flash backend): the scores and probabilities stay in the SM's shared memory
+    and registers.
+
+    * forward (``qk_matmul``, ``scale``, ``causal_mask``, ``softmax``, ``pv_matmul`` of one prefix): HBM traffic
+      Q, K, V and O only = the two products' bytes less the score matrix S each of them moves (S = half the
+      softmax's read + write); FLOPs those of the rows it replaces (the scale and softmax arithmetic runs in
+      the kernel, costed with the products at the tensor rate: a few per cent of them).
+    * backward (``pv_matmul_dp``, ``pv_matmul_dv``, ``softmax_bwd``, ``scale_bwd``, ``qk_matmul_dq``,
+      ``qk_matmul_dk``): reads Q, K, V, O, dO and writes dQ, dK, dV = the four products' bytes less the four
+      score-sized operands; FLOPs the rows' plus Q.K^T once more (the kernel recomputes S from Q and K
+      and the saved softmax statistics instead of reading P: Algorithm 4).
+
+    ``kernel="fmha"``: as apex's fused multi-head attention runs them (``apex/contrib/fmha``, the ``--unpad_fmha``
+    / ``--pad_fmha`` kernels of NVIDIA's MLPerf BERT): the forward also writes the probabilities P (``S_dmask``,
+    saved for the backward: one score-sized write); the backward reads P, writes dS over it and reads dS back
+    (``compute_dv_1xN`` then ``compute_dq_dk_1xN``: three score-sized transfers) and recomputes nothing.
+
+    The kernels keep the IPU's rows' counts (one fused row per run of the prefix's ``qk_matmul`` /
+    ``qk_matmul_dq``), type ``attention`` (``gpu_estimate.op_kind``), 16-bit; a prefix whose rows do not all
+    have the same count is left as it is."""
+    name = out["name"].astype(str)
+    parts = name.str.rpartition("attention/")
+    prefix, leaf = parts[0] + parts[1], parts[2]
+    is_att = parts[1] != ""
+    drop = np.zeros(len(out), dtype=bool)
+    new_rows = []
+    fused = {"fwd": 0, "bwd": 0}
+    for pre in pd.unique(prefix[is_att]):
+        here = (prefix == pre).to_numpy() & is_att.to_numpy()
+        for direction, leaves, first in (("fwd", ATTENTION_FWD, "qk_matmul"), ("bwd", ATTENTION_BWD, "qk_matmul_dq")):
+            sel = {lf: here & (leaf == lf).to_numpy() for lf in leaves}
+            counts = {lf: int(v.sum()) for lf, v in sel.items() if v.any()}
+            need = (("qk_matmul", "softmax", "pv_matmul") if direction == "fwd"
+                    else ("pv_matmul_dp", "pv_matmul_dv", "softmax_bwd", "qk_matmul_dq", "qk_matmul_dk"))
+            if not all(lf in counts for lf in need) or len(set(counts.values())) != 1:
+                continue
+            prec = str(out.loc[sel[first], "precision"].iloc[0]).lower()
+            if prec not in FUSED_ATTENTION_PRECISIONS:
+                continue
+            runs = counts[first]
+
+            def per_run(lf, col, sel=sel):
+                return _mean(out, sel.get(lf), col)
+
+            s_bytes = per_run("softmax" if direction == "fwd" else "softmax_bwd", "min_bytes") / \
+                (2.0 if direction == "fwd" else 3.0)   # softmax: read S, write P; softmax_bwd: read P, dP, write dS
+            # the heads' shape from the forward rows: S = BH x L^2, Q.K^T = 2 BH L^2 d, Q and K = BH x L x d each
+            eb = _elem_bytes(prec)
+            s_el = s_bytes / eb
+            qk_fwd = here & (leaf == "qk_matmul").to_numpy()
+            qk_f = _mean(out, qk_fwd, "flops")
+            q_el = (_mean(out, qk_fwd, "min_bytes") - s_bytes) / (2 * eb) if qk_fwd.any() else 0.0
+            d = qk_f / (2 * s_el) if s_el > 0 else 0.0
+            seq = s_el * d / q_el if q_el > 0 else 0.0
+            bh = s_el / seq ** 2 if seq > 0 else 0.0
+            kept = 0.0 if kernel == "flash" else (1.0 if direction == "fwd" else 3.0)  # score-sized HBM transfers
+            if direction == "fwd":
+                flops = sum(per_run(lf, "flops") for lf in ATTENTION_FWD)
+                nbytes = per_run("qk_matmul", "min_bytes") + per_run("pv_matmul", "min_bytes") - (2 - kept) * s_bytes
+            else:
+                mats = ("pv_matmul_dp", "pv_matmul_dv", "qk_matmul_dq", "qk_matmul_dk")
+                recompute = 0.0 if kernel != "flash" else qk_f if qk_fwd.any() else per_run("qk_matmul_dq", "flops")
+                flops = sum(per_run(lf, "flops") for lf in ATTENTION_BWD) + recompute
+                nbytes = sum(per_run(m, "min_bytes") for m in mats) - (4 - kept) * s_bytes
+            if nbytes <= 0:
+                continue
+            for lf in sel.values():
+                drop |= lf
+            row = out.loc[sel[first]].iloc[0].copy()
+            row["name"] = pre + ("fused_attention" if direction == "fwd" else "fused_attention_bwd")
+            row["type"] = "attention"
+            row["flops"], row["min_bytes"], row["kernels"] = flops, nbytes, 1.0
+            row["precision"] = "bf16" if prec == "bf16" else "fp16"
+            # output tiles of L query rows x d per head, reducing over L keys (FlashAttention's parallelism:
+            # batch x heads x query blocks); without a consistent shape the estimate solves an equivalent one
+            ok = d > 0 and seq > 0 and bh > 0
+            row["m"], row["n"], row["k"], row["batch"] = (seq, d, seq, bh) if ok else (np.nan,) * 4
+            new_rows += [row] * runs
+            fused[direction] += runs
+    if not new_rows:
+        return out, []
+    res = pd.concat([out[~drop], pd.DataFrame(new_rows)], ignore_index=True)
+    how = (f"as FlashAttention runs it (Dao et al. 2022): {fused['fwd']} forward and {fused['bwd']} backward "
+           "kernels, scores kept on chip (HBM traffic Q, K, V, O, dO and their gradients only; the backward "
+           "recomputes Q.K^T)") if kernel == "flash" else \
+        (f"as apex's fused multi-head attention runs it (NVIDIA's MLPerf BERT): {fused['fwd']} forward and "
+         f"{fused['bwd']} backward kernels; the probabilities written once for the backward, which reads them and "
+         "writes and re-reads their gradient")
+    return res, [f"attention fused on the GPU {how}"]
+
+
+ATTENTION_KERNELS = ("flash", "fmha")
+
+
+def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> tuple[pd.DataFrame, list[str]]:
     """The IPU's kernel list as a GPU framework runs it, for the GPU estimate (the IPU's own views keep the
     IPU's list):
 
     * **window gathers** (``im2col``: the IPU materialises each convolution's windows by exchange) are not
       kernels on a GPU: cuDNN's implicit-GEMM convolutions read the windows from the input inside the GEMM
-      (cuDNN Developer Guide, ``CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM``); the convolution's own bytes keep
-      counting the windows (conservative).
+      (cuDNN Developer Guide, ``CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM``), and the convolution GEMMs move the
+      input once instead of the window rows (:func:`_implicit_gemm`; a strided convolution's ``col2im`` joins
+      its dgrad GEMM).
     * **batch norm + ReLU** run as one fused kernel (cuDNN's fused NHWC batch norm with activation, as NVIDIA's
       MXNet ResNet-50 runs it): a ``relu`` named ``<bn>_relu`` after the batch norm ``<bn>`` is folded into it
       (its read and write saved); a ``relu_bwd`` named ``<bn>_relu_bwd`` beside ``<bn>_bwd`` becomes part of that
       kernel, keeping a third of its bytes (the saved activation it reads) and no launch of its own.  The
       residual's ReLU (``<block>/relu`` after the add ``<block>/residual``, and its ``<block>/bwd/relu_bwd``)
       likewise joins the add (cuDNN's batch norm + add + ReLU kernel).
+    * ``fused_attention`` (``"flash"`` or ``"fmha"``): each attention's score kernels run as one fused kernel
+      forward and one backward (:func:`_fuse_attention`): ``"flash"`` as PyTorch's ``scaled_dot_product_attention``
+      runs 16-bit attention (FlashAttention), ``"fmha"`` as NVIDIA's MLPerf BERT runs it (apex's fused MHA).
 
     Returns the lowered list (with a ``kernels`` column: launches per row) and the notes saying what changed."""
     if not len(kernels):
         return kernels, []
     out = kernels.reset_index(drop=True).copy()
+    conv_bytes, col2im, notes = _implicit_gemm(out)
+    out["min_bytes"] = conv_bytes
+    out = out[~col2im].reset_index(drop=True)
     name = out["name"].astype(str)
     typ = out["type"].astype(str).str.lower()
     bn = set(name[typ == "batch_norm"])
@@ -317,7 +505,6 @@ def gpu_lowering(kernels: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     bwd = ((typ == "relu_bwd") & name.map(
         lambda n: (n.endswith("_relu_bwd") and n[:-len("_relu_bwd")] + "_bwd" in bn_bwd)
         or (n.endswith("/bwd/relu_bwd") and n[:-len("/bwd/relu_bwd")] in residual))).to_numpy()
-    notes = []
     if gather.any():
         notes.append(f"{int(gather.sum())} window-gather kernels ({', '.join(WINDOW_GATHER_TYPES)}) left out of the "
                      "GPU pass: cuDNN's implicit-GEMM convolutions gather windows inside the GEMM")
@@ -328,7 +515,13 @@ def gpu_lowering(kernels: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     kern = out["kernels"].to_numpy(dtype=float) if "kernels" in out.columns else np.ones(len(out))
     out["kernels"] = np.where(bwd, 0.0, kern)
     out["min_bytes"] = np.where(bwd, out["min_bytes"].to_numpy(dtype=float) / 3.0, out["min_bytes"])
-    return out[~(gather | fwd)].reset_index(drop=True), notes
+    out = out[~(gather | fwd)].reset_index(drop=True)
+    if fused_attention is not None:
+        if fused_attention not in ATTENTION_KERNELS:
+            raise ConfigError(f"fused attention kernel {fused_attention!r}: choose {' or '.join(ATTENTION_KERNELS)}")
+        out, att_notes = _fuse_attention(out, fused_attention)
+        notes += att_notes
+    return out, notes
 
 
 def replicas(run: dict) -> int:

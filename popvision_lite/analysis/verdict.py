@@ -385,7 +385,10 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
             raise ConfigError(f"GPU precision fp8: {gpu} has no FP8 rate in its device spec")
         prec = gpu_precision
     mp = wl.model_pass(profile)
-    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops)
+    # a 16-bit (or FP8) GPU run's attention is one fused kernel each way (PyTorch's scaled_dot_product_attention
+    # dispatches 16-bit attention to FlashAttention): the score matrix stays on chip
+    gpu_ops, lowering_notes = wl.gpu_lowering(
+        mp.ops, fused_attention="flash" if prec in wl.FUSED_ATTENTION_PRECISIONS else None)
     params, psrc = wl.params(profile)
     per_seq = transformer_activation_bytes_per_sample(cfg)
     if per_seq is not None:

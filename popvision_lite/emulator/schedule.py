@@ -17,9 +17,10 @@ on the IPU", sections on pipelining, replication and replicated tensor sharding)
   update, and the streaming of off-chip optimizer state from/to DDR.
 
 * Per-step terms outside the IPU clock domain (:func:`per_step_terms`, in seconds, not IPU cycles): the
-  framework's step loop on the host (engine run, host-IPU sync, weight-update and stream callbacks) and the
+  framework's step loop on the host (engine run, host-IPU sync, weight-update and stream callbacks), the
   host-link transfer of the step's input samples (prefetched by the data streams, so only the part that
-  outlasts the IPU's step is exposed).  They do not scale with the IPU clock.
+  outlasts the IPU's step is exposed) and the synchronisation of the host servers of a run past one host.
+  They do not scale with the IPU clock.
 
 Every rate comes from the device spec (``[emulator]``: the IPU-Link domain, GW-Link and host-link rates,
 and the calibrated host step constants, each with its source and basis).
@@ -141,6 +142,20 @@ def allreduce_for(em: dict, nbytes: float, replicas: int, ipus: int, clock_hz: f
 
 # Host frameworks whose step loop has a calibrated per-step cost in the device spec
 HOST_FRAMEWORKS = ("none", "popart", "tensorflow")
+# IPUs one host server drives in the measured systems (value and source: resources/devices/ipu-mk2.toml
+# emulator.ipus_per_host)
+IPUS_PER_HOST = 64
+
+
+def host_servers(em: dict, ipus: int) -> int:
+    """Host servers a run of ``ipus`` IPUs spans (``emulator.ipus_per_host`` per server, at least 1)."""
+    return max(1, math.ceil(max(1, int(ipus)) / max(1, int(em.get("ipus_per_host", IPUS_PER_HOST)))))
+
+
+def multi_host_rounds(em: dict, ipus: int) -> int:
+    """Synchronisation rounds between the host servers of a step: ceil(log2 hosts) (one per doubling, as a
+    recursive-doubling barrier or all-reduce across the hosts' processes takes); 0 on one host."""
+    return math.ceil(math.log2(host_servers(em, ipus)))
 
 
 def input_bytes_per_sample(model: str, seq: int = 0, image: int = 0) -> int:
@@ -160,22 +175,26 @@ def per_step_terms(em: dict, framework: str, ipus: int, input_bytes_per_step: fl
     """Seconds an optimizer step pays outside the IPU clock domain, by name (added to the step's
     ``ipu_step_seconds``; ``schedule["per_step_terms"]``):
 
-    Framework "none" (the default of a plain emulation) models the IPUs alone: both terms are 0.
+    Framework "none" (the default of a plain emulation) models the IPUs alone: every term is 0.
 
     * ``host_step``: the framework's step loop (one ``engine.run`` / ``session.run`` per step with
       ``batches_per_step`` 1: host-IPU sync, weight-update and stream callbacks); the device spec's
       calibrated ``host_step_seconds_<framework>`` (0 for framework "none").
     * ``host_input``: the step's input bytes over the host links (``host_link_bytes_per_s_per_ipu`` x
       IPUs), minus the IPU step it overlaps with (the data streams prefetch): 0 unless the link is slower
-      than the IPUs."""
+      than the IPUs.
+    * ``multi_host``: a run past one host server (``ipus_per_host``) synchronises its hosts' processes every
+      step: the device spec's calibrated ``multi_host_step_seconds`` per round, ``multi_host_rounds`` rounds
+      (0 on one host)."""
     if framework not in HOST_FRAMEWORKS:
         raise ValueError(f"host_framework must be one of {', '.join(HOST_FRAMEWORKS)}, got {framework!r}")
     if framework == "none":
-        return {"host_step": 0.0, "host_input": 0.0}
+        return {"host_step": 0.0, "host_input": 0.0, "multi_host": 0.0}
     host = float(em.get(f"host_step_seconds_{framework}", 0.0))
     link = float(em.get("host_link_bytes_per_s_per_ipu", 0.0)) * max(1, int(ipus))
     xfer = float(input_bytes_per_step) / link if link > 0 else 0.0
-    return {"host_step": host, "host_input": max(0.0, xfer - float(ipu_step_seconds))}
+    multi = float(em.get("multi_host_step_seconds", 0.0)) * multi_host_rounds(em, ipus)
+    return {"host_step": host, "host_input": max(0.0, xfer - float(ipu_step_seconds)), "multi_host": multi}
 
 
 def state_bytes_per_param(optimizer: str, master_weights: bool, state_dtype: str, weight_dtype: str) -> dict:

@@ -176,8 +176,10 @@ def test_gpu_precision_fp8_where_the_gpu_has_the_rate(tiny):
     h16 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96)
     h8 = pvl.verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96, gpu_precision="fp8")
     g8, g16 = (v.gpu_estimate.ops for v in (h8, h16))
-    gemm = (g16["op_class"] == "gemm").to_numpy()
+    gemm = ((g16["op_class"] == "gemm") & (g16["op_kind"] != "attention")).to_numpy()
     assert gemm.any() and (g8["compute_s"].to_numpy()[gemm] < g16["compute_s"].to_numpy()[gemm]).all()
+    att = (g16["op_kind"] == "attention").to_numpy()     # the fused attention kernel stays 16-bit
+    assert att.any() and (g8["compute_s"].to_numpy()[att] == g16["compute_s"].to_numpy()[att]).all()
     assert h8.gpu.samples_per_second >= h16.gpu.samples_per_second     # tiny kernels: launch-bound either way
     assert any("FP8 GEMMs" in n for n in h8.notes)
     assert h8.gpu_estimate.memory["weights_bytes"] == h16.gpu_estimate.memory["weights_bytes"]
@@ -240,3 +242,82 @@ def test_gpu_lowering_drops_window_gathers_and_fuses_norm_activation_chains():
     assert kept["b/bwd/bn2_relu_bwd"] == (1e6, 0) and kept["b/bwd/relu_bwd"] == (1e6, 0)   # fused: a third, no launch
     assert kept["b/conv2/matmul"] == (10e6, 1) and len(notes) == 2
     assert wl.gpu_lowering(ops.iloc[:0])[0].empty
+
+
+def test_gpu_lowering_costs_convolutions_as_implicit_gemms():
+    import pandas as pd
+
+    from popvision_lite.analysis import model_pass as wl
+
+    # im2col: X = 80 B read, 10 x 9 x 4 fp16 window rows (720 B) written; its GEMMs read the 720 B of windows
+    rows = [("b/conv2/im2col", "im2col", 800, "10 windows of 9 rows of 4 gathered by exchange"),
+            ("b/conv2/matmul", "matmul", 900, ""), ("b/bwd/conv2/dw_matmul", "matmul", 900, ""),
+            ("b/bwd/conv2/dx_im2col", "im2col", 800, "10 windows of 9 rows of 4 gathered by exchange"),
+            ("b/bwd/conv2/dx_matmul", "matmul", 900, ""),
+            # strided dgrad: dx_matmul writes 500 B of window rows, col2im sums them into 20 x 8 fp16 = 320 B of dX
+            ("c/bwd/conv/dx_matmul", "matmul", 580, ""),
+            ("c/bwd/conv/col2im", "sum_pool", 820, "20 windows of 4 rows of 8; windows gathered by exchange"),
+            ("d/pool", "sum_pool", 820, "20 windows of 4 rows of 8; windows gathered by exchange")]
+    ops = pd.DataFrame([dict(name=n, type=t, precision="fp16", flops=1.0, min_bytes=b, plan=p) for n, t, b, p in rows])
+    low, notes = wl.gpu_lowering(ops)
+    kept = dict(zip(low["name"], low["min_bytes"], strict=True))
+    assert kept["b/conv2/matmul"] == 260 and kept["b/bwd/conv2/dw_matmul"] == 260   # X instead of the windows
+    assert kept["b/bwd/conv2/dx_matmul"] == 260
+    assert kept["c/bwd/conv/dx_matmul"] == 400 and "c/bwd/conv/col2im" not in kept  # dX instead of the window rows
+    assert kept["d/pool"] == 820                                                      # a pooling is not a col2im
+    assert "b/conv2/im2col" not in kept and any("implicit GEMM" in n for n in notes)
+    # a gather whose plan is not the emulator's window text keeps the conservative bytes
+    odd = ops.assign(plan="gathered")
+    assert dict(zip(*wl.gpu_lowering(odd)[0][["name", "min_bytes"]].T.values, strict=True))["b/conv2/matmul"] == 900
+
+
+def _attention_rows(precision="fp16", runs=2):
+    """One attention (batch x heads 2, 8 tokens, head dim 4) as the emulator's transformer writes it, per run:
+    S = 2 x 8 x 8 fp16 = 256 B, Q = K = V = O = 2 x 8 x 4 = 128 B."""
+    import pandas as pd
+
+    s, q, f = 256, 128, 2 * 2 * 8 * 8 * 4
+    leaves = [("qk_matmul", "matmul", f, 2 * q + s), ("scale", "scale", 128, 2 * s), ("softmax", "softmax", 640, 2 * s),
+              ("pv_matmul", "matmul", f, s + 2 * q), ("out_matmul", "matmul", 99, 77),
+              ("pv_matmul_dp", "matmul", f, 2 * q + s), ("pv_matmul_dv", "matmul", f, s + 2 * q),
+              ("softmax_bwd", "softmax_bwd", 384, 3 * s), ("scale_bwd", "scale", 128, 2 * s),
+              ("qk_matmul_dq", "matmul", f, s + 2 * q), ("qk_matmul_dk", "matmul", f, s + 2 * q)]
+    return pd.DataFrame([dict(name=f"ipu0/layer/attention/{leaf}", type=t, precision=precision, flops=fl, min_bytes=b)
+                         for leaf, t, fl, b in leaves for _ in range(runs)])
+
+
+def test_gpu_lowering_fuses_attention_as_flash_attention():
+    from popvision_lite.analysis import gpu_estimate as ge
+    from popvision_lite.analysis import model_pass as wl
+
+    ops = _attention_rows()
+    assert wl.gpu_lowering(ops)[0]["name"].tolist() == ops["name"].tolist()     # off unless asked for
+    low, notes = wl.gpu_lowering(ops, fused_attention="flash")
+    by = {n: g for n, g in low.groupby("name")}
+    assert sorted(by) == ["ipu0/layer/attention/fused_attention", "ipu0/layer/attention/fused_attention_bwd",
+                          "ipu0/layer/attention/out_matmul"]
+    fwd, bwd = by["ipu0/layer/attention/fused_attention"], by["ipu0/layer/attention/fused_attention_bwd"]
+    assert len(fwd) == 2 and len(bwd) == 2                                   # one kernel per run, as the IPU's rows
+    f = 2 * 2 * 8 * 8 * 4
+    r = fwd.iloc[0]
+    assert (r["flops"], r["min_bytes"], r["type"]) == (2 * f + 128 + 640, 4 * 128, "attention")   # Q, K, V, O only
+    assert (r["m"], r["n"], r["k"], r["batch"]) == (8, 4, 8, 2)
+    r = bwd.iloc[0]
+    assert (r["flops"], r["min_bytes"]) == (5 * f + 384 + 128, 8 * 128)   # recomputes Q.K^T; Q K V O dO dQ dK dV
+    assert any("FlashAttention" in n for n in notes)
+    # fp32 attention has no flash kernel: left as it is
+    fp32 = _attention_rows("fp32")
+    assert wl.gpu_lowering(fp32, fused_attention="flash")[0]["name"].tolist() == fp32["name"].tolist()
+    # apex's fused MHA (NVIDIA's MLPerf BERT) writes P once forward; backward reads P, writes and re-reads dS
+    fm = wl.gpu_lowering(ops, fused_attention="fmha")[0].groupby("name").first()
+    assert fm.loc["ipu0/layer/attention/fused_attention", "min_bytes"] == 4 * 128 + 256
+    assert (fm.loc["ipu0/layer/attention/fused_attention_bwd", ["flops", "min_bytes"]].tolist()
+            == [4 * f + 384 + 128, 8 * 128 + 3 * 256])
+    with pytest.raises(ConfigError, match="fused attention kernel 'xla'"):
+        wl.gpu_lowering(ops, fused_attention="xla")
+    # an FP8 run keeps the fused kernel at the 16-bit tensor peak, its other GEMMs at the FP8 peak
+    est = ge.estimate_ops(low, "h100-sxm", gemm_precision="fp8")
+    as_mm = ge.estimate_ops(low.assign(type="matmul"), "h100-sxm", gemm_precision="fp8")
+    att = (low["type"] == "attention").to_numpy()
+    assert (est["compute_s"].to_numpy()[att] > as_mm["compute_s"].to_numpy()[att]).all()
+    assert set(est.loc[att, "op_kind"]) == {"attention"}

@@ -112,9 +112,9 @@ def test_allreduce_for_reads_the_fabric_from_the_device_spec():
 
 def test_per_step_terms_are_seconds_outside_the_ipu_clock():
     em = {"host_step_seconds_popart": 0.2, "host_step_seconds_tensorflow": 0.01, "host_link_bytes_per_s_per_ipu": 1e9}
-    assert sch.per_step_terms(em, "none", 16, 1e12, 0.1) == {"host_step": 0.0, "host_input": 0.0}
+    assert sch.per_step_terms(em, "none", 16, 1e12, 0.1) == {"host_step": 0.0, "host_input": 0.0, "multi_host": 0.0}
     t = sch.per_step_terms(em, "popart", 16, 8e8, 0.1)  # 8e8 B over 16 GB/s = 50 ms < the 100 ms IPU step
-    assert t == {"host_step": 0.2, "host_input": 0.0}
+    assert t == {"host_step": 0.2, "host_input": 0.0, "multi_host": 0.0}
     t = sch.per_step_terms(em, "tensorflow", 4, 8e8, 0.1)  # 200 ms over 4 GB/s: 100 ms exposed
     assert t["host_step"] == 0.01 and t["host_input"] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="host_framework"):
@@ -338,3 +338,19 @@ def test_op_outlining_shares_code_of_identical_ops_only_on_the_composed_path():
     assert on.profile_data.memory[:, vs, 0].sum() < off.profile_data.memory[:, vs, 0].sum()
     assert on.total_cycles == off.total_cycles  # code sharing changes memory, not the steps
     assert off.schedule["outlined_ops"]["0"] == {"copies": 0, "compute_sets": 0}
+
+
+def test_multi_host_term_is_one_round_per_doubling_of_host_servers():
+    from popvision_lite.devices import load_device
+
+    em = {"ipus_per_host": 64, "multi_host_step_seconds": 0.003}
+    assert [sch.host_servers(em, n) for n in (1, 16, 64, 65, 128, 256, 512)] == [1, 1, 1, 2, 2, 4, 8]
+    assert [sch.multi_host_rounds(em, n) for n in (64, 128, 192, 256, 512)] == [0, 1, 2, 2, 3]
+    terms = {n: sch.per_step_terms(em, "tensorflow", n, 0, 0.01)["multi_host"] for n in (64, 128, 256)}
+    assert terms == {64: 0.0, 128: pytest.approx(0.003), 256: pytest.approx(0.006)}
+    assert sch.per_step_terms(em, "none", 256, 0, 0.01)["multi_host"] == 0.0     # the IPUs alone
+    assert sch.per_step_terms({}, "popart", 256, 0, 0.01)["multi_host"] == 0.0   # a spec without the constant
+    for dev in ("ipu-mk2", "ipu-bow"):   # both specs carry the same calibrated host-side constant
+        spec = load_device(dev)
+        assert spec.basis("emulator.multi_host_step_seconds") == "calibrated"
+        assert spec.value("emulator.multi_host_step_seconds") > 0 and spec.value("emulator.ipus_per_host") == 64
