@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import conv, elementwise, matmul, rows, views
+from . import conv, elementwise, matmul, resample, rows, views
 from .elementwise import binary, unary
 
 
@@ -76,6 +76,11 @@ LOWERINGS: dict[str, Lowering] = {
     "AveragePool": _l(conv.lower_average_pool, (*_WINDOW, "count_include_pad")),
     "GlobalAveragePool": _l(conv.lower_global_average_pool),
     "BatchNormalization": _l(conv.lower_batch_normalization, ("epsilon", "momentum", "training_mode", "spatial")),
+    "ConvTranspose": _l(resample.lower_conv_transpose, ("kernel_shape", "strides", "pads", "dilations", "group",
+                                                        "auto_pad", "output_padding", "output_shape")),
+    "Resize": _l(resample.lower_resize, ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                                         "extrapolation_value", "nearest_mode", "antialias", "axes",
+                                         "keep_aspect_ratio_policy")),
     # views and data movement
     "Identity": _l(views.lower_identity),
     "Dropout": _l(views.lower_identity, ("seed",)),

@@ -1,0 +1,90 @@
+"""ConvTranspose and Resize (U-Net decoders, SegFormer / FPN heads, upsampling layers): small graphs built with
+onnx.helper against ONNX Runtime, their training step, and the attributes refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from popvision_lite.emulator.onnx_import import OnnxImportError, emulate_onnx  # noqa: E402
+
+
+def _save(tmp_path, nodes, inputs, outputs, inits=(), opset=17):
+    m = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits)),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    p = tmp_path / "m.onnx"
+    onnx.save(m, str(p))
+    return p
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _c(name, v, t=np.float32):
+    return numpy_helper.from_array(np.asarray(v, t), name)
+
+
+def _resample_graph(tmp_path):
+    """Strided / padded / output-padded, grouped + dilated and 1-D ConvTranspose; linear, nearest (sizes) and
+    cubic (align_corners at a non-integer scale) Resize."""
+    rng = np.random.default_rng(0)
+    w = lambda n, s: _c(n, rng.standard_normal(s))  # noqa: E731
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w1", "b1"], ["t1"], strides=[2, 2], pads=[1, 0, 0, 1],
+                         output_padding=[1, 0]),
+        helper.make_node("ConvTranspose", ["t1", "w2"], ["t2"], group=3, dilations=[2, 1], strides=[1, 2]),
+        helper.make_node("Resize", ["t2", "", "sc"], ["r1"], mode="linear", coordinate_transformation_mode="half_pixel"),
+        helper.make_node("Resize", ["r1", "", "", "sz"], ["r2"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Resize", ["x", "", "sc2"], ["r3"], mode="cubic", coordinate_transformation_mode="align_corners"),
+        helper.make_node("ConvTranspose", ["s", "w3"], ["t3"], strides=[3], pads=[1, 2]),
+    ]
+    inits = [w("w1", (4, 3, 3, 3)), w("b1", (3,)), w("w2", (3, 2, 2, 3)), w("w3", (2, 2, 4)),
+             _c("sc", [1, 1, 2, 1.5]), _c("sz", [2, 6, 9, 13], np.int64), _c("sc2", [1, 1, 1.5, 2])]
+    return _save(tmp_path, nodes, [_vi("x", [2, 4, 5, 6]), _vi("s", [1, 2, 7])],
+                 [_vi("r2", [2, 6, 9, 13]), _vi("r3", [2, 4, 7, 12]), _vi("t3", [1, 2, 19])], inits)
+
+
+def test_conv_transpose_and_resize_match_onnxruntime(tmp_path):
+    run = emulate_onnx(_resample_graph(tmp_path), precision="fp32")
+    assert set(run.numeric_checks) == {"r2", "r3", "t3"}
+    for k, c in run.numeric_checks.items():
+        assert c["passed"] and c["max_rel_err"] < 1e-5, (k, c)
+    types = set(run.profile_data.ops["type"])
+    # ConvTranspose: im2col + matmul of the spread-out input; linear / cubic Resize: matmuls; nearest: a view
+    assert {"im2col", "matmul", "concat"} <= types
+
+
+def test_conv_transpose_and_resize_train(tmp_path):
+    run = emulate_onnx(_resample_graph(tmp_path), precision="fp32", training=True)
+    weights = {k for k in run.numeric_checks if k.startswith("weight:")}
+    assert {"weight:b1", "weight:w1/conv_transpose/hwio", "weight:w2/conv_transpose/groups",
+            "weight:w3/conv_transpose/hwio"} <= weights
+    assert all(c["passed"] for c in run.numeric_checks.values()), run.numeric_checks
+
+
+def test_nearest_resize_is_a_view_without_arithmetic(tmp_path):
+    p = _save(tmp_path, [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="nearest")],
+              [_vi("x", [1, 2, 3, 4])], [_vi("y", [1, 2, 6, 8])], [_c("sc", [1, 1, 2, 2])])
+    run = emulate_onnx(p, precision="fp32")
+    assert run.numeric_checks["y"]["max_abs_err"] == 0.0
+    assert "matmul" not in set(run.profile_data.ops["type"])
+
+
+@pytest.mark.parametrize("node,needle", [
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], output_shape=[5, 5]), "output_shape of ConvTranspose"),
+    (helper.make_node("ConvTranspose", ["x", "w"], ["y"], auto_pad="SAME_UPPER"), "auto_pad SAME_UPPER"),
+    (helper.make_node("Resize", ["x", "roi", "sc"], ["y"], mode="linear",
+                      coordinate_transformation_mode="tf_crop_and_resize"), "tf_crop_and_resize"),
+])
+def test_resample_attributes_it_cannot_honour_are_refused_by_name(tmp_path, node, needle):
+    inits = [_c("w", np.ones((2, 2, 3, 3))), _c("roi", [0, 0, 0, 0, 1, 1, 1, 1]), _c("sc", [1, 1, 2, 2])]
+    p = _save(tmp_path, [node], [_vi("x", [1, 2, 3, 3])], [_vi("y", [1, 2, 5, 5])], inits)
+    with pytest.raises(OnnxImportError, match=needle):
+        emulate_onnx(p, precision="fp32", timing_only=True)
