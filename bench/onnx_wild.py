@@ -159,46 +159,9 @@ def torchvision_wild(name):
         model = tvm.mnasnet0_5(weights=None, num_classes=10)
     elif name == "resnext":  # ResNeXt blocks (32 groups x 4 wide at full size): 8 groups, [1, 1, 1, 1] blocks
         model = resnet.ResNet(resnet.Bottleneck, [1, 1, 1, 1], num_classes=10, groups=8, width_per_group=4)
-    elif name == "unet":
-        model = UNet()
     zoo._randomise_bn(model)
     x = np.random.default_rng(15).standard_normal((B, 3, size, size)).astype(np.float32)
     return model, {"pixel_values": x}, zoo._image_axes()
-
-
-def _unet_cls():
-    import torch
-    from torch import nn
-
-    def block(i, o):
-        return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True),
-                             nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
-
-    class UNet(nn.Module):
-        """A small U-Net: two ConvTranspose up-steps and one bilinear Resize, skip connections by Concat."""
-
-        def __init__(self):
-            super().__init__()
-            self.d1, self.d2, self.d3 = block(3, 8), block(8, 16), block(16, 32)
-            self.pool = nn.MaxPool2d(2)
-            self.up2 = nn.ConvTranspose2d(32, 16, 2, stride=2)
-            self.u2 = block(32, 16)
-            self.up1 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-            self.u1 = block(16 + 8, 8)
-            self.head = nn.ConvTranspose2d(8, 2, 3, stride=1, padding=1)
-
-        def forward(self, x):
-            a = self.d1(x)
-            b = self.d2(self.pool(a))
-            c = self.d3(self.pool(b))
-            y = self.u2(torch.cat([self.up2(c), b], 1))
-            y = self.u1(torch.cat([self.up1(y), a], 1))
-            return self.head(y)
-    return UNet
-
-
-def UNet():  # noqa: N802 - builds the class lazily (torch imported in the child only)
-    return _unet_cls()()
 
 
 WILD = {
@@ -234,7 +197,9 @@ WILD = {
     "convnext_v2": lambda: _image_model("ConvNextV2Model", "ConvNextV2Config", 37, pooled=True,
                                         hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1], image_size=32),
     **{n: (lambda n=n: torchvision_wild(n)) for n in ("densenet", "vgg", "squeezenet", "shufflenet_v2", "regnet",
-                                                      "inception_v3", "mnasnet", "resnext", "unet")},
+                                                      "inception_v3", "mnasnet", "resnext")},
+    "unet": lambda: _zoo().unet_module()[:3],  # since committed to the zoo (its ConvTranspose and Resize)
+
 }
 
 

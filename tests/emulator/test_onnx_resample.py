@@ -88,3 +88,30 @@ def test_resample_attributes_it_cannot_honour_are_refused_by_name(tmp_path, node
     p = _save(tmp_path, [node], [_vi("x", [1, 2, 3, 3])], [_vi("y", [1, 2, 5, 5])], inits)
     with pytest.raises(OnnxImportError, match=needle):
         emulate_onnx(p, precision="fp32", timing_only=True)
+
+
+@pytest.mark.parametrize("opset", [17, 21])
+def test_instance_and_group_norm_match_onnxruntime_and_train(tmp_path, opset):
+    """wav2vec2 / HuBERT's feature extractor (GroupNorm with one group per channel: InstanceNormalization in the
+    TorchScript export) and GroupNormalization (opset 21)."""
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)]
+    inits = [_c("s", rng.standard_normal(4)), _c("b", rng.standard_normal(4))]
+    outs = [_vi("y", [2, 4, 10])]
+    if opset >= 21:
+        k = 6
+        nodes.append(helper.make_node("GroupNormalization", ["z", "gs", "gb"], ["w"], num_groups=2, epsilon=1e-4))
+        inits += [_c("gs", rng.standard_normal(k)), _c("gb", rng.standard_normal(k))]
+        outs.append(_vi("w", [2, 6, 3, 5]))
+    p = _save(tmp_path, nodes, [_vi("x", [2, 4, 10]), _vi("z", [2, 6, 3, 5])], outs, inits, opset=opset)
+    x = {"x": (3 + 2 * rng.standard_normal((2, 4, 10))).astype(np.float32),
+         "z": rng.standard_normal((2, 6, 3, 5)).astype(np.float32)}
+    run = emulate_onnx(p, precision="fp32", inputs=x)
+    assert len(run.numeric_checks) == len(outs)
+    for k, c in run.numeric_checks.items():
+        assert c["passed"] and c["max_rel_err"] < 1e-5, (k, c)
+    t = emulate_onnx(p, precision="fp32", inputs=x, training=True)
+    trained = {k for k in t.numeric_checks if k.startswith("weight:")}
+    assert {"weight:s", "weight:b"} <= trained
+    assert {"weight:gs", "weight:gb"} <= trained or opset < 21
+    assert all(c["passed"] for c in t.numeric_checks.values()), t.numeric_checks

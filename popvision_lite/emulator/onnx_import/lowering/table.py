@@ -66,6 +66,8 @@ LOWERINGS: dict[str, Lowering] = {
     # row ops
     "Softmax": _l(rows.lower_softmax, ("axis",)),
     "LayerNormalization": _l(rows.lower_layer_normalization, ("axis", "epsilon", "stash_type")),
+    "InstanceNormalization": _l(rows.lower_instance_normalization, ("epsilon",)),
+    "GroupNormalization": _l(rows.lower_group_normalization, ("epsilon", "num_groups", "stash_type")),
     "ReduceMean": _l(rows.lower_reduce_mean, _REDUCE),
     "ReduceSum": _l(rows.lower_reduce_sum, _REDUCE),
     "ReduceSumSquare": _l(rows.lower_reduce_sum_square, _REDUCE),
