@@ -116,17 +116,6 @@ def _image_model(cls_name, cfg_name, seed, pooled=False, **cfg):
     return wrap, zoo._image(seed), zoo._image_axes()
 
 
-def wav2vec(kind):
-    import transformers as tf
-
-    cfg = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-               conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
-               num_conv_pos_embedding_groups=4, vocab_size=32)
-    model = tf.Wav2Vec2Model(tf.Wav2Vec2Config(**cfg)) if kind == "wav2vec2" else tf.HubertModel(tf.HubertConfig(**cfg))
-    x = np.random.default_rng(14).standard_normal((B, 400)).astype(np.float32)
-    return _first(model, ["input_values"]), {"input_values": x}, {"input_values": {0: "batch"}}
-
-
 def torchvision_wild(name):
     import torch
     import torchvision.models as tvm
@@ -142,6 +131,7 @@ def torchvision_wild(name):
                         init_weights=True)
         model.classifier = torch.nn.Sequential(torch.nn.Linear(32 * 7 * 7, 64), torch.nn.ReLU(True),
                                                torch.nn.Dropout(), torch.nn.Linear(64, 10))
+        size = 112  # four 2x2 max pools to its 7x7 adaptive pool, as 224 gives 7x7 after five
     elif name == "squeezenet":
         model = tvm.squeezenet1_1(weights=None, num_classes=10)
         size = 64
@@ -182,8 +172,8 @@ WILD = {
     "segformer": lambda: _image_model("SegformerModel", "SegformerConfig", 28, num_encoder_blocks=2, depths=[1, 1],
                                       sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
                                       patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2]),
-    "wav2vec2": lambda: wav2vec("wav2vec2"),
-    "hubert": lambda: wav2vec("hubert"),
+    "wav2vec2": lambda: _zoo().audio_encoder("wav2vec2")[:3],  # since committed to the zoo
+    "hubert": lambda: _zoo().audio_encoder("hubert")[:3],
     "mistral": lambda: _text("MistralModel", "MistralConfig", 31, decoder=True, num_key_value_heads=2,
                              sliding_window=4, **_DEC),
     "qwen2": lambda: _text("Qwen2Model", "Qwen2Config", 32, decoder=True, num_key_value_heads=2, **_DEC),

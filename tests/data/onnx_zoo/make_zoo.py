@@ -8,7 +8,7 @@ Each model is built from its ``transformers`` / ``torchvision`` config with rand
 real exports have: attention through ``scaled_dot_product_attention`` (sdpa) and eager, Hugging Face masks,
 T5's relative position buckets, ViT's CLS token, depthwise / grouped convolutions, squeeze-excite, Whisper's
 1-D convolutions, Llama's RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, a U-Net's
-ConvTranspose and Resize.
+ConvTranspose and Resize, wav2vec2's InstanceNormalization.
 
 Every model is exported twice: ``NAME.classic.onnx`` (TorchScript exporter, ``dynamo=False``, opset 17, batch
 and sequence axes dynamic) and ``NAME.dynamo.onnx`` (torch.export-based exporter, its default opset, static
@@ -142,6 +142,21 @@ def whisper_encoder():
     x = np.random.default_rng(7).standard_normal((B, 16, 32)).astype(np.float32)
     return _last_hidden(enc, ["input_features"]), {"input_features": x}, {"input_features": {0: "batch"}}, \
         cfg.to_dict()
+
+
+def audio_encoder(kind):
+    """wav2vec2 / HuBERT: a 1-D conv feature extractor on raw audio (GroupNorm with a group per channel after
+    the first conv: InstanceNormalization in the exports), a grouped positional conv with weight norm, then a
+    transformer encoder."""
+    import transformers as tf
+
+    cfg = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+               conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+               num_conv_pos_embedding_groups=4, vocab_size=32)
+    c = tf.Wav2Vec2Config(**cfg) if kind == "wav2vec2" else tf.HubertConfig(**cfg)
+    model = tf.Wav2Vec2Model(c) if kind == "wav2vec2" else tf.HubertModel(c)
+    x = np.random.default_rng(10).standard_normal((B, 400)).astype(np.float32)
+    return _last_hidden(model, ["input_values"]), {"input_values": x}, {"input_values": {0: "batch"}}, c.to_dict()
 
 
 def torchvision_model(name):
@@ -279,6 +294,7 @@ ZOO = {
     "mobilenet_v3": lambda: torchvision_model("mobilenet_v3"),
     "efficientnet_b0": lambda: torchvision_model("efficientnet_b0"),
     "unet": unet_module,
+    "wav2vec2": lambda: audio_encoder("wav2vec2"),
 }
 
 

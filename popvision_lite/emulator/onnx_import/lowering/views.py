@@ -228,7 +228,7 @@ def view_with_fill(low, a: Act, idx, fill: float, name) -> Act:
             n = a.size
             low.rec(joined, [flat], lambda dy: [(flat, lambda: low.be.take(dy, np.arange(n)))])
         idx = np.where(idx < 0, a.size, idx)
-        a = joined
+        return low.view(joined, idx, idx.shape, fill_last=True)
     return low.view(a, idx, idx.shape)
 
 
