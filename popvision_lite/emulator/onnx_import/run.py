@@ -184,6 +184,8 @@ def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None,
 def _original_weight(name, lm):
     """(initializer name, fn: updated array -> the initializer's layout) of a lowered weight: Gemm's
     transB weights are stored transposed (``/T``), biases and norm scales flattened (``/vec``, ``/flat``)."""
+    if "/conv_transpose/" in name:
+        return _conv_transpose_weight(name, lm)
     for sfx in ("/T", "/vec", "/flat", "/hwio"):
         if name.endswith(sfx) and name[: -len(sfx)] in lm.initializers:
             orig = name[: -len(sfx)]
@@ -201,6 +203,27 @@ def _original_weight(name, lm):
         shape = lm.initializers[orig].shape
         return orig, lambda v, shape=shape: v.reshape(shape)
     return name, None
+
+
+def _conv_transpose_weight(name, lm):
+    """(initializer name, fn) of a ConvTranspose weight (Ci, Co / g, k...), lowered as the equivalent Conv's
+    (``lowering/resample.py``: per group in / out swapped, the kernel flipped; named ``W/conv_transpose/gG``)
+    in the Conv's stored layout: ``/hwio`` (kh * kw * Ci, Co) for one group, ``/groups`` (g, kh * kw * Ci / g,
+    Co / g) for more."""
+    orig, rest = name.split("/conv_transpose/")
+    g = int(rest.split("/")[0][1:])
+    shape = lm.initializers[orig].shape
+    cin, cog, k = shape[0], shape[1], shape[2:]
+    kh, kw = (1, k[0]) if len(k) == 1 else k
+
+    def post(v):
+        if g > 1:
+            wc = v.reshape(g, kh, kw, cin // g, cog).transpose(0, 4, 3, 1, 2).reshape(g * cog, cin // g, kh, kw)
+        else:
+            wc = v.reshape(kh, kw, cin, cog).transpose(3, 2, 0, 1)
+        w = wc[..., ::-1, ::-1].reshape(g, cog, cin // g, kh, kw).swapaxes(1, 2)
+        return np.ascontiguousarray(w).reshape(shape)
+    return orig, post
 
 
 def read_handles(handles, value_of) -> dict:

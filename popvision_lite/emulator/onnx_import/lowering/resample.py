@@ -77,7 +77,7 @@ def lower_conv_transpose(low, i, node, ins, name):
     # Conv weights (Co, Ci / g, k...): per group, in / out swapped, the kernel flipped
     wc = w.reshape(g, cin // g, cog, *k).swapaxes(1, 2).reshape(g * cog, cin // g, *k)
     wc = np.ascontiguousarray(wc[(slice(None), slice(None)) + (slice(None, None, -1),) * nd])
-    wn = f"{node.input[1]}/conv_transpose"
+    wn = f"{node.input[1]}/conv_transpose/g{g}"  # run._conv_transpose_weight maps updates back by this name
     low.vals[wn] = wc
     if node.input[1] in low.params:
         low.params.add(wn)
