@@ -78,6 +78,8 @@ NOT_BENCHMARKS: dict[str, str] = {
     "fuzz_surfaces": "helper: the text-payload, torch-trace, ONNX and CSV case makers that fuzz_hostile runs, not a "
                      "benchmark of its own",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
+    "onnx_wild": "builds and exports models outside the zoo at run time; needs torch, torchvision, transformers and "
+                 "onnxscript, which are not dependencies (docs/onnx.md \"Beyond the zoo\")",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
                      "not a speed benchmark",
