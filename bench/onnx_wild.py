@@ -11,8 +11,8 @@ shrunk (two layers, small widths, batch 2, sequence 8, 32x32 images), exported b
 default) into a temporary folder (nothing is kept), and run, in a child process of its own, through
 ``emulate_onnx`` as ``popvision-lite emulate --onnx FILE`` does: a timing-only inference step (fits, ops), full
 numerics in fp32 against ONNX Runtime on the same inputs (max |error| relative to the output's max, the check's
-verdict), and a timing-only ``--training`` step. A stage that fails prints its error (type and message) and
-the next stages still run where they can.
+verdict), and a timing-only ``--training`` step. A stage that fails prints its error (type and message): an
+export or import failure ends the model's line, a numerics or training failure is reported beside the others.
 """
 
 from __future__ import annotations
@@ -291,7 +291,9 @@ def main():
     print(f"\n{len(exported)}/{len(rows)} export; of those {len(ok)} import and run, {len(passed)} pass fp32 numerics "
           f"(error relative to the output's max; '!' = failed), {len(trained)} run a training step")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        from popvision_lite.atomic_io import write_bytes_atomic
+
+        write_bytes_atomic(args.json, json.dumps(rows, indent=1).encode())
     print("BENCH-RESULT " + json.dumps({"bench": "onnx_wild", "rows": len(rows), "exported": len(exported),
                                         "imported": len(ok), "numerics_passed": len(passed),
                                         "trained": len(trained)}))
