@@ -6,7 +6,6 @@ and a matmul with the matrix for linear / cubic; the matrix is the node itself e
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
 
 from ..loader import OnnxImportError
 from .conv import lower_conv
@@ -81,6 +80,8 @@ def lower_conv_transpose(low, i, node, ins, name):
     low.vals[wn] = wc
     if node.input[1] in low.params:
         low.params.add(wn)
+    from onnx import helper
+
     sn = f"{name}/spread"
     low.vals[sn] = spread
     bias = [node.input[2]] if len(node.input) > 2 and node.input[2] else []
@@ -134,6 +135,8 @@ def _axis_matrix(low, node, name, size, out, scale):
     """(out, size) interpolation matrix of ``node`` along one axis: the node (its attributes, ``axes`` left
     out) evaluated on the (size, size) identity, resized along its second axis only (by ONNX Runtime, else
     ONNX's reference: they differ on align_corners at a non-integer scale)."""
+    from onnx import helper
+
     keep = [a for a in node.attribute if a.name != "axes"]
     feeds = {"x": np.eye(size, dtype=np.float32)}
     if scale is not None:
