@@ -78,6 +78,8 @@ NOT_BENCHMARKS: dict[str, str] = {
     "fuzz_surfaces": "helper: the text-payload, torch-trace, ONNX and CSV case makers that fuzz_hostile runs, not a "
                      "benchmark of its own",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
+    "onnx_wild": "builds and exports models outside the zoo at run time; needs torch, torchvision, transformers and "
+                 "onnxscript, which are not dependencies (docs/onnx.md \"Beyond the zoo\")",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "chunk_layout": "the chunk shape / codec options of decision 0120 side by side (writes 15 profiles); a design "
                     "comparison for choosing the layout, with no goal of its own",

@@ -25,7 +25,7 @@ CASES = [(m, e) for m in sorted(MANIFEST["models"]) for e in ("classic", "dynamo
 # the models the zoo must hold (each with both exporters)
 EXPECTED = {"bert_sdpa", "bert_eager", "minilm_sdpa", "minilm_eager", "distilbert_sdpa", "distilbert_eager", "gpt2",
             "t5", "llama", "vit", "convnext", "whisper_encoder", "resnet50", "mobilenet_v2", "mobilenet_v3",
-            "efficientnet_b0"}
+            "efficientnet_b0", "unet", "wav2vec2"}
 
 
 def _data(name, exporter):
@@ -76,7 +76,8 @@ def test_zoo_fp16_within_tolerance_and_compared_with_onnxruntime_fp16(name):
 
 
 @pytest.mark.parametrize("name,exporter", [("bert_sdpa", "classic"), ("llama", "dynamo"),
-                                           ("mobilenet_v3", "classic"), ("whisper_encoder", "dynamo")])
+                                           ("mobilenet_v3", "classic"), ("whisper_encoder", "dynamo"),
+                                           ("unet", "dynamo"), ("wav2vec2", "classic")])
 def test_zoo_training_step_updates_weights_as_the_reference(name, exporter):
     ins, ref, _ = _data(name, exporter)
     run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32", training=True)

@@ -157,6 +157,8 @@ def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None,
 def _original_weight(name, lm):
     """(initializer name, fn: updated array -> the initializer's layout) of a lowered weight: Gemm's
     transB weights are stored transposed (``/T``), biases and norm scales flattened (``/vec``, ``/flat``)."""
+    if "/conv_transpose/" in name:
+        return _conv_transpose_weight(name, lm)
     for sfx in ("/T", "/vec", "/flat", "/hwio"):
         if name.endswith(sfx) and name[: -len(sfx)] in lm.initializers:
             orig = name[: -len(sfx)]
@@ -174,6 +176,27 @@ def _original_weight(name, lm):
         shape = lm.initializers[orig].shape
         return orig, lambda v, shape=shape: v.reshape(shape)
     return name, None
+
+
+def _conv_transpose_weight(name, lm):
+    """(initializer name, fn) of a ConvTranspose weight (Ci, Co / g, k...), lowered as the equivalent Conv's
+    (``lowering/resample.py``: per group in / out swapped, the kernel flipped; named ``W/conv_transpose/gG``)
+    in the Conv's stored layout: ``/hwio`` (kh * kw * Ci, Co) for one group, ``/groups`` (g, kh * kw * Ci / g,
+    Co / g) for more."""
+    orig, rest = name.split("/conv_transpose/")
+    g = int(rest.split("/")[0][1:])
+    shape = lm.initializers[orig].shape
+    cin, cog, k = shape[0], shape[1], shape[2:]
+    kh, kw = (1, k[0]) if len(k) == 1 else k
+
+    def post(v):
+        if g > 1:
+            wc = v.reshape(g, kh, kw, cin // g, cog).transpose(0, 4, 3, 1, 2).reshape(g * cog, cin // g, kh, kw)
+        else:
+            wc = v.reshape(kh, kw, cin, cog).transpose(3, 2, 0, 1)
+        w = wc[..., ::-1, ::-1].reshape(g, cog, cin // g, kh, kw).swapaxes(1, 2)
+        return np.ascontiguousarray(w).reshape(shape)
+    return orig, post
 
 
 def read_handles(handles, value_of) -> dict:
@@ -281,23 +304,15 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     inputs, so its forward activations are not kept (activation checkpointing).  ``outline`` (timing-only inference
     on one IPU per replica): each distinct repeated block is emulated once and the others are calls of it
     (``lowering/outline.py``); the same cycles and memory, a fraction of the CPU."""
-    if recompute and not training:
-        raise OnnxImportError("recompute: only with training (--training): inference keeps no activations for a "
-                              "backward pass")
     from popvision_lite.emulator.engine import Engine
-    from popvision_lite.profile.writer import write_profile
 
     def tick(stage, frac):
         if progress:
             progress(stage, frac)
 
-    if precision not in ("fp16", "fp32"):
-        raise OnnxImportError(f"precision: must be fp16 or fp32, got {precision!r}")
     scale = dict(replicas=replicas, grad_accum=grad_accum, optimizer=optimizer, optimizer_state=optimizer_state,
                  optimizer_state_dtype=optimizer_state_dtype, master_weights=master_weights, rts=rts)
-    if ipus is None:  # one IPU per replica
-        ipus = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0 else 1
-    per_replica = check_scale(ipus, scale, training, available_memory_proportion)
+    ipus, per_replica = _check_settings(precision, training, recompute, ipus, scale, available_memory_proportion)
     wall = {}
     t0 = time.perf_counter()
     tick("reading ONNX model", 0.0)
@@ -307,10 +322,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     values = make_inputs(lm, seed, precision, given if inputs is not None else None, needs_values=not timing_only)
     tick("building graph", 0.05)
     t1 = time.perf_counter()
-    try:
-        target = Target.from_device(device, num_ipus=per_replica)  # one replica
-    except Exception as e:
-        raise OnnxImportError(f"device: {e}") from None
+    target = _target(device, per_replica)
     be = OnnxEmulatorBackend(target, precision, needs_values=not timing_only,
                              available_memory_proportion=available_memory_proportion)
     low, handles = build(lm, be, values, ipus=per_replica, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
@@ -323,9 +335,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               "seed": int(seed), "timing_only": bool(timing_only), "training": bool(training),
               "loss_output": loss_output, "lr": float(lr), "ipu_split": list(ipu_split or []),
               "dtype_casts": list(lm.casts), "batch": batch, "seq": seq, **scale,
-              "available_memory_proportion": available_memory_proportion, "recompute": bool(recompute)}
-    if not outline:  # written only when not the default, so profiles of default runs keep their config
-        config["outline"] = False
+              "available_memory_proportion": available_memory_proportion, "recompute": bool(recompute),
+              **({} if outline else {"outline": False})}  # written only when not the default (older configs)
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
     wall.update(res.wall)
@@ -335,47 +346,21 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
         got = read_handles(handles, lambda h: res.outputs[h.name])
         if reference:
             t2 = time.perf_counter()
-            ref = run_onnxruntime(lm, values)
-            rtol, atol = tolerance(precision)  # the updated weights: same lowering, elementwise
-            if training:
-                nb = OnnxNumpyBackend(precision)
-                _, nh = build(lm, nb, values, training=True, loss_output=loss_output, lr=lr)
-                ref_w = read_handles(nh, nb._val)
-                for name in got:
-                    if name.startswith("weight:"):
-                        want = ref_w[name]
-                        c = numeric_check(name, got[name], want, rtol, atol)
-                        c["reference"] = "numpy reference backend (same lowering)"
-                        checks[name] = c
-            for name in got:
-                if name.startswith("weight:"):
-                    continue
-                want = np.asarray(ref[name], dtype=np.float32)
-                c = judge(name, got[name], want, precision, (reference_fp16 or {}).get(name))
-                c["reference"] = "onnxruntime (CPU)" + (", and its fp16 run" if "reference_fp16_rms_err" in c else "")
-                checks[name] = c
+            ref, checks = check_numerics(lm, values, got, precision, training=training, loss_output=loss_output,
+                                         lr=lr, reference_fp16=reference_fp16)
             wall["reference"] = time.perf_counter() - t2
     pd_ = res.profile_data
-    pd_.run["numeric_checks"] = checks
-    pd_.run["model"] = model_name
-    if low.outliner is not None and low.outliner.calls:
-        pd_.run["outlined_blocks"] = dict(blocks=len(low.outliner.blocks), calls=int(low.outliner.calls),
-                                          lowered=len(low.outliner.made))
-    config["weight_bytes_per_ipu"] = list(low.weight_bytes_per_ipu)
-    pd_.run.setdefault("config", config)
-    cg = eng.compile()
-    fits, total, seconds, oom = res.fits, int(res.total_cycles), float(res.seconds), cg.oom_report
+    _record_run(pd_, model_name, checks, low, config)
+    fits, total, seconds, oom = res.fits, int(res.total_cycles), float(res.seconds), eng.compile().oom_report
     schedule, sps, composed = _schedule(lm, batch, ipus, scale, training, precision, be, res, pd_)
     if composed:  # the training state joined the memory; the step is the composed one
         fits, total, seconds = composed
         oom = _oom_from_memory(pd_, target) if not fits else []
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
-    if profile_path := output:
+    if output:
         tick("writing profile", 0.9)
-        t3 = time.perf_counter()
-        write_profile(profile_path, pd_)
-        wall["write"] = time.perf_counter() - t3
+        wall["write"] = _write(output, pd_)
     tick("done", 1.0)
     return RunResult(path=str(path), fits=fits, total_cycles=total, seconds=seconds,
                      profile_data=pd_, numeric_checks=checks, oom_report=oom, wall=wall,
@@ -384,6 +369,75 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                      profile_path=str(output) if output else None, config=config,
                      weight_bytes_per_ipu=list(low.weight_bytes_per_ipu), samples_per_second=float(sps),
                      schedule=schedule)
+
+
+def _check_settings(precision, training, recompute, ipus, scale, available_memory_proportion) -> tuple[int, int]:
+    """(total IPUs, IPUs per replica) of a run's settings, checked (OnnxImportError naming the field); ``ipus``
+    None: one IPU per replica."""
+    if recompute and not training:
+        raise OnnxImportError("recompute: only with training (--training): inference keeps no activations for a "
+                              "backward pass")
+    if precision not in ("fp16", "fp32"):
+        raise OnnxImportError(f"precision: must be fp16 or fp32, got {precision!r}")
+    if ipus is None:
+        r = scale["replicas"]
+        ipus = r if isinstance(r, int) and not isinstance(r, bool) and r > 0 else 1
+    return ipus, check_scale(ipus, scale, training, available_memory_proportion)
+
+
+def _target(device, ipus_per_replica) -> Target:
+    """The device of one replica (OnnxImportError naming ``device`` when it is not known)."""
+    try:
+        return Target.from_device(device, num_ipus=ipus_per_replica)
+    except Exception as e:
+        raise OnnxImportError(f"device: {e}") from None
+
+
+def check_numerics(lm: LoadedModel, values: dict, got: dict, precision: str, *, training=False, loss_output=None,
+                   lr=0.01, reference_fp16=None) -> tuple[dict, dict]:
+    """(ONNX Runtime's outputs, {name: numeric check}) of an emulated run's outputs ``got``: every graph output
+    against ONNX Runtime on the same inputs (:func:`judge`); with ``training`` every updated weight
+    (``weight:NAME``) against the same lowering run on the numpy reference backend (elementwise tolerance)."""
+    checks = {}
+    ref = run_onnxruntime(lm, values)
+    if training:
+        rtol, atol = tolerance(precision)  # the updated weights: same lowering, elementwise
+        nb = OnnxNumpyBackend(precision)
+        _, nh = build(lm, nb, values, training=True, loss_output=loss_output, lr=lr)
+        ref_w = read_handles(nh, nb._val)
+        for name in got:
+            if name.startswith("weight:"):
+                c = numeric_check(name, got[name], ref_w[name], rtol, atol)
+                c["reference"] = "numpy reference backend (same lowering)"
+                checks[name] = c
+    for name in got:
+        if name.startswith("weight:"):
+            continue
+        want = np.asarray(ref[name], dtype=np.float32)
+        c = judge(name, got[name], want, precision, (reference_fp16 or {}).get(name))
+        c["reference"] = "onnxruntime (CPU)" + (", and its fp16 run" if "reference_fp16_rms_err" in c else "")
+        checks[name] = c
+    return ref, checks
+
+
+def _record_run(pd_, model_name, checks, low, config):
+    """The run record's numeric checks, model name, outlined blocks and config."""
+    pd_.run["numeric_checks"] = checks
+    pd_.run["model"] = model_name
+    if low.outliner is not None and low.outliner.calls:
+        pd_.run["outlined_blocks"] = dict(blocks=len(low.outliner.blocks), calls=int(low.outliner.calls),
+                                          lowered=len(low.outliner.made))
+    config["weight_bytes_per_ipu"] = list(low.weight_bytes_per_ipu)
+    pd_.run.setdefault("config", config)
+
+
+def _write(output, pd_) -> float:
+    """Write the profile to ``output``; returns the seconds it took."""
+    from popvision_lite.profile.writer import write_profile
+
+    t = time.perf_counter()
+    write_profile(output, pd_)
+    return time.perf_counter() - t
 
 
 def _oom_from_memory(pd_, target) -> list:

@@ -7,7 +7,8 @@ Each model is built from its ``transformers`` / ``torchvision`` config with rand
 (few layers, small hidden sizes, small images) so the files stay small, but with the graph patterns the
 real exports have: attention through ``scaled_dot_product_attention`` (sdpa) and eager, Hugging Face masks,
 T5's relative position buckets, ViT's CLS token, depthwise / grouped convolutions, squeeze-excite, Whisper's
-1-D convolutions, Llama's RMSNorm, rotary embeddings, SwiGLU and grouped-query attention.
+1-D convolutions, Llama's RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, a U-Net's
+ConvTranspose and Resize, wav2vec2's InstanceNormalization.
 
 Every model is exported twice: ``NAME.classic.onnx`` (TorchScript exporter, ``dynamo=False``, opset 17, batch
 and sequence axes dynamic) and ``NAME.dynamo.onnx`` (torch.export-based exporter, its default opset, static
@@ -143,6 +144,21 @@ def whisper_encoder():
         cfg.to_dict()
 
 
+def audio_encoder(kind):
+    """wav2vec2 / HuBERT: a 1-D conv feature extractor on raw audio (GroupNorm with a group per channel after
+    the first conv: InstanceNormalization in the exports), a grouped positional conv with weight norm, then a
+    transformer encoder."""
+    import transformers as tf
+
+    cfg = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+               conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+               num_conv_pos_embedding_groups=4, vocab_size=32)
+    c = tf.Wav2Vec2Config(**cfg) if kind == "wav2vec2" else tf.HubertConfig(**cfg)
+    model = tf.Wav2Vec2Model(c) if kind == "wav2vec2" else tf.HubertModel(c)
+    x = np.random.default_rng(10).standard_normal((B, 400)).astype(np.float32)
+    return _last_hidden(model, ["input_values"]), {"input_values": x}, {"input_values": {0: "batch"}}, c.to_dict()
+
+
 def torchvision_model(name):
     import torch  # noqa: F401
     import torchvision.models as tvm
@@ -179,6 +195,40 @@ def torchvision_model(name):
         cfg = {"conf": "efficientnet_b0", "width_mult": 0.25, "depth_mult": 0.5}
     _randomise_bn(model)
     return model, _image(8), _image_axes(), cfg
+
+
+def unet_module():
+    """A small U-Net (3 levels, widths 8-16-32): decoder up-steps by ConvTranspose (stride 2) and by bilinear
+    Upsample (ONNX Resize), skip connections by Concat, a ConvTranspose head."""
+    import torch
+    from torch import nn
+
+    def block(i, o):
+        return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True),
+                             nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d1, self.d2, self.d3 = block(3, 8), block(8, 16), block(16, 32)
+            self.pool = nn.MaxPool2d(2)
+            self.up2 = nn.ConvTranspose2d(32, 16, 2, stride=2)
+            self.u2 = block(32, 16)
+            self.up1 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+            self.u1 = block(16 + 8, 8)
+            self.head = nn.ConvTranspose2d(8, 2, 3, stride=1, padding=1)
+
+        def forward(self, x):
+            a = self.d1(x)
+            b = self.d2(self.pool(a))
+            c = self.d3(self.pool(b))
+            y = self.u2(torch.cat([self.up2(c), b], 1))
+            y = self.u1(torch.cat([self.up1(y), a], 1))
+            return self.head(y)
+
+    model = UNet()
+    _randomise_bn(model)
+    return model, _image(9), _image_axes(), {"widths": [8, 16, 32], "up": ["ConvTranspose2d", "Upsample bilinear"]}
 
 
 def _randomise_bn(model):
@@ -243,6 +293,8 @@ ZOO = {
     "mobilenet_v2": lambda: torchvision_model("mobilenet_v2"),
     "mobilenet_v3": lambda: torchvision_model("mobilenet_v3"),
     "efficientnet_b0": lambda: torchvision_model("efficientnet_b0"),
+    "unet": unet_module,
+    "wav2vec2": lambda: audio_encoder("wav2vec2"),
 }
 
 

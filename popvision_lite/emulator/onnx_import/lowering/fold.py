@@ -6,11 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def evaluate_node(node, feeds: dict, opset: int) -> list:
+def evaluate_node(node, feeds: dict, opset: int, prefer_onnxruntime: bool = False) -> list:
     """Outputs of one ONNX node on known inputs: ONNX's reference implementation (``onnx.reference``), else
-    ONNX Runtime on a one-node model (for the ops the reference implementation gets wrong or lacks)."""
+    ONNX Runtime on a one-node model (for the ops the reference implementation gets wrong or lacks);
+    ``prefer_onnxruntime``: ONNX Runtime first (where the two differ, e.g. Resize's align_corners at a
+    non-integer scale, the runtime a user deploys on and the numerics check compares with)."""
     from onnx.reference import ReferenceEvaluator
 
+    if prefer_onnxruntime:
+        try:
+            return _evaluate_onnxruntime(node, feeds, opset)
+        except Exception:  # not installed, or an op it lacks: the reference implementation below
+            pass
     try:
         return ReferenceEvaluator(node, opsets={"": opset}).run(None, feeds)
     except Exception as first:

@@ -46,8 +46,9 @@ class Layout(Tape):
                 self.rg.add(id(a))
         return self._const_acts[name]
 
-    def view(self, a: Act, idx, shape) -> Act:
-        """Act of logical ``shape`` whose elements are ``a``'s logical elements ``idx``."""
+    def view(self, a: Act, idx, shape, fill_last=False) -> Act:
+        """Act of logical ``shape`` whose elements are ``a``'s logical elements ``idx`` (``fill_last``: ``a``'s
+        last element is a constant fill, ``Tape.view_bwd``)."""
         idx = np.asarray(idx, dtype=np.int64)
         p = a.phys()
         if p is not None:
@@ -62,7 +63,7 @@ class Layout(Tape):
         else:
             out = Act(View(base, flat.reshape(canon(shape))), shape)
         if self.training:
-            self.rec(out, [a], lambda dy: [(a, lambda: self.view_bwd(dy, pidx, a.size))])
+            self.rec(out, [a], lambda dy: [(a, lambda: self.view_bwd(dy, pidx, a.size, fill_last))])
         return out
 
     def reshape(self, a: Act, shape) -> Act:

@@ -173,9 +173,16 @@ def lower_cumsum(low, i, node, ins, name):
         tri = (j < k) if at.get("exclusive", 0) else (j <= k)
     tn = f"{name}/triangle"
     low.vals[tn] = tri.astype(np.float32)
+    low.set_output(node, matmul_along(low, a, ax, low.vals[tn], name, tn))
+
+
+def matmul_along(low, a, ax, m, name, m_name):
+    """``a`` with axis ``ax`` multiplied by the constant matrix ``m`` (size, out): ``y[..., o, ...] = sum_s
+    a[..., s, ...] m[s, o]``; one matmul with ``ax`` moved last (views around it)."""
+    nd = len(a.shape)
     perm = [d for d in range(nd) if d != ax] + [ax]
     idx = np.arange(a.size).reshape(a.shape).transpose(perm)
     t = low.view(a, idx, idx.shape) if perm != list(range(nd)) else a
-    y = matmul(low, t, low.vals[tn], name, "", tn)
+    y = matmul(low, t, m, name, "", m_name)
     back = np.arange(y.size).reshape(y.shape).transpose(np.argsort(perm))
-    low.set_output(node, low.view(y, back, back.shape) if perm != list(range(nd)) else y)
+    return low.view(y, back, back.shape) if perm != list(range(nd)) else y

@@ -131,3 +131,54 @@ def lower_reduce_sum_square(low, i, node, ins, name):
 def lower_reduce_l2(low, i, node, ins, name):  # sqrt of the sum of squares (torch's vector_norm, normalize)
     lower_reduce_sum_square(low, i, node, ins, name + "/sum_square")
     low.set_output(node, unary_act(low, "sqrt", low.vals[node.output[0]], name))
+
+
+def group_norm(low, node, x, groups, scale, bias, eps, name):
+    """Group normalisation of ``x`` (N, C, spatial...): each (sample, group of C / ``groups`` channels) normalised
+    over its channels and positions (the op library's layer norm on rows of that size), then the per-channel
+    ``scale`` and ``bias`` (C,) (a broadcast mul and add, as BatchNormalization's shift)."""
+    from .elementwise import binary_op
+
+    n, c = x.shape[:2]
+    if np.size(scale) != c or np.size(bias) != c:
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': scale / bias have {np.size(scale)} / {np.size(bias)} "
+                              f"elements, expected {c} (one per channel)")
+    if c % groups:
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': {c} channels do not split into {groups} groups")
+    if isinstance(scale, Act) or isinstance(bias, Act):
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': {node.op_type} with a computed scale or bias is not "
+                              "supported (they must be initializers)")
+    row = x.size // (n * groups)
+    un, zn = f"{name}/unit_scale", f"{name}/zero_bias"
+    gam = low.tensor_of(un, np.ones(row, np.float32))
+    bet = low.tensor_of(zn, np.zeros(row, np.float32))
+    y = layer_norm(low, low.reshape(low.plain(x), (n * groups, row)), row, gam, bet, un, zn, name, eps)
+    y = low.reshape(y, x.shape)
+    shp = (1, c) + (1,) * (len(x.shape) - 2)
+    for kind, v, src in zip(("mul", "add"), (scale, bias), node.input[1:3], strict=True):
+        vn = f"{src}/nchw"
+        low.vals[vn] = np.asarray(v, np.float32).reshape(shp)
+        if src in low.params:
+            low.params.add(vn)
+        y = binary_op(low, kind, node, y, low.vals[vn], f"{name}/{'scale' if kind == 'mul' else 'shift'}", "", vn)
+    return y
+
+
+def lower_instance_normalization(low, i, node, ins, name):
+    x = low.data(node, ins)
+    if len(x.shape) < 3:
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': InstanceNormalization needs (N, C, spatial...) input, "
+                              f"got shape {x.shape}")
+    low.set_output(node, group_norm(low, node, x, x.shape[1], ins[1], ins[2], float(attrs(node).get("epsilon", 1e-5)),
+                                    name))
+
+
+def lower_group_normalization(low, i, node, ins, name):
+    """GroupNormalization (opset 21: per-channel scale and bias; the checker rejects opset 18's per-group form)."""
+    x = low.data(node, ins)
+    at = attrs(node)
+    if at.get("stash_type", 1) != 1:
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': GroupNormalization stash_type {at['stash_type']} cannot "
+                              "be honoured (the op library computes the statistics in float32: stash_type 1)")
+    low.set_output(node, group_norm(low, node, x, int(at["num_groups"]), ins[1], ins[2],
+                                    float(at.get("epsilon", 1e-5)), name))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import conv, elementwise, matmul, rows, views
+from . import conv, elementwise, matmul, resample, rows, views
 from .elementwise import binary, unary
 
 
@@ -66,6 +66,8 @@ LOWERINGS: dict[str, Lowering] = {
     # row ops
     "Softmax": _l(rows.lower_softmax, ("axis",)),
     "LayerNormalization": _l(rows.lower_layer_normalization, ("axis", "epsilon", "stash_type")),
+    "InstanceNormalization": _l(rows.lower_instance_normalization, ("epsilon",)),
+    "GroupNormalization": _l(rows.lower_group_normalization, ("epsilon", "num_groups", "stash_type")),
     "ReduceMean": _l(rows.lower_reduce_mean, _REDUCE),
     "ReduceSum": _l(rows.lower_reduce_sum, _REDUCE),
     "ReduceSumSquare": _l(rows.lower_reduce_sum_square, _REDUCE),
@@ -76,6 +78,11 @@ LOWERINGS: dict[str, Lowering] = {
     "AveragePool": _l(conv.lower_average_pool, (*_WINDOW, "count_include_pad")),
     "GlobalAveragePool": _l(conv.lower_global_average_pool),
     "BatchNormalization": _l(conv.lower_batch_normalization, ("epsilon", "momentum", "training_mode", "spatial")),
+    "ConvTranspose": _l(resample.lower_conv_transpose, ("kernel_shape", "strides", "pads", "dilations", "group",
+                                                        "auto_pad", "output_padding", "output_shape")),
+    "Resize": _l(resample.lower_resize, ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                                         "extrapolation_value", "nearest_mode", "antialias", "axes",
+                                         "keep_aspect_ratio_policy")),
     # views and data movement
     "Identity": _l(views.lower_identity),
     "Dropout": _l(views.lower_identity, ("seed",)),

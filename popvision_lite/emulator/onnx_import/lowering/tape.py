@@ -29,11 +29,15 @@ class Tape:
         raise OnnxImportError(f"{self.lm.path}: node '{name}': --training: {what} has no backward pass yet; "
                               f"training supports: {', '.join(TRAINABLE_OPS)} (run without --training)")
 
-    def view_bwd(self, dy, pidx, n):
-        """Gradient of a view (elements ``pidx`` of a tensor of ``n`` elements) given ``dy``."""
+    def view_bwd(self, dy, pidx, n, fill_last=False):
+        """Gradient of a view (elements ``pidx`` of a tensor of ``n`` elements) given ``dy``; ``fill_last``: the
+        last element is a constant fill value (a pad's, a spread-out input's zeros) read any number of times,
+        whose gradient nothing reads, so its reads do not make the view a broadcast."""
         be = self.be
         m = int(pidx.size)
         counts = np.bincount(pidx, minlength=n)
+        if fill_last:
+            counts[-1] = min(counts[-1], 1)
         if m == n and counts.max(initial=0) == 1:  # a permutation: the inverse view
             inv = np.empty(n, dtype=np.int64)
             inv[pidx] = np.arange(n, dtype=np.int64)

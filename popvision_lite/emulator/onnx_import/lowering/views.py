@@ -208,7 +208,13 @@ def index_op(low, i, node, ins, name):
     except Exception as e:
         raise OnnxImportError(f"{low.lm.path}: node '{name}' ({node.op_type}) could not be evaluated on its "
                               f"index: {type(e).__name__}: {e}") from None
-    idx = pos.astype(np.int64) - 1
+    low.set_output(node, view_with_fill(low, a, pos.astype(np.int64) - 1, fill, name))
+
+
+def view_with_fill(low, a: Act, idx, fill: float, name) -> Act:
+    """Act of ``idx``'s shape whose elements are ``a``'s logical elements ``idx``, ``fill`` where ``idx`` is
+    negative: read from a one-element constant appended to the data (a copy, as Poplar's pad)."""
+    idx = np.asarray(idx, np.int64)
     if (idx < 0).any():
         cn = f"{name}/fill"
         low.vals[cn] = np.full(1, fill, np.float32)
@@ -219,10 +225,11 @@ def index_op(low, i, node, ins, name):
                            name + "/fill")
         joined = Act(h, (a.size + 1,))
         if low.training:
-            low.rec(joined, [flat], lambda dy: [(flat, lambda: low.be.take(dy, np.arange(a.size)))])
+            n = a.size
+            low.rec(joined, [flat], lambda dy: [(flat, lambda: low.be.take(dy, np.arange(n)))])
         idx = np.where(idx < 0, a.size, idx)
-        a = joined
-    low.set_output(node, low.view(a, idx, idx.shape))
+        return low.view(joined, idx, idx.shape, fill_last=True)
+    return low.view(a, idx, idx.shape)
 
 
 def lower_concat(low, i, node, ins, name):
