@@ -80,6 +80,10 @@ NOT_BENCHMARKS: dict[str, str] = {
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
     "onnx_wild": "builds and exports models outside the zoo at run time; needs torch, torchvision, transformers and "
                  "onnxscript, which are not dependencies (docs/onnx.md \"Beyond the zoo\")",
+    "gui_pixels": "pixel-by-pixel comparison of fixed GUI states between two trees (decision 0130): a refactoring "
+                  "check with no goal of its own",
+    "matmul_plan_check": "one matmul's plan and cycles beside poplin's planner estimate (decision 0105): an accuracy "
+                         "check of the cost model, not a speed benchmark",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "chunk_layout": "the chunk shape / codec options of decision 0120 side by side (writes 15 profiles); a design "
                     "comparison for choosing the layout, with no goal of its own",

@@ -65,7 +65,7 @@ def test_parent_cycle(edit):
     def cyc(v):
         v[2], v[3] = 3, 2
     f = edit("programs", "parent_id", cyc)
-    _table_error(f, "programs", "column 'parent_id' row 2", "earlier program")
+    _table_error(f, "programs", "column 'parent_id' row 2", "not an earlier row")
 
 
 def test_parent_out_of_range(edit):
