@@ -95,7 +95,7 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
     from popvision_lite.emulator import mapping as M
     from popvision_lite.emulator import programs as P
     from popvision_lite.emulator.estimators import poplin, popnn, popops
-    from popvision_lite.emulator.ops import codelets as OC
+    from popvision_lite.emulator.ops import library_codelets as OC
 
     t = Target.from_device(device)
     launch = int(t.em["vertex_launch_cycles"])

@@ -18,6 +18,10 @@ step x tile matrix:
   the search; :func:`step_details` the click panel.
 
 Coordinates are BSP cycles since run start (int64); the view rebases them before drawing.
+
+Over 600 lines on purpose: the level-of-detail index, the exact-window cells, the raster and the range
+summary all read the one prefix-sum layout of :class:`StepIndex`; kept together so that the layout has one
+owner (the execution view and its bench read only the functions above).
 """
 
 from __future__ import annotations

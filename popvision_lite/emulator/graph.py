@@ -1,5 +1,11 @@
 """The emulator's graph: tensors with tile mappings, constants, host buffers, compute sets and
-columnar vertex groups.  See docs/emulator.md."""
+columnar vertex groups.  See docs/emulator.md.
+
+Over 600 lines on purpose: this is the one data model the builder, the compile package and the engine
+share - the tensor, the three field kinds (Regions, Blocks, Windows) with their gather / scatter, and the
+vertex group that holds them - and its classes refer to each other's internals (a field's index built
+from its tensor's mapping, a group's fields checked against its graph's tensors).  Split by job, the
+field kinds would be a module whose every function needs the tensor and graph of this one."""
 
 from __future__ import annotations
 

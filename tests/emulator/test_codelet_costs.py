@@ -18,7 +18,7 @@ from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.estimators import poplin, popops
 from popvision_lite.emulator.ops import basic as ops
-from popvision_lite.emulator.ops import codelets as OC
+from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.context import OpContext
 from popvision_lite.emulator.ops.planners import plan_matmul
 from popvision_lite.profile.schema import STEP_KIND_CODE

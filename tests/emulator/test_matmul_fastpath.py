@@ -12,7 +12,7 @@ from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.models.emulated import EmulatorBackend
-from popvision_lite.emulator.ops import codelets as OC
+from popvision_lite.emulator.ops import library_codelets as OC
 
 rng = np.random.default_rng(11)
 

@@ -34,7 +34,7 @@ def test_emulated_training_step_matches_numpy(model, precision):
 
 def test_numeric_check_detects_a_wrong_result(monkeypatch):
     """A broken codelet must make the numeric check fail (the check can fail)."""
-    from popvision_lite.emulator.ops import codelets as OC
+    from popvision_lite.emulator.ops import library_codelets as OC
 
     orig = OC.GELU.fn
     monkeypatch.setattr(OC.GELU, "fn", lambda x: orig(x) * 1.1)

@@ -205,7 +205,7 @@ def test_every_row_codelet_is_charged_its_loops():
     """Each row codelet declares the poplibs loops it runs per row (``parts``), so none is free: a
     codelet without them would cost 0 cycles (the batch-norm codelets did after a merge)."""
     from popvision_lite.emulator.estimators import popops
-    from popvision_lite.emulator.ops import codelets as OC
+    from popvision_lite.emulator.ops import library_codelets as OC
     from popvision_lite.emulator.ops import norm_pool as NP
 
     subclasses = [c for m in (OC, NP) for c in vars(m).values()

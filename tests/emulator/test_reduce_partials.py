@@ -7,7 +7,7 @@ import pytest
 from popvision_lite.emulator import Engine, Graph, Target
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.ops import codelets as OC
+from popvision_lite.emulator.ops import library_codelets as OC
 
 
 def _graph(widths, k, out_dtype="float16", seed=0):

@@ -27,7 +27,7 @@ from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.models.planning import PlanOnlyBackend, Shape
 from popvision_lite.emulator.ops import basic
-from popvision_lite.emulator.ops import codelets as _OC
+from popvision_lite.emulator.ops import library_codelets as _OC
 from popvision_lite.emulator.ops import reference as R
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import f32 as _f32

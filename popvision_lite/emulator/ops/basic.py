@@ -15,7 +15,7 @@ from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import mapping as M_
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.graph import _ranges_index
-from popvision_lite.emulator.ops import codelets as OC
+from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: other op modules use basic.X
     _copy_src,
     _elementwise_cs,

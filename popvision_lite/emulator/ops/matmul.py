@@ -16,7 +16,7 @@ from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.graph import Concat
-from popvision_lite.emulator.ops import codelets as OC
+from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.planners import plan_matmul, rearrangements, split_even
@@ -463,7 +463,7 @@ def _reduce_k_partials(ctx, part, C_out, red, pk, op):
     poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
     owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
     exchange) and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region
-    per row run of the slice: ops.codelets.ConvReducePartials), writing the output type."""
+    per row run of the slice: ops.library_codelets.ConvReducePartials), writing the output type."""
     Mm, N = part.shape[-2], part.shape[-1]
     vlen, vtile = red["len"], red["tile"]
     g_len = pk * vlen

@@ -9,7 +9,7 @@ Semantics (the numpy reference below is the ground truth the emulator is checked
   ``y = (x - mean) * invstd * gamma + beta`` with ``invstd = 1 / sqrt(var + BN_EPS)``;
   returns ``(y, mean, invstd)`` (fp32 statistics, as ``popnn::bn::batchNormStatistics``).
 
-The batch-norm pieces follow the op library's row-codelet conventions (``ops/codelets.py``):
+The batch-norm pieces follow the op library's row-codelet conventions (``ops/library_codelets.py``):
 instructions per 64-bit vector per pass over the data, stated next to each codelet (modelling
 assumptions).
 """
@@ -23,8 +23,8 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators import popnn, popops
 from popvision_lite.emulator.graph import DTYPES, Regions
-from popvision_lite.emulator.ops.codelets import RowCodelet, _f32, _segment_sum
 from popvision_lite.emulator.ops.context import OpContext
+from popvision_lite.emulator.ops.library_codelets import RowCodelet, _f32, _segment_sum
 from popvision_lite.emulator.ops.pooling import EmulatorPool, NumpyPool, PlanPool, _as_tensor, _basic
 from popvision_lite.errors import EmulatorError
 
@@ -259,7 +259,7 @@ def _row_vertices(ctx, codelet, rows: dict, vecs: dict, outs_vec: dict, tiles, s
 def _tile_partials(ctx, partial, tiles, c, name, op):
     """Sum the per-vertex partial rows (V, c) of each tile on that tile -> (T, c) fp32, one row per
     tile, so that the reduction across tiles moves one row per tile instead of one per vertex."""
-    from popvision_lite.emulator.ops import codelets as OC
+    from popvision_lite.emulator.ops import library_codelets as OC
 
     ut, first, counts = np.unique(tiles, return_index=True, return_counts=True)
     order = np.argsort(first)

@@ -28,9 +28,9 @@ from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators import popnn
 from popvision_lite.emulator.estimators.popops import vectors
 from popvision_lite.emulator.graph import DTYPES, Regions
-from popvision_lite.emulator.ops.codelets import _f32
 from popvision_lite.emulator.ops.common import _elementwise_cs
 from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.library_codelets import _f32
 from popvision_lite.errors import EmulatorError
 
 # ============================================================================ window indices

@@ -354,50 +354,6 @@ COLUMN_SUM = ColumnSum()
 
 
 
-class BlockMatMulT(C.BlockMatMul):
-    """AMP block matmul with operands stored transposed: out (bm, bn) [+]= op(a) @ op(b) where
-    op(a) = a.T when ``ta`` (a block is (bk, bm)) and op(b) = b.T when ``tb`` (b block is (bn, bk)).
-    Same cost as the core BlockMatMul (the AMP unit reads either layout)."""
-
-    def __init__(self, ta: bool, tb: bool, accumulate: bool = False):
-        super().__init__(accumulate)
-        self.ta, self.tb = ta, tb
-        self.name = f"BlockMatMul{'T' if ta else 'N'}{'T' if tb else 'N'}" + ("Acc" if accumulate else "")
-
-    def dims(self, group):
-        from popvision_lite.emulator.codelets import _block2
-
-        ar, ac = _block2(group.fields["a"], "a", self.name)
-        br, bc = _block2(group.fields["b"], "b", self.name)
-        om, on = _block2(group.fields["out"], "out", self.name)
-        bm, bk = (ac, ar) if self.ta else (ar, ac)
-        bk2, bn = (bc, br) if self.tb else (br, bc)
-        if bk != bk2 or (om, on) != (bm, bn):
-            raise EmulatorError(
-                f"codelet '{self.name}' in '{group.cs.name}': blocks a {(ar, ac)} b {(br, bc)} -> out {(om, on)} "
-                f"do not chain for op(a) @ op(b) (ta={self.ta}, tb={self.tb})")
-        return bm, bk, bn
-
-    def compute(self, group, data):
-        bm, bk, bn = self.dims(group)
-        n = group.n
-        a = _f32(group.fields["a"].gather(data).reshape((n, bk, bm) if self.ta else (n, bm, bk)))
-        b = _f32(group.fields["b"].gather(data).reshape((n, bn, bk) if self.tb else (n, bk, bn)))
-        if self.ta:
-            a = a.transpose(0, 2, 1)
-        if self.tb:
-            b = b.transpose(0, 2, 1)
-        out = group.fields["out"]
-        res = np.matmul(a, b)
-        if self.accumulate:
-            res += out.gather(data).reshape(n, bm, bn)
-        out.scatter(data, to_dtype(res.reshape((n, *out.block_shape)), out.tensor.dtype))
-
-
-MATMUL_T = {(ta, tb, acc): BlockMatMulT(ta, tb, acc) for ta in (False, True) for tb in (False, True)
-            for acc in (False, True)}
-
-
 class TileMatMul(C.BlockMatMul):
     """A tile's block matmul: out (m, n) [+]= op(a) @ op(b), FP32 accumulate.
 
