@@ -91,7 +91,7 @@ def test_docs_list_the_lowering_table():
 
     from popvision_lite.emulator.onnx_import.lowering import LOWERINGS, TRAINABLE_OPS
 
-    lines = (Path(__file__).parents[2] / "docs" / "onnx.md").read_text().splitlines()
+    lines = (Path(__file__).parents[3] / "docs" / "onnx.md").read_text().splitlines()
 
     def listed(prefix):
         line = next(x for x in lines if x.startswith(prefix))
@@ -402,7 +402,7 @@ def test_example_script_runs_without_torch(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = dict(os.environ, PYTHONPATH=str(root))
     out = subprocess.run([sys.executable, str(root / "examples" / "onnx_from_pytorch.py"), "--no-torch", "-o",
                           "ex.pvl"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -19,7 +19,7 @@ from popvision_lite.cli import main  # noqa: E402
 from popvision_lite.emulator.onnx_import import OnnxImportError, emulate_onnx  # noqa: E402
 from popvision_lite.emulator.onnx_import.run import REL_TOL, judge  # noqa: E402
 
-ZOO = Path(__file__).resolve().parents[1] / "data" / "onnx_zoo"
+ZOO = Path(__file__).resolve().parents[2] / "data" / "onnx_zoo"
 MANIFEST = json.loads((ZOO / "manifest.json").read_text())
 CASES = [(m, e) for m in sorted(MANIFEST["models"]) for e in ("classic", "dynamo")]
 # the models the zoo must hold (each with both exporters)
