@@ -7,7 +7,7 @@ scheduler gives each of its ``threads_per_tile`` workers one issue slot in turn,
 workers are all busy retires one worker instruction per tile cycle (see cost_model.py).
 
 The cycle formulas are Poplar's own codelet cycle estimators (graphcore/poplibs), one module per
-library in ``emulator/estimators`` (tests/emulator/test_codelet_costs.py pins them,
+library in ``emulator/estimators`` (tests/emulator/estimators/test_codelet_costs.py pins them,
 docs/emulator-fidelity.md tabulates ours against poplibs'); a codelet here says which estimator
 costs it (an elementwise codelet's ``model``, see estimators/elementwise.py) and keeps the vertex
 behaviour.  A codelet may also be a *supervisor* vertex (``supervisor = True``, e.g. the AMP

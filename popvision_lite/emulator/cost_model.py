@@ -129,7 +129,7 @@ def exchange_cycles(bytes_out, bytes_in, bytes_local, exchange_bytes_per_cycle: 
 def exchange_cycles_scalar(bytes_out: int, bytes_in: int, bytes_local: int, exchange_bytes_per_cycle: float,
                            memcpy_bytes_per_cycle: float) -> int:
     """:func:`exchange_cycles` of one tile with plain Python numbers (the planners cost hundreds of
-    thousands of candidate splits; tests/emulator/test_codelet_costs.py checks both agree)."""
+    thousands of candidate splits; tests/emulator/estimators/test_codelet_costs.py checks both agree)."""
     return int(math.ceil(max(bytes_out, bytes_in) / float(exchange_bytes_per_cycle))
                + math.ceil(bytes_local / float(memcpy_bytes_per_cycle)))
 

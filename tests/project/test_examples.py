@@ -1,5 +1,5 @@
 """Every script in examples/ runs as it is and prints what it promises (as pyqtgraph runs its examples).
-onnx_from_pytorch.py is run by tests/emulator/test_onnx_import.py (it needs ONNX Runtime)."""
+onnx_from_pytorch.py is run by tests/emulator/onnx_import/test_onnx_import.py (it needs ONNX Runtime)."""
 
 from __future__ import annotations
 

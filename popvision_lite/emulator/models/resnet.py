@@ -36,7 +36,7 @@ STAGE_BLOCKS = {14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: (3, 4, 6, 3), 101: (3, 4
 RESNET_PRESETS = {
     "resnet50": dict(layers=50, hidden=64, image=224, vocab=1000, batch=20),  # MLPerf: 20 images per IPU
     # tiny: same graph; fp32 because an fp16 step with batch norm over few rows diverges from the fp16
-    # reference as far as that reference diverges from fp32 (tests/emulator/test_resnet.py), so checks would fail
+    # reference as far as that reference diverges from fp32 (tests/emulator/models/test_resnet.py), so checks would fail
     "resnet-tiny": dict(layers=14, hidden=4, image=32, vocab=10, batch=8, precision="fp32"),
 }
 RESNET_DEFAULTS = dict(RESNET_PRESETS["resnet-tiny"])

@@ -6,7 +6,7 @@ object that says what it chose and why, in a human string that ends up in the pr
 ``ops.plan`` column.
 
 Cost model used for choosing: the SAME functions the emulator charges (so a plan is chosen for
-the cost that is applied; tests/emulator/test_codelet_costs.py checks planner and engine agree term by term):
+the cost that is applied; tests/emulator/estimators/test_codelet_costs.py checks planner and engine agree term by term):
 
 * compute of a tile's block = poplin's AMP supervisor-vertex estimate
   (``estimators.poplin.amp_matmul_tile_cycles``, from poplin/PerformanceEstimation.hpp ConvPartial1x1Out),
