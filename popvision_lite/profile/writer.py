@@ -267,6 +267,175 @@ class _CallerAbort(Exception):
         self.inner = inner
 
 
+def _check_inputs(path, data: schema.ProfileData, summary_levels, tile_chunk: int | None) -> int:
+    """Check the summary levels, the tile chunk and every array's shape; returns the tile chunk width."""
+    bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
+    if bad:
+        raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
+    t = data.target
+    tc = tile_chunk or TILE_CHUNK or t.tiles_per_ipu
+    if tc < 1 or t.tiles_per_ipu % tc:
+        raise ValueError(f"tile chunk width {tc} must divide the {t.tiles_per_ipu} tiles of one IPU")
+    n_tiles, n_steps = t.num_tiles, len(data.steps)
+    for name in STEP_TILE_ARRAYS:
+        _check_shape(path, name, getattr(data, name).shape, (n_steps, n_tiles))
+    _check_shape(path, "memory", np.shape(data.memory),
+                 (n_tiles, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)))
+    _check_shape(path, "liveness_tile_bytes", np.shape(data.liveness_tile_bytes),
+                 (len(data.liveness_steps), n_tiles))
+    return tc
+
+
+def _write_header(f, data: schema.ProfileData) -> None:
+    f.attrs["format"] = _text(schema.FORMAT_NAME)
+    f.attrs["format_version"] = schema.FORMAT_VERSION
+    f.attrs["format_minor"] = FORMAT_MINOR
+    f.attrs["complete"] = False
+    f.attrs["target"] = _text(_dumps(data.target.to_dict()))
+    f.attrs["run"] = _text(_dumps(run_header(data.run, data.target)))
+    f.attrs["extra"] = _text(_dumps(data.extra or {}))
+
+
+class _StepTileWriter:
+    """The step x tile arrays, their per-step aggregates and the summary levels, written batch by batch.
+
+    Only the rows (steps) with a non-zero value are stored, in step order, and ``step_tile_stored`` (steps x 3
+    arrays, bool) marks them (format 3): a tile moves bytes only in exchange and stream steps, and no tile is
+    busy in a sync, so a window decodes the rows that hold data (decision 0120)."""
+
+    def __init__(self, f, data: schema.ProfileData, summary_levels, step_chunk: int, tile_chunk: int, comp):
+        t = data.target
+        self.data, self.target = data, t
+        self.n_tiles, self.n_steps = t.num_tiles, len(data.steps)
+        self.arrays = f.create_group("arrays")
+        chunk = (max(1, min(step_chunk, max(self.n_steps, 1))), tile_chunk)
+        self.dsets = {name: self.arrays.create_dataset(name, shape=(0, self.n_tiles), maxshape=(None, self.n_tiles),
+                                                       dtype=np.uint32, chunks=chunk, **comp)
+                      for name in STEP_TILE_ARRAYS}
+        self.stored = np.zeros((self.n_steps, len(STEP_TILE_ARRAYS)), dtype=np.bool_)
+        self.levels = [(sb, tb) for sb, tb in summary_levels]
+        summ = f.create_group("summaries")
+        summ.attrs["levels"] = _text(_dumps(self.levels))
+        self.sdsets = {}
+        for sb, tb in self.levels:
+            edges = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
+            nsb = -(-self.n_steps // sb)
+            g = summ.create_group(level_name(sb, tb))
+            g.attrs["step_block"] = sb
+            g.attrs["tile_block"] = tb
+            g.create_dataset("tile_edges", data=edges.astype(np.int64))
+            opts = dict(chunks=(min(nsb, 256), len(edges)), **comp) if nsb else {}
+            for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
+                self.sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt, **opts)
+        self.agg = {c: np.zeros(self.n_steps, dtype=np.float64) for c in AGG_COLUMNS}
+
+    def _batch_array(self, path, name: str, i: int, j: int) -> np.ndarray:
+        b = _as_batch(getattr(self.data, name), i, j, path, name)
+        _check_shape(path, f"{name}[{i}:{j}]", b.shape, (j - i, self.n_tiles))
+        if b.dtype != np.uint32:
+            if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
+                raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
+            b = b.astype(np.uint32)
+        keep = b.any(axis=1) if self.n_tiles else np.zeros(j - i, np.bool_)
+        n_keep = int(np.count_nonzero(keep))
+        if n_keep:
+            ds = self.dsets[name]
+            r = ds.shape[0]
+            ds.resize(r + n_keep, axis=0)
+            ds[r:] = b if n_keep == b.shape[0] else b[keep]
+            self.stored[i:j, STEP_TILE_ARRAYS.index(name)] = keep
+        return b
+
+    def write_batch(self, path, i: int, j: int) -> None:
+        batch = {name: self._batch_array(path, name, i, j) for name in STEP_TILE_ARRAYS}
+        cyc, agg = batch["step_tile_cycles"], self.agg
+        agg["busy_max"][i:j] = cyc.max(axis=1) if self.n_tiles else 0
+        agg["busy_mean"][i:j] = cyc.mean(axis=1, dtype=np.float64) if self.n_tiles else 0
+        agg["tiles_active"][i:j] = np.count_nonzero(cyc, axis=1)
+        agg["bytes_in"][i:j] = batch["step_tile_bytes_in"].sum(axis=1, dtype=np.int64)
+        agg["bytes_out"][i:j] = batch["step_tile_bytes_out"].sum(axis=1, dtype=np.int64)
+        t = self.target
+        for sb, tb in self.levels:
+            mn, mean, mx = block_summary(cyc, sb, tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb))
+            a, b_ = i // sb, i // sb + mn.shape[0]
+            self.sdsets[(sb, tb, "min")][a:b_] = mn
+            self.sdsets[(sb, tb, "mean")][a:b_] = mean
+            self.sdsets[(sb, tb, "max")][a:b_] = mx
+
+    def finish(self, comp) -> None:
+        """The stored-rows mask, the memory and liveness arrays."""
+        arrays, data = self.arrays, self.data
+        arrays.create_dataset(STORED_ROWS, data=self.stored)  # contiguous: one small read at open, no chunk checks
+        arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
+        live = np.asarray(data.liveness_tile_bytes)
+        if live.dtype != np.uint32:
+            live = live.astype(np.uint32)
+        arrays.create_dataset("liveness_tile_bytes", data=live,
+                              chunks=(max(1, min(64, live.shape[0])), self.target.tiles_per_ipu) if live.size else None,
+                              **(comp if live.size else {}))
+
+
+def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:
+    tables = f.create_group("tables")
+    steps = _fill_aggregates(data.steps, agg)
+    phases = data.phases
+    if phases is None:
+        try:
+            phases = phases_mod.phases_from_schedule((data.run or {}).get("schedule"), steps, data.target.clock_hz)
+        except ValueError as e:
+            raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
+    for name in schema.TABLE_COLUMNS:
+        df = steps if name == "steps" else phases if name == "phases" else getattr(data, name)
+        if df is None:
+            raise ProfileError(path, f"table '{name}' is missing (None)")
+        _write_table(tables, name, df, path, comp)
+
+
+def _file_image(tmp: Path, path, data: schema.ProfileData, summary_levels, step_chunk: int, tile_chunk: int,
+                compression: str | None, progress):
+    """The whole profile as an HDF5 file image in memory (core driver, no backing store): the image is named
+    after the unique temp file only so two writes never share an HDF5 file name."""
+    comp = _compression(compression)
+    with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=CORE_BLOCK, libver="latest") as f:
+        _write_header(f, data)
+        writer = _StepTileWriter(f, data, summary_levels, step_chunk, tile_chunk, comp)
+        n_steps = writer.n_steps
+        for i in range(0, n_steps, WRITE_BATCH):
+            j = min(n_steps, i + WRITE_BATCH)
+            writer.write_batch(path, i, j)
+            if progress is not None:
+                try:
+                    progress(j, n_steps)
+                except BaseException as e:  # cancel: clean up in the caller, re-raise as is
+                    raise _CallerAbort(e) from e
+        writer.finish(comp)
+        _write_tables(f, path, data, writer.agg, comp)
+        f.attrs["complete"] = True
+        f.flush()  # get_file_image alone misses dirty metadata (HDF5 2.0: "bad object header version")
+        return f.id.get_file_image()  # a copy: the core buffer is freed when f closes
+
+
+def _fsync_folder(folder) -> None:
+    """Make the rename itself durable."""
+    with contextlib.suppress(OSError):
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _write_error(path, e: Exception) -> ProfileError:
+    if isinstance(e, OSError):
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return ProfileError(path, "disk full while writing the profile")
+        if e.errno == errno.EFBIG:
+            return ProfileError(path, "file size limit reached while writing the profile")
+        return ProfileError(path, f"cannot write profile: {e}")
+    # anything else from h5py/HDF5 or a producer's data (e.g. out of memory for the image): name the file
+    return ProfileError(path, f"cannot write profile: {type(e).__name__}: {e}")
+
+
 def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVELS,
                   step_chunk: int = STEP_CHUNK, tile_chunk: int | None = None, compression: str | None = None,
                   progress=None) -> Path:
@@ -280,21 +449,7 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     Raises :class:`ProfileError` for inconsistent data or an unwritable destination.
     """
     path, folder = check_destination(path, example="run.pvl")
-    bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
-    if bad:
-        raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
-    t = data.target
-    tc = tile_chunk or TILE_CHUNK or t.tiles_per_ipu
-    if tc < 1 or t.tiles_per_ipu % tc:
-        raise ValueError(f"tile chunk width {tc} must divide the {t.tiles_per_ipu} tiles of one IPU")
-    n_tiles = t.num_tiles
-    n_steps = len(data.steps)
-    for name in STEP_TILE_ARRAYS:
-        _check_shape(path, name, getattr(data, name).shape, (n_steps, n_tiles))
-    _check_shape(path, "memory", np.shape(data.memory),
-                 (n_tiles, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)))
-    _check_shape(path, "liveness_tile_bytes", np.shape(data.liveness_tile_bytes),
-                 (len(data.liveness_steps), n_tiles))
+    tc = _check_inputs(path, data, summary_levels, tile_chunk)
 
     # the temp file is made first so an unwritable folder fails before any work; it stays empty until the
     # in-memory image is complete
@@ -304,131 +459,19 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     ok = False
     image = None
     try:
-        comp = _compression(compression)
-        # HDF5 builds the file in memory (core driver, no backing store): the image is named after the
-        # unique temp file only so two writes never share an HDF5 file name
-        with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=CORE_BLOCK,
-                       libver="latest") as f:
-            f.attrs["format"] = _text(schema.FORMAT_NAME)
-            f.attrs["format_version"] = schema.FORMAT_VERSION
-            f.attrs["format_minor"] = FORMAT_MINOR
-            f.attrs["complete"] = False
-            f.attrs["target"] = _text(_dumps(t.to_dict()))
-            f.attrs["run"] = _text(_dumps(run_header(data.run, t)))
-            f.attrs["extra"] = _text(_dumps(data.extra or {}))
-
-            arrays = f.create_group("arrays")
-            tpi = t.tiles_per_ipu
-            chunk = (max(1, min(step_chunk, max(n_steps, 1))), tc)
-            # only the rows (steps) with a non-zero value are stored, in step order, and "step_tile_stored" (steps x
-            # 3 arrays, bool) marks them (format 3): a tile moves bytes only in exchange and stream steps, and no
-            # tile is busy in a sync, so a window decodes the rows that hold data (decision 0120)
-            dsets = {}
-            stored = np.zeros((n_steps, len(STEP_TILE_ARRAYS)), dtype=np.bool_)
-            for name in STEP_TILE_ARRAYS:
-                dsets[name] = arrays.create_dataset(name, shape=(0, n_tiles), maxshape=(None, n_tiles),
-                                                    dtype=np.uint32, chunks=chunk, **comp)
-            levels = [(sb, tb) for sb, tb in summary_levels]
-            summ = f.create_group("summaries")
-            summ.attrs["levels"] = _text(_dumps(levels))
-            sdsets = {}
-            for sb, tb in levels:
-                edges = tile_block_edges(t.num_ipus, tpi, tb)
-                nsb = -(-n_steps // sb)
-                g = summ.create_group(level_name(sb, tb))
-                g.attrs["step_block"] = sb
-                g.attrs["tile_block"] = tb
-                g.create_dataset("tile_edges", data=edges.astype(np.int64))
-                opts = dict(chunks=(min(nsb, 256), len(edges)), **comp) if nsb else {}
-                for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
-                    sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt, **opts)
-            agg = {c: np.zeros(n_steps, dtype=np.float64) for c in AGG_COLUMNS}
-            for i in range(0, n_steps, WRITE_BATCH):
-                j = min(n_steps, i + WRITE_BATCH)
-                batch = {}
-                for name in STEP_TILE_ARRAYS:
-                    b = _as_batch(getattr(data, name), i, j, path, name)
-                    _check_shape(path, f"{name}[{i}:{j}]", b.shape, (j - i, n_tiles))
-                    if b.dtype != np.uint32:
-                        if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
-                            raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
-                        b = b.astype(np.uint32)
-                    keep = b.any(axis=1) if n_tiles else np.zeros(j - i, np.bool_)
-                    n_keep = int(np.count_nonzero(keep))
-                    if n_keep:
-                        ds, r = dsets[name], dsets[name].shape[0]
-                        ds.resize(r + n_keep, axis=0)
-                        ds[r:] = b if n_keep == b.shape[0] else b[keep]
-                        stored[i:j, STEP_TILE_ARRAYS.index(name)] = keep
-                    batch[name] = b
-                cyc = batch["step_tile_cycles"]
-                agg["busy_max"][i:j] = cyc.max(axis=1) if n_tiles else 0
-                agg["busy_mean"][i:j] = cyc.mean(axis=1, dtype=np.float64) if n_tiles else 0
-                agg["tiles_active"][i:j] = np.count_nonzero(cyc, axis=1)
-                agg["bytes_in"][i:j] = batch["step_tile_bytes_in"].sum(axis=1, dtype=np.int64)
-                agg["bytes_out"][i:j] = batch["step_tile_bytes_out"].sum(axis=1, dtype=np.int64)
-                for sb, tb in levels:
-                    edges = tile_block_edges(t.num_ipus, tpi, tb)
-                    mn, mean, mx = block_summary(cyc, sb, edges)
-                    a, b_ = i // sb, i // sb + mn.shape[0]
-                    sdsets[(sb, tb, "min")][a:b_] = mn
-                    sdsets[(sb, tb, "mean")][a:b_] = mean
-                    sdsets[(sb, tb, "max")][a:b_] = mx
-                if progress is not None:
-                    try:
-                        progress(j, n_steps)
-                    except BaseException as e:  # cancel: clean up below, re-raise as is
-                        raise _CallerAbort(e) from e
-
-            arrays.create_dataset(STORED_ROWS, data=stored)  # contiguous: one small read at open, no chunk checks
-            arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
-            ltb = np.asarray(data.liveness_tile_bytes)
-            if ltb.dtype != np.uint32:
-                ltb = ltb.astype(np.uint32)
-            arrays.create_dataset("liveness_tile_bytes", data=ltb,
-                                  chunks=(max(1, min(64, ltb.shape[0])), tpi) if ltb.size else None,
-                                  **(comp if ltb.size else {}))
-
-            tables = f.create_group("tables")
-            steps = _fill_aggregates(data.steps, agg)
-            phases = data.phases
-            if phases is None:
-                try:
-                    phases = phases_mod.phases_from_schedule((data.run or {}).get("schedule"), steps, t.clock_hz)
-                except ValueError as e:
-                    raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
-            for name in schema.TABLE_COLUMNS:
-                df = steps if name == "steps" else phases if name == "phases" else getattr(data, name)
-                if df is None:
-                    raise ProfileError(path, f"table '{name}' is missing (None)")
-                _write_table(tables, name, df, path, comp)
-            f.attrs["complete"] = True
-            f.flush()  # get_file_image alone misses dirty metadata (HDF5 2.0: "bad object header version")
-            image = f.id.get_file_image()  # a copy: the core buffer is freed when f closes
+        image = _file_image(tmp, path, data, summary_levels, step_chunk, tc, compression, progress)
         _write_image(fd, image)
         image = None
         fd, locked = -1, fd
         replace_locked(locked, tmp, path)  # closes it, renamed or not
         ok = True
-        with contextlib.suppress(OSError):  # make the rename itself durable
-            dfd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        _fsync_folder(folder)
     except _CallerAbort as e:
         raise e.inner from None
     except ProfileError:
         raise
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise ProfileError(path, "disk full while writing the profile") from e
-        if e.errno == errno.EFBIG:
-            raise ProfileError(path, "file size limit reached while writing the profile") from e
-        raise ProfileError(path, f"cannot write profile: {e}") from e
     except Exception as e:
-        # anything else from h5py/HDF5 or a producer's data (e.g. out of memory for the image): name the file
-        raise ProfileError(path, f"cannot write profile: {type(e).__name__}: {e}") from e
+        raise _write_error(path, e) from e
     finally:
         image = None  # an error's traceback keeps this frame alive: drop the image now
         if fd >= 0:
