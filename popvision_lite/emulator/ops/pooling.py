@@ -136,6 +136,14 @@ def ref_max_pool_bwd(x, y, dy, index):
 # ============================================================================ codelets
 
 
+def _row_and_k(codelet, group) -> tuple[int, int]:
+    """The scalar params ``row`` (channels of a row) and ``k`` (window slots) of a window codelet's group."""
+    row, k = group.param("row"), group.param("k")
+    if row is None or k is None or np.ndim(row) or np.ndim(k):
+        raise EmulatorError(f"codelet '{codelet.name}' in '{group.cs.name}': needs scalar params 'row' and 'k'")
+    return int(row), int(k)
+
+
 class _WindowCodelet(Codelet):
     """Base of window reductions: field ``in`` holds rows of ``k * row`` (a row's k window slots,
     each ``row`` channels), ``out`` rows of ``row``.  Params ``row`` and ``k`` (scalars)."""
@@ -146,10 +154,7 @@ class _WindowCodelet(Codelet):
     pool_kind = "max"  # the work item of popnn.pooling_cycles
 
     def _dims(self, group):
-        row, k = group.param("row"), group.param("k")
-        if row is None or k is None or np.ndim(row) or np.ndim(k):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar params 'row' and 'k'")
-        return int(row), int(k)
+        return _row_and_k(self, group)
 
     def check(self, group):
         row, k = self._dims(group)
@@ -213,10 +218,7 @@ class MaxPoolGrad(Codelet):
     state_bytes = 20
 
     def _dims(self, group):
-        row, k = group.param("row"), group.param("k")
-        if row is None or k is None or np.ndim(row) or np.ndim(k):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar params 'row' and 'k'")
-        return int(row), int(k)
+        return _row_and_k(self, group)
 
     def check(self, group):
         row, k = self._dims(group)
