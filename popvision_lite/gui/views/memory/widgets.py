@@ -138,36 +138,36 @@ def _build_heatmap(view) -> None:
 def _build_bar_plot(view) -> None:
     """Memory by global tile id, the capacity line, over-capacity markers, IPU boundaries."""
     view.bar_plot = pg.PlotWidget()
-    bp = view.bar_plot.getPlotItem()
-    bp.setTitle("Memory by tile")
-    bp.getAxis("left").enableAutoSIPrefix(False)
-    bp.setLabel("bottom", TILE_ID_LABEL)
+    bar_item = view.bar_plot.getPlotItem()
+    bar_item.setTitle("Memory by tile")
+    bar_item.getAxis("left").enableAutoSIPrefix(False)
+    bar_item.setLabel("bottom", TILE_ID_LABEL)
     # no grid and no antialiasing: the axis-drawn grid alone cost ~6 ms per recolour on 16 IPUs;
     # the capacity line is the reference that matters
     view.bar_plot.setAntialiasing(False)
-    bp.setMouseEnabled(x=True, y=False)
+    bar_item.setMouseEnabled(x=True, y=False)
     view.bar_curve = pg.PlotCurveItem(x=[0, 1], y=[0], stepMode="center", fillLevel=0, pen=pg.mkPen(theme.colors()["accent"]),
                                       brush=pg.mkBrush(theme.colors()["accent"]))
-    bp.addItem(view.bar_curve)
+    bar_item.addItem(view.bar_curve)
     view._bar_values = np.zeros(0)
     # explicit x range over every tile: with auto-range the bars drawn for the initial (0, 1) range
     # set the range they are drawn for, and the plot opened showing only tiles 0-2
     n_all = view.target.num_ipus * view.target.tiles_per_ipu
-    bp.setXRange(-0.5, n_all - 0.5, padding=0.01)
-    bp.getViewBox().setLimits(xMin=-0.5 - 0.05 * n_all, xMax=n_all - 0.5 + 0.05 * n_all)
-    bp.getViewBox().sigXRangeChanged.connect(lambda *_: view._update_bar())
-    bp.getViewBox().sigResized.connect(lambda *_: view._update_bar())
+    bar_item.setXRange(-0.5, n_all - 0.5, padding=0.01)
+    bar_item.getViewBox().setLimits(xMin=-0.5 - 0.05 * n_all, xMax=n_all - 0.5 + 0.05 * n_all)
+    bar_item.getViewBox().sigXRangeChanged.connect(lambda *_: view._update_bar())
+    bar_item.getViewBox().sigResized.connect(lambda *_: view._update_bar())
     view.bar_over = pg.ScatterPlotItem(size=6, symbol="t", brush=theme.colors()["over"], pen=None)
-    bp.addItem(view.bar_over)
+    bar_item.addItem(view.bar_over)
     # the capacity is named in the title, not in a label box on the line that covered the bars near it
     view.cap_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(theme.colors()["capacity"], width=2,
                                                                       style=Qt.DashLine))
-    bp.addItem(view.cap_line)
+    bar_item.addItem(view.cap_line)
     view.bar_sel = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.colors()["select"], width=2))
     view.bar_sel.hide()
-    bp.addItem(view.bar_sel)
+    bar_item.addItem(view.bar_sel)
     for i in range(1, view.target.num_ipus):
-        bp.addItem(pg.InfiniteLine(pos=i * view.target.tiles_per_ipu, angle=90,
+        bar_item.addItem(pg.InfiniteLine(pos=i * view.target.tiles_per_ipu, angle=90,
                                    pen=pg.mkPen("#888888", style=Qt.DotLine)))
     view.bar_plot.scene().sigMouseClicked.connect(view._bar_clicked)
     view.bar_plot.scene().sigMouseMoved.connect(view._bar_hover)
