@@ -4,7 +4,10 @@ op vocabulary, forward and training step.
 Layout: NHWC activations stored as rows of channels, ``(N*H*W, C)``.  A convolution is an implicit
 GEMM: its input windows are gathered by exchange (``gather_windows``, zero padding) into an
 ``(N*OH*OW, k*k*C)`` operand and multiplied by the ``(k*k*C, Co)`` kernel; a 1x1 stride-1
-convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.
+convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.  With
+``conv_lowering = "halo"`` (config; default "im2col") the k x k forward convolutions and the stride-1 dX run
+as ``ops/conv.py``'s convolution instead: each tile receives its input rows with halo once and reads the
+windows in place (:func:`halo_conv` says which); dW and the strided dX keep the im2col path.
 
 Config fields (``ModelConfig``): ``layers`` = network depth (14, 26, 50, 101, 152: bottleneck
 blocks per stage from :data:`STAGE_BLOCKS`), ``hidden`` = width of the first stage (64 for
