@@ -24,6 +24,7 @@ writing its output block in the output type (FP32 partials inside the vertex, as
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -44,7 +45,10 @@ from popvision_lite.errors import EmulatorError
 @dataclass(frozen=True)
 class ConvShape:
     """A 2-D convolution: (n, h, w) input grid of ``ci`` channels, ``k`` x ``k`` kernel to ``co``
-    channels, ``stride``, zero padding ``pad`` on every side."""
+    channels, ``stride``; zero padding ``pad`` before and ``pad_hi`` (default ``pad``) after each spatial
+    dimension; input dilation ``dil`` (``dil - 1`` zeros between input elements: the gradient of a strided
+    convolution, poplin's inputTransform.dilation).  Dilation zeros and padding are never stored: the
+    work lists skip them."""
 
     n: int
     h: int
@@ -54,14 +58,29 @@ class ConvShape:
     k: int
     stride: int
     pad: int
+    pad_hi: int | None = None
+    dil: int = 1
+
+    @property
+    def upper(self) -> int:
+        return self.pad if self.pad_hi is None else self.pad_hi
+
+    @property
+    def he(self) -> int:
+        """Height of the dilated input."""
+        return (self.h - 1) * self.dil + 1
+
+    @property
+    def we(self) -> int:
+        return (self.w - 1) * self.dil + 1
 
     @property
     def oh(self) -> int:
-        return (self.h + 2 * self.pad - self.k) // self.stride + 1
+        return (self.he + self.pad + self.upper - self.k) // self.stride + 1
 
     @property
     def ow(self) -> int:
-        return (self.w + 2 * self.pad - self.k) // self.stride + 1
+        return (self.we + self.pad + self.upper - self.k) // self.stride + 1
 
     @property
     def out_rows(self) -> int:
@@ -70,20 +89,36 @@ class ConvShape:
 
     def input_rows(self, r0: int, nr: int) -> list[tuple[int, int, int]]:
         """(image, first, stop) input rows that output rows [r0, r0 + nr) of the (image, row) sequence
-        read, halo included, clipped to the image (padding rows are not stored)."""
+        read, halo included, clipped to the image (padding and dilation rows are not stored)."""
         out = []
         r = r0
         while r < r0 + nr:
             b, y0 = divmod(r, self.oh)
             y1 = min(self.oh, y0 + (r0 + nr - r))
-            lo = max(0, y0 * self.stride - self.pad)
-            hi = min(self.h, (y1 - 1) * self.stride - self.pad + self.k)
-            out.append((b, lo, max(lo, hi)))
+            lo = max(0, y0 * self.stride - self.pad)  # dilated coordinates
+            hi = min(self.he, (y1 - 1) * self.stride - self.pad + self.k)
+            first, stop = -(-lo // self.dil), (hi - 1) // self.dil + 1 if hi > lo else 0
+            out.append((b, first, max(first, stop)))
             r += y1 - y0
         return out
 
     def input_elems(self, r0: int, nr: int) -> int:
         return sum(hi - lo for _, lo, hi in self.input_rows(r0, nr)) * self.w * self.ci
+
+
+def transposed_shape(n: int, h: int, w: int, ci: int, co: int, k: int, stride: int, pad: int) -> ConvShape:
+    """The convolution that gives dX of a (n, h, w, ci) -> co convolution (k, stride, pad) from its dY:
+    dY dilated by the stride, padded ``k - 1 - pad`` before and ``k - 1 - pad`` plus the rows the forward
+    stride left unread after, convolved with the flipped, transposed kernel (co -> ci channels)."""
+    oh = (h + 2 * pad - k) // stride + 1
+    ow = (w + 2 * pad - k) // stride + 1
+    extra = (h + 2 * pad - k) % stride
+    if (w + 2 * pad - k) % stride != extra or k - 1 - pad < 0:
+        raise EmulatorError(f"transposed convolution of {h}x{w} k {k} stride {stride} pad {pad}: unsupported")
+    return ConvShape(n, oh, ow, co, ci, k, 1, k - 1 - pad, k - 1 - pad + extra, stride)
+
+
+GEOMETRY = ("n", "h", "w", "ci", "co", "k", "stride", "pad", "pad_hi", "dil")  # a vertex's ConvShape params
 
 
 def _split(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,13 +151,15 @@ def _worklists(s: ConvShape, ys: tuple, workers: int) -> tuple:
     out = []
     for ky in range(s.k):
         for kx in range(s.k):
-            okx = np.cumsum(np.concatenate([[0], ((xs + kx >= 0) & (xs + kx < s.w)).astype(np.int64)]))
+            xi = xs + kx
+            ok = (xi >= 0) & (xi < s.we) & (xi % s.dil == 0)
+            okx = np.cumsum(np.concatenate([[0], ok.astype(np.int64)]))
             per_worker = []
             for segs in shares:
                 e = []
                 for y, x0, x1 in segs:
                     yi = y * s.stride - s.pad + ky
-                    if 0 <= yi < s.h:
+                    if 0 <= yi < s.he and yi % s.dil == 0:
                         c = int(okx[x1] - okx[x0])
                         if c:
                             e.append(c)
@@ -152,7 +189,8 @@ class ConvPlan:
     fits: bool
 
     def describe(self, s: ConvShape) -> str:
-        return (f"ConvPartialnx1 {s.k}x{s.k}/{s.stride}: {s.out_rows} output rows in {self.pr} parts x {s.co} output "
+        return (f"ConvPartialnx1 {s.k}x{s.k}/{s.stride}" + (f" over an input dilated x{s.dil}" if s.dil > 1 else "")
+                + f": {s.out_rows} output rows in {self.pr} parts x {s.co} output "
                 f"channels in {self.pco} x {s.ci} input channels in {self.pci}"
                 + (" (FP32 partials reduced)" if self.pci > 1 else "")
                 + f"; input rows with halo exchanged once per tile; est. {self.compute_cycles} compute + "
@@ -175,7 +213,7 @@ def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target,
     item = 2 if fp16 else 4
     xbytes = float(target.em["exchange_bytes_per_cycle"])
     pr = max(1, min(s.out_rows, tiles // (pci * pco)))
-    cop, sk = s.co // pco, ConvShape(s.n, s.h, s.w, s.ci // pci, s.co, s.k, s.stride, s.pad)
+    cop, sk = s.co // pco, dataclasses.replace(s, ci=s.ci // pci)
     sz, off = _split(s.out_rows, pr)
     nr = int(sz[0])
     in_el = max(sk.input_elems(int(o), nr) for o in off[:min(len(off), s.oh + 1)])
@@ -221,8 +259,7 @@ class ConvPartialNx1(Codelet):
 
     @staticmethod
     def shape_of(group) -> ConvShape:
-        g = {k: int(group.param(k)) for k in ("n", "h", "w", "ci", "co", "k", "stride", "pad")}
-        return ConvShape(**g)
+        return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
 
     def check(self, group):
         f = group.fields["out"]
@@ -269,7 +306,7 @@ class ConvPartialNx1(Codelet):
 def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarray) -> np.ndarray:
     """Output rows [r0, r0 + nr) (nr, OW, cop) of a convolution given the tile's input region (the rows
     of ``s.input_rows(r0, nr)`` one after another) and its kernel block (k, k, Ci, cop), FP32."""
-    wp = s.w + 2 * s.pad
+    wp = s.we + s.pad + s.upper
     out = np.zeros((nr, s.ow, kern.shape[-1]), np.float32)
     pos, r = 0, r0
     for _b, lo, hi in s.input_rows(r0, nr):
@@ -277,10 +314,12 @@ def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarr
         pos += (hi - lo) * s.w * s.ci
         y0 = r % s.oh
         y1 = min(s.oh, y0 + (r0 + nr - r))
-        first = y0 * s.stride - s.pad  # padded-image row of the first window row
+        first = y0 * s.stride - s.pad  # dilated, padded-image row of the first window row
         height = (y1 - 1 - y0) * s.stride + s.k
         patch = np.zeros((height, wp, s.ci), np.float32)
-        patch[lo - first:hi - first, s.pad:s.pad + s.w] = rows
+        if hi > lo:
+            a = lo * s.dil - first
+            patch[a:a + (hi - lo - 1) * s.dil + 1:s.dil, s.pad:s.pad + s.we:s.dil] = rows
         win = np.lib.stride_tricks.sliding_window_view(patch, (s.k, s.k), axis=(0, 1))[::s.stride, ::s.stride]
         # win: (y1 - y0, OW, Ci, k, k)
         out[r - r0:r - r0 + (y1 - y0)] = np.einsum("yxcij,ijco->yxo", win[:y1 - y0, :s.ow], kern, optimize=True)
@@ -293,8 +332,9 @@ CONV_PARTIAL_NX1 = ConvPartialNx1()
 
 def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     """Numpy reference: (N*OH*OW, Co) of x (N*H*W, Ci) with kernel w (k*k*Ci, Co), FP32."""
-    xi = np.asarray(x, np.float32).reshape(s.n, s.h, s.w, s.ci)
-    xp = np.pad(xi, ((0, 0), (s.pad, s.pad), (s.pad, s.pad), (0, 0)))
+    xd = np.zeros((s.n, s.he, s.we, s.ci), np.float32)
+    xd[:, ::s.dil, ::s.dil] = np.asarray(x, np.float32).reshape(s.n, s.h, s.w, s.ci)
+    xp = np.pad(xd, ((0, 0), (s.pad, s.upper), (s.pad, s.upper), (0, 0)))
     kern = np.asarray(w, np.float32).reshape(s.k, s.k, s.ci, s.co)
     out = np.zeros((s.n, s.oh, s.ow, s.co), np.float32)
     for ky in range(s.k):
@@ -376,8 +416,8 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
         Y = target = ctx.variable(op, (R, s.co), ctx.dtype, mapping=M.by_windows(
             (R, s.co), shapes[:, 1:], origins[:, 1:], tiles), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/conv_partials"), op=op)
-    sk = ConvShape(s.n, s.h, s.w, cik, s.co, s.k, s.stride, s.pad)
-    geom = {k: np.int64(getattr(sk, k)) for k in ("n", "h", "w", "ci", "co", "k", "stride", "pad")}
+    sk = dataclasses.replace(s, ci=cik)
+    geom = {k: np.int64(sk.upper if k == "pad_hi" else getattr(sk, k)) for k in GEOMETRY}
     for nr in np.unique(rsz):
         sel = np.nonzero(rsz[ir] == nr)[0]
         out = (target.windows((1, int(nr) * s.ow, cop), origins[sel]) if pci > 1

@@ -13,8 +13,8 @@ from popvision_lite.emulator.models import resnet as RN
 from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import EmulatorBackend, run_model
-from popvision_lite.emulator.ops.conv import ConvShape, plan_conv, ref_conv2d
-from popvision_lite.emulator.ops.pooling import conv_windows
+from popvision_lite.emulator.ops.conv import ConvShape, plan_conv, ref_conv2d, transposed_shape
+from popvision_lite.emulator.ops.pooling import conv_windows, ref_col2im
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 
@@ -74,6 +74,27 @@ def test_conv2d_matches_numpy(s):
     np.testing.assert_allclose(y.reshape(-1, s.co), ref_conv2d(x, w, s), rtol=1e-4, atol=1e-4)
     assert [r["type"] for r in be.ctx.records] == ["conv"]
     assert "FP32 partials reduced" in be.ctx.records[0]["plan"]
+
+
+FORWARD = [(2, 8, 8, 16, 16, 3, 2, 1), (2, 7, 9, 16, 32, 3, 2, 1), (1, 8, 8, 16, 16, 1, 2, 0), (2, 6, 6, 16, 16, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("fwd", FORWARD)
+def test_transposed_convolution_is_the_input_gradient(fwd):
+    """dX of a convolution (stride 2, odd sizes, 1x1 / 3x3) as ops/conv.py computes it - dY dilated by the
+    stride, padded, convolved with the flipped kernel - against col2im(dY W^T), the gradient written as the
+    im2col GEMM's transpose."""
+    n, h, w, ci, co, k, stride, pad = fwd
+    idx, (oh, ow) = conv_windows(n, h, w, k, stride, pad)
+    dy = rng.standard_normal((n * oh * ow, co)).astype(np.float32)
+    wt = rng.standard_normal((k * k * ci, co)).astype(np.float32)
+    want = ref_col2im(dy @ wt.T, idx, n * h * w)
+    s = transposed_shape(n, h, w, ci, co, k, stride, pad)
+    assert (s.oh, s.ow, s.dil) == (h, w, stride)
+    flipped = wt.reshape(k * k, ci, co)[::-1].transpose(0, 2, 1).reshape(k * k * co, ci)
+    np.testing.assert_allclose(ref_conv2d(dy, flipped, s), want, rtol=1e-4, atol=1e-4)
+    _, (got,) = _emulate(lambda be, a, b: [be.conv2d(a, b, s, "dx")], [dy, flipped])
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
 
 
 def test_conv2d_fp16_within_fp16_rounding():
