@@ -6,20 +6,21 @@ with row ``(ky*k + kx)*Ci + ci`` (the im2col column order, ``pooling.conv_window
 
 Plan (a reduced form of poplin's ``ConvPlan`` search, ``lib/poplin/ConvPlan.cpp``): the output is
 partitioned over the tiles by output rows - the ``N*OH`` (image, output row) pairs cut into ``pr``
-contiguous ranges of ceil / floor size, as poplin splits the batch and the field's height - and by
-output channels into ``pco`` equal parts of whole AMP output groups.  Input channels and the field's
-width are not split (ResNet's 3x3 convolutions have at least 980 output rows x 4 output-channel groups
-for 1472 tiles; poplin splits input channels only when the other dimensions cannot occupy the tiles
-or a tile's share would not fit).  Candidates: every power-of-two ``pco`` dividing the output groups,
-with ``pr = min(N*OH, tiles // pco)``; the chosen one minimises the fullest tile's ConvPartialnx1
-estimate plus its exchange receive time (input rows with halo + kernel block, at the target's
-exchange bytes per cycle), among those whose per-tile input, kernel and output blocks fit
-``available_memory_proportion`` of the tile (the smallest footprint when none fits).
+contiguous ranges of ceil / floor size, as poplin splits the batch and the field's height - by output
+channels into ``pco`` and by input channels into ``pci`` equal parts of whole AMP groups.  The field's
+width is not split.  Candidates: every pair of powers of two ``pci``, ``pco`` dividing the input / output
+groups, with ``pr = min(N*OH, tiles // (pci * pco))``; the chosen one minimises the fullest tile's
+ConvPartialnx1 estimate plus its exchange receive time (input rows with halo, kernel block and, with an
+input-channel split, the partial slices it reduces, at the target's exchange bytes per cycle) plus that
+reduction's ReduceAdd estimate, among those whose per-tile blocks fit ``available_memory_proportion`` of
+the tile (the smallest footprint when none fits).
 
 Programs: one exchange of every tile's input rows (the rows its output rows read, halo included, each
-image's rows once; padding is never materialised: the work lists skip it), one exchange of every
-tile's kernel block (Co slice), then one compute set of one ConvPartialnx1 supervisor vertex per tile
-writing its output block in the output type (FP32 partials inside the vertex, as the matmul's AMP).
+image's rows once, the tile's channel slice of them; padding is never materialised: the work lists skip
+it), one exchange of every tile's kernel block, then one compute set of one ConvPartialnx1 supervisor
+vertex per tile writing its output block in the output type (FP32 partials inside the vertex, as the
+matmul's AMP) or, with an input-channel split, FP32 partials that the matmul's K-partials reduction sums
+on the output's tiles.
 """
 
 from __future__ import annotations
@@ -247,15 +248,17 @@ class ConvPartialNx1(Codelet):
     """A tile's convolution partials (poplin ConvPartialnx1, supervisor vertex): ``out`` (nr*OW, cop)
     = the k x k convolution of the input rows in ``in`` (the tile's input region with halo, images in
     order, see ConvShape.input_rows) with the kernel block ``w`` (k*k*Ci, cop), FP32 accumulation.
-    Params: the geometry (n, h, w, ci, k, stride, pad, oh, ow), per vertex its first output row ``r0``
-    and the group's ``nr`` rows.  Cost: estimators.poplin_conv.nx1_tile_cycles over the vertex's
+    Params: the geometry (``GEOMETRY``, a ConvShape with the tile's ``ci``), per vertex its first output
+    row ``r0`` and the group's ``nr`` rows.  Cost: estimators.poplin_conv.nx1_tile_cycles over the vertex's
     work lists, in worker-slot units (tile cycles / threads)."""
 
     name = "ConvPartialnx1"
     fields = {"in": "in", "w": "in", "out": "out"}
     supervisor = True
+    # assumption (no public figure): code and per-vertex state sizes; the work lists themselves (per kernel
+    # position and worker, 3 x 16-bit words an entry in poplin's limited version) are not charged
     code_bytes = 2048
-    state_bytes = 32  # + work lists, see _worklist_bytes
+    state_bytes = 32
 
     @staticmethod
     def shape_of(group) -> ConvShape:
