@@ -27,7 +27,7 @@ from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
-              "host_framework")
+              "host_framework", "conv_lowering")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -83,6 +83,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _field(p, "mask_tokens", "MLM positions per pack (default 15%% of seq)", g)
     _field(p, "host_framework", "add the host step loop's per-step cost of this framework (calibrated, device "
            "spec; default none: the IPUs alone)", g)
+    _field(p, "conv_lowering", "resnet: im2col (windows gathered into an implicit-GEMM operand, the default) or "
+           "halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py)")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)

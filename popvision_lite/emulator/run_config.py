@@ -184,6 +184,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("available_memory_proportion", "fractions"), Field("packing", "number", only_for=_TRANSFORMER),
     Field("mask_tokens", "int", only_for=("bert",)), Field("outline", "bool", only_for=("bert", "gpt", "resnet")),
     Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=("bert",)),
+    Field("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",)),
 )}
 MODEL_FIELDS = tuple(k for k in FIELDS if k not in TOP_KEYS)
 # the models that read a field, for the fields only some models read (the others ignore it)

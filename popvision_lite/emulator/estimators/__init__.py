@@ -5,6 +5,7 @@
   ``lib/popops/reduction/CycleEstimationFunctions.cpp``);
 * :mod:`.poplin` - the AMP matmul partials (``lib/poplin/PerformanceEstimation.hpp``,
   ``poplinCycleEstimators.cpp``);
+* :mod:`.poplin_conv` - the convolution partials of ``ConvPartialnx1`` (same sources);
 * :mod:`.popnn` - non-linearities, pooling, batch-norm coefficients (``lib/popnn/PerformanceEstimation.hpp``,
   ``popnnCycleEstimators.cpp``);
 * :mod:`.microbench` - the SRAM-reader microbenchmark codelet (Jia et al. 2019, not a poplibs vertex);

@@ -91,6 +91,10 @@ class ModelConfig:
     # pipeline stages: IPU 0 (embedding + layers), IPU 1, ..., IPU S-1, IPU 0 again (layers + heads), and
     # layer_split has S + 1 entries in that order (IPU 0's two may be 0)
     pipeline_placement: str = "sequential"
+    # resnet: how a k x k convolution moves its input: "im2col" (windows gathered by exchange into an
+    # implicit-GEMM operand) or "halo" (each tile's input rows with halo exchanged once, read in place by
+    # ConvPartialnx1 vertices: emulator/ops/conv.py)
+    conv_lowering: str = "im2col"
 
     @property
     def ffn_size(self) -> int:
@@ -183,6 +187,8 @@ class ModelConfig:
             d.pop("tensor_parallel", None)
         if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
             d.pop("host_framework", None)
+        if d.get("conv_lowering", "im2col") == "im2col":  # the default: left out the same way
+            d.pop("conv_lowering", None)
         return d
 
     @classmethod
@@ -262,7 +268,8 @@ def validate_scale(cfg: ModelConfig) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
-               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow")}
+               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow"),
+               "conv_lowering": ("im2col", "halo")}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")

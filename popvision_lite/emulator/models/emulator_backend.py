@@ -103,6 +103,12 @@ class EmulatorBackend(EmulatorNormPool, Backend):
     def matmul(self, a, b, name):
         return self._op(ops.matmul, a, b, self.qual(name))
 
+    def conv2d(self, x, w, shape, name):
+        """Convolution whose tiles receive their input rows with halo once (ops/conv.py); ``shape`` a ConvShape."""
+        from popvision_lite.emulator.ops.conv import conv2d
+
+        return self._op(conv2d, x, w, shape, self.qual(name))
+
     def block_sparse_matmul(self, a, b, mask, block, name):
         return self._op(ops.block_sparse_matmul, a, b, mask, block, self.qual(name))
 

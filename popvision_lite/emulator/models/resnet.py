@@ -4,7 +4,11 @@ op vocabulary, forward and training step.
 Layout: NHWC activations stored as rows of channels, ``(N*H*W, C)``.  A convolution is an implicit
 GEMM: its input windows are gathered by exchange (``gather_windows``, zero padding) into an
 ``(N*OH*OW, k*k*C)`` operand and multiplied by the ``(k*k*C, Co)`` kernel; a 1x1 stride-1
-convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.
+convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.  With
+``conv_lowering = "halo"`` (config; default "im2col") the k x k forward convolutions and the stride-1 dX run
+as ``ops/conv.py``'s convolution instead: each tile receives its input rows with halo once and reads the
+windows in place (:func:`halo_conv` says which), and so does the stride-1 dX; dW and the strided dX keep the
+im2col path.
 
 Config fields (``ModelConfig``): ``layers`` = network depth (14, 26, 50, 101, 152: bottleneck
 blocks per stage from :data:`STAGE_BLOCKS`), ``hidden`` = width of the first stage (64 for
@@ -96,11 +100,30 @@ class _Geom:
         return idx, _Geom(self.n, oh, ow)
 
 
+def halo_conv(be, k: int, stride: int, cin: int) -> bool:
+    """Does this convolution run as ops/conv.py's halo convolution?  With ``conv_lowering = "halo"`` on a
+    backend that has it, the k x k convolutions (k > 1) whose input channels are whole AMP groups of 16.
+    A 1x1 convolution reads no window: stride 1 is a plain matmul (poplin runs it as ConvPartial1x1Out
+    over the flattened field, the matmul's own vertex), and a strided one is the gather of the input
+    elements it reads (each once) and that matmul, as poplin's expandSpatialDim subsamples the input by the stride
+    (lib/poplin/ConvTransforms.cpp expandSpatialDimMultiStageImpl, ``slice.subSample(stride, ...)``).
+    The stem's 3 input channels: poplin expands the kernel into the input channels there (the same
+    transform, an im2col of its own)."""
+    return (getattr(be, "conv_lowering", "im2col") == "halo" and hasattr(be, "conv2d")
+            and k > 1 and cin % 16 == 0)
+
+
 def conv(be, x, w, geom: _Geom, k, stride, name):
     """x (rows, C) @ kernel w (k*k*C, Co), same padding (k // 2); returns (y, cache, out geometry)."""
     if k == 1 and stride == 1:
         return be.matmul(x, w, name + "/matmul"), (x, None, geom, k, stride), geom
     idx, og = geom.windows(k, stride, k // 2)
+    cin = x.shape[-1]
+    if halo_conv(be, k, stride, cin):
+        from popvision_lite.emulator.ops.conv import ConvShape
+
+        s = ConvShape(geom.n, geom.h, geom.w, cin, w.shape[-1], k, stride, k // 2)
+        return be.conv2d(x, w, s, name + "/conv"), (x, idx, geom, k, stride), og
     cols = be.gather_windows(x, idx, name + "/im2col")
     # the backward pass keeps the activation, not its windows: the weight-update convolution reads the
     # forward input (poplin::calculateWeightDeltas(graph, zDeltas, activations, ...)); windows are k*k times
@@ -117,14 +140,22 @@ def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
 
 def conv_bwd(be, cache, w, dy, name, need_dx=True):
     """(dx, dw).  Stride 1 with same padding: dx = im2col(dy) @ flipped kernel (the windows of a
-    stride-1 same-padded conv are symmetric); otherwise dx = col2im(dy @ W^T)."""
+    stride-1 same-padded conv are symmetric), on the halo path (:func:`halo_conv`) dy convolved with the
+    flipped kernel by ops/conv.py; otherwise dx = col2im(dy @ W^T).  ops/conv.py also computes the strided
+    dx (dy dilated by the stride: ``transposed_shape``), but its estimate is no cheaper than col2im's on
+    ResNet-50 and its tiles hold more (docs/decisions/0145), so the strided dx stays on col2im."""
     x, idx, geom, k, stride = cache
     cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
     dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
     if not need_dx:
         return None, dw
+    cin, cout = w.shape[0] // (k * k), w.shape[1]
+    if idx is not None and stride == 1 and halo_conv(be, k, stride, cout):
+        from popvision_lite.emulator.ops.conv import transposed_shape
+
+        s = transposed_shape(geom.n, geom.h, geom.w, cin, cout, k, stride, k // 2)
+        return be.conv2d(dy, be.take(w, flipped_kernel_index(k, cin, cout)), s, name + "/dx_conv"), dw
     if idx is not None and stride == 1:
-        cin, cout = w.shape[0] // (k * k), w.shape[1]
         dcols = be.gather_windows(dy, idx, name + "/dx_im2col")
         return be.matmul(dcols, be.take(w, flipped_kernel_index(k, cin, cout)), name + "/dx_matmul"), dw
     dcols = be.matmul(dy, be.t(w), name + "/dx_matmul")
@@ -350,6 +381,7 @@ def _build_resnet(be, cfg):
         onehot[np.arange(n), labels] = -1.0
         neg_onehot = be.constant("neg_onehot", onehot)
     keep = not (cfg.recompute and cfg.training)
+    be.conv_lowering = getattr(cfg, "conv_lowering", "im2col")
     seg_of = {b: seg for seg in recompute_segments(cfg) for b in range(seg[0], seg[1] + 1)}
     geom = _Geom(n, hw, hw)
     with be.on_ipu(0), be.scope("stem"):

@@ -1,0 +1,434 @@
+"""Convolution on the emulator graph as poplin runs it: each tile receives its input region with the
+halo once and its ConvPartialnx1 vertex reads the k x k windows in place (no im2col block).
+
+Layout: NHWC activations stored as rows of channels ``(N*H*W, C)``; the kernel is ``(k*k*Ci, Co)``
+with row ``(ky*k + kx)*Ci + ci`` (the im2col column order, ``pooling.conv_windows``).
+
+Plan (a reduced form of poplin's ``ConvPlan`` search, ``lib/poplin/ConvPlan.cpp``): the output is
+partitioned over the tiles by output rows - the ``N*OH`` (image, output row) pairs cut into ``pr``
+contiguous ranges of ceil / floor size, as poplin splits the batch and the field's height - by output
+channels into ``pco`` and by input channels into ``pci`` equal parts of whole AMP groups.  The field's
+width is not split.  Candidates: every pair of powers of two ``pci``, ``pco`` dividing the input / output
+groups, with ``pr = min(N*OH, tiles // (pci * pco))``; the chosen one minimises the fullest tile's
+ConvPartialnx1 estimate plus its exchange receive time (input rows with halo, kernel block and, with an
+input-channel split, the partial slices it reduces, at the target's exchange bytes per cycle) plus that
+reduction's ReduceAdd estimate, among those whose per-tile blocks fit ``available_memory_proportion`` of
+the tile (the smallest footprint when none fits).
+
+Programs: one exchange of every tile's input rows (the rows its output rows read, halo included, each
+image's rows once, the tile's channel slice of them; padding is never materialised: the work lists skip
+it), one exchange of every tile's kernel block, then one compute set of one ConvPartialnx1 supervisor
+vertex per tile writing its output block in the output type (FP32 partials inside the vertex, as the
+matmul's AMP) or, with an input-channel split, FP32 partials that the matmul's K-partials reduction sums
+on the output's tiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator.estimators.poplin import amp_params, reduce_add_cycles
+from popvision_lite.emulator.estimators.poplin_conv import nx1_tile_cycles
+from popvision_lite.emulator.graph import Regions, Windows, to_dtype
+from popvision_lite.emulator.ops.common import _nbytes, materialize
+from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.matmul import _k_partial_vertices_uneven, _reduce_k_partials
+from popvision_lite.errors import EmulatorError
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A 2-D convolution: (n, h, w) input grid of ``ci`` channels, ``k`` x ``k`` kernel to ``co``
+    channels, ``stride``; zero padding ``pad`` before and ``pad_hi`` (default ``pad``) after each spatial
+    dimension; input dilation ``dil`` (``dil - 1`` zeros between input elements: the gradient of a strided
+    convolution, poplin's inputTransform.dilation).  Dilation zeros and padding are never stored: the
+    work lists skip them."""
+
+    n: int
+    h: int
+    w: int
+    ci: int
+    co: int
+    k: int
+    stride: int
+    pad: int
+    pad_hi: int | None = None
+    dil: int = 1
+
+    @property
+    def upper(self) -> int:
+        return self.pad if self.pad_hi is None else self.pad_hi
+
+    @property
+    def he(self) -> int:
+        """Height of the dilated input."""
+        return (self.h - 1) * self.dil + 1
+
+    @property
+    def we(self) -> int:
+        return (self.w - 1) * self.dil + 1
+
+    @property
+    def oh(self) -> int:
+        return (self.he + self.pad + self.upper - self.k) // self.stride + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.we + self.pad + self.upper - self.k) // self.stride + 1
+
+    @property
+    def out_rows(self) -> int:
+        """(image, output row) pairs: the dimension the plan splits over tiles."""
+        return self.n * self.oh
+
+    def input_rows(self, r0: int, nr: int) -> list[tuple[int, int, int]]:
+        """(image, first, stop) input rows that output rows [r0, r0 + nr) of the (image, row) sequence
+        read, halo included, clipped to the image (padding and dilation rows are not stored)."""
+        out = []
+        r = r0
+        while r < r0 + nr:
+            b, y0 = divmod(r, self.oh)
+            y1 = min(self.oh, y0 + (r0 + nr - r))
+            lo = max(0, y0 * self.stride - self.pad)  # dilated coordinates
+            hi = min(self.he, (y1 - 1) * self.stride - self.pad + self.k)
+            first, stop = -(-lo // self.dil), (hi - 1) // self.dil + 1 if hi > lo else 0
+            out.append((b, first, max(first, stop)))
+            r += y1 - y0
+        return out
+
+    def input_elems(self, r0: int, nr: int) -> int:
+        return sum(hi - lo for _, lo, hi in self.input_rows(r0, nr)) * self.w * self.ci
+
+
+def transposed_shape(n: int, h: int, w: int, ci: int, co: int, k: int, stride: int, pad: int) -> ConvShape:
+    """The convolution that gives dX of a (n, h, w, ci) -> co convolution (k, stride, pad) from its dY:
+    dY dilated by the stride, padded ``k - 1 - pad`` before and ``k - 1 - pad`` plus the rows the forward
+    stride left unread after, convolved with the flipped, transposed kernel (co -> ci channels)."""
+    oh = (h + 2 * pad - k) // stride + 1
+    ow = (w + 2 * pad - k) // stride + 1
+    extra = (h + 2 * pad - k) % stride
+    if (w + 2 * pad - k) % stride != extra or k - 1 - pad < 0:
+        raise EmulatorError(f"transposed convolution of {h}x{w} k {k} stride {stride} pad {pad}: unsupported")
+    return ConvShape(n, oh, ow, co, ci, k, 1, k - 1 - pad, k - 1 - pad + extra, stride)
+
+
+GEOMETRY = ("n", "h", "w", "ci", "co", "k", "stride", "pad", "pad_hi", "dil")  # a vertex's ConvShape params
+
+
+def _split(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sizes, offsets) of ``p`` contiguous parts of ``n``, ceil-sized parts first (poplin's splits)."""
+    q, r = divmod(int(n), int(p))
+    sz = np.full(int(p), q, np.int64)
+    sz[:r] += 1
+    return sz, np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=4096)
+def _worklists(s: ConvShape, ys: tuple, workers: int) -> tuple:
+    """Per kernel position (ky, kx) and worker, the work list entries (field positions per entry) of a
+    vertex whose output rows have image-row coordinates ``ys``: the vertex's ``len(ys) * OW`` positions
+    cut into ``workers`` contiguous shares, each share's positions per output row one entry per kernel
+    position, less the positions whose input lies in the padding (an empty entry is not listed)."""
+    ow = s.ow
+    total = len(ys) * ow
+    sz, off = _split(total, workers)
+    shares = []  # per worker: [(y, x0, x1)]
+    for a, n in zip(off, sz, strict=True):
+        segs, p = [], int(a)
+        while p < a + n:
+            i, x0 = divmod(p, ow)
+            x1 = min(ow, x0 + int(a + n - p))
+            segs.append((ys[i], x0, x1))
+            p += x1 - x0
+        shares.append(segs)
+    xs = np.arange(ow) * s.stride - s.pad
+    out = []
+    for ky in range(s.k):
+        for kx in range(s.k):
+            xi = xs + kx
+            ok = (xi >= 0) & (xi < s.we) & (xi % s.dil == 0)
+            okx = np.cumsum(np.concatenate([[0], ok.astype(np.int64)]))
+            per_worker = []
+            for segs in shares:
+                e = []
+                for y, x0, x1 in segs:
+                    yi = y * s.stride - s.pad + ky
+                    if 0 <= yi < s.he and yi % s.dil == 0:
+                        c = int(okx[x1] - okx[x0])
+                        if c:
+                            e.append(c)
+                per_worker.append(tuple(e))
+            out.append(tuple(per_worker))
+    return tuple(out)
+
+
+def vertex_tile_cycles(s: ConvShape, r0: int, nr: int, cop: int, fp16: bool, target) -> int:
+    """Tile cycles of the ConvPartialnx1 vertex of output rows [r0, r0 + nr) and ``cop`` output channels."""
+    amp = amp_params(fp16, target)
+    workers = int(target.threads_per_tile)
+    ys = tuple(int(r % s.oh) for r in range(r0, r0 + nr))
+    wl = _worklists(s, ys, workers)
+    return nx1_tile_cycles(wl, s.k, s.k, -(-s.ci // amp["in_group"]), -(-cop // amp["out_group"]), nr * s.ow, amp,
+                           workers)
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    pr: int  # output-row parts
+    pco: int  # output-channel parts
+    pci: int  # input-channel parts (FP32 partials reduced on the output's tiles when > 1)
+    compute_cycles: int  # the fullest tile's vertex estimate (+ its share of the partials reduction)
+    exchange_cycles: int  # the fullest tile's receive time (input rows, kernel block, partials)
+    tile_bytes: int  # the fullest tile's input, kernel, output / partials blocks
+    fits: bool
+
+    def describe(self, s: ConvShape) -> str:
+        return (f"ConvPartialnx1 {s.k}x{s.k}/{s.stride}" + (f" over an input dilated x{s.dil}" if s.dil > 1 else "")
+                + f": {s.out_rows} output rows in {self.pr} parts x {s.co} output "
+                f"channels in {self.pco} x {s.ci} input channels in {self.pci}"
+                + (" (FP32 partials reduced)" if self.pci > 1 else "")
+                + f"; input rows with halo exchanged once per tile; est. {self.compute_cycles} compute + "
+                f"{self.exchange_cycles} exchange cycles, {self.tile_bytes} B per tile"
+                + ("" if self.fits else " (over available_memory_proportion)"))
+
+
+def _powers_dividing(n: int, limit: int) -> list[int]:
+    out, p = [], 1
+    while p <= limit and n % p == 0:
+        out.append(p)
+        p *= 2
+    return out
+
+
+def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target, usable_bytes: float) -> ConvPlan:
+    """The cost of one partition: the fullest tile's ConvPartialnx1 estimate and exchange receive time,
+    and with an input-channel split the partials reduction (each output tile gathers pci - 1 FP32
+    slices of its block and runs poplin's ReduceAdd over them, estimators.poplin.reduce_add_cycles)."""
+    item = 2 if fp16 else 4
+    xbytes = float(target.em["exchange_bytes_per_cycle"])
+    pr = max(1, min(s.out_rows, tiles // (pci * pco)))
+    cop, sk = s.co // pco, dataclasses.replace(s, ci=s.ci // pci)
+    sz, off = _split(s.out_rows, pr)
+    nr = int(sz[0])
+    in_el = max(sk.input_elems(int(o), nr) for o in off[:min(len(off), s.oh + 1)])
+    w_el = s.k * s.k * sk.ci * cop
+    out_el = nr * s.ow * cop
+    comp = vertex_tile_cycles(sk, 0, nr, cop, fp16, target)
+    recv = (in_el + w_el) * item
+    byts = (in_el + w_el) * item + out_el * (4 if pci > 1 else item)
+    if pci > 1:
+        slice_el = -(-out_el // pci)
+        recv += (pci - 1) * slice_el * 4
+        byts += pci * slice_el * 4
+        comp += reduce_add_cycles(slice_el, pci, item, 4, int(target.threads_per_tile))
+    return ConvPlan(pr, pco, pci, int(comp), int(-(-recv // xbytes)), int(byts), byts <= usable_bytes)
+
+
+def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float) -> ConvPlan:
+    """The partition of a convolution over ``tiles`` tiles (see the module docstring)."""
+    amp = amp_params(fp16, target)
+    gi = s.ci // amp["in_group"] if s.ci % amp["in_group"] == 0 else 1
+    go = s.co // amp["out_group"] if s.co % amp["out_group"] == 0 else 1
+    cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes)
+             for pci in _powers_dividing(gi, tiles) for pco in _powers_dividing(go, tiles // pci)]
+    fitting = [c for c in cands if c.fits]
+    if fitting:
+        return min(fitting, key=lambda c: (c.compute_cycles + c.exchange_cycles, c.pci, c.pco))
+    return min(cands, key=lambda c: (c.tile_bytes, c.pci, c.pco))
+
+
+class ConvPartialNx1(Codelet):
+    """A tile's convolution partials (poplin ConvPartialnx1, supervisor vertex): ``out`` (nr*OW, cop)
+    = the k x k convolution of the input rows in ``in`` (the tile's input region with halo, images in
+    order, see ConvShape.input_rows) with the kernel block ``w`` (k*k*Ci, cop), FP32 accumulation.
+    Params: the geometry (``GEOMETRY``, a ConvShape with the tile's ``ci``), per vertex its first output
+    row ``r0`` and the group's ``nr`` rows.  Cost: estimators.poplin_conv.nx1_tile_cycles over the vertex's
+    work lists, in worker-slot units (tile cycles / threads)."""
+
+    name = "ConvPartialnx1"
+    fields = {"in": "in", "w": "in", "out": "out"}
+    supervisor = True
+    # assumption (no public figure): code and per-vertex state sizes; the work lists themselves (per kernel
+    # position and worker, 3 x 16-bit words an entry in poplin's limited version) are not charged
+    code_bytes = 2048
+    state_bytes = 32
+
+    @staticmethod
+    def shape_of(group) -> ConvShape:
+        return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
+
+    def check(self, group):
+        f = group.fields["out"]
+        if not isinstance(f, Windows) or not isinstance(group.fields["in"], Regions):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'out' must be windows, 'in' regions")
+
+    def _fp16(self, group) -> bool:
+        return group.fields["in"].tensor.dtype == "float16" and group.fields["w"].tensor.dtype == "float16"
+
+    def cycles(self, group, target):
+        s = self.shape_of(group)
+        nr = int(group.param("nr"))
+        cop = int(group.fields["out"].block_shape[-1])
+        fp16 = self._fp16(group)
+        r0 = np.asarray(group.param("r0"), np.int64)
+        phase = r0 % s.oh  # vertices whose rows start at the same image row have the same work lists
+        uniq, inv = np.unique(phase, return_inverse=True)
+        vals = np.array([vertex_tile_cycles(s, int(p), nr, cop, fp16, target) for p in uniq], np.int64)
+        t = int(target.threads_per_tile)
+        return -(-vals[inv.ravel()] // t)
+
+    def flops(self, group):
+        s = self.shape_of(group)
+        nr = int(group.param("nr"))
+        cop = int(group.fields["out"].block_shape[-1])
+        return int(2 * nr * s.ow * cop * s.k * s.k * s.ci * group.n)
+
+    def compute(self, group, data):
+        s = self.shape_of(group)
+        nr = int(group.param("nr"))
+        fin, fw, fo = group.fields["in"], group.fields["w"], group.fields["out"]
+        cop = int(fo.block_shape[-1])
+        xin = np.asarray(fin.gather(data), np.float32)
+        wts = np.asarray(fw.gather(data), np.float32)
+        out = np.empty((group.n, nr * s.ow, cop), np.float32)
+        in_off = np.concatenate([[0], np.cumsum(fin.sizes)])
+        r0s = np.asarray(group.param("r0"), np.int64)
+        for v in range(group.n):
+            kern = wts[v * s.k * s.k * s.ci * cop:(v + 1) * s.k * s.k * s.ci * cop].reshape(s.k, s.k, s.ci, cop)
+            out[v] = conv_rows(s, xin[in_off[v]:in_off[v + 1]], int(r0s[v]), nr, kern).reshape(nr * s.ow, cop)
+        fo.scatter(data, to_dtype(out, fo.tensor.dtype))
+
+
+def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarray) -> np.ndarray:
+    """Output rows [r0, r0 + nr) (nr, OW, cop) of a convolution given the tile's input region (the rows
+    of ``s.input_rows(r0, nr)`` one after another) and its kernel block (k, k, Ci, cop), FP32."""
+    wp = s.we + s.pad + s.upper
+    out = np.zeros((nr, s.ow, kern.shape[-1]), np.float32)
+    pos, r = 0, r0
+    for _b, lo, hi in s.input_rows(r0, nr):
+        rows = region[pos:pos + (hi - lo) * s.w * s.ci].reshape(hi - lo, s.w, s.ci)
+        pos += (hi - lo) * s.w * s.ci
+        y0 = r % s.oh
+        y1 = min(s.oh, y0 + (r0 + nr - r))
+        first = y0 * s.stride - s.pad  # dilated, padded-image row of the first window row
+        height = (y1 - 1 - y0) * s.stride + s.k
+        patch = np.zeros((height, wp, s.ci), np.float32)
+        if hi > lo:
+            a = lo * s.dil - first
+            patch[a:a + (hi - lo - 1) * s.dil + 1:s.dil, s.pad:s.pad + s.we:s.dil] = rows
+        win = np.lib.stride_tricks.sliding_window_view(patch, (s.k, s.k), axis=(0, 1))[::s.stride, ::s.stride]
+        # win: (y1 - y0, OW, Ci, k, k)
+        out[r - r0:r - r0 + (y1 - y0)] = np.einsum("yxcij,ijco->yxo", win[:y1 - y0, :s.ow], kern, optimize=True)
+        r += y1 - y0
+    return out
+
+
+CONV_PARTIAL_NX1 = ConvPartialNx1()
+
+
+def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
+    """Numpy reference: (N*OH*OW, Co) of x (N*H*W, Ci) with kernel w (k*k*Ci, Co), FP32."""
+    xd = np.zeros((s.n, s.he, s.we, s.ci), np.float32)
+    xd[:, ::s.dil, ::s.dil] = np.asarray(x, np.float32).reshape(s.n, s.h, s.w, s.ci)
+    xp = np.pad(xd, ((0, 0), (s.pad, s.upper), (s.pad, s.upper), (0, 0)))
+    kern = np.asarray(w, np.float32).reshape(s.k, s.k, s.ci, s.co)
+    out = np.zeros((s.n, s.oh, s.ow, s.co), np.float32)
+    for ky in range(s.k):
+        for kx in range(s.k):
+            xs = xp[:, ky:ky + s.stride * (s.oh - 1) + 1:s.stride, kx:kx + s.stride * (s.ow - 1) + 1:s.stride]
+            out += xs @ kern[ky, kx]
+    return out.reshape(-1, s.co)
+
+
+def _input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, sizes) in x (N*H*W, Ci) of a tile's input: the rows its output rows read, halo included,
+    each image's rows once; with an input-channel split, the tile's channel slice of every pixel."""
+    cik = s.ci // pci
+    starts, sizes = [], []
+    for b, lo, hi in s.input_rows(r0, nr):
+        first = (b * s.h + lo) * s.w
+        if pci == 1:
+            starts.append(np.array([first * s.ci]))
+            sizes.append(np.array([(hi - lo) * s.w * s.ci]))
+        else:
+            px = first + np.arange((hi - lo) * s.w, dtype=np.int64)
+            starts.append(px * s.ci + ik * cik)
+            sizes.append(np.full(len(px), cik, np.int64))
+    return np.concatenate(starts).astype(np.int64), np.concatenate(sizes).astype(np.int64)
+
+
+def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
+    """y (N*OH*OW, Co) = x (N*H*W, Ci) convolved with w (k*k*Ci, Co): the plan of :func:`plan_conv`,
+    each tile's input rows with halo exchanged once, one ConvPartialnx1 vertex per tile, and with an
+    input-channel split the FP32 partials reduced on the output's tiles (the matmul's K reduction)."""
+    if tuple(x.shape) != (s.n * s.h * s.w, s.ci) or tuple(w.shape) != (s.k * s.k * s.ci, s.co):
+        raise EmulatorError(f"conv '{name}': shapes {tuple(x.shape)} * {tuple(w.shape)} do not match {s}")
+    fp16 = ctx.dtype == "float16"
+    R = s.n * s.oh * s.ow
+    op = ctx.begin_op(name, "conv", min_bytes=_nbytes(x) + _nbytes(w) + R * s.co * (2 if fp16 else 4))
+    ntiles = ctx.target.tiles_per_ipu
+    plan = plan_conv(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile)
+    desc = plan.describe(s)
+    ctx.graph.add_op(op, plan=desc)
+    ctx.records[-1]["plan"] = desc
+    X = materialize(ctx, x, "in", op) if isinstance(x, View) else x
+    W = materialize(ctx, w, "w", op) if isinstance(w, View) else w
+    if not ctx.is_used(W):  # a weight nothing has used yet: spread over the tiles (each sends a share)
+        ctx.graph.set_mapping(W, ctx.linear_mapping(W.size, grain=4))
+        ctx.mark_used(W)
+    pci, pr, pco = plan.pci, plan.pr, plan.pco
+    T = pci * pr * pco
+    tiles = ctx.tiles_array(rotate=T if T < ntiles else 0)[:T]
+    rsz, roff = _split(s.out_rows, pr)
+    cop, cik = s.co // pco, s.ci // pci
+    ik, ir, ic = np.unravel_index(np.arange(T), (pci, pr, pco))  # the matmul's (k part, m part, n part) order
+    # --- input rows with halo (the tile's channel slice), once per tile
+    regs = [_input_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pci, int(ik[t])) for t in range(T)]
+    in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
+    in_start = np.cumsum(in_sizes) - in_sizes
+    xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
+                       mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
+    ctx.add(P.Copy(X.regions(np.concatenate([a for a, _ in regs]), np.concatenate([z for _, z in regs])),
+                   xin.whole(), name=f"{op}/exchange_input", op=op))
+    # --- kernel blocks: per tile its k*k (cik, cop) windows, kernel position outermost
+    kk, blk = s.k * s.k, s.k * s.k * cik * cop
+    kpos = np.tile(np.arange(kk), T)
+    worg = np.stack([kpos * s.ci + np.repeat(ik, kk) * cik, np.repeat(ic, kk) * cop], 1)
+    wbuf = ctx.variable(f"{op}/kernel_blocks", (T * blk,), W.dtype,
+                        mapping=M.intervals(tiles, np.arange(T) * blk, (np.arange(T) + 1) * blk), op=op)
+    ctx.add(P.Copy(W.windows((cik, cop), worg), wbuf.whole(), name=f"{op}/broadcast_kernel", op=op))
+    # --- the vertices write the output blocks, or FP32 partials (pci, R, Co) reduced afterwards
+    shapes = np.stack([np.ones(T, np.int64), rsz[ir] * s.ow, np.full(T, cop)], 1)
+    origins = np.stack([ik, roff[ir] * s.ow, ic * cop], 1)
+    if pci > 1:
+        target = ctx.variable(f"{op}/partials", (pci, R, s.co), "float32",
+                              mapping=M.by_windows((pci, R, s.co), shapes, origins, tiles), op=op)
+        red = _k_partial_vertices_uneven(1, pci, pr, pco, rsz * s.ow, roff * s.ow, np.full(pco, cop),
+                                         np.arange(pco) * cop, R, s.co, tiles)
+        o = np.argsort(red["out_start"], kind="stable")
+        Y = ctx.variable(op, (R, s.co), ctx.dtype, op=op, mapping=M.intervals(
+            red["tile"][o], red["out_start"][o], red["out_start"][o] + red["len"][o]))
+    else:
+        Y = target = ctx.variable(op, (R, s.co), ctx.dtype, mapping=M.by_windows(
+            (R, s.co), shapes[:, 1:], origins[:, 1:], tiles), op=op)
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/conv_partials"), op=op)
+    sk = dataclasses.replace(s, ci=cik)
+    geom = {k: np.int64(sk.upper if k == "pad_hi" else getattr(sk, k)) for k in GEOMETRY}
+    for nr in np.unique(rsz):
+        sel = np.nonzero(rsz[ir] == nr)[0]
+        out = (target.windows((1, int(nr) * s.ow, cop), origins[sel]) if pci > 1
+               else target.windows((int(nr) * s.ow, cop), origins[sel, 1:]))
+        ctx.graph.add_vertices(cs, CONV_PARTIAL_NX1, tiles=tiles[sel], fields={
+            "in": xin.regions(in_start[sel], in_sizes[sel]), "w": wbuf.regions(sel * blk, blk), "out": out},
+            params={**geom, "nr": np.int64(nr), "r0": roff[ir[sel]].astype(np.int64)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    if pci > 1:
+        _reduce_k_partials(ctx, target, Y, red, pci, op)
+    return Y

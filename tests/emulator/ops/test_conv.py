@@ -1,0 +1,216 @@
+"""The halo convolution (emulator/ops/conv.py): numerics against numpy (forward, dx, dw through the ResNet
+call sites, stride 2, padding), each tile's input moved once, no im2col block, the ConvPartialnx1
+estimate against poplibs' formula by hand, and the plan."""
+
+import numpy as np
+import pytest
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.engine import Engine
+from popvision_lite.emulator.estimators.poplin import amp_params
+from popvision_lite.emulator.estimators.poplin_conv import nx1_tile_cycles, nx1_worker_cycles
+from popvision_lite.emulator.models import resnet as RN
+from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.models.config import make_config
+from popvision_lite.emulator.models.emulated import EmulatorBackend, run_model
+from popvision_lite.emulator.ops.conv import ConvShape, plan_conv, ref_conv2d, transposed_shape
+from popvision_lite.emulator.ops.pooling import conv_windows, ref_col2im
+from popvision_lite.emulator.target import Target
+from popvision_lite.errors import ConfigError
+
+rng = np.random.default_rng(5)
+
+SHAPES = [
+    ConvShape(2, 8, 8, 16, 32, 3, 1, 1),  # same padding, two output-channel groups
+    ConvShape(3, 9, 7, 16, 16, 3, 2, 1),  # stride 2, odd sizes: windows of the last row / column clipped
+    ConvShape(2, 8, 8, 32, 64, 1, 2, 0),  # a 1x1 stride-2 (ResNet's downsample)
+    ConvShape(1, 5, 6, 16, 48, 3, 1, 1),  # three output groups (not a power of two)
+    ConvShape(2, 6, 6, 16, 16, 5, 1, 2),  # a 5x5 kernel, halo of two rows
+]
+
+
+def _emulate(fn, arrays, precision="fp32"):
+    be = EmulatorBackend(Target.from_device("ipu-mk2"), precision)
+    ins = [be.input(f"in{i}", a) for i, a in enumerate(arrays)]
+    outs = fn(be, *ins)
+    run = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
+    return be, [run.outputs[o.name] for o in outs]
+
+
+def _loop_conv(x, w, s: ConvShape):
+    """Direct definition: y[b, i, j, o] = sum over ky, kx, c of x[b, i*s - p + ky, j*s - p + kx, c] w[ky, kx, c, o]."""
+    xi = x.reshape(s.n, s.h, s.w, s.ci).astype(np.float64)
+    k = w.reshape(s.k, s.k, s.ci, s.co).astype(np.float64)
+    y = np.zeros((s.n, s.oh, s.ow, s.co))
+    for i in range(s.oh):
+        for j in range(s.ow):
+            for ky in range(s.k):
+                for kx in range(s.k):
+                    r, c = i * s.stride - s.pad + ky, j * s.stride - s.pad + kx
+                    if 0 <= r < s.h and 0 <= c < s.w:
+                        y[:, i, j] += xi[:, r, c] @ k[ky, kx]
+    return y.reshape(-1, s.co)
+
+
+@pytest.mark.parametrize("s", SHAPES[:3])
+def test_reference_matches_direct_loops_and_the_im2col_gemm(s):
+    x = rng.standard_normal((s.n * s.h * s.w, s.ci)).astype(np.float32)
+    w = rng.standard_normal((s.k * s.k * s.ci, s.co)).astype(np.float32)
+    ref = ref_conv2d(x, w, s)
+    np.testing.assert_allclose(ref, _loop_conv(x, w, s), rtol=1e-4, atol=1e-4)
+    idx, (oh, ow) = conv_windows(s.n, s.h, s.w, s.k, s.stride, s.pad)
+    cols = (x[np.maximum(idx, 0)] * (idx >= 0)[..., None]).reshape(len(idx), -1)
+    assert (oh, ow) == (s.oh, s.ow)
+    np.testing.assert_allclose(ref, cols @ w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("s", SHAPES)
+def test_conv2d_matches_numpy(s):
+    """(fp32: 8 input channels per AMP group, so these plans split the input channels and reduce FP32
+    partials; the unsplit plan is checked in the exchange test below)"""
+    x = rng.standard_normal((s.n * s.h * s.w, s.ci)).astype(np.float32)
+    w = rng.standard_normal((s.k * s.k * s.ci, s.co)).astype(np.float32)
+    be, (y,) = _emulate(lambda be, a, b: [be.conv2d(a, b, s, "c")], [x, w])
+    np.testing.assert_allclose(y.reshape(-1, s.co), ref_conv2d(x, w, s), rtol=1e-4, atol=1e-4)
+    assert [r["type"] for r in be.ctx.records] == ["conv"]
+    assert "FP32 partials reduced" in be.ctx.records[0]["plan"]
+
+
+FORWARD = [(2, 8, 8, 16, 16, 3, 2, 1), (2, 7, 9, 16, 32, 3, 2, 1), (1, 8, 8, 16, 16, 1, 2, 0), (2, 6, 6, 16, 16, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("fwd", FORWARD)
+def test_transposed_convolution_is_the_input_gradient(fwd):
+    """dX of a convolution (stride 2, odd sizes, 1x1 / 3x3) as ops/conv.py computes it - dY dilated by the
+    stride, padded, convolved with the flipped kernel - against col2im(dY W^T), the gradient written as the
+    im2col GEMM's transpose."""
+    n, h, w, ci, co, k, stride, pad = fwd
+    idx, (oh, ow) = conv_windows(n, h, w, k, stride, pad)
+    dy = rng.standard_normal((n * oh * ow, co)).astype(np.float32)
+    wt = rng.standard_normal((k * k * ci, co)).astype(np.float32)
+    want = ref_col2im(dy @ wt.T, idx, n * h * w)
+    s = transposed_shape(n, h, w, ci, co, k, stride, pad)
+    assert (s.oh, s.ow, s.dil) == (h, w, stride)
+    flipped = wt.reshape(k * k, ci, co)[::-1].transpose(0, 2, 1).reshape(k * k * co, ci)
+    np.testing.assert_allclose(ref_conv2d(dy, flipped, s), want, rtol=1e-4, atol=1e-4)
+    _, (got,) = _emulate(lambda be, a, b: [be.conv2d(a, b, s, "dx")], [dy, flipped])
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_fp16_within_fp16_rounding():
+    s = SHAPES[0]
+    x = rng.standard_normal((s.n * s.h * s.w, s.ci)).astype(np.float16)
+    w = (rng.standard_normal((s.k * s.k * s.ci, s.co)) / 12).astype(np.float16)
+    _, (y,) = _emulate(lambda be, a, b: [be.conv2d(a, b, s, "c")], [x, w], precision="fp16")
+    want = ref_conv2d(x, w, s)
+    # FP32 accumulation, one rounding of the output to fp16
+    np.testing.assert_allclose(np.asarray(y, np.float32).reshape(want.shape), want, rtol=2e-3, atol=2e-3)
+
+
+def _halo_backend():
+    be = EmulatorBackend(Target.from_device("ipu-mk2"), "fp32")
+    be.conv_lowering = "halo"
+    return be
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_resnet_conv_forward_dx_dw_on_the_halo_path_match_numpy(stride):
+    """models/resnet.py conv / conv_bwd with conv_lowering "halo": y and dx (stride 1: the flipped kernel
+    convolved over dy; stride 2: col2im) and dw against the numpy backend's im2col formulation."""
+    n, h, c, co = 2, 6, 16, 16
+    x = rng.standard_normal((n * h * h, c)).astype(np.float32)
+    w = rng.standard_normal((9 * c, co)).astype(np.float32)
+    dy_rows = n * (h // stride) ** 2
+    dyv = rng.standard_normal((dy_rows, co)).astype(np.float32)
+    want = None
+    for be in (NumpyBackend("fp32"), _halo_backend()):
+        xi, wi, dy = be.input("x", x), be.input("w", w), be.input("dy", dyv)
+        y, cache, og = RN.conv(be, xi, wi, RN._Geom(n, h, h), 3, stride, "c")
+        dx, dw = RN.conv_bwd(be, cache, wi, dy, "c")
+        if want is None:
+            want = [np.asarray(v) for v in (y, dx, dw)]
+            continue
+        run = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
+        for got, ref in zip((y, dx, dw), want, strict=True):
+            np.testing.assert_allclose(run.outputs[got.name].reshape(ref.shape), ref, rtol=1e-4, atol=1e-4)
+        names = [r["name"] for r in be.ctx.records]
+        assert "c/conv" in names and "c/im2col" not in names
+        assert ("c/dx_conv" in names) == (stride == 1) and "c/dx_im2col" not in names
+    np.testing.assert_allclose(want[0], ref_conv2d(x, w, ConvShape(n, h, h, c, co, 3, stride, 1)), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_each_tile_receives_its_input_rows_and_halo_once():
+    s = ConvShape(4, 16, 16, 8, 32, 3, 1, 1)  # fp32: one input-channel group of 8
+    x = rng.standard_normal((s.n * s.h * s.w, s.ci)).astype(np.float32)
+    w = rng.standard_normal((s.k * s.k * s.ci, s.co)).astype(np.float32)
+    be = EmulatorBackend(Target.from_device("ipu-mk2"), "fp32")
+    y = be.conv2d(be.input("x", x), be.weight("w", w), s, "c")
+    copies = {p.name: p for p in be.ctx.programs if isinstance(p, P.Copy)}
+    plan = plan_conv(s, be.ctx.target, False, be.ctx.target.tiles_per_ipu, 0.6 * be.ctx.target.sram_bytes_per_tile)
+    assert plan.pci == 1
+    src = copies["c/exchange_input"].src
+    # per output-row part: the input rows its output rows read (one above and below, clipped at the image
+    # edge), each once, sent to each of the pco tiles of the part
+    sizes = np.full(plan.pr, s.out_rows // plan.pr)
+    sizes[:s.out_rows % plan.pr] += 1
+    offsets = np.cumsum(sizes) - sizes
+    want = 0
+    for r0, nr in zip(offsets, sizes, strict=True):
+        rows = set()
+        for r in range(r0, r0 + nr):
+            b, oy = divmod(r, s.oh)
+            rows |= {(b, yi) for yi in (oy - 1, oy, oy + 1) if 0 <= yi < s.h}
+        want += len(rows) * s.w * s.ci * plan.pco
+    assert int(src.sizes.sum()) == want
+    assert want < 9 * s.n * s.oh * s.ow * s.ci  # the elements of the windows an im2col gather moves
+    # the op's tensors: the tiles' input rows (each element once per tile), kernel blocks and the output;
+    # no (rows, k*k*C) window block
+    ts = {t.name: t for t in be.graph.tensors if t.name.startswith("c")}
+    assert set(ts) == {y.name, "c/input_with_halo", "c/kernel_blocks"}
+    assert ts["c/input_with_halo"].size == want
+    # without an input-channel split the vertices write the output itself
+    run = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
+    np.testing.assert_allclose(run.outputs[y.name].reshape(-1, s.co), ref_conv2d(x, w, s), rtol=1e-4, atol=1e-4)
+
+
+def test_nx1_worker_cycles_follow_the_poplibs_formula():
+    # getConvPartialnx1WorkerCycles, half activations, float partials: 17 to the partition loop, per entry
+    # 3 + (34 + (n - 3) * 4) for n >= 3, 29 for n = 1, 33 for n = 2, 17 for n = 0, less 9 retained
+    assert nx1_worker_cycles([], 4, False) == 17
+    assert nx1_worker_cycles([5], 4, False) == 17 + 3 + 34 + 2 * 4 - 9
+    assert nx1_worker_cycles([1, 2], 4, False) == 17 + (3 + 29 - 9) + (3 + 33 - 9)
+    assert nx1_worker_cycles([4], 8, True) == 17 + 3 + 45 + 8 - 9
+
+
+def test_nx1_vertex_runs_near_the_amp_rate_on_a_large_block():
+    amp = amp_params(True)
+    wl = [[(56,) * 4] * 6 for _ in range(9)]  # 9 kernel positions, every worker 4 rows of 56 positions
+    cyc = nx1_tile_cycles(wl, 3, 3, 4, 4, 6 * 4 * 56, amp)
+    macs = 6 * 4 * 56 * 9 * 64 * 64
+    assert 0.75 * 64 < macs / cyc < 64  # the AMP's 64 MAC per tile cycle is the bound
+
+
+@pytest.mark.parametrize("h,c,stride", [(56, 64, 1), (56, 128, 2), (28, 128, 1), (14, 256, 1), (7, 512, 1)])
+def test_plan_of_resnet50_convolutions_fills_the_tiles_and_fits(h, c, stride):
+    t = Target.from_device("ipu-mk2")
+    s = ConvShape(20, h, h, c, c, 3, stride, 1)
+    plan = plan_conv(s, t, True, t.tiles_per_ipu, 0.6 * t.sram_bytes_per_tile)
+    used = plan.pr * plan.pco * plan.pci
+    assert plan.fits and used <= t.tiles_per_ipu
+    assert (c // 16) % plan.pco == 0 and (c // 16) % plan.pci == 0
+    assert used >= t.tiles_per_ipu // 2
+
+
+def test_resnet_tiny_training_step_on_the_halo_path_matches_numpy():
+    r = run_model(make_config("resnet-tiny", precision="fp32", conv_lowering="halo"))
+    checks = r.numeric_checks
+    failed = {k: v["max_abs_err"] for k, v in checks.items() if not v["passed"]}
+    assert len(checks) > 100 and not failed
+    assert "conv" in set(r.profile_data.ops.type)
+    assert r.config.get("conv_lowering") == "halo"
+
+
+def test_conv_lowering_is_checked():
+    with pytest.raises(ConfigError, match="conv_lowering"):
+        make_config("resnet-tiny", conv_lowering="winograd")
