@@ -83,6 +83,9 @@ class ModelConfig:
     # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
     host_framework: str = "none"
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
+    # matmul / convolution partials: poplin's partialsType option, "float" (its default) or "half" (fp16 runs only;
+    # Graphcore's MLPerf ResNet-50 ran "FP16.16 + half partials")
+    partials_type: str = "float"
     packing: float = 1.0               # average sequences per pack (samples = packs x packing)
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
     outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
@@ -183,6 +186,8 @@ class ModelConfig:
             d.pop("tensor_parallel", None)
         if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
             d.pop("host_framework", None)
+        if d.get("partials_type", "float") == "float":  # poplin's default: left out the same way
+            d.pop("partials_type", None)
         return d
 
     @classmethod
@@ -262,10 +267,14 @@ def validate_scale(cfg: ModelConfig) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
-               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow")}
+               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow"),
+               "partials_type": ("float", "half")}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
+    if cfg.partials_type == "half" and cfg.precision != "fp16":
+        raise ConfigError("partials_type: 'half' needs precision fp16 (poplin accumulates fp32 inputs in float "
+                          f"partials), got precision {cfg.precision!r}")
     if cfg.pipeline_placement not in ("sequential", "wrap"):
         raise ConfigError(f"pipeline_placement: must be sequential or wrap, got {cfg.pipeline_placement!r}")
     if cfg.pipeline_placement == "wrap" and (cfg.model != "bert" or cfg.stages < 2):

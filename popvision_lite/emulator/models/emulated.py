@@ -33,7 +33,7 @@ def tolerance(precision: str) -> tuple[float, float]:
 def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = True):
     target = Target.from_device(device, num_ipus=cfg.stages)  # one replica
     be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
-                         available_memory_proportion=cfg.amp_of(0))
+                         available_memory_proportion=cfg.amp_of(0), partials_type=cfg.partials_type)
     built = build(be, cfg)
     return be, built
 
