@@ -22,7 +22,8 @@ from .stages import PHASES
 # that budget are elided, so the written profile stays tens of MB whatever S, G and R
 MAX_PROFILE_CELLS = 60_000 * 1472
 # the stage graph tables joined per IPU (the steps are composed from the pipeline's timeline)
-PART_TABLES = ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles", "liveness_steps")
+PART_TABLES = ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles", "variable_intervals",
+               "liveness_steps")
 # step-summed op columns: an op of the layer body runs once per attention / FFN block of the IPU per micro-batch
 OP_TOTALS = ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "cycles", "compute_cycles",
              "exchange_cycles", "sync_cycles", "stream_cycles")
