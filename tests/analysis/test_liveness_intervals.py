@@ -10,6 +10,7 @@ import pytest
 from popvision_lite.analysis.liveness import live_variables
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
+from popvision_lite.profile import schema
 from popvision_lite.profile.reader import open_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,3 +57,20 @@ def test_a_format_3_0_file_opens_with_no_intervals_and_lists_by_span(step):
     v = prof.variables
     want = set(v[(~v["always_live"]) & (v["first_lstep"] <= step) & (v["last_lstep"] >= step)]["var_id"])
     assert set(live_variables(prof, step)["var_id"]) == want
+
+
+@pytest.mark.parametrize("model,kw", [
+    ("mlp", dict(grad_accum=4, optimizer="adam")),  # whole-graph path: accumulators and optimizer state added
+    ("bert", dict(layers=4, ipus=2, grad_accum=4, optimizer="lamb")),  # pipeline: per-IPU training state
+])
+def test_always_live_variables_add_up_to_the_variable_memory_of_every_tile(model, kw, tmp_path):
+    path = tmp_path / "p.pvl"
+    run_model(make_config(model, **kw), "ipu-mk2", timing_only=True, profile_path=path)
+    prof = open_profile(path)
+    vt = prof.variable_tiles.merge(prof.variables[["var_id", "always_live", "kind"]], on="var_id")
+    al = vt[vt["always_live"] & (vt["kind"] == "variable")].groupby("tile")["bytes"].sum()
+    listed = np.zeros(prof.target.num_tiles, np.int64)
+    listed[al.index.to_numpy()] = al.to_numpy()
+    want = prof.memory.array()[:, schema.CATEGORY_CODE["variable"], 0]
+    np.testing.assert_array_equal(listed, want)
+    assert prof.variables["name"].str.contains("optimizer state").any()
