@@ -195,6 +195,13 @@ def host_framework(text: str) -> str:
     return "popart" if "popart" in t else "tensorflow" if "tensorflow" in t else "none"
 
 
+def partials_type(precision: str) -> str:
+    """poplin's partialsType of a submission from its precision column: "half" where it says "half
+    partials" (the TensorFlow CNN application's ``--partials-type half``, PopART's
+    ``partialsTypeMatMuls = "half"``), else poplin's default "float"."""
+    return "half" if re.search(r"half\s+partials", str(precision), re.IGNORECASE) else "float"
+
+
 def tf_state_dtype(precision: str) -> str:
     """Optimizer-state dtype of a TensorFlow CNN submission from its precision ("FP16.16 + ..."): the
     application's ``--precision A.B`` (train.py: "Precision of Ops(weights/activations/gradients) and
@@ -243,6 +250,7 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
     if cfg["ipus"] != n_accel:
         raise ConfigError(f"{rid}: replicas x stages = {cfg['ipus']} IPUs but n_accel = {n_accel}")
     cfg["host_framework"] = host_framework(row.get("framework", ""))
+    cfg.setdefault("partials_type", partials_type(row.get("precision", "")))
     system = row.get("system", "").split("(")[0].strip()
     if system:
         label = f"{system} {label}"

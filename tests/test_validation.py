@@ -26,8 +26,10 @@ def test_ipu_rows_map_to_the_mlperf_configurations():
     assert bert.config == dict(seq=512, batch=2, packing=2.0, grad_accum=192, replicas=4, pipeline_stages=4, ipus=16,
                                optimizer="lamb", optimizer_state="offchip", rts=True, available_memory_proportion=0.23,
                                vocab=30912, recompute=True, precision="fp16", training=True,
-                               host_framework="popart")
+                               host_framework="popart", partials_type="float")
     assert rn.config["host_framework"] == "tensorflow"
+    # "FP16.16 + half partials": poplin's partialsType half
+    assert rn.config["partials_type"] == "half"
     assert bert.measured_sps == pytest.approx(1523.8) and bert.samples_per_microbatch == 4.0
     assert rn.config["batch"] == 20 and rn.config["grad_accum"] == 10 and rn.config["replicas"] == 16
     assert rn.config["pipeline_stages"] == 1 and rn.config["recompute"] is True

@@ -56,13 +56,20 @@ def tile_curve(profile, tile: int) -> np.ndarray:
 
 
 def live_variables(profile, lstep: int, tile: int | None = None) -> pd.DataFrame:
-    """Not-always-live variables live at ``lstep``, largest first.
+    """Not-always-live variables live at ``lstep``, largest first: the same variables whose bytes make the
+    liveness curve at that step (a variable live in several intervals, ``variable_intervals``, only within
+    one of them).
 
     Columns: name, kind, dtype, shape, bytes, first_lstep, last_lstep, op_id, var_id, and
     ``bytes_on_tile`` when ``tile`` is given (then only variables with bytes on that tile).
     """
     v = profile.variables
     live = v[(~v["always_live"].astype(bool)) & (v["first_lstep"] <= lstep) & (v["last_lstep"] >= lstep)]
+    iv = _variable_intervals(profile)
+    if len(iv):
+        several = iv["var_id"].unique()
+        inside = iv.loc[(iv["first_lstep"] <= lstep) & (iv["last_lstep"] >= lstep), "var_id"].unique()
+        live = live[~live["var_id"].isin(several) | live["var_id"].isin(inside)]
     cols = ["name", "kind", "dtype", "shape", "bytes", "first_lstep", "last_lstep", "op_id", "var_id"]
     out = live[cols].copy()
     if tile is not None:
@@ -75,6 +82,12 @@ def live_variables(profile, lstep: int, tile: int | None = None) -> pd.DataFrame
     else:
         out = out.sort_values(["bytes", "var_id"], ascending=[False, True])
     return out.reset_index(drop=True)
+
+
+def _variable_intervals(profile) -> pd.DataFrame:
+    """The profile's variable_intervals table (empty for a profile object that has none)."""
+    iv = getattr(profile, "variable_intervals", None)
+    return iv if iv is not None else pd.DataFrame(columns=["var_id", "first_lstep", "last_lstep"])
 
 
 def always_live_variables(profile) -> pd.DataFrame:

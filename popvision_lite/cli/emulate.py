@@ -27,7 +27,7 @@ from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
-              "host_framework", "conv_lowering")
+              "host_framework", "conv_lowering", "partials_type")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -79,12 +79,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replicated tensor sharding of the optimizer state across replicas")
     _field(p, "available_memory_proportion", "share of tile memory for matmul temporaries (Poplar default 0.6; "
            "or one per IPU, comma-separated)", g)
+    _field(p, "partials_type", "type of matmul / convolution partials (poplin partialsType; default float; half "
+           "for fp16 runs)", g)
     _field(p, "packing", "average sequences per pack (bert; 1 = unpacked)", g)
     _field(p, "mask_tokens", "MLM positions per pack (default 15%% of seq)", g)
     _field(p, "host_framework", "add the host step loop's per-step cost of this framework (calibrated, device "
            "spec; default none: the IPUs alone)", g)
-    _field(p, "conv_lowering", "resnet: im2col (windows gathered into an implicit-GEMM operand, the default) or "
-           "halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py)")
+    _field(p, "conv_lowering", "resnet: halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py; "
+           "the default) or im2col (windows gathered into an implicit-GEMM operand)")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)

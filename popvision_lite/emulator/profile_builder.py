@@ -128,8 +128,15 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         step_tile_bytes_out=StepTileArray(tpl, seq, "bytes_out", T), ops=_ops_table(c), programs=_programs_table(c),
         compute_sets=compute_sets, vertices=vertices, variables=variables, variable_tiles=variable_tiles,
         liveness_steps=_liveness_steps_table(c), liveness_tile_bytes=_clip_u32(c.liveness_tile_bytes),
-        extra=_extra(c, extra),
+        extra=_extra(c, extra), variable_intervals=_variable_intervals_table(c),
     )
+
+
+def _variable_intervals_table(c: Compiled) -> pd.DataFrame:
+    """One row per live interval of every variable live in more than one (compile.liveness)."""
+    spans = getattr(c, "live_intervals", {})
+    rows = [(tid, a, z) for tid in sorted(spans) for a, z in spans[tid]]
+    return typed_table("variable_intervals", pd.DataFrame(rows, columns=["var_id", "first_lstep", "last_lstep"]))
 
 
 def _ops_table(c: Compiled) -> pd.DataFrame:

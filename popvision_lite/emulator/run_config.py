@@ -181,7 +181,7 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("optimizer", "choice", choices=_OPTIMIZERS), Field("optimizer_state", "choice", choices=("onchip", "offchip")),
     Field("optimizer_state_dtype", "choice", choices=("fp16", "fp32")), Field("master_weights", "bool"),
     Field("rts", "bool"), Field("host_framework", "choice", choices=("none", "popart", "tensorflow")),
-    Field("available_memory_proportion", "fractions"), Field("packing", "number", only_for=_TRANSFORMER),
+    Field("available_memory_proportion", "fractions"), Field("partials_type", "choice", choices=("float", "half")), Field("packing", "number", only_for=_TRANSFORMER),
     Field("mask_tokens", "int", only_for=("bert",)), Field("outline", "bool", only_for=("bert", "gpt", "resnet")),
     Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=("bert",)),
     Field("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",)),

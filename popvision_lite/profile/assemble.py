@@ -104,3 +104,48 @@ def program_step_spans(parent_id: np.ndarray, step_prog_id: np.ndarray) -> tuple
             first[p_] = min(first[p_], first[q])
             last[p_] = max(last[p_], last[q])
     return np.where(last >= 0, first, -1), last
+
+
+@dataclass
+class VariableRow:
+    """A variable a producer adds to a profile for memory it accounts without a tensor of its own (training
+    state, the other blocks of an outlined kind): its bytes per global tile and its live intervals (none:
+    always live)."""
+
+    name: str
+    dtype: str
+    shape: str
+    tile_bytes: np.ndarray
+    spans: list = None
+
+    def __post_init__(self):
+        self.spans = list(self.spans or [])
+
+
+def append_variables(data, rows: list[VariableRow]) -> None:
+    """Append ``rows`` to ``data``'s variables, variable_tiles and variable_intervals (ids after the existing
+    ones), so the variable lists add up to the memory and liveness figures the producer added them to."""
+    rows = [r for r in rows if np.any(r.tile_bytes)]
+    if not rows:
+        return
+    n0 = len(data.variables)
+    var_rows, tile_frames, iv = [], [], []
+    for k, r in enumerate(rows):
+        vid = n0 + k
+        tb = np.asarray(r.tile_bytes, np.int64)
+        tiles = np.nonzero(tb)[0]
+        always = not r.spans
+        var_rows.append({"var_id": vid, "name": r.name, "kind": "variable", "dtype": r.dtype, "shape": r.shape,
+                         "bytes": int(tb.sum()), "always_live": always,
+                         "first_lstep": -1 if always else int(r.spans[0][0]),
+                         "last_lstep": -1 if always else int(r.spans[-1][1]), "op_id": -1})
+        tile_frames.append(pd.DataFrame({"var_id": vid, "tile": tiles, "bytes": tb[tiles]}))
+        if len(r.spans) > 1:
+            iv += [(vid, int(a), int(z)) for a, z in r.spans]
+    data.variables = pd.concat([data.variables, typed_table("variables", var_rows)], ignore_index=True)
+    data.variable_tiles = pd.concat([data.variable_tiles, typed_table("variable_tiles", pd.concat(tile_frames))],
+                                    ignore_index=True)
+    if iv:
+        old = data.variable_intervals if data.variable_intervals is not None else schema.empty_table("variable_intervals")
+        data.variable_intervals = pd.concat([old, typed_table("variable_intervals", pd.DataFrame(
+            iv, columns=["var_id", "first_lstep", "last_lstep"]))], ignore_index=True)

@@ -42,7 +42,7 @@ BYTE_LIMITS = {"variable_tiles": {"bytes": MAX_TILE_BYTES}, "variables": {"bytes
                "vertices": {"state_bytes": MAX_TILE_BYTES, "code_bytes": MAX_TILE_BYTES},
                "liveness_steps": {"max_tile_bytes": MAX_TILE_BYTES}}
 RANGES = [("programs", "first_step", "last_step"), ("variables", "first_lstep", "last_lstep"),
-          ("phases", "first_step", "last_step")]
+          ("phases", "first_step", "last_step"), ("variable_intervals", "first_lstep", "last_lstep")]
 
 
 def clip(text, limit: int = DISPLAY_CHARS) -> str:

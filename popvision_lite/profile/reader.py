@@ -408,6 +408,8 @@ class Profile:
         """An optional table of ``schema.OPTIONAL_TABLES`` rebuilt for a file written before it existed."""
         from popvision_lite.profile.phases import phases_from_schedule
 
+        if name == "variable_intervals":  # before 3.1 every variable was recorded with one live interval
+            return schema.empty_table(name)
         sch = self.run.get("schedule")
         try:
             df = phases_from_schedule(sch if isinstance(sch, dict) else None, self.steps, self.target.clock_hz)
@@ -485,6 +487,13 @@ class Profile:
     def variable_tiles(self) -> pd.DataFrame:
         """Where each variable lives: (``var_id``, ``tile``, ``bytes``) rows."""
         return self.table("variable_tiles")
+
+    @property
+    def variable_intervals(self) -> pd.DataFrame:
+        """The live intervals (``var_id``, ``first_lstep``, ``last_lstep``) of the variables live more than once
+        (a re-run program writes them anew); every other variable is live over its own first..last step.
+        Empty for files before 3.1."""
+        return self.table("variable_intervals")
 
     @property
     def liveness_steps(self) -> pd.DataFrame:

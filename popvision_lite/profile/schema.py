@@ -128,6 +128,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
         "op_id",           # int32 producing op (-1 for inputs / weights)
     ),
     "variable_tiles": ("var_id", "tile", "bytes"),
+    # the live intervals of a variable that is live more than once: a program run again (recomputation, a
+    # replayed block) writes it anew, so it is dead between its last read and that write.  A variable with
+    # no row here is live over its first_lstep..last_lstep; one with rows only inside them (inclusive)
+    "variable_intervals": ("var_id", "first_lstep", "last_lstep"),
     "liveness_steps": (
         "lstep", "prog_id", "name",
         "total_bytes",     # int64 not-always-live bytes summed over tiles
@@ -171,6 +175,9 @@ REFERENCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("variables", "op_id"): ("ops", True),
     ("variables", "first_lstep"): ("liveness_steps", True), ("variables", "last_lstep"): ("liveness_steps", True),
     ("variable_tiles", "var_id"): ("variables", False),
+    ("variable_intervals", "var_id"): ("variables", False),
+    ("variable_intervals", "first_lstep"): ("liveness_steps", False),
+    ("variable_intervals", "last_lstep"): ("liveness_steps", False),
     ("liveness_steps", "prog_id"): ("programs", True),
     ("phases", "first_step"): ("steps", True), ("phases", "last_step"): ("steps", True),
 }
@@ -178,8 +185,9 @@ PARENT_COLUMNS: dict[str, str] = {"programs": "parent_id"}
 TILE_COLUMNS: dict[str, tuple[str, ...]] = {"vertices": ("tile",), "variable_tiles": ("tile",),
                                             "liveness_steps": ("max_tile",)}
 
-# Tables a file of an older minor version may lack; the reader rebuilds them (phases: from run["schedule"]).
-OPTIONAL_TABLES: tuple[str, ...] = ("phases",)
+# Tables a file of an older minor version may lack; the reader rebuilds them (phases: from run["schedule"];
+# variable_intervals: empty, its writer recorded one interval per variable).
+OPTIONAL_TABLES: tuple[str, ...] = ("phases", "variable_intervals")
 
 # Columns the reader adds to a stored table, after the stored ones (never written): the notebook API and
 # the CSV export show the same thing.  steps: kind_name (categorical of STEP_KINDS), cycles (end - start)
@@ -211,6 +219,7 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
     "variables": dict(var_id=_I32, name=_S, kind=_S, dtype=_S, shape=_S, bytes=_I64, always_live=_B,
                       first_lstep=_I64, last_lstep=_I64, op_id=_I32),
     "variable_tiles": dict(var_id=_I32, tile=_I32, bytes=_I64),
+    "variable_intervals": dict(var_id=_I32, first_lstep=_I64, last_lstep=_I64),
     "liveness_steps": dict(lstep=_I64, prog_id=_I32, name=_S, total_bytes=_I64, max_tile_bytes=_I64,
                            max_tile=_I32),
     "phases": dict(phase_id=_I32, name=_S, kind=_S, ipu=_I16, start_cycle=_I64, cycles=_I64, runs_per_step=_I64,
@@ -277,3 +286,9 @@ class ProfileData:
     liveness_tile_bytes: np.ndarray
     extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON-able notes
     phases: pd.DataFrame | None = None  # None: the writer builds it from run["schedule"] (profile/phases.py)
+    variable_intervals: pd.DataFrame | None = None  # None: every variable is live in one interval
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """Table ``name`` with no rows, its columns in the stored order and dtypes."""
+    return pd.DataFrame({c: pd.Series(dtype=object if dt == "str" else dt) for c, dt in COLUMN_DTYPES[name].items()})

@@ -40,8 +40,9 @@ from popvision_lite.profile import schema
 # minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
 # often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
 # "phases" table (profile/phases.py) and run["replicas"] / run["stages"].  3.0 (schema.FORMAT_VERSION): step x
-# tile arrays store only their non-zero rows
-FORMAT_MINOR = 0
+# tile arrays store only their non-zero rows.  3.1: the "variable_intervals" table (variables live in more than one
+# interval)
+FORMAT_MINOR = 1
 
 # step_tile_* storage: chunks of STEP_CHUNK stored rows x one IPU's tiles (never straddles IPUs; TILE_CHUNK or
 # write_profile's tile_chunk: narrower, measured in decision 0120).
@@ -386,6 +387,8 @@ def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:
             raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
     for name in schema.TABLE_COLUMNS:
         df = steps if name == "steps" else phases if name == "phases" else getattr(data, name)
+        if df is None and name == "variable_intervals":
+            df = schema.empty_table(name)
         if df is None:
             raise ProfileError(path, f"table '{name}' is missing (None)")
         _write_table(tables, name, df, path, comp)

@@ -43,6 +43,9 @@ def test_v2_2_files_open_with_tables_and_arrays_as_stored(path):
         assert (p.format_version, p.format_minor) == (2, 2)
         for name in schema.TABLE_COLUMNS:
             got = p.table(name)
+            if f"tables/{name}" not in h:  # a table of a later minor version (3.1: variable_intervals)
+                assert name in schema.OPTIONAL_TABLES and name != "phases" and len(got) == 0, name
+                continue
             for col, want in _raw_table(h, name).items():
                 assert list(got[col]) == list(want), (name, col)
         n = p.num_steps

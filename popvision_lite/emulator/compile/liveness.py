@@ -85,6 +85,7 @@ def compute_liveness(c: Compiled) -> None:
     c.tensor_tiles: list[tuple[np.ndarray, np.ndarray]] = []
     # int32: per-tile bytes stay far below 2 GiB even for graphs that do not fit; halves memory
     delta = np.zeros((L + 1, T), np.int32) if L else np.zeros((1, T), np.int32)
+    c.live_intervals: dict[int, list[tuple[int, int]]] = {}  # tensors live in more than one interval
     for t in g.tensors:
         ept = t.mapping.elements_per_tile(T) * t.itemsize
         tiles = np.nonzero(ept)[0]
@@ -94,8 +95,11 @@ def compute_liveness(c: Compiled) -> None:
         if c.always_live[t.id] or L == 0:
             c.add_mem(cat, tiles, b, 0)
         else:
-            for a, z in _intervals(int(c.first_lstep[t.id]), int(c.last_lstep[t.id]), rewrites.get(t.id),
-                                   read_steps.get(t.id)):
+            spans = _intervals(int(c.first_lstep[t.id]), int(c.last_lstep[t.id]), rewrites.get(t.id),
+                               read_steps.get(t.id))
+            if len(spans) > 1:
+                c.live_intervals[t.id] = spans
+            for a, z in spans:
                 delta[a, tiles] += b
                 delta[z + 1, tiles] -= b
     nal = np.cumsum(delta[:max(L, 1)], axis=0, dtype=np.int32) if L else np.zeros((0, T), np.int32)

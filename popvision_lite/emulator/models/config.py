@@ -83,6 +83,9 @@ class ModelConfig:
     # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
     host_framework: str = "none"
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
+    # matmul / convolution partials: poplin's partialsType option, "float" (its default) or "half" (fp16 runs only;
+    # Graphcore's MLPerf ResNet-50 ran "FP16.16 + half partials")
+    partials_type: str = "float"
     packing: float = 1.0               # average sequences per pack (samples = packs x packing)
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
     outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
@@ -93,8 +96,8 @@ class ModelConfig:
     pipeline_placement: str = "sequential"
     # resnet: how a k x k convolution moves its input: "im2col" (windows gathered by exchange into an
     # implicit-GEMM operand) or "halo" (each tile's input rows with halo exchanged once, read in place by
-    # ConvPartialnx1 vertices: emulator/ops/conv.py)
-    conv_lowering: str = "im2col"
+    # ConvPartialnx1 vertices, as poplin's convolution moves its input: emulator/ops/conv.py; decision 0145)
+    conv_lowering: str = "halo"
 
     @property
     def ffn_size(self) -> int:
@@ -187,8 +190,10 @@ class ModelConfig:
             d.pop("tensor_parallel", None)
         if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
             d.pop("host_framework", None)
-        if d.get("conv_lowering", "im2col") == "im2col":  # the default: left out the same way
+        if self.model != "resnet":  # read by the ResNet builder only: left out of other models' configs
             d.pop("conv_lowering", None)
+        if d.get("partials_type", "float") == "float":  # poplin's default: left out the same way
+            d.pop("partials_type", None)
         return d
 
     @classmethod
@@ -269,10 +274,13 @@ def validate_scale(cfg: ModelConfig) -> None:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
                "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow"),
-               "conv_lowering": ("im2col", "halo")}
+               "conv_lowering": ("im2col", "halo"), "partials_type": ("float", "half")}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
+    if cfg.partials_type == "half" and cfg.precision != "fp16":
+        raise ConfigError("partials_type: 'half' needs precision fp16 (poplin accumulates fp32 inputs in float "
+                          f"partials), got precision {cfg.precision!r}")
     if cfg.pipeline_placement not in ("sequential", "wrap"):
         raise ConfigError(f"pipeline_placement: must be sequential or wrap, got {cfg.pipeline_placement!r}")
     if cfg.pipeline_placement == "wrap" and (cfg.model != "bert" or cfg.stages < 2):

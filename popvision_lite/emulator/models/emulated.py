@@ -14,6 +14,7 @@ from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
+from popvision_lite.profile.assemble import VariableRow, append_variables
 
 from .backend import NumpyBackend
 from .catalog import build
@@ -33,7 +34,7 @@ def tolerance(precision: str) -> tuple[float, float]:
 def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = True):
     target = Target.from_device(device, num_ipus=cfg.stages)  # one replica
     be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
-                         available_memory_proportion=cfg.amp_of(0))
+                         available_memory_proportion=cfg.amp_of(0), partials_type=cfg.partials_type)
     built = build(be, cfg)
     return be, built
 
@@ -183,16 +184,25 @@ def _add_outlined_memory(be, pd_) -> bool | None:
     T = be.graph.target.num_tiles
     var = schema.CATEGORY_CODE["variable"]
     mem = np.asarray(pd_.memory).copy()
+    rows = []  # the variables of the memory added below
     for t in be.weights:
         extra = be.multiplicity.get(t.id, 1) - 1
         if extra > 0:
-            mem[:, var, 0] += extra * t.mapping.elements_per_tile(T) * t.itemsize
-    live = _saved_on_liveness(be, pd_, T)
+            per_tile = extra * t.mapping.elements_per_tile(T) * t.itemsize
+            mem[:, var, 0] += per_tile
+            rows.append(VariableRow(f"{t.name} [x{extra} other blocks of its kind, outlined]", t.dtype, str(t.shape),
+                                    per_tile))
+    live, spans = _saved_on_liveness(be, pd_, T)
     if live is not None:
         mem[:, var, 1] = live.max(axis=0, initial=0)
     else:
         for t in be.saved_copies:
             mem[:, var, 1] += t.mapping.elements_per_tile(T) * t.itemsize
+    for t, sp in zip(be.saved_copies, spans or [None] * len(be.saved_copies), strict=True):
+        if sp is not None:
+            rows.append(VariableRow(f"{t.name} [saved for an outlined block]", t.dtype, str(t.shape),
+                                    t.mapping.elements_per_tile(T) * t.itemsize, [sp]))
+    append_variables(pd_, rows)
     pd_.memory = mem
     need = mem.sum(axis=(1, 2))
     cap = be.graph.target.sram_bytes_per_tile
@@ -209,11 +219,12 @@ def _saved_on_liveness(be, pd_, T):
     the steps they are live (``be.saved_spans``: per copy (a, z), indices into the main sequence's programs:
     live from the step before program a's first liveness step through program z's last); the profile's
     liveness table and per-step bytes are updated to match.
-    None when the spans are not known (then the caller counts every saved copy at the peak)."""
+    Returns (live bytes per step and tile, each copy's (first, last) liveness step or None); (None, None) when
+    the spans are not known (then the caller counts every saved copy at the peak)."""
     spans = getattr(be, "saved_spans", None)
     ltb = getattr(pd_, "liveness_tile_bytes", None)
     if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(z is None for _a, z in spans):
-        return None
+        return None, None
     progs = pd_.programs
     order = np.argsort(progs.prog_id.to_numpy(), kind="stable")
     ids = progs.prog_id.to_numpy()[order]
@@ -223,22 +234,25 @@ def _saved_on_liveness(be, pd_, T):
     # is the id range up to the next one's, and its steps are the leaves counted before its bounds
     root = ids[parents < 0]
     if len(root) != 1:
-        return None
+        return None, None
     top = ids[parents == root[0]]
     if len(top) != len(be.ctx.programs):
-        return None
+        return None, None
     leaves_before = np.concatenate([[0], np.cumsum(is_leaf)])
     lo = leaves_before[np.searchsorted(ids, top)]
     hi = leaves_before[np.searchsorted(ids, np.append(top[1:], ids[-1] + 1))] - 1
     if any(max(a_, z_) >= len(top) for a_, z_ in spans):
-        return None
+        return None, None
     L = ltb.shape[0]
     delta = np.zeros((L + 1, T), np.int64)
+    placed = []
     for t, (a_, z_) in zip(be.saved_copies, spans, strict=True):
         b = t.mapping.elements_per_tile(T) * t.itemsize
         start, end = max(int(lo[a_]) - 1, 0), min(int(hi[z_]), L - 1)
         if end < start:
+            placed.append(None)
             continue
+        placed.append((start, end))
         delta[start] += b
         delta[end + 1] -= b
     live = np.asarray(ltb, np.int64) + np.cumsum(delta[:L], axis=0)
@@ -248,7 +262,7 @@ def _saved_on_liveness(be, pd_, T):
     steps["max_tile_bytes"] = live.max(axis=1, initial=0)
     steps["max_tile"] = live.argmax(axis=1).astype(np.int32)
     pd_.liveness_steps = steps
-    return live
+    return live, placed
 
 
 def _run_composed(cfg, device, timing_only, progress) -> RunResult:

@@ -18,7 +18,7 @@ from .backend import NP_DTYPE, Backend
 
 class EmulatorBackend(EmulatorNormPool, Backend):
     def __init__(self, target: Target, precision="fp16", needs_values: bool = True,
-                 available_memory_proportion: float | None = None):
+                 available_memory_proportion: float | None = None, partials_type: str = "float"):
         super().__init__(precision, target.num_ipus)
         self.needs_values = needs_values  # False in timing-only mode: no data is generated or kept
         self.graph = Graph(target)
@@ -27,6 +27,7 @@ class EmulatorBackend(EmulatorNormPool, Backend):
         # (planners read ctx.available_memory_proportion; None keeps the op library's default)
         if available_memory_proportion is not None:
             self.ctx.available_memory_proportion = float(available_memory_proportion)
+        self.ctx.partials_dtype = "float16" if partials_type == "half" else "float32"
         self.inputs: dict[str, np.ndarray] = {}
         self.host_loads: dict[str, tuple] = {}  # streamed weights: name -> (host buffer, tensor)
         self.marks: list[tuple[str, int]] = []  # (phase name, index into ctx.programs)

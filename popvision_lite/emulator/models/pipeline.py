@@ -215,6 +215,9 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
         fwd_cycles=int(sum(f for _, f, _ in vst)), bwd_cycles=int(sum(b for _, _, b in vst)), params=int(params_s),
         ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed + step_io),
         mem=mem, need=need, fits=bool((need <= cap).all()), stash_depth=D,
+        # always-live bytes per tile added above without a tensor of the stage graph (profile variables)
+        added_variables=[("weights of the IPU's other layers (outlined body)", extra_w),
+                         ("gradient accumulators", accum), (f"optimizer state ({cfg.optimizer})", onchip_state)],
         optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
         # bytes behind those times: the gradients the all-reduce reduces (per IPU), the optimizer state
         # streamed in and again out

@@ -14,7 +14,13 @@ from popvision_lite.emulator.compiler import K_COMPUTE, K_STREAM, K_XG, StepTemp
 from popvision_lite.emulator.profile_builder import StepTileArray, steps_table
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
-from popvision_lite.profile.assemble import Part, concat_parts, program_step_spans
+from popvision_lite.profile.assemble import (
+    Part,
+    VariableRow,
+    append_variables,
+    concat_parts,
+    program_step_spans,
+)
 
 from .stages import PHASES
 
@@ -22,7 +28,8 @@ from .stages import PHASES
 # that budget are elided, so the written profile stays tens of MB whatever S, G and R
 MAX_PROFILE_CELLS = 60_000 * 1472
 # the stage graph tables joined per IPU (the steps are composed from the pipeline's timeline)
-PART_TABLES = ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles", "liveness_steps")
+PART_TABLES = ("ops", "programs", "compute_sets", "vertices", "variables", "variable_tiles", "variable_intervals",
+               "liveness_steps")
 # step-summed op columns: an op of the layer body runs once per attention / FFN block of the IPU per micro-batch
 OP_TOTALS = ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "cycles", "compute_cycles",
              "exchange_cycles", "sync_cycles", "stream_cycles")
@@ -74,12 +81,20 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
         ltb[r:r + len(a), s * T:(s + 1) * T] = a
         r += len(a)
     info = Target(target1.spec, S).info()
-    return schema.ProfileData(
+    data = schema.ProfileData(
         target=info, run=_run_record(cfg, target1, schedule, fits, elided, n, op_counts), memory=mem, steps=steps,
         step_tile_cycles=StepTileArray(templates, seq, "cycles", S * T),
         step_tile_bytes_in=StepTileArray(templates, seq, "bytes_in", S * T),
         step_tile_bytes_out=StepTileArray(templates, seq, "bytes_out", S * T),
         liveness_tile_bytes=ltb, extra=dict(base[kinds[0]].extra), **tables)
+    rows = []
+    for s, a in enumerate(stages):
+        for name, per_tile in a.get("added_variables", ()):
+            tb = np.zeros(S * T, np.int64)
+            tb[s * T:(s + 1) * T] = per_tile
+            rows.append(VariableRow(f"ipu{s}/{name}", "", "(weights)", tb))
+    append_variables(data, rows)
+    return data
 
 
 def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[list[Part], dict]:

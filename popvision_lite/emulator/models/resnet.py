@@ -5,7 +5,7 @@ Layout: NHWC activations stored as rows of channels, ``(N*H*W, C)``.  A convolut
 GEMM: its input windows are gathered by exchange (``gather_windows``, zero padding) into an
 ``(N*OH*OW, k*k*C)`` operand and multiplied by the ``(k*k*C, Co)`` kernel; a 1x1 stride-1
 convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.  With
-``conv_lowering = "halo"`` (config; default "im2col") the k x k forward convolutions and the stride-1 dX run
+``conv_lowering = "halo"`` (config; the default) the k x k forward convolutions and the stride-1 dX run
 as ``ops/conv.py``'s convolution instead: each tile receives its input rows with halo once and reads the
 windows in place (:func:`halo_conv` says which), and so does the stride-1 dX; dW and the strided dX keep the
 im2col path.

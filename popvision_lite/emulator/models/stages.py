@@ -26,7 +26,8 @@ class StageGraph:
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
                  amp: float | None = None):
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
-                             available_memory_proportion=cfg.amp_of(0) if amp is None else amp)
+                             available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
+                             partials_type=cfg.partials_type)
         self.handles = build_bert_stage(be, cfg, stage, nstages)
         self.be = be
         phases = []

@@ -10,6 +10,7 @@ import numpy as np
 
 from popvision_lite.emulator import schedule as sch
 from popvision_lite.profile import schema
+from popvision_lite.profile.assemble import VariableRow, append_variables
 
 from .step_terms import MiB, elementwise_pass_cycles, even_bytes
 
@@ -46,6 +47,11 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     var = schema.CATEGORY_CODE["variable"]
     mem[:, var, 0] += acc + state
     pd_.memory = mem
+    sdt = cfg.optimizer_state_dtype
+    append_variables(pd_, [VariableRow(f"gradient accumulators ({G} micro-batches, one per weight)", wdt if not
+                                       cfg.master_weights else "fp32", "(weights)", acc),
+                           VariableRow(f"optimizer state ({cfg.optimizer}: {sbpe:g} B per weight, {sdt})", sdt,
+                                       "(weights)", state)])
     need = mem.sum(axis=(1, 2))
     cap = target.sram_bytes_per_tile
     fits = bool((need <= cap).all())

@@ -50,7 +50,8 @@ class View:
 DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 
 
-def plan_target_of(target, usable_fraction: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION) -> PlanTarget:
+def plan_target_of(target, usable_fraction: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
+                   partials_bytes: int = 4) -> PlanTarget:
     """Planner numbers from an emulator Target (spec [emulator] section)."""
     em = target.em
     return PlanTarget(
@@ -65,6 +66,7 @@ def plan_target_of(target, usable_fraction: float = DEFAULT_AVAILABLE_MEMORY_PRO
         sync_cycles=int(em["max_ipu_sync_delay_cycles"]),
         launch_cycles=int(em["vertex_launch_cycles"]),
         shared_bus_tiles=int(em.get("tiles_per_shared_exchange_bus", 1)),
+        partials_bytes=int(partials_bytes),
     )
 
 
@@ -80,7 +82,10 @@ class OpContext:
         self.programs: list = []
         # bounds matmul temporaries per tile (Poplar availableMemoryProportion); models may set it
         self.available_memory_proportion = DEFAULT_AVAILABLE_MEMORY_PROPORTION
-        self._plan_targets: dict[float, PlanTarget] = {}
+        # dtype of matmul / convolution K partials and serial-pass accumulators (poplin's partialsType:
+        # float by default; models may set float16 for fp16 runs that ask for half partials)
+        self.partials_dtype = "float32"
+        self._plan_targets: dict[tuple, PlanTarget] = {}
         self._used: set[int] = set()  # tensors some program or vertex of this context touches
         self._counts: dict[str, int] = {}
         self.records: list[dict] = []  # op records in program order (also given to graph.add_op)
@@ -91,9 +96,10 @@ class OpContext:
         amp = float(self.available_memory_proportion)
         if not 0.0 < amp <= 1.0:
             raise ValueError(f"available_memory_proportion must be in (0, 1], got {amp}")
-        pt = self._plan_targets.get(amp)
+        pb = 2 if self.partials_dtype == "float16" else 4
+        pt = self._plan_targets.get((amp, pb))
         if pt is None:
-            pt = self._plan_targets[amp] = plan_target_of(self.target, amp)
+            pt = self._plan_targets[(amp, pb)] = plan_target_of(self.target, amp, pb)
         return pt
 
     # ------------------------------------------------------------------ layout bookkeeping

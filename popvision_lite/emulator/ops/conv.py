@@ -19,7 +19,7 @@ Programs: one exchange of every tile's input rows (the rows its output rows read
 image's rows once, the tile's channel slice of them; padding is never materialised: the work lists skip
 it), one exchange of every tile's kernel block, then one compute set of one ConvPartialnx1 supervisor
 vertex per tile writing its output block in the output type (FP32 partials inside the vertex, as the
-matmul's AMP) or, with an input-channel split, FP32 partials that the matmul's K-partials reduction sums
+matmul's AMP) or, with an input-channel split, partials (ctx.partials_dtype) that the matmul's K-partials reduction sums
 on the output's tiles.
 """
 
@@ -183,7 +183,7 @@ def vertex_tile_cycles(s: ConvShape, r0: int, nr: int, cop: int, fp16: bool, tar
 class ConvPlan:
     pr: int  # output-row parts
     pco: int  # output-channel parts
-    pci: int  # input-channel parts (FP32 partials reduced on the output's tiles when > 1)
+    pci: int  # input-channel parts (partials reduced on the output's tiles when > 1)
     compute_cycles: int  # the fullest tile's vertex estimate (+ its share of the partials reduction)
     exchange_cycles: int  # the fullest tile's receive time (input rows, kernel block, partials)
     tile_bytes: int  # the fullest tile's input, kernel, output / partials blocks
@@ -193,7 +193,7 @@ class ConvPlan:
         return (f"ConvPartialnx1 {s.k}x{s.k}/{s.stride}" + (f" over an input dilated x{s.dil}" if s.dil > 1 else "")
                 + f": {s.out_rows} output rows in {self.pr} parts x {s.co} output "
                 f"channels in {self.pco} x {s.ci} input channels in {self.pci}"
-                + (" (FP32 partials reduced)" if self.pci > 1 else "")
+                + (" (partials reduced)" if self.pci > 1 else "")
                 + f"; input rows with halo exchanged once per tile; est. {self.compute_cycles} compute + "
                 f"{self.exchange_cycles} exchange cycles, {self.tile_bytes} B per tile"
                 + ("" if self.fits else " (over available_memory_proportion)"))
@@ -207,10 +207,12 @@ def _powers_dividing(n: int, limit: int) -> list[int]:
     return out
 
 
-def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target, usable_bytes: float) -> ConvPlan:
+def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target, usable_bytes: float,
+               pb: int = 4) -> ConvPlan:
     """The cost of one partition: the fullest tile's ConvPartialnx1 estimate and exchange receive time,
-    and with an input-channel split the partials reduction (each output tile gathers pci - 1 FP32
-    slices of its block and runs poplin's ReduceAdd over them, estimators.poplin.reduce_add_cycles)."""
+    and with an input-channel split the partials reduction (each output tile gathers pci - 1 partial
+    slices of its block, ``pb`` bytes an element (poplin's partialsType), and runs poplin's ReduceAdd over
+    them, estimators.poplin.reduce_add_cycles)."""
     item = 2 if fp16 else 4
     xbytes = float(target.em["exchange_bytes_per_cycle"])
     pr = max(1, min(s.out_rows, tiles // (pci * pco)))
@@ -222,21 +224,22 @@ def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target,
     out_el = nr * s.ow * cop
     comp = vertex_tile_cycles(sk, 0, nr, cop, fp16, target)
     recv = (in_el + w_el) * item
-    byts = (in_el + w_el) * item + out_el * (4 if pci > 1 else item)
+    byts = (in_el + w_el) * item + out_el * (pb if pci > 1 else item)
     if pci > 1:
         slice_el = -(-out_el // pci)
-        recv += (pci - 1) * slice_el * 4
-        byts += pci * slice_el * 4
-        comp += reduce_add_cycles(slice_el, pci, item, 4, int(target.threads_per_tile))
+        recv += (pci - 1) * slice_el * pb
+        byts += pci * slice_el * pb
+        comp += reduce_add_cycles(slice_el, pci, item, pb, int(target.threads_per_tile))
     return ConvPlan(pr, pco, pci, int(comp), int(-(-recv // xbytes)), int(byts), byts <= usable_bytes)
 
 
-def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float) -> ConvPlan:
-    """The partition of a convolution over ``tiles`` tiles (see the module docstring)."""
+def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float, partials_bytes: int = 4) -> ConvPlan:
+    """The partition of a convolution over ``tiles`` tiles (see the module docstring); ``partials_bytes``:
+    poplin's partialsType of an input-channel split's partials (4 float, 2 half)."""
     amp = amp_params(fp16, target)
     gi = s.ci // amp["in_group"] if s.ci % amp["in_group"] == 0 else 1
     go = s.co // amp["out_group"] if s.co % amp["out_group"] == 0 else 1
-    cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes)
+    cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes)
              for pci in _powers_dividing(gi, tiles) for pco in _powers_dividing(go, tiles // pci)]
     fitting = [c for c in cands if c.fits]
     if fitting:
@@ -367,14 +370,15 @@ def _input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[n
 def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     """y (N*OH*OW, Co) = x (N*H*W, Ci) convolved with w (k*k*Ci, Co): the plan of :func:`plan_conv`,
     each tile's input rows with halo exchanged once, one ConvPartialnx1 vertex per tile, and with an
-    input-channel split the FP32 partials reduced on the output's tiles (the matmul's K reduction)."""
+    input-channel split the partials (ctx.partials_dtype) reduced on the output's tiles (the matmul's K reduction)."""
     if tuple(x.shape) != (s.n * s.h * s.w, s.ci) or tuple(w.shape) != (s.k * s.k * s.ci, s.co):
         raise EmulatorError(f"conv '{name}': shapes {tuple(x.shape)} * {tuple(w.shape)} do not match {s}")
     fp16 = ctx.dtype == "float16"
     R = s.n * s.oh * s.ow
     op = ctx.begin_op(name, "conv", min_bytes=_nbytes(x) + _nbytes(w) + R * s.co * (2 if fp16 else 4))
     ntiles = ctx.target.tiles_per_ipu
-    plan = plan_conv(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile)
+    plan = plan_conv(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
+                     2 if ctx.partials_dtype == "float16" else 4)
     desc = plan.describe(s)
     ctx.graph.add_op(op, plan=desc)
     ctx.records[-1]["plan"] = desc
@@ -404,11 +408,11 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     wbuf = ctx.variable(f"{op}/kernel_blocks", (T * blk,), W.dtype,
                         mapping=M.intervals(tiles, np.arange(T) * blk, (np.arange(T) + 1) * blk), op=op)
     ctx.add(P.Copy(W.windows((cik, cop), worg), wbuf.whole(), name=f"{op}/broadcast_kernel", op=op))
-    # --- the vertices write the output blocks, or FP32 partials (pci, R, Co) reduced afterwards
+    # --- the vertices write the output blocks, or partials (pci, R, Co) reduced afterwards
     shapes = np.stack([np.ones(T, np.int64), rsz[ir] * s.ow, np.full(T, cop)], 1)
     origins = np.stack([ik, roff[ir] * s.ow, ic * cop], 1)
     if pci > 1:
-        target = ctx.variable(f"{op}/partials", (pci, R, s.co), "float32",
+        target = ctx.variable(f"{op}/partials", (pci, R, s.co), ctx.partials_dtype,
                               mapping=M.by_windows((pci, R, s.co), shapes, origins, tiles), op=op)
         red = _k_partial_vertices_uneven(1, pci, pr, pco, rsz * s.ow, roff * s.ow, np.full(pco, cop),
                                          np.arange(pco) * cop, R, s.co, tiles)

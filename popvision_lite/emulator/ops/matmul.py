@@ -138,7 +138,8 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     As poplin: the planner splits M, N and K over the IPU's tiles (``pm x pn x pk`` blocks, plus
     serial passes over a tile's K chunk when one pass would not fit ``available_memory_proportion``
     of the tile).  Every tile runs ONE AMP supervisor vertex over its block (all six workers).  With
-    a K split each tile produces an FP32 partial of its output block, and the ``pk`` partials are
+    a K split each tile produces a partial of its output block (``ctx.partials_dtype``: FP32 unless
+    the run asks for half partials), and the ``pk`` partials are
     reduced on the tiles that own the output (one exchange, then strided-reduce worker vertices).
     Operands that are transposed views are read in their stored layout (no transpose copy); operands
     whose blocks are not contiguous are rearranged block-major (one exchange) before being
@@ -194,10 +195,10 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
                          mapping=M.intervals(vt, tstart * blk_a, (tstart + 1) * blk_a), op=op)
     b_rep = ctx.variable(f"{op}/b_tile_blocks", (T, bks, bn) if b_blocks else (T, blk_b), B.dtype,
                          mapping=M.intervals(vt, tstart * blk_b, (tstart + 1) * blk_b), op=op)
-    # output of the AMP vertices: C itself, or FP32 partials (pk, per product) / an FP32 accumulator
+    # output of the AMP vertices: C itself, or partials (pk, per product) / an accumulator in ctx.partials_dtype
     if pk > 1:
         acc_shape = (G * pk, Mm, N)
-        acc = ctx.variable(f"{op}/partials", acc_shape, "float32",
+        acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
                            mapping=M.by_blocks(acc_shape, (1, bm, bn), vt), op=op)
         c_index = np.stack([g_i * pk + k_i, im_i, in_i], 1)
         cblock = (1, bm, bn)
@@ -214,7 +215,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
         cmap = M.by_blocks(out_shape, (1, bm, bn) if ab3 else (bm, bn), vt)
     C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
     if pk == 1 and ps > 1:
-        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=C_out.mapping, op=op)
+        acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
     target_t = acc if acc is not None else C_out
     a_field = a_rep.regions(tstart * blk_a, blk_a)
     b_field = b_rep.regions(tstart * blk_b, blk_b)
@@ -298,7 +299,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     (operand rearrangements, one broadcast of A and of B per pass, one AMP compute set per pass, the K
     reduction), with blocks of two sizes per dimension.  Each tile's A / B block sits contiguously in
     its staging buffer; the AMP vertices form one group per block shape; their outputs are Windows of
-    C (or of the FP32 partials)."""
+    C (or of the partials)."""
     g_i, k_i, im_i, in_i = idx
     pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
     T = len(vt)
@@ -361,12 +362,12 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
                          mapping=M.intervals(vt, a_start, a_start + a_size), op=op)
     b_rep = ctx.variable(f"{op}/b_tile_blocks", (int(b_size.sum()),), B.dtype,
                          mapping=M.intervals(vt, b_start, b_start + b_size), op=op)
-    # --- outputs: C (pk == 1) or FP32 partials (pk > 1) / an FP32 accumulator (serial passes)
+    # --- outputs: C (pk == 1) or partials (pk > 1) / an accumulator (serial passes), in ctx.partials_dtype
     if pk > 1:
         acc_shape = (G * pk, Mm, N)
         c_shape = np.stack([np.ones(T, np.int64), bm_t, bn_t], 1)
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
-        acc = ctx.variable(f"{op}/partials", acc_shape, "float32",
+        acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
                            mapping=M.by_windows(acc_shape, c_shape, c_org, vt), op=op)
         red = _k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
         o = np.argsort(red["out_start"], kind="stable")
@@ -382,7 +383,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
         acc = None
     C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
     if pk == 1 and ps > 1:
-        acc = ctx.variable(f"{op}/acc", out_shape, "float32", mapping=C_out.mapping, op=op)
+        acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
     target_t = acc if acc is not None else C_out
     classes = np.unique(np.stack([bm_t, bn_t], 1), axis=0)
     for p in range(ps):
@@ -459,7 +460,7 @@ def _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
 
 
 def _reduce_k_partials(ctx, part, C_out, red, pk, op):
-    """Reduce the ``pk`` FP32 partials of every output block on the tiles that computed them, as
+    """Reduce the ``pk`` partials of every output block on the tiles that computed them, as
     poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
     owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
     exchange) and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region
@@ -468,7 +469,7 @@ def _reduce_k_partials(ctx, part, C_out, red, pk, op):
     vlen, vtile = red["len"], red["tile"]
     g_len = pk * vlen
     g_start = np.cumsum(g_len) - g_len
-    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), "float32",
+    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
     q = np.arange(pk)
     src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()

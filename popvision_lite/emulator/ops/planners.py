@@ -57,6 +57,11 @@ class PlanTarget:
     sync_cycles: int = 126  # internal sync before every exchange (spec max_ipu_sync_delay_cycles)
     launch_cycles: int = 11  # vertex_launch_cycles (popops basicOpSupervisorOverhead)
     shared_bus_tiles: int = 1  # tiles_per_shared_exchange_bus (2 on Mk2/Bow)
+    # bytes of a matmul's / convolution's K partials and serial-pass accumulator: poplin's partialsType
+    # option ("float" 4, the default; "half" 2).  It changes memory, the partials' exchange and the
+    # ReduceAdd estimate; the AMP loop's rate is the same (estimators.poplin: half inputs take one code
+    # path with half or float partials on 16 conv units)
+    partials_bytes: int = 4
 
     def flops_per_cycle(self, precision: str) -> float:
         return self.flops_per_cycle_fp16 if precision in ("fp16", "float16") else self.flops_per_cycle_fp32
@@ -239,14 +244,15 @@ def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes:
     """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: one poplin ReduceAdd
     supervisor vertex over its slice (ops.library_codelets.ConvReducePartials, as the engine charges it)."""
     return _reduce_tile_cycles(int(pk), int(bm), int(bn), int(target.threads), int(target.launch_cycles),
-                               int(out_bytes))
+                               int(out_bytes), int(target.partials_bytes))
 
 
 @functools.lru_cache(maxsize=65536)
-def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int) -> int:
+def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int,
+                        partials_bytes: int = 4) -> int:
     """The costliest slice of split_even(bm x bn, pk) (at most two sizes) through poplin's ReduceAdd
     estimate, in the engine's units: threads x ceil(estimate / threads) + one vertex launch."""
-    est = max(poplin.reduce_add_cycles(n, pk, out_bytes, 4, threads)
+    est = max(poplin.reduce_add_cycles(n, pk, out_bytes, partials_bytes, threads)
               for n in {s1 - s0 for s0, s1 in split_even(bm * bn, pk)})
     return threads * _ceil_div(est, threads) + launch
 
@@ -261,7 +267,8 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
     Temporary memory per tile follows poplin's ConvModel.cpp (totalTempBytes): the partial-calc
     temporaries (the tile's A and B blocks and its output / partials) and the reduction's (the
     partials and the gathered slice) are not live at the same time, so the footprint is their max."""
-    bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, per_tile = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b)
+    pb = target.partials_bytes
+    bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, per_tile = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b, pb)
     xb, mb = target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
     compute = ps * amp_tile_cycles(bm, bks, bn, target, precision)
     # operands are broadcast to each tile every pass, A and B in one exchange each (nothing assumed
@@ -278,31 +285,31 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
             exchange += int(exchange_cycles(0, _ceil_div(elems, spread) * in_b, 0, xb, mb)) + target.sync_cycles
     reduce = 0
     if pk > 1:
-        reduce = (int(exchange_cycles((pk - 1) * slice_elems * 4, (pk - 1) * slice_elems * 4, slice_elems * 4, xb, mb))
+        reduce = (int(exchange_cycles((pk - 1) * slice_elems * pb, (pk - 1) * slice_elems * pb, slice_elems * pb, xb, mb))
                   + target.sync_cycles)
         if compute + exchange + reduce <= bound:
             reduce += reduce_tile_cycles(pk, bm, bn, target, in_b)
     elif ps > 1:  # FP32 accumulator cast to the output type
-        reduce = _cast_out_cycles(bm * bn, target.threads, target.launch_cycles, in_b)
+        reduce = _cast_out_cycles(bm * bn, target.threads, target.launch_cycles, in_b, pb)
     return bm, bn, bk, per_tile, compute, exchange, reduce
 
 
-def _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b):
+def _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b, partials_bytes: int = 4):
     """Blocks and temporary bytes per tile of a split (see _matmul_cost): (bm, bn, bk, bk per pass,
     A bytes, B bytes, reduce slice elements, bytes per tile)."""
     bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
     bks = _ceil_div(bk, ps)
     a_bytes = bm * bks * in_b
     b_bytes = bks * bn * in_b
-    out_bytes = bm * bn * (4 if (pk > 1 or ps > 1) else in_b)
+    out_bytes = bm * bn * (partials_bytes if (pk > 1 or ps > 1) else in_b)
     slice_elems = _ceil_div(bm * bn, pk) if pk > 1 else 0
-    red_bytes = pk * slice_elems * 4 + slice_elems * in_b if pk > 1 else 0
+    red_bytes = pk * slice_elems * partials_bytes + slice_elems * in_b if pk > 1 else 0
     return bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, max(a_bytes + b_bytes + out_bytes, out_bytes + red_bytes)
 
 
 @functools.lru_cache(maxsize=65536)
-def _cast_out_cycles(elems: int, threads: int, launch: int, in_b: int) -> int:
-    worst = max(int(popops.cast_worker_cycles(m, 4, in_b)) for m in reduce_split(elems, threads, 1))
+def _cast_out_cycles(elems: int, threads: int, launch: int, in_b: int, partials_bytes: int = 4) -> int:
+    worst = max(int(popops.cast_worker_cycles(m, partials_bytes, in_b)) for m in reduce_split(elems, threads, 1))
     return threads * worst + launch
 
 
@@ -328,7 +335,7 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
             raise ValueError(f"matmul dimension {name}={v} must be >= 1")
     tiles = target.tiles if tiles is None else int(tiles)
     in_b = dtype_bytes(precision)
-    acc_b = 4  # FP32 accumulate (AMP) for fp16 inputs; fp32 stays fp32
+    acc_b = target.partials_bytes  # AMP partials for fp16 inputs (poplin partialsType); fp32 stays fp32
     best = None
     smallest = None
     considered = 0
@@ -344,7 +351,7 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
                     if (exact or exact_k) and (K // pk) % ps:
                         continue  # more passes only cost more: the first fitting ps is this split's best
                     considered += 1
-                    foot = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b)[-1]
+                    foot = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b, target.partials_bytes)[-1]
                     if foot > target.budget_bytes and smallest is not None and foot > smallest[0][0]:
                         continue  # over budget and larger than a footprint seen: neither the best nor the smallest
                     ra, rb = rearrangements(pk, pn, ps, ta, tb, b_laid_out)
