@@ -229,8 +229,9 @@ def _pattern_units(st, dt, se, de, ln) -> tuple[np.ndarray, np.ndarray, np.ndarr
 class CopyMemo:
     """Compiled copies by structure key (:func:`compile_copy`) and outlining signatures by plan
     (:func:`copy_signature`), kept across the graphs compiled for one target with one outline setting
-    (the distinct stage graphs of a pipelined run repeat the same layer's exchanges).  Its owner drops
-    it when those graphs are compiled: it holds the copies' plans."""
+    (the distinct stage graphs of a pipelined run repeat the same layer's exchanges).  Between graphs it
+    holds each copy's recorded effects and signature (:meth:`release_plans`), during one graph's compile
+    also that graph's plans; its owner drops it when those graphs are compiled."""
 
     def __init__(self) -> None:
         self.target = None
