@@ -8,6 +8,7 @@ from popvision_lite.emulator.compile import (  # noqa: F401 - re-exported
     K_XG,
     K_XI,
     Compiled,
+    CopyMemo,
     CopyPlan,
     ProgInfo,
     StepTemplate,

@@ -63,3 +63,64 @@ def test_copy_memo_on_rotated_tiles(monkeypatch):
     memo, plain, n_memo, n_plain = _compile_both(monkeypatch, g, P.Sequence(progs))
     assert n_plain == len(progs) and n_memo < n_plain
     _assert_same(memo, plain)
+
+
+def _broadcast_graph(target, pairs):
+    """A broadcast copy and its reverse gather per (source vertices / 8, tile offset) in ``pairs``."""
+    T = target.num_tiles
+    g = Graph(target)
+    progs = []
+    reps = 8
+    for i, (rows, r) in enumerate(pairs):
+        n_src = 8 * rows
+        n_dst = n_src * reps
+        x = g.add_variable(f"x{i}", (n_src,), "float16", mapping=M.linear(n_src, (np.arange(8) + r) % T))
+        y = g.add_variable(f"y{i}", (n_dst,), "float16", mapping=M.linear(n_dst, (np.arange(64) + r) % T))
+        progs.append(P.Copy(TensorView(x, np.tile(np.arange(n_src), reps), (n_dst,)), y))
+        progs.append(P.Copy(TensorView(y, np.arange(n_src)[::-1].copy(), (n_src,)), x))
+    return g, P.Sequence(progs)
+
+
+def test_copy_memo_shared_across_graphs(monkeypatch):
+    """A CopyMemo shared by the graphs of one target (the stage graphs of a pipelined run): a later
+    graph replays the copies an earlier one compiled on the same tiles, compiles the others afresh
+    (also those on tiles rotated from the earlier graph's: between graphs only their signature is
+    kept, not their plan), and its result (memory, steps, code, outlined copies) equals compiling it
+    alone."""
+    target = Target.from_device("ipu-mk2", num_ipus=1)
+    fresh = []
+    orig = S._compile_copy_fresh
+    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    g1, p1 = _broadcast_graph(target, ((40, 0), (48, 0)))
+    g2, p2 = _broadcast_graph(target, ((40, 0), (48, 0), (56, 0), (40, 100), (48, 0)))
+    alone = C.compile_graph(g2, p2, outline=True)
+    assert len(fresh) == 6  # three structures, two copies each; the rotated and repeated pairs replay
+    memo = S.CopyMemo()
+    C.compile_graph(g1, p1, outline=True, copy_memo=memo)
+    assert all(isinstance(v[0], S.CopySignature) for v in memo.copies.values())  # no plan kept between graphs
+    before = len(fresh)
+    shared = C.compile_graph(g2, p2, outline=True, copy_memo=memo)
+    assert len(fresh) - before == 4  # the 56-row pair and the rotated 40-row pair
+    _assert_same(shared, alone)
+    assert shared.outlined_copies == alone.outlined_copies > 0
+    other = Target.from_device("ipu-mk2", num_ipus=1)  # another target: the memo is not used
+    g3, p3 = _broadcast_graph(other, ((40, 0),))
+    before = len(fresh)
+    C.compile_graph(g3, p3, outline=True, copy_memo=memo)
+    assert len(fresh) - before == 2
+
+
+def test_digest_narrowing_keeps_dtype_and_values_apart():
+    """The structure-key digest hashes ints in the narrowest width that holds them, yet equal keys still
+    mean equal dtype, shape and values."""
+    from popvision_lite.emulator.compile.compiled import digest
+
+    small = np.array([0, 5, -3, 32767], np.int64)
+    assert digest(small) == digest(small.copy())
+    assert digest(small) != digest(small.astype(np.int32))  # same values, another dtype
+    assert digest(small) != digest(small.astype(np.int16))
+    wide = small.copy()
+    wide[3] = 32768  # needs int32: hashed at another width, and another value
+    assert digest(small) != digest(wide)
+    assert digest(wide) != digest(np.array([0, 5, -3, 32768 + 2**32], np.int64))  # needs all 64 bits
+    assert digest(small, small) != digest(np.concatenate([small, small]))  # shapes are part of the key

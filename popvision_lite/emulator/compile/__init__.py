@@ -29,6 +29,7 @@ from popvision_lite.emulator.compile.compiled import (
 from popvision_lite.emulator.compile.liveness import accesses, compute_liveness
 from popvision_lite.emulator.compile.memory import vertex_memory
 from popvision_lite.emulator.compile.steps import (
+    CopyMemo,
     compile_copy,
     compile_execute,
     compile_stream,
@@ -41,8 +42,8 @@ from popvision_lite.emulator.graph import Graph
 from popvision_lite.errors import EmulatorError
 from popvision_lite.profile.schema import CATEGORY_CODE
 
-__all__ = ["K_COMPUTE", "K_STREAM", "K_SYNC", "K_XG", "K_XI", "Compiled", "CopyPlan", "ProgInfo", "StepTemplate",
-           "accesses", "compile_graph", "copy_pieces"]
+__all__ = ["K_COMPUTE", "K_STREAM", "K_SYNC", "K_XG", "K_XI", "Compiled", "CopyMemo", "CopyPlan", "ProgInfo",
+           "StepTemplate", "accesses", "compile_graph", "copy_pieces"]
 
 _OUTLINED_CATS = [CATEGORY_CODE[k] for k in ("internalExchangeCode", "globalExchangeCode", "copyDescriptor",
                                               "globalExchangePacketHeader")]
@@ -73,17 +74,21 @@ def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set)
         c.leaves.append(info.prog_id)
 
 
-def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Compiled:
+def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
+                  copy_memo: CopyMemo | None = None) -> Compiled:
     """``outline``: share the code of structurally identical ops, as PopART's outliner does
     (``SessionOptions.enableOutlining``, on by default): an exchange program whose pieces (tile pairs,
     lengths, relative offsets) match an earlier one, and a compute set whose vertices match an
     earlier one, are charged code / vertex state once.  Used by the pipeline composition (PopART-like
-    runs); plain Poplar graphs (the graph API) are not outlined."""
+    runs); plain Poplar graphs (the graph API) are not outlined.  ``copy_memo``: compiled copies shared
+    with the other graphs compiled with it (same target and outline setting; :class:`~.steps.CopyMemo`)."""
     if not isinstance(program, P.Program):
         raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
     c = Compiled(graph, program)
     c.outline = bool(outline)
     _walk(c, program, -1, None, set())
+    if copy_memo is not None:
+        copy_memo.attach(c)
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     check_program_graph(c)
     check_graph(c, used_cs)
@@ -126,6 +131,8 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False) -> Co
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
     for k in ("_copy_memo", "_sig_memo"):
         c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
+    if copy_memo is not None:
+        copy_memo.release_plans()
     for info in c.progs:
         if isinstance(info.prog, P.Repeat):
             c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_REPEAT)

@@ -173,21 +173,27 @@ def distinct_tiles(tiles: np.ndarray, num_tiles: int) -> np.ndarray:
     return np.nonzero(np.bincount(tiles, minlength=num_tiles))[0]
 
 
-_I32 = np.iinfo(np.int32)
+_NARROW = ((np.int16, np.iinfo(np.int16), "/i16"), (np.int32, np.iinfo(np.int32), "/i32"))
 
 
 def digest(*arrays) -> bytes:
     """A 16-byte key of the arrays' dtypes, shapes and values (equal iff they are, barring a hash
-    collision).  An int64 array whose values fit int32 is hashed as int32 (marked in the header, so
-    it never equals a genuine int32 array): half the bytes, and hashing dominates keying the
-    exchange programs of a large graph."""
-    h = hashlib.blake2b(digest_size=16)
+    collision).  A 64- or 32-bit int array is hashed in the narrowest of int16 / int32 that holds its
+    values (marked in the header after its own dtype, so it never equals an array of another dtype):
+    tiles, lengths and offsets mostly fit 16 bits, and hashing dominates keying the exchange programs
+    of a large graph.  SHA-256 (truncated): with the CPU's SHA extensions it hashes about 1.7x the
+    bytes per second of BLAKE2b here (1.69 against 1.03 GB/s, 100 MB, this machine)."""
+    h = hashlib.sha256()
     for a in arrays:
         a = np.ascontiguousarray(a)
         head = str(a.dtype) + str(a.shape)
-        if a.dtype == np.int64 and a.size and _I32.min <= int(a.min()) and int(a.max()) <= _I32.max:
-            a = a.astype(np.int32)
-            head += "/i32"
+        if a.dtype in (np.int64, np.int32) and a.size:
+            lo, hi = int(a.min()), int(a.max())
+            for dt, info, mark in _NARROW:
+                if a.itemsize > info.bits // 8 and info.min <= lo and hi <= info.max:
+                    a = a.astype(dt)
+                    head += mark
+                    break
         h.update(head.encode())
         h.update(a.tobytes())
-    return h.digest()
+    return h.digest()[:16]

@@ -226,6 +226,52 @@ def _pattern_units(st, dt, se, de, ln) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return st[starts], dt[starts], counts
 
 
+class CopyMemo:
+    """Compiled copies by structure key (:func:`compile_copy`) and outlining signatures by plan
+    (:func:`copy_signature`), kept across the graphs compiled for one target with one outline setting
+    (the distinct stage graphs of a pipelined run repeat the same layer's exchanges).  Between graphs it
+    holds each copy's recorded effects and signature (:meth:`release_plans`), during one graph's compile
+    also that graph's plans; its owner drops it when those graphs are compiled."""
+
+    def __init__(self) -> None:
+        self.target = None
+        self.outline: bool | None = None
+        self.copies: dict = {}
+        self.signatures: dict = {}
+
+    def attach(self, c: Compiled) -> None:
+        """Use this memo for ``c`` if it is for c's target and outline setting (the first graph sets them);
+        otherwise ``c`` keeps its own."""
+        if self.target is None:
+            self.target, self.outline = c.target, c.outline
+        if self.target is c.target and self.outline == c.outline:
+            c._copy_memo = self.copies
+            c._sig_memo = self.signatures
+
+    def release_plans(self) -> None:
+        """After a graph's compile: keep each copy's outlining signature instead of its plan (the plans
+        of every graph would otherwise stay alive together).  A later copy of the same structure on the
+        same tiles replays its effects and reuses the signature; on rotated tiles it compiles afresh."""
+        kept = {}
+        for key, (plan, effects, code_bytes, shift) in self.copies.items():
+            if isinstance(plan, CopyPlan):
+                hit = self.signatures.get(id(plan))
+                if len(plan.length) and (hit is None or hit[0] is not plan):
+                    continue  # signature not known: such a copy compiles afresh
+                plan = CopySignature(hit[2] if len(plan.length) else None)
+            kept[key] = (plan, effects, code_bytes, shift)
+        self.copies.clear()
+        self.copies.update(kept)
+        self.signatures.clear()
+
+
+class CopySignature:
+    """A compiled copy's outlining signature (:func:`copy_signature`) standing in for its plan."""
+
+    def __init__(self, sig: bytes | None) -> None:
+        self.sig = sig
+
+
 def compile_copy(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
     if prog.src.tensor.dtype != prog.dst.tensor.dtype:
@@ -235,7 +281,7 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
         )
     key, shift = _copy_structure_key(c, prog)
     memo = c.__dict__.setdefault("_copy_memo", {})
-    if key in memo:
+    if key in memo and not (isinstance(memo[key][0], CopySignature) and shift != memo[key][3]):
         # an exchange of the same structure earlier in this graph (the same op in another layer,
         # possibly placed on tiles rotated by an even count): same pieces and per-tile bytes and
         # code, moved to this copy's tiles, so replay its effects instead of recomputing them
@@ -243,7 +289,7 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
         d = shift - shift0
         T = c.num_tiles
         if plan is not None:
-            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(
+            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(  # (a CopySignature only when d == 0)
                 plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
                 plan.src_k, plan.dst_k)
         for fn, args, kw in effects:
@@ -425,10 +471,12 @@ def compile_sync(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += c.num_tiles * cm.CONTROL_CODE_SYNC
 
 
-def copy_signature(c: Compiled, prog, plan: CopyPlan | None):
+def copy_signature(c: Compiled, prog, plan: CopyPlan | CopySignature | None):
     """Structure of an exchange program: pieces (tile pairs, lengths, offsets relative to the first
     piece of each side) and the element size.  Identical structure = identical exchange code once
     the op is outlined into a subgraph with its own operand buffers."""
+    if isinstance(plan, CopySignature):
+        return plan.sig
     if plan is None or len(plan.length) == 0:
         return None
     # a copy that replayed an earlier one's effects on the same tiles shares its plan object

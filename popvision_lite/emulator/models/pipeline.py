@@ -23,6 +23,7 @@ import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.compiler import CopyMemo
 from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
@@ -149,12 +150,14 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick) -> dict:
     """Build and compile each distinct stage graph once (timing only)."""
     graphs: dict[tuple, StageGraph] = {}
     distinct = list(dict.fromkeys(kinds))
+    copy_memo = CopyMemo()  # the stage graphs' layers share their exchanges' compiled effects
     for i, k in enumerate(distinct):
         tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
         stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
                           (False, False): (1, 3)}[k[:2]]
         # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
-        graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2])
+        graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
+                               copy_memo=copy_memo)
     return graphs
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compiler import compile_graph
+from popvision_lite.emulator.compiler import CopyMemo, compile_graph
 from popvision_lite.emulator.profile_builder import build_profile
 from popvision_lite.emulator.target import Target
 
@@ -24,7 +24,9 @@ class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
-                 amp: float | None = None):
+                 amp: float | None = None, copy_memo: CopyMemo | None = None):
+        """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
+        are the same)."""
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
@@ -36,7 +38,7 @@ class StageGraph:
                 phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
         self.phase_names = [p.name for p in phases]
         self.program = P.Sequence(phases, name=f"stage{stage if label is None else label}")
-        self.c = compile_graph(be.graph, self.program, outline=cfg.outline)
+        self.c = compile_graph(be.graph, self.program, outline=cfg.outline, copy_memo=copy_memo)
         c = self.c
         T = target.tiles_per_ipu
         self.T = T
