@@ -39,7 +39,7 @@ from popvision_lite.emulator.estimators.poplin_conv import nx1_tile_cycles
 from popvision_lite.emulator.graph import Regions, Windows, to_dtype
 from popvision_lite.emulator.ops.common import _nbytes, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.matmul import _k_partial_vertices_uneven, _reduce_k_partials
+from popvision_lite.emulator.ops.matmul import k_partial_vertices_uneven, reduce_k_partials
 from popvision_lite.errors import EmulatorError
 
 
@@ -414,7 +414,7 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     if pci > 1:
         target = ctx.variable(f"{op}/partials", (pci, R, s.co), ctx.partials_dtype,
                               mapping=M.by_windows((pci, R, s.co), shapes, origins, tiles), op=op)
-        red = _k_partial_vertices_uneven(1, pci, pr, pco, rsz * s.ow, roff * s.ow, np.full(pco, cop),
+        red = k_partial_vertices_uneven(1, pci, pr, pco, rsz * s.ow, roff * s.ow, np.full(pco, cop),
                                          np.arange(pco) * cop, R, s.co, tiles)
         o = np.argsort(red["out_start"], kind="stable")
         Y = ctx.variable(op, (R, s.co), ctx.dtype, op=op, mapping=M.intervals(
@@ -434,5 +434,5 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
             params={**geom, "nr": np.int64(nr), "r0": roff[ir[sel]].astype(np.int64)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     if pci > 1:
-        _reduce_k_partials(ctx, target, Y, red, pci, op)
+        reduce_k_partials(ctx, target, Y, red, pci, op)
     return Y

@@ -207,7 +207,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
         c_index = np.stack([g_i, im_i, in_i], 1) if ab3 else np.stack([im_i, in_i], 1)
         acc = None
     if pk > 1:  # the output lives where its slices are reduced
-        red = _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
+        red = k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
         o = np.argsort(red["out_start"], kind="stable")
         st = red["out_start"][o]
         cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
@@ -230,7 +230,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     if pk > 1:
-        _reduce_k_partials(ctx, acc, C_out, red, pk, op)
+        reduce_k_partials(ctx, acc, C_out, red, pk, op)
     elif ps > 1:
         _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
     return C_out
@@ -369,7 +369,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
                            mapping=M.by_windows(acc_shape, c_shape, c_org, vt), op=op)
-        red = _k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
+        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
         o = np.argsort(red["out_start"], kind="stable")
         st = red["out_start"][o]
         cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
@@ -399,14 +399,14 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
                 params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     if pk > 1:
-        _reduce_k_partials(ctx, acc, C_out, red, pk, op)
+        reduce_k_partials(ctx, acc, C_out, red, pk, op)
     elif ps > 1:
         _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
     return C_out
 
 
-def _k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
-    """_k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
+def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
+    """k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
     (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary."""
     owner = vt.reshape(G, pk, pm, pn)
     parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start")}
@@ -436,8 +436,8 @@ def _k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -
     return {k: v[order] for k, v in red.items()}
 
 
-def _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
-    """The reduce vertices of a K-split matmul (see _reduce_k_partials), ordered by owner tile:
+def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
+    """The reduce vertices of a K-split matmul (see reduce_k_partials), ordered by owner tile:
     per vertex its owner tile, output start (flat index in C), length, block, row and column."""
     be = bm * bn
     sl_off = np.array([s for s, _ in split_even(be, pk)], np.int64)
@@ -459,7 +459,7 @@ def _k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
     return {k: v[order] for k, v in red.items()}
 
 
-def _reduce_k_partials(ctx, part, C_out, red, pk, op):
+def reduce_k_partials(ctx, part, C_out, red, pk, op):
     """Reduce the ``pk`` partials of every output block on the tiles that computed them, as
     poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
     owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one

@@ -229,7 +229,7 @@ def reduce_split(slice_elems: int, threads: int, grain: int = 2) -> list[int]:
 
 def k_partial_segments(bm: int, bn: int, pk: int) -> list[np.ndarray]:
     """Lengths of the reduce vertices of each owner slice when the ``pk`` partials of a (bm, bn)
-    output block are reduced (ops.basic._reduce_k_partials): the block's elements cut in ``pk``
+    output block are reduced (ops.matmul.reduce_k_partials): the block's elements cut in ``pk``
     even slices and at every row boundary."""
     be = bm * bn
     sl = split_even(be, pk)
