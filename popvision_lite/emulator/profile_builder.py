@@ -136,7 +136,7 @@ def _variable_intervals_table(c: Compiled) -> pd.DataFrame:
     """One row per live interval of every variable live in more than one (compile.liveness)."""
     spans = getattr(c, "live_intervals", {})
     rows = [(tid, a, z) for tid in sorted(spans) for a, z in spans[tid]]
-    return typed_table("variable_intervals", pd.DataFrame(rows, columns=["var_id", "first_lstep", "last_lstep"]))
+    return typed_table("variable_intervals", rows)
 
 
 def _ops_table(c: Compiled) -> pd.DataFrame:

@@ -49,6 +49,8 @@ IPU_LINK_DOMAIN_IPUS = 64
 OPTIMIZER_PASSES = {"sgd": 1, "momentum": 2, "adam": 4, "lamb": 6, "lars": 4}
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "lamb": 2, "lars": 1}
 DTYPE_BYTES = {"fp16": 2, "fp32": 4, "float16": 2, "float32": 4}
+# the tensor dtype (as graph tensors and the profile's variables name it) of a config dtype
+TENSOR_DTYPE = {"fp16": "float16", "fp32": "float32"}
 
 
 def stash_depth(stage: int, stages: int) -> int:

@@ -147,5 +147,4 @@ def append_variables(data, rows: list[VariableRow]) -> None:
                                     ignore_index=True)
     if iv:
         old = data.variable_intervals if data.variable_intervals is not None else schema.empty_table("variable_intervals")
-        data.variable_intervals = pd.concat([old, typed_table("variable_intervals", pd.DataFrame(
-            iv, columns=["var_id", "first_lstep", "last_lstep"]))], ignore_index=True)
+        data.variable_intervals = pd.concat([old, typed_table("variable_intervals", iv)], ignore_index=True)

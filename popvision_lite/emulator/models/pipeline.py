@@ -161,6 +161,11 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick) -> dict:
     return graphs
 
 
+def _bytes_dtype(nbytes: int) -> str:
+    """The float tensor dtype of ``nbytes`` bytes an element (profile variable rows)."""
+    return "float16" if nbytes == 2 else "float32"
+
+
 def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int) -> dict:
     """IPU ``s`` of the replica: the forward and backward cycles of each pipeline stage it runs, its memory per
     tile with the training state, stash and stream buffers added, and its optimizer / all-reduce / stream
@@ -219,8 +224,10 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
         ddr_bytes_per_step=int(G * ddr_mb + 2 * streamed + step_io),
         mem=mem, need=need, fits=bool((need <= cap).all()), stash_depth=D,
         # always-live bytes per tile added above without a tensor of the stage graph (profile variables)
-        added_variables=[("weights of the IPU's other layers (outlined body)", extra_w),
-                         ("gradient accumulators", accum), (f"optimizer state ({cfg.optimizer})", onchip_state)],
+        added_variables=[("weights of the IPU's other layers (outlined body)", _bytes_dtype(wbytes), extra_w),
+                         ("gradient accumulators", _bytes_dtype(acc_bytes), accum),
+                         (f"optimizer state ({cfg.optimizer})", sch.TENSOR_DTYPE[cfg.optimizer_state_dtype],
+                          onchip_state)],
         optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
         # bytes behind those times: the gradients the all-reduce reduces (per IPU), the optimizer state
         # streamed in and again out

@@ -89,10 +89,10 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
         liveness_tile_bytes=ltb, extra=dict(base[kinds[0]].extra), **tables)
     rows = []
     for s, a in enumerate(stages):
-        for name, per_tile in a.get("added_variables", ()):
+        for name, dtype, per_tile in a.get("added_variables", ()):
             tb = np.zeros(S * T, np.int64)
             tb[s * T:(s + 1) * T] = per_tile
-            rows.append(VariableRow(f"ipu{s}/{name}", "", "(weights)", tb))
+            rows.append(VariableRow(f"ipu{s}/{name}", dtype, "(weights)", tb))
     append_variables(data, rows)
     return data
 

@@ -48,10 +48,11 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     mem[:, var, 0] += acc + state
     pd_.memory = mem
     sdt = cfg.optimizer_state_dtype
-    append_variables(pd_, [VariableRow(f"gradient accumulators ({G} micro-batches, one per weight)", wdt if not
-                                       cfg.master_weights else "fp32", "(weights)", acc),
-                           VariableRow(f"optimizer state ({cfg.optimizer}: {sbpe:g} B per weight, {sdt})", sdt,
-                                       "(weights)", state)])
+    acc_dt = "fp32" if cfg.master_weights else wdt
+    append_variables(pd_, [VariableRow(f"gradient accumulators ({G} micro-batches, one per weight)",
+                                       sch.TENSOR_DTYPE[acc_dt], "(weights)", acc),
+                           VariableRow(f"optimizer state ({cfg.optimizer}: {sbpe:g} B per weight, {sdt})",
+                                       sch.TENSOR_DTYPE[sdt], "(weights)", state)])
     need = mem.sum(axis=(1, 2))
     cap = target.sram_bytes_per_tile
     fits = bool((need <= cap).all())
