@@ -230,5 +230,22 @@ def vertex_state_bytes(group) -> int:
     return int(group.codelet.state_bytes) + FIELD_POINTER_BYTES * len(group.fields) + 4 * nparams
 
 
+def vertex_instances(group, num_tiles: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices of ``group`` as Poplar instantiates them: (tiles holding any, instances on each).
+    A graph vertex is one instance, except for two kinds of codelet whose graph vertices are regions:
+    ``multi_region`` (beyond ``threads`` pieces on a tile the pieces are regions of 2D worker vertices,
+    popops BinaryOp2D etc.: at most ``threads`` instances a tile) and ``one_vertex_per_tile`` (every
+    region on a tile belongs to ONE vertex, e.g. poplin's ReduceAdd, lib/poplin/ConvReduce.cpp reduce():
+    one addVertex per tile over the concatenation of its output regions).  The one definition of
+    vertex state, field data and the vertices table's state bytes."""
+    cnt = np.bincount(np.asarray(group.tiles, np.int64), minlength=num_tiles)
+    ut = np.nonzero(cnt)[0]
+    if getattr(group.codelet, "one_vertex_per_tile", False):
+        return ut, np.ones(len(ut), np.int64)
+    if getattr(group.codelet, "multi_region", False):
+        return ut, np.minimum(cnt[ut], threads).astype(np.int64)
+    return ut, cnt[ut].astype(np.int64)
+
+
 def stack_bytes(threads: int) -> int:
     return threads * STACK_BYTES_PER_WORKER + STACK_BYTES_SUPERVISOR

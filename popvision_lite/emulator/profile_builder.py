@@ -278,14 +278,18 @@ def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
         for name, grps in by_codelet.items():
             tl = np.concatenate([x.tiles for x in grps])
             cy = np.concatenate([x.cycles(c.target) for x in grps])
-            st = np.concatenate([np.full(x.n, cm.vertex_state_bytes(x), np.int64) for x in grps])
+            # state of the vertex instances (cost_model.vertex_instances: what the memory view charges)
+            st_t = np.zeros(T, np.int64)
+            for x in grps:
+                xt, inst = cm.vertex_instances(x, T, c.target.threads_per_tile)
+                st_t[xt] += inst * cm.vertex_state_bytes(x)
             cnt_t = np.bincount(tl, minlength=T)
             ut = np.nonzero(cnt_t)[0]
             v_frames.append(pd.DataFrame({
                 "cs_id": np.full(len(ut), cs.id, np.int32), "codelet": name, "tile": ut.astype(np.int32),
                 "count": cnt_t[ut].astype(np.int64),
                 "cycles": np.bincount(tl, weights=cy, minlength=T)[ut].astype(np.int64),
-                "state_bytes": np.bincount(tl, weights=st, minlength=T)[ut].astype(np.int64),
+                "state_bytes": st_t[ut],
                 "code_bytes": np.full(len(ut), int(grps[0].codelet.code_bytes), np.int64),
             }))
     compute_sets = typed_table("compute_sets", cs_rows)

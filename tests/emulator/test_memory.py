@@ -155,3 +155,40 @@ def test_vertices_table_agrees_with_memory_and_compute_sets(mk2):
     # Scale carries a per-vertex parameter: 4 more bytes of state per vertex than its fields alone
     sc = v[v["codelet"] == "Scale"]
     assert (sc["state_bytes"] == sc["count"] * (C.SCALE.state_bytes + 2 * cm.FIELD_POINTER_BYTES + 4)).all()
+
+
+def test_vertex_instances_one_definition_for_memory_and_the_vertices_table(mk2):
+    """A graph vertex is not always a Poplar vertex: poplin's ReduceAdd is ONE vertex per tile over all of
+    its output regions there (lib/poplin/ConvReduce.cpp reduce()), and a multi-region codelet's pieces
+    beyond the workers are regions of six 2D vertices.  Vertex state is charged per instance, and the
+    vertices table says the same as the memory view."""
+    from popvision_lite.emulator.ops import library_codelets as OC
+
+    g = Graph(mk2)
+    pk, n_reg, ln = 3, 9, 8  # 9 output regions of 8 elements on each of tiles 0 and 1, 3 partials each
+    tiles = np.repeat([0, 1], n_reg)
+    st = np.arange(2 * n_reg) * ln
+    lens = np.full(2 * n_reg, ln)
+    n = int(lens.sum())
+    src = g.add_variable("p", (pk * n,), "float32", mapping=M.intervals(tiles, pk * st, pk * (st + lens)))
+    out = g.add_variable("o", (n,), "float16", mapping=M.intervals(tiles, st, st + lens))
+    red = g.add_compute_set("reduce")
+    grp = g.add_vertices(red, OC.CONV_REDUCE_PARTIALS, tiles, fields={"in": src.regions(pk * st, pk * lens),
+                                                                       "out": out.regions(st, lens)},
+                         params={"k": np.int64(pk)})
+    a = g.add_variable("a", (4000,), "float32", mapping=M.linear(4000, [2]))
+    add = g.add_compute_set("add")
+    pieces = np.arange(20) * 200  # 20 pieces on tile 2: regions of 6 worker vertices
+    g.add_vertices(add, C.ADD, np.full(20, 2), fields={"a": a.regions(pieces, np.full(20, 200)),
+                                                       "b": a.regions(pieces, np.full(20, 200)),
+                                                       "out": a.regions(pieces, np.full(20, 200))})
+    pdata = Engine(g, P.Sequence([P.Execute(red), P.Execute(add)]), mode="timing").run().profile_data
+    mem_state = pdata.memory[:, CATEGORY_CODE["vertexInstanceState"], 0]
+    one = cm.vertex_state_bytes(grp)
+    assert mem_state[0] == mem_state[1] == one  # one ReduceAdd vertex a tile, not 9
+    assert mem_state[2] == mk2.threads_per_tile * (C.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
+    v = pdata.vertices
+    per_tile_state = v.groupby("tile")["state_bytes"].sum()
+    np.testing.assert_array_equal(per_tile_state.to_numpy(), mem_state[per_tile_state.index])
+    # the table still counts the graph's vertices (regions), as the compute sets table does
+    assert v.loc[v["codelet"] == "ReduceAdd", "count"].tolist() == [n_reg, n_reg]

@@ -80,18 +80,12 @@ def vertex_memory(c: Compiled, used_cs: set) -> None:
             if g.n == 0:
                 continue
             state = cm.vertex_state_bytes(g)
-            multi = bool(getattr(g.codelet, "multi_region", False))
-            if multi:
-                # beyond ``threads`` pieces on a tile, a multi-region codelet's pieces are regions of
-                # 2D worker vertices: one vertex state per worker, a list entry per extra region/field
-                cnt = np.bincount(g.tiles, minlength=c.num_tiles)
-                ut = np.nonzero(cnt)[0]
-                full = np.minimum(cnt[ut], c.target.threads_per_tile)
-                c.add_mem("vertexInstanceState", ut, full * state)
-                # the pieces of a tensor on one tile are adjacent in tile memory (tile_offsets):
-                # a worker's regions merge into one, so extra pieces add no list entries
-            else:
-                c.add_mem("vertexInstanceState", g.tiles, state)
+            # vertex instances per tile (cost_model.vertex_instances): a multi-region codelet's pieces
+            # beyond ``threads`` and a one-vertex-per-tile codelet's regions add no instance; the pieces of
+            # a tensor on one tile are adjacent in tile memory (tile_offsets), so a worker's regions
+            # merge into one and extra pieces add no list entries
+            ut, inst = cm.vertex_instances(g, c.num_tiles, c.target.threads_per_tile)
+            c.add_mem("vertexInstanceState", ut, inst * state)
             fdata = 0
             vlist = 0
             for f in g.fields.values():
@@ -101,10 +95,8 @@ def vertex_memory(c: Compiled, used_cs: set) -> None:
                     fdata += cm.LIST_ENTRY_BYTES * rpv
                 elif isinstance(f, Regions) and not f.regular:
                     fdata += cm.FIELD_SIZE_BYTES
-            if fdata and multi:
-                c.add_mem("vertexFieldData", ut, full * fdata)
-            elif fdata:
-                c.add_mem("vertexFieldData", g.tiles, fdata)
+            if fdata:
+                c.add_mem("vertexFieldData", ut, inst * fdata)
             if vlist:
                 c.add_mem("vectorListDescriptor", g.tiles, vlist)
             name = g.codelet.name

@@ -331,12 +331,13 @@ class ConvReducePartials(ReducePartials):
     are the regions of ONE ``poplin::ReduceAdd`` supervisor vertex over the concatenation of the tile's
     output regions (lib/poplin/ConvReduce.cpp reduce()), costed by its estimator
     (estimators.poplin.reduce_add_cycles, getReduceCycleEstimate) for the tile's total output
-    elements.  The tile's estimate is charged on its first region; the others add nothing.  Same
-    numerics as ReducePartials."""
+    elements.  The tile's estimate is charged on its first region; the others add nothing, and so
+    is its vertex state (``one_vertex_per_tile``).  Same numerics as ReducePartials."""
 
     name = "ReduceAdd"
     supervisor = True
     multi_region = False
+    one_vertex_per_tile = True  # its vertex state once a tile (cost_model.vertex_instances)
 
     def cycles(self, group, target):
         fi, fo = group.fields["in"], group.fields["out"]
