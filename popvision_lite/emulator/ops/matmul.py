@@ -19,7 +19,13 @@ from popvision_lite.emulator.graph import Concat
 from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.planners import plan_matmul, rearrangements, split_even
+from popvision_lite.emulator.ops.planners import (
+    multi_stage_reduce_depths,
+    plan_matmul,
+    rearrangements,
+    reduce_stage_sections,
+    split_even,
+)
 from popvision_lite.errors import EmulatorError
 
 
@@ -409,7 +415,7 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) ->
     """k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
     (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary."""
     owner = vt.reshape(G, pk, pm, pn)
-    parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start")}
+    parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start", "blk", "e")}
     for bm in np.unique(msz):
         for bn in np.unique(nsz):
             ims, ins = np.nonzero(msz == bm)[0], np.nonzero(nsz == bn)[0]
@@ -431,9 +437,15 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) ->
             parts["row"].append(row)
             parts["col"].append(col)
             parts["out_start"].append((gg[vb] * Mm + row) * N + col)
+            parts["blk"].append(((gg * pm + ii) * pn + jj)[vb])
+            parts["e"].append(np.tile(cuts, nb))
     red = {k: np.concatenate(v) for k, v in parts.items()}
     order = np.lexsort((red["out_start"], red["tile"]))
-    return {k: v[order] for k, v in red.items()}
+    out = {k: v[order] for k, v in red.items()}
+    gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
+    out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
+                         owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
+    return out
 
 
 def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
@@ -454,29 +466,111 @@ def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
     row0 = ib[vb] * bm + np.tile(seg_r, nb)
     col0 = jb[vb] * bn + np.tile(seg_c, nb)
     red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
-               out_start=(gb[vb] * Mm + row0) * N + col0)
+               out_start=(gb[vb] * Mm + row0) * N + col0, blk=vb, e=np.tile(cuts, nb))
     order = np.lexsort((np.arange(len(vb)), red["tile"]))
-    return {k: v[order] for k, v in red.items()}
+    out = {k: v[order] for k, v in red.items()}
+    out["blocks"] = dict(g=gb, moff=ib * bm, msz=np.full(nb, bm), noff=jb * bn, nsz=np.full(nb, bn), owner=owner)
+    return out
 
 
 def reduce_k_partials(ctx, part, C_out, red, pk, op):
     """Reduce the ``pk`` partials of every output block on the tiles that computed them, as
-    poplibs reduces conv partials: the block's elements are cut in ``pk`` even slices, slice s
-    owned by the tile of partial s; every owner gathers its slice from the other pk - 1 tiles (one
-    exchange) and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region
-    per row run of the slice: ops.library_codelets.ConvReducePartials), writing the output type."""
+    poplibs reduces conv partials (lib/poplin/ConvReduce.cpp): the block's elements are cut in ``pk``
+    even slices, slice s owned by the tile of partial s; every owner gathers its slice (one exchange)
+    and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region per row run of
+    the slice: ops.library_codelets.ConvReducePartials), writing the output type.  From 16 partials
+    poplin reduces in stages first (planners.multi_stage_reduce_depths; :func:`_intermediate_stage`), so
+    that an owner receives a few messages per stage instead of one from each of the pk - 1 other tiles;
+    the last stage then gathers the last intermediate's depth."""
     Mm, N = part.shape[-2], part.shape[-1]
     vlen, vtile = red["len"], red["tile"]
-    g_len = pk * vlen
+    blocks = red.get("blocks")
+    depths = multi_stage_reduce_depths(pk) if blocks is not None else []
+    src, depth, ioff = None, pk, None
+    for j, d in enumerate(depths):
+        src, ioff = _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j)
+        depth = d
+    g_len = depth * vlen
     g_start = np.cumsum(g_len) - g_len
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
-    q = np.arange(pk)
-    src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
-    ctx.add(P.Copy(part.regions(src_start, np.repeat(vlen, pk)), gathered.whole(), name=f"{op}/gather_partials",
+    q = np.arange(depth)
+    if src is None:
+        src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
+        src = part
+    else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
+        be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
+        src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
+    ctx.add(P.Copy(src.regions(src_start, np.repeat(vlen, depth)), gathered.whole(), name=f"{op}/gather_partials",
                    op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
     ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
-        params={"k": np.int64(pk)})
+        params={"k": np.int64(depth)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
+
+
+def _row_runs(s0: np.ndarray, ln: np.ndarray, width: np.ndarray):
+    """The runs of the element ranges [s0, s0 + ln) of row-major blocks of ``width`` columns cut at row
+    boundaries: (range index, start, length) per run, in range then element order."""
+    first = s0 // width
+    last = (s0 + ln - 1) // width
+    cnt = last - first + 1
+    idx = np.repeat(np.arange(len(s0)), cnt)
+    k = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    row = first[idx] + k
+    start = np.maximum(s0[idx], row * width[idx])
+    stop = np.minimum(s0[idx] + ln[idx], (row + 1) * width[idx])
+    return idx, start, stop - start
+
+
+def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
+    """One intermediate stage of poplin's multi-stage reduction (ConvReduce.cpp partialGroupedReduce):
+    the ``depth`` partials of every block (``part``'s (G * pk, Mm, N) planes when ``src`` is None, else the
+    previous intermediate ``src``, block b at ``ioff[b]``, (depth, block elements)) become ``d``: section i
+    (planners.reduce_stage_sections) sums its partials into an intermediate spread over its tiles of the
+    block's group, each of those tiles owning an even slice, gathered from the section's partials and
+    reduced by one ReduceAdd vertex.  Returns the intermediate (block, d, block elements) and the
+    blocks' offsets in it."""
+    Mm, N = part.shape[-2], part.shape[-1]
+    nb = len(blocks["g"])
+    be = blocks["msz"] * blocks["nsz"]
+    secs = reduce_stage_sections(depth, d, pk)
+    rows = []  # (block, section, slice start, slice length, first partial, partials, owner tile)
+    for i, (q0, k, t0, nt) in enumerate(secs):
+        for b in range(nb):
+            for jj, (a, z) in enumerate(split_even(int(be[b]), nt)):
+                rows.append((b, i, a, z - a, q0, k, blocks["owner"][b, t0 + jj]))
+    r = np.array(rows, np.int64).reshape(-1, 7)
+    b_, i_, s0, ln, q0, k, own = r.T
+    new_off = np.cumsum(d * be) - d * be
+    out_start = new_off[b_] + i_ * be[b_] + s0
+    o = np.argsort(out_start, kind="stable")
+    inter = ctx.variable(f"{op}/partials_stage{j + 1}", (int((d * be).sum()),), part.dtype, op=op,
+                         mapping=M.intervals(own[o], out_start[o], out_start[o] + ln[o]))
+    g_len = k * ln
+    g_start = np.cumsum(g_len) - g_len
+    gathered = ctx.variable(f"{op}/partials_gathered_stage{j + 1}", (int(g_len.sum()),), part.dtype, op=op,
+                            mapping=M.intervals(own, g_start, g_start + g_len))
+    # sources in the gathered order: per owner slice, per partial of its section, the slice's elements
+    x = np.repeat(np.arange(len(r)), k)
+    q = q0[x] + (np.arange(len(x)) - np.repeat(np.cumsum(k) - k, k))
+    if src is None:  # the partial planes: the slice's row runs of block b in plane (g, q)
+        nsz = blocks["nsz"][b_[x]]
+        ri, st, rl = _row_runs(s0[x], ln[x], nsz)
+        bx, qx = b_[x][ri], q[ri]
+        row, col = np.divmod(st, blocks["nsz"][bx])
+        starts = ((blocks["g"][bx] * pk + qx) * Mm + blocks["moff"][bx] + row) * N + blocks["noff"][bx] + col
+        ctx.add(P.Copy(part.regions(starts, rl), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op))
+    else:
+        starts = ioff[b_[x]] + q * be[b_[x]] + s0[x]
+        ctx.add(P.Copy(src.regions(starts, ln[x]), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}",
+                       op=op))
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials_stage{j + 1}"), op=op)
+    for kk in np.unique(k):  # sections of floor and ceil depth: the partials count is a vertex field
+        sel = np.nonzero(k == kk)[0]
+        ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=own[sel], fields={
+            "in": gathered.regions(g_start[sel], g_len[sel]), "out": inter.regions(out_start[sel], ln[sel])},
+            params={"k": np.int64(kk)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return inter, new_off

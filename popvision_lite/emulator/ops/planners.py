@@ -240,6 +240,75 @@ def k_partial_segments(bm: int, bn: int, pk: int) -> list[np.ndarray]:
     return out
 
 
+def multi_stage_reduce_depths(depth: int) -> list[int]:
+    """The depths of the intermediate partials when poplin reduces ``depth`` partials of a convolution or
+    matmul (lib/poplin/ConvReducePlan.cpp getMultiStageReducePlan, ConvOptions enableMultiStageReduce =
+    true by default): one stage below 16 partials, two from 16, three from 125 ("a single stage
+    reduction requires each tile to receive p messages; n stages need n p^(1/n)": fewer messages, less
+    exchange code).  Each intermediate depth is depth^((n-1)/n) rounded down or up, whichever makes
+    the sum over the stages of (depth in / depth out) smaller, recursively; [] for one stage."""
+    depth = int(depth)
+    stages = 3 if depth >= 125 else 2 if depth >= 16 else 1
+    return list(_reduce_depths(depth, stages)[0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduce_depths(depth: int, stages: int) -> tuple[tuple[int, ...], float]:
+    """(intermediate depths, messages per tile) of a ``stages``-stage reduction of ``depth`` partials."""
+    if stages == 1:
+        return (), float(depth)
+    lo = int((float(depth)) ** ((stages - 1.0) / stages))
+    best = None
+    for nxt in (lo, lo + 1):
+        rest, cost = _reduce_depths(nxt, stages - 1)
+        cost += depth / nxt
+        if best is None or cost < best[1]:
+            best = ((nxt,) + rest, cost)
+    return best
+
+
+def reduce_stage_sections(depth_in: int, depth_out: int, tiles: int) -> list[tuple[int, int, int, int]]:
+    """One intermediate stage of the multi-stage reduction (poplin ConvReduce.cpp partialGroupedReduce):
+    section i of ``depth_out`` reduces the partials [i * depth_in / depth_out, (i + 1) * ...) and its
+    output is spread over the group's tiles [i * tiles / depth_out, max(begin + 1, (i + 1) * ...)).
+    Returns (first partial, partials, first tile, tiles) per section."""
+    out = []
+    for i in range(depth_out):
+        q0, q1 = i * depth_in // depth_out, (i + 1) * depth_in // depth_out
+        t0 = i * tiles // depth_out
+        t1 = max(t0 + 1, (i + 1) * tiles // depth_out)
+        out.append((q0, q1 - q0, t0, t1 - t0))
+    return out
+
+
+def k_reduce_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: int, bound: float = float("inf")) -> int:
+    """Cycles of reducing the ``pk`` partials of a (bm, bn) output block as ops.matmul.reduce_k_partials
+    builds it (poplin's multi-stage reduction, :func:`multi_stage_reduce_depths`): per stage the
+    gather of the owner's slice from the other partials' tiles (one exchange and sync) and the
+    ReduceAdd vertex of the slowest owner; the last stage's slices are the block cut in ``pk``, as a
+    single-stage reduction's.  Past ``bound`` the rest is left out (a lower bound)."""
+    pb, xb, mb = target.partials_bytes, target.exchange_bytes_per_cycle, target.memcpy_bytes_per_cycle
+    be = bm * bn
+    total, depth = 0, pk
+    for d in multi_stage_reduce_depths(pk):
+        k = -(-depth // d)  # the deepest section
+        nt = max(1, pk // d)  # the fewest tiles a section's output is spread over
+        sl = -(-be // nt)
+        total += int(exchange_cycles((k - 1) * sl * pb, (k - 1) * sl * pb, sl * pb, xb, mb)) + target.sync_cycles
+        if total > bound:
+            return total
+        est = poplin.reduce_add_cycles(sl, k, pb, pb, target.threads)
+        total += target.threads * _ceil_div(est, target.threads) + target.launch_cycles
+        depth = d
+    slice_elems = -(-be // pk)
+    total += (int(exchange_cycles((depth - 1) * slice_elems * pb, (depth - 1) * slice_elems * pb, slice_elems * pb,
+                                  xb, mb)) + target.sync_cycles)
+    if total <= bound:
+        total += _reduce_tile_cycles(int(pk), int(bm), int(bn), int(target.threads), int(target.launch_cycles),
+                                     int(out_bytes), int(pb), int(depth))
+    return total
+
+
 def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: int) -> int:
     """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: one poplin ReduceAdd
     supervisor vertex over its slice (ops.library_codelets.ConvReducePartials, as the engine charges it)."""
@@ -249,10 +318,11 @@ def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes:
 
 @functools.lru_cache(maxsize=65536)
 def _reduce_tile_cycles(pk: int, bm: int, bn: int, threads: int, launch: int, out_bytes: int,
-                        partials_bytes: int = 4) -> int:
+                        partials_bytes: int = 4, depth: int | None = None) -> int:
     """The costliest slice of split_even(bm x bn, pk) (at most two sizes) through poplin's ReduceAdd
-    estimate, in the engine's units: threads x ceil(estimate / threads) + one vertex launch."""
-    est = max(poplin.reduce_add_cycles(n, pk, out_bytes, partials_bytes, threads)
+    estimate for ``depth`` partials (default pk: a single-stage reduction), in the engine's units:
+    threads x ceil(estimate / threads) + one vertex launch."""
+    est = max(poplin.reduce_add_cycles(n, pk if depth is None else depth, out_bytes, partials_bytes, threads)
               for n in {s1 - s0 for s0, s1 in split_even(bm * bn, pk)})
     return threads * _ceil_div(est, threads) + launch
 
@@ -285,10 +355,7 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
             exchange += int(exchange_cycles(0, _ceil_div(elems, spread) * in_b, 0, xb, mb)) + target.sync_cycles
     reduce = 0
     if pk > 1:
-        reduce = (int(exchange_cycles((pk - 1) * slice_elems * pb, (pk - 1) * slice_elems * pb, slice_elems * pb, xb, mb))
-                  + target.sync_cycles)
-        if compute + exchange + reduce <= bound:
-            reduce += reduce_tile_cycles(pk, bm, bn, target, in_b)
+        reduce = k_reduce_cycles(pk, bm, bn, target, in_b, bound - compute - exchange)
     elif ps > 1:  # FP32 accumulator cast to the output type
         reduce = _cast_out_cycles(bm * bn, target.threads, target.launch_cycles, in_b, pb)
     return bm, bn, bk, per_tile, compute, exchange, reduce

