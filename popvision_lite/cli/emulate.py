@@ -11,6 +11,7 @@ import sys
 
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag
+from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import (
@@ -92,7 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
-def format_summary(s: dict, run, out_path: str) -> str:
+def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
+    """The end-of-run text; ``time_split`` is :func:`cli.info.time_split_line` of the written profile (the
+    split ``info`` prints, weighted over the whole step, not the stored timeline's few pipeline cycles)."""
     lines = []
     cfg = run.cfg
     lines.append(f"model {cfg.model} ({cfg.layers} layers, hidden {cfg.hidden}, batch {cfg.batch}"
@@ -144,14 +147,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
                          f"{m['optimizer_state_onchip']:.0f} / off-chip {m['optimizer_state_offchip']:.0f}, stash "
                          f"{m['stash']:.0f}, code {m['code']:.0f} MiB; fullest tile {t['max_tile_bytes']['need']:,} B"
                          + ("" if t["fits"] else " (OVER)"))
-    tot = max(1, sum(s["split"].values()))
-    parts = [f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)" for k, v in s["split"].items() if v]
-    sch_ = getattr(run, "schedule", None) or {}
-    if "profile_pipeline_cycles_shown" in sch_:
-        lines.append(f"split of the timeline drawn (one replica, {sch_['profile_pipeline_cycles_shown']} of "
-                     f"{sch_['pipeline_cycles']} pipeline cycles, IPU lanes summed): " + ", ".join(parts))
-    else:
-        lines.append("split: " + ", ".join(parts))
+    lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
         worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
@@ -243,7 +239,12 @@ def run(args) -> int:
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
         return 1
     s = summarize(result.profile_data, result)
-    print(format_summary(s, result, out))
+    try:
+        split = time_split_line(profile_totals(out))
+    except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
+        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(s, result, out, split))
     if not result.fits:
         print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
               f"profile written to {out}", file=sys.stderr)
