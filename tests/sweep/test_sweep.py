@@ -121,7 +121,7 @@ def test_rows_profiles_and_costs(client, tmp_path):
     from popvision_lite.analysis.verdict import _price
     from popvision_lite.devices import load_device
 
-    assert _price(load_device("ipu-mk2"))[1] in mk2["cost_note"].iloc[0]  # the verdict's words, verbatim
+    assert _price(load_device("ipu-mk2"), [], [])[1] in mk2["cost_note"].iloc[0]  # the verdict's words, verbatim
     # same cycles, faster clock: Bow is quicker per sample than Mk2 for the same point
     assert (bow["samples_per_second"].to_numpy() > mk2["samples_per_second"].to_numpy()).all()
     assert df.attrs["grid"] == {"batch": [8, 16], "device": ["ipu-mk2", "ipu-bow"]}
