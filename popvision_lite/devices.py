@@ -256,6 +256,7 @@ class ChipPrice:
     usd_per_chip_hour: float
     source: str
     borrowed: bool = False
+    borrowed_from: str = ""   # the name of the device whose price a borrowed price is
 
     @property
     def known(self) -> bool:
@@ -281,7 +282,8 @@ def chip_price(spec: DeviceSpec | str) -> ChipPrice:
             if o.usd_per_hour is not None:
                 return ChipPrice(float(o.usd_per_hour),
                                  f"{spec.name} has no published price; priced at the {o.name} rate "
-                                 f"({o.source('price.usd_per_hour')}; {PRICE_DATE_NOTE})", borrowed=True)
+                                 f"({o.source('price.usd_per_hour')}; {PRICE_DATE_NOTE})", borrowed=True,
+                                 borrowed_from=o.name)
     return ChipPrice(float("nan"), f"{spec.name}: no published price in resources/devices/{spec.id}.toml")
 
 

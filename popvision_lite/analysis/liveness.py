@@ -60,18 +60,27 @@ def live_variables(profile, lstep: int, tile: int | None = None) -> pd.DataFrame
     liveness curve at that step (a variable live in several intervals, ``variable_intervals``, only within
     one of them).
 
-    Columns: name, kind, dtype, shape, bytes, first_lstep, last_lstep, op_id, var_id, and
-    ``bytes_on_tile`` when ``tile`` is given (then only variables with bytes on that tile).
+    Columns: name, kind, dtype, shape, bytes, first_lstep, last_lstep (the live interval that holds ``lstep``:
+    for a variable live in several intervals, that one, not its whole span), intervals (how many live
+    intervals the variable has; 1 for most), op_id, var_id, and ``bytes_on_tile`` when ``tile`` is given
+    (then only variables with bytes on that tile).
     """
     v = profile.variables
     live = v[(~v["always_live"].astype(bool)) & (v["first_lstep"] <= lstep) & (v["last_lstep"] >= lstep)]
-    iv = _variable_intervals(profile)
-    if len(iv):
-        several = iv["var_id"].unique()
-        inside = iv.loc[(iv["first_lstep"] <= lstep) & (iv["last_lstep"] >= lstep), "var_id"].unique()
-        live = live[~live["var_id"].isin(several) | live["var_id"].isin(inside)]
     cols = ["name", "kind", "dtype", "shape", "bytes", "first_lstep", "last_lstep", "op_id", "var_id"]
     out = live[cols].copy()
+    out.insert(7, "intervals", np.ones(len(out), np.int64))
+    iv = _variable_intervals(profile)
+    if len(iv):
+        several = out["var_id"].isin(iv["var_id"].unique()).to_numpy()
+        here = iv[(iv["first_lstep"] <= lstep) & (iv["last_lstep"] >= lstep)].drop_duplicates("var_id")
+        here = here.set_index("var_id")
+        vid = out["var_id"]
+        inside = vid.isin(here.index).to_numpy()
+        out.loc[inside, "first_lstep"] = vid[inside].map(here["first_lstep"]).to_numpy()
+        out.loc[inside, "last_lstep"] = vid[inside].map(here["last_lstep"]).to_numpy()
+        out.loc[several, "intervals"] = vid[several].map(iv.groupby("var_id").size()).to_numpy()
+        out = out[~several | inside]
     if tile is not None:
         vt = profile.variable_tiles
         on = vt[(vt["tile"] == int(tile)) & vt["var_id"].isin(out["var_id"])]

@@ -71,7 +71,9 @@ class Verdict:
     gpu_bound_samples_per_second: float   # roofline bound of the GPU step (upper bound, not an estimate)
     gpu_estimate: ge.TrainingEstimate
     notes: list = field(default_factory=list)
-    missing_prices: list = field(default_factory=list)
+    missing_prices: list = field(default_factory=list)   # names of the devices with no price at all
+    # (device name, the device whose price it was given, USD per chip-hour) of each device priced at another's rate
+    borrowed_prices: list = field(default_factory=list)
     ipu_micro_batch: float = math.nan     # samples of one replica's micro-batch
     ipu_count_text: str = ""              # "4 replicas x 4 stages = 16 IPUs" (run_totals.ipu_count_text)
     ipu_fit_advice: str = ""              # when the IPU run does not fit: what it would take to fit
@@ -95,9 +97,17 @@ class Verdict:
         if math.isfinite(ci) and math.isfinite(cg):
             cheaper = ("GPU" if cg < ci else "IPU") + f" {max(ci, cg) / min(ci, cg):.2f}x cheaper per sample"
         else:
-            cheaper = "cost n/a (price missing: " + ", ".join(self.missing_prices) + ")"
+            cheaper = "cost n/a (no price for " + " or ".join(self.missing_prices) + ")"
         fit = "".join(f"; {side.label} does NOT fit in memory" for side in (self.ipu, self.gpu) if not side.fits)
         return f"{faster}; {cheaper}{fit}"
+
+    def price_notes(self) -> list[str]:
+        """How each side was priced, in plain words, where it was not at its own published price: a device
+        costed at another device's rate (the IPU Mk2 has no price of its own), and a device with no price."""
+        out = [f"{name} has no published price of its own: costed at the {other}'s {format_usd(usd)} per chip-hour."
+               for name, other, usd in self.borrowed_prices]
+        out += [f"{name} has no published price: no cost is given for it." for name in self.missing_prices]
+        return out
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(metric, IPU, GPU) rows, formatted, for tables and text."""
@@ -139,6 +149,7 @@ class Verdict:
         w1 = max(len(r[1]) for r in rows)
         lines = [f"Verdict for {self.model}: {self.headline()}", ""]
         lines += [f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows]
+        lines += ["", "Prices:"] + [f"- {n}" for n in self.price_notes()] if self.price_notes() else []
         lines += ["", "Notes:"] + [f"- {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -160,7 +171,8 @@ class Verdict:
         out = {"model": self.model, "samples": self.samples, "headline": self.headline(),
                "ipu_fit_advice": self.ipu_fit_advice,
                "gpu_over_ipu": self.speedup, "gpu_bound_samples_per_second": self.gpu_bound_samples_per_second,
-               "notes": list(self.notes), "missing_prices": list(self.missing_prices)}
+               "notes": list(self.notes), "missing_prices": list(self.missing_prices),
+               "borrowed_prices": [list(b) for b in self.borrowed_prices], "price_notes": self.price_notes()}
         for key, side in (("ipu", self.ipu), ("gpu", self.gpu), ("gpu_same_chips", self.gpu_same_chips)):
             d = asdict(side)
             d.update(seconds_for_samples=side.seconds_for(self.samples), usd_per_million=side.usd_per_million())
@@ -193,10 +205,15 @@ def _config(run: dict) -> dict:
     return cfg if isinstance(cfg, dict) else {}
 
 
-def _price(spec) -> tuple[float, str, bool]:
-    """(USD per chip-hour, source text, borrowed or missing?): :func:`devices.chip_price`."""
+def _price(spec, missing: list, borrowed: list) -> tuple[float, str]:
+    """(USD per chip-hour, source text) of ``spec`` (:func:`devices.chip_price`); a device with no price is added
+    to ``missing`` (its name), one priced at another device's rate to ``borrowed`` (name, other, USD)."""
     p = devices.chip_price(spec)
-    return p.usd_per_chip_hour, p.source, p.borrowed or not p.known
+    if not p.known:
+        missing.append(spec.name)
+    elif p.borrowed:
+        borrowed.append((spec.name, p.borrowed_from, p.usd_per_chip_hour))
+    return p.usd_per_chip_hour, p.source
 
 
 def ipu_throughput(profile) -> tuple[float, float, float, str]:
@@ -352,9 +369,8 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
 
     ipu_spec = devices.load_bundled_device(target.device)  # an id from a file, never a path
     ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
-    ipu_price, ipu_src, ipu_missing = _price(ipu_spec)
-    if ipu_missing:
-        missing.append(ipu_spec.name + (" (priced at another IPU's rate)" if math.isfinite(ipu_price) else ""))
+    borrowed: list[tuple] = []
+    ipu_price, ipu_src = _price(ipu_spec, missing, borrowed)
     rt = _totals(profile)
     notes.append(f"IPU chips: {rt.ipu_count_text if rt is not None else chips_basis}")
     notes.append(f"IPU price: {ipu_src}")
@@ -364,9 +380,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                price_source=ipu_src)
 
     gm = ge.gpu_model(gpu)
-    gprice, gsrc, gmissing = _price(gm.spec)
-    if gmissing:
-        missing.append(gm.spec.name)
+    gprice, gsrc = _price(gm.spec, missing, borrowed)
     notes.append(f"GPU price: {gsrc}")
     training = bool(cfg.get("training", True))
     opt = str(cfg.get("optimizer", "sgd") or "sgd").lower()
@@ -441,7 +455,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     advice = "" if ipu_fits else fit_advice(profile)
     return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
                    gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
-                   notes=notes, missing_prices=missing, ipu_micro_batch=per_pass, ipu_fit_advice=advice,
+                   notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass, ipu_fit_advice=advice,
                    ipu_count_text=rt.ipu_count_text if rt is not None else "")
 
 

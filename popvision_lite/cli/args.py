@@ -59,7 +59,7 @@ def field_flag(p, name: str, help_text: str) -> None:
     lo, hi = f.bounds
     if lo is not None:  # the accepted range, from the same definition the check reads
         help_text += f" [{lo:g} .. {hi:g}]" if f.kind != "int" else f" [{lo} .. {hi:,}]"
-    p.add_argument(f.flag, dest=name, action=_FieldTexts, metavar=f.metavar(), help=help_text)
+    p.add_argument(f.flag, dest=name, action=_FieldTexts, metavar=f.metavar(), help=help_text.replace("%", "%%"))
 
 
 def field_value(args, name: str):

@@ -11,11 +11,11 @@ import sys
 
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag
+from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import (
     CLI,
-    DEVICE_ALIASES,
     FIELDS,
     ONLY_FOR,
     RunConfig,
@@ -31,68 +31,45 @@ MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
-def _field(p, name: str, help_text: str, group=None) -> None:
-    field_flag(group or p, name, help_text)
+def _field(p, name: str, group=None) -> None:
+    """The flag of run-config field ``name``, its help text from the field's definition (run_config.FIELDS)."""
+    field_flag(group or p, name, FIELDS[name].help)
+
+
+def _switch(p, name: str, flag: str | None = None) -> None:
+    """An on-switch (``--recompute``) for boolean field ``name``, its help from the field's definition."""
+    p.add_argument(flag or FIELDS[name].flag, dest=name, action="store_true", default=None, help=FIELDS[name].help)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
                    help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
-    p.add_argument("-o", "--output", help="profile file to write (.pvl)")
-    _field(p, "device", f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)")
-    _field(p, "ipus", "number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages")
-    _field(p, "batch", "batch size")
-    _field(p, "seq", "sequence length (bert)")
-    _field(p, "layers", "number of layers / blocks")
-    _field(p, "hidden", "hidden size (bert, mlp), channels (conv), features (gnn)")
-    _field(p, "heads", "attention heads (bert)")
-    _field(p, "head_dim", "width of one attention head (bert, gpt; default hidden / heads)")
-    _field(p, "vocab", "vocabulary size (bert; presets 30522, MLPerf 30912)")
-    _field(p, "image", "image height and width (conv)")
-    _field(p, "nodes", "graph nodes (gnn)")
-    _field(p, "edges", "graph edges (gnn)")
-    _field(p, "seed", "random seed of inputs and weights (default 0)")
-    p.add_argument("--recompute", action="store_true", default=None,
-                   help="recompute each layer's forward in the backward pass (activation checkpointing)")
+    p.add_argument("-o", "--output", help=FIELDS["output"].help)
+    for name in ("device", "ipus", "batch", "seq", "layers", "hidden", "heads", "head_dim", "vocab", "image", "nodes",
+                 "edges", "seed"):
+        _field(p, name)
+    _switch(p, "recompute")
     p.add_argument("--inference", action="store_true", default=None, help="forward pass only (no training step)")
-    p.add_argument("--streaming-weights", action="store_true", default=None,
-                   help="keep weights in streaming memory (DDR) and load them with StreamCopy")
-    _field(p, "precision", "fp16 (AMP: FP32 accumulate) or fp32")
-    p.add_argument("--timing-only", action="store_true", default=None,
-                   help="no numerics: same cycles and memory, for large targets")
+    _switch(p, "streaming_weights")
+    _field(p, "precision")
+    _switch(p, "timing_only")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    _field(p, "replicas", "data-parallel replicas (ipus = replicas x stages)", g)
-    _field(p, "pipeline_stages", "pipeline stages per replica (default: ipus / replicas)", g)
-    _field(p, "tensor_parallel", "IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns "
-           "and vocabulary split; ipus = replicas x stages x this; default 1)", g)
-    _field(p, "layer_split", "layers per pipeline stage, PopART-style (e.g. 3,7,7,7)", g)
-    _field(p, "pipeline_placement", "sequential (embedding on the first IPU, heads on the last) or wrap "
-           "(Graphcore's MLPerf BERT: embedding and heads with the tied decoder on IPU 0, which also runs the "
-           "last layers; --layer-split then lists IPU 1, ..., IPU S-1, IPU 0)", g)
-    _field(p, "grad_accum", "micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)", g)
-    _field(p, "optimizer", "optimizer (default sgd)", g)
-    _field(p, "optimizer_state", "keep optimizer state in tile SRAM or stream it from DDR once per step", g)
-    _field(p, "optimizer_state_dtype", "dtype of optimizer moments (default fp32)", g)
-    g.add_argument("--master-weights", dest="master_weights", action="store_true", default=None,
-                   help="fp32 master copy of fp16 weights")
-    g.add_argument("--rts", action="store_true", default=None,
-                   help="replicated tensor sharding of the optimizer state across replicas")
-    _field(p, "available_memory_proportion", "share of tile memory for matmul temporaries (Poplar default 0.6; "
-           "or one per IPU, comma-separated)", g)
-    _field(p, "partials_type", "type of matmul / convolution partials (poplin partialsType; default float; half "
-           "for fp16 runs)", g)
-    _field(p, "packing", "average sequences per pack (bert; 1 = unpacked)", g)
-    _field(p, "mask_tokens", "MLM positions per pack (default 15%% of seq)", g)
-    _field(p, "host_framework", "add the host step loop's per-step cost of this framework (calibrated, device "
-           "spec; default none: the IPUs alone)", g)
-    _field(p, "conv_lowering", "resnet: halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py; "
-           "the default) or im2col (windows gathered into an implicit-GEMM operand)")
+    for name in ("replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum",
+                 "optimizer", "optimizer_state", "optimizer_state_dtype"):
+        _field(p, name, g)
+    _switch(g, "master_weights")
+    _switch(g, "rts")
+    for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework"):
+        _field(p, name, g)
+    _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
-def format_summary(s: dict, run, out_path: str) -> str:
+def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
+    """The end-of-run text; ``time_split`` is :func:`cli.info.time_split_line` of the written profile (the
+    split ``info`` prints, weighted over the whole step, not the stored timeline's few pipeline cycles)."""
     lines = []
     cfg = run.cfg
     lines.append(f"model {cfg.model} ({cfg.layers} layers, hidden {cfg.hidden}, batch {cfg.batch}"
@@ -144,14 +121,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
                          f"{m['optimizer_state_onchip']:.0f} / off-chip {m['optimizer_state_offchip']:.0f}, stash "
                          f"{m['stash']:.0f}, code {m['code']:.0f} MiB; fullest tile {t['max_tile_bytes']['need']:,} B"
                          + ("" if t["fits"] else " (OVER)"))
-    tot = max(1, sum(s["split"].values()))
-    parts = [f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)" for k, v in s["split"].items() if v]
-    sch_ = getattr(run, "schedule", None) or {}
-    if "profile_pipeline_cycles_shown" in sch_:
-        lines.append(f"split of the timeline drawn (one replica, {sch_['profile_pipeline_cycles_shown']} of "
-                     f"{sch_['pipeline_cycles']} pipeline cycles, IPU lanes summed): " + ", ".join(parts))
-    else:
-        lines.append("split: " + ", ".join(parts))
+    lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
         worst = max(run.numeric_checks.values(), key=lambda v: v["max_rel_err"])
@@ -243,7 +213,12 @@ def run(args) -> int:
         print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
         return 1
     s = summarize(result.profile_data, result)
-    print(format_summary(s, result, out))
+    try:
+        split = time_split_line(profile_totals(out))
+    except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
+        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(s, result, out, split))
     if not result.fits:
         print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
               f"profile written to {out}", file=sys.stderr)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from popvision_lite.cli.args import check_new_file, field_value
+from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.onnx_import.config import (
     CONFIG_KEYS,
     NOT_FOR_ONNX,
@@ -171,7 +172,7 @@ def what_would_fit(run, s: dict) -> str:
     return "; ".join(tips)
 
 
-def format_summary(s: dict, run, out_path: str) -> str:
+def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
     lines = [f"model {Path(run.path).name} (ONNX, {run.num_ops} ops"
              + (", dims " + ", ".join(f"{k}={v}" for k, v in run.dims.items()) if run.dims else "")
              + f"), {run.config.get('precision')}, "
@@ -201,9 +202,7 @@ def format_summary(s: dict, run, out_path: str) -> str:
                      f"{sch['allreduce_cycles']:,}; optimizer {sch['optimizer_cycles']:,}; DDR stream "
                      f"{sch['stream_cycles']:,} (= {sch['stream_cycles'] / clock * 1e3:.2f} ms); step "
                      f"{sch['step_seconds'] * 1e3:.3f} ms")
-    tot = max(1, sum(s["split"].values()))
-    lines.append("split: " + ", ".join(f"{k.replace('_', ' ')} {v:,} ({100 * v / tot:.0f}%)"
-                                       for k, v in s["split"].items() if v))
+    lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
         outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:")}
@@ -235,7 +234,12 @@ def run_onnx(args) -> int:
     except PopvisionError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
-    print(format_summary(summarize(result.profile_data, result), result, kw["output"]))
+    try:
+        split = time_split_line(profile_totals(kw["output"]))
+    except PopvisionError as e:  # the file just written cannot be read back
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(summarize(result.profile_data, result), result, kw["output"], split))
     if not result.fits:
         print(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
               f"{kw['output']}", file=sys.stderr)

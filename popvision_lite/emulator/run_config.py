@@ -54,12 +54,17 @@ class Field:
     """One run-config field: ``kind`` is int | number | bool | choice | model | device | file |
     layer_split | fractions (a number, or one per IPU); bounds come from ``value_checks.MODEL_LIMITS``
     (shared with the ONNX loader's dims and the host-memory check); ``only_for`` lists the model families
-    that read it (empty: every model)."""
+    that read it (empty: every model).  ``label`` names it in the desktop app's run dialog, ``help`` says what
+    it does (the ``emulate`` flag's help and the dialog's tooltip) and ``group`` is the part of the run it
+    belongs to (:data:`GROUPS`: the dialog's sections)."""
 
     name: str
     kind: str
     choices: tuple = ()
     only_for: tuple = ()
+    label: str = ""
+    help: str = ""
+    group: str = "model"
 
     @property
     def bounds(self) -> tuple:
@@ -164,27 +169,80 @@ def _number(s: str, where: str, integer: bool):
 
 _OPTIMIZERS = tuple(OPTIMIZER_PASSES)
 _TRANSFORMER = ("bert", "gpt")
+# the parts of a run, in the order the run dialog shows them
+GROUPS = {"run": "Run", "model": "Workload", "lowering": "Precision and memory", "scale": "Training at scale"}
 FIELDS: dict[str, Field] = {f.name: f for f in (
-    Field("model", "model"), Field("device", "device"), Field("output", "file"), Field("timing_only", "bool"),
-    Field("batch", "int"), Field("seq", "int", only_for=_TRANSFORMER), Field("layers", "int"), Field("hidden", "int"),
-    Field("heads", "int", only_for=_TRANSFORMER), Field("head_dim", "int", only_for=_TRANSFORMER),
-    Field("ffn", "int", only_for=_TRANSFORMER), Field("vocab", "int", only_for=("bert", "gpt", "resnet")),
-    Field("image", "int", only_for=("conv", "resnet")), Field("nodes", "int", only_for=("gnn",)),
-    Field("edges", "int", only_for=("gnn",)), Field("ipus", "int"), Field("seed", "int"), Field("lr", "number"),
-    Field("precision", "choice", choices=("fp16", "fp32")),
-    Field("recompute", "bool", only_for=("bert", "gpt", "resnet")), Field("training", "bool"),
-    Field("streaming_weights", "bool", only_for=("bert", "gpt", "mlp")),
+    Field("model", "model", label="Model", help="bundled workload", group="run"),
+    Field("device", "device", label="Device", group="run",
+          help=f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)"),
+    Field("output", "file", label="Profile file", help="profile file to write (.pvl)", group="run"),
+    Field("timing_only", "bool", label="Timing only", help="no numerics: same cycles and memory, for large targets",
+          group="run"),
+    Field("batch", "int", label="Batch", help="batch size"),
+    Field("seq", "int", only_for=_TRANSFORMER, label="Sequence length", help="sequence length (bert, gpt)"),
+    Field("layers", "int", label="Layers", help="number of layers / blocks"),
+    Field("hidden", "int", label="Hidden size", help="hidden size (bert, mlp), channels (conv), features (gnn)"),
+    Field("heads", "int", only_for=_TRANSFORMER, label="Attention heads", help="attention heads (bert, gpt)"),
+    Field("head_dim", "int", only_for=_TRANSFORMER, label="Head width",
+          help="width of one attention head (bert, gpt; default hidden / heads)"),
+    Field("ffn", "int", only_for=_TRANSFORMER, label="FFN width",
+          help="width of the feed-forward layer (bert, gpt; default 4 x hidden)"),
+    Field("vocab", "int", only_for=("bert", "gpt", "resnet"), label="Vocabulary / classes",
+          help="vocabulary size (bert, gpt; presets 30522, MLPerf 30912), classes (resnet)"),
+    Field("image", "int", only_for=("conv", "resnet"), label="Image size", help="image height and width (conv, resnet)"),
+    Field("nodes", "int", only_for=("gnn",), label="Graph nodes", help="graph nodes (gnn)"),
+    Field("edges", "int", only_for=("gnn",), label="Graph edges", help="graph edges (gnn)"),
+    Field("ipus", "int", label="IPUs", group="scale",
+          help="number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages"),
+    Field("seed", "int", label="Seed", help="random seed of inputs and weights (default 0)"),
+    Field("lr", "number", label="Learning rate", help="learning rate of the optimizer step (default 0.01)"),
+    Field("precision", "choice", choices=("fp16", "fp32"), label="Precision", group="lowering",
+          help="fp16 (AMP: FP32 accumulate) or fp32"),
+    Field("recompute", "bool", only_for=("bert", "gpt", "resnet"), label="Recompute", group="lowering",
+          help="recompute each layer's forward in the backward pass (activation checkpointing)"),
+    Field("training", "bool", label="Training", help="a training step (off: the forward pass only, --inference)"),
+    Field("streaming_weights", "bool", only_for=("bert", "gpt", "mlp"), label="Streaming weights", group="lowering",
+          help="keep weights in streaming memory (DDR) and load them with StreamCopy"),
     # training at scale (emulator/models/pipeline.py; docs/emulator.md "Schedule model")
-    Field("replicas", "int"), Field("pipeline_stages", "int"),
-    Field("tensor_parallel", "int", only_for=_TRANSFORMER),
-    Field("layer_split", "layer_split", only_for=_TRANSFORMER), Field("grad_accum", "int"),
-    Field("optimizer", "choice", choices=_OPTIMIZERS), Field("optimizer_state", "choice", choices=("onchip", "offchip")),
-    Field("optimizer_state_dtype", "choice", choices=("fp16", "fp32")), Field("master_weights", "bool"),
-    Field("rts", "bool"), Field("host_framework", "choice", choices=("none", "popart", "tensorflow")),
-    Field("available_memory_proportion", "fractions"), Field("partials_type", "choice", choices=("float", "half")), Field("packing", "number", only_for=_TRANSFORMER),
-    Field("mask_tokens", "int", only_for=("bert",)), Field("outline", "bool", only_for=("bert", "gpt", "resnet")),
-    Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=("bert",)),
-    Field("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",)),
+    Field("replicas", "int", label="Replicas", group="scale", help="data-parallel replicas (ipus = replicas x stages)"),
+    Field("pipeline_stages", "int", label="Pipeline stages", group="scale",
+          help="pipeline stages per replica (default: ipus / replicas)"),
+    Field("tensor_parallel", "int", only_for=_TRANSFORMER, label="Tensor parallel", group="scale",
+          help="IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns and vocabulary split; "
+               "ipus = replicas x stages x this; default 1)"),
+    Field("layer_split", "layer_split", only_for=_TRANSFORMER, label="Layer split", group="scale",
+          help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)"),
+    Field("grad_accum", "int", label="Gradient accumulation", group="scale",
+          help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)"),
+    Field("optimizer", "choice", choices=_OPTIMIZERS, label="Optimizer", group="scale", help="optimizer (default sgd)"),
+    Field("optimizer_state", "choice", choices=("onchip", "offchip"), label="Optimizer state", group="scale",
+          help="keep optimizer state in tile SRAM or stream it from DDR once per step"),
+    Field("optimizer_state_dtype", "choice", choices=("fp16", "fp32"), label="Optimizer state dtype", group="scale",
+          help="dtype of optimizer moments (default fp32)"),
+    Field("master_weights", "bool", label="Master weights", group="scale", help="fp32 master copy of fp16 weights"),
+    Field("rts", "bool", label="Replicated tensor sharding", group="scale",
+          help="replicated tensor sharding of the optimizer state across replicas"),
+    Field("host_framework", "choice", choices=("none", "popart", "tensorflow"), label="Host framework", group="scale",
+          help="add the host step loop's per-step cost of this framework (calibrated, device spec; default none: "
+               "the IPUs alone)"),
+    Field("available_memory_proportion", "fractions", label="Available memory proportion", group="lowering",
+          help="share of tile memory for matmul temporaries (Poplar default 0.6; or one per IPU, comma-separated)"),
+    Field("partials_type", "choice", choices=("float", "half"), label="Partials type", group="lowering",
+          help="type of matmul / convolution partials (poplin partialsType; default float; half for fp16 runs)"),
+    Field("packing", "number", only_for=_TRANSFORMER, label="Packing",
+          help="average sequences per pack (bert; 1 = unpacked)"),
+    Field("mask_tokens", "int", only_for=("bert",), label="Mask tokens", help="MLM positions per pack (default 15 % of seq)"),
+    Field("outline", "bool", only_for=("bert", "gpt", "resnet"), label="Outlining", group="lowering",
+          help="share the code of structurally identical ops in a stage (PopART outlining; default on)"),
+    Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=("bert",), label="Pipeline placement",
+          group="scale",
+          help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf BERT: embedding "
+               "and heads with the tied decoder on IPU 0, which also runs the last layers; --layer-split then lists "
+               "IPU 1, ..., IPU S-1, IPU 0)"),
+    Field("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",), label="Convolution lowering",
+          group="lowering",
+          help="resnet: halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py; "
+               "the default) or im2col (windows gathered into an implicit-GEMM operand)"),
 )}
 MODEL_FIELDS = tuple(k for k in FIELDS if k not in TOP_KEYS)
 # the models that read a field, for the fields only some models read (the others ignore it)

@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.profile.schema import MEMORY_CATEGORIES, STEP_KINDS
+from popvision_lite.profile.schema import MEMORY_CATEGORIES
 
 
 def summarize(pd_, run) -> dict:
     """Numbers of the end-of-run summary, from the profile data (``pd_``) and the run (``RunResult``): fits,
-    peak tile and its bytes, capacity, total cycles and seconds, clock, and the cycles of each step kind
-    (``split``)."""
+    peak tile and its bytes, capacity, total cycles and seconds, clock.  Where the step's time goes (compute /
+    exchange / sync / stream) is ``analysis.run_totals`` of the written profile, the one definition every view
+    and command uses (the stored steps alone are a few representative pipeline cycles, not the step)."""
     mem = np.asarray(pd_.memory)
     per_tile = mem.sum(axis=(1, 2))
     peak_tile = int(per_tile.argmax())
-    steps = pd_.steps
-    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
-    kinds = steps["kind"].to_numpy()
-    split = {}
-    for code, name in enumerate(STEP_KINDS):
-        split[name] = int(dur[kinds == code].sum())
     total = int(run.total_cycles)
     clock = float(pd_.target.clock_hz)
     # what fills the peak tile: its memory categories, largest first (why a run does or does not fit)
@@ -29,4 +24,4 @@ def summarize(pd_, run) -> dict:
     return dict(fits=bool(run.fits), peak_tile=peak_tile, peak_bytes=int(per_tile[peak_tile]),
                 peak_categories=peak_categories,
                 capacity=int(pd_.target.sram_bytes_per_tile), total_cycles=total, seconds=total / clock,
-                clock_hz=clock, split=split)
+                clock_hz=clock)

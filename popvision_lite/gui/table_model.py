@@ -45,13 +45,15 @@ def _format_float(col: str, v: float) -> str:
 class DataFrameModel(QAbstractTableModel):
     """Shows ``df``; columns named in ``byte_columns`` display as KiB/MiB but sort by value.
 
-    ``headers`` maps column -> shown title; tooltips show the exact value.
+    ``headers`` maps column -> shown title, ``header_tips`` column -> what the column means (the header's
+    tooltip); a cell's tooltip shows its exact value.
     """
 
     def __init__(self, df: pd.DataFrame | None = None, headers: dict[str, str] | None = None,
-                 byte_columns: tuple[str, ...] = (), parent=None):
+                 byte_columns: tuple[str, ...] = (), parent=None, header_tips: dict[str, str] | None = None):
         super().__init__(parent)
         self.headers = headers or {}
+        self.header_tips = header_tips or {}
         self.byte_columns = set(byte_columns)
         self._df = pd.DataFrame() if df is None else df.reset_index(drop=True)
         self._cache_columns()
@@ -104,6 +106,9 @@ class DataFrameModel(QAbstractTableModel):
         return None
 
     def headerData(self, section, orientation, role=Qt.DisplayRole):
+        if orientation == Qt.Horizontal and role == Qt.ToolTipRole:
+            tip = self.header_tips.get(str(self._df.columns[section]))
+            return plain_tip(tip) if tip else None
         if role != Qt.DisplayRole:
             return None
         if orientation == Qt.Horizontal:

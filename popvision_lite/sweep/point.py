@@ -53,13 +53,17 @@ def price_per_chip_hour(device: str) -> tuple[float | None, str]:
     return (p.usd_per_chip_hour if p.known else None), p.source
 
 
-def metrics(run, device: str) -> dict:
-    """Row numbers of a finished emulation (``RunResult``)."""
+def metrics(run, device: str, profile_path) -> dict:
+    """Row numbers of a finished emulation (``RunResult``) whose profile was written to ``profile_path``; the
+    compute / exchange / sync / stream shares are those of ``analysis.run_totals`` on that file (the shares of
+    one whole step's IPU time that ``info`` and every view show)."""
+    from popvision_lite.analysis.run_totals import run_totals
     from popvision_lite.emulator.run_summary import summarize
+    from popvision_lite.profile.reader import open_profile
 
     s = summarize(run.profile_data, run)
-    split = s["split"]
-    busy = max(1, sum(split.values()))
+    with open_profile(profile_path) as p:
+        share = run_totals(p).part_share
     cfg = run.cfg
     chips = int(getattr(cfg, "ipus", 1) or 1)
     sps = getattr(run, "samples_per_second", None)
@@ -87,10 +91,10 @@ def metrics(run, device: str) -> dict:
         samples_per_second_basis=sps_basis,
         total_cycles=int(s["total_cycles"]),
         step_seconds=float(step),
-        compute_share=split.get("compute", 0) / busy,
-        exchange_share=(split.get("exchange_internal", 0) + split.get("exchange_global", 0)) / busy,
-        sync_share=split.get("sync", 0) / busy,
-        stream_copy_share=split.get("stream_copy", 0) / busy,
+        compute_share=share["compute"],
+        exchange_share=share["exchange"],
+        sync_share=share["sync"],
+        stream_copy_share=share["stream"],
         usd_per_chip_hour=price if price is not None else float("nan"),
         cost_per_1m_samples_usd=cost,
         cost_note=cost_note,
@@ -147,7 +151,7 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
         run = (point_fn or emulate)(spec, str(staged))
         # every resolved model field (defaults included); 'model' stays the name given (bert-base, not bert)
         row.update({k: v for k, v in run.cfg.to_dict().items() if k != "model"})
-        row.update(metrics(run, spec["device"]))
+        row.update(metrics(run, spec["device"], staged))
         row.update(status="ok", profile=rel)
     except Exception as e:  # noqa: BLE001 - every failure of a point becomes its row, never the sweep's end
         row["error"] = _message(e)
@@ -194,7 +198,7 @@ _CONTEXT = None
 # imported once by the fork server, so a point's process starts in milliseconds instead of paying an
 # interpreter start and these imports (~0.5 s idle, seconds on a loaded machine: docs/performance.md)
 PRELOAD = ["popvision_lite.sweep.point", "popvision_lite.emulator.models.emulated",
-           "popvision_lite.emulator.run_summary",
+           "popvision_lite.emulator.run_summary", "popvision_lite.analysis.run_totals", "popvision_lite.profile.reader",
            "popvision_lite.profile.writer", "popvision_lite.devices", "popvision_lite.sweep.folder"]
 
 

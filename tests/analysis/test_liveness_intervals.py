@@ -49,6 +49,32 @@ def test_recomputed_variables_listed_only_while_live_and_the_list_adds_up_to_the
     assert checked == ltb.shape[0]
 
 
+def test_a_variable_live_in_several_intervals_shows_the_interval_live_at_the_step(recompute_profile):
+    """first/last lstep of a listed variable are those of its interval that holds the step (not its whole
+    first..last span), and 'intervals' counts its live intervals; a variable live once shows its span and 1."""
+    prof = recompute_profile
+    iv = prof.variable_intervals
+    v = prof.variables.set_index("var_id")
+    counts = iv.groupby("var_id").size()
+    var = int(counts.index[0])
+    rows = iv[iv["var_id"] == var].sort_values("first_lstep")
+    last = rows.iloc[-1]  # the recomputed interval, after the span's start
+    step = int(last["first_lstep"])
+    assert step > v.loc[var, "first_lstep"]
+    live = live_variables(prof, step).set_index("var_id")
+    assert (live.loc[var, "first_lstep"], live.loc[var, "last_lstep"], live.loc[var, "intervals"]) == \
+        (step, int(last["last_lstep"]), int(counts[var]))
+    once = live[~live.index.isin(counts.index)]
+    assert len(once) and (once["intervals"] == 1).all()
+    assert (once["first_lstep"] == v.loc[once.index, "first_lstep"]).all()
+    assert (once["last_lstep"] == v.loc[once.index, "last_lstep"]).all()
+    # every listed variable's interval holds the step, also on a tile
+    for tile in (None, int(np.argmax(np.asarray(prof.liveness.tile_bytes(), dtype=np.int64)[step]))):
+        df = live_variables(prof, step, tile=tile)
+        assert ((df["first_lstep"] <= step) & (df["last_lstep"] >= step)).all()
+        assert list(df.columns[-3:]) == ["intervals", "op_id", "var_id"]
+
+
 @pytest.mark.parametrize("step", [0, 3])
 def test_a_format_3_0_file_opens_with_no_intervals_and_lists_by_span(step):
     prof = open_profile(V3_0)
@@ -56,7 +82,8 @@ def test_a_format_3_0_file_opens_with_no_intervals_and_lists_by_span(step):
     assert len(prof.variable_intervals) == 0
     v = prof.variables
     want = set(v[(~v["always_live"]) & (v["first_lstep"] <= step) & (v["last_lstep"] >= step)]["var_id"])
-    assert set(live_variables(prof, step)["var_id"]) == want
+    got = live_variables(prof, step)
+    assert set(got["var_id"]) == want and (got["intervals"] == 1).all()
 
 
 @pytest.mark.parametrize("model,kw", [

@@ -53,8 +53,12 @@ def test_cost_is_price_times_chips_times_wall_time(tiny):
     assert i.usd_per_million() == pytest.approx(1.67 * 1 * (1e6 / i.samples_per_second) / 3600)
     assert g.usd_per_million() == pytest.approx(3.18 * 8 * (1e6 / g.samples_per_second) / 3600)
     assert i.seconds_for(2e6) == pytest.approx(2e6 / i.samples_per_second)
-    # Mk2 has no price of its own: priced at the Bow's, and said so
-    assert any(m.startswith("IPU Mk2 (GC200)") for m in v.missing_prices) and "no published price" in i.price_source
+    # Mk2 has no price of its own: priced at the Bow's, and said so in plain words; it is not a missing price
+    assert v.missing_prices == [] and "no published price" in i.price_source
+    assert v.borrowed_prices == [("IPU Mk2 (GC200)", "Bow IPU", 1.67)]
+    assert v.price_notes() == ["IPU Mk2 (GC200) has no published price of its own: costed at the Bow IPU's "
+                               "$1.67 per chip-hour."]
+    assert "cheaper per sample" in v.headline() and "Prices:\n- IPU Mk2 (GC200) has no published" in v.text()
     # same chip count: the GPU estimate with one GPU, as the IPU run has one IPU
     assert v.gpu_same_chips.chips == 1 and v.gpu_same_chips.samples_per_second != g.samples_per_second
 
@@ -64,7 +68,11 @@ def test_pipeline_profile_and_missing_gpu_price():
         v = verdict(p, gpu="h100-sxm")
         assert v.ipu.chips == 4 and v.gpu.chips == 4
         assert v.gpu.usd_per_chip_hour != v.gpu.usd_per_chip_hour  # nan: no H100 price recorded
-        assert "NVIDIA H100 SXM 80GB" in v.missing_prices and "price missing" in v.headline()
+        assert v.missing_prices == ["NVIDIA H100 SXM 80GB"]
+        assert v.headline().endswith("cost n/a (no price for NVIDIA H100 SXM 80GB)")
+        assert v.price_notes() == [
+            "IPU Mk2 (GC200) has no published price of its own: costed at the Bow IPU's $1.67 per chip-hour.",
+            "NVIDIA H100 SXM 80GB has no published price: no cost is given for it."]
         assert any("all-reduce" in n for n in v.notes)
         with pytest.raises(ConfigError):
             verdict(p, gpus=0)
@@ -219,7 +227,13 @@ def test_summary_view_verdict_panel(qtbot):
     panel.gpus.setValue(8)
     assert panel.result.gpu.chips == 8 and "x8 (estimated)" in panel.body.text()
     panel.gpu.setCurrentIndex(panel.gpu.findData("h100-sxm"))
-    assert panel.result.gpu.label.startswith("NVIDIA H100") and "Prices missing" in panel.body.text()
+    body = panel.body.text()
+    assert panel.result.gpu.label.startswith("NVIDIA H100") and "Prices missing" not in body
+    from popvision_lite.gui.text import plain_html
+
+    for note in panel.result.price_notes():  # how each side was priced, as the analysis words it
+        assert plain_html(note) in body, note
+    assert "NVIDIA H100 SXM 80GB has no published price: no cost is given for it." in body
     tables = view.tables()
     assert "verdict" in tables and len(tables) == 2   # the top-ops table keeps its export
     doc.close()

@@ -15,7 +15,8 @@ def test_emulate_ok_writes_profile_and_summary(tmp_path, capsys):
     rc = main(["emulate", "mlp", *SMALL, "--precision", "fp32", "-o", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
-    for needle in ("fits: yes", "peak tile memory:", "total cycles:", "ms at 1.325 GHz", "split: compute",
+    for needle in ("fits: yes", "peak tile memory:", "total cycles:", "ms at 1.325 GHz",
+                   "time split of one step (IPU time summed over 1 IPU): compute",
                    "numeric checks vs numpy reference: 11/11 passed"):
         assert needle in text
     with pvl.open(out) as p:
@@ -25,6 +26,44 @@ def test_emulate_ok_writes_profile_and_summary(tmp_path, capsys):
         assert p.run["config"]["hidden"] == 16 and p.run["config"]["precision"] == "fp32"
         # the summary's total cycles equal the profile's
         assert f"total cycles: {p.run['total_cycles']:,}" in text
+
+
+def test_a_pipelined_runs_split_is_the_one_info_prints(tmp_path, capsys):
+    """A pipelined run stores a few pipeline cycles of its step (5 of 18 here) besides its once-a-step phases;
+    the line emulate prints is the whole step's split, from analysis.run_totals on the written profile as
+    ``info`` prints it, not the stored steps' durations added up (which gave stream copy 91 % here, where
+    the step spends 42 % of its IPU time streaming the LAMB state)."""
+    import re
+
+    import numpy as np
+
+    from popvision_lite.analysis.run_totals import PART_OF_KIND, PARTS, run_totals
+    from popvision_lite.profile import schema
+
+    out = tmp_path / "pipe.pvl"
+    rc = main(["emulate", "bert-tiny", "--layers", "4", "--batch", "4", "--seq", "64", "--ipus", "4", "--replicas",
+               "2", "--pipeline-stages", "2", "--grad-accum", "16", "--optimizer", "lamb", "--optimizer-state",
+               "offchip", "--timing-only", "-q", "-o", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.startswith("time split"))
+    assert line.startswith("time split of one optimizer step (IPU time summed over 2 IPUs of one replica): ")
+    printed = {m[0]: (int(m[1].replace(",", "")), float(m[2]))
+               for m in re.findall(r"(\w+) ([\d,]+) cycles \(([\d.]+)%", line)}
+    with pvl.open(out) as p:
+        rt = run_totals(p)
+        steps = p.steps
+    assert printed == {k: (rt.part_cycles[k], round(100 * rt.part_share[k], 1)) for k in PARTS}
+    assert f"waiting for other IPUs {rt.waiting_cycles:,}" in line
+    assert main(["info", str(out)]) == 0
+    info = capsys.readouterr().out
+    for k in PARTS:
+        assert re.search(rf"{k} +{rt.part_cycles[k]:,} cycles +{100 * rt.part_share[k]:.1f}%", info), k
+    # what the line used to add up: the stored steps, which overstate the stream phases many times
+    dur = (steps["end_cycle"] - steps["start_cycle"]).to_numpy()
+    stored_stream = dur[steps["kind"].to_numpy() == schema.STEP_KIND_CODE["stream_copy"]].sum() / dur.sum()
+    assert PART_OF_KIND["stream_copy"] == "stream" and stored_stream > rt.part_share["stream"] + 0.3
+    assert 0.3 < rt.part_share["stream"] < 0.6 and np.isclose(sum(rt.part_share.values()), 1.0)
 
 
 def test_progress_bar_on_stderr(tmp_path, capsys):

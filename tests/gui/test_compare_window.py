@@ -197,7 +197,7 @@ def test_emulation_dialogs(qtbot, run_pairs):
     e = whatif.EmulationDialog(base, out="/tmp/x.pvl")
     qtbot.addWidget(e)
     e.device.setCurrentText("ipu-bow")
-    e.ipus.setCurrentText("4")
+    e.inputs["ipus"].widget.setValue(4)
     s = e.settings()
     assert s["device"] == "ipu-bow" and s["ipus"] == 4 and s["model"] == base["model"] and e.output() == "/tmp/x.pvl"
 

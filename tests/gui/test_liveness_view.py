@@ -98,3 +98,41 @@ def test_multi_ipu_liveness_marks_ipu_boundaries(qtbot):
     assert [ln.value() for ln in v.ipu_lines] == [float(f) - 0.5 for f in spans["first_lstep"]]
     assert [ln.label.toPlainText() for ln in v.ipu_lines] == ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]
     doc.close()
+
+
+def test_a_variable_live_in_several_intervals_shows_the_one_live_at_the_step(qtbot, tmp_path):
+    """A recomputed variable's row shows the live interval that holds the chosen step ('live from' / 'live to')
+    and how many intervals it has, not its whole first..last span."""
+    from PySide6.QtCore import Qt as QtCore
+
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.liveness_view import LivenessView
+    from popvision_lite.profile.reader import open_profile
+    from tests.support.qt import show_view
+
+    path = tmp_path / "recompute.pvl"
+    run_model(make_config("bert", layers=2, recompute=True), "ipu-mk2", timing_only=True, profile_path=path)
+    doc = Document(open_profile(path))
+    view = show_view(qtbot, LivenessView(doc))
+    iv = doc.profile.variable_intervals
+    counts = iv.groupby("var_id").size()
+    var = int(counts.index[0])
+    later = iv[iv["var_id"] == var].sort_values("first_lstep").iloc[-1]
+    view.set_tile(None)
+    view.select_lstep(int(later["first_lstep"]))
+    df = view.var_model.df
+    row = df.index[df["var_id"] == var][0]
+    cols = list(df.columns)
+    shown = {c: view.var_model.data(view.var_model.index(row, cols.index(c))) for c in
+             ("first_lstep", "last_lstep", "intervals")}
+    assert shown == {"first_lstep": f"{int(later['first_lstep']):,}", "last_lstep": f"{int(later['last_lstep']):,}",
+                     "intervals": f"{int(counts[var]):,}"}
+    span_first = int(doc.profile.variables.set_index("var_id").loc[var, "first_lstep"])
+    assert span_first < int(later["first_lstep"])  # the span's start is not what the row shows
+    heads = [view.var_model.headerData(i, QtCore.Horizontal) for i in range(len(cols))]
+    assert heads[cols.index("first_lstep")] == "live from" and heads[cols.index("intervals")] == "intervals"
+    assert "live interval" in view.var_model.headerData(cols.index("first_lstep"), QtCore.Horizontal,
+                                                        QtCore.ToolTipRole)
+    doc.close()

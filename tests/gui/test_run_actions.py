@@ -186,7 +186,7 @@ def test_new_emulation_starts_from_the_open_profiles_settings(qtbot, window, mon
     shown = []
 
     def fake_exec(dlg):
-        shown.append((dlg.settings(), dlg.batch.value(), dlg.seq.value(), dlg.recompute.isChecked()))
+        shown.append((dlg.settings(), *(dlg.inputs[k].value() for k in ("batch", "seq", "recompute"))))
         return QDialog.Rejected
 
     monkeypatch.setattr(whatif.EmulationDialog, "exec", fake_exec)
@@ -215,11 +215,11 @@ def test_new_emulation_dialog_fields_follow_the_model(qtbot):
     assert "seq" not in d.settings() and "recompute" not in d.settings()
     d.model.setCurrentText("bert-base")
     assert d.shown("seq") and d.shown("recompute")
-    d.ipus.setCurrentText("16")
-    d.replicas.setValue(4)
-    d.grad_accum.setValue(8)
-    d.optimizer.setCurrentText("lamb")
-    d.optimizer_state.setCurrentText("offchip")
+    d.inputs["ipus"].widget.setValue(16)
+    d.inputs["replicas"].widget.setValue(4)
+    d.inputs["grad_accum"].widget.setValue(8)
+    d.inputs["optimizer"].widget.setCurrentText("lamb")
+    d.inputs["optimizer_state"].widget.setCurrentText("offchip")
     s = d.settings()
     assert (s["replicas"], s["grad_accum"], s["optimizer"], s["optimizer_state"]) == (4, 8, "lamb", "offchip")
     cfg = tomllib.loads(whatif.config_toml(s))["model_args"]
@@ -240,10 +240,7 @@ def test_the_dialogs_refuse_a_bad_value_with_the_command_lines_message(qtbot, wi
     from popvision_lite.gui.actions import run as whatif
     from tests.test_run_config import BAD
 
-    widgets = {"batch", "seq", "ipus", "replicas", "grad_accum", "optimizer", "optimizer_state", "precision"}
-    for name, literal, _text, problem in BAD:
-        if name in widgets:  # a spin box or a list cannot hold the bad value
-            continue
+    for name, literal, _text, problem in BAD:  # no widget holds the bad value: it is kept as given
         value = tomllib.loads(f"v = {literal}")["v"]
         d = whatif.EmulationDialog({"model": "bert", name: value}, out="/tmp/x.pvl")
         qtbot.addWidget(d)
@@ -262,3 +259,128 @@ def test_the_dialogs_refuse_a_bad_value_with_the_command_lines_message(qtbot, wi
     with pytest.raises(ConfigError) as e:
         whatif.change_setting(TINY, "batch", batch[2])
     assert str(e.value) == f"Re-run with: field 'batch': {batch[3]}"
+
+
+def test_new_emulation_dialog_offers_every_run_config_field(qtbot):
+    """One widget per field of the typed run config (emulator/run_config.py FIELDS), with the field's allowed
+    values and bounds and its help as the tooltip; the fields a model does not read are hidden, as the
+    command line warns about them."""
+    from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox
+
+    from popvision_lite.emulator.onnx_import.config import CONFIG_KEYS
+    from popvision_lite.emulator.run_config import FIELDS, model_family
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog(out="/tmp/x.pvl")
+    qtbot.addWidget(d)
+    assert set(d.rows) - {"onnx"} == set(FIELDS)
+    for name, f in FIELDS.items():
+        if name == "output":
+            continue
+        w = d.inputs[name].widget
+        assert f.help in w.toolTip() or f.help.replace("'", "&#x27;") in w.toolTip(), name
+        if f.kind == "bool" and f.group == "run":  # timing only: always given
+            assert isinstance(w, QCheckBox), name
+        elif f.kind in ("choice", "bool"):  # first the default (not given), then every allowed value
+            assert isinstance(w, QComboBox)
+            data = [w.itemData(i) for i in range(w.count())]
+            assert data == [None, *(f.choices if f.kind == "choice" else (True, False))], name
+        elif f.kind == "int" and f.bounds[1] < 2 ** 31:
+            assert isinstance(w, QSpinBox) and (w.minimum(), w.maximum()) == (f.bounds[0] - 1, f.bounds[1]), name
+        elif f.kind not in ("model", "device"):
+            assert isinstance(w, QLineEdit), name
+    for model in ("bert-base", "gpt2-small", "resnet50", "mlp", "conv", "gnn"):
+        d.model.setCurrentText(model)
+        fam = model_family(model)
+        assert {k for k in FIELDS if d.shown(k)} == {k for k, f in FIELDS.items() if not f.only_for
+                                                      or fam in f.only_for}, model
+    d.onnx.setText("/tmp/m.onnx")
+    assert {k for k in FIELDS if d.shown(k)} == {k for k, f in FIELDS.items() if k in CONFIG_KEYS or f.group == "run"}
+    assert not d.model.isEnabled()  # the file is the model
+    # a profile's 0 for a derived width is that field's default, shown as the value it stands for
+    e = whatif.EmulationDialog({"model": "bert", "hidden": 128, "ffn": 0, "head_dim": 0}, out="/tmp/x.pvl")
+    qtbot.addWidget(e)
+    s = e.settings()
+    assert "ffn" not in s and "head_dim" not in s and s["hidden"] == 128
+    assert (e.inputs["ffn"].widget.text(), e.inputs["head_dim"].widget.text()) == ("default (512)", "default (64)")
+
+
+def test_a_chosen_partials_type_reaches_the_run_config(qtbot, tmp_path):
+    """A value chosen in the dialog is in the run config the emulator process reads; a field left at its default
+    is not given (the preset decides), and the default shown is the preset's value."""
+    from popvision_lite.emulator.run_config import load_run_config
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog({"model": "resnet50"}, out=str(tmp_path / "r.pvl"))
+    qtbot.addWidget(d)
+    partials = d.inputs["partials_type"].widget
+    assert partials.itemText(0) == "default (float)" and d.inputs["batch"].widget.text() == "default (20)"
+    partials.setCurrentIndex(partials.findData("half"))
+    d.inputs["conv_lowering"].widget.setCurrentIndex(d.inputs["conv_lowering"].widget.findData("im2col"))
+    d.inputs["lr"].widget.setText("0.5")
+    s = d.checked_settings()
+    assert (s["partials_type"], s["conv_lowering"], s["lr"]) == ("half", "im2col", 0.5)
+    assert "precision" not in s and "batch" not in s  # left at their defaults
+    toml = tmp_path / "run.toml"
+    toml.write_text(whatif.config_toml(s))
+    cfg = load_run_config(toml).model_config()
+    assert (cfg.partials_type, cfg.conv_lowering, cfg.lr, cfg.batch) == ("half", "im2col", 0.5, 20)
+    # a list field typed as on the command line (bert: layers per pipeline stage)
+    d.model.setCurrentText("bert")
+    d.inputs["layers"].widget.setValue(4)
+    d.inputs["layer_split"].widget.setText("1,3")
+    s = d.checked_settings()
+    assert s["layer_split"] == [1, 3] and "partials_type" in s and "conv_lowering" not in s
+    toml.write_text(whatif.config_toml(s))
+    assert load_run_config(toml).model_config().layer_split == [1, 3]
+    assert d.inputs["ipus"].widget.text() == "default (2)"  # the preset's IPUs for that split
+
+
+def test_text_typed_in_the_dialog_gets_the_command_lines_message(qtbot):
+    from popvision_lite.emulator.run_config import CLI, check_field
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog({"model": "bert"}, out="/tmp/x.pvl")
+    qtbot.addWidget(d)
+    for name, text in (("lr", "fast"), ("available_memory_proportion", "0.5,2"), ("layer_split", "1,0.25")):
+        d.inputs[name].widget.setText(text)
+        with pytest.raises(ConfigError) as e:
+            d.checked_settings()
+        with pytest.raises(ConfigError) as flag:
+            check_field(name, text, CLI, text=True)
+        problem = str(flag.value).split(": ", 1)[1]
+        assert str(e.value) == f"New emulation: field '{name}': {problem}" or \
+            str(e.value).startswith(f"New emulation: field '{name}[") and str(e.value).endswith(problem)
+        d.inputs[name].widget.clear()
+    assert d.checked_settings()["model"] == "bert"
+
+
+def test_run_refuses_a_bad_value_and_keeps_the_dialog_open(qtbot, monkeypatch):
+    from PySide6.QtWidgets import QDialog
+
+    from popvision_lite.gui.actions import run as whatif
+
+    boxes = capture_message_boxes(monkeypatch)
+    d = whatif.EmulationDialog({"model": "bert"}, out="/tmp/x.pvl")
+    qtbot.addWidget(d)
+    d.inputs["packing"].widget.setText("100")
+    d.accept()
+    assert d.result() != QDialog.Accepted and boxes[-1][2] == "New emulation: field 'packing': 100 is outside 1.0 .. 64.0"
+    d.inputs["packing"].widget.setText("2")
+    d.accept()
+    assert d.result() == QDialog.Accepted and len(boxes) == 1
+
+
+def test_rerun_with_offers_every_run_config_field(qtbot):
+    from popvision_lite.emulator.run_config import FIELDS
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.RerunDialog(dict(TINY, model="bert", layer_split=[1, 1]))
+    qtbot.addWidget(d)
+    assert [d.name.itemText(i) for i in range(d.name.count())] == [k for k in FIELDS if k != "output"]
+    d.name.setCurrentText("layer_split")
+    assert d.value.text() == "1,1"
+    d.name.setCurrentText("partials_type")
+    d.value.setText("half")
+    assert d.settings()["partials_type"] == "half"
+    assert whatif.rerun_path("/tmp/a.pvl", "layer_split", [3, 7.5]).name.startswith("a_layer_split-3-7.5")

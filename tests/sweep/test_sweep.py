@@ -121,7 +121,7 @@ def test_rows_profiles_and_costs(client, tmp_path):
     from popvision_lite.analysis.verdict import _price
     from popvision_lite.devices import load_device
 
-    assert _price(load_device("ipu-mk2"))[1] in mk2["cost_note"].iloc[0]  # the verdict's words, verbatim
+    assert _price(load_device("ipu-mk2"), [], [])[1] in mk2["cost_note"].iloc[0]  # the verdict's words, verbatim
     # same cycles, faster clock: Bow is quicker per sample than Mk2 for the same point
     assert (bow["samples_per_second"].to_numpy() > mk2["samples_per_second"].to_numpy()).all()
     assert df.attrs["grid"] == {"batch": [8, 16], "device": ["ipu-mk2", "ipu-bow"]}
@@ -296,16 +296,23 @@ def test_row_uses_the_emulators_throughput_and_step_time_when_it_reports_them(tm
     batch / (cycles / clock) once the emulator provides them."""
     from popvision_lite.sweep.point import emulate, metrics
 
-    run = emulate({"model": "mlp", "device": "ipu-bow", "timing_only": True, "args": TINY}, None)
-    reported = metrics(run, "ipu-bow")  # every model's run now reports its throughput and schedule
+    prof = tmp_path / "p.pvl"
+    run = emulate({"model": "mlp", "device": "ipu-bow", "timing_only": True, "args": TINY}, str(prof))
+    reported = metrics(run, "ipu-bow", prof)  # every model's run now reports its throughput and schedule
+    from popvision_lite.analysis.run_totals import run_totals
+
+    with pvl.open(prof) as p:  # the shares are the written profile's, as info and the views show them
+        share = run_totals(p).part_share
+    assert [reported[f"{k}_share"] for k in ("compute", "exchange", "sync", "stream_copy")] == \
+        [share[k] for k in ("compute", "exchange", "sync", "stream")]
     assert reported["samples_per_second_basis"].startswith("emulator")
     assert reported["samples_per_second"] == pytest.approx(
         run.schedule["samples_per_step"] / run.schedule["step_seconds"])
     run.samples_per_second, run.schedule = None, None  # a run that reports neither: batch / step time
-    plain = metrics(run, "ipu-bow")
+    plain = metrics(run, "ipu-bow", prof)
     assert plain["samples_per_second_basis"].startswith("batch / step time")
     run.samples_per_second, run.schedule = 1234.0, {"step_seconds": 0.5}
-    m = metrics(run, "ipu-bow")
+    m = metrics(run, "ipu-bow", prof)
     assert m["samples_per_second"] == 1234.0 and m["samples_per_second_basis"].startswith("emulator")
     assert m["step_seconds"] == 0.5
     assert m["cost_per_1m_samples_usd"] == pytest.approx(1.67 * m["chips"] * 1e6 / 1234.0 / 3600)

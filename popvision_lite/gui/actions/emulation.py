@@ -28,8 +28,7 @@ from popvision_lite.errors import ConfigError, EmulatorError
 from popvision_lite.gui.start_page import sample_dirs
 from popvision_lite.gui.workers import Cancelled
 
-DEVICES = ("ipu-mk2", "ipu-bow", "ipu-mk1")
-SETTINGS = ("model", "device", "ipus", "batch", "seq", "recompute", "precision", "timing_only")
+SETTINGS = tuple(k for k in FIELDS if k != "output")  # what Re-run with… may change: every run-config field
 INT_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "int")
 BOOL_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "bool")
 NEW_EMULATION = "New emulation"  # the sources messages name: the dialog, then the field
@@ -37,8 +36,9 @@ RERUN = "Re-run with"
 
 
 def default_settings() -> dict:
-    return dict(model="bert", device="ipu-mk2", ipus=1, batch=2, seq=64, recompute=False, precision="fp16",
-                timing_only=True)
+    """New emulation…'s start when no profile is open: BERT on a Mk2, timing only; every workload field at the
+    preset's value."""
+    return dict(model="bert", device="ipu-mk2", timing_only=True)
 
 
 def settings_from_profile(profile) -> dict:
@@ -66,6 +66,8 @@ def config_toml(settings: dict) -> str:
             return "true" if v else "false"
         if isinstance(v, int | float):
             return repr(v)
+        if isinstance(v, list | tuple):  # layer_split, one available_memory_proportion per IPU
+            return "[" + ", ".join(val(x) for x in v) + "]"
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
     lines = [f"model = {val(model)}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
              f"timing_only = {val(bool(settings.get('timing_only', False)))}", "", "[model_args]"]
@@ -225,6 +227,8 @@ def check_not_a_sample(out) -> None:
 def rerun_path(original, name: str, value) -> Path:
     original = Path(original)
     v = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+    if isinstance(v, list | tuple):  # layer_split 3,7,7,7 -> 3-7-7-7
+        v = "-".join(f"{x:g}" for x in v)
     stem = f"{original.stem}_{name}-{v}"
     folder = original.parent if os.access(original.parent, os.W_OK) else Path(tempfile.gettempdir())
     if _in_samples_folder(folder):  # a re-run of a bundled sample does not go next to the samples

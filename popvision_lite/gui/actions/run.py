@@ -9,29 +9,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPushButton,
-    QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
 from popvision_lite.analysis.compare import compare
-from popvision_lite.emulator.models.config import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES
-from popvision_lite.emulator.models.resnet import RESNET_PRESETS
-from popvision_lite.emulator.run_config import FIELDS
+from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig, make_config
+from popvision_lite.emulator.onnx_import.config import CONFIG_KEYS as ONNX_KEYS
+from popvision_lite.emulator.run_config import FIELDS, GROUPS, model_family
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tests and callers use as run.X)
     BOOL_SETTINGS,
-    DEVICES,
     INT_SETTINGS,
     NEW_EMULATION,
     RERUN,
@@ -49,123 +49,126 @@ from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tes
     run_emulation,
     settings_from_profile,
 )
+from popvision_lite.gui.actions.run_fields import FieldInput, workload_defaults
 from popvision_lite.gui.compare_window import compare_documents, compare_key
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data
 from popvision_lite.gui.text import plain_label, show_error, show_info
-from popvision_lite.value_checks import MODEL_LIMITS
 
 
 # ----------------------------------------------------------------------------- dialogs
-def _spin(name: str) -> QSpinBox:
-    """A spin box over run-config field ``name``'s bounds (``value_checks.MODEL_LIMITS``)."""
-    lo, hi = MODEL_LIMITS[name]
-    w = QSpinBox()
-    w.setRange(int(lo), int(min(hi, 2 ** 31 - 1)))
-    return w
-
-
-def model_fields(model: str) -> set[str]:
-    """The dialog fields a bundled model uses: a sequence length for the transformers (BERT, GPT), recomputation
-    for the transformers and ResNets; the rest for every model."""
-    transformer = model in BERT_PRESETS or model in GPT_PRESETS or model in ("bert", "gpt")
-    resnet = model in RESNET_PRESETS or model.startswith("resnet")
-    return ({"seq"} if transformer else set()) | ({"recompute"} if transformer or resnet else set())
+def offered_fields(model: str, onnx: bool) -> set[str]:
+    """The run-config fields the dialog offers: those the chosen bundled model reads (``FIELDS[k].only_for``),
+    or for an ONNX file the settings an ONNX run reads (``onnx_import.config.CONFIG_KEYS``)."""
+    if onnx:
+        return {k for k in FIELDS if k in ONNX_KEYS}
+    fam = model_family(model)
+    return {k for k, f in FIELDS.items() if not f.only_for or fam in f.only_for}
 
 
 class EmulationDialog(QDialog):
-    """Model, device, IPUs, batch, sequence and recompute (the models that have them), precision, the pod-scale
-    fields (replicas, gradient accumulation, optimizer and where its state lives), timing-only and the output."""
+    """Every field of the run config (``emulator/run_config.py`` FIELDS), in the field's groups: the run (model
+    or ONNX file, device, timing only, output), the workload, precision and memory, and training at scale.  A
+    workload field may stay at its default (the preset's value, shown); the fields the chosen model does not
+    read are hidden.  Values are checked as ``emulate --config`` checks them, before the run starts."""
 
     def __init__(self, settings: dict | None = None, out: str = "", parent=None):
         super().__init__(parent)
         self.setWindowTitle("New emulation")
         s = default_settings() | dict(settings or {})
         self.base = s
-        form = QFormLayout(self)
-        self.model = QComboBox()
-        self.model.addItems(list(MODEL_NAMES))
-        self.model.setCurrentText(str(s["model"]))
-        self.device = QComboBox()
-        self.device.addItems(list(DEVICES))
-        self.device.setCurrentText(str(s["device"]))
-        self.ipus = QComboBox()
-        self.ipus.addItems(["1", "2", "4", "8", "16"])
-        self.ipus.setCurrentText(str(s["ipus"]))
-        self.batch = _spin("batch")
-        self.batch.setValue(int(s["batch"]))
-        self.seq = _spin("seq")
-        self.seq.setValue(int(s["seq"]))
-        self.seq.setToolTip("Sequence length (BERT models)")
-        self.recompute = QCheckBox("recompute activations in the backward pass")
-        self.recompute.setChecked(bool(s["recompute"]))
-        self.precision = QComboBox()
-        self.precision.addItems(list(FIELDS["precision"].choices))
-        self.precision.setCurrentText(str(s["precision"]))
-        # pod scale: IPUs = replicas x pipeline stages; gradient accumulation; the optimizer and its state
-        self.replicas = _spin("replicas")
-        self.replicas.setValue(int(s.get("replicas", 1) or 1))
-        self.replicas.setToolTip("Data-parallel replicas; each replica is pipelined over IPUs / replicas stages")
-        self.grad_accum = _spin("grad_accum")
-        self.grad_accum.setValue(int(s.get("grad_accum", 1) or 1))
-        self.grad_accum.setToolTip("Micro-batches per optimizer step (per replica)")
-        self.optimizer = QComboBox()
-        self.optimizer.addItems(list(FIELDS["optimizer"].choices))
-        self.optimizer.setCurrentText(str(s.get("optimizer", "sgd") or "sgd"))
-        self.optimizer_state = QComboBox()
-        self.optimizer_state.addItems(list(FIELDS["optimizer_state"].choices))
-        self.optimizer_state.setCurrentText(str(s.get("optimizer_state", "onchip") or "onchip"))
-        self.optimizer_state.setToolTip("Optimizer state in tile memory, or in streaming memory (DDR) streamed once "
-                                        "per optimizer step")
-        self.timing = QCheckBox("timing only (no numerics: same cycles and memory, faster)")
-        self.timing.setChecked(bool(s["timing_only"]))
+        self.inputs = {name: FieldInput(f, NEW_EMULATION) for name, f in FIELDS.items() if name != "output"}
+        self._raw: dict = {}  # values given that no widget can hold (invalid): kept, so the check names them
+        for name, inp in self.inputs.items():
+            if name in s and not inp.set_value(s[name]):
+                self._raw[name] = s[name]
+            inp.on_change(lambda name=name: self._edited(name))
+        self.model = self.inputs["model"].widget
+        self.device = self.inputs["device"].widget
+        self.timing = self.inputs["timing_only"].widget
+        self.timing.setText("no numerics: same cycles and memory, faster")
         self.onnx = QLineEdit(str(s.get("onnx") or ""))
         self.onnx.setPlaceholderText("optional: an .onnx file instead of the model above")
-        onnx_browse = QPushButton("Browse…")
-        onnx_browse.clicked.connect(self._browse_onnx)
-        onnx_row = QWidget()
-        orl = QHBoxLayout(onnx_row)
-        orl.setContentsMargins(0, 0, 0, 0)
-        orl.addWidget(self.onnx)
-        orl.addWidget(onnx_browse)
         self.out = QLineEdit(out)
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._browse)
-        row = QWidget()
-        rl = QHBoxLayout(row)
-        rl.setContentsMargins(0, 0, 0, 0)
-        rl.addWidget(self.out)
-        rl.addWidget(browse)
-        self.rows = {}
-        for key, label, w in (("model", "Model:", self.model), ("onnx", "ONNX model:", onnx_row),
-                              ("device", "Device:", self.device), ("ipus", "IPUs:", self.ipus),
-                              ("replicas", "Replicas:", self.replicas), ("batch", "Batch:", self.batch),
-                              ("grad_accum", "Gradient accumulation:", self.grad_accum),
-                              ("seq", "Sequence:", self.seq), ("recompute", "", self.recompute),
-                              ("precision", "Precision:", self.precision), ("optimizer", "Optimizer:", self.optimizer),
-                              ("optimizer_state", "Optimizer state:", self.optimizer_state),
-                              ("timing_only", "", self.timing), ("output", "Profile file:", row)):
-            form.addRow(label, w)
-            self.rows[key] = w
-        self._form = form
-        self.model.currentTextChanged.connect(self._model_changed)
-        self.onnx.textChanged.connect(lambda _: self._model_changed(self.model.currentText()))
-        self._model_changed(self.model.currentText())
+        self.rows: dict[str, tuple] = {}  # field -> (form, widget): a row hidden for a model that does not read it
+        top = QFormLayout()
+        self._add_row(top, "model", self.model)
+        self._add_row(top, "onnx", self._with_button(self.onnx, self._browse_onnx), "ONNX model:")
+        for name in ("device", "timing_only"):
+            self._add_row(top, name, self.inputs[name].widget)
+        self._add_row(top, "output", self._with_button(self.out, self._browse), FIELDS["output"].label + ":")
+        columns = QHBoxLayout()
+        for group, title in GROUPS.items():
+            if group == "run":
+                continue
+            box = QGroupBox(title)
+            form = QFormLayout(box)
+            form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+            for name, f in FIELDS.items():
+                if f.group == group:
+                    self._add_row(form, name, self.inputs[name].widget)
+            columns.addWidget(box, 1, Qt.AlignTop)
         bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         bb.button(QDialogButtonBox.Ok).setText("Run")
         bb.accepted.connect(self.accept)
         bb.rejected.connect(self.reject)
-        form.addRow(bb)
+        hint = plain_label("Fields left at 'default' take the workload's own value (shown in brackets); hover a "
+                           "field for what it does.  Only the fields the chosen model reads are shown.")
+        hint.setWordWrap(True)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(hint)
+        lay.addLayout(columns)
+        lay.addWidget(bb)
+        self.onnx.textChanged.connect(lambda _t: self._refresh())
+        self._refresh()
 
-    def _model_changed(self, model: str) -> None:
-        """Show only the fields the chosen model has (an ONNX file fixes the model: no sequence or recompute)."""
-        fields = set() if self.onnx.text().strip() else model_fields(model)
-        for key in ("seq", "recompute"):
-            self._form.setRowVisible(self.rows[key], key in fields)
+    # ------------------------------------------------------------------ layout
+    def _add_row(self, form: QFormLayout, key: str, widget, label: str | None = None) -> None:
+        form.addRow(label if label is not None else FIELDS[key].label + ":", widget)
+        self.rows[key] = (form, widget)
+
+    @staticmethod
+    def _with_button(edit: QLineEdit, browse) -> QWidget:
+        row = QWidget()
+        rl = QHBoxLayout(row)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(edit)
+        button = QPushButton("Browse…")
+        button.clicked.connect(browse)
+        rl.addWidget(button)
+        return row
+
+    def _edited(self, name: str) -> None:
+        self._raw.pop(name, None)  # the user chose a value: the one given before no longer counts
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Show the fields the chosen model (or ONNX file) reads, each default as the workload would set it."""
+        onnx = bool(self.onnx.text().strip())
+        self.model.setEnabled(not onnx)  # the file is the model
+        offered = offered_fields(self.model.currentText(), onnx)
+        for key, (form, widget) in self.rows.items():
+            if key in FIELDS and FIELDS[key].group != "run":
+                form.setRowVisible(widget, key in offered)
+        defaults = {} if onnx else self._workload_defaults()
+        for name, inp in self.inputs.items():
+            inp.show_default(defaults.get(name))
+
+    def _workload_defaults(self) -> dict:
+        """The chosen model's value of every field given the fields set so far (what a field left at its default
+        becomes); empty while the fields set do not make a valid run."""
+        try:
+            s = self.settings()
+            given = {k: v for k, v in s.items() if k in ModelConfig.field_names() and k != "model"}
+            return workload_defaults(make_config(s["model"], **given))
+        except (ConfigError, TypeError, ValueError):
+            return {}
 
     def shown(self, key: str) -> bool:
         """Whether the field ``key`` is offered for the chosen model."""
-        return self._form.isRowVisible(self.rows[key])
+        form, widget = self.rows[key]
+        return form.isRowVisible(widget)
 
     def _browse(self) -> None:
         p, _ = QFileDialog.getSaveFileName(self, "Profile file", self.out.text() or "run.pvl",
@@ -178,19 +181,19 @@ class EmulationDialog(QDialog):
         if p:
             self.onnx.setText(p)
 
+    # ------------------------------------------------------------------ values
     def settings(self) -> dict:
-        s = self.base | dict(model=self.model.currentText(), device=self.device.currentText(),
-                             ipus=int(self.ipus.currentText()), batch=self.batch.value(), seq=self.seq.value(),
-                             recompute=self.recompute.isChecked(), precision=self.precision.currentText(),
-                             timing_only=self.timing.isChecked(), onnx=self.onnx.text().strip() or None,
-                             replicas=self.replicas.value(), grad_accum=self.grad_accum.value(),
-                             optimizer=self.optimizer.currentText(),
-                             optimizer_state=self.optimizer_state.currentText())
-        if s["onnx"]:  # the file fixes the model: batch / seq set its symbolic dims, recompute does not apply
-            s.pop("recompute", None)
-        else:  # a field the model does not have is not sent (mlp has no sequence, no recomputation)
-            for key in {"seq", "recompute"} - model_fields(s["model"]):
-                s.pop(key, None)
+        """The run settings: every field given (those left at their default are not), the fields the chosen
+        model does not read left out; a value typed as text is read by its field (ConfigError naming it)."""
+        s = {k: v for k, v in self.base.items() if k not in FIELDS}  # an ONNX run's own keys (dims, inputs ...)
+        s["onnx"] = self.onnx.text().strip() or None
+        offered = offered_fields(self.model.currentText(), bool(s["onnx"]))
+        for name, inp in self.inputs.items():
+            if inp.field.group != "run" and name not in offered:
+                continue
+            v = self._raw[name] if name in self._raw else inp.value()
+            if v is not None:
+                s[name] = v
         return s
 
     def checked_settings(self) -> dict:
@@ -201,6 +204,17 @@ class EmulationDialog(QDialog):
 
     def output(self) -> str:
         return self.out.text().strip()
+
+    def accept(self) -> None:
+        """Run only settings ``emulate`` accepts: a bad value keeps the dialog open, its message shown."""
+        try:
+            if not self.output():
+                raise ConfigError("Give a profile file name.")
+            self.checked_settings()
+        except ConfigError as e:
+            show_error(self, NEW_EMULATION, str(e))
+            return
+        super().accept()
 
 
 class RerunDialog(QDialog):
@@ -237,8 +251,10 @@ class RerunDialog(QDialog):
             self.value.setText("ipu-bow" if cur != "ipu-bow" else "ipu-mk2")
         elif name in INT_SETTINGS:
             self.value.setText(str(int(cur or 1) * 2))
+        elif isinstance(cur, list | tuple):  # typed as on the command line: 3,7,7,7
+            self.value.setText(",".join(f"{x:g}" for x in cur))
         else:
-            self.value.setText(str(cur))
+            self.value.setText("" if cur is None else str(cur))
 
     def settings(self) -> dict:
         return change_setting(self.base, self.name.currentText(), self.value.text())

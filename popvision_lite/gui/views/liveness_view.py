@@ -108,8 +108,12 @@ class LivenessView(QWidget):
     def _build_tables(self) -> None:
         """What is live at the chosen step, and what is live for the whole program, in two tabs."""
         self.var_model = DataFrameModel(
-            headers={"bytes_on_tile": "on tile", "first_lstep": "first lstep", "last_lstep": "last lstep",
+            headers={"bytes_on_tile": "on tile", "first_lstep": "live from", "last_lstep": "live to",
                      "op_id": "op", "var_id": "var"},
+            header_tips={"first_lstep": "First liveness step of the live interval that holds the chosen step",
+                         "last_lstep": "Last liveness step of the live interval that holds the chosen step",
+                         "intervals": "How many live intervals the variable has: more than 1 when a re-run "
+                                      "program (recomputation) writes it anew"},
             byte_columns=("bytes", "bytes_on_tile"))
         self.var_table = make_table_view(self.var_model, "Not-always-live variables live at the chosen step; "
                                          "click a header to sort")

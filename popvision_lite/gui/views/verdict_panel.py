@@ -109,12 +109,12 @@ class VerdictPanel(QWidget):
             for a, b, g in v.rows() if a not in ("system", "basis"))
         basis = (f"IPU: {plain_html(v.ipu.basis)}.<br>GPU: {plain_html(v.gpu.basis)}; "
                  "one kernel per op, launch overhead and achievable fractions measured (see resources/devices).")
-        missing = ("<br>Prices missing: " + plain_html(", ".join(v.missing_prices))) if v.missing_prices else ""
+        prices = "".join("<br>" + plain_html(t) for t in v.price_notes())
         self.body.setText(
             f"<p style='font-weight:bold; color:{col}'>{plain_html(v.headline())}</p>"
             f"<table cellpadding=2><tr><th></th><th>{plain_html(v.ipu.label)}</th>"
             f"<th>{plain_html(v.gpu.label)}</th></tr>{rows}</table>"
-            f"<p style='color:{c['muted']}'>{basis}{missing}</p>")
+            f"<p style='color:{c['muted']}'>{basis}{prices}</p>")
 
     def tables(self) -> dict:
         import pandas as pd

@@ -231,8 +231,8 @@ def test_gui_new_emulation_accepts_an_onnx_file(qtbot, model_dir, tmp_path):
     dlg = whatif.EmulationDialog(out=str(tmp_path / "g.pvl"))
     qtbot.addWidget(dlg)
     dlg.onnx.setText(str(model_dir / "bert_fused.onnx"))
-    dlg.batch.setValue(1)
-    dlg.seq.setValue(4)
+    dlg.inputs["batch"].widget.setValue(1)
+    dlg.inputs["seq"].widget.setValue(4)
     s = dlg.settings()
     assert s["onnx"].endswith("bert_fused.onnx") and "recompute" not in s
     toml = whatif.config_toml(s)
