@@ -34,9 +34,12 @@ the pixels into the AMP's input-channel grouping is charged.
 
 Programs: one exchange of every tile's input rows with halo (``ops/conv.py``'s ``input_regions``), one of
 its dY rows (its channel slice), one compute set of one supervisor vertex per tile writing its partial
-block (``ctx.partials_dtype``), then the K-partials reduction of ``ops/matmul.py`` (``reduce_k_partials``)
-over the ``pr`` partials of every (kernel position, input-channel part, output-channel part) block, which
-writes dW in the run's type.
+block (``ctx.partials_dtype``, the block contiguous on the tile), then the reduction over the ``pr``
+partials of every (input-channel part, output-channel part) block: each block cut into ``pr`` slices, the
+owner of a slice receives it from the other tiles (one contiguous piece each: a reduction over each
+kernel position's block separately, as the matmul's K-partials reduction cuts its output blocks, cost
+four times the pieces and the exchange code), one ReduceAdd per owner, and an on-tile copy of the slice
+into dW's (k*k*Ci, Co) order.
 """
 
 from __future__ import annotations
@@ -50,11 +53,12 @@ from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles, amp_params, reduce_add_cycles
-from popvision_lite.emulator.graph import Regions, Windows, to_dtype
+from popvision_lite.emulator.graph import Regions, to_dtype
+from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import _nbytes, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.conv import GEOMETRY, ConvShape, input_regions, powers_dividing, split_parts
-from popvision_lite.emulator.ops.matmul import k_partial_vertices_uneven, reduce_k_partials
+from popvision_lite.emulator.ops.planners import split_even
 from popvision_lite.errors import EmulatorError
 
 
@@ -144,11 +148,12 @@ def wu_rows(s: ConvShape, region: np.ndarray, dyb: np.ndarray, r0: int, nr: int)
 
 class ConvPartialWeightUpdate(Codelet):
     """A tile's partial dW (poplin ConvPartial1x1Out on the weight-update convolution, supervisor vertex):
-    ``out`` (k*k, 1, cik, cop) = the sum over the tile's dY rows of their k x k input windows (from ``in``,
-    the tile's input rows with halo, images in order, see ConvShape.input_rows) times ``dy`` (nr*OW, cop),
-    FP32 accumulation, written in the partials' type.  Params: the geometry (``GEOMETRY``, a ConvShape with
-    the tile's ``ci``), per vertex its first dY row ``r0`` and the group's ``nr`` rows.  Cost:
-    :func:`wu_vertex_tile_cycles` in worker-slot units (tile cycles / threads)."""
+    ``out`` (k*k*cik*cop elements, (ky, kx, ci, co) order) = the sum over the tile's dY rows of their k x k
+    input windows (from ``in``, the tile's input rows with halo, images in order, see ConvShape.input_rows)
+    times ``dy`` (nr*OW, cop), FP32 accumulation, written in the partials' type.  Params: the geometry
+    (``GEOMETRY``, a ConvShape with the tile's ``ci`` = cik and ``co`` = cop), per vertex its first dY row
+    ``r0`` and the group's ``nr`` rows.  Cost: :func:`wu_vertex_tile_cycles` in worker-slot units (tile
+    cycles / threads)."""
 
     name = "ConvPartialWeightUpdate"
     fields = {"in": "in", "dy": "in", "out": "out"}
@@ -162,40 +167,40 @@ class ConvPartialWeightUpdate(Codelet):
         return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
 
     def check(self, group):
-        f = group.fields["out"]
-        if (not isinstance(f, Windows) or len(f.block_shape) != 4 or not isinstance(group.fields["in"], Regions)
-                or not isinstance(group.fields["dy"], Regions)):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'out' must be 4-D windows, 'in' and "
-                                "'dy' regions")
+        s = self.shape_of(group)
+        nr = int(group.param("nr"))
+        fi, fd, fo = (group.fields[k] for k in ("in", "dy", "out"))
+        if not all(isinstance(f, Regions) for f in (fi, fd, fo)):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in', 'dy' and 'out' must be regions")
+        if np.any(fd.sizes != nr * s.ow * s.co) or np.any(fo.sizes != s.k * s.k * s.ci * s.co):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'dy' must be {nr} rows of {s.ow} x "
+                                f"{s.co} and 'out' {s.k}x{s.k}x{s.ci}x{s.co} elements per vertex")
 
     def cycles(self, group, target):
         s = self.shape_of(group)
-        _kk, _one, cik, cop = group.fields["out"].block_shape
         fp16 = group.fields["in"].tensor.dtype == "float16" and group.fields["dy"].tensor.dtype == "float16"
-        c = wu_vertex_tile_cycles(s, int(group.param("nr")), cik, cop, fp16, target)
+        c = wu_vertex_tile_cycles(s, int(group.param("nr")), s.ci, s.co, fp16, target)
         return np.full(group.n, -(-c // int(target.threads_per_tile)), np.int64)
 
     def flops(self, group):
         s = self.shape_of(group)
-        _kk, _one, cik, cop = group.fields["out"].block_shape
-        return int(2 * s.k * s.k * cik * int(group.param("nr")) * s.ow * cop * group.n)
+        return int(2 * s.k * s.k * s.ci * int(group.param("nr")) * s.ow * s.co * group.n)
 
     def compute(self, group, data):
         s = self.shape_of(group)
         nr = int(group.param("nr"))
         fin, fdy, fo = group.fields["in"], group.fields["dy"], group.fields["out"]
-        kk, _one, cik, cop = fo.block_shape
         xin = np.asarray(fin.gather(data), np.float32)
         dyv = np.asarray(fdy.gather(data), np.float32)
-        out = np.empty((group.n, kk, 1, cik, cop), np.float32)
+        blk = s.k * s.k * s.ci * s.co
+        out = np.empty((group.n, blk), np.float32)
         in_off = np.concatenate([[0], np.cumsum(fin.sizes)])
-        dy_blk = nr * s.ow * cop
+        dy_blk = nr * s.ow * s.co
         r0s = np.asarray(group.param("r0"), np.int64)
         for v in range(group.n):
-            part = wu_rows(s, xin[in_off[v]:in_off[v + 1]], dyv[v * dy_blk:(v + 1) * dy_blk].reshape(-1, cop),
-                           int(r0s[v]), nr)
-            out[v, :, 0] = part.reshape(kk, cik, cop)
-        fo.scatter(data, to_dtype(out, fo.tensor.dtype))
+            out[v] = wu_rows(s, xin[in_off[v]:in_off[v + 1]], dyv[v * dy_blk:(v + 1) * dy_blk].reshape(-1, s.co),
+                             int(r0s[v]), nr).ravel()
+        fo.scatter(data, to_dtype(out.ravel(), fo.tensor.dtype))
 
 
 CONV_PARTIAL_WEIGHT_UPDATE = ConvPartialWeightUpdate()
@@ -268,26 +273,68 @@ def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
                         mapping=M.intervals(tiles, dy_start, dy_start + dy_sizes), op=op)
     ctx.add(P.Copy(DY.regions(np.concatenate([a for a, _ in dregs]), np.concatenate([z for _, z in dregs])),
                    dyin.whole(), name=f"{op}/exchange_output_grad", op=op))
-    # --- the vertices write partial blocks (kk, 1, cik, cop) of (kk, pr, Ci, Co), reduced over pr
-    pshape = (kk, pr, s.ci, s.co)
-    origins = np.stack([np.zeros(T, np.int64), ir, ik * cik, ic * cop], 1)
-    part = ctx.variable(f"{op}/partials", pshape, ctx.partials_dtype, op=op, mapping=M.by_windows(
-        pshape, np.tile([kk, 1, cik, cop], (T, 1)), origins, tiles))
-    vt = np.tile(tiles, kk)  # owner of partial (kernel position, row part, ci part, co part)
-    red = k_partial_vertices_uneven(kk, pr, pci, pco, np.full(pci, cik), np.arange(pci) * cik, np.full(pco, cop),
-                                     np.arange(pco) * cop, s.ci, s.co, vt)
-    o = np.argsort(red["out_start"], kind="stable")
-    Y = ctx.variable(op, (kk * s.ci, s.co), ctx.dtype, op=op, mapping=M.intervals(
-        red["tile"][o], red["out_start"][o], red["out_start"][o] + red["len"][o]))
+    # --- the vertices write each tile's partial block (kk, cik, cop) contiguously, in ctx.partials_dtype
+    blk = kk * cik * cop
+    part = ctx.variable(f"{op}/partials", (T * blk,), ctx.partials_dtype, op=op,
+                        mapping=M.intervals(tiles, np.arange(T) * blk, (np.arange(T) + 1) * blk))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/weight_update_partials"), op=op)
-    sk = dataclasses.replace(s, ci=cik)
+    sk = dataclasses.replace(s, ci=cik, co=cop)
     geom = {k: np.int64(sk.upper if k == "pad_hi" else getattr(sk, k)) for k in GEOMETRY}
     for nr in np.unique(rsz):
         sel = np.nonzero(rsz[ir] == nr)[0]
         ctx.graph.add_vertices(cs, CONV_PARTIAL_WEIGHT_UPDATE, tiles=tiles[sel], fields={
             "in": xin.regions(in_start[sel], in_sizes[sel]), "dy": dyin.regions(dy_start[sel], dy_sizes[sel]),
-            "out": part.windows((kk, 1, cik, cop), origins[sel])},
+            "out": part.regions(sel * blk, blk)},
             params={**geom, "nr": np.int64(nr), "r0": roff[ir[sel]].astype(np.int64)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
-    reduce_k_partials(ctx, part, Y, red, pr, op)
+    return _reduce_partials(ctx, op, s, part, tiles, pr, pci, pco, cik, cop)
+
+
+def _reduce_partials(ctx: OpContext, op: str, s: ConvShape, part, tiles, pr: int, pci: int, pco: int, cik: int,
+                     cop: int):
+    """Sum the ``pr`` partial blocks of every (input-channel part, output-channel part) into dW, as poplin
+    reduces a convolution's partials (ConvReduce.cpp): each block cut into ``pr`` even slices, slice q
+    owned by the tile of partial q, which receives the slice from the other pr - 1 tiles (one contiguous
+    piece each) and runs one ReduceAdd over it (ops.library_codelets.ConvReducePartials) into a block-major
+    buffer in the run's type; an on-tile copy then puts the slice's elements in dW's (k*k*Ci, Co) order
+    (the weight's layout), on the same tile."""
+    kk = s.k * s.k
+    blk = kk * cik * cop
+    nb = pci * pco
+    sl = np.array(split_even(blk, pr), np.int64)  # (slices, 2): fewer than pr when blk < pr
+    ns = len(sl)
+    slen = sl[:, 1] - sl[:, 0]
+    b_i, s_i = (x.ravel() for x in np.meshgrid(np.arange(nb), np.arange(ns), indexing="ij"))  # (block, slice)
+    owner = tiles[s_i * nb + b_i]  # partial q = s of block b sits on tile (q, ik, ic) = q * nb + b
+    g_len = pr * slen[s_i]
+    g_start = np.cumsum(g_len) - g_len
+    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
+                            mapping=M.intervals(owner, g_start, g_start + g_len), op=op)
+    q = np.arange(pr)
+    src = ((q[None, :] * nb + b_i[:, None]) * blk + sl[s_i, 0][:, None]).ravel()  # (block, slice, partial)
+    ctx.add(P.Copy(part.regions(src, np.repeat(slen[s_i], pr)), gathered.whole(), name=f"{op}/gather_partials",
+                   op=op))
+    out_start = b_i * blk + sl[s_i, 0]
+    dwb = ctx.variable(f"{op}/reduced_blocks", (nb * blk,), ctx.dtype,
+                       mapping=M.intervals(owner, out_start, out_start + slen[s_i]), op=op)
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
+    ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=owner, fields={
+        "in": gathered.regions(g_start, g_len), "out": dwb.regions(out_start, slen[s_i])}, params={"k": np.int64(pr)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    # dW element of block b = (ik, ic), block element e = (kp * cik + c) * cop + o: ((kp * Ci + ik * cik + c) * Co
+    # + ic * cop + o); runs of cop elements, cut where a slice ends
+    cuts = np.union1d(sl[:, 0], np.arange(0, blk, cop))
+    seg_len = np.diff(np.append(cuts, blk))
+    seg_owner_slice = np.searchsorted(sl[:, 0], cuts, side="right") - 1
+    row, col = np.divmod(cuts, cop)
+    kp, c = np.divmod(row, cik)
+    ik, ic = np.divmod(np.arange(nb), pco)
+    dst = ((kp[None, :] * s.ci + (ik * cik)[:, None] + c[None, :]) * s.co + (ic * cop)[:, None] + col[None, :]).ravel()
+    src_b = (np.arange(nb)[:, None] * blk + cuts[None, :]).ravel()
+    lens = np.tile(seg_len, nb)
+    seg_tile = tiles[(seg_owner_slice[None, :] * nb + np.arange(nb)[:, None]).ravel()]
+    o = np.argsort(dst, kind="stable")
+    Y = ctx.variable(op, (kk * s.ci, s.co), ctx.dtype, op=op,
+                     mapping=M.intervals(seg_tile[o], dst[o], dst[o] + lens[o]))
+    ctx.add(P.Copy(dwb.regions(src_b, lens), Y.regions(dst, lens), name=f"{op}/to_weight_layout", op=op))
     return Y

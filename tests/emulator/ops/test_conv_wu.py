@@ -120,11 +120,16 @@ def test_each_tile_receives_its_rows_once_and_computes_a_partial_block():
     assert int(copies["c/exchange_output_grad"].src.sizes.sum()) == want_dy
     assert want_in < 9 * s.out_rows * s.ow * s.ci * plan.pco  # an im2col gather's window elements
     ts = {t.name: t for t in be.graph.tensors if t.name.startswith("c")}
-    assert set(ts) == {dw.name, "c/input_with_halo", "c/output_grad_rows", "c/partials", "c/partials_gathered"}
-    assert ts["c/partials"].shape == (9, plan.pr, s.ci, s.co)
+    assert set(ts) == {dw.name, "c/input_with_halo", "c/output_grad_rows", "c/partials", "c/partials_gathered",
+                       "c/reduced_blocks"}
+    tiles = plan.pr * plan.pci * plan.pco
+    blk = 9 * (s.ci // plan.pci) * (s.co // plan.pco)
+    assert ts["c/partials"].size == tiles * blk and ts["c/partials"].dtype == "float32"
     (group,) = [g for g in be.graph.groups if g.codelet is CONV_PARTIAL_WEIGHT_UPDATE]
-    assert group.n == plan.pr * plan.pci * plan.pco
-    assert group.fields["out"].block_shape == (9, 1, s.ci // plan.pci, s.co // plan.pco)
+    assert group.n == tiles and set(group.fields["out"].sizes.tolist()) == {blk}
+    # every owner receives its slice of a block from each of the other tiles of the block: one piece each
+    gather = copies["c/gather_partials"].src
+    assert len(gather.sizes) == plan.pci * plan.pco * plan.pr * min(plan.pr, blk)
     run = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
     want = ref_conv2d_weight_update(x, dy, s)
     got = np.asarray(run.outputs[dw.name], np.float32).reshape(want.shape)
@@ -138,8 +143,8 @@ def test_vertex_cost_is_the_conv_partial_1x1_estimate_of_its_block():
     be.conv2d_weight_update(be.input("x", x), be.input("dy", dy), s, "c")
     t = be.ctx.target
     for g in (g for g in be.graph.groups if g.codelet is CONV_PARTIAL_WEIGHT_UPDATE):
-        _, _, cik, cop = g.fields["out"].block_shape
-        nr = int(g.param("nr"))
+        cik, cop, nr = (int(g.param(k)) for k in ("ci", "co", "nr"))
+        assert g.fields["out"].sizes[0] == 9 * cik * cop
         # field = (kernel position, input channel) pairs, input channels = the tile's dY pixels
         want = -(-amp_matmul_tile_cycles(9 * cik, nr * s.ow, cop, True, t) // t.threads_per_tile)
         assert set(CONV_PARTIAL_WEIGHT_UPDATE.cycles(g, t).tolist()) == {want}
