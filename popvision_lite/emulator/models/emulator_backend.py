@@ -110,6 +110,13 @@ class EmulatorBackend(EmulatorNormPool, Backend):
 
         return self._op(conv2d, x, w, shape, self.qual(name))
 
+    def conv2d_weight_update(self, x, dy, shape, name):
+        """dW of the convolution ``shape`` (a ConvShape) from its input and output gradient, each tile's
+        input rows with halo and dY rows exchanged once (ops/conv_wu.py)."""
+        from popvision_lite.emulator.ops.conv_wu import conv2d_weight_update
+
+        return self._op(conv2d_weight_update, x, dy, shape, self.qual(name))
+
     def block_sparse_matmul(self, a, b, mask, block, name):
         return self._op(ops.block_sparse_matmul, a, b, mask, block, self.qual(name))
 

@@ -7,8 +7,9 @@ GEMM: its input windows are gathered by exchange (``gather_windows``, zero paddi
 convolution is a plain matmul.  Backward: ``dW = cols^T dY``; ``dX = col2im(dY W^T)``.  With
 ``conv_lowering = "halo"`` (config; the default) the k x k forward convolutions and the stride-1 dX run
 as ``ops/conv.py``'s convolution instead: each tile receives its input rows with halo once and reads the
-windows in place (:func:`halo_conv` says which), and so does the stride-1 dX; dW and the strided dX keep the
-im2col path.
+windows in place (:func:`halo_conv` says which), and so does the stride-1 dX; the stride-1 dW runs as
+``ops/conv_wu.py``'s weight-update convolution (each tile's input rows with halo and dY rows once, partial
+dW reduced over the tiles; :func:`halo_weight_update`); the strided dW and dX keep the im2col path.
 
 Config fields (``ModelConfig``): ``layers`` = network depth (14, 26, 50, 101, 152: bottleneck
 blocks per stage from :data:`STAGE_BLOCKS`), ``hidden`` = width of the first stage (64 for
@@ -113,6 +114,14 @@ def halo_conv(be, k: int, stride: int, cin: int) -> bool:
             and k > 1 and cin % 16 == 0)
 
 
+def halo_weight_update(be, k: int, stride: int, cin: int) -> bool:
+    """Does this convolution's dW run as ops/conv_wu.py's weight-update convolution?  The stride-1
+    convolutions of :func:`halo_conv` on a backend that has it.  Strided ones keep dW = cols^T dY: the
+    vertex's in-place read of each kernel position's shifted pixels (docs/decisions/0155) holds for
+    stride 1 only (a strided window steps over the input by the stride)."""
+    return halo_conv(be, k, stride, cin) and stride == 1 and hasattr(be, "conv2d_weight_update")
+
+
 def conv(be, x, w, geom: _Geom, k, stride, name):
     """x (rows, C) @ kernel w (k*k*C, Co), same padding (k // 2); returns (y, cache, out geometry)."""
     if k == 1 and stride == 1:
@@ -139,17 +148,24 @@ def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
 
 
 def conv_bwd(be, cache, w, dy, name, need_dx=True):
-    """(dx, dw).  Stride 1 with same padding: dx = im2col(dy) @ flipped kernel (the windows of a
+    """(dx, dw).  dw: on the halo path at stride 1 (:func:`halo_weight_update`) the weight-update
+    convolution of ops/conv_wu.py, otherwise cols^T dy.  dx: stride 1 with same padding: dx = im2col(dy) @ flipped kernel (the windows of a
     stride-1 same-padded conv are symmetric), on the halo path (:func:`halo_conv`) dy convolved with the
     flipped kernel by ops/conv.py; otherwise dx = col2im(dy @ W^T).  ops/conv.py also computes the strided
     dx (dy dilated by the stride: ``transposed_shape``), but its estimate is no cheaper than col2im's on
     ResNet-50 and its tiles hold more (docs/decisions/0145), so the strided dx stays on col2im."""
     x, idx, geom, k, stride = cache
-    cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
-    dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
+    cin, cout = w.shape[0] // (k * k), w.shape[1]
+    if idx is not None and halo_weight_update(be, k, stride, cin):
+        from popvision_lite.emulator.ops.conv import ConvShape
+
+        s = ConvShape(geom.n, geom.h, geom.w, cin, cout, k, stride, k // 2)
+        dw = be.conv2d_weight_update(x, dy, s, name + "/dw_conv")
+    else:
+        cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
+        dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
     if not need_dx:
         return None, dw
-    cin, cout = w.shape[0] // (k * k), w.shape[1]
     if idx is not None and stride == 1 and halo_conv(be, k, stride, cout):
         from popvision_lite.emulator.ops.conv import transposed_shape
 

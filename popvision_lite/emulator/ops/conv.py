@@ -122,7 +122,7 @@ def transposed_shape(n: int, h: int, w: int, ci: int, co: int, k: int, stride: i
 GEOMETRY = ("n", "h", "w", "ci", "co", "k", "stride", "pad", "pad_hi", "dil")  # a vertex's ConvShape params
 
 
-def _split(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+def split_parts(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     """(sizes, offsets) of ``p`` contiguous parts of ``n``, ceil-sized parts first (poplin's splits)."""
     q, r = divmod(int(n), int(p))
     sz = np.full(int(p), q, np.int64)
@@ -138,7 +138,7 @@ def _worklists(s: ConvShape, ys: tuple, workers: int) -> tuple:
     position, less the positions whose input lies in the padding (an empty entry is not listed)."""
     ow = s.ow
     total = len(ys) * ow
-    sz, off = _split(total, workers)
+    sz, off = split_parts(total, workers)
     shares = []  # per worker: [(y, x0, x1)]
     for a, n in zip(off, sz, strict=True):
         segs, p = [], int(a)
@@ -199,7 +199,7 @@ class ConvPlan:
                 + ("" if self.fits else " (over available_memory_proportion)"))
 
 
-def _powers_dividing(n: int, limit: int) -> list[int]:
+def powers_dividing(n: int, limit: int) -> list[int]:
     out, p = [], 1
     while p <= limit and n % p == 0:
         out.append(p)
@@ -217,7 +217,7 @@ def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target,
     xbytes = float(target.em["exchange_bytes_per_cycle"])
     pr = max(1, min(s.out_rows, tiles // (pci * pco)))
     cop, sk = s.co // pco, dataclasses.replace(s, ci=s.ci // pci)
-    sz, off = _split(s.out_rows, pr)
+    sz, off = split_parts(s.out_rows, pr)
     nr = int(sz[0])
     in_el = max(sk.input_elems(int(o), nr) for o in off[:min(len(off), s.oh + 1)])
     w_el = s.k * s.k * sk.ci * cop
@@ -240,7 +240,7 @@ def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float,
     gi = s.ci // amp["in_group"] if s.ci % amp["in_group"] == 0 else 1
     go = s.co // amp["out_group"] if s.co % amp["out_group"] == 0 else 1
     cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes)
-             for pci in _powers_dividing(gi, tiles) for pco in _powers_dividing(go, tiles // pci)]
+             for pci in powers_dividing(gi, tiles) for pco in powers_dividing(go, tiles // pci)]
     fitting = [c for c in cands if c.fits]
     if fitting:
         return min(fitting, key=lambda c: (c.compute_cycles + c.exchange_cycles, c.pci, c.pco))
@@ -350,7 +350,7 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
-def _input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[np.ndarray, np.ndarray]:
+def input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[np.ndarray, np.ndarray]:
     """(starts, sizes) in x (N*H*W, Ci) of a tile's input: the rows its output rows read, halo included,
     each image's rows once; with an input-channel split, the tile's channel slice of every pixel."""
     cik = s.ci // pci
@@ -390,11 +390,11 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     pci, pr, pco = plan.pci, plan.pr, plan.pco
     T = pci * pr * pco
     tiles = ctx.tiles_array(rotate=T if T < ntiles else 0)[:T]
-    rsz, roff = _split(s.out_rows, pr)
+    rsz, roff = split_parts(s.out_rows, pr)
     cop, cik = s.co // pco, s.ci // pci
     ik, ir, ic = np.unravel_index(np.arange(T), (pci, pr, pco))  # the matmul's (k part, m part, n part) order
     # --- input rows with halo (the tile's channel slice), once per tile
-    regs = [_input_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pci, int(ik[t])) for t in range(T)]
+    regs = [input_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pci, int(ik[t])) for t in range(T)]
     in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
     in_start = np.cumsum(in_sizes) - in_sizes
     xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,

@@ -1,0 +1,340 @@
+"""The weight-update convolution (dW) on the halo path: each tile receives its pixel range of the forward
+input with the halo once and the same pixels of the output gradient, and computes a partial dW for its
+pixels, reading the k x k windows in place (no im2col block); the partials are reduced over the tiles.
+
+poplin: ``calculateWeightDeltas`` (graphcore/poplibs 7eac0f26, ``lib/poplin/Convolution.cpp``) runs dW
+as a convolution with the parameters of ``getWeightUpdateParams``: batch = the forward input channels,
+input channels = the forward batch, input field = the forward input field, kernel = the output
+gradient's field, output field = the forward kernel (k x k), output channels = the forward output
+channels.  Its reduction runs over the images and the output-gradient field - the convolution's input
+channels and kernel positions - which the plan splits over tiles (poplin's ``inChanSplit`` /
+``kernelSplit``) and whose partials it reduces (``ConvReduce.cpp``).
+
+Layout: as ``ops/conv.py``: x ``(N*H*W, Ci)``, dY ``(N*OH*OW, Co)``, dW ``(k*k*Ci, Co)`` with row
+``(ky*k + kx)*Ci + ci``.
+
+Plan (``plan_conv_wu``, the reduced search of ``ops/conv.py``'s ``plan_conv``): the ``N*OH`` (image,
+output row) pairs of dY cut into ``pr`` contiguous ranges, the input channels into ``pci`` and the output
+channels into ``pco`` equal parts of whole AMP groups, ``pr = min(N*OH, tiles // (pci * pco))``; cost =
+the fullest tile's vertex estimate + its exchange receive time (x rows with halo, dY rows, the partial
+slices it reduces) + its ReduceAdd estimate, the cheapest among those whose per-tile blocks fit
+``available_memory_proportion`` of the tile (the smallest footprint when none fits).
+
+Vertex (``ConvPartialWeightUpdate``): the tile's partial dW (k*k*cik, cop) = per kernel position the
+product of its shifted input pixels (transposed) and its dY pixels.  The AMP runs it as poplin's
+``ConvPartial1x1Out`` over field = (kernel position, input channel) pairs, input channels = the tile's dY
+pixels (the weight-update convolution with its kernel - dY's field - folded into the input channels at
+the tile level, poplin's vertex-level expandDims, ``ConvPlan.cpp`` canUseVertexLevelExpandDims), output
+channels = cop: cost ``estimators.poplin.amp_matmul_tile_cycles(k*k*cik, pixels, cop)``
+(``PerformanceEstimation.hpp`` getConvPartial1x1SupervisorOuterLoop / InnerLoopCycleEstimateHalfFloat).
+Assumed (docs/decisions/0155): the vertex reads each kernel position's shifted pixels in place and the
+positions whose input lies in the padding contribute zeros without being stored (poplin allows the
+vertex-level expandDims only on an unpadded input, and pads it otherwise); no on-tile transposition of
+the pixels into the AMP's input-channel grouping is charged.
+
+Programs: one exchange of every tile's input rows with halo (``ops/conv.py``'s ``input_regions``), one of
+its dY rows (its channel slice), one compute set of one supervisor vertex per tile writing its partial
+block (``ctx.partials_dtype``, the block contiguous on the tile), then the reduction over the ``pr``
+partials of every (input-channel part, output-channel part) block: each block cut into ``pr`` slices, the
+owner of a slice receives it from the other tiles (one contiguous piece each: a reduction over each
+kernel position's block separately, as the matmul's K-partials reduction cuts its output blocks, cost
+four times the pieces and the exchange code), one ReduceAdd per owner, and an on-tile copy of the slice
+into dW's (k*k*Ci, Co) order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles, amp_params, reduce_add_cycles
+from popvision_lite.emulator.graph import Regions, to_dtype
+from popvision_lite.emulator.ops import library_codelets as OC
+from popvision_lite.emulator.ops.common import _nbytes, materialize
+from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.conv import GEOMETRY, ConvShape, input_regions, powers_dividing, split_parts
+from popvision_lite.emulator.ops.planners import split_even
+from popvision_lite.errors import EmulatorError
+
+
+def wu_vertex_tile_cycles(s: ConvShape, nr: int, cik: int, cop: int, fp16: bool, target) -> int:
+    """Tile cycles of a tile's weight-update vertex over ``nr`` dY rows: ConvPartial1x1Out with field =
+    k*k*cik (kernel position, input channel) pairs, input channels = its nr*OW dY pixels, cop outputs."""
+    return amp_matmul_tile_cycles(s.k * s.k * cik, nr * s.ow, cop, fp16, target)
+
+
+@dataclass(frozen=True)
+class WuPlan:
+    pr: int  # dY row parts: the partials of every dW block, reduced over these tiles
+    pco: int  # output-channel parts
+    pci: int  # input-channel parts
+    compute_cycles: int  # the fullest tile's vertex estimate + its share of the partials reduction
+    exchange_cycles: int  # the fullest tile's receive time (x rows with halo, dY rows, partial slices)
+    tile_bytes: int  # the fullest tile's x rows, dY rows, partial block and gathered slices
+    fits: bool
+
+    def describe(self, s: ConvShape) -> str:
+        return (f"weight-update ConvPartial1x1Out {s.k}x{s.k}/{s.stride}: {s.out_rows} dY rows in {self.pr} parts "
+                f"(partials reduced) x {s.co} output channels in {self.pco} x {s.ci} input channels in {self.pci}; "
+                f"input rows with halo and dY rows exchanged once per tile; est. {self.compute_cycles} compute + "
+                f"{self.exchange_cycles} exchange cycles, {self.tile_bytes} B per tile"
+                + ("" if self.fits else " (over available_memory_proportion)"))
+
+
+def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target, usable_bytes: float,
+               pb: int) -> WuPlan:
+    """One partition's cost: the fullest tile's vertex, its receive time (x rows with halo and dY rows in
+    the run's type, then the pr - 1 partial slices of its blocks, ``pb`` bytes an element) and its
+    ReduceAdd over them (estimators.poplin.reduce_add_cycles)."""
+    item = 2 if fp16 else 4
+    xbytes = float(target.em["exchange_bytes_per_cycle"])
+    pr = max(1, min(s.out_rows, tiles // (pci * pco)))
+    cik, cop = s.ci // pci, s.co // pco
+    sk = dataclasses.replace(s, ci=cik)
+    sz, off = split_parts(s.out_rows, pr)
+    nr = int(sz[0])
+    in_el = max(sk.input_elems(int(o), nr) for o in off[:min(len(off), s.oh + 1)])
+    dy_el = nr * s.ow * cop
+    blk = s.k * s.k * cik * cop
+    slice_el = -(-blk // pr)
+    comp = wu_vertex_tile_cycles(s, nr, cik, cop, fp16, target)
+    comp += reduce_add_cycles(slice_el, pr, item, pb, int(target.threads_per_tile))
+    recv = (in_el + dy_el) * item + (pr - 1) * slice_el * pb
+    byts = (in_el + dy_el) * item + blk * pb + pr * slice_el * pb
+    return WuPlan(pr, pco, pci, int(comp), int(-(-recv // xbytes)), int(byts), byts <= usable_bytes)
+
+
+def plan_conv_wu(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float, partials_bytes: int = 4) -> WuPlan:
+    """The partition of a weight-update convolution over ``tiles`` tiles (see the module docstring)."""
+    amp = amp_params(fp16, target)
+    gi = s.ci // amp["in_group"] if s.ci % amp["in_group"] == 0 else 1
+    go = s.co // amp["out_group"] if s.co % amp["out_group"] == 0 else 1
+    cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes)
+             for pci in powers_dividing(gi, tiles) for pco in powers_dividing(go, tiles // pci)]
+    fitting = [c for c in cands if c.fits]
+    if fitting:
+        return min(fitting, key=lambda c: (c.compute_cycles + c.exchange_cycles, c.pci, c.pco))
+    return min(cands, key=lambda c: (c.tile_bytes, c.pci, c.pco))
+
+
+def wu_rows(s: ConvShape, region: np.ndarray, dyb: np.ndarray, r0: int, nr: int) -> np.ndarray:
+    """Partial dW (k, k, Ci, cop) of dY rows [r0, r0 + nr) of the (image, row) sequence, given the tile's
+    input region (the rows of ``s.input_rows(r0, nr)`` one after another, ``s.ci`` channels) and its dY
+    rows ``dyb`` (nr*OW, cop), FP32."""
+    wp = s.w + s.pad + s.upper
+    cop = dyb.shape[-1]
+    dyr = dyb.reshape(nr, s.ow, cop)
+    out = np.zeros((s.k, s.k, s.ci, cop), np.float32)
+    pos, r = 0, r0
+    for _b, lo, hi in s.input_rows(r0, nr):
+        rows = region[pos:pos + (hi - lo) * s.w * s.ci].reshape(hi - lo, s.w, s.ci)
+        pos += (hi - lo) * s.w * s.ci
+        y0 = r % s.oh
+        y1 = min(s.oh, y0 + (r0 + nr - r))
+        first = y0 * s.stride - s.pad  # padded-image row of the first window row
+        patch = np.zeros(((y1 - 1 - y0) * s.stride + s.k, wp, s.ci), np.float32)
+        if hi > lo:
+            patch[lo - first:hi - first, s.pad:s.pad + s.w] = rows
+        win = np.lib.stride_tricks.sliding_window_view(patch, (s.k, s.k), axis=(0, 1))[::s.stride, ::s.stride]
+        out += np.einsum("yxcij,yxo->ijco", win[:y1 - y0, :s.ow], dyr[r - r0:r - r0 + (y1 - y0)], optimize=True)
+        r += y1 - y0
+    return out
+
+
+class ConvPartialWeightUpdate(Codelet):
+    """A tile's partial dW (poplin ConvPartial1x1Out on the weight-update convolution, supervisor vertex):
+    ``out`` (k*k*cik*cop elements, (ky, kx, ci, co) order) = the sum over the tile's dY rows of their k x k
+    input windows (from ``in``, the tile's input rows with halo, images in order, see ConvShape.input_rows)
+    times ``dy`` (nr*OW, cop), FP32 accumulation, written in the partials' type.  Params: the geometry
+    (``GEOMETRY``, a ConvShape with the tile's ``ci`` = cik and ``co`` = cop), per vertex its first dY row
+    ``r0`` and the group's ``nr`` rows.  Cost: :func:`wu_vertex_tile_cycles` in worker-slot units (tile
+    cycles / threads)."""
+
+    name = "ConvPartialWeightUpdate"
+    fields = {"in": "in", "dy": "in", "out": "out"}
+    supervisor = True
+    # assumption (no public figure): code and per-vertex state sizes, as ConvPartialnx1's in ops/conv.py
+    code_bytes = 2048
+    state_bytes = 32
+
+    @staticmethod
+    def shape_of(group) -> ConvShape:
+        return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
+
+    def check(self, group):
+        s = self.shape_of(group)
+        nr = int(group.param("nr"))
+        fi, fd, fo = (group.fields[k] for k in ("in", "dy", "out"))
+        if not all(isinstance(f, Regions) for f in (fi, fd, fo)):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in', 'dy' and 'out' must be regions")
+        if np.any(fd.sizes != nr * s.ow * s.co) or np.any(fo.sizes != s.k * s.k * s.ci * s.co):
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'dy' must be {nr} rows of {s.ow} x "
+                                f"{s.co} and 'out' {s.k}x{s.k}x{s.ci}x{s.co} elements per vertex")
+
+    def cycles(self, group, target):
+        s = self.shape_of(group)
+        fp16 = group.fields["in"].tensor.dtype == "float16" and group.fields["dy"].tensor.dtype == "float16"
+        c = wu_vertex_tile_cycles(s, int(group.param("nr")), s.ci, s.co, fp16, target)
+        return np.full(group.n, -(-c // int(target.threads_per_tile)), np.int64)
+
+    def flops(self, group):
+        s = self.shape_of(group)
+        return int(2 * s.k * s.k * s.ci * int(group.param("nr")) * s.ow * s.co * group.n)
+
+    def compute(self, group, data):
+        s = self.shape_of(group)
+        nr = int(group.param("nr"))
+        fin, fdy, fo = group.fields["in"], group.fields["dy"], group.fields["out"]
+        xin = np.asarray(fin.gather(data), np.float32)
+        dyv = np.asarray(fdy.gather(data), np.float32)
+        blk = s.k * s.k * s.ci * s.co
+        out = np.empty((group.n, blk), np.float32)
+        in_off = np.concatenate([[0], np.cumsum(fin.sizes)])
+        dy_blk = nr * s.ow * s.co
+        r0s = np.asarray(group.param("r0"), np.int64)
+        for v in range(group.n):
+            out[v] = wu_rows(s, xin[in_off[v]:in_off[v + 1]], dyv[v * dy_blk:(v + 1) * dy_blk].reshape(-1, s.co),
+                             int(r0s[v]), nr).ravel()
+        fo.scatter(data, to_dtype(out.ravel(), fo.tensor.dtype))
+
+
+CONV_PARTIAL_WEIGHT_UPDATE = ConvPartialWeightUpdate()
+
+
+def ref_conv2d_weight_update(x, dy, s: ConvShape) -> np.ndarray:
+    """Numpy reference: dW (k*k*Ci, Co) of a convolution of x (N*H*W, Ci) whose output gradient is dy
+    (N*OH*OW, Co), FP32: per kernel position the shifted input pixels (transposed) times dy."""
+    xp = np.pad(np.asarray(x, np.float32).reshape(s.n, s.h, s.w, s.ci), ((0, 0), (s.pad, s.upper), (s.pad, s.upper),
+                                                                         (0, 0)))
+    d = np.asarray(dy, np.float32).reshape(-1, s.co)
+    out = np.zeros((s.k, s.k, s.ci, s.co), np.float32)
+    for ky in range(s.k):
+        for kx in range(s.k):
+            xs = xp[:, ky:ky + s.stride * (s.oh - 1) + 1:s.stride, kx:kx + s.stride * (s.ow - 1) + 1:s.stride]
+            out[ky, kx] = xs.reshape(-1, s.ci).T @ d
+    return out.reshape(-1, s.co)
+
+
+def _dy_regions(s: ConvShape, r0: int, nr: int, pco: int, ic: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, sizes) in dY (N*OH*OW, Co) of a tile's dY rows [r0, r0 + nr): one run of whole rows, or
+    with an output-channel split the tile's channel slice of every pixel."""
+    if pco == 1:
+        return np.array([r0 * s.ow * s.co], np.int64), np.array([nr * s.ow * s.co], np.int64)
+    cop = s.co // pco
+    px = r0 * s.ow + np.arange(nr * s.ow, dtype=np.int64)
+    return px * s.co + ic * cop, np.full(len(px), cop, np.int64)
+
+
+def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
+    """dW (k*k*Ci, Co) of the convolution ``s`` from its input x (N*H*W, Ci) and output gradient dy
+    (N*OH*OW, Co): the plan of :func:`plan_conv_wu`, each tile's input rows with halo and dY rows exchanged
+    once, one ConvPartialWeightUpdate vertex per tile writing partials (ctx.partials_dtype), reduced over
+    the dY-row parts by the matmul's K-partials reduction."""
+    if s.dil != 1:
+        raise EmulatorError(f"conv weight update '{name}': input dilation {s.dil} is not supported (a forward "
+                            "convolution's input is never dilated)")
+    if tuple(x.shape) != (s.n * s.h * s.w, s.ci) or tuple(dy.shape) != (s.out_rows * s.ow, s.co):
+        raise EmulatorError(f"conv weight update '{name}': shapes {tuple(x.shape)}, {tuple(dy.shape)} do not match {s}")
+    fp16 = ctx.dtype == "float16"
+    kk = s.k * s.k
+    op = ctx.begin_op(name, "conv", min_bytes=_nbytes(x) + _nbytes(dy) + kk * s.ci * s.co * (2 if fp16 else 4))
+    ntiles = ctx.target.tiles_per_ipu
+    pb = 2 if ctx.partials_dtype == "float16" else 4
+    plan = plan_conv_wu(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
+                        pb)
+    desc = plan.describe(s)
+    ctx.graph.add_op(op, plan=desc)
+    ctx.records[-1]["plan"] = desc
+    X = materialize(ctx, x, "in", op) if isinstance(x, View) else x
+    DY = materialize(ctx, dy, "dy", op) if isinstance(dy, View) else dy
+    pr, pci, pco = plan.pr, plan.pci, plan.pco
+    T = pr * pci * pco
+    tiles = ctx.tiles_array(rotate=T if T < ntiles else 0)[:T]
+    rsz, roff = split_parts(s.out_rows, pr)
+    cik, cop = s.ci // pci, s.co // pco
+    ir, ik, ic = np.unravel_index(np.arange(T), (pr, pci, pco))  # the reduction's (k part, m part, n part) order
+    # --- input rows with halo (the tile's channel slice) and dY rows (its channel slice), once per tile
+    regs = [input_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pci, int(ik[t])) for t in range(T)]
+    in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
+    in_start = np.cumsum(in_sizes) - in_sizes
+    xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
+                       mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
+    ctx.add(P.Copy(X.regions(np.concatenate([a for a, _ in regs]), np.concatenate([z for _, z in regs])),
+                   xin.whole(), name=f"{op}/exchange_input", op=op))
+    dregs = [_dy_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pco, int(ic[t])) for t in range(T)]
+    dy_sizes = rsz[ir] * s.ow * cop
+    dy_start = np.cumsum(dy_sizes) - dy_sizes
+    dyin = ctx.variable(f"{op}/output_grad_rows", (int(dy_sizes.sum()),), DY.dtype,
+                        mapping=M.intervals(tiles, dy_start, dy_start + dy_sizes), op=op)
+    ctx.add(P.Copy(DY.regions(np.concatenate([a for a, _ in dregs]), np.concatenate([z for _, z in dregs])),
+                   dyin.whole(), name=f"{op}/exchange_output_grad", op=op))
+    # --- the vertices write each tile's partial block (kk, cik, cop) contiguously, in ctx.partials_dtype
+    blk = kk * cik * cop
+    part = ctx.variable(f"{op}/partials", (T * blk,), ctx.partials_dtype, op=op,
+                        mapping=M.intervals(tiles, np.arange(T) * blk, (np.arange(T) + 1) * blk))
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/weight_update_partials"), op=op)
+    sk = dataclasses.replace(s, ci=cik, co=cop)
+    geom = {k: np.int64(sk.upper if k == "pad_hi" else getattr(sk, k)) for k in GEOMETRY}
+    for nr in np.unique(rsz):
+        sel = np.nonzero(rsz[ir] == nr)[0]
+        ctx.graph.add_vertices(cs, CONV_PARTIAL_WEIGHT_UPDATE, tiles=tiles[sel], fields={
+            "in": xin.regions(in_start[sel], in_sizes[sel]), "dy": dyin.regions(dy_start[sel], dy_sizes[sel]),
+            "out": part.regions(sel * blk, blk)},
+            params={**geom, "nr": np.int64(nr), "r0": roff[ir[sel]].astype(np.int64)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return _reduce_partials(ctx, op, s, part, tiles, pr, pci, pco, cik, cop)
+
+
+def _reduce_partials(ctx: OpContext, op: str, s: ConvShape, part, tiles, pr: int, pci: int, pco: int, cik: int,
+                     cop: int):
+    """Sum the ``pr`` partial blocks of every (input-channel part, output-channel part) into dW, as poplin
+    reduces a convolution's partials (ConvReduce.cpp): each block cut into ``pr`` even slices, slice q
+    owned by the tile of partial q, which receives the slice from the other pr - 1 tiles (one contiguous
+    piece each) and runs one ReduceAdd over it (ops.library_codelets.ConvReducePartials) into a block-major
+    buffer in the run's type; an on-tile copy then puts the slice's elements in dW's (k*k*Ci, Co) order
+    (the weight's layout), on the same tile."""
+    kk = s.k * s.k
+    blk = kk * cik * cop
+    nb = pci * pco
+    sl = np.array(split_even(blk, pr), np.int64)  # (slices, 2): fewer than pr when blk < pr
+    ns = len(sl)
+    slen = sl[:, 1] - sl[:, 0]
+    b_i, s_i = (x.ravel() for x in np.meshgrid(np.arange(nb), np.arange(ns), indexing="ij"))  # (block, slice)
+    owner = tiles[s_i * nb + b_i]  # partial q = s of block b sits on tile (q, ik, ic) = q * nb + b
+    g_len = pr * slen[s_i]
+    g_start = np.cumsum(g_len) - g_len
+    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
+                            mapping=M.intervals(owner, g_start, g_start + g_len), op=op)
+    q = np.arange(pr)
+    src = ((q[None, :] * nb + b_i[:, None]) * blk + sl[s_i, 0][:, None]).ravel()  # (block, slice, partial)
+    ctx.add(P.Copy(part.regions(src, np.repeat(slen[s_i], pr)), gathered.whole(), name=f"{op}/gather_partials",
+                   op=op))
+    out_start = b_i * blk + sl[s_i, 0]
+    dwb = ctx.variable(f"{op}/reduced_blocks", (nb * blk,), ctx.dtype,
+                       mapping=M.intervals(owner, out_start, out_start + slen[s_i]), op=op)
+    cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
+    ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=owner, fields={
+        "in": gathered.regions(g_start, g_len), "out": dwb.regions(out_start, slen[s_i])}, params={"k": np.int64(pr)})
+    ctx.add(P.Execute(cs, name=cs.name, op=op))
+    # dW element of block b = (ik, ic), block element e = (kp * cik + c) * cop + o: ((kp * Ci + ik * cik + c) * Co
+    # + ic * cop + o); runs of cop elements, cut where a slice ends
+    cuts = np.union1d(sl[:, 0], np.arange(0, blk, cop))
+    seg_len = np.diff(np.append(cuts, blk))
+    seg_owner_slice = np.searchsorted(sl[:, 0], cuts, side="right") - 1
+    row, col = np.divmod(cuts, cop)
+    kp, c = np.divmod(row, cik)
+    ik, ic = np.divmod(np.arange(nb), pco)
+    dst = ((kp[None, :] * s.ci + (ik * cik)[:, None] + c[None, :]) * s.co + (ic * cop)[:, None] + col[None, :]).ravel()
+    src_b = (np.arange(nb)[:, None] * blk + cuts[None, :]).ravel()
+    lens = np.tile(seg_len, nb)
+    seg_tile = tiles[(seg_owner_slice[None, :] * nb + np.arange(nb)[:, None]).ravel()]
+    o = np.argsort(dst, kind="stable")
+    Y = ctx.variable(op, (kk * s.ci, s.co), ctx.dtype, op=op,
+                     mapping=M.intervals(seg_tile[o], dst[o], dst[o] + lens[o]))
+    ctx.add(P.Copy(dwb.regions(src_b, lens), Y.regions(dst, lens), name=f"{op}/to_weight_layout", op=op))
+    return Y
