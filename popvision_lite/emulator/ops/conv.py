@@ -350,6 +350,20 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
+def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int, ik, op: str):
+    """Each tile's input rows with halo (its channel slice: part ``ik[t]`` of ``pci``) for its output rows
+    ``r0[t]``, ``nr[t]``, received once (one exchange into a buffer laid out tile by tile); returns the
+    buffer and each tile's (start, size) in it."""
+    regs = [input_regions(s, int(r0[t]), int(nr[t]), pci, int(ik[t])) for t in range(len(tiles))]
+    in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
+    in_start = np.cumsum(in_sizes) - in_sizes
+    xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
+                       mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
+    ctx.add(P.Copy(X.regions(np.concatenate([a for a, _ in regs]), np.concatenate([z for _, z in regs])),
+                   xin.whole(), name=f"{op}/exchange_input", op=op))
+    return xin, in_start, in_sizes
+
+
 def input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[np.ndarray, np.ndarray]:
     """(starts, sizes) in x (N*H*W, Ci) of a tile's input: the rows its output rows read, halo included,
     each image's rows once; with an input-channel split, the tile's channel slice of every pixel."""
@@ -393,14 +407,7 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     rsz, roff = split_parts(s.out_rows, pr)
     cop, cik = s.co // pco, s.ci // pci
     ik, ir, ic = np.unravel_index(np.arange(T), (pci, pr, pco))  # the matmul's (k part, m part, n part) order
-    # --- input rows with halo (the tile's channel slice), once per tile
-    regs = [input_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pci, int(ik[t])) for t in range(T)]
-    in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
-    in_start = np.cumsum(in_sizes) - in_sizes
-    xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
-                       mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
-    ctx.add(P.Copy(X.regions(np.concatenate([a for a, _ in regs]), np.concatenate([z for _, z in regs])),
-                   xin.whole(), name=f"{op}/exchange_input", op=op))
+    xin, in_start, in_sizes = exchange_input_rows(ctx, X, s, tiles, roff[ir], rsz[ir], pci, ik, op)
     # --- kernel blocks: per tile its k*k (cik, cop) windows, kernel position outermost
     kk, blk = s.k * s.k, s.k * s.k * cik * cop
     kpos = np.tile(np.arange(kk), T)

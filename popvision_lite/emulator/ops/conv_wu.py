@@ -32,7 +32,7 @@ positions whose input lies in the padding contribute zeros without being stored 
 vertex-level expandDims only on an unpadded input, and pads it otherwise); no on-tile transposition of
 the pixels into the AMP's input-channel grouping is charged.
 
-Programs: one exchange of every tile's input rows with halo (``ops/conv.py``'s ``input_regions``), one of
+Programs: one exchange of every tile's input rows with halo (``ops/conv.py``'s ``exchange_input_rows``), one of
 its dY rows (its channel slice), one compute set of one supervisor vertex per tile writing its partial
 block (``ctx.partials_dtype``, the block contiguous on the tile), then the reduction over the ``pr``
 partials of every (input-channel part, output-channel part) block: each block cut into ``pr`` slices, the
@@ -57,7 +57,13 @@ from popvision_lite.emulator.graph import Regions, to_dtype
 from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import _nbytes, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.conv import GEOMETRY, ConvShape, input_regions, powers_dividing, split_parts
+from popvision_lite.emulator.ops.conv import (
+    GEOMETRY,
+    ConvShape,
+    exchange_input_rows,
+    powers_dividing,
+    split_parts,
+)
 from popvision_lite.emulator.ops.planners import split_even
 from popvision_lite.errors import EmulatorError
 
@@ -259,13 +265,7 @@ def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
     cik, cop = s.ci // pci, s.co // pco
     ir, ik, ic = np.unravel_index(np.arange(T), (pr, pci, pco))  # the reduction's (k part, m part, n part) order
     # --- input rows with halo (the tile's channel slice) and dY rows (its channel slice), once per tile
-    regs = [input_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pci, int(ik[t])) for t in range(T)]
-    in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
-    in_start = np.cumsum(in_sizes) - in_sizes
-    xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
-                       mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
-    ctx.add(P.Copy(X.regions(np.concatenate([a for a, _ in regs]), np.concatenate([z for _, z in regs])),
-                   xin.whole(), name=f"{op}/exchange_input", op=op))
+    xin, in_start, in_sizes = exchange_input_rows(ctx, X, s, tiles, roff[ir], rsz[ir], pci, ik, op)
     dregs = [_dy_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pco, int(ic[t])) for t in range(T)]
     dy_sizes = rsz[ir] * s.ow * cop
     dy_start = np.cumsum(dy_sizes) - dy_sizes

@@ -18,6 +18,8 @@ from popvision_lite.emulator.ops.pooling import conv_windows, ref_col2im
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 
+from .conv_direct import direct_taps
+
 rng = np.random.default_rng(5)
 
 SHAPES = [
@@ -42,13 +44,8 @@ def _loop_conv(x, w, s: ConvShape):
     xi = x.reshape(s.n, s.h, s.w, s.ci).astype(np.float64)
     k = w.reshape(s.k, s.k, s.ci, s.co).astype(np.float64)
     y = np.zeros((s.n, s.oh, s.ow, s.co))
-    for i in range(s.oh):
-        for j in range(s.ow):
-            for ky in range(s.k):
-                for kx in range(s.k):
-                    r, c = i * s.stride - s.pad + ky, j * s.stride - s.pad + kx
-                    if 0 <= r < s.h and 0 <= c < s.w:
-                        y[:, i, j] += xi[:, r, c] @ k[ky, kx]
+    for i, j, ky, kx, r, c in direct_taps(s):
+        y[:, i, j] += xi[:, r, c] @ k[ky, kx]
     return y.reshape(-1, s.co)
 
 

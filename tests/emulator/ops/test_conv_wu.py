@@ -22,6 +22,8 @@ from popvision_lite.emulator.ops.pooling import conv_windows
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import EmulatorError
 
+from .conv_direct import direct_taps
+
 rng = np.random.default_rng(11)
 
 SHAPES = [
@@ -38,13 +40,8 @@ def _loop_dw(x, dy, s: ConvShape):
     xi = x.reshape(s.n, s.h, s.w, s.ci).astype(np.float64)
     d = dy.reshape(s.n, s.oh, s.ow, s.co).astype(np.float64)
     out = np.zeros((s.k, s.k, s.ci, s.co))
-    for i in range(s.oh):
-        for j in range(s.ow):
-            for ky in range(s.k):
-                for kx in range(s.k):
-                    r, c = i * s.stride - s.pad + ky, j * s.stride - s.pad + kx
-                    if 0 <= r < s.h and 0 <= c < s.w:
-                        out[ky, kx] += xi[:, r, c].T @ d[:, i, j]
+    for i, j, ky, kx, r, c in direct_taps(s):
+        out[ky, kx] += xi[:, r, c].T @ d[:, i, j]
     return out.reshape(-1, s.co)
 
 
