@@ -236,27 +236,28 @@ def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target,
 def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float, partials_bytes: int = 4) -> ConvPlan:
     """The partition of a convolution over ``tiles`` tiles (see the module docstring); ``partials_bytes``:
     poplin's partialsType of an input-channel split's partials (4 float, 2 half)."""
+    return choose_channel_split(s, fp16, target, tiles, lambda pci, pco: _candidate(
+        s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes))
+
+
+def choose_channel_split(s: ConvShape, fp16: bool, target, tiles: int, candidate):
+    """The plan among ``candidate(pci, pco)`` for every power-of-two split of the input and output channels
+    in whole AMP groups (pci x pco <= tiles): the fastest (compute + exchange cycles) of those that fit,
+    else the smallest per tile; ties to fewer splits."""
     amp = amp_params(fp16, target)
     gi = s.ci // amp["in_group"] if s.ci % amp["in_group"] == 0 else 1
     go = s.co // amp["out_group"] if s.co % amp["out_group"] == 0 else 1
-    cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes)
-             for pci in powers_dividing(gi, tiles) for pco in powers_dividing(go, tiles // pci)]
+    cands = [candidate(pci, pco) for pci in powers_dividing(gi, tiles) for pco in powers_dividing(go, tiles // pci)]
     fitting = [c for c in cands if c.fits]
     if fitting:
         return min(fitting, key=lambda c: (c.compute_cycles + c.exchange_cycles, c.pci, c.pco))
     return min(cands, key=lambda c: (c.tile_bytes, c.pci, c.pco))
 
 
-class ConvPartialNx1(Codelet):
-    """A tile's convolution partials (poplin ConvPartialnx1, supervisor vertex): ``out`` (nr*OW, cop)
-    = the k x k convolution of the input rows in ``in`` (the tile's input region with halo, images in
-    order, see ConvShape.input_rows) with the kernel block ``w`` (k*k*Ci, cop), FP32 accumulation.
-    Params: the geometry (``GEOMETRY``, a ConvShape with the tile's ``ci``), per vertex its first output
-    row ``r0`` and the group's ``nr`` rows.  Cost: estimators.poplin_conv.nx1_tile_cycles over the vertex's
-    work lists, in worker-slot units (tile cycles / threads)."""
+class HaloConvCodelet(Codelet):
+    """A supervisor vertex of the halo convolutions (forward / dX here, the weight update in conv_wu.py):
+    its geometry in the params (``GEOMETRY``), its input rows with halo one region a vertex."""
 
-    name = "ConvPartialnx1"
-    fields = {"in": "in", "w": "in", "out": "out"}
     supervisor = True
     # assumption (no public figure): code and per-vertex state sizes; the work lists themselves (per kernel
     # position and worker, 3 x 16-bit words an entry in poplin's limited version) are not charged
@@ -266,6 +267,18 @@ class ConvPartialNx1(Codelet):
     @staticmethod
     def shape_of(group) -> ConvShape:
         return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
+
+
+class ConvPartialNx1(HaloConvCodelet):
+    """A tile's convolution partials (poplin ConvPartialnx1, supervisor vertex): ``out`` (nr*OW, cop)
+    = the k x k convolution of the input rows in ``in`` (the tile's input region with halo, images in
+    order, see ConvShape.input_rows) with the kernel block ``w`` (k*k*Ci, cop), FP32 accumulation.
+    Params: the geometry (``GEOMETRY``, a ConvShape with the tile's ``ci``), per vertex its first output
+    row ``r0`` and the group's ``nr`` rows.  Cost: estimators.poplin_conv.nx1_tile_cycles over the vertex's
+    work lists, in worker-slot units (tile cycles / threads)."""
+
+    name = "ConvPartialnx1"
+    fields = {"in": "in", "w": "in", "out": "out"}
 
     def check(self, group):
         f = group.fields["out"]
@@ -350,6 +363,26 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
+def tile_partition(ctx: OpContext, s: ConvShape, plan, order: tuple[str, str, str]):
+    """The tiles of a halo convolution's plan (``pr`` output-row parts x ``pci`` x ``pco`` channel parts, placed
+    from the op's rotating start tile) and each part's output rows: (T, tiles, row-part sizes, row-part
+    offsets, (index of each tile along ``order``'s three splits))."""
+    parts = {"pr": plan.pr, "pci": plan.pci, "pco": plan.pco}
+    T = plan.pr * plan.pci * plan.pco
+    n = ctx.target.tiles_per_ipu
+    tiles = ctx.tiles_array(rotate=T if T < n else 0)[:T]
+    rsz, roff = split_parts(s.out_rows, plan.pr)
+    return T, tiles, rsz, roff, np.unravel_index(np.arange(T), tuple(parts[k] for k in order))
+
+
+def record_plan_and_operands(ctx: OpContext, op: str, desc: str, *operands):
+    """Record the op's plan text (the graph's op and the ops record) and return its operands as tensors: a
+    view (``(x, name)`` pairs) is materialised once."""
+    ctx.graph.add_op(op, plan=desc)
+    ctx.records[-1]["plan"] = desc
+    return tuple(materialize(ctx, x, name, op) if isinstance(x, View) else x for x, name in operands)
+
+
 def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int, ik, op: str):
     """Each tile's input rows with halo (its channel slice: part ``ik[t]`` of ``pci``) for its output rows
     ``r0[t]``, ``nr[t]``, received once (one exchange into a buffer laid out tile by tile); returns the
@@ -393,20 +426,14 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     ntiles = ctx.target.tiles_per_ipu
     plan = plan_conv(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
                      2 if ctx.partials_dtype == "float16" else 4)
-    desc = plan.describe(s)
-    ctx.graph.add_op(op, plan=desc)
-    ctx.records[-1]["plan"] = desc
-    X = materialize(ctx, x, "in", op) if isinstance(x, View) else x
-    W = materialize(ctx, w, "w", op) if isinstance(w, View) else w
+    X, W = record_plan_and_operands(ctx, op, plan.describe(s), (x, "in"), (w, "w"))
     if not ctx.is_used(W):  # a weight nothing has used yet: spread over the tiles (each sends a share)
         ctx.graph.set_mapping(W, ctx.linear_mapping(W.size, grain=4))
         ctx.mark_used(W)
     pci, pr, pco = plan.pci, plan.pr, plan.pco
-    T = pci * pr * pco
-    tiles = ctx.tiles_array(rotate=T if T < ntiles else 0)[:T]
-    rsz, roff = split_parts(s.out_rows, pr)
+    # tiles in the matmul's (k part, m part, n part) order
+    T, tiles, rsz, roff, (ik, ir, ic) = tile_partition(ctx, s, plan, ("pci", "pr", "pco"))
     cop, cik = s.co // pco, s.ci // pci
-    ik, ir, ic = np.unravel_index(np.arange(T), (pci, pr, pco))  # the matmul's (k part, m part, n part) order
     xin, in_start, in_sizes = exchange_input_rows(ctx, X, s, tiles, roff[ir], rsz[ir], pci, ik, op)
     # --- kernel blocks: per tile its k*k (cik, cop) windows, kernel position outermost
     kk, blk = s.k * s.k, s.k * s.k * cik * cop

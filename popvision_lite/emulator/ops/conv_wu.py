@@ -51,18 +51,20 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.codelets import Codelet
-from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles, amp_params, reduce_add_cycles
+from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles, reduce_add_cycles
 from popvision_lite.emulator.graph import Regions, to_dtype
 from popvision_lite.emulator.ops import library_codelets as OC
-from popvision_lite.emulator.ops.common import _nbytes, materialize
-from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.common import _nbytes
+from popvision_lite.emulator.ops.context import OpContext
 from popvision_lite.emulator.ops.conv import (
     GEOMETRY,
     ConvShape,
+    HaloConvCodelet,
+    choose_channel_split,
     exchange_input_rows,
-    powers_dividing,
+    record_plan_and_operands,
     split_parts,
+    tile_partition,
 )
 from popvision_lite.emulator.ops.planners import split_even
 from popvision_lite.errors import EmulatorError
@@ -117,15 +119,8 @@ def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target,
 
 def plan_conv_wu(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float, partials_bytes: int = 4) -> WuPlan:
     """The partition of a weight-update convolution over ``tiles`` tiles (see the module docstring)."""
-    amp = amp_params(fp16, target)
-    gi = s.ci // amp["in_group"] if s.ci % amp["in_group"] == 0 else 1
-    go = s.co // amp["out_group"] if s.co % amp["out_group"] == 0 else 1
-    cands = [_candidate(s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes)
-             for pci in powers_dividing(gi, tiles) for pco in powers_dividing(go, tiles // pci)]
-    fitting = [c for c in cands if c.fits]
-    if fitting:
-        return min(fitting, key=lambda c: (c.compute_cycles + c.exchange_cycles, c.pci, c.pco))
-    return min(cands, key=lambda c: (c.tile_bytes, c.pci, c.pco))
+    return choose_channel_split(s, fp16, target, tiles, lambda pci, pco: _candidate(
+        s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes))
 
 
 def wu_rows(s: ConvShape, region: np.ndarray, dyb: np.ndarray, r0: int, nr: int) -> np.ndarray:
@@ -152,7 +147,7 @@ def wu_rows(s: ConvShape, region: np.ndarray, dyb: np.ndarray, r0: int, nr: int)
     return out
 
 
-class ConvPartialWeightUpdate(Codelet):
+class ConvPartialWeightUpdate(HaloConvCodelet):
     """A tile's partial dW (poplin ConvPartial1x1Out on the weight-update convolution, supervisor vertex):
     ``out`` (k*k*cik*cop elements, (ky, kx, ci, co) order) = the sum over the tile's dY rows of their k x k
     input windows (from ``in``, the tile's input rows with halo, images in order, see ConvShape.input_rows)
@@ -163,14 +158,6 @@ class ConvPartialWeightUpdate(Codelet):
 
     name = "ConvPartialWeightUpdate"
     fields = {"in": "in", "dy": "in", "out": "out"}
-    supervisor = True
-    # assumption (no public figure): code and per-vertex state sizes, as ConvPartialnx1's in ops/conv.py
-    code_bytes = 2048
-    state_bytes = 32
-
-    @staticmethod
-    def shape_of(group) -> ConvShape:
-        return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
 
     def check(self, group):
         s = self.shape_of(group)
@@ -253,17 +240,11 @@ def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
     pb = 2 if ctx.partials_dtype == "float16" else 4
     plan = plan_conv_wu(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
                         pb)
-    desc = plan.describe(s)
-    ctx.graph.add_op(op, plan=desc)
-    ctx.records[-1]["plan"] = desc
-    X = materialize(ctx, x, "in", op) if isinstance(x, View) else x
-    DY = materialize(ctx, dy, "dy", op) if isinstance(dy, View) else dy
+    X, DY = record_plan_and_operands(ctx, op, plan.describe(s), (x, "in"), (dy, "dy"))
     pr, pci, pco = plan.pr, plan.pci, plan.pco
-    T = pr * pci * pco
-    tiles = ctx.tiles_array(rotate=T if T < ntiles else 0)[:T]
-    rsz, roff = split_parts(s.out_rows, pr)
+    # tiles in the reduction's (k part, m part, n part) order
+    T, tiles, rsz, roff, (ir, ik, ic) = tile_partition(ctx, s, plan, ("pr", "pci", "pco"))
     cik, cop = s.ci // pci, s.co // pco
-    ir, ik, ic = np.unravel_index(np.arange(T), (pr, pci, pco))  # the reduction's (k part, m part, n part) order
     # --- input rows with halo (the tile's channel slice) and dY rows (its channel slice), once per tile
     xin, in_start, in_sizes = exchange_input_rows(ctx, X, s, tiles, roff[ir], rsz[ir], pci, ik, op)
     dregs = [_dy_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pco, int(ic[t])) for t in range(T)]
