@@ -110,6 +110,12 @@ class EmulatorBackend(EmulatorNormPool, Backend):
 
         return self._op(conv2d, x, w, shape, self.qual(name))
 
+    def flip_transpose_kernel(self, w, k, cin, cout, name):
+        """A dX convolution's kernel: ``w`` flipped and transposed on the tiles that hold it (ops/conv.py)."""
+        from popvision_lite.emulator.ops.conv import flip_transpose_kernel
+
+        return self._op(flip_transpose_kernel, w, k, cin, cout, self.qual(name))
+
     def conv2d_weight_update(self, x, dy, shape, name):
         """dW of the convolution ``shape`` (a ConvShape) from its input and output gradient, each tile's
         input rows with halo and dY rows exchanged once (ops/conv_wu.py)."""

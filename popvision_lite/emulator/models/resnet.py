@@ -141,10 +141,10 @@ def conv(be, x, w, geom: _Geom, k, stride, name):
 
 
 def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
-    """Flat indices into a (k*k*cin, cout) kernel of its spatially flipped transpose (k*k*cout, cin):
-    block s' of the result is block (k*k - 1 - s') of the kernel, transposed."""
-    w = np.arange(k * k * cin * cout, dtype=np.int64).reshape(k * k, cin, cout)
-    return np.ascontiguousarray(w[::-1].transpose(0, 2, 1).reshape(k * k * cout, cin))
+    """ops/conv.py's flipped_kernel_index (flat indices of a kernel's flipped transpose)."""
+    from popvision_lite.emulator.ops.conv import flipped_kernel_index as index
+
+    return index(k, cin, cout)
 
 
 def conv_bwd(be, cache, w, dy, name, need_dx=True):
@@ -170,7 +170,9 @@ def conv_bwd(be, cache, w, dy, name, need_dx=True):
         from popvision_lite.emulator.ops.conv import transposed_shape
 
         s = transposed_shape(geom.n, geom.h, geom.w, cin, cout, k, stride, k // 2)
-        return be.conv2d(dy, be.take(w, flipped_kernel_index(k, cin, cout)), s, name + "/dx_conv"), dw
+        wt = (be.flip_transpose_kernel(w, k, cin, cout, name + "/w_flip") if hasattr(be, "flip_transpose_kernel")
+              else be.take(w, flipped_kernel_index(k, cin, cout)))
+        return be.conv2d(dy, wt, s, name + "/dx_conv"), dw
     if idx is not None and stride == 1:
         dcols = be.gather_windows(dy, idx, name + "/dx_im2col")
         return be.matmul(dcols, be.take(w, flipped_kernel_index(k, cin, cout)), name + "/dx_matmul"), dw

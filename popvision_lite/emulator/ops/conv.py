@@ -37,7 +37,7 @@ from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators.poplin import amp_params, reduce_add_cycles
 from popvision_lite.emulator.estimators.poplin_conv import nx1_tile_cycles
 from popvision_lite.emulator.graph import Regions, Windows, to_dtype
-from popvision_lite.emulator.ops.common import _nbytes, materialize
+from popvision_lite.emulator.ops.common import _nbytes, flat_view, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import k_partial_vertices_uneven, reduce_k_partials
 from popvision_lite.errors import EmulatorError
@@ -363,6 +363,56 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
+def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
+    """Lay out a convolution kernel (k*k*Ci, Co) nothing has used yet as poplin's createWeights does: in
+    blocks of one AMP input group x one output group (16 x 16 for fp16), each block whole on one tile
+    (lib/poplin/Convolution.cpp createWeights / mapActivationsOrWeights: grain = in x out channels per
+    group, at least 256 bytes a tile), blocks spread over the tiles in order; channels that are not whole
+    groups: linear, as before."""
+    amp = amp_params(fp16, ctx.target)
+    gi, go = int(amp["in_group"]), int(amp["out_group"])
+    if ci % gi or co % go:
+        ctx.graph.set_mapping(W, ctx.linear_mapping(W.size, grain=4))
+    else:
+        nb = (W.shape[0] // gi) * (co // go)
+        n = ctx.target.tiles_per_ipu
+        tiles = ctx.tiles_array(rotate=nb if nb < n else 0)[:min(nb, n)]
+        ctx.graph.set_mapping(W, M.by_blocks(W.shape, (gi, go), tiles))
+    ctx.mark_used(W)
+
+
+def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
+    """Flat indices into a (k*k*cin, cout) kernel of its spatially flipped transpose (k*k*cout, cin):
+    block s' of the result is block (k*k - 1 - s') of the kernel, transposed."""
+    w = np.arange(k * k * cin * cout, dtype=np.int64).reshape(k * k, cin, cout)
+    return np.ascontiguousarray(w[::-1].transpose(0, 2, 1).reshape(k * k * cout, cin))
+
+
+def flip_transpose_kernel(ctx: OpContext, w, k: int, cin: int, cout: int, name: str):
+    """The kernel of a convolution's dX: ``w`` (k*k*cin, cout) spatially flipped with its channels
+    transposed, (k*k*cout, cin), as poplin's weightsTransposeChansFlipXY makes it (lib/poplin/
+    Convolution.cpp): the transposition is done on the tiles that hold the kernel (a partial transpose
+    that "avoids exchange"), so each element of the result sits on the tile of its source element and
+    the dX convolution then exchanges whole blocks; an on-tile copy here (copy descriptors and on-tile
+    copy cycles; poplin uses Transpose vertices, not modelled separately)."""
+    fp16 = ctx.dtype == "float16"
+    op = ctx.begin_op(name, "rearrange", plan="kernel flipped and transposed on the tiles that hold it",
+                      min_bytes=2 * _nbytes(w))
+    (W,) = record_plan_and_operands(ctx, op, "kernel flipped and transposed on its tiles", (w, "w"))
+    if not ctx.is_used(W):
+        map_kernel(ctx, W, cin, cout, fp16)
+    idx = flipped_kernel_index(k, cin, cout).ravel()
+    mp = W.mapping
+    tile = mp.tile[np.searchsorted(mp.start, idx, side="right") - 1]
+    brk = np.flatnonzero(np.diff(tile)) + 1
+    starts = np.concatenate([[0], brk]).astype(np.int64)
+    stops = np.concatenate([brk, [len(idx)]]).astype(np.int64)
+    WT = ctx.variable(op, (k * k * cout, cin), W.dtype, mapping=M.intervals(tile[starts], starts, stops), op=op)
+    ctx.mark_used(WT)
+    ctx.add(P.Copy(flat_view(W, idx), WT.whole(), name=f"{op}/transpose_on_tile", op=op))
+    return WT
+
+
 def tile_partition(ctx: OpContext, s: ConvShape, plan, order: tuple[str, str, str]):
     """The tiles of a halo convolution's plan (``pr`` output-row parts x ``pci`` x ``pco`` channel parts, placed
     from the op's rotating start tile) and each part's output rows: (T, tiles, row-part sizes, row-part
@@ -427,9 +477,8 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     plan = plan_conv(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
                      2 if ctx.partials_dtype == "float16" else 4)
     X, W = record_plan_and_operands(ctx, op, plan.describe(s), (x, "in"), (w, "w"))
-    if not ctx.is_used(W):  # a weight nothing has used yet: spread over the tiles (each sends a share)
-        ctx.graph.set_mapping(W, ctx.linear_mapping(W.size, grain=4))
-        ctx.mark_used(W)
+    if not ctx.is_used(W):  # a weight nothing has used yet: poplin's createWeights layout
+        map_kernel(ctx, W, s.ci, s.co, fp16)
     pci, pr, pco = plan.pci, plan.pr, plan.pco
     # tiles in the matmul's (k part, m part, n part) order
     T, tiles, rsz, roff, (ik, ir, ic) = tile_partition(ctx, s, plan, ("pci", "pr", "pco"))

@@ -211,3 +211,27 @@ def test_resnet_tiny_training_step_on_the_halo_path_matches_numpy():
 def test_conv_lowering_is_checked():
     with pytest.raises(ConfigError, match="conv_lowering"):
         make_config("resnet-tiny", conv_lowering="winograd")
+
+
+def test_dx_kernel_is_flipped_and_transposed_on_the_tiles_that_hold_it():
+    """poplin's weightsTransposeChansFlipXY transposes the kernel on its tiles ("avoids exchange"), the kernel
+    laid out by createWeights in blocks of one AMP input x output group (16 x 16 in fp16), each on one tile:
+    the result is exact and nothing crosses a tile."""
+    from popvision_lite.profile.schema import CATEGORY_CODE
+
+    k, cin, cout = 3, 64, 32
+    w = rng.standard_normal((k * k * cin, cout)).astype(np.float32)
+    be = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
+    wi = be.weight("w", w)
+    wt = be.flip_transpose_kernel(wi, k, cin, cout, "flip")
+    mp = wi.mapping
+    owner = np.repeat(mp.tile, mp.stop - mp.start)[np.argsort(np.concatenate(
+        [np.arange(a, b) for a, b in zip(mp.start, mp.stop, strict=True)]))].reshape(k * k * cin, cout)
+    blocks = owner.reshape(k * k * cin // 16, 16, cout // 16, 16).transpose(0, 2, 1, 3).reshape(-1, 256)
+    assert (blocks == blocks[:, :1]).all() and len(np.unique(blocks[:, 0])) == len(blocks)  # whole blocks, one a tile
+    run = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
+    want = w.astype(np.float16).reshape(k * k, cin, cout)[::-1].transpose(0, 2, 1).reshape(k * k * cout, cin)
+    np.testing.assert_array_equal(run.outputs[wt.name], want)
+    mem = np.asarray(run.profile_data.memory)
+    assert mem[:, CATEGORY_CODE["internalExchangeCode"], 0].sum() == 0
+    assert mem[:, CATEGORY_CODE["copyDescriptor"], 0].sum() > 0
