@@ -407,9 +407,9 @@ def step_breakdown(r: Result) -> dict[str, float] | None:
 
 def graph_groups(cases: list[Case]) -> list[list[int]]:
     """Indices of ``cases`` grouped by the replica graph they emulate (same model, device and config but for
-    the fields the emulator composes: emulator/models/emulated.py COMPOSITION_FIELDS), the costliest model
+    the fields the emulator composes: emulator/models/config.py COMPOSITION_FIELDS), the costliest model
     first.  A group runs in one process, one row after another, so its rows after the first reuse the graph."""
-    from popvision_lite.emulator.models.emulated import COMPOSITION_FIELDS
+    from popvision_lite.emulator.models.config import COMPOSITION_FIELDS
 
     groups: dict[tuple, list[int]] = {}
     for i, c in enumerate(cases):
@@ -420,7 +420,15 @@ def graph_groups(cases: list[Case]) -> list[list[int]]:
 
 
 def _predict_group(group: list[Case]) -> list[Result]:
-    return [predict(c) for c in group]
+    """``predict`` a group's rows (the rows after the first reuse its graph), then free that graph and the
+    emulator's caches of it: no later group shares them, and a group's graph kept alive while the next
+    group builds its own would double the peak memory."""
+    from popvision_lite.emulator.models.emulated import release_graphs
+
+    try:
+        return [predict(c) for c in group]
+    finally:
+        release_graphs()
 
 
 def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:

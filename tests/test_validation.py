@@ -208,6 +208,10 @@ def test_graph_groups_and_worker_processes_give_the_serial_results():
     serial = V.run_cases(cases, jobs=1, report=lambda c, r: seen.append(c.id))
     assert sorted(seen) == ["a", "b", "c"] and all(r.error == "" for r in serial)
     assert serial[2].extra.get("graph_reused") is True  # c after a in one process: a's graph
+    from popvision_lite.emulator.models import emulated as E
+    from popvision_lite.emulator.models import pipeline as PL
+
+    assert not E._GRAPH_CACHE and not PL._STAGE_GRAPHS  # each group's graph freed after its rows
     parallel = V.run_cases(cases, jobs=2)
     assert [r.case.id for r in parallel] == ["a", "b", "c"]
     assert [r.predicted_sps for r in parallel] == [r.predicted_sps for r in serial]

@@ -44,6 +44,11 @@ GPT_PRESETS = {
 }
 TRANSFORMERS = ("bert", "gpt")  # model families built as pipeline stages (emulator/models/pipeline.py)
 MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRESETS) | set(RESNET_PRESETS)))
+# Fields that change how one replica's graph is run and composed into a step, not the graph itself
+# (pipeline.py and whole_graph.py apply them): a timing-only run that differs from the previous one only in
+# these reuses its emulated graphs (emulated.py, pipeline.py).
+COMPOSITION_FIELDS = frozenset({"replicas", "grad_accum", "ipus", "optimizer", "optimizer_state",
+                                "optimizer_state_dtype", "master_weights", "rts", "lr", "host_framework"})
 
 
 @dataclass

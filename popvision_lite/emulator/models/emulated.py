@@ -18,9 +18,9 @@ from popvision_lite.profile.assemble import VariableRow, append_variables
 
 from .backend import NumpyBackend
 from .catalog import build
-from .config import ModelConfig
+from .config import COMPOSITION_FIELDS, ModelConfig
 from .emulator_backend import EmulatorBackend
-from .pipeline import run_pipelined
+from .pipeline import release_stage_graphs, run_pipelined
 from .whole_graph import compose_whole_graph
 
 # ==================================================================== running a model
@@ -145,12 +145,19 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
                      samples_per_second=float(sps), schedule=schedule)
 
 
-# Fields that change how one replica's graph is run and composed into a step, not the graph itself
-# (pipeline.compose_whole_graph applies them): a timing-only run that differs only in these reuses the
-# emulated graph of the previous run (``_GRAPH_CACHE``).
-COMPOSITION_FIELDS = frozenset({"replicas", "grad_accum", "ipus", "optimizer", "optimizer_state",
-                                "optimizer_state_dtype", "master_weights", "rts", "lr", "host_framework"})
+# A timing-only run that differs from the previous one only in COMPOSITION_FIELDS (config.py: what
+# whole_graph.compose_whole_graph applies) reuses the emulated graph of the previous run (``_GRAPH_CACHE``).
 _GRAPH_CACHE: dict = {}
+
+
+def release_graphs() -> None:
+    """Free the graphs kept for the next run (``_GRAPH_CACHE``, the pipeline's stage graphs) and collect
+    their reference cycles now: a caller that knows no later run shares them (the validation report,
+    between its groups of rows) keeps its peak memory at one graph's."""
+    had = bool(_GRAPH_CACHE)
+    _GRAPH_CACHE.clear()
+    if release_stage_graphs() or had:
+        gc.collect()
 
 
 def _graph_key(cfg, device) -> tuple:

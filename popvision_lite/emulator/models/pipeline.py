@@ -15,6 +15,7 @@ layers, grad_accum or replicas.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
+from .config import COMPOSITION_FIELDS
 from .pipeline_profile import compose_profile
 from .stages import StageGraph
 from .step_terms import MiB, elementwise_pass_cycles, even_bytes
@@ -53,8 +55,10 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     wall = {}
     target1 = Target.from_device(device, num_ipus=1)
     p = _plan(cfg, target1)
-    graphs = _build_stage_graphs(cfg, target1, p.kinds, tick)
+    graphs, reused = _build_stage_graphs(cfg, target1, p.kinds, tick, device)
     wall["build_compile"] = time.perf_counter() - t0
+    if reused:
+        wall["reused"] = True
     tick("composing the schedule", 0.6)
     stages = [_ipu_stage(cfg, target1, p, graphs[p.kinds[s]], s) for s in range(p.S)]
     pipe, schedule = _schedule(cfg, target1, p, stages, graphs)
@@ -146,8 +150,39 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
                            ddr_bpc=ddr_bpc, phased=phased, bser=bser, tp=tp, tp_ag=tp_ag, tp_phase=tp_phase)
 
 
-def _build_stage_graphs(cfg, target1: Target, kinds: list, tick) -> dict:
-    """Build and compile each distinct stage graph once (timing only)."""
+# The distinct stage graphs of the previous run, kept for the next: a run that differs from it only in
+# COMPOSITION_FIELDS (replicas, grad_accum, optimizer, ...: what this module's composition applies; the
+# stage builder, transformer.build_bert_stage, reads none of them) composes the same compiled stage
+# graphs, as the whole-graph path reuses its graph (emulated._GRAPH_CACHE).  One run's set is kept: a run
+# with another key frees it before building (peak memory: one run's stage graphs).
+_STAGE_GRAPHS: dict = {}
+
+
+def release_stage_graphs() -> bool:
+    """Drop the kept stage graphs (emulated.release_graphs); True when some were kept."""
+    had = bool(_STAGE_GRAPHS)
+    _STAGE_GRAPHS.clear()
+    return had
+
+
+def _stage_key(cfg, device: str) -> tuple:
+    """Everything the stage graphs of ``cfg`` depend on: the device and the config but for the composition
+    fields (the stage count and the stage kinds follow from ``cfg.stages``, which can come from ``ipus``)."""
+    d = cfg.to_dict()
+    return (device, cfg.stages) + tuple(sorted((k, repr(v)) for k, v in d.items() if k not in COMPOSITION_FIELDS))
+
+
+def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | None = None) -> tuple[dict, bool]:
+    """Build and compile each distinct stage graph once (timing only); reused from the previous run when
+    only its composition differs (``_STAGE_GRAPHS``; ``device`` None: neither reused nor kept).
+    Returns (kind -> stage graph, whether they were reused)."""
+    key = _stage_key(cfg, device) if device is not None else None
+    kept = _STAGE_GRAPHS.get(key) if key is not None else None
+    if kept is not None and all(k in kept for k in kinds):
+        return {k: kept[k] for k in dict.fromkeys(kinds)}, True
+    if _STAGE_GRAPHS:
+        _STAGE_GRAPHS.clear()
+        gc.collect()  # the old graphs' reference cycles, before the next graphs are built (emulated.py)
     graphs: dict[tuple, StageGraph] = {}
     distinct = list(dict.fromkeys(kinds))
     copy_memo = CopyMemo()  # the stage graphs' layers share their exchanges' compiled effects
@@ -158,7 +193,9 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick) -> dict:
         # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
         graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
                                copy_memo=copy_memo)
-    return graphs
+    if key is not None:
+        _STAGE_GRAPHS[key] = dict(graphs)
+    return graphs, False
 
 
 def _bytes_dtype(nbytes: int) -> str:

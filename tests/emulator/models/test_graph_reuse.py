@@ -1,0 +1,61 @@
+"""Graphs kept from one run for the next (issue 26): a pipelined run that differs from the previous one
+only in the fields the step composition applies reuses its compiled stage graphs with the result of
+building them afresh, and ``release_graphs`` frees every kept graph (the validation report calls it
+between its groups of rows so that two groups' graphs are never alive together)."""
+
+import gc
+import weakref
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.emulator.models import emulated as E
+from popvision_lite.emulator.models import pipeline as PL
+from popvision_lite.emulator.models.config import make_config
+
+_BERT = dict(training=True, pipeline_stages=2, recompute=True, seq=32)
+
+
+def _bert(**kw):
+    return E.run_model(make_config("bert-tiny", **_BERT, **kw), timing_only=True)
+
+
+def _assert_same_run(a, b):
+    assert a.schedule == b.schedule
+    assert (a.total_cycles, a.seconds, a.fits, a.samples_per_second) == (b.total_cycles, b.seconds, b.fits,
+                                                                          b.samples_per_second)
+    pa, pb = a.profile_data, b.profile_data
+    np.testing.assert_array_equal(np.asarray(pa.memory), np.asarray(pb.memory))
+    np.testing.assert_array_equal(np.asarray(pa.liveness_tile_bytes), np.asarray(pb.liveness_tile_bytes))
+    pd.testing.assert_frame_equal(pa.steps, pb.steps)
+    for k in ("training_state", "oom_tiles", "fits"):
+        assert pa.run.get(k) == pb.run.get(k), k
+
+
+def test_pipelined_run_reuses_stage_graphs_when_only_the_composition_changes():
+    E.release_graphs()
+    first = _bert(replicas=2, ipus=4, grad_accum=4, optimizer="lamb")
+    assert "reused" not in first.wall
+    again = _bert(replicas=4, ipus=8, grad_accum=8)  # replicas, accumulation, optimizer: composition only
+    assert again.wall.get("reused") is True
+    E.release_graphs()
+    fresh = _bert(replicas=4, ipus=8, grad_accum=8)
+    assert "reused" not in fresh.wall
+    _assert_same_run(again, fresh)
+    assert again.total_cycles != first.total_cycles  # the composition did change the step
+    other = _bert(replicas=4, ipus=8, grad_accum=8, batch=2)
+    assert "reused" not in other.wall  # another micro-batch is another set of stage graphs
+
+
+def test_release_graphs_frees_the_kept_graphs():
+    E.release_graphs()
+    E.run_model(make_config("resnet-tiny", batch=2, replicas=2, ipus=2), timing_only=True)
+    _bert(replicas=2, ipus=4)
+    assert E._GRAPH_CACHE and PL._STAGE_GRAPHS  # both kept for a next run
+    graph = weakref.ref(next(iter(E._GRAPH_CACHE.values()))[0].graph)
+    stage = weakref.ref(next(iter(next(iter(PL._STAGE_GRAPHS.values())).values())))
+    gc.collect()
+    assert graph() is not None and stage() is not None
+    E.release_graphs()
+    assert not E._GRAPH_CACHE and not PL._STAGE_GRAPHS
+    assert graph() is None and stage() is None  # nothing else holds them: freed, not left to the collector
