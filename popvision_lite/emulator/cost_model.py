@@ -134,28 +134,38 @@ def exchange_cycles_scalar(bytes_out: int, bytes_in: int, bytes_local: int, exch
                + math.ceil(bytes_local / float(memcpy_bytes_per_cycle)))
 
 
-def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray,
+                             multicast: bool | np.ndarray = True) -> np.ndarray:
     """Per-tile receive bytes that set the exchange time: Poplar's planners credit two consecutive
     tiles (2k, 2k + 1: a shared exchange bus, spec ``tiles_per_shared_exchange_bus``) that receive
     the same data with twice the bandwidth (poplibs popops/ExchangeEstimator.cpp getCycles,
     poplin/ExchangeEstimator.hpp), so such a piece counts half on each of the two tiles.
-    ``nbytes``: each piece's length times the element size."""
+    ``nbytes``: each piece's length times the element size.  ``multicast``: per crossing piece (in
+    ``cross`` order), whether its source piece (element, length) is received by more than one tile, as
+    the caller found it (True: any may be; False: none is): only those can have a bus partner, so the
+    search for partners is limited to them (a piece sent to one tile counts whole)."""
     T = target.num_tiles
     dst = plan.dst_tile[cross]
     w = nbytes[cross].astype(np.float64)
     share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
-    if share == 2 and len(dst) > 1 and T % 2 == 0:
+    if share == 2 and len(dst) > 1 and T % 2 == 0 and np.any(multicast):
+        sel = np.nonzero(cross)[0]
+        rest = None
+        if multicast is not True:
+            m = np.asarray(multicast, bool)
+            rest = (dst[~m], w[~m])  # pieces sent to one tile: whole
+            sel = sel[m]
         # one sorted int64 key per received piece: (source piece, length, destination tile).  With T
         # even, key ^ 1 is the same piece received by the bus partner (dst ^ 1): for an even key the
         # next distinct key, for an odd one the previous, so one pass over the sorted keys finds the
         # partners (a search per piece cost several times more).  The destination and the bytes come
         # back out of the key, so no per-piece gather is needed; the sums are of multiples of 0.5,
-        # exact in float64 in any order.
+        # exact in float64 in any order (so also in two parts).
         L1 = int(plan.length.max()) + 1
         isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
-        v = np.sort((plan.src_elem[cross] * L1 + plan.length[cross]) * T + dst)
+        v = np.sort((plan.src_elem[sel] * L1 + plan.length[sel]) * T + plan.dst_tile[sel])
         first = np.empty(len(v), bool)
-        first[0] = True
+        first[:1] = True
         np.not_equal(v[1:], v[:-1], out=first[1:])
         u = v if first.all() else v[first]  # distinct keys
         has_next = np.zeros(len(u), bool)
@@ -168,6 +178,9 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         w = ((v // T) % L1 * isz).astype(np.float64)
         w[hit] /= 2
         dst = v % T
+        if rest is not None:
+            return np.ceil(np.bincount(dst, weights=w, minlength=T)
+                           + np.bincount(rest[0], weights=rest[1], minlength=T)).astype(np.int64)
     return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
 
 

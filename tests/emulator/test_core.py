@@ -499,8 +499,9 @@ def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
     assert int(mk2.em["tiles_per_shared_exchange_bus"]) == 2
     rng = np.random.default_rng(5)
     T = mk2.num_tiles
+    distinct = mixed = 0
     for trial in range(30):
-        n = int(rng.integers(2, 60))
+        n = int(rng.integers(2, 60)) if trial % 5 else int(rng.integers(2, 6))
         src_elem = rng.integers(0, 8, n) * 16
         length = rng.integers(1, 4, n) * (1 if trial % 2 else 4)
         dst_tile = rng.integers(0, 8, n)
@@ -515,3 +516,13 @@ def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
             want[dst_tile[i]] += nbytes[i] / 2 if partner.any() else nbytes[i]
         got = cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes)
         assert np.array_equal(got, np.ceil(want).astype(np.int64)), trial
+        # the caller may limit the partner search to the pieces whose source goes to several tiles
+        key = src_elem[cross] * 1000 + length[cross]
+        _, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+        multi = cnt[inv] > 1
+        assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes, multicast=multi), got), trial
+        if not multi.any():
+            distinct += 1
+            assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes, multicast=False), got)
+        mixed += multi.any() and not multi.all()
+    assert distinct >= 3 and mixed >= 10

@@ -350,6 +350,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     cross = plan.src_tile != plan.dst_tile
     # a source piece sent to several tiles goes out once (the exchange multicasts)
     xi = np.nonzero(cross)[0]
+    multi: bool | np.ndarray = False  # per crossing piece: its source piece goes to more than one tile
     if len(xi):
         key = plan.src_elem[xi] * (int(plan.length.max()) + 1) + plan.length[xi]
         if np.all(key[1:] > key[:-1]):
@@ -357,13 +358,19 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         else:
             order = np.argsort(key, kind="stable")
             ks = key[order]
-            xs = xi[order[np.concatenate([[True], ks[1:] != ks[:-1]])]]
+            first = np.concatenate([[True], ks[1:] != ks[:-1]])
+            xs = xi[order[first]]
+            if len(xs) < len(xi):
+                grp = np.cumsum(first) - 1
+                multi = np.empty(len(xi), bool)
+                multi[order] = np.bincount(grp)[grp] > 1
     else:
         xs = xi
     bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
     bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
-    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes)
+    # (only multicast pieces can have a bus partner)
+    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
     local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile
     ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
