@@ -408,7 +408,8 @@ def step_breakdown(r: Result) -> dict[str, float] | None:
 def graph_groups(cases: list[Case]) -> list[list[int]]:
     """Indices of ``cases`` grouped by the replica graph they emulate (same model, device and config but for
     the fields the emulator composes: emulator/models/config.py COMPOSITION_FIELDS), the costliest model
-    first.  A group runs in one process, one row after another, so its rows after the first reuse the graph."""
+    first, groups of one model and configuration on other devices or availableMemoryProportions together.
+    A group runs in one process, one row after another, so its rows after the first reuse the graph."""
     from popvision_lite.emulator.models.config import COMPOSITION_FIELDS
 
     groups: dict[tuple, list[int]] = {}
@@ -416,7 +417,16 @@ def graph_groups(cases: list[Case]) -> list[list[int]]:
         key = (c.model, c.device, repr(sorted((k, repr(v)) for k, v in c.config.items()
                                               if k not in COMPOSITION_FIELDS)))
         groups.setdefault(key, []).append(i)
-    return sorted(groups.values(), key=lambda g: (not cases[g[0]].model.startswith("resnet"), g[0]))
+
+    def near(g):
+        # graphs that differ only in the device or the availableMemoryProportion run one after another: a
+        # whole graph replays the copies the previous one compiled (compile.steps.CarriedCopies)
+        c = cases[g[0]]
+        rest = repr(sorted((k, repr(v)) for k, v in c.config.items()
+                           if k not in COMPOSITION_FIELDS and k != "available_memory_proportion"))
+        return not c.model.startswith("resnet"), c.model, rest, g[0]
+
+    return sorted(groups.values(), key=near)
 
 
 def _predict_group(group: list[Case]) -> list[Result]:

@@ -124,3 +124,80 @@ def test_digest_narrowing_keeps_dtype_and_values_apart():
     assert digest(small) != digest(wide)
     assert digest(wide) != digest(np.array([0, 5, -3, 32768 + 2**32], np.int64))  # needs all 64 bits
     assert digest(small, small) != digest(np.concatenate([small, small]))  # shapes are part of the key
+
+
+def test_carried_copies_replay_the_previous_graphs_exchanges(monkeypatch):
+    """A whole graph (outline off) replays the copies the previous whole graph compiled, also on another
+    device whose copy constants are equal (the Bow IPU and the Mk2 on one IPU), with the result of compiling
+    it alone; afterwards only the entries that compile used are kept."""
+    fresh = []
+    orig = S._compile_copy_fresh
+    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    mk2, bow = Target.from_device("ipu-mk2", num_ipus=1), Target.from_device("ipu-bow", num_ipus=1)
+    assert S.copy_cost_key(mk2) == S.copy_cost_key(bow) and mk2.em != bow.em
+    S.carried_copies.clear()
+    g_bow, p_bow = _broadcast_graph(bow, ((40, 0), (48, 0), (56, 0), (40, 100)))
+    alone = C.compile_graph(g_bow, p_bow)
+    assert len(fresh) == 6  # three structures; the rotated pair replays within the graph
+    S.carried_copies.clear()
+    g1, p1 = _broadcast_graph(mk2, ((40, 0), (48, 0)))
+    C.compile_graph(g1, p1)
+    before = len(fresh)
+    g2, p2 = _broadcast_graph(bow, ((40, 0), (48, 0), (56, 0), (40, 100)))
+    carried = C.compile_graph(g2, p2)
+    assert len(fresh) - before == 2  # only the 56-row pair is new
+    _assert_same(carried, alone)
+    assert len(S.carried_copies.copies) == 6  # the entries this graph used (its six structures)
+    g3, p3 = _broadcast_graph(mk2, ((24, 0),))
+    C.compile_graph(g3, p3)
+    assert len(S.carried_copies.copies) == 2  # one graph's entries kept, not every graph's
+    two = Target.from_device("ipu-mk2", num_ipus=2)  # another copy cost key: nothing carried over
+    assert S.copy_cost_key(two) != S.copy_cost_key(mk2)
+    g4, p4 = _broadcast_graph(two, ((24, 0),))
+    before = len(fresh)
+    C.compile_graph(g4, p4)
+    assert len(fresh) - before == 2
+
+
+class _Reads(dict):
+    """Emulator constants that record the keys read while ``on`` is set."""
+
+    def __init__(self, d):
+        super().__init__(d)
+        self.on = False
+        self.read: set = set()
+
+    def __getitem__(self, k):
+        if self.on:
+            self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        if self.on:
+            self.read.add(k)
+        return super().get(k, default)
+
+
+def test_copy_compile_reads_only_the_constants_of_its_cost_key(monkeypatch):
+    """The carried copies are keyed by copy_cost_key: compiling copies (within an IPU, and between IPUs
+    with multicast over the IPU-Links) must read no other emulator constant of the target."""
+    import popvision_lite.emulator.compile as CP
+
+    orig = CP.compile_copy
+
+    def watched(c, info):
+        c.target.em.on = True
+        try:
+            orig(c, info)
+        finally:
+            c.target.em.on = False
+
+    monkeypatch.setattr(CP, "compile_copy", watched)
+    for ipus, keys in ((1, S.COPY_EM_KEYS), (2, S.COPY_EM_KEYS + S.COPY_EM_KEYS_MULTI_IPU)):
+        target = Target.from_device("ipu-mk2", num_ipus=ipus)
+        target.em = _Reads(target.em)
+        g, p = _broadcast_graph(target, ((40, 0), (48, target.tiles_per_ipu - 4)))  # (2 IPUs: across both)
+        S.carried_copies.clear()
+        c = C.compile_graph(g, p)
+        assert target.em.read and target.em.read <= set(keys), target.em.read - set(keys)
+        assert any(t.kind == C.K_XG for t in c.templates) == (ipus == 2)  # a global exchange on two IPUs

@@ -30,6 +30,7 @@ from popvision_lite.emulator.compile.liveness import accesses, compute_liveness
 from popvision_lite.emulator.compile.memory import vertex_memory
 from popvision_lite.emulator.compile.steps import (
     CopyMemo,
+    carried_copies,
     compile_copy,
     compile_execute,
     compile_stream,
@@ -89,6 +90,8 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     _walk(c, program, -1, None, set())
     if copy_memo is not None:
         copy_memo.attach(c)
+    elif not c.outline:
+        carried_copies.attach(c)  # the previous whole graph's compiled copies (steps.CarriedCopies)
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     check_program_graph(c)
     check_graph(c, used_cs)
@@ -129,7 +132,9 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
             pass  # empty sequence
         else:
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
-    for k in ("_copy_memo", "_sig_memo"):
+    if copy_memo is None and not c.outline:
+        carried_copies.keep_used(c)
+    for k in ("_copy_memo", "_sig_memo", "_copy_keys_used"):
         c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
     if copy_memo is not None:
         copy_memo.release_plans()

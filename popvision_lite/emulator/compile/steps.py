@@ -265,6 +265,73 @@ class CopyMemo:
         self.signatures.clear()
 
 
+# The target's emulator constants a copy's compiled effects read (cost_model: exchange and on-tile copy
+# rates, the shared exchange bus, internal syncs; on more than one IPU also global syncs and the IPU-Links).
+# tests/emulator/test_compile_memo.py checks that compiling copies reads no other.
+COPY_EM_KEYS = ("exchange_bytes_per_cycle", "memcpy_bytes_per_cycle", "tiles_per_shared_exchange_bus",
+                "min_ipu_sync_delay_cycles", "max_ipu_sync_delay_cycles")
+COPY_EM_KEYS_MULTI_IPU = ("global_sync_cycles", "ipu_link_bytes_per_cycle", "ipus_per_box",
+                          "ipu_link_pair_bytes_per_cycle", "ipu_link_pair_bytes_per_cycle_across_boxes",
+                          "ipu_link_latency_cycles")
+
+
+def copy_cost_key(target) -> tuple:
+    """Everything of ``target`` a compiled copy's effects depend on besides its structure key: tile and IPU
+    counts and the emulator constants the copy cost model reads.  Two devices that differ only in other
+    constants (the Bow IPU and the Mk2: clock, DDR, and on one IPU the IPU-Links) compile a copy alike."""
+    keys = COPY_EM_KEYS + (COPY_EM_KEYS_MULTI_IPU if target.num_ipus > 1 else ())
+    return (target.num_tiles, target.num_ipus, target.tiles_per_ipu) + tuple((k, target.em.get(k)) for k in keys)
+
+
+def _narrow(a):
+    """An int64 effect array kept between graphs as int32 when its values fit (add_mem / add_template
+    widen what they are given to int64 again); anything else as it is."""
+    if isinstance(a, np.ndarray) and a.dtype == np.int64 and a.size and \
+            -(2**31) <= int(a.min()) and int(a.max()) < 2**31:
+        return a.astype(np.int32)
+    return a
+
+
+class CarriedCopies:
+    """Compiled copies carried from one whole-graph compile (outline off) to the next: the copies of
+    the last graph that compiled any, by structure key, for one :func:`copy_cost_key`.  Replicas graphs
+    of one model that differ in a few ops (another availableMemoryProportion) or not at all (the same
+    configuration on the Bow IPU and the Mk2) share most of their exchanges; a later graph replays those
+    effects as a graph replays its own repeated copies (:func:`compile_copy`).  Bounded: after a compile
+    only the entries that compile used are kept (one graph's, ~50 MB for a ResNet-50 replica graph, its
+    arrays narrowed to int32)."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.copies: dict = {}
+
+    def attach(self, c: Compiled) -> None:
+        key = copy_cost_key(c.target)
+        if key != self.key:
+            self.key, self.copies = key, {}
+        c._copy_memo = self.copies
+        c._copy_keys_used = set()
+
+    def keep_used(self, c: Compiled) -> None:
+        """After ``c``'s compile: keep the entries it used (when it compiled any copy), their arrays narrowed."""
+        used = c.__dict__.get("_copy_keys_used")
+        if not used:
+            return
+        kept = {}
+        for k in used:
+            plan, effects, code_bytes, shift = self.copies[k]
+            kept[k] = (plan, [(fn, tuple(_narrow(a) for a in args), kw) for fn, args, kw in effects], code_bytes,
+                       shift)
+        self.copies.clear()
+        self.copies.update(kept)
+
+    def clear(self) -> None:
+        self.key, self.copies = None, {}
+
+
+carried_copies = CarriedCopies()
+
+
 class CopySignature:
     """A compiled copy's outlining signature (:func:`copy_signature`) standing in for its plan."""
 
@@ -281,6 +348,9 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
         )
     key, shift = _copy_structure_key(c, prog)
     memo = c.__dict__.setdefault("_copy_memo", {})
+    used = c.__dict__.get("_copy_keys_used")
+    if used is not None:
+        used.add(key)
     if key in memo and not (isinstance(memo[key][0], CopySignature) and shift != memo[key][3]):
         # an exchange of the same structure earlier in this graph (the same op in another layer,
         # possibly placed on tiles rotated by an even count): same pieces and per-tile bytes and
