@@ -82,7 +82,7 @@ def _broadcast_graph(target, pairs):
 
 
 def test_copy_memo_shared_across_graphs(monkeypatch):
-    """A CopyMemo shared by the graphs of one target (the stage graphs of a pipelined run): a later
+    """A CopyMemo shared by the graphs of one copy cost key (the stage graphs of pipelined runs): a later
     graph replays the copies an earlier one compiled on the same tiles, compiles the others afresh
     (also those on tiles rotated from the earlier graph's: between graphs only their signature is
     kept, not their plan), and its result (memory, steps, code, outlined copies) equals compiling it
@@ -103,10 +103,19 @@ def test_copy_memo_shared_across_graphs(monkeypatch):
     assert len(fresh) - before == 4  # the 56-row pair and the rotated 40-row pair
     _assert_same(shared, alone)
     assert shared.outlined_copies == alone.outlined_copies > 0
-    other = Target.from_device("ipu-mk2", num_ipus=1)  # another target: the memo is not used
-    g3, p3 = _broadcast_graph(other, ((40, 0),))
+    assert len(memo.copies) == 6
+    memo.keep_used()  # the entries the graphs since the last call used: all six
+    assert len(memo.copies) == 6
+    bow = Target.from_device("ipu-bow", num_ipus=1)  # another device of equal copy costs: the memo is used
+    g3, p3 = _broadcast_graph(bow, ((48, 0),))
     before = len(fresh)
     C.compile_graph(g3, p3, outline=True, copy_memo=memo)
+    assert len(fresh) - before == 0
+    memo.keep_used()
+    assert len(memo.copies) == 2  # one run's entries kept, not every run's
+    two = Target.from_device("ipu-mk2", num_ipus=2)  # another copy cost key: the memo is not used
+    g4, p4 = _broadcast_graph(two, ((48, 0),))
+    C.compile_graph(g4, p4, outline=True, copy_memo=memo)
     assert len(fresh) - before == 2
 
 

@@ -228,25 +228,38 @@ def _pattern_units(st, dt, se, de, ln) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 class CopyMemo:
     """Compiled copies by structure key (:func:`compile_copy`) and outlining signatures by plan
-    (:func:`copy_signature`), kept across the graphs compiled for one target with one outline setting
-    (the distinct stage graphs of a pipelined run repeat the same layer's exchanges).  Between graphs it
-    holds each copy's recorded effects and signature (:meth:`release_plans`), during one graph's compile
-    also that graph's plans; its owner drops it when those graphs are compiled."""
+    (:func:`copy_signature`), kept across the graphs compiled for one :func:`copy_cost_key` with one outline
+    setting (the distinct stage graphs of a pipelined run repeat the same layer's exchanges, and so do the
+    stage graphs of the next run of that model).  Between graphs it holds each copy's recorded effects and
+    signature (:meth:`release_plans`), during one graph's compile also that graph's plans; :meth:`keep_used`
+    bounds it to the entries of the graphs compiled since the last call."""
 
     def __init__(self) -> None:
-        self.target = None
+        self.key: tuple | None = None
         self.outline: bool | None = None
         self.copies: dict = {}
         self.signatures: dict = {}
+        self.used: set = set()
+
+    def start(self, target, outline: bool) -> None:
+        """Before compiling graphs for ``target`` with ``outline``: the entries of another cost key or outline
+        setting are dropped (they could not be replayed)."""
+        key = copy_cost_key(target)
+        if (key, bool(outline)) != (self.key, self.outline):
+            self.key, self.outline = key, bool(outline)
+            self.copies.clear()
+            self.signatures.clear()
+            self.used = set()
 
     def attach(self, c: Compiled) -> None:
-        """Use this memo for ``c`` if it is for c's target and outline setting (the first graph sets them);
-        otherwise ``c`` keeps its own."""
-        if self.target is None:
-            self.target, self.outline = c.target, c.outline
-        if self.target is c.target and self.outline == c.outline:
+        """Use this memo for ``c`` if it is for c's copy cost key and outline setting (the first graph sets
+        them); otherwise ``c`` keeps its own."""
+        if self.key is None:
+            self.start(c.target, c.outline)
+        if self.key == copy_cost_key(c.target) and self.outline == c.outline:
             c._copy_memo = self.copies
             c._sig_memo = self.signatures
+            c._copy_keys_used = self.used
 
     def release_plans(self) -> None:
         """After a graph's compile: keep each copy's outlining signature instead of its plan (the plans
@@ -263,6 +276,24 @@ class CopyMemo:
         self.copies.clear()
         self.copies.update(kept)
         self.signatures.clear()
+
+    def keep_used(self) -> None:
+        """Keep only the entries the graphs compiled since the last call used (their arrays narrowed), so a
+        memo kept for later graphs holds one run's copies, not every run's."""
+        _keep(self.copies, self.used)
+        self.used = set()
+
+
+def _keep(copies: dict, used: set) -> None:
+    """``copies`` reduced to the keys in ``used``, the effect arrays narrowed (:func:`_narrow`)."""
+    kept = {}
+    for k in used:
+        if k in copies:
+            plan, effects, code_bytes, shift = copies[k]
+            kept[k] = (plan, [(fn, tuple(_narrow(a) for a in args), kw) for fn, args, kw in effects], code_bytes,
+                       shift)
+    copies.clear()
+    copies.update(kept)
 
 
 # The target's emulator constants a copy's compiled effects read (cost_model: exchange and on-tile copy
@@ -315,15 +346,8 @@ class CarriedCopies:
     def keep_used(self, c: Compiled) -> None:
         """After ``c``'s compile: keep the entries it used (when it compiled any copy), their arrays narrowed."""
         used = c.__dict__.get("_copy_keys_used")
-        if not used:
-            return
-        kept = {}
-        for k in used:
-            plan, effects, code_bytes, shift = self.copies[k]
-            kept[k] = (plan, [(fn, tuple(_narrow(a) for a in args), kw) for fn, args, kw in effects], code_bytes,
-                       shift)
-        self.copies.clear()
-        self.copies.update(kept)
+        if used:
+            _keep(self.copies, used)
 
     def clear(self) -> None:
         self.key, self.copies = None, {}

@@ -156,6 +156,9 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
 # graphs, as the whole-graph path reuses its graph (emulated._GRAPH_CACHE).  One run's set is kept: a run
 # with another key frees it before building (peak memory: one run's stage graphs).
 _STAGE_GRAPHS: dict = {}
+# the compiled copies of the previous run's stage graphs (compile.steps.CopyMemo, one run's entries): the
+# next run of the model replays the exchanges its stage graphs share with them
+_COPY_MEMO = CopyMemo()
 
 
 def release_stage_graphs() -> bool:
@@ -185,7 +188,9 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
         gc.collect()  # the old graphs' reference cycles, before the next graphs are built (emulated.py)
     graphs: dict[tuple, StageGraph] = {}
     distinct = list(dict.fromkeys(kinds))
-    copy_memo = CopyMemo()  # the stage graphs' layers share their exchanges' compiled effects
+    # the stage graphs' layers share their exchanges' compiled effects, also with the previous run's
+    copy_memo = _COPY_MEMO
+    copy_memo.start(target1, cfg.outline)
     for i, k in enumerate(distinct):
         tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
         stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
@@ -193,6 +198,7 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
         # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
         graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
                                copy_memo=copy_memo)
+    copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
     if key is not None:
         _STAGE_GRAPHS[key] = dict(graphs)
     return graphs, False

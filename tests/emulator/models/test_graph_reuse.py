@@ -59,3 +59,26 @@ def test_release_graphs_frees_the_kept_graphs():
     E.release_graphs()
     assert not E._GRAPH_CACHE and not PL._STAGE_GRAPHS
     assert graph() is None and stage() is None  # nothing else holds them: freed, not left to the collector
+
+
+def test_pipelined_run_replays_the_previous_runs_copies_with_a_cold_runs_result(monkeypatch):
+    """The next run of a model (here another availableMemoryProportion: other stage graphs) replays the
+    exchanges its stage graphs share with the previous run's (pipeline._COPY_MEMO) and gives the result of
+    a run in a cold process."""
+    from popvision_lite.emulator.compile import steps as S
+
+    fresh = []
+    orig = S._compile_copy_fresh
+    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    E.release_graphs()
+    monkeypatch.setattr(PL, "_COPY_MEMO", S.CopyMemo())
+    _bert(replicas=2, ipus=4, available_memory_proportion=0.6)
+    n = len(fresh)
+    carried = _bert(replicas=2, ipus=4, available_memory_proportion=0.5)
+    n_carried = len(fresh) - n
+    E.release_graphs()
+    monkeypatch.setattr(PL, "_COPY_MEMO", S.CopyMemo())
+    n = len(fresh)
+    cold = _bert(replicas=2, ipus=4, available_memory_proportion=0.5)
+    assert n_carried < len(fresh) - n  # some copies replayed from the previous run
+    _assert_same_run(carried, cold)
