@@ -87,7 +87,8 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
         keep = ~supervisor
         tiles, vcycles = tiles[keep], vcycles[keep]
     if np.any(tiles[1:] < tiles[:-1]):
-        order = np.argsort(tiles, kind="stable")
+        # stable, by tile; 16-bit tiles take numpy's radix sort (~4x the int64 argsort)
+        order = np.argsort(tiles.astype(np.uint16) if int(tiles.max()) < 2**16 else tiles, kind="stable")
         tiles, vcycles = tiles[order], vcycles[order]
     count = np.bincount(tiles, minlength=num_tiles)
     first = np.cumsum(count) - count          # index of each tile's first vertex
@@ -163,7 +164,9 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         # exact in float64 in any order (so also in two parts).
         L1 = int(plan.length.max()) + 1
         isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
-        v = np.sort((plan.src_elem[sel] * L1 + plan.length[sel]) * T + plan.dst_tile[sel])
+        # (kind="stable": the same sorted values; the keys come in ascending runs - a broadcast repeats its
+        # source in order - which numpy's stable sort merges ~10x faster than its quicksort sorts them)
+        v = np.sort((plan.src_elem[sel] * L1 + plan.length[sel]) * T + plan.dst_tile[sel], kind="stable")
         first = np.empty(len(v), bool)
         first[:1] = True
         np.not_equal(v[1:], v[:-1], out=first[1:])

@@ -526,3 +526,17 @@ def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
             assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes, multicast=False), got)
         mixed += multi.any() and not multi.all()
     assert distinct >= 3 and mixed >= 10
+
+
+def test_stable_argsort_is_numpys_stable_argsort():
+    """The copy compile's stable_argsort (a sort of key x n + index) gives np.argsort(kind="stable")'s
+    order, ties in index order; keys too large for the encoding (or negative) fall back to numpy's."""
+    from popvision_lite.emulator.compile.steps import stable_argsort
+
+    rng = np.random.default_rng(11)
+    for hi in (1, 3, 1000, 2**40, 2**62):
+        for n in (0, 1, 2, 50, 5000):
+            key = rng.integers(0, hi, n, dtype=np.int64)
+            assert np.array_equal(stable_argsort(key), np.argsort(key, kind="stable")), (hi, n)
+    key = rng.integers(-5, 5, 100)
+    assert np.array_equal(stable_argsort(key), np.argsort(key, kind="stable"))

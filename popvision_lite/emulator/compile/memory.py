@@ -19,7 +19,10 @@ def tile_offsets(c, mapping) -> np.ndarray:
     key = id(mapping)
     if key not in cache:
         sizes = mapping.stop - mapping.start
-        o = np.lexsort((mapping.start, mapping.tile))
+        # by tile, then start: the intervals are sorted by start already (Mapping), so a stable sort by
+        # tile, on 16-bit tiles numpy's radix sort (~4x its lexsort of the two int64 arrays)
+        t16 = mapping.tile.astype(np.uint16) if len(mapping) and int(mapping.tile.max()) < 2**16 else mapping.tile
+        o = np.argsort(t16, kind="stable")
         cs = np.cumsum(sizes[o]) - sizes[o]
         t = mapping.tile[o]
         first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)

@@ -36,7 +36,9 @@ def _sorted_unique(a: np.ndarray) -> np.ndarray:
         return a
     if np.all(a[1:] > a[:-1]):
         return a
-    a = np.sort(a)
+    # stable: the same values, and numpy's stable sort runs through the few ascending runs these arrays are
+    # made of (the cut positions of each side) ~7x faster than its quicksort (3 runs of 0.7 M: 0.018 s)
+    a = np.sort(a, kind="stable")
     return a[np.concatenate([[True], a[1:] != a[:-1]])]
 
 
@@ -170,6 +172,23 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
 
 
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """np.argsort(key, kind="stable") of an int64 array: when key x n + index fits int64, a stable sort
+    of those values (all distinct, so any sort gives the stable order) and the indices read back.  A
+    value sort moves no index array: 2 M keys, random 0.17 against 0.22 s, sorted blocks 0.10 against
+    0.14 s; a quicksort would lose on the mostly ordered keys of a copy's pieces (0.14 against 0.005 s on
+    sorted keys), so it is numpy's stable (merge / run-aware) sort too."""
+    n = len(key)
+    if n < 2:
+        return np.arange(n, dtype=np.int64)
+    lo, hi = int(key.min()), int(key.max())
+    if lo < 0 or (hi + 1) * n >= 2**63:
+        return np.argsort(key, kind="stable")
+    v = key * n + np.arange(n, dtype=np.int64)
+    v.sort(kind="stable")
+    return v % n
+
+
 def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
     it fits (the same order: lexsort is stable too), which is several times faster."""
@@ -178,7 +197,7 @@ def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     am, bm, cm_ = int(a.max()) + 1, int(b.max()) + 1, int(c.max()) + 1
     if min(int(a.min()), int(b.min()), int(c.min())) < 0 or am * bm * cm_ >= 2**62:
         return np.lexsort((a, b, c))
-    return np.argsort((c * bm + b) * am + a, kind="stable")
+    return stable_argsort((c * bm + b) * am + a)
 
 
 def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
@@ -450,7 +469,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         if np.all(key[1:] > key[:-1]):
             xs = xi  # already distinct (no broadcast)
         else:
-            order = np.argsort(key, kind="stable")
+            order = stable_argsort(key)
             ks = key[order]
             first = np.concatenate([[True], ks[1:] != ks[:-1]])
             xs = xi[order[first]]
@@ -514,7 +533,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         # a multicast piece crosses the links once per destination IPU (not once per destination tile)
         gi = np.nonzero(glob)[0]
         gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
-        gorder = np.argsort(gkey, kind="stable")
+        gorder = stable_argsort(gkey)
         gk = gkey[gorder]
         gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
         leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
