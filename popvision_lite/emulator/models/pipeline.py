@@ -191,14 +191,16 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
     # the stage graphs' layers share their exchanges' compiled effects, also with the previous run's
     copy_memo = _COPY_MEMO
     copy_memo.start(target1, cfg.outline)
-    for i, k in enumerate(distinct):
-        tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
-        stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
-                          (False, False): (1, 3)}[k[:2]]
-        # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
-        graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
-                               copy_memo=copy_memo)
-    copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
+    try:
+        for i, k in enumerate(distinct):
+            tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
+            stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
+                              (False, False): (1, 3)}[k[:2]]
+            # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
+            graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
+                                   copy_memo=copy_memo)
+    finally:
+        copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
     if key is not None:
         _STAGE_GRAPHS[key] = dict(graphs)
     return graphs, False

@@ -11,7 +11,7 @@ import pytest
 from popvision_lite import value_checks
 from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.models.config import make_config
-from popvision_lite.emulator.models.emulated import run_model
+from popvision_lite.emulator.models.emulated import release_graphs, run_model
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
@@ -117,6 +117,7 @@ def test_host_memory_estimate_does_not_grow_with_layers():
 
 
 def _traced_peak(cfg) -> int:
+    release_graphs()  # build the run's graphs, not the previous run's kept ones (models/pipeline.py)
     tracemalloc.start()
     try:
         run_model(cfg, timing_only=True)
