@@ -204,14 +204,15 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
+def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage, per_piece: int = 1):
     """One stage of a reduction tree: for every source (tensor (R, row) fp32) and every group of rows
     and every chunk of ``lc`` columns, one strided-reduce vertex (ReducePartials) gathers its
     (rows of the group, lc) partials (one exchange for the whole stage) and writes (lc) elements of
     row ``group`` of the matching output (tensor (groups, row) or (row,)).  ``k``: rows per group
     (an int), or the row count of each group (groups of two sizes when R is not a multiple: the
     ceil / floor split, one vertex group per size).  Vertices are spread round-robin over all the
-    IPU's tiles, six per tile at most per round."""
+    IPU's tiles, six per tile at most per round; with ``per_piece`` > 1, that many consecutive column
+    chunks of a group are one piece on one tile (its worker vertices)."""
     tiles_arr = ctx.tiles_array(rotate=0)
     nt = len(tiles_arr)
     R0 = srcs[0].shape[0]
@@ -220,8 +221,9 @@ def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
     ng = len(gk)
     nc = row // lc
     vi, vg, vc = (x.ravel() for x in np.meshgrid(np.arange(len(srcs)), np.arange(ng), np.arange(nc), indexing="ij"))
-    nv = len(vi)
-    vt = np.sort(tiles_arr[np.arange(nv) % nt]) if nv <= nt else tiles_arr[(np.arange(nv) * nt) // nv]
+    npc = len(srcs) * ng * (nc // per_piece)
+    pt = np.sort(tiles_arr[np.arange(npc) % nt]) if npc <= nt else tiles_arr[(np.arange(npc) * nt) // npc]
+    vt = pt[(vi * ng + vg) * (nc // per_piece) + vc // per_piece]
     per = gk[vg] * lc
     gstart = np.cumsum(per) - per
     gathered = ctx.variable(f"{op}/reduce{stage}_partials", (int(per.sum()),), "float32",
@@ -248,13 +250,48 @@ def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage):
     ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 
+# popops' reduction planner (lib/popops/reduction/ReductionPlan.cpp, ReductionStages.cpp, Reduction.cpp):
+# an ADD over float partials splits columns at twice the float vector width (findGrainSizeForOp: 2 x 2),
+# pieces of at least 64 partials (reductionFactorThresholdToAddMoreStages) and 2 rows (minPieceRows)
+REDUCE_GRAIN = 4
+REDUCE_MIN_PIECE = 64
+REDUCE_MIN_ROWS = 2
+
+
+def popops_stage_split(depth: int, row: int, tiles: int) -> tuple[list[int], int]:
+    """One intermediate stage of popops' reduction of ``depth`` partial rows of ``row`` columns over
+    ``tiles`` tiles (ReductionPlan.cpp calculateSplit): the columns in pieces of at least max(grain, grain x
+    ((row / grain) / sqrt(depth))) (the piece width chosen so that each output gets about sqrt(depth)
+    reductions), the rows in N groups so that a piece holds about depth x row / tiles partials (one piece a
+    tile), at least 64 partials and 2 rows a piece.  Returns (rows of each group, column chunk); the chunk is
+    the smallest divisor of ``row`` at least that width (the op library's vertices take equal chunks)."""
+    avg = max(1, int(np.sqrt(depth)))
+    width = max(REDUCE_GRAIN, ((row // REDUCE_GRAIN) // avg) * REDUCE_GRAIN)
+    lc = next(d for d in _divisors(row) if d >= min(width, row))
+    ideal = max(1, depth * row // tiles)
+    n = max(1, depth * lc // ideal)
+    if depth * lc // n < REDUCE_MIN_PIECE:
+        n = max(1, depth * lc // REDUCE_MIN_PIECE)
+    if depth // n < REDUCE_MIN_ROWS:
+        n = max(1, depth // REDUCE_MIN_ROWS)
+    return [b_ - a_ for a_, b_ in split_even(depth, n)], lc
+
+
+def popops_next_is_output(depth: int, row: int, tiles_used: int, tiles: int) -> bool:
+    """popops' choice after a stage (ReductionPlan.cpp calculateNextStep): straight to the output when the
+    fan-in is low (under 2 sqrt(tiles) partials an output) and the partials occupy most tiles, or when
+    no more than 64 partials an output are left; another intermediate stage otherwise."""
+    if depth < 2 * np.sqrt(tiles) and tiles_used > tiles * 3 // 4:
+        return True
+    return depth <= REDUCE_MIN_PIECE
+
+
 def _reduce_partials(ctx, items, op):
     """Sum the rows of FP32 partial tensors (V, row) -> (row,) each, as popops' multi-stage reduction
-    does: a tree over many tiles with all workers.  ``items`` = [(partial, name, out_dtype)];
-    returns the outputs.  With many partials a first stage reduces groups of ~32 rows into an
-    intermediate (V/g, row) over all tiles (strided-reduce vertices, six per tile), the second stage
-    reduces the groups; every stage's chunks of columns are sized to give about six vertices per
-    tile."""
+    does (:func:`popops_stage_split`, :func:`popops_next_is_output`): intermediate stages reduce groups of
+    rows in column pieces over the tiles (strided-reduce vertices) while the fan-in is high, then a last
+    stage reduces what is left into the outputs, its chunks of columns sized to give about six vertices
+    per tile.  ``items`` = [(partial, name, out_dtype)]; returns the outputs."""
     V, row = items[0][0].shape
     nt = ctx.target.tiles_per_ipu
     want = 6 * nt
@@ -270,18 +307,17 @@ def _reduce_partials(ctx, items, op):
                 return d
         return even[-1]
 
-    if V > 64:
-        # groups of ~32 partials: ceil(V / 32) groups of ceil and floor size (a prime V - the tiles
-        # holding rows, e.g. 1459 - has no divisor near 32: one stage of 1459 partials on one worker
-        # per tile would cost 9k cycles instead of a few hundred)
-        s = max(2, -(-V // 32))
-        k1 = np.array([b_ - a_ for a_, b_ in split_even(V, s)], np.int64)
-        inter = [ctx.variable(f"{op}/{name or 'sum'}_stage1", (s, row), "float32",
+    stage, used = 1, min(V, nt)  # the partial rows sit on the tiles that made them
+    while not popops_next_is_output(V, row, used, nt):
+        groups, lc = popops_stage_split(V, row, nt)
+        s = len(groups)
+        inter = [ctx.variable(f"{op}/{name or 'sum'}_stage{stage}", (s, row), "float32",
                               mapping=ctx.linear_mapping(s * row), op=op) for _p, name, _dt in items]
-        _reduce_stage(ctx, srcs, k1, row, chunk(s * len(items)), inter, op, 1)
-        # the outputs take the mapping the last stage writes them with
-        srcs, V = inter, s
-    _reduce_stage(ctx, srcs, V, row, chunk(len(items)), outs, op, 2)
+        # a piece's columns are split over the tile's workers in grains (splitOutputRegionsForWorkers)
+        w = max(d for d in _divisors(lc) if d <= max(1, min(ctx.target.threads_per_tile, lc // REDUCE_GRAIN)))
+        _reduce_stage(ctx, srcs, np.asarray(groups, np.int64), row, lc // w, inter, op, stage, per_piece=w)
+        srcs, V, used, stage = inter, s, min(nt, s * (row // lc) * len(items)), stage + 1
+    _reduce_stage(ctx, srcs, V, row, chunk(len(items)), outs, op, stage)
     return outs
 
 

@@ -56,3 +56,21 @@ def test_uneven_reduce_equals_per_vertex_sums(widths, lazy, k, out_dtype):
     gathered = np.concatenate([vals[:, o:o + w].ravel() for o, w in
                                zip(np.cumsum(widths) - widths, widths, strict=True)])
     assert np.array_equal(res.outputs["partials_gathered"], gathered)
+
+
+def test_stage_split_follows_popops_calculate_split():
+    """popops (ReductionPlan.cpp calculateSplit / calculateNextStep) on batch-norm statistics of 1,459 tile
+    rows: columns in pieces of 4 (twice the float vector width), rows in groups holding ~64 partials a piece
+    (one piece a tile, at least 64 partials); 91 groups are still a fan-in of more than 2 sqrt(1472), so a
+    second intermediate stage follows; 23 groups of 256 columns go straight to the output."""
+    from popvision_lite.emulator.ops import basic as B
+
+    groups, lc = B.popops_stage_split(1459, 64, 1472)
+    assert lc == 4 and len(groups) == 91 and sum(groups) == 1459 and max(groups) - min(groups) <= 1
+    assert not B.popops_next_is_output(91, 64, 91 * 16, 1472)
+    groups2, _ = B.popops_stage_split(91, 64, 1472)
+    assert len(groups2) == 5 and B.popops_next_is_output(5, 64, 80, 1472)
+    groups3, lc3 = B.popops_stage_split(1459, 256, 1472)
+    assert lc3 == 4 and len(groups3) == 23 and B.popops_next_is_output(23, 256, 1472, 1472)
+    # wide rows take wider pieces: (2048 / 4) / sqrt(1459) = 13 grains
+    assert B.popops_stage_split(1459, 2048, 1472)[1] >= 52
