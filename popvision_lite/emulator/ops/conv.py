@@ -322,11 +322,11 @@ class ConvPartialNx1(HaloConvCodelet):
         fo.scatter(data, to_dtype(out, fo.tensor.dtype))
 
 
-def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarray) -> np.ndarray:
-    """Output rows [r0, r0 + nr) (nr, OW, cop) of a convolution given the tile's input region (the rows
-    of ``s.input_rows(r0, nr)`` one after another) and its kernel block (k, k, Ci, cop), FP32."""
+def row_windows(s: ConvShape, region: np.ndarray, r0: int, nr: int):
+    """The k x k input windows of output rows [r0, r0 + nr) of the (image, row) sequence, given a tile's input
+    region (the rows of ``s.input_rows(r0, nr)`` one after another): per image, (offset of its first row
+    from r0, rows, windows (rows, OW, Ci, k, k)) with padding and dilation as zeros, FP32."""
     wp = s.we + s.pad + s.upper
-    out = np.zeros((nr, s.ow, kern.shape[-1]), np.float32)
     pos, r = 0, r0
     for _b, lo, hi in s.input_rows(r0, nr):
         rows = region[pos:pos + (hi - lo) * s.w * s.ci].reshape(hi - lo, s.w, s.ci)
@@ -334,15 +334,21 @@ def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarr
         y0 = r % s.oh
         y1 = min(s.oh, y0 + (r0 + nr - r))
         first = y0 * s.stride - s.pad  # dilated, padded-image row of the first window row
-        height = (y1 - 1 - y0) * s.stride + s.k
-        patch = np.zeros((height, wp, s.ci), np.float32)
+        patch = np.zeros(((y1 - 1 - y0) * s.stride + s.k, wp, s.ci), np.float32)
         if hi > lo:
             a = lo * s.dil - first
             patch[a:a + (hi - lo - 1) * s.dil + 1:s.dil, s.pad:s.pad + s.we:s.dil] = rows
         win = np.lib.stride_tricks.sliding_window_view(patch, (s.k, s.k), axis=(0, 1))[::s.stride, ::s.stride]
-        # win: (y1 - y0, OW, Ci, k, k)
-        out[r - r0:r - r0 + (y1 - y0)] = np.einsum("yxcij,ijco->yxo", win[:y1 - y0, :s.ow], kern, optimize=True)
+        yield r - r0, y1 - y0, win[:y1 - y0, :s.ow]
         r += y1 - y0
+
+
+def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarray) -> np.ndarray:
+    """Output rows [r0, r0 + nr) (nr, OW, cop) of a convolution given the tile's input region (the rows
+    of ``s.input_rows(r0, nr)`` one after another) and its kernel block (k, k, Ci, cop), FP32."""
+    out = np.zeros((nr, s.ow, kern.shape[-1]), np.float32)
+    for o, c, win in row_windows(s, region, r0, nr):
+        out[o:o + c] = np.einsum("yxcij,ijco->yxo", win, kern, optimize=True)
     return out
 
 

@@ -63,6 +63,7 @@ from popvision_lite.emulator.ops.conv import (
     choose_channel_split,
     exchange_input_rows,
     record_plan_and_operands,
+    row_windows,
     split_parts,
     tile_partition,
 )
@@ -127,23 +128,11 @@ def wu_rows(s: ConvShape, region: np.ndarray, dyb: np.ndarray, r0: int, nr: int)
     """Partial dW (k, k, Ci, cop) of dY rows [r0, r0 + nr) of the (image, row) sequence, given the tile's
     input region (the rows of ``s.input_rows(r0, nr)`` one after another, ``s.ci`` channels) and its dY
     rows ``dyb`` (nr*OW, cop), FP32."""
-    wp = s.w + s.pad + s.upper
     cop = dyb.shape[-1]
     dyr = dyb.reshape(nr, s.ow, cop)
     out = np.zeros((s.k, s.k, s.ci, cop), np.float32)
-    pos, r = 0, r0
-    for _b, lo, hi in s.input_rows(r0, nr):
-        rows = region[pos:pos + (hi - lo) * s.w * s.ci].reshape(hi - lo, s.w, s.ci)
-        pos += (hi - lo) * s.w * s.ci
-        y0 = r % s.oh
-        y1 = min(s.oh, y0 + (r0 + nr - r))
-        first = y0 * s.stride - s.pad  # padded-image row of the first window row
-        patch = np.zeros(((y1 - 1 - y0) * s.stride + s.k, wp, s.ci), np.float32)
-        if hi > lo:
-            patch[lo - first:hi - first, s.pad:s.pad + s.w] = rows
-        win = np.lib.stride_tricks.sliding_window_view(patch, (s.k, s.k), axis=(0, 1))[::s.stride, ::s.stride]
-        out += np.einsum("yxcij,yxo->ijco", win[:y1 - y0, :s.ow], dyr[r - r0:r - r0 + (y1 - y0)], optimize=True)
-        r += y1 - y0
+    for o, c, win in row_windows(s, region, r0, nr):
+        out += np.einsum("yxcij,yxo->ijco", win, dyr[o:o + c], optimize=True)
     return out
 
 
