@@ -245,3 +245,26 @@ def test_log_axes_label_1_2_5_in_the_quantitys_format(qtbot, window, sweep_csv):
     assert bottom.tick_label(np.log10(7e5)) == "" and bottom.tick_label(np.log10(1e6)) == "1 M"
     # what pyqtgraph asks for in log mode: log10 values and a scale
     assert left.logTickStrings([np.log10(5e-5), np.log10(9e-5)], 1.0, 1.0) == ["$0.0000500", ""]
+
+
+def test_cost_title_says_plainly_which_device_was_costed_at_another_rate(qtbot, window, tmp_path):
+    """As the verdict says it: the Mk2 has no published price of its own and is costed at the Bow's rate;
+    the title names it in those words (it is not a device without a price)."""
+    from popvision_lite.devices import chip_price
+
+    (tmp_path / "profiles").mkdir()
+    note = chip_price("ipu-mk2").source
+    rows = []
+    for i, (dev, chips, sps) in enumerate([("ipu-mk2", 1, 1000.0), ("ipu-bow", 1, 1400.0)]):
+        dst = tmp_path / "profiles" / f"p{i}.pvl"
+        dst.write_bytes((SAMPLES / ("mlp_bow.pvl" if dev == "ipu-bow" else "mlp_mk2.pvl")).read_bytes())
+        rows.append(dict(point=i, status="ok", error="", ipus=chips, device=dev, model="mlp", fits=True, chips=chips,
+                         peak_tile_memory_pct=50.0, samples_per_second=sps, total_cycles=1000,
+                         cost_per_1m_samples_usd=1.67 * chips * 1e6 / sps / 3600,
+                         cost_note=note if dev == "ipu-mk2" else "", profile=f"profiles/p{i}.pvl",
+                         config_hash=f"h{i}", key=f"k{i}"))
+    write_meta(tmp_path, {"grid": {"device": ["ipu-mk2", "ipu-bow"]}})
+    v = _sweep_tab(qtbot, window, write_results(tmp_path, rows, ["device"]))
+    title = v.cost_plot.getPlotItem().titleLabel.text
+    assert "ipu-mk2 has no published price of its own: costed at another IPU's rate" in title
+    assert "no price for" not in title

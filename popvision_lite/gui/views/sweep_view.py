@@ -393,7 +393,8 @@ class SweepView(QWidget):
             borrowed = sorted(set(self.df.loc[self.ok & priced & notes.str.contains("priced at").to_numpy(),
                                               "device"].astype(str))) if "device" in self.df else []
             said = (["no price for " + ", ".join(missing)] if missing else []) + \
-                (["priced at another device's rate: " + ", ".join(borrowed)] if borrowed else [])
+                ([", ".join(borrowed) + (" has" if len(borrowed) == 1 else " have") + " no published price of "
+                  "its own: costed at another IPU's rate"] if borrowed else [])
             if said:
                 p.setTitle("Cost vs throughput (Pareto front joined; " + "; ".join(said) + ")")
         self.pick_items.append(pg.ScatterPlotItem(symbol="o", size=20, pen=pg.mkPen(PICK, width=2.5), brush=None))
