@@ -402,14 +402,12 @@ def flip_transpose_kernel(ctx: OpContext, w, k: int, cin: int, cout: int, name: 
     the dX convolution then exchanges whole blocks; an on-tile copy here (copy descriptors and on-tile
     copy cycles; poplin uses Transpose vertices, not modelled separately)."""
     fp16 = ctx.dtype == "float16"
-    op = ctx.begin_op(name, "rearrange", plan="kernel flipped and transposed on the tiles that hold it",
-                      min_bytes=2 * _nbytes(w))
-    (W,) = record_plan_and_operands(ctx, op, "kernel flipped and transposed on its tiles", (w, "w"))
+    op = ctx.begin_op(name, "rearrange", min_bytes=2 * _nbytes(w))
+    (W,) = record_plan_and_operands(ctx, op, "kernel flipped and transposed on the tiles that hold it", (w, "w"))
     if not ctx.is_used(W):
         map_kernel(ctx, W, cin, cout, fp16)
     idx = flipped_kernel_index(k, cin, cout).ravel()
-    mp = W.mapping
-    tile = mp.tile[np.searchsorted(mp.start, idx, side="right") - 1]
+    tile = W.mapping.tile_of(idx)
     brk = np.flatnonzero(np.diff(tile)) + 1
     starts = np.concatenate([[0], brk]).astype(np.int64)
     stops = np.concatenate([brk, [len(idx)]]).astype(np.int64)

@@ -556,16 +556,14 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     x = np.repeat(np.arange(len(r)), k)
     q = q0[x] + (np.arange(len(x)) - np.repeat(np.cumsum(k) - k, k))
     if src is None:  # the partial planes: the slice's row runs of block b in plane (g, q)
-        nsz = blocks["nsz"][b_[x]]
-        ri, st, rl = _row_runs(s0[x], ln[x], nsz)
+        ri, st, lens = _row_runs(s0[x], ln[x], blocks["nsz"][b_[x]])
         bx, qx = b_[x][ri], q[ri]
         row, col = np.divmod(st, blocks["nsz"][bx])
+        src = part
         starts = ((blocks["g"][bx] * pk + qx) * Mm + blocks["moff"][bx] + row) * N + blocks["noff"][bx] + col
-        ctx.add(P.Copy(part.regions(starts, rl), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op))
     else:
-        starts = ioff[b_[x]] + q * be[b_[x]] + s0[x]
-        ctx.add(P.Copy(src.regions(starts, ln[x]), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}",
-                       op=op))
+        starts, lens = ioff[b_[x]] + q * be[b_[x]] + s0[x], ln[x]
+    ctx.add(P.Copy(src.regions(starts, lens), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials_stage{j + 1}"), op=op)
     for kk in np.unique(k):  # sections of floor and ceil depth: the partials count is a vertex field
         sel = np.nonzero(k == kk)[0]
