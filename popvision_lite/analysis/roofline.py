@@ -284,22 +284,26 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     except ConfigError as e:
         counts = None
         notes.append(f"op run counts unreadable ({e}); every row taken as one run")
-    run_cycles = _run_cycles(profile, ops)
-    if counts is not None and counts.pipelined:
-        # the rows total one training step of one replica; the drawn timeline elides most of it
-        step = getattr(profile, "run", {}).get("total_cycles")
-        if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
-            run_cycles = int(step)
-    new["ipu_time_s"] = t_ipu
-    new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
-    try:  # the op's share of the IPU time, as every view shows it (analysis/run_totals.py)
+    try:  # the step and the ops' shares of the IPU time, as every view shows them (analysis/run_totals.py)
         from popvision_lite.analysis.run_totals import run_totals
 
         rt = run_totals(profile)
-        if len(rt.op_share) == len(ops):
-            new["share"] = rt.op_share
     except (AttributeError, KeyError, TypeError):  # a stand-in with .ops and .target only
-        pass
+        rt = None
+    if rt is not None and rt.step_cycles > 0:
+        # the one wall time of a step (the per-step host terms included), as the Summary and `info` give it
+        run_cycles = int(rt.step_cycles)
+    else:
+        run_cycles = _run_cycles(profile, ops)
+        if counts is not None and counts.pipelined:
+            # the rows total one training step of one replica; the drawn timeline elides most of it
+            step = getattr(profile, "run", {}).get("total_cycles")
+            if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
+                run_cycles = int(step)
+    new["ipu_time_s"] = t_ipu
+    new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
+    if rt is not None and len(rt.op_share) == len(ops):
+        new["share"] = rt.op_share
     with np.errstate(divide="ignore", invalid="ignore"):
         new["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
     new["chip_flops"] = new["achieved_flops"] / np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1)
