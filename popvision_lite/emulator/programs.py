@@ -26,9 +26,12 @@ class Program:
 class Sequence(Program):
     kind = "Sequence"
 
-    def __init__(self, programs=(), name: str | None = None, op: str | None = None):
+    def __init__(self, programs=(), name: str | None = None, op: str | None = None, call_args=()):
         super().__init__(name, op)
         self.programs = list(programs)
+        # a call of an outlined body: the tensors that take this call's arguments, written as the call
+        # starts (the values the previous call left in them are dead once last read)
+        self.call_args = tuple(call_args)
         for p in self.programs:
             if not isinstance(p, Program):
                 raise EmulatorError(f"Sequence '{self.name}': element {p!r} is not a program")

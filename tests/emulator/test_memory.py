@@ -58,6 +58,39 @@ def test_liveness_tensor_dies_midway(mk2):
     assert mem[0, var, 1] == 2 * per  # peak of not-always-live
 
 
+def test_liveness_call_arguments_are_written_as_the_call_starts(mk2):
+    """A call of an outlined body (a replayed Sequence with call_args) fills its parameters with this
+    call's values: the value the previous call left in a parameter is dead after its last read, not
+    live until the next call reads the parameter again.  Without call_args the same tensor read by both
+    calls is one value, live throughout."""
+    def build(call_args):
+        g = Graph(mk2)
+        mp = M.linear(600, range(3))  # 800 B per tile
+        x = g.add_variable("x", (600,), "float32", mapping=mp)
+        arg = g.add_variable("arg", (600,), "float32", mapping=mp)
+        out = g.add_variable("out", (600,), "float32", mapping=mp)
+        other = g.add_variable("other", (600,), "float32", mapping=mp)
+        cs = {n: g.add_compute_set(n) for n in ("make", "body", "gap1", "gap2")}
+        _add(g, cs["make"], arg, x, x)       # lstep 0
+        _add(g, cs["body"], out, arg, x)     # lstep 1 (first call), 4 (the call again)
+        _add(g, cs["gap1"], other, out, x)   # lstep 2
+        _add(g, cs["gap2"], x, other, x)     # lstep 3
+        body = P.Execute(cs["body"])
+        prog = P.Sequence([P.Execute(cs["make"]), body, P.Execute(cs["gap1"]), P.Execute(cs["gap2"]),
+                           P.Sequence([body], name="body/replay", call_args=[arg] if call_args else ())])
+        res = Engine(g, prog, mode="timing").run()
+        pd_ = res.profile_data
+        arg_id = int(pd_.variables.set_index("name").loc["arg", "var_id"])
+        spans = pd_.variable_intervals
+        return pd_.liveness_tile_bytes[:, 0] // 800, spans.loc[spans.var_id == arg_id, ["first_lstep", "last_lstep"]].values.tolist()
+
+    kept, kept_spans = build(call_args=False)
+    called, spans = build(call_args=True)
+    assert kept.tolist() == [1, 2, 3, 2, 2]  # arg live at steps 0..4 (one value read by both calls)
+    assert called.tolist() == [1, 2, 2, 1, 2]  # arg dead at steps 2-3, written again as the call starts
+    assert kept_spans == [] and spans == [[0, 1], [4, 4]]  # the profile's intervals of arg
+
+
 def test_liveness_loop_carried_and_read_in_loop(mk2):
     g = Graph(mk2)
     mp = M.linear(60, range(1))

@@ -70,6 +70,8 @@ def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set)
         stack.discard(id(prog))
         if isinstance(prog, P.Repeat) and len(c.leaves) > first_leaf:
             c.repeat_ranges.append((first_leaf, len(c.leaves) - 1))
+        if getattr(prog, "call_args", ()) and len(c.leaves) > first_leaf:
+            c.call_writes.append((first_leaf, tuple(t.id for t in prog.call_args)))
     else:
         info.lstep = len(c.leaves)
         c.leaves.append(info.prog_id)

@@ -85,6 +85,7 @@ class Compiled:
         self.op_index: dict[str, int] = {}
         self.memory = np.zeros((T, len(MEMORY_CATEGORIES), 2), np.int64)
         self.repeat_ranges: list[tuple[int, int]] = []  # lstep ranges of Repeat bodies
+        self.call_writes: list[tuple[int, tuple]] = []  # (first lstep, argument tensor ids) of each call
         self.outline = False
         self.outlined_copies = 0  # exchange programs sharing an earlier one's code (outline=True)
         self.outlined_cs = 0      # compute sets sharing an earlier one's vertices (outline=True)

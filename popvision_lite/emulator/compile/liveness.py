@@ -61,6 +61,9 @@ def compute_liveness(c: Compiled) -> None:
             if first_w[t] < 0:
                 first_w[t] = ls
             last_acc[t] = ls
+    for ls, ids in c.call_writes:  # a call's arguments are written as it starts
+        for t in ids:
+            rewrites.setdefault(t, []).append(ls)
     c.first_lstep = np.full(nT, -1, np.int64)
     c.last_lstep = np.full(nT, max(L - 1, 0), np.int64)
     c.always_live = np.ones(nT, bool)

@@ -55,8 +55,9 @@ class Backend:
     def mark(self, name: str) -> None:
         """Start of a named phase of the program (used by the pipeline composition); no-op here."""
 
-    def replay(self, phase: str) -> None:
-        """Run the programs of an earlier phase again (recomputation); the reference needs nothing."""
+    def replay(self, phase: str, args=()) -> None:
+        """Run the programs of an earlier phase again (recomputation, a call of an outlined body whose
+        parameters ``args`` take this call's values); the reference needs nothing."""
 
     def qual(self, name: str) -> str:
         return "/".join([*self._scopes, name])

@@ -51,8 +51,8 @@ class EmulatorBackend(EmulatorNormPool, Backend):
                 return self.ctx.programs[start:end]
         return []
 
-    def replay(self, phase):
-        self.ctx.add(P.Sequence(list(self.phase_programs(phase)), name=f"{phase}/replay"))
+    def replay(self, phase, args=()):
+        self.ctx.add(P.Sequence(list(self.phase_programs(phase)), name=f"{phase}/replay", call_args=args))
 
     # the op context follows the backend's IPU
     def _sync(self):

@@ -445,6 +445,7 @@ def _build_resnet(be, cfg):
         out.results["fc/w_new"] = be.sgd(P["fc"]["w"], dw_fc, cfg.lr, "w_sgd")
         out.results["fc/b_new"] = be.sgd(P["fc"]["b"], db_fc, cfg.lr, "b_sgd")
     bwd_done: dict[int, object] = {}  # representative -> its backward's output gradient
+    bwd_in: dict[int, object] = {}  # representative -> the gradient its backward reads
     for b in reversed(range(nblocks)):
         name, stride, down = specs[b]
         r = reps[b]
@@ -455,13 +456,14 @@ def _build_resnet(be, cfg):
             if c is None:
                 c = fwd_done[r][1]
             if r in bwd_done:
-                be.replay(f"block_bwd/{r}")
+                be.replay(f"block_bwd/{r}", args=_bwd_call_args(c, bwd_in[r]) if not keep else ())
                 d = bwd_done[r]
                 if share:
                     bwd_end[b] = len(be.ctx.programs) - 1
                 continue
             with be.scope("bwd"):
                 be.mark(f"block_bwd/{r}")
+                bwd_in[r] = d
                 d, grads = _block_bwd(be, P[name], c, d, down)
                 for gname, gr in grads.items():
                     out.results[f"{name}/d{gname}"] = gr
@@ -485,6 +487,16 @@ def _build_resnet(be, cfg):
                 out.results[f"stem/d{gname}"] = gr
                 out.results[f"stem/{gname}_new"] = be.sgd(_weight(P["stem"], gname), gr, cfg.lr, f"{gname}_sgd")
     return out
+
+
+def _bwd_call_args(cache, dout) -> list:
+    """The tensors an outlined block's backward takes as this call's arguments: its output gradient and
+    its cache, this block's values where the previous call read the later block's.  In the exact build
+    they are other tensors: the later block's die at its backward's last read, this block's are live
+    from its recomputation (held by saved copies until the later block's backward is done, then by these
+    tensors).  The block's input is not one of them: it is the segment's input, kept throughout."""
+    x_in = cache["conv1"][0]
+    return [dout, *(t for t in _cache_tensors(cache) if t is not x_in)]
 
 
 def _recompute_segment(be, cfg, P, image, seg, reps, fwd_done, spans, stem_box) -> None:

@@ -173,6 +173,22 @@ def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backw
     assert abs(int(nal.sum()) - int(exact.sum())) < 0.05 * exact.sum()
 
 
+def test_outlined_backward_call_takes_its_block_values_as_arguments():
+    """Blocks 1 and 2 of ResNet-50 are one kind in one recomputation segment: block 2's backward runs the
+    kind's program on the representative's cache tensors (holding block 2's recomputed values), block 1's
+    backward calls it again.  Those tensors hold block 2's values until their last read in block 2's
+    backward and block 1's from the call on (block 1's are held by saved copies until then), as in the exact
+    build, where they are other tensors: live in two intervals with a gap, not throughout."""
+    kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
+    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    pd_ = out.profile_data
+    vid = pd_.variables.set_index("name").loc["block1/conv1/matmul#1", "var_id"]
+    spans = pd_.variable_intervals
+    spans = spans.loc[spans.var_id == vid, ["first_lstep", "last_lstep"]].values.tolist()
+    (_, end_block2), (call, _) = spans[-2], spans[-1]
+    assert call - end_block2 > 10  # dead over the rest of block 2's backward
+
+
 def test_runs_that_differ_in_composition_only_reuse_the_replica_graph():
     """A timing run that changes only replicas / accumulation / optimizer reuses the emulated graph of the
     previous run, with the same result as emulating it afresh."""
