@@ -23,7 +23,7 @@ from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets import Codelet
 from popvision_lite.emulator.estimators import popnn, popops
 from popvision_lite.emulator.graph import DTYPES, Regions
-from popvision_lite.emulator.ops.context import OpContext
+from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.library_codelets import RowCodelet, _f32, _segment_sum
 from popvision_lite.emulator.ops.pooling import EmulatorPool, NumpyPool, PlanPool, _as_tensor, _basic
 from popvision_lite.errors import EmulatorError
@@ -232,11 +232,17 @@ BN_GRAD_COEFFS = BatchNormGradCoeffs()
 
 
 def _channel_cs(ctx, codelet, ins: dict, outs: dict, op, count):
-    """One compute set of a per-channel codelet over the mapping of the first output."""
+    """One compute set of a per-channel codelet over the mapping of the first output.  An input given as
+    (tensor, offset) is read in place at that offset (laid out like the output there)."""
     ref = next(iter(outs.values()))
-    ins = {k: _basic().materialize(ctx, v, k, op, mapping=ref.mapping, shape=ref.shape) for k, v in ins.items()}
     tiles, starts, sizes = M.worker_split(ref, workers=ctx.target.threads_per_tile)
-    fields = {k: v.regions(starts, sizes) for k, v in {**ins, **outs}.items()}
+    fields = {}
+    for k, v in ins.items():
+        if isinstance(v, tuple):
+            fields[k] = v[0].regions(starts + v[1], sizes)
+        else:
+            fields[k] = _basic().materialize(ctx, v, k, op, mapping=ref.mapping, shape=ref.shape).regions(starts, sizes)
+    fields.update({k: v.regions(starts, sizes) for k, v in outs.items()})
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/coefficients"), op=op)
     ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params={"count": np.float32(count)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -354,18 +360,26 @@ def batch_norm_bwd(ctx: OpContext, x, dy, mean, invstd, gamma, name: str):
     xt, tiles, starts, sizes = B._row_layout(ctx, x, "x", op, c)
     dyt = B.materialize(ctx, dy, "dy", op, mapping=xt.mapping, shape=xt.shape)
     V = len(tiles)
-    vid = np.arange(V, dtype=np.int64) * c
-    pd = ctx.variable(f"{op}/dsum_partial", (V, c), "float32", mapping=M.intervals(tiles, vid, vid + c), op=op)
-    px = ctx.variable(f"{op}/dxsum_partial", (V, c), "float32", mapping=M.intervals(tiles, vid, vid + c), op=op)
+    # poplin (Norms.cpp normParamGradients) reduces sum(dy xhat) and sum(dy) as one reduction of their
+    # concatenation along the channels: one (V, 2c) partial, [dxsum | dsum] per vertex
+    vid = np.arange(V, dtype=np.int64) * 2 * c
+    pj = ctx.variable(f"{op}/deltas_partial", (V, 2 * c), "float32", mapping=M.intervals(tiles, vid, vid + 2 * c),
+                      op=op)
     _row_vertices(ctx, BN_GRAD_STATS, {"x": xt, "dy": dyt}, {"mean": mean, "invstd": invstd},
-                  {"dsum": pd.regions(vid, c), "dxsum": px.regions(vid, c)}, tiles, starts, sizes, c, op)
-    ds, dxs = _reduce_channels(ctx, [(pd, "dsum"), (px, "dxsum")], tiles, c, op)
-    on = lambda t, n: B.materialize(ctx, t, n, op, mapping=ds.mapping, shape=(c,))  # noqa: E731
+                  {"dxsum": pj.regions(vid, c), "dsum": pj.regions(vid + c, c)}, tiles, starts, sizes, c, op)
+    (deltas,) = _reduce_channels(ctx, [(pj, "deltas")], tiles, 2 * c, op)
+    # the per-channel coefficients are laid out like the first half (dxsum, read in place); the second
+    # half (dsum) is brought to it, as popops' elementwise ops bring an operand to the output's layout
+    dm = deltas.mapping
+    lo = dm.start < c
+    half = M.intervals(dm.tile[lo], dm.start[lo], np.minimum(dm.stop[lo], c))
+    ds = B.materialize(ctx, View(deltas, np.arange(c, 2 * c)), "dsum", op, mapping=half, shape=(c,))
+    on = lambda t, n: B.materialize(ctx, t, n, op, mapping=half, shape=(c,))  # noqa: E731
     g, m, s = on(gamma, "gamma"), on(mean, "mean"), on(invstd, "invstd")
-    mk = lambda n, dt="float32": ctx.variable(f"{op}/{n}", (c,), dt, mapping=ds.mapping, op=op)  # noqa: E731
+    mk = lambda n, dt="float32": ctx.variable(f"{op}/{n}", (c,), dt, mapping=half, op=op)  # noqa: E731
     a, b, cc = mk("a"), mk("b"), mk("c")
     dgamma, dbeta = mk("dgamma", gamma.dtype), mk("dbeta", gamma.dtype)
-    _channel_cs(ctx, BN_GRAD_COEFFS, {"dsum": ds, "dxsum": dxs, "gamma": g, "mean": m, "invstd": s},
+    _channel_cs(ctx, BN_GRAD_COEFFS, {"dsum": ds, "dxsum": (deltas, 0), "gamma": g, "mean": m, "invstd": s},
                 {"a": a, "b": b, "c": cc, "dgamma": dgamma, "dbeta": dbeta}, op, R)
     dx = ctx.variable(f"{op}/dx", x.shape, ctx.dtype, mapping=xt.mapping, op=op)
     _row_vertices(ctx, CHANNEL_GRAD_APPLY, {"x": xt, "dy": dyt, "out": dx}, {"a": a, "b": b, "c": cc}, {},
