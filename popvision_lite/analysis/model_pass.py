@@ -124,8 +124,10 @@ def _is_loss(name: str, typ: str) -> bool:
 def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
     """(runs of each op per micro-batch, of which recomputation) of a whole-graph profile, from its programs
     table: a program replayed (an outlined ResNet block called again, or re-run to recompute it: a Sequence
-    named ``<phase>/replay`` holding the same programs) lists the op's programs once more, and a Repeat runs its
-    body ``repeat`` times.  A replay of a forward phase (``...fwd.../replay``) after the loss is recomputation."""
+    named ``<phase>/replay`` holding the same programs; a graph function called again, ``<op>/call/replay``)
+    lists the op's programs once more, and a Repeat runs its body ``repeat`` times.  A replay of a forward phase
+    (``...fwd.../replay``, or one under a ``/recompute/`` scope) after the loss is recomputation; a replay inside
+    a replay counts as the outer one's."""
     ones = np.ones(n, np.float64)
     pr = _programs(profile)
     if pr is None or n == 0:
@@ -151,7 +153,8 @@ def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
         p = par[i]
         if 0 <= p < i:
             weight[i] = weight[p] * max(int(rep[i]), 1)
-            replay_root[i] = i if is_replay[i] else replay_root[p]
+            # the outermost replay: a graph function called inside a recomputed block is recomputation
+            replay_root[i] = replay_root[p] if replay_root[p] >= 0 else (i if is_replay[i] else -1)
         else:
             weight[i] = max(int(rep[i]), 1)
             replay_root[i] = i if is_replay[i] else -1
@@ -162,7 +165,8 @@ def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
     rec = leaf & (replay_root >= 0)
     if rec.any():
         roots = replay_root[rec]
-        fwd_after_loss = np.array([("fwd" in names[r].lower()) and r > bwd_start for r in roots])
+        fwd_after_loss = np.array([("fwd" in names[r].lower() or "/recompute/" in names[r]) and r > bwd_start
+                                   for r in roots])
         rec_rows = np.nonzero(rec)[0][fwd_after_loss]
     else:
         rec_rows = np.zeros(0, np.int64)
@@ -268,7 +272,10 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     one = per_run(ops, c)
     is_opt = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool) if len(ops) else \
         np.zeros(0, bool)
-    keep = ~is_opt
+    # a graph function's argument and result copies (emulator/ops/graph_function.py) are the IPU framework's
+    # way of calling shared code; a GPU framework launches the op's own kernels only
+    is_call = np.array([str(t) == "call" for t in ops["type"]], dtype=bool) if len(ops) else np.zeros(0, bool)
+    keep = ~is_opt & ~is_call
     reps = c.model_calls + (c.recompute_runs if keep_recompute else 0)
     rec_runs = 0 if keep_recompute else int(c.recompute_runs[keep].sum())
     one = one[keep]
@@ -276,6 +283,9 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     kernels = one.loc[one.index.repeat(reps)].reset_index(drop=True)
     notes = list(c.notes)
     notes.append(f"ops table: {c.basis}")
+    if is_call.any():
+        notes.append(f"{int(is_call.sum())} graph-function calls (their argument and result copies) are the IPU "
+                     "framework's and not carried to the GPU")
     if rec_runs:
         notes.append(f"the IPU's recomputation ({rec_runs} op runs per micro-batch) is not carried to the GPU "
                      "(forward once, activations kept; the memory fit counts them)")

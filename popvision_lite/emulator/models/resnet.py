@@ -55,6 +55,12 @@ EXPANSION = 4
 # backward pass.  bS/i is block i of stage S (1-based stages, 0-based blocks): the splits follow these
 # blocks, counted over the whole network.
 RECOMPUTE_SPLITS = {50: (0, 2, 3, 5, 7, 10)}
+# Graphcore's TensorFlow builds every batch norm (training and gradient) whose operands have the same shapes once,
+# as a graph function, and calls it wherever the network has that norm again (graphcore/tensorflow
+# driver/ops norm_graph_caching; ops/graph_function.py): the norms' code once per signature, their arguments
+# copied in and results out on every call.  Its convolutions are cached the same way (conv_graph_caching.cc);
+# that is not modelled here: their code is charged per block kind (docs/decisions/0175).
+GRAPH_FUNCTIONS = True
 
 
 def stage_blocks(depth: int) -> tuple[int, ...]:
@@ -379,6 +385,8 @@ def _build_resnet(be, cfg):
     out = Built()
     kinds = block_kinds(cfg)
     share = outlined(be, cfg)
+    if GRAPH_FUNCTIONS and hasattr(be, "function_cache"):
+        be.function_cache = {}
     reps = [kinds.index(k) if share else b for b, k in enumerate(kinds)]
     P, specs = _params(be, rv, cfg, reps)
     nblocks = len(specs)

@@ -411,13 +411,26 @@ class NumpyNormPool(NumpyPool):
 
 
 class EmulatorNormPool(EmulatorPool):
-    """Graph building (EmulatorBackend)."""
+    """Graph building (EmulatorBackend).  With ``function_cache`` (a dict; None: off) every norm is a call
+    of a graph function per operand signature, as Graphcore's TensorFlow builds them (ops/graph_function.py)."""
+
+    function_cache: dict | None = None
+
+    def _norm(self, fn, args, name):
+        q = self.qual(name)
+        if self.function_cache is None:
+            return self._op(fn, *args, q)
+        from popvision_lite.emulator.ops import graph_function as GF
+
+        self._sync()
+        key = (fn.__name__, self.ipu, *(GF.signature(a) for a in args))
+        return GF.call(self.ctx, self.function_cache, key, lambda *p: fn(self.ctx, *p, q), list(args), q)
 
     def batch_norm(self, x, gamma, beta, name):
-        return self._op(batch_norm, x, gamma, beta, self.qual(name))
+        return self._norm(batch_norm, (x, gamma, beta), name)
 
     def batch_norm_bwd(self, x, dy, mean, invstd, gamma, name):
-        return self._op(batch_norm_bwd, x, dy, mean, invstd, gamma, self.qual(name))
+        return self._norm(batch_norm_bwd, (x, dy, mean, invstd, gamma), name)
 
 
 class PlanNormPool(PlanPool):

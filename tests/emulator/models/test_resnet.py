@@ -134,10 +134,13 @@ def test_blocks_spread_over_the_stages_of_one_replica():
     assert {0, 1} <= set(ops.ipu) and (ops[ops.name.str.startswith("fc/")].ipu == 1).all()
 
 
-def test_timing_runs_outline_identical_blocks():
+def test_timing_runs_outline_identical_blocks(monkeypatch):
     """A timing-only ResNet-50 builds one program per block kind and calls it once per block: the same
-    cycles and the same parameters and weight memory as building every block, code stored once."""
+    cycles and the same parameters and weight memory as building every block, code stored once.  (Outlining
+    alone: norms built per block in both builds; with graph functions see the test below.)"""
     from popvision_lite.profile import schema
+
+    monkeypatch.setattr(RN, "GRAPH_FUNCTIONS", False)
 
     kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
     full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
@@ -154,11 +157,13 @@ def test_timing_runs_outline_identical_blocks():
     assert out.num_ops < full.num_ops
 
 
-def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backward():
+def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backward(monkeypatch):
     """An outlined block's saved input is placed on the liveness steps between its block's forward and
     backward (not counted at the peak whatever the peak is): the memory table's not-always-live bytes are
     the liveness table's peak per tile, and close to the exact figure of building every block."""
     from popvision_lite.profile import schema
+
+    monkeypatch.setattr(RN, "GRAPH_FUNCTIONS", False)
 
     kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
     full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
@@ -171,6 +176,31 @@ def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backw
     exact = np.asarray(full.profile_data.memory)[:, var, 1]
     # the saved copies take the representative's layout, so per tile they differ a little from the exact build
     assert abs(int(nal.sum()) - int(exact.sum())) < 0.05 * exact.sum()
+
+
+def test_norms_are_graph_functions_per_signature_in_both_builds():
+    """Every batch norm is a call of one graph function per operand signature (Graphcore's TensorFlow,
+    ops/graph_function.py), in the outlined and in the full build: fewer norm bodies than norms, exchange code
+    below the build without them, and the outlined build within 1 % of the full one in cycles (the full build's
+    blocks lay their convolutions out on other tiles, so their norm calls copy arguments across tiles where the
+    outlined build's replayed calls copy on the tile; convolutions are not graph functions here)."""
+    from popvision_lite.profile import schema
+
+    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
+    full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
+    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    ops = full.profile_data.ops
+    norms, calls = (ops.type == "batch_norm").sum(), (ops.type == "call").sum()
+    assert 0 < norms < 53 and calls >= 2 * 53  # ResNet-50: 53 batch norms, each forward and backward a call
+    assert abs(out.total_cycles - full.total_cycles) <= 0.01 * full.total_cycles
+    RN.GRAPH_FUNCTIONS = False
+    try:
+        plain = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
+    finally:
+        RN.GRAPH_FUNCTIONS = True
+    xc = schema.CATEGORY_CODE["internalExchangeCode"]
+    assert (plain.profile_data.memory[:, xc, 0].sum() > full.profile_data.memory[:, xc, 0].sum())
+    assert (plain.profile_data.ops.type == "batch_norm").sum() > norms  # one per norm (the stem's twice)
 
 
 def test_outlined_backward_call_takes_its_block_values_as_arguments():

@@ -1,0 +1,58 @@
+"""Graph functions (ops/graph_function.py): norms with the same operand signature are one body of programs,
+called with their arguments copied in and their results copied out, as Graphcore's TensorFlow builds them."""
+
+import numpy as np
+
+from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.engine import Engine
+from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.models.emulated import EmulatorBackend
+from popvision_lite.emulator.target import Target
+from popvision_lite.profile.schema import CATEGORY_CODE
+
+
+def _three_norms(be):
+    """Two batch norms of one signature (other inputs, other weights) and one of another, forward and backward."""
+    rng = np.random.default_rng(5)
+    outs = []
+    for i, (rows, c) in enumerate(((256, 32), (256, 32), (128, 64))):
+        x = be.input(f"x{i}", rng.normal(1.0, 2.0, (rows, c)).astype(np.float32))
+        dy = be.input(f"dy{i}", rng.normal(size=(rows, c)).astype(np.float32))
+        g = be.input(f"g{i}", rng.uniform(0.5, 1.5, c).astype(np.float32))
+        b = be.input(f"b{i}", rng.normal(size=c).astype(np.float32))
+        y, mean, invstd = be.batch_norm(x, g, b, f"bn{i}")
+        outs += [y, *be.batch_norm_bwd(x, dy, mean, invstd, g, f"bn{i}_bwd")]
+    return outs
+
+
+def _build(cache):
+    be = EmulatorBackend(Target.from_device("ipu-mk2"), "fp32")
+    be.function_cache = cache
+    outs = _three_norms(be)
+    return be, outs
+
+
+def test_calls_of_one_signature_compute_what_separate_norms_do():
+    be, outs = _build({})
+    ref = NumpyBackend("fp32")
+    want = _three_norms(ref)  # the same inputs
+    run = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
+    assert len(want) == len(outs) == 12
+    for got, w in zip(outs, want, strict=True):
+        np.testing.assert_allclose(run.outputs[got.name], np.asarray(w), rtol=2e-4, atol=2e-4)
+
+
+def test_one_body_per_signature_and_its_code_once():
+    cached, _ = _build({})
+    plain, _ = _build(None)
+    # two signatures (forward and backward each): the second norm of the first signature is a call
+    calls = [p for p in cached.ctx.programs if isinstance(p, P.Sequence) and p.call_args]
+    assert len(calls) == 2
+    stats = lambda be: sum(cs.name.endswith("/stats") or "/stats#" in cs.name for cs in be.graph.compute_sets)  # noqa: E731
+    assert stats(plain) == 3 and stats(cached) == 2
+    r_c = Engine(cached.graph, cached.program(), mode="timing").run()
+    r_p = Engine(plain.graph, plain.program(), mode="timing").run()
+    vs = CATEGORY_CODE["vertexInstanceState"]
+    assert r_c.profile_data.memory[:, vs, 0].sum() < r_p.profile_data.memory[:, vs, 0].sum()
+    # the calls copy their arguments in and their results out: more cycles than building each norm
+    assert r_c.total_cycles > r_p.total_cycles
