@@ -55,11 +55,11 @@ EXPANSION = 4
 # backward pass.  bS/i is block i of stage S (1-based stages, 0-based blocks): the splits follow these
 # blocks, counted over the whole network.
 RECOMPUTE_SPLITS = {50: (0, 2, 3, 5, 7, 10)}
-# Graphcore's TensorFlow builds every batch norm (training and gradient) whose operands have the same shapes once,
-# as a graph function, and calls it wherever the network has that norm again (graphcore/tensorflow
-# driver/ops norm_graph_caching; ops/graph_function.py): the norms' code once per signature, their arguments
-# copied in and results out on every call.  Its convolutions are cached the same way (conv_graph_caching.cc);
-# that is not modelled here: their code is charged per block kind (docs/decisions/0175).
+# Graphcore's TensorFlow builds every batch norm (training and gradient) and every convolution (forward, weight
+# update, backward input) whose operands have the same shapes once, as a graph function, and calls it wherever
+# the network has that op again (graphcore/tensorflow driver/ops norm_graph_caching, conv_graph_caching.cc;
+# ops/graph_function.py): their code once per signature, their arguments copied in and results out on every
+# call (docs/decisions/0175).
 GRAPH_FUNCTIONS = True
 
 
@@ -128,22 +128,45 @@ def halo_weight_update(be, k: int, stride: int, cin: int) -> bool:
     return halo_conv(be, k, stride, cin) and stride == 1 and hasattr(be, "conv2d_weight_update")
 
 
+def _graph_function(be, key, body, args, name):
+    """``body(*args)``'s one result, as a call of the graph function ``key`` on a backend that builds them
+    (ops/graph_function.py; :data:`GRAPH_FUNCTIONS`), directly on the others (the numpy reference, plans)."""
+    cache = getattr(be, "function_cache", None)
+    if cache is None:
+        return body(*args)
+    from popvision_lite.emulator.ops import graph_function as GF
+
+    be._sync()
+    key = (*key, be.ipu, *(GF.signature(a) for a in args))
+    return GF.call(be.ctx, cache, key, body, list(args), be.qual(name))[0]
+
+
 def conv(be, x, w, geom: _Geom, k, stride, name):
-    """x (rows, C) @ kernel w (k*k*C, Co), same padding (k // 2); returns (y, cache, out geometry)."""
+    """x (rows, C) @ kernel w (k*k*C, Co), same padding (k // 2); returns (y, cache, out geometry).  One graph
+    function per convolution signature (Graphcore's TensorFlow, ``conv_graph_caching.cc``)."""
     if k == 1 and stride == 1:
-        return be.matmul(x, w, name + "/matmul"), (x, None, geom, k, stride), geom
-    idx, og = geom.windows(k, stride, k // 2)
+        idx, og = None, geom
+    else:
+        idx, og = geom.windows(k, stride, k // 2)
+    key = ("conv", geom.n, geom.h, geom.w, k, stride)
+    y = _graph_function(be, key, lambda xp, wp: _conv_fwd(be, xp, wp, idx, geom, k, stride, name), [x, w], name)
+    return y, (x, idx, geom, k, stride), og
+
+
+def _conv_fwd(be, x, w, idx, geom: _Geom, k, stride, name):
+    if idx is None:
+        return be.matmul(x, w, name + "/matmul")
     cin = x.shape[-1]
     if halo_conv(be, k, stride, cin):
         from popvision_lite.emulator.ops.conv import ConvShape
 
         s = ConvShape(geom.n, geom.h, geom.w, cin, w.shape[-1], k, stride, k // 2)
-        return be.conv2d(x, w, s, name + "/conv"), (x, idx, geom, k, stride), og
+        return be.conv2d(x, w, s, name + "/conv")
     cols = be.gather_windows(x, idx, name + "/im2col")
     # the backward pass keeps the activation, not its windows: the weight-update convolution reads the
     # forward input (poplin::calculateWeightDeltas(graph, zDeltas, activations, ...)); windows are k*k times
     # the activation and are gathered again where dw needs them
-    return be.matmul(cols, w, name + "/matmul"), (x, idx, geom, k, stride), og
+    return be.matmul(cols, w, name + "/matmul")
 
 
 def flipped_kernel_index(k: int, cin: int, cout: int) -> np.ndarray:
@@ -159,32 +182,45 @@ def conv_bwd(be, cache, w, dy, name, need_dx=True):
     stride-1 same-padded conv are symmetric), on the halo path (:func:`halo_conv`) dy convolved with the
     flipped kernel by ops/conv.py; otherwise dx = col2im(dy @ W^T).  ops/conv.py also computes the strided
     dx (dy dilated by the stride: ``transposed_shape``), but its estimate is no cheaper than col2im's on
-    ResNet-50 and its tiles hold more (docs/decisions/0145), so the strided dx stays on col2im."""
+    ResNet-50 and its tiles hold more (docs/decisions/0145), so the strided dx stays on col2im.  Each is a
+    graph function per signature (Graphcore's TensorFlow caches the weight-update and backward-input
+    convolutions as it does the forward ones)."""
     x, idx, geom, k, stride = cache
-    cin, cout = w.shape[0] // (k * k), w.shape[1]
+    key = (geom.n, geom.h, geom.w, k, stride)
+    dw = _graph_function(be, ("conv_wu", *key), lambda xp, dyp: _conv_wu(be, xp, dyp, idx, geom, k, stride, name),
+                         [x, dy], name + "/wu")
+    if not need_dx:
+        return None, dw
+    dx = _graph_function(be, ("conv_dx", *key), lambda dyp, wp: _conv_dx(be, dyp, wp, idx, geom, k, stride, name),
+                         [dy, w], name + "/dx")
+    return dx, dw
+
+
+def _conv_wu(be, x, dy, idx, geom: _Geom, k, stride, name):
+    cin, cout = x.shape[-1], dy.shape[-1]
     if idx is not None and halo_weight_update(be, k, stride, cin):
         from popvision_lite.emulator.ops.conv import ConvShape
 
         s = ConvShape(geom.n, geom.h, geom.w, cin, cout, k, stride, k // 2)
-        dw = be.conv2d_weight_update(x, dy, s, name + "/dw_conv")
-    else:
-        cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
-        dw = be.matmul(be.t(cols), dy, name + "/dw_matmul")
-    if not need_dx:
-        return None, dw
+        return be.conv2d_weight_update(x, dy, s, name + "/dw_conv")
+    cols = x if idx is None else be.gather_windows(x, idx, name + "/wu_im2col")
+    return be.matmul(be.t(cols), dy, name + "/dw_matmul")
+
+
+def _conv_dx(be, dy, w, idx, geom: _Geom, k, stride, name):
+    cin, cout = w.shape[0] // (k * k), w.shape[1]
     if idx is not None and stride == 1 and halo_conv(be, k, stride, cout):
         from popvision_lite.emulator.ops.conv import transposed_shape
 
         s = transposed_shape(geom.n, geom.h, geom.w, cin, cout, k, stride, k // 2)
         wt = (be.flip_transpose_kernel(w, k, cin, cout, name + "/w_flip") if hasattr(be, "flip_transpose_kernel")
               else be.take(w, flipped_kernel_index(k, cin, cout)))
-        return be.conv2d(dy, wt, s, name + "/dx_conv"), dw
+        return be.conv2d(dy, wt, s, name + "/dx_conv")
     if idx is not None and stride == 1:
         dcols = be.gather_windows(dy, idx, name + "/dx_im2col")
-        return be.matmul(dcols, be.take(w, flipped_kernel_index(k, cin, cout)), name + "/dx_matmul"), dw
+        return be.matmul(dcols, be.take(w, flipped_kernel_index(k, cin, cout)), name + "/dx_matmul")
     dcols = be.matmul(dy, be.t(w), name + "/dx_matmul")
-    dx = dcols if idx is None else be.col2im(dcols, idx, geom.rows, name + "/col2im")
-    return dx, dw
+    return dcols if idx is None else be.col2im(dcols, idx, geom.rows, name + "/col2im")
 
 
 def recompute_segments(cfg) -> list[tuple[int, int]]:
