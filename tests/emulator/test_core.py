@@ -540,3 +540,29 @@ def test_stable_argsort_is_numpys_stable_argsort():
             assert np.array_equal(stable_argsort(key), np.argsort(key, kind="stable")), (hi, n)
     key = rng.integers(-5, 5, 100)
     assert np.array_equal(stable_argsort(key), np.argsort(key, kind="stable"))
+
+
+def test_interval_index_is_searchsorted():
+    """mapping.interval_index gives np.searchsorted(start, x, side="right") - 1 on every path: ascending
+    queries (a search of the starts among them), queries dense in their span (a table), and the rest (a
+    binary search); 2-D queries keep their shape; duplicate starts and queries outside every interval."""
+    from popvision_lite.emulator.mapping import interval_index
+
+    rng = np.random.default_rng(12)
+    for trial in range(400):
+        m = int(rng.integers(1, 3000))
+        size = int(rng.integers(m, 100_000))
+        start = np.sort(rng.integers(-50, size, m))
+        n = int(rng.integers(1, 20_000))
+        kind = trial % 4
+        if kind == 0:
+            x = np.sort(rng.integers(-100, size + 100, n))
+        elif kind == 1:
+            x = rng.integers(0, size, (max(n // 4, 1), 4))
+        elif kind == 2:
+            x = np.sort(rng.integers(0, size, 2 * n)).reshape(-1, 2)
+        else:
+            x = rng.integers(int(rng.integers(-10, size // 2)), size, n)
+        want = np.searchsorted(start, x, side="right") - 1
+        got = interval_index(start, x)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial

@@ -7,6 +7,7 @@ import numpy as np
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compile.compiled import Compiled
 from popvision_lite.emulator.graph import Regions, Windows
+from popvision_lite.emulator.mapping import interval_index
 from popvision_lite.errors import EmulatorError
 
 
@@ -60,7 +61,7 @@ def _check_local(grp, fname: str, f) -> None:
         return
     # the mapping covers [0, size) contiguously from 0, so ks >= 0 and "same interval" ==
     # "the run ends before that interval stops"
-    ks = np.searchsorted(mp.start, s, side="right") - 1
+    ks = interval_index(mp.start, s)
     ok = (e <= mp.stop[ks]) & (mp.tile[ks] == grp.tiles[:, None])
     bad = nonempty & ~ok
     if bad.any():

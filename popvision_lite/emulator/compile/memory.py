@@ -8,6 +8,7 @@ import numpy as np
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile.compiled import Compiled, digest
 from popvision_lite.emulator.graph import Blocks, Regions, Windows
+from popvision_lite.emulator.mapping import interval_index
 
 
 def tile_offsets(c, mapping) -> np.ndarray:
@@ -15,6 +16,12 @@ def tile_offsets(c, mapping) -> np.ndarray:
     variable's elements on one tile together in that tile's memory (in flat-index order), so
     intervals of a tensor that are apart in the flat index (the rows of a block) can be adjacent in
     tile memory."""
+    return _tile_base(c, mapping) + mapping.start
+
+
+def _tile_base(c, mapping) -> np.ndarray:
+    """Per mapping interval: its tile offset (tile_offsets) less its first flat element, so that element
+    e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr)."""
     cache = c.__dict__.setdefault("tile_offsets", {})
     key = id(mapping)
     if key not in cache:
@@ -29,7 +36,7 @@ def tile_offsets(c, mapping) -> np.ndarray:
         base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
         offs = np.empty_like(cs)
         offs[o] = cs - base
-        cache[key] = (mapping, offs)  # keep the mapping alive while its id is a key
+        cache[key] = (mapping, offs - mapping.start)  # keep the mapping alive while its id is a key
     return cache[key][1]
 
 
@@ -37,8 +44,8 @@ def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None) -> np.
     """Position of flat elements in their tile's memory block of the tensor (see tile_offsets);
     ``k``: each element's mapping interval where already known."""
     if k is None:
-        k = np.searchsorted(mapping.start, elems, side="right") - 1
-    return tile_offsets(c, mapping)[k] + (elems - mapping.start[k])
+        k = interval_index(mapping.start, elems)
+    return _tile_base(c, mapping)[k] + elems
 
 
 def _cs_signature(cs):
