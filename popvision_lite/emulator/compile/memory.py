@@ -63,15 +63,42 @@ def _cs_signature(cs):
 
 def _block_rows_adjacent(c: Compiled, f) -> bool:
     """True when every vertex's block rows are adjacent in its tile's memory (tile_offsets): the
-    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows."""
+    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows.  The
+    graph check records the answer for the fields it checks (:func:`note_rows_adjacent`)."""
+    hit = c.__dict__.get("rows_adjacent", {}).get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
     try:
         s, e = f.run_bounds()
     except Exception:  # noqa: BLE001 - a field without run bounds: keep the row-list cost
         return False
+    return _rows_adjacent(c, f, s, e)
+
+
+def _rows_adjacent(c: Compiled, f, s: np.ndarray, e: np.ndarray, k: np.ndarray | None = None) -> bool:
+    """_block_rows_adjacent from the field's run bounds ``s``, ``e`` (and their mapping intervals ``k``)."""
     if s.ndim != 2 or s.shape[1] < 2:
         return True
-    addr = tile_addr(c, f.tensor.mapping, s.ravel()).reshape(s.shape)
+    addr = tile_addr(c, f.tensor.mapping, s.ravel(), None if k is None else k.ravel()).reshape(s.shape)
     return bool(np.all(addr[:, 1:] == addr[:, :-1] + (e - s)[:, :-1]))
+
+
+def note_rows_adjacent(c: Compiled, f, s: np.ndarray, e: np.ndarray, k: np.ndarray) -> bool | None:
+    """For a block or window field of several rows per vertex, whose run bounds and mapping intervals the graph
+    check has in hand: record (and return) whether its rows are adjacent in tile memory, so that
+    vertex_memory does not search the intervals again; None for other fields."""
+    if not (isinstance(f, Blocks | Windows) and f.regions_per_vertex() > 1):
+        return None
+    flag = _rows_adjacent(c, f, s, e, k)
+    c.__dict__.setdefault("rows_adjacent", {})[id(f)] = (f, flag)  # the field kept alive while its id is a key
+    return flag
+
+
+def remember_rows_adjacent(c: Compiled, f, flag: bool | None) -> None:
+    """note_rows_adjacent's answer for another field object with the same arrays on an identically mapped
+    tensor (the graph check skips such a field as checked already)."""
+    if flag is not None and isinstance(f, Blocks | Windows):
+        c.__dict__.setdefault("rows_adjacent", {})[id(f)] = (f, flag)
 
 
 def vertex_memory(c: Compiled, used_cs: set) -> None:
