@@ -66,9 +66,12 @@ class Mapping:
         if not (len(tile) == len(start) == len(stop)):
             raise EmulatorError("mapping: tile, start and stop arrays must have equal lengths")
         keep = stop > start
-        tile, start, stop = tile[keep], start[keep], stop[keep]
-        order = np.argsort(start, kind="stable")
-        if len(order) and np.any(order[1:] < order[:-1]):
+        # (own copies either way: a caller's arrays may change after)
+        tile, start, stop = (tile[keep], start[keep], stop[keep]) if not keep.all() else \
+            (tile.copy(), start.copy(), stop.copy())
+        # by start, stable (already in order, as most mappings are built: nothing to move)
+        if len(start) > 1 and np.any(start[1:] < start[:-1]):
+            order = np.argsort(start, kind="stable")
             tile, start, stop = tile[order], start[order], stop[order]
         self.tile, self.start, self.stop = tile, start, stop
 
