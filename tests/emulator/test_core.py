@@ -566,3 +566,27 @@ def test_interval_index_is_searchsorted():
         want = np.searchsorted(start, x, side="right") - 1
         got = interval_index(start, x)
         assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial
+
+
+def test_send_side_patterns_are_the_receive_order_restricted():
+    """The copy compile takes the send side's exchange-code patterns from the receive side's sorted pieces
+    (the sent subset kept in that order) instead of sorting the sent pieces again: the same patterns as
+    code_patterns on the subset, including ties of the sort key and an empty subset."""
+    from popvision_lite.emulator.compile.compiled import CopyPlan
+    from popvision_lite.emulator.compile.steps import _pattern_order, _pattern_units, code_patterns
+
+    rng = np.random.default_rng(13)
+    for trial in range(200):
+        n = int(rng.integers(1, 400))
+        tiles = int(rng.integers(2, 9))
+        src_elem = rng.integers(0, 60, n) * 4
+        plan = CopyPlan(src_elem, rng.integers(0, 1000, n), rng.integers(1, 4, n), rng.integers(0, tiles, n),
+                        rng.integers(0, tiles, n))
+        addr = src_elem // 2 + rng.integers(0, 2, n)  # ties in (tile, tile, address) too
+        mask = rng.random(n) < 0.8
+        send = mask & (rng.random(n) < (0.0 if trial % 10 == 0 else 0.5))
+        st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], addr)
+        k = send[ii]
+        got = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
+        want = code_patterns(plan, send, addr, addr)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), trial

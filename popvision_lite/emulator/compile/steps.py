@@ -501,16 +501,17 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                       (glob, "globalExchangeCode")):
         if mask.any():
             send = mask & sent_once
-            if np.array_equal(send, mask):
-                # no multicast among these pieces: both sides take the same pieces in the same order
-                st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
-                _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
+            _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+            # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
+            # the same key (stable), so their order is the receive side's with the other pieces left out
+            # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
+            if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
                 ps_, _pd, cnt_s = _pattern_units(st, dt, se, se, ln)
             else:
-                # receive side: patterns per (source tile, destination tile), charged to the receiver
-                _ps, pd_, cnt = code_patterns(plan, mask, src_addr, dst_addr)
-                # send side: patterns of the distinct source pieces, charged to the sender
-                ps_, _pd, cnt_s = code_patterns(plan, send, src_addr, src_addr)
+                k = send[ii]
+                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
             per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             c.add_mem(cat, pd_, per_r)
