@@ -590,3 +590,17 @@ def test_send_side_patterns_are_the_receive_order_restricted():
         got = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
         want = code_patterns(plan, send, addr, addr)
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), trial
+
+
+def test_reuse_freed_memory_is_set_once_and_harmless():
+    """host_alloc.reuse_freed_memory (glibc mallopt, decision 0175) can be called any number of times, on any
+    platform, and numpy allocations of every size still work after it."""
+    from popvision_lite.emulator import host_alloc
+
+    host_alloc.reuse_freed_memory()
+    host_alloc.reuse_freed_memory()
+    assert host_alloc._set
+    for n in (10, 100_000, 5_000_000):
+        a = np.arange(n, dtype=np.int64)
+        assert int(a[-1]) == n - 1
+        del a

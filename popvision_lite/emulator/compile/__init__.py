@@ -40,6 +40,7 @@ from popvision_lite.emulator.compile.steps import (
     expand,
 )
 from popvision_lite.emulator.graph import Graph
+from popvision_lite.emulator.host_alloc import reuse_freed_memory
 from popvision_lite.errors import EmulatorError
 from popvision_lite.profile.schema import CATEGORY_CODE
 
@@ -85,6 +86,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     with the other graphs compiled with it (same target and outline setting; :class:`~.steps.CopyMemo`)."""
     if not isinstance(program, P.Program):
         raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
+    reuse_freed_memory()  # the compile's large temporaries reused from the heap (host_alloc)
     c = Compiled(graph, program)
     c.outline = bool(outline)
     _walk(c, program, -1, None, set())
