@@ -19,9 +19,11 @@ def tile_offsets(c, mapping) -> np.ndarray:
     return _tile_base(c, mapping) + mapping.start
 
 
-def _tile_base(c, mapping) -> np.ndarray:
+def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
     """Per mapping interval: its tile offset (tile_offsets) less its first flat element, so that element
-    e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr)."""
+    e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr).  Cached
+    for the compile; ``keep=False``: not added to the cache (the graph check's one-off use, so that the
+    cache grows only as the copies and vertex memory read it)."""
     cache = c.__dict__.setdefault("tile_offsets", {})
     key = id(mapping)
     if key not in cache:
@@ -36,16 +38,18 @@ def _tile_base(c, mapping) -> np.ndarray:
         base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
         offs = np.empty_like(cs)
         offs[o] = cs - base
+        if not keep:
+            return offs - mapping.start
         cache[key] = (mapping, offs - mapping.start)  # keep the mapping alive while its id is a key
     return cache[key][1]
 
 
-def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None, keep: bool = True) -> np.ndarray:
     """Position of flat elements in their tile's memory block of the tensor (see tile_offsets);
-    ``k``: each element's mapping interval where already known."""
+    ``k``: each element's mapping interval where already known; ``keep``: see _tile_base."""
     if k is None:
         k = interval_index(mapping.start, elems)
-    return _tile_base(c, mapping)[k] + elems
+    return _tile_base(c, mapping, keep)[k] + elems
 
 
 def _cs_signature(cs):
@@ -76,10 +80,12 @@ def _block_rows_adjacent(c: Compiled, f) -> bool:
 
 
 def _rows_adjacent(c: Compiled, f, s: np.ndarray, e: np.ndarray, k: np.ndarray | None = None) -> bool:
-    """_block_rows_adjacent from the field's run bounds ``s``, ``e`` (and their mapping intervals ``k``)."""
+    """_block_rows_adjacent from the field's run bounds ``s``, ``e`` (and their mapping intervals ``k``: then
+    the graph check asks, and the tile offsets it computes are not kept)."""
     if s.ndim != 2 or s.shape[1] < 2:
         return True
-    addr = tile_addr(c, f.tensor.mapping, s.ravel(), None if k is None else k.ravel()).reshape(s.shape)
+    addr = tile_addr(c, f.tensor.mapping, s.ravel(), None if k is None else k.ravel(),
+                     keep=k is None).reshape(s.shape)
     return bool(np.all(addr[:, 1:] == addr[:, :-1] + (e - s)[:, :-1]))
 
 
