@@ -40,7 +40,10 @@ def interval_index(start: np.ndarray, x: np.ndarray) -> np.ndarray:
         flat = x.ravel()
         if np.all(flat[1:] >= flat[:-1]):
             below = np.searchsorted(flat, start, side="left")  # queries below each start
-            return (np.cumsum(np.bincount(below, minlength=n + 1)[:n]) - 1).reshape(x.shape)
+            k = np.bincount(below, minlength=n + 1)[:n]
+            np.cumsum(k, out=k)  # in place: one array of the queries' size, as a search returns
+            k -= 1
+            return k.reshape(x.shape)
     lo, hi = int(x.min()), int(x.max())
     span = hi - lo + 1
     if span > _TABLE_SPAN_PER_QUERY * n or span > _TABLE_MAX_SPAN:
