@@ -13,6 +13,49 @@ import numpy as np
 
 from popvision_lite.errors import EmulatorError
 
+# interval_index: a lookup table over the queries' span when the span is at most this many times their count
+# (and at most _TABLE_MAX_SPAN elements, 256 MiB of int64); otherwise binary searches
+_TABLE_SPAN_PER_QUERY = 4
+_TABLE_MAX_SPAN = 1 << 25
+
+
+def interval_index(start: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(start, x, side="right") - 1`` for an ascending int array ``start``: the index of
+    the last start at or below each of ``x`` (-1 below the first), int64, shaped like ``x``; the same
+    integers, found without a binary search per query where that is cheaper.  A binary search into a
+    mapping of 10^4-10^6 intervals costs 10-30 ns a query, mostly cache misses, and a copy or a graph
+    check asks it for every piece or run:
+
+    * queries in ascending order (a copy's destination runs, most vertices' runs) and at least twice
+      as many as the starts: each start is searched among the queries instead (the count of queries
+      below it), and a cumulative count over the queries gives every answer (~3 ns a query);
+    * queries dense in their span (short runs): a table of the answer at every position of the span,
+      built with one ``np.repeat``, is read at the queries."""
+    x = np.asarray(x)
+    n = x.size
+    m = len(start)
+    if n < 1024 or m < 64:
+        return np.searchsorted(start, x, side="right") - 1
+    if 2 * m <= n:
+        flat = x.ravel()
+        if np.all(flat[1:] >= flat[:-1]):
+            below = np.searchsorted(flat, start, side="left")  # queries below each start
+            k = np.bincount(below, minlength=n + 1)[:n]
+            np.cumsum(k, out=k)  # in place: one array of the queries' size, as a search returns
+            k -= 1
+            return k.reshape(x.shape)
+    lo, hi = int(x.min()), int(x.max())
+    span = hi - lo + 1
+    if span > _TABLE_SPAN_PER_QUERY * n or span > _TABLE_MAX_SPAN:
+        return np.searchsorted(start, x, side="right") - 1
+    k_lo = int(np.searchsorted(start, lo, side="right")) - 1
+    k_hi = int(np.searchsorted(start, hi, side="right")) - 1
+    # position p of the span holds k_lo + (starts in (lo, lo + p]): each start inside opens a segment
+    inside = start[k_lo + 1:k_hi + 1] - lo
+    seg = np.diff(np.concatenate(([0], inside, [span])))
+    table = np.repeat(np.arange(k_lo, k_hi + 1, dtype=np.int64), seg)
+    return table[x - lo] if lo else table[x]
+
 
 class Mapping:
     """Intervals ``[start, stop)`` of flat elements and the tile holding each."""
@@ -26,9 +69,12 @@ class Mapping:
         if not (len(tile) == len(start) == len(stop)):
             raise EmulatorError("mapping: tile, start and stop arrays must have equal lengths")
         keep = stop > start
-        tile, start, stop = tile[keep], start[keep], stop[keep]
-        order = np.argsort(start, kind="stable")
-        if len(order) and np.any(order[1:] < order[:-1]):
+        # (own copies either way: a caller's arrays may change after)
+        tile, start, stop = (tile[keep], start[keep], stop[keep]) if not keep.all() else \
+            (tile.copy(), start.copy(), stop.copy())
+        # by start, stable (already in order, as most mappings are built: nothing to move)
+        if len(start) > 1 and np.any(start[1:] < start[:-1]):
+            order = np.argsort(start, kind="stable")
             tile, start, stop = tile[order], start[order], stop[order]
         self.tile, self.start, self.stop = tile, start, stop
 
@@ -72,7 +118,7 @@ class Mapping:
     def tile_of(self, flat_index) -> np.ndarray:
         """Tile of each flat element index (vectorised; -1 where unmapped)."""
         idx = np.asarray(flat_index, dtype=np.int64)
-        k = np.searchsorted(self.start, idx, side="right") - 1
+        k = interval_index(self.start, idx)
         kc = np.clip(k, 0, max(len(self) - 1, 0))
         if len(self) == 0:
             return np.full(idx.shape, -1, np.int64)
@@ -236,10 +282,14 @@ def worker_split(tensor, workers: int = 6, grain: int = 1):
     pieces = np.minimum(grains, workers)
     per = -(-grains // np.maximum(pieces, 1)) * grain
     total = int(pieces.sum())
-    iv = np.repeat(np.arange(len(m)), pieces)
+    # each interval's values repeated for its pieces (np.repeat: sequential, unlike a gather by interval)
     first = np.cumsum(pieces) - pieces
     k = np.arange(total) - np.repeat(first, pieces)
-    starts = m.start[iv] + k * per[iv]
-    stops = np.minimum(starts + per[iv], m.stop[iv])
+    per_p = np.repeat(per, pieces)
+    starts = np.repeat(m.start, pieces) + k * per_p
+    stops = np.minimum(starts + per_p, np.repeat(m.stop, pieces))
+    tiles = np.repeat(m.tile, pieces)
     keep = stops > starts
-    return m.tile[iv][keep], starts[keep], (stops - starts)[keep]
+    if keep.all():
+        return tiles, starts, stops - starts
+    return tiles[keep], starts[keep], (stops - starts)[keep]

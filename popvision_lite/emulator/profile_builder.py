@@ -47,6 +47,12 @@ class StepTileArray:
             vals = getattr(t, self.field)
             if t.tiles is None:
                 out[grp] = vals
+            elif len(t.tiles) * 16 >= self.shape[1]:
+                # the template's whole row once, then copied to its steps' rows (several times faster than
+                # scattering the tiles of every row when the template covers more than a few tiles)
+                row = np.zeros(self.shape[1], np.uint32)
+                row[t.tiles] = vals
+                out[grp] = row
             elif len(t.tiles):
                 out[np.ix_(grp, t.tiles)] = vals
         return out

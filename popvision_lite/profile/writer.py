@@ -124,8 +124,8 @@ def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
     """min/sum/max of ``cycles`` (steps, tiles) over blocks; step blocks start at row 0."""
     s_edges = np.arange(0, cycles.shape[0], step_block)
     c = cycles
-    mn = np.minimum.reduceat(np.minimum.reduceat(c, s_edges, axis=0), tile_edges, axis=1)
-    mx = np.maximum.reduceat(np.maximum.reduceat(c, s_edges, axis=0), tile_edges, axis=1)
+    mn = np.minimum.reduceat(_step_blocks(np.minimum, c, step_block), tile_edges, axis=1)
+    mx = np.maximum.reduceat(_step_blocks(np.maximum, c, step_block), tile_edges, axis=1)
     # sum over tile blocks first, 64 rows at a time, so float64 temporaries stay small
     per_row = np.concatenate([np.add.reduceat(c[r:r + 64], tile_edges, axis=1, dtype=np.float64)
                               for r in range(0, c.shape[0], 64)]) if c.shape[0] else \
@@ -135,6 +135,20 @@ def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
     t_sizes = np.diff(np.append(tile_edges, c.shape[1]))
     mean = sm / (s_sizes[:, None] * t_sizes[None, :])
     return mn, mean.astype(np.float32), mx
+
+
+def _step_blocks(ufunc, c: np.ndarray, step_block: int) -> np.ndarray:
+    """``ufunc.reduceat(c, np.arange(0, rows, step_block), axis=0)`` for np.minimum / np.maximum: the whole
+    blocks as one reduction of a (blocks, step_block, tiles) view, which numpy runs several times faster
+    than reduceat over rows (the same values: a minimum or maximum is exact in any order)."""
+    rows = c.shape[0]
+    full = rows - rows % step_block
+    if rows == 0 or full == 0:
+        return ufunc.reduceat(c, np.arange(0, rows, step_block), axis=0)
+    out = ufunc.reduce(c[:full].reshape(full // step_block, step_block, c.shape[1]), axis=1)
+    if full < rows:
+        out = np.concatenate([out, ufunc.reduce(c[full:], axis=0, keepdims=True)])
+    return out
 
 
 def _numeric_column(path, table: str, col: str, series: pd.Series, want: str) -> np.ndarray:

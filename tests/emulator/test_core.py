@@ -540,3 +540,67 @@ def test_stable_argsort_is_numpys_stable_argsort():
             assert np.array_equal(stable_argsort(key), np.argsort(key, kind="stable")), (hi, n)
     key = rng.integers(-5, 5, 100)
     assert np.array_equal(stable_argsort(key), np.argsort(key, kind="stable"))
+
+
+def test_interval_index_is_searchsorted():
+    """mapping.interval_index gives np.searchsorted(start, x, side="right") - 1 on every path: ascending
+    queries (a search of the starts among them), queries dense in their span (a table), and the rest (a
+    binary search); 2-D queries keep their shape; duplicate starts and queries outside every interval."""
+    from popvision_lite.emulator.mapping import interval_index
+
+    rng = np.random.default_rng(12)
+    for trial in range(400):
+        m = int(rng.integers(1, 3000))
+        size = int(rng.integers(m, 100_000))
+        start = np.sort(rng.integers(-50, size, m))
+        n = int(rng.integers(1, 20_000))
+        kind = trial % 4
+        if kind == 0:
+            x = np.sort(rng.integers(-100, size + 100, n))
+        elif kind == 1:
+            x = rng.integers(0, size, (max(n // 4, 1), 4))
+        elif kind == 2:
+            x = np.sort(rng.integers(0, size, 2 * n)).reshape(-1, 2)
+        else:
+            x = rng.integers(int(rng.integers(-10, size // 2)), size, n)
+        want = np.searchsorted(start, x, side="right") - 1
+        got = interval_index(start, x)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial
+
+
+def test_send_side_patterns_are_the_receive_order_restricted():
+    """The copy compile takes the send side's exchange-code patterns from the receive side's sorted pieces
+    (the sent subset kept in that order) instead of sorting the sent pieces again: the same patterns as
+    code_patterns on the subset, including ties of the sort key and an empty subset."""
+    from popvision_lite.emulator.compile.compiled import CopyPlan
+    from popvision_lite.emulator.compile.steps import _pattern_order, _pattern_units, code_patterns
+
+    rng = np.random.default_rng(13)
+    for trial in range(200):
+        n = int(rng.integers(1, 400))
+        tiles = int(rng.integers(2, 9))
+        src_elem = rng.integers(0, 60, n) * 4
+        plan = CopyPlan(src_elem, rng.integers(0, 1000, n), rng.integers(1, 4, n), rng.integers(0, tiles, n),
+                        rng.integers(0, tiles, n))
+        addr = src_elem // 2 + rng.integers(0, 2, n)  # ties in (tile, tile, address) too
+        mask = rng.random(n) < 0.8
+        send = mask & (rng.random(n) < (0.0 if trial % 10 == 0 else 0.5))
+        st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], addr)
+        k = send[ii]
+        got = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
+        want = code_patterns(plan, send, addr, addr)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), trial
+
+
+def test_reuse_freed_memory_is_set_once_and_harmless():
+    """host_alloc.reuse_freed_memory (glibc mallopt, decision 0175) can be called any number of times, on any
+    platform, and numpy allocations of every size still work after it."""
+    from popvision_lite.emulator import host_alloc
+
+    host_alloc.reuse_freed_memory()
+    host_alloc.reuse_freed_memory()
+    assert host_alloc._set
+    for n in (10, 100_000, 5_000_000):
+        a = np.arange(n, dtype=np.int64)
+        assert int(a[-1]) == n - 1
+        del a

@@ -185,3 +185,18 @@ def test_batched_chunk_check_names_the_bad_chunk(sparse, tmp_path):
     with pvl.open(f) as p, pytest.raises(ProfileError, match="decompressed bytes") as e:
         p.step_tiles.cycles(0, 700)
     assert f"chunk at {tuple(bad.chunk_offset)}" in str(e.value)
+
+
+def test_step_block_min_max_are_reduceat():
+    """writer._step_blocks (whole step blocks reduced as a reshaped view) gives reduceat's step-block minima
+    and maxima, dtype and shape, with and without a partial last block."""
+    from popvision_lite.profile import writer as W
+
+    rng = np.random.default_rng(5)
+    for rows in (0, 1, 5, 16, 17, 1030):
+        c = rng.integers(0, 2**32, (rows, 7), dtype=np.int64).astype(np.uint32)
+        for sb in (1, 3, 16, 128):
+            for f in (np.minimum, np.maximum):
+                want = f.reduceat(c, np.arange(0, rows, sb), axis=0)
+                got = W._step_blocks(f, c, sb)
+                assert got.dtype == want.dtype and np.array_equal(got, want), (rows, sb)

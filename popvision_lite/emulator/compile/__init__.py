@@ -40,6 +40,7 @@ from popvision_lite.emulator.compile.steps import (
     expand,
 )
 from popvision_lite.emulator.graph import Graph
+from popvision_lite.emulator.host_alloc import reuse_freed_memory
 from popvision_lite.errors import EmulatorError
 from popvision_lite.profile.schema import CATEGORY_CODE
 
@@ -87,6 +88,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     with the other graphs compiled with it (same target and outline setting; :class:`~.steps.CopyMemo`)."""
     if not isinstance(program, P.Program):
         raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
+    reuse_freed_memory()  # the compile's large temporaries reused from the heap (host_alloc)
     c = Compiled(graph, program)
     c.outline = bool(outline)
     _walk(c, program, -1, None, set())
@@ -148,6 +150,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     # the last reader of the tensors' tile offsets (memory.tile_offsets: one int64 per mapping interval of
     # every tensor a copy or a field touched, ~150 MB on a ResNet-50 graph) is done with them
     c.__dict__.pop("tile_offsets", None)
+    c.__dict__.pop("rows_adjacent", None)  # the graph check's answers for vertex_memory
     c.add_mem("stack", np.arange(c.num_tiles), cm.stack_bytes(c.target.threads_per_tile))
     compute_liveness(c)
     # memory check: always-live of every category + peak not-always-live

@@ -6,7 +6,9 @@ import numpy as np
 
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compile.compiled import Compiled
+from popvision_lite.emulator.compile.memory import note_rows_adjacent, remember_rows_adjacent
 from popvision_lite.emulator.graph import Regions, Windows
+from popvision_lite.emulator.mapping import interval_index
 from popvision_lite.errors import EmulatorError
 
 
@@ -46,21 +48,25 @@ def check_graph(c: Compiled, used_cs: set) -> None:
                     (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else
                     (id(f.origins), f.block_shape) if isinstance(f, Windows) else (id(f.index), f.block_shape))
                 if key in done:
+                    if done[key][1].tensor.shape == f.tensor.shape:  # then the same run bounds
+                        remember_rows_adjacent(c, f, done[key][2])
                     continue
-                _check_local(grp, fname, f)
-                done[key] = (grp.tiles, f)  # keep the arrays alive so ids stay unique
+                bounds = _check_local(grp, fname, f)
+                flag = None if bounds is None else note_rows_adjacent(c, f, *bounds)
+                done[key] = (grp.tiles, f, flag)  # keep the arrays alive so ids stay unique
 
 
-def _check_local(grp, fname: str, f) -> None:
-    """Poplar rule: a vertex only touches memory of its own tile."""
+def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Poplar rule: a vertex only touches memory of its own tile.  Returns the field's run bounds and each
+    run's mapping interval (None when every run is empty)."""
     s, e = f.run_bounds()
     mp = f.tensor.mapping
     nonempty = e > s
     if not nonempty.any():
-        return
+        return None
     # the mapping covers [0, size) contiguously from 0, so ks >= 0 and "same interval" ==
     # "the run ends before that interval stops"
-    ks = np.searchsorted(mp.start, s, side="right") - 1
+    ks = interval_index(mp.start, s)
     ok = (e <= mp.stop[ks]) & (mp.tile[ks] == grp.tiles[:, None])
     bad = nonempty & ~ok
     if bad.any():
@@ -72,3 +78,4 @@ def _check_local(grp, fname: str, f) -> None:
             f"field '{fname}' touches element {elem} of tensor '{f.tensor.name}' which lives on tile {where}; "
             f"fix: map that data to the vertex's tile, or Copy it there first"
         )
+    return s, e, ks

@@ -8,6 +8,7 @@ import numpy as np
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile.compiled import Compiled, digest
 from popvision_lite.emulator.graph import Blocks, Regions, Windows
+from popvision_lite.emulator.mapping import interval_index
 
 
 def tile_offsets(c, mapping) -> np.ndarray:
@@ -15,6 +16,14 @@ def tile_offsets(c, mapping) -> np.ndarray:
     variable's elements on one tile together in that tile's memory (in flat-index order), so
     intervals of a tensor that are apart in the flat index (the rows of a block) can be adjacent in
     tile memory."""
+    return _tile_base(c, mapping) + mapping.start
+
+
+def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
+    """Per mapping interval: its tile offset (tile_offsets) less its first flat element, so that element
+    e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr).  Cached
+    for the compile; ``keep=False``: not added to the cache (the graph check's one-off use, so that the
+    cache grows only as the copies and vertex memory read it)."""
     cache = c.__dict__.setdefault("tile_offsets", {})
     key = id(mapping)
     if key not in cache:
@@ -29,16 +38,18 @@ def tile_offsets(c, mapping) -> np.ndarray:
         base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
         offs = np.empty_like(cs)
         offs[o] = cs - base
-        cache[key] = (mapping, offs)  # keep the mapping alive while its id is a key
+        if not keep:
+            return offs - mapping.start
+        cache[key] = (mapping, offs - mapping.start)  # keep the mapping alive while its id is a key
     return cache[key][1]
 
 
-def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None, keep: bool = True) -> np.ndarray:
     """Position of flat elements in their tile's memory block of the tensor (see tile_offsets);
-    ``k``: each element's mapping interval where already known."""
+    ``k``: each element's mapping interval where already known; ``keep``: see _tile_base."""
     if k is None:
-        k = np.searchsorted(mapping.start, elems, side="right") - 1
-    return tile_offsets(c, mapping)[k] + (elems - mapping.start[k])
+        k = interval_index(mapping.start, elems)
+    return _tile_base(c, mapping, keep)[k] + elems
 
 
 def _cs_signature(cs):
@@ -56,15 +67,44 @@ def _cs_signature(cs):
 
 def _block_rows_adjacent(c: Compiled, f) -> bool:
     """True when every vertex's block rows are adjacent in its tile's memory (tile_offsets): the
-    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows."""
+    field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows.  The
+    graph check records the answer for the fields it checks (:func:`note_rows_adjacent`)."""
+    hit = c.__dict__.get("rows_adjacent", {}).get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
     try:
         s, e = f.run_bounds()
     except Exception:  # noqa: BLE001 - a field without run bounds: keep the row-list cost
         return False
+    return _rows_adjacent(c, f, s, e)
+
+
+def _rows_adjacent(c: Compiled, f, s: np.ndarray, e: np.ndarray, k: np.ndarray | None = None) -> bool:
+    """_block_rows_adjacent from the field's run bounds ``s``, ``e`` (and their mapping intervals ``k``: then
+    the graph check asks, and the tile offsets it computes are not kept)."""
     if s.ndim != 2 or s.shape[1] < 2:
         return True
-    addr = tile_addr(c, f.tensor.mapping, s.ravel()).reshape(s.shape)
+    addr = tile_addr(c, f.tensor.mapping, s.ravel(), None if k is None else k.ravel(),
+                     keep=k is None).reshape(s.shape)
     return bool(np.all(addr[:, 1:] == addr[:, :-1] + (e - s)[:, :-1]))
+
+
+def note_rows_adjacent(c: Compiled, f, s: np.ndarray, e: np.ndarray, k: np.ndarray) -> bool | None:
+    """For a block or window field of several rows per vertex, whose run bounds and mapping intervals the graph
+    check has in hand: record (and return) whether its rows are adjacent in tile memory, so that
+    vertex_memory does not search the intervals again; None for other fields."""
+    if not (isinstance(f, Blocks | Windows) and f.regions_per_vertex() > 1):
+        return None
+    flag = _rows_adjacent(c, f, s, e, k)
+    c.__dict__.setdefault("rows_adjacent", {})[id(f)] = (f, flag)  # the field kept alive while its id is a key
+    return flag
+
+
+def remember_rows_adjacent(c: Compiled, f, flag: bool | None) -> None:
+    """note_rows_adjacent's answer for another field object with the same arrays on an identically mapped
+    tensor (the graph check skips such a field as checked already)."""
+    if flag is not None and isinstance(f, Blocks | Windows):
+        c.__dict__.setdefault("rows_adjacent", {})[id(f)] = (f, flag)
 
 
 def vertex_memory(c: Compiled, used_cs: set) -> None:

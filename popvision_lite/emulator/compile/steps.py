@@ -21,6 +21,7 @@ from popvision_lite.emulator.compile.compiled import (
 )
 from popvision_lite.emulator.compile.memory import tile_addr
 from popvision_lite.emulator.graph import _ranges_index
+from popvision_lite.emulator.mapping import interval_index
 from popvision_lite.errors import EmulatorError
 
 
@@ -47,7 +48,7 @@ def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, n
     mapping interval of the first element)."""
     s, e = ep.run_bounds()
     mp = ep.tensor.mapping
-    k1 = np.searchsorted(mp.start, s, side="right") - 1
+    k1 = interval_index(mp.start, s)
     kc = np.clip(k1, 0, max(len(mp) - 1, 0))
     tiles = mp.tile[kc]
     ok = np.all((e <= mp.stop[kc]) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
@@ -84,8 +85,8 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     elif len(ss) == 1 and len(ds) > 1:
         qs, ql = ss[0] + np.cumsum(dl) - dl, dl
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
-        ks = np.searchsorted(sm.start, qs, side="right") - 1
-        kd = np.searchsorted(dm.start, qd, side="right") - 1
+        ks = interval_index(sm.start, qs)
+        kd = interval_index(dm.start, qd)
         ok = (qs + ql <= sm.stop[ks]) & (qd + ql <= dm.stop[kd])
         if ok.all():
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
@@ -137,8 +138,8 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     pos = _sorted_unique(np.concatenate(cuts))
     pos = pos[(pos >= 0) & (pos < total)]
     length = np.diff(np.append(pos, total))
-    rs = np.searchsorted(soff, pos, side="right") - 1
-    rd = np.searchsorted(doff, pos, side="right") - 1
+    rs = interval_index(soff, pos)
+    rd = interval_index(doff, pos)
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
     # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
@@ -146,7 +147,7 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     # boundaries (side_cuts) are ascending in copy order, so this searches ascending positions in a
     # short array instead of each element in the whole mapping (the same k; random queries into a
     # large mapping were the costliest part of cutting pieces)
-    ks, kd = ((lo[r] - 1) + np.searchsorted(side_cuts, pos, side="right") - first[r]
+    ks, kd = (lo[r] + interval_index(side_cuts, pos) - first[r]
               for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
     return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
 
@@ -486,25 +487,31 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
     local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile
-    ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
-    glob = ipu_s != ipu_d
+    if c.target.num_ipus == 1:
+        ipu_s = ipu_d = None
+        glob = np.zeros(len(cross), bool)
+    else:
+        ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
+        glob = ipu_s != ipu_d
     src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
     dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
     sent_once = np.zeros(len(cross), bool)
     sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
-    for mask, cat in ((cross & ~glob, "internalExchangeCode"), (glob, "globalExchangeCode")):
+    for mask, cat in ((cross & ~glob if ipu_s is not None else cross, "internalExchangeCode"),
+                      (glob, "globalExchangeCode")):
         if mask.any():
             send = mask & sent_once
-            if np.array_equal(send, mask):
-                # no multicast among these pieces: both sides take the same pieces in the same order
-                st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
-                _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
+            _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+            # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
+            # the same key (stable), so their order is the receive side's with the other pieces left out
+            # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
+            if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
                 ps_, _pd, cnt_s = _pattern_units(st, dt, se, se, ln)
             else:
-                # receive side: patterns per (source tile, destination tile), charged to the receiver
-                _ps, pd_, cnt = code_patterns(plan, mask, src_addr, dst_addr)
-                # send side: patterns of the distinct source pieces, charged to the sender
-                ps_, _pd, cnt_s = code_patterns(plan, send, src_addr, src_addr)
+                k = send[ii]
+                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
             per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             c.add_mem(cat, pd_, per_r)

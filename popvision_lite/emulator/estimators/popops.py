@@ -215,9 +215,13 @@ def cast_worker_core_cycles(n, from_size: int, to_size: int) -> np.ndarray:
     else:
         op_w = min(load_w * 2, store_w)
         cpv = max(op_w // min(op_w, load_w), op_w // min(op_w, store_w))
-    rem = n % op_w
+    if op_w & (op_w - 1) == 0:  # a power of two: a mask and a shift, the integers of % and // (negative n too)
+        rem = n & (op_w - 1)
+        c = 19 + cpv * (n >> (op_w.bit_length() - 1))
+    else:
+        rem = n % op_w
+        c = 19 + cpv * (n // op_w)
     bits = max(int(np.ceil(np.log2(op_w))), 0)
-    c = 19 + cpv * (n // op_w)
     for i in range(bits):
         c = c + 1 + 2 * ((rem >> i) & 1)
     return c

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from popvision_lite.emulator.engine import Engine
+from popvision_lite.emulator.host_alloc import reuse_freed_memory
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
@@ -46,6 +47,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     profile; the command line writes it (``popvision-lite emulate``).  ``profile_path`` (library
     convenience) writes it here too, also when the graph does not fit (then numerics are skipped).
     ``progress(stage, fraction)`` ends with ``("done", 1.0)``."""
+    reuse_freed_memory()
     if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
         run = _run_composed(cfg, device, timing_only, progress)
     else:
