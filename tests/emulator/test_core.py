@@ -593,7 +593,7 @@ def test_send_side_patterns_are_the_receive_order_restricted():
 
 
 def test_reuse_freed_memory_is_set_once_and_harmless():
-    """host_alloc.reuse_freed_memory (glibc mallopt, decision 0175) can be called any number of times, on any
+    """host_alloc.reuse_freed_memory (glibc mallopt, decision 0180) can be called any number of times, on any
     platform, and numpy allocations of every size still work after it."""
     from popvision_lite.emulator import host_alloc
 
