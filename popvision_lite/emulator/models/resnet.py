@@ -131,14 +131,9 @@ def halo_weight_update(be, k: int, stride: int, cin: int) -> bool:
 def _graph_function(be, key, body, args, name):
     """``body(*args)``'s one result, as a call of the graph function ``key`` on a backend that builds them
     (ops/graph_function.py; :data:`GRAPH_FUNCTIONS`), directly on the others (the numpy reference, plans)."""
-    cache = getattr(be, "function_cache", None)
-    if cache is None:
-        return body(*args)
     from popvision_lite.emulator.ops import graph_function as GF
 
-    be._sync()
-    key = (*key, be.ipu, *(GF.signature(a) for a in args))
-    return GF.call(be.ctx, cache, key, body, list(args), be.qual(name))[0]
+    return GF.backend_call(be, key, body, args, name)[0]
 
 
 def conv(be, x, w, geom: _Geom, k, stride, name):

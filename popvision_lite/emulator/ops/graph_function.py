@@ -55,3 +55,17 @@ def call(ctx, cache: dict, key, body, args: list, name: str) -> tuple:
         # analysis/model_pass.py); its parameters are written as it starts
         ctx.add(P.Sequence([*copies, *programs, *out_copies], name=f"{op}/replay", call_args=params))
     return tuple(results)
+
+
+def backend_call(be, key: tuple, body, args: list, name: str) -> tuple:
+    """``body(*args)`` as a call of the graph function ``key`` (extended with the backend's IPU and the
+    arguments' signatures) on a backend that builds them (its ``function_cache``, a dict), or directly on one
+    that does not (None, or none at all: the numpy reference, plans).  Returns the results as a tuple."""
+    if hasattr(be, "_sync"):
+        be._sync()
+    cache = getattr(be, "function_cache", None)
+    if cache is None:
+        out = body(*args)
+        return out if isinstance(out, tuple) else (out,)
+    key = (*key, be.ipu, *(signature(a) for a in args))
+    return call(be.ctx, cache, key, body, list(args), be.qual(name))

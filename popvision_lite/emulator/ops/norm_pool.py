@@ -417,14 +417,10 @@ class EmulatorNormPool(EmulatorPool):
     function_cache: dict | None = None
 
     def _norm(self, fn, args, name):
-        q = self.qual(name)
-        if self.function_cache is None:
-            return self._op(fn, *args, q)
         from popvision_lite.emulator.ops import graph_function as GF
 
-        self._sync()
-        key = (fn.__name__, self.ipu, *(GF.signature(a) for a in args))
-        return GF.call(self.ctx, self.function_cache, key, lambda *p: fn(self.ctx, *p, q), list(args), q)
+        q = self.qual(name)
+        return GF.backend_call(self, (fn.__name__,), lambda *p: fn(self.ctx, *p, q), list(args), name)
 
     def batch_norm(self, x, gamma, beta, name):
         return self._norm(batch_norm, (x, gamma, beta), name)
