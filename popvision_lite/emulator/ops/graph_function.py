@@ -8,9 +8,10 @@ clones of the first call's arguments, and copies its results out to new tensors 
 ``lib/poputil/GraphFunction.cpp``, ``VoidFunction::operator()``); the body's code, vertices and exchange
 code exist once.
 
-Here a call is a Sequence of the argument copies and the first call's body programs (the same program
-objects, so the compile charges their code once), with ``call_args`` = the parameters, which liveness
-treats as written when the call starts."""
+Here the first call adds its argument copies, the body and its result copies in place; a later call is one
+Sequence of its argument copies, the first call's body programs (the same program objects, so the compile
+charges their code once) and its result copies, with ``call_args`` = the parameters, which liveness treats as
+written when the call starts."""
 
 from __future__ import annotations
 
