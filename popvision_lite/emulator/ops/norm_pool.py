@@ -370,9 +370,7 @@ def batch_norm_bwd(ctx: OpContext, x, dy, mean, invstd, gamma, name: str):
     (deltas,) = _reduce_channels(ctx, [(pj, "deltas")], tiles, 2 * c, op)
     # the per-channel coefficients are laid out like the first half (dxsum, read in place); the second
     # half (dsum) is brought to it, as popops' elementwise ops bring an operand to the output's layout
-    dm = deltas.mapping
-    lo = dm.start < c
-    half = M.intervals(dm.tile[lo], dm.start[lo], np.minimum(dm.stop[lo], c))
+    half = deltas.mapping.restrict(0, c)
     ds = B.materialize(ctx, View(deltas, np.arange(c, 2 * c)), "dsum", op, mapping=half, shape=(c,))
     on = lambda t, n: B.materialize(ctx, t, n, op, mapping=half, shape=(c,))  # noqa: E731
     g, m, s = on(gamma, "gamma"), on(mean, "mean"), on(invstd, "invstd")
