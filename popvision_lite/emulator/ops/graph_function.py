@@ -36,15 +36,29 @@ def call(ctx, cache: dict, key, body, args: list, name: str) -> tuple:
                   for i, a in enumerate(args)]
     else:
         params, outs, programs = entry
+    # an argument nothing has used yet (a weight) is allocated with the layout the body gives its parameter, as
+    # TensorFlow's allocation finder lets the consuming op allocate it (poplin::createWeights for a kernel): on the
+    # first call the body is built before the argument copies are added, so its parameters are still unused
+    if entry is None:
+        fresh = [not ctx.is_used(a) for a in args]
+        ctx.mark_used(*(p for p, unused in zip(params, fresh, strict=True) if not unused))  # clones keep it
+        start = len(ctx.programs)
+        outs = body(*params)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        body_programs = ctx.programs[start:]
+        del ctx.programs[start:]
+    else:
+        fresh = [not ctx.is_used(a) for a in args]
+    for a, p, unused in zip(args, params, fresh, strict=True):
+        if unused and not ctx.is_used(a):
+            ctx.graph.set_mapping(a, p.mapping)
     copies = [P.Copy(a.whole(), p.whole(), name=f"{op}/copy_arg{i}", op=op)
               for i, (a, p) in enumerate(zip(args, params, strict=True))]
     if entry is None:
         for c in copies:
             ctx.add(c)
-        start = len(ctx.programs)
-        outs = body(*params)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        cache[key] = (params, outs, list(ctx.programs[start:]))
+        ctx.programs.extend(body_programs)  # (noted when the body added them)
+        cache[key] = (params, outs, list(body_programs))
     results = [ctx.variable(f"{name}/result{i}", o.shape, o.dtype, mapping=o.mapping, op=op) for i, o in enumerate(outs)]
     out_copies = [P.Copy(o.whole(), r.whole(), name=f"{op}/copy_result{i}", op=op)
                   for i, (o, r) in enumerate(zip(outs, results, strict=True))]

@@ -56,3 +56,41 @@ def test_one_body_per_signature_and_its_code_once():
     assert r_c.profile_data.memory[:, vs, 0].sum() < r_p.profile_data.memory[:, vs, 0].sum()
     # the calls copy their arguments in and their results out: more cycles than building each norm
     assert r_c.total_cycles > r_p.total_cycles
+
+
+def _convs(cache):
+    """Two 3x3 convolutions of one signature, each with its own weight that nothing has used before the call."""
+    from popvision_lite.emulator.ops import graph_function as GF
+    from popvision_lite.emulator.ops.conv import ConvShape
+
+    be = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
+    be.function_cache = cache
+    s = ConvShape(2, 8, 8, 32, 32, 3, 1, 1)
+    rng = np.random.default_rng(1)
+    ws = []
+    for i in range(2):
+        x = be.input(f"x{i}", rng.normal(size=(2 * 8 * 8, 32)).astype(np.float32))
+        w = be.weight(f"w{i}", rng.normal(size=(9 * 32, 32)).astype(np.float32))
+        GF.backend_call(be, ("conv",), lambda xp, wp: be.conv2d(xp, wp, s, "conv"), [x, w], f"conv{i}")
+        ws.append(w)
+    return be, ws
+
+
+def _mapping(t):
+    m = t.mapping
+    return m.tile.tolist(), m.start.tolist(), m.stop.tolist()
+
+
+def test_a_weight_first_used_by_a_call_takes_the_bodys_layout():
+    """TensorFlow lets the op that consumes a weight allocate it: a kernel passed to a convolution's graph function
+    gets poplin's createWeights layout, as it does without the function, and its argument copy stays on its tiles."""
+    called, (w0, w1) = _convs({})
+    plain, (p0, _) = _convs(None)
+    assert len(w0.mapping.start) > 9 * 32  # blocks of 16 x 16 (several per kernel row), not one interval per row
+    assert _mapping(w0) == _mapping(p0) == _mapping(w1)
+    copies = [p for p in called.ctx.programs if isinstance(p, P.Copy) and p.name.endswith("copy_arg1")]
+    calls = [p for p in called.ctx.programs if isinstance(p, P.Sequence) and p.call_args]
+    copies += [p for c in calls for p in c.programs if isinstance(p, P.Copy) and p.name.endswith("copy_arg1")]
+    assert len(copies) == 2
+    for c in copies:
+        assert _mapping(c.src.tensor) == _mapping(c.dst.tensor)
