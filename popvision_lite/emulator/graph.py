@@ -286,11 +286,18 @@ class Regions(Field):
                 f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "
                 f"fix: starts and sizes must stay inside the tensor"
             )
+        if tensor.size < 2**31:
+            # held as int32 (the per-vertex arrays of a ResNet-50 replica graph's fields and copies are ~1 GB at
+            # int64); every value lies inside the tensor.  elems() and run_bounds(), which the compile does
+            # arithmetic on, hand out int64
+            self.starts = self.starts.astype(np.int32)
+            self.sizes = (np.broadcast_to(np.int32(self.sizes[0]), (self.n,))  # one size for all: no array
+                          if self.n and self.sizes.min() == self.sizes.max() else self.sizes.astype(np.int32))
         self._idx = None
         self._whole = None
 
     def elems(self) -> np.ndarray:
-        return self.sizes
+        return self.sizes.astype(np.int64)
 
     def is_whole(self) -> bool:
         """Regions cover the tensor exactly once, in order (so gather is a free view)."""
@@ -343,7 +350,8 @@ class Regions(Field):
 
     def run_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(start, stop) of every contiguous run, shape (n, 1)."""
-        return self.starts[:, None], (self.starts + self.sizes)[:, None]
+        s = self.starts.astype(np.int64)
+        return s[:, None], (s + self.sizes)[:, None]
 
 
 class Blocks(Field):
@@ -536,7 +544,11 @@ class VertexGroup:
     def cycles(self, target: Target) -> np.ndarray:
         if self._cycles is None:
             c = np.asarray(self.codelet.cycles(self, target), dtype=np.int64)
-            self._cycles = np.broadcast_to(c, (self.n,)).copy() if c.ndim == 0 else c
+            if c.ndim == 0:
+                c = np.broadcast_to(c, (self.n,))  # read-only, no memory per vertex
+            elif len(c) and 0 <= int(c.min()) and int(c.max()) <= np.iinfo(np.int32).max:
+                c = c.astype(np.int32)  # kept for the profile; 21 M vertices in a ResNet-50 replica graph
+            self._cycles = c
             if self._cycles.shape != (self.n,):
                 raise EmulatorError(
                     f"codelet '{self.codelet.name}': cycles() returned shape {self._cycles.shape}, expected ({self.n},)"
@@ -671,7 +683,9 @@ class Graph:
             if arr.ndim > 0 and len(arr) != n:
                 raise EmulatorError(f"{what}: param '{pname}' has {len(arr)} values for {n} vertices")
             params[pname] = arr
-        g = VertexGroup(len(self.groups), cs, codelet, tiles, fields, params)
+        # int32: a tile index per vertex (21 M vertices in a ResNet-50 replica graph); concatenations and the
+        # cost model's per-(tile, worker) keys stay far inside int32 (num_tiles x threads)
+        g = VertexGroup(len(self.groups), cs, codelet, tiles.astype(np.int32), fields, params)
         codelet.check(g)
         cs.groups.append(g)
         self.groups.append(g)

@@ -41,3 +41,18 @@ def reuse_freed_memory() -> None:
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
+def return_freed_memory() -> None:
+    """Give the heap's free pages back to the kernel (glibc ``malloc_trim(0)``; elsewhere nothing).  With the
+    thresholds above a freed graph's memory stays in the heap for the next one; a caller that has just freed
+    a whole graph and builds one of another shape next (the validation report between its groups of rows)
+    calls this, so the next graph starts from the memory it needs rather than from the last one's peak."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim.argtypes = (ctypes.c_size_t,)
+    trim(0)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -604,3 +607,40 @@ def test_reuse_freed_memory_is_set_once_and_harmless():
         a = np.arange(n, dtype=np.int64)
         assert int(a[-1]) == n - 1
         del a
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim and /proc are Linux's")
+def test_return_freed_memory_gives_a_freed_heap_back():
+    """After reuse_freed_memory, 200 MB of freed 1 MB arrays stay in the heap (below the trim threshold);
+    return_freed_memory (malloc_trim, called between the validation report's graphs) hands them back."""
+    from popvision_lite.emulator import host_alloc
+
+    host_alloc.reuse_freed_memory()
+    arrays = [np.ones(1 << 17, np.int64) for _ in range(200)]  # 1 MiB each, touched
+    keep = np.ones(16, np.int64)  # a later small allocation: the freed blocks are not all at the heap's top
+    full = _rss_bytes()
+    del arrays
+    held = _rss_bytes()
+    host_alloc.return_freed_memory()
+    back = _rss_bytes()
+    assert held > full - (50 << 20)  # freeing alone kept (most of) it
+    assert back < held - (100 << 20)
+    assert int(keep.sum()) == 16
+
+
+def test_regions_hold_int32_and_hand_out_int64(mk2):
+    """Regions keep their per-vertex starts and sizes as int32 (graph memory) but give the compile int64, whose
+    arithmetic (sort keys of element x length) must not wrap."""
+    g = Graph(mk2)
+    t = g.add_variable("t", (1 << 20,), "float32", mapping=M.linear(1 << 20, np.arange(4)))
+    r = t.regions(np.array([0, (1 << 20) - 8]), 8)
+    assert r.starts.dtype == np.int32 and r.sizes.dtype == np.int32
+    s, e = r.run_bounds()
+    assert s.dtype == e.dtype == r.elems().dtype == np.int64
+    assert int(s[-1, 0] * (1 << 20)) == ((1 << 20) - 8) << 20  # would wrap in int32
+    assert r.size == 16

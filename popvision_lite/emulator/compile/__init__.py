@@ -147,8 +147,8 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
             c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_REPEAT)
             info.code_bytes += c.num_tiles * cm.CONTROL_CODE_REPEAT
     vertex_memory(c, used_cs)
-    # the last reader of the tensors' tile offsets (memory.tile_offsets: one int64 per mapping interval of
-    # every tensor a copy or a field touched, ~150 MB on a ResNet-50 graph) is done with them
+    # the last reader of the tensors' tile offsets (memory.tile_offsets: one int32 per mapping interval of
+    # every tensor a copy or a field touched, ~75 MB on a ResNet-50 graph) is done with them
     c.__dict__.pop("tile_offsets", None)
     c.__dict__.pop("rows_adjacent", None)  # the graph check's answers for vertex_memory
     c.add_mem("stack", np.arange(c.num_tiles), cm.stack_bytes(c.target.threads_per_tile))

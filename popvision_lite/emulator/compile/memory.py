@@ -40,7 +40,10 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
         offs[o] = cs - base
         if not keep:
             return offs - mapping.start
-        cache[key] = (mapping, offs - mapping.start)  # keep the mapping alive while its id is a key
+        base = offs - mapping.start
+        if len(base) and mapping.stop[-1] <= np.iinfo(np.int32).max:
+            base = base.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it
+        cache[key] = (mapping, base)  # keep the mapping alive while its id is a key
     return cache[key][1]
 
 

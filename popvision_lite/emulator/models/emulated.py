@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from popvision_lite.emulator.engine import Engine
-from popvision_lite.emulator.host_alloc import reuse_freed_memory
+from popvision_lite.emulator.host_alloc import return_freed_memory, reuse_freed_memory
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
@@ -160,6 +160,7 @@ def release_graphs() -> None:
     _GRAPH_CACHE.clear()
     if release_stage_graphs() or had:
         gc.collect()
+        return_freed_memory()
 
 
 def _graph_key(cfg, device) -> tuple:
