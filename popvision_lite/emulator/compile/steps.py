@@ -252,7 +252,8 @@ class CopyMemo:
     setting (the distinct stage graphs of a pipelined run repeat the same layer's exchanges, and so do the
     stage graphs of the next run of that model).  Between graphs it holds each copy's recorded effects and
     signature (:meth:`release_plans`), during one graph's compile also that graph's plans; :meth:`keep_used`
-    bounds it to the entries of the graphs compiled since the last call."""
+    bounds it to the entries of the graphs compiled since the last call.  It also holds the graph check's
+    answers by field content (``checked``, :func:`check.check_graph`): the layer's fields are the same too."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
@@ -260,6 +261,9 @@ class CopyMemo:
         self.copies: dict = {}
         self.signatures: dict = {}
         self.used: set = set()
+        # the graph check's answers by field content (check.check_graph), and the keys used since keep_used
+        self.checked: dict = {}
+        self.checked_used: set = set()
 
     def start(self, target, outline: bool) -> None:
         """Before compiling graphs for ``target`` with ``outline``: the entries of another cost key or outline
@@ -270,6 +274,8 @@ class CopyMemo:
             self.copies.clear()
             self.signatures.clear()
             self.used = set()
+            self.checked.clear()
+            self.checked_used = set()
 
     def attach(self, c: Compiled) -> None:
         """Use this memo for ``c`` if it is for c's copy cost key and outline setting (the first graph sets
@@ -280,6 +286,8 @@ class CopyMemo:
             c._copy_memo = self.copies
             c._sig_memo = self.signatures
             c._copy_keys_used = self.used
+            c._check_memo = self.checked
+            c._check_keys_used = self.checked_used
 
     def release_plans(self) -> None:
         """After a graph's compile: keep each copy's outlining signature instead of its plan (the plans
@@ -302,6 +310,9 @@ class CopyMemo:
         memo kept for later graphs holds one run's copies, not every run's."""
         _keep(self.copies, self.used)
         self.used = set()
+        for k in set(self.checked) - self.checked_used:
+            del self.checked[k]
+        self.checked_used = set()
 
 
 def _keep(copies: dict, used: set) -> None:
