@@ -38,9 +38,9 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                 f"mapping.linear(tensor.size, tiles=...)) or pass mapping= when adding it"
             )
         t.mapping.check(t.name, t.size, c.num_tiles)
-    digests = {}
+    digests = {}  # per tensor: its mapping's tiles and interval starts (with the shape, the whole mapping: the
+    # intervals cover [0, size) contiguously), hashed; by content (digest) when answers are kept across graphs
     done: dict = {}
-    mdigests: dict = {}
     memo_used = c.__dict__.get("_check_keys_used", set())
     for cs in g.compute_sets:
         if cs.id not in used_cs:
@@ -49,7 +49,8 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
             for fname, f in grp.fields.items():
                 mp = f.tensor.mapping
                 if f.tensor.id not in digests:
-                    digests[f.tensor.id] = hash((mp.tile.tobytes(), mp.start.tobytes()))
+                    digests[f.tensor.id] = (hash((mp.tile.tobytes(), mp.start.tobytes())) if memo is None
+                                            else digest(mp.tile, mp.start))
                 # the same connections (arrays) on an identically mapped tensor were checked already
                 key = (digests[f.tensor.id], id(grp.tiles)) + (
                     (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else
@@ -60,7 +61,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                     continue
                 ck = None
                 if memo is not None:
-                    ck = _content_key(f, grp, mdigests)
+                    ck = _content_key(f, grp, digests[f.tensor.id])
                     memo_used.add(ck)
                     if ck in memo:
                         remember_rows_adjacent(c, f, memo[ck])
@@ -73,13 +74,9 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                     memo[ck] = flag
 
 
-def _content_key(f, grp, mdigests: dict) -> tuple:
+def _content_key(f, grp, md: bytes) -> tuple:
     """Everything :func:`_check_local` and note_rows_adjacent read of field ``f`` of group ``grp``, by value:
-    the field's kind and arrays, its tensor's shape and mapping, the vertices' tiles."""
-    mp = f.tensor.mapping
-    md = mdigests.get(f.tensor.id)
-    if md is None:
-        md = mdigests[f.tensor.id] = digest(mp.tile, mp.start, mp.stop)
+    the field's kind and arrays, its tensor's shape and mapping (``md``: its digest), the vertices' tiles."""
     if isinstance(f, Regions):
         kind, arrays = ("R", None), (f.starts, f.sizes)
     elif isinstance(f, Windows):

@@ -62,27 +62,35 @@ def test_stage_graphs_share_the_layer_copies(monkeypatch):
     assert len(fresh) <= 5, fresh  # the copies that read the stage input
 
 
-def test_graph_check_memo_shared_across_graphs(monkeypatch):
+def test_graph_check_and_compute_sets_shared_across_graphs(monkeypatch):
     """The graph check's answers kept by field content (CopyMemo.checked): a later stage graph checks only
-    the fields the earlier one did not have, and compiles exactly as alone."""
+    the fields the earlier one did not have; its compute sets of the same vertices take the earlier graph's
+    costs and vertex cycles (CopyMemo.executes); it compiles exactly as alone."""
     target = Target.from_device("ipu-mk2", num_ipus=1)
     cfg = make_config("gpt2-small", **CFG)
-    calls = []
+    calls, busy = [], []
     orig = K._check_local
     monkeypatch.setattr(K, "_check_local", lambda *a: (calls.append(1), orig(*a))[1])
+    orig_busy = S.cm.compute_tile_cycles
+    monkeypatch.setattr(S.cm, "compute_tile_cycles", lambda *a, **k: (busy.append(1), orig_busy(*a, **k))[1])
     b0, b1 = _stage(target, cfg, 0), _stage(target, cfg, 1)
     p0 = P.Sequence([P.Sequence(list(b0.ctx.programs))])
     p1 = P.Sequence([P.Sequence(list(b1.ctx.programs))])
     alone = C.compile_graph(b1.graph, p1, outline=True)
-    n_alone = len(calls)
+    n_alone, n_busy = len(calls), len(busy)
+    cycles = [g.cycles(target).copy() for g in b1.graph.groups]
     memo = S.CopyMemo()
     C.compile_graph(b0.graph, p0, outline=True, copy_memo=memo)
-    assert memo.checked
-    del calls[:]
+    assert memo.checked and memo.executes
+    del calls[:], busy[:]
     shared = C.compile_graph(b1.graph, p1, outline=True, copy_memo=memo)
     assert len(calls) < n_alone / 5
+    assert len(busy) < n_busy / 5
     _assert_same(shared, alone)
     assert shared.outlined_cs == alone.outlined_cs
+    assert all(np.array_equal(g.cycles(target), cy) for g, cy in zip(b1.graph.groups, cycles, strict=True))
+    memo.keep_used()
+    assert not memo.executes  # one run's stage graphs share them, not the next run's
 
 
 def test_graph_check_memo_still_finds_a_field_off_its_tile():
