@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compile.compiled import Compiled, digest
+from popvision_lite.emulator.compile.compiled import Compiled, cached_digest
 from popvision_lite.emulator.compile.memory import note_rows_adjacent, remember_rows_adjacent
 from popvision_lite.emulator.graph import Regions, Windows
 from popvision_lite.emulator.mapping import interval_index
@@ -50,7 +50,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                 mp = f.tensor.mapping
                 if f.tensor.id not in digests:
                     digests[f.tensor.id] = (hash((mp.tile.tobytes(), mp.start.tobytes())) if memo is None
-                                            else digest(mp.tile, mp.start))
+                                            else cached_digest(c, mp.tile) + cached_digest(c, mp.start))
                 # the same connections (arrays) on an identically mapped tensor were checked already
                 key = (digests[f.tensor.id], id(grp.tiles)) + (
                     (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else
@@ -61,7 +61,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                     continue
                 ck = None
                 if memo is not None:
-                    ck = _content_key(f, grp, digests[f.tensor.id])
+                    ck = _content_key(c, f, grp, digests[f.tensor.id])
                     memo_used.add(ck)
                     if ck in memo:
                         remember_rows_adjacent(c, f, memo[ck])
@@ -74,7 +74,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                     memo[ck] = flag
 
 
-def _content_key(f, grp, md: bytes) -> tuple:
+def _content_key(c: Compiled, f, grp, md: bytes) -> tuple:
     """Everything :func:`_check_local` and note_rows_adjacent read of field ``f`` of group ``grp``, by value:
     the field's kind and arrays, its tensor's shape and mapping (``md``: its digest), the vertices' tiles."""
     if isinstance(f, Regions):
@@ -83,7 +83,7 @@ def _content_key(f, grp, md: bytes) -> tuple:
         kind, arrays = ("W", f.block_shape), (f.origins,)
     else:
         kind, arrays = (type(f).__name__, f.block_shape), (f.index,)
-    return kind + (tuple(f.tensor.shape), md, digest(grp.tiles, *arrays))
+    return kind + (tuple(f.tensor.shape), md, cached_digest(c, grp.tiles)) + tuple(cached_digest(c, a) for a in arrays)
 
 
 def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

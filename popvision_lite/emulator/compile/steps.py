@@ -16,6 +16,7 @@ from popvision_lite.emulator.compile.compiled import (
     Compiled,
     CopyPlan,
     ProgInfo,
+    cached_digest,
     digest,
     distinct_tiles,
 )
@@ -158,7 +159,7 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     if not cs.groups or cs.num_vertices == 0:
         return
     memo = c.__dict__.get("_exec_memo")
-    key = _execute_key(cs) if memo is not None else None
+    key = _execute_key(c, cs) if memo is not None else None
     hit = memo.get(key) if key is not None else None
     if hit is not None and all(g.codelet is k for g, k in zip(cs.groups, hit[0], strict=True)):
         # a compute set of the same vertices (codelets, tiles, fields, parameters) in a graph compiled before
@@ -192,7 +193,7 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
 
 
-def _execute_key(cs) -> tuple | None:
+def _execute_key(c: Compiled, cs) -> tuple | None:
     """Everything compile_execute reads of compute set ``cs``, by value: per group its codelet (by identity:
     a codelet object may carry its own settings), the vertices' tiles, per field its kind, tensor dtype and
     shape, the field's arrays and which of the compute set's tensors it is on (two fields on one tensor stay
@@ -202,7 +203,7 @@ def _execute_key(cs) -> tuple | None:
     parts = []
     for g in cs.groups:
         desc: list = [g.codelet.name, id(g.codelet)]
-        arrays = [g.tiles]
+        arrays = [g.tiles]  # (hashed by cached_digest: the graph check hashed most of them already)
         for name in sorted(g.fields):
             f = g.fields[name]
             t = f.tensor
@@ -224,7 +225,7 @@ def _execute_key(cs) -> tuple | None:
                 return None
             desc.append(("param", k))
             arrays.append(v)
-        parts.append((tuple(desc), digest(*arrays)))
+        parts.append((tuple(desc),) + tuple(cached_digest(c, a) for a in arrays))
     return tuple(parts)
 
 
@@ -514,7 +515,6 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
     bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
     from popvision_lite.emulator.graph import Field
 
-    T = c.num_tiles
     src_tiles = prog.src.tensor.mapping.tile
     shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
     parts = [str(prog.src.tensor.itemsize).encode()]
@@ -526,7 +526,7 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
             st, ln = ep.runs()
             parts.append(b"R" + digest(st, ln))
         mp = ep.tensor.mapping
-        parts.append(digest((mp.tile - shift) % T if shift else mp.tile, mp.start, mp.stop))
+        parts += [cached_digest(c, mp.tile, shift), cached_digest(c, mp.start), cached_digest(c, mp.stop)]
     return b"".join(parts), shift
 
 
