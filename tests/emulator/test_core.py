@@ -644,3 +644,25 @@ def test_regions_hold_int32_and_hand_out_int64(mk2):
     assert s.dtype == e.dtype == r.elems().dtype == np.int64
     assert int(s[-1, 0] * (1 << 20)) == ((1 << 20) - 8) << 20  # would wrap in int32
     assert r.size == 16
+
+
+def test_huge_page_advice_follows_the_kernels_defrag_mode(tmp_path, monkeypatch):
+    """numpy's madvise(MADV_HUGEPAGE) is turned off where a huge-page fault compacts memory synchronously
+    (host_alloc.huge_page_faults_compact), unless NUMPY_MADVISE_HUGEPAGE decides."""
+    from numpy._core.multiarray import _get_madvise_hugepage
+
+    from popvision_lite.emulator import host_alloc
+
+    f = tmp_path / "defrag"
+    for text, stalls in (("always defer defer+madvise [madvise] never\n", True),
+                         ("always defer [defer+madvise] madvise never\n", True),
+                         ("[always] defer defer+madvise madvise never\n", True),
+                         ("always [defer] defer+madvise madvise never\n", False),
+                         ("always defer defer+madvise madvise [never]\n", False)):
+        f.write_text(text)
+        assert host_alloc.huge_page_faults_compact(str(f)) is stalls, text
+    assert host_alloc.huge_page_faults_compact(str(tmp_path / "missing")) is False
+    host_alloc.reuse_freed_memory()
+    if sys.platform.startswith("linux") and "NUMPY_MADVISE_HUGEPAGE" not in os.environ \
+            and host_alloc.huge_page_faults_compact():
+        assert _get_madvise_hugepage() is False

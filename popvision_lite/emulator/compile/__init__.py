@@ -98,7 +98,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
         carried_copies.attach(c)  # the previous whole graph's compiled copies (steps.CarriedCopies)
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     check_program_graph(c)
-    check_graph(c, used_cs)
+    check_graph(c, used_cs, c.__dict__.get("_check_memo"))
     first_use: dict[int, ProgInfo] = {}
     copy_sigs: set = set()
     for pid in c.leaves:
@@ -138,7 +138,8 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
     if copy_memo is None and not c.outline:
         carried_copies.keep_used(c)
-    for k in ("_copy_memo", "_sig_memo", "_copy_keys_used"):
+    for k in ("_copy_memo", "_sig_memo", "_copy_keys_used", "_check_memo", "_check_keys_used", "_exec_memo",
+              "_array_digests"):
         c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
     if copy_memo is not None:
         copy_memo.release_plans()

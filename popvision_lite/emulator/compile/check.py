@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compile.compiled import Compiled
+from popvision_lite.emulator.compile.compiled import Compiled, cached_digest
 from popvision_lite.emulator.compile.memory import note_rows_adjacent, remember_rows_adjacent
 from popvision_lite.emulator.graph import Regions, Windows
 from popvision_lite.emulator.mapping import interval_index
@@ -24,7 +24,12 @@ def check_program_graph(c: Compiled) -> None:
                 raise EmulatorError(f"{p.kind} '{p.name}': tensor '{ep.name}' belongs to another graph")
 
 
-def check_graph(c: Compiled, used_cs: set) -> None:
+def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
+    """Every tensor mapped, every vertex field on its vertex's tile (:func:`_check_local`), and for the
+    fields of several rows per vertex whether those rows are adjacent in tile memory (for vertex_memory).
+    ``memo``: {content key of a field and its tensor's mapping: that answer}, shared with the other graphs
+    compiled with it (``steps.CopyMemo``: the stage graphs of a pipelined run hold the same layer's
+    fields); a field found there was checked with the same arrays on the same mapping already."""
     g = c.graph
     for t in g.tensors:
         if t.mapping is None:
@@ -33,8 +38,10 @@ def check_graph(c: Compiled, used_cs: set) -> None:
                 f"mapping.linear(tensor.size, tiles=...)) or pass mapping= when adding it"
             )
         t.mapping.check(t.name, t.size, c.num_tiles)
-    digests = {}
+    digests = {}  # per tensor: its mapping's tiles and interval starts (with the shape, the whole mapping: the
+    # intervals cover [0, size) contiguously), hashed; by content (digest) when answers are kept across graphs
     done: dict = {}
+    memo_used = c.__dict__.get("_check_keys_used", set())
     for cs in g.compute_sets:
         if cs.id not in used_cs:
             continue
@@ -42,7 +49,8 @@ def check_graph(c: Compiled, used_cs: set) -> None:
             for fname, f in grp.fields.items():
                 mp = f.tensor.mapping
                 if f.tensor.id not in digests:
-                    digests[f.tensor.id] = hash((mp.tile.tobytes(), mp.start.tobytes()))
+                    digests[f.tensor.id] = (hash((mp.tile.tobytes(), mp.start.tobytes())) if memo is None
+                                            else cached_digest(c, mp.tile) + cached_digest(c, mp.start))
                 # the same connections (arrays) on an identically mapped tensor were checked already
                 key = (digests[f.tensor.id], id(grp.tiles)) + (
                     (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else
@@ -51,9 +59,31 @@ def check_graph(c: Compiled, used_cs: set) -> None:
                     if done[key][1].tensor.shape == f.tensor.shape:  # then the same run bounds
                         remember_rows_adjacent(c, f, done[key][2])
                     continue
+                ck = None
+                if memo is not None:
+                    ck = _content_key(c, f, grp, digests[f.tensor.id])
+                    memo_used.add(ck)
+                    if ck in memo:
+                        remember_rows_adjacent(c, f, memo[ck])
+                        done[key] = (grp.tiles, f, memo[ck])
+                        continue
                 bounds = _check_local(grp, fname, f)
                 flag = None if bounds is None else note_rows_adjacent(c, f, *bounds)
                 done[key] = (grp.tiles, f, flag)  # keep the arrays alive so ids stay unique
+                if ck is not None:
+                    memo[ck] = flag
+
+
+def _content_key(c: Compiled, f, grp, md: bytes) -> tuple:
+    """Everything :func:`_check_local` and note_rows_adjacent read of field ``f`` of group ``grp``, by value:
+    the field's kind and arrays, its tensor's shape and mapping (``md``: its digest), the vertices' tiles."""
+    if isinstance(f, Regions):
+        kind, arrays = ("R", None), (f.starts, f.sizes)
+    elif isinstance(f, Windows):
+        kind, arrays = ("W", f.block_shape), (f.origins,)
+    else:
+        kind, arrays = (type(f).__name__, f.block_shape), (f.index,)
+    return kind + (tuple(f.tensor.shape), md, cached_digest(c, grp.tiles)) + tuple(cached_digest(c, a) for a in arrays)
 
 
 def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -199,3 +199,16 @@ def digest(*arrays) -> bytes:
         # the array's bytes, without copying them out (tobytes) where they are plain data
         h.update(a.tobytes() if a.dtype.hasobject else a.reshape(-1).view(np.uint8))
     return h.digest()[:16]
+
+
+def cached_digest(c, a, shift: int = 0) -> bytes:
+    """:func:`digest` of one array of the graph being compiled (a field's or a mapping's; with ``shift`` a tile
+    array taken relative to that even shift, ``(a - shift) % tiles``), kept for the compile by array object:
+    the graph check, the compute-set memo and the copies' structure keys hash the same arrays, which the
+    compile does not change.  The array is kept alive beside its digest, so its id stays its own."""
+    cache = c.__dict__.setdefault("_array_digests", {})
+    key = (id(a), shift)
+    hit = cache.get(key)
+    if hit is None or hit[0] is not a:
+        hit = cache[key] = (a, digest((a - shift) % c.num_tiles if shift else a))
+    return hit[1]

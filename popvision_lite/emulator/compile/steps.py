@@ -16,11 +16,12 @@ from popvision_lite.emulator.compile.compiled import (
     Compiled,
     CopyPlan,
     ProgInfo,
+    cached_digest,
     digest,
     distinct_tiles,
 )
 from popvision_lite.emulator.compile.memory import tile_addr
-from popvision_lite.emulator.graph import _ranges_index
+from popvision_lite.emulator.graph import Blocks, Regions, Windows, _ranges_index
 from popvision_lite.emulator.mapping import interval_index
 from popvision_lite.errors import EmulatorError
 
@@ -157,20 +158,75 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     em = c.target.em
     if not cs.groups or cs.num_vertices == 0:
         return
-    tiles = np.concatenate([g.tiles for g in cs.groups])
-    cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
-    sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
-    reg = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "multi_region", False))) for g in cs.groups])
-    busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
-                                          int(em["vertex_launch_cycles"]), supervisor=sup, regions=reg)
-    flops = sum(g.codelet.flops(g) for g in cs.groups)
-    sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
-    utiles = distinct_tiles(tiles, c.num_tiles)
+    memo = c.__dict__.get("_exec_memo")
+    key = _execute_key(c, cs) if memo is not None else None
+    hit = memo.get(key) if key is not None else None
+    if hit is not None and all(g.codelet is k for g, k in zip(cs.groups, hit[0], strict=True)):
+        # a compute set of the same vertices (codelets, tiles, fields, parameters) in a graph compiled before
+        # for this target (the same layer in another stage graph): its costs and its groups' vertex cycles
+        _codelets, group_cycles, busy, flops, sram, utiles = hit
+        for g, cy in zip(cs.groups, group_cycles, strict=True):
+            g._cycles = cy  # VertexGroup.cycles' cache (read-only arrays, shared)
+    else:
+        tiles = np.concatenate([g.tiles for g in cs.groups])
+        cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
+        sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
+        reg = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "multi_region", False))) for g in cs.groups])
+        busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
+                                              int(em["vertex_launch_cycles"]), supervisor=sup, regions=reg)
+        flops = sum(g.codelet.flops(g) for g in cs.groups)
+        sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
+        utiles = distinct_tiles(tiles, c.num_tiles)
+        if key is not None:
+            group_cycles = []
+            for g in cs.groups:
+                cy = g.cycles(c.target)
+                cy.setflags(write=False)
+                group_cycles.append(cy)
+            busy.setflags(write=False)
+            utiles.setflags(write=False)
+            memo[key] = (tuple(g.codelet for g in cs.groups), group_cycles, busy, flops, sram, utiles)
     c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(utiles), flops=int(flops), bytes_sram=int(sram))
     # control code: call of the compute set on every tile with vertices
     c.add_mem("controlCode", utiles, cm.CONTROL_CODE_EXECUTE)
     c.add_mem("controlId", utiles, cm.CONTROL_ID_BYTES)
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
+
+
+def _execute_key(c: Compiled, cs) -> tuple | None:
+    """Everything compile_execute reads of compute set ``cs``, by value: per group its codelet (by identity:
+    a codelet object may carry its own settings), the vertices' tiles, per field its kind, tensor dtype and
+    shape, the field's arrays and which of the compute set's tensors it is on (two fields on one tensor stay
+    apart from two on two), and the parameters.  None when a field or parameter is of a kind not covered
+    (not memoised)."""
+    tensor_no: dict = {}
+    parts = []
+    for g in cs.groups:
+        desc: list = [g.codelet.name, id(g.codelet)]
+        arrays = [g.tiles]  # (hashed by cached_digest: the graph check hashed most of them already)
+        for name in sorted(g.fields):
+            f = g.fields[name]
+            t = f.tensor
+            no = tensor_no.setdefault(t.id, len(tensor_no))
+            if isinstance(f, Regions):
+                desc.append((name, "R", no, str(t.dtype), tuple(t.shape)))
+                arrays += [f.starts, f.sizes]
+            elif isinstance(f, Windows):
+                desc.append((name, "W", no, str(t.dtype), tuple(t.shape), f.block_shape))
+                arrays.append(f.origins)
+            elif isinstance(f, Blocks):
+                desc.append((name, "B", no, str(t.dtype), tuple(t.shape), f.block_shape))
+                arrays.append(f.index)
+            else:
+                return None
+        for k in sorted(g.params):
+            v = np.asarray(g.params[k])
+            if v.dtype == object:
+                return None
+            desc.append(("param", k))
+            arrays.append(v)
+        parts.append((tuple(desc),) + tuple(cached_digest(c, a) for a in arrays))
+    return tuple(parts)
 
 
 def stable_argsort(key: np.ndarray) -> np.ndarray:
@@ -252,7 +308,10 @@ class CopyMemo:
     setting (the distinct stage graphs of a pipelined run repeat the same layer's exchanges, and so do the
     stage graphs of the next run of that model).  Between graphs it holds each copy's recorded effects and
     signature (:meth:`release_plans`), during one graph's compile also that graph's plans; :meth:`keep_used`
-    bounds it to the entries of the graphs compiled since the last call."""
+    bounds it to the entries of the graphs compiled since the last call.  It also holds the graph check's
+    answers by field content (``checked``, :func:`check.check_graph`): the layer's fields are the same too;
+    and, for the graphs of one target object until :meth:`keep_used`, the compiled compute sets by content
+    (``executes``, :func:`compile_execute`)."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
@@ -260,6 +319,13 @@ class CopyMemo:
         self.copies: dict = {}
         self.signatures: dict = {}
         self.used: set = set()
+        # the graph check's answers by field content (check.check_graph), and the keys used since keep_used
+        self.checked: dict = {}
+        self.checked_used: set = set()
+        # compiled compute sets by content (compile_execute) for one target object (the compute costs read
+        # all of the target's constants), dropped by keep_used: shared by one run's stage graphs only
+        self.executes: dict = {}
+        self.exec_target = None
 
     def start(self, target, outline: bool) -> None:
         """Before compiling graphs for ``target`` with ``outline``: the entries of another cost key or outline
@@ -270,6 +336,8 @@ class CopyMemo:
             self.copies.clear()
             self.signatures.clear()
             self.used = set()
+            self.checked.clear()
+            self.checked_used = set()
 
     def attach(self, c: Compiled) -> None:
         """Use this memo for ``c`` if it is for c's copy cost key and outline setting (the first graph sets
@@ -280,6 +348,12 @@ class CopyMemo:
             c._copy_memo = self.copies
             c._sig_memo = self.signatures
             c._copy_keys_used = self.used
+            c._check_memo = self.checked
+            c._check_keys_used = self.checked_used
+        if c.target is not self.exec_target:
+            self.exec_target = c.target
+            self.executes.clear()
+        c._exec_memo = self.executes
 
     def release_plans(self) -> None:
         """After a graph's compile: keep each copy's outlining signature instead of its plan (the plans
@@ -302,6 +376,11 @@ class CopyMemo:
         memo kept for later graphs holds one run's copies, not every run's."""
         _keep(self.copies, self.used)
         self.used = set()
+        for k in set(self.checked) - self.checked_used:
+            del self.checked[k]
+        self.checked_used = set()
+        self.executes.clear()  # (their arrays are large; the next run has another target object)
+        self.exec_target = None
 
 
 def _keep(copies: dict, used: set) -> None:
@@ -436,7 +515,6 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
     bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
     from popvision_lite.emulator.graph import Field
 
-    T = c.num_tiles
     src_tiles = prog.src.tensor.mapping.tile
     shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
     parts = [str(prog.src.tensor.itemsize).encode()]
@@ -448,7 +526,7 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
             st, ln = ep.runs()
             parts.append(b"R" + digest(st, ln))
         mp = ep.tensor.mapping
-        parts.append(digest((mp.tile - shift) % T if shift else mp.tile, mp.start, mp.stop))
+        parts += [cached_digest(c, mp.tile, shift), cached_digest(c, mp.start), cached_digest(c, mp.stop)]
     return b"".join(parts), shift
 
 

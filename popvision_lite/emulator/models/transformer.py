@@ -106,9 +106,20 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     else:
         with be.scope("pipeline"):
             x = be.input("stage_input", rv.normal((B * S, H)))  # received from the previous IPU
+    # The layer body is placed the same in every stage graph: its ops take their tiles from the op library's
+    # rotating start tile (OpContext.tiles_array), which the embedding (first stage) or the LM / MLM head
+    # (last stage) would otherwise have advanced first.  Poplibs maps each op by its own rules, with no
+    # counter carried from the ops before it, and PopART outlines one layer body; so the body starts at
+    # rotation 0 (where a stage that begins with its input puts it) and its backward where its forward
+    # ended, as if no head ran.  The stage graphs then share the layer's compiled exchanges (CopyMemo).
+    rot = getattr(getattr(be, "ctx", None), "rotation", None)
+    if rot is not None:
+        be.ctx.rotation = 0
     with be.scope("layer"):
         p = _bert_layer_params(be, rv, cfg, False)
         y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt, mark=lambda h: be.mark(f"layer_fwd_{h}"))
+    if rot is not None:
+        rot = be.ctx.rotation  # where the layer forward ended
     out.update(x=x, y=y, layer_params=p)
     if not cfg.training:
         be.mark("end")
@@ -173,6 +184,8 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     else:
         with be.scope("pipeline"):
             d = be.input("stage_grad_input", rv.normal((B * S, H), 0.01))  # from the next IPU
+    if rot is not None:
+        be.ctx.rotation = rot  # the layer backward starts where its forward ended (see above)
     with be.scope("layer"):
         if cfg.recompute:  # the same programs again: recomputation shares the forward code
             for h in ("att", "ffn"):
