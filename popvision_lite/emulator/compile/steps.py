@@ -230,7 +230,7 @@ def _execute_key(c: Compiled, cs) -> tuple | None:
 
 
 def stable_argsort(key: np.ndarray) -> np.ndarray:
-    """np.argsort(key, kind="stable") of an int64 array: when key x n + index fits int64, a stable sort
+    """np.argsort(key, kind="stable") of an int64 array: when key x 2^k + index (2^k >= n) fits int64, a stable sort
     of those values (all distinct, so any sort gives the stable order) and the indices read back.  A
     value sort moves no index array: 2 M keys, random 0.17 against 0.22 s, sorted blocks 0.10 against
     0.14 s; a quicksort would lose on the mostly ordered keys of a copy's pieces (0.14 against 0.005 s on
@@ -239,11 +239,12 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     if n < 2:
         return np.arange(n, dtype=np.int64)
     lo, hi = int(key.min()), int(key.max())
-    if lo < 0 or (hi + 1) * n >= 2**63:
+    shift = (n - 1).bit_length()  # the index in the low bits: a mask reads it back (4x cheaper than % n)
+    if lo < 0 or (hi + 1) << shift >= 2**63:
         return np.argsort(key, kind="stable")
-    v = key * n + np.arange(n, dtype=np.int64)
+    v = (key << shift) | np.arange(n, dtype=np.int64)
     v.sort(kind="stable")
-    return v % n
+    return v & ((1 << shift) - 1)
 
 
 def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
