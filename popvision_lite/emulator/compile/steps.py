@@ -514,13 +514,15 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
     On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
     down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
     bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
-    from popvision_lite.emulator.graph import Field
+    from popvision_lite.emulator.graph import Field, Regions
 
     src_tiles = prog.src.tensor.mapping.tile
     shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
     parts = [str(prog.src.tensor.itemsize).encode()]
     for ep in (prog.src, prog.dst):
-        if isinstance(ep, Field):
+        if isinstance(ep, Regions):  # its starts and sizes are its runs (hashed as stored, once per compile)
+            parts.append(b"G" + cached_digest(c, ep.starts) + cached_digest(c, ep.sizes))
+        elif isinstance(ep, Field):
             s, e = ep.run_bounds()
             parts.append(b"F" + digest(s, e))
         else:
