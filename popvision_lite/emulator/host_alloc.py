@@ -18,6 +18,15 @@ fragmented machine: GPT-2-XL 16 x 4 spent ~4.2 s of system time in 276 k faults,
 off (``numpy._core.multiarray._set_madvise_hugepage``), unless ``NUMPY_MADVISE_HUGEPAGE`` is set, which
 numpy reads itself and which then decides.
 
+The trim threshold was 256 MB at first.  A ResNet-50 replica graph frees more than that at the top of the heap
+again and again (its 21 M vertices' arrays, its largest copies), and each time the heap was handed back and
+faulted in again: ~970 k page faults (3.9 GB touched for a 1.9 GB peak), 2.4-3.3 s of system time, 21.8-22.3 s
+CPU per row (2026-12-04, a quiet box).  At 1 GB: ~810 k faults, ~1.4 s of system time, 19.1 s CPU; peak RSS
+unchanged (1.93 GB).  Also serving the blocks above 32 MB from the heap (``M_MMAP_MAX`` = 0) cut the faults to
+~490 k, but the heap fragmented and ``validate``'s peak rose from 1.97 to 2.08 GB, so blocks above the mmap
+threshold still get their own mapping.  A caller that has freed a whole graph hands the heap back with
+:func:`return_freed_memory` (the validation report does, between its graphs).
+
 Process-wide and set once; it changes no result (allocation is not visible to the emulation).
 """
 
@@ -31,13 +40,13 @@ import sys
 _M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc accepts at most HEAP_MAX_SIZE / 2 = 32 MiB on 64-bit
-TRIM_THRESHOLD = 256 << 20
+TRIM_THRESHOLD = 1 << 30  # (mallopt takes an int)
 
 _set = False
 
 
 def reuse_freed_memory() -> None:
-    """Set the two thresholds above (once per process, on Linux; a C library without ``mallopt`` or one that
+    """Set the allocator settings above (once per process, on Linux; a C library without ``mallopt`` or one that
     ignores it is left as it is)."""
     global _set
     if _set:
