@@ -46,10 +46,10 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
             offs[o] = cs - base
         if not keep:
             return offs - mapping.start
-        base = offs - mapping.start
-        if len(base) and mapping.stop[-1] <= np.iinfo(np.int32).max:
-            base = base.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it
-        cache[key] = (mapping, base)  # keep the mapping alive while its id is a key
+        rel = offs - mapping.start
+        if len(rel) and mapping.stop[-1] <= np.iinfo(np.int32).max:
+            rel = rel.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it
+        cache[key] = (mapping, rel)  # keep the mapping alive while its id is a key
     return cache[key][1]
 
 

@@ -39,18 +39,16 @@ def call(ctx, cache: dict, key, body, args: list, name: str) -> tuple:
     # an argument nothing has used yet (a weight) is allocated with the layout the body gives its parameter, as
     # TensorFlow's allocation finder lets the consuming op allocate it (poplin::createWeights for a kernel): on the
     # first call the body is built before the argument copies are added, so its parameters are still unused
+    fresh = [not ctx.is_used(a) for a in args]
     if entry is None:
-        fresh = [not ctx.is_used(a) for a in args]
         ctx.mark_used(*(p for p, unused in zip(params, fresh, strict=True) if not unused))  # clones keep it
         start = len(ctx.programs)
         outs = body(*params)
         outs = outs if isinstance(outs, tuple) else (outs,)
         body_programs = ctx.programs[start:]
         del ctx.programs[start:]
-    else:
-        fresh = [not ctx.is_used(a) for a in args]
     for a, p, unused in zip(args, params, fresh, strict=True):
-        if unused and not ctx.is_used(a):
+        if unused:
             ctx.graph.set_mapping(a, p.mapping)
     copies = [P.Copy(a.whole(), p.whole(), name=f"{op}/copy_arg{i}", op=op)
               for i, (a, p) in enumerate(zip(args, params, strict=True))]
