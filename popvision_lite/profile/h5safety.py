@@ -275,10 +275,12 @@ class ChunkGuard:
     ``os.pread`` from the file itself: reading whole raw chunks with ``read_direct_chunk`` (a chunk-index
     lookup and a full read per chunk) tripled the first read of a 100-step window on 16 IPUs."""
 
-    def __init__(self, err, path=None):
+    def __init__(self, err, path=None, fd: int | None = None):
+        """``fd``: a descriptor of the file HDF5 has open, which the guard then owns (closes); without it the
+        guard opens ``path`` at its first read."""
         self._err = err
         self._path = path
-        self._fd: int | None = None
+        self._fd: int | None = fd
         self._done: dict[str, set] = {}
         self._info: dict[str, tuple] = {}
         self._index: dict[str, dict] = {}

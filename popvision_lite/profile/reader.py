@@ -9,6 +9,7 @@ file and what is wrong.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,15 @@ def preload() -> None:
     """Import h5py and register the compression filters now (~0.5 s cold), e.g. while a start page
     shows, so opening the first profile does not pay for it."""
     _import_h5()
+
+
+def _vfd_handle(f) -> int | None:
+    """A descriptor of its own on the file h5py has open (``f``, the default sec2 driver), or None."""
+    try:
+        h = f.id.get_vfd_handle()
+    except Exception:  # noqa: BLE001 - another driver: the chunk checks open the path (ChunkGuard)
+        return None
+    return os.dup(h) if isinstance(h, int) and h >= 0 else None
 
 
 def _import_h5():
@@ -80,7 +90,12 @@ class Profile:
             self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=0)
         except Exception as e:  # truncated / corrupt HDF5
             raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
-        self._chunks = h5safety.ChunkGuard(self._err, p)
+        # the chunk checks read the file HDF5 has open (its descriptor), not the path again: a writer may rename
+        # another profile onto the path meanwhile (an atomic replace), and HDF5's chunk addresses are this file's
+        fd = _vfd_handle(self._f)
+        self._chunks = h5safety.ChunkGuard(self._err, p, fd=fd)
+        if fd is not None:
+            st = os.fstat(fd)  # the size of the file open, for the same reason
         self._cached: dict = {}
         try:
             # before any attribute or data is read: no link leading outside the file; each dataset is

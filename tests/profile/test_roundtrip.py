@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -296,3 +299,22 @@ def test_window_unpacks_like_a_tuple(data, path):
         cycles, bytes_in, bytes_out = p.step_tiles.window(5, 25)
         np.testing.assert_array_equal(cycles, data.step_tile_cycles[5:25])
         np.testing.assert_array_equal(bytes_out, data.step_tile_bytes_out[5:25])
+
+
+def test_a_profile_replaced_on_disk_after_opening_reads_as_the_one_opened(tmp_path):
+    """A writer's atomic replace of the path (another `emulate -o` of the same file) after a profile was opened:
+    its arrays still read from the file that was opened. The chunk checks read that file, not the path again,
+    where the other profile's bytes would sit at this file's chunk addresses."""
+    import shutil
+
+    samples = Path(__file__).resolve().parents[2] / "sample_profiles"
+    path = tmp_path / "same.pvl"
+    shutil.copy(samples / "gnn_mk2.pvl", path)
+    with pvl.open(samples / "gnn_mk2.pvl") as ref:
+        want_memory = ref.memory.array()
+        want_cycles = ref.step_tiles.window(0, len(ref.steps)).cycles
+    with pvl.open(path) as p:
+        shutil.copy(samples / "mlp_mk2.pvl", tmp_path / "other.pvl")
+        os.replace(tmp_path / "other.pvl", path)  # as write_profile publishes a file
+        np.testing.assert_array_equal(p.memory.array(), want_memory)
+        np.testing.assert_array_equal(p.step_tiles.window(0, len(p.steps)).cycles, want_cycles)
