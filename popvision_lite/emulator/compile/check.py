@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compile.compiled import Compiled, cached_digest
+from popvision_lite.emulator.compile.compiled import Compiled, cached_digest, field_content
 from popvision_lite.emulator.compile.memory import note_rows_adjacent, remember_rows_adjacent
 from popvision_lite.emulator.graph import Regions, Windows
 from popvision_lite.emulator.mapping import interval_index
@@ -59,9 +59,8 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                     if done[key][1].tensor.shape == f.tensor.shape:  # then the same run bounds
                         remember_rows_adjacent(c, f, done[key][2])
                     continue
-                ck = None
-                if memo is not None:
-                    ck = _content_key(c, f, grp, digests[f.tensor.id])
+                ck = None if memo is None else _content_key(c, f, grp, digests[f.tensor.id])
+                if ck is not None:
                     memo_used.add(ck)
                     if ck in memo:
                         remember_rows_adjacent(c, f, memo[ck])
@@ -74,16 +73,14 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                     memo[ck] = flag
 
 
-def _content_key(c: Compiled, f, grp, md: bytes) -> tuple:
+def _content_key(c: Compiled, f, grp, md: bytes) -> tuple | None:
     """Everything :func:`_check_local` and note_rows_adjacent read of field ``f`` of group ``grp``, by value:
-    the field's kind and arrays, its tensor's shape and mapping (``md``: its digest), the vertices' tiles."""
-    if isinstance(f, Regions):
-        kind, arrays = ("R", None), (f.starts, f.sizes)
-    elif isinstance(f, Windows):
-        kind, arrays = ("W", f.block_shape), (f.origins,)
-    else:
-        kind, arrays = (type(f).__name__, f.block_shape), (f.index,)
-    return kind + (tuple(f.tensor.shape), md, cached_digest(c, grp.tiles)) + tuple(cached_digest(c, a) for a in arrays)
+    the field's connections (compiled.field_content), its tensor's shape and mapping (``md``: its digest), the
+    vertices' tiles.  None (not memoised) for a kind of field field_content does not cover."""
+    content = field_content(c, f)
+    if content is None:
+        return None
+    return content + (tuple(f.tensor.shape), md, cached_digest(c, grp.tiles))
 
 
 def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.graph import Graph
+from popvision_lite.emulator.graph import Blocks, Graph, Regions, Windows
 from popvision_lite.profile.schema import CATEGORY_CODE, MEMORY_CATEGORIES, STEP_KIND_CODE
 
 K_COMPUTE = STEP_KIND_CODE["compute"]
@@ -212,3 +212,16 @@ def cached_digest(c, a, shift: int = 0) -> bytes:
     if hit is None or hit[0] is not a:
         hit = cache[key] = (a, digest((a - shift) % c.num_tiles if shift else a))
     return hit[1]
+
+
+def field_content(c, f) -> tuple | None:
+    """A field's connections by value, for the memo keys of the graph check and the compute sets: its kind (with
+    its block shape) and the digests (:func:`cached_digest`) of the arrays that say which elements each vertex
+    reads.  None for a kind of field these keys do not cover."""
+    if isinstance(f, Regions):
+        return ("R", None, cached_digest(c, f.starts), cached_digest(c, f.sizes))
+    if isinstance(f, Windows):
+        return ("W", f.block_shape, cached_digest(c, f.origins))
+    if isinstance(f, Blocks):
+        return ("B", f.block_shape, cached_digest(c, f.index))
+    return None

@@ -19,9 +19,10 @@ from popvision_lite.emulator.compile.compiled import (
     cached_digest,
     digest,
     distinct_tiles,
+    field_content,
 )
 from popvision_lite.emulator.compile.memory import tile_addr
-from popvision_lite.emulator.graph import Blocks, Regions, Windows, _ranges_index
+from popvision_lite.emulator.graph import Field, Regions, _ranges_index
 from popvision_lite.emulator.mapping import interval_index
 from popvision_lite.errors import EmulatorError
 
@@ -61,8 +62,6 @@ def copy_pieces(src, dst) -> CopyPlan:
 
     Field endpoints (blocks/regions, element order = vertex order) whose every vertex lies inside
     one mapping interval on both sides are costed per vertex; the rest per contiguous run."""
-    from popvision_lite.emulator.graph import Field
-
     if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
         s0, sn, st, sok, sk = _whole_vertex(src)
         d0, dn, dt, dok, dk = _whole_vertex(dst)
@@ -207,18 +206,10 @@ def _execute_key(c: Compiled, cs) -> tuple | None:
         for name in sorted(g.fields):
             f = g.fields[name]
             t = f.tensor
-            no = tensor_no.setdefault(t.id, len(tensor_no))
-            if isinstance(f, Regions):
-                desc.append((name, "R", no, str(t.dtype), tuple(t.shape)))
-                arrays += [f.starts, f.sizes]
-            elif isinstance(f, Windows):
-                desc.append((name, "W", no, str(t.dtype), tuple(t.shape), f.block_shape))
-                arrays.append(f.origins)
-            elif isinstance(f, Blocks):
-                desc.append((name, "B", no, str(t.dtype), tuple(t.shape), f.block_shape))
-                arrays.append(f.index)
-            else:
+            content = field_content(c, f)
+            if content is None:
                 return None
+            desc.append((name, tensor_no.setdefault(t.id, len(tensor_no)), str(t.dtype), tuple(t.shape)) + content)
         for k in sorted(g.params):
             v = np.asarray(g.params[k])
             if v.dtype == object:
@@ -514,8 +505,6 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
     On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
     down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
     bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
-    from popvision_lite.emulator.graph import Field, Regions
-
     src_tiles = prog.src.tensor.mapping.tile
     shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
     parts = [str(prog.src.tensor.itemsize).encode()]
