@@ -363,15 +363,18 @@ def _matmul_cost(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int, precisi
 
 def _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b, partials_bytes: int = 4):
     """Blocks and temporary bytes per tile of a split (see _matmul_cost): (bm, bn, bk, bk per pass,
-    A bytes, B bytes, reduce slice elements, bytes per tile)."""
+    A bytes, B bytes, reduce slice elements, bytes per tile).  The split counts may be ints or int64
+    arrays of splits (plan_matmul's vectorised search); the arithmetic is the same for both."""
     bm, bn, bk = _ceil_div(M, pm), _ceil_div(N, pn), _ceil_div(K, pk)
     bks = _ceil_div(bk, ps)
     a_bytes = bm * bks * in_b
     b_bytes = bks * bn * in_b
-    out_bytes = bm * bn * (partials_bytes if (pk > 1 or ps > 1) else in_b)
-    slice_elems = _ceil_div(bm * bn, pk) if pk > 1 else 0
-    red_bytes = pk * slice_elems * partials_bytes + slice_elems * in_b if pk > 1 else 0
-    return bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, max(a_bytes + b_bytes + out_bytes, out_bytes + red_bytes)
+    out_bytes = bm * bn * (in_b + (partials_bytes - in_b) * ((pk > 1) | (ps > 1)))  # FP32 partials when accumulated
+    slice_elems = _ceil_div(bm * bn, pk) * (pk > 1)
+    red_bytes = pk * slice_elems * partials_bytes + slice_elems * in_b  # 0 without a K split
+    calc, reduce = a_bytes + b_bytes + out_bytes, out_bytes + red_bytes
+    per_tile = np.maximum(calc, reduce) if isinstance(calc, np.ndarray) else max(calc, reduce)
+    return bm, bn, bk, bks, a_bytes, b_bytes, slice_elems, per_tile
 
 
 @functools.lru_cache(maxsize=65536)
@@ -402,7 +405,85 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
             raise ValueError(f"matmul dimension {name}={v} must be >= 1")
     tiles = target.tiles if tiles is None else int(tiles)
     in_b = dtype_bytes(precision)
-    acc_b = target.partials_bytes  # AMP partials for fp16 inputs (poplin partialsType); fp32 stays fp32
+    pm, pn, pk, ps, group = _split_grid(int(M), int(N), int(K), tiles, bool(exact), bool(exact_k), max_pk)
+    foot = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b, target.partials_bytes)[-1]
+    fitting = np.flatnonzero(foot <= target.budget_bytes)
+    if not len(fitting):  # nothing fits: the search for the smallest footprint, split by split
+        return _plan_matmul_scan(M, N, K, target, precision, tiles, exact, max_pk, ta, tb, b_laid_out, exact_k)
+    # Each (pm, pn, pk) is costed at its fewest serial passes that fit (more passes only cost more), in
+    # the scan's order, so the running bound and the tie-breaks are the scan's (_plan_matmul_scan); like
+    # the scan, a split's passes count as considered up to its first that fits.
+    first = fitting[np.r_[True, group[fitting][1:] != group[fitting][:-1]]]
+    stop = np.full(int(group[-1]) + 1, len(pm))
+    stop[group[first]] = first
+    considered = int(np.count_nonzero(np.arange(len(pm)) <= stop[group]))
+    # Cost them cheapest-looking first: a split whose lower bound (its operand broadcasts and syncs, one
+    # vertex launch per pass: _matmul_cost's terms that need no estimator) exceeds the best total so far
+    # cannot win, nor can any after it.  The scan's order breaks exact ties, as in the scan.
+    low = _matmul_cost_floor(M, N, K, pm[first], pn[first], pk[first], ps[first], target, in_b)
+    best = None
+    for j in np.argsort(low, kind="stable").tolist():
+        if best is not None and low[j] > best[0][0]:
+            break
+        i = int(first[j])
+        s = (int(pm[i]), int(pn[i]), int(pk[i]), int(ps[i]))
+        ra, rb = rearrangements(s[2], s[1], s[3], ta, tb, b_laid_out)
+        bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
+            M, N, K, *s, target, in_b, precision, ra, rb, bound=best[0][0] if best is not None else float("inf"))
+        key = (comp + exch + red, s[0] * s[1] * s[2], s[2], s[3], i)
+        if best is None or key < best[0]:
+            best = (key, s + (bm, bn, bk, per_tile, comp, exch, red))
+    return _matmul_plan(M, N, K, target, precision, best[1], True, considered)
+
+
+def _matmul_cost_floor(M, N, K, pm, pn, pk, ps, target: PlanTarget, in_b: int) -> np.ndarray:
+    """A lower bound of _matmul_cost's total for arrays of splits: the A and B broadcasts of every pass
+    (A at the shared-bus rate where the scan's cost gives it) with their two syncs, and one vertex launch
+    per pass (the AMP vertex's least); rearrangements, the rest of the compute and the reduction are >= 0."""
+    bm, bn, bk, bks, a_bytes, b_bytes = _matmul_footprint(M, N, K, pm, pn, pk, ps, in_b, target.partials_bytes)[:6]
+    halve = (target.shared_bus_tiles == 2) & (pn % 2 == 0)
+    a_recv = np.where(halve, -(-a_bytes // 2), a_bytes)
+    xb = float(target.exchange_bytes_per_cycle)
+    return ps * (np.ceil(a_recv / xb) + np.ceil(b_bytes / xb) + 2 * target.sync_cycles + target.launch_cycles)
+
+
+def _matmul_plan(M, N, K, target: PlanTarget, precision: str, cand: tuple, fits: bool, considered: int) -> MatmulPlan:
+    pm, pn, pk, ps, bm, bn, bk, per_tile, comp, exch, red = cand
+    if fits:
+        bound = "compute-bound" if comp >= exch + red else "exchange-bound"
+        reason = f"fastest of {considered} splits fitting {_kib(target.budget_bytes)}/tile ({bound})"
+    else:
+        reason = f"no split fits {_kib(target.budget_bytes)}/tile; smallest footprint of {considered} chosen"
+    in_b = dtype_bytes(precision)
+    acc_b = target.partials_bytes if precision in ("fp16", "float16") else 4  # AMP partials (poplin partialsType)
+    return MatmulPlan(M, N, K, pm, pn, pk, ps, bm, bn, bk, in_b, acc_b, per_tile, comp, exch, red, fits, reason,
+                      considered)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_grid(M: int, N: int, K: int, tiles: int, exact: bool, exact_k: bool, max_pk: int | None):
+    """Every split plan_matmul considers, as int64 arrays (pm, pn, pk, serial passes, index of the
+    (pm, pn, pk) group) in the scan's order (_plan_matmul_scan): pm, then pn, then pk, then passes ascending."""
+    groups = []
+    for pm in _candidates(M, tiles, exact):
+        for pn in _candidates(N, tiles // pm, exact):
+            kcap = tiles // (pm * pn) if max_pk is None else min(max_pk, tiles // (pm * pn))
+            groups.extend((pm, pn, pk) for pk in _candidates(K, kcap, exact or exact_k) if pm * pn * pk <= tiles)
+    g = np.array(groups, dtype=np.int64).reshape(-1, 3)
+    passes = np.array(SERIAL_CANDIDATES, dtype=np.int64)
+    keep = (passes == 1) | (passes <= -(-K // g[:, 2:3]))
+    if exact or exact_k:
+        keep &= (K // g[:, 2:3]) % passes == 0
+    row, col = np.nonzero(keep)
+    return g[row, 0], g[row, 1], g[row, 2], passes[col], row
+
+
+def _plan_matmul_scan(M, N, K, target: PlanTarget, precision, tiles, exact, max_pk, ta, tb, b_laid_out,
+                      exact_k) -> MatmulPlan:
+    """plan_matmul split by split: costs every split not ruled out by its footprint, keeps the fastest
+    fitting one and the smallest footprint.  plan_matmul's answer when no split fits, and the reference
+    its vectorised search is tested against (tests/emulator/ops/test_planners.py)."""
+    in_b = dtype_bytes(precision)
     best = None
     smallest = None
     considered = 0
@@ -434,17 +515,7 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
                         if best is None or key < best[0]:
                             best = (key, cand)
                         break
-    if best is not None:
-        pm, pn, pk, ps, bm, bn, bk, per_tile, comp, exch, red = best[1]
-        bound = "compute-bound" if comp >= exch + red else "exchange-bound"
-        reason = (f"fastest of {considered} splits fitting {_kib(target.budget_bytes)}/tile ({bound})")
-        fits = True
-    else:
-        pm, pn, pk, ps, bm, bn, bk, per_tile, comp, exch, red = smallest[1]
-        reason = (f"no split fits {_kib(target.budget_bytes)}/tile; smallest footprint of {considered} chosen")
-        fits = False
-    return MatmulPlan(M, N, K, pm, pn, pk, ps, bm, bn, bk, in_b, acc_b if precision in ("fp16", "float16") else 4,
-                      per_tile, comp, exch, red, fits, reason, considered)
+    return _matmul_plan(M, N, K, target, precision, (best or smallest)[1], best is not None, considered)
 
 
 def rearrangements(pk: int, pn: int, ps: int, ta: bool, tb: bool, b_laid_out: bool = False) -> tuple[bool, bool]:

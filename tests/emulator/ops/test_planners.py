@@ -119,3 +119,25 @@ def test_from_spec_derives_flops_per_cycle():
     t = PlanTarget.from_spec(spec)
     assert t.flops_per_cycle_fp16 == pytest.approx(128.2, rel=0.01)
     assert t.flops_per_cycle_fp32 == pytest.approx(32.0, rel=0.01)
+
+
+@pytest.mark.parametrize("target", [MK2, SMALL], ids=["mk2", "small"])
+@pytest.mark.parametrize("options", [
+    dict(), dict(exact=True), dict(exact_k=True), dict(exact_k=True, ta=True), dict(exact_k=True, b_laid_out=True),
+    dict(max_pk=4, tb=True), dict(precision="fp32"), dict(tiles=92, exact_k=True)])
+@pytest.mark.parametrize("shape", [(1024, 3072, 768), (12544, 64, 576), (50176, 256, 64), (2048, 2048, 4608),
+                                   (8, 1000, 2048), (7, 13, 5), (4096, 4096, 4096)])
+def test_vectorised_matmul_search_chooses_what_the_split_by_split_scan_chooses(shape, options, target):
+    # plan_matmul costs only each (pm, pn, pk)'s fewest fitting serial passes, found with numpy; the scan
+    # (_plan_matmul_scan, its answer when nothing fits) costs split by split.  Same plan, same count.
+    from popvision_lite.emulator.ops.planners import _plan_matmul_scan
+
+    options = dict(options)
+    precision = options.pop("precision", "fp16")
+    tiles = options.pop("tiles", target.tiles)
+    args = dict(exact=False, max_pk=None, ta=False, tb=False, b_laid_out=False, exact_k=False) | options
+    fast = plan_matmul(*shape, target, precision, tiles=tiles, **args)
+    scan = _plan_matmul_scan(*shape, target, precision, tiles, args["exact"], args["max_pk"], args["ta"],
+                             args["tb"], args["b_laid_out"], args["exact_k"])
+    assert fast == scan
+    assert fast.fits == ("no split fits" not in fast.describe())
