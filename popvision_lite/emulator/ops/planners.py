@@ -460,7 +460,9 @@ def _matmul_plan(M, N, K, target: PlanTarget, precision: str, cand: tuple, fits:
                       considered)
 
 
-@functools.lru_cache(maxsize=4096)
+# A few kept: a model plans one (M, N, K) with several operand layouts.  Not more: a grid is up to ~10^4 splits
+# x 5 int64 arrays (~0.4 MB), and a validation report plans thousands of shapes.
+@functools.lru_cache(maxsize=16)
 def _split_grid(M: int, N: int, K: int, tiles: int, exact: bool, exact_k: bool, max_pk: int | None):
     """Every split plan_matmul considers, as int64 arrays (pm, pn, pk, serial passes, index of the
     (pm, pn, pk) group) in the scan's order (_plan_matmul_scan): pm, then pn, then pk, then passes ascending."""
