@@ -13,6 +13,7 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as _mapping
 from popvision_lite.emulator.mapping import Mapping
+from popvision_lite.emulator.shared_arrays import share
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import EmulatorError
 
@@ -289,10 +290,10 @@ class Regions(Field):
         if tensor.size < 2**31:
             # held as int32 (the per-vertex arrays of a ResNet-50 replica graph's fields and copies are ~1 GB at
             # int64); every value lies inside the tensor.  elems() and run_bounds(), which the compile does
-            # arithmetic on, hand out int64
-            self.starts = self.starts.astype(np.int32)
+            # arithmetic on, hand out int64.  Both are read-only and held once with equal arrays (shared_arrays).
+            self.starts = share(self.starts.astype(np.int32))
             self.sizes = (np.broadcast_to(np.int32(self.sizes[0]), (self.n,))  # one size for all: no array
-                          if self.n and self.sizes.min() == self.sizes.max() else self.sizes.astype(np.int32))
+                          if self.n and self.sizes.min() == self.sizes.max() else share(self.sizes.astype(np.int32)))
         self._idx = None
         self._whole = None
 
@@ -685,7 +686,7 @@ class Graph:
             params[pname] = arr
         # int32: a tile index per vertex (21 M vertices in a ResNet-50 replica graph); concatenations and the
         # cost model's per-(tile, worker) keys stay far inside int32 (num_tiles x threads)
-        g = VertexGroup(len(self.groups), cs, codelet, tiles.astype(np.int32), fields, params)
+        g = VertexGroup(len(self.groups), cs, codelet, share(tiles.astype(np.int32)), fields, params)
         codelet.check(g)
         cs.groups.append(g)
         self.groups.append(g)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from popvision_lite.emulator.shared_arrays import share
 from popvision_lite.errors import EmulatorError
 
 # interval_index: a lookup table over the queries' span when the span is at most this many times their count
@@ -58,7 +59,8 @@ def interval_index(start: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 class Mapping:
-    """Intervals ``[start, stop)`` of flat elements and the tile holding each."""
+    """Intervals ``[start, stop)`` of flat elements and the tile holding each (read-only int64 arrays, held
+    once with any equal arrays of the graph: :mod:`popvision_lite.emulator.shared_arrays`)."""
 
     __slots__ = ("tile", "start", "stop")
 
@@ -76,7 +78,7 @@ class Mapping:
         if len(start) > 1 and np.any(start[1:] < start[:-1]):
             order = np.argsort(start, kind="stable")
             tile, start, stop = tile[order], start[order], stop[order]
-        self.tile, self.start, self.stop = tile, start, stop
+        self.tile, self.start, self.stop = share(tile), share(start), share(stop)
 
     def __len__(self) -> int:
         return len(self.tile)

@@ -666,3 +666,42 @@ def test_huge_page_advice_follows_the_kernels_defrag_mode(tmp_path, monkeypatch)
     if sys.platform.startswith("linux") and "NUMPY_MADVISE_HUGEPAGE" not in os.environ \
             and host_alloc.huge_page_faults_compact():
         assert _get_madvise_hugepage() is False
+
+
+def test_equal_index_arrays_are_held_once_read_only_and_freed_with_their_last_user(mk2):
+    import gc
+
+    from popvision_lite.emulator import shared_arrays
+
+    n = 4 * shared_arrays.MIN_SIZE
+    a = M.linear(n, range(8))  # 8 intervals: below the size worth sharing
+    b = M.intervals(np.arange(n) % 64, np.arange(n) * 3, np.arange(n) * 3 + 2)
+    c = M.intervals(np.arange(n) % 64, np.arange(n) * 3, np.arange(n) * 3 + 2)
+    d = M.intervals(np.arange(n) % 64, np.arange(n) * 3, np.arange(n) * 3 + 1)  # other stops
+    e_tiles = np.arange(n) % 64
+    e_tiles[n // 2 + 1] = 63 - e_tiles[n // 2 + 1]  # one tile differs, between the sampled values
+    e = M.intervals(e_tiles, np.arange(n) * 3, np.arange(n) * 3 + 2)
+    assert b.tile is c.tile and b.start is c.start and b.stop is c.stop  # equal: one array each
+    assert d.start is b.start and d.stop is not b.stop
+    assert e.tile is not b.tile and e.start is b.start
+    assert int(e.tile[n // 2 + 1]) == 63 - int(b.tile[n // 2 + 1])
+    # vertex fields and vertex tiles too; int32 regions never stand for an int64 mapping array
+    g = Graph(mk2)
+    t = g.add_variable("t", (3 * n,), "float16", mapping=M.linear(3 * n, range(4)))
+    u = g.add_variable("u", (3 * n,), "float16", mapping=M.linear(3 * n, range(4)))
+    cs = g.add_compute_set("cs")
+    v1, v2 = (g.add_vertices(cs, C.RELU, np.arange(n) % 64, {"in": t.regions(np.arange(n) * 3, np.arange(n) % 3),
+                                                              "out": u.regions(np.arange(n) * 3, np.arange(n) % 3)})
+              for _ in range(2))
+    x1, x2 = v1.fields["in"], v2.fields["in"]
+    assert v1.tiles is v2.tiles and x1.starts is x2.starts and x1.sizes is x2.sizes
+    assert x1.starts is v1.fields["out"].starts and v1.tiles.dtype == np.int32
+    assert x1.starts is not b.start and np.array_equal(x1.starts, b.start)  # int32, not the int64 mapping array
+    for arr in (a.tile, a.start, b.tile, b.start, d.stop, v1.tiles, x1.starts):
+        with pytest.raises(ValueError):
+            arr[0] = 5
+    # an array lives as long as something holds it, and no longer
+    held = shared_arrays.held()
+    del b, c, d, e, v1, v2, x1, x2, g, t, u
+    gc.collect()
+    assert shared_arrays.held() < held
