@@ -493,6 +493,47 @@ def test_paired_runs_cut_only_where_they_cross_equal_cutting_every_run(mk2):
     assert partial >= 10  # most trials pair the runs and cut some of them
 
 
+def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
+    """Paired runs none of which crosses a mapping interval boundary on both sides (a gather into a
+    contiguous tensor, a broadcast of kernel rows longer than the kernel's intervals): cutting each run at
+    the boundaries of its one crossing side (_cut_one_side, without sorting the cut positions) gives exactly
+    the pieces, in order, of cutting every run; also when some runs cross on one side and others on the
+    other, and when the destination is one contiguous run."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(11)
+    calls = []
+    real = S._cut_one_side
+    monkeypatch.setattr(S, "_cut_one_side", lambda *a: calls.append(a) or real(*a))
+    mixed = contiguous = 0
+    for trial in range(80):
+        g = Graph(mk2)
+        n = 600
+        lens = rng.integers(1, 9, 60)
+        lens = lens[np.cumsum(lens) <= 300]
+        src = _runs_view(g, rng, f"a{trial}", n, lens, (1, 4, 12, 40)[trial % 4])
+        if trial % 5 == 4:  # one contiguous destination run, in 0-6 intervals
+            m = int(lens.sum())
+            cuts = np.sort(rng.choice(np.arange(1, m), size=int(rng.integers(0, 6)), replace=False))
+            t = g.add_variable(f"b{trial}", (m,), "float32", mapping=M.intervals(
+                rng.integers(0, 8, len(cuts) + 1), np.concatenate([[0], cuts]), np.concatenate([cuts, [m]])))
+            dst = TensorView(t, np.arange(m), (m,))
+        else:
+            dst = _runs_view(g, rng, f"b{trial}", n, lens, (12, 1, 4, 1)[trial % 4])
+        before = len(calls)
+        got = S._copy_pieces_runs(src, dst)
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        if len(calls) > before:
+            ok_s, ok_d = calls[-1][5], calls[-1][6]
+            mixed += bool((~ok_s).any() and (~ok_d).any())
+            contiguous += len(ds) == 1
+    assert len(calls) >= 30 and mixed >= 5 and contiguous >= 5, (len(calls), mixed, contiguous)
+
+
 def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
     """A cross-tile piece whose same source elements also go to the other tile of its shared exchange
     bus (2k, 2k + 1) counts half on each; every other piece counts whole."""

@@ -30,6 +30,8 @@ from popvision_lite.errors import EmulatorError
 def _runs_and_mapping(ep):
     starts, lens = ep.runs()
     keep = lens > 0
+    if keep.all():
+        return starts, lens, ep.tensor.mapping
     return starts[keep], lens[keep], ep.tensor.mapping
 
 
@@ -87,9 +89,13 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
         ks = interval_index(sm.start, qs)
         kd = interval_index(dm.start, qd)
-        ok = (qs + ql <= sm.stop[ks]) & (qd + ql <= dm.stop[kd])
+        ok_s = qs + ql <= sm.stop[ks]
+        ok_d = qd + ql <= dm.stop[kd]
+        ok = ok_s & ok_d
         if ok.all():
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
+        if (ok_s | ok_d).all():  # no run crosses an interval boundary on both sides
+            return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
         # the runs that cross an interval boundary are cut like any copy, the others are whole
         # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
         bad = np.nonzero(~ok)[0]
@@ -112,6 +118,41 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
         se, de, ln, pks, pkd = out
         return CopyPlan(se, de, ln, sm.tile[pks], dm.tile[pkd], pks, pkd)
     return _cut_runs(ss, sl, sm, ds, dl, dm)[0]
+
+
+def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> CopyPlan:
+    """_cut_runs for paired runs (source ``qs``, destination ``qd``, length ``ql``; their first elements'
+    mapping intervals ``ks``, ``kd``) none of which crosses an interval boundary on both sides (``ok_s`` /
+    ``ok_d``: the run lies in one interval on that side): a run is cut at the boundaries of its one crossing
+    side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found from the interval of its
+    last element, with no sort of the cut positions and no search per piece.  The same pieces, in copy
+    order, as cutting every run (:func:`_cut_runs`)."""
+    R = len(qs)
+    cs = np.zeros(R, np.int64)
+    cd = np.zeros(R, np.int64)
+    b = np.nonzero(~ok_s)[0]
+    if len(b):
+        cs[b] = interval_index(sm.start, qs[b] + ql[b] - 1) - ks[b]
+    b = np.nonzero(~ok_d)[0]
+    if len(b):
+        cd[b] = interval_index(dm.start, qd[b] + ql[b] - 1) - kd[b]
+    cnt = cs + cd + 1  # pieces per run (one of the two terms is 0)
+    n = int(cnt.sum())
+    first = np.cumsum(cnt) - cnt
+    j = np.arange(n, dtype=np.int64) - np.repeat(first, cnt)  # piece j of its run
+    qs_r = np.repeat(qs, cnt)
+    qd_r = np.repeat(qd, cnt)
+    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if cd.any() else j)
+    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if cs.any() else j)
+    # a piece starts at its interval's start, or at its run's start for the run's first piece
+    o = sm.start[ksp] - qs_r
+    np.maximum(o, dm.start[kdp] - qd_r, out=o)
+    np.maximum(o, 0, out=o)
+    ln = np.empty(n, np.int64)
+    ln[:-1] = o[1:]
+    ln[first + cnt - 1] = ql  # (a run's last piece ends with it)
+    ln -= o
+    return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
 
 
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
