@@ -570,6 +570,21 @@ def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
             assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes, multicast=False), got)
         mixed += multi.any() and not multi.all()
     assert distinct >= 3 and mixed >= 10
+    # source positions and lengths too large for the key's power-of-two fields (the multiplied fields then)
+    for _trial in range(10):
+        n = int(rng.integers(2, 60))
+        src_elem = 2**37 + rng.integers(0, 8, n) * 16
+        length = rng.choice(np.array([1, 2, 2**14]), n)
+        dst_tile = rng.integers(0, 8, n)
+        src_tile = rng.integers(0, 8, n)
+        plan = CopyPlan(src_elem, src_elem, length, src_tile, dst_tile)
+        cross = src_tile != dst_tile
+        nbytes = length * 2
+        want = np.zeros(T)
+        for i in np.nonzero(cross)[0]:
+            partner = cross & (src_elem == src_elem[i]) & (length == length[i]) & (dst_tile == (dst_tile[i] ^ 1))
+            want[dst_tile[i]] += nbytes[i] / 2 if partner.any() else nbytes[i]
+        assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes), np.ceil(want).astype(np.int64))
 
 
 def test_stable_argsort_is_numpys_stable_argsort():
