@@ -651,6 +651,61 @@ def test_send_side_patterns_are_the_receive_order_restricted():
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), trial
 
 
+def _patterns_by_loops(st, dt, se, de, ln):
+    """Exchange-code patterns the slow way: per (source tile, destination tile) the pieces sorted by source
+    position (stable), a pattern continuing while the length and both strides repeat.  Sorted (src tile,
+    dst tile, pieces) per pattern."""
+    groups: dict = {}
+    for i in range(len(st)):
+        groups.setdefault((int(st[i]), int(dt[i])), []).append(i)
+    out = []
+    for (s_, d_), idx in groups.items():
+        idx = sorted(idx, key=lambda i: (int(se[i]), i))
+        count = 0
+        for j, i in enumerate(idx):
+            new = j == 0 or ln[i] != ln[idx[j - 1]]
+            if not new and j >= 2 and ln[idx[j - 1]] == ln[idx[j - 2]]:
+                a, b, c = idx[j - 2], idx[j - 1], i
+                new = (se[c] - se[b], de[c] - de[b]) != (se[b] - se[a], de[b] - de[a])
+            if new and count:
+                out.append((s_, d_, count))
+                count = 0
+            count += 1
+        out.append((s_, d_, count))
+    return sorted(out)
+
+
+def test_code_patterns_by_destination_tile_first(mk2):
+    """The exchange-code patterns group pieces by (destination tile, source tile) and need no sort when the
+    pieces come in that order already (a destination's source tiles in ascending order, as an operand
+    exchange has them): the same patterns as grouping by source tile first, written out with loops, both for
+    pieces in that order and for shuffled ones."""
+    from popvision_lite.emulator.compile.compiled import CopyPlan
+    from popvision_lite.emulator.compile.steps import _lexsort3, code_patterns
+
+    rng = np.random.default_rng(17)
+    in_order = 0
+    for trial in range(120):
+        n = int(rng.integers(1, 300))
+        st = rng.integers(0, 5, n)
+        dt = rng.integers(0, 5, n)
+        se = rng.integers(0, 40, n) * 4
+        de = rng.integers(0, 1000, n)
+        ln = rng.integers(1, 3, n) * 4
+        if trial % 2:  # regular rows: (dst tile, src tile, src position) ascending, strided positions
+            o = np.lexsort((se, st, dt))
+            st, dt, ln = st[o], dt[o], ln[o]
+            se = np.arange(n) * 8
+            de = np.arange(n) * (4 + trial % 3)
+        plan = CopyPlan(se, de, ln, st, dt)
+        mask = np.ones(n, bool) if trial % 3 else rng.random(n) < 0.7
+        in_order += _lexsort3(se[mask], st[mask], dt[mask]) is None
+        ps, pd_, cnt = code_patterns(plan, mask, se, de)
+        want = _patterns_by_loops(st[mask], dt[mask], se[mask], de[mask], ln[mask])
+        assert sorted(zip(ps.tolist(), pd_.tolist(), cnt.tolist(), strict=True)) == want, trial
+    assert in_order >= 30
+
+
 def test_reuse_freed_memory_is_set_once_and_harmless():
     """host_alloc.reuse_freed_memory (glibc mallopt, decision 0180) can be called any number of times, on any
     platform, and numpy allocations of every size still work after it."""

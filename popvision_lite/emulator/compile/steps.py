@@ -279,15 +279,30 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     return v & ((1 << shift) - 1)
 
 
-def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray, bc_bound: int | None = None) -> np.ndarray | None:
     """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
-    it fits (the same order: lexsort is stable too), which is several times faster."""
+    it fits (the same order: lexsort is stable too), which is several times faster.  None when the
+    pieces are in that order already (the order is the identity).  ``bc_bound``: ``b`` and ``c`` are known to
+    lie in [0, bc_bound) (tiles), not searched for their least and greatest values."""
     if len(a) == 0:
         return np.zeros(0, np.int64)
-    am, bm, cm_ = int(a.max()) + 1, int(b.max()) + 1, int(c.max()) + 1
-    if min(int(a.min()), int(b.min()), int(c.min())) < 0 or am * bm * cm_ >= 2**62:
-        return np.lexsort((a, b, c))
-    return stable_argsort((c * bm + b) * am + a)
+    am = int(a.max()) + 1
+    if bc_bound is None:
+        bm, cm_ = int(b.max()) + 1, int(c.max()) + 1
+        low = min(int(a.min()), int(b.min()), int(c.min()))
+    else:
+        bm = cm_ = bc_bound
+        low = int(a.min())
+    if low < 0 or am * bm * cm_ >= 2**62:
+        order = np.lexsort((a, b, c))
+        return None if np.array_equal(order, np.arange(len(a))) else order
+    key = np.multiply(c, bm, dtype=np.int64)
+    key += b
+    key *= am
+    key += a
+    if np.all(key[1:] >= key[:-1]):
+        return None
+    return stable_argsort(key)
 
 
 def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
@@ -306,32 +321,62 @@ def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
     return _pattern_units(st, dt, se, se if de_all is se_all else de_all[ii], ln)
 
 
-def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray):
-    """The pieces ``idx`` sorted by (source tile, destination tile, source position), stable:
-    (src tile, dst tile, src position, length, piece index) in that order."""
-    st, dt, se = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx]
-    order = _lexsort3(se, dt, st)
-    ii = idx[order]
-    return st[order], dt[order], se[order], plan.length[ii], ii
+def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray, num_tiles: int | None = None):
+    """The pieces ``idx`` grouped by (destination tile, source tile), each group sorted by source position,
+    stable: (src tile, dst tile, src position, length, piece index) in that order.
+
+    Patterns form within a group, so the groups' order does not change them (every consumer sums per tile):
+    the destination tile is outermost because a copy's pieces come in destination order, and a copy whose
+    every destination tile receives its source tiles' pieces in ascending order (an operand exchange) is
+    then in this order already: no sort and no gathers.  ``num_tiles``: the tiles' bound, where known."""
+    if len(idx) == len(plan.length):  # every piece (idx is 0..n-1)
+        st, dt, se, ln = plan.src_tile, plan.dst_tile, se_all, plan.length
+    else:
+        st, dt, se, ln = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], plan.length[idx]
+    order = _lexsort3(se, st, dt, num_tiles)
+    if order is None:
+        return st, dt, se, ln, idx
+    return st[order], dt[order], se[order], ln[order], idx[order]
 
 
-def _pattern_units(st, dt, se, de, ln) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """code_patterns on pieces already in _pattern_order, ``de`` their destination positions."""
+def _pattern_units(st, dt, se, de, ln, send_too: bool = False):
+    """code_patterns on pieces already in _pattern_order, ``de`` their destination positions (``de is se``: only
+    the source stride counts, the send side's patterns).  ``send_too``: also the send side's patterns of the same
+    pieces, from the same pairs and source strides: (receive units, send units)."""
     n = len(st)
     if n == 0:
         z = np.zeros(0, np.int64)
-        return z, z, z
+        return ((z, z, z), (z, z, z)) if send_too else (z, z, z)
     new = np.ones(n, bool)
+    new_s = None
     if n > 1:
-        same = (st[1:] == st[:-1]) & (dt[1:] == dt[:-1]) & (ln[1:] == ln[:-1])  # pair j-1 -> j
-        ds, dd = np.diff(se), np.diff(de)
-        new[1:] = ~same
+        same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
+        same &= dt[1:] == dt[:-1]
+        same &= ln[1:] == ln[:-1]
+        np.logical_not(same, out=new[1:])
+        if send_too:
+            new_s = new.copy()
         # piece j also starts a new pattern when its stride differs from the stride that led to j-1
         # (conservative: never merges pieces with different strides)
         if n > 2:
-            new[2:] |= same[:-1] & ((ds[1:] != ds[:-1]) | (dd[1:] != dd[:-1]))
+            ds = np.diff(se)
+            step = ds[1:] != ds[:-1]
+            if send_too:
+                new_s[2:] |= same[:-1] & step
+            if de is not se:
+                dd = np.diff(de)
+                step |= dd[1:] != dd[:-1]
+            new[2:] |= same[:-1] & step
+    units = _units(st, dt, new)
+    if send_too:
+        return units, (units if new_s is None else _units(st, dt, new_s))
+    return units
+
+
+def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src tile, dst tile, pieces) of the patterns starting where ``new`` is set."""
     starts = np.nonzero(new)[0]
-    counts = np.diff(np.append(starts, n))
+    counts = np.diff(np.append(starts, len(new)))
     return st[starts], dt[starts], counts
 
 
@@ -575,9 +620,12 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     cross = plan.src_tile != plan.dst_tile
     # a source piece sent to several tiles goes out once (the exchange multicasts)
     xi = np.nonzero(cross)[0]
+    n = len(cross)
+    all_cross = len(xi) == n  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
     multi: bool | np.ndarray = False  # per crossing piece: its source piece goes to more than one tile
     if len(xi):
-        key = plan.src_elem[xi] * (int(plan.length.max()) + 1) + plan.length[xi]
+        L1 = int(plan.length.max()) + 1
+        key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
         if np.all(key[1:] > key[:-1]):
             xs = xi  # already distinct (no broadcast)
         else:
@@ -591,12 +639,21 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                 multi[order] = np.bincount(grp)[grp] > 1
     else:
         xs = xi
-    bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
-    bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    if xs is xi and all_cross:
+        bout = np.bincount(plan.src_tile, weights=nbytes, minlength=T).astype(np.int64)
+    else:
+        bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
+    if all_cross:
+        bin_ = np.bincount(plan.dst_tile, weights=nbytes, minlength=T).astype(np.int64)
+        local = np.zeros(T, np.int64)
+    else:
+        bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+        local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
+    # (per-tile sums of whole bytes: exact in float64, so their totals are the pieces' totals)
+    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
     # (only multicast pieces can have a bus partner)
     bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
-    local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile
     if c.target.num_ipus == 1:
         ipu_s = ipu_d = None
@@ -613,16 +670,19 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         if mask.any():
             send = mask & sent_once
             # receive side: patterns per (source tile, destination tile), charged to the receiver
-            st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
-            _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+            idx = np.nonzero(mask)[0]
+            st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
+            de = dst_addr if ii is idx and len(idx) == n else dst_addr[ii]  # (in order already: no gather)
             # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
             # the same key (stable), so their order is the receive side's with the other pieces left out
             # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
             if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
-                ps_, _pd, cnt_s = _pattern_units(st, dt, se, se, ln)
+                (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
             else:
+                _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
                 k = send[ii]
-                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
+                sek = se[k]
+                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
             per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
             c.add_mem(cat, pd_, per_r)
@@ -633,14 +693,14 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
             info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
-    if (~cross).any():
+    if not all_cross:
         ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr)
         c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     if not cross.any():
         # purely on-tile: the tiles copy with memcpy, a compute-like step
         ut = distinct_tiles(plan.src_tile, c.num_tiles)
-        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=int(2 * nbytes.sum()))
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
         c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
         info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
         return
@@ -662,11 +722,17 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                        bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
                        bytes_sram=int(2 * nbytes[~cross].sum()))
     else:
-        part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
+        # the tiles with pieces: every piece's source tile sends it (bout, local) or holds the first of its
+        # multicast's pieces, every destination tile receives (bin_, local); with no empty piece, the same
+        # tiles as every piece's source and destination tile
+        if int(plan.length.min()) > 0:
+            part = np.nonzero(bout + bin_ + local)[0]
+        else:
+            part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
         ipu = c.ipu_of_tiles(part)
         c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
-        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
-                       bytes_sram=int(2 * nbytes[~cross].sum()))
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=bytes_cross,
+                       bytes_sram=2 * bytes_local)
     c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
 
