@@ -627,6 +627,33 @@ def test_interval_index_is_searchsorted():
         assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial
 
 
+def test_interval_index_of_evenly_spaced_starts():
+    """Starts evenly spaced (a tensor mapped in equal grains): interval_index divides (or shifts, for a power
+    of two) instead of searching - the same answers as np.searchsorted, for queries below the first start and
+    past the last, 2-D queries, and starts that are evenly spaced but for one."""
+    from popvision_lite.emulator import mapping as mapping_mod
+    from popvision_lite.emulator.mapping import interval_index
+
+    rng = np.random.default_rng(21)
+    divided = 0
+    for trial in range(120):
+        m = int(rng.integers(64, 5000))
+        step = int(rng.choice([1, 2, 3, 16, 48, 64, 1000]))
+        start = int(rng.integers(-100, 100)) + step * np.arange(m, dtype=np.int64)
+        if trial % 6 == 5:  # not evenly spaced: one start moved
+            start[int(rng.integers(1, m - 1))] -= 1 if step > 1 else 0
+        n = int(rng.integers(1024, 6000))
+        lo, hi = int(start[0]) - 2 * step, int(start[-1]) + 3 * step
+        x = rng.integers(lo, hi, n) if trial % 3 else rng.integers(lo, hi, (n // 2, 2))
+        if trial % 4 == 1:
+            x = x.astype(np.int32)
+        want = np.searchsorted(start, x, side="right") - 1
+        got = interval_index(start, x)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial
+        divided += mapping_mod._even_step(start) > 0
+    assert divided >= 80
+
+
 def test_send_side_patterns_are_the_receive_order_restricted():
     """The copy compile takes the send side's exchange-code patterns from the receive side's sorted pieces
     (the sent subset kept in that order) instead of sorting the sent pieces again: the same patterns as
