@@ -654,6 +654,56 @@ def test_interval_index_of_evenly_spaced_starts():
     assert divided >= 80
 
 
+def test_tile_base_of_the_graph_check_keeps_only_the_last_tensor(mk2, monkeypatch):
+    """memory._tile_base with keep=False (the graph check's fields) is not cached, but a second field of the same
+    tensor right after reuses the last answer: the same tile positions as computed afresh, whatever tensor came
+    before; compile_graph drops it after the check."""
+    from types import SimpleNamespace
+
+    from popvision_lite.emulator.compile import memory
+    from popvision_lite.emulator.mapping import Mapping
+
+    rng = np.random.default_rng(8)
+
+    def mapping(m):
+        stops = np.sort(rng.choice(np.arange(1, 10 * m), m - 1, replace=False))
+        return Mapping(rng.integers(0, 6, m), np.concatenate([[0], stops]), np.concatenate([stops, [10 * m]]))
+
+    def tile_positions(mp):  # each interval's offset in its tile's block (intervals of a tile in start order)
+        offs = np.zeros(len(mp), np.int64)
+        for t in np.unique(mp.tile):
+            on = np.nonzero(mp.tile == t)[0]
+            sizes = (mp.stop - mp.start)[on]
+            offs[on] = np.cumsum(sizes) - sizes
+        return offs - mp.start
+
+    c = SimpleNamespace()
+    maps = [mapping(int(rng.integers(2, 40))) for _ in range(4)]
+    for i in (0, 0, 1, 0, 2, 2, 2, 3, 1):
+        got = memory._tile_base(c, maps[i], keep=False)
+        assert np.array_equal(got, tile_positions(maps[i])), i
+    assert c.tile_offsets == {} and c._tile_base_last[0] is maps[1]
+    first = memory._tile_base(c, maps[1], keep=False)
+    assert memory._tile_base(c, maps[1], keep=False) is first
+
+    import popvision_lite.emulator.compile as compile_mod
+
+    g = Graph(mk2)
+    a = g.add_variable("a", (64,), "float32", mapping=M.linear(64, tiles=range(4)))
+    b = g.add_variable("b", (64,), "float32", mapping=M.linear(64, tiles=range(4, 8)))
+    real_check = compile_mod.check_graph
+    seen = []
+
+    def check(cc, *args):
+        real_check(cc, *args)
+        memory._tile_base(cc, a.mapping, keep=False)  # as the check does for a field of several rows
+        seen.append("_tile_base_last" in vars(cc))
+
+    monkeypatch.setattr(compile_mod, "check_graph", check)
+    compiled = compile_mod.compile_graph(g, P.Copy(a, b))
+    assert seen == [True] and "_tile_base_last" not in vars(compiled)
+
+
 def test_send_side_patterns_are_the_receive_order_restricted():
     """The copy compile takes the send side's exchange-code patterns from the receive side's sorted pieces
     (the sent subset kept in that order) instead of sorting the sent pieces again: the same patterns as
