@@ -493,6 +493,40 @@ def test_paired_runs_cut_only_where_they_cross_equal_cutting_every_run(mk2):
     assert partial >= 10  # most trials pair the runs and cut some of them
 
 
+def test_cut_runs_is_cutting_element_by_element(mk2):
+    """_cut_runs (the cut positions merged with each boundary counted, no search per piece) cuts a copy where the
+    source run, the destination run or either side's mapping interval changes: the pieces, their intervals and
+    their source runs of walking the copy element by element."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(23)
+    for trial in range(60):
+        g = Graph(mk2)
+        n = 400
+        lens = rng.integers(1, 12, 40)
+        lens = lens[np.cumsum(lens) <= 200]
+        m = int(lens.sum())
+        src = _runs_view(g, rng, f"a{trial}", n, lens, (1, 8, 40)[trial % 3])
+        dlens = np.diff(np.concatenate([[0], np.sort(rng.choice(np.arange(1, m), int(rng.integers(0, 8)),
+                                                                 replace=False)), [m]]))
+        dst = _runs_view(g, rng, f"b{trial}", n, dlens, (40, 1, 8)[trial % 3])
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        plan, run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        se = np.concatenate([np.arange(a, a + k) for a, k in zip(ss, sl, strict=True)])
+        de = np.concatenate([np.arange(a, a + k) for a, k in zip(ds, dl, strict=True)])
+        sr, dr = np.repeat(np.arange(len(sl)), sl), np.repeat(np.arange(len(dl)), dl)
+        sk = np.searchsorted(sm.start, se, side="right") - 1
+        dk = np.searchsorted(dm.start, de, side="right") - 1
+        new = np.ones(m, bool)
+        new[1:] = (sr[1:] != sr[:-1]) | (dr[1:] != dr[:-1]) | (sk[1:] != sk[:-1]) | (dk[1:] != dk[:-1])
+        at = np.nonzero(new)[0]
+        for got, want in ((plan.src_elem, se[at]), (plan.dst_elem, de[at]), (plan.length, np.diff(np.append(at, m))),
+                          (plan.src_k, sk[at]), (plan.dst_k, dk[at]), (plan.src_tile, sm.tile[sk[at]]),
+                          (plan.dst_tile, dm.tile[dk[at]]), (run, sr[at])):
+            assert np.array_equal(got, want), trial
+
+
 def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
     """Paired runs none of which crosses a mapping interval boundary on both sides (a gather into a
     contiguous tensor, a broadcast of kernel rows longer than the kernel's intervals): cutting each run at

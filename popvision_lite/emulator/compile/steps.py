@@ -176,21 +176,54 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
         else:
             side_cuts = np.zeros(0, np.int64)
         sides.append((lo, side_cuts, np.cumsum(cnt) - cnt))
-    pos = _sorted_unique(np.concatenate(cuts))
-    pos = pos[(pos >= 0) & (pos < total)]
+    if len(cuts) == 2:  # no interval boundary inside any run
+        pos = _sorted_unique(np.concatenate(cuts))
+        upto = None
+    else:
+        pos, upto = _cut_positions(cuts)
+    if len(pos) and (pos[0] < 0 or pos[-1] >= total):  # (not for runs of positive lengths)
+        inside = (pos >= 0) & (pos < total)
+        pos = pos[inside]
+        upto = None if upto is None else [u[inside] for u in upto]
     length = np.diff(np.append(pos, total))
     rs = interval_index(soff, pos)
     rd = interval_index(doff, pos)
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
     # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
-    # run's first element (lo - 1) plus the side's interval boundaries inside the run up to it.  The
-    # boundaries (side_cuts) are ascending in copy order, so this searches ascending positions in a
-    # short array instead of each element in the whole mapping (the same k; random queries into a
-    # large mapping were the costliest part of cutting pieces)
-    ks, kd = (lo[r] + interval_index(side_cuts, pos) - first[r]
-              for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
+    # run's first element (lo - 1) plus the side's interval boundaries inside the run up to it: the
+    # boundaries (side_cuts, ascending in copy order) at or below each position, counted while the cut
+    # positions were merged (_cut_positions), or searched (random queries into a large mapping were the
+    # costliest part of cutting pieces)
+    found = iter(upto or ())
+    ks, kd = (lo[r] + (next(found) if len(side_cuts) and upto is not None else interval_index(side_cuts, pos))
+              - first[r] for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
     return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
+
+
+def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
+    """The sorted distinct positions of ``cuts`` (run offsets of both sides, then one or two sides' interval
+    boundaries inside runs, each strictly ascending), and for each boundary list after the first two: per
+    position, how many of its boundaries lie at or below it, less one (interval_index(side_cuts, pos)).  One
+    merge of the lists, each value tagged with its list in the low bits, instead of a search per position."""
+    tags = len(cuts)
+    bits = (tags - 1).bit_length()
+    enc = np.concatenate([(np.asarray(a, np.int64) << bits) | i for i, a in enumerate(cuts)])
+    enc.sort(kind="stable")  # (ascending runs: one merge pass each)
+    v = enc >> bits
+    new = np.empty(len(v), bool)
+    new[:1] = True
+    np.not_equal(v[1:], v[:-1], out=new[1:])
+    pos = v[new]
+    last = np.append(np.nonzero(new)[0][1:], len(v)) - 1  # each position's last tagged value
+    tag = enc & ((1 << bits) - 1)
+    upto = []
+    for i in range(2, tags):
+        cnt = np.cumsum(tag == i)
+        k = cnt[last]
+        k -= 1
+        upto.append(k)
+    return pos, upto
 
 
 def compile_execute(c: Compiled, info: ProgInfo) -> None:
