@@ -716,14 +716,16 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                 k = send[ii]
                 sek = se[k]
                 ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
-            per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
-            per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
-            c.add_mem(cat, pd_, per_r)
-            c.add_mem(cat, ps_, per_s)
-            both = np.concatenate([ps_, pd_])
-            ut = distinct_tiles(both, c.num_tiles)
+            # per pattern EXCHANGE_CODE_PER_PIECE, and EXCHANGE_CODE_PER_LOOP more for a loop (several pieces), on
+            # the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
+            n_r, n_s = np.bincount(pd_, minlength=T), np.bincount(ps_, minlength=T)
+            per_tile = (n_r + n_s) * cm.EXCHANGE_CODE_PER_PIECE
+            per_tile += (np.bincount(pd_[cnt > 1], minlength=T)
+                         + np.bincount(ps_[cnt_s > 1], minlength=T)) * cm.EXCHANGE_CODE_PER_LOOP
+            ut = np.nonzero(n_r + n_s)[0]
+            c.add_mem(cat, ut, per_tile[ut])
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-            info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+            info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if not all_cross:
