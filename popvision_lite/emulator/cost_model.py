@@ -146,16 +146,20 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
     the caller found it (True: any may be; False: none is): only those can have a bus partner, so the
     search for partners is limited to them (a piece sent to one tile counts whole)."""
     T = target.num_tiles
-    dst = plan.dst_tile[cross]
-    w = nbytes[cross].astype(np.float64)
     share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
-    if share == 2 and len(dst) > 1 and T % 2 == 0 and np.any(multicast):
-        sel = np.nonzero(cross)[0]
+    sel = np.nonzero(cross)[0] if share == 2 and T % 2 == 0 and np.any(multicast) else ()
+    if len(sel) > 1:
         rest = None
         if multicast is not True:
             m = np.asarray(multicast, bool)
-            rest = (dst[~m], w[~m])  # pieces sent to one tile: whole
-            sel = sel[m]
+            if not m.all():
+                one = sel[~m]
+                rest = (plan.dst_tile[one], nbytes[one].astype(np.float64))  # pieces sent to one tile: whole
+                sel = sel[m]
+        if len(sel) == len(cross):  # every piece: the plan's own arrays
+            dt, se, ln = plan.dst_tile, plan.src_elem, plan.length
+        else:
+            dt, se, ln = plan.dst_tile[sel], plan.src_elem[sel], plan.length[sel]
         # one sorted int64 key per received piece: (bus, source piece, length, which tile of the bus), bus =
         # destination tile // 2.  key ^ 1 is the same piece received by the bus partner (dst ^ 1): for an even
         # key the next distinct key, for an odd one the previous, so one pass over the sorted keys finds the
@@ -165,9 +169,7 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         # once per destination tile, the tiles ascending) are ascending runs that overlap only within a bus:
         # numpy's stable sort (a run-merging sort) then merges each bus's two runs and gallops past the rest,
         # where with the source outermost every run overlaps every other (log2(runs) merge passes)
-        dt = plan.dst_tile[sel].astype(np.int64, copy=False)
-        se = plan.src_elem[sel].astype(np.int64, copy=False)
-        ln = plan.length[sel].astype(np.int64, copy=False)
+        dt, se, ln = (a.astype(np.int64, copy=False) for a in (dt, se, ln))
         lb = int(ln.max()).bit_length()
         eb = max(int(se.max()), 0).bit_length()
         if int(se.min()) >= 0 and 1 + lb + eb + (T // 2 - 1).bit_length() <= 63:
@@ -206,7 +208,9 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         if rest is not None:
             return np.ceil(np.bincount(dst, weights=w, minlength=T)
                            + np.bincount(rest[0], weights=rest[1], minlength=T)).astype(np.int64)
-    return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
+        return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
+    return np.ceil(np.bincount(plan.dst_tile[cross], weights=nbytes[cross].astype(np.float64),
+                               minlength=T)).astype(np.int64)
 
 
 def exchange_tile_cycles(target, bytes_out: np.ndarray, bytes_in: np.ndarray, bytes_local: np.ndarray) -> np.ndarray:
