@@ -811,9 +811,10 @@ def test_code_patterns_by_destination_tile_first(mk2):
         plan = CopyPlan(se, de, ln, st, dt)
         mask = np.ones(n, bool) if trial % 3 else rng.random(n) < 0.7
         in_order += _lexsort3(se[mask], st[mask], dt[mask]) is None
-        ps, pd_, cnt = code_patterns(plan, mask, se, de)
         want = _patterns_by_loops(st[mask], dt[mask], se[mask], de[mask], ln[mask])
-        assert sorted(zip(ps.tolist(), pd_.tolist(), cnt.tolist(), strict=True)) == want, trial
+        for bound in (None, 5):  # the tiles' bound searched for, or given
+            ps, pd_, cnt = code_patterns(plan, mask, se, de, num_tiles=bound)
+            assert sorted(zip(ps.tolist(), pd_.tolist(), cnt.tolist(), strict=True)) == want, trial
     assert in_order >= 30
 
 

@@ -338,19 +338,19 @@ def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray, bc_bound: int | None 
     return stable_argsort(key)
 
 
-def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None, num_tiles: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
     that repeat with one length and constant strides on both sides (rows of a block, a partial's
     slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
     regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
     With ``src_addr`` / ``dst_addr`` (positions in tile memory, tile_addr) pieces that are adjacent
     in both tiles' memory are one contiguous transfer (a pattern of stride = length).
-    Returns (src tile, dst tile, pieces) per pattern."""
+    ``num_tiles``: the tiles' bound, where known.  Returns (src tile, dst tile, pieces) per pattern."""
     idx = np.nonzero(mask)[0]
     se_all = plan.src_elem if src_addr is None else src_addr
     de_all = plan.dst_elem if dst_addr is None else dst_addr
-    st, dt, se, ln, ii = _pattern_order(plan, idx, se_all)
+    st, dt, se, ln, ii = _pattern_order(plan, idx, se_all, num_tiles)
     return _pattern_units(st, dt, se, se if de_all is se_all else de_all[ii], ln)
 
 
@@ -729,7 +729,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if not all_cross:
-        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr)
+        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
         c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     if not cross.any():
