@@ -568,6 +568,29 @@ def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
     assert len(calls) >= 30 and mixed >= 5 and contiguous >= 5, (len(calls), mixed, contiguous)
 
 
+def test_whole_tensor_copy_cut_like_every_run(mk2):
+    """A whole-tensor copy (one run a side) crossing interval boundaries on both sides is cut without placing
+    pieces among whole runs: the same pieces as cutting every run."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(29)
+    for trial in range(20):
+        g = Graph(mk2)
+        n = int(rng.integers(50, 400))
+        a, b = (g.add_variable(f"{x}{trial}", (n,), "float32", mapping=M.intervals(
+            rng.integers(0, 8, k + 1), np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])))
+            for x, k in (("a", 6), ("b", 9)) for cuts in [np.sort(rng.choice(np.arange(1, n), k, replace=False))])
+        src, dst = TensorView(a, np.arange(n), (n,)), TensorView(b, np.arange(n), (n,))
+        got = S._copy_pieces_runs(src, dst)
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        assert len(ss) == len(ds) == 1
+        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        assert len(got.length) > 9
+
+
 def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
     """A cross-tile piece whose same source elements also go to the other tile of its shared exchange
     bus (2k, 2k + 1) counts half on each; every other piece counts whole."""

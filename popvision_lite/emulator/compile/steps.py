@@ -96,6 +96,8 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
         if (ok_s | ok_d).all():  # no run crosses an interval boundary on both sides
             return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        if not ok.any():  # every run crosses (a whole-tensor copy: one run): cut them all, nothing to place
+            return _cut_runs(qs, ql, sm, qd, ql, dm)[0]
         # the runs that cross an interval boundary are cut like any copy, the others are whole
         # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
         bad = np.nonzero(~ok)[0]
