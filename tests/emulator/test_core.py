@@ -591,6 +591,28 @@ def test_whole_tensor_copy_cut_like_every_run(mk2):
         assert len(got.length) > 9
 
 
+def test_bytes_per_tile_counts_tiles_and_lengths():
+    """steps.bytes_per_tile: per tile the bytes of its pieces, by counting (tile, length) pairs when that table is
+    small and by a weighted bincount otherwise; both the sums of np.bincount's weighted form."""
+    from popvision_lite.emulator.compile.steps import bytes_per_tile
+
+    rng = np.random.default_rng(31)
+    counted = 0
+    for trial in range(60):
+        T = int(rng.integers(1, 1500))
+        n = int(rng.integers(0, 20_000))
+        top = int(rng.choice([1, 8, 64, 5000, 2**20]))
+        tiles = rng.integers(0, T, n)
+        length = rng.integers(1, top + 1, n).astype(np.int32 if trial % 2 else np.int64)
+        isz = int(rng.choice([1, 2, 4]))
+        L1 = int(length.max()) + 1 if n else 1
+        got = bytes_per_tile(tiles, length, isz, T, L1)
+        want = np.bincount(tiles, weights=length.astype(np.int64) * isz, minlength=T).astype(np.int64)
+        assert got.dtype == np.int64 and np.array_equal(got, want), trial
+        counted += T * L1 <= max(4 * n, 1 << 16)
+    assert 10 <= counted <= 55
+
+
 def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
     """A cross-tile piece whose same source elements also go to the other tile of its shared exchange
     bus (2k, 2k + 1) counts half on each; every other piece counts whole."""
