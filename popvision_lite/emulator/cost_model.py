@@ -146,27 +146,47 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
     the caller found it (True: any may be; False: none is): only those can have a bus partner, so the
     search for partners is limited to them (a piece sent to one tile counts whole)."""
     T = target.num_tiles
-    dst = plan.dst_tile[cross]
-    w = nbytes[cross].astype(np.float64)
     share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
-    if share == 2 and len(dst) > 1 and T % 2 == 0 and np.any(multicast):
-        sel = np.nonzero(cross)[0]
+    sel = np.nonzero(cross)[0] if share == 2 and T % 2 == 0 and np.any(multicast) else ()
+    if len(sel) > 1:
         rest = None
         if multicast is not True:
             m = np.asarray(multicast, bool)
-            rest = (dst[~m], w[~m])  # pieces sent to one tile: whole
-            sel = sel[m]
-        # one sorted int64 key per received piece: (source piece, length, destination tile).  With T
-        # even, key ^ 1 is the same piece received by the bus partner (dst ^ 1): for an even key the
-        # next distinct key, for an odd one the previous, so one pass over the sorted keys finds the
-        # partners (a search per piece cost several times more).  The destination and the bytes come
-        # back out of the key, so no per-piece gather is needed; the sums are of multiples of 0.5,
-        # exact in float64 in any order (so also in two parts).
-        L1 = int(plan.length.max()) + 1
+            if not m.all():
+                one = sel[~m]
+                rest = (plan.dst_tile[one], nbytes[one].astype(np.float64))  # pieces sent to one tile: whole
+                sel = sel[m]
+        if len(sel) == len(cross):  # every piece: the plan's own arrays
+            dt, se, ln = plan.dst_tile, plan.src_elem, plan.length
+        else:
+            dt, se, ln = plan.dst_tile[sel], plan.src_elem[sel], plan.length[sel]
+        # one sorted int64 key per received piece: (bus, source piece, length, which tile of the bus), bus =
+        # destination tile // 2.  key ^ 1 is the same piece received by the bus partner (dst ^ 1): for an even
+        # key the next distinct key, for an odd one the previous, so one pass over the sorted keys finds the
+        # partners (a search per piece cost several times more).  The destination and the bytes come back out
+        # of the key, so no per-piece gather is needed; the sums are of multiples of 0.5, exact in float64 in
+        # any order (so also in two parts).  With the bus outermost, a broadcast's pieces (its source in order,
+        # once per destination tile, the tiles ascending) are ascending runs that overlap only within a bus:
+        # numpy's stable sort (a run-merging sort) then merges each bus's two runs and gallops past the rest,
+        # where with the source outermost every run overlaps every other (log2(runs) merge passes)
+        dt, se, ln = (a.astype(np.int64, copy=False) for a in (dt, se, ln))
+        lb = int(ln.max()).bit_length()
+        eb = max(int(se.max()), 0).bit_length()
+        if int(se.min()) >= 0 and 1 + lb + eb + (T // 2 - 1).bit_length() <= 63:
+            v = dt >> 1
+            v <<= eb
+            v |= se
+            v <<= lb
+            v |= ln
+            v <<= 1
+            v |= dt & 1
+            v.sort(kind="stable")
+        else:  # (the same order of the same pieces, with multiplied fields)
+            L1 = int(ln.max()) + 1
+            SE = int(se.max()) + 1
+            v = np.sort((((dt >> 1) * SE + se) * L1 + ln) * 2 + (dt & 1), kind="stable")
+            lb = eb = -1
         isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
-        # (kind="stable": the same sorted values; the keys come in ascending runs - a broadcast repeats its
-        # source in order - which numpy's stable sort merges ~10x faster than its quicksort sorts them)
-        v = np.sort((plan.src_elem[sel] * L1 + plan.length[sel]) * T + plan.dst_tile[sel], kind="stable")
         first = np.empty(len(v), bool)
         first[:1] = True
         np.not_equal(v[1:], v[:-1], out=first[1:])
@@ -178,13 +198,19 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         hit = np.where(u & 1, has_prev, has_next)
         if u is not v:
             hit = hit[np.cumsum(first) - 1]
-        w = ((v // T) % L1 * isz).astype(np.float64)
+        if lb >= 0:
+            w = (((v >> 1) & ((1 << lb) - 1)) * isz).astype(np.float64)
+            dst = ((v >> (1 + lb + eb)) << 1) | (v & 1)
+        else:
+            w = ((v >> 1) % L1 * isz).astype(np.float64)
+            dst = ((v >> 1) // (L1 * SE)) * 2 + (v & 1)
         w[hit] /= 2
-        dst = v % T
         if rest is not None:
             return np.ceil(np.bincount(dst, weights=w, minlength=T)
                            + np.bincount(rest[0], weights=rest[1], minlength=T)).astype(np.int64)
-    return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
+        return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
+    return np.ceil(np.bincount(plan.dst_tile[cross], weights=nbytes[cross].astype(np.float64),
+                               minlength=T)).astype(np.int64)
 
 
 def exchange_tile_cycles(target, bytes_out: np.ndarray, bytes_in: np.ndarray, bytes_local: np.ndarray) -> np.ndarray:

@@ -493,6 +493,126 @@ def test_paired_runs_cut_only_where_they_cross_equal_cutting_every_run(mk2):
     assert partial >= 10  # most trials pair the runs and cut some of them
 
 
+def test_cut_runs_is_cutting_element_by_element(mk2):
+    """_cut_runs (the cut positions merged with each boundary counted, no search per piece) cuts a copy where the
+    source run, the destination run or either side's mapping interval changes: the pieces, their intervals and
+    their source runs of walking the copy element by element."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(23)
+    for trial in range(60):
+        g = Graph(mk2)
+        n = 400
+        lens = rng.integers(1, 12, 40)
+        lens = lens[np.cumsum(lens) <= 200]
+        m = int(lens.sum())
+        src = _runs_view(g, rng, f"a{trial}", n, lens, (1, 8, 40)[trial % 3])
+        dlens = np.diff(np.concatenate([[0], np.sort(rng.choice(np.arange(1, m), int(rng.integers(0, 8)),
+                                                                 replace=False)), [m]]))
+        dst = _runs_view(g, rng, f"b{trial}", n, dlens, (40, 1, 8)[trial % 3])
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        plan, run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        se = np.concatenate([np.arange(a, a + k) for a, k in zip(ss, sl, strict=True)])
+        de = np.concatenate([np.arange(a, a + k) for a, k in zip(ds, dl, strict=True)])
+        sr, dr = np.repeat(np.arange(len(sl)), sl), np.repeat(np.arange(len(dl)), dl)
+        sk = np.searchsorted(sm.start, se, side="right") - 1
+        dk = np.searchsorted(dm.start, de, side="right") - 1
+        new = np.ones(m, bool)
+        new[1:] = (sr[1:] != sr[:-1]) | (dr[1:] != dr[:-1]) | (sk[1:] != sk[:-1]) | (dk[1:] != dk[:-1])
+        at = np.nonzero(new)[0]
+        for got, want in ((plan.src_elem, se[at]), (plan.dst_elem, de[at]), (plan.length, np.diff(np.append(at, m))),
+                          (plan.src_k, sk[at]), (plan.dst_k, dk[at]), (plan.src_tile, sm.tile[sk[at]]),
+                          (plan.dst_tile, dm.tile[dk[at]]), (run, sr[at])):
+            assert np.array_equal(got, want), trial
+
+
+def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
+    """Paired runs none of which crosses a mapping interval boundary on both sides (a gather into a
+    contiguous tensor, a broadcast of kernel rows longer than the kernel's intervals): cutting each run at
+    the boundaries of its one crossing side (_cut_one_side, without sorting the cut positions) gives exactly
+    the pieces, in order, of cutting every run; also when some runs cross on one side and others on the
+    other, and when the destination is one contiguous run."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(11)
+    calls = []
+    real = S._cut_one_side
+    monkeypatch.setattr(S, "_cut_one_side", lambda *a: calls.append(a) or real(*a))
+    mixed = contiguous = 0
+    for trial in range(80):
+        g = Graph(mk2)
+        n = 600
+        lens = rng.integers(1, 9, 60)
+        lens = lens[np.cumsum(lens) <= 300]
+        src = _runs_view(g, rng, f"a{trial}", n, lens, (1, 4, 12, 40)[trial % 4])
+        if trial % 5 == 4:  # one contiguous destination run, in 0-6 intervals
+            m = int(lens.sum())
+            cuts = np.sort(rng.choice(np.arange(1, m), size=int(rng.integers(0, 6)), replace=False))
+            t = g.add_variable(f"b{trial}", (m,), "float32", mapping=M.intervals(
+                rng.integers(0, 8, len(cuts) + 1), np.concatenate([[0], cuts]), np.concatenate([cuts, [m]])))
+            dst = TensorView(t, np.arange(m), (m,))
+        else:
+            dst = _runs_view(g, rng, f"b{trial}", n, lens, (12, 1, 4, 1)[trial % 4])
+        before = len(calls)
+        got = S._copy_pieces_runs(src, dst)
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        if len(calls) > before:
+            ok_s, ok_d = calls[-1][5], calls[-1][6]
+            mixed += bool((~ok_s).any() and (~ok_d).any())
+            contiguous += len(ds) == 1
+    assert len(calls) >= 30 and mixed >= 5 and contiguous >= 5, (len(calls), mixed, contiguous)
+
+
+def test_whole_tensor_copy_cut_like_every_run(mk2):
+    """A whole-tensor copy (one run a side) crossing interval boundaries on both sides is cut without placing
+    pieces among whole runs: the same pieces as cutting every run."""
+    from popvision_lite.emulator.compile import steps as S
+
+    rng = np.random.default_rng(29)
+    for trial in range(20):
+        g = Graph(mk2)
+        n = int(rng.integers(50, 400))
+        a, b = (g.add_variable(f"{x}{trial}", (n,), "float32", mapping=M.intervals(
+            rng.integers(0, 8, k + 1), np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])))
+            for x, k in (("a", 6), ("b", 9)) for cuts in [np.sort(rng.choice(np.arange(1, n), k, replace=False))])
+        src, dst = TensorView(a, np.arange(n), (n,)), TensorView(b, np.arange(n), (n,))
+        got = S._copy_pieces_runs(src, dst)
+        ss, sl, sm = S._runs_and_mapping(src)
+        ds, dl, dm = S._runs_and_mapping(dst)
+        assert len(ss) == len(ds) == 1
+        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        assert len(got.length) > 9
+
+
+def test_bytes_per_tile_counts_tiles_and_lengths():
+    """steps.bytes_per_tile: per tile the bytes of its pieces, by counting (tile, length) pairs when that table is
+    small and by a weighted bincount otherwise; both the sums of np.bincount's weighted form."""
+    from popvision_lite.emulator.compile.steps import bytes_per_tile
+
+    rng = np.random.default_rng(31)
+    counted = 0
+    for trial in range(60):
+        T = int(rng.integers(1, 1500))
+        n = int(rng.integers(0, 20_000))
+        top = int(rng.choice([1, 8, 64, 5000, 2**20]))
+        tiles = rng.integers(0, T, n)
+        length = rng.integers(1, top + 1, n).astype(np.int32 if trial % 2 else np.int64)
+        isz = int(rng.choice([1, 2, 4]))
+        L1 = int(length.max()) + 1 if n else 1
+        got = bytes_per_tile(tiles, length, isz, T, L1)
+        want = np.bincount(tiles, weights=length.astype(np.int64) * isz, minlength=T).astype(np.int64)
+        assert got.dtype == np.int64 and np.array_equal(got, want), trial
+        counted += T * L1 <= max(4 * n, 1 << 16)
+    assert 10 <= counted <= 55
+
+
 def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
     """A cross-tile piece whose same source elements also go to the other tile of its shared exchange
     bus (2k, 2k + 1) counts half on each; every other piece counts whole."""
@@ -529,6 +649,21 @@ def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
             assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes, multicast=False), got)
         mixed += multi.any() and not multi.all()
     assert distinct >= 3 and mixed >= 10
+    # source positions and lengths too large for the key's power-of-two fields (the multiplied fields then)
+    for _trial in range(10):
+        n = int(rng.integers(2, 60))
+        src_elem = 2**37 + rng.integers(0, 8, n) * 16
+        length = rng.choice(np.array([1, 2, 2**14]), n)
+        dst_tile = rng.integers(0, 8, n)
+        src_tile = rng.integers(0, 8, n)
+        plan = CopyPlan(src_elem, src_elem, length, src_tile, dst_tile)
+        cross = src_tile != dst_tile
+        nbytes = length * 2
+        want = np.zeros(T)
+        for i in np.nonzero(cross)[0]:
+            partner = cross & (src_elem == src_elem[i]) & (length == length[i]) & (dst_tile == (dst_tile[i] ^ 1))
+            want[dst_tile[i]] += nbytes[i] / 2 if partner.any() else nbytes[i]
+        assert np.array_equal(cm.shared_bus_receive_bytes(mk2, plan, cross, nbytes), np.ceil(want).astype(np.int64))
 
 
 def test_stable_argsort_is_numpys_stable_argsort():
@@ -571,6 +706,83 @@ def test_interval_index_is_searchsorted():
         assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial
 
 
+def test_interval_index_of_evenly_spaced_starts():
+    """Starts evenly spaced (a tensor mapped in equal grains): interval_index divides (or shifts, for a power
+    of two) instead of searching - the same answers as np.searchsorted, for queries below the first start and
+    past the last, 2-D queries, and starts that are evenly spaced but for one."""
+    from popvision_lite.emulator import mapping as mapping_mod
+    from popvision_lite.emulator.mapping import interval_index
+
+    rng = np.random.default_rng(21)
+    divided = 0
+    for trial in range(120):
+        m = int(rng.integers(64, 5000))
+        step = int(rng.choice([1, 2, 3, 16, 48, 64, 1000]))
+        start = int(rng.integers(-100, 100)) + step * np.arange(m, dtype=np.int64)
+        if trial % 6 == 5:  # not evenly spaced: one start moved
+            start[int(rng.integers(1, m - 1))] -= 1 if step > 1 else 0
+        n = int(rng.integers(1024, 6000))
+        lo, hi = int(start[0]) - 2 * step, int(start[-1]) + 3 * step
+        x = rng.integers(lo, hi, n) if trial % 3 else rng.integers(lo, hi, (n // 2, 2))
+        if trial % 4 == 1:
+            x = x.astype(np.int32)
+        want = np.searchsorted(start, x, side="right") - 1
+        got = interval_index(start, x)
+        assert got.shape == want.shape and got.dtype == want.dtype and np.array_equal(got, want), trial
+        divided += mapping_mod._even_step(start) > 0
+    assert divided >= 80
+
+
+def test_tile_base_of_the_graph_check_keeps_only_the_last_tensor(mk2, monkeypatch):
+    """memory._tile_base with keep=False (the graph check's fields) is not cached, but a second field of the same
+    tensor right after reuses the last answer: the same tile positions as computed afresh, whatever tensor came
+    before; compile_graph drops it after the check."""
+    from types import SimpleNamespace
+
+    from popvision_lite.emulator.compile import memory
+    from popvision_lite.emulator.mapping import Mapping
+
+    rng = np.random.default_rng(8)
+
+    def mapping(m):
+        stops = np.sort(rng.choice(np.arange(1, 10 * m), m - 1, replace=False))
+        return Mapping(rng.integers(0, 6, m), np.concatenate([[0], stops]), np.concatenate([stops, [10 * m]]))
+
+    def tile_positions(mp):  # each interval's offset in its tile's block (intervals of a tile in start order)
+        offs = np.zeros(len(mp), np.int64)
+        for t in np.unique(mp.tile):
+            on = np.nonzero(mp.tile == t)[0]
+            sizes = (mp.stop - mp.start)[on]
+            offs[on] = np.cumsum(sizes) - sizes
+        return offs - mp.start
+
+    c = SimpleNamespace()
+    maps = [mapping(int(rng.integers(2, 40))) for _ in range(4)]
+    for i in (0, 0, 1, 0, 2, 2, 2, 3, 1):
+        got = memory._tile_base(c, maps[i], keep=False)
+        assert np.array_equal(got, tile_positions(maps[i])), i
+    assert c.tile_offsets == {} and c._tile_base_last[0] is maps[1]
+    first = memory._tile_base(c, maps[1], keep=False)
+    assert memory._tile_base(c, maps[1], keep=False) is first
+
+    import popvision_lite.emulator.compile as compile_mod
+
+    g = Graph(mk2)
+    a = g.add_variable("a", (64,), "float32", mapping=M.linear(64, tiles=range(4)))
+    b = g.add_variable("b", (64,), "float32", mapping=M.linear(64, tiles=range(4, 8)))
+    real_check = compile_mod.check_graph
+    seen = []
+
+    def check(cc, *args):
+        real_check(cc, *args)
+        memory._tile_base(cc, a.mapping, keep=False)  # as the check does for a field of several rows
+        seen.append("_tile_base_last" in vars(cc))
+
+    monkeypatch.setattr(compile_mod, "check_graph", check)
+    compiled = compile_mod.compile_graph(g, P.Copy(a, b))
+    assert seen == [True] and "_tile_base_last" not in vars(compiled)
+
+
 def test_send_side_patterns_are_the_receive_order_restricted():
     """The copy compile takes the send side's exchange-code patterns from the receive side's sorted pieces
     (the sent subset kept in that order) instead of sorting the sent pieces again: the same patterns as
@@ -593,6 +805,62 @@ def test_send_side_patterns_are_the_receive_order_restricted():
         got = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
         want = code_patterns(plan, send, addr, addr)
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), trial
+
+
+def _patterns_by_loops(st, dt, se, de, ln):
+    """Exchange-code patterns the slow way: per (source tile, destination tile) the pieces sorted by source
+    position (stable), a pattern continuing while the length and both strides repeat.  Sorted (src tile,
+    dst tile, pieces) per pattern."""
+    groups: dict = {}
+    for i in range(len(st)):
+        groups.setdefault((int(st[i]), int(dt[i])), []).append(i)
+    out = []
+    for (s_, d_), idx in groups.items():
+        idx = sorted(idx, key=lambda i: (int(se[i]), i))
+        count = 0
+        for j, i in enumerate(idx):
+            new = j == 0 or ln[i] != ln[idx[j - 1]]
+            if not new and j >= 2 and ln[idx[j - 1]] == ln[idx[j - 2]]:
+                a, b, c = idx[j - 2], idx[j - 1], i
+                new = (se[c] - se[b], de[c] - de[b]) != (se[b] - se[a], de[b] - de[a])
+            if new and count:
+                out.append((s_, d_, count))
+                count = 0
+            count += 1
+        out.append((s_, d_, count))
+    return sorted(out)
+
+
+def test_code_patterns_by_destination_tile_first(mk2):
+    """The exchange-code patterns group pieces by (destination tile, source tile) and need no sort when the
+    pieces come in that order already (a destination's source tiles in ascending order, as an operand
+    exchange has them): the same patterns as grouping by source tile first, written out with loops, both for
+    pieces in that order and for shuffled ones."""
+    from popvision_lite.emulator.compile.compiled import CopyPlan
+    from popvision_lite.emulator.compile.steps import _lexsort3, code_patterns
+
+    rng = np.random.default_rng(17)
+    in_order = 0
+    for trial in range(120):
+        n = int(rng.integers(1, 300))
+        st = rng.integers(0, 5, n)
+        dt = rng.integers(0, 5, n)
+        se = rng.integers(0, 40, n) * 4
+        de = rng.integers(0, 1000, n)
+        ln = rng.integers(1, 3, n) * 4
+        if trial % 2:  # regular rows: (dst tile, src tile, src position) ascending, strided positions
+            o = np.lexsort((se, st, dt))
+            st, dt, ln = st[o], dt[o], ln[o]
+            se = np.arange(n) * 8
+            de = np.arange(n) * (4 + trial % 3)
+        plan = CopyPlan(se, de, ln, st, dt)
+        mask = np.ones(n, bool) if trial % 3 else rng.random(n) < 0.7
+        in_order += _lexsort3(se[mask], st[mask], dt[mask]) is None
+        want = _patterns_by_loops(st[mask], dt[mask], se[mask], de[mask], ln[mask])
+        for bound in (None, 5):  # the tiles' bound searched for, or given
+            ps, pd_, cnt = code_patterns(plan, mask, se, de, num_tiles=bound)
+            assert sorted(zip(ps.tolist(), pd_.tolist(), cnt.tolist(), strict=True)) == want, trial
+    assert in_order >= 30
 
 
 def test_reuse_freed_memory_is_set_once_and_harmless():

@@ -99,6 +99,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     check_program_graph(c)
     check_graph(c, used_cs, c.__dict__.get("_check_memo"))
+    c.__dict__.pop("_tile_base_last", None)  # (memory._tile_base: the check's last tensor)
     first_use: dict[int, ProgInfo] = {}
     copy_sigs: set = set()
     for pid in c.leaves:

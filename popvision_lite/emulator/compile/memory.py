@@ -23,10 +23,13 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
     """Per mapping interval: its tile offset (tile_offsets) less its first flat element, so that element
     e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr).  Cached
     for the compile; ``keep=False``: not added to the cache (the graph check's one-off use, so that the
-    cache grows only as the copies and vertex memory read it)."""
+    cache grows only as the copies and vertex memory read it), only the last one kept until the check ends."""
     cache = c.__dict__.setdefault("tile_offsets", {})
     key = id(mapping)
     if key not in cache:
+        last = c.__dict__.get("_tile_base_last")
+        if not keep and last is not None and last[0] is mapping:
+            return last[1]  # the graph check asks for one tensor's several fields in a row
         sizes = mapping.stop - mapping.start
         # by tile, then start: the intervals are sorted by start already (Mapping), so a stable sort by
         # tile, on 16-bit tiles numpy's radix sort (~4x its lexsort of the two int64 arrays)
@@ -45,7 +48,9 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
             offs = np.empty_like(cs)
             offs[o] = cs - base
         if not keep:
-            return offs - mapping.start
+            rel = offs - mapping.start
+            c.__dict__["_tile_base_last"] = (mapping, rel)  # (one kept, not the cache: dropped after the check)
+            return rel
         rel = offs - mapping.start
         if len(rel) and mapping.stop[-1] <= np.iinfo(np.int32).max:
             rel = rel.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it

@@ -30,6 +30,8 @@ from popvision_lite.errors import EmulatorError
 def _runs_and_mapping(ep):
     starts, lens = ep.runs()
     keep = lens > 0
+    if keep.all():
+        return starts, lens, ep.tensor.mapping
     return starts[keep], lens[keep], ep.tensor.mapping
 
 
@@ -87,9 +89,15 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
         ks = interval_index(sm.start, qs)
         kd = interval_index(dm.start, qd)
-        ok = (qs + ql <= sm.stop[ks]) & (qd + ql <= dm.stop[kd])
+        ok_s = qs + ql <= sm.stop[ks]
+        ok_d = qd + ql <= dm.stop[kd]
+        ok = ok_s & ok_d
         if ok.all():
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
+        if (ok_s | ok_d).all():  # no run crosses an interval boundary on both sides
+            return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        if not ok.any():  # every run crosses (a whole-tensor copy: one run): cut them all, nothing to place
+            return _cut_runs(qs, ql, sm, qd, ql, dm)[0]
         # the runs that cross an interval boundary are cut like any copy, the others are whole
         # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
         bad = np.nonzero(~ok)[0]
@@ -114,6 +122,52 @@ def _copy_pieces_runs(src, dst) -> CopyPlan:
     return _cut_runs(ss, sl, sm, ds, dl, dm)[0]
 
 
+def bytes_per_tile(tiles: np.ndarray, length: np.ndarray, isz: int, T: int, L1: int) -> np.ndarray:
+    """``np.bincount(tiles, weights=length * isz, minlength=T)`` as int64 (the sums are whole, exact in float64),
+    ``L1`` above every length: when tiles x lengths is a small table, by counting each (tile, length) and
+    weighting the counts per tile (a weighted bincount converts and adds a float per piece, ~2.5x slower)."""
+    n = len(tiles)
+    if T * L1 <= max(4 * n, 1 << 16):
+        counts = np.bincount(tiles * L1 + length, minlength=T * L1).reshape(T, L1)
+        return (counts @ np.arange(L1, dtype=np.int64)) * isz
+    return np.bincount(tiles, weights=length * isz, minlength=T).astype(np.int64)
+
+
+def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> CopyPlan:
+    """_cut_runs for paired runs (source ``qs``, destination ``qd``, length ``ql``; their first elements'
+    mapping intervals ``ks``, ``kd``) none of which crosses an interval boundary on both sides (``ok_s`` /
+    ``ok_d``: the run lies in one interval on that side): a run is cut at the boundaries of its one crossing
+    side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found from the interval of its
+    last element, with no sort of the cut positions and no search per piece.  The same pieces, in copy
+    order, as cutting every run (:func:`_cut_runs`)."""
+    R = len(qs)
+    cs = np.zeros(R, np.int64)
+    cd = np.zeros(R, np.int64)
+    b = np.nonzero(~ok_s)[0]
+    if len(b):
+        cs[b] = interval_index(sm.start, qs[b] + ql[b] - 1) - ks[b]
+    b = np.nonzero(~ok_d)[0]
+    if len(b):
+        cd[b] = interval_index(dm.start, qd[b] + ql[b] - 1) - kd[b]
+    cnt = cs + cd + 1  # pieces per run (one of the two terms is 0)
+    n = int(cnt.sum())
+    first = np.cumsum(cnt) - cnt
+    j = np.arange(n, dtype=np.int64) - np.repeat(first, cnt)  # piece j of its run
+    qs_r = np.repeat(qs, cnt)
+    qd_r = np.repeat(qd, cnt)
+    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if cd.any() else j)
+    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if cs.any() else j)
+    # a piece starts at its interval's start, or at its run's start for the run's first piece
+    o = sm.start[ksp] - qs_r
+    np.maximum(o, dm.start[kdp] - qd_r, out=o)
+    np.maximum(o, 0, out=o)
+    ln = np.empty(n, np.int64)
+    ln[:-1] = o[1:]
+    ln[first + cnt - 1] = ql  # (a run's last piece ends with it)
+    ln -= o
+    return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
+
+
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     """Cut a copy of source runs (ss, sl) to destination runs (ds, dl) at every run and mapping
     interval boundary of both sides: the pieces in copy order, and each piece's source run."""
@@ -135,21 +189,54 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
         else:
             side_cuts = np.zeros(0, np.int64)
         sides.append((lo, side_cuts, np.cumsum(cnt) - cnt))
-    pos = _sorted_unique(np.concatenate(cuts))
-    pos = pos[(pos >= 0) & (pos < total)]
+    if len(cuts) == 2:  # no interval boundary inside any run
+        pos = _sorted_unique(np.concatenate(cuts))
+        upto = None
+    else:
+        pos, upto = _cut_positions(cuts)
+    if len(pos) and (pos[0] < 0 or pos[-1] >= total):  # (not for runs of positive lengths)
+        inside = (pos >= 0) & (pos < total)
+        pos = pos[inside]
+        upto = None if upto is None else [u[inside] for u in upto]
     length = np.diff(np.append(pos, total))
     rs = interval_index(soff, pos)
     rd = interval_index(doff, pos)
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
     # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
-    # run's first element (lo - 1) plus the side's interval boundaries inside the run up to it.  The
-    # boundaries (side_cuts) are ascending in copy order, so this searches ascending positions in a
-    # short array instead of each element in the whole mapping (the same k; random queries into a
-    # large mapping were the costliest part of cutting pieces)
-    ks, kd = (lo[r] + interval_index(side_cuts, pos) - first[r]
-              for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
+    # run's first element (lo - 1) plus the side's interval boundaries inside the run up to it: the
+    # boundaries (side_cuts, ascending in copy order) at or below each position, counted while the cut
+    # positions were merged (_cut_positions), or searched (random queries into a large mapping were the
+    # costliest part of cutting pieces)
+    found = iter(upto or ())
+    ks, kd = (lo[r] + (next(found) if len(side_cuts) and upto is not None else interval_index(side_cuts, pos))
+              - first[r] for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
     return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
+
+
+def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
+    """The sorted distinct positions of ``cuts`` (run offsets of both sides, then one or two sides' interval
+    boundaries inside runs, each strictly ascending), and for each boundary list after the first two: per
+    position, how many of its boundaries lie at or below it, less one (interval_index(side_cuts, pos)).  One
+    merge of the lists, each value tagged with its list in the low bits, instead of a search per position."""
+    tags = len(cuts)
+    bits = (tags - 1).bit_length()
+    enc = np.concatenate([(np.asarray(a, np.int64) << bits) | i for i, a in enumerate(cuts)])
+    enc.sort(kind="stable")  # (ascending runs: one merge pass each)
+    v = enc >> bits
+    new = np.empty(len(v), bool)
+    new[:1] = True
+    np.not_equal(v[1:], v[:-1], out=new[1:])
+    pos = v[new]
+    last = np.append(np.nonzero(new)[0][1:], len(v)) - 1  # each position's last tagged value
+    tag = enc & ((1 << bits) - 1)
+    upto = []
+    for i in range(2, tags):
+        cnt = np.cumsum(tag == i)
+        k = cnt[last]
+        k -= 1
+        upto.append(k)
+    return pos, upto
 
 
 def compile_execute(c: Compiled, info: ProgInfo) -> None:
@@ -238,59 +325,104 @@ def stable_argsort(key: np.ndarray) -> np.ndarray:
     return v & ((1 << shift) - 1)
 
 
-def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray, bc_bound: int | None = None) -> np.ndarray | None:
     """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
-    it fits (the same order: lexsort is stable too), which is several times faster."""
+    it fits (the same order: lexsort is stable too), which is several times faster.  None when the
+    pieces are in that order already (the order is the identity).  ``bc_bound``: ``b`` and ``c`` are known to
+    lie in [0, bc_bound) (tiles), not searched for their least and greatest values."""
     if len(a) == 0:
         return np.zeros(0, np.int64)
-    am, bm, cm_ = int(a.max()) + 1, int(b.max()) + 1, int(c.max()) + 1
-    if min(int(a.min()), int(b.min()), int(c.min())) < 0 or am * bm * cm_ >= 2**62:
-        return np.lexsort((a, b, c))
-    return stable_argsort((c * bm + b) * am + a)
+    am = int(a.max()) + 1
+    if bc_bound is None:
+        bm, cm_ = int(b.max()) + 1, int(c.max()) + 1
+        low = min(int(a.min()), int(b.min()), int(c.min()))
+    else:
+        bm = cm_ = bc_bound
+        low = int(a.min())
+    if low < 0 or am * bm * cm_ >= 2**62:
+        order = np.lexsort((a, b, c))
+        return None if np.array_equal(order, np.arange(len(a))) else order
+    key = np.multiply(c, bm, dtype=np.int64)
+    key += b
+    key *= am
+    key += a
+    if np.all(key[1:] >= key[:-1]):
+        return None
+    return stable_argsort(key)
 
 
-def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None, num_tiles: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
     that repeat with one length and constant strides on both sides (rows of a block, a partial's
     slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
     regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
     With ``src_addr`` / ``dst_addr`` (positions in tile memory, tile_addr) pieces that are adjacent
     in both tiles' memory are one contiguous transfer (a pattern of stride = length).
-    Returns (src tile, dst tile, pieces) per pattern."""
+    ``num_tiles``: the tiles' bound, where known.  Returns (src tile, dst tile, pieces) per pattern."""
     idx = np.nonzero(mask)[0]
     se_all = plan.src_elem if src_addr is None else src_addr
     de_all = plan.dst_elem if dst_addr is None else dst_addr
-    st, dt, se, ln, ii = _pattern_order(plan, idx, se_all)
+    st, dt, se, ln, ii = _pattern_order(plan, idx, se_all, num_tiles)
     return _pattern_units(st, dt, se, se if de_all is se_all else de_all[ii], ln)
 
 
-def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray):
-    """The pieces ``idx`` sorted by (source tile, destination tile, source position), stable:
-    (src tile, dst tile, src position, length, piece index) in that order."""
-    st, dt, se = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx]
-    order = _lexsort3(se, dt, st)
-    ii = idx[order]
-    return st[order], dt[order], se[order], plan.length[ii], ii
+def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray, num_tiles: int | None = None):
+    """The pieces ``idx`` grouped by (destination tile, source tile), each group sorted by source position,
+    stable: (src tile, dst tile, src position, length, piece index) in that order.
+
+    Patterns form within a group, so the groups' order does not change them (every consumer sums per tile):
+    the destination tile is outermost because a copy's pieces come in destination order, and a copy whose
+    every destination tile receives its source tiles' pieces in ascending order (an operand exchange) is
+    then in this order already: no sort and no gathers.  ``num_tiles``: the tiles' bound, where known."""
+    if len(idx) == len(plan.length):  # every piece (idx is 0..n-1)
+        st, dt, se, ln = plan.src_tile, plan.dst_tile, se_all, plan.length
+    else:
+        st, dt, se, ln = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], plan.length[idx]
+    order = _lexsort3(se, st, dt, num_tiles)
+    if order is None:
+        return st, dt, se, ln, idx
+    return st[order], dt[order], se[order], ln[order], idx[order]
 
 
-def _pattern_units(st, dt, se, de, ln) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """code_patterns on pieces already in _pattern_order, ``de`` their destination positions."""
+def _pattern_units(st, dt, se, de, ln, send_too: bool = False):
+    """code_patterns on pieces already in _pattern_order, ``de`` their destination positions (``de is se``: only
+    the source stride counts, the send side's patterns).  ``send_too``: also the send side's patterns of the same
+    pieces, from the same pairs and source strides: (receive units, send units)."""
     n = len(st)
     if n == 0:
         z = np.zeros(0, np.int64)
-        return z, z, z
+        return ((z, z, z), (z, z, z)) if send_too else (z, z, z)
     new = np.ones(n, bool)
+    new_s = None
     if n > 1:
-        same = (st[1:] == st[:-1]) & (dt[1:] == dt[:-1]) & (ln[1:] == ln[:-1])  # pair j-1 -> j
-        ds, dd = np.diff(se), np.diff(de)
-        new[1:] = ~same
+        same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
+        same &= dt[1:] == dt[:-1]
+        same &= ln[1:] == ln[:-1]
+        np.logical_not(same, out=new[1:])
+        if send_too:
+            new_s = new.copy()
         # piece j also starts a new pattern when its stride differs from the stride that led to j-1
         # (conservative: never merges pieces with different strides)
         if n > 2:
-            new[2:] |= same[:-1] & ((ds[1:] != ds[:-1]) | (dd[1:] != dd[:-1]))
+            ds = np.diff(se)
+            step = ds[1:] != ds[:-1]
+            if send_too:
+                new_s[2:] |= same[:-1] & step
+            if de is not se:
+                dd = np.diff(de)
+                step |= dd[1:] != dd[:-1]
+            new[2:] |= same[:-1] & step
+    units = _units(st, dt, new)
+    if send_too:
+        return units, (units if new_s is None else _units(st, dt, new_s))
+    return units
+
+
+def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src tile, dst tile, pieces) of the patterns starting where ``new`` is set."""
     starts = np.nonzero(new)[0]
-    counts = np.diff(np.append(starts, n))
+    counts = np.diff(np.append(starts, len(new)))
     return st[starts], dt[starts], counts
 
 
@@ -534,9 +666,12 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     cross = plan.src_tile != plan.dst_tile
     # a source piece sent to several tiles goes out once (the exchange multicasts)
     xi = np.nonzero(cross)[0]
+    n = len(cross)
+    all_cross = len(xi) == n  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
     multi: bool | np.ndarray = False  # per crossing piece: its source piece goes to more than one tile
+    L1 = int(plan.length.max()) + 1
     if len(xi):
-        key = plan.src_elem[xi] * (int(plan.length.max()) + 1) + plan.length[xi]
+        key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
         if np.all(key[1:] > key[:-1]):
             xs = xi  # already distinct (no broadcast)
         else:
@@ -550,12 +685,20 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                 multi[order] = np.bincount(grp)[grp] > 1
     else:
         xs = xi
-    bout = np.bincount(plan.src_tile[xs], weights=nbytes[xs], minlength=T).astype(np.int64)
-    bin_ = np.bincount(plan.dst_tile[cross], weights=nbytes[cross], minlength=T).astype(np.int64)
+    if xs is xi and all_cross:
+        bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
+    else:
+        bout = bytes_per_tile(plan.src_tile[xs], plan.length[xs], isz, T, L1)
+    if all_cross:
+        bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
+        local = np.zeros(T, np.int64)
+    else:
+        bin_ = bytes_per_tile(plan.dst_tile[cross], plan.length[cross], isz, T, L1)
+        local = bytes_per_tile(plan.src_tile[~cross], plan.length[~cross], isz, T, L1)
+    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
     # (only multicast pieces can have a bus partner)
     bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
-    local = np.bincount(plan.src_tile[~cross], weights=nbytes[~cross], minlength=T).astype(np.int64)
     # exchange / copy-descriptor memory on each participating tile
     if c.target.num_ipus == 1:
         ipu_s = ipu_d = None
@@ -572,34 +715,39 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         if mask.any():
             send = mask & sent_once
             # receive side: patterns per (source tile, destination tile), charged to the receiver
-            st, dt, se, ln, ii = _pattern_order(plan, np.nonzero(mask)[0], src_addr)
-            _ps, pd_, cnt = _pattern_units(st, dt, se, dst_addr[ii], ln)
+            idx = np.nonzero(mask)[0]
+            st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
+            de = dst_addr if ii is idx and len(idx) == n else dst_addr[ii]  # (in order already: no gather)
             # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
             # the same key (stable), so their order is the receive side's with the other pieces left out
             # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
             if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
-                ps_, _pd, cnt_s = _pattern_units(st, dt, se, se, ln)
+                (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
             else:
+                _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
                 k = send[ii]
-                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], se[k], se[k], ln[k])
-            per_r = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
-            per_s = cm.EXCHANGE_CODE_PER_PIECE + np.where(cnt_s > 1, cm.EXCHANGE_CODE_PER_LOOP, 0)
-            c.add_mem(cat, pd_, per_r)
-            c.add_mem(cat, ps_, per_s)
-            both = np.concatenate([ps_, pd_])
-            ut = distinct_tiles(both, c.num_tiles)
+                sek = se[k]
+                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
+            # per pattern EXCHANGE_CODE_PER_PIECE, and EXCHANGE_CODE_PER_LOOP more for a loop (several pieces), on
+            # the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
+            n_r, n_s = np.bincount(pd_, minlength=T), np.bincount(ps_, minlength=T)
+            per_tile = (n_r + n_s) * cm.EXCHANGE_CODE_PER_PIECE
+            per_tile += (np.bincount(pd_[cnt > 1], minlength=T)
+                         + np.bincount(ps_[cnt_s > 1], minlength=T)) * cm.EXCHANGE_CODE_PER_LOOP
+            ut = np.nonzero(n_r + n_s)[0]
+            c.add_mem(cat, ut, per_tile[ut])
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-            info.code_bytes += int(per_r.sum() + per_s.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+            info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
-    if (~cross).any():
-        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr)
+    if not all_cross:
+        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
         c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     if not cross.any():
         # purely on-tile: the tiles copy with memcpy, a compute-like step
         ut = distinct_tiles(plan.src_tile, c.num_tiles)
-        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=int(2 * nbytes.sum()))
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
         c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
         info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
         return
@@ -621,11 +769,17 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                        bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
                        bytes_sram=int(2 * nbytes[~cross].sum()))
     else:
-        part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
+        # the tiles with pieces: every piece's source tile sends it (bout, local) or holds the first of its
+        # multicast's pieces, every destination tile receives (bin_, local); with no empty piece, the same
+        # tiles as every piece's source and destination tile
+        if int(plan.length.min()) > 0:
+            part = np.nonzero(bout + bin_ + local)[0]
+        else:
+            part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
         ipu = c.ipu_of_tiles(part)
         c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
-        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=int(nbytes[cross].sum()),
-                       bytes_sram=int(2 * nbytes[~cross].sum()))
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=bytes_cross,
+                       bytes_sram=2 * bytes_local)
     c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
 

@@ -284,13 +284,18 @@ def _window_runs(index: np.ndarray):
     entries, merging neighbouring slots that read neighbouring rows (a kernel row of an image row)."""
     flat = np.asarray(index, dtype=np.int64).ravel()
     k = index.shape[1]
-    pos = np.flatnonzero(flat >= 0)
+    valid = flat >= 0
+    pos = np.flatnonzero(valid)
     if not len(pos):
         return pos, pos, pos
     src = flat[pos]
-    brk = np.ones(len(pos), dtype=bool)
-    brk[1:] = (np.diff(pos) != 1) | (np.diff(src) != 1) | (pos[1:] % k == 0)
-    first = np.flatnonzero(brk)
+    # a valid slot continues the run of the slot before it when that slot is valid, in the same window (not a
+    # window's first slot) and reads the row before (per slot, not per valid entry: no modulo of positions)
+    cont = np.zeros(len(flat), dtype=bool)
+    cont[1:] = valid[:-1]
+    cont[1:] &= np.subtract(flat[1:], flat[:-1]) == 1
+    cont[::k] = False
+    first = np.flatnonzero(~cont[pos])
     lengths = np.diff(np.concatenate([first, [len(pos)]]))
     return src[first], pos[first], lengths
 

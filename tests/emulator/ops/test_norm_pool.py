@@ -312,3 +312,26 @@ def test_global_average_pool_gradient_is_a_broadcast():
     made = [t for t in em.graph.tensors if t.op is not None and "gap_bwd" in t.op]
     assert sum(t.size for t in made) == n * hw * c + n * c  # the output and the scaled gradient
     assert not any(g.codelet is PL.WINDOW_SUM for g in em.graph.groups)
+
+
+def test_window_runs_merge_neighbouring_rows():
+    """pooling._window_runs: runs of a window index (-1: padding) over consecutive slots of one window reading
+    consecutive rows; the same runs as comparing each valid entry with the valid entry before it."""
+    from popvision_lite.emulator.ops.pooling import _window_runs
+
+    rng = np.random.default_rng(41)
+    for trial in range(60):
+        windows, k = int(rng.integers(1, 50)), int(rng.integers(1, 12))
+        index = rng.integers(0, 30, (windows, k))
+        if trial % 2:  # kernel rows reading consecutive image rows, across window boundaries too
+            index = (np.arange(windows * k) // 3 + rng.integers(0, 2, windows * k)).reshape(windows, k)
+        index[rng.random(index.shape) < (0.0, 0.2, 0.6)[trial % 3]] = -1
+        flat = index.ravel()
+        pos = np.flatnonzero(flat >= 0)
+        src = flat[pos]
+        brk = np.ones(len(pos), dtype=bool)
+        brk[1:] = (np.diff(pos) != 1) | (np.diff(src) != 1) | (pos[1:] % k == 0)
+        first = np.flatnonzero(brk)
+        want = (src[first], pos[first], np.diff(np.concatenate([first, [len(pos)]])))
+        got = _window_runs(index)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), trial
