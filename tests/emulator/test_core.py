@@ -468,11 +468,24 @@ def _runs_view(g, rng, name, n, lens, max_cuts):
     return TensorView(t, np.concatenate([np.arange(a, a + k) for a, k in zip(at, lens, strict=True)]), (m,))
 
 
+
+def _pieces_equal_to_cutting_every_run(src, dst, trial):
+    """The copy's pieces (_copy_pieces_runs, with its fast paths) against cutting every paired run at every
+    mapping boundary (_cut_runs); the runs and the reference pieces, for the caller's own checks."""
+    from popvision_lite.emulator.compile import steps as S
+
+    got = S._copy_pieces_runs(src, dst)
+    ss, sl, sm = S._runs_and_mapping(src)
+    ds, dl, dm = S._runs_and_mapping(dst)
+    want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
+    for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+    return ss, sl, ds, dl, want
+
 def test_paired_runs_cut_only_where_they_cross_equal_cutting_every_run(mk2):
     """Runs paired one to one between the endpoints: cutting only the runs that cross a mapping
     interval boundary (the others are whole pieces) gives exactly the pieces, in order, of cutting
     every run."""
-    from popvision_lite.emulator.compile import steps as S
 
     rng = np.random.default_rng(3)
     partial = 0
@@ -483,12 +496,7 @@ def test_paired_runs_cut_only_where_they_cross_equal_cutting_every_run(mk2):
         lens = lens[np.cumsum(lens) <= 300]
 
         src, dst = (_runs_view(g, rng, f"{x}{trial}", n, lens, 6 if trial % 2 else 40) for x in "ab")
-        got = S._copy_pieces_runs(src, dst)
-        ss, sl, sm = S._runs_and_mapping(src)
-        ds, dl, dm = S._runs_and_mapping(dst)
-        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
-        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
-            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        ss, sl, ds, dl, want = _pieces_equal_to_cutting_every_run(src, dst, trial)
         partial += len(ss) == len(ds) and np.array_equal(sl, dl) and len(want.length) > len(ss)
     assert partial >= 10  # most trials pair the runs and cut some of them
 
@@ -555,12 +563,7 @@ def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
         else:
             dst = _runs_view(g, rng, f"b{trial}", n, lens, (12, 1, 4, 1)[trial % 4])
         before = len(calls)
-        got = S._copy_pieces_runs(src, dst)
-        ss, sl, sm = S._runs_and_mapping(src)
-        ds, dl, dm = S._runs_and_mapping(dst)
-        want, _run = S._cut_runs(ss, sl, sm, ds, dl, dm)
-        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
-            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+        ss, sl, ds, dl, want = _pieces_equal_to_cutting_every_run(src, dst, trial)
         if len(calls) > before:
             ok_s, ok_d = calls[-1][5], calls[-1][6]
             mixed += bool((~ok_s).any() and (~ok_d).any())
