@@ -14,6 +14,7 @@ and arrays are held weakly: one goes with the last mapping, field or group that 
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -25,6 +26,9 @@ class SharedArrays:
     def __init__(self, min_size: int = MIN_SIZE):
         self.min_size = min_size
         self._by_key: dict[tuple, list[weakref.ref]] = {}
+        # graphs may be built on several threads (a GUI worker, a threaded Dask worker); re-entrant because a
+        # weak reference's callback (_forget) can run inside share() when a collection happens there
+        self._lock = threading.RLock()
 
     def share(self, a: np.ndarray) -> np.ndarray:
         """``a`` (an array its caller owns), or an equal array already held; read-only either way."""
@@ -32,12 +36,13 @@ class SharedArrays:
         if a.size < self.min_size or a.ndim != 1:
             return a
         key = (a.dtype.str, a.size, a[:: a.size // 32].tobytes())
-        refs = self._by_key.setdefault(key, [])
-        for r in refs:
-            b = r()
-            if b is not None and np.array_equal(a, b):
-                return b
-        refs.append(weakref.ref(a, lambda r, key=key: self._forget(key, r)))
+        with self._lock:
+            refs = self._by_key.setdefault(key, [])
+            for r in tuple(refs):
+                b = r()
+                if b is not None and np.array_equal(a, b):
+                    return b
+            refs.append(weakref.ref(a, lambda r, key=key: self._forget(key, r)))
         return a
 
     def held(self) -> int:
@@ -45,11 +50,12 @@ class SharedArrays:
         return len(self._by_key)
 
     def _forget(self, key: tuple, ref: weakref.ref) -> None:
-        refs = self._by_key.get(key)
-        if refs is not None:
-            refs[:] = [r for r in refs if r is not ref]
-            if not refs:
-                del self._by_key[key]
+        with self._lock:
+            refs = self._by_key.get(key)
+            if refs is not None:
+                refs[:] = [r for r in refs if r is not ref]
+                if not refs:
+                    del self._by_key[key]
 
 
 _POOL = SharedArrays()

@@ -976,3 +976,23 @@ def test_equal_index_arrays_are_held_once_read_only_and_freed_with_their_last_us
     del b, c, d, e, v1, v2, x1, x2, g, t, u
     gc.collect()
     assert shared_arrays.held() < held
+
+
+def test_index_arrays_shared_from_several_threads_are_each_held_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from popvision_lite.emulator import shared_arrays
+
+    n = 2 * shared_arrays.MIN_SIZE
+
+    def build(i):  # eight distinct mappings, each built by four threads
+        k = i % 8
+        return M.intervals(np.arange(n) % (k + 2), np.arange(n) * 2, np.arange(n) * 2 + 1 + k)
+
+    with ThreadPoolExecutor(4) as pool:
+        maps = list(pool.map(build, range(64)))
+    for k in range(8):
+        same = maps[k::8]
+        assert all(m.stop is same[0].stop and m.tile is same[0].tile for m in same)
+        assert np.array_equal(same[0].stop, np.arange(n) * 2 + 1 + k)
+    assert len({id(m.stop) for m in maps}) == 8
