@@ -484,7 +484,8 @@ def _plan_matmul_scan(M, N, K, target: PlanTarget, precision, tiles, exact, max_
                       exact_k) -> MatmulPlan:
     """plan_matmul split by split: costs every split not ruled out by its footprint, keeps the fastest
     fitting one and the smallest footprint.  plan_matmul's answer when no split fits, and the reference
-    its vectorised search is tested against (tests/emulator/ops/test_planners.py)."""
+    its vectorised search is tested against (tests/emulator/ops/test_planners.py).  It enumerates the splits
+    with its own loops rather than _split_grid's arrays, so that test checks the grid's order and count too."""
     in_b = dtype_bytes(precision)
     best = None
     smallest = None
