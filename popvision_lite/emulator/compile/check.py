@@ -39,7 +39,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
             )
         t.mapping.check(t.name, t.size, c.num_tiles)
     digests = {}  # per tensor: its mapping's tiles and interval starts (with the shape, the whole mapping: the
-    # intervals cover [0, size) contiguously), hashed; by content (digest) when answers are kept across graphs
+    # intervals cover [0, size) contiguously), by content (digest: also the key of answers kept across graphs)
     done: dict = {}
     memo_used = c.__dict__.get("_check_keys_used", set())
     for cs in g.compute_sets:
@@ -49,8 +49,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
             for fname, f in grp.fields.items():
                 mp = f.tensor.mapping
                 if f.tensor.id not in digests:
-                    digests[f.tensor.id] = (hash((mp.tile.tobytes(), mp.start.tobytes())) if memo is None
-                                            else cached_digest(c, mp.tile) + cached_digest(c, mp.start))
+                    digests[f.tensor.id] = cached_digest(c, mp.tile) + cached_digest(c, mp.start)
                 # the same connections (arrays) on an identically mapped tensor were checked already
                 key = (digests[f.tensor.id], id(grp.tiles)) + (
                     (id(f.starts), id(f.sizes)) if isinstance(f, Regions) else

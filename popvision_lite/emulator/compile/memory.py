@@ -47,11 +47,10 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
         else:
             offs = np.empty_like(cs)
             offs[o] = cs - base
+        rel = offs - mapping.start
         if not keep:
-            rel = offs - mapping.start
             c.__dict__["_tile_base_last"] = (mapping, rel)  # (one kept, not the cache: dropped after the check)
             return rel
-        rel = offs - mapping.start
         if len(rel) and mapping.stop[-1] <= np.iinfo(np.int32).max:
             rel = rel.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it
         cache[key] = (mapping, rel)  # keep the mapping alive while its id is a key
