@@ -119,10 +119,14 @@ def intermediate_candidates(low, lm: LoadedModel) -> list[str]:
     outs = set(lm.outputs)
     floats = {vi.name for vi in lm.model.graph.value_info
               if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in (1, 10, 11, 16)}
+    # a training step updates the weights in place: views of a weight read after the run hold the new values
+    updated = {id(h) for k, h in low.handles.items() if k in low.params} if low.training else set()
     names, sizes = [], []
     for n in lm.model.graph.node:
         for o in n.output:
             v = low.vals.get(o) if o else None
+            if isinstance(v, Act) and id(v.h.base if isinstance(v.h, View) else v.h) in updated:
+                continue
             if isinstance(v, Act) and o not in outs and o in floats and v.size:
                 names.append(o)
                 sizes.append(v.size)

@@ -44,6 +44,16 @@ LOWERINGS: dict[str, Lowering] = {
     "Sigmoid": _l(unary("sigmoid")),
     "Sqrt": _l(unary("sqrt")),
     "Tanh": _l(unary("tanh")),
+    "Log": _l(unary("log")),
+    # the softplus family: one popops::map expression each (estimators/popops.py VECTOR_OPS)
+    "Softplus": _l(unary("softplus")),
+    "Softsign": _l(unary("softsign")),
+    "Mish": _l(unary("mish")),
+    "Elu": _l(elementwise.unary_with("elu_scalar", "alpha", 1.0), ("alpha",)),
+    "Celu": _l(elementwise.unary_with("celu_scalar", "alpha", 1.0), ("alpha",)),
+    "ThresholdedRelu": _l(elementwise.unary_with("thresholded_relu_scalar", "alpha", 1.0), ("alpha",)),
+    "Selu": _l(elementwise.lower_selu, ("alpha", "gamma")),
+    "PRelu": _l(elementwise.lower_prelu),
     "Gelu": _l(elementwise.lower_gelu, ("approximate",)),
     "HardSigmoid": _l(elementwise.lower_hard_sigmoid, ("alpha", "beta")),
     "HardSwish": _l(elementwise.lower_hard_swish),
@@ -110,7 +120,7 @@ LOWERINGS: dict[str, Lowering] = {
 # Examples of ops seen folded in exported models (any op of the default domain folds when its inputs are known).
 FOLD_ONLY_OPS = (
     "And", "Ceil", "Constant", "ConstantOfShape", "Equal", "Floor", "Greater", "GreaterOrEqual", "Less",
-    "LessOrEqual", "Log", "Not", "Or", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Shape", "Size",
+    "LessOrEqual", "Not", "Or", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Shape", "Size",
     "Mod", "Sign", "NonZero", "ScatterND", "OneHot", "Cos", "Sin",
 )
 DEVICE_OPS = tuple(sorted(LOWERINGS))
@@ -121,3 +131,20 @@ TRAINABLE_OPS = tuple(sorted(op for op, lw in LOWERINGS.items() if lw.trainable)
 KNOWN_ATTRS = {op: set(lw.attrs) for op, lw in LOWERINGS.items() if lw.attrs}
 # rearrangements of a weight that stay a weight when folded
 PARAM_FOLDABLE = {"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten"}
+
+# what to do instead, said with the error for an op type that has no lowering (the default: INSTEAD[""])
+INSTEAD = {
+    "": "replace the module with supported ops before export, or cut the graph before the node "
+        "(onnx.utils.extract_model) and run the rest on the host",
+    "If": "control flow is not emulated: export with static shapes (the exporter then resolves the condition) or "
+          "give the condition's inputs as constants",
+    "Loop": "loops are not emulated: export a fixed-length loop unrolled (a Python for-loop over a constant range "
+            "traces unrolled)",
+    "Scan": "loops are not emulated: export a fixed-length loop unrolled",
+    "RNN": "export the recurrence as LSTM or GRU, or unrolled",
+    "NonMaxSuppression": "its output size depends on the data: cut the graph before it and run it on the host",
+    "TopK": "its output depends on the data's order: cut the graph before it and run it on the host",
+    "NonZero": "its output size depends on the data: cut the graph before it and run it on the host",
+    "ScatterElements": "scatter with indices computed on the device is not emulated: compute the indices from "
+                       "inputs or constants",
+}

@@ -1,0 +1,119 @@
+"""Issue 47: the ops people use - the softplus family of activations, broadcast gradients as reductions, and
+training that names what it lacks.  Models built with onnx.helper, checked against ONNX Runtime (fp32) and
+their gradients against central finite differences of ONNX Runtime's loss."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from popvision_lite.emulator.onnx_import import emulate_onnx, load  # noqa: E402
+from popvision_lite.emulator.onnx_import.run import make_inputs, reference_numpy  # noqa: E402
+from tests.emulator.onnx_import.test_onnx_import import _ort_loss  # noqa: E402
+
+
+def _save(tmp_path, nodes, inputs, outputs, inits=(), name="m.onnx", opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    p = tmp_path / name
+    onnx.save(m, str(p))
+    return p
+
+
+def _f(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+ACTIVATIONS = [("Softplus", {}), ("Softsign", {}), ("Mish", {}), ("Elu", {"alpha": 0.7}), ("Selu", {}),
+               ("Celu", {"alpha": 1.5}), ("ThresholdedRelu", {"alpha": 0.3}), ("Log", {}), ("PRelu", {})]
+
+
+def _act_model(tmp_path, op, at):
+    """y = act(x W1) W2 (Log of a softplus-shifted input; PRelu with a per-feature slope weight)."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((6, 8)).astype(np.float32), "W1"),
+             numpy_helper.from_array(rng.standard_normal((8, 3)).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"], name="fc1")]
+    src = "h"
+    if op == "Log":
+        nodes.append(helper.make_node("Softplus", ["h"], ["hp"], name="pos"))
+        src = "hp"
+    ins = [src]
+    if op == "PRelu":
+        inits.append(numpy_helper.from_array(rng.uniform(0.05, 0.5, 8).astype(np.float32), "slope"))
+        ins.append("slope")
+    nodes += [helper.make_node(op, ins, ["a"], name="act", **at),
+              helper.make_node("MatMul", ["a", "W2"], ["y"], name="fc2")]
+    return _save(tmp_path, nodes, [_f("x", [5, 6])], [_f("y", [5, 3])], inits, name=f"{op}.onnx", opset=18)
+
+
+@pytest.mark.parametrize("op,at", ACTIVATIONS)
+def test_activation_matches_onnxruntime_and_its_gradient_finite_differences(tmp_path, op, at):
+    p = _act_model(tmp_path, op, at)
+    run = emulate_onnx(p, precision="fp32")
+    assert all(c["passed"] for c in run.numeric_checks.values()), run.numeric_checks
+    assert run.numeric_checks["y"]["max_rel_err"] < 1e-5
+    lm = load(p)
+    feeds = make_inputs(lm, 0, "fp32", None)
+    upd = reference_numpy(p, precision="fp32", training=True, lr=1.0)
+    eps = 1e-3
+    for w in ["W1"] + (["slope"] if op == "PRelu" else []):
+        w0 = lm.initializers[w].astype(np.float64)
+        grad = w0.astype(np.float32) - upd[f"weight:{w}"].reshape(w0.shape)
+        for flat in range(0, w0.size, max(1, w0.size // 6)):
+            wp, wm = w0.copy(), w0.copy()
+            wp.flat[flat] += eps
+            wm.flat[flat] -= eps
+            fd = (_ort_loss(p, feeds, {w: wp}) - _ort_loss(p, feeds, {w: wm})) / (2 * eps)
+            assert abs(grad.flat[flat] - fd) <= 3e-3 * max(1.0, abs(fd)) + 3e-5, (op, w, flat, grad.flat[flat], fd)
+    # one op in the profile, named after the node (Selu: the ELU then the scale by gamma)
+    t = emulate_onnx(p, timing_only=True)
+    kinds = dict(zip(t.profile_data.ops["name"], t.profile_data.ops["type"], strict=True))
+    expect = {"Softplus": "softplus", "Softsign": "softsign", "Mish": "mish", "Elu": "elu", "Celu": "celu",
+              "ThresholdedRelu": "thresholded_relu", "Log": "log", "Selu": "scale", "PRelu": "add"}[op]
+    assert kinds["act"] == expect
+
+
+def test_a_broadcast_gradient_is_a_reduction_not_a_scatter_matrix(tmp_path):
+    """Issue 47: ViT-S/16 at batch 2 was refused ("the gradient of a broadcast of a 75648-element tensor is not
+    supported at this size"): the gradient was a dense (n x m) scatter matrix.  Now the reads of each element
+    are summed by reduce ops; an Expand of a weight (ViT's CLS token) and a bias broadcast over a large batch."""
+    rng = np.random.default_rng(5)
+    d, rows = 64, 4096
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 1, d)).astype(np.float32), "cls"),
+             numpy_helper.from_array(np.array([2, rows, d], np.int64), "shape"),
+             numpy_helper.from_array(rng.standard_normal((d, 8)).astype(np.float32), "W")]
+    nodes = [helper.make_node("Expand", ["cls", "shape"], ["e"], name="expand_cls"),
+             helper.make_node("Add", ["x", "e"], ["s"], name="add"),
+             helper.make_node("MatMul", ["s", "W"], ["y"], name="mm")]
+    p = _save(tmp_path, nodes, [_f("x", [2, rows, d])], [_f("y", [2, rows, 8])], inits, name="bcast.onnx")
+    run = emulate_onnx(p, precision="fp32", training=True)
+    assert all(c["passed"] for c in run.numeric_checks.values()), run.numeric_checks
+    types = set(run.profile_data.ops["type"])
+    assert "reduce" in types
+    # the gradient of the (1, 1, 64) token read 8192 times: the mean loss's dy summed, checked by hand
+    lm = load(p)
+    x = make_inputs(lm, 0, "fp32", None)["x"]
+    W = lm.initializers["W"]
+    dy = np.full((2, rows, 8), 1.0 / (2 * rows * 8))
+    want = lm.initializers["cls"].reshape(d) - 0.01 * (dy @ W.T).sum((0, 1))
+    np.testing.assert_allclose(run.outputs["weight:cls"].reshape(d), want, rtol=1e-5, atol=1e-6)
+    assert x.shape == (2, rows, d)
+
+
+def test_a_missing_gradient_names_its_node_and_op(tmp_path):
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "W")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+             helper.make_node("Max", ["h", "x"], ["y"], name="block.3/max_of_two")]
+    p = _save(tmp_path, nodes, [_f("x", [2, 4])], [_f("y", [2, 4])], inits, name="nobwd.onnx")
+    from popvision_lite.emulator.onnx_import import OnnxImportError
+
+    with pytest.raises(OnnxImportError, match=r"node 'block.3/max_of_two': --training: op type 'Max' has no "
+                                              r"backward pass yet; training supports: .*\(run without --training\)"):
+        emulate_onnx(p, timing_only=True, training=True)
