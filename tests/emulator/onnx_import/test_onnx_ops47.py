@@ -117,3 +117,82 @@ def test_a_missing_gradient_names_its_node_and_op(tmp_path):
     with pytest.raises(OnnxImportError, match=r"node 'block.3/max_of_two': --training: op type 'Max' has no "
                                               r"backward pass yet; training supports: .*\(run without --training\)"):
         emulate_onnx(p, timing_only=True, training=True)
+
+
+def _rnn_model(tmp_path, op, **at):
+    """y = op(x) (all outputs used: Y through a matmul, the final states summed into the loss), random weights,
+    biases and initial states; batch 3, sequence 4, input 5, hidden 6."""
+    rng = np.random.default_rng(7)
+    gates = 4 if op == "LSTM" else 3
+    dirs = 2 if at.get("direction") == "bidirectional" else 1
+    layout = at.get("layout", 0)
+    H, seq, batch = 6, 4, 3
+    w = lambda n, s: numpy_helper.from_array((0.5 * rng.standard_normal(s)).astype(np.float32), n)  # noqa: E731
+    inits = [w("W", (dirs, gates * H, 5)), w("R", (dirs, gates * H, H)), w("B", (dirs, 2 * gates * H)),
+             w("h0", (batch, dirs, H) if layout else (dirs, batch, H)), w("P", (dirs * H, 2))]
+    ins = ["x", "W", "R", "B", "", "h0"]
+    outs = ["Y", "Y_h"]
+    if op == "LSTM":
+        inits.append(w("c0", (batch, dirs, H) if layout else (dirs, batch, H)))
+        ins.append("c0")
+        outs.append("Y_c")
+    ydims = [batch, seq, dirs * H] if layout else [seq, batch, dirs * H]
+    nodes = [helper.make_node(op, ins, outs, name="rnn", hidden_size=H, **at),
+             # Y: (seq, dirs, batch, H) -> (seq, batch, dirs * H) (layout 1: (batch, seq, dirs, H) -> ...)
+             helper.make_node("Transpose", ["Y"], ["Yt"], perm=[0, 1, 2, 3] if layout else [0, 2, 1, 3]),
+             helper.make_node("Reshape", ["Yt", "ys"], ["Yr"]),
+             helper.make_node("MatMul", ["Yr", "P"], ["y"], name="head")]
+    inits.append(numpy_helper.from_array(np.array(ydims, np.int64), "ys"))
+    xs = [batch, seq, 5] if layout else [seq, batch, 5]
+    sdims = [batch, dirs, H] if layout else [dirs, batch, H]
+    outputs = [_f("y", ydims[:2] + [2]), _f("Y_h", sdims)] + ([_f("Y_c", sdims)] if op == "LSTM" else [])
+    if op == "LSTM":
+        nodes[0].output[:] = ["Y", "Y_h", "Y_c"]
+    return _save(tmp_path, nodes, [_f("x", xs)], outputs, inits, name=f"{op}_{len(at)}.onnx", opset=17)
+
+
+@pytest.mark.parametrize("op,at", [
+    ("LSTM", {"direction": "bidirectional"}),
+    ("LSTM", {"direction": "reverse"}),
+    ("GRU", {"linear_before_reset": 1, "direction": "bidirectional"}),
+    ("GRU", {"linear_before_reset": 0}),
+])
+def test_lstm_and_gru_run_as_popnn_does_and_train(tmp_path, op, at):
+    """Issue 47: LSTM and GRU were refused.  popnn's structure: the whole sequence's input times W in one matmul,
+    then per step a matmul of the hidden state with R and the gates' sigmoid / tanh (lib/popnn/Lstm.cpp, Gru.cpp).
+    Every output matches ONNX Runtime (fp32); the gradients of W and R match finite differences."""
+    p = _rnn_model(tmp_path, op, **at)
+    run = emulate_onnx(p, precision="fp32")
+    outs = {"y", "Y_h"} | ({"Y_c"} if op == "LSTM" else set())
+    assert outs | {"intermediates"} == set(run.numeric_checks)
+    assert all(c["passed"] for c in run.numeric_checks.values()), run.numeric_checks
+    assert max(run.numeric_checks[o]["max_rel_err"] for o in outs) < 1e-5
+    ops = run.profile_data.ops
+    dirs = 2 if at.get("direction") == "bidirectional" else 1
+    names = list(ops["name"])
+    assert sum(n.endswith("/input_weights") for n in names) == dirs  # one input matmul per direction
+    assert sum("/recurrent" in n and n.endswith("recurrent") for n in names) == 4 * dirs  # one per step
+    lm = load(p)
+    feeds = make_inputs(lm, 0, "fp32", None)
+    upd = reference_numpy(p, precision="fp32", training=True, lr=1.0)
+    eps = 1e-3
+    for w in ("W", "R"):
+        w0 = lm.initializers[w].astype(np.float64)
+        got = {k: v for k, v in upd.items() if k.startswith(f"weight:{w}/")}
+        assert got, sorted(upd)
+        for flat in range(0, w0.size, max(1, w0.size // 5)):
+            wp, wm = w0.copy(), w0.copy()
+            wp.flat[flat] += eps
+            wm.flat[flat] -= eps
+            fd = (_ort_loss(p, feeds, {w: wp}) - _ort_loss(p, feeds, {w: wm})) / (2 * eps)
+            d, row, col = np.unravel_index(flat, w0.shape)
+            g = 0.0
+            for k, v in got.items():  # the derived weights (per direction, transposed, GRU's R split by rows)
+                tag = k[len(f"weight:{w}/"):]
+                if not tag.startswith(f"d{d}/"):
+                    continue
+                r0 = 2 * (w0.shape[1] // 3) if tag.endswith("/h/T") else 0
+                rows = v.shape[1]
+                if r0 <= row < r0 + rows:
+                    g += float(w0[d, row, col] - v[col, row - r0])
+            assert abs(g - fd) <= 3e-3 * max(1.0, abs(fd)) + 3e-5, (op, w, (d, row, col), g, fd)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import conv, elementwise, matmul, resample, rows, seeded, views
+from . import conv, elementwise, matmul, recurrent, resample, rows, seeded, views
 from .elementwise import binary, unary
 
 
@@ -73,6 +73,11 @@ LOWERINGS: dict[str, Lowering] = {
     "Gemm": _l(matmul.lower_gemm, ("alpha", "beta", "transA", "transB")),
     "Einsum": _l(matmul.lower_einsum, ("equation",)),
     "CumSum": _l(matmul.lower_cumsum, ("exclusive", "reverse")),
+    # recurrent cells as popnn runs them (lowering/recurrent.py): an input matmul, then a loop of matmul + gates
+    "LSTM": _l(recurrent.lower_lstm, ("activations", "activation_alpha", "activation_beta", "clip", "direction",
+                                      "hidden_size", "input_forget", "layout")),
+    "GRU": _l(recurrent.lower_gru, ("activations", "activation_alpha", "activation_beta", "clip", "direction",
+                                    "hidden_size", "layout", "linear_before_reset")),
     # row ops
     "Softmax": _l(rows.lower_softmax, ("axis",)),
     "LayerNormalization": _l(rows.lower_layer_normalization, ("axis", "epsilon", "stash_type")),
@@ -112,6 +117,7 @@ LOWERINGS: dict[str, Lowering] = {
     "GatherElements": _l(views.index_op, ("axis",)),
     "GatherND": _l(views.index_op, ("batch_dims",)),
     "Pad": _l(views.index_op, ("mode", "pads", "value")),
+    "ScatterND": _l(views.lower_scatter_nd, ("reduction",)),
     "SpaceToDepth": _l(views.index_op, ("blocksize",)),
     "Tile": _l(views.index_op),
     "Trilu": _l(views.index_op, ("upper",)),
@@ -121,7 +127,7 @@ LOWERINGS: dict[str, Lowering] = {
 FOLD_ONLY_OPS = (
     "And", "Ceil", "Constant", "ConstantOfShape", "Equal", "Floor", "Greater", "GreaterOrEqual", "Less",
     "LessOrEqual", "Not", "Or", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Shape", "Size",
-    "Mod", "Sign", "NonZero", "ScatterND", "OneHot", "Cos", "Sin",
+    "Mod", "Sign", "NonZero", "OneHot", "Cos", "Sin",
 )
 DEVICE_OPS = tuple(sorted(LOWERINGS))
 # random ops: drawn once from the run's seed when the graph is built (seeded.py), named in the run's notes
