@@ -181,6 +181,9 @@ VECTOR_OPS = {
     # expression.  LOGARITHM has no figure in the tables above: costed as EXPONENT, the instruction of the same
     # kind on the IPU's transcendental unit (assumption); log1p is costed as a scaled add and a LOGARITHM.
     "log": ("unary", "exp"),
+    # ROUND (to nearest, ties to even: popops' cast to an integer type rounds so) has no figure here: a
+    # single-instruction op per vector, as SQUARE (assumption)
+    "round": _SCALAR_OP,
     "softplus": ("sum", [("binary", "max"), ("unary", "exp"), _SCALAR_OP, ("unary", "exp")]),  # max(x,0)+log1p(e^-|x|)
     "softsign": ("sum", [_SCALAR_OP, _SCALAR_OP, ("binary", "div")]),  # x / (1 + |x|)
     "mish": ("sum", [("binary", "max"), ("unary", "exp"), _SCALAR_OP, ("unary", "exp"), ("unary", "tanh"),

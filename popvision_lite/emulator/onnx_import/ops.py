@@ -121,6 +121,7 @@ UNARY_FNS = {
     "isnan": lambda x: np.isnan(_f32(x)).astype(np.float32),
     "isinf": lambda x: np.isinf(_f32(x)).astype(np.float32),
     "log": _log,
+    "round": lambda x: np.rint(_f32(x)),
     "softplus": _softplus,
     "softsign": lambda x: _f32(x) / (1 + np.abs(_f32(x))),
     "mish": _mish,

@@ -196,3 +196,61 @@ def test_lstm_and_gru_run_as_popnn_does_and_train(tmp_path, op, at):
                 if r0 <= row < r0 + rows:
                     g += float(w0[d, row, col] - v[col, row - r0])
             assert abs(g - fd) <= 3e-3 * max(1.0, abs(fd)) + 3e-5, (op, w, (d, row, col), g, fd)
+
+
+@pytest.fixture(scope="module")
+def quantized_models(tmp_path_factory):
+    """A conv + matmul model quantized by ONNX Runtime's tool three ways: static QDQ, static QOperator (QLinearConv,
+    QLinearMatMul, QLinearAdd), dynamic (DynamicQuantizeLinear, ConvInteger, MatMulInteger)."""
+    q = pytest.importorskip("onnxruntime.quantization")
+    d = tmp_path_factory.mktemp("quant")
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array((0.3 * rng.standard_normal((8, 3, 3, 3))).astype(np.float32), "W1"),
+             numpy_helper.from_array((0.1 * rng.standard_normal(8)).astype(np.float32), "b1"),
+             numpy_helper.from_array((0.05 * rng.standard_normal((512, 10))).astype(np.float32), "W2"),
+             numpy_helper.from_array((0.1 * rng.standard_normal(10)).astype(np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "W1", "b1"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+             helper.make_node("MatMul", ["f", "W2"], ["m"], name="fc"),
+             helper.make_node("Add", ["m", "b2"], ["y"], name="bias")]
+    src = _save(d, nodes, [_f("x", [2, 3, 8, 8])], [_f("y", [2, 10])], inits, name="float.onnx")
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+    out = {k: d / f"{k}.onnx" for k in ("qdq", "qop", "dynamic")}
+    q.quantize_static(str(src), str(out["qdq"]), Reader(), quant_format=q.QuantFormat.QDQ)
+    q.quantize_static(str(src), str(out["qop"]), Reader(), quant_format=q.QuantFormat.QOperator)
+    q.quantize_dynamic(str(src), str(out["dynamic"]), weight_type=q.QuantType.QInt8)
+    return out
+
+
+@pytest.mark.parametrize("kind,ops", [("qdq", {"QuantizeLinear", "DequantizeLinear"}),
+                                      ("qop", {"QLinearConv", "QLinearMatMul", "QLinearAdd"}),
+                                      ("dynamic", {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"})])
+def test_quantized_models_run_in_float_with_dequantized_weights(quantized_models, kind, ops, capsys):
+    """Issue 47: QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear were refused.  An IPU runs a quantized
+    graph in float with its weights dequantized; the quantize steps on activations as poplibs' casts (round,
+    saturate: static QDQ and QOperator match ONNX Runtime's integer arithmetic exactly in fp32); the run says so."""
+    from popvision_lite.cli import main
+
+    p = quantized_models[kind]
+    assert ops <= {n.op_type for n in onnx.load(str(p)).graph.node}
+    for prec in ("fp32", "fp16"):
+        run = emulate_onnx(p, precision=prec)
+        assert all(c["passed"] for c in run.numeric_checks.values()), run.numeric_checks
+        c = run.numeric_checks["y"]
+        assert "8-bit quantized model" in c["tolerance"]
+        if prec == "fp32" and kind != "dynamic":
+            assert c["max_rel_err"] < 1e-5  # the same integers as ONNX Runtime's
+    (note,) = [n for n in run.notes if n.startswith("quantized model emulated as an IPU runs it")]
+    assert ("activations are not rounded" in note) == (kind == "dynamic")
+    assert run.profile_data.run["notes"] == list(run.notes)
+    if kind == "qdq":
+        assert {"round", "max_scalar", "min_scalar"} <= set(run.profile_data.ops["type"])
+    rc = main(["emulate", "--onnx", str(p), "-q", "-o", str(p.with_suffix(f".{kind}.pvl"))])
+    assert rc == 0 and "note: quantized model emulated as an IPU runs it" in capsys.readouterr().out

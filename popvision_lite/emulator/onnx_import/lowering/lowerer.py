@@ -16,6 +16,7 @@ from .fold import evaluate_node
 from .fusion import Patterns, lower_fused
 from .layout import Layout
 from .outline import Outliner
+from .quantized import CONTRIB_OPS
 from .seeded import SEEDED_OPS, lower_seeded
 from .table import DEVICE_OPS, INSTEAD, LOWERINGS, PARAM_FOLDABLE
 from .values import Act, attrs, canon
@@ -29,6 +30,9 @@ class Lowerer(Layout):
         self.be = be
         self.seed = int(seed)  # Dropout masks and random ops are drawn from it (seeded.py)
         self.seeded: dict = {}  # node index -> the values drawn for it (the numerics check feeds them to ONNX Runtime)
+        self.quantized = False  # a quantized model, run in float (quantized.py): the check's tolerance is 8-bit's
+        self.dynamic_quantized: set = set()  # ids of DynamicQuantizeLinear outputs (real values, scale 1)
+        self.incomparable: set = set()  # ids of values ONNX Runtime holds differently (integers) - not checked
         self.training = bool(training)
         self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
         self.tape_block: list = []  # the recomputation block (index into self.blocks) of each tape entry, or -1
@@ -138,6 +142,10 @@ class Lowerer(Layout):
             self.outliner.run(progress)
         else:
             self.lower_range(0, len(self.graph.node), progress)
+        if self.quantized:
+            from .quantized import finish_notes
+
+            finish_notes(self)
         return {o: self.vals[o] for o in self.lm.outputs}
 
     def lower_range(self, start, stop, progress=None):
@@ -178,7 +186,7 @@ class Lowerer(Layout):
     def _lower(self, i, node):
         op = node.op_type
         name = self.node_name(i, node)
-        default_domain = node.domain in ("", "ai.onnx")
+        default_domain = node.domain in ("", "ai.onnx") or (node.domain == "com.microsoft" and op in CONTRIB_OPS)
         if op == "Constant" and default_domain:
             return self._fold(i, node, [])
         ins = []
@@ -209,6 +217,10 @@ class Lowerer(Layout):
             # rearrangement (or, in inference, any op) stays a weight (it is held in tile memory as one); in
             # training, what another op computes of weights is a constant, not trained (_weights_to_fold).
             self._fold(i, node, ins)
+            if op in ("QuantizeLinear", "DequantizeLinear") and not self.quantized:  # a weight dequantized
+                from .quantized import _mark
+
+                _mark(self)
             if has_param:
                 trained = not self.training or op in PARAM_FOLDABLE
                 if not trained:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import conv, elementwise, matmul, recurrent, resample, rows, seeded, views
+from . import conv, elementwise, matmul, quantized, recurrent, resample, rows, seeded, views
 from .elementwise import binary, unary
 
 
@@ -98,6 +98,18 @@ LOWERINGS: dict[str, Lowering] = {
     "Resize": _l(resample.lower_resize, ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
                                          "extrapolation_value", "nearest_mode", "antialias", "axes",
                                          "keep_aspect_ratio_policy")),
+    # quantized models, run as an IPU runs them: float, weights dequantized (lowering/quantized.py)
+    "QuantizeLinear": _l(quantized.lower_quantize_linear, ("axis", "saturate", "block_size", "output_dtype"),
+                         trainable=False),
+    "DequantizeLinear": _l(quantized.lower_dequantize_linear, ("axis", "block_size"), trainable=False),
+    "DynamicQuantizeLinear": _l(quantized.lower_dynamic_quantize_linear, trainable=False),
+    "MatMulInteger": _l(quantized.lower_matmul_integer, trainable=False),
+    "ConvInteger": _l(quantized.lower_conv_integer, ("kernel_shape", "strides", "pads", "dilations", "group",
+                                                     "auto_pad"), trainable=False),
+    "QLinearMatMul": _l(quantized.lower_qlinear_matmul, trainable=False),
+    "QLinearConv": _l(quantized.lower_qlinear_conv, ("kernel_shape", "strides", "pads", "dilations", "group",
+                                                     "auto_pad"), trainable=False),
+    "QLinearAdd": _l(quantized.lower_qlinear_add, trainable=False),  # com.microsoft
     # views and data movement
     "Identity": _l(views.lower_identity),
     "Dropout": _l(seeded.lower_dropout, ("seed", "ratio")),  # the identity unless training mode is requested
@@ -140,6 +152,11 @@ PARAM_FOLDABLE = {"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsque
 
 # what to do instead, said with the error for an op type that has no lowering (the default: INSTEAD[""])
 INSTEAD = {
+    "QLinearMul": "quantize with ONNX Runtime's tool in QDQ format (QuantFormat.QDQ): its QuantizeLinear / "
+                  "DequantizeLinear pairs around float ops are emulated",
+    "QLinearSigmoid": "quantize in QDQ format (QuantFormat.QDQ)",
+    "QLinearConcat": "quantize in QDQ format (QuantFormat.QDQ)",
+    "QLinearGlobalAveragePool": "quantize in QDQ format (QuantFormat.QDQ)",
     "": "replace the module with supported ops before export, or cut the graph before the node "
         "(onnx.utils.extract_model) and run the rest on the host",
     "If": "control flow is not emulated: export with static shapes (the exporter then resolves the condition) or "
