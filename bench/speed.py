@@ -139,7 +139,7 @@ def main() -> int:
     ap.add_argument("--rows", nargs="*", help="only these rows")
     ap.add_argument("--quick", action="store_true", help="cheap rows only, 2-layer ONNX BERT")
     ap.add_argument("--data", default="", help="folder with mlperf_training.csv for the ResNet and validate rows "
-                    "(default: validate's default, ../shared/validation beside the repository)")
+                    "(default: validate's default, resources/validation of this repository)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per process (default 1800)")
     args = ap.parse_args()
     prev = previous()

@@ -1,6 +1,6 @@
 """NVIDIA single-node MLPerf Training rows (DGX A100 v2.0, DGX H100 v3.0): BERT and ResNet-50 throughput from
 the result logs, by the method of ``resources/validation/PROVENANCE.md`` (run from this folder:
-``python3 gpu_rows.py``; needs the mlcommons result repositories as git mirrors under ``/work/.mirror/``).
+``python3 gpu_rows.py [--mirrors DIR]``; needs the mlcommons result repositories as git mirrors, see paths.py).
 
 * BERT (NVIDIA evaluates inside its one training block): per run, the median over evaluation intervals of
   sequences trained (difference of the ``eval_accuracy`` ``epoch_num``, the logged sample count) / time between
@@ -22,10 +22,10 @@ import tempfile
 from pathlib import Path
 
 from mllog import all_, first, git_ls, git_show, parse
+from paths import MIRRORS, mirror
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "resources" / "validation" / "mlperf_training_gpu.csv"
-MIRRORS = Path("/work/.mirror")
 IMAGENET = 1_281_167
 EVAL_ITER_SAMPLES = 150_000
 
@@ -71,10 +71,6 @@ COLUMNS = ("id", "round", "system", "accelerators", "n_accel", "benchmark", "fra
            "sps_max", "sps_kind", "ttt_min_median", "repo", "commit", "results_path", "config_path", "example")
 
 
-def _mirror(repo: str) -> str:
-    return str(MIRRORS / repo.replace("/", "+") / "repo")
-
-
 def bert_run(ev) -> tuple[float, list]:
     start = first(ev, "block_start")["time_ms"]
     gbs = first(ev, "global_batch_size")["value"]
@@ -100,7 +96,7 @@ def resnet_run(ev) -> tuple[float, list]:
 
 
 def derive(s: dict) -> dict:
-    repo = _mirror(s["repo"])
+    repo = mirror(s["repo"])
     import subprocess
     commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()

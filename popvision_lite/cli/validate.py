@@ -16,12 +16,10 @@ from popvision_lite.mlperf_validation import (
     NOT_MODELLED,
     Case,
     build_cases,
-    data_dir,
     fmt,
     format_table,
     graph_groups,
-    load_heldout_rows,
-    load_rows,
+    measured_rows,
     render_section,
     row_configs,
     run_cases,
@@ -32,7 +30,8 @@ from popvision_lite.mlperf_validation import (
 
 def add_arguments(p) -> None:
     p.add_argument("--data", default=None, metavar="FOLDER",
-                   help=f"folder with {CSV_NAME} (default: ../shared/validation beside the repository)")
+                   help=f"folder with {CSV_NAME}, or a CSV file (default: the measured runs shipped in "
+                        "resources/validation)")
     p.add_argument("--only", action="append", default=[], metavar="TEXT",
                    help="only cases whose id or label contains TEXT (case-insensitive; repeatable)")
     p.add_argument("--measured-only", action="store_true",
@@ -41,8 +40,8 @@ def add_arguments(p) -> None:
                    help="also each tuning row's derived configurations without a measurement (POD64, Bow, "
                         "another micro-batch)")
     p.add_argument("--no-heldout", action="store_true",
-                   help="only the rows of ../shared/validation, not the held-out measured runs "
-                        "(resources/validation/mlperf_training_heldout.csv)")
+                   help=f"only the rows of {CSV_NAME} (the IPU-POD16 runs the emulator is tuned on), not the "
+                        "held-out measured runs (resources/validation/mlperf_training_heldout.csv)")
     p.add_argument("--list", action="store_true", help="print the configurations, emulate nothing")
     p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="worker processes (rows sharing a replica graph stay in one; default 1)")
@@ -58,9 +57,8 @@ def select(cases: list[Case], only: list[str]) -> list[Case]:
 
 
 def run(args) -> int:
-    folder = data_dir(args.data)
     try:
-        rows = load_rows(folder) + ([] if args.no_heldout else load_heldout_rows())
+        rows = measured_rows(args.data, held_out=not args.no_heldout)
         cases = select(build_cases(rows, untuned=args.with_predictions and not args.measured_only,
                                    overrides=row_configs()), args.only)
     except ConfigError as e:
