@@ -12,8 +12,9 @@ import math
 import sys
 from pathlib import Path
 
-from popvision_lite.cli.args import terminal_text, whole_number
+from popvision_lite.cli.args import whole_number
 from popvision_lite.errors import PopvisionError
+from popvision_lite.terminal import terminal_text
 
 _count = whole_number(1, exponent=True)  # --samples 1e6
 
