@@ -51,7 +51,7 @@ def run(args) -> int:
     from popvision_lite.profile.reader import open_profile
 
     if not Path(args.profile).exists():
-        print(f"popvision-lite verdict: error: {args.profile}: no such profile file", file=sys.stderr)
+        print(terminal_text(f"popvision-lite verdict: error: {args.profile}: no such profile file"), file=sys.stderr)
         return 2
     try:
         with open_profile(args.profile) as p:
