@@ -23,6 +23,7 @@ from popvision_lite.emulator.run_config import (
 )
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
+from popvision_lite.terminal import terminal_text
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
@@ -165,8 +166,8 @@ def resolve(args) -> tuple:
             opt = FIELDS[k].flag
             raise ConfigError(f"argument {opt}: model '{rc.model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
                               f"models read {opt}); leave it out")
-        print(f"popvision-lite emulate: warning: {source}: field '{k}' is ignored: model '{rc.model}' "
-              f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: warning: {source}: field '{k}' is ignored: model '{rc.model}' "
+              f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)"), file=sys.stderr)
     cfg = rc.model_config()  # host memory (numeric runs) and largest array, before allocating
     return cfg, rc.device, out, rc.timing_only
 
@@ -184,7 +185,7 @@ def run(args) -> int:
     try:
         cfg, device, out, timing = resolve(args)
     except ConfigError as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     progress = ProgressBar(not args.quiet)
     try:  # the emulator returns the profile; this command writes it (also when it does not fit)
@@ -193,35 +194,35 @@ def run(args) -> int:
         write_run(result, out)
         progress("done", 1.0)
     except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
-        print(f"popvision-lite emulate: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: {e}"), file=sys.stderr)
         return 3
     except (ConfigError, EmulatorError) as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except ProfileError as e:  # the destination failed after all (disk full): exit 2 as export does
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
         from popvision_lite.value_checks import largest_array
 
         field = largest_array(cfg)[1]
-        print(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
+        print(terminal_text(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
               f"of host memory while emulating at these sizes; use smaller sizes"
-              + ("" if timing else " (or --timing-only)"), file=sys.stderr)
+              + ("" if timing else " (or --timing-only)")), file=sys.stderr)
         return 2
     except PopvisionError as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 1
     s = summarize(result.profile_data, result)
     try:
         split = time_split_line(profile_totals(out))
     except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
-    print(format_summary(s, result, out, split))
+    print(terminal_text(format_summary(s, result, out, split)))
     if not result.fits:
-        print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
-              f"profile written to {out}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
+              f"profile written to {out}"), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)

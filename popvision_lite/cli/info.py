@@ -8,9 +8,10 @@ import sys
 
 import numpy as np
 
-from popvision_lite.cli.args import count, terminal_text
+from popvision_lite.cli.args import count
 from popvision_lite.errors import PopvisionError
 from popvision_lite.profile import schema
+from popvision_lite.terminal import terminal_text
 from popvision_lite.units import format_bytes, format_hz, format_seconds
 
 

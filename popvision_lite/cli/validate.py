@@ -26,6 +26,7 @@ from popvision_lite.mlperf_validation import (
     wall_text,
     write_doc,
 )
+from popvision_lite.terminal import terminal_text
 
 
 def add_arguments(p) -> None:
@@ -62,34 +63,34 @@ def run(args) -> int:
         cases = select(build_cases(rows, untuned=args.with_predictions and not args.measured_only,
                                    overrides=row_configs()), args.only)
     except ConfigError as e:
-        print(f"popvision-lite validate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite validate: error: {e}"), file=sys.stderr)
         return 2
     if not cases:
-        print(f"popvision-lite validate: error: no case matches --only {' '.join(args.only)}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite validate: error: no case matches --only {' '.join(args.only)}"), file=sys.stderr)
         return 2
     if args.list:
         for c in cases:
-            print(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
-                  + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured"))
+            print(terminal_text(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
+                  + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured")))
         return 0
-    print(f"emulating {len(cases)} rows in {len(graph_groups(cases))} replica graphs"
-          + (f" on {args.jobs} worker processes" if args.jobs > 1 else "") + " ...", flush=True)
+    print(terminal_text(f"emulating {len(cases)} rows in {len(graph_groups(cases))} replica graphs"
+          + (f" on {args.jobs} worker processes" if args.jobs > 1 else "") + " ..."), flush=True)
 
     def report(c, r):
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
                             f"{'fits' if r.fits else 'does not fit'}, {wall_text(r)}")
-        print(f"{c.id} ({c.label}, {c.device}): {state}", flush=True)
+        print(terminal_text(f"{c.id} ({c.label}, {c.device}): {state}"), flush=True)
 
     results = run_cases(cases, jobs=args.jobs, report=report)
     print()
-    print(format_table(results))
+    print(terminal_text(format_table(results)))
     print()
-    print("Not modelled: " + "; ".join(NOT_MODELLED))
+    print(terminal_text("Not modelled: " + "; ".join(NOT_MODELLED)))
     if args.write_doc:
         import datetime as _dt
 
         meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC."
         write_doc(render_section(results, meta))
-        print(f"wrote the generated section of {DOC_PATH}")
+        print(terminal_text(f"wrote the generated section of {DOC_PATH}"))
     return 0
