@@ -7,6 +7,7 @@ Exit codes: 0 ok, 2 bad arguments / config (message names the argument or field)
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from popvision_lite.cli import emulate_onnx
@@ -24,6 +25,8 @@ from popvision_lite.emulator.run_config import (
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
 from popvision_lite.terminal import terminal_text
+
+log = logging.getLogger(__name__)
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
@@ -64,7 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
@@ -166,8 +168,8 @@ def resolve(args) -> tuple:
             opt = FIELDS[k].flag
             raise ConfigError(f"argument {opt}: model '{rc.model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
                               f"models read {opt}); leave it out")
-        print(terminal_text(f"popvision-lite emulate: warning: {source}: field '{k}' is ignored: model '{rc.model}' "
-              f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)"), file=sys.stderr)
+        log.warning("%s: field '%s' is ignored: model '%s' does not use it (only %s models read it)",
+                    source, k, rc.model, " / ".join(ONLY_FOR[k]))
     cfg = rc.model_config()  # host memory (numeric runs) and largest array, before allocating
     return cfg, rc.device, out, rc.timing_only
 

@@ -9,6 +9,7 @@ file and what is wrong.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -22,6 +23,8 @@ from popvision_lite.profile import consistency, h5safety, schema, step_tiles
 from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
 
 __all__ = ["Profile", "StepTileWindow", "open_profile", "preload"]
+
+log = logging.getLogger(__name__)
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 CHUNK_CACHE_BYTES = 32 << 20
@@ -602,4 +605,7 @@ def _as_str(v: Any) -> str | None:
 
 def open_profile(path) -> Profile:
     """Open a profile lazily (reads only the header).  Raises ProfileError subclasses."""
-    return Profile(path)
+    p = Profile(path)
+    log.debug("opened %s: format %d.%d, %s x %d IPU(s), %d steps", p.path, p.format_version, p.format_minor,
+              p.target.device, p.target.num_ipus, p.num_steps)
+    return p
