@@ -88,7 +88,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz"
-                 + (" (one optimizer step)" if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
+                 + ((" (one optimizer step)" if cfg.training else " (one inference step)")
+                    if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
     sch_ = getattr(run, "schedule", None) or {}
     if getattr(run, "samples_per_second", 0):
         unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
@@ -217,7 +218,7 @@ def run(args) -> int:
         return 1
     s = summarize(result.profile_data, result)
     try:
-        split = time_split_line(profile_totals(out))
+        split = time_split_line(profile_totals(out), training=bool(cfg.training))
     except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
