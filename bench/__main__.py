@@ -89,6 +89,8 @@ NOT_BENCHMARKS: dict[str, str] = {
                     "comparison for choosing the layout, with no goal of its own",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
                      "not a speed benchmark",
+    "dependency_floors": "installs the lowest dependency versions pyproject.toml allows in a fresh venv and checks "
+                         "they work (decision 0201): a compatibility check, not a speed benchmark",
     "gpu_ops": "accuracy check of the GPU estimate per op against measured A100 kernels (docs/gpu-estimate.md), "
                "not a speed benchmark",
 }
