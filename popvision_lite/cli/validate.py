@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from popvision_lite import transformer_validation as tv
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
 from popvision_lite.mlperf_validation import (
@@ -43,6 +44,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-heldout", action="store_true",
                    help="only the rows of ../shared/validation, not the held-out measured runs "
                         "(resources/validation/mlperf_training_heldout.csv)")
+    p.add_argument("--no-transformers", action="store_true",
+                   help="skip the measured transformer runs (resources/validation/transformer_training.csv: "
+                        "optimum-graphcore fine-tuning, each from its own IPU config)")
     p.add_argument("--list", action="store_true", help="print the configurations, emulate nothing")
     p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="worker processes (rows sharing a replica graph stay in one; default 1)")
@@ -63,12 +67,15 @@ def run(args) -> int:
         rows = load_rows(folder) + ([] if args.no_heldout else load_heldout_rows())
         cases = select(build_cases(rows, untuned=args.with_predictions and not args.measured_only,
                                    overrides=row_configs()), args.only)
+        llm = [] if args.no_transformers else select(tv.build_cases(tv.load_rows()), args.only)
     except ConfigError as e:
         print(f"popvision-lite validate: error: {e}", file=sys.stderr)
         return 2
-    if not cases:
+    if not cases and not llm:
         print(f"popvision-lite validate: error: no case matches --only {' '.join(args.only)}", file=sys.stderr)
         return 2
+    n_mlperf = len(cases)
+    cases = cases + llm
     if args.list:
         for c in cases:
             print(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
@@ -84,14 +91,23 @@ def run(args) -> int:
         print(f"{c.id} ({c.label}, {c.device}): {state}", flush=True)
 
     results = run_cases(cases, jobs=args.jobs, report=report)
-    print()
-    print(format_table(results))
-    print()
-    print("Not modelled: " + "; ".join(NOT_MODELLED))
+    mlperf, transformers = results[:n_mlperf], results[n_mlperf:]
+    if mlperf:
+        print()
+        print(format_table(mlperf))
+        print()
+        print("Not modelled: " + "; ".join(NOT_MODELLED))
+    if transformers:
+        print()
+        print("Measured transformer runs (optimum-graphcore, each from its own IPU config):")
+        print(format_table(transformers))
     if args.write_doc:
         import datetime as _dt
 
         meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC."
-        write_doc(render_section(results, meta))
-        print(f"wrote the generated section of {DOC_PATH}")
+        if mlperf:
+            write_doc(render_section(mlperf, meta))
+        if transformers:
+            write_doc(tv.render_section(transformers, meta), begin=tv.BEGIN, end=tv.END)
+        print(f"wrote the generated section(s) of {DOC_PATH}")
     return 0
