@@ -580,18 +580,20 @@ def render_section(results: list[Result], meta: str = "") -> str:
     return "\n".join(out)
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` with the generated section replaced (or appended when it has no markers)."""
-    i, j = text.find(BEGIN), text.find(END)
+def replace_section(text: str, section: str, begin: str = BEGIN, end: str = END) -> str:
+    """``text`` with the generated section between ``begin`` and ``end`` replaced (or appended when it has no
+    markers)."""
+    i, j = text.find(begin), text.find(end)
     if i >= 0 and j > i:
-        return text[:i] + section + text[j + len(END):]
+        return text[:i] + section + text[j + len(end):]
     return text.rstrip("\n") + "\n\n" + section + "\n"
 
 
-def write_doc(section: str, path: Path = DOC_PATH) -> None:
-    """Replace the generated section of the fidelity doc (temp file, then rename)."""
+def write_doc(section: str, path: Path = DOC_PATH, begin: str = BEGIN, end: str = END) -> None:
+    """Replace a generated section of the fidelity doc (temp file, then rename); ``begin`` / ``end``: its markers
+    (the MLPerf section's by default)."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    new = replace_section(text, section)
+    new = replace_section(text, section, begin, end)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fidelity-", suffix=".md")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

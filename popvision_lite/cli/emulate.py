@@ -13,6 +13,7 @@ import sys
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag
 from popvision_lite.cli.info import profile_totals, time_split_line
+from popvision_lite.emulator.ipu_config import POD_TYPES, read_ipu_config
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import (
@@ -20,7 +21,9 @@ from popvision_lite.emulator.run_config import (
     FIELDS,
     ONLY_FOR,
     RunConfig,
+    check_field,
     load_run_config,
+    model_family,
 )
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
@@ -31,7 +34,8 @@ log = logging.getLogger(__name__)
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
-              "host_framework", "conv_lowering", "partials_type")
+              "host_framework", "conv_lowering", "partials_type", "embedding_serialization", "device_iterations",
+              "task_head")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -59,14 +63,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _switch(p, "timing_only")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
     for name in ("replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum",
-                 "optimizer", "optimizer_state", "optimizer_state_dtype"):
+                 "device_iterations", "optimizer", "optimizer_state", "optimizer_state_dtype"):
         _field(p, name, g)
     _switch(g, "master_weights")
     _switch(g, "rts")
-    for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework"):
+    for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework",
+                 "embedding_serialization", "task_head"):
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
+    p.add_argument("--ipu-config", metavar="FILE",
+                   help="optimum-graphcore IPU config (ipu_config.json: layers_per_ipu, ipus_per_replica, "
+                        "replication_factor, gradient_accumulation_steps, device_iterations, matmul_proportion, ...) "
+                        "read as run-config fields over --config; flags override it (emulator/ipu_config.py)")
+    p.add_argument("--pod-type", choices=POD_TYPES, default=None,
+                   help="the POD type whose values an IPU config's per-POD tables give (default: their 'default')")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
@@ -142,6 +153,8 @@ def from_args(args) -> RunConfig:
     rc = load_run_config(args.config) if args.config else RunConfig()
     if args.model:
         rc.set("model", args.model, CLI)
+    if getattr(args, "ipu_config", None):
+        _apply_ipu_config(rc, args)
     for k in ("device", *MODEL_ARGS):  # every text given for a flag, in order: each checked, the last wins
         for text in getattr(args, k) or ():
             rc.set(k, text, CLI, text=True)
@@ -153,6 +166,23 @@ def from_args(args) -> RunConfig:
     if args.inference:
         rc.set("training", False, CLI)
     return rc
+
+
+def _apply_ipu_config(rc: RunConfig, args) -> None:
+    """The settings of ``--ipu-config`` over the ``--config`` file's (the flags, applied next, override them);
+    every key of the file that is not a setting is listed on stderr."""
+    if rc.model is None:
+        raise ConfigError("argument MODEL: required with --ipu-config (the IPU config says how a model runs, not "
+                          "which)")
+    head = rc.model_args.get("task_head", "pretraining")
+    if getattr(args, "task_head", None):
+        head = check_field("task_head", args.task_head[-1], CLI, text=True)
+    read = read_ipu_config(args.ipu_config, task_head=head, model_family=model_family(rc.model),
+                           pod_type=args.pod_type, inference=bool(args.inference))
+    for name, value in read.settings.items():
+        rc.set(name, value, f"{args.ipu_config} ('{read.origin[name]}')")
+    for line in read.notes():
+        print(f"popvision-lite emulate: note: {line}", file=sys.stderr)
 
 
 def resolve(args) -> tuple:
