@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from mllog import all_, first, git_ls, git_show, parse
-from paths import MIRRORS, mirror
+from paths import MIRRORS
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "resources" / "validation" / "mlperf_training_gpu.csv"
