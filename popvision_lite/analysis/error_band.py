@@ -166,6 +166,19 @@ def band(side: str, model: str, framework: str | None = None, chips: int = 1, pa
                        f"(validated: {', '.join(known) or 'none'}); no error band")
 
 
+def ipu_band(model: str, host_framework: str | None, ipus: int, path: Path | None = None) -> Band:
+    """The band of an emulated IPU run's throughput: its family by model, the host framework its step was costed
+    with (the schedule's) and its IPU count.  A run without a host step (framework "none" or "unknown") is
+    outside every validated family: the measured runs' predictions all include one."""
+    fw = str(host_framework or "none").lower()
+    if fw in ("none", "unknown"):
+        what = "the IPUs alone (host framework none)" if fw == "none" else "no host step (host framework unknown)"
+        return Band(0.0, 0.0, 0, "", outside=True,
+                    reason=f"no error band: this throughput is {what}, and every validated prediction includes its "
+                           "framework's host step")
+    return band("ipu", model, fw, ipus, path)
+
+
 def with_band(value: float, b: Band, unit: str = "samples/s", digits: int = 1) -> str:
     """'1,524.1 samples/s (-9 % / +11 % from 19 measured runs, BERT on IPU, PopART)'."""
     return f"{value:,.{digits}f} {unit} ({b.text()})"

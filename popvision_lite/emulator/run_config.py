@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig, make_config
-from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
@@ -222,9 +222,10 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("master_weights", "bool", label="Master weights", group="scale", help="fp32 master copy of fp16 weights"),
     Field("rts", "bool", label="Replicated tensor sharding", group="scale",
           help="replicated tensor sharding of the optimizer state across replicas"),
-    Field("host_framework", "choice", choices=("none", "popart", "tensorflow"), label="Host framework", group="scale",
-          help="add the host step loop's per-step cost of this framework (calibrated, device spec; default none: "
-               "the IPUs alone)"),
+    Field("host_framework", "choice", choices=HOST_FRAMEWORK_CHOICES, label="Host framework", group="scale",
+          help="the framework whose host step loop's per-step cost is added (calibrated, device spec); default auto: "
+               "the framework Graphcore ran the model with (bert: popart, resnet: tensorflow), else unknown (no host "
+               "step, said next to the throughput); none: the IPUs alone"),
     Field("available_memory_proportion", "fractions", label="Available memory proportion", group="lowering",
           help="share of tile memory for matmul temporaries (Poplar default 0.6; or one per IPU, comma-separated)"),
     Field("partials_type", "choice", choices=("float", "half"), label="Partials type", group="lowering",

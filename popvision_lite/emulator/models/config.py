@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES
 from popvision_lite.errors import ConfigError
 
 from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, validate_resnet
@@ -85,8 +86,9 @@ class ModelConfig:
     master_weights: bool = False       # fp32 master copy of fp16 weights
     optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
     rts: bool = False                  # replicated tensor sharding of the optimizer state
-    # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
-    host_framework: str = "none"
+    # host step loop whose per-step cost is added (schedule.per_step_terms): auto (inferred from the model,
+    # schedule.resolve_host_framework) | none (the IPUs alone) | a framework of schedule.HOST_FRAMEWORKS
+    host_framework: str = "auto"
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
     # matmul / convolution partials: poplin's partialsType option, "float" (its default) or "half" (fp16 runs only;
     # Graphcore's MLPerf ResNet-50 ran "FP16.16 + half partials")
@@ -193,7 +195,7 @@ class ModelConfig:
             d.pop("head_dim")  # not set it read as before
         if d.get("tensor_parallel", 1) == 1:  # the default (no sharding): left out the same way
             d.pop("tensor_parallel", None)
-        if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
+        if d.get("host_framework", "auto") == "auto":  # the default (inferred; the schedule records what was used)
             d.pop("host_framework", None)
         if self.model != "resnet":  # read by the ResNet builder only: left out of other models' configs
             d.pop("conv_lowering", None)
@@ -278,7 +280,7 @@ def validate_scale(cfg: ModelConfig) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
-               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow"),
+               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": HOST_FRAMEWORK_CHOICES,
                "conv_lowering": ("im2col", "halo"), "partials_type": ("float", "half")}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
