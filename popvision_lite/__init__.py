@@ -16,6 +16,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import logging as _logging  # noqa: E402
+
+# the library logs under "popvision_lite" (each module: logging.getLogger(__name__)) and leaves the output to the
+# program that imports it: a notebook sees nothing until it configures logging; the CLI: cli/logs.py
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
 from popvision_lite import units  # noqa: E402  (light: the formatting of every number shown)
 from popvision_lite.errors import (  # noqa: E402
     ConfigError,

@@ -1,7 +1,8 @@
 """NVIDIA MLPerf Training rows: BERT and ResNet-50 on one DGX (A100 v2.0; H100 v3.0, v3.1 (ResNet-50), v4.0 (ResNet-50); H200 v4.0) and
 GPT-3-175B on 512 to 11,616 H100s (v3.0, v3.1, v4.0), throughput from the result logs by the method of
-``resources/validation/PROVENANCE.md`` (run from this folder: ``python3 gpu_rows.py --mirrors DIR``, DIR holding
-the mlcommons result repositories as git mirrors, ``DIR/mlcommons+training_results_v3.1/repo`` and so on).
+``resources/validation/PROVENANCE.md`` (run from this folder: ``python3 gpu_rows.py [--mirrors DIR]``, DIR holding
+the mlcommons result repositories as git mirrors, ``DIR/mlcommons+training_results_v3.1/repo`` and so on; default
+and layout in paths.py).
 
 * BERT (NVIDIA evaluates inside its one training block): per run, the median over evaluation intervals of
   sequences trained (difference of the ``eval_accuracy`` ``epoch_num``, the logged sample count) / time between
@@ -31,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from mllog import all_, first, git_ls, git_show, parse
+from paths import MIRRORS
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "resources" / "validation" / "mlperf_training_gpu.csv"
@@ -233,7 +235,7 @@ def derive(s: dict, mirrors: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mirrors", required=True, type=Path,
+    ap.add_argument("--mirrors", default=MIRRORS, type=Path,
                     help="folder holding the mlcommons result repositories as git mirrors (<owner>+<name>/repo)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"CSV to write (default {OUT.relative_to(ROOT)})")
     args = ap.parse_args(argv)

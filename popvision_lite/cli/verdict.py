@@ -13,8 +13,9 @@ import math
 import sys
 from pathlib import Path
 
-from popvision_lite.cli.args import terminal_text, whole_number
+from popvision_lite.cli.args import whole_number
 from popvision_lite.errors import PopvisionError
+from popvision_lite.terminal import terminal_text
 
 _count = whole_number(1, exponent=True)  # --samples 1e6
 
@@ -60,7 +61,7 @@ def run(args) -> int:
     from popvision_lite.profile.reader import open_profile
 
     if not Path(args.profile).exists():
-        print(f"popvision-lite verdict: error: {args.profile}: no such profile file", file=sys.stderr)
+        print(terminal_text(f"popvision-lite verdict: error: {args.profile}: no such profile file"), file=sys.stderr)
         return 2
     try:
         with open_profile(args.profile) as p:

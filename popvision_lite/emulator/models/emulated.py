@@ -5,6 +5,7 @@ the numpy reference, or compose a pipelined / replicated run (pipeline.py); ``wr
 from __future__ import annotations
 
 import gc
+import logging
 import time
 
 import numpy as np
@@ -24,6 +25,8 @@ from .config import COMPOSITION_FIELDS, ModelConfig
 from .emulator_backend import EmulatorBackend
 from .pipeline import release_stage_graphs, run_pipelined
 from .whole_graph import compose_whole_graph
+
+log = logging.getLogger(__name__)
 
 # ==================================================================== running a model
 
@@ -57,6 +60,10 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
         if progress:
             progress("writing profile", 0.9)
         write_run(run, profile_path)
+    log.info("emulated %s on %s (%s): %s cycles, %s; wall time by stage: %s", cfg.model, device,
+             "timing only" if timing_only else "full numerics", f"{int(run.total_cycles):,}",
+             "fits" if run.fits else "does not fit",
+             ", ".join(f"{k} {v:.2f} s" for k, v in run.wall.items() if isinstance(v, float)) or "n/a")
     if progress:
         progress("done", 1.0)
     return run
@@ -131,7 +138,8 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
     host_fw, host_basis = sch.resolve_host_framework(getattr(cfg, "host_framework", "auto"), cfg.model)
     in_bytes = cfg.batch * sch.input_bytes_per_sample(cfg.model, seq=getattr(cfg, "seq", 0),
                                                       image=getattr(cfg, "image", 0))
-    terms = sch.per_step_terms(be.graph.target.em, host_fw, cfg.ipus, in_bytes, float(res.seconds))
+    terms = sch.per_step_terms(be.graph.target.em, host_fw, cfg.ipus, in_bytes, float(res.seconds),
+                               device_iterations=int(getattr(cfg, "device_iterations", 1) or 1))
     step_s = float(res.seconds) + sum(terms.values())
     sps = samples / step_s if step_s > 0 else 0.0
     schedule = dict(stages=cfg.stages, replicas=1, grad_accum=1, micro_batch=cfg.batch, samples_per_step=float(samples),
