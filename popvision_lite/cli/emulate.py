@@ -110,7 +110,7 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system{tokens})")
         if sch_:
             from popvision_lite.analysis import error_band as eb
-            from popvision_lite.emulator.schedule import host_step_text
+            from popvision_lite.analysis.run_totals import host_step_text
 
             band = eb.ipu_band(cfg.model, sch_.get("host_framework"), int(getattr(cfg, "ipus", 1) or 1))
             lines.append(f"  error band: {band.text()}")

@@ -157,10 +157,6 @@ HOST_FRAMEWORK_OF_MODEL = {
     "resnet": ("tensorflow", "Graphcore's MLPerf Training ResNet-50 (v1.0 - v2.0) ran TensorFlow 1.15 "
                              "(training_results_v1.1 Graphcore/benchmarks/resnet/implementations/tensorflow)"),
 }
-HOST_FRAMEWORK_LABEL = {"popart": "PopART", "tensorflow": "TensorFlow", "poptorch": "PopTorch", "none": "none",
-                        "unknown": "unknown"}
-
-
 def resolve_host_framework(requested: str, model: str) -> tuple[str, str]:
     """(the framework a run's host terms are costed with, how it was chosen): a stated framework as stated;
     "auto" (the default) the framework Graphcore ran the model family with (``HOST_FRAMEWORK_OF_MODEL``), else
@@ -176,22 +172,6 @@ def resolve_host_framework(requested: str, model: str) -> tuple[str, str]:
                        "the host step loop is left out")
 
 
-def host_step_text(schedule: dict) -> str:
-    """What a run's throughput includes of the host, in words, from its schedule: 'host step 167 ms (calibrated,
-    PopART, inferred from the model ...)', 'host framework unknown: ...', or 'IPUs alone'."""
-    fw = str(schedule.get("host_framework") or "none")
-    basis = str(schedule.get("host_framework_basis") or "")
-    terms = schedule.get("per_step_terms") or {}
-    host = float(terms.get("host_step", 0.0) or 0.0)
-    extra = [f"{k.replace('_', ' ')} {1e3 * float(v):,.1f} ms" for k, v in terms.items()
-             if k != "host_step" and float(v or 0) > 0]
-    more = ("; " + ", ".join(extra)) if extra else ""
-    if fw == "none":
-        return "IPUs alone (host framework none: no host step, input or multi-host terms)"
-    if fw == "unknown":
-        return f"host framework UNKNOWN: no host step loop in this throughput ({basis}){more}"
-    how = "stated" if basis == "stated" else basis or "stated"
-    return f"host step {1e3 * host:,.0f} ms (calibrated, {HOST_FRAMEWORK_LABEL.get(fw, fw)}, {how}){more}"
 # IPUs one host server drives in the measured systems (value and source: resources/devices/ipu-mk2.toml
 # emulator.ipus_per_host)
 IPUS_PER_HOST = 64
