@@ -486,7 +486,47 @@ def _fuse_attention(out: pd.DataFrame, kernel: str = "flash") -> tuple[pd.DataFr
 ATTENTION_KERNELS = ("flash", "fmha")
 
 
-def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+def _fuse_epilogues(out: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A transformer layer's elementwise kernels that a GPU framework runs inside its GEMMs (Transformer Engine's
+    ``LayerNormMLP`` / Megatron-LM's bias-GELU fusion and cuBLASLt GELU epilogues; NVIDIA's MLPerf BERT
+    ``--fused_gemm_gelu``; one fused Q, K, V weight in Megatron-LM and NVIDIA's BERT):
+
+    * the FFN's GELU forward runs in ``matmul1``'s epilogue, which also writes the pre-activation the backward
+      needs (the GEMM's bytes + one activation); its kernel goes;
+    * the GELU backward runs in ``matmul2_dx``'s epilogue, which reads that pre-activation (+ one activation);
+    * the three Q, K, V data gradients are one GEMM over the fused weight, accumulating in its output: the two
+      adds that summed them (``dx_add_q`` / ``_k`` / ``_v``, the emulator's names) are no kernels."""
+    name = out["name"].astype(str)
+    parts = name.str.rpartition("/")
+    scope, leaf = parts[0], parts[2]
+    drop = np.zeros(len(out), dtype=bool)
+    nbytes = out["min_bytes"].to_numpy(dtype=float).copy()
+    fused = {"gelu": 0, "gelu_bwd": 0, "add": 0}
+    for i in np.flatnonzero((leaf == "gelu").to_numpy() & scope.str.endswith("/ffn").to_numpy()):
+        mm = ((scope == scope.iat[i]) & (leaf == "matmul1")).to_numpy()
+        if mm.any():
+            nbytes[mm] += nbytes[i] / 2.0 / mm.sum()     # gelu reads the pre-activation, writes the output
+            drop[i] = True
+            fused["gelu"] += 1
+    for i in np.flatnonzero((leaf == "gelu_bwd").to_numpy() & scope.str.endswith("/ffn").to_numpy()):
+        mm = ((scope == scope.iat[i]) & (leaf == "matmul2_dx")).to_numpy()
+        if mm.any():
+            nbytes[mm] += nbytes[i] / 3.0 / mm.sum()     # gelu_bwd reads x and dy, writes dx
+            drop[i] = True
+            fused["gelu_bwd"] += 1
+    adds = (leaf.str.match(r"^dx_add_[qkv]$") & scope.str.endswith("/attention")).to_numpy()
+    drop |= adds
+    fused["add"] = int(adds.sum())
+    if not drop.any():
+        return out, []
+    res = out.assign(min_bytes=nbytes)[~drop].reset_index(drop=True)
+    return res, [f"GEMM epilogues fused on the GPU (Transformer Engine / Megatron-LM bias-GELU, NVIDIA's MLPerf BERT "
+                 f"--fused_gemm_gelu, one fused Q/K/V weight): {fused['gelu']} GELU and {fused['gelu_bwd']} GELU-"
+                 f"gradient kernels run inside their FFN GEMMs, {fused['add']} Q/K/V gradient adds are none"]
+
+
+def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None,
+                 fused_epilogues: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """The IPU's kernel list as a GPU framework runs it, for the GPU estimate (the IPU's own views keep the
     IPU's list):
 
@@ -504,6 +544,8 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> t
     * ``fused_attention`` (``"flash"`` or ``"fmha"``): each attention's score kernels run as one fused kernel
       forward and one backward (:func:`_fuse_attention`): ``"flash"`` as PyTorch's ``scaled_dot_product_attention``
       runs 16-bit attention (FlashAttention), ``"fmha"`` as NVIDIA's MLPerf BERT runs it (apex's fused MHA).
+    * ``fused_epilogues``: a transformer's GELU and Q/K/V gradient adds inside its GEMMs (:func:`_fuse_epilogues`),
+      as Transformer Engine / Megatron-LM and NVIDIA's MLPerf BERT run them.
 
     Returns the lowered list (with a ``kernels`` column: launches per row) and the notes saying what changed."""
     if not len(kernels):
@@ -540,6 +582,9 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> t
             raise ConfigError(f"fused attention kernel {fused_attention!r}: choose {' or '.join(ATTENTION_KERNELS)}")
         out, att_notes = _fuse_attention(out, fused_attention)
         notes += att_notes
+    if fused_epilogues:
+        out, epi_notes = _fuse_epilogues(out)
+        notes += epi_notes
     return out, notes
 
 

@@ -440,7 +440,10 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     # a 16-bit (or FP8) GPU run's attention is one fused kernel each way (PyTorch's scaled_dot_product_attention
     # dispatches 16-bit attention to FlashAttention): the score matrix stays on chip
     fused = "flash" if prec in wl.FUSED_ATTENTION_PRECISIONS else None
-    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops, fused_attention=fused)
+    # a transformer trains on GPUs with Megatron-LM / Transformer Engine, which run its GELU and Q/K/V gradient
+    # sums inside the GEMMs (model_pass._fuse_epilogues)
+    transformer = str(cfg.get("model", "")).lower().startswith(("bert", "gpt"))
+    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops, fused_attention=fused, fused_epilogues=transformer)
     params, psrc = wl.params(profile, mp)
     layers = int(cfg.get("layers") or 1) if gp.is_transformer(cfg, gpu_ops) else 1
     per_seq = gp.activation_bytes_per_sample(cfg, scores_kept=fused is None)
@@ -512,22 +515,12 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     return v
 
 
-def ipu_host_framework(run: dict) -> str:
-    """The host framework the IPU run's step was costed with (its schedule's, else its config's; "" when the
-    profile does not say)."""
-    for d in (wl.schedule_of(run), wl.config_of(run)):
-        fw = d.get("host_framework")
-        if isinstance(fw, str) and fw:
-            return fw
-    return ""
-
-
 def _attach_bands(v: Verdict, profile, cfg: dict, gm, prec: str) -> None:
     """Each side's error band (analysis/error_band.py): the IPU prediction's by the run's model, host framework
     and IPU count; the GPU estimate's by the model and GPU count."""
     run = dict(profile.run)
     model = str(cfg.get("model", run.get("model", "")))
-    v.ipu_band = eb.band("ipu", model, ipu_host_framework(run) or None, v.ipu.chips)
+    v.ipu_band = eb.run_band(run, v.ipu.chips)
     v.gpu_band = eb.band("gpu", model, None, v.gpu.chips)
 
 

@@ -108,6 +108,13 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         tokens = (f", {run.samples_per_second * cfg.seq / getattr(cfg, 'packing', 1.0):,.0f} tokens/s"
                   if cfg.model in ("bert", "gpt") else "")
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system{tokens})")
+        if sch_:
+            from popvision_lite.analysis import error_band as eb
+            from popvision_lite.analysis.run_totals import host_step_text
+
+            band = eb.ipu_band(cfg.model, sch_.get("host_framework"), int(getattr(cfg, "ipus", 1) or 1))
+            lines.append(f"  error band: {band.text()}")
+            lines.append(f"  {host_step_text(sch_)}")
     if "layer_split" in sch_:
         clock = s["clock_hz"]
         lines.append(
@@ -126,7 +133,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
     if any(terms.values()):
         lines.append(f"per-step host terms (seconds, not IPU cycles; framework {sch_.get('host_framework')}): "
                      + ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in terms.items())
-                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms")
+                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms, of which the IPUs "
+                     f"{sch_.get('ipu_step_seconds', 0) * 1e3:.1f} ms")
     if "layer_split" in sch_:
         ts = run.profile_data.run.get("training_state") or []
         for t in ts:

@@ -37,9 +37,12 @@ def test_bert_tiny_no_longer_claims_the_bound(tiny):
     v = verdict(tiny)
     assert v.ipu.samples_per_second == pytest.approx(tiny.run["samples_per_second"])
     assert "emulated" in v.ipu.basis
-    # the bound is ~15x the IPU; the estimate is not, and the bound is reported as such
-    assert v.gpu_bound_samples_per_second > 10 * v.ipu.samples_per_second
-    assert v.gpu.samples_per_second < v.ipu.samples_per_second
+    # the IPU step includes PopART's host step loop (inferred from the model: Graphcore ran BERT with PopART),
+    # which a 4-sample step cannot hide; said in the IPU's basis of the run
+    host = tiny.run["schedule"]["per_step_terms"]["host_step"]
+    assert tiny.run["schedule"]["host_framework"] == "popart" and host > 0.1
+    assert v.ipu.samples_per_second == pytest.approx(4 / (tiny.run["schedule"]["ipu_step_seconds"] + host))
+    # the bound is not the verdict: the estimate is far below it, and the bound is reported as such
     assert v.gpu.samples_per_second < v.gpu_bound_samples_per_second / 10
     assert "kernel launches" in v.gpu.bound_by
     text = v.text()
