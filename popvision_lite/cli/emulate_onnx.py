@@ -21,6 +21,7 @@ from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import CLI, check_field
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
+from popvision_lite.terminal import terminal_text
 
 
 def add_arguments(p) -> None:
@@ -238,27 +239,27 @@ def run_onnx(args) -> int:
     try:
         kw = resolve(args)
     except ConfigError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
     try:
         result = emulate_onnx(progress=ProgressBar(not args.quiet), **kw)
     except (OnnxImportError, ConfigError, EmulatorError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
     except PopvisionError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 1
     try:
         split = time_split_line(profile_totals(kw["output"]))
     except PopvisionError as e:  # the file just written cannot be read back
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
-    print(format_summary(summarize(result.profile_data, result), result, kw["output"], split))
+    print(terminal_text(format_summary(summarize(result.profile_data, result), result, kw["output"], split)))
     if not result.fits:
-        print(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
-              f"{kw['output']}", file=sys.stderr)
+        print(terminal_text(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
+              f"{kw['output']}"), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
-        print(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])", file=sys.stderr)
+        print(terminal_text(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])"), file=sys.stderr)
         return 1
     return 0
