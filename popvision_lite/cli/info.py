@@ -45,7 +45,7 @@ def summarize(p, top: int = 5) -> dict:
                    "num_tiles": t.num_tiles, "sram_bytes_per_tile": t.sram_bytes_per_tile, "clock_hz": t.clock_hz},
         "ipus": {"replicas": rt.replicas, "per_replica": rt.stages, "total": rt.num_ipus, "text": rt.ipu_count_text,
                  "drawn": rt.drawn_text},
-        "run": {k: p.run.get(k) for k in ("model", "emulator_version", "fits", "timing_only") if k in p.run},
+        "run": {k: p.record[k] for k in ("model", "emulator_version", "fits", "timing_only") if k in p.record},
         "steps": len(steps),
         "step_cycles": rt.step_cycles,
         "step_time_s": rt.step_seconds,

@@ -155,12 +155,13 @@ def _bert_large_shim(tiny, samples_per_step):
 
 def test_transformer_activations_as_a_gpu_framework_keeps_them_fit_nvidias_micro_batches(tiny):
     from popvision_lite.analysis.verdict import transformer_activation_bytes_per_sample
+    from popvision_lite.profile.run_record import ConfigRecord
 
     # Korthikanti et al. 2022: 24 layers x (34 s h + 5 a s^2) at s = 512 / 2 tokens per sequence
     per_seq = 24 * (34 * 256 * 1024 + 5 * 16 * 256 ** 2)
-    assert transformer_activation_bytes_per_sample(dict(model="bert-large", hidden=1024, heads=16, seq=512,
-                                                        layers=24, packing=2.0)) == per_seq
-    assert transformer_activation_bytes_per_sample(dict(model="resnet50", layers=50)) is None
+    assert transformer_activation_bytes_per_sample(ConfigRecord.build(dict(
+        model="bert-large", hidden=1024, heads=16, seq=512, layers=24, packing=2.0))) == per_seq
+    assert transformer_activation_bytes_per_sample(ConfigRecord.build(dict(model="resnet50", layers=50))) is None
     a100 = verdict(_bert_large_shim(tiny, 448), gpus=8, gpu_micro_batch=56)          # NVIDIA's DGX A100 run
     h100 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96)   # DGX H100 v3.0
     for v, mb in ((a100, 56), (h100, 96)):
