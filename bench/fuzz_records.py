@@ -46,7 +46,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +112,8 @@ def _breaks(key, v) -> bool:
     """Whether ``v`` breaks ``key``'s declaration (the reader must refuse it)."""
     from popvision_lite.profile import run_record as rr
 
+    if v is None:  # JSON null reads as an absent key (its default), as a missing value does
+        return False
     try:
         rr._checked(key, v, "x", ValueError)
     except rr._Bad:
@@ -380,11 +381,22 @@ def plant(rng: random.Random, tpl: Path, case_dir: Path) -> tuple[Path, str]:
 
 
 def _replace_with(path: Path, make):
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():  # a file, a link, a FIFO an earlier plant left
+        path.unlink()
     make(path)
+
+
+def _row_json(row: Path) -> dict | None:
+    """The planted row's JSON object, None when an earlier plant made it unreadable (a FIFO, a link, deep JSON)."""
+    if row.is_symlink() or not row.is_file():
+        return None
+    try:
+        d = json.loads(row.read_text())
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    return d if isinstance(d, dict) else None
 
 
 def _plant_one(rng, what, out, victim, decoy, case_dir, rows):
@@ -417,18 +429,19 @@ def _plant_one(rng, what, out, victim, decoy, case_dir, rows):
         (case_dir / "elsewhere.json").write_bytes(data)
         _replace_with(row, lambda p: p.symlink_to(case_dir / "elsewhere.json"))
     elif what == "row_huge":
-        if row.is_file():
-            d = json.loads(row.read_text())
+        d = _row_json(row)
+        if d is not None:
             d["pad"] = "x" * (2 << 20)
             row.write_text(json.dumps(d))
     elif what == "row_deep":
-        row.write_text("[" * 5000 + "]" * 5000) if not row.is_symlink() else None
+        _replace_with(row, lambda p: p.write_text("[" * 5000 + "]" * 5000))
     elif what == "row_bad_json":
-        row.write_bytes(rng.choice([b"", b"\xff\xfe", b'{"status": "ok"', b"NaN", b'{"a": Infinity}']))
+        data = rng.choice([b"", b"\xff\xfe", b'{"status": "ok"', b"NaN", b'{"a": Infinity}'])
+        _replace_with(row, lambda p: p.write_bytes(data))
     elif what in ("row_value", "row_profile_out", "row_profile_link"):
-        if not row.is_file() or row.is_symlink():
+        d = _row_json(row)
+        if d is None:
             return
-        d = json.loads(row.read_text())
         if what == "row_value":
             from popvision_lite.sweep import results
 
@@ -437,7 +450,9 @@ def _plant_one(rng, what, out, victim, decoy, case_dir, rows):
         elif what == "row_profile_out":
             d["profile"] = rng.choice(["/etc/passwd", "../victim.txt", str(victim), "profiles/../../victim.txt"])
         else:
-            (out / "profiles" / "planted.pvl").symlink_to(victim)
+            if not (out / "profiles").is_dir() or (out / "profiles").is_symlink():
+                return
+            _replace_with(out / "profiles" / "planted.pvl", lambda p: p.symlink_to(victim))
             d["profile"] = "profiles/planted.pvl"
         row.write_text(json.dumps(d))
     elif what == "profile_link":
@@ -445,7 +460,8 @@ def _plant_one(rng, what, out, victim, decoy, case_dir, rows):
         if profs:
             _replace_with(profs[0], lambda p: p.symlink_to(victim))
     elif what == "stale_tmp":
-        (out / "profiles" / ".old.1234.stage.tmp").write_bytes(b"x") if (out / "profiles").is_dir() else None
+        if (out / "profiles").is_dir() and not (out / "profiles").is_symlink():
+            (out / "profiles" / ".old.1234.stage.tmp").write_bytes(b"x")
         (out / ".sweep.csv.abcdefgh.tmp").write_bytes(b"x")
     elif what == "link_tmp":
         if (out / "rows").is_dir() and not (out / "rows").is_symlink():
@@ -501,15 +517,20 @@ def _client():
     return _CLIENT
 
 
-def classify_sweep(case: dict) -> tuple[str, str]:
-    from popvision_lite.errors import ConfigError
-    from popvision_lite.sweep import engine
-
+def _fresh(case: dict, kind: str) -> tuple[Path, random.Random]:
+    """The case's own empty folder and its seeded generator."""
     case_dir = Path(case["path"])
     if case_dir.exists():
         shutil.rmtree(case_dir)
     case_dir.mkdir(parents=True)
-    rng = random.Random(f"sweep:{case['seed']}:{case['n']}")
+    return case_dir, random.Random(f"{kind}:{case['seed']}:{case['n']}")
+
+
+def classify_sweep(case: dict) -> tuple[str, str]:
+    from popvision_lite.errors import ConfigError
+    from popvision_lite.sweep import engine
+
+    case_dir, rng = _fresh(case, "sweep")
     folder, what = plant(rng, Path(case["template"]), case_dir)
     case["what"] = what
     pts, names = _points()
@@ -545,11 +566,7 @@ SWEEP_ARGV = ["sweep", "--model", "mlp", "--grid", "batch=8,16", "--grid", "hidd
 
 def classify_concurrent(case: dict) -> tuple[str, str]:
     """2-3 sweeps resuming one folder at once (plus, one time in three, a planted row making one point run)."""
-    case_dir = Path(case["path"])
-    if case_dir.exists():
-        shutil.rmtree(case_dir)
-    case_dir.mkdir(parents=True)
-    rng = random.Random(f"concurrent:{case['seed']}:{case['n']}")
+    case_dir, rng = _fresh(case, "concurrent")
     folder, what = plant(rng, Path(case["template"]), case_dir) if rng.random() < 0.3 else (None, "")
     if folder is None:
         folder = case_dir / "sweep"
@@ -593,29 +610,7 @@ def classify(case: dict) -> tuple[str, str]:
 
 
 def _worker(mem_mb: int) -> int:
-    import resource
-    import warnings
-
-    warnings.simplefilter("ignore")
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    import popvision_lite.analysis.summary  # noqa: F401
-    import popvision_lite.cli  # noqa: F401
-    import popvision_lite.profile.reader  # noqa: F401
-
-    if mem_mb:
-        cap = mem_mb << 20
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        case = json.loads(line)
-        t0 = time.perf_counter()
-        try:
-            outcome, detail = classify(case)
-        except MemoryError as e:
-            outcome, detail = "memory", str(e)[:200]
-        print(json.dumps({"id": case["id"], "outcome": outcome, "detail": detail,
-                          "s": round(time.perf_counter() - t0, 4)}), flush=True)
-    return 0
+    return fz.serve(classify, mem_mb)
 
 
 # ------------------------------------------------------------------------------------------- strace sample
@@ -734,20 +729,11 @@ def main(argv=None) -> int:
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    by = Counter(r["outcome"] for r in results)
-    by_kind: dict[str, Counter] = {}
-    for r in results:
-        by_kind.setdefault(r["kind"], Counter())[r["outcome"]] += 1
-    fails = [r for r in results if r["outcome"] in FAILS]
-    print(f"round-4 hostile inputs: {len(results)} cases (seed {args.seed}) made in {t1 - t0:.1f} s, run in "
-          f"{t2 - t1:.1f} s by {args.workers} workers (cap {args.mem_mb} MiB, timeout {args.timeout:.0f} s)")
-    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
-    for kind, c in sorted(by_kind.items()):
-        print(f"  {kind:<20} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    by, fails = fz.print_outcomes(
+        results, FAILS, f"round-4 hostile inputs: {len(results)} cases (seed {args.seed}) made in {t1 - t0:.1f} s, "
+        f"run in {t2 - t1:.1f} s by {args.workers} workers (cap {args.mem_mb} MiB, timeout {args.timeout:.0f} s)", 20)
     slow = sorted(results, key=lambda r: -r.get("s", 0))[:3]
     print("slowest: " + "; ".join(f"{r['kind']} {r.get('s', 0):.1f} s" for r in slow))
-    for r in fails:
-        print(f"FAIL case {r['id']} [{r['kind']}] {r['what']}: {r['outcome']}: {r['detail']}")
     if st:
         print(f"strace: {st} ({t3 - t2:.0f} s)")
     n_fail = len(fails) + int(st.get("violations", 0) if st else 0)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from popvision_lite.analysis import tensor_parallel as tp
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile.run_record import record_of
 
@@ -228,13 +229,16 @@ def per_run(ops: pd.DataFrame, counts: OpCounts) -> pd.DataFrame:
 
 @dataclass
 class ModelPass:
-    """The kernels of one forward + backward pass of one micro-batch of the whole model (one replica)."""
+    """The kernels of one forward + backward pass of one micro-batch of the whole model (one replica): a
+    tensor-parallel run's shard is scaled back to the whole model (analysis/tensor_parallel.py)."""
 
-    ops: pd.DataFrame            # one row per kernel launch; per-run flops / min_bytes
+    ops: pd.DataFrame            # one row per kernel launch; per-run flops / min_bytes; tensor_parallel.SPLIT_COLUMNS
     counts: OpCounts
     dropped_recompute: int       # IPU recomputation runs not carried over
     dropped_optimizer: int       # optimizer-update rows left out (the estimate adds one update per step)
     notes: list = field(default_factory=list)
+    tensor_parallel: int = 1     # the IPU run's tensor-parallel degree (the shard the profile holds was x this)
+    shard_split_params: float = 0.0   # parameters of the split weights in ONE shard (tensor_parallel.split_weight_params)
 
 
 def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
@@ -268,8 +272,13 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     if rec_runs:
         notes.append(f"the IPU's recomputation ({rec_runs} op runs per micro-batch) is not carried to the GPU "
                      "(forward once, activations kept; the memory fit counts them)")
+    rec = record_of(profile)
+    t = rec.schedule.tensor_parallel
+    cfg = rec.config
+    shard = tp.annotate(kernels, cfg, t)
+    kernels, tp_notes = tp.whole_model(kernels, cfg, t)
     return ModelPass(ops=kernels, counts=c, dropped_recompute=rec_runs, dropped_optimizer=int(is_opt.sum()),
-                     notes=notes)
+                     notes=notes + tp_notes, tensor_parallel=t, shard_split_params=tp.split_weight_params(shard, cfg, t))
 
 
 # IPU ops a GPU framework does not launch as kernels of their own (see gpu_lowering)
@@ -514,19 +523,37 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> t
 
 
 def chips(profile) -> tuple[int, str]:
-    """(IPUs the run uses, how that was counted): replicas x IPUs of one replica (the target)."""
+    """(IPUs the run uses, how that was counted): replicas x IPUs of one replica (the target: one per pipeline
+    stage) x the tensor-parallel group each stage's IPU stands for (run_totals.RunTotals.num_ipus counts the same)."""
+    rec = record_of(profile)
     per = int(profile.target.num_ipus)
-    r = record_of(profile).replicas_of_run
-    if r == 1:
+    r = rec.replicas_of_run
+    t = rec.schedule.tensor_parallel
+    group = f" x {t} tensor-parallel IPUs" if t > 1 else ""
+    if r == 1 and t == 1:
         return per, f"{per} IPU(s) of one replica"
-    return r * per, f"{r} replicas x {per} IPU(s) per replica"
+    return r * per * t, f"{r} replica(s) x {per} IPU(s) per replica{group}"
 
 
-def params(profile) -> tuple[float, str]:
-    """(trained parameters of one replica's model, source): ``run["training_state"]`` (params per IPU of one
-    replica, written by runs with a training schedule) when present, else the optimizer-update ops."""
+def params(profile, mp: ModelPass | None = None) -> tuple[float, str]:
+    """(trained parameters of one replica's WHOLE model, source): ``run["training_state"]`` (params per IPU of one
+    replica, written by runs with a training schedule) when present, else the optimizer-update ops.  A
+    tensor-parallel run's IPUs hold one shard each: the split weights of the shard (``mp``, its model pass) count
+    t times, the replicated ones (norms, biases of the row-parallel GEMMs, position embedding) once."""
     from popvision_lite.analysis.gpu_estimate import params_from_ops
 
+    p, src = _shard_params(profile, params_from_ops)
+    t = record_of(profile).schedule.tensor_parallel
+    if t <= 1:
+        return p, src
+    mp = mp if mp is not None else model_pass(profile)
+    split = mp.shard_split_params
+    return p + (t - 1) * split, (f"{src}: one tensor-parallel shard, its split weights ({split / 1e6:,.1f} M) x {t}, "
+                                 "the rest once")
+
+
+def _shard_params(profile, params_from_ops) -> tuple[float, str]:
+    """(parameters the profile's IPUs of one replica hold, source)."""
     ts = record_of(profile).training_state
     if ts:
         total = float(sum(t.params for t in ts))

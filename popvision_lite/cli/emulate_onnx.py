@@ -197,14 +197,28 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
     lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
-        outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:")}
+        outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:") and k != "intermediates"}
         worst = max(outs.values(), key=lambda v: v["max_rel_err"]) if outs else None
-        lines.append(f"numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): "
+        lines.append(f"numeric checks (outputs and intermediate tensors vs ONNX Runtime, updated weights vs the numpy "
+                     f"reference): "
                      f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed"
                      + (f"; worst output: max abs err {worst['max_abs_err']:.2e} = {worst['max_rel_err']:.2e} of its "
                         f"max, {100 * worst.get('outside_share', 0):.2f}% of elements outside "
                         f"{worst.get('tolerance', '')}" if worst else "")
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
+        mid = run.numeric_checks.get("intermediates")
+        if mid:
+            lines.append(f"  intermediate tensors vs ONNX Runtime: {mid['compared'] - mid['failed_count']}/"
+                         f"{mid['compared']} within {mid['tolerance']} (worst {mid['worst']}: "
+                         f"{mid['max_rel_err']:.2e} of its max)"
+                         + (f"; FAILED: {', '.join(f['name'] for f in mid['failed'][:5])}" if mid["failed"] else ""))
+        for k in bad:
+            if run.numeric_checks[k].get("problem"):
+                lines.append(f"  {k}: {run.numeric_checks[k]['problem']}")
+    notes = list(getattr(run, "notes", ()) or ())
+    lines.extend(f"note: {n}" for n in notes[:8])
+    if len(notes) > 8:
+        lines.append(f"note: ... {len(notes) - 8} more in the profile (run['notes'])")
     lines.append(f"profile: {out_path}")
     return "\n".join(lines)
 

@@ -80,17 +80,18 @@ def summarize(p, top: int = 5) -> dict:
     }
 
 
-def time_split_line(rt) -> str:
+def time_split_line(rt, training: bool = True) -> str:
     """One line of where one step's IPU time goes: the parts (compute / exchange / sync / stream) of
     ``rt`` (a ``run_totals.RunTotals``), the same cycles and shares ``info`` prints, e.g.
     ``time split of one optimizer step (IPU time summed over 2 IPUs of one replica): compute 6,375,875 cycles
-    (18.7%), ...``.  ``emulate`` prints it for the profile it wrote."""
+    (18.7%), ...``; ``training`` False: an inference run's pipelined step.  ``emulate`` prints it for the profile
+    it wrote."""
     share = rt.part_share
     parts = []
     for part, c in rt.part_cycles.items():
         wait = (f"; waiting for other IPUs {rt.waiting_cycles:,}" if part == "sync" and rt.waiting_cycles else "")
         parts.append(f"{part} {c:,} cycles ({100 * share[part]:.1f}%{wait})")
-    step = "one optimizer step" if rt.pipelined else "one step"
+    step = ("one optimizer step" if training else "one inference step") if rt.pipelined else "one step"
     return f"time split of {step} ({rt.ipu_time_name}): " + ", ".join(parts)
 
 

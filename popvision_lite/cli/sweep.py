@@ -13,6 +13,7 @@ Exit codes: 0 every point ran (some may not fit), 1 some points failed (their ro
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from dataclasses import asdict
@@ -24,6 +25,7 @@ from popvision_lite.terminal import terminal_text
 from popvision_lite.value_checks import arg_number
 
 PROG = "popvision-lite sweep"
+log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,7 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "MemoryError instead of pushing the machine into swap (with --isolate process)")
     p.add_argument("--no-resume", action="store_true", help="run every point again, even finished ones")
     p.add_argument("-y", "--yes", action="store_true", help="allow a grid of more than 10,000 points")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
 
 def plan(args):
@@ -196,12 +197,11 @@ def run(args) -> int:
         print(terminal_text(f"{PROG}: cancelled before any point ran"), file=sys.stderr)
         return 130
     for w in warnings:
-        print(terminal_text(f"{PROG}: warning: {w}"), file=sys.stderr)
+        log.warning("%s", w)
     workers = args.workers
     cores = os.cpu_count() or 1
     if workers is not None and workers > cores:
-        print(terminal_text(f"{PROG}: warning: --workers {workers}: this machine has {cores} cores; using {cores}"),
-              file=sys.stderr)
+        log.warning("--workers %d: this machine has %d cores; using %d", workers, cores, cores)
         workers = cores
     meta = {"grid": grid, "base": asdict(base), "points": len(points)}
     progress = ProgressLine(enabled=not args.quiet)
@@ -210,7 +210,7 @@ def run(args) -> int:
     try:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=workers, client=client,
                       isolate=args.isolate or "auto", resume=not args.no_resume, progress=progress,
-                      notify=lambda msg: print(terminal_text(f"{PROG}: {msg}"), file=sys.stderr),
+                      notify=lambda msg: log.warning("%s", msg.removeprefix("note: ")),
                       point_timeout=args.point_timeout,
                       point_memory=int(args.point_memory * 2**30) if args.point_memory else None)
     except ConfigError as e:

@@ -142,8 +142,10 @@ def allreduce_for(em: dict, nbytes: float, replicas: int, ipus: int, clock_hz: f
                                  float(em.get("gw_link_bytes_per_s_per_ipu", GW_LINK_BYTES_PER_S_PER_IPU)))
 
 
-# Host frameworks whose step loop has a calibrated per-step cost in the device spec
-HOST_FRAMEWORKS = ("none", "popart", "tensorflow")
+# Host frameworks whose step loop has a calibrated per-step cost in the device spec (the run-config field's choices:
+# models/config.HOST_FRAMEWORK_CHOICES); "poptorch": PopTorch's training loop as optimum-graphcore's IPUTrainer runs
+# it (one call of the poptorch model per device_iterations optimizer steps)
+HOST_FRAMEWORKS = ("none", "popart", "tensorflow", "poptorch")
 # IPUs one host server drives in the measured systems (value and source: resources/devices/ipu-mk2.toml
 # emulator.ipus_per_host)
 IPUS_PER_HOST = 64
@@ -167,21 +169,24 @@ def input_bytes_per_sample(model: str, seq: int = 0, image: int = 0) -> int:
     normalises it), the label ignored.  Other models: 0 (synthetic data)."""
     if model == "bert":
         return 16 * int(seq)
+    if model == "gpt":  # input ids, attention mask and labels, int32 per token (poptorch streams int64 as int32)
+        return 12 * int(seq)
     if model in ("resnet", "resnet50", "conv"):
         return 3 * int(image) ** 2
     return 0
 
 
 def per_step_terms(em: dict, framework: str, ipus: int, input_bytes_per_step: float,
-                   ipu_step_seconds: float) -> dict[str, float]:
+                   ipu_step_seconds: float, device_iterations: int = 1) -> dict[str, float]:
     """Seconds an optimizer step pays outside the IPU clock domain, by name (added to the step's
     ``ipu_step_seconds``; ``schedule["per_step_terms"]``):
 
     Framework "none" (the default of a plain emulation) models the IPUs alone: every term is 0.
 
-    * ``host_step``: the framework's step loop (one ``engine.run`` / ``session.run`` per step with
-      ``batches_per_step`` 1: host-IPU sync, weight-update and stream callbacks); the device spec's
-      calibrated ``host_step_seconds_<framework>`` (0 for framework "none").
+    * ``host_step``: the framework's step loop (one ``engine.run`` / ``session.run`` / poptorch call per
+      ``device_iterations`` optimizer steps: host-IPU sync, weight-update and stream callbacks); the device
+      spec's calibrated ``host_step_seconds_<framework>`` per call (0 for framework "none"), shared by the
+      call's ``device_iterations`` steps.
     * ``host_input``: the step's input bytes over the host links (``host_link_bytes_per_s_per_ipu`` x
       IPUs), minus the IPU step it overlaps with (the data streams prefetch): 0 unless the link is slower
       than the IPUs.
@@ -192,7 +197,7 @@ def per_step_terms(em: dict, framework: str, ipus: int, input_bytes_per_step: fl
         raise ValueError(f"host_framework must be one of {', '.join(HOST_FRAMEWORKS)}, got {framework!r}")
     if framework == "none":
         return {"host_step": 0.0, "host_input": 0.0, "multi_host": 0.0}
-    host = float(em.get(f"host_step_seconds_{framework}", 0.0))
+    host = float(em.get(f"host_step_seconds_{framework}", 0.0)) / max(1, int(device_iterations))
     link = float(em.get("host_link_bytes_per_s_per_ipu", 0.0)) * max(1, int(ipus))
     xfer = float(input_bytes_per_step) / link if link > 0 else 0.0
     multi = float(em.get("multi_host_step_seconds", 0.0)) * multi_host_rounds(em, ipus)

@@ -355,6 +355,8 @@ SCHEDULE_KEYS: tuple[Key, ...] = (
         "host / runtime terms of a step {name: seconds}, each a phase"),
     Key("host_framework", TEXT, "", default="none", doc="the host framework whose per-step terms are added"),
     Key("note", TEXT, "", default="", doc="how the step was composed"),
+    Key("device_iterations", INT, "steps", 1, MODEL_LIMITS["device_iterations"][1], 1,
+        "optimizer steps per call of the host framework (poptorch's device_iterations; absent: 1)"),
     # the pipeline
     Key("steady_cycles_per_microbatch", INT, _C, 0, STEP_LIMIT, 0, "a micro-batch's cycles in steady state"),
     Key("stage_cycles", INTS, _C, 0, STEP_LIMIT, (), "forward + backward cycles of each stage"),
@@ -472,6 +474,8 @@ CONFIG_KEYS: tuple[Key, ...] = (  # the config keys analysis reads; bounds of va
     Key("optimizer", TEXT, "", default="sgd", doc="the optimizer"),
     Key("precision", TEXT, "", default="fp16", doc="the run's precision"),
     Key("device", TEXT, "", default="", doc="the device spec id"),
+    Key("host_framework", TEXT, "", default="", doc="the host framework whose per-step terms are added"),
+    _model("head_dim", doc="size of one attention head (0: hidden / heads)"), _model("tensor_parallel"),
     Key("timing_only", BOOL, "", default=False, doc="no numerics run"),
 )
 

@@ -45,6 +45,8 @@ from popvision_lite.sweep import point as pt
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.grid import Point
 
+log = logging.getLogger(__name__)
+
 PROFILE_WORKERS = False
 LOCAL_DASK_CONFIG = {
     # a worker death fails the task it ran at once (no silent retries by the scheduler): the engine decides
@@ -398,7 +400,8 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
         return _run_locked(points, out, t0, grid_names=grid_names, meta=meta, workers=workers, scheduler=scheduler,
                            connect_timeout=connect_timeout, client=client, isolate=isolate, point_fn=point_fn,
                            resume=resume, point_timeout=point_timeout, point_memory=point_memory,
-                           progress=progress, should_cancel=should_cancel, notify=notify or (lambda _m: None))
+                           progress=progress, should_cancel=should_cancel,
+                           notify=notify or (lambda msg: log.warning("%s", msg)))
     finally:
         lock.release()
 
@@ -538,6 +541,8 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
                     o.ok += 1
                 else:
                     o.failed += 1
+                log.info("point %d (%s): %s", p.index, p.key, row.get("status") if row.get("status") == "ok"
+                         else f"failed: {row.get('error')}")
                 report(o, total)
             if cancel_requested():
                 raise KeyboardInterrupt

@@ -66,6 +66,20 @@ def test_a_pipelined_runs_split_is_the_one_info_prints(tmp_path, capsys):
     assert 0.3 < rt.part_share["stream"] < 0.6 and np.isclose(sum(rt.part_share.values()), 1.0)
 
 
+def test_a_pipelined_inference_run_is_not_labelled_an_optimizer_step(tmp_path, capsys):
+    """Issue 47: ``emulate bert-base --inference`` printed its cycles as "(one optimizer step)"; an inference run
+    has no optimizer: both the cycles line and the time split say "one inference step"."""
+    out = tmp_path / "inf.pvl"
+    rc = main(["emulate", "bert-tiny", "--layers", "2", "--batch", "2", "--seq", "16", "--inference", "--timing-only",
+               "-q", "-o", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "optimizer step" not in text
+    assert "(one inference step)" in next(x for x in text.splitlines() if x.startswith("total cycles:"))
+    assert next(x for x in text.splitlines() if x.startswith("time split")).startswith(
+        "time split of one inference step")
+
+
 def test_progress_bar_on_stderr(tmp_path, capsys):
     rc = main(["emulate", "mlp", "--batch", "8", "--hidden", "16", "--timing-only", "-o", str(tmp_path / "a.pvl")])
     assert rc == 0

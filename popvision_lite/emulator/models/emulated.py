@@ -5,6 +5,7 @@ the numpy reference, or compose a pipelined / replicated run (pipeline.py); ``wr
 from __future__ import annotations
 
 import gc
+import logging
 import time
 
 import numpy as np
@@ -23,6 +24,8 @@ from .config import COMPOSITION_FIELDS, ModelConfig
 from .emulator_backend import EmulatorBackend
 from .pipeline import release_stage_graphs, run_pipelined
 from .whole_graph import compose_whole_graph
+
+log = logging.getLogger(__name__)
 
 # ==================================================================== running a model
 
@@ -56,6 +59,10 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
         if progress:
             progress("writing profile", 0.9)
         write_run(run, profile_path)
+    log.info("emulated %s on %s (%s): %s cycles, %s; wall time by stage: %s", cfg.model, device,
+             "timing only" if timing_only else "full numerics", f"{int(run.total_cycles):,}",
+             "fits" if run.fits else "does not fit",
+             ", ".join(f"{k} {v:.2f} s" for k, v in run.wall.items() if isinstance(v, float)) or "n/a")
     if progress:
         progress("done", 1.0)
     return run

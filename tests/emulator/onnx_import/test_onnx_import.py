@@ -148,7 +148,9 @@ def test_cli_writes_profile_the_reader_opens(model_dir, tmp_path, capsys):
     rc = main(["emulate", "--onnx", str(model_dir / "resnet_block.onnx"), "--batch", "2", "-o", str(out), "-q"])
     text = capsys.readouterr().out
     assert rc == 0, text
-    assert "numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): 1/1 passed" in text
+    assert ("numeric checks (outputs and intermediate tensors vs ONNX Runtime, updated weights vs the numpy "
+            "reference): 2/2 passed") in text
+    assert "  intermediate tensors vs ONNX Runtime: " in text
     p = pvl.open(out)
     assert p.run["model"] == "onnx:resnet_block.onnx"
     assert all(c["passed"] for c in p.run["numeric_checks"].values())

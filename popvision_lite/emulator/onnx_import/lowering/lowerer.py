@@ -16,6 +16,7 @@ from .fold import evaluate_node
 from .fusion import Patterns, lower_fused
 from .layout import Layout
 from .outline import Outliner
+from .seeded import SEEDED_OPS, lower_seeded
 from .table import DEVICE_OPS, LOWERINGS, PARAM_FOLDABLE
 from .values import Act, attrs, canon
 
@@ -24,8 +25,10 @@ class Lowerer(Layout):
     """Walks the graph in order and builds it on backend ``be``."""
 
     def __init__(self, be, lm, input_values: dict, ipus: int = 1, training: bool = False, ipu_split=None,
-                 recompute: bool = False, outline: bool = False):
+                 recompute: bool = False, outline: bool = False, seed: int = 0):
         self.be = be
+        self.seed = int(seed)  # Dropout masks and random ops are drawn from it (seeded.py)
+        self.seeded: dict = {}  # node index -> the values drawn for it (the numerics check feeds them to ONNX Runtime)
         self.training = bool(training)
         self.tape: list = []        # (output Act, backward fn(dy) -> [(Act or param name, grad handle)])
         self.tape_block: list = []  # the recomputation block (index into self.blocks) of each tape entry, or -1
@@ -169,6 +172,8 @@ class Lowerer(Layout):
             else:
                 self.vals[node.output[0]] = np.asarray(shape[a.get("start", 0):a.get("end", len(shape))], np.int64)
             return None
+        if default_domain and op in SEEDED_OPS:  # never evaluated by a random draw, folded or not
+            return lower_seeded(self, i, node, ins, name)
         has_param = any(x in self.params for x in node.input if x)
         device = default_domain and op in LOWERINGS
         if not acts and default_domain and not (op == "Gather" and has_param) and (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import conv, elementwise, matmul, resample, rows, views
+from . import conv, elementwise, matmul, resample, rows, seeded, views
 from .elementwise import binary, unary
 
 
@@ -85,7 +85,7 @@ LOWERINGS: dict[str, Lowering] = {
                                          "keep_aspect_ratio_policy")),
     # views and data movement
     "Identity": _l(views.lower_identity),
-    "Dropout": _l(views.lower_identity, ("seed",)),
+    "Dropout": _l(seeded.lower_dropout, ("seed", "ratio")),  # the identity unless training mode is requested
     "Cast": _l(views.lower_cast, ("to", "saturate")),
     "Reshape": _l(views.lower_reshape, ("allowzero", "shape")),
     "Flatten": _l(views.lower_flatten, ("axis",)),
@@ -114,7 +114,9 @@ FOLD_ONLY_OPS = (
     "Mod", "Sign", "NonZero", "ScatterND", "OneHot", "Cos", "Sin",
 )
 DEVICE_OPS = tuple(sorted(LOWERINGS))
-SUPPORTED_OPS = tuple(sorted(set(DEVICE_OPS) | set(FOLD_ONLY_OPS)))
+# random ops: drawn once from the run's seed when the graph is built (seeded.py), named in the run's notes
+SEEDED_RANDOM_OPS = seeded.RANDOM_OPS
+SUPPORTED_OPS = tuple(sorted(set(DEVICE_OPS) | set(FOLD_ONLY_OPS) | set(SEEDED_RANDOM_OPS)))
 TRAINABLE_OPS = tuple(sorted(op for op, lw in LOWERINGS.items() if lw.trainable))
 KNOWN_ATTRS = {op: set(lw.attrs) for op, lw in LOWERINGS.items() if lw.attrs}
 # rearrangements of a weight that stay a weight when folded
