@@ -71,18 +71,17 @@ def verdict(path: str) -> dict:
     from popvision_lite.profile import schema
 
     with pvl.open(path) as p:
-        run = p.run
+        rec = p.record  # the typed run record (profile/run_record.py)
         mem = p.memory.array().sum(axis=2)
         per_tile = mem.sum(axis=1)
         t = int(per_tile.argmax())
         cats = sorted(((schema.MEMORY_CATEGORIES[i], int(b)) for i, b in enumerate(mem[t]) if b), key=lambda x: -x[1])
-        sch = run.get("schedule") or {}
-        seq = int((run.get("config") or {}).get("seq", 0)) or 0
-        return dict(fits=bool(run.get("fits")), peak_tile=t, peak_ipu=t // p.target.tiles_per_ipu,
+        sch = rec.schedule
+        seq = rec.config.seq or 0
+        return dict(fits=rec.fits, peak_tile=t, peak_ipu=t // p.target.tiles_per_ipu,
                     peak_bytes=int(per_tile[t]), capacity=int(p.target.sram_bytes_per_tile), peak_categories=cats[:3],
-                    samples_per_second=float(run.get("samples_per_second", 0.0)), seq=seq,
-                    step_seconds=float(sch.get("step_seconds", 0.0)),
-                    stream_share=float(sch.get("stream_cycles", 0)) / max(1, int(sch.get("step_cycles", 1))))
+                    samples_per_second=rec.samples_per_second, seq=seq, step_seconds=sch.step_seconds,
+                    stream_share=sch.stream_cycles / max(1, sch.step_cycles))
 
 
 def main() -> int:

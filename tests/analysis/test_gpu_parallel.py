@@ -87,9 +87,14 @@ def test_split_rule():
     assert tp.split_of("ipu0/heads/mlm/gelu") == ("", "")        # the MLM transform is hidden-wide: replicated
     assert tp.split_of("ipu0/layer/attention/layer_norm") == ("", "")
     assert tp.split_of("conv1/matmul") == ("", "")
-    assert tp.degree({"tensor_parallel": 8}) == 8
-    for bad in ("x", 1e30, True, -2, 2.5, None):
-        assert tp.degree({"tensor_parallel": bad}) == 1
+    # the degree is the checked schedule's (profile/run_record.py): a file's bad value is refused, not read as 1
+    from popvision_lite.errors import EmulatorError
+    from popvision_lite.profile.run_record import Schedule
+
+    assert Schedule.build({"tensor_parallel": 8}).tensor_parallel == 8 and Schedule().tensor_parallel == 1
+    for bad in ("x", 1e30, True, -2, 2.5):
+        with pytest.raises(EmulatorError, match="tensor_parallel"):
+            Schedule.build({"tensor_parallel": bad})
 
 
 def _kernels():
