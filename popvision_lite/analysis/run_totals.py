@@ -351,7 +351,7 @@ def host_step_text(schedule: Mapping) -> str:
     schedule = schedule if isinstance(schedule, Mapping) else {}
     fw = str(schedule.get("host_framework") or "none")
     basis = str(schedule.get("host_framework_basis") or "")
-    terms = schedule.get("per_step_terms") if isinstance(schedule.get("per_step_terms"), dict) else {}
+    terms = schedule.get("per_step_terms") if isinstance(schedule.get("per_step_terms"), Mapping) else {}
     def sec(v):
         try:
             v = float(v)
