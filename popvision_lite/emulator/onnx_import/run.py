@@ -282,6 +282,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               **({} if outline else {"outline": False})}  # written only when not the default (older configs)
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+    be.inputs.clear()  # written into the run's tensors: one copy of each weight per dtype from here on
     wall.update(res.wall)
     checks, got, ref = {}, {}, {}
     if res.fits and not timing_only:
