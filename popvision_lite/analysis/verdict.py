@@ -119,7 +119,7 @@ class Verdict:
             cheaper = "cost n/a (no price for " + " or ".join(self.missing_prices) + ")"
         fit = "".join(f"; {side.label} does NOT fit in memory" for side in (self.ipu, self.gpu) if not side.fits)
         lo, hi = self.speedup_range()
-        rng = (f" (GPU / IPU {lo:.2f}x .. {hi:.2f}x within the error bands)" if math.isfinite(lo) else
+        rng = (f" (the error bands put GPU / IPU at {lo:.2f}x .. {hi:.2f}x)" if math.isfinite(lo) else
                " (no error band for " + " or ".join(s for s, b in (("the IPU", self.ipu_band), ("the GPU", self.gpu_band))
                                                      if b is None or b.outside) + ")"
                if (self.ipu_band is not None or self.gpu_band is not None) else "")
