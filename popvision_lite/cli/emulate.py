@@ -31,7 +31,7 @@ MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
               "host_framework", "conv_lowering", "partials_type", "embedding_serialization", "device_iterations",
-              "task_head")
+              "task_head", "tensor_parallel_2", "attention_serialisation", "io_tiles")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -58,13 +58,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _field(p, "precision")
     _switch(p, "timing_only")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    for name in ("replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum",
-                 "device_iterations", "optimizer", "optimizer_state", "optimizer_state_dtype"):
+    for name in ("replicas", "pipeline_stages", "tensor_parallel", "tensor_parallel_2", "layer_split",
+                 "pipeline_placement", "grad_accum", "device_iterations", "optimizer", "optimizer_state",
+                 "optimizer_state_dtype"):
         _field(p, name, g)
     _switch(g, "master_weights")
     _switch(g, "rts")
     for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework",
-                 "embedding_serialization", "task_head"):
+                 "embedding_serialization", "task_head", "attention_serialisation", "io_tiles"):
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
@@ -108,7 +109,9 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         clock = s["clock_hz"]
         lines.append(
             f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']})"
-            + (f" x tensor parallel {sch_['tensor_parallel']}" if sch_.get("tensor_parallel", 1) > 1 else "") + ", "
+            + (f" x tensor parallel {sch_['tensor_parallel']}" if sch_.get("tensor_parallel", 1) > 1 else "")
+            + (f" ({sch_['tensor_parallel'] // sch_['tensor_parallel_2']} x {sch_['tensor_parallel_2']}, 2-D)"
+               if sch_.get("tensor_parallel_2", 1) > 1 else "") + ", "
             f"{sch_['grad_accum']} micro-batches of {sch_['micro_batch']} per step"
             + (f" x packing {sch_['packing']:g}" if sch_.get("packing", 1) != 1 else "")
             + f" = {sch_['samples_per_step']:g} samples/step")
