@@ -7,6 +7,7 @@ Exit codes: 0 ok, 2 bad arguments / config (message names the argument or field)
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from popvision_lite.cli import emulate_onnx
@@ -26,6 +27,9 @@ from popvision_lite.emulator.run_config import (
 )
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
+from popvision_lite.terminal import terminal_text
+
+log = logging.getLogger(__name__)
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
@@ -75,7 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "read as run-config fields over --config; flags override it (emulator/ipu_config.py)")
     p.add_argument("--pod-type", choices=POD_TYPES, default=None,
                    help="the POD type whose values an IPU config's per-POD tables give (default: their 'default')")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
@@ -97,7 +100,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz"
-                 + (" (one optimizer step)" if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
+                 + ((" (one optimizer step)" if cfg.training else " (one inference step)")
+                    if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
     sch_ = getattr(run, "schedule", None) or {}
     if getattr(run, "samples_per_second", 0):
         unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
@@ -105,6 +109,13 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         tokens = (f", {run.samples_per_second * cfg.seq / getattr(cfg, 'packing', 1.0):,.0f} tokens/s"
                   if cfg.model in ("bert", "gpt") else "")
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system{tokens})")
+        if sch_:
+            from popvision_lite.analysis import error_band as eb
+            from popvision_lite.analysis.run_totals import host_step_text
+
+            band = eb.ipu_band(cfg.model, sch_.get("host_framework"), int(getattr(cfg, "ipus", 1) or 1))
+            lines.append(f"  error band: {band.text()}")
+            lines.append(f"  {host_step_text(sch_)}")
     if "layer_split" in sch_:
         clock = s["clock_hz"]
         lines.append(
@@ -125,7 +136,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
     if any(terms.values()):
         lines.append(f"per-step host terms (seconds, not IPU cycles; framework {sch_.get('host_framework')}): "
                      + ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in terms.items())
-                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms")
+                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms, of which the IPUs "
+                     f"{sch_.get('ipu_step_seconds', 0) * 1e3:.1f} ms")
     if "layer_split" in sch_:
         ts = run.profile_data.run.get("training_state") or []
         for t in ts:
@@ -198,8 +210,8 @@ def resolve(args) -> tuple:
             opt = FIELDS[k].flag
             raise ConfigError(f"argument {opt}: model '{rc.model}' does not use it (only {' / '.join(ONLY_FOR[k])} "
                               f"models read {opt}); leave it out")
-        print(f"popvision-lite emulate: warning: {source}: field '{k}' is ignored: model '{rc.model}' "
-              f"does not use it (only {' / '.join(ONLY_FOR[k])} models read it)", file=sys.stderr)
+        log.warning("%s: field '%s' is ignored: model '%s' does not use it (only %s models read it)",
+                    source, k, rc.model, " / ".join(ONLY_FOR[k]))
     cfg = rc.model_config()  # host memory (numeric runs) and largest array, before allocating
     return cfg, rc.device, out, rc.timing_only
 
@@ -217,7 +229,7 @@ def run(args) -> int:
     try:
         cfg, device, out, timing = resolve(args)
     except ConfigError as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     progress = ProgressBar(not args.quiet)
     try:  # the emulator returns the profile; this command writes it (also when it does not fit)
@@ -226,35 +238,35 @@ def run(args) -> int:
         write_run(result, out)
         progress("done", 1.0)
     except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
-        print(f"popvision-lite emulate: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: {e}"), file=sys.stderr)
         return 3
     except (ConfigError, EmulatorError) as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except ProfileError as e:  # the destination failed after all (disk full): exit 2 as export does
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
         from popvision_lite.value_checks import largest_array
 
         field = largest_array(cfg)[1]
-        print(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
+        print(terminal_text(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
               f"of host memory while emulating at these sizes; use smaller sizes"
-              + ("" if timing else " (or --timing-only)"), file=sys.stderr)
+              + ("" if timing else " (or --timing-only)")), file=sys.stderr)
         return 2
     except PopvisionError as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 1
     s = summarize(result.profile_data, result)
     try:
-        split = time_split_line(profile_totals(out))
+        split = time_split_line(profile_totals(out), training=bool(cfg.training))
     except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
-    print(format_summary(s, result, out, split))
+    print(terminal_text(format_summary(s, result, out, split)))
     if not result.fits:
-        print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
-              f"profile written to {out}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
+              f"profile written to {out}"), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)

@@ -33,13 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.emulator.models.config import (
-    HOST_FRAMEWORK_CHOICES,
     MODEL_NAMES,
     TASK_HEADS,
     ModelConfig,
     make_config,
 )
-from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
@@ -239,8 +238,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("rts", "bool", label="Replicated tensor sharding", group="scale",
           help="replicated tensor sharding of the optimizer state across replicas"),
     Field("host_framework", "choice", choices=HOST_FRAMEWORK_CHOICES, label="Host framework", group="scale",
-          help="add the host step loop's per-step cost of this framework (calibrated, device spec; default none: "
-               "the IPUs alone)"),
+          help="the framework whose host step loop's per-step cost is added (calibrated, device spec); default auto: "
+               "the framework Graphcore ran the model with (bert: popart, resnet: tensorflow), else unknown (no host "
+               "step, said next to the throughput); none: the IPUs alone"),
     Field("device_iterations", "int", label="Device iterations", group="scale",
           help="optimizer steps per host call (poptorch deviceIterations, PopART batches per step; default 1): the "
                "host step loop's cost is shared by them"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES
 from popvision_lite.errors import ConfigError
 
 from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, validate_resnet
@@ -55,8 +56,6 @@ COMPOSITION_FIELDS = frozenset({"replicas", "grad_accum", "ipus", "optimizer", "
 # Face's *ForQuestionAnswering) and "sequence_classification" (the first token through a hidden x hidden dense
 # layer with tanh, then hidden x 2: *ForSequenceClassification, BERT's pooler / RoBERTa's classification head)
 TASK_HEADS = ("pretraining", "question_answering", "sequence_classification")
-# the host frameworks whose step loop has a per-step cost (schedule.HOST_FRAMEWORKS repeats this list)
-HOST_FRAMEWORK_CHOICES = ("none", "popart", "tensorflow", "poptorch")
 
 
 @dataclass
@@ -103,8 +102,9 @@ class ModelConfig:
     master_weights: bool = False       # fp32 master copy of fp16 weights
     optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
     rts: bool = False                  # replicated tensor sharding of the optimizer state
-    # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
-    host_framework: str = "none"
+    # host step loop whose per-step cost is added (schedule.per_step_terms): auto (inferred from the model,
+    # schedule.resolve_host_framework) | none (the IPUs alone) | a framework of schedule.HOST_FRAMEWORKS
+    host_framework: str = "auto"
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
     # matmul / convolution partials: poplin's partialsType option, "float" (its default) or "half" (fp16 runs only;
     # Graphcore's MLPerf ResNet-50 ran "FP16.16 + half partials")
@@ -233,7 +233,7 @@ class ModelConfig:
             d.pop("head_dim")  # not set it read as before
         if d.get("tensor_parallel", 1) == 1:  # the default (no sharding): left out the same way
             d.pop("tensor_parallel", None)
-        if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
+        if d.get("host_framework", "auto") == "auto":  # the default (inferred; the schedule records what was used)
             d.pop("host_framework", None)
         if self.model != "resnet":  # read by the ResNet builder only: left out of other models' configs
             d.pop("conv_lowering", None)

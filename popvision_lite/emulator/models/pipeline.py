@@ -410,13 +410,15 @@ def _schedule(cfg, target1: Target, p: SimpleNamespace, stages: list, graphs: di
     worst = int(np.argmax(post))
     step_cycles = pipe["pipeline_total_cycles"] + post[worst]
     samples_per_step = R * G * cfg.batch * cfg.packing
-    terms = sch.per_step_terms(em, cfg.host_framework, cfg.ipus, R * G * cfg.batch * sch.input_bytes_per_sample(
+    host_fw, host_basis = sch.resolve_host_framework(cfg.host_framework, cfg.model)
+    terms = sch.per_step_terms(em, host_fw, cfg.ipus, R * G * cfg.batch * sch.input_bytes_per_sample(
         cfg.model, seq=cfg.seq), step_cycles / clock, device_iterations=cfg.device_iterations)
     step_seconds = step_cycles / clock + sum(terms.values())
     schedule = dict(
         stages=S, replicas=R, grad_accum=G, micro_batch=cfg.batch, packing=float(cfg.packing),
         samples_per_step=float(samples_per_step), step_seconds=step_seconds, step_cycles=int(step_cycles),
-        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=getattr(cfg, "host_framework", "none"),
+        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=host_fw,
+        host_framework_basis=host_basis,
         steady_cycles_per_microbatch=int(pipe["steady_cycles_per_microbatch"]),
         stage_cycles=[int(a["fwd_cycles"] + a["bwd_cycles"]) for a in stages],
         stage_fwd_cycles=[a["fwd_cycles"] for a in stages], stage_bwd_cycles=[a["bwd_cycles"] for a in stages],
