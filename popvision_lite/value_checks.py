@@ -340,9 +340,11 @@ def composed_graph_elements(cfg) -> dict[str, int]:
     3 x tokens x vocab / t logits + 2 x hidden x vocab / t decoder).  Neither grows with the layer count."""
     g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab")}
     tp = max(1, int(getattr(cfg, "tensor_parallel", 1) or 1))
-    tp2 = max(1, int(getattr(cfg, "tensor_parallel_2", 1) or 1))  # 2-D: each IPU holds hidden / tp2
-    H, S, heads = g["hidden"] // tp2 or 1, g["seq"], max(1, g["heads"])
-    d = int(getattr(cfg, "head_dim", 0) or 0) or g["hidden"] // heads
+    # 2-D tensor parallelism (tensor_parallel_2) is counted at the full hidden size: for the rows measured with it
+    # (bench/gpt_scale.py *_popxl: 175B 8 x 8, 13B 8 x 4) this estimate is 1.29x and 0.99x the peak RSS; at the
+    # shard's hidden / t2 it was 0.33x
+    H, S, heads = g["hidden"], g["seq"], max(1, g["heads"])
+    d = int(getattr(cfg, "head_dim", 0) or 0) or H // heads
     W = max(1, heads // tp) * d
     F = (int(getattr(cfg, "ffn", 0) or 0) or 4 * H) // tp
     V = -(-g["vocab"] // (128 * tp)) * 128 if tp > 1 else g["vocab"]  # padded as ModelConfig.shard() pads it
