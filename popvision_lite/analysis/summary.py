@@ -175,7 +175,9 @@ def schedule_lines(sch: Schedule, clock_hz: float) -> list[str]:
     if "layer_split" in sch:
         return [
             f"schedule: {sch.replicas} replica(s) x {sch.stages} pipeline stage(s) (layers {list(sch.layer_split)})"
-            + (f" x tensor parallel {sch.tensor_parallel}" if sch.tensor_parallel > 1 else "") + ", "
+            + (f" x tensor parallel {sch.tensor_parallel}" if sch.tensor_parallel > 1 else "")
+            + (f" ({sch.tensor_parallel // sch.tensor_parallel_2} x {sch.tensor_parallel_2}, 2-D)"
+               if sch.tensor_parallel_2 > 1 else "") + ", "
             f"{sch.grad_accum} micro-batches of {sch.micro_batch} per step"
             + (f" x packing {sch.packing:g}" if sch.packing != 1 else "") + f" = {sch.samples_per_step:g} samples/step",
             f"  steady state {sch.steady_cycles_per_microbatch:,} cycles/micro-batch (slowest stage "

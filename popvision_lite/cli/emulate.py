@@ -37,7 +37,7 @@ MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
               "host_framework", "conv_lowering", "partials_type", "embedding_serialization", "device_iterations",
-              "task_head")
+              "task_head", "tensor_parallel_2", "attention_serialisation", "io_tiles")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -64,13 +64,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _field(p, "precision")
     _switch(p, "timing_only")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    for name in ("replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum",
-                 "device_iterations", "optimizer", "optimizer_state", "optimizer_state_dtype"):
+    for name in ("replicas", "pipeline_stages", "tensor_parallel", "tensor_parallel_2", "layer_split",
+                 "pipeline_placement", "grad_accum", "device_iterations", "optimizer", "optimizer_state",
+                 "optimizer_state_dtype"):
         _field(p, name, g)
     _switch(g, "master_weights")
     _switch(g, "rts")
     for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework",
-                 "embedding_serialization", "task_head"):
+                 "embedding_serialization", "task_head", "attention_serialisation", "io_tiles"):
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
