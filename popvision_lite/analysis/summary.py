@@ -174,7 +174,7 @@ def schedule_lines(sch: Schedule, clock_hz: float) -> list[str]:
     ms = 1e3 / float(clock_hz) if clock_hz else 0.0
     if "layer_split" in sch:
         return [
-            f"schedule: {sch.replicas} replica(s) x {sch.stages} pipeline stage(s) (layers {list(sch.layer_split)})"
+            f"schedule: {sch.replicas} replica(s) x {sch.stages} pipeline stage(s) (layers [{', '.join(f'{k:g}' for k in sch.layer_split)}])"
             + (f" x tensor parallel {sch.tensor_parallel}" if sch.tensor_parallel > 1 else "")
             + (f" ({sch.tensor_parallel // sch.tensor_parallel_2} x {sch.tensor_parallel_2}, 2-D)"
                if sch.tensor_parallel_2 > 1 else "") + ", "
