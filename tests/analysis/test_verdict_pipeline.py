@@ -15,7 +15,7 @@ from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis.roofline import analyze
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main
-from popvision_lite.errors import ConfigError
+from popvision_lite.errors import ConfigError, ProfileError
 
 R, S, G, LAYERS, BATCH, SEQ = 2, 2, 4, 4, 4, 64
 
@@ -145,10 +145,10 @@ def test_bad_op_counts_are_refused_clearly(pipe, tmp_path, capsys):
         ops, target, programs = pipe.ops, pipe.target, pipe.programs
         run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_call=[1, 2])}
 
-    with pytest.raises(ConfigError, match="one count per op"):
+    with pytest.raises(ProfileError, match="one count per op"):  # the run record's check (profile/run_record.py)
         verdict(Bad())
     Bad.run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_step=[-1] * len(pipe.ops))}
-    with pytest.raises(ConfigError, match="whole number"):
+    with pytest.raises(ProfileError, match=r"runs_per_step'\]: \[0\]: -1 is outside 0\.\."):
         wl.op_counts(Bad())
     with pytest.raises(ConfigError, match="gpu-micro-batch"):
         verdict(pipe, gpu_micro_batch=0)
