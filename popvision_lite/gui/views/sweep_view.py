@@ -49,7 +49,7 @@ PICK = "#00a0ff"
 TABLE_HEADERS = {"samples_per_second": "samples/s", "peak_tile_memory_pct": "peak tile mem %",
                  "cost_per_1m_samples_usd": "USD / 1M samples", "total_cycles": "cycles",
                  "step_seconds": "step s", "compute_share": "compute", "exchange_share": "exchange",
-                 "sync_share": "sync", "stream_copy_share": "stream copy", "usd_per_chip_hour": "USD / chip-h"}
+                 "sync_share": "sync", "stream_copy_share": "stream copy", "host_share": "host", "usd_per_chip_hour": "USD / chip-h"}
 
 
 MONEY_COLUMNS = ("cost_per_1m_samples_usd", "usd_per_chip_hour")
