@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from popvision_lite.analysis.run_totals import PARTS, run_totals
+from popvision_lite.analysis.execution import own_tiles_mean
+from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import STEP_KIND_CODE
 from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
@@ -25,11 +26,22 @@ SEVERITIES = ("error", "warning", "info")
 
 # thresholds for advice (fractions); kept here so tests and docs can name them
 EXCHANGE_SHARE_WARN = 0.30      # exchange steps take >= 30% of the run
+HOST_SHARE_NOTE = 0.30          # the host's per-step terms take >= 30% of the IPU time
 ACTIVATION_SHARE_RECOMPUTE = 0.5  # activations are >= half of the not-always-live peak
 COMPUTE_IDLE_WARN = 0.5         # tiles idle >= 50% of compute-step time
 MEMORY_IMBALANCE_WARN = 2.0     # fullest tile holds >= 2x the mean tile
 _MAX_IDS = 50  # related ids kept per finding
 OPTIMIZER_NAME = re.compile(r"optim|adam|lamb|momentum|velocity|accum|moment", re.IGNORECASE)
+# gradient accumulators are not optimizer state (moving them off chip is another trade): counting them as such made
+# one finding advise moving 221 MiB of "optimiser state" off chip where the training state said 0 (issue 46)
+GRADIENT_ACCUMULATOR_NAME = re.compile(r"gradient accumulator|grad_accum|accumulated gradient", re.IGNORECASE)
+
+
+def optimizer_state_mask(names: pd.Series) -> np.ndarray:
+    """Which variable names are optimizer state (moments, velocities, an optimizer's own accumulators), not the
+    gradient accumulators of gradient accumulation."""
+    n = names.astype(str)
+    return (n.str.contains(OPTIMIZER_NAME) & ~n.str.contains(GRADIENT_ACCUMULATOR_NAME)).to_numpy(bool)
 
 
 @dataclass
@@ -390,7 +402,7 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
                                  "ipus_needed": need_ipus, "num_ipus": int(target.num_ipus),
                                  "weight_bytes": w_bytes}
         if w_bytes > 0:
-            opt = w[w["name"].astype(str).str.contains(OPTIMIZER_NAME)]
+            opt = w[optimizer_state_mask(w["name"])]
             opt_bytes = int(opt["bytes"].sum())
             bw_ipu = ddr_bandwidth(spec)
             text += (f"Always-live variables (weights{', optimiser state' if opt_bytes else ''}) take "
@@ -429,7 +441,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     share = rt.part_share["exchange"]
     ops = profile.ops
     if share >= EXCHANGE_SHARE_WARN:
-        exc = rt.op_part_cycles[:, PARTS.index("exchange")] if len(ops) else np.zeros(0)
+        exc = rt.op_part_cycles[:, STEP_PARTS.index("exchange")] if len(ops) else np.zeros(0)
         order = [i for i in np.argsort(-exc, kind="stable")[:3] if exc[i] > 0]
         top = ops.iloc[order]
         names = "; ".join(f"{r['name']} ({int(round(exc[i])):,} cycles)" for i, (_, r) in zip(order, top.iterrows(),
@@ -441,11 +453,25 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
                            f"Consider a layout that keeps operands on the tiles that use them.",
                            ops=tuple(int(o) for o in top["op_id"]),
                            numbers={"exchange_cycles": ex, "run_cycles": total, "share": share}))
+    host = rt.part_share.get("host", 0.0)
+    if host >= HOST_SHARE_NOTE:
+        # the host part is its own (not sync): say how big, where it comes from, and what it is per sample
+        per_sample = rt.host_seconds / rt.samples_per_step if rt.samples_per_step else float("nan")
+        out.append(Finding("info", "host", "The IPUs wait for the host most of the step",
+                           f"The host's per-step work ({rt.host_text}) takes {rt.part_cycles['host']:,} of "
+                           f"{total:,} cycles of {rt.ipu_time_name} ({format_percent(host)}): every IPU waits "
+                           f"meanwhile. It is fixed per step, {format_seconds(per_sample)} per sample at "
+                           f"{rt.samples_per_step:g} samples per step; more samples per step (gradient accumulation, "
+                           f"device iterations) spread it over more samples.",
+                           numbers={"host_cycles": rt.part_cycles["host"], "share": host,
+                                    "host_seconds": rt.host_seconds}))
     st = profile.steps
     comp = st[st["kind"].to_numpy() == STEP_KIND_CODE["compute"]]
     if len(comp):
         bmax = comp["busy_max"].to_numpy(np.float64)
-        bmean = comp["busy_mean"].to_numpy(np.float64)
+        # over the tiles each step runs on (its IPU's 1,472, not the replica's): execution.own_tiles_mean
+        bmean = own_tiles_mean(comp["busy_mean"].to_numpy(np.float64), comp["ipu"].to_numpy(np.int64),
+                               int(profile.target.num_ipus))
         idle = 1.0 - float(bmean.sum()) / float(bmax.sum()) if bmax.sum() > 0 else 0.0
         if idle >= COMPUTE_IDLE_WARN:
             waste = pd.Series(bmax - bmean, index=comp["op_id"].to_numpy()).groupby(level=0).sum()
@@ -454,7 +480,8 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
             lst = "; ".join(f"{names.get(int(o), o)}" for o in waste.index)
             out.append(Finding("warning", "compute_imbalance", "Tiles wait for the slowest tile",
                                f"In compute steps tiles are idle {format_percent(idle)} of the time (mean busy "
-                               f"{bmean.sum():,.0f} vs max {bmax.sum():,.0f} cycles summed over steps): "
+                               f"{bmean.sum():,.0f} vs max {bmax.sum():,.0f} cycles summed over steps, over the "
+                               f"tiles each step runs on): "
                                f"work is spread unevenly or over few tiles. Worst ops: {lst}.",
                                ops=tuple(int(o) for o in waste.index),
                                numbers={"idle_share": idle}))
@@ -500,6 +527,27 @@ def insights(profile, spec=None) -> Insights:
     return Insights(sorted(found, key=lambda f: order.get(f.severity, 9)))
 
 
+def placed_text(layers: float) -> str:
+    """What an IPU of a training-state record holds: 'the whole graph' (layers -1), '4.5 layers', '1 layer'."""
+    if layers < 0:
+        return "the whole graph"
+    return f"{layers:g} layer{'' if layers == 1 else 's'}"
+
+
+def code_bytes_per_ipu(profile) -> np.ndarray:
+    """Bytes of every memory category that is not a variable (code, exchange code, vertex state, stack ...) per
+    IPU of the replica, from the memory array: the one figure of an IPU's code (a whole-graph run's training
+    state records none)."""
+    from popvision_lite.profile import schema
+
+    arr = profile.memory.array()
+    keep = [i for i, c in enumerate(schema.MEMORY_CATEGORIES) if c not in ("variable", "constant")]
+    per_tile = arr[:, keep, :].sum(axis=(1, 2))
+    tpi = int(profile.target.tiles_per_ipu)
+    return np.bincount(np.arange(len(per_tile)) // max(tpi, 1), weights=per_tile,
+                       minlength=int(profile.target.num_ipus))
+
+
 def training_state_findings(profile, spec=None) -> list[Finding]:
     """Optimizer state, master weights and code per IPU of a composed (pipelined / replicated) run,
     with one numeric advice line on where the optimizer state lives (run['training_state'])."""
@@ -509,10 +557,11 @@ def training_state_findings(profile, spec=None) -> list[Finding]:
         return []
     MiB = 2 ** 20
     tiles = int(profile.target.tiles_per_ipu)
-    rows = [f"IPU {t.ipu}: {t.layers} layers; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
+    code = code_bytes_per_ipu(profile)
+    rows = [f"IPU {t.ipu}: {placed_text(t.layers)}; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
             f"({t.max_tile_bytes.optimizer_state_onchip / 1024:.1f} KiB on the fullest tile), off chip "
             f"{t.mib.optimizer_state_offchip:.1f} MiB; master weights {t.mib.master_weights:.1f} MiB; "
-            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {t.mib.code:.1f} MiB"
+            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {code[t.ipu] / MiB if t.ipu < len(code) else 0:.1f} MiB"
             for t in ts]
     R = sch.replicas
     shard = R if sch.rts else 1
@@ -520,13 +569,17 @@ def training_state_findings(profile, spec=None) -> list[Finding]:
     state = (worst.mib.optimizer_moments + worst.mib.master_weights) * MiB / shard
     bw = ddr_bandwidth(spec) if spec is not None else None
     per_tile = state / tiles
+    # where the state IS (the record's on-chip bytes), not where the config asked for it: a phased run (PopXL
+    # GPT-3) keeps it off chip whatever optimizer_state says, and advice to move it off chip then contradicts
+    # the per-IPU lines below
+    on_chip = max(t.mib.optimizer_state_onchip for t in ts) > 0
     if bw and state > 0:
         ms = 2 * state / bw * 1e3
-        if sch.optimizer_state != "offchip":
+        if on_chip:
             advice = (f"Optimizer state off-chip would free {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) "
                       f"and cost {ms:.1f} ms per step streaming it in and out at {bw / 1e9:.1f} GB/s (DDR share per IPU).")
         else:
-            advice = (f"Optimizer state off-chip frees {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) and "
+            advice = (f"Optimizer state is off chip (0 MiB on any IPU, below): that frees {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) and "
                       f"costs {ms:.1f} ms per step ({100 * ms / 1e3 / max(sch.step_seconds if 'step_seconds' in sch else 1, 1e-12):.1f}% "
                       f"of the step) at {bw / 1e9:.1f} GB/s (DDR share per IPU).")
     else:

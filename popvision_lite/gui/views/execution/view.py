@@ -374,8 +374,9 @@ class ExecutionView(QWidget):
             f"<tr><td>start</td><td>{d['start_cycle']:,} cycles ({format_seconds(d['start_cycle'] / self.clock_hz)})</td></tr>"
             f"<tr><td>end</td><td>{d['end_cycle']:,} cycles</td></tr>"
             f"<tr><td>duration</td><td>{d['cycles']:,} cycles ({format_seconds(d['cycles'] / self.clock_hz)})</td></tr>"
-            f"<tr><td>tiles active</td><td>{d['tiles_active']:,} of {self.ntiles:,}</td></tr>"
-            f"<tr><td>busy max / mean</td><td>{d['busy_max']:,} / {d['busy_mean']:,.1f} cycles</td></tr>"
+            f"<tr><td>tiles active</td><td>{d['tiles_active']:,} of the {d['tiles_of_step']:,} it runs on</td></tr>"
+            f"<tr><td>busy max / mean</td><td>{d['busy_max']:,} / {d['busy_mean']:,.1f} cycles (over those "
+            f"tiles)</td></tr>"
             f"<tr><td>bytes in / out</td><td>{d['bytes_in']:,} / {d['bytes_out']:,}</td></tr></table>")
 
     # ------------------------------------------------------------------ selection from other views
