@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite import devices
 from popvision_lite.analysis import roofline as rl
+from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.torch_trace import kernel_table, load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
@@ -268,8 +269,13 @@ class RooflineView(QWidget):
         """The verdict's answer and what the plotted points add up to (the Summary panel's GPU choice too)."""
         if self.analysis is None:
             return
+        try:
+            totals = run_totals(self.document.profile)
+        except (AttributeError, KeyError, TypeError, ValueError):  # a stand-in profile without steps
+            totals = None
         self.summary.setText(drawing.summary_html(self.analysis, self._verdict(),
-                                                  self.capacity.value() if self.whatif_box.isChecked() else None))
+                                                  self.capacity.value() if self.whatif_box.isChecked() else None,
+                                                  totals))
 
     def _verdict(self):
         """The document's verdict (the Summary panel's object: same GPU, count and cache entry), or None for a
