@@ -1,10 +1,13 @@
 """Run every benchmark and write the measured-numbers report.
 
-    python -m bench                         # every script in SCRIPTS, full size; writes the report
-    python -m bench gui_heatmap roofline    # only these (their sections of the report are replaced)
-    python -m bench --quick                 # smoke run at small sizes (QUICK_ARGS); report marked "quick"
-    python -m bench --no-report             # run, do not touch docs/
+    python -m bench                         # every script in SCRIPTS, full size; prints, writes nothing
+    python -m bench --write-doc             # ... and writes the report (docs/performance-results.*)
+    python -m bench gui_heatmap roofline --write-doc   # only these (their sections of the report are replaced)
+    python -m bench --quick                 # smoke run at small sizes (QUICK_ARGS); a report would say "quick"
     python -m bench -- --foo                # arguments after -- go to every script
+
+The report is written only with ``--write-doc``: a run on another machine, or to check a change, leaves the
+recorded numbers alone.
 
 Each entry of SCRIPTS is a module ``bench/<name>.py`` runnable as ``python -m bench.<name>``; each runs in
 its own process (Qt scripts need their own application; memory numbers stay per script), its output is
@@ -56,6 +59,8 @@ SCRIPTS: dict[str, str] = {
     "compare_export": "compare mode and export, large / small ratios (issue 9)",
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
     "fuzz_hostile": "structural fuzzing: 2,400 hostile-but-valid profiles + special files + CLI abuse (issue 19)",
+    "fuzz_records": "round-4 fuzzing: run records, phases, variable intervals, planted sweep folders, concurrent "
+                    "sweeps, strace sample (issue 45)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
     "mlperf_bert_pod16": "MLPerf v1.1 POD16 BERT-Large: predicted vs measured seq/s, fits, wall, RSS (issue 13)",
@@ -68,7 +73,9 @@ SCRIPTS: dict[str, str] = {
             "open-file growth (issue 27)",
     "gpt_scale": "GPT-3-175B / 13B on IPU-POD64/256, timing-only: CPU s, peak RSS vs the host-memory pre-check, fits, "
                  "tokens/s (issue 24)",
-    "speed": "speed regression guard: CPU seconds of each emulator speed-table row vs target and previous run (issue 26)",
+    "speed": "emulator speed targets: each row's CPU seconds as a ratio to a fixed reference workload, vs target and "
+             "previous run (issues 26, 49)",
+    "view_revisits": "GUI views shown again: CPU ms of a revisit of every view, POD16-sized runs (issue 49)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -80,10 +87,13 @@ NOT_BENCHMARKS: dict[str, str] = {
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
     "onnx_wild": "builds and exports models outside the zoo at run time; needs torch, torchvision, transformers and "
                  "onnxscript, which are not dependencies (docs/onnx.md \"Beyond the zoo\")",
+    "onnx_memory": "exports full-size models (BERT-base, GPT-2 ...) at run time; needs torch, torchvision and "
+                   "transformers, which are not dependencies (docs/performance.md \"Imported models at full size\")",
     "gui_pixels": "pixel-by-pixel comparison of fixed GUI states between two trees (decision 0130): a refactoring "
                   "check with no goal of its own",
     "matmul_plan_check": "one matmul's plan and cycles beside poplin's planner estimate (decision 0105): an accuracy "
                          "check of the cost model, not a speed benchmark",
+    "reference": "helper: the fixed reference workload bench.speed measures every row against, not a benchmark",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "chunk_layout": "the chunk shape / codec options of decision 0120 side by side (writes 15 profiles); a design "
                     "comparison for choosing the layout, with no goal of its own",
@@ -108,6 +118,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "compare_export": ["--ipus", "2", "--steps", "1000"],
     "fuzz_profiles": ["--cases", "60"],
     "fuzz_hostile": ["--cases", "60"],
+    "fuzz_records": ["--cases", "40", "--strace", "2"],
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
     "mlperf_bert_pod16": ["--only"],
@@ -118,6 +129,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "sweep_view": ["--points", "1000"],
     "soak": ["--iterations", "3", "--warmup", "1", "--pod16-steps", "200"],
     "speed": ["--quick"],
+    "view_revisits": ["--quick"],
     "gpt_scale": ["--rows", "gpt3_13b_pod64"],
 }
 
@@ -347,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description="run the benchmarks and write the report")
     ap.add_argument("names", nargs="*", help=f"scripts to run (default all): {', '.join(SCRIPTS)}")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
-    ap.add_argument("--no-report", action="store_true", help="do not write docs/performance-results.*")
+    ap.add_argument("--write-doc", action="store_true", help="write the report: docs/performance-results.json and "
+                    ".md (default: print only)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per script")
     ap.add_argument("--report-dir", help=argparse.SUPPRESS)  # tests: write the report elsewhere
     args = ap.parse_args(argv)
@@ -364,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         records.append(rec)
         if rec["rc"] or rec["timed_out"]:
             failed.append(name)
-        if not args.no_report:  # after each script, so a long run leaves a report even if interrupted
+        if args.write_doc:  # after each script, so a long run leaves a report even if interrupted
             d = Path(args.report_dir) if args.report_dir else None
             write_report([rec], args.quick, *((d / RESULTS_JSON.name, d / RESULTS_MD.name) if d else ()))
     goals = [(rec["name"], g) for rec in records for g in goal_rows(rec)]
@@ -373,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in dict.fromkeys(n for n, _ in goals):
             print(f"{name}:")
             targets.print_rows([g for n, g in goals if n == name])
-    if not args.no_report:
+    if args.write_doc:
         print(f"report: {(Path(args.report_dir) / RESULTS_MD.name) if args.report_dir else RESULTS_MD}")
     if failed:
         print(f"failed or missed targets: {failed}", file=sys.stderr)

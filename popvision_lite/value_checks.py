@@ -47,6 +47,8 @@ MODEL_LIMITS: dict[str, tuple] = {
     # scale's fields, checked when present
     "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16), "tensor_parallel": (1, 1024),
     "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0), "mask_tokens": (0, 1 << 16),
+    "embedding_serialization": (1, 1 << 12), "device_iterations": (1, 1 << 16), "tensor_parallel_2": (1, 1024),
+    "attention_serialisation": (1, 1 << 12), "io_tiles": (0, 736),
 }
 
 
@@ -338,6 +340,9 @@ def composed_graph_elements(cfg) -> dict[str, int]:
     3 x tokens x vocab / t logits + 2 x hidden x vocab / t decoder).  Neither grows with the layer count."""
     g = {k: int(getattr(cfg, k, 0) or 0) for k in ("batch", "seq", "hidden", "heads", "vocab")}
     tp = max(1, int(getattr(cfg, "tensor_parallel", 1) or 1))
+    # 2-D tensor parallelism (tensor_parallel_2) is counted at the full hidden size: for the rows measured with it
+    # (bench/gpt_scale.py *_popxl: 175B 8 x 8, 13B 8 x 4) this estimate is 1.29x and 0.99x the peak RSS; at the
+    # shard's hidden / t2 it was 0.33x
     H, S, heads = g["hidden"], g["seq"], max(1, g["heads"])
     d = int(getattr(cfg, "head_dim", 0) or 0) or H // heads
     W = max(1, heads // tp) * d

@@ -4,6 +4,9 @@ Each sub-command is one module of this package (``popvision_lite.cli.<name>``) w
 ``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported lazily so
 that ``popvision-lite emulate`` never imports Qt and ``--help`` stays fast.
 
+Every sub-command takes ``-q`` (errors only) and ``-v`` / ``-vv`` (more): ``cli/logs.py`` maps them onto the
+``popvision_lite`` logger.
+
 Exit codes: 0 ok, 2 bad arguments / bad input file, 3 out of memory (profile written),
 1 unexpected internal error.
 """
@@ -14,6 +17,8 @@ import argparse
 import importlib
 import os
 import sys
+
+from popvision_lite.cli import logs
 
 # sub-command -> (module, one-line help)
 _C = "popvision_lite.cli."
@@ -44,6 +49,7 @@ def _gui_parser() -> argparse.ArgumentParser:
     p.add_argument("profiles", nargs="*", help="profile files (.pvl) to open")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="open two profiles in compare mode")
     p.add_argument("--sample", action="store_true", help="open a bundled sample profile")
+    logs.add_arguments(p)
     p.add_argument("--version", action=_Version, help="print the version and exit")
     return p
 
@@ -105,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
         parser = _Parser(prog=f"popvision-lite {name}", description=help_text)
         module.add_arguments(parser)
+        logs.add_arguments(parser)
         args = parser.parse_args(argv)
+        logs.configure(parser.prog, args.quiet, args.verbose)
         try:
             return int(module.run(args) or 0)
         except BrokenPipeError:  # output piped into `head` that stopped reading: not an error
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     parser = _gui_parser()
     args = parser.parse_args(argv)
+    logs.configure(parser.prog, args.quiet, args.verbose)
     _check_gui_args(parser, args)
     from popvision_lite.gui.app import run_app
 
