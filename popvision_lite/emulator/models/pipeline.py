@@ -105,9 +105,7 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
     G = cfg.grad_accum
     clock = target1.clock_hz
     em = target1.em
-    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion, layers here)
-    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1))
-             + (cfg.amp_of(i), any(split[v] > 0 for v in range(V) if v_ipu[v] == i)) for i in range(S)]
+    kinds = cfg.stage_kinds()
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
     wbytes = sch.DTYPE_BYTES[wdt]
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
