@@ -43,6 +43,17 @@ ROWS = {
                                          "--replicas", "4", "--grad-accum", "16", "--recompute", "--optimizer",
                                          "adam", "--optimizer-state", "offchip", "--rts"],
                             "GPT-3 13B, POD64: TP 8 x 2 pipeline stages x DP 4, weights on chip, GA 16"),
+    # Graphcore's own placements (graphcore/examples nlp/gpt3_175B/popxl and nlp/gpt3_2.7B/popxl
+    # config/pretraining.yml; sample_configs/gpt3_*.toml): 2-D tensor parallelism, attention serialisation, IO tiles
+    "gpt3_175b_pod256_popxl": ("gpt3-175b", ["--config", "sample_configs/gpt3_175b_pod256.toml"],
+                               "GPT-3 175B, POD256 as Graphcore ran it: 2-D TP 8 x 8 x DP 4, GA 32, attention "
+                               "serialisation 8, 128 IO tiles, AMP 0.1"),
+    "gpt3_175b_pod64_popxl": ("gpt3-175b", ["--config", "sample_configs/gpt3_175b_pod64.toml"],
+                              "GPT-3 175B, POD64: one replica of Graphcore's placement, GA 128"),
+    "gpt3_2.7b_pod64_popxl": ("gpt3-2.7b", ["--config", "sample_configs/gpt3_2.7b_pod64.toml"],
+                              "GPT-3 2.7B, POD64 as Graphcore ran it: TP 8 x DP 8, GA 64, 128 IO tiles, AMP 0.2"),
+    "gpt3_13b_pod64_popxl": ("gpt3-13b", ["--config", "sample_configs/gpt3_13b_pod64.toml"],
+                             "GPT-3 13B, POD64: Graphcore's 175B placement at 13B's shapes, 2-D TP 8 x 4 x DP 2, GA 64"),
     "gpt2_xl_64": ("gpt2-xl", ["--replicas", "16", "--pipeline-stages", "4"],
                    "GPT-2-XL, 64 IPUs: 16 replicas x 4 pipeline stages (issue 26 row)"),
     "gpt2_xl_64_phased": ("gpt2-xl", ["--replicas", "64", "--grad-accum", "2", *PHASED],
@@ -65,18 +76,17 @@ def verdict(path: str) -> dict:
     from popvision_lite.profile import schema
 
     with pvl.open(path) as p:
-        run = p.run
+        rec = p.record  # the typed run record (profile/run_record.py)
         mem = p.memory.array().sum(axis=2)
         per_tile = mem.sum(axis=1)
         t = int(per_tile.argmax())
         cats = sorted(((schema.MEMORY_CATEGORIES[i], int(b)) for i, b in enumerate(mem[t]) if b), key=lambda x: -x[1])
-        sch = run.get("schedule") or {}
-        seq = int((run.get("config") or {}).get("seq", 0)) or 0
-        return dict(fits=bool(run.get("fits")), peak_tile=t, peak_ipu=t // p.target.tiles_per_ipu,
+        sch = rec.schedule
+        seq = rec.config.seq or 0
+        return dict(fits=rec.fits, peak_tile=t, peak_ipu=t // p.target.tiles_per_ipu,
                     peak_bytes=int(per_tile[t]), capacity=int(p.target.sram_bytes_per_tile), peak_categories=cats[:3],
-                    samples_per_second=float(run.get("samples_per_second", 0.0)), seq=seq,
-                    step_seconds=float(sch.get("step_seconds", 0.0)),
-                    stream_share=float(sch.get("stream_cycles", 0)) / max(1, int(sch.get("step_cycles", 1))))
+                    samples_per_second=rec.samples_per_second, seq=seq, step_seconds=sch.step_seconds,
+                    stream_share=sch.stream_cycles / max(1, sch.step_cycles))
 
 
 def main() -> int:

@@ -67,6 +67,7 @@ ROWS: dict[str, tuple] = {
     "gpt3_13b_tp8_pipe": ("tensor parallel", ["gpt3-13b", "--ipus", "64", "--tensor-parallel", "8", "--pipeline-stages",
                                               "2", "--replicas", "4", "--grad-accum", "16", "--recompute", "--optimizer",
                                               "adam", "--optimizer-state", "offchip", "--rts", "--timing-only"]),
+    "gpt3_13b_pod64_popxl": ("tensor parallel", ["--config", str(ROOT / "sample_configs" / "gpt3_13b_pod64.toml")]),
     "gpt3_175b_pod64": ("tensor parallel", ["gpt3-175b", "--ipus", "64", "--tensor-parallel", "32", "--replicas", "2",
                                             "--grad-accum", "64", *PHASED, "--timing-only"]),
     # whole graph: ResNet timing-only, numerics of the small models

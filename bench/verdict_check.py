@@ -410,6 +410,8 @@ def later_rounds(bert_ops, b, seq_avg, params) -> dict:
     precision (the H100 BERT run's encoder GEMMs in FP8 through Transformer Engine), with the same op lists."""
     out = {}
     for row in _gpu_rows():
+        if row["benchmark"] not in ("BERT", "ResNet-50"):
+            continue   # the GPT-3-175B rows: popvision_lite/gpu_validation.py (validate), placed as they ran
         g = ge.gpu_model(row["gpu"])
         local, gbs, n = int(row["micro_batch"]), int(row["gbs"]), int(row["n_accel"])
         if row["benchmark"] == "BERT":

@@ -39,14 +39,18 @@ from popvision_lite.mlperf_calibration import (  # noqa: F401
     fit_host_step,
     fit_multi_host,
     format_calibration,
+    format_constants,
     format_decomposition,
     format_multi_host,
+    loo_constants,
+    loo_step_seconds,
     measured_pairs,
     measured_step_seconds,
     predicted_step_seconds,
     schedule_t_f,
     solve_tf,
 )
+from popvision_lite.profile.run_record import Schedule
 from popvision_lite.value_checks import parse_number
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -151,6 +155,9 @@ class Case:
     note: str = ""
     held_out: bool = False  # a measured run of mlperf_training_heldout.csv: not tuned on
     round: str = ""  # MLPerf round of the measured run (v1.0, v1.1, v2.0): its SDK and code
+    # what the emulation runs differently from the submission's own config (configs.toml ``differs``), said
+    # beside the row
+    differs: list = field(default_factory=list)
 
     @property
     def replicas(self) -> int:
@@ -242,6 +249,8 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
     device = "ipu-bow" if "bow" in (row.get("system", "") + row.get("accelerators", "")).lower() else "ipu-mk2"
     measured = _number(row["train_only_sps_median"], "train_only_sps_median")
     n_accel = leading_int(row["n_accel"], "n_accel")
+    own = dict((overrides or {}).get(rid, {}))
+    differs = [str(x) for x in own.pop("differs", [])]   # said beside the row, not a run-config field
     if bench.startswith("bert"):
         stages = leading_int(row["pipeline_stages"], "pipeline_stages")
         m = re.search(r"avg\s*([\d.]+)", row["packing"])
@@ -252,7 +261,7 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
                    optimizer_state="offchip" if _yes(row["opt_state_offchip"]) else "onchip",
                    rts=_yes(row["replicated_tensor_sharding"]), available_memory_proportion=amp,
                    vocab=BERT_VOCAB, recompute=_yes(row["recompute"]), precision="fp16", training=True)
-        cfg.update((overrides or {}).get(rid, {}))
+        cfg.update(own)
         model, unit = "bert-large", "sequences"
         label = f"BERT-Large, {replicas} replicas x {stages} stages, mb {mb} packs x {packing:g}, GA {ga}"
     elif bench.startswith("resnet"):
@@ -261,7 +270,7 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
                    optimizer="lars" if "lars" in row["optimizer"].lower() else "momentum",
                    optimizer_state_dtype=tf_state_dtype(row.get("precision", "")),
                    recompute=_yes(row["recompute"]), available_memory_proportion=amp, precision="fp16", training=True)
-        cfg.update((overrides or {}).get(rid, {}))
+        cfg.update(own)
         model, unit = "resnet50", "images"
         label = f"ResNet-50, {replicas} replicas x 1 IPU, mb {mb}, GA {ga}"
     else:
@@ -274,7 +283,8 @@ def row_to_case(row: dict, overrides: dict | None = None) -> Case:
     if system:
         label = f"{system} {label}"
     return Case(id=rid, label=label, model=model, config=cfg, device=device, measured_sps=measured,
-                sample_unit=unit, held_out=bool(row.get("_held_out")), round=str(row.get("round", "")).strip())
+                sample_unit=unit, held_out=bool(row.get("_held_out")), round=str(row.get("round", "")).strip(),
+                differs=differs)
 
 
 def untuned_cases(case: Case) -> list[Case]:
@@ -372,7 +382,8 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
     sps, basis = throughput(run, case, dropped)
     extra = {"graph_reused": True} if getattr(run, "wall", {}).get("reused") else {}
     extra["peak_tile"] = peak_tile_text(run)
-    sched = getattr(run, "schedule", None) or {}
+    sched = getattr(run, "schedule", None)  # the typed RunResult.schedule, as plain data for the report
+    sched = sched.to_dict() if isinstance(sched, Schedule) else {}
     extra["schedule"] = {k: sched[k] for k in SCHEDULE_TERMS + ("step_cycles", "grad_accum", "stages", "replicas",
                                                                  "step_seconds", "ipu_step_seconds", "per_step_terms",
                                                                  "samples_per_step", "host_framework")
@@ -572,6 +583,21 @@ def render_section(results: list[Result], meta: str = "") -> str:
             out += ["**Multi-host synchronisation**: pairs of rows whose systems span a different number of host "
                     "servers (`schedule.multi_host_rounds`): the value each same-G pair implies for the constant, "
                     "leave-one-out, and the step ratio b / a.", "", format_multi_host(multi), ""]
+        out += ["**Calibration in the open**: every calibrated constant with the rows it is fitted on, and every "
+                "measured row whose prediction includes it, with the constant, without it, and with the constant "
+                "fitted without the row (leave-one-out; a *check* row was never in a fit, so its two agree). A "
+                "constant fitted on ONE pair rests on that pair alone: its leave-one-out value comes from the other "
+                "pairs, and the error bands (below) take the leave-one-out ratios, so they widen where it misses.", "",
+                format_constants(results), ""]
+        from popvision_lite.analysis import error_band as eb
+
+        out += ["**Error bands** (`analysis/error_band.py`, one definition for every surface): per family, the "
+                "spread of measured / leave-one-out prediction - 1 over its measured rows "
+                "(`resources/validation/residuals.csv`, which `validate --write-doc` regenerates).", "",
+                eb.format_families(eb.rows_from_dicts(residual_rows(results))), ""]
+    out += ["**Settings that differ from the submission** (each row's own, `resources/validation/configs.toml` "
+            "`differs`): " + ("; ".join(f"{r.case.id}: {', '.join(r.case.differs)}" for r in results
+                                         if r.case.differs) or "none beyond the list below") + ".", ""]
     out += ["**Not modelled** (the prediction is the steady-state training step only):", ""]
     out += [f"- {x}" for x in NOT_MODELLED]
     out += ["", "**The microbenchmark table above** (kept as it was):", ""]
@@ -602,3 +628,28 @@ def write_doc(section: str, path: Path = DOC_PATH, begin: str = BEGIN, end: str 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def residual_rows(results: list[Result]) -> list[dict]:
+    """The rows of the residual table (``analysis/error_band.COLUMNS``) of measured IPU results: each row's ratio
+    and its leave-one-out ratio, the prediction with every calibrated constant it rests on fitted without it
+    (``mlperf_calibration.loo_constants``); a row no constant was fitted on has the same ratio twice."""
+    from popvision_lite.analysis import error_band as eb
+
+    loo = loo_constants(results)
+    out = []
+    for r in results:
+        c = r.case
+        if r.ratio is None or not c.measured_sps:
+            continue
+        step, step_loo = predicted_step_seconds(r), loo_step_seconds(r, loo)
+        pred_loo = r.predicted_sps * step / step_loo if step and step_loo else r.predicted_sps
+        fw = str((r.extra.get("schedule") or {}).get("host_framework") or c.config.get("host_framework") or "none")
+        chips = int(c.config.get("ipus", c.replicas) or 1)
+        out.append(dict(id=c.id, side="ipu", model=eb.model_family(c.model), framework=fw,
+                        scale=eb.scale_of("ipu", chips), device=c.device,
+                        role="calibration" if c.id in CALIBRATION_ROWS else "check",
+                        measured=f"{c.measured_sps:.6g}", predicted=f"{r.predicted_sps:.6g}", ratio=f"{r.ratio:.6f}",
+                        predicted_loo=f"{pred_loo:.6g}", ratio_loo=f"{pred_loo / c.measured_sps:.6f}",
+                        settings="; ".join(c.differs)))
+    return out

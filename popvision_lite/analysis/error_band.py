@@ -166,9 +166,86 @@ def band(side: str, model: str, framework: str | None = None, chips: int = 1, pa
                        f"(validated: {', '.join(known) or 'none'}); no error band")
 
 
+def ipu_band(model: str, host_framework: str | None, ipus: int, path: Path | None = None) -> Band:
+    """The band of an emulated IPU run's throughput: its family by model, the host framework its step was costed
+    with (the schedule's) and its IPU count.  A run without a host step (framework "none" or "unknown") is
+    outside every validated family: the measured runs' predictions all include one."""
+    fw = str(host_framework or "none").lower()
+    if fw in ("none", "unknown"):
+        what = ("is the IPUs' alone (host framework none)" if fw == "none"
+                else "has no host step (host framework unknown)")
+        return Band(0.0, 0.0, 0, "", outside=True,
+                    reason=f"no error band: this throughput {what}, and every validated prediction includes its "
+                           "framework's host step")
+    return band("ipu", model, fw, ipus, path)
+
+
+def run_band(record, ipus: int, path: Path | None = None) -> Band:
+    """The band of a profile's IPU throughput (``record``: the profile's checked run record,
+    ``profile.record`` / ``record_of(profile)``): its model, the host framework its schedule was costed with (else
+    its config's), its IPUs.  ONE reading of the run for every surface (info, Summary, reports, verdict)."""
+    sched, cfg = record.schedule, record.config
+    model = cfg.model or record.model or ""
+    fw = sched.host_framework if "host_framework" in sched else cfg.host_framework
+    return ipu_band(model, fw or None, ipus, path)
+
+
 def with_band(value: float, b: Band, unit: str = "samples/s", digits: int = 1) -> str:
     """'1,524.1 samples/s (-9 % / +11 % from 19 measured runs, BERT on IPU, PopART)'."""
     return f"{value:,.{digits}f} {unit} ({b.text()})"
+
+
+def families(table: list[dict]) -> list[tuple[str, Band]]:
+    """Every family the table holds a row of, narrowest first, with its band as :func:`band` would give it."""
+    seen = []
+    for r in table:
+        for key in ((r["side"], r["model"], r["framework"], r["scale"]), (r["side"], r["model"], r["framework"], None),
+                    (r["side"], r["model"], None, None)):
+            if key not in seen:
+                seen.append(key)
+    out = []
+    for side, model, fw, scale in seen:
+        sel = [r for r in table if r["side"] == side and r["model"] == model and (fw is None or r["framework"] == fw)
+               and (scale is None or r["scale"] == scale)]
+        errs = [r["err"] for r in sel]
+        out.append((_label(side, model, fw, scale), Band(min(errs), max(errs), len(sel), _label(side, model, fw, scale))))
+    return out
+
+
+def format_families(table: list[dict]) -> str:
+    """Markdown: each family's band and how many measured runs it rests on (the lookup needs MIN_ROWS)."""
+    lines = ["| family | measured runs | band (measured / leave-one-out prediction - 1) | used by a lookup |",
+             "|---|---|---|---|"]
+    for label, b in families(table):
+        lines.append(f"| {label} | {b.n} | {_pct(b.low)} / {_pct(b.high)} | "
+                     f"{'yes' if b.n >= MIN_ROWS else f'no (fewer than {MIN_ROWS})'} |")
+    return "\n".join(lines)
+
+
+def rows_from_dicts(dicts: list[dict]) -> list[dict]:
+    """Residual rows as :func:`rows` reads them (``err`` added), from the dicts a validate run made."""
+    out = []
+    for r in dicts:
+        meas, pred = float(r["measured"]), float(r["predicted_loo"])
+        if meas > 0 and pred > 0:
+            out.append(dict(r, err=meas / pred - 1.0))
+    return out
+
+
+def write_table(dicts: list[dict], path: Path | None = None) -> Path:
+    """Write the residual table (temp file + rename) and forget the cached one."""
+    from popvision_lite.atomic_io import atomic_text
+
+    p = Path(path or table_path())
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in dicts:
+        w.writerow({k: r.get(k, "") for k in COLUMNS})
+    with atomic_text(p, newline="") as fh:
+        fh.write(buf.getvalue())
+    clear_cache()
+    return p
 
 
 def clear_cache() -> None:

@@ -23,7 +23,8 @@ def add_arguments(parser) -> None:
 
 def summarize(p, top: int = 5) -> dict:
     """The summary ``info`` prints, as a dict of plain Python values (numbers from analysis/run_totals.py)."""
-    from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, run_totals
+    from popvision_lite.analysis import error_band as eb
+    from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, host_step_text, run_totals
     from popvision_lite.analysis.summary import top_ops
 
     t = p.target
@@ -45,7 +46,7 @@ def summarize(p, top: int = 5) -> dict:
                    "num_tiles": t.num_tiles, "sram_bytes_per_tile": t.sram_bytes_per_tile, "clock_hz": t.clock_hz},
         "ipus": {"replicas": rt.replicas, "per_replica": rt.stages, "total": rt.num_ipus, "text": rt.ipu_count_text,
                  "drawn": rt.drawn_text},
-        "run": {k: p.run.get(k) for k in ("model", "emulator_version", "fits", "timing_only") if k in p.run},
+        "run": {k: p.record[k] for k in ("model", "emulator_version", "fits", "timing_only") if k in p.record},
         "steps": len(steps),
         "step_cycles": rt.step_cycles,
         "step_time_s": rt.step_seconds,
@@ -53,6 +54,8 @@ def summarize(p, top: int = 5) -> dict:
         "total_time_s": rt.total_seconds,
         "samples_per_second": rt.samples_per_second,
         "samples_per_step": rt.samples_per_step,
+        "error_band": eb.run_band(p.record, rt.num_ipus).to_dict(),
+        "host": host_step_text(p.record.schedule),
         "ipu_time": {"name": rt.ipu_time_name, "cycles": rt.ipu_time_cycles, "waiting_cycles": rt.waiting_cycles,
                      "parts": dict(rt.part_cycles), "shares": rt.part_share},
         "bottleneck": rt.bottleneck,
@@ -116,6 +119,8 @@ def format_summary(s: dict) -> str:
         f"step     {s['step_cycles']:,} cycles = {format_seconds(s['step_time_s'])} wall time"
         + (f"; {s['samples_per_second']:,.1f} samples/s ({s['samples_per_step']:g} samples per step)"
            if np.isfinite(s["samples_per_second"]) else ""),
+        f"band     {s['error_band']['text']}",
+        f"host     {s['host']}",
         "phases   " + "; ".join(f"{ph['name']} {ph['cycles']:,} x {ph['runs_per_step']:,} "
                                  f"({100 * ph['share_of_step']:.1f}%)" for ph in s["phases"]),
         f"time     {it['name']}: {it['cycles']:,} cycles ({s['steps']:,} BSP steps stored, weighted by their runs "

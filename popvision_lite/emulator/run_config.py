@@ -33,14 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.emulator.models.config import (
-    HOST_FRAMEWORK_CHOICES,
     MODEL_NAMES,
     TASK_HEADS,
     ModelConfig,
     make_config,
 )
 from popvision_lite.emulator.models.host_memory import check_host_memory
-from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
@@ -216,6 +215,15 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("tensor_parallel", "int", only_for=_TRANSFORMER, label="Tensor parallel", group="scale",
           help="IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns and vocabulary split; "
                "ipus = replicas x stages x this; default 1)"),
+    Field("tensor_parallel_2", "int", only_for=_TRANSFORMER, label="Tensor parallel (2nd axis)", group="scale",
+          help="2-D tensor parallelism's second axis (bert, gpt; Graphcore's PopXL GPT-3 tensor_parallel_2): each IPU "
+               "also holds 1/N of the hidden dimension; ipus = replicas x stages x tensor_parallel x this; default 1"),
+    Field("attention_serialisation", "int", only_for=_TRANSFORMER, label="Attention serialisation", group="lowering",
+          help="compute the attention scores in N sequential blocks of query rows, one block's scores live at a time "
+               "(bert, gpt; PopXL GPT-3 attention_serialisation; default 1)"),
+    Field("io_tiles", "int", only_for=_TRANSFORMER, label="IO tiles", group="lowering",
+          help="tiles per IPU reserved for streaming (bert, gpt with --streaming-weights; PopXL io_tiles): ops use the "
+               "others, and the phases' weight and activation streams overlap with compute; default 0"),
     Field("layer_split", "layer_split", only_for=_TRANSFORMER, label="Layer split", group="scale",
           help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7; 0 for an IPU without layers, as "
                "optimum-graphcore's layers_per_ipu 0,3,3,3,3,4,4,4)"),
@@ -230,8 +238,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("rts", "bool", label="Replicated tensor sharding", group="scale",
           help="replicated tensor sharding of the optimizer state across replicas"),
     Field("host_framework", "choice", choices=HOST_FRAMEWORK_CHOICES, label="Host framework", group="scale",
-          help="add the host step loop's per-step cost of this framework (calibrated, device spec; default none: "
-               "the IPUs alone)"),
+          help="the framework whose host step loop's per-step cost is added (calibrated, device spec); default auto: "
+               "the framework Graphcore ran the model with (bert: popart, resnet: tensorflow), else unknown (no host "
+               "step, said next to the throughput); none: the IPUs alone"),
     Field("device_iterations", "int", label="Device iterations", group="scale",
           help="optimizer steps per host call (poptorch deviceIterations, PopART batches per step; default 1): the "
                "host step loop's cost is shared by them"),

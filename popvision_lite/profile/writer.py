@@ -37,6 +37,7 @@ from popvision_lite.atomic_io import check_destination, make_temp, publish_mode,
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import phases as phases_mod
 from popvision_lite.profile import schema
+from popvision_lite.profile.run_record import RunRecord
 
 # minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
 # often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
@@ -291,11 +292,19 @@ def _write_image(fd: int, image) -> None:
 def run_header(run: dict | None, target: schema.TargetInfo) -> dict:
     """``run`` with ``replicas`` and ``stages`` (IPUs of one replica) set: what every IPU count reads."""
     out = dict(run or {})
-    sch = out.get("schedule") if isinstance(out.get("schedule"), dict) else {}
-    r = sch.get("replicas", (out.get("config") or {}).get("replicas", 1) if isinstance(out.get("config"), dict) else 1)
-    out.setdefault("replicas", int(r) if isinstance(r, int | float) and not isinstance(r, bool) and r >= 1 else 1)
+    rec = RunRecord.read({k: out[k] for k in ("schedule", "config") if k in out}, ValueError, "run")
+    out.setdefault("replicas", rec.replicas_of_run)
     out.setdefault("stages", int(target.num_ipus))
     return out
+
+
+def checked_record(path, run: dict, target: schema.TargetInfo) -> RunRecord:
+    """The run record a profile at ``path`` would store, checked as the reader checks it (``run_record``): a
+    producer's value out of its declared bounds is a ProfileError now, not a profile that does not open."""
+    try:
+        return RunRecord.read(run_header(run, target), lambda problem: ProfileError(path, problem), "run")
+    except ValueError as e:
+        raise ProfileError(path, str(e)) from None
 
 
 class _CallerAbort(Exception):
@@ -305,7 +314,9 @@ class _CallerAbort(Exception):
 
 
 def _check_inputs(path, data: schema.ProfileData, summary_levels, tile_chunk: int | None) -> int:
-    """Check the summary levels, the tile chunk and every array's shape; returns the tile chunk width."""
+    """Check the summary levels, the tile chunk, every array's shape and the run record; returns the tile chunk
+    width."""
+    checked_record(path, data.run, data.target)
     bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
     if bad:
         raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
@@ -455,7 +466,8 @@ def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:
     phases = data.phases
     if phases is None:
         try:
-            phases = phases_mod.phases_from_schedule((data.run or {}).get("schedule"), steps, data.target.clock_hz)
+            rec = checked_record(path, data.run, data.target)
+            phases = phases_mod.phases_from_schedule(rec.schedule, steps, data.target.clock_hz)
         except ValueError as e:
             raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
     for name in schema.TABLE_COLUMNS:

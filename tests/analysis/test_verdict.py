@@ -37,9 +37,12 @@ def test_bert_tiny_no_longer_claims_the_bound(tiny):
     v = verdict(tiny)
     assert v.ipu.samples_per_second == pytest.approx(tiny.run["samples_per_second"])
     assert "emulated" in v.ipu.basis
-    # the bound is ~15x the IPU; the estimate is not, and the bound is reported as such
-    assert v.gpu_bound_samples_per_second > 10 * v.ipu.samples_per_second
-    assert v.gpu.samples_per_second < v.ipu.samples_per_second
+    # the IPU step includes PopART's host step loop (inferred from the model: Graphcore ran BERT with PopART),
+    # which a 4-sample step cannot hide; said in the IPU's basis of the run
+    host = tiny.run["schedule"]["per_step_terms"]["host_step"]
+    assert tiny.run["schedule"]["host_framework"] == "popart" and host > 0.1
+    assert v.ipu.samples_per_second == pytest.approx(4 / (tiny.run["schedule"]["ipu_step_seconds"] + host))
+    # the bound is not the verdict: the estimate is far below it, and the bound is reported as such
     assert v.gpu.samples_per_second < v.gpu_bound_samples_per_second / 10
     assert "kernel launches" in v.gpu.bound_by
     text = v.text()
@@ -162,12 +165,13 @@ def _bert_large_shim(tiny, samples_per_step):
 
 def test_transformer_activations_as_a_gpu_framework_keeps_them_fit_nvidias_micro_batches(tiny):
     from popvision_lite.analysis.verdict import transformer_activation_bytes_per_sample
+    from popvision_lite.profile.run_record import ConfigRecord
 
     # Korthikanti et al. 2022: 24 layers x (34 s h + 5 a s^2) at s = 512 / 2 tokens per sequence
     per_seq = 24 * (34 * 256 * 1024 + 5 * 16 * 256 ** 2)
-    assert transformer_activation_bytes_per_sample(dict(model="bert-large", hidden=1024, heads=16, seq=512,
-                                                        layers=24, packing=2.0)) == per_seq
-    assert transformer_activation_bytes_per_sample(dict(model="resnet50", layers=50)) is None
+    assert transformer_activation_bytes_per_sample(ConfigRecord.build(dict(
+        model="bert-large", hidden=1024, heads=16, seq=512, layers=24, packing=2.0))) == per_seq
+    assert transformer_activation_bytes_per_sample(ConfigRecord.build(dict(model="resnet50", layers=50))) is None
     # NVIDIA's DGX A100 and DGX H100 v3.0 runs: data parallel over 8 GPUs; the verdict's fused attention
     # (FlashAttention) keeps no score matrices: 34 s h per layer
     kw = dict(gpus=8, gpu_tp=1, gpu_pp=1)

@@ -18,6 +18,7 @@ from popvision_lite.emulator.target import Target
 from .host_memory import check_host_memory
 from .loader import LoadedModel, OnnxImportError, dtype_info, load
 from .lowering import Act, Lowerer
+from .lowering.quantized import QUANT_REL_TOL
 from .numerics import REL_TOL, act_value, intermediate_candidates, judge, judge_intermediates, run_onnxruntime
 from .ops import OnnxEmulatorBackend, OnnxNumpyBackend
 
@@ -283,6 +284,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               **({} if outline else {"outline": False})}  # written only when not the default (older configs)
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+    be.inputs.clear()  # written into the run's tensors: one copy of each weight per dtype from here on
     wall.update(res.wall)
     checks, got, ref = {}, {}, {}
     if res.fits and not timing_only:
@@ -347,6 +349,7 @@ def check_numerics(lm: LoadedModel, values: dict, got: dict, precision: str, *, 
     ``training`` every updated weight (``weight:NAME``) against the same lowering run on the numpy reference
     backend (elementwise tolerance)."""
     checks = {}
+    quant = QUANT_REL_TOL if getattr(low, "quantized", False) else None  # run in float: 8-bit rounding allowed
     names = intermediate_candidates(low, lm) if low is not None and value_of is not None else []
     ref = run_onnxruntime(lm, values, seeded=getattr(low, "seeded", None), extra_outputs=names)
     if training:
@@ -363,12 +366,12 @@ def check_numerics(lm: LoadedModel, values: dict, got: dict, precision: str, *, 
         if name.startswith("weight:"):
             continue
         want = np.asarray(ref[name], dtype=np.float32)
-        c = judge(name, got[name], want, precision, (reference_fp16 or {}).get(name))
+        c = judge(name, got[name], want, precision, (reference_fp16 or {}).get(name), rel=quant)
         c["reference"] = "onnxruntime (CPU)" + (", and its fp16 run" if "reference_fp16_rms_err" in c else "")
         checks[name] = c
     if names:
         checks["intermediates"] = judge_intermediates(low, lambda n: act_value(low.vals[n], value_of), ref, names,
-                                                      precision)
+                                                      precision, rel=quant)
     for n in names:
         ref.pop(n, None)
     return ref, checks
