@@ -135,7 +135,9 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
                        ("runs_per_step", calls * rpc * cfg.grad_accum)):
             op_counts[key] += [int(x) for x in v]
         pr = part["programs"]
-        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/" + pr["name"])
+        # the root program: the stage program of the IPU's kind, named after its first IPU (a kept stage graph was
+        # built for any placement: its own root name is its role's)
+        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{kinds.index(kinds[s])}")
         part["variables"]["name"] = f"ipu{s}/" + part["variables"]["name"]
         parts.append(Part(part, first_tile=s * T))
     return parts, op_counts
