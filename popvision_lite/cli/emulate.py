@@ -236,9 +236,9 @@ def run(args) -> int:
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
-        from popvision_lite.value_checks import largest_array
+        from popvision_lite.emulator.models.host_memory import estimate
 
-        field = largest_array(cfg)[1]
+        field = estimate(cfg, timing).field
         print(terminal_text(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
               f"of host memory while emulating at these sizes; use smaller sizes"
               + ("" if timing else " (or --timing-only)")), file=sys.stderr)

@@ -38,12 +38,12 @@ from popvision_lite.emulator.models.config import (
     ModelConfig,
     make_config,
 )
+from popvision_lite.emulator.models.host_memory import check_host_memory
 from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
     MODEL_LIMITS,
-    check_model_config,
     check_number,
     read_toml,
 )
@@ -364,7 +364,7 @@ class RunConfig:
         try:
             cfg = make_config(self.model, **self.model_args)
             if host_check:
-                check_model_config(cfg, timing_only=self.timing_only)
+                check_host_memory(cfg, self.timing_only)
         except ConfigError as e:
             name, sep, problem = str(e).partition(": ")
             if sep and name in FIELDS:

@@ -129,6 +129,23 @@ def level_name(step_block: int, tile_block: int) -> str:
     return f"s{step_block}_t{tile_block}"
 
 
+def block_summary_of_rows(mn: np.ndarray, sm: np.ndarray, mx: np.ndarray, step_block: int, tile_edges: np.ndarray,
+                          n_tiles: int):
+    """The summary of :func:`block_summary` from each row's own tile-block minimum, sum (float64) and maximum
+    (rows, tile blocks): what an array that knows its rows' block figures without forming the rows gives (the
+    emulator's lazy step x tile arrays: ``tile_block_rows``).  The same values: a minimum or maximum in any
+    order, and the sums are of integers below 2^53, exact in float64 in any order."""
+    rows = mn.shape[0]
+    s_edges = np.arange(0, rows, step_block)
+    if rows == 0:
+        return _step_blocks(np.minimum, mn, step_block), np.zeros((0, len(tile_edges)), np.float32), \
+            _step_blocks(np.maximum, mx, step_block)
+    s_sizes = np.diff(np.append(s_edges, rows))
+    t_sizes = np.diff(np.append(tile_edges, n_tiles))
+    mean = np.add.reduceat(sm, s_edges, axis=0) / (s_sizes[:, None] * t_sizes[None, :])
+    return _step_blocks(np.minimum, mn, step_block), mean.astype(np.float32), _step_blocks(np.maximum, mx, step_block)
+
+
 def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
     """min/sum/max of ``cycles`` (steps, tiles) over blocks; step blocks start at row 0."""
     s_edges = np.arange(0, cycles.shape[0], step_block)
@@ -362,6 +379,46 @@ class _StepTileWriter:
             for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
                 self.sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt, **opts)
         self.agg = {c: np.zeros(self.n_steps, dtype=np.float64) for c in AGG_COLUMNS}
+        # the steps table's aggregates are only filled where the producer left them out or NaN (_fill_aggregates):
+        # computed from the rows only then
+        steps = data.steps
+        self.need_agg = any(c not in steps.columns or not np.isfinite(pd.to_numeric(steps[c], errors="coerce")
+                                                                        .to_numpy(np.float64)).all()
+                            for c in AGG_COLUMNS)
+        # an array that knows which of its rows hold data and each row's tile-block figures without forming the
+        # rows (the emulator's StepTileArray: rows of step templates) is written from those; the file is the same
+        self.lazy = not self.need_agg and all(
+            callable(getattr(getattr(data, n), "nonzero_rows", None)) for n in STEP_TILE_ARRAYS) and callable(
+            getattr(data.step_tile_cycles, "tile_block_rows", None))
+
+    def _store(self, name: str, i: int, keep: np.ndarray, rows: np.ndarray) -> None:
+        """Append the rows of steps i.. that hold data (``keep``) to array ``name``."""
+        n_keep = int(np.count_nonzero(keep))
+        if n_keep:
+            ds = self.dsets[name]
+            r = ds.shape[0]
+            ds.resize(r + n_keep, axis=0)
+            ds[r:] = rows
+            self.stored[i:i + len(keep), STEP_TILE_ARRAYS.index(name)] = keep
+
+    def _write_lazy_batch(self, path, i: int, j: int) -> None:
+        for name in STEP_TILE_ARRAYS:
+            try:
+                keep, rows = getattr(self.data, name).nonzero_rows(i, j)
+            except Exception as e:  # an array-like that fails to produce data
+                raise ProfileError(path, f"array '{name}' rows {i}:{j} could not be read: {e}") from e
+            _check_shape(path, f"{name}[{i}:{j}] (rows with data)", rows.shape, (int(np.count_nonzero(keep)),
+                                                                                 self.n_tiles))
+            self._store(name, i, keep, rows.astype(np.uint32, copy=False))
+        t = self.target
+        for sb, tb in self.levels:
+            edges = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
+            mn, mean, mx = block_summary_of_rows(*self.data.step_tile_cycles.tile_block_rows(i, j, edges), sb, edges,
+                                                 self.n_tiles)
+            a, b_ = i // sb, i // sb + mn.shape[0]
+            self.sdsets[(sb, tb, "min")][a:b_] = mn
+            self.sdsets[(sb, tb, "mean")][a:b_] = mean
+            self.sdsets[(sb, tb, "max")][a:b_] = mx
 
     def _batch_array(self, path, name: str, i: int, j: int) -> np.ndarray:
         b = _as_batch(getattr(self.data, name), i, j, path, name)
@@ -371,16 +428,13 @@ class _StepTileWriter:
                 raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
             b = b.astype(np.uint32)
         keep = b.any(axis=1) if self.n_tiles else np.zeros(j - i, np.bool_)
-        n_keep = int(np.count_nonzero(keep))
-        if n_keep:
-            ds = self.dsets[name]
-            r = ds.shape[0]
-            ds.resize(r + n_keep, axis=0)
-            ds[r:] = b if n_keep == b.shape[0] else b[keep]
-            self.stored[i:j, STEP_TILE_ARRAYS.index(name)] = keep
+        self._store(name, i, keep, b if keep.all() else b[keep])
         return b
 
     def write_batch(self, path, i: int, j: int) -> None:
+        if self.lazy:
+            self._write_lazy_batch(path, i, j)
+            return
         batch = {name: self._batch_array(path, name, i, j) for name in STEP_TILE_ARRAYS}
         cyc, agg = batch["step_tile_cycles"], self.agg
         agg["busy_max"][i:j] = cyc.max(axis=1) if self.n_tiles else 0

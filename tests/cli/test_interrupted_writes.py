@@ -62,8 +62,8 @@ def _size(p: Path) -> int:
 CLI = [sys.executable, "-m", "popvision_lite.cli"]
 
 
-# The profile writer builds the HDF5 file in memory and writes it to its temp file only at the end (a 16-IPU
-# timing-only BERT: ~1.7 MB in one write, far too quick to land a kill in).  So the child writes the image in
+# The profile writer builds the HDF5 file in memory and writes it to its temp file only at the end (a 2-IPU
+# timing-only BERT: ~1.2 MB in one write, far too quick to land a kill in; 3 s CPU to emulate).  So the child writes the image in
 # 64 KiB pieces and, once it has written HOLD_AFTER bytes, stops there until it is killed: the kill always lands
 # while the temp file holds part of the image, however slow or loaded the machine (no race with the last write).
 HOLD_AFTER = 320 << 10
@@ -94,7 +94,7 @@ def test_emulate_killed_mid_write(tmp_path, previous):
 
         write_synthetic(target, num_ipus=1, tiles_per_ipu=8, num_steps=30, num_layers=1)
         before = target.read_bytes()
-    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "16", "--layers", "16", "--timing-only", "-q",
+    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "2", "--layers", "2", "--timing-only", "-q",
            "-o", str(target)]
     temps = _kill_when_temp_appears(cmd, tmp_path, ".run.pvl.", min_bytes=256 << 10)
     if previous:

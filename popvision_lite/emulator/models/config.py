@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES
 from popvision_lite.errors import ConfigError
+from popvision_lite.value_checks import check_limits
 
 from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, validate_resnet
 
@@ -205,6 +206,15 @@ class ModelConfig:
             pos += n
         return out
 
+    def stage_kinds(self) -> list[tuple]:
+        """The stage graph each IPU of a replica runs (pipeline.py): (embedding here, heads here,
+        availableMemoryProportion, layers here); IPUs of equal kinds run one stage graph, built and compiled once."""
+        split, S = self.split(), self.stages
+        wrap = self.pipeline_placement == "wrap" and S > 1
+        v_ipu = [0] + list(range(1, S)) + [0] if wrap else list(range(S))  # the IPU of each pipeline stage
+        return [((i == 0, i == 0) if wrap else (i == 0, i == S - 1))
+                + (self.amp_of(i), any(split[v] > 0 for v in range(len(split)) if v_ipu[v] == i)) for i in range(S)]
+
     def amp_of(self, ipu: int) -> float:
         """availableMemoryProportion of an IPU of the replica (one value, or one per IPU)."""
         a = self.available_memory_proportion
@@ -311,9 +321,10 @@ def validate(cfg: ModelConfig) -> None:
     if cfg.model == "resnet":
         validate_resnet(cfg)
     validate_scale(cfg)
-    from popvision_lite.value_checks import check_model_config
-
-    check_model_config(cfg)  # every numeric field finite and within its bounds (issue 19)
+    check_limits(cfg)  # every numeric field finite and within its bounds (issue 19)
+    if cfg.model == "bert" and cfg.mask_tokens > cfg.seq:
+        raise ConfigError(f"mask_tokens: {cfg.mask_tokens} MLM positions per pack, but a pack has only seq = "
+                          f"{cfg.seq} tokens")
 
 
 def validate_scale(cfg: ModelConfig) -> None:

@@ -15,22 +15,22 @@ layers, grad_accum or replicas.
 
 from __future__ import annotations
 
-import gc
 import math
 import time
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import schedule as sch
-from popvision_lite.emulator.compiler import CopyMemo
+from popvision_lite.emulator.compile import CopyMemo
 from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
-from .config import COMPOSITION_FIELDS
 from .pipeline_profile import compose_profile
+from .stage_cache import StageGraphCache
 from .stages import ATT_PARTS, StageGraph
 from .step_terms import MiB, elementwise_pass_cycles, even_bytes
 
@@ -105,9 +105,7 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
     G = cfg.grad_accum
     clock = target1.clock_hz
     em = target1.em
-    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion, layers here)
-    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1))
-             + (cfg.amp_of(i), any(split[v] > 0 for v in range(V) if v_ipu[v] == i)) for i in range(S)]
+    kinds = cfg.stage_kinds()
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
     wbytes = sch.DTYPE_BYTES[wdt]
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
@@ -183,60 +181,52 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
                            rts_w=bser and bool(cfg.rts) and cfg.replicas > 1, ipus=int(cfg.ipus), clock=clock, em=em)
 
 
-# The distinct stage graphs of the previous run, kept for the next: a run that differs from it only in
-# COMPOSITION_FIELDS (replicas, grad_accum, optimizer, ...: what this module's composition applies; the
-# stage builder, transformer.build_bert_stage, reads none of them) composes the same compiled stage
-# graphs, as the whole-graph path reuses its graph (emulated._GRAPH_CACHE).  One run's set is kept: a run
-# with another key frees it before building (peak memory: one run's stage graphs).
-_STAGE_GRAPHS: dict = {}
-# the compiled copies of the previous run's stage graphs (compile.steps.CopyMemo, one run's entries): the
+# Compiled stage graphs kept by content for the later runs of this process (stage_cache.py): a run whose stage
+# programs are built from the same reads of its config (another pipeline depth, replica count, accumulation,
+# optimizer: what this module's composition applies) composes the kept graphs, within a run and across the
+# points of a sweep or a search in one process.  Bounded by bytes.
+_STAGE_GRAPHS = StageGraphCache()
+# the compiled copies of the previous run's stage graphs (compile.copy_memo.CopyMemo, one run's entries): the
 # next run of the model replays the exchanges its stage graphs share with them
 _COPY_MEMO = CopyMemo()
+# each stage-graph kind's (embedding here, heads here) as the (stage, of stages) its program is built for
+_ROLE = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3), (False, False): (1, 3)}
 
 
 def release_stage_graphs() -> bool:
     """Drop the kept stage graphs (emulated.release_graphs); True when some were kept."""
-    had = bool(_STAGE_GRAPHS)
-    _STAGE_GRAPHS.clear()
-    return had
-
-
-def _stage_key(cfg, device: str) -> tuple:
-    """Everything the stage graphs of ``cfg`` depend on: the device and the config but for the composition
-    fields (the stage count and the stage kinds follow from ``cfg.stages``, which can come from ``ipus``)."""
-    d = cfg.to_dict()
-    return (device, cfg.stages) + tuple(sorted((k, repr(v)) for k, v in d.items() if k not in COMPOSITION_FIELDS))
+    return _STAGE_GRAPHS.clear()
 
 
 def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | None = None) -> tuple[dict, bool]:
-    """Build and compile each distinct stage graph once (timing only); reused from the previous run when
-    only its composition differs (``_STAGE_GRAPHS``; ``device`` None: neither reused nor kept).
-    Returns (kind -> stage graph, whether they were reused)."""
-    key = _stage_key(cfg, device) if device is not None else None
-    kept = _STAGE_GRAPHS.get(key) if key is not None else None
-    if kept is not None and all(k in kept for k in kinds):
-        return {k: kept[k] for k in dict.fromkeys(kinds)}, True
-    if _STAGE_GRAPHS:
-        _STAGE_GRAPHS.clear()
-        gc.collect()  # the old graphs' reference cycles, before the next graphs are built (emulated.py)
+    """Build and compile each distinct stage graph once (timing only), or take it from the graphs kept by content
+    (``_STAGE_GRAPHS``; ``device`` None: neither taken nor kept).  Returns (kind -> stage graph, whether every
+    one of them was kept from an earlier run)."""
     graphs: dict[tuple, StageGraph] = {}
     distinct = list(dict.fromkeys(kinds))
+    shard = cfg.shard()  # with tensor parallelism every IPU of a stage's group runs the same shard of it
     # the stage graphs' layers share their exchanges' compiled effects, also with the previous run's
     copy_memo = _COPY_MEMO
     copy_memo.start(target1, cfg.outline)
+    reused = 0
     try:
         for i, k in enumerate(distinct):
             tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
-            stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
-                              (False, False): (1, 3)}[k[:2]]
-            # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
-            graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
-                                   copy_memo=copy_memo, body=k[3])
+            args = _ROLE[k[:2]] + (k[2], k[3])  # (stage, of stages, AMP, layers here); named in the profile by IPU
+            make = partial(_stage_graph, target1, args, copy_memo)
+            if device is None:
+                graphs[k] = make(shard)
+                continue
+            graphs[k], hit = _STAGE_GRAPHS.build((device, *args), shard, make)
+            reused += hit
     finally:
         copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
-    if key is not None:
-        _STAGE_GRAPHS[key] = dict(graphs)
-    return graphs, False
+    return graphs, bool(distinct) and reused == len(distinct)
+
+
+def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg) -> StageGraph:
+    stage, nstages, amp, body = args
+    return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body)
 
 
 def _bytes_dtype(nbytes: int) -> str:

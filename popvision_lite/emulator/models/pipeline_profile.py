@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from popvision_lite.emulator.compiler import K_COMPUTE, K_STREAM, K_XG, StepTemplate
+from popvision_lite.emulator.compile import K_COMPUTE, K_STREAM, K_XG, StepTemplate
 from popvision_lite.emulator.profile_builder import StepTileArray, steps_table
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
@@ -172,7 +172,9 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
                        ("runs_per_step", calls * rpc * cfg.grad_accum)):
             op_counts[key] += [int(x) for x in v]
         pr = part["programs"]
-        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/" + pr["name"])
+        # the root program: the stage program of the IPU's kind, named after its first IPU (a kept stage graph was
+        # built for any placement: its own root name is its role's)
+        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{kinds.index(kinds[s])}")
         part["variables"]["name"] = f"ipu{s}/" + part["variables"]["name"]
         if _streams(stages[s]):  # the optimizer's liveness step: the state stream buffer live, the stash empty
             lsr = part["liveness_steps"]
