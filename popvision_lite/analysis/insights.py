@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.analysis.execution import own_tiles_mean
+from popvision_lite.analysis.liveness import live_variables
 from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import STEP_KIND_CODE
@@ -34,6 +35,7 @@ _MAX_IDS = 50  # related ids kept per finding
 OPTIMIZER_NAME = re.compile(r"optim|adam|lamb|momentum|velocity|accum|moment", re.IGNORECASE)
 # gradient accumulators are not optimizer state (moving them off chip is another trade): counting them as such made
 # one finding advise moving 221 MiB of "optimiser state" off chip where the training state said 0 (issue 46)
+STASH_NAME = "pipeline stash ("  # the stash variables of a pipelined run (emulator/models/pipeline.py, format 3.2)
 GRADIENT_ACCUMULATOR_NAME = re.compile(r"gradient accumulator|grad_accum|accumulated gradient", re.IGNORECASE)
 
 
@@ -312,16 +314,27 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         theld = bytes_on_tile(profile, t, tparts["held"]["var_id"])
         o = int(over.loc[t, "over"])
         verdict = "enough to fit" if theld >= o else f"not enough alone (still {fmt_bytes(o - theld)} over)"
+        # the pipeline stash (format 3.2: a variable) holds the micro-batches in flight: without recomputation
+        # their saved activations too, which recomputation drops (keeping each layer's input)
+        stash = live_variables(profile, tl, tile=t)
+        stash = stash[stash["name"].astype(str).str.contains(STASH_NAME, regex=False)]
+        tstash = int(stash["bytes_on_tile"].sum()) if len(stash) else 0
+        if tstash and not is_recompute_run(profile) and theld < o:
+            verdict += (f"; the pipeline stash on this tile takes {fmt_bytes(tstash)} more (the saved activations of "
+                        "the micro-batches in flight), which recomputation shrinks to each layer's input"
+                        + (": together more than the excess (how much of the stash recomputation frees, a re-run "
+                           "with recomputation measures)" if theld + tstash >= o else ""))
         worst_txt = (f"\nOn the worst tile, {_tile_name(profile, t)}, activations held across its peak "
                      f"(liveness step {tl}) take {fmt_bytes(theld)} against {fmt_bytes(o)} over capacity: "
                      f"{verdict}.")
-        nums.update(worst_tile=t, worst_tile_lstep=tl, worst_tile_held_bytes=theld, worst_tile_over=o)
+        nums.update(worst_tile=t, worst_tile_lstep=tl, worst_tile_held_bytes=theld, worst_tile_over=o,
+                    worst_tile_stash_bytes=tstash)
         tiles = (t,)
     head = (f"The not-always-live peak summed over all tiles is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}, op {op_name}). "
             f"Of it, {len(held):,} activations made earlier and used later (e.g. by the backward pass) are held "
             f"across it: {fmt_bytes(held_b)} ({format_percent(share)}); the running op's own outputs and temporaries take "
             f"{fmt_bytes(own_b)} ({format_percent(own_share)}).")
-    if held_b > 0 and (share >= ACTIVATION_SHARE_RECOMPUTE or len(over)):
+    if (held_b > 0 or nums.get("worst_tile_stash_bytes")) and (share >= ACTIVATION_SHARE_RECOMPUTE or len(over)):
         sev = "warning" if len(over) else "info"
         text = (head + f" Recomputing held activations in the backward pass instead of keeping them can save up "
                 f"to {fmt_bytes(held_b)} at the peak (less the checkpoints kept), at the cost of running their "

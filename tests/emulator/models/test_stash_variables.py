@@ -90,3 +90,21 @@ def test_a_format_3_1_file_names_the_bytes_no_variable_lists():
         assert int(c["bytes_on_tile"].sum()) == int(tm.total[tile])
         rest = c[c["kind"] == "unlisted"]
         assert len(rest) == 1 and "3.1" in rest["name"].iat[0] and int(rest["bytes_on_tile"].iat[0]) > 0
+
+
+def test_insights_count_the_stash_on_an_out_of_memory_tile(tmp_path_factory):
+    """Recomputation off and over capacity: the recompute advice names the stash on the worst tile (the saved
+    activations of the micro-batches in flight), not only the activations held across the peak."""
+    from popvision_lite.analysis.insights import insights
+
+    cfg = make_config("bert-tiny", layers=4, seq=512, batch=64, ipus=4, grad_accum=8, recompute=False)
+    path = tmp_path_factory.mktemp("stash") / "oom.pvl"
+    write_run(run_model(cfg, device="ipu-mk2", timing_only=True), path)
+    with open_profile(path) as p:
+        f = next(f for f in insights(p) if f.kind == "recompute")
+        t, lstep = f.numbers["worst_tile"], f.numbers["worst_tile_lstep"]
+        live = live_variables(p, lstep, tile=t)
+        stash = int(live[live["name"].str.contains("pipeline stash")]["bytes_on_tile"].sum())
+        assert stash > 0 and f.numbers["worst_tile_stash_bytes"] == stash
+        assert f"the pipeline stash on this tile takes {stash:,} B" in f.text
+        assert f.numbers["worst_tile_over"] > 0
