@@ -113,9 +113,11 @@ class ExecutionView(QWidget):
         fold = [s for s in self.phase_spans if s.folded]
         text = f"Lanes: {rt.drawn_text}; {rt.ipu_count_text}, one lane per IPU of the replica."
         if any(s.hidden for s in self.phase_spans):
-            text += " Hatched: parts of the step the profile does not store" + ("" if not fold else " (" + "; ".join(
-                f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded" for s in fold) + ")") + \
-                "; click one for what it stands for."
+            what = [f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded" for s in fold]
+            # the host's per-step terms: no BSP step runs, every IPU waits for the host (the part "host")
+            what += [f"{s.label}: the IPUs wait for the host" for s in self.phase_spans if s.kind == "term" and s.hidden]
+            text += (" Hatched: parts of the step the profile does not store" + (f" ({'; '.join(what)})" if what else "")
+                     + "; click one for what it stands for.")
         return text
 
     def _apply_theme(self, *_):
