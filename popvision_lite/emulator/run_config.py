@@ -61,7 +61,8 @@ class Field:
     (shared with the ONNX loader's dims and the host-memory check); ``only_for`` lists the model families
     that read it (empty: every model).  ``label`` names it in the desktop app's run dialog, ``help`` says what
     it does (the ``emulate`` flag's help and the dialog's tooltip) and ``group`` is the part of the run it
-    belongs to (:data:`GROUPS`: the dialog's sections)."""
+    belongs to (:data:`GROUPS`: the dialog's sections).  ``switches``: a bool field's command-line switches,
+    (flag, value) pairs (default: its flag sets it true), e.g. ``--inference`` sets ``training`` false."""
 
     name: str
     kind: str
@@ -70,6 +71,12 @@ class Field:
     label: str = ""
     help: str = ""
     group: str = "model"
+    switches: tuple = ()
+
+    @property
+    def cli_switches(self) -> tuple[tuple[str, bool], ...]:
+        """The (flag, value) switches of a bool field on the command line."""
+        return self.switches or ((self.flag, True),)
 
     @property
     def bounds(self) -> tuple:
@@ -205,7 +212,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           help="fp16 (AMP: FP32 accumulate) or fp32"),
     Field("recompute", "bool", only_for=("bert", "gpt", "resnet"), label="Recompute", group="lowering",
           help="recompute each layer's forward in the backward pass (activation checkpointing)"),
-    Field("training", "bool", label="Training", help="a training step (off: the forward pass only, --inference)"),
+    Field("training", "bool", label="Training", switches=(("--training", True), ("--inference", False)),
+          help="a training step (--training; the default of a bundled model) or the forward pass only "
+               "(--inference; the default of an ONNX model)"),
     Field("streaming_weights", "bool", only_for=("bert", "gpt", "mlp"), label="Streaming weights", group="lowering",
           help="keep weights in streaming memory (DDR) and load them with StreamCopy"),
     # training at scale (emulator/models/pipeline.py; docs/emulator.md "Schedule model")
@@ -252,7 +261,9 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           help="average sequences per pack (bert; 1 = unpacked)"),
     Field("mask_tokens", "int", only_for=("bert",), label="Mask tokens", help="MLM positions per pack (default 15 % of seq)"),
     Field("outline", "bool", only_for=("bert", "gpt", "resnet"), label="Outlining", group="lowering",
-          help="share the code of structurally identical ops in a stage (PopART outlining; default on)"),
+          switches=(("--outline", True), ("--no-outline", False)),
+          help="share the code of structurally identical ops in a stage (PopART outlining; default on: "
+               "--no-outline turns it off)"),
     Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=_TRANSFORMER,
           label="Pipeline placement", group="scale",
           help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf BERT, "
