@@ -259,6 +259,15 @@ def test_compare_window_menus_keys_and_readable_pages(qtbot, run_pairs):
     # the notes are plain text (a QLabel showing markup as text showed raw "<ul><li>"), one bullet per note
     notes = summary.notes.text()
     assert "<li>" not in notes and "<ul>" not in notes and notes.count("\u2022 ") == len(w.comparison.notes)
+    # the runs' columns are named by their files as they are (underscores kept), and the chart's title is two
+    # short lines, so the plot stays within its widget and the longest bar keeps its label
+    m = summary.model
+    heads = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+    assert heads[1:3] == [w.comparison.label_a, w.comparison.label_b]
+    assert "\n" in title and "<br>" not in title and "&" not in title
+    pi = summary.plot.getPlotItem()
+    assert pi.sceneBoundingRect().width() <= summary.plot.width() + 1
+    assert pi.getViewBox().viewRange()[0][1] >= max(summary.ratios.values()) * 1.25
     # the ratio chart leads with throughput and shows the host as its own part
     assert list(summary.ratios)[0] == "samples/s" and "host cycles" in summary.ratios
     w.close()

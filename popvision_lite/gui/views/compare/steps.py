@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -39,8 +37,8 @@ class CompareStepsPage(QWidget):
         self.unit = unit
         ta, tb = ta_s / scale, tb_s / scale
         wall = ph.loc[C.WALL_ROW]
-        pi.setTitle(html.escape(f"IPU time by part (summed over each replica's IPUs), A and B; one step's wall "
-                                f"time: A {format_seconds(wall['time_a_s'])}, B {format_seconds(wall['time_b_s'])}"),
+        pi.setTitle(f"IPU time by part (summed over each replica's IPUs), A and B\none step's wall time (another "
+                    f"time base, not drawn): A {format_seconds(wall['time_a_s'])}, B {format_seconds(wall['time_b_s'])}",
                     size="9pt")
         pi.setLabel("left", f"IPU time ({unit})")
         pi.getAxis("left").enableAutoSIPrefix(False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -40,7 +38,9 @@ class CompareSummaryPage(QWidget):
                             "delta = B - A, ratio = B / A")
         self.title.setTextFormat(Qt.RichText)
         self.title.setWordWrap(True)
-        self.model = DataFrameModel(self.headline)
+        # the runs' columns are named by their files: shown as they are (column_title turns _ into spaces,
+        # which made bert_tiny_mk2.pvl read "bert tiny mk2.pvl")
+        self.model = DataFrameModel(self.headline, headers={c: c for c in self.headline.columns[1:3]})
         self.table = make_table_view(self.model, "Headline numbers of both runs; delta = B - A, ratio = B / A")
         self.table.setObjectName("headline")
         self.table.resizeColumnsToContents()
@@ -50,7 +50,10 @@ class CompareSummaryPage(QWidget):
         self.plot = pg.PlotWidget()
         pi = self.plot.getPlotItem()
         # the exported picture names both runs (the table's caption is not part of it)
-        pi.setTitle(html.escape(f"B / A of the headline numbers (1 = same): A = {cmp.label_a}, B = {cmp.label_b}"))
+        # two lines: one line as wide as two file names widened the plot past its widget, cutting off the title,
+        # the right-hand bars and their labels
+        # plain text: pyqtgraph's titles escape what they are given (gui/text.install_plain_text_guards)
+        pi.setTitle(f"B / A of the headline numbers (1 = same)\nA = {cmp.label_a}, B = {cmp.label_b}", size="9pt")
         pi.setLabel("bottom", "ratio B / A")
         pi.setMouseEnabled(False, False)
         pi.hideButtons()
