@@ -269,9 +269,9 @@ def _op_part_cycles(ops: pd.DataFrame, rt) -> np.ndarray:
 
 
 def bottleneck_relation(a: RooflineAnalysis, bottleneck: str) -> str:
-    """How the points' bounds relate to the run's bottleneck (run_totals.bottleneck): the share of the ops' time
-    in ops bound by each part, e.g. 'ops bound by compute take 78 % of the ops' time, by exchange 20 % ...; the
-    run's bottleneck (compute) is the part most of its op time is bound by'."""
+    """How the points' bounds relate to the run's bottleneck (run_totals.bottleneck), in one short line: the
+    share of the ops' time in ops bound by each part, e.g. "Ops' time by own bound: compute 79%, exchange 21%;
+    run bottleneck compute (Summary): the same"."""
     pts = a.points
     if not len(pts):
         return ""
@@ -281,15 +281,13 @@ def bottleneck_relation(a: RooflineAnalysis, bottleneck: str) -> str:
         return ""
     parts = ", ".join(f"{b} {100 * v / tot:.0f}%" for b, v in t.items() if v >= 0.005 * tot) or "none"
     top = str(t.index[0])
-    if bottleneck in ("sync", "host"):
-        rel = (f"the run's bottleneck is {bottleneck}, time no op owns (IPUs waiting for each other or the host), "
-               "so no point shows it")
+    if bottleneck in ("sync", "host"):  # IPUs waiting for each other or for the host: no op's own time
+        rel = "time no op owns"
     elif top == bottleneck:
-        rel = f"the run's bottleneck ({bottleneck}) is the bound of most of the ops' time"
+        rel = "the same"
     else:
-        rel = (f"the run's bottleneck ({bottleneck}, summed over the step) differs from the bound of most op time "
-               f"({top}): the remainder is time outside the plotted ops")
-    return f"Ops' time by what bounds each op (its own dominant time): {parts}; {rel}."
+        rel = f"summed over the whole step, time outside these ops ({top} leads them)"
+    return f"Ops' time by own bound: {parts}; run bottleneck {bottleneck} (Summary): {rel}."
 
 
 def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,

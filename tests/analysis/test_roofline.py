@@ -368,4 +368,5 @@ def test_a_point_is_bound_by_the_dominant_part_of_its_own_time():
         # the two answer different questions: some op sits under a memory roof yet spends its time computing
         assert ((ops["bound"] == "compute") & (ops["roof_bound"] != "compute")).any()
         rel = rl.bottleneck_relation(a, rt.bottleneck)
-        assert rel.startswith("Ops' time by what bounds each op") and f"the run's bottleneck is {rt.bottleneck}" in rel
+        assert rel.startswith("Ops' time by own bound: ") and f"run bottleneck {rt.bottleneck} (Summary)" in rel
+        assert ("time no op owns" in rel) == (rt.bottleneck in ("sync", "host"))

@@ -66,18 +66,14 @@ def y_range(a: rl.RooflineAnalysis, measured) -> tuple[float, float]:
     return min(ymin), math.log10(max(ys)) + 0.8
 
 
-def summary_html(a: rl.RooflineAnalysis, verdict, whatif_pct: float | None, totals=None) -> str:
+def summary_html(a: rl.RooflineAnalysis, verdict, whatif_pct: float | None) -> str:
     """The verdict's IPU-vs-GPU answer (the one comparison of the whole run, as the Summary states it), then
-    what the plotted points add up to, without a second ratio, and how their bounds relate to the run's
-    bottleneck (``totals``: the run's ``run_totals``)."""
+    what the plotted points add up to, without a second ratio."""
     t = a.totals
     n = int(t["num_ipus"])
     lines = []
     if verdict is not None:
         lines.append(f"<b>IPU vs GPU (the verdict, whole run): {plain_html(verdict.headline())}.</b>")
-    if totals is not None:
-        rel = rl.bottleneck_relation(a, totals.bottleneck)
-        lines.append(plain_html(f"Run bottleneck (Summary): {totals.bottleneck_text}. {rel}"))
     where = f"on {n} IPUs, summed" if n > 1 else "on 1 IPU"
     ipu_time = (f"the ops' time {format_seconds(t['ops_ipu_time_s'])} ({where}; waiting at syncs not "
                 f"included); wall time of the step {format_seconds(t['run_time_s'])}")
@@ -154,7 +150,7 @@ class OpPoints:
         pts = a.points
         for lvl in sorted(set(pts["bound"])) if len(pts) else []:
             key = pg.ScatterPlotItem(size=10, symbol="o", brush=level_brush(lvl), pen=point_pen())
-            legend.addItem(key, f"IPU ops (emulated), by their own time: bound by {lvl}")
+            legend.addItem(key, f"IPU ops (emulated) bound by {lvl}")
 
     def draw_measured(self, measured, name: str, lx1: float) -> None:
         """Measured kernels as stars (foreground colour of the theme, so they show on light and dark plots);

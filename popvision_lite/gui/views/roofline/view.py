@@ -232,7 +232,19 @@ class RooflineView(QWidget):
         self._fill_summary()
         trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
                  if self.measured is not None else "")
-        self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
+        # how the points' bounds (each op's own dominant time) relate to the run's bottleneck: in the full-width
+        # notes line, not the summary column, whose every wrapped line took height from the plot
+        self.notes.setText(self._bottleneck_relation() + trace + "Notes: " + " · ".join(a.notes))
+
+    def _bottleneck_relation(self) -> str:
+        """'Ops' time by own bound: ...; run bottleneck compute (Summary): the same. ' (empty for a stand-in
+        profile without steps)."""
+        try:
+            rt = run_totals(self.document.profile)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return ""
+        rel = rl.bottleneck_relation(self.analysis, rt.bottleneck)
+        return rel + " " if rel else ""
 
     def _draw_ceilings(self, lx0: float, lx1: float, ly0: float) -> None:
         """The IPU's roofline (solid), then each chosen GPU's (dashed), and one item for all their labels."""
@@ -269,13 +281,8 @@ class RooflineView(QWidget):
         """The verdict's answer and what the plotted points add up to (the Summary panel's GPU choice too)."""
         if self.analysis is None:
             return
-        try:
-            totals = run_totals(self.document.profile)
-        except (AttributeError, KeyError, TypeError, ValueError):  # a stand-in profile without steps
-            totals = None
         self.summary.setText(drawing.summary_html(self.analysis, self._verdict(),
-                                                  self.capacity.value() if self.whatif_box.isChecked() else None,
-                                                  totals))
+                                                  self.capacity.value() if self.whatif_box.isChecked() else None))
 
     def _verdict(self):
         """The document's verdict (the Summary panel's object: same GPU, count and cache entry), or None for a
