@@ -140,6 +140,7 @@ class _Data:
 def op_list(benchmark: str, emulate=_emulate) -> OpList:
     """Emulate ``benchmark``'s model and lower its pass as the measured runs ran it."""
     from popvision_lite.analysis import model_pass as wl
+    from popvision_lite.profile.run_record import record_of
 
     if benchmark == "BERT":
         data = _Data(emulate("bert-large", batch=8, seq=BERT_SEQ, vocab=30522, mask_tokens=int(0.15 * BERT_SEQ)))
@@ -154,7 +155,7 @@ def op_list(benchmark: str, emulate=_emulate) -> OpList:
         raise ConfigError(f"GPU validation: no op list for benchmark {benchmark!r}")
     mp = wl.model_pass(data)
     kernels, notes = wl.gpu_lowering(mp.ops, fused_attention=attention, fused_epilogues=epilogues)
-    cfg = wl.config_of(data.run)
+    cfg = dict(record_of(data).config)
     params, _ = wl.params(data, mp)
     per_pass = float(cfg.get("batch", 1)) * float(cfg.get("packing", 1.0) or 1.0)
     return OpList(kernels=kernels, samples_per_pass=per_pass, cfg=cfg, params=params, scores_kept=scores,

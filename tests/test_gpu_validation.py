@@ -66,3 +66,18 @@ def test_one_benchmarks_failure_does_not_stop_the_others():
 
     out = gv.run_gpu_rows(rows, emulate=emulate)
     assert len(out) == 3 and all("RuntimeError: no" in r.error for r in out)
+
+
+def test_the_op_list_reads_the_emulated_runs_config():
+    # the op list is built from a real emulation (here BERT-Large's graph at a toy size): its config comes from
+    # the run record (the path `validate` broke on when the record became typed)
+    def small(model, **cfg):
+        return gv._emulate(model, **{**cfg, "layers": 2, "hidden": 64, "heads": 2, "ffn": 256, "vocab": 512})
+
+    ops = gv.op_list("BERT", emulate=small)
+    assert (ops.cfg["hidden"], ops.cfg["layers"], ops.cfg["seq"]) == (64, 2, gv.BERT_SEQ)
+    assert ops.samples_per_pass == 8 and ops.params > 0 and ops.scores_kept
+    assert (ops.kernels["name"].str.contains("fused_attention")).any()
+    row = next(r for r in gv.load_gpu_rows() if r.id == "nv-v2.0-dgxa100-bert")
+    res = gv.predict_row(row, ops)
+    assert not res.error and res.predicted > 0 and res.placement.startswith("TP 1 x PP 1 x DP 8")
