@@ -69,6 +69,8 @@ SCRIPTS: dict[str, str] = {
     "gpt_scale": "GPT-3-175B / 13B on IPU-POD64/256, timing-only: CPU s, peak RSS vs the host-memory pre-check, fits, "
                  "tokens/s (issue 24)",
     "speed": "speed regression guard: CPU seconds of each emulator speed-table row vs target and previous run (issue 26)",
+    "fit_advisor": "the fit advisor: CPU s of a whole search on the local Dask cluster (GPT-3-13B up to 256 IPUs), its "
+                   "answer run by emulate (issue 43)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -117,6 +119,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "soak": ["--iterations", "3", "--warmup", "1", "--pod16-steps", "200"],
     "speed": ["--quick"],
     "gpt_scale": ["--rows", "gpt3_13b_pod64"],
+    "fit_advisor": ["--rows", "gpt_small_oom"],
 }
 
 

@@ -52,3 +52,11 @@ def _collect_due_garbage():
     collector = sys.modules.get("popvision_lite.gui.gui_thread_gc")
     if collector is not None:
         collector.collect_due()
+
+
+@pytest.fixture(scope="session")
+def fit_small(tmp_path_factory):
+    """The fit advisor's search on a small model (tests/support/fit_search.py), run once per session."""
+    from tests.support.fit_search import small_fit
+
+    return small_fit(tmp_path_factory.mktemp("fit") / "search")

@@ -27,7 +27,7 @@ from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
-from popvision_lite.units import format_bytes, format_number, format_percent, format_seconds, format_usd
+from popvision_lite.units import format_number, format_seconds, format_usd
 
 DEFAULT_GPU = "a100-80gb"
 DEFAULT_SAMPLES = 1_000_000
@@ -460,20 +460,13 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
 
 
 def fit_advice(profile) -> str:
-    """What a run that does not fit would take to fit, from its memory: how far over its fullest tile is, and
-    the fewest IPUs its total bytes need even spread perfectly over their tiles."""
-    m = profile.memory.by_tile()
-    cap = float(m["capacity"].iloc[0])
-    peak = float(m["total"].max())
-    over = int(m["over_capacity"].sum())
-    t = profile.target
-    total = float(m["total"].sum())
-    min_ipus = max(1, math.ceil(total / (cap * t.tiles_per_ipu)))
-    text = (f"Its fullest tile holds {format_bytes(peak)} of {format_bytes(cap)} ({format_percent(peak / cap, 0)}); "
-            f"{over:,} of {t.num_tiles:,} tiles are over. To fit, the fullest tiles need "
-            f"{format_bytes(peak - cap)} less: recomputation, a smaller micro-batch, or the model split over more "
-            f"IPUs (its {format_bytes(total)} need at least {min_ipus} IPU(s) even spread perfectly")
-    return text + (f"; it runs on {t.num_ipus})." if t.num_ipus else ").")
+    """What binds a run that does not fit (``fit_constraint.binding_constraint``: the IPU, its tiles over, the
+    cause - total bytes or an uneven layout - the category and the tensors) and the fit advisor's search that finds
+    what would fit (``popvision-lite fit``)."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.analysis.insights import fit_command
+
+    return (binding_constraint(profile).headline() + f" To find a configuration that fits: {fit_command(profile)}")
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

@@ -45,6 +45,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
                    help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
     p.add_argument("-o", "--output", help=FIELDS["output"].help)
+    add_run_flags(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a bundled model's run config (each run-config field's flag, and --config): what ``emulate``
+    reads into a :class:`RunConfig` (:func:`from_args`), shared with ``fit``."""
     for name in ("device", "ipus", "batch", "seq", "layers", "hidden", "heads", "head_dim", "vocab", "image", "nodes",
                  "edges", "seed"):
         _field(p, name)
@@ -63,8 +71,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
 def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
@@ -130,6 +136,20 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
     lines.append(f"profile: {out_path}")
     return "\n".join(lines)
+
+
+def oom_advice(path) -> str:
+    """What binds a profile that does not fit (``analysis/fit_constraint.py``, cheap) and the fit advisor's command
+    that searches for a configuration that does (``popvision-lite fit``)."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.profile.reader import open_profile
+
+    try:
+        with open_profile(path) as p:
+            why = binding_constraint(p).headline()
+    except PopvisionError as e:  # the file just written cannot be read back: the command still helps
+        why = f"(what binds could not be read back: {e})"
+    return f"why: {why}\nto find a configuration that fits: popvision-lite fit {path}"
 
 
 def from_args(args) -> RunConfig:
@@ -222,6 +242,7 @@ def run(args) -> int:
     if not result.fits:
         print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
               f"profile written to {out}", file=sys.stderr)
+        print(oom_advice(out), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
+from popvision_lite.analysis.fit_constraint import binding_constraint
 from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.emulator.run_config import unused_settings
@@ -29,6 +30,13 @@ class SummaryView(QWidget):
         self.banner = QLabel()
         self.banner.setAlignment(Qt.AlignCenter)
         self.banner.setToolTip("Whether every tile's memory fits in its SRAM")
+        # a run that does not fit: what binds it (cheap, always shown) and the search for what fits (offered)
+        self.binding = None if s.fits else document.cached("binding_constraint", binding_constraint, document.profile)
+        self.fit_button = QPushButton("Find a configuration that fits…")
+        self.fit_button.setToolTip("Search tensor parallelism, pipeline splits, replicas, micro-batch and the "
+                                   "memory-saving settings for the cheapest configuration that fits (Run menu)")
+        self.fit_button.clicked.connect(self.find_fit)
+        self.fit_button.setVisible(not s.fits)
         self.info = QLabel()
         self.info.setTextFormat(Qt.RichText)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -96,6 +104,7 @@ class SummaryView(QWidget):
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.addWidget(self.banner)
+        ll.addWidget(self.fit_button)
         scroll = QScrollArea()  # long configs must scroll, not grow the window
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.NoFrame)
@@ -165,6 +174,7 @@ class SummaryView(QWidget):
 <tr><td><b>Phases of the step</b></td><td>{phases}</td></tr>
 <tr><td><b>Throughput</b></td><td>{tput}</td></tr>
 {_schedule_rows(s.run, t.clock_hz)}
+{self._why_row()}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile}):
  {plain_html(PEAK_TILE_NAME)}</td></tr>
@@ -177,6 +187,20 @@ class SummaryView(QWidget):
 <h3>Config</h3><table cellpadding=2>{cfg}</table>
 <p style='color:{c["muted"]}'>{plain_html(str(self.document.path))}<br>emulator
  {plain_html(str(s.run.get("emulator_version", "?")))}</p>""")
+
+    def _why_row(self) -> str:
+        """For a run that does not fit: what binds it (analysis/fit_constraint.py)."""
+        if self.binding is None:
+            return ""
+        return (f"<tr><td><b>Why it does not fit</b></td><td>{plain_html(self.binding.headline())}"
+                + (f" ({plain_html('Each drawn IPU stands for ' + self.binding.drawn)})" if self.binding.drawn else "")
+                + "</td></tr>")
+
+    def find_fit(self) -> None:
+        """The window's Run > Find a configuration that fits… (gui/actions/fit.py) for this profile."""
+        act = getattr(self.window(), "act_fit", None)
+        if act is not None:
+            act.trigger()
 
     def _op_clicked(self, index):
         row = self.ops_model.row(index.row())
