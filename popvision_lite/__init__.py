@@ -17,6 +17,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import logging as _logging  # noqa: E402
+
+# the library logs under "popvision_lite" (each module: logging.getLogger(__name__)) and leaves the output to the
+# program that imports it: a notebook sees nothing until it configures logging; the CLI: cli/logs.py
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
 from popvision_lite import units  # noqa: E402  (light: the formatting of every number shown)
 from popvision_lite.errors import (  # noqa: E402
     ConfigError,
@@ -67,12 +73,16 @@ def insights(profile, spec=None):
 
 
 def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: int = 1_000_000,
-            gpu_micro_batch: int | None = None, gpu_precision: str | None = None):
+            gpu_micro_batch: int | None = None, gpu_precision: str | None = None, precision: str | None = None,
+            gpu_tp: int | None = None, gpu_pp: int | None = None, gpu_vp: int | None = None):
     """IPU or GPU: the emulated run of ``profile`` (a path or an open profile) next to ``gpus`` x ``gpu``
-    estimated; see :func:`popvision_lite.analysis.verdict.verdict`.  ``print(pvl.verdict("run.pvl").text())``"""
+    estimated, each side with its error band; ``precision`` the GPUs train in (fp32 | fp16 | bf16 | fp8; default
+    the run's), ``gpu_tp`` / ``gpu_pp`` / ``gpu_vp`` / ``gpu_micro_batch`` state the GPU placement (default
+    searched); see :func:`popvision_lite.analysis.verdict.verdict`.  ``print(pvl.verdict("run.pvl").text())``"""
     from popvision_lite.analysis.verdict import verdict as _verdict
 
-    kw = dict(gpu=gpu, gpus=gpus, samples=samples, gpu_micro_batch=gpu_micro_batch, gpu_precision=gpu_precision)
+    kw = dict(gpu=gpu, gpus=gpus, samples=samples, gpu_micro_batch=gpu_micro_batch, gpu_precision=gpu_precision,
+              precision=precision, gpu_tp=gpu_tp, gpu_pp=gpu_pp, gpu_vp=gpu_vp)
     if isinstance(profile, str | bytes) or hasattr(profile, "__fspath__"):
         with open(profile) as p:
             return _verdict(p, **kw)

@@ -60,3 +60,17 @@ def fit_small(tmp_path_factory):
     from tests.support.fit_search import small_fit
 
     return small_fit(tmp_path_factory.mktemp("fit") / "search")
+
+
+@pytest.fixture(autouse=True)
+def _library_logger_as_imported():
+    """A command run in process (``main(argv)``) points the ``popvision_lite`` logger at stderr with its flags'
+    level (cli/logs.py); the next test gets the logger as a program that imports the package finds it."""
+    yield
+    import logging
+
+    log = logging.getLogger("popvision_lite")
+    for h in list(log.handlers):
+        if getattr(h, "_popvision_cli_handler", False):
+            log.removeHandler(h)
+    log.setLevel(logging.NOTSET)

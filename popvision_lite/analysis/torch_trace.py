@@ -18,7 +18,9 @@ What is read (``torch.profiler`` / Kineto ``export_chrome_trace`` output)::
 * **FLOPs and bytes**: the kernel's own ``args.flops`` / ``args.bytes`` when a tool recorded them; else the op's
   ``flops`` (``with_flops=True`` writes none in torch 2.13's Chrome export, so usually absent); else derived from
   the op's ``Input Dims`` and ``Input type`` for mm, addmm, bmm, baddbmm, linear, matmul, convolution,
-  scaled-dot-product attention and elementwise ops (:func:`op_cost`).  An op's FLOPs and bytes are shared
+  scaled-dot-product attention, elementwise ops and the optimizers' ops over lists of tensors (``_foreach_*``,
+  ``_fused_adam_``, ``_fused_adamw_``, ``_fused_sgd_``: their nested shapes; :data:`FOREACH_FLOPS`,
+  :data:`ADAM_FLOPS`, :data:`SGD_FLOPS` say where each count comes from) (:func:`op_cost`).  An op's FLOPs and bytes are shared
   between its kernels in proportion to their duration.
 * Every kernel read is accounted for: ``df.attrs["report"]`` holds ``read``, ``plotted`` (finite FLOP/s and
   intensity), ``flops_only`` (FLOP/s, unknown intensity), ``dropped`` and ``dropped_why`` (reason -> count);
@@ -62,18 +64,38 @@ ELEMENTWISE = {"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "relu
                "addcmul_", "addcdiv_", "lerp_", "fill_", "copy_", "to", "_to_copy", "native_dropout", "dropout",
                "softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
                "native_layer_norm", "layer_norm", "native_layer_norm_backward", "native_batch_norm",
-               "cudnn_batch_norm", "sum", "mean", "_foreach_add_", "_foreach_mul_",
+               "cudnn_batch_norm", "sum", "mean",
                # memory-bound kernels of training steps (one FLOP per output element: their bytes decide)
                "native_batch_norm_backward", "cudnn_batch_norm_backward", "native_dropout_backward",
                "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "_adaptive_avg_pool2d",
                "_adaptive_avg_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "nll_loss_forward",
-               "nll_loss_backward", "_foreach_addcmul_", "_foreach_addcdiv_", "_foreach_sqrt", "_foreach_div_",
-               "_fused_adam_", "_fused_adamw_", "zero_", "clamp_min", "clamp_max", "hardtanh",
+               "nll_loss_backward", "zero_", "clamp_min", "clamp_max", "hardtanh",
                "_log_softmax_backward_data",
                # scatter-add of the gradient rows: one add per gradient element (the largest input)
                "embedding_dense_backward", "embedding_backward"}
 # gathers: no FLOPs, only bytes (listed as dropped from the log-log roofline with that reason)
 GATHERS = {"index_select", "embedding"}
+
+# Optimizer kernels that take lists of tensors (``torch.optim``'s foreach and fused paths; on CUDA AdamW runs
+# foreach by default).  The profiler records a TensorList argument's shapes as a list of shapes and its type as
+# "TensorList", without the element type: these formulas count 4 bytes an element (fp32, the parameters and
+# optimizer state of torch.optim; AMP keeps fp32 parameters) and say so.
+# _foreach_<op>: FLOPs per element of the first list.  addcmul / addcdiv: self + value * t1 (* or /) t2;
+# lerp: self + weight * (end - self); norm: a square and an add per element (the per-tensor sqrt not counted).
+FOREACH_FLOPS = {"add": 1, "sub": 1, "mul": 1, "div": 1, "sqrt": 1, "rsqrt": 1, "neg": 1, "exp": 1, "log": 1,
+                 "reciprocal": 1, "abs": 1, "sign": 1, "maximum": 1, "minimum": 1, "clamp_min": 1, "clamp_max": 1,
+                 "pow": 1, "addcmul": 3, "addcdiv": 3, "lerp": 3, "norm": 2, "copy": 0, "zero": 0}
+TENSOR_LIST_ELEMENT_BYTES = 4
+# Fused optimizers: FLOPs per parameter element as the CUDA kernels compute them, counted from PyTorch's source
+# (pytorch/pytorch aten/src/ATen/native/cuda/fused_adam_utils.cuh, adam_math; FusedSgdKernel.cu, sgd_math):
+# Adam / AdamW: weight decay 2 (Adam: grad += param * wd; AdamW: param -= lr * wd * param, lr * wd a scalar),
+# exp_avg = beta1 * exp_avg + (1 - beta1) * grad 3, exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad * grad 4,
+# denom = sqrt(exp_avg_sq) / bias_correction2_sqrt + eps 3, param -= step_size * exp_avg / denom 3 (13 without
+# weight decay, 15 with it), + 1 with a grad scale (grad /= scale), + 1 with amsgrad (max); the bias corrections
+# are per-step scalars, not counted.  SGD: weight decay 2 (g += wd * p), momentum 3 (buf = m * buf +
+# (1 - dampening) * g; 0 on the first step), nesterov 2 (g + m * buf), update 2 (p -= lr * g), grad scale 1.
+ADAM_FLOPS = {"moments": 3 + 4, "denom": 3, "update": 3, "weight_decay": 2}
+SGD_FLOPS = {"weight_decay": 2, "momentum": 3, "nesterov": 2, "update": 2}
 
 
 class TraceImportError(PopvisionError):
@@ -175,6 +197,11 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
     """(FLOPs, bytes, formula) of an aten op from its recorded input shapes and types; (nan, nan, why-not)
     when the op has no formula or no shapes.  Bytes are compulsory: inputs read once, output written once."""
     op = name.split("::", 1)[-1] if "::" in name else name
+    if op.startswith(("_foreach_", "_fused_")):
+        try:
+            return _tensor_list_cost(name, op, args)
+        except (TypeError, ValueError, IndexError):
+            return math.nan, math.nan, f"{name}: unexpected Input Dims {args.get('Input Dims')!r}"[:200]
     d = _dims(args)
     if not d:  # no shapes recorded; an op of 0-d tensors (AdamW's step add_, item) records [[], [], []]
         return math.nan, math.nan, f"{name}: no Input Dims (record_shapes=True)"
@@ -287,6 +314,95 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
             return out, by, "elementwise: one FLOP per output element"
     except (TypeError, ValueError, IndexError):
         return math.nan, math.nan, f"{name}: unexpected Input Dims {d!r}"
+    return math.nan, math.nan, f"{name}: no FLOP formula for this op"
+
+
+def _tensor_lists(args) -> dict[int, list]:
+    """{argument index: [shape, ...]} of the TensorList arguments of an op (recorded as a list of shapes)."""
+    dims = args.get("Input Dims")
+    types = args.get("Input type")
+    out: dict[int, list] = {}
+    if not isinstance(dims, list):
+        return out
+    for i, x in enumerate(dims):
+        listed = isinstance(types, list) and i < len(types) and types[i] == "TensorList"
+        nested = isinstance(x, list) and bool(x) and all(isinstance(s, list) for s in x)
+        if (listed or nested) and isinstance(x, list):
+            shapes = [s for s in x if isinstance(s, list) and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                                                  and v >= 0 for v in s)]
+            if len(shapes) != len(x):
+                raise ValueError("a TensorList shape that is not a list of sizes")
+            out[i] = shapes
+    return out
+
+
+def _scalar(args, i: int, default):
+    """The recorded value of scalar argument ``i`` (a number or bool), else ``default``."""
+    v = _concrete(args, i)
+    return v if isinstance(v, int | float) else default
+
+
+def _tensor_list_cost(name: str, op: str, args: dict) -> tuple[float, float, str]:
+    """(FLOPs, bytes, formula) of a foreach or fused optimizer op over its TensorList arguments (see
+    FOREACH_FLOPS, ADAM_FLOPS, SGD_FLOPS for where each count comes from)."""
+    lists = _tensor_lists(args)
+    if not lists:
+        return math.nan, math.nan, f"{name}: no TensorList shapes in Input Dims (record_shapes=True)"
+    es = TENSOR_LIST_ELEMENT_BYTES
+    first = lists[min(lists)]
+    n = float(sum(_prod(s) for s in first))
+    tensors = len(first)
+    note = f"; TensorList element types are not recorded: {es} bytes each assumed"
+    if op in ("_fused_adam_", "_fused_adamw_"):
+        # (params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay,
+        # eps, amsgrad, maximize, grad_scale, found_inf)
+        wd = _scalar(args, 9, 0.01 if op == "_fused_adamw_" else 0.0)
+        amsgrad = _concrete(args, 11) is True
+        scaled = _is_0d_tensor(args, 13) or bool(_dims(args)[13:14] and _dims(args)[13])  # a grad_scale tensor
+        per = ADAM_FLOPS["moments"] + ADAM_FLOPS["denom"] + ADAM_FLOPS["update"] + \
+            (ADAM_FLOPS["weight_decay"] if wd else 0) + (1 if amsgrad else 0) + (1 if scaled else 0)
+        streams_read = 4 + (1 if amsgrad else 0)            # param, grad, exp_avg, exp_avg_sq (+ max)
+        streams_written = 3 + (1 if amsgrad else 0) + (1 if scaled else 0)
+        by = es * n * (streams_read + streams_written) + 4.0 * tensors  # + one fp32 step count per tensor
+        kind = "AdamW" if op == "_fused_adamw_" else "Adam"
+        return per * n, by, (f"fused {kind}: {per} FLOPs per parameter (PyTorch fused_adam_utils.cuh adam_math"
+                             f"{', weight decay' if wd else ''}{', amsgrad' if amsgrad else ''}"
+                             f"{', grad scale' if scaled else ''}){note}")
+    if op == "_fused_sgd_":
+        # (params, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize,
+        # is_first_step, grad_scale, found_inf)
+        wd = _scalar(args, 3, 0.0)
+        momentum = _scalar(args, 4, 0.0)
+        nesterov = _concrete(args, 7) is True
+        first_step = _concrete(args, 9) is True
+        scaled = _is_0d_tensor(args, 10) or bool(_dims(args)[10:11] and _dims(args)[10])  # a grad_scale tensor
+        has_buf = bool(momentum) and bool(lists.get(2))
+        per = SGD_FLOPS["update"] + (SGD_FLOPS["weight_decay"] if wd else 0) + \
+            (SGD_FLOPS["momentum"] if has_buf and not first_step else 0) + \
+            (SGD_FLOPS["nesterov"] if has_buf and nesterov else 0) + (1 if scaled else 0)
+        # read param and grad, write param; read and write the momentum buffer; write the unscaled grad
+        by = es * n * (3 + (2 if has_buf else 0) + (1 if scaled else 0))
+        return per * n, by, (f"fused SGD: {per} FLOPs per parameter (PyTorch FusedSgdKernel.cu sgd_math"
+                             f"{', weight decay' if wd else ''}{', momentum' if has_buf else ''}"
+                             f"{', nesterov' if has_buf and nesterov else ''}{', grad scale' if scaled else ''}){note}")
+    if op.startswith("_foreach_"):
+        base = op[len("_foreach_"):].rstrip("_")
+        in_place = op.endswith("_")
+        if base not in FOREACH_FLOPS:
+            return math.nan, math.nan, f"{name}: no FLOP formula for this op"
+        per = FOREACH_FLOPS[base]
+        same = [i for i, sh in lists.items() if len(sh) == tensors]
+        if base in ("add", "sub") and len(same) > 1 and _scalar(args, 2, 1) != 1:
+            per += 1  # self + alpha * other
+        if base in ("addcmul", "addcdiv") and _scalar(args, 3, None) == 1:
+            per -= 1  # value 1: no multiply
+        reads = sum(float(sum(_prod(s) for s in lists[i])) for i in same)
+        if base in ("copy", "zero"):
+            reads = 0.0 if base == "zero" else float(sum(_prod(s) for s in lists[same[-1]]))
+        written = float(tensors) if base == "norm" else n
+        by = es * (reads + written)
+        return per * n, by, (f"{op}: {per} FLOP(s) per element of its {tensors} tensors, "
+                             f"{'in place' if in_place else 'a new list'}{note}")
     return math.nan, math.nan, f"{name}: no FLOP formula for this op"
 
 

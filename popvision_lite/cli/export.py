@@ -18,6 +18,7 @@ from pathlib import Path
 from popvision_lite.cli.args import check_destination
 from popvision_lite.errors import ConfigError, PopvisionError
 from popvision_lite.ranges import check_tiles_syntax, parse_steps, parse_tiles
+from popvision_lite.terminal import terminal_text
 from popvision_lite.value_checks import check_number
 
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
@@ -51,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _err(msg: str) -> int:
-    print(f"popvision-lite export: error: {msg}", file=sys.stderr)
+    print(terminal_text(f"popvision-lite export: error: {msg}"), file=sys.stderr)
     return 2
 
 
@@ -121,7 +122,7 @@ def run(args) -> int:
                            torch_trace=getattr(args, "torch_trace", None))
     except PopvisionError as e:
         return _err(str(e))
-    print(f"wrote {args.output} ({info})")
+    print(terminal_text(f"wrote {args.output} ({info})"))
     return 0
 
 
@@ -133,5 +134,5 @@ def _chrome_trace(args) -> int:
     with open_profile(args.profile) as p:
         tiles = parse_tiles(args.tiles, p.target.num_tiles)
         counts = export_chrome_trace(p, args.output, step_range=steps, tiles=tiles)
-    print(f"wrote {args.output}: {counts['events']:,} events, {counts['steps']:,} steps, {counts['lanes']} lanes")
+    print(terminal_text(f"wrote {args.output}: {counts['events']:,} events, {counts['steps']:,} steps, {counts['lanes']} lanes"))
     return 0

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError, PopvisionError
+from popvision_lite.terminal import terminal_text
 
 PROG = "popvision-lite fit"
 
@@ -54,7 +55,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "graphs for the next candidate that differs only in replicas, accumulation or optimizer "
                         "state; process: each in its own process (a crash fails that candidate alone)")
     g.add_argument("--json", action="store_true", help="print the advice as JSON (fit.json) instead of text")
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     add_run_flags(p)
 
 
@@ -95,10 +95,10 @@ def run(args) -> int:
     try:
         base, default_out = base_of(args)
     except ConfigError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     except PopvisionError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     out = Path(args.output or default_out)
     progress = _Progress(enabled=not args.quiet)
@@ -108,12 +108,12 @@ def run(args) -> int:
                          isolate=args.isolate, progress=progress)
     except (ConfigError, PopvisionError) as e:
         progress.end()
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         progress.end()
-        print(f"{PROG}: cancelled; finished candidates are kept in {out}: run the same command to resume",
-              file=sys.stderr)
+        print(terminal_text(f"{PROG}: cancelled; finished candidates are kept in {out}: run the same command to "
+                            "resume"), file=sys.stderr)
         return 130
     progress.end()
     if args.json:
@@ -121,10 +121,10 @@ def run(args) -> int:
 
         print(json.dumps(json.loads((out / SUMMARY).read_text(encoding="utf-8")), indent=1))
     else:
-        print(adv.text())
+        print(terminal_text(adv.text()))
     if adv.cancelled:
-        print(f"{PROG}: cancelled; finished candidates are kept in {out}: run the same command to resume",
-              file=sys.stderr)
+        print(terminal_text(f"{PROG}: cancelled; finished candidates are kept in {out}: run the same command to "
+                            "resume"), file=sys.stderr)
         return 130
     return 0 if (adv.fits or adv.base_fits) else 3
 
@@ -140,7 +140,7 @@ class _Progress:
     def __call__(self, fraction: float, text: str) -> None:
         if not self.enabled:
             return
-        line = f"fit: {100 * fraction:3.0f}%  {text}"
+        line = terminal_text(f"fit: {100 * fraction:3.0f}%  {text}")
         if self.tty:
             sys.stderr.write("\r" + line[:110].ljust(110))
         else:

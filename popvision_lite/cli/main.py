@@ -4,6 +4,9 @@ Each sub-command is one module of this package (``popvision_lite.cli.<name>``) w
 ``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported lazily so
 that ``popvision-lite emulate`` never imports Qt and ``--help`` stays fast.
 
+Every sub-command takes ``-q`` (errors only) and ``-v`` / ``-vv`` (more): ``cli/logs.py`` maps them onto the
+``popvision_lite`` logger.
+
 Exit codes: 0 ok, 2 bad arguments / bad input file, 3 out of memory (profile written),
 1 unexpected internal error.
 """
@@ -14,6 +17,8 @@ import argparse
 import importlib
 import os
 import sys
+
+from popvision_lite.cli import logs
 
 # sub-command -> (module, one-line help)
 _C = "popvision_lite.cli."
@@ -37,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _gui_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="popvision-lite",
+        prog="popvision-lite",  # also under python -m popvision_lite
         description="Open profiles in the desktop app. Sub-commands: "
         + ", ".join(f"{k} ({v[1]})" for k, v in SUBCOMMANDS.items())
         + ". Run 'popvision-lite SUBCOMMAND --help' for each.",
@@ -45,7 +50,42 @@ def _gui_parser() -> argparse.ArgumentParser:
     p.add_argument("profiles", nargs="*", help="profile files (.pvl) to open")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="open two profiles in compare mode")
     p.add_argument("--sample", action="store_true", help="open a bundled sample profile")
+    logs.add_arguments(p)
+    p.add_argument("--version", action=_Version, help="print the version and exit")
     return p
+
+
+class _Version(argparse.Action):
+    """``--version``: one line, unwrapped (argparse's own action wraps it at the terminal width)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version_text())
+        parser.exit(0)
+
+
+def _version_text() -> str:
+    """``popvision-lite X.Y.Z`` and the libraries a bug report needs (the profile format depends on HDF5)."""
+    import platform
+    from importlib import metadata
+
+    from popvision_lite import __version__
+
+    libs = []
+    for name in ("numpy", "pandas", "h5py", "PySide6-Essentials"):
+        try:
+            libs.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            libs.append(f"{name} not installed")
+    try:
+        import h5py
+
+        libs.append(f"HDF5 {h5py.version.hdf5_version}")
+    except ImportError:
+        pass
+    return f"popvision-lite {__version__} (Python {platform.python_version()}; {', '.join(libs)})"
 
 
 def _check_gui_args(parser: argparse.ArgumentParser, args) -> None:
@@ -72,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
         parser = _Parser(prog=f"popvision-lite {name}", description=help_text)
         module.add_arguments(parser)
+        logs.add_arguments(parser)
         args = parser.parse_args(argv)
+        logs.configure(parser.prog, args.quiet, args.verbose)
         try:
             return int(module.run(args) or 0)
         except BrokenPipeError:  # output piped into `head` that stopped reading: not an error
@@ -80,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     parser = _gui_parser()
     args = parser.parse_args(argv)
+    logs.configure(parser.prog, args.quiet, args.verbose)
     _check_gui_args(parser, args)
     from popvision_lite.gui.app import run_app
 

@@ -13,6 +13,7 @@ Exit codes: 0 every point ran (some may not fit), 1 some points failed (their ro
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from dataclasses import asdict
@@ -20,9 +21,11 @@ from pathlib import Path
 
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
+from popvision_lite.terminal import terminal_text
 from popvision_lite.value_checks import arg_number
 
 PROG = "popvision-lite sweep"
+log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,7 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "MemoryError instead of pushing the machine into swap (with --isolate process)")
     p.add_argument("--no-resume", action="store_true", help="run every point again, even finished ones")
     p.add_argument("-y", "--yes", action="store_true", help="allow a grid of more than 10,000 points")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
 
 def plan(args):
@@ -189,44 +191,43 @@ def run(args) -> int:
         points, grid, base, out, warnings = plan(args)
         client = connect_checked(connect, args.scheduler, args.connect_timeout) if args.scheduler else None
     except ConfigError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl+C while connecting: nothing has run yet
-        print(f"{PROG}: cancelled before any point ran", file=sys.stderr)
+        print(terminal_text(f"{PROG}: cancelled before any point ran"), file=sys.stderr)
         return 130
     for w in warnings:
-        print(f"{PROG}: warning: {w}", file=sys.stderr)
+        log.warning("%s", w)
     workers = args.workers
     cores = os.cpu_count() or 1
     if workers is not None and workers > cores:
-        print(f"{PROG}: warning: --workers {workers}: this machine has {cores} cores; using {cores}",
-              file=sys.stderr)
+        log.warning("--workers %d: this machine has %d cores; using %d", workers, cores, cores)
         workers = cores
     meta = {"grid": grid, "base": asdict(base), "points": len(points)}
     progress = ProgressLine(enabled=not args.quiet)
     if client is not None and not args.quiet and (link := dashboard_link(client)):
-        print(f"{PROG}: Dask dashboard: {link}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: Dask dashboard: {link}"), file=sys.stderr)
     try:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=workers, client=client,
                       isolate=args.isolate or "auto", resume=not args.no_resume, progress=progress,
-                      notify=lambda msg: print(f"{PROG}: {msg}", file=sys.stderr),
+                      notify=lambda msg: log.warning("%s", msg.removeprefix("note: ")),
                       point_timeout=args.point_timeout,
                       point_memory=int(args.point_memory * 2**30) if args.point_memory else None)
     except ConfigError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     finally:
         if client is not None:
             client.close()
     progress(o, len(points), final=True)
-    print(f"results: {o.results_path} ({o.ok + o.resumed} ok" + (f" ({o.resumed} resumed)" if o.resumed else "")
+    print(terminal_text(f"results: {o.results_path} ({o.ok + o.resumed} ok" + (f" ({o.resumed} resumed)" if o.resumed else "")
           + f", {o.failed} failed"
-          + (f", {o.not_run} not run" if o.not_run else "") + f"; {o.wall_seconds:.1f} s)")
+          + (f", {o.not_run} not run" if o.not_run else "") + f"; {o.wall_seconds:.1f} s)"))
     if o.cancelled:
-        print(f"{PROG}: cancelled; finished rows kept in {o.results_path}. Run the same command again to "
-              "resume (finished points are skipped).", file=sys.stderr)
+        print(terminal_text(f"{PROG}: cancelled; finished rows kept in {o.results_path}. Run the same command again to "
+              "resume (finished points are skipped)."), file=sys.stderr)
         return 130
     for r in o.rows:
         if r.get("status") != "ok":
-            print(f"  point {r.get('point')} failed: {r.get('error')}", file=sys.stderr)
+            print(terminal_text(f"  point {r.get('point')} failed: {r.get('error')}"), file=sys.stderr)
     return 1 if o.failed else 0

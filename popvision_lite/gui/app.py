@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from popvision_lite.gui import gui_thread_gc, theme
@@ -46,7 +47,7 @@ def build_window(args, settings=None):
         win.open_paths(paths)
     elif getattr(args, "sample", False) and not compare:
         if not win.open_sample():
-            print("popvision-lite: no bundled sample profiles found", file=sys.stderr)
+            logging.getLogger(__name__).warning("no bundled sample profiles found")
     elif not compare:  # no file asked for: the start page, which offers to reopen the last session
         win.offer_session()
     return win

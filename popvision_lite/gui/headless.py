@@ -48,13 +48,15 @@ COMPARE = {
 
 def _quiet_offscreen_notes() -> None:
     """Drop the offscreen platform's 'does not support propagateSizeHints()' note; keep other messages."""
-    import sys
+    import logging
 
     from PySide6.QtCore import qInstallMessageHandler
 
+    log = logging.getLogger("popvision_lite.gui.qt")
+
     def handler(_mode, _ctx, msg):
         if "propagateSizeHints" not in msg:
-            print(msg, file=sys.stderr)
+            log.warning("%s", msg)
 
     qInstallMessageHandler(handler)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import logging
 import sys
-import traceback
 import weakref
 from pathlib import Path
 
@@ -42,6 +42,8 @@ from popvision_lite.gui.state.loading import load_document_data, warm_up
 from popvision_lite.gui.text import plain_label, plain_tip, show_error, show_info
 from popvision_lite.gui.views import VIEW_REGISTRY
 from popvision_lite.gui.workers import Worker, start_task
+
+log = logging.getLogger(__name__)
 
 PROFILE_FILTER = "popvision-lite profiles (*.pvl);;Sweep results (sweep.csv *.csv);;All files (*)"
 # Modules that add menus/actions to the window: each has ``install(main_window)``; a missing module
@@ -206,8 +208,7 @@ class MainWindow(QMainWindow):
                 mod.install(self)
                 self.extensions[name] = mod
             except Exception:  # a broken extension must not stop the app from starting
-                print(f"popvision-lite: could not install {name}:", file=sys.stderr)
-                traceback.print_exc()
+                log.exception("could not install the extension %s", name)
 
     # ----------------------------------------------------------------- documents
     def documents(self) -> list[Document]:
@@ -324,7 +325,7 @@ class MainWindow(QMainWindow):
         elif isinstance(exc, OSError):
             msg = f"{path}: {exc.strerror or exc}"
         else:
-            print(getattr(exc, "__traceback_text__", ""), file=sys.stderr)
+            log.error("unexpected error opening %s:\n%s", path, getattr(exc, "__traceback_text__", ""))
             msg = f"{path}: unexpected {type(exc).__name__}: {exc}\n(This is a bug in popvision-lite.)"
         self._forget_recent(path)
         self.statusBar().showMessage(f"Could not open {Path(path).name}", 8000)
@@ -350,7 +351,7 @@ class MainWindow(QMainWindow):
 
     def _task_failed(self, title: str, exc: BaseException) -> None:
         if not isinstance(exc, PopvisionError):
-            print(getattr(exc, "__traceback_text__", ""), file=sys.stderr)
+            log.error("%s failed:\n%s", title or "a task", getattr(exc, "__traceback_text__", ""))
         show_error(self, title or "Error", str(exc))
 
     def _show_progress(self, title: str, fraction: float) -> None:

@@ -9,6 +9,7 @@ file and what is wrong.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -22,6 +23,8 @@ from popvision_lite.profile import consistency, h5safety, schema, step_tiles
 from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
 
 __all__ = ["Profile", "StepTileWindow", "open_profile", "preload"]
+
+log = logging.getLogger(__name__)
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 CHUNK_CACHE_BYTES = 32 << 20
@@ -51,6 +54,18 @@ def _import_h5():
     except Exception:  # pragma: no cover
         pass
     return h5py
+
+
+def _format_hint(e: Exception) -> str:
+    """What to do when this HDF5 library is older than the file format (HDF5 1.14 reading a profile that
+    HDF5 2.0 wrote with its newest messages: every profile written before decision 0201), else ''."""
+    import h5py
+
+    if "bad version number" not in str(e) or h5py.version.hdf5_version_tuple >= (2, 0, 0):
+        return ""
+    return (f"; the file uses a newer HDF5 file format than this h5py {h5py.version.version} (HDF5 "
+            f"{h5py.version.hdf5_version}) reads - profiles written by popvision-lite before decision 0201 need "
+            "HDF5 2.0: pip install 'h5py>=3.16'")
 
 
 class Profile:
@@ -89,7 +104,8 @@ class Profile:
             # chunks are read again (a scrolled window) is reopened with one (``_chunk_source``)
             self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=0)
         except Exception as e:  # truncated / corrupt HDF5
-            raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
+            raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})"
+                            + _format_hint(e)) from e
         # the chunk checks read the file HDF5 has open (its descriptor), not the path again: a writer may rename
         # another profile onto the path meanwhile (an atomic replace), and HDF5's chunk addresses are this file's
         fd = _vfd_handle(self._f)
@@ -110,14 +126,14 @@ class Profile:
         except Exception as e:  # h5py / HDF5 errors from damaged metadata
             self.close()
             raise self._err(f"cannot read the profile's structure, the file is corrupt "
-                            f"({type(e).__name__}: {e})") from e
+                            f"({type(e).__name__}: {e})" + _format_hint(e)) from e
 
     def _check_header(self) -> None:
         f = self._f
         try:
             attrs = dict(f.attrs)
         except Exception as e:
-            raise self._err(f"header attributes unreadable: {e}") from e
+            raise self._err(f"header attributes unreadable: {e}{_format_hint(e)}") from e
         fmt = _as_str(attrs.get("format"))
         if fmt != schema.FORMAT_NAME:
             raise self._err(f"not a popvision-lite profile (format attribute is {fmt!r}, "
@@ -602,4 +618,7 @@ def _as_str(v: Any) -> str | None:
 
 def open_profile(path) -> Profile:
     """Open a profile lazily (reads only the header).  Raises ProfileError subclasses."""
-    return Profile(path)
+    p = Profile(path)
+    log.debug("opened %s: format %d.%d, %s x %d IPU(s), %d steps", p.path, p.format_version, p.format_minor,
+              p.target.device, p.target.num_ipus, p.num_steps)
+    return p

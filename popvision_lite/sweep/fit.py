@@ -533,7 +533,8 @@ def _first_feasible(chain: _Chain, search: _Search) -> None:
 
 def _split_rescue(space: Space, chain: _Chain, search: _Search) -> list[Candidate]:
     """When a pipeline chain's answer has S stages and S - 1 stages failed on their first or last IPU (the
-    embedding's, the head's), S - 1 stages with 1 and 2 layers moved off that IPU."""
+    embedding's, the head's): S - 1 stages with the embedding and the tied head on IPU 0 and the layers on the
+    others (wrap), and with 1 and 2 layers moved off that IPU."""
     ans = chain.answer
     if ans is None or ans.place.stages < 3 or not space.transformer:
         return []
@@ -548,6 +549,10 @@ def _split_rescue(space: Space, chain: _Chain, search: _Search) -> list[Candidat
     L = space.cfg0.layers
     even = [L // S + (1 if s < L % S else 0) for s in range(S)]
     out = []
+    if space.reads("pipeline_placement") and not below.place.wrap:
+        # the embedding and the tied head together on IPU 0, the layers on the others (optimum-graphcore's GPT-2)
+        rest = [L // (S - 1) + (1 if s < L % (S - 1) else 0) for s in range(S - 1)]
+        out.append(below.with_place(split=(0, *rest, 0), wrap=True))
     for d in (1, 2):
         sp = list(even)
         if sp[ipu] - d < 1:
@@ -592,6 +597,7 @@ def _prune_flat(s: _Search, chains: list[_Chain]) -> None:
     capacity, the one with more stages still at least FLAT x the other's fullest tile (a first stage's stash of
     activations grows with the pipeline's depth as its layers shrink: what binds it does not go away)."""
     for c in chains:
+        c.update(s.trials)
         if not c.first_low or c.done:
             continue
         over = [s.trials[x] for x in c.cands if x in s.trials and s.trials[x].status == OVER]
@@ -614,6 +620,7 @@ def _prune_by_cost(s: _Search, chains: list[_Chain]) -> None:
         return
     best = fit[0].sort_key()[:2]
     for c in chains:
+        c.update(s.trials)
         if not c.cost_prune or c.done:
             continue
         tried = [s.trials[x] for x in c.cands if x in s.trials and s.trials[x].emulated and s.trials[x].status != FAILED]
@@ -637,9 +644,8 @@ def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None
         base = got[0] if got else s.trials.get(c0)
         if base is not None and base.fits:
             return s, base
-    # ---- phase 1: the frontiers of the placement chains, as given and lean.  One stage first (one stage graph to
-    # emulate: cheap), then pipelines; in each, the run as given before the lean one (a lean candidate where the
-    # run as given fits is implied: it fits and is not faster)
+    # ---- phase 1: the frontiers of the placement chains, as given and lean: the run as given before the lean one
+    # (a lean candidate where the run as given fits is implied: it fits and is not faster)
     one_given, pipes_given = _chains(space, "given")
     one_lean, pipes_lean = _chains(space, "lean")
     for c in pipes_lean:
@@ -652,9 +658,9 @@ def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None
     n_sv = len(space.savers())
     after = RELAX_TOP * 3 + (REPLICA_TOP * 2 if space.global_batch > 1 else 0)
     rescue = lambda c: _split_rescue(space, c, s)  # noqa: E731
-    groups = [one_given, one_lean, pipes_given, pipes_lean]
-    for i, group in enumerate(groups):
-        _run_chains(s, group, extra=rescue if i >= 2 else None,
+    groups = [one_given, pipes_given, pipes_lean, one_lean]  # weights on chip before streamed: a streamed candidate
+    for i, group in enumerate(groups):                        # where the on-chip one fits is implied
+        _run_chains(s, group, extra=rescue if group in (pipes_given, pipes_lean) else None,
                     planned_after=after + sum(c.remaining_probes() for g in groups[i + 1:] for c in g))
     # ---- phase 2: at the cheapest lean answers, the fewest savers that fit, then each saver back to as given
     answers = [c.answer for c in lean if c.answer is not None]
@@ -683,13 +689,14 @@ def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None
         if batch and not s.cancelled and s.emulations < s.budget:
             s.planned = len(batch) + REPLICA_TOP * 2
             s.run(batch)
-    # ---- phase 2b: the savers whose lean value is not always the leanest (the matmul memory proportion), at their
-    # other values: around the best answers, and around the near misses (over, but the least over of phase 1)
+    # ---- phase 2b: the savers whose lean value is not always the leanest (the matmul memory proportion), one rung
+    # either way: around the best answer, and around the near misses (over, but the least over of phase 1, that
+    # could still be cheaper than the best)
     if not s.cancelled and s.emulations < s.budget and any(not r.monotone for r in space.savers().values()):
         fit = s.fitting()
         near = sorted((t for t in s.order if t.status == OVER and t.phase in ("given", "lean")
                        and not (fit and _beaten(s, t.cand))), key=lambda t: t.metric("peak_tile_memory_pct"))
-        targets = [t.cand for t in fit[:RELAX_TOP]] + [t.cand for t in near[:RELAX_TOP]]
+        targets = [t.cand for t in fit[:1]] + [t.cand for t in near[:RELAX_TOP]]
         batch = [(v, "tune") for c in dict.fromkeys(targets) for v in space.variants(c)]
         if batch:
             s.planned = len(batch) + REPLICA_TOP * 2
@@ -728,7 +735,7 @@ def _base_candidate(space: Space) -> Candidate:
     c = space.cfg0
     split = tuple(c.layer_split) if c.layer_split else None
     place = Place(tp=int(c.tensor_parallel), stages=int(c.stages), replicas=int(c.replicas), batch=int(c.batch),
-                  split=split)
+                  split=split, wrap=c.pipeline_placement == "wrap")
     sv = {k: space.base_saver(k) for k in space.savers()}
     if isinstance(c.available_memory_proportion, list | tuple) and "available_memory_proportion" in sv:
         sv["available_memory_proportion"] = list(c.available_memory_proportion)
@@ -868,9 +875,8 @@ def _profile_path(out: Path, t: Trial) -> str:
 
 def _option(space: Space, t: Trial, out: Path) -> Option:
     args = space.args(t.cand)
-    base_args = space.cfg0.to_dict()
     changes = {k: v for k, v in args.items() if FIT_ROLES.get(k) is not None and FIT_ROLES[k].kind != "kept"
-               and _differs(base_args.get(k), v)}
+               and _differs(getattr(space.cfg0, k, None), v)}
     if t.cand.place.stages == space.cfg0.stages and not t.cand.place.split:
         changes.pop("pipeline_stages", None)  # the stages the run had (0 in its config: one per IPU)
     rc = {"model": space.base.model, "device": space.base.device, "timing_only": True, **dict(sorted(args.items()))}

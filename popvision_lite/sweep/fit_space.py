@@ -64,6 +64,10 @@ FIT_ROLES: dict[str, Role] = {
     # outlining and RTS cost next to nothing, a smaller matmul proportion a few more serial passes, recomputation
     # a second forward pass, off-chip state a DDR round trip per step, streamed weights one per phase)
     "outline": _saver("outlining: one copy of the code of identical layers", True, (True,), 0),
+    # the LM / MLM head's matmul one vocabulary slice at a time (optimum-graphcore's embedding_serialization_factor):
+    # a one-layer GPT with Adam on one IPU, 115 % -> 80 % at 4 slices (docs/decisions/0290)
+    "embedding_serialization": _saver("vocabulary slices of the embedding and the LM head, run one at a time", 16,
+                                      (16, 4, 1), 1),
     "rts": _saver("replicated tensor sharding of the optimizer state over the replicas", True, (True, False), 1),
     # not monotone: a smaller proportion changes the matmul plans, and the op library lays a weight out for its
     # first matmul's plan - GPT-3-13B phased over 40 IPUs, Adam, GA 128: 117 % at 0.6, 265 % at 0.1, the layer's
@@ -87,7 +91,11 @@ FIT_ROLES: dict[str, Role] = {
     "optimizer_state_dtype": Role("kept", _TRAINING), "master_weights": Role("kept", _TRAINING),
     "device": Role("kept", "the chip asked about"),
     "host_framework": Role("kept", "the host framework's step loop, not a placement"),
-    "pipeline_placement": Role("kept", "BERT's wrap placement (MLPerf's) stays as given"),
+    "pipeline_placement": Role("placement", "wrap: the embedding and the tied head on IPU 0 (MLPerf's BERT, "
+                                            "optimum-graphcore's GPT-2), tried when the head's or the embedding's stage "
+                                            "is what does not fit"),
+    "device_iterations": Role("kept", "optimizer steps per host call: the host loop, not the placement"),
+    "task_head": Role("kept", _MODEL),
     "output": Role("kept", "where results go"), "timing_only": Role("kept", "the search emulates timing only"),
 }
 SEARCHED = tuple(k for k, r in FIT_ROLES.items() if r.kind in ("placement", "derived", "saver"))
@@ -102,13 +110,15 @@ def undeclared_fields() -> list[str]:
 @dataclass(frozen=True)
 class Place:
     """A placement: tensor-parallel degree, pipeline stages (and layers per stage: None = even), replicas,
-    micro-batch."""
+    micro-batch; ``wrap``: the embedding and the tied head on IPU 0 (then ``split`` has stages + 1 entries: IPU 0,
+    IPU 1, ..., IPU S-1, IPU 0 again)."""
 
     tp: int = 1
     stages: int = 1
     replicas: int = 1
     batch: int = 1
     split: tuple | None = None
+    wrap: bool = False
 
     @property
     def chips(self) -> int:
@@ -117,7 +127,8 @@ class Place:
     def text(self) -> str:
         parts = [f"{self.replicas} replica{'s' if self.replicas > 1 else ''}",
                  f"{self.stages} stage{'s' if self.stages > 1 else ''}"
-                 + (f" (layers {', '.join(f'{x:g}' for x in self.split)})" if self.split else "")]
+                 + (f" (layers {', '.join(f'{x:g}' for x in self.split)})" if self.split else "")
+                 + (", embedding and tied head on IPU 0" if self.wrap else "")]
         if self.tp > 1:
             parts.append(f"tensor parallel {self.tp}")
         return " x ".join(parts) + f" = {self.chips} IPU{'s' if self.chips > 1 else ''}, micro-batch {self.batch}"
@@ -174,6 +185,17 @@ def _differs_value(a, b) -> bool:
     if isinstance(a, list | tuple) or isinstance(b, list | tuple):
         return list(a if isinstance(a, list | tuple) else [a]) != list(b if isinstance(b, list | tuple) else [b])
     return a != b
+
+
+def _step_up(ladder: tuple, value) -> object | None:
+    """The next value of ``ladder`` after ``value`` (more relaxed), or None at the relaxed end."""
+    if value in ladder:
+        i = ladder.index(value)
+        return ladder[i + 1] if i + 1 < len(ladder) else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        above = [x for x in ladder if isinstance(x, int | float) and x > value]
+        return above[0] if above else None
+    return None
 
 
 def _leaner_or_equal(role: Role, a, b) -> bool:
@@ -304,14 +326,15 @@ class Space:
         return out
 
     def variants(self, cand: Candidate) -> list[Candidate]:
-        """``cand`` with each non-monotone saver at each other value of its ladder (one saver at a time)."""
+        """``cand`` with each non-monotone saver one rung of its ladder either way (one saver at a time)."""
         out = []
         for k, r in self.savers().items():
             if r.monotone:
                 continue
-            for v in r.ladder:
-                if _differs_value(v, cand.saver(k)):
-                    out.append(self.canonical(cand.with_savers(**{k: v})))
+            v = cand.saver(k)
+            for nxt in (_step_down(r.ladder, v), _step_up(r.ladder, v)):
+                if nxt is not None and _differs_value(nxt, v):
+                    out.append(self.canonical(cand.with_savers(**{k: nxt})))
         return out
 
     def reverted(self, cand: Candidate, name: str) -> Candidate:
@@ -323,7 +346,8 @@ class Space:
         (decision 0290): the same placement but for a micro-batch at least as large, and every saver at most as
         lean."""
         a, b = heavy.place, light.place
-        if (a.tp, a.stages, a.split, a.replicas) != (b.tp, b.stages, b.split, b.replicas) or a.batch < b.batch:
+        if (a.tp, a.stages, a.split, a.wrap, a.replicas) != (b.tp, b.stages, b.split, b.wrap, b.replicas) \
+                or a.batch < b.batch:
             return False
         return all(_leaner_or_equal(r, self.effective(light, k), self.effective(heavy, k)) if r.monotone
                    else not _differs_value(light.saver(k), heavy.saver(k)) for k, r in self.savers().items())
@@ -349,6 +373,8 @@ class Space:
             args["layer_split"] = list(p.split)
         else:
             args["pipeline_stages"] = p.stages
+        if self.reads("pipeline_placement") and (p.wrap or "pipeline_placement" in self.base.model_args):
+            args["pipeline_placement"] = "wrap" if p.wrap else "sequential"
         for k, v in cand.savers:
             args[k] = v
         return args

@@ -369,3 +369,90 @@ def test_real_training_step_trace_matches_torch_flop_counter_and_imports_as_a_cu
     assert conv_k.flops == theirs["aten.convolution_backward"] and conv_k.flops_from.startswith("derived: conv")
     # what is not plotted is said, kernel by kernel
     assert all(v > 0 for v in r["dropped_why"].values()) and report_text(df).startswith(f"{len(leaves)} kernels read")
+
+
+# ------------------------------------------------------------------ optimizer kernels over lists of tensors
+# what torch 2.13's profiler records for them (record_shapes=True): a TensorList's shapes as a list of shapes,
+# its type "TensorList" (no element type), scalars in "Concrete Inputs"
+SHAPES = [[32, 64], [32], [8, 32], [8]]
+N = 32 * 64 + 32 + 8 * 32 + 8
+
+
+def _fused_adam_args(wd: str, amsgrad: str = "False"):
+    return {"Input Dims": [SHAPES, SHAPES, SHAPES, SHAPES, [], [[], [], [], []], [], [], [], [], [], [], [], [], []],
+            "Input type": ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""],
+            "Concrete Inputs": ["", "", "", "", "", "", "0.001", "0.9", "0.999", wd, "1e-08", amsgrad, "False", "", ""]}
+
+
+def test_fused_adam_and_adamw_count_the_kernels_arithmetic():
+    """Per parameter: moments 3 + 4, denominator 3, update 3 (PyTorch's adam_math), + 2 for weight decay, + 1 for
+    amsgrad; bytes: param, grad, exp_avg, exp_avg_sq read, param and both moments written, fp32 assumed."""
+    f, b, how = op_cost("aten::_fused_adamw_", _fused_adam_args("0.01"))
+    assert f == 15 * N and b == 4 * N * (4 + 3) + 4 * 4 and "adam_math" in how and "4 bytes" in how
+    f, _, _ = op_cost("aten::_fused_adam_", _fused_adam_args("0."))
+    assert f == 13 * N
+    f, b, _ = op_cost("aten::_fused_adamw_", _fused_adam_args("0.01", "True"))
+    assert f == 16 * N and b == 4 * N * (5 + 4) + 4 * 4
+
+
+def test_fused_sgd_and_foreach_ops_read_their_tensor_lists():
+    sgd = {"Input Dims": [SHAPES, SHAPES, SHAPES] + [[]] * 9, "Input type": ["TensorList"] * 3 + ["Scalar"] * 7 + ["", ""],
+           "Concrete Inputs": ["", "", "", "0.", "0.9", "0.1", "0.", "False", "False", "False", "", ""]}
+    f, b, _ = op_cost("aten::_fused_sgd_", sgd)
+    assert f == (2 + 3) * N and b == 4 * N * 5                      # update + momentum; param, grad, buffer
+    plain = dict(sgd, **{"Input Dims": [SHAPES, SHAPES, []] + [[]] * 9,
+                         "Concrete Inputs": ["", "", "", "0.", "0.", "0.1", "0.", "False", "False", "False", "", ""]})
+    assert op_cost("aten::_fused_sgd_", plain)[:2] == (2 * N, 4 * N * 3)
+    lerp = {"Input Dims": [SHAPES, SHAPES, []], "Input type": ["TensorList", "TensorList", "Scalar"],
+            "Concrete Inputs": ["", "", "0.1"]}
+    assert op_cost("aten::_foreach_lerp_", lerp)[:2] == (3 * N, 4 * (2 * N + N))
+    addcdiv = {"Input Dims": [SHAPES, SHAPES, SHAPES, []], "Input type": ["TensorList"] * 3 + ["ScalarList"],
+               "Concrete Inputs": ["", "", "", "[-0.005, -0.005, -0.005, -0.005]"]}
+    assert op_cost("aten::_foreach_addcdiv_", addcdiv)[:2] == (3 * N, 4 * (3 * N + N))
+    sqrt = {"Input Dims": [SHAPES], "Input type": ["TensorList"], "Concrete Inputs": [""]}
+    assert op_cost("aten::_foreach_sqrt", sqrt)[:2] == (N, 4 * 2 * N)     # a new list written
+    steps = {"Input Dims": [[[], [], [], []], []], "Input type": ["TensorList", "Scalar"], "Concrete Inputs": ["", "1"]}
+    assert op_cost("aten::_foreach_add_", steps)[:2] == (4, 4 * 8)       # the 0-d step counts, one each
+    f, _, why = op_cost("aten::_foreach_tan_", sqrt)
+    assert math.isnan(f) and "no FLOP formula" in why
+
+
+def test_a_cuda_adamw_step_is_plotted_not_dropped(tmp_path):
+    """AdamW on CUDA runs foreach by default: its multi_tensor_apply kernels get FLOPs and bytes from their op."""
+    adamw = _op("aten::_fused_adamw_", 1, *[_fused_adam_args("0.01")[k] for k in ("Input Dims", "Input type")],
+                concrete=_fused_adam_args("0.01")["Concrete Inputs"])
+    path = _write(tmp_path, [adamw, _launch(1, 7), _kernel("multi_tensor_apply_kernel", 4.0, corr=7)])
+    df = load_torch_trace(path)
+    assert df.attrs["report"]["plotted"] == 1 and df["flops"].iat[0] == 15 * N
+    assert df["flops_from"].iat[0].startswith("derived: fused AdamW")
+
+
+@needs_torch
+@pytest.mark.parametrize("kind", ["foreach", "fused"])
+def test_real_adamw_step_traces_are_costed(tmp_path, kind):
+    """torch.optim.AdamW recorded on this CPU, both implementations: every foreach / fused op of the step has
+    FLOPs and bytes; the fused kernel counts 15 per parameter and the foreach ops 14 (lerp 3, mul 1, addcmul 3,
+    sqrt 1, div 1, add 1, addcdiv 3, the weight decay's mul 1) plus the step counts' adds."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    opt = torch.optim.AdamW(m.parameters(), **{kind: True})
+    for _ in range(2):  # the first step creates the state; the second is the steady one
+        m(torch.randn(16, 64)).sum().backward()
+        if _ == 1:
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                opt.step()
+        else:
+            opt.step()
+    path = tmp_path / "adamw.json"
+    prof.export_chrome_trace(str(path))
+    ops = [e for e in json.loads(path.read_text())["traceEvents"]
+           if e.get("cat") == "cpu_op" and e["name"].startswith(("aten::_foreach_", "aten::_fused_"))]
+    assert ops
+    costs = [op_cost(e["name"], e["args"]) for e in ops]
+    assert all(math.isfinite(f) and math.isfinite(b) and b > 0 for f, b, _ in costs), costs
+    params = sum(p.numel() for p in m.parameters())
+    steps = len(list(m.parameters()))  # one 0-d step count per parameter tensor, incremented by a foreach add
+    assert sum(f for f, _, _ in costs) == (15 if kind == "fused" else 14) * params + steps

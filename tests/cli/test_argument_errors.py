@@ -169,7 +169,9 @@ def test_emulate_option_the_model_does_not_use(tmp_path, cli, model, args, optio
     assert "compiling" not in err and not out.exists()
 
 
-def test_emulate_config_field_the_model_does_not_use_warns(tmp_path, capsys):
+def test_emulate_config_field_the_model_does_not_use_warns(tmp_path, caplog):
+    import logging
+
     from popvision_lite.cli.emulate import add_arguments, resolve
 
     cfg = _config(tmp_path, 'model = "mlp"\n[model_args]\nseq = 32\nbatch = 4\n')
@@ -177,11 +179,16 @@ def test_emulate_config_field_the_model_does_not_use_warns(tmp_path, capsys):
 
     ap = argparse.ArgumentParser()
     add_arguments(ap)
-    mc, *_ = resolve(ap.parse_args(["--config", str(cfg), "-o", str(tmp_path / "x.pvl")]))
-    err = capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="popvision_lite"):
+        mc, *_ = resolve(ap.parse_args(["--config", str(cfg), "-o", str(tmp_path / "x.pvl")]))
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("popvision_lite.")]
     assert mc.model == "mlp" and mc.batch == 4
-    assert "warning" in err and "'seq'" in err and str(cfg) in err and "'mlp'" in err, err
+    assert len(warned) == 1, caplog.records
+    msg = warned[0].getMessage()
+    assert "'seq'" in msg and str(cfg) in msg and "'mlp'" in msg, msg
     # a field the model reads gives no warning
+    caplog.clear()
     cfg2 = _config(tmp_path, 'model = "bert"\n[model_args]\nseq = 32\n')
-    resolve(ap.parse_args(["--config", str(cfg2), "-o", str(tmp_path / "x.pvl")]))
-    assert "warning" not in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="popvision_lite"):
+        resolve(ap.parse_args(["--config", str(cfg2), "-o", str(tmp_path / "x.pvl")]))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -14,7 +14,7 @@ from popvision_lite.cli.main import main
 from popvision_lite.devices import chip_price, load_device
 from popvision_lite.emulator.run_config import RunConfig
 from popvision_lite.sweep.fit import BEST_TOML, FITS, OVER, SUMMARY, fit_advice
-from popvision_lite.sweep.fit_space import Space
+from popvision_lite.sweep.fit_space import FIT_ROLES, Space
 from tests.support.fit_search import MAX_IPUS, SMALL
 
 
@@ -22,9 +22,11 @@ def test_the_answer_fits_when_emulate_runs_it(fit_small, tmp_path):
     adv = fit_small
     assert adv.fits and not adv.base_fits and adv.best is adv.options[0]
     best = adv.best
-    # one IPU cannot hold it as given; two IPUs of tensor parallelism can, with every setting as given
-    assert best.chips == 2 and best.run_config["tensor_parallel"] == 2
-    assert set(best.changes) <= {"ipus", "tensor_parallel", "pipeline_stages"}
+    # one IPU cannot hold it as given; two of tensor parallelism can with every setting as given, and one can with
+    # the LM head's vocabulary serialised: the answer is the cheaper of what fits
+    assert best.chips <= MAX_IPUS and set(best.changes) <= set(FIT_ROLES)
+    as_given_tp2 = [o for o in adv.options if o.changes.keys() <= {"ipus", "tensor_parallel"} and o.chips == 2]
+    assert as_given_tp2 and best.cost_per_million_usd <= as_given_tp2[0].cost_per_million_usd
     toml = Path(adv.folder) / BEST_TOML
     assert toml.read_text(encoding="utf-8").endswith(best.toml())
     out = tmp_path / "best.pvl"
@@ -90,7 +92,7 @@ def test_a_repeated_search_resumes_from_its_folder(fit_small, capsys):
             "--max-ipus", str(MAX_IPUS), "-o", adv.folder, "-q", "--json"]
     assert main(args) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["best"]["text"] == adv.best.text and got["best"]["chips"] == 2
+    assert got["best"]["text"] == adv.best.text and got["best"]["chips"] == adv.best.chips
     assert json.loads((Path(adv.folder) / SUMMARY).read_text(encoding="utf-8"))["fits"] is True
 
 

@@ -24,13 +24,13 @@ class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
-                 amp: float | None = None, copy_memo: CopyMemo | None = None):
+                 amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True):
         """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
-        are the same)."""
+        are the same); ``body`` False: the IPU holds no layer (only the embedding and / or the heads)."""
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
-        self.handles = build_bert_stage(be, cfg, stage, nstages)
+        self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
         self.be = be
         phases = []
         for name, _ in be.marks:
