@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from bench import targets
-from bench.speed import CLI, measure
+from bench.speed import CLI, chosen_rows, measure
 
 ROWS = {
     # name: (fit arguments, what)
@@ -46,10 +46,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2, help="local Dask workers (default 2)")
     ap.add_argument("--timeout", type=float, default=3600.0)
     args = ap.parse_args()
-    names = args.rows or list(ROWS)
-    bad = sorted(set(names) - set(ROWS))
-    if bad:
-        print(f"--rows: unknown {', '.join(bad)}", file=sys.stderr)
+    names = chosen_rows(args.rows, ROWS)
+    if names is None:
         return 2
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="pvl_fit_") as tmp:

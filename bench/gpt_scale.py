@@ -22,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-from bench.speed import CLI, OOM_RC, measure
+from bench.speed import CLI, OOM_RC, chosen_rows, measure
 from popvision_lite.value_checks import (
     COMPOSED_BYTES_PER_ACTIVATION,
     COMPOSED_BYTES_PER_HEAD_ELEMENT,
@@ -90,10 +90,8 @@ def main() -> int:
     ap.add_argument("--rows", nargs="*", help=f"only these rows ({', '.join(ROWS)})")
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args()
-    names = args.rows or list(ROWS)
-    bad = sorted(set(names) - set(ROWS))
-    if bad:
-        print(f"--rows: unknown {', '.join(bad)}", file=sys.stderr)
+    names = chosen_rows(args.rows, ROWS)
+    if names is None:
         return 2
     print(f"{'row':20} {'CPU s':>7} {'RSS GB':>7} {'est GB':>7} {'est/RSS':>7} {'fits':>5} {'tokens/s':>9} "
           f"{'step s':>8}  fullest tile")

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from popvision_lite.emulator.run_config import RunConfig
+from popvision_lite.emulator.run_config import RunConfig, toml_value
 from popvision_lite.errors import ConfigError, PopvisionError
 from popvision_lite.sweep import engine
 from popvision_lite.sweep import results as res
@@ -269,18 +269,9 @@ def _value_text(v) -> str:
 
 def config_toml(run_config: dict) -> str:
     """A run-config TOML (``emulate --config``) of ``{model, device, timing_only, **model arguments}``."""
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int | float):
-            return repr(v)
-        if isinstance(v, list | tuple):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
     top = {k: run_config[k] for k in ("model", "device", "timing_only") if k in run_config}
-    lines = [f"{k} = {val(v)}" for k, v in top.items()] + ["", "[model_args]"]
-    lines += [f"{k} = {val(v)}" for k, v in run_config.items() if k not in top]
+    lines = [f"{k} = {toml_value(v)}" for k, v in top.items()] + ["", "[model_args]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in run_config.items() if k not in top]
     return "\n".join(lines) + "\n"
 
 

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.errors import ConfigError, PopvisionError
-from popvision_lite.gui.actions.emulation import default_output_folder
+from popvision_lite.gui.actions.emulation import _in_samples_folder, default_output_folder, free_path
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_label, show_error, show_info
 from popvision_lite.gui.workers import Cancelled
@@ -39,18 +39,10 @@ def default_folder(profile_path, last_dir=None) -> Path:
     """``<profile>_fit`` next to the profile when that folder is writable (not the bundled samples), else in the
     default output folder; a name not taken yet."""
     p = Path(str(profile_path))
-    parent = p.parent if os.access(p.parent, os.W_OK) else default_output_folder(last_dir)
-    if parent == p.parent:
-        from popvision_lite.gui.actions.emulation import _in_samples_folder
-
-        if _in_samples_folder(parent):
-            parent = default_output_folder(last_dir)
-    out = parent / f"{p.stem}_fit"
-    i = 2
-    while out.exists():
-        out = parent / f"{p.stem}_fit_{i}"
-        i += 1
-    return out
+    parent = p.parent
+    if not os.access(parent, os.W_OK) or _in_samples_folder(parent):
+        parent = default_output_folder(last_dir)
+    return free_path(parent, f"{p.stem}_fit", suffix="")
 
 
 class FitDialog(QDialog):
