@@ -370,8 +370,12 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
     return out
 
 
-def fit_command(profile) -> str:
-    """The command that searches for a configuration of ``profile``'s run that fits (sweep/fit.py)."""
+def fit_command(profile) -> str | None:
+    """The command that searches for a configuration of ``profile``'s run that fits (sweep/fit.py), or None when
+    the advisor cannot search it (an imported ONNX model, a profile that records no run config)."""
+    cfg = (profile.run or {}).get("config")
+    if not isinstance(cfg, dict) or not cfg.get("model") or cfg.get("onnx"):
+        return None
     return f"popvision-lite fit {profile.path}" if getattr(profile, "path", None) else "popvision-lite fit"
 
 
@@ -389,6 +393,8 @@ def fit_findings(profile) -> list[Finding]:
                      variables=tuple(int(v) for v in tensors["var_id"]) if len(tensors) else (),
                      numbers=b.numbers())]
     cmd = fit_command(profile)
+    if cmd is None:
+        return found
     found.append(Finding("warning", "fit_search", "Find a configuration that fits",
                          f"The fit advisor searches tensor parallelism, pipeline splits (uneven ones too), replicas, "
                          f"micro-batch, recomputation, the matmul memory proportion, optimizer state off chip and "

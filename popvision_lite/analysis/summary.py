@@ -234,8 +234,9 @@ def _fit_lines(profile, fits: bool) -> list[str]:
     from popvision_lite.analysis.fit_constraint import binding_constraint
     from popvision_lite.analysis.insights import fit_command
 
-    return [f"* why: {binding_constraint(profile).headline()}",
-            f"* find a configuration that fits: `{fit_command(profile)}`"]
+    cmd = fit_command(profile)
+    return [f"* why: {binding_constraint(profile).headline()}"] + (
+        [f"* find a configuration that fits: `{cmd}`"] if cmd else [])
 
 
 def _verdict_markdown(profile) -> list[str]:

@@ -534,7 +534,8 @@ def fit_advice(profile) -> str:
 
     b = binding_constraint(profile)
     drawn = f" (Each drawn IPU stands for {b.drawn}; the run has {b.num_ipus:,} IPUs.)" if b.drawn else ""
-    return f"{b.headline()}{drawn} To find a configuration that fits: {fit_command(profile)}"
+    cmd = fit_command(profile)
+    return f"{b.headline()}{drawn}" + (f" To find a configuration that fits: {cmd}" if cmd else "")
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

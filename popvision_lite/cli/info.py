@@ -150,7 +150,9 @@ def format_summary(s: dict) -> str:
         f"{m['tiles_over_capacity']} tile(s) over capacity",
     ]
     if s.get("fit"):
-        lines += [f"why      {s['fit']['why']}", f"fit      to find a configuration that fits: {s['fit']['command']}"]
+        lines.append(f"why      {s['fit']['why']}")
+        if s["fit"]["command"]:
+            lines.append(f"fit      to find a configuration that fits: {s['fit']['command']}")
     if s["top_ops"]:
         lines.append(f"top ops by cycles per step (share of {it['name']}):")
         for o in s["top_ops"]:

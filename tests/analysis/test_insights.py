@@ -106,8 +106,10 @@ def test_binding_constraint_replaces_generic_advice(pair):
     assert n["cause"] == "uneven layout" and n["ipus"][0]["tiles_over"] == 2   # tiles 2 and 3 (insights_profile.py)
     assert set(f.tiles) == {2, 3} and n["ipus"][0]["tensors"][:2] == ["fwd/matmul/out", "fwd/relu/out"]
     assert "fwd/matmul/out" in f.text and "tiles 2-3" in f.text
-    s = kinds["fit_search"]
-    assert s.numbers["command"] == f"popvision-lite fit {p.path}" and s.numbers["command"] in s.text
+    # its run config names no bundled model (a hand-built profile, like an imported ONNX model's): what binds it,
+    # but no search offered (the advisor searches the bundled models' placements; tests/analysis/
+    # test_insights_emulated.py sees it offered on the emulated out-of-memory sample)
+    assert "fit_search" not in kinds and I.fit_command(p) is None
 
 
 def test_binding_says_total_bytes_when_no_layout_can_fit(tmp_path):

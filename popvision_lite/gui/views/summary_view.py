@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QScrollArea, QSp
 
 from popvision_lite.analysis import error_band as eb
 from popvision_lite.analysis.fit_constraint import binding_constraint
+from popvision_lite.analysis.insights import fit_command
 from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME, host_step_text
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.emulator.run_config import unused_settings
@@ -37,7 +38,7 @@ class SummaryView(QWidget):
         self.fit_button.setToolTip("Search tensor parallelism, pipeline splits, replicas, micro-batch and the "
                                    "memory-saving settings for the cheapest configuration that fits (Run menu)")
         self.fit_button.clicked.connect(self.find_fit)
-        self.fit_button.setVisible(not s.fits)
+        self.fit_button.setVisible(not s.fits and fit_command(document.profile) is not None)
         self.info = QLabel()
         self.info.setTextFormat(Qt.RichText)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
