@@ -65,6 +65,7 @@ MAX_BCHAINS = 3             # on-chip pipeline chains searched at once
 PRUNE_BACK_WITHIN = 1.5     # savers are turned back off one by one only where the cost is within this of the best
 CHAIN_PRUNE = 1.5           # a chain is abandoned once its cheapest emulated candidate costs this much of the best
 FLAT = 0.85                 # ... or once more pipeline stages leave its fullest tile at this share or more
+TUNE_ROUNDS = 2             # rounds of one-rung steps of the savers that are not monotone
 BEST_TOML = "best.toml"
 REPORT = "fit.txt"
 SUMMARY = "fit.json"
@@ -680,18 +681,34 @@ def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None
         if batch and not s.cancelled and s.emulations < s.budget:
             s.planned = len(batch) + REPLICA_TOP * 2
             s.run(batch)
-    # ---- phase 2b: the savers whose lean value is not always the leanest (the matmul memory proportion), one rung
-    # either way: around the best answer, and around the near misses (over, but the least over of phase 1, that
-    # could still be cheaper than the best)
-    if not s.cancelled and s.emulations < s.budget and any(not r.monotone for r in space.savers().values()):
+    # ---- phase 2b: the savers whose lean value is not always the leanest (the matmul memory proportion, the
+    # embedding serialisation), one rung either way: around the best answer and around the near misses (over, but
+    # the least over, that could still be cheaper than the best); again from a variant that fits more cheaply or
+    # is less over than where it came from, TUNE_ROUNDS times at most
+    if any(not r.monotone for r in space.savers().values()):
         fit = s.fitting()
-        near = sorted((t for t in s.order if t.status == OVER and t.phase in ("given", "lean")
-                       and not (fit and _beaten(s, t.cand))), key=lambda t: t.metric("peak_tile_memory_pct"))
-        targets = [t.cand for t in fit[:1]] + [t.cand for t in near[:RELAX_TOP]]
-        batch = [(v, "tune") for c in dict.fromkeys(targets) for v in space.variants(c)]
-        if batch:
+        near, places = [], set()
+        for t in sorted((t for t in s.order if t.status == OVER and t.phase in ("as given", "given", "lean", "savers")
+                         and not (fit and _beaten(s, t.cand))), key=lambda t: t.metric("peak_tile_memory_pct")):
+            if t.cand.place not in places:  # the least over of each placement
+                places.add(t.cand.place)
+                near.append(t.cand)
+        targets = [(t.cand, True) for t in fit[:1]] + [(c, False) for c in near[:RELAX_TOP]]
+        for _ in range(TUNE_ROUNDS):
+            if not targets or s.cancelled or s.emulations >= s.budget:
+                break
+            tried = {c: space.variants(c, relaxed_only=fits) for c, fits in dict.fromkeys(targets)}
+            batch = [(v, "tune") for vs in tried.values() for v in vs]
             s.planned = len(batch) + REPLICA_TOP * 2
             s.run(batch)
+            fitted = {v.place for vs in tried.values() for v in vs if v in s.trials and s.trials[v].fits}
+            targets = [(v, s.trials[v].fits) for c, vs in tried.items() for v in vs
+                       if _better(s, v, c) and (s.trials[v].fits or v.place not in fitted)][:RELAX_TOP + 1]
+        # a best found here may carry monotone savers it no longer needs: each back to as given, once
+        best = s.fitting()[0] if s.fitting() else None
+        if best is not None and best.phase == "tune" and not s.cancelled and s.emulations < s.budget:
+            s.run([(space.reverted(best.cand, k), "savers") for k, r in space.savers().items()
+                   if r.monotone and _differs(best.cand.saver(k), space.base_saver(k))])
     # ---- phase 3: more replicas for the best
     if not s.cancelled and s.emulations < s.budget:
         batch = []
@@ -710,6 +727,17 @@ def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None
         s.run(batch)
     s.planned = 0
     return s, base
+
+
+def _better(s: _Search, v: Candidate, origin: Candidate) -> bool:
+    """Whether variant ``v`` improved on ``origin``: it fits at a lower cost than the best, or it is over but less
+    so than ``origin``."""
+    tv, to = s.trials.get(v), s.trials.get(origin)
+    if tv is None or to is None or not tv.emulated or tv.status == FAILED:
+        return False
+    if tv.fits:
+        return tv.sort_key() <= s.fitting()[0].sort_key() and (not to.fits or tv.sort_key() < to.sort_key())
+    return to.status == OVER and tv.metric("peak_tile_memory_pct") < to.metric("peak_tile_memory_pct")
 
 
 def _beaten(s: _Search, cand: Candidate) -> bool:
