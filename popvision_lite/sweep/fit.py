@@ -950,8 +950,17 @@ def _write_folder(adv: FitAdvice, s: _Search, out: Path) -> None:
         if t.row is not None:
             rows.append(dict(t.row) | {"point": t.point})
     res.write_results(out, rows, s.grid_names)
+    grid = {}  # the fields the search varied, with the values it tried (the sweep view's axes)
+    for name in s.grid_names:
+        vals = []
+        for r in rows:
+            v = r.get(name)
+            if v is not None and v not in vals:
+                vals.append(v)
+        if len(vals) > 1:
+            grid[name] = vals
     res.write_meta(out, {"fit": {"model": adv.model, "max_ipus": adv.max_ipus, "global_batch": adv.global_batch},
-                         "grid": {}, "points": len(rows)})
+                         "grid": grid, "points": len(rows)})
     with atomic_text(out / REPORT) as fh:
         fh.write(adv.text() + "\n")
     with atomic_text(out / SUMMARY) as fh:
