@@ -29,6 +29,7 @@ import pandas as pd
 from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.tile_memory import TileMemory
 from popvision_lite.profile import schema
+from popvision_lite.profile.run_record import record_of
 from popvision_lite.units import format_bytes, format_percent
 
 TOTAL_BYTES = "total bytes"
@@ -342,8 +343,8 @@ def binding_constraint(profile, top: int = 5) -> BindingConstraint:
                                  if (n_over or ipu == 0) else pd.DataFrame(),
                                  peak_name=_peak_name(profile, int(full + ipu * per_ipu))))
     fits = not any(c.tiles_over for c in out)
-    run = profile.run or {}
-    if run.get("fits") is not None and bool(run["fits"]) != fits:
-        fits = bool(run["fits"])  # the emulator's verdict is the one definition of "fits"
+    rec = record_of(profile)
+    if "fits" in rec and rec.fits != fits:
+        fits = rec.fits  # the emulator's verdict is the one definition of "fits"
     drawn, n = _drawn_text(profile)
     return BindingConstraint(fits=fits, capacity=cap, ipus=out, drawn=drawn, num_ipus=n)

@@ -40,6 +40,7 @@ import pandas as pd
 
 from popvision_lite.emulator.run_config import RunConfig, toml_value
 from popvision_lite.errors import ConfigError, PopvisionError
+from popvision_lite.profile.run_record import record_of
 from popvision_lite.sweep import engine
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.fit_space import (
@@ -389,9 +390,9 @@ class _Search:
                          "fits too, and its savers only cost time")
                 return None
         if self.host_bytes and self.space.transformer:
-            from popvision_lite.value_checks import composed_host_bytes
+            from popvision_lite.emulator.models.host_memory import estimate
 
-            need = composed_host_bytes(cfg)
+            need = estimate(cfg, timing_only=True).bytes
             room = self.host_bytes / (2 * self.workers)  # every worker may hold one such run, on a shared machine
             if need > room:
                 self.add(cand, phase, HOST, f"emulating it needs about {need / 2**30:.1f} GiB of host memory "
@@ -883,8 +884,8 @@ def _base_of(base) -> tuple[RunConfig, object, bool | None]:
 
     if isinstance(base, str | bytes) or hasattr(base, "__fspath__"):
         with open_profile(base) as p:
-            return run_config_from_profile(p), binding_constraint(p), bool(p.run.get("fits", True))
-    return run_config_from_profile(base), binding_constraint(base), bool((base.run or {}).get("fits", True))
+            return run_config_from_profile(p), binding_constraint(p), record_of(p).fits
+    return run_config_from_profile(base), binding_constraint(base), record_of(base).fits
 
 
 def _profile_path(out: Path, t: Trial) -> str:

@@ -15,8 +15,13 @@ from popvision_lite.emulator.target import Target
 from .emulator_backend import EmulatorBackend
 from .transformer import build_bert_stage
 
-PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
-          "layer_bwd_ffn", "layer_bwd_att")
+PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_attcore", "layer_fwd_attpost", "layer_fwd_ffn", "head",
+          "layer_recompute_att", "layer_recompute_attcore", "layer_recompute_attpost", "layer_recompute_ffn",
+          "layer_bwd_ffn", "layer_bwd_att", "layer_bwd_attcore", "layer_bwd_attpre")
+# the phases of one attention half with a serialised attention core (cfg.attention_serialisation): the core
+# phase runs once per block; without serialisation only the first of each exists
+ATT_PARTS = {"fwd": ("att", "attcore", "attpost"), "recompute": ("att", "attcore", "attpost"),
+             "bwd": ("att", "attcore", "attpre")}
 ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
 
 
@@ -30,6 +35,7 @@ class StageGraph:
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
+        be.ctx.io_tiles = int(getattr(cfg, "io_tiles", 0))  # tiles reserved for streaming: no op maps there
         self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
         self.be = be
         phases = []

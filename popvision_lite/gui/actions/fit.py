@@ -30,6 +30,7 @@ from popvision_lite.gui.actions.emulation import _in_samples_folder, default_out
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_label, show_error, show_info
 from popvision_lite.gui.workers import Cancelled
+from popvision_lite.profile.run_record import record_of
 from popvision_lite.units import format_seconds, format_usd
 
 TITLE = "Find a configuration that fits"
@@ -202,8 +203,7 @@ def fit_dialog(mw):
     if doc is None:
         show_info(mw, TITLE, "Open a profile of a run that does not fit first.")
         return None
-    run = doc.profile.run or {}
-    if run.get("fits", True):
+    if record_of(doc.profile).fits:
         show_info(mw, TITLE, f"{Path(str(doc.path)).name} fits in tile memory already.")
         return None
     try:
