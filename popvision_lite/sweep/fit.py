@@ -223,6 +223,7 @@ class FitAdvice:
         for t in self.trials:
             p = t.cand.place
             rows.append({"point": t.point, "phase": t.phase, "status": t.status, "chips": p.chips, "tensor_parallel": p.tp,
+                         "tensor_parallel_2": p.tp2,
                          "pipeline_stages": p.stages, "layer_split": list(p.split) if p.split else None,
                          "replicas": p.replicas, "micro_batch": p.batch, **dict(t.cand.savers),
                          "samples_per_second": t.samples_per_second, "cost_per_1m_samples_usd": t.cost_per_million,
@@ -351,7 +352,7 @@ class _Search:
         self.next_point = 0
         self.t0 = time.perf_counter()
         self.planned = 0
-        self.grid_names = ["tensor_parallel", "pipeline_stages", "layer_split", "replicas", "batch", "grad_accum",
+        self.grid_names = ["tensor_parallel", "tensor_parallel_2", "pipeline_stages", "layer_split", "replicas", "batch", "grad_accum",
                            "ipus", *space.savers()]
         from popvision_lite.value_checks import host_memory_bytes
 
@@ -485,7 +486,8 @@ def _chains(space: Space, level: str) -> tuple[list[_Chain], list[_Chain]]:
     "given" (the base run's savers).  Returns (one-stage chains, pipeline chains): tensor parallelism ascending on
     one stage (lean: weights streamed; given: as the run has them) - for a model without tensor parallelism but
     with streaming, pipeline stages ascending with the weights streamed (lean) - and per tensor-parallel degree
-    pipeline stages ascending with the weights on chip."""
+    pipeline stages ascending with the weights on chip.  With 2-D tensor parallelism each second-axis degree
+    (``Space.second_axis_degrees``) has its own chains."""
     one, pipes = [], []
     tps = space.tensor_parallel_degrees()
     b = space.micro_batches()[0] if space.micro_batches() else 1
@@ -495,18 +497,21 @@ def _chains(space: Space, level: str) -> tuple[list[_Chain], list[_Chain]]:
     def at(place: Place, streaming: bool | None) -> Candidate:
         return space.lean(place, streaming=streaming) if lean else space.as_given(place, streaming=streaming)
 
-    if len(tps) > 1:
-        one.append(_Chain(f"tensor parallelism ({level})", level,
-                          [at(Place(t, 1, 1, b), True if (streams and lean) else None) for t in tps]))
-    elif streams and lean:
-        one.append(_Chain(f"pipeline stages, weights streamed ({level})", level,
-                          [at(Place(1, st, 1, b), True) for st in range(1, space.max_stages(1, 1, b) + 1)]))
-    for t in tps:
-        smax = space.max_stages(t, 1, b)
-        cands = [at(Place(t, st, 1, b), False if streams else None) for st in range(1, smax + 1)]
-        pipes.append(_Chain(f"pipeline stages{f' at tensor parallel {t}' if t > 1 else ''}"
-                            + (", weights on chip" if streams else "") + f" ({level})", level, cands,
-                            first_low=True, cost_prune=True))
+    for t2 in space.second_axis_degrees():
+        x2 = f" x {t2}" if t2 > 1 else ""
+        group = [t for t in tps if t * t2 <= space.max_ipus]
+        if len(group) > 1 or t2 > 1:
+            one.append(_Chain(f"tensor parallelism{f' (second axis {t2})' if t2 > 1 else ''} ({level})", level,
+                              [at(Place(t, 1, 1, b, tp2=t2), True if (streams and lean) else None) for t in group]))
+        elif streams and lean:
+            one.append(_Chain(f"pipeline stages, weights streamed ({level})", level,
+                              [at(Place(1, st, 1, b), True) for st in range(1, space.max_stages(1, 1, b) + 1)]))
+        for t in group:
+            smax = space.max_stages(t, 1, b, t2)
+            cands = [at(Place(t, st, 1, b, tp2=t2), False if streams else None) for st in range(1, smax + 1)]
+            pipes.append(_Chain(f"pipeline stages{f' at tensor parallel {t}{x2}' if t * t2 > 1 else ''}"
+                                + (", weights on chip" if streams else "") + f" ({level})", level, cands,
+                                first_low=True, cost_prune=True))
     return one, pipes
 
 
@@ -645,8 +650,8 @@ def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None
         _first_feasible(c, s)
     pipes_lean = sorted((c for c in pipes_lean if not c.done), key=lambda c: (c.cands[c.lo].place.chips,
                                                                               -c.cands[c.lo].place.tp))[:MAX_BCHAINS]
-    kept_tps = {c.cands[0].place.tp for c in pipes_lean}
-    pipes_given = [c for c in pipes_given if c.cands and c.cands[0].place.tp in kept_tps]
+    kept_tps = {(c.cands[0].place.tp, c.cands[0].place.tp2) for c in pipes_lean}
+    pipes_given = [c for c in pipes_given if c.cands and (c.cands[0].place.tp, c.cands[0].place.tp2) in kept_tps]
     lean = one_lean + pipes_lean
     n_sv = len(space.savers())
     after = RELAX_TOP * 3 + (REPLICA_TOP * 2 if space.global_batch > 1 else 0)
@@ -755,7 +760,7 @@ def _base_candidate(space: Space) -> Candidate:
     c = space.cfg0
     split = tuple(c.layer_split) if c.layer_split else None
     place = Place(tp=int(c.tensor_parallel), stages=int(c.stages), replicas=int(c.replicas), batch=int(c.batch),
-                  split=split, wrap=c.pipeline_placement == "wrap")
+                  split=split, wrap=c.pipeline_placement == "wrap", tp2=int(c.tensor_parallel_2))
     sv = {k: space.base_saver(k) for k in space.savers()}
     if isinstance(c.available_memory_proportion, list | tuple) and "available_memory_proportion" in sv:
         sv["available_memory_proportion"] = list(c.available_memory_proportion)
@@ -933,10 +938,11 @@ def _leanest(s: _Search) -> list[tuple[str, object]]:
 def _ruled_out(s: _Search) -> list[tuple[str, str]]:
     """The largest placements the lower bound ruled out, one per tensor-parallel degree (at most three, the most
     chips first): what no emulation was needed to refuse."""
-    best: dict[int, Trial] = {}
+    best: dict[tuple[int, int], Trial] = {}
     for t in s.order:
-        if t.status == BOUND and (t.cand.place.tp not in best or t.chips > best[t.cand.place.tp].chips):
-            best[t.cand.place.tp] = t
+        k = (t.cand.place.tp, t.cand.place.tp2)
+        if t.status == BOUND and (k not in best or t.chips > best[k].chips):
+            best[k] = t
     top = sorted(best.values(), key=lambda t: -t.chips)[:3]
     return [(t.cand.text(), t.reason) for t in top]
 

@@ -52,6 +52,9 @@ _TRAINING = "what the run computes: its training step"
 FIT_ROLES: dict[str, Role] = {
     # placements (enumerated by sweep/fit.py)
     "tensor_parallel": Role("placement", "IPUs each layer is sharded over: a divisor of the heads and the FFN width"),
+    "tensor_parallel_2": Role("placement", "2-D tensor parallelism's second axis (PopXL GPT-3): a divisor of the "
+                                           "hidden size - 1, the run's, and the largest up to 8 (the 175B POD256 "
+                                           "configuration's 8 x 8)"),
     "pipeline_stages": Role("placement", "pipeline stages a replica's layers are split over"),
     "layer_split": Role("placement", "layers per stage: even, or fewer on the stage that does not fit (the head's "
                                      "or the embedding's)"),
@@ -75,6 +78,12 @@ FIT_ROLES: dict[str, Role] = {
     # weights and their gradient accumulators on fewer tiles (docs/decisions/0290)
     "available_memory_proportion": _saver("share of tile memory for matmul temporaries (Poplar "
                                           "availableMemoryProportion)", 0.1, (0.1, 0.3, 0.6), 2, monotone=False),
+    # the attention scores in N blocks of query rows, one block's live at a time (PopXL GPT-3's
+    # attention_serialisation; must divide the sequence).  Not monotone: measured on GPT-2-medium, seq 1024, one IPU,
+    # timing only - 2 layers, micro-batch 4: 494 / 479 / 472 / 468 % at 1 / 2 / 4 / 8 blocks; 1 layer phased with
+    # recomputation and Adam, micro-batch 2: 1,986,824 / 1,985,826 / 1,986,966 B at 1 / 4 / 16 (each block's code)
+    "attention_serialisation": _saver("attention scores in sequential blocks of query rows, one block's live at a "
+                                      "time", 8, (8, 4, 1), 2, monotone=False),
     "recompute": _saver("recomputation: only each layer's input is kept for the backward pass", True, (True, False),
                         3),
     "optimizer_state": _saver("optimizer state in streaming memory, streamed once per step", "offchip",
@@ -95,6 +104,9 @@ FIT_ROLES: dict[str, Role] = {
     "pipeline_placement": Role("placement", "wrap: the embedding and the tied head on IPU 0 (MLPerf's BERT, "
                                             "optimum-graphcore's GPT-2), tried when the head's or the embedding's stage "
                                             "is what does not fit"),
+    "io_tiles": Role("kept", "tiles reserved for streaming: a speed setting of phased execution (the streams overlap "
+                             "compute), not a memory saver (the ops get fewer tiles); kept where the weights stream, "
+                             "none where they do not (nothing streams)"),
     "device_iterations": Role("kept", "optimizer steps per host call: the host loop, not the placement"),
     "task_head": Role("kept", _MODEL),
     "output": Role("kept", "where results go"), "timing_only": Role("kept", "the search emulates timing only"),
@@ -112,7 +124,7 @@ def undeclared_fields() -> list[str]:
 class Place:
     """A placement: tensor-parallel degree, pipeline stages (and layers per stage: None = even), replicas,
     micro-batch; ``wrap``: the embedding and the tied head on IPU 0 (then ``split`` has stages + 1 entries: IPU 0,
-    IPU 1, ..., IPU S-1, IPU 0 again)."""
+    IPU 1, ..., IPU S-1, IPU 0 again); ``tp2``: 2-D tensor parallelism's second axis (the hidden dimension)."""
 
     tp: int = 1
     stages: int = 1
@@ -120,18 +132,19 @@ class Place:
     batch: int = 1
     split: tuple | None = None
     wrap: bool = False
+    tp2: int = 1
 
     @property
     def chips(self) -> int:
-        return self.tp * self.stages * self.replicas
+        return self.tp * self.tp2 * self.stages * self.replicas
 
     def text(self) -> str:
         parts = [f"{self.replicas} replica{'s' if self.replicas > 1 else ''}",
                  f"{self.stages} stage{'s' if self.stages > 1 else ''}"
                  + (f" (layers {', '.join(f'{x:g}' for x in self.split)})" if self.split else "")
                  + (", embedding and tied head on IPU 0" if self.wrap else "")]
-        if self.tp > 1:
-            parts.append(f"tensor parallel {self.tp}")
+        if self.tp > 1 or self.tp2 > 1:
+            parts.append(f"tensor parallel {self.tp}" + (f" x {self.tp2}" if self.tp2 > 1 else ""))
         return " x ".join(parts) + f" = {self.chips} IPU{'s' if self.chips > 1 else ''}, micro-batch {self.batch}"
 
 
@@ -265,9 +278,19 @@ class Space:
         c = self.cfg0
         return [t for t in divisors(math.gcd(c.heads, c.ffn_size)) if t <= self.max_ipus]
 
-    def max_stages(self, tp: int, replicas: int = 1, batch: int = 1) -> int:
+    def second_axis_degrees(self) -> list[int]:
+        """2-D tensor parallelism's second axis searched: 1, the run's, and the largest divisor of the hidden size
+        up to 8 and the IPU limit (Graphcore's GPT-3 175B on an IPU-POD256 runs 8 x 8: graphcore/examples nlp/gpt3_175B/popxl,
+        config ``gpt3_175B_pod256``), within the IPU limit; [1] for a model that does not read it."""
+        if not (self.transformer and self.reads("tensor_parallel_2")):
+            return [1]
+        c = self.cfg0
+        top = max(d for d in divisors(c.hidden) if d <= min(8, self.max_ipus))
+        return sorted(t for t in {1, int(c.tensor_parallel_2), top} if t <= self.max_ipus)
+
+    def max_stages(self, tp: int, replicas: int = 1, batch: int = 1, tp2: int = 1) -> int:
         """Most pipeline stages: layers, the IPU limit, and (transformers) 2S - 1 <= micro-batches per replica."""
-        s = min(self.cfg0.layers, self.max_ipus // max(1, tp * replicas))
+        s = min(self.cfg0.layers, self.max_ipus // max(1, tp * tp2 * replicas))
         if self.transformer:
             g = self.global_batch // max(1, replicas * batch)
             s = min(s, (g + 1) // 2)
@@ -348,7 +371,7 @@ class Space:
         (decision 0290): the same placement but for a micro-batch at least as large, and every saver at most as
         lean."""
         a, b = heavy.place, light.place
-        if (a.tp, a.stages, a.split, a.wrap, a.replicas) != (b.tp, b.stages, b.split, b.wrap, b.replicas) \
+        if (a.tp, a.tp2, a.stages, a.split, a.wrap, a.replicas) != (b.tp, b.tp2, b.stages, b.split, b.wrap, b.replicas) \
                 or a.batch < b.batch:
             return False
         return all(_leaner_or_equal(r, self.effective(light, k), self.effective(heavy, k)) if r.monotone
@@ -371,6 +394,8 @@ class Space:
         args.update(batch=p.batch, replicas=p.replicas, grad_accum=g, ipus=p.chips)
         if self.reads("tensor_parallel") and (p.tp > 1 or "tensor_parallel" in self.base.model_args):
             args["tensor_parallel"] = p.tp
+        if self.reads("tensor_parallel_2") and (p.tp2 > 1 or "tensor_parallel_2" in self.base.model_args):
+            args["tensor_parallel_2"] = p.tp2
         if p.split:
             args["layer_split"] = list(p.split)
         else:
@@ -379,6 +404,8 @@ class Space:
             args["pipeline_placement"] = "wrap" if p.wrap else "sequential"
         for k, v in cand.savers:
             args[k] = v
+        if args.get("io_tiles") and not args.get("streaming_weights"):
+            args.pop("io_tiles")  # IO tiles serve phased execution's streams: none without them (run_config refuses)
         return args
 
     def spec(self, cand: Candidate) -> dict:
@@ -397,9 +424,9 @@ class Space:
 
     # ---- lower bounds
     def layer_matmul_params(self, tp: int) -> int:
-        """Parameters of one layer's matmul weights on one IPU of a tensor-parallel group (q, k, v, output
-        projection, the FFN's two): a lower bound of a layer's parameters there (biases, norms, the embedding and
-        the head left out)."""
+        """Parameters of one layer's matmul weights on one IPU of a tensor-parallel group of ``tp`` IPUs (both axes
+        of a 2-D group: ``ModelConfig.shard``) (q, k, v, output projection, the FFN's two): a lower bound of a
+        layer's parameters there (biases, norms, the embedding and the head left out)."""
         c = self.cfg0
         h, w, f = c.hidden, c.attn_width, c.ffn_size
         return (4 * h * w + 2 * h * f) // max(1, tp)
@@ -422,13 +449,14 @@ class Space:
         V = len(split)
         phased = bool(cfg.streaming_weights)
         bser = phased and V == 1 and bool(cfg.training)   # batch-serialised: no stash, one layer's accumulator
-        per_layer = self.layer_matmul_params(cfg.tensor_parallel)
+        per_layer = self.layer_matmul_params(cfg.tp_group)  # 2-D: each weight also split over the hidden side
         wdt = "fp16" if cfg.precision == "fp16" else "fp32"
         wbytes = DTYPE_BYTES[wdt]
         acc = (4 if cfg.master_weights else wbytes) if (cfg.training and cfg.grad_accum > 1) else 0
         sbpe = state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype,
                                      wdt)["optimizer_state"] if cfg.training else 0
-        x_bytes = cfg.batch * cfg.seq * cfg.hidden * wbytes   # a layer's input, whole on every IPU of a group
+        # a layer's input, whole on every IPU of a 1-D group; 1 / tensor_parallel_2 of its hidden side in 2-D
+        x_bytes = cfg.batch * cfg.seq * (cfg.hidden // max(1, cfg.tensor_parallel_2)) * wbytes
         best = None
         for st, layers in enumerate(split):
             k = math.ceil(layers)

@@ -107,6 +107,8 @@ def test_cancel_stops_the_search(qtbot, window, fit_small, monkeypatch, tmp_path
 def test_a_run_that_fits_is_not_searched(qtbot, window, dialogs):
     window.open_paths([SAMPLES / "bert_tiny_mk2.pvl"])
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=30000)
+    # the Summary's verdict may still run on a worker thread: idle first, so "busy" below can only be a search
+    qtbot.waitUntil(lambda: not window.busy(), timeout=30000)
     window.act_fit.trigger()
     assert dialogs and "fits in tile memory already" in dialogs[-1][2] and not window.busy()
 

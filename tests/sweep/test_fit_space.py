@@ -57,6 +57,32 @@ def test_candidates_keep_the_model_and_the_global_batch():
     assert sp.max_stages(1) == 40 and space(gb=8, grad_accum=8).max_stages(1) == 4
 
 
+def test_the_second_tensor_parallel_axis_is_a_placement_and_io_tiles_follow_the_streamed_weights():
+    # Graphcore's GPT-3 placement as sample_configs/gpt3_13b_pod64.toml writes it: 8 x 4, 2 replicas, 128 IO tiles
+    sp = space(gb=128, batch=1, replicas=2, ipus=64, tensor_parallel=8, tensor_parallel_2=4, grad_accum=64,
+               streaming_weights=True, recompute=True, rts=True, attention_serialisation=8, io_tiles=128,
+               available_memory_proportion=0.1)
+    # 1, the run's 4 and the largest divisor of 5,140 up to 8 (5), within 64 IPUs
+    assert sp.second_axis_degrees() == [1, 4, 5]
+    assert space(max_ipus=4).second_axis_degrees() == [1, 4]          # 5 is over the limit, 4 = the largest
+    p = Place(8, 1, 2, 1, tp2=4)
+    assert p.chips == 64 and "tensor parallel 8 x 4" in p.text()
+    a = sp.args(sp.as_given(p))
+    assert (a["tensor_parallel"], a["tensor_parallel_2"], a["ipus"], a["io_tiles"]) == (8, 4, 64, 128)
+    assert sp.check(sp.as_given(p)).tp_group == 32
+    # weights on chip: nothing streams, so no IO tiles (emulate refuses them without phased execution)
+    on_chip = sp.as_given(Place(8, 2, 1, 1, tp2=4), streaming=False)
+    assert "io_tiles" not in sp.args(on_chip) and sp.check(on_chip).io_tiles == 0
+    # another second axis is another placement: no dominance across it
+    assert not sp.no_leaner(sp.as_given(Place(8, 1, 1, 1, tp2=4)), sp.lean(Place(8, 1, 1, 1, tp2=5)))
+    # the lower bound: each weight split over both axes, a layer's input over the second
+    per_layer = (4 * 5140 * 5120 + 2 * 5140 * 20560) // 32
+    lb = sp.lower_bound(on_chip)
+    assert lb["weights"] == 20 * per_layer * 2
+    # stage 0 of 2 stashes (2 x 2 - 1) x 20 - 1 layer inputs of 1 x seq x 5,140 / 4 fp16 values
+    assert lb["stage"] == 0 and lb["stash"] == 59 * sp.cfg0.seq * 1285 * 2
+
+
 def test_levels_turn_savers_on_in_their_rank_order_one_rung_at_a_time():
     sp = space()
     lv = sp.levels(Place(8, 1, 1, 1))
@@ -70,7 +96,9 @@ def test_levels_turn_savers_on_in_their_rank_order_one_rung_at_a_time():
     assert rungs(lv[-1], "available_memory_proportion") == [0.3]   # one rung either way
     assert rungs(lv[-1].with_savers(available_memory_proportion=0.3), "available_memory_proportion") == [0.1, 0.6]
     assert rungs(lv[-1], "embedding_serialization") == [4]          # the run's 1: one slice
-    assert len(sp.variants(lv[-1])) == 2                            # one saver at a time
+    assert rungs(lv[-1], "attention_serialisation") == [4]          # the run's 1 block
+    assert {c.saver("attention_serialisation") for c in lv} == {1}  # not monotone either: kept in the levels
+    assert len(sp.variants(lv[-1])) == 3                            # one saver at a time
     assert sp.lean(Place(8, 1, 1, 1)).saver("available_memory_proportion") == 0.6
     # every level is no heavier than the one before (the search's monotonicity assumption holds by construction)
     for heavy, light in zip(lv, lv[1:], strict=False):
