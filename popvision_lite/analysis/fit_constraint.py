@@ -257,11 +257,15 @@ def _live_at(profile, var_ids: np.ndarray, lsteps: np.ndarray, always: np.ndarra
     return live
 
 
+TENSOR_COLUMNS = ["name", "always_live", "bytes_on_tiles", "mean_on_over", "tiles_mapped", "even_share", "excess",
+                  "var_id"]
+
+
 def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "excess") -> pd.DataFrame:
     """The variables on ``tiles`` at each tile's own peak, ranked by their bytes there beyond an even share
     (``by`` "excess": what an uneven layout piles up) or by their bytes there ("bytes_on_tiles": what a total too
     large is made of)."""
-    cols = ["name", "always_live", "bytes_on_tiles", "mean_on_over", "tiles_mapped", "even_share", "excess", "var_id"]
+    cols = TENSOR_COLUMNS
     vt = profile.variable_tiles
     if not len(tiles) or not len(vt):
         return pd.DataFrame(columns=cols)
@@ -340,7 +344,7 @@ def binding_constraint(profile, top: int = 5) -> BindingConstraint:
                                  total_bytes=tot, cause=cause, categories=catdf,
                                  tensors=_tensors(profile, glob.astype(np.int64), per_ipu, top,
                                                   "bytes_on_tiles" if cause == TOTAL_BYTES else "excess")
-                                 if (n_over or ipu == 0) else pd.DataFrame(),
+                                 if (n_over or ipu == 0) else pd.DataFrame(columns=TENSOR_COLUMNS),
                                  peak_name=_peak_name(profile, int(full + ipu * per_ipu))))
     fits = not any(c.tiles_over for c in out)
     rec = record_of(profile)

@@ -60,6 +60,10 @@ def test_each_ipu_is_judged_on_its_own(tmp_path):
     assert [c.total_bytes for c in b.ipus] == [4012, 2704] and [c.cause for c in b.ipus] == [TOTAL_BYTES, "fits"]
     df = b.to_frame()
     assert df["total_bytes"].sum() == 8 + 4 * 826 + 1126 + 1226 + 2 * 526 and list(df["ipu"]) == [0, 1]
+    # an IPU that fits names no tensors, and the numbers (fit.json, insights) still read (a KeyError on 'name' once
+    # stopped a GPT-2-medium search at its report)
+    n = b.numbers()
+    assert n["ipus"][1]["tensors"] == [] and n["ipus"][0]["tensors"] and n["binding_ipu"] == 0
 
 
 def test_the_oom_sample_sums_to_its_memory_and_names_its_largest_tensor():
