@@ -532,25 +532,45 @@ def _first_feasible(chain: _Chain, search: _Search) -> None:
 def _split_rescue(space: Space, chain: _Chain, search: _Search) -> list[Candidate]:
     """When a pipeline chain's answer has S stages and S - 1 stages failed on their first or last IPU (the
     embedding's, the head's): S - 1 stages with the embedding and the tied head on IPU 0 and the layers on the
-    others (wrap), and with 1 and 2 layers moved off that IPU."""
-    ans = chain.answer
-    if ans is None or ans.place.stages < 3 or not space.transformer:
-        return []
-    below = next((c for c in chain.cands if c.place.stages == ans.place.stages - 1), None)
-    t = search.trials.get(below) if below is not None else None
-    if t is None or t.status != OVER or t.binding is None or t.binding.binding is None:
-        return []
-    S = below.place.stages
-    ipu = t.binding.binding.ipu
-    if ipu not in (0, S - 1):
+    others (wrap), and with 1 and 2 layers moved off that IPU.  When nothing along the chain fit (a head too large
+    for any last stage: GPT-2-medium's sequential POD16 placement, 230-252 % at 8-16 stages), the wrap at each
+    stage count emulated that failed on its first or last IPU (the lower bound screens the ones with too many
+    layers per IPU)."""
+    if not space.transformer:
         return []
     L = space.cfg0.layers
-    even = [L // S + (1 if s < L % S else 0) for s in range(S)]
-    out = []
-    if space.reads("pipeline_placement") and not below.place.wrap:
-        # the embedding and the tied head together on IPU 0, the layers on the others (optimum-graphcore's GPT-2)
+
+    def at_an_end(c: Candidate) -> bool:
+        t = search.trials.get(c)
+        return (t is not None and t.status == OVER and t.binding is not None and t.binding.binding is not None
+                and c.place.stages >= 2 and t.binding.binding.ipu in (0, c.place.stages - 1))
+
+    def wrapped(c: Candidate) -> list[Candidate]:
+        S = c.place.stages
+        if not space.reads("pipeline_placement") or c.place.wrap:
+            return []
+        # the embedding and the tied head together on IPU 0, the layers on the others (optimum-graphcore's GPT-2),
+        # and so with the vocabulary one rung more serialised: both of its matmuls sit on that IPU (the published
+        # GPT-2-medium POD16 configuration serialises them 5 ways)
         rest = [L // (S - 1) + (1 if s < L % (S - 1) else 0) for s in range(S - 1)]
-        out.append(below.with_place(split=(0, *rest, 0), wrap=True))
+        w = c.with_place(split=(0, *rest, 0), wrap=True)
+        out = [w]
+        if "embedding_serialization" in space.savers():
+            lean = space.leaner_rung("embedding_serialization", w.saver("embedding_serialization"))
+            if lean is not None:
+                out.append(space.canonical(w.with_savers(embedding_serialization=lean)))
+        return out
+
+    ans = chain.answer
+    if ans is None:
+        return [w for c in chain.cands if at_an_end(c) for w in wrapped(c)]
+    below = next((c for c in chain.cands if c.place.stages == ans.place.stages - 1), None)
+    if below is None or not at_an_end(below):
+        return []
+    S = below.place.stages
+    ipu = search.trials[below].binding.binding.ipu
+    even = [L // S + (1 if s < L % S else 0) for s in range(S)]
+    out = wrapped(below)
     for d in (1, 2):
         sp = list(even)
         if sp[ipu] - d < 1:

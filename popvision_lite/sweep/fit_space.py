@@ -362,6 +362,10 @@ class Space:
                     out.append(self.canonical(cand.with_savers(**{k: nxt})))
         return out
 
+    def leaner_rung(self, name: str, value):
+        """Saver ``name``'s next value toward its lean end after ``value`` (None at that end)."""
+        return _step_down(FIT_ROLES[name].ladder, value)
+
     def reverted(self, cand: Candidate, name: str) -> Candidate:
         """``cand`` with saver ``name`` back at the base run's value."""
         return self.canonical(cand.with_savers(**{name: self.base_saver(name)}))
