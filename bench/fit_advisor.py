@@ -33,6 +33,16 @@ ROWS = {
     "gpt3_13b_as_preset": (["gpt3-13b", "--max-ipus", "256"],
                            "GPT-3-13B as the preset emulates it (one IPU, micro-batch 1, SGD, no accumulation: does not "
                            "fit), searched up to 256 IPUs"),
+    "gpt3_13b_popxl": (["--config", "sample_configs/gpt3_13b_pod64.toml", "--max-ipus", "256"],
+                       "GPT-3-13B with Graphcore's PopXL placement (sample_configs/gpt3_13b_pod64.toml: 2-D TP 8 x 4, "
+                       "2 replicas, attention serialisation 8, 128 IO tiles, proportion 0.1: 140 %, uneven layout), "
+                       "searched up to 256 IPUs"),
+    "gpt2_medium_pod16_sequential": (["gpt2-medium", "--ipus", "16", "--replicas", "2", "--layer-split",
+                                      "0,3,3,3,3,4,4,4", "--available-memory-proportion", "0.25", "--grad-accum",
+                                      "256", "--batch", "1", "--recompute", "--optimizer", "adam", "--optimizer-state",
+                                      "offchip", "--rts", "--max-ipus", "16"],
+                                     "GPT-2-medium with optimum-graphcore's POD16 layers_per_ipu but the LM head on "
+                                     "the last stage (issue 43: 237 %; 252 % here), searched up to 16 IPUs"),
     "gpt_small_oom": (["gpt2-small", "--layers", "1", "--hidden", "512", "--heads", "4", "--seq", "64", "--batch", "1",
                        "--optimizer", "adam", "--max-ipus", "8"],
                       "the test suite's one-layer GPT (hidden 512, Adam; over on one IPU), searched up to 8 IPUs"),
