@@ -64,12 +64,13 @@ def _is_profile(target: str | None) -> bool:
 
 def base_of(args):
     """(what to search from: a RunConfig or a profile path, the default folder name)."""
-    from popvision_lite.cli.emulate import FLAG_ARGS, MODEL_ARGS, from_args
+    from popvision_lite.cli.emulate import from_args
     from popvision_lite.emulator.run_config import CLI, FIELDS
 
     if _is_profile(args.target):
-        given = [FIELDS[k].flag for k in ("device", *MODEL_ARGS, *FLAG_ARGS) if getattr(args, k, None)]
-        given += ["--inference"] if args.inference else []
+        # every run-config field's flag given (a bool field's switches: the one given first)
+        given = [(v[0][0] if isinstance(v, tuple) and v and isinstance(v[0], tuple) else FIELDS[k].flag)
+                 for k in FIELDS if k not in ("model", "output") and (v := getattr(args, k, None))]
         if args.config or given:
             raise ConfigError(f"argument {args.config and '--config' or given[0]}: give a profile or a model with "
                               "its flags, not both")

@@ -114,6 +114,8 @@ def test_a_profile_with_model_flags_is_refused(tmp_path, capsys):
     p = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_large_1ipu_oom.pvl"
     assert main(["fit", str(p), "--batch", "2"]) == 2
     assert "give a profile or a model with its flags, not both" in capsys.readouterr().err
+    assert main(["fit", str(p), "--inference"]) == 2   # a bool field's switch names itself
+    assert "argument --inference: give a profile or a model" in capsys.readouterr().err
     assert main(["fit", str(tmp_path / "missing.pvl")]) == 2
 
 

@@ -5,7 +5,7 @@ emulates)."""
 import pytest
 
 from popvision_lite.emulator import run_config
-from popvision_lite.emulator.run_config import FIELDS, Field, RunConfig
+from popvision_lite.emulator.run_config import FIELDS, RunConfig, RunConfigField
 from popvision_lite.errors import ConfigError
 from popvision_lite.sweep import fit_space
 from popvision_lite.sweep.fit import FAILED, FITS, IMPLIED, OVER, Trial, _Chain
@@ -22,7 +22,7 @@ def test_every_run_config_field_has_a_role_in_the_search(monkeypatch):
     assert undeclared_fields() == []
     assert set(FIT_ROLES) <= set(FIELDS)  # no role for a field that does not exist
     # a new run-config field is reported until it is declared
-    monkeypatch.setitem(run_config.FIELDS, "new_knob", Field("new_knob", "bool"))
+    monkeypatch.setitem(run_config.FIELDS, "new_knob", RunConfigField("new_knob", "bool"))
     monkeypatch.setattr(fit_space, "FIELDS", run_config.FIELDS)
     assert undeclared_fields() == ["new_knob"]
 
