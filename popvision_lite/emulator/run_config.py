@@ -384,17 +384,6 @@ class RunConfig:
         return cfg
 
 
-def toml_value(v) -> str:
-    """``v`` (bool, number, text, list) as a TOML value: how every run-config file this package writes spells it."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def load_run_config(path) -> RunConfig:
     """A TOML run config read safely (regular file, size, nesting, numbers: ``value_checks.read_toml``) and
     checked field by field; errors name the file and the field."""

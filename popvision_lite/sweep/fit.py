@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from popvision_lite.emulator.run_config import RunConfig, toml_value
+from popvision_lite.emulator.run_config import RunConfig
 from popvision_lite.errors import ConfigError, PopvisionError
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.sweep import engine
@@ -54,6 +54,7 @@ from popvision_lite.sweep.fit_space import (
 )
 from popvision_lite.sweep.grid import Point, config_hash
 from popvision_lite.units import format_seconds, format_usd
+from popvision_lite.value_checks import toml_value
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,11 @@ from pathlib import Path
 from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig
 from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
 from popvision_lite.emulator.progress import parse_progress
-from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field, toml_value
+from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field
 from popvision_lite.errors import ConfigError, EmulatorError
 from popvision_lite.gui.start_page import sample_dirs
 from popvision_lite.gui.workers import Cancelled
+from popvision_lite.value_checks import toml_value
 
 SETTINGS = tuple(k for k in FIELDS if k != "output")  # what Re-run with… may change: every run-config field
 INT_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "int")
