@@ -122,15 +122,13 @@ def test_same_configuration_rows_split_the_runtime_into_steps_and_a_fixed_part(t
     assert f"{t * 1e3:,.1f} ms a step" in line and f"{3 * case.measured_sps * t / 256:.3f}" in line
 
 
-SHARED = __import__("pathlib").Path(__file__).resolve().parents[1] / ".." / "shared" / "validation"
-
-
-@pytest.mark.skipif(not (SHARED / "mlperf_training.csv").exists(), reason="shared/validation not beside the repo")
 def test_validate_lists_the_transformer_rows_beside_the_mlperf_ones(capsys):
+    """The transformer rows ship with the repository (resources/validation/transformer_training.csv): a bare clone
+    lists them with the placement they were run with; --no-transformers leaves them out."""
     from popvision_lite.cli import main
 
-    assert main(["validate", "--data", str(SHARED), "--list", "--only", "hf-gpt2-medium"]) == 0
+    assert main(["validate", "--list", "--only", "hf-gpt2-medium"]) == 0
     out = capsys.readouterr().out
     assert "hf-gpt2-medium-wikitext103-pod16:" in out and "measured 101.3 sequences/s" in out
     assert "'layer_split': [0, 3, 3, 3, 3, 4, 4, 4, 0]" in out
-    assert main(["validate", "--data", str(SHARED), "--list", "--only", "hf-", "--no-transformers"]) == 2
+    assert main(["validate", "--list", "--only", "hf-", "--no-transformers"]) == 2
