@@ -447,7 +447,15 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         return e
 
     e = est(n_gpus)
-    e_same = e if n_gpus == n_ipus else est(n_ipus)
+    e_same = e
+    if n_gpus != n_ipus:
+        try:
+            e_same = est(n_ipus)
+        except ConfigError as err:
+            # a placement stated for --gpus need not divide the IPU count: the same-chip line searches its own
+            e_same, _ = gp.search(gpu_ops, gm, n_ipus, cfg, setting)
+            notes.append(f"same chip count ({n_ipus} GPUs): the stated GPU placement cannot run on them ({err}); "
+                         f"that line uses {e_same.placement.text()}")
     runs = e.ops["runs"].to_numpy(dtype=float) if "runs" in e.ops.columns else np.ones(len(e.ops))
     launches = int(round(float((e.ops["kernels"].to_numpy(dtype=float) * runs).sum()))) \
         if "kernels" in e.ops.columns else int(runs.sum())
