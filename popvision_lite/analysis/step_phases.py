@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes
 
 DATA_KINDS = ("allreduce", "optimizer", "stream")
@@ -98,12 +99,12 @@ def traffic_text(schedule: dict, kind: str, name: str = "") -> str:
 
 def phase_spans(profile) -> list[PhaseSpan]:
     """The phases of ``profile``'s training step in time order (empty for a profile without a phases table)."""
-    ph = getattr(profile, "phases", None)
+    ph = stored_table(profile, "phases")
     if ph is None or not len(ph):
         return []
     sch = dict(profile.run or {}).get("schedule")
     sch = sch if isinstance(sch, dict) else {}
-    steps = profile.steps
+    steps = stored_table(profile, "steps")
     st_start = steps["start_cycle"].to_numpy(np.int64)
     st_end = steps["end_cycle"].to_numpy(np.int64)
     out = []

@@ -27,6 +27,7 @@ from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes, format_number, format_percent, format_seconds, format_usd
 
 DEFAULT_GPU = "a100-80gb"
@@ -308,7 +309,7 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
     that IPU's tiles) is one layer's activations and working set; the model keeps that for every layer on the
     IPU: sum over IPUs of layers x peak."""
     if counts.pipelined:
-        ls = getattr(profile, "liveness_steps", None)
+        ls = stored_table(profile, "liveness_steps")
         sched = wl.schedule_of(dict(profile.run))
         # layers per IPU: (attention + FFN blocks) / 2 where the schedule lists blocks per IPU (half-layer
         # placements: layer_split then lists pipeline stages, not IPUs), else whole layers per IPU
@@ -462,7 +463,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
 def fit_advice(profile) -> str:
     """What a run that does not fit would take to fit, from its memory: how far over its fullest tile is, and
     the fewest IPUs its total bytes need even spread perfectly over their tiles."""
-    m = profile.memory.by_tile()
+    m = stored_table(profile, "memory_by_tile")
     cap = float(m["capacity"].iloc[0])
     peak = float(m["total"].max())
     over = int(m["over_capacity"].sum())

@@ -33,7 +33,7 @@ def test_oom_names_worst_tiles_with_bytes(pair):
     found = I.insights(p)
     assert found[0].severity == "error" and found[0].kind == "oom"
     f = found[0]
-    bt = p.memory.by_tile()
+    bt = p.stored_table("memory_by_tile")
     over = bt[bt["total"] > bt["capacity"]]
     worst = over.assign(o=over["total"] - over["capacity"]).sort_values("o", ascending=False)
     assert list(f.tiles) == worst.index.tolist()
@@ -49,7 +49,7 @@ def test_oom_names_worst_tiles_with_bytes(pair):
 def test_recompute_advice_numbers_from_liveness(pair):
     p, _ = pair
     f = _by_kind(I.insights(p))["recompute"]
-    ls, v, pr = p.liveness_steps, p.variables, p.programs
+    ls, v, pr = p.stored_table("liveness_steps"), p.stored_table("variables"), p.stored_table("programs")
     pk = int(ls["lstep"][ls["total_bytes"].idxmax()])
     assert f.numbers["peak_lstep"] == pk and f.numbers["peak_bytes"] == int(ls["total_bytes"].max())
     # held across the peak: activations made before the op running there and used after it
@@ -66,12 +66,12 @@ def test_recompute_advice_numbers_from_liveness(pair):
     own = v[(~v["always_live"]) & (v["op_id"] == op) & (v["first_lstep"] <= pk) & (v["last_lstep"] >= pk)]
     assert f.numbers["own_bytes"] == int(own["bytes"].sum())
     # on the worst tile: held activations resident at that tile's own peak liveness step
-    bt = p.memory.by_tile()
+    bt = p.stored_table("memory_by_tile")
     t = int((bt["total"] - bt["capacity"]).idxmax())
     col = p.liveness.tile_bytes(tiles=[t])[:, 0]
     tl = int(np.argmax(col))
     assert f.numbers["worst_tile"] == t and f.numbers["worst_tile_lstep"] == tl
-    vt = p.variable_tiles
+    vt = p.stored_table("variable_tiles")
     # fwd/matmul/out (made at lstep 0, kept to 5) is held across tile 3's peak at lstep 2 (fwd/relu)
     on_tile = int(vt[(vt["tile"] == t) & (vt["var_id"] == 2)]["bytes"].sum())
     assert f.numbers["worst_tile_held_bytes"] == on_tile == 500
@@ -99,7 +99,7 @@ def test_peak_of_op_temporaries_is_not_sent_to_recompute(tmp_path):
 def test_more_ipus_and_streaming_cost(pair):
     p, _ = pair
     f = _by_kind(I.insights(p))["more_ipus"]
-    bt = p.memory.by_tile()
+    bt = p.stored_table("memory_by_tile")
     total = int(bt["total"].sum())
     per_ipu = p.target.tiles_per_ipu * p.target.sram_bytes_per_tile
     assert f.numbers["total_bytes"] == total
@@ -108,7 +108,7 @@ def test_more_ipus_and_streaming_cost(pair):
     assert math.ceil(total / per_ipu) == 1 and f.numbers["ipus_needed"] is None
     assert "rebalance" in f.text
     # streaming cost from the device spec's DDR bandwidth
-    v = p.variables
+    v = p.stored_table("variables")
     opt = v[v["always_live"] & (v["kind"] == "variable") & v["name"].str.contains("adam")]
     bw = load_device(p.target.device).memory("ddr").bandwidth_bytes_per_s
     assert f.numbers["stream_bytes"] == int(opt["bytes"].sum())
@@ -120,12 +120,12 @@ def test_more_ipus_counts_ipus_when_total_exceeds_chip(tmp_path):
     # 300 B tiles: the total alone exceeds one IPU
     with pvl.open(write_small(tmp_path / "tiny.pvl", cap=300)) as p:
         f = _by_kind(I.insights(p))["more_ipus"]
-        total = int(p.memory.by_tile()["total"].sum())
+        total = int(p.stored_table("memory_by_tile")["total"].sum())
         need = math.ceil(total / (8 * 300))
         assert need > 1 and f.numbers["ipus_needed"] == need
         assert f"at least {need} IPUs" in f.text
         # the weights alone exceed the chip (2,800 B of always-live variables vs 8 x 300 B): an error
-        w = p.variables[p.variables["always_live"] & (p.variables["kind"] == "variable")]
+        w = p.stored_table("variables")[p.stored_table("variables")["always_live"] & (p.stored_table("variables")["kind"] == "variable")]
         assert int(w["bytes"].sum()) > 8 * 300
         assert f.severity == "error" and f.title == "More IPUs or streaming memory"
         assert f"{int(w['bytes'].sum()):,} B" in f.text
@@ -140,16 +140,16 @@ def test_no_oom_advice_when_it_fits(roomy):
 
 def test_top_lists(roomy):
     kinds = _by_kind(I.insights(roomy))
-    bt = roomy.memory.by_tile()
+    bt = roomy.stored_table("memory_by_tile")
     assert list(kinds["top_tiles"].tiles) == bt["total"].sort_values(ascending=False, kind="stable").index[:5].tolist()
-    v = roomy.vertices.groupby("codelet")["state_bytes"].sum().sort_values(ascending=False)
+    v = roomy.stored_table("vertices").groupby("codelet")["state_bytes"].sum().sort_values(ascending=False)
     assert kinds["top_vertices"].numbers["codelets"][0] == v.index[0]
-    assert kinds["top_variables"].variables[0] == int(roomy.variables["bytes"].idxmax())
+    assert kinds["top_variables"].variables[0] == int(roomy.stored_table("variables")["bytes"].idxmax())
 
 
 def test_exchange_and_imbalance(roomy):
     kinds = _by_kind(I.insights(roomy))
-    st = roomy.steps
+    st = roomy.stored_table("steps")
     dur = st["end_cycle"] - st["start_cycle"]
     ex = int(dur[st["kind"].isin([2, 3])].sum())
     assert kinds["exchange"].numbers["exchange_cycles"] == ex
@@ -171,10 +171,10 @@ def test_recompute_savings(pair):
     f = I.recompute_savings(base, rc)
     g = I.recompute_savings(rc, base)  # order-free
     assert f.numbers == g.numbers
-    saved = int(base.liveness_steps["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
+    saved = int(base.stored_table("liveness_steps")["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
     assert saved > 0 and f.numbers["saved_peak_bytes"] == saved
     assert f"saved {saved:,} B" in f.text
-    over0 = int(base.memory.by_tile()["over_capacity"].sum())
+    over0 = int(base.stored_table("memory_by_tile")["over_capacity"].sum())
     over1 = int(rc.memory.by_tile()["over_capacity"].sum())
     assert f"Tiles over capacity: {over0:,} -> {over1:,}" in f.text
     assert over1 < over0
