@@ -7,8 +7,10 @@ Exit codes: 0 ok, 2 missing / unreadable validation data or no case matching ``-
 from __future__ import annotations
 
 import sys
+import time
 
 from popvision_lite.cli.args import positive_int
+from popvision_lite.emulator.progress import eta_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.mlperf_validation import (
     CSV_NAME,
@@ -28,6 +30,7 @@ from popvision_lite.mlperf_validation import (
     wall_text,
     write_doc,
 )
+from popvision_lite.units import format_seconds
 
 
 def add_arguments(p) -> None:
@@ -77,11 +80,19 @@ def run(args) -> int:
     print(f"emulating {len(cases)} rows in {len(graph_groups(cases))} replica graphs"
           + (f" on {args.jobs} worker processes" if args.jobs > 1 else "") + " ...", flush=True)
 
+    t0 = time.perf_counter()
+    finished = []
+
     def report(c, r):
+        finished.append(c.id)
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
                             f"{'fits' if r.fits else 'does not fit'}, {wall_text(r)}")
-        print(f"{c.id} ({c.label}, {c.device}): {state}", flush=True)
+        # the share of the rows done and, from the time they took, when the rest will be (emulator/progress.py)
+        elapsed = time.perf_counter() - t0
+        eta = eta_text(elapsed, len(finished) / len(cases))
+        print(f"[{len(finished)}/{len(cases)}] {c.id} ({c.label}, {c.device}): {state} "
+              f"({format_seconds(elapsed)} so far{', ' + eta if eta else ''})", flush=True)
 
     results = run_cases(cases, jobs=args.jobs, report=report)
     print()

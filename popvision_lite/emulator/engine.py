@@ -234,10 +234,11 @@ class Engine:
         self._compiled: CompiledGraph | None = None
         self.lazy_copies = True  # full mode: defer whole-tensor broadcast copies (see _Data)
 
-    def compile(self) -> CompiledGraph:
+    def compile(self, progress=None) -> CompiledGraph:
+        """The compiled graph (compiled on the first call; ``progress(fraction)`` follows that compile)."""
         if self._compiled is None:
-            self._compiled = CompiledGraph(compile_graph(self.graph, self.program), self.mode, self.model,
-                                           self.config)
+            self._compiled = CompiledGraph(compile_graph(self.graph, self.program, progress=progress), self.mode,
+                                           self.model, self.config)
         return self._compiled
 
     # ------------------------------------------------------------------------------------
@@ -346,9 +347,9 @@ class Engine:
         # Sync: no data effect
 
     def run(self, inputs: dict | None = None, profile_path=None, allow_out_of_memory: bool = False,
-            numeric_checks: dict | None = None) -> RunResult:
+            numeric_checks: dict | None = None, compile_progress=None) -> RunResult:
         t0 = time.perf_counter()
-        cg = self.compile()
+        cg = self.compile(compile_progress)
         t1 = time.perf_counter()
         outputs: Mapping[str, np.ndarray] = {}
         if cg.fits and self.mode == "full":

@@ -17,6 +17,9 @@ from .transformer import build_bert_stage
 
 PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
           "layer_bwd_ffn", "layer_bwd_att")
+# the marks a stage program's build sets (transformer.build_bert_stage: its phases and their ends), at most; the
+# building progress is the share of them set so far
+PHASE_MARKS = len(PHASES) + 2
 ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
 
 
@@ -24,12 +27,16 @@ class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
-                 amp: float | None = None, copy_memo: CopyMemo | None = None):
+                 amp: float | None = None, copy_memo: CopyMemo | None = None, progress=None):
         """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
-        are the same)."""
+        are the same).  ``progress(what, fraction)``: building ("building", the share of the stage program's phases
+        built, ``PHASE_MARKS``), then compiling ("compiling", ``compile_graph``'s fraction; 1 once the stage graph's
+        profile tables are built)."""
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
+        if progress is not None:
+            be.on_mark = lambda n: progress("building", min(n / PHASE_MARKS, 1.0))
         self.handles = build_bert_stage(be, cfg, stage, nstages)
         self.be = be
         phases = []
@@ -38,7 +45,8 @@ class StageGraph:
                 phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
         self.phase_names = [p.name for p in phases]
         self.program = P.Sequence(phases, name=f"stage{stage if label is None else label}")
-        self.c = compile_graph(be.graph, self.program, outline=cfg.outline, copy_memo=copy_memo)
+        self.c = compile_graph(be.graph, self.program, outline=cfg.outline, copy_memo=copy_memo,
+                               progress=None if progress is None else (lambda f: progress("compiling", 0.95 * f)))
         c = self.c
         T = target.tiles_per_ipu
         self.T = T
@@ -87,6 +95,8 @@ class StageGraph:
         # the profile tables of this stage graph; then let the graph (vertex and field arrays) go, so
         # peak memory is one stage graph, not all of them
         self.base = build_profile(c, "timing", cfg.model, {})
+        if progress is not None:
+            progress("compiling", 1.0)
         self.num_vertices = sum(g.n for g in be.graph.groups)
         self.num_ops = len(be.ctx.records)
         self.outlined = {"copies": int(c.outlined_copies), "compute_sets": int(c.outlined_cs)}

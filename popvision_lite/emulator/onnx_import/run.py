@@ -12,6 +12,7 @@ from popvision_lite.emulator.models.backend import NP_DTYPE
 from popvision_lite.emulator.models.emulated import tolerance
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 
@@ -338,7 +339,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               "available_memory_proportion": available_memory_proportion, "recompute": bool(recompute),
               **({} if outline else {"outline": False})}  # written only when not the default (older configs)
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
-    res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+    res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
+                  compile_progress=within(tick, "compiling and running", 0.3, 0.75))
     wall.update(res.wall)
     checks, got, ref = {}, {}, {}
     if res.fits and not timing_only:
