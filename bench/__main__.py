@@ -1,10 +1,13 @@
 """Run every benchmark and write the measured-numbers report.
 
-    python -m bench                         # every script in SCRIPTS, full size; writes the report
-    python -m bench gui_heatmap roofline    # only these (their sections of the report are replaced)
-    python -m bench --quick                 # smoke run at small sizes (QUICK_ARGS); report marked "quick"
-    python -m bench --no-report             # run, do not touch docs/
+    python -m bench                         # every script in SCRIPTS, full size; prints, writes nothing
+    python -m bench --write-doc             # ... and writes the report (docs/performance-results.*)
+    python -m bench gui_heatmap roofline --write-doc   # only these (their sections of the report are replaced)
+    python -m bench --quick                 # smoke run at small sizes (QUICK_ARGS); a report would say "quick"
     python -m bench -- --foo                # arguments after -- go to every script
+
+The report is written only with ``--write-doc``: a run on another machine, or to check a change, leaves the
+recorded numbers alone.
 
 Each entry of SCRIPTS is a module ``bench/<name>.py`` runnable as ``python -m bench.<name>``; each runs in
 its own process (Qt scripts need their own application; memory numbers stay per script), its output is
@@ -68,7 +71,9 @@ SCRIPTS: dict[str, str] = {
             "open-file growth (issue 27)",
     "gpt_scale": "GPT-3-175B / 13B on IPU-POD64/256, timing-only: CPU s, peak RSS vs the host-memory pre-check, fits, "
                  "tokens/s (issue 24)",
-    "speed": "speed regression guard: CPU seconds of each emulator speed-table row vs target and previous run (issue 26)",
+    "speed": "emulator speed targets: each row's CPU seconds as a ratio to a fixed reference workload, vs target and "
+             "previous run (issues 26, 49)",
+    "view_revisits": "GUI views shown again: CPU ms of a revisit of every view, POD16-sized runs (issue 49)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -84,11 +89,14 @@ NOT_BENCHMARKS: dict[str, str] = {
                   "check with no goal of its own",
     "matmul_plan_check": "one matmul's plan and cycles beside poplin's planner estimate (decision 0105): an accuracy "
                          "check of the cost model, not a speed benchmark",
+    "reference": "helper: the fixed reference workload bench.speed measures every row against, not a benchmark",
     "targets": "helper: the goal rows (measured, target, ratio) the scripts print and report, not a benchmark",
     "chunk_layout": "the chunk shape / codec options of decision 0120 side by side (writes 15 profiles); a design "
                     "comparison for choosing the layout, with no goal of its own",
     "verdict_check": "accuracy check of the GPU estimate against measured MLPerf rows (docs/gpu-estimate.md), "
                      "not a speed benchmark",
+    "dependency_floors": "installs the lowest dependency versions pyproject.toml allows in a fresh venv and checks "
+                         "they work (decision 0201): a compatibility check, not a speed benchmark",
     "gpu_ops": "accuracy check of the GPU estimate per op against measured A100 kernels (docs/gpu-estimate.md), "
                "not a speed benchmark",
 }
@@ -116,6 +124,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "sweep_view": ["--points", "1000"],
     "soak": ["--iterations", "3", "--warmup", "1", "--pod16-steps", "200"],
     "speed": ["--quick"],
+    "view_revisits": ["--quick"],
     "gpt_scale": ["--rows", "gpt3_13b_pod64"],
 }
 
@@ -345,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description="run the benchmarks and write the report")
     ap.add_argument("names", nargs="*", help=f"scripts to run (default all): {', '.join(SCRIPTS)}")
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
-    ap.add_argument("--no-report", action="store_true", help="do not write docs/performance-results.*")
+    ap.add_argument("--write-doc", action="store_true", help="write the report: docs/performance-results.json and "
+                    ".md (default: print only)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per script")
     ap.add_argument("--report-dir", help=argparse.SUPPRESS)  # tests: write the report elsewhere
     args = ap.parse_args(argv)
@@ -362,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         records.append(rec)
         if rec["rc"] or rec["timed_out"]:
             failed.append(name)
-        if not args.no_report:  # after each script, so a long run leaves a report even if interrupted
+        if args.write_doc:  # after each script, so a long run leaves a report even if interrupted
             d = Path(args.report_dir) if args.report_dir else None
             write_report([rec], args.quick, *((d / RESULTS_JSON.name, d / RESULTS_MD.name) if d else ()))
     goals = [(rec["name"], g) for rec in records for g in goal_rows(rec)]
@@ -371,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in dict.fromkeys(n for n, _ in goals):
             print(f"{name}:")
             targets.print_rows([g for n, g in goals if n == name])
-    if not args.no_report:
+    if args.write_doc:
         print(f"report: {(Path(args.report_dir) / RESULTS_MD.name) if args.report_dir else RESULTS_MD}")
     if failed:
         print(f"failed or missed targets: {failed}", file=sys.stderr)

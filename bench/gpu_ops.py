@@ -4,7 +4,9 @@ The measured set is ``resources/validation/gpu_ops_a100.csv`` (provenance in
 ``resources/validation/PROVENANCE_gpu.md``): the A100 measurements published with LLMCompass (Zhang et al.,
 ISCA 2024, github PrincetonUniversity/LLMCompass, ``ae/figure5/*/real_hardware/*_A100.csv``): GEMM sweeps,
 softmax, LayerNorm and GELU sweeps, and one GPT-3 175B layer (batch 8, sequence 2048, tensor parallel over 4
-GPUs) broken down by op.  ``--build`` rewrites the CSV from a git mirror of that repository.
+GPUs) broken down by op.  ``--build`` rewrites the CSV from a git copy of that repository (``--mirror GIT_DIR``,
+default ``bench/mirrors/PrincetonUniversity+LLMCompass/repo``, ignored by git: ``git clone --bare
+https://github.com/PrincetonUniversity/LLMCompass bench/mirrors/PrincetonUniversity+LLMCompass/repo``).
 
 **Harness overhead, modelled apart from the kernel.**  Every sweep row was timed on the host: ``time.time()``
 around one PyTorch call and ``torch.cuda.synchronize()``, median of the iterations.  That adds Python dispatch,
@@ -40,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from popvision_lite.analysis import gpu_estimate as ge  # noqa: E402
 
 CSV = ROOT / "resources" / "validation" / "gpu_ops_a100.csv"
-MIRROR = Path("/work/.mirror/PrincetonUniversity+LLMCompass/repo")
+MIRROR = Path(__file__).resolve().parent / "mirrors" / "PrincetonUniversity+LLMCompass" / "repo"  # --mirror
 REPO = "PrincetonUniversity/LLMCompass"
 TARGET = 0.15
 COLUMNS = ("id", "op_class", "sweep", "op", "type", "m", "n", "k", "batch", "calls", "precision", "measured_s",
@@ -68,8 +70,8 @@ GPT3_LAYER = (
 
 
 # ------------------------------------------------------------------------------------------ building the set
-def _git_show(path: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(MIRROR), "show", f"HEAD:{path}"], check=True,
+def _git_show(path: str, mirror: Path = MIRROR) -> str:
+    return subprocess.run(["git", "--git-dir", str(mirror), "show", f"HEAD:{path}"], check=True,
                           capture_output=True, text=True).stdout
 
 
@@ -77,8 +79,8 @@ def _rows(text: str) -> list[list[str]]:
     return [[x.strip() for x in r] for r in csv.reader(text.splitlines()) if r and r[0].strip()]
 
 
-def build() -> list[dict]:
-    commit = subprocess.run(["git", "--git-dir", str(MIRROR), "rev-parse", "HEAD"], check=True,
+def build(mirror: Path = MIRROR) -> list[dict]:
+    commit = subprocess.run(["git", "--git-dir", str(mirror), "rev-parse", "HEAD"], check=True,
                             capture_output=True, text=True).stdout.strip()
     out: list[dict] = []
 
@@ -91,7 +93,7 @@ def build() -> list[dict]:
         out.append(row)
 
     f = "ae/figure5/ab/real_hardware/matmul_A100.csv"
-    for i, (m, n, k, ms, _tf) in enumerate(_rows(_git_show(f))):
+    for i, (m, n, k, ms, _tf) in enumerate(_rows(_git_show(f, mirror))):
         m, n, k = int(m), int(n), int(k)
         sweep = "gemm K=N=12288" if (n, k) == (12288, 12288) and not (m == 8192 and i >= 10) else "gemm M=8192 N=K"
         cls = "gemm_small" if (sweep.startswith("gemm M") and n <= 512) else "gemm"
@@ -101,7 +103,7 @@ def build() -> list[dict]:
             derivation="columns M, N, K, time in ms (test_matmul.py: Tensor([M, K]) . Tensor([K, N]))")
     for name, f, cls_of in (("softmax", "ae/figure5/cf/real_hardware/softmax_A100.csv", "softmax"),
                             ("layernorm", "ae/figure5/de/real_hardware/layernorm_A100.csv", "layernorm")):
-        for i, (m, n, thr) in enumerate(_rows(_git_show(f))):
+        for i, (m, n, thr) in enumerate(_rows(_git_show(f, mirror))):
             m, n = int(m), int(n)
             sweep = f"{name} M=4096" if i < 11 else f"{name} N=4096"
             role = "judge"
@@ -119,13 +121,13 @@ def build() -> list[dict]:
                 measured_s=m * n / float(thr) / 1e9, role=role, source_file=f,
                 derivation="columns M, N, throughput = M*N / latency / 1e9 (elements per ns); latency = M*N / (thr*1e9)")
     f = "ae/figure5/g/real_hardware/gelu_A100.csv"
-    for m, thr in _rows(_git_show(f)):
+    for m, thr in _rows(_git_show(f, mirror)):
         m = int(m)
         add(id=f"gelu_{m}", op_class="gelu", sweep="gelu", op="F.gelu(x, approximate='tanh') on a 1-D tensor",
             type="gelu", m=m, n=1, measured_s=m / float(thr) / 1e9, role={1024: "fit-harness", 16777216: "fit-harness-before"}.get(m, "judge"),
             source_file=f, derivation="columns M, throughput = M / latency / 1e9; latency = M / (thr*1e9)")
     f = "ae/figure5/ijkl/real_hardware/transformer_A100.csv"
-    vals = [float(r[0]) for r in _rows(_git_show(f))]
+    vals = [float(r[0]) for r in _rows(_git_show(f, mirror))]
     for (name, cls, typ, m, n, k, b, calls, what), v in zip(GPT3_LAYER, vals, strict=True):
         timing, harness = HOST_TIMED, "yes"
         if name.startswith("LayerNorm"):
@@ -248,10 +250,12 @@ def fit_constants(df: pd.DataFrame) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", action="store_true", help=f"rewrite {CSV.name} from the LLMCompass mirror")
+    ap.add_argument("--mirror", type=Path, default=MIRROR, metavar="GIT_DIR",
+                    help="git directory of PrincetonUniversity/LLMCompass for --build (default: bench/mirrors/...)")
     ap.add_argument("--fit", action="store_true", help="recompute the calibrated constants from their fit rows")
     args = ap.parse_args(argv)
     if args.build:
-        rows = build()
+        rows = build(args.mirror)
         write(rows)
         print(f"wrote {len(rows)} rows to {CSV}")
     df = load()

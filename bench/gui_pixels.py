@@ -1,10 +1,10 @@
 """Same pixels before and after a GUI refactor: grab the Execution, Roofline and Liveness views of the sample
 profiles and a pod-scale run in fixed states, then compare two such sets pixel by pixel.
 
-    QT_QPA_PLATFORM=offscreen python -m bench.gui_pixels shoot --out /tmp/before
+    QT_QPA_PLATFORM=offscreen python -m bench.gui_pixels shoot --out out/before
     (change the code)
-    QT_QPA_PLATFORM=offscreen python -m bench.gui_pixels shoot --out /tmp/after
-    python -m bench.gui_pixels compare /tmp/before /tmp/after
+    QT_QPA_PLATFORM=offscreen python -m bench.gui_pixels shoot --out out/after
+    python -m bench.gui_pixels compare out/before out/after
 
 ``shoot`` writes one PNG per (profile, view, state); ``compare`` prints, per PNG, the number of pixels that
 differ and the bounding box of the difference, and exits 1 when any differs.  The pod-scale run is the one

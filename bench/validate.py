@@ -1,13 +1,13 @@
 """Validation report: the emulator against every measured MLPerf run (issue 14), with each prediction's step
 broken into the terms of the schedule.
 
-    python -m bench.validate                   # the 12 measured rows; updates docs/emulator-fidelity.md
+    python -m bench.validate                   # the 19 measured rows; updates docs/emulator-fidelity.md
     python -m bench.validate --only pod64      # rows whose id or label contains the text; doc untouched
     python -m bench.validate --no-doc
     python -m bench.validate --jobs 1          # one process (the emulation itself is single-threaded)
 
-Same code as ``popvision-lite validate`` (``popvision_lite/mlperf_validation.py``): the rows of
-``../shared/validation`` and the held-out rows (``resources/validation``), each with its submission's config.
+Same code as ``popvision-lite validate`` (``popvision_lite/mlperf_validation.py``): the tuning rows and the
+held-out rows of ``resources/validation`` (``--data`` for another tuning CSV), each with its submission's config.
 Prints one ``BENCH-RESULT`` JSON line per row and a table of the step's terms: steady-state micro-batches,
 pipeline fill / drain, optimizer, gradient all-reduce, DDR streams, host step loop and exposed host input
 (shares of the optimizer step); the decomposition of pairs of measured rows (step = G x t + f); and the
@@ -47,14 +47,15 @@ def results_from_log(path: str, cases: list) -> list:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.validate", description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", default=[], help="rows whose id or label contains this text")
-    p.add_argument("--data", default=None, help="folder with mlperf_training.csv")
+    p.add_argument("--data", default=None, help="folder with mlperf_training.csv, or a CSV file (default: "
+                   "resources/validation of this repository)")
     p.add_argument("--no-doc", action="store_true", help="do not update docs/emulator-fidelity.md")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2: this machine's cores)")
     p.add_argument("--render-from", metavar="LOG", help="emulate nothing: rebuild the results from the BENCH-RESULT "
                    "lines of an earlier run's output and print / write the report (after a change to the report)")
     args = p.parse_args(argv)
     try:
-        rows = V.load_rows(V.data_dir(args.data)) + V.load_heldout_rows()
+        rows = V.measured_rows(args.data)
         cases = V.build_cases(rows, overrides=V.row_configs())
     except ConfigError as e:
         print(f"bench.validate: error: {e}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Check the GPU estimate against measured MLPerf Training v1.1 runs (``python -m bench.verdict_check [--ipu]``).
 
 Predicts DGX A100 (8x A100-SXM4-80GB) training throughput for the two NVIDIA rows of
-``../shared/validation/mlperf_training.csv`` and prints predicted vs measured samples/s (target +-20 %), the
+``resources/validation/mlperf_training.csv`` (``--data FOLDER`` for another copy) and prints predicted vs measured samples/s (target +-20 %), the
 estimate's breakdown, the roofline bound of the same step, and the measured IPU-POD16 / DGX A100 ratio next to
 the predicted one.  No constant is fitted to a row: the estimate's fractions and overheads come from the GPU's
 device TOML (published kernel measurements); the residual is reported as it is.
@@ -26,7 +26,8 @@ device TOML (published kernel measurements); the residual is reported as it is.
   8 x A100-80GB (its GPU side vs the measured DGX A100 row, its cost per 1 M samples) and the predicted vs
   measured IPU / GPU ratio.  The IPU numbers are the emulator's, reported as they come.
 
-Options: ``--quick`` (BERT emulated at batch 8, its kernels scaled to 56: a smoke run), ``--ipu``.
+Options: ``--quick`` (BERT emulated at batch 8, its kernels scaled to 56: a smoke run), ``--ipu``, ``--data FOLDER``
+(a folder with ``mlperf_training.csv``; default the repository's ``resources/validation``).
 """
 
 from __future__ import annotations
@@ -46,14 +47,12 @@ sys.path.insert(0, str(ROOT))
 
 from popvision_lite.analysis import gpu_estimate as ge  # noqa: E402
 
-CSV = ROOT.parent / "shared" / "validation" / "mlperf_training.csv"
-if not CSV.exists():
-    CSV = ROOT / ".." / "shared" / "validation" / "mlperf_training.csv"
+CSV = ROOT / "resources" / "validation" / "mlperf_training.csv"  # the default of --data (PROVENANCE.md there)
 TARGET = 0.20
 
 
-def rows() -> dict[str, dict]:
-    with open(CSV, newline="") as f:
+def rows(path: Path = CSV) -> dict[str, dict]:
+    with open(path, newline="") as f:
         return {r["id"]: r for r in csv.DictReader(f)}
 
 
@@ -180,11 +179,11 @@ def resnet50_ops(batch: int) -> tuple[pd.DataFrame, float, float]:
 
 
 # ------------------------------------------------------------------------------------------ IPU side
-def pod16_cases() -> dict:
+def pod16_cases(path: Path = CSV) -> dict:
     """The measured IPU-POD16 rows as emulator configurations (``popvision-lite validate``'s mapping)."""
     from popvision_lite import mlperf_validation
 
-    cases = mlperf_validation.build_cases(mlperf_validation.load_rows(CSV.parent), untuned=False)
+    cases = mlperf_validation.build_cases(mlperf_validation.load_rows(path), untuned=False)
     return {("bert" if c.model.startswith("bert") else "resnet"): c for c in cases}
 
 
@@ -251,8 +250,11 @@ def main(argv=None) -> int:
                                                          "(smoke run)")
     ap.add_argument("--ipu", action="store_true", help="also emulate the MLPerf IPU-POD16 BERT-Large and ResNet-50 "
                                                        "configurations and give their verdicts (ResNet-50: ~10 min)")
+    ap.add_argument("--data", type=Path, default=CSV.parent, metavar="FOLDER",
+                    help="folder with mlperf_training.csv (default: resources/validation of this repository)")
     args = ap.parse_args(argv)
-    r = rows()
+    csv_path = args.data / CSV.name if args.data.is_dir() else args.data
+    r = rows(csv_path)
     a100 = ge.gpu_model("a100-80gb")
     print(f"GPU constants ({a100.name}):")
     for k, v in a100.sources.items():
@@ -332,7 +334,7 @@ def main(argv=None) -> int:
 
     ipu = {}
     if args.ipu:
-        for key, case in pod16_cases().items():
+        for key, case in pod16_cases(csv_path).items():
             print(f"\nemulating {case.id}: {case.label} ...", flush=True)
             run, wall, err = ipu_run(case)
             if run is None:
@@ -408,6 +410,8 @@ def later_rounds(bert_ops, b, seq_avg, params) -> dict:
     precision (the H100 BERT run's encoder GEMMs in FP8 through Transformer Engine), with the same op lists."""
     out = {}
     for row in _gpu_rows():
+        if row["benchmark"] not in ("BERT", "ResNet-50"):
+            continue   # the GPT-3-175B rows: popvision_lite/gpu_validation.py (validate), placed as they ran
         g = ge.gpu_model(row["gpu"])
         local, gbs, n = int(row["micro_batch"]), int(row["gbs"]), int(row["n_accel"])
         if row["benchmark"] == "BERT":

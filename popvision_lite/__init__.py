@@ -98,16 +98,23 @@ def insights(profile, spec=None):
 
 
 def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: int = 1_000_000,
-            gpu_micro_batch: int | None = None, gpu_precision: str | None = None):
+            gpu_micro_batch: int | None = None, gpu_precision: str | None = None, precision: str | None = None,
+            gpu_tp: int | None = None, gpu_pp: int | None = None, gpu_vp: int | None = None):
     """IPU or GPU: the emulated run of ``profile`` (a path or an open profile) next to ``gpus`` x ``gpu``
-    estimated; see :func:`popvision_lite.analysis.verdict.verdict`.  ``print(pvl.verdict("run.pvl").text())``"""
+    estimated, each side with its error band; ``precision`` the GPUs train in (fp32 | fp16 | bf16 | fp8; default
+    the run's), ``gpu_tp`` / ``gpu_pp`` / ``gpu_vp`` / ``gpu_micro_batch`` state the GPU placement (default
+    searched); see :func:`popvision_lite.analysis.verdict.verdict`.  ``print(pvl.verdict("run.pvl").text())``"""
     from popvision_lite import api_args
     from popvision_lite.analysis.verdict import verdict as _verdict
 
     kw = dict(gpu=api_args.text(gpu, "gpu"), gpus=api_args.whole(gpus, "gpus", lo=1, none_ok=True),
               samples=api_args.whole(samples, "samples", lo=1),
               gpu_micro_batch=api_args.whole(gpu_micro_batch, "gpu_micro_batch", lo=1, none_ok=True),
-              gpu_precision=api_args.text(gpu_precision, "gpu_precision", none_ok=True))
+              gpu_precision=api_args.text(gpu_precision, "gpu_precision", none_ok=True),
+              precision=api_args.text(precision, "precision", none_ok=True),
+              gpu_tp=api_args.whole(gpu_tp, "gpu_tp", lo=1, none_ok=True),
+              gpu_pp=api_args.whole(gpu_pp, "gpu_pp", lo=1, none_ok=True),
+              gpu_vp=api_args.whole(gpu_vp, "gpu_vp", lo=1, none_ok=True))
     if api_args.profile(profile):
         with open(profile) as p:
             return _verdict(p, **kw)

@@ -91,11 +91,15 @@ _PRICE = {"usd_per_hour": ("float", True, True)}
 # gpu_estimate says which defaults it fell back to.
 GPU_ESTIMATOR_KEYS = {
     "gemm_fraction": ("float", False, False),
+    "gemm_fraction_fp8": ("float", False, False),
     "gemm_tile_elements": ("int", False, False),
     "hbm_fraction": ("float", False, False),
     "launch_overhead_s": ("float", False, False),
     "nvlink_bytes_per_s": ("float", False, False),
     "allreduce_bus_bytes_per_s": ("float", False, False),
+    "gpus_per_node": ("int", False, False),
+    "network_bytes_per_s": ("float", False, False),
+    "network_bus_bytes_per_s": ("float", False, False),
     "sfu_ops_per_s": ("float", False, False),
     "softmax_warp_max_columns": ("int", False, False),
     "softmax_hbm_reads": ("int", False, False),

@@ -17,7 +17,12 @@ torch_trace    512 MiB           a PyTorch profiler trace of a training step is 
                                  takes ~10x the text in memory.  Gzip: 512 MiB decompressed
 csv            256 MiB           sweep.csv and validation data: thousands of rows of ~30 fields
 sweep_meta     16 MiB            sweep.json: the grid and base config of a sweep
+sweep_row      1 MiB             rows/<key>.json of a sweep point: ~2 KB (config fields and metrics)
 =============  ================  =========================================================================
+
+Inside a folder that is the trust boundary (a sweep folder), files are read with ``dir_fd`` (the folder's
+descriptor, opened by the caller without following links) and ``follow_links=False``: a symbolic link is
+refused like a FIFO, so nothing outside the folder is ever opened.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ LIMITS = {
     "torch_trace": 512 * MiB,
     "csv": 256 * MiB,
     "sweep_meta": 16 * MiB,
+    "sweep_row": 1 * MiB,
 }
 MAX_JSON_DEPTH = 64   # a Chrome trace nests 3-4 levels (traceEvents -> event -> args -> shapes)
 
@@ -52,11 +58,13 @@ def limit_of(kind: str) -> int:
     return LIMITS[kind]
 
 
-def check_regular(path, what: str, error: ErrorFactory | None = None) -> os.stat_result:
-    """``os.stat`` of ``path``, refusing anything but a regular file (without opening it)."""
+def check_regular(path, what: str, error: ErrorFactory | None = None, *, dir_fd: int | None = None,
+                  follow_links: bool = True) -> os.stat_result:
+    """``os.stat`` of ``path``, refusing anything but a regular file (without opening it).  ``dir_fd``: ``path``
+    is relative to that folder descriptor; ``follow_links=False``: a symbolic link is refused, not followed."""
     err = error or _default_error(path)
     try:
-        st = os.stat(os.fspath(path))
+        st = os.stat(os.fspath(path), dir_fd=dir_fd, follow_symlinks=follow_links)
     except FileNotFoundError:
         raise err(f"cannot read {what}: not found (no such file)") from None
     except OSError as e:
@@ -68,21 +76,26 @@ def check_regular(path, what: str, error: ErrorFactory | None = None) -> os.stat
 def _refuse_special(st, what: str, err: ErrorFactory) -> None:
     if stat.S_ISREG(st.st_mode):
         return
-    kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+    kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a symbolic link" if stat.S_ISLNK(st.st_mode)
+            else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
             else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
             else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
     raise err(f"cannot read {what}: it is {kind}, not a regular file; refusing to read it")
 
 
 def read_bytes(path, kind: str, what: str | None = None, error: ErrorFactory | None = None,
-               max_bytes: int | None = None) -> bytes:
-    """The bytes of the regular file ``path`` of ``kind`` (a key of :data:`LIMITS`)."""
+               max_bytes: int | None = None, *, dir_fd: int | None = None, follow_links: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` of ``kind`` (a key of :data:`LIMITS`); ``dir_fd`` and
+    ``follow_links`` as for :func:`check_regular` (``O_NOFOLLOW`` on the open too)."""
     what = what or kind.replace("_", " ") + " file"
     err = error or _default_error(path)
     limit = LIMITS[kind] if max_bytes is None else max_bytes
-    check_regular(path, what, err)
+    check_regular(path, what, err, dir_fd=dir_fd, follow_links=follow_links)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(os.fspath(path), flags, dir_fd=dir_fd)
     except OSError as e:
         raise err(f"cannot read {what}: {e.strerror or e}") from None
     with os.fdopen(fd, "rb") as fh:
@@ -148,11 +161,13 @@ def check_depth(obj, what: str, max_depth: int, error: ErrorFactory) -> None:
             stack.extend((v, d + 1) for v in o)
 
 
-def parse_json(data: bytes, what: str, error: ErrorFactory, max_depth: int = MAX_JSON_DEPTH):
+def parse_json(data: bytes, what: str, error: ErrorFactory, max_depth: int = MAX_JSON_DEPTH, allow_nan: bool = False):
     """JSON from bytes; malformed text, non-UTF-8, numbers Python cannot hold and nesting past
-    ``max_depth`` (or past the parser's own recursion limit) are ``error``\\ s naming the problem."""
+    ``max_depth`` (or past the parser's own recursion limit) are ``error``\\ s naming the problem.
+    ``allow_nan``: the ``NaN`` literal Python's own ``json.dump`` writes for a missing number is read as NaN
+    (``Infinity`` never is)."""
     try:
-        obj = json.loads(data, parse_constant=_no_constant)
+        obj = json.loads(data, parse_constant=_nan_only if allow_nan else _no_constant)
     except RecursionError:
         raise error(f"{what}: nested more than {max_depth} levels deep") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -165,6 +180,12 @@ def parse_json(data: bytes, what: str, error: ErrorFactory, max_depth: int = MAX
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _nan_only(name: str):
+    if name == "NaN":
+        return float("nan")
+    return _no_constant(name)
 
 
 def read_json(path, kind: str, what: str | None = None, error: ErrorFactory | None = None,

@@ -227,3 +227,71 @@ def format_multi_host(fit: dict) -> str:
                      f"{'yes' if d['same_g'] else 'no'} | {_ms(d['implied'])} | {_ms(d['loo'])} | "
                      f"{d['measured_ratio']:.3f} | {d['predicted_ratio']:.3f} | {d['without_ratio']:.3f} |")
     return "\n".join(lines)
+
+
+def loo_constants(results: list[Result]) -> dict[str, dict]:
+    """Per row id in a calibration set: the value each calibrated constant takes when fitted WITHOUT that row's
+    pair (the leave-one-out estimates of :func:`fit_host_step` and :func:`fit_multi_host`):
+    ``{row id: {"host_step": seconds, "multi_host": seconds per round}}`` (a key only where the row is in that
+    constant's fit set and another pair gives an estimate)."""
+    pairs = measured_pairs(results)
+    out: dict[str, dict] = {}
+    for fw, d in fit_host_step(pairs).items():
+        ids = CALIBRATION_PAIRS.get(fw)
+        for p in d["pairs"]:
+            if p["ids"] == ids and p["loo"] is not None:
+                for rid in ids:
+                    out.setdefault(rid, {})["host_step"] = p["loo"]
+    for p in fit_multi_host(pairs)["pairs"]:
+        if p["ids"] == MULTI_HOST_PAIR and p.get("loo") is not None:
+            for rid in MULTI_HOST_PAIR:
+                out.setdefault(rid, {})["multi_host"] = p["loo"]
+    return out
+
+
+def loo_step_seconds(r: Result, loo: dict[str, dict]) -> float | None:
+    """The row's predicted step with every calibrated constant it rests on fitted without it (its plain prediction
+    when no constant was fitted on it): the IPUs' step + the host input + the host step + the multi-host rounds."""
+    step = predicted_step_seconds(r)
+    if step is None:
+        return None
+    mine = loo.get(r.case.id)
+    if not mine:
+        return step
+    s = r.extra.get("schedule") or {}
+    terms = dict(s.get("per_step_terms") or {})
+    if "host_step" in mine:
+        terms["host_step"] = mine["host_step"]
+    if "multi_host" in mine:
+        terms["multi_host"] = mine["multi_host"] * _rounds(r)
+    return float(s.get("ipu_step_seconds") or 0.0) + sum(float(v) for v in terms.values())
+
+
+def format_constants(results: list[Result]) -> str:
+    """Markdown, calibration in the open: each calibrated constant, the pair it is fitted on, and every measured
+    row whose prediction includes it: its ratio with the constant, without it (the term left out) and with the
+    constant fitted without the row (leave-one-out; the same as with it for a row no constant was fitted on)."""
+    loo = loo_constants(results)
+    consts = [(f"host_step_seconds_{fw}", " + ".join(ids), "host_step", fw) for fw, ids in CALIBRATION_PAIRS.items()]
+    consts.append(("multi_host_step_seconds", " + ".join(MULTI_HOST_PAIR) + " (ONE pair)", "multi_host", None))
+    lines = ["| constant | fitted on | row | role | term in its step | ratio with it | without it | "
+             "fitted without the row (leave-one-out) |", "|---|---|---|---|---|---|---|---|"]
+    for name, fitted, term, fw in consts:
+        for r in results:
+            if r.error or r.ratio is None:
+                continue
+            s = r.extra.get("schedule") or {}
+            if fw is not None and s.get("host_framework") != fw:
+                continue
+            t = float((s.get("per_step_terms") or {}).get(term, 0.0) or 0.0)
+            if t <= 0:
+                continue
+            step = predicted_step_seconds(r)
+            without = r.ratio * step / (step - t)
+            step_loo = loo_step_seconds(r, {r.case.id: {term: loo[r.case.id][term]}}
+                                        if term in loo.get(r.case.id, {}) else {})
+            with_loo = r.ratio * step / step_loo if step_loo else r.ratio
+            role = "calibration" if r.case.id in CALIBRATION_ROWS else "check"
+            lines.append(f"| {name} | {fitted} | {r.case.id} | {role} | {1e3 * t:,.1f} ms of {1e3 * step:,.1f} ms | "
+                         f"{r.ratio:.3f} | {without:.3f} | {with_loo:.3f} |")
+    return "\n".join(lines)

@@ -47,6 +47,7 @@ MODEL_LIMITS: dict[str, tuple] = {
     # scale's fields, checked when present
     "replicas": (1, 1024), "pipeline_stages": (0, 1024), "grad_accum": (1, 1 << 16), "tensor_parallel": (1, 1024),
     "available_memory_proportion": (0.01, 1.0), "packing": (1.0, 64.0), "mask_tokens": (0, 1 << 16),
+    "embedding_serialization": (1, 1 << 12), "device_iterations": (1, 1 << 16),
 }
 
 

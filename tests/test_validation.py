@@ -13,13 +13,11 @@ from popvision_lite import mlperf_validation as V
 from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "validation"
-needs_data = pytest.mark.skipif(not (SHARED / V.CSV_NAME).exists(), reason="shared/validation not beside the repo")
+DATA = V.data_dir(None)  # the tuning rows ship in resources/validation
 
 
-@needs_data
 def test_ipu_rows_map_to_the_mlperf_configurations():
-    rows = V.load_rows(SHARED)
+    rows = V.load_rows(DATA)
     assert {r["vendor"] for r in rows} == {"graphcore"} and len(rows) == 2
     cases = {c.model: c for c in map(V.row_to_case, rows)}
     bert, rn = cases["bert-large"], cases["resnet50"]
@@ -38,9 +36,8 @@ def test_ipu_rows_map_to_the_mlperf_configurations():
     assert rn.config["optimizer_state_dtype"] == "fp16"
 
 
-@needs_data
 def test_untuned_cases_have_no_measurement_and_change_one_thing():
-    rn = next(c for c in map(V.row_to_case, V.load_rows(SHARED)) if c.model == "resnet50")
+    rn = next(c for c in map(V.row_to_case, V.load_rows(DATA)) if c.model == "resnet50")
     pod64, bow, mb = V.untuned_cases(rn)
     assert all(c.measured_sps is None and not c.tuned for c in (pod64, bow, mb))
     assert pod64.config["replicas"] == 64 and pod64.config["ipus"] == 64 and pod64.device == "ipu-mk2"
@@ -82,9 +79,8 @@ def test_validate_cli_exit_2_names_the_missing_path(tmp_path, capsys):
     assert str(tmp_path / "nowhere") in err and "not found" in err and "Traceback" not in err
 
 
-@needs_data
 def test_validate_cli_lists_cases_without_emulating(tmp_path, capsys):
-    shutil.copy(SHARED / V.CSV_NAME, tmp_path / V.CSV_NAME)
+    shutil.copy(DATA / V.CSV_NAME, tmp_path / V.CSV_NAME)
     assert main(["validate", "--data", str(tmp_path), "--list", "--only", "resnet"]) == 0
     out = capsys.readouterr().out
     assert "gc-v1.1-pod16-resnet:" in out and "measured 29,516.1 images/s" in out
@@ -95,6 +91,28 @@ def test_validate_cli_lists_cases_without_emulating(tmp_path, capsys):
                  "--no-heldout"]) == 0
     out = capsys.readouterr().out
     assert "gc-v1.1-pod16-resnet-bow" in out and "not measured" in out and "gc-v2.0" not in out
+
+
+def _listed_ids(out: str) -> list[str]:
+    return [line.split(":", 1)[0] for line in out.splitlines() if line.strip()]
+
+
+def test_validate_runs_every_measured_row_from_the_package_alone(capsys):
+    """With no options the 2 tuning rows and the 17 held-out rows, all shipped in resources/validation (a
+    bare clone or an installed wheel has them); each listed once even where --data names the held-out file."""
+    assert DATA.is_relative_to(Path(V.__file__).resolve().parents[1]) or "site-packages" in DATA.parts
+    assert main(["validate", "--list", "--no-transformers"]) == 0
+    ids = _listed_ids(capsys.readouterr().out)
+    assert len(ids) == 19 == len(set(ids)) and ids[:2] == ["gc-v1.1-pod16-bert-closed", "gc-v1.1-pod16-resnet"]
+    assert main(["validate", "--list"]) == 0  # the MLPerf rows, then the measured transformer runs
+    with_llm = _listed_ids(capsys.readouterr().out)
+    assert with_llm[:19] == ids and len(with_llm) > 19 and all(i.startswith("hf-") for i in with_llm[19:])
+    assert main(["validate", "--list", "--no-transformers", "--data", str(DATA / V.HELDOUT_NAME)]) == 0
+    again = _listed_ids(capsys.readouterr().out)
+    assert len(again) == 17 == len(set(again)) and set(again) < set(ids)
+    assert all(r["_held_out"] for r in V.measured_rows(DATA / V.HELDOUT_NAME))  # still held out, not tuning rows
+    assert main(["validate", "--list", "--no-heldout", "--no-transformers"]) == 0
+    assert _listed_ids(capsys.readouterr().out) == ids[:2]
 
 
 def _case(**kw):

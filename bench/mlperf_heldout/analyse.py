@@ -1,5 +1,5 @@
 """Derive the CSV throughput columns for one Graphcore result set (BERT or ResNet) from MLLOG files in a git mirror.
-Method reproduces /work/shared/validation/mlperf_training.csv (verified on the v1.1 POD16 rows)."""
+Method reproduces resources/validation/mlperf_training.csv (verified on the v1.1 POD16 rows)."""
 import statistics as st, json, sys
 from mllog import *
 

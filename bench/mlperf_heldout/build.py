@@ -1,14 +1,16 @@
-"""Build /work/heldout/mlperf_heldout.csv (+ details.json for PROVENANCE.md) from the MLPerf Training result
-mirrors. Throughput method = the one that reproduces /work/shared/validation/mlperf_training.csv exactly
-(checked on gc-v1.1-pod16-bert-closed and gc-v1.1-pod16-resnet: all 15 numeric columns identical)."""
+"""Build OUT/mlperf_heldout.csv (+ OUT/details.json for PROVENANCE.md) from the MLPerf Training result
+mirrors (``--mirrors DIR``, ``--out DIR``: paths.py). Throughput method = the one that reproduces
+resources/validation/mlperf_training.csv exactly (checked on gc-v1.1-pod16-bert-closed and gc-v1.1-pod16-resnet:
+all 15 numeric columns identical)."""
 import csv, json, statistics as st, sys
+from pathlib import Path
 from analyse import *
+from paths import ARGV, OUT, VALIDATION, results_repo
 
-M = "/work/.mirror/mlcommons+training_results_%s/repo"
 COMMIT = {}
 for rnd in ("v1.0", "v1.1", "v2.0"):
-    COMMIT[rnd] = subprocess.run(["git", "-C", M % rnd, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-HEADER = open("/work/shared/validation/mlperf_training.csv", newline="").readline().strip().split(",")
+    COMMIT[rnd] = subprocess.run(["git", "-C", results_repo(rnd), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+HEADER = open(VALIDATION / "mlperf_training.csv", newline="").readline().strip().split(",")
 
 PACK = "packed: max 3 seq/pack, avg 2 (nominal); GBS counted in sequences"
 BERT_UNIT = "sequences (packed; ~2.0 seq/pack)"
@@ -157,11 +159,11 @@ def resnet_example(runs, row):
     return ("%s epoch %d: images = %d (= %d steps x %d iterations/step x GBS %d, re-simulated from train.py), epoch_stop-epoch_start = %d-%d ms = %.3f s -> %d/%.3f = %.1f img/s"
             % (r["file"], b["k"], b["n"], steps, r["ips"], r["gbs"], b["t1"], b["t0"], dt, b["n"], dt, b["n"] / dt)), r, b
 
-def main(rows=None, csv_out="/work/heldout/mlperf_heldout.csv", details_out="/work/heldout/src/details.json"):
+def main(rows=None, csv_out=OUT / "mlperf_heldout.csv", details_out=OUT / "details.json"):
     import yaml
     out = []; details = []
     for row in (ROWS if rows is None else rows):
-        R = M % row["round"]; d = "Graphcore/results/%s/%s" % (row["set"], row["kind"])
+        R = results_repo(row["round"]); d = "Graphcore/results/%s/%s" % (row["set"], row["kind"])
         if row["kind"] == "bert":
             cfg = json.loads(git_show(R, row["config_path"]))
             runs = bert_set(R, d)
@@ -202,6 +204,7 @@ def main(rows=None, csv_out="/work/heldout/mlperf_heldout.csv", details_out="/wo
         details.append(dict(id=row["id"], runs=[dict(file=x["file"], status=x["status"], n_blocks=len(x["blocks"]), median=round(x["med"], 1),
                                                     agg=round(x["agg"], 1), ttt_min=round(x["ttt"], 3), gbs=x["gbs"], ga=x["ga"], seed=x["hp"].get("seed"),
                                                     **({"ips": x["ips"]} if "ips" in x else {})) for x in runs], summary=S))
+    Path(csv_out).parent.mkdir(parents=True, exist_ok=True); Path(details_out).parent.mkdir(parents=True, exist_ok=True)
     with open(csv_out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=HEADER); w.writeheader(); w.writerows(out)
     json.dump(details, open(details_out, "w"), indent=1)
@@ -210,7 +213,7 @@ def main(rows=None, csv_out="/work/heldout/mlperf_heldout.csv", details_out="/wo
 
 if __name__ == "__main__":
     # `python3 build.py past64 OUT.csv OUT.json`: only the rows past 64 IPUs (appended to the held-out CSV by hand)
-    if sys.argv[1:2] == ["past64"]:
-        main(ROWS_PAST64, sys.argv[2], sys.argv[3])
+    if ARGV[:1] == ["past64"]:
+        main(ROWS_PAST64, ARGV[1], ARGV[2])
     else:
         main()

@@ -1,6 +1,9 @@
+"""The per-row sections of resources/validation/PROVENANCE.md, from build.py's OUT/mlperf_heldout.csv and
+OUT/details.json, written to OUT/provenance_rows.md (``--out DIR``: paths.py)."""
 import csv, json
-rows = list(csv.DictReader(open("/work/heldout/mlperf_heldout.csv")))
-det = {d["id"]: d for d in json.load(open("/work/heldout/src/details.json"))}
+from paths import OUT
+rows = list(csv.DictReader(open(OUT / "mlperf_heldout.csv")))
+det = {d["id"]: d for d in json.load(open(OUT / "details.json"))}
 L = []
 for r in rows:
     d = det[r["id"]]
@@ -23,4 +26,4 @@ for r in rows:
     for x in d["runs"]:
         L.append(f"  | {x['file'].split('/')[-1]} | {x['status']} | {x['n_blocks']} | {x['median']} | {x['agg']} | {x['ttt_min']} | {x['seed']} |")
     L.append("")
-open("/work/heldout/src/provenance_rows.md", "w").write("\n".join(L))
+open(OUT / "provenance_rows.md", "w").write("\n".join(L))

@@ -1,3 +1,5 @@
+"""Per-run detail of one ResNet-50 result set: ``python3 resnet_check.py GIT_DIR RESULTS_DIR LOGS_PER_EPOCH``
+(GIT_DIR: a mirror, see paths.py)."""
 import statistics as st, sys
 from mllog import *
 def analyse(R, d, lpe, bps=1000, verbose=False):

@@ -1,10 +1,12 @@
 import statistics as st, sys
+"""Check of the ResNet image count: per-step time of the simulated 5-step and 6-step epochs of every Graphcore
+ResNet-50 set (``--mirrors DIR``: paths.py)."""
 from analyse import *
-M="/work/.mirror/mlcommons+training_results_"
+from paths import results_repo
 sets=[("v1.0","ipu-pod16-TF1"),("v1.0","ipu-pod64-TF1"),("v1.1","ipu-pod16-TF1"),("v1.1","ipu-pod64-TF1"),("v1.1","ipu-pod128-TF1"),("v1.1","ipu-pod256-TF1"),
       ("v2.0","ipu-pod16-TF1-closed"),("v2.0","ipu-pod64-TF1-closed"),("v2.0","ipu-pod128-TF1-closed"),("v2.0","ipu-pod256-TF1-closed")]
 for rnd,s in sets:
-    runs=resnet_set(M+rnd+"/repo","Graphcore/results/%s/resnet"%s,5)
+    runs=resnet_set(results_repo(rnd),"Graphcore/results/%s/resnet"%s,5)
     # validation of the simulation: per-step time in simulated-5-step vs 6-step epochs (excluding epoch 1)
     five=[];six=[];mism=0
     for r in runs:

@@ -92,6 +92,9 @@ class GpuModel:
     wide_row_hbm_fraction: float = 0.594
     sfu_ops_per_s: float | None = None      # exponentials per second on the special-function units
     l2_bytes: float | None = None
+    gemm_fraction_fp8: float | None = None  # measured best FP8 matmul / FP8 peak (None: gemm_fraction, assumed)
+    gpus_per_node: int | None = None        # GPUs one NVLink domain joins
+    network_bus_bytes_per_s: float | None = None   # NCCL bus bandwidth of a collective across nodes, per GPU
     sources: dict = field(default_factory=dict)     # key -> "basis: source"
     assumed: tuple = ()                             # keys taken from _FALLBACK (not in the spec)
 
@@ -154,7 +157,15 @@ def gpu_model(spec: DeviceSpec | str) -> GpuModel:
     else:
         sources["sfu_ops_per_s"] = f"{spec.basis('estimator.sfu_ops_per_s')}: {spec.source('estimator.sfu_ops_per_s')}"
     l2 = spec.memory("l2").capacity_bytes if spec.has_memory("l2") else None
-    return GpuModel(spec=spec, gemm_fraction=float(vals["gemm_fraction"]),
+    extra = {}
+    for key, cast in (("gemm_fraction_fp8", float), ("gpus_per_node", int), ("network_bus_bytes_per_s", float)):
+        full = f"estimator.{key}"
+        if spec.has(full):
+            extra[key] = cast(spec.value(full))
+            sources[key] = f"{spec.basis(full)}: {spec.source(full)}"
+    if extra.get("gemm_fraction_fp8") is not None and not 0 < extra["gemm_fraction_fp8"] <= 1:
+        raise ConfigError(f"{spec.path}: estimator.gemm_fraction_fp8 = {extra['gemm_fraction_fp8']} must lie in (0, 1]")
+    return GpuModel(**extra, spec=spec, gemm_fraction=float(vals["gemm_fraction"]),
                     gemm_tile_elements=int(vals["gemm_tile_elements"]), hbm_fraction=float(vals["hbm_fraction"]),
                     launch_s=float(vals["launch_overhead_s"]), sms=sms,
                     allreduce_bytes_per_s=None if ar is None else float(ar),
@@ -238,9 +249,10 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
     fraction of the kind's roof the estimate reaches) and ``bound_time_s`` (the roofline bound
     max(FLOPs / peak, bytes / HBM), for comparison only).  ``wave_quantization=False`` is a sensitivity (occupancy
     of a partly filled last wave counted as full).  ``gemm_precision="fp8"``: 16-bit GEMMs run at the GPU's FP8
-    tensor peak (Transformer Engine casts their inputs to FP8; the other kernels stay 16-bit), at the same
-    ``gemm_fraction`` (assumed; no FP8 MAMF figure cited) and with their 16-bit bytes (the casts' own traffic is
-    not added); a GPU without an FP8 rate keeps its FP16 peak."""
+    tensor peak (Transformer Engine casts their inputs to FP8; the other kernels stay 16-bit), at the GPU's measured
+    FP8 matmul fraction ``gemm_fraction_fp8`` (MAMF FP8; ``gemm_fraction`` where the spec has none, said in the
+    notes) and with their 16-bit bytes (the casts' own traffic is not added); a GPU without an FP8 rate keeps its
+    FP16 peak."""
     g = gpu if isinstance(gpu, GpuModel) else gpu_model(gpu)
     n = len(ops)
     flops = ops["flops"].to_numpy(dtype=float) if n else np.zeros(0)
@@ -251,9 +263,11 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
     elem_bytes = np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec], dtype=float)
     is_gemm = cls == "gemm"
     peak = np.array([g.peak(p) if p in ("fp16", "bf16", "fp8") else g.peak("fp32") for p in prec], dtype=float)
+    fp8_gemm = np.zeros(n, dtype=bool)
     if gemm_precision == "fp8" and g.fp8_peak:
         # a fused attention kernel stays 16-bit (FlashAttention: fp16 / bf16 only)
-        peak = np.where(is_gemm & (kind != "attention") & np.isin(prec, ("fp16", "bf16", "fp8")), g.fp8_peak, peak)
+        fp8_gemm = is_gemm & (kind != "attention") & np.isin(prec, ("fp16", "bf16", "fp8"))
+        peak = np.where(fp8_gemm, g.fp8_peak, peak)
     m_col, n_col = _column(ops, "m", n), _column(ops, "n", n)
     hbm = g.hbm_bytes_per_s * g.hbm_fraction
     # GEMM occupancy from its output tiles
@@ -293,7 +307,9 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
             (np.nan_to_num(out_elems) * elem_bytes > (g.l2_bytes or np.inf))
         waves_out = np.ceil(np.nan_to_num(out_tiles, nan=g.sms) / g.sms)
         epilogue = np.where(spill, waves_out * g.gemm_tile_elements * elem_bytes / (hbm / g.sms), 0.0)
-    frac = np.where(is_gemm, g.gemm_fraction * occ, 1.0)
+    # the best measured matmul fraction of the peak the GEMM runs at: FP8's own where the GPU has one (MAMF FP8)
+    gemm_frac = np.where(fp8_gemm, g.gemm_fraction_fp8 or g.gemm_fraction, g.gemm_fraction)
+    frac = np.where(is_gemm, gemm_frac * occ, 1.0)
     compute = np.where(flops > 0, flops / (peak * frac), 0.0) + epilogue
     # HBM traffic: compulsory bytes, times the passes of the row-reduction kernels
     passes = np.ones(n)
@@ -363,6 +379,17 @@ def describe_achievable(est: pd.DataFrame, weights=None) -> str:
     return "GPU achievable fraction per op kind: " + "; ".join(parts) if parts else ""
 
 
+def fp8_note(g: GpuModel) -> str:
+    """What an FP8 run's GEMMs are costed at, in words."""
+    if not g.fp8_peak:
+        return f"FP8 asked for, but {g.name} has no FP8 rate: GEMMs at its FP16 peak"
+    frac = (f"{g.gemm_fraction_fp8:.3f} of it (measured best FP8 matmul, {g.sources.get('gemm_fraction_fp8', '')})"
+            if g.gemm_fraction_fp8 else f"{g.gemm_fraction:.3f} of it (the 16-bit matmul fraction: no FP8 measurement "
+                                        "in the spec, assumed)")
+    return (f"FP8 GEMMs (Transformer Engine): {g.name} FP8 tensor peak {g.fp8_peak / 1e12:,.0f} TFLOP/s at {frac}; "
+            "attention and every other kernel in 16-bit")
+
+
 def allreduce_seconds(gradient_bytes: float, n_gpus: int, gpu: GpuModel) -> tuple[float, str]:
     """Ring all-reduce time 2 (N-1)/N x bytes / bus bandwidth (0 on one GPU) and where the bandwidth came from."""
     if n_gpus <= 1 or gradient_bytes <= 0:
@@ -394,6 +421,9 @@ class TrainingEstimate:
     memory: dict                     # weights, gradients, optimizer, activations, total, capacity, fits
     ops: pd.DataFrame
     notes: list = field(default_factory=list)
+    placement: object = None         # gpu_parallel.Placement of a tensor / pipeline / data-parallel step
+    comm_s: dict = field(default_factory=dict)   # seconds per step each kind of communication adds (exposed)
+    bubble_s: float = 0.0            # pipeline fill and drain per step
 
     @property
     def fits(self) -> bool:
@@ -440,6 +470,37 @@ def fitting_micro_batch(samples_per_pass: float, samples_per_gpu: float, *, para
     return float(samples_per_pass)
 
 
+def scale_ops(ops: pd.DataFrame, scale: float) -> pd.DataFrame:
+    """The same kernels on ``scale`` x the samples: FLOPs and bytes in proportion (weight bytes too), the samples'
+    dimension of a shaped op (``batch``; the rows of a split GEMM, ``m`` where it is the rows) likewise; the
+    optimizer-update ops unchanged."""
+    if scale == 1.0:
+        return ops
+    ops = ops.copy()
+    upd = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool)
+    for col in ("flops", "min_bytes"):
+        v = ops[col].to_numpy(dtype=float)
+        ops[col] = np.where(upd, v, v * scale)
+    if "tp_rows" in ops.columns:
+        # a split GEMM (analysis/tensor_parallel.py): its rows are the samples' tokens; M, N or K holds them
+        rows = ops["tp_rows"].to_numpy(dtype=float)
+        shaped = np.isfinite(rows)
+        for c in ("m", "n", "k"):
+            if c in ops.columns:
+                v = ops[c].to_numpy(dtype=float)
+                hit = shaped & np.isclose(v, rows)
+                ops[c] = np.where(hit, v * scale, v)
+        ops["tp_rows"] = np.where(shaped, rows * scale, rows)
+    if "batch" in ops.columns:
+        # a shaped op's batch dimension holds the samples (fused attention: batch x heads)
+        v = ops["batch"].to_numpy(dtype=float)
+        keep = upd | ~np.isfinite(v)
+        if "tp_rows" in ops.columns:
+            keep |= np.isfinite(ops["tp_rows"].to_numpy(dtype=float))   # a split GEMM's batch is 1
+        ops["batch"] = np.where(keep, v, v * scale)
+    return ops
+
+
 def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pass: float,
                       samples_per_step: float | None = None, params: float | None = None,
                       optimizer: str = "sgd", activation_bytes_per_sample: float = 0.0,
@@ -483,16 +544,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
         mb = whole
     scale = mb / samples_per_pass
     if scale != 1.0:
-        # the same kernels on a different batch: FLOPs and activation bytes scale with it
-        ops = ops.copy()
-        upd = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool)
-        for col in ("flops", "min_bytes"):
-            v = ops[col].to_numpy(dtype=float)
-            ops[col] = np.where(upd, v, v * scale)
-        if "batch" in ops.columns:
-            # a shaped op's batch dimension holds the samples (fused attention: batch x heads)
-            v = ops["batch"].to_numpy(dtype=float)
-            ops["batch"] = np.where(upd | ~np.isfinite(v), v, v * scale)
+        ops = scale_ops(ops, scale)
         if scale < 1:
             notes.append(f"each GPU runs {per_gpu:g} samples per step, fewer than the op list's "
                          f"{samples_per_pass:g}: its FLOPs and bytes scaled by {scale:.3g}, same number of kernels")
@@ -506,8 +558,7 @@ def estimate_training(ops: pd.DataFrame, gpu, n_gpus: int = 1, *, samples_per_pa
     est = estimate_ops(ops, g, wave_quantization=wave_quantization,
                        gemm_precision="fp8" if precision == "fp8" else None)
     if precision == "fp8":
-        notes.append(f"FP8 GEMMs (Transformer Engine): {g.name} FP8 tensor peak {g.fp8_peak / 1e12:,.0f} TFLOP/s"
-                     if g.fp8_peak else f"FP8 asked for, but {g.name} has no FP8 rate: GEMMs at its FP16 peak")
+        notes.append(fp8_note(g))
     is_opt = (est["op_class"] == "optimizer").to_numpy()
     pass_ops = est[~is_opt]
     pass_t = float(pass_ops["est_time_s"].sum())

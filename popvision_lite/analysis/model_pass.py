@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from popvision_lite.analysis import tensor_parallel as tp
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile.schema import stored_table
 
@@ -255,13 +256,16 @@ def per_run(ops: pd.DataFrame, counts: OpCounts) -> pd.DataFrame:
 
 @dataclass
 class ModelPass:
-    """The kernels of one forward + backward pass of one micro-batch of the whole model (one replica)."""
+    """The kernels of one forward + backward pass of one micro-batch of the whole model (one replica): a
+    tensor-parallel run's shard is scaled back to the whole model (analysis/tensor_parallel.py)."""
 
-    ops: pd.DataFrame            # one row per kernel launch; per-run flops / min_bytes
+    ops: pd.DataFrame            # one row per kernel launch; per-run flops / min_bytes; tensor_parallel.SPLIT_COLUMNS
     counts: OpCounts
     dropped_recompute: int       # IPU recomputation runs not carried over
     dropped_optimizer: int       # optimizer-update rows left out (the estimate adds one update per step)
     notes: list = field(default_factory=list)
+    tensor_parallel: int = 1     # the IPU run's tensor-parallel degree (the shard the profile holds was x this)
+    shard_split_params: float = 0.0   # parameters of the split weights in ONE shard (tensor_parallel.split_weight_params)
 
 
 def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
@@ -290,8 +294,13 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     if rec_runs:
         notes.append(f"the IPU's recomputation ({rec_runs} op runs per micro-batch) is not carried to the GPU "
                      "(forward once, activations kept; the memory fit counts them)")
+    run = dict(getattr(profile, "run", None) or {})
+    t = tp.degree(schedule_of(run))
+    cfg = config_of(run)
+    shard = tp.annotate(kernels, cfg, t)
+    kernels, tp_notes = tp.whole_model(kernels, cfg, t)
     return ModelPass(ops=kernels, counts=c, dropped_recompute=rec_runs, dropped_optimizer=int(is_opt.sum()),
-                     notes=notes)
+                     notes=notes + tp_notes, tensor_parallel=t, shard_split_params=tp.split_weight_params(shard, cfg, t))
 
 
 # IPU ops a GPU framework does not launch as kernels of their own (see gpu_lowering)
@@ -478,7 +487,47 @@ def _fuse_attention(out: pd.DataFrame, kernel: str = "flash") -> tuple[pd.DataFr
 ATTENTION_KERNELS = ("flash", "fmha")
 
 
-def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+def _fuse_epilogues(out: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A transformer layer's elementwise kernels that a GPU framework runs inside its GEMMs (Transformer Engine's
+    ``LayerNormMLP`` / Megatron-LM's bias-GELU fusion and cuBLASLt GELU epilogues; NVIDIA's MLPerf BERT
+    ``--fused_gemm_gelu``; one fused Q, K, V weight in Megatron-LM and NVIDIA's BERT):
+
+    * the FFN's GELU forward runs in ``matmul1``'s epilogue, which also writes the pre-activation the backward
+      needs (the GEMM's bytes + one activation); its kernel goes;
+    * the GELU backward runs in ``matmul2_dx``'s epilogue, which reads that pre-activation (+ one activation);
+    * the three Q, K, V data gradients are one GEMM over the fused weight, accumulating in its output: the two
+      adds that summed them (``dx_add_q`` / ``_k`` / ``_v``, the emulator's names) are no kernels."""
+    name = out["name"].astype(str)
+    parts = name.str.rpartition("/")
+    scope, leaf = parts[0], parts[2]
+    drop = np.zeros(len(out), dtype=bool)
+    nbytes = out["min_bytes"].to_numpy(dtype=float).copy()
+    fused = {"gelu": 0, "gelu_bwd": 0, "add": 0}
+    for i in np.flatnonzero((leaf == "gelu").to_numpy() & scope.str.endswith("/ffn").to_numpy()):
+        mm = ((scope == scope.iat[i]) & (leaf == "matmul1")).to_numpy()
+        if mm.any():
+            nbytes[mm] += nbytes[i] / 2.0 / mm.sum()     # gelu reads the pre-activation, writes the output
+            drop[i] = True
+            fused["gelu"] += 1
+    for i in np.flatnonzero((leaf == "gelu_bwd").to_numpy() & scope.str.endswith("/ffn").to_numpy()):
+        mm = ((scope == scope.iat[i]) & (leaf == "matmul2_dx")).to_numpy()
+        if mm.any():
+            nbytes[mm] += nbytes[i] / 3.0 / mm.sum()     # gelu_bwd reads x and dy, writes dx
+            drop[i] = True
+            fused["gelu_bwd"] += 1
+    adds = (leaf.str.match(r"^dx_add_[qkv]$") & scope.str.endswith("/attention")).to_numpy()
+    drop |= adds
+    fused["add"] = int(adds.sum())
+    if not drop.any():
+        return out, []
+    res = out.assign(min_bytes=nbytes)[~drop].reset_index(drop=True)
+    return res, [f"GEMM epilogues fused on the GPU (Transformer Engine / Megatron-LM bias-GELU, NVIDIA's MLPerf BERT "
+                 f"--fused_gemm_gelu, one fused Q/K/V weight): {fused['gelu']} GELU and {fused['gelu_bwd']} GELU-"
+                 f"gradient kernels run inside their FFN GEMMs, {fused['add']} Q/K/V gradient adds are none"]
+
+
+def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None,
+                 fused_epilogues: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """The IPU's kernel list as a GPU framework runs it, for the GPU estimate (the IPU's own views keep the
     IPU's list):
 
@@ -496,6 +545,8 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> t
     * ``fused_attention`` (``"flash"`` or ``"fmha"``): each attention's score kernels run as one fused kernel
       forward and one backward (:func:`_fuse_attention`): ``"flash"`` as PyTorch's ``scaled_dot_product_attention``
       runs 16-bit attention (FlashAttention), ``"fmha"`` as NVIDIA's MLPerf BERT runs it (apex's fused MHA).
+    * ``fused_epilogues``: a transformer's GELU and Q/K/V gradient adds inside its GEMMs (:func:`_fuse_epilogues`),
+      as Transformer Engine / Megatron-LM and NVIDIA's MLPerf BERT run them.
 
     Returns the lowered list (with a ``kernels`` column: launches per row) and the notes saying what changed."""
     if not len(kernels):
@@ -532,6 +583,9 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None) -> t
             raise ConfigError(f"fused attention kernel {fused_attention!r}: choose {' or '.join(ATTENTION_KERNELS)}")
         out, att_notes = _fuse_attention(out, fused_attention)
         notes += att_notes
+    if fused_epilogues:
+        out, epi_notes = _fuse_epilogues(out)
+        notes += epi_notes
     return out, notes
 
 
@@ -541,20 +595,37 @@ def replicas(run: dict) -> int:
 
 
 def chips(profile) -> tuple[int, str]:
-    """(IPUs the run uses, how that was counted): replicas x IPUs of one replica (the target)."""
+    """(IPUs the run uses, how that was counted): replicas x IPUs of one replica (the target: one per pipeline
+    stage) x the tensor-parallel group each stage's IPU stands for (run_totals.RunTotals.num_ipus counts the same)."""
     run = dict(profile.run)
     per = int(profile.target.num_ipus)
     r = replicas(run)
-    if r == 1:
+    t = tp.degree(schedule_of(run))
+    group = f" x {t} tensor-parallel IPUs" if t > 1 else ""
+    if r == 1 and t == 1:
         return per, f"{per} IPU(s) of one replica"
-    return r * per, f"{r} replicas x {per} IPU(s) per replica"
+    return r * per * t, f"{r} replica(s) x {per} IPU(s) per replica{group}"
 
 
-def params(profile) -> tuple[float, str]:
-    """(trained parameters of one replica's model, source): ``run["training_state"]`` (params per IPU of one
-    replica, written by runs with a training schedule) when present, else the optimizer-update ops."""
+def params(profile, mp: ModelPass | None = None) -> tuple[float, str]:
+    """(trained parameters of one replica's WHOLE model, source): ``run["training_state"]`` (params per IPU of one
+    replica, written by runs with a training schedule) when present, else the optimizer-update ops.  A
+    tensor-parallel run's IPUs hold one shard each: the split weights of the shard (``mp``, its model pass) count
+    t times, the replicated ones (norms, biases of the row-parallel GEMMs, position embedding) once."""
     from popvision_lite.analysis.gpu_estimate import params_from_ops
 
+    p, src = _shard_params(profile, params_from_ops)
+    t = tp.degree(schedule_of(dict(profile.run)))
+    if t <= 1:
+        return p, src
+    mp = mp if mp is not None else model_pass(profile)
+    split = mp.shard_split_params
+    return p + (t - 1) * split, (f"{src}: one tensor-parallel shard, its split weights ({split / 1e6:,.1f} M) x {t}, "
+                                 "the rest once")
+
+
+def _shard_params(profile, params_from_ops) -> tuple[float, str]:
+    """(parameters the profile's IPUs of one replica hold, source)."""
     ts = dict(profile.run).get("training_state")
     if isinstance(ts, str):
         try:

@@ -377,3 +377,33 @@ def totals_frame(profile) -> pd.DataFrame:
     tot = float(df["ipu_cycles"].sum())
     df["share"] = df["ipu_cycles"] / tot if tot > 0 else 0.0
     return df
+
+
+HOST_FRAMEWORK_LABEL = {"popart": "PopART", "tensorflow": "TensorFlow", "poptorch": "PopTorch", "none": "none",
+                        "unknown": "unknown"}
+
+
+def host_step_text(schedule: dict) -> str:
+    """What a run's throughput includes of the host, in words, from its schedule (emulator/schedule.py's
+    ``per_step_terms`` and ``resolve_host_framework``): 'host step 167 ms (calibrated, PopART, inferred from the
+    model: ...)', 'host framework UNKNOWN: ...', or 'IPUs alone'.  A schedule that records no framework (a
+    profile written before the host terms) is the IPUs alone."""
+    schedule = schedule if isinstance(schedule, dict) else {}
+    fw = str(schedule.get("host_framework") or "none")
+    basis = str(schedule.get("host_framework_basis") or "")
+    terms = schedule.get("per_step_terms") if isinstance(schedule.get("per_step_terms"), dict) else {}
+    def sec(v):
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            return 0.0
+        return v if math.isfinite(v) else 0.0
+    host = sec(terms.get("host_step", 0.0))
+    extra = [f"{str(k).replace('_', ' ')} {1e3 * sec(v):,.1f} ms" for k, v in terms.items()
+             if k != "host_step" and sec(v) > 0]
+    more = ("; " + ", ".join(extra)) if extra else ""
+    if fw == "none":
+        return "IPUs alone (host framework none: no host step, input or multi-host terms)"
+    if fw == "unknown":
+        return f"host framework UNKNOWN: no host step loop in this throughput ({basis}){more}"
+    return f"host step {1e3 * host:,.0f} ms (calibrated, {HOST_FRAMEWORK_LABEL.get(fw, fw)}, {basis or 'stated'}){more}"

@@ -13,12 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from popvision_lite.analysis import error_band as eb
 from popvision_lite.analysis.run_totals import (
     PART_OF_KIND,
     PARTS,
     PEAK_NAL_NAME,
     PEAK_TILE_NAME,
     RunTotals,
+    host_step_text,
     run_totals,
 )
 from popvision_lite.profile import schema
@@ -205,7 +207,9 @@ def summary_markdown(profile) -> str:
              f"* fits: {'yes' if s.fits else 'NO - ' + str(s.peak.over_capacity_tiles) + ' tiles over capacity'}",
              f"* step (wall time): {rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}; "
              f"{s.num_steps:,} BSP steps stored",
-             f"* samples/s: {rt.samples_per_second:,.1f} ({rt.samples_per_step:g} samples per step)",
+             f"* samples/s: {rt.samples_per_second:,.1f} ({rt.samples_per_step:g} samples per step); error band: "
+             f"{eb.run_band(dict(profile.run), rt.num_ipus).text()}",
+             f"* host: {host_step_text(dict(profile.run).get('schedule') or {})}",
              f"* {rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles: "
              + ", ".join(f"{k} {v:,} ({100 * rt.part_share[k]:.1f}%)" for k, v in rt.part_cycles.items()),
              f"* bottleneck: {rt.bottleneck_text}",

@@ -24,7 +24,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from popvision_lite import devices
+from popvision_lite.analysis import error_band as eb
 from popvision_lite.analysis import gpu_estimate as ge
+from popvision_lite.analysis import gpu_parallel as gp
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile.schema import stored_table
@@ -78,6 +80,21 @@ class Verdict:
     ipu_micro_batch: float = math.nan     # samples of one replica's micro-batch
     ipu_count_text: str = ""              # "4 replicas x 4 stages = 16 IPUs" (run_totals.ipu_count_text)
     ipu_fit_advice: str = ""              # when the IPU run does not fit: what it would take to fit
+    gpu_precision: str = ""               # the precision the GPU side trains in
+    ipu_band: eb.Band | None = None       # error band of the IPU prediction (analysis/error_band.py)
+    gpu_band: eb.Band | None = None       # error band of the GPU estimate
+
+    def band_text(self, side: str) -> str:
+        b = self.ipu_band if side == "ipu" else self.gpu_band
+        return b.text() if b is not None else "not computed"
+
+    def speedup_range(self) -> tuple[float, float]:
+        """(lowest, highest) GPU / IPU ratio the two bands allow (NaN where a side has no band)."""
+        r = self.speedup
+        i, g = self.ipu_band, self.gpu_band
+        if not math.isfinite(r) or i is None or g is None or i.outside or g.outside:
+            return (math.nan, math.nan)
+        return r * (1 + g.low) / (1 + i.high), r * (1 + g.high) / (1 + i.low)
 
     @property
     def speedup(self) -> float:
@@ -100,7 +117,12 @@ class Verdict:
         else:
             cheaper = "cost n/a (no price for " + " or ".join(self.missing_prices) + ")"
         fit = "".join(f"; {side.label} does NOT fit in memory" for side in (self.ipu, self.gpu) if not side.fits)
-        return f"{faster}; {cheaper}{fit}"
+        lo, hi = self.speedup_range()
+        rng = (f" (GPU / IPU {lo:.2f}x .. {hi:.2f}x within the error bands)" if math.isfinite(lo) else
+               " (no error band for " + " or ".join(s for s, b in (("the IPU", self.ipu_band), ("the GPU", self.gpu_band))
+                                                     if b is None or b.outside) + ")"
+               if (self.ipu_band is not None or self.gpu_band is not None) else "")
+        return f"{faster}{rng}; {cheaper}{fit}"
 
     def price_notes(self) -> list[str]:
         """How each side was priced, in plain words, where it was not at its own published price: a device
@@ -119,6 +141,7 @@ class Verdict:
                 ("system", i.label, g.label),
                 ("chips", self.ipu_count_text or f"{i.chips}", f"{g.chips}"),
                 ("samples/s", na, format_number(g.samples_per_second)),
+                ("error band", "n/a", self.band_text("gpu")),
                 ("basis", i.basis, g.basis),
                 (f"time for {n:,} samples", na, format_seconds(g.seconds_for(n))),
                 ("USD per chip-hour", format_usd(i.usd_per_chip_hour), format_usd(g.usd_per_chip_hour)),
@@ -130,12 +153,15 @@ class Verdict:
             ("system", i.label, g.label),
             ("chips", self.ipu_count_text or f"{i.chips}", f"{g.chips}"),
             ("samples/s", f"{i.samples_per_second:,.1f}", f"{g.samples_per_second:,.1f}"),
+            ("error band", self.band_text("ipu"), self.band_text("gpu")),
             ("basis", i.basis, g.basis),
             (f"time for {n:,} samples", format_seconds(i.seconds_for(n)), format_seconds(g.seconds_for(n))),
             ("USD per chip-hour", format_usd(i.usd_per_chip_hour), format_usd(g.usd_per_chip_hour)),
             ("USD per 1 M samples", format_usd(i.usd_per_million()), format_usd(g.usd_per_million())),
             ("micro-batch (samples per pass)", f"{self.ipu_micro_batch:g}",
              f"{self.gpu_estimate.micro_batch:g} ({self.gpu_estimate.passes_per_step:g} per step)"),
+            ("placement", self.ipu_count_text or f"{i.chips} IPUs", self.placement_text()),
+            ("precision", "", self.gpu_precision),
             ("fits in memory", "yes" if i.fits else "NO", _gpu_fit_text(self.gpu_estimate)),
             ("bound by", i.bound_by, g.bound_by),
             (f"same chip count ({self.gpu_same_chips.chips})", f"{i.samples_per_second:,.1f} samples/s",
@@ -143,6 +169,10 @@ class Verdict:
             ("same dollars: samples per USD", f"{i.samples_per_dollar():,.0f}", f"{g.samples_per_dollar():,.0f}"),
             ("GPU roofline BOUND (not an estimate)", "", f"{self.gpu_bound_samples_per_second:,.1f} samples/s"),
         ]
+
+    def placement_text(self) -> str:
+        pl = self.gpu_estimate.placement
+        return pl.text() if pl is not None else f"{self.gpu.chips} GPUs, data parallel"
 
     def text(self) -> str:
         rows = self.rows()
@@ -184,6 +214,17 @@ class Verdict:
         out["gpu_passes_per_step"] = self.gpu_estimate.passes_per_step
         out["gpu_memory"] = dict(self.gpu_estimate.memory)
         out["gpu_time_by_bound_s"] = dict(self.gpu_estimate.time_by_bound)
+        pl = self.gpu_estimate.placement
+        out["gpu_placement"] = None if pl is None else dict(tp=pl.tp, pp=pl.pp, dp=pl.dp, vp=pl.vp,
+                                                           micro_batch=pl.micro_batch, framework=pl.framework,
+                                                           text=pl.text())
+        out["gpu_comm_s"] = dict(self.gpu_estimate.comm_s)
+        out["gpu_bubble_s"] = self.gpu_estimate.bubble_s
+        out["gpu_precision"] = self.gpu_precision
+        out["ipu_band"] = None if self.ipu_band is None else self.ipu_band.to_dict()
+        out["gpu_band"] = None if self.gpu_band is None else self.gpu_band.to_dict()
+        lo, hi = self.speedup_range()
+        out["gpu_over_ipu_range"] = [lo, hi]
         return out
 
 
@@ -278,27 +319,10 @@ def _ipu_bound_by(profile, summary=None) -> str:
     return rt.bottleneck_text if rt is not None else "n/a"
 
 
-# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", sec. 4.1: a
-# transformer layer in 16-bit training keeps s*b*h*(34 + 5*a*s/h) bytes for its backward pass (dropout masks
-# included, no recomputation): 34 s b h of linear-layer inputs, norms, GELU and dropout masks, 5 a s^2 b of
-# attention scores, softmax and its dropout.
-KORTHIKANTI_LINEAR_BYTES = 34
-KORTHIKANTI_ATTENTION_BYTES = 5
-
-
 def transformer_activation_bytes_per_sample(cfg: dict) -> float | None:
-    """Bytes of activations a GPU framework keeps per sequence for the backward pass of a transformer run
-    (Korthikanti et al. 2022), or None when the config does not describe one.  A packed run's samples are
-    sequences of ``seq / packing`` tokens (each sequence attends to itself, as the GPU's unpadded kernels run
-    it); the embeddings' and heads' activations are not counted (small beside 24 layers)."""
-    try:
-        h, a, s, n = (float(cfg[k]) for k in ("hidden", "heads", "seq", "layers"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not str(cfg.get("model", "")).lower().startswith(("bert", "gpt")) or min(h, a, s, n) <= 0:
-        return None
-    tokens = s / max(float(cfg.get("packing", 1.0) or 1.0), 1.0)
-    return n * (KORTHIKANTI_LINEAR_BYTES * tokens * h + KORTHIKANTI_ATTENTION_BYTES * a * tokens * tokens)
+    """Bytes of activations a GPU framework keeps per sequence on one GPU holding the whole layer, score matrices
+    included (:func:`gpu_parallel.activation_bytes_per_sample`, Korthikanti et al. 2022)."""
+    return gp.activation_bytes_per_sample(cfg)
 
 
 def _activation_bytes(profile, counts) -> tuple[float, str]:
@@ -342,15 +366,23 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
     return float(arr[:, :, 1].sum()), note
 
 
+PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
+
+
 def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: int = DEFAULT_SAMPLES,
-            summary=None, gpu_micro_batch: int | None = None, gpu_precision: str | None = None) -> Verdict:
+            summary=None, gpu_micro_batch: int | None = None, gpu_precision: str | None = None,
+            precision: str | None = None, gpu_tp: int | None = None, gpu_pp: int | None = None,
+            gpu_vp: int | None = None, band: bool = True) -> Verdict:
     """The verdict for ``profile`` (a Profile or anything with ``.run``, ``.ops``, ``.target``) against
-    ``gpus`` x ``gpu`` (default: as many GPUs as the run uses IPUs, all replicas).  ``summary``: the profile's
-    :func:`analysis.summary.summarize` result when the caller has it (saves reading the steps again).
-    ``gpu_micro_batch``: samples per GPU pass (default: :func:`gpu_estimate.fitting_micro_batch`, the largest
-    whole multiple of the IPU's micro-batch that keeps the global batch and fits in the GPU's memory).
-    ``gpu_precision``: the precision the GPU trains in (default the run's); ``"fp8"`` runs its GEMMs at the GPU's
-    FP8 tensor rate (Transformer Engine, as NVIDIA's H100 BERT run did)."""
+    ``gpus`` x ``gpu`` (default: as many GPUs as the run uses IPUs, all replicas and tensor-parallel groups).
+    ``summary``: the profile's :func:`analysis.summary.summarize` result when the caller has it (saves reading the
+    steps again).  ``precision`` (``gpu_precision`` is its older name): the precision the GPU trains in,
+    fp32 | fp16 | bf16 | fp8 (default the run's); ``"fp8"`` runs its GEMMs at the GPU's FP8 tensor rate
+    (Transformer Engine, as NVIDIA's H100 BERT and GPT-3 runs did).  The GPUs get their own placement
+    (:func:`gpu_parallel.search`): tensor x pipeline x data parallel for a transformer, data parallel otherwise;
+    ``gpu_tp``, ``gpu_pp``, ``gpu_vp`` (interleaving) and ``gpu_micro_batch`` (samples per GPU pass, a whole
+    number) state parts of it instead.  ``band``: attach the error band of the GPU estimate's family
+    (analysis/error_band.py)."""
     if samples is None or samples <= 0:
         raise ConfigError(f"--samples {samples}: must be a positive number of samples")
     if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float)
@@ -358,10 +390,16 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                                             and math.isfinite(gpu_micro_batch)
                                             and float(gpu_micro_batch).is_integer()):
         raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch!r}: must be a whole number of samples (1 or more)")
+    if precision is not None and gpu_precision is not None and precision != gpu_precision:
+        raise ConfigError(f"precision {precision!r} and gpu_precision {gpu_precision!r} disagree: give one")
+    precision = precision if precision is not None else gpu_precision
     target = profile.target
     run = dict(profile.run)
     cfg = _config(run)
+    rt = _totals(profile)
     n_ipus, chips_basis = wl.chips(profile)
+    if rt is not None:
+        n_ipus = int(rt.num_ipus)
     n_gpus = int(gpus) if gpus is not None else n_ipus
     if n_gpus < 1:
         raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
@@ -372,7 +410,6 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
     borrowed: list[tuple] = []
     ipu_price, ipu_src = _price(ipu_spec, missing, borrowed)
-    rt = _totals(profile)
     notes.append(f"IPU chips: {rt.ipu_count_text if rt is not None else chips_basis}")
     notes.append(f"IPU price: {ipu_src}")
     ipu_fits = bool(run.get("fits", True))
@@ -393,48 +430,58 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
         opt = "sgd"
     prec = str(cfg.get("precision", "fp16"))
-    if gpu_precision is not None:
-        if gpu_precision not in ("fp8", "fp16", "bf16", "fp32"):
-            raise ConfigError(f"GPU precision {gpu_precision!r}: choose fp8, fp16, bf16 or fp32")
-        if gpu_precision == "fp8" and ge.gpu_model(gpu).fp8_peak is None:
-            raise ConfigError(f"GPU precision fp8: {gpu} has no FP8 rate in its device spec")
-        prec = gpu_precision
+    if precision is not None:
+        if precision not in PRECISIONS:
+            raise ConfigError(f"GPU precision {precision!r}: choose {', '.join(PRECISIONS)}")
+        if precision == "fp8" and gm.fp8_peak is None:
+            raise ConfigError(f"GPU precision fp8: {gm.id} has no FP8 rate in its device spec")
+        prec = precision
+    notes.append(f"GPU precision: {prec}" + (" (as asked)" if precision is not None else " (the IPU run's)"))
     mp = wl.model_pass(profile)
     # a 16-bit (or FP8) GPU run's attention is one fused kernel each way (PyTorch's scaled_dot_product_attention
     # dispatches 16-bit attention to FlashAttention): the score matrix stays on chip
-    gpu_ops, lowering_notes = wl.gpu_lowering(
-        mp.ops, fused_attention="flash" if prec in wl.FUSED_ATTENTION_PRECISIONS else None)
-    params, psrc = wl.params(profile)
-    per_seq = transformer_activation_bytes_per_sample(cfg)
+    fused = "flash" if prec in wl.FUSED_ATTENTION_PRECISIONS else None
+    # a transformer trains on GPUs with Megatron-LM / Transformer Engine, which run its GELU and Q/K/V gradient
+    # sums inside the GEMMs (model_pass._fuse_epilogues)
+    transformer = str(cfg.get("model", "")).lower().startswith(("bert", "gpt"))
+    gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops, fused_attention=fused, fused_epilogues=transformer)
+    params, psrc = wl.params(profile, mp)
+    layers = int(cfg.get("layers") or 1) if gp.is_transformer(cfg, gpu_ops) else 1
+    per_seq = gp.activation_bytes_per_sample(cfg, scores_kept=fused is None)
     if per_seq is not None:
-        acts = per_seq
-        acts_note = (f"{per_seq / 1e6:,.0f} MB per sequence, as a GPU framework keeps them for the backward pass "
-                     "(Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) bytes per layer, 16-bit, no recomputation)")
+        def acts(t, sp):
+            return gp.activation_bytes_per_sample(cfg, t, sp, scores_kept=fused is None)
+        acts_note = (f"{per_seq / 1e6:,.0f} MB per sequence on a GPU holding whole layers, as a GPU framework keeps "
+                     "them for the backward pass (Korthikanti et al. 2022: s*b*h*(34 + 5*a*s/h) bytes per layer, "
+                     "16-bit, no recomputation; / t with t-way tensor and sequence parallelism"
+                     + ("; no score matrices with fused attention" if fused else "") + ")")
     else:
-        acts, acts_note = _activation_bytes(profile, mp.counts)
-        acts = acts / per_pass if per_pass > 0 else 0.0
+        a_bytes, acts_note = _activation_bytes(profile, mp.counts)
+        acts = a_bytes / per_pass if per_pass > 0 else 0.0
+    setting = gp.Setting(samples_per_step=per_step, samples_per_pass=per_pass, params=params, optimizer=opt,
+                         precision=prec, layers=layers, activation_bytes=acts, training=training)
 
     def est(n, mb=None):
-        if mb is None:
-            mb = gpu_micro_batch or ge.fitting_micro_batch(
-                per_pass, per_step / n, params=params, optimizer=opt, activation_bytes_per_sample=acts, gpu=gm,
-                training=training, precision=prec)
-        return ge.estimate_training(gpu_ops, gm, n, samples_per_pass=per_pass, samples_per_step=per_step,
-                                    params=params, optimizer=opt, activation_bytes_per_sample=acts,
-                                    training=training, precision=prec, micro_batch=mb)
+        e, _ = gp.search(gpu_ops, gm, n, cfg, setting, tp=gpu_tp, pp=gpu_pp, vp=gpu_vp,
+                         micro_batch=mb or (int(gpu_micro_batch) if gpu_micro_batch else None))
+        return e
 
     e = est(n_gpus)
     e_same = e if n_gpus == n_ipus else est(n_ipus)
-    launches = int(round(float(gpu_ops["kernels"].sum()))) if "kernels" in gpu_ops.columns else len(gpu_ops)
-    gbasis = (f"estimated: {launches} kernels per pass x {e.passes_per_step:g} passes of {e.micro_batch:g} "
-              f"samples per step, {e.samples_per_gpu:g} samples per GPU per step")
-    if e.micro_batch != per_pass:
-        at_ipu = est(n_gpus, per_pass)
-        notes.append(f"GPU micro-batch {e.micro_batch:g} samples ("
-                     + ("given" if gpu_micro_batch else "the largest whole multiple of the IPU's that keeps the "
-                        "global batch and fits in GPU memory")
-                     + f"); at the IPU's micro-batch ({at_ipu.micro_batch:g}) the GPUs would run "
-                     f"{at_ipu.samples_per_second:,.1f} samples/s")
+    runs = e.ops["runs"].to_numpy(dtype=float) if "runs" in e.ops.columns else np.ones(len(e.ops))
+    launches = int(round(float((e.ops["kernels"].to_numpy(dtype=float) * runs).sum()))) \
+        if "kernels" in e.ops.columns else int(runs.sum())
+    pl = e.placement
+    gbasis = (f"estimated: {launches} kernels per pass, {e.passes_per_step:g} micro-batches of {e.micro_batch:g} "
+              f"samples per step on each of {pl.dp} data-parallel replica(s); placement {pl.text()}")
+    if e.micro_batch != per_pass and float(per_pass).is_integer() and gpu_micro_batch is None:
+        try:
+            at_ipu = est(n_gpus, int(per_pass))
+            notes.append(f"GPU micro-batch {e.micro_batch:g} samples (the fastest placement that fits); at the IPU's "
+                         f"micro-batch ({at_ipu.micro_batch:g}) the GPUs would run {at_ipu.samples_per_second:,.1f} "
+                         "samples/s")
+        except ConfigError:
+            pass
     gpu_side = Side(label=f"{gm.name} x{n_gpus} (estimated)", kind="gpu", chips=n_gpus,
                     samples_per_second=e.samples_per_second, basis=gbasis, fits=e.fits,
                     bound_by=_gpu_bound_text(e), usd_per_chip_hour=gprice, price_source=gsrc)
@@ -442,27 +489,47 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
                 samples_per_second=e_same.samples_per_second, basis=gbasis, fits=e_same.fits,
                 bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
     notes += e.notes
+    if prec == "fp8":
+        notes.append(ge.fp8_note(gm))
+    if gm.assumed:
+        notes.append(f"{gm.id}: no published figure in its spec for {', '.join(gm.assumed)}; defaults used (assumed)")
     notes += mp.notes
     notes += lowering_notes
     notes.append(f"GPU pass: one forward + backward pass of one micro-batch ({per_pass:g} samples) of the whole "
                  f"model, {launches} kernels (one per op run, fused only as noted); the optimizer ({opt}) once per "
                  f"step over {params / 1e6:,.1f} M parameters ({psrc})")
     notes.append(f"activations for the GPU memory fit: {acts_note}")
-    line = ge.describe_achievable(e.ops[e.ops["op_class"] != "optimizer"])
+    line = ge.describe_achievable(e.ops[e.ops["op_class"] != "optimizer"],
+                                  weights=runs[(e.ops["op_class"] != "optimizer").to_numpy()])
     if line:
         notes.append(line + " (analysis/gpu_estimate.py: GEMM tiles in waves, softmax / LayerNorm passes)")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
-    advice = "" if ipu_fits else fit_advice(profile)
-    return Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
-                   gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
-                   notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass, ipu_fit_advice=advice,
-                   ipu_count_text=rt.ipu_count_text if rt is not None else "")
+    advice = "" if ipu_fits else fit_advice(profile, n_ipus)
+    v = Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
+                gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
+                notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass,
+                ipu_fit_advice=advice, ipu_count_text=rt.ipu_count_text if rt is not None else "",
+                gpu_precision=prec)
+    if band:
+        _attach_bands(v, profile, cfg, gm, prec)
+    return v
 
 
-def fit_advice(profile) -> str:
+def _attach_bands(v: Verdict, profile, cfg: dict, gm, prec: str) -> None:
+    """Each side's error band (analysis/error_band.py): the IPU prediction's by the run's model, host framework
+    and IPU count; the GPU estimate's by the model and GPU count."""
+    run = dict(profile.run)
+    model = str(cfg.get("model", run.get("model", "")))
+    v.ipu_band = eb.run_band(run, v.ipu.chips)
+    v.gpu_band = eb.band("gpu", model, None, v.gpu.chips)
+
+
+def fit_advice(profile, n_ipus: int | None = None) -> str:
     """What a run that does not fit would take to fit, from its memory: how far over its fullest tile is, and
-    the fewest IPUs its total bytes need even spread perfectly over their tiles."""
+    the fewest IPUs its total bytes need even spread perfectly over their tiles (the bytes the profile holds are
+    those of its drawn IPUs: one replica, one IPU of each tensor-parallel group; ``n_ipus``: the IPUs the whole
+    run uses, replicas and groups included)."""
     m = stored_table(profile, "memory_by_tile")
     cap = float(m["capacity"].iloc[0])
     peak = float(m["total"].max())
@@ -474,7 +541,13 @@ def fit_advice(profile) -> str:
             f"{over:,} of {t.num_tiles:,} tiles are over. To fit, the fullest tiles need "
             f"{format_bytes(peak - cap)} less: recomputation, a smaller micro-batch, or the model split over more "
             f"IPUs (its {format_bytes(total)} need at least {min_ipus} IPU(s) even spread perfectly")
-    return text + (f"; it runs on {t.num_ipus})." if t.num_ipus else ").")
+    drawn = int(t.num_ipus)
+    n_run = int(n_ipus) if n_ipus else drawn
+    if n_run != drawn:
+        return text + (f"; the profile holds {drawn} of the run's {n_run} IPUs, each of the others the same as one "
+                       f"of them: the run spreads its {format_bytes(total * n_run / max(drawn, 1))} over {n_run})."
+                       if drawn else ").")
+    return text + (f"; it runs on {n_run})." if n_run else ").")
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

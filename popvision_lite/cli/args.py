@@ -95,18 +95,3 @@ def check_destination(out, option: str = "-o") -> None:
         _check(out)
     except ProfileError as e:
         raise ConfigError(f"{option} {e}") from None
-
-
-_KEEP = {"\n", "\t"}
-
-
-def terminal_text(text) -> str:
-    """``text`` without control characters (C0 and C1 except newline and tab: ESC, BEL, CSI ...), so
-    names from a file printed to a terminal cannot move the cursor, retitle the window, clear the screen
-    or write the clipboard (OSC 52).  Each removed character shows as U+FFFD."""
-    import unicodedata
-
-    s = str(text)
-    if s.isprintable():
-        return s
-    return "".join("\ufffd" if unicodedata.category(c) == "Cc" and c not in _KEEP else c for c in s)

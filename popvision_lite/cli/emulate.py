@@ -13,6 +13,7 @@ import sys
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag
 from popvision_lite.cli.info import profile_totals, time_split_line
+from popvision_lite.emulator.ipu_config import POD_TYPES, read_ipu_config
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar, within
 from popvision_lite.emulator.run_config import (
@@ -20,17 +21,21 @@ from popvision_lite.emulator.run_config import (
     FIELDS,
     ONLY_FOR,
     RunConfig,
+    check_field,
     load_run_config,
+    model_family,
 )
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
+from popvision_lite.terminal import terminal_text
 
 log = logging.getLogger(__name__)
 
 MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
-              "host_framework", "conv_lowering", "partials_type")
+              "host_framework", "conv_lowering", "partials_type", "embedding_serialization", "device_iterations",
+              "task_head")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -58,14 +63,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _switch(p, "timing_only")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
     for name in ("replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum",
-                 "optimizer", "optimizer_state", "optimizer_state_dtype"):
+                 "device_iterations", "optimizer", "optimizer_state", "optimizer_state_dtype"):
         _field(p, name, g)
     _switch(g, "master_weights")
     _switch(g, "rts")
-    for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework"):
+    for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework",
+                 "embedding_serialization", "task_head"):
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
+    p.add_argument("--ipu-config", metavar="FILE",
+                   help="optimum-graphcore IPU config (ipu_config.json: layers_per_ipu, ipus_per_replica, "
+                        "replication_factor, gradient_accumulation_steps, device_iterations, matmul_proportion, ...) "
+                        "read as run-config fields over --config; flags override it (emulator/ipu_config.py)")
+    p.add_argument("--pod-type", choices=POD_TYPES, default=None,
+                   help="the POD type whose values an IPU config's per-POD tables give (default: their 'default')")
     emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
@@ -87,7 +99,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         worst = ", ".join(f"tile {t} (IPU {i}) {b:,} B" for t, i, b, _cap in run.oom_report[:5])
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz"
-                 + (" (one optimizer step)" if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
+                 + ((" (one optimizer step)" if cfg.training else " (one inference step)")
+                    if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
     sch_ = getattr(run, "schedule", None) or {}
     if getattr(run, "samples_per_second", 0):
         unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
@@ -95,6 +108,13 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         tokens = (f", {run.samples_per_second * cfg.seq / getattr(cfg, 'packing', 1.0):,.0f} tokens/s"
                   if cfg.model in ("bert", "gpt") else "")
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s ({unit}; whole system{tokens})")
+        if sch_:
+            from popvision_lite.analysis import error_band as eb
+            from popvision_lite.analysis.run_totals import host_step_text
+
+            band = eb.ipu_band(cfg.model, sch_.get("host_framework"), int(getattr(cfg, "ipus", 1) or 1))
+            lines.append(f"  error band: {band.text()}")
+            lines.append(f"  {host_step_text(sch_)}")
     if "layer_split" in sch_:
         clock = s["clock_hz"]
         lines.append(
@@ -113,7 +133,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
     if any(terms.values()):
         lines.append(f"per-step host terms (seconds, not IPU cycles; framework {sch_.get('host_framework')}): "
                      + ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in terms.items())
-                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms")
+                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms, of which the IPUs "
+                     f"{sch_.get('ipu_step_seconds', 0) * 1e3:.1f} ms")
     if "layer_split" in sch_:
         ts = run.profile_data.run.get("training_state") or []
         for t in ts:
@@ -140,6 +161,8 @@ def from_args(args) -> RunConfig:
     rc = load_run_config(args.config) if args.config else RunConfig()
     if args.model:
         rc.set("model", args.model, CLI)
+    if getattr(args, "ipu_config", None):
+        _apply_ipu_config(rc, args)
     for k in ("device", *MODEL_ARGS):  # every text given for a flag, in order: each checked, the last wins
         for text in getattr(args, k) or ():
             rc.set(k, text, CLI, text=True)
@@ -151,6 +174,23 @@ def from_args(args) -> RunConfig:
     if args.inference:
         rc.set("training", False, CLI)
     return rc
+
+
+def _apply_ipu_config(rc: RunConfig, args) -> None:
+    """The settings of ``--ipu-config`` over the ``--config`` file's (the flags, applied next, override them);
+    every key of the file that is not a setting is listed on stderr."""
+    if rc.model is None:
+        raise ConfigError("argument MODEL: required with --ipu-config (the IPU config says how a model runs, not "
+                          "which)")
+    head = rc.model_args.get("task_head", "pretraining")
+    if getattr(args, "task_head", None):
+        head = check_field("task_head", args.task_head[-1], CLI, text=True)
+    read = read_ipu_config(args.ipu_config, task_head=head, model_family=model_family(rc.model),
+                           pod_type=args.pod_type, inference=bool(args.inference))
+    for name, value in read.settings.items():
+        rc.set(name, value, f"{args.ipu_config} ('{read.origin[name]}')")
+    for line in read.notes():
+        print(f"popvision-lite emulate: note: {line}", file=sys.stderr)
 
 
 def resolve(args) -> tuple:
@@ -186,7 +226,7 @@ def run(args) -> int:
     try:
         cfg, device, out, timing = resolve(args)
     except ConfigError as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     progress = ProgressBar(not args.quiet)
     try:  # the emulator returns the profile; this command writes it (also when it does not fit)
@@ -194,35 +234,35 @@ def run(args) -> int:
         write_run(result, out, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
         progress("done", 1.0)
     except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
-        print(f"popvision-lite emulate: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: {e}"), file=sys.stderr)
         return 3
     except (ConfigError, EmulatorError) as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except ProfileError as e:  # the destination failed after all (disk full): exit 2 as export does
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
         from popvision_lite.value_checks import largest_array
 
         field = largest_array(cfg)[1]
-        print(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
+        print(terminal_text(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
               f"of host memory while emulating at these sizes; use smaller sizes"
-              + ("" if timing else " (or --timing-only)"), file=sys.stderr)
+              + ("" if timing else " (or --timing-only)")), file=sys.stderr)
         return 2
     except PopvisionError as e:
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 1
     s = summarize(result.profile_data, result)
     try:
-        split = time_split_line(profile_totals(out))
+        split = time_split_line(profile_totals(out), training=bool(cfg.training))
     except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
-        print(f"popvision-lite emulate: error: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
-    print(format_summary(s, result, out, split))
+    print(terminal_text(format_summary(s, result, out, split)))
     if not result.fits:
-        print(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
-              f"profile written to {out}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
+              f"profile written to {out}"), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)

@@ -21,6 +21,7 @@ from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import CLI, check_field
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
+from popvision_lite.terminal import terminal_text
 
 
 def add_arguments(p) -> None:
@@ -205,14 +206,28 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
     lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
-        outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:")}
+        outs = {k: v for k, v in run.numeric_checks.items() if not k.startswith("weight:") and k != "intermediates"}
         worst = max(outs.values(), key=lambda v: v["max_rel_err"]) if outs else None
-        lines.append(f"numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): "
+        lines.append(f"numeric checks (outputs and intermediate tensors vs ONNX Runtime, updated weights vs the numpy "
+                     f"reference): "
                      f"{len(run.numeric_checks) - len(bad)}/{len(run.numeric_checks)} passed"
                      + (f"; worst output: max abs err {worst['max_abs_err']:.2e} = {worst['max_rel_err']:.2e} of its "
                         f"max, {100 * worst.get('outside_share', 0):.2f}% of elements outside "
                         f"{worst.get('tolerance', '')}" if worst else "")
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
+        mid = run.numeric_checks.get("intermediates")
+        if mid:
+            lines.append(f"  intermediate tensors vs ONNX Runtime: {mid['compared'] - mid['failed_count']}/"
+                         f"{mid['compared']} within {mid['tolerance']} (worst {mid['worst']}: "
+                         f"{mid['max_rel_err']:.2e} of its max)"
+                         + (f"; FAILED: {', '.join(f['name'] for f in mid['failed'][:5])}" if mid["failed"] else ""))
+        for k in bad:
+            if run.numeric_checks[k].get("problem"):
+                lines.append(f"  {k}: {run.numeric_checks[k]['problem']}")
+    notes = list(getattr(run, "notes", ()) or ())
+    lines.extend(f"note: {n}" for n in notes[:8])
+    if len(notes) > 8:
+        lines.append(f"note: ... {len(notes) - 8} more in the profile (run['notes'])")
     lines.append(f"profile: {out_path}")
     return "\n".join(lines)
 
@@ -224,27 +239,27 @@ def run_onnx(args) -> int:
     try:
         kw = resolve(args)
     except ConfigError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
     try:
         result = emulate_onnx(progress=ProgressBar(not args.quiet), **kw)
     except (OnnxImportError, ConfigError, EmulatorError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
     except PopvisionError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 1
     try:
         split = time_split_line(profile_totals(kw["output"]))
     except PopvisionError as e:  # the file just written cannot be read back
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
-    print(format_summary(summarize(result.profile_data, result), result, kw["output"], split))
+    print(terminal_text(format_summary(summarize(result.profile_data, result), result, kw["output"], split)))
     if not result.fits:
-        print(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
-              f"{kw['output']}", file=sys.stderr)
+        print(terminal_text(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
+              f"{kw['output']}"), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
-        print(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])", file=sys.stderr)
+        print(terminal_text(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])"), file=sys.stderr)
         return 1
     return 0

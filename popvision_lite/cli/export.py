@@ -20,6 +20,7 @@ from pathlib import Path
 from popvision_lite.cli.args import check_destination
 from popvision_lite.errors import ConfigError, PopvisionError
 from popvision_lite.ranges import check_tiles_syntax, parse_steps, parse_tiles
+from popvision_lite.terminal import terminal_text
 from popvision_lite.value_checks import check_number
 
 VIEWS = ("memory", "execution", "roofline", "liveness", "summary", "ops", "steps", "verdict")
@@ -58,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _err(msg: str) -> int:
-    print(f"popvision-lite export: error: {msg}", file=sys.stderr)
+    print(terminal_text(f"popvision-lite export: error: {msg}"), file=sys.stderr)
     return 2
 
 
@@ -139,7 +140,7 @@ def run(args) -> int:
             info = _export(args, kind, args.output)
         except PopvisionError as e:
             return _err(str(e))
-        print(f"wrote {args.output} {info}")
+        print(terminal_text(f"wrote {args.output} {info}"))
         return 0
     # stdout: the export is written whole to a private temp file (every writer is atomic by path), then copied
     import shutil
@@ -154,7 +155,7 @@ def run(args) -> int:
         with open(path, "rb") as fh:
             shutil.copyfileobj(fh, sys.stdout.buffer)
         sys.stdout.flush()
-    print(f"popvision-lite export: wrote {kind} to stdout {info}", file=sys.stderr)
+    print(terminal_text(f"popvision-lite export: wrote {kind} to stdout {info}"), file=sys.stderr)
     return 0
 
 

@@ -8,9 +8,10 @@ import sys
 
 import numpy as np
 
-from popvision_lite.cli.args import count, terminal_text
+from popvision_lite.cli.args import count
 from popvision_lite.errors import PopvisionError
 from popvision_lite.profile import schema
+from popvision_lite.terminal import terminal_text
 from popvision_lite.units import format_bytes, format_hz, format_seconds
 
 
@@ -22,7 +23,8 @@ def add_arguments(parser) -> None:
 
 def summarize(p, top: int = 5) -> dict:
     """The summary ``info`` prints, as a dict of plain Python values (numbers from analysis/run_totals.py)."""
-    from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, run_totals
+    from popvision_lite.analysis import error_band as eb
+    from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, host_step_text, run_totals
     from popvision_lite.analysis.summary import top_ops
 
     t = p.target
@@ -52,6 +54,8 @@ def summarize(p, top: int = 5) -> dict:
         "total_time_s": rt.total_seconds,
         "samples_per_second": rt.samples_per_second,
         "samples_per_step": rt.samples_per_step,
+        "error_band": eb.run_band(dict(p.run), rt.num_ipus).to_dict(),
+        "host": host_step_text(dict(p.run).get("schedule") if isinstance(p.run.get("schedule"), dict) else {}),
         "ipu_time": {"name": rt.ipu_time_name, "cycles": rt.ipu_time_cycles, "waiting_cycles": rt.waiting_cycles,
                      "parts": dict(rt.part_cycles), "shares": rt.part_share},
         "bottleneck": rt.bottleneck,
@@ -79,17 +83,18 @@ def summarize(p, top: int = 5) -> dict:
     }
 
 
-def time_split_line(rt) -> str:
+def time_split_line(rt, training: bool = True) -> str:
     """One line of where one step's IPU time goes: the parts (compute / exchange / sync / stream) of
     ``rt`` (a ``run_totals.RunTotals``), the same cycles and shares ``info`` prints, e.g.
     ``time split of one optimizer step (IPU time summed over 2 IPUs of one replica): compute 6,375,875 cycles
-    (18.7%), ...``.  ``emulate`` prints it for the profile it wrote."""
+    (18.7%), ...``; ``training`` False: an inference run's pipelined step.  ``emulate`` prints it for the profile
+    it wrote."""
     share = rt.part_share
     parts = []
     for part, c in rt.part_cycles.items():
         wait = (f"; waiting for other IPUs {rt.waiting_cycles:,}" if part == "sync" and rt.waiting_cycles else "")
         parts.append(f"{part} {c:,} cycles ({100 * share[part]:.1f}%{wait})")
-    step = "one optimizer step" if rt.pipelined else "one step"
+    step = ("one optimizer step" if training else "one inference step") if rt.pipelined else "one step"
     return f"time split of {step} ({rt.ipu_time_name}): " + ", ".join(parts)
 
 
@@ -114,6 +119,8 @@ def format_summary(s: dict) -> str:
         f"step     {s['step_cycles']:,} cycles = {format_seconds(s['step_time_s'])} wall time"
         + (f"; {s['samples_per_second']:,.1f} samples/s ({s['samples_per_step']:g} samples per step)"
            if np.isfinite(s["samples_per_second"]) else ""),
+        f"band     {s['error_band']['text']}",
+        f"host     {s['host']}",
         "phases   " + "; ".join(f"{ph['name']} {ph['cycles']:,} x {ph['runs_per_step']:,} "
                                  f"({100 * ph['share_of_step']:.1f}%)" for ph in s["phases"]),
         f"time     {it['name']}: {it['cycles']:,} cycles ({s['steps']:,} BSP steps stored, weighted by their runs "

@@ -18,7 +18,7 @@ import argparse
 import logging
 import sys
 
-from popvision_lite.cli.args import terminal_text
+from popvision_lite.terminal import terminal_text
 
 LOGGER = "popvision_lite"
 

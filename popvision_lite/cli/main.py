@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _gui_parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="popvision-lite",
+        prog="popvision-lite",  # also under python -m popvision_lite
         description="Open profiles in the desktop app. Sub-commands: "
         + ", ".join(f"{k} ({v[1]})" for k, v in SUBCOMMANDS.items())
         + ". Run 'popvision-lite SUBCOMMAND --help' for each.",
@@ -50,7 +50,41 @@ def _gui_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="open two profiles in compare mode")
     p.add_argument("--sample", action="store_true", help="open a bundled sample profile")
     logs.add_arguments(p)
+    p.add_argument("--version", action=_Version, help="print the version and exit")
     return p
+
+
+class _Version(argparse.Action):
+    """``--version``: one line, unwrapped (argparse's own action wraps it at the terminal width)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version_text())
+        parser.exit(0)
+
+
+def _version_text() -> str:
+    """``popvision-lite X.Y.Z`` and the libraries a bug report needs (the profile format depends on HDF5)."""
+    import platform
+    from importlib import metadata
+
+    from popvision_lite import __version__
+
+    libs = []
+    for name in ("numpy", "pandas", "h5py", "PySide6-Essentials"):
+        try:
+            libs.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            libs.append(f"{name} not installed")
+    try:
+        import h5py
+
+        libs.append(f"HDF5 {h5py.version.hdf5_version}")
+    except ImportError:
+        pass
+    return f"popvision-lite {__version__} (Python {platform.python_version()}; {', '.join(libs)})"
 
 
 def _check_gui_args(parser: argparse.ArgumentParser, args) -> None:

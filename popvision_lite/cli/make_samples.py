@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.emulator.models.config import make_config
+from popvision_lite.terminal import terminal_text
 
 
 @dataclass(frozen=True)
@@ -62,28 +63,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     if args.list:
         for s in SAMPLES:
-            print(f"{s.file:32s} {s.shows}")
+            print(terminal_text(f"{s.file:32s} {s.shows}"))
         return 0
     chosen = SAMPLES
     if args.only:
         names = {s.file for s in SAMPLES}
         bad = [n for n in args.only if n not in names]
         if bad:
-            print(f"popvision-lite make-samples: error: argument --only: unknown sample(s) {', '.join(bad)}; "
-                  f"known: {', '.join(sorted(names))}", file=sys.stderr)
+            print(terminal_text(f"popvision-lite make-samples: error: argument --only: unknown sample(s) {', '.join(bad)}; "
+                  f"known: {', '.join(sorted(names))}"), file=sys.stderr)
             return 2
         chosen = tuple(s for s in SAMPLES if s.file in args.only)
     out = Path(args.output)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        print(f"popvision-lite make-samples: error: argument -o: cannot create {out}: {e}", file=sys.stderr)
+        print(terminal_text(f"popvision-lite make-samples: error: argument -o: cannot create {out}: {e}"), file=sys.stderr)
         return 2
     for i, s in enumerate(chosen):
         t0 = time.perf_counter()
         r = make_sample(s, out)
         size = (out / s.file).stat().st_size
         status = "fits" if r.fits else "OUT OF MEMORY (expected)" if "oom" in s.file else "OUT OF MEMORY"
-        print(f"[{i + 1}/{len(chosen)}] {out / s.file}: {status}, {r.total_cycles:,} cycles, "
-              f"{size / 1e6:.2f} MB, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        print(terminal_text(f"[{i + 1}/{len(chosen)}] {out / s.file}: {status}, {r.total_cycles:,} cycles, "
+              f"{size / 1e6:.2f} MB, {time.perf_counter() - t0:.1f} s"), file=sys.stderr)
     return 0

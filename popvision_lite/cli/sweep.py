@@ -21,6 +21,7 @@ from pathlib import Path
 
 from popvision_lite.cli.args import positive_int
 from popvision_lite.errors import ConfigError
+from popvision_lite.terminal import terminal_text
 from popvision_lite.value_checks import arg_number
 
 PROG = "popvision-lite sweep"
@@ -190,10 +191,10 @@ def run(args) -> int:
         points, grid, base, out, warnings = plan(args)
         client = connect_checked(connect, args.scheduler, args.connect_timeout) if args.scheduler else None
     except ConfigError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl+C while connecting: nothing has run yet
-        print(f"{PROG}: cancelled before any point ran", file=sys.stderr)
+        print(terminal_text(f"{PROG}: cancelled before any point ran"), file=sys.stderr)
         return 130
     for w in warnings:
         log.warning("%s", w)
@@ -205,7 +206,7 @@ def run(args) -> int:
     meta = {"grid": grid, "base": asdict(base), "points": len(points)}
     progress = ProgressLine(enabled=not args.quiet)
     if client is not None and not args.quiet and (link := dashboard_link(client)):
-        print(f"{PROG}: Dask dashboard: {link}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: Dask dashboard: {link}"), file=sys.stderr)
     try:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=workers, client=client,
                       isolate=args.isolate or "auto", resume=not args.no_resume, progress=progress,
@@ -215,20 +216,20 @@ def run(args) -> int:
                       point_timeout=args.point_timeout,
                       point_memory=int(args.point_memory * 2**30) if args.point_memory else None)
     except ConfigError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(terminal_text(f"{PROG}: error: {e}"), file=sys.stderr)
         return 2
     finally:
         if client is not None:
             client.close()
     progress(o, len(points), final=True)
-    print(f"results: {o.results_path} ({o.ok + o.resumed} ok" + (f" ({o.resumed} resumed)" if o.resumed else "")
+    print(terminal_text(f"results: {o.results_path} ({o.ok + o.resumed} ok" + (f" ({o.resumed} resumed)" if o.resumed else "")
           + f", {o.failed} failed"
-          + (f", {o.not_run} not run" if o.not_run else "") + f"; {o.wall_seconds:.1f} s)")
+          + (f", {o.not_run} not run" if o.not_run else "") + f"; {o.wall_seconds:.1f} s)"))
     if o.cancelled:
-        print(f"{PROG}: cancelled; finished rows kept in {o.results_path}. Run the same command again to "
-              "resume (finished points are skipped).", file=sys.stderr)
+        print(terminal_text(f"{PROG}: cancelled; finished rows kept in {o.results_path}. Run the same command again to "
+              "resume (finished points are skipped)."), file=sys.stderr)
         return 130
     for r in o.rows:
         if r.get("status") != "ok":
-            print(f"  point {r.get('point')} failed: {r.get('error')}", file=sys.stderr)
+            print(terminal_text(f"  point {r.get('point')} failed: {r.get('error')}"), file=sys.stderr)
     return 1 if o.failed else 0

@@ -32,8 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig, make_config
-from popvision_lite.emulator.schedule import OPTIMIZER_PASSES
+from popvision_lite.emulator.models.config import (
+    MODEL_NAMES,
+    TASK_HEADS,
+    ModelConfig,
+    make_config,
+)
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
@@ -211,7 +216,8 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
           help="IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns and vocabulary split; "
                "ipus = replicas x stages x this; default 1)"),
     Field("layer_split", "layer_split", only_for=_TRANSFORMER, label="Layer split", group="scale",
-          help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7)"),
+          help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7; 0 for an IPU without layers, as "
+               "optimum-graphcore's layers_per_ipu 0,3,3,3,3,4,4,4)"),
     Field("grad_accum", "int", label="Gradient accumulation", group="scale",
           help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)"),
     Field("optimizer", "choice", choices=_OPTIMIZERS, label="Optimizer", group="scale", help="optimizer (default sgd)"),
@@ -222,9 +228,13 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("master_weights", "bool", label="Master weights", group="scale", help="fp32 master copy of fp16 weights"),
     Field("rts", "bool", label="Replicated tensor sharding", group="scale",
           help="replicated tensor sharding of the optimizer state across replicas"),
-    Field("host_framework", "choice", choices=("none", "popart", "tensorflow"), label="Host framework", group="scale",
-          help="add the host step loop's per-step cost of this framework (calibrated, device spec; default none: "
-               "the IPUs alone)"),
+    Field("host_framework", "choice", choices=HOST_FRAMEWORK_CHOICES, label="Host framework", group="scale",
+          help="the framework whose host step loop's per-step cost is added (calibrated, device spec); default auto: "
+               "the framework Graphcore ran the model with (bert: popart, resnet: tensorflow), else unknown (no host "
+               "step, said next to the throughput); none: the IPUs alone"),
+    Field("device_iterations", "int", label="Device iterations", group="scale",
+          help="optimizer steps per host call (poptorch deviceIterations, PopART batches per step; default 1): the "
+               "host step loop's cost is shared by them"),
     Field("available_memory_proportion", "fractions", label="Available memory proportion", group="lowering",
           help="share of tile memory for matmul temporaries (Poplar default 0.6; or one per IPU, comma-separated)"),
     Field("partials_type", "choice", choices=("float", "half"), label="Partials type", group="lowering",
@@ -234,11 +244,19 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("mask_tokens", "int", only_for=("bert",), label="Mask tokens", help="MLM positions per pack (default 15 % of seq)"),
     Field("outline", "bool", only_for=("bert", "gpt", "resnet"), label="Outlining", group="lowering",
           help="share the code of structurally identical ops in a stage (PopART outlining; default on)"),
-    Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=("bert",), label="Pipeline placement",
-          group="scale",
-          help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf BERT: embedding "
-               "and heads with the tied decoder on IPU 0, which also runs the last layers; --layer-split then lists "
-               "IPU 1, ..., IPU S-1, IPU 0)"),
+    Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=_TRANSFORMER,
+          label="Pipeline placement", group="scale",
+          help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf BERT, "
+               "optimum-graphcore's GPT-2: embedding and heads with the tied decoder / LM head on IPU 0, which may also "
+               "run the first and the last layers; --layer-split then has S + 1 entries for S IPUs: IPU 0, IPU 1, ..., "
+               "IPU S-1, IPU 0 again, e.g. 0,3,3,3,3,4,4,4,0)"),
+    Field("embedding_serialization", "int", only_for=_TRANSFORMER, label="Embedding serialisation",
+          group="lowering",
+          help="vocabulary slices of the embedding and a tied LM head (optimum-graphcore's "
+               "embedding_serialization_factor: the head's matmul runs one slice at a time; default 1)"),
+    Field("task_head", "choice", choices=TASK_HEADS, only_for=_TRANSFORMER, label="Task head",
+          help="the head the model ends in: pretraining (bert MLM + NSP, gpt causal LM; the default), "
+               "question_answering (span start / end over every token) or sequence_classification (first token)"),
     Field("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",), label="Convolution lowering",
           group="lowering",
           help="resnet: halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py; "

@@ -142,8 +142,36 @@ def allreduce_for(em: dict, nbytes: float, replicas: int, ipus: int, clock_hz: f
                                  float(em.get("gw_link_bytes_per_s_per_ipu", GW_LINK_BYTES_PER_S_PER_IPU)))
 
 
-# Host frameworks whose step loop has a calibrated per-step cost in the device spec
-HOST_FRAMEWORKS = ("none", "popart", "tensorflow")
+# Host frameworks whose step loop has a calibrated per-step cost in the device spec ("none": the IPUs alone, no
+# host term at all; "auto": the framework inferred from the model, resolve_host_framework; "unknown": a run
+# whose framework is neither stated nor inferable - its host step is left out and it says so); "poptorch":
+# PopTorch's training loop as optimum-graphcore's IPUTrainer runs it (one call of the poptorch model per
+# device_iterations optimizer steps).  The ONE table: the run-config field's choices are HOST_FRAMEWORK_CHOICES.
+HOST_FRAMEWORKS = ("none", "popart", "tensorflow", "poptorch")
+HOST_FRAMEWORK_CHOICES = ("auto", *HOST_FRAMEWORKS)
+# The framework Graphcore's own published training runs of a model family used, for "auto" (each with its source);
+# a family not listed has no inferable framework ("unknown").
+HOST_FRAMEWORK_OF_MODEL = {
+    "bert": ("popart", "Graphcore's MLPerf Training BERT (v1.0 - v2.0) ran the PopART application "
+                       "(training_results_v1.1 Graphcore/benchmarks/bert/implementations/popart)"),
+    "resnet": ("tensorflow", "Graphcore's MLPerf Training ResNet-50 (v1.0 - v2.0) ran TensorFlow 1.15 "
+                             "(training_results_v1.1 Graphcore/benchmarks/resnet/implementations/tensorflow)"),
+}
+def resolve_host_framework(requested: str, model: str) -> tuple[str, str]:
+    """(the framework a run's host terms are costed with, how it was chosen): a stated framework as stated;
+    "auto" (the default) the framework Graphcore ran the model family with (``HOST_FRAMEWORK_OF_MODEL``), else
+    "unknown" (no host step: the run's throughput says so)."""
+    req = str(requested or "auto")
+    if req != "auto":
+        return req, "stated"
+    fam = str(model or "").lower()
+    for key, (fw, why) in HOST_FRAMEWORK_OF_MODEL.items():
+        if fam.startswith(key):
+            return fw, f"inferred from the model: {why}"
+    return "unknown", (f"not stated, and no published training run of a {fam or 'this'} model on IPUs names one: "
+                       "the host step loop is left out")
+
+
 # IPUs one host server drives in the measured systems (value and source: resources/devices/ipu-mk2.toml
 # emulator.ipus_per_host)
 IPUS_PER_HOST = 64
@@ -167,32 +195,38 @@ def input_bytes_per_sample(model: str, seq: int = 0, image: int = 0) -> int:
     normalises it), the label ignored.  Other models: 0 (synthetic data)."""
     if model == "bert":
         return 16 * int(seq)
+    if model == "gpt":  # input ids, attention mask and labels, int32 per token (poptorch streams int64 as int32)
+        return 12 * int(seq)
     if model in ("resnet", "resnet50", "conv"):
         return 3 * int(image) ** 2
     return 0
 
 
 def per_step_terms(em: dict, framework: str, ipus: int, input_bytes_per_step: float,
-                   ipu_step_seconds: float) -> dict[str, float]:
+                   ipu_step_seconds: float, device_iterations: int = 1) -> dict[str, float]:
     """Seconds an optimizer step pays outside the IPU clock domain, by name (added to the step's
     ``ipu_step_seconds``; ``schedule["per_step_terms"]``):
 
-    Framework "none" (the default of a plain emulation) models the IPUs alone: every term is 0.
+    Framework "none" models the IPUs alone: every term is 0.  Framework "unknown" (not stated, not inferable:
+    ``resolve_host_framework``) has no host step; the host-link input and the multi-host synchronisation, which no
+    framework's loop contains, are kept.
 
-    * ``host_step``: the framework's step loop (one ``engine.run`` / ``session.run`` per step with
-      ``batches_per_step`` 1: host-IPU sync, weight-update and stream callbacks); the device spec's
-      calibrated ``host_step_seconds_<framework>`` (0 for framework "none").
+    * ``host_step``: the framework's step loop (one ``engine.run`` / ``session.run`` / poptorch call per
+      ``device_iterations`` optimizer steps: host-IPU sync, weight-update and stream callbacks); the device
+      spec's calibrated ``host_step_seconds_<framework>`` per call (0 for framework "none"), shared by the
+      call's ``device_iterations`` steps.
     * ``host_input``: the step's input bytes over the host links (``host_link_bytes_per_s_per_ipu`` x
       IPUs), minus the IPU step it overlaps with (the data streams prefetch): 0 unless the link is slower
       than the IPUs.
     * ``multi_host``: a run past one host server (``ipus_per_host``) synchronises its hosts' processes every
       step: the device spec's calibrated ``multi_host_step_seconds`` per round, ``multi_host_rounds`` rounds
       (0 on one host)."""
-    if framework not in HOST_FRAMEWORKS:
+    if framework not in (*HOST_FRAMEWORKS, "unknown"):
         raise ValueError(f"host_framework must be one of {', '.join(HOST_FRAMEWORKS)}, got {framework!r}")
     if framework == "none":
         return {"host_step": 0.0, "host_input": 0.0, "multi_host": 0.0}
-    host = float(em.get(f"host_step_seconds_{framework}", 0.0))
+    host = (float(em.get(f"host_step_seconds_{framework}", 0.0)) / max(1, int(device_iterations))
+            if framework != "unknown" else 0.0)
     link = float(em.get("host_link_bytes_per_s_per_ipu", 0.0)) * max(1, int(ipus))
     xfer = float(input_bytes_per_step) / link if link > 0 else 0.0
     multi = float(em.get("multi_host_step_seconds", 0.0)) * multi_host_rounds(em, ipus)

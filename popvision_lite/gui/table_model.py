@@ -42,6 +42,26 @@ def _format_float(col: str, v: float) -> str:
     return format_number(v)
 
 
+class ShownCells:
+    """What each cell of a read-only model showed, by (row key, column, role).  Qt asks a view's model for every
+    visible cell on every paint, and a tab shown again is painted anew: a cell is formatted once, then looked up.
+    The owner clears it when its rows change (a new frame, a sort)."""
+
+    __slots__ = ("_cells",)
+
+    def __init__(self):
+        self._cells: dict[tuple, object] = {}
+
+    def get(self, row, index, role, compute):
+        """The value ``compute(index, role)`` gave for this cell and role, computed on the first call."""
+        key = (row, index.column(), int(getattr(role, "value", role)))
+        try:
+            return self._cells[key]
+        except KeyError:
+            v = self._cells[key] = compute(index, role)
+            return v
+
+
 class DataFrameModel(QAbstractTableModel):
     """Shows ``df``; columns named in ``byte_columns`` display as KiB/MiB but sort by value.
 
@@ -62,6 +82,7 @@ class DataFrameModel(QAbstractTableModel):
         # plain object arrays: ``data()`` is called per visible cell, and pandas/Arrow element
         # access costs ~100 us per call, which made a 200-row table take 0.3 s to lay out
         self._cols = [self._df[c].to_numpy(dtype=object) for c in self._df.columns]
+        self._shown = ShownCells()
 
     @property
     def df(self) -> pd.DataFrame:
@@ -82,6 +103,9 @@ class DataFrameModel(QAbstractTableModel):
     def data(self, index, role=Qt.DisplayRole):
         if not index.isValid():
             return None
+        return self._shown.get(index.row(), index, role, self._cell)
+
+    def _cell(self, index, role):
         col = self._df.columns[index.column()]
         v = self._cols[index.column()][index.row()]
         if role == Qt.DisplayRole:

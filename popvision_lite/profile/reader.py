@@ -56,6 +56,18 @@ def _import_h5():
     return h5py
 
 
+def _format_hint(e: Exception) -> str:
+    """What to do when this HDF5 library is older than the file format (HDF5 1.14 reading a profile that
+    HDF5 2.0 wrote with its newest messages: every profile written before decision 0201), else ''."""
+    import h5py
+
+    if "bad version number" not in str(e) or h5py.version.hdf5_version_tuple >= (2, 0, 0):
+        return ""
+    return (f"; the file uses a newer HDF5 file format than this h5py {h5py.version.version} (HDF5 "
+            f"{h5py.version.hdf5_version}) reads - profiles written by popvision-lite before decision 0201 need "
+            "HDF5 2.0: pip install 'h5py>=3.16'")
+
+
 class Profile:
     """One open profile file.  See docs/architecture.md for the API."""
 
@@ -93,7 +105,8 @@ class Profile:
             # chunks are read again (a scrolled window) is reopened with one (``_chunk_source``)
             self._f = h5py.File(p, "r", locking=False, rdcc_nbytes=0)
         except Exception as e:  # truncated / corrupt HDF5
-            raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})") from e
+            raise self._err(f"cannot open profile, the file is truncated or corrupt ({type(e).__name__}: {e})"
+                            + _format_hint(e)) from e
         # the chunk checks read the file HDF5 has open (its descriptor), not the path again: a writer may rename
         # another profile onto the path meanwhile (an atomic replace), and HDF5's chunk addresses are this file's
         fd = _vfd_handle(self._f)
@@ -114,14 +127,14 @@ class Profile:
         except Exception as e:  # h5py / HDF5 errors from damaged metadata
             self.close()
             raise self._err(f"cannot read the profile's structure, the file is corrupt "
-                            f"({type(e).__name__}: {e})") from e
+                            f"({type(e).__name__}: {e})" + _format_hint(e)) from e
 
     def _check_header(self) -> None:
         f = self._f
         try:
             attrs = dict(f.attrs)
         except Exception as e:
-            raise self._err(f"header attributes unreadable: {e}") from e
+            raise self._err(f"header attributes unreadable: {e}{_format_hint(e)}") from e
         fmt = _as_str(attrs.get("format"))
         if fmt != schema.FORMAT_NAME:
             raise self._err(f"not a popvision-lite profile (format attribute is {fmt!r}, "

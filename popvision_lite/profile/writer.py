@@ -7,8 +7,8 @@ Layout (see ``docs/profile-format.md``)::
     /arrays/<name>            dense arrays from schema.ARRAYS, chunked + compressed
     /summaries/s<S>_t<T>/{min,mean,max}   block summaries of step_tile_cycles
 
-HDF5 builds the whole file in memory (core driver, no backing store; the image is the
-compressed file).  The finished image is written with plain ``os.write`` calls to a temporary
+HDF5 builds the whole file in memory (a Python ``BytesIO``, closed by HDF5 before it is read, in the file
+format of HDF5 1.10-1.14 that every supported h5py reads: decision 0201; the image is the compressed file).  The finished image is written with plain ``os.write`` calls to a temporary
 file in the target folder, fsynced and moved into place with ``os.replace``, so a killed
 writer never leaves a file that looks valid at the target path, and a full disk or other I/O
 failure is a Python ``OSError`` (-> ProfileError naming the path), never a failure inside HDF5.  Step x tile arrays are streamed in batches of steps,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 from pathlib import Path
@@ -59,10 +60,14 @@ STORED_ROWS = schema.STORED_ROWS
 AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
 
-# In-memory HDF5 image: the core driver grows its buffer by CORE_BLOCK bytes; the finished image goes to
-# disk in os.write calls of WRITE_CHUNK bytes (see docs/decisions/0001-profile-format.md, "Write path").
-CORE_BLOCK = 4 << 20
+# In-memory HDF5 image (a BytesIO); the finished image goes to disk in os.write calls of WRITE_CHUNK bytes (see
+# docs/decisions/0001-profile-format.md, "Write path", and 0201).
 WRITE_CHUNK = 8 << 20
+# Oldest and newest HDF5 file format the writer uses: objects as HDF5 1.10 writes them (version 2 B-tree / fixed
+# and extensible array chunk indexes, compact headers), nothing newer than HDF5 1.14 reads, so the HDF5 1.14 that
+# h5py 3.10 (the floor in pyproject.toml) bundles opens every profile (HDF5 2.0's "latest" datatype and layout
+# messages it cannot): decision 0201.
+LIBVER = ("v110", "v114")
 
 # Blosc codec and level for bulk arrays ("cname-level"); see docs/decisions/0001-profile-format.md.
 COMPRESSION = "lz4-5"
@@ -408,12 +413,14 @@ def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:
         _write_table(tables, name, df, path, comp)
 
 
-def _file_image(tmp: Path, path, data: schema.ProfileData, summary_levels, step_chunk: int, tile_chunk: int,
-                compression: str | None, progress):
-    """The whole profile as an HDF5 file image in memory (core driver, no backing store): the image is named
-    after the unique temp file only so two writes never share an HDF5 file name."""
+def _file_image(path, data: schema.ProfileData, summary_levels, step_chunk: int, tile_chunk: int,
+                compression: str | None, progress) -> memoryview:
+    """The whole profile as an HDF5 file image in memory: a BytesIO that HDF5 writes through h5py's file-object
+    driver and closes like a file on disk, so the image is a finished file (the core driver's
+    ``get_file_image`` of a file still open gives HDF5 1.14 a superblock whose checksum fails: decision 0201)."""
     comp = _compression(compression)
-    with h5py.File(tmp, "w", driver="core", backing_store=False, block_size=CORE_BLOCK, libver="latest") as f:
+    buf = io.BytesIO()
+    with h5py.File(buf, "w", libver=LIBVER) as f:
         _write_header(f, data)
         writer = _StepTileWriter(f, data, summary_levels, step_chunk, tile_chunk, comp)
         n_steps = writer.n_steps
@@ -428,8 +435,7 @@ def _file_image(tmp: Path, path, data: schema.ProfileData, summary_levels, step_
         writer.finish(comp)
         _write_tables(f, path, data, writer.agg, comp)
         f.attrs["complete"] = True
-        f.flush()  # get_file_image alone misses dirty metadata (HDF5 2.0: "bad object header version")
-        return f.id.get_file_image()  # a copy: the core buffer is freed when f closes
+    return buf.getbuffer()  # no copy; the buffer is freed with the last reference to the view
 
 
 def _fsync_folder(folder) -> None:
@@ -476,8 +482,9 @@ def write_profile(path, data: schema.ProfileData, *, summary_levels=SUMMARY_LEVE
     ok = False
     image = None
     try:
-        image = _file_image(tmp, path, data, summary_levels, step_chunk, tc, compression, progress)
+        image = _file_image(path, data, summary_levels, step_chunk, tc, compression, progress)
         _write_image(fd, image)
+        image.release()
         image = None
         fd, locked = -1, fd
         replace_locked(locked, tmp, path)  # closes it, renamed or not

@@ -16,6 +16,11 @@
   start a process per point (``choose_isolation``).
 * Resume: a point whose ``rows/<key>.json`` holds its config hash with status ok and whose profile exists
   is not run again.  One sweep at a time per folder (``folder.FolderLock``).
+* The folder stays inside itself (``confined``, decision 0210): its own files are regular files and its
+  sub-folders real folders, or the sweep is refused (exit 2) before anything is written; a row is read through
+  the ``input_files`` door (no link, bounded size, a FIFO never blocks) and checked like a new row
+  (``results.check_row``); its profile must be ``profiles/<key>.pvl`` of its own point, a regular file reached
+  without a link.  A row that fails is not resumed: its point runs again.
 * Cancel (``should_cancel()`` true, or KeyboardInterrupt): the run is marked cancelled in the folder first,
   so from then on no point commits a row (``folder.commit``); points not yet running are dropped; with
   process isolation the workers stop their points' processes and the client waits for that
@@ -26,7 +31,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -37,7 +41,7 @@ from pathlib import Path
 
 from popvision_lite.emulator.progress import eta_text
 from popvision_lite.errors import ConfigError
-from popvision_lite.sweep import folder
+from popvision_lite.sweep import confined, folder
 from popvision_lite.sweep import point as pt
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.grid import Point
@@ -212,42 +216,82 @@ def connect(address: str, timeout: float = 10.0):
                           f"within {timeout:g} s ({type(e).__name__}: {e})") from None
 
 
-def resumable_row(out_dir, p: Point) -> dict | None:
-    """The stored row of ``p`` when the point need not run again: its row names the same config hash,
-    finished ok, and its profile exists."""
-    path = pt.row_path(out_dir, p.key)
+OWN_FILES = (folder.LOCK, folder.RUN, folder.COMMIT_LOCK, res.RESULTS, res.META)
+OWN_FOLDERS = (pt.PROFILES, pt.ROWS)
+
+
+def check_folder(out_dir) -> None:
+    """Refuse (FolderError, exit 2) a sweep folder whose own files are not regular files or whose ``profiles`` /
+    ``rows`` are not real folders (a link, a FIFO, a device ...), before the sweep writes anything."""
+    confined.check_entries(out_dir, OWN_FILES, OWN_FOLDERS)
+
+
+def read_row(out_dir, key: str) -> tuple[dict | None, str]:
+    """(the row stored for point ``key``, "") or (None, why not): absent, not a regular file, over its size bound,
+    not JSON, or a row that fails ``results.check_row``."""
+    from popvision_lite import input_files
+
+    name = f"{key}.json"
     try:
-        row = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with confined.folder_fd(out_dir, pt.ROWS, create=False) as fd:
+            data = confined.read_small(fd, name, "sweep_row", Path(out_dir) / pt.ROWS)
+        if data is None:
+            return None, ""
+        row = input_files.parse_json(data, f"{pt.ROWS}/{name}", lambda problem: ConfigError(f"{pt.ROWS}/{name}: {problem}"),
+                                     allow_nan=True)
+    except ConfigError as e:
+        return None, str(e)
+    problem = res.check_row(row)
+    return (None, f"{pt.ROWS}/{name}: {problem}") if problem else (row, "")
+
+
+def resumable_row(out_dir, p: Point, notes: list[str] | None = None) -> dict | None:
+    """The stored row of ``p`` when the point need not run again: a valid row (``read_row``) naming the same
+    config hash, finished ok, whose profile is ``profiles/<key>.pvl`` and exists as a regular file.  The row's
+    point fields are ``p``'s own (its grid values, never the file's).  ``notes`` gets why a row that is there
+    was not taken."""
+    row, why = read_row(out_dir, p.key)
+    if row is None:
+        if why and notes is not None:
+            notes.append(f"point {p.index}: stored row not resumed, the point runs again ({why})")
         return None
-    if not isinstance(row, dict) or row.get("config_hash") != p.config_hash or row.get("status") != "ok":
+    if row.get("config_hash") != p.config_hash or row.get("status") != "ok":
         return None
-    if not (Path(out_dir) / str(row.get("profile", ""))).is_file() or not row.get("profile"):
+    if row.get("profile") != pt.profile_relpath(p.key) or not confined.exists_inside(out_dir, row["profile"]):
+        if notes is not None and row.get("profile") != pt.profile_relpath(p.key):
+            notes.append(f"point {p.index}: stored row names profile {str(row.get('profile'))[:80]!r}, not "
+                         f"{pt.profile_relpath(p.key)!r}; the point runs again")
         return None
-    return row
+    return row | pt.base_row(p.spec, p.config_hash, p.key)
 
 
 def remove_temp_files(out_dir) -> int:
-    """Remove temp files a killed writer left (``.NAME.*.tmp``) in the sweep folder."""
+    """Remove temp files a killed writer left (``.NAME.*.tmp``, regular files only) in the sweep folder and its
+    ``profiles`` / ``rows`` (never through a link: a sub-folder that is not a real folder is left alone)."""
     n = 0
-    for sub in ("", pt.PROFILES, pt.ROWS):
-        folder = Path(out_dir) / sub
-        if not folder.is_dir():
+    for sub in (None, pt.PROFILES, pt.ROWS):
+        try:
+            with confined.folder_fd(out_dir, sub, create=False) as fd:
+                n += confined.remove_temps(fd)
+        except ConfigError:
             continue
-        for f in folder.glob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                f.unlink()
-                n += 1
     return n
 
 
 def stored_row(out_dir, p: Point) -> dict | None:
-    """The row a worker wrote for ``p`` (any status), when it names ``p``'s config hash."""
-    try:
-        row = json.loads(pt.row_path(out_dir, p.key).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """The row a worker wrote for ``p`` (any status), when it is a valid row naming ``p``'s config hash."""
+    row, _ = read_row(out_dir, p.key)
+    if row is None or row.get("config_hash") != p.config_hash:
         return None
-    return row if isinstance(row, dict) and row.get("config_hash") == p.config_hash else None
+    if row.get("status") == "ok" and row.get("profile") != pt.profile_relpath(p.key):
+        return None
+    return row | pt.base_row(p.spec, p.config_hash, p.key)
+
+
+def checked_row(row, p: Point) -> dict:
+    """A row a worker sent back, through the same checks as a resumed one (``results.check_row``)."""
+    problem = res.check_row(row)
+    return _failed_row(p, f"the point's row is not valid: {problem}") if problem else row
 
 
 def _is_killed_worker(exc) -> bool:
@@ -361,6 +405,7 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
     existed = out.is_dir()
     before = set(os.listdir(out)) if existed else set()
     out.mkdir(parents=True, exist_ok=True)
+    check_folder(out)
     lock = folder.FolderLock(out).acquire()
     refused = False
     try:
@@ -395,8 +440,9 @@ def _remove_what_a_refused_sweep_made(out: Path, before: set[str], existed: bool
 def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
                 point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify,
                 on_dashboard=None) -> Outcome:
-    (out / pt.PROFILES).mkdir(exist_ok=True)
-    (out / pt.ROWS).mkdir(exist_ok=True)
+    for sub in (pt.PROFILES, pt.ROWS):  # created, or refused when not a real folder (a link out of the folder)
+        with confined.folder_fd(out, sub):
+            pass
     remove_temp_files(out)
     if meta is None:
         grid: dict[str, list] = {n: [] for n in grid_names}
@@ -410,12 +456,14 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
     rows: dict[int, dict] = {}
     todo: list[Point] = []
     for p in points:
-        row = resumable_row(out, p) if resume else None
+        row = resumable_row(out, p, o.notes) if resume else None
         if row is not None:
             rows[p.index] = row | {"point": p.index}
             o.resumed += 1
         else:
             todo.append(p)
+    for note in o.notes:
+        notify(note)
     total = len(points)
 
     write_cost = [0.0]
@@ -507,7 +555,7 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
                     raise KeyboardInterrupt  # back from disk below
                 _, p = futures.pop(f.key)
                 if f.status == "finished":
-                    row = f.result()
+                    row = checked_row(f.result(), p)
                 elif f.status == "cancelled":
                     continue
                 elif f.status == "lost":

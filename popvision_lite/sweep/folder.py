@@ -12,6 +12,11 @@
 
 Locks are ``fcntl.flock`` locks (on NFS, Linux maps them to byte-range locks that the server enforces).
 Where there is no ``fcntl`` (Windows) the locks are no-ops and only the run file is checked.
+
+Every one of these files is opened through ``confined`` (decision 0210): relative to the folder's descriptor,
+never through a link, a regular file or refused (a planted ``.sweep.lock`` link to someone's file is refused
+with exit 2 and the file is left as it was; a FIFO never blocks), and the holder text read from a lock file
+is made safe to print (``terminal_text``).
 """
 
 from __future__ import annotations
@@ -23,11 +28,15 @@ import uuid
 from pathlib import Path
 
 from popvision_lite.errors import ConfigError
+from popvision_lite.sweep import confined
+from popvision_lite.terminal import terminal_text
 
 LOCK = ".sweep.lock"
 RUN = ".sweep-run"
 COMMIT_LOCK = ".commit.lock"
 CANCELLED = "cancelled "
+RUN_MAX_BYTES = 256  # the run file holds a run id (32 hex digits), maybe after "cancelled "
+HOLDER_MAX_BYTES = 200  # what is shown of a lock's holder ("pid N on HOST")
 
 try:
     import fcntl
@@ -39,22 +48,25 @@ class FolderLock:
     """The exclusive right to run a sweep into ``folder``; ConfigError naming the holder when taken."""
 
     def __init__(self, folder):
-        self.path = Path(folder) / LOCK
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK
         self._fd: int | None = None
 
     def acquire(self) -> FolderLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        with confined.folder_fd(self.folder) as dfd:
+            fd = confined.open_lock(dfd, LOCK, self.folder, write=True)
         if fcntl is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 try:
-                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown process"
+                    raw = os.pread(fd, HOLDER_MAX_BYTES, 0).decode("utf-8", "replace").strip()
                 finally:
                     os.close(fd)
-                raise ConfigError(f"argument -o/--output: another sweep is running into {self.path.parent} "
-                                  f"({holder}); wait for it to finish or cancel it, then run this command "
-                                  "again (finished points are resumed)") from None
+                holder = terminal_text(raw) or "unknown process"
+                raise ConfigError(f"argument -o/--output: another sweep is running into "
+                                  f"{terminal_text(self.path.parent)} ({holder}); wait for it to finish or cancel "
+                                  "it, then run this command again (finished points are resumed)") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         self._fd = fd
@@ -76,7 +88,8 @@ class FolderLock:
 
 @contextlib.contextmanager
 def _commit_lock(folder, exclusive: bool):
-    fd = os.open(Path(folder) / COMMIT_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    with confined.folder_fd(folder) as dfd:
+        fd = confined.open_lock(dfd, COMMIT_LOCK, folder)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -86,10 +99,8 @@ def _commit_lock(folder, exclusive: bool):
 
 
 def _write_run(folder, text: str) -> None:
-    from popvision_lite.atomic_io import atomic_text
-
-    with atomic_text(Path(folder) / RUN) as fh:
-        fh.write(text)
+    with confined.folder_fd(folder) as dfd:
+        confined.write_atomic(dfd, RUN, text.encode("utf-8"), folder)
 
 
 def start_run(folder) -> str:
@@ -111,9 +122,11 @@ def is_current(folder, run_id: str | None) -> bool:
     if run_id is None:
         return True
     try:
-        return (Path(folder) / RUN).read_text(encoding="utf-8") == run_id
-    except OSError:
+        with confined.folder_fd(folder) as dfd:
+            data = confined.read_small(dfd, RUN, "sweep_row", folder, max_bytes=RUN_MAX_BYTES)
+    except ConfigError:  # a FIFO, a link, a device or a long file there: no run of ours is current
         return False
+    return data is not None and data == run_id.encode("utf-8")
 
 
 @contextlib.contextmanager

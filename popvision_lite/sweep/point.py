@@ -6,7 +6,9 @@ process (segfault, out of memory) is turned into a failed row by the client (``e
 
 Files, all written atomically (temp file + rename), in the sweep folder:
 ``profiles/<key>.pvl`` then ``rows/<key>.json`` (the row names its config hash; resume trusts a point
-only when both exist and the hash matches).
+only when both exist and the hash matches).  ``profiles`` and ``rows`` must be real folders (``confined``: a
+link out of the sweep folder fails the point, naming it); the commit renames and writes through their
+descriptors, so nothing lands outside the folder.
 
 ``run_point_isolated`` runs a point in its own process forked from a fork server that has the emulator
 imported (the ``--isolate process`` mode).  ``python -m popvision_lite.sweep.point SPEC_JSON OUT_DIR HASH
@@ -37,8 +39,9 @@ def profile_relpath(key: str) -> str:
     return f"{PROFILES}/{key}.pvl"
 
 
-def row_path(out_dir, key: str) -> Path:
-    return Path(out_dir) / ROWS / f"{key}.json"
+def row_name(key: str) -> str:
+    """The name of point ``key``'s row in ``rows/``."""
+    return f"{key}.json"
 
 
 def price_per_chip_hour(device: str) -> tuple[float | None, str]:
@@ -101,13 +104,6 @@ def metrics(run, device: str, profile_path) -> dict:
     )
 
 
-def _write_json_atomic(path: Path, obj: dict) -> None:
-    from popvision_lite.atomic_io import atomic_text
-
-    with atomic_text(path) as fh:
-        json.dump(obj, fh, default=_json_default)
-
-
 def _json_default(o):
     if hasattr(o, "item"):  # numpy scalars
         return o.item()
@@ -131,7 +127,7 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
     ``point_fn(spec, profile_path) -> RunResult`` replaces the emulation (tests, benchmarks).  ``run_id``: the
     sweep run this point belongs to; once that run is cancelled (``folder.cancel_run``) the point writes
     nothing and returns a row with status "cancelled" (``None``: always write)."""
-    from popvision_lite.sweep import folder
+    from popvision_lite.sweep import confined, folder
 
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -145,8 +141,9 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
         if not out.is_dir():
             raise FileNotFoundError(f"sweep folder {out_dir} is not visible on worker host {socket.gethostname()}; "
                                     "with --scheduler the folder must be a path every worker shares")
-        (out / PROFILES).mkdir(exist_ok=True)
-        (out / ROWS).mkdir(exist_ok=True)
+        for sub in (PROFILES, ROWS):  # real folders inside the sweep folder, or the point fails naming them
+            with confined.folder_fd(out, sub):
+                pass
         rel = profile_relpath(key)
         run = (point_fn or emulate)(spec, str(staged))
         # every resolved model field (defaults included); 'model' stays the name given (bert-base, not bert)
@@ -163,13 +160,15 @@ def run_point(spec: dict, out_dir: str, config_hash: str, key: str, point_fn=Non
                 row.update(status=CANCELLED, error="the sweep was cancelled while this point ran", profile="")
             else:
                 if row["status"] == "ok":
-                    os.replace(staged, out / row["profile"])
-                _write_json_atomic(row_path(out, key), row)
+                    with confined.folder_fd(out, PROFILES, create=False) as pfd:
+                        os.replace(staged.name, f"{key}.pvl", src_dir_fd=pfd, dst_dir_fd=pfd)
+                with confined.folder_fd(out, ROWS, create=False) as rfd:
+                    confined.write_atomic(rfd, row_name(key), json.dumps(row, default=_json_default).encode(), out)
     except Exception as e:  # noqa: BLE001
         row.update(status="failed", error=f"{row['error']}; row not written: {_message(e)}".lstrip("; "))
     finally:
-        with contextlib.suppress(OSError):
-            staged.unlink()
+        with contextlib.suppress(Exception), confined.folder_fd(out, PROFILES, create=False) as pfd:
+            os.unlink(staged.name, dir_fd=pfd)
     return row
 
 

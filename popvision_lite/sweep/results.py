@@ -14,6 +14,7 @@ points no other point beats on both throughput and cost.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -122,16 +123,18 @@ def read_results(path) -> pd.DataFrame:
     """The results of a sweep as the views read them: numbers as float64 (NaN for a failed point), text as
     text, ``fits`` and ``timing_only`` as nullable booleans; see :func:`open_sweep` for the rest."""
     p = Path(path)
-    if p.is_dir():
+    in_folder = p.is_dir()  # the folder is the trust boundary: its sweep.csv is not followed out of it
+    if in_folder:
         p = p / RESULTS
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         raise ProfileError(p, "no such sweep results file (popvision-lite sweep writes <folder>/sweep.csv)")
     import io
 
     from popvision_lite import input_files
 
     # a regular file within the CSV limit (a FIFO named sweep.csv would block the reader for ever)
-    data = input_files.read_bytes(p, "csv", "sweep results file", error=lambda problem: ProfileError(p, problem))
+    data = input_files.read_bytes(p, "csv", "sweep results file", error=lambda problem: ProfileError(p, problem),
+                                  follow_links=not in_folder)
     try:
         df = pd.read_csv(io.BytesIO(data), keep_default_na=True)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
@@ -163,9 +166,10 @@ def read_results(path) -> pd.DataFrame:
     df.attrs["path"] = str(p.resolve())
     df.attrs["folder"] = str(folder)
     meta = p.parent / META
-    if meta.is_file():
+    if meta.is_file() and not meta.is_symlink():
         try:
-            m = input_files.read_json(meta, "sweep_meta", "sweep metadata")
+            data = input_files.read_bytes(meta, "sweep_meta", "sweep metadata", follow_links=False)
+            m = input_files.parse_json(data, "sweep metadata", lambda problem: ConfigError(f"{meta}: {problem}"))
             df.attrs["grid"] = m.get("grid", {})
             df.attrs["base"] = m.get("base", {})
         except (ConfigError, AttributeError):  # the table is usable without it
@@ -176,6 +180,72 @@ def read_results(path) -> pd.DataFrame:
 NUMBER_COLUMNS = ("point", "chips", "peak_tile_memory_pct", "peak_tile", "samples_per_second", "total_cycles",
                   "step_seconds", "compute_share", "exchange_share", "sync_share", "stream_copy_share",
                   "usd_per_chip_hour", "cost_per_1m_samples_usd")
+
+
+MAX_ROW_KEYS = 512  # a row holds ~60 fields (config fields, metrics, tail)
+MAX_ROW_TEXT = 4096  # characters of one text value (an error message is the longest, a few hundred)
+MAX_ROW_LIST = 1024  # entries of a list-valued config field (layer_split: one per IPU)
+MAX_ROW_NUMBER = 2.0 ** 63  # beyond any count, byte, cycle or price a row holds
+ROW_NUMBERS = (*NUMBER_COLUMNS, "wall_seconds", "cpu_seconds", "pid")
+ROW_FLAGS = ("fits", "timing_only")
+ROW_STATUSES = ("ok", "failed", "cancelled")
+
+
+def _scalar(x) -> bool:
+    if isinstance(x, str):
+        return len(x) <= 64
+    if isinstance(x, float):
+        return math.isfinite(x)
+    return isinstance(x, bool | int) and abs(x) <= MAX_ROW_NUMBER
+
+
+def _cell_problem(key: str, v) -> str | None:
+    if v is None:
+        return None
+    if key in ROW_FLAGS:
+        return None if isinstance(v, bool) else f"{key!r} is {str(v)[:40]!r}, not true or false"
+    if key in ROW_NUMBERS:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return f"{key!r} is {str(v)[:40]!r}, not a number"
+        if isinstance(v, float) and math.isnan(v):  # a missing number (no price, no throughput)
+            return None
+        if not (isinstance(v, int) or math.isfinite(v)) or abs(v) > MAX_ROW_NUMBER:
+            return f"{key!r} is {str(v)[:40]!r}, not a finite number below 2^63"
+        return None
+    if isinstance(v, str):
+        return None if len(v) <= MAX_ROW_TEXT else f"{key!r} holds {len(v):,} characters (at most {MAX_ROW_TEXT:,})"
+    if isinstance(v, bool | int | float):
+        return None if _scalar(v) else f"{key!r} is {str(v)[:40]!r}, not a finite number below 2^63"
+    if isinstance(v, list):
+        if len(v) > MAX_ROW_LIST:
+            return f"{key!r} lists {len(v):,} values (at most {MAX_ROW_LIST:,})"
+        for x in v:
+            items = x if isinstance(x, list) and len(x) <= 8 else [x]  # a pair per IPU, e.g. (attention, FFN)
+            if not all(_scalar(y) for y in items):
+                return f"{key!r} holds {str(x)[:40]!r}, not a config value"
+        return None
+    return f"{key!r} is a {type(v).__name__}, not a table cell"
+
+
+def check_row(row) -> str | None:
+    """The problem with a point's results row, or None when it is a valid row.  Every row goes through this
+    before it reaches the table: a row a worker sends back and a ``rows/<key>.json`` read on resume (which
+    may be anyone's file).  A row is a JSON object of at most MAX_ROW_KEYS text keys; the number columns hold
+    finite numbers below 2^63 (or NaN / nothing: a missing value), the flags true or false, text at most
+    MAX_ROW_TEXT characters, config values scalars or short lists of them; ``status`` is one of ROW_STATUSES."""
+    if not isinstance(row, dict):
+        return f"a row is a JSON object, not a {type(row).__name__}"
+    if len(row) > MAX_ROW_KEYS:
+        return f"{len(row):,} fields (at most {MAX_ROW_KEYS})"
+    for k, v in row.items():
+        if not isinstance(k, str) or not 0 < len(k) <= 64:
+            return f"field name {str(k)[:40]!r} is not a name of at most 64 characters"
+        problem = _cell_problem(k, v)
+        if problem:
+            return problem
+    if row.get("status") not in ROW_STATUSES:
+        return f"'status' is {str(row.get('status'))[:40]!r}, not one of {', '.join(ROW_STATUSES)}"
+    return None
 
 
 def _check_numbers(df: pd.DataFrame, p: Path) -> None:

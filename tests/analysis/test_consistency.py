@@ -175,7 +175,13 @@ def test_pod_shaped_run_counts_its_16_ipus_and_its_steady_state(pod_shaped):
         D, G = sch["pipeline_depth"], sch["grad_accum"]
         assert steady["runs_per_step"] == G - (2 * D - 2) and steady["stored_runs"] == 1
         assert steady["cycles"] == sch["steady_cycles_per_microbatch"] and steady["first_step"] >= 0
-        assert rt.step_cycles == sch["step_cycles"] == p.run["total_cycles"]
+        # the step: the IPUs' cycles, then the host's per-step terms (PopART's loop, inferred from the model) as
+        # phases of their own at the IPU clock
+        terms = sch["per_step_terms"]
+        assert sch["host_framework"] == "popart" and terms["host_step"] > 0
+        assert sch["step_cycles"] == p.run["total_cycles"]
+        assert rt.step_cycles == pytest.approx(sch["step_cycles"] + sum(terms.values()) * rt.clock_hz, abs=len(terms))
+        assert {k for k, v in terms.items() if v > 0} <= set(rt.phases["name"])
         assert {"all-reduce", "optimizer", "stream in", "stream out"} <= set(rt.phases["name"])
         # the all-reduce and stream steps say what they move: each IPU's gradients over the IPU-Links (in and
         # out), its optimizer-state shard from DDR (in) and back (out)

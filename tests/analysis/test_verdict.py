@@ -37,9 +37,12 @@ def test_bert_tiny_no_longer_claims_the_bound(tiny):
     v = verdict(tiny)
     assert v.ipu.samples_per_second == pytest.approx(tiny.run["samples_per_second"])
     assert "emulated" in v.ipu.basis
-    # the bound is ~15x the IPU; the estimate is not, and the bound is reported as such
-    assert v.gpu_bound_samples_per_second > 10 * v.ipu.samples_per_second
-    assert v.gpu.samples_per_second < v.ipu.samples_per_second
+    # the IPU step includes PopART's host step loop (inferred from the model: Graphcore ran BERT with PopART),
+    # which a 4-sample step cannot hide; said in the IPU's basis of the run
+    host = tiny.run["schedule"]["per_step_terms"]["host_step"]
+    assert tiny.run["schedule"]["host_framework"] == "popart" and host > 0.1
+    assert v.ipu.samples_per_second == pytest.approx(4 / (tiny.run["schedule"]["ipu_step_seconds"] + host))
+    # the bound is not the verdict: the estimate is far below it, and the bound is reported as such
     assert v.gpu.samples_per_second < v.gpu_bound_samples_per_second / 10
     assert "kernel launches" in v.gpu.bound_by
     text = v.text()
@@ -73,7 +76,7 @@ def test_pipeline_profile_and_missing_gpu_price():
         assert v.price_notes() == [
             "IPU Mk2 (GC200) has no published price of its own: costed at the Bow IPU's $1.67 per chip-hour.",
             "NVIDIA H100 SXM 80GB has no published price: no cost is given for it."]
-        assert any("all-reduce" in n for n in v.notes)
+        assert any(n.startswith("data parallel") for n in v.notes)
         with pytest.raises(ConfigError):
             verdict(p, gpus=0)
         with pytest.raises(ConfigError):
@@ -90,10 +93,17 @@ def test_new_profile_keys_are_used(tiny):
     assert v.ipu.samples_per_second == 1234.5 and "schedule" in v.ipu.basis
     assert v.ipu.chips == 2                     # 2 replicas x the target's 1 IPU
     e = v.gpu_estimate
-    # 16 samples per GPU per step: the GPU runs them as one pass (the largest fitting multiple of the IPU's 4)
-    assert e.samples_per_step == 32 and e.micro_batch == 16 and e.passes_per_step == pytest.approx(1)
-    e4 = verdict(Shim(), gpus=2, gpu_micro_batch=4).gpu_estimate
-    assert e4.passes_per_step == pytest.approx(4) and e4.step_time_s > e.step_time_s  # more launches, smaller GEMMs
+    # the GPUs' own placement (searched): the step keeps its 32 samples, in whole micro-batches; data parallel over
+    # both GPUs, 16 samples each run as one pass (the largest fitting multiple of the IPU's 4), unless splitting
+    # the layers is faster
+    pl = e.placement
+    assert e.samples_per_step == 32 and pl.gpus == 2 and float(e.micro_batch).is_integer()
+    assert pl.dp * e.micro_batch * e.passes_per_step == pytest.approx(32)
+    d = verdict(Shim(), gpus=2, gpu_tp=1, gpu_pp=1).gpu_estimate
+    assert d.micro_batch == 16 and d.passes_per_step == pytest.approx(1)
+    e4 = verdict(Shim(), gpus=2, gpu_tp=1, gpu_micro_batch=4).gpu_estimate
+    assert e4.passes_per_step == pytest.approx(4) and e4.step_time_s > d.step_time_s  # more launches, smaller GEMMs
+    assert e.step_time_s <= d.step_time_s         # the search keeps the fastest placement that fits
 
 
 def test_cli_and_api(tiny, capsys):
@@ -161,11 +171,15 @@ def test_transformer_activations_as_a_gpu_framework_keeps_them_fit_nvidias_micro
     assert transformer_activation_bytes_per_sample(dict(model="bert-large", hidden=1024, heads=16, seq=512,
                                                         layers=24, packing=2.0)) == per_seq
     assert transformer_activation_bytes_per_sample(dict(model="resnet50", layers=50)) is None
-    a100 = verdict(_bert_large_shim(tiny, 448), gpus=8, gpu_micro_batch=56)          # NVIDIA's DGX A100 run
-    h100 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpus=8, gpu_micro_batch=96)   # DGX H100 v3.0
+    # NVIDIA's DGX A100 and DGX H100 v3.0 runs: data parallel over 8 GPUs; the verdict's fused attention
+    # (FlashAttention) keeps no score matrices: 34 s h per layer
+    kw = dict(gpus=8, gpu_tp=1, gpu_pp=1)
+    a100 = verdict(_bert_large_shim(tiny, 448), gpu_micro_batch=56, **kw)
+    h100 = verdict(_bert_large_shim(tiny, 768), gpu="h100-sxm", gpu_micro_batch=96, **kw)
+    flash = 24 * 34 * 256 * 1024
     for v, mb in ((a100, 56), (h100, 96)):
         m = v.gpu_estimate.memory
-        assert v.gpu_estimate.micro_batch == mb and m["activation_bytes"] == pytest.approx(mb * per_seq)
+        assert v.gpu_estimate.micro_batch == mb and m["activation_bytes"] == pytest.approx(mb * flash)
         assert m["fits"] and m["total_bytes"] < 0.6 * m["capacity_bytes"]
     assert any("Korthikanti" in n for n in a100.notes)
     assert any(n.startswith("GPU achievable fraction per op kind") for n in a100.notes)
@@ -193,8 +207,10 @@ def test_gpu_precision_fp8_where_the_gpu_has_the_rate(tiny):
     assert h8.gpu_estimate.memory["weights_bytes"] == h16.gpu_estimate.memory["weights_bytes"]
     with pytest.raises(ConfigError, match="no FP8 rate"):
         verdict(tiny, gpu="a100-80gb", gpu_precision="fp8")
-    with pytest.raises(ConfigError, match="choose fp8"):
+    with pytest.raises(ConfigError, match="choose fp32, fp16, bf16, fp8"):
         verdict(tiny, gpu_precision="int4")
+    with pytest.raises(ConfigError, match="disagree"):
+        verdict(tiny, gpu_precision="fp16", precision="bf16")
 
 
 def test_report_and_export_carry_the_verdict(tmp_path):

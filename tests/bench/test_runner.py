@@ -21,7 +21,7 @@ def test_every_bench_script_is_listed_with_quick_args():
 
 
 def test_runner_writes_report_and_keeps_other_scripts_sections(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "bench", "trace_load_peer", "--quick", "--report-dir", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "bench", "trace_load_peer", "--quick", "--write-doc", "--report-dir", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads((tmp_path / "performance-results.json").read_text())
@@ -45,7 +45,17 @@ def test_runner_writes_report_and_keeps_other_scripts_sections(tmp_path):
 
 
 def test_unknown_script_is_exit_2():
-    assert runner.main(["nope", "--no-report"]) == 2
+    assert runner.main(["nope"]) == 2
+
+
+def test_runner_writes_no_report_without_write_doc(tmp_path):
+    """A run checks and prints; only --write-doc touches the recorded report (a run on another machine or of a
+    change in progress leaves the numbers alone)."""
+    out = subprocess.run([sys.executable, "-m", "bench", "trace_load_peer", "--quick", "--report-dir", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "trace_load_peer" in out.stdout
+    assert not list(tmp_path.iterdir())
 
 
 def test_failing_script_is_reported(tmp_path, monkeypatch):

@@ -46,8 +46,6 @@ def test_split_k_fills_the_gpu_for_weight_gradients():
     assert short.occupancy == pytest.approx(1 / 108)
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / ".." / "shared" / "validation" / "mlperf_training.csv")
-                    .exists(), reason="shared/validation not beside the repo (the measured rows live there)")
 def test_ipu_side_uses_the_measured_pod16_rows():
     cases = vc.pod16_cases()   # the rows `popvision-lite validate` emulates, nothing emulated here
     assert set(cases) == {"bert", "resnet"}

@@ -43,7 +43,7 @@ def test_a_pipelined_runs_split_is_the_one_info_prints(tmp_path, capsys):
     out = tmp_path / "pipe.pvl"
     rc = main(["emulate", "bert-tiny", "--layers", "4", "--batch", "4", "--seq", "64", "--ipus", "4", "--replicas",
                "2", "--pipeline-stages", "2", "--grad-accum", "16", "--optimizer", "lamb", "--optimizer-state",
-               "offchip", "--timing-only", "-q", "-o", str(out)])
+               "offchip", "--host-framework", "none", "--timing-only", "-q", "-o", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     line = next(x for x in text.splitlines() if x.startswith("time split"))
@@ -64,6 +64,20 @@ def test_a_pipelined_runs_split_is_the_one_info_prints(tmp_path, capsys):
     stored_stream = dur[steps["kind"].to_numpy() == schema.STEP_KIND_CODE["stream_copy"]].sum() / dur.sum()
     assert PART_OF_KIND["stream_copy"] == "stream" and stored_stream > rt.part_share["stream"] + 0.3
     assert 0.3 < rt.part_share["stream"] < 0.6 and np.isclose(sum(rt.part_share.values()), 1.0)
+
+
+def test_a_pipelined_inference_run_is_not_labelled_an_optimizer_step(tmp_path, capsys):
+    """Issue 47: ``emulate bert-base --inference`` printed its cycles as "(one optimizer step)"; an inference run
+    has no optimizer: both the cycles line and the time split say "one inference step"."""
+    out = tmp_path / "inf.pvl"
+    rc = main(["emulate", "bert-tiny", "--layers", "2", "--batch", "2", "--seq", "16", "--inference", "--timing-only",
+               "-q", "-o", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "optimizer step" not in text
+    assert "(one inference step)" in next(x for x in text.splitlines() if x.startswith("total cycles:"))
+    assert next(x for x in text.splitlines() if x.startswith("time split")).startswith(
+        "time split of one inference step")
 
 
 def test_progress_bar_on_stderr(tmp_path, capsys):

@@ -54,3 +54,25 @@ def test_no_display_is_a_clear_exit_2(monkeypatch, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "no display" in err and "popvision-lite export" in err
+
+
+def test_version_without_a_display_and_as_a_module(monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    import pytest
+
+    from popvision_lite import __version__
+
+    with pytest.raises(SystemExit) as e:
+        _gui_main(monkeypatch, ["--version"], {})  # no display needed, no window
+    assert e.value.code == 0
+    line = capsys.readouterr().out
+    assert line.startswith(f"popvision-lite {__version__} (Python ") and "h5py " in line and "HDF5 " in line
+    assert line.count("\n") == 1  # one line, however narrow the terminal
+    # python -m popvision_lite is the same command (for an environment whose scripts are not on PATH)
+    r = subprocess.run([sys.executable, "-m", "popvision_lite", "--version"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == line
+    r = subprocess.run([sys.executable, "-m", "popvision_lite", "info"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "usage: popvision-lite info" in r.stderr

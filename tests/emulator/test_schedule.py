@@ -4,6 +4,7 @@ composed BERT runs built on it (emulator/models/pipeline.py)."""
 import numpy as np
 import pytest
 
+from popvision_lite.analysis.run_totals import host_step_text
 from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
@@ -51,8 +52,11 @@ def test_half_layer_blocks_follow_popart_attention_ffn_placement():
     assert make_config("bert-large", layer_split=[6, 6, 6, 6]).blocks() == [(6, 6)] * 4
     with pytest.raises(Exception, match="layer_split"):
         make_config("bert-large", layer_split=[6.25, 6.5, 6.5, 4.75], grad_accum=16)
-    with pytest.raises(Exception, match="layer_split"):  # only IPU 0's two stages may be empty
-        make_config("bert-large", layer_split=[0, 12, 0, 12, 0], pipeline_placement="wrap", grad_accum=16)
+    # any stage may be empty (an IPU that only passes the activations on: issue 43), but not every stage
+    assert make_config("bert-large", layer_split=[0, 12, 0, 12, 0], pipeline_placement="wrap",
+                       grad_accum=16).blocks() == [(0, 0), (12, 12), (0, 0), (12, 12), (0, 0)]
+    with pytest.raises(Exception, match="layer_split"):
+        make_config("bert-large", layer_split=[0, 0, 0, 0, 0], pipeline_placement="wrap", grad_accum=16)
     with pytest.raises(Exception, match="grad_accum"):  # 5 pipeline stages need 2 x 5 - 1 micro-batches
         make_config("bert-large", layer_split=[0, 6, 6, 6, 6], pipeline_placement="wrap", grad_accum=8)
 
@@ -127,12 +131,41 @@ def test_host_step_adds_seconds_not_cycles():
     """The host term changes the step's seconds and throughput, not its IPU cycles, and is the same number
     of seconds on a faster IPU clock."""
     base = dict(layers=2, optimizer="lamb", replicas=2, ipus=2, grad_accum=4, **TINY)
-    a = run_model(make_config("bert", **base), timing_only=True)
+    a = run_model(make_config("bert", host_framework="none", **base), timing_only=True)
     b = run_model(make_config("bert", host_framework="popart", **base), timing_only=True)
     host = b.schedule["per_step_terms"]["host_step"]
     assert host > 0 and b.total_cycles == a.total_cycles
     assert b.schedule["step_seconds"] == pytest.approx(a.schedule["step_seconds"] + host)
     assert b.samples_per_second < a.samples_per_second
+    assert a.schedule["host_framework"] == "none" and b.schedule["host_framework_basis"] == "stated"
+    # the default: BERT's framework inferred (Graphcore ran it with PopART), the same step as stating it
+    c = run_model(make_config("bert", **base), timing_only=True)
+    assert c.schedule["host_framework"] == "popart" and c.schedule["host_framework_basis"].startswith("inferred")
+    assert c.schedule["step_seconds"] == b.schedule["step_seconds"]
+    assert "host step" in host_step_text(c.schedule) and "inferred" in host_step_text(c.schedule)
+
+
+def test_host_framework_is_stated_inferred_or_unknown():
+    assert sch.resolve_host_framework("tensorflow", "bert") == ("tensorflow", "stated")
+    assert sch.resolve_host_framework("none", "bert") == ("none", "stated")
+    fw, how = sch.resolve_host_framework("auto", "bert")
+    assert fw == "popart" and "PopART" in how
+    assert sch.resolve_host_framework("auto", "resnet")[0] == "tensorflow"
+    fw, how = sch.resolve_host_framework("auto", "mlp")
+    assert fw == "unknown" and "left out" in how
+    # an unknown framework has no host step; the link input and the hosts' synchronisation are no framework's
+    em = {"host_step_seconds_popart": 0.2, "host_link_bytes_per_s_per_ipu": 1e9, "multi_host_step_seconds": 0.003,
+          "ipus_per_host": 64}
+    t = sch.per_step_terms(em, "unknown", 256, 8e11, 0.1)
+    assert t["host_step"] == 0.0 and t["host_input"] > 0 and t["multi_host"] == pytest.approx(0.006)
+    text = host_step_text({"host_framework": "unknown", "host_framework_basis": how, "per_step_terms": t})
+    assert "UNKNOWN" in text and "multi host 6.0 ms" in text
+    assert "IPUs alone" in host_step_text({"host_framework": "none"}) == host_step_text({})
+    # a plain (one-graph) run carries its host terms too
+    r = run_model(make_config("mlp"), timing_only=True)
+    assert r.schedule["host_framework"] == "unknown"
+    assert r.schedule["step_seconds"] == pytest.approx(r.schedule["ipu_step_seconds"]
+                                                      + sum(r.schedule["per_step_terms"].values()))
 
 
 @pytest.mark.parametrize("opt,master,dt,per", [("sgd", False, "fp32", 0), ("momentum", False, "fp32", 4),

@@ -175,7 +175,7 @@ def test_drop_opens_pvl_files(qtbot, window, small_profile):
     from PySide6.QtCore import QMimeData, QUrl
 
     mime = QMimeData()
-    mime.setUrls([QUrl.fromLocalFile(str(small_profile)), QUrl.fromLocalFile("/tmp/notes.txt")])
+    mime.setUrls([QUrl.fromLocalFile(str(small_profile)), QUrl.fromLocalFile(str(small_profile.with_name("notes.txt")))])
     assert window._dropped_profiles(mime) == [str(small_profile)]
 
 

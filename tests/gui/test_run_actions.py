@@ -209,7 +209,7 @@ def test_new_emulation_dialog_fields_follow_the_model(qtbot):
 
     from popvision_lite.gui.actions import run as whatif
 
-    d = whatif.EmulationDialog({"model": "mlp"}, out="/tmp/x.pvl")
+    d = whatif.EmulationDialog({"model": "mlp"}, out="runs/x.pvl")
     qtbot.addWidget(d)
     assert not d.shown("seq") and not d.shown("recompute")
     assert "seq" not in d.settings() and "recompute" not in d.settings()
@@ -242,7 +242,7 @@ def test_the_dialogs_refuse_a_bad_value_with_the_command_lines_message(qtbot, wi
 
     for name, literal, _text, problem in BAD:  # no widget holds the bad value: it is kept as given
         value = tomllib.loads(f"v = {literal}")["v"]
-        d = whatif.EmulationDialog({"model": "bert", name: value}, out="/tmp/x.pvl")
+        d = whatif.EmulationDialog({"model": "bert", name: value}, out="runs/x.pvl")
         qtbot.addWidget(d)
         with pytest.raises(ConfigError) as e:
             d.checked_settings()
@@ -271,7 +271,7 @@ def test_new_emulation_dialog_offers_every_run_config_field(qtbot):
     from popvision_lite.emulator.run_config import FIELDS, model_family
     from popvision_lite.gui.actions import run as whatif
 
-    d = whatif.EmulationDialog(out="/tmp/x.pvl")
+    d = whatif.EmulationDialog(out="runs/x.pvl")
     qtbot.addWidget(d)
     assert set(d.rows) - {"onnx"} == set(FIELDS)
     for name, f in FIELDS.items():
@@ -294,11 +294,11 @@ def test_new_emulation_dialog_offers_every_run_config_field(qtbot):
         fam = model_family(model)
         assert {k for k in FIELDS if d.shown(k)} == {k for k, f in FIELDS.items() if not f.only_for
                                                       or fam in f.only_for}, model
-    d.onnx.setText("/tmp/m.onnx")
+    d.onnx.setText("models/m.onnx")
     assert {k for k in FIELDS if d.shown(k)} == {k for k, f in FIELDS.items() if k in CONFIG_KEYS or f.group == "run"}
     assert not d.model.isEnabled()  # the file is the model
     # a profile's 0 for a derived width is that field's default, shown as the value it stands for
-    e = whatif.EmulationDialog({"model": "bert", "hidden": 128, "ffn": 0, "head_dim": 0}, out="/tmp/x.pvl")
+    e = whatif.EmulationDialog({"model": "bert", "hidden": 128, "ffn": 0, "head_dim": 0}, out="runs/x.pvl")
     qtbot.addWidget(e)
     s = e.settings()
     assert "ffn" not in s and "head_dim" not in s and s["hidden"] == 128
@@ -340,7 +340,7 @@ def test_text_typed_in_the_dialog_gets_the_command_lines_message(qtbot):
     from popvision_lite.emulator.run_config import CLI, check_field
     from popvision_lite.gui.actions import run as whatif
 
-    d = whatif.EmulationDialog({"model": "bert"}, out="/tmp/x.pvl")
+    d = whatif.EmulationDialog({"model": "bert"}, out="runs/x.pvl")
     qtbot.addWidget(d)
     for name, text in (("lr", "fast"), ("available_memory_proportion", "0.5,2"), ("layer_split", "1,0.25")):
         d.inputs[name].widget.setText(text)
@@ -361,7 +361,7 @@ def test_run_refuses_a_bad_value_and_keeps_the_dialog_open(qtbot, monkeypatch):
     from popvision_lite.gui.actions import run as whatif
 
     boxes = capture_message_boxes(monkeypatch)
-    d = whatif.EmulationDialog({"model": "bert"}, out="/tmp/x.pvl")
+    d = whatif.EmulationDialog({"model": "bert"}, out="runs/x.pvl")
     qtbot.addWidget(d)
     d.inputs["packing"].widget.setText("100")
     d.accept()
@@ -383,4 +383,4 @@ def test_rerun_with_offers_every_run_config_field(qtbot):
     d.name.setCurrentText("partials_type")
     d.value.setText("half")
     assert d.settings()["partials_type"] == "half"
-    assert whatif.rerun_path("/tmp/a.pvl", "layer_split", [3, 7.5]).name.startswith("a_layer_split-3-7.5")
+    assert whatif.rerun_path("runs/a.pvl", "layer_split", [3, 7.5]).name.startswith("a_layer_split-3-7.5")

@@ -177,6 +177,26 @@ VECTOR_OPS = {
     # as hard_sigmoid / hard_swish: compares, a select and a multiply by dy (assumption)
     "hard_sigmoid_bwd": (14, 14),
     "hard_swish_bwd": (16, 16),
+    # the softplus family (ONNX Softplus, Softsign, Mish, Elu, Selu, Celu, ThresholdedRelu), each one popops::map
+    # expression.  LOGARITHM has no figure in the tables above: costed as EXPONENT, the instruction of the same
+    # kind on the IPU's transcendental unit (assumption); log1p is costed as a scaled add and a LOGARITHM.
+    "log": ("unary", "exp"),
+    # ROUND (to nearest, ties to even: popops' cast to an integer type rounds so) has no figure here: a
+    # single-instruction op per vector, as SQUARE (assumption)
+    "round": _SCALAR_OP,
+    "softplus": ("sum", [("binary", "max"), ("unary", "exp"), _SCALAR_OP, ("unary", "exp")]),  # max(x,0)+log1p(e^-|x|)
+    "softsign": ("sum", [_SCALAR_OP, _SCALAR_OP, ("binary", "div")]),  # x / (1 + |x|)
+    "mish": ("sum", [("binary", "max"), ("unary", "exp"), _SCALAR_OP, ("unary", "exp"), ("unary", "tanh"),
+                     ("binary", "mul")]),  # x tanh(softplus(x))
+    "elu_scalar": ("sum", [("unary", "exp"), _SCALAR_OP, _SCALAR_OP, ("binary", "max")]),  # x > 0 ? x : a (e^x - 1)
+    "celu_scalar": ("sum", [_SCALAR_OP, ("unary", "exp"), _SCALAR_OP, _SCALAR_OP, ("binary", "max"),
+                            ("binary", "min")]),
+    "thresholded_relu_scalar": ("sum", [("binary", "gt"), ("binary", "max")]),  # a compare and a select
+    "softplus_bwd": ("sum", [("unary", "sigmoid"), ("binary", "mul")]),  # dy sigmoid(x)
+    "softsign_bwd": ("sum", [_SCALAR_OP, _SCALAR_OP, ("unary", "square"), ("binary", "div")]),  # dy / (1 + |x|)^2
+    "mish_bwd": ("sum", [("binary", "max"), ("unary", "exp"), _SCALAR_OP, ("unary", "exp"), ("unary", "tanh"),
+                         ("unary", "sigmoid"), ("unary", "square"), ("binary", "mul"), ("binary", "mul"),
+                         ("binary", "add"), ("binary", "mul")]),
 }
 
 

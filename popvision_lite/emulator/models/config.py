@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
+from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES
 from popvision_lite.errors import ConfigError
 
 from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, validate_resnet
@@ -48,7 +49,13 @@ MODEL_NAMES = tuple(sorted(set(MODEL_DEFAULTS) | set(BERT_PRESETS) | set(GPT_PRE
 # (pipeline.py and whole_graph.py apply them): a timing-only run that differs from the previous one only in
 # these reuses its emulated graphs (emulated.py, pipeline.py).
 COMPOSITION_FIELDS = frozenset({"replicas", "grad_accum", "ipus", "optimizer", "optimizer_state",
-                                "optimizer_state_dtype", "master_weights", "rts", "lr", "host_framework"})
+                                "optimizer_state_dtype", "master_weights", "rts", "lr", "host_framework",
+                                "device_iterations"})
+# the heads a transformer can end in (``task_head``): "pretraining" (bert: MLM + NSP; gpt: the causal-LM head),
+# "question_answering" (a span head: one hidden x 2 projection of every token, start / end cross-entropy; Hugging
+# Face's *ForQuestionAnswering) and "sequence_classification" (the first token through a hidden x hidden dense
+# layer with tanh, then hidden x 2: *ForSequenceClassification, BERT's pooler / RoBERTa's classification head)
+TASK_HEADS = ("pretraining", "question_answering", "sequence_classification")
 
 
 @dataclass
@@ -85,8 +92,9 @@ class ModelConfig:
     master_weights: bool = False       # fp32 master copy of fp16 weights
     optimizer_state_dtype: str = "fp32"  # dtype of momentum / Adam / LAMB moments: fp16 | fp32
     rts: bool = False                  # replicated tensor sharding of the optimizer state
-    # host step loop whose per-step cost is added (schedule.per_step_terms): none | popart | tensorflow
-    host_framework: str = "none"
+    # host step loop whose per-step cost is added (schedule.per_step_terms): auto (inferred from the model,
+    # schedule.resolve_host_framework) | none (the IPUs alone) | a framework of schedule.HOST_FRAMEWORKS
+    host_framework: str = "auto"
     available_memory_proportion: float = 0.6  # Poplar's default share of tile memory for matmul temporaries
     # matmul / convolution partials: poplin's partialsType option, "float" (its default) or "half" (fp16 runs only;
     # Graphcore's MLPerf ResNet-50 ran "FP16.16 + half partials")
@@ -94,11 +102,22 @@ class ModelConfig:
     packing: float = 1.0               # average sequences per pack (samples = packs x packing)
     mask_tokens: int = 0               # MLM positions per pack; 0 = 15 % of seq (76 for seq 512, as MLPerf)
     outline: bool = True               # share code of structurally identical ops in a stage (PopART outlining)
-    # "sequential": embedding on the first IPU, MLM/NSP heads on the last; "wrap" (Graphcore's MLPerf
-    # BERT): embedding and heads on IPU 0, the MLM decoder tied to the embedding table; S IPUs run S + 1
-    # pipeline stages: IPU 0 (embedding + layers), IPU 1, ..., IPU S-1, IPU 0 again (layers + heads), and
-    # layer_split has S + 1 entries in that order (IPU 0's two may be 0)
+    # "sequential": embedding on the first IPU, the heads on the last; "wrap" (Graphcore's MLPerf BERT,
+    # optimum-graphcore's GPT-2): embedding and heads on IPU 0, the MLM decoder / LM head tied to the embedding
+    # table; S IPUs run S + 1 pipeline stages: IPU 0 (embedding + layers), IPU 1, ..., IPU S-1, IPU 0 again
+    # (layers + heads), and layer_split has S + 1 entries in that order.  Any stage may hold 0 layers
+    # (optimum-graphcore's layers_per_ipu [0 3 3 3 3 4 4 4]: IPU 0 holds the embedding and the LM head only)
     pipeline_placement: str = "sequential"
+    # optimum-graphcore's embedding_serialization_factor: the vocabulary (padded to a multiple of it, as its
+    # resize_token_embeddings pads it) split into this many slices; the tied LM head's matmul runs serialised over
+    # them (poptorch.serializedMatMul, MatMulSerializationMode.OutputChannels: one slice of the logits at a time)
+    # and a bert model's word embedding is looked up slice by slice (its SerializedEmbedding); 1 = whole
+    embedding_serialization: int = 1
+    # optimizer steps per host call (poptorch deviceIterations / PopART batches_per_step): the host's step loop
+    # runs once per call, so its per-step cost is shared by this many optimizer steps; optimum-graphcore's "total
+    # batch" is micro-batch x replicas x grad_accum x device_iterations
+    device_iterations: int = 1
+    task_head: str = "pretraining"     # TASK_HEADS
     # resnet: how a k x k convolution moves its input: "im2col" (windows gathered by exchange into an
     # implicit-GEMM operand) or "halo" (each tile's input rows with halo exchanged once, read in place by
     # ConvPartialnx1 vertices, as poplin's convolution moves its input: emulator/ops/conv.py; decision 0145)
@@ -193,12 +212,15 @@ class ModelConfig:
             d.pop("head_dim")  # not set it read as before
         if d.get("tensor_parallel", 1) == 1:  # the default (no sharding): left out the same way
             d.pop("tensor_parallel", None)
-        if d.get("host_framework", "none") == "none":  # the default (the IPUs alone): left out the same way
+        if d.get("host_framework", "auto") == "auto":  # the default (inferred; the schedule records what was used)
             d.pop("host_framework", None)
         if self.model != "resnet":  # read by the ResNet builder only: left out of other models' configs
             d.pop("conv_lowering", None)
         if d.get("partials_type", "float") == "float":  # poplin's default: left out the same way
             d.pop("partials_type", None)
+        for name, dflt in (("embedding_serialization", 1), ("device_iterations", 1), ("task_head", "pretraining")):
+            if d.get(name, dflt) == dflt:  # defaults left out: configs, stage keys and profiles read as before
+                d.pop(name, None)
         return d
 
     @classmethod
@@ -272,14 +294,15 @@ def validate(cfg: ModelConfig) -> None:
 
 def validate_scale(cfg: ModelConfig) -> None:
     """Checks of the pipeline / replication / training-state fields; errors name the field."""
-    for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages", "tensor_parallel"):
+    for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages", "tensor_parallel",
+                 "embedding_serialization", "device_iterations"):
         v = getattr(cfg, name)
         lo = 0 if name in ("mask_tokens", "pipeline_stages") else 1
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
-               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": ("none", "popart", "tensorflow"),
-               "conv_lowering": ("im2col", "halo"), "partials_type": ("float", "half")}
+               "optimizer_state_dtype": ("fp16", "fp32"), "host_framework": HOST_FRAMEWORK_CHOICES,
+               "conv_lowering": ("im2col", "halo"), "partials_type": ("float", "half"), "task_head": TASK_HEADS}
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
@@ -288,9 +311,15 @@ def validate_scale(cfg: ModelConfig) -> None:
                           f"partials), got precision {cfg.precision!r}")
     if cfg.pipeline_placement not in ("sequential", "wrap"):
         raise ConfigError(f"pipeline_placement: must be sequential or wrap, got {cfg.pipeline_placement!r}")
-    if cfg.pipeline_placement == "wrap" and (cfg.model != "bert" or cfg.stages < 2):
+    if cfg.pipeline_placement == "wrap" and (cfg.model not in TRANSFORMERS or cfg.stages < 2):
         raise ConfigError("pipeline_placement: 'wrap' (embedding, heads and the last layers on IPU 0) needs a bert "
-                          f"model pipelined over at least 2 IPUs (model {cfg.model!r}, {cfg.stages} stage(s))")
+                          f"or gpt model pipelined over at least 2 IPUs (model {cfg.model!r}, {cfg.stages} stage(s))")
+    if cfg.model in TRANSFORMERS and cfg.embedding_serialization > cfg.vocab:
+        raise ConfigError(f"embedding_serialization: {cfg.embedding_serialization} slices of a vocabulary of "
+                          f"{cfg.vocab}; at most one slice per token")
+    if cfg.model not in TRANSFORMERS and cfg.task_head != "pretraining":
+        raise ConfigError(f"task_head: only the bert / gpt models end in a task head; model '{cfg.model}' does not "
+                          "read it")
     for name in ("master_weights", "rts", "outline"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
@@ -312,12 +341,11 @@ def validate_scale(cfg: ModelConfig) -> None:
         ok = isinstance(sp, list | tuple) and len(sp) > (1 if wrap else 0) and all(
             isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
             and (2 * v) % 1 == 0 for v in sp)
-        inner = sp[1:-1] if (ok and wrap) else sp
-        if not ok or not all(v >= 0.5 for v in inner):
-            raise ConfigError("layer_split: must be a list of positive layer counts in steps of 0.5 (a half = the "
-                              "attention or FFN block of a layer), one per stage"
-                              + (" - with pipeline_placement 'wrap' one more entry than IPUs, IPU 0 first and last "
-                                 "(those two may be 0)" if wrap else "") + f", got {sp!r}")
+        if not ok or not any(v > 0 for v in sp):
+            raise ConfigError("layer_split: must be a list of layer counts (0 or more, in steps of 0.5: a half = the "
+                              "attention or FFN block of a layer), one per stage, some of them above 0"
+                              + (" - with pipeline_placement 'wrap' one more entry than IPUs, IPU 0 first and last"
+                                 if wrap else "") + f", got {sp!r}")
         if sum(sp) != cfg.layers:
             raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
         if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
@@ -343,13 +371,15 @@ def validate_scale(cfg: ModelConfig) -> None:
     if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * D - 1:
         raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {D}-stage pipeline; PopART "
                           f"needs at least 2 x stages - 1 = {2 * D - 1}")
-    if cfg.layers < S:
+    if cfg.layers < S and not cfg.layer_split:  # an even split; a given layer_split may leave IPUs without layers
         raise ConfigError(f"layers: {cfg.layers} layer(s) cannot fill {S} pipeline stages (layers < stages; "
-                          f"lower --ipus / --pipeline-stages or add layers)")
+                          f"lower --ipus / --pipeline-stages, add layers, or give --layer-split with 0 for the "
+                          f"IPUs that hold no layer)")
     if cfg.model not in TRANSFORMERS:
         dflt = ModelConfig()
         # replication, accumulation and training state also compose on the whole-graph path
-        for name in ("packing", "layer_split", "mask_tokens", "outline", "pipeline_placement"):
+        for name in ("packing", "layer_split", "mask_tokens", "outline", "pipeline_placement",
+                     "embedding_serialization"):
             if name == "outline" and cfg.model == "resnet":
                 continue  # resnet outlines identical blocks in timing-only runs (models/resnet.py)
             if getattr(cfg, name) != getattr(dflt, name):

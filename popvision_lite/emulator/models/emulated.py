@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.host_alloc import return_freed_memory, reuse_freed_memory
 from popvision_lite.emulator.ops.context import View
@@ -146,14 +147,23 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
     pd_.run.setdefault("config", config)
     cg = eng.compile()
     samples = cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
-    sps = samples / res.seconds if res.seconds > 0 else 0.0
+    # the host's per-step terms (schedule.per_step_terms) of the framework stated or inferred from the model
+    host_fw, host_basis = sch.resolve_host_framework(getattr(cfg, "host_framework", "auto"), cfg.model)
+    in_bytes = cfg.batch * sch.input_bytes_per_sample(cfg.model, seq=getattr(cfg, "seq", 0),
+                                                      image=getattr(cfg, "image", 0))
+    terms = sch.per_step_terms(be.graph.target.em, host_fw, cfg.ipus, in_bytes, float(res.seconds),
+                               device_iterations=int(getattr(cfg, "device_iterations", 1) or 1))
+    step_s = float(res.seconds) + sum(terms.values())
+    sps = samples / step_s if step_s > 0 else 0.0
     schedule = dict(stages=cfg.stages, replicas=1, grad_accum=1, micro_batch=cfg.batch, samples_per_step=float(samples),
-                    step_seconds=float(res.seconds), steady_cycles_per_microbatch=int(res.total_cycles),
+                    step_seconds=step_s, ipu_step_seconds=float(res.seconds), per_step_terms=terms,
+                    host_framework=host_fw, host_framework_basis=host_basis,
+                    steady_cycles_per_microbatch=int(res.total_cycles),
                     stage_cycles=[int(res.total_cycles)], optimizer_cycles=0, allreduce_cycles=0, stream_cycles=0,
                     fill_drain_cycles=0, step_cycles=int(res.total_cycles),
                     note="one graph over all IPUs, one batch, no pipelining (whole-graph path)")
     oom = ([tuple(x) for x in pd_.run["oom_tiles"]] if fits_outlined is not None else cg.oom_report)
-    fits, total, seconds = res.fits, res.total_cycles, res.seconds
+    fits, total, seconds = res.fits, res.total_cycles, step_s
     if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" or cfg.master_weights or cfg.rts \
             or cfg.optimizer_state != "onchip":
         schedule, fits, oom = compose_whole_graph(cfg, be, res, pd_)

@@ -116,8 +116,9 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
     G = cfg.grad_accum
     clock = target1.clock_hz
     em = target1.em
-    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion)
-    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1)) + (cfg.amp_of(i),) for i in range(S)]
+    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion, layers here)
+    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1))
+             + (cfg.amp_of(i), any(split[v] > 0 for v in range(V) if v_ipu[v] == i)) for i in range(S)]
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
     wbytes = sch.DTYPE_BYTES[wdt]
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
@@ -215,7 +216,8 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
                               (False, False): (1, 3)}[k[:2]]
             # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
             graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
-                                   copy_memo=copy_memo, progress=lambda what, f, parts=parts: parts[what](f))
+                                   copy_memo=copy_memo, body=k[3],
+                                   progress=lambda what, f, parts=parts: parts[what](f))
     finally:
         copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
     if key is not None:
@@ -371,13 +373,15 @@ def _schedule(cfg, target1: Target, p: SimpleNamespace, stages: list, graphs: di
     worst = int(np.argmax(post))
     step_cycles = pipe["pipeline_total_cycles"] + post[worst]
     samples_per_step = R * G * cfg.batch * cfg.packing
-    terms = sch.per_step_terms(em, cfg.host_framework, cfg.ipus, R * G * cfg.batch * sch.input_bytes_per_sample(
-        "bert", seq=cfg.seq), step_cycles / clock)
+    host_fw, host_basis = sch.resolve_host_framework(cfg.host_framework, cfg.model)
+    terms = sch.per_step_terms(em, host_fw, cfg.ipus, R * G * cfg.batch * sch.input_bytes_per_sample(
+        cfg.model, seq=cfg.seq), step_cycles / clock, device_iterations=cfg.device_iterations)
     step_seconds = step_cycles / clock + sum(terms.values())
     schedule = dict(
         stages=S, replicas=R, grad_accum=G, micro_batch=cfg.batch, packing=float(cfg.packing),
         samples_per_step=float(samples_per_step), step_seconds=step_seconds, step_cycles=int(step_cycles),
-        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=getattr(cfg, "host_framework", "none"),
+        ipu_step_seconds=step_cycles / clock, per_step_terms=terms, host_framework=host_fw,
+        host_framework_basis=host_basis,
         steady_cycles_per_microbatch=int(pipe["steady_cycles_per_microbatch"]),
         stage_cycles=[int(a["fwd_cycles"] + a["bwd_cycles"]) for a in stages],
         stage_fwd_cycles=[a["fwd_cycles"] for a in stages], stage_bwd_cycles=[a["bwd_cycles"] for a in stages],
@@ -405,4 +409,6 @@ def _schedule(cfg, target1: Target, p: SimpleNamespace, stages: list, graphs: di
         allreduce_links=sch.allreduce_links_text(em, R, cfg.ipus),
         ddr_gb_per_s_needed=max(a["ddr_bytes_per_step"] for a in stages) / step_seconds / 1e9 if step_seconds else 0.0,
     )
+    if cfg.device_iterations > 1:  # optimizer steps per host call (absent: 1)
+        schedule["device_iterations"] = int(cfg.device_iterations)
     return pipe, schedule

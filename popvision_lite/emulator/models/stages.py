@@ -27,17 +27,18 @@ class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
-                 amp: float | None = None, copy_memo: CopyMemo | None = None, progress=None):
+                 amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True, progress=None):
         """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
-        are the same).  ``progress(what, fraction)``: building ("building", the share of the stage program's phases
-        built, ``PHASE_MARKS``), then compiling ("compiling", ``compile_graph``'s fraction; 1 once the stage graph's
+        are the same); ``body`` False: the IPU holds no layer (only the embedding and / or the heads).
+        ``progress(what, fraction)``: building ("building", the share of the stage program's phases built,
+        ``PHASE_MARKS``), then compiling ("compiling", ``compile_graph``'s fraction; 1 once the stage graph's
         profile tables are built)."""
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
         if progress is not None:
             be.on_mark = lambda n: progress("building", min(n / PHASE_MARKS, 1.0))
-        self.handles = build_bert_stage(be, cfg, stage, nstages)
+        self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
         self.be = be
         phases = []
         for name, _ in be.marks:

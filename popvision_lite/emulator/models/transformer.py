@@ -75,15 +75,24 @@ def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False, mark=None):
     return out, c
 
 
-def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
+def vocab_slices(cfg: ModelConfig) -> tuple[int, int]:
+    """(slices, rows per slice) of the embedding table: ``cfg.embedding_serialization`` slices of the vocabulary
+    padded up to a multiple of them, as optimum-graphcore's ``resize_token_embeddings`` pads it before serialising
+    (50257 in 5 slices: 50260 rows, 10052 per slice)."""
+    f = max(1, int(cfg.embedding_serialization))
+    return f, -(-cfg.vocab // f)
+
+
+def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int, body: bool = True) -> dict:
     """The DISTINCT program of one pipeline stage for ONE micro-batch, with ONE outlined encoder
-    layer body (emulator/models/pipeline.py repeats its cost for the stage's layers).  Phases are marked
-    with ``be.mark``: ``emb_fwd``, ``layer_fwd_att`` / ``layer_fwd_ffn`` (the attention and FFN halves
-    of the body), ``head`` (MLM + NSP forward, loss, backward; with ``pipeline_placement = "wrap"`` on
-    the first stage the MLM decoder is the embedding table, tied as in BERT and MLPerf's placement),
-    ``layer_recompute_att`` / ``_ffn`` (re-run the SAME forward programs: recomputation reuses the
-    forward code), ``layer_bwd_ffn`` / ``layer_bwd_att``.  Returns handles: ``x`` (stage input), ``y`` (body output), ``grads`` (layer body),
-    ``layer_params`` / ``extra_params`` (weight handles)."""
+    layer body (emulator/models/pipeline.py repeats its cost for the stage's layers; ``body`` False: an IPU that
+    holds no layer, only the embedding and / or the heads).  Phases are marked with ``be.mark``: ``emb_fwd``,
+    ``layer_fwd_att`` / ``layer_fwd_ffn`` (the attention and FFN halves of the body), ``head`` (the task head's
+    forward, loss and backward: ``cfg.task_head``; with ``pipeline_placement = "wrap"`` on the first stage the MLM
+    decoder / GPT LM head is the embedding table, tied as in BERT, GPT-2 and MLPerf's placement),
+    ``layer_recompute_att`` / ``_ffn`` (re-run the SAME forward programs: recomputation reuses the forward code),
+    ``layer_bwd_ffn`` / ``layer_bwd_att``.  Returns handles: ``x`` (stage input), ``y`` (body output), ``grads``
+    (layer body), ``layer_params`` / ``extra_params`` (weight handles)."""
     rv = _Values(be, cfg.seed)
     B, S, H, A = cfg.batch, cfg.seq, cfg.hidden, cfg.heads
     hd = _Heads(B, S, A, cfg.d_head)
@@ -91,18 +100,10 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     gpt = cfg.model == "gpt"
     extra = []
     out: dict = {}
+    tables = []
     if first:
         with be.scope("embedding"):
-            table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))
-            pos = be.weight("position", rv.normal((S, H), 0.5))
-            g, b = be.weight("ln_g", rv.const(H, 1.0)), be.weight("ln_b", rv.const(H, 0.0))
-            extra += [table, pos, g, b]
-            be.mark("emb_fwd")
-            ids = np.random.default_rng(cfg.seed + 7).integers(0, cfg.vocab, size=B * S)
-            e = be.gather_rows(table, ids, "gather")
-            e = be.add(e, be.take(pos, np.tile(np.arange(S * H, dtype=np.int64), B).reshape(B * S, H)),
-                       "position_add")
-            x = be.layer_norm(e, g, b, "layer_norm")
+            x, tables = _embedding(be, rv, cfg, extra)
     else:
         with be.scope("pipeline"):
             x = be.input("stage_input", rv.normal((B * S, H)))  # received from the previous IPU
@@ -115,9 +116,12 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
     rot = getattr(getattr(be, "ctx", None), "rotation", None)
     if rot is not None:
         be.ctx.rotation = 0
-    with be.scope("layer"):
-        p = _bert_layer_params(be, rv, cfg, False)
-        y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt, mark=lambda h: be.mark(f"layer_fwd_{h}"))
+    p, c = {}, None
+    y = x
+    if body:
+        with be.scope("layer"):
+            p = _bert_layer_params(be, rv, cfg, False)
+            y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt, mark=lambda h: be.mark(f"layer_fwd_{h}"))
     if rot is not None:
         rot = be.ctx.rotation  # where the layer forward ended
     out.update(x=x, y=y, layer_params=p)
@@ -125,76 +129,192 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int) -> dict:
         be.mark("end")
         out.update(dx=None, grads={}, extra_params=extra)
         return out
-    if last and gpt:
+    if last:
+        tied = tables if (first and cfg.pipeline_placement == "wrap") else None  # the decoder IS the table
         with be.scope("heads"):
-            dec = be.weight("lm_decoder_w", rv.init((H, cfg.vocab), H))
-            extra.append(dec)
-            be.mark("head")
-            # language-model head over every token (decoder untied here; GPT-2/3 tie it to the embedding)
-            logits = be.matmul(y, dec, "lm/decoder_matmul")
-            prob = be.softmax(logits, "lm/softmax")
-            dlog = be.scale(prob, 1.0 / (B * S), "lm/loss_grad")
-            be.matmul(be.t(y), dlog, "lm/decoder_matmul_dw")
-            d = be.matmul(dlog, be.t(dec), "lm/decoder_matmul_dx")
-    elif last:
-        tied = first and cfg.pipeline_placement == "wrap"  # the decoder IS the embedding table (MLPerf)
-        with be.scope("heads"):
-            T = B * cfg.mlm_tokens
-            hp = {"mlm_w": be.weight("mlm_transform_w", rv.init((H, H), H)),
-                  "mlm_b": be.weight("mlm_transform_b", rv.const(H, 0.0)),
-                  "ln_g": be.weight("mlm_ln_g", rv.const(H, 1.0)), "ln_b": be.weight("mlm_ln_b", rv.const(H, 0.0)),
-                  "pool": be.weight("nsp_pooler_w", rv.init((H, H), H)),
-                  "cls": be.weight("nsp_classifier_w", rv.init((H, 2), H))}
-            extra += list(hp.values())
-            hp["dec"] = be.t(table) if tied else be.weight("mlm_decoder_w", rv.init((H, cfg.vocab), H))
-            if not tied:
-                extra.append(hp["dec"])
-            be.mark("head")
-            # MLM: only the masked positions go through the head (MLPerf: 76 per 512 tokens)
-            rows = np.random.default_rng(cfg.seed + 9).choice(B * S, size=min(T, B * S), replace=False)
-            xm = be.take(y, (rows[:, None] * H + np.arange(H)[None, :]))
-            t1 = be.add_bias(be.matmul(xm, hp["mlm_w"], "mlm/transform_matmul"), hp["mlm_b"], "mlm/transform_bias")
-            t2 = be.gelu(t1, "mlm/gelu")
-            t3 = be.layer_norm(t2, hp["ln_g"], hp["ln_b"], "mlm/layer_norm")
-            logits = be.matmul(t3, hp["dec"], "mlm/decoder_matmul")
-            prob = be.softmax(logits, "mlm/softmax")
-            # softmax cross-entropy gradient p - onehot(label): one elementwise pass over p (the labels are
-            # T integers; no dense target tensor)
-            dlog = be.scale(prob, 1.0 / T, "mlm/loss_grad")
-            if tied:  # the decoder gradient accumulates into the table's (vocab, hidden) layout
-                be.matmul(be.t(dlog), t3, "mlm/decoder_matmul_dw")
-                dt3 = be.matmul(dlog, table, "mlm/decoder_matmul_dx")
+            if cfg.task_head == "question_answering":
+                d = _qa_head(be, rv, cfg, y, extra)
+            elif cfg.task_head == "sequence_classification":
+                d = _classification_head(be, rv, cfg, y, extra)
+            elif gpt:
+                d = _lm_head(be, rv, cfg, y, tied, extra)
             else:
-                be.matmul(be.t(t3), dlog, "mlm/decoder_matmul_dw")
-                dt3 = be.matmul(dlog, be.t(hp["dec"]), "mlm/decoder_matmul_dx")
-            dt2, _, _ = be.layer_norm_bwd(t2, hp["ln_g"], dt3, "mlm/layer_norm_bwd")
-            dt1 = be.gelu_bwd(t1, dt2, "mlm/gelu_bwd")
-            be.matmul(be.t(xm), dt1, "mlm/transform_matmul_dw")
-            be.matmul(dt1, be.t(hp["mlm_w"]), "mlm/transform_matmul_dx")
-            # NSP on the first token of each pack: pooler + classifier (forward and backward)
-            cls_rows = np.arange(B) * S
-            xc = be.take(y, cls_rows[:, None] * H + np.arange(H)[None, :])
-            pooled = be.matmul(xc, hp["pool"], "nsp/pooler_matmul")
-            nsp = be.matmul(pooled, hp["cls"], "nsp/classifier_matmul")
-            dn = be.mse_grad(nsp, be.input("nsp_target", rv.normal((B, 2), 0.01)), "nsp/loss_grad")
-            be.matmul(be.t(pooled), dn, "nsp/classifier_matmul_dw")
-            be.matmul(be.t(xc), be.matmul(dn, be.t(hp["cls"]), "nsp/classifier_matmul_dx"), "nsp/pooler_matmul_dw")
-            # gradient into the encoder output: the masked rows scattered into zeros (one pass)
-            d = be.scale(y, 0.0, "encoder_output_grad")
+                d = _mlm_nsp_head(be, rv, cfg, y, tied[0] if tied else None, extra)
     else:
         with be.scope("pipeline"):
             d = be.input("stage_grad_input", rv.normal((B * S, H), 0.01))  # from the next IPU
     if rot is not None:
         be.ctx.rotation = rot  # the layer backward starts where its forward ended (see above)
-    with be.scope("layer"):
-        if cfg.recompute:  # the same programs again: recomputation shares the forward code
-            for h in ("att", "ffn"):
-                be.mark(f"layer_recompute_{h}")
-                be.replay(f"layer_fwd_{h}")
-        dx, grads = _bert_layer_bwd(be, p, c, d, hd, mark=lambda h: be.mark(f"layer_bwd_{h}"))
+    dx, grads = d, {}
+    if body:
+        with be.scope("layer"):
+            if cfg.recompute:  # the same programs again: recomputation shares the forward code
+                for h in ("att", "ffn"):
+                    be.mark(f"layer_recompute_{h}")
+                    be.replay(f"layer_fwd_{h}")
+            dx, grads = _bert_layer_bwd(be, p, c, d, hd, mark=lambda h: be.mark(f"layer_bwd_{h}"))
     be.mark("end")
     out.update(dx=dx, grads=grads, extra_params=extra)
     return out
+
+
+def _embedding(be, rv, cfg: ModelConfig, extra: list):
+    """The embedding lookup of the first stage: (its output, the table's slices).  One table and one gather when
+    ``cfg.embedding_serialization`` is 1.  Serialised (optimum-graphcore's SerializedEmbedding for bert models):
+    the table as that many slices, each looked up for every token with the ids outside it masked, the lookups
+    summed.  A gpt model's LM head is serialised over the same slices, but its token embedding is one plain lookup
+    (optimum-graphcore's PipelinedGPT2LMHeadModel serialises only the head): costed as one gather of every token's
+    row from the first slice (a gather's cost is the rows it moves, wherever they lie)."""
+    B, S, H = cfg.batch, cfg.seq, cfg.hidden
+    F, rows = vocab_slices(cfg)
+    if F == 1:
+        tables = [be.weight("table", rv.normal((cfg.vocab, H), 0.5))]
+    else:
+        tables = [be.weight(f"table_{i}", rv.normal((rows, H), 0.5)) for i in range(F)]
+    pos = be.weight("position", rv.normal((S, H), 0.5))
+    g, b = be.weight("ln_g", rv.const(H, 1.0)), be.weight("ln_b", rv.const(H, 0.0))
+    extra += [*tables, pos, g, b]
+    be.mark("emb_fwd")
+    ids = np.random.default_rng(cfg.seed + 7).integers(0, cfg.vocab, size=B * S)
+    if F == 1 or cfg.model == "gpt":
+        e = be.gather_rows(tables[0], ids % (cfg.vocab if F == 1 else rows), "gather")
+    else:
+        e = None
+        for i, t in enumerate(tables):
+            part = be.gather_rows(t, np.clip(ids - i * rows, 0, rows - 1), f"gather_{i}")
+            e = part if e is None else be.add(e, part, f"gather_sum_{i}")
+    e = be.add(e, be.take(pos, np.tile(np.arange(S * H, dtype=np.int64), B).reshape(B * S, H)), "position_add")
+    return be.layer_norm(e, g, b, "layer_norm"), tables
+
+
+def _lm_head(be, rv, cfg: ModelConfig, y, tied, extra: list):
+    """GPT's language-model head over every token: forward, loss and backward; returns the gradient into the
+    body's output.  Untied (its own decoder) unless ``tied`` (the embedding table's slices: the wrap placement).
+    Serialised over the vocabulary slices as poptorch.serializedMatMul with MatMulSerializationMode.OutputChannels
+    runs it (optimum-graphcore's SerializedLinear): one (tokens x hidden) x (hidden x slice) matmul per slice for
+    the logits, per slice again for the weight gradient, and the input gradient summed over the slices.  When the
+    vocabulary was padded to a multiple of the slices, the padded logits are masked before the loss (one multiply
+    and one add over the logits, as optimum-graphcore's PipelinedGPT2LMHeadModel.forward does).  The softmax is
+    costed slice by slice (the rows' max and sum combined across slices are a token's worth of values each)."""
+    B, S, H = cfg.batch, cfg.seq, cfg.hidden
+    T = B * S
+    F, rows = vocab_slices(cfg)
+    if tied is None:
+        if F == 1:
+            decs = [be.weight("lm_decoder_w", rv.init((H, cfg.vocab), H))]
+        else:
+            decs = [be.weight(f"lm_decoder_w_{i}", rv.init((H, rows), H)) for i in range(F)]
+        extra += decs
+    be.mark("head")
+    sfx = (lambda i: "") if F == 1 else (lambda i: f"_{i}")
+    dx = None
+    for i in range(F):
+        w = be.t(tied[i]) if tied is not None else decs[i]
+        logits = be.matmul(y, w, f"lm/decoder_matmul{sfx(i)}")
+        if F * rows > cfg.vocab:  # padded vocabulary: masked before the loss
+            logits = be.scale(logits, 1.0, f"lm/padding_mask_mul{sfx(i)}")
+            logits = be.scale(logits, 1.0, f"lm/padding_mask_add{sfx(i)}")
+        prob = be.softmax(logits, f"lm/softmax{sfx(i)}")
+        dlog = be.scale(prob, 1.0 / T, f"lm/loss_grad{sfx(i)}")
+        if tied is not None:  # the gradient accumulates into the table's (vocab, hidden) layout
+            be.matmul(be.t(dlog), y, f"lm/decoder_matmul_dw{sfx(i)}")
+            part = be.matmul(dlog, tied[i], f"lm/decoder_matmul_dx{sfx(i)}")
+        else:
+            be.matmul(be.t(y), dlog, f"lm/decoder_matmul_dw{sfx(i)}")
+            part = be.matmul(dlog, be.t(decs[i]), f"lm/decoder_matmul_dx{sfx(i)}")
+        dx = part if dx is None else be.add(dx, part, f"lm/decoder_dx_sum{sfx(i)}")
+    return dx
+
+
+def _mlm_nsp_head(be, rv, cfg: ModelConfig, y, table, extra: list):
+    """BERT's pretraining heads: MLM over the masked positions (the decoder tied to ``table`` when given) and NSP
+    on the first token of each pack; forward, loss and backward.  Returns the gradient into the encoder output."""
+    B, S, H = cfg.batch, cfg.seq, cfg.hidden
+    T = B * cfg.mlm_tokens
+    hp = {"mlm_w": be.weight("mlm_transform_w", rv.init((H, H), H)),
+          "mlm_b": be.weight("mlm_transform_b", rv.const(H, 0.0)),
+          "ln_g": be.weight("mlm_ln_g", rv.const(H, 1.0)), "ln_b": be.weight("mlm_ln_b", rv.const(H, 0.0)),
+          "pool": be.weight("nsp_pooler_w", rv.init((H, H), H)),
+          "cls": be.weight("nsp_classifier_w", rv.init((H, 2), H))}
+    extra += list(hp.values())
+    tied = table is not None
+    hp["dec"] = be.t(table) if tied else be.weight("mlm_decoder_w", rv.init((H, cfg.vocab), H))
+    if not tied:
+        extra.append(hp["dec"])
+    be.mark("head")
+    # MLM: only the masked positions go through the head (MLPerf: 76 per 512 tokens)
+    rows = np.random.default_rng(cfg.seed + 9).choice(B * S, size=min(T, B * S), replace=False)
+    xm = be.take(y, (rows[:, None] * H + np.arange(H)[None, :]))
+    t1 = be.add_bias(be.matmul(xm, hp["mlm_w"], "mlm/transform_matmul"), hp["mlm_b"], "mlm/transform_bias")
+    t2 = be.gelu(t1, "mlm/gelu")
+    t3 = be.layer_norm(t2, hp["ln_g"], hp["ln_b"], "mlm/layer_norm")
+    logits = be.matmul(t3, hp["dec"], "mlm/decoder_matmul")
+    prob = be.softmax(logits, "mlm/softmax")
+    # softmax cross-entropy gradient p - onehot(label): one elementwise pass over p (the labels are
+    # T integers; no dense target tensor)
+    dlog = be.scale(prob, 1.0 / T, "mlm/loss_grad")
+    if tied:  # the decoder gradient accumulates into the table's (vocab, hidden) layout
+        be.matmul(be.t(dlog), t3, "mlm/decoder_matmul_dw")
+        dt3 = be.matmul(dlog, table, "mlm/decoder_matmul_dx")
+    else:
+        be.matmul(be.t(t3), dlog, "mlm/decoder_matmul_dw")
+        dt3 = be.matmul(dlog, be.t(hp["dec"]), "mlm/decoder_matmul_dx")
+    dt2, _, _ = be.layer_norm_bwd(t2, hp["ln_g"], dt3, "mlm/layer_norm_bwd")
+    dt1 = be.gelu_bwd(t1, dt2, "mlm/gelu_bwd")
+    be.matmul(be.t(xm), dt1, "mlm/transform_matmul_dw")
+    be.matmul(dt1, be.t(hp["mlm_w"]), "mlm/transform_matmul_dx")
+    # NSP on the first token of each pack: pooler + classifier (forward and backward)
+    cls_rows = np.arange(B) * S
+    xc = be.take(y, cls_rows[:, None] * H + np.arange(H)[None, :])
+    pooled = be.matmul(xc, hp["pool"], "nsp/pooler_matmul")
+    nsp = be.matmul(pooled, hp["cls"], "nsp/classifier_matmul")
+    dn = be.mse_grad(nsp, be.input("nsp_target", rv.normal((B, 2), 0.01)), "nsp/loss_grad")
+    be.matmul(be.t(pooled), dn, "nsp/classifier_matmul_dw")
+    be.matmul(be.t(xc), be.matmul(dn, be.t(hp["cls"]), "nsp/classifier_matmul_dx"), "nsp/pooler_matmul_dw")
+    # gradient into the encoder output: the masked rows scattered into zeros (one pass)
+    return be.scale(y, 0.0, "encoder_output_grad")
+
+
+def _qa_head(be, rv, cfg: ModelConfig, y, extra: list):
+    """The question-answering span head (Hugging Face's *ForQuestionAnswering: ``qa_outputs``, a hidden x 2
+    projection of every token with bias): the start and end logits of each sequence through a softmax
+    cross-entropy over its tokens, then the backward.  Returns the gradient into the encoder output."""
+    B, S, H = cfg.batch, cfg.seq, cfg.hidden
+    w = be.weight("qa_outputs_w", rv.init((H, 2), H))
+    bias = be.weight("qa_outputs_b", rv.const(2, 0.0))
+    extra += [w, bias]
+    be.mark("head")
+    logits = be.add_bias(be.matmul(y, w, "qa/outputs_matmul"), bias, "qa/outputs_bias")  # (tokens, 2)
+    # start and end: each sequence's S logits of one column are a row of the softmax (2 x batch rows of S)
+    rows = be.take(logits, (np.arange(2)[:, None, None] + 2 * (np.arange(B)[None, :, None] * S
+                                                                + np.arange(S)[None, None, :])).reshape(2 * B, S))
+    prob = be.softmax(rows, "qa/softmax")
+    dlog = be.scale(prob, 0.5 / B, "qa/loss_grad")  # (start + end) / 2, mean over the batch
+    dl = be.take(dlog, (np.arange(2)[None, :] * B * S + np.arange(B * S)[:, None]).reshape(B * S, 2))
+    be.matmul(be.t(y), dl, "qa/outputs_matmul_dw")
+    return be.matmul(dl, be.t(w), "qa/outputs_matmul_dx")
+
+
+def _classification_head(be, rv, cfg: ModelConfig, y, extra: list, classes: int = 2):
+    """The sequence-classification head (Hugging Face's *ForSequenceClassification: BERT's pooler + classifier,
+    RoBERTa's classification head: the first token through a hidden x hidden dense layer and tanh, then hidden x
+    ``classes``), softmax cross-entropy and backward; the gradient into the encoder output is the first rows
+    scattered into zeros (one pass).  tanh is costed as the op library's gelu (one elementwise pass each way)."""
+    B, S, H = cfg.batch, cfg.seq, cfg.hidden
+    dense = be.weight("cls_dense_w", rv.init((H, H), H))
+    outw = be.weight("cls_out_w", rv.init((H, classes), H))
+    extra += [dense, outw]
+    be.mark("head")
+    xc = be.take(y, (np.arange(B) * S)[:, None] * H + np.arange(H)[None, :])
+    h1 = be.matmul(xc, dense, "cls/dense_matmul")
+    h2 = be.gelu(h1, "cls/tanh")
+    logits = be.matmul(h2, outw, "cls/out_matmul")
+    dlog = be.scale(be.softmax(logits, "cls/softmax"), 1.0 / B, "cls/loss_grad")
+    be.matmul(be.t(h2), dlog, "cls/out_matmul_dw")
+    dh1 = be.gelu_bwd(h1, be.matmul(dlog, be.t(outw), "cls/out_matmul_dx"), "cls/tanh_bwd")
+    be.matmul(be.t(xc), dh1, "cls/dense_matmul_dw")
+    be.matmul(dh1, be.t(dense), "cls/dense_matmul_dx")
+    return be.scale(y, 0.0, "encoder_output_grad")
 
 
 def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None):

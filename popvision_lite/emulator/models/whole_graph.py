@@ -70,11 +70,13 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
     step = G * micro + ar + opt + st
     samples = R * G * cfg.batch * (cfg.packing if cfg.model == "bert" else 1)
     in_bytes = R * G * cfg.batch * sch.input_bytes_per_sample(cfg.model, seq=getattr(cfg, "seq", 0), image=getattr(cfg, "image", 0))
-    terms = sch.per_step_terms(em, getattr(cfg, "host_framework", "none"), cfg.ipus, in_bytes, step / target.clock_hz)
+    di = int(getattr(cfg, "device_iterations", 1) or 1)
+    host_fw, host_basis = sch.resolve_host_framework(getattr(cfg, "host_framework", "auto"), cfg.model)
+    terms = sch.per_step_terms(em, host_fw, cfg.ipus, in_bytes, step / target.clock_hz, device_iterations=di)
     step_seconds = step / target.clock_hz + sum(terms.values())
     schedule = dict(stages=nI, replicas=R, grad_accum=G, micro_batch=cfg.batch, samples_per_step=float(samples),
                     step_seconds=step_seconds, ipu_step_seconds=step / target.clock_hz, per_step_terms=terms,
-                    host_framework=getattr(cfg, "host_framework", "none"),
+                    host_framework=host_fw, host_framework_basis=host_basis,
                     step_cycles=int(step), steady_cycles_per_microbatch=int(micro),
                     stage_cycles=[int(micro)], optimizer_cycles=int(opt), allreduce_cycles=int(ar),
                     stream_cycles=int(st), fill_drain_cycles=0, optimizer=cfg.optimizer,
@@ -82,6 +84,8 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
                     optimizer_state_dtype=cfg.optimizer_state_dtype,
                     note=("whole-graph path: one micro-batch emulated (its own update ops included), repeated "
                           "grad_accum times, then all-reduce / optimizer / DDR stream"))
+    if di > 1:  # optimizer steps per host call (absent: 1)
+        schedule["device_iterations"] = di
     pd_.run.update(fits=fits, oom_tiles=[list(x) for x in oom[:16]], total_cycles=int(step),
                    seconds=step / target.clock_hz,
                    profile_note=f"timeline: one micro-batch of one replica; the step runs it {G} times")

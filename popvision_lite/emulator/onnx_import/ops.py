@@ -62,6 +62,37 @@ def _sigmoid(x):
     return (0.5 * (1.0 + np.tanh(0.5 * x))).astype(np.float32)
 
 
+def _softplus(x):
+    x = _f32(x)
+    return (np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))).astype(np.float32)
+
+
+def _mish(x):
+    x = _f32(x)
+    return (x * np.tanh(_softplus(x))).astype(np.float32)
+
+
+def _mish_bwd(x, dy):
+    x = _f32(x)
+    t = np.tanh(_softplus(x))
+    return (_f32(dy) * (t + x * _sigmoid(x) * (1 - t * t))).astype(np.float32)
+
+
+def _elu(x, s):  # s: alpha
+    x = _f32(x)
+    return np.where(x > 0, x, s * np.expm1(np.minimum(x, 0))).astype(np.float32)
+
+
+def _celu(x, s):  # s: alpha
+    x = _f32(x)
+    return (np.maximum(x, 0) + np.minimum(0, s * np.expm1(np.minimum(x, 0) / s))).astype(np.float32)
+
+
+def _log(x):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log(_f32(x))
+
+
 def _pow(a, b):
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.power(_f32(a), _f32(b))
@@ -89,6 +120,14 @@ UNARY_FNS = {
     "lt_scalar": lambda x, s: (_f32(x) < s).astype(np.float32),
     "isnan": lambda x: np.isnan(_f32(x)).astype(np.float32),
     "isinf": lambda x: np.isinf(_f32(x)).astype(np.float32),
+    "log": _log,
+    "round": lambda x: np.rint(_f32(x)),
+    "softplus": _softplus,
+    "softsign": lambda x: _f32(x) / (1 + np.abs(_f32(x))),
+    "mish": _mish,
+    "elu_scalar": _elu,
+    "celu_scalar": _celu,
+    "thresholded_relu_scalar": lambda x, s: np.where(_f32(x) > s, _f32(x), 0).astype(np.float32),
 }
 BINARY_FNS = {
     "sub": lambda a, b: _f32(a) - _f32(b),
@@ -100,9 +139,13 @@ BINARY_FNS = {
     "hard_sigmoid_bwd": lambda x, dy: _f32(dy) * ((_f32(x) > -3) & (_f32(x) < 3)) / np.float32(6),
     "hard_swish_bwd": lambda x, dy: _f32(dy) * np.where(_f32(x) <= -3, 0, np.where(_f32(x) >= 3, 1,
                                                                                       _f32(x) / 3 + 0.5)),
+    "softplus_bwd": lambda x, dy: _f32(dy) * _sigmoid(x),
+    "softsign_bwd": lambda x, dy: _f32(dy) / np.square(1 + np.abs(_f32(x))),
+    "mish_bwd": _mish_bwd,
 }
 
-FLOPS = {"hard_sigmoid": 4, "hard_swish": 5, "gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
+FLOPS = {"softplus": 8, "softsign": 3, "mish": 14, "elu_scalar": 6, "celu_scalar": 8, "thresholded_relu_scalar": 2,
+         "log": 4, "softplus_bwd": 10, "softsign_bwd": 5, "mish_bwd": 30, "hard_sigmoid": 4, "hard_swish": 5, "gelu_erf": 12, "gelu_erf_bwd": 18, "erf": 12, "tanh": 8, "sigmoid": 8, "exp": 4, "pow_scalar": 8, "pow": 8, "sqrt": 4, "rsqrt": 4,
          "reciprocal": 4, "div": 4}
 
 
@@ -135,7 +178,8 @@ BINARY_CODELETS = {k: PopopsElementwise(k, f, ("a", "b")) for k, f in BINARY_FNS
 SELECT = PopopsElementwise("select", lambda c, a, b: np.where(_f32(c) != 0, _f32(a), _f32(b)), ("c", "a", "b"))
 
 
-TYPE_NAMES = {"gelu_erf": "gelu", "gelu_erf_bwd": "gelu_bwd"}  # op types in the profile
+TYPE_NAMES = {"gelu_erf": "gelu", "gelu_erf_bwd": "gelu_bwd", "elu_scalar": "elu", "celu_scalar": "celu",
+              "thresholded_relu_scalar": "thresholded_relu"}  # op types in the profile
 
 
 def _check_kind(kind, table, what):

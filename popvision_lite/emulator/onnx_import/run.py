@@ -18,55 +18,12 @@ from popvision_lite.emulator.target import Target
 
 from .loader import LoadedModel, OnnxImportError, dtype_info, load
 from .lowering import Act, Lowerer
+from .lowering.quantized import QUANT_REL_TOL
+from .numerics import REL_TOL, act_value, intermediate_candidates, judge, judge_intermediates, run_onnxruntime
 from .ops import OnnxEmulatorBackend, OnnxNumpyBackend
 
-# Tolerance of an imported model's outputs, as a fraction of the output's largest magnitude (max |reference|),
-# per run precision.  A whole network's output error is a sum of per-op rounding errors, each bounded by the
-# unit roundoff times the size of the values the op handles, so it scales with the output's range, not with
-# each element: an elementwise rtol judges near-zero elements by their own tiny size and fails correct runs.
-# fp32: 2^-10 of the max, ~8,000 fp32 roundoffs (2^-23): room for the different summation orders and
-# transcendental approximations of two correct implementations over tens of layers, four orders of magnitude
-# below a lowering mistake (a wrong epsilon, a dropped bias, a wrong axis give errors of 1e-2 .. 1 of the max).
-# fp16: 2^-5 of the max, 64 fp16 roundoffs (2^-11).  Beside it, when ONNX Runtime's own run of the model converted
-# to fp16 is given, the record compares the two runs' RMS errors (``rms_err_vs_reference_fp16``): a measure, not a
-# pass / fail bar, because the IPU rounds to fp16 at op boundaries ONNX Runtime fuses away (a matmul's or conv's
-# output before its bias add, a scale before a mask add): docs/onnx.md "Numerics" has the measured ratios.
-REL_TOL = {"fp32": 2.0 ** -10, "fp16": 2.0 ** -5}
-
-
-def judge(name, got, want, precision: str, want16=None) -> dict:
-    """The numeric check of one output (``run["numeric_checks"][name]``): ``got`` against the fp32 reference
-    ``want``, with the tolerance ``REL_TOL[precision]`` x max |want| on every element; in fp16, with ``want16``
-    (the reference runtime's fp16 run), also the ratio of the two runs' RMS errors against ``want``.
-
-    Reports max abs error, max abs error relative to the output's max (``max_rel_err``), the share of elements
-    outside the tolerance and the RMS error; ``atol`` is the tolerance in absolute terms (``rtol`` 0: it is not
-    elementwise)."""
-    got = np.asarray(got, dtype=np.float64)
-    want = np.asarray(want, dtype=np.float64)
-    rel = REL_TOL[precision]
-    base = dict(name=name, precision=precision, tolerance=f"{rel:.3g} x max |reference| ({precision})", rtol=0.0)
-    if got.shape != want.shape:
-        return dict(base, passed=False, problem=f"shape {got.shape} != reference {want.shape}", atol=0.0,
-                    max_abs_err=float("inf"), max_rel_err=float("inf"), outside_share=1.0)
-    scale = float(np.abs(want).max()) if want.size else 0.0
-    tol = rel * (scale if scale > 0 else 1.0)
-    err = np.abs(got - want)
-    finite = bool(np.all(np.isfinite(got)))
-    max_abs = float(err.max()) if err.size else 0.0
-    rms = float(np.sqrt(np.mean(err * err))) if err.size else 0.0
-    outside = float(np.mean(~(err <= tol))) if err.size else 0.0
-    rec = dict(base, atol=tol, scale=scale, max_abs_err=max_abs, max_rel_err=max_abs / (scale if scale > 0 else 1.0),
-               rms_err=rms, outside_share=outside, elements=int(got.size), finite=finite)
-    passed = finite and outside == 0.0
-    if precision == "fp16" and want16 is not None:
-        e16 = np.abs(np.asarray(want16, np.float64) - want)
-        rms16 = float(np.sqrt(np.mean(e16 * e16))) if e16.size else 0.0
-        rec.update(reference_fp16_rms_err=rms16, reference_fp16_max_abs_err=float(e16.max()) if e16.size else 0.0,
-                   rms_err_vs_reference_fp16=rms / rms16 if rms16 > 0 else (1.0 if rms == 0 else float("inf")))
-    rec["passed"] = bool(passed)
-    return rec
-
+__all__ = ["REL_TOL", "build", "emulate_onnx", "judge", "make_inputs", "read_handles", "reference_numpy",
+           "run_onnxruntime"]
 
 def _gather_rows_of(lm: LoadedModel) -> dict:
     """Integer graph inputs used as Gather indices -> number of rows of the gathered table."""
@@ -125,12 +82,12 @@ def make_inputs(lm: LoadedModel, seed: int, precision: str, user=None, needs_val
 
 
 def build(lm: LoadedModel, be, input_values: dict, ipus: int = 1, progress=None, training=False, loss_output=None,
-          lr=0.01, ipu_split=None, recompute=False, outline=False):
+          lr=0.01, ipu_split=None, recompute=False, outline=False, seed=0):
     """Lower ``lm`` onto backend ``be``; returns (lowerer, {output name: (handle, shape)}); with
     ``training`` also the backward pass and SGD step, the updated weights as ``weight:NAME`` entries;
     ``outline``: repeated blocks emulated as calls of one body (timing-only inference, ``lowering/outline.py``)."""
     low = Lowerer(be, lm, input_values, ipus=ipus, training=training, ipu_split=ipu_split, recompute=recompute,
-                  outline=outline)
+                  outline=outline, seed=seed)
     if recompute and training and not low.blocks:
         raise OnnxImportError(f"{lm.path}: --recompute: no repeated blocks found (node names or torch.export scopes "
                               "ending in a layer number, e.g. '/encoder/layer.0/...'); run without --recompute")
@@ -207,20 +164,6 @@ def read_handles(handles, value_of) -> dict:
         v = np.asarray(value_of(h)).reshape(shape).astype(np.float32)
         out[k] = post(v) if post is not None else v
     return out
-
-
-def run_onnxruntime(lm: LoadedModel, feeds: dict) -> dict:
-    try:
-        import onnxruntime as ort
-    except ImportError as e:
-        raise OnnxImportError("the numerics check needs onnxruntime (pip install onnxruntime), or run with "
-                              "--timing-only") from e
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(lm.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    res = sess.run(names, feeds)
-    return dict(zip(names, res, strict=True))
 
 
 # training at scale (the multi-IPU emulator's options) that apply to an imported model: it runs on the
@@ -328,7 +271,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
                              available_memory_proportion=available_memory_proportion)
     low, handles = build(lm, be, values, ipus=per_replica, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
                          training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split, recompute=recompute,
-                         outline=outline)
+                         outline=outline, seed=seed)
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
     model_name = "onnx:" + Path(path).name
@@ -349,7 +292,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
         if reference:
             t2 = time.perf_counter()
             ref, checks = check_numerics(lm, values, got, precision, training=training, loss_output=loss_output,
-                                         lr=lr, reference_fp16=reference_fp16)
+                                         lr=lr, reference_fp16=reference_fp16, low=low,
+                                         value_of=lambda t: res.outputs[t.name], seed=seed)
             wall["reference"] = time.perf_counter() - t2
     pd_ = res.profile_data
     _record_run(pd_, model_name, checks, low, config)
@@ -396,16 +340,21 @@ def _target(device, ipus_per_replica) -> Target:
 
 
 def check_numerics(lm: LoadedModel, values: dict, got: dict, precision: str, *, training=False, loss_output=None,
-                   lr=0.01, reference_fp16=None) -> tuple[dict, dict]:
+                   lr=0.01, reference_fp16=None, low=None, value_of=None, seed=0) -> tuple[dict, dict]:
     """(ONNX Runtime's outputs, {name: numeric check}) of an emulated run's outputs ``got``: every graph output
-    against ONNX Runtime on the same inputs (:func:`judge`); with ``training`` every updated weight
-    (``weight:NAME``) against the same lowering run on the numpy reference backend (elementwise tolerance)."""
+    against ONNX Runtime on the same inputs (:func:`numerics.judge`); with the run's lowerer ``low`` and
+    ``value_of(tensor)`` (its values after the run), the intermediate tensors both hold (one ``intermediates``
+    record, :func:`numerics.judge_intermediates`) and the run's seeded values fed to ONNX Runtime; with
+    ``training`` every updated weight (``weight:NAME``) against the same lowering run on the numpy reference
+    backend (elementwise tolerance)."""
     checks = {}
-    ref = run_onnxruntime(lm, values)
+    quant = QUANT_REL_TOL if getattr(low, "quantized", False) else None  # run in float: 8-bit rounding allowed
+    names = intermediate_candidates(low, lm) if low is not None and value_of is not None else []
+    ref = run_onnxruntime(lm, values, seeded=getattr(low, "seeded", None), extra_outputs=names)
     if training:
         rtol, atol = tolerance(precision)  # the updated weights: same lowering, elementwise
         nb = OnnxNumpyBackend(precision)
-        _, nh = build(lm, nb, values, training=True, loss_output=loss_output, lr=lr)
+        _, nh = build(lm, nb, values, training=True, loss_output=loss_output, lr=lr, seed=seed)
         ref_w = read_handles(nh, nb._val)
         for name in got:
             if name.startswith("weight:"):
@@ -416,9 +365,14 @@ def check_numerics(lm: LoadedModel, values: dict, got: dict, precision: str, *, 
         if name.startswith("weight:"):
             continue
         want = np.asarray(ref[name], dtype=np.float32)
-        c = judge(name, got[name], want, precision, (reference_fp16 or {}).get(name))
+        c = judge(name, got[name], want, precision, (reference_fp16 or {}).get(name), rel=quant)
         c["reference"] = "onnxruntime (CPU)" + (", and its fp16 run" if "reference_fp16_rms_err" in c else "")
         checks[name] = c
+    if names:
+        checks["intermediates"] = judge_intermediates(low, lambda n: act_value(low.vals[n], value_of), ref, names,
+                                                      precision, rel=quant)
+    for n in names:
+        ref.pop(n, None)
     return ref, checks
 
 
@@ -426,6 +380,8 @@ def _record_run(pd_, model_name, checks, low, config):
     """The run record's numeric checks, model name, outlined blocks and config."""
     pd_.run["numeric_checks"] = checks
     pd_.run["model"] = model_name
+    if low.notes:  # what the run did that a user must know (seeded random values, casts, emulated-as notes)
+        pd_.run["notes"] = list(low.notes)
     if low.outliner is not None and low.outliner.calls:
         pd_.run["outlined_blocks"] = dict(blocks=len(low.outliner.blocks), calls=int(low.outliner.calls),
                                           lowered=len(low.outliner.made))

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from popvision_lite.atomic_io import write_bytes_atomic
 from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.gui import theme
+from popvision_lite.gui.plot_cache import drawn_afresh
 
 PLOT_SUFFIXES = (".png", ".svg")
 MAX_PIXELS = 16384  # per side; Qt refuses bigger QImages on some platforms
@@ -72,7 +73,7 @@ def render_image(item, width: int | None = None, height: int | None = None, dpi:
         else:
             exp.params.param("height").setValue(int(height), blockSignal=exp.heightChanged)
     scale = exp.params["width"] / rect.width()
-    with _legends_scaled(item, scale):
+    with _legends_scaled(item, scale), drawn_afresh(item.scene()):
         img = exp.export(toBytes=True)
     dpm = int(round(dpi / 0.0254))
     img.setDotsPerMeterX(dpm)
@@ -155,7 +156,7 @@ def export_svg(item, path) -> int:
     item = export_target(item)
     if item.scene() is None or not item.scene().views():
         raise ConfigError("the plot is not shown in a view, so it cannot be exported")
-    with _images_upscaled(item):
+    with _images_upscaled(item), drawn_afresh(item.scene()):
         data = _svg_bytes(item)
     write_bytes_atomic(path, data)
     return len(data)
@@ -197,9 +198,10 @@ def _qt_svg(item) -> bytes:
     opts = {"antialias": True, "background": None, "painter": painter, "resolutionScale": 1.0}
     exporting = [it for it in item.scene().items() if hasattr(it, "setExportMode")]
     try:
-        for it in exporting:
-            it.setExportMode(True, opts)
-        item.scene().render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
+        with drawn_afresh(item.scene()):
+            for it in exporting:
+                it.setExportMode(True, opts)
+            item.scene().render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
     finally:
         for it in exporting:
             it.setExportMode(False)

@@ -26,6 +26,7 @@ POINT_SLACK_PX = 1.0
 MOVES = 12          # steps along its line a compute-ceiling label takes past what is in the way
 ROOF_STEPS = 16     # positions tried along a memory roof's diagonal
 EDGE_INSET = 0.05   # decades between a right-aligned label and the right edge
+KEPT_PLACEMENTS = 8  # placements kept for the layouts seen most recently
 
 
 def scene_outline(item: pg.TextItem):
@@ -79,6 +80,15 @@ def points_under(item: pg.TextItem, discs: np.ndarray, slack: float = POINT_SLAC
     return dx * dx + dy * dy < reach * reach
 
 
+def _placement_key(rect: QRectF, view_range, x_max: float, discs: np.ndarray, outlines) -> tuple:
+    """Everything a placement depends on besides the labels themselves: the view box's scene rect, its range (which
+    maps the labels' data positions to pixels), the right edge, the points' discs and the other texts' outlines."""
+    poly = tuple(tuple((round(p.x(), 2), round(p.y(), 2)) for p in o) for o in outlines)
+    return ((round(rect.x(), 2), round(rect.y(), 2), round(rect.width(), 2), round(rect.height(), 2)),
+            tuple(round(float(v), 9) for r in view_range for v in r), float(x_max),
+            np.round(discs, 2).tobytes(), poly)
+
+
 def make_label(text: str, color: str, anchor=(0, 1), rotate_axis=None) -> pg.TextItem:
     """A ceiling label on a translucent patch of the plot background."""
     bg = QColor(theme.colors()["plot_bg"])
@@ -125,6 +135,9 @@ class CeilingLabelsItem(pg.GraphicsObject):
         self.roofs: list[tuple[float, float, float, pg.TextItem]] = []  # (log10 bw, first x, last x, label)
         self.peaks: list[tuple[float, float, pg.TextItem, bool]] = []   # (log10 peak, ridge x, label, right first)
         self.unplaced: list[str] = []
+        # placements already computed, by what they depend on (_placement_key): a tab shown again lays its plot out
+        # anew, often at one of the sizes it had before, and a placement costs ~0.1 s
+        self._placements: dict[tuple, tuple] = {}
         self.setZValue(15)
 
     def boundingRect(self) -> QRectF:  # noqa: N802 - Qt's name
@@ -165,16 +178,35 @@ class CeilingLabelsItem(pg.GraphicsObject):
         if not (self.roofs or self.peaks) or vb.width() < 50 or vb.height() < 50:
             return self.unplaced
         vb.updateMatrix()  # a range set just now reaches the view's transform only at the next paint
-        self.unplaced = []
         for it in fixed:  # their transforms follow the view only when painted: bring them up to date
             it.updateTransform(force=True)
         # the points where they are drawn now: after the matrix update
-        ctx = _Placement([scene_outline(it) for it in fixed], point_discs(plot_item, scatters), vb.sceneBoundingRect())
+        outlines, discs, rect = [scene_outline(it) for it in fixed], point_discs(plot_item, scatters), vb.sceneBoundingRect()
+        key = _placement_key(rect, vb.viewRange(), x_max, discs, outlines)
+        kept = self._placements.get(key)
+        if kept is not None:  # this very layout was placed before (a tab shown again): put the labels back
+            self._restore(kept)
+            return self.unplaced
+        self.unplaced = []
+        ctx = _Placement(outlines, discs, rect)
         for lbw, x_first, x_last, t in sorted(self.roofs, key=lambda r: -r[0]):
             self._place_roof(ctx, t, lbw, x_first, x_last)
         for y, x_ridge, t, right_first in sorted(self.peaks, key=lambda r: -r[0]):
             self._place_peak(ctx, vb, t, y, x_ridge, x_max, right_first)
+        if len(self._placements) >= KEPT_PLACEMENTS:
+            self._placements.pop(next(iter(self._placements)))
+        self._placements[key] = ([(t, tuple(t.anchor), QPointF(t.pos()), t.isVisible()) for t in self.labels()],
+                                 list(self.unplaced))
         return self.unplaced
+
+    def _restore(self, kept) -> None:
+        """Each label's anchor, position and visibility as a placement left them."""
+        labels, unplaced = kept
+        for t, anchor, pos, visible in labels:
+            t.setAnchor(anchor)
+            t.setPos(pos)
+            t.setVisible(visible)
+        self.unplaced = list(unplaced)
 
     def _place_roof(self, ctx: _Placement, t, lbw: float, x_first: float, x_last: float) -> None:
         """Along the diagonal (x in log10 units; y = log10 bandwidth + x), above then below the line."""

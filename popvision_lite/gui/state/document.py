@@ -37,10 +37,12 @@ class Document(QObject):
         self._cache: dict[Any, Any] = {}
         self._lock = threading.Lock()  # the loader may prefill the cache from a worker thread
         self.verdict_choice: tuple[str, int] | None = None
+        self.verdict_precision: str | None = None   # the precision the verdict's GPUs train in (None: the run's)
 
-    def set_verdict_choice(self, gpu: str, count: int) -> None:
-        if self.verdict_choice != (gpu, int(count)):
+    def set_verdict_choice(self, gpu: str, count: int, precision: str | None = None) -> None:
+        if self.verdict_choice != (gpu, int(count)) or self.verdict_precision != precision:
             self.verdict_choice = (gpu, int(count))
+            self.verdict_precision = precision
             self.verdict_choice_changed.emit(gpu, int(count))
 
     def cached(self, key, fn: Callable[..., Any], *args, **kwargs):

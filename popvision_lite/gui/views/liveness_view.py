@@ -18,6 +18,7 @@ from popvision_lite.analysis.liveness import (
 )
 from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui import theme
+from popvision_lite.gui.plot_cache import keep_plot_drawing
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_html
@@ -67,6 +68,7 @@ class LivenessView(QWidget):
         if len(x):
             pi.setXRange(-0.5, len(x) - 0.5, padding=0.01)
         self._fit_y()
+        keep_plot_drawing(pi)  # the curves of every step: drawn once, not on every visit of the tab
 
     def _build_ipu_lines(self) -> None:
         """A multi-IPU run's programs follow each other, IPU by IPU: mark where each IPU's steps begin."""

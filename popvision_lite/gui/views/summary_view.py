@@ -7,7 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
-from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME
+from popvision_lite.analysis import error_band as eb
+from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME, host_step_text
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
 from popvision_lite.emulator.run_config import unused_settings
 from popvision_lite.gui import theme
@@ -151,6 +152,8 @@ class SummaryView(QWidget):
             for r in rt.phases.itertuples())
         tput = (f"{rt.samples_per_second:,.1f} samples/s, all {rt.num_ipus:,} IPUs ({rt.samples_per_step:g} samples "
                 f"per step)" if np.isfinite(rt.samples_per_second) else "n/a (no batch size recorded)")
+        band = eb.run_band(dict(s.run), rt.num_ipus)
+        host = host_step_text(s.run.get("schedule") if isinstance(s.run.get("schedule"), dict) else {})
         self.info.setText(f"""
 <h2>{plain_html(s.model)}</h2>
 <table cellpadding=2>
@@ -164,6 +167,8 @@ class SummaryView(QWidget):
 <tr><td><b>Bottleneck</b></td><td><b>{plain_html(rt.bottleneck_text)}</b></td></tr>
 <tr><td><b>Phases of the step</b></td><td>{phases}</td></tr>
 <tr><td><b>Throughput</b></td><td>{tput}</td></tr>
+<tr><td><b>Error band</b></td><td>{plain_html(band.text())}</td></tr>
+<tr><td><b>Host</b></td><td>{plain_html(host)}</td></tr>
 {_schedule_rows(s.run, t.clock_hz)}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile}):

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLay
 from popvision_lite import devices
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis.summary import summarize
-from popvision_lite.analysis.verdict import DEFAULT_GPU, DEFAULT_SAMPLES, verdict
+from popvision_lite.analysis.verdict import DEFAULT_GPU, DEFAULT_SAMPLES, PRECISIONS, verdict
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.text import plain_html
@@ -30,16 +30,22 @@ def verdict_choice(document) -> tuple[str, int]:
     return DEFAULT_GPU, int(n_ipus)
 
 
-def document_verdict(document, gpu: str | None = None, count: int | None = None):
-    """The verdict of ``document`` for ``gpu`` x ``count`` (default: :func:`verdict_choice`), through the
-    document's cache: the Summary panel and the Roofline's verdict line read this one object."""
+def document_verdict(document, gpu: str | None = None, count: int | None = None, precision: str | None = None):
+    """The verdict of ``document`` for ``gpu`` x ``count`` (default: :func:`verdict_choice`) in ``precision``
+    (default: the panel's choice, else the run's), through the document's cache: the Summary panel and the
+    Roofline's verdict line read this one object."""
     dg, dn = verdict_choice(document)
     gid, n = gpu or dg, int(count or dn)
+    prec = precision or getattr(document, "verdict_precision", None) or None
     prof = document.profile
     if hasattr(document, "cached"):
         summ = document.cached("summary", summarize, prof)   # the Summary view's, already made
-        return document.cached(("verdict", gid, n), verdict, prof, gid, n, DEFAULT_SAMPLES, summ)
-    return verdict(prof, gid, n)
+        return document.cached(("verdict", gid, n, prec), _verdict, prof, gid, n, summ, prec)
+    return verdict(prof, gid, n, precision=prec)
+
+
+def _verdict(prof, gid, n, summ, prec):
+    return verdict(prof, gid, n, DEFAULT_SAMPLES, summ, precision=prec)
 
 
 class VerdictPanel(QWidget):
@@ -59,8 +65,8 @@ class VerdictPanel(QWidget):
         self.gpus.setRange(1, 4096)
         self.gpus.setValue(n_ipus)
         self.gpus.setSuffix(" x")
-        self.gpus.setToolTip("Number of GPUs (data parallel); default: as many as the run uses IPUs "
-                             "(all replicas)")
+        self.gpus.setToolTip("Number of GPUs (their own tensor x pipeline x data-parallel placement, searched); "
+                             "default: as many as the run uses IPUs (all replicas and tensor-parallel groups)")
         bar.addWidget(self.gpus)
         self.gpu = QComboBox()
         for gid in devices.list_devices("gpu"):
@@ -69,6 +75,15 @@ class VerdictPanel(QWidget):
         self.gpu.setCurrentIndex(max(i, 0))
         self.gpu.setToolTip("GPU to estimate (constants and prices from resources/devices)")
         bar.addWidget(self.gpu)
+        self.precision = QComboBox()
+        self.precision.addItem("run's precision", None)
+        for p in PRECISIONS:
+            self.precision.addItem(p.upper(), p)
+        i = self.precision.findData(getattr(document, "verdict_precision", None))
+        self.precision.setCurrentIndex(max(i, 0))
+        self.precision.setToolTip("Precision the GPUs train in (FP8: the GEMMs at the GPU's FP8 rate, Transformer "
+                                  "Engine, where its spec has one)")
+        bar.addWidget(self.precision)
 
         self.body = QLabel()
         self.body.setTextFormat(Qt.RichText)
@@ -82,15 +97,17 @@ class VerdictPanel(QWidget):
         lay.addWidget(self.body)
         self.gpus.valueChanged.connect(self.refresh)
         self.gpu.currentIndexChanged.connect(self.refresh)
+        self.precision.currentIndexChanged.connect(self.refresh)
         theme.notifier.changed.connect(self._fill)
         self.refresh()
 
     def refresh(self, *_):
         gid, n = self.gpu.currentData(), int(self.gpus.value())
+        prec = self.precision.currentData()
         if hasattr(self.document, "set_verdict_choice"):
-            self.document.set_verdict_choice(gid, n)
+            self.document.set_verdict_choice(gid, n, prec)
         try:
-            self.result = document_verdict(self.document, gid, n)
+            self.result = document_verdict(self.document, gid, n, prec)
         except PopvisionError as e:
             self.result = None
             self.body.setText(f"Verdict unavailable: {plain_html(str(e))}")

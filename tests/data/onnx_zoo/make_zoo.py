@@ -310,6 +310,32 @@ def export(name, exporter, model, ins, axes, path):
         prog = torch.onnx.export(model, args, input_names=names, output_names=["output"], dynamo=True,
                                  external_data=False)
         prog.save(str(path), external_data=False)
+        drop_stack_traces(path)
+
+
+def drop_stack_traces(path):
+    """Remove torch.export's per-node ``pkg.torch.onnx.stack_trace`` metadata: Python tracebacks that name the
+    exporting machine's absolute paths (its venv's site-packages), read by nothing; the other metadata (the
+    ``name_scopes`` the importer reads to find layers) stays."""
+    import onnx
+
+    m = onnx.load(str(path))
+
+    def graphs(g):
+        yield g
+        for n in g.node:
+            for a in n.attribute:
+                if a.HasField("g"):
+                    yield from graphs(a.g)
+                for sub in a.graphs:
+                    yield from graphs(sub)
+
+    nodes = [n for g in graphs(m.graph) for n in g.node] + [n for f in m.functions for n in f.node]
+    for n in nodes:
+        keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        del n.metadata_props[:]
+        n.metadata_props.extend(keep)
+    onnx.save(m, str(path))
 
 
 def ort_run(model_bytes, feeds):

@@ -74,15 +74,17 @@ def test_decomposed_patterns_fuse_to_the_same_ops(model_dir):
 def test_unsupported_op_names_type_node_and_list(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
-    node = helper.make_node("Softsign", ["x"], ["y"], name="my_softsign")
+    node = helper.make_node("Hardmax", ["x"], ["y"], name="my_hardmax")
     m = helper.make_model(helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
     p = tmp_path / "m.onnx"
     onnx.save(m, str(p))
     with pytest.raises(OnnxImportError) as e:
         emulate_onnx(p)
     msg = str(e.value)
-    assert "'Softsign'" in msg and "my_softsign" in msg and "supported:" in msg and "MatMul" in msg
-    assert "Softsign" not in SUPPORTED_OPS
+    assert "'Hardmax'" in msg and "my_hardmax" in msg and "supported:" in msg and "MatMul" in msg
+    assert "Hardmax" not in SUPPORTED_OPS
+    # and what to do instead (issue 47)
+    assert "instead: replace the module with supported ops before export, or cut the graph" in msg
 
 
 def test_docs_list_the_lowering_table():
@@ -148,7 +150,9 @@ def test_cli_writes_profile_the_reader_opens(model_dir, tmp_path, capsys):
     rc = main(["emulate", "--onnx", str(model_dir / "resnet_block.onnx"), "--batch", "2", "-o", str(out), "-q"])
     text = capsys.readouterr().out
     assert rc == 0, text
-    assert "numeric checks (outputs vs ONNX Runtime, updated weights vs the numpy reference): 1/1 passed" in text
+    assert ("numeric checks (outputs and intermediate tensors vs ONNX Runtime, updated weights vs the numpy "
+            "reference): 2/2 passed") in text
+    assert "  intermediate tensors vs ONNX Runtime: " in text
     p = pvl.open(out)
     assert p.run["model"] == "onnx:resnet_block.onnx"
     assert all(c["passed"] for c in p.run["numeric_checks"].values())

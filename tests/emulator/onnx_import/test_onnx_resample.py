@@ -53,7 +53,8 @@ def _resample_graph(tmp_path):
 
 def test_conv_transpose_and_resize_match_onnxruntime(tmp_path):
     run = emulate_onnx(_resample_graph(tmp_path), precision="fp32")
-    assert set(run.numeric_checks) == {"r2", "r3", "t3"}
+    assert set(run.numeric_checks) == {"r2", "r3", "t3", "intermediates"}
+    assert run.numeric_checks["intermediates"]["compared"] == 3  # t1, t2, r1
     for k, c in run.numeric_checks.items():
         assert c["passed"] and c["max_rel_err"] < 1e-5, (k, c)
     types = set(run.profile_data.ops["type"])

@@ -52,8 +52,19 @@ def unary_act(low, kind, a, name, s=None):
             g = lambda dy: be.mul(h, dy, bn)  # noqa: E731
         elif kind == "scale":
             g = lambda dy: be.scale(dy, s, bn)  # noqa: E731
-        elif kind in ("hard_sigmoid", "hard_swish"):
+        elif kind in ("hard_sigmoid", "hard_swish", "softplus", "softsign", "mish"):
             g = lambda dy: be.binary(a.h, dy, kind + "_bwd", bn)  # noqa: E731
+        elif kind == "log":  # dy / x
+            g = lambda dy: be.binary(dy, a.h, "div", bn)  # noqa: E731
+        elif kind == "elu_scalar":  # dy where x > 0, else dy (y + alpha)
+            g = lambda dy: be.select(be.unary(a.h, "gt_scalar", bn + "/mask", s=0.0), dy, be.mul(  # noqa: E731
+                dy, be.unary(h, "add_scalar", bn + "/y_alpha", s=s), bn + "/neg_side"), bn)
+        elif kind == "celu_scalar":  # dy where x > 0, else dy (y / alpha + 1)
+            g = lambda dy: be.select(be.unary(a.h, "gt_scalar", bn + "/mask", s=0.0), dy, be.mul(  # noqa: E731
+                dy, be.unary(be.scale(h, 1.0 / s, bn + "/y_over_alpha"), "add_scalar", bn + "/plus_one", s=1.0),
+                bn + "/neg_side"), bn)
+        elif kind == "thresholded_relu_scalar":  # dy where x > alpha
+            g = lambda dy: be.mul(be.unary(a.h, "gt_scalar", bn + "/mask", s=s), dy, bn)  # noqa: E731
         elif kind == "add_scalar":
             g = lambda dy: dy  # noqa: E731
         elif kind in ("max_scalar", "min_scalar"):  # dy where x passed (x > s for max, x < s for min)
@@ -76,6 +87,35 @@ def unary_act(low, kind, a, name, s=None):
         if g is not None:
             low.rec(out, [a], lambda dy: [(a, lambda: g(dy))])
     return out
+
+
+def unary_with(kind, attr, default):
+    """Lowering of a one-input op with one scalar attribute (Elu / Celu / ThresholdedRelu's ``alpha``)."""
+    def lower(low, i, node, ins, name):
+        s = float(attrs(node).get(attr, default))
+        if kind == "celu_scalar" and s == 0.0:
+            raise OnnxImportError(f"{low.lm.path}: node '{name}': Celu with alpha 0 is undefined (x / alpha)")
+        low.set_output(node, unary_act(low, kind, low.data(node, ins), name, s))
+    lower.__name__ = f"lower_{kind}"
+    return lower
+
+
+def lower_selu(low, i, node, ins, name):
+    """gamma x (x > 0), gamma alpha (e^x - 1) (x <= 0): the ELU of alpha, scaled by gamma."""
+    at = attrs(node)
+    alpha, gamma = float(at.get("alpha", 1.67326319217681884765625)), float(at.get("gamma", 1.05070102214813232421875))
+    y = unary_act(low, "elu_scalar", low.data(node, ins), name + "/elu", alpha)
+    low.set_output(node, unary_act(low, "scale", y, name, gamma))
+
+
+def lower_prelu(low, i, node, ins, name):
+    """x (x >= 0), slope x (x < 0), the slope broadcast (a weight, per channel): max(x, 0) + slope min(x, 0),
+    so the slope's gradient is the broadcast's reduction."""
+    x = low.data(node, ins)
+    pos = unary_act(low, "max_scalar", x, name + "/pos", 0.0)
+    neg = unary_act(low, "min_scalar", x, name + "/neg", 0.0)
+    scaled = binary_op(low, "mul", node, neg, ins[1], name + "/slope", "", node.input[1])
+    low.set_output(node, binary_op(low, "add", node, pos, scaled, name, "", ""))
 
 
 def lower_is_inf(low, i, node, ins, name):

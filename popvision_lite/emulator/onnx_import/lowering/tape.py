@@ -38,6 +38,8 @@ class Tape:
         counts = np.bincount(pidx, minlength=n)
         if fill_last:
             counts[-1] = min(counts[-1], 1)
+            if counts.max(initial=0) > 1:  # a broadcast: the fill's own reads get no gradient
+                counts[-1] = 0
         if m == n and counts.max(initial=0) == 1:  # a permutation: the inverse view
             inv = np.empty(n, dtype=np.int64)
             inv[pidx] = np.arange(n, dtype=np.int64)
@@ -50,13 +52,35 @@ class Tape:
             src = np.full(n, m, dtype=np.int64)
             src[pidx] = np.arange(m, dtype=np.int64)
             return be.take(cat, src)
-        if n * m > 1 << 24:
-            raise OnnxImportError(f"{self.lm.path}: --training: the gradient of a broadcast of a {n}-element "
-                                  "tensor is not supported at this size")
-        S = np.zeros((n, m), np.float32)
-        S[pidx, np.arange(m)] = 1.0
-        key = f"scatter/{n}_{m}_{self.op_count}_{len(self.tape)}"
-        return be.matmul(self.tensor_of(key, S), self.operand_raw(dy, (m, 1)), key)
+        return self.broadcast_bwd(dy, pidx, counts, n)
+
+    def broadcast_bwd(self, dy, pidx, counts, n):
+        """Gradient of a view that reads elements more than once (a broadcast, Expand, repeated Gather indices):
+        element j's gradient is the sum of ``dy`` over the positions that read it - a reduction over the
+        broadcast axes, as poplibs' popops::reduce computes it, not a dense scatter matrix.  The reads of the
+        elements read ``c`` times are gathered as ``c`` rows (a view) and reduced over them (``reduce_rows``);
+        one group per distinct count, joined with a zero for elements nothing read.  ``counts`` is the number
+        of reads of each of the ``n`` elements (0: no gradient)."""
+        be = self.be
+        m = int(pidx.size)
+        flat = self.operand_raw(dy, (m,))
+        order = np.argsort(pidx, kind="stable")
+        start = np.cumsum(counts) - counts
+        tag = f"{n}_{m}_{len(self.tape)}"
+        parts, where = [], np.full(n, -1, np.int64)
+        for c in np.unique(counts[counts > 0]):
+            js = np.flatnonzero(counts == c)
+            pos = order[start[js][None, :] + np.arange(int(c))[:, None]]  # (c, n_c): row k = each element's k-th read
+            g = be.take(flat, pos.ravel()) if c == 1 else be.reduce_rows(be.take(flat, pos), f"bcast_bwd/{tag}_x{c}")
+            where[js] = sum(int(p.shape[0]) for p in parts) + np.arange(js.size)
+            parts.append(g)
+        if len(parts) == 1 and (where >= 0).all():
+            return parts[0] if np.array_equal(where, np.arange(n)) else be.take(parts[0], where)
+        size = int(sum(int(np.prod(p.shape)) for p in parts))
+        zero = self.tensor_of(f"zero/{n}_{m}", np.zeros(1, np.float32))
+        cat = be.concat([*[(p, (int(np.prod(p.shape)),)) for p in parts], (zero, (1,))], 0, (size + 1,),
+                        f"bcast_bwd/{tag}/join")
+        return be.take(cat, np.where(where >= 0, where, size))
 
     def backward(self, outputs: dict, loss_output=None, lr: float = 0.01):
         """Backward pass from loss = mean of ``loss_output`` (default: sum of the means of all device

@@ -256,3 +256,37 @@ def lower_concat(low, i, node, ins, name):
         low.rec(out, plains, lambda dy: [(pp, lambda q=q: low.be.take(dy, q))
                                            for pp, q in zip(plains, pos, strict=True)])
     low.set_output(node, out)
+
+
+def lower_scatter_nd(low, i, node, ins, name):
+    """ScatterND (reduction 'none') with its indices known when the graph is built, data and / or updates
+    computed on the device (Funnel's torch.export file writes its pooled tokens back this way): a view of the data
+    and the updates joined - the op itself, evaluated on their positions, says which one each output element
+    reads."""
+    data, idx, upd = ins[:3]
+    red = attrs(node).get("reduction", b"none")
+    red = red.decode() if isinstance(red, bytes) else str(red)
+    if isinstance(idx, Act):
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': ScatterND with indices computed on the device is not "
+                              "supported; instead: compute the indices from inputs or constants")
+    if red != "none":
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': ScatterND reduction '{red}' is not supported (only "
+                              "'none'); instead: write the update as an Add / Mul of a scattered tensor")
+    a = data if isinstance(data, Act) else low.act(node.input[0])
+    u = upd if isinstance(upd, Act) else low.act(node.input[2])
+    n, m = a.size, u.size
+    feeds = {node.input[0]: np.arange(n, dtype=np.int64).reshape(a.shape), node.input[1]: np.asarray(idx),
+             node.input[2]: np.arange(n, n + m, dtype=np.int64).reshape(u.shape)}
+    try:
+        pos = np.asarray(evaluate_node(node, feeds, low.opset)[0])
+    except Exception as e:
+        raise OnnxImportError(f"{low.lm.path}: node '{name}' (ScatterND) could not be evaluated on its index: "
+                              f"{type(e).__name__}: {e}") from None
+    fa, fu = low.reshape(low.plain(a), (n,)), low.reshape(low.plain(u), (m,))
+    h = low.be.concat([(low.operand_raw(fa.h, (n,)), (n,)), (low.operand_raw(fu.h, (m,)), (m,))], 0, (n + m,),
+                      name + "/join")
+    joined = Act(h, (n + m,))
+    if low.training:
+        low.rec(joined, [fa, fu], lambda dy: [(fa, lambda: low.be.take(dy, np.arange(n))),
+                                               (fu, lambda: low.be.take(dy, np.arange(n, n + m)))])
+    low.set_output(node, low.view(joined, pos, pos.shape))

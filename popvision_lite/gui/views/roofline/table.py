@@ -6,6 +6,7 @@ import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QFont
 
+from popvision_lite.gui.table_model import ShownCells
 from popvision_lite.units import format_flops, format_ratio, format_seconds, format_usd
 
 _ROOT = QModelIndex()
@@ -34,6 +35,7 @@ class RooflineTableModel(QAbstractTableModel):
         cols += [("spills", "what-if: spills", lambda v: "DDR" if v else "")]
         self.cols = cols
         self.values = [df[c].to_numpy() for c, _, _ in cols]
+        self._shown = ShownCells()
         self.text = [self._column_text(key, fmt, v) for (key, _, fmt), v in zip(cols, self.values, strict=True)]
         # the TOTAL row holds no IPU/GPU ratio of its own: the whole-run comparison is the verdict's
         for (key, _, _), col in zip(cols, self.text, strict=True):
@@ -89,6 +91,9 @@ class RooflineTableModel(QAbstractTableModel):
     def data(self, index, role=Qt.DisplayRole):
         if not index.isValid():
             return None
+        return self._shown.get(index.row(), index, role, self._cell)  # a model per analysis: its cells do not change
+
+    def _cell(self, index, role):
         r, c = index.row(), index.column()
         _, _, fmt = self.cols[c]
         if role == Qt.DisplayRole:

@@ -43,6 +43,7 @@ from popvision_lite.gui.items.ceiling_labels import CeilingLabelsItem
 from popvision_lite.gui.items.fitted_legend import FittedLegend
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.items.roofline_ceilings import RooflineCeilingsItem
+from popvision_lite.gui.plot_cache import keep_drawing
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.text import plain_label, show_warning
 from popvision_lite.gui.theme import GPU_COLORS, IPU_COLOR
@@ -177,6 +178,12 @@ class RooflineView(QWidget):
         lv.addWidget(self.plot, 1)
         self.offplot = QLabel()  # ceilings whose labels found no free place on the plot
         self.offplot.setWordWrap(True)
+        # its line is kept when hidden: the plot's height must not follow the placement, which follows the plot's
+        # height (a label without room at one height shows the line, the plot shrinks, the label fits, the line
+        # hides, the plot grows ...: a relayout and two placements on every visit of the tab)
+        keep = self.offplot.sizePolicy()
+        keep.setRetainSizeWhenHidden(True)
+        self.offplot.setSizePolicy(keep)
         self.offplot.hide()
         lv.addWidget(self.offplot)
         split.addWidget(left)
@@ -219,6 +226,8 @@ class RooflineView(QWidget):
         pi.setYRange(ly0, ly1, padding=0)
         self._place_labels()
         self._highlight()
+        # the log axes with their grid lines (~15 ms a paint each): drawn once, not again on each visit of the tab
+        keep_drawing(pi.getAxis("bottom"), pi.getAxis("left"))
         self._fill_summary()
         trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
                  if self.measured is not None else "")

@@ -1,0 +1,77 @@
+"""The transformer validation set (resources/validation/transformer_training.csv): every row emulated from its own
+IPU config, the measured figure the samples the run processed, and bad data named."""
+
+from __future__ import annotations
+
+import pytest
+
+from popvision_lite import transformer_validation as tv
+from popvision_lite.emulator.models.config import make_config
+from popvision_lite.errors import ConfigError
+from popvision_lite.mlperf_validation import Result, replace_section
+
+
+def test_every_row_builds_the_configuration_it_was_run_with():
+    cases = {c.id: c for c in tv.build_cases(tv.load_rows())}
+    assert {"hf-gpt2-medium-wikitext103-pod16", "hf-gpt2-small-wikitext103-pod16", "hf-roberta-base-squad-pod16",
+            "hf-roberta-base-squad2-pod16"} <= set(cases)
+    g = cases["hf-gpt2-medium-wikitext103-pod16"].config
+    assert g["layer_split"] == [0, 3, 3, 3, 3, 4, 4, 4, 0] and g["pipeline_placement"] == "wrap"
+    assert (g["replicas"], g["ipus"], g["grad_accum"], g["device_iterations"], g["batch"], g["seq"]) == (
+        2, 16, 256, 2, 1, 1024)
+    assert g["available_memory_proportion"] == 0.25 and g["embedding_serialization"] == 5
+    assert g["host_framework"] == "poptorch" and g["optimizer"] == "adam"
+    r = cases["hf-roberta-base-squad-pod16"].config
+    assert r["task_head"] == "question_answering" and r["pipeline_placement"] == "sequential"
+    assert r["layer_split"] == [0, 4, 4, 4] and r["vocab"] == 50265 and r["optimizer_state"] == "onchip"
+    for c in cases.values():
+        cfg = make_config(c.model, **c.config)
+        assert cfg.ipus == 16
+        # the total batch the card reports = micro-batch x GA x replicas x device iterations
+        row = next(x for x in tv.load_rows() if x["id"] == c.id)
+        assert cfg.batch * cfg.grad_accum * cfg.replicas * cfg.device_iterations == int(row["total_train_batch_size"])
+
+
+def test_measured_is_the_samples_processed_per_second_of_train_runtime():
+    for row in tv.load_rows():
+        steps, batch, secs = int(row["steps"]), int(row["total_train_batch_size"]), float(row["train_runtime_s"])
+        assert steps == int(row["epochs"]) * (int(row["train_samples"]) // batch)  # drop_last
+        assert float(row["measured_samples_per_second"]) == pytest.approx(steps * batch / secs, abs=0.01)
+        # the card's own figure counts the dataset x epochs (the dropped samples too)
+        reported = float(row["reported_train_samples_per_second"])
+        assert reported == pytest.approx(int(row["train_samples"]) * int(row["epochs"]) / secs, rel=2e-3)
+        assert row["runtime_includes_compilation"] == "no"
+
+
+def test_bad_rows_name_the_file_row_and_column(tmp_path):
+    rows = tv.load_rows()
+    good = (tmp_path / "ok.csv")
+    import csv
+
+    cols = [k for k in rows[0] if not k.startswith("_")]
+    with good.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerow({k: rows[0][k] for k in cols} | {"micro_batch": "lots"})
+    with pytest.raises(ConfigError, match=r"ok.csv: row 'hf-gpt2-medium-wikitext103-pod16' column 'micro_batch'"):
+        tv.build_cases(tv.load_rows(good))
+    with good.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerow({k: rows[0][k] for k in cols} | {"n_accel": "8"})
+    with pytest.raises(ConfigError, match="gives 16 IPUs but n_accel is 8"):
+        tv.build_cases(tv.load_rows(good))
+    (tmp_path / "cols.csv").write_text("id,model\nx,gpt2-small\n")
+    with pytest.raises(ConfigError, match="cols.csv: missing column"):
+        tv.load_rows(tmp_path / "cols.csv")
+
+
+def test_the_doc_section_has_its_own_markers():
+    case = tv.build_cases(tv.load_rows())[0]
+    res = Result(case, predicted_sps=2 * case.measured_sps, fits=True, basis="x",
+                 extra={"schedule": {"step_seconds": 1.0, "samples_per_step": 512.0,
+                                     "per_step_terms": {"host_step": 0.0}}})
+    sec = tv.render_section([res], "Last run: now.")
+    assert sec.startswith(tv.BEGIN) and sec.endswith(tv.END) and "2.000" in sec
+    doc = "intro\n" + sec + "\nmiddle\n"
+    assert replace_section(doc, tv.render_section([res], "Last run: later."), tv.BEGIN, tv.END).count(tv.BEGIN) == 1
