@@ -24,6 +24,8 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 from popvision_lite import units  # noqa: E402  (light: the formatting of every number shown)
 from popvision_lite.errors import (  # noqa: E402
+    ArgumentTypeError,
+    ArgumentValueError,
     ConfigError,
     DeviceSpecError,
     EmulatorError,
@@ -86,7 +88,7 @@ def insights(profile, spec=None):
     from popvision_lite.analysis.insights import insights as _insights
 
     if spec is not None and not isinstance(spec, str) and not hasattr(spec, "value"):
-        raise TypeError(f"spec must be a device id (e.g. 'ipu-mk2'), a DeviceSpec or None, got "
+        raise ArgumentTypeError(f"spec must be a device id (e.g. 'ipu-mk2'), a DeviceSpec or None, got "
                         f"{type(spec).__name__} {spec!r}"[:120])
     api_args.profile(profile)
     p, mine = _opened(profile)
@@ -183,4 +185,6 @@ __all__ = [
     "EmulatorError",
     "OutOfMemoryError",
     "ConfigError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
 ]

@@ -4,7 +4,9 @@ argument and what it takes, before the work starts.  Without them a string of GP
 letter ("unknown device 'a'"), a ``slice`` of tiles reached numpy as a raw TypeError and an int given as a profile
 failed deep inside with an AttributeError.
 
-The command line checks its options with ``value_checks`` (ConfigError, exit 2); these are the notebook's.
+The command line checks its options with ``value_checks`` (ConfigError, exit 2); these are the notebook's.  Each
+error is both: ``errors.ArgumentTypeError`` is a TypeError and a ConfigError, ``errors.ArgumentValueError`` a
+ValueError and a ConfigError, so code that caught the package's ConfigError still does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import numbers
 import os
 
 import numpy as np
+
+from popvision_lite.errors import ArgumentTypeError, ArgumentValueError
 
 
 def _what(value) -> str:
@@ -27,9 +31,9 @@ def is_path(value) -> bool:
 def path(value, name: str):
     """``value`` when it is a file name; else TypeError naming ``name``."""
     if not is_path(value):
-        raise TypeError(f"{name} must be a file path (str or os.PathLike), got {_what(value)}")
+        raise ArgumentTypeError(f"{name} must be a file path (str or os.PathLike), got {_what(value)}")
     if not os.fspath(value):
-        raise ValueError(f"{name} must not be empty")
+        raise ArgumentValueError(f"{name} must not be empty")
     return value
 
 
@@ -41,7 +45,7 @@ def profile(value, name: str = "profile") -> bool:
         return True
     if hasattr(value, "target") and (hasattr(value, "stored_table") or hasattr(value, "ops")):
         return False
-    raise TypeError(f"{name} must be a profile path or an open profile (pvl.open(path)), got {_what(value)}")
+    raise ArgumentTypeError(f"{name} must be a profile path or an open profile (pvl.open(path)), got {_what(value)}")
 
 
 def text(value, name: str, choices=None, none_ok: bool = False):
@@ -49,9 +53,9 @@ def text(value, name: str, choices=None, none_ok: bool = False):
     if value is None and none_ok:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be text{' or None' if none_ok else ''}, got {_what(value)}")
+        raise ArgumentTypeError(f"{name} must be text{' or None' if none_ok else ''}, got {_what(value)}")
     if choices is not None and value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
+        raise ArgumentValueError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
     return value
 
 
@@ -61,17 +65,17 @@ def whole(value, name: str, lo: int | None = None, hi: int | None = None, none_o
     if value is None and none_ok:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a whole number{' or None' if none_ok else ''}, got {_what(value)}")
+        raise ArgumentTypeError(f"{name} must be a whole number{' or None' if none_ok else ''}, got {_what(value)}")
     if isinstance(value, numbers.Integral):
         v = int(value)
     else:
         f = float(value)
         if not np.isfinite(f) or f != int(f):
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
+            raise ArgumentValueError(f"{name} must be a whole number, got {value!r}")
         v = int(f)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        rng = f"at least {lo}" if hi is None else f"{lo} .. {hi}" if lo is not None else f"at most {hi}"
-        raise ValueError(f"{name} must be {rng}, got {v}")
+        rng = f">= {lo}" if hi is None else f"in {lo} .. {hi}" if lo is not None else f"<= {hi}"
+        raise ArgumentValueError(f"{name} must be a whole number {rng}, got {v}")
     return v
 
 
@@ -90,23 +94,23 @@ def tile_ids(value, n_tiles: int, name: str = "tiles") -> np.ndarray | None:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = [int(value)]
     if isinstance(value, str | bytes | dict) or not hasattr(value, "__len__") and not hasattr(value, "__iter__"):
-        raise TypeError(f"{name} must be tile ids (ints, a range, a slice or a boolean mask), got {_what(value)}")
+        raise ArgumentTypeError(f"{name} must be tile ids (ints, a range, a slice or a boolean mask), got {_what(value)}")
     arr = np.asarray(list(value) if not hasattr(value, "__array__") and not isinstance(value, list | tuple)
                      else value)
     if arr.dtype == bool:
         if arr.shape != (n_tiles,):
-            raise ValueError(f"{name}: a boolean mask must have one entry per tile ({n_tiles}), got shape {arr.shape}")
+            raise ArgumentValueError(f"{name}: a boolean mask must have one entry per tile ({n_tiles}), got shape {arr.shape}")
         return np.flatnonzero(arr).astype(np.int64)
     if arr.ndim != 1 and arr.size:
-        raise ValueError(f"{name} must be a flat list of tile ids, got shape {arr.shape}")
+        raise ArgumentValueError(f"{name} must be a flat list of tile ids, got shape {arr.shape}")
     arr = arr.reshape(-1)
     if arr.size and arr.dtype.kind not in "iu":
         if arr.dtype.kind != "f" or not np.isfinite(arr).all() or (arr != np.round(arr)).any():
-            raise TypeError(f"{name} must be whole tile ids, got {arr.dtype} values such as {arr.flat[0]!r}")
+            raise ArgumentTypeError(f"{name} must be whole tile ids, got {arr.dtype} values such as {arr.flat[0]!r}")
     ids = arr.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= n_tiles):
         bad = int(ids[(ids < 0) | (ids >= n_tiles)][0])
-        raise ValueError(f"{name}: tile {bad} is out of range 0 .. {n_tiles - 1}")
+        raise ArgumentValueError(f"{name}: tile {bad} is out of range 0 .. {n_tiles - 1}")
     return ids
 
 

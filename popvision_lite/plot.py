@@ -17,7 +17,7 @@ import numpy as np
 from popvision_lite import api_args
 from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import load_torch_trace, plottable, report_text
-from popvision_lite.errors import ConfigError
+from popvision_lite.errors import ArgumentTypeError, ConfigError
 from popvision_lite.profile.reader import open_profile
 from popvision_lite.units import format_flops
 
@@ -62,7 +62,7 @@ def roofline(profile, trace=None, gpus=rl.DEFAULT_GPUS, ax=None, title: str | No
     if trace is not None and not hasattr(trace, "columns"):
         api_args.path(trace, "trace")
     if ax is not None and not hasattr(ax, "figure"):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+        raise ArgumentTypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
     api_args.text(title, "title", none_ok=True)
     mine = api_args.profile(profile)
     plt = _pyplot()

@@ -41,7 +41,7 @@ from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.devices import DeviceSpec
-from popvision_lite.errors import ConfigError, DeviceSpecError
+from popvision_lite.errors import ArgumentTypeError, ArgumentValueError, ConfigError, DeviceSpecError
 from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bandwidth, format_flops
 
@@ -259,7 +259,7 @@ def gpu_list(gpus, name: str = "gpus") -> tuple:
         return (gpus,)
     items = (gpus,) if isinstance(gpus, str) else gpus
     if isinstance(items, bytes | dict) or not hasattr(items, "__iter__"):
-        raise TypeError(f"{name} must be a GPU id or a list of them (e.g. 'a100-80gb'), got "
+        raise ArgumentTypeError(f"{name} must be a GPU id or a list of them (e.g. 'a100-80gb'), got "
                         f"{type(gpus).__name__} {gpus!r}"[:120])
     items = tuple(items)
     known = devices.list_devices("gpu")
@@ -267,9 +267,9 @@ def gpu_list(gpus, name: str = "gpus") -> tuple:
         if isinstance(g, DeviceSpec):
             continue
         if not isinstance(g, str):
-            raise TypeError(f"{name} must hold GPU ids (str) or DeviceSpecs, got {type(g).__name__} {g!r}"[:120])
+            raise ArgumentTypeError(f"{name} must hold GPU ids (str) or DeviceSpecs, got {type(g).__name__} {g!r}"[:120])
         if g not in known and not g.endswith(".toml"):
-            raise ValueError(f"{name}: unknown GPU {g!r}; bundled GPUs are {', '.join(known)} (or a device spec "
+            raise ArgumentValueError(f"{name}: unknown GPU {g!r}; bundled GPUs are {', '.join(known)} (or a device spec "
                              ".toml file)")
     return items
 

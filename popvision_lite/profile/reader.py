@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from popvision_lite.errors import ProfileError, ProfileVersionError
+from popvision_lite.errors import ArgumentTypeError, ProfileError, ProfileVersionError
 from popvision_lite.profile import consistency, h5safety, public, schema, step_tiles
 from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
 
@@ -450,7 +450,7 @@ class Profile:
 
     def _check_name(self, name) -> None:
         if not isinstance(name, str):
-            raise TypeError(f"table name must be text (one of {', '.join(schema.TABLES)}), got {type(name).__name__}")
+            raise ArgumentTypeError(f"table name must be text (one of {', '.join(schema.TABLES)}), got {type(name).__name__}")
         if name not in schema.TABLES:
             raise ProfileError(self.path, f"unknown table '{name}'; tables are {', '.join(schema.TABLES)}")
 

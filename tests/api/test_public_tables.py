@@ -189,9 +189,14 @@ def test_weighted_steps_and_totals_add_up_to_the_summary(pod_profile):
 
 
 def test_single_run_profiles_weigh_one(pvl_sample=SAMPLES / "bert_tiny_mk2.pvl"):
+    """A run of one micro-batch: each stored step runs once, and the stored steps are the totals of the phase
+    they make up (the host's step time is a phase of its own, stored without steps)."""
     with pvl.open(pvl_sample) as p:
-        s = p.steps
+        s, ph, t = p.steps, p.phases, p.totals
         assert (s["runs"] == 1).all() and (s["ipu_cycles"] == s["cycles"]).all()
         by_kind = s.groupby("kind_name", observed=False)["ipu_cycles"].sum()
-        tot = p.totals.groupby("kind_name", observed=False)["ipu_cycles"].sum()
+        stored = ph.index[ph["first_step"].notna()]
+        tot = t[t["phase_id"].isin(stored) & ~t["waiting"]].groupby("kind_name", observed=False)["ipu_cycles"].sum()
         pd.testing.assert_series_equal(by_kind, tot, check_names=False)
+        others = t[~t["phase_id"].isin(stored)]
+        assert set(others["phase"]) == set(ph.loc[ph["first_step"].isna(), "name"])
