@@ -88,19 +88,12 @@ def test_the_other_tables_of_the_api(tmp_path):
 
 def test_a_sweep_table_keeps_whole_numbers_whole(tmp_path):
     """A failed point used to turn every number column into float (point 0.0, total_cycles 24511.0)."""
-    import csv
+    from tests.support.sweep_table import write_sweep_table
 
-    from popvision_lite.sweep.results import LEAD, METRICS, RESULTS, TAIL
-
-    cols = list(dict.fromkeys([*LEAD, "ipus", "batch", "recompute", *METRICS, *TAIL]))
-    rows = [{c: "" for c in cols} for _ in range(2)]
-    rows[0].update(point="0", status="ok", ipus="1", batch="64", recompute="False", fits="True", chips="1",
-                   total_cycles="24511", peak_tile="67", samples_per_second="3.4e6", profile="a.pvl")
-    rows[1].update(point="1", status="failed", ipus="4", error="layers < stages")
-    with open(tmp_path / RESULTS, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+    write_sweep_table(tmp_path, ["ipus", "batch", "recompute"], [
+        dict(point="0", status="ok", ipus="1", batch="64", recompute="False", fits="True", chips="1",
+             total_cycles="24511", peak_tile="67", samples_per_second="3.4e6", profile="a.pvl"),
+        dict(point="1", status="failed", ipus="4", error="layers < stages")])
     df = pvl.open_sweep(tmp_path)
     _check_conventions(df, "open_sweep", None)
     for col in ("point", "ipus", "batch", "chips", "total_cycles", "peak_tile"):
