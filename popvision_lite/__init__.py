@@ -4,11 +4,13 @@ Notebook use (examples/ has runnable scripts)::
 
     import popvision_lite as pvl
     p = pvl.open("run.pvl")
-    p.steps                 # one row per BSP step: kind_name (categorical), cycles, seconds, ...
-    p.ops, p.tiles          # every table: a RangeIndex equal to its id column (step, op_id, tile ...)
+    p.steps                 # one row per STORED BSP step (index step): kind_name, cycles, seconds, and runs /
+                            # ipu_seconds: how often it runs per training step, the IPU time it stands for
+    p.ops, p.tiles          # every table indexed by its id (op_id, tile ...); <NA> for none; units in the names
     p.memory.by_tile()      # one row per tile, bytes per Poplar category; also p.table("memory_by_tile")
+    p.totals                # the step's IPU time per (phase, step kind): the Summary's numbers
     pvl.compare(a, b).headline, pvl.insights(p), pvl.verdict(p)
-    pvl.units.format_seconds(p.steps["seconds"].sum())
+    pvl.units.format_seconds(p.totals["ipu_seconds"].sum())
     pvl.torch_trace("trace.json"), pvl.plot.roofline(p, trace="trace.json")   # measured GPU kernels, matplotlib
 """
 

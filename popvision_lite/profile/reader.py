@@ -522,7 +522,7 @@ class Profile:
 
             p.steps.groupby("kind_name", observed=True)["ipu_seconds"].sum()   # IPU time of the stored steps
 
-        (``seconds.sum()`` counts each stored step once: 0.11 s of a 1.85 s pod-scale step).  The Summary and
+        (``seconds.sum()`` counts each stored step once: 0.11 s of a 2.02 s pod-scale step).  The Summary and
         ``info`` also count the phases stored without steps (all-reduce, optimizer, streams, host terms) and the
         IPUs waiting at syncs for each other: ``p.totals`` has every row of those numbers.
 
