@@ -59,6 +59,8 @@ SCRIPTS: dict[str, str] = {
     "compare_export": "compare mode and export, large / small ratios (issue 9)",
     "fuzz_profiles": "reader fuzzing: 600 mutated profiles, outcomes (issue 10)",
     "fuzz_hostile": "structural fuzzing: 2,400 hostile-but-valid profiles + special files + CLI abuse (issue 19)",
+    "fuzz_records": "round-4 fuzzing: run records, phases, variable intervals, planted sweep folders, concurrent "
+                    "sweeps, strace sample (issue 45)",
     "trace_load_peer": "peer: a step window from the Chrome-trace JSON (orjson, json) vs from the .pvl (issue 10)",
     "scalesim_peer": "peer: GEMM layer emulation time vs SCALE-Sim 3.0.0 (issue 10)",
     "mlperf_bert_pod16": "MLPerf v1.1 POD16 BERT-Large: predicted vs measured seq/s, fits, wall, RSS (issue 13)",
@@ -85,6 +87,8 @@ NOT_BENCHMARKS: dict[str, str] = {
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",
     "onnx_wild": "builds and exports models outside the zoo at run time; needs torch, torchvision, transformers and "
                  "onnxscript, which are not dependencies (docs/onnx.md \"Beyond the zoo\")",
+    "onnx_memory": "exports full-size models (BERT-base, GPT-2 ...) at run time; needs torch, torchvision and "
+                   "transformers, which are not dependencies (docs/performance.md \"Imported models at full size\")",
     "gui_pixels": "pixel-by-pixel comparison of fixed GUI states between two trees (decision 0130): a refactoring "
                   "check with no goal of its own",
     "matmul_plan_check": "one matmul's plan and cycles beside poplin's planner estimate (decision 0105): an accuracy "
@@ -114,6 +118,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "compare_export": ["--ipus", "2", "--steps", "1000"],
     "fuzz_profiles": ["--cases", "60"],
     "fuzz_hostile": ["--cases", "60"],
+    "fuzz_records": ["--cases", "40", "--strace", "2"],
     "trace_load_peer": ["--quick"],
     "scalesim_peer": ["--quick"],
     "mlperf_bert_pod16": ["--only"],

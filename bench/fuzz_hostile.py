@@ -29,7 +29,6 @@ import struct
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -546,26 +545,7 @@ def classify_cli(case: dict) -> tuple[str, str]:
 
 
 def _worker(mem_mb: int) -> int:
-    import resource
-    import warnings
-
-    warnings.simplefilter("ignore")
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    import popvision_lite.analysis.summary  # noqa: F401
-    import popvision_lite.cli  # noqa: F401
-    import popvision_lite.profile.reader  # noqa: F401
-
-    if mem_mb:
-        cap = mem_mb << 20
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        case = json.loads(line)
-        t0 = time.perf_counter()
-        outcome, detail = classify(case)
-        print(json.dumps({"id": case["id"], "outcome": outcome, "detail": detail,
-                          "s": round(time.perf_counter() - t0, 4)}), flush=True)
-    return 0
+    return fz.serve(classify, mem_mb)
 
 
 def run(cases, workers=2, timeout=30.0, mem_mb=MEM_MB, progress=None):
@@ -697,18 +677,9 @@ def main(argv=None) -> int:
         os.chdir(cwd)
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    by = Counter(r["outcome"] for r in results)
-    by_kind: dict[str, Counter] = {}
-    for r in results:
-        by_kind.setdefault(r["kind"], Counter())[r["outcome"]] += 1
-    fails = [r for r in results if r["outcome"] in FAILS]
-    print(f"hostile inputs: {len(results)} cases (seed {args.seed}) made in {t1 - t0:.1f} s, run in "
-          f"{t2 - t1:.1f} s by {args.workers} workers (cap {args.mem_mb} MiB, timeout {args.timeout:.0f} s)")
-    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
-    for kind, c in sorted(by_kind.items()):
-        print(f"  {kind:<18} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    for r in fails:
-        print(f"FAIL case {r['id']} [{r['kind']}] {r['what']}: {r['outcome']}: {r['detail']}")
+    by, fails = fz.print_outcomes(
+        results, FAILS, f"hostile inputs: {len(results)} cases (seed {args.seed}) made in {t1 - t0:.1f} s, run in "
+        f"{t2 - t1:.1f} s by {args.workers} workers (cap {args.mem_mb} MiB, timeout {args.timeout:.0f} s)")
     print(f"failures: {len(fails)}")
     print("BENCH-RESULT " + json.dumps({"bench": "fuzz_hostile", "cases": len(results), "seed": args.seed,
                                         "outcomes": dict(by), "failures": len(fails),

@@ -595,6 +595,51 @@ def _worker() -> int:
     return 0
 
 
+def serve(classify, mem_mb: int = 0) -> int:
+    """A capped worker's loop (``bench.fuzz_hostile``, ``bench.fuzz_records``): the app's modules imported before
+    the first case's clock, the address space capped at ``mem_mb`` MiB, then one JSON case per stdin line answered
+    with ``classify(case) -> (outcome, detail)`` (a MemoryError under the cap is the ``memory`` outcome)."""
+    import resource
+    import warnings
+
+    warnings.simplefilter("ignore")
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    import popvision_lite.analysis.summary  # noqa: F401
+    import popvision_lite.cli  # noqa: F401
+    import popvision_lite.profile.reader  # noqa: F401
+
+    if mem_mb:
+        cap = mem_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        case = json.loads(line)
+        t0 = time.perf_counter()
+        try:
+            outcome, detail = classify(case)
+        except MemoryError as e:
+            outcome, detail = "memory", f"MemoryError under the cap: {e}"[:200]
+        print(json.dumps({"id": case["id"], "outcome": outcome, "detail": detail,
+                          "s": round(time.perf_counter() - t0, 4)}), flush=True)
+    return 0
+
+
+def print_outcomes(results: list[dict], fail_outcomes, header: str, width: int = 18) -> tuple[Counter, list]:
+    """Print ``header``, the counts by outcome and by kind, and every failure; returns (counts, failures)."""
+    by = Counter(r["outcome"] for r in results)
+    by_kind: dict[str, Counter] = {}
+    for r in results:
+        by_kind.setdefault(r["kind"], Counter())[r["outcome"]] += 1
+    fails = [r for r in results if r["outcome"] in fail_outcomes]
+    print(header)
+    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
+    for kind, c in sorted(by_kind.items()):
+        print(f"  {kind:<{width}} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
+    for r in fails:
+        print(f"FAIL case {r['id']} [{r['kind']}] {r['what']}: {r['outcome']}: {r['detail']}")
+    return by, fails
+
+
 class _Worker:
     def __init__(self, module: str = "bench.fuzz_profiles", args=()):
         env = dict(os.environ)

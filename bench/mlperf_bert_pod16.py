@@ -52,18 +52,20 @@ def one(overrides: dict) -> dict:
     cfg = make_config(rc.model, **(rc.model_args | overrides))
     r = run_model(cfg, device=rc.device, timing_only=True)
     wall = time.perf_counter() - t0
-    s = r.schedule
-    ts = r.profile_data.run["training_state"]
+    from popvision_lite.profile.run_record import RunRecord
+
+    s = r.schedule  # typed (profile/run_record.Schedule)
+    ts = RunRecord.build({"training_state": r.profile_data.run["training_state"]}).training_state
     cap = r.profile_data.target.sram_bytes_per_tile
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return dict(sps=r.samples_per_second, fits=r.fits, wall_s=wall, cpu_s=ru.ru_utime + ru.ru_stime,
                 rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                step_ms=s["step_seconds"] * 1e3, steady_cycles=s["steady_cycles_per_microbatch"],
-                stage_cycles=s["stage_cycles"], fill_drain=s["fill_drain_cycles"], allreduce=s["allreduce_cycles"],
-                optimizer=s["optimizer_cycles"], stream=s["stream_cycles"], clock=r.profile_data.target.clock_hz,
-                worst_tile=[t["max_tile_bytes"]["need"] for t in ts], capacity=cap,
-                state_onchip_kib_per_tile=[t["max_tile_bytes"]["optimizer_state_onchip"] / 1024 for t in ts],
-                code_kib_per_tile=[t["max_tile_bytes"]["code"] / 1024 for t in ts])
+                step_ms=s.step_seconds * 1e3, steady_cycles=s.steady_cycles_per_microbatch,
+                stage_cycles=list(s.stage_cycles), fill_drain=s.fill_drain_cycles, allreduce=s.allreduce_cycles,
+                optimizer=s.optimizer_cycles, stream=s.stream_cycles, clock=r.profile_data.target.clock_hz,
+                worst_tile=[t.max_tile_bytes.need for t in ts], capacity=cap,
+                state_onchip_kib_per_tile=[t.max_tile_bytes.optimizer_state_onchip / 1024 for t in ts],
+                code_kib_per_tile=[t.max_tile_bytes.code / 1024 for t in ts])
 
 
 def main() -> int:

@@ -31,8 +31,8 @@ def main() -> int:
         base = base or per
         s = r.schedule
         print(f"{a.model} on {ipus} IPU(s), G={cfg.grad_accum}: {r.samples_per_second:,.0f} seq/s = {per:.3f} ms/sample "
-              f"(x{base / per:.2f} vs 1 IPU); steady {s['steady_cycles_per_microbatch']:,} cycles/micro-batch, "
-              f"stage cycles {s['stage_cycles']}; fits {r.fits}; emulated in {wall:.1f} s")
+              f"(x{base / per:.2f} vs 1 IPU); steady {s.steady_cycles_per_microbatch:,} cycles/micro-batch, "
+              f"stage cycles {list(s.stage_cycles)}; fits {r.fits}; emulated in {wall:.1f} s")
         print("BENCH-RESULT " + json.dumps({"name": f"pipeline_speedup[{a.model},{ipus}ipu]",
                                             "ms_per_sample": round(per, 4), "speedup_vs_1ipu": round(base / per, 3),
                                             "grad_accum": cfg.grad_accum, "wall_s": round(wall, 2)}))

@@ -71,6 +71,13 @@ GPT3_175B_POD64 = ["gpt3-175b", "--ipus", "64", "--tensor-parallel", "32", "--re
                    "--streaming-weights", "--recompute", "--optimizer", "adam", "--rts"]
 
 
+# the placement search (issue 49): every combination, 100 points; each worker builds a stage graph once for all the
+# points that share it (models/stage_cache.py)
+SEARCH_GRID = ["--grid", "tensor_parallel=4,8", "--grid", "pipeline_stages=1,2", "--grid", "replicas=1,2,4,8,16",
+               "--grid", "grad_accum=16,32,64,128,256", "--grid", "streaming_weights=true", "--grid", "recompute=true",
+               "--grid", "optimizer=adam", "--grid", "rts=true"]
+
+
 def rows(tmp: str, quick: bool, data: str) -> dict[str, dict]:
     """name -> command, target (CPU seconds on the reference box, or a ratio to the bundled reference), what."""
     layers = "2" if quick else "12"
@@ -106,6 +113,12 @@ def rows(tmp: str, quick: bool, data: str) -> dict[str, dict]:
             what="GPT-3 175B on an IPU-POD64 (TP 32 x DP 2, phased, GA 64), timing-only",
             cmd=emulate + GPT3_175B_POD64 + ["--timing-only", "-q", "-o", os.path.join(tmp, "gpt3.pvl")],
             target_cpu=8.0, heavy=True),
+        "placement_search_13b": dict(
+            what="a 100-point placement search of GPT-3 13B (tensor parallel 4 / 8 x pipeline stages 1 / 2 x replicas "
+                 "1-16 x accumulation 16-256, phased, Adam, RTS) on the local Dask cluster, points in the workers",
+            cmd=CLI + ["sweep", "--model", "gpt3-13b", *SEARCH_GRID, "--isolate", "worker", "--workers", "2", "-q",
+                       "-o", os.path.join(tmp, "search")],
+            target_cpu=600.0, heavy=True),
         "validate": dict(
             what="popvision-lite validate --jobs 1 (every measured row)",
             cmd=CLI + ["validate", "--jobs", "1"] + (["--data", data] if data else []), target_cpu=45.0,

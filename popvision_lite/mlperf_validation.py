@@ -50,6 +50,7 @@ from popvision_lite.mlperf_calibration import (  # noqa: F401
     schedule_t_f,
     solve_tf,
 )
+from popvision_lite.profile.run_record import Schedule
 from popvision_lite.value_checks import parse_number
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -381,7 +382,8 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
     sps, basis = throughput(run, case, dropped)
     extra = {"graph_reused": True} if getattr(run, "wall", {}).get("reused") else {}
     extra["peak_tile"] = peak_tile_text(run)
-    sched = getattr(run, "schedule", None) or {}
+    sched = getattr(run, "schedule", None)  # the typed RunResult.schedule, as plain data for the report
+    sched = sched.to_dict() if isinstance(sched, Schedule) else {}
     extra["schedule"] = {k: sched[k] for k in SCHEDULE_TERMS + ("step_cycles", "grad_accum", "stages", "replicas",
                                                                  "step_seconds", "ipu_step_seconds", "per_step_terms",
                                                                  "samples_per_step", "host_framework")

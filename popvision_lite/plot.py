@@ -19,6 +19,7 @@ from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import load_torch_trace, plottable, report_text
 from popvision_lite.errors import ArgumentTypeError, ConfigError
 from popvision_lite.profile.reader import open_profile
+from popvision_lite.profile.run_record import record_of
 from popvision_lite.units import format_flops
 
 IPU_COLOR = "#1f77b4"
@@ -69,7 +70,7 @@ def roofline(profile, trace=None, gpus=rl.DEFAULT_GPUS, ax=None, title: str | No
     p = open_profile(profile) if mine else profile
     try:
         a = rl.analyze(p, gpus=gpus)
-        name = str(p.run.get("model", "")) if hasattr(p, "run") else ""
+        name = record_of(p).model if hasattr(p, "run") else ""
     finally:
         if mine:
             p.close()

@@ -180,24 +180,14 @@ def ipu_band(model: str, host_framework: str | None, ipus: int, path: Path | Non
     return band("ipu", model, fw, ipus, path)
 
 
-def run_band(run: dict, ipus: int, path: Path | None = None) -> Band:
-    """The band of a profile's IPU throughput (``run``: the profile's run record): its model, the host framework
-    its schedule was costed with, its IPUs.  ONE reading of the run for every surface (info, Summary, reports,
-    verdict)."""
-    import ast
-
-    def as_dict(v):
-        if isinstance(v, str):
-            try:
-                v = ast.literal_eval(v)
-            except (ValueError, SyntaxError):
-                return {}
-        return v if isinstance(v, dict) else {}
-
-    sched, cfg = as_dict(run.get("schedule")), as_dict(run.get("config"))
-    model = str(cfg.get("model") or run.get("model") or "")
-    fw = sched.get("host_framework") if isinstance(sched.get("host_framework"), str) else cfg.get("host_framework")
-    return ipu_band(model, fw if isinstance(fw, str) else None, ipus, path)
+def run_band(record, ipus: int, path: Path | None = None) -> Band:
+    """The band of a profile's IPU throughput (``record``: the profile's checked run record,
+    ``profile.record`` / ``record_of(profile)``): its model, the host framework its schedule was costed with (else
+    its config's), its IPUs.  ONE reading of the run for every surface (info, Summary, reports, verdict)."""
+    sched, cfg = record.schedule, record.config
+    model = cfg.model or record.model or ""
+    fw = sched.host_framework if "host_framework" in sched else cfg.host_framework
+    return ipu_band(model, fw or None, ipus, path)
 
 
 def with_band(value: float, b: Band, unit: str = "samples/s", digits: int = 1) -> str:

@@ -189,14 +189,21 @@ def _equivalent_output(flops: np.ndarray, elements: np.ndarray) -> np.ndarray:
 
     E = F/M + M^2 (with K = F / 2M^2); the larger root of M^3 - E M + F = 0 (optimistic: more output tiles).
     Falls back to E/3 when there is no real root (bytes are not a GEMM's)."""
+    flops, elements = np.asarray(flops, dtype=float), np.asarray(elements, dtype=float)
     out = np.full(len(flops), np.nan)
-    for i, (f, e) in enumerate(zip(flops, elements, strict=True)):
-        if not (f > 0 and e > 0):
-            continue
+    ok = (flops > 0) & (elements > 0)
+    if not ok.any():
+        return out
+    # one root finding per distinct (flops, elements): a model pass repeats each op's row once per call (a
+    # layer body x layers x micro-batches), and np.roots costs ~1 ms
+    pairs, inverse = np.unique(np.stack([flops[ok], elements[ok]], axis=1), axis=0, return_inverse=True)
+    vals = np.empty(len(pairs))
+    for j, (f, e) in enumerate(pairs):
         roots = np.roots([1.0, 0.0, -e, f])
         real = roots[np.isreal(roots)].real
         real = real[real > 0]
-        out[i] = (real.max() ** 2) if len(real) else e / 3.0
+        vals[j] = (real.max() ** 2) if len(real) else e / 3.0
+    out[ok] = vals[np.asarray(inverse).reshape(-1)]
     return out
 
 
@@ -216,6 +223,14 @@ def op_kind(op_type) -> str:
     if "layer_norm" in t or "layernorm" in t:
         return "layernorm"
     return "elementwise"
+
+
+def _per_type(ops: pd.DataFrame, fn) -> np.ndarray:
+    """``fn(type)`` of every row of ``ops``, computed once per distinct type (a model pass repeats each op)."""
+    if not len(ops):
+        return np.zeros(0, dtype=object)
+    codes, uniques = pd.factorize(ops["type"].astype(str), sort=False)
+    return np.array([fn(t) for t in uniques], dtype=object)[codes]
 
 
 def _column(ops: pd.DataFrame, name: str, n: int) -> np.ndarray:
@@ -258,8 +273,8 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
     flops = ops["flops"].to_numpy(dtype=float) if n else np.zeros(0)
     nbytes = ops["min_bytes"].to_numpy(dtype=float) if n else np.zeros(0)
     prec = ops["precision"].astype(str).str.lower().to_numpy() if n else np.zeros(0, dtype=object)
-    cls = np.array([op_class(t) for t in ops["type"]], dtype=object) if n else np.zeros(0, dtype=object)
-    kind = np.array([op_kind(t) for t in ops["type"]], dtype=object) if n else np.zeros(0, dtype=object)
+    cls = _per_type(ops, op_class)
+    kind = _per_type(ops, op_kind)
     elem_bytes = np.array([BYTES_PER_ELEMENT.get(p, 2) for p in prec], dtype=float)
     is_gemm = cls == "gemm"
     peak = np.array([g.peak(p) if p in ("fp16", "bf16", "fp8") else g.peak("fp32") for p in prec], dtype=float)
@@ -462,12 +477,36 @@ def fitting_micro_batch(samples_per_pass: float, samples_per_gpu: float, *, para
     cap = g.hbm_capacity
     if cap is None or abs(passes - round(passes)) > 1e-9:
         return float(samples_per_pass)
+    if passes > MAX_PASSES:  # beyond any real step (a file's 1e308 replicas): no multiple is searched for
+        return float(samples_per_pass)
     passes = int(round(passes))
     state = state_bytes(params, optimizer, training, precision)
-    for f in sorted((d for d in range(1, passes + 1) if passes % d == 0), reverse=True):
+    for f in divisors(passes)[::-1]:
         if state + activation_bytes_per_sample * samples_per_pass * f <= cap:
             return float(samples_per_pass * f)
     return float(samples_per_pass)
+
+
+# passes of one GPU per step searched for a fitting micro-batch: MLPerf's largest runs have ~2^17 (64 replicas x
+# 2,048 micro-batches); past 2^32 the op list's own micro-batch is used, so the divisor search below takes at most
+# 2^16 trial divisions (30 ms)
+MAX_PASSES = 2 ** 32
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` (1 <= n <= MAX_PASSES) in increasing order, found in sqrt(n) trial divisions (the
+    search one by one up to ``n`` froze the app on a file claiming 1e308 replicas)."""
+    if not 1 <= n <= MAX_PASSES:
+        raise ValueError(f"divisors of {n}: outside 1..{MAX_PASSES}")
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def scale_ops(ops: pd.DataFrame, scale: float) -> pd.DataFrame:

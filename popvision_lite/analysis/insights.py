@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.analysis.run_totals import PARTS, run_totals
+from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import STEP_KIND_CODE, stored_table
 from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
 
@@ -228,8 +229,7 @@ def step_kind_cycles(profile) -> dict[str, int]:
 
 
 def is_recompute_run(profile) -> bool:
-    cfg = (profile.run or {}).get("config") or {}
-    return bool(cfg.get("recompute", False)) if isinstance(cfg, dict) else False
+    return record_of(profile).config.recompute
 
 
 # ---------------------------------------------------------------- the findings
@@ -503,31 +503,31 @@ def insights(profile, spec=None) -> Insights:
 def training_state_findings(profile, spec=None) -> list[Finding]:
     """Optimizer state, master weights and code per IPU of a composed (pipelined / replicated) run,
     with one numeric advice line on where the optimizer state lives (run['training_state'])."""
-    run = profile.run
-    ts, sch = run.get("training_state"), run.get("schedule") or {}
+    rec = record_of(profile)
+    ts, sch = rec.training_state, rec.schedule
     if not ts:
         return []
     MiB = 2 ** 20
     tiles = int(profile.target.tiles_per_ipu)
-    rows = [f"IPU {t['ipu']}: {t['layers']} layers; optimizer state on chip {t['mib']['optimizer_state_onchip']:.1f} MiB "
-            f"({t['max_tile_bytes']['optimizer_state_onchip'] / 1024:.1f} KiB on the fullest tile), off chip "
-            f"{t['mib']['optimizer_state_offchip']:.1f} MiB; master weights {t['mib']['master_weights']:.1f} MiB; "
-            f"grad accumulators {t['mib']['grad_accum']:.1f} MiB; code {t['mib']['code']:.1f} MiB"
+    rows = [f"IPU {t.ipu}: {t.layers} layers; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
+            f"({t.max_tile_bytes.optimizer_state_onchip / 1024:.1f} KiB on the fullest tile), off chip "
+            f"{t.mib.optimizer_state_offchip:.1f} MiB; master weights {t.mib.master_weights:.1f} MiB; "
+            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {t.mib.code:.1f} MiB"
             for t in ts]
-    R = max(1, int(sch.get("replicas", 1)))
-    shard = R if sch.get("rts") else 1
-    worst = max(ts, key=lambda t: t["mib"]["optimizer_moments"] + t["mib"]["master_weights"])
-    state = (worst["mib"]["optimizer_moments"] + worst["mib"]["master_weights"]) * MiB / shard
+    R = sch.replicas
+    shard = R if sch.rts else 1
+    worst = max(ts, key=lambda t: t.mib.optimizer_moments + t.mib.master_weights)
+    state = (worst.mib.optimizer_moments + worst.mib.master_weights) * MiB / shard
     bw = ddr_bandwidth(spec) if spec is not None else None
     per_tile = state / tiles
     if bw and state > 0:
         ms = 2 * state / bw * 1e3
-        if sch.get("optimizer_state") != "offchip":
+        if sch.optimizer_state != "offchip":
             advice = (f"Optimizer state off-chip would free {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) "
                       f"and cost {ms:.1f} ms per step streaming it in and out at {bw / 1e9:.1f} GB/s (DDR share per IPU).")
         else:
             advice = (f"Optimizer state off-chip frees {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) and "
-                      f"costs {ms:.1f} ms per step ({100 * ms / 1e3 / max(sch.get('step_seconds', 1), 1e-12):.1f}% "
+                      f"costs {ms:.1f} ms per step ({100 * ms / 1e3 / max(sch.step_seconds if 'step_seconds' in sch else 1, 1e-12):.1f}% "
                       f"of the step) at {bw / 1e9:.1f} GB/s (DDR share per IPU).")
     else:
         advice = "No optimizer state to place (plain SGD, no master weights)."

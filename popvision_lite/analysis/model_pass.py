@@ -21,7 +21,6 @@ and the optimizer-update ops left out (the optimizer step is added once per step
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 
@@ -30,30 +29,18 @@ import pandas as pd
 
 from popvision_lite.analysis import tensor_parallel as tp
 from popvision_lite.errors import ConfigError
+from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import stored_table
 
 # ops-table columns that a pipelined profile holds as per-step totals (min_bytes stays per run)
 TOTAL_COLUMNS = ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "cycles",
                  "compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")
 COUNT_KEYS = ("runs_per_step", "calls_per_microbatch", "runs_per_call")
-MAX_COUNT = 10 ** 9  # a count above this is not a real schedule (grad_accum x layers x 2 is far below)
-
-
-def _as_dict(v) -> dict:
-    if isinstance(v, str):
-        try:
-            v = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            return {}
-    return v if isinstance(v, dict) else {}
-
-
-def schedule_of(run: dict) -> dict:
-    return _as_dict(run.get("schedule"))
-
-
-def config_of(run: dict) -> dict:
-    return _as_dict(run.get("config"))
+MAX_IPU_PREFIXES = 1024  # ipu<s>/ name prefixes looked for (run_record.MAX_IPUS): one pass over the names each
+# kernel launches of one model pass (one forward + backward of one micro-batch): ~45 per transformer layer (183 for
+# the 4 BERT layers of sample_profiles/bert_mini_4ipu_pipeline.pvl), so ~4,300 for GPT-3's 96; past 100,000 a file's
+# counts are not a model (10^12 repeats asked model_pass for 10.7 PiB; a verdict costs ~0.1 ms per launch)
+MAX_KERNELS = 100_000
 
 
 @dataclass
@@ -71,19 +58,6 @@ class OpCounts:
     @property
     def calls_per_microbatch(self) -> np.ndarray:   # model_calls under the name of its run["op_counts"] key
         return self.model_calls
-
-
-def _int_list(values, n: int, key: str, where: str) -> np.ndarray:
-    if not isinstance(values, list | tuple) or len(values) != n:
-        got = len(values) if isinstance(values, list | tuple) else type(values).__name__
-        raise ConfigError(f"{where}: run['op_counts']['{key}'] must list one count per op ({n}), got {got}")
-    out = np.zeros(n, np.int64)
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or not 0 <= v <= MAX_COUNT:
-            raise ConfigError(f"{where}: run['op_counts']['{key}'][{i}] = {v!r}: must be a whole number "
-                              f"0..{MAX_COUNT:,}")
-        out[i] = int(v)
-    return out
 
 
 def _programs(profile):
@@ -182,21 +156,22 @@ def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
 
 def op_counts(profile) -> OpCounts:
     """How often each row of ``profile.ops`` runs, and what its totals cover (see the module docstring)."""
-    run = dict(getattr(profile, "run", None) or {})
+    rec = record_of(profile)
     ops = stored_table(profile, "ops")
     n = len(ops)
     where = str(getattr(profile, "path", "profile"))
-    sched = schedule_of(run)
-    G = sched.get("grad_accum", 1)
-    G = int(G) if isinstance(G, int | float) and not isinstance(G, bool) and 1 <= G <= MAX_COUNT else 1
+    sched = rec.schedule
+    G = sched.grad_accum
     names = ops["name"].astype(str) if n else pd.Series([], dtype=object)
-    oc = run.get("op_counts")
-    if oc is not None:
-        oc = _as_dict(oc)
+    if "op_counts" in rec:
+        oc = rec.op_counts
         missing = [k for k in COUNT_KEYS if k not in oc]
         if missing:
             raise ConfigError(f"{where}: run['op_counts'] lacks {', '.join(missing)}")
-        per_step, calls, rpc = (_int_list(oc[k], n, k, where) for k in COUNT_KEYS)
+        if len(oc.runs_per_step) != n:
+            raise ConfigError(f"{where}: run['op_counts'] lists {len(oc.runs_per_step)} counts per key, but the ops "
+                              f"table has {n} rows (one count per op)")
+        per_step, calls, rpc = (np.asarray(getattr(oc, k), np.int64).reshape(n) for k in COUNT_KEYS)
         bad = np.nonzero(per_step != calls * rpc * G)[0]
         if len(bad):
             i = int(bad[0])
@@ -205,27 +180,26 @@ def op_counts(profile) -> OpCounts:
         return OpCounts(table_runs=np.maximum(per_step, 1), model_calls=calls,
                         recompute_runs=calls * np.maximum(rpc - 1, 0), pipelined=True, grad_accum=G,
                         basis="run['op_counts'] (written with the pipelined profile)")
-    split = sched.get("layer_split")
-    if isinstance(split, list) and split and n and names.str.match(r"ipu\d+/").all():
+    split = sched.layer_split
+    if split and n and names.str.match(r"ipu\d+/").all():
         # a pipelined profile of format 2.0: the rule its writer applied (emulator/models/pipeline_profile.py::_ipu_parts):
         # attention / FFN blocks per IPU when the schedule lists them, else whole layers per IPU
         calls = np.ones(n, np.int64)
-        per_ipu = sched.get("blocks_per_ipu")
-        if isinstance(per_ipu, list) and per_ipu:
-            for s, blk in enumerate(per_ipu):
-                ok = isinstance(blk, list | tuple) and len(blk) == 2 and all(
-                    isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT for v in blk)
-                if not ok:
-                    raise ConfigError(f"{where}: schedule blocks_per_ipu[{s}] = {blk!r} is not (attention, FFN) "
-                                      "block counts")
+        per_ipu = sched.blocks_per_ipu
+        if per_ipu:
+            for s, blk in enumerate(per_ipu[:MAX_IPU_PREFIXES]):
+                if len(blk) != 2:
+                    raise ConfigError(f"{where}: run['schedule']['blocks_per_ipu'][{s}] = {list(blk)!r} is not "
+                                      "(attention, FFN) block counts")
                 att = names.str.startswith(f"ipu{s}/layer/attention/").to_numpy()
                 ffn = names.str.startswith(f"ipu{s}/layer/").to_numpy() & ~att
                 calls[att], calls[ffn] = blk[0], blk[1]
         else:
-            for s, k in enumerate(split):
-                if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= MAX_COUNT:
-                    raise ConfigError(f"{where}: schedule layer_split[{s}] = {k!r} is not a layer count")
-                calls[names.str.startswith(f"ipu{s}/layer/").to_numpy()] = max(k, 1)
+            for s, k in enumerate(split[:MAX_IPU_PREFIXES]):
+                if k != int(k):  # a 2.0 writer placed whole layers only
+                    raise ConfigError(f"{where}: run['schedule']['layer_split'][{s}] = {k!r} is not a whole layer "
+                                      "count (a file of format 2.0 without op counts)")
+                calls[names.str.startswith(f"ipu{s}/layer/").to_numpy()] = max(int(k), 1)
         rec = _recomputed_op_ids(profile)
         rpc = np.where(ops["op_id"].isin(rec).to_numpy(), 2, 1).astype(np.int64)
         notes = []
@@ -237,6 +211,9 @@ def op_counts(profile) -> OpCounts:
                         basis="reconstructed (pipelined profile of format 2.0: layer-body ops x layers (or attention "
                               "/ FFN blocks) x grad_accum, recomputation from the programs table)", notes=notes)
     runs, rec_runs, how = _whole_graph_runs(profile, n)
+    # products of nested Repeat counts (each bounded by the reader) can pass any integer type: past MAX_KERNELS a
+    # count says only "too many" (model_pass refuses it), so it is clipped before it becomes an int64
+    runs, rec_runs = np.minimum(runs, MAX_KERNELS + 1), np.minimum(rec_runs, MAX_KERNELS + 1)
     named_rec = names.str.contains("/recompute/", regex=False).to_numpy() if n else np.zeros(0, bool)
     rec_runs = np.where(named_rec, runs, rec_runs)
     return OpCounts(table_runs=runs.astype(np.int64), model_calls=(runs - rec_runs).astype(np.int64),
@@ -282,6 +259,11 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     is_call = np.array([str(t) == "call" for t in ops["type"]], dtype=bool) if len(ops) else np.zeros(0, bool)
     keep = ~is_opt & ~is_call
     reps = c.model_calls + (c.recompute_runs if keep_recompute else 0)
+    launches = int(np.asarray(reps, dtype=object)[keep].sum()) if len(ops) else 0  # Python ints: no wrap-around
+    if launches > MAX_KERNELS:
+        raise ConfigError(f"{getattr(profile, 'path', 'profile')}: the ops table's counts make {launches:,} kernel "
+                          f"launches for one model pass (at most {MAX_KERNELS:,}); run['op_counts'] or the "
+                          "programs' repeat counts are not those of a model")
     rec_runs = 0 if keep_recompute else int(c.recompute_runs[keep].sum())
     one = one[keep]
     reps = np.asarray(reps)[keep]
@@ -294,9 +276,9 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     if rec_runs:
         notes.append(f"the IPU's recomputation ({rec_runs} op runs per micro-batch) is not carried to the GPU "
                      "(forward once, activations kept; the memory fit counts them)")
-    run = dict(getattr(profile, "run", None) or {})
-    t = tp.degree(schedule_of(run))
-    cfg = config_of(run)
+    rec = record_of(profile)
+    t = rec.schedule.tensor_parallel
+    cfg = rec.config
     shard = tp.annotate(kernels, cfg, t)
     kernels, tp_notes = tp.whole_model(kernels, cfg, t)
     return ModelPass(ops=kernels, counts=c, dropped_recompute=rec_runs, dropped_optimizer=int(is_opt.sum()),
@@ -589,18 +571,13 @@ def gpu_lowering(kernels: pd.DataFrame, fused_attention: str | None = None,
     return out, notes
 
 
-def replicas(run: dict) -> int:
-    r = schedule_of(run).get("replicas", config_of(run).get("replicas", 1))
-    return int(r) if isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r <= MAX_COUNT else 1
-
-
 def chips(profile) -> tuple[int, str]:
     """(IPUs the run uses, how that was counted): replicas x IPUs of one replica (the target: one per pipeline
     stage) x the tensor-parallel group each stage's IPU stands for (run_totals.RunTotals.num_ipus counts the same)."""
-    run = dict(profile.run)
+    rec = record_of(profile)
     per = int(profile.target.num_ipus)
-    r = replicas(run)
-    t = tp.degree(schedule_of(run))
+    r = rec.replicas_of_run
+    t = rec.schedule.tensor_parallel
     group = f" x {t} tensor-parallel IPUs" if t > 1 else ""
     if r == 1 and t == 1:
         return per, f"{per} IPU(s) of one replica"
@@ -615,7 +592,7 @@ def params(profile, mp: ModelPass | None = None) -> tuple[float, str]:
     from popvision_lite.analysis.gpu_estimate import params_from_ops
 
     p, src = _shard_params(profile, params_from_ops)
-    t = tp.degree(schedule_of(dict(profile.run)))
+    t = record_of(profile).schedule.tensor_parallel
     if t <= 1:
         return p, src
     mp = mp if mp is not None else model_pass(profile)
@@ -626,16 +603,9 @@ def params(profile, mp: ModelPass | None = None) -> tuple[float, str]:
 
 def _shard_params(profile, params_from_ops) -> tuple[float, str]:
     """(parameters the profile's IPUs of one replica hold, source)."""
-    ts = dict(profile.run).get("training_state")
-    if isinstance(ts, str):
-        try:
-            ts = ast.literal_eval(ts)
-        except (ValueError, SyntaxError):
-            ts = None
-    if isinstance(ts, list) and ts and all(isinstance(x, dict) for x in ts):
-        vals = [x.get("params") for x in ts]
-        if all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < 1e15 for v in vals):
-            total = float(sum(vals))
-            if total > 0:
-                return total, f"run training_state ({len(vals)} IPU(s) of one replica)"
+    ts = record_of(profile).training_state
+    if ts:
+        total = float(sum(t.params for t in ts))
+        if total > 0:
+            return total, f"run training_state ({len(ts)} IPU(s) of one replica)"
     return params_from_ops(stored_table(profile, "ops")), "optimizer-update ops of the graph"

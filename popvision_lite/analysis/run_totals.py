@@ -23,6 +23,7 @@ Step kinds map to parts by :data:`PART_OF_KIND`; a step on every IPU (``ipu`` -1
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ import pandas as pd
 
 from popvision_lite.profile import schema
 from popvision_lite.profile.phases import phases_from_schedule, step_runs
+from popvision_lite.profile.run_record import RunRecord, record_of
 from popvision_lite.profile.schema import stored_table
 
 PART_OF_KIND = {
@@ -49,15 +51,6 @@ WALL_NAME = "wall time of one step"
 
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
-def _schedule(run: dict) -> dict:
-    s = run.get("schedule")
-    return s if isinstance(s, dict) else {}
-
-
-def _pos_int(v, default: int = 1) -> int:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and 1 <= v <= 1 << 30 else default
 
 
 @dataclass
@@ -186,25 +179,20 @@ class RunTotals:
         }
 
 
-def throughput(run: dict, step_cycles: int, clock_hz: float) -> tuple[float, float, str]:
-    """(samples per step, samples/s, basis): all replicas' samples per step over the step's wall time."""
-    sch = _schedule(run)
-    cfg = run.get("config") if isinstance(run.get("config"), dict) else {}
+def throughput(rec: RunRecord, step_cycles: int, clock_hz: float) -> tuple[float, float, str]:
+    """(samples per step, samples/s, basis): all replicas' samples per step over the step's wall time (``rec``: the
+    checked run record, ``run_record.record_of``)."""
+    sch, cfg = rec.schedule, rec.config
     secs = step_cycles / clock_hz if clock_hz and step_cycles > 0 else 0.0
-    per = sch.get("samples_per_step")
-    if isinstance(per, int | float) and not isinstance(per, bool) and per > 0:
-        per, basis = float(per), "schedule samples_per_step / step wall time"
+    if sch.samples_per_step > 0:
+        per, basis = sch.samples_per_step, "schedule samples_per_step / step wall time"
+    elif cfg.batch:
+        per = float(cfg.batch) * float(cfg.packing or 1.0) * (cfg.replicas or 1) * (cfg.grad_accum or 1)
+        basis = "config batch x packing x replicas x grad_accum / step wall time (no schedule recorded)"
+    elif rec.samples_per_second > 0 and secs > 0:
+        return rec.samples_per_second * secs, rec.samples_per_second, "run samples_per_second"
     else:
-        b = cfg.get("batch")
-        if isinstance(b, int | float) and not isinstance(b, bool) and b > 0:
-            pk = cfg.get("packing", 1.0) or 1.0
-            per = float(b) * float(pk) * _pos_int(cfg.get("replicas")) * _pos_int(cfg.get("grad_accum"))
-            basis = "config batch x packing x replicas x grad_accum / step wall time (no schedule recorded)"
-        else:
-            sps = run.get("samples_per_second")
-            if isinstance(sps, int | float) and not isinstance(sps, bool) and sps > 0 and secs > 0:
-                return float(sps) * secs, float(sps), "run samples_per_second"
-            return math.nan, math.nan, "unknown (no batch size recorded)"
+        return math.nan, math.nan, "unknown (no batch size recorded)"
     return per, (per / secs if secs > 0 else math.nan), basis
 
 
@@ -223,14 +211,14 @@ def run_totals(profile) -> RunTotals:
 
 def _compute(profile) -> RunTotals:
     t = profile.target
-    run = dict(profile.run or {})
+    rec = record_of(profile)
+    sch = rec.schedule
     S = int(t.num_ipus)
-    R = _pos_int(run.get("replicas", _schedule(run).get("replicas")))
+    R = rec.replicas_of_run
     steps = stored_table(profile, "steps")
     n = len(steps)
     phases = stored_table(profile, "phases")  # a stand-in without the table gets it built from its schedule
-    ph = (phases if phases is not None else
-          phases_from_schedule(_schedule(run), steps, float(t.clock_hz))).copy()
+    ph = (phases if phases is not None else phases_from_schedule(sch, steps, float(t.clock_hz))).copy()
     starts = steps["start_cycle"].to_numpy(np.int64)
     ends = steps["end_cycle"].to_numpy(np.int64)
     dur = ends - starts
@@ -296,7 +284,6 @@ def _compute(profile) -> RunTotals:
     op_part = np.zeros((len(ops), len(PARTS)))
     if len(ops) and ok.any():
         np.add.at(op_part, (op_id[ok], part_idx[kind[ok]]), (dur * lanes * weight)[ok])
-    sch = _schedule(run)
     if "pipeline_cycles" in sch and len(ops):
         # a pipelined ops table holds each op's cycles per training step of one replica, composed by the
         # emulator from every micro-batch (analysis/model_pass.py); the timeline draws only some pipeline cycles
@@ -324,7 +311,7 @@ def _compute(profile) -> RunTotals:
         nal, nal_l = int(ls["max_tile_bytes"].iat[i]), int(ls["lstep"].iat[i])
     else:
         nal, nal_l = 0, -1
-    per_step, sps, basis = throughput(run, step_cycles, float(t.clock_hz))
+    per_step, sps, basis = throughput(rec, step_cycles, float(t.clock_hz))
     return RunTotals(
         clock_hz=float(t.clock_hz), step_cycles=step_cycles, total_cycles=step_cycles, replicas=R, stages=S,
         pipelined="pipeline_cycles" in sch, ipu_time_cycles=ipu_time, part_cycles=part_cycles,
@@ -335,7 +322,7 @@ def _compute(profile) -> RunTotals:
         op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=int(per_tile[peak_tile]) if per_tile.size else 0,
         peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
         capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
-        throughput_basis=basis, notes=notes, tensor_parallel=_pos_int(sch.get("tensor_parallel", 1)),
+        throughput_basis=basis, notes=notes, tensor_parallel=sch.tensor_parallel,
         unphased_kind_cycles=k_extra)
 
 
@@ -383,15 +370,16 @@ HOST_FRAMEWORK_LABEL = {"popart": "PopART", "tensorflow": "TensorFlow", "poptorc
                         "unknown": "unknown"}
 
 
-def host_step_text(schedule: dict) -> str:
+def host_step_text(schedule: Mapping) -> str:
     """What a run's throughput includes of the host, in words, from its schedule (emulator/schedule.py's
     ``per_step_terms`` and ``resolve_host_framework``): 'host step 167 ms (calibrated, PopART, inferred from the
     model: ...)', 'host framework UNKNOWN: ...', or 'IPUs alone'.  A schedule that records no framework (a
-    profile written before the host terms) is the IPUs alone."""
-    schedule = schedule if isinstance(schedule, dict) else {}
+    profile written before the host terms) is the IPUs alone.  ``schedule``: a profile's checked
+    ``record.schedule`` (or the emulator's plain dict)."""
+    schedule = schedule if isinstance(schedule, Mapping) else {}
     fw = str(schedule.get("host_framework") or "none")
     basis = str(schedule.get("host_framework_basis") or "")
-    terms = schedule.get("per_step_terms") if isinstance(schedule.get("per_step_terms"), dict) else {}
+    terms = schedule.get("per_step_terms") if isinstance(schedule.get("per_step_terms"), Mapping) else {}
     def sec(v):
         try:
             v = float(v)

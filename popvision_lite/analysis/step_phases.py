@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from popvision_lite.profile.run_record import Schedule, record_of
 from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes
 
@@ -64,20 +65,13 @@ class PhaseSpan:
                 "them from the recorded busy cycles")
 
 
-def _ints(v) -> list[int]:
-    if isinstance(v, list | tuple) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v):
-        return [int(x) for x in v]
-    return []
-
-
-def traffic_text(schedule: dict, kind: str, name: str = "") -> str:
-    """What a phase of ``kind`` moves, per IPU, and over which links ('' for phases that move nothing)."""
-    sch = schedule if isinstance(schedule, dict) else {}
-    reps = sch.get("replicas", 1)
-    R = int(reps) if isinstance(reps, int | float) and not isinstance(reps, bool) and reps >= 1 else 1
+def traffic_text(sch: Schedule, kind: str, name: str = "") -> str:
+    """What a phase of ``kind`` moves, per IPU, and over which links ('' for phases that move nothing); ``sch``:
+    the run's checked schedule (``run_record.Schedule``)."""
+    R = sch.replicas
     if kind == "allreduce":
-        per = _ints(sch.get("allreduce_bytes_per_ipu"))
-        links = sch.get("allreduce_links") if isinstance(sch.get("allreduce_links"), str) else ""
+        per = sch.allreduce_bytes_per_ipu
+        links = sch.allreduce_links
         if not per:
             return (f"gradient all-reduce across {R} replicas; its bytes are not recorded in this profile "
                     "(written before the emulator recorded them)")
@@ -85,15 +79,15 @@ def traffic_text(schedule: dict, kind: str, name: str = "") -> str:
         return (f"ring all-reduce of the gradients across {R} replicas: {format_bytes(max(per))} per IPU (largest "
                 f"stage), each IPU sends and receives {format_bytes(sent)} (2 (R-1)/R x) over {links or 'IPU-Links'}")
     if kind == "stream":
-        per = _ints(sch.get("stream_bytes_per_ipu"))
+        per = sch.stream_bytes_per_ipu
         way = "from" if "in" in name.split() else "to" if "out" in name.split() else "to / from"
         if not per:
             return "optimizer state streamed over the DDR link; its bytes are not recorded in this profile"
-        rts = f" (replicated tensor sharding: 1/{R} of it per replica)" if sch.get("rts") and R > 1 else ""
+        rts = f" (replicated tensor sharding: 1/{R} of it per replica)" if sch.rts and R > 1 else ""
         return (f"optimizer state {way} Streaming Memory (DDR) over the IPU's DDR link: {format_bytes(max(per))} "
                 f"per IPU (largest stage){rts}")
     if kind == "optimizer":
-        return f"{sch.get('optimizer', 'optimizer')} update on the tiles: no link traffic"
+        return f"{sch.optimizer or 'optimizer'} update on the tiles: no link traffic"
     return ""
 
 
@@ -102,8 +96,7 @@ def phase_spans(profile) -> list[PhaseSpan]:
     ph = stored_table(profile, "phases")
     if ph is None or not len(ph):
         return []
-    sch = dict(profile.run or {}).get("schedule")
-    sch = sch if isinstance(sch, dict) else {}
+    sch = record_of(profile).schedule
     steps = stored_table(profile, "steps")
     st_start = steps["start_cycle"].to_numpy(np.int64)
     st_end = steps["end_cycle"].to_numpy(np.int64)

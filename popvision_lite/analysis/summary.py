@@ -24,6 +24,7 @@ from popvision_lite.analysis.run_totals import (
     run_totals,
 )
 from popvision_lite.profile import schema
+from popvision_lite.profile.run_record import RunRecord, Schedule, record_of
 from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes, format_seconds  # noqa: F401 (re-exported for views)
 
@@ -68,6 +69,7 @@ class Summary:
     peak_not_always_live_lstep: int   # -1 when there are no liveness steps
     run: dict[str, Any] = field(default_factory=dict)
     totals: RunTotals | None = None   # every headline number (analysis/run_totals.py)
+    record: RunRecord = field(default_factory=RunRecord)  # the run record, typed (profile/run_record.py)
 
     @property
     def total_seconds(self) -> float:
@@ -144,25 +146,56 @@ def top_ops(profile, n: int = 10) -> pd.DataFrame:
 def summarize(profile, n_top_ops: int = 10) -> Summary:
     t = profile.target
     run = dict(profile.run or {})
+    rec = record_of(profile)
     rt = run_totals(profile)
     peak = peak_memory(profile)
-    fits = run.get("fits")
-    fits = (peak.over_capacity_tiles == 0) if fits is None else bool(fits)
-    config = run.get("config") or {}
+    fits = rec.fits if "fits" in rec else peak.over_capacity_tiles == 0
+    config = run.get("config") or {}  # shown as text, key by key (the keys analysis reads: rec.config)
     if not isinstance(config, dict):
         config = {"config": config}
     checks = run.get("numeric_checks") or {}
     if not isinstance(checks, dict):
         checks = {"result": checks}
     return Summary(
-        target=t, model=str(run.get("model", "?")), config=config, fits=fits,
-        timing_only=bool(run.get("timing_only", False)), total_cycles=rt.step_cycles, clock_hz=float(t.clock_hz),
+        target=t, model=rec.model or "?", config=config, fits=fits,
+        timing_only=rec.timing_only, total_cycles=rt.step_cycles, clock_hz=float(t.clock_hz),
         phase_cycles=dict(rt.part_cycles), kind_cycles=dict(rt.kind_cycles), num_steps=profile.num_steps
         if hasattr(profile, "num_steps") else len(stored_table(profile, "steps")), peak=peak,
         top_ops=top_ops(profile, n_top_ops), numeric_checks=checks,
         peak_not_always_live=rt.peak_not_always_live_bytes, peak_not_always_live_lstep=rt.peak_not_always_live_lstep,
-        run=run, totals=rt,
+        run=run, totals=rt, record=rec,
     )
+
+
+def schedule_lines(sch: Schedule, clock_hz: float) -> list[str]:
+    """The training step's composition in words: the one text of ``emulate``, ``emulate --onnx`` and the Summary
+    view ([] for a run with no training schedule).  A pipelined schedule (it has ``layer_split``) names replicas x
+    stages, micro-batches, the steady state and each term after the pipeline; a composed whole-graph one (replicas,
+    accumulation or an optimizer) its micro-batch and the terms after it."""
+    ms = 1e3 / float(clock_hz) if clock_hz else 0.0
+    if "layer_split" in sch:
+        return [
+            f"schedule: {sch.replicas} replica(s) x {sch.stages} pipeline stage(s) (layers [{', '.join(f'{k:g}' for k in sch.layer_split)}])"
+            + (f" x tensor parallel {sch.tensor_parallel}" if sch.tensor_parallel > 1 else "")
+            + (f" ({sch.tensor_parallel // sch.tensor_parallel_2} x {sch.tensor_parallel_2}, 2-D)"
+               if sch.tensor_parallel_2 > 1 else "") + ", "
+            f"{sch.grad_accum} micro-batches of {sch.micro_batch} per step"
+            + (f" x packing {sch.packing:g}" if sch.packing != 1 else "") + f" = {sch.samples_per_step:g} samples/step",
+            f"  steady state {sch.steady_cycles_per_microbatch:,} cycles/micro-batch (slowest stage "
+            f"{sch.slowest_stage}, inter-IPU copy {sch.inter_ipu_copy_cycles:,}); fill+drain "
+            f"{sch.fill_drain_cycles:,}; all-reduce {sch.allreduce_cycles:,}; optimizer {sch.optimizer_cycles:,}; "
+            f"DDR stream {sch.stream_cycles:,} (= {sch.stream_cycles * ms:.2f} ms); step {sch.step_seconds * 1e3:.1f} ms"
+            + (f"; timeline shows {sch.profile_pipeline_cycles_shown} of {sch.pipeline_cycles} pipeline cycles"
+               if sch.profile_pipeline_cycles_elided else "")]
+    if sch.replicas > 1 or sch.grad_accum > 1 or "optimizer" in sch:
+        opt = (f"; optimizer {sch.optimizer} (state {sch.optimizer_state}" + (", RTS" if sch.rts else "") + ")"
+               if "optimizer" in sch else "")
+        return [f"schedule: {sch.replicas} replica(s) x {sch.stages} IPU(s), {sch.grad_accum} micro-batch(es) of "
+                f"{sch.micro_batch} per step = {sch.samples_per_step:g} samples/step{opt}",
+                f"  micro-batch {sch.steady_cycles_per_microbatch:,} cycles; all-reduce {sch.allreduce_cycles:,}; "
+                f"optimizer {sch.optimizer_cycles:,}; DDR stream {sch.stream_cycles:,} (= {sch.stream_cycles * ms:.2f} "
+                f"ms); step {sch.step_seconds * 1e3:.3f} ms"]
+    return []
 
 
 def summary_table(profile) -> pd.DataFrame:
@@ -208,8 +241,8 @@ def summary_markdown(profile) -> str:
              f"* step (wall time): {rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}; "
              f"{s.num_steps:,} BSP steps stored",
              f"* samples/s: {rt.samples_per_second:,.1f} ({rt.samples_per_step:g} samples per step); error band: "
-             f"{eb.run_band(dict(profile.run), rt.num_ipus).text()}",
-             f"* host: {host_step_text(dict(profile.run).get('schedule') or {})}",
+             f"{eb.run_band(record_of(profile), rt.num_ipus).text()}",
+             f"* host: {host_step_text(record_of(profile).schedule)}",
              f"* {rt.ipu_time_name}: {rt.ipu_time_cycles:,} cycles: "
              + ", ".join(f"{k} {v:,} ({100 * rt.part_share[k]:.1f}%)" for k, v in rt.part_cycles.items()),
              f"* bottleneck: {rt.bottleneck_text}",

@@ -47,16 +47,6 @@ _ALL_SPLIT = {
     "mlm": ("softmax", "loss_grad"),
 }
 SPLIT_COLUMNS = ("tp_split", "tp_rows", "tp_hidden", "tp_n")
-MAX_DEGREE = 1024   # value_checks.MODEL_LIMITS["tensor_parallel"]
-
-
-def degree(schedule: dict) -> int:
-    """The tensor-parallel degree of a run from its schedule (``model_pass.schedule_of``): ``tensor_parallel``,
-    1 when absent or not a sane count."""
-    t = schedule.get("tensor_parallel", 1) if isinstance(schedule, dict) else 1
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t != int(t):
-        return 1
-    return int(t) if 1 <= t <= MAX_DEGREE else 1
 
 
 def _parts(name: str) -> tuple[str, str]:

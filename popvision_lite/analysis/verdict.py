@@ -17,7 +17,6 @@ wall time), chips used, fits or not, what bounds each side; plus the same-chip-c
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -29,6 +28,7 @@ from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import gpu_parallel as gp
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
+from popvision_lite.profile.run_record import ConfigRecord, record_of
 from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes, format_number, format_percent, format_seconds, format_usd
 
@@ -112,13 +112,15 @@ class Verdict:
         faster = (f"{self.gpu.label} {r:.2f}x faster than {self.ipu.label}" if r >= 1
                   else f"{self.ipu.label} {1 / r:.2f}x faster than {self.gpu.label}")
         ci, cg = self.ipu.usd_per_million(), self.gpu.usd_per_million()
-        if math.isfinite(ci) and math.isfinite(cg):
+        if math.isfinite(ci) and math.isfinite(cg) and min(ci, cg) > 0:
             cheaper = ("GPU" if cg < ci else "IPU") + f" {max(ci, cg) / min(ci, cg):.2f}x cheaper per sample"
+        elif math.isfinite(ci) and math.isfinite(cg):  # a side costing nothing (a price of 0): no ratio to state
+            cheaper = "cost ratio n/a (a side costs " + format_usd(min(ci, cg)) + " per 1 M samples)"
         else:
             cheaper = "cost n/a (no price for " + " or ".join(self.missing_prices) + ")"
         fit = "".join(f"; {side.label} does NOT fit in memory" for side in (self.ipu, self.gpu) if not side.fits)
         lo, hi = self.speedup_range()
-        rng = (f" (GPU / IPU {lo:.2f}x .. {hi:.2f}x within the error bands)" if math.isfinite(lo) else
+        rng = (f" (the error bands put GPU / IPU at {lo:.2f}x .. {hi:.2f}x)" if math.isfinite(lo) else
                " (no error band for " + " or ".join(s for s, b in (("the IPU", self.ipu_band), ("the GPU", self.gpu_band))
                                                      if b is None or b.outside) + ")"
                if (self.ipu_band is not None or self.gpu_band is not None) else "")
@@ -146,6 +148,8 @@ class Verdict:
                 (f"time for {n:,} samples", na, format_seconds(g.seconds_for(n))),
                 ("USD per chip-hour", format_usd(i.usd_per_chip_hour), format_usd(g.usd_per_chip_hour)),
                 ("USD per 1 M samples", na, format_usd(g.usd_per_million())),
+                ("placement", self.ipu_count_text or f"{i.chips} IPUs", self.placement_text()),
+                ("precision", "", self.gpu_precision),
                 ("fits in memory", "NO (what it takes to fit: above)", _gpu_fit_text(self.gpu_estimate)),
                 ("bound by", "memory (does not fit)", g.bound_by),
             ]
@@ -237,16 +241,6 @@ def _gpu_fit_text(est: ge.TrainingEstimate) -> str:
     return ("yes" if m["fits"] else "NO") + f", {used} of {cap / 1e9:,.0f} GB"
 
 
-def _config(run: dict) -> dict:
-    cfg = run.get("config", {})
-    if isinstance(cfg, str):
-        try:
-            cfg = ast.literal_eval(cfg)
-        except (ValueError, SyntaxError):
-            cfg = {}
-    return cfg if isinstance(cfg, dict) else {}
-
-
 def _price(spec, missing: list, borrowed: list) -> tuple[float, str]:
     """(USD per chip-hour, source text) of ``spec`` (:func:`devices.chip_price`); a device with no price is added
     to ``missing`` (its name), one priced at another device's rate to ``borrowed`` (name, other, USD)."""
@@ -260,43 +254,30 @@ def _price(spec, missing: list, borrowed: list) -> tuple[float, str]:
 
 def ipu_throughput(profile) -> tuple[float, float, float, str]:
     """(samples/s, samples per step, samples per op-list pass, basis) of the emulated IPU run."""
-    run = dict(profile.run)
-    cfg = _config(run)
-    sched = run.get("schedule")
-    if isinstance(sched, str):
-        try:
-            sched = ast.literal_eval(sched)
-        except (ValueError, SyntaxError):
-            sched = None
+    rec = record_of(profile)
+    cfg, sched = rec.config, rec.schedule
     rt = _totals(profile)
-    if rt is not None and rt.samples_per_second > 0 and isinstance(sched, dict):
+    per_replica_steps = sched.replicas * sched.grad_accum  # bounded by the record: an exact product
+    if rt is not None and rt.samples_per_second > 0 and "schedule" in rec:
         per_step = float(rt.samples_per_step)
-        reps = max(int(sched.get("replicas", 1) or 1), 1)
-        ga = max(int(sched.get("grad_accum", 1) or 1), 1)
-        return float(rt.samples_per_second), per_step, per_step / (reps * ga), \
+        return float(rt.samples_per_second), per_step, per_step / per_replica_steps, \
             f"emulated schedule ({rt.throughput_basis})"
-    sps = run.get("samples_per_second")
-    if isinstance(sps, int | float) and sps > 0 and isinstance(sched, dict):
-        per_step = float(sched.get("samples_per_step") or 0)
-        reps = max(int(sched.get("replicas", 1) or 1), 1)
-        ga = max(int(sched.get("grad_accum", 1) or 1), 1)
-        per_pass = per_step / (reps * ga) if per_step else float(cfg.get("batch", 1))
-        return float(sps), per_step or per_pass, per_pass, "emulated schedule (run samples_per_second)"
-    if isinstance(sps, int | float) and sps > 0:
-        b = float(cfg.get("batch", 1))
-        return float(sps), b, b, "emulated (run samples_per_second)"
-    batch = cfg.get("batch")
-    if not isinstance(batch, int | float) or batch <= 0:
+    sps = rec.samples_per_second
+    if sps > 0 and "schedule" in rec:
+        per_step = sched.samples_per_step
+        per_pass = per_step / per_replica_steps if per_step else float(cfg.batch or 1)
+        return sps, per_step or per_pass, per_pass, "emulated schedule (run samples_per_second)"
+    if sps > 0:
+        b = float(cfg.batch or 1)
+        return sps, b, b, "emulated (run samples_per_second)"
+    if not cfg.batch:
         raise ConfigError(f"{getattr(profile, 'path', 'profile')}: run config has no batch and the run no "
                           "samples_per_second; cannot say how many samples a step processes")
-    reps = cfg.get("replicas", 1) or 1
-    packing = cfg.get("packing", 1.0) or 1.0
-    per_pass = float(batch) * float(packing)
-    per_step = per_pass * float(reps) * float(cfg.get("grad_accum", 1) or 1)
-    secs = float(run.get("seconds") or 0.0)
+    per_pass = float(cfg.batch) * float(cfg.packing or 1.0)
+    per_step = per_pass * float(cfg.replicas or 1) * float(cfg.grad_accum or 1)
+    secs = rec.seconds
     if secs <= 0:
-        t = profile.target
-        secs = float(run.get("total_cycles", 0)) / float(t.clock_hz)
+        secs = rec.total_cycles / float(profile.target.clock_hz)
     if secs <= 0:
         raise ConfigError(f"{getattr(profile, 'path', 'profile')}: run has no emulated time")
     return per_step / secs, per_step, per_pass, "derived: config batch per step / total emulated time (old profile: " \
@@ -319,9 +300,10 @@ def _ipu_bound_by(profile, summary=None) -> str:
     return rt.bottleneck_text if rt is not None else "n/a"
 
 
-def transformer_activation_bytes_per_sample(cfg: dict) -> float | None:
+def transformer_activation_bytes_per_sample(cfg: ConfigRecord) -> float | None:
     """Bytes of activations a GPU framework keeps per sequence on one GPU holding the whole layer, score matrices
-    included (:func:`gpu_parallel.activation_bytes_per_sample`, Korthikanti et al. 2022)."""
+    included (:func:`gpu_parallel.activation_bytes_per_sample`, Korthikanti et al. 2022); ``cfg``: the run's
+    checked config (``run_record.ConfigRecord``)."""
     return gp.activation_bytes_per_sample(cfg)
 
 
@@ -334,15 +316,14 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
     IPU: sum over IPUs of layers x peak."""
     if counts.pipelined:
         ls = stored_table(profile, "liveness_steps")
-        sched = wl.schedule_of(dict(profile.run))
+        sched = record_of(profile).schedule
         # layers per IPU: (attention + FFN blocks) / 2 where the schedule lists blocks per IPU (half-layer
         # placements: layer_split then lists pipeline stages, not IPUs), else whole layers per IPU
-        blocks = sched.get("blocks_per_ipu")
-        if isinstance(blocks, list) and blocks and all(isinstance(b, list | tuple) and len(b) == 2 for b in blocks):
+        blocks = sched.blocks_per_ipu
+        if blocks and all(len(b) == 2 for b in blocks):
             layers = [max((float(a) + float(f)) / 2.0, 1.0) for a, f in blocks]
         else:
-            split = sched.get("layer_split")
-            layers = [max(float(k), 1.0) for k in split] if isinstance(split, list) else []
+            layers = [max(float(k), 1.0) for k in sched.layer_split]
         T = int(profile.target.tiles_per_ipu)
         if ls is not None and len(ls) and layers:
             ipu = ls["max_tile"].to_numpy(np.int64) // max(T, 1)
@@ -394,8 +375,8 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         raise ConfigError(f"precision {precision!r} and gpu_precision {gpu_precision!r} disagree: give one")
     precision = precision if precision is not None else gpu_precision
     target = profile.target
-    run = dict(profile.run)
-    cfg = _config(run)
+    rec = record_of(profile)
+    cfg = rec.config
     rt = _totals(profile)
     n_ipus, chips_basis = wl.chips(profile)
     if rt is not None:
@@ -412,7 +393,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     ipu_price, ipu_src = _price(ipu_spec, missing, borrowed)
     notes.append(f"IPU chips: {rt.ipu_count_text if rt is not None else chips_basis}")
     notes.append(f"IPU price: {ipu_src}")
-    ipu_fits = bool(run.get("fits", True))
+    ipu_fits = rec.fits
     ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
                basis=basis, fits=ipu_fits, bound_by=_ipu_bound_by(profile, summary), usd_per_chip_hour=ipu_price,
                price_source=ipu_src)
@@ -420,8 +401,8 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     gm = ge.gpu_model(gpu)
     gprice, gsrc = _price(gm.spec, missing, borrowed)
     notes.append(f"GPU price: {gsrc}")
-    training = bool(cfg.get("training", True))
-    opt = str(cfg.get("optimizer", "sgd") or "sgd").lower()
+    training = cfg.training
+    opt = (cfg.optimizer or "sgd").lower()
     if opt == "lars":
         notes.append("optimizer LARS: its update is costed with momentum SGD's bytes (the trust-ratio norms read "
                      "the weights and gradients once more: not modelled)")
@@ -429,7 +410,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     if opt not in ge.STATE_BYTES_PER_PARAM:
         notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
         opt = "sgd"
-    prec = str(cfg.get("precision", "fp16"))
+    prec = cfg.precision
     if precision is not None:
         if precision not in PRECISIONS:
             raise ConfigError(f"GPU precision {precision!r}: choose {', '.join(PRECISIONS)}")
@@ -443,10 +424,10 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     fused = "flash" if prec in wl.FUSED_ATTENTION_PRECISIONS else None
     # a transformer trains on GPUs with Megatron-LM / Transformer Engine, which run its GELU and Q/K/V gradient
     # sums inside the GEMMs (model_pass._fuse_epilogues)
-    transformer = str(cfg.get("model", "")).lower().startswith(("bert", "gpt"))
+    transformer = (cfg.model or "").lower().startswith(("bert", "gpt"))
     gpu_ops, lowering_notes = wl.gpu_lowering(mp.ops, fused_attention=fused, fused_epilogues=transformer)
     params, psrc = wl.params(profile, mp)
-    layers = int(cfg.get("layers") or 1) if gp.is_transformer(cfg, gpu_ops) else 1
+    layers = (cfg.layers or 1) if gp.is_transformer(cfg, gpu_ops) else 1
     per_seq = gp.activation_bytes_per_sample(cfg, scores_kept=fused is None)
     if per_seq is not None:
         def acts(t, sp):
@@ -506,7 +487,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
     advice = "" if ipu_fits else fit_advice(profile, n_ipus)
-    v = Verdict(model=str(run.get("model", cfg.get("model", "?"))), samples=int(samples), ipu=ipu, gpu=gpu_side,
+    v = Verdict(model=rec.model or cfg.model or "?", samples=int(samples), ipu=ipu, gpu=gpu_side,
                 gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
                 notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass,
                 ipu_fit_advice=advice, ipu_count_text=rt.ipu_count_text if rt is not None else "",
@@ -516,12 +497,12 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     return v
 
 
-def _attach_bands(v: Verdict, profile, cfg: dict, gm, prec: str) -> None:
+def _attach_bands(v: Verdict, profile, cfg: ConfigRecord, gm, prec: str) -> None:
     """Each side's error band (analysis/error_band.py): the IPU prediction's by the run's model, host framework
     and IPU count; the GPU estimate's by the model and GPU count."""
-    run = dict(profile.run)
-    model = str(cfg.get("model", run.get("model", "")))
-    v.ipu_band = eb.run_band(run, v.ipu.chips)
+    rec = record_of(profile)
+    model = cfg.model or rec.model
+    v.ipu_band = eb.run_band(rec, v.ipu.chips)
     v.gpu_band = eb.band("gpu", model, None, v.gpu.chips)
 
 

@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 
+from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag
 from popvision_lite.cli.info import profile_totals, time_split_line
@@ -27,6 +28,7 @@ from popvision_lite.emulator.run_config import (
 )
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
+from popvision_lite.profile.run_record import RunRecord
 from popvision_lite.terminal import terminal_text
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "
               "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
               "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
               "host_framework", "conv_lowering", "partials_type", "embedding_serialization", "device_iterations",
-              "task_head")
+              "task_head", "tensor_parallel_2", "attention_serialisation", "io_tiles")
 FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
 
 
@@ -62,13 +64,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _field(p, "precision")
     _switch(p, "timing_only")
     g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    for name in ("replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum",
-                 "device_iterations", "optimizer", "optimizer_state", "optimizer_state_dtype"):
+    for name in ("replicas", "pipeline_stages", "tensor_parallel", "tensor_parallel_2", "layer_split",
+                 "pipeline_placement", "grad_accum", "device_iterations", "optimizer", "optimizer_state",
+                 "optimizer_state_dtype"):
         _field(p, name, g)
     _switch(g, "master_weights")
     _switch(g, "rts")
     for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework",
-                 "embedding_serialization", "task_head"):
+                 "embedding_serialization", "task_head", "attention_serialisation", "io_tiles"):
         _field(p, name, g)
     _field(p, "conv_lowering")
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
@@ -100,8 +103,8 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         lines.append(f"over capacity: {len(run.oom_report)} tiles; worst: {worst}")
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at {s['clock_hz'] / 1e9:.3f} GHz"
                  + ((" (one optimizer step)" if cfg.training else " (one inference step)")
-                    if getattr(run, "schedule", None) and "layer_split" in run.schedule else ""))
-    sch_ = getattr(run, "schedule", None) or {}
+                    if "layer_split" in run.schedule else ""))
+    sch_ = run.schedule
     if getattr(run, "samples_per_second", 0):
         unit = "sequences" if cfg.model in ("bert", "gpt") else "samples"
         # a pack of seq tokens holds packing sequences on average
@@ -116,34 +119,22 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
             lines.append(f"  error band: {band.text()}")
             lines.append(f"  {host_step_text(sch_)}")
     if "layer_split" in sch_:
-        clock = s["clock_hz"]
-        lines.append(
-            f"schedule: {sch_['replicas']} replica(s) x {sch_['stages']} pipeline stage(s) (layers {sch_['layer_split']})"
-            + (f" x tensor parallel {sch_['tensor_parallel']}" if sch_.get("tensor_parallel", 1) > 1 else "") + ", "
-            f"{sch_['grad_accum']} micro-batches of {sch_['micro_batch']} per step"
-            + (f" x packing {sch_['packing']:g}" if sch_.get("packing", 1) != 1 else "")
-            + f" = {sch_['samples_per_step']:g} samples/step")
-        lines.append(
-            f"  steady state {sch_['steady_cycles_per_microbatch']:,} cycles/micro-batch (slowest stage "
-            f"{sch_['slowest_stage']}, inter-IPU copy {sch_['inter_ipu_copy_cycles']:,}); fill+drain "
-            f"{sch_['fill_drain_cycles']:,}; all-reduce {sch_['allreduce_cycles']:,}; optimizer "
-            f"{sch_['optimizer_cycles']:,}; DDR stream {sch_['stream_cycles']:,} "
-            f"(= {sch_['stream_cycles'] / clock * 1e3:.2f} ms); step {sch_['step_seconds'] * 1e3:.1f} ms")
-    terms = sch_.get("per_step_terms") or {}
+        lines += schedule_lines(sch_, s["clock_hz"])
+    terms = sch_.per_step_terms
     if any(terms.values()):
-        lines.append(f"per-step host terms (seconds, not IPU cycles; framework {sch_.get('host_framework')}): "
+        lines.append(f"per-step host terms (seconds, not IPU cycles; framework {sch_.host_framework}): "
                      + ", ".join(f"{k.replace('_', ' ')} {v * 1e3:.1f} ms" for k, v in terms.items())
-                     + f"; step {sch_['step_seconds'] * 1e3:.1f} ms, of which the IPUs "
-                     f"{sch_.get('ipu_step_seconds', 0) * 1e3:.1f} ms")
+                     + f"; step {sch_.step_seconds * 1e3:.1f} ms, of which the IPUs "
+                     f"{sch_.ipu_step_seconds * 1e3:.1f} ms")
     if "layer_split" in sch_:
-        ts = run.profile_data.run.get("training_state") or []
+        ts = RunRecord.build({"training_state": run.profile_data.run.get("training_state")}).training_state
         for t in ts:
-            m = t["mib"]
-            lines.append(f"  IPU {t['ipu']}: {t['layers']} layers, {t['params'] / 1e6:.1f} M params; weights "
-                         f"{m['weights']:.0f} MiB, grad accum {m['grad_accum']:.0f}, optimizer state on-chip "
-                         f"{m['optimizer_state_onchip']:.0f} / off-chip {m['optimizer_state_offchip']:.0f}, stash "
-                         f"{m['stash']:.0f}, code {m['code']:.0f} MiB; fullest tile {t['max_tile_bytes']['need']:,} B"
-                         + ("" if t["fits"] else " (OVER)"))
+            m = t.mib
+            lines.append(f"  IPU {t.ipu}: {t.layers} layers, {t.params / 1e6:.1f} M params; weights "
+                         f"{m.weights:.0f} MiB, grad accum {m.grad_accum:.0f}, optimizer state on-chip "
+                         f"{m.optimizer_state_onchip:.0f} / off-chip {m.optimizer_state_offchip:.0f}, stash "
+                         f"{m.stash:.0f}, code {m.code:.0f} MiB; fullest tile {t.max_tile_bytes.need:,} B"
+                         + ("" if t.fits else " (OVER)"))
     lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]
@@ -243,9 +234,9 @@ def run(args) -> int:
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     except MemoryError:  # past the estimates (other processes' memory, an address-space limit): no traceback
-        from popvision_lite.value_checks import largest_array
+        from popvision_lite.emulator.models.host_memory import estimate
 
-        field = largest_array(cfg)[1]
+        field = estimate(cfg, timing).field
         print(terminal_text(f"popvision-lite emulate: error: argument --{field.replace('_', '-')} (or config field '{field}'): out "
               f"of host memory while emulating at these sizes; use smaller sizes"
               + ("" if timing else " (or --timing-only)")), file=sys.stderr)

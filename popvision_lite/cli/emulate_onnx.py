@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli.args import check_new_file, field_value
 from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.onnx_import.config import (
@@ -186,23 +187,13 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
                  f"({100 * s['peak_bytes'] / s['capacity']:.0f}% of {s['capacity']:,} B)")
     lines.append(f"total cycles: {s['total_cycles']:,} = {s['seconds'] * 1e3:.3f} ms at "
                  f"{s['clock_hz'] / 1e9:.3f} GHz")
-    sch = getattr(run, "schedule", None) or {}
     if not s["fits"]:
         lines.append("throughput: not reported: the configuration does not fit in tile memory; "
                      + what_would_fit(run, s))
     elif getattr(run, "samples_per_second", 0):
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s (whole system; a sample = one row of "
                      "the batch dimension)")
-    if sch.get("replicas", 1) > 1 or sch.get("grad_accum", 1) > 1 or "optimizer" in sch:
-        clock = s["clock_hz"]
-        lines.append(f"schedule: {sch['replicas']} replica(s) x {sch['stages']} IPU(s), {sch['grad_accum']} "
-                     f"micro-batch(es) of {sch['micro_batch']} per step = {sch['samples_per_step']:g} samples/step"
-                     + (f"; optimizer {sch['optimizer']} (state {sch['optimizer_state']}"
-                        + (", RTS" if sch.get("rts") else "") + ")" if "optimizer" in sch else ""))
-        lines.append(f"  micro-batch {sch['steady_cycles_per_microbatch']:,} cycles; all-reduce "
-                     f"{sch['allreduce_cycles']:,}; optimizer {sch['optimizer_cycles']:,}; DDR stream "
-                     f"{sch['stream_cycles']:,} (= {sch['stream_cycles'] / clock * 1e3:.2f} ms); step "
-                     f"{sch['step_seconds'] * 1e3:.3f} ms")
+    lines += schedule_lines(run.schedule, s["clock_hz"])
     lines.append(time_split)
     if run.numeric_checks:
         bad = [k for k, v in run.numeric_checks.items() if not v["passed"]]

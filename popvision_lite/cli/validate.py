@@ -113,13 +113,17 @@ def run(args) -> int:
     print(terminal_text(f"emulating {len(cases)} rows in {len(graph_groups(cases))} replica graphs"
           + (f" on {args.jobs} worker processes" if args.jobs > 1 else "") + " ..."), flush=True)
 
+    from popvision_lite.analysis import error_band as eb
+
     t0 = time.perf_counter()
     finished = []
 
     def report(c, r):
         finished.append(c.id)
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
-        state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s{ratio}, "
+        fw = (r.extra.get("schedule") or {}).get("host_framework") or c.config.get("host_framework")
+        band = eb.ipu_band(c.model, fw, int(c.config.get("ipus", c.replicas) or 1)).text()
+        state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s ({band}){ratio}, "
                             f"{'fits' if r.fits else 'does not fit'}, {wall_text(r)}")
         # the share of the rows done and, from the time they took, when the rest will be (emulator/progress.py)
         elapsed = time.perf_counter() - t0
@@ -135,7 +139,9 @@ def run(args) -> int:
               flush=True)
 
         def report_gpu(row, r):
-            state = r.error or f"predicted {r.predicted:,.1f} samples/s, ratio {r.ratio:.3f}, {r.placement}"
+            band = eb.band("gpu", gv.MODEL[row.benchmark], None, row.n_gpus).text()
+            state = r.error or (f"predicted {r.predicted:,.1f} samples/s ({band}), ratio {r.ratio:.3f}, "
+                                f"{r.placement}")
             print(terminal_text(f"{row.id} ({row.benchmark}, {row.n_gpus} x {row.gpu}): {state}"), flush=True)
 
         gpu = gv.run_gpu_rows(gpu_rows, report=report_gpu)
@@ -152,8 +158,6 @@ def run(args) -> int:
         print()
         print("Measured GPU runs (the GPU estimate, each with its own placement and precision):")
         print(terminal_text(gv.format_gpu_table(gpu)))
-    from popvision_lite.analysis import error_band as eb
-
     residuals = residual_rows(mlperf + transformers) + gv.residual_rows(gpu)
     if residuals:
         print()

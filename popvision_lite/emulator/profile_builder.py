@@ -47,6 +47,10 @@ class StepTileArray:
             vals = getattr(t, self.field)
             if t.tiles is None:
                 out[grp] = vals
+            elif len(t.tiles) and int(t.tiles[-1]) - int(t.tiles[0]) + 1 == len(t.tiles) and \
+                    bool((np.diff(t.tiles) == 1).all()):
+                # one run of tiles (a stage graph's step on its IPU of a pipelined run): a slice of each row
+                out[grp, int(t.tiles[0]):int(t.tiles[-1]) + 1] = vals
             elif len(t.tiles) * 16 >= self.shape[1]:
                 # the template's whole row once, then copied to its steps' rows (several times faster than
                 # scattering the tiles of every row when the template covers more than a few tiles)
@@ -55,6 +59,64 @@ class StepTileArray:
                 out[grp] = row
             elif len(t.tiles):
                 out[np.ix_(grp, t.tiles)] = vals
+        return out
+
+    def _has_data(self) -> np.ndarray:
+        """Per template: whether its row has a non-zero value (computed once)."""
+        nz = self.__dict__.get("_nz")
+        if nz is None:
+            nz = self._nz = np.fromiter((bool(np.any(getattr(t, self.field))) for t in self.templates), bool,
+                                        len(self.templates))
+        return nz
+
+    def nonzero_rows(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mask of steps i..j whose row holds a non-zero value, those rows): what the profile writer stores,
+        without forming the empty rows."""
+        tids = self.seq[i:j]
+        keep = self._has_data()[tids]
+        return keep, self._rows(tids[keep])
+
+    def tile_block_rows(self, i: int, j: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each step's minimum, sum (float64) and maximum over the tile blocks starting at ``edges``, steps i..j
+        (the profile writer's summaries), from the templates of those steps, without forming their rows."""
+        mn, sm, mx = self._template_blocks(np.asarray(edges, np.int64))
+        tids = self.seq[i:j]
+        return mn[tids], sm[tids], mx[tids]
+
+    def _template_blocks(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per template: (min, sum, max) of its row over the tile blocks starting at ``edges`` (templates x blocks;
+        computed once per ``edges``, every template at once).  A block with a tile the template leaves out (zero
+        there) has minimum 0."""
+        cache = self.__dict__.setdefault("_blocks", {})
+        key = edges.tobytes()
+        if key in cache:
+            return cache[key]
+        T, B, n = self.shape[1], len(edges), len(self.templates)
+        sizes = np.diff(np.append(edges, T))
+        parts = []  # (template ids, tiles, values) of every template's listed tiles, in template and tile order
+        for k, t in enumerate(self.templates):
+            vals = np.asarray(getattr(t, self.field))
+            if len(vals):
+                tiles = np.arange(T, dtype=np.int64) if t.tiles is None else np.asarray(t.tiles, np.int64)
+                if len(tiles) > 1 and not (tiles[1:] > tiles[:-1]).all():  # (templates list their tiles in order)
+                    order = np.argsort(tiles, kind="stable")
+                    tiles, vals = tiles[order], vals[order]
+                parts.append((np.full(len(tiles), k, np.int64), tiles, vals))
+        mn = np.zeros(n * B, np.uint32)
+        sm = np.zeros(n * B, np.float64)
+        mx = np.zeros(n * B, np.uint32)
+        if parts:
+            tid = np.concatenate([p[0] for p in parts])
+            seg = tid * B + np.searchsorted(edges, np.concatenate([p[1] for p in parts]), side="right") - 1
+            vals = np.concatenate([p[2] for p in parts])
+            del parts, tid
+            starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+            cell = seg[starts]
+            mx[cell] = np.maximum.reduceat(vals, starts)
+            sm[cell] = np.add.reduceat(vals, starts, dtype=np.float64)
+            full = np.diff(np.append(starts, len(seg))) == sizes[cell % B]  # every tile of the block listed
+            mn[cell[full]] = np.minimum.reduceat(vals, starts)[full]
+        out = cache[key] = (mn.reshape(n, B), sm.reshape(n, B), mx.reshape(n, B))
         return out
 
     def __getitem__(self, key):

@@ -38,12 +38,12 @@ from popvision_lite.emulator.models.config import (
     ModelConfig,
     make_config,
 )
+from popvision_lite.emulator.models.host_memory import check_host_memory
 from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
 from popvision_lite.errors import ConfigError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
     MODEL_LIMITS,
-    check_model_config,
     check_number,
     read_toml,
 )
@@ -215,6 +215,15 @@ FIELDS: dict[str, Field] = {f.name: f for f in (
     Field("tensor_parallel", "int", only_for=_TRANSFORMER, label="Tensor parallel", group="scale",
           help="IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns and vocabulary split; "
                "ipus = replicas x stages x this; default 1)"),
+    Field("tensor_parallel_2", "int", only_for=_TRANSFORMER, label="Tensor parallel (2nd axis)", group="scale",
+          help="2-D tensor parallelism's second axis (bert, gpt; Graphcore's PopXL GPT-3 tensor_parallel_2): each IPU "
+               "also holds 1/N of the hidden dimension; ipus = replicas x stages x tensor_parallel x this; default 1"),
+    Field("attention_serialisation", "int", only_for=_TRANSFORMER, label="Attention serialisation", group="lowering",
+          help="compute the attention scores in N sequential blocks of query rows, one block's scores live at a time "
+               "(bert, gpt; PopXL GPT-3 attention_serialisation; default 1)"),
+    Field("io_tiles", "int", only_for=_TRANSFORMER, label="IO tiles", group="lowering",
+          help="tiles per IPU reserved for streaming (bert, gpt with --streaming-weights; PopXL io_tiles): ops use the "
+               "others, and the phases' weight and activation streams overlap with compute; default 0"),
     Field("layer_split", "layer_split", only_for=_TRANSFORMER, label="Layer split", group="scale",
           help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7; 0 for an IPU without layers, as "
                "optimum-graphcore's layers_per_ipu 0,3,3,3,3,4,4,4)"),
@@ -355,7 +364,7 @@ class RunConfig:
         try:
             cfg = make_config(self.model, **self.model_args)
             if host_check:
-                check_model_config(cfg, timing_only=self.timing_only)
+                check_host_memory(cfg, self.timing_only)
         except ConfigError as e:
             name, sep, problem = str(e).partition(": ")
             if sep and name in FIELDS:

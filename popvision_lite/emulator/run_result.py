@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from popvision_lite.profile.run_record import Schedule
 from popvision_lite.profile.schema import ProfileData
 
 
@@ -27,7 +28,10 @@ class RunResult:
     num_vertices: int = 0
     num_ops: int = 0
     samples_per_second: float = 0.0  # whole system (all replicas); BERT: sequences (packs x packing)
-    schedule: dict = field(default_factory=dict)  # the training step's composition (docs/emulator.md)
+    # the training step's composition (docs/emulator.md), typed: built once, here, from what the composition
+    # computed (Schedule.build: the declarations a reader checks a file by), and stored as the profile's
+    # run["schedule"]; a run with none (one compiled graph) has an empty one
+    schedule: Schedule = field(default_factory=Schedule)
     outputs: Mapping[str, Any] = field(default_factory=dict)  # emulated graph outputs (full numerics)
     profile_path: str | None = None  # where the profile was written, if it was
     config: dict = field(default_factory=dict)  # the run's configuration, as run["config"] stores it
@@ -41,3 +45,9 @@ class RunResult:
     notes: list = field(default_factory=list)
     reference: dict = field(default_factory=dict)
     weight_bytes_per_ipu: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not isinstance(self.schedule, Schedule):
+            self.schedule = Schedule.build(self.schedule or {})
+            if self.schedule and self.profile_data is not None and self.profile_data.run is not None:
+                self.profile_data.run["schedule"] = self.schedule.to_dict()

@@ -40,17 +40,29 @@ STEPS_PID = 0
 TILE_TID_BASE = 100_000  # tile lane tid = TILE_TID_BASE + global tile id (never 0, never a pid)
 OVERFLOW_TID_BASE = 90_000  # extra thread k of an IPU whose steps overlap: tid OVERFLOW_TID_BASE + k
 DEFAULT_MAX_EVENTS = 5_000_000  # ~1 GB of JSON
+# threads of one lane for overlapping steps (a pipeline overlaps a few; a file whose steps all overlap would
+# otherwise make one thread per step and a scan over all of them per step)
+MAX_LANE_THREADS = 64
 _READ_BATCH = 2048  # steps per step-tile read
 
 
 def _encoder():
-    """Compact JSON encoder for one event: orjson when installed (several times faster), else json."""
+    """Compact JSON encoder for one event: orjson when installed (several times faster), else json.  An event
+    orjson refuses (text it cannot encode as UTF-8, a number past 64 bits) goes through Python's encoder with
+    every non-ASCII character escaped, so the export never stops on a value from the file."""
+    slow = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
     try:
         import orjson
-
-        return lambda ev: orjson.dumps(ev).decode()
     except ImportError:
-        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        return slow
+
+    def encode(ev):
+        try:
+            return orjson.dumps(ev).decode()
+        except (orjson.JSONEncodeError, TypeError, ValueError):
+            return slow(ev)
+
+    return encode
 
 
 def _ipu_pid(ipu: int) -> int:
@@ -81,8 +93,17 @@ def _range(profile, step_range):
     return a, b
 
 
+MAX_NS = 2 ** 62  # trace times in ns must stay int64 (Perfetto reads them as such); a step ends far below it
+
+
 def _ns(cycles, base: int, ns_per_cycle: float) -> np.ndarray:
-    return np.rint((np.asarray(cycles, np.int64) - base) * ns_per_cycle).astype(np.int64)
+    """Nanoseconds from ``base`` of ``cycles`` (checked: computed in floating point, refused past MAX_NS, so no
+    product of bounded columns wraps or overflows a C long)."""
+    ns = np.rint((np.asarray(cycles, dtype=np.float64) - float(base)) * ns_per_cycle)
+    if ns.size and not (np.isfinite(ns).all() and np.abs(ns).max() <= MAX_NS):
+        raise ConfigError(f"trace times past {MAX_NS:,} ns (cycles {np.asarray(cycles).max()!r} at {ns_per_cycle:g} ns "
+                          "per cycle): beyond any step; the profile's cycle counts are not a run's")
+    return ns.astype(np.int64)
 
 
 def lane_times(start_ns: np.ndarray, end_ns: np.ndarray, order: np.ndarray) -> tuple[list, list, list]:
@@ -95,9 +116,12 @@ def lane_times(start_ns: np.ndarray, end_ns: np.ndarray, order: np.ndarray) -> t
     for i in order.tolist():
         ts, te = int(start_ns[i]), int(end_ns[i])
         sub = next((k for k, e in enumerate(ends) if ts >= e - 1), None)
-        if sub is None:
+        if sub is None and len(ends) < MAX_LANE_THREADS:
             sub = len(ends)
             ends.append(ts)
+        elif sub is None:  # more steps overlap than threads are drawn: on the thread free first, overlapping
+            sub = min(range(len(ends)), key=ends.__getitem__)
+            ends[sub] = ts
         ts = max(ts, ends[sub])
         te = max(te, ts + 1)
         ends[sub] = te

@@ -13,7 +13,11 @@ what the format promises *between* values (``docs/profile-format.md``):
 * ``(var_id, tile)`` pairs of ``variable_tiles`` and ``(cs_id, codelet, tile)`` of ``vertices`` are unique;
 * byte counts of one tile are at most 1 TiB (a variable's total at most that per tile);
 * inclusive ranges (``first_step``..``last_step``, ``first_lstep``..``last_lstep``) are ordered;
-* strings are at most :data:`MAX_STRING` characters (the views also clip them with :func:`clip`).
+* strings are at most :data:`MAX_STRING` characters (the views also clip them with :func:`clip`);
+* the training step's phases (:func:`check_phases`) are at most ``phases.MAX_PHASES``, tile the step from cycle 0
+  without gap or overlap, and end at the schedule's step within ``phases.STEP_TOLERANCE_RELATIVE`` and one
+  cycle per phase;
+* a variable's live intervals (:func:`check_intervals`) lie inside its own first..last liveness step.
 
 :func:`check_table` runs once per table, when the reader first loads it (lazily), so every table is
 checked before use.  A violation is a :class:`ProfileError` naming the file, the table, the column and
@@ -25,7 +29,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from popvision_lite.profile.phases import PHASE_KINDS
+from popvision_lite.profile.phases import MAX_PHASES, PHASE_KINDS, STEP_TOLERANCE_RELATIVE
+from popvision_lite.profile.run_record import STEP_LIMIT
 from popvision_lite.profile.schema import ID_COLUMNS, PARENT_COLUMNS, REFERENCES, STEP_KINDS
 
 MAX_STRING = 4096  # characters in one stored name / plan / shape (today's longest is ~120)
@@ -163,6 +168,51 @@ def check_table(name: str, df: pd.DataFrame, counts: dict[str, int], err, num_ti
             i = _first(bad)
             raise err(f"{where} row {i}: runs_per_step {int(runs[i])} / stored_runs {int(stored[i])} are not "
                       "1 <= stored_runs <= runs_per_step")
+
+
+def check_phases(df: pd.DataFrame, step_cycles: float | None, err) -> None:
+    """The phases tile one training step: at most MAX_PHASES, the first starting at cycle 0, each starting where
+    the runs of the one before end (no gap, no overlap: a gap gave a 708-hour step, overlaps a 220 % step), none
+    past STEP_LIMIT, and - when the schedule says how long the step is (``step_cycles``) - the last ending
+    there within one cycle per phase (host terms are rounded to whole cycles) plus STEP_TOLERANCE_RELATIVE."""
+    n = len(df)
+    where = "table 'phases'"
+    if n > MAX_PHASES:
+        raise err(f"{where} has {n:,} rows; a training step has at most {MAX_PHASES} phases")
+    if not n:
+        return
+    start, cycles, runs = ([int(x) for x in df[c].to_numpy()] for c in ("start_cycle", "cycles", "runs_per_step"))
+    t = 0
+    for i in range(n):  # Python integers: products of bounded columns never wrap
+        if start[i] != t:
+            what = "a gap" if start[i] > t else "an overlap"
+            raise err(f"{where} row {i}: starts at cycle {start[i]:,}, but the phases before end at {t:,} ({what}; "
+                      "the phases tile the step, each starting where the runs of the one before end)")
+        t = start[i] + cycles[i] * runs[i]
+        if t > STEP_LIMIT:
+            raise err(f"{where} row {i}: {cycles[i]:,} cycles x {runs[i]:,} runs end at cycle {t:,}, past "
+                      f"{STEP_LIMIT:,} (beyond any training step)")
+    if step_cycles is not None and step_cycles > 0:
+        tol = n + STEP_TOLERANCE_RELATIVE * step_cycles
+        if abs(t - step_cycles) > tol:
+            raise err(f"{where}: the phases add up to {t:,} cycles, but the schedule's step is {step_cycles:,.0f} "
+                      f"cycles (step_seconds x clock); they must agree within {tol:,.1f} cycles")
+
+
+def check_intervals(iv: pd.DataFrame, variables: pd.DataFrame, err) -> None:
+    """Each live interval of ``variable_intervals`` lies inside its variable's own ``first_lstep``..``last_lstep``
+    (schema: "one with rows only inside them"); an always-live variable has none."""
+    if not len(iv):
+        return
+    vid = iv["var_id"].to_numpy(np.int64)
+    lo = variables["first_lstep"].to_numpy(np.int64)[vid]
+    hi = variables["last_lstep"].to_numpy(np.int64)[vid]
+    a, b = iv["first_lstep"].to_numpy(np.int64), iv["last_lstep"].to_numpy(np.int64)
+    bad = (lo < 0) | (a < lo) | (b > hi)
+    if bad.any():
+        i = _first(bad)
+        raise err(f"table 'variable_intervals' row {i}: interval {int(a[i])}..{int(b[i])} of variable {int(vid[i])} "
+                  f"is outside its live range {int(lo[i])}..{int(hi[i])} (table 'variables')")
 
 
 def check_categories(name: str, col: str, cats: np.ndarray, err) -> None:

@@ -45,11 +45,10 @@ a schedule, or a one-micro-batch whole-graph run with nothing after it, is one p
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
+from popvision_lite.profile.run_record import STEP_LIMIT, Schedule
 from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
 
 PHASE_KINDS: tuple[str, ...] = ("whole", "fill", "steady", "drain", "accumulate", "stream", "allreduce",
@@ -58,17 +57,13 @@ PHASE_KINDS: tuple[str, ...] = ("whole", "fill", "steady", "drain", "accumulate"
 TIME_KIND = {"accumulate": "compute", "stream": "stream_copy", "allreduce": "exchange_global",
              "optimizer": "compute", "term": "sync"}
 _K_XG = STEP_KIND_CODE["exchange_global"]  # the copy step closing a pipeline cycle
-MAX_PHASES = 10_000
-
-
-def _num(v, default=0.0) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        return float(default)
-    return float(v)
-
-
-def _int(v, default=0) -> int:
-    return int(round(_num(v, default)))
+# phases of one training step: a pipeline has 7 (fill, steady state, drain, stream in, all-reduce, optimizer,
+# stream out) plus one per host term (run_record.MAX_PHASE_TERMS); a table claiming more is refused before it is
+# read (reader) - 10^6 rows of them kept `info` busy for minutes
+MAX_PHASES = 256
+# phases tile the step: the last ends at the schedule's step (step_seconds x clock) within one cycle per phase
+# (each host term is rounded to whole cycles) plus 1e-9 of the step (float seconds)
+STEP_TOLERANCE_RELATIVE = 1e-9
 
 
 def _step_range(starts: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
@@ -85,11 +80,12 @@ def _stored_cycles(starts: np.ndarray, a: int, b: int, lo: int, period: int) -> 
     return int(len(np.unique((starts[a:b + 1] - lo) // period)))
 
 
-def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, clock_hz: float) -> pd.DataFrame:
-    """The phases table of a run with ``schedule`` (``run["schedule"]``, may be None or {}) whose stored steps
-    are ``steps`` (the steps table: ``kind``, ``ipu``, ``start_cycle``, ``end_cycle``; time-ordered by start
-    as every writer stores them).  See the module docstring for the rule."""
-    sch = schedule if isinstance(schedule, dict) else {}
+def phases_from_schedule(schedule: Schedule | None, steps: pd.DataFrame | None, clock_hz: float) -> pd.DataFrame:
+    """The phases table of a run with ``schedule`` (the checked ``run["schedule"]``, ``run_record.Schedule``; None
+    or empty: no schedule) whose stored steps are ``steps`` (the steps table: ``kind``, ``ipu``, ``start_cycle``,
+    ``end_cycle``; time-ordered by start as every writer stores them).  See the module docstring for the rule.
+    ValueError when a phase or the step would last more than ``run_record.STEP_LIMIT``."""
+    sch = schedule if schedule is not None else Schedule()
     n_steps = 0 if steps is None else len(steps)
     if n_steps:
         starts = steps["start_cycle"].to_numpy(np.int64)
@@ -99,42 +95,45 @@ def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, cloc
         starts = ends = np.zeros(0, np.int64)
         t_end = 0
     rows: list[dict] = []
-    busy = sch.get("phase_ipu_cycles") if isinstance(sch.get("phase_ipu_cycles"), dict) else {}
+    busy = sch.phase_ipu_cycles
 
     def add(name, kind, start, cycles, runs=1, rng=(-1, -1), stored=0, ipu=-1):
         if cycles <= 0 or runs <= 0:
             return start
-        known = busy.get(kind) if isinstance(busy.get(kind), dict) else {}
+        end = int(start) + int(cycles) * int(runs)  # Python integers: no wrap-around before the bound
+        if end > STEP_LIMIT:
+            raise ValueError(f"phase '{name}' ({int(cycles):,} cycles x {int(runs):,} runs from cycle {int(start):,}) "
+                             f"ends past {STEP_LIMIT:,} cycles, beyond any training step")
+        known = busy.get(kind) or {}
         rows.append(dict(name=name, kind=kind, ipu=ipu, start_cycle=int(start), cycles=int(cycles),
                          runs_per_step=int(runs), first_step=int(rng[0]), last_step=int(rng[1]),
                          stored_runs=int(stored if rng[0] >= 0 else 0),
                          time_kind="" if rng[0] >= 0 else TIME_KIND.get(kind, ""),
-                         **{f"ipu_{k}": _int(known[k], -1) if k in known else -1 for k in STEP_KINDS}))
-        return int(start) + int(cycles) * int(runs)
+                         **{f"ipu_{k}": int(known[k]) if k in known else -1 for k in STEP_KINDS}))
+        return end
 
-    pipelined = "pipeline_cycles" in sch and "pipeline_total_cycles" in sch
-    G = max(_int(sch.get("grad_accum"), 1), 1)
-    post = [("stream in", "stream", _int(sch.get("stream_cycles")) // 2),
-            ("all-reduce", "allreduce", _int(sch.get("allreduce_cycles"))),
-            ("optimizer", "optimizer", _int(sch.get("optimizer_cycles"))),
-            ("stream out", "stream", _int(sch.get("stream_cycles")) - _int(sch.get("stream_cycles")) // 2)]
-    if pipelined:
+    G = sch.grad_accum
+    post = [("stream in", "stream", sch.stream_cycles // 2),
+            ("all-reduce", "allreduce", sch.allreduce_cycles),
+            ("optimizer", "optimizer", sch.optimizer_cycles),
+            ("stream out", "stream", sch.stream_cycles - sch.stream_cycles // 2)]
+    if sch.pipelined:
         if (np.diff(starts) < 0).any():  # a producer that did not sort its steps: the phases need time order
             raise ValueError("steps are not ordered by start_cycle; a pipeline's phases need the stored time order")
-        D = max(_int(sch.get("pipeline_depth", sch.get("stages")), 1), 1)
-        n = _int(sch.get("pipeline_cycles"))
-        total = _int(sch.get("pipeline_total_cycles"))
-        steady = _int(sch.get("steady_cycles_per_microbatch"))
+        D = sch.pipeline_depth if "pipeline_depth" in sch else sch.stages
+        n = sch.pipeline_cycles
+        total = sch.pipeline_total_cycles
+        steady = sch.steady_cycles_per_microbatch
         nf = min(2 * D - 2, n)
         nd = min(2 * D - 2, n - nf)
         ns = max(n - nf - nd, 0)
         if "fill_cycles" in sch and "drain_cycles" in sch:
-            fill, drain = _int(sch["fill_cycles"]), _int(sch["drain_cycles"])
+            fill, drain = sch.fill_cycles, sch.drain_cycles
         else:  # written before format 2.2: the fill ends with the nf-th inter-IPU copy step
             copies = np.flatnonzero((steps["kind"].to_numpy() == _K_XG) & (steps["ipu"].to_numpy() == -1)) \
                 if n_steps else np.zeros(0, np.int64)
             rest = max(total - ns * steady, 0)
-            if _int(sch.get("profile_pipeline_cycles_elided")) > 0:
+            if sch.profile_pipeline_cycles_elided > 0:
                 fill = rest // 2  # some fill cycles may be missing from the file: their split is not recorded
             else:
                 fill = int(ends[copies[nf - 1]]) if 0 < nf <= len(copies) else 0
@@ -147,7 +146,7 @@ def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, cloc
         for name, kind, d in post:
             t = add(name, kind, t, d, 1, _step_range(starts, t, t + d), 1)
     else:
-        micro = _int(sch.get("steady_cycles_per_microbatch"), t_end)
+        micro = sch.steady_cycles_per_microbatch if "steady_cycles_per_microbatch" in sch else t_end
         composed = G > 1 or any(d > 0 for _, _, d in post)
         if not composed:
             t = add("whole run", "whole", 0, max(t_end, 1) if n_steps else 0, 1, (0, n_steps - 1) if n_steps else
@@ -158,10 +157,8 @@ def phases_from_schedule(schedule: dict | None, steps: pd.DataFrame | None, cloc
                 t = add("gradient accumulation", "accumulate", t, micro - t_end, G)
             for name, kind, d in post:
                 t = add(name, kind, t, d)
-    terms = sch.get("per_step_terms")
-    if isinstance(terms, dict):
-        for name, secs in list(terms.items())[:MAX_PHASES]:
-            t = add(str(name), "term", t, _int(_num(secs) * float(clock_hz)))
+    for name, secs in sch.per_step_terms.items():
+        t = add(str(name), "term", t, int(round(secs * float(clock_hz))))
     df = pd.DataFrame(rows, columns=["name", "kind", "ipu", "start_cycle", "cycles", "runs_per_step", "first_step",
                                      "last_step", "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS)])
     df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))

@@ -20,6 +20,7 @@ import pandas as pd
 
 from popvision_lite.errors import ArgumentTypeError, ProfileError, ProfileVersionError
 from popvision_lite.profile import consistency, h5safety, public, schema, step_tiles
+from popvision_lite.profile.run_record import RunRecord, Schedule
 from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
 
 __all__ = ["Profile", "StepTileWindow", "open_profile", "preload"]
@@ -79,6 +80,7 @@ class Profile:
         self._public: dict[str, pd.DataFrame] = {}  # notebook form (profile/public.py)
         self._safe = None
         self._tiles: pd.DataFrame | None = None
+        self._record: RunRecord | None = None
         self._open()
         self.memory = _Memory(self)
         self.liveness = _Liveness(self)
@@ -376,7 +378,10 @@ class Profile:
 
     def _read_table(self, name: str) -> pd.DataFrame:
         def read():
-            self._counts[name]  # the table's columns checked, all of one length
+            n = self._counts[name]  # the table's columns checked, all of one length
+            if name == "phases" and n > consistency.MAX_PHASES:  # refused before any row is read
+                raise self._err(f"table 'phases' has {n:,} rows; a training step has at most "
+                                f"{consistency.MAX_PHASES} phases")
             data = {}
             for col in schema.TABLE_COLUMNS[name]:
                 ds = self._safe.get(f"tables/{name}/{col}")
@@ -438,12 +443,13 @@ class Profile:
         if name not in self._tables:
             if name not in self._stored_tables:  # an optional table an older writer did not store
                 self._tables[name] = self._rebuilt_table(name)
-            else:
-                df = self._read_table(name)
-                # before any view or analysis sees it (the row counts of the tables it refers to are read here)
-                self._guard(lambda: consistency.check_table(name, df, self._counts, self._err,
-                                                            self.target.num_tiles), f"table '{name}'")
-                self._tables[name] = _with_derived(name, df, self.target)
+                return self._tables[name].copy(deep=False)
+            df = self._read_table(name)
+            # before any view or analysis sees it (the row counts of the tables it refers to are read here)
+            self._guard(lambda: consistency.check_table(name, df, self._counts, self._err, self.target.num_tiles),
+                        f"table '{name}'")
+            self._check_between(name, df)
+            self._tables[name] = _with_derived(name, df, self.target)
         # a shallow copy: free under pandas' copy-on-write, and an edit of the returned frame never reaches the
         # cached table that every later call (and every view) reads
         return self._tables[name].copy(deep=False)
@@ -468,15 +474,31 @@ class Profile:
         ipu_cycles = steps["cycles"].to_numpy(np.float64) * lanes * runs
         return {"runs": runs, "ipu_cycles": ipu_cycles, "ipu_seconds": ipu_cycles / float(self.target.clock_hz)}
 
+    def _check_between(self, name: str, df: pd.DataFrame) -> None:
+        """Checks of a table against the run record or another table (consistency.check_phases / check_intervals)."""
+        if name == "phases":
+            consistency.check_phases(df, self._step_cycles(), self._err)
+        elif name == "variable_intervals":
+            consistency.check_intervals(df, self.stored_table("variables"), self._err)
+
+    def _step_cycles(self) -> float | None:
+        """Wall cycles of the step the phases must add up to: the schedule's step (its seconds, host terms
+        included, at the target's clock), else the run's total cycles, else not recorded (None)."""
+        rec = self.record
+        if rec.schedule.step_seconds > 0:
+            return rec.schedule.step_seconds * float(self.target.clock_hz)
+        if "total_cycles" in rec:
+            return float(rec.total_cycles)
+        return None
+
     def _rebuilt_table(self, name: str) -> pd.DataFrame:
         """An optional table of ``schema.OPTIONAL_TABLES`` rebuilt for a file written before it existed."""
         from popvision_lite.profile.phases import phases_from_schedule
 
         if name == "variable_intervals":  # before 3.1 every variable was recorded with one live interval
             return schema.empty_table(name)
-        sch = self.run.get("schedule")
         try:
-            df = phases_from_schedule(sch if isinstance(sch, dict) else None, self.stored_table("steps"), self.target.clock_hz)
+            df = phases_from_schedule(self.schedule, self.stored_table("steps"), self.target.clock_hz)
         except ValueError as e:
             raise self._err(f"table 'phases' cannot be rebuilt from run['schedule']: {e}") from e
         for col, want in schema.COLUMN_DTYPES[name].items():
@@ -485,6 +507,7 @@ class Profile:
         counts.update(self._counts)
         counts[name] = len(df)
         consistency.check_table(name, df, counts, self._err, self.target.num_tiles)
+        self._check_between(name, df)
         return df
 
     # ---- public API ---------------------------------------------------------------------
@@ -522,7 +545,7 @@ class Profile:
 
             p.steps.groupby("kind_name", observed=True)["ipu_seconds"].sum()   # IPU time of the stored steps
 
-        (``seconds.sum()`` counts each stored step once: 0.11 s of a 2.02 s pod-scale step).  The Summary and
+        (``seconds.sum()`` counts each stored step once: 0.11 s of a 1.81 s pod-scale step).  The Summary and
         ``info`` also count the phases stored without steps (all-reduce, optimizer, streams, host terms) and the
         IPUs waiting at syncs for each other: ``p.totals`` has every row of those numbers.
 
@@ -616,11 +639,24 @@ class Profile:
         return self.table("phases")
 
     @property
+    def record(self) -> RunRecord:
+        """The header's ``run`` object, typed and checked (``profile/run_record.py``): the schedule, op counts,
+        config keys and training state analysis reads.  Checked when first asked for (like a table); a value of
+        the wrong kind or out of its bounds is a ProfileError naming the key.  ``run`` stays the raw object."""
+        if self._record is None:
+            self._record = RunRecord.read(self.run, self._err, "run")
+        return self._record
+
+    @property
+    def schedule(self) -> Schedule:
+        """The training step's composition, typed (``record.schedule``; empty for a file without one)."""
+        return self.record.schedule
+
+    @property
     def replicas(self) -> int:
-        """Replicas of the run (``run["replicas"]``, else the schedule's, else 1)."""
-        sch = self.run.get("schedule") if isinstance(self.run.get("schedule"), dict) else {}
-        r = self.run.get("replicas", sch.get("replicas", 1))
-        return int(r) if isinstance(r, int | float) and not isinstance(r, bool) and 1 <= r <= 1 << 20 else 1
+        """Replicas of the run (``record.replicas_of_run``: the schedule's, else ``run["replicas"]``, else the
+        config's, else 1)."""
+        return self.record.replicas_of_run
 
     def close(self) -> None:
         """Close the file (also on leaving ``with pvl.open(path) as p:``); tables already read stay usable."""

@@ -37,6 +37,7 @@ from popvision_lite.atomic_io import check_destination, make_temp, publish_mode,
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import phases as phases_mod
 from popvision_lite.profile import schema
+from popvision_lite.profile.run_record import RunRecord
 
 # minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
 # often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
@@ -123,6 +124,23 @@ def tile_block_edges(num_ipus: int, tiles_per_ipu: int, tile_block: int) -> np.n
 
 def level_name(step_block: int, tile_block: int) -> str:
     return f"s{step_block}_t{tile_block}"
+
+
+def block_summary_of_rows(mn: np.ndarray, sm: np.ndarray, mx: np.ndarray, step_block: int, tile_edges: np.ndarray,
+                          n_tiles: int):
+    """The summary of :func:`block_summary` from each row's own tile-block minimum, sum (float64) and maximum
+    (rows, tile blocks): what an array that knows its rows' block figures without forming the rows gives (the
+    emulator's lazy step x tile arrays: ``tile_block_rows``).  The same values: a minimum or maximum in any
+    order, and the sums are of integers below 2^53, exact in float64 in any order."""
+    rows = mn.shape[0]
+    s_edges = np.arange(0, rows, step_block)
+    if rows == 0:
+        return _step_blocks(np.minimum, mn, step_block), np.zeros((0, len(tile_edges)), np.float32), \
+            _step_blocks(np.maximum, mx, step_block)
+    s_sizes = np.diff(np.append(s_edges, rows))
+    t_sizes = np.diff(np.append(tile_edges, n_tiles))
+    mean = np.add.reduceat(sm, s_edges, axis=0) / (s_sizes[:, None] * t_sizes[None, :])
+    return _step_blocks(np.minimum, mn, step_block), mean.astype(np.float32), _step_blocks(np.maximum, mx, step_block)
 
 
 def block_summary(cycles: np.ndarray, step_block: int, tile_edges: np.ndarray):
@@ -274,11 +292,19 @@ def _write_image(fd: int, image) -> None:
 def run_header(run: dict | None, target: schema.TargetInfo) -> dict:
     """``run`` with ``replicas`` and ``stages`` (IPUs of one replica) set: what every IPU count reads."""
     out = dict(run or {})
-    sch = out.get("schedule") if isinstance(out.get("schedule"), dict) else {}
-    r = sch.get("replicas", (out.get("config") or {}).get("replicas", 1) if isinstance(out.get("config"), dict) else 1)
-    out.setdefault("replicas", int(r) if isinstance(r, int | float) and not isinstance(r, bool) and r >= 1 else 1)
+    rec = RunRecord.read({k: out[k] for k in ("schedule", "config") if k in out}, ValueError, "run")
+    out.setdefault("replicas", rec.replicas_of_run)
     out.setdefault("stages", int(target.num_ipus))
     return out
+
+
+def checked_record(path, run: dict, target: schema.TargetInfo) -> RunRecord:
+    """The run record a profile at ``path`` would store, checked as the reader checks it (``run_record``): a
+    producer's value out of its declared bounds is a ProfileError now, not a profile that does not open."""
+    try:
+        return RunRecord.read(run_header(run, target), lambda problem: ProfileError(path, problem), "run")
+    except ValueError as e:
+        raise ProfileError(path, str(e)) from None
 
 
 class _CallerAbort(Exception):
@@ -288,7 +314,9 @@ class _CallerAbort(Exception):
 
 
 def _check_inputs(path, data: schema.ProfileData, summary_levels, tile_chunk: int | None) -> int:
-    """Check the summary levels, the tile chunk and every array's shape; returns the tile chunk width."""
+    """Check the summary levels, the tile chunk, every array's shape and the run record; returns the tile chunk
+    width."""
+    checked_record(path, data.run, data.target)
     bad = [sb for sb, _ in summary_levels if sb < 1 or WRITE_BATCH % sb]
     if bad:
         raise ValueError(f"summary step blocks {bad} must divide the write batch of {WRITE_BATCH} steps")
@@ -348,6 +376,46 @@ class _StepTileWriter:
             for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
                 self.sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt, **opts)
         self.agg = {c: np.zeros(self.n_steps, dtype=np.float64) for c in AGG_COLUMNS}
+        # the steps table's aggregates are only filled where the producer left them out or NaN (_fill_aggregates):
+        # computed from the rows only then
+        steps = data.steps
+        self.need_agg = any(c not in steps.columns or not np.isfinite(pd.to_numeric(steps[c], errors="coerce")
+                                                                        .to_numpy(np.float64)).all()
+                            for c in AGG_COLUMNS)
+        # an array that knows which of its rows hold data and each row's tile-block figures without forming the
+        # rows (the emulator's StepTileArray: rows of step templates) is written from those; the file is the same
+        self.lazy = not self.need_agg and all(
+            callable(getattr(getattr(data, n), "nonzero_rows", None)) for n in STEP_TILE_ARRAYS) and callable(
+            getattr(data.step_tile_cycles, "tile_block_rows", None))
+
+    def _store(self, name: str, i: int, keep: np.ndarray, rows: np.ndarray) -> None:
+        """Append the rows of steps i.. that hold data (``keep``) to array ``name``."""
+        n_keep = int(np.count_nonzero(keep))
+        if n_keep:
+            ds = self.dsets[name]
+            r = ds.shape[0]
+            ds.resize(r + n_keep, axis=0)
+            ds[r:] = rows
+            self.stored[i:i + len(keep), STEP_TILE_ARRAYS.index(name)] = keep
+
+    def _write_lazy_batch(self, path, i: int, j: int) -> None:
+        for name in STEP_TILE_ARRAYS:
+            try:
+                keep, rows = getattr(self.data, name).nonzero_rows(i, j)
+            except Exception as e:  # an array-like that fails to produce data
+                raise ProfileError(path, f"array '{name}' rows {i}:{j} could not be read: {e}") from e
+            _check_shape(path, f"{name}[{i}:{j}] (rows with data)", rows.shape, (int(np.count_nonzero(keep)),
+                                                                                 self.n_tiles))
+            self._store(name, i, keep, rows.astype(np.uint32, copy=False))
+        t = self.target
+        for sb, tb in self.levels:
+            edges = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
+            mn, mean, mx = block_summary_of_rows(*self.data.step_tile_cycles.tile_block_rows(i, j, edges), sb, edges,
+                                                 self.n_tiles)
+            a, b_ = i // sb, i // sb + mn.shape[0]
+            self.sdsets[(sb, tb, "min")][a:b_] = mn
+            self.sdsets[(sb, tb, "mean")][a:b_] = mean
+            self.sdsets[(sb, tb, "max")][a:b_] = mx
 
     def _batch_array(self, path, name: str, i: int, j: int) -> np.ndarray:
         b = _as_batch(getattr(self.data, name), i, j, path, name)
@@ -357,16 +425,13 @@ class _StepTileWriter:
                 raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
             b = b.astype(np.uint32)
         keep = b.any(axis=1) if self.n_tiles else np.zeros(j - i, np.bool_)
-        n_keep = int(np.count_nonzero(keep))
-        if n_keep:
-            ds = self.dsets[name]
-            r = ds.shape[0]
-            ds.resize(r + n_keep, axis=0)
-            ds[r:] = b if n_keep == b.shape[0] else b[keep]
-            self.stored[i:j, STEP_TILE_ARRAYS.index(name)] = keep
+        self._store(name, i, keep, b if keep.all() else b[keep])
         return b
 
     def write_batch(self, path, i: int, j: int) -> None:
+        if self.lazy:
+            self._write_lazy_batch(path, i, j)
+            return
         batch = {name: self._batch_array(path, name, i, j) for name in STEP_TILE_ARRAYS}
         cyc, agg = batch["step_tile_cycles"], self.agg
         agg["busy_max"][i:j] = cyc.max(axis=1) if self.n_tiles else 0
@@ -401,7 +466,8 @@ def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:
     phases = data.phases
     if phases is None:
         try:
-            phases = phases_mod.phases_from_schedule((data.run or {}).get("schedule"), steps, data.target.clock_hz)
+            rec = checked_record(path, data.run, data.target)
+            phases = phases_mod.phases_from_schedule(rec.schedule, steps, data.target.clock_hz)
         except ValueError as e:
             raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
     for name in schema.TABLE_COLUMNS:

@@ -76,8 +76,7 @@ def metrics(run, device: str, profile_path) -> dict:
         sps = cfg.batch / s["seconds"] if s["seconds"] > 0 else float("nan")
         sps_basis = "batch / step time (no samples_per_second from the emulator)"
     # the schedule (multi-IPU runs, CONTRACT.md) knows the real step time; else cycles / clock
-    schedule = getattr(run, "schedule", None) or {}
-    step = schedule.get("step_seconds") or s["seconds"]
+    step = run.schedule.step_seconds or s["seconds"]
     price, why = price_per_chip_hour(device)
     if price is not None and sps > 0 and math.isfinite(sps):
         cost = price * chips * (1e6 / sps) / 3600.0

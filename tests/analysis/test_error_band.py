@@ -92,7 +92,7 @@ def test_every_surface_shows_the_band(tmp_path, capsys):
     from popvision_lite.cli import main
 
     with pvl.open(SAMPLES / "bert_tiny_mk2.pvl") as p:
-        text = eb.run_band(dict(p.run), 1).text()
+        text = eb.run_band(p.record, 1).text()
         v = pvl.verdict(p)
         assert v.ipu_band is not None and v.gpu_band is not None
         rows = dict((r[0], (r[1], r[2])) for r in v.rows())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from popvision_lite.analysis import gpu_estimate as ge
@@ -15,6 +14,7 @@ from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis import tensor_parallel as tp
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.errors import ConfigError
+from tests.support.transformer_kernels import two_layer_kernels
 
 GPT = dict(layers=2, hidden=256, heads=4, seq=128, batch=2, vocab=1024)
 
@@ -87,24 +87,19 @@ def test_split_rule():
     assert tp.split_of("ipu0/heads/mlm/gelu") == ("", "")        # the MLM transform is hidden-wide: replicated
     assert tp.split_of("ipu0/layer/attention/layer_norm") == ("", "")
     assert tp.split_of("conv1/matmul") == ("", "")
-    assert tp.degree({"tensor_parallel": 8}) == 8
-    for bad in ("x", 1e30, True, -2, 2.5, None):
-        assert tp.degree({"tensor_parallel": bad}) == 1
+    # the degree is the checked schedule's (profile/run_record.py): a file's bad value is refused, not read as 1
+    from popvision_lite.errors import EmulatorError
+    from popvision_lite.profile.run_record import Schedule
+
+    assert Schedule.build({"tensor_parallel": 8}).tensor_parallel == 8 and Schedule().tensor_parallel == 1
+    for bad in ("x", 1e30, True, -2, 2.5):
+        with pytest.raises(EmulatorError, match="tensor_parallel"):
+            Schedule.build({"tensor_parallel": bad})
 
 
 def _kernels():
     """A two-layer transformer pass, shaped as the emulator names it: per layer two split GEMMs and a norm."""
-    rows, h, n = 512, 256, 1024
-    k = []
-    for _layer in range(2):
-        k.append(dict(name="ipu0/layer/ffn/matmul1", type="matmul", precision="fp16", flops=2.0 * rows * h * n,
-                      min_bytes=2.0 * (rows * h + h * n + rows * n)))
-        k.append(dict(name="ipu0/layer/ffn/layer_norm", type="layer_norm", precision="fp16", flops=5.0 * rows * h,
-                      min_bytes=4.0 * rows * h))
-    k.append(dict(name="ipu0/embedding/gather", type="embedding", precision="fp16", flops=0.0,
-                  min_bytes=2.0 * rows * h))
-    df = pd.DataFrame(k)
-    return tp.annotate(df, dict(model="gpt", hidden=h, heads=4, ffn=n, layers=2, seq=512, vocab=1000))
+    return two_layer_kernels()[0]
 
 
 def _setting(gbs=64, layers=2, params=2e6):

@@ -137,6 +137,9 @@ def test_a_run_that_does_not_fit_gets_no_speed_or_cost_claim(capsys):
     rows = {r[0]: r for r in v.rows()}
     assert rows["samples/s"][1] == "n/a (does not fit)" and rows["USD per 1 M samples"][1] == "n/a (does not fit)"
     assert not any("same dollars" in k for k in rows)
+    # the GPU side still says how it placed the model and in what precision
+    assert rows["placement"][2] == v.gpu_estimate.placement.text() and rows["precision"][2] == "fp16"
+    assert rows["error band"][2] == v.gpu_band.text()
     assert main(["verdict", str(SAMPLES / "bert_large_1ipu_oom.pvl")]) == 0
     out = capsys.readouterr().out
     assert "no speed or cost claim" in out and "cheaper" not in out and "faster" not in out
@@ -165,12 +168,13 @@ def _bert_large_shim(tiny, samples_per_step):
 
 def test_transformer_activations_as_a_gpu_framework_keeps_them_fit_nvidias_micro_batches(tiny):
     from popvision_lite.analysis.verdict import transformer_activation_bytes_per_sample
+    from popvision_lite.profile.run_record import ConfigRecord
 
     # Korthikanti et al. 2022: 24 layers x (34 s h + 5 a s^2) at s = 512 / 2 tokens per sequence
     per_seq = 24 * (34 * 256 * 1024 + 5 * 16 * 256 ** 2)
-    assert transformer_activation_bytes_per_sample(dict(model="bert-large", hidden=1024, heads=16, seq=512,
-                                                        layers=24, packing=2.0)) == per_seq
-    assert transformer_activation_bytes_per_sample(dict(model="resnet50", layers=50)) is None
+    assert transformer_activation_bytes_per_sample(ConfigRecord.build(dict(
+        model="bert-large", hidden=1024, heads=16, seq=512, layers=24, packing=2.0))) == per_seq
+    assert transformer_activation_bytes_per_sample(ConfigRecord.build(dict(model="resnet50", layers=50))) is None
     # NVIDIA's DGX A100 and DGX H100 v3.0 runs: data parallel over 8 GPUs; the verdict's fused attention
     # (FlashAttention) keeps no score matrices: 34 s h per layer
     kw = dict(gpus=8, gpu_tp=1, gpu_pp=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from popvision_lite import value_checks
 from popvision_lite.emulator.models import pipeline
 from popvision_lite.emulator.models.config import make_config
+from popvision_lite.emulator.models.host_memory import estimate
 
 SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 
@@ -26,7 +27,7 @@ def test_cli_refuses_an_oversized_composed_run_before_building(tmp_path, monkeyp
 
 def test_cli_runs_a_composed_config_within_the_budget(tmp_path, monkeypatch, cli):
     cfg = make_config("gpt2-small", tensor_parallel=2, **SMALL)
-    need = value_checks.composed_host_bytes(cfg)
+    need = estimate(cfg, timing_only=True).bytes
     monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need + 2)  # just inside half of it
     out = tmp_path / "x.pvl"
     args = ["emulate", "gpt2-small", "--tensor-parallel", "2", "--layers", "2", "--hidden", "64", "--heads", "4",

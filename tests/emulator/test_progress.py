@@ -45,10 +45,11 @@ def test_an_emulation_reports_its_work_as_it_goes(tmp_path, monkeypatch, model):
     off); the fraction never goes back and the stages come in order."""
     from popvision_lite.emulator.compile import _Ticker
     from popvision_lite.emulator.models.config import make_config
-    from popvision_lite.emulator.models.emulated import WRITE_STARTS, run_model
+    from popvision_lite.emulator.models.emulated import WRITE_STARTS, release_graphs, run_model
     from popvision_lite.profile import writer
 
     monkeypatch.setattr(_Ticker, "PROGRESS_EVERY_S", 0.0)
+    release_graphs()  # build and compile the graphs: no earlier test's kept ones (models/stage_cache.py)
     seen = []
     if model == "composed":  # a pipelined BERT: two distinct stage graphs
         cfg = make_config("bert-tiny", layers=2, batch=2, seq=32, ipus=2, pipeline_stages=2, grad_accum=4)
@@ -67,6 +68,13 @@ def test_an_emulation_reports_its_work_as_it_goes(tmp_path, monkeypatch, model):
         assert stages[:4] == ["building stage program 1 of 2", "compiling stage program 1 of 2",
                               "building stage program 2 of 2", "compiling stage program 2 of 2"]
         assert len({f for s, f in seen if s == "building stage program 1 of 2"}) > 3  # the build's phases
+        # run again: both stage graphs are kept ones, each stage's share is passed at once and the line goes on
+        again = []
+        run_model(cfg, timing_only=True, progress=lambda s, f: again.append((s, f)))
+        fr = [f for _, f in again]
+        assert fr == sorted(fr) and fr[-1] == 1.0
+        compiled = [f for s, f in again if s.startswith("compiling stage program")]
+        assert len(compiled) == 2, again  # the end of each kept stage's share, nothing compiled
     else:
         assert stages[:2] == ["planning and building graph", "compiling"]
 

@@ -472,3 +472,32 @@ def test_legend_samples_of_ipu_ops_are_drawn_as_the_points(qtbot, theme_name):
         prof.close()
     finally:
         theme.apply_theme("light")
+
+
+def test_a_large_model_pass_is_estimated_off_the_gui_thread(qtbot, tmp_path):
+    """Issue 45: the verdict of a pass of more than SYNC_MAX_KERNELS launches runs on a worker thread; the panel
+    says so, then shows the result, and the Roofline's verdict line takes it from the cache once there."""
+    import popvision_lite as pvl
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views import verdict_panel as vp
+    from popvision_lite.testing.hostile_run import with_run
+
+    src = SAMPLES / "bert_mini_4ipu_pipeline.pvl"
+    with pvl.open(src) as p:
+        n, g = len(p.ops), p.schedule.grad_accum
+    calls = vp.SYNC_MAX_KERNELS // n + 1
+
+    def bigger(run):
+        run["op_counts"].update(calls_per_microbatch=[calls] * n, runs_per_call=[1] * n, runs_per_step=[calls * g] * n)
+
+    path = with_run(src, tmp_path / "big.pvl", bigger)
+    with pvl.open(path) as prof:
+        assert not vp.small_pass(prof)
+        doc = Document(prof)
+        panel = vp.VerdictPanel(doc)
+        qtbot.addWidget(panel)
+        assert panel.result is None and "Computing the verdict" in panel.body.text()
+        assert vp.document_verdict(doc, compute=False) is None  # not computed on this thread
+        qtbot.waitUntil(panel.is_ready, timeout=120000)
+        assert panel.failed is None and panel.result.ipu.fits is not None
+        assert vp.document_verdict(doc, compute=False) is panel.result  # cached for the Roofline's line

@@ -13,6 +13,7 @@ import popvision_lite as pvl
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import schema
 from popvision_lite.profile.phases import phases_from_schedule
+from popvision_lite.profile.run_record import Schedule
 from popvision_lite.profile.writer import write_profile
 from popvision_lite.testing.synthetic import make_synthetic
 
@@ -61,7 +62,7 @@ def test_rebuilt_rule_gives_the_table_the_writer_stores():
         sch = dict(p.run["schedule"])
         for k in ("fill_cycles", "drain_cycles", "phase_ipu_cycles"):
             sch.pop(k)
-        rebuilt = phases_from_schedule(sch, p.stored_table("steps"), p.target.clock_hz)
+        rebuilt = phases_from_schedule(Schedule.build(sch), p.stored_table("steps"), p.target.clock_hz)
     cols = ["name", "kind", "start_cycle", "cycles", "runs_per_step", "first_step", "last_step", "stored_runs"]
     pd.testing.assert_frame_equal(rebuilt[cols].reset_index(drop=True), stored[cols].reset_index(drop=True),
                                   check_dtype=False)
@@ -87,7 +88,8 @@ def _pipeline_schedule(**kw):
 
 
 def test_pipeline_rule_and_per_step_terms():
-    ph = phases_from_schedule(_pipeline_schedule(per_step_terms={"host sync": 2e-6, "launch": 0.0}), None, 1e9)
+    ph = phases_from_schedule(Schedule.build(_pipeline_schedule(per_step_terms={"host sync": 2e-6, "launch": 0.0})),
+                              None, 1e9)
     assert list(ph["name"]) == ["fill", "steady state", "drain", "stream in", "all-reduce", "optimizer",
                                 "stream out", "host sync"]
     assert list(ph["cycles"]) == [420, 100, 480, 5, 30, 20, 6, 2000]
@@ -101,7 +103,8 @@ def test_whole_graph_schedule_and_no_schedule():
     steps = pd.DataFrame({"kind": [0, 1], "ipu": [0, 0], "start_cycle": [0, 60], "end_cycle": [60, 80]})
     one = phases_from_schedule(None, steps, 1e9)
     assert list(one["name"]) == ["whole run"] and one["cycles"].iat[0] == 80 and one["last_step"].iat[0] == 1
-    g = phases_from_schedule(dict(grad_accum=4, steady_cycles_per_microbatch=90, optimizer_cycles=7), steps, 1e9)
+    g = phases_from_schedule(Schedule.build(dict(grad_accum=4, steady_cycles_per_microbatch=90, optimizer_cycles=7)),
+                             steps, 1e9)
     assert list(g["name"]) == ["micro-batch", "gradient accumulation", "optimizer"]
     assert list(g["cycles"]) == [80, 10, 7] and list(g["runs_per_step"]) == [4, 4, 1]
     assert list(g["first_step"]) == [0, -1, -1]
@@ -110,7 +113,7 @@ def test_whole_graph_schedule_and_no_schedule():
 def test_old_file_with_elided_fill_splits_fill_and_drain_evenly():
     sch = _pipeline_schedule(profile_pipeline_cycles_elided=3)
     del sch["fill_cycles"], sch["drain_cycles"]
-    ph = phases_from_schedule(sch, None, 1e9)
+    ph = phases_from_schedule(Schedule.build(sch), None, 1e9)
     assert list(ph["cycles"][:3]) == [450, 100, 450]  # (1000 - 1 x 100) / 2 each
 
 

@@ -15,6 +15,7 @@ import popvision_lite as pvl
 from popvision_lite.profile import schema
 from popvision_lite.profile.phases import phases_from_schedule
 from popvision_lite.profile.reader import open_profile
+from popvision_lite.profile.run_record import Schedule
 from popvision_lite.profile.writer import write_profile
 from popvision_lite.testing.synthetic import make_synthetic, write_synthetic
 
@@ -43,7 +44,7 @@ def test_tables_round_trip(data, path):
             if want is None and name == "variable_intervals":  # none given: every variable live once
                 want = schema.empty_table(name)
             elif want is None:  # an optional table the producer left to the writer: built from run["schedule"]
-                want = phases_from_schedule(data.run.get("schedule"), data.steps, data.target.clock_hz)
+                want = phases_from_schedule(Schedule.build(data.run.get("schedule")), data.steps, data.target.clock_hz)
             assert list(got.columns) == list(cols) + list(schema.DERIVED_COLUMNS.get(name, ()))
             assert len(got) == len(want), name
             for c in cols:

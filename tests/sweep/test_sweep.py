@@ -313,10 +313,12 @@ def test_row_uses_the_emulators_throughput_and_step_time_when_it_reports_them(tm
     assert reported["samples_per_second_basis"].startswith("emulator")
     assert reported["samples_per_second"] == pytest.approx(
         run.schedule["samples_per_step"] / run.schedule["step_seconds"])
-    run.samples_per_second, run.schedule = None, None  # a run that reports neither: batch / step time
+    from popvision_lite.profile.run_record import Schedule
+
+    run.samples_per_second, run.schedule = None, Schedule()  # a run that reports neither: batch / step time
     plain = metrics(run, "ipu-bow", prof)
     assert plain["samples_per_second_basis"].startswith("batch / step time")
-    run.samples_per_second, run.schedule = 1234.0, {"step_seconds": 0.5}
+    run.samples_per_second, run.schedule = 1234.0, Schedule.build({"step_seconds": 0.5})
     m = metrics(run, "ipu-bow", prof)
     assert m["samples_per_second"] == 1234.0 and m["samples_per_second_basis"].startswith("emulator")
     assert m["step_seconds"] == 0.5

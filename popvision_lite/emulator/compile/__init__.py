@@ -168,11 +168,9 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
     if copy_memo is None and not c.outline:
         carried_copies.keep_used(c)
-    for k in ("_copy_memo", "_sig_memo", "_copy_keys_used", "_check_memo", "_check_keys_used", "_exec_memo",
+    for k in ("_copy_memo", "_copy_keys_used", "_check_memo", "_check_keys_used", "_exec_memo",
               "_array_digests"):
         c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
-    if copy_memo is not None:
-        copy_memo.release_plans()
     for info in c.progs:
         if isinstance(info.prog, P.Repeat):
             c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_REPEAT)

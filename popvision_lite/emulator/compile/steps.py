@@ -427,12 +427,12 @@ def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class CopyMemo:
-    """Compiled copies by structure key (:func:`compile_copy`) and outlining signatures by plan
-    (:func:`copy_signature`), kept across the graphs compiled for one :func:`copy_cost_key` with one outline
-    setting (the distinct stage graphs of a pipelined run repeat the same layer's exchanges, and so do the
-    stage graphs of the next run of that model).  Between graphs it holds each copy's recorded effects and
-    signature (:meth:`release_plans`), during one graph's compile also that graph's plans; :meth:`keep_used`
-    bounds it to the entries of the graphs compiled since the last call.  It also holds the graph check's
+    """Compiled copies by structure key (:func:`compile_copy`: each copy's recorded effects and outlining
+    signature, never its pieces), kept across the graphs compiled for one :func:`copy_cost_key` with one
+    outline setting (the distinct stage graphs of a pipelined run repeat the same layer's exchanges, and so do
+    the stage graphs of the next run of that model); a copy of the same structure replays its effects, on the
+    same tiles or rotated ones, as within a graph.  :meth:`keep_used` bounds it to the entries of the graphs
+    compiled since the last call.  It also holds the graph check's
     answers by field content (``checked``, :func:`check.check_graph`): the layer's fields are the same too;
     and, for the graphs of one target object until :meth:`keep_used`, the compiled compute sets by content
     (``executes``, :func:`compile_execute`)."""
@@ -441,7 +441,6 @@ class CopyMemo:
         self.key: tuple | None = None
         self.outline: bool | None = None
         self.copies: dict = {}
-        self.signatures: dict = {}
         self.used: set = set()
         # the graph check's answers by field content (check.check_graph), and the keys used since keep_used
         self.checked: dict = {}
@@ -458,7 +457,6 @@ class CopyMemo:
         if (key, bool(outline)) != (self.key, self.outline):
             self.key, self.outline = key, bool(outline)
             self.copies.clear()
-            self.signatures.clear()
             self.used = set()
             self.checked.clear()
             self.checked_used = set()
@@ -470,7 +468,6 @@ class CopyMemo:
             self.start(c.target, c.outline)
         if self.key == copy_cost_key(c.target) and self.outline == c.outline:
             c._copy_memo = self.copies
-            c._sig_memo = self.signatures
             c._copy_keys_used = self.used
             c._check_memo = self.checked
             c._check_keys_used = self.checked_used
@@ -478,22 +475,6 @@ class CopyMemo:
             self.exec_target = c.target
             self.executes.clear()
         c._exec_memo = self.executes
-
-    def release_plans(self) -> None:
-        """After a graph's compile: keep each copy's outlining signature instead of its plan (the plans
-        of every graph would otherwise stay alive together).  A later copy of the same structure on the
-        same tiles replays its effects and reuses the signature; on rotated tiles it compiles afresh."""
-        kept = {}
-        for key, (plan, effects, code_bytes, shift) in self.copies.items():
-            if isinstance(plan, CopyPlan):
-                hit = self.signatures.get(id(plan))
-                if len(plan.length) and (hit is None or hit[0] is not plan):
-                    continue  # signature not known: such a copy compiles afresh
-                plan = CopySignature(hit[2] if len(plan.length) else None)
-            kept[key] = (plan, effects, code_bytes, shift)
-        self.copies.clear()
-        self.copies.update(kept)
-        self.signatures.clear()
 
     def keep_used(self) -> None:
         """Keep only the entries the graphs compiled since the last call used (their arrays narrowed), so a
@@ -580,10 +561,40 @@ carried_copies = CarriedCopies()
 
 
 class CopySignature:
-    """A compiled copy's outlining signature (:func:`copy_signature`) standing in for its plan."""
+    """A compiled copy's outlining signature (:func:`copy_signature`), kept instead of its per-piece plan: the
+    digest of its pieces with their tiles relative to ``base`` (the first piece's source tile rounded down to
+    even, on one IPU; 0 on several), and ``base``.  The pair is equal for two copies exactly when their pieces
+    are (``base`` follows from the pieces, and with it the relative tiles give back the tiles), so outlining
+    compares pairs as it compared the pieces.  A copy replayed on tiles rotated by an even ``d`` has the same
+    pieces moved by ``d``: the same digest, ``base`` moved by ``d`` (:meth:`shifted`).  So no copy's pieces
+    need to stay alive after its compile (they were kept for rotated replays: ~67 bytes a piece, most of the
+    host memory of a stage graph's compile)."""
 
-    def __init__(self, sig: bytes | None) -> None:
+    __slots__ = ("sig", "base")
+
+    def __init__(self, sig: bytes | None, base: int = 0) -> None:
         self.sig = sig
+        self.base = base
+
+    def shifted(self, d: int, num_tiles: int) -> CopySignature:
+        """The signature of this copy's pieces on tiles rotated by ``d``."""
+        return self if d == 0 or self.sig is None else CopySignature(self.sig, (self.base + d) % num_tiles)
+
+    @property
+    def key(self) -> tuple | None:
+        return None if self.sig is None else (self.sig, self.base)
+
+
+def plan_signature(c: Compiled, plan: CopyPlan, itemsize: int) -> CopySignature:
+    """The outlining signature of a copy's pieces (:class:`CopySignature`): tile pairs, lengths, offsets relative
+    to the first piece of each side, and the element size."""
+    if len(plan.length) == 0:
+        return CopySignature(None)
+    T = c.num_tiles
+    base = int(plan.src_tile[0]) & ~1 if c.target.num_ipus == 1 else 0
+    st, dt = (plan.src_tile, plan.dst_tile) if base == 0 else ((plan.src_tile - base) % T, (plan.dst_tile - base) % T)
+    return CopySignature(digest(st, dt, plan.length, plan.src_elem - plan.src_elem.min(),
+                                plan.dst_elem - plan.dst_elem.min(), np.array([itemsize])), base)
 
 
 def compile_copy(c: Compiled, info: ProgInfo) -> None:
@@ -598,17 +609,15 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
     used = c.__dict__.get("_copy_keys_used")
     if used is not None:
         used.add(key)
-    if key in memo and not (isinstance(memo[key][0], CopySignature) and shift != memo[key][3]):
-        # an exchange of the same structure earlier in this graph (the same op in another layer,
-        # possibly placed on tiles rotated by an even count): same pieces and per-tile bytes and
-        # code, moved to this copy's tiles, so replay its effects instead of recomputing them
-        plan, effects, code_bytes, shift0 = memo[key]
+    if key in memo:
+        # an exchange of the same structure earlier in this graph or an earlier graph of the run (the same op
+        # in another layer or stage, possibly placed on tiles rotated by an even count): same pieces and
+        # per-tile bytes and code, moved to this copy's tiles, so replay its effects instead of recomputing them
+        sig, effects, code_bytes, shift0 = memo[key]
         d = shift - shift0
         T = c.num_tiles
-        if plan is not None:
-            c.copy_plans[info.prog_id] = plan if d == 0 else CopyPlan(  # (a CopySignature only when d == 0)
-                plan.src_elem, plan.dst_elem, plan.length, (plan.src_tile + d) % T, (plan.dst_tile + d) % T,
-                plan.src_k, plan.dst_k)
+        if sig is not None:  # (outlining: the pieces' signature, moved with them)
+            c.copy_plans[info.prog_id] = sig.shifted(d, T)
         for fn, args, kw in effects:
             if fn == "mem":
                 cat, tiles, nbytes = args
@@ -626,9 +635,12 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
         _compile_copy_fresh(c, info)
     finally:
         c.recording = None
-    # the plan (per-piece arrays, the bulk of a copy's memory) is kept only where the outlining
-    # signature needs it; a plain whole-graph compile frees each plan after its copy
-    memo[key] = (c.copy_plans[info.prog_id] if c.outline else None, effects, info.code_bytes - before, shift)
+    # outlining reads the copy's signature, not its pieces (per-piece arrays, the bulk of a copy's memory): the
+    # plan is let go now; a plain whole-graph compile frees it after its copy (compile_graph)
+    sig = None
+    if c.outline:
+        sig = c.copy_plans[info.prog_id] = plan_signature(c, c.copy_plans[info.prog_id], prog.src.tensor.itemsize)
+    memo[key] = (sig, effects, info.code_bytes - before, shift)
 
 
 def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
@@ -824,22 +836,14 @@ def compile_sync(c: Compiled, info: ProgInfo) -> None:
 
 def copy_signature(c: Compiled, prog, plan: CopyPlan | CopySignature | None):
     """Structure of an exchange program: pieces (tile pairs, lengths, offsets relative to the first
-    piece of each side) and the element size.  Identical structure = identical exchange code once
-    the op is outlined into a subgraph with its own operand buffers."""
-    if isinstance(plan, CopySignature):
-        return plan.sig
-    if plan is None or len(plan.length) == 0:
+    piece of each side) and the element size (:class:`CopySignature`'s key; equal for equal pieces).
+    Identical structure = identical exchange code once the op is outlined into a subgraph with its own
+    operand buffers."""
+    if plan is None:
         return None
-    # a copy that replayed an earlier one's effects on the same tiles shares its plan object
-    # (compile_copy), so that plan's signature is known; keyed by the plan, kept alive beside it
-    memo = c.__dict__.setdefault("_sig_memo", {})
-    hit = memo.get(id(plan))
-    if hit is not None and hit[0] is plan and hit[1] == prog.src.tensor.itemsize:
-        return hit[2]
-    sig = digest(plan.src_tile, plan.dst_tile, plan.length, plan.src_elem - plan.src_elem.min(),
-                 plan.dst_elem - plan.dst_elem.min(), np.array([prog.src.tensor.itemsize]))
-    memo[id(plan)] = (plan, prog.src.tensor.itemsize, sig)
-    return sig
+    if not isinstance(plan, CopySignature):
+        plan = plan_signature(c, plan, prog.src.tensor.itemsize)
+    return plan.key
 
 
 def expand(c: Compiled) -> None:

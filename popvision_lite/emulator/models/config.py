@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES
 from popvision_lite.errors import ConfigError
+from popvision_lite.value_checks import check_limits
 
 from .resnet import RESNET_DEFAULTS, RESNET_PRESETS, validate_resnet
 
@@ -84,6 +85,16 @@ class ModelConfig:
     # IPUs each layer is sharded over (Megatron-style tensor parallelism: attention heads, FFN columns and the
     # vocabulary split; Graphcore's GPT-3 on IPU-PODs); 1 = no sharding
     tensor_parallel: int = 1
+    # 2-D tensor parallelism (Graphcore's PopXL GPT-3: tensor_parallel_1 x tensor_parallel_2): the second axis splits
+    # the hidden dimension of the activations and of every weight's hidden side (graphcore/examples
+    # nlp/gpt3_175B/popxl modelling/*TP2D); tensor_parallel is the first axis (heads, FFN columns, vocabulary)
+    tensor_parallel_2: int = 1
+    # the attention scores computed in this many sequential blocks of query rows, one outlined block called that
+    # many times (PopXL GPT-3's attention_serialisation: one block's scores live at a time)
+    attention_serialisation: int = 1
+    # tiles of each IPU reserved for streaming (PopXL io_tiles): the ops run on the others, and the phases' remote
+    # buffer loads and stores overlap with compute
+    io_tiles: int = 0
     pipeline_stages: int = 0           # 0 = one stage per IPU of a replica (ipus // replicas)
     layer_split: list | None = None    # layers per stage (PopART-style); None = even split
     grad_accum: int = 1                # micro-batches per optimizer step (per replica)
@@ -142,7 +153,12 @@ class ModelConfig:
         """Pipeline stages of one replica."""
         if self.layer_split:
             return len(self.layer_split) - (1 if self.pipeline_placement == "wrap" else 0)
-        return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas * self.tensor_parallel))
+        return self.pipeline_stages or max(1, self.ipus // max(1, self.replicas * self.tp_group))
+
+    @property
+    def tp_group(self) -> int:
+        """IPUs each layer is sharded over: tensor_parallel x tensor_parallel_2."""
+        return self.tensor_parallel * self.tensor_parallel_2
 
     def shard(self) -> ModelConfig:
         """The part of every layer one IPU of a tensor-parallel group holds (Shoeybi et al. 2019, Megatron-LM,
@@ -151,13 +167,19 @@ class ModelConfig:
         (vocabulary-parallel); layer norms and residuals are replicated.  The vocabulary is padded to a multiple
         of 128 x t first, as Megatron-LM pads it (``--make-vocab-size-divisible-by`` 128, times the
         tensor-parallel size: 50257 -> 51200 at t = 8), so each IPU's slice is a multiple of 128.  The config
-        itself when t = 1."""
-        t = self.tensor_parallel
-        if t <= 1:
+        itself when t = 1.  With 2-D tensor parallelism (``tensor_parallel_2`` = t2 > 1, Graphcore's PopXL GPT-3)
+        every IPU also holds 1 / t2 of the hidden dimension: the activations (t, hidden / t2), each weight's hidden
+        side (q / k / v and FFN-in take hidden / t2 rows, the output projections give hidden / t2 columns), the
+        layer norms and the embedding's columns; the attention core of its heads / t heads runs on each of the t2
+        IPUs alike (graphcore/examples nlp/gpt3_175B/popxl, GPTAttentionHeadsTP2D: "computation: sharded tp1,
+        identical tp2")."""
+        t, t2 = self.tensor_parallel, self.tensor_parallel_2
+        if t <= 1 and t2 <= 1:
             return self
         return replace(self, heads=self.heads // t, head_dim=self.d_head, ffn=self.ffn_size // t,
-                       vocab=-(-self.vocab // (128 * t)) * 128, tensor_parallel=1,
-                       ipus=max(1, self.ipus // t), pipeline_stages=self.stages)
+                       hidden=self.hidden // t2,
+                       vocab=-(-self.vocab // (128 * t)) * 128 if t > 1 else self.vocab, tensor_parallel=1,
+                       tensor_parallel_2=1, ipus=max(1, self.ipus // (t * t2)), pipeline_stages=self.stages)
 
     def split(self) -> list:
         """Layers per pipeline stage (even split, remainder to the first stages, unless given); halves
@@ -184,6 +206,15 @@ class ModelConfig:
             pos += n
         return out
 
+    def stage_kinds(self) -> list[tuple]:
+        """The stage graph each IPU of a replica runs (pipeline.py): (embedding here, heads here,
+        availableMemoryProportion, layers here); IPUs of equal kinds run one stage graph, built and compiled once."""
+        split, S = self.split(), self.stages
+        wrap = self.pipeline_placement == "wrap" and S > 1
+        v_ipu = [0] + list(range(1, S)) + [0] if wrap else list(range(S))  # the IPU of each pipeline stage
+        return [((i == 0, i == 0) if wrap else (i == 0, i == S - 1))
+                + (self.amp_of(i), any(split[v] > 0 for v in range(len(split)) if v_ipu[v] == i)) for i in range(S)]
+
     def amp_of(self, ipu: int) -> float:
         """availableMemoryProportion of an IPU of the replica (one value, or one per IPU)."""
         a = self.available_memory_proportion
@@ -204,7 +235,7 @@ class ModelConfig:
         """True when the run needs the pipelined / replicated / training-state composition."""
         return (self.ipus > 1 or self.replicas > 1 or self.grad_accum > 1 or self.optimizer != "sgd"
                 or self.master_weights or self.optimizer_state != "onchip" or self.rts or self.packing != 1.0
-                or bool(self.layer_split) or self.pipeline_stages > 1 or self.tensor_parallel > 1)
+                or bool(self.layer_split) or self.pipeline_stages > 1 or self.tp_group > 1)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -218,7 +249,8 @@ class ModelConfig:
             d.pop("conv_lowering", None)
         if d.get("partials_type", "float") == "float":  # poplin's default: left out the same way
             d.pop("partials_type", None)
-        for name, dflt in (("embedding_serialization", 1), ("device_iterations", 1), ("task_head", "pretraining")):
+        for name, dflt in (("embedding_serialization", 1), ("device_iterations", 1), ("task_head", "pretraining"),
+                           ("tensor_parallel_2", 1), ("attention_serialisation", 1), ("io_tiles", 0)):
             if d.get(name, dflt) == dflt:  # defaults left out: configs, stage keys and profiles read as before
                 d.pop(name, None)
         return d
@@ -254,12 +286,14 @@ def make_config(model: str, **overrides) -> ModelConfig:
             raise ConfigError(f"{k}: unknown setting; known: {', '.join(sorted(ModelConfig.field_names()))}")
         base[k] = list(v) if k == "layer_split" else v
     if overrides.get("ipus") is None and ("replicas" in base or "pipeline_stages" in base or "layer_split" in base
-                                          or "tensor_parallel" in base):
+                                          or "tensor_parallel" in base or "tensor_parallel_2" in base):
         # ipus not given: replicas x stages
         stages = (len(base["layer_split"]) - (1 if base.get("pipeline_placement") == "wrap" else 0)
                   if base.get("layer_split") else base.get("pipeline_stages", 0) or 1)
         tp = base.get("tensor_parallel", 1)  # a bad value is refused by validate(), naming the field
-        base["ipus"] = int(base.get("replicas", 1)) * int(stages) * (tp if isinstance(tp, int) and tp >= 1 else 1)
+        tp2 = base.get("tensor_parallel_2", 1)
+        base["ipus"] = (int(base.get("replicas", 1)) * int(stages) * (tp if isinstance(tp, int) and tp >= 1 else 1)
+                        * (tp2 if isinstance(tp2, int) and tp2 >= 1 else 1))
     cfg = ModelConfig(**base)
     if overrides.get("grad_accum") is None and cfg.model in TRANSFORMERS and cfg.stages > 1:
         # PopART needs at least 2S - 1 micro-batches per step to fill an S-stage pipeline
@@ -287,17 +321,19 @@ def validate(cfg: ModelConfig) -> None:
     if cfg.model == "resnet":
         validate_resnet(cfg)
     validate_scale(cfg)
-    from popvision_lite.value_checks import check_model_config
-
-    check_model_config(cfg)  # every numeric field finite and within its bounds (issue 19)
+    check_limits(cfg)  # every numeric field finite and within its bounds (issue 19)
+    if cfg.model == "bert" and cfg.mask_tokens > cfg.seq:
+        raise ConfigError(f"mask_tokens: {cfg.mask_tokens} MLM positions per pack, but a pack has only seq = "
+                          f"{cfg.seq} tokens")
 
 
 def validate_scale(cfg: ModelConfig) -> None:
     """Checks of the pipeline / replication / training-state fields; errors name the field."""
     for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages", "tensor_parallel",
-                 "embedding_serialization", "device_iterations"):
+                 "embedding_serialization", "device_iterations", "tensor_parallel_2", "attention_serialisation",
+                 "io_tiles"):
         v = getattr(cfg, name)
-        lo = 0 if name in ("mask_tokens", "pipeline_stages") else 1
+        lo = 0 if name in ("mask_tokens", "pipeline_stages", "io_tiles") else 1
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: must be {'a non-negative' if lo == 0 else 'a positive'} integer, got {v!r}")
     choices = {"optimizer": ("sgd", "momentum", "adam", "lamb", "lars"), "optimizer_state": ("onchip", "offchip"),
@@ -350,7 +386,29 @@ def validate_scale(cfg: ModelConfig) -> None:
             raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
         if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
             raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {cfg.stages} IPUs' stages")
-    tp = cfg.tensor_parallel
+    tp, tp2 = cfg.tensor_parallel, cfg.tensor_parallel_2
+    for name in ("tensor_parallel_2", "attention_serialisation", "io_tiles"):
+        if getattr(cfg, name) != getattr(ModelConfig, name) and cfg.model not in TRANSFORMERS:
+            raise ConfigError(f"{name}: only the bert / gpt models read it; model '{cfg.model}' does not")
+    if tp2 > 1:
+        if cfg.hidden % tp2:
+            raise ConfigError(f"tensor_parallel_2: {tp2} IPUs must divide the hidden size ({cfg.hidden})")
+        if cfg.pipeline_placement == "wrap":
+            raise ConfigError("tensor_parallel_2: the 'wrap' pipeline placement is not modelled with tensor "
+                              "parallelism; use pipeline_placement 'sequential'")
+    if cfg.seq % cfg.attention_serialisation:
+        raise ConfigError(f"attention_serialisation: {cfg.attention_serialisation} blocks must divide the sequence "
+                          f"length ({cfg.seq})")
+    if cfg.model in TRANSFORMERS and cfg.io_tiles > 0:
+        from popvision_lite.devices import load_device
+
+        if not cfg.streaming_weights:
+            raise ConfigError("io_tiles: tiles reserved for streaming need phased execution (streaming_weights); "
+                              "without it nothing streams")
+        tiles = load_device("ipu-mk2").tiles  # every IPU spec has 1472 (Mk2, Bow) or 1216 (Mk1) tiles
+        if cfg.io_tiles >= tiles // 2:
+            raise ConfigError(f"io_tiles: {cfg.io_tiles} of {tiles} tiles leaves too few for compute; reserve under "
+                              "half")
     if tp > 1:
         if cfg.model not in TRANSFORMERS:
             raise ConfigError(f"tensor_parallel: only the bert / gpt models shard their layers over IPUs; model "
@@ -361,12 +419,15 @@ def validate_scale(cfg: ModelConfig) -> None:
         if cfg.pipeline_placement == "wrap":
             raise ConfigError("tensor_parallel: the 'wrap' pipeline placement is not modelled with tensor parallelism; "
                               "use pipeline_placement 'sequential'")
-    if cfg.ipus % (cfg.replicas * tp):
-        raise ConfigError(f"replicas: {cfg.replicas} replicas x tensor_parallel {tp} do not divide {cfg.ipus} IPUs")
+    tpg = tp * tp2
+    tpn = f"tensor_parallel {tp}" + (f" x tensor_parallel_2 {tp2}" if tp2 > 1 else "")
+    if cfg.ipus % (cfg.replicas * tpg):
+        raise ConfigError(f"replicas: {cfg.replicas} replicas x {tpn} do not divide {cfg.ipus} IPUs")
     S = cfg.stages
-    if cfg.replicas * S * tp != cfg.ipus:
-        raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) x tensor_parallel ({tp}) = "
-                          f"{cfg.replicas * S * tp} but ipus is {cfg.ipus}")
+    if cfg.replicas * S * tpg != cfg.ipus:
+        parts = f"tensor_parallel ({tp})" + (f" x tensor_parallel_2 ({tp2})" if tp2 > 1 else "")
+        raise ConfigError(f"ipus: replicas ({cfg.replicas}) x pipeline_stages ({S}) x {parts} = "
+                          f"{cfg.replicas * S * tpg} but ipus is {cfg.ipus}")
     D = cfg.pipeline_depth
     if cfg.model in TRANSFORMERS and S > 1 and cfg.grad_accum < 2 * D - 1:
         raise ConfigError(f"grad_accum: {cfg.grad_accum} micro-batches cannot fill a {D}-stage pipeline; PopART "

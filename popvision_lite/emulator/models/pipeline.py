@@ -15,9 +15,9 @@ layers, grad_accum or replicas.
 
 from __future__ import annotations
 
-import gc
 import math
 import time
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -30,9 +30,9 @@ from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
-from .config import COMPOSITION_FIELDS
 from .pipeline_profile import compose_profile
-from .stages import StageGraph
+from .stage_cache import StageGraphCache
+from .stages import ATT_PARTS, StageGraph
 from .step_terms import MiB, elementwise_pass_cycles, even_bytes
 
 
@@ -116,9 +116,7 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
     G = cfg.grad_accum
     clock = target1.clock_hz
     em = target1.em
-    # the distinct stage graph of each IPU: (embedding here, heads here, availableMemoryProportion, layers here)
-    kinds = [((i == 0, i == 0) if wrap else (i == 0, i == S - 1))
-             + (cfg.amp_of(i), any(split[v] > 0 for v in range(V) if v_ipu[v] == i)) for i in range(S)]
+    kinds = cfg.stage_kinds()
     wdt = "fp16" if cfg.precision == "fp16" else "fp32"
     wbytes = sch.DTYPE_BYTES[wdt]
     per_param = sch.state_bytes_per_param(cfg.optimizer, cfg.master_weights, cfg.optimizer_state_dtype, wdt)
@@ -146,65 +144,84 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
     # gradient; recomputation repeats the forward's; the vocabulary-parallel embedding adds one in the forward,
     # the vocabulary-parallel LM head two small ones (softmax max and sum, fp32 per token) and one of its input
     # gradient.  Ring all-reduce over the group's IPU-Links (schedule.allreduce_for)
-    tp = int(cfg.tensor_parallel)
-    tp_ar = sch.allreduce_for(em, act_bytes, tp, tp, clock) if tp > 1 else 0
+    tp, tp2 = int(cfg.tensor_parallel), int(cfg.tensor_parallel_2)
+    tpg = tp * tp2  # IPUs of a stage's tensor-parallel group
     tp_phase = {}
-    # all-gather of a (tokens, hidden) activation over the group: half a ring all-reduce's traffic and steps
-    tp_ag = tp_ar / 2
-    if tp > 1:
-        for nm in ("layer_fwd_att", "layer_fwd_ffn", "layer_recompute_att", "layer_recompute_ffn", "layer_bwd_att",
-                   "layer_bwd_ffn", "emb_fwd"):
-            tp_phase[nm] = tp_ar
-        tp_phase["head"] = tp_ar + 2 * sch.allreduce_for(em, cfg.batch * cfg.seq * 4, tp, tp, clock)
+    if tp2 > 1:
+        # 2-D tensor parallelism as Graphcore's PopXL GPT-3 runs it (graphcore/examples nlp/gpt3_175B/popxl,
+        # modelling/attention.py GPTSelfAttentionTP2D / GPTAttentionHeadsTP2D, feed_forward.py GPTFeedForwardTP2D):
+        # per IPU the activations are (tokens, hidden / t2); the attention half's forward all-reduces the q/k/v
+        # partial sums (tokens, 3 x attention width / t1) over the t2 IPUs and the output projection's
+        # (tokens, hidden / t2) over the t1 IPUs, the FFN half likewise (tokens, ffn / t1) over t2 and
+        # (tokens, hidden / t2) over t1 - 4 all-reduces a layer forward; the backward has the 4 of the
+        # identical-input operators (the ln outputs' gradients over t1, the attention context's (tokens, attention
+        # width / t1) and the FFN activation's gradient over t2) - "8 all-reduce operations ... for the forwards
+        # and backwards pass" (README, 2D Tensor Model Parallel); recomputation repeats the forward's.  The
+        # vocabulary x hidden-split embedding all-reduces its (tokens, hidden / t2) output over t1, the LM head its
+        # (tokens, vocab / t1) logits over t2 and the sharded loss its softmax max and sum over t1
+        T_, Hs, Ws, Fs = cfg.batch * cfg.seq, cfg.hidden // tp2, cfg.attn_width // tp, cfg.ffn_size // tp
+
+        def ar(nbytes, n):
+            return sch.allreduce_for(em, nbytes, n, n, clock) if n > 1 else 0
+
+        fwd_att = ar(T_ * 3 * Ws * wbytes, tp2) + ar(T_ * Hs * wbytes, tp)
+        fwd_ffn = ar(T_ * Fs * wbytes, tp2) + ar(T_ * Hs * wbytes, tp)
+        tp_phase.update(layer_fwd_att=fwd_att, layer_fwd_ffn=fwd_ffn, layer_recompute_att=fwd_att,
+                        layer_recompute_ffn=fwd_ffn,
+                        layer_bwd_att=ar(T_ * Hs * wbytes, tp) + ar(T_ * Ws * wbytes, tp2),
+                        layer_bwd_ffn=ar(T_ * Hs * wbytes, tp) + ar(T_ * Fs * wbytes, tp2),
+                        emb_fwd=ar(T_ * Hs * wbytes, tp),
+                        head=ar(T_ * (-(-cfg.vocab // (128 * tp)) * 128) * wbytes, tp2) + 2 * ar(T_ * 4, tp)
+                        + ar(T_ * Hs * wbytes, tp))
+        # all-gather of a stored (tokens, hidden / t2) layer input over the t1 IPUs that hold it alike
+        tp_ag = ar(T_ * Hs * wbytes, tp) / 2
+    else:
+        tp_ar = sch.allreduce_for(em, act_bytes, tp, tp, clock) if tp > 1 else 0
+        # all-gather of a (tokens, hidden) activation over the group: half a ring all-reduce's traffic and steps
+        tp_ag = tp_ar / 2
+        if tp > 1:
+            for nm in ("layer_fwd_att", "layer_fwd_ffn", "layer_recompute_att", "layer_recompute_ffn",
+                       "layer_bwd_att", "layer_bwd_ffn", "emb_fwd"):
+                tp_phase[nm] = tp_ar
+            tp_phase["head"] = tp_ar + 2 * sch.allreduce_for(em, cfg.batch * cfg.seq * 4, tp, tp, clock)
     return SimpleNamespace(split=split, blocks=blocks, R=cfg.replicas, G=G, S=S, V=V, wrap=wrap, v_ipu=v_ipu,
                            kinds=kinds, wbytes=wbytes, per_param=per_param, sbpe=sbpe, train=train,
                            acc_bytes=acc_bytes, act_bytes=act_bytes, xcopy=xcopy, memcpy=memcpy, cap=cap, var=var,
-                           ddr_bpc=ddr_bpc, phased=phased, bser=bser, tp=tp, tp_ag=tp_ag, tp_phase=tp_phase)
+                           ddr_bpc=ddr_bpc, phased=phased, bser=bser, tp=tpg, tp_ag=tp_ag, tp_phase=tp_phase,
+                           serial=int(cfg.attention_serialisation), io=int(cfg.io_tiles) > 0,
+                           rts_w=bser and bool(cfg.rts) and cfg.replicas > 1, ipus=int(cfg.ipus), clock=clock, em=em)
 
 
-# The distinct stage graphs of the previous run, kept for the next: a run that differs from it only in
-# COMPOSITION_FIELDS (replicas, grad_accum, optimizer, ...: what this module's composition applies; the
-# stage builder, transformer.build_bert_stage, reads none of them) composes the same compiled stage
-# graphs, as the whole-graph path reuses its graph (emulated._GRAPH_CACHE).  One run's set is kept: a run
-# with another key frees it before building (peak memory: one run's stage graphs).
-_STAGE_GRAPHS: dict = {}
+# Compiled stage graphs kept by content for the later runs of this process (stage_cache.py): a run whose stage
+# programs are built from the same reads of its config (another pipeline depth, replica count, accumulation,
+# optimizer: what this module's composition applies) composes the kept graphs, within a run and across the
+# points of a sweep or a search in one process.  Bounded by bytes.
+_STAGE_GRAPHS = StageGraphCache()
 # the compiled copies of the previous run's stage graphs (compile.steps.CopyMemo, one run's entries): the
 # next run of the model replays the exchanges its stage graphs share with them
 _COPY_MEMO = CopyMemo()
+# each stage-graph kind's (embedding here, heads here) as the (stage, of stages) its program is built for
+_ROLE = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3), (False, False): (1, 3)}
 
 
 def release_stage_graphs() -> bool:
     """Drop the kept stage graphs (emulated.release_graphs); True when some were kept."""
-    had = bool(_STAGE_GRAPHS)
-    _STAGE_GRAPHS.clear()
-    return had
-
-
-def _stage_key(cfg, device: str) -> tuple:
-    """Everything the stage graphs of ``cfg`` depend on: the device and the config but for the composition
-    fields (the stage count and the stage kinds follow from ``cfg.stages``, which can come from ``ipus``)."""
-    d = cfg.to_dict()
-    return (device, cfg.stages) + tuple(sorted((k, repr(v)) for k, v in d.items() if k not in COMPOSITION_FIELDS))
+    return _STAGE_GRAPHS.clear()
 
 
 def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | None = None) -> tuple[dict, bool]:
-    """Build and compile each distinct stage graph once (timing only); reused from the previous run when
-    only its composition differs (``_STAGE_GRAPHS``; ``device`` None: neither reused nor kept).
-    Returns (kind -> stage graph, whether they were reused)."""
-    key = _stage_key(cfg, device) if device is not None else None
-    kept = _STAGE_GRAPHS.get(key) if key is not None else None
-    if kept is not None and all(k in kept for k in kinds):
-        return {k: kept[k] for k in dict.fromkeys(kinds)}, True
-    if _STAGE_GRAPHS:
-        _STAGE_GRAPHS.clear()
-        gc.collect()  # the old graphs' reference cycles, before the next graphs are built (emulated.py)
+    """Build and compile each distinct stage graph once (timing only), or take it from the graphs kept by content
+    (``_STAGE_GRAPHS``; ``device`` None: neither taken nor kept).  Returns (kind -> stage graph, whether every
+    one of them was kept from an earlier run)."""
     graphs: dict[tuple, StageGraph] = {}
     distinct = list(dict.fromkeys(kinds))
+    shard = cfg.shard()  # with tensor parallelism every IPU of a stage's group runs the same shard of it
     # the stage graphs' layers share their exchanges' compiled effects, also with the previous run's
     copy_memo = _COPY_MEMO
     copy_memo.start(target1, cfg.outline)
+    reused = 0
     try:
-        span = (STAGE_GRAPHS_END - STAGE_GRAPHS_START) / len(distinct)
+        span = (STAGE_GRAPHS_END - STAGE_GRAPHS_START) / max(len(distinct), 1)
         for i, k in enumerate(distinct):
             lo = STAGE_GRAPHS_START + i * span
             mid = lo + STAGE_BUILD_SHARE * span
@@ -212,17 +229,24 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
             parts = {"building": within(tick, f"building {of}", lo, mid),
                      "compiling": within(tick, f"compiling {of}", mid, lo + span)}
             parts["building"](0.0)
-            stage, nstages = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3),
-                              (False, False): (1, 3)}[k[:2]]
-            # with tensor parallelism every IPU of a stage's group runs the same shard of it (cfg.shard())
-            graphs[k] = StageGraph(cfg.shard(), target1, stage, nstages, label=kinds.index(k), amp=k[2],
-                                   copy_memo=copy_memo, body=k[3],
-                                   progress=lambda what, f, parts=parts: parts[what](f))
+            args = _ROLE[k[:2]] + (k[2], k[3])  # (stage, of stages, AMP, layers here); named in the profile by IPU
+            make = partial(_stage_graph, target1, args, copy_memo,
+                           progress=lambda what, f, parts=parts: parts[what](f))
+            if device is None:
+                graphs[k] = make(shard)
+                continue
+            graphs[k], hit = _STAGE_GRAPHS.build((device, *args), shard, make)
+            if hit:  # kept from an earlier run: nothing to build or compile
+                parts["compiling"](1.0)
+            reused += hit
     finally:
         copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
-    if key is not None:
-        _STAGE_GRAPHS[key] = dict(graphs)
-    return graphs, False
+    return graphs, bool(distinct) and reused == len(distinct)
+
+
+def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg, progress=None) -> StageGraph:
+    stage, nstages, amp, body = args
+    return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body, progress=progress)
 
 
 def _bytes_dtype(nbytes: int) -> str:
@@ -237,12 +261,12 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
     R, G, V, T = p.R, p.G, p.V, target1.tiles_per_ipu
     wbytes, per_param, sbpe, acc_bytes = p.wbytes, p.per_param, p.sbpe, p.acc_bytes
     phased, bser, train, var, cap = p.phased, p.bser, p.train, p.var, p.cap
-    em, clock, ddr_bpc = target1.em, target1.clock_hz, p.ddr_bpc
+    em, clock = target1.em, target1.clock_hz
     mine = [v for v in range(V) if p.v_ipu[v] == s]
     n_att = sum(p.blocks[v][0] for v in mine)
     n_ffn = sum(p.blocks[v][1] for v in mine)
     k = sum(p.split[v] for v in mine)
-    vst, ddr_mb, stash_units, step_io, params_s = _ipu_timing(target1, p, sg, mine, n_att, n_ffn)
+    vst, ddr_mb, stash_units, step_io, params_s, io_cycles = _ipu_timing(target1, p, sg, mine, n_att, n_ffn)
     kinds = p.kinds
     k_mem = int(math.ceil((n_att + n_ffn) / 2))
     # ---- memory of this IPU ----
@@ -275,13 +299,15 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
     n_opt = params_s / (R if cfg.rts else 1)
     passes = sch.OPTIMIZER_PASSES[cfg.optimizer] + (1 if per_param["master_weights"] else 0)
     opt = passes * elementwise_pass_cycles(target1, int(math.ceil(n_opt)), "float32" if sbpe >= 4 * 2 else "float16")
-    ar = sch.allreduce_for(em, params_s * wbytes, R, cfg.ipus, clock)
+    # the data-parallel gradient all-reduce; with the layers' weights sharded over the replicas (batch-serialised
+    # RTS) their gradients are reduce-scattered in their phases (_ipu_timing), only the rest is all-reduced here
+    ar = sch.allreduce_for(em, (sg.extra_params if p.rts_w else params_s) * wbytes, R, cfg.ipus, clock)
     if not train:
         opt = ar = 0
     st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
                            transfers=k_mem + 1) if streamed else 0
-    if step_io:  # batch-serialised weight loads and gradient stores (not overlapped with compute)
-        st += int(math.ceil(step_io / ddr_bpc)) + 3 * k_mem * int(em["stream_copy_latency_cycles"])
+    if step_io:  # batch-serialised weight loads and gradient stores (overlapped only with IO tiles)
+        st += io_cycles + (0 if p.io else 3 * k_mem * int(em["stream_copy_latency_cycles"]))
     return dict(
         stage=s, layers=k, blocks=(n_att, n_ffn), graph=kinds[s], vstages=vst,
         fwd_cycles=int(sum(f for _, f, _ in vst)), bwd_cycles=int(sum(b for _, _, b in vst)), params=int(params_s),
@@ -312,11 +338,16 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
 
 def _ipu_timing(target1: Target, p: SimpleNamespace, sg: StageGraph, mine: list, n_att: int, n_ffn: int):
     """(per stage: (stage, forward cycles, backward cycles)), DDR bytes per micro-batch, stashed activations,
-    batch-serialised DDR bytes per step and parameters of the IPU's stages."""
+    batch-serialised DDR bytes per step, parameters of the IPU's stages, and the cycles the phases' streaming
+    adds to the step: not overlapped, all of it; with IO tiles (PopXL io_tiles), what each layer's phase IO takes
+    beyond the G micro-batches' compute it overlaps with."""
     G, V, blocks, tp, tp_ag, tp_phase = p.G, p.V, p.blocks, p.tp, p.tp_ag, p.tp_phase
     wbytes, acc_bytes, act_bytes, phased, bser, train = p.wbytes, p.acc_bytes, p.act_bytes, p.phased, p.bser, p.train
-    memcpy, ddr_bpc = p.memcpy, p.ddr_bpc
+    memcpy, ddr_bpc, serial = p.memcpy, p.ddr_bpc, p.serial
     cy = {nm: c_ + (tp_phase.get(nm, 0) if c_ else 0) for nm, c_ in sg.cycles.items()}
+    # an attention half: its parts, the serialised core once per block (stages.ATT_PARTS)
+    att = {kind: sum((serial if part == "attcore" else 1) * cy.get(f"layer_{kind}_{part}", 0)
+                     for part in ATT_PARTS[kind]) for kind in ATT_PARTS}
     call = 2 * int(math.ceil(int(sg.x_tile_bytes.max(initial=0)) / memcpy))  # copy in + out of the body
     hp = sg.half_params
     params_s = n_att * hp["att"] + n_ffn * hp["ffn"] + sg.extra_params
@@ -328,20 +359,36 @@ def _ipu_timing(target1: Target, p: SimpleNamespace, sg: StageGraph, mine: list,
     acc_traffic = (2 * sg.layer_params * acc_bytes if G > 1 else layer_wb) if phased else 0
     if phased:
         acc_pass = 0  # the accumulation pass is counted as the read-modify-write traffic
-    vst, ddr_mb, stash_units, step_io = [], 0.0, 0, 0.0
+    # batch-serialised with the weights sharded over the replicas (RTS: PopXL GPT-3's remote variables): each
+    # replica loads its 1/R of a layer's weights and the replicas all-gather them (forward and backward phase),
+    # the gradient is reduce-scattered and each replica stores its 1/R
+    R = p.R if p.rts_w else 1
+    coll = sch.allreduce_for(p.em, layer_wb, p.R, p.ipus, p.clock) / 2 if p.rts_w else 0.0
+    vst, ddr_mb, stash_units, step_io, io_cycles = [], 0.0, 0, 0.0, 0.0
     for v in mine:  # (pipeline stage, forward, backward) of each stage this IPU runs
         a_, f_ = blocks[v]
         k_eff = (a_ + f_) / 2  # layer calls of the outlined body (a half-layer = half a call)
-        body_f = a_ * cy.get("layer_fwd_att", 0) + f_ * cy.get("layer_fwd_ffn", 0)
-        body_b = (a_ * (cy.get("layer_recompute_att", 0) + cy.get("layer_bwd_att", 0))
+        body_f = a_ * att["fwd"] + f_ * cy.get("layer_fwd_ffn", 0)
+        body_b = (a_ * (att["recompute"] + att["bwd"])
                   + f_ * (cy.get("layer_recompute_ffn", 0) + cy.get("layer_bwd_ffn", 0)))
         if bser:  # per micro-batch: each layer's input out to DDR and back; the weights once per step
             # a tensor-parallel group holds the input replicated, so each IPU stores its 1/t slice and the
             # group all-gathers it on the way back (Graphcore's 2D tensor parallelism splits x along hidden)
-            io_f = int(math.ceil(k_eff * act_bytes / tp / ddr_bpc))
-            io_b = io_f + int(math.ceil(k_eff * tp_ag))
+            act_io = int(math.ceil(k_eff * act_bytes / tp / ddr_bpc))
+            io_f, io_b = (0, 0) if p.io else (act_io, act_io)
+            io_b += int(math.ceil(k_eff * tp_ag))
             ddr_mb += k_eff * 2 * act_bytes / tp
-            step_io += k_eff * (2 * layer_wb + sg.layer_params * (acc_bytes or wbytes))
+            w_in, g_out = layer_wb / R, sg.layer_params * (acc_bytes or wbytes) / R
+            step_io += k_eff * (2 * w_in + g_out)
+            # each layer's two phases: weights in (all-gathered), the G micro-batches' inputs out / in, the
+            # gradient out (reduce-scattered)
+            ph_f = (w_in + G * act_bytes / tp) / ddr_bpc + coll
+            ph_b = (w_in + g_out + G * act_bytes / tp) / ddr_bpc + 2 * coll
+            if p.io:  # overlapped with the phase's compute (IO tiles): only the excess shows
+                per_f, per_b = (body_f + k_eff * call) / k_eff, (body_b + k_eff * call + io_b) / k_eff
+                io_cycles += k_eff * (max(0.0, ph_f - G * per_f) + max(0.0, ph_b - G * per_b))
+            else:
+                io_cycles += k_eff * ((w_in + w_in + g_out) / ddr_bpc + 3 * coll)
         else:
             io_f = int(math.ceil(k_eff * layer_wb / ddr_bpc)) if phased else 0
             io_b = int(math.ceil(k_eff * (layer_wb + acc_traffic) / ddr_bpc)) if phased else 0
@@ -354,7 +401,7 @@ def _ipu_timing(target1: Target, p: SimpleNamespace, sg: StageGraph, mine: list,
         D = sch.stash_depth(v, V) if train else 0
         if not bser:  # batch-serialised: the layers' inputs wait in streaming memory
             stash_units += max(D * int(math.ceil(k_eff)) - 1, 0) if k_eff else 0
-    return vst, ddr_mb, stash_units, step_io, params_s
+    return vst, ddr_mb, stash_units, step_io, params_s, int(math.ceil(io_cycles))
 
 
 
@@ -401,6 +448,9 @@ def _schedule(cfg, target1: Target, p: SimpleNamespace, stages: list, graphs: di
         outlined_ops={str(i): sg.outlined for i, sg in enumerate(graphs.values())},
         phased_execution=bool(cfg.streaming_weights), batch_serialised=bool(bser),
         tensor_parallel=tp, ipus=int(cfg.ipus),
+        **({"tensor_parallel_2": int(cfg.tensor_parallel_2)} if cfg.tensor_parallel_2 > 1 else {}),
+        **({"attention_serialisation": int(cfg.attention_serialisation)} if cfg.attention_serialisation > 1 else {}),
+        **({"io_tiles": int(cfg.io_tiles)} if cfg.io_tiles > 0 else {}),
         tensor_parallel_allreduce_cycles={nm: int(c_) for nm, c_ in tp_phase.items()},
         tensor_parallel_allreduce_bytes=int(act_bytes) if tp > 1 else 0,
         ddr_bytes_per_step_per_ipu=[a["ddr_bytes_per_step"] for a in stages],

@@ -22,7 +22,7 @@ from popvision_lite.profile.assemble import (
     program_step_spans,
 )
 
-from .stages import PHASES
+from .stages import ATT_PARTS, PHASES
 
 # step x tile cells of the profile timeline (= 60,000 steps of one 1472-tile IPU); pipeline cycles beyond
 # that budget are elided, so the written profile stays tens of MB whatever S, G and R
@@ -51,7 +51,8 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
     tl = SimpleNamespace(S=S, pipe=pipe, xc_t=xc_t, durs=pipe["durations"],
                          starts=np.concatenate([[0], np.cumsum(pipe["durations"])[:-1]]).astype(np.int64),
                          dur_all=np.array([t.duration for t in templates], np.int64),
-                         work=_lane_work(phase_tpl, stages, split, blocks))
+                         work=_lane_work(phase_tpl, stages, split, blocks,
+                                         int(getattr(cfg, "attention_serialisation", 1))))
     shown = _shown_cycles(tl, n, T)
     ids_l, st_l = [], []
     for t in shown:
@@ -113,23 +114,30 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
         # G times per step
         att = ops["name"].str.startswith(f"ipu{s}/layer/attention/")
         ffn = ops["name"].str.startswith(f"ipu{s}/layer/") & ~att
-        mult = np.where(att, n_att, np.where(ffn, n_ffn, 1)) * cfg.grad_accum
+        tpl_op = np.array([t.op_id for t in sg.c.templates], np.int64)
+        # a serialised attention core's ops run once per block of every attention half
+        serial = np.ones(len(ops), np.int64)
+        for nm in ("layer_fwd_attcore", "layer_bwd_attcore"):
+            ids = np.unique(tpl_op[sg.steps.get(nm, np.zeros(0, np.int64))])
+            serial[ids[(ids >= 0) & (ids < len(ops))]] = int(getattr(cfg, "attention_serialisation", 1))
+        mult = np.where(att, n_att, np.where(ffn, n_ffn, 1)) * serial * cfg.grad_accum
         for col in OP_TOTALS:
             ops[col] = (ops[col].to_numpy() * mult).astype(np.int64)
         # runs of each op per call of its phase program: the phases whose steps contain it (2 when
         # recomputation replays a forward op before its gradient); run["op_counts"] records the counts
-        tpl_op = np.array([t.op_id for t in sg.c.templates], np.int64)
         rpc = np.zeros(len(ops), np.int64)
         for nm in PHASES:
             ids = np.unique(tpl_op[sg.steps.get(nm, np.zeros(0, np.int64))])
             rpc[ids[(ids >= 0) & (ids < len(ops))]] += 1
         rpc = np.maximum(rpc, 1)
-        calls = np.where(att, n_att, np.where(ffn, n_ffn, 1)).astype(np.int64)
+        calls = (np.where(att, n_att, np.where(ffn, n_ffn, 1)) * serial).astype(np.int64)
         for key, v in (("calls_per_microbatch", calls), ("runs_per_call", rpc),
                        ("runs_per_step", calls * rpc * cfg.grad_accum)):
             op_counts[key] += [int(x) for x in v]
         pr = part["programs"]
-        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/" + pr["name"])
+        # the root program: the stage program of the IPU's kind, named after its first IPU (a kept stage graph was
+        # built for any placement: its own root name is its role's)
+        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{kinds.index(kinds[s])}")
         part["variables"]["name"] = f"ipu{s}/" + part["variables"]["name"]
         parts.append(Part(part, first_tile=s * T))
     return parts, op_counts
@@ -154,7 +162,16 @@ def _ipu_templates(graphs: dict, kinds: list, schedule: dict, offsets: list, T: 
     return templates, phase_tpl
 
 
-def _lane_work(phase_tpl: list, stages: list, split: list, blocks: list) -> list:
+def _half(pt: dict, kind: str, h: str, serial: int) -> np.ndarray:
+    """Template ids of one layer half of ``kind`` (fwd, recompute, bwd): an attention half with a serialised core
+    is its parts in order, the core once per block."""
+    if h != "att" or serial <= 1:
+        return pt[f"layer_{kind}_{h}"]
+    pre, core, post = (pt[f"layer_{kind}_{x}"] for x in ATT_PARTS[kind])
+    return np.concatenate([pre, *([core] * serial), post])
+
+
+def _lane_work(phase_tpl: list, stages: list, split: list, blocks: list, serial: int = 1) -> list:
     """Per IPU: (pipeline stage, forward template ids, backward template ids) of each stage it runs."""
     work = []
     pos = np.concatenate([[0], np.cumsum([2 * float(x) for x in split])]).astype(np.int64)
@@ -164,9 +181,10 @@ def _lane_work(phase_tpl: list, stages: list, split: list, blocks: list) -> list
         mine = []
         for v, _f, _b in stages[s]["vstages"]:
             halves = _halves(*blocks[v], start_att=pos[v] % 2 == 0)
-            fw = ([pt["emb_fwd"]] if v == 0 else []) + [pt[f"layer_fwd_{h}"] for h in halves]
+            fw = ([pt["emb_fwd"]] if v == 0 else []) + [_half(pt, "fwd", h, serial) for h in halves]
             bw = ([pt["head"]] if v == V - 1 else []) + [
-                np.concatenate([pt[f"layer_recompute_{h}"], pt[f"layer_bwd_{h}"]]) for h in reversed(halves)]
+                np.concatenate([_half(pt, "recompute", h, serial), _half(pt, "bwd", h, serial)])
+                for h in reversed(halves)]
             mine.append((v, fw, bw))
         work.append(mine)
     return work

@@ -15,11 +15,18 @@ from popvision_lite.emulator.target import Target
 from .emulator_backend import EmulatorBackend
 from .transformer import build_bert_stage
 
-PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_ffn", "head", "layer_recompute_att", "layer_recompute_ffn",
-          "layer_bwd_ffn", "layer_bwd_att")
-# the marks a stage program's build sets (transformer.build_bert_stage: its phases and their ends), at most; the
-# building progress is the share of them set so far
+PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_attcore", "layer_fwd_attpost", "layer_fwd_ffn", "head",
+          "layer_recompute_att", "layer_recompute_attcore", "layer_recompute_attpost", "layer_recompute_ffn",
+          "layer_bwd_ffn", "layer_bwd_att", "layer_bwd_attcore", "layer_bwd_attpre")
+# the phases of one attention half with a serialised attention core (cfg.attention_serialisation): the core
+# phase runs once per block; without serialisation only the first of each exists
+ATT_PARTS = {"fwd": ("att", "attcore", "attpost"), "recompute": ("att", "attcore", "attpost"),
+             "bwd": ("att", "attcore", "attpre")}
+# the marks a stage program's build sets (transformer.build_bert_stage: its phases and their two ends), at most;
+# the building progress is the share of them set so far.  Without a serialised attention core the six core / post /
+# pre marks are not set
 PHASE_MARKS = len(PHASES) + 2
+SERIAL_MARKS = 6
 ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
 
 
@@ -36,9 +43,12 @@ class StageGraph:
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
+        be.ctx.io_tiles = int(getattr(cfg, "io_tiles", 0))  # tiles reserved for streaming: no op maps there
         if progress is not None:
-            be.on_mark = lambda n: progress("building", min(n / PHASE_MARKS, 1.0))
+            marks = PHASE_MARKS - (0 if int(getattr(cfg, "attention_serialisation", 1)) > 1 else SERIAL_MARKS)
+            be.on_mark = lambda n: progress("building", min(n / marks, 1.0))
         self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
+        be.on_mark = None  # built: a graph kept for later runs (stage_cache.py) holds no run's progress line
         self.be = be
         phases = []
         for name, _ in be.marks:

@@ -30,6 +30,14 @@ class _Heads:
         self.merge = inv.reshape(B * S, A * d)  # view of (B*A,S,d) as (B*S,H)
 
 
+def _block_rows(hd: _Heads, rows: int) -> np.ndarray:
+    """Flat indices into one attention block's (B*A, rows, d) tensor of a (B*A, S, d) tensor whose S rows are the
+    serial blocks' rows in turn: row r of every head reads row r % rows of the block."""
+    return (np.arange(hd.B * hd.A, dtype=np.int64)[:, None, None] * rows * hd.d
+            + (np.arange(hd.S, dtype=np.int64) % rows)[None, :, None] * hd.d
+            + np.arange(hd.d, dtype=np.int64)[None, None, :])
+
+
 def _bert_layer_params(be, rv, cfg, streamed):
     H, F, W = cfg.hidden, cfg.ffn_size, cfg.attn_width
     p = {}
@@ -44,25 +52,38 @@ def _bert_layer_params(be, rv, cfg, streamed):
     return p
 
 
-def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False, mark=None):
+def _bert_layer_fwd(be, p, x, hd: _Heads, causal: bool = False, mark=None, serial: int = 1):
     """x: (B*S, H).  Returns (out, cache).  ``causal``: GPT-style masked attention.  ``mark(name)`` is
     called before the attention half and before the FFN half (the two blocks PopART places on IPUs
-    separately, e.g. MLPerf's attention / FFN placement)."""
+    separately, e.g. MLPerf's attention / FFN placement).  ``serial`` > 1: the attention core (scores, softmax,
+    context) as ONE block of S / serial query rows between marks ``attcore`` and ``attpost``, which the
+    composition runs ``serial`` times (PopXL's attention_serialisation calls one block subgraph that often); the
+    output projection reads the blocks' context rows, each block laid out as the one emulated."""
     if mark:
         mark("att")
     c = {"x": x}
     c["q"] = be.matmul(x, p["wq"], "attention/q_matmul")
     c["k"] = be.matmul(x, p["wk"], "attention/k_matmul")
     c["v"] = be.matmul(x, p["wv"], "attention/v_matmul")
-    scores = be.matmul(be.take(c["q"], hd.split), be.take(c["k"], hd.split_t), "attention/qk_matmul")
+    rows = hd.S // serial  # query rows of one block
+    if serial > 1 and mark:
+        mark("attcore")
+    q = be.take(c["q"], hd.split if serial == 1 else hd.split[:, :rows, :])
+    scores = be.matmul(q, be.take(c["k"], hd.split_t), "attention/qk_matmul")
     s = be.scale(scores, 1.0 / math.sqrt(hd.d), "attention/scale")
     if causal:
         # select(score, -inf) above the diagonal: one elementwise pass over the scores (the mask is
         # generated from indices, not stored)
         s = be.scale(s, 1.0, "attention/causal_mask")
     c["p"] = be.softmax(s, "attention/softmax")
-    c["ctx"] = be.matmul(c["p"], be.take(c["v"], hd.split), "attention/pv_matmul")  # (B*A, S, d)
-    attn = be.matmul(be.take(c["ctx"], hd.merge), p["wo"], "attention/out_matmul")
+    c["ctx"] = be.matmul(c["p"], be.take(c["v"], hd.split), "attention/pv_matmul")  # (B*A, S / serial, d)
+    if serial > 1:
+        if mark:
+            mark("attpost")
+        merged = be.take(be.take(c["ctx"], _block_rows(hd, rows)), hd.merge)  # every block's rows, laid out alike
+    else:
+        merged = be.take(c["ctx"], hd.merge)
+    attn = be.matmul(merged, p["wo"], "attention/out_matmul")
     c["r1"] = be.add(x, attn, "attention/residual")
     c["h1"] = be.layer_norm(c["r1"], p["ln1_g"], p["ln1_b"], "attention/layer_norm")
     if mark:
@@ -121,7 +142,8 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int, body: bool 
     if body:
         with be.scope("layer"):
             p = _bert_layer_params(be, rv, cfg, False)
-            y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt, mark=lambda h: be.mark(f"layer_fwd_{h}"))
+            y, c = _bert_layer_fwd(be, p, x, hd, causal=gpt, mark=lambda h: be.mark(f"layer_fwd_{h}"),
+                                   serial=cfg.attention_serialisation)
     if rot is not None:
         rot = be.ctx.rotation  # where the layer forward ended
     out.update(x=x, y=y, layer_params=p)
@@ -149,10 +171,12 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int, body: bool 
     if body:
         with be.scope("layer"):
             if cfg.recompute:  # the same programs again: recomputation shares the forward code
-                for h in ("att", "ffn"):
+                for h in (("att", "attcore", "attpost", "ffn") if cfg.attention_serialisation > 1
+                          else ("att", "ffn")):
                     be.mark(f"layer_recompute_{h}")
                     be.replay(f"layer_fwd_{h}")
-            dx, grads = _bert_layer_bwd(be, p, c, d, hd, mark=lambda h: be.mark(f"layer_bwd_{h}"))
+            dx, grads = _bert_layer_bwd(be, p, c, d, hd, mark=lambda h: be.mark(f"layer_bwd_{h}"),
+                                        serial=cfg.attention_serialisation)
     be.mark("end")
     out.update(dx=dx, grads=grads, extra_params=extra)
     return out
@@ -317,8 +341,10 @@ def _classification_head(be, rv, cfg: ModelConfig, y, extra: list, classes: int 
     return be.scale(y, 0.0, "encoder_output_grad")
 
 
-def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None):
-    """Returns (dx, grads dict).  ``mark(name)`` before the FFN half and before the attention half."""
+def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None, serial: int = 1):
+    """Returns (dx, grads dict).  ``mark(name)`` before the FFN half and before the attention half; with
+    ``serial`` > 1 also before the attention core's backward (``attcore``: one block of S / serial query rows, its
+    key and value gradients accumulated over the blocks) and before the q / k / v projections' (``attpre``)."""
     if mark:
         mark("ffn")
     g = {}
@@ -331,16 +357,29 @@ def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None):
     if mark:
         mark("att")
     dr1, g["ln1_g"], g["ln1_b"] = be.layer_norm_bwd(c["r1"], p["ln1_g"], dh1, "attention/layer_norm_bwd")
-    ctx_m = be.take(c["ctx"], hd.merge)
+    rows = hd.S // serial
+    if serial > 1:
+        ctx_m = be.take(be.take(c["ctx"], _block_rows(hd, rows)), hd.merge)
+    else:
+        ctx_m = be.take(c["ctx"], hd.merge)
     g["wo"] = be.matmul(be.t(ctx_m), dr1, "attention/out_matmul_dw")
     dctx = be.matmul(dr1, be.t(p["wo"]), "attention/out_matmul_dx")  # (B*S, H)
-    dctx_h = be.take(dctx, hd.split)
+    if serial > 1 and mark:
+        mark("attcore")
+    dctx_h = be.take(dctx, hd.split if serial == 1 else hd.split[:, :rows, :])
     dp = be.matmul(dctx_h, be.take(c["v"], hd.split_t), "attention/pv_matmul_dp")
     dvh = be.matmul(be.t(c["p"]), dctx_h, "attention/pv_matmul_dv")
     ds = be.softmax_bwd(c["p"], dp, "attention/softmax_bwd")
     dsc = be.scale(ds, 1.0 / math.sqrt(hd.d), "attention/scale_bwd")
     dqh = be.matmul(dsc, be.take(c["k"], hd.split), "attention/qk_matmul_dq")
-    dkh = be.matmul(be.t(dsc), be.take(c["q"], hd.split), "attention/qk_matmul_dk")
+    qh = be.take(c["q"], hd.split if serial == 1 else hd.split[:, :rows, :])
+    dkh = be.matmul(be.t(dsc), qh, "attention/qk_matmul_dk")
+    if serial > 1:  # each block adds its key and value gradients to the accumulated ones
+        dkh = be.add(dkh, dkh, "attention/dk_accumulate")
+        dvh = be.add(dvh, dvh, "attention/dv_accumulate")
+        if mark:
+            mark("attpre")
+        dqh = be.take(dqh, _block_rows(hd, rows))  # the blocks' query-gradient rows, laid out as this one's
     x_t = be.t(c["x"])
     dq, dk, dv = (be.take(t, hd.merge) for t in (dqh, dkh, dvh))
     g["wq"] = be.matmul(x_t, dq, "attention/q_matmul_dw")

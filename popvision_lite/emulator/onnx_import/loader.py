@@ -70,6 +70,9 @@ class LoadedModel:
     dims: dict                         # symbolic dim name -> value used
     casts: list = field(default_factory=list)  # human-readable dtype casts
     opset: int = 0
+    # large initializers held only in ``initializers`` (numpy): ``model`` has them as graph inputs, so ONNX
+    # Runtime's reference is fed the same arrays instead of holding its own copy (and the file's bytes are freed)
+    fed: list = field(default_factory=list)
 
 
 def dim_limits(name: str) -> tuple[str, tuple[int, int]]:
@@ -333,9 +336,13 @@ def load(path, batch=None, seq=None, dims=None, input_shapes=None) -> LoadedMode
         inferred = shape_inference.infer_shapes(light, data_prop=True)
     except Exception as e:
         raise OnnxImportError(f"{path}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
+    fed = [t.name for t in g.initializer if light is not model and t.name not in {x.name for x in light.graph.initializer}]
+    if fed:  # the weights live once, in ``initializers``: the model keeps their names, types and shapes only
+        light.metadata_props.extend(model.metadata_props)
+        model = light
     del model.graph.value_info[:]
     model.graph.value_info.extend(inferred.graph.value_info)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     return LoadedModel(path=str(path), model=model, inputs=inputs, outputs=[o.name for o in model.graph.output],
                        initializers=initializers, dims={k: v for k, v in used.items() if k}, casts=casts,
-                       opset=opset)
+                       opset=opset, fed=fed)

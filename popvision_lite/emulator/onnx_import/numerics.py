@@ -165,7 +165,7 @@ def run_onnxruntime(lm: LoadedModel, feeds: dict, seeded=None, extra_outputs=())
     sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
     del data
     names = [o.name for o in sess.get_outputs()]
-    res = sess.run(names, feeds)
+    res = sess.run(names, {**feeds, **{k: lm.initializers[k] for k in lm.fed}})  # the weights: the same arrays
     return dict(zip(names, res, strict=True))
 
 

@@ -16,6 +16,7 @@ from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 
+from .host_memory import check_host_memory
 from .loader import LoadedModel, OnnxImportError, dtype_info, load
 from .lowering import Act, Lowerer
 from .lowering.quantized import QUANT_REL_TOL
@@ -262,6 +263,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     tick("reading ONNX model", 0.0)
     given = read_inputs(inputs)
     lm = load(path, batch=batch, seq=seq, dims=dims, input_shapes={k: np.shape(v) for k, v in given.items()})
+    check_host_memory(lm, training, timing_only)  # before the graph is built
     wall["import"] = time.perf_counter() - t0
     values = make_inputs(lm, seed, precision, given if inputs is not None else None, needs_values=not timing_only)
     tick("building graph", 0.05)
@@ -284,6 +286,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
                   compile_progress=within(tick, "compiling and running", 0.3, 0.75))
+    be.inputs.clear()  # written into the run's tensors: one copy of each weight per dtype from here on
     wall.update(res.wall)
     checks, got, ref = {}, {}, {}
     if res.fits and not timing_only:

@@ -41,7 +41,7 @@ def _out_like(ctx, ref, name, op, dtype=None, shape=None):
         if len(tiles) and np.all(ctx.target.ipu_of(tiles) == ctx.ipu):
             return ctx.variable(op, shape, dtype or ctx.dtype, mapping=ref.mapping, op=op)
     plan = plan_elementwise(size, ctx.plan_target)
-    n_t = ctx.target.tiles_per_ipu
+    n_t = ctx.n_tiles
     tiles = np.sort(ctx.tiles_array(rotate=plan.tiles_used if plan.tiles_used < n_t else 0)[:plan.tiles_used])
     return ctx.variable(op, shape, dtype or ctx.dtype, mapping=M.linear(size, tiles, grain=1), op=op)
 
@@ -293,7 +293,7 @@ def _reduce_partials(ctx, items, op):
     stage reduces what is left into the outputs, its chunks of columns sized to give about six vertices
     per tile.  ``items`` = [(partial, name, out_dtype)]; returns the outputs."""
     V, row = items[0][0].shape
-    nt = ctx.target.tiles_per_ipu
+    nt = ctx.n_tiles
     want = 6 * nt
     srcs = [p for p, _, _ in items]
     outs = []
@@ -413,7 +413,7 @@ def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
     if KB * block != K or NB * block != N or b.shape[0] != K:
         raise EmulatorError(f"block_sparse_matmul '{name}': mask {mask.shape} x block {block} does not tile "
                             f"B {tuple(b.shape)} / A {tuple(a.shape)}")
-    n_t = ctx.target.tiles_per_ipu
+    n_t = ctx.n_tiles
     pm = max(d for d in range(1, M + 1) if M % d == 0 and d * NB <= max(n_t, NB))
     bm = M // pm
     nnz_col = mask.sum(0)

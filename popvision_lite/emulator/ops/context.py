@@ -51,11 +51,12 @@ DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 
 
 def plan_target_of(target, usable_fraction: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION,
-                   partials_bytes: int = 4) -> PlanTarget:
-    """Planner numbers from an emulator Target (spec [emulator] section)."""
+                   partials_bytes: int = 4, io_tiles: int = 0) -> PlanTarget:
+    """Planner numbers from an emulator Target (spec [emulator] section); ``io_tiles`` of each IPU reserved for
+    streaming are not the ops' to use."""
     em = target.em
     return PlanTarget(
-        tiles=target.tiles_per_ipu,
+        tiles=target.tiles_per_ipu - int(io_tiles),
         sram_bytes_per_tile=target.sram_bytes_per_tile,
         flops_per_cycle_fp16=float(em["fp16_flops_per_cycle_per_tile"]),
         flops_per_cycle_fp32=float(em["fp32_flops_per_cycle_per_tile"]),
@@ -90,6 +91,8 @@ class OpContext:
         self._counts: dict[str, int] = {}
         self.records: list[dict] = []  # op records in program order (also given to graph.add_op)
         self._rot = 0  # rotating start tile, so small ops do not all pile onto tile 0
+        # the last io_tiles tiles of each IPU are reserved for streaming (PopXL's io_tiles): no op maps there
+        self.io_tiles = 0
 
     @property
     def plan_target(self) -> PlanTarget:
@@ -97,10 +100,15 @@ class OpContext:
         if not 0.0 < amp <= 1.0:
             raise ValueError(f"available_memory_proportion must be in (0, 1], got {amp}")
         pb = 2 if self.partials_dtype == "float16" else 4
-        pt = self._plan_targets.get((amp, pb))
+        pt = self._plan_targets.get((amp, pb, self.io_tiles))
         if pt is None:
-            pt = self._plan_targets[(amp, pb)] = plan_target_of(self.target, amp, pb)
+            pt = self._plan_targets[(amp, pb, self.io_tiles)] = plan_target_of(self.target, amp, pb, self.io_tiles)
         return pt
+
+    @property
+    def n_tiles(self) -> int:
+        """Tiles of an IPU the ops may use (all but the IO tiles)."""
+        return self.target.tiles_per_ipu - self.io_tiles
 
     # ------------------------------------------------------------------ layout bookkeeping
     def mark_used(self, *tensors) -> None:
@@ -133,7 +141,8 @@ class OpContext:
         return name if n == 0 else f"{name}#{n}"
 
     def tiles(self) -> range:
-        return self.target.tiles_of_ipu(self.ipu)
+        r = self.target.tiles_of_ipu(self.ipu)
+        return range(r.start, r.stop - self.io_tiles)
 
     @property
     def rotation(self) -> int:
@@ -177,7 +186,7 @@ class OpContext:
         return self.graph.add_variable(self.unique(name), shape, dtype or self.dtype, mapping=mapping, op=op)
 
     def linear_mapping(self, size: int, grain: int = 1):
-        n = self.target.tiles_per_ipu
+        n = self.n_tiles
         used = max(1, min(n, -(-size // max(grain, 1))))
         # keep at least a few vectors per tile: spread thinly only when there is enough data
         used = max(1, min(used, max(1, size // 64)))
@@ -185,7 +194,7 @@ class OpContext:
         return M.linear(size, tiles, grain=grain)
 
     def row_mapping(self, rows: int, row_len: int):
-        n = self.target.tiles_per_ipu
+        n = self.n_tiles
         used = max(1, min(n, rows))
         tiles = np.sort(self.tiles_array(rotate=used if used < n else 0)[:used])
         return M.linear(rows * row_len, tiles, grain=row_len)

@@ -381,7 +381,7 @@ def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
         ctx.graph.set_mapping(W, ctx.linear_mapping(W.size, grain=4))
     else:
         nb = (W.shape[0] // gi) * (co // go)
-        n = ctx.target.tiles_per_ipu
+        n = ctx.n_tiles
         tiles = ctx.tiles_array(rotate=nb if nb < n else 0)[:min(nb, n)]
         ctx.graph.set_mapping(W, M.by_blocks(W.shape, (gi, go), tiles))
     ctx.mark_used(W)
@@ -423,7 +423,7 @@ def tile_partition(ctx: OpContext, s: ConvShape, plan, order: tuple[str, str, st
     offsets, (index of each tile along ``order``'s three splits))."""
     parts = {"pr": plan.pr, "pci": plan.pci, "pco": plan.pco}
     T = plan.pr * plan.pci * plan.pco
-    n = ctx.target.tiles_per_ipu
+    n = ctx.n_tiles
     tiles = ctx.tiles_array(rotate=T if T < n else 0)[:T]
     rsz, roff = split_parts(s.out_rows, plan.pr)
     return T, tiles, rsz, roff, np.unravel_index(np.arange(T), tuple(parts[k] for k in order))
@@ -477,7 +477,7 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     fp16 = ctx.dtype == "float16"
     R = s.n * s.oh * s.ow
     op = ctx.begin_op(name, "conv", min_bytes=_nbytes(x) + _nbytes(w) + R * s.co * (2 if fp16 else 4))
-    ntiles = ctx.target.tiles_per_ipu
+    ntiles = ctx.n_tiles
     plan = plan_conv(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
                      2 if ctx.partials_dtype == "float16" else 4)
     X, W = record_plan_and_operands(ctx, op, plan.describe(s), (x, "in"), (w, "w"))

@@ -225,7 +225,7 @@ def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
     fp16 = ctx.dtype == "float16"
     kk = s.k * s.k
     op = ctx.begin_op(name, "conv", min_bytes=_nbytes(x) + _nbytes(dy) + kk * s.ci * s.co * (2 if fp16 else 4))
-    ntiles = ctx.target.tiles_per_ipu
+    ntiles = ctx.n_tiles
     pb = 2 if ctx.partials_dtype == "float16" else 4
     plan = plan_conv_wu(s, ctx.target, fp16, ntiles, ctx.available_memory_proportion * ctx.target.sram_bytes_per_tile,
                         pb)

@@ -160,7 +160,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     if bsh[-2] != K:
         raise EmulatorError(f"matmul '{name}': inner dimensions differ: {ash} @ {bsh}")
     N = bsh[-1]
-    ntiles = ctx.target.tiles_per_ipu
+    ntiles = ctx.n_tiles
     per_group = max(1, ntiles // G)
     out_shape = (G, Mm, N) if len(ash) == 3 else (Mm, N)
     min_bytes = _nbytes(a) + _nbytes(b) + int(np.prod(out_shape)) * (2 if out_dtype == "float16" else 4)
@@ -182,7 +182,7 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     ctx.graph.add_op(op, plan=desc)
     ctx.records[-1]["plan"] = desc
     T = G * pk * pm * pn  # tile blocks in (g, ik, im, in) order
-    n_t = ctx.target.tiles_per_ipu
+    n_t = ctx.n_tiles
     tiles_arr = ctx.tiles_array(rotate=T if T < n_t else 0)
     vt = tiles_arr[np.arange(T) % len(tiles_arr)]
     g_i, k_i, im_i, in_i = np.unravel_index(np.arange(T), (G, pk, pm, pn))

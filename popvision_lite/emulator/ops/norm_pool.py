@@ -295,7 +295,7 @@ STAT_CHUNK_BYTES = 128
 def vector_layout(ctx, c: int, itemsize: int = 4):
     """Mapping of a per-channel vector of ``c`` elements: chunks of STAT_CHUNK_BYTES on consecutive tiles."""
     per = max(1, STAT_CHUNK_BYTES // itemsize)
-    used = min(ctx.target.tiles_per_ipu, -(-c // per))
+    used = min(ctx.n_tiles, -(-c // per))
     tiles = np.sort(ctx.tiles_array(rotate=used)[:used])
     return M.linear(c, tiles, grain=per)
 

@@ -368,7 +368,7 @@ def pool(ctx: OpContext, x, index, mode: str, name: str, scale: float = 1.0, row
         fill = float(np.finfo(np.float32).min)
     codelet = WINDOW_MAX if mode == "max" else WINDOW_SUM
     params = {} if mode == "max" else {"scale": np.float32(scale)}
-    groups = channel_groups(R, c, ctx.target.tiles_per_ipu)
+    groups = channel_groups(R, c, ctx.n_tiles)
     if groups > 1:
         # few windows (global pooling: one per image): split the channels into groups so that the
         # windows spread over the tiles; window (r, g) reads channel group g of window r's rows, and its

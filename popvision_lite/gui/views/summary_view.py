@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBox
 
 from popvision_lite.analysis import error_band as eb
 from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME, host_step_text
-from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, summarize
+from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, schedule_lines, summarize
 from popvision_lite.emulator.run_config import unused_settings
 from popvision_lite.gui import theme
 from popvision_lite.gui.export import slug
@@ -18,6 +18,7 @@ from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.theme import PHASE_COLORS
 from popvision_lite.gui.views.verdict_panel import VerdictPanel
+from popvision_lite.profile.run_record import Schedule
 
 
 class SummaryView(QWidget):
@@ -152,8 +153,8 @@ class SummaryView(QWidget):
             for r in rt.phases.itertuples())
         tput = (f"{rt.samples_per_second:,.1f} samples/s, all {rt.num_ipus:,} IPUs ({rt.samples_per_step:g} samples "
                 f"per step)" if np.isfinite(rt.samples_per_second) else "n/a (no batch size recorded)")
-        band = eb.run_band(dict(s.run), rt.num_ipus)
-        host = host_step_text(s.run.get("schedule") if isinstance(s.run.get("schedule"), dict) else {})
+        band = eb.run_band(s.record, rt.num_ipus)
+        host = host_step_text(s.record.schedule)
         self.info.setText(f"""
 <h2>{plain_html(s.model)}</h2>
 <table cellpadding=2>
@@ -169,7 +170,7 @@ class SummaryView(QWidget):
 <tr><td><b>Throughput</b></td><td>{tput}</td></tr>
 <tr><td><b>Error band</b></td><td>{plain_html(band.text())}</td></tr>
 <tr><td><b>Host</b></td><td>{plain_html(host)}</td></tr>
-{_schedule_rows(s.run, t.clock_hz)}
+{_schedule_rows(s.record.schedule, t.clock_hz)}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile}):
  {plain_html(PEAK_TILE_NAME)}</td></tr>
@@ -181,11 +182,16 @@ class SummaryView(QWidget):
 </table>
 <h3>Config</h3><table cellpadding=2>{cfg}</table>
 <p style='color:{c["muted"]}'>{plain_html(str(self.document.path))}<br>emulator
- {plain_html(str(s.run.get("emulator_version", "?")))}</p>""")
+ {plain_html(s.record.emulator_version or "?")}</p>""")
 
     def _op_clicked(self, index):
         row = self.ops_model.row(index.row())
         select_op(self.document, int(row["op_id"]), "summary")  # op, its steps and tiles
+
+    def is_ready(self) -> bool:
+        """True once the verdict panel has its result (a large model pass is estimated on a worker thread):
+        a headless export waits for it."""
+        return self.verdict.is_ready()
 
     def plot_items(self) -> dict:
         return {"phases": self.plot.getPlotItem()}
@@ -209,23 +215,14 @@ def _fmt_config(key, value) -> str:
     return str(value)
 
 
-def _schedule_rows(run: dict, clock_hz: float) -> str:
-    """The pipeline schedule row (profile format v2; empty for older profiles)."""
-    sch = run.get("schedule") or {}
-    out = ""
-    if "layer_split" in sch:
-        cyc = float(clock_hz) or 1.0
-        out += (f"<tr><td><b>Schedule</b></td><td>{plain_html(sch['replicas'])} replica(s) x {plain_html(sch['stages'])} pipeline stage(s) "
-                f"(layers {plain_html(str(sch['layer_split']))}); {plain_html(sch['grad_accum'])} micro-batches of "
-                f"{plain_html(sch['micro_batch'])} per step = {sch['samples_per_step']:g} samples; steady state "
-                f"{format_seconds(sch['steady_cycles_per_microbatch'] / cyc)} per micro-batch (slowest stage "
-                f"{plain_html(sch['slowest_stage'])}); fill+drain {format_seconds(sch['fill_drain_cycles'] / cyc)}, all-reduce "
-                f"{format_seconds(sch['allreduce_cycles'] / cyc)}, optimizer {format_seconds(sch['optimizer_cycles'] / cyc)}, "
-                f"DDR stream {format_seconds(sch['stream_cycles'] / cyc)}; step {format_seconds(sch['step_seconds'])}"
-                + (f"; timeline shows {plain_html(sch.get('profile_pipeline_cycles_shown'))} of {plain_html(sch.get('pipeline_cycles'))} "
-                   f"pipeline cycles" if sch.get("profile_pipeline_cycles_elided") else "")
-                + "</td></tr>")
-    return out
+def _schedule_rows(sch: Schedule, clock_hz: float) -> str:
+    """The schedule row (profile format v2; empty for older profiles): ``summary.schedule_lines``, the text
+    ``emulate`` prints, of the checked schedule."""
+    lines = schedule_lines(sch, clock_hz)
+    if not lines:
+        return ""
+    text = "; ".join(x.strip().removeprefix("schedule: ") for x in lines)
+    return f"<tr><td><b>Schedule</b></td><td>{plain_html(text)}</td></tr>"
 
 
 def _passed(v) -> bool:

@@ -1,11 +1,14 @@
 """Verdict panel (on the Summary view): IPU or GPU for this run, side by side, with cost.
 
-Thin: every number comes from :func:`popvision_lite.analysis.verdict.verdict`.
+Thin: every number comes from :func:`popvision_lite.analysis.verdict.verdict`.  A run whose model pass has more
+than ``SYNC_MAX_KERNELS`` kernel launches (the verdict costs ~0.1 ms per launch) is estimated on a worker thread:
+the panel says so until the result comes; a newer choice of GPU or count cancels the older computation (its
+result is dropped), so nothing a file claims runs long on the GUI thread (issue 45).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QThreadPool
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from popvision_lite import devices
@@ -15,6 +18,19 @@ from popvision_lite.analysis.verdict import DEFAULT_GPU, DEFAULT_SAMPLES, PRECIS
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.text import plain_html
+from popvision_lite.gui.workers import Worker
+
+SYNC_MAX_KERNELS = 5_000  # a model pass up to this (BERT-Large: ~1,100) is estimated at once, in under a second
+
+
+def small_pass(profile) -> bool:
+    """Whether the verdict of ``profile`` is quick enough for the GUI thread: its model pass has at most
+    ``SYNC_MAX_KERNELS`` kernel launches (counted from the op counts, without building the pass).  A profile
+    whose counts cannot be read is 'small': the verdict then fails at once with the reason."""
+    try:
+        return int(wl.op_counts(profile).model_calls.sum()) <= SYNC_MAX_KERNELS
+    except (PopvisionError, AttributeError, KeyError, TypeError, ValueError):
+        return True
 
 
 def verdict_choice(document) -> tuple[str, int]:
@@ -30,18 +46,23 @@ def verdict_choice(document) -> tuple[str, int]:
     return DEFAULT_GPU, int(n_ipus)
 
 
-def document_verdict(document, gpu: str | None = None, count: int | None = None, precision: str | None = None):
+def document_verdict(document, gpu: str | None = None, count: int | None = None, precision: str | None = None,
+                     compute: bool = True):
     """The verdict of ``document`` for ``gpu`` x ``count`` (default: :func:`verdict_choice`) in ``precision``
     (default: the panel's choice, else the run's), through the document's cache: the Summary panel and the
-    Roofline's verdict line read this one object."""
+    Roofline's verdict line read this one object.  ``compute`` False: only a verdict already computed (None
+    otherwise)."""
     dg, dn = verdict_choice(document)
     gid, n = gpu or dg, int(count or dn)
     prec = precision or getattr(document, "verdict_precision", None) or None
     prof = document.profile
     if hasattr(document, "cached"):
+        key = ("verdict", gid, n, prec)
+        if not compute and not document.has_cached(key):
+            return None
         summ = document.cached("summary", summarize, prof)   # the Summary view's, already made
-        return document.cached(("verdict", gid, n, prec), _verdict, prof, gid, n, summ, prec)
-    return verdict(prof, gid, n, precision=prec)
+        return document.cached(key, _verdict, prof, gid, n, summ, prec)
+    return verdict(prof, gid, n, precision=prec) if compute else None
 
 
 def _verdict(prof, gid, n, summ, prec):
@@ -53,6 +74,11 @@ class VerdictPanel(QWidget):
         super().__init__(parent)
         self.document = document
         self.result = None
+        self.failed: Exception | None = None
+        self._pending = None
+        self._worker: Worker | None = None
+        self._pool = QThreadPool(self)
+        self._pool.setMaxThreadCount(1)
         gid0, n_ipus = verdict_choice(document)
 
         bar = QHBoxLayout()
@@ -104,15 +130,55 @@ class VerdictPanel(QWidget):
     def refresh(self, *_):
         gid, n = self.gpu.currentData(), int(self.gpus.value())
         prec = self.precision.currentData()
-        if hasattr(self.document, "set_verdict_choice"):
-            self.document.set_verdict_choice(gid, n, prec)
-        try:
-            self.result = document_verdict(self.document, gid, n, prec)
-        except PopvisionError as e:
+        doc = self.document
+        if hasattr(doc, "set_verdict_choice"):
+            doc.set_verdict_choice(gid, n, prec)
+        prec = prec or getattr(doc, "verdict_precision", None) or None  # as document_verdict reads it
+        key = ("verdict", gid, n, prec)
+        self._pending, self.failed = key, None
+        if self._worker is not None:
+            self._worker.cancel()  # an older choice still computing: its result is dropped
+            self._worker = None
+        if hasattr(doc, "has_cached") and not doc.has_cached(key) and not small_pass(doc.profile):
             self.result = None
-            self.body.setText(f"Verdict unavailable: {plain_html(str(e))}")
+            self.body.setText("Computing the verdict (a large model pass: estimated off the GUI thread)…")
+            prof = doc.profile
+            summ = doc.cached("summary", summarize, prof)
+            w = Worker(lambda task: (key, _verdict(prof, gid, n, summ, prec)), title="Verdict")
+            # bound methods: Qt drops the connections when this panel is destroyed
+            w.signals.result.connect(self._keyed_done)
+            w.signals.error.connect(self._keyed_failed)
+            self._worker = w
+            w.start_on(self._pool)
+            return
+        try:
+            self.result = document_verdict(doc, gid, n, prec)
+        except PopvisionError as e:
+            self._show_failure(e)
             return
         self._fill()
+
+    def _keyed_done(self, keyed):
+        key, result = keyed
+        if hasattr(self.document, "put_cached"):
+            self.document.put_cached(key, result)
+        if key == self._pending:
+            self._worker = None
+            self.result = result
+            self._fill()
+
+    def _keyed_failed(self, exc):
+        self._worker = None
+        self._show_failure(exc)
+
+    def _show_failure(self, exc):
+        self.result = None
+        self.failed = exc
+        self.body.setText(f"Verdict unavailable: {plain_html(str(exc))}")
+
+    def is_ready(self) -> bool:
+        """True once the verdict of the current choice is shown (or failed)."""
+        return self.result is not None or self.failed is not None
 
     def _fill(self, *_):
         v = self.result

@@ -13,11 +13,11 @@ from popvision_lite.emulator.models import emulated as E
 from popvision_lite.emulator.models import pipeline as PL
 from popvision_lite.emulator.models.config import make_config
 
-_BERT = dict(training=True, pipeline_stages=2, recompute=True, seq=32)
+_BERT = dict(training=True, pipeline_stages=2, recompute=True, seq=32, vocab=512)  # a small vocabulary: cheaper heads, same reuse
 
 
 def _bert(**kw):
-    return E.run_model(make_config("bert-tiny", **_BERT, **kw), timing_only=True)
+    return E.run_model(make_config("bert-tiny", **(_BERT | kw)), timing_only=True)
 
 
 def _assert_same_run(a, b):
@@ -53,7 +53,7 @@ def test_release_graphs_frees_the_kept_graphs():
     _bert(replicas=2, ipus=4)
     assert E._GRAPH_CACHE and PL._STAGE_GRAPHS  # both kept for a next run
     graph = weakref.ref(next(iter(E._GRAPH_CACHE.values()))[0].graph)
-    stage = weakref.ref(next(iter(next(iter(PL._STAGE_GRAPHS.values())).values())))
+    stage = weakref.ref(next(iter(PL._STAGE_GRAPHS._entries.values()))[2])
     gc.collect()
     assert graph() is not None and stage() is not None
     E.release_graphs()
@@ -82,3 +82,20 @@ def test_pipelined_run_replays_the_previous_runs_copies_with_a_cold_runs_result(
     cold = _bert(replicas=2, ipus=4, available_memory_proportion=0.5)
     assert n_carried < len(fresh) - n  # some copies replayed from the previous run
     _assert_same_run(carried, cold)
+
+
+def test_stage_graphs_are_kept_by_content_across_placements():
+    """Another pipeline depth of the same model builds no stage graph the previous run built: the middle IPUs'
+    graph is the same build (the same reads of the config), and so are the first and last; each run equals a run
+    in a cold process.  A field the stage program reads (the micro-batch) makes another graph."""
+    E.release_graphs()
+    four = _bert(pipeline_stages=0, ipus=4, layers=8)
+    assert "reused" not in four.wall and len(PL._STAGE_GRAPHS) == 3
+    eight = _bert(pipeline_stages=0, ipus=8, layers=8, grad_accum=16)
+    assert eight.wall.get("reused") is True and len(PL._STAGE_GRAPHS) == 3
+    E.release_graphs()
+    cold = _bert(pipeline_stages=0, ipus=8, layers=8, grad_accum=16)
+    _assert_same_run(eight, cold)
+    hits = PL._STAGE_GRAPHS.hits
+    _bert(pipeline_stages=0, ipus=8, layers=8, grad_accum=16, batch=2)
+    assert PL._STAGE_GRAPHS.hits == hits and len(PL._STAGE_GRAPHS) == 6  # three more graphs, none taken

@@ -254,3 +254,23 @@ def test_quantized_models_run_in_float_with_dequantized_weights(quantized_models
         assert {"round", "max_scalar", "min_scalar"} <= set(run.profile_data.ops["type"])
     rc = main(["emulate", "--onnx", str(p), "-q", "-o", str(p.with_suffix(f".{kind}.pvl"))])
     assert rc == 0 and "note: quantized model emulated as an IPU runs it" in capsys.readouterr().out
+
+
+def test_a_threshold_mask_feeds_where(tmp_path):
+    """Mamba's torch.export file: softplus with a threshold, ``where(x > t, x, softplus(x))`` on device values
+    (Greater against a constant: a 0 / 1 mask, no gradient through it) - and the constant on the left (Less)."""
+    rng = np.random.default_rng(9)
+    inits = [numpy_helper.from_array((3 * rng.standard_normal((6, 8))).astype(np.float32), "W"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "t")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="fc"),
+             helper.make_node("Greater", ["h", "t"], ["m"], name="over"),
+             helper.make_node("Softplus", ["h"], ["sp"], name="softplus"),
+             helper.make_node("Where", ["m", "h", "sp"], ["w"], name="threshold"),
+             helper.make_node("Less", ["t", "w"], ["m2"], name="over_left"),
+             helper.make_node("Where", ["m2", "sp", "w"], ["y"], name="again")]
+    p = _save(tmp_path, nodes, [_f("x", [5, 6])], [_f("y", [5, 8])], inits, name="thr.onnx")
+    run = emulate_onnx(p, precision="fp32")
+    assert all(c["passed"] for c in run.numeric_checks.values()), run.numeric_checks
+    assert run.numeric_checks["y"]["max_rel_err"] < 1e-5
+    t = emulate_onnx(p, precision="fp32", training=True)
+    assert all(c["passed"] for c in t.numeric_checks.values()), t.numeric_checks

@@ -31,7 +31,7 @@ def unary_act(low, kind, a, name, s=None):
     else:
         h = be.unary(a.h, kind, name, s=s)
     out = Act(h, a.shape, a.nhwc)
-    if low.training and kind in ("isnan", "isinf"):  # a mask: no gradient flows through it
+    if low.training and kind in ("isnan", "isinf", "gt_scalar", "lt_scalar"):  # a mask: no gradient flows through it
         return out
     if low.training:
         bn = name + "/bwd"
@@ -116,6 +116,21 @@ def lower_prelu(low, i, node, ins, name):
     neg = unary_act(low, "min_scalar", x, name + "/neg", 0.0)
     scaled = binary_op(low, "mul", node, neg, ins[1], name + "/slope", "", node.input[1])
     low.set_output(node, binary_op(low, "add", node, pos, scaled, name, "", ""))
+
+
+def lower_compare(low, i, node, ins, name):
+    """Greater / Less of a device tensor and a one-element constant (either side): a 0 / 1 mask (popops' GREATER
+    THAN / LESS THAN with a scalar), e.g. Mamba's softplus threshold ``where(x > 20, x, softplus(x))``."""
+    a, b = ins
+    op = node.op_type
+    if isinstance(a, Act) and scalar(b) is not None:
+        x, s, kind = a, scalar(b), "gt_scalar" if op == "Greater" else "lt_scalar"
+    elif isinstance(b, Act) and scalar(a) is not None:  # s > x is x < s
+        x, s, kind = b, scalar(a), "lt_scalar" if op == "Greater" else "gt_scalar"
+    else:
+        raise OnnxImportError(f"{low.lm.path}: node '{name}': {op} of two device tensors is not supported (only "
+                              "against a one-element constant); instead: compare with a constant threshold")
+    low.set_output(node, unary_act(low, kind, x, name, s))
 
 
 def lower_is_inf(low, i, node, ins, name):

@@ -26,7 +26,7 @@ class Layout(Tape):
         if not getattr(self.be, "needs_values", True):  # timing only: shapes, no data
             v = np.broadcast_to(np.float32(0), canon(v.shape))
         else:
-            v = v.astype(np.float32).reshape(canon(v.shape))
+            v = v.astype(np.float32, copy=False).reshape(canon(v.shape))
         if name in self.params:
             h = self.be.weight(name, v)
         else:

@@ -68,6 +68,8 @@ LOWERINGS: dict[str, Lowering] = {
     "Max": _l(elementwise.lower_max, trainable=False),
     "Min": _l(elementwise.lower_min, trainable=False),
     "Where": _l(elementwise.lower_where),
+    "Greater": _l(elementwise.lower_compare),  # masks against a constant: no gradient flows through them
+    "Less": _l(elementwise.lower_compare),
     # matmul family
     "MatMul": _l(matmul.lower_matmul),
     "Gemm": _l(matmul.lower_gemm, ("alpha", "beta", "transA", "transB")),
@@ -137,7 +139,7 @@ LOWERINGS: dict[str, Lowering] = {
 
 # Examples of ops seen folded in exported models (any op of the default domain folds when its inputs are known).
 FOLD_ONLY_OPS = (
-    "And", "Ceil", "Constant", "ConstantOfShape", "Equal", "Floor", "Greater", "GreaterOrEqual", "Less",
+    "And", "Ceil", "Constant", "ConstantOfShape", "Equal", "Floor", "GreaterOrEqual",
     "LessOrEqual", "Not", "Or", "Range", "ReduceMax", "ReduceMin", "ReduceProd", "Shape", "Size",
     "Mod", "Sign", "NonZero", "OneHot", "Cos", "Sin",
 )

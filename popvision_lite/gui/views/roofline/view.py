@@ -51,7 +51,7 @@ from popvision_lite.gui.views.roofline import drawing
 from popvision_lite.gui.views.roofline.drawing import OpPoints
 from popvision_lite.gui.views.roofline.table import RooflineTableModel
 from popvision_lite.gui.views.roofline.tooltips import point_tooltip
-from popvision_lite.gui.views.verdict_panel import document_verdict
+from popvision_lite.gui.views.verdict_panel import document_verdict, small_pass
 from popvision_lite.gui.workers import Worker
 
 DEFAULT_CHECKED = ("a100-80gb", "h100-sxm")
@@ -274,8 +274,8 @@ class RooflineView(QWidget):
     def _verdict(self):
         """The document's verdict (the Summary panel's object: same GPU, count and cache entry), or None for a
         profile without a run."""
-        try:
-            return document_verdict(self.document)
+        try:  # a large model pass is estimated by the Summary's panel off the GUI thread: shown once done
+            return document_verdict(self.document, compute=small_pass(self.document.profile))
         except (PopvisionError, AttributeError, KeyError, TypeError):
             return None
 

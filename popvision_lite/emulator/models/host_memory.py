@@ -1,0 +1,175 @@
+"""Host memory of emulating a bundled model, estimated from its config before anything is built, and the pre-check
+that refuses a run this machine cannot hold (``emulate``, run configs, sweeps, the desktop app's what-if dialogs:
+all through ``RunConfig.model_config``).
+
+Where the memory goes (measured, docs/performance.md "Host memory of an emulation"): the interpreter and its
+libraries; then, on the composed path (every GPT run, BERT timing-only or at scale), the graph of each distinct
+stage program while it is built and compiled - its vertices above all, which the attention scores multiply
+(the op library runs their scale, mask and softmax passes at a few elements per vertex) - and what each compiled
+stage graph keeps for the profile; then the profile of one replica's IPUs, whose pipeline timeline grows with
+the square of the stages.  On the whole-graph path (ResNet, MLP, conv, GNN; BERT with numerics) the one graph,
+its activations' mappings and, with numerics, the values (weights, activations, gradients, the numpy
+reference).
+
+The estimate is a sum of those terms, each a count of the config times a coefficient in bytes.  The counts are
+exact functions of the config (:func:`terms`); the coefficients have no public figure and are *calibrated*: least
+squares on the named rows of ``bench/host_memory.py`` (:data:`FIT_ROWS`), judged on its other rows and by
+leave-one-out on the fitted ones (docs/performance.md).  A run whose estimate is over half of this machine's
+memory is refused with exit 2 before anything is allocated, naming the field that grows it most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from popvision_lite import value_checks
+from popvision_lite.errors import ConfigError
+
+from .config import ModelConfig
+from .resnet import stage_blocks
+
+GIB = 2**30
+
+# Calibrated coefficients, bytes per unit of each term (bench/host_memory.py --fit prints them; FIT_ROWS there).
+BASE_BYTES = 0.12e9
+COMPOSED = {"graphs": 60e6, "attention": 7.0, "tokens": 6.0, "vocab": 4.0, "profile": 1.5e6}
+WHOLE = {"activations": 10.0, "weights": 8.0, "values": 16.0}
+
+# the size a field has in a usual run: the field furthest above it is the one a refusal names
+_USUAL = dict(batch=8, seq=128, layers=12, hidden=768, heads=12, vocab=30522, image=224, nodes=256, edges=1024,
+              pipeline_stages=4, ipus=4)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Estimated peak host memory of a run (``bytes``), its terms (count and bytes each, by name), the path
+    (``composed`` or ``whole``) and the config field that grows the largest term most (``field``)."""
+
+    bytes: int
+    path: str
+    terms: dict[str, tuple[float, float]]
+    field: str
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / GIB
+
+
+def runs_composed(cfg: ModelConfig, timing_only: bool) -> bool:
+    """Whether ``cfg`` runs on the composed path (emulated.run_model): every GPT run, and BERT timing-only or at
+    scale."""
+    return cfg.model == "gpt" or (cfg.model == "bert" and (bool(timing_only) or cfg.scaled))
+
+
+def runs_numerics(cfg: ModelConfig, timing_only: bool) -> bool:
+    """Whether a run of ``cfg`` computes real values: not timing-only and not composed (always timing-only)."""
+    return not timing_only and not runs_composed(cfg, timing_only)
+
+
+def composed_terms(cfg: ModelConfig) -> dict[str, float]:
+    """The counts of a composed run, over its distinct stage graphs (ModelConfig.stage_kinds) on the shard one IPU
+    of a tensor-parallel group holds: ``graphs``; ``attention``, the attention-score elements of each graph with
+    a layer body (batch x local heads x seq^2); ``tokens``, its token activations (tokens x (hidden + attention
+    width + FFN width)); ``vocab``, the embedding table where it is and the LM / MLM head where it is (decoder
+    weight and logits); ``profile``, the square of the IPUs of a replica's profile."""
+    s = cfg.shard()
+    kinds = list(dict.fromkeys(cfg.stage_kinds()))
+    N = s.batch * s.seq
+    head_tokens = N if s.model == "gpt" else s.batch * min(s.mlm_tokens, s.seq)
+    t = {"graphs": float(len(kinds)), "attention": 0.0, "tokens": 0.0, "vocab": 0.0, "profile": float(cfg.stages) ** 2}
+    for emb, head, _amp, body in kinds:
+        if body:
+            t["attention"] += s.batch * s.heads * s.seq ** 2
+            t["tokens"] += N * (s.hidden + s.attn_width + s.ffn_size)
+        if emb:
+            t["vocab"] += s.vocab * s.hidden
+        if head and s.training:
+            t["vocab"] += head_tokens * s.vocab + s.hidden * s.vocab
+    return t
+
+
+def _resnet_sizes(cfg: ModelConfig) -> tuple[float, float]:
+    """(activation elements, weight elements) of a ResNet: bottleneck stages of widths hidden x 1, 2, 4, 8 (x 4 out)
+    at image / 4 .. image / 32 after the stem's 7 x 7 windows of the RGB input at image / 2."""
+    w, px = cfg.hidden, cfg.image ** 2
+    blocks = stage_blocks(cfg.layers)
+    weights = sum(n * 17 * (w << s) ** 2 for s, n in enumerate(blocks)) + 8 * w * cfg.vocab + 147 * w
+    acts = cfg.batch * (3 * px + px // 4 * (147 + w) + sum(n * 15 * (w << s) * px // (16 << (2 * s))
+                                                         for s, n in enumerate(blocks)))
+    return float(acts), float(weights)
+
+
+def whole_terms(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
+    """The counts of a whole-graph run: ``activations`` and ``weights`` (elements of the model's tensors, forward),
+    and ``values``, the same again when the run computes values (timing-only runs hold none)."""
+    H, B, L = cfg.hidden, cfg.batch, cfg.layers
+    if cfg.model in ("bert", "gpt"):
+        F, W = cfg.ffn_size, cfg.attn_width
+        weights = L * (3 * H * W + W * H + 2 * H * F) + 2 * cfg.vocab * H
+        acts = L * B * cfg.seq * (4 * H + 3 * W + F + 2 * cfg.heads * cfg.seq) + B * cfg.seq * cfg.vocab
+    elif cfg.model == "resnet":
+        acts, weights = _resnet_sizes(cfg)
+    elif cfg.model == "conv":
+        weights = L * 9 * H * H
+        acts = L * B * cfg.image ** 2 * H * 4
+    elif cfg.model == "gnn":
+        weights = L * H * H
+        acts = L * B * (cfg.nodes + cfg.edges) * H * 2
+    else:  # mlp
+        weights = L * H * H
+        acts = L * B * H * 3
+    values = 0.0 if timing_only else float(acts + weights)
+    return {"activations": float(acts), "weights": float(weights), "values": values}
+
+
+# the config fields each term grows with (the refusal names the one furthest above its usual size)
+_TERM_FIELDS = {"graphs": ("pipeline_stages",), "attention": ("seq", "batch", "heads"),
+                "tokens": ("batch", "seq", "hidden"), "vocab": ("vocab", "hidden"), "profile": ("pipeline_stages", "ipus"),
+                "activations": ("batch", "image", "seq", "hidden", "nodes", "edges"), "weights": ("hidden", "layers"),
+                "values": ("batch", "hidden", "layers")}
+
+
+def estimate(cfg: ModelConfig, timing_only: bool) -> Estimate:
+    """The estimated peak host memory of emulating ``cfg`` (calibrated; see the module's text)."""
+    composed = runs_composed(cfg, timing_only)
+    counts, coef = (composed_terms(cfg), COMPOSED) if composed else (whole_terms(cfg, timing_only), WHOLE)
+    terms = {k: (v, coef[k] * v) for k, v in counts.items()}
+    total = BASE_BYTES + sum(b for _, b in terms.values())
+    return Estimate(int(total), "composed" if composed else "whole", terms, _field(cfg, composed, terms))
+
+
+def _field(cfg: ModelConfig, composed: bool, terms: dict) -> str:
+    """The field a refusal names: on the composed path of a GPT or tensor-parallel run ``tensor_parallel`` (one
+    IPU's shard of a layer is what has to fit: shard it more); otherwise, of the fields the largest term grows
+    with, the one furthest above its usual size."""
+    if composed and (cfg.model == "gpt" or cfg.tensor_parallel > 1):
+        return "tensor_parallel"
+    top = max(terms, key=lambda k: terms[k][1])
+    sizes = {"batch": cfg.batch, "seq": cfg.seq, "heads": cfg.heads, "hidden": cfg.hidden, "vocab": cfg.vocab,
+             "image": cfg.image, "nodes": cfg.nodes, "edges": cfg.edges, "layers": cfg.layers,
+             "pipeline_stages": cfg.stages, "ipus": cfg.ipus}
+    return max(_TERM_FIELDS[top], key=lambda k: sizes[k] / _USUAL[k])
+
+
+def refuse_past_half(e: Estimate, hint: str, where: str = "", error=ConfigError) -> None:
+    """``error`` (naming ``e.field``) when the estimate ``e`` is more than half of this machine's memory
+    (value_checks.host_memory_bytes); nothing where that is unknown.  Half: the rest of the machine (other
+    processes, the page cache) and the estimate's own error need room too."""
+    have = value_checks.host_memory_bytes()
+    if have and e.bytes > have // 2:
+        raise error(f"{where + ': ' if where else ''}{e.field}: emulating this run needs about {e.gib:.1f} GiB of "
+                    f"host memory (estimate), more than half of this machine's {have / GIB:.1f} GiB; {hint}")
+
+
+def check_host_memory(cfg: ModelConfig, timing_only: bool, where: str = "") -> None:
+    """ConfigError (naming the field that grows the estimate most) when emulating ``cfg`` needs more than half of
+    this machine's memory."""
+    e = estimate(cfg, timing_only)
+    if e.path == "composed":
+        hint = (f"shard each layer over more IPUs (--tensor-parallel, now {cfg.tensor_parallel}) or use fewer "
+                f"tokens (--seq, --batch)")
+    elif runs_numerics(cfg, timing_only):
+        hint = "use --timing-only (same cycles and memory) or smaller sizes"
+    else:
+        hint = "use smaller sizes"
+    refuse_past_half(e, hint, where)

@@ -1,0 +1,75 @@
+"""A seeded handful of bench/fuzz_records (the campaign is ``python -m bench.fuzz_records``, numbers in
+docs/performance.md): run-record and phases mutations through the reader and the commands, and planted sweep
+folders resumed without a cluster.  In-process and small (the suite's CPU budget): the full harness, its worker
+processes, Dask-run points, concurrent sweeps and the strace sample are the campaign's."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench import fuzz_records as fr  # noqa: E402
+from popvision_lite.errors import ConfigError  # noqa: E402
+
+
+def test_profile_mutations_are_refused_or_read_cleanly(tmp_path):
+    cases = fr.profile_cases(tmp_path / "p", 2, seed=7, start=0)
+    assert {c["kind"] for c in cases} <= {f"profile_{k}" for k in fr.PROFILE_MUTATIONS}
+    for case in cases:
+        if case["path"] is None:
+            continue
+        case["views"] = False
+        outcome, detail = fr.classify_profile(case)
+        assert outcome in ("ok", "refused"), (case["what"], outcome, detail)
+
+
+def test_a_declared_kind_broken_is_known_to_be_refused():
+    from popvision_lite.profile.run_record import Schedule
+
+    key = Schedule.KEYS["replicas"]
+    assert fr._breaks(key, "x") and fr._breaks(key, 0) and fr._breaks(key, 1e308) and not fr._breaks(key, 4)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A finished two-point sweep folder made without a cluster: each point run in-process."""
+    from popvision_lite.sweep import point as pt
+
+    tpl = tmp_path_factory.mktemp("tpl") / "template"
+    tpl.mkdir()
+    pts, names = fr._points()
+    rows = []
+    for p in pts:
+        rows.append(pt.run_point(p.spec, str(tpl), p.config_hash, p.key, point_fn=fr.fast_point) | {"point": p.index})
+    assert all(r["status"] == "ok" for r in rows), rows
+    from popvision_lite.sweep import results
+
+    results.write_results(tpl, rows, names)
+    return tpl
+
+
+@pytest.mark.parametrize("plants", [("link_lock",), ("fifo_run",), ("profiles_link",), ("link_csv", "stale_tmp"),
+                                    ("hardlink_lock",), ("dangling_lock",)])
+def test_planted_folders_are_refused_and_nothing_outside_changes(template, tmp_path, plants):
+    from popvision_lite.sweep import engine
+
+    case_dir = tmp_path / "case"
+    case_dir.mkdir()
+    rng = random.Random(0)
+    folder = case_dir / "sweep"
+    fr.shutil.copytree(template, folder, symlinks=True)
+    (case_dir / "victim.txt").write_bytes(fr.VICTIM)
+    (case_dir / "decoy").mkdir()
+    for d in fr.DECOYS:
+        (case_dir / "decoy" / d).write_bytes(fr.VICTIM)
+    rows = sorted((folder / "rows").glob("*.json"))
+    for what in plants:
+        fr._plant_one(rng, what, folder, case_dir / "victim.txt", case_dir / "decoy", case_dir, rows)
+    pts, names = fr._points()
+    with pytest.raises(ConfigError, match="sweep folder file"):  # every point resumable: no cluster needed
+        engine.run_sweep(pts, folder, grid_names=names, client=object())
+    assert fr.check_after(case_dir, folder) == ""

@@ -1,0 +1,67 @@
+"""The host-memory estimate of a run (emulator/models/host_memory.py): what it counts, what it names, and the
+pre-check around half of this machine's memory.  (How close it comes to measured peaks is bench/host_memory.py's
+table, judged in docs/performance.md: a measurement, not a test.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from popvision_lite import value_checks
+from popvision_lite.emulator.models import host_memory as hm
+from popvision_lite.emulator.models.config import make_config
+from popvision_lite.errors import ConfigError
+
+
+def test_composed_terms_count_distinct_stage_graphs_not_layers_or_replicas():
+    base = make_config("bert-large", ipus=4, seq=128, batch=8)
+    deeper = make_config("bert-large", ipus=4, seq=128, batch=8, layers=48)
+    replicated = make_config("bert-large", ipus=16, replicas=4, seq=128, batch=8, grad_accum=16)
+    t = hm.composed_terms(base)
+    assert t == hm.composed_terms(deeper)  # one layer body per stage graph, whatever the layer count
+    assert hm.composed_terms(replicated) == t  # replicas and accumulation compose the same stage graphs
+    assert t["graphs"] == 3  # first (embedding), middle, last (heads) of four IPUs
+    # each graph with a layer body counts its attention scores: batch x heads x seq^2
+    assert t["attention"] == 3 * 8 * 16 * 128 ** 2
+    # the embedding table (first IPU) and the MLM head (last IPU: decoder and logits of the masked tokens)
+    assert t["vocab"] == 30522 * 1024 + (8 * 19 * 30522 + 1024 * 30522)
+    wrap = hm.composed_terms(make_config("bert-large", ipus=4, seq=128, batch=8, pipeline_placement="wrap"))
+    assert wrap["graphs"] == 2  # IPU 0 holds the embedding and the heads, IPUs 1-3 one middle graph
+
+
+def test_tensor_parallel_shards_the_counted_layer():
+    whole = hm.composed_terms(make_config("gpt3-13b", ipus=8, replicas=8, streaming_weights=True))
+    shard = hm.composed_terms(make_config("gpt3-13b", ipus=64, tensor_parallel=8, replicas=8, streaming_weights=True))
+    assert shard["attention"] * 8 == whole["attention"]  # heads / t per IPU
+    assert shard["tokens"] < whole["tokens"] and shard["vocab"] < whole["vocab"]
+    assert hm.estimate(make_config("gpt3-13b", ipus=64, tensor_parallel=8, replicas=8), True).bytes < \
+        hm.estimate(make_config("gpt3-13b", ipus=8, replicas=8), True).bytes
+
+
+def test_whole_graph_values_only_with_numerics():
+    cfg = make_config("mlp", hidden=1024, batch=128)
+    timing, numerics = hm.whole_terms(cfg, True), hm.whole_terms(cfg, False)
+    assert timing["values"] == 0 and numerics["values"] == numerics["activations"] + numerics["weights"] > 0
+    assert hm.estimate(cfg, False).bytes > hm.estimate(cfg, True).bytes
+    assert hm.estimate(make_config("resnet50", batch=32), True).bytes > hm.estimate(make_config("resnet50"), True).bytes
+
+
+def test_paths_and_named_fields():
+    assert hm.estimate(make_config("bert-base"), True).path == "composed"
+    assert hm.estimate(make_config("bert-tiny"), False).path == "whole"  # numerics: the whole graph
+    assert hm.estimate(make_config("bert-tiny", ipus=2), False).path == "composed"  # at scale: composed
+    assert hm.estimate(make_config("bert", hidden=60000, heads=4), False).field == "hidden"
+    assert hm.estimate(make_config("gpt2-small", seq=8192), True).field == "tensor_parallel"
+    assert hm.estimate(make_config("bert-large", ipus=4, seq=2048, batch=8), True).field == "seq"
+    assert hm.estimate(make_config("resnet50", batch=512), True).field == "batch"
+
+
+def test_check_refuses_past_half_of_this_machine(monkeypatch):
+    cfg = make_config("bert-large", ipus=4, seq=512, batch=24)
+    need = hm.estimate(cfg, True).bytes
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need + 2)
+    hm.check_host_memory(cfg, True)  # within half: accepted
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need - 2)
+    with pytest.raises(ConfigError, match=r"^seq: emulating this run needs about .* GiB of host memory"):
+        hm.check_host_memory(cfg, True)
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: None)  # unknown: nothing to check against
+    hm.check_host_memory(cfg, True)

@@ -1,0 +1,98 @@
+"""Views shown again keep what they drew (issue 49 item 5): a revisit of a tab paints the Liveness curves from
+their cached pixmaps, re-places no Roofline label for a layout it placed before, and formats no table cell twice -
+while what is drawn and exported stays the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+
+pytestmark = pytest.mark.gui
+
+
+def _tabs(qtbot, document):
+    from popvision_lite.gui.document_widget import DocumentWidget
+    from tests.support.qt import show_view
+
+    dw = show_view(qtbot, DocumentWidget(document))
+    for k in dw.keys():
+        dw.show_view(k)
+        qtbot.wait(5)
+    return dw
+
+
+def test_a_revisited_liveness_view_paints_its_curves_from_the_cache(qtbot, document, monkeypatch):
+    dw = _tabs(qtbot, document)
+    view = dw.view("liveness")
+    painted = []
+    orig = pg.PlotCurveItem.paint
+    monkeypatch.setattr(pg.PlotCurveItem, "paint", lambda self, *a: (painted.append(self), orig(self, *a))[1])
+    counts = []
+    for _ in range(5):
+        dw.show_view("summary")
+        qtbot.wait(10)
+        dw.show_view("liveness")
+        qtbot.wait(10)
+        view.plot.grab()  # a paint of the whole plot
+        counts.append(painted.count(view.max_curve.curve))
+        painted.clear()
+    assert counts[-3:] == [0, 0, 0], counts  # once the tabs' layout has settled: blitted, never drawn again
+    view.set_tile(1 if view.tile != 1 else 2)  # new data: drawn afresh
+    view.plot.grab()
+    assert view.tile_curve.curve in painted and view.max_curve.curve not in painted
+
+
+def test_an_export_draws_the_items_not_their_pixmaps(qtbot, document, tmp_path):
+    from PySide6.QtWidgets import QGraphicsItem
+
+    from popvision_lite.gui.export.plots import export_svg
+
+    dw = _tabs(qtbot, document)
+    view = dw.show_view("liveness")
+    qtbot.wait(20)
+    curve = view.max_curve.curve
+    assert curve.cacheMode() == QGraphicsItem.CacheMode.DeviceCoordinateCache
+    export_svg(view.plot_items()["liveness"], tmp_path / "l.svg")
+    assert b"<image" not in (tmp_path / "l.svg").read_bytes()  # the curve as a path, not its cached pixmap
+    assert curve.cacheMode() == QGraphicsItem.CacheMode.DeviceCoordinateCache  # and cached again after
+
+
+def test_roofline_labels_are_placed_once_per_layout(qtbot, document, monkeypatch):
+    from popvision_lite.gui.items import ceiling_labels as CL
+    from popvision_lite.gui.views.roofline import RooflineView
+    from tests.support.qt import show_view
+
+    view = show_view(qtbot, RooflineView(document), size=(1000, 600))
+    qtbot.waitUntil(view.is_ready, timeout=20000)
+    qtbot.wait(50)
+    labels = view.ceiling_labels.labels()
+    before = [(tuple(t.anchor), (t.pos().x(), t.pos().y()), t.isVisible()) for t in labels]
+    placed = []
+    orig = CL.CeilingLabelsItem._place_roof
+    monkeypatch.setattr(CL.CeilingLabelsItem, "_place_roof", lambda self, *a: (placed.append(1), orig(self, *a))[1])
+    view._place_labels()  # the same layout: the kept placement, not a new one
+    assert not placed
+    assert [(tuple(t.anchor), (t.pos().x(), t.pos().y()), t.isVisible()) for t in labels] == before
+    view.resize(800, 500)  # another layout: placed afresh
+    qtbot.wait(50)
+    view._place_labels()
+    assert placed or not view.ceiling_labels.roofs
+
+
+def test_table_cells_are_formatted_once_and_follow_a_sort(qtbot):
+    import pandas as pd
+    from PySide6.QtCore import Qt
+
+    from popvision_lite.gui.table_model import DataFrameModel
+
+    m = DataFrameModel(pd.DataFrame({"bytes": [2048, 10], "name": ["b", "a"]}), byte_columns=("bytes",))
+    cell = m.index(0, 0)
+    first = m.data(cell, Qt.DisplayRole)
+    calls = []
+    orig = m._cell
+    m._cell = lambda *a: (calls.append(a), orig(*a))[1]
+    assert m.data(cell, Qt.DisplayRole) == first and not calls  # kept
+    m.sort(1, Qt.AscendingOrder)  # rows move: what a cell shows is formatted again
+    assert m.data(m.index(0, 1), Qt.DisplayRole) == "a" and calls
+    assert np.array_equal(m.df["name"].to_numpy(), ["a", "b"])

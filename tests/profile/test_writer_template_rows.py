@@ -1,0 +1,63 @@
+"""The profile writer's path for arrays that know their rows' data and tile-block figures without forming the rows
+(the emulator's StepTileArray: rows of step templates): the file is the one the dense path writes, dataset for
+dataset."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+
+from popvision_lite.emulator.compile.compiled import StepTemplate
+from popvision_lite.emulator.models.config import make_config
+from popvision_lite.emulator.models.emulated import run_model
+from popvision_lite.emulator.profile_builder import StepTileArray
+from popvision_lite.profile import writer as W
+
+
+def _datasets(path) -> dict:
+    out = {}
+    with h5py.File(path) as f:
+        f.visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
+    return out
+
+
+def test_template_rows_write_the_dense_paths_file(tmp_path, monkeypatch):
+    run = run_model(make_config("bert-tiny", ipus=4, replicas=2, pipeline_stages=2, grad_accum=4, seq=32),
+                    timing_only=True)
+    data = run.profile_data
+    assert isinstance(data.step_tile_cycles, StepTileArray)
+    seen = []
+    orig = W._StepTileWriter.__init__
+
+    def spy(self, *a, **k):
+        orig(self, *a, **k)
+        seen.append(self.lazy)
+
+    monkeypatch.setattr(W._StepTileWriter, "__init__", spy)
+    W.write_profile(tmp_path / "lazy.pvl", data)
+    monkeypatch.setattr(W._StepTileWriter, "__init__", lambda self, *a, **k: (orig(self, *a, **k),
+                                                                               setattr(self, "lazy", False))[0])
+    W.write_profile(tmp_path / "dense.pvl", data)
+    assert seen == [True]
+    lazy, dense = _datasets(tmp_path / "lazy.pvl"), _datasets(tmp_path / "dense.pvl")
+    assert lazy.keys() == dense.keys() and any(k.startswith("summaries/") for k in lazy)
+    for k in lazy:
+        np.testing.assert_array_equal(lazy[k], dense[k], err_msg=k)
+
+
+def test_template_block_figures_of_partly_listed_blocks():
+    """A block some of whose tiles a template leaves out has minimum 0; sums and maxima count the listed tiles."""
+    z = np.zeros(0, np.uint32)
+    tpl = [StepTemplate(kind=0, prog_id=0, op_id=0, ipu=0, duration=9, tiles=np.array([1, 2, 3, 5]),
+                        cycles=np.array([4, 9, 6, 7], np.uint32), bytes_in=z, bytes_out=z),
+           StepTemplate(kind=0, prog_id=0, op_id=0, ipu=0, duration=3, tiles=None,
+                        cycles=np.array([3, 1, 2, 2, 5, 8, 1, 1], np.uint32), bytes_in=z, bytes_out=z)]
+    a = StepTileArray(tpl, np.array([0, 1, 1, 0]), "cycles", 8)
+    mn, sm, mx = a.tile_block_rows(0, 4, np.array([0, 4]))
+    dense = np.asarray(a)
+    for r in range(4):
+        for b, (lo, hi) in enumerate(((0, 4), (4, 8))):
+            assert mn[r, b] == dense[r, lo:hi].min() and mx[r, b] == dense[r, lo:hi].max()
+            assert sm[r, b] == dense[r, lo:hi].sum()
+    keep, rows = StepTileArray(tpl, np.array([0, 1]), "bytes_in", 8).nonzero_rows(0, 2)
+    assert not keep.any() and rows.shape == (0, 8)
