@@ -79,7 +79,7 @@ def _value_for(rng: random.Random, key) -> tuple[object, bool]:
     if r < 0.45:
         v = _junk(rng)
         return v, _breaks(key, v)
-    if key.kind in (rr.INT, rr.FLOAT):
+    if key.kind in (rr.INT, rr.FLOAT, rr.NUMBER):
         lo, hi = key.lo, key.hi
         cand = [lo, hi, hi + 1, lo - 1, hi * 10, (lo + hi) / 2, rng.uniform(lo, min(hi, 1e6))]
         v = rng.choice(cand)

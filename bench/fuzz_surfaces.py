@@ -287,9 +287,9 @@ def sweep_csv(rng, folder: Path, i: int, bait: Path, sample: Path) -> tuple[str,
     return str(d / "sweep.csv"), kind
 
 
-def make_cases(folder: Path, base: Path, n: int, seed: int, start_id: int) -> list[dict]:
-    """``n`` round-3 cases: profiles with payloads and the issue-27 cases, traces, ONNX models, sweep CSVs,
-    plus special files given to each reader."""
+def make_cases(folder: Path, base: Path, n: int, seed: int, start_id: int, i27_repeats: int = 4) -> list[dict]:
+    """``n`` round-3 cases: profiles with payloads and the issue-27 cases (``i27_repeats`` of each of the three,
+    each through every view), traces, ONNX models, sweep CSVs, plus special files given to each reader."""
     folder = Path(folder).resolve()
     for sub in ("payload", "traces", "onnx", "csv"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -308,7 +308,7 @@ def make_cases(folder: Path, base: Path, n: int, seed: int, start_id: int) -> li
         add("onnx", f"special {special}", argv=["emulate", "--onnx", str(special), "-o", str(folder / "o.pvl")])
         add("csv", f"special {special}", sweep=str(special), path=str(special))
     for which in range(3):
-        for j in range(4):
+        for j in range(i27_repeats):
             rng = random.Random(f"i27:{seed}:{which}:{j}")
             dst = folder / "payload" / f"i27_{which}_{j}.pvl"
             add("issue27", issue27(rng, base, dst, bait, which), path=str(dst), views=True)

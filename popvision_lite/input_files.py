@@ -17,7 +17,8 @@ torch_trace    512 MiB           a PyTorch profiler trace of a training step is 
                                  takes ~10x the text in memory.  Gzip: 512 MiB decompressed
 csv            256 MiB           sweep.csv and validation data: thousands of rows of ~30 fields
 sweep_meta     16 MiB            sweep.json: the grid and base config of a sweep
-sweep_row      1 MiB             rows/<key>.json of a sweep point: ~2 KB (config fields and metrics)
+sweep_row      256 KiB           rows/<key>.json of a sweep point: ~2 KB (config fields and metrics); a resume reads
+                                 one per point (10,000 at most without --yes: 2.5 GiB of planted rows at worst)
 =============  ================  =========================================================================
 
 Inside a folder that is the trust boundary (a sweep folder), files are read with ``dir_fd`` (the folder's
@@ -43,7 +44,7 @@ LIMITS = {
     "torch_trace": 512 * MiB,
     "csv": 256 * MiB,
     "sweep_meta": 16 * MiB,
-    "sweep_row": 1 * MiB,
+    "sweep_row": MiB // 4,
 }
 MAX_JSON_DEPTH = 64   # a Chrome trace nests 3-4 levels (traceEvents -> event -> args -> shapes)
 

@@ -195,7 +195,10 @@ def op_counts(profile) -> OpCounts:
                 calls[att], calls[ffn] = blk[0], blk[1]
         else:
             for s, k in enumerate(split[:MAX_IPU_PREFIXES]):
-                calls[names.str.startswith(f"ipu{s}/layer/").to_numpy()] = max(k, 1)
+                if k != int(k):  # a 2.0 writer placed whole layers only
+                    raise ConfigError(f"{where}: run['schedule']['layer_split'][{s}] = {k!r} is not a whole layer "
+                                      "count (a file of format 2.0 without op counts)")
+                calls[names.str.startswith(f"ipu{s}/layer/").to_numpy()] = max(int(k), 1)
         rec = _recomputed_op_ids(profile)
         rpc = np.where(ops["op_id"].isin(rec).to_numpy(), 2, 1).astype(np.int64)
         notes = []

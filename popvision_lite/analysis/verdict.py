@@ -147,6 +147,8 @@ class Verdict:
                 (f"time for {n:,} samples", na, format_seconds(g.seconds_for(n))),
                 ("USD per chip-hour", format_usd(i.usd_per_chip_hour), format_usd(g.usd_per_chip_hour)),
                 ("USD per 1 M samples", na, format_usd(g.usd_per_million())),
+                ("placement", self.ipu_count_text or f"{i.chips} IPUs", self.placement_text()),
+                ("precision", "", self.gpu_precision),
                 ("fits in memory", "NO (what it takes to fit: above)", _gpu_fit_text(self.gpu_estimate)),
                 ("bound by", "memory (does not fit)", g.bound_by),
             ]

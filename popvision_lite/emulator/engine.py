@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compiler import Compiled, compile_graph
+from popvision_lite.emulator.compile import CarriedCopies, Compiled, compile_graph
 from popvision_lite.emulator.graph import DTYPES, Graph, HostBuffer, Tensor
 from popvision_lite.emulator.profile_builder import build_profile
 from popvision_lite.emulator.run_result import RunResult
@@ -221,7 +221,10 @@ def _aliasable(src, dst) -> bool:
 
 class Engine:
     def __init__(self, graph: Graph, program: P.Program, mode: str = "full", model: str = "",
-                 config: dict | None = None):
+                 config: dict | None = None, carried_copies: CarriedCopies | None = None):
+        """``carried_copies``: compiled copies the caller carries from one whole graph's compile to the next
+        (compile.CarriedCopies; the bundled models and ONNX imports share one per process, models/emulated.py);
+        None: the compile keeps nothing beyond itself."""
         if mode not in MODES:
             raise EmulatorError(f"engine: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if not isinstance(graph, Graph):
@@ -233,10 +236,11 @@ class Engine:
         self.config = dict(config or {})
         self._compiled: CompiledGraph | None = None
         self.lazy_copies = True  # full mode: defer whole-tensor broadcast copies (see _Data)
+        self.carried_copies = carried_copies
 
     def compile(self) -> CompiledGraph:
         if self._compiled is None:
-            self._compiled = CompiledGraph(compile_graph(self.graph, self.program), self.mode, self.model,
+            self._compiled = CompiledGraph(compile_graph(self.graph, self.program, copy_memo=self.carried_copies), self.mode, self.model,
                                            self.config)
         return self._compiled
 

@@ -49,7 +49,7 @@ MAX_PARAMS = 1e15           # parameters of a model (GPT-3: 1.75e11)
 MAX_BATCH = 1 << 28         # samples of one micro-batch: an ONNX graph input's elements at most (onnx_import's bound;
 #                             the bundled models' batch is at most MODEL_LIMITS["batch"], 65,536)
 
-INT, FLOAT, BOOL, TEXT = "int", "float", "bool", "text"
+INT, FLOAT, NUMBER, BOOL, TEXT = "int", "float", "number", "bool", "text"
 INTS, FLOATS, FLOAT_OR_FLOATS, INT_PAIRS = "ints", "floats", "float_or_floats", "int_pairs"
 FLOAT_MAP, INT_MAP, INT_MAP_MAP = "float_map", "int_map", "int_map_map"
 RECORD, RECORDS = "record", "records"
@@ -75,7 +75,7 @@ class Key:
         what = {INT: "a whole number", INTS: "a list of whole numbers", INT_MAP: "an object of whole numbers",
                 INT_MAP_MAP: "an object of objects of whole numbers", INT_PAIRS: "a list of lists of whole numbers",
                 FLOAT: "a finite number", FLOATS: "a list of finite numbers", FLOAT_MAP: "an object of finite numbers",
-                FLOAT_OR_FLOATS: "a finite number or a list of them"}.get(self.kind)
+                FLOAT_OR_FLOATS: "a finite number or a list of them", NUMBER: "a finite number"}.get(self.kind)
         if what:
             return f"{what} {bounds}"
         return {BOOL: "true or false", TEXT: f"text of at most {MAX_TEXT:,} characters",
@@ -124,6 +124,12 @@ def _float(v, lo, hi):
     if not lo <= v <= hi:
         raise _Bad(f"{_shown(v)} is outside {_num_text(lo)}..{_num_text(hi)}")
     return v
+
+
+def _number(v, lo, hi):
+    """A finite number within lo..hi as recorded: an int stays an int (a count), a float a float (a half layer)."""
+    f = _float(v, lo, hi)
+    return v if isinstance(v, int) else f
 
 
 def _text(v):
@@ -176,8 +182,10 @@ def _checked(key: Key, v, where: str, err: ErrorFactory):
         return _text(v)
     if k == INTS:
         return [x for _, x in _entries(enumerate(_list(v, "whole numbers")), lambda x: _int(x, lo, hi))]
-    if k == FLOATS:
-        return [x for _, x in _entries(enumerate(_list(v, "numbers")), lambda x: _float(x, lo, hi))]
+    if k == FLOATS:  # whole numbers stay ints (layer_split [4, 6.5, 6.5]: the value as recorded)
+        return [x for _, x in _entries(enumerate(_list(v, "numbers")), lambda x: _number(x, lo, hi))]
+    if k == NUMBER:
+        return _number(v, lo, hi)
     if k == FLOAT_OR_FLOATS:
         if isinstance(v, list | tuple):
             return [x for _, x in _entries(enumerate(_list(v, "numbers")), lambda x: _float(x, lo, hi))]
@@ -257,7 +265,7 @@ class Record(Mapping):
             try:
                 values[name] = _checked(key, value[name], w, err)
             except _Bad as e:
-                unit = f" {key.unit}" if key.unit and key.kind in (INT, FLOAT) else ""
+                unit = f" {key.unit}" if key.unit and key.kind in (INT, FLOAT, NUMBER) else ""
                 raise err(f"{w}: {e}; expected {key.describe()}{unit}") from None
         rec = cls(values)
         problem = rec.problem()
@@ -521,7 +529,8 @@ class TrainingStateIPU(Record):
 
     KEYS = Record.declare((
         Key("ipu", INT, "", 0, MAX_IPUS - 1, 0, "the IPU"),
-        Key("layers", INT, "layers", -1, MODEL_LIMITS["layers"][1], -1, "layers on it (-1: one whole graph)"),
+        Key("layers", NUMBER, "layers", -1, MODEL_LIMITS["layers"][1], -1,
+            "layers on it (-1: one whole graph; halves where attention and FFN are placed apart)"),
         Key("params", INT, "", 0, MAX_PARAMS, 0, "trained parameters on it"),
         Key("fits", BOOL, "", default=True, doc="whether its tiles hold it"),
         Key("mib", RECORD, "MiB", record=MiBRecord, doc="its memory by use"),

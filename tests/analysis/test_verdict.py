@@ -137,6 +137,9 @@ def test_a_run_that_does_not_fit_gets_no_speed_or_cost_claim(capsys):
     rows = {r[0]: r for r in v.rows()}
     assert rows["samples/s"][1] == "n/a (does not fit)" and rows["USD per 1 M samples"][1] == "n/a (does not fit)"
     assert not any("same dollars" in k for k in rows)
+    # the GPU side still says how it placed the model and in what precision
+    assert rows["placement"][2] == v.gpu_estimate.placement.text() and rows["precision"][2] == "fp16"
+    assert rows["error band"][2] == v.gpu_band.text()
     assert main(["verdict", str(SAMPLES / "bert_large_1ipu_oom.pvl")]) == 0
     out = capsys.readouterr().out
     assert "no speed or cost claim" in out and "cheaper" not in out and "faster" not in out

@@ -15,9 +15,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench import fuzz_hostile as fh  # noqa: E402
 
-N_FILES = 30
+# every kind at least once, few repeats: a case that opens goes through every view, which is what costs (the
+# campaign of 2,400 cases is ``python -m bench.fuzz_hostile``; docs/performance.md "Test suite CPU")
+N_FILES = len(fh.HOSTILE) + 1
 N_CLI = 16
-N_SURFACES = 40  # text payloads (through every view), issue-27 cases, traces, ONNX models, sweep CSVs
+I27_REPEATS = 1  # each of the three issue-27 cases once (the campaign: 4)
+# 12 special files (4 x trace, ONNX, CSV) + 3 issue-27 cases, then each of the 4 other kinds once + 3 drawn
+N_SURFACES = 12 + 3 * I27_REPEATS + 7
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +36,7 @@ def results(tmp_path_factory):
         c["id"] = len(cases) + i
     from bench import fuzz_surfaces
 
-    surf = fuzz_surfaces.make_cases(folder / "surfaces", base, N_SURFACES, 5, len(cases) + len(cli))
+    surf = fuzz_surfaces.make_cases(folder / "surfaces", base, N_SURFACES, 5, len(cases) + len(cli), I27_REPEATS)
     return fh.run(cases + cli + surf, workers=2, timeout=30.0, mem_mb=fh.MEM_MB)
 
 

@@ -17,7 +17,7 @@ from popvision_lite.errors import ConfigError  # noqa: E402
 
 
 def test_profile_mutations_are_refused_or_read_cleanly(tmp_path):
-    cases = fr.profile_cases(tmp_path / "p", 4, seed=7, start=0)
+    cases = fr.profile_cases(tmp_path / "p", 2, seed=7, start=0)
     assert {c["kind"] for c in cases} <= {f"profile_{k}" for k in fr.PROFILE_MUTATIONS}
     for case in cases:
         if case["path"] is None:

@@ -22,7 +22,7 @@ from popvision_lite.errors import ProfileError
 from popvision_lite.profile.reader import open_profile
 
 
-def _kill_when_temp_appears(cmd, folder: Path, prefix: str, min_bytes: int = 1, timeout: float = 120.0):
+def _kill_when_temp_appears(cmd, folder: Path, prefix: str, min_bytes: int = 1, timeout: float = 1800.0):
     """Start cmd, wait until a temp file '<prefix>*.tmp' in folder has min_bytes, kill -9 it.
 
     Returns the temp files seen (paths).  Fails if the process ends before a temp file shows up.
@@ -62,16 +62,23 @@ def _size(p: Path) -> int:
 CLI = [sys.executable, "-m", "popvision_lite.cli"]
 
 
-# The profile writer builds the HDF5 file in memory and writes it to its temp file only at the end (a 16-IPU
-# timing-only BERT: ~1.7 MB in one write, far too quick to land a kill in).  So the child writes the image in
-# 64 KiB pieces with a 20 ms pause before each: the kill lands while the temp file holds part of the image.
-SLOW_EMULATE = textwrap.dedent("""
+# The profile writer builds the HDF5 file in memory and writes it to its temp file only at the end (a 2-IPU
+# timing-only BERT: ~1.2 MB in one write, far too quick to land a kill in; 3 s CPU to emulate).  So the child writes the image in
+# 64 KiB pieces and, once it has written HOLD_AFTER bytes, stops there until it is killed: the kill always lands
+# while the temp file holds part of the image, however slow or loaded the machine (no race with the last write).
+HOLD_AFTER = 320 << 10
+SLOW_EMULATE = textwrap.dedent(f"""
     import os, sys, time
     from popvision_lite.profile import writer
     _write = os.write
+    _done = [0]
     def slow_write(fd, data):
-        time.sleep(0.02)
-        return _write(fd, data)
+        if _done[0] >= {HOLD_AFTER}:
+            while True:  # hold the half-written temp file until the test kills this process
+                time.sleep(1)
+        n = _write(fd, data)
+        _done[0] += n
+        return n
     writer.WRITE_CHUNK = 64 << 10
     writer.os.write = slow_write
     from popvision_lite.cli import main
@@ -87,7 +94,7 @@ def test_emulate_killed_mid_write(tmp_path, previous):
 
         write_synthetic(target, num_ipus=1, tiles_per_ipu=8, num_steps=30, num_layers=1)
         before = target.read_bytes()
-    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "16", "--layers", "16", "--timing-only", "-q",
+    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "2", "--layers", "2", "--timing-only", "-q",
            "-o", str(target)]
     temps = _kill_when_temp_appears(cmd, tmp_path, ".run.pvl.", min_bytes=256 << 10)
     if previous:
@@ -104,6 +111,36 @@ def test_emulate_killed_mid_write(tmp_path, previous):
         assert str(t) in str(ei.value)
 
 
+# The Chrome trace is written as text through atomic_io's file handle: the child wraps each handle opened for
+# writing so that, once HOLD_AFTER characters are written (and flushed to the temp file), it stops there until killed.
+HELD_EXPORT = textwrap.dedent(f"""
+    import os, sys, time
+    _fdopen = os.fdopen
+    class Held:
+        def __init__(self, fh):
+            self.fh, self.n = fh, 0
+        def write(self, text):
+            if self.n >= {HOLD_AFTER}:
+                self.fh.flush()
+                while True:  # hold the half-written temp file until the test kills this process
+                    time.sleep(1)
+            self.n += len(text)
+            return self.fh.write(text)
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            return self.fh.__exit__(*exc)
+    def fdopen(fd, mode="r", *args, **kwargs):
+        fh = _fdopen(fd, mode, *args, **kwargs)
+        return Held(fh) if "w" in mode else fh
+    os.fdopen = fdopen
+    from popvision_lite.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
 @pytest.fixture(scope="module")
 def trace_source(tmp_path_factory):
     from popvision_lite.testing.synthetic import write_synthetic
@@ -118,8 +155,9 @@ def test_chrome_trace_export_killed_mid_write(tmp_path, trace_source, previous):
     if previous:
         target.write_text(json.dumps({"traceEvents": []}))
         before = target.read_bytes()
-    # one lane per tile: ~900k events, seconds of writing
-    cmd = [*CLI, "export", str(trace_source), "--chrome-trace", "--tiles", "0-1471", "-o", str(target)]
+    # one lane per tile: ~900k events; the child holds its half-written temp file until it is killed
+    cmd = [sys.executable, "-c", HELD_EXPORT, "export", str(trace_source), "--chrome-trace", "--tiles", "0-1471",
+           "-o", str(target)]
     temps = _kill_when_temp_appears(cmd, tmp_path, ".trace.json.", min_bytes=64 << 10)
     if previous:
         assert target.read_bytes() == before

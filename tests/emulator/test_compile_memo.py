@@ -4,8 +4,8 @@ exactly what compiling every copy afresh gives."""
 
 import numpy as np
 
+import popvision_lite.emulator.compile as C
 import popvision_lite.emulator.compile.steps as S
-import popvision_lite.emulator.compiler as C
 from popvision_lite.emulator import Graph, Target, TensorView
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
@@ -144,28 +144,31 @@ def test_carried_copies_replay_the_previous_graphs_exchanges(monkeypatch):
     monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
     mk2, bow = Target.from_device("ipu-mk2", num_ipus=1), Target.from_device("ipu-bow", num_ipus=1)
     assert S.copy_cost_key(mk2) == S.copy_cost_key(bow) and mk2.em != bow.em
-    S.carried_copies.clear()
     g_bow, p_bow = _broadcast_graph(bow, ((40, 0), (48, 0), (56, 0), (40, 100)))
     alone = C.compile_graph(g_bow, p_bow)
     assert len(fresh) == 6  # three structures; the rotated pair replays within the graph
-    S.carried_copies.clear()
+    before = len(fresh)
+    C.compile_graph(*_broadcast_graph(bow, ((40, 0), (48, 0), (56, 0), (40, 100))))
+    assert len(fresh) - before == 6  # without a CarriedCopies nothing outlives a compile
+    carry = C.CarriedCopies()
     g1, p1 = _broadcast_graph(mk2, ((40, 0), (48, 0)))
-    C.compile_graph(g1, p1)
+    C.compile_graph(g1, p1, copy_memo=carry)
     before = len(fresh)
     g2, p2 = _broadcast_graph(bow, ((40, 0), (48, 0), (56, 0), (40, 100)))
-    carried = C.compile_graph(g2, p2)
+    carried = C.compile_graph(g2, p2, copy_memo=carry)
     assert len(fresh) - before == 2  # only the 56-row pair is new
     _assert_same(carried, alone)
-    assert len(S.carried_copies.copies) == 6  # the entries this graph used (its six structures)
+    assert len(carry.copies) == 6  # the entries this graph used (its six structures)
     g3, p3 = _broadcast_graph(mk2, ((24, 0),))
-    C.compile_graph(g3, p3)
-    assert len(S.carried_copies.copies) == 2  # one graph's entries kept, not every graph's
+    C.compile_graph(g3, p3, copy_memo=carry)
+    assert len(carry.copies) == 2  # one graph's entries kept, not every graph's
     two = Target.from_device("ipu-mk2", num_ipus=2)  # another copy cost key: nothing carried over
     assert S.copy_cost_key(two) != S.copy_cost_key(mk2)
     g4, p4 = _broadcast_graph(two, ((24, 0),))
     before = len(fresh)
-    C.compile_graph(g4, p4)
+    C.compile_graph(g4, p4, copy_memo=carry)
     assert len(fresh) - before == 2
+    assert vars(carried.caches) == vars(C.CompileCaches())  # a compiled graph keeps none of its caches
 
 
 class _Reads(dict):
@@ -206,7 +209,6 @@ def test_copy_compile_reads_only_the_constants_of_its_cost_key(monkeypatch):
         target = Target.from_device("ipu-mk2", num_ipus=ipus)
         target.em = _Reads(target.em)
         g, p = _broadcast_graph(target, ((40, 0), (48, target.tiles_per_ipu - 4)))  # (2 IPUs: across both)
-        S.carried_copies.clear()
         c = C.compile_graph(g, p)
         assert target.em.read and target.em.read <= set(keys), target.em.read - set(keys)
         assert any(t.kind == C.K_XG for t in c.templates) == (ipus == 2)  # a global exchange on two IPUs

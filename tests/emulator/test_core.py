@@ -400,7 +400,7 @@ def test_docs_example_runs(tmp_path, monkeypatch):
 
 def test_copy_pieces_match_per_element_brute_force(mk2):
     """Vectorised copy splitting (runs and per-block fast path) == per-element tile lookup."""
-    from popvision_lite.emulator.compiler import copy_pieces
+    from popvision_lite.emulator.compile import copy_pieces
 
     rng = np.random.default_rng(11)
     for trial in range(40):
@@ -759,12 +759,14 @@ def test_tile_base_of_the_graph_check_keeps_only_the_last_tensor(mk2, monkeypatc
             offs[on] = np.cumsum(sizes) - sizes
         return offs - mp.start
 
-    c = SimpleNamespace()
+    from popvision_lite.emulator.compile import CompileCaches
+
+    c = SimpleNamespace(caches=CompileCaches())
     maps = [mapping(int(rng.integers(2, 40))) for _ in range(4)]
     for i in (0, 0, 1, 0, 2, 2, 2, 3, 1):
         got = memory._tile_base(c, maps[i], keep=False)
         assert np.array_equal(got, tile_positions(maps[i])), i
-    assert c.tile_offsets == {} and c._tile_base_last[0] is maps[1]
+    assert c.caches.tile_offsets == {} and c.caches.tile_base_last[0] is maps[1]
     first = memory._tile_base(c, maps[1], keep=False)
     assert memory._tile_base(c, maps[1], keep=False) is first
 
@@ -779,11 +781,11 @@ def test_tile_base_of_the_graph_check_keeps_only_the_last_tensor(mk2, monkeypatc
     def check(cc, *args):
         real_check(cc, *args)
         memory._tile_base(cc, a.mapping, keep=False)  # as the check does for a field of several rows
-        seen.append("_tile_base_last" in vars(cc))
+        seen.append(cc.caches.tile_base_last is not None)
 
     monkeypatch.setattr(compile_mod, "check_graph", check)
     compiled = compile_mod.compile_graph(g, P.Copy(a, b))
-    assert seen == [True] and "_tile_base_last" not in vars(compiled)
+    assert seen == [True] and compiled.caches.tile_base_last is None
 
 
 def test_send_side_patterns_are_the_receive_order_restricted():

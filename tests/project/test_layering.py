@@ -39,7 +39,11 @@ def test_checker_sees_qt_imports(tmp_path):
 
 
 def test_import_linter_contracts_are_kept(capsys):
-    """The same check as `lint-imports` in .ci/run, so `pytest` alone fails on a broken layer."""
+    """The same check as `lint-imports` in .ci/run, so `pytest` alone fails on a broken layer.  import-linter
+    configures its logging with ``logging.config.dictConfig``, whose default disables every logger that exists
+    already - the package's own among them, so a later test's warnings (a sweep's note on daemonic Dask workers)
+    vanished in the full suite: the loggers are given back as they were."""
+    import logging
     import os
 
     import pytest
@@ -47,8 +51,12 @@ def test_import_linter_contracts_are_kept(capsys):
     cli = pytest.importorskip("importlinter.cli", reason="import-linter is in the test extra")
     cwd = os.getcwd()
     os.chdir(PKG.parent)  # it reads pyproject.toml from the current folder
+    loggers = [lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    disabled = [lg.disabled for lg in loggers]
     try:
         status = cli.lint_imports(no_cache=True, no_logo=True)
     finally:
         os.chdir(cwd)
+        for lg, was in zip(loggers, disabled, strict=True):
+            lg.disabled = was
     assert status == 0, capsys.readouterr().out[-4000:]

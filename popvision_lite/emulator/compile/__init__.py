@@ -21,6 +21,7 @@ from popvision_lite.emulator.compile.compiled import (
     K_SYNC,
     K_XG,
     K_XI,
+    CompileCaches,
     Compiled,
     CopyPlan,
     ProgInfo,
@@ -29,8 +30,8 @@ from popvision_lite.emulator.compile.compiled import (
 from popvision_lite.emulator.compile.liveness import accesses, compute_liveness
 from popvision_lite.emulator.compile.memory import vertex_memory
 from popvision_lite.emulator.compile.steps import (
+    CarriedCopies,
     CopyMemo,
-    carried_copies,
     compile_copy,
     compile_execute,
     compile_stream,
@@ -44,7 +45,8 @@ from popvision_lite.emulator.host_alloc import reuse_freed_memory
 from popvision_lite.errors import EmulatorError
 from popvision_lite.profile.schema import CATEGORY_CODE
 
-__all__ = ["K_COMPUTE", "K_STREAM", "K_SYNC", "K_XG", "K_XI", "Compiled", "CopyMemo", "CopyPlan", "ProgInfo",
+__all__ = ["K_COMPUTE", "K_STREAM", "K_SYNC", "K_XG", "K_XI", "CarriedCopies", "CompileCaches", "Compiled", "CopyMemo", "CopyPlan",
+           "ProgInfo",
            "StepTemplate", "accesses", "compile_graph", "copy_pieces"]
 
 _OUTLINED_CATS = [CATEGORY_CODE[k] for k in ("internalExchangeCode", "globalExchangeCode", "copyDescriptor",
@@ -79,13 +81,16 @@ def _walk(c: Compiled, prog: P.Program, parent: int, op: str | None, stack: set)
 
 
 def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
-                  copy_memo: CopyMemo | None = None) -> Compiled:
+                  copy_memo: CopyMemo | CarriedCopies | None = None) -> Compiled:
     """``outline``: share the code of structurally identical ops, as PopART's outliner does
     (``SessionOptions.enableOutlining``, on by default): an exchange program whose pieces (tile pairs,
     lengths, relative offsets) match an earlier one, and a compute set whose vertices match an
     earlier one, are charged code / vertex state once.  Used by the pipeline composition (PopART-like
     runs); plain Poplar graphs (the graph API) are not outlined.  ``copy_memo``: compiled copies shared
-    with the other graphs compiled with it (same target and outline setting; :class:`~.steps.CopyMemo`)."""
+    with the other graphs compiled with it: a :class:`~.steps.CopyMemo` (a run's stage graphs: same target and
+    outline setting) or a :class:`~.steps.CarriedCopies` (whole graphs compiled one after another, e.g. a
+    model's graph on the Bow IPU after the Mk2).  Without one, the compile keeps nothing beyond itself: every
+    cache it uses is in ``Compiled.caches``, dropped before it returns."""
     if not isinstance(program, P.Program):
         raise EmulatorError(f"engine: {program!r} is not a program (use programs.Sequence(...) etc.)")
     reuse_freed_memory()  # the compile's large temporaries reused from the heap (host_alloc)
@@ -94,12 +99,10 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     _walk(c, program, -1, None, set())
     if copy_memo is not None:
         copy_memo.attach(c)
-    elif not c.outline:
-        carried_copies.attach(c)  # the previous whole graph's compiled copies (steps.CarriedCopies)
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     check_program_graph(c)
-    check_graph(c, used_cs, c.__dict__.get("_check_memo"))
-    c.__dict__.pop("_tile_base_last", None)  # (memory._tile_base: the check's last tensor)
+    check_graph(c, used_cs, c.caches.check_memo)
+    c.caches.tile_base_last = None  # (memory._tile_base: the check's last tensor)
     first_use: dict[int, ProgInfo] = {}
     copy_sigs: set = set()
     for pid in c.leaves:
@@ -137,11 +140,9 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
             pass  # empty sequence
         else:
             raise EmulatorError(f"program '{p.name}': unsupported program kind {type(p).__name__}")
-    if copy_memo is None and not c.outline:
-        carried_copies.keep_used(c)
-    for k in ("_copy_memo", "_copy_keys_used", "_check_memo", "_check_keys_used", "_exec_memo",
-              "_array_digests"):
-        c.__dict__.pop(k, None)  # compile-time caches (they hold the copies' arrays)
+    if copy_memo is not None:
+        copy_memo.compiled(c)
+    c.caches.drop_step_caches()  # (they hold the copies' arrays)
     for info in c.progs:
         if isinstance(info.prog, P.Repeat):
             c.add_mem("controlCode", np.arange(c.num_tiles), cm.CONTROL_CODE_REPEAT)
@@ -149,8 +150,7 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     vertex_memory(c, used_cs)
     # the last reader of the tensors' tile offsets (memory.tile_offsets: one int32 per mapping interval of
     # every tensor a copy or a field touched, ~75 MB on a ResNet-50 graph) is done with them
-    c.__dict__.pop("tile_offsets", None)
-    c.__dict__.pop("rows_adjacent", None)  # the graph check's answers for vertex_memory
+    c.caches.drop_layout()  # and the graph check's answers for vertex_memory
     c.add_mem("stack", np.arange(c.num_tiles), cm.stack_bytes(c.target.threads_per_tile))
     compute_liveness(c)
     # memory check: always-live of every category + peak not-always-live

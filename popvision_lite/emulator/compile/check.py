@@ -41,7 +41,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
     digests = {}  # per tensor: its mapping's tiles and interval starts (with the shape, the whole mapping: the
     # intervals cover [0, size) contiguously), by content (digest: also the key of answers kept across graphs)
     done: dict = {}
-    memo_used = c.__dict__.get("_check_keys_used", set())
+    memo_used = c.caches.check_keys_used
     for cs in g.compute_sets:
         if cs.id not in used_cs:
             continue

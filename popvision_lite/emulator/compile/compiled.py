@@ -68,6 +68,35 @@ class CopyPlan:
     dst_k: np.ndarray | None = None
 
 
+@dataclass
+class CompileCaches:
+    """What a compile keeps while it runs, each cache by name with its lifetime (nothing is kept on a
+    :class:`Compiled` under a private attribute).  A compile starts with empty ones; a
+    :class:`~.steps.CopyMemo` or :class:`~.steps.CarriedCopies` given to :func:`~.compile_graph` attaches
+    its shared dicts instead (the copies and checks of other graphs).  :func:`~.compile_graph` drops the step
+    caches when the steps are compiled (:meth:`drop_step_caches`: they hold the copies' arrays) and the
+    layout caches when vertex memory is done (:meth:`drop_layout`)."""
+
+    # -- until the steps are compiled (steps.compile_copy / compile_execute, check.check_graph)
+    copy_memo: dict = field(default_factory=dict)   # copy structure key -> recorded effects (compile_copy)
+    copy_keys_used: set | None = None               # the keys this compile used (a shared memo keeps those)
+    check_memo: dict | None = None                  # field content -> the graph check's answer (shared only)
+    check_keys_used: set = field(default_factory=set)
+    exec_memo: dict | None = None                   # compute-set content -> its costs (shared only)
+    array_digests: dict = field(default_factory=dict)  # (id(array), shift) -> (array, digest): cached_digest
+    # -- until vertex memory is done (memory.py)
+    tile_offsets: dict = field(default_factory=dict)   # id(mapping) -> (mapping, tile base per interval)
+    tile_base_last: tuple | None = None                # the graph check's last one-off tile base (not kept)
+    rows_adjacent: dict = field(default_factory=dict)  # id(field) -> (field, rows adjacent in tile memory)
+
+    def drop_step_caches(self) -> None:
+        self.copy_memo, self.copy_keys_used, self.check_memo = {}, None, None
+        self.check_keys_used, self.exec_memo, self.array_digests = set(), None, {}
+
+    def drop_layout(self) -> None:
+        self.tile_offsets, self.tile_base_last, self.rows_adjacent = {}, None, {}
+
+
 class Compiled:
     """Everything the engine and the profile builder need; produced by :func:`compile_graph`."""
 
@@ -91,6 +120,7 @@ class Compiled:
         self.outlined_cs = 0      # compute sets sharing an earlier one's vertices (outline=True)
         self._shared_rows: dict[str, dict] = {}
         self.recording: list | None = None  # when a list: add_mem / add_template calls are logged to it
+        self.caches = CompileCaches()
 
     # -- helpers ---------------------------------------------------------------------------
     def op_id(self, op: str | None) -> int:
@@ -206,7 +236,7 @@ def cached_digest(c, a, shift: int = 0) -> bytes:
     array taken relative to that even shift, ``(a - shift) % tiles``), kept for the compile by array object:
     the graph check, the compute-set memo and the copies' structure keys hash the same arrays, which the
     compile does not change.  The array is kept alive beside its digest, so its id stays its own."""
-    cache = c.__dict__.setdefault("_array_digests", {})
+    cache = c.caches.array_digests
     key = (id(a), shift)
     hit = cache.get(key)
     if hit is None or hit[0] is not a:

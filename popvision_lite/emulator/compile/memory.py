@@ -24,10 +24,10 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
     e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr).  Cached
     for the compile; ``keep=False``: not added to the cache (the graph check's one-off use, so that the
     cache grows only as the copies and vertex memory read it), only the last one kept until the check ends."""
-    cache = c.__dict__.setdefault("tile_offsets", {})
+    cache = c.caches.tile_offsets
     key = id(mapping)
     if key not in cache:
-        last = c.__dict__.get("_tile_base_last")
+        last = c.caches.tile_base_last
         if not keep and last is not None and last[0] is mapping:
             return last[1]  # the graph check asks for one tensor's several fields in a row
         sizes = mapping.stop - mapping.start
@@ -49,7 +49,7 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
             offs[o] = cs - base
         rel = offs - mapping.start
         if not keep:
-            c.__dict__["_tile_base_last"] = (mapping, rel)  # (one kept, not the cache: dropped after the check)
+            c.caches.tile_base_last = (mapping, rel)  # (one kept, not the cache: dropped after the check)
             return rel
         if len(rel) and mapping.stop[-1] <= np.iinfo(np.int32).max:
             rel = rel.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it
@@ -82,7 +82,7 @@ def _block_rows_adjacent(c: Compiled, f) -> bool:
     """True when every vertex's block rows are adjacent in its tile's memory (tile_offsets): the
     field is then one contiguous region (as in Poplar's grouped layouts), not a list of rows.  The
     graph check records the answer for the fields it checks (:func:`note_rows_adjacent`)."""
-    hit = c.__dict__.get("rows_adjacent", {}).get(id(f))
+    hit = c.caches.rows_adjacent.get(id(f))
     if hit is not None and hit[0] is f:
         return hit[1]
     try:
@@ -109,7 +109,7 @@ def note_rows_adjacent(c: Compiled, f, s: np.ndarray, e: np.ndarray, k: np.ndarr
     if not (isinstance(f, Blocks | Windows) and f.regions_per_vertex() > 1):
         return None
     flag = _rows_adjacent(c, f, s, e, k)
-    c.__dict__.setdefault("rows_adjacent", {})[id(f)] = (f, flag)  # the field kept alive while its id is a key
+    c.caches.rows_adjacent[id(f)] = (f, flag)  # the field kept alive while its id is a key
     return flag
 
 
@@ -117,7 +117,7 @@ def remember_rows_adjacent(c: Compiled, f, flag: bool | None) -> None:
     """note_rows_adjacent's answer for another field object with the same arrays on an identically mapped
     tensor (the graph check skips such a field as checked already)."""
     if flag is not None and isinstance(f, Blocks | Windows):
-        c.__dict__.setdefault("rows_adjacent", {})[id(f)] = (f, flag)
+        c.caches.rows_adjacent[id(f)] = (f, flag)
 
 
 def vertex_memory(c: Compiled, used_cs: set) -> None:

@@ -244,7 +244,7 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     em = c.target.em
     if not cs.groups or cs.num_vertices == 0:
         return
-    memo = c.__dict__.get("_exec_memo")
+    memo = c.caches.exec_memo
     key = _execute_key(c, cs) if memo is not None else None
     hit = memo.get(key) if key is not None else None
     if hit is not None and all(g.codelet is k for g, k in zip(cs.groups, hit[0], strict=True)):
@@ -467,14 +467,18 @@ class CopyMemo:
         if self.key is None:
             self.start(c.target, c.outline)
         if self.key == copy_cost_key(c.target) and self.outline == c.outline:
-            c._copy_memo = self.copies
-            c._copy_keys_used = self.used
-            c._check_memo = self.checked
-            c._check_keys_used = self.checked_used
+            c.caches.copy_memo = self.copies
+            c.caches.copy_keys_used = self.used
+            c.caches.check_memo = self.checked
+            c.caches.check_keys_used = self.checked_used
         if c.target is not self.exec_target:
             self.exec_target = c.target
             self.executes.clear()
-        c._exec_memo = self.executes
+        c.caches.exec_memo = self.executes
+
+    def compiled(self, c: Compiled) -> None:
+        """After ``c``'s compile: nothing (a run's graphs share the memo; :meth:`keep_used` bounds it after the
+        run)."""
 
     def keep_used(self) -> None:
         """Keep only the entries the graphs compiled since the last call used (their arrays narrowed), so a
@@ -544,20 +548,18 @@ class CarriedCopies:
         key = copy_cost_key(c.target)
         if key != self.key:
             self.key, self.copies = key, {}
-        c._copy_memo = self.copies
-        c._copy_keys_used = set()
+        c.caches.copy_memo = self.copies
+        c.caches.copy_keys_used = set()
 
-    def keep_used(self, c: Compiled) -> None:
+    def compiled(self, c: Compiled) -> None:
         """After ``c``'s compile: keep the entries it used (when it compiled any copy), their arrays narrowed."""
-        used = c.__dict__.get("_copy_keys_used")
+        used = c.caches.copy_keys_used
         if used:
             _keep(self.copies, used)
 
     def clear(self) -> None:
         self.key, self.copies = None, {}
 
-
-carried_copies = CarriedCopies()
 
 
 class CopySignature:
@@ -605,8 +607,8 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
             f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
         )
     key, shift = _copy_structure_key(c, prog)
-    memo = c.__dict__.setdefault("_copy_memo", {})
-    used = c.__dict__.get("_copy_keys_used")
+    memo = c.caches.copy_memo
+    used = c.caches.copy_keys_used
     if used is not None:
         used.add(key)
     if key in memo:

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.compile import CarriedCopies
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.host_alloc import return_freed_memory, reuse_freed_memory
 from popvision_lite.emulator.ops.context import View
@@ -105,7 +106,8 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         be, built = build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
         tick("compiling", 0.3)
-        eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config)
+        eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
+                     carried_copies=CARRIED_COPIES)
         res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
         wall.update(res.wall)
         if key is not None:
@@ -167,6 +169,11 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
 # A timing-only run that differs from the previous one only in COMPOSITION_FIELDS (config.py: what
 # whole_graph.compose_whole_graph applies) reuses the emulated graph of the previous run (``_GRAPH_CACHE``).
 _GRAPH_CACHE: dict = {}
+# The compiled copies carried from one whole graph's compile to the next in this process (compile.CarriedCopies:
+# replica graphs of one model on another device or availableMemoryProportion share most exchanges; the
+# validation report runs such rows one after another).  Bounded to one graph's entries; release_graphs keeps it
+# (the next group's graph is the one it is for).
+CARRIED_COPIES = CarriedCopies()
 
 
 def release_graphs() -> None:

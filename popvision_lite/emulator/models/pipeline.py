@@ -24,7 +24,7 @@ import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import schedule as sch
-from popvision_lite.emulator.compiler import CopyMemo
+from popvision_lite.emulator.compile import CopyMemo
 from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema

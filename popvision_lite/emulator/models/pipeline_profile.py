@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from popvision_lite.emulator.compiler import K_COMPUTE, K_STREAM, K_XG, StepTemplate
+from popvision_lite.emulator.compile import K_COMPUTE, K_STREAM, K_XG, StepTemplate
 from popvision_lite.emulator.profile_builder import StepTileArray, steps_table
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema

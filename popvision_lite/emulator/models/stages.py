@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compiler import CopyMemo, compile_graph
+from popvision_lite.emulator.compile import CopyMemo, compile_graph
 from popvision_lite.emulator.profile_builder import build_profile
 from popvision_lite.emulator.target import Target
 

@@ -9,7 +9,7 @@ import numpy as np
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compiler import compile_graph
+from popvision_lite.emulator.compile import compile_graph
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.emulator.target import Target
 

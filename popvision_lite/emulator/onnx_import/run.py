@@ -9,7 +9,7 @@ import numpy as np
 
 from popvision_lite import input_files
 from popvision_lite.emulator.models.backend import NP_DTYPE
-from popvision_lite.emulator.models.emulated import tolerance
+from popvision_lite.emulator.models.emulated import CARRIED_COPIES, tolerance
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
@@ -282,7 +282,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               "dtype_casts": list(lm.casts), "batch": batch, "seq": seq, **scale,
               "available_memory_proportion": available_memory_proportion, "recompute": bool(recompute),
               **({} if outline else {"outline": False})}  # written only when not the default (older configs)
-    eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config)
+    eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config,
+                 carried_copies=CARRIED_COPIES)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
     be.inputs.clear()  # written into the run's tensors: one copy of each weight per dtype from here on
     wall.update(res.wall)

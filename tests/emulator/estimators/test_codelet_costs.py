@@ -375,7 +375,7 @@ def test_fragmented_pieces_are_regions_of_2d_vertices(mk2):
 
 def test_multicast_send_code_is_paid_once_and_block_rows_are_one_region(mk2):
     from popvision_lite.emulator import cost_model as cm
-    from popvision_lite.emulator.compiler import compile_graph
+    from popvision_lite.emulator.compile import compile_graph
     from popvision_lite.profile.schema import CATEGORY_CODE
 
     g = Graph(mk2)

@@ -13,7 +13,7 @@ from popvision_lite.emulator.models import emulated as E
 from popvision_lite.emulator.models import pipeline as PL
 from popvision_lite.emulator.models.config import make_config
 
-_BERT = dict(training=True, pipeline_stages=2, recompute=True, seq=32)
+_BERT = dict(training=True, pipeline_stages=2, recompute=True, seq=32, vocab=512)  # a small vocabulary: cheaper heads, same reuse
 
 
 def _bert(**kw):

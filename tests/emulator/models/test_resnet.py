@@ -134,17 +134,33 @@ def test_blocks_spread_over_the_stages_of_one_replica():
     assert {0, 1} <= set(ops.ipu) and (ops[ops.name.str.startswith("fc/")].ipu == 1).all()
 
 
-def test_timing_runs_outline_identical_blocks(monkeypatch):
+@pytest.fixture(scope="module")
+def resnet50_steps():
+    """``get(outline, graph_functions)``: a timing-only ResNet-50-deep training step (tiny widths), each of the
+    four builds emulated once for the tests below that compare them."""
+    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
+    runs = {}
+
+    def get(outline: bool, graph_functions: bool):
+        if (outline, graph_functions) not in runs:
+            saved, RN.GRAPH_FUNCTIONS = RN.GRAPH_FUNCTIONS, graph_functions
+            try:
+                runs[outline, graph_functions] = run_model(make_config("resnet-tiny", outline=outline, **kw),
+                                                           timing_only=True)
+            finally:
+                RN.GRAPH_FUNCTIONS = saved
+        return runs[outline, graph_functions]
+
+    return get
+
+
+def test_timing_runs_outline_identical_blocks(resnet50_steps):
     """A timing-only ResNet-50 builds one program per block kind and calls it once per block: the same
     cycles and the same parameters and weight memory as building every block, code stored once.  (Outlining
     alone: norms built per block in both builds; with graph functions see the test below.)"""
     from popvision_lite.profile import schema
 
-    monkeypatch.setattr(RN, "GRAPH_FUNCTIONS", False)
-
-    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
-    full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
-    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    full, out = resnet50_steps(False, False), resnet50_steps(True, False)
     # not bit-equal: in the full build each block's ops start on tiles rotated past the previous op's, and an
     # exchange's cycles depend on which of its tiles share an exchange bus (a few cycles on ~10 copies)
     assert abs(out.total_cycles - full.total_cycles) <= 3e-4 * full.total_cycles
@@ -178,7 +194,7 @@ def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backw
     assert abs(int(nal.sum()) - int(exact.sum())) < 0.05 * exact.sum()
 
 
-def test_norms_are_graph_functions_per_signature_in_both_builds():
+def test_norms_are_graph_functions_per_signature_in_both_builds(resnet50_steps):
     """Every batch norm is a call of one graph function per operand signature (Graphcore's TensorFlow,
     ops/graph_function.py), in the outlined and in the full build: fewer norm bodies than norms, exchange code
     below the build without them, and the outlined build within 1 % of the full one in cycles (the full build's
@@ -186,18 +202,12 @@ def test_norms_are_graph_functions_per_signature_in_both_builds():
     outlined build's replayed calls copy on the tile; convolutions are not graph functions here)."""
     from popvision_lite.profile import schema
 
-    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
-    full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
-    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    full, out = resnet50_steps(False, True), resnet50_steps(True, True)
     ops = full.profile_data.ops
     norms, calls = (ops.type == "batch_norm").sum(), (ops.type == "call").sum()
     assert 0 < norms < 53 and calls >= 2 * 53  # ResNet-50: 53 batch norms, each forward and backward a call
     assert abs(out.total_cycles - full.total_cycles) <= 0.01 * full.total_cycles
-    RN.GRAPH_FUNCTIONS = False
-    try:
-        plain = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
-    finally:
-        RN.GRAPH_FUNCTIONS = True
+    plain = resnet50_steps(False, False)  # the same build without graph functions
     xc = schema.CATEGORY_CODE["internalExchangeCode"]
     assert (plain.profile_data.memory[:, xc, 0].sum() > full.profile_data.memory[:, xc, 0].sum())
     assert (plain.profile_data.ops.type == "batch_norm").sum() > norms  # one per norm (the stem's twice)

@@ -4,9 +4,9 @@ of the op library's rotating tiles), so they share its compiled copies and graph
 import numpy as np
 import pytest
 
+import popvision_lite.emulator.compile as C
 import popvision_lite.emulator.compile.check as K
 import popvision_lite.emulator.compile.steps as S
-import popvision_lite.emulator.compiler as C
 from popvision_lite.emulator import Graph, Target
 from popvision_lite.emulator import codelets as CL
 from popvision_lite.emulator import mapping as M

@@ -207,10 +207,11 @@ def test_no_throughput_is_printed_for_a_run_that_does_not_fit():
     from types import SimpleNamespace
 
     from popvision_lite.cli.emulate_onnx import format_summary
+    from popvision_lite.profile.run_record import Schedule
 
     s = {"fits": False, "peak_bytes": 900_000, "capacity": 638_976, "peak_tile": 3, "total_cycles": 1000,
          "seconds": 1e-6, "clock_hz": 1.33e9}
-    run = SimpleNamespace(path="m.onnx", num_ops=5, dims={"batch": 8}, casts=[], numeric_checks={}, schedule={},
+    run = SimpleNamespace(path="m.onnx", num_ops=5, dims={"batch": 8}, casts=[], numeric_checks={}, schedule=Schedule(),
                           samples_per_second=123456.0, config={"precision": "fp32", "ipus": 1, "training": True,
                                                                "optimizer": "adam", "optimizer_state": "onchip"})
     text = format_summary(s, run, "r.pvl", "time split of one step (...)")

@@ -5,7 +5,7 @@ tiles in few pieces, not one piece per 8 bytes of the vector (numerics: test_nor
 import numpy as np
 
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.compiler import copy_pieces
+from popvision_lite.emulator.compile import copy_pieces
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.ops import norm_pool as NP
 from popvision_lite.emulator.target import Target
