@@ -450,7 +450,7 @@ def graph_groups(cases: list[Case]) -> list[list[int]]:
 
     def near(g):
         # graphs that differ only in the device or the availableMemoryProportion run one after another: a
-        # whole graph replays the copies the previous one compiled (compile.steps.CarriedCopies)
+        # whole graph replays the copies the previous one compiled (compile.copy_memo.CarriedCopies)
         c = cases[g[0]]
         rest = repr(sorted((k, repr(v)) for k, v in c.config.items()
                            if k not in COMPOSITION_FIELDS and k != "available_memory_proportion"))

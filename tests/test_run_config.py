@@ -138,3 +138,54 @@ def test_any_value_is_accepted_or_refused_with_a_config_error(name, value):
         except ConfigError as e:
             assert str(e).startswith(f"f.toml: field '{name}"), str(e)  # or an entry of it: 'layer_split[1]'
             assert "\n" not in str(e)
+
+
+def _typed(f) -> tuple[list[str], object]:
+    """A command line giving run-config field ``f`` a value other than its default, and that value as TOML types it."""
+    lo, hi = f.bounds
+    if f.kind == "bool":
+        flag, value = f.cli_switches[-1]
+        return [flag], value
+    if f.kind == "choice":
+        return [f.flag, f.choices[-1]], f.choices[-1]
+    if f.kind == "device":
+        return [f.flag, "bow"], "ipu-bow"
+    if f.kind == "layer_split":
+        return [f.flag, "1,1.5"], [1, 1.5]
+    if f.kind == "fractions":
+        return [f.flag, "0.25,0.5"], [0.25, 0.5]
+    v = hi if f.kind == "int" else (lo + hi) / 2
+    return [f.flag, str(v)], v
+
+
+@pytest.mark.parametrize("name", [k for k in FIELDS if k not in ("model", "output")])
+def test_every_run_config_field_is_on_every_surface(name, tmp_path):
+    """A field defined in run_config.FIELDS reaches every surface from that one definition (issue 50: ffn, lr
+    and outline had no emulate flag though TOML and the app took them): the emulate flag (its switches for a bool)
+    gives the same value as the field written in a TOML run config, and a sweep grid may vary it.  The app's
+    dialogs are checked in tests/gui/test_run_actions.py (every run-config field offered)."""
+    import argparse
+
+    from popvision_lite.cli import emulate
+    from popvision_lite.sweep.grid import grid_fields
+
+    f = FIELDS[name]
+    p = argparse.ArgumentParser()
+    emulate.add_arguments(p)
+    argv, value = _typed(f)
+    from_flag = emulate.from_args(p.parse_args(argv))
+    literal = str(value).lower() if isinstance(value, bool) else repr(value).replace("'", '"')
+    (tmp_path / "r.toml").write_text(f"{name} = {literal}\n")
+    from_toml = load_run_config(tmp_path / "r.toml")
+    assert from_flag.model_args == from_toml.model_args and (from_flag.device, from_flag.timing_only) == \
+        (from_toml.device, from_toml.timing_only)
+    got = getattr(from_flag, name) if name in ("device", "timing_only") else from_flag.model_args[name]
+    assert got == value
+    assert name in grid_fields()
+
+
+def test_conflicting_switches_of_one_field_are_refused(tmp_path):
+    rc, msg = _run(["emulate", "bert-tiny", "--training", "--inference", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and "argument --inference: not allowed with --training" in msg, msg
+    rc, msg = _run(["emulate", "bert-tiny", "--no-outline", "--outline", "-o", "a.pvl"], tmp_path)
+    assert rc == 2 and "argument --outline: not allowed with --no-outline" in msg, msg

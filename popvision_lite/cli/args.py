@@ -62,6 +62,43 @@ def field_flag(p, name: str, help_text: str) -> None:
     p.add_argument(f.flag, dest=name, action=_FieldTexts, metavar=f.metavar(), help=help_text.replace("%", "%%"))
 
 
+class _Switch(argparse.Action):
+    """A bool run-config field's switch (``Field.cli_switches``): keeps every (flag, value) given, in order."""
+
+    def __init__(self, option_strings, dest, value: bool, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=None, **kw)
+        self.value = value
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, (*(getattr(namespace, self.dest, None) or ()), (option_string, self.value)))
+
+
+def field_switches(p, name: str) -> None:
+    """The switches of bool run-config field ``name`` (``--recompute``; ``--training`` / ``--inference``), their
+    help from the field's definition."""
+    from popvision_lite.emulator.run_config import FIELDS
+
+    f = FIELDS[name]
+    first = f.cli_switches[0][0]
+    for flag, value in f.cli_switches:
+        text = f.help if flag == first else f"{name.replace('_', ' ')} {'on' if value else 'off'} (see {first})"
+        p.add_argument(flag, dest=name, action=_Switch, value=value, help=text.replace("%", "%%"))
+
+
+def switch_value(args, name: str) -> bool | None:
+    """The value the switches of bool field ``name`` give (None: none given); ConfigError when two given
+    disagree (``--training --inference``)."""
+    given = getattr(args, name, None)
+    if not given:
+        return None
+    if isinstance(given, bool):  # (a namespace built by hand: the value itself)
+        return given
+    flags = {v: f for f, v in given}
+    if len(flags) > 1:
+        raise ConfigError(f"argument {flags[given[-1][1]]}: not allowed with {flags[not given[-1][1]]}")
+    return given[-1][1]
+
+
 def field_value(args, name: str):
     """The value of a :func:`field_flag` flag, every text given checked (ConfigError naming the flag); the
     last wins.  None when not given."""

@@ -12,7 +12,7 @@ import sys
 
 from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli import emulate_onnx
-from popvision_lite.cli.args import check_new_file, field_flag
+from popvision_lite.cli.args import check_new_file, field_flag, field_switches, switch_value
 from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.ipu_config import POD_TYPES, read_ipu_config
 from popvision_lite.emulator.models.config import MODEL_NAMES
@@ -33,47 +33,25 @@ from popvision_lite.terminal import terminal_text
 
 log = logging.getLogger(__name__)
 
-MODEL_ARGS = ("batch", "seq", "layers", "hidden", "heads", "head_dim", "ipus", "vocab", "image", "nodes", "edges", "seed",
-              "precision", "replicas", "pipeline_stages", "tensor_parallel", "layer_split", "pipeline_placement", "grad_accum", "optimizer",
-              "optimizer_state", "optimizer_state_dtype", "available_memory_proportion", "packing", "mask_tokens",
-              "host_framework", "conv_lowering", "partials_type", "embedding_serialization", "device_iterations",
-              "task_head", "tensor_parallel_2", "attention_serialisation", "io_tiles")
-FLAG_ARGS = ("recompute", "streaming_weights", "rts", "master_weights")
-
-
-def _field(p, name: str, group=None) -> None:
-    """The flag of run-config field ``name``, its help text from the field's definition (run_config.FIELDS)."""
-    field_flag(group or p, name, FIELDS[name].help)
-
-
-def _switch(p, name: str, flag: str | None = None) -> None:
-    """An on-switch (``--recompute``) for boolean field ``name``, its help from the field's definition."""
-    p.add_argument(flag or FIELDS[name].flag, dest=name, action="store_true", default=None, help=FIELDS[name].help)
+# the argument groups of --help, by Field.group (the run and the workload's fields are the main options)
+SECTIONS = {"lowering": "precision and memory", "scale": "training at scale (see docs/emulator.md 'Schedule model')"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every run-config field's flag, derived from its definition (``run_config.FIELDS``: the flag, its parse
+    and check, help and bounds; a bool field's switches), then the options that are not run-config fields."""
     p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
                    help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
     p.add_argument("-o", "--output", help=FIELDS["output"].help)
-    for name in ("device", "ipus", "batch", "seq", "layers", "hidden", "heads", "head_dim", "vocab", "image", "nodes",
-                 "edges", "seed"):
-        _field(p, name)
-    _switch(p, "recompute")
-    p.add_argument("--inference", action="store_true", default=None, help="forward pass only (no training step)")
-    _switch(p, "streaming_weights")
-    _field(p, "precision")
-    _switch(p, "timing_only")
-    g = p.add_argument_group("training at scale (bert; see docs/emulator.md 'Schedule model')")
-    for name in ("replicas", "pipeline_stages", "tensor_parallel", "tensor_parallel_2", "layer_split",
-                 "pipeline_placement", "grad_accum", "device_iterations", "optimizer", "optimizer_state",
-                 "optimizer_state_dtype"):
-        _field(p, name, g)
-    _switch(g, "master_weights")
-    _switch(g, "rts")
-    for name in ("available_memory_proportion", "partials_type", "packing", "mask_tokens", "host_framework",
-                 "embedding_serialization", "task_head", "attention_serialisation", "io_tiles"):
-        _field(p, name, g)
-    _field(p, "conv_lowering")
+    groups = {k: p.add_argument_group(title) for k, title in SECTIONS.items()}
+    for name, f in FIELDS.items():
+        if name in ("model", "output"):
+            continue
+        g = groups.get(f.group, p)
+        if f.kind == "bool":
+            field_switches(g, name)
+        else:
+            field_flag(g, name, f.help)
     p.add_argument("--config", help="TOML run config (command-line arguments override it)")
     p.add_argument("--ipu-config", metavar="FILE",
                    help="optimum-graphcore IPU config (ipu_config.json: layers_per_ipu, ipus_per_replica, "
@@ -154,16 +132,16 @@ def from_args(args) -> RunConfig:
         rc.set("model", args.model, CLI)
     if getattr(args, "ipu_config", None):
         _apply_ipu_config(rc, args)
-    for k in ("device", *MODEL_ARGS):  # every text given for a flag, in order: each checked, the last wins
+    for k, f in FIELDS.items():  # every text given for a flag, in order: each checked, the last wins
+        if k in ("model", "output"):
+            continue
+        if f.kind == "bool":
+            v = switch_value(args, k)
+            if v is not None:
+                rc.set(k, v, CLI)
+            continue
         for text in getattr(args, k) or ():
             rc.set(k, text, CLI, text=True)
-    if args.timing_only is not None:
-        rc.set("timing_only", bool(args.timing_only), CLI)
-    for k in FLAG_ARGS:
-        if getattr(args, k):
-            rc.set(k, True, CLI)
-    if args.inference:
-        rc.set("training", False, CLI)
     return rc
 
 
@@ -177,7 +155,8 @@ def _apply_ipu_config(rc: RunConfig, args) -> None:
     if getattr(args, "task_head", None):
         head = check_field("task_head", args.task_head[-1], CLI, text=True)
     read = read_ipu_config(args.ipu_config, task_head=head, model_family=model_family(rc.model),
-                           pod_type=args.pod_type, inference=bool(args.inference))
+                           pod_type=args.pod_type,
+                           inference=switch_value(args, "training") is False)
     for name, value in read.settings.items():
         rc.set(name, value, f"{args.ipu_config} ('{read.origin[name]}')")
     for line in read.notes():

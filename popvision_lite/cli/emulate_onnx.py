@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from popvision_lite.analysis.summary import schedule_lines
-from popvision_lite.cli.args import check_new_file, field_value
+from popvision_lite.cli.args import check_new_file, field_value, switch_value
 from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.onnx_import.config import (
     CONFIG_KEYS,
@@ -19,7 +19,7 @@ from popvision_lite.emulator.onnx_import.config import (
 )
 from popvision_lite.emulator.onnx_import.loader import OnnxImportError, check_dim, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
-from popvision_lite.emulator.run_config import CLI, check_field
+from popvision_lite.emulator.run_config import CLI, FIELDS, check_field
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
 from popvision_lite.terminal import terminal_text
@@ -32,8 +32,6 @@ def add_arguments(p) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="(--onnx) value of a symbolic input dimension, e.g. --dim sequence_length=128 "
                         "(--batch and --seq set the usual batch / sequence names)")
-    p.add_argument("--training", action="store_true", default=None,
-                   help="(--onnx) also the backward pass (loss = mean of the outputs) and an SGD step")
     p.add_argument("--loss-output", metavar="NAME", help="(--onnx --training) the graph output whose mean is the loss")
     p.add_argument("--ipu-split", metavar="NODE[,NODE...]",
                    help="(--onnx --ipus N) the ONNX node names where IPU 1, 2, ... start (default: layers balanced "
@@ -95,11 +93,12 @@ def resolve(args) -> dict:
 
     def given(k):
         """Field ``k`` from the command line, else from the file, checked by its definition; None if unset."""
-        v = getattr(args, k, None)
-        if isinstance(v, tuple):  # a value flag: each text checked by the field's definition
+        if FIELDS[k].kind == "bool":  # a switch (--training / --inference, --rts ...)
+            v = switch_value(args, k)
+            if v is not None:
+                return check_field(k, v, CLI)
+        elif getattr(args, k, None) is not None:  # a value flag: each text checked by the field's definition
             return field_value(args, k)
-        if v:  # a switch (--training, --rts ...)
-            return check_field(k, v, CLI)
         return check_field(k, rc[k], source) if k in rc else None
 
     dims = {}
@@ -118,8 +117,6 @@ def resolve(args) -> dict:
     kw["precision"] = given("precision") or "fp16"
     kw["timing_only"] = bool(given("timing_only"))
     kw["training"] = bool(given("training"))
-    if getattr(args, "inference", None) and kw["training"]:
-        raise ConfigError("argument --inference: not allowed with --training")
     if given("recompute"):
         if not kw["training"]:
             raise ConfigError("argument --recompute: only with --training (training = true)")

@@ -7,7 +7,7 @@ branch's options (``cli/emulate_onnx.py``), sweep grids and base configs (``swee
 desktop app's New emulation… / Re-run with… dialogs (``gui/actions/emulation.py``).  A message is
 ``<where>: <problem>``; ``<where>`` names the flag (``argument --batch``) or the file / dialog and the
 field (``run.toml: field 'batch'``), and ``<problem>`` is the same text whatever the source
-(``0 is outside 1 .. 65536``).  Checks of one field's value happen in :meth:`Field.check`; checks that
+(``0 is outside 1 .. 65536``).  Checks of one field's value happen in :meth:`RunConfigField.check`; checks that
 relate fields (heads dividing hidden, replicas dividing IPUs ...) are the workload's own
 (``models/config.validate``), and :meth:`RunConfig.model_config` names the source of the field they
 blame the same way.
@@ -55,13 +55,14 @@ CLI = "argument"  # the source of a value given as a command-line flag: messages
 
 
 @dataclass(frozen=True)
-class Field:
+class RunConfigField:
     """One run-config field: ``kind`` is int | number | bool | choice | model | device | file |
     layer_split | fractions (a number, or one per IPU); bounds come from ``value_checks.MODEL_LIMITS``
     (shared with the ONNX loader's dims and the host-memory check); ``only_for`` lists the model families
     that read it (empty: every model).  ``label`` names it in the desktop app's run dialog, ``help`` says what
     it does (the ``emulate`` flag's help and the dialog's tooltip) and ``group`` is the part of the run it
-    belongs to (:data:`GROUPS`: the dialog's sections)."""
+    belongs to (:data:`GROUPS`: the dialog's sections).  ``switches``: a bool field's command-line switches,
+    (flag, value) pairs (default: its flag sets it true), e.g. ``--inference`` sets ``training`` false."""
 
     name: str
     kind: str
@@ -70,6 +71,12 @@ class Field:
     label: str = ""
     help: str = ""
     group: str = "model"
+    switches: tuple = ()
+
+    @property
+    def cli_switches(self) -> tuple[tuple[str, bool], ...]:
+        """The (flag, value) switches of a bool field on the command line."""
+        return self.switches or ((self.flag, True),)
 
     @property
     def bounds(self) -> tuple:
@@ -176,97 +183,101 @@ _OPTIMIZERS = tuple(OPTIMIZER_PASSES)
 _TRANSFORMER = ("bert", "gpt")
 # the parts of a run, in the order the run dialog shows them
 GROUPS = {"run": "Run", "model": "Workload", "lowering": "Precision and memory", "scale": "Training at scale"}
-FIELDS: dict[str, Field] = {f.name: f for f in (
-    Field("model", "model", label="Model", help="bundled workload", group="run"),
-    Field("device", "device", label="Device", group="run",
+FIELDS: dict[str, RunConfigField] = {f.name: f for f in (
+    RunConfigField("model", "model", label="Model", help="bundled workload", group="run"),
+    RunConfigField("device", "device", label="Device", group="run",
           help=f"device spec: {', '.join(sorted(set(DEVICE_ALIASES.values())))} (default ipu-mk2)"),
-    Field("output", "file", label="Profile file", help="profile file to write (.pvl)", group="run"),
-    Field("timing_only", "bool", label="Timing only", help="no numerics: same cycles and memory, for large targets",
+    RunConfigField("output", "file", label="Profile file", help="profile file to write (.pvl)", group="run"),
+    RunConfigField("timing_only", "bool", label="Timing only", help="no numerics: same cycles and memory, for large targets",
           group="run"),
-    Field("batch", "int", label="Batch", help="batch size"),
-    Field("seq", "int", only_for=_TRANSFORMER, label="Sequence length", help="sequence length (bert, gpt)"),
-    Field("layers", "int", label="Layers", help="number of layers / blocks"),
-    Field("hidden", "int", label="Hidden size", help="hidden size (bert, mlp), channels (conv), features (gnn)"),
-    Field("heads", "int", only_for=_TRANSFORMER, label="Attention heads", help="attention heads (bert, gpt)"),
-    Field("head_dim", "int", only_for=_TRANSFORMER, label="Head width",
+    RunConfigField("batch", "int", label="Batch", help="batch size"),
+    RunConfigField("seq", "int", only_for=_TRANSFORMER, label="Sequence length", help="sequence length (bert, gpt)"),
+    RunConfigField("layers", "int", label="Layers", help="number of layers / blocks"),
+    RunConfigField("hidden", "int", label="Hidden size", help="hidden size (bert, mlp), channels (conv), features (gnn)"),
+    RunConfigField("heads", "int", only_for=_TRANSFORMER, label="Attention heads", help="attention heads (bert, gpt)"),
+    RunConfigField("head_dim", "int", only_for=_TRANSFORMER, label="Head width",
           help="width of one attention head (bert, gpt; default hidden / heads)"),
-    Field("ffn", "int", only_for=_TRANSFORMER, label="FFN width",
+    RunConfigField("ffn", "int", only_for=_TRANSFORMER, label="FFN width",
           help="width of the feed-forward layer (bert, gpt; default 4 x hidden)"),
-    Field("vocab", "int", only_for=("bert", "gpt", "resnet"), label="Vocabulary / classes",
+    RunConfigField("vocab", "int", only_for=("bert", "gpt", "resnet"), label="Vocabulary / classes",
           help="vocabulary size (bert, gpt; presets 30522, MLPerf 30912), classes (resnet)"),
-    Field("image", "int", only_for=("conv", "resnet"), label="Image size", help="image height and width (conv, resnet)"),
-    Field("nodes", "int", only_for=("gnn",), label="Graph nodes", help="graph nodes (gnn)"),
-    Field("edges", "int", only_for=("gnn",), label="Graph edges", help="graph edges (gnn)"),
-    Field("ipus", "int", label="IPUs", group="scale",
+    RunConfigField("image", "int", only_for=("conv", "resnet"), label="Image size", help="image height and width (conv, resnet)"),
+    RunConfigField("nodes", "int", only_for=("gnn",), label="Graph nodes", help="graph nodes (gnn)"),
+    RunConfigField("edges", "int", only_for=("gnn",), label="Graph edges", help="graph edges (gnn)"),
+    RunConfigField("ipus", "int", label="IPUs", group="scale",
           help="number of IPUs (1, 2, 4, 8, 16); layers become pipeline stages"),
-    Field("seed", "int", label="Seed", help="random seed of inputs and weights (default 0)"),
-    Field("lr", "number", label="Learning rate", help="learning rate of the optimizer step (default 0.01)"),
-    Field("precision", "choice", choices=("fp16", "fp32"), label="Precision", group="lowering",
+    RunConfigField("seed", "int", label="Seed", help="random seed of inputs and weights (default 0)"),
+    RunConfigField("lr", "number", label="Learning rate", help="learning rate of the optimizer step (default 0.01)"),
+    RunConfigField("precision", "choice", choices=("fp16", "fp32"), label="Precision", group="lowering",
           help="fp16 (AMP: FP32 accumulate) or fp32"),
-    Field("recompute", "bool", only_for=("bert", "gpt", "resnet"), label="Recompute", group="lowering",
+    RunConfigField("recompute", "bool", only_for=("bert", "gpt", "resnet"), label="Recompute", group="lowering",
           help="recompute each layer's forward in the backward pass (activation checkpointing)"),
-    Field("training", "bool", label="Training", help="a training step (off: the forward pass only, --inference)"),
-    Field("streaming_weights", "bool", only_for=("bert", "gpt", "mlp"), label="Streaming weights", group="lowering",
+    RunConfigField("training", "bool", label="Training", switches=(("--training", True), ("--inference", False)),
+          help="a training step (--training; the default of a bundled model) or the forward pass only "
+               "(--inference; the default of an ONNX model)"),
+    RunConfigField("streaming_weights", "bool", only_for=("bert", "gpt", "mlp"), label="Streaming weights", group="lowering",
           help="keep weights in streaming memory (DDR) and load them with StreamCopy"),
     # training at scale (emulator/models/pipeline.py; docs/emulator.md "Schedule model")
-    Field("replicas", "int", label="Replicas", group="scale", help="data-parallel replicas (ipus = replicas x stages)"),
-    Field("pipeline_stages", "int", label="Pipeline stages", group="scale",
+    RunConfigField("replicas", "int", label="Replicas", group="scale", help="data-parallel replicas (ipus = replicas x stages)"),
+    RunConfigField("pipeline_stages", "int", label="Pipeline stages", group="scale",
           help="pipeline stages per replica (default: ipus / replicas)"),
-    Field("tensor_parallel", "int", only_for=_TRANSFORMER, label="Tensor parallel", group="scale",
+    RunConfigField("tensor_parallel", "int", only_for=_TRANSFORMER, label="Tensor parallel", group="scale",
           help="IPUs each layer is sharded over (bert, gpt; Megatron-style: heads, FFN columns and vocabulary split; "
                "ipus = replicas x stages x this; default 1)"),
-    Field("tensor_parallel_2", "int", only_for=_TRANSFORMER, label="Tensor parallel (2nd axis)", group="scale",
+    RunConfigField("tensor_parallel_2", "int", only_for=_TRANSFORMER, label="Tensor parallel (2nd axis)", group="scale",
           help="2-D tensor parallelism's second axis (bert, gpt; Graphcore's PopXL GPT-3 tensor_parallel_2): each IPU "
                "also holds 1/N of the hidden dimension; ipus = replicas x stages x tensor_parallel x this; default 1"),
-    Field("attention_serialisation", "int", only_for=_TRANSFORMER, label="Attention serialisation", group="lowering",
+    RunConfigField("attention_serialisation", "int", only_for=_TRANSFORMER, label="Attention serialisation", group="lowering",
           help="compute the attention scores in N sequential blocks of query rows, one block's scores live at a time "
                "(bert, gpt; PopXL GPT-3 attention_serialisation; default 1)"),
-    Field("io_tiles", "int", only_for=_TRANSFORMER, label="IO tiles", group="lowering",
+    RunConfigField("io_tiles", "int", only_for=_TRANSFORMER, label="IO tiles", group="lowering",
           help="tiles per IPU reserved for streaming (bert, gpt with --streaming-weights; PopXL io_tiles): ops use the "
                "others, and the phases' weight and activation streams overlap with compute; default 0"),
-    Field("layer_split", "layer_split", only_for=_TRANSFORMER, label="Layer split", group="scale",
+    RunConfigField("layer_split", "layer_split", only_for=_TRANSFORMER, label="Layer split", group="scale",
           help="layers per pipeline stage, PopART-style (e.g. 3,7,7,7; 0 for an IPU without layers, as "
                "optimum-graphcore's layers_per_ipu 0,3,3,3,3,4,4,4)"),
-    Field("grad_accum", "int", label="Gradient accumulation", group="scale",
+    RunConfigField("grad_accum", "int", label="Gradient accumulation", group="scale",
           help="micro-batches per optimizer step (default 1; 2 x stages - 1 when pipelined)"),
-    Field("optimizer", "choice", choices=_OPTIMIZERS, label="Optimizer", group="scale", help="optimizer (default sgd)"),
-    Field("optimizer_state", "choice", choices=("onchip", "offchip"), label="Optimizer state", group="scale",
+    RunConfigField("optimizer", "choice", choices=_OPTIMIZERS, label="Optimizer", group="scale", help="optimizer (default sgd)"),
+    RunConfigField("optimizer_state", "choice", choices=("onchip", "offchip"), label="Optimizer state", group="scale",
           help="keep optimizer state in tile SRAM or stream it from DDR once per step"),
-    Field("optimizer_state_dtype", "choice", choices=("fp16", "fp32"), label="Optimizer state dtype", group="scale",
+    RunConfigField("optimizer_state_dtype", "choice", choices=("fp16", "fp32"), label="Optimizer state dtype", group="scale",
           help="dtype of optimizer moments (default fp32)"),
-    Field("master_weights", "bool", label="Master weights", group="scale", help="fp32 master copy of fp16 weights"),
-    Field("rts", "bool", label="Replicated tensor sharding", group="scale",
+    RunConfigField("master_weights", "bool", label="Master weights", group="scale", help="fp32 master copy of fp16 weights"),
+    RunConfigField("rts", "bool", label="Replicated tensor sharding", group="scale",
           help="replicated tensor sharding of the optimizer state across replicas"),
-    Field("host_framework", "choice", choices=HOST_FRAMEWORK_CHOICES, label="Host framework", group="scale",
+    RunConfigField("host_framework", "choice", choices=HOST_FRAMEWORK_CHOICES, label="Host framework", group="scale",
           help="the framework whose host step loop's per-step cost is added (calibrated, device spec); default auto: "
                "the framework Graphcore ran the model with (bert: popart, resnet: tensorflow), else unknown (no host "
                "step, said next to the throughput); none: the IPUs alone"),
-    Field("device_iterations", "int", label="Device iterations", group="scale",
+    RunConfigField("device_iterations", "int", label="Device iterations", group="scale",
           help="optimizer steps per host call (poptorch deviceIterations, PopART batches per step; default 1): the "
                "host step loop's cost is shared by them"),
-    Field("available_memory_proportion", "fractions", label="Available memory proportion", group="lowering",
+    RunConfigField("available_memory_proportion", "fractions", label="Available memory proportion", group="lowering",
           help="share of tile memory for matmul temporaries (Poplar default 0.6; or one per IPU, comma-separated)"),
-    Field("partials_type", "choice", choices=("float", "half"), label="Partials type", group="lowering",
+    RunConfigField("partials_type", "choice", choices=("float", "half"), label="Partials type", group="lowering",
           help="type of matmul / convolution partials (poplin partialsType; default float; half for fp16 runs)"),
-    Field("packing", "number", only_for=_TRANSFORMER, label="Packing",
+    RunConfigField("packing", "number", only_for=_TRANSFORMER, label="Packing",
           help="average sequences per pack (bert; 1 = unpacked)"),
-    Field("mask_tokens", "int", only_for=("bert",), label="Mask tokens", help="MLM positions per pack (default 15 % of seq)"),
-    Field("outline", "bool", only_for=("bert", "gpt", "resnet"), label="Outlining", group="lowering",
-          help="share the code of structurally identical ops in a stage (PopART outlining; default on)"),
-    Field("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=_TRANSFORMER,
+    RunConfigField("mask_tokens", "int", only_for=("bert",), label="Mask tokens", help="MLM positions per pack (default 15 % of seq)"),
+    RunConfigField("outline", "bool", only_for=("bert", "gpt", "resnet"), label="Outlining", group="lowering",
+          switches=(("--outline", True), ("--no-outline", False)),
+          help="share the code of structurally identical ops in a stage (PopART outlining; default on: "
+               "--no-outline turns it off)"),
+    RunConfigField("pipeline_placement", "choice", choices=("sequential", "wrap"), only_for=_TRANSFORMER,
           label="Pipeline placement", group="scale",
           help="sequential (embedding on the first IPU, heads on the last) or wrap (Graphcore's MLPerf BERT, "
                "optimum-graphcore's GPT-2: embedding and heads with the tied decoder / LM head on IPU 0, which may also "
                "run the first and the last layers; --layer-split then has S + 1 entries for S IPUs: IPU 0, IPU 1, ..., "
                "IPU S-1, IPU 0 again, e.g. 0,3,3,3,3,4,4,4,0)"),
-    Field("embedding_serialization", "int", only_for=_TRANSFORMER, label="Embedding serialisation",
+    RunConfigField("embedding_serialization", "int", only_for=_TRANSFORMER, label="Embedding serialisation",
           group="lowering",
           help="vocabulary slices of the embedding and a tied LM head (optimum-graphcore's "
                "embedding_serialization_factor: the head's matmul runs one slice at a time; default 1)"),
-    Field("task_head", "choice", choices=TASK_HEADS, only_for=_TRANSFORMER, label="Task head",
+    RunConfigField("task_head", "choice", choices=TASK_HEADS, only_for=_TRANSFORMER, label="Task head",
           help="the head the model ends in: pretraining (bert MLM + NSP, gpt causal LM; the default), "
                "question_answering (span start / end over every token) or sequence_classification (first token)"),
-    Field("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",), label="Convolution lowering",
+    RunConfigField("conv_lowering", "choice", choices=("im2col", "halo"), only_for=("resnet",), label="Convolution lowering",
           group="lowering",
           help="resnet: halo (each tile's input rows with halo exchanged once, read in place: emulator/ops/conv.py; "
                "the default) or im2col (windows gathered into an implicit-GEMM operand)"),

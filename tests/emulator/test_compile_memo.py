@@ -5,7 +5,8 @@ exactly what compiling every copy afresh gives."""
 import numpy as np
 
 import popvision_lite.emulator.compile as C
-import popvision_lite.emulator.compile.steps as S
+import popvision_lite.emulator.compile.copies as CO
+import popvision_lite.emulator.compile.copy_memo as S
 from popvision_lite.emulator import Graph, Target, TensorView
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
@@ -21,12 +22,12 @@ def test_copy_memo_matches_fresh_compile(monkeypatch):
 
 def _compile_both(monkeypatch, graph, prog):
     fresh = []
-    orig = S._compile_copy_fresh
-    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    orig = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
     memo = C.compile_graph(graph, prog)
     n_memo = len(fresh)
     counter = iter(range(10**9))
-    monkeypatch.setattr(S, "_copy_structure_key", lambda c, p: (str(next(counter)).encode(), 0))
+    monkeypatch.setattr(CO, "_copy_structure_key", lambda c, p: (str(next(counter)).encode(), 0))
     plain = C.compile_graph(graph, prog)
     return memo, plain, n_memo, len(fresh) - n_memo
 
@@ -89,8 +90,8 @@ def test_copy_memo_shared_across_graphs(monkeypatch):
     compiling it alone."""
     target = Target.from_device("ipu-mk2", num_ipus=1)
     fresh = []
-    orig = S._compile_copy_fresh
-    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    orig = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
     g1, p1 = _broadcast_graph(target, ((40, 0), (48, 0)))
     g2, p2 = _broadcast_graph(target, ((40, 0), (48, 0), (56, 0), (40, 100), (48, 0)))
     alone = C.compile_graph(g2, p2, outline=True)
@@ -140,8 +141,8 @@ def test_carried_copies_replay_the_previous_graphs_exchanges(monkeypatch):
     device whose copy constants are equal (the Bow IPU and the Mk2 on one IPU), with the result of compiling
     it alone; afterwards only the entries that compile used are kept."""
     fresh = []
-    orig = S._compile_copy_fresh
-    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    orig = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
     mk2, bow = Target.from_device("ipu-mk2", num_ipus=1), Target.from_device("ipu-bow", num_ipus=1)
     assert S.copy_cost_key(mk2) == S.copy_cost_key(bow) and mk2.em != bow.em
     g_bow, p_bow = _broadcast_graph(bow, ((40, 0), (48, 0), (56, 0), (40, 100)))

@@ -472,7 +472,7 @@ def _runs_view(g, rng, name, n, lens, max_cuts):
 def _pieces_equal_to_cutting_every_run(src, dst, trial):
     """The copy's pieces (_copy_pieces_runs, with its fast paths) against cutting every paired run at every
     mapping boundary (_cut_runs); the runs and the reference pieces, for the caller's own checks."""
-    from popvision_lite.emulator.compile import steps as S
+    from popvision_lite.emulator.compile import copy_plans as S
 
     got = S._copy_pieces_runs(src, dst)
     ss, sl, sm = S._runs_and_mapping(src)
@@ -505,7 +505,7 @@ def test_cut_runs_is_cutting_element_by_element(mk2):
     """_cut_runs (the cut positions merged with each boundary counted, no search per piece) cuts a copy where the
     source run, the destination run or either side's mapping interval changes: the pieces, their intervals and
     their source runs of walking the copy element by element."""
-    from popvision_lite.emulator.compile import steps as S
+    from popvision_lite.emulator.compile import copy_plans as S
 
     rng = np.random.default_rng(23)
     for trial in range(60):
@@ -541,7 +541,7 @@ def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
     the boundaries of its one crossing side (_cut_one_side, without sorting the cut positions) gives exactly
     the pieces, in order, of cutting every run; also when some runs cross on one side and others on the
     other, and when the destination is one contiguous run."""
-    from popvision_lite.emulator.compile import steps as S
+    from popvision_lite.emulator.compile import copy_plans as S
 
     rng = np.random.default_rng(11)
     calls = []
@@ -574,7 +574,7 @@ def test_runs_cut_on_one_side_equal_cutting_every_run(mk2, monkeypatch):
 def test_whole_tensor_copy_cut_like_every_run(mk2):
     """A whole-tensor copy (one run a side) crossing interval boundaries on both sides is cut without placing
     pieces among whole runs: the same pieces as cutting every run."""
-    from popvision_lite.emulator.compile import steps as S
+    from popvision_lite.emulator.compile import copy_plans as S
 
     rng = np.random.default_rng(29)
     for trial in range(20):
@@ -597,7 +597,7 @@ def test_whole_tensor_copy_cut_like_every_run(mk2):
 def test_bytes_per_tile_counts_tiles_and_lengths():
     """steps.bytes_per_tile: per tile the bytes of its pieces, by counting (tile, length) pairs when that table is
     small and by a weighted bincount otherwise; both the sums of np.bincount's weighted form."""
-    from popvision_lite.emulator.compile.steps import bytes_per_tile
+    from popvision_lite.emulator.compile.copy_plans import bytes_per_tile
 
     rng = np.random.default_rng(31)
     counted = 0
@@ -672,7 +672,7 @@ def test_shared_bus_receive_bytes_match_per_piece_rule(mk2):
 def test_stable_argsort_is_numpys_stable_argsort():
     """The copy compile's stable_argsort (a sort of key x n + index) gives np.argsort(kind="stable")'s
     order, ties in index order; keys too large for the encoding (or negative) fall back to numpy's."""
-    from popvision_lite.emulator.compile.steps import stable_argsort
+    from popvision_lite.emulator.compile.copy_plans import stable_argsort
 
     rng = np.random.default_rng(11)
     for hi in (1, 3, 1000, 2**40, 2**62):
@@ -793,7 +793,7 @@ def test_send_side_patterns_are_the_receive_order_restricted():
     (the sent subset kept in that order) instead of sorting the sent pieces again: the same patterns as
     code_patterns on the subset, including ties of the sort key and an empty subset."""
     from popvision_lite.emulator.compile.compiled import CopyPlan
-    from popvision_lite.emulator.compile.steps import _pattern_order, _pattern_units, code_patterns
+    from popvision_lite.emulator.compile.copy_plans import _pattern_order, _pattern_units, code_patterns
 
     rng = np.random.default_rng(13)
     for trial in range(200):
@@ -842,7 +842,7 @@ def test_code_patterns_by_destination_tile_first(mk2):
     exchange has them): the same patterns as grouping by source tile first, written out with loops, both for
     pieces in that order and for shuffled ones."""
     from popvision_lite.emulator.compile.compiled import CopyPlan
-    from popvision_lite.emulator.compile.steps import _lexsort3, code_patterns
+    from popvision_lite.emulator.compile.copy_plans import _lexsort3, code_patterns
 
     rng = np.random.default_rng(17)
     in_order = 0

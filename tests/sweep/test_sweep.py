@@ -47,9 +47,9 @@ def test_grid_fields_are_read_from_the_config_definitions(monkeypatch):
     with pytest.raises(ConfigError, match="field 'tile_colour'"):
         g.check_grid({"tile_colour": [1, 2]}, "t")
     # a field given a definition in the run config is sweepable at once, with no list to update here
-    from popvision_lite.emulator.run_config import FIELDS, Field
+    from popvision_lite.emulator.run_config import FIELDS, RunConfigField
 
-    monkeypatch.setitem(FIELDS, "tile_colour", Field("tile_colour", "int"))
+    monkeypatch.setitem(FIELDS, "tile_colour", RunConfigField("tile_colour", "int"))
     assert g.check_grid({"tile_colour": [1, 2]}, "t") == {"tile_colour": [1, 2]}
 
 

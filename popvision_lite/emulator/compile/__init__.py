@@ -2,8 +2,10 @@
 category, compute liveness, and build the BSP step templates (cycles never depend on data, so
 every step's per-tile cost is known at compile time; Repeat bodies are costed once).
 
-One job per module: :mod:`.check` (graph checks), :mod:`.steps` (BSP step templates and the executed
-step sequence), :mod:`.memory` (memory per tile and category outside the steps), :mod:`.liveness`
+One job per module: :mod:`.check` (graph checks), :mod:`.compute_sets` (a compute set's step),
+:mod:`.copies` (a copy's steps), :mod:`.copy_plans` (a copy's pieces and exchange-code patterns),
+:mod:`.copy_memo` (compiled copies shared between compiles), :mod:`.steps` (stream copies, syncs and the
+executed step sequence), :mod:`.memory` (memory per tile and category outside the steps), :mod:`.liveness`
 (live tensors per step); :mod:`.compiled` holds what they produce.  :func:`compile_graph` runs them
 in order.
 """
@@ -27,19 +29,13 @@ from popvision_lite.emulator.compile.compiled import (
     ProgInfo,
     StepTemplate,
 )
+from popvision_lite.emulator.compile.compute_sets import compile_execute
+from popvision_lite.emulator.compile.copies import compile_copy, copy_signature
+from popvision_lite.emulator.compile.copy_memo import CarriedCopies, CopyMemo
+from popvision_lite.emulator.compile.copy_plans import copy_pieces
 from popvision_lite.emulator.compile.liveness import accesses, compute_liveness
 from popvision_lite.emulator.compile.memory import vertex_memory
-from popvision_lite.emulator.compile.steps import (
-    CarriedCopies,
-    CopyMemo,
-    compile_copy,
-    compile_execute,
-    compile_stream,
-    compile_sync,
-    copy_pieces,
-    copy_signature,
-    expand,
-)
+from popvision_lite.emulator.compile.steps import compile_stream, compile_sync, expand
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.emulator.host_alloc import reuse_freed_memory
 from popvision_lite.errors import EmulatorError
@@ -87,8 +83,8 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
     lengths, relative offsets) match an earlier one, and a compute set whose vertices match an
     earlier one, are charged code / vertex state once.  Used by the pipeline composition (PopART-like
     runs); plain Poplar graphs (the graph API) are not outlined.  ``copy_memo``: compiled copies shared
-    with the other graphs compiled with it: a :class:`~.steps.CopyMemo` (a run's stage graphs: same target and
-    outline setting) or a :class:`~.steps.CarriedCopies` (whole graphs compiled one after another, e.g. a
+    with the other graphs compiled with it: a :class:`~.copy_memo.CopyMemo` (a run's stage graphs: same target and
+    outline setting) or a :class:`~.copy_memo.CarriedCopies` (whole graphs compiled one after another, e.g. a
     model's graph on the Bow IPU after the Mk2).  Without one, the compile keeps nothing beyond itself: every
     cache it uses is in ``Compiled.caches``, dropped before it returns."""
     if not isinstance(program, P.Program):

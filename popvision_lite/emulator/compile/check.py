@@ -28,7 +28,7 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
     """Every tensor mapped, every vertex field on its vertex's tile (:func:`_check_local`), and for the
     fields of several rows per vertex whether those rows are adjacent in tile memory (for vertex_memory).
     ``memo``: {content key of a field and its tensor's mapping: that answer}, shared with the other graphs
-    compiled with it (``steps.CopyMemo``: the stage graphs of a pipelined run hold the same layer's
+    compiled with it (``copy_memo.CopyMemo``: the stage graphs of a pipelined run hold the same layer's
     fields); a field found there was checked with the same arrays on the same mapping already."""
     g = c.graph
     for t in g.tensors:

@@ -72,12 +72,12 @@ class CopyPlan:
 class CompileCaches:
     """What a compile keeps while it runs, each cache by name with its lifetime (nothing is kept on a
     :class:`Compiled` under a private attribute).  A compile starts with empty ones; a
-    :class:`~.steps.CopyMemo` or :class:`~.steps.CarriedCopies` given to :func:`~.compile_graph` attaches
+    :class:`~.copy_memo.CopyMemo` or :class:`~.copy_memo.CarriedCopies` given to :func:`~.compile_graph` attaches
     its shared dicts instead (the copies and checks of other graphs).  :func:`~.compile_graph` drops the step
     caches when the steps are compiled (:meth:`drop_step_caches`: they hold the copies' arrays) and the
     layout caches when vertex memory is done (:meth:`drop_layout`)."""
 
-    # -- until the steps are compiled (steps.compile_copy / compile_execute, check.check_graph)
+    # -- until the steps are compiled (copies.compile_copy, compute_sets.compile_execute, check.check_graph)
     copy_memo: dict = field(default_factory=dict)   # copy structure key -> recorded effects (compile_copy)
     copy_keys_used: set | None = None               # the keys this compile used (a shared memo keeps those)
     check_memo: dict | None = None                  # field content -> the graph check's answer (shared only)

@@ -186,7 +186,7 @@ def _plan(cfg, target1: Target) -> SimpleNamespace:
 # optimizer: what this module's composition applies) composes the kept graphs, within a run and across the
 # points of a sweep or a search in one process.  Bounded by bytes.
 _STAGE_GRAPHS = StageGraphCache()
-# the compiled copies of the previous run's stage graphs (compile.steps.CopyMemo, one run's entries): the
+# the compiled copies of the previous run's stage graphs (compile.copy_memo.CopyMemo, one run's entries): the
 # next run of the model replays the exchanges its stage graphs share with them
 _COPY_MEMO = CopyMemo()
 # each stage-graph kind's (embedding here, heads here) as the (stage, of stages) its program is built for

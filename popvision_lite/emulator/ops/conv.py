@@ -180,7 +180,7 @@ def vertex_tile_cycles(s: ConvShape, r0: int, nr: int, cop: int, fp16: bool, tar
 
 
 @dataclass(frozen=True)
-class ConvPlan:
+class HaloConvPlan:
     pr: int  # output-row parts
     pco: int  # output-channel parts
     pci: int  # input-channel parts (partials reduced on the output's tiles when > 1)
@@ -208,7 +208,7 @@ def powers_dividing(n: int, limit: int) -> list[int]:
 
 
 def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target, usable_bytes: float,
-               pb: int = 4) -> ConvPlan:
+               pb: int = 4) -> HaloConvPlan:
     """The cost of one partition: the fullest tile's ConvPartialnx1 estimate and exchange receive time,
     and with an input-channel split the partials reduction (each output tile gathers pci - 1 partial
     slices of its block, ``pb`` bytes an element (poplin's partialsType), and runs poplin's ReduceAdd over
@@ -230,10 +230,10 @@ def _candidate(s: ConvShape, pci: int, pco: int, tiles: int, fp16: bool, target,
         recv += (pci - 1) * slice_el * pb
         byts += pci * slice_el * pb
         comp += reduce_add_cycles(slice_el, pci, item, pb, int(target.threads_per_tile))
-    return ConvPlan(pr, pco, pci, int(comp), int(-(-recv // xbytes)), int(byts), byts <= usable_bytes)
+    return HaloConvPlan(pr, pco, pci, int(comp), int(-(-recv // xbytes)), int(byts), byts <= usable_bytes)
 
 
-def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float, partials_bytes: int = 4) -> ConvPlan:
+def plan_conv(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: float, partials_bytes: int = 4) -> HaloConvPlan:
     """The partition of a convolution over ``tiles`` tiles (see the module docstring); ``partials_bytes``:
     poplin's partialsType of an input-channel split's partials (4 float, 2 half)."""
     return choose_channel_split(s, fp16, target, tiles, lambda pci, pco: _candidate(

@@ -540,7 +540,7 @@ def rearrangements(pk: int, pn: int, ps: int, ta: bool, tb: bool, b_laid_out: bo
 
 
 @dataclass(frozen=True)
-class ConvPlan:
+class ImplicitGemmConvPlan:
     """conv2d (NHWC, kernel KHxKW, stride, padding) planned as an implicit GEMM:
     M = N*OH*OW output pixels, N = output channels, K = KH*KW*Cin."""
 
@@ -585,10 +585,10 @@ def conv_output_hw(h: int, w: int, kh: int, kw: int, stride: int, padding: int) 
 
 
 def plan_conv2d(batch: int, h: int, w: int, cin: int, cout: int, kh: int, kw: int, target: PlanTarget,
-                stride: int = 1, padding: int = 0, precision: str = "fp16", tiles: int | None = None) -> ConvPlan:
+                stride: int = 1, padding: int = 0, precision: str = "fp16", tiles: int | None = None) -> ImplicitGemmConvPlan:
     oh, ow = conv_output_hw(h, w, kh, kw, stride, padding)
     gemm = plan_matmul(batch * oh * ow, cout, kh * kw * cin, target, precision, tiles)
-    return ConvPlan(batch, oh, ow, cin, cout, kh, kw, stride, padding, gemm)
+    return ImplicitGemmConvPlan(batch, oh, ow, cin, cout, kh, kw, stride, padding, gemm)
 
 
 # --------------------------------------------------------------------------------------------
@@ -683,6 +683,6 @@ def split_even(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 __all__ = [
-    "PlanTarget", "MatmulPlan", "ConvPlan", "ElementwisePlan", "ReductionPlan", "plan_matmul",
+    "PlanTarget", "MatmulPlan", "ImplicitGemmConvPlan", "ElementwisePlan", "ReductionPlan", "plan_matmul",
     "plan_conv2d", "plan_elementwise", "plan_reduction", "conv_output_hw", "split_even", "dtype_bytes",
 ]

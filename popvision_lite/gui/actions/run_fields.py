@@ -14,7 +14,7 @@ from dataclasses import asdict
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox
 
 from popvision_lite.emulator.models.config import MODEL_NAMES
-from popvision_lite.emulator.run_config import DEVICE_ALIASES, Field, check_field
+from popvision_lite.emulator.run_config import DEVICE_ALIASES, RunConfigField, check_field
 from popvision_lite.gui.text import plain_tip
 
 SPIN_MAX = 2 ** 31 - 1  # QSpinBox holds a C int; a field allowing more is typed as text
@@ -51,7 +51,7 @@ class FieldInput:
     fields only), else the value, checked by the field's definition (ConfigError naming ``source`` and the
     field, the same problem text as every other source)."""
 
-    def __init__(self, field: Field, source: str):
+    def __init__(self, field: RunConfigField, source: str):
         self.field = field
         self.source = source
         self.optional = field.group != "run"

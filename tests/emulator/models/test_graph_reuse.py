@@ -65,11 +65,12 @@ def test_pipelined_run_replays_the_previous_runs_copies_with_a_cold_runs_result(
     """The next run of a model (here another availableMemoryProportion: other stage graphs) replays the
     exchanges its stage graphs share with the previous run's (pipeline._COPY_MEMO) and gives the result of
     a run in a cold process."""
-    from popvision_lite.emulator.compile import steps as S
+    from popvision_lite.emulator.compile import copies as CO
+    from popvision_lite.emulator.compile import copy_memo as S
 
     fresh = []
-    orig = S._compile_copy_fresh
-    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
+    orig = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: (fresh.append(1), orig(c, info))[1])
     E.release_graphs()
     monkeypatch.setattr(PL, "_COPY_MEMO", S.CopyMemo())
     _bert(replicas=2, ipus=4, available_memory_proportion=0.6)

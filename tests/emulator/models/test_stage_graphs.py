@@ -6,7 +6,8 @@ import pytest
 
 import popvision_lite.emulator.compile as C
 import popvision_lite.emulator.compile.check as K
-import popvision_lite.emulator.compile.steps as S
+import popvision_lite.emulator.compile.copies as CO
+import popvision_lite.emulator.compile.copy_memo as S
 from popvision_lite.emulator import Graph, Target
 from popvision_lite.emulator import codelets as CL
 from popvision_lite.emulator import mapping as M
@@ -51,8 +52,8 @@ def test_stage_graphs_share_the_layer_copies(monkeypatch):
     target = Target.from_device("ipu-mk2", num_ipus=1)
     cfg = make_config("gpt2-small", **CFG)
     fresh = []
-    orig = S._compile_copy_fresh
-    monkeypatch.setattr(S, "_compile_copy_fresh", lambda c, info: (fresh.append(info.prog.name), orig(c, info))[1])
+    orig = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: (fresh.append(info.prog.name), orig(c, info))[1])
     memo = S.CopyMemo()
     StageGraph(cfg, target, 0, 3, copy_memo=memo)
     first = list(fresh)
@@ -71,8 +72,8 @@ def test_graph_check_and_compute_sets_shared_across_graphs(monkeypatch):
     calls, busy = [], []
     orig = K._check_local
     monkeypatch.setattr(K, "_check_local", lambda *a: (calls.append(1), orig(*a))[1])
-    orig_busy = S.cm.compute_tile_cycles
-    monkeypatch.setattr(S.cm, "compute_tile_cycles", lambda *a, **k: (busy.append(1), orig_busy(*a, **k))[1])
+    orig_busy = CO.cm.compute_tile_cycles
+    monkeypatch.setattr(CO.cm, "compute_tile_cycles", lambda *a, **k: (busy.append(1), orig_busy(*a, **k))[1])
     b0, b1 = _stage(target, cfg, 0), _stage(target, cfg, 1)
     p0 = P.Sequence([P.Sequence(list(b0.ctx.programs))])
     p1 = P.Sequence([P.Sequence(list(b1.ctx.programs))])

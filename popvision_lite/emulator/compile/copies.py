@@ -1,0 +1,243 @@
+"""The BSP step templates of a copy (:func:`compile_copy`): pieces, exchange cycles and code, replayed from
+a memo where an earlier copy had the same structure."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator.compile.compiled import (
+    K_COMPUTE,
+    K_SYNC,
+    K_XG,
+    K_XI,
+    Compiled,
+    CopyPlan,
+    ProgInfo,
+    cached_digest,
+    digest,
+    distinct_tiles,
+)
+from popvision_lite.emulator.compile.copy_memo import CopySignature, plan_signature
+from popvision_lite.emulator.compile.copy_plans import (
+    _pattern_order,
+    _pattern_units,
+    bytes_per_tile,
+    code_patterns,
+    copy_pieces,
+    stable_argsort,
+)
+from popvision_lite.emulator.compile.memory import tile_addr
+from popvision_lite.emulator.graph import Field, Regions
+from popvision_lite.errors import EmulatorError
+
+
+def compile_copy(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    if prog.src.tensor.dtype != prog.dst.tensor.dtype:
+        raise EmulatorError(
+            f"Copy '{prog.name}': src '{prog.src.name}' is {prog.src.tensor.dtype} but dst '{prog.dst.name}' is "
+            f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
+        )
+    key, shift = _copy_structure_key(c, prog)
+    memo = c.caches.copy_memo
+    used = c.caches.copy_keys_used
+    if used is not None:
+        used.add(key)
+    if key in memo:
+        # an exchange of the same structure earlier in this graph or an earlier graph of the run (the same op
+        # in another layer or stage, possibly placed on tiles rotated by an even count): same pieces and
+        # per-tile bytes and code, moved to this copy's tiles, so replay its effects instead of recomputing them
+        sig, effects, code_bytes, shift0 = memo[key]
+        d = shift - shift0
+        T = c.num_tiles
+        if sig is not None:  # (outlining: the pieces' signature, moved with them)
+            c.copy_plans[info.prog_id] = sig.shifted(d, T)
+        for fn, args, kw in effects:
+            if fn == "mem":
+                cat, tiles, nbytes = args
+                c.add_mem(cat, (np.asarray(tiles) + d) % T if d else tiles, nbytes, **kw)
+            elif d and kw.get("shared") is None:  # dense per-tile rows (sync rows are the target's own)
+                c.add_template(info, args[0], *(None if a is None else np.roll(a, d) for a in args[1:]), **kw)
+            else:
+                c.add_template(info, *args, **kw)
+        info.code_bytes += code_bytes
+        return
+    effects: list = []
+    before = info.code_bytes
+    c.recording = effects
+    try:
+        _compile_copy_fresh(c, info)
+    finally:
+        c.recording = None
+    # outlining reads the copy's signature, not its pieces (per-piece arrays, the bulk of a copy's memory): the
+    # plan is let go now; a plain whole-graph compile frees it after its copy (compile_graph)
+    sig = None
+    if c.outline:
+        sig = c.copy_plans[info.prog_id] = plan_signature(c, c.copy_plans[info.prog_id], prog.src.tensor.itemsize)
+    memo[key] = (sig, effects, info.code_bytes - before, shift)
+
+
+def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
+    """Everything a copy's compiled effects depend on: each endpoint's element runs (per vertex for a
+    field, whose vertices can be whole pieces), its tensor's tile mapping, and the element size.
+    On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
+    down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
+    bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
+    src_tiles = prog.src.tensor.mapping.tile
+    shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
+    parts = [str(prog.src.tensor.itemsize).encode()]
+    for ep in (prog.src, prog.dst):
+        if isinstance(ep, Regions):  # its starts and sizes are its runs (hashed as stored, once per compile)
+            parts.append(b"G" + cached_digest(c, ep.starts) + cached_digest(c, ep.sizes))
+        elif isinstance(ep, Field):
+            s, e = ep.run_bounds()
+            parts.append(b"F" + digest(s, e))
+        else:
+            st, ln = ep.runs()
+            parts.append(b"R" + digest(st, ln))
+        mp = ep.tensor.mapping
+        parts += [cached_digest(c, mp.tile, shift), cached_digest(c, mp.start), cached_digest(c, mp.stop)]
+    return b"".join(parts), shift
+
+
+def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
+    prog = info.prog
+    plan = copy_pieces(prog.src, prog.dst)
+    c.copy_plans[info.prog_id] = plan
+    if len(plan.length) == 0:
+        return
+    T = c.num_tiles
+    isz = prog.src.tensor.itemsize
+    nbytes = plan.length * isz
+    cross = plan.src_tile != plan.dst_tile
+    # a source piece sent to several tiles goes out once (the exchange multicasts)
+    xi = np.nonzero(cross)[0]
+    n = len(cross)
+    all_cross = len(xi) == n  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
+    multi: bool | np.ndarray = False  # per crossing piece: its source piece goes to more than one tile
+    L1 = int(plan.length.max()) + 1
+    if len(xi):
+        key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
+        if np.all(key[1:] > key[:-1]):
+            xs = xi  # already distinct (no broadcast)
+        else:
+            order = stable_argsort(key)
+            ks = key[order]
+            first = np.concatenate([[True], ks[1:] != ks[:-1]])
+            xs = xi[order[first]]
+            if len(xs) < len(xi):
+                grp = np.cumsum(first) - 1
+                multi = np.empty(len(xi), bool)
+                multi[order] = np.bincount(grp)[grp] > 1
+    else:
+        xs = xi
+    if xs is xi and all_cross:
+        bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
+    else:
+        bout = bytes_per_tile(plan.src_tile[xs], plan.length[xs], isz, T, L1)
+    if all_cross:
+        bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
+        local = np.zeros(T, np.int64)
+    else:
+        bin_ = bytes_per_tile(plan.dst_tile[cross], plan.length[cross], isz, T, L1)
+        local = bytes_per_tile(plan.src_tile[~cross], plan.length[~cross], isz, T, L1)
+    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
+    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
+    # (only multicast pieces can have a bus partner)
+    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
+    # exchange / copy-descriptor memory on each participating tile
+    if c.target.num_ipus == 1:
+        ipu_s = ipu_d = None
+        glob = np.zeros(len(cross), bool)
+    else:
+        ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
+        glob = ipu_s != ipu_d
+    src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
+    dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
+    sent_once = np.zeros(len(cross), bool)
+    sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
+    for mask, cat in ((cross & ~glob if ipu_s is not None else cross, "internalExchangeCode"),
+                      (glob, "globalExchangeCode")):
+        if mask.any():
+            send = mask & sent_once
+            # receive side: patterns per (source tile, destination tile), charged to the receiver
+            idx = np.nonzero(mask)[0]
+            st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
+            de = dst_addr if ii is idx and len(idx) == n else dst_addr[ii]  # (in order already: no gather)
+            # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
+            # the same key (stable), so their order is the receive side's with the other pieces left out
+            # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
+            if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
+                (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
+            else:
+                _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
+                k = send[ii]
+                sek = se[k]
+                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
+            # per pattern EXCHANGE_CODE_PER_PIECE, and EXCHANGE_CODE_PER_LOOP more for a loop (several pieces), on
+            # the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
+            n_r, n_s = np.bincount(pd_, minlength=T), np.bincount(ps_, minlength=T)
+            per_tile = (n_r + n_s) * cm.EXCHANGE_CODE_PER_PIECE
+            per_tile += (np.bincount(pd_[cnt > 1], minlength=T)
+                         + np.bincount(ps_[cnt_s > 1], minlength=T)) * cm.EXCHANGE_CODE_PER_LOOP
+            ut = np.nonzero(n_r + n_s)[0]
+            c.add_mem(cat, ut, per_tile[ut])
+            c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
+            info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+    if glob.any():
+        c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
+    if not all_cross:
+        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
+    if not cross.any():
+        # purely on-tile: the tiles copy with memcpy, a compute-like step
+        ut = distinct_tiles(plan.src_tile, c.num_tiles)
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
+        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
+        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+        return
+    all_t = np.arange(T)
+    if glob.any():
+        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
+        nI = c.target.num_ipus
+        # a multicast piece crosses the links once per destination IPU (not once per destination tile)
+        gi = np.nonzero(glob)[0]
+        gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
+        gorder = stable_argsort(gkey)
+        gk = gkey[gorder]
+        gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
+        leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
+        enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
+        link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
+        dur = max(int(busy.max()), link)
+        c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
+                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
+                       bytes_sram=int(2 * nbytes[~cross].sum()))
+    else:
+        # the tiles with pieces: every piece's source tile sends it (bout, local) or holds the first of its
+        # multicast's pieces, every destination tile receives (bin_, local); with no empty piece, the same
+        # tiles as every piece's source and destination tile
+        if int(plan.length.min()) > 0:
+            part = np.nonzero(bout + bin_ + local)[0]
+        else:
+            part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
+        ipu = c.ipu_of_tiles(part)
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=bytes_cross,
+                       bytes_sram=2 * bytes_local)
+    c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def copy_signature(c: Compiled, prog, plan: CopyPlan | CopySignature | None):
+    """Structure of an exchange program: pieces (tile pairs, lengths, offsets relative to the first
+    piece of each side) and the element size (:class:`CopySignature`'s key; equal for equal pieces).
+    Identical structure = identical exchange code once the op is outlined into a subgraph with its own
+    operand buffers."""
+    if plan is None:
+        return None
+    if not isinstance(plan, CopySignature):
+        plan = plan_signature(c, plan, prog.src.tensor.itemsize)
+    return plan.key

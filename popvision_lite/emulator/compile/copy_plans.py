@@ -1,0 +1,343 @@
+"""A copy's pieces and its exchange code: the copy cut into pieces at tile and mapping-interval boundaries
+(:func:`copy_pieces`), bytes per tile, and the exchange-code patterns of the pieces (:func:`code_patterns`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator.compile.compiled import (
+    CopyPlan,
+)
+from popvision_lite.emulator.graph import Field, _ranges_index
+from popvision_lite.emulator.mapping import interval_index
+
+
+def _runs_and_mapping(ep):
+    starts, lens = ep.runs()
+    keep = lens > 0
+    if keep.all():
+        return starts, lens, ep.tensor.mapping
+    return starts[keep], lens[keep], ep.tensor.mapping
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique for int arrays via one sort (numpy's hash-based unique is slow on large int arrays)."""
+    if len(a) == 0:
+        return a
+    if np.all(a[1:] > a[:-1]):
+        return a
+    # stable: the same values, and numpy's stable sort runs through the few ascending runs these arrays are
+    # made of (the cut positions of each side) ~7x faster than its quicksort (3 runs of 0.7 M: 0.018 s)
+    a = np.sort(a, kind="stable")
+    return a[np.concatenate([[True], a[1:] != a[:-1]])]
+
+
+def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile,
+    mapping interval of the first element)."""
+    s, e = ep.run_bounds()
+    mp = ep.tensor.mapping
+    k1 = interval_index(mp.start, s)
+    kc = np.clip(k1, 0, max(len(mp) - 1, 0))
+    tiles = mp.tile[kc]
+    ok = np.all((e <= mp.stop[kc]) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
+    return s[:, 0], ep.elems(), tiles[:, 0], ok, kc[:, 0]
+
+
+def copy_pieces(src, dst) -> CopyPlan:
+    """Split a copy into pieces at every tile boundary of source and destination (vectorised).
+
+    Field endpoints (blocks/regions, element order = vertex order) whose every vertex lies inside
+    one mapping interval on both sides are costed per vertex; the rest per contiguous run."""
+    if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
+        s0, sn, st, sok, sk = _whole_vertex(src)
+        d0, dn, dt, dok, dk = _whole_vertex(dst)
+        if np.array_equal(sn, dn) and np.all(sok & dok):
+            return CopyPlan(s0, d0, sn, st, dt, sk, dk)
+    return _copy_pieces_runs(src, dst)
+
+
+def _copy_pieces_runs(src, dst) -> CopyPlan:
+    ss, sl, sm = _runs_and_mapping(src)
+    ds, dl, dm = _runs_and_mapping(dst)
+    total = int(sl.sum())
+    if total == 0:
+        z = np.zeros(0, np.int64)
+        return CopyPlan(z, z, z, z, z)
+    # fast path: pair the runs one to one (a single contiguous side is cut to the other's runs);
+    # when every run lies inside one mapping interval on both sides, the runs are the pieces
+    qs, ql, qd, qdl = ss, sl, ds, dl
+    if len(ds) == 1 and len(ss) > 1:
+        qd, qdl = ds[0] + np.cumsum(sl) - sl, sl
+    elif len(ss) == 1 and len(ds) > 1:
+        qs, ql = ss[0] + np.cumsum(dl) - dl, dl
+    if len(qs) == len(qd) and np.array_equal(ql, qdl):
+        ks = interval_index(sm.start, qs)
+        kd = interval_index(dm.start, qd)
+        ok_s = qs + ql <= sm.stop[ks]
+        ok_d = qd + ql <= dm.stop[kd]
+        ok = ok_s & ok_d
+        if ok.all():
+            return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
+        if (ok_s | ok_d).all():  # no run crosses an interval boundary on both sides
+            return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        if not ok.any():  # every run crosses (a whole-tensor copy: one run): cut them all, nothing to place
+            return _cut_runs(qs, ql, sm, qd, ql, dm)[0]
+        # the runs that cross an interval boundary are cut like any copy, the others are whole
+        # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
+        bad = np.nonzero(~ok)[0]
+        sub, sub_run = _cut_runs(qs[bad], ql[bad], sm, qd[bad], ql[bad], dm)
+        per_run = np.ones(len(qs), np.int64)
+        per_run[bad] = np.bincount(sub_run, minlength=len(bad))
+        first = np.cumsum(per_run) - per_run
+        n = int(per_run.sum())
+        whole = np.nonzero(ok)[0]
+        at_whole = first[whole]
+        sub_first = np.cumsum(per_run[bad]) - per_run[bad]
+        at_sub = first[bad][sub_run] + np.arange(len(sub_run)) - sub_first[sub_run]
+        out = []
+        for whole_v, sub_v in ((qs, sub.src_elem), (qd, sub.dst_elem), (ql, sub.length),
+                               (ks, sub.src_k), (kd, sub.dst_k)):
+            a = np.empty(n, np.int64)
+            a[at_whole] = whole_v[whole]
+            a[at_sub] = sub_v
+            out.append(a)
+        se, de, ln, pks, pkd = out
+        return CopyPlan(se, de, ln, sm.tile[pks], dm.tile[pkd], pks, pkd)
+    return _cut_runs(ss, sl, sm, ds, dl, dm)[0]
+
+
+def bytes_per_tile(tiles: np.ndarray, length: np.ndarray, isz: int, T: int, L1: int) -> np.ndarray:
+    """``np.bincount(tiles, weights=length * isz, minlength=T)`` as int64 (the sums are whole, exact in float64),
+    ``L1`` above every length: when tiles x lengths is a small table, by counting each (tile, length) and
+    weighting the counts per tile (a weighted bincount converts and adds a float per piece, ~2.5x slower)."""
+    n = len(tiles)
+    if T * L1 <= max(4 * n, 1 << 16):
+        counts = np.bincount(tiles * L1 + length, minlength=T * L1).reshape(T, L1)
+        return (counts @ np.arange(L1, dtype=np.int64)) * isz
+    return np.bincount(tiles, weights=length * isz, minlength=T).astype(np.int64)
+
+
+def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> CopyPlan:
+    """_cut_runs for paired runs (source ``qs``, destination ``qd``, length ``ql``; their first elements'
+    mapping intervals ``ks``, ``kd``) none of which crosses an interval boundary on both sides (``ok_s`` /
+    ``ok_d``: the run lies in one interval on that side): a run is cut at the boundaries of its one crossing
+    side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found from the interval of its
+    last element, with no sort of the cut positions and no search per piece.  The same pieces, in copy
+    order, as cutting every run (:func:`_cut_runs`)."""
+    R = len(qs)
+    cs = np.zeros(R, np.int64)
+    cd = np.zeros(R, np.int64)
+    b = np.nonzero(~ok_s)[0]
+    if len(b):
+        cs[b] = interval_index(sm.start, qs[b] + ql[b] - 1) - ks[b]
+    b = np.nonzero(~ok_d)[0]
+    if len(b):
+        cd[b] = interval_index(dm.start, qd[b] + ql[b] - 1) - kd[b]
+    cnt = cs + cd + 1  # pieces per run (one of the two terms is 0)
+    n = int(cnt.sum())
+    first = np.cumsum(cnt) - cnt
+    j = np.arange(n, dtype=np.int64) - np.repeat(first, cnt)  # piece j of its run
+    qs_r = np.repeat(qs, cnt)
+    qd_r = np.repeat(qd, cnt)
+    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if cd.any() else j)
+    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if cs.any() else j)
+    # a piece starts at its interval's start, or at its run's start for the run's first piece
+    o = sm.start[ksp] - qs_r
+    np.maximum(o, dm.start[kdp] - qd_r, out=o)
+    np.maximum(o, 0, out=o)
+    ln = np.empty(n, np.int64)
+    ln[:-1] = o[1:]
+    ln[first + cnt - 1] = ql  # (a run's last piece ends with it)
+    ln -= o
+    return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
+
+
+def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
+    """Cut a copy of source runs (ss, sl) to destination runs (ds, dl) at every run and mapping
+    interval boundary of both sides: the pieces in copy order, and each piece's source run."""
+    total = int(sl.sum())
+    soff = np.cumsum(sl) - sl
+    doff = np.cumsum(dl) - dl
+    cuts = [soff, doff]
+    sides = []
+    for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
+        b = mp.start
+        lo = np.searchsorted(b, starts, side="right")
+        hi = np.searchsorted(b, starts + lens, side="left")
+        cnt = np.maximum(hi - lo, 0)
+        if cnt.sum():
+            idx = _ranges_index(lo, cnt)
+            run = np.repeat(np.arange(len(starts)), cnt)
+            side_cuts = off[run] + b[idx] - starts[run]
+            cuts.append(side_cuts)
+        else:
+            side_cuts = np.zeros(0, np.int64)
+        sides.append((lo, side_cuts, np.cumsum(cnt) - cnt))
+    if len(cuts) == 2:  # no interval boundary inside any run
+        pos = _sorted_unique(np.concatenate(cuts))
+        upto = None
+    else:
+        pos, upto = _cut_positions(cuts)
+    if len(pos) and (pos[0] < 0 or pos[-1] >= total):  # (not for runs of positive lengths)
+        inside = (pos >= 0) & (pos < total)
+        pos = pos[inside]
+        upto = None if upto is None else [u[inside] for u in upto]
+    length = np.diff(np.append(pos, total))
+    rs = interval_index(soff, pos)
+    rd = interval_index(doff, pos)
+    src_elem = ss[rs] + pos - soff[rs]
+    dst_elem = ds[rd] + pos - doff[rd]
+    # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
+    # run's first element (lo - 1) plus the side's interval boundaries inside the run up to it: the
+    # boundaries (side_cuts, ascending in copy order) at or below each position, counted while the cut
+    # positions were merged (_cut_positions), or searched (random queries into a large mapping were the
+    # costliest part of cutting pieces)
+    found = iter(upto or ())
+    ks, kd = (lo[r] + (next(found) if len(side_cuts) and upto is not None else interval_index(side_cuts, pos))
+              - first[r] for (lo, side_cuts, first), r in zip(sides, (rs, rd), strict=True))
+    return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
+
+
+def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
+    """The sorted distinct positions of ``cuts`` (run offsets of both sides, then one or two sides' interval
+    boundaries inside runs, each strictly ascending), and for each boundary list after the first two: per
+    position, how many of its boundaries lie at or below it, less one (interval_index(side_cuts, pos)).  One
+    merge of the lists, each value tagged with its list in the low bits, instead of a search per position."""
+    tags = len(cuts)
+    bits = (tags - 1).bit_length()
+    enc = np.concatenate([(np.asarray(a, np.int64) << bits) | i for i, a in enumerate(cuts)])
+    enc.sort(kind="stable")  # (ascending runs: one merge pass each)
+    v = enc >> bits
+    new = np.empty(len(v), bool)
+    new[:1] = True
+    np.not_equal(v[1:], v[:-1], out=new[1:])
+    pos = v[new]
+    last = np.append(np.nonzero(new)[0][1:], len(v)) - 1  # each position's last tagged value
+    tag = enc & ((1 << bits) - 1)
+    upto = []
+    for i in range(2, tags):
+        cnt = np.cumsum(tag == i)
+        k = cnt[last]
+        k -= 1
+        upto.append(k)
+    return pos, upto
+
+
+def stable_argsort(key: np.ndarray) -> np.ndarray:
+    """np.argsort(key, kind="stable") of an int64 array: when key x 2^k + index (2^k >= n) fits int64, a stable sort
+    of those values (all distinct, so any sort gives the stable order) and the indices read back.  A
+    value sort moves no index array: 2 M keys, random 0.17 against 0.22 s, sorted blocks 0.10 against
+    0.14 s; a quicksort would lose on the mostly ordered keys of a copy's pieces (0.14 against 0.005 s on
+    sorted keys), so it is numpy's stable (merge / run-aware) sort too."""
+    n = len(key)
+    if n < 2:
+        return np.arange(n, dtype=np.int64)
+    lo, hi = int(key.min()), int(key.max())
+    shift = (n - 1).bit_length()  # the index in the low bits: a mask reads it back (4x cheaper than % n)
+    if lo < 0 or (hi + 1) << shift >= 2**63:
+        return np.argsort(key, kind="stable")
+    v = (key << shift) | np.arange(n, dtype=np.int64)
+    v.sort(kind="stable")
+    return v & ((1 << shift) - 1)
+
+
+def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray, bc_bound: int | None = None) -> np.ndarray | None:
+    """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
+    it fits (the same order: lexsort is stable too), which is several times faster.  None when the
+    pieces are in that order already (the order is the identity).  ``bc_bound``: ``b`` and ``c`` are known to
+    lie in [0, bc_bound) (tiles), not searched for their least and greatest values."""
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    am = int(a.max()) + 1
+    if bc_bound is None:
+        bm, cm_ = int(b.max()) + 1, int(c.max()) + 1
+        low = min(int(a.min()), int(b.min()), int(c.min()))
+    else:
+        bm = cm_ = bc_bound
+        low = int(a.min())
+    if low < 0 or am * bm * cm_ >= 2**62:
+        order = np.lexsort((a, b, c))
+        return None if np.array_equal(order, np.arange(len(a))) else order
+    key = np.multiply(c, bm, dtype=np.int64)
+    key += b
+    key *= am
+    key += a
+    if np.all(key[1:] >= key[:-1]):
+        return None
+    return stable_argsort(key)
+
+
+def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None, num_tiles: int | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Exchange-code units of the pieces selected by ``mask``: pieces between the same two tiles
+    that repeat with one length and constant strides on both sides (rows of a block, a partial's
+    slice of every row) form one pattern - exchange code is a loop over them, as it is for Poplar's
+    regular copies (whose grouped tensor layouts make such blocks contiguous in the first place).
+    With ``src_addr`` / ``dst_addr`` (positions in tile memory, tile_addr) pieces that are adjacent
+    in both tiles' memory are one contiguous transfer (a pattern of stride = length).
+    ``num_tiles``: the tiles' bound, where known.  Returns (src tile, dst tile, pieces) per pattern."""
+    idx = np.nonzero(mask)[0]
+    se_all = plan.src_elem if src_addr is None else src_addr
+    de_all = plan.dst_elem if dst_addr is None else dst_addr
+    st, dt, se, ln, ii = _pattern_order(plan, idx, se_all, num_tiles)
+    return _pattern_units(st, dt, se, se if de_all is se_all else de_all[ii], ln)
+
+
+def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray, num_tiles: int | None = None):
+    """The pieces ``idx`` grouped by (destination tile, source tile), each group sorted by source position,
+    stable: (src tile, dst tile, src position, length, piece index) in that order.
+
+    Patterns form within a group, so the groups' order does not change them (every consumer sums per tile):
+    the destination tile is outermost because a copy's pieces come in destination order, and a copy whose
+    every destination tile receives its source tiles' pieces in ascending order (an operand exchange) is
+    then in this order already: no sort and no gathers.  ``num_tiles``: the tiles' bound, where known."""
+    if len(idx) == len(plan.length):  # every piece (idx is 0..n-1)
+        st, dt, se, ln = plan.src_tile, plan.dst_tile, se_all, plan.length
+    else:
+        st, dt, se, ln = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], plan.length[idx]
+    order = _lexsort3(se, st, dt, num_tiles)
+    if order is None:
+        return st, dt, se, ln, idx
+    return st[order], dt[order], se[order], ln[order], idx[order]
+
+
+def _pattern_units(st, dt, se, de, ln, send_too: bool = False):
+    """code_patterns on pieces already in _pattern_order, ``de`` their destination positions (``de is se``: only
+    the source stride counts, the send side's patterns).  ``send_too``: also the send side's patterns of the same
+    pieces, from the same pairs and source strides: (receive units, send units)."""
+    n = len(st)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return ((z, z, z), (z, z, z)) if send_too else (z, z, z)
+    new = np.ones(n, bool)
+    new_s = None
+    if n > 1:
+        same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
+        same &= dt[1:] == dt[:-1]
+        same &= ln[1:] == ln[:-1]
+        np.logical_not(same, out=new[1:])
+        if send_too:
+            new_s = new.copy()
+        # piece j also starts a new pattern when its stride differs from the stride that led to j-1
+        # (conservative: never merges pieces with different strides)
+        if n > 2:
+            ds = np.diff(se)
+            step = ds[1:] != ds[:-1]
+            if send_too:
+                new_s[2:] |= same[:-1] & step
+            if de is not se:
+                dd = np.diff(de)
+                step |= dd[1:] != dd[:-1]
+            new[2:] |= same[:-1] & step
+    units = _units(st, dt, new)
+    if send_too:
+        return units, (units if new_s is None else _units(st, dt, new_s))
+    return units
+
+
+def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src tile, dst tile, pieces) of the patterns starting where ``new`` is set."""
+    starts = np.nonzero(new)[0]
+    counts = np.diff(np.append(starts, len(new)))
+    return st[starts], dt[starts], counts
