@@ -78,6 +78,8 @@ SCRIPTS: dict[str, str] = {
     "view_revisits": "GUI views shown again: CPU ms of a revisit of every view, POD16-sized runs (issue 49)",
     "host_memory": "the host-memory pre-check's estimate vs the measured peak RSS of the same run, every model family, "
                    "sequence, batch and placement; calibrated coefficients fitted on named rows, leave-one-out (issue 49)",
+    "fit_advisor": "the fit advisor: CPU s of a whole search on the local Dask cluster (GPT-3-13B up to 256 IPUs), its "
+                   "answer run by emulate (issue 43)",
 }
 
 # bench/*.py modules that are deliberately not run by `python -m bench`, with the reason
@@ -134,6 +136,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "view_revisits": ["--quick"],
     "host_memory": ["--rows", "mlp_numerics", "bert_mini_numerics", "bert_base_1ipu"],
     "gpt_scale": ["--rows", "gpt3_13b_pod64"],
+    "fit_advisor": ["--rows", "gpt_small_oom"],
 }
 
 

@@ -23,7 +23,7 @@ import tempfile
 
 import numpy as np
 
-from bench.speed import CLI, OOM_RC, measure
+from bench.speed import CLI, OOM_RC, chosen_rows, measure
 from popvision_lite.emulator.models.host_memory import estimate
 
 PHASED = ["--streaming-weights", "--recompute", "--optimizer", "adam", "--rts"]
@@ -94,10 +94,8 @@ def main() -> int:
     ap.add_argument("--rows", nargs="*", help=f"only these rows ({', '.join(ROWS)})")
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args()
-    names = args.rows or list(ROWS)
-    bad = sorted(set(names) - set(ROWS))
-    if bad:
-        print(f"--rows: unknown {', '.join(bad)}", file=sys.stderr)
+    names = chosen_rows(args.rows, ROWS)
+    if names is None:
         return 2
     print(f"{'row':20} {'CPU s':>7} {'RSS GB':>7} {'est GB':>7} {'est/RSS':>7} {'fits':>5} {'tokens/s':>9} "
           f"{'step s':>8}  fullest tile")

@@ -139,6 +139,16 @@ print(json.dumps(dict(rc=rc, cpu=r.ru_utime + r.ru_stime, maxrss_kib=r.ru_maxrss
 """
 
 
+def chosen_rows(given: list[str] | None, known) -> list[str] | None:
+    """The rows ``--rows`` names (every row when it names none), or None with the unknown ones said on stderr."""
+    names = given or list(known)
+    bad = sorted(set(names) - set(known))
+    if bad:
+        print(f"--rows: unknown {', '.join(bad)}", file=sys.stderr)
+        return None
+    return names
+
+
 def measure(cmd: list[str], timeout: float) -> dict:
     """CPU seconds (user + sys) and peak RSS of one child process and its own children: a small wrapper process
     runs it and reads its own RUSAGE_CHILDREN, so the numbers are that command's alone (this process's

@@ -8,6 +8,7 @@ Notebook use (examples/ has runnable scripts)::
     p.ops, p.tiles          # every table: a RangeIndex equal to its id column (step, op_id, tile ...)
     p.memory.by_tile()      # one row per tile, bytes per Poplar category; also p.table("memory_by_tile")
     pvl.compare(a, b).headline, pvl.insights(p), pvl.verdict(p)
+    pvl.binding_constraint(p).text(), pvl.fit_advice(p)   # why it does not fit; the cheapest config that does
     pvl.units.format_seconds(p.steps["seconds"].sum())
     pvl.torch_trace("trace.json"), pvl.plot.roofline(p, trace="trace.json")   # measured GPU kernels, matplotlib
 """
@@ -109,6 +110,48 @@ def open_sweep(path):
     return _open_sweep(path)
 
 
+def fit_advice(base, **options):
+    """When a run does not fit in tile memory: the cheapest configuration that does, emulated and checked, or why
+    none does up to a pod.  ``base``: a bundled model's name (its fields as keyword arguments, as ``emulate`` takes
+    them: ``pvl.fit_advice("gpt3-13b", optimizer="adam", grad_accum=128)``), a run-config dict or TOML file, or a
+    profile (path or open) of a run that does not fit.  Search options: ``max_ipus`` (256), ``global_batch``,
+    ``budget`` (emulations), ``options``, ``out`` (the search folder), ``workers`` / ``scheduler`` / ``client``
+    (Dask), ``progress``, ``should_cancel``.  Returns a :class:`popvision_lite.sweep.fit.FitAdvice` (``.best``,
+    ``.options``, ``.text()``, ``.to_frame()``); see docs/fit-advisor.md."""
+    from pathlib import Path
+
+    from popvision_lite.emulator.models.config import MODEL_NAMES
+    from popvision_lite.emulator.run_config import TOP_KEYS, load_run_config
+    from popvision_lite.sweep.fit import fit_advice as _fit
+
+    search = {k: options.pop(k) for k in ("max_ipus", "global_batch", "budget", "options", "out", "workers",
+                                          "scheduler", "client", "isolate", "progress", "should_cancel")
+              if k in options}
+    if isinstance(base, str) and base in MODEL_NAMES:
+        top = {k: options.pop(k) for k in TOP_KEYS if k in options}
+        base = {"model": base, **top, "model_args": options}
+    elif options:
+        raise TypeError(f"fit_advice: model fields ({', '.join(options)}) go with a model name, not with {base!r}")
+    elif isinstance(base, str | bytes) or hasattr(base, "__fspath__"):
+        if Path(base).suffix.lower() == ".toml":
+            base = load_run_config(base)
+    return _fit(base, **search)
+
+
+def binding_constraint(profile):
+    """Why ``profile`` (a path or an open profile) does not fit, per IPU: the tiles over capacity, the cause (total
+    bytes or an uneven layout), the Poplar category and the tensors holding the excess; see
+    :func:`popvision_lite.analysis.fit_constraint.binding_constraint`.  ``print(pvl.binding_constraint(p).text())``"""
+    from popvision_lite.analysis.fit_constraint import binding_constraint as _bc
+
+    p, mine = _opened(profile)
+    try:
+        return _bc(p)
+    finally:
+        if mine:
+            p.close()
+
+
 def torch_trace(path):
     """The GPU kernels of a PyTorch profiler trace (Chrome-trace JSON, or .json.gz) as a DataFrame: name, time,
     FLOPs and bytes (recorded or derived from the ops' shapes), achieved FLOP/s, intensity, the launching op and,
@@ -129,6 +172,8 @@ def __getattr__(name):
 
 __all__ = [
     "torch_trace",
+    "fit_advice",
+    "binding_constraint",
     "plot",
     "compare",
     "insights",

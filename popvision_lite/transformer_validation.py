@@ -110,7 +110,60 @@ def build_cases(rows: list[dict]) -> list[Case]:
     return [row_to_case(r) for r in rows]
 
 
-def render_section(results: list[Result], meta: str = "") -> str:
+def runtime_pairs(rows: list[dict]) -> list[dict]:
+    """What ``train_runtime`` holds besides the steps, from the measured rows alone: for every two rows run with the
+    same emulated configuration (model, device and every run-config field: ``row_to_case``) but a different number of
+    optimizer steps, the two equations ``runtime = fixed + steps x t`` give the time of one trainer step ``t`` and
+    the time paid once, two ways - once per run (``runtime = a + steps x t``: compilation is outside the clock, so
+    e.g. the first call's warm-up) and once per epoch (``runtime = epochs x b + steps x t``: e.g. the data loader's
+    64 worker processes started again each epoch).  No emulator constant enters; both readings are given because
+    two rows cannot tell them apart.  Each dict: ``ids`` (the two rows), ``samples_per_step`` (total batch),
+    ``per_run`` = (t, a) and ``per_epoch`` = (t, b) in seconds (None where the equations are singular)."""
+    cases = {r["id"]: row_to_case(r) for r in rows}
+    out = []
+    for i, r1 in enumerate(rows):
+        for r2 in rows[i + 1:]:
+            c1, c2 = cases[r1["id"]], cases[r2["id"]]
+            if (c1.model, c1.device, c1.config) != (c2.model, c2.device, c2.config):
+                continue
+            n1, n2 = _int(r1, "steps"), _int(r2, "steps")
+            e1, e2 = _int(r1, "epochs"), _int(r2, "epochs")
+            s1 = parse_number(r1["train_runtime_s"], f"{r1['_path']}: row {r1['id']!r} column 'train_runtime_s'",
+                              0.0, 1e12)
+            s2 = parse_number(r2["train_runtime_s"], f"{r2['_path']}: row {r2['id']!r} column 'train_runtime_s'",
+                              0.0, 1e12)
+            if n1 == n2:
+                continue
+            t = (s2 - s1) / (n2 - n1)
+            per_run = (t, s1 - n1 * t)
+            det = e1 * n2 - e2 * n1  # epochs x b + steps x t = runtime, for both rows
+            per_epoch = None if det == 0 else ((e1 * s2 - e2 * s1) / det, (s1 * n2 - s2 * n1) / det)
+            out.append({"ids": (r1["id"], r2["id"]), "samples_per_step": _int(r1, "total_train_batch_size"),
+                        "per_run": per_run, "per_epoch": per_epoch})
+    return out
+
+
+def pair_lines(pairs: list[dict], results: list[Result]) -> list[str]:
+    """One line per same-configuration pair (``runtime_pairs``): the step time it identifies, the time paid once,
+    and the prediction against the measured steps alone."""
+    pred = {r.case.id: r.predicted_sps for r in results if r.predicted_sps}
+    out = []
+    for p in pairs:
+        a, b = p["ids"]
+        n = p["samples_per_step"]
+        parts = []
+        for name, sol, once in (("once per run", p["per_run"], "a run"), ("once per epoch", p["per_epoch"], "an epoch")):
+            if sol is None:
+                continue
+            t, fixed = sol
+            ratio = (pred.get(a) or pred.get(b) or 0.0) * t / n if t > 0 else None
+            parts.append(f"{name}: {t * 1e3:,.1f} ms a step ({n / t:,.1f} samples/s) + {fixed:,.1f} s {once}"
+                         + (f", predicted / measured steps {ratio:.3f}" if ratio else ""))
+        out.append(f"- {a} + {b} (same configuration, {n} samples a step): " + "; ".join(parts))
+    return out
+
+
+def render_section(results: list[Result], meta: str = "", pairs: list[dict] | None = None) -> str:
     """The generated transformer section of docs/emulator-fidelity.md (between its markers)."""
     out = [BEGIN, "", "## Validation against measured transformer runs (generated)", ""]
     if meta:
@@ -133,5 +186,8 @@ def render_section(results: list[Result], meta: str = "") -> str:
                    f"{'-' if meas is None else f'{meas * 1e3:,.1f}'} ms per optimizer step of "
                    f"{float(s.get('samples_per_step') or 0):g} samples; host terms "
                    + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in (s.get("per_step_terms") or {}).items()))
+    if pairs:
+        out += ["", "Same-configuration pairs (`train_runtime` = the time paid once + steps x the step time; from the "
+                "two measured rows alone, no emulator constant):", "", *pair_lines(pairs, results)]
     out += ["", END]
     return "\n".join(out)

@@ -190,6 +190,18 @@ def read_toml(path, what: str = "config file") -> dict:
 MAX_TOML_INT = 2 ** 63 - 1
 
 
+def toml_value(v) -> str:
+    """``v`` (bool, number, text, list) as a TOML value: how every run-config file this package writes spells it
+    (read back by :func:`read_toml`)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def check_toml_numbers(obj, where: str) -> None:
     """ConfigError for a number no config field can mean: an integer beyond 64 bits, a NaN or an
     infinity (TOML has literals for both), wherever it is; the fields' own bounds come after."""

@@ -66,3 +66,45 @@ def test_one_benchmarks_failure_does_not_stop_the_others():
 
     out = gv.run_gpu_rows(rows, emulate=emulate)
     assert len(out) == 3 and all("RuntimeError: no" in r.error for r in out)
+
+
+def test_the_op_list_reads_the_emulated_runs_config():
+    # the op list is built from a real emulation (here BERT-Large's graph at a toy size): its config comes from
+    # the run record (the path `validate` broke on when the record became typed)
+    def small(model, **cfg):
+        return gv._emulate(model, **{**cfg, "layers": 2, "hidden": 64, "heads": 2, "ffn": 256, "vocab": 512})
+
+    ops = gv.op_list("BERT", emulate=small)
+    assert (ops.cfg["hidden"], ops.cfg["layers"], ops.cfg["seq"]) == (64, 2, gv.BERT_SEQ)
+    assert ops.samples_per_pass == 8 and ops.params > 0 and ops.scores_kept
+    assert (ops.kernels["name"].str.contains("fused_attention")).any()
+    row = next(r for r in gv.load_gpu_rows() if r.id == "nv-v2.0-dgxa100-bert")
+    res = gv.predict_row(row, ops)
+    assert not res.error and res.predicted > 0 and res.placement.startswith("TP 1 x PP 1 x DP 8")
+
+
+def test_the_step_split_recovers_the_per_stage_and_per_step_parts():
+    def row(i, dp, gbs, rnd="v9"):
+        return gv.GpuRow(id=f"r{i}", round=rnd, benchmark="GPT-3-175B", gpu="h100-sxm", n_gpus=32 * dp, gbs=gbs,
+                         micro_batch=1, tp=4, pp=8, vp=12, dp=dp, precision="fp8", optimizer="adam", measured=0.0,
+                         kind="train-only")
+
+    rows = [row(0, 16, 2048), row(1, 128, 2048), row(2, 336, 2688), row(3, 24, 3072)]
+    assert [gv.pipeline_slots(r) for r in rows] == [128 + 7 / 12, 16 + 7 / 12, 8 + 7 / 12, 128 + 7 / 12]
+    results = []
+    for r in rows:
+        s = gv.pipeline_slots(r)
+        r.measured = r.gbs / (s * 0.084 + 0.231)
+        results.append(gv.GpuResult(r, predicted=r.gbs / (s * 0.059 + 0.179)))
+    split = gv.step_split(results, "v9")
+    assert split["rows"] == 4 and split["slots"] == [8.583, 16.583, 128.583]
+    assert split["measured"]["x_s"] == pytest.approx(0.084) and split["measured"]["c_s"] == pytest.approx(0.231)
+    assert split["predicted"]["x_s"] == pytest.approx(0.059) and split["predicted"]["c_s"] == pytest.approx(0.179)
+    text = gv.format_step_split(split)
+    assert "*x* = 84.0 ms, *c* = 231 ms" in text and "1.42x too fast" in text
+    # not separable: two rows, one slot count, or two kinds of work per stage time
+    assert gv.step_split(results[:2], "v9") is None
+    assert gv.step_split([results[0], results[3], results[0]], "v9") is None
+    other = gv.GpuResult(gv.GpuRow(**{**rows[1].__dict__, "micro_batch": 2}), predicted=1.0)
+    assert gv.step_split(results + [other], "v9") is None
+    assert gv.step_split(results, "v8") is None

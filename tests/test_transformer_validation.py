@@ -77,6 +77,51 @@ def test_the_doc_section_has_its_own_markers():
     assert replace_section(doc, tv.render_section([res], "Last run: later."), tv.BEGIN, tv.END).count(tv.BEGIN) == 1
 
 
+def _write(path, rows):
+    import csv
+
+    cols = [k for k in rows[0] if not k.startswith("_")]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r[k] for k in cols})
+    return path
+
+
+def test_same_configuration_rows_split_the_runtime_into_steps_and_a_fixed_part(tmp_path):
+    rows = tv.load_rows()
+    pairs = tv.runtime_pairs(rows)
+    # the shipped set: the two SQuAD runs share one configuration (and differ in steps and epochs); no others do
+    assert [p["ids"] for p in pairs] == [("hf-roberta-base-squad-pod16", "hf-roberta-base-squad2-pod16")]
+    by = {r["id"]: r for r in rows}
+    p = pairs[0]
+    for rid in p["ids"]:
+        n, e, secs = int(by[rid]["steps"]), int(by[rid]["epochs"]), float(by[rid]["train_runtime_s"])
+        t, a = p["per_run"]
+        assert a + n * t == pytest.approx(secs)
+        t, b = p["per_epoch"]
+        assert e * b + n * t == pytest.approx(secs)
+        # the run with fewer steps carries the fixed part over fewer of them: a step is shorter than either average
+        assert 0 < p["per_run"][0] < secs / n and p["per_run"][1] > 0
+    # rows built from a known step time (0.25 s) and a known time per epoch (7 s) give them back; a row of another
+    # configuration (another micro-batch) pairs with neither
+    base = by["hf-roberta-base-squad-pod16"]
+    mk = [base | {"id": "x1", "epochs": "3", "steps": "100", "train_runtime_s": str(3 * 7.0 + 100 * 0.25)},
+          base | {"id": "x2", "epochs": "5", "steps": "300", "train_runtime_s": str(5 * 7.0 + 300 * 0.25)},
+          base | {"id": "x3", "micro_batch": "2", "steps": "50"}]
+    got = tv.runtime_pairs(tv.load_rows(_write(tmp_path / "pairs.csv", mk)))
+    assert [g["ids"] for g in got] == [("x1", "x2")]
+    assert got[0]["per_epoch"] == pytest.approx((0.25, 7.0))
+    assert got[0]["per_run"] == pytest.approx((0.32, 14.0))  # read as once per run: (110 - 46) / 200, 46 - 32
+    case = next(c for c in tv.build_cases(rows) if c.id == "hf-roberta-base-squad-pod16")
+    res = Result(case, predicted_sps=3 * case.measured_sps, fits=True, basis="x", extra={})
+    sec = tv.render_section([res], "now", pairs)
+    line = next(x for x in sec.splitlines() if x.startswith("- hf-roberta-base-squad-pod16 + "))
+    t = p["per_run"][0]
+    assert f"{t * 1e3:,.1f} ms a step" in line and f"{3 * case.measured_sps * t / 256:.3f}" in line
+
+
 def test_validate_lists_the_transformer_rows_beside_the_mlperf_ones(capsys):
     """The transformer rows ship with the repository (resources/validation/transformer_training.csv): a bare clone
     lists them with the placement they were run with; --no-transformers leaves them out."""

@@ -218,16 +218,25 @@ def _spread(values: list[int], keep: int) -> list[int]:
     return [values[i] for i in idx]
 
 
-def bus_bandwidth(gpu: ge.GpuModel, group_span_gpus: int) -> tuple[float, str]:
+def bus_bandwidth(gpu: ge.GpuModel, group_span_gpus: int, ranks_per_node: int = 1) -> tuple[float, str]:
     """(NCCL bus bandwidth, where from) of a collective over GPUs spanning ``group_span_gpus`` consecutive ranks:
-    NVLink within one node, the network across nodes."""
+    NVLink within one node, the network across nodes.  Across nodes every GPU has its own NIC (the device file's
+    ``network_bus_bytes_per_s`` is per GPU: DGX A100 / H100 / H200, one ConnectX per GPU) and NCCL runs one ring
+    per NIC, so a group with ``ranks_per_node`` of its ranks in each node crosses the node boundary through that
+    many NICs: ranks_per_node x the per-NIC bus bandwidth (NVIDIA/nccl-tests #119, NCCL maintainer: "24GB/s is
+    the peak performance per 200G NIC ... 96GB/s is the target" for 4 NICs per node), never more than NVLink's.
+    A point-to-point send (``ranks_per_node`` 1) has one NIC."""
     node = gpu.gpus_per_node or 8
     if group_span_gpus <= node or gpu.network_bus_bytes_per_s is None:
         if gpu.allreduce_bytes_per_s is None:
             raise ConfigError(f"{gpu.id}: no estimator.allreduce_bus_bytes_per_s in its device spec; cannot estimate "
                               "communication between GPUs")
         return gpu.allreduce_bytes_per_s, "NVLink"
-    return gpu.network_bus_bytes_per_s, "network"
+    nics = max(1, min(int(ranks_per_node), node))
+    bw = gpu.network_bus_bytes_per_s * nics
+    if gpu.allreduce_bytes_per_s is not None:
+        bw = min(bw, gpu.allreduce_bytes_per_s)
+    return bw, "network" if nics == 1 else f"network ({nics} NICs per node)"
 
 
 @dataclass
@@ -297,7 +306,9 @@ def compose(lay: Layout, gpu: ge.GpuModel, pl: Placement, setting: Setting) -> g
     grad_bytes = gpu_params * ge.BYTES_PER_ELEMENT.get(stored, 2)
     dp_t = 0.0
     if pl.dp > 1 and setting.training and grad_bytes > 0:
-        bw, where = bus_bandwidth(gpu, pl.tp * pl.dp)
+        # the group's ranks in one node: d ranks t apart (Megatron's order: tensor fastest, then data)
+        per_node = max(1, min(pl.dp, node // pl.tp)) if pl.tp <= node else 1
+        bw, where = bus_bandwidth(gpu, pl.tp * pl.dp, per_node)
         dp_full = 2 * (pl.dp - 1) / pl.dp * grad_bytes / bw
         dp_t = max(0.0, dp_full - stage_t) if flags["dp_overlap"] else dp_full
         comm["data parallel"] = dp_t

@@ -8,18 +8,17 @@ liveness of two runs of one model, one with recomputation on, and says what it s
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from popvision_lite.analysis.fit_constraint import binding_constraint
 from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import STEP_KIND_CODE
-from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
+from popvision_lite.units import format_bytes_exact, format_percent
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -29,13 +28,12 @@ ACTIVATION_SHARE_RECOMPUTE = 0.5  # activations are >= half of the not-always-li
 COMPUTE_IDLE_WARN = 0.5         # tiles idle >= 50% of compute-step time
 MEMORY_IMBALANCE_WARN = 2.0     # fullest tile holds >= 2x the mean tile
 _MAX_IDS = 50  # related ids kept per finding
-OPTIMIZER_NAME = re.compile(r"optim|adam|lamb|momentum|velocity|accum|moment", re.IGNORECASE)
 
 
 @dataclass
 class Finding:
     severity: str                       # "error" | "warning" | "info"
-    kind: str                           # stable key: "oom", "recompute", "more_ipus", ...
+    kind: str                           # stable key: "oom", "recompute", "binding", "fit_search", ...
     title: str
     text: str
     tiles: tuple[int, ...] = ()
@@ -340,9 +338,6 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
     out: list[Finding] = []
     over = bt[bt["over"] > 0].sort_values("over", ascending=False, kind="stable")
     n_tiles = len(bt)
-    target = profile.target
-    per_ipu = float(bt["capacity"].sum()) / max(int(target.num_ipus), 1)
-    total_need = int(bt["total"].sum())
     if len(over):
         worst = over.head(5)
         lines = [f"{_tile_name(profile, int(t))} needs {fmt_bytes(r.total)} but has {fmt_bytes(r.capacity)} "
@@ -369,53 +364,45 @@ def _oom_findings(profile, bt: pd.DataFrame, spec) -> list[Finding]:
     if pk is not None and not is_recompute_run(profile):
         out += _peak_findings(profile, pk, over)
 
-    # more IPUs / streaming memory for weights
-    w = weight_variables(profile)
-    w_bytes = int(w["bytes"].sum())
-    chip = per_ipu * int(target.num_ipus)
-    if len(over) or w_bytes > chip:
-        even = int(math.ceil(total_need / per_ipu)) if per_ipu > 0 else None
-        text = (f"The graph needs {fmt_bytes(total_need)} in total; one IPU holds {fmt_bytes(per_ipu)} "
-                f"({int(target.tiles_per_ipu):,} tiles x {fmt_bytes(target.sram_bytes_per_tile)}). ")
-        need_ipus = None
-        if even is not None and even > int(target.num_ipus):
-            need_ipus = even
-            text += (f"Spread evenly it needs at least {even} IPUs (now {int(target.num_ipus)}); "
-                     f"real layouts are uneven, so plan for more. ")
-        elif even is not None:
-            text += (f"Spread evenly it would fit on {int(target.num_ipus)} IPU{'s' if target.num_ipus > 1 else ''} "
-                     f"({format_percent(total_need / (per_ipu * int(target.num_ipus)))} full): the overflow comes from "
-                     f"uneven placement, so rebalance the worst tiles' variables before adding IPUs. ")
-        nums2: dict[str, Any] = {"total_bytes": total_need, "per_ipu_bytes": int(per_ipu),
-                                 "ipus_needed": need_ipus, "num_ipus": int(target.num_ipus),
-                                 "weight_bytes": w_bytes}
-        if w_bytes > 0:
-            opt = w[w["name"].astype(str).str.contains(OPTIMIZER_NAME)]
-            opt_bytes = int(opt["bytes"].sum())
-            bw_ipu = ddr_bandwidth(spec)
-            text += (f"Always-live variables (weights{', optimiser state' if opt_bytes else ''}) take "
-                     f"{fmt_bytes(w_bytes)} ({format_percent(w_bytes / chip) if chip else '-'} of on-chip memory)"
-                     + (f", of which optimiser state {fmt_bytes(opt_bytes)}" if opt_bytes else "") + ". ")
-            if bw_ipu:
-                n_ipu = int(target.num_ipus)
-                bw = bw_ipu * n_ipu
-                moved = opt_bytes if opt_bytes else w_bytes
-                what = "the optimiser state" if opt_bytes else "the weights"
-                secs = moved / bw
-                clk = float(target.clock_hz)
-                text += (f"Keeping {what} in streaming memory frees {fmt_bytes(moved)} of SRAM but moves it over "
-                         f"DDR at {bw_ipu / 1e9:.1f} GB/s per IPU (device spec {spec.id}) x {n_ipu}: "
-                         f"{format_seconds(secs)} (~{secs * clk:,.0f} cycles) per pass each way.")
-                nums2.update(ddr_bytes_per_s=bw, stream_bytes=moved, stream_seconds=secs)
-            else:
-                text += ("Streaming memory for weights / optimiser state would free that SRAM; the device spec "
-                         "gives no DDR bandwidth to cost it.")
-        title = "More IPUs or streaming memory" if need_ipus or w_bytes > chip \
-            else "Rebalance tiles, or stream weights"
-        out.append(Finding("error" if w_bytes > chip else "warning", "more_ipus", title, text,
-                           variables=tuple(int(v) for v in w.sort_values("bytes", ascending=False)["var_id"].head(20)),
-                           numbers=nums2))
+    # why it does not fit, per IPU and per tile (analysis/fit_constraint.py), and the search for what does
+    if len(over):
+        out += fit_findings(profile)
     return out
+
+
+def fit_command(profile) -> str | None:
+    """The command that searches for a configuration of ``profile``'s run that fits (sweep/fit.py), or None when
+    the advisor cannot search it (an imported ONNX model, a profile that records no run config)."""
+    cfg = (profile.run or {}).get("config")
+    if not isinstance(cfg, dict) or not cfg.get("model") or cfg.get("onnx"):
+        return None
+    return f"popvision-lite fit {profile.path}" if getattr(profile, "path", None) else "popvision-lite fit"
+
+
+def fit_findings(profile) -> list[Finding]:
+    """For a run that does not fit: what binds (the IPU, the tiles, the cause, the category and the tensors:
+    :func:`fit_constraint.binding_constraint`), and the fit advisor's search offered (it emulates candidates, so it
+    is a command to run, not a finding computed here)."""
+    b = binding_constraint(profile)
+    c = b.binding
+    if c is None or b.fits:
+        return []
+    tensors = c.tensors
+    found = [Finding("error", "binding", "Why it does not fit", b.text(),
+                     tiles=tuple(int(t) for t in c.over_tiles[:_MAX_IDS]),
+                     variables=tuple(int(v) for v in tensors["var_id"]) if len(tensors) else (),
+                     numbers=b.numbers())]
+    cmd = fit_command(profile)
+    if cmd is None:
+        return found
+    found.append(Finding("warning", "fit_search", "Find a configuration that fits",
+                         f"The fit advisor searches tensor parallelism, pipeline splits (uneven ones too), replicas, "
+                         f"micro-batch, recomputation, the matmul memory proportion, optimizer state off chip and "
+                         f"streamed weights, emulating the candidates on a local Dask cluster, and names the cheapest "
+                         f"configuration that fits (or shows that none does up to a pod, and why): run\n{cmd}\n"
+                         f"(in the desktop app: Run > Find a configuration that fits…).",
+                         numbers={"command": cmd, "cause": b.cause}))
+    return found
 
 
 def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:

@@ -237,6 +237,7 @@ def summary_markdown(profile) -> str:
              f" ({rt.drawn_text})",
              f"* model: {s.model} {s.config}",
              f"* fits: {'yes' if s.fits else 'NO - ' + str(s.peak.over_capacity_tiles) + ' tiles over capacity'}",
+             *_fit_lines(profile, s.fits),
              f"* step (wall time): {rt.step_cycles:,} cycles = {format_seconds(rt.step_seconds)}; "
              f"{s.num_steps:,} BSP steps stored",
              f"* samples/s: {rt.samples_per_second:,.1f} ({rt.samples_per_step:g} samples per step); error band: "
@@ -257,6 +258,18 @@ def summary_markdown(profile) -> str:
         lines.append(f"| {r.name} | {r.type} | {int(r.cycles):,} | {100 * r.share:.1f}% |")
     lines += _verdict_markdown(profile)
     return "\n".join(lines) + "\n"
+
+
+def _fit_lines(profile, fits: bool) -> list[str]:
+    """For a run that does not fit: what binds it and the fit advisor's command (analysis/fit_constraint.py)."""
+    if fits:
+        return []
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.analysis.insights import fit_command
+
+    cmd = fit_command(profile)
+    return [f"* why: {binding_constraint(profile).headline()}"] + (
+        [f"* find a configuration that fits: `{cmd}`"] if cmd else [])
 
 
 def _verdict_markdown(profile) -> list[str]:

@@ -29,7 +29,7 @@ from popvision_lite.analysis import gpu_parallel as gp
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile.run_record import ConfigRecord, record_of
-from popvision_lite.units import format_bytes, format_number, format_percent, format_seconds, format_usd
+from popvision_lite.units import format_number, format_seconds, format_usd
 
 DEFAULT_GPU = "a100-80gb"
 DEFAULT_SAMPLES = 1_000_000
@@ -447,7 +447,15 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         return e
 
     e = est(n_gpus)
-    e_same = e if n_gpus == n_ipus else est(n_ipus)
+    e_same = e
+    if n_gpus != n_ipus:
+        try:
+            e_same = est(n_ipus)
+        except ConfigError as err:
+            # a placement stated for --gpus need not divide the IPU count: the same-chip line searches its own
+            e_same, _ = gp.search(gpu_ops, gm, n_ipus, cfg, setting)
+            notes.append(f"same chip count ({n_ipus} GPUs): the stated GPU placement cannot run on them ({err}); "
+                         f"that line uses {e_same.placement.text()}")
     runs = e.ops["runs"].to_numpy(dtype=float) if "runs" in e.ops.columns else np.ones(len(e.ops))
     launches = int(round(float((e.ops["kernels"].to_numpy(dtype=float) * runs).sum()))) \
         if "kernels" in e.ops.columns else int(runs.sum())
@@ -485,7 +493,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         notes.append(line + " (analysis/gpu_estimate.py: GEMM tiles in waves, softmax / LayerNorm passes)")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
-    advice = "" if ipu_fits else fit_advice(profile, n_ipus)
+    advice = "" if ipu_fits else fit_advice(profile)
     v = Verdict(model=rec.model or cfg.model or "?", samples=int(samples), ipu=ipu, gpu=gpu_side,
                 gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
                 notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass,
@@ -505,29 +513,18 @@ def _attach_bands(v: Verdict, profile, cfg: ConfigRecord, gm, prec: str) -> None
     v.gpu_band = eb.band("gpu", model, None, v.gpu.chips)
 
 
-def fit_advice(profile, n_ipus: int | None = None) -> str:
-    """What a run that does not fit would take to fit, from its memory: how far over its fullest tile is, and
-    the fewest IPUs its total bytes need even spread perfectly over their tiles (the bytes the profile holds are
-    those of its drawn IPUs: one replica, one IPU of each tensor-parallel group; ``n_ipus``: the IPUs the whole
-    run uses, replicas and groups included)."""
-    m = profile.memory.by_tile()
-    cap = float(m["capacity"].iloc[0])
-    peak = float(m["total"].max())
-    over = int(m["over_capacity"].sum())
-    t = profile.target
-    total = float(m["total"].sum())
-    min_ipus = max(1, math.ceil(total / (cap * t.tiles_per_ipu)))
-    text = (f"Its fullest tile holds {format_bytes(peak)} of {format_bytes(cap)} ({format_percent(peak / cap, 0)}); "
-            f"{over:,} of {t.num_tiles:,} tiles are over. To fit, the fullest tiles need "
-            f"{format_bytes(peak - cap)} less: recomputation, a smaller micro-batch, or the model split over more "
-            f"IPUs (its {format_bytes(total)} need at least {min_ipus} IPU(s) even spread perfectly")
-    drawn = int(t.num_ipus)
-    n_run = int(n_ipus) if n_ipus else drawn
-    if n_run != drawn:
-        return text + (f"; the profile holds {drawn} of the run's {n_run} IPUs, each of the others the same as one "
-                       f"of them: the run spreads its {format_bytes(total * n_run / max(drawn, 1))} over {n_run})."
-                       if drawn else ").")
-    return text + (f"; it runs on {n_run})." if n_run else ").")
+def fit_advice(profile) -> str:
+    """What binds a run that does not fit (``fit_constraint.binding_constraint``: the IPU, its tiles over, the
+    cause - total bytes or an uneven layout - the category and the tensors; a drawn IPU stands for its replicas and
+    its tensor-parallel group, run_totals' one count) and the fit advisor's search that finds what would fit
+    (``popvision-lite fit``)."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.analysis.insights import fit_command
+
+    b = binding_constraint(profile)
+    drawn = f" (Each drawn IPU stands for {b.drawn}; the run has {b.num_ipus:,} IPUs.)" if b.drawn else ""
+    cmd = fit_command(profile)
+    return f"{b.headline()}{drawn}" + (f" To find a configuration that fits: {cmd}" if cmd else "")
 
 
 def _gpu_bound_text(e: ge.TrainingEstimate) -> str:

@@ -38,11 +38,20 @@ SECTIONS = {"lowering": "precision and memory", "scale": "training at scale (see
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Every run-config field's flag, derived from its definition (``run_config.FIELDS``: the flag, its parse
-    and check, help and bounds; a bool field's switches), then the options that are not run-config fields."""
+    """The model, the output, every run-config field's flag, derived from its definition (``run_config.FIELDS``: the
+    flag, its parse and check, help and bounds; a bool field's switches; :func:`add_run_flags`), then the options
+    that are not run-config fields."""
     p.add_argument("model", nargs="?", choices=MODEL_NAMES, metavar="MODEL",
                    help=f"workload: {', '.join(MODEL_NAMES)} (or 'model' in --config)")
     p.add_argument("-o", "--output", help=FIELDS["output"].help)
+    add_run_flags(p)
+    emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a bundled model's run config (every run-config field's flag, derived from its definition, then
+    --config, --ipu-config and --pod-type): what ``emulate`` reads into a :class:`RunConfig` (:func:`from_args`),
+    shared with ``fit``."""
     groups = {k: p.add_argument_group(title) for k, title in SECTIONS.items()}
     for name, f in FIELDS.items():
         if name in ("model", "output"):
@@ -59,7 +68,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "read as run-config fields over --config; flags override it (emulator/ipu_config.py)")
     p.add_argument("--pod-type", choices=POD_TYPES, default=None,
                    help="the POD type whose values an IPU config's per-POD tables give (default: their 'default')")
-    emulate_onnx.add_arguments(p)  # --onnx, --dim, --inputs (ONNX models: cli/emulate_onnx.py)
 
 
 def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
@@ -122,6 +130,20 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
                      + (f"; FAILED: {', '.join(bad[:5])}" if bad else ""))
     lines.append(f"profile: {out_path}")
     return "\n".join(lines)
+
+
+def oom_advice(path) -> str:
+    """What binds a profile that does not fit (``analysis/fit_constraint.py``, cheap) and the fit advisor's command
+    that searches for a configuration that does (``popvision-lite fit``)."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.profile.reader import open_profile
+
+    try:
+        with open_profile(path) as p:
+            why = binding_constraint(p).headline()
+    except PopvisionError as e:  # the file just written cannot be read back: the command still helps
+        why = f"(what binds could not be read back: {e})"
+    return f"why: {why}\nto find a configuration that fits: popvision-lite fit {path}"
 
 
 def from_args(args) -> RunConfig:
@@ -234,6 +256,7 @@ def run(args) -> int:
     if not result.fits:
         print(terminal_text(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
               f"profile written to {out}"), file=sys.stderr)
+        print(terminal_text(oom_advice(out)), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)

@@ -246,8 +246,22 @@ def run_onnx(args) -> int:
     if not result.fits:
         print(terminal_text(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
               f"{kw['output']}"), file=sys.stderr)
+        print(terminal_text(_why(kw["output"])), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print(terminal_text(f"{prog}: numeric checks against ONNX Runtime failed (see run['numeric_checks'])"), file=sys.stderr)
         return 1
     return 0
+
+
+def _why(path) -> str:
+    """What binds an ONNX run that does not fit (analysis/fit_constraint.py; the fit advisor searches the bundled
+    models' placements, not an imported graph's)."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.profile.reader import open_profile
+
+    try:
+        with open_profile(path) as p:
+            return "why: " + binding_constraint(p).headline()
+    except PopvisionError as e:
+        return f"why: (what binds could not be read back: {e})"

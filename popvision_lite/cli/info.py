@@ -76,11 +76,23 @@ def summarize(p, top: int = 5) -> dict:
             "capacity_bytes": int(t.sram_bytes_per_tile),
             "tiles_over_capacity": int(by_tile["over_capacity"].sum()),
         },
+        "fit": _fit(p),
         "top_op": {"name": name, "share": share},
         "top_ops": [{"name": r.name, "type": r.type, "cycles": int(r.cycles), "share": float(r.share),
                      "flops": int(r.flops)} for r in top_ops(p, max(0, top)).itertuples()] if top else [],
         "summary_levels": [list(x) for x in p.step_tiles.levels],
     }
+
+
+def _fit(p) -> dict | None:
+    """For a run that does not fit: what binds it (analysis/fit_constraint.py) and the fit advisor's command."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.analysis.insights import fit_command
+
+    b = binding_constraint(p)
+    if b.fits:
+        return None
+    return {"why": b.headline(), "cause": b.cause, "command": fit_command(p)}
 
 
 def time_split_line(rt, training: bool = True) -> str:
@@ -137,6 +149,10 @@ def format_summary(s: dict) -> str:
         f"on tile {m['max_tile']} of {format_bytes(m['capacity_bytes'])}; "
         f"{m['tiles_over_capacity']} tile(s) over capacity",
     ]
+    if s.get("fit"):
+        lines.append(f"why      {s['fit']['why']}")
+        if s["fit"]["command"]:
+            lines.append(f"fit      to find a configuration that fits: {s['fit']['command']}")
     if s["top_ops"]:
         lines.append(f"top ops by cycles per step (share of {it['name']}):")
         for o in s["top_ops"]:

@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "verdict": (_C + "verdict", "IPU or GPU? the emulated run next to an estimated GPU run, with cost"),
     "validate": (_C + "validate", "emulate the measured MLPerf IPU runs and compare throughput"),
     "sweep": (_C + "sweep", "emulate a grid of run configs on Dask; one results table"),
+    "fit": (_C + "fit", "a run that does not fit in tile memory: find the cheapest configuration that does"),
 }
 
 

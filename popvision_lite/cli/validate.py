@@ -79,7 +79,10 @@ def run(args) -> int:
         rows = measured_rows(args.data, held_out=not args.no_heldout)
         cases = select(build_cases(rows, untuned=args.with_predictions and not args.measured_only,
                                    overrides=row_configs()), args.only)
-        llm = [] if args.no_transformers else select(tv.build_cases(tv.load_rows()), args.only)
+        llm_rows = [] if args.no_transformers else tv.load_rows()
+        llm = select(tv.build_cases(llm_rows), args.only)
+        llm_ids = {c.id for c in llm}
+        pairs = [p for p in tv.runtime_pairs(llm_rows) if set(p["ids"]) <= llm_ids]
         gpu_rows = [] if args.no_gpu else [r for r in gv.load_gpu_rows()
                                            if not args.only or any(o.lower() in r.id.lower() for o in args.only)]
     except ConfigError as e:
@@ -143,6 +146,10 @@ def run(args) -> int:
         print()
         print("Measured transformer runs (optimum-graphcore, each from its own IPU config):")
         print(terminal_text(format_table(transformers)))
+        if pairs:
+            print("Same-configuration pairs (train_runtime = the time paid once + steps x the step time):")
+            for line in tv.pair_lines(pairs, transformers):
+                print(terminal_text(line))
     if gpu:
         print()
         print("Measured GPU runs (the GPU estimate, each with its own placement and precision):")
@@ -162,7 +169,7 @@ def run(args) -> int:
         if mlperf:
             write_doc(render_section(mlperf, meta))
         if transformers:
-            write_doc(tv.render_section(transformers, meta), begin=tv.BEGIN, end=tv.END)
+            write_doc(tv.render_section(transformers, meta, pairs), begin=tv.BEGIN, end=tv.END)
         if gpu:
             write_doc(gv.render_section(gpu, meta), path=GPU_DOC_PATH, begin=gv.BEGIN, end=gv.END)
         print(terminal_text(f"wrote the generated section(s) of {DOC_PATH}"))

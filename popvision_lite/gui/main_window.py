@@ -49,7 +49,7 @@ PROFILE_FILTER = "popvision-lite profiles (*.pvl);;Sweep results (sweep.csv *.cs
 # Modules that add menus/actions to the window: each has ``install(main_window)``; a missing module
 # is skipped and one that fails is reported on stderr without taking the window down.
 EXTENSIONS: tuple[str, ...] = ("popvision_lite.gui.actions.compare", "popvision_lite.gui.actions.export",
-                               "popvision_lite.gui.actions.run")
+                               "popvision_lite.gui.actions.run", "popvision_lite.gui.actions.fit")
 MAX_RECENT = 10
 
 

@@ -188,3 +188,38 @@ def test_verdict_of_a_tensor_parallel_run_counts_all_its_ipus(shards):
     d = v.to_dict()
     assert d["gpu_placement"]["tp"] * d["gpu_placement"]["pp"] * d["gpu_placement"]["dp"] == 8
     assert math.isfinite(d["gpu"]["samples_per_second"])
+
+
+def test_the_verdict_of_a_shard_is_the_verdict_of_the_whole_model(shards):
+    # issue 44: one IPU's tensor-parallel shard was costed as if it were the whole model.  The GPU side of the
+    # shard's verdict, at the same stated GPU placement, is the GPU side of the model emulated whole: the same
+    # parameters, memory and step (FLOPs to the emulator's rounding of the split reductions)
+    kw = dict(gpu="h100-sxm", gpus=8, gpu_tp=2, gpu_pp=1, gpu_micro_batch=2)
+    v_whole = verdict(shards[1], **kw)
+    whole, shard = v_whole.gpu_estimate, verdict(shards[2], **kw).gpu_estimate
+    # the placement stated for 8 GPUs cannot run on the whole model's one IPU: that line searches its own, said
+    assert v_whole.gpu_same_chips.chips == 1
+    assert any(n.startswith("same chip count (1 GPUs): the stated GPU placement cannot run") for n in v_whole.notes)
+    assert shard.memory["params"] == whole.memory["params"]
+    assert shard.memory["total_bytes"] == pytest.approx(whole.memory["total_bytes"], rel=1e-9)
+    assert shard.samples_per_second == pytest.approx(whole.samples_per_second, rel=1e-2)
+    assert shard.pass_time_s == pytest.approx(whole.pass_time_s, rel=1e-2)
+
+
+def test_a_data_parallel_group_across_nodes_crosses_through_each_of_its_gpus_nics():
+    h100 = ge.gpu_model("h100-sxm")
+    nic, nvlink = h100.network_bus_bytes_per_s, h100.allreduce_bytes_per_s
+    assert gp.bus_bandwidth(h100, 8) == (nvlink, "NVLink")                  # one node: NVLink
+    assert gp.bus_bandwidth(h100, 64) == (nic, "network")                   # one rank per node: one NIC
+    bw, where = gp.bus_bandwidth(h100, 64, ranks_per_node=2)                # TP 4: two ranks of the group per node
+    assert bw == pytest.approx(2 * nic) and "2 NICs" in where
+    assert gp.bus_bandwidth(h100, 64, ranks_per_node=8)[0] == min(8 * nic, nvlink)   # never beyond NVLink's
+    # in a step: TP 4 x PP 2 x DP 4 on 32 GPUs puts two of each data-parallel group's ranks in a node; TP 2 four
+    k, st = _kernels(), _setting(gbs=64, params=2e9)
+    e4, _ = gp.search(k, h100, 32, CFG, st, tp=4, pp=2, vp=1, micro_batch=1)
+    e2, _ = gp.search(k, h100, 32, CFG, st, tp=2, pp=2, vp=1, micro_batch=1)
+    note4 = next(n for n in e4.notes if n.startswith("data parallel"))
+    assert "2 NICs per node" in note4
+    full4 = 2 * 3 / 4 * 2e9 / 8 * 2 / (2 * nic)                              # 2 (d-1)/d x the GPU's 16-bit grads
+    assert f"({full4 * 1e3:,.1f} ms;" in note4
+    assert "4 NICs per node" in next(n for n in e2.notes if n.startswith("data parallel"))

@@ -109,7 +109,7 @@ def test_peak_advice_on_base_run(pair):
 
 
 def test_out_of_memory_sample():
-    """The out-of-memory sample names its worst tiles and suggests recomputation or more IPUs."""
+    """The out-of-memory sample names its worst tiles, what binds them and the fit advisor's command."""
     oom = [p for p in _samples() if p.memory.by_tile()["over_capacity"].any()]
     assert oom, "sample_profiles/ lacks the out-of-memory sample (regenerate: popvision-lite make-samples)"
     for p in oom:
@@ -122,5 +122,7 @@ def test_out_of_memory_sample():
         assert f"{I._tile_name(p, t)} needs {int(bt.loc[t, 'total']):,} B" in f.text
         assert f"over by {int(over.max()):,} B" in f.text
         assert f.numbers["tiles_over"] == int((over > 0).sum())
-        assert "recompute" in found or "more_ipus" in found or "peak_temporaries" in found
+        # what binds it (fit_constraint) and the search for what fits, instead of generic advice
+        assert found["binding"].numbers["cause"] in ("total bytes", "uneven layout")
+        assert f"popvision-lite fit {p.path}" in found["fit_search"].text
         p.close()

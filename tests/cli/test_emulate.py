@@ -150,7 +150,10 @@ def test_out_of_memory_exit_3_and_profile_written(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "fits: NO" in captured.out and "worst: tile" in captured.out
     assert "out of memory" in captured.err
+    # what binds it and the search for what fits, not generic advice (analysis/fit_constraint.py, sweep/fit.py)
+    assert f"to find a configuration that fits: popvision-lite fit {out}" in captured.err
     with pvl.open(out) as p:
+        assert f"why: {pvl.binding_constraint(p).headline()}" in captured.err
         assert p.run["fits"] is False
         by_tile = p.memory.by_tile()
         assert by_tile["over_capacity"].any()

@@ -29,11 +29,12 @@ def view(qtbot, paths):
 
 def test_renders_findings_worst_first(view):
     text = view.browser.toPlainText()
-    assert text.index("Out of memory") < text.index("Try recomputation") < text.index("Tiles using the most memory")
+    assert text.index("Out of memory") < text.index("Why it does not fit") < text.index("Try recomputation") \
+        < text.index("Tiles using the most memory")
     bt = view.document.profile.memory.by_tile()
     worst = int((bt["total"] - bt["capacity"]).idxmax())
     assert f"tile {worst} needs {int(bt.loc[worst, 'total']):,} B" in text
-    assert view.status.text().startswith(f"{len(view.findings)} findings: 1 error, ")
+    assert view.status.text().startswith(f"{len(view.findings)} findings: 2 errors, ")  # out of memory, why
 
 
 def test_links_select_tiles_ops_and_variables(view, qtbot):

@@ -27,14 +27,7 @@ def config_toml(settings: dict) -> str:
     """A run-config TOML for an ONNX run (``settings`` with an ``onnx`` path; the GUI's what-if runs):
     only the settings ONNX runs read (see CONFIG_KEYS)."""
 
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int | float):
-            return repr(v)
-        if isinstance(v, list | tuple):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    from popvision_lite.value_checks import toml_value as val
     # absolute paths: a config's relative file paths are read against the config's own folder
     settings = {**settings, **{k: str(Path(settings[k]).expanduser().resolve()) for k in ("onnx", "inputs")
                                if isinstance(settings.get(k), str) and settings[k]}}

@@ -27,6 +27,7 @@ from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field
 from popvision_lite.errors import ConfigError, EmulatorError
 from popvision_lite.gui.start_page import sample_dirs
 from popvision_lite.gui.workers import Cancelled
+from popvision_lite.value_checks import toml_value
 
 SETTINGS = tuple(k for k in FIELDS if k != "output")  # what Re-run with… may change: every run-config field
 INT_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "int")
@@ -61,14 +62,7 @@ def config_toml(settings: dict) -> str:
         raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
     known = ModelConfig.field_names() - {"model"}
 
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, int | float):
-            return repr(v)
-        if isinstance(v, list | tuple):  # layer_split, one available_memory_proportion per IPU
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    val = toml_value  # layer_split, one available_memory_proportion per IPU: lists
     lines = [f"model = {val(model)}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
              f"timing_only = {val(bool(settings.get('timing_only', False)))}", "", "[model_args]"]
     for k, v in settings.items():
@@ -208,12 +202,13 @@ def default_output_folder(last_dir=None) -> Path:
     return Path(tempfile.gettempdir())
 
 
-def free_path(folder, stem: str) -> Path:
-    """``folder/stem.pvl``, or ``stem_2.pvl``, ``stem_3.pvl`` ... : a name no file has yet."""
-    p = Path(folder) / f"{stem}.pvl"
+def free_path(folder, stem: str, suffix: str = ".pvl") -> Path:
+    """``folder/stem.pvl``, or ``stem_2.pvl``, ``stem_3.pvl`` ... : a name nothing has yet (``suffix`` "" for a
+    folder's name)."""
+    p = Path(folder) / f"{stem}{suffix}"
     i = 2
     while p.exists():
-        p = Path(folder) / f"{stem}_{i}.pvl"
+        p = Path(folder) / f"{stem}_{i}{suffix}"
         i += 1
     return p
 

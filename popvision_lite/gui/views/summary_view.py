@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from popvision_lite.analysis import error_band as eb
+from popvision_lite.analysis.fit_constraint import binding_constraint
+from popvision_lite.analysis.insights import fit_command
 from popvision_lite.analysis.run_totals import PEAK_NAL_NAME, PEAK_TILE_NAME, host_step_text
 from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds, schedule_lines, summarize
 from popvision_lite.emulator.run_config import unused_settings
@@ -31,6 +33,13 @@ class SummaryView(QWidget):
         self.banner = QLabel()
         self.banner.setAlignment(Qt.AlignCenter)
         self.banner.setToolTip("Whether every tile's memory fits in its SRAM")
+        # a run that does not fit: what binds it (cheap, always shown) and the search for what fits (offered)
+        self.binding = None if s.fits else document.cached("binding_constraint", binding_constraint, document.profile)
+        self.fit_button = QPushButton("Find a configuration that fits…")
+        self.fit_button.setToolTip("Search tensor parallelism, pipeline splits, replicas, micro-batch and the "
+                                   "memory-saving settings for the cheapest configuration that fits (Run menu)")
+        self.fit_button.clicked.connect(self.find_fit)
+        self.fit_button.setVisible(not s.fits and fit_command(document.profile) is not None)
         self.info = QLabel()
         self.info.setTextFormat(Qt.RichText)
         self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -98,6 +107,7 @@ class SummaryView(QWidget):
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.addWidget(self.banner)
+        ll.addWidget(self.fit_button)
         scroll = QScrollArea()  # long configs must scroll, not grow the window
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.NoFrame)
@@ -171,6 +181,7 @@ class SummaryView(QWidget):
 <tr><td><b>Error band</b></td><td>{plain_html(band.text())}</td></tr>
 <tr><td><b>Host</b></td><td>{plain_html(host)}</td></tr>
 {_schedule_rows(s.record.schedule, t.clock_hz)}
+{self._why_row()}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of
  {format_bytes(p.capacity)}) on tile {p.tile_in_ipu} of IPU {p.ipu} (global tile {p.tile}):
  {plain_html(PEAK_TILE_NAME)}</td></tr>
@@ -183,6 +194,20 @@ class SummaryView(QWidget):
 <h3>Config</h3><table cellpadding=2>{cfg}</table>
 <p style='color:{c["muted"]}'>{plain_html(str(self.document.path))}<br>emulator
  {plain_html(s.record.emulator_version or "?")}</p>""")
+
+    def _why_row(self) -> str:
+        """For a run that does not fit: what binds it (analysis/fit_constraint.py)."""
+        if self.binding is None:
+            return ""
+        return (f"<tr><td><b>Why it does not fit</b></td><td>{plain_html(self.binding.headline())}"
+                + (f" ({plain_html('Each drawn IPU stands for ' + self.binding.drawn)})" if self.binding.drawn else "")
+                + "</td></tr>")
+
+    def find_fit(self) -> None:
+        """The window's Run > Find a configuration that fits… (gui/actions/fit.py) for this profile."""
+        act = getattr(self.window(), "act_fit", None)
+        if act is not None:
+            act.trigger()
 
     def _op_clicked(self, index):
         row = self.ops_model.row(index.row())

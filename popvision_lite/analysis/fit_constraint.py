@@ -1,0 +1,354 @@
+"""Why a run does not fit in tile memory: the binding constraint of each IPU, read from its profile (pure numpy /
+pandas over a Profile, no Qt; usable from a notebook: ``binding_constraint(pvl.open("run.pvl")).text()``).
+
+For each IPU the profile draws:
+
+* **which tiles** are over their SRAM (how many, the fullest, as tile ranges);
+* **the cause**: *total bytes* when the IPU's bytes summed over its tiles exceed its SRAM (no layout could fit
+  them: fewer bytes per IPU are needed), else *uneven layout* (they would fit spread evenly; some tiles hold far
+  more than the mean tile);
+* **which Poplar memory category** holds the excess: for each category, its mean bytes on the over-capacity
+  tiles against its mean on all the IPU's tiles, always-live and not-always-live apart;
+* **which tensors**: the variables on the over-capacity tiles *at each tile's own peak* (always-live
+  variables, and not-always-live ones live at the liveness step where that tile is fullest), ranked by their
+  bytes there beyond an even share (their bytes spread over all the IPU's tiles), with how many tiles each is
+  laid out on.
+
+A drawn IPU may stand for several: one replica is drawn of R, and one IPU of each tensor-parallel group (they
+run the same shard); the text says so (``run_totals``).  The fit advisor (``sweep/fit.py``) shows this for the
+run it starts from and for the leanest placements it tried when none fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from popvision_lite.analysis.run_totals import run_totals
+from popvision_lite.analysis.tile_memory import TileMemory
+from popvision_lite.profile import schema
+from popvision_lite.profile.run_record import record_of
+from popvision_lite.units import format_bytes, format_percent
+
+TOTAL_BYTES = "total bytes"
+UNEVEN = "uneven layout"
+FITS = "fits"
+
+
+@dataclass
+class IpuConstraint:
+    """One drawn IPU: its tiles over capacity, the cause, the categories and tensors that hold the excess."""
+
+    ipu: int
+    tiles: int
+    capacity: int                   # bytes per tile
+    tiles_over: int
+    over_tiles: np.ndarray          # global tile ids over capacity, fullest first
+    fullest_tile: int               # global tile id
+    fullest_bytes: int
+    total_bytes: int                # summed over the IPU's tiles (each at its own peak)
+    cause: str                      # TOTAL_BYTES | UNEVEN | FITS
+    categories: pd.DataFrame        # category x [mean_all, mean_over, excess, always_live_over, not_always_live_over]
+    tensors: pd.DataFrame           # the variables holding the excess (see binding_constraint)
+    peak_name: str = ""             # the program at the fullest tile's not-always-live peak
+
+    @property
+    def sram_bytes(self) -> int:
+        return self.tiles * self.capacity
+
+    @property
+    def even_fill(self) -> float:
+        """The IPU's bytes as a share of its SRAM: the fullest tile of a perfectly even layout."""
+        return self.total_bytes / self.sram_bytes if self.sram_bytes else float("nan")
+
+    @property
+    def imbalance(self) -> float:
+        """Fullest tile over the mean tile."""
+        mean = self.total_bytes / self.tiles if self.tiles else 0.0
+        return self.fullest_bytes / mean if mean else float("nan")
+
+    @property
+    def binding_category(self) -> str:
+        """The category that binds: on an uneven layout the one with the most bytes above its mean on the
+        over-capacity tiles (the fullest tile when none is over); when the total is too large, the largest there."""
+        c = self.categories
+        if not len(c):
+            return ""
+        return str(c["mean_over" if self.cause == TOTAL_BYTES else "excess"].idxmax())
+
+    def ranked_categories(self, n: int = 3) -> pd.DataFrame:
+        """The categories behind the excess, as :attr:`binding_category` ranks them."""
+        c = self.categories
+        if self.cause == TOTAL_BYTES:
+            return c[c["mean_over"] > 0].sort_values("mean_over", ascending=False).head(n)
+        return c[c["excess"] > 0].sort_values("excess", ascending=False).head(n)
+
+
+@dataclass(repr=False)
+class BindingConstraint:
+    fits: bool
+    capacity: int
+    ipus: list[IpuConstraint]
+    drawn: str                      # what a drawn IPU stands for ("one IPU of each 20-IPU tensor-parallel group")
+    num_ipus: int                   # IPUs of the whole run
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def binding(self) -> IpuConstraint | None:
+        """The IPU that binds: the most tiles over capacity, then the fullest tile."""
+        if not self.ipus:
+            return None
+        return max(self.ipus, key=lambda c: (c.tiles_over, c.fullest_bytes))
+
+    @property
+    def cause(self) -> str:
+        b = self.binding
+        return FITS if self.fits or b is None else b.cause
+
+    def headline(self) -> str:
+        """One or two sentences: where it does not fit and why."""
+        b = self.binding
+        if b is None:
+            return "No memory recorded."
+        if self.fits:
+            return (f"Fits: the fullest tile (IPU {b.ipu}, tile {b.fullest_tile % b.tiles}) holds "
+                    f"{format_bytes(b.fullest_bytes)} of {format_bytes(b.capacity)} "
+                    f"({format_percent(b.fullest_bytes / b.capacity, 0)}).")
+        over = [c for c in self.ipus if c.tiles_over]
+        where = (f"IPU {b.ipu}" if len(over) == 1 else f"{len(over)} of {len(self.ipus)} drawn IPUs, most on IPU {b.ipu}")
+        text = (f"{where}: {b.tiles_over:,} of {b.tiles:,} tiles over capacity, the fullest (tile "
+                f"{b.fullest_tile % b.tiles}) at {format_bytes(b.fullest_bytes)} "
+                f"({format_percent(b.fullest_bytes / b.capacity, 0)} of {format_bytes(b.capacity)}). ")
+        if b.cause == TOTAL_BYTES:
+            text += (f"Cause: total bytes - the IPU holds {format_bytes(b.total_bytes)}, "
+                     f"{format_percent(b.even_fill, 0)} of its {format_bytes(b.sram_bytes)} SRAM, so even a perfectly "
+                     f"even layout would not fit")
+        else:
+            text += (f"Cause: uneven layout - the IPU's {format_bytes(b.total_bytes)} would fill "
+                     f"{format_percent(b.even_fill, 0)} of its SRAM spread evenly; the fullest tile holds "
+                     f"{b.imbalance:.1f}x the mean tile")
+        top = _top_tensor(b)
+        text += (f"; mostly {b.binding_category}" + (f" ({top})" if top else "") + ".")
+        return text
+
+    def text(self) -> str:
+        """The whole analysis, one paragraph per IPU that is over capacity (the fullest IPU when it fits)."""
+        lines = [self.headline()]
+        if self.drawn:
+            lines.append(f"(Each drawn IPU stands for {self.drawn}; the run has {self.num_ipus:,} IPUs.)")
+        shown = [c for c in self.ipus if c.tiles_over] or ([self.binding] if self.binding else [])
+        for c in shown:
+            lines.append("")
+            lines.append(f"IPU {c.ipu}: {c.tiles_over:,} tiles over capacity"
+                         + (f" ({_tile_ranges(c.over_tiles, c.tiles)})" if c.tiles_over else "")
+                         + f"; {c.cause}: {format_bytes(c.total_bytes)} on the IPU = "
+                         f"{format_percent(c.even_fill, 0)} of {format_bytes(c.sram_bytes)}; fullest tile "
+                         f"{format_bytes(c.fullest_bytes)} = {c.imbalance:.2f}x the mean"
+                         + (f"; its not-always-live peak is at {c.peak_name}" if c.peak_name else "") + ".")
+            cat = c.ranked_categories()
+            what = "over-capacity tiles" if c.tiles_over else "fullest tile"
+            if len(cat):
+                lines.append(f"  categories on the {what} (mean per tile there vs. over all the IPU's tiles):")
+                for name, r in cat.iterrows():
+                    lines.append(f"  - {name}: {format_bytes(r['mean_over'])} vs. {format_bytes(r['mean_all'])} "
+                                 f"(always live {format_bytes(r['always_live_over'])}, not always live "
+                                 f"{format_bytes(r['not_always_live_over'])})")
+            if len(c.tensors):
+                lines.append(f"  tensors on the {what} at each tile's peak"
+                             + (" (the largest):" if c.cause == TOTAL_BYTES else " (beyond an even share):"))
+                for r in c.tensors.itertuples(index=False):
+                    lines.append(f"  - {r.name} ({'always live' if r.always_live else 'not always live'}): "
+                                 f"{format_bytes(r.mean_on_over)} per tile there, laid out on {r.tiles_mapped:,} of "
+                                 f"{c.tiles:,} tiles (an even share would be {format_bytes(r.even_share)})")
+        lines += [f"Note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per drawn IPU: tiles over, fullest tile and bytes, total bytes, SRAM, even fill, imbalance,
+        cause, binding category, top tensor."""
+        return pd.DataFrame([{
+            "ipu": c.ipu, "tiles_over": c.tiles_over, "fullest_tile": c.fullest_tile, "fullest_bytes": c.fullest_bytes,
+            "total_bytes": c.total_bytes, "sram_bytes": c.sram_bytes, "even_fill": c.even_fill,
+            "imbalance": c.imbalance, "cause": c.cause, "binding_category": c.binding_category,
+            "top_tensor": str(c.tensors["name"].iat[0]) if len(c.tensors) else ""} for c in self.ipus])
+
+    def numbers(self) -> dict:
+        """The analysis as plain values (insights' ``Finding.numbers``, JSON)."""
+        b = self.binding
+        return {"fits": self.fits, "cause": self.cause, "num_ipus": self.num_ipus,
+                "ipus": [{"ipu": c.ipu, "tiles_over": c.tiles_over, "fullest_tile": c.fullest_tile,
+                          "fullest_bytes": c.fullest_bytes, "total_bytes": c.total_bytes, "sram_bytes": c.sram_bytes,
+                          "cause": c.cause, "binding_category": c.binding_category,
+                          "tensors": c.tensors["name"].astype(str).tolist()} for c in self.ipus],
+                "binding_ipu": b.ipu if b is not None else None}
+
+    def __repr__(self) -> str:
+        return f"<BindingConstraint: {self.headline()}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.text()) + "</pre>"
+
+
+def _top_tensor(c: IpuConstraint) -> str:
+    if not len(c.tensors):
+        return ""
+    r = c.tensors.iloc[0]
+    if c.cause == UNEVEN:
+        return (f"{r['name']}: {format_bytes(r['mean_on_over'])} on each tile over against an even share of "
+                f"{format_bytes(r['even_share'])}, laid out on {int(r['tiles_mapped']):,} of {c.tiles:,} tiles")
+    return f"{r['name']}, on {int(r['tiles_mapped']):,} of {c.tiles:,} tiles"
+
+
+def _tile_ranges(tiles: np.ndarray, per_ipu: int, limit: int = 6) -> str:
+    """'tiles 12-19, 760-790 and 3 more ranges' (tile numbers within the IPU)."""
+    t = np.sort(np.asarray(tiles, dtype=np.int64) % per_ipu)
+    if not len(t):
+        return ""
+    starts = np.r_[0, np.flatnonzero(np.diff(t) > 1) + 1]
+    ends = np.r_[starts[1:] - 1, len(t) - 1]
+    parts = [f"{t[a]}" if a == b else f"{t[a]}-{t[b]}" for a, b in zip(starts, ends, strict=True)]
+    more = len(parts) - limit
+    return "tiles " + ", ".join(parts[:limit]) + (f" and {more} more ranges" if more > 0 else "")
+
+
+def _drawn_text(profile) -> tuple[str, int]:
+    """(what one drawn IPU stands for, IPUs of the whole run), from the run's one definition (run_totals)."""
+    try:
+        rt = run_totals(profile)
+    except (KeyError, ValueError, TypeError):  # a profile without a schedule: every IPU is drawn
+        return "", int(profile.target.num_ipus)
+    parts = []
+    if rt.tensor_parallel > 1:
+        parts.append(f"the {rt.tensor_parallel} IPUs of its tensor-parallel group (one shard drawn, the others alike)")
+    if rt.replicas > 1:
+        parts.append(f"its IPU in each of the {rt.replicas} replicas")
+    return " and ".join(parts), int(rt.num_ipus)
+
+
+def _peak_lsteps(profile, tiles: np.ndarray) -> np.ndarray:
+    """The liveness step where each of ``tiles`` holds the most not-always-live bytes (-1 without liveness)."""
+    if not len(tiles) or profile.liveness.num_lsteps == 0:
+        return np.full(len(tiles), -1, np.int64)
+    tb = np.asarray(profile.liveness.tile_bytes(tiles=[int(t) for t in tiles]))
+    return tb.argmax(axis=0).astype(np.int64)
+
+
+def _live_at(profile, var_ids: np.ndarray, lsteps: np.ndarray, always: np.ndarray, first: np.ndarray,
+             last: np.ndarray) -> np.ndarray:
+    """Per (variable, liveness step) row: is the variable live there (always live, or a live interval holds it;
+    a variable live more than once - ``variable_intervals`` - only inside one of its intervals)."""
+    live = always | ((first <= lsteps) & (lsteps <= last) & (lsteps >= 0))
+    iv = getattr(profile, "variable_intervals", None)
+    if iv is None or not len(iv):
+        return live
+    several = np.isin(var_ids, iv["var_id"].to_numpy())
+    if not several.any():
+        return live
+    idx = np.flatnonzero(several & live & ~always)
+    rows = pd.DataFrame({"row": idx, "var_id": var_ids[idx], "lstep": lsteps[idx]})
+    m = rows.merge(iv, on="var_id")
+    inside = m[(m["first_lstep"] <= m["lstep"]) & (m["lstep"] <= m["last_lstep"])]["row"].unique()
+    live[idx] = False
+    live[inside] = True
+    return live
+
+
+TENSOR_COLUMNS = ["name", "always_live", "bytes_on_tiles", "mean_on_over", "tiles_mapped", "even_share", "excess",
+                  "var_id"]
+
+
+def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "excess") -> pd.DataFrame:
+    """The variables on ``tiles`` at each tile's own peak, ranked by their bytes there beyond an even share
+    (``by`` "excess": what an uneven layout piles up) or by their bytes there ("bytes_on_tiles": what a total too
+    large is made of)."""
+    cols = TENSOR_COLUMNS
+    vt = profile.variable_tiles
+    if not len(tiles) or not len(vt):
+        return pd.DataFrame(columns=cols)
+    v = profile.variables
+    vt_tile = vt["tile"].to_numpy()
+    on = np.isin(vt_tile, tiles)
+    rows = vt[on]
+    peak = pd.Series(_peak_lsteps(profile, tiles), index=tiles)
+    vid = rows["var_id"].to_numpy()
+    vi = v.set_index("var_id")
+    always = vi["always_live"].reindex(vid).to_numpy(bool)
+    first = vi["first_lstep"].reindex(vid).to_numpy(np.int64)
+    last = vi["last_lstep"].reindex(vid).to_numpy(np.int64)
+    ls = peak.reindex(rows["tile"].to_numpy()).to_numpy(np.int64)
+    live = _live_at(profile, vid, ls, always, first, last)
+    per = rows[live].groupby("var_id")["bytes"].sum()
+    if not len(per):
+        return pd.DataFrame(columns=cols)
+    # how many of the IPU's tiles each of these variables is laid out on, and its even share of a tile
+    mine = vt[vt["var_id"].isin(per.index) & (vt_tile // per_ipu == int(tiles[0]) // per_ipu)]
+    mapped = mine.groupby("var_id")["tile"].nunique()
+    on_ipu = mine.groupby("var_id")["bytes"].sum()
+    out = pd.DataFrame({"var_id": per.index.to_numpy(), "bytes_on_tiles": per.to_numpy(np.int64)})
+    out["name"] = vi["name"].reindex(out["var_id"]).astype(str).to_numpy()
+    out["always_live"] = vi["always_live"].reindex(out["var_id"]).to_numpy(bool)
+    out["tiles_mapped"] = mapped.reindex(out["var_id"]).fillna(0).to_numpy(np.int64)
+    out["even_share"] = on_ipu.reindex(out["var_id"]).fillna(0).to_numpy(float) / per_ipu
+    out["mean_on_over"] = out["bytes_on_tiles"] / len(tiles)
+    out["excess"] = out["bytes_on_tiles"] - out["even_share"] * len(tiles)
+    out = out.sort_values([by, "var_id"], ascending=[False, True], kind="stable")
+    if by == "excess":
+        out = out[out["excess"] > 0]
+    return out.head(top)[cols].reset_index(drop=True)
+
+
+def _peak_name(profile, tile: int) -> str:
+    ls = profile.liveness_steps
+    if profile.liveness.num_lsteps == 0 or not len(ls):
+        return ""
+    step = int(_peak_lsteps(profile, np.array([tile]))[0])
+    hit = ls[ls["lstep"] == step]
+    return f"liveness step {step} ({hit['name'].iat[0]})" if len(hit) else f"liveness step {step}"
+
+
+def binding_constraint(profile, top: int = 5) -> BindingConstraint:
+    """The binding memory constraint of ``profile`` per drawn IPU (see the module docstring); ``top`` tensors
+    are named per IPU."""
+    tm = TileMemory(profile)
+    per_ipu = tm.tiles_per_ipu
+    cap = int(tm.capacity)
+    arr = tm.array
+    cats = list(schema.MEMORY_CATEGORIES)
+    out = []
+    for ipu in range(tm.num_tiles // per_ipu):
+        sl = slice(ipu * per_ipu, (ipu + 1) * per_ipu)
+        total = tm.total[sl]
+        over_local = np.flatnonzero(total > cap)
+        over_local = over_local[np.argsort(-total[over_local], kind="stable")]
+        full = int(np.argmax(total)) if len(total) else 0
+        focus = over_local if len(over_local) else np.array([full])  # where the excess is (or the fullest tile)
+        a = arr[sl]
+        mean_all = a.sum(axis=2).mean(axis=0)
+        f = a[focus]
+        catdf = pd.DataFrame({"mean_all": mean_all, "mean_over": f.sum(axis=2).mean(axis=0),
+                              "always_live_over": f[:, :, 0].mean(axis=0),
+                              "not_always_live_over": f[:, :, 1].mean(axis=0)}, index=pd.Index(cats, name="category"))
+        catdf["excess"] = catdf["mean_over"] - catdf["mean_all"]
+        catdf = catdf[(catdf["mean_all"] > 0) | (catdf["mean_over"] > 0)]
+        tot = int(total.sum())
+        n_over = len(over_local)
+        cause = FITS if not n_over else (TOTAL_BYTES if tot > per_ipu * cap else UNEVEN)
+        glob = focus + ipu * per_ipu
+        out.append(IpuConstraint(ipu=ipu, tiles=per_ipu, capacity=cap, tiles_over=n_over,
+                                 over_tiles=(over_local + ipu * per_ipu).astype(np.int64),
+                                 fullest_tile=int(full + ipu * per_ipu), fullest_bytes=int(total[full]) if len(total) else 0,
+                                 total_bytes=tot, cause=cause, categories=catdf,
+                                 tensors=_tensors(profile, glob.astype(np.int64), per_ipu, top,
+                                                  "bytes_on_tiles" if cause == TOTAL_BYTES else "excess")
+                                 if (n_over or ipu == 0) else pd.DataFrame(columns=TENSOR_COLUMNS),
+                                 peak_name=_peak_name(profile, int(full + ipu * per_ipu))))
+    fits = not any(c.tiles_over for c in out)
+    rec = record_of(profile)
+    if "fits" in rec and rec.fits != fits:
+        fits = rec.fits  # the emulator's verdict is the one definition of "fits"
+    drawn, n = _drawn_text(profile)
+    return BindingConstraint(fits=fits, capacity=cap, ipus=out, drawn=drawn, num_ipus=n)

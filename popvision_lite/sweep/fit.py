@@ -1,0 +1,1014 @@
+"""The fit advisor: when a model does not fit in tile memory, find the cheapest placement that does, emulated on
+the sweep engine (docs/fit-advisor.md; the search strategy: docs/decisions/0290-fit-advisor-search.md).
+
+``fit_advice(base, max_ipus=256, ...)`` searches the space of ``fit_space.Space`` (tensor parallelism, pipeline
+stages and their layers, replicas, micro-batch, and every memory-saving setting declared in
+``fit_space.FIT_ROLES``) in rounds; every round's candidates run as sweep points (``engine.run_sweep``: Dask,
+a local cluster by default) into one folder, so a repeated search resumes.  Before anything is emulated a
+candidate must pass the run's own checks and a lower bound of the bytes its fullest IPU must hold
+(``Space.lower_bound``); a candidate no leaner than one that did not fit is not emulated either.
+
+1. **Lean frontier.**  Chains of placements whose memory falls along the chain, every saver at its lean value:
+   tensor parallelism ascending with the weights streamed (phased execution), and for each tensor-parallel
+   degree pipeline stages ascending with the weights on chip, from the lower bound's fewest stages.  Each chain
+   is bisected for its first placement that fits; a pipeline whose stage before that failed on its first or last
+   IPU (embedding, head) is also tried with fewer layers there.
+2. **Relax.**  From the cheapest fitting placements, each saver one step more relaxed (recomputation off, a larger
+   matmul memory proportion, optimizer state on chip, a larger micro-batch ...); the cheapest that still fits is
+   kept and relaxed again.
+3. **Replicas.**  The best placements with more replicas (the same global batch): more samples/s.
+
+The answer is the fitting candidate with the lowest cost per sample (the sweep row's ``cost_per_1m_samples_usd``:
+``devices.chip_price`` x all chips x time, the price every view uses), each one emulated by the same code as
+``popvision-lite emulate`` (``sweep/point.emulate``), so the configuration named fits when run by ``emulate``
+(``best.toml`` in the folder is that run config).  When nothing fits up to ``max_ipus``, the binding constraint of
+the leanest placements tried says why (``analysis/fit_constraint.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from popvision_lite.emulator.run_config import RunConfig
+from popvision_lite.errors import ConfigError, PopvisionError
+from popvision_lite.profile.run_record import record_of
+from popvision_lite.sweep import engine
+from popvision_lite.sweep import results as res
+from popvision_lite.sweep.fit_space import (
+    FIT_ROLES,
+    Candidate,
+    Place,
+    Space,
+    global_batch_of,
+    run_config_from_profile,
+    saver_text,
+)
+from popvision_lite.sweep.grid import Point, config_hash
+from popvision_lite.units import format_seconds, format_usd
+from popvision_lite.value_checks import toml_value
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_IPUS = 256      # an IPU-POD256
+DEFAULT_BUDGET = 40         # emulations at most
+DEFAULT_OPTIONS = 5         # the answer and the next few
+RELAX_TOP = 2               # fitting placements relaxed
+REPLICA_TOP = 2             # best answers tried with more replicas
+MAX_BCHAINS = 3             # on-chip pipeline chains searched at once
+PRUNE_BACK_WITHIN = 1.5     # savers are turned back off one by one only where the cost is within this of the best
+CHAIN_PRUNE = 1.5           # a chain is abandoned once its cheapest emulated candidate costs this much of the best
+FLAT = 0.85                 # ... or once more pipeline stages leave its fullest tile at this share or more
+TUNE_ROUNDS = 2             # rounds of one-rung steps of the savers that are not monotone
+BEST_TOML = "best.toml"
+REPORT = "fit.txt"
+SUMMARY = "fit.json"
+# statuses of a trial
+FITS, OVER, FAILED, INVALID, BOUND, DOMINATED, HOST, IMPLIED = ("fits", "over", "failed", "invalid", "bound",
+                                                                 "dominated", "host", "implied")
+
+
+@dataclass
+class Trial:
+    """One candidate the search considered: emulated (fits / over / failed) or settled before (invalid: the run's
+    own checks; bound: the lower bound; dominated: no leaner than one that did not fit; implied: leaner than one
+    that fits, so it fits and is not faster; host: too large to emulate on this machine)."""
+
+    cand: Candidate
+    phase: str
+    status: str
+    reason: str = ""
+    row: dict | None = None
+    binding: object = None          # analysis.fit_constraint.BindingConstraint of an emulated candidate that is over
+    point: int = -1
+
+    @property
+    def emulated(self) -> bool:
+        return self.status in (FITS, OVER, FAILED)
+
+    @property
+    def fits(self) -> bool:
+        return self.status == FITS
+
+    def metric(self, name: str) -> float:
+        v = (self.row or {}).get(name)
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return math.nan
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.metric("samples_per_second")
+
+    @property
+    def cost_per_million(self) -> float:
+        return self.metric("cost_per_1m_samples_usd")
+
+    @property
+    def chips(self) -> int:
+        return self.cand.place.chips
+
+    def sort_key(self) -> tuple:
+        """Cheapest first: USD per 1 M samples, else chip-seconds per sample (no price known)."""
+        c = self.cost_per_million
+        sps = self.samples_per_second
+        chip_s = self.chips / sps if sps > 0 else math.inf
+        return (c if math.isfinite(c) else math.inf, chip_s, self.chips)
+
+
+@dataclass
+class Option:
+    """A fitting configuration: its run config, throughput, time per sample and cost, and where its emulation is."""
+
+    text: str                       # the placement and settings in words
+    placement: str                  # the placement alone ("1 replica x 2 stages x tensor parallel 8 = 16 IPUs, ...")
+    settings: str                   # the memory settings alone
+    run_config: dict                # model, device, timing_only and the model arguments (a run-config TOML's keys)
+    chips: int
+    samples_per_second: float
+    seconds_per_sample: float
+    cost_per_million_usd: float
+    cost_note: str
+    peak_tile_memory_pct: float
+    profile: str                    # the emulation's profile (absolute path)
+    changes: dict                   # the model arguments that differ from the base run
+
+    def toml(self) -> str:
+        return config_toml(self.run_config)
+
+
+@dataclass(repr=False)
+class FitAdvice:
+    model: str
+    device: str
+    max_ipus: int
+    global_batch: int
+    base_fits: bool | None
+    base_binding: object            # BindingConstraint of the run it starts from (None when unknown)
+    best: Option | None
+    options: list[Option]
+    trials: list[Trial]
+    leanest: list[tuple[str, object]] = field(default_factory=list)   # (candidate text, BindingConstraint)
+    ruled_out: list[tuple[str, str]] = field(default_factory=list)    # (candidate text, the lower bound's reason)
+    folder: str = ""
+    emulations: int = 0
+    resumed: int = 0                # emulations found in the folder from an earlier search (not run again)
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0        # the points' CPU seconds (workers), as their rows report them
+    cancelled: bool = False
+    budget_reached: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.best is not None
+
+    def headline(self) -> str:
+        if self.base_fits:
+            return f"{self.model} already fits as given."
+        if self.best is not None:
+            b = self.best
+            return (f"Fits on {b.chips} IPU{'s' if b.chips > 1 else ''}: {b.text}; {b.samples_per_second:,.4g} "
+                    f"samples/s, {format_seconds(b.seconds_per_sample)} per sample, "
+                    f"{format_usd(b.cost_per_million_usd)} per 1 M samples.")
+        if self.cancelled:
+            return "Cancelled before a configuration that fits was found."
+        why = "within the search budget" if self.budget_reached else f"up to {self.max_ipus} IPUs"
+        return f"Nothing fits {why} (global batch {self.global_batch})."
+
+    def text(self) -> str:
+        lines = [self.headline()]
+        if self.base_binding is not None and not self.base_fits:
+            lines += ["", "As given: " + self.base_binding.headline()]
+        base = next((t for t in self.trials if t.phase == "as given"), None)
+        if self.base_binding is None and base is not None and not base.emulated:
+            lines += ["", f"As given: not emulated here ({base.reason})"]
+        if self.best is not None:
+            lines += ["", "Cheapest configuration that fits (emulated):", _option_text(self.best, 1)]
+            if self.options[1:]:
+                lines += ["", "Next options:"] + [_option_text(o, i + 2) for i, o in enumerate(self.options[1:])]
+            lines += ["", f"Run it: popvision-lite emulate --config {Path(self.folder) / BEST_TOML} -o best.pvl"
+                      if self.folder else "Run it with its run config (Option.toml())."]
+        else:
+            if self.leanest:
+                lines += ["", "Why not: the placements emulated that came closest, and what binds them:"]
+                for text, b in self.leanest:
+                    lines += [f"* {text}:", "  " + b.headline()]
+            if self.ruled_out:
+                lines += ["", "Ruled out before emulation by the lower bound (the largest of each tensor-parallel "
+                          "degree):"]
+                lines += [f"* {text}: {why}" for text, why in self.ruled_out]
+        n = {s: sum(1 for t in self.trials if t.status == s) for s in (FITS, OVER, FAILED, INVALID, BOUND, DOMINATED,
+                                                                        HOST, IMPLIED)}
+        lines += ["", f"Searched {len(self.trials)} candidates: {self.emulations} emulated ({n[FITS]} fit, {n[OVER]} "
+                  f"over, {n[FAILED]} failed); not emulated: {n[BOUND]} ruled out by the lower bound, {n[DOMINATED]} "
+                  f"by a leaner one that did not fit, {n[IMPLIED]} leaner than one that fits, {n[INVALID]} invalid, "
+                  f"{n[HOST]} too large to emulate here"
+                  + (f"; {self.resumed} emulations resumed from the folder" if self.resumed else "") + "; "
+                  f"{self.cpu_seconds:,.0f} s CPU in the points, {self.wall_seconds:,.0f} s wall."]
+        lines += [f"Note: {x}" for x in self.notes]
+        return "\n".join(lines)
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every candidate considered: placement, settings, phase, status, reason and the emulated numbers."""
+        rows = []
+        for t in self.trials:
+            p = t.cand.place
+            rows.append({"point": t.point, "phase": t.phase, "status": t.status, "chips": p.chips, "tensor_parallel": p.tp,
+                         "tensor_parallel_2": p.tp2,
+                         "pipeline_stages": p.stages, "layer_split": list(p.split) if p.split else None,
+                         "replicas": p.replicas, "micro_batch": p.batch, **dict(t.cand.savers),
+                         "samples_per_second": t.samples_per_second, "cost_per_1m_samples_usd": t.cost_per_million,
+                         "peak_tile_memory_pct": t.metric("peak_tile_memory_pct"), "reason": t.reason})
+        return pd.DataFrame(rows)
+
+    def numbers(self) -> dict:
+        def opt(o: Option | None):
+            return None if o is None else {k: getattr(o, k) for k in (
+                "text", "placement", "settings", "run_config", "chips", "samples_per_second", "seconds_per_sample", "cost_per_million_usd",
+                "cost_note", "peak_tile_memory_pct", "profile", "changes")}
+
+        return {"model": self.model, "device": self.device, "max_ipus": self.max_ipus,
+                "global_batch": self.global_batch, "base_fits": self.base_fits, "fits": self.fits,
+                "best": opt(self.best), "options": [opt(o) for o in self.options],
+                "base_binding": self.base_binding.numbers() if self.base_binding is not None else None,
+                "leanest": [{"candidate": t, "binding": b.numbers(), "headline": b.headline()} for t, b in self.leanest],
+                "ruled_out": [{"candidate": t, "reason": r} for t, r in self.ruled_out],
+                "emulations": self.emulations, "candidates": len(self.trials), "wall_seconds": self.wall_seconds,
+                "cpu_seconds": self.cpu_seconds, "cancelled": self.cancelled, "budget_reached": self.budget_reached,
+                "notes": list(self.notes), "folder": self.folder}
+
+    def __repr__(self) -> str:
+        return f"<FitAdvice: {self.headline()}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.text()) + "</pre>"
+
+
+def _option_text(o: Option, i: int) -> str:
+    return (f"{i}. {o.text}\n   {o.samples_per_second:,.4g} samples/s, {format_seconds(o.seconds_per_sample)} per "
+            f"sample, {format_usd(o.cost_per_million_usd)} per 1 M samples; fullest tile "
+            f"{o.peak_tile_memory_pct:.0f}%; changes: "
+            + (", ".join(f"{k} = {_value_text(v)}" for k, v in o.changes.items()) or "none"))
+
+
+def _value_text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value_text(x) for x in v) + "]"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def config_toml(run_config: dict) -> str:
+    """A run-config TOML (``emulate --config``) of ``{model, device, timing_only, **model arguments}``."""
+    top = {k: run_config[k] for k in ("model", "device", "timing_only") if k in run_config}
+    lines = [f"{k} = {toml_value(v)}" for k, v in top.items()] + ["", "[model_args]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in run_config.items() if k not in top]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------ the search
+class _Chain:
+    """Candidates ordered so that tile memory falls along them; bisected for the first that fits."""
+
+    def __init__(self, name: str, phase: str, cands: list[Candidate], first_low: bool = False,
+                 cost_prune: bool = False):
+        self.name, self.phase, self.cands, self.first_low = name, phase, list(cands), first_low
+        self.cost_prune = cost_prune  # abandoned once its cheapest emulated candidate costs far more than the best
+        self.lo, self.hi = 0, len(self.cands)
+        self.started = False
+        self.abandoned = ""
+
+    def abandon(self, why: str) -> None:
+        self.abandoned = why
+        self.lo = self.hi = len(self.cands)
+
+    def update(self, trials: dict) -> None:
+        """Narrow [lo, hi) with what is known; drop candidates whose emulation failed."""
+        changed = True
+        while changed and self.lo < self.hi:
+            changed = False
+            for i in range(self.lo, self.hi):
+                t = trials.get(self.cands[i])
+                if t is None:
+                    continue
+                if t.status in (FAILED, INVALID, HOST):  # no answer from it: the chain goes on without it
+                    del self.cands[i]
+                    self.hi -= 1
+                elif t.status in (FITS, IMPLIED):
+                    self.hi = i
+                else:  # over, or known not to fit before emulation (the lower bound, a leaner one that did not)
+                    self.lo = i + 1
+                changed = True
+                break
+
+    def probe(self, trials: dict) -> Candidate | None:
+        self.update(trials)
+        if self.lo >= self.hi:
+            return None
+        i = self.lo if (self.first_low and not self.started) else (self.lo + self.hi) // 2
+        self.started = True
+        return self.cands[i]
+
+    @property
+    def done(self) -> bool:
+        return self.lo >= self.hi
+
+    @property
+    def answer(self) -> Candidate | None:
+        return self.cands[self.hi] if self.done and self.hi < len(self.cands) else None
+
+    def remaining_probes(self) -> int:
+        n = self.hi - self.lo
+        return 0 if n <= 0 else int(math.ceil(math.log2(n + 1)))
+
+
+class _Search:
+    def __init__(self, space: Space, out: Path, *, budget: int, client, isolate: str, progress, should_cancel,
+                 workers: int):
+        self.space, self.out, self.budget = space, out, budget
+        self.client, self.isolate = client, isolate
+        self.report = progress or (lambda f, m: None)
+        self.should_cancel = should_cancel
+        self.workers = workers
+        self.trials: dict[Candidate, Trial] = {}
+        self.order: list[Trial] = []
+        self.emulations = 0
+        self.resumed = 0
+        self.notes: list[str] = []
+        self.cancelled = False
+        self.budget_reached = False
+        self.next_point = 0
+        self.t0 = time.perf_counter()
+        self.planned = 0
+        self.grid_names = ["tensor_parallel", "tensor_parallel_2", "pipeline_stages", "layer_split", "replicas", "batch", "grad_accum",
+                           "ipus", *space.savers()]
+        from popvision_lite.value_checks import host_memory_bytes
+
+        self.host_bytes = host_memory_bytes()
+
+    # ---- bookkeeping
+    def add(self, cand: Candidate, phase: str, status: str, reason: str = "", row=None) -> Trial:
+        t = Trial(cand, phase, status, reason, row)
+        self.trials[cand] = t
+        self.order.append(t)
+        return t
+
+    def fitting(self) -> list[Trial]:
+        return sorted((t for t in self.order if t.fits), key=Trial.sort_key)
+
+    def _screen(self, cand: Candidate, phase: str) -> Candidate | None:
+        """``cand`` when it should be emulated; else its trial says why not (None)."""
+        if cand in self.trials:
+            return None
+        try:
+            cfg = self.space.check(cand)
+        except ConfigError as e:  # the run's own checks; its host-memory check is this machine's limit, not the run's
+            self.add(cand, phase, HOST if "of host memory" in str(e) else INVALID, str(e))
+            return None
+        lb = self.space.lower_bound(cand, cfg)
+        if lb is not None and not lb["fits"]:
+            self.add(cand, phase, BOUND, self.space.bound_text(lb))
+            return None
+        for t in self.order:
+            if t.status == OVER and self.space.no_leaner(cand, t.cand):
+                self.add(cand, phase, DOMINATED, f"no leaner than point {t.point} ({t.cand.text()}), which does "
+                         "not fit")
+                return None
+            if t.status == FITS and self.space.no_leaner(t.cand, cand):
+                self.add(cand, phase, IMPLIED, f"leaner than point {t.point} ({t.cand.text()}), which fits: it "
+                         "fits too, and its savers only cost time")
+                return None
+        if self.host_bytes and self.space.transformer:
+            from popvision_lite.emulator.models.host_memory import estimate
+
+            need = estimate(cfg, timing_only=True).bytes
+            room = self.host_bytes / (2 * self.workers)  # every worker may hold one such run, on a shared machine
+            if need > room:
+                self.add(cand, phase, HOST, f"emulating it needs about {need / 2**30:.1f} GiB of host memory "
+                         f"(estimate), more than {room / 2**30:.1f} GiB per worker here")
+                return None
+        return cand
+
+    def run(self, batch: list[tuple[Candidate, str]]) -> list[Trial]:
+        """Screen and emulate ``batch`` ([(candidate, phase)]) as one round of sweep points."""
+        todo: list[tuple[Candidate, str]] = []
+        for cand, phase in batch:
+            if any(cand == c for c, _ in todo):
+                continue
+            c = self._screen(cand, phase)
+            if c is not None:
+                todo.append((c, phase))
+        room = self.budget - self.emulations
+        if len(todo) > room:
+            self.budget_reached = True
+            todo = todo[:max(room, 0)]
+        if not todo or self.cancelled:
+            return []
+        points = []
+        for cand, _ in todo:
+            spec = self.space.spec(cand)
+            values = {k: v for k, v in spec["args"].items() if k in self.grid_names}
+            points.append(Point(index=self.next_point, spec=spec, values=values, config_hash=config_hash(spec)))
+            self.next_point += 1
+        done_before = self.emulations
+
+        def progress(o, total):
+            n = done_before + o.ok + o.failed + o.resumed
+            self._progress(n, f"round of {total}: {o.ok + o.failed + o.resumed}/{total}")
+
+        # a round whose every point is on disk from an earlier search needs no cluster (the engine resumes them)
+        fresh = any(engine.resumable_row(self.out, p) is None for p in points)
+        o = engine.run_sweep(points, self.out, grid_names=self.grid_names, client=self.client.get() if fresh else None,
+                             isolate=self.isolate,
+                             resume=True, progress=progress, should_cancel=self.should_cancel,
+                             meta={"fit": {"model": self.space.base.model, "max_ipus": self.space.max_ipus,
+                                           "global_batch": self.space.global_batch}, "grid": {}})
+        if o.cancelled:
+            self.cancelled = True
+        self.resumed += o.resumed
+        rows = {r.get("point"): r for r in o.rows}
+        out = []
+        for p, (cand, phase) in zip(points, todo, strict=True):
+            row = rows.get(p.index)
+            if row is None:  # not run (cancelled)
+                continue
+            self.emulations += 1
+            if row.get("status") != "ok":
+                t = self.add(cand, phase, FAILED, str(row.get("error", "")), row)
+            else:
+                fits = str(row.get("fits")).lower() == "true" or row.get("fits") is True
+                t = self.add(cand, phase, FITS if fits else OVER, "", row)
+                if not fits:
+                    t.binding = self._binding(row)
+            t.point = p.index
+            out.append(t)
+        return out
+
+    def _binding(self, row: dict):
+        """The binding constraint of an emulated candidate's profile (None when it cannot be read)."""
+        from popvision_lite.analysis.fit_constraint import binding_constraint
+        from popvision_lite.profile.reader import open_profile
+
+        path = self.out / str(row.get("profile", ""))
+        try:
+            with open_profile(path) as p:
+                return binding_constraint(p)
+        except PopvisionError as e:
+            log.warning("fit: cannot read %s: %s", path, e)
+            return None
+
+    def _progress(self, done: int, what: str) -> None:
+        total = max(done + self.remaining(), 1)
+        frac = min(done / total, 0.99)
+        el = time.perf_counter() - self.t0
+        eta = el / done * (total - done) if done else math.nan
+        self.report(frac, f"{done} of ~{total} emulations ({what})"
+                    + (f", about {format_seconds(eta)} left" if math.isfinite(eta) else ""))
+
+    def remaining(self) -> int:
+        return max(0, min(self.planned, self.budget - self.emulations))
+
+
+def _chains(space: Space, level: str) -> tuple[list[_Chain], list[_Chain]]:
+    """Phase 1's chains, placements ordered so that memory falls along each; ``level`` "lean" (every saver lean) or
+    "given" (the base run's savers).  Returns (one-stage chains, pipeline chains): tensor parallelism ascending on
+    one stage (lean: weights streamed; given: as the run has them) - for a model without tensor parallelism but
+    with streaming, pipeline stages ascending with the weights streamed (lean) - and per tensor-parallel degree
+    pipeline stages ascending with the weights on chip.  With 2-D tensor parallelism each second-axis degree
+    (``Space.second_axis_degrees``) has its own chains."""
+    one, pipes = [], []
+    tps = space.tensor_parallel_degrees()
+    b = space.micro_batches()[0] if space.micro_batches() else 1
+    streams = "streaming_weights" in space.savers()
+    lean = level == "lean"
+
+    def at(place: Place, streaming: bool | None) -> Candidate:
+        return space.lean(place, streaming=streaming) if lean else space.as_given(place, streaming=streaming)
+
+    for t2 in space.second_axis_degrees():
+        x2 = f" x {t2}" if t2 > 1 else ""
+        group = [t for t in tps if t * t2 <= space.max_ipus]
+        if len(group) > 1 or t2 > 1:
+            one.append(_Chain(f"tensor parallelism{f' (second axis {t2})' if t2 > 1 else ''} ({level})", level,
+                              [at(Place(t, 1, 1, b, tp2=t2), True if (streams and lean) else None) for t in group]))
+        elif streams and lean:
+            one.append(_Chain(f"pipeline stages, weights streamed ({level})", level,
+                              [at(Place(1, st, 1, b), True) for st in range(1, space.max_stages(1, 1, b) + 1)]))
+        for t in group:
+            smax = space.max_stages(t, 1, b, t2)
+            cands = [at(Place(t, st, 1, b, tp2=t2), False if streams else None) for st in range(1, smax + 1)]
+            pipes.append(_Chain(f"pipeline stages{f' at tensor parallel {t}{x2}' if t * t2 > 1 else ''}"
+                                + (", weights on chip" if streams else "") + f" ({level})", level, cands,
+                                first_low=True, cost_prune=True))
+    return one, pipes
+
+
+def _first_feasible(chain: _Chain, search: _Search) -> None:
+    """Move a chain's start past the candidates the lower bound (or the run's checks) rule out, so its first probe
+    is the fewest stages that can hold the weights."""
+    while chain.lo < chain.hi:
+        c = chain.cands[chain.lo]
+        if search._screen(c, chain.phase) is not None:
+            return
+        t = search.trials.get(c)
+        if t is not None and t.status in (BOUND, INVALID, HOST, DOMINATED):
+            chain.lo += 1
+            continue
+        return
+
+
+def _split_rescue(space: Space, chain: _Chain, search: _Search) -> list[Candidate]:
+    """When a pipeline chain's answer has S stages and S - 1 stages failed on their first or last IPU (the
+    embedding's, the head's): S - 1 stages with the embedding and the tied head on IPU 0 and the layers on the
+    others (wrap), and with 1 and 2 layers moved off that IPU.  When nothing along the chain fit (a head too large
+    for any last stage: GPT-2-medium's sequential POD16 placement, 230-252 % at 8-16 stages), the wrap at each
+    stage count emulated that failed on its first or last IPU (the lower bound screens the ones with too many
+    layers per IPU)."""
+    if not space.transformer:
+        return []
+    L = space.cfg0.layers
+
+    def at_an_end(c: Candidate) -> bool:
+        t = search.trials.get(c)
+        return (t is not None and t.status == OVER and t.binding is not None and t.binding.binding is not None
+                and c.place.stages >= 2 and t.binding.binding.ipu in (0, c.place.stages - 1))
+
+    def wrapped(c: Candidate) -> list[Candidate]:
+        S = c.place.stages
+        if not space.reads("pipeline_placement") or c.place.wrap:
+            return []
+        # the embedding and the tied head together on IPU 0, the layers on the others (optimum-graphcore's GPT-2),
+        # and so with the vocabulary one rung more serialised: both of its matmuls sit on that IPU (the published
+        # GPT-2-medium POD16 configuration serialises them 5 ways)
+        rest = [L // (S - 1) + (1 if s < L % (S - 1) else 0) for s in range(S - 1)]
+        w = c.with_place(split=(0, *rest, 0), wrap=True)
+        out = [w]
+        if "embedding_serialization" in space.savers():
+            lean = space.leaner_rung("embedding_serialization", w.saver("embedding_serialization"))
+            if lean is not None:
+                out.append(space.canonical(w.with_savers(embedding_serialization=lean)))
+        return out
+
+    ans = chain.answer
+    if ans is None:
+        return [w for c in chain.cands if at_an_end(c) for w in wrapped(c)]
+    below = next((c for c in chain.cands if c.place.stages == ans.place.stages - 1), None)
+    if below is None or not at_an_end(below):
+        return []
+    S = below.place.stages
+    ipu = search.trials[below].binding.binding.ipu
+    even = [L // S + (1 if s < L % S else 0) for s in range(S)]
+    out = wrapped(below)
+    for d in (1, 2):
+        sp = list(even)
+        if sp[ipu] - d < 1:
+            break
+        sp[ipu] -= d
+        others = sorted((s for s in range(S) if s != ipu), key=lambda s: -abs(s - ipu))  # the far end first
+        for i in range(d):
+            sp[others[i % len(others)]] += 1
+        out.append(below.with_place(split=tuple(sp)))
+    return out
+
+
+def _run_chains(s: _Search, chains: list[_Chain], extra: Callable[[_Chain], list[Candidate]] | None = None,
+                planned_after: int = 0) -> None:
+    """Bisect ``chains`` concurrently, one probe per chain per round (``extra(chain)``: candidates to add once a
+    chain is done)."""
+    for c in chains:
+        _first_feasible(c, s)
+    extras_done: set[int] = set()
+    while not s.cancelled:
+        _prune_by_cost(s, chains)
+        _prune_flat(s, chains)
+        s.planned = sum(c.remaining_probes() for c in chains) + planned_after
+        batch = []
+        for c in chains:
+            p = c.probe(s.trials)
+            if p is not None:
+                batch.append((p, c.phase))
+            elif extra is not None and id(c) not in extras_done:
+                extras_done.add(id(c))
+                batch += [(x, "split") for x in extra(c)]
+        if not batch:
+            return
+        if s.emulations >= s.budget:
+            s.budget_reached = True
+            return
+        s.run(batch)
+
+
+def _prune_flat(s: _Search, chains: list[_Chain]) -> None:
+    """Abandon a pipeline chain whose fullest tile does not fall with more stages: two emulated candidates over
+    capacity, the one with more stages still at least FLAT x the other's fullest tile (a first stage's stash of
+    activations grows with the pipeline's depth as its layers shrink: what binds it does not go away)."""
+    for c in chains:
+        c.update(s.trials)
+        if not c.first_low or c.done:
+            continue
+        over = [s.trials[x] for x in c.cands if x in s.trials and s.trials[x].status == OVER]
+        if len(over) < 2:
+            continue
+        a, b = over[0], over[-1]
+        pa, pb = a.metric("peak_tile_memory_pct"), b.metric("peak_tile_memory_pct")
+        if math.isfinite(pa) and math.isfinite(pb) and pb >= FLAT * pa:
+            c.abandon(f"its fullest tile does not fall with more stages: {pa:.0f}% at {a.cand.place.stages}, "
+                      f"{pb:.0f}% at {b.cand.place.stages}")
+            s.notes.append(f"{c.name}: not searched further: {c.abandoned}")
+
+
+def _prune_by_cost(s: _Search, chains: list[_Chain]) -> None:
+    """Abandon a chain of more and more chips once its cheapest emulated candidate - fitting or not: the emulator
+    times a run that does not fit too - costs more than CHAIN_PRUNE x the best that fits: further along, more chips
+    and a longer pipeline rarely cost less per sample (decision 0290)."""
+    fit = s.fitting()
+    if not fit:
+        return
+    best = fit[0].sort_key()[:2]
+    for c in chains:
+        c.update(s.trials)
+        if not c.cost_prune or c.done:
+            continue
+        tried = [s.trials[x] for x in c.cands if x in s.trials and s.trials[x].emulated and s.trials[x].status != FAILED]
+        if tried:
+            cheapest = min(t.sort_key()[:2] for t in tried)
+            if cheapest > tuple(CHAIN_PRUNE * x for x in best):
+                c.abandon(f"its cheapest candidate costs {cheapest[0] / best[0]:.1f}x the best that fits")
+                s.notes.append(f"{c.name}: not searched further: {c.abandoned}")
+
+
+def search(space: Space, out: Path, *, budget: int = DEFAULT_BUDGET, client=None, isolate: str = "worker",
+           progress=None, should_cancel=None, workers: int = 1, base_trial: bool = True) -> tuple[_Search, object]:
+    """Run the phases (module docstring); returns the search state and the base run's trial (or None)."""
+    s = _Search(space, out, budget=budget, client=client, isolate=isolate, progress=progress,
+                should_cancel=should_cancel, workers=workers)
+    base = None
+    if base_trial:  # the run as given, so the report starts from its binding constraint
+        c0 = _base_candidate(space)
+        s.planned = 10
+        got = s.run([(c0, "as given")])
+        base = got[0] if got else s.trials.get(c0)
+        if base is not None and base.fits:
+            return s, base
+    # ---- phase 1: the frontiers of the placement chains, as given and lean: the run as given before the lean one
+    # (a lean candidate where the run as given fits is implied: it fits and is not faster)
+    one_given, pipes_given = _chains(space, "given")
+    one_lean, pipes_lean = _chains(space, "lean")
+    for c in pipes_lean:
+        _first_feasible(c, s)
+    pipes_lean = sorted((c for c in pipes_lean if not c.done), key=lambda c: (c.cands[c.lo].place.chips,
+                                                                              -c.cands[c.lo].place.tp))[:MAX_BCHAINS]
+    kept_tps = {(c.cands[0].place.tp, c.cands[0].place.tp2) for c in pipes_lean}
+    pipes_given = [c for c in pipes_given if c.cands and (c.cands[0].place.tp, c.cands[0].place.tp2) in kept_tps]
+    lean = one_lean + pipes_lean
+    n_sv = len(space.savers())
+    after = RELAX_TOP * 3 + (REPLICA_TOP * 2 if space.global_batch > 1 else 0)
+    rescue = lambda c: _split_rescue(space, c, s)  # noqa: E731
+    groups = [one_given, pipes_given, pipes_lean, one_lean]  # weights on chip before streamed: a streamed candidate
+    for i, group in enumerate(groups):                        # where the on-chip one fits is implied
+        _run_chains(s, group, extra=rescue if group in (pipes_given, pipes_lean) else None,
+                    planned_after=after + sum(c.remaining_probes() for g in groups[i + 1:] for c in g))
+    # ---- phase 2: at the cheapest lean answers, the fewest savers that fit, then each saver back to as given
+    answers = [c.answer for c in lean if c.answer is not None]
+    fits_at = {t.cand.place for t in s.order if t.fits and t.phase == "given"}
+    answers = [a for a in dict.fromkeys(answers) if a.place not in fits_at]
+    answers.sort(key=lambda a: s.trials[a].sort_key() if a in s.trials and s.trials[a].fits else (math.inf,))
+    # a placement whose run as given (no savers: the fastest it can be) costs more than the best found cannot win
+    answers = [a for a in answers if not _beaten(s, space.as_given(a.place))][:RELAX_TOP]
+    if answers and not s.cancelled:
+        level_chains = []
+        for a in answers:
+            streaming = a.saver("streaming_weights") if a.saver("streaming_weights") is False else None
+            level_chains.append(_Chain(f"savers at {a.place.text()}", "savers", space.levels(a.place, streaming)))
+        _run_chains(s, level_chains, planned_after=RELAX_TOP * n_sv + REPLICA_TOP * 2)
+        batch = []
+        for c in level_chains:
+            a = c.answer
+            if a is None or a not in s.trials or not s.trials[a].fits:
+                continue
+            best = s.fitting()[0]
+            if s.trials[a].sort_key()[:2] > tuple(PRUNE_BACK_WITHIN * x for x in best.sort_key()[:2]):
+                continue  # far costlier than the best: turning a cheap saver off again will not close the gap
+            for k in space.savers():
+                if _differs(a.saver(k), space.base_saver(k)):
+                    batch.append((space.reverted(a, k), "savers"))
+        if batch and not s.cancelled and s.emulations < s.budget:
+            s.planned = len(batch) + REPLICA_TOP * 2
+            s.run(batch)
+    # ---- phase 2b: the savers whose lean value is not always the leanest (the matmul memory proportion, the
+    # embedding serialisation), one rung either way: around the best answer and around the near misses (over, but
+    # the least over, that could still be cheaper than the best); again from a variant that fits more cheaply or
+    # is less over than where it came from, TUNE_ROUNDS times at most
+    if any(not r.monotone for r in space.savers().values()):
+        fit = s.fitting()
+        near, places = [], set()
+        for t in sorted((t for t in s.order if t.status == OVER and t.phase in ("as given", "given", "lean", "savers")
+                         and not (fit and _beaten(s, t.cand))), key=lambda t: t.metric("peak_tile_memory_pct")):
+            if t.cand.place not in places:  # the least over of each placement
+                places.add(t.cand.place)
+                near.append(t.cand)
+        targets = [(t.cand, True) for t in fit[:1]] + [(c, False) for c in near[:RELAX_TOP]]
+        for _ in range(TUNE_ROUNDS):
+            if not targets or s.cancelled or s.emulations >= s.budget:
+                break
+            tried = {c: space.variants(c, relaxed_only=fits) for c, fits in dict.fromkeys(targets)}
+            batch = [(v, "tune") for vs in tried.values() for v in vs]
+            s.planned = len(batch) + REPLICA_TOP * 2
+            s.run(batch)
+            fitted = {v.place for vs in tried.values() for v in vs if v in s.trials and s.trials[v].fits}
+            targets = [(v, s.trials[v].fits) for c, vs in tried.items() for v in vs
+                       if _better(s, v, c) and (s.trials[v].fits or v.place not in fitted)][:RELAX_TOP + 1]
+        # a best found here may carry monotone savers it no longer needs: each back to as given, once
+        best = s.fitting()[0] if s.fitting() else None
+        if best is not None and best.phase == "tune" and not s.cancelled and s.emulations < s.budget:
+            s.run([(space.reverted(best.cand, k), "savers") for k, r in space.savers().items()
+                   if r.monotone and _differs(best.cand.saver(k), space.base_saver(k))])
+    # ---- phase 3: more replicas for the best
+    if not s.cancelled and s.emulations < s.budget:
+        batch = []
+        for t in s.fitting()[:REPLICA_TOP]:
+            p = t.cand.place
+            r = p.replicas * 2
+            n = 0
+            while p.chips // p.replicas * r <= space.max_ipus and space.global_batch % (r * p.batch) == 0 and n < 2:
+                c = t.cand.with_place(replicas=r)
+                if "rts" in space.savers():
+                    c = c.with_savers(rts=True)
+                batch.append((space.canonical(c), "replicas"))
+                n += 1
+                r *= 2
+        s.planned = len(batch)
+        s.run(batch)
+    s.planned = 0
+    return s, base
+
+
+def _better(s: _Search, v: Candidate, origin: Candidate) -> bool:
+    """Whether variant ``v`` improved on ``origin``: it fits at a lower cost than the best, or it is over but less
+    so than ``origin``."""
+    tv, to = s.trials.get(v), s.trials.get(origin)
+    if tv is None or to is None or not tv.emulated or tv.status == FAILED:
+        return False
+    if tv.fits:
+        return tv.sort_key() <= s.fitting()[0].sort_key() and (not to.fits or tv.sort_key() < to.sort_key())
+    return to.status == OVER and tv.metric("peak_tile_memory_pct") < to.metric("peak_tile_memory_pct")
+
+
+def _beaten(s: _Search, cand: Candidate) -> bool:
+    """Whether ``cand`` was emulated (fitting or not) at a cost above the best fitting candidate's."""
+    t = s.trials.get(cand)
+    fit = s.fitting()
+    if t is None or not t.emulated or t.status == FAILED or not fit:
+        return False
+    return t.sort_key()[:2] > fit[0].sort_key()[:2]
+
+
+def _base_candidate(space: Space) -> Candidate:
+    """The base run as a candidate (its placement and its own saver values)."""
+    c = space.cfg0
+    split = tuple(c.layer_split) if c.layer_split else None
+    place = Place(tp=int(c.tensor_parallel), stages=int(c.stages), replicas=int(c.replicas), batch=int(c.batch),
+                  split=split, wrap=c.pipeline_placement == "wrap", tp2=int(c.tensor_parallel_2))
+    sv = {k: space.base_saver(k) for k in space.savers()}
+    if isinstance(c.available_memory_proportion, list | tuple) and "available_memory_proportion" in sv:
+        sv["available_memory_proportion"] = list(c.available_memory_proportion)
+    return Candidate(place, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in sv.items())))
+
+
+# ------------------------------------------------------------------------------------------------ the entry point
+def fit_advice(base, *, max_ipus: int = DEFAULT_MAX_IPUS, global_batch: int | None = None,
+               options: int = DEFAULT_OPTIONS, budget: int = DEFAULT_BUDGET, out=None, workers: int | None = None,
+               scheduler: str | None = None, client=None, isolate: str = "worker",
+               progress: Callable[[float, str], None] | None = None,
+               should_cancel: Callable[[], bool] | None = None) -> FitAdvice:
+    """What would make ``base`` fit: a :class:`RunConfig`, a run-config mapping ({model, device, model fields}),
+    or a profile (an open one or a path) of a run that does not fit.  See the module docstring.
+
+    ``max_ipus``: the largest system searched (default an IPU-POD256).  ``global_batch``: samples per optimizer
+    step, kept across placements (default the base's replicas x gradient accumulation x micro-batch).
+    ``budget``: emulations at most.  ``out``: the search folder (a sweep folder: profiles, rows, sweep.csv, plus
+    fit.txt, fit.json and best.toml; default a new temporary folder).  ``workers`` / ``scheduler`` / ``client``:
+    the Dask cluster (default a local one, one worker per core).  ``progress(fraction, text)`` and
+    ``should_cancel()`` as for sweeps."""
+    t0 = time.perf_counter()
+    profile_binding = None
+    rc, profile_binding, base_fits = _base_of(base)
+    if max_ipus < 1 or budget < 1 or options < 1:
+        raise ConfigError("fit: max_ipus, budget and options must be positive")
+    cfg0 = rc.model_config(host_check=False)
+    gb = int(global_batch) if global_batch else global_batch_of(cfg0)
+    if gb < 1:
+        raise ConfigError(f"argument --global-batch: must be positive, got {gb}")
+    space = Space(rc, int(max_ipus), gb)
+    if out is None:
+        import tempfile
+
+        out = tempfile.mkdtemp(prefix="pvl-fit-")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"argument -o/--output: {out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    cluster = _Cluster(client, scheduler, workers)
+    try:
+        s, base_t = search(space, out, budget=budget, client=cluster, isolate=isolate, progress=progress,
+                           should_cancel=should_cancel, workers=cluster.expected_workers(),
+                           base_trial=profile_binding is None)
+    finally:
+        cluster.close()
+    notes = list(s.notes)
+    if s.budget_reached:
+        notes.append(f"the search stopped at its budget of {budget} emulations (--budget); the placements it did not "
+                     "reach are not claimed either way")
+    if base_t is not None:
+        base_fits = base_t.fits
+        profile_binding = base_t.binding
+    fitting = s.fitting()
+    opts = [_option(space, t, out) for t in fitting[:options]]
+    fastest = max(fitting, key=lambda t: t.samples_per_second, default=None)
+    if fastest is not None and all(o.profile != _profile_path(out, fastest) for o in opts):
+        opts.append(_option(space, fastest, out))
+        notes.append("the last option is the fastest that fits (more samples/s, at a higher cost per sample)")
+    if base_fits and base_t is not None:
+        opts = [_option(space, base_t, out)]
+    leanest = []
+    if not opts:
+        leanest = _leanest(s)
+        if not any(t.emulated for t in s.order):
+            notes.append("no candidate could be emulated: every placement was ruled out before emulation "
+                         "(see the trials' reasons)")
+    if space.transformer and gb < 3:
+        notes.append(f"the global batch is {gb}: a pipeline of S stages needs at least 2 x S - 1 micro-batches per "
+                     "step, so only one-stage placements were searched; give a larger global batch to search "
+                     "pipelines")
+    adv = FitAdvice(model=rc.model, device=rc.device, max_ipus=space.max_ipus, global_batch=gb, base_fits=base_fits,
+                    base_binding=profile_binding, best=opts[0] if opts else None, options=opts, trials=s.order,
+                    leanest=leanest, ruled_out=_ruled_out(s) if not opts else [], folder=str(out.resolve()), emulations=s.emulations, resumed=s.resumed,
+                    wall_seconds=time.perf_counter() - t0,
+                    cpu_seconds=sum(t.metric("cpu_seconds") for t in s.order if t.emulated
+                                    and math.isfinite(t.metric("cpu_seconds"))),
+                    cancelled=s.cancelled, budget_reached=s.budget_reached, notes=notes)
+    _write_folder(adv, s, out)
+    return adv
+
+
+class _Cluster:
+    """The Dask client the search's rounds run on, started when a round first has a point to emulate (a search
+    resumed from its folder starts none): the caller's client, a scheduler's, or a local cluster of its own."""
+
+    def __init__(self, client=None, scheduler: str | None = None, workers: int | None = None):
+        self.given, self.scheduler, self.workers = client, scheduler, workers
+        self._client = self._cluster = None
+
+    def expected_workers(self) -> int:
+        if self.given is not None:
+            return max(1, len(self.given.scheduler_info(n_workers=-1).get("workers", {})))
+        return self.workers or engine.default_workers(64)
+
+    def get(self):
+        if self.given is not None:
+            return self.given
+        if self._client is None:
+            if self.scheduler:
+                self._client = engine.connect(self.scheduler)
+            else:
+                from distributed import Client
+
+                self._cluster = engine.local_cluster(self.expected_workers())
+                self._client = Client(self._cluster)
+                self._client.register_plugin(engine.ignore_sigint_plugin())
+        return self._client
+
+    def close(self) -> None:
+        for x in (self._client, self._cluster):
+            if x is not None:
+                with contextlib.suppress(Exception):
+                    x.close()
+        self._client = self._cluster = None
+
+
+def _base_of(base) -> tuple[RunConfig, object, bool | None]:
+    """(run config, binding constraint of a given profile or None, whether the given profile fits)."""
+    if isinstance(base, RunConfig):
+        return base, None, None
+    if isinstance(base, dict):
+        return RunConfig.from_mapping({k: v for k, v in base.items() if k != "output"}, "fit_advice"), None, None
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.profile.reader import open_profile
+
+    if isinstance(base, str | bytes) or hasattr(base, "__fspath__"):
+        with open_profile(base) as p:
+            return run_config_from_profile(p), binding_constraint(p), record_of(p).fits
+    return run_config_from_profile(base), binding_constraint(base), record_of(base).fits
+
+
+def _profile_path(out: Path, t: Trial) -> str:
+    rel = str((t.row or {}).get("profile", ""))
+    return str((out / rel).resolve()) if rel else ""
+
+
+def _option(space: Space, t: Trial, out: Path) -> Option:
+    args = space.args(t.cand)
+    changes = {k: v for k, v in args.items() if FIT_ROLES.get(k) is not None and FIT_ROLES[k].kind != "kept"
+               and _differs(getattr(space.cfg0, k, None), v)}
+    if t.cand.place.stages == space.cfg0.stages and not t.cand.place.split:
+        changes.pop("pipeline_stages", None)  # the stages the run had (0 in its config: one per IPU)
+    rc = {"model": space.base.model, "device": space.base.device, "timing_only": True, **dict(sorted(args.items()))}
+    sps = t.samples_per_second
+    return Option(text=t.cand.text(), placement=t.cand.place.text(), settings=saver_text(dict(t.cand.savers)),
+                  run_config=rc, chips=t.chips, samples_per_second=sps,
+                  seconds_per_sample=1.0 / sps if sps > 0 else math.inf, cost_per_million_usd=t.cost_per_million,
+                  cost_note=str((t.row or {}).get("cost_note", "")), peak_tile_memory_pct=t.metric("peak_tile_memory_pct"),
+                  profile=_profile_path(out, t), changes=changes)
+
+
+def _differs(a, b) -> bool:
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        return list(a or []) != list(b or [])
+    return a != b
+
+
+def _leanest(s: _Search) -> list[tuple[str, object]]:
+    """The placements emulated that came closest to fitting (the least over), with what binds them: at most three
+    distinct placements."""
+    over = [t for t in s.order if t.status == OVER and t.binding is not None]
+    over.sort(key=lambda t: (t.metric("peak_tile_memory_pct"), -t.chips))
+    out, seen = [], set()
+    for t in over:
+        if t.cand.place in seen:
+            continue
+        seen.add(t.cand.place)
+        out.append((t.cand.text(), t.binding))
+        if len(out) == 3:
+            break
+    return out
+
+
+def _ruled_out(s: _Search) -> list[tuple[str, str]]:
+    """The largest placements the lower bound ruled out, one per tensor-parallel degree (at most three, the most
+    chips first): what no emulation was needed to refuse."""
+    best: dict[tuple[int, int], Trial] = {}
+    for t in s.order:
+        k = (t.cand.place.tp, t.cand.place.tp2)
+        if t.status == BOUND and (k not in best or t.chips > best[k].chips):
+            best[k] = t
+    top = sorted(best.values(), key=lambda t: -t.chips)[:3]
+    return [(t.cand.text(), t.reason) for t in top]
+
+
+def _write_folder(adv: FitAdvice, s: _Search, out: Path) -> None:
+    """The search folder: every emulated row as one sweep table (sweep.csv), the report, its numbers and the
+    best configuration's run config (best.toml), each written atomically."""
+    from popvision_lite.atomic_io import atomic_text
+
+    rows = []
+    for t in s.order:
+        if t.row is not None:
+            rows.append(dict(t.row) | {"point": t.point})
+    res.write_results(out, rows, s.grid_names)
+    grid = {}  # the fields the search varied, with the values it tried (the sweep view's axes)
+    for name in s.grid_names:
+        vals = []
+        for r in rows:
+            v = r.get(name)
+            if v is not None and v not in vals:
+                vals.append(v)
+        if len(vals) > 1:
+            grid[name] = vals
+    res.write_meta(out, {"fit": {"model": adv.model, "max_ipus": adv.max_ipus, "global_batch": adv.global_batch},
+                         "grid": grid, "points": len(rows)})
+    with atomic_text(out / REPORT) as fh:
+        fh.write(adv.text() + "\n")
+    with atomic_text(out / SUMMARY) as fh:
+        json.dump(adv.numbers(), fh, indent=1, default=_json_default)
+    best = out / BEST_TOML
+    if adv.best is not None:
+        with atomic_text(best) as fh:
+            fh.write(f"# popvision-lite fit: the cheapest configuration that fits ({adv.best.text})\n"
+                     + adv.best.toml())
+    else:
+        with contextlib.suppress(OSError):
+            best.unlink()
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+__all__ = ["fit_advice", "FitAdvice", "Option", "Trial", "saver_text"]
