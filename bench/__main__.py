@@ -76,6 +76,8 @@ SCRIPTS: dict[str, str] = {
     "speed": "emulator speed targets: each row's CPU seconds as a ratio to a fixed reference workload, vs target and "
              "previous run (issues 26, 49)",
     "view_revisits": "GUI views shown again: CPU ms of a revisit of every view, POD16-sized runs (issue 49)",
+    "host_memory": "the host-memory pre-check's estimate vs the measured peak RSS of the same run, every model family, "
+                   "sequence, batch and placement; calibrated coefficients fitted on named rows, leave-one-out (issue 49)",
     "fit_advisor": "the fit advisor: CPU s of a whole search on the local Dask cluster (GPT-3-13B up to 256 IPUs), its "
                    "answer run by emulate (issue 43)",
 }
@@ -132,6 +134,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "soak": ["--iterations", "3", "--warmup", "1", "--pod16-steps", "200"],
     "speed": ["--quick"],
     "view_revisits": ["--quick"],
+    "host_memory": ["--rows", "mlp_numerics", "bert_mini_numerics", "bert_base_1ipu"],
     "gpt_scale": ["--rows", "gpt3_13b_pod64"],
     "fit_advisor": ["--rows", "gpt_small_oom"],
 }

@@ -113,7 +113,7 @@ def main(argv=None) -> int:
             views[name] = v
         big = views["big"]
         p = big.profile
-        shape = f"{p.target.num_ipus} IPU x {p.target.tiles_per_ipu} tiles x {p.steps.shape[0]} steps"
+        shape = f"{p.target.num_ipus} IPU x {p.target.tiles_per_ipu} tiles x {p.stored_table('steps').shape[0]} steps"
         w, h = big._pixels()
         print(f"big profile: {shape}; tile lanes {w}x{h} px", flush=True)
 

@@ -494,7 +494,7 @@ def read_everything(path) -> dict:
         _check(isinstance(p.run, dict), f"run header is {type(p.run).__name__}")
         tables = {}
         for name, cols in schema.TABLE_COLUMNS.items():
-            df = p.table(name)
+            df = p.stored_table(name)
             want = cols + schema.DERIVED_COLUMNS.get(name, ())  # stored columns, then the reader's derived ones
             _check(isinstance(df, pd.DataFrame) and tuple(df.columns) == want, f"table {name} columns")
             for c in cols:
@@ -514,8 +514,11 @@ def read_everything(path) -> dict:
         mem = p.memory.array()
         _check(mem.shape == (nt, len(schema.MEMORY_CATEGORIES), 2), "memory shape")
         _check(mem.min(initial=0) >= 0, "negative memory bytes")
-        bt = p.memory.by_tile()
+        bt = p.stored_table("memory_by_tile")
         _check(len(bt) == nt and (bt["total"] >= 0).all(), "by_tile totals negative (overflow?)")
+        for name in schema.TABLES:  # the notebook form of every table converts what the reader let through
+            pub = p.table(name)
+            _check(len(pub) == len(tables[name]) if name in tables else True, f"table {name} rows (notebook form)")
         _check((bt["total"] == bt["always_live"] + bt["not_always_live"]).all(), "by_tile parts do not add up")
         lv = p.liveness.tile_bytes()
         _check(lv.shape == (len(tables["liveness_steps"]), nt), "liveness shape")
@@ -542,6 +545,8 @@ def read_everything(path) -> dict:
             _check(len(e) == 0 or (e[0] == 0 and (np.diff(e) > 0).all() and e[-1] < nt), "tile_edges")
         p.step_tiles.summary(*p.step_tiles.pick_level(), start=a, stop=b)
         summ = summarize(p)
+        tot = p.totals  # the notebook's totals: the Summary's numbers, one row per (phase, step kind)
+        _check(len(tot) == 0 or abs(float(tot["share"].sum()) - 1.0) < 1e-6, "totals' shares do not add up to 1")
         return dict(steps=n, tiles=nt, total_cycles=getattr(summ, "total_cycles", None))
 
 

@@ -551,7 +551,7 @@ def views(path, bait=None) -> tuple[str, str]:
             end = time.perf_counter() + 20
             while callable(ready) and not ready() and time.perf_counter() < end:
                 _settle(app, 0.02)
-        ops = doc.profile.ops
+        ops = doc.profile.stored_table("ops")
         if len(ops):
             select_op(doc, int(ops["op_id"].iloc[len(ops) // 2]), "fuzz")
             _settle(app, 0.1)

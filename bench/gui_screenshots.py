@@ -84,7 +84,7 @@ def main(argv=None) -> int:
             _save_shot(win, f)
             steady = [s for s in getattr(view, "phase_spans", []) if s.kind == "steady" and s.first_step >= 0]
             if key == "execution" and steady:  # also zoomed into the one stored steady-state micro-batch
-                st = doc.profile.steps
+                st = doc.profile.stored_table("steps")
                 a = int(st["start_cycle"].iat[steady[0].first_step])
                 b = int(st["end_cycle"].iloc[steady[0].first_step:steady[0].last_step + 1].max())
                 view.set_x_range(a - 0.02 * (b - a), b + 0.02 * (b - a))

@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                         over_capacity_tiles=5)
         print(f"wrote synthetic profile in {time.perf_counter() - t0:.1f} s")
     p = pvl.open(path)
-    print(f"profile: {p.target.num_tiles} tiles, {len(p.steps):,} steps, {len(p.programs):,} programs, "
-          f"{len(p.ops):,} ops, {len(p.vertices):,} vertex rows")
+    print(f"profile: {p.target.num_tiles} tiles, {len(p.stored_table('steps')):,} steps, {len(p.stored_table('programs')):,} programs, "
+          f"{len(p.stored_table('ops')):,} ops, {len(p.stored_table('vertices')):,} vertex rows")
     for t in ("programs", "ops", "steps", "compute_sets"):
         getattr(p, t)  # tables read once, outside the timings
 
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{sb:7.1f} ms | Qt/numpy {sb / sa:5.1f}x")
 
     # --- op selection ------------------------------------------------------------------
-    st = p.steps
+    st = p.stored_table("steps")
     counts = st[st["op_id"] >= 0].groupby("op_id").size()
     op = int(counts.idxmax())
     d = Document(p)

@@ -389,7 +389,7 @@ def cases(profile_path: Path, tmp: Path, full: bool = True):
 
     with pvl.open(profile_path) as p:
         t = p.target
-        n = len(p.steps)
+        n = len(p.stored_table("steps"))
     tpi = t.tiles_per_ipu
     tiles = [*range(0, 8), *range(tpi, tpi + 4), 3 * tpi + 100] if t.num_ipus >= 4 else [0, 1, 2, tpi - 1]
     yield "ipus", "all steps, one lane per IPU", profile_path, dict()

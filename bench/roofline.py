@@ -25,7 +25,7 @@ def _median(fn, n=5):
 def _pandas_full_tile_ops(profile, capacity):
     arr = profile.memory
     full = (arr.sum(axis=(1, 2)) > capacity).nonzero()[0]
-    verts, css = profile.vertices, profile.compute_sets
+    verts, css = profile.stored_table("vertices"), profile.stored_table("compute_sets")
     cs = verts.loc[verts["tile"].isin(full), "cs_id"].unique()
     return {int(o) for o in css.loc[css["cs_id"].isin(cs), "op_id"] if o >= 0}
 
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     big = make_synthetic(num_ipus=16, tiles_per_ipu=1472, num_steps=10000, num_layers=24)
     print(f"made 16 x 1472 x 10000 synthetic profile in {time.perf_counter() - t0:.1f} s "
-          f"({len(big.ops)} ops, {len(big.vertices):,} vertex rows)")
+          f"({len(big.stored_table('ops'))} ops, {len(big.stored_table('vertices')):,} vertex rows)")
     ts = _median(lambda: rl.analyze(small))
     tb = _median(lambda: rl.analyze(big))
     cap = big.target.sram_bytes_per_tile

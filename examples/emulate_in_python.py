@@ -25,7 +25,7 @@ def main(out=None) -> None:
         path = Path(out) if out else Path(tmp) / "mlp.pvl"
         write_run(run, path)
         with pvl.open(path) as p:
-            print(p.steps.groupby("kind_name", observed=True)["cycles"].sum().to_string())
+            print(p.steps.groupby("kind_name", observed=True)["ipu_cycles"].sum().to_string())
 
 
 if __name__ == "__main__":

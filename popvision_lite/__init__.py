@@ -4,12 +4,14 @@ Notebook use (examples/ has runnable scripts)::
 
     import popvision_lite as pvl
     p = pvl.open("run.pvl")
-    p.steps                 # one row per BSP step: kind_name (categorical), cycles, seconds, ...
-    p.ops, p.tiles          # every table: a RangeIndex equal to its id column (step, op_id, tile ...)
+    p.steps                 # one row per STORED BSP step (index step): kind_name, cycles, seconds, and runs /
+                            # ipu_seconds: how often it runs per training step, the IPU time it stands for
+    p.ops, p.tiles          # every table indexed by its id (op_id, tile ...); <NA> for none; units in the names
     p.memory.by_tile()      # one row per tile, bytes per Poplar category; also p.table("memory_by_tile")
+    p.totals                # the step's IPU time per (phase, step kind): the Summary's numbers
     pvl.compare(a, b).headline, pvl.insights(p), pvl.verdict(p)
     pvl.binding_constraint(p).text(), pvl.fit_advice(p)   # why it does not fit; the cheapest config that does
-    pvl.units.format_seconds(p.steps["seconds"].sum())
+    pvl.units.format_seconds(p.totals["ipu_seconds"].sum())
     pvl.torch_trace("trace.json"), pvl.plot.roofline(p, trace="trace.json")   # measured GPU kernels, matplotlib
 """
 
@@ -25,6 +27,8 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 from popvision_lite import units  # noqa: E402  (light: the formatting of every number shown)
 from popvision_lite.errors import (  # noqa: E402
+    ArgumentTypeError,
+    ArgumentValueError,
     ConfigError,
     DeviceSpecError,
     EmulatorError,
@@ -34,16 +38,32 @@ from popvision_lite.errors import (  # noqa: E402
 )
 
 
+def _totals(profile):
+    """``Profile.totals``: the run's totals as a table (one definition: analysis/run_totals.py)."""
+    from popvision_lite.analysis.run_totals import totals_frame
+
+    return totals_frame(profile)
+
+
+from popvision_lite import profile as _profile  # noqa: E402  (light: lazy exports and this registry)
+
+_profile.BUILDERS["totals"] = _totals
+
+
 def open(path):  # noqa: A001 - mirrors builtins.open on purpose: pvl.open("run.pvl")
     """Open a profile lazily; see :class:`popvision_lite.profile.reader.Profile`."""
+    from popvision_lite import api_args
     from popvision_lite.profile.reader import open_profile
 
-    return open_profile(path)
+    return open_profile(api_args.path(path, "path"))
 
 
-def _opened(profile):
-    """(profile, opened_here): ``profile`` itself, or the profile at that path opened now."""
-    if isinstance(profile, str | bytes) or hasattr(profile, "__fspath__"):
+def _opened(profile, name: str = "profile"):
+    """(profile, opened_here): ``profile`` itself, or the profile at that path opened now; TypeError naming
+    ``name`` for anything else."""
+    from popvision_lite import api_args
+
+    if api_args.profile(profile, name):
         return open(profile), True
     return profile, False
 
@@ -52,9 +72,14 @@ def compare(a, b, label_a: str | None = None, label_b: str | None = None):
     """Compare runs ``a`` and ``b`` (paths or open profiles; paths stay open with the comparison): every delta
     is B - A, every ratio B / A.  See :class:`popvision_lite.analysis.compare.Comparison`: ``headline``
     (numeric a, b, delta, ratio plus their text), ``notes``, ``op_table()``, ``markdown()``."""
+    from popvision_lite import api_args
     from popvision_lite.analysis.compare import compare as _compare
 
-    return _compare(_opened(a)[0], _opened(b)[0], label_a, label_b)
+    api_args.text(label_a, "label_a", none_ok=True)
+    api_args.text(label_b, "label_b", none_ok=True)
+    api_args.profile(a, "a")
+    api_args.profile(b, "b")
+    return _compare(_opened(a, "a")[0], _opened(b, "b")[0], label_a, label_b)
 
 
 def insights(profile, spec=None):
@@ -62,8 +87,13 @@ def insights(profile, spec=None):
     the variables behind them, imbalance, exchange- or sync-bound phases, what recomputation saved.  Each is a
     :class:`popvision_lite.analysis.insights.Finding` (``severity``, ``kind``, ``title``, ``text``, ``tiles``,
     ``ops``, ``variables``, ``numbers``)."""
+    from popvision_lite import api_args
     from popvision_lite.analysis.insights import insights as _insights
 
+    if spec is not None and not isinstance(spec, str) and not hasattr(spec, "value"):
+        raise ArgumentTypeError(f"spec must be a device id (e.g. 'ipu-mk2'), a DeviceSpec or None, got "
+                        f"{type(spec).__name__} {spec!r}"[:120])
+    api_args.profile(profile)
     p, mine = _opened(profile)
     try:
         return _insights(p, spec)
@@ -79,11 +109,18 @@ def verdict(profile, gpu: str = "a100-80gb", gpus: int | None = None, samples: i
     estimated, each side with its error band; ``precision`` the GPUs train in (fp32 | fp16 | bf16 | fp8; default
     the run's), ``gpu_tp`` / ``gpu_pp`` / ``gpu_vp`` / ``gpu_micro_batch`` state the GPU placement (default
     searched); see :func:`popvision_lite.analysis.verdict.verdict`.  ``print(pvl.verdict("run.pvl").text())``"""
+    from popvision_lite import api_args
     from popvision_lite.analysis.verdict import verdict as _verdict
 
-    kw = dict(gpu=gpu, gpus=gpus, samples=samples, gpu_micro_batch=gpu_micro_batch, gpu_precision=gpu_precision,
-              precision=precision, gpu_tp=gpu_tp, gpu_pp=gpu_pp, gpu_vp=gpu_vp)
-    if isinstance(profile, str | bytes) or hasattr(profile, "__fspath__"):
+    kw = dict(gpu=api_args.text(gpu, "gpu"), gpus=api_args.whole(gpus, "gpus", lo=1, none_ok=True),
+              samples=api_args.whole(samples, "samples", lo=1),
+              gpu_micro_batch=api_args.whole(gpu_micro_batch, "gpu_micro_batch", lo=1, none_ok=True),
+              gpu_precision=api_args.text(gpu_precision, "gpu_precision", none_ok=True),
+              precision=api_args.text(precision, "precision", none_ok=True),
+              gpu_tp=api_args.whole(gpu_tp, "gpu_tp", lo=1, none_ok=True),
+              gpu_pp=api_args.whole(gpu_pp, "gpu_pp", lo=1, none_ok=True),
+              gpu_vp=api_args.whole(gpu_vp, "gpu_vp", lo=1, none_ok=True))
+    if api_args.profile(profile):
         with open(profile) as p:
             return _verdict(p, **kw)
     return _verdict(profile, **kw)
@@ -98,16 +135,21 @@ def emulate_onnx(path, output=None, **options):
     ({name: value}), ``device``, ``precision``, ``timing_only``, ``ipus``, ``seed``, ``inputs`` (.npz
     path or dict), ``progress`` (callable(stage, fraction)); see ``emulate_onnx`` in
     ``emulator/onnx_import/run.py``."""
+    from popvision_lite import api_args
     from popvision_lite.emulator.onnx_import import emulate_onnx as _emulate
 
+    api_args.path(path, "path")
+    if output is not None:
+        api_args.path(output, "output")
     run = _emulate(path, output, **options)
     return run, (open(output) if output else run.profile_data)
 def open_sweep(path):
     """The results table of a ``popvision-lite sweep`` (its sweep.csv or folder) as a DataFrame;
     see :func:`popvision_lite.sweep.results.open_sweep`."""
+    from popvision_lite import api_args
     from popvision_lite.sweep.results import open_sweep as _open_sweep
 
-    return _open_sweep(path)
+    return _open_sweep(api_args.path(path, "path"))
 
 
 def fit_advice(base, **options):
@@ -157,9 +199,10 @@ def torch_trace(path):
     FLOPs and bytes (recorded or derived from the ops' shapes), achieved FLOP/s, intensity, the launching op and,
     for a kernel that cannot be plotted, ``drop_reason``; ``df.attrs["report"]`` counts read / plotted / dropped.
     See :func:`popvision_lite.analysis.torch_trace.load_torch_trace`."""
+    from popvision_lite import api_args
     from popvision_lite.analysis.torch_trace import load_torch_trace
 
-    return load_torch_trace(path)
+    return load_torch_trace(api_args.path(path, "path"))
 
 
 def __getattr__(name):
@@ -189,4 +232,6 @@ __all__ = [
     "EmulatorError",
     "OutOfMemoryError",
     "ConfigError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
 ]

@@ -164,9 +164,9 @@ def replace_locked(fd: int, tmp, path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path, mode: str = "w", newline: str | None = None):
+def atomic_file(path, mode: str = "w", newline: str | None = None, gzip: bool = False):
     """Yield a file handle (text mode "w" or binary "wb"); on success the file appears at ``path``
-    in one step.
+    in one step.  ``gzip``: what is written is gzip-compressed on its way to the file (``.json.gz``).
 
     Errors (missing folder, permission, disk full) raise ProfileError naming ``path``;
     on any error the temporary file is removed and ``path`` is left untouched.
@@ -177,12 +177,22 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
     publish_mode(fd)
     hold = os.dup(fd)  # the lock lives on while the file handle is closed, until the rename (replace_locked)
     try:
-        if "b" in mode:
-            fh = os.fdopen(fd, mode)
+        if gzip:
+            import gzip as _gzip
+            import io
+
+            raw = os.fdopen(fd, "wb")
+            # mtime 0: the same content gives the same bytes (no time stamp in the header)
+            z = _gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+            fh = z if "b" in mode else io.TextIOWrapper(z, encoding="utf-8", newline=newline)
+            with raw, z, fh:
+                yield fh
+        elif "b" in mode:
+            with os.fdopen(fd, mode) as fh:
+                yield fh
         else:
-            fh = os.fdopen(fd, mode, encoding="utf-8", newline=newline)
-        with fh:
-            yield fh
+            with os.fdopen(fd, mode, encoding="utf-8", newline=newline) as fh:
+                yield fh
         hold, locked = -1, hold
         replace_locked(locked, tmp, path)  # closes it, renamed or not
         ok = True
@@ -199,9 +209,9 @@ def atomic_file(path, mode: str = "w", newline: str | None = None):
                 os.unlink(tmp)
 
 
-def atomic_text(path, newline: str | None = None):
+def atomic_text(path, newline: str | None = None, gzip: bool = False):
     """:func:`atomic_file` in text mode (UTF-8)."""
-    return atomic_file(path, "w", newline=newline)
+    return atomic_file(path, "w", newline=newline, gzip=gzip)
 
 
 def write_bytes_atomic(path, data: bytes) -> Path:

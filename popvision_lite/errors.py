@@ -50,3 +50,13 @@ class OutOfMemoryError(EmulatorError):
 
 class ConfigError(PopvisionError):
     """A command-line argument or TOML run config is invalid (names the field)."""
+
+
+class ArgumentTypeError(ConfigError, TypeError):
+    """A Python API argument of the wrong type (names the argument): a ``TypeError``, as Python and pandas raise
+    for one, and a ``ConfigError`` like every other bad argument of this package."""
+
+
+class ArgumentValueError(ConfigError, ValueError):
+    """A Python API argument of the right type with a wrong value (names the argument): a ``ValueError`` and a
+    ``ConfigError``."""

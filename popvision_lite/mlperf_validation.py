@@ -459,14 +459,19 @@ def graph_groups(cases: list[Case]) -> list[list[int]]:
     return sorted(groups.values(), key=near)
 
 
-def _predict_group(group: list[Case]) -> list[Result]:
+def _predict_group(group: list[Case], each=None) -> list[Result]:
     """``predict`` a group's rows (the rows after the first reuse its graph), then free that graph and the
     emulator's caches of it: no later group shares them, and a group's graph kept alive while the next
-    group builds its own would double the peak memory."""
+    group builds its own would double the peak memory.  ``each(j, result)`` as each row is done."""
     from popvision_lite.emulator.models.emulated import release_graphs
 
     try:
-        return [predict(c) for c in group]
+        out = []
+        for c in group:
+            out.append(predict(c))
+            if each is not None:
+                each(len(out) - 1, out[-1])
+        return out
     finally:
         release_graphs()
 
@@ -486,8 +491,8 @@ def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
                 report(cases[i], r)
 
     if jobs <= 1 or len(groups) <= 1:
-        for g in groups:
-            done(g, _predict_group([cases[i] for i in g]))
+        for g in groups:  # each row reported as it is done (a group's first row builds the graph the others reuse)
+            _predict_group([cases[i] for i in g], each=lambda j, r, g=g: done([g[j]], [r]))
     else:
         import concurrent.futures as cf
         import multiprocessing as mp

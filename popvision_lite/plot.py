@@ -15,9 +15,10 @@ import textwrap
 
 import numpy as np
 
+from popvision_lite import api_args
 from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import load_torch_trace, plottable, report_text
-from popvision_lite.errors import ConfigError
+from popvision_lite.errors import ArgumentTypeError, ConfigError
 from popvision_lite.profile.reader import open_profile
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.units import format_flops
@@ -59,8 +60,14 @@ def roofline(profile, trace=None, gpus=rl.DEFAULT_GPUS, ax=None, title: str | No
     """The roofline of ``profile`` (a path or an open profile) as a matplotlib Figure; ``trace``: a PyTorch
     profiler trace (path, or the DataFrame of :func:`popvision_lite.torch_trace`) whose kernels are drawn as
     measured points; ``ax``: draw into this Axes instead of a new figure."""
+    gpus = rl.gpu_list(gpus)
+    if trace is not None and not hasattr(trace, "columns"):
+        api_args.path(trace, "trace")
+    if ax is not None and not hasattr(ax, "figure"):
+        raise ArgumentTypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+    api_args.text(title, "title", none_ok=True)
+    mine = api_args.profile(profile)
     plt = _pyplot()
-    mine = isinstance(profile, str | bytes) or hasattr(profile, "__fspath__")
     p = open_profile(profile) if mine else profile
     try:
         a = rl.analyze(p, gpus=gpus)

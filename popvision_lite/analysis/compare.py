@@ -28,6 +28,7 @@ import pandas as pd
 from popvision_lite.analysis.summary import PHASES, Summary, format_bytes, format_seconds, summarize
 from popvision_lite.analysis.tile_memory import MEASURES, TileMemory
 from popvision_lite.profile import schema
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_change
 
 COMPARE_COLUMNS = ("a", "b", "delta", "ratio")
@@ -118,7 +119,7 @@ def per_ipu(a, b, tm_a: TileMemory | None = None, tm_b: TileMemory | None = None
 def liveness_curves(a, b) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(curve_a, curve_b): lstep, name, max_tile_bytes, total_bytes of each run (lengths may differ)."""
     def one(p):
-        ls = p.liveness_steps
+        ls = stored_table(p, "liveness_steps")
         return ls[["lstep", "name", "max_tile_bytes", "total_bytes"]].sort_values("lstep").reset_index(drop=True)
     return one(a), one(b)
 
@@ -131,7 +132,7 @@ def op_table(a, b) -> pd.DataFrame:
     cycles_delta, cycles_ratio, time_a_s, time_b_s, time_ratio, flops_a, flops_b, tiles_a, tiles_b.
     """
     def prep(p):
-        o = p.ops[["name", "type", "cycles", "flops", "tiles_used"]].copy()
+        o = stored_table(p, "ops")[["name", "type", "cycles", "flops", "tiles_used"]].copy()
         # duplicate names (rare) are summed so the join stays one row per name
         o = o.groupby("name", sort=False).agg(type=("type", "first"), cycles=("cycles", "sum"),
                                               flops=("flops", "sum"), tiles=("tiles_used", "max"))
@@ -159,8 +160,9 @@ def op_table(a, b) -> pd.DataFrame:
 
 
 def _step_keys(p) -> pd.DataFrame:
-    s = p.steps
-    names = dict(zip(p.ops["op_id"].to_numpy().tolist(), p.ops["name"].tolist(), strict=False))
+    s = stored_table(p, "steps")
+    ops = stored_table(p, "ops")
+    names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].tolist(), strict=False))
     df = pd.DataFrame({
         "step": s["step"].to_numpy(np.int64),
         "op": [names.get(int(o), "") for o in s["op_id"].to_numpy()],

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.errors import ProfileError
-from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
+from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS, stored_table
 
 N_KINDS = len(STEP_KINDS)
 COMPUTE = STEP_KIND_CODE["compute"]
@@ -100,7 +100,7 @@ class StepIndex:
 
     @classmethod
     def from_profile(cls, profile) -> StepIndex:
-        return cls(profile.steps, int(profile.target.num_ipus))
+        return cls(stored_table(profile, "steps"), int(profile.target.num_ipus))
 
     # -- ranges
     def visible(self, x0: float, x1: float) -> tuple[int, int]:
@@ -546,7 +546,7 @@ def step_bins(index: StepIndex, x0: float, x1: float, cols: int, min_px: float =
 # ---------------------------------------------------------------- search / details
 
 def op_names(profile) -> dict[int, str]:
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     return dict(zip(ops["op_id"].astype(int).tolist(), ops["name"].astype(str).tolist(), strict=True))
 
 
@@ -555,7 +555,7 @@ def search_ops(profile, query: str) -> np.ndarray:
     q = (query or "").strip().lower()
     if not q:
         return np.zeros(0, np.int64)
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     m = ops["name"].astype(str).str.lower().str.contains(q, regex=False).to_numpy()
     return np.sort(ops["op_id"].to_numpy(np.int64)[m])
 

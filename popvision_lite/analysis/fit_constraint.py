@@ -266,10 +266,10 @@ def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "exce
     (``by`` "excess": what an uneven layout piles up) or by their bytes there ("bytes_on_tiles": what a total too
     large is made of)."""
     cols = TENSOR_COLUMNS
-    vt = profile.variable_tiles
+    vt = profile.stored_table("variable_tiles")
     if not len(tiles) or not len(vt):
         return pd.DataFrame(columns=cols)
-    v = profile.variables
+    v = profile.stored_table("variables")
     vt_tile = vt["tile"].to_numpy()
     on = np.isin(vt_tile, tiles)
     rows = vt[on]
@@ -302,7 +302,7 @@ def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "exce
 
 
 def _peak_name(profile, tile: int) -> str:
-    ls = profile.liveness_steps
+    ls = profile.stored_table("liveness_steps")
     if profile.liveness.num_lsteps == 0 or not len(ls):
         return ""
     step = int(_peak_lsteps(profile, np.array([tile]))[0])

@@ -19,7 +19,7 @@ from popvision_lite.analysis.fit_constraint import binding_constraint
 from popvision_lite.analysis.liveness import live_variables
 from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
 from popvision_lite.profile.run_record import record_of
-from popvision_lite.profile.schema import STEP_KIND_CODE
+from popvision_lite.profile.schema import STEP_KIND_CODE, stored_table
 from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
 
 SEVERITIES = ("error", "warning", "info")
@@ -114,7 +114,7 @@ def ddr_bandwidth(spec) -> float | None:
 
 def memory_table(profile) -> pd.DataFrame:
     """``profile.memory.by_tile()`` with an ``over`` column (bytes above capacity, >= 0)."""
-    bt = profile.memory.by_tile().copy()
+    bt = stored_table(profile, "memory_by_tile").copy()
     bt["over"] = np.maximum(bt["total"].to_numpy(np.int64) - bt["capacity"].to_numpy(np.int64), 0)
     return bt
 
@@ -126,7 +126,7 @@ def top_tiles(profile, n: int = 5) -> pd.DataFrame:
 
 def codelet_totals(profile) -> pd.DataFrame:
     """Codelets summed over compute sets and tiles: count, state_bytes, code_bytes, cycles."""
-    v = profile.vertices
+    v = stored_table(profile, "vertices")
     return v.groupby("codelet", sort=False)[["count", "state_bytes", "code_bytes", "cycles"]].sum()
 
 
@@ -136,18 +136,18 @@ def top_vertices(profile, n: int = 5, by: str = "state_bytes", totals: pd.DataFr
 
 
 def top_variables(profile, n: int = 5) -> pd.DataFrame:
-    return profile.variables.sort_values("bytes", ascending=False, kind="stable").head(n)
+    return stored_table(profile, "variables").sort_values("bytes", ascending=False, kind="stable").head(n)
 
 
 def top_exchanges(profile, n: int = 5) -> pd.DataFrame:
     """Exchange programs (Copy / StreamCopy) with the most code bytes."""
-    pr = profile.programs
+    pr = stored_table(profile, "programs")
     ex = pr[pr["kind"].isin(["Copy", "StreamCopy"])]
     return ex.sort_values("code_bytes", ascending=False, kind="stable").head(n)
 
 
 def peak_lstep(profile) -> int | None:
-    ls = profile.liveness_steps
+    ls = stored_table(profile, "liveness_steps")
     if len(ls) == 0:
         return None
     return int(ls["lstep"].to_numpy()[int(np.argmax(ls["total_bytes"].to_numpy()))])
@@ -160,14 +160,14 @@ def _activation_mask(variables: pd.DataFrame) -> np.ndarray:
 
 
 def activations_live_at(profile, lstep: int) -> pd.DataFrame:
-    v = profile.variables
+    v = stored_table(profile, "variables")
     live = (v["first_lstep"].to_numpy() <= lstep) & (v["last_lstep"].to_numpy() >= lstep)
     return v[_activation_mask(v) & live]
 
 
 def op_at_lstep(profile, lstep: int) -> int:
     """Op of the leaf program at liveness step ``lstep`` (-1 if none)."""
-    pr = profile.programs
+    pr = stored_table(profile, "programs")
     hit = pr["op_id"].to_numpy()[pr["lstep"].to_numpy() == lstep]
     return int(hit[0]) if len(hit) else -1
 
@@ -176,7 +176,7 @@ def op_lstep_range(profile, op_id: int, lstep: int) -> tuple[int, int]:
     """First and last liveness step of the op's leaf programs (``(lstep, lstep)`` for no op)."""
     if op_id < 0:
         return lstep, lstep
-    pr = profile.programs
+    pr = stored_table(profile, "programs")
     ls = pr["lstep"].to_numpy()[(pr["op_id"].to_numpy() == op_id) & (pr["lstep"].to_numpy() >= 0)]
     if len(ls) == 0:
         return lstep, lstep
@@ -192,7 +192,7 @@ def split_live_at(profile, lstep: int) -> dict[str, pd.DataFrame]:
       a plan with less temporary memory can;
     * ``other``: the rest (inputs the running op reads now, host data, ...).
     """
-    v = profile.variables
+    v = stored_table(profile, "variables")
     live = (v["first_lstep"].to_numpy() <= lstep) & (v["last_lstep"].to_numpy() >= lstep) \
         & ~v["always_live"].to_numpy(bool)
     op = op_at_lstep(profile, lstep)
@@ -213,14 +213,14 @@ def tile_peak(profile, tile: int) -> tuple[int, int]:
 
 
 def bytes_on_tile(profile, tile: int, var_ids) -> int:
-    vt = profile.variable_tiles
+    vt = stored_table(profile, "variable_tiles")
     on = (vt["tile"].to_numpy() == tile) & np.isin(vt["var_id"].to_numpy(), np.asarray(list(var_ids), dtype=np.int64))
     return int(vt["bytes"].to_numpy()[on].sum())
 
 
 def weight_variables(profile) -> pd.DataFrame:
     """Always-live variables (weights and optimiser state; not constants)."""
-    v = profile.variables
+    v = stored_table(profile, "variables")
     return v[v["always_live"].to_numpy(bool) & (v["kind"].astype(str).to_numpy() == "variable")]
 
 
@@ -247,7 +247,7 @@ def _top_findings(profile, bt: pd.DataFrame) -> list[Finding]:
                        + _bullets(lines),
                        tiles=tuple(int(t) for t in tt.index),
                        numbers={"tiles": [int(t) for t in tt.index], "bytes": tt["total"].astype(int).tolist()}))
-    if len(profile.vertices):
+    if len(stored_table(profile, "vertices")):
         totals = codelet_totals(profile)
         tv = top_vertices(profile, 5, "state_bytes", totals)
         tc = top_vertices(profile, 3, "count", totals)
@@ -256,7 +256,7 @@ def _top_findings(profile, bt: pd.DataFrame) -> list[Finding]:
         txt += "\nBy count: " + "; ".join(f"{c} ({int(r['count']):,})" for c, r in tc.iterrows()) + "."
         out.append(Finding("info", "top_vertices", "Vertices using the most memory", txt,
                            numbers={"codelets": list(tv.index), "state_bytes": tv["state_bytes"].astype(int).tolist()}))
-    if len(profile.variables):
+    if len(stored_table(profile, "variables")):
         tvar = top_variables(profile, 5)
         txt = _bullets((f"{r['name']} {r['shape']} {r['dtype']}: {fmt_bytes(r['bytes'])}"
                         f" ({'always live' if r['always_live'] else 'not always live'})"
@@ -280,7 +280,7 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
     """Recomputation advice (activations held across the peak) or, when the peak is the running op's
     own temporaries, advice on that op's plan."""
     out: list[Finding] = []
-    ls = profile.liveness_steps
+    ls = stored_table(profile, "liveness_steps")
     peak_bytes = int(ls["total_bytes"].max())
     parts = split_live_at(profile, pk)
     held, own = parts["held"], parts["own"]
@@ -288,7 +288,8 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
     share = held_b / peak_bytes if peak_bytes else 0.0
     own_share = own_b / peak_bytes if peak_bytes else 0.0
     op = parts["op"]
-    op_names = dict(zip(profile.ops["op_id"].tolist(), profile.ops["name"].astype(str).tolist(), strict=True))
+    ops = stored_table(profile, "ops")
+    op_names = dict(zip(ops["op_id"].tolist(), ops["name"].astype(str).tolist(), strict=True))
     op_name = op_names.get(op, "no op")
     name = str(ls.loc[ls["lstep"] == pk, "name"].iloc[0])
     nums: dict[str, Any] = {"peak_lstep": pk, "peak_bytes": peak_bytes, "peak_op": op,
@@ -333,8 +334,7 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
                                            ["var_id"].head(20)),
                            numbers=nums))
     if own_share >= ACTIVATION_SHARE_RECOMPUTE and op >= 0:
-        plan = str(profile.ops.loc[profile.ops["op_id"] == op, "plan"].iloc[0]) \
-            if (profile.ops["op_id"] == op).any() else ""
+        plan = str(ops.loc[ops["op_id"] == op, "plan"].iloc[0]) if (ops["op_id"] == op).any() else ""
         big = own.sort_values("bytes", ascending=False).head(3)
         text = (f"At the not-always-live peak summed over all tiles ({fmt_bytes(peak_bytes)}, liveness step {pk}: "
                 f"{name}) the running "
@@ -429,7 +429,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     kc = rt.kind_cycles
     ex = rt.part_cycles["exchange"]
     share = rt.part_share["exchange"]
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     if share >= EXCHANGE_SHARE_WARN:
         exc = rt.op_part_cycles[:, STEP_PARTS.index("exchange")] if len(ops) else np.zeros(0)
         order = [i for i in np.argsort(-exc, kind="stable")[:3] if exc[i] > 0]
@@ -455,7 +455,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
                            f"device iterations) spread it over more samples.",
                            numbers={"host_cycles": rt.part_cycles["host"], "share": host,
                                     "host_seconds": rt.host_seconds}))
-    st = profile.steps
+    st = stored_table(profile, "steps")
     comp = st[st["kind"].to_numpy() == STEP_KIND_CODE["compute"]]
     if len(comp):
         bmax = comp["busy_max"].to_numpy(np.float64)
@@ -495,7 +495,7 @@ def insights(profile, spec=None) -> Insights:
     bt = memory_table(profile)
     found: list[Finding] = []
     if is_recompute_run(profile):
-        ops = profile.ops
+        ops = stored_table(profile, "ops")
         is_rec = ops["name"].astype(str).str.contains(r"(?:^|/)recompute(?:/|$)").to_numpy(bool)
         rec = ops[is_rec]
         rt = run_totals(profile)
@@ -591,7 +591,7 @@ def recompute_savings(a, b) -> Finding:
         base, rec = b, a
 
     def stats(p):
-        ls = p.liveness_steps
+        ls = stored_table(p, "liveness_steps")
         bt = memory_table(p)
         return {
             "peak_bytes": int(ls["total_bytes"].max()) if len(ls) else 0,

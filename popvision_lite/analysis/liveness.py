@@ -10,10 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from popvision_lite.profile.schema import stored_table
+
 
 def liveness_curve(profile) -> pd.DataFrame:
     """One row per liveness step: lstep, name, max_tile_bytes, max_tile, total_bytes (not-always-live)."""
-    ls = profile.liveness_steps
+    ls = stored_table(profile, "liveness_steps")
     return ls[["lstep", "name", "max_tile_bytes", "max_tile", "total_bytes"]].sort_values("lstep") \
         .reset_index(drop=True)
 
@@ -22,7 +24,7 @@ def ipu_spans(profile) -> pd.DataFrame:
     """Runs of consecutive liveness steps whose program ran on one IPU (a multi-IPU run's programs follow each
     other in compile order): one row per run with ``ipu``, ``first_lstep``, ``last_lstep``.  An lstep whose
     program issued no step of a single IPU belongs to the run before it.  One row (ipu -1) for single-IPU runs."""
-    ls = profile.liveness_steps.sort_values("lstep")
+    ls = stored_table(profile, "liveness_steps").sort_values("lstep")
     empty = pd.DataFrame({"ipu": pd.Series([], dtype=np.int64), "first_lstep": pd.Series([], dtype=np.int64),
                           "last_lstep": pd.Series([], dtype=np.int64)})
     if not len(ls):
@@ -30,9 +32,9 @@ def ipu_spans(profile) -> pd.DataFrame:
     lsteps = ls["lstep"].to_numpy(np.int64)
     if int(profile.target.num_ipus) <= 1:
         return pd.DataFrame({"ipu": [-1], "first_lstep": [int(lsteps[0])], "last_lstep": [int(lsteps[-1])]})
-    progs = profile.programs.set_index("prog_id")
+    progs = stored_table(profile, "programs").set_index("prog_id")
     first = progs["first_step"].reindex(ls["prog_id"].to_numpy()).to_numpy()
-    steps = profile.steps
+    steps = stored_table(profile, "steps")
     ipu_of_step = steps["ipu"].to_numpy(np.int64)
     ok = np.isfinite(first) & (first >= 0) & (first < len(ipu_of_step))
     ipu = np.full(len(ls), -1, dtype=np.int64)
@@ -65,7 +67,7 @@ def live_variables(profile, lstep: int, tile: int | None = None) -> pd.DataFrame
     intervals the variable has; 1 for most), op_id, var_id, and ``bytes_on_tile`` when ``tile`` is given
     (then only variables with bytes on that tile).
     """
-    v = profile.variables
+    v = stored_table(profile, "variables")
     live = v[(~v["always_live"].astype(bool)) & (v["first_lstep"] <= lstep) & (v["last_lstep"] >= lstep)]
     cols = ["name", "kind", "dtype", "shape", "bytes", "first_lstep", "last_lstep", "op_id", "var_id"]
     out = live[cols].copy()
@@ -82,7 +84,7 @@ def live_variables(profile, lstep: int, tile: int | None = None) -> pd.DataFrame
         out.loc[several, "intervals"] = vid[several].map(iv.groupby("var_id").size()).to_numpy()
         out = out[~several | inside]
     if tile is not None:
-        vt = profile.variable_tiles
+        vt = stored_table(profile, "variable_tiles")
         on = vt[(vt["tile"] == int(tile)) & vt["var_id"].isin(out["var_id"])]
         per = on.groupby("var_id")["bytes"].sum()
         out = out[out["var_id"].isin(per.index)].copy()
@@ -95,12 +97,12 @@ def live_variables(profile, lstep: int, tile: int | None = None) -> pd.DataFrame
 
 def _variable_intervals(profile) -> pd.DataFrame:
     """The profile's variable_intervals table (empty for a profile object that has none)."""
-    iv = getattr(profile, "variable_intervals", None)
+    iv = stored_table(profile, "variable_intervals")
     return iv if iv is not None else pd.DataFrame(columns=["var_id", "first_lstep", "last_lstep"])
 
 
 def always_live_variables(profile) -> pd.DataFrame:
-    v = profile.variables
+    v = stored_table(profile, "variables")
     out = v[v["always_live"].astype(bool)][["name", "kind", "dtype", "shape", "bytes", "var_id"]]
     return out.sort_values(["bytes", "var_id"], ascending=[False, True]).reset_index(drop=True)
 

@@ -30,6 +30,7 @@ import pandas as pd
 from popvision_lite.analysis import tensor_parallel as tp
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile.run_record import record_of
+from popvision_lite.profile.schema import stored_table
 
 # ops-table columns that a pipelined profile holds as per-step totals (min_bytes stays per run)
 TOTAL_COLUMNS = ("flops", "bytes_sram", "bytes_exchange", "bytes_ipu_link", "bytes_ddr", "cycles",
@@ -61,7 +62,7 @@ class OpCounts:
 
 def _programs(profile):
     try:
-        pr = profile.programs
+        pr = stored_table(profile, "programs")
     except Exception:  # noqa: BLE001 - a profile object without a programs table
         return None
     return pr if pr is not None and len(pr) else None
@@ -117,7 +118,7 @@ def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
     is_replay = np.char.endswith(names.astype(str), "/replay")
     if not is_replay.any() and not (rep > 1).any():
         return ones, np.zeros(n), "one run per op (nothing replayed or repeated)"
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     loss_ids = {int(i) for i, nm, t in zip(ops["op_id"], ops["name"].astype(str), ops["type"].astype(str),
                                            strict=True) if _is_loss(nm, t)}
     loss_rows = np.nonzero(np.isin(oid, list(loss_ids)))[0] if loss_ids else np.zeros(0, np.int64)
@@ -156,7 +157,7 @@ def _whole_graph_runs(profile, n: int) -> tuple[np.ndarray, np.ndarray, str]:
 def op_counts(profile) -> OpCounts:
     """How often each row of ``profile.ops`` runs, and what its totals cover (see the module docstring)."""
     rec = record_of(profile)
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     n = len(ops)
     where = str(getattr(profile, "path", "profile"))
     sched = rec.schedule
@@ -248,7 +249,7 @@ def model_pass(profile, keep_recompute: bool = False) -> ModelPass:
     """One forward + backward pass of one micro-batch of the model in ``profile`` as a kernel list."""
     from popvision_lite.analysis.gpu_estimate import op_class
 
-    ops = profile.ops.reset_index(drop=True)
+    ops = stored_table(profile, "ops").reset_index(drop=True)
     c = op_counts(profile)
     one = per_run(ops, c)
     is_opt = np.array([op_class(t) == "optimizer" for t in ops["type"]], dtype=bool) if len(ops) else \
@@ -607,4 +608,4 @@ def _shard_params(profile, params_from_ops) -> tuple[float, str]:
         total = float(sum(t.params for t in ts))
         if total > 0:
             return total, f"run training_state ({len(ts)} IPU(s) of one replica)"
-    return params_from_ops(profile.ops), "optimizer-update ops of the graph"
+    return params_from_ops(stored_table(profile, "ops")), "optimizer-update ops of the graph"

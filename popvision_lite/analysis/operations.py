@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
+from popvision_lite.profile.schema import stored_table
 
 # (column in the returned frame, header shown by views); numeric unless noted
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -34,7 +35,7 @@ def ops_table(profile) -> pd.DataFrame:
     """Ops with their cycles per training step (one replica; ``run_totals.op_cycles``), their split into
     compute / exchange / sync / stream, and ``pct_run`` = the op's share of the IPU time summed over the
     replica's IPUs x 100 (``run_totals.op_share``); index is op_id, ordered by op_id."""
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     df = pd.DataFrame({c: ops[c] for c, _ in COLUMNS if c in ops.columns and c != "pct_run"})
     df.index = pd.Index(ops["op_id"].to_numpy().astype(np.int64), name="op_id")
     rt = run_totals(profile)

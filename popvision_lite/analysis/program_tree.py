@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.analysis.selection import program_for_op
+from popvision_lite.profile.schema import stored_table
 
 COLUMNS: tuple[str, ...] = ("name", "kind", "cycles / step", "% of IPU time", "code bytes", "op")
 GROUP_MIN = 24  # a program with more children than this has them grouped by their names' path
@@ -26,7 +27,7 @@ class ProgramTree:
     """Parent/child index over ``profile.programs`` plus the display values of each node."""
 
     def __init__(self, profile):
-        pr = profile.programs
+        pr = stored_table(profile, "programs")
         self.ids = pr["prog_id"].to_numpy().astype(np.int64)
         self.parent = pr["parent_id"].to_numpy().astype(np.int64)
         self.kind = pr["kind"].astype(str).to_numpy()
@@ -55,7 +56,7 @@ class ProgramTree:
                                f"table 'programs' row {i}: prog_id {int(self.ids[i])} / parent_id "
                                f"{int(self.parent[i])} break the tree (ids dense from 0, parent before child)")
         self.num_programs = n  # ids from here on are groups made by _group_flat_lists (not in the profile)
-        ops = profile.ops
+        ops = stored_table(profile, "ops")
         self._op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].astype(str).tolist(),
                                   strict=True))
         self._group_flat_lists()
@@ -272,6 +273,6 @@ class ProgramTree:
 
     def node_for_step(self, step: int) -> int | None:
         """The leaf program that issued BSP ``step``."""
-        st = self._profile.steps
+        st = stored_table(self._profile, "steps")
         hit = st["prog_id"].to_numpy()[st["step"].to_numpy() == step]
         return int(hit[0]) if len(hit) else None

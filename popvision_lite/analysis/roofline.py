@@ -45,7 +45,8 @@ from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis.run_totals import STEP_PARTS
 from popvision_lite.devices import DeviceSpec
-from popvision_lite.errors import ConfigError, DeviceSpecError
+from popvision_lite.errors import ArgumentTypeError, ArgumentValueError, ConfigError, DeviceSpecError
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bandwidth, format_flops
 
 DEFAULT_GPUS = ("a100-80gb", "h100-sxm", "h200", "v100")
@@ -166,7 +167,7 @@ def _run_chips(profile) -> int:
 
 
 def _run_cycles(profile, ops: pd.DataFrame) -> int:
-    steps = getattr(profile, "steps", None)
+    steps = stored_table(profile, "steps")
     if steps is not None and len(steps):
         return int(steps["end_cycle"].max() - steps["start_cycle"].min())
     return int(ops["cycles"].sum())
@@ -194,7 +195,7 @@ def _ops_on_full_tiles(profile, capacity_per_tile: float) -> set[int]:
     if not full.any():
         return set()  # the common case: no need to read the (large) vertices table
     try:
-        verts, css = profile.vertices, profile.compute_sets
+        verts, css = stored_table(profile, "vertices"), stored_table(profile, "compute_sets")
     except AttributeError:
         return set()
     if verts is None or css is None or not len(verts):
@@ -290,10 +291,34 @@ def bottleneck_relation(a: RooflineAnalysis, bottleneck: str) -> str:
     return f"Ops' time by own bound: {parts}; run bottleneck {bottleneck} (Summary): {rel}."
 
 
+def gpu_list(gpus, name: str = "gpus") -> tuple:
+    """``gpus`` checked: one GPU or several, each a bundled GPU id, a device spec file or a ``DeviceSpec``; a str
+    is ONE id.  TypeError / ValueError naming ``name``."""
+    if isinstance(gpus, DeviceSpec):
+        return (gpus,)
+    items = (gpus,) if isinstance(gpus, str) else gpus
+    if isinstance(items, bytes | dict) or not hasattr(items, "__iter__"):
+        raise ArgumentTypeError(f"{name} must be a GPU id or a list of them (e.g. 'a100-80gb'), got "
+                        f"{type(gpus).__name__} {gpus!r}"[:120])
+    items = tuple(items)
+    known = devices.list_devices("gpu")
+    for g in items:
+        if isinstance(g, DeviceSpec):
+            continue
+        if not isinstance(g, str):
+            raise ArgumentTypeError(f"{name} must hold GPU ids (str) or DeviceSpecs, got {type(g).__name__} {g!r}"[:120])
+        if g not in known and not g.endswith(".toml"):
+            raise ArgumentValueError(f"{name}: unknown GPU {g!r}; bundled GPUs are {', '.join(known)} (or a device spec "
+                             ".toml file)")
+    return items
+
+
 def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
             ipu_spec: DeviceSpec | None = None) -> RooflineAnalysis:
     """Roofline numbers for every op of ``profile`` (a Profile, ProfileData, or anything with
-    ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present)."""
+    ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present).  ``gpus``: GPU device ids to
+    draw beside it (one id, or a list; ``devices.list_devices("gpu")``)."""
+    gpus = gpu_list(gpus)
     target = _target_of(profile)
     notes = []
     try:
@@ -303,7 +328,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         spec = devices.load_bundled_device(FALLBACK_IPU)
         notes.append(f"target device {str(target.device)[:60]!r} is unknown to this build; roofs drawn for the "
                      f"{spec.name} ({FALLBACK_IPU}) scaled to the profile's tiles, so treat the bounds as rough")
-    ops = profile.ops.reset_index(drop=True)
+    ops = stored_table(profile, "ops").reset_index(drop=True)
     new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
     n_ipus = int(target.num_ipus)
     run_chips = _run_chips(profile)

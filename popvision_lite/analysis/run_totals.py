@@ -35,8 +35,9 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.profile import schema
-from popvision_lite.profile.phases import phases_from_schedule
+from popvision_lite.profile.phases import phases_from_schedule, step_runs
 from popvision_lite.profile.run_record import RunRecord, record_of
+from popvision_lite.profile.schema import stored_table
 
 PART_OF_KIND = {
     "compute": "compute",
@@ -90,6 +91,7 @@ class RunTotals:
     tensor_parallel: int = 1              # IPUs each stage's layers are sharded over (one of them drawn)
     host_text: str = ""                   # where the host part comes from: host_step_text(schedule)
     host_short: str = ""                  # the same in a few words: "host step 167 ms (calibrated, PopART)"
+    unphased_kind_cycles: np.ndarray | None = None  # per step kind: IPU cycles of stored steps in no phase
 
     # ---- derived, so there is one formula each
     @property
@@ -195,16 +197,6 @@ class RunTotals:
         }
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of the intervals [start, end)."""
-    if not len(starts):
-        return 0
-    o = np.argsort(starts, kind="stable")
-    s, e = starts[o], np.maximum.accumulate(ends[o])
-    prev_end = np.concatenate([[s[0]], e[:-1]])
-    return int((e - np.maximum(s, prev_end)).clip(min=0).sum())
-
-
 def throughput(rec: RunRecord, step_cycles: int, clock_hz: float) -> tuple[float, float, str]:
     """(samples per step, samples/s, basis): all replicas' samples per step over the step's wall time (``rec``: the
     checked run record, ``run_record.record_of``)."""
@@ -241,9 +233,9 @@ def _compute(profile) -> RunTotals:
     sch = rec.schedule
     S = int(t.num_ipus)
     R = rec.replicas_of_run
-    steps = profile.steps
+    steps = stored_table(profile, "steps")
     n = len(steps)
-    phases = getattr(profile, "phases", None)  # a stand-in without the table gets it built from its schedule
+    phases = stored_table(profile, "phases")  # a stand-in without the table gets it built from its schedule
     ph = (phases if phases is not None else phases_from_schedule(sch, steps, float(t.clock_hz))).copy()
     starts = steps["start_cycle"].to_numpy(np.int64)
     ends = steps["end_cycle"].to_numpy(np.int64)
@@ -252,26 +244,21 @@ def _compute(profile) -> RunTotals:
     none = np.full(n, -1, np.int64)
     ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else none
     lanes = np.where(ipu < 0, S, 1).astype(np.float64)  # a step on every IPU counts on each of them
-    weight = np.ones(n, np.float64)
+    # how often each stored step runs per training step: the one weighting (profile/phases.py)
+    weight, phase_w = step_runs(ph, steps, S)
     nk = len(schema.STEP_KINDS)
     part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
     HOST = PARTS.index("host")
     rows = []
     in_phase = np.zeros(n, bool)
-    for r in ph.itertuples():
+    for i, r in enumerate(ph.itertuples()):
         wall = int(r.cycles) * int(r.runs_per_step)
         kinds = np.zeros(nk)
         host = 0.0
         known = np.array([getattr(r, f"ipu_{k}") for k in schema.STEP_KINDS], np.float64)
         if r.first_step >= 0:
             a, b = int(r.first_step), int(r.last_step) + 1
-            cov = _covered(starts[a:b], ends[a:b])
-            w = wall / cov if cov > 0 else 0.0
-            stored = np.bincount(kind[a:b], weights=dur[a:b] * lanes[a:b], minlength=nk)
-            if (known >= 0).all() and stored.sum() > 0:
-                # the producer's busy cycles of every run (drawn or not): the stored steps stand for them
-                w = float(known.sum()) * int(r.runs_per_step) / float(stored.sum())
-            weight[a:b] = w
+            w = phase_w[i]
             in_phase[a:b] = True
         if (known >= 0).all():
             kinds += known * int(r.runs_per_step)
@@ -314,7 +301,7 @@ def _compute(profile) -> RunTotals:
     ph["share_of_step"] = ph["wall_cycles"] / step_cycles if step_cycles else 0.0
 
     # ops: weighted cycles of the stored steps each op owns (every IPU of a step on all IPUs)
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     op_id = steps["op_id"].to_numpy(np.int64) if "op_id" in steps.columns else none
     ok = op_id >= 0
     op_cycles = np.bincount(op_id[ok], weights=(dur * lanes * weight)[ok], minlength=len(ops))[:len(ops)] \
@@ -329,7 +316,7 @@ def _compute(profile) -> RunTotals:
         op_part = np.stack([ops[c].to_numpy(np.float64) for c in
                             ("compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")], axis=1)
     op_share = op_cycles / ipu_time if ipu_time else np.zeros(len(op_cycles))
-    progs = getattr(profile, "programs", None)
+    progs = stored_table(profile, "programs")
     if progs is None:
         progs = pd.DataFrame({"parent_id": np.zeros(0, np.int64)})
     pid = steps["prog_id"].to_numpy(np.int64) if "prog_id" in steps.columns else none
@@ -343,7 +330,7 @@ def _compute(profile) -> RunTotals:
 
     per_tile = profile.memory.array().sum(axis=(1, 2))
     peak_tile = int(np.argmax(per_tile)) if per_tile.size else -1
-    ls = profile.liveness_steps
+    ls = stored_table(profile, "liveness_steps")
     if len(ls):
         i = int(np.argmax(ls["max_tile_bytes"].to_numpy()))
         nal, nal_l = int(ls["max_tile_bytes"].iat[i]), int(ls["lstep"].iat[i])
@@ -361,7 +348,50 @@ def _compute(profile) -> RunTotals:
         peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
         capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
         throughput_basis=basis, notes=notes, tensor_parallel=sch.tensor_parallel,
-        host_text=host_step_text(sch), host_short=host_step_short(sch))
+        host_text=host_step_text(sch), host_short=host_step_short(sch), unphased_kind_cycles=k_extra)
+
+
+NO_PHASE = "(in no phase)"
+
+
+def totals_frame(profile) -> pd.DataFrame:
+    """:func:`run_totals` of ``profile`` as a table (``Profile.totals``): one row per (phase, step kind) with
+    IPU time, plus one per phase for its IPUs waiting at syncs, plus the stored steps no phase claims
+    (``NO_PHASE``).  Columns ``phase``, ``phase_id`` (Int32, ``<NA>`` for ``NO_PHASE``), ``kind_name`` and
+    ``part`` (categoricals; waiting is ``sync``; a host term's rows are kind and part ``host``), ``waiting``, ``ipu_cycles`` (float64: weighted), ``ipu_seconds``,
+    ``share`` (of the step's IPU time).  Grouped by ``part`` or ``kind_name`` the rows add up to
+    ``part_cycles`` / ``kind_cycles`` (before their rounding to whole cycles), the Summary's and ``info``'s."""
+    rt = run_totals(profile)
+    ph = rt.phases
+    rows = []
+    for i, r in enumerate(ph.itertuples(index=False)):
+        pid = int(ph["phase_id"].iat[i]) if "phase_id" in ph.columns else i
+        for k in schema.STEP_KINDS:
+            v = float(getattr(r, f"kind_{k}"))
+            if v > 0:
+                rows.append((str(r.name), pid, k, False, v))
+        if float(r.waiting_cycles) > 0:
+            rows.append((str(r.name), pid, "sync", True, float(r.waiting_cycles)))
+        if float(r.kind_host) > 0:  # a host term: every IPU waiting for the host, the part "host" (kind_cycles' "host")
+            rows.append((str(r.name), pid, "host", False, float(r.kind_host)))
+    extra = rt.unphased_kind_cycles if rt.unphased_kind_cycles is not None else np.zeros(len(schema.STEP_KINDS))
+    for k, v in zip(schema.STEP_KINDS, extra, strict=True):
+        if v > 0:
+            rows.append((NO_PHASE, -1, k, False, float(v)))
+    df = pd.DataFrame(rows, columns=["phase", "phase_id", "kind_name", "waiting", "ipu_cycles"])
+    pid = df["phase_id"].to_numpy(np.int64)
+    df["phase_id"] = pd.array(pid, dtype="Int32")
+    df.loc[pid < 0, "phase_id"] = pd.NA
+    df["phase"] = df["phase"].astype("str")
+    df["kind_name"] = pd.Categorical(df["kind_name"], categories=[*schema.STEP_KINDS, "host"])
+    df.insert(3, "part", pd.Categorical([PART_OF_KIND.get(k, k) for k in df["kind_name"].astype(str)],
+                                        categories=list(PARTS)))
+    df["waiting"] = df["waiting"].astype(bool)
+    df["ipu_cycles"] = df["ipu_cycles"].astype(np.float64)
+    df["ipu_seconds"] = df["ipu_cycles"] / rt.clock_hz if rt.clock_hz else np.nan
+    tot = float(df["ipu_cycles"].sum())
+    df["share"] = df["ipu_cycles"] / tot if tot > 0 else 0.0
+    return df
 
 
 HOST_FRAMEWORK_LABEL = {"popart": "PopART", "tensorflow": "TensorFlow", "poptorch": "PopTorch", "none": "none",

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from popvision_lite.profile.schema import stored_table
+
 # bound on the step x tile cells read at once when resolving an op's tiles
 _WINDOW_CELLS = 8_000_000
 
@@ -54,7 +56,7 @@ def step_range_of(steps: np.ndarray) -> tuple[int, int] | None:
 
 def op_steps(profile, op_id: int) -> np.ndarray:
     """Sorted BSP steps owned by ``op_id``."""
-    st = profile.steps
+    st = stored_table(profile, "steps")
     return np.sort(st["step"].to_numpy()[st["op_id"].to_numpy() == op_id]).astype(np.int64)
 
 
@@ -74,11 +76,11 @@ def tiles_active_in_steps(profile, steps: np.ndarray) -> np.ndarray:
 
 def op_vertex_tiles(profile, op_id: int) -> np.ndarray:
     """Tiles that hold vertices of the op's compute sets."""
-    cs = profile.compute_sets
+    cs = stored_table(profile, "compute_sets")
     cs_ids = cs["cs_id"].to_numpy()[cs["op_id"].to_numpy() == op_id]
     if len(cs_ids) == 0:
         return np.zeros(0, dtype=np.int64)
-    v = profile.vertices
+    v = stored_table(profile, "vertices")
     return np.unique(v["tile"].to_numpy()[np.isin(v["cs_id"].to_numpy(), cs_ids)]).astype(np.int64)
 
 
@@ -98,7 +100,7 @@ def resolve_op(profile, op_id: int) -> Resolved:
 
 def program_subtree(profile, prog_id: int) -> np.ndarray:
     """prog_id and all its descendants (programs table is parent-before-child)."""
-    pr = profile.programs
+    pr = stored_table(profile, "programs")
     ids = pr["prog_id"].to_numpy()
     parents = pr["parent_id"].to_numpy()
     if not (ids == prog_id).any():
@@ -120,7 +122,7 @@ def program_subtree(profile, prog_id: int) -> np.ndarray:
 
 def program_step_range(profile, prog_id: int) -> tuple[int, int] | None:
     """[first, last + 1) over the node's own first/last_step and all its descendants'."""
-    pr = profile.programs
+    pr = stored_table(profile, "programs")
     sub = program_subtree(profile, prog_id)
     rows = pr[pr["prog_id"].isin(sub)]
     first = rows["first_step"].to_numpy()
@@ -135,7 +137,7 @@ def program_step_range(profile, prog_id: int) -> tuple[int, int] | None:
 def program_steps(profile, prog_id: int) -> np.ndarray:
     """Exact BSP steps issued by the node or its descendants (Repeat iterations included)."""
     sub = program_subtree(profile, prog_id)
-    st = profile.steps
+    st = stored_table(profile, "steps")
     return np.sort(st["step"].to_numpy()[np.isin(st["prog_id"].to_numpy(), sub)]).astype(np.int64)
 
 
@@ -150,7 +152,7 @@ def resolve_program(profile, prog_id: int, with_tiles: bool = True) -> Resolved:
 
 def ops_in_step_range(profile, start: int, stop: int) -> np.ndarray:
     """Sorted op ids owning at least one step in [start, stop)."""
-    st = profile.steps
+    st = stored_table(profile, "steps")
     s = st["step"].to_numpy()
     ops = st["op_id"].to_numpy()[(s >= start) & (s < stop)]
     return np.unique(ops[ops >= 0]).astype(np.int64)
@@ -158,7 +160,7 @@ def ops_in_step_range(profile, start: int, stop: int) -> np.ndarray:
 
 def program_for_op(profile, op_id: int) -> int | None:
     """The highest program node belonging to ``op_id`` (its parent belongs to another op)."""
-    pr = profile.programs
+    pr = stored_table(profile, "programs")
     ids = pr["prog_id"].to_numpy()
     ops = pr["op_id"].to_numpy()
     parents = pr["parent_id"].to_numpy()

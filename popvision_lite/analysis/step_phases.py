@@ -22,6 +22,7 @@ import numpy as np
 
 from popvision_lite.analysis.run_totals import host_step_short
 from popvision_lite.profile.run_record import Schedule, record_of
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes
 
 DATA_KINDS = ("allreduce", "optimizer", "stream")
@@ -97,11 +98,11 @@ def traffic_text(sch: Schedule, kind: str, name: str = "") -> str:
 
 def phase_spans(profile) -> list[PhaseSpan]:
     """The phases of ``profile``'s training step in time order (empty for a profile without a phases table)."""
-    ph = getattr(profile, "phases", None)
+    ph = stored_table(profile, "phases")
     if ph is None or not len(ph):
         return []
     sch = record_of(profile).schedule
-    steps = profile.steps
+    steps = stored_table(profile, "steps")
     st_start = steps["start_cycle"].to_numpy(np.int64)
     st_end = steps["end_cycle"].to_numpy(np.int64)
     out = []

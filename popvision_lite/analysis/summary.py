@@ -25,6 +25,7 @@ from popvision_lite.analysis.run_totals import (
 )
 from popvision_lite.profile import schema
 from popvision_lite.profile.run_record import RunRecord, Schedule, record_of
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes, format_seconds  # noqa: F401 (re-exported for views)
 
 # How step kinds are grouped into the parts PopVision shows (one definition: analysis/run_totals.py).
@@ -130,7 +131,7 @@ def peak_memory(profile) -> PeakMemory:
 def top_ops(profile, n: int = 10) -> pd.DataFrame:
     """The ``n`` ops with the most cycles per training step (run_totals.op_cycles) and their share of the IPU
     time (run_totals.op_share)."""
-    ops = profile.ops
+    ops = stored_table(profile, "ops")
     cols = ["op_id", "name", "type", "cycles", "share", "flops", "tiles_used"]
     if len(ops) == 0:
         return pd.DataFrame(columns=cols)
@@ -159,7 +160,7 @@ def summarize(profile, n_top_ops: int = 10) -> Summary:
         target=t, model=rec.model or "?", config=config, fits=fits,
         timing_only=rec.timing_only, total_cycles=rt.step_cycles, clock_hz=float(t.clock_hz),
         phase_cycles=dict(rt.part_cycles), kind_cycles=dict(rt.kind_cycles), num_steps=profile.num_steps
-        if hasattr(profile, "num_steps") else len(profile.steps), peak=peak,
+        if hasattr(profile, "num_steps") else len(stored_table(profile, "steps")), peak=peak,
         top_ops=top_ops(profile, n_top_ops), numeric_checks=checks,
         peak_not_always_live=rt.peak_not_always_live_bytes, peak_not_always_live_lstep=rt.peak_not_always_live_lstep,
         run=run, totals=rt, record=rec,

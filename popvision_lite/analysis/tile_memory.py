@@ -96,7 +96,7 @@ class TileMemory:
     def variables_on(self, tile: int) -> pd.DataFrame:
         """Variables with bytes on ``tile``, largest first: name, kind, dtype, shape, bytes_on_tile,
         bytes (total over tiles), always_live, first_lstep, last_lstep, var_id."""
-        vt = self.profile.variable_tiles
+        vt = self.profile.stored_table("variable_tiles")
         if self._vt_order is None:
             tiles = vt["tile"].to_numpy()
             order = np.argsort(tiles, kind="stable")
@@ -104,7 +104,7 @@ class TileMemory:
         order, sorted_tiles = self._vt_order
         lo, hi = np.searchsorted(sorted_tiles, [tile, tile + 1])
         rows = vt.iloc[order[lo:hi]]
-        var = self.profile.variables.set_index("var_id")
+        var = self.profile.stored_table("variables").set_index("var_id")
         cols = ["name", "kind", "dtype", "shape", "bytes", "always_live", "first_lstep", "last_lstep"]
         per = rows.groupby("var_id", sort=False)["bytes"].sum()
         out = var.loc[per.index, cols].copy()

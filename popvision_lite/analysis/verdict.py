@@ -29,6 +29,7 @@ from popvision_lite.analysis import gpu_parallel as gp
 from popvision_lite.analysis import model_pass as wl
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile.run_record import ConfigRecord, record_of
+from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_number, format_seconds, format_usd
 
 DEFAULT_GPU = "a100-80gb"
@@ -314,7 +315,7 @@ def _activation_bytes(profile, counts) -> tuple[float, str]:
     that IPU's tiles) is one layer's activations and working set; the model keeps that for every layer on the
     IPU: sum over IPUs of layers x peak."""
     if counts.pipelined:
-        ls = getattr(profile, "liveness_steps", None)
+        ls = stored_table(profile, "liveness_steps")
         sched = record_of(profile).schedule
         # layers per IPU: (attention + FFN blocks) / 2 where the schedule lists blocks per IPU (half-layer
         # placements: layer_split then lists pipeline stages, not IPUs), else whole layers per IPU

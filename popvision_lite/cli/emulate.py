@@ -17,7 +17,7 @@ from popvision_lite.cli.args import check_new_file, field_flag, field_switches, 
 from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.ipu_config import POD_TYPES, read_ipu_config
 from popvision_lite.emulator.models.config import MODEL_NAMES
-from popvision_lite.emulator.progress import ProgressBar
+from popvision_lite.emulator.progress import ProgressBar, within
 from popvision_lite.emulator.run_config import (
     CLI,
     FIELDS,
@@ -212,7 +212,7 @@ def _until_written(progress):
 
 
 def run(args) -> int:
-    from popvision_lite.emulator.models.emulated import run_model, write_run
+    from popvision_lite.emulator.models.emulated import WRITE_STARTS, run_model, write_run
 
     if emulate_onnx.wants_onnx(args):
         return emulate_onnx.run_onnx(args)
@@ -224,8 +224,7 @@ def run(args) -> int:
     progress = ProgressBar(not args.quiet)
     try:  # the emulator returns the profile; this command writes it (also when it does not fit)
         result = run_model(cfg, device=device, timing_only=timing, progress=_until_written(progress))
-        progress("writing profile", 0.9)
-        write_run(result, out)
+        write_run(result, out, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
         progress("done", 1.0)
     except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
         print(terminal_text(f"popvision-lite emulate: {e}"), file=sys.stderr)

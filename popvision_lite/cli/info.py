@@ -28,7 +28,7 @@ def summarize(p, top: int = 5) -> dict:
     from popvision_lite.analysis.summary import top_ops
 
     t = p.target
-    steps = p.steps
+    steps = p.stored_table("steps")
     rt = run_totals(p)
     kinds = {}
     codes = steps["kind"].to_numpy()
@@ -36,7 +36,7 @@ def summarize(p, top: int = 5) -> dict:
         n_k = int((codes == code).sum())
         if n_k or rt.kind_cycles.get(name):
             kinds[name] = {"steps": n_k, "cycles": int(rt.kind_cycles.get(name, 0))}
-    by_tile = p.memory.by_tile()
+    by_tile = p.stored_table("memory_by_tile")
     total = by_tile["total"].to_numpy()
     name, share = rt.top_op
     return {
@@ -63,9 +63,9 @@ def summarize(p, top: int = 5) -> dict:
         "phases": [{"name": r.name, "cycles": int(r.cycles), "runs_per_step": int(r.runs_per_step),
                     "share_of_step": float(r.share_of_step)} for r in rt.phases.itertuples()],
         "step_kinds": kinds,
-        "ops": len(p.ops),
-        "programs": len(p.programs),
-        "variables": len(p.variables),
+        "ops": len(p.stored_table("ops")),
+        "programs": len(p.stored_table("programs")),
+        "variables": len(p.stored_table("variables")),
         "liveness_steps": p.liveness.num_lsteps,
         "memory": {
             "total_bytes": int(total.sum()),

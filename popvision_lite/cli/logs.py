@@ -74,8 +74,14 @@ _HANDLER_ATTR = "_popvision_cli_handler"
 
 def configure(prog: str, quiet: bool = False, verbose: int = 0) -> logging.Logger:
     """Send the ``popvision_lite`` logger's records of the flags' level to stderr, formatted for ``prog``;
-    calling it again (several commands in one process, as the tests do) replaces the handler it added."""
+    calling it again (several commands in one process, as the tests do) replaces the handler it added.  Loggers of
+    the package that another library's ``dictConfig`` disabled are enabled again."""
     log = logging.getLogger(LOGGER)
+    # a library that configured logging in this process with logging.config.dictConfig (import-linter's CLI does)
+    # disabled every logger that existed then, ours included: the command's own diagnostics are shown again
+    for name, lg in list(logging.root.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger) and (name == LOGGER or name.startswith(LOGGER + ".")):
+            lg.disabled = False
     for h in list(log.handlers):
         if getattr(h, _HANDLER_ATTR, False):
             log.removeHandler(h)

@@ -211,6 +211,8 @@ def run(args) -> int:
         o = run_sweep(points, out, grid_names=list(grid), meta=meta, workers=workers, client=client,
                       isolate=args.isolate or "auto", resume=not args.no_resume, progress=progress,
                       notify=lambda msg: log.warning("%s", msg.removeprefix("note: ")),
+                      on_dashboard=None if args.quiet else (lambda link: print(f"{PROG}: Dask dashboard: {link}",
+                                                                                  file=sys.stderr)),
                       point_timeout=args.point_timeout,
                       point_memory=int(args.point_memory * 2**30) if args.point_memory else None)
     except ConfigError as e:

@@ -10,10 +10,12 @@ Exit codes: 0 ok, 2 missing / unreadable validation data or no case matching ``-
 from __future__ import annotations
 
 import sys
+import time
 
 from popvision_lite import gpu_validation as gv
 from popvision_lite import transformer_validation as tv
 from popvision_lite.cli.args import positive_int
+from popvision_lite.emulator.progress import eta_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.mlperf_validation import (
     CSV_NAME,
@@ -33,6 +35,7 @@ from popvision_lite.mlperf_validation import (
     write_doc,
 )
 from popvision_lite.terminal import terminal_text
+from popvision_lite.units import format_seconds
 
 GPU_DOC_PATH = DOC_PATH.parent / "gpu-estimate.md"
 
@@ -115,13 +118,21 @@ def run(args) -> int:
 
     from popvision_lite.analysis import error_band as eb
 
+    t0 = time.perf_counter()
+    finished = []
+
     def report(c, r):
+        finished.append(c.id)
         ratio = f", ratio {r.ratio:.3f}" if r.ratio is not None else ""
         fw = (r.extra.get("schedule") or {}).get("host_framework") or c.config.get("host_framework")
         band = eb.ipu_band(c.model, fw, int(c.config.get("ipus", c.replicas) or 1)).text()
         state = r.error or (f"predicted {fmt(r.predicted_sps)} {c.sample_unit}/s ({band}){ratio}, "
                             f"{'fits' if r.fits else 'does not fit'}, {wall_text(r)}")
-        print(terminal_text(f"{c.id} ({c.label}, {c.device}): {state}"), flush=True)
+        # the share of the rows done and, from the time they took, when the rest will be (emulator/progress.py)
+        elapsed = time.perf_counter() - t0
+        eta = eta_text(elapsed, len(finished) / len(cases))
+        print(terminal_text(f"[{len(finished)}/{len(cases)}] {c.id} ({c.label}, {c.device}): {state} "
+                            f"({format_seconds(elapsed)} so far{', ' + eta if eta else ''})"), flush=True)
 
     results = run_cases(cases, jobs=args.jobs, report=report) if cases else []
     mlperf, transformers = results[:n_mlperf], results[n_mlperf:]

@@ -238,10 +238,11 @@ class Engine:
         self.lazy_copies = True  # full mode: defer whole-tensor broadcast copies (see _Data)
         self.carried_copies = carried_copies
 
-    def compile(self) -> CompiledGraph:
+    def compile(self, progress=None) -> CompiledGraph:
+        """The compiled graph (compiled on the first call; ``progress(fraction)`` follows that compile)."""
         if self._compiled is None:
-            self._compiled = CompiledGraph(compile_graph(self.graph, self.program, copy_memo=self.carried_copies), self.mode, self.model,
-                                           self.config)
+            self._compiled = CompiledGraph(compile_graph(self.graph, self.program, copy_memo=self.carried_copies,
+                                                         progress=progress), self.mode, self.model, self.config)
         return self._compiled
 
     # ------------------------------------------------------------------------------------
@@ -350,9 +351,9 @@ class Engine:
         # Sync: no data effect
 
     def run(self, inputs: dict | None = None, profile_path=None, allow_out_of_memory: bool = False,
-            numeric_checks: dict | None = None) -> RunResult:
+            numeric_checks: dict | None = None, compile_progress=None) -> RunResult:
         t0 = time.perf_counter()
-        cg = self.compile()
+        cg = self.compile(compile_progress)
         t1 = time.perf_counter()
         outputs: Mapping[str, np.ndarray] = {}
         if cg.fits and self.mode == "full":

@@ -127,9 +127,9 @@ def execution_lanes(profile):
     step table in cycles)."""
     import pandas as pd
 
-    st = profile.steps
+    st = profile.stored_table("steps")
     clock = float(profile.target.clock_hz)
-    names = profile.ops["name"].astype(str)
+    names = profile.stored_table("ops")["name"].astype(str)
     op = st["op_id"].to_numpy()
     op_name = pd.Series(names.to_numpy()[op.clip(0, max(len(names) - 1, 0))] if len(names) else "",
                         index=st.index).where(op >= 0, "")

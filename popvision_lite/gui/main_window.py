@@ -17,6 +17,7 @@ import html
 import importlib.util
 import logging
 import sys
+import time
 import weakref
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite import __version__
+from popvision_lite.emulator.progress import eta_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.document_widget import DocumentWidget
@@ -357,6 +359,7 @@ class MainWindow(QMainWindow):
                  **kwargs) -> Worker:
         """Run ``fn(task, *args, **kwargs)`` on the pool with the status-bar progress and Cancel."""
         w = start_task(fn, *args, title=title, **kwargs)
+        w.started_at = time.perf_counter()  # for the ETA of its progress (emulator/progress.eta_text)
         self._tasks.append(w)
         ref = weakref.ref(w)  # not the worker itself: its own signals would keep it alive (workers.start_task)
         w.signals.progress.connect(lambda f, m: self._on_progress(ref(), f, m))
@@ -388,7 +391,9 @@ class MainWindow(QMainWindow):
 
     def _on_progress(self, w: Worker, fraction: float, message: str) -> None:
         if self._tasks and self._tasks[-1] is w:
-            self._show_progress(f"{w.title}: {message}" if message else w.title, fraction)
+            text = f"{w.title}: {message}" if message else w.title
+            eta = eta_text(time.perf_counter() - getattr(w, "started_at", time.perf_counter()), fraction)
+            self._show_progress(f"{text} ({eta})" if eta else text, fraction)
 
     def _task_done(self, w: Worker) -> None:
         if w in self._tasks:

@@ -22,6 +22,10 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
+# Builders of Profile attributes that a higher layer defines (the profile layer imports no analysis):
+# ``Profile.totals`` is analysis/run_totals.py's table, registered by the package's __init__ as "totals".
+BUILDERS: dict = {}
+
 
 def __getattr__(name):
     if name in _LAZY:

@@ -2,7 +2,7 @@
 
 Layout of the trace:
 
-* process 0 "Training step", thread "phases": one slice per phase of the step (``profile.phases``: fill,
+* process 0 "Training step", thread "phases": one slice per phase of the step (``profile.stored_table("phases")``: fill,
   "steady state x184", drain, all-reduce, optimizer, streams ...), at its wall-time position, spanning all of
   its runs; args: ``runs_per_step``, ``cycles_per_run``, ``first_step`` / ``last_step`` (the stored steps that
   represent it) and ``stored_runs``.  The folded steady state is ONE slice carrying its count: the profile
@@ -78,11 +78,11 @@ def estimate_events(profile, step_range=None, tiles=None) -> int:
     a, b = _range(profile, step_range)
     n = b - a
     lanes = profile.target.num_ipus if tiles is None else len(np.unique(np.asarray(tiles)))
-    return n * lanes + len(profile.phases)
+    return n * lanes + len(profile.stored_table("phases"))
 
 
 def _range(profile, step_range):
-    n = len(profile.steps)
+    n = len(profile.stored_table("steps"))
     if step_range is None:
         return 0, n
     a, b = step_range
@@ -134,7 +134,8 @@ def lane_times(start_ns: np.ndarray, end_ns: np.ndarray, order: np.ndarray) -> t
 
 def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_events: int | None = DEFAULT_MAX_EVENTS,
                         progress=None) -> dict:
-    """Write the trace to ``path`` atomically; returns counts {events, steps, lanes, bytes}.
+    """Write the trace to ``path`` atomically (gzip-compressed when it ends in ``.gz``: Perfetto and
+    chrome://tracing open ``.json.gz`` as they are); returns counts {events, steps, lanes, bytes}.
 
     ``step_range=(start, stop)`` exports steps start..stop-1; ``tiles`` (global tile ids) switches
     the IPU processes to one lane per tile.  Raises ConfigError for bad options or when the export
@@ -159,8 +160,8 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
     if not clock > 0:
         raise ConfigError(f"target clock_hz {clock} of {profile.path} is not positive; cannot convert to us")
 
-    steps = profile.steps.iloc[a:b]
-    ops = profile.ops
+    steps = profile.stored_table("steps").iloc[a:b]
+    ops = profile.stored_table("ops")
     op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].tolist(), strict=False))
     kinds = steps["kind"].to_numpy()
     start = steps["start_cycle"].to_numpy(np.int64)
@@ -171,7 +172,7 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
     step_ids = steps["step"].to_numpy(np.int64)
     op_ids = steps["op_id"].to_numpy(np.int64)
     step_ipu = steps["ipu"].to_numpy(np.int64)
-    phases = profile.phases
+    phases = profile.stored_table("phases")
     # a step of no op is named after its phase when that phase is not pipeline work (e.g. "[all-reduce]")
     phase_of = np.full(len(steps), "", dtype=object)
     for r in phases.itertuples():
@@ -194,7 +195,7 @@ def export_chrome_trace(profile, path, step_range=None, tiles=None, *, max_event
         hi_c = max(hi_c, int((phases["start_cycle"] + phases["cycles"] * phases["runs_per_step"]).max()))
     counts = dict(events=0, steps=int(b - a), lanes=0)
     path = Path(path)
-    with atomic_text(path) as fh:
+    with atomic_text(path, gzip=str(path).lower().endswith(".gz")) as fh:
         # no "displayTimeUnit": current Perfetto ignores it (ts/dur are us either way) and notes it as an
         # import stat, but Perfetto builds before late 2021 read "ns" as the unit of ts/dur (1000x off)
         fh.write('{"otherData": ')

@@ -1,11 +1,14 @@
 """CSV exports of profile tables (written atomically).
 
-``export_csv(profile, table, path)`` where ``table`` is one of:
+``export_csv(profile, table, path)`` writes a table in its notebook form (``profile.table(name)``,
+``profile/public.py``: snake_case names with units, an empty cell for none), its index (the id column: ``step``,
+``op_id``, ``tile`` ...) as the first column, where ``table`` is one of:
 
 * ``memory_by_tile`` - ``profile.memory.by_tile()`` plus ``ipu`` and ``tile_in_ipu``;
-* ``ops`` - the ops table (FLOPs, bytes per memory level, cycles split) plus ``time_s``
+* ``ops`` - the ops table (FLOPs, bytes per memory level, cycles split) plus ``seconds``
   (cycles / clock) and ``arithmetic_intensity`` (FLOPs per SRAM byte);
-* ``steps`` - ``profile.steps`` (with ``kind_name``, ``cycles``, ``seconds``) plus ``op_name``;
+* ``steps`` - ``profile.steps`` (with ``kind_name``, ``cycles``, ``seconds``, ``runs``, ``ipu_cycles``) plus
+  ``op_name``;
 * any other name of ``schema.TABLES`` as ``profile.table(name)`` returns it.
 """
 
@@ -23,28 +26,29 @@ CSV_TABLES: tuple[str, ...] = schema.TABLES
 
 def table_frame(profile, table: str) -> pd.DataFrame:
     """The DataFrame ``export_csv`` writes for ``table`` (any of ``schema.TABLES``): what
-    ``profile.table(table)`` returns, plus the columns a spreadsheet cannot derive from other tables."""
+    ``profile.table(table)`` returns, its index as the first column, plus the columns a spreadsheet cannot derive
+    from other tables."""
+    if not isinstance(table, str) or table not in schema.TABLES:
+        raise ConfigError(f"unknown CSV table '{table}'; choose one of {', '.join(CSV_TABLES)}")
+    df = pd.DataFrame(profile.table(table))
     if table == "memory_by_tile":
-        df = profile.memory.by_tile().copy()
-        tiles = profile.tiles
-        df.insert(1, "tile_in_ipu", tiles["tile_in_ipu"].to_numpy())
-        df.insert(1, "ipu", tiles["ipu"].to_numpy())
-        return df
-    if table == "ops":
-        df = profile.ops.copy()
-        df["time_s"] = df["cycles"] / float(profile.target.clock_hz)
+        tiles = profile.stored_table("tiles")
+        df.insert(0, "tile_in_ipu", tiles["tile_in_ipu"].to_numpy())
+        df.insert(0, "ipu", tiles["ipu"].to_numpy())
+    elif table == "ops":
+        df["seconds"] = df["cycles"] / float(profile.target.clock_hz)
         with np.errstate(divide="ignore", invalid="ignore"):
             ai = df["flops"].to_numpy(np.float64) / df["bytes_sram"].to_numpy(np.float64)
         df["arithmetic_intensity"] = np.where(np.isfinite(ai), ai, np.nan)
-        return df
-    if table == "steps":
-        df = profile.steps.copy()
-        names = dict(zip(profile.ops["op_id"], profile.ops["name"], strict=False))
-        df.insert(df.columns.get_loc("op_id") + 1, "op_name", [names.get(int(o), "") for o in df["op_id"]])
-        return df
-    if table in schema.TABLES:
-        return profile.table(table)
-    raise ConfigError(f"unknown CSV table '{table}'; choose one of {', '.join(CSV_TABLES)}")
+    elif table == "steps":
+        ops = profile.stored_table("ops")
+        names = ops["name"].astype(str).to_numpy()
+        op = profile.stored_table("steps")["op_id"].to_numpy(np.int64)
+        op_name = pd.array(np.where(op >= 0, names[op.clip(0, max(len(names) - 1, 0))] if len(names) else "", ""),
+                           dtype="string")
+        op_name[op < 0] = pd.NA
+        df.insert(df.columns.get_loc("op_id") + 1, "op_name", op_name)
+    return df.reset_index() if df.index.name is not None else df
 
 
 FORMULA_CHARS = ("=", "+", "-", "@")

@@ -166,3 +166,54 @@ def phases_from_schedule(schedule: Schedule | None, steps: pd.DataFrame | None, 
                                      "last_step", "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS)])
     df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))
     return df
+
+
+def covered_cycles(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of the intervals [start, end)."""
+    if not len(starts):
+        return 0
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], np.maximum.accumulate(ends[o])
+    prev_end = np.concatenate([[s[0]], e[:-1]])
+    return int((e - np.maximum(s, prev_end)).clip(min=0).sum())
+
+
+def step_runs(phases: pd.DataFrame, steps: pd.DataFrame, num_ipus: int) -> tuple[np.ndarray, np.ndarray]:
+    """How many times each stored step runs per training step, and the same weight per phase (0 for a phase
+    without stored steps): ``(runs per stored step, runs per phase)``.
+
+    The one definition of the weighting every total reads (``analysis/run_totals.py``, the ``runs`` column of
+    the notebook's ``Profile.steps``): a stored step of a phase stands for ``cycles x runs_per_step / covered``
+    of it (``covered`` = the wall cycles its stored steps cover), or, when the producer recorded the phase's
+    busy IPU cycles (every ``ipu_<kind>`` >= 0), for ``sum(ipu_<kind>) x runs_per_step / busy IPU cycles of the
+    stored steps``; a step of every IPU (``ipu`` -1) is busy on each of the ``num_ipus``.  A stored step no
+    phase claims runs once.  Both tables in their stored form (-1 for none)."""
+    n = len(steps)
+    weight = np.ones(n, np.float64)
+    per_phase = np.zeros(len(phases), np.float64)
+    if not n or not len(phases):
+        return weight, per_phase
+    starts = steps["start_cycle"].to_numpy(np.int64)
+    ends = steps["end_cycle"].to_numpy(np.int64)
+    dur = ends - starts
+    kind = steps["kind"].to_numpy(np.int64)
+    ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else np.full(n, -1, np.int64)
+    lanes = np.where(ipu < 0, int(num_ipus), 1).astype(np.float64)
+    known_all = phases[[f"ipu_{k}" for k in STEP_KINDS]].to_numpy(np.float64)
+    first = phases["first_step"].to_numpy(np.int64)
+    last = phases["last_step"].to_numpy(np.int64)
+    wall = phases["cycles"].to_numpy(np.int64) * phases["runs_per_step"].to_numpy(np.int64)
+    runs = phases["runs_per_step"].to_numpy(np.int64)
+    for i in range(len(phases)):
+        if first[i] < 0:
+            continue
+        a, b = int(first[i]), int(last[i]) + 1
+        cov = covered_cycles(starts[a:b], ends[a:b])
+        w = int(wall[i]) / cov if cov > 0 else 0.0
+        stored = np.bincount(kind[a:b], weights=dur[a:b] * lanes[a:b], minlength=len(STEP_KINDS))
+        if (known_all[i] >= 0).all() and stored.sum() > 0:
+            # the producer's busy cycles of every run (drawn or not): the stored steps stand for them
+            w = float(known_all[i].sum()) * int(runs[i]) / float(stored.sum())
+        weight[a:b] = w
+        per_phase[i] = w
+    return weight, per_phase

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from popvision_lite.errors import ProfileError, ProfileVersionError
-from popvision_lite.profile import consistency, h5safety, schema, step_tiles
+from popvision_lite.errors import ArgumentTypeError, ProfileError, ProfileVersionError
+from popvision_lite.profile import consistency, h5safety, public, schema, step_tiles
 from popvision_lite.profile.run_record import RunRecord, Schedule
 from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
 
@@ -76,7 +76,8 @@ class Profile:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._f = None
-        self._tables: dict[str, pd.DataFrame] = {}
+        self._tables: dict[str, pd.DataFrame] = {}  # stored form
+        self._public: dict[str, pd.DataFrame] = {}  # notebook form (profile/public.py)
         self._safe = None
         self._tiles: pd.DataFrame | None = None
         self._record: RunRecord | None = None
@@ -418,19 +419,31 @@ class Profile:
         return self._guard(read, f"table '{name}'")
 
     def table(self, name: str) -> pd.DataFrame:
-        """Table ``name`` (any of ``schema.TABLES``): the stored tables with their schema columns (plus
-        ``schema.DERIVED_COLUMNS``), and the derived ``tiles`` and ``memory_by_tile``.  Every table has a
-        RangeIndex that equals its first (id) column."""
+        """Table ``name`` (any of ``schema.TABLES``) in its notebook form (``profile/public.py``): index = its id
+        column (``step``, ``op_id``, ... ; row numbers for ``vertices``, ``variable_tiles``,
+        ``variable_intervals``), ``<NA>`` for none, quantities int64 / float64, snake_case names with units.
+        A fresh shallow copy each time: editing it never changes what the next call (or a view) reads."""
+        self._check_name(name)
+        t = self._public.get(name)
+        if t is None:
+            t = self._public[name] = public.public(name, self.stored_table(name), self._public_extra(name))
+        return t.copy(deep=False)
+
+    def stored_table(self, name: str) -> pd.DataFrame:
+        """Table ``name`` as the file stores it, which the analyses and views read: the stored columns and
+        dtypes (``schema.COLUMN_DTYPES``, -1 for none) plus ``schema.DERIVED_COLUMNS``, a RangeIndex equal to
+        the id column (``tiles``: ``tile``, ``ipu``, ``tile_in_ipu``, ``capacity_bytes``; ``memory_by_tile``:
+        Poplar's category names, ``always_live``, ``not_always_live``, ``total``, ``capacity``,
+        ``over_capacity``).  A shallow copy (an edit never reaches the cache)."""
+        self._check_name(name)
         if name == "tiles":
-            return self.tiles
+            return self._stored_tiles().copy(deep=False)
         if name == "memory_by_tile":
-            return self.memory.by_tile()
-        if name not in schema.TABLE_COLUMNS:
-            raise ProfileError(self.path, f"unknown table '{name}'; tables are {', '.join(schema.TABLES)}")
+            return self.memory._stored_by_tile()
         if name not in self._tables:
             if name not in self._stored_tables:  # an optional table an older writer did not store
                 self._tables[name] = self._rebuilt_table(name)
-                return self._tables[name]
+                return self._tables[name].copy(deep=False)
             df = self._read_table(name)
             # before any view or analysis sees it (the row counts of the tables it refers to are read here)
             self._guard(lambda: consistency.check_table(name, df, self._counts, self._err, self.target.num_tiles),
@@ -441,12 +454,32 @@ class Profile:
         # cached table that every later call (and every view) reads
         return self._tables[name].copy(deep=False)
 
+    def _check_name(self, name) -> None:
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"table name must be text (one of {', '.join(schema.TABLES)}), got {type(name).__name__}")
+        if name not in schema.TABLES:
+            raise ProfileError(self.path, f"unknown table '{name}'; tables are {', '.join(schema.TABLES)}")
+
+    def _public_extra(self, name: str) -> dict | None:
+        """The columns the notebook form adds to a stored table: the steps' weights (``runs``: how many times the
+        stored step runs per training step, ``profile/phases.step_runs``, the weighting of every total) and
+        the IPU time they stand for."""
+        if name != "steps":
+            return None
+        from popvision_lite.profile.phases import step_runs
+
+        steps = self.stored_table("steps")
+        runs, _ = step_runs(self.stored_table("phases"), steps, self.target.num_ipus)
+        lanes = np.where(steps["ipu"].to_numpy(np.int64) < 0, self.target.num_ipus, 1)
+        ipu_cycles = steps["cycles"].to_numpy(np.float64) * lanes * runs
+        return {"runs": runs, "ipu_cycles": ipu_cycles, "ipu_seconds": ipu_cycles / float(self.target.clock_hz)}
+
     def _check_between(self, name: str, df: pd.DataFrame) -> None:
         """Checks of a table against the run record or another table (consistency.check_phases / check_intervals)."""
         if name == "phases":
             consistency.check_phases(df, self._step_cycles(), self._err)
         elif name == "variable_intervals":
-            consistency.check_intervals(df, self.variables, self._err)
+            consistency.check_intervals(df, self.stored_table("variables"), self._err)
 
     def _step_cycles(self) -> float | None:
         """Wall cycles of the step the phases must add up to: the schedule's step (its seconds, host terms
@@ -465,7 +498,7 @@ class Profile:
         if name == "variable_intervals":  # before 3.1 every variable was recorded with one live interval
             return schema.empty_table(name)
         try:
-            df = phases_from_schedule(self.schedule, self.steps, self.target.clock_hz)
+            df = phases_from_schedule(self.schedule, self.stored_table("steps"), self.target.clock_hz)
         except ValueError as e:
             raise self._err(f"table 'phases' cannot be rebuilt from run['schedule']: {e}") from e
         for col, want in schema.COLUMN_DTYPES[name].items():
@@ -482,8 +515,7 @@ class Profile:
     def num_steps(self) -> int:
         return self._shapes["step_tile_cycles"][0]
 
-    @property
-    def tiles(self) -> pd.DataFrame:
+    def _stored_tiles(self) -> pd.DataFrame:
         if self._tiles is None:
             t = self.target
             g = np.arange(t.num_tiles, dtype=np.int64)
@@ -496,27 +528,68 @@ class Profile:
         return self._tiles
 
     @property
+    def tiles(self) -> pd.DataFrame:
+        """One row per tile of the target (index = ``tile``, the global tile id): ``ipu``, ``tile_in_ipu`` and
+        the SRAM ``capacity_bytes``."""
+        return self.table("tiles")
+
+    @property
     def steps(self) -> pd.DataFrame:
-        """One row per executed BSP step, in time order (index = ``step``): ``ipu``, ``kind`` (code) and
-        ``kind_name`` (categorical: compute / sync / exchange_internal / exchange_global / stream_copy),
-        ``op_id`` and ``prog_id`` (-1 = none), ``ipu`` (-1 = all), ``start_cycle``, ``end_cycle``, ``cycles``,
-        ``seconds`` (at the target's clock), ``busy_max`` / ``busy_mean`` over tiles, ``tiles_active``,
-        ``bytes_in`` / ``bytes_out``.  Steps of different IPUs may overlap in time (pipelines)."""
+        """One row per STORED BSP step, in time order (index = ``step``).
+
+        **A stored step may stand for many.**  A profile stores a few representative steps of one training step
+        of one replica (``phases``): e.g. at pod scale ONE steady-state micro-batch stands for the 184 the step
+        runs.  ``runs`` says how many times each stored step runs per training step (float: a drawn pipeline
+        cycle can stand for a share of undrawn ones), and ``ipu_cycles`` = ``cycles`` x the IPUs it occupies
+        x ``runs`` (``ipu_seconds`` at the clock) is the IPU time it stands for.  So weight before adding up::
+
+            p.steps.groupby("kind_name", observed=True)["ipu_seconds"].sum()   # IPU time of the stored steps
+
+        (``seconds.sum()`` counts each stored step once: 0.11 s of a 1.81 s pod-scale step).  The Summary and
+        ``info`` also count the phases stored without steps (all-reduce, optimizer, streams, host terms) and the
+        IPUs waiting at syncs for each other: ``p.totals`` has every row of those numbers.
+
+        Columns: ``kind`` (code) and ``kind_name`` (categorical: compute / sync / exchange_internal /
+        exchange_global / stream_copy), ``op_id`` and ``prog_id`` (``<NA>``: none), ``ipu`` (``<NA>``: every
+        IPU), ``start_cycle``, ``end_cycle``, ``cycles``, ``seconds`` (at the target's clock; one run),
+        ``busy_max_cycles`` / ``busy_mean_cycles`` over tiles, ``tiles_active``, ``bytes_in`` / ``bytes_out``
+        (summed over tiles), ``runs``, ``ipu_cycles``, ``ipu_seconds``.  Steps of different IPUs may overlap in
+        time (pipelines)."""
         return self.table("steps")
 
     @property
+    def totals(self) -> pd.DataFrame:
+        """Where one training step's IPU time goes, from ``analysis/run_totals.py``: the numbers of the Summary
+        and ``popvision-lite info``, one row per (phase, step kind) with IPU time, plus one per phase for the
+        IPUs waiting at syncs for the others.  Index: row numbers.  Columns: ``phase`` (``phases.name``),
+        ``phase_id``, ``kind_name`` (step kind; waiting counts as ``sync``), ``part`` (compute / exchange /
+        sync / stream), ``waiting`` (bool), ``ipu_cycles`` (float64), ``ipu_seconds``, ``share`` (of the step's
+        IPU time; the column sums to 1)::
+
+            p.totals.groupby("part", observed=True)["share"].sum()    # the Summary's compute / exchange / ... shares
+        """
+        from popvision_lite.profile import BUILDERS
+
+        return BUILDERS["totals"](self)
+
+    @property
     def ops(self) -> pd.DataFrame:
-        """One row per model operation (index = ``op_id``): ``name``, ``type``, ``ipu``, ``precision``, ``flops``,
-        bytes by level (``bytes_sram``, ``bytes_exchange``, ``bytes_ipu_link``, ``bytes_ddr``, ``min_bytes``),
-        ``cycles`` split into ``compute_cycles`` / ``exchange_cycles`` / ``sync_cycles`` / ``stream_cycles``,
-        ``tiles_used`` and the planner's ``plan``."""
+        """One row per model operation (index = ``op_id``): ``name``, ``type``, ``ipu`` (``<NA>``: several),
+        ``precision``, ``flops``, bytes by level (``bytes_sram``, ``bytes_exchange``, ``bytes_ipu_link``,
+        ``bytes_ddr``, ``min_bytes``), ``cycles`` split into ``compute_cycles`` / ``exchange_cycles`` /
+        ``sync_cycles`` / ``stream_cycles``, ``tiles_used`` and the planner's ``plan``.
+
+        **What a row counts** (``run["op_counts"]``, docs/profile-format.md): on the whole-graph path one op of ONE
+        micro-batch of one replica; in a pipelined profile the FLOPs, bytes and cycles of one op over one whole
+        training step of one replica (its ``runs_per_step`` runs), ``min_bytes`` one run's."""
         return self.table("ops")
 
     @property
     def programs(self) -> pd.DataFrame:
-        """The program tree, parents before children (index = ``prog_id``): ``parent_id``, ``kind``, ``name``,
-        ``op_id``, ``repeat``, ``cs_id``, the steps it issued (``first_step`` .. ``last_step``), ``code_bytes``,
-        ``cycles`` (children included) and, for leaves, the liveness step ``lstep``."""
+        """The program tree, parents before children (index = ``prog_id``): ``parent_id`` (``<NA>``: the root),
+        ``kind``, ``name``, ``op_id``, ``repeat``, ``cs_id``, the stored steps it issued (``first_step`` ..
+        ``last_step``), ``code_bytes``, ``cycles`` of its stored steps (children included, each run once) and,
+        for leaves, the liveness step ``lstep`` (``<NA>``: none)."""
         return self.table("programs")
 
     @property
@@ -526,27 +599,27 @@ class Profile:
 
     @property
     def vertices(self) -> pd.DataFrame:
-        """Vertices aggregated per (compute set, codelet, tile): ``count``, ``cycles``, ``state_bytes``,
-        ``code_bytes``."""
+        """Vertices aggregated per (compute set, codelet, tile) (index: row numbers): ``cs_id``, ``codelet``,
+        ``tile``, ``num_vertices``, ``cycles``, ``state_bytes``, ``code_bytes``."""
         return self.table("vertices")
 
     @property
     def variables(self) -> pd.DataFrame:
         """One row per variable (index = ``var_id``): ``name``, ``kind`` (variable / constant), ``dtype``,
-        ``shape``, ``bytes``, ``always_live``, its live range ``first_lstep`` .. ``last_lstep`` and the producing
-        ``op_id``."""
+        ``shape``, ``bytes``, ``always_live``, its live range ``first_lstep`` .. ``last_lstep`` (``<NA>`` when
+        always live) and the producing ``op_id`` (``<NA>``: an input or weight)."""
         return self.table("variables")
 
     @property
     def variable_tiles(self) -> pd.DataFrame:
-        """Where each variable lives: (``var_id``, ``tile``, ``bytes``) rows."""
+        """Where each variable lives (index: row numbers): ``var_id``, ``tile``, ``bytes``."""
         return self.table("variable_tiles")
 
     @property
     def variable_intervals(self) -> pd.DataFrame:
-        """The live intervals (``var_id``, ``first_lstep``, ``last_lstep``) of the variables live more than once
-        (a re-run program writes them anew); every other variable is live over its own first..last step.
-        Empty for files before 3.1."""
+        """The live intervals (``var_id``, ``first_lstep``, ``last_lstep``; index: row numbers) of the variables
+        live more than once (a re-run program writes them anew); every other variable is live over its own
+        first..last step.  Empty for files before 3.1."""
         return self.table("variable_intervals")
 
     @property
@@ -557,8 +630,12 @@ class Profile:
 
     @property
     def phases(self) -> pd.DataFrame:
-        """The training step's phases (fill, steady state x N, drain, all-reduce, optimizer, streams): one row
-        per phase with its IPU, start, duration, runs per step and the stored steps that represent it."""
+        """The training step's phases (fill, steady state, drain, all-reduce, optimizer, streams; index =
+        ``phase_id``): ``name``, ``kind``, ``ipu`` (``<NA>``: every IPU), ``start_cycle``, ``cycles`` of ONE run,
+        ``runs_per_step``, the stored steps that stand for it (``first_step`` .. ``last_step``, ``<NA>`` when
+        none are stored, then ``time_kind`` says which step kind its time counts as), ``stored_runs`` and the
+        busy IPU cycles of one run per step kind the emulator composed (``ipu_compute_cycles`` ...,
+        ``<NA>``: not recorded).  ``p.totals`` adds it all up."""
         return self.table("phases")
 
     @property

@@ -288,7 +288,23 @@ class ProfileData:
     phases: pd.DataFrame | None = None  # None: the writer builds it from run["schedule"] (profile/phases.py)
     variable_intervals: pd.DataFrame | None = None  # None: every variable is live in one interval
 
+    def stored_table(self, name: str) -> pd.DataFrame | None:
+        """Table ``name`` as the analyses read it (``Profile.stored_table``): the producer's frame (None for an
+        optional table the producer left to the writer)."""
+        if name not in TABLE_COLUMNS:
+            raise KeyError(f"ProfileData has no table {name!r}")
+        return getattr(self, name)
+
 
 def empty_table(name: str) -> pd.DataFrame:
     """Table ``name`` with no rows, its columns in the stored order and dtypes."""
     return pd.DataFrame({c: pd.Series(dtype=object if dt == "str" else dt) for c, dt in COLUMN_DTYPES[name].items()})
+
+
+def stored_table(profile, name: str) -> pd.DataFrame | None:
+    """Table ``name`` in the stored form the analyses and views read, of an open ``Profile``, a ``ProfileData``
+    or a stand-in that only has the attribute (tests); None when it has none."""
+    fn = getattr(profile, "stored_table", None)
+    if callable(fn):
+        return fn(name)
+    return getattr(profile, name, None)

@@ -9,13 +9,16 @@ an all-zero result, so every caller sees the dense (steps, tiles) array of older
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from popvision_lite import api_args
 from popvision_lite.profile import schema
+from popvision_lite.profile.public import CATEGORY_COLUMNS
 
 # The open profile these read through (reader.Profile, which imports this module) is typed ``Profile = Any``
 # here, so the two modules import in one direction only.
@@ -27,7 +30,8 @@ MAX_TILE_BYTES = 2 ** 40  # a memory array entry above this (1 TiB per tile) is 
 
 @dataclass
 class StepTileWindow:
-    """Per-tile data of a window of steps; each array is (n_steps, n_tiles) uint32."""
+    """Per-tile data of a window of steps; each array is (n_steps, n_tiles) uint32, as stored (``to_frame()``:
+    int64 columns)."""
 
     cycles: np.ndarray
     bytes_in: np.ndarray
@@ -42,24 +46,31 @@ class StepTileWindow:
     def __len__(self) -> int:
         return 3
 
-    def frame(self) -> pd.DataFrame:
-        """The window as a long table, one row per (step, tile): ``step``, ``tile``, ``cycles``, ``bytes_in``,
-        ``bytes_out`` (steps and tiles are global ids, so rows join ``Profile.steps`` and ``Profile.tiles``)."""
+    def to_frame(self) -> pd.DataFrame:
+        """The window as a long table, one row per (step, tile) (index: row numbers): ``step``, ``tile``, and
+        int64 ``cycles`` (busy), ``bytes_in``, ``bytes_out`` (the arrays are the stored uint32 counts; these
+        subtract without wrapping).  Steps and tiles are global ids: rows join ``Profile.steps`` and
+        ``Profile.tiles`` on their index."""
         n_steps, n_tiles = self.cycles.shape
         tiles = np.arange(n_tiles, dtype=np.int64) if self.tiles is None else np.asarray(self.tiles, np.int64)
         return pd.DataFrame({
             "step": np.repeat(np.arange(self.start, self.start + n_steps, dtype=np.int64), n_tiles),
             "tile": np.tile(tiles, n_steps),
-            "cycles": self.cycles.ravel(),
-            "bytes_in": self.bytes_in.ravel(),
-            "bytes_out": self.bytes_out.ravel(),
+            "cycles": self.cycles.ravel().astype(np.int64),
+            "bytes_in": self.bytes_in.ravel().astype(np.int64),
+            "bytes_out": self.bytes_out.ravel().astype(np.int64),
         })
 
-
+    def frame(self) -> pd.DataFrame:
+        """Deprecated name of :meth:`to_frame` (pandas' name), kept for one release."""
+        warnings.warn("StepTileWindow.frame() is now to_frame(); frame() goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return self.to_frame()
 
 
 class _Memory:
-    categories = schema.MEMORY_CATEGORIES
+    categories = schema.MEMORY_CATEGORIES  # Poplar's names, in PopVision's order
+    category_columns = CATEGORY_COLUMNS    # their columns in by_tile(): variable_bytes, vertex_code_bytes ...
 
     def __init__(self, profile: Profile):
         self._p = profile
@@ -77,8 +88,15 @@ class _Memory:
         return self._arr
 
     def by_tile(self) -> pd.DataFrame:
-        """One row per tile (RangeIndex = tile id, like every table): tile, bytes per category,
-        always_live, not_always_live, total, capacity, over_capacity."""
+        """One row per tile (index = ``tile``): bytes per Poplar memory category (``variable_bytes``,
+        ``constant_bytes``, ``vertex_code_bytes`` ...: Poplar's category names in snake_case), and over them
+        ``always_live_bytes``, ``not_always_live_bytes`` (peak), ``total_bytes``, the tile's SRAM
+        ``capacity_bytes`` and ``over_capacity``."""
+        return self._p.table("memory_by_tile")
+
+    def _stored_by_tile(self) -> pd.DataFrame:
+        """:meth:`by_tile` in the stored form the views read (a RangeIndex equal to the ``tile`` column;
+        Poplar's category names; ``always_live``, ``not_always_live``, ``total``, ``capacity``)."""
         a = self.array()
         per_cat = a.sum(axis=2)
         df = pd.DataFrame(per_cat, columns=list(self.categories))
@@ -102,8 +120,9 @@ class _Liveness:
     def tile_bytes(self, lstart: int = 0, lstop: int | None = None, tiles=None) -> np.ndarray:
         """(lsteps, tiles) not-always-live bytes, uint32."""
         n = self.num_lsteps
-        lstart, lstop = _clip_range(lstart, lstop, n)
-        return self._p._read_rows("liveness_tile_bytes", lstart, lstop, tiles)
+        lstart, lstop = _clip_range(api_args.step_bound(lstart, "lstart"), api_args.step_bound(lstop, "lstop"), n)
+        return self._p._read_rows("liveness_tile_bytes", lstart, lstop,
+                                  api_args.tile_ids(tiles, self._p.target.num_tiles))
 
 
 def _clip_range(start, stop, n):
@@ -124,12 +143,14 @@ class _StepTiles:
         return self._p._shape("step_tile_cycles")
 
     def window(self, start: int, stop: int, tiles=None) -> StepTileWindow:
-        """Per-tile data of steps ``start`` .. ``stop - 1`` (clipped to the run) for ``tiles`` (global tile ids;
-        None = all): a :class:`StepTileWindow` of three (steps, tiles) uint32 arrays, ``cycles`` (busy),
-        ``bytes_in`` and ``bytes_out``, that unpacks like a tuple; ``.frame()`` gives a labelled long table."""
+        """Per-tile data of steps ``start`` .. ``stop - 1`` (clipped to the run) for ``tiles`` (global tile ids: a
+        list or array, a ``range`` or ``slice``, one id, or a boolean mask over the tiles; None = all): a :class:`StepTileWindow` of three (steps, tiles) arrays, ``cycles`` (busy),
+        ``bytes_in`` and ``bytes_out``, that unpacks like a tuple.  The arrays hold the stored uint32 counts
+        (half the memory of int64 for a long window): ``.astype(np.int64)`` before subtracting them;
+        ``.to_frame()`` gives a labelled long table of int64 columns."""
         n = self.shape[0]
-        start, stop = _clip_range(start, stop, n)
-        tl = None if tiles is None else np.asarray(tiles, dtype=np.int64)
+        start, stop = _clip_range(api_args.step_bound(start, "start"), api_args.step_bound(stop, "stop"), n)
+        tl = api_args.tile_ids(tiles, self._p.target.num_tiles)
         return StepTileWindow(
             cycles=self._p._read_rows("step_tile_cycles", start, stop, tl),
             bytes_in=self._p._read_rows("step_tile_bytes_in", start, stop, tl),
@@ -141,8 +162,8 @@ class _StepTiles:
     def cycles(self, start: int, stop: int, tiles=None) -> np.ndarray:
         """Only the busy cycles of a window (cheaper than :meth:`window`)."""
         n = self.shape[0]
-        start, stop = _clip_range(start, stop, n)
-        return self._p._read_rows("step_tile_cycles", start, stop, tiles)
+        start, stop = _clip_range(api_args.step_bound(start, "start"), api_args.step_bound(stop, "stop"), n)
+        return self._p._read_rows("step_tile_cycles", start, stop, api_args.tile_ids(tiles, self._p.target.num_tiles))
 
     @property
     def levels(self) -> list[tuple[int, int]]:
@@ -176,7 +197,7 @@ class _StepTiles:
         Also returns ``step_edges`` (first step of each returned block) and ``tile_edges``.
         """
         n = self.shape[0]
-        start, stop = _clip_range(start, stop, n)
+        start, stop = _clip_range(api_args.step_bound(start, "start"), api_args.step_bound(stop, "stop"), n)
         a = start // step_block
         b = -(-stop // step_block)
         what = f"summary {step_block}x{tile_block}"

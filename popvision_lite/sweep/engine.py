@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from popvision_lite.emulator.progress import eta_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.sweep import confined, folder
 from popvision_lite.sweep import point as pt
@@ -57,9 +58,9 @@ LOCAL_DASK_CONFIG = {
 # read by the nanny at every worker (re)start, so kept set in this process for the cluster's lifetime
 WORKER_RESTART_CONFIG = {
     "distributed.worker.daemon": False,  # isolate="process" starts child processes from the worker
-    # the statistical profiler samples the running task's stack every 10 ms for a dashboard this cluster does
-    # not serve (off: 107-115 vs 131-138 ms of CPU overhead per point in one paired run; noisy, see
-    # docs/performance.md)
+    # the statistical profiler samples the running task's stack every 10 ms for the dashboard's Profile page
+    # (off: 107-115 vs 131-138 ms of CPU overhead per point in one paired run; noisy, see docs/performance.md); the
+    # dashboard's other pages (task stream, progress, workers) do not need it
     "distributed.worker.profile.enabled": PROFILE_WORKERS,
 }
 WRITE_EVERY_S = 2.0
@@ -118,8 +119,9 @@ def ignore_sigint_plugin():
 
 
 def local_cluster(n_workers: int, memory_limit="auto"):
-    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1, no dashboard; its
-    workers ignore SIGINT (Ctrl+C is handled by the client)."""
+    """A LocalCluster of ``n_workers`` single-threaded worker processes on 127.0.0.1; its dashboard on a free
+    loopback port when bokeh is installed (``dashboard_link``), none otherwise; its workers ignore SIGINT (Ctrl+C
+    is handled by the client)."""
     import signal
 
     import dask
@@ -133,12 +135,12 @@ def local_cluster(n_workers: int, memory_limit="auto"):
         # set in this process; the scheduler reads the others once, when it starts
         dask.config.set(WORKER_RESTART_CONFIG)
         with dask.config.set(LOCAL_DASK_CONFIG):
-            # no dashboard: it needs bokeh, which this package does not install (an existing cluster's
-            # dashboard, when it has one, is printed by the CLI: dashboard_link).  The scheduler always
-            # serves HTTP (health checks): on loopback, on a free port (None would mean 8787, on any
-            # interface, clashing with a second sweep)
+            # the dashboard needs bokeh (extra "dashboard"); without it the scheduler refuses to serve one, so it
+            # is asked for only where bokeh is installed (it was never asked for: "dashboard": False).  The
+            # scheduler always serves HTTP (health checks, and the dashboard's pages): on loopback, on a free port
+            # (None would mean 8787, on any interface, clashing with a second sweep)
             return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                                dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": _has_bokeh()},
                                 memory_limit=memory_limit,
                                 silence_logs=logging.ERROR, resources={SLOT: 1})
     finally:
@@ -345,7 +347,9 @@ class _SigintFlag:
 
 
 class ProgressLine:
-    """``sweep: 5/8 | 4 ok, 1 failed, 3 remaining | 2 workers | 12.3 s`` on stderr (\\r on a terminal)."""
+    """``sweep: 5/8 (62%) | 4 ok, 1 failed, 3 remaining | 2 workers | 12.3 s, ETA 7.4 s`` on stderr (\\r on a
+    terminal): the fraction is of the points, the ETA the time per point run so far (resumed points cost
+    nothing) times the points remaining (emulator/progress.eta_text)."""
 
     def __init__(self, stream=None, enabled: bool = True):
         self.stream = stream or sys.stderr
@@ -358,10 +362,13 @@ class ProgressLine:
         if not self.enabled:
             return
         done = o.ok + o.failed + o.resumed
-        line = (f"sweep: {done}/{total} | {o.ok + o.resumed} ok"
+        elapsed = time.perf_counter() - self.t0
+        to_run = total - o.resumed
+        eta = eta_text(elapsed, (o.ok + o.failed) / to_run) if to_run > 0 and not final else ""
+        line = (f"sweep: {done}/{total} ({100 * done / total if total else 100:.0f}%) | {o.ok + o.resumed} ok"
                 + (f" ({o.resumed} resumed)" if o.resumed else "")
                 + f", {o.failed} failed, {total - done} remaining | {o.workers} worker(s) | "
-                f"{time.perf_counter() - self.t0:.1f} s")
+                f"{elapsed:.1f} s{', ' + eta if eta else ''}")
         if line == self._last and not final:
             return
         self._last = line
@@ -379,7 +386,8 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
               point_timeout: float | None = None, point_memory: int | None = None,
               progress: Callable[[Outcome, int], None] | None = None,
               should_cancel: Callable[[], bool] | None = None,
-              notify: Callable[[str], None] | None = None) -> Outcome:
+              notify: Callable[[str], None] | None = None,
+              on_dashboard: Callable[[str], None] | None = None) -> Outcome:
     """Run ``points`` and write the sweep folder; returns the outcome (rows in point order).
 
     ``isolate``: "process" (each point in its own process), "worker" (inside the worker processes) or "auto"
@@ -388,26 +396,50 @@ def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict
     a ConfigError naming the fix.
     ``point_timeout``: seconds after which a point's process is killed and the point failed (process mode).
     ``point_memory``: bytes of address space a point's process may use (process mode; past it, MemoryError).
-    ``client``: an existing ``distributed.Client`` to use as is (tests, notebooks).  KeyboardInterrupt
+    ``client``: an existing ``distributed.Client`` to use as is (tests, notebooks).  ``on_dashboard(url)``: called
+    once with the Dask dashboard's address when the cluster started here serves one (bokeh installed).  KeyboardInterrupt
     is handled like ``should_cancel()``: the outcome comes back with ``cancelled=True``.
     A second sweep into the same folder while this one runs is refused (ConfigError; sweep/folder.py)."""
     t0 = time.perf_counter()
     out = Path(out_dir)
+    existed = out.is_dir()
+    before = set(os.listdir(out)) if existed else set()
     out.mkdir(parents=True, exist_ok=True)
     check_folder(out)
     lock = folder.FolderLock(out).acquire()
+    refused = False
     try:
         return _run_locked(points, out, t0, grid_names=grid_names, meta=meta, workers=workers, scheduler=scheduler,
                            connect_timeout=connect_timeout, client=client, isolate=isolate, point_fn=point_fn,
                            resume=resume, point_timeout=point_timeout, point_memory=point_memory,
                            progress=progress, should_cancel=should_cancel,
-                           notify=notify or (lambda msg: log.warning("%s", msg)))
+                           notify=notify or (lambda msg: log.warning("%s", msg)), on_dashboard=on_dashboard)
+    except ConfigError:  # refused before any point ran (workers that cannot see the folder or isolate a point)
+        refused = True
+        raise
     finally:
         lock.release()
+        if refused:
+            _remove_what_a_refused_sweep_made(out, before, existed)
+
+
+def _remove_what_a_refused_sweep_made(out: Path, before: set[str], existed: bool) -> None:
+    """A refused sweep leaves no trace: the lock and run files, empty ``profiles/`` / ``rows/`` and ``sweep.json``
+    it made go, and the folder too when it made it and nothing else is in it.  What was there before stays, and
+    so does anything a point wrote (none runs before the refusal, but a row is never deleted)."""
+    made = {folder.LOCK, folder.RUN, folder.COMMIT_LOCK, res.META, pt.PROFILES, pt.ROWS}
+    for name in made - before:
+        path = out / name
+        with contextlib.suppress(OSError):  # a non-empty folder stays (rmdir refuses it)
+            path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+    if not existed:
+        with contextlib.suppress(OSError):
+            out.rmdir()
 
 
 def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
-                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify) -> Outcome:
+                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify,
+                on_dashboard=None) -> Outcome:
     for sub in (pt.PROFILES, pt.ROWS):  # created, or refused when not a real folder (a link out of the folder)
         with confined.folder_fd(out, sub):
             pass
@@ -470,6 +502,11 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
                 own_cluster = local_cluster(workers or default_workers(len(todo)))
                 own_client = client = Client(own_cluster)
                 client.register_plugin(ignore_sigint_plugin())
+                link = dashboard_link(client)
+                if link:
+                    log.info("Dask dashboard: %s", link)
+                    if on_dashboard is not None:
+                        on_dashboard(link)
         target = str(out.resolve())
         probed = client.run(pt.probe, target)
         try:

@@ -83,13 +83,45 @@ def is_sweep_results(path) -> bool:
     return REQUIRED <= head
 
 
-def open_sweep(path) -> pd.DataFrame:
-    """The results of a sweep as a DataFrame, one row per point.
+# whole-number columns of the table besides the run config's int fields: <NA> for a failed point
+INT_COLUMNS = ("point", "chips", "peak_tile", "total_cycles")
 
-    ``path`` is the results CSV or the sweep folder.  ``profile`` holds absolute paths (empty for failed
-    points); ``df.attrs`` has ``path``, ``folder`` and, when ``sweep.json`` is there, ``grid``
-    ({field: [values]}) and ``base``.  Raises ProfileError naming the file when it is not a sweep table.
-    """
+
+def open_sweep(path) -> pd.DataFrame:
+    """The results of a sweep as a DataFrame, one row per point (the notebook form, ``pvl.open_sweep``).
+
+    ``path`` is the results CSV or the sweep folder.  Whole numbers (``point``, ``chips``, ``total_cycles``,
+    ``peak_tile`` and the run config's integer fields: ``batch``, ``ipus`` ...) are ``Int64``, yes / no fields
+    (``fits``, ``recompute`` ...) ``boolean``, other numbers ``float64``; a failed point has ``<NA>`` in each.
+    ``profile`` holds absolute paths (empty for failed points); ``df.attrs`` has ``path``, ``folder`` and, when
+    ``sweep.json`` is there, ``grid`` ({field: [values]}) and ``base``.  Index: row numbers.  Raises
+    ProfileError naming the file when it is not a sweep table."""
+    return typed(read_results(path))
+
+
+def typed(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (:func:`read_results`) with its whole-number and yes / no columns in nullable dtypes."""
+    from popvision_lite.emulator.run_config import FIELDS
+
+    out = df.copy()
+    ints = [c for c in INT_COLUMNS if c in out] + [c for c, f in FIELDS.items() if f.kind == "int" and c in out]
+    for col in ints:
+        num = pd.to_numeric(out[col], errors="coerce")
+        v = num.to_numpy(np.float64)
+        ok = np.isfinite(v)
+        if (ok | out[col].isna().to_numpy()).all() and (v[ok] == np.round(v[ok])).all() \
+                and (np.abs(v[ok]) < 2.0**63).all():
+            out[col] = num.astype("Int64")
+    for col in [c for c, f in FIELDS.items() if f.kind == "bool" and c in out]:
+        vals = out[col].map({True: True, False: False, "True": True, "False": False})
+        if (vals.notna() | out[col].isin(["", None]) | out[col].isna()).all():
+            out[col] = vals.astype("boolean")
+    return out
+
+
+def read_results(path) -> pd.DataFrame:
+    """The results of a sweep as the views read them: numbers as float64 (NaN for a failed point), text as
+    text, ``fits`` and ``timing_only`` as nullable booleans; see :func:`open_sweep` for the rest."""
     p = Path(path)
     in_folder = p.is_dir()  # the folder is the trust boundary: its sweep.csv is not followed out of it
     if in_folder:

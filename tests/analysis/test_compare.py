@@ -14,7 +14,7 @@ def _open(path):
 
 
 def _durations(p):
-    s = p.steps
+    s = p.stored_table("steps")
     return (s["end_cycle"] - s["start_cycle"]).to_numpy(np.int64)
 
 

@@ -99,7 +99,7 @@ def test_invariants(path):
         assert (rt.op_cycles >= 0).all() and rt.op_cycles.sum() <= rt.ipu_time_cycles * (1 + 1e-9)
         assert rt.top_op[1] == pytest.approx(float(rt.op_share.max())) and rt.top_op[1] <= 1
         assert np.allclose(rt.op_part_cycles.sum(axis=1), rt.op_cycles, rtol=1e-9, atol=1)
-        assert rt.peak_tile_bytes == int(p.memory.by_tile()["total"].max())
+        assert rt.peak_tile_bytes == int(p.stored_table("memory_by_tile")["total"].max())
         assert rt.num_ipus == rt.replicas * rt.stages and rt.ipu_count_text.endswith(
             f"= {rt.num_ipus:,} IPU{'s' if rt.num_ipus > 1 else ''}")
         assert rt.samples_per_second > 0 and math.isfinite(rt.samples_per_second)
@@ -203,7 +203,7 @@ def test_pod_shaped_run_counts_its_16_ipus_and_its_steady_state(pod_shaped):
         assert {"all-reduce", "optimizer", "stream in", "stream out"} <= set(rt.phases["name"])
         # the all-reduce and stream steps say what they move: each IPU's gradients over the IPU-Links (in and
         # out), its optimizer-state shard from DDR (in) and back (out)
-        st = p.steps
+        st = p.stored_table("steps")
         for r in rt.phases.itertuples():
             if r.kind in ("allreduce", "stream"):
                 moved = st.iloc[r.first_step:r.last_step + 1]

@@ -22,7 +22,7 @@ def idx(prof):
 
 @pytest.fixture(scope="module")
 def cycles(prof):
-    return np.asarray(prof.step_tiles.window(0, prof.steps.shape[0]).cycles, dtype=np.int64)
+    return np.asarray(prof.step_tiles.window(0, prof.stored_table("steps").shape[0]).cycles, dtype=np.int64)
 
 
 def _overlap_by_kind(steps: pd.DataFrame, a: float, b: float) -> np.ndarray:
@@ -33,7 +33,7 @@ def _overlap_by_kind(steps: pd.DataFrame, a: float, b: float) -> np.ndarray:
 
 
 def test_visible_matches_brute_force(prof, idx):
-    st = prof.steps
+    st = prof.stored_table("steps")
     rng = np.random.default_rng(0)
     for _ in range(30):
         a, b = np.sort(rng.uniform(idx.t0 - 100, idx.t1 + 100, 2))
@@ -46,7 +46,7 @@ def test_kind_cycles_equal_overlaps(prof, idx):
     edges = np.sort(np.random.default_rng(1).uniform(idx.t0, idx.t1, 9))
     got = idx.kind_cycles(edges)
     for j in range(len(edges) - 1):
-        np.testing.assert_allclose(got[:, j], _overlap_by_kind(prof.steps, edges[j], edges[j + 1]), atol=1e-6)
+        np.testing.assert_allclose(got[:, j], _overlap_by_kind(prof.stored_table("steps"), edges[j], edges[j + 1]), atol=1e-6)
 
 
 def test_kind_cycles_with_overlapping_steps():
@@ -67,16 +67,16 @@ def test_exact_cells_equal_profile_window(prof, idx, cycles):
     i0, i1, t0, t1 = 40, 47, 50, 80
     c = ex.exact_cells(prof, idx, i0, i1, t0, t1)
     assert len(c.step) == (i1 - i0) * (t1 - t0)  # every tile takes part in every step (ipu = -1)
-    dur = (prof.steps.end_cycle - prof.steps.start_cycle).to_numpy()
+    dur = (prof.stored_table("steps").end_cycle - prof.stored_table("steps").start_cycle).to_numpy()
     np.testing.assert_array_equal(c.busy, cycles[c.step, c.tile])
     np.testing.assert_array_equal(c.wait, dur[c.step] - cycles[c.step, c.tile])
-    np.testing.assert_array_equal(c.start, prof.steps.start_cycle.to_numpy()[c.step])
-    np.testing.assert_array_equal(c.kind, prof.steps.kind.to_numpy()[c.step])
+    np.testing.assert_array_equal(c.start, prof.stored_table("steps").start_cycle.to_numpy()[c.step])
+    np.testing.assert_array_equal(c.kind, prof.stored_table("steps").kind.to_numpy()[c.step])
 
 
 def _check_raster(prof, idx, cycles, r, t0, t1):
     """min <= every exact cell behind a pixel <= max, and busy fractions add up to the busy cycles."""
-    st = prof.steps
+    st = prof.stored_table("steps")
     starts, ends = st.start_cycle.to_numpy(), st.end_cycle.to_numpy()
     checked = 0
     for c in range(r.util.shape[1]):
@@ -101,7 +101,7 @@ def _check_raster(prof, idx, cycles, r, t0, t1):
 
 
 def test_summary_raster_brackets_exact_values(prof, idx, cycles):
-    n = prof.steps.shape[0]
+    n = prof.stored_table("steps").shape[0]
     r = ex.tile_raster(prof, idx, idx.t0, idx.t1, 40, 0, 2 * TPI, 8, max_cells=0)
     assert r.source.startswith("summary") and r.level[0] in (16, 128, 1024)
     assert r.util.shape[1] == 40 and r.row_tiles[0] == 0 and r.row_tiles[-1] == 2 * TPI
@@ -117,7 +117,7 @@ def test_summary_spread_over_steps_keeps_brackets_and_sums(prof, idx, cycles):
     _check_raster(prof, idx, cycles, r, 0, 2 * TPI)
     # zoomed on a sync step (no tile busy in it): its pixel columns show no busy time, while the
     # 16-step block around it is busy
-    st = prof.steps
+    st = prof.stored_table("steps")
     s = int(np.flatnonzero((st.kind == 1).to_numpy() & (st.end_cycle - st.start_cycle > 50).to_numpy())[3])
     a, b, d = float(st.start_cycle[s]), float(st.end_cycle[s]), float(st.end_cycle[s] - st.start_cycle[s])
     z = ex.tile_raster(prof, idx, a - 10 * d, b + 10 * d, 210, 0, 2 * TPI, 8, max_cells=0)
@@ -147,7 +147,7 @@ def test_choose_level():
 
 
 def test_step_bins_per_step_and_buckets(prof, idx):
-    st = prof.steps
+    st = prof.stored_table("steps")
     a, b = float(st.start_cycle[10]), float(st.end_cycle[19])
     bins = ex.step_bins(idx, a, b, cols=2000)
     assert bins.per_step and bins.steps.tolist() == list(range(10, 20))
@@ -167,7 +167,7 @@ def test_step_bins_per_step_and_buckets(prof, idx):
 
 
 def test_range_summary_equals_direct(prof, idx, cycles):
-    st = prof.steps
+    st = prof.stored_table("steps")
     s0, s1 = 23, 171
     rs = ex.range_summary(prof, idx, s0, s1)
     sub = st.iloc[s0:s1]
@@ -195,12 +195,12 @@ def test_range_summary_from_summaries_when_large(prof, idx, cycles):
 
 
 def test_search_and_navigation(prof, idx):
-    ops = prof.ops
+    ops = prof.stored_table("ops")
     found = ex.search_ops(prof, "MatMul")
     want = np.sort(ops.op_id[ops.name.str.lower().str.contains("matmul")].to_numpy())
     assert len(found) > 0 and found.tolist() == want.tolist()
     steps = ex.match_steps(idx, found)
-    assert steps.tolist() == np.flatnonzero(prof.steps.op_id.isin(found).to_numpy()).tolist()
+    assert steps.tolist() == np.flatnonzero(prof.stored_table("steps").op_id.isin(found).to_numpy()).tolist()
     assert ex.search_ops(prof, "").size == 0 and ex.search_ops(prof, "no-such-op").size == 0
     assert ex.next_match(steps, -1) == steps[0]
     assert ex.next_match(steps, int(steps[0])) == steps[1]
@@ -211,10 +211,10 @@ def test_search_and_navigation(prof, idx):
 
 
 def test_step_details(prof, idx):
-    st = prof.steps
+    st = prof.stored_table("steps")
     s = int(np.flatnonzero(st.op_id.to_numpy() >= 0)[5])
     d = ex.step_details(prof, idx, s)
-    assert d["op"] == prof.ops.set_index("op_id").name[st.op_id[s]]
+    assert d["op"] == prof.stored_table("ops").set_index("op_id").name[st.op_id[s]]
     assert d["kind"] == STEP_KINDS[st.kind[s]]
     assert d["cycles"] == st.end_cycle[s] - st.start_cycle[s]
     assert d["tiles_active"] == st.tiles_active[s] and d["bytes_in"] == st.bytes_in[s]

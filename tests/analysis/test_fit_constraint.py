@@ -43,7 +43,7 @@ def test_uneven_layout_names_the_tiles_the_category_and_the_tensors(tmp_path):
 def test_total_bytes_when_even_a_perfect_layout_cannot_fit(tmp_path):
     with pvl.open(write_small(tmp_path / "p.pvl", cap=300)) as p:
         b = binding_constraint(p)
-        total = int(p.memory.by_tile()["total"].sum())
+        total = int(p.stored_table("memory_by_tile")["total"].sum())
     c = b.binding
     assert b.cause == TOTAL_BYTES and c.tiles_over == 8 and c.total_bytes == total > 8 * 300
     assert c.even_fill == pytest.approx(total / 2400)
@@ -69,7 +69,7 @@ def test_each_ipu_is_judged_on_its_own(tmp_path):
 def test_the_oom_sample_sums_to_its_memory_and_names_its_largest_tensor():
     with pvl.open(SAMPLES / "bert_large_1ipu_oom.pvl") as p:
         b = binding_constraint(p)
-        bt = p.memory.by_tile()
+        bt = p.stored_table("memory_by_tile")
         vt = p.variable_tiles
     c = b.binding
     assert c.total_bytes == int(bt["total"].sum()) and c.tiles_over == int(bt["over_capacity"].sum())

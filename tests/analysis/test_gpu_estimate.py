@@ -121,7 +121,7 @@ def test_bert_tiny_sample_gpu_estimate_is_not_the_bound():
     import popvision_lite as pvl
 
     with pvl.open(SAMPLES / "bert_tiny_mk2.pvl") as p:
-        est = ge.estimate_training(p.ops, "a100-80gb", samples_per_pass=4)
+        est = ge.estimate_training(p.stored_table("ops"), "a100-80gb", samples_per_pass=4)
         ipu_s = p.run["seconds"]
     # the bound (what the roofline called '15x faster') vs the estimate: launch overhead dominates tiny ops
     assert est.bound_by == "launch"

@@ -31,7 +31,7 @@ def test_oom_names_worst_tiles_with_bytes(pair):
     found = I.insights(p)
     assert found[0].severity == "error" and found[0].kind == "oom"
     f = found[0]
-    bt = p.memory.by_tile()
+    bt = p.stored_table("memory_by_tile")
     over = bt[bt["total"] > bt["capacity"]]
     worst = over.assign(o=over["total"] - over["capacity"]).sort_values("o", ascending=False)
     assert list(f.tiles) == worst.index.tolist()
@@ -47,7 +47,7 @@ def test_oom_names_worst_tiles_with_bytes(pair):
 def test_recompute_advice_numbers_from_liveness(pair):
     p, _ = pair
     f = _by_kind(I.insights(p))["recompute"]
-    ls, v, pr = p.liveness_steps, p.variables, p.programs
+    ls, v, pr = p.stored_table("liveness_steps"), p.stored_table("variables"), p.stored_table("programs")
     pk = int(ls["lstep"][ls["total_bytes"].idxmax()])
     assert f.numbers["peak_lstep"] == pk and f.numbers["peak_bytes"] == int(ls["total_bytes"].max())
     # held across the peak: activations made before the op running there and used after it
@@ -64,12 +64,12 @@ def test_recompute_advice_numbers_from_liveness(pair):
     own = v[(~v["always_live"]) & (v["op_id"] == op) & (v["first_lstep"] <= pk) & (v["last_lstep"] >= pk)]
     assert f.numbers["own_bytes"] == int(own["bytes"].sum())
     # on the worst tile: held activations resident at that tile's own peak liveness step
-    bt = p.memory.by_tile()
+    bt = p.stored_table("memory_by_tile")
     t = int((bt["total"] - bt["capacity"]).idxmax())
     col = p.liveness.tile_bytes(tiles=[t])[:, 0]
     tl = int(np.argmax(col))
     assert f.numbers["worst_tile"] == t and f.numbers["worst_tile_lstep"] == tl
-    vt = p.variable_tiles
+    vt = p.stored_table("variable_tiles")
     # fwd/matmul/out (made at lstep 0, kept to 5) is held across tile 3's peak at lstep 2 (fwd/relu)
     on_tile = int(vt[(vt["tile"] == t) & (vt["var_id"] == 2)]["bytes"].sum())
     assert f.numbers["worst_tile_held_bytes"] == on_tile == 500
@@ -116,7 +116,7 @@ def test_binding_says_total_bytes_when_no_layout_can_fit(tmp_path):
     # 300 B tiles: the total alone exceeds the IPU
     with pvl.open(write_small(tmp_path / "tiny.pvl", cap=300)) as p:
         f = _by_kind(I.insights(p))["binding"]
-        total = int(p.memory.by_tile()["total"].sum())
+        total = int(p.stored_table("memory_by_tile")["total"].sum())
         assert f.numbers["cause"] == "total bytes" and f.numbers["ipus"][0]["total_bytes"] == total > 8 * 300
         assert "even a perfectly even layout would not fit" in f.text
 
@@ -130,16 +130,16 @@ def test_no_oom_advice_when_it_fits(roomy):
 
 def test_top_lists(roomy):
     kinds = _by_kind(I.insights(roomy))
-    bt = roomy.memory.by_tile()
+    bt = roomy.stored_table("memory_by_tile")
     assert list(kinds["top_tiles"].tiles) == bt["total"].sort_values(ascending=False, kind="stable").index[:5].tolist()
-    v = roomy.vertices.groupby("codelet")["state_bytes"].sum().sort_values(ascending=False)
+    v = roomy.stored_table("vertices").groupby("codelet")["state_bytes"].sum().sort_values(ascending=False)
     assert kinds["top_vertices"].numbers["codelets"][0] == v.index[0]
-    assert kinds["top_variables"].variables[0] == int(roomy.variables["bytes"].idxmax())
+    assert kinds["top_variables"].variables[0] == int(roomy.stored_table("variables")["bytes"].idxmax())
 
 
 def test_exchange_and_imbalance(roomy):
     kinds = _by_kind(I.insights(roomy))
-    st = roomy.steps
+    st = roomy.stored_table("steps")
     dur = st["end_cycle"] - st["start_cycle"]
     ex = int(dur[st["kind"].isin([2, 3])].sum())
     assert kinds["exchange"].numbers["exchange_cycles"] == ex
@@ -161,10 +161,10 @@ def test_recompute_savings(pair):
     f = I.recompute_savings(base, rc)
     g = I.recompute_savings(rc, base)  # order-free
     assert f.numbers == g.numbers
-    saved = int(base.liveness_steps["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
+    saved = int(base.stored_table("liveness_steps")["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
     assert saved > 0 and f.numbers["saved_peak_bytes"] == saved
     assert f"saved {saved:,} B" in f.text
-    over0 = int(base.memory.by_tile()["over_capacity"].sum())
+    over0 = int(base.stored_table("memory_by_tile")["over_capacity"].sum())
     over1 = int(rc.memory.by_tile()["over_capacity"].sum())
     assert f"Tiles over capacity: {over0:,} -> {over1:,}" in f.text
     assert over1 < over0

@@ -60,7 +60,7 @@ def pair(tmp_path_factory):
 def test_split_of_live_bytes_partitions_the_liveness(pair):
     # held + own + other must add up to the emulator's not-always-live bytes at every step checked
     for p in pair:
-        ls = p.liveness_steps
+        ls = p.stored_table("liveness_steps")
         for k in np.linspace(0, len(ls) - 1, 7).astype(int).tolist() + [int(ls["total_bytes"].idxmax())]:
             lstep = int(ls["lstep"].iloc[k])
             parts = I.split_live_at(p, lstep)
@@ -72,11 +72,11 @@ def test_recompute_pair_says_what_it_saved(pair):
     base, rc = pair
     assert not I.is_recompute_run(base) and I.is_recompute_run(rc)
     f = I.recompute_savings(rc, base)
-    saved = int(base.liveness_steps["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
+    saved = int(base.stored_table("liveness_steps")["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
     assert f.numbers["saved_peak_bytes"] == saved
     assert f.numbers["extra_cycles"] == run_cycles(rc) - run_cycles(base)
-    bt0, bt1 = base.memory.by_tile(), rc.memory.by_tile()
-    assert f.numbers["saved_max_tile_bytes"] == int(bt0["total"].max() - bt1["total"].max())
+    bt0, bt1 = base.stored_table("memory_by_tile"), rc.memory.by_tile()
+    assert f.numbers["saved_max_tile_bytes"] == int(bt0["total"].max() - bt1["total_bytes"].max())
     if saved > 0:
         assert f"saved {saved:,} B" in f.text
     assert f"Tiles over capacity: {int(bt0['over_capacity'].sum()):,} -> {int(bt1['over_capacity'].sum()):,}" in f.text
@@ -94,7 +94,7 @@ def test_recompute_run_reports_its_cost(pair):
 def test_peak_advice_on_base_run(pair):
     base, _ = pair
     found = {x.kind: x for x in I.insights(base)}
-    ls = base.liveness_steps
+    ls = base.stored_table("liveness_steps")
     pk = int(ls["lstep"][ls["total_bytes"].idxmax()])
     parts = I.split_live_at(base, pk)
     held, own = int(parts["held"]["bytes"].sum()), int(parts["own"]["bytes"].sum())
@@ -110,11 +110,11 @@ def test_peak_advice_on_base_run(pair):
 
 def test_out_of_memory_sample():
     """The out-of-memory sample names its worst tiles, what binds them and the fit advisor's command."""
-    oom = [p for p in _samples() if p.memory.by_tile()["over_capacity"].any()]
+    oom = [p for p in _samples() if p.stored_table("memory_by_tile")["over_capacity"].any()]
     assert oom, "sample_profiles/ lacks the out-of-memory sample (regenerate: popvision-lite make-samples)"
     for p in oom:
         found = {x.kind: x for x in I.insights(p)}
-        bt = p.memory.by_tile()
+        bt = p.stored_table("memory_by_tile")
         over = bt["total"] - bt["capacity"]
         f = found["oom"]
         t = f.numbers["worst_tiles"][0]

@@ -30,7 +30,7 @@ def test_curve_and_tile_curve(prof):
 
 
 def test_live_variables_are_those_spanning_the_step(prof):
-    v = prof.variables
+    v = prof.stored_table("variables")
     lt = prof.liveness.tile_bytes()
     for s in (0, lt.shape[0] // 3, peak_step(prof), lt.shape[0] - 1):
         df = live_variables(prof, s)
@@ -46,8 +46,8 @@ def test_live_variables_are_those_spanning_the_step(prof):
 
 def test_always_live_listed(prof):
     a = always_live_variables(prof)
-    assert a["var_id"].isin(prof.variables.loc[prof.variables["always_live"], "var_id"]).all()
-    assert len(a) == int(prof.variables["always_live"].sum()) > 0
+    assert a["var_id"].isin(prof.stored_table("variables").loc[prof.stored_table("variables")["always_live"], "var_id"]).all()
+    assert len(a) == int(prof.stored_table("variables")["always_live"].sum()) > 0
 
 
 def test_ipu_spans_mark_each_ipus_programs():
@@ -60,9 +60,9 @@ def test_ipu_spans_mark_each_ipus_programs():
     samples = Path(__file__).resolve().parents[2] / "sample_profiles"
     with pvl.open(samples / "bert_mini_4ipu_pipeline.pvl") as p:
         spans = ipu_spans(p)
-        ls = p.liveness_steps
-        progs = p.programs.set_index("prog_id")
-        steps = p.steps
+        ls = p.stored_table("liveness_steps")
+        progs = p.stored_table("programs").set_index("prog_id")
+        steps = p.stored_table("steps")
     assert list(spans["ipu"]) == [0, 1, 2, 3]
     assert spans["first_lstep"].iloc[0] == 0 and spans["last_lstep"].iloc[-1] == ls["lstep"].max()
     assert (spans["first_lstep"].to_numpy()[1:] == spans["last_lstep"].to_numpy()[:-1] + 1).all()

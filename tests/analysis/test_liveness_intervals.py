@@ -31,7 +31,7 @@ def _listed_bytes(prof, lstep, tile):
 
 def test_recomputed_variables_listed_only_while_live_and_the_list_adds_up_to_the_curve(recompute_profile):
     prof = recompute_profile
-    iv = prof.variable_intervals
+    iv = prof.stored_table("variable_intervals")
     assert len(iv) and iv.groupby("var_id").size().min() >= 2, "the recompute sample re-runs its forward programs"
     ltb = np.asarray(prof.liveness.tile_bytes(), dtype=np.int64)
     checked = 0
@@ -40,7 +40,7 @@ def test_recomputed_variables_listed_only_while_live_and_the_list_adds_up_to_the
         assert _listed_bytes(prof, s, tile) == ltb[s, tile], f"liveness step {s}, tile {tile}"
         checked += 1
     # a step between two intervals of a variable does not list it
-    v = prof.variables.set_index("var_id")
+    v = prof.stored_table("variables").set_index("var_id")
     var, rows = next(iter(iv.groupby("var_id")))
     gap = int(rows["last_lstep"].min()) + 1
     assert v.loc[var, "first_lstep"] <= gap <= v.loc[var, "last_lstep"]
@@ -53,8 +53,8 @@ def test_a_variable_live_in_several_intervals_shows_the_interval_live_at_the_ste
     """first/last lstep of a listed variable are those of its interval that holds the step (not its whole
     first..last span), and 'intervals' counts its live intervals; a variable live once shows its span and 1."""
     prof = recompute_profile
-    iv = prof.variable_intervals
-    v = prof.variables.set_index("var_id")
+    iv = prof.stored_table("variable_intervals")
+    v = prof.stored_table("variables").set_index("var_id")
     counts = iv.groupby("var_id").size()
     var = int(counts.index[0])
     rows = iv[iv["var_id"] == var].sort_values("first_lstep")
@@ -79,8 +79,8 @@ def test_a_variable_live_in_several_intervals_shows_the_interval_live_at_the_ste
 def test_a_format_3_0_file_opens_with_no_intervals_and_lists_by_span(step):
     prof = open_profile(V3_0)
     assert (prof.format_version, prof.format_minor) == (3, 0)
-    assert len(prof.variable_intervals) == 0
-    v = prof.variables
+    assert len(prof.stored_table("variable_intervals")) == 0
+    v = prof.stored_table("variables")
     want = set(v[(~v["always_live"]) & (v["first_lstep"] <= step) & (v["last_lstep"] >= step)]["var_id"])
     got = live_variables(prof, step)
     assert set(got["var_id"]) == want and (got["intervals"] == 1).all()
@@ -94,10 +94,10 @@ def test_always_live_variables_add_up_to_the_variable_memory_of_every_tile(model
     path = tmp_path / "p.pvl"
     run_model(make_config(model, **kw), "ipu-mk2", timing_only=True, profile_path=path)
     prof = open_profile(path)
-    vt = prof.variable_tiles.merge(prof.variables[["var_id", "always_live", "kind"]], on="var_id")
+    vt = prof.stored_table("variable_tiles").merge(prof.stored_table("variables")[["var_id", "always_live", "kind"]], on="var_id")
     al = vt[vt["always_live"] & (vt["kind"] == "variable")].groupby("tile")["bytes"].sum()
     listed = np.zeros(prof.target.num_tiles, np.int64)
     listed[al.index.to_numpy()] = al.to_numpy()
     want = prof.memory.array()[:, schema.CATEGORY_CODE["variable"], 0]
     np.testing.assert_array_equal(listed, want)
-    assert prof.variables["name"].str.contains("optimizer state").any()
+    assert prof.stored_table("variables")["name"].str.contains("optimizer state").any()

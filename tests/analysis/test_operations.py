@@ -20,8 +20,8 @@ def prof(tmp_path_factory):
 def test_table_columns_and_share(prof):
     df = ops_table(prof)
     assert list(df.columns) == [c for c, _ in COLUMNS]
-    assert df.index.tolist() == sorted(prof.ops["op_id"].tolist())
-    st = prof.steps
+    assert df.index.tolist() == sorted(prof.stored_table("ops")["op_id"].tolist())
+    st = prof.stored_table("steps")
     total = st["end_cycle"].max() - st["start_cycle"].min()
     for op, row in df.iterrows():
         own = (st["end_cycle"] - st["start_cycle"])[st["op_id"] == op].sum()

@@ -30,12 +30,12 @@ def test_structure_matches_parent_ids(tree):
 
 def test_values(tree):
     t, p = tree
-    total = int(p.steps["end_cycle"].max() - p.steps["start_cycle"].min())
+    total = int(p.stored_table("steps")["end_cycle"].max() - p.stored_table("steps")["start_cycle"].min())
     assert run_cycles(p) == total
     name, kind, cycles, pct, code, op = t.values(1)
     assert (name, kind) == ("loop (x2)", "Repeat")
     # cycles of the Repeat = durations of the 6 unrolled body steps
-    st = p.steps
+    st = p.stored_table("steps")
     assert cycles == int((st["end_cycle"] - st["start_cycle"])[st["step"] < 6].sum())
     assert pct == pytest.approx(100.0 * cycles / total)
     assert code == 30 and op == ""
@@ -77,7 +77,7 @@ def test_flat_lists_are_grouped_by_their_names_in_time_order():
     path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_tiny_mk2.pvl"
     with pvl.open(path) as p:
         t = ProgramTree(p)
-        pr = p.programs
+        pr = p.stored_table("programs")
     main = int(pr.loc[pr["parent_id"] == -1, "prog_id"].iloc[0])
     flat = [int(i) for i in pr.loc[pr["parent_id"] == main, "prog_id"]]
     assert len(flat) > 100 and t.child_count(main) < 12

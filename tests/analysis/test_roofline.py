@@ -247,9 +247,9 @@ def test_reads_written_profile(tmp_path):
     write_profile(path, data)
     with pvl.open(path) as p:
         a = rl.analyze(p, gpus=("h100-sxm",))
-        assert len(a.ops) == len(p.ops)
+        assert len(a.ops) == len(p.stored_table("ops"))
         assert a.totals["run_time_s"] == pytest.approx(
-            (p.steps.end_cycle.max() - p.steps.start_cycle.min()) / p.target.clock_hz)
+            (p.stored_table("steps").end_cycle.max() - p.stored_table("steps").start_cycle.min()) / p.target.clock_hz)
 
 
 # ------------------------------------------------------------------ torch trace importer

@@ -55,7 +55,7 @@ def test_program_node_to_steps(small):
     assert S.program_step_range(small, 1) == (0, 6)
     assert S.program_steps(small, 1).tolist() == [0, 1, 2, 3, 4, 5]
     # the root covers the whole run
-    assert S.program_step_range(small, 0) == (0, len(small.steps))
+    assert S.program_step_range(small, 0) == (0, len(small.stored_table("steps")))
     # a leaf inside the Repeat issues one step per iteration
     assert S.program_steps(small, 4).tolist() == [1, 4]
     assert S.program_step_range(small, 4) == (1, 5)
@@ -70,7 +70,7 @@ def test_unknown_program_raises(small):
 
 
 def test_step_range_to_ops(small):
-    st = small.steps
+    st = small.stored_table("steps")
     for a, b in [(0, 1), (4, 8), (6, 7), (0, 9), (8, 9)]:
         want = sorted({int(o) for o in st["op_id"][(st["step"] >= a) & (st["step"] < b)] if o >= 0})
         assert S.ops_in_step_range(small, a, b).tolist() == want

@@ -19,9 +19,9 @@ def full(prof):
 
 def test_every_op_resolves_like_brute_force(prof, full, monkeypatch):
     monkeypatch.setattr(S, "_WINDOW_CELLS", 500)  # force many small windows
-    st = prof.steps
-    vx = prof.vertices.merge(prof.compute_sets[["cs_id", "op_id"]], on="cs_id")
-    for op in prof.ops["op_id"]:
+    st = prof.stored_table("steps")
+    vx = prof.stored_table("vertices").merge(prof.stored_table("compute_sets")[["cs_id", "op_id"]], on="cs_id")
+    for op in prof.stored_table("ops")["op_id"]:
         steps = st["step"][st["op_id"] == op].to_numpy()
         tiles = set(np.flatnonzero(full[steps].any(axis=0)).tolist()) | set(vx["tile"][vx["op_id"] == op])
         r = S.resolve_op(prof, int(op))
@@ -30,7 +30,7 @@ def test_every_op_resolves_like_brute_force(prof, full, monkeypatch):
 
 
 def test_every_program_range_covers_its_subtree(prof):
-    pr = prof.programs
+    pr = prof.stored_table("programs")
     parent = dict(zip(pr["prog_id"], pr["parent_id"], strict=True))
 
     def ancestors(p):
@@ -38,7 +38,7 @@ def test_every_program_range_covers_its_subtree(prof):
             yield p
             p = parent[p]
 
-    st = prof.steps
+    st = prof.stored_table("steps")
     for pid in pr["prog_id"].sample(40, random_state=1):
         sub = [q for q in pr["prog_id"] if pid in ancestors(q)]
         steps = st["step"][st["prog_id"].isin(sub)].to_numpy()

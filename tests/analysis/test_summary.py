@@ -21,7 +21,7 @@ def test_summary_matches_tables(prof):
     """One whole-run phase: every stored step runs once; a step on every IPU counts on each of the 2 IPUs, and
     the time an IPU is not busy is waiting at a sync, so the parts add up to 2 x the wall time."""
     s = summarize(prof)
-    steps = prof.steps
+    steps = prof.stored_table("steps")
     assert s.total_cycles == int(steps["end_cycle"].max())
     assert s.total_seconds == pytest.approx(s.total_cycles / prof.target.clock_hz)
     lanes = np.where(steps["ipu"].to_numpy() < 0, 2, 1)
@@ -36,16 +36,16 @@ def test_summary_matches_tables(prof):
         by_kind.get(schema.STEP_KIND_CODE[k], 0) for k in ("exchange_internal", "exchange_global"))
     assert sum(s.phase_cycles.values()) == 2 * s.total_cycles == s.totals.ipu_time_cycles
     assert sum(s.phase_share.values()) == pytest.approx(1.0)
-    bt = prof.memory.by_tile()
+    bt = prof.stored_table("memory_by_tile")
     assert s.peak.tile == int(bt["total"].idxmax()) and s.peak.bytes == int(bt["total"].max())
     assert (s.peak.ipu, s.peak.tile_in_ipu) == divmod(s.peak.tile, prof.target.tiles_per_ipu)
     assert s.peak.over_capacity_tiles == int(bt["over_capacity"].sum()) > 0
     assert s.fits is False  # the run dict says so, and tiles are over capacity
     op = steps["op_id"].to_numpy()
-    per_op = np.bincount(op[op >= 0], weights=dur[op >= 0], minlength=len(prof.ops))
+    per_op = np.bincount(op[op >= 0], weights=dur[op >= 0], minlength=len(prof.stored_table("ops")))
     assert list(s.top_ops["cycles"]) == sorted(np.rint(per_op).astype(int), reverse=True)[: len(s.top_ops)]
     assert s.top_ops["share"].iloc[0] == pytest.approx(per_op.max() / (2 * s.total_cycles))
-    ls = prof.liveness_steps
+    ls = prof.stored_table("liveness_steps")
     assert s.peak_not_always_live == ls["max_tile_bytes"].max()
     assert ls.loc[ls["lstep"] == s.peak_not_always_live_lstep, "max_tile_bytes"].iloc[0] == s.peak_not_always_live
 

@@ -17,7 +17,7 @@ def prof(synthetic_profile):
 
 def test_values_match_by_tile(prof):
     tm = TileMemory(prof)
-    bt = prof.memory.by_tile()
+    bt = prof.stored_table("memory_by_tile")
     for m in ("total", "always_live", "not_always_live") + schema.MEMORY_CATEGORIES:
         np.testing.assert_array_equal(tm.values(m), bt[m].to_numpy(np.float64))
     np.testing.assert_allclose(tm.values(PERCENT), 100 * bt["total"] / prof.target.sram_bytes_per_tile)
@@ -30,7 +30,7 @@ def test_values_match_by_tile(prof):
 
 def test_breakdown_and_variables_on_tile(prof):
     tm = TileMemory(prof)
-    vt, var = prof.variable_tiles, prof.variables
+    vt, var = prof.stored_table("variable_tiles"), prof.stored_table("variables")
     arr = prof.memory.array()
     for tile in (0, 79, 80, int(np.argmax(tm.total)), tm.num_tiles - 1):
         bd = tm.breakdown(tile)

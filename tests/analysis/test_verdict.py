@@ -85,7 +85,7 @@ def test_pipeline_profile_and_missing_gpu_price():
 
 def test_new_profile_keys_are_used(tiny):
     class Shim:  # a profile of the multi-IPU format: samples_per_second and schedule in the run dict
-        ops, target, steps, memory = tiny.ops, tiny.target, tiny.steps, tiny.memory
+        ops, target, steps, memory = tiny.stored_table("ops"), tiny.target, tiny.stored_table("steps"), tiny.memory
         run = dict(tiny.run) | {"samples_per_second": 1234.5,
                                 "schedule": {"replicas": 2, "grad_accum": 4, "samples_per_step": 32,
                                              "micro_batch": 4, "stages": 1}}
@@ -128,7 +128,7 @@ def test_a_run_that_does_not_fit_gets_no_speed_or_cost_claim(capsys):
     """A run that cannot execute has no throughput, time or cost: the verdict says what it would take to fit."""
     with pvl.open(SAMPLES / "bert_large_1ipu_oom.pvl") as p:
         v = verdict(p)
-        peak = p.memory.by_tile()["total"].max()
+        peak = p.stored_table("memory_by_tile")["total"].max()
     assert not v.ipu.fits and "does NOT fit" in v.headline() and v.gpu.fits
     head = v.headline()
     assert "no speed or cost claim" in head and "faster" not in head and "cheaper" not in head
@@ -150,14 +150,14 @@ def test_gpu_memory_fit_uses_ipu_activations():
     with pvl.open(SAMPLES / "conv_block_mk2.pvl") as p:      # not a transformer: the IPU run's live bytes
         v = verdict(p)
     m = v.gpu_estimate.memory
-    assert m["activation_bytes"] > 0 and m["params"] == pytest.approx(ge.params_from_ops(p.ops))
+    assert m["activation_bytes"] > 0 and m["params"] == pytest.approx(ge.params_from_ops(p.stored_table("ops")))
     assert any("not-always-live" in n for n in v.notes)
 
 
 def _bert_large_shim(tiny, samples_per_step):
     """tiny's ops under a BERT-Large MLPerf config (packs of 512 tokens, 2 sequences per pack)."""
     class Shim:
-        ops, target, steps, memory = tiny.ops, tiny.target, tiny.steps, tiny.memory
+        ops, target, steps, memory = tiny.stored_table("ops"), tiny.target, tiny.stored_table("steps"), tiny.memory
         run = dict(tiny.run) | {
             "config": dict(model="bert-large", hidden=1024, heads=16, seq=512, layers=24, packing=2.0, batch=2,
                            optimizer="lamb", precision="fp16", training=True),

@@ -45,20 +45,20 @@ def pipe(runs):
 def test_profile_records_op_counts(pipe):
     assert (pipe.format_version, pipe.format_minor) >= (2, 2)
     oc = pipe.run["op_counts"]
-    n = len(pipe.ops)
+    n = len(pipe.stored_table("ops"))
     per_step, calls, rpc = (np.array(oc[k]) for k in ("runs_per_step", "calls_per_microbatch", "runs_per_call"))
     assert len(per_step) == len(calls) == len(rpc) == n
     assert (per_step == calls * rpc * G).all()
-    body = pipe.ops["name"].str.contains("/layer/").to_numpy()
+    body = pipe.stored_table("ops")["name"].str.contains("/layer/").to_numpy()
     assert set(calls[body]) == {LAYERS // S} and set(calls[~body]) == {1}
     # recomputation replays exactly the layer body's forward ops: one more run per call
-    fwd = body & ~pipe.ops["name"].str.contains(r"_dw|_dx|_bwd|_dp|_dv|_dq|_dk|dx_add", regex=True).to_numpy()
+    fwd = body & ~pipe.stored_table("ops")["name"].str.contains(r"_dw|_dx|_bwd|_dp|_dv|_dq|_dk|dx_add", regex=True).to_numpy()
     assert (rpc[fwd] == 2).all() and (rpc[~fwd] == 1).all()
 
 
 def test_old_format_reconstruction_matches_the_written_counts(pipe):
     class Old:  # the same profile as a 2.0 writer left it: no op_counts
-        ops, target, programs = pipe.ops, pipe.target, pipe.programs
+        ops, target, programs = pipe.stored_table("ops"), pipe.target, pipe.stored_table("programs")
         run = {k: v for k, v in pipe.run.items() if k != "op_counts"}
 
     new, old = wl.op_counts(pipe), wl.op_counts(Old())
@@ -70,7 +70,7 @@ def test_old_format_reconstruction_matches_the_written_counts(pipe):
 def test_gpu_pass_is_one_microbatch_of_the_model(pipe, runs):
     mp = wl.model_pass(pipe)
     c = mp.counts
-    ops = pipe.ops
+    ops = pipe.stored_table("ops")
     # kernels: one per layer call of every op (no optimizer updates on this path), no recompute runs
     assert len(mp.ops) == int(c.model_calls.sum())
     assert mp.dropped_recompute == int(c.recompute_runs.sum()) > 0
@@ -129,7 +129,7 @@ def test_roofline_rows_compare_like_with_like(pipe):
     a = analyze(pipe, gpus=("a100-80gb",))
     c = wl.op_counts(pipe)
     ops = a.ops.reset_index(drop=True)
-    one = ge.estimate_ops(wl.per_run(pipe.ops.reset_index(drop=True), c), "a100-80gb")
+    one = ge.estimate_ops(wl.per_run(pipe.stored_table("ops").reset_index(drop=True), c), "a100-80gb")
     assert np.allclose(ops["a100-80gb_est_time_s"], one["est_time_s"] * c.table_runs)
     # GPU intensity is per run (totals over totals), not step FLOPs over one run's bytes
     mm = ops.index[ops["name"].str.endswith("layer/ffn/matmul1")][0]
@@ -142,12 +142,12 @@ def test_roofline_rows_compare_like_with_like(pipe):
 
 def test_bad_op_counts_are_refused_clearly(pipe, tmp_path, capsys):
     class Bad:
-        ops, target, programs = pipe.ops, pipe.target, pipe.programs
+        ops, target, programs = pipe.stored_table("ops"), pipe.target, pipe.stored_table("programs")
         run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_call=[1, 2])}
 
     with pytest.raises(ProfileError, match="one count per op"):  # the run record's check (profile/run_record.py)
         verdict(Bad())
-    Bad.run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_step=[-1] * len(pipe.ops))}
+    Bad.run = dict(pipe.run) | {"op_counts": dict(pipe.run["op_counts"], runs_per_step=[-1] * len(pipe.stored_table("ops")))}
     with pytest.raises(ProfileError, match=r"runs_per_step'\]: \[0\]: -1 is outside 0\.\."):
         wl.op_counts(Bad())
     with pytest.raises(ConfigError, match="gpu-micro-batch"):

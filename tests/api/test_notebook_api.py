@@ -3,7 +3,6 @@ managers, one money / duration format."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +34,9 @@ def test_tables_are_documented_and_edits_stay_local(sample):
         s = p.steps
         s["cycles"] = 0
         s.loc[0, "kind_name"] = "sync"
+        m = p.memory.by_tile()
+        m["total_bytes"] = -1
+        assert (p.memory.by_tile()["total_bytes"] > 0).all() and (p.stored_table("memory_by_tile")["total"] > 0).all()
         assert int(p.steps["cycles"].sum()) == before > 0
         assert p.steps is not p.steps
 
@@ -42,7 +44,7 @@ def test_tables_are_documented_and_edits_stay_local(sample):
 def test_window_frame_is_labelled(sample):
     with pvl.open(sample) as p:
         w = p.step_tiles.window(3, 6, tiles=[5, 7])
-        f = w.frame()
+        f = w.to_frame()
         assert list(f.columns) == ["step", "tile", "cycles", "bytes_in", "bytes_out"]
         assert list(f["step"]) == [3, 3, 4, 4, 5, 5] and list(f["tile"]) == [5, 7] * 3
         np.testing.assert_array_equal(f["cycles"].to_numpy().reshape(3, 2), w.cycles)
@@ -74,16 +76,10 @@ def test_compare_typed_and_closes():
 
 
 def test_open_sweep_nullable_booleans(tmp_path):
-    from popvision_lite.sweep.results import LEAD, METRICS, RESULTS, TAIL
+    from tests.support.sweep_table import write_sweep_table
 
-    cols = list(dict.fromkeys([*LEAD, *METRICS, "timing_only", *TAIL]))
-    rows = [{c: "" for c in cols} for _ in range(2)]
-    rows[0].update(status="ok", fits="True", timing_only="True", profile="a.pvl")
-    rows[1].update(status="failed", fits="", timing_only="", error="boom")
-    with open(tmp_path / RESULTS, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+    write_sweep_table(tmp_path, ["timing_only"], [dict(status="ok", fits="True", timing_only="True", profile="a.pvl"),
+                                                  dict(status="failed", fits="", timing_only="", error="boom")])
     df = pvl.open_sweep(tmp_path)
     assert df["fits"].dtype == "boolean" and df["timing_only"].dtype == "boolean"
     assert len(df[df.fits]) == 1 and bool(pd.isna(df["fits"].iloc[1]))

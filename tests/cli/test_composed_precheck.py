@@ -16,7 +16,10 @@ def test_cli_refuses_an_oversized_composed_run_before_building(tmp_path, monkeyp
         raise AssertionError("a stage graph was built")
 
     monkeypatch.setattr(pipeline, "StageGraph", boom)
-    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 16 * 2**30)
+    cfg = make_config("gpt3-175b", ipus=64, replicas=64)  # a whole GPT-3 175B layer on each IPU
+    have = 4 * 2**30
+    assert estimate(cfg, timing_only=True).bytes > have // 2
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: have)
     out = tmp_path / "x.pvl"
     rc, _, err = cli(["emulate", "gpt3-175b", "--ipus", "64", "--replicas", "64", "--timing-only", "-q",
                       "-o", str(out)])

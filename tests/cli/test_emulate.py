@@ -52,7 +52,7 @@ def test_a_pipelined_runs_split_is_the_one_info_prints(tmp_path, capsys):
                for m in re.findall(r"(\w+) ([\d,]+) cycles \(([\d.]+)%", line)}
     with pvl.open(out) as p:
         rt = run_totals(p)
-        steps = p.steps
+        steps = p.stored_table("steps")
     assert printed == {k: (rt.part_cycles[k], round(100 * rt.part_share[k], 1)) for k in PARTS}
     assert f"waiting for other IPUs {rt.waiting_cycles:,}" in line
     assert main(["info", str(out)]) == 0
@@ -155,7 +155,7 @@ def test_out_of_memory_exit_3_and_profile_written(tmp_path, capsys):
     with pvl.open(out) as p:
         assert f"why: {pvl.binding_constraint(p).headline()}" in captured.err
         assert p.run["fits"] is False
-        by_tile = p.memory.by_tile()
+        by_tile = p.stored_table("memory_by_tile")
         assert by_tile["over_capacity"].any()
         worst = by_tile["total"].idxmax()
         assert f"tile {worst} " in captured.out

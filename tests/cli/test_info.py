@@ -23,11 +23,11 @@ def test_info_json_matches_profile(path, capsys):
     assert main(["info", str(path), "--json", "--top", "3"]) == 0
     s = json.loads(capsys.readouterr().out)
     with open_profile(path) as p:
-        steps = p.steps
+        steps = p.stored_table("steps")
         assert s["steps"] == len(steps) == 150
         assert s["total_cycles"] == steps["end_cycle"].iloc[-1] - steps["start_cycle"].iloc[0]
         assert sum(k["steps"] for k in s["step_kinds"].values()) == 150
-        tot = p.memory.by_tile()["total"].to_numpy()
+        tot = p.stored_table("memory_by_tile")["total"].to_numpy()
         assert s["memory"]["max_tile_bytes"] == tot.max() and s["memory"]["max_tile"] == int(np.argmax(tot))
         assert s["memory"]["tiles_over_capacity"] == 2
         rt = run_totals(p)  # the one definition: cycles per step, share of the IPU time of both IPUs

@@ -75,3 +75,22 @@ def test_control_characters_in_a_record_are_not_written(cli, tmp_path):
     finally:
         sys.stderr = old
     assert buf.getvalue() == "popvision-lite test: warning: a name \ufffd]52;c;aGk=\ufffd here\n"
+
+
+def test_a_library_that_reconfigured_logging_does_not_silence_a_command(cli, tmp_path):
+    """logging.config.dictConfig (import-linter's CLI runs it, in the same process as the tests) disables every
+    logger that exists; a command's warnings still show."""
+    import logging.config
+
+    import popvision_lite.cli.emulate  # noqa: F401  (its logger exists before the reconfiguration)
+
+    loggers = [lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    was = {lg: lg.disabled for lg in loggers}
+    try:
+        logging.config.dictConfig({"version": 1})
+        assert logging.getLogger("popvision_lite.cli.emulate").disabled
+        rc, out, err = cli(["emulate", "--config", _config(tmp_path), "--timing-only", "-o", tmp_path / "r.pvl"])
+        assert rc == 0 and "popvision-lite emulate: warning: " in err, err
+    finally:  # the other tests' loggers as they were
+        for lg, disabled in was.items():
+            lg.disabled = disabled

@@ -21,7 +21,7 @@ def _open(name):
 
 
 def _compute_cycles(p):
-    s = p.steps
+    s = p.stored_table("steps")
     return int((s.end_cycle - s.start_cycle)[s.kind == STEP_KIND_CODE["compute"]].sum())
 
 
@@ -33,7 +33,7 @@ def test_regenerates_identically(tmp_path, name):
             pd.testing.assert_frame_equal(getattr(old, table), getattr(new, table), obj=table)
         np.testing.assert_array_equal(old.memory.array(), new.memory.array())
         np.testing.assert_array_equal(old.liveness.tile_bytes(), new.liveness.tile_bytes())
-        n = len(old.steps)
+        n = len(old.stored_table("steps"))
         wo, wn = old.step_tiles.window(0, n), new.step_tiles.window(0, n)
         for attr in ("cycles", "bytes_in", "bytes_out"):
             np.testing.assert_array_equal(getattr(wo, attr), getattr(wn, attr))
@@ -109,7 +109,7 @@ def test_oom_sample_is_bert_large_sized_and_out_of_memory():
         cfg = p.run["config"]
         assert (cfg["hidden"], cfg["heads"], cfg["ipus"]) == (1024, 16, 1)
         assert p.run["fits"] is False and p.run["timing_only"] is True
-        mt = p.memory.by_tile()
+        mt = p.stored_table("memory_by_tile")
         assert mt["over_capacity"].sum() > 100
         worst = p.run["oom_tiles"][0]
         assert worst[2] == mt["total"].max() > p.target.sram_bytes_per_tile
@@ -118,7 +118,7 @@ def test_oom_sample_is_bert_large_sized_and_out_of_memory():
 def test_pipeline_sample_uses_every_ipu():
     with _open("bert_mini_4ipu_pipeline.pvl") as p:
         assert p.target.num_ipus == 4 and p.run["fits"]
-        steps = p.steps
+        steps = p.stored_table("steps")
         assert (steps.kind == STEP_KIND_CODE["exchange_global"]).any()
         assert set(steps.ipu[steps.kind == STEP_KIND_CODE["compute"]]) >= {0, 1, 2, 3}
         assert all(c["passed"] for c in p.run["numeric_checks"].values())
@@ -138,4 +138,4 @@ def test_bert_large_stack_pipelined_over_4_ipus_needs_less_per_tile():
     cap = r.profile_data.target.sram_bytes_per_tile
     assert ts[1]["fits"] and ts[2]["fits"] and ts[1]["max_tile_bytes"]["need"] <= cap
     with _open("bert_large_1ipu_oom.pvl") as one:
-        assert one.memory.by_tile()["total"].max() > max(t["max_tile_bytes"]["need"] for t in ts[1:3])
+        assert one.stored_table("memory_by_tile")["total"].max() > max(t["max_tile_bytes"]["need"] for t in ts[1:3])

@@ -258,9 +258,9 @@ def test_profile_tables_follow_schema_and_write(tmp_path, mk2):
         assert tuple(df.columns) == cols, name
     with pvl.open(tmp_path / "mm.pvl") as p:
         assert p.run["model"] == "tiny-mm" and p.run["fits"]
-        assert len(p.steps) == len(pdata.steps)
+        assert len(p.stored_table("steps")) == len(pdata.stored_table("steps"))
         np.testing.assert_array_equal(p.memory.array(), pdata.memory)
-        w = p.step_tiles.window(0, len(pdata.steps))
+        w = p.step_tiles.window(0, len(pdata.stored_table("steps")))
         np.testing.assert_array_equal(w.cycles, np.asarray(pdata.step_tile_cycles))
 
 

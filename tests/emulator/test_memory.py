@@ -159,10 +159,10 @@ def test_out_of_memory_raises_and_writes_readable_profile(tmp_path, mk2):
     assert err.profile_path == str(path) and path.exists()
     with pvl.open(path) as p:
         assert p.run["fits"] is False
-        by_tile = p.memory.by_tile()
+        by_tile = p.stored_table("memory_by_tile")
         assert bool(by_tile.loc[7, "over_capacity"]) and not bool(by_tile.loc[8, "over_capacity"])
         assert by_tile.loc[7, "total"] > cap
-        assert len(p.steps) > 0  # execution costs still computed without numerics
+        assert len(p.stored_table("steps")) > 0  # execution costs still computed without numerics
     # allow_out_of_memory: no raise, fits False
     res = eng.run(allow_out_of_memory=True)
     assert res.fits is False and res.profile_data.run["fits"] is False
@@ -178,9 +178,9 @@ def test_vertices_table_agrees_with_memory_and_compute_sets(mk2):
     g.add_vertices(cs, C.SCALE, tiles, fields={"in": y.regions(starts, sizes), "out": x.regions(starts, sizes)},
                    params={"scale": np.full(len(tiles), 0.5, np.float32)})
     pdata = Engine(g, P.Execute(cs), mode="timing").run().profile_data
-    v = pdata.vertices
+    v = pdata.stored_table("vertices")
     assert set(v["codelet"]) == {"Add", "Scale"}
-    assert v["count"].sum() == pdata.compute_sets.loc[0, "num_vertices"] == 2 * len(tiles)
+    assert v["count"].sum() == pdata.stored_table("compute_sets").loc[0, "num_vertices"] == 2 * len(tiles)
     per_tile_state = v.groupby("tile")["state_bytes"].sum()
     mem_state = pdata.memory[:, CATEGORY_CODE["vertexInstanceState"], 0]
     np.testing.assert_array_equal(per_tile_state.to_numpy(), mem_state[per_tile_state.index])
@@ -220,7 +220,7 @@ def test_vertex_instances_one_definition_for_memory_and_the_vertices_table(mk2):
     one = cm.vertex_state_bytes(grp)
     assert mem_state[0] == mem_state[1] == one  # one ReduceAdd vertex a tile, not 9
     assert mem_state[2] == mk2.threads_per_tile * (C.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
-    v = pdata.vertices
+    v = pdata.stored_table("vertices")
     per_tile_state = v.groupby("tile")["state_bytes"].sum()
     np.testing.assert_array_equal(per_tile_state.to_numpy(), mem_state[per_tile_state.index])
     # the table still counts the graph's vertices (regions), as the compute sets table does

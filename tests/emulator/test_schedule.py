@@ -259,7 +259,7 @@ def test_cli_prints_samples_per_second_and_schedule(tmp_path, capsys):
         assert p.run["samples_per_second"] > 0 and p.run["schedule"]["replicas"] == 2
         assert p.run["schedule"]["stream_cycles"] > 0 and p.run["schedule"]["allreduce_cycles"] > 0
         assert p.target.num_ipus == 2  # one replica's pipeline
-        assert (p.steps.kind == 4).any()  # stream-copy steps for the off-chip state
+        assert (p.stored_table("steps").kind == 4).any()  # stream-copy steps for the off-chip state
 
 
 def test_whole_graph_models_replicate_with_numerics_checked():

@@ -85,7 +85,7 @@ def test_liveness_overlay_and_tables(qtbot, run_pairs):
     assert len(ops.model.df) > 0 and ops.model.df["name"].str.contains("recompute").all()
     steps = w.show_page("steps")
     assert steps.tables()["steps"]["cycles_b"].sum() == int(
-        (w.doc_b.profile.steps["end_cycle"] - w.doc_b.profile.steps["start_cycle"]).sum())
+        (w.doc_b.profile.stored_table("steps")["end_cycle"] - w.doc_b.profile.stored_table("steps")["start_cycle"]).sum())
     w.close()
 
 

@@ -55,7 +55,7 @@ def _x(bar):
 
 # ------------------------------------------------------------------ step lane and its names
 def test_step_lane_draws_each_step_once_in_its_kind_then_a_raster(qapp, prof, index):
-    lane = StepLaneItem(index, 2, prof.steps)
+    lane = StepLaneItem(index, 2, prof.stored_table("steps"))
     x0, x1 = float(index.start[10]), float(index.end[30])
     origin = float(np.floor(x0))
     drawn = lane.draw(x0, x1, 1000, origin)

@@ -57,7 +57,7 @@ def test_whole_run_draws_summary_raster_and_chart(view):
     assert img.shape[1] == view.tile_lanes.raster.util.shape[1] <= w + 1 and img.shape[0] <= h + 1
     # per-step chart buckets hold every cycle of the run, by kind
     b = view.last_bins
-    dur = (p.steps.end_cycle - p.steps.start_cycle).to_numpy()
+    dur = (p.stored_table("steps").end_cycle - p.stored_table("steps").start_cycle).to_numpy()
     np.testing.assert_allclose(b.cycles.sum(), dur.sum())
     assert view.chart_plot.getAxis("left").labelText.startswith("mean cycles")
 
@@ -258,7 +258,7 @@ def test_selection_of_op_with_its_own_range_tiles_and_program(view):
     o = view.tile_band.opts
     bands = sorted(zip(np.asarray(o["y0"]).tolist(), np.asarray(o["height"]).tolist(), strict=True))
     assert bands == [(3.0, 3.0), (90.0, 1.0)]   # tiles 3-5 and 90 as two bands
-    prog = int(view.profile.programs.prog_id[view.profile.programs.first_step >= 0].iloc[2])
+    prog = int(view.profile.stored_table("programs").prog_id[view.profile.stored_table("programs").first_step >= 0].iloc[2])
     view.document.selection.update(source="program_tree", prog_id=prog, op_id=None, step_range=None, tiles=())
     assert view.highlight_steps.tolist() == S.program_steps(view.profile, prog).tolist()
     view.refresh()
@@ -311,10 +311,13 @@ class _Shifted:
 
     def __init__(self, p):
         self._p = p
-        st = p.steps.copy()
+        st = p.stored_table("steps").copy()
         st["start_cycle"] += self.OFFSET
         st["end_cycle"] += self.OFFSET
         self.steps = st
+
+    def stored_table(self, name):  # what the views read
+        return self.steps if name == "steps" else self._p.stored_table(name)
 
     def __getattr__(self, name):
         return getattr(self._p, name)

@@ -147,7 +147,7 @@ def test_cli_views_png_svg_csv(qtbot, small_profile, tmp_path):
     with pvl.open(small_profile) as p:
         df = pd.read_csv(tmp_path / "m.csv")
         assert len(df) == p.target.num_tiles
-        np.testing.assert_array_equal(df["total"], p.memory.array().sum(axis=(1, 2)))
+        np.testing.assert_array_equal(df["total_bytes"], p.memory.array().sum(axis=(1, 2)))
 
 
 def test_cli_compare_outputs(qtbot, run_pairs, tile_mismatch, tmp_path):
@@ -399,8 +399,8 @@ def test_cli_steps_and_execution_tables_differ(small_profile, tmp_path):
     assert "start_cycle" in s.columns and list(e.columns) == ["ipu", "step", "kind", "op", "start_s", "end_s",
                                                               "duration_s"]
     with pvl.open(small_profile) as p:
-        st, clock = p.steps, p.target.clock_hz
-        names = p.ops["name"]
+        st, clock = p.stored_table("steps"), p.target.clock_hz
+        names = p.stored_table("ops")["name"]
     assert len(e) == len(s) == len(st)
     row = e.set_index("step").loc[int(st["step"].iloc[-1])]
     assert row["end_s"] == pytest.approx(st["end_cycle"].iloc[-1] / clock)

@@ -31,7 +31,7 @@ def test_renders_findings_worst_first(view):
     text = view.browser.toPlainText()
     assert text.index("Out of memory") < text.index("Why it does not fit") < text.index("Try recomputation") \
         < text.index("Tiles using the most memory")
-    bt = view.document.profile.memory.by_tile()
+    bt = view.document.profile.stored_table("memory_by_tile")
     worst = int((bt["total"] - bt["capacity"]).idxmax())
     assert f"tile {worst} needs {int(bt.loc[worst, 'total']):,} B" in text
     assert view.status.text().startswith(f"{len(view.findings)} findings: 2 errors, ")  # out of memory, why
@@ -51,7 +51,7 @@ def test_links_select_tiles_ops_and_variables(view, qtbot):
     assert f"pvl:finding-tiles/{i}" in links
     doc.selection.clear()
     view.follow(f"pvl:finding-tiles/{i}")
-    bt = doc.profile.memory.by_tile()
+    bt = doc.profile.stored_table("memory_by_tile")
     assert sorted(doc.selection.state.tiles) == bt.index[bt["over_capacity"]].tolist()
     # an op link selects the op with its tiles and steps
     assert "pvl:op/0" in links
@@ -59,7 +59,7 @@ def test_links_select_tiles_ops_and_variables(view, qtbot):
     qtbot.waitUntil(lambda: doc.selection.state.op_id == 0 and doc.selection.state.tiles != ())
     assert doc.selection.state.step_range == (0, 5) and doc.selection.state.tiles == (0, 1, 2, 3, 4)
     # a variable link selects the tiles the variable lives on
-    vt = doc.profile.variable_tiles
+    vt = doc.profile.stored_table("variable_tiles")
     view.follow("pvl:var/3")
     assert doc.selection.state.tiles == tuple(sorted(vt[vt["var_id"] == 3]["tile"].tolist()))
     assert doc.selection.state.op_id is None
@@ -71,7 +71,7 @@ def test_compare_with_recompute_run(view, paths, qtbot):
     assert w is not None
     f = view.extra[-1]
     with pvl.open(paths[1]) as rc:
-        saved = int(view.document.profile.liveness_steps["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
+        saved = int(view.document.profile.stored_table("liveness_steps")["total_bytes"].max() - rc.liveness_steps["total_bytes"].max())
     assert f.numbers["saved_peak_bytes"] == saved
     assert f"saved {saved:,} B" in view.browser.toPlainText()
 

@@ -30,7 +30,7 @@ def test_click_on_step_lists_live_variables(qtbot, live):
     qtbot.mouseClick(live.plot.viewport(), Qt.LeftButton, pos=pos)
     assert live.lstep == step
     assert seen and seen[-1].lstep == step and seen[-1].source == "liveness"
-    ls = prof.liveness_steps
+    ls = prof.stored_table("liveness_steps")
     assert seen[-1].prog_id == int(ls.loc[ls["lstep"] == step, "prog_id"].iloc[0])
     expect = live_variables(prof, step, tile=live.tile)
     assert live.var_model.rowCount() == len(expect) > 0
@@ -76,7 +76,7 @@ def test_variable_click_selects_its_producing_op(qtbot, live):
 
 
 def test_always_live_variables_listed(qtbot, live):
-    v = live.profile.variables
+    v = live.profile.stored_table("variables")
     expect = v.loc[v["always_live"], "var_id"]
     assert set(live.always_model.df["var_id"]) == set(expect) and len(expect) > 0
     assert f"({len(expect):,})" in live.table_tabs.tabText(1)
@@ -116,7 +116,7 @@ def test_a_variable_live_in_several_intervals_shows_the_one_live_at_the_step(qtb
     run_model(make_config("bert", layers=2, recompute=True), "ipu-mk2", timing_only=True, profile_path=path)
     doc = Document(open_profile(path))
     view = show_view(qtbot, LivenessView(doc))
-    iv = doc.profile.variable_intervals
+    iv = doc.profile.stored_table("variable_intervals")
     counts = iv.groupby("var_id").size()
     var = int(counts.index[0])
     later = iv[iv["var_id"] == var].sort_values("first_lstep").iloc[-1]
@@ -129,7 +129,7 @@ def test_a_variable_live_in_several_intervals_shows_the_one_live_at_the_step(qtb
              ("first_lstep", "last_lstep", "intervals")}
     assert shown == {"first_lstep": f"{int(later['first_lstep']):,}", "last_lstep": f"{int(later['last_lstep']):,}",
                      "intervals": f"{int(counts[var]):,}"}
-    span_first = int(doc.profile.variables.set_index("var_id").loc[var, "first_lstep"])
+    span_first = int(doc.profile.stored_table("variables").set_index("var_id").loc[var, "first_lstep"])
     assert span_first < int(later["first_lstep"])  # the span's start is not what the row shows
     heads = [view.var_model.headerData(i, QtCore.Horizontal) for i in range(len(cols))]
     assert heads[cols.index("first_lstep")] == "live from" and heads[cols.index("intervals")] == "intervals"

@@ -42,7 +42,7 @@ def test_click_on_tile_shows_its_breakdown_and_variables(qtbot, mem):
     assert mem.tile == tile
     assert seen and seen[-1].tiles == (tile,) and seen[-1].source == "memory"
     # variables table: exactly the variables with bytes on that tile, with those bytes
-    vt = mem.profile.variable_tiles
+    vt = mem.profile.stored_table("variable_tiles")
     expect = vt[vt["tile"] == tile].groupby("var_id")["bytes"].sum()
     df = mem.var_model.df
     assert mem.var_model.rowCount() == len(expect) > 0
@@ -152,7 +152,7 @@ def test_selection_from_another_view_highlights_tiles(qtbot, mem):
     # an op selection without tiles is resolved through analysis.selection
     from popvision_lite.analysis.selection import op_tiles
 
-    op = int(mem.profile.ops["op_id"].iloc[0])
+    op = int(mem.profile.stored_table("ops")["op_id"].iloc[0])
     mem.document.selection.update(source="operations", op_id=op, tiles=())
     np.testing.assert_array_equal(np.sort(mem.highlight_tiles), np.sort(op_tiles(mem.profile, op)))
     mem.document.selection.clear(source="operations")
@@ -196,7 +196,7 @@ def test_variable_click_highlights_its_tiles(qtbot, mem):
     var_id = int(mem.var_model.row(row)["var_id"])
     rect = mem.var_table.visualRect(mem.var_model.index(row, 0))
     qtbot.mouseClick(mem.var_table.viewport(), Qt.LeftButton, pos=rect.center())
-    vt = mem.profile.variable_tiles
+    vt = mem.profile.stored_table("variable_tiles")
     expect = np.unique(vt.loc[vt["var_id"] == var_id, "tile"])
     np.testing.assert_array_equal(mem.highlight_tiles, expect)
     assert mem.document.selection.state.tiles == tuple(int(t) for t in expect)

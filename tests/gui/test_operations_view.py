@@ -40,7 +40,7 @@ def _col(view, key):
 
 
 def test_sort_is_numeric_on_every_numeric_column(view, doc):
-    ops = doc.profile.ops.set_index("op_id")
+    ops = doc.profile.stored_table("ops").set_index("op_id")
     for key in ("cycles", "flops", "bytes_sram", "tiles_used", "pct_run", "exchange_cycles"):
         c = _col(view, key)
         view.table.sortByColumn(c, Qt.DescendingOrder)

@@ -47,7 +47,7 @@ def test_execution_step_lane_has_overlapping_ipu_sub_lanes(qtbot, path):
     qtbot.waitExposed(v)
     idx = v.index
     # zoom to the overlap of IPU 0 and IPU 1 (the steady cycle): few steps -> exact bars
-    st = doc.profile.steps
+    st = doc.profile.stored_table("steps")
     a = st[st.ipu == 0]
     b = st[st.ipu == 1]
     lo = max(a.start_cycle.min(), b.start_cycle.min())
@@ -107,7 +107,7 @@ def test_zoomed_out_step_lane_keeps_one_band_per_ipu():
         assert img.shape[0] == rows * n
         x0, x1 = v.x_range()
         w, _h = v._pixels()
-        lanes = lane_indexes(doc.profile.steps, n)
+        lanes = lane_indexes(doc.profile.stored_table("steps"), n)
         bands = [img[i * rows:(i + 1) * rows] for i in range(n)]
         for i in range(n):  # IPU 0 at the bottom (row 0 of the image), as the exact bars
             np.testing.assert_array_equal(bands[i], kind_share_image(lanes[i], x0, x1, w, rows))

@@ -39,7 +39,7 @@ def exe(qtbot, doc):
 # ------------------------------------------------------------------ analysis: the phases as drawn
 def test_phase_spans_follow_the_phases_table(prof):
     spans = sp.phase_spans(prof)
-    ph = prof.phases
+    ph = prof.stored_table("phases")
     assert [s.name for s in spans] == list(ph["name"])
     for s, r in zip(spans, ph.itertuples(), strict=True):
         assert s.start == r.start_cycle and s.end == r.start_cycle + r.cycles * r.runs_per_step
@@ -48,11 +48,11 @@ def test_phase_spans_follow_the_phases_table(prof):
     assert steady.label == "steady state x14"
     # the hidden stretch is exactly the part of the steady state no stored step covers
     (a, b), = steady.hidden
-    st = prof.steps.iloc[steady.first_step:steady.last_step + 1]
+    st = prof.stored_table("steps").iloc[steady.first_step:steady.last_step + 1]
     assert a == st["end_cycle"].max() and b == steady.end
     assert sp.hidden_at(spans, (a + b) / 2) is steady and sp.hidden_at(spans, a - 1) is None
     # the step ends where the last phase ends
-    assert sp.run_end(spans, int(prof.steps["end_cycle"].max())) == spans[-1].end == run_totals(prof).step_cycles
+    assert sp.run_end(spans, int(prof.stored_table("steps")["end_cycle"].max())) == spans[-1].end == run_totals(prof).step_cycles
 
 
 def test_traffic_of_data_phases(prof):

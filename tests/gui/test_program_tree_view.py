@@ -66,9 +66,9 @@ def test_selecting_node_selects_its_steps(view, doc):
         for q in PROGRAMS:  # parent before child
             if q[1] in sub:
                 sub.add(q[0])
-        rows = p.programs[p.programs["prog_id"].isin(sub) & (p.programs["first_step"] >= 0)]
+        rows = p.stored_table("programs")[p.stored_table("programs")["prog_id"].isin(sub) & (p.stored_table("programs")["first_step"] >= 0)]
         assert st.step_range == (int(rows["first_step"].min()), int(rows["last_step"].max()) + 1)
-        steps = p.steps[p.steps["prog_id"].isin(sub)]
+        steps = p.stored_table("steps")[p.stored_table("steps")["prog_id"].isin(sub)]
         assert st.op_id == (PROGRAMS[prog][4] if PROGRAMS[prog][4] >= 0 else None)
         assert set(st.tiles) <= set(range(p.target.num_tiles))
         if prog == 7:
@@ -110,7 +110,7 @@ def test_op_with_several_nodes_selects_them_all(view, doc):
 
 def test_step_range_from_timeline_selects_the_programs_that_issued_it(view, doc):
     doc.selection.update(source="execution", step_range=(4, 7))
-    st = doc.profile.steps
+    st = doc.profile.stored_table("steps")
     want = sorted(set(st["prog_id"][(st["step"] >= 4) & (st["step"] < 7)]))
     assert view.selected_programs() == want == [4, 5, 6]
     assert doc.selection.state.source == "execution"

@@ -203,7 +203,7 @@ def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch)
         qtbot.addWidget(v)
         assert v.analysis is None and "Computing" in v.notes.text()   # returned at once
         qtbot.waitUntil(lambda: v.analysis is not None, timeout=10000)
-        assert "ipu" in v.points.scatter and v.table.model().rowCount() == len(prof.ops) + 1
+        assert "ipu" in v.points.scatter and v.table.model().rowCount() == len(prof.stored_table("ops")) + 1
         # a second identical request is served from the document cache, synchronously
         v.refresh()
         assert v.analysis is v.document.cached(v._pending_key, lambda: None)

@@ -187,7 +187,7 @@ def _walk_views(qtbot, audit, dw, doc):
         view = dw.show_view(key)
         qtbot.waitUntil(lambda v=view: not callable(getattr(v, "is_ready", None)) or v.is_ready(), timeout=60000)
         qtbot.wait(50)
-    op_id = int(doc.profile.ops["op_id"].iloc[1])
+    op_id = int(doc.profile.stored_table("ops")["op_id"].iloc[1])
     select_op(doc, op_id, "test")
     qtbot.wait(200)
     views = dw.built_views()

@@ -214,8 +214,8 @@ def test_unknown_summary_level_and_table(good):
         with pytest.raises(ProfileError, match="stored levels"):
             p.step_tiles.summary(3, 3)
         with pytest.raises(ProfileError, match="unknown table"):
-            p.table("nope")
-        with pytest.raises(ProfileError, match="tile index out of range"):
+            p.stored_table("nope")
+        with pytest.raises(ValueError, match=r"tiles: tile 32 is out of range 0 \.\. 31"):  # the caller's mistake
             p.step_tiles.window(0, 10, tiles=[0, 32])
     with pytest.raises(ProfileError, match="closed"):
         p.memory.array()
@@ -353,8 +353,8 @@ def test_writer_casts_to_schema_dtypes_and_refuses_bad_values(small_data, tmp_pa
     ops["plan"] = np.arange(len(ops))                   # text column given numbers: stored as text
     out = write_profile(tmp_path / "ok.pvl", schema.ProfileData(**{**small_data.__dict__, "ops": ops}))
     with open_profile(out) as p:
-        assert p.ops["op_id"].dtype == np.int32 and p.ops["flops"].dtype == np.int64
-        assert list(p.ops["plan"]) == [str(i) for i in range(len(ops))]
+        assert p.stored_table("ops")["op_id"].dtype == np.int32 and p.stored_table("ops")["flops"].dtype == np.int64
+        assert list(p.stored_table("ops")["plan"]) == [str(i) for i in range(len(ops))]
     for col, bad, words in (("flops", np.nan, "NaN"), ("flops", 0.5, "fractional"),
                             ("ipu", 40_000, "outside int16"), ("cycles", "lots", "numeric")):
         o = small_data.ops.copy()
@@ -373,8 +373,8 @@ def test_reader_casts_wider_ints_and_rejects_text_for_numbers(copy):
         del h["tables/steps/op_id"]
         h["tables/steps"].create_dataset("op_id", data=v.astype(np.int64))
     with open_profile(f) as p:
-        assert p.steps["op_id"].dtype == np.int32
-        np.testing.assert_array_equal(p.steps["op_id"], v)
+        assert p.stored_table("steps")["op_id"].dtype == np.int32
+        np.testing.assert_array_equal(p.stored_table("steps")["op_id"], v)
     with h5py.File(f, "r+") as h:
         h["tables/steps/op_id"].attrs["encoding"] = "dictionary"
         h["tables/steps"].create_dataset("op_id.categories", data=np.array(["a"], dtype=object),

@@ -102,7 +102,7 @@ def test_trace_of_a_pipeline_has_no_overlaps_in_a_lane_and_names_its_phases(tmp_
     out = tmp_path / "pipe.json"
     with open_profile(sample) as p:
         counts = export_chrome_trace(p, out)
-        steps, ph = p.steps, p.phases
+        steps, ph = p.stored_table("steps"), p.stored_table("phases")
     _, ev = _load(out)
     xs = [e for e in ev if e["ph"] == "X"]
     assert counts["events"] == len(xs)
@@ -230,29 +230,54 @@ def test_csv_memory_by_tile(prof, tmp_path):
     assert n == len(df) == 48
     assert list(df.columns[:3]) == ["tile", "ipu", "tile_in_ipu"]
     mem = prof.memory.array()
-    for cat in ("variable", "vertexCode", "stack"):
-        np.testing.assert_array_equal(df[cat], mem[:, schema.CATEGORY_CODE[cat], :].sum(axis=1))
-    np.testing.assert_array_equal(df["total"], mem.sum(axis=(1, 2)))
+    for cat, col in (("variable", "variable_bytes"), ("vertexCode", "vertex_code_bytes"), ("stack", "stack_bytes")):
+        np.testing.assert_array_equal(df[col], mem[:, schema.CATEGORY_CODE[cat], :].sum(axis=1))
+    np.testing.assert_array_equal(df["total_bytes"], mem.sum(axis=(1, 2)))
     assert df["over_capacity"].sum() == 2
     assert (df.loc[df["tile"] == 30, "ipu"] == 1).all()
 
 
 def test_csv_ops_and_steps(prof, tmp_path):
+    """The CSV is the notebook form of the table (profile/public.py), its index (the id) the first column and an
+    empty cell where the table has <NA>."""
     export_csv(prof, "ops", tmp_path / "ops.csv")
     ops = pd.read_csv(tmp_path / "ops.csv", keep_default_na=False)
-    assert list(ops["name"]) == list(prof.ops["name"])
-    np.testing.assert_array_equal(ops["flops"], prof.ops["flops"])
-    np.testing.assert_allclose(ops["time_s"], prof.ops["cycles"] / prof.target.clock_hz)
+    stored = prof.stored_table("ops")
+    assert ops.columns[0] == "op_id" and list(ops["op_id"]) == list(stored["op_id"])
+    assert list(ops["name"]) == list(stored["name"])
+    np.testing.assert_array_equal(ops["flops"], stored["flops"])
+    np.testing.assert_allclose(ops["seconds"], stored["cycles"] / prof.target.clock_hz)
     export_csv(prof, "steps", tmp_path / "steps.csv")
-    st = pd.read_csv(tmp_path / "steps.csv", keep_default_na=False)
-    assert len(st) == len(prof.steps)
+    st = pd.read_csv(tmp_path / "steps.csv")
+    ss = prof.stored_table("steps")
+    assert len(st) == len(ss) and st.columns[0] == "step"
     assert set(st["kind_name"]) <= set(schema.STEP_KINDS)
-    np.testing.assert_array_equal(st["cycles"], prof.steps["end_cycle"] - prof.steps["start_cycle"])
-    assert all(c in st.columns for c in schema.TABLE_COLUMNS["steps"])
+    np.testing.assert_array_equal(st["cycles"], ss["end_cycle"] - ss["start_cycle"])
+    assert list(st.columns) == ["step", *prof.steps.columns.insert(list(prof.steps.columns).index("op_id") + 1,
+                                                                    "op_name")]
+    np.testing.assert_allclose(st["runs"], prof.steps["runs"])
     for t in CSV_TABLES:
         assert export_csv(prof, t, tmp_path / f"{t}.csv") >= 0
     with pytest.raises(ConfigError, match="unknown CSV table"):
         export_csv(prof, "nope", tmp_path / "x.csv")
+
+
+def test_csv_leaves_none_empty(tmp_path):
+    """A step of no op (the pipeline sample's copies between IPUs) and a step on every IPU: empty cells, where
+    the file stores -1."""
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    with open_profile(sample) as p:
+        export_csv(p, "steps", tmp_path / "steps.csv")
+        ss = p.stored_table("steps")
+    st = pd.read_csv(tmp_path / "steps.csv")
+    for col, name in (("op_id", "op_name"), ("ipu", None)):
+        none = ss[col].to_numpy() < 0
+        assert none.any() and st.loc[none, col].isna().all() and not st.loc[~none, col].isna().any()
+        assert (st.loc[~none, col] == ss.loc[~none, col]).all()
+        if name:
+            assert st.loc[none, name].isna().all() and not st.loc[~none, name].isna().any()
 
 
 def test_trace_same_with_plain_json_encoder(prof, tmp_path, monkeypatch):

@@ -42,7 +42,7 @@ def test_v2_2_files_open_with_tables_and_arrays_as_stored(path):
     with h5py.File(path, "r", locking=False) as h, pvl.open(path) as p:
         assert (p.format_version, p.format_minor) == (2, 2)
         for name in schema.TABLE_COLUMNS:
-            got = p.table(name)
+            got = p.stored_table(name)
             if f"tables/{name}" not in h:  # a table of a later minor version (3.1: variable_intervals)
                 assert name in schema.OPTIONAL_TABLES and name != "phases" and len(got) == 0, name
                 continue
@@ -65,16 +65,16 @@ def test_v2_2_file_rewritten_as_v3_reads_the_same(path, tmp_path):
         n = p.num_steps
         cyc, b_in, b_out = p.step_tiles.window(0, n)
         data = schema.ProfileData(
-            target=p.target, run=p.run, memory=p.memory.array(), steps=p.steps[list(schema.TABLE_COLUMNS["steps"])],
+            target=p.target, run=p.run, memory=p.memory.array(), steps=p.stored_table("steps")[list(schema.TABLE_COLUMNS["steps"])],
             step_tile_cycles=cyc, step_tile_bytes_in=b_in, step_tile_bytes_out=b_out,
             liveness_tile_bytes=p.liveness.tile_bytes(), extra=p.extra,
-            **{t: p.table(t)[list(schema.TABLE_COLUMNS[t])] for t in schema.TABLE_COLUMNS if t != "steps"})
-        tables = {t: p.table(t) for t in schema.TABLE_COLUMNS}
+            **{t: p.stored_table(t)[list(schema.TABLE_COLUMNS[t])] for t in schema.TABLE_COLUMNS if t != "steps"})
+        tables = {t: p.stored_table(t) for t in schema.TABLE_COLUMNS}
     out = write_profile(tmp_path / "v3.pvl", data)
     with pvl.open(out) as q:
         assert q.format_version == schema.FORMAT_VERSION == 3
         for t, df in tables.items():
-            pd.testing.assert_frame_equal(q.table(t), df, check_dtype=True)
+            pd.testing.assert_frame_equal(q.stored_table(t), df, check_dtype=True)
         for name, arr in zip(STEP_TILE_ARRAYS, q.step_tiles.window(0, n), strict=True):
             np.testing.assert_array_equal(arr, {"step_tile_cycles": cyc, "step_tile_bytes_in": b_in,
                                                 "step_tile_bytes_out": b_out}[name], err_msg=name)

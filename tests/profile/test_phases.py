@@ -35,14 +35,14 @@ def _tiles_the_step(ph: pd.DataFrame, step_cycles: int) -> None:
 def test_older_files_open_with_phases_that_tile_their_step(path):
     with pvl.open(path) as p:
         assert (p.format_version, p.format_minor) < (2, 2)
-        ph = p.phases
+        ph = p.stored_table("phases")
         assert list(ph.columns) == list(schema.TABLE_COLUMNS["phases"])
         for col, dt in schema.COLUMN_DTYPES["phases"].items():
             assert (ph[col].dtype == object) if dt == "str" else (ph[col].dtype == np.dtype(dt)), col
-        _tiles_the_step(ph, int(p.run.get("total_cycles", p.steps["end_cycle"].max())))
+        _tiles_the_step(ph, int(p.run.get("total_cycles", p.stored_table("steps")["end_cycle"].max())))
         # every stored step belongs to a phase, and the phases' step ranges follow each other
         rng = ph[ph["first_step"] >= 0]
-        assert rng["first_step"].iat[0] == 0 and rng["last_step"].iat[-1] == len(p.steps) - 1
+        assert rng["first_step"].iat[0] == 0 and rng["last_step"].iat[-1] == len(p.stored_table("steps")) - 1
         assert (rng["first_step"].to_numpy()[1:] == rng["last_step"].to_numpy()[:-1] + 1).all()
         sch = p.run.get("schedule") or {}
         if "pipeline_cycles" in sch and sch.get("pipeline_depth", sch.get("stages", 1)) > 1:
@@ -58,11 +58,11 @@ def test_rebuilt_rule_gives_the_table_the_writer_stores():
     rule rebuilds the same fill, steady state and drain from the copy steps closing each pipeline cycle."""
     with pvl.open(ROOT / "sample_profiles" / PIPE) as p:
         assert (p.format_version, p.format_minor) >= (2, 2)  # regenerate the samples with make-samples
-        stored = p.phases
+        stored = p.stored_table("phases")
         sch = dict(p.run["schedule"])
         for k in ("fill_cycles", "drain_cycles", "phase_ipu_cycles"):
             sch.pop(k)
-        rebuilt = phases_from_schedule(Schedule.build(sch), p.steps, p.target.clock_hz)
+        rebuilt = phases_from_schedule(Schedule.build(sch), p.stored_table("steps"), p.target.clock_hz)
     cols = ["name", "kind", "start_cycle", "cycles", "runs_per_step", "first_step", "last_step", "stored_runs"]
     pd.testing.assert_frame_equal(rebuilt[cols].reset_index(drop=True), stored[cols].reset_index(drop=True),
                                   check_dtype=False)
@@ -76,7 +76,7 @@ def test_v2_1_fixture_rebuilt_like_the_same_run_stored_by_v2_2():
     with pvl.open(FIXTURES / "v2.1" / PIPE) as old, pvl.open(FIXTURES / "v2.2" / PIPE) as new:
         assert (new.format_version, new.format_minor) == (2, 2)
         cols = ["name", "cycles", "runs_per_step"]
-        pd.testing.assert_frame_equal(old.phases[cols], new.phases[cols], check_dtype=False)
+        pd.testing.assert_frame_equal(old.stored_table("phases")[cols], new.stored_table("phases")[cols], check_dtype=False)
 
 
 def _pipeline_schedule(**kw):

@@ -39,7 +39,7 @@ def test_tables_round_trip(data, path):
         assert p.target == data.target
         assert p.run["config"]["seed"] == 3
         for name, cols in schema.TABLE_COLUMNS.items():
-            got = getattr(p, name)
+            got = p.stored_table(name)
             want = getattr(data, name)
             if want is None and name == "variable_intervals":  # none given: every variable live once
                 want = schema.empty_table(name)
@@ -105,13 +105,16 @@ def test_a_span_above_the_buffer_limit_reads_into_its_own_array(data, path, monk
 
 
 def test_tiles_and_memory_by_tile(data, path):
+    from popvision_lite.profile.public import snake
+
     with open_profile(path) as p:
-        t = p.tiles
-        assert len(t) == 200 and list(t.columns) == ["tile", "ipu", "tile_in_ipu", "capacity_bytes"]
+        t = p.tiles  # notebook form: index = tile
+        assert len(t) == 200 and t.index.name == "tile" and list(t.columns) == ["ipu", "tile_in_ipu", "capacity_bytes"]
         assert t.loc[150, "ipu"] == 1 and t.loc[150, "tile_in_ipu"] == 50
-        m = p.memory.by_tile()
+        st = p.stored_table("tiles")  # the views' form: the id column and a RangeIndex equal to it
+        assert list(st.columns) == ["tile", "ipu", "tile_in_ipu", "capacity_bytes"] and (st.index == st["tile"]).all()
+        m = p.stored_table("memory_by_tile")
         assert len(m) == 200 and (m.index == m["tile"]).all() and m.columns[0] == "tile"  # one convention
-        assert p.table("memory_by_tile").equals(m) and p.table("tiles") is p.tiles
         for cat in schema.MEMORY_CATEGORIES:
             i = schema.CATEGORY_CODE[cat]
             np.testing.assert_array_equal(m[cat].to_numpy(), data.memory[:, i, :].sum(axis=1))
@@ -119,6 +122,12 @@ def test_tiles_and_memory_by_tile(data, path):
         assert (m["always_live"] + m["not_always_live"] == m["total"]).all()
         assert int(m["over_capacity"].sum()) == 3
         assert (m.loc[m["over_capacity"], "total"] > p.target.sram_bytes_per_tile).all()
+        pub = p.memory.by_tile()  # the same numbers under snake_case names with their unit, index = tile
+        assert pub.index.name == "tile" and pub.equals(p.table("memory_by_tile"))
+        for cat in schema.MEMORY_CATEGORIES:
+            np.testing.assert_array_equal(pub[f"{snake(cat)}_bytes"].to_numpy(), m[cat].to_numpy())
+        for old, new in (("total", "total_bytes"), ("capacity", "capacity_bytes"), ("always_live", "always_live_bytes")):
+            np.testing.assert_array_equal(pub[new].to_numpy(), m[old].to_numpy())
 
 
 def test_summaries_match_raw(data, path):
@@ -159,7 +168,7 @@ def test_writer_fills_missing_step_aggregates(data, tmp_path):
     out = write_profile(tmp_path / "agg.pvl", d2)
     raw = np.asarray(data.step_tile_cycles)
     with open_profile(out) as p:
-        s = p.steps
+        s = p.stored_table("steps")
         np.testing.assert_array_equal(s["busy_max"], raw.max(axis=1))
         np.testing.assert_array_equal(s["bytes_in"], np.asarray(data.step_tile_bytes_in).sum(axis=1))
         assert s.loc[5, "tiles_active"] == np.count_nonzero(raw[5])
@@ -229,7 +238,7 @@ def test_empty_run_round_trips(tmp_path):
     d = make_synthetic(num_ipus=1, tiles_per_ipu=8, num_steps=0)
     out = write_profile(tmp_path / "empty.pvl", d)
     with open_profile(out) as p:
-        assert len(p.steps) == 0
+        assert len(p.stored_table("steps")) == 0
         assert p.step_tiles.window(0, 100).cycles.shape == (0, 8)
         assert p.step_tiles.summary(*p.step_tiles.levels[0])["max"].shape[0] == 0
 
@@ -286,7 +295,7 @@ def test_windows_and_summaries_any_shape(tmp_path_factory, ipus, tpi, n_steps, d
             for bj, (t0, t1) in enumerate(zip(edges, ends, strict=True)):
                 blk = raw[bi * 4:(bi + 1) * 4, t0:t1]
                 assert s["max"][bi, bj] == blk.max() and s["min"][bi, bj] == blk.min()
-        np.testing.assert_array_equal(p.steps["busy_max"], raw.max(axis=1))
+        np.testing.assert_array_equal(p.stored_table("steps")["busy_max"], raw.max(axis=1))
 
 
 def test_summary_step_blocks_must_divide_the_write_batch(data, tmp_path):
@@ -313,9 +322,9 @@ def test_a_profile_replaced_on_disk_after_opening_reads_as_the_one_opened(tmp_pa
     shutil.copy(samples / "gnn_mk2.pvl", path)
     with pvl.open(samples / "gnn_mk2.pvl") as ref:
         want_memory = ref.memory.array()
-        want_cycles = ref.step_tiles.window(0, len(ref.steps)).cycles
+        want_cycles = ref.step_tiles.window(0, len(ref.stored_table("steps"))).cycles
     with pvl.open(path) as p:
         shutil.copy(samples / "mlp_mk2.pvl", tmp_path / "other.pvl")
         os.replace(tmp_path / "other.pvl", path)  # as write_profile publishes a file
         np.testing.assert_array_equal(p.memory.array(), want_memory)
-        np.testing.assert_array_equal(p.step_tiles.window(0, len(p.steps)).cycles, want_cycles)
+        np.testing.assert_array_equal(p.step_tiles.window(0, len(p.stored_table("steps"))).cycles, want_cycles)

@@ -20,4 +20,4 @@ def test_v1_profiles_open(name):
         assert len(steps) > 10
         # v1: one global timeline, steps back to back
         assert np.all(steps.start_cycle.to_numpy()[1:] >= steps.end_cycle.to_numpy()[:-1])
-        assert p.memory.by_tile()["total"].max() > 0
+        assert p.memory.by_tile()["total_bytes"].max() > 0

@@ -18,7 +18,7 @@ def test_v2_0_profiles_open_and_give_a_verdict(name):
     with pvl.open(FIXTURES / name) as p:
         assert (p.format_version, p.format_minor) == (2, 0)
         assert "op_counts" not in p.run
-        assert len(p.steps) > 10 and p.memory.by_tile()["total"].max() > 0
+        assert len(p.steps) > 10 and p.memory.by_tile()["total_bytes"].max() > 0
         v = pvl.verdict(p)
         assert v.ipu.samples_per_second > 0 and v.gpu.samples_per_second > 0
 

@@ -23,3 +23,10 @@ def test_notebook_tour_runs_end_to_end():
     assert any("Verdict for" in h for h in html)                   # the verdict's table
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 2                                        # the roofline and the pandas plot
+    # the weighted idiom: the step's shares (p.totals, asserted in the notebook to equal the Summary's) add up
+    cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith("shares.map"))
+    text = cell.outputs[0]["data"]["text/plain"]
+    import re
+
+    shares = [float(x) for x in re.findall(r"([\d.]+)%", text)]
+    assert {"compute", "exchange", "sync"} <= set(re.findall(r"^(\w+)\s", text, re.M)) and abs(sum(shares) - 100) < 0.5

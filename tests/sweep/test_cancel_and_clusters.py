@@ -177,13 +177,24 @@ def test_isolation_choice_on_daemonic_workers():
         engine.choose_isolation(daemonic, "auto", point_timeout=5)
 
 
-def test_local_cluster_serves_no_dashboard(client):
-    """No dashboard (no bokeh); the scheduler's own HTTP server (health checks) listens on loopback only."""
+def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):
+    """The dashboard needs bokeh (extra "dashboard"): with it the local cluster serves one on loopback and its
+    address is named; without it there is none and none is named.  The scheduler's own HTTP server (health checks,
+    the dashboard's pages) listens on loopback only."""
+    import importlib.util
+    import urllib.request
+
     def http_hosts(dask_scheduler):
         return {s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()}
 
     assert client.run_on_scheduler(http_hosts) == {"127.0.0.1"}
-    assert engine.dashboard_link(client) is None
+    link = engine.dashboard_link(client)
+    if importlib.util.find_spec("bokeh") is None:
+        assert link is None
+    else:
+        assert link is not None and link.startswith("http://127.0.0.1:") and link.endswith("/status")
+        with urllib.request.urlopen(link, timeout=30) as r:  # the page is served
+            assert r.status == 200 and b"Dask" in r.read()
 
 
 @contextlib.contextmanager
@@ -240,9 +251,12 @@ def test_stock_dask_cluster_runs_in_worker_or_refuses_before_any_point(tmp_path,
         err = capsys.readouterr().err
         assert "--isolate process needs a process per point, but 2 of the cluster's 2 worker(s) are daemonic" in err
         assert "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker" in err and "Traceback" not in err
-        assert not list((tmp_path / "refused" / "rows").iterdir())
+        assert not (tmp_path / "refused").exists()  # no folder, no lock files left by a refused sweep
+        (tmp_path / "refused2").mkdir()
+        (tmp_path / "refused2" / "notes.txt").write_text("mine")
         assert main([*base, "--point-timeout", "60", "-o", str(tmp_path / "refused2")]) == 2
         assert "--point-timeout needs a process per point" in capsys.readouterr().err
+        assert sorted(p.name for p in (tmp_path / "refused2").iterdir()) == ["notes.txt"]  # what was there stays
 
         assert main([*base[:-1], "-o", str(tmp_path / "ok")]) == 0  # (the note is a warning: -q leaves it out)
         err = capsys.readouterr().err

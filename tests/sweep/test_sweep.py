@@ -252,6 +252,11 @@ def test_cli_end_to_end_and_ctrl_c(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "cancelled; finished rows kept" in err and "Traceback" not in err
+    # the local cluster's dashboard, where bokeh is installed, with its address (without it: none, none named)
+    import importlib.util
+
+    assert ("popvision-lite sweep: Dask dashboard: http://127.0.0.1:" in err) is \
+        (importlib.util.find_spec("bokeh") is not None), err
     assert not list(folder.rglob("*.tmp"))
     kept = pvl.open_sweep(folder)
     assert 1 <= len(kept) < n and set(kept["status"]) == {"ok"}

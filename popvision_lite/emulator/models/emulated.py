@@ -16,6 +16,7 @@ from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.host_alloc import return_freed_memory, reuse_freed_memory
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile.assemble import VariableRow, append_variables
@@ -28,6 +29,15 @@ from .pipeline import release_stage_graphs, run_pipelined
 from .whole_graph import compose_whole_graph
 
 log = logging.getLogger(__name__)
+
+# Where writing the profile starts on a run's progress line (to 1.0, following the writer's batches of steps):
+# writing took 5.4 s of the POD16 BERT-Large run's 24 s (pipeline.STAGE_GRAPHS_END says how the rest is shared).
+WRITE_STARTS = 0.78
+# The whole-graph path: building the graph up to COMPILE_STARTS, its compile up to COMPILE_ENDS (the share of its
+# programs compiled), running it (full numerics), then the numeric checks from NUMERICS_STARTS.
+COMPILE_STARTS = 0.3
+COMPILE_ENDS = 0.6
+NUMERICS_STARTS = 0.7
 
 # ==================================================================== running a model
 
@@ -58,9 +68,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     else:
         run = _run_whole_graph(cfg, device, timing_only, progress)
     if profile_path is not None:
-        if progress:
-            progress("writing profile", 0.9)
-        write_run(run, profile_path)
+        write_run(run, profile_path, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
     log.info("emulated %s on %s (%s): %s cycles, %s; wall time by stage: %s", cfg.model, device,
              "timing only" if timing_only else "full numerics", f"{int(run.total_cycles):,}",
              "fits" if run.fits else "does not fit",
@@ -70,12 +78,16 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     return run
 
 
-def write_run(run: RunResult, path) -> None:
-    """Write ``run``'s profile to ``path`` (atomically; ``run.wall['write']`` = the seconds it took)."""
+def write_run(run: RunResult, path, progress=None) -> None:
+    """Write ``run``'s profile to ``path`` (atomically; ``run.wall['write']`` = the seconds it took);
+    ``progress(fraction)``: the share of its steps written."""
     from popvision_lite.profile.writer import write_profile
 
     t0 = time.perf_counter()
-    write_profile(path, run.profile_data)
+    if progress is not None:
+        progress(0.0)
+    write_profile(path, run.profile_data,
+                  progress=None if progress is None else (lambda done, total: progress(done / max(total, 1))))
     run.wall["write"] = time.perf_counter() - t0
 
 
@@ -105,15 +117,16 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         tick("planning and building graph", 0.0)
         be, built = build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
-        tick("compiling", 0.3)
+        tick("compiling", COMPILE_STARTS)
         eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
                      carried_copies=CARRIED_COPIES)
-        res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+        res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
+                      compile_progress=within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS))
         wall.update(res.wall)
         if key is not None:
             _GRAPH_CACHE[key] = (be, built, eng, res)  # one graph kept: sweeps and the validation report reuse it
             res = _fresh_result(res, config)
-    tick("checking numerics", 0.8)
+    tick("checking numerics", NUMERICS_STARTS)
     checks = {}
     if res.fits and not timing_only:
         t2 = time.perf_counter()

@@ -39,9 +39,12 @@ class EmulatorBackend(EmulatorNormPool, Backend):
         # per saved copy (a, z): indices into the main sequence's programs (ctx.programs) of the first and the
         # last program it is live over (models/emulated._saved_on_liveness)
         self.saved_spans: list = []
+        self.on_mark = None  # called with the marks so far at each mark (progress while a graph is built)
 
     def mark(self, name):
         self.marks.append((name, len(self.ctx.programs)))
+        if self.on_mark is not None:
+            self.on_mark(len(self.marks))
 
     def phase_programs(self, name) -> list:
         """Programs added between mark ``name`` and the next mark."""

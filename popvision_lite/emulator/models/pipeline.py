@@ -26,6 +26,7 @@ from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.compile import CopyMemo
 from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
+from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
@@ -41,6 +42,16 @@ def _link_copy_cycles(target: Target, nbytes: int) -> int:
     em = target.em
     b = np.array([float(nbytes)])
     return int(em["global_sync_cycles"]) + cm.ipu_link_cycles(target, b, b)
+
+
+# Share of a composed run's progress line that building and compiling the stage graphs take (the rest: the
+# schedule, the profile, then writing it from emulated.WRITE_STARTS): on the POD16 BERT-Large config they took
+# 17.5 s of 24 s, writing the profile 5.4 s (cProfile, this machine); each distinct stage graph gets an equal share,
+# a third of it for building the graph and the rest for its compile (2.7 s and 5.5 s there), which reports the
+# share of its programs compiled.
+STAGE_GRAPHS_START = 0.02
+STAGE_GRAPHS_END = 0.72
+STAGE_BUILD_SHARE = 1 / 3
 
 
 def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
@@ -59,7 +70,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     wall["build_compile"] = time.perf_counter() - t0
     if reused:
         wall["reused"] = True
-    tick("composing the schedule", 0.6)
+    tick("composing the schedule", STAGE_GRAPHS_END)
     stages = [_ipu_stage(cfg, target1, p, graphs[p.kinds[s]], s) for s in range(p.S)]
     pipe, schedule = _schedule(cfg, target1, p, stages, graphs)
     training_state = [dict(ipu=a["stage"], layers=a["layers"], blocks=list(a["blocks"]), params=a["params"],
@@ -68,7 +79,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
                            max_tile_bytes=a["max_tile"]) for a in stages]
     fits = all(st_["fits"] for st_ in stages)
     sps = schedule["samples_per_step"] / schedule["step_seconds"] if schedule["step_seconds"] > 0 else 0.0
-    tick("building the profile", 0.8)
+    tick("building the profile", STAGE_GRAPHS_END + 0.02)
     t1 = time.perf_counter()
     pd_ = compose_profile(cfg, target1, graphs, p.kinds, stages, pipe, schedule, fits, p.split, p.blocks)
     pd_.run["schedule"] = schedule
@@ -210,23 +221,32 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
     copy_memo.start(target1, cfg.outline)
     reused = 0
     try:
+        span = (STAGE_GRAPHS_END - STAGE_GRAPHS_START) / max(len(distinct), 1)
         for i, k in enumerate(distinct):
-            tick(f"building and compiling stage program {i + 1}", 0.05 + 0.5 * i / max(len(distinct), 3))
+            lo = STAGE_GRAPHS_START + i * span
+            mid = lo + STAGE_BUILD_SHARE * span
+            of = f"stage program {i + 1} of {len(distinct)}"
+            parts = {"building": within(tick, f"building {of}", lo, mid),
+                     "compiling": within(tick, f"compiling {of}", mid, lo + span)}
+            parts["building"](0.0)
             args = _ROLE[k[:2]] + (k[2], k[3])  # (stage, of stages, AMP, layers here); named in the profile by IPU
-            make = partial(_stage_graph, target1, args, copy_memo)
+            make = partial(_stage_graph, target1, args, copy_memo,
+                           progress=lambda what, f, parts=parts: parts[what](f))
             if device is None:
                 graphs[k] = make(shard)
                 continue
             graphs[k], hit = _STAGE_GRAPHS.build((device, *args), shard, make)
+            if hit:  # kept from an earlier run: nothing to build or compile
+                parts["compiling"](1.0)
             reused += hit
     finally:
         copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
     return graphs, bool(distinct) and reused == len(distinct)
 
 
-def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg) -> StageGraph:
+def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg, progress=None) -> StageGraph:
     stage, nstages, amp, body = args
-    return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body)
+    return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body, progress=progress)
 
 
 def _bytes_dtype(nbytes: int) -> str:

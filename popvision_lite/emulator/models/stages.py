@@ -22,6 +22,11 @@ PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_attcore", "layer_fwd_attpost", 
 # phase runs once per block; without serialisation only the first of each exists
 ATT_PARTS = {"fwd": ("att", "attcore", "attpost"), "recompute": ("att", "attcore", "attpost"),
              "bwd": ("att", "attcore", "attpre")}
+# the marks a stage program's build sets (transformer.build_bert_stage: its phases and their two ends), at most;
+# the building progress is the share of them set so far.  Without a serialised attention core the six core / post /
+# pre marks are not set
+PHASE_MARKS = len(PHASES) + 2
+SERIAL_MARKS = 6
 ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
 
 
@@ -29,14 +34,21 @@ class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
-                 amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True):
+                 amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True, progress=None):
         """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
-        are the same); ``body`` False: the IPU holds no layer (only the embedding and / or the heads)."""
+        are the same); ``body`` False: the IPU holds no layer (only the embedding and / or the heads).
+        ``progress(what, fraction)``: building ("building", the share of the stage program's phases built,
+        ``PHASE_MARKS``), then compiling ("compiling", ``compile_graph``'s fraction; 1 once the stage graph's
+        profile tables are built)."""
         be = EmulatorBackend(target, cfg.precision, needs_values=False,
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
         be.ctx.io_tiles = int(getattr(cfg, "io_tiles", 0))  # tiles reserved for streaming: no op maps there
+        if progress is not None:
+            marks = PHASE_MARKS - (0 if int(getattr(cfg, "attention_serialisation", 1)) > 1 else SERIAL_MARKS)
+            be.on_mark = lambda n: progress("building", min(n / marks, 1.0))
         self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
+        be.on_mark = None  # built: a graph kept for later runs (stage_cache.py) holds no run's progress line
         self.be = be
         phases = []
         for name, _ in be.marks:
@@ -44,7 +56,8 @@ class StageGraph:
                 phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
         self.phase_names = [p.name for p in phases]
         self.program = P.Sequence(phases, name=f"stage{stage if label is None else label}")
-        self.c = compile_graph(be.graph, self.program, outline=cfg.outline, copy_memo=copy_memo)
+        self.c = compile_graph(be.graph, self.program, outline=cfg.outline, copy_memo=copy_memo,
+                               progress=None if progress is None else (lambda f: progress("compiling", 0.95 * f)))
         c = self.c
         T = target.tiles_per_ipu
         self.T = T
@@ -93,6 +106,8 @@ class StageGraph:
         # the profile tables of this stage graph; then let the graph (vertex and field arrays) go, so
         # peak memory is one stage graph, not all of them
         self.base = build_profile(c, "timing", cfg.model, {})
+        if progress is not None:
+            progress("compiling", 1.0)
         self.num_vertices = sum(g.n for g in be.graph.groups)
         self.num_ops = len(be.ctx.records)
         self.outlined = {"copies": int(c.outlined_copies), "compute_sets": int(c.outlined_cs)}

@@ -5,8 +5,8 @@ this machine's memory (the bundled models' check, emulator/models/host_memory.py
 Terms (counts of the loaded model): ``weights``, the initializers' elements (held as arrays, and lowered onto
 tiles); ``activations``, the elements of every value the graph computes (a repeated layer body is lowered once
 and called, so this over-counts a deep model by its depth: the coefficient is fitted on such models);
-``backward``, the same again for a training step.  Coefficients *calibrated* as the bundled models' are
-(bench/host_memory.py, its ONNX rows).
+``backward``, the same again for a training step.  Coefficients to be *calibrated* as the bundled models' are
+(bench/host_memory.py, its ONNX rows); not fitted yet (see COEFFICIENTS).
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from popvision_lite.emulator.models.host_memory import Estimate, refuse_past_hal
 
 from .loader import LoadedModel, OnnxImportError
 
-BASE_BYTES = 0.25e9
-COEFFICIENTS = {"weights": 4.0, "activations": 6.0, "backward": 6.0}
+# bytes per unit of each term (``base``: the interpreter, its libraries, onnx and the import).  NOT fitted: two
+# named rows for four unknowns (bench/host_memory.py --fit), and the activations count does not follow the peaks
+# (a sequence 3.75x longer: 3.75x the count, 1.3x the peak); first guesses, 0.39-14x the peaks (docs/performance.md)
+COEFFICIENTS = {"base": 0.25e9, "weights": 4.0, "activations": 6.0, "backward": 6.0}
 
 
 def terms(lm: LoadedModel, training: bool) -> dict[str, float]:
@@ -38,7 +40,7 @@ def estimate(lm: LoadedModel, training: bool, timing_only: bool) -> Estimate:
     the bundled models' estimate; the imported path's values are small beside its graph)."""
     counts = terms(lm, training)
     est = {k: (v, COEFFICIENTS[k] * v) for k, v in counts.items()}
-    total = BASE_BYTES + sum(b for _, b in est.values())
+    total = COEFFICIENTS["base"] + sum(b for _, b in est.values())
     field = "batch" if max(est, key=lambda k: est[k][1]) != "weights" else "onnx"
     return Estimate(int(total), "onnx", est, field)
 

@@ -12,6 +12,7 @@ from popvision_lite.emulator.models.backend import NP_DTYPE
 from popvision_lite.emulator.models.emulated import CARRIED_COPIES, tolerance
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check
+from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 
@@ -284,7 +285,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
               **({} if outline else {"outline": False})}  # written only when not the default (older configs)
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config,
                  carried_copies=CARRIED_COPIES)
-    res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True)
+    res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
+                  compile_progress=within(tick, "compiling and running", 0.3, 0.75))
     be.inputs.clear()  # written into the run's tensors: one copy of each weight per dtype from here on
     wall.update(res.wall)
     checks, got, ref = {}, {}, {}

@@ -14,7 +14,6 @@ from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import mapping as M_
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.graph import _ranges_index
 from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: other op modules use basic.X
     _copy_src,
@@ -23,6 +22,7 @@ from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: ot
     _same_mapping,
     flat_view,
     materialize,
+    ranges_view,
 )
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import _as_operand, _block_major, matmul  # noqa: F401 - the op lives in matmul.py
@@ -143,7 +143,7 @@ def _replicate_rows(ctx, vec, tiles_used, row, name, op):
     """A (n_tiles, row) copy of a length-``row`` vector, one row on each tile in ``tiles_used``."""
     n = len(tiles_used)
     rep = ctx.variable(f"{op}/{name}_rep", (n, row), vec.dtype, mapping=M.by_rows((n, row), tiles_used), op=op)
-    ctx.add(P.Copy(flat_view(vec, np.tile(np.arange(row, dtype=np.int64), n)), rep.whole(),
+    ctx.add(P.Copy(ranges_view(vec, np.zeros(n, np.int64), np.full(n, row, np.int64)), rep.whole(),
                    name=f"{op}/broadcast_{name}", op=op))
     return rep
 
@@ -235,7 +235,7 @@ def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage, per_piece: int = 1):
         cnt = gk[vg[sel]]
         rows = np.repeat(gs[vg[sel]], cnt) + np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         cols = np.repeat(vc[sel] * lc, gk[vg[sel]])
-        ctx.add(P.Copy(src.regions(rows * row + cols, lc), flat_view(gathered, _ranges_index(gstart[sel], per[sel])),
+        ctx.add(P.Copy(src.regions(rows * row + cols, lc), ranges_view(gathered, gstart[sel], per[sel]),
                        name=f"{op}/gather{stage}_{i}", op=op))
         out = outs[i]
         ostart = (vg[sel] * row if len(out.shape) == 2 else 0) + vc[sel] * lc

@@ -9,7 +9,7 @@ import numpy as np
 from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.graph import TensorView
+from popvision_lite.emulator.graph import TensorView, _ranges_index
 from popvision_lite.emulator.ops.context import OpContext, View
 
 
@@ -39,6 +39,22 @@ def flat_view(t, index):
             sizes = np.diff(np.concatenate([first, [n]]))
             return t.regions(index[first], sizes)
     return TensorView(t, index, (n,))
+
+
+def ranges_view(t, starts, sizes):
+    """``flat_view(t, concatenation of arange(s, s + n) for every (s, n))``, without forming that index: adjacent
+    ranges are merged into the runs flat_view would find, and only when the runs are too many for a Regions
+    endpoint (more than a quarter of the elements) is the index formed.  The same endpoint as flat_view's."""
+    starts, sizes = np.asarray(starts, np.int64).ravel(), np.asarray(sizes, np.int64).ravel()
+    keep = sizes > 0
+    starts, sizes = starts[keep], sizes[keep]
+    n = int(sizes.sum())
+    if n > 1:
+        new = np.r_[True, starts[1:] != starts[:-1] + sizes[:-1]]  # a range that does not continue the last one
+        first = np.flatnonzero(new)
+        if len(first) <= n // 4:
+            return t.regions(starts[first], np.add.reduceat(sizes, first))
+    return flat_view(t, _ranges_index(starts, sizes))
 
 
 def _copy_src(x):

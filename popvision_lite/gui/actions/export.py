@@ -64,7 +64,7 @@ class ChromeTraceDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Export Chrome trace")
         form = QFormLayout(self)
-        n = len(profile.steps)
+        n = len(profile.stored_table("steps"))
         self.steps = QLineEdit(f"0:{min(n, 20000)}")
         self.steps.setToolTip(f"Step window START:STOP (STOP exclusive); the profile has {n:,} steps")
         self.tiles = QLineEdit("")

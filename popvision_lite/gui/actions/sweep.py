@@ -9,12 +9,12 @@ import pandas as pd
 
 from popvision_lite.gui.compare_window import open_compare
 from popvision_lite.gui.views.sweep_view import SweepView
-from popvision_lite.sweep.results import open_sweep
+from popvision_lite.sweep.results import read_results
 
 
 def _load(task, path: str):
     task.progress(0.1, f"reading {Path(path).name}")
-    return open_sweep(path)
+    return read_results(path)
 
 
 def add_sweep_tab(mw, df: pd.DataFrame, path: str) -> SweepView:

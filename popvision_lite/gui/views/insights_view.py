@@ -140,12 +140,14 @@ class InsightsView(QWidget):
                 if len(f.tiles) > 1 else ""
             parts.append(f"Tiles: {tl}{more}{all_link}")
         if f.ops:
-            names = dict(zip(p.ops["op_id"].tolist(), p.ops["name"].astype(str).tolist(), strict=True))
+            ops = p.stored_table("ops")
+            names = dict(zip(ops["op_id"].tolist(), ops["name"].astype(str).tolist(), strict=True))
             ol = ", ".join(f"<a href='pvl:op/{o}'>{plain_html(clip(names.get(o, str(o))))}</a>"
                            for o in f.ops[:_MAX_LINKS])
             parts.append(f"Ops: {ol}")
         if f.variables:
-            vnames = dict(zip(p.variables["var_id"].tolist(), p.variables["name"].astype(str).tolist(),
+            variables = p.stored_table("variables")
+            vnames = dict(zip(variables["var_id"].tolist(), variables["name"].astype(str).tolist(),
                               strict=True))
             vl = ", ".join(f"<a href='pvl:var/{v}'>{plain_html(clip(vnames.get(v, str(v))))}</a>"
                            for v in f.variables[:_MAX_LINKS])
@@ -201,7 +203,7 @@ class InsightsView(QWidget):
             if w is not None:
                 self._workers.append(w)
         elif kind == "var":
-            vt = self.document.profile.variable_tiles
+            vt = self.document.profile.stored_table("variable_tiles")
             tiles = np.unique(vt["tile"].to_numpy()[vt["var_id"].to_numpy() == int(arg)])
             sel.update(source=self.SOURCE, tiles=tiles, op_id=None, prog_id=None, step_range=None)
 

@@ -217,7 +217,7 @@ class LivenessView(QWidget):
         self.step_box.blockSignals(False)
         self._fill_table()
         if publish:
-            row = self.profile.liveness_steps
+            row = self.profile.stored_table("liveness_steps")
             prog = row.loc[row["lstep"] == lstep, "prog_id"]
             fields = {"lstep": lstep}
             if len(prog):

@@ -206,7 +206,7 @@ class ProgramTreeView(QWidget):
                 return
         if prog is None and state.step_range is not None:
             # a step range from the timeline: the leaf programs that issued those steps
-            st = self.document.profile.steps
+            st = self.document.profile.stored_table("steps")
             s0, s1 = state.step_range
             step = st["step"].to_numpy()
             progs = np.unique(st["prog_id"].to_numpy()[(step >= s0) & (step < s1)])

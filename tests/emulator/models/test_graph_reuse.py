@@ -27,7 +27,7 @@ def _assert_same_run(a, b):
     pa, pb = a.profile_data, b.profile_data
     np.testing.assert_array_equal(np.asarray(pa.memory), np.asarray(pb.memory))
     np.testing.assert_array_equal(np.asarray(pa.liveness_tile_bytes), np.asarray(pb.liveness_tile_bytes))
-    pd.testing.assert_frame_equal(pa.steps, pb.steps)
+    pd.testing.assert_frame_equal(pa.stored_table("steps"), pb.stored_table("steps"))
     for k in ("training_state", "oom_tiles", "fits"):
         assert pa.run.get(k) == pb.run.get(k), k
 

@@ -156,7 +156,7 @@ def test_cli_writes_profile_the_reader_opens(model_dir, tmp_path, capsys):
     p = pvl.open(out)
     assert p.run["model"] == "onnx:resnet_block.onnx"
     assert all(c["passed"] for c in p.run["numeric_checks"].values())
-    assert {"matmul", "im2col", "max_pool", "avg_pool"} <= set(p.ops["type"])
+    assert {"matmul", "im2col", "max_pool", "avg_pool"} <= set(p.stored_table("ops")["type"])
 
 
 def test_cli_refuses_bundled_model_options(model_dir, tmp_path, capsys):
@@ -314,7 +314,7 @@ def test_training_step_emulated_matches_reference(tmp_path, capsys):
     # every trainable initializer is updated and checked (the causal-mask buffer is not a weight)
     assert len(weights) == 11 and "weight:h.0.attn.bias" not in checks
     assert all(c["passed"] for c in checks.values())
-    types = set(p.ops["type"])
+    types = set(p.stored_table("ops")["type"])
     assert {"matmul", "softmax_bwd", "layer_norm_bwd", "sgd_update", "select"} <= types
     assert p.run["config"]["training"] is True
 
@@ -376,7 +376,7 @@ def test_app_opens_an_onnx_profile_like_any_other(qtbot, model_dir, tmp_path, mo
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=15000)
     doc = window.current_document()
     assert doc.profile.run["model"] == "onnx:gpt_block.onnx"
-    assert "h.0/attn/Softmax" in set(doc.profile.ops["name"])
+    assert "h.0/attn/Softmax" in set(doc.profile.stored_table("ops")["name"])
     window.cancel_tasks()
     qtbot.waitUntil(lambda: not window.busy(), timeout=10000)
 

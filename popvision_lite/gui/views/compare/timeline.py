@@ -64,7 +64,7 @@ class RunLanes:
 
     def lane_index(self) -> list[ex.StepIndex]:
         if self._lane_index is None:
-            self._lane_index = lane_indexes(self.profile.steps, self.nipu)
+            self._lane_index = lane_indexes(self.profile.stored_table("steps"), self.nipu)
         return self._lane_index
 
     @property
@@ -120,7 +120,7 @@ class CompareTimelinePage(QWidget):
             pi = self.glw.addPlot(row=row, col=0)
             n = int(p.target.num_ipus)
             pi.setTitle(f"{who}: {label} — {p.target.name} at {p.target.clock_hz / 1e9:.3f} GHz, "
-                        f"{n} IPU{'s' if n != 1 else ''}, {len(p.steps):,} steps", size="10pt")
+                        f"{n} IPU{'s' if n != 1 else ''}, {len(p.stored_table('steps')):,} steps", size="10pt")
             lanes = RunLanes(p, pi)
             pi.getAxis("bottom").enableAutoSIPrefix(False)
             pi.setLabel("bottom", "time since run start (µs)")
@@ -197,7 +197,8 @@ class CompareTimelinePage(QWidget):
                 parts.append(f"{who}{where}: —")
                 continue
             idx = lanes.index
-            names = p.ops.set_index("op_id")["name"] if len(p.ops) else {}
+            ops = p.stored_table("ops")
+            names = ops.set_index("op_id")["name"] if len(ops) else {}
             op_id = int(idx.op_id[i])
             op = names.get(op_id, "") if op_id >= 0 else ""
             ran_on = f" on IPU {int(idx.ipu[i])}" if idx.ipu[i] >= 0 and lanes.nipu > 1 else ""

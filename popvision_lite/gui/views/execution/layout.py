@@ -156,7 +156,7 @@ def _lanes(view) -> None:
 
 def _step_items(view) -> None:
     """Step lane: the steps (bars or raster), the selected op's outline, op names."""
-    view.step_lane = StepLaneItem(view.index, view.nipu, view.profile.steps if view.nipu > 1 else None)
+    view.step_lane = StepLaneItem(view.index, view.nipu, view.profile.stored_table("steps") if view.nipu > 1 else None)
     view.step_plot.addItem(view.step_lane)
     view.step_hl = StepHighlightItem(view.index, 1.0, pg.mkBrush(None), pg.mkPen("#ffb000", width=2))
     view.step_plot.addItem(view.step_hl)

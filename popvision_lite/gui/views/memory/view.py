@@ -117,7 +117,7 @@ class MemoryView(QWidget):
             return self.tm.values(self.measure)
         step = self.lstep
         if step is None:
-            ls = self.profile.liveness_steps
+            ls = self.profile.stored_table("liveness_steps")
             step = int(ls["lstep"].iloc[int(np.argmax(ls["max_tile_bytes"].to_numpy()))]) if len(ls) else 0
         key = ("liveness_row", step)
         return self.document.cached(key, lambda: np.asarray(
@@ -287,7 +287,7 @@ class MemoryView(QWidget):
     def _var_clicked(self, index) -> None:
         """Highlight every tile the clicked variable has bytes on (and publish them)."""
         var_id = int(self.var_model.row(index.row())["var_id"])
-        vt = self.profile.variable_tiles
+        vt = self.profile.stored_table("variable_tiles")
         tiles = np.unique(vt.loc[vt["var_id"] == var_id, "tile"].to_numpy(np.int64))
         self.highlight_tiles = tiles
         self._draw_highlight()
