@@ -50,7 +50,7 @@ def test_the_fullest_tile_s_variables_and_code_add_up_to_its_bytes_at_the_peak(n
 
 def test_the_stash_is_a_variable_live_through_the_stage_program(no_recompute, recompute):
     for p, words in ((no_recompute, "input and saved activations"), (recompute, "input of")):
-        v = p.variables
+        v = p.stored_table("variables")
         stash = v[v["name"].str.contains("pipeline stash")]
         assert len(stash) == int(p.target.num_ipus) - 1  # the last stage holds no stash
         assert stash["name"].str.contains(words).all()
@@ -61,17 +61,17 @@ def test_the_stash_is_a_variable_live_through_the_stage_program(no_recompute, re
             assert int(first["var_id"]) in set(live_variables(p, lstep)["var_id"])
     # without recomputation the stash holds the saved activations too: larger, on the same IPU
     def stash_bytes(p):
-        v = p.variables
+        v = p.stored_table("variables")
         return int(v[v["name"].str.startswith("ipu0/pipeline stash")]["bytes"].sum())
     assert stash_bytes(no_recompute) > stash_bytes(recompute) > 0
 
 
 def test_the_off_chip_optimizer_s_stream_buffer_is_live_at_the_optimizer_s_liveness_step(no_recompute):
     p = no_recompute
-    v = p.variables
+    v = p.stored_table("variables")
     buf = v[v["name"].str.contains("stream buffer")]
     assert len(buf) == int(p.target.num_ipus)
-    ls = p.liveness_steps.set_index("lstep")
+    ls = p.stored_table("liveness_steps").set_index("lstep")
     for r in buf.itertuples():
         assert r.first_lstep == r.last_lstep and "optimizer" in ls.loc[r.first_lstep, "name"]
         live = live_variables(p, int(r.first_lstep))
