@@ -158,7 +158,7 @@ def fit_advice(base, **options):
     them: ``pvl.fit_advice("gpt3-13b", optimizer="adam", grad_accum=128)``), a run-config dict or TOML file, or a
     profile (path or open) of a run that does not fit.  Search options: ``max_ipus`` (256), ``global_batch``,
     ``budget`` (emulations), ``options``, ``out`` (the search folder), ``workers`` / ``scheduler`` / ``client``
-    (Dask), ``progress``, ``should_cancel``.  Returns a :class:`popvision_lite.sweep.fit.FitAdvice` (``.best``,
+    (Dask), ``progress``, ``should_cancel``.  Returns a :class:`popvision_lite.sweep.fit_result.FitAdvice` (``.best``,
     ``.options``, ``.text()``, ``.to_frame()``); see docs/fit-advisor.md."""
     from pathlib import Path
 

@@ -11,6 +11,7 @@ lists them one by one.  matplotlib is an optional dependency (``pip install popv
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -77,6 +78,7 @@ def roofline(profile, trace=None, gpus=rl.DEFAULT_GPUS, ax=None, title: str | No
     measured = None
     if trace is not None:
         measured = trace if hasattr(trace, "columns") else load_torch_trace(trace)
+    mine_fig = ax is None
     if ax is None:
         fig, ax = plt.subplots(figsize=(9, 7), dpi=100)
     else:
@@ -126,12 +128,33 @@ def roofline(profile, trace=None, gpus=rl.DEFAULT_GPUS, ax=None, title: str | No
     ax.set_ylabel("FLOP/s")
     ax.grid(True, which="major", alpha=0.3)
     head = title or f"Roofline: {name} on {a.ipu.name}".strip()
-    sub = f"\ntrace: {report_text(measured)}" if measured is not None else ""
-    ax.set_title(head + sub, fontsize=10)
+    # the trace report (kernels read, plotted, dropped and why) wrapped to the axes' width: one line of it ran
+    # off both edges of the figure (issue 46)
+    width = max(40, int(ax.get_position().width * fig.get_figwidth() * 100 / 6.5))  # ~6.5 px per 9 pt character
+    sub = ("\n" + textwrap.fill(f"trace: {report_text(measured)}", width)) if measured is not None else ""
+    ax.set_title(head + sub, fontsize=9 if sub else 10)
     # below the axes, so it never covers a point
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
     fig.tight_layout()
+    if mine_fig and _in_notebook():
+        # a notebook shows every open pyplot figure at the end of the cell AND the returned Figure: closed in
+        # pyplot, it is shown once (as the returned value); fig.savefig and display(fig) still work
+        plt.close(fig)
     return fig
+
+
+def _in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (IPython with a kernel app)."""
+    import sys
+
+    ip_mod = sys.modules.get("IPython")
+    if ip_mod is None:
+        return False
+    try:
+        ip = ip_mod.get_ipython()
+    except AttributeError:
+        return False
+    return ip is not None and "IPKernelApp" in getattr(ip, "config", {})
 
 
 __all__ = ["roofline"]

@@ -38,15 +38,27 @@ def format_bytes_exact(n: float) -> str:
     return exact if abs(n) < 1024 else f"{exact} ({format_bytes(n)})"
 
 
+TIME_UNITS = (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def time_unit(s: float) -> tuple[str, float]:
+    """The unit of :func:`format_seconds` that fits ``s`` seconds, and its size in seconds: an axis whose largest
+    value is ``s`` reads in it (2.02 -> ('s', 1.0), 4.4e-4 -> ('µs', 1e-6)); ('s', 1.0) when not finite."""
+    if not _finite(s):
+        return "s", 1.0
+    for unit, f in TIME_UNITS:
+        if abs(s) >= f or unit == "ns":
+            return unit, f
+    return "s", 1.0
+
+
 def format_seconds(s: float) -> str:
     """3 significant digits with the unit that fits: 0.00016 -> '160 µs', 1.25e-3 -> '1.25 ms', 90 -> '1.5 min',
     7200 -> '2 h'; '?' when not finite."""
     if not _finite(s):
         return "?"
-    for unit, f in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if abs(s) >= f or unit == "ns":
-            return f"{s / f:.3g} {unit}"
-    return f"{s} s"
+    unit, f = time_unit(s)
+    return f"{s / f:.3g} {unit}"
 
 
 def _decimal(v: float, prefixed: tuple, unit: str) -> str:

@@ -197,14 +197,21 @@ def step_table(a, b) -> pd.DataFrame:
     })
 
 
+IPU_TIME_ROW = "IPU time"  # the parts' sum (one time base with them)
+WALL_ROW = "step (wall time)"  # one step from start to end: another time base, never drawn with the parts
+
+
 def phase_table(sa: Summary, sb: Summary) -> pd.DataFrame:
-    """Cycles and time per BSP phase (compute, exchange, sync, stream) plus total."""
+    """Cycles and time of each part of the IPU time (compute, exchange, sync, stream, host: run_totals.PARTS,
+    summed over a replica's IPUs), their sum (:data:`IPU_TIME_ROW`) and the step's wall time
+    (:data:`WALL_ROW`).  ``basis`` says which time each row is: "IPU time" (summed over the IPUs of a
+    replica, so S x the wall time) or "wall time"; a chart draws one basis only."""
     rows = []
-    for ph in PHASES + ("total",):
-        ca = sa.total_cycles if ph == "total" else sa.phase_cycles.get(ph, 0)
-        cb = sb.total_cycles if ph == "total" else sb.phase_cycles.get(ph, 0)
-        rows.append((ph, ca, cb))
-    df = pd.DataFrame(rows, columns=["phase", "cycles_a", "cycles_b"])
+    for ph in PHASES:
+        rows.append((ph, "IPU time", sa.phase_cycles.get(ph, 0), sb.phase_cycles.get(ph, 0)))
+    rows.append((IPU_TIME_ROW, "IPU time", sa.totals.ipu_time_cycles, sb.totals.ipu_time_cycles))
+    rows.append((WALL_ROW, "wall time", sa.total_cycles, sb.total_cycles))
+    df = pd.DataFrame(rows, columns=["phase", "basis", "cycles_a", "cycles_b"])
     df["cycles_delta"] = df["cycles_b"] - df["cycles_a"]
     df["cycles_ratio"] = ratio(df["cycles_b"], df["cycles_a"])
     df["time_a_s"] = df["cycles_a"] / sa.clock_hz
@@ -291,6 +298,7 @@ def _headline(sa: Summary, sb: Summary) -> pd.DataFrame:
         ("time", "s", sa.total_seconds, sb.total_seconds),
         ("samples/s", "samples/s", sa.totals.samples_per_second, sb.totals.samples_per_second),
         ("IPU time summed over a replica's IPUs", "cycles", sa.totals.ipu_time_cycles, sb.totals.ipu_time_cycles),
+        ("host time per step", "s", sa.totals.host_seconds, sb.totals.host_seconds),
     ]
     for ph in PHASES:
         rows.append((f"{ph} cycles", "cycles", sa.phase_cycles.get(ph, 0), sb.phase_cycles.get(ph, 0)))
@@ -330,13 +338,26 @@ def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) ->
         elif np.isfinite(comp_r):
             txt += f" Compute cycles B/A = {comp_r:.3f} ({format_change(comp_r)})."
         diff = [f"{ph} {sa.phase_cycles.get(ph, 0):,} -> {sb.phase_cycles.get(ph, 0):,}" for ph in PHASES
-                if sa.phase_cycles.get(ph, 0) != sb.phase_cycles.get(ph, 0)]
+                if ph != "host" and sa.phase_cycles.get(ph, 0) != sb.phase_cycles.get(ph, 0)]
         if diff:
-            txt += (" Phases whose cycle counts differ (exchange, sync and stream copies to DDR depend on "
+            txt += (" Parts whose cycle counts differ (exchange, sync and stream copies to DDR depend on "
                     "the device's exchange/sync/link model, not only the clock): " + "; ".join(diff) + ".")
+        ha, hb = sa.totals.host_seconds, sb.totals.host_seconds
+        if ha or hb:  # the host's time is seconds, not cycles: at another clock the same host step is other cycles
+            txt += (f" Host: A {sa.totals.host_short} ({format_seconds(ha)} per step), B {sb.totals.host_short} "
+                    f"({format_seconds(hb)})" + (": the same host time, more or fewer cycles only at the other clock."
+                                                  if abs(ha - hb) <= 1e-9 * max(ha, hb, 1e-30) else "."))
         notes.append(txt)
     else:
         notes.append(f"Same clock ({ca / 1e9:.3f} GHz): time follows cycles; cycles B/A = {rc:.3f} ({format_change(rc)}).")
+    # the headline: throughput (a larger batch makes each step longer and still faster per sample)
+    ra = float(ratio(sb.totals.samples_per_second, sa.totals.samples_per_second))
+    if np.isfinite(ra) and abs(ra - 1) > 1e-9:
+        notes.append(f"Throughput: A {sa.totals.samples_per_second:,.1f} samples/s, B "
+                     f"{sb.totals.samples_per_second:,.1f} samples/s: B is {ra:.3f}x "
+                     f"({'faster' if ra > 1 else 'slower'} per sample)"
+                     + (f" although its step takes {rt:.3f}x the time ({sa.totals.samples_per_step:g} -> "
+                        f"{sb.totals.samples_per_step:g} samples per step)." if (rt > 1) == (ra > 1) else "."))
     # memory
     r_nal = float(ratio(sb.peak_not_always_live, sa.peak_not_always_live))
     notes.append(f"Peak not-always-live memory on a tile: A {format_bytes(sa.peak_not_always_live)}, "

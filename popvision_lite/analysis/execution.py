@@ -48,6 +48,17 @@ _CHUNK_CELLS = 4_000_000
 
 # ---------------------------------------------------------------- step index
 
+def own_tiles_mean(busy_mean, ipu, num_ipus: int) -> np.ndarray:
+    """Each step's mean busy cycles over the tiles it runs on: the steps table's ``busy_mean`` is over every tile
+    of the replica, and a step of one IPU (``ipu`` >= 0) leaves the other IPUs' tiles at 0, so its mean over its
+    own IPU's tiles is ``num_ipus`` x the stored one (a step on every IPU, ``ipu`` -1, runs on them all).  The one
+    definition of a step's tile statistics (the Execution view's imbalance, Insights' idle tiles): over the replica's
+    5,888 tiles a POD16 BERT step on one IPU read 77 % idle, over its IPU's 1,472 tiles 9 %."""
+    bm = np.asarray(busy_mean, np.float64)
+    return np.where(np.asarray(ipu) >= 0, bm * max(int(num_ipus), 1), bm)
+
+
+
 class StepIndex:
     """Per-step arrays of a profile with the prefix sums the timeline needs."""
 
@@ -62,7 +73,8 @@ class StepIndex:
         self.op_id = s["op_id"].to_numpy(np.int64)
         self.ipu = s["ipu"].to_numpy(np.int64)
         self.busy_max = s["busy_max"].to_numpy(np.float64)
-        self.busy_mean = s["busy_mean"].to_numpy(np.float64)
+        self.busy_mean = s["busy_mean"].to_numpy(np.float64)  # over every tile of the replica (as stored)
+        self.busy_mean_own = own_tiles_mean(self.busy_mean, self.ipu, self.num_ipus)  # over the step's own tiles
         self.tiles_active = s["tiles_active"].to_numpy(np.int64)
         self.bytes_in = s["bytes_in"].to_numpy(np.int64)
         self.bytes_out = s["bytes_out"].to_numpy(np.int64)
@@ -507,8 +519,8 @@ def step_bins(index: StepIndex, x0: float, x1: float, cols: int, min_px: float =
         cyc = np.zeros((N_KINDS, n))
         cyc[index.kind[ii], np.arange(n)] = index.dur[ii]
         with np.errstate(all="ignore"):
-            imb = np.where((index.kind[ii] == COMPUTE) & (index.busy_mean[ii] > 0),
-                           index.busy_max[ii] / index.busy_mean[ii], np.nan)
+            imb = np.where((index.kind[ii] == COMPUTE) & (index.busy_mean_own[ii] > 0),
+                           index.busy_max[ii] / index.busy_mean_own[ii], np.nan)
         return StepBins(index.start[ii].astype(float), index.end[ii].astype(float), cyc, cyc, imb, True, ii)
     nb = max(1, int(cols / min_px))
     edges = np.linspace(x0, x1, nb + 1)
@@ -518,8 +530,8 @@ def step_bins(index: StepIndex, x0: float, x1: float, cols: int, min_px: float =
     if n:
         ii = np.arange(i0, i1)
         with np.errstate(all="ignore"):
-            r = np.where((index.kind[ii] == COMPUTE) & (index.busy_mean[ii] > 0),
-                         index.busy_max[ii] / index.busy_mean[ii], -np.inf)
+            r = np.where((index.kind[ii] == COMPUTE) & (index.busy_mean_own[ii] > 0),
+                         index.busy_max[ii] / index.busy_mean_own[ii], -np.inf)
         b = np.clip(np.searchsorted(edges, index.start[ii], side="right") - 1, 0, nb - 1)
         first = np.searchsorted(b, np.arange(nb), side="left")
         has = first < np.searchsorted(b, np.arange(nb), side="right")
@@ -580,8 +592,10 @@ def step_details(profile, index: StepIndex, i: int, names: dict[int, str] | None
         "end_cycle": int(index.end[i]),
         "cycles": int(index.dur[i]),
         "tiles_active": int(index.tiles_active[i]),
+        # the tiles it runs on: its IPU's, or every tile of the replica for a step on all IPUs
+        "tiles_of_step": int(profile.target.tiles_per_ipu) if index.ipu[i] >= 0 else int(profile.target.num_tiles),
         "busy_max": int(index.busy_max[i]),
-        "busy_mean": float(index.busy_mean[i]),
+        "busy_mean": float(index.busy_mean_own[i]),  # over the tiles the step runs on
         "bytes_in": int(index.bytes_in[i]),
         "bytes_out": int(index.bytes_out[i]),
     }
@@ -651,6 +665,11 @@ def range_summary(profile, index: StepIndex, s0: int, s1: int, top: int = 10,
         exact = False
     order = np.argsort(-per_tile, kind="stable")[:top]
     busiest = pd.DataFrame({"tile": first[order], "tiles": width[order], "busy": per_tile[order]})
-    mean = per_tile.mean() if len(per_tile) else 0.0
+    # the mean over the tiles the range's steps run on (the IPUs taking part), as each step's own imbalance
+    tpi = int(profile.target.tiles_per_ipu)
+    ipus = np.unique(index.ipu[sl])
+    on = np.ones(len(first), bool) if (ipus < 0).any() else np.isin(first // max(tpi, 1), ipus)
+    w_on = width[on].astype(np.float64)  # per_tile is per tile (a block's: its tiles' mean)
+    mean = float((per_tile[on] * w_on).sum() / w_on.sum()) if w_on.sum() else 0.0
     imb = float(per_tile.max() / mean) if mean > 0 else float("nan")
     return RangeSummary((s0, s1), (cyc0, cyc1), by_kind, ops, busiest, imb, exact, tb)

@@ -14,20 +14,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from popvision_lite.analysis.execution import own_tiles_mean
 from popvision_lite.analysis.fit_constraint import binding_constraint
-from popvision_lite.analysis.run_totals import PARTS, run_totals
+from popvision_lite.analysis.liveness import live_variables
+from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import STEP_KIND_CODE, stored_table
-from popvision_lite.units import format_bytes_exact, format_percent
+from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
 
 SEVERITIES = ("error", "warning", "info")
 
 # thresholds for advice (fractions); kept here so tests and docs can name them
 EXCHANGE_SHARE_WARN = 0.30      # exchange steps take >= 30% of the run
+HOST_SHARE_NOTE = 0.30          # the host's per-step terms take >= 30% of the IPU time
 ACTIVATION_SHARE_RECOMPUTE = 0.5  # activations are >= half of the not-always-live peak
 COMPUTE_IDLE_WARN = 0.5         # tiles idle >= 50% of compute-step time
 MEMORY_IMBALANCE_WARN = 2.0     # fullest tile holds >= 2x the mean tile
 _MAX_IDS = 50  # related ids kept per finding
+STASH_NAME = "pipeline stash ("  # the stash variables of a pipelined run (emulator/models/pipeline.py, format 3.2)
 
 
 @dataclass
@@ -299,16 +303,27 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         theld = bytes_on_tile(profile, t, tparts["held"]["var_id"])
         o = int(over.loc[t, "over"])
         verdict = "enough to fit" if theld >= o else f"not enough alone (still {fmt_bytes(o - theld)} over)"
+        # the pipeline stash (format 3.2: a variable) holds the micro-batches in flight: without recomputation
+        # their saved activations too, which recomputation drops (keeping each layer's input)
+        stash = live_variables(profile, tl, tile=t)
+        stash = stash[stash["name"].astype(str).str.contains(STASH_NAME, regex=False)]
+        tstash = int(stash["bytes_on_tile"].sum()) if len(stash) else 0
+        if tstash and not is_recompute_run(profile) and theld < o:
+            verdict += (f"; the pipeline stash on this tile takes {fmt_bytes(tstash)} more (the saved activations of "
+                        "the micro-batches in flight), which recomputation shrinks to each layer's input"
+                        + (": together more than the excess (how much of the stash recomputation frees, a re-run "
+                           "with recomputation measures)" if theld + tstash >= o else ""))
         worst_txt = (f"\nOn the worst tile, {_tile_name(profile, t)}, activations held across its peak "
                      f"(liveness step {tl}) take {fmt_bytes(theld)} against {fmt_bytes(o)} over capacity: "
                      f"{verdict}.")
-        nums.update(worst_tile=t, worst_tile_lstep=tl, worst_tile_held_bytes=theld, worst_tile_over=o)
+        nums.update(worst_tile=t, worst_tile_lstep=tl, worst_tile_held_bytes=theld, worst_tile_over=o,
+                    worst_tile_stash_bytes=tstash)
         tiles = (t,)
     head = (f"The not-always-live peak summed over all tiles is {fmt_bytes(peak_bytes)} at liveness step {pk} ({name}, op {op_name}). "
             f"Of it, {len(held):,} activations made earlier and used later (e.g. by the backward pass) are held "
             f"across it: {fmt_bytes(held_b)} ({format_percent(share)}); the running op's own outputs and temporaries take "
             f"{fmt_bytes(own_b)} ({format_percent(own_share)}).")
-    if held_b > 0 and (share >= ACTIVATION_SHARE_RECOMPUTE or len(over)):
+    if (held_b > 0 or nums.get("worst_tile_stash_bytes")) and (share >= ACTIVATION_SHARE_RECOMPUTE or len(over)):
         sev = "warning" if len(over) else "info"
         text = (head + f" Recomputing held activations in the backward pass instead of keeping them can save up "
                 f"to {fmt_bytes(held_b)} at the peak (less the checkpoints kept), at the cost of running their "
@@ -416,7 +431,7 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
     share = rt.part_share["exchange"]
     ops = stored_table(profile, "ops")
     if share >= EXCHANGE_SHARE_WARN:
-        exc = rt.op_part_cycles[:, PARTS.index("exchange")] if len(ops) else np.zeros(0)
+        exc = rt.op_part_cycles[:, STEP_PARTS.index("exchange")] if len(ops) else np.zeros(0)
         order = [i for i in np.argsort(-exc, kind="stable")[:3] if exc[i] > 0]
         top = ops.iloc[order]
         names = "; ".join(f"{r['name']} ({int(round(exc[i])):,} cycles)" for i, (_, r) in zip(order, top.iterrows(),
@@ -428,11 +443,25 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
                            f"Consider a layout that keeps operands on the tiles that use them.",
                            ops=tuple(int(o) for o in top["op_id"]),
                            numbers={"exchange_cycles": ex, "run_cycles": total, "share": share}))
+    host = rt.part_share.get("host", 0.0)
+    if host >= HOST_SHARE_NOTE:
+        # the host part is its own (not sync): say how big, where it comes from, and what it is per sample
+        per_sample = rt.host_seconds / rt.samples_per_step if rt.samples_per_step else float("nan")
+        out.append(Finding("info", "host", "The IPUs wait for the host most of the step",
+                           f"The host's per-step work ({rt.host_text}) takes {rt.part_cycles['host']:,} of "
+                           f"{total:,} cycles of {rt.ipu_time_name} ({format_percent(host)}): every IPU waits "
+                           f"meanwhile. It is fixed per step, {format_seconds(per_sample)} per sample at "
+                           f"{rt.samples_per_step:g} samples per step; more samples per step (gradient accumulation, "
+                           f"device iterations) spread it over more samples.",
+                           numbers={"host_cycles": rt.part_cycles["host"], "share": host,
+                                    "host_seconds": rt.host_seconds}))
     st = stored_table(profile, "steps")
     comp = st[st["kind"].to_numpy() == STEP_KIND_CODE["compute"]]
     if len(comp):
         bmax = comp["busy_max"].to_numpy(np.float64)
-        bmean = comp["busy_mean"].to_numpy(np.float64)
+        # over the tiles each step runs on (its IPU's 1,472, not the replica's): execution.own_tiles_mean
+        bmean = own_tiles_mean(comp["busy_mean"].to_numpy(np.float64), comp["ipu"].to_numpy(np.int64),
+                               int(profile.target.num_ipus))
         idle = 1.0 - float(bmean.sum()) / float(bmax.sum()) if bmax.sum() > 0 else 0.0
         if idle >= COMPUTE_IDLE_WARN:
             waste = pd.Series(bmax - bmean, index=comp["op_id"].to_numpy()).groupby(level=0).sum()
@@ -441,7 +470,8 @@ def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
             lst = "; ".join(f"{names.get(int(o), o)}" for o in waste.index)
             out.append(Finding("warning", "compute_imbalance", "Tiles wait for the slowest tile",
                                f"In compute steps tiles are idle {format_percent(idle)} of the time (mean busy "
-                               f"{bmean.sum():,.0f} vs max {bmax.sum():,.0f} cycles summed over steps): "
+                               f"{bmean.sum():,.0f} vs max {bmax.sum():,.0f} cycles summed over steps, over the "
+                               f"tiles each step runs on): "
                                f"work is spread unevenly or over few tiles. Worst ops: {lst}.",
                                ops=tuple(int(o) for o in waste.index),
                                numbers={"idle_share": idle}))
@@ -487,6 +517,27 @@ def insights(profile, spec=None) -> Insights:
     return Insights(sorted(found, key=lambda f: order.get(f.severity, 9)))
 
 
+def placed_text(layers: float) -> str:
+    """What an IPU of a training-state record holds: 'the whole graph' (layers -1), '4.5 layers', '1 layer'."""
+    if layers < 0:
+        return "the whole graph"
+    return f"{layers:g} layer{'' if layers == 1 else 's'}"
+
+
+def code_bytes_per_ipu(profile) -> np.ndarray:
+    """Bytes of every memory category that is not a variable (code, exchange code, vertex state, stack ...) per
+    IPU of the replica, from the memory array: the one figure of an IPU's code (a whole-graph run's training
+    state records none)."""
+    from popvision_lite.profile import schema
+
+    arr = profile.memory.array()
+    keep = [i for i, c in enumerate(schema.MEMORY_CATEGORIES) if c not in ("variable", "constant")]
+    per_tile = arr[:, keep, :].sum(axis=(1, 2))
+    tpi = int(profile.target.tiles_per_ipu)
+    return np.bincount(np.arange(len(per_tile)) // max(tpi, 1), weights=per_tile,
+                       minlength=int(profile.target.num_ipus))
+
+
 def training_state_findings(profile, spec=None) -> list[Finding]:
     """Optimizer state, master weights and code per IPU of a composed (pipelined / replicated) run,
     with one numeric advice line on where the optimizer state lives (run['training_state'])."""
@@ -496,10 +547,11 @@ def training_state_findings(profile, spec=None) -> list[Finding]:
         return []
     MiB = 2 ** 20
     tiles = int(profile.target.tiles_per_ipu)
-    rows = [f"IPU {t.ipu}: {t.layers} layers; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
+    code = code_bytes_per_ipu(profile)
+    rows = [f"IPU {t.ipu}: {placed_text(t.layers)}; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
             f"({t.max_tile_bytes.optimizer_state_onchip / 1024:.1f} KiB on the fullest tile), off chip "
             f"{t.mib.optimizer_state_offchip:.1f} MiB; master weights {t.mib.master_weights:.1f} MiB; "
-            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {t.mib.code:.1f} MiB"
+            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {code[t.ipu] / MiB if t.ipu < len(code) else 0:.1f} MiB"
             for t in ts]
     R = sch.replicas
     shard = R if sch.rts else 1
@@ -507,13 +559,17 @@ def training_state_findings(profile, spec=None) -> list[Finding]:
     state = (worst.mib.optimizer_moments + worst.mib.master_weights) * MiB / shard
     bw = ddr_bandwidth(spec) if spec is not None else None
     per_tile = state / tiles
+    # where the state IS (the record's on-chip bytes), not where the config asked for it: a phased run (PopXL
+    # GPT-3) keeps it off chip whatever optimizer_state says, and advice to move it off chip then contradicts
+    # the per-IPU lines below
+    on_chip = max(t.mib.optimizer_state_onchip for t in ts) > 0
     if bw and state > 0:
         ms = 2 * state / bw * 1e3
-        if sch.optimizer_state != "offchip":
+        if on_chip:
             advice = (f"Optimizer state off-chip would free {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) "
                       f"and cost {ms:.1f} ms per step streaming it in and out at {bw / 1e9:.1f} GB/s (DDR share per IPU).")
         else:
-            advice = (f"Optimizer state off-chip frees {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) and "
+            advice = (f"Optimizer state is off chip (0 MiB on any IPU, below): that frees {state / MiB:.0f} MiB per IPU ({per_tile / 1024:.1f} KiB/tile) and "
                       f"costs {ms:.1f} ms per step ({100 * ms / 1e3 / max(sch.step_seconds if 'step_seconds' in sch else 1, 1e-12):.1f}% "
                       f"of the step) at {bw / 1e9:.1f} GB/s (DDR share per IPU).")
     else:

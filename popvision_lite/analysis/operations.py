@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from popvision_lite.analysis.run_totals import PARTS, run_totals
+from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
 from popvision_lite.profile.schema import stored_table
 
 # (column in the returned frame, header shown by views); numeric unless noted
@@ -40,7 +40,7 @@ def ops_table(profile) -> pd.DataFrame:
     df.index = pd.Index(ops["op_id"].to_numpy().astype(np.int64), name="op_id")
     rt = run_totals(profile)
     df["cycles"] = np.rint(rt.op_cycles).astype(np.int64)
-    for i, part in enumerate(PARTS):
+    for i, part in enumerate(STEP_PARTS):
         df[f"{part}_cycles"] = np.rint(rt.op_part_cycles[:, i]).astype(np.int64)
     df["pct_run"] = rt.op_share * 100.0
     for c in TEXT_COLUMNS:

@@ -10,8 +10,11 @@ Model (see docs/decisions/*-roofline-model.md):
   for an op spread over all of them) and plotted at FLOP/s per chip (``chip_flops``).
 * **IPU point per op**: achieved = flops / (cycles / clock).  The op's *bounding level* is the memory level
   with the largest ideal time bytes_level / bandwidth_level (the one whose roof is lowest at the op's
-  intensities); its intensity is flops / bytes_at_that_level.  ``bound`` says ``compute`` if
-  flops / peak exceeds that memory time.  Point size = op cycles / run cycles.
+  intensities); its intensity is flops / bytes_at_that_level.  ``roof_bound`` says ``compute`` if
+  flops / peak exceeds that memory time (the roof it sits under); ``bound`` is what bounds the op in the
+  emulated run: the part of its own time (compute / exchange / sync / stream) that dominates, as the Summary
+  splits the run (``bottleneck_relation`` relates them to the run's bottleneck).  Point size = op cycles / run
+  cycles.
 * **GPU bound per op** (``{gpu}_time_s``, not a measurement, not an estimate): time = max(flops / peak(precision),
   min_bytes / HBM bandwidth), with FP16 ops on the tensor-core FP16 peak and everything else on the FP32 peak,
   one GPU.  An upper bound on GPU speed that no GPU reaches.
@@ -40,6 +43,7 @@ import pandas as pd
 from popvision_lite import devices
 from popvision_lite.analysis import gpu_estimate as ge
 from popvision_lite.analysis import model_pass as wl
+from popvision_lite.analysis.run_totals import STEP_PARTS
 from popvision_lite.devices import DeviceSpec
 from popvision_lite.errors import ArgumentTypeError, ArgumentValueError, ConfigError, DeviceSpecError
 from popvision_lite.profile.schema import stored_table
@@ -232,14 +236,16 @@ class RooflineAnalysis:
 
     def table(self) -> pd.DataFrame:
         """Per-op side table with a final TOTAL row (what the view shows)."""
-        cols = ["name", "type", "precision", "bound", "level", "intensity", "achieved_flops", "ipu_time_s", "share"]
+        cols = ["name", "type", "precision", "bound", "roof_bound", "level", "intensity", "achieved_flops", "ipu_time_s",
+                "share"]
         for g in self.gpus:
             cols += [f"{g.device_id}_est_time_s", f"{g.device_id}_est_speedup", f"{g.device_id}_time_s",
                      f"{g.device_id}_speedup"]
         cols += ["ipu_cost_usd"] + [f"{g.device_id}_cost_usd" for g in self.gpus] + ["spills", "whatif_time_s"]
         t = self.ops[cols].copy()
         tot = {c: math.nan for c in cols}
-        tot.update(name="TOTAL (ops)", type="", precision="", bound="", level="", spills=bool(t["spills"].any()))
+        tot.update(name="TOTAL (ops)", type="", precision="", bound="", roof_bound="", level="",
+                   spills=bool(t["spills"].any()))
         for c in cols:
             if c.endswith("_time_s") or c.endswith("_cost_usd") or c == "share":
                 tot[c] = float(t[c].sum(min_count=1))
@@ -250,6 +256,39 @@ class RooflineAnalysis:
 
 
 FALLBACK_IPU = "ipu-mk2"  # the roofs used for a profile whose target device has no bundled spec
+
+
+def _op_part_cycles(ops: pd.DataFrame, rt) -> np.ndarray:
+    """(ops, STEP_PARTS) cycles of each op's own time by part: run_totals' (the one split every view shows), or
+    the ops table's columns for a stand-in without steps."""
+    if rt is not None and rt.op_part_cycles.shape == (len(ops), len(STEP_PARTS)):
+        return np.asarray(rt.op_part_cycles, np.float64)
+    cols = [f"{p}_cycles" for p in STEP_PARTS]
+    if all(c in ops.columns for c in cols):
+        return ops[cols].to_numpy(np.float64)
+    return np.zeros((len(ops), len(STEP_PARTS)))
+
+
+def bottleneck_relation(a: RooflineAnalysis, bottleneck: str) -> str:
+    """How the points' bounds relate to the run's bottleneck (run_totals.bottleneck), in one short line: the
+    share of the ops' time in ops bound by each part, e.g. "Ops' time by own bound: compute 79%, exchange 21%;
+    run bottleneck compute (Summary): the same"."""
+    pts = a.points
+    if not len(pts):
+        return ""
+    t = pts.groupby("bound")["ipu_time_s"].sum().sort_values(ascending=False)
+    tot = float(t.sum())
+    if tot <= 0:
+        return ""
+    parts = ", ".join(f"{b} {100 * v / tot:.0f}%" for b, v in t.items() if v >= 0.005 * tot) or "none"
+    top = str(t.index[0])
+    if bottleneck in ("sync", "host"):  # IPUs waiting for each other or for the host: no op's own time
+        rel = "time no op owns"
+    elif top == bottleneck:
+        rel = "the same"
+    else:
+        rel = f"summed over the whole step, time outside these ops ({top} leads them)"
+    return f"Ops' time by own bound: {parts}; run bottleneck {bottleneck} (Summary): {rel}."
 
 
 def gpu_list(gpus, name: str = "gpus") -> tuple:
@@ -353,7 +392,15 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         intensity = np.where(bound_bytes > 0, flops / bound_bytes, np.inf)
     new["level"] = level
     new["intensity"] = intensity
-    new["bound"] = np.where(comp_time >= mem_time, "compute", level)
+    # the roof the op sits under in the roofline model (ideal compute time vs the slowest level's ideal time) ...
+    new["roof_bound"] = np.where(comp_time >= mem_time, "compute", level)
+    # ... and what bounds it: the part of its OWN emulated time that dominates (compute / exchange / sync /
+    # stream, run_totals.op_part_cycles, as the Summary splits the run), so an op whose time is mostly compute is
+    # never "bound by exchange" because its ideal exchange time outruns its ideal compute time (issue 46)
+    part = _op_part_cycles(ops, rt)
+    new["compute_share"] = np.where(part.sum(axis=1) > 0, part[:, 0] / np.maximum(part.sum(axis=1), 1e-300), 0.0)
+    new["bound"] = np.where(part.sum(axis=1) > 0, np.array(STEP_PARTS, dtype=object)[part.argmax(axis=1)],
+                            new["roof_bound"])
     new["roof_time_s"] = np.maximum(comp_time, mem_time)
     with np.errstate(divide="ignore", invalid="ignore"):
         roof_flops = np.where(new["roof_time_s"] > 0, flops / new["roof_time_s"], np.inf)

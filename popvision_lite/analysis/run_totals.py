@@ -13,11 +13,15 @@ is these weighted cycles: what one training step (one replica) spends.
 * *wall time* (``step_cycles``): one training step from start to end; the replicas run in parallel, so this
   is also the system's step.  ``total_cycles`` is the profiled run = one step.
 * *IPU time summed over the S IPUs of one replica* (``ipu_time_cycles`` = S x wall time): what the parts
-  compute / exchange / sync / stream divide, so they add up to it exactly.  An IPU that waits for the
+  compute / exchange / sync / stream / host divide, so they add up to it exactly.  An IPU that waits for the
   slowest IPU of a pipeline cycle (or for a phase it takes no part in) is waiting at a sync: that time is
   ``waiting_cycles``, counted in sync.
 
 Step kinds map to parts by :data:`PART_OF_KIND`; a step on every IPU (``ipu`` -1) counts once per IPU.
+**Host** is a part of its own, not a step kind: the per-step host / runtime terms of the schedule (the
+framework's host step loop, host-link input, multi-host synchronisation: the "term" phases), during which every
+IPU waits for the host; ``host_text`` names where that time comes from ("host step 167 ms (calibrated,
+PopART)").  Counting it as sync made a BERT-tiny step read "sync 99.9 %" (issue 46).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ PART_OF_KIND = {
     "sync": "sync",
     "stream_copy": "stream",
 }
-PARTS = ("compute", "exchange", "sync", "stream")
+STEP_PARTS = ("compute", "exchange", "sync", "stream")  # the parts BSP steps (and so ops) divide
+PARTS = (*STEP_PARTS, "host")  # ... and the host's per-step terms (phases of kind "term"), every IPU waiting
 # the one name of each memory figure, shown wherever it is shown
 PEAK_TILE_NAME = "peak tile memory (fullest tile, always-live + not-always-live peak)"
 PEAK_NAL_NAME = "peak not-always-live memory (fullest tile, liveness)"
@@ -63,14 +68,15 @@ class RunTotals:
     pipelined: bool
     ipu_time_cycles: int                  # IPU time summed over the S IPUs of one replica (= S x step, or more)
     part_cycles: dict[str, int]           # part -> weighted IPU cycles; sums to ipu_time_cycles
-    kind_cycles: dict[str, int]           # step kind -> weighted IPU cycles (waiting at syncs in "sync")
+    kind_cycles: dict[str, int]           # step kind -> weighted IPU cycles (waiting at syncs in "sync"), and
+    #                                       "host": the host terms (not a step kind); sums to ipu_time_cycles
     waiting_cycles: int                   # IPU cycles waiting at a sync (in part_cycles["sync"])
     phases: pd.DataFrame                  # the phases table + wall, ipu_time and part columns, share_of_step
     step_weight: np.ndarray               # per stored step: how many times it runs per training step
     op_cycles: np.ndarray                 # per ops row: cycles per training step (one replica): the pipelined
     #                                       ops table's own per-step totals, else its stored steps weighted
     op_share: np.ndarray                  # op_cycles / ipu_time_cycles
-    op_part_cycles: np.ndarray            # (ops, PARTS) weighted cycles per part; rows sum to op_cycles
+    op_part_cycles: np.ndarray            # (ops, STEP_PARTS) weighted cycles per part; rows sum to op_cycles
     program_cycles: np.ndarray            # per programs row: weighted cycles of its steps, children included
     op_names: list[str]
     peak_tile_bytes: int
@@ -83,6 +89,8 @@ class RunTotals:
     throughput_basis: str
     notes: list[str] = field(default_factory=list)
     tensor_parallel: int = 1              # IPUs each stage's layers are sharded over (one of them drawn)
+    host_text: str = ""                   # where the host part comes from: host_step_text(schedule)
+    host_short: str = ""                  # the same in a few words: "host step 167 ms (calibrated, PopART)"
     unphased_kind_cycles: np.ndarray | None = None  # per step kind: IPU cycles of stored steps in no phase
 
     # ---- derived, so there is one formula each
@@ -108,8 +116,14 @@ class RunTotals:
         return {k: (v / t if t else 0.0) for k, v in self.part_cycles.items()}
 
     @property
+    def host_seconds(self) -> float:
+        """Wall time of the step's host terms (the IPUs wait for the host meanwhile)."""
+        S = max(self.stages, 1)
+        return self.part_cycles.get("host", 0) / S / self.clock_hz if self.clock_hz else math.nan
+
+    @property
     def bottleneck(self) -> str:
-        """The part (compute / exchange / sync / stream) with the most IPU time."""
+        """The part (compute / exchange / sync / stream / host) with the most IPU time."""
         sh = self.part_share
         return max(PARTS, key=lambda k: sh.get(k, 0.0)) if self.ipu_time_cycles else "n/a"
 
@@ -129,11 +143,15 @@ class RunTotals:
         what = b
         if b == "sync" and self.waiting_cycles >= 0.5 * self.part_cycles["sync"]:
             what = "sync: IPUs waiting for each other"
+        if b == "host":
+            what = f"host: IPUs waiting for the {self.host_short or 'host'}"
         pct = f"{100 * self.part_share[b]:.0f}% of IPU time"
         if len(ph) > 1 and b in ph.columns:
             i = int(np.argmax(ph[b].to_numpy()))
             if ph[b].iat[i] > 0.5 * self.part_cycles[b]:  # most of it in one phase: say which
-                name = str(ph["name"].iat[i])
+                name = str(ph["name"].iat[i]).replace("_", " ")
+                if b == "host":  # the host part is its terms: no phase to name beside them
+                    return f"{what} ({pct})"
                 if name == "steady state":
                     return f"steady-state {what} ({pct})"
                 return f"{what} ({pct}, mostly in the {name})"
@@ -230,11 +248,13 @@ def _compute(profile) -> RunTotals:
     weight, phase_w = step_runs(ph, steps, S)
     nk = len(schema.STEP_KINDS)
     part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
+    HOST = PARTS.index("host")
     rows = []
     in_phase = np.zeros(n, bool)
     for i, r in enumerate(ph.itertuples()):
         wall = int(r.cycles) * int(r.runs_per_step)
         kinds = np.zeros(nk)
+        host = 0.0
         known = np.array([getattr(r, f"ipu_{k}") for k in schema.STEP_KINDS], np.float64)
         if r.first_step >= 0:
             a, b = int(r.first_step), int(r.last_step) + 1
@@ -244,16 +264,20 @@ def _compute(profile) -> RunTotals:
             kinds += known * int(r.runs_per_step)
         elif r.first_step >= 0:
             kinds += np.bincount(kind[a:b], weights=dur[a:b] * lanes[a:b] * w, minlength=nk)
+        elif r.kind == "term":  # a host / runtime term (files before issue 46 stored time_kind "sync"): host
+            host = float(wall * (S if r.ipu < 0 else 1))
         elif r.time_kind:
             kinds[schema.STEP_KIND_CODE[r.time_kind]] += wall * (S if r.ipu < 0 else 1)
-        busy = float(kinds.sum())
+        busy = float(kinds.sum()) + host
         lanes_ph = S if r.ipu < 0 else 1
         wait = max(wall * lanes_ph - busy, 0.0)
         parts = np.zeros(len(PARTS))
         np.add.at(parts, part_idx, kinds)
         parts[PARTS.index("sync")] += wait
-        rows.append((wall, busy + wait, wait, *kinds, *parts))
-    cols = ["wall_cycles", "ipu_time_cycles", "waiting_cycles", *(f"kind_{k}" for k in schema.STEP_KINDS), *PARTS]
+        parts[HOST] += host
+        rows.append((wall, busy + wait, wait, *kinds, host, *parts))
+    cols = ["wall_cycles", "ipu_time_cycles", "waiting_cycles", *(f"kind_{k}" for k in schema.STEP_KINDS),
+            "kind_host", *PARTS]
     extra = pd.DataFrame(rows, columns=cols, index=ph.index) if rows else pd.DataFrame(columns=cols, index=ph.index)
     ph = pd.concat([ph, extra], axis=1)
     notes = []
@@ -266,6 +290,7 @@ def _compute(profile) -> RunTotals:
     step_cycles = int((ph["start_cycle"] + ph["wall_cycles"]).max()) if len(ph) else 0
     kind_tot = ph[[f"kind_{k}" for k in schema.STEP_KINDS]].to_numpy(np.float64).sum(axis=0) + k_extra \
         if len(ph) else k_extra
+    host_tot = float(ph["kind_host"].sum()) if len(ph) else 0.0
     part_tot = {p: float(ph[p].sum()) if len(ph) else 0.0 for p in PARTS}
     for i, k in enumerate(schema.STEP_KINDS):
         part_tot[PART_OF_KIND[k]] += float(k_extra[i])
@@ -281,7 +306,7 @@ def _compute(profile) -> RunTotals:
     ok = op_id >= 0
     op_cycles = np.bincount(op_id[ok], weights=(dur * lanes * weight)[ok], minlength=len(ops))[:len(ops)] \
         if len(ops) else np.zeros(0)
-    op_part = np.zeros((len(ops), len(PARTS)))
+    op_part = np.zeros((len(ops), len(STEP_PARTS)))
     if len(ops) and ok.any():
         np.add.at(op_part, (op_id[ok], part_idx[kind[ok]]), (dur * lanes * weight)[ok])
     if "pipeline_cycles" in sch and len(ops):
@@ -315,15 +340,15 @@ def _compute(profile) -> RunTotals:
     return RunTotals(
         clock_hz=float(t.clock_hz), step_cycles=step_cycles, total_cycles=step_cycles, replicas=R, stages=S,
         pipelined="pipeline_cycles" in sch, ipu_time_cycles=ipu_time, part_cycles=part_cycles,
-        kind_cycles={k: int(round(float(kind_tot[i]) + (waiting if k == "sync" else 0)))
-                     for i, k in enumerate(schema.STEP_KINDS)},
+        kind_cycles={**{k: int(round(float(kind_tot[i]) + (waiting if k == "sync" else 0)))
+                        for i, k in enumerate(schema.STEP_KINDS)}, "host": int(round(host_tot))},
         waiting_cycles=waiting, phases=ph, step_weight=weight, op_cycles=op_cycles, op_share=op_share,
         op_part_cycles=op_part, program_cycles=prog_cycles,
         op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=int(per_tile[peak_tile]) if per_tile.size else 0,
         peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
         capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
         throughput_basis=basis, notes=notes, tensor_parallel=sch.tensor_parallel,
-        unphased_kind_cycles=k_extra)
+        host_text=host_step_text(sch), host_short=host_step_short(sch), unphased_kind_cycles=k_extra)
 
 
 NO_PHASE = "(in no phase)"
@@ -333,7 +358,7 @@ def totals_frame(profile) -> pd.DataFrame:
     """:func:`run_totals` of ``profile`` as a table (``Profile.totals``): one row per (phase, step kind) with
     IPU time, plus one per phase for its IPUs waiting at syncs, plus the stored steps no phase claims
     (``NO_PHASE``).  Columns ``phase``, ``phase_id`` (Int32, ``<NA>`` for ``NO_PHASE``), ``kind_name`` and
-    ``part`` (categoricals; waiting is ``sync``), ``waiting``, ``ipu_cycles`` (float64: weighted), ``ipu_seconds``,
+    ``part`` (categoricals; waiting is ``sync``; a host term's rows are kind and part ``host``), ``waiting``, ``ipu_cycles`` (float64: weighted), ``ipu_seconds``,
     ``share`` (of the step's IPU time).  Grouped by ``part`` or ``kind_name`` the rows add up to
     ``part_cycles`` / ``kind_cycles`` (before their rounding to whole cycles), the Summary's and ``info``'s."""
     rt = run_totals(profile)
@@ -347,6 +372,8 @@ def totals_frame(profile) -> pd.DataFrame:
                 rows.append((str(r.name), pid, k, False, v))
         if float(r.waiting_cycles) > 0:
             rows.append((str(r.name), pid, "sync", True, float(r.waiting_cycles)))
+        if float(r.kind_host) > 0:  # a host term: every IPU waiting for the host, the part "host" (kind_cycles' "host")
+            rows.append((str(r.name), pid, "host", False, float(r.kind_host)))
     extra = rt.unphased_kind_cycles if rt.unphased_kind_cycles is not None else np.zeros(len(schema.STEP_KINDS))
     for k, v in zip(schema.STEP_KINDS, extra, strict=True):
         if v > 0:
@@ -356,8 +383,9 @@ def totals_frame(profile) -> pd.DataFrame:
     df["phase_id"] = pd.array(pid, dtype="Int32")
     df.loc[pid < 0, "phase_id"] = pd.NA
     df["phase"] = df["phase"].astype("str")
-    df["kind_name"] = pd.Categorical(df["kind_name"], categories=list(schema.STEP_KINDS))
-    df.insert(3, "part", pd.Categorical([PART_OF_KIND[k] for k in df["kind_name"].astype(str)], categories=list(PARTS)))
+    df["kind_name"] = pd.Categorical(df["kind_name"], categories=[*schema.STEP_KINDS, "host"])
+    df.insert(3, "part", pd.Categorical([PART_OF_KIND.get(k, k) for k in df["kind_name"].astype(str)],
+                                        categories=list(PARTS)))
     df["waiting"] = df["waiting"].astype(bool)
     df["ipu_cycles"] = df["ipu_cycles"].astype(np.float64)
     df["ipu_seconds"] = df["ipu_cycles"] / rt.clock_hz if rt.clock_hz else np.nan
@@ -368,6 +396,24 @@ def totals_frame(profile) -> pd.DataFrame:
 
 HOST_FRAMEWORK_LABEL = {"popart": "PopART", "tensorflow": "TensorFlow", "poptorch": "PopTorch", "none": "none",
                         "unknown": "unknown"}
+
+
+def host_step_short(schedule: Mapping) -> str:
+    """:func:`host_step_text` in a few words, for a chart's label: 'host step 167 ms (calibrated, PopART)',
+    'no host step (framework unknown)', 'IPUs alone'."""
+    schedule = schedule if isinstance(schedule, Mapping) else {}
+    fw = str(schedule.get("host_framework") or "none")
+    if fw == "none":
+        return "IPUs alone"
+    if fw == "unknown":
+        return "no host step (framework unknown)"
+    terms = schedule.get("per_step_terms") if isinstance(schedule.get("per_step_terms"), Mapping) else {}
+    try:
+        secs = sum(float(v) for v in terms.values() if math.isfinite(float(v)))
+    except (TypeError, ValueError):
+        secs = 0.0
+    name = "host step" if len([v for v in terms.values() if v]) <= 1 else "host terms"
+    return f"{name} {1e3 * secs:,.{0 if secs >= 0.01 else 1}f} ms (calibrated, {HOST_FRAMEWORK_LABEL.get(fw, fw)})"
 
 
 def host_step_text(schedule: Mapping) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from popvision_lite.analysis.run_totals import host_step_short
 from popvision_lite.profile.run_record import Schedule, record_of
 from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes
@@ -43,6 +44,7 @@ class PhaseSpan:
     last_step: int
     traffic: str          # bytes and links (all-reduce / optimizer / stream), else ""
     hidden: tuple = ()    # ((start, end), ...) wall cycles of the phase that no stored step covers
+    why: str = ""         # why a phase without stored steps has none (a host term, pipeline cycles left out)
 
     @property
     def folded(self) -> bool:
@@ -59,9 +61,12 @@ class PhaseSpan:
 
     def hidden_text(self) -> str:
         """What a hidden stretch of this phase stands for."""
+        name = self.name.replace("_", " ")  # "host step" (a term is named as the schedule's key, host_step)
+        if self.why:
+            return f"{name}: {self.why}"
         if self.folded:
-            return f"{self.name}: {self.folded_runs:,} more runs of the one drawn, folded here"
-        return (f"{self.name}: pipeline cycles the profile does not store (its size limit); every total counts "
+            return f"{name}: {self.folded_runs:,} more runs of the one drawn, folded here"
+        return (f"{name}: pipeline cycles the profile does not store (its size limit); every total counts "
                 "them from the recorded busy cycles")
 
 
@@ -107,14 +112,21 @@ def phase_spans(profile) -> list[PhaseSpan]:
         end = start + one * runs
         first, last = int(r.first_step), int(r.last_step)
         stored = int(r.stored_runs) if first >= 0 else 0
-        hidden = ()
+        hidden, why = (), ""
+        name = str(r.name)
         if first >= 0 and last < len(st_start):
             hidden = _gaps(st_start[first:last + 1], st_end[first:last + 1], start, end,
                            HIDDEN_MIN_FRACTION * (end - start))
-        name = str(r.name)
-        label = f"{name} x{runs:,}" if runs > 1 else name
+        elif end > start:  # no stored step at all: the whole phase is not drawn, and says why
+            hidden = ((start, end),)
+            why = (f"the IPUs wait for the host ({host_step_short(sch)}); no BSP step runs" if str(r.kind) == "term"
+                   else "pipeline cycles the profile does not store (its size limit); every total counts them from "
+                   "the recorded busy cycles" if str(r.kind) in ("fill", "steady", "drain")
+                   else "no stored steps; its time is counted from the schedule")
+        shown = name.replace("_", " ")  # the band's label: "host step" for the term host_step
+        label = f"{shown} x{runs:,}" if runs > 1 else shown
         out.append(PhaseSpan(int(r.phase_id), name, str(r.kind), label, start, end, one, runs, stored, first, last,
-                             traffic_text(sch, str(r.kind), name) if str(r.kind) in DATA_KINDS else "", hidden))
+                             traffic_text(sch, str(r.kind), name) if str(r.kind) in DATA_KINDS else "", hidden, why))
     return out
 
 

@@ -7,6 +7,7 @@
   ``"percent_capacity"`` (total bytes as % of the tile's SRAM);
 * ``breakdown(tile)`` -> DataFrame category x [always_live, not_always_live, total];
 * ``variables_on(tile)`` -> DataFrame of the variables with bytes on that tile;
+* ``contents(tile)`` -> everything on that tile at its peak (variables and code), adding up to its total;
 * ``over_capacity`` -> bool mask of tiles above capacity.
 """
 
@@ -111,6 +112,51 @@ class TileMemory:
         out = out.reset_index().sort_values(["bytes_on_tile", "var_id"], ascending=[False, True])
         return out[["name", "kind", "dtype", "shape", "bytes_on_tile", "bytes", "always_live",
                     "first_lstep", "last_lstep", "var_id"]].reset_index(drop=True)
+
+    def peak_lstep(self, tile: int) -> int:
+        """The liveness step at which ``tile`` holds the most not-always-live bytes (-1 when it has none)."""
+        curve = np.asarray(self.profile.liveness.tile_bytes(tiles=[int(tile)]), np.int64).reshape(-1)
+        return int(np.argmax(curve)) if curve.size and curve.max() > 0 else -1
+
+    def contents(self, tile: int) -> pd.DataFrame:
+        """Everything on ``tile`` at its peak, largest first: its always-live variables, the not-always-live
+        variables live at its peak liveness step (:meth:`peak_lstep`; the pipeline's stash and stream buffers
+        among them) and one row per memory category that is not a variable (code, exchange code, stack ...).
+        The rows add up to the tile's total bytes (the tile map's value); ``live`` says why each row counts.
+        Columns: name, kind, live, bytes_on_tile, dtype, shape, first_lstep, last_lstep, var_id (-1: a category)."""
+        from popvision_lite.analysis.liveness import live_variables
+
+        tile = int(tile)
+        cols = ["name", "kind", "live", "bytes_on_tile", "dtype", "shape", "first_lstep", "last_lstep", "var_id"]
+        frames = []
+        on = self.variables_on(tile)
+        al = on[on["always_live"].astype(bool)].copy()
+        al["live"] = "always"
+        frames.append(al)
+        lstep = self.peak_lstep(tile)
+        if lstep >= 0:
+            lv = live_variables(self.profile, lstep, tile=tile)
+            lv["live"] = f"at the tile's peak (liveness step {lstep:,})"
+            frames.append(lv)
+        a = self.array[tile]
+        var_cats = {schema.CATEGORY_CODE["variable"], schema.CATEGORY_CODE["constant"]}
+        cat = [{"name": c, "kind": "memory category", "live": "always" if a[i, 1] == 0 else "peak",
+                "bytes_on_tile": int(a[i].sum()), "dtype": "", "shape": "", "first_lstep": -1, "last_lstep": -1,
+                "var_id": -1}
+               for i, c in enumerate(schema.MEMORY_CATEGORIES) if i not in var_cats and a[i].sum() > 0]
+        frames.append(pd.DataFrame(cat, columns=cols))
+        rest = int(self.total[tile]) - sum(int(f["bytes_on_tile"].sum()) for f in frames if len(f))
+        if rest > 0:  # a file written before every byte had a variable (format < 3.2: the pipeline stash)
+            v = self.profile
+            frames.append(pd.DataFrame([{
+                "name": f"in no variable (profile format {getattr(v, 'format_version', '?')}."
+                        f"{getattr(v, 'format_minor', '?')}: before 3.2 the pipeline stash and stream buffers "
+                        "had none)", "kind": "unlisted", "live": "peak", "bytes_on_tile": rest, "dtype": "",
+                "shape": "", "first_lstep": -1, "last_lstep": -1, "var_id": -1}], columns=cols))
+        out = pd.concat([f[cols] for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
+            else pd.DataFrame(columns=cols)
+        out["bytes_on_tile"] = out["bytes_on_tile"].astype(np.int64)
+        return out.sort_values(["bytes_on_tile", "var_id"], ascending=[False, True]).reset_index(drop=True)
 
     def ipu_totals(self) -> pd.DataFrame:
         """Per IPU: total bytes, max tile bytes, tiles over capacity."""

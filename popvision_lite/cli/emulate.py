@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 
+from popvision_lite.analysis.insights import placed_text
 from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag, field_switches, switch_value
@@ -116,7 +117,7 @@ def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
         ts = RunRecord.build({"training_state": run.profile_data.run.get("training_state")}).training_state
         for t in ts:
             m = t.mib
-            lines.append(f"  IPU {t.ipu}: {t.layers} layers, {t.params / 1e6:.1f} M params; weights "
+            lines.append(f"  IPU {t.ipu}: {placed_text(t.layers)}, {t.params / 1e6:.1f} M params; weights "
                          f"{m.weights:.0f} MiB, grad accum {m.grad_accum:.0f}, optimizer state on-chip "
                          f"{m.optimizer_state_onchip:.0f} / off-chip {m.optimizer_state_offchip:.0f}, stash "
                          f"{m.stash:.0f}, code {m.code:.0f} MiB; fullest tile {t.max_tile_bytes.need:,} B"

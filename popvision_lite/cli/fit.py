@@ -118,7 +118,7 @@ def run(args) -> int:
         return 130
     progress.end()
     if args.json:
-        from popvision_lite.sweep.fit import SUMMARY
+        from popvision_lite.sweep.fit_result import SUMMARY
 
         print(json.dumps(json.loads((out / SUMMARY).read_text(encoding="utf-8")), indent=1))
     else:

@@ -57,7 +57,7 @@ def summarize(p, top: int = 5) -> dict:
         "error_band": eb.run_band(p.record, rt.num_ipus).to_dict(),
         "host": host_step_text(p.record.schedule),
         "ipu_time": {"name": rt.ipu_time_name, "cycles": rt.ipu_time_cycles, "waiting_cycles": rt.waiting_cycles,
-                     "parts": dict(rt.part_cycles), "shares": rt.part_share},
+                     "parts": dict(rt.part_cycles), "shares": rt.part_share, "host": rt.host_short},
         "bottleneck": rt.bottleneck,
         "bottleneck_text": rt.bottleneck_text,
         "phases": [{"name": r.name, "cycles": int(r.cycles), "runs_per_step": int(r.runs_per_step),
@@ -96,7 +96,7 @@ def _fit(p) -> dict | None:
 
 
 def time_split_line(rt, training: bool = True) -> str:
-    """One line of where one step's IPU time goes: the parts (compute / exchange / sync / stream) of
+    """One line of where one step's IPU time goes: the parts (compute / exchange / sync / stream / host) of
     ``rt`` (a ``run_totals.RunTotals``), the same cycles and shares ``info`` prints, e.g.
     ``time split of one optimizer step (IPU time summed over 2 IPUs of one replica): compute 6,375,875 cycles
     (18.7%), ...``; ``training`` False: an inference run's pipelined step.  ``emulate`` prints it for the profile
@@ -104,7 +104,8 @@ def time_split_line(rt, training: bool = True) -> str:
     share = rt.part_share
     parts = []
     for part, c in rt.part_cycles.items():
-        wait = (f"; waiting for other IPUs {rt.waiting_cycles:,}" if part == "sync" and rt.waiting_cycles else "")
+        wait = (f"; waiting for other IPUs {rt.waiting_cycles:,}" if part == "sync" and rt.waiting_cycles else
+                f"; {rt.host_short}" if part == "host" and c else "")
         parts.append(f"{part} {c:,} cycles ({100 * share[part]:.1f}%{wait})")
     step = ("one optimizer step" if training else "one inference step") if rt.pipelined else "one step"
     return f"time split of {step} ({rt.ipu_time_name}): " + ", ".join(parts)
@@ -140,6 +141,7 @@ def format_summary(s: dict) -> str:
     ]
     for part, c in it["parts"].items():
         extra = f" (waiting for other IPUs {it['waiting_cycles']:,})" if part == "sync" and it["waiting_cycles"] else ""
+        extra = f" ({it['host']})" if part == "host" and it.get("host") else extra
         lines.append(f"         {part:10s} {c:>16,} cycles {100 * it['shares'][part]:5.1f}%{extra}")
     lines.append(f"bound by {s['bottleneck_text']}")
     lines += [

@@ -306,6 +306,8 @@ class MainWindow(QMainWindow):
 
                 workers.append(open_sweep_tab(self, p))
                 continue
+            if self._show_open(p):  # already open: its tab, not a second one (the session would bring both back)
+                continue
             workers.append(self.run_task(
                 load_document_data, p, title=f"Opening {Path(p).name}",
                 on_result=lambda res, p=p: self._loaded(p, res, (titles or {}).get(p)),
@@ -313,8 +315,27 @@ class MainWindow(QMainWindow):
             ))
         return workers
 
+    def _open_widget(self, path: str) -> DocumentWidget | None:
+        """The tab of the profile at ``path`` (resolved: the same file by any name), if it is open."""
+        want = _resolved(path)
+        return next((w for w in self.document_widgets() if _resolved(w.document.path) == want), None)
+
+    def _show_open(self, path: str) -> bool:
+        """Bring the tab of ``path`` to the front if it is open; whether it was."""
+        w = self._open_widget(path)
+        if w is None:
+            return False
+        self.doc_tabs.setCurrentWidget(w)
+        self.stack.setCurrentWidget(self.doc_tabs)
+        self.statusBar().showMessage(f"{Path(path).name} is already open", 5000)
+        return True
+
     def _loaded(self, path: str, result, title: str | None = None) -> None:
         profile, cache = result
+        if self._open_widget(path) is not None:  # opened twice before the first load finished
+            profile.close()
+            self._show_open(path)
+            return
         doc = Document(profile, path, title=title)
         for k, v in cache.items():
             doc.put_cached(k, v)
@@ -431,7 +452,7 @@ class MainWindow(QMainWindow):
     # ----------------------------------------------------------------- session (open tabs across restarts)
     def save_session(self) -> None:
         """Remember the open profiles and the current one (``restore_session`` reopens them)."""
-        paths = [str(Path(d.path).resolve()) for d in self.documents()]
+        paths = list(dict.fromkeys(_resolved(d.path) for d in self.documents()))  # each file once, in tab order
         cur = self.current_document()
         self.settings.setValue("session/open_files", paths)
         self.settings.setValue("session/current", str(Path(cur.path).resolve()) if cur else "")
@@ -441,7 +462,8 @@ class MainWindow(QMainWindow):
         paths = self.settings.value("session/open_files", []) or []
         if isinstance(paths, str):
             paths = [paths]
-        return [str(p) for p in paths if Path(str(p)).is_file()]
+        return list(dict.fromkeys(str(p) for p in paths if Path(str(p)).is_file()))  # a file once (older sessions
+        #                                                                                 saved duplicate tabs)
 
     def offer_session(self) -> None:
         """The start page offers to reopen the last session (started with no file: the start page first)."""
@@ -522,3 +544,11 @@ class MainWindow(QMainWindow):
         QMessageBox.about(self, "About popvision-lite",
                           f"<b>popvision-lite {__version__}</b><p>A profiler for tile-based AI processors "
                           "(Graphcore IPU), with its own tile-level emulator.</p>")
+
+
+def _resolved(path) -> str:
+    """A profile path as one name for one file (the tab and session key)."""
+    try:
+        return str(Path(path).resolve())
+    except (OSError, RuntimeError):
+        return str(path)

@@ -38,9 +38,10 @@ THEMES = {
 _current = "light"
 
 # ---------------------------------------------------------------------------------------------- palettes
-# compute green, exchange blue (inter-IPU purple), sync red, stream orange: the Summary's phases and every
-# timeline of steps use the same four hues
-PHASE_COLORS = {"compute": "#2ca02c", "exchange": "#1f77b4", "sync": "#d62728", "stream": "#ff7f0e"}
+# compute green, exchange blue (inter-IPU purple), sync red, stream orange: the Summary's parts and every
+# timeline of steps use the same four hues; host (the per-step host terms: the IPUs wait for the host) brown-grey
+PHASE_COLORS = {"compute": "#2ca02c", "exchange": "#1f77b4", "sync": "#d62728", "stream": "#ff7f0e",
+                "host": "#8c6d5a"}
 STEP_KIND_COLORS = {
     "compute": PHASE_COLORS["compute"],
     "sync": PHASE_COLORS["sync"],

@@ -20,7 +20,8 @@ old and new files get the same table.  Columns (``schema.TABLE_COLUMNS["phases"]
   the phase's stored steps cover (union of their intervals): ``runs_per_step / stored_runs`` when every run
   drawn is complete; more when the emulator left some fill / drain pipeline cycles out of a large profile
   (its size limit), the drawn cycles then standing for the phase in proportion of wall time;
-* ``time_kind``: for a phase without stored steps, the step kind its time counts as (``STEP_KINDS``), else "";
+* ``time_kind``: for a phase without stored steps, the step kind its time counts as (``STEP_KINDS``), else "" (a
+  host term: the part "host", no step kind; 3.1 files store "sync" for it);
 * ``ipu_<kind>`` (one column per step kind): busy IPU cycles of one run of the phase of that kind, summed over
   the IPUs, when the producer composed them from every pipeline cycle (``schedule["phase_ipu_cycles"]``,
   since format 2.2); -1 = not recorded, the totals then weight the stored steps.
@@ -53,9 +54,11 @@ from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
 
 PHASE_KINDS: tuple[str, ...] = ("whole", "fill", "steady", "drain", "accumulate", "stream", "allreduce",
                                 "optimizer", "term")
-# the step kind a phase's time counts as when the profile stores no steps for it
+# the step kind a phase's time counts as when the profile stores no steps for it; a host term ("term") is no step
+# kind: the IPUs wait for the host, counted as the part "host" (analysis/run_totals.py); its time_kind is "" (format
+# 3.2; 3.1 files store "sync" for it, which the totals do not read)
 TIME_KIND = {"accumulate": "compute", "stream": "stream_copy", "allreduce": "exchange_global",
-             "optimizer": "compute", "term": "sync"}
+             "optimizer": "compute"}
 _K_XG = STEP_KIND_CODE["exchange_global"]  # the copy step closing a pipeline cycle
 # phases of one training step: a pipeline has 7 (fill, steady state, drain, stream in, all-reduce, optimizer,
 # stream out) plus one per host term (run_record.MAX_PHASE_TERMS); a table claiming more is refused before it is
@@ -158,7 +161,7 @@ def phases_from_schedule(schedule: Schedule | None, steps: pd.DataFrame | None, 
             for name, kind, d in post:
                 t = add(name, kind, t, d)
     for name, secs in sch.per_step_terms.items():
-        t = add(str(name), "term", t, int(round(secs * float(clock_hz))))
+        t = add(str(name), "term", t, int(round(secs * float(clock_hz))))  # named as the term: "host_step"
     df = pd.DataFrame(rows, columns=["name", "kind", "ipu", "start_cycle", "cycles", "runs_per_step", "first_step",
                                      "last_step", "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS)])
     df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))

@@ -43,8 +43,11 @@ from popvision_lite.profile.run_record import RunRecord
 # often each op of a per-step ops table runs; docs/profile-format.md "Run keys of training runs").  2.2: the
 # "phases" table (profile/phases.py) and run["replicas"] / run["stages"].  3.0 (schema.FORMAT_VERSION): step x
 # tile arrays store only their non-zero rows.  3.1: the "variable_intervals" table (variables live in more than one
-# interval)
-FORMAT_MINOR = 1
+# interval).  3.2: every byte of a tile is in a variable: a pipelined run lists each IPU's stash (live at every
+# liveness step of its stage program, which count its bytes) and its optimizer-state stream buffer (at a liveness
+# step of its own, the optimizer's); 3.1 files added those bytes to the memory array only (decision 0270); a host
+# term phase stores time_kind "" (the part "host", decision 0271), 3.1 files "sync"
+FORMAT_MINOR = 2
 
 # step_tile_* storage: chunks of STEP_CHUNK stored rows x one IPU's tiles (never straddles IPUs; TILE_CHUNK or
 # write_profile's tile_chunk: narrower, measured in decision 0120).

@@ -58,7 +58,7 @@ def price_per_chip_hour(device: str) -> tuple[float | None, str]:
 
 def metrics(run, device: str, profile_path) -> dict:
     """Row numbers of a finished emulation (``RunResult``) whose profile was written to ``profile_path``; the
-    compute / exchange / sync / stream shares are those of ``analysis.run_totals`` on that file (the shares of
+    compute / exchange / sync / stream / host shares are those of ``analysis.run_totals`` on that file (the shares of
     one whole step's IPU time that ``info`` and every view show)."""
     from popvision_lite.analysis.run_totals import run_totals
     from popvision_lite.emulator.run_summary import summarize
@@ -97,6 +97,7 @@ def metrics(run, device: str, profile_path) -> dict:
         exchange_share=share["exchange"],
         sync_share=share["sync"],
         stream_copy_share=share["stream"],
+        host_share=share["host"],  # the host's per-step terms (every IPU waiting): the five shares sum to 1
         usd_per_chip_hour=price if price is not None else float("nan"),
         cost_per_1m_samples_usd=cost,
         cost_note=cost_note,

@@ -27,7 +27,7 @@ META = "sweep.json"
 LEAD = ["point", "status", "error"]
 METRICS = ["fits", "chips", "peak_tile_memory_pct", "peak_tile", "samples_per_second", "samples_per_second_basis",
            "total_cycles", "step_seconds", "compute_share", "exchange_share", "sync_share",
-           "stream_copy_share", "usd_per_chip_hour", "cost_per_1m_samples_usd", "cost_note"]
+           "stream_copy_share", "host_share", "usd_per_chip_hour", "cost_per_1m_samples_usd", "cost_note"]
 TAIL = ["profile", "config_hash", "key", "wall_seconds", "cpu_seconds", "host"]
 REQUIRED = {"status", "config_hash", "profile", "samples_per_second", "fits"}
 
@@ -179,7 +179,7 @@ def read_results(path) -> pd.DataFrame:
 
 NUMBER_COLUMNS = ("point", "chips", "peak_tile_memory_pct", "peak_tile", "samples_per_second", "total_cycles",
                   "step_seconds", "compute_share", "exchange_share", "sync_share", "stream_copy_share",
-                  "usd_per_chip_hour", "cost_per_1m_samples_usd")
+                  "host_share", "usd_per_chip_hour", "cost_per_1m_samples_usd")
 
 
 MAX_ROW_KEYS = 512  # a row holds ~60 fields (config fields, metrics, tail)

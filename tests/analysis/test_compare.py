@@ -115,8 +115,15 @@ def test_op_and_step_tables_match_direct_sums(run_pairs):
     # the run's total: its stored steps and the host's per-step terms of its schedule (the samples' BERT step is
     # costed with PopART's host step loop, inferred from the model), at the IPU clock
     terms = sum((a.run.get("schedule") or {}).get("per_step_terms", {}).values())
-    assert ph.set_index("phase").loc["total", "cycles_a"] == pytest.approx(
+    t = ph.set_index("phase")
+    assert t.loc[C.WALL_ROW, "cycles_a"] == pytest.approx(
         int(a.steps["end_cycle"].max()) + terms * a.target.clock_hz, abs=len(a.run["schedule"]["per_step_terms"]))
+    # the parts share one time base, the IPU time, which they add up to; the wall time is the other base
+    parts = t[t["basis"] == "IPU time"].drop(C.IPU_TIME_ROW)
+    assert int(parts["cycles_a"].sum()) == int(t.loc[C.IPU_TIME_ROW, "cycles_a"])
+    assert set(t["basis"]) == {"IPU time", "wall time"} and t.loc[C.WALL_ROW, "basis"] == "wall time"
+    # the host's terms are the part "host", not sync
+    assert t.loc["host", "cycles_a"] == pytest.approx(terms * a.target.clock_hz, abs=3)
 
 
 def test_liveness_curves_and_headline_strings(run_pairs):

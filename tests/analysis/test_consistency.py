@@ -91,6 +91,10 @@ def test_invariants(path):
         assert sum(rt.part_share.values()) == pytest.approx(1.0)
         assert sum(rt.kind_cycles.values()) == pytest.approx(rt.ipu_time_cycles, abs=len(rt.kind_cycles))
         assert 0 <= rt.waiting_cycles <= rt.part_cycles["sync"]
+        # host time is its own part, from the schedule's per-step terms (with where it comes from), not sync
+        terms = sum(p.record.schedule.per_step_terms.values())
+        assert rt.part_cycles["host"] == pytest.approx(terms * rt.clock_hz * rt.stages, abs=3 * rt.stages)
+        assert (rt.part_cycles["host"] > 0) == rt.host_short.startswith(("host step ", "host terms "))
         # ops: each at most the IPU time, together too; the top op's share is the largest
         assert (rt.op_cycles >= 0).all() and rt.op_cycles.sum() <= rt.ipu_time_cycles * (1 + 1e-9)
         assert rt.top_op[1] == pytest.approx(float(rt.op_share.max())) and rt.top_op[1] <= 1
@@ -182,6 +186,20 @@ def test_pod_shaped_run_counts_its_16_ipus_and_its_steady_state(pod_shaped):
         assert sch["step_cycles"] == p.run["total_cycles"]
         assert rt.step_cycles == pytest.approx(sch["step_cycles"] + sum(terms.values()) * rt.clock_hz, abs=len(terms))
         assert {k for k, v in terms.items() if v > 0} <= set(rt.phases["name"])
+        # the host's terms are the part "host" (every IPU waiting for the host), never sync (issue 46)
+        assert rt.part_cycles["host"] == pytest.approx(sum(terms.values()) * rt.clock_hz * rt.stages,
+                                                       abs=len(terms) * rt.stages)
+        assert rt.kind_cycles["host"] == rt.part_cycles["host"]
+        assert rt.part_cycles["sync"] == pytest.approx(rt.kind_cycles["sync"], abs=len(rt.phases))  # no host in it
+        # Insights say it as the host's, with its source, where it is a large share; the bottleneck text names it
+        from popvision_lite.analysis.insights import HOST_SHARE_NOTE, insights
+
+        found = [f for f in insights(p) if f.kind == "host"]
+        assert len(found) == (rt.part_share["host"] >= HOST_SHARE_NOTE)
+        if found:
+            assert rt.host_text in found[0].text and found[0].numbers["share"] == rt.part_share["host"]
+        if rt.bottleneck == "host":
+            assert rt.bottleneck_text.startswith(f"host: IPUs waiting for the {rt.host_short}")
         assert {"all-reduce", "optimizer", "stream in", "stream out"} <= set(rt.phases["name"])
         # the all-reduce and stream steps say what they move: each IPU's gradients over the IPU-Links (in and
         # out), its optimizer-state shard from DDR (in) and back (out)

@@ -345,3 +345,28 @@ def test_torch_trace_gzip(tmp_path):
     bad.write_bytes(gzip.compress(b"{}")[:8])
     with pytest.raises(TraceImportError, match="gzip"):
         load_torch_trace(bad)
+
+
+def test_a_point_is_bound_by_the_dominant_part_of_its_own_time():
+    """``bound`` is the part of the op's own emulated time that dominates (run_totals' split, as the Summary's);
+    ``roof_bound`` the roof it sits under (ideal times); the summary line relates them to the run's bottleneck."""
+    from pathlib import Path
+
+    import popvision_lite as pvl
+    from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
+
+    sample = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    with pvl.open(sample) as p:
+        a = rl.analyze(p, gpus=())
+        rt = run_totals(p)
+        ops = a.ops
+        part = rt.op_part_cycles
+        has = part.sum(axis=1) > 0
+        want = np.array(STEP_PARTS, dtype=object)[part.argmax(axis=1)]
+        assert has.any() and (ops["bound"].to_numpy()[has] == want[has]).all()
+        assert set(ops["roof_bound"]) <= {"compute", "sram", "exchange", "ipu_link", "ddr"}
+        # the two answer different questions: some op sits under a memory roof yet spends its time computing
+        assert ((ops["bound"] == "compute") & (ops["roof_bound"] != "compute")).any()
+        rel = rl.bottleneck_relation(a, rt.bottleneck)
+        assert rel.startswith("Ops' time by own bound: ") and f"run bottleneck {rt.bottleneck} (Summary)" in rel
+        assert ("time no op owns" in rel) == (rt.bottleneck in ("sync", "host"))

@@ -67,7 +67,7 @@ def test_fits_falls_back_to_capacity_and_checks_are_read():
                                                           "loss": False}}))
     assert s.fits is False and s.peak.tile == 2 and s.peak.fraction == pytest.approx(1.5)
     assert s.numeric_checks_passed() is False
-    assert s.total_cycles == 40 and s.phase_cycles == {"compute": 10, "exchange": 25, "sync": 5, "stream": 0}
+    assert s.total_cycles == 40 and s.phase_cycles == {"compute": 10, "exchange": 25, "sync": 5, "stream": 0, "host": 0}
     assert s.peak_not_always_live_lstep == -1 and len(s.top_ops) == 0
     s2 = summarize(_fake({"numeric_checks": {"logits": {"passed": True}}}))
     assert s2.numeric_checks_passed() is True and s2.model == "?"

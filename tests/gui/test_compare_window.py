@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from popvision_lite.analysis import compare as C
+from popvision_lite.units import time_unit
+
 
 def _window(qtbot, a, b):
     import popvision_lite as pvl
@@ -227,8 +230,16 @@ def test_compare_window_menus_keys_and_readable_pages(qtbot, run_pairs):
     assert "e-" not in shown and shown.split()[-1] in ("s", "ms", "µs", "ns")
     vb = steps.plot.getPlotItem().getViewBox()
     top = vb.viewRange()[1][1]
-    tallest = max(steps.cmp.phases["time_a_s"].max(), steps.cmp.phases["time_b_s"].max()) * 1e6
-    assert top >= tallest * 1.3  # headroom above the total bar for the legend
+    ph = steps.cmp.phases
+    drawn = ph[ph["basis"] == "IPU time"]  # one time base: the parts and their sum, never the wall time beside them
+    assert steps.names == list(drawn["phase"]) and "host" in steps.names and C.WALL_ROW not in steps.names
+    unit, scale = time_unit(max(drawn["time_a_s"].max(), drawn["time_b_s"].max()))
+    assert steps.unit == unit and unit in steps.plot.getPlotItem().getAxis("left").labelText
+    tallest = max(drawn["time_a_s"].max(), drawn["time_b_s"].max()) / scale
+    assert top >= tallest * 1.3  # headroom above the IPU time bar for the legend
+    # the tallest bar is the parts' sum, and the wall time is said in the title
+    assert tallest == pytest.approx(max(drawn.set_index("phase").loc[C.IPU_TIME_ROW, ["time_a_s", "time_b_s"]]) / scale)
+    assert "wall time" in steps.plot.getPlotItem().titleLabel.text
 
     roof = w.show_page("roofline")
     legend = roof.plot.getPlotItem().legend
@@ -245,7 +256,34 @@ def test_compare_window_menus_keys_and_readable_pages(qtbot, run_pairs):
     summary = w.show_page("summary")
     title = summary.plot.getPlotItem().titleLabel.text
     assert f"A = {w.comparison.label_a}" in title and f"B = {w.comparison.label_b}" in title
+    # the notes are plain text (a QLabel showing markup as text showed raw "<ul><li>"), one bullet per note
+    notes = summary.notes.text()
+    assert "<li>" not in notes and "<ul>" not in notes and notes.count("\u2022 ") == len(w.comparison.notes)
+    # the runs' columns are named by their files as they are (underscores kept), and the chart's title is two
+    # short lines, so the plot stays within its widget and the longest bar keeps its label
+    m = summary.model
+    heads = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+    assert heads[1:3] == [w.comparison.label_a, w.comparison.label_b]
+    assert "\n" in title and "<br>" not in title and "&" not in title
+    pi = summary.plot.getPlotItem()
+    assert pi.sceneBoundingRect().width() <= summary.plot.width() + 1
+    assert pi.getViewBox().viewRange()[0][1] >= max(summary.ratios.values()) * 1.25
+    # the ratio chart leads with throughput and shows the host as its own part
+    assert list(summary.ratios)[0] == "samples/s" and "host cycles" in summary.ratios
     w.close()
+
+
+def test_compare_ratio_colours_say_better_or_worse_only_where_they_can():
+    from popvision_lite.gui.views.compare.summary import CompareSummaryPage as P
+
+    green, red, grey = "#2ca02c", "#d62728", "#7f7f7f"
+    assert P.ratio_color("samples/s", 1.171, same_batch=False) == green  # more samples/s: better
+    assert P.ratio_color("samples/s", 0.8, same_batch=True) == red
+    # a longer step with a larger batch is neither better nor worse; with the same batch it is worse
+    assert P.ratio_color("time", 1.7, same_batch=False) == grey
+    assert P.ratio_color("time", 1.7, same_batch=True) == red
+    assert P.ratio_color("peak tile memory", 0.5, same_batch=False) == green
+    assert P.ratio_color("time", 1.0, same_batch=True) == grey
 
 
 SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "sample_profiles"

@@ -288,4 +288,6 @@ def test_range_summary_of_cycles_says_its_steps(qapp, prof, index):
     assert rs.summarise(float(index.start[10]) + 1, float(index.start[40]) - 1) == (10, 40)
     assert rs.last.step_range == (10, 40) and rs.last.exact
     assert len(shown) == 1 and "Range: steps 10-39" in shown[0] and f"{rs.last.imbalance:.2f}" in shown[0]
+    # its cycles are by step kind (the phases of the step are the phase band's): the heading says which
+    assert "Cycles by step kind" in shown[0] and "Cycles by phase" not in shown[0]
     assert rs.summarise(float(index.t1) + 10, float(index.t1) + 20) is None and len(shown) == 1

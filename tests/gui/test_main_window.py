@@ -311,3 +311,37 @@ def test_open_tabs_are_restored_at_the_next_start(qtbot, settings, small_profile
     qtbot.waitUntil(lambda: third.doc_tabs.count() == 1 and not third.busy(), timeout=15000)
     assert third.current_document().path.name == "second.pvl"
     third.close()
+
+
+def test_opening_an_open_file_again_shows_its_tab(qtbot, settings, small_profile, tmp_path):
+    """The same file opened again (by another name too) brings its tab to the front instead of a second tab,
+    and the session saves each file once: a duplicate tab came back at every restore (issue 46)."""
+    import argparse
+    import os
+    import shutil
+
+    from popvision_lite.gui.app import build_window, create_app
+
+    create_app()
+    other = tmp_path / "other.pvl"
+    shutil.copy(small_profile, other)
+    link = tmp_path / "alias.pvl"
+    os.symlink(small_profile, link)
+    win = build_window(argparse.Namespace(profiles=[], compare=None, sample=False), settings)
+    qtbot.addWidget(win)
+    win.open_paths([small_profile, other])
+    qtbot.waitUntil(lambda: win.doc_tabs.count() == 2 and not win.busy(), timeout=15000)
+    win.doc_tabs.setCurrentIndex([d.path.name for d in win.documents()].index("other.pvl"))
+    assert win.open_paths([link]) == []  # nothing to load: the file is open
+    assert win.doc_tabs.count() == 2 and win.current_document().path.resolve() == Path(small_profile).resolve()
+    # two requests in flight for one file: the second load finds the first tab and closes its copy
+    win.doc_tabs.setCurrentIndex(0)
+    win.close_tab(win.doc_tabs.indexOf(win._open_widget(str(other))))
+    workers = win.open_paths([other]) + win.open_paths([other])
+    assert len(workers) == 2
+    qtbot.waitUntil(lambda: not win.busy(), timeout=15000)
+    assert [d.path.name for d in win.documents()].count("other.pvl") == 1
+    win.save_session()
+    saved = win.settings.value("session/open_files")
+    assert len(saved) == len(set(saved)) == 2
+    win.close()

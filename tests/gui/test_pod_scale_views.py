@@ -118,11 +118,21 @@ def test_phase_band_names_every_phase_at_every_zoom(exe, qtbot):
 
 def test_folded_steady_state_is_marked_not_idle(exe):
     steady = next(s for s in exe.phase_spans if s.kind == "steady")
+    host = next(s for s in exe.phase_spans if s.kind == "term")  # the run's default host step (host framework auto)
     (a, b), = steady.hidden
+    assert host.hidden == ((host.start, host.end),) and host.name == "host_step"
     tiles = next(f for f in exe.folds if f.y_hi > exe.ntiles)  # over the tile lanes
     assert tiles.isVisible()
+    # the stretches no stored step covers: the folded steady state and the host step (no BSP step runs in it)
     for it in (tiles.cover, tiles.hatch, exe.phase_band.hatch):
-        assert list(it.opts["x0"]) == [a] and list(it.opts["width"]) == [b - a]
+        assert list(it.opts["x0"]) == [a, host.start] and list(it.opts["width"]) == [b - a, host.end - host.start]
+    # the whole step: the host step takes most of it and says so, with its source
+    notes = tiles.shown_notes()
+    assert any(n.startswith("host step: the IPUs wait for the host (host step 167 ms (calibrated, PopART))")
+               for n in notes), notes
+    # the IPUs' part of the step: the folded steady state is wide enough for its note
+    exe.set_x_range(0, host.start)
+    exe.refresh()
     notes = tiles.shown_notes()
     assert any("13 more runs" in n and "x14" in n for n in notes), notes
     # a click in the folded span tells what it stands for
@@ -134,6 +144,7 @@ def test_folded_steady_state_is_marked_not_idle(exe):
 def test_lanes_replica_and_ipu_count_said(exe, prof):
     rt = run_totals(prof)
     assert "replica 1 of 2" in exe.drawn_label.text() and "2 replicas x 2 stages = 4 IPUs" in exe.drawn_label.text()
+    assert "steady state x14: 1 drawn, 13 folded; host step: the IPUs wait for the host" in exe.drawn_label.text()
     ticks = exe.step_plot.getAxis("left")._tickLevels[0]
     assert [t for _, t in ticks] == ["IPU 0", "IPU 1"] and rt.stages == 2
 
@@ -169,6 +180,8 @@ def test_cycles_strip_whole_and_in_units(exe):
 
 # ------------------------------------------------------------------ summary
 def test_summary_names_the_bottleneck_and_counts_ipus(qtbot, doc, prof):
+    """The fixture's run has the default host step (host framework auto: PopART for BERT, issue 44), 167 ms against
+    a few ms of IPU work: the bottleneck is the host, named with its source, and its own bar, not sync."""
     from popvision_lite.gui.views.summary_view import SummaryView
     from tests.support.qt import show_view
 
@@ -176,10 +189,17 @@ def test_summary_names_the_bottleneck_and_counts_ipus(qtbot, doc, prof):
     rt = run_totals(prof)
     title = v.plot.getPlotItem().titleLabel.text
     assert rt.ipu_count_text in title and rt.bottleneck_text in title
-    assert rt.bottleneck_text.startswith("steady-state compute")
+    assert rt.bottleneck == "host" and rt.part_share["host"] > 0.9
+    assert rt.bottleneck_text.startswith("host: IPUs waiting for the host step 167 ms (calibrated, PopART) (")
+    assert rt.part_share["sync"] < 0.05  # the host's time is not sync
     info = v.info.text()
     assert rt.ipu_count_text in info and "replica 1 of 2" in info and rt.bottleneck_text in info
     # the bars are the shares of the IPU time and add up to 100 %
     widths = [float(b.opts["width"][0]) for b in v.phase_bars]
     assert sum(widths) == pytest.approx(100.0, abs=1e-6)
-    assert widths == pytest.approx([100 * rt.part_share[k] for k in ("compute", "exchange", "sync", "stream")])
+    assert widths == pytest.approx([100 * rt.part_share[k] for k in ("compute", "exchange", "sync", "stream", "host")])
+    host_label = v.phase_texts[-1].textItem.toPlainText()
+    assert host_label.endswith(": host step 167 ms (calibrated, PopART)") and f"{rt.part_cycles['host']:,}" in host_label
+    # the IPUs' own work, without the host: the steady state's compute leads it
+    ipu = {k: rt.part_cycles[k] for k in ("compute", "exchange", "sync", "stream")}
+    assert max(ipu, key=ipu.get) == "compute"

@@ -501,3 +501,19 @@ def test_a_large_model_pass_is_estimated_off_the_gui_thread(qtbot, tmp_path):
         qtbot.waitUntil(panel.is_ready, timeout=120000)
         assert panel.failed is None and panel.result.ipu.fits is not None
         assert vp.document_verdict(doc, compute=False) is panel.result  # cached for the Roofline's line
+
+
+def test_notes_relate_the_points_bounds_to_the_run_s_bottleneck(qtbot):
+    """The points are bound by their own dominant time; the notes line says how that relates to the Summary's
+    bottleneck (the sample's is the host step: time no op owns)."""
+    from popvision_lite.analysis import roofline as rl
+    from popvision_lite.analysis.run_totals import run_totals
+
+    v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
+    try:
+        rt = run_totals(prof)
+        assert rt.bottleneck == "host"
+        rel = rl.bottleneck_relation(v.analysis, rt.bottleneck)
+        assert v.notes.text().startswith(rel) and "run bottleneck host (Summary): time no op owns" in rel
+    finally:
+        prof.close()

@@ -229,6 +229,32 @@ def test_new_emulation_dialog_fields_follow_the_model(qtbot):
     assert d.shown("recompute") and not d.shown("seq")
 
 
+def test_numbers_typed_key_by_key_stay_as_typed(qtbot):
+    """Each keystroke refreshed every box's default text, which rewrote the box being typed in with its thousands
+    separator and left the cursor before the last digit: 30912 became 30,921 and 65536 became 6,553 (issue 46).
+    Back at the default, the box says the default the workload would use."""
+    from PySide6.QtTest import QTest
+
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog({"model": "bert-large"}, out="runs/x.pvl")
+    qtbot.addWidget(d)
+    d.show()
+    for name, typed in (("vocab", "30912"), ("batch", "65536"), ("seq", "384")):
+        w = d.inputs[name].widget
+        w.setFocus()
+        w.lineEdit().selectAll()
+        for ch in typed:
+            QTest.keyClick(w, ch)
+        assert d.inputs[name].value() == int(typed), (name, w.lineEdit().text())
+        assert d.settings()[name] == int(typed)
+    # the other fields' defaults follow (bert-large's hidden size is its preset's), and a box set back to its
+    # default shows the default text current then
+    w = d.inputs["batch"].widget
+    w.setValue(w.minimum())
+    assert w.text().startswith("default (") and d.inputs["batch"].value() is None
+
+
 def test_the_dialogs_refuse_a_bad_value_with_the_command_lines_message(qtbot, window, monkeypatch):
     """A value the dialog's widgets do not hold (it came with the open profile's settings) is checked as
     ``emulate --config`` would check it, with the same problem text (tests/test_run_config.py), before any

@@ -183,6 +183,11 @@ def test_hover_shows_the_point_with_readable_numbers(qtbot, sweep_csv):
     text = label.toPlainText()
     assert label.isVisible() and "600,300 samples/s" in text and "e+05" not in text
     assert "mlp ipus=1 ipu-bow" in text and v.throughput_plot.toolTip() == text
+    # the point's fit as the table says it (the column holds numpy bools), and its number as a whole number
+    fits = bool(df.loc[3, "fits"])
+    assert ("fits (peak tile" in text) == fits and ("does NOT fit" in text) == (not fits) and "fit unknown" not in text
+    assert text.startswith(f"point {int(df.loc[3, 'point'])}: ") and not text.startswith("point 3.0")
+    assert f"on {int(df.loc[3, 'chips'])} chip(s)" in text
     item.sigHovered.emit(item, [], None)
     assert not label.isVisible()
     # the table shows the same number the same way

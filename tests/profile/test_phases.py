@@ -94,7 +94,8 @@ def test_pipeline_rule_and_per_step_terms():
                                 "stream out", "host sync"]
     assert list(ph["cycles"]) == [420, 100, 480, 5, 30, 20, 6, 2000]
     assert ph["runs_per_step"].iat[1] == 7 - 6  # G - (2D - 2)
-    assert list(ph["time_kind"][3:]) == ["stream_copy", "exchange_global", "compute", "stream_copy", "sync"]
+    # a host term is no step kind (format 3.2: the part "host"; 3.1 stored "sync")
+    assert list(ph["time_kind"][3:]) == ["stream_copy", "exchange_global", "compute", "stream_copy", ""]
     assert (ph["first_step"] == -1).all()  # no steps given
     _tiles_the_step(ph, 1000 + 30 + 20 + 11 + 2000)
 
@@ -123,3 +124,19 @@ def test_writer_refuses_an_unsorted_pipeline(tmp_path):
     data.run["schedule"] = _pipeline_schedule()
     with pytest.raises(ProfileError, match="phases"):
         write_profile(tmp_path / "x.pvl", data)
+
+
+def test_v3_1_host_term_stored_as_sync_counts_as_host():
+    """A 3.1 file stored its host terms with time_kind "sync"; the totals count them as the part "host" (every IPU
+    waiting for the host), as a 3.2 file that stores no step kind for them."""
+    from popvision_lite.analysis.run_totals import run_totals
+
+    with pvl.open(FIXTURES / "v3.1" / "bert_large_1ipu_oom.pvl") as p:
+        assert (p.format_version, p.format_minor) == (3, 1)
+        term = p.phases[p.phases["kind"] == "term"]
+        assert list(term["name"]) == ["host_step"] and list(term["time_kind"]) == ["sync"]
+        rt = run_totals(p)
+        host = int(term["cycles"].iat[0]) * int(term["runs_per_step"].iat[0]) * rt.stages
+        assert rt.part_cycles["host"] == host and rt.kind_cycles["host"] == host
+        assert rt.part_cycles["sync"] < host / 100  # not in sync
+        assert rt.bottleneck == "host" and "host step 167 ms (calibrated, PopART)" in rt.bottleneck_text

@@ -13,7 +13,8 @@ from popvision_lite.analysis.fit_constraint import TOTAL_BYTES
 from popvision_lite.cli.main import main
 from popvision_lite.devices import chip_price, load_device
 from popvision_lite.emulator.run_config import RunConfig
-from popvision_lite.sweep.fit import BEST_TOML, FITS, OVER, SUMMARY, fit_advice
+from popvision_lite.sweep.fit import fit_advice
+from popvision_lite.sweep.fit_result import BEST_TOML, FITS, OVER, SUMMARY
 from popvision_lite.sweep.fit_space import FIT_ROLES, Space
 from tests.support.fit_search import MAX_IPUS, SMALL
 

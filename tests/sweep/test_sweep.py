@@ -110,7 +110,7 @@ def test_rows_profiles_and_costs(client, tmp_path):
         finally:
             p.close()
         assert r["samples_per_second"] == pytest.approx(r["batch"] / r["step_seconds"])
-        shares = r["compute_share"] + r["exchange_share"] + r["sync_share"] + r["stream_copy_share"]
+        shares = r["compute_share"] + r["exchange_share"] + r["sync_share"] + r["stream_copy_share"] + r["host_share"]
         assert shares == pytest.approx(1.0) and 0 < r["peak_tile_memory_pct"] < 100 and r["fits"]
     mk2, bow = df[df.device == "ipu-mk2"], df[df.device == "ipu-bow"]
     # one price source with the verdict and the roofline: Mk2 has none of its own, priced at the Bow rate and said so

@@ -93,7 +93,7 @@ def _keep(copies: dict, used: set) -> None:
 
 # The target's emulator constants a copy's compiled effects read (cost_model: exchange and on-tile copy
 # rates, the shared exchange bus, internal syncs; on more than one IPU also global syncs and the IPU-Links).
-# tests/emulator/test_compile_memo.py checks that compiling copies reads no other.
+# tests/emulator/compile/test_copy_memo.py checks that compiling copies reads no other.
 COPY_EM_KEYS = ("exchange_bytes_per_cycle", "memcpy_bytes_per_cycle", "tiles_per_shared_exchange_bus",
                 "min_ipu_sync_delay_cycles", "max_ipu_sync_delay_cycles")
 

@@ -39,6 +39,14 @@ GIB = 2**30
 COMPOSED = {"base": 351.5e6, "graphs": 0.0, "attention": 0.0, "tokens": 10.68, "vocab": 1.513, "profile": 37.83e6}
 WHOLE = {"base": 0.12e9, "activations": 10.0, "weights": 8.0, "values": 16.0}
 
+# A floor under the composed estimate, not fitted: the emulator indexes every element of a tensor it maps or
+# exchanges with a numpy int64 (8 B), even timing-only, so a run holds at least that for its largest tensor - the
+# attention scores of one block of query rows (batch x local heads x seq x seq / attention serialisation) or a GPT
+# head's logits.  The fitted terms leave attention out (its coefficient came out negative over the fit rows, whose
+# sequences are at most 2,048), so without the floor a run at sequence 65,536 passed the check and was killed
+# for memory.
+INDEX_BYTES = 8
+
 # the size a field has in a usual run: the field furthest above it is the one a refusal names
 _USUAL = dict(batch=8, seq=128, layers=12, hidden=768, heads=12, vocab=30522, image=224, nodes=256, edges=1024,
               pipeline_stages=4, ipus=4)
@@ -129,17 +137,33 @@ def whole_terms(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
 
 # the config fields each term grows with (the refusal names the one furthest above its usual size)
 _TERM_FIELDS = {"graphs": ("pipeline_stages",), "attention": ("seq", "batch", "heads"),
+                "largest_tensor": ("seq", "batch", "heads"),
                 "tokens": ("batch", "seq", "hidden"), "vocab": ("vocab", "hidden"), "profile": ("pipeline_stages", "ipus"),
                 "activations": ("batch", "image", "seq", "hidden", "nodes", "edges"), "weights": ("hidden", "layers"),
                 "values": ("batch", "hidden", "layers")}
 
 
+def largest_tensor(cfg: ModelConfig) -> float:
+    """Elements of the largest tensor a composed run builds on one IPU's shard (:data:`INDEX_BYTES`)."""
+    s = cfg.shard()
+    ser = max(1, int(getattr(s, "attention_serialisation", 1) or 1))
+    scores = s.batch * s.heads * s.seq * -(-s.seq // ser)
+    logits = s.batch * s.seq * s.vocab if s.model == "gpt" and s.training else 0
+    return float(max(scores, logits))
+
+
 def estimate(cfg: ModelConfig, timing_only: bool) -> Estimate:
-    """The estimated peak host memory of emulating ``cfg`` (calibrated; see the module's text)."""
+    """The estimated peak host memory of emulating ``cfg`` (calibrated; see the module's text), at least the
+    index floor of its largest tensor on the composed path (:data:`INDEX_BYTES`)."""
     composed = runs_composed(cfg, timing_only)
     counts, coef = (composed_terms(cfg), COMPOSED) if composed else (whole_terms(cfg, timing_only), WHOLE)
     terms = {k: (v, coef[k] * v) for k, v in counts.items()}
     total = coef["base"] + sum(b for _, b in terms.values())
+    if composed:
+        n = largest_tensor(cfg)
+        if coef["base"] + INDEX_BYTES * n > total:
+            terms = {"largest_tensor": (n, INDEX_BYTES * n)}
+            total = coef["base"] + INDEX_BYTES * n
     return Estimate(int(total), "composed" if composed else "whole", terms, _field(cfg, composed, terms))
 
 

@@ -318,6 +318,14 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
                          ("gradient accumulators", _bytes_dtype(acc_bytes), accum),
                          (f"optimizer state ({cfg.optimizer})", sch.TENSOR_DTYPE[cfg.optimizer_state_dtype],
                           onchip_state)],
+        # not-always-live bytes per tile added above beside the stage graph's liveness: the stash is held at
+        # every liveness step of the stage program (the other micro-batches' activations wait in it), the
+        # stream buffers only while the optimizer streams its state (after the pipeline, the stash empty)
+        stash_variable=(f"pipeline stash ({stash_units:,} x one layer's "
+                        + ("input" if cfg.recompute else "input and saved activations")
+                        + f" of a micro-batch in flight; stash depth {D})", _bytes_dtype(wbytes), stash),
+        stream_variable=("optimizer state stream buffer (one layer's state streamed from DDR)",
+                         sch.TENSOR_DTYPE[cfg.optimizer_state_dtype], stream_buf),
         optimizer_cycles=int(opt), allreduce_cycles=int(ar), stream_cycles=int(st),
         # bytes behind those times: the gradients the all-reduce reduces (per IPU), the optimizer state
         # streamed in and again out

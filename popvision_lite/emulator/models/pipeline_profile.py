@@ -9,6 +9,7 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 
 from popvision_lite.emulator.compile import K_COMPUTE, K_STREAM, K_XG, StepTemplate
 from popvision_lite.emulator.profile_builder import StepTileArray, steps_table
@@ -73,14 +74,7 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
     pr["first_step"], pr["last_step"] = program_step_spans(pr["parent_id"].to_numpy(), steps["prog_id"].to_numpy())
     base = {k: sg.base for k, sg in graphs.items()}
     mem = np.concatenate([a["mem"] for a in stages], axis=0)
-    # liveness: block-diagonal per IPU (each stage graph's rows on its own tiles)
-    L = sum(len(base[kinds[s]].liveness_steps) for s in range(S))
-    ltb = np.zeros((L, S * T), np.uint32)
-    r = 0
-    for s in range(S):
-        a = np.asarray(base[kinds[s]].liveness_tile_bytes)
-        ltb[r:r + len(a), s * T:(s + 1) * T] = a
-        r += len(a)
+    ltb, nal_rows = _liveness(base, kinds, stages, tables["liveness_steps"], T)
     info = Target(target1.spec, S).info()
     data = schema.ProfileData(
         target=info, run=_run_record(cfg, target1, schedule, fits, elided, n, op_counts), memory=mem, steps=steps,
@@ -94,8 +88,51 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
             tb = np.zeros(S * T, np.int64)
             tb[s * T:(s + 1) * T] = per_tile
             rows.append(VariableRow(f"ipu{s}/{name}", dtype, "(weights)", tb))
-    append_variables(data, rows)
+    append_variables(data, rows + nal_rows)
     return data
+
+
+def _liveness(base: dict, kinds: list, stages: list, ls, T: int) -> tuple[np.ndarray, list[VariableRow]]:
+    """The replica's not-always-live bytes per liveness step and tile, block-diagonal per IPU (each stage
+    graph's rows on its own tiles; ``ls``, the joined liveness_steps table, gets its byte columns from it), and
+    the variables behind the bytes the pipeline adds to them: each IPU's stash, live at every liveness step of
+    its stage program, and its optimizer-state stream buffer, live at the IPU's last liveness step (the
+    optimizer's, appended by :func:`_ipu_parts`), so that the variables live at a tile's peak add up to its
+    not-always-live bytes in the memory array (``pipeline._ipu_stage``: max(stage peak + stash, stream buffer))."""
+    S = len(stages)
+    ltb = np.zeros((len(ls), S * T), np.int64)
+    rows, r = [], 0
+    for s, a in enumerate(stages):
+        cur = np.asarray(base[kinds[s]].liveness_tile_bytes, np.int64)
+        n = len(cur)
+        sl = slice(s * T, (s + 1) * T)
+        ltb[r:r + n, sl] = cur
+        name, dtype, stash = a.get("stash_variable", ("", "", None))
+        if stash is not None and n and np.any(stash):
+            ltb[r:r + n, sl] += np.asarray(stash, np.int64)[None, :]
+            rows.append(_ipu_row(s, name, dtype, stash, S, T, [(r, r + n - 1)]))
+        r += n
+        name, dtype, buf = a.get("stream_variable", ("", "", None))
+        if _streams(a):
+            ltb[r, sl] = np.asarray(buf, np.int64)
+            rows.append(_ipu_row(s, name, dtype, buf, S, T, [(r, r)]))
+            r += 1
+    ls["total_bytes"] = ltb.sum(axis=1)
+    ls["max_tile"] = ltb.argmax(axis=1) if ltb.shape[1] else 0
+    ls["max_tile_bytes"] = ltb.max(axis=1, initial=0)
+    return ltb.astype(np.uint32), rows
+
+
+def _streams(stage: dict) -> bool:
+    """Whether an IPU holds an optimizer-state stream buffer (a liveness step of its own after the stage's)."""
+    buf = stage.get("stream_variable", ("", "", None))[2]
+    return buf is not None and bool(np.any(buf))
+
+
+def _ipu_row(s: int, name: str, dtype: str, per_tile, S: int, T: int, spans: list) -> VariableRow:
+    tb = np.zeros(S * T, np.int64)
+    tb[s * T:(s + 1) * T] = per_tile
+    return VariableRow(f"ipu{s}/{name}", dtype, "(per tile)", tb, spans)
 
 
 def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[list[Part], dict]:
@@ -139,6 +176,12 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
         # built for any placement: its own root name is its role's)
         pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{kinds.index(kinds[s])}")
         part["variables"]["name"] = f"ipu{s}/" + part["variables"]["name"]
+        if _streams(stages[s]):  # the optimizer's liveness step: the state stream buffer live, the stash empty
+            lsr = part["liveness_steps"]
+            part["liveness_steps"] = pd.concat([lsr, pd.DataFrame(
+                [{"lstep": len(lsr), "prog_id": -1, "name": f"ipu{s}/optimizer: state streamed from DDR",
+                  "total_bytes": 0, "max_tile_bytes": 0, "max_tile": 0}]).astype(lsr.dtypes.to_dict())],
+                ignore_index=True)
         parts.append(Part(part, first_tile=s * T))
     return parts, op_counts
 

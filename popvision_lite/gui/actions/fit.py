@@ -226,7 +226,7 @@ def fit_dialog(mw):
 
 def install(mw) -> None:
     r = mw.menus["run"]
-    mw.act_fit = mw._action(r, f"&{TITLE}…", lambda: fit_dialog(mw), None,
+    mw.act_fit = mw._action(r, f"&{TITLE}…", lambda: fit_dialog(mw), "Ctrl+Shift+F",
                             "Search placements and memory settings for the cheapest configuration of this run that "
                             "fits in tile memory (emulated on a local Dask cluster)")
     cancel = getattr(mw, "act_cancel", None)

@@ -76,6 +76,8 @@ class FieldInput:
             self.widget.setSpecialValueText(DEFAULT)
             self.widget.setValue(self.widget.minimum())
             self.widget.setGroupSeparatorShown(True)
+            self._pending_default = ""
+            self.widget.valueChanged.connect(self._at_default)
         else:  # numbers, lists, wide integers, file names: typed as on the command line
             self.widget = QLineEdit()
             self.widget.setPlaceholderText(DEFAULT if self.optional else "")
@@ -145,9 +147,24 @@ class FieldInput:
         if isinstance(w, QComboBox):
             w.setItemText(0, text)
         elif isinstance(w, QSpinBox):
-            w.setSpecialValueText(text)
+            # setSpecialValueText rewrites the box's text (with its thousands separator) and leaves the cursor
+            # before the last digit: called on every keystroke (the dialog refreshes the defaults as values
+            # change), typing 30912 gave 30,921 and 65536 gave 6,553 (issue 46).  A box showing a value the user
+            # typed does not show its default text anyway: set it only when it changes and the box is not at a
+            # typed value.
+            if w.specialValueText() != text and w.value() == w.minimum():
+                w.setSpecialValueText(text)
+            elif w.specialValueText() != text:
+                self._pending_default = text  # shown when the box goes back to its default
         elif isinstance(w, QLineEdit):
             w.setPlaceholderText(text)
+
+    def _at_default(self, v: int) -> None:
+        """Back at the default (the box's minimum): show the default text held back while a value was typed."""
+        w = self.widget
+        if v == w.minimum() and self._pending_default and w.specialValueText() != self._pending_default:
+            w.setSpecialValueText(self._pending_default)
+        self._pending_default = ""
 
     def on_change(self, fn) -> None:
         """Call ``fn()`` whenever the user changes the value."""

@@ -21,7 +21,7 @@ LABEL_GAP_PX = 8
 # band colours by phase kind (pale, so the names on them read in both themes)
 PHASE_COLORS = {"fill": "#c6dbef", "steady": "#c7e9c0", "drain": "#c6dbef", "stream": "#fdd0a2",
                 "allreduce": "#dadaeb", "optimizer": "#fcbba1", "accumulate": "#d9f0a3", "whole": "#e5e5e5",
-                "term": "#e5e5e5"}
+                "term": "#d9c7bb"}  # a host term: a pale tint of the host part's colour (theme.PHASE_COLORS)
 HATCH = QBrush(QColor(120, 120, 120, 150), Qt.BDiagPattern)
 
 

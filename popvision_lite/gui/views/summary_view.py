@@ -50,7 +50,8 @@ class SummaryView(QWidget):
         self.totals = rt
         self.plot = pg.PlotWidget()
         self.plot.setToolTip(f"Share of the {rt.ipu_time_name} in one training step, by part; the parts add up to "
-                             "100 % (an IPU waiting for another IPU or a phase counts as sync)")
+                             "100 % (an IPU waiting for another IPU or a phase counts as sync; every IPU waiting "
+                             f"for the host's per-step work counts as host: {rt.host_text})")
         pi = self.plot.getPlotItem()
         # the exported chart says what run it is (the headless summary PNG is this plot alone)
         # three short lines: a title wider than the plot widened the plot item past its widget
@@ -74,7 +75,8 @@ class SummaryView(QWidget):
             pi.addItem(bar)
             self.phase_bars.append(bar)
             inside = share[p] > 0.6  # a long bar carries its label inside, so the axis can end at 100 %
-            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({rt.part_cycles[p]:,} cycles)",
+            src = f": {rt.host_short}" if p == "host" else ""
+            txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({rt.part_cycles[p]:,} cycles){src}",
                               anchor=(1, 0.5) if inside else (0, 0.5),
                               color="#ffffff" if inside else theme.colors()["plot_fg"])
             txt.inside = inside
@@ -179,7 +181,8 @@ class SummaryView(QWidget):
 <tr><td><b>Phases of the step</b></td><td>{phases}</td></tr>
 <tr><td><b>Throughput</b></td><td>{tput}</td></tr>
 <tr><td><b>Error band</b></td><td>{plain_html(band.text())}</td></tr>
-<tr><td><b>Host</b></td><td>{plain_html(host)}</td></tr>
+<tr><td><b>Host</b></td><td>{plain_html(host)}: {100 * rt.part_share.get("host", 0):.1f}% of the
+ {plain_html(rt.ipu_time_name)} (the part "host", every IPU waiting)</td></tr>
 {_schedule_rows(s.record.schedule, t.clock_hz)}
 {self._why_row()}
 <tr><td><b>Peak tile memory</b></td><td>{format_bytes(rt.peak_tile_bytes)} ({100 * p.fraction:.1f}% of

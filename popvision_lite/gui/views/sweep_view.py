@@ -49,7 +49,7 @@ PICK = "#00a0ff"
 TABLE_HEADERS = {"samples_per_second": "samples/s", "peak_tile_memory_pct": "peak tile mem %",
                  "cost_per_1m_samples_usd": "USD / 1M samples", "total_cycles": "cycles",
                  "step_seconds": "step s", "compute_share": "compute", "exchange_share": "exchange",
-                 "sync_share": "sync", "stream_copy_share": "stream copy", "usd_per_chip_hour": "USD / chip-h"}
+                 "sync_share": "sync", "stream_copy_share": "stream copy", "host_share": "host", "usd_per_chip_hour": "USD / chip-h"}
 
 
 MONEY_COLUMNS = ("cost_per_1m_samples_usd", "usd_per_chip_hour")
@@ -272,7 +272,7 @@ class SweepView(QWidget):
         r = self.df.iloc[int(i)]
         model = str(r["model"]) if "model" in r and pd.notna(r["model"]) else ""
         vals = [str(r[g]) if g == "device" else f"{g}={r[g]}" for g in self.grid if g in r]
-        return " ".join([model, *vals]).strip() or f"point {r['point']}"
+        return " ".join([model, *vals]).strip() or f"point {_as_whole(r['point'])}"
 
     def _tip(self, x, y, data) -> str:
         r = self.df.iloc[int(data)]
@@ -281,9 +281,10 @@ class SweepView(QWidget):
         cost_s = (f"{format_usd(cost)} per 1M samples" + (" (borrowed price)" if "priced at" in note else "")
                   if pd.notna(cost) else f"no price ({note})" if note else "no price")
         fits = r.get("fits")
-        fit_s = "fits" if fits is True else "does NOT fit" if fits is False else "fit unknown"
-        return (f"point {r['point']}: {self.point_title(int(data))}\n"
-                f"{format_number(r['samples_per_second'])} samples/s on {r['chips']} chip(s), {cost_s}\n"
+        # a numpy / pandas bool is no Python True: tested with "is", a fitting point read "fit unknown" (issue 46)
+        fit_s = "fit unknown" if fits is None or pd.isna(fits) else "fits" if bool(fits) else "does NOT fit"
+        return (f"point {_as_whole(r['point'])}: {self.point_title(int(data))}\n"
+                f"{format_number(r['samples_per_second'])} samples/s on {_as_whole(r['chips'])} chip(s), {cost_s}\n"
                 f"{fit_s} (peak tile {format_number(r['peak_tile_memory_pct'])}%)"
                 "\nclick: open profile · Ctrl+click: pick for compare")
 
@@ -472,3 +473,13 @@ class SweepView(QWidget):
 
     def tables(self) -> dict:
         return {"sweep": self.model.df}
+
+
+def _as_whole(v) -> str:
+    """A whole number as one ('point 3', '1 chip(s)', not 'point 3.0': a CSV column reads as floats when a failed
+    point leaves a gap in it)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{int(f)}" if f.is_integer() else str(v)

@@ -65,3 +65,18 @@ def test_check_refuses_past_half_of_this_machine(monkeypatch):
         hm.check_host_memory(cfg, True)
     monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: None)  # unknown: nothing to check against
     hm.check_host_memory(cfg, True)
+
+
+def test_composed_estimate_never_below_an_index_per_element_of_the_largest_tensor():
+    """The fitted composed terms leave attention out (fit rows at sequence <= 2,048); the floor - one int64 index
+    per element of the largest tensor, the attention scores of a block of query rows - keeps a sequence of 65,536
+    from passing the check and being killed for memory (bert: batch 8 x 12 heads x 65,536^2 x 8 B)."""
+    cfg = make_config("bert", seq=65536)
+    e = hm.estimate(cfg, timing_only=True)
+    n = cfg.batch * cfg.heads * 65536 ** 2
+    assert hm.largest_tensor(cfg) == n and e.bytes == int(hm.COMPOSED["base"] + hm.INDEX_BYTES * n)
+    assert e.field == "seq" and list(e.terms) == ["largest_tensor"]
+    # serialised attention holds one block of query rows at a time; a usual run is left to the fitted terms
+    assert hm.largest_tensor(make_config("bert", seq=65536, attention_serialisation=8)) == n // 8
+    usual = make_config("bert-large", ipus=4, seq=512, batch=24)
+    assert "largest_tensor" not in hm.estimate(usual, timing_only=True).terms

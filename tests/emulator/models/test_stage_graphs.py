@@ -17,7 +17,7 @@ from popvision_lite.emulator.models.emulator_backend import EmulatorBackend
 from popvision_lite.emulator.models.stages import StageGraph
 from popvision_lite.emulator.models.transformer import build_bert_stage
 from popvision_lite.errors import EmulatorError
-from tests.emulator.test_compile_memo import _assert_same
+from tests.emulator.compile.test_copy_memo import _assert_same
 
 CFG = dict(layers=2, seq=128, vocab=1000)
 

@@ -20,7 +20,9 @@ SYNC_RANGE_CELLS = 4_000_000  # range summaries with more step x tile cells read
 
 
 def summary_html(rs: ex.RangeSummary, clock_hz: float) -> str:
-    """The details panel of a range summary: cycles by phase, the ops in it, the busiest tiles."""
+    """The details panel of a range summary: cycles by step kind (compute, exchange, sync, stream copy: the
+    kinds of its steps, not the phases of the step, which the phase band names), the ops in it, the busiest
+    tiles."""
     tot = max(sum(rs.cycles_by_kind.values()), 1)
     kinds = "".join(
         f"<tr><td><span style='color:{STEP_KIND_COLORS[k]}'>&#9632;</span> {STEP_KIND_LABELS[k]}</td>"
@@ -37,7 +39,7 @@ def summary_html(rs: ex.RangeSummary, clock_hz: float) -> str:
             f"({format_seconds((rs.cycle_range[1] - rs.cycle_range[0]) / clock_hz)})<br>"
             f"<b>imbalance</b> (max/mean tile busy): {rs.imbalance:.2f}"
             f"{'' if rs.exact else ' (by tile block; exact value being computed)'}"
-            f"<h4>Cycles by phase</h4><table>{kinds}</table>"
+            f"<h4>Cycles by step kind</h4><table>{kinds}</table>"
             f"<h4>Ops in range ({len(rs.ops)})</h4><table>{ops}</table>"
             f"<h4>Busiest {what}</h4><table><tr><td>tile</td><td>busy cycles</td></tr>{busy}</table>")
 

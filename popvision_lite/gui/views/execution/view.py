@@ -113,9 +113,11 @@ class ExecutionView(QWidget):
         fold = [s for s in self.phase_spans if s.folded]
         text = f"Lanes: {rt.drawn_text}; {rt.ipu_count_text}, one lane per IPU of the replica."
         if any(s.hidden for s in self.phase_spans):
-            text += " Hatched: parts of the step the profile does not store" + ("" if not fold else " (" + "; ".join(
-                f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded" for s in fold) + ")") + \
-                "; click one for what it stands for."
+            what = [f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded" for s in fold]
+            # the host's per-step terms: no BSP step runs, every IPU waits for the host (the part "host")
+            what += [f"{s.label}: the IPUs wait for the host" for s in self.phase_spans if s.kind == "term" and s.hidden]
+            text += (" Hatched: parts of the step the profile does not store" + (f" ({'; '.join(what)})" if what else "")
+                     + "; click one for what it stands for.")
         return text
 
     def _apply_theme(self, *_):
@@ -374,8 +376,9 @@ class ExecutionView(QWidget):
             f"<tr><td>start</td><td>{d['start_cycle']:,} cycles ({format_seconds(d['start_cycle'] / self.clock_hz)})</td></tr>"
             f"<tr><td>end</td><td>{d['end_cycle']:,} cycles</td></tr>"
             f"<tr><td>duration</td><td>{d['cycles']:,} cycles ({format_seconds(d['cycles'] / self.clock_hz)})</td></tr>"
-            f"<tr><td>tiles active</td><td>{d['tiles_active']:,} of {self.ntiles:,}</td></tr>"
-            f"<tr><td>busy max / mean</td><td>{d['busy_max']:,} / {d['busy_mean']:,.1f} cycles</td></tr>"
+            f"<tr><td>tiles active</td><td>{d['tiles_active']:,} of the {d['tiles_of_step']:,} it runs on</td></tr>"
+            f"<tr><td>busy max / mean</td><td>{d['busy_max']:,} / {d['busy_mean']:,.1f} cycles (over those "
+            f"tiles)</td></tr>"
             f"<tr><td>bytes in / out</td><td>{d['bytes_in']:,} / {d['bytes_out']:,}</td></tr></table>")
 
     # ------------------------------------------------------------------ selection from other views

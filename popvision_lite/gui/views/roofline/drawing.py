@@ -14,14 +14,16 @@ from popvision_lite.analysis import roofline as rl
 from popvision_lite.analysis.torch_trace import plottable
 from popvision_lite.gui import theme
 from popvision_lite.gui.text import plain_html
-from popvision_lite.gui.theme import GPU_COLORS, LEVEL_COLORS
+from popvision_lite.gui.theme import GPU_COLORS, LEVEL_COLORS, PHASE_COLORS
 from popvision_lite.units import format_flops, format_seconds, format_usd
 
 
 def level_brush(level: str) -> QBrush:
-    """Fill of an IPU op point bound by ``level`` (and of its legend sample): the level's colour, a little
-    lighter and slightly transparent so overlapping points stay visible."""
-    return pg.mkBrush(QColor(LEVEL_COLORS.get(level, "#444")).lighter(110).name() + "c0")
+    """Fill of an IPU op point bound by ``level`` (and of its legend sample): the part of its own time that bounds
+    it in the colour the Summary gives that part (compute / exchange / sync / stream), else the roofline level's;
+    a little lighter and slightly transparent so overlapping points stay visible."""
+    col = PHASE_COLORS.get(level) or LEVEL_COLORS.get(level, "#444")
+    return pg.mkBrush(QColor(col).lighter(110).name() + "c0")
 
 
 def point_pen() -> QPen:

@@ -19,7 +19,7 @@ class RooflineTableModel(QAbstractTableModel):
         super().__init__(parent)
         self.df = df
         self.op_ids = df.index.to_numpy()
-        cols = [("name", "op", None), ("bound", "bound by", None),
+        cols = [("name", "op", None), ("bound", "bound by (own time)", None), ("roof_bound", "roof", None),
                 ("intensity", "FLOP/B", lambda v: f"{v:.3g}" if np.isfinite(v) else ""),
                 ("achieved_flops", "IPU achieved", lambda v: format_flops(v) if v > 0 else ""),
                 ("ipu_time_s", "IPU time", format_seconds),

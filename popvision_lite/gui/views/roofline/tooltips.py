@@ -30,7 +30,10 @@ def point_tooltip(a: rl.RooflineAnalysis, measured, key: str, op_id: int) -> str
     if key == "ipu":
         lines += [f"IPU (emulated): {format_seconds(o.ipu_time_s)}, {100 * o.share:.1f}% of run",
                   f"achieved {format_flops(o.achieved_flops)} = {100 * o.efficiency:.0f}% of roof",
-                  f"intensity {o.intensity:.3g} FLOP/B vs {o.level}; bound by {o.bound}"]
+                  f"bound by {o.bound}: its own time is {100 * o.compute_share:.0f}% compute"
+                  + ("" if o.bound == "compute" else f", mostly {o.bound}"),
+                  f"intensity {o.intensity:.3g} FLOP/B vs {o.level}; under the {o.roof_bound} roof "
+                  "(ideal times, roofline model)"]
     elif key == "whatif":
         lines += [f"what-if: {o.working_set_bytes:,.0f} B do not fit; streamed from DDR",
                   f"time {format_seconds(o.whatif_time_s)} (emulated {format_seconds(o.ipu_time_s)})"]

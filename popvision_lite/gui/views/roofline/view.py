@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite import devices
 from popvision_lite.analysis import roofline as rl
+from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.torch_trace import kernel_table, load_torch_trace, report_text
 from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
@@ -231,7 +232,19 @@ class RooflineView(QWidget):
         self._fill_summary()
         trace = (f"Trace {self.measured_name}: {getattr(self, 'trace_report', '')}. "
                  if self.measured is not None else "")
-        self.notes.setText(trace + "Notes: " + " · ".join(a.notes))
+        # how the points' bounds (each op's own dominant time) relate to the run's bottleneck: in the full-width
+        # notes line, not the summary column, whose every wrapped line took height from the plot
+        self.notes.setText(self._bottleneck_relation() + trace + "Notes: " + " · ".join(a.notes))
+
+    def _bottleneck_relation(self) -> str:
+        """'Ops' time by own bound: ...; run bottleneck compute (Summary): the same. ' (empty for a stand-in
+        profile without steps)."""
+        try:
+            rt = run_totals(self.document.profile)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return ""
+        rel = rl.bottleneck_relation(self.analysis, rt.bottleneck)
+        return rel + " " if rel else ""
 
     def _draw_ceilings(self, lx0: float, lx1: float, ly0: float) -> None:
         """The IPU's roofline (solid), then each chosen GPU's (dashed), and one item for all their labels."""
