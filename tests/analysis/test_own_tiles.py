@@ -22,7 +22,7 @@ def prof():
 
 
 def test_a_one_ipu_step_s_mean_is_over_its_ipu_s_tiles(prof):
-    idx = ex.StepIndex(prof.steps, int(prof.target.num_ipus))
+    idx = ex.StepIndex(prof.stored_table("steps"), int(prof.target.num_ipus))
     tpi = int(prof.target.tiles_per_ipu)
     comp = np.flatnonzero((idx.kind == STEP_KIND_CODE["compute"]) & (idx.ipu >= 0))
     assert len(comp) and int(prof.target.num_ipus) == 4
@@ -42,7 +42,7 @@ def test_a_one_ipu_step_s_mean_is_over_its_ipu_s_tiles(prof):
 def test_insights_idle_share_is_over_each_step_s_own_tiles(prof):
     from popvision_lite.analysis.insights import COMPUTE_IDLE_WARN, insights
 
-    st = prof.steps
+    st = prof.stored_table("steps")
     comp = st[st["kind"] == STEP_KIND_CODE["compute"]]
     bmax = comp["busy_max"].to_numpy(np.float64)
     own = ex.own_tiles_mean(comp["busy_mean"].to_numpy(np.float64), comp["ipu"].to_numpy(), 4)
