@@ -39,6 +39,14 @@ class Codelet:
     fields: dict[str, str] = {}
     code_bytes = 256
     state_bytes = 4
+    # attributes a group's numerics cache on the group (index arrays, plans): only worth keeping while the
+    # group may run again; a one-shot run drops them after the group's last run (Engine.run with ``keep``)
+    group_caches: tuple[str, ...] = ()
+
+    def drop_caches(self, group: VertexGroup) -> None:
+        """Forget what ``compute`` / ``gemm_plan`` cached on ``group`` (rebuilt if it runs again)."""
+        for name in self.group_caches:
+            group.__dict__.pop(name, None)
 
     def check(self, group: VertexGroup) -> None:
         """Raise EmulatorError when the group's field shapes do not suit this codelet."""
@@ -199,6 +207,7 @@ class BlockMatMul(Codelet):
 
     code_bytes = 1536
     state_bytes = 8
+    group_caches = ("_gemm_plans", "_whole_plans")
 
     def __init__(self, accumulate: bool = False):
         self.accumulate = accumulate

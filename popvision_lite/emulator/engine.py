@@ -73,7 +73,7 @@ class Outputs(Mapping):
 
     def __init__(self, graph: Graph, data: _Data, hosts: dict):
         self._data = data
-        self._tensors = {t.name: t for t in graph.tensors}
+        self._tensors = {t.name: t for t in graph.tensors if t.id not in data.released}
         self._hosts = {b.name: hosts[b.id].reshape(b.shape) for b in graph.host_buffers}
         self._names = list(dict.fromkeys([*self._tensors, *self._hosts]))
 
@@ -132,8 +132,13 @@ class _Data(dict):
         self._zeros = zeros or {}  # tensor id -> (size, dtype): made (zero-filled) when first used
         self.aliases = _Aliases()
         self.gemms: dict[int, list] = {}  # C id -> [A, B, C, k-slice, codelet of the first group]
+        self.released: set[int] = set()  # tensors dropped after their last reader (release)
+        self._held: set[int] = set()  # released while a deferred copy still reads them: dropped with it
 
     def __missing__(self, tid: int) -> np.ndarray:
+        if tid in self.released:
+            raise EmulatorError(f"engine: tensor {tid} is used after its last reader, where its data was freed "
+                                "(an engine fault: report it)")
         size, dtype = self._zeros[tid]
         arr = self[tid] = np.zeros(size, dtype)
         return arr
@@ -168,6 +173,7 @@ class _Data(dict):
             src, dst = al
             self.materialize(src.tensor.id)
             move(self, src, dst)
+            self._copied_from(src.tensor.id)
 
     def finish_readers_of(self, tid: int) -> None:
         """Do the deferred work that reads ``tid`` (it is about to change)."""
@@ -178,6 +184,27 @@ class _Data(dict):
     def before_write(self, tid: int) -> None:
         self.finish_readers_of(tid)
         self.materialize(tid)
+
+    # -- freeing ------------------------------------------------------------------------
+    def release(self, tid: int) -> None:
+        """No program reads or writes ``tid`` any more: do the deferred GEMMs that read it, drop a deferred
+        copy into it and a deferred GEMM into it (nobody reads their result), then its data.  A tensor a
+        deferred copy still reads (the source of a staging tensor read through) is dropped with that copy."""
+        if self.aliases.by_src.get(tid):
+            self._held.add(tid)
+            return
+        self.flush_gemms_reading(tid)
+        self.gemms.pop(tid, None)
+        al = self.aliases.pop(tid, None)
+        self.pop(tid, None)
+        self.released.add(tid)
+        if al is not None:
+            self._copied_from(al[0].tensor.id)
+
+    def _copied_from(self, src: int) -> None:
+        if src in self._held and not self.aliases.by_src.get(src):
+            self._held.discard(src)
+            self.release(src)
 
     def materialize_all(self) -> None:
         for c in list(self.gemms):
@@ -200,6 +227,13 @@ def move(data: dict, src, dst) -> None:
     dst.write(data, src.read(data))
 
 
+def _num_leaves(prog: P.Program) -> int:
+    """How many liveness steps ``prog`` spans (its leaf programs, a Repeat body once)."""
+    if isinstance(prog, P.Sequence | P.Repeat):
+        return sum(_num_leaves(p) for p in prog.children())
+    return 1
+
+
 def _aliasable(src, dst) -> bool:
     from popvision_lite.emulator.graph import Blocks, Concat, Regions, TensorView, Windows
 
@@ -217,6 +251,39 @@ def _aliasable(src, dst) -> bool:
     return (isinstance(src, Blocks) and isinstance(dst, Blocks) and src.tensor is not dst.tensor
             and len(src.block_shape) == 2 and len(src.tensor.shape) == 2
             and dst.block_shape == (1, *src.block_shape) and dst.is_identity())
+
+
+class _Release:
+    """When a one-shot full-numerics run drops what it no longer needs: each tensor's data after the liveness
+    step of its last reader or writer (compile.liveness: ``last_access``), each compute set's group caches
+    after its last run; inside a Repeat body, once the outermost Repeat is done.  ``keep``: tensor ids the
+    caller reads after the run (never dropped)."""
+
+    def __init__(self, c: Compiled, keep: set):
+        outer = np.arange(len(c.leaves))  # what is used last at step s goes after step outer[s]: inside a
+        for a, b in c.repeat_ranges:      # Repeat body, the outermost Repeat's start (done after that Repeat)
+            outer[a:b + 1] = np.minimum(outer[a:b + 1], a)
+        self.depth = 0  # Repeats being run
+        self.after: dict[int, list] = {}  # step -> [tensor ids]
+        for tid in np.flatnonzero(c.last_access >= 0):
+            if int(tid) not in keep:
+                self.after.setdefault(int(outer[c.last_access[tid]]), []).append(int(tid))
+        self.caches: dict[int, list] = {}  # step -> [compute sets whose group caches go]
+        last_cs = {}
+        for s, pid in enumerate(c.leaves):
+            p = c.progs[pid].prog
+            if isinstance(p, P.Execute):
+                last_cs[id(p.cs)] = (int(outer[s]), p.cs)
+        for s, cs in last_cs.values():
+            self.caches.setdefault(s, []).append(cs)
+
+    def done(self, step: int, data: _Data) -> None:
+        """Everything used last at liveness step ``step`` (a leaf's, or the start of an outermost Repeat) is done."""
+        for tid in self.after.pop(step, ()):
+            data.release(tid)
+        for cs in self.caches.pop(step, ()):
+            for grp in cs.groups:
+                grp.codelet.drop_caches(grp)
 
 
 class Engine:
@@ -271,12 +338,24 @@ class Engine:
             dest[...] = arr.reshape(-1).astype(dest.dtype, copy=False)
         return data, hosts
 
-    def _execute(self, prog: P.Program, data: dict, hosts: dict, finish: bool = True) -> _Data:
+    def _tensor_ids(self, names) -> set:
+        """Ids of the tensors named ``names`` (host buffers' names: nothing to keep, they are never freed)."""
+        wanted = set(names)
+        ids = {t.id for t in self.graph.tensors if t.name in wanted}
+        unknown = wanted - {t.name for t in self.graph.tensors} - {b.name for b in self.graph.host_buffers}
+        if unknown:
+            raise EmulatorError(f"engine run: keep names no tensor or host buffer of this graph: "
+                                f"{', '.join(sorted(unknown)[:5])}")
+        return ids
+
+    def _execute(self, prog: P.Program, data: dict, hosts: dict, finish: bool = True,
+                 release: _Release | None = None) -> _Data:
         """Run ``prog`` on ``data``; with ``finish`` do every deferred copy and GEMM now, else leave them
-        to :meth:`outputs` (a staging tensor nothing read is then filled only if asked for)."""
+        to :meth:`outputs` (a staging tensor nothing read is then filled only if asked for).  ``release``
+        (``prog`` the whole program): drop data after its last use as it says."""
         if not isinstance(data, _Data):
             data = _Data(data)
-        self._exec(prog, data, hosts)
+        self._exec(prog, data, hosts, release, [0])
         if finish:
             data.materialize_all()
         return data
@@ -285,14 +364,44 @@ class Engine:
         """The values of every tensor and host buffer after :meth:`_execute`, by name."""
         return Outputs(self.graph, data, hosts)
 
-    def _exec(self, prog: P.Program, data: _Data, hosts: dict) -> None:
+    def _exec(self, prog: P.Program, data: _Data, hosts: dict, release: _Release | None = None,
+              at: list | None = None) -> None:
+        """Run ``prog``.  With ``release`` (``prog`` is the whole program), ``at`` = [liveness step] follows
+        the leaves as compile._walk numbered them, and what is used last at a step is dropped after it."""
+        if release is None:
+            self._run_tree(prog, data, hosts)
+            return
         if isinstance(prog, P.Sequence):
             for p in prog.programs:
-                self._exec(p, data, hosts)
+                self._exec(p, data, hosts, release, at)
+        elif isinstance(prog, P.Repeat):
+            start = at[0]
+            release.depth += 1
+            for _ in range(prog.count):
+                at[0] = start
+                self._exec(prog.body, data, hosts, release, at)
+            release.depth -= 1
+            at[0] = start + _num_leaves(prog.body)
+            if release.depth == 0 and at[0] > start:
+                release.done(start, data)
+        else:
+            self._leaf(prog, data, hosts)
+            if release.depth == 0:
+                release.done(at[0], data)
+            at[0] += 1
+
+    def _run_tree(self, prog: P.Program, data: _Data, hosts: dict) -> None:
+        if isinstance(prog, P.Sequence):
+            for p in prog.programs:
+                self._run_tree(p, data, hosts)
         elif isinstance(prog, P.Repeat):
             for _ in range(prog.count):
-                self._exec(prog.body, data, hosts)
-        elif isinstance(prog, P.Execute):
+                self._run_tree(prog.body, data, hosts)
+        else:
+            self._leaf(prog, data, hosts)
+
+    def _leaf(self, prog: P.Program, data: _Data, hosts: dict) -> None:
+        if isinstance(prog, P.Execute):
             for grp in prog.cs.groups:
                 if not grp.n:
                     continue
@@ -351,14 +460,19 @@ class Engine:
         # Sync: no data effect
 
     def run(self, inputs: dict | None = None, profile_path=None, allow_out_of_memory: bool = False,
-            numeric_checks: dict | None = None, compile_progress=None) -> RunResult:
+            numeric_checks: dict | None = None, compile_progress=None, keep=None) -> RunResult:
+        """Compile and (``mode="full"``) run the program.  ``keep``: None - every tensor's value stays readable
+        in ``outputs``; else the names of the tensors the caller reads after the run (a one-shot run): every
+        other tensor's data is freed after its last use, so the run's peak memory is what is live, not
+        everything it made (the same results, cycles and bytes)."""
         t0 = time.perf_counter()
         cg = self.compile(compile_progress)
         t1 = time.perf_counter()
         outputs: Mapping[str, np.ndarray] = {}
         if cg.fits and self.mode == "full":
+            release = None if keep is None else _Release(cg._c, self._tensor_ids(keep))
             data, hosts = self._initial_data(inputs or {})
-            outputs = self.outputs(self._execute(self.program, data, hosts, finish=False), hosts)
+            outputs = self.outputs(self._execute(self.program, data, hosts, finish=False, release=release), hosts)
         elif inputs:
             self._initial_data(inputs)  # still validate the inputs
         t2 = time.perf_counter()

@@ -998,3 +998,30 @@ def test_index_arrays_shared_from_several_threads_are_each_held_once():
         assert all(m.stop is same[0].stop and m.tile is same[0].tile for m in same)
         assert np.array_equal(same[0].stop, np.arange(n) * 2 + 1 + k)
     assert len({id(m.stop) for m in maps}) == 8
+
+
+def test_keep_frees_other_tensors_after_their_last_use_with_the_same_results(mk2):
+    """``run(keep=...)`` drops every other tensor's data after its last reader (inside a Repeat: once the outermost
+    Repeat is done - a loop reads its tensors again), with the same outputs, cycles and bytes as keeping all."""
+    from popvision_lite.errors import EmulatorError
+
+    g = Graph(mk2)
+    n = 600
+    x, y, z, out = (g.add_variable(k, (n,), "float32", mapping=M.linear(n, range(3))) for k in ("x", "y", "z", "out"))
+    prog = []
+    for name, dst, a in (("y=2x", y, x), ("x=2y", x, y), ("z=2x", z, x), ("out=2z", out, z)):
+        cs = g.add_compute_set(name, op=name)
+        _elementwise(g, cs, C.ADD, dst, a, a)
+        prog.append(P.Execute(cs, name=name))
+    body = P.Sequence([prog[0], P.Repeat(2, prog[1], name="inner")], name="body")
+    whole = P.Sequence([P.Repeat(2, body, name="outer"), prog[2], prog[3]])
+    ins = {"x": np.ones(n, np.float32)}
+    kept = Engine(g, whole).run(inputs=ins)
+    freed = Engine(g, whole).run(inputs=ins, keep={"out"})
+    np.testing.assert_array_equal(freed.outputs["out"], np.full(n, 2.0 ** 6, np.float32))
+    np.testing.assert_array_equal(freed.outputs["out"], kept.outputs["out"])
+    assert set(kept.outputs) == {"x", "y", "z", "out"} and set(freed.outputs) == {"out"}
+    assert freed.total_cycles == kept.total_cycles
+    np.testing.assert_array_equal(freed.profile_data.memory, kept.profile_data.memory)
+    with pytest.raises(EmulatorError, match="keep names no tensor"):
+        Engine(g, whole).run(inputs=ins, keep={"nope"})

@@ -64,6 +64,7 @@ def compute_liveness(c: Compiled) -> None:
     for ls, ids in c.call_writes:  # a call's arguments are written as it starts
         for t in ids:
             rewrites.setdefault(t, []).append(ls)
+    c.last_access = last_acc  # each tensor's last liveness step of any program (-1: none reads or writes it)
     c.first_lstep = np.full(nT, -1, np.int64)
     c.last_lstep = np.full(nT, max(L - 1, 0), np.int64)
     c.always_live = np.ones(nT, bool)

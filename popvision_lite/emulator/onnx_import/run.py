@@ -158,6 +158,18 @@ def _conv_transpose_weight(name, lm):
     return orig, post
 
 
+def _read_after(handles, low, lm: LoadedModel, reference: bool) -> set:
+    """Names of the tensors read after the run: the outputs (``handles``) and, with ``reference``, the
+    intermediate tensors the numerics check compares (:func:`check_numerics`); the run frees the others' data
+    after their last use."""
+    def base(h):
+        return h.base if isinstance(h, View) else h
+    names = {base(h).name for h, _shape, _post in handles.values()}
+    if reference:
+        names |= {base(low.vals[n].h).name for n in intermediate_candidates(low, lm)}
+    return names
+
+
 def read_handles(handles, value_of) -> dict:
     """{name: float32 array in the ONNX layout} of build()'s handles; ``value_of(handle)`` -> array."""
     out = {}
@@ -286,7 +298,8 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     eng = Engine(be.graph, be.program(), mode="timing" if timing_only else "full", model=model_name, config=config,
                  carried_copies=CARRIED_COPIES)
     res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
-                  compile_progress=within(tick, "compiling and running", 0.3, 0.75))
+                  compile_progress=within(tick, "compiling and running", 0.3, 0.75),
+                  keep=None if timing_only else _read_after(handles, low, lm, reference))
     be.inputs.clear()  # written into the run's tensors: one copy of each weight per dtype from here on
     wall.update(res.wall)
     checks, got, ref = {}, {}, {}

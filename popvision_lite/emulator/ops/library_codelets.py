@@ -219,6 +219,7 @@ class ReducePartials(Codelet):
 
     name = "ReducePartials"
     fields = {"in": "in", "out": "out"}
+    group_caches = ("_reduce_widths",)  # the gather indices of _width_groups (as large as the partials)
     code_bytes = 512
     state_bytes = 10
 

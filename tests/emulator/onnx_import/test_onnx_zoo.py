@@ -245,3 +245,33 @@ def test_recompute_reruns_each_layer_and_keeps_fewer_activations():
     assert var[True] < 0.9 * var[False]  # the layers' forward activations are not live through the backward pass
     with pytest.raises(OnnxImportError, match="recompute: only with training"):
         emulate_onnx(ZOO / "gpt2.classic.onnx", inputs=ins, recompute=True, timing_only=True)
+
+
+@pytest.mark.parametrize("name,exporter,precision,training", [("bert_sdpa", "classic", "fp16", False),
+                                                              ("gpt2", "dynamo", "fp16", False),
+                                                              ("bert_sdpa", "dynamo", "fp32", True)])
+def test_freeing_tensors_after_their_last_use_changes_no_result(name, exporter, precision, training, monkeypatch):
+    """emulate_onnx frees every tensor but the outputs and the compared intermediates after its last use (issue 47:
+    peak memory): outputs, numeric checks, cycles and bytes are bit for bit those of a run that keeps them all."""
+    from popvision_lite.emulator.engine import Engine
+
+    ins, _, _ = _data(name, exporter)
+    path = ZOO / f"{name}.{exporter}.onnx"
+    released = []
+    outputs = Engine.outputs
+
+    def spy(self, data, hosts):
+        released.append(len(data.released))
+        return outputs(self, data, hosts)
+    monkeypatch.setattr(Engine, "outputs", spy)
+    freed = emulate_onnx(path, inputs=ins, precision=precision, training=training)
+    run = Engine.run
+    monkeypatch.setattr(Engine, "run", lambda self, *a, keep=None, **k: run(self, *a, **k))
+    kept = emulate_onnx(path, inputs=ins, precision=precision, training=training)
+    assert released[0] > 0 and released[1] == 0
+    assert freed.outputs.keys() == kept.outputs.keys()
+    for k in kept.outputs:
+        np.testing.assert_array_equal(freed.outputs[k], kept.outputs[k])
+    assert freed.numeric_checks == kept.numeric_checks and freed.numeric_checks
+    assert freed.total_cycles == kept.total_cycles
+    np.testing.assert_array_equal(freed.profile_data.memory, kept.profile_data.memory)
