@@ -400,6 +400,8 @@ def _row_json(row: Path) -> dict | None:
 
 
 def _plant_one(rng, what, out, victim, decoy, case_dir, rows):
+    if what.startswith("row_") and (out / "rows").is_symlink():
+        return  # a row planted through the planted link would be the fuzzer writing into the decoy, not the sweep
     own = {"lock": ".sweep.lock", "commit": ".commit.lock", "run": ".sweep-run", "csv": "sweep.csv",
            "meta": "sweep.json"}
     row = rows[rng.randrange(len(rows))] if rows else out / "rows" / "x.json"

@@ -226,6 +226,10 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
 
                 trace_info = widget.show_trace(load_torch_trace(torch_trace), torch_trace)
             if view == "verdict":
+                if widget.verdict.result is None:  # the verdict could not be computed for this profile
+                    why = "" if widget.verdict.failed is None else str(widget.verdict.failed)
+                    raise ConfigError(f"no verdict to export: {why}" if str(profile_path) in why else
+                                      f"{profile_path}: no verdict to export" + (f": {why}" if why else ""))
                 if suffix == ".csv":
                     return f"{export_table(widget.verdict.tables()['verdict'], output)} rows"
                 if suffix != ".png":

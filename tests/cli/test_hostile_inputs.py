@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from popvision_lite.errors import ConfigError, PopvisionError, ProfileError
-from tests.cli.test_hostile_arguments import SAMPLE, _run
+from tests.cli.test_hostile_arguments import ROOT, SAMPLE, _run
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
@@ -296,3 +296,16 @@ def test_every_error_here_is_a_popvision_error():
     from popvision_lite.emulator.onnx_import.loader import OnnxImportError
 
     assert issubclass(TraceImportError, PopvisionError) and issubclass(OnnxImportError, ConfigError)
+
+
+def test_verdict_export_of_a_profile_whose_verdict_fails_exits_2(tmp_path):
+    """Op counts that name no runs (the round-4 fuzzer's class of 13 cases): the verdict cannot be computed, and
+    `export --view verdict` says so naming the file - it raised KeyError: 'verdict' from the empty panel."""
+    from popvision_lite.testing.hostile_run import with_run
+
+    bad = with_run(ROOT / "sample_profiles" / "bert_tiny_mk2.pvl", tmp_path / "oc.pvl",
+                   lambda r: r.__setitem__("op_counts", {"calls_per_microbatch": []}))
+    for out in ("v.csv", "v.png"):
+        rc, msg = _run(["export", str(bad), "--view", "verdict", "-o", str(tmp_path / out)], tmp_path)
+        assert rc == 2 and "no verdict to export" in msg and "oc.pvl" in msg and "Traceback" not in msg, msg
+        assert not (tmp_path / out).exists()
