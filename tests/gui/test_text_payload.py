@@ -170,6 +170,8 @@ def _hostile_profile(path: Path, payload: str) -> Path:
     data.target.name = payload
     data.run["model"] = payload
     data.run.setdefault("config", {})[payload] = payload
+    data.run["config"]["batch"] = 8  # so the verdict view has a throughput to show the names next to
+    data.run["samples_per_second"] = 1000.0
     write_profile(path, data)
     return path
 
