@@ -633,11 +633,32 @@ def classify_concurrent(case: dict) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------------------- worker, harness
 def classify(case: dict) -> tuple[str, str]:
+    t0 = time.perf_counter()
     if case["kind"] == "sweep":
-        return classify_sweep(case)
-    if case["kind"] == "concurrent":
-        return classify_concurrent(case)
-    return classify_profile(case)
+        out = classify_sweep(case)
+    elif case["kind"] == "concurrent":
+        out = classify_concurrent(case)
+    else:
+        out = classify_profile(case)
+    log = os.environ.get(LOG_ENV)
+    if log:  # each answer as it comes (a campaign stopped early still has its cases)
+        with open(log, "a") as f:
+            f.write(json.dumps({"id": case["id"], "kind": case["kind"], "what": case.get("what", "")[:200],
+                                "outcome": out[0], "detail": out[1][:300], "s": round(time.perf_counter() - t0, 2),
+                                "rss_mb": _rss_mb()}) + "\n")
+    return out
+
+
+LOG_ENV = "PVL_FUZZ_RECORDS_LOG"
+
+
+def _rss_mb() -> int:
+    """This worker's resident memory now, MiB (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) >> 10 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
 
 
 def _worker(mem_mb: int) -> int:
@@ -732,10 +753,14 @@ def main(argv=None) -> int:
     ap.add_argument("--mem-mb", type=int, default=MEM_MB)
     ap.add_argument("--strace", type=int, default=20, help="sweep and profile cases each re-run under strace")
     ap.add_argument("--keep", help="keep the case files in this folder")
+    ap.add_argument("--log", help="append each case's answer to this file (JSON lines: outcome, seconds, the "
+                                  "worker's RSS) as it comes")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return _worker(args.mem_mb)
+    if args.log:
+        os.environ[LOG_ENV] = str(Path(args.log).resolve())
     tmp = None
     folder = Path(args.keep) if args.keep else Path(tmp := tempfile.mkdtemp(prefix="pvl-records-"))
     folder = folder.resolve()
