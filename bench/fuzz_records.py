@@ -753,6 +753,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mem-mb", type=int, default=MEM_MB)
     ap.add_argument("--strace", type=int, default=20, help="sweep and profile cases each re-run under strace")
     ap.add_argument("--keep", help="keep the case files in this folder")
+    ap.add_argument("--kinds", default="profile,sweep,concurrent",
+                    help="the case kinds to run, of the --cases split (each case as in the whole campaign: "
+                         "a sweep case n is the same case whatever the other kinds)")
     ap.add_argument("--log", help="append each case's answer to this file (JSON lines: outcome, seconds, the "
                                   "worker's RSS) as it comes")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -771,9 +774,10 @@ def main(argv=None) -> int:
         n_prof = int(args.cases * 0.60)
         n_sweep = int(args.cases * 0.35)
         n_conc = args.cases - n_prof - n_sweep
-        cases = profile_cases(folder / "profiles", n_prof, args.seed, 0)
-        cases += sweep_cases(folder / "sweeps", n_sweep, args.seed, len(cases))
-        cases += concurrent_cases(folder / "concurrent", n_conc, args.seed, len(cases))
+        kinds = set(args.kinds.split(","))
+        cases = profile_cases(folder / "profiles", n_prof, args.seed, 0) if "profile" in kinds else []
+        cases += sweep_cases(folder / "sweeps", n_sweep, args.seed, len(cases)) if "sweep" in kinds else []
+        cases += concurrent_cases(folder / "concurrent", n_conc, args.seed, len(cases)) if "concurrent" in kinds else []
         for c in cases:
             c["template"] = str(template)
         t1 = time.perf_counter()
