@@ -425,6 +425,8 @@ def test_every_emulate_option_has_a_control_in_the_dialog(qtbot):
 
     d = whatif.EmulationDialog({"model": "bert"}, out="runs/x.pvl")
     qtbot.addWidget(d)
+    screen = d.screen().availableGeometry()  # every field, yet within the screen (the columns scroll)
+    assert d.width() <= screen.width() and d.height() <= screen.height()
     actions = [a for a in _emulate_parser()._actions if a.dest != "help"]
     missing = sorted({a.dest for a in actions} - set(d.controls))
     assert not missing, f"emulate options without a control in the run dialog: {missing}"
@@ -527,8 +529,10 @@ def test_problems_show_in_the_dialog_which_stays_open_with_what_was_typed(qtbot,
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QDialog
 
+    from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.run_config import CLI, check_field
     from popvision_lite.gui.actions import run as whatif
+    from popvision_lite.gui.actions.run_fields import workload_defaults
 
     d = whatif.EmulationDialog({"model": "bert"}, out=str(tmp_path / "gone" / "x.pvl"))
     qtbot.addWidget(d)
@@ -541,11 +545,18 @@ def test_problems_show_in_the_dialog_which_stays_open_with_what_was_typed(qtbot,
     assert "gone" in d.message.text() and d.focusWidget() is d.out
     d.out.setText(str(tmp_path / "x.pvl"))
     assert not d.message.isVisible()  # an edit clears the problem shown
+    form, row = d.rows["output"]
+    assert form.labelForField(row).styleSheet() == ""
     qtbot.mouseClick(_run_button(d), Qt.LeftButton)
     with pytest.raises(ConfigError) as flag:
         check_field("packing", "100", CLI, text=True)
     assert d.message.text() == "New emulation: field 'packing': " + str(flag.value).split(": ", 1)[1]
     assert d.isVisible() and packing.text() == "100" and d.focusWidget() is packing
+    form, row = d.rows["packing"]
+    assert form.labelForField(row).styleSheet() == d.message.styleSheet() != ""  # the field's label marked
+    # the other fields still say their defaults while one value is not valid
+    preset = workload_defaults(make_config("bert"))
+    assert d.inputs["batch"].widget.text() == f"default ({preset['batch']})"
     # a folder as the profile file
     d.out.setText(str(tmp_path))
     qtbot.mouseClick(_run_button(d), Qt.LeftButton)

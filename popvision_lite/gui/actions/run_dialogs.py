@@ -139,6 +139,7 @@ class EmulationDialog(QDialog):
             self.pod_type.addItem(p, p)
         self.pod_type.setToolTip(plain_tip("The POD type whose values an IPU config's per-POD tables give "
                                            "(default: their 'default').\n(emulate --pod-type)"))
+        self._marked = None  # the label of the field a problem shown names
         self.rows: dict[str, tuple] = {}  # field -> (form, widget): a row hidden for a model that does not read it
         top = QFormLayout()
         top.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
@@ -172,13 +173,19 @@ class EmulationDialog(QDialog):
         body.setLayout(columns)
         scroll = QScrollArea()  # the three columns scroll on a small screen; the run's rows and the buttons stay
         scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the dialog is as wide as the columns
         scroll.setFrameShape(QScrollArea.NoFrame)
         scroll.setWidget(body)
         self.message = message_label()
         bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         bb.button(QDialogButtonBox.Ok).setText("Run")
-        self.load_button = bb.addButton("Load…", QDialogButtonBox.ActionRole)
-        self.save_button = bb.addButton("Save…", QDialogButtonBox.ActionRole)
+        self.load_button = QPushButton("Load…")
+        self.save_button = QPushButton("Save…")
+        buttons = QHBoxLayout()  # the run-config file on the left, Run / Cancel on the right
+        buttons.addWidget(self.load_button)
+        buttons.addWidget(self.save_button)
+        buttons.addStretch(1)
+        buttons.addWidget(bb)
         self.load_button.setToolTip(plain_tip("Load a run-config TOML (the file emulate --config reads)"))
         self.save_button.setToolTip(plain_tip("Save these settings as a run-config TOML: "
                                               "popvision-lite emulate --config FILE runs the same"))
@@ -194,7 +201,7 @@ class EmulationDialog(QDialog):
         lay.addWidget(hint)
         lay.addWidget(scroll, 1)
         lay.addWidget(self.message)
-        lay.addWidget(bb)
+        lay.addLayout(buttons)
         # the control of each emulate option (argparse dest): tests/gui/test_run_actions.py checks none is missing
         self.controls = {name: inp.widget for name, inp in self.inputs.items()} | {
             "output": self.out, "onnx": self.onnx, "config": self.load_button, "ipu_config": self.ipu_config,
@@ -202,7 +209,7 @@ class EmulationDialog(QDialog):
         for w in (self.onnx, self.out, *self.onnx_options.values()):
             w.textChanged.connect(lambda _t: self._edited(None))
         self._refresh()
-        self._fit_to_screen(body)
+        self._fit_to_screen(body, scroll)
 
     # ------------------------------------------------------------------ layout
     def _add_row(self, form: QFormLayout, key: str, widget, label: str | None = None) -> None:
@@ -228,14 +235,18 @@ class EmulationDialog(QDialog):
         rl.addWidget(button)
         return row
 
-    def _fit_to_screen(self, body: QWidget) -> None:
+    def _fit_to_screen(self, body: QWidget, scroll: QScrollArea) -> None:
         """As large as the three columns need, within the screen (the columns scroll beyond that)."""
         screen = self.screen().availableGeometry() if self.screen() else None
-        want = self.sizeHint()
-        need_h = want.height() + max(0, body.sizeHint().height() - 200)
+        body.adjustSize()
+        room = body.sizeHint().width() + scroll.verticalScrollBar().sizeHint().width()
+        scroll.setMinimumWidth(min(room, screen.width() - 80) if screen is not None else room)
+        self.adjustSize()
+        want_h = self.sizeHint().height() - scroll.sizeHint().height() + body.sizeHint().height() + 8
+        want_w = max(self.sizeHint().width(), body.sizeHint().width() + 2 * self.layout().contentsMargins().left())
         if screen is not None:
-            self.resize(min(max(want.width(), body.sizeHint().width() + 40), screen.width() - 40),
-                        min(need_h, screen.height() - 60))
+            want_w, want_h = min(want_w, screen.width() - 40), min(want_h, screen.height() - 60)
+        self.resize(want_w, want_h)
 
     def _edited(self, name: str | None) -> None:
         if name is not None:
@@ -244,6 +255,7 @@ class EmulationDialog(QDialog):
             self._timing_choice = self.timing.isChecked()
         if self.message.isVisible() and self.message.property("error"):
             say(self.message, "")  # the problem shown was about the values before this edit
+            self._unmark()
         self._refresh()
 
     def _refresh(self) -> None:
@@ -283,14 +295,26 @@ class EmulationDialog(QDialog):
         self.timing.blockSignals(False)
 
     def _model_config(self):
-        """The chosen bundled model's ModelConfig given the fields set so far; None while they do not make a valid
-        run."""
-        try:
-            s = self.settings()
-            given = {k: v for k, v in s.items() if k in ModelConfig.field_names() and k != "model"}
-            return make_config(s["model"], **given)
-        except (ConfigError, TypeError, ValueError):
-            return None
+        """The chosen bundled model's ModelConfig given the valid fields set so far (a field whose value is not
+        valid is left out, so the others still show their defaults); the preset's alone while the valid ones do not
+        make a run together; None for no model."""
+        model = self.model.currentText()
+        offered = offered_fields(model, False)
+        given = {}
+        for name, inp in self.inputs.items():
+            if name in ModelConfig.field_names() and name != "model" and name in offered and name not in self._raw:
+                try:
+                    v = inp.value()
+                except ConfigError:
+                    continue
+                if v is not None:
+                    given[name] = v
+        for kw in (given, {}):
+            try:
+                return make_config(model, **kw)
+            except (ConfigError, TypeError, ValueError):
+                continue
+        return None
 
     def shown(self, key: str) -> bool:
         """Whether the field ``key`` is offered for the chosen model."""
@@ -439,11 +463,24 @@ class EmulationDialog(QDialog):
         return self.out.text().strip()
 
     def _problem(self, text: str) -> None:
-        """Show a problem on the message line and put the focus on the field it names."""
+        """Show a problem on the message line, its field's label in the same colour, and put the focus on it."""
+        self._unmark()
         say(self.message, text)
-        w = self.controls.get(blamed_field(text) or "") or (self.controls.get("dim") if "'dims'" in text else None)
+        name = blamed_field(text) or ""
+        w = self.controls.get("dim" if name == "dims" else name)
+        if name in self.rows:
+            form, row = self.rows[name]
+            label = form.labelForField(row)
+            if label is not None:
+                label.setStyleSheet(self.message.styleSheet())
+                self._marked = label
         if w is not None and w.isVisible():
             w.setFocus()
+
+    def _unmark(self) -> None:
+        if self._marked is not None:
+            self._marked.setStyleSheet("")
+            self._marked = None
 
     def accept(self) -> None:
         """Run only what ``emulate`` would run: a problem keeps the dialog open, with the values as typed, its
@@ -475,10 +512,14 @@ class RerunDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Re-run with…")
         self.base = dict(settings)
-        form = QFormLayout(self)
+        self.setMinimumWidth(560)
+        lay = QVBoxLayout(self)
         intro = plain_label("Change one setting; the result opens in compare mode against this run.")
         intro.setWordWrap(True)
-        form.addRow(intro)
+        lay.addWidget(intro)
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        lay.addLayout(form)
         self.name = QComboBox()
         for k in SETTINGS:
             self.name.addItem(FIELDS[k].label, k)
@@ -488,12 +529,13 @@ class RerunDialog(QDialog):
         form.addRow("Setting:", self.name)
         form.addRow("Now:", self.current)
         form.addRow("New value:", self.value)
-        form.addRow(self.message)
+        lay.addWidget(self.message)
+        lay.addStretch(1)
         bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         bb.button(QDialogButtonBox.Ok).setText("Run")
         bb.accepted.connect(self.accept)
         bb.rejected.connect(self.reject)
-        form.addRow(bb)
+        lay.addWidget(bb)
         self.name.currentIndexChanged.connect(lambda _i: self._changed(self.setting()))
         self.value.textChanged.connect(lambda _t: say(self.message, ""))
         self.select("recompute")
@@ -535,5 +577,6 @@ class RerunDialog(QDialog):
         except ConfigError as e:
             say(self.message, str(e))
             self.value.setFocus()
+            self.adjustSize()  # room for the message
             return
         super().accept()
