@@ -435,6 +435,13 @@ def test_every_emulate_option_has_a_control_in_the_dialog(qtbot):
         assert isinstance(w, QWidget), a.dest
         if a.option_strings:  # (MODEL, the positional, is the model list)
             assert any(o in w.toolTip() for o in a.option_strings), (a.dest, w.toolTip())
+    # and no tooltip cites an option the command line rejects (issue 46: --ffn, --lr, --outline were cited)
+    import re
+
+    known = {o for a in actions for o in a.option_strings} | {o for part in ("-o/--output",) for o in part.split("/")}
+    for dest, w in d.controls.items():
+        for cited in re.findall(r"emulate ((?:-[-\w]+/?)+)", w.toolTip()):
+            assert all(o in known for o in cited.split("/")), (dest, cited)
     onnx_rows = ("dims", "loss_output", "ipu_split", "inputs")
     assert d.shown("ipu_config") and not any(d.shown(k) for k in onnx_rows)
     d.onnx.setText("models/m.onnx")
