@@ -618,7 +618,7 @@ def test_timing_only_cannot_be_unticked_where_the_run_has_no_numerics(qtbot):
     """A pipelined, replicated or at-scale BERT run and every GPT run are composed from stage programs emulated
     for timing only (emulator/models/host_memory.runs_composed): unticking Timing only gave a timing-only profile
     without a word (issue 46).  The box is ticked and disabled there, its tooltip saying why, and the user's own
-    choice comes back when the run can compute numerics again."""
+    choice comes back when the run can compute numerics again; Re-run with… refuses it with the reason."""
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.host_memory import runs_composed
     from popvision_lite.gui.actions import run as whatif
@@ -635,6 +635,17 @@ def test_timing_only_cannot_be_unticked_where_the_run_has_no_numerics(qtbot):
     for model in ("bert-base", "gpt2-small", "mlp", "resnet50"):
         d.model.setCurrentText(model)
         assert d.timing.isEnabled() == (not runs_composed(make_config(model), False)), model
+    # Re-run with… Timing only off on a pipelined run: refused in the dialog, saying why
+    from PySide6.QtCore import Qt
+
+    r = whatif.RerunDialog(dict(model="bert-base", device="ipu-mk2", timing_only=True, ipus=4))
+    qtbot.addWidget(r)
+    r.show()
+    r.select("timing_only")
+    assert r.value.text() == "off"
+    qtbot.mouseClick(_run_button(r), Qt.LeftButton)
+    assert r.isVisible() and r.message.text().startswith(
+        "Re-run with: field 'timing_only': off is not possible: this pipelined, replicated or at-scale BERT run")
 
 
 def test_an_ipu_config_read_in_the_dialog_sets_what_the_command_line_sets(qtbot, tmp_path):

@@ -142,6 +142,21 @@ def change_setting(settings: dict, name: str, text: str) -> dict:
     return dict(settings) | {name: check_field(name, str(text), RERUN, text=True)}
 
 
+def no_numerics(cfg) -> str | None:
+    """Why a run of the bundled ModelConfig ``cfg`` computes no numerics whatever ``timing_only`` says (None when
+    it can): GPT runs and pipelined, replicated or at-scale BERT runs are composed from stage programs emulated for
+    timing only (``host_memory.runs_composed``, the test ``run_model`` follows)."""
+    from popvision_lite.emulator.models.host_memory import runs_composed
+
+    if not runs_composed(cfg, False):
+        return None
+    what = "a GPT run" if cfg.model == "gpt" else "this pipelined, replicated or at-scale BERT run"
+    return (f"{what} is composed from its stage programs, each emulated once for timing and memory "
+            "(emulator/models/pipeline.py), so its profile is timing-only; numerics need a bundled model on one IPU "
+            "without replicas, gradient accumulation, packing, a layer split or a training state other than the "
+            "default (BERT, MLP, conv, GNN, ResNet)")
+
+
 def check_settings(settings: dict, source: str = NEW_EMULATION) -> None:
     """The run ``settings`` checked as ``emulate --config`` will check the TOML they become, before the
     process starts: each field by its definition, then (a bundled model) the combination and the host
@@ -153,7 +168,10 @@ def check_settings(settings: dict, source: str = NEW_EMULATION) -> None:
             if k != "model":  # the imported file's name, not a bundled model
                 check_field(k, v, source)
         return
-    RunConfig.from_mapping(given, source).model_config()
+    cfg = RunConfig.from_mapping(given, source).model_config()
+    why = None if settings.get("timing_only", True) else no_numerics(cfg)
+    if why:  # the run would be timing-only whatever was asked (issue 46: it was, without a word)
+        raise ConfigError(f"{source}: field 'timing_only': off is not possible: {why}")
 
 
 def check_output(out, source: str = NEW_EMULATION) -> None:

@@ -15,27 +15,20 @@ from PySide6.QtWidgets import QDialog
 from popvision_lite.analysis.compare import compare
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.errors import ConfigError
-from popvision_lite.gui.actions.emulation import (  # noqa: F401  (the names tests and callers use as run.X)
-    BOOL_SETTINGS,
-    INT_SETTINGS,
+from popvision_lite.gui.actions.emulation import (  # noqa: F401  (also the names tests use as run.X)
     NEW_EMULATION,
-    RERUN,
-    SETTINGS,
     change_setting,
-    check_not_a_sample,
     check_output,
-    check_settings,
     config_toml,
     default_output_folder,
     default_settings,
-    emulate_argv,
     free_path,
     parse_progress,
     rerun_path,
     run_emulation,
     settings_from_profile,
 )
-from popvision_lite.gui.actions.run_dialogs import EmulationDialog, RerunDialog, offered_fields  # noqa: F401
+from popvision_lite.gui.actions.run_dialogs import EmulationDialog, RerunDialog
 from popvision_lite.gui.compare_window import compare_documents, compare_key
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.state.loading import load_document_data

@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.emulator.ipu_config import POD_TYPES, read_ipu_config
 from popvision_lite.emulator.models.config import ModelConfig, make_config
-from popvision_lite.emulator.models.host_memory import runs_composed
 from popvision_lite.emulator.onnx_import.config import CONFIG_KEYS as ONNX_KEYS
 from popvision_lite.emulator.onnx_import.config import ONNX_OPTIONS, parse_ipu_split
 from popvision_lite.emulator.onnx_import.loader import parse_dims
@@ -54,18 +53,12 @@ from popvision_lite.gui.actions.emulation import (
     check_settings,
     config_toml,
     default_settings,
+    no_numerics,
 )
 from popvision_lite.gui.actions.run_fields import FieldInput, workload_defaults
 from popvision_lite.gui.text import plain_label, plain_tip
 
 ONNX_EXTRA = {o.key: o for o in ONNX_OPTIONS if o.key != "onnx"}  # the ONNX options that are not run-config fields
-NO_NUMERICS = ("Numerics are not run for this configuration: {why} is composed from its stage programs, each "
-               "emulated once for timing and memory (emulator/models/pipeline.py), so its profile is timing-only "
-               "whatever this box says.  Numerics need a bundled model on one IPU without replicas, gradient "
-               "accumulation, packing, a layer split or a training state other than the default (BERT, MLP, conv, "
-               "GNN, ResNet).")
-
-
 def offered_fields(model: str, onnx: bool) -> set[str]:
     """The run-config fields the dialog offers: those the chosen bundled model reads (``FIELDS[k].only_for``),
     or for an ONNX file the settings an ONNX run reads (``onnx_import.config.CONFIG_KEYS``)."""
@@ -279,15 +272,14 @@ class EmulationDialog(QDialog):
     def _timing_follows(self, cfg) -> None:
         """Timing only: ticked and disabled, saying why, when the run is composed from stage programs (no numerics
         whatever the box says, ``host_memory.runs_composed``); the user's own choice back when it is not."""
-        composed = cfg is not None and runs_composed(cfg, False)
-        if composed == (not self.timing.isEnabled()):
+        why = None if cfg is None else no_numerics(cfg)
+        if (why is not None) == (not self.timing.isEnabled()):
             return
         self.timing.blockSignals(True)
-        if composed:
-            why = "a GPT run" if cfg.model == "gpt" else "this pipelined, replicated or at-scale BERT run"
+        if why is not None:
             self.timing.setChecked(True)
             self.timing.setEnabled(False)
-            self.timing.setToolTip(plain_tip(NO_NUMERICS.format(why=why)))
+            self.timing.setToolTip(plain_tip(f"Numerics are not run for this configuration: {why}."))
         else:
             self.timing.setChecked(self._timing_choice)
             self.timing.setEnabled(True)
@@ -498,6 +490,8 @@ def _option_text(key: str, value) -> str:
     """A setting's value as typed in the dialog (``a=1, b=2``; ``node1,node2``; ``3,7,7,7``)."""
     if value is None:
         return ""
+    if isinstance(value, bool):  # as the dialog's lists and Re-run with… take it
+        return "on" if value else "off"
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, list | tuple):
