@@ -58,3 +58,28 @@ def test_case_788_a_2_1_pipeline_with_phases_rebuilt_gives_its_verdict(tmp_path)
     assert rc in (0, None)
     v = json.loads(out.getvalue())
     assert v["ipu"]["chips"] == 4 and v["ipu"]["samples_per_second"] > 0 and v["gpu_over_ipu"] > 0
+
+
+def test_a_step_of_2_to_the_53_samples_searches_no_divisors_of_it(tmp_path, monkeypatch):
+    """Seed 45's case 195 (in bounds: samples_per_step may be 2^53): the GPU placement search looked for every
+    divisor of the samples each GPU group takes per step, 10^8 trial divisions, ~50 s per search and three searches
+    per fuzz case (a timeout).  Past gpu_estimate.MAX_PASSES it takes the whole share as one pass, as the fitting
+    micro-batch does."""
+    from popvision_lite.analysis import gpu_estimate as ge
+    from popvision_lite.analysis import gpu_parallel as gp
+
+    def divisors(n, cap=None, _all=gp._divisors):
+        assert n <= ge.MAX_PASSES, f"a divisor search of {n}"
+        return _all(n, cap)
+
+    monkeypatch.setattr(gp, "_divisors", divisors)
+    monkeypatch.setattr(ge, "divisors", lambda n, _all=ge.divisors: divisors(n) and _all(n))
+
+    setting = gp.Setting(samples_per_step=2.0 ** 53, samples_per_pass=8, params=1e6, optimizer="sgd",
+                         precision="fp16", layers=1, activation_bytes=1.0, training=True)
+    out = gp.candidates(4, {}, setting, transformer=False, node=8, framework="ddp")
+    assert [(c.dp, c.micro_batch) for c in out] == [(4, 2 ** 51)]
+    case = with_run(ROOT / "sample_profiles" / "gnn_mk2.pvl", tmp_path / "c195.pvl",
+                    lambda r: r.setdefault("schedule", {}).update(samples_per_step=2.0 ** 53))
+    rc, msg = _run(["verdict", str(case)], tmp_path)
+    assert rc in (0, 2) and "Traceback" not in msg, msg
