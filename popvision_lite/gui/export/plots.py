@@ -49,24 +49,69 @@ def _check_size(width, height):
             raise ConfigError(f"{name} {v} px is out of range; choose 16 .. {MAX_PIXELS} pixels")
 
 
+class Region:
+    """Several items of one GraphicsLayout exported as one picture: the rectangle that holds them all (the
+    Execution view's per-step chart with the imbalance strip that carries its time axis and the legend that
+    names its colours).  Has what the exports use of an item: ``scene()``, ``sceneBoundingRect()``."""
+
+    def __init__(self, items):
+        self.items = [export_target(it) for it in items]
+        if not self.items:
+            raise ConfigError("nothing to export: the region has no items")
+
+    def scene(self):
+        return self.items[0].scene()
+
+    def sceneBoundingRect(self):  # noqa: N802 - Qt's name, as the exports call it on items
+        rect = self.items[0].sceneBoundingRect()
+        for it in self.items[1:]:
+            rect = rect.united(it.sceneBoundingRect())
+        return rect
+
+    def layout(self):
+        """The layout holding the items (what the exporter walks to put items in export mode)."""
+        parent = self.items[0].parentItem()
+        return parent if parent is not None else self.items[0]
+
+
+def _image_exporter(item):
+    """pyqtgraph's ImageExporter of ``item``; of a :class:`Region`: of its layout, limited to the region."""
+    if not isinstance(item, Region):
+        return pg.exporters.ImageExporter(item)
+    exp = pg.exporters.ImageExporter(item.layout())
+    rect = item.sceneBoundingRect()
+    view = item.scene().views()[0]
+    exp.getSourceRect = lambda: rect
+    exp.getTargetRect = lambda: view.mapFromScene(rect).boundingRect()
+    exp.params["width"] = int(round(rect.width()))  # the height follows the region's aspect ratio
+    return exp
+
+
 def render_image(item, width: int | None = None, height: int | None = None, dpi: float = 96.0) -> QImage:
-    """A QImage of ``item`` ``width`` x ``height`` pixels (aspect kept, centred, when both are given)."""
+    """A QImage of ``item`` (a plot item or a :class:`Region`) ``width`` x ``height`` pixels.  With one of
+    them the other follows the plot's aspect ratio; with both, a plot of another shape is drawn as large as
+    fits, centred on the plot background (Qt drew it from the top-left corner, over the rest of the scene)."""
     _check_size(width, height)
     if not dpi or dpi <= 0:
         raise ConfigError(f"dpi {dpi} must be positive")
     item = export_target(item)
     if item.scene() is None or not item.scene().views():
         raise ConfigError("the plot is not shown in a view, so it cannot be exported")
-    exp = pg.exporters.ImageExporter(item)
+    exp = _image_exporter(item)
     rect = exp.getSourceRect()
     if rect.width() < 1 or rect.height() < 1:
         raise ConfigError("the plot has no size yet (its view was never shown); show the view first")
     bg = exp.params["background"]
     if bg.alpha() == 0:  # transparent PNGs look blank in most viewers: use the plot background
-        exp.params["background"] = pg.mkColor(theme.colors()["plot_bg"])
+        bg = exp.params["background"] = pg.mkColor(theme.colors()["plot_bg"])
+    canvas = None
+    if width is not None and height is not None and abs(rect.height() * width / rect.width() - height) >= 2:
+        canvas = (int(width), int(height))  # another shape: as large as fits, then centred
+        fit = min(width / rect.width(), height / rect.height())
+        width, height = max(1, int(round(rect.width() * fit))), max(1, int(round(rect.height() * fit)))
     if width is not None:
-        exp.params["width"] = int(width)  # height follows the aspect ratio ...
-    if height is not None:  # ... unless given too: then the plot is centred in width x height
+        exp.params["width"] = int(width)  # the height follows the aspect ratio ...
+    if height is not None:  # ... unless given too (the same shape, to the pixel)
         if width is None:
             exp.params["height"] = int(height)
         else:
@@ -74,10 +119,23 @@ def render_image(item, width: int | None = None, height: int | None = None, dpi:
     scale = exp.params["width"] / rect.width()
     with _legends_scaled(item, scale), drawn_afresh(item.scene()):
         img = exp.export(toBytes=True)
+    if canvas is not None:
+        img = _centred(img, canvas, bg)
     dpm = int(round(dpi / 0.0254))
     img.setDotsPerMeterX(dpm)
     img.setDotsPerMeterY(dpm)
     return img
+
+
+def _centred(img: QImage, size: tuple[int, int], background) -> QImage:
+    from PySide6.QtGui import QPainter
+
+    out = QImage(size[0], size[1], QImage.Format_ARGB32)
+    out.fill(background)
+    p = QPainter(out)
+    p.drawImage((size[0] - img.width()) // 2, (size[1] - img.height()) // 2, img)
+    p.end()
+    return out
 
 
 @contextlib.contextmanager
@@ -127,6 +185,8 @@ def export_svg(item, path) -> int:
 
 
 def _svg_bytes(item) -> bytes:
+    if isinstance(item, Region):
+        return _qt_svg(item)
     try:
         data = pg.exporters.SVGExporter(item).export(toBytes=True)
         if isinstance(data, str):
