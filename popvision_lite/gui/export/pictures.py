@@ -95,6 +95,7 @@ def export_panel_png(panel: QWidget, path, width: int = 900, min_height: int = 0
     parent = panel.parentWidget()
     layout = parent.layout() if parent is not None else None
     index = layout.indexOf(panel) if layout is not None else -1
+    shown = panel.isVisible()
     panel.setParent(None)
     try:
         panel.show()
@@ -117,8 +118,9 @@ def export_panel_png(panel: QWidget, path, width: int = 900, min_height: int = 0
         write_bytes_atomic(path, image_png_bytes(img))
         return img.width(), img.height()
     finally:
-        panel.hide()
+        panel.hide()  # before it goes back: a top-level window must not flash up
         if layout is not None and index >= 0:
             layout.insertWidget(index, panel)
         elif parent is not None:
             panel.setParent(parent)
+        panel.setVisible(shown)

@@ -17,8 +17,8 @@ writes and what goes wrong where (issue 46, items 12 and 15):
   viewers smooth into a blur.  Each becomes one ``<path>`` per colour of its pixel rectangles (runs of a row,
   merged with the same runs of the rows below), drawn over the image's rectangle with crisp edges; an image
   of more than :data:`MAX_RECTS` rectangles stays an image.
-* **Opacity.**  ImageMagick ignores ``stroke-opacity``: a translucent stroke of a group of shapes becomes the
-  opaque colour it shows over ``background``.
+* **Opacity.**  ImageMagick ignores ``stroke-opacity`` and ``fill-opacity``: a translucent stroke of a group
+  of shapes, and a translucent hatch, become the opaque colour they show over ``background``.
 """
 
 from __future__ import annotations
@@ -283,6 +283,37 @@ def _clip_inside(g, box, mat, apply: bool, cuts: bool = True) -> list:
     return out
 
 
+def _opaque_hatches(root, background) -> None:
+    """A translucent hatch (a pattern fill with ``fill-opacity``) as an opaque one of the colour it shows over
+    ``background``: ImageMagick ignores the opacity and drew the hatch of folded spans dark grey."""
+    import pyqtgraph as pg
+
+    patterns = {p.get("id"): p for p in root.iter(_tag("pattern"))}
+    defs = next(root.iter(_tag("defs")), None)
+    made: dict = {}
+    for g in root.iter(_tag("g")):
+        ref = _URL.fullmatch(g.get("fill", "").strip())
+        alpha = g.get("fill-opacity")
+        if ref is None or alpha is None or float(alpha) >= 1.0 or ref.group(1) not in patterns or defs is None:
+            continue
+        key = (ref.group(1), alpha)
+        if key not in made:
+            pat = ET.fromstring(ET.tostring(patterns[ref.group(1)]))
+            made[key] = f"{ref.group(1)}_a{len(made)}"
+            pat.set("id", made[key])
+            bg = pg.mkColor(background).getRgb()[:3]
+            for r in pat.iter():
+                col = r.get("fill", "")
+                if re.fullmatch(r"#[0-9a-fA-F]{6}", col):
+                    fg = pg.mkColor(col).getRgb()[:3]
+                    a = float(alpha)
+                    r.set("fill", "#{:02x}{:02x}{:02x}".format(*(round(a * f + (1 - a) * b)
+                                                                 for f, b in zip(fg, bg, strict=True))))
+            defs.append(pat)
+        g.set("fill", f"url(#{made[key]})")
+        g.set("fill-opacity", "1")
+
+
 def _image_rects(rgba: np.ndarray):
     """{colour (r, g, b, a): [(x, y, w, h), ...]} of an H x W x 4 image: each row's runs of one colour, a run
     merged with the identical runs of the rows below; fully transparent pixels are left out.  None when that
@@ -386,6 +417,8 @@ def portable_svg(svg: bytes, background=None) -> bytes:
     except ET.ParseError:
         return svg
     _flatten_patterns(root)
+    if background is not None:
+        _opaque_hatches(root, background)
     for g in root.iter(_tag("g")):
         kids = list(g)
         if background is not None and kids and all(k.tag in _SHAPES for k in kids):
