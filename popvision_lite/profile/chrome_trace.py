@@ -1,20 +1,25 @@
 """Chrome Trace Event JSON export of a run (opens in Perfetto / chrome://tracing) without loss.
 
-Layout of the trace:
+Layout of the trace: one process "Training step" (pid 0) whose threads are the lanes (Perfetto labels a lane
+"<thread name> <tid>" and orders a process's lanes by tid, the main thread tid = pid first; it orders processes
+by slice count and ignores ``process_sort_index`` (v52), so IPUs in processes of their own came out of order,
+labelled "IPU 1 2"):
 
-* process 0 "Training step", thread "phases": one slice per phase of the step (``profile.stored_table("phases")``: fill,
-  "steady state x184", drain, all-reduce, optimizer, streams ...), at its wall-time position, spanning all of
-  its runs; args: ``runs_per_step``, ``cycles_per_run``, ``first_step`` / ``last_step`` (the stored steps that
-  represent it) and ``stored_runs``.  The folded steady state is ONE slice carrying its count: the profile
-  stores one representative pipeline cycle of it (drawn on the IPU lanes at its real time), not the others;
-* process 1 + i "IPU i": without ``tiles``, one thread "IPU i" with every step the IPU takes part in (a step
-  on every IPU, ``ipu`` -1, is on each lane) and args step, op, cycles, busiest tile; with ``tiles``, one lane
-  per listed tile with its busy time per step (compute / exchange / stream copy) and its sync waits.  A tile
-  lane's tid is ``TILE_TID_BASE + global tile id`` (``args["tile"]`` holds the tile id): Perfetto reads tid 0
-  as "the process's main thread" (tid = pid), which merged tile 0 into another lane, and a tid equal to a pid
-  marks that lane "main thread"; the base keeps every tile tid clear of both.  The steps of one IPU never
-  overlap in time (a pipeline's IPUs do, so they are never on one lane); a producer whose steps of one IPU
-  overlap gets them on an extra thread "IPU i (overlapping steps)" rather than dropped by Perfetto.
+* thread "IPU" with tid i, one per IPU i, without ``tiles``: every step the IPU takes part in (a step on every
+  IPU, ``ipu`` -1, is on each lane); args step, op, cycles, busiest tile.  Perfetto shows "IPU 0", "IPU 1",
+  ... in numeric order (IPU 0 is tid 0 = pid 0, the main thread).  The steps of one IPU never overlap in time
+  (a pipeline's IPUs do, so they are never on one lane); a producer whose steps of one IPU overlap gets them
+  on an extra thread "IPU i overlapping steps" rather than dropped by Perfetto;
+* thread "tile" with tid = the global tile id, one per listed tile, with ``tiles``: its busy time per step
+  (compute / exchange / stream copy) and its sync waits ("tile 1472"; ``args["tile"]`` holds the id too);
+* thread "phases" (tid :data:`PHASES_TID`, after the lanes): one slice per phase of the step
+  (``profile.stored_table("phases")``: fill, "steady state x184", drain, all-reduce, optimizer, streams ...), at
+  its wall-time position, spanning all of its runs; args: ``runs_per_step``, ``cycles_per_run``,
+  ``first_step`` / ``last_step`` (the stored steps that represent it) and ``stored_runs``.  The folded steady
+  state is ONE slice carrying its count: the profile stores one representative pipeline cycle of it (drawn on
+  the IPU lanes at its real time), not the others.
+
+``thread_sort_index`` / ``process_sort_index`` say the same order to viewers that read them (chrome://tracing).
 
 Times: ``ts``/``dur`` are microseconds with 3 decimals (whole ns, the unit Perfetto stores), converted from
 cycles with the target clock and rebased so the first exported step starts at 0 (JavaScript doubles lose
@@ -37,9 +42,9 @@ from popvision_lite.atomic_io import atomic_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
 
-STEPS_PID = 0
-TILE_TID_BASE = 100_000  # tile lane tid = TILE_TID_BASE + global tile id (never 0, never a pid)
-OVERFLOW_TID_BASE = 90_000  # extra thread k of an IPU whose steps overlap: tid OVERFLOW_TID_BASE + k
+STEPS_PID = 0  # the one process: the training step, its phases and every lane of it
+PHASES_TID = 1_000_000  # the phases lane (after every IPU / tile lane in Perfetto, which sorts lanes by tid)
+OVERFLOW_TID_BASE = 90_000  # extra thread k of IPU i's overlapping steps: OVERFLOW_TID_BASE + i * MAX_LANE_THREADS + k
 DEFAULT_MAX_EVENTS = 5_000_000  # ~1 GB of JSON
 # threads of one lane for overlapping steps (a pipeline overlaps a few; a file whose steps all overlap would
 # otherwise make one thread per step and a scan over all of them per step)
@@ -66,12 +71,13 @@ def _encoder():
     return encode
 
 
-def _ipu_pid(ipu: int) -> int:
-    return 1 + int(ipu)
+def _ipu_tid(ipu: int, sub: int = 0) -> int:
+    """IPU ``ipu``'s lane (``sub`` 0) or its ``sub``-th overflow thread."""
+    return int(ipu) if sub == 0 else OVERFLOW_TID_BASE + int(ipu) * MAX_LANE_THREADS + sub
 
 
 def _tile_tid(tile) -> int:
-    return TILE_TID_BASE + int(tile)
+    return int(tile)
 
 
 def estimate_events(profile, step_range=None, tiles=None) -> int:
@@ -249,31 +255,31 @@ def _prepare(profile, a: int, b: int, tiles, step_range) -> _Trace:
 
 
 def _emit_metadata(w: _Writer, d: _Trace) -> None:
-    """Process and thread names and their sort order."""
-    t = d.profile.target
+    """Process and thread names and their sort order.  Perfetto (v52, its ProcessThreadGroups plugin) labels a
+    lane "<thread name> <tid>", orders the lanes of a process by tid (the main thread, tid = pid, first) and
+    orders processes by slice count, not by ``process_sort_index``: IPU i's lane is the thread "IPU" with tid
+    i of the one process, so it reads "IPU i", IPU 0 (tid 0 = pid 0, the main thread) first and the rest in
+    numeric order; a tile lane is "tile" with its global tile id.  The sort indices say the same to viewers
+    that read them (chrome://tracing)."""
     w.emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "process_name", "args": {"name": "Training step"}})
     w.emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "process_sort_index", "args": {"sort_index": 0}})
-    w.emit({"ph": "M", "pid": STEPS_PID, "tid": 0, "name": "thread_name", "args": {"name": "phases"}})
+    w.emit({"ph": "M", "pid": STEPS_PID, "tid": PHASES_TID, "name": "thread_name", "args": {"name": "phases"}})
+    w.emit({"ph": "M", "pid": STEPS_PID, "tid": PHASES_TID, "name": "thread_sort_index", "args": {"sort_index": -1}})
     w.counts["lanes"] += 1
-    for ipu in d.lanes_ipu:
-        pid = _ipu_pid(ipu)
-        w.emit({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": f"IPU {ipu}"}})
-        w.emit({"ph": "M", "pid": pid, "tid": 0, "name": "process_sort_index", "args": {"sort_index": pid}})
-        if d.tiles is None:
-            w.emit({"ph": "M", "pid": pid, "tid": 0, "name": "thread_name", "args": {"name": f"IPU {ipu}"}})
-            w.counts["lanes"] += 1
+
+    def lane(tid: int, name: str, order: int) -> None:
+        w.emit({"ph": "M", "pid": STEPS_PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
+        w.emit({"ph": "M", "pid": STEPS_PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": order}})
+        w.counts["lanes"] += 1
+
+    if d.tiles is None:
+        for ipu in d.lanes_ipu:
+            lane(_ipu_tid(ipu), "IPU", ipu)
             for sub in range(1, max(d.lane[ipu][3], default=0) + 1):
-                w.emit({"ph": "M", "pid": pid, "tid": OVERFLOW_TID_BASE + sub, "name": "thread_name",
-                        "args": {"name": f"IPU {ipu} (overlapping steps {sub})"}})
-                w.counts["lanes"] += 1
-    if d.tiles is not None:
-        for tile in d.tiles:
-            ipu, tin = divmod(int(tile), t.tiles_per_ipu)
-            w.emit({"ph": "M", "pid": _ipu_pid(ipu), "tid": _tile_tid(tile), "name": "thread_name",
-                    "args": {"name": f"tile {tile} (IPU {ipu} tile {tin})"}})
-            w.emit({"ph": "M", "pid": _ipu_pid(ipu), "tid": _tile_tid(tile), "name": "thread_sort_index",
-                    "args": {"sort_index": int(tile)}})
-            w.counts["lanes"] += 1
+                lane(_ipu_tid(ipu, sub), f"IPU {ipu} overlapping steps", _ipu_tid(ipu, sub))
+    else:
+        for tile in d.tiles.tolist():
+            lane(_tile_tid(tile), "tile", tile)
 
 
 def _emit_phases(w: _Writer, d: _Trace) -> None:
@@ -290,7 +296,7 @@ def _emit_phases(w: _Writer, d: _Trace) -> None:
         te = max(int(d.ns(c1)), ts0 + 1)
         prev = te
         runs = int(r.runs_per_step)
-        w.slice({"ph": "X", "pid": STEPS_PID, "tid": 0, "name": r.name + (f" x{runs:,}" if runs > 1 else ""),
+        w.slice({"ph": "X", "pid": STEPS_PID, "tid": PHASES_TID, "name": r.name + (f" x{runs:,}" if runs > 1 else ""),
                  "cat": "phase", "ts": w.us(ts0), "dur": w.us(te - ts0),
                  "args": {"phase": r.name, "kind": r.kind, "runs_per_step": runs,
                           "cycles_per_run": int(r.cycles), "start_cycle": p0, "end_cycle": p1,
@@ -318,7 +324,7 @@ def _emit_ipu_lanes(w: _Writer, d: _Trace, progress) -> None:
             bact = np.count_nonzero(cyc, axis=1).tolist()
             for j, i in enumerate(sel.tolist()):
                 k = lo + j
-                w.slice({"ph": "X", "pid": _ipu_pid(ipu), "tid": 0 if subs[k] == 0 else OVERFLOW_TID_BASE + subs[k],
+                w.slice({"ph": "X", "pid": STEPS_PID, "tid": _ipu_tid(ipu, subs[k]),
                          "name": d.names[i], "cat": schema.STEP_KINDS[int(d.kinds[i])], "ts": w.us(tss[k]),
                          "dur": w.us(durs[k]),
                          "args": {"step": int(d.step_ids[i]), "op_id": int(d.op_ids[i]),
@@ -352,13 +358,13 @@ def _emit_tile_lanes(w: _Writer, d: _Trace, progress) -> None:
                 ts_, d_ = pos[ipu][i]
                 busy = w_cyc[r][c]
                 if busy > 0:
-                    w.slice({"ph": "X", "pid": _ipu_pid(ipu), "tid": TILE_TID_BASE + tile, "name": d.names[i],
+                    w.slice({"ph": "X", "pid": STEPS_PID, "tid": _tile_tid(tile), "name": d.names[i],
                              "cat": schema.STEP_KINDS[kind], "ts": w.us(ts_),
                              "dur": w.us(min(max(int(round(busy * d.ns_per_cycle)), 1), d_)),
                              "args": {"step": int(d.step_ids[i]), "tile": tile, "cycles": busy,
                                       "bytes_in": w_in[r][c], "bytes_out": w_out[r][c]}})
                 elif kind == sync_code:
-                    w.slice({"ph": "X", "pid": _ipu_pid(ipu), "tid": TILE_TID_BASE + tile, "name": "sync",
+                    w.slice({"ph": "X", "pid": STEPS_PID, "tid": _tile_tid(tile), "name": "sync",
                              "cat": "sync", "ts": w.us(ts_), "dur": w.us(d_),
                              "args": {"step": int(d.step_ids[i]), "tile": tile,
                                       "cycles": int(d.end[i] - d.start[i])}})
