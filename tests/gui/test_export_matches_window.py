@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.gui.test_export import _near  # a mask grown by r pixels
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_profiles"
 NS = "{http://www.w3.org/2000/svg}"
@@ -31,14 +33,6 @@ def _masks(img):
     a = _rgb(img)
     spread, top = a.max(axis=2) - a.min(axis=2), a.max(axis=2)
     return spread > 60, (top < 150) & (spread < 30)
-
-
-def _near(mask, r=3):
-    out = mask.copy()
-    for dy in range(-r, r + 1):
-        for dx in range(-r, r + 1):
-            out |= np.roll(np.roll(mask, dy, axis=0), dx, axis=1)
-    return out
 
 
 def _alike(png, other, what):
