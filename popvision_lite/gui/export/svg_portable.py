@@ -17,6 +17,8 @@ writes and what goes wrong where (issue 46, items 12 and 15):
   viewers smooth into a blur.  Each becomes one ``<path>`` per colour of its pixel rectangles (runs of a row,
   merged with the same runs of the rows below), drawn over the image's rectangle with crisp edges; an image
   of more than :data:`MAX_RECTS` rectangles stays an image.
+* **Fonts.**  Qt names its default font family "Sans Serif" (a fontconfig alias that rsvg resolves); browsers
+  do not know it and drew the labels in a serif font: ``sans-serif`` is added as the fallback.
 * **Opacity.**  ImageMagick ignores ``stroke-opacity`` and ``fill-opacity``: a translucent stroke of a group
   of shapes, and a translucent hatch, become the opaque colour they show over ``background``.
 """
@@ -36,6 +38,7 @@ _MATRIX = re.compile(r"^\s*matrix\(([^)]*)\)\s*$")
 _NUM = r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _PAIR = re.compile(f"({_NUM}),({_NUM})")
 _URL = re.compile(r"url\(#([^)]+)\)")
+_SANS = {"sans serif", "sans", "sansserif"}
 MAX_RECTS = 200_000  # rectangles of one image drawn as vectors; a bigger one stays an embedded PNG
 
 
@@ -400,6 +403,10 @@ def _tidy(root) -> None:
     for g in reversed(list(root.iter(_tag("g")))):
         if not len(g) and not (g.text or "").strip() and g in parents:
             parents[g].remove(g)
+    for el in root.iter():  # Qt's "Sans Serif" is a fontconfig alias, not a CSS family: browsers drew serif text
+        fam = el.get("font-family")
+        if fam and fam.strip().lower() in _SANS and "sans-serif" not in fam:
+            el.set("font-family", f"{fam}, sans-serif")
 
 
 def _ancestors(el, parents):
