@@ -235,12 +235,13 @@ def m_intervals(rng, src, dst):
 PROFILE_MUTATIONS = {"record": (m_record, 6), "phases": (m_phases, 3), "intervals": (m_intervals, 1)}
 
 
-def profile_cases(folder: Path, n: int, seed: int, start: int) -> list[dict]:
+def profile_cases(folder: Path, n: int, seed: int, start: int, first: int = 0) -> list[dict]:
+    """Profile cases ``first`` .. ``n - 1`` (case i depends only on seed and i, so a tail is the campaign's tail)."""
     folder.mkdir(parents=True, exist_ok=True)
     kinds = list(PROFILE_MUTATIONS)
     weights = [PROFILE_MUTATIONS[k][1] for k in kinds]
     out = []
-    for i in range(n):
+    for i in range(first, n):
         rng = random.Random(f"records:{seed}:{i}")
         kind = rng.choices(kinds, weights)[0]
         src = PROFILE_BASES[i % len(PROFILE_BASES)]
@@ -248,9 +249,9 @@ def profile_cases(folder: Path, n: int, seed: int, start: int) -> list[dict]:
         try:
             what, refuse = PROFILE_MUTATIONS[kind][0](rng, src, dst)
         except Exception as e:  # noqa: BLE001 - a mutation that does not apply to this base
-            out.append(dict(id=start + len(out), kind=f"profile_{kind}", what=f"mutation failed: {e}", path=None))
+            out.append(dict(id=start + i, kind=f"profile_{kind}", what=f"mutation failed: {e}", path=None))
             continue
-        out.append(dict(id=start + len(out), kind=f"profile_{kind}", what=f"{src.name}: {what}", path=str(dst),
+        out.append(dict(id=start + i, kind=f"profile_{kind}", what=f"{src.name}: {what}", path=str(dst),
                         refuse=refuse, views=i % VIEWS_EVERY == 0))
     return out
 
@@ -499,9 +500,9 @@ def _plant_one(rng, what, out, victim, decoy, case_dir, rows):
             (out / "rows" / ".link.tmp").symlink_to(victim)
 
 
-def sweep_cases(folder: Path, n: int, seed: int, start: int) -> list[dict]:
+def sweep_cases(folder: Path, n: int, seed: int, start: int, first: int = 0) -> list[dict]:
     return [dict(id=start + i, kind="sweep", what="", path=str(folder / f"s{i:05d}"), seed=seed, n=i)
-            for i in range(n)]
+            for i in range(first, n)]
 
 
 def _digest(path: Path) -> str:
@@ -586,9 +587,9 @@ def classify_sweep(case: dict) -> tuple[str, str]:
     return outcome, f"{what}: {detail}"
 
 
-def concurrent_cases(folder: Path, n: int, seed: int, start: int) -> list[dict]:
+def concurrent_cases(folder: Path, n: int, seed: int, start: int, first: int = 0) -> list[dict]:
     return [dict(id=start + i, kind="concurrent", what="", path=str(folder / f"c{i:05d}"), seed=seed, n=i)
-            for i in range(n)]
+            for i in range(first, n)]
 
 
 SWEEP_ARGV = ["sweep", "--model", "mlp", "--grid", "batch=8,16", "--grid", "hidden=32", "--grid", "layers=2",
@@ -744,6 +745,16 @@ def run_strace(folder: Path, template: Path, n: int, seed: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- main
+def _parse_first(text: str, ap: argparse.ArgumentParser) -> dict[str, int]:
+    out = {}
+    for part in filter(None, text.split(",")):
+        kind, _, n = part.partition("=")
+        if kind not in ("profile", "sweep", "concurrent") or not n.isdigit():
+            ap.error(f"--first: {part!r} is not KIND=N with KIND one of profile, sweep, concurrent")
+        out[kind] = int(n)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bench.fuzz_records", description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=2000)
@@ -756,6 +767,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="profile,sweep,concurrent",
                     help="the case kinds to run, of the --cases split (each case as in the whole campaign: "
                          "a sweep case n is the same case whatever the other kinds)")
+    ap.add_argument("--first", default="", metavar="KIND=N,...",
+                    help="start each named kind at its case N (e.g. profile=1140,sweep=210): the tail of a "
+                         "campaign that was stopped, each case the same as in the whole campaign")
     ap.add_argument("--log", help="append each case's answer to this file (JSON lines: outcome, seconds, the "
                                   "worker's RSS) as it comes")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -775,9 +789,13 @@ def main(argv=None) -> int:
         n_sweep = int(args.cases * 0.35)
         n_conc = args.cases - n_prof - n_sweep
         kinds = set(args.kinds.split(","))
-        cases = profile_cases(folder / "profiles", n_prof, args.seed, 0) if "profile" in kinds else []
-        cases += sweep_cases(folder / "sweeps", n_sweep, args.seed, len(cases)) if "sweep" in kinds else []
-        cases += concurrent_cases(folder / "concurrent", n_conc, args.seed, len(cases)) if "concurrent" in kinds else []
+        first = _parse_first(args.first, ap)
+        cases = profile_cases(folder / "profiles", n_prof, args.seed, 0, first.get("profile", 0)) \
+            if "profile" in kinds else []
+        cases += sweep_cases(folder / "sweeps", n_sweep, args.seed, n_prof, first.get("sweep", 0)) \
+            if "sweep" in kinds else []
+        cases += concurrent_cases(folder / "concurrent", n_conc, args.seed, n_prof + n_sweep,
+                                  first.get("concurrent", 0)) if "concurrent" in kinds else []
         for c in cases:
             c["template"] = str(template)
         t1 = time.perf_counter()

@@ -291,5 +291,14 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
         if host is not None:
             host.close()
             host.deleteLater()
+            # deleteLater acts only in an event loop, which an export in a script or a loop of exports never
+            # runs: delete the widgets (and the profile each holds) now, not at exit; pyqtgraph's parentless
+            # view-box menus go with their Python reference cycles
+            import gc
+
+            from PySide6.QtCore import QCoreApplication, QEvent
+
+            QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+            gc.collect()
         for d in docs:
             d.close()

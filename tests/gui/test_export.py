@@ -469,3 +469,22 @@ def test_steps_export_is_the_per_step_chart_not_the_whole_execution_layout(qtbot
     items = view.plot_items()
     assert export_target(items["per_step"]) is items["per_step"]
     assert export_target(view.tile_plot) is view.canvas.ci and "tiles" not in items
+
+
+def test_headless_exports_in_one_process_leave_no_widget_behind(qtbot, small_profile, tmp_path):
+    """A script (or the fuzzer) exporting in a loop runs no event loop: each export's widgets, and the profile
+    each holds, must be gone when export_view returns, not at exit (they were ~14 MB per export)."""
+    from PySide6.QtWidgets import QApplication
+
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.headless import export_view
+
+    create_app()
+    views = ("summary", "memory", "execution")
+    for view in views:  # a view's first use may build lasting singletons (menus, caches)
+        export_view(small_profile, view, tmp_path / f"warm_{view}.png")
+    before = len(QApplication.allWidgets())
+    for i in range(2):
+        for view in views:
+            export_view(small_profile, view, tmp_path / f"{i}_{view}.png")
+    assert len(QApplication.allWidgets()) == before
