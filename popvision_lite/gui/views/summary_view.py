@@ -132,8 +132,7 @@ class SummaryView(QWidget):
         for t in self.phase_texts:
             t.setColor("#ffffff" if t.inside else c["plot_fg"])
         col = c["good"] if s.fits else c["bad"]
-        text = "FITS in tile memory" if s.fits else \
-            f"DOES NOT FIT: {s.peak.over_capacity_tiles:,} tiles over capacity"
+        text = s.fit_text
         self.banner.setText(f"<span style='font-size:18pt; font-weight:bold; color:{col}'>{text}</span>")
         self.banner.setStyleSheet(f"border: 2px solid {col}; border-radius: 6px; padding: 6px;")
         t = s.target
