@@ -11,7 +11,7 @@ from PySide6.QtGui import QFontMetrics, QKeyEvent
 import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
 from popvision_lite.analysis.step_phases import PhaseSpan
-from popvision_lite.gui.items.fold_overlay import NOTE_MIN_PX, FoldOverlayItem, fold_text
+from popvision_lite.gui.items.fold_overlay import NOTE_MIN_PX, SHORT_NOTE_MIN_PX, FoldOverlayItem, fold_text
 from popvision_lite.gui.items.imbalance import ImbalanceItem
 from popvision_lite.gui.items.phase_band import PhaseBandItem, phase_html
 from popvision_lite.gui.items.step_cycles import STACK_ORDER, StepCyclesItem
@@ -225,6 +225,8 @@ def test_fold_overlay_notes_only_where_wide_enough(qapp):
     (note,) = fold.shown_notes()
     assert note == fold_text(SPANS[1], 2000, 15000, 1e9) and "13 more runs" in note and "x14" in note
     fold.draw(0.0, 16000.0, int(NOTE_MIN_PX * 16000 / 13000) - 2, 0.0, 64.0)  # narrower than a note needs
+    assert fold.shown_notes() == ["steady state:\nfolded"]  # a short one: no hatched span is left unnamed
+    fold.draw(0.0, 16000.0, int(SHORT_NOTE_MIN_PX * 16000 / 13000) - 2, 0.0, 64.0)  # narrower still: none
     assert fold.shown_notes() == []
     quiet = FoldOverlayItem(SPANS, 0.0, 1.0, 1e9)
     quiet.draw(0.0, 16000.0, 1600, 0.0, 1.0)
@@ -307,11 +309,12 @@ def test_lane_axis_names_as_many_ipus_as_the_pixels_allow(qtbot):
         assert all(b - a >= MIN_LABEL_PX / px - 1e-12 for a, b in zip(ys, ys[1:], strict=False))
         assert all(t == f"IPU {int(y * 64)}" for y, t in labels)
     assert [t for _, t in ax.lane_labels(2000)] == [f"IPU {i}" for i in range(64)]
-    assert [t for _, t in ax.lane_labels(160)] == [f"IPU {i}" for i in range(0, 64, 8)]
+    # every 8th IPU; IPU 0's lane is 1.25 px from the end, where its name would be cut: left out
+    assert [t for _, t in ax.lane_labels(160)] == [f"IPU {i}" for i in range(8, 64, 8)]
     assert [t for _, t in LaneAxis(1).lane_labels(30)] == ["steps"]
     # pyqtgraph asks for the ticks of the visible y range at the axis' pixel size
     (spacing, values), = ax.tickValues(0.0, 1.0, 160)
-    assert ax.tickStrings(values, 1.0, spacing) == [f"IPU {i}" for i in range(0, 64, 8)]
+    assert ax.tickStrings(values, 1.0, spacing) == [f"IPU {i}" for i in range(8, 64, 8)]
 
 
 def test_lanes_text_names_every_span_not_stored():

@@ -1,7 +1,7 @@
 """``LaneAxis``: the left axis of a step lane split into one sub-lane per IPU (IPU 0 at the bottom, lane ``i`` at
 y = (i + 0.5) / n), naming as many IPUs as the axis' pixels allow: every ``k``-th IPU, ``k`` the smallest of
 1, 2, 4, 5, 8, 10, 16, 20, ... that keeps two names at least :data:`MIN_LABEL_PX` apart, so that 64 IPUs on a
-60-pixel lane do not print on top of each other (issue 46).  One lane: its ``single`` name ("steps")."""
+60-pixel lane do not print on top of each other (issue 46); a name that would be cut at the axis' end is left out.  One lane: its ``single`` name ("steps")."""
 
 from __future__ import annotations
 
@@ -47,7 +47,11 @@ class LaneAxis(pg.AxisItem):
         k = label_stride(self.n, size_px)
         if k == 0:
             return []
-        return [((i + 0.5) / self.n, f"{self.prefix} {i}") for i in range(0, self.n, k)]
+        out = [((i + 0.5) / self.n, f"{self.prefix} {i}") for i in range(0, self.n, k)]
+        if k > 1:  # lanes thinner than a name: one centred on a lane at the edge would be cut in half
+            half = MIN_LABEL_PX / 2 / float(size_px)
+            out = [(y, t) for y, t in out if half <= y <= 1 - half]
+        return out
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 - pyqtgraph's name
         lo, hi = min(minVal, maxVal), max(minVal, maxVal)
