@@ -19,8 +19,10 @@ SHORT_NOTE_MIN_PX = 56  # narrower, down to this: a short note ("fill: not store
 
 
 def short_fold_text(s: sp.PhaseSpan) -> str:
-    """The note of a hidden stretch too narrow for :func:`fold_text`: the phase and 'folded' or 'not stored'."""
-    return f"{s.name.replace('_', ' ')}:\n{'folded' if s.folded else 'not stored'}"
+    """The note of a hidden stretch too narrow for :func:`fold_text`: the phase and 'folded', 'not stored' or (a
+    host term) 'IPUs wait for the host'."""
+    what = "folded" if s.folded else "IPUs wait for the host" if s.kind == "term" else "not stored"
+    return f"{s.name.replace('_', ' ')}:\n{what}"
 
 
 def fold_text(s: sp.PhaseSpan, a: int, b: int, clock_hz: float) -> str:
