@@ -548,13 +548,20 @@ def training_state_findings(profile, spec=None) -> list[Finding]:
     MiB = 2 ** 20
     tiles = int(profile.target.tiles_per_ipu)
     code = code_bytes_per_ipu(profile)
-    rows = [f"IPU {t.ipu}: {placed_text(t.layers)}; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
-            f"({t.max_tile_bytes.optimizer_state_onchip / 1024:.1f} KiB on the fullest tile), off chip "
-            f"{t.mib.optimizer_state_offchip:.1f} MiB; master weights {t.mib.master_weights:.1f} MiB; "
-            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {code[t.ipu] / MiB if t.ipu < len(code) else 0:.1f} MiB"
-            for t in ts]
     R = sch.replicas
     shard = R if sch.rts else 1
+
+    def off_chip(t) -> str:  # with RTS each replica's IPU streams its 1/R of the state: the figure per IPU is that
+        full = t.mib.optimizer_state_offchip
+        if shard > 1 and full > 0:
+            return f"{full / shard:.1f} MiB per IPU ({full:.1f} MiB sharded over the {shard} replicas, RTS)"
+        return f"{full:.1f} MiB"
+
+    rows = [f"IPU {t.ipu}: {placed_text(t.layers)}; optimizer state on chip {t.mib.optimizer_state_onchip:.1f} MiB "
+            f"({t.max_tile_bytes.optimizer_state_onchip / 1024:.1f} KiB on the fullest tile), off chip "
+            f"{off_chip(t)}; master weights {t.mib.master_weights:.1f} MiB; "
+            f"grad accumulators {t.mib.grad_accum:.1f} MiB; code {code[t.ipu] / MiB if t.ipu < len(code) else 0:.1f} MiB"
+            for t in ts]
     worst = max(ts, key=lambda t: t.mib.optimizer_moments + t.mib.master_weights)
     state = (worst.mib.optimizer_moments + worst.mib.master_weights) * MiB / shard
     bw = ddr_bandwidth(spec) if spec is not None else None

@@ -3,6 +3,11 @@
 Built once in O(n log n) from the ``programs`` table: children of every node are a slice
 of one sorted array, so a view can ask for "child i of node p" without building Python
 objects for the whole tree (profiles can hold very many programs).
+
+The top-level rows add up to the total the tree states (the IPU time of one step, ``run_totals``): the IPU time
+no program owns gets rows of its own after the programs (kind :data:`UNATTRIBUTED`): the host's per-step terms,
+the IPUs waiting at syncs for each other, and the rest (steps of no program, pipeline cycles the profile does not
+store).  Without them the programs of a POD16 BERT step added up to 81 % of the stated total (issue 46).
 """
 
 from __future__ import annotations
@@ -14,6 +19,22 @@ from popvision_lite.profile.schema import stored_table
 
 COLUMNS: tuple[str, ...] = ("name", "kind", "cycles / step", "% of IPU time", "code bytes", "op")
 GROUP_MIN = 24  # a program with more children than this has them grouped by their names' path
+UNATTRIBUTED = "not a program"  # the kind of the rows of IPU time no program owns
+
+
+def unattributed_rows(rt, programs_cycles: int) -> list[tuple[str, int]]:
+    """(name, cycles) of the IPU time of ``rt`` (:class:`~popvision_lite.analysis.run_totals.RunTotals`) that the
+    top-level programs (``programs_cycles`` together) do not hold; with them the top level adds up to
+    ``rt.ipu_time_cycles`` exactly.  Rows of 0 cycles are left out."""
+    host = int(rt.part_cycles.get("host", 0))
+    wait = int(rt.waiting_cycles)
+    rest = int(rt.ipu_time_cycles) - int(programs_cycles) - host - wait
+    if rest < 0:  # weighted program cycles above the phases' recorded ones: take it from the waiting row
+        wait, rest = max(wait + rest, 0), 0
+    rows = [(f"(host: the IPUs wait for the host; {rt.host_short or 'host terms'})", host),
+            ("(waiting at syncs for other IPUs)", wait),
+            ("(other: steps of no program, cycles the stored steps do not show)", rest)]
+    return [(n, c) for n, c in rows if c > 0]
 
 
 def run_cycles(profile) -> int:
@@ -60,6 +81,8 @@ class ProgramTree:
         self._op_names = dict(zip(ops["op_id"].to_numpy().tolist(), ops["name"].astype(str).tolist(),
                                   strict=True))
         self._group_flat_lists()
+        self.num_grouped = len(self.ids)  # ids from here on are rows of IPU time no program owns
+        self._add_unattributed(rt)
         n = len(self.ids)
         size = n
         # row of a prog_id in the arrays above (ids are dense but do not rely on order)
@@ -164,9 +187,32 @@ class ProgramTree:
         self.first_step = np.concatenate([self.first_step, first])
         self.last_step = np.concatenate([self.last_step, total(self.last_step, np.max)])
 
+    def _add_unattributed(self, rt) -> None:
+        """Append the top-level rows of :func:`unattributed_rows` (after every program and group)."""
+        roots = self.parent == -1
+        extra = unattributed_rows(rt, int(self.cycles[roots].sum()))
+        if not extra:
+            return
+        k = len(extra)
+        start = len(self.ids)
+        self.ids = np.concatenate([self.ids, np.arange(start, start + k, dtype=np.int64)])
+        self.parent = np.concatenate([self.parent, np.full(k, -1, np.int64)])
+        self.kind = np.concatenate([self.kind.astype(object), np.full(k, UNATTRIBUTED, dtype=object)]).astype(str)
+        self.name = np.concatenate([self.name.astype(object), np.array([n for n, _ in extra], dtype=object)])
+        self.op_id = np.concatenate([self.op_id, np.full(k, -1, np.int64)])
+        self.cycles = np.concatenate([self.cycles, np.array([c for _, c in extra], np.int64)])
+        for attr, fill in (("code_bytes", 0), ("repeat", 1), ("first_step", -1), ("last_step", -1)):
+            setattr(self, attr, np.concatenate([getattr(self, attr), np.full(k, fill, np.int64)]))
+        # after everything else at the top level
+        self._group_pos = np.concatenate([self._group_pos, np.arange(start, start + k, dtype=np.int64) + 10 ** 12])
+
     def is_group(self, prog_id: int) -> bool:
         """A node made by the grouping of a flat list (no program of the profile)."""
-        return prog_id >= self.num_programs
+        return self.num_programs <= prog_id < self.num_grouped
+
+    def is_unattributed(self, prog_id: int) -> bool:
+        """A top-level row of IPU time that no program owns (:func:`unattributed_rows`)."""
+        return prog_id >= self.num_grouped
 
     def step_range(self, prog_id: int) -> tuple[int, int] | None:
         """(first, last + 1) of the steps a node issued, children included; None when it issued none."""

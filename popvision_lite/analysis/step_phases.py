@@ -156,6 +156,33 @@ def run_end(spans: list[PhaseSpan], steps_end: int) -> int:
     return int(max([steps_end] + [s.end for s in spans]))
 
 
+def lanes_text(rt, spans: list[PhaseSpan]) -> str:
+    """What the Execution lanes of a run show (``rt``: its :class:`~popvision_lite.analysis.run_totals.RunTotals`):
+    which replica, of how many IPUs, what one lane stands for in a tensor-parallel run, and what the hatched
+    (not stored) spans of ``spans`` are.  The Execution view and compare's Execution page say the same."""
+    t = int(getattr(rt, "tensor_parallel", 1) or 1)
+    if t > 1:
+        lane = (f"one lane per stage: each is ONE IPU of the stage's {t}-IPU tensor-parallel group (the profile "
+                f"stores one shard; the group's {t} IPUs run the same steps on their 1/{t} of the layer at once)")
+    else:
+        lane = "one lane per IPU of the replica"
+    text = f"Lanes: {rt.drawn_text}; {rt.ipu_count_text}, {lane}."
+    hidden = [s for s in spans if s.hidden]
+    if hidden:
+        what = []
+        for s in hidden:
+            if s.folded:
+                what.append(f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded")
+            elif s.kind == "term":  # the host's per-step terms: no BSP step runs, every IPU waits for the host
+                what.append(f"{s.label}: the IPUs wait for the host")
+            else:  # pipeline fill / drain the profile leaves out (its size limit), counted from the schedule
+                what.append(f"{s.label}: not stored, {100 * s.hidden_cycles / max(rt.step_cycles, 1):.1f} % of "
+                            "the step")
+        text += (" Hatched: parts of the step the profile does not store (" + "; ".join(what)
+                 + "); click one for what it stands for.")
+    return text
+
+
 def hidden_at(spans: list[PhaseSpan], x: float) -> PhaseSpan | None:
     """The phase whose hidden stretch holds wall cycle ``x``."""
     for s in spans:
@@ -164,4 +191,4 @@ def hidden_at(spans: list[PhaseSpan], x: float) -> PhaseSpan | None:
     return None
 
 
-__all__ = ["DATA_KINDS", "HIDDEN_MIN_FRACTION", "PhaseSpan", "hidden_at", "phase_of_step", "phase_spans", "run_end", "traffic_text"]
+__all__ = ["DATA_KINDS", "HIDDEN_MIN_FRACTION", "PhaseSpan", "hidden_at", "lanes_text", "phase_of_step", "phase_spans", "run_end", "traffic_text"]

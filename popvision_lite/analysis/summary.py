@@ -72,6 +72,12 @@ class Summary:
     record: RunRecord = field(default_factory=RunRecord)  # the run record, typed (profile/run_record.py)
 
     @property
+    def fit_text(self) -> str:
+        """'FITS in tile memory' or 'DOES NOT FIT: 5,254 tiles over capacity': every view says it so."""
+        return "FITS in tile memory" if self.fits else \
+            f"DOES NOT FIT: {self.peak.over_capacity_tiles:,} tiles over capacity"
+
+    @property
     def total_seconds(self) -> float:
         return self.total_cycles / self.clock_hz if self.clock_hz else float("nan")
 

@@ -85,3 +85,17 @@ def dialogs(monkeypatch):
 
     return capture_message_boxes(monkeypatch)
 
+
+
+@pytest.fixture(scope="session")
+def tp_profile(tmp_path_factory):
+    """A tensor-parallel run in small: GPT-3-small (2 layers) sharded over 2 IPUs x 2 replicas, Adam state off chip
+    and sharded over the replicas (RTS), timing only (~10 s): the profile stores one IPU of the group."""
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.models.emulated import run_model
+
+    path = tmp_path_factory.mktemp("tp") / "tp.pvl"
+    cfg = make_config("gpt3-small", layers=2, batch=1, seq=64, ipus=4, replicas=2, tensor_parallel=2, grad_accum=4,
+                      recompute=True, optimizer="adam", optimizer_state="offchip", rts=True)
+    run_model(cfg, "ipu-mk2", timing_only=True, profile_path=path)
+    return path

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from popvision_lite.analysis import compare as C
-from popvision_lite.units import time_unit
+from popvision_lite.units import format_seconds, time_unit
 
 
 def _window(qtbot, a, b):
@@ -109,23 +109,29 @@ def test_cli_compare_flag_opens_compare_mode(qtbot, settings, run_pairs):
 def test_execution_timelines_share_a_time_axis_and_cursor(qtbot, run_pairs):
     w = _window(qtbot, run_pairs["bow_base"], run_pairs["bow"])
     page = w.show_page("execution")
-    pa, pb = page.plots
-    assert pb.getViewBox().linkedView(0) is pa.getViewBox()
-    pa.setXRange(1.0, 2.0, padding=0)
-    assert np.allclose(pb.getViewBox().viewRange()[0], pa.getViewBox().viewRange()[0])
+    ra, rb = page.runs
+    # one WALL-TIME base: a zoom in A shows the same seconds in B, whatever each run's clock
+    c0, c1 = 0.2 * page.t_max * ra.clock_hz, 0.4 * page.t_max * ra.clock_hz
+    ra.step_plot.setXRange(c0, c1, padding=0)
+    t0, t1 = c0 / ra.clock_hz, c1 / ra.clock_hz
+    assert np.allclose(rb.time_range(), (t0, t1)) and np.allclose(page.time_range(), (t0, t1))
+    (x0, x1), _ = rb.step_plot.getViewBox().viewRange()
+    assert np.allclose((x0 / rb.clock_hz, x1 / rb.clock_hz), (t0, t1))
+    # the time axis reads seconds with an SI prefix, not "1.8e+06 µs"
+    ax = rb.step_plot.getAxis("bottom")
+    assert ax.labelUnits == "s" and ax.scale == pytest.approx(1 / rb.clock_hz)
     # at a time inside A's step 5, the cursor names that step in A and the step running then in B
     a = w.doc_a.profile
     s5 = a.steps.iloc[5]
-    t = (s5["start_cycle"] + 0.5 * (s5["end_cycle"] - s5["start_cycle"])) * 1e6 / a.target.clock_hz
+    t = (s5["start_cycle"] + 0.5 * (s5["end_cycle"] - s5["start_cycle"])) / a.target.clock_hz
     page.set_cursor(t)
-    assert page.cursors[0].value() == page.cursors[1].value() == t
+    assert np.allclose(page.cursor_values(), [t, t])
     assert page.step_at(0, t) == 5 and "A: step 5 " in page.info.text()
     b = w.doc_b.profile
     j = page.step_at(1, t)
     if j >= 0:  # B runs faster: the step it is in at time t, checked against its own table
         sb = b.steps.iloc[j]
-        us = 1e6 / b.target.clock_hz
-        assert sb["start_cycle"] * us <= t <= sb["end_cycle"] * us
+        assert sb["start_cycle"] / b.target.clock_hz <= t <= sb["end_cycle"] / b.target.clock_hz
     w.close()
 
 
@@ -290,50 +296,100 @@ SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "sample_pr
 
 
 def test_compare_execution_draws_one_lane_per_ipu_of_each_run(qtbot):
-    """A pipelined 4-IPU run against a 1-IPU run: 4 labelled lanes for A, 1 for B; zoomed in, every step is a
-    rectangle in the lane of its IPU (all-IPU steps across every lane); zoomed out, a kind raster per IPU."""
+    """A pipelined 4-IPU run against a 1-IPU run: 4 named lanes for A, 1 for B, drawn by the Execution view's own
+    items; zoomed in, every step is a rectangle in the lane of its IPU; zoomed out, a kind raster per IPU."""
     from popvision_lite.analysis import execution as ex
+    from popvision_lite.gui.items.phase_band import PhaseBandItem
+    from popvision_lite.gui.items.step_lane import StepLaneItem
 
     w = _window(qtbot, SAMPLES / "bert_mini_4ipu_pipeline.pvl", SAMPLES / "bert_tiny_mk2.pvl")
     page = w.show_page("execution")
-    la, lb = page.lanes
+    la, lb = page.runs
     assert (la.nipu, lb.nipu) == (4, 1)
-    ticks = page.plots[0].getAxis("left")._tickLevels[0]
-    assert [t for _, t in ticks] == ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]
-    assert [t for _, t in page.plots[1].getAxis("left")._tickLevels[0]] == ["IPU 0"]
+    assert isinstance(la.step_lane, StepLaneItem) and isinstance(la.phase_band, PhaseBandItem)
+    axis = la.step_plot.getAxis("left")
+    assert [t for _, t in axis.lane_labels(200)] == ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]
+    assert [t for _, t in lb.step_plot.getAxis("left").lane_labels(200)] == ["steps"]
     # both left axes equally wide: the time axes of A and B start at the same pixel
-    assert page.plots[0].getAxis("left").width() == page.plots[1].getAxis("left").width()
-    # whole run: far more steps than pixels -> kind shares per IPU lane, from the same StepIndex
+    assert la.step_plot.getAxis("left").width() == lb.step_plot.getAxis("left").width()
+    # whole run: far more steps than pixels -> kind shares per IPU lane
     page.redraw()
-    assert la.mode == "raster" and all(img.isVisible() for img in la.images)
+    assert la.mode == "raster"
     # zoom into a window where stages overlap in time: steps of different IPUs run at once
     a = w.doc_a.profile
     idx = ex.StepIndex.from_profile(a)
-    us = la.us
     mid = idx.n // 2
-    x0, x1 = idx.start[mid] * us, (idx.start[mid] + 40_000) * us
-    page.plots[0].setXRange(x0, x1, padding=0)
+    c0, c1 = idx.start[mid], idx.start[mid] + 40_000
+    page.set_time_range(c0 / la.clock_hz, c1 / la.clock_hz)
     page.redraw()
     assert la.mode == "steps"
-    i0, i1 = idx.visible(x0 / us, x1 / us)
+    i0, i1 = idx.visible(c0, c1)
     drawn_y, drawn_x = [], []
-    for bar in la.bars:
+    for bar in la.step_lane.bars:
         if bar.isVisible():
             drawn_y += list(bar.opts["y0"])
-            drawn_x += list(bar.opts["x0"])
+            drawn_x += list(np.asarray(bar.opts["x0"]) + bar.pos().x())
     assert len(drawn_x) == i1 - i0
-    seen = {int(np.floor(y)) for y in drawn_y}
+    seen = {int(np.floor(y * 4 + 1e-9)) for y in drawn_y}
     visible_ipus = {int(i) for i in idx.ipu[i0:i1] if i >= 0}
     assert seen >= visible_ipus and len(visible_ipus) > 1  # several IPUs busy at once, each in its own lane
-    # a step's rectangle sits in its IPU's lane
-    k = int(idx.kind[i0])
-    bar = la.bars[k]
-    j = int(np.flatnonzero(np.isclose(bar.opts["x0"], idx.start[i0] * us))[0])
-    ipu = int(idx.ipu[i0])
-    assert (bar.opts["y0"][j] >= ipu if ipu >= 0 else bar.opts["height"][j] > 3)
     # the cursor on a lane names the step running on that IPU
-    t = (idx.start[i0] + 0.5 * idx.dur[i0]) * us
+    ipu = int(idx.ipu[i0])
+    t = (idx.start[i0] + 0.5 * idx.dur[i0]) / la.clock_hz
     page.set_cursor(t, ipu if ipu >= 0 else 0)
-    s = idx.step_at(t / us, ipu if ipu >= 0 else 0)
+    s = idx.step_at(t * la.clock_hz, ipu if ipu >= 0 else 0)
     assert f"step {int(idx.step[s])} " in page.info.text()
+    w.close()
+
+
+def test_compare_execution_reads_the_run_totals_and_hatches_what_is_not_stored(qtbot, pod_profile):
+    """Each run's header carries the run totals the Summary shows (wall time, IPU count, shares, fits) and the
+    Execution view's sentence on the lanes; the folded steady state is hatched with its note."""
+    from popvision_lite.analysis import step_phases as sp
+    from popvision_lite.analysis.run_totals import run_totals
+
+    w = _window(qtbot, pod_profile, SAMPLES / "bert_mini_4ipu_pipeline.pvl")
+    page = w.show_page("execution")
+    ra = page.runs[0]
+    rt = run_totals(w.doc_a.profile)
+    head = " ".join(ra.header_text.split())
+    assert rt.ipu_count_text in head and f"step {format_seconds(rt.step_seconds)} wall" in head
+    assert f"compute {100 * rt.part_share['compute']:.1f} %" in head and w.comparison.summary_a.fit_text in head
+    assert " ".join(sp.lanes_text(rt, ra.spans).split()) in head
+    fold = next(s for s in ra.spans if s.folded)
+    a, b = fold.hidden[0]
+    page.set_time_range(a / ra.clock_hz, b / ra.clock_hz)  # the folded span across the lane: wide enough for its note
+    page.redraw()
+    assert ra.fold.isVisible() and any("more runs" in n for n in ra.fold.shown_notes())
+    page.set_cursor((a + b) / 2 / ra.clock_hz, 0)
+    assert "folded here" in page.info.text()
+    w.close()
+
+
+def test_compare_memory_marks_tiles_over_capacity_in_both_runs(qtbot, small_profile, tmp_path):
+    """A run that fits against one with tiles over capacity: the header counts them per run (the Summary's
+    count), B's map outlines exactly those tiles, A's none, and the shared scale turns red above capacity."""
+    from popvision_lite.analysis.tile_memory import TileMemory
+    from popvision_lite.testing.synthetic import write_synthetic
+
+    fits = tmp_path / "fits.pvl"
+    write_synthetic(fits, num_ipus=2, tiles_per_ipu=96, num_steps=120, seed=3, over_capacity_tiles=0)
+    w = _window(qtbot, fits, small_profile)
+    page = w.show_page("memory")
+    over = np.flatnonzero(TileMemory(w.doc_b.profile).over_capacity)
+    n = w.comparison.summary_b.peak.over_capacity_tiles
+    assert n == len(over) > 0 and w.comparison.summary_a.peak.over_capacity_tiles == 0
+    assert page.over_label.text() == f"tiles over capacity: A 0, B {n:,} (outlined; red to magenta above capacity)"
+    assert f"DOES NOT FIT: {n:,} tiles over capacity" in page.plot_b.titleLabel.text
+    assert "FITS in tile memory" in page.plot_a.titleLabel.text
+    assert list(page.map_b._outlined_tiles) == list(over) and len(page.map_a._outlined_tiles) == 0
+    # the colour above the tile capacity is the over ramp's red, below it viridis
+    lo, hi = page.colorbar.levels()
+    cap = page.tm_b.capacity / 1024
+    assert hi > cap
+    cmap = page.colorbar.colorMap()
+    above = cmap.map(np.array([(cap + 0.01 * (hi - cap)) / hi]), mode="qcolor")[0]
+    assert above.red() > 200 and above.green() < 60
+    page.over_box.setChecked(False)
+    assert len(page.map_b._outlined_tiles) == 0
     w.close()

@@ -2,7 +2,9 @@
 headline number read from the Summary, Insights, Operations, Program tree, Roofline and verdict panel widgets,
 and the CLI's headless CSV exports, equals the one definition in
 :func:`popvision_lite.analysis.run_totals.run_totals`, for every bundled sample and a pipelined, replicated run
-whose profile folds its steady state."""
+whose profile folds its steady state, and a tensor-parallel run; and compare mode: every page of a comparison of
+the pipelined run with the tensor-parallel one reads each run's step time, shares, chips and fits as the
+single-profile views do."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.units import format_bytes, format_seconds
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob("*.pvl"))
-CASES = [pytest.param(p, id=p.stem) for p in SAMPLES] + [pytest.param("pod_profile", id="pod-shaped")]
+CASES = [pytest.param(p, id=p.stem) for p in SAMPLES] + [pytest.param("pod_profile", id="pod-shaped"),
+                                                         pytest.param("tp_profile", id="tensor-parallel")]
 
 
 @pytest.fixture(params=CASES)
@@ -78,6 +81,8 @@ def test_views_show_the_run_totals(qtbot, doc):
     if v is not None:
         rows = {a: b for a, b, _ in v.rows()}
         assert rows["chips"] == rt.ipu_count_text and v.ipu.chips == rt.num_ipus
+        # the panel's column head names the chips of the whole run (64 for 8 replicas x TP 8, not the 8 drawn)
+        assert f" x{rt.num_ipus} " in v.ipu.label and html.escape(v.ipu.label) in s.verdict.body.text()
         assert v.ipu.bound_by == rt.bottleneck_text
         if np.isfinite(rt.samples_per_second):
             assert v.ipu.samples_per_second == pytest.approx(rt.samples_per_second)
@@ -146,3 +151,65 @@ def test_cli_csv_exports_show_the_run_totals(tmp_path):
     assert s["bottleneck"] == rt.bottleneck and s["top_op"] == rt.top_op[0]
     assert o["share_of_ipu_time"].to_numpy() == pytest.approx(rt.op_share)
     assert o["cycles_per_step"].to_numpy() == pytest.approx(np.rint(rt.op_cycles))
+
+
+def test_compare_mode_reads_the_same_numbers(qtbot, pod_profile, tp_profile):
+    """Compare mode (A pipelined and replicated with its steady state folded, B tensor parallel): the Summary page's
+    headline, the Execution page's run headers and lane sentence, the Memory page's fit and over-capacity count
+    and the Steps page's wall time are each run's run_totals / summary numbers, as the single-profile views show."""
+    from popvision_lite.analysis import step_phases as sp
+    from popvision_lite.analysis.compare import WALL_ROW
+    from popvision_lite.analysis.summary import summarize
+    from popvision_lite.gui.app import create_app
+    from popvision_lite.gui.compare_window import CompareWindow
+    from popvision_lite.gui.state.document import Document
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from tests.support.qt import show_view
+
+    create_app()
+    docs = [Document(pvl.open(pod_profile), pod_profile), Document(pvl.open(tp_profile), tp_profile)]
+    w = CompareWindow(*docs)
+    qtbot.addWidget(w)
+    w.show()
+    cmp = w.comparison
+    summary, exe, mem, steps = (w.show_page(k) for k in ("summary", "execution", "memory", "steps"))
+    ph = cmp.phases.set_index("phase")
+    for i, (doc, side) in enumerate(zip(docs, ("a", "b"), strict=True)):
+        rt, s = run_totals(doc.profile), summarize(doc.profile)
+        # the single-profile Summary of the run: its title, fit banner and verdict chips
+        single = show_view(qtbot, SummaryView(doc))
+        title = _plain(single.plot.getPlotItem().titleLabel.text)
+        assert rt.ipu_count_text in title and format_seconds(rt.step_seconds) in title
+        assert s.fit_text in _plain(single.banner.text())
+        # Summary page: chips, the step's wall time, throughput, tiles over capacity
+        assert cmp.metric("IPUs")[side] == rt.num_ipus
+        assert cmp.metric("time")[side] == pytest.approx(rt.step_seconds)
+        assert cmp.metric("total cycles")[side] == rt.step_cycles
+        assert cmp.metric("tiles over capacity")[side] == s.peak.over_capacity_tiles
+        if np.isfinite(rt.samples_per_second):
+            assert cmp.metric("samples/s")[side] == pytest.approx(rt.samples_per_second)
+        fits_row = summary.headline[summary.headline["metric"] == "fits"].iloc[0]
+        assert fits_row.iloc[1 + i] == ("yes" if s.fits else "no")
+        # Execution page: the run totals and the Execution view's sentence on the lanes
+        run = exe.runs[i]
+        head = " ".join(run.header_text.split())
+        assert rt.ipu_count_text in head and f"step {format_seconds(rt.step_seconds)} wall" in head
+        assert s.fit_text in head
+        for p in PARTS:
+            assert f"{p} {100 * rt.part_share[p]:.1f} %" in head
+        assert " ".join(sp.lanes_text(rt, run.spans).split()) in head
+        assert run.t_end == pytest.approx(max(rt.step_seconds, run.index.t1 / rt.clock_hz))
+        # Memory page: fits and the tiles over capacity
+        plot = mem.plot_a if side == "a" else mem.plot_b
+        assert s.fit_text in plot.titleLabel.text
+        assert f"{side.upper()} {s.peak.over_capacity_tiles:,}" in mem.over_label.text() or \
+            (s.peak.over_capacity_tiles == 0 and "no tile over capacity" in mem.over_label.text())
+        # Steps page: the wall time of the step it names
+        assert ph.loc[WALL_ROW, f"time_{side}_s"] == pytest.approx(rt.step_seconds)
+        assert format_seconds(rt.step_seconds) in steps.plot.getPlotItem().titleLabel.text
+    # the tensor-parallel run's lanes say what one lane stands for
+    tp_rt = run_totals(docs[1].profile)
+    assert tp_rt.tensor_parallel == 2 and "ONE IPU of the stage's 2-IPU tensor-parallel group" in exe.runs[1].header_text
+    w.close()
+    for d in docs:
+        d.close()

@@ -11,7 +11,7 @@ from PySide6.QtGui import QFontMetrics, QKeyEvent
 import popvision_lite as pvl
 from popvision_lite.analysis import execution as ex
 from popvision_lite.analysis.step_phases import PhaseSpan
-from popvision_lite.gui.items.fold_overlay import NOTE_MIN_PX, FoldOverlayItem, fold_text
+from popvision_lite.gui.items.fold_overlay import NOTE_MIN_PX, SHORT_NOTE_MIN_PX, FoldOverlayItem, fold_text
 from popvision_lite.gui.items.imbalance import ImbalanceItem
 from popvision_lite.gui.items.phase_band import PhaseBandItem, phase_html
 from popvision_lite.gui.items.step_cycles import STACK_ORDER, StepCyclesItem
@@ -225,6 +225,8 @@ def test_fold_overlay_notes_only_where_wide_enough(qapp):
     (note,) = fold.shown_notes()
     assert note == fold_text(SPANS[1], 2000, 15000, 1e9) and "13 more runs" in note and "x14" in note
     fold.draw(0.0, 16000.0, int(NOTE_MIN_PX * 16000 / 13000) - 2, 0.0, 64.0)  # narrower than a note needs
+    assert fold.shown_notes() == ["steady state:\nfolded"]  # a short one: no hatched span is left unnamed
+    fold.draw(0.0, 16000.0, int(SHORT_NOTE_MIN_PX * 16000 / 13000) - 2, 0.0, 64.0)  # narrower still: none
     assert fold.shown_notes() == []
     quiet = FoldOverlayItem(SPANS, 0.0, 1.0, 1e9)
     quiet.draw(0.0, 16000.0, 1600, 0.0, 1.0)
@@ -291,3 +293,47 @@ def test_range_summary_of_cycles_says_its_steps(qapp, prof, index):
     # its cycles are by step kind (the phases of the step are the phase band's): the heading says which
     assert "Cycles by step kind" in shown[0] and "Cycles by phase" not in shown[0]
     assert rs.summarise(float(index.t1) + 10, float(index.t1) + 20) is None and len(shown) == 1
+
+
+def test_lane_axis_names_as_many_ipus_as_the_pixels_allow(qtbot):
+    """64 IPUs on a 60-pixel lane printed on top of each other (issue 46): names are thinned to every k-th IPU
+    (k in 1, 2, 4, 5, 8, 10, 16, ...), at least MIN_LABEL_PX apart, none when even two do not fit."""
+    from popvision_lite.gui.items.lane_axis import MIN_LABEL_PX, LaneAxis, label_stride
+
+    assert label_stride(4, 200) == 1 and label_stride(1, 5) == 1
+    assert label_stride(64, 160) == 8 and label_stride(64, 60) == 20 and label_stride(64, 10) == 0
+    ax = LaneAxis(64)
+    for px in (10, 60, 160, 400, 2000):
+        labels = ax.lane_labels(px)
+        ys = [y for y, _ in labels]
+        assert all(b - a >= MIN_LABEL_PX / px - 1e-12 for a, b in zip(ys, ys[1:], strict=False))
+        assert all(t == f"IPU {int(y * 64)}" for y, t in labels)
+    assert [t for _, t in ax.lane_labels(2000)] == [f"IPU {i}" for i in range(64)]
+    # every 8th IPU; IPU 0's lane is 1.25 px from the end, where its name would be cut: left out
+    assert [t for _, t in ax.lane_labels(160)] == [f"IPU {i}" for i in range(8, 64, 8)]
+    assert [t for _, t in LaneAxis(1).lane_labels(30)] == ["steps"]
+    # pyqtgraph asks for the ticks of the visible y range at the axis' pixel size
+    (spacing, values), = ax.tickValues(0.0, 1.0, 160)
+    assert ax.tickStrings(values, 1.0, spacing) == [f"IPU {i}" for i in range(8, 64, 8)]
+
+
+def test_lanes_text_names_every_span_not_stored():
+    """Fill and drain of a deep pipeline that the profile does not store (98.8 % of a 64-stage step) are named in
+    the lanes sentence with their share of the step, beside a folded steady state and the host's terms."""
+    from types import SimpleNamespace
+
+    from popvision_lite.analysis.step_phases import lanes_text
+
+    rt = SimpleNamespace(drawn_text="the only replica drawn", ipu_count_text="1 replica x 64 stages = 64 IPUs",
+                         step_cycles=1000, tensor_parallel=1)
+    why = "pipeline cycles the profile does not store"
+    spans = [PhaseSpan(0, "fill", "fill", "fill", 0, 490, 490, 1, 0, -1, -1, "", ((0, 490),), why),
+             PhaseSpan(1, "steady state", "steady", "steady state x2", 490, 502, 6, 2, 1, 0, 9, "", ((496, 502),)),
+             PhaseSpan(2, "drain", "drain", "drain", 502, 990, 488, 1, 0, -1, -1, "", ((502, 990),), why),
+             PhaseSpan(3, "host_step", "term", "host step", 990, 1000, 10, 1, 0, -1, -1, "", ((990, 1000),), "host")]
+    text = lanes_text(rt, spans)
+    assert "one lane per IPU of the replica" in text
+    assert "(fill: not stored, 49.0 % of the step; steady state x2: 1 drawn, 1 folded; drain: not stored, 48.8 % " \
+           "of the step; host step: the IPUs wait for the host)" in text
+    tp = lanes_text(SimpleNamespace(**{**vars(rt), "tensor_parallel": 8}), [])
+    assert "ONE IPU of the stage's 8-IPU tensor-parallel group" in tp and "Hatched" not in tp

@@ -97,6 +97,15 @@ def test_multi_ipu_liveness_marks_ipu_boundaries(qtbot):
     spans = ipu_spans(doc.profile)
     assert [ln.value() for ln in v.ipu_lines] == [float(f) - 0.5 for f in spans["first_lstep"]]
     assert [ln.label.toPlainText() for ln in v.ipu_lines] == ["IPU 0", "IPU 1", "IPU 2", "IPU 3"]
+    # the legend does not cover any IPU's name (issue 46 item 18: it sat on "IPU 0")
+    v.resize(1200, 800)
+    v.show()
+    qtbot.waitExposed(v)
+    qtbot.wait(100)  # the plot lays out its legend and line labels
+    legend = v.legend.sceneBoundingRect()
+    assert legend.height() > 0
+    for ln in v.ipu_lines:
+        assert not legend.intersects(ln.label.sceneBoundingRect()), ln.label.toPlainText()
     doc.close()
 
 

@@ -145,8 +145,8 @@ def test_lanes_replica_and_ipu_count_said(exe, prof):
     rt = run_totals(prof)
     assert "replica 1 of 2" in exe.drawn_label.text() and "2 replicas x 2 stages = 4 IPUs" in exe.drawn_label.text()
     assert "steady state x14: 1 drawn, 13 folded; host step: the IPUs wait for the host" in exe.drawn_label.text()
-    ticks = exe.step_plot.getAxis("left")._tickLevels[0]
-    assert [t for _, t in ticks] == ["IPU 0", "IPU 1"] and rt.stages == 2
+    axis = exe.step_plot.getAxis("left")
+    assert [t for _, t in axis.lane_labels(exe.step_plot.height())] == ["IPU 0", "IPU 1"] and rt.stages == 2
 
 
 def test_view_cannot_pan_past_the_run(exe):

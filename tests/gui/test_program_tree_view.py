@@ -30,6 +30,10 @@ def view(qtbot, doc):
     return v
 
 
+def par_is_valid(model, idx) -> bool:
+    return model.parent(idx).isValid()
+
+
 def _walk(model, parent=None):
     parent = QModelIndex() if parent is None else parent
     for r in range(model.rowCount(parent)):
@@ -44,6 +48,9 @@ def test_model_mirrors_programs_table(view, qtmodeltester):
     seen = []
     for idx in _walk(m):
         prog = m._prog(idx)
+        if view.tree_data.is_unattributed(prog):  # a row of IPU time no program owns
+            assert not par_is_valid(m, idx) and view.tree_data.values(prog)[1] == "not a program"
+            continue
         seen.append(prog)
         par = m.parent(idx)
         assert (m._prog(par) if par.isValid() else -1) == PROGRAMS[prog][1]
@@ -145,4 +152,32 @@ def test_selecting_a_group_selects_its_steps(qtbot):
     st = d.selection.state
     assert st.prog_id is None and st.op_id is None and st.step_range == t.step_range(g)
     assert "group layer0" in v.status.text()
+    d.close()
+
+
+def test_top_level_rows_add_up_to_the_stated_total(qtbot):
+    """Pipelined sample: the top-level rows (the IPUs' stage programs and the rows of time no program owns: host,
+    waiting at syncs) add up to the total the status line states, and the stage programs are named after their
+    own IPU (they all read "stage1" on IPUs 1-3 before)."""
+    from pathlib import Path
+
+    from popvision_lite.analysis.run_totals import run_totals
+
+    path = Path(__file__).resolve().parents[2] / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
+    d = Document(pvl.open(path))
+    v = ProgramTreeView(d)
+    qtbot.addWidget(v)
+    t = v.tree_data
+    rt = run_totals(d.profile)
+    top = [v.model._prog(v.model.index(r, 0)) for r in range(v.model.rowCount())]
+    assert sum(int(t.cycles[t.row(p)]) for p in top) == t.total_cycles == rt.ipu_time_cycles
+    assert f"{t.total_cycles:,} cycles" in v.status.text()
+    assert sum(t.pct_of_run(p) for p in top) == pytest.approx(100.0)
+    extra = {t.label(p): int(t.cycles[t.row(p)]) for p in top if t.is_unattributed(p)}
+    host = next(c for n, c in extra.items() if n.startswith("(host"))
+    assert host == rt.part_cycles["host"] and extra["(waiting at syncs for other IPUs)"] == rt.waiting_cycles
+    stages = [t.label(p) for p in top if not t.is_unattributed(p)]
+    assert stages == ["ipu0/stage0", "ipu1/stage1", "ipu2/stage2", "ipu3/stage3"]
+    v.select_program(top[-1])  # a row of time no program owns selects nothing elsewhere
+    assert "no program owns" in v.status.text() and d.selection.state.prog_id is None
     d.close()

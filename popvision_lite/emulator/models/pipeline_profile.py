@@ -172,9 +172,10 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
                        ("runs_per_step", calls * rpc * cfg.grad_accum)):
             op_counts[key] += [int(x) for x in v]
         pr = part["programs"]
-        # the root program: the stage program of the IPU's kind, named after its first IPU (a kept stage graph was
-        # built for any placement: its own root name is its role's)
-        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{kinds.index(kinds[s])}")
+        # the root program: the IPU's own stage program, named after the IPU (IPUs of one kind share a compiled
+        # stage graph, but each runs its own copy: naming them all after the kind's first IPU read "stage1" on
+        # IPUs 1-3 of a 4-stage BERT, issue 46)
+        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{s}")
         part["variables"]["name"] = f"ipu{s}/" + part["variables"]["name"]
         if _streams(stages[s]):  # the optimizer's liveness step: the state stream buffer live, the stash empty
             lsr = part["liveness_steps"]

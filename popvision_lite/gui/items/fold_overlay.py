@@ -15,6 +15,14 @@ from popvision_lite.gui.items.phase_band import HATCH, hidden_gaps
 from popvision_lite.units import format_count, format_seconds
 
 NOTE_MIN_PX = 260    # a note over a hidden stretch at least this wide on screen
+SHORT_NOTE_MIN_PX = 56  # narrower, down to this: a short note ("fill: not stored"), so no hatched span is unnamed
+
+
+def short_fold_text(s: sp.PhaseSpan) -> str:
+    """The note of a hidden stretch too narrow for :func:`fold_text`: the phase and 'folded', 'not stored' or (a
+    host term) 'IPUs wait for the host'."""
+    what = "folded" if s.folded else "IPUs wait for the host" if s.kind == "term" else "not stored"
+    return f"{s.name.replace('_', ' ')}:\n{what}"
 
 
 def fold_text(s: sp.PhaseSpan, a: int, b: int, clock_hz: float) -> str:
@@ -60,13 +68,15 @@ class FoldOverlayItem(pg.GraphicsObject):
 
     def draw(self, x0: float, x1: float, width_px: int, y0: float, y1: float) -> None:
         """Notes over the visible part of each hidden stretch at least ``NOTE_MIN_PX`` wide in the view
-        [x0, x1) x [y0, y1) (``width_px`` wide), at its middle."""
+        [x0, x1) x [y0, y1) (``width_px`` wide), at its middle; a short note over one at least
+        ``SHORT_NOTE_MIN_PX`` wide."""
         for t in self.notes:
             t.hide()
         if not self.with_notes:
             return
         px = width_px / max(x1 - x0, 1e-9)
-        shown = [(a, b, s) for a, b, s in self.gaps if b > x0 and a < x1 and (min(b, x1) - max(a, x0)) * px > NOTE_MIN_PX]
+        shown = [(a, b, s) for a, b, s in self.gaps
+                 if b > x0 and a < x1 and (min(b, x1) - max(a, x0)) * px > SHORT_NOTE_MIN_PX]
         c = theme.colors()
         while len(self.notes) < len(shown):
             t = pg.TextItem(color=c["plot_fg"], anchor=(0.5, 0.5), fill=pg.mkBrush(c["plot_bg"]))
@@ -76,7 +86,8 @@ class FoldOverlayItem(pg.GraphicsObject):
         for t, (a, b, s) in zip(self.notes, shown, strict=False):
             t.fill = pg.mkBrush(c["plot_bg"])  # the theme of now, not of when the note was made
             t.setColor(c["plot_fg"])
-            t.setText(fold_text(s, a, b, self.clock_hz))
+            wide = (min(b, x1) - max(a, x0)) * px > NOTE_MIN_PX
+            t.setText(fold_text(s, a, b, self.clock_hz) if wide else short_fold_text(s))
             t.setPos((max(a, x0) + min(b, x1)) / 2, (y0 + y1) / 2)
             t.show()
 

@@ -27,6 +27,9 @@ from popvision_lite.units import KIB
 SOURCE = "liveness"
 
 
+LEGEND_TOP_PX = 40  # the legend's distance from the plot's top: under the IPU names (a 22-px line from the top)
+
+
 class LivenessView(QWidget):
     """The liveness curve of ``document.profile``, the chosen tile's curve and what is live at a step."""
 
@@ -60,7 +63,8 @@ class LivenessView(QWidget):
         pi.getAxis("left").enableAutoSIPrefix(False)
         pi.showGrid(x=True, y=True, alpha=0.25)
         pi.setMouseEnabled(x=True, y=False)
-        self.legend = pi.addLegend(offset=(10, 10))
+        # below the row of IPU names the multi-IPU runs print at the top of the plot (at 10 px it covered "IPU 0")
+        self.legend = pi.addLegend(offset=(10, LEGEND_TOP_PX))
         x = self.x
         self.max_curve = pi.plot(x, self.curve_df["max_tile_bytes"].to_numpy(np.float64) / KIB,
                                  pen=pg.mkPen(c["accent"], width=2), name="max over tiles")

@@ -155,7 +155,9 @@ class ProgramTreeView(QWidget):
         lay.addWidget(self.view, 1)
         lay.addWidget(self.status)
         total = self.tree_data.total_cycles
-        self._summary = f"{len(self.tree_data):,} programs, run {total:,} cycles"
+        n_prog = self.tree_data.num_programs
+        self._summary = (f"{n_prog:,} programs; the top-level rows add up to the {total:,} cycles of IPU time of "
+                         "one step (rows in brackets: time no program owns)")
         self.status.setText(self._summary)
         # the first levels open by default (a Sequence and its Repeat, usually)
         self.view.expandToDepth(1)
@@ -176,6 +178,11 @@ class ProgramTreeView(QWidget):
         self.select_program(self.model._prog(idx[0]))
 
     def select_program(self, prog: int) -> None:
+        if self.tree_data.is_unattributed(prog):  # IPU time no program owns: nothing to select elsewhere
+            self.status.setText(f"{self._summary} | {self.tree_data.label(prog)}: "
+                                f"{int(self.tree_data.cycles[self.tree_data.row(prog)]):,} cycles of IPU time that no "
+                                "program owns (no steps to select)")
+            return
         if self.tree_data.is_group(prog):  # a group of programs: their steps, no single program or op
             rng = self.tree_data.step_range(prog)
             self.document.selection.update(source=self.SOURCE, prog_id=None, op_id=None, step_range=rng, tiles=())

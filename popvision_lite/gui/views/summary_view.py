@@ -28,8 +28,17 @@ class SummaryView(QWidget):
         super().__init__(parent)
         self.document = document
         self.summary = document.cached("summary", summarize, document.profile)
-        s = self.summary
+        self.totals = self.summary.totals
+        self._build_status()
+        self._build_plot()
+        self._build_ops()
+        self._arrange()
+        self._fill()
+        theme.notifier.changed.connect(self._fill)
 
+    def _build_status(self) -> None:
+        """The fit banner, what binds a run that does not fit and the search for one that does, the info text."""
+        s, document = self.summary, self.document
         self.banner = QLabel()
         self.banner.setAlignment(Qt.AlignCenter)
         self.banner.setToolTip("Whether every tile's memory fits in its SRAM")
@@ -46,8 +55,9 @@ class SummaryView(QWidget):
         self.info.setAlignment(Qt.AlignTop | Qt.AlignLeft)
         self.info.setWordWrap(True)
 
-        rt = s.totals
-        self.totals = rt
+    def _build_plot(self) -> None:
+        """Where the time goes: one bar per part of the IPU time, its share and cycles beside it."""
+        s, rt = self.summary, self.totals
         self.plot = pg.PlotWidget()
         self.plot.setToolTip(f"Share of the {rt.ipu_time_name} in one training step, by part; the parts add up to "
                              "100 % (an IPU waiting for another IPU or a phase counts as sync; every IPU waiting "
@@ -64,9 +74,18 @@ class SummaryView(QWidget):
         pi.setLabel("bottom", f"share of the {rt.ipu_time_name} (%)")
         pi.setMouseEnabled(False, False)
         pi.hideButtons()
+        pi.getAxis("left").setTicks([[(i, p) for i, p in enumerate(PHASES)]])
+        self._part_bars(pi)
+        pi.setXRange(0, 103, padding=0)  # the 100 % tick label needs room at the right edge
+        pi.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)],
+                                       [(v, "") for v in range(0, 101, 10)]])
+        pi.setYRange(-0.6, len(PHASES) - 0.4, padding=0)
+        pi.getViewBox().invertY(True)
+
+    def _part_bars(self, pi) -> None:
+        """One bar per part, labelled with its share and cycles (inside a long bar, beside a short one)."""
+        rt = self.totals
         share = rt.part_share
-        ax = pi.getAxis("left")
-        ax.setTicks([[(i, p) for i, p in enumerate(PHASES)]])
         self.phase_bars = []
         self.phase_texts: list[pg.TextItem] = []
         for i, p in enumerate(PHASES):
@@ -83,12 +102,10 @@ class SummaryView(QWidget):
             self.phase_texts.append(txt)
             txt.setPos(100 * share[p] - 1 if inside else 100 * share[p] + 1, i)
             pi.addItem(txt)
-        pi.setXRange(0, 103, padding=0)  # the 100 % tick label needs room at the right edge
-        pi.getAxis("bottom").setTicks([[(v, str(v)) for v in range(0, 101, 20)],
-                                       [(v, "") for v in range(0, 101, 10)]])
-        pi.setYRange(-0.6, len(PHASES) - 0.4, padding=0)
-        pi.getViewBox().invertY(True)
 
+    def _build_ops(self) -> None:
+        """The top ops by cycles; a click selects the op in every view."""
+        s = self.summary
         self.ops_model = DataFrameModel(
             s.top_ops.assign(share=lambda d: (100 * d["share"]).round(2)) if len(s.top_ops) else s.top_ops,
             headers={"op_id": "op", "share": "% of IPU time", "tiles_used": "tiles"})
@@ -96,6 +113,8 @@ class SummaryView(QWidget):
         self.ops_table.clicked.connect(self._op_clicked)
         self.ops_table.resizeColumnsToContents()
 
+    def _arrange(self) -> None:
+        """Banner, info and verdict on the left; the parts chart over the top ops on the right."""
         right = QSplitter(Qt.Vertical)
         right.addWidget(self.plot)
         box = QWidget()
@@ -115,7 +134,7 @@ class SummaryView(QWidget):
         scroll.setFrameShape(QScrollArea.NoFrame)
         scroll.setWidget(self.info)
         ll.addWidget(scroll, 1)
-        self.verdict = VerdictPanel(document)
+        self.verdict = VerdictPanel(self.document)
         ll.addWidget(self.verdict)
         lay = QHBoxLayout(self)
         split = QSplitter(Qt.Horizontal)
@@ -123,8 +142,6 @@ class SummaryView(QWidget):
         split.addWidget(right)
         split.setSizes([520, 800])
         lay.addWidget(split)
-        self._fill()
-        theme.notifier.changed.connect(self._fill)
 
     def _fill(self, *_):
         s = self.summary
@@ -132,8 +149,7 @@ class SummaryView(QWidget):
         for t in self.phase_texts:
             t.setColor("#ffffff" if t.inside else c["plot_fg"])
         col = c["good"] if s.fits else c["bad"]
-        text = "FITS in tile memory" if s.fits else \
-            f"DOES NOT FIT: {s.peak.over_capacity_tiles:,} tiles over capacity"
+        text = s.fit_text
         self.banner.setText(f"<span style='font-size:18pt; font-weight:bold; color:{col}'>{text}</span>")
         self.banner.setStyleSheet(f"border: 2px solid {col}; border-radius: 6px; padding: 6px;")
         t = s.target

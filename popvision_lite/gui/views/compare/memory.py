@@ -1,5 +1,9 @@
 """Compare Memory: both tile maps with one shared colour bar and linked axes, a tile cursor in both, a
-difference mode (B - A per tile on a diverging map centred on 0); per-IPU bars when the layouts differ."""
+difference mode (B - A per tile on a diverging map centred on 0); per-IPU bars when the layouts differ.
+
+Tiles over capacity are marked in both runs as the Memory view marks them: outlined, and coloured red to magenta
+above the capacity on the shared scale; the header counts them in A and in B (issue 46: a recompute-off BERT run
+with 5,254 tiles over read the same as the run that fits)."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.gui.views.compare.common import notes_label
+from popvision_lite.gui.views.memory.view import VIRIDIS, capacity_colormap
 from popvision_lite.units import KIB, format_bytes
 
 HEAT_MEASURES = ("total", "always_live", "not_always_live", PERCENT)
@@ -52,18 +57,28 @@ class CompareMemoryPage(QWidget):
         self.diff_box.setToolTip("One map of B − A per tile, blue = less in B, red = more in B, white = same"
                                  if cmp.tile_by_tile else cmp.tile_note)
         self.diff_box.setEnabled(cmp.tile_by_tile)
+        self.over_a = np.flatnonzero(self.tm_a.over_capacity)
+        self.over_b = np.flatnonzero(self.tm_b.over_capacity)
+        self.over_box = QCheckBox("Outline tiles over capacity")
+        self.over_box.setChecked(True)
+        self.over_box.setToolTip("Outline the tiles whose memory exceeds the tile's SRAM, in both runs")
+        self.over_label = plain_label(self.over_text())
         self.hover = plain_label("Hover a tile: its bytes in A and B")
         self.hover.setMinimumWidth(420)
         top = QHBoxLayout()
         top.addWidget(QLabel("Colour:"))
         top.addWidget(self.measure_box)
         top.addWidget(self.diff_box)
+        top.addWidget(self.over_box)
+        top.addWidget(self.over_label)
         top.addStretch(1)
         top.addWidget(self.hover)
 
         self.glw = pg.GraphicsLayoutWidget()
-        self.plot_a = self._heat_plot(f"A: {cmp.label_a} — {cmp.a.target.name} (tile floor plan, schematic)")
-        self.plot_b = self._heat_plot(f"B: {cmp.label_b} — {cmp.b.target.name} (tile floor plan, schematic)")
+        self.plot_a = self._heat_plot(f"A: {cmp.label_a} — {cmp.a.target.name}: {cmp.summary_a.fit_text} "
+                                      "(tile floor plan, schematic)")
+        self.plot_b = self._heat_plot(f"B: {cmp.label_b} — {cmp.b.target.name}: {cmp.summary_b.fit_text} "
+                                      "(tile floor plan, schematic)")
         self.plot_d = self._heat_plot(f"B − A per tile ({cmp.label_b} − {cmp.label_a})")
         # the Memory view's tile map item, one per map: same layout code, IPU names and cursor ring
         self.map_a = TileMapItem(self.lay_a, cursor_size=1.8)
@@ -106,9 +121,25 @@ class CompareMemoryPage(QWidget):
 
         self.measure_box.currentIndexChanged.connect(lambda _: self.set_measure(self.measure_box.currentData()))
         self.diff_box.toggled.connect(self.set_difference)
+        self.over_box.toggled.connect(lambda _: self._draw_over())
         theme.notifier.changed.connect(self._restyle)
         self._arrange()
         self.redraw()
+
+    def over_text(self) -> str:
+        """The header's count of the tiles over capacity in each run (Summary.fit_text's count)."""
+        a, b = self.cmp.summary_a.peak.over_capacity_tiles, self.cmp.summary_b.peak.over_capacity_tiles
+        if not a and not b:
+            return "no tile over capacity in A or B"
+        return f"tiles over capacity: A {a:,}, B {b:,} (outlined; red to magenta above capacity)"
+
+    def _draw_over(self) -> None:
+        """Outline the tiles over capacity in A's and B's maps (in the difference map: over in either)."""
+        on = self.over_box.isChecked()
+        self.map_a.set_outlined(self.over_a if on else [])
+        self.map_b.set_outlined(self.over_b if on else [])
+        both = np.union1d(self.over_a, self.over_b) if self.cmp.tile_by_tile else self.over_a
+        self.map_d.set_outlined(both if on else [])
 
     def _heat_plot(self, title: str) -> pg.PlotItem:
         p = pg.PlotItem()
@@ -207,11 +238,16 @@ class CompareMemoryPage(QWidget):
             vb = self.tm_b.values(self.measure) / self.scale()
             self.map_a.set_values(va, (lo, hi))
             self.map_b.set_values(vb, (lo, hi))
+            # one scale for both: red to magenta above the tile capacity (A's; B's when only B is over)
+            cap = 100.0 if self.measure == PERCENT else min(self.tm_a.capacity, self.tm_b.capacity) / KIB
+            frac = round(cap / hi, 4) if self.measure in ("total", PERCENT) and hi > cap else 1.0
+            self.colorbar.setColorMap(capacity_colormap(frac) if frac < 1.0 else VIRIDIS)
             self.colorbar.setLevels((lo, hi))
             self.colorbar.axis.setLabel(f"{label} ({self.unit()}), same scale for A and B")
             self._show_whole(self.plot_a, self.map_a)
             if not self.cmp.tile_by_tile:
                 self._show_whole(self.plot_b, self.map_b)
+        self._draw_over()
         self._draw_cursor()
 
     @staticmethod

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -25,6 +24,7 @@ from popvision_lite.gui import theme
 from popvision_lite.gui.items.count_axis import CountAxis
 from popvision_lite.gui.items.fold_overlay import FoldOverlayItem
 from popvision_lite.gui.items.imbalance import ImbalanceItem
+from popvision_lite.gui.items.lane_axis import LaneAxis
 from popvision_lite.gui.items.lane_view_box import LaneViewBox
 from popvision_lite.gui.items.phase_band import PhaseBandItem
 from popvision_lite.gui.items.step_cycles import StepCyclesItem
@@ -38,6 +38,11 @@ from popvision_lite.gui.text import SafeTextBrowser, plain_label
 from popvision_lite.gui.theme import STEP_KIND_COLORS, STEP_KIND_LABELS
 from popvision_lite.gui.views.execution.navigation import HELP_TEXT
 from popvision_lite.profile.schema import STEP_KINDS
+
+
+def step_lane_height(num_ipus: int) -> int:
+    """Pixels of the step lane: 60, and up to 160 for many IPUs (one sub-lane each)."""
+    return int(min(160, max(60, 12 * num_ipus)))
 
 
 def build(view) -> None:
@@ -112,15 +117,10 @@ def _lanes(view) -> None:
     view.phase_plot.setYRange(0, 1, padding=0)
     view.phase_plot.setMouseEnabled(x=True, y=False)
     view.step_vb = LaneViewBox(zoom_y=False)
-    view.step_plot = c.addPlot(row=1, col=0, viewBox=view.step_vb)
-    view.step_plot.setMaximumHeight(60)
+    # one sub-lane per IPU (y = ipu / n, IPU 0 at the bottom), named as far as the lane's pixels allow
+    view.step_plot = c.addPlot(row=1, col=0, viewBox=view.step_vb, axisItems={"left": LaneAxis(view.nipu)})
+    view.step_plot.setMaximumHeight(step_lane_height(view.nipu))
     view.step_plot.hideAxis("bottom")
-    # one sub-lane per IPU (y = ipu / n, IPU 0 at the bottom): name them when there are several
-    if view.nipu > 1:
-        view.step_plot.getAxis("left").setTicks([[((i + 0.5) / view.nipu, f"IPU {i}") for i in range(view.nipu)]])
-        view.step_plot.getAxis("left").setStyle(tickFont=QFont("Sans", 7))
-    else:
-        view.step_plot.getAxis("left").setTicks([[(0.5, "steps")]])
     view.step_plot.setYRange(0, 1, padding=0)
     view.step_plot.setMouseEnabled(x=True, y=False)
     view.tile_vb = LaneViewBox(zoom_y=True)

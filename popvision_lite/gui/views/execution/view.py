@@ -110,15 +110,7 @@ class ExecutionView(QWidget):
             rt = self._cached("execution.run_totals", run_totals, self.profile)
         except (AttributeError, KeyError, TypeError, ValueError):
             return ""
-        fold = [s for s in self.phase_spans if s.folded]
-        text = f"Lanes: {rt.drawn_text}; {rt.ipu_count_text}, one lane per IPU of the replica."
-        if any(s.hidden for s in self.phase_spans):
-            what = [f"{s.name} x{s.runs:,}: {s.stored_runs:,} drawn, {s.folded_runs:,} folded" for s in fold]
-            # the host's per-step terms: no BSP step runs, every IPU waits for the host (the part "host")
-            what += [f"{s.label}: the IPUs wait for the host" for s in self.phase_spans if s.kind == "term" and s.hidden]
-            text += (" Hatched: parts of the step the profile does not store" + (f" ({'; '.join(what)})" if what else "")
-                     + "; click one for what it stands for.")
-        return text
+        return sp.lanes_text(rt, self.phase_spans)
 
     def _apply_theme(self, *_):
         for fold in self.folds:
