@@ -28,7 +28,7 @@ from popvision_lite.emulator.run_config import (
     model_family,
 )
 from popvision_lite.emulator.run_summary import end_of_run_numbers
-from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
+from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError, ProfileError
 from popvision_lite.profile.run_record import RunRecord
 from popvision_lite.terminal import terminal_text
 
@@ -226,9 +226,6 @@ def run(args) -> int:
         result = run_model(cfg, device=device, timing_only=timing, progress=_until_written(progress))
         write_run(result, out, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
         progress("done", 1.0)
-    except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
-        print(terminal_text(f"popvision-lite emulate: {e}"), file=sys.stderr)
-        return 3
     except (ConfigError, EmulatorError) as e:
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
