@@ -86,6 +86,8 @@ SCRIPTS: dict[str, str] = {
 NOT_BENCHMARKS: dict[str, str] = {
     "execution_screenshots": "makes pictures for docs/screenshots, not numbers",
     "gui_screenshots": "makes pictures for docs/screenshots, not numbers",
+    "doc_numbers": "checks / rewrites the numbers the docs quote from sample-config runs and the POD16 screenshots; "
+                   "its cheap part is tests/project/test_doc_numbers.py",
     "fuzz_surfaces": "helper: the text-payload, torch-trace, ONNX and CSV case makers that fuzz_hostile runs, not a "
                      "benchmark of its own",
     "perfetto_check": "verification in Perfetto; needs chromium and vizviewer, which are not dependencies",

@@ -75,6 +75,8 @@ def main(argv=None) -> int:
             from popvision_lite.gui.headless import wait_ready
 
             wait_ready(view)  # the roofline analyses on a worker thread
+            if key == "insights":
+                _wait_insights(app, view)  # computed on a worker thread: the shot showed "Computing insights..."
             _settle(app, 5)
             if key == "execution":
                 view.reset_view()
@@ -98,6 +100,18 @@ def main(argv=None) -> int:
         _sweep_shots(app, win, args, out)
     win.close()
     return 0
+
+
+def _wait_insights(app, view, timeout: float = 300.0) -> None:
+    """Process events until the Insights view shows its findings (or says why it could not)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while view.status.text().startswith("Computing") and time.monotonic() < deadline:
+        _settle(app, 1)
+        time.sleep(0.05)
+    if view.status.text().startswith("Computing"):
+        raise RuntimeError(f"the Insights were not computed in {timeout:.0f} s")
 
 
 def _settle(app, n: int = 8) -> None:

@@ -20,7 +20,9 @@ stdlib WebSocket client; no npm/playwright needed), waits for Perfetto to finish
 Perfetto's own trace processor (``window.app.trace.engine``, SQL) what it imported:
 
 * import stats: no ``error`` / ``data_loss`` stat is non-zero (the "Info and stats" page's list);
-* processes and threads carry the names the export gave (BSP steps, IPU i, tile lanes);
+* processes and threads carry the names the export gave (Training step; phases, IPU, tile lanes), and the
+  lanes as the UI labels and orders them ("<name> <tid>", main thread first, then by tid) read IPU 0, IPU 1, ...
+  in numeric order (tile lanes: tile ids in order);
 * every X event became one slice, at depth 0, on its own lane's one track (no overflow tracks, which
   Perfetto makes when slices on one thread overlap improperly);
 * every slice's ts/dur in ns equal the JSON's microseconds x 1000 (units and precision), and its name;
@@ -46,7 +48,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from popvision_lite.profile.chrome_trace import TILE_TID_BASE, export_chrome_trace
+from popvision_lite.profile.chrome_trace import export_chrome_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_profiles" / "bert_mini_4ipu_pipeline.pvl"
@@ -297,8 +299,19 @@ def check_case(browser: Browser, url: str, json_path: Path, shot: Path | None, s
     _expect(got_threads == want_threads, "thread (lane) names under their processes",
             f"{len(got_threads)} lanes" if got_threads == want_threads
             else f"got {got_threads[:8]}... want {want_threads[:8]}...")
+    # the lanes as the UI lists them (its ProcessThreadGroups plugin: "<name> <tid>", main thread first, then by
+    # tid): the IPU lanes read "IPU 0", "IPU 1", ... in numeric order, the tile lanes "tile <id>" in id order
+    shown = query(browser, "select t.name as name, t.tid as tid from thread t where t.name is not null "
+                           "order by coalesce(t.is_main_thread, 0) desc, t.tid asc")
+    labels = [f"{t['name']} {t['tid']}" for t in shown]
+    ipus = [lb for lb in labels if lb.startswith("IPU ") and "overlapping" not in lb]
+    tiles = [lb for lb in labels if lb.startswith("tile ")]
+    want_ipus = [f"IPU {i}" for i in range(len(ipus))]
+    want_tiles = sorted(tiles, key=lambda lb: int(lb.split()[1]))
+    _expect(ipus == want_ipus and tiles == want_tiles, "lanes labelled and ordered as IPU 0, IPU 1, ... / tile ids",
+            ", ".join(labels[:8]) + (" ..." if len(labels) > 8 else ""))
 
-    rows = query(browser, "select p.name as pname, t.name as tname, s.ts, s.dur, s.name, s.depth, s.track_id "
+    rows = query(browser, "select p.name as pname, t.name as tname, t.tid, s.ts, s.dur, s.name, s.depth, s.track_id "
                           "from slice s join thread_track tt on s.track_id = tt.id join thread t using(utid) "
                           "left join process p using(upid)")
     _expect(len(rows) == len(exp["slices"]), "one slice per X event", f"{len(rows)} slices, "
@@ -308,7 +321,7 @@ def check_case(browser: Browser, url: str, json_path: Path, shot: Path | None, s
             f"{len(nested)} nested, e.g. {nested[:3]}")
     tracks_per_lane: dict = {}
     for r in rows:
-        tracks_per_lane.setdefault((r["pname"], r["tname"]), set()).add(r["track_id"])
+        tracks_per_lane.setdefault((r["pname"], r["tname"], r["tid"]), set()).add(r["track_id"])
     multi = {k: len(v) for k, v in tracks_per_lane.items() if len(v) > 1}
     _expect(not multi, "one track per lane (no overflow tracks)", f"{multi}")
     got = sorted((r["pname"], r["tname"], r["ts"], r["dur"], r["name"]) for r in rows)
@@ -331,10 +344,10 @@ def check_case(browser: Browser, url: str, json_path: Path, shot: Path | None, s
     # shows them
     top = query(browser, "select s.id, s.name, s.dur, s.arg_set_id from slice s join thread_track tt "
                          "on s.track_id = tt.id join thread t using(utid) join process p using(upid) "
-                         "where p.name like 'IPU %' order by s.dur desc, s.ts limit 1")[0]
+                         "where t.name in ('IPU', 'tile') order by s.dur desc, s.ts limit 1")[0]
     args = {a["key"]: a["display_value"] for a in query(
         browser, f"select key, display_value from args where arg_set_id = {top['arg_set_id']}")}
-    want = max((e for e in xs if e["pid"] >= 1), key=lambda e: (e["dur"], -e["ts"]))
+    want = max((e for e in xs if e.get("cat") != "phase"), key=lambda e: (e["dur"], -e["ts"]))
     _expect(round(want["dur"] * 1000) == top["dur"] and (args.get("args.op") or "") == want["args"].get("op", "")
             and args.get("args.cycles") == str(want["args"]["cycles"])
             and args.get("args.step") == str(want["args"]["step"]),
@@ -469,7 +482,7 @@ def write_bad_trace(path: Path, fault: str) -> None:
     ev = [{"ph": "M", "pid": 0, "tid": 0, "name": "process_name", "args": {"name": "BSP steps"}},
           {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "steps"}},
           {"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": "IPU 0"}}]
-    tids = (0, 1) if fault == "tid0" else (TILE_TID_BASE, TILE_TID_BASE + 1)
+    tids = (0, 1) if fault == "tid0" else (100_000, 100_001)
     for k, tid in enumerate(tids):
         ev.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": f"tile {k}"}})
         ev.append({"ph": "X", "pid": 1, "tid": tid, "name": "compute a", "ts": 0, "dur": 2.0, "args": {}})

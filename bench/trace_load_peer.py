@@ -50,7 +50,7 @@ def _scatter(doc, start, stop, tiles):
     shape = (stop - start, len(tiles))
     cyc, b_in, b_out = (np.zeros(shape, np.uint32) for _ in range(3))
     for ev in doc["traceEvents"]:
-        if ev.get("ph") != "X" or ev.get("pid", 0) == 0:
+        if ev.get("ph") != "X" or ev.get("cat") == "phase":
             continue
         a = ev["args"]
         if "bytes_in" not in a:  # a tile's sync wait, not busy time

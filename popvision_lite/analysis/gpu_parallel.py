@@ -390,8 +390,9 @@ def candidates(n_gpus: int, cfg: dict, setting: Setting, transformer: bool, node
             share = gbs / d
             if micro_batch:
                 mbs = [micro_batch]
-            elif share >= 1 and float(share).is_integer():
-                divs = _divisors(int(share))
+            elif 1 <= share <= ge.MAX_PASSES and float(share).is_integer():
+                # at most 2^16 trial divisions; a file's 2^53 samples per step took 10^8 (~50 s per search)
+                divs = ge.divisors(int(share))
                 # whole multiples of the IPU's micro-batch first (the op list's own batch), then any divisor
                 ipu = setting.samples_per_pass
                 mult = [x for x in divs if float(ipu).is_integer() and x % int(ipu) == 0]

@@ -364,17 +364,7 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     ``gpu_tp``, ``gpu_pp``, ``gpu_vp`` (interleaving) and ``gpu_micro_batch`` (samples per GPU pass, a whole
     number) state parts of it instead.  ``band``: attach the error band of the GPU estimate's family
     (analysis/error_band.py)."""
-    if samples is None or samples <= 0:
-        raise ConfigError(f"--samples {samples}: must be a positive number of samples")
-    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float)
-                                            and not isinstance(gpu_micro_batch, bool) and gpu_micro_batch >= 1
-                                            and math.isfinite(gpu_micro_batch)
-                                            and float(gpu_micro_batch).is_integer()):
-        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch!r}: must be a whole number of samples (1 or more)")
-    if precision is not None and gpu_precision is not None and precision != gpu_precision:
-        raise ConfigError(f"precision {precision!r} and gpu_precision {gpu_precision!r} disagree: give one")
-    precision = precision if precision is not None else gpu_precision
-    target = profile.target
+    precision = _checked_options(samples, gpu_micro_batch, precision, gpu_precision)
     rec = record_of(profile)
     cfg = rec.config
     rt = _totals(profile)
@@ -386,22 +376,72 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         raise ConfigError(f"--gpus {n_gpus}: must be at least 1")
     notes: list[str] = []
     missing: list[str] = []
-
-    ipu_spec = devices.load_bundled_device(target.device)  # an id from a file, never a path
-    ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
     borrowed: list[tuple] = []
-    ipu_price, ipu_src = _price(ipu_spec, missing, borrowed)
-    notes.append(f"IPU chips: {rt.ipu_count_text if rt is not None else chips_basis}")
-    notes.append(f"IPU price: {ipu_src}")
-    ipu_fits = rec.fits
-    ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
-               basis=basis, fits=ipu_fits, bound_by=_ipu_bound_by(profile, summary), usd_per_chip_hour=ipu_price,
-               price_source=ipu_src)
+    ipu, per_step, per_pass = _ipu_side(profile, rt, n_ipus, chips_basis, summary, notes, missing, borrowed)
 
     gm = ge.gpu_model(gpu)
     gprice, gsrc = _price(gm.spec, missing, borrowed)
     notes.append(f"GPU price: {gsrc}")
-    training = cfg.training
+    opt = _gpu_optimizer(cfg, notes)
+    prec = _gpu_precision(cfg, gm, precision, notes)
+    mp = wl.model_pass(profile)
+    job = _gpu_job(profile, cfg, mp, gm, opt, prec, per_step, per_pass,
+                   dict(tp=gpu_tp, pp=gpu_pp, vp=gpu_vp, micro_batch=gpu_micro_batch))
+    e, e_same = _estimates(job, n_gpus, n_ipus, per_pass, gpu_micro_batch, notes)
+    runs = e.ops["runs"].to_numpy(dtype=float) if "runs" in e.ops.columns else np.ones(len(e.ops))
+    launches = int(round(float((e.ops["kernels"].to_numpy(dtype=float) * runs).sum()))) \
+        if "kernels" in e.ops.columns else int(runs.sum())
+    pl = e.placement
+    gbasis = (f"estimated: {launches} kernels per pass, {e.passes_per_step:g} micro-batches of {e.micro_batch:g} "
+              f"samples per step on each of {pl.dp} data-parallel replica(s); placement {pl.text()}")
+    gpu_side = Side(label=f"{gm.name} x{n_gpus} (estimated)", kind="gpu", chips=n_gpus,
+                    samples_per_second=e.samples_per_second, basis=gbasis, fits=e.fits,
+                    bound_by=_gpu_bound_text(e), usd_per_chip_hour=gprice, price_source=gsrc)
+    same = Side(label=f"{gm.name} x{n_ipus} (estimated)", kind="gpu", chips=n_ipus,
+                samples_per_second=e_same.samples_per_second, basis=gbasis, fits=e_same.fits,
+                bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
+    notes += _gpu_notes(e, gm, prec, mp, job, runs, launches, per_pass)
+    advice = "" if ipu.fits else fit_advice(profile)
+    v = Verdict(model=rec.model or cfg.model or "?", samples=int(samples), ipu=ipu, gpu=gpu_side,
+                gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
+                notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass,
+                ipu_fit_advice=advice, ipu_count_text=rt.ipu_count_text if rt is not None else "",
+                gpu_precision=prec)
+    if band:
+        _attach_bands(v, profile, cfg, gm, prec)
+    return v
+
+
+def _checked_options(samples, gpu_micro_batch, precision, gpu_precision) -> str | None:
+    """The caller's options checked (a ConfigError naming the option); returns the GPU precision asked for."""
+    if samples is None or samples <= 0:
+        raise ConfigError(f"--samples {samples}: must be a positive number of samples")
+    if gpu_micro_batch is not None and not (isinstance(gpu_micro_batch, int | float)
+                                            and not isinstance(gpu_micro_batch, bool) and gpu_micro_batch >= 1
+                                            and math.isfinite(gpu_micro_batch)
+                                            and float(gpu_micro_batch).is_integer()):
+        raise ConfigError(f"--gpu-micro-batch {gpu_micro_batch!r}: must be a whole number of samples (1 or more)")
+    if precision is not None and gpu_precision is not None and precision != gpu_precision:
+        raise ConfigError(f"precision {precision!r} and gpu_precision {gpu_precision!r} disagree: give one")
+    return precision if precision is not None else gpu_precision
+
+
+def _ipu_side(profile, rt, n_ipus: int, chips_basis: str, summary, notes: list, missing: list,
+              borrowed: list) -> tuple[Side, float, float]:
+    """(the IPU side, samples per step, samples per op-list pass) of the emulated run; adds its notes."""
+    ipu_spec = devices.load_bundled_device(profile.target.device)  # an id from a file, never a path
+    ipu_sps, per_step, per_pass, basis = ipu_throughput(profile)
+    ipu_price, ipu_src = _price(ipu_spec, missing, borrowed)
+    notes.append(f"IPU chips: {rt.ipu_count_text if rt is not None else chips_basis}")
+    notes.append(f"IPU price: {ipu_src}")
+    ipu = Side(label=f"{ipu_spec.name} x{n_ipus} (emulated)", kind="ipu", chips=n_ipus, samples_per_second=ipu_sps,
+               basis=basis, fits=record_of(profile).fits, bound_by=_ipu_bound_by(profile, summary),
+               usd_per_chip_hour=ipu_price, price_source=ipu_src)
+    return ipu, per_step, per_pass
+
+
+def _gpu_optimizer(cfg: ConfigRecord, notes: list) -> str:
+    """The optimizer the GPU side updates with (the run's where the GPU model costs it; adds a note where not)."""
     opt = (cfg.optimizer or "sgd").lower()
     if opt == "lars":
         notes.append("optimizer LARS: its update is costed with momentum SGD's bytes (the trust-ratio norms read "
@@ -410,6 +450,11 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
     if opt not in ge.STATE_BYTES_PER_PARAM:
         notes.append(f"optimizer {opt!r} not modelled on the GPU; SGD assumed")
         opt = "sgd"
+    return opt
+
+
+def _gpu_precision(cfg: ConfigRecord, gm, precision: str | None, notes: list) -> str:
+    """The precision the GPU side trains in: ``precision`` when asked (checked against ``gm``), else the run's."""
     prec = cfg.precision
     if precision is not None:
         if precision not in PRECISIONS:
@@ -418,7 +463,36 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
             raise ConfigError(f"GPU precision fp8: {gm.id} has no FP8 rate in its device spec")
         prec = precision
     notes.append(f"GPU precision: {prec}" + (" (as asked)" if precision is not None else " (the IPU run's)"))
-    mp = wl.model_pass(profile)
+    return prec
+
+
+@dataclass
+class _GpuJob:
+    """What the GPU side estimates: the lowered kernels of one pass, the step's setting and the stated placement."""
+
+    gm: object
+    cfg: ConfigRecord
+    ops: object                    # gpu_lowering's kernels
+    lowering_notes: list
+    setting: gp.Setting
+    params: float
+    params_source: str
+    optimizer: str
+    acts_note: str
+    stated: dict                   # tp, pp, vp, micro_batch as the caller stated them (None: searched)
+
+    def estimate(self, n: int, mb: int | None = None, stated: bool = True) -> ge.TrainingEstimate:
+        if not stated:
+            return gp.search(self.ops, self.gm, n, self.cfg, self.setting)[0]
+        s = self.stated
+        e, _ = gp.search(self.ops, self.gm, n, self.cfg, self.setting, tp=s["tp"], pp=s["pp"], vp=s["vp"],
+                         micro_batch=mb or (int(s["micro_batch"]) if s["micro_batch"] else None))
+        return e
+
+
+def _gpu_job(profile, cfg: ConfigRecord, mp, gm, opt: str, prec: str, per_step: float, per_pass: float,
+             stated: dict) -> _GpuJob:
+    """The GPU side's kernels (``mp`` lowered for ``prec``), parameters and activation bytes per sample."""
     # a 16-bit (or FP8) GPU run's attention is one fused kernel each way (PyTorch's scaled_dot_product_attention
     # dispatches 16-bit attention to FlashAttention): the score matrix stays on chip
     fused = "flash" if prec in wl.FUSED_ATTENTION_PRECISIONS else None
@@ -440,69 +514,55 @@ def verdict(profile, gpu: str = DEFAULT_GPU, gpus: int | None = None, samples: i
         a_bytes, acts_note = _activation_bytes(profile, mp.counts)
         acts = a_bytes / per_pass if per_pass > 0 else 0.0
     setting = gp.Setting(samples_per_step=per_step, samples_per_pass=per_pass, params=params, optimizer=opt,
-                         precision=prec, layers=layers, activation_bytes=acts, training=training)
+                         precision=prec, layers=layers, activation_bytes=acts, training=cfg.training)
+    return _GpuJob(gm=gm, cfg=cfg, ops=gpu_ops, lowering_notes=lowering_notes, setting=setting, params=params,
+                   params_source=psrc, optimizer=opt, acts_note=acts_note, stated=stated)
 
-    def est(n, mb=None):
-        e, _ = gp.search(gpu_ops, gm, n, cfg, setting, tp=gpu_tp, pp=gpu_pp, vp=gpu_vp,
-                         micro_batch=mb or (int(gpu_micro_batch) if gpu_micro_batch else None))
-        return e
 
-    e = est(n_gpus)
+def _estimates(job: _GpuJob, n_gpus: int, n_ipus: int, per_pass: float, gpu_micro_batch, notes: list):
+    """(the estimate on ``n_gpus`` GPUs, the one on as many GPUs as the run has IPUs); adds their notes."""
+    e = job.estimate(n_gpus)
     e_same = e
     if n_gpus != n_ipus:
         try:
-            e_same = est(n_ipus)
+            e_same = job.estimate(n_ipus)
         except ConfigError as err:
             # a placement stated for --gpus need not divide the IPU count: the same-chip line searches its own
-            e_same, _ = gp.search(gpu_ops, gm, n_ipus, cfg, setting)
+            e_same = job.estimate(n_ipus, stated=False)
             notes.append(f"same chip count ({n_ipus} GPUs): the stated GPU placement cannot run on them ({err}); "
                          f"that line uses {e_same.placement.text()}")
-    runs = e.ops["runs"].to_numpy(dtype=float) if "runs" in e.ops.columns else np.ones(len(e.ops))
-    launches = int(round(float((e.ops["kernels"].to_numpy(dtype=float) * runs).sum()))) \
-        if "kernels" in e.ops.columns else int(runs.sum())
-    pl = e.placement
-    gbasis = (f"estimated: {launches} kernels per pass, {e.passes_per_step:g} micro-batches of {e.micro_batch:g} "
-              f"samples per step on each of {pl.dp} data-parallel replica(s); placement {pl.text()}")
     if e.micro_batch != per_pass and float(per_pass).is_integer() and gpu_micro_batch is None:
         try:
-            at_ipu = est(n_gpus, int(per_pass))
+            at_ipu = job.estimate(n_gpus, int(per_pass))
             notes.append(f"GPU micro-batch {e.micro_batch:g} samples (the fastest placement that fits); at the IPU's "
                          f"micro-batch ({at_ipu.micro_batch:g}) the GPUs would run {at_ipu.samples_per_second:,.1f} "
                          "samples/s")
         except ConfigError:
             pass
-    gpu_side = Side(label=f"{gm.name} x{n_gpus} (estimated)", kind="gpu", chips=n_gpus,
-                    samples_per_second=e.samples_per_second, basis=gbasis, fits=e.fits,
-                    bound_by=_gpu_bound_text(e), usd_per_chip_hour=gprice, price_source=gsrc)
-    same = Side(label=f"{gm.name} x{n_ipus} (estimated)", kind="gpu", chips=n_ipus,
-                samples_per_second=e_same.samples_per_second, basis=gbasis, fits=e_same.fits,
-                bound_by=_gpu_bound_text(e_same), usd_per_chip_hour=gprice, price_source=gsrc)
-    notes += e.notes
+    return e, e_same
+
+
+def _gpu_notes(e: ge.TrainingEstimate, gm, prec: str, mp, job: _GpuJob, runs, launches: int,
+               per_pass: float) -> list[str]:
+    """The notes on how the GPU side was estimated, in the verdict's order."""
+    notes = list(e.notes)
     if prec == "fp8":
         notes.append(ge.fp8_note(gm))
     if gm.assumed:
         notes.append(f"{gm.id}: no published figure in its spec for {', '.join(gm.assumed)}; defaults used (assumed)")
     notes += mp.notes
-    notes += lowering_notes
+    notes += job.lowering_notes
     notes.append(f"GPU pass: one forward + backward pass of one micro-batch ({per_pass:g} samples) of the whole "
-                 f"model, {launches} kernels (one per op run, fused only as noted); the optimizer ({opt}) once per "
-                 f"step over {params / 1e6:,.1f} M parameters ({psrc})")
-    notes.append(f"activations for the GPU memory fit: {acts_note}")
+                 f"model, {launches} kernels (one per op run, fused only as noted); the optimizer ({job.optimizer}) "
+                 f"once per step over {job.params / 1e6:,.1f} M parameters ({job.params_source})")
+    notes.append(f"activations for the GPU memory fit: {job.acts_note}")
     line = ge.describe_achievable(e.ops[e.ops["op_class"] != "optimizer"],
                                   weights=runs[(e.ops["op_class"] != "optimizer").to_numpy()])
     if line:
         notes.append(line + " (analysis/gpu_estimate.py: GEMM tiles in waves, softmax / LayerNorm passes)")
     notes.append(f"the GPU roofline BOUND ({e.bound_samples_per_second:,.1f} samples/s) is an upper limit that no GPU "
                  "reaches (no launch overhead, 100% of peak); the verdict uses the estimate")
-    advice = "" if ipu_fits else fit_advice(profile)
-    v = Verdict(model=rec.model or cfg.model or "?", samples=int(samples), ipu=ipu, gpu=gpu_side,
-                gpu_same_chips=same, gpu_bound_samples_per_second=e.bound_samples_per_second, gpu_estimate=e,
-                notes=notes, missing_prices=missing, borrowed_prices=borrowed, ipu_micro_batch=per_pass,
-                ipu_fit_advice=advice, ipu_count_text=rt.ipu_count_text if rt is not None else "",
-                gpu_precision=prec)
-    if band:
-        _attach_bands(v, profile, cfg, gm, prec)
-    return v
+    return notes
 
 
 def _attach_bands(v: Verdict, profile, cfg: ConfigRecord, gm, prec: str) -> None:

@@ -15,7 +15,8 @@ from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.summary import summary_table
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.app import create_app
-from popvision_lite.gui.export.plots import export_plot, export_target, export_widget_png
+from popvision_lite.gui.export.pictures import export_panel_png, export_table_png
+from popvision_lite.gui.export.plots import Region, export_plot, export_target
 from popvision_lite.gui.export.tables import export_table, view_tables
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views import VIEW_REGISTRY
@@ -23,6 +24,7 @@ from popvision_lite.profile.csv_export import table_frame
 from popvision_lite.profile.reader import open_profile
 
 DEFAULT_SIZE = (1400, 900)
+VERDICT_WIDTH = 900  # the verdict panel: wide enough for its table on a page, as tall as its text needs
 
 # view -> (registry key, plot item key or None for "grab the table widget")
 SINGLE = {
@@ -109,6 +111,19 @@ def fit_item(host, item, width: int, height: int, view=None) -> None:
             break
         host.resize(int(min(20000, max(300, host.width() + dw))), int(min(20000, max(300, host.height() + dh))))
         _settle(view, 0.05)
+
+
+def steps_region(view) -> Region:
+    """What ``--view steps`` draws: the Execution view's per-step chart, the imbalance strip under it (which
+    carries the shared time axis) and the legend naming the step kinds' colours, as one picture."""
+    import pyqtgraph as pg
+
+    items = view.plot_items()
+    chart = items["per_step"]
+    parts = [chart, items["imbalance"]]
+    layout = chart.parentItem()
+    parts += [it for it in getattr(layout, "items", {}) if isinstance(it, pg.LegendItem)]
+    return Region(parts)
 
 
 def _ops_frame(profile):
@@ -234,11 +249,10 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
                     return f"{export_table(widget.verdict.tables()['verdict'], output)} rows"
                 if suffix != ".png":
                     raise ConfigError(f"the verdict is a panel: export it as .png or .csv, not {suffix}")
-                w, h = width or 900, height or 520
-                host.resize(max(w, 1000), max(h, 700))
+                host.resize(1000, 700)
                 host.show()
                 _settle(widget, 0.1)
-                pw, ph = export_widget_png(widget.verdict, output, w, h)
+                pw, ph = export_panel_png(widget.verdict, output, width or VERDICT_WIDTH, height or 0)
                 return f"{pw} x {ph} px"
             if suffix == ".csv":
                 return f"{export_table(_csv_frame(docs[0].profile, view, widget), output)} rows" + trace_info
@@ -252,19 +266,24 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
             if suffix != ".png":
                 raise ConfigError(f"the {view} view is a table: export it as .png (a picture) or .csv, not {suffix}")
             tv = widget.findChildren(QTableView)
-            target = tv[0] if tv else widget
-            host.resize(w, h)
-            _settle(widget, 0.05)
-            pw, ph = export_widget_png(target, output, w, h)
-            return f"{pw} x {ph} px"
+            if not tv:
+                raise ConfigError(f"the {view} view shows no table to draw")
+            pw, ph, shown, rows = export_table_png(tv[0], host, output, width,
+                                                   csv_hint=f"export --view {view} -o {Path(output).stem}.csv")
+            return f"{pw} x {ph} px, {shown:,} of {rows:,} rows"
         if not callable(getattr(widget, "plot_items", None)):  # the page failed to build: it shows why
             raise ConfigError(f"the {view} view could not be drawn: {getattr(widget, 'text', lambda: '')()}")
         items = widget.plot_items()
         if item_key not in items:
             raise ConfigError(f"the {view} view has no plot {item_key!r} (has {', '.join(items)})")
         item = items[item_key]
+        if compare is None and view == "steps":
+            item = steps_region(widget)
         fit_item(host, item, w, h, widget)
         _settle(widget, 0.05)
+        r = export_target(item).sceneBoundingRect()
+        if height is None and abs(r.height() * w / r.width() - h) >= 2:
+            h = None  # the plot cannot take that shape (rows of a fixed height): its own, showing all of it
         res = export_plot(item, output, width=w, height=h, dpi=dpi)
         out = f"{res[0]} x {res[1]} px" if isinstance(res, tuple) else f"{res:,} bytes SVG"
         return out + (trace_info if compare is None else "")

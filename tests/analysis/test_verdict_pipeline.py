@@ -17,23 +17,25 @@ from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError, ProfileError
 
-R, S, G, LAYERS, BATCH, SEQ = 2, 2, 4, 4, 4, 64
+# the session's pod_profile (tests/conftest.py): the run's shape, checked below against its stored config
+R, S, G, LAYERS, BATCH, SEQ = 2, 2, 16, 4, 4, 64
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """A pipelined, replicated, recomputing BERT-tiny (4 layers on 2 stages x 2 replicas, GA 4) and the same
-    layers / batch / sequence on the whole-graph path (one IPU, no recomputation)."""
+def runs(tmp_path_factory, pod_profile):
+    """A pipelined, replicated, recomputing BERT-tiny (4 layers on 2 stages x 2 replicas, GA 16: the session's
+    ``pod_profile``) and the same layers / batch / sequence on the whole-graph path (one IPU, no recomputation)."""
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
 
+    with pvl.open(pod_profile) as p:
+        c = p.run["config"]
+        assert (c["replicas"], c["pipeline_stages"], c["grad_accum"], c["layers"], c["batch"], c["seq"],
+                c["recompute"]) == (R, S, G, LAYERS, BATCH, SEQ, True), c
     d = tmp_path_factory.mktemp("verdict_pipe")
-    cfg = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, ipus=R * S, replicas=R, pipeline_stages=S,
-                      grad_accum=G, recompute=True)
-    run_model(cfg, "ipu-mk2", timing_only=True, profile_path=d / "pipe.pvl")
     whole = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ)
     run_model(whole, "ipu-mk2", timing_only=False, profile_path=d / "whole.pvl")  # BERT timing-only is composed
-    return d / "pipe.pvl", d / "whole.pvl"
+    return pod_profile, d / "whole.pvl"
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +123,8 @@ def test_verdict_counts_all_chips_the_optimizer_and_the_all_reduce(pipe):
     assert gpu_flops == pytest.approx(R * G * (mp.ops["flops"].sum() + recomputed - epilogue), rel=1e-9)
     # the GPU's own micro-batch: the fastest whole multiple that keeps the global batch and fits (here the whole
     # share: the tiny model fits easily, and one pass launches the fewest kernels)
-    assert e.micro_batch == 2 * BATCH and e.passes_per_step == 1 and e.fits
-    assert dict((r[0], r[2]) for r in v.rows())["micro-batch (samples per pass)"] == "8 (1 per step)"
+    assert e.micro_batch == sps // (R * S) and e.passes_per_step == 1 and e.fits
+    assert dict((r[0], r[2]) for r in v.rows())["micro-batch (samples per pass)"] == f"{sps // (R * S)} (1 per step)"
 
 
 def test_roofline_rows_compare_like_with_like(pipe):

@@ -87,15 +87,22 @@ def test_fifo_as_validation_data_and_sweep_results(tmp_path, fifo):
         open_sweep(fifo)
 
 
-def test_torch_trace_special_files_and_bombs(tmp_path, fifo):
-    from popvision_lite.analysis.torch_trace import TraceImportError, load_torch_trace
-
-    bomb = tmp_path / "bomb.json.gz"
+@pytest.fixture(scope="module")
+def gzip_bomb(tmp_path_factory):
+    """600 MiB of spaces in one gzip member, 0.6 MB compressed (written once: compressing it is ~3 s of CPU)."""
+    bomb = tmp_path_factory.mktemp("bomb") / "t.json.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as f:
         chunk = b" " * (1 << 20)
-        for _ in range(600):  # 600 MiB of spaces: 0.6 MB compressed
+        for _ in range(600):
             f.write(chunk)
     assert bomb.stat().st_size < 2 << 20
+    return bomb
+
+
+def test_torch_trace_special_files_and_bombs(tmp_path, fifo, gzip_bomb):
+    from popvision_lite.analysis.torch_trace import TraceImportError, load_torch_trace
+
+    bomb = gzip_bomb
     cases = {
         fifo: "FIFO",
         Path("/dev/zero"): "device",
@@ -131,11 +138,8 @@ def test_torch_trace_special_files_and_bombs(tmp_path, fifo):
         assert str(dims) in str(e)
 
 
-def test_torch_trace_bomb_through_export_exits_2(tmp_path):
-    bomb = tmp_path / "t.json.gz"
-    with gzip.open(bomb, "wb", compresslevel=9) as f:
-        for _ in range(600):
-            f.write(b" " * (1 << 20))
+def test_torch_trace_bomb_through_export_exits_2(tmp_path, gzip_bomb):
+    bomb = gzip_bomb
     _exit2(["export", SAMPLE, "--view", "roofline", "--torch-trace", str(bomb), "-o", "r.png"], tmp_path,
            "t.json.gz")
     assert not (tmp_path / "r.png").exists()

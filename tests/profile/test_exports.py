@@ -11,7 +11,7 @@ import pytest
 
 from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.profile import schema
-from popvision_lite.profile.chrome_trace import TILE_TID_BASE, export_chrome_trace
+from popvision_lite.profile.chrome_trace import PHASES_TID, export_chrome_trace
 from popvision_lite.profile.csv_export import CSV_TABLES, export_csv
 from popvision_lite.profile.reader import open_profile
 from popvision_lite.profile.writer import write_profile
@@ -45,14 +45,17 @@ def test_trace_per_ipu(prof, tmp_path):
     counts = export_chrome_trace(prof, out)
     doc, ev = _load(out)
     procs, threads = _names(ev)
-    assert procs == {0: "Training step", 1: "IPU 0", 2: "IPU 1"}
-    assert set(threads) == {(0, 0), (1, 0), (2, 0)} and threads[(0, 0)] == "phases"
+    # one process; Perfetto labels a lane "<thread name> <tid>" and orders lanes by tid: "IPU 0", "IPU 1", phases
+    assert procs == {0: "Training step"}
+    assert threads == {(0, 0): "IPU", (0, 1): "IPU", (0, PHASES_TID): "phases"}
+    order = {e["tid"]: e["args"]["sort_index"] for e in ev if e["ph"] == "M" and e["name"] == "thread_sort_index"}
+    assert sorted(order, key=order.get) == [PHASES_TID, 0, 1]  # chrome://tracing: phases, then IPUs in order
     xs = [e for e in ev if e["ph"] == "X"]
     assert counts["events"] == len(xs)
     steps = prof.steps
     clock = prof.target.clock_hz
     # the phases track: the synthetic run has no schedule, so one phase, the whole run, over every step
-    phases = [e for e in xs if e["pid"] == 0]
+    phases = [e for e in xs if e["tid"] == PHASES_TID]
     assert [e["name"] for e in phases] == ["whole run"] and phases[0]["ts"] == 0
     assert phases[0]["dur"] == pytest.approx(steps["end_cycle"].max() / clock * 1e6, abs=1e-3)
     assert phases[0]["args"]["runs_per_step"] == 1 and phases[0]["args"]["last_step"] == len(steps) - 1
@@ -60,7 +63,7 @@ def test_trace_per_ipu(prof, tmp_path):
     # ts/dur in microseconds via the clock, rebased to the first step; raw cycles kept in args
     w = prof.step_tiles.window(0, len(steps))
     for ipu in (0, 1):
-        lane = [e for e in xs if e["pid"] == 1 + ipu]
+        lane = [e for e in xs if e["tid"] == ipu]
         assert len(lane) == len(steps) and lane[0]["ts"] == 0
         for e in lane[::17]:
             row = steps.iloc[e["args"]["step"]]
@@ -107,7 +110,7 @@ def test_trace_of_a_pipeline_has_no_overlaps_in_a_lane_and_names_its_phases(tmp_
     xs = [e for e in ev if e["ph"] == "X"]
     assert counts["events"] == len(xs)
     lanes = _lanes_ns(xs)
-    assert set(lanes) == {(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)}  # no overflow thread was needed
+    assert set(lanes) == {(0, PHASES_TID), (0, 0), (0, 1), (0, 2), (0, 3)}  # no overflow thread was needed
     for v in lanes.values():
         v.sort()
         assert all(d >= 1 for _, d in v)
@@ -115,8 +118,8 @@ def test_trace_of_a_pipeline_has_no_overlaps_in_a_lane_and_names_its_phases(tmp_
     # each IPU lane has exactly the steps of its IPU and those on every IPU
     ipu = steps["ipu"].to_numpy()
     for i in range(4):
-        assert len(lanes[(1 + i, 0)]) == int(((ipu == i) | (ipu == -1)).sum())
-    names = [e["name"] for e in xs if e["pid"] == 0]
+        assert len(lanes[(0, i)]) == int(((ipu == i) | (ipu == -1)).sum())
+    names = [e["name"] for e in xs if e["tid"] == PHASES_TID]
     want = [n + (f" x{r:,}" if r > 1 else "") for n, r in zip(ph["name"], ph["runs_per_step"], strict=True)]
     assert names == want and names[0] == "fill"
 
@@ -138,7 +141,7 @@ def test_trace_one_cycle_and_empty_steps_last_one_ns(tmp_path):
     they end, so no slice has zero length and none overlaps."""
     edges = np.array([0, 1, 1, 2, 1000, 1001, 3000])
     ev = _trace_of_steps(tmp_path, edges[:-1], edges[1:])
-    lane = sorted(_lanes_ns([e for e in ev if e["ph"] == "X" and e["pid"] == 1])[(1, 0)])
+    lane = sorted(_lanes_ns([e for e in ev if e["ph"] == "X" and e["tid"] == 0])[(0, 0)])
     # edges at 1.325 GHz: 0, 0.75, 0.75, 1.51, 754.7 ns -> rounded 0, 1, 1, 2, 755; each slice >= 1 ns and the
     # next one pushed to its end (the 4th starts at 3 instead of 2 and still ends at 755)
     assert lane[:4] == [(0, 1), (1, 1), (2, 1), (3, 752)]
@@ -148,7 +151,7 @@ def test_trace_one_cycle_and_empty_steps_last_one_ns(tmp_path):
 def test_trace_overlapping_steps_of_one_ipu_go_to_an_extra_thread(tmp_path):
     ev = _trace_of_steps(tmp_path, [0, 100, 150, 400], [100, 300, 250, 500])  # step 2 inside step 1
     procs, threads = _names(ev)
-    lanes = _lanes_ns([e for e in ev if e["ph"] == "X" and e["pid"] == 1])
+    lanes = _lanes_ns([e for e in ev if e["ph"] == "X" and e["tid"] != PHASES_TID])
     assert len(lanes) == 2 and sum(len(v) for v in lanes.values()) == 4
     assert any("overlapping steps" in n for n in threads.values())
 
@@ -159,15 +162,15 @@ def test_trace_window_and_tiles(prof, tmp_path):
     export_chrome_trace(prof, out, step_range=(100, 180), tiles=tiles)
     _, ev = _load(out)
     procs, threads = _names(ev)
-    assert procs == {0: "Training step", 1: "IPU 0", 2: "IPU 1"}
-    assert set(threads) == {(0, 0), (1, TILE_TID_BASE + 3), (2, TILE_TID_BASE + 30), (2, TILE_TID_BASE + 47)}
+    assert procs == {0: "Training step"}
+    assert threads == {(0, PHASES_TID): "phases", (0, 3): "tile", (0, 30): "tile", (0, 47): "tile"}  # "tile 30"
     xs = [e for e in ev if e["ph"] == "X"]
-    phase = [e for e in xs if e["pid"] == 0]
+    phase = [e for e in xs if e["tid"] == PHASES_TID]
     assert len(phase) == 1 and phase[0]["ts"] == 0  # the whole-run phase, clipped to the window's steps
     w = prof.step_tiles.window(100, 180)
     kinds = prof.steps["kind"].to_numpy()
     for tile in tiles:
-        lane = [e for e in xs if e["tid"] == TILE_TID_BASE + tile and e["pid"] != 0]
+        lane = [e for e in xs if e["tid"] == tile]
         assert all(e["args"]["tile"] == tile for e in lane)
         busy_steps = [e["args"]["step"] for e in lane if e["name"] != "sync"]
         expected = [s for s in range(100, 180) if w.cycles[s - 100, tile] > 0]
@@ -185,29 +188,28 @@ def test_trace_window_and_tiles(prof, tmp_path):
 
 
 def test_trace_tile_lanes_perfetto_safe_tids(prof, tmp_path):
-    """Perfetto (v52, seen in bench/perfetto_check.py) reads tid 0 as the process's main thread (tid = pid):
-    tile 0's lane merged into tile 1's (pid 1).  Every tile lane needs its own tid, never 0 and never a pid."""
+    """Perfetto (v52, seen in bench/perfetto_check.py) reads tid 0 as the process's main thread (tid = pid): with
+    tile lanes in a process pid 1, tile 0's lane merged into tile 1's.  Every lane is a thread of process 0, its
+    tid the tile id (tile 0 is the main thread: nothing to merge with) and the phases far above every tile."""
     out = tmp_path / "t.json"
-    tiles = [0, 1, 2, 24, 25, 47]  # tile ids 0..2 equal the steps/IPU pids
+    tiles = [0, 1, 2, 24, 25, 47]
     export_chrome_trace(prof, out, step_range=(0, 40), tiles=tiles)
     _, ev = _load(out)
     procs, threads = _names(ev)
-    pids = set(procs)
-    tile_lanes = {k: v for k, v in threads.items() if k[0] != 0}
-    assert len(tile_lanes) == len(tiles)
-    assert len({tid for _, tid in tile_lanes}) == len(tiles)
-    assert all(tid != 0 and tid not in pids for _, tid in tile_lanes)
+    assert set(procs) == {0}
+    tile_lanes = {k: v for k, v in threads.items() if k[1] != PHASES_TID}
+    assert sorted(tid for _, tid in tile_lanes) == tiles and set(tile_lanes.values()) == {"tile"}
+    assert PHASES_TID > prof.target.num_tiles
     by_tile = defaultdict(set)
     for e in ev:
-        if e["ph"] == "X" and e["pid"] != 0:
-            assert (e["pid"], e["tid"]) in tile_lanes
+        if e["ph"] == "X" and e["tid"] != PHASES_TID:
             by_tile[e["args"]["tile"]].add((e["pid"], e["tid"]))
-            assert tile_lanes[(e["pid"], e["tid"])].startswith(f"tile {e['args']['tile']} ")
+            assert (e["pid"], e["tid"]) == (0, e["args"]["tile"])
     assert sorted(by_tile) == tiles and all(len(v) == 1 for v in by_tile.values())
-    # the per-IPU layout keeps one lane per IPU process
+    # the per-IPU layout: one lane per IPU, tid = IPU
     export_chrome_trace(prof, out, step_range=(0, 40))
     _, ev = _load(out)
-    assert set(_names(ev)[1]) == {(0, 0), (1, 0), (2, 0)}
+    assert set(_names(ev)[1]) == {(0, PHASES_TID), (0, 0), (0, 1)}
 
 
 def test_trace_limits_and_bad_options(prof, tmp_path):

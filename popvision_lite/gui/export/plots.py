@@ -11,8 +11,6 @@ Every file is written atomically (``popvision_lite.atomic_io``).
 from __future__ import annotations
 
 import contextlib
-import re
-import xml.etree.ElementTree as ET  # noqa: N817 - the usual name
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 from popvision_lite.atomic_io import write_bytes_atomic
 from popvision_lite.errors import ConfigError, ProfileError
 from popvision_lite.gui import theme
+from popvision_lite.gui.export.svg_portable import portable_svg
 from popvision_lite.gui.plot_cache import drawn_afresh
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -50,24 +49,69 @@ def _check_size(width, height):
             raise ConfigError(f"{name} {v} px is out of range; choose 16 .. {MAX_PIXELS} pixels")
 
 
+class Region:
+    """Several items of one GraphicsLayout exported as one picture: the rectangle that holds them all (the
+    Execution view's per-step chart with the imbalance strip that carries its time axis and the legend that
+    names its colours).  Has what the exports use of an item: ``scene()``, ``sceneBoundingRect()``."""
+
+    def __init__(self, items):
+        self.items = [export_target(it) for it in items]
+        if not self.items:
+            raise ConfigError("nothing to export: the region has no items")
+
+    def scene(self):
+        return self.items[0].scene()
+
+    def sceneBoundingRect(self):  # noqa: N802 - Qt's name, as the exports call it on items
+        rect = self.items[0].sceneBoundingRect()
+        for it in self.items[1:]:
+            rect = rect.united(it.sceneBoundingRect())
+        return rect
+
+    def layout(self):
+        """The layout holding the items (what the exporter walks to put items in export mode)."""
+        parent = self.items[0].parentItem()
+        return parent if parent is not None else self.items[0]
+
+
+def _image_exporter(item):
+    """pyqtgraph's ImageExporter of ``item``; of a :class:`Region`: of its layout, limited to the region."""
+    if not isinstance(item, Region):
+        return pg.exporters.ImageExporter(item)
+    exp = pg.exporters.ImageExporter(item.layout())
+    rect = item.sceneBoundingRect()
+    view = item.scene().views()[0]
+    exp.getSourceRect = lambda: rect
+    exp.getTargetRect = lambda: view.mapFromScene(rect).boundingRect()
+    exp.params["width"] = int(round(rect.width()))  # the height follows the region's aspect ratio
+    return exp
+
+
 def render_image(item, width: int | None = None, height: int | None = None, dpi: float = 96.0) -> QImage:
-    """A QImage of ``item`` ``width`` x ``height`` pixels (aspect kept, centred, when both are given)."""
+    """A QImage of ``item`` (a plot item or a :class:`Region`) ``width`` x ``height`` pixels.  With one of
+    them the other follows the plot's aspect ratio; with both, a plot of another shape is drawn as large as
+    fits, centred on the plot background (Qt drew it from the top-left corner, over the rest of the scene)."""
     _check_size(width, height)
     if not dpi or dpi <= 0:
         raise ConfigError(f"dpi {dpi} must be positive")
     item = export_target(item)
     if item.scene() is None or not item.scene().views():
         raise ConfigError("the plot is not shown in a view, so it cannot be exported")
-    exp = pg.exporters.ImageExporter(item)
+    exp = _image_exporter(item)
     rect = exp.getSourceRect()
     if rect.width() < 1 or rect.height() < 1:
         raise ConfigError("the plot has no size yet (its view was never shown); show the view first")
     bg = exp.params["background"]
     if bg.alpha() == 0:  # transparent PNGs look blank in most viewers: use the plot background
-        exp.params["background"] = pg.mkColor(theme.colors()["plot_bg"])
+        bg = exp.params["background"] = pg.mkColor(theme.colors()["plot_bg"])
+    canvas = None
+    if width is not None and height is not None and abs(rect.height() * width / rect.width() - height) >= 2:
+        canvas = (int(width), int(height))  # another shape: as large as fits, then centred
+        fit = min(width / rect.width(), height / rect.height())
+        width, height = max(1, int(round(rect.width() * fit))), max(1, int(round(rect.height() * fit)))
     if width is not None:
-        exp.params["width"] = int(width)  # height follows the aspect ratio ...
-    if height is not None:  # ... unless given too: then the plot is centred in width x height
+        exp.params["width"] = int(width)  # the height follows the aspect ratio ...
+    if height is not None:  # ... unless given too (the same shape, to the pixel)
         if width is None:
             exp.params["height"] = int(height)
         else:
@@ -75,10 +119,23 @@ def render_image(item, width: int | None = None, height: int | None = None, dpi:
     scale = exp.params["width"] / rect.width()
     with _legends_scaled(item, scale), drawn_afresh(item.scene()):
         img = exp.export(toBytes=True)
+    if canvas is not None:
+        img = _centred(img, canvas, bg)
     dpm = int(round(dpi / 0.0254))
     img.setDotsPerMeterX(dpm)
     img.setDotsPerMeterY(dpm)
     return img
+
+
+def _centred(img: QImage, size: tuple[int, int], background) -> QImage:
+    from PySide6.QtGui import QPainter
+
+    out = QImage(size[0], size[1], QImage.Format_ARGB32)
+    out.fill(background)
+    p = QPainter(out)
+    p.drawImage((size[0] - img.width()) // 2, (size[1] - img.height()) // 2, img)
+    p.end()
+    return out
 
 
 @contextlib.contextmanager
@@ -117,57 +174,24 @@ def export_png(item, path, width: int | None = None, height: int | None = None, 
     return img.width(), img.height()
 
 
-SVG_IMAGE_MAX_SIDE = 4096  # pixels of an image embedded in an SVG after upscaling
-
-
-@contextlib.contextmanager
-def _images_upscaled(item):
-    """Images drawn in ``item`` at more screen pixels than they have (a tile map: one pixel per tile, 32 x 46
-    for an IPU) are embedded in an SVG at their own size, and SVG viewers smooth them into a blur.  While
-    the SVG is written each such image is replaced by a nearest-neighbour copy with about as many pixels
-    as it covers on screen, drawn over the same rectangle; then the original comes back."""
-    from PySide6.QtGui import QTransform
-
-    done = []
-    try:
-        if item.scene() is not None:
-            for it in item.scene().items(item.sceneBoundingRect()):
-                if not isinstance(it, pg.ImageItem) or it.image is None or not it.isVisible():
-                    continue
-                img = it.image
-                h, w = img.shape[:2]
-                r = it.sceneBoundingRect()
-                k = int(min(max(r.width() / max(w, 1), r.height() / max(h, 1)),
-                            SVG_IMAGE_MAX_SIDE / max(w, h)))
-                if k < 2:
-                    continue
-                tr = it.transform()
-                done.append((it, img, tr))
-                it.setImage(np.repeat(np.repeat(img, k, axis=0), k, axis=1), autoLevels=False)
-                it.setTransform(QTransform.fromScale(1 / k, 1 / k) * tr)
-        yield
-    finally:
-        for it, img, tr in done:
-            it.setImage(img, autoLevels=False)
-            it.setTransform(tr)
-
-
 def export_svg(item, path) -> int:
     item = export_target(item)
     if item.scene() is None or not item.scene().views():
         raise ConfigError("the plot is not shown in a view, so it cannot be exported")
-    with _images_upscaled(item), drawn_afresh(item.scene()):
+    with drawn_afresh(item.scene()):
         data = _svg_bytes(item)
     write_bytes_atomic(path, data)
     return len(data)
 
 
 def _svg_bytes(item) -> bytes:
+    if isinstance(item, Region):
+        return _qt_svg(item)
     try:
         data = pg.exporters.SVGExporter(item).export(toBytes=True)
         if isinstance(data, str):
             data = data.encode("utf-8")
-        data = bytes(data)
+        data = portable_svg(bytes(data), theme.colors()["plot_bg"])
     except Exception:  # pyqtgraph's SVG writer has rough edges (images, some paths): let Qt draw it
         data = _qt_svg(item)
     return data
@@ -183,7 +207,7 @@ def _qt_svg(item) -> bytes:
     ba = QByteArray()
     buf = QBuffer(ba)
     buf.open(QIODevice.WriteOnly)
-    gen = QSvgGenerator()
+    gen = QSvgGenerator(QSvgGenerator.SvgVersion.Svg11)  # SVG 1.1: clip paths (a plot clips its items)
     gen.setOutputDevice(buf)
     gen.setSize(QSize(int(rect.width()), int(rect.height())))
     gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
@@ -208,86 +232,6 @@ def _qt_svg(item) -> bytes:
         painter.end()
     buf.close()
     return portable_svg(bytes(ba), theme.colors()["plot_bg"])
-
-
-_SVG_NS = "http://www.w3.org/2000/svg"
-_SHAPES = {f"{{{_SVG_NS}}}{t}" for t in ("path", "polyline", "polygon")}
-_MATRIX = re.compile(r"^\s*matrix\(([^)]*)\)\s*$")
-_PAIR = re.compile(r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?),(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-
-
-def _num(v: float) -> str:
-    return f"{v:.3f}".rstrip("0").rstrip(".") if np.isfinite(v) else "0"
-
-
-def _blend_stroke(g, background) -> None:
-    """A translucent stroke (a grid line at 15 %) as the opaque colour it shows over ``background``:
-    ImageMagick ignores ``stroke-opacity`` and drew the grid black."""
-    colour, alpha = g.get("stroke", ""), g.get("stroke-opacity")
-    if alpha is None or not re.fullmatch(r"#[0-9a-fA-F]{6}", colour):
-        return
-    a = float(alpha)
-    if a >= 1.0:
-        return
-    fg, bg = pg.mkColor(colour), pg.mkColor(background)
-    mix = [round(a * f + (1 - a) * b) for f, b in zip(fg.getRgb()[:3], bg.getRgb()[:3], strict=True)]
-    g.set("stroke", "#{:02x}{:02x}{:02x}".format(*mix))
-    g.set("stroke-opacity", "1")
-
-
-def portable_svg(svg: bytes, background=None) -> bytes:
-    """Qt's SVG of a plot draws each curve, grid line and point in its item's coordinates under a group
-    ``transform="matrix(...)"`` (scales of 10-1000 on log axes) with ``vector-effect="non-scaling-stroke"``
-    (SVG Tiny 1.2) to keep the pen one pixel wide.  Renderers that ignore that attribute (ImageMagick's own
-    SVG renderer) scale the pen with the matrix: a 2 px roof line becomes a band hundreds of pixels wide and
-    every scatter point a black disc.  This moves the matrix into the coordinates of every path, polyline and
-    polygon of such a group (all absolute: Qt writes only M, L, C, Z) and drops the transform and the
-    attribute, so the file means the same everywhere; a group whose pen is not cosmetic keeps its width
-    scaled by the matrix.  Groups holding text or images keep their transform (no stroke to scale).  With
-    ``background`` (the plot's), a translucent stroke of a group of shapes becomes the opaque colour it shows
-    over that background (ImageMagick ignores every opacity: it draws the 15 % grid black)."""
-    ET.register_namespace("", _SVG_NS)  # write the file with its own prefixes, not ns0:
-    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
-    try:
-        root = ET.fromstring(svg)
-    except ET.ParseError:
-        return svg
-    for g in root.iter(f"{{{_SVG_NS}}}g"):
-        kids = list(g)
-        if background is not None and kids and all(k.tag in _SHAPES for k in kids):
-            _blend_stroke(g, background)
-        m = _MATRIX.match(g.get("transform", ""))
-        if m is None or not kids:
-            continue
-        try:
-            a, b, c, d, e, f = (float(v) for v in m.group(1).replace(" ", "").split(","))
-        except ValueError:
-            continue
-        if (a, b, c, d) == (1.0, 0.0, 0.0, 1.0):  # a shift: nothing to scale, the attribute means nothing
-            for k in kids:
-                k.attrib.pop("vector-effect", None)
-            continue
-        if any(k.tag not in _SHAPES for k in kids):
-            continue
-        if any(re.search(r"[a-df-z]", k.get("d", "")) for k in kids):
-            continue  # relative commands (Qt writes none): leave the group as it is
-
-        def move(match, a=a, b=b, c=c, d=d, e=e, f=f):
-            x, y = float(match.group(1)), float(match.group(2))
-            return f"{_num(a * x + c * y + e)},{_num(b * x + d * y + f)}"
-
-        cosmetic = True
-        for k in kids:
-            attr = "d" if k.tag.endswith("path") else "points"
-            k.set(attr, _PAIR.sub(move, k.get(attr, "")))
-            if k.get("vector-effect") == "non-scaling-stroke":
-                del k.attrib["vector-effect"]
-            else:
-                cosmetic = False
-        if not cosmetic and g.get("stroke-width"):
-            g.set("stroke-width", _num(float(g.get("stroke-width")) * abs(a * d - b * c) ** 0.5))
-        del g.attrib["transform"]
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 def export_plot(item, path, width: int | None = None, height: int | None = None, dpi: float = 96.0):
