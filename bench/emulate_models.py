@@ -18,10 +18,10 @@ import os
 import tempfile
 import time
 
+from popvision_lite.emulator.backends.planning import PlanOnlyBackend
 from popvision_lite.emulator.models.catalog import build
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
-from popvision_lite.emulator.models.planning import PlanOnlyBackend
 from popvision_lite.emulator.ops import planners
 from popvision_lite.emulator.ops.context import plan_target_of
 from popvision_lite.emulator.target import Target
@@ -48,7 +48,7 @@ def _timed_planners():
 
 
 def plan_only(cfg, device):
-    import popvision_lite.emulator.models.planning as planning_mod
+    import popvision_lite.emulator.backends.planning as planning_mod
 
     planners.plan_matmul.cache_clear()
     acc, originals = _timed_planners()

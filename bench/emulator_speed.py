@@ -115,7 +115,7 @@ def bench_numerics(m=1024, d=1024, f=4096, reps=3) -> dict:
 
 def bench_model(model="bert", reps=3, **overrides) -> dict:
     """The ops engineer's model (emulator ops on this API) vs the same model on their numpy backend."""
-    from popvision_lite.emulator.models.backend import NumpyBackend
+    from popvision_lite.emulator.backends.backend import NumpyBackend
     from popvision_lite.emulator.models.catalog import build
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import build_model

@@ -55,10 +55,6 @@ def _default_error(path) -> ErrorFactory:
     return lambda problem: ConfigError(f"{os.fspath(path)}: {problem}")
 
 
-def limit_of(kind: str) -> int:
-    return LIMITS[kind]
-
-
 def check_regular(path, what: str, error: ErrorFactory | None = None, *, dir_fd: int | None = None,
                   follow_links: bool = True) -> os.stat_result:
     """``os.stat`` of ``path``, refusing anything but a regular file (without opening it).  ``dir_fd``: ``path``

@@ -190,11 +190,6 @@ def run_band(record, ipus: int, path: Path | None = None) -> Band:
     return ipu_band(model, fw or None, ipus, path)
 
 
-def with_band(value: float, b: Band, unit: str = "samples/s", digits: int = 1) -> str:
-    """'1,524.1 samples/s (-9 % / +11 % from 19 measured runs, BERT on IPU, PopART)'."""
-    return f"{value:,.{digits}f} {unit} ({b.text()})"
-
-
 def families(table: list[dict]) -> list[tuple[str, Band]]:
     """Every family the table holds a row of, narrowest first, with its band as :func:`band` would give it."""
     seen = []

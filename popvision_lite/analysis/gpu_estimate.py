@@ -237,6 +237,76 @@ def _column(ops: pd.DataFrame, name: str, n: int) -> np.ndarray:
     return ops[name].to_numpy(dtype=float) if name in ops.columns else np.full(n, np.nan)
 
 
+def _gemm_occupancy(ops: pd.DataFrame, g: GpuModel, is_gemm: np.ndarray, flops: np.ndarray, nbytes: np.ndarray,
+                    elem_bytes: np.ndarray, m_col: np.ndarray, n_col: np.ndarray, hbm: float,
+                    wave_quantization: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(occupancy, epilogue seconds) of each GEMM from its output tiles (1 and 0 for other ops): tiles in waves
+    over the SMs, split-K, and the epilogue of an output larger than the L2."""
+    n = len(ops)
+    occ = np.ones(n)
+    epilogue = np.zeros(n)
+    if is_gemm.any():
+        b = _column(ops, "batch", n)
+        b = np.where(np.isfinite(b) & (b > 0), b, 1.0)
+        side = math.sqrt(g.gemm_tile_elements)
+        out_tiles = b * np.ceil(m_col / side) * np.ceil(n_col / side)
+        out_elems = b * m_col * n_col
+        tiles = out_tiles.copy()
+        if "k" in ops.columns:
+            # split-K: a small output with a long reduction is cut along K into slices run on more SMs
+            # (cuBLAS / CUTLASS 'split-K'); slices of at least SPLIT_K_MIN (assumed) keep each worth a launch
+            kk = ops["k"].to_numpy(dtype=float)
+            split = np.where(np.isfinite(kk), np.maximum(1.0, np.floor(kk / SPLIT_K_MIN)), 1.0)
+            # as many slices as fit the SMs in one wave (a split that spills into a second wave gains nothing)
+            tiles = tiles * np.minimum(split, np.maximum(1.0, np.floor(g.sms / np.maximum(tiles, 1.0))))
+        shaped = np.isfinite(tiles) & (tiles > 0)
+        need = is_gemm & ~shaped
+        if need.any():
+            mn = _equivalent_output(flops[need], (nbytes / elem_bytes)[need])
+            tiles[need] = np.ceil(mn / g.gemm_tile_elements)
+            out_tiles[need] = tiles[need]
+            out_elems[need] = mn
+        t = np.nan_to_num(tiles, nan=g.sms)
+        t = np.maximum(t, 1.0)
+        if wave_quantization:  # the last wave of tiles leaves SMs idle (NVIDIA GEMM guide, 'wave quantization')
+            occ = np.where(is_gemm, t / (np.ceil(t / g.sms) * g.sms), 1.0)
+        else:
+            occ = np.where(is_gemm, np.minimum(1.0, t / g.sms), 1.0)
+        occ = np.clip(occ, 1e-3, 1.0)
+        # epilogue: a tile writes its C block after its main loop; an output larger than the L2 goes to HBM at
+        # the SM's share of the bandwidth, once per wave of output tiles
+        spill = is_gemm & np.isfinite(out_elems) & (g.l2_bytes is not None) & \
+            (np.nan_to_num(out_elems) * elem_bytes > (g.l2_bytes or np.inf))
+        waves_out = np.ceil(np.nan_to_num(out_tiles, nan=g.sms) / g.sms)
+        epilogue = np.where(spill, waves_out * g.gemm_tile_elements * elem_bytes / (hbm / g.sms), 0.0)
+    return occ, epilogue
+
+
+def _row_passes(g: GpuModel, kind: np.ndarray, m_col: np.ndarray, n_col: np.ndarray, nbytes: np.ndarray,
+                elem_bytes: np.ndarray, hbm: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(HBM passes over the compulsory bytes, bandwidth, SFU seconds) of each op: the row-reduction kernels'
+    passes (softmax, LayerNorm); one pass at ``hbm`` for the others."""
+    n = len(kind)
+    passes = np.ones(n)
+    bw = np.full(n, hbm)
+    exp_s = np.zeros(n)
+    is_sm, is_ln = kind == "softmax", kind == "layernorm"
+    if is_sm.any():
+        block = ~(np.isfinite(n_col) & (n_col <= g.softmax_warp_max_columns))
+        passes = np.where(is_sm & block, (g.softmax_hbm_reads + 1) / 2.0, passes)
+        if g.sfu_ops_per_s:
+            elements = np.where(np.isfinite(m_col * n_col), m_col * n_col, nbytes / (2 * elem_bytes))
+            exp_s = np.where(is_sm, elements / g.sfu_ops_per_s, 0.0)
+    if is_ln.any():
+        # the normalise pass finds row_onchip_bytes of each row on chip, re-reads the rest from HBM
+        row = np.where(np.isfinite(n_col), n_col * elem_bytes, 0.0)
+        wide = row > g.row_onchip_bytes
+        miss = np.where(wide, 1.0 - g.row_onchip_bytes / np.where(wide, row, 1.0), 0.0)
+        passes = np.where(is_ln & wide, 1.0 + miss / 2.0, passes)
+        bw = np.where(is_ln & wide, g.hbm_bytes_per_s * g.wide_row_hbm_fraction, bw)
+    return passes, bw, exp_s
+
+
 def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quantization: bool = True,
                  gemm_precision: str | None = None) -> pd.DataFrame:
     """Per-op GPU estimate.  ``ops`` needs ``type``, ``precision``, ``flops``, ``min_bytes`` (the ops table of a
@@ -285,65 +355,14 @@ def estimate_ops(ops: pd.DataFrame, gpu: GpuModel | DeviceSpec | str, wave_quant
         peak = np.where(fp8_gemm, g.fp8_peak, peak)
     m_col, n_col = _column(ops, "m", n), _column(ops, "n", n)
     hbm = g.hbm_bytes_per_s * g.hbm_fraction
-    # GEMM occupancy from its output tiles
-    occ = np.ones(n)
-    epilogue = np.zeros(n)
-    if is_gemm.any():
-        b = _column(ops, "batch", n)
-        b = np.where(np.isfinite(b) & (b > 0), b, 1.0)
-        side = math.sqrt(g.gemm_tile_elements)
-        out_tiles = b * np.ceil(m_col / side) * np.ceil(n_col / side)
-        out_elems = b * m_col * n_col
-        tiles = out_tiles.copy()
-        if "k" in ops.columns:
-            # split-K: a small output with a long reduction is cut along K into slices run on more SMs
-            # (cuBLAS / CUTLASS 'split-K'); slices of at least SPLIT_K_MIN (assumed) keep each worth a launch
-            kk = ops["k"].to_numpy(dtype=float)
-            split = np.where(np.isfinite(kk), np.maximum(1.0, np.floor(kk / SPLIT_K_MIN)), 1.0)
-            # as many slices as fit the SMs in one wave (a split that spills into a second wave gains nothing)
-            tiles = tiles * np.minimum(split, np.maximum(1.0, np.floor(g.sms / np.maximum(tiles, 1.0))))
-        shaped = np.isfinite(tiles) & (tiles > 0)
-        need = is_gemm & ~shaped
-        if need.any():
-            mn = _equivalent_output(flops[need], (nbytes / elem_bytes)[need])
-            tiles[need] = np.ceil(mn / g.gemm_tile_elements)
-            out_tiles[need] = tiles[need]
-            out_elems[need] = mn
-        t = np.nan_to_num(tiles, nan=g.sms)
-        t = np.maximum(t, 1.0)
-        if wave_quantization:  # the last wave of tiles leaves SMs idle (NVIDIA GEMM guide, 'wave quantization')
-            occ = np.where(is_gemm, t / (np.ceil(t / g.sms) * g.sms), 1.0)
-        else:
-            occ = np.where(is_gemm, np.minimum(1.0, t / g.sms), 1.0)
-        occ = np.clip(occ, 1e-3, 1.0)
-        # epilogue: a tile writes its C block after its main loop; an output larger than the L2 goes to HBM at
-        # the SM's share of the bandwidth, once per wave of output tiles
-        spill = is_gemm & np.isfinite(out_elems) & (g.l2_bytes is not None) & \
-            (np.nan_to_num(out_elems) * elem_bytes > (g.l2_bytes or np.inf))
-        waves_out = np.ceil(np.nan_to_num(out_tiles, nan=g.sms) / g.sms)
-        epilogue = np.where(spill, waves_out * g.gemm_tile_elements * elem_bytes / (hbm / g.sms), 0.0)
+    occ, epilogue = _gemm_occupancy(ops, g, is_gemm, flops, nbytes, elem_bytes, m_col, n_col, hbm,
+                                   wave_quantization)
     # the best measured matmul fraction of the peak the GEMM runs at: FP8's own where the GPU has one (MAMF FP8)
     gemm_frac = np.where(fp8_gemm, g.gemm_fraction_fp8 or g.gemm_fraction, g.gemm_fraction)
     frac = np.where(is_gemm, gemm_frac * occ, 1.0)
     compute = np.where(flops > 0, flops / (peak * frac), 0.0) + epilogue
     # HBM traffic: compulsory bytes, times the passes of the row-reduction kernels
-    passes = np.ones(n)
-    bw = np.full(n, hbm)
-    exp_s = np.zeros(n)
-    is_sm, is_ln = kind == "softmax", kind == "layernorm"
-    if is_sm.any():
-        block = ~(np.isfinite(n_col) & (n_col <= g.softmax_warp_max_columns))
-        passes = np.where(is_sm & block, (g.softmax_hbm_reads + 1) / 2.0, passes)
-        if g.sfu_ops_per_s:
-            elements = np.where(np.isfinite(m_col * n_col), m_col * n_col, nbytes / (2 * elem_bytes))
-            exp_s = np.where(is_sm, elements / g.sfu_ops_per_s, 0.0)
-    if is_ln.any():
-        # the normalise pass finds row_onchip_bytes of each row on chip, re-reads the rest from HBM
-        row = np.where(np.isfinite(n_col), n_col * elem_bytes, 0.0)
-        wide = row > g.row_onchip_bytes
-        miss = np.where(wide, 1.0 - g.row_onchip_bytes / np.where(wide, row, 1.0), 0.0)
-        passes = np.where(is_ln & wide, 1.0 + miss / 2.0, passes)
-        bw = np.where(is_ln & wide, g.hbm_bytes_per_s * g.wide_row_hbm_fraction, bw)
+    passes, bw, exp_s = _row_passes(g, kind, m_col, n_col, nbytes, elem_bytes, hbm)
     memory = nbytes * passes / bw + exp_s
     kernels = ops["kernels"].to_numpy(dtype=float) if "kernels" in ops.columns else np.ones(n)
     launch = kernels * g.launch_s

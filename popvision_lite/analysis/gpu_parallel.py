@@ -258,6 +258,28 @@ def _activation(setting: Setting, tp: int, sp: bool) -> float:
     return float(a(tp, sp)) if callable(a) else float(a or 0.0)
 
 
+def _gpu_memory(setting: Setting, pl: Placement, gpu: ge.GpuModel, gpu_params: float, stored: str, m: float,
+                stage_layers: int, L: int) -> dict:
+    """Memory per GPU: weights, gradients, optimizer state (sharded by a distributed optimizer) and the
+    activations of the micro-batches in flight on the GPU's ``stage_layers`` of the ``L`` layers."""
+    flags = pl.flags
+    state_pp = ge.STATE_BYTES_PER_PARAM[setting.optimizer] if setting.training else ge.BYTES_PER_ELEMENT.get(stored, 2)
+    if setting.training and flags["distributed_optimizer"]:
+        state_pp = 4 + (state_pp - 4) / pl.dp           # 16-bit weights and gradients whole, the fp32 state / d
+    state = gpu_params * state_pp
+    per_sample = _activation(setting, pl.tp, flags["sequence_parallel"])
+    in_flight = min(m, pl.pp) * (1 + (pl.pp - 1) / (pl.pp * pl.vp) if pl.vp > 1 else 1.0)
+    acts = per_sample * pl.micro_batch * in_flight * stage_layers / L
+    cap = gpu.hbm_capacity
+    total = state + acts
+    wbytes = gpu_params * ge.BYTES_PER_ELEMENT.get(stored, 2)
+    memory = {"weights_bytes": wbytes, "gradients_bytes": wbytes if setting.training else 0.0,
+              "optimizer_bytes": max(state - 2 * wbytes, 0.0) if setting.training else 0.0, "activation_bytes": acts,
+              "total_bytes": total, "capacity_bytes": cap, "fits": (cap is None) or total <= cap,
+              "optimizer": setting.optimizer, "params": setting.params, "params_per_gpu": gpu_params}
+    return memory
+
+
 def compose(lay: Layout, gpu: ge.GpuModel, pl: Placement, setting: Setting) -> ge.TrainingEstimate:
     """The step of ``pl`` from the per-micro-batch layout ``lay`` (made at ``pl.tp``, ``pl.micro_batch``)."""
     flags = pl.flags
@@ -328,21 +350,7 @@ def compose(lay: Layout, gpu: ge.GpuModel, pl: Placement, setting: Setting) -> g
         opt = opt_bound = 0.0
     step = pipe + sum(comm.values()) + opt
     sps = setting.samples_per_step / step if step > 0 else math.inf
-    # memory per GPU
-    state_pp = ge.STATE_BYTES_PER_PARAM[setting.optimizer] if setting.training else ge.BYTES_PER_ELEMENT.get(stored, 2)
-    if setting.training and flags["distributed_optimizer"]:
-        state_pp = 4 + (state_pp - 4) / pl.dp           # 16-bit weights and gradients whole, the fp32 state / d
-    state = gpu_params * state_pp
-    per_sample = _activation(setting, pl.tp, flags["sequence_parallel"])
-    in_flight = min(m, pl.pp) * (1 + (pl.pp - 1) / (pl.pp * pl.vp) if pl.vp > 1 else 1.0)
-    acts = per_sample * pl.micro_batch * in_flight * stage_layers / L
-    cap = gpu.hbm_capacity
-    total = state + acts
-    wbytes = gpu_params * ge.BYTES_PER_ELEMENT.get(stored, 2)
-    memory = {"weights_bytes": wbytes, "gradients_bytes": wbytes if setting.training else 0.0,
-              "optimizer_bytes": max(state - 2 * wbytes, 0.0) if setting.training else 0.0, "activation_bytes": acts,
-              "total_bytes": total, "capacity_bytes": cap, "fits": (cap is None) or total <= cap,
-              "optimizer": setting.optimizer, "params": setting.params, "params_per_gpu": gpu_params}
+    memory = _gpu_memory(setting, pl, gpu, gpu_params, stored, m, stage_layers, L)
     full = max(lay.layer_s + lay.first_s + lay.last_s, 1e-30)   # the stage's share of the whole pass's bounds
     by = {b: m * v * stage / full for b, v in lay.by_bound.items()}
     by["hbm"] += opt

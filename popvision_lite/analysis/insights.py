@@ -159,12 +159,6 @@ def _activation_mask(variables: pd.DataFrame) -> np.ndarray:
             & (variables["kind"].astype(str).to_numpy() == "variable"))
 
 
-def activations_live_at(profile, lstep: int) -> pd.DataFrame:
-    v = stored_table(profile, "variables")
-    live = (v["first_lstep"].to_numpy() <= lstep) & (v["last_lstep"].to_numpy() >= lstep)
-    return v[_activation_mask(v) & live]
-
-
 def op_at_lstep(profile, lstep: int) -> int:
     """Op of the leaf program at liveness step ``lstep`` (-1 if none)."""
     pr = stored_table(profile, "programs")
@@ -216,12 +210,6 @@ def bytes_on_tile(profile, tile: int, var_ids) -> int:
     vt = stored_table(profile, "variable_tiles")
     on = (vt["tile"].to_numpy() == tile) & np.isin(vt["var_id"].to_numpy(), np.asarray(list(var_ids), dtype=np.int64))
     return int(vt["bytes"].to_numpy()[on].sum())
-
-
-def weight_variables(profile) -> pd.DataFrame:
-    """Always-live variables (weights and optimiser state; not constants)."""
-    v = stored_table(profile, "variables")
-    return v[v["always_live"].to_numpy(bool) & (v["kind"].astype(str).to_numpy() == "variable")]
 
 
 def step_kind_cycles(profile) -> dict[str, int]:

@@ -313,57 +313,59 @@ def gpu_list(gpus, name: str = "gpus") -> tuple:
     return items
 
 
-def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
-            ipu_spec: DeviceSpec | None = None) -> RooflineAnalysis:
-    """Roofline numbers for every op of ``profile`` (a Profile, ProfileData, or anything with
-    ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present).  ``gpus``: GPU device ids to
-    draw beside it (one id, or a list; ``devices.list_devices("gpu")``)."""
-    gpus = gpu_list(gpus)
-    target = _target_of(profile)
-    notes = []
+def _ipu_spec(target, ipu_spec: DeviceSpec | None, notes: list[str]) -> DeviceSpec:
+    """The IPU spec the roofs are drawn for: ``ipu_spec``, the profile's bundled device, or (a device this build
+    has no spec for) the fallback IPU, said in ``notes``."""
     try:
-        spec = ipu_spec or devices.load_bundled_device(target.device)  # an id from a file, never a path
+        return ipu_spec or devices.load_bundled_device(target.device)  # an id from a file, never a path
     except DeviceSpecError:
         # a profile naming a device this build has no spec for: draw against a known IPU and say so
         spec = devices.load_bundled_device(FALLBACK_IPU)
         notes.append(f"target device {str(target.device)[:60]!r} is unknown to this build; roofs drawn for the "
                      f"{spec.name} ({FALLBACK_IPU}) scaled to the profile's tiles, so treat the bounds as rough")
-    ops = stored_table(profile, "ops").reset_index(drop=True)
-    new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
-    n_ipus = int(target.num_ipus)
-    run_chips = _run_chips(profile)
-    ipu = ipu_roofline(spec, 1, int(target.tiles_per_ipu), links=run_chips > 1)
-    if run_chips > 1:
-        ipu.name += ", per chip"
-    gpu_lines = [gpu_roofline(g) for g in gpus]
-    clock = float(target.clock_hz)
-    if ipu.note:
-        notes.append(ipu.note)
+        return spec
 
-    flops = ops["flops"].to_numpy(dtype=float)
-    cycles = ops["cycles"].to_numpy(dtype=float)
-    t_ipu = cycles / clock
+
+def _op_counts(profile, notes: list[str]):
+    """The ops' run counts (model_pass.op_counts), or None (each row one run, said in ``notes``)."""
     try:
-        counts = wl.op_counts(profile)
+        return wl.op_counts(profile)
     except ConfigError as e:
-        counts = None
         notes.append(f"op run counts unreadable ({e}); every row taken as one run")
-    try:  # the step and the ops' shares of the IPU time, as every view shows them (analysis/run_totals.py)
+        return None
+
+
+def _run_totals_or_none(profile):
+    """The step and the ops' shares of the IPU time, as every view shows them (analysis/run_totals.py); None
+    for a stand-in with .ops and .target only."""
+    try:
         from popvision_lite.analysis.run_totals import run_totals
 
-        rt = run_totals(profile)
+        return run_totals(profile)
     except (AttributeError, KeyError, TypeError):  # a stand-in with .ops and .target only
-        rt = None
+        return None
+
+
+def _step_cycles(profile, ops: pd.DataFrame, counts, rt) -> int:
+    """Cycles of the run's wall time that costs and shares are taken of."""
     if rt is not None and rt.step_cycles > 0:
         # the one wall time of a step (the per-step host terms included), as the Summary and `info` give it
-        run_cycles = int(rt.step_cycles)
-    else:
-        run_cycles = _run_cycles(profile, ops)
-        if counts is not None and counts.pipelined:
-            # the rows total one training step of one replica; the drawn timeline elides most of it
-            step = getattr(profile, "run", {}).get("total_cycles")
-            if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
-                run_cycles = int(step)
+        return int(rt.step_cycles)
+    run_cycles = _run_cycles(profile, ops)
+    if counts is not None and counts.pipelined:
+        # the rows total one training step of one replica; the drawn timeline elides most of it
+        step = getattr(profile, "run", {}).get("total_cycles")
+        if isinstance(step, int | float) and not isinstance(step, bool) and step > 0:
+            run_cycles = int(step)
+    return run_cycles
+
+
+def _ipu_columns(new: dict[str, Any], ops: pd.DataFrame, ipu: Roofline, rt, run_cycles: int, t_ipu: np.ndarray,
+                 chip_frac: np.ndarray, n_ipus: int, notes: list[str]) -> None:
+    """The IPU point of every op into ``new``: time, share, achieved FLOP/s, bounding level and intensity, the
+    roof it sits under, what bounds it, efficiency, and whether it is above a roof (flagged in ``notes``)."""
+    flops = ops["flops"].to_numpy(dtype=float)
+    cycles = ops["cycles"].to_numpy(dtype=float)
     new["ipu_time_s"] = t_ipu
     new["share"] = cycles / run_cycles if run_cycles > 0 else 0.0
     if rt is not None and len(rt.op_share) == len(ops):
@@ -371,11 +373,7 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     with np.errstate(divide="ignore", invalid="ignore"):
         new["achieved_flops"] = np.where(t_ipu > 0, flops / t_ipu, 0.0)
     new["chip_flops"] = new["achieved_flops"] / np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1)
-
-    # chips each op ran on: its own IPU, or all of them (-1); its roofs are those chips' together
-    op_chips = np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1).astype(float)
-    chip_frac = op_chips
-    new["op_chips"] = op_chips
+    new["op_chips"] = chip_frac
     prec = ops["precision"].astype(str).to_numpy()
     peak = np.where(prec == "fp16", ipu.peak("fp16"), ipu.peak("fp32")) * chip_frac
 
@@ -419,16 +417,14 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         notes.append(f"{len(bad)} op(s) faster than their IPU roofs allow (cost model exceeds the spec): "
                      + ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
 
-    # GPU roofline bounds.  A pipelined profile's rows total several runs of an op (layers x micro-batches
-    # of a step) while min_bytes is one run's: the GPU side runs each op as often as the IPU did
-    runs = counts.table_runs.astype(float) if counts is not None else np.ones(len(ops))
-    if counts is not None and counts.pipelined:
-        what = "pipelined run" if n_ipus > 1 else "composed run (layers x micro-batches)"
-        notes.append(f"{what}: each row totals its op's runs of one training step of one replica "
-                     f"({counts.basis}); GPU times are for as many runs")
-    run_ops = wl.per_run(ops, counts) if counts is not None else ops
-    working_set = ops["min_bytes"].to_numpy(dtype=float)       # one run
-    min_bytes = working_set * runs                              # all the runs the row totals
+
+def _gpu_columns(new: dict[str, Any], ops: pd.DataFrame, gpu_lines: list[Roofline], run_ops: pd.DataFrame,
+                 runs: np.ndarray, t_ipu: np.ndarray) -> None:
+    """Each GPU's roofline bound and estimate of every op into ``new`` (``{gpu}_time_s``, ``{gpu}_est_time_s``,
+    speed-ups ...), for as many runs of the op as its row totals."""
+    flops = ops["flops"].to_numpy(dtype=float)
+    prec = ops["precision"].astype(str).to_numpy()
+    min_bytes = ops["min_bytes"].to_numpy(dtype=float) * runs  # all the runs the row totals
     for g in gpu_lines:
         gp = np.where(prec == "fp16", g.peak("fp16"), g.peak("fp32"))
         hbm = g.bw("hbm")
@@ -449,13 +445,16 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
             new[f"{gid}_est_speedup"] = np.where(te > 0, t_ipu / te, math.nan)
             new[f"{gid}_est_flops"] = np.where(te > 0, flops / te, 0.0)
 
-    # cost per run
+
+def _cost_columns(new: dict[str, Any], spec: DeviceSpec, gpu_lines: list[Roofline], wall_s: float, n_ipus: int,
+                  t_ipu: np.ndarray, notes: list[str]) -> float:
+    """Cost per run into ``new`` (IPU: the run's cost shared over ops by time; GPU: estimated time x price); the
+    IPU run's cost returned."""
     price, pnote = _price(spec)
     notes.append(f"IPU price: {pnote}")
-    wall_s = run_cycles / clock
     ipu_run_cost = wall_s * n_ipus * price / 3600.0
     t_sum = float(t_ipu.sum())
-    new["ipu_cost_usd"] = ipu_run_cost * t_ipu / t_sum if t_sum > 0 else np.zeros(len(ops))
+    new["ipu_cost_usd"] = ipu_run_cost * t_ipu / t_sum if t_sum > 0 else np.zeros(len(t_ipu))
     for g in gpu_lines:
         gprice, gnote = _price(devices.load_device(g.device_id))
         if math.isnan(gprice):
@@ -463,8 +462,18 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         new[f"{g.device_id}_cost_usd"] = new[f"{g.device_id}_est_time_s"] * gprice / 3600.0
     notes.append(f"IPU cost = wall time x {n_ipus} IPU(s) x price, shared over ops by time; GPU cost = estimated "
                  "time x one GPU x price")
+    return ipu_run_cost
 
-    # what-if: compulsory bytes vs SRAM left after always-live data
+
+def _whatif_columns(new: dict[str, Any], profile, ops: pd.DataFrame, spec: DeviceSpec, ipu: Roofline, target,
+                    capacity_scale: float, runs: np.ndarray, t_ipu: np.ndarray, chip_frac: np.ndarray,
+                    notes: list[str]) -> tuple[float, np.ndarray]:
+    """The what-if into ``new``: compulsory bytes vs the (scaled) SRAM left after always-live data; the
+    capacity and which ops spill returned."""
+    flops = ops["flops"].to_numpy(dtype=float)
+    working_set = ops["min_bytes"].to_numpy(dtype=float)       # one run
+    min_bytes = working_set * runs                              # all the runs the row totals
+    n_ipus = int(target.num_ipus)
     sram_cap = float(spec.memory("sram").capacity_bytes or spec.tiles * spec.sram_bytes_per_tile)
     sram_cap *= target.tiles_per_ipu / spec.tiles
     always = _always_live_bytes(profile)
@@ -484,14 +493,18 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
     with np.errstate(divide="ignore", invalid="ignore"):
         new["whatif_intensity"] = np.where(min_bytes > 0, flops / min_bytes, np.inf)
         new["whatif_flops"] = np.where(new["whatif_time_s"] > 0, flops / new["whatif_time_s"], 0.0)
+    return capacity, spills
 
-    ops = pd.concat([ops, pd.DataFrame(new, index=ops.index)], axis=1).set_index("op_id", drop=False)
+
+def _totals(new: dict[str, Any], gpu_lines: list[Roofline], flops: np.ndarray, t_ipu: np.ndarray, wall_s: float,
+            ipu_run_cost: float, spills: np.ndarray, n_ipus: int, run_chips: int) -> dict[str, Any]:
+    """The run's totals: its time, cost and FLOP/s, each GPU's summed bound, estimate and cost."""
     totals: dict[str, Any] = {
-        "run_time_s": run_cycles / clock,
+        "run_time_s": wall_s,
         "ops_ipu_time_s": float(t_ipu.sum()),
         "ipu_cost_usd": float(ipu_run_cost),
         "flops": float(flops.sum()),
-        "ipu_achieved_flops": float(flops.sum() / (run_cycles / clock)) if run_cycles else 0.0,
+        "ipu_achieved_flops": float(flops.sum() / wall_s) if wall_s else 0.0,
         "spilling_ops": int(spills.sum()),
         "num_ipus": n_ipus,
         "run_chips": run_chips,
@@ -504,6 +517,56 @@ def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
         totals[f"{gid}_est_time_s"] = te
         cost = new[f"{gid}_cost_usd"]
         totals[f"{gid}_cost_usd"] = float(np.nansum(cost)) if np.isfinite(cost).any() else math.nan
+    return totals
+
+
+def analyze(profile, gpus=DEFAULT_GPUS, capacity_scale: float = 1.0,
+            ipu_spec: DeviceSpec | None = None) -> RooflineAnalysis:
+    """Roofline numbers for every op of ``profile`` (a Profile, ProfileData, or anything with
+    ``.ops`` and ``.target``; ``.steps`` and ``.memory`` are used when present).  ``gpus``: GPU device ids to
+    draw beside it (one id, or a list; ``devices.list_devices("gpu")``)."""
+    gpus = gpu_list(gpus)
+    target = _target_of(profile)
+    notes: list[str] = []
+    spec = _ipu_spec(target, ipu_spec, notes)
+    ops = stored_table(profile, "ops").reset_index(drop=True)
+    new: dict[str, Any] = {}  # computed columns, joined once at the end (column inserts are slow)
+    n_ipus = int(target.num_ipus)
+    run_chips = _run_chips(profile)
+    ipu = ipu_roofline(spec, 1, int(target.tiles_per_ipu), links=run_chips > 1)
+    if run_chips > 1:
+        ipu.name += ", per chip"
+    gpu_lines = [gpu_roofline(g) for g in gpus]
+    clock = float(target.clock_hz)
+    if ipu.note:
+        notes.append(ipu.note)
+
+    flops = ops["flops"].to_numpy(dtype=float)
+    t_ipu = ops["cycles"].to_numpy(dtype=float) / clock
+    counts = _op_counts(profile, notes)
+    rt = _run_totals_or_none(profile)
+    run_cycles = _step_cycles(profile, ops, counts, rt)
+    # chips each op ran on: its own IPU, or all of them (-1); its roofs are those chips' together
+    chip_frac = np.where(ops["ipu"].to_numpy() < 0, n_ipus, 1).astype(float)
+    _ipu_columns(new, ops, ipu, rt, run_cycles, t_ipu, chip_frac, n_ipus, notes)
+
+    # GPU roofline bounds.  A pipelined profile's rows total several runs of an op (layers x micro-batches
+    # of a step) while min_bytes is one run's: the GPU side runs each op as often as the IPU did
+    runs = counts.table_runs.astype(float) if counts is not None else np.ones(len(ops))
+    if counts is not None and counts.pipelined:
+        what = "pipelined run" if n_ipus > 1 else "composed run (layers x micro-batches)"
+        notes.append(f"{what}: each row totals its op's runs of one training step of one replica "
+                     f"({counts.basis}); GPU times are for as many runs")
+    run_ops = wl.per_run(ops, counts) if counts is not None else ops
+    _gpu_columns(new, ops, gpu_lines, run_ops, runs, t_ipu)
+
+    wall_s = run_cycles / clock
+    ipu_run_cost = _cost_columns(new, spec, gpu_lines, wall_s, n_ipus, t_ipu, notes)
+    capacity, spills = _whatif_columns(new, profile, ops, spec, ipu, target, capacity_scale, runs, t_ipu, chip_frac,
+                                       notes)
+
+    ops = pd.concat([ops, pd.DataFrame(new, index=ops.index)], axis=1).set_index("op_id", drop=False)
+    totals = _totals(new, gpu_lines, flops, t_ipu, wall_s, ipu_run_cost, spills, n_ipus, run_chips)
     notes.append("GPU 'bound' = roofline bound (max of FLOPs/peak and min_bytes/HBM): an upper limit, not a "
                  "measurement; GPU 'est.' = estimate from measured achievable fractions and launch overhead "
                  "(analysis/gpu_estimate.py)")

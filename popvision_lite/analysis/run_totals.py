@@ -227,25 +227,11 @@ def run_totals(profile) -> RunTotals:
     return rt
 
 
-def _compute(profile) -> RunTotals:
-    t = profile.target
-    rec = record_of(profile)
-    sch = rec.schedule
-    S = int(t.num_ipus)
-    R = rec.replicas_of_run
-    steps = stored_table(profile, "steps")
-    n = len(steps)
-    phases = stored_table(profile, "phases")  # a stand-in without the table gets it built from its schedule
-    ph = (phases if phases is not None else phases_from_schedule(sch, steps, float(t.clock_hz))).copy()
-    starts = steps["start_cycle"].to_numpy(np.int64)
-    ends = steps["end_cycle"].to_numpy(np.int64)
-    dur = ends - starts
-    kind = steps["kind"].to_numpy(np.int64)
-    none = np.full(n, -1, np.int64)
-    ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else none
-    lanes = np.where(ipu < 0, S, 1).astype(np.float64)  # a step on every IPU counts on each of them
-    # how often each stored step runs per training step: the one weighting (profile/phases.py)
-    weight, phase_w = step_runs(ph, steps, S)
+def _phase_parts(ph: pd.DataFrame, phase_w, kind: np.ndarray, dur: np.ndarray, lanes: np.ndarray,
+                 S: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Each phase's wall time, IPU time, waiting and cycles by step kind and by part, as columns joined to
+    ``ph``; and which stored steps some phase claims."""
+    n = len(kind)
     nk = len(schema.STEP_KINDS)
     part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
     HOST = PARTS.index("host")
@@ -279,7 +265,81 @@ def _compute(profile) -> RunTotals:
     cols = ["wall_cycles", "ipu_time_cycles", "waiting_cycles", *(f"kind_{k}" for k in schema.STEP_KINDS),
             "kind_host", *PARTS]
     extra = pd.DataFrame(rows, columns=cols, index=ph.index) if rows else pd.DataFrame(columns=cols, index=ph.index)
-    ph = pd.concat([ph, extra], axis=1)
+    return pd.concat([ph, extra], axis=1), in_phase
+
+
+def _op_cycles(profile, steps: pd.DataFrame, sch, weighted: np.ndarray, kind: np.ndarray,
+               ipu_time: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """(ops table, each op's cycles, its cycles by part, its share of the IPU time): the weighted cycles of the
+    stored steps each op owns (every IPU of a step on all IPUs), or the pipelined ops table's own."""
+    part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
+    ops = stored_table(profile, "ops")
+    op_id = steps["op_id"].to_numpy(np.int64) if "op_id" in steps.columns else np.full(len(steps), -1, np.int64)
+    ok = op_id >= 0
+    op_cycles = np.bincount(op_id[ok], weights=weighted[ok], minlength=len(ops))[:len(ops)] \
+        if len(ops) else np.zeros(0)
+    op_part = np.zeros((len(ops), len(STEP_PARTS)))
+    if len(ops) and ok.any():
+        np.add.at(op_part, (op_id[ok], part_idx[kind[ok]]), weighted[ok])
+    if "pipeline_cycles" in sch and len(ops):
+        # a pipelined ops table holds each op's cycles per training step of one replica, composed by the
+        # emulator from every micro-batch (analysis/model_pass.py); the timeline draws only some pipeline cycles
+        op_cycles = ops["cycles"].to_numpy(np.float64)
+        op_part = np.stack([ops[c].to_numpy(np.float64) for c in
+                            ("compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")], axis=1)
+    op_share = op_cycles / ipu_time if ipu_time else np.zeros(len(op_cycles))
+    return ops, op_cycles, op_part, op_share
+
+
+def _program_cycles(profile, steps: pd.DataFrame, weighted: np.ndarray) -> np.ndarray:
+    """Each program's weighted cycles, its children's included (children come after their parent)."""
+    progs = stored_table(profile, "programs")
+    if progs is None:
+        progs = pd.DataFrame({"parent_id": np.zeros(0, np.int64)})
+    pid = steps["prog_id"].to_numpy(np.int64) if "prog_id" in steps.columns else np.full(len(steps), -1, np.int64)
+    okp = pid >= 0
+    prog_cycles = np.bincount(pid[okp], weights=weighted[okp], minlength=len(progs))[:len(progs)] \
+        if len(progs) else np.zeros(0)
+    parent = progs["parent_id"].to_numpy(np.int64)
+    for q in range(len(progs) - 1, -1, -1):  # children come after their parent
+        if parent[q] >= 0:
+            prog_cycles[parent[q]] += prog_cycles[q]
+    return prog_cycles
+
+
+def _memory_peaks(profile) -> tuple[int, int, int, int]:
+    """(peak tile bytes, peak tile, peak not-always-live bytes, its liveness step)."""
+    per_tile = profile.memory.array().sum(axis=(1, 2))
+    peak_tile = int(np.argmax(per_tile)) if per_tile.size else -1
+    ls = stored_table(profile, "liveness_steps")
+    if len(ls):
+        i = int(np.argmax(ls["max_tile_bytes"].to_numpy()))
+        nal, nal_l = int(ls["max_tile_bytes"].iat[i]), int(ls["lstep"].iat[i])
+    else:
+        nal, nal_l = 0, -1
+    return (int(per_tile[peak_tile]) if per_tile.size else 0), peak_tile, nal, nal_l
+
+
+def _compute(profile) -> RunTotals:
+    t = profile.target
+    rec = record_of(profile)
+    sch = rec.schedule
+    S = int(t.num_ipus)
+    R = rec.replicas_of_run
+    steps = stored_table(profile, "steps")
+    n = len(steps)
+    phases = stored_table(profile, "phases")  # a stand-in without the table gets it built from its schedule
+    ph = (phases if phases is not None else phases_from_schedule(sch, steps, float(t.clock_hz))).copy()
+    starts = steps["start_cycle"].to_numpy(np.int64)
+    ends = steps["end_cycle"].to_numpy(np.int64)
+    dur = ends - starts
+    kind = steps["kind"].to_numpy(np.int64)
+    ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else np.full(n, -1, np.int64)
+    lanes = np.where(ipu < 0, S, 1).astype(np.float64)  # a step on every IPU counts on each of them
+    # how often each stored step runs per training step: the one weighting (profile/phases.py)
+    weight, phase_w = step_runs(ph, steps, S)
+    nk = len(schema.STEP_KINDS)
+    ph, in_phase = _phase_parts(ph, phase_w, kind, dur, lanes, S)
     notes = []
     if n and not in_phase.all():  # stored steps no phase claims (a producer's extra steps): counted once
         m = ~in_phase
@@ -300,42 +360,10 @@ def _compute(profile) -> RunTotals:
     part_cycles["sync"] += ipu_time - sum(part_cycles.values())  # rounding: the parts add up to the total
     ph["share_of_step"] = ph["wall_cycles"] / step_cycles if step_cycles else 0.0
 
-    # ops: weighted cycles of the stored steps each op owns (every IPU of a step on all IPUs)
-    ops = stored_table(profile, "ops")
-    op_id = steps["op_id"].to_numpy(np.int64) if "op_id" in steps.columns else none
-    ok = op_id >= 0
-    op_cycles = np.bincount(op_id[ok], weights=(dur * lanes * weight)[ok], minlength=len(ops))[:len(ops)] \
-        if len(ops) else np.zeros(0)
-    op_part = np.zeros((len(ops), len(STEP_PARTS)))
-    if len(ops) and ok.any():
-        np.add.at(op_part, (op_id[ok], part_idx[kind[ok]]), (dur * lanes * weight)[ok])
-    if "pipeline_cycles" in sch and len(ops):
-        # a pipelined ops table holds each op's cycles per training step of one replica, composed by the
-        # emulator from every micro-batch (analysis/model_pass.py); the timeline draws only some pipeline cycles
-        op_cycles = ops["cycles"].to_numpy(np.float64)
-        op_part = np.stack([ops[c].to_numpy(np.float64) for c in
-                            ("compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")], axis=1)
-    op_share = op_cycles / ipu_time if ipu_time else np.zeros(len(op_cycles))
-    progs = stored_table(profile, "programs")
-    if progs is None:
-        progs = pd.DataFrame({"parent_id": np.zeros(0, np.int64)})
-    pid = steps["prog_id"].to_numpy(np.int64) if "prog_id" in steps.columns else none
-    okp = pid >= 0
-    prog_cycles = np.bincount(pid[okp], weights=(dur * lanes * weight)[okp], minlength=len(progs))[:len(progs)] \
-        if len(progs) else np.zeros(0)
-    parent = progs["parent_id"].to_numpy(np.int64)
-    for q in range(len(progs) - 1, -1, -1):  # children come after their parent
-        if parent[q] >= 0:
-            prog_cycles[parent[q]] += prog_cycles[q]
-
-    per_tile = profile.memory.array().sum(axis=(1, 2))
-    peak_tile = int(np.argmax(per_tile)) if per_tile.size else -1
-    ls = stored_table(profile, "liveness_steps")
-    if len(ls):
-        i = int(np.argmax(ls["max_tile_bytes"].to_numpy()))
-        nal, nal_l = int(ls["max_tile_bytes"].iat[i]), int(ls["lstep"].iat[i])
-    else:
-        nal, nal_l = 0, -1
+    weighted = dur * lanes * weight
+    ops, op_cycles, op_part, op_share = _op_cycles(profile, steps, sch, weighted, kind, ipu_time)
+    prog_cycles = _program_cycles(profile, steps, weighted)
+    peak_bytes, peak_tile, nal, nal_l = _memory_peaks(profile)
     per_step, sps, basis = throughput(rec, step_cycles, float(t.clock_hz))
     return RunTotals(
         clock_hz=float(t.clock_hz), step_cycles=step_cycles, total_cycles=step_cycles, replicas=R, stages=S,
@@ -344,7 +372,7 @@ def _compute(profile) -> RunTotals:
                         for i, k in enumerate(schema.STEP_KINDS)}, "host": int(round(host_tot))},
         waiting_cycles=waiting, phases=ph, step_weight=weight, op_cycles=op_cycles, op_share=op_share,
         op_part_cycles=op_part, program_cycles=prog_cycles,
-        op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=int(per_tile[peak_tile]) if per_tile.size else 0,
+        op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=peak_bytes,
         peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
         capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
         throughput_basis=basis, notes=notes, tensor_parallel=sch.tensor_parallel,

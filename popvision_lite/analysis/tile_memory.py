@@ -34,10 +34,6 @@ def measure_label(measure: str) -> str:
     return MEASURE_LABELS.get(measure, f"{measure} bytes")
 
 
-def measure_unit(measure: str) -> str:
-    return "%" if measure == PERCENT else "B"
-
-
 class TileMemory:
     def __init__(self, profile):
         self.profile = profile
@@ -157,9 +153,3 @@ class TileMemory:
             else pd.DataFrame(columns=cols)
         out["bytes_on_tile"] = out["bytes_on_tile"].astype(np.int64)
         return out.sort_values(["bytes_on_tile", "var_id"], ascending=[False, True]).reset_index(drop=True)
-
-    def ipu_totals(self) -> pd.DataFrame:
-        """Per IPU: total bytes, max tile bytes, tiles over capacity."""
-        ipu = np.arange(self.num_tiles) // self.tiles_per_ipu
-        df = pd.DataFrame({"ipu": ipu, "total": self.total, "over": self.over_capacity})
-        return df.groupby("ipu").agg(total=("total", "sum"), max_tile=("total", "max"), over_capacity=("over", "sum"))

@@ -193,6 +193,145 @@ def _attention(q, k, v, layout: str) -> tuple[float, float, float, float, float]
     return b, h, sq, sk, (dq, dv)
 
 
+def _gemm(b, m, k, n, es, extra=0.0):
+    """(FLOPs, bytes) of ``b`` products of (m x k) by (k x n) in elements of ``es`` bytes, plus ``extra`` bytes."""
+    return 2.0 * b * m * k * n, es * b * (m * k + k * n + m * n) + extra
+
+
+def _matmul_cost(name: str, op: str, d: list, args: dict, e0: int) -> tuple[float, float, str] | None:
+    """mm, addmm, bmm, baddbmm, linear, matmul: 2 M K N per product."""
+    if op == "mm" and len(d) >= 2 and len(d[0]) == 2 and len(d[1]) == 2:
+        (m, k), (_, n) = d[0], d[1]
+        f, by = _gemm(1, m, k, n, e0)
+        return f, by, "mm 2MKN"
+    if op == "addmm" and len(d) >= 3 and len(d[1]) == 2 and len(d[2]) == 2:
+        (m, k), (_, n) = d[1], d[2]
+        f, by = _gemm(1, m, k, n, _esize(args, 1), _esize(args, 0) * _prod(d[0]))
+        return f + m * n, by, "addmm 2MKN + MN"
+    if op == "bmm" and len(d) >= 2 and len(d[0]) == 3 and len(d[1]) == 3:
+        (b, m, k), (_, _, n) = d[0], d[1]
+        f, by = _gemm(b, m, k, n, e0)
+        return f, by, "bmm 2BMKN"
+    if op == "baddbmm" and len(d) >= 3 and len(d[1]) == 3 and len(d[2]) == 3:
+        (b, m, k), (_, _, n) = d[1], d[2]
+        f, by = _gemm(b, m, k, n, _esize(args, 1), _esize(args, 0) * _prod(d[0]))
+        return f + b * m * n, by, "baddbmm 2BMKN + BMN"
+    if op == "linear" and len(d) >= 2 and len(d[0]) >= 1 and len(d[1]) == 2:
+        rows = _prod(d[0][:-1])
+        k = d[0][-1]
+        n = d[1][0]
+        bias = _prod(d[2]) if len(d) > 2 and d[2] else 0.0
+        f, by = _gemm(1, rows, k, n, e0, e0 * bias)
+        return f + (rows * n if bias else 0.0), by, "linear 2 rows K N"
+    if op == "matmul" and len(d) >= 2 and d[0] and d[1]:
+        a, b = list(d[0]), list(d[1])
+        if len(a) == 1:
+            a = [1] + a
+        if len(b) == 1:
+            b = b + [1]
+        m, k, n = a[-2], a[-1], b[-1]
+        batch = max(_prod(a[:-2]), _prod(b[:-2]))
+        f = 2.0 * batch * m * k * n
+        by = e0 * (_prod(a) + _prod(b) + batch * m * n)
+        return f, by, "matmul 2 batch MKN"
+    return None
+
+
+def _conv_cost(name: str, op: str, d: list, args: dict, e0: int) -> tuple[float, float, str] | None:
+    """A forward convolution (transposed or not): 2 N O out_spatial (C/g) kernel."""
+    if op in CONV_ARGS and len(d) >= 2 and len(d[0]) >= 3 and len(d[1]) == len(d[0]):
+        x, w = d[0], d[1]
+        n, spatial = x[0], x[2:]
+        o, cin_g, kernel = w[0], w[1], w[2:]
+        si, pi, di, ti = CONV_ARGS[op]
+        if ti is not None and _concrete(args, ti) is True:   # transposed: each INPUT point meets the filter
+            f = 2.0 * n * _prod(spatial) * _prod(w)
+            return f, e0 * (_prod(x) + _prod(w) + f / (2.0 * _prod(kernel) * cin_g)), "transposed conv 2 N in_sp W"
+        nd = len(spatial)
+        stride, pad, dil = _ints(_concrete(args, si), nd), _ints(_concrete(args, pi), nd), \
+            _ints(_concrete(args, di), nd)
+        if stride and pad and len(stride) == len(pad) == nd:
+            dil = dil if dil and len(dil) == nd else [1] * nd
+            out_sp = [(sz + 2 * pad[i] - dil[i] * (kernel[i] - 1) - 1) // stride[i] + 1
+                      for i, sz in enumerate(spatial)]
+            how = f"conv ({op}) 2 N O out_spatial (C/g) kernel"
+        else:
+            out_sp = list(spatial)  # stride / padding not recorded: 'same' convolution assumed
+            how = f"conv ({op}) 2 N O spatial (C/g) kernel; stride 1 'same' padding assumed"
+        out = n * o * _prod(out_sp)
+        f = 2.0 * out * cin_g * _prod(kernel)
+        by = e0 * (_prod(x) + _prod(w) + out)
+        return f, by, how
+    return None
+
+
+def _conv_backward_cost(name: str, op: str, d: list, args: dict, e0: int) -> tuple[float, float, str] | None:
+    """convolution_backward: the forward's multiply-adds per requested gradient."""
+    if op == "convolution_backward" and len(d) >= 3 and len(d[0]) >= 3 and len(d[0]) == len(d[1]) == len(d[2]):
+        # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+        # groups, output_mask): data gradient and weight gradient each cost the forward's multiply-adds
+        go, x, w = d[0], d[1], d[2]
+        if _concrete(args, 7) is True:
+            return math.nan, math.nan, f"{name}: transposed convolution backward has no FLOP formula here"
+        mask = _concrete(args, 10)
+        mask = list(mask) if isinstance(mask, list | tuple) and len(mask) >= 2 else [True, True, False]
+        per = 2.0 * _prod(go) * w[1] * _prod(w[2:])       # 2 N O out_spatial (C/g) kernel
+        f = per * (bool(mask[0]) + bool(mask[1]))
+        by = e0 * ((_prod(go) + _prod(w) + _prod(x)) * bool(mask[0]) + (_prod(go) + _prod(x) + _prod(w))
+                   * bool(mask[1]) + (_prod(go) + go[1]) * bool(mask[2] if len(mask) > 2 else False))
+        return f, by, "conv backward: 2 N O out_spatial (C/g) kernel per requested gradient"
+    return None
+
+
+def _attention_cost(name: str, op: str, d: list, args: dict, e0: int) -> tuple[float, float, str] | None:
+    """Scaled dot-product attention, forward or backward."""
+    layout = "bhsd" if op in SDPA_BHSD or (op.endswith("_backward") and op[:-9] in SDPA_BHSD) else \
+        "bshd" if op in SDPA_BSHD or op in ("_flash_attention_backward", "_efficient_attention_backward") else ""
+    if layout:
+        bwd = op.endswith("_backward")
+        t = d[1:4] if bwd else d[0:3]      # backward: (grad_out, query, key, value, out, ...)
+        if len(t) == 3 and all(len(x) == 4 for x in t):
+            b, h, sq, sk, (dq, dv) = _attention(*t, layout)
+            if bwd:  # recompute QK^T, then dV, dP, dQ, dK: five products (torch.utils.flop_counter's count)
+                f = 2.0 * b * h * sq * sk * (3 * dq + 2 * dv)
+                by = e0 * (_prod(d[0]) + 2 * sum(_prod(x) for x in t) + (_prod(d[4]) if len(d) > 4 else 0))
+                return f, by, "attention backward 2BH Sq Sk (3 Dq + 2 Dv)"
+            f = 2.0 * b * h * sq * sk * (dq + dv)
+            by = e0 * (sum(_prod(x) for x in t) + b * h * sq * dv)
+            return f, by, "attention 2BH Sq Sk (Dq + Dv)"
+    return None
+
+
+def _gather_cost(name: str, op: str, d: list, args: dict, e0: int) -> tuple[float, float, str] | None:
+    """index_select / embedding: a gather, bytes only."""
+    if op in GATHERS and len(d) >= 2 and d[0]:
+        # index_select(self, dim, index) / embedding(weight, indices): rows of d[0] picked by an index tensor
+        src, idx = d[0], (d[2] if op == "index_select" and len(d) > 2 else d[1])
+        dim = _concrete(args, 1) if op == "index_select" else 0
+        dim = dim if isinstance(dim, int) and not isinstance(dim, bool) and -len(src) <= dim < len(src) else 0
+        row = _prod(src) / max(float(src[dim]), 1.0)
+        picked = _prod(idx) * row
+        by = e0 * 2.0 * picked + _esize(args, 2 if op == "index_select" else 1) * _prod(idx)
+        return 0.0, by, f"{op}: a gather, no FLOPs (bytes: picked rows read and written, indices read)"
+    return None
+
+
+def _elementwise_cost(name: str, op: str, d: list, args: dict, e0: int) -> tuple[float, float, str] | None:
+    """An elementwise op: one FLOP per output element."""
+    base = op.rstrip("_") if op not in ELEMENTWISE else op
+    if op in ELEMENTWISE or base in ELEMENTWISE:
+        tensors = [i for i, x in enumerate(d) if x or _is_0d_tensor(args, i)]
+        if not tensors:
+            return math.nan, math.nan, f"{name}: no tensor among its inputs"
+        out = max(_prod(d[i]) for i in tensors)  # 0-d tensors only: one element
+        by = sum(_esize(args, i) * _prod(d[i]) for i in tensors) + e0 * out
+        return out, by, "elementwise: one FLOP per output element"
+    return None
+
+
+_OP_FAMILIES = (_matmul_cost, _conv_cost, _conv_backward_cost, _attention_cost, _gather_cost, _elementwise_cost)
+
+
 def op_cost(name: str, args: dict) -> tuple[float, float, str]:
     """(FLOPs, bytes, formula) of an aten op from its recorded input shapes and types; (nan, nan, why-not)
     when the op has no formula or no shapes.  Bytes are compulsory: inputs read once, output written once."""
@@ -206,112 +345,11 @@ def op_cost(name: str, args: dict) -> tuple[float, float, str]:
     if not d:  # no shapes recorded; an op of 0-d tensors (AdamW's step add_, item) records [[], [], []]
         return math.nan, math.nan, f"{name}: no Input Dims (record_shapes=True)"
     e0 = _esize(args, 0)
-
-    def gemm(b, m, k, n, es, extra=0.0):
-        return 2.0 * b * m * k * n, es * b * (m * k + k * n + m * n) + extra
-
     try:
-        if op == "mm" and len(d) >= 2 and len(d[0]) == 2 and len(d[1]) == 2:
-            (m, k), (_, n) = d[0], d[1]
-            f, by = gemm(1, m, k, n, e0)
-            return f, by, "mm 2MKN"
-        if op == "addmm" and len(d) >= 3 and len(d[1]) == 2 and len(d[2]) == 2:
-            (m, k), (_, n) = d[1], d[2]
-            f, by = gemm(1, m, k, n, _esize(args, 1), _esize(args, 0) * _prod(d[0]))
-            return f + m * n, by, "addmm 2MKN + MN"
-        if op == "bmm" and len(d) >= 2 and len(d[0]) == 3 and len(d[1]) == 3:
-            (b, m, k), (_, _, n) = d[0], d[1]
-            f, by = gemm(b, m, k, n, e0)
-            return f, by, "bmm 2BMKN"
-        if op == "baddbmm" and len(d) >= 3 and len(d[1]) == 3 and len(d[2]) == 3:
-            (b, m, k), (_, _, n) = d[1], d[2]
-            f, by = gemm(b, m, k, n, _esize(args, 1), _esize(args, 0) * _prod(d[0]))
-            return f + b * m * n, by, "baddbmm 2BMKN + BMN"
-        if op == "linear" and len(d) >= 2 and len(d[0]) >= 1 and len(d[1]) == 2:
-            rows = _prod(d[0][:-1])
-            k = d[0][-1]
-            n = d[1][0]
-            bias = _prod(d[2]) if len(d) > 2 and d[2] else 0.0
-            f, by = gemm(1, rows, k, n, e0, e0 * bias)
-            return f + (rows * n if bias else 0.0), by, "linear 2 rows K N"
-        if op == "matmul" and len(d) >= 2 and d[0] and d[1]:
-            a, b = list(d[0]), list(d[1])
-            if len(a) == 1:
-                a = [1] + a
-            if len(b) == 1:
-                b = b + [1]
-            m, k, n = a[-2], a[-1], b[-1]
-            batch = max(_prod(a[:-2]), _prod(b[:-2]))
-            f = 2.0 * batch * m * k * n
-            by = e0 * (_prod(a) + _prod(b) + batch * m * n)
-            return f, by, "matmul 2 batch MKN"
-        if op in CONV_ARGS and len(d) >= 2 and len(d[0]) >= 3 and len(d[1]) == len(d[0]):
-            x, w = d[0], d[1]
-            n, spatial = x[0], x[2:]
-            o, cin_g, kernel = w[0], w[1], w[2:]
-            si, pi, di, ti = CONV_ARGS[op]
-            if ti is not None and _concrete(args, ti) is True:   # transposed: each INPUT point meets the filter
-                f = 2.0 * n * _prod(spatial) * _prod(w)
-                return f, e0 * (_prod(x) + _prod(w) + f / (2.0 * _prod(kernel) * cin_g)), "transposed conv 2 N in_sp W"
-            nd = len(spatial)
-            stride, pad, dil = _ints(_concrete(args, si), nd), _ints(_concrete(args, pi), nd), \
-                _ints(_concrete(args, di), nd)
-            if stride and pad and len(stride) == len(pad) == nd:
-                dil = dil if dil and len(dil) == nd else [1] * nd
-                out_sp = [(sz + 2 * pad[i] - dil[i] * (kernel[i] - 1) - 1) // stride[i] + 1
-                          for i, sz in enumerate(spatial)]
-                how = f"conv ({op}) 2 N O out_spatial (C/g) kernel"
-            else:
-                out_sp = list(spatial)  # stride / padding not recorded: 'same' convolution assumed
-                how = f"conv ({op}) 2 N O spatial (C/g) kernel; stride 1 'same' padding assumed"
-            out = n * o * _prod(out_sp)
-            f = 2.0 * out * cin_g * _prod(kernel)
-            by = e0 * (_prod(x) + _prod(w) + out)
-            return f, by, how
-        if op == "convolution_backward" and len(d) >= 3 and len(d[0]) >= 3 and len(d[0]) == len(d[1]) == len(d[2]):
-            # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
-            # groups, output_mask): data gradient and weight gradient each cost the forward's multiply-adds
-            go, x, w = d[0], d[1], d[2]
-            if _concrete(args, 7) is True:
-                return math.nan, math.nan, f"{name}: transposed convolution backward has no FLOP formula here"
-            mask = _concrete(args, 10)
-            mask = list(mask) if isinstance(mask, list | tuple) and len(mask) >= 2 else [True, True, False]
-            per = 2.0 * _prod(go) * w[1] * _prod(w[2:])       # 2 N O out_spatial (C/g) kernel
-            f = per * (bool(mask[0]) + bool(mask[1]))
-            by = e0 * ((_prod(go) + _prod(w) + _prod(x)) * bool(mask[0]) + (_prod(go) + _prod(x) + _prod(w))
-                       * bool(mask[1]) + (_prod(go) + go[1]) * bool(mask[2] if len(mask) > 2 else False))
-            return f, by, "conv backward: 2 N O out_spatial (C/g) kernel per requested gradient"
-        layout = "bhsd" if op in SDPA_BHSD or (op.endswith("_backward") and op[:-9] in SDPA_BHSD) else \
-            "bshd" if op in SDPA_BSHD or op in ("_flash_attention_backward", "_efficient_attention_backward") else ""
-        if layout:
-            bwd = op.endswith("_backward")
-            t = d[1:4] if bwd else d[0:3]      # backward: (grad_out, query, key, value, out, ...)
-            if len(t) == 3 and all(len(x) == 4 for x in t):
-                b, h, sq, sk, (dq, dv) = _attention(*t, layout)
-                if bwd:  # recompute QK^T, then dV, dP, dQ, dK: five products (torch.utils.flop_counter's count)
-                    f = 2.0 * b * h * sq * sk * (3 * dq + 2 * dv)
-                    by = e0 * (_prod(d[0]) + 2 * sum(_prod(x) for x in t) + (_prod(d[4]) if len(d) > 4 else 0))
-                    return f, by, "attention backward 2BH Sq Sk (3 Dq + 2 Dv)"
-                f = 2.0 * b * h * sq * sk * (dq + dv)
-                by = e0 * (sum(_prod(x) for x in t) + b * h * sq * dv)
-                return f, by, "attention 2BH Sq Sk (Dq + Dv)"
-        if op in GATHERS and len(d) >= 2 and d[0]:
-            # index_select(self, dim, index) / embedding(weight, indices): rows of d[0] picked by an index tensor
-            src, idx = d[0], (d[2] if op == "index_select" and len(d) > 2 else d[1])
-            dim = _concrete(args, 1) if op == "index_select" else 0
-            dim = dim if isinstance(dim, int) and not isinstance(dim, bool) and -len(src) <= dim < len(src) else 0
-            row = _prod(src) / max(float(src[dim]), 1.0)
-            picked = _prod(idx) * row
-            by = e0 * 2.0 * picked + _esize(args, 2 if op == "index_select" else 1) * _prod(idx)
-            return 0.0, by, f"{op}: a gather, no FLOPs (bytes: picked rows read and written, indices read)"
-        base = op.rstrip("_") if op not in ELEMENTWISE else op
-        if op in ELEMENTWISE or base in ELEMENTWISE:
-            tensors = [i for i, x in enumerate(d) if x or _is_0d_tensor(args, i)]
-            if not tensors:
-                return math.nan, math.nan, f"{name}: no tensor among its inputs"
-            out = max(_prod(d[i]) for i in tensors)  # 0-d tensors only: one element
-            by = sum(_esize(args, i) * _prod(d[i]) for i in tensors) + e0 * out
-            return out, by, "elementwise: one FLOP per output element"
+        for family in _OP_FAMILIES:
+            cost = family(name, op, d, args, e0)
+            if cost is not None:
+                return cost
     except (TypeError, ValueError, IndexError):
         return math.nan, math.nan, f"{name}: unexpected Input Dims {d!r}"
     return math.nan, math.nan, f"{name}: no FLOP formula for this op"
@@ -437,9 +475,10 @@ def load_torch_trace(path) -> pd.DataFrame:
         raise TraceImportError(path, f"malformed trace: {type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _load(path: Path) -> pd.DataFrame:
-    events = _read_events(path)
-    ops: dict = {}          # External id -> (name, flops, bytes, flops_from, bytes_from)
+def _scan_events(path: Path, events: list) -> tuple[dict, dict, list, int]:
+    """(ops by External id: (name, flops, bytes, flops_from, bytes_from, why no FLOPs), correlation -> External
+    id, kernel rows, number of CPU operators) of the trace's events; TraceImportError naming a malformed one."""
+    ops: dict = {}          # External id -> (name, flops, bytes, flops_from, bytes_from, why no FLOPs)
     corr_ext: dict = {}     # correlation -> External id (runtime launch events)
     kernels = []
     n_ops = 0
@@ -478,37 +517,31 @@ def _load(path: Path) -> pd.DataFrame:
                     by = _num(args[bk], path, f"traceEvents[{i}].args.{bk}")
                     break
             kernels.append((name, cat, ts, dur, fl, by, ext, args.get("correlation")))
+    return ops, corr_ext, kernels, n_ops
 
-    if not kernels:
-        if n_ops:
-            raise TraceImportError(path, f"no GPU kernel events in {len(events)} events ({n_ops} CPU operators): a "
-                                         f"CPU-only trace has no GPU time to plot; {HOW_TO_RECORD}")
-        raise TraceImportError(path, f"no GPU kernel events (cat {' / '.join(GPU_CATS)}) in {len(events)} events")
-    df = pd.DataFrame(kernels, columns=["name", "cat", "ts_us", "dur_us", "flops", "bytes", "ext", "corr"])
-    # kernel -> launching op: External id, else correlation -> runtime event's External id
-    ext = df["ext"].where(df["ext"].notna(), df["corr"].map(corr_ext))
-    ext = ext.where(ext.isin(list(ops)), None)
-    df["ext"] = ext
-    df["op"] = [ops[e][0] if e is not None and e in ops else "" for e in ext]
-    df["flops_from"] = np.where(df["flops"].notna(), "kernel", "")
-    df["bytes_from"] = np.where(df["bytes"].notna(), "kernel", "")
-    # an op's FLOPs / bytes shared between its kernels by duration
+
+def _share_op_costs(df: pd.DataFrame, ops: dict) -> None:
+    """Kernels without their own FLOPs / bytes get their launching op's, shared between its kernels by duration."""
     linked = df["ext"].notna()
-    if linked.any():
-        sub = df[linked]
-        tot = sub.groupby("ext")["dur_us"].transform("sum")
-        cnt = sub.groupby("ext")["dur_us"].transform("count")
-        share = np.where(tot > 0, sub["dur_us"] / tot.where(tot > 0, 1), 1.0 / cnt)
-        op_f = sub["ext"].map(lambda e: ops[e][1]).to_numpy(dtype=float)
-        op_b = sub["ext"].map(lambda e: ops[e][2]).to_numpy(dtype=float)
-        need_f = sub["flops"].isna().to_numpy() & np.isfinite(op_f)
-        need_b = sub["bytes"].isna().to_numpy() & np.isfinite(op_b)
-        idx = sub.index.to_numpy()
-        df.loc[idx[need_f], "flops"] = (op_f * share)[need_f]
-        df.loc[idx[need_f], "flops_from"] = sub["ext"].map(lambda e: ops[e][3]).to_numpy()[need_f]
-        df.loc[idx[need_b], "bytes"] = (op_b * share)[need_b]
-        df.loc[idx[need_b], "bytes_from"] = sub["ext"].map(lambda e: ops[e][4]).to_numpy()[need_b]
-    # why a kernel cannot be plotted
+    if not linked.any():
+        return
+    sub = df[linked]
+    tot = sub.groupby("ext")["dur_us"].transform("sum")
+    cnt = sub.groupby("ext")["dur_us"].transform("count")
+    share = np.where(tot > 0, sub["dur_us"] / tot.where(tot > 0, 1), 1.0 / cnt)
+    op_f = sub["ext"].map(lambda e: ops[e][1]).to_numpy(dtype=float)
+    op_b = sub["ext"].map(lambda e: ops[e][2]).to_numpy(dtype=float)
+    need_f = sub["flops"].isna().to_numpy() & np.isfinite(op_f)
+    need_b = sub["bytes"].isna().to_numpy() & np.isfinite(op_b)
+    idx = sub.index.to_numpy()
+    df.loc[idx[need_f], "flops"] = (op_f * share)[need_f]
+    df.loc[idx[need_f], "flops_from"] = sub["ext"].map(lambda e: ops[e][3]).to_numpy()[need_f]
+    df.loc[idx[need_b], "bytes"] = (op_b * share)[need_b]
+    df.loc[idx[need_b], "bytes_from"] = sub["ext"].map(lambda e: ops[e][4]).to_numpy()[need_b]
+
+
+def _drop_reasons(df: pd.DataFrame, ops: dict) -> None:
+    """Each kernel's time, achieved FLOP/s and intensity, and why it cannot be plotted (``drop_reason``)."""
     reason = np.full(len(df), "", dtype=object)
     no_f = df["flops"].isna().to_numpy()
     for j in np.nonzero(no_f)[0]:
@@ -530,6 +563,26 @@ def _load(path: Path) -> pd.DataFrame:
     df.loc[no_int & (df["drop_reason"] == ""), "drop_reason"] = "FLOPs known, bytes unknown (plotted at the edge)"
     zero_f = df["flops"].notna() & (df["flops"] <= 0)
     df.loc[zero_f & (df["drop_reason"] == ""), "drop_reason"] = "zero FLOPs (copy / memset / gather)"
+
+
+def _load(path: Path) -> pd.DataFrame:
+    events = _read_events(path)
+    ops, corr_ext, kernels, n_ops = _scan_events(path, events)
+    if not kernels:
+        if n_ops:
+            raise TraceImportError(path, f"no GPU kernel events in {len(events)} events ({n_ops} CPU operators): a "
+                                         f"CPU-only trace has no GPU time to plot; {HOW_TO_RECORD}")
+        raise TraceImportError(path, f"no GPU kernel events (cat {' / '.join(GPU_CATS)}) in {len(events)} events")
+    df = pd.DataFrame(kernels, columns=["name", "cat", "ts_us", "dur_us", "flops", "bytes", "ext", "corr"])
+    # kernel -> launching op: External id, else correlation -> runtime event's External id
+    ext = df["ext"].where(df["ext"].notna(), df["corr"].map(corr_ext))
+    ext = ext.where(ext.isin(list(ops)), None)
+    df["ext"] = ext
+    df["op"] = [ops[e][0] if e is not None and e in ops else "" for e in ext]
+    df["flops_from"] = np.where(df["flops"].notna(), "kernel", "")
+    df["bytes_from"] = np.where(df["bytes"].notna(), "kernel", "")
+    _share_op_costs(df, ops)
+    _drop_reasons(df, ops)
     out = df.reset_index(drop=True)[list(COLUMNS) + list(EXTRA_COLUMNS)]
     known, unknown = plottable(out)
     why = out.loc[~out.index.isin(known.index) & ~out.index.isin(unknown.index), "drop_reason"].value_counts()

@@ -27,8 +27,8 @@ from popvision_lite.emulator.run_config import (
     load_run_config,
     model_family,
 )
-from popvision_lite.emulator.run_summary import summarize
-from popvision_lite.errors import ConfigError, EmulatorError, OutOfMemoryError, PopvisionError, ProfileError
+from popvision_lite.emulator.run_summary import end_of_run_numbers
+from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError, ProfileError
 from popvision_lite.profile.run_record import RunRecord
 from popvision_lite.terminal import terminal_text
 
@@ -71,7 +71,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="the POD type whose values an IPU config's per-POD tables give (default: their 'default')")
 
 
-def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
+def end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
     """The end-of-run text; ``time_split`` is :func:`cli.info.time_split_line` of the written profile (the
     split ``info`` prints, weighted over the whole step, not the stored timeline's few pipeline cycles)."""
     lines = []
@@ -226,9 +226,6 @@ def run(args) -> int:
         result = run_model(cfg, device=device, timing_only=timing, progress=_until_written(progress))
         write_run(result, out, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
         progress("done", 1.0)
-    except OutOfMemoryError as e:  # not raised with allow_out_of_memory, kept for safety
-        print(terminal_text(f"popvision-lite emulate: {e}"), file=sys.stderr)
-        return 3
     except (ConfigError, EmulatorError) as e:
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
@@ -246,13 +243,13 @@ def run(args) -> int:
     except PopvisionError as e:
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 1
-    s = summarize(result.profile_data, result)
+    s = end_of_run_numbers(result.profile_data, result)
     try:
         split = time_split_line(profile_totals(out), training=bool(cfg.training))
     except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
-    print(terminal_text(format_summary(s, result, out, split)))
+    print(terminal_text(end_of_run_text(s, result, out, split)))
     if not result.fits:
         print(terminal_text(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
               f"profile written to {out}"), file=sys.stderr)

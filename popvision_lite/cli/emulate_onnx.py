@@ -22,7 +22,7 @@ from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_di
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import CLI, FIELDS, check_field
 from popvision_lite.emulator.run_config_file import read_onnx_config
-from popvision_lite.emulator.run_summary import summarize
+from popvision_lite.emulator.run_summary import end_of_run_numbers
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
 from popvision_lite.terminal import terminal_text
 
@@ -143,7 +143,7 @@ def what_would_fit(run, s: dict) -> str:
     return "; ".join(tips)
 
 
-def format_summary(s: dict, run, out_path: str, time_split: str) -> str:
+def onnx_end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
     lines = [f"model {Path(run.path).name} (ONNX, {run.num_ops} ops"
              + (", dims " + ", ".join(f"{k}={v}" for k, v in run.dims.items()) if run.dims else "")
              + f"), {run.config.get('precision')}, "
@@ -214,7 +214,7 @@ def run_onnx(args) -> int:
     except PopvisionError as e:  # the file just written cannot be read back
         print(terminal_text(f"{prog}: error: {e}"), file=sys.stderr)
         return 2
-    print(terminal_text(format_summary(summarize(result.profile_data, result), result, kw["output"], split)))
+    print(terminal_text(onnx_end_of_run_text(end_of_run_numbers(result.profile_data, result), result, kw["output"], split)))
     if not result.fits:
         print(terminal_text(f"{prog}: out of memory: {len(result.oom_report)} tile(s) over capacity; profile written to "
               f"{kw['output']}"), file=sys.stderr)

@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top", type=count, default=5, help="how many ops to list by cycles (default 5)")
 
 
-def summarize(p, top: int = 5) -> dict:
+def info_numbers(p, top: int = 5) -> dict:
     """The summary ``info`` prints, as a dict of plain Python values (numbers from analysis/run_totals.py)."""
     from popvision_lite.analysis import error_band as eb
     from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, host_step_text, run_totals
@@ -120,7 +120,7 @@ def profile_totals(path):
         return run_totals(p)
 
 
-def format_summary(s: dict) -> str:
+def format_info(s: dict) -> str:
     t = s["target"]
     m = s["memory"]
     it = s["ipu_time"]
@@ -168,12 +168,12 @@ def run(args) -> int:
 
     try:
         with open_profile(args.profile) as p:
-            s = summarize(p, top=args.top)
+            s = info_numbers(p, top=args.top)
     except PopvisionError as e:
         print(terminal_text(f"popvision-lite info: error: {e}"), file=sys.stderr)
         return 2
     try:
-        print(json.dumps(s, indent=2) if args.json else terminal_text(format_summary(s)))
+        print(json.dumps(s, indent=2) if args.json else terminal_text(format_info(s)))
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into `head`: not an error
         devnull = os.open(os.devnull, os.O_WRONLY)

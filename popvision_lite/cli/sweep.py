@@ -185,7 +185,8 @@ def _probe_dask(address: str, hostport: str, timeout: float) -> None:
 
 
 def run(args) -> int:
-    from popvision_lite.sweep.engine import ProgressLine, connect, dashboard_link, run_sweep
+    from popvision_lite.sweep.engine import connect, dashboard_link, run_sweep
+    from popvision_lite.sweep.progress_line import ProgressLine
 
     try:
         points, grid, base, out, warnings = plan(args)

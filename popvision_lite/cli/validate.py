@@ -77,6 +77,53 @@ def select(cases: list[Case], only: list[str]) -> list[Case]:
     return [c for c in cases if any(k in c.id.lower() or k in c.label.lower() for k in keys)]
 
 
+def _print_list(cases, gpu_rows) -> None:
+    """--list: each case and measured GPU run, without running them."""
+    for c in cases:
+        print(terminal_text(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
+              + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured")
+              + (f"; differs from its submission: {', '.join(c.differs)}" if c.differs else "")))
+    for r in gpu_rows:
+        print(terminal_text(f"{r.id}: {r.benchmark} on {r.n_gpus} x {r.gpu} (TP {r.tp} x PP {r.pp} x DP {r.dp}, "
+                            f"micro-batch {r.micro_batch}, GBS {r.gbs}, {r.precision}); measured "
+                            f"{r.measured:,.1f} samples/s ({r.kind})"))
+
+
+def _print_results(mlperf, transformers, pairs, gpu) -> None:
+    """The tables of the MLPerf rows, the transformer runs (and their same-configuration pairs) and the GPU runs."""
+    if mlperf:
+        print()
+        print(terminal_text(format_table(mlperf)))
+        print()
+        print(terminal_text("Not modelled: " + "; ".join(NOT_MODELLED)))
+    if transformers:
+        print()
+        print("Measured transformer runs (optimum-graphcore, each from its own IPU config):")
+        print(terminal_text(format_table(transformers)))
+        if pairs:
+            print("Same-configuration pairs (train_runtime = the time paid once + steps x the step time):")
+            for line in tv.pair_lines(pairs, transformers):
+                print(terminal_text(line))
+    if gpu:
+        print()
+        print("Measured GPU runs (the GPU estimate, each with its own placement and precision):")
+        print(terminal_text(gv.format_gpu_table(gpu)))
+
+
+def _write_docs(mlperf, transformers, pairs, gpu) -> None:
+    """--write-doc: the generated sections of the fidelity docs rewritten from these results."""
+    import datetime as _dt
+
+    meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC."
+    if mlperf:
+        write_doc(render_section(mlperf, meta))
+    if transformers:
+        write_doc(tv.render_section(transformers, meta, pairs), begin=tv.BEGIN, end=tv.END)
+    if gpu:
+        write_doc(gv.render_section(gpu, meta), path=GPU_DOC_PATH, begin=gv.BEGIN, end=gv.END)
+    print(terminal_text(f"wrote the generated section(s) of {DOC_PATH}"))
+
+
 def run(args) -> int:
     try:
         rows = measured_rows(args.data, held_out=not args.no_heldout)
@@ -104,14 +151,7 @@ def run(args) -> int:
     n_mlperf = len(cases)
     cases = cases + llm
     if args.list:
-        for c in cases:
-            print(terminal_text(f"{c.id}: {c.label} on {c.device}: {c.model} {c.config}"
-                  + (f"; measured {c.measured_sps:,.1f} {c.sample_unit}/s" if c.measured_sps else "; not measured")
-                  + (f"; differs from its submission: {', '.join(c.differs)}" if c.differs else "")))
-        for r in gpu_rows:
-            print(terminal_text(f"{r.id}: {r.benchmark} on {r.n_gpus} x {r.gpu} (TP {r.tp} x PP {r.pp} x DP {r.dp}, "
-                                f"micro-batch {r.micro_batch}, GBS {r.gbs}, {r.precision}); measured "
-                                f"{r.measured:,.1f} samples/s ({r.kind})"))
+        _print_list(cases, gpu_rows)
         return 0
     print(terminal_text(f"emulating {len(cases)} rows in {len(graph_groups(cases))} replica graphs"
           + (f" on {args.jobs} worker processes" if args.jobs > 1 else "") + " ..."), flush=True)
@@ -148,23 +188,7 @@ def run(args) -> int:
             print(terminal_text(f"{row.id} ({row.benchmark}, {row.n_gpus} x {row.gpu}): {state}"), flush=True)
 
         gpu = gv.run_gpu_rows(gpu_rows, report=report_gpu)
-    if mlperf:
-        print()
-        print(terminal_text(format_table(mlperf)))
-        print()
-        print(terminal_text("Not modelled: " + "; ".join(NOT_MODELLED)))
-    if transformers:
-        print()
-        print("Measured transformer runs (optimum-graphcore, each from its own IPU config):")
-        print(terminal_text(format_table(transformers)))
-        if pairs:
-            print("Same-configuration pairs (train_runtime = the time paid once + steps x the step time):")
-            for line in tv.pair_lines(pairs, transformers):
-                print(terminal_text(line))
-    if gpu:
-        print()
-        print("Measured GPU runs (the GPU estimate, each with its own placement and precision):")
-        print(terminal_text(gv.format_gpu_table(gpu)))
+    _print_results(mlperf, transformers, pairs, gpu)
     residuals = residual_rows(mlperf + transformers) + gv.residual_rows(gpu)
     if residuals:
         print()
@@ -174,14 +198,5 @@ def run(args) -> int:
         path = eb.write_table(residuals)
         print(terminal_text(f"wrote {len(residuals)} residual rows to {path}"))
     if args.write_doc:
-        import datetime as _dt
-
-        meta = f"Last run: {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC."
-        if mlperf:
-            write_doc(render_section(mlperf, meta))
-        if transformers:
-            write_doc(tv.render_section(transformers, meta, pairs), begin=tv.BEGIN, end=tv.END)
-        if gpu:
-            write_doc(gv.render_section(gpu, meta), path=GPU_DOC_PATH, begin=gv.BEGIN, end=gv.END)
-        print(terminal_text(f"wrote the generated section(s) of {DOC_PATH}"))
+        _write_docs(mlperf, transformers, pairs, gpu)
     return 0

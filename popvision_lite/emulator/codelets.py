@@ -228,11 +228,6 @@ class BlockMatMul(Codelet):
     def check(self, group):
         self.dims(group)
 
-    def _flops_per_cycle(self, group, target) -> float:
-        fp16 = group.fields["a"].tensor.dtype == "float16" and group.fields["b"].tensor.dtype == "float16"
-        key = "fp16_flops_per_cycle_per_tile" if fp16 else "fp32_flops_per_cycle_per_tile"
-        return float(target.em[key])
-
     def _fp16(self, group) -> bool:
         return group.fields["a"].tensor.dtype == "float16" and group.fields["b"].tensor.dtype == "float16"
 

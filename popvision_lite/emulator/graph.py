@@ -300,10 +300,6 @@ class Regions(Field):
     def elems(self) -> np.ndarray:
         return self.sizes.astype(np.int64)
 
-    def is_whole(self) -> bool:
-        """Regions cover the tensor exactly once, in order (so gather is a free view)."""
-        return self._access()[0] == "slice" and self._access()[1] == 0 and self._access()[2] == self.tensor.size
-
     def _access(self):
         """How to gather: ("slice", a, b) one contiguous run in order (a view); ("window", size)
         equal-sized regions (one strided fancy index, no index array); ("index",) otherwise."""

@@ -112,16 +112,10 @@ def _bool(path: str, key: str, v) -> bool:
     return v
 
 
-def parse_ipu_config(raw, path: str, *, task_head: str = "pretraining", model_family: str = "bert",
-                     pod_type: str | None = None, inference: bool = False) -> IpuConfigRead:
-    """The run-config settings of the parsed ``ipu_config.json`` ``raw`` (a dict); ConfigError names ``path`` and
-    the key.  ``task_head`` and ``model_family`` ("bert" / "gpt") decide where the head goes, as each
-    optimum-graphcore model's ``parallelize`` places it."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a JSON object of IPU-config keys, got {type(raw).__name__}")
-    if pod_type is not None and pod_type not in POD_TYPES:
-        raise ConfigError(f"argument --pod-type: must be one of {', '.join(POD_TYPES)}, got {pod_type!r}")
-    out = IpuConfigRead(path=path)
+def _sort_keys(raw: dict, path: str, inference: bool, out: IpuConfigRead) -> dict:
+    """{setting: (key it came from, value)} of the keys read; keys without effect on this run (an inference
+    run's setting on a training run, a training key an inference_* key replaces) and unknown keys noted in
+    ``out``."""
     vals: dict = {}
     for key, value in raw.items():
         if not isinstance(key, str):
@@ -141,6 +135,34 @@ def parse_ipu_config(raw, path: str, *, task_head: str = "pretraining", model_fa
             out.no_effect.append(key)
         else:
             out.unknown.append(key)
+    return vals
+
+
+def _check_layers_per_ipu(path: str, key: str, lpi, ipr: int) -> None:
+    """layers_per_ipu: a layer count (>= 0) per IPU of a replica."""
+    if not isinstance(lpi, list) or not lpi:
+        raise ConfigError(f"{_where(path, key)}: expected a list of layer counts, one per IPU, got {lpi!r}")
+    for i, n in enumerate(lpi):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            what = ("-1 (share the remaining layers) is not supported; give every IPU's layer count"
+                    if n == -1 else f"expected a layer count >= 0, got {n!r}")
+            raise ConfigError(f"{path}: field '{key}[{i}]': {what}")
+    if len(lpi) != ipr:
+        raise ConfigError(f"{_where(path, key)}: {len(lpi)} entries but ipus_per_replica is {ipr} (one per "
+                          "IPU of a replica)")
+
+
+def parse_ipu_config(raw, path: str, *, task_head: str = "pretraining", model_family: str = "bert",
+                     pod_type: str | None = None, inference: bool = False) -> IpuConfigRead:
+    """The run-config settings of the parsed ``ipu_config.json`` ``raw`` (a dict); ConfigError names ``path`` and
+    the key.  ``task_head`` and ``model_family`` ("bert" / "gpt") decide where the head goes, as each
+    optimum-graphcore model's ``parallelize`` places it."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a JSON object of IPU-config keys, got {type(raw).__name__}")
+    if pod_type is not None and pod_type not in POD_TYPES:
+        raise ConfigError(f"argument --pod-type: must be one of {', '.join(POD_TYPES)}, got {pod_type!r}")
+    out = IpuConfigRead(path=path)
+    vals = _sort_keys(raw, path, inference, out)
 
     def get(name, default=None):
         if name not in vals:
@@ -158,16 +180,7 @@ def parse_ipu_config(raw, path: str, *, task_head: str = "pretraining", model_fa
     ipr = _int(path, k_ipr, ipr, 1)
     lpi, k_lpi = get("layers_per_ipu")
     if lpi is not None:
-        if not isinstance(lpi, list) or not lpi:
-            raise ConfigError(f"{_where(path, k_lpi)}: expected a list of layer counts, one per IPU, got {lpi!r}")
-        for i, n in enumerate(lpi):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                what = ("-1 (share the remaining layers) is not supported; give every IPU's layer count"
-                        if n == -1 else f"expected a layer count >= 0, got {n!r}")
-                raise ConfigError(f"{path}: field '{k_lpi}[{i}]': {what}")
-        if len(lpi) != ipr:
-            raise ConfigError(f"{_where(path, k_lpi)}: {len(lpi)} entries but ipus_per_replica is {ipr} (one per "
-                              "IPU of a replica)")
+        _check_layers_per_ipu(path, k_lpi, lpi, ipr)
     # the head: a pre-training head (MLM / LM, tied to the word embedding) goes back to IPU 0 (wrap); a task head
     # on the last IPU (sequential) - optimum-graphcore's parallelize
     wrap = task_head == "pretraining" and ipr > 1

@@ -7,7 +7,7 @@ import numpy as np
 from popvision_lite.profile.schema import MEMORY_CATEGORIES
 
 
-def summarize(pd_, run) -> dict:
+def end_of_run_numbers(pd_, run) -> dict:
     """Numbers of the end-of-run summary, from the profile data (``pd_``) and the run (``RunResult``): fits,
     peak tile and its bytes, capacity, total cycles and seconds, clock.  Where the step's time goes (compute /
     exchange / sync / stream) is ``analysis.run_totals`` of the written profile, the one definition every view

@@ -246,8 +246,10 @@ def optimizer_state_bytes(params: int, optimizer: str, master_weights: bool = Fa
     return int(params) * state_bytes_per_param(optimizer, master_weights, state_dtype, weight_dtype)["optimizer_state"]
 
 
-def stream_cycles(state_bytes: float, ddr_bytes_per_cycle: float, latency_cycles: int, transfers: int = 1) -> int:
-    """Cycles to load optimizer state from streaming memory and store it back (2 x bytes)."""
+def state_stream_cycles(state_bytes: float, ddr_bytes_per_cycle: float, latency_cycles: int,
+                        transfers: int = 1) -> int:
+    """Cycles to load optimizer state from streaming memory and store it back (2 x bytes): the schedule's
+    ``stream_cycles`` (not a StreamCopy step's duration, which is ``cost_model.stream_cycles``)."""
     if state_bytes <= 0:
         return 0
     return int(math.ceil(2 * state_bytes / ddr_bytes_per_cycle)) + 2 * transfers * int(latency_cycles)

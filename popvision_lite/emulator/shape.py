@@ -1,4 +1,4 @@
-"""``Shape``: a tensor's shape and dtype without values, what the plan-only backend (models/planning.py)
+"""``Shape``: a tensor's shape and dtype without values, what the plan-only backend (backends/planning.py)
 and the plan-only norm/pool ops (ops/norm_pool.py) pass around.  Below both, so neither imports the other
 for it."""
 

@@ -51,6 +51,3 @@ class Target:
         if not 0 <= ipu < self.num_ipus:
             raise EmulatorError(f"target: IPU {ipu} out of range 0..{self.num_ipus - 1}")
         return range(ipu * self.tiles_per_ipu, (ipu + 1) * self.tiles_per_ipu)
-
-    def all_tiles(self) -> range:
-        return range(self.num_tiles)

@@ -13,13 +13,12 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from popvision_lite.errors import ArgumentTypeError, ProfileError, ProfileVersionError
-from popvision_lite.profile import consistency, h5safety, public, schema, step_tiles
+from popvision_lite.errors import ArgumentTypeError, ProfileError
+from popvision_lite.profile import consistency, h5safety, header, public, schema, step_tiles
 from popvision_lite.profile.run_record import RunRecord, Schedule
 from popvision_lite.profile.step_tiles import STEP_TILE_ARRAYS, StepTileWindow, _Liveness, _Memory, _StepTiles
 
@@ -132,116 +131,32 @@ class Profile:
                             f"({type(e).__name__}: {e})" + _format_hint(e)) from e
 
     def _check_header(self) -> None:
-        f = self._f
         try:
-            attrs = dict(f.attrs)
+            attrs = dict(self._f.attrs)
         except Exception as e:
             raise self._err(f"header attributes unreadable: {e}{_format_hint(e)}") from e
-        fmt = _as_str(attrs.get("format"))
-        if fmt != schema.FORMAT_NAME:
-            raise self._err(f"not a popvision-lite profile (format attribute is {fmt!r}, "
-                            f"expected {schema.FORMAT_NAME!r})")
-        try:
-            version = int(attrs["format_version"])
-        except Exception as e:
-            raise self._err("header lacks a valid 'format_version'") from e
-        if version > schema.FORMAT_VERSION:
-            raise ProfileVersionError(
-                self.path,
-                f"written by format version {version}, but this popvision-lite reads versions up to "
-                f"{schema.FORMAT_VERSION}; upgrade popvision-lite to open it")
-        if version < 1:
-            raise self._err(f"format version {version} is not a valid version")
-        self.format_version = version
-        try:
-            self.format_minor = int(attrs.get("format_minor", 0))
-        except (TypeError, ValueError) as e:
-            raise self._err(f"header field 'format_minor' is not an integer: {attrs.get('format_minor')!r}") from e
-        if not bool(attrs.get("complete", False)):
-            raise self._err("profile is incomplete (the writer did not finish)")
-        try:
-            tgt = json.loads(_as_str(attrs["target"]))
-            self.target = schema.TargetInfo(**tgt)
-        except KeyError as e:
-            raise self._err("header lacks 'target'") from e
-        except Exception as e:
-            raise self._err(f"header field 'target' is invalid: {e}") from e
-        for key in ("num_ipus", "tiles_per_ipu", "sram_bytes_per_tile"):
-            v = getattr(self.target, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise self._err(f"header field 'target.{key}' must be a positive integer, got {v!r}")
-        if self.target.num_tiles > 1 << 24:
-            raise self._err(f"header field 'target' gives {self.target.num_tiles} tiles; not a plausible target")
-        v = self.target.threads_per_tile
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise self._err(f"header field 'target.threads_per_tile' must be a positive integer, got {v!r}")
-        v = self.target.clock_hz
-        if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
-            raise self._err(f"header field 'target.clock_hz' must be a positive number, got {v!r}")
-        for key in ("device", "name"):
-            if not isinstance(getattr(self.target, key), str):
-                raise self._err(f"header field 'target.{key}' must be text, got {getattr(self.target, key)!r}")
-        consistency.check_target(self.target, self._err)
-        for key in ("run", "extra"):
-            try:
-                val = json.loads(_as_str(attrs.get(key, "{}")))
-            except Exception as e:
-                raise self._err(f"header field '{key}' is not valid JSON: {e}") from e
-            if not isinstance(val, dict):
-                raise self._err(f"header field '{key}' must be a JSON object, got {type(val).__name__}")
-            setattr(self, key, val)
+        h = header.read_header(attrs, self.path, self._err)
+        self.format_version, self.format_minor = h.format_version, h.format_minor
+        self.target, self.run, self.extra = h.target, h.run, h.extra
 
         # structure: every group, table and array present with consistent shapes; a table's columns are
         # checked when its row count is first needed (the step x tile arrays need steps' and
         # liveness_steps' now, every table's when it is read)
-        names = self._names
-        for grp in ("tables", "arrays", "summaries"):
-            if grp not in names:
-                raise self._err(f"missing group '/{grp}'")
-        self._stored_tables = [n for n in schema.TABLE_COLUMNS if f"tables/{n}" in names]
-        for name in schema.TABLE_COLUMNS:
-            if f"tables/{name}" not in names and name not in schema.OPTIONAL_TABLES:
-                raise self._err(f"missing table '{name}'")
-        for name in schema.ARRAYS:
-            if f"arrays/{name}" not in names:
-                raise self._err(f"missing array '{name}'")
+        self._stored_tables = header.stored_tables(self._names, self._err)
         nt = self.target.num_tiles
         arrays = {name: self._array_dataset(name) for name in schema.ARRAYS}  # checked before any table
         self._counts = _RowCounts(self._table_rows)
         n_steps = self._counts["steps"]
-        n_lsteps = self._counts["liveness_steps"]
-        expect = {
-            "memory": (nt, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)),
-            "liveness_tile_bytes": (n_lsteps, nt),
-            "step_tile_cycles": (n_steps, nt),
-            "step_tile_bytes_in": (n_steps, nt),
-            "step_tile_bytes_out": (n_steps, nt),
-        }
+        expect = header.array_shapes(nt, n_steps, self._counts["liveness_steps"])
         self._shapes: dict[str, tuple[int, ...]] = {}
         # format 3: a step x tile array holds the steps its column of "step_tile_stored" marks; the marks are
         # read on the first read of such an array, which checks that each array has one row per marked step
         self._rows: dict[str, np.ndarray] = {}
         self._mask = None
-        if version >= 3:
-            mpath = f"arrays/{schema.STORED_ROWS}"
-            if mpath not in names:
-                raise self._err(f"missing array '{schema.STORED_ROWS}' (which steps each step x tile array stores)")
-            mshape = self._safe.shape(mpath)
-            if mshape is None or tuple(mshape) != (n_steps, len(STEP_TILE_ARRAYS)):
-                raise self._err(f"array '{schema.STORED_ROWS}' has shape {mshape}, expected "
-                                f"{(n_steps, len(STEP_TILE_ARRAYS))} (steps rows x 3)")
+        if h.format_version >= 3:
+            header.check_stored_rows(self._names, self._safe, n_steps, self._err)
         for name, shape in expect.items():
-            ds = arrays[name]
-            ok = tuple(ds.shape) == shape
-            if version >= 3 and name in STEP_TILE_ARRAYS:  # at most one row per step
-                ok = len(ds.shape) == 2 and ds.shape[0] <= shape[0] and ds.shape[1] == nt
-            if not ok:
-                what = {"memory": "target tiles x categories x 2",
-                        "liveness_tile_bytes": "liveness_steps rows x target tiles"}.get(name, "steps rows x target tiles")
-                raise self._err(f"array '{name}' has shape {tuple(ds.shape)}, expected {shape} ({what})")
-            want = np.dtype(schema.ARRAYS[name][1])
-            if ds.dtype != want:
-                raise self._err(f"array '{name}' has dtype {ds.dtype}, expected {want}")
+            header.check_array(name, arrays[name], shape, h.format_version, nt, self._err)
             self._shapes[name] = shape
 
     def _array_dataset(self, name: str):
@@ -356,7 +271,7 @@ class Profile:
 
     def _summary_levels(self) -> list[tuple[int, int]]:
         def read():
-            levels = json.loads(_as_str(self._f["summaries"].attrs["levels"]))
+            levels = json.loads(header.as_str(self._f["summaries"].attrs["levels"]))
             ok = isinstance(levels, list) and len(levels) > 0 and all(
                 isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
                                                             for v in x) and x[0] > 0 and x[1] >= 0
@@ -385,7 +300,7 @@ class Profile:
             data = {}
             for col in schema.TABLE_COLUMNS[name]:
                 ds = self._safe.get(f"tables/{name}/{col}")
-                is_dict = _as_str(ds.attrs.get("encoding")) == "dictionary"
+                is_dict = header.as_str(ds.attrs.get("encoding")) == "dictionary"
                 cpath = f"tables/{name}/{col}.categories"
                 if is_dict and cpath not in self._names:
                     raise self._err(f"table '{name}' column '{col}' lacks its categories")
@@ -719,14 +634,6 @@ def _with_derived(name: str, df: pd.DataFrame, target) -> pd.DataFrame:
         df["cycles"] = cycles
         df["seconds"] = cycles.to_numpy(np.float64) / float(target.clock_hz)
     return df
-
-
-def _as_str(v: Any) -> str | None:
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    if v is None:
-        return None
-    return str(v)
 
 
 def open_profile(path) -> Profile:

@@ -33,13 +33,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from popvision_lite.emulator.progress import eta_text
 from popvision_lite.errors import ConfigError
 from popvision_lite.sweep import confined, folder
 from popvision_lite.sweep import point as pt
@@ -346,40 +344,6 @@ class _SigintFlag:
             self._old = None
 
 
-class ProgressLine:
-    """``sweep: 5/8 (62%) | 4 ok, 1 failed, 3 remaining | 2 workers | 12.3 s, ETA 7.4 s`` on stderr (\\r on a
-    terminal): the fraction is of the points, the ETA the time per point run so far (resumed points cost
-    nothing) times the points remaining (emulator/progress.eta_text)."""
-
-    def __init__(self, stream=None, enabled: bool = True):
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.t0 = time.perf_counter()
-        self._last = ""
-
-    def __call__(self, o: Outcome, total: int, final: bool = False) -> None:
-        if not self.enabled:
-            return
-        done = o.ok + o.failed + o.resumed
-        elapsed = time.perf_counter() - self.t0
-        to_run = total - o.resumed
-        eta = eta_text(elapsed, (o.ok + o.failed) / to_run) if to_run > 0 and not final else ""
-        line = (f"sweep: {done}/{total} ({100 * done / total if total else 100:.0f}%) | {o.ok + o.resumed} ok"
-                + (f" ({o.resumed} resumed)" if o.resumed else "")
-                + f", {o.failed} failed, {total - done} remaining | {o.workers} worker(s) | "
-                f"{elapsed:.1f} s{', ' + eta if eta else ''}")
-        if line == self._last and not final:
-            return
-        self._last = line
-        if self.tty:
-            self.stream.write("\r" + line.ljust(80) + ("\n" if final else ""))
-        elif final or done != getattr(self, "_done", -1):
-            self.stream.write(line + "\n")
-        self._done = done
-        self.stream.flush()
-
-
 def run_sweep(points: list[Point], out_dir, *, grid_names: list[str], meta: dict | None = None,
               workers: int | None = None, scheduler: str | None = None, connect_timeout: float = 10.0,
               client=None, isolate: str = "process", point_fn: Callable | None = None, resume: bool = True,
@@ -437,22 +401,27 @@ def _remove_what_a_refused_sweep_made(out: Path, before: set[str], existed: bool
             out.rmdir()
 
 
-def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
-                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify,
-                on_dashboard=None) -> Outcome:
-    for sub in (pt.PROFILES, pt.ROWS):  # created, or refused when not a real folder (a link out of the folder)
+def _prepare_folder(out: Path) -> None:
+    """The sweep folder's sub-folders created (or refused when not a real folder: a link out of the folder), and
+    temporary files of an earlier run removed."""
+    for sub in (pt.PROFILES, pt.ROWS):
         with confined.folder_fd(out, sub):
             pass
     remove_temp_files(out)
-    if meta is None:
-        grid: dict[str, list] = {n: [] for n in grid_names}
-        for p in points:
-            for n in grid_names:
-                if p.values.get(n) not in grid[n]:
-                    grid[n].append(p.values.get(n))
-        meta = {"grid": grid, "points": len(points)}
-    res.write_meta(out, meta)
-    o = Outcome()
+
+
+def _grid_meta(points, grid_names) -> dict:
+    """The sweep's meta when the caller gave none: each grid axis's values in first-seen order."""
+    grid: dict[str, list] = {n: [] for n in grid_names}
+    for p in points:
+        for n in grid_names:
+            if p.values.get(n) not in grid[n]:
+                grid[n].append(p.values.get(n))
+    return {"grid": grid, "points": len(points)}
+
+
+def _resumed_rows(points, out: Path, resume: bool, o: Outcome) -> tuple[dict[int, dict], list[Point]]:
+    """(rows already on disk that a resume keeps, the points still to run)."""
     rows: dict[int, dict] = {}
     todo: list[Point] = []
     for p in points:
@@ -462,6 +431,121 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
             o.resumed += 1
         else:
             todo.append(p)
+    return rows, todo
+
+
+@dataclass
+class _Owned:
+    """The Dask cluster and client a sweep started itself (closed when it ends); None where it was given them."""
+    cluster: object = None
+    client: object = None
+
+    def close(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()
+
+
+def _start_client(owned: _Owned, scheduler, connect_timeout, workers, n_todo: int, on_dashboard):
+    """A client on the scheduler at ``scheduler``, or on a local cluster of ``workers`` (both kept in ``owned``)."""
+    from distributed import Client
+
+    if scheduler:
+        owned.client = connect(scheduler, connect_timeout)
+        return owned.client
+    owned.cluster = local_cluster(workers or default_workers(n_todo))
+    owned.client = client = Client(owned.cluster)
+    client.register_plugin(ignore_sigint_plugin())
+    link = dashboard_link(client)
+    if link:
+        log.info("Dask dashboard: %s", link)
+        if on_dashboard is not None:
+            on_dashboard(link)
+    return client
+
+
+def _check_workers(probed: dict, target: str, isolate, point_timeout, point_memory) -> tuple[str, str]:
+    """(isolation, notice) for the ``probed`` workers; ConfigError when one cannot see the folder."""
+    blind = sorted({w.get("host", a) for a, w in probed.items() if w.get("sees_folder") is False})
+    if blind:
+        raise ConfigError(f"argument -o/--output: the sweep folder {target} is not visible on worker "
+                          f"host(s) {', '.join(blind)}; with --scheduler the folder must be a path every "
+                          "worker shares (the same shared file system, mounted at the same path)")
+    return choose_isolation(probed, isolate, point_timeout=point_timeout, point_memory=point_memory)
+
+
+def _row_of(f, p: Point, out: Path, attempts: dict[int, int]) -> tuple[dict | None, bool]:
+    """(row, run again) for the finished future ``f`` of point ``p``: no row for a cancelled point, or one to run
+    again (its row lost with its worker, or its worker killed on a first try)."""
+    if f.status == "finished":
+        return checked_row(f.result(), p), False
+    if f.status == "cancelled":
+        return None, False
+    if f.status == "lost":
+        # finished, but its worker died (on a later point) before the row was fetched: the row
+        # is on disk; if it is not, run the point again
+        row = stored_row(out, p)
+        return row, row is None
+    exc = f.exception()
+    if _is_killed_worker(exc) and attempts[p.index] < MAX_ATTEMPTS:
+        return None, True  # maybe it only shared the worker with the point that crashed
+    return _failed_row(p, _error_message(exc, attempts[p.index])), False
+
+
+class _Submitter:
+    """Submits a point to the workers (one per worker at a time where they offer the slot, as our LocalCluster
+    does), counting its attempts and keeping its future in ``futures``."""
+
+    def __init__(self, client, info: dict, futures: dict, *, target: str, run_id: str, point_fn, isolate: str,
+                 point_timeout, point_memory):
+        self.client, self.futures, self.target, self.run_id = client, futures, target, run_id
+        self.point_fn, self.isolate = point_fn, isolate
+        self.fn = pt.run_point_isolated if isolate == "process" else pt.run_point
+        self.slots = bool(info) and all(SLOT in (w.get("resources") or {}) for w in info.values())
+        self.extra = {}
+        if isolate == "process":
+            self.extra = {k: v for k, v in (("timeout", point_timeout), ("memory_bytes", point_memory)) if v}
+        self.attempts: dict[int, int] = {}
+
+    def __call__(self, p: Point):
+        self.attempts[p.index] = self.attempts.get(p.index, 0) + 1
+        f = self.client.submit(self.fn, p.spec, self.target, p.config_hash, p.key, self.point_fn, pure=False,
+                               run_id=self.run_id, **self.extra, key=f"sweep-point-{p.key}-{time.time_ns()}",
+                               resources={SLOT: 1} if self.slots else None)
+        self.futures[f.key] = (f, p)
+        return f
+
+
+def _take_row(rows: dict[int, dict], o: Outcome, p: Point, row: dict) -> None:
+    """A point's result row kept and counted (ok or failed) and logged."""
+    rows[p.index] = row | {"point": p.index}
+    if row.get("status") == "ok":
+        o.ok += 1
+    else:
+        o.failed += 1
+    log.info("point %d (%s): %s", p.index, p.key, row.get("status") if row.get("status") == "ok"
+             else f"failed: {row.get('error')}")
+
+
+def _recover_committed(todo: list[Point], rows: dict[int, dict], out: Path, o: Outcome) -> None:
+    """Rows of points that committed on a worker after a cancelled client stopped listening, kept as ok."""
+    for p in todo:
+        row = resumable_row(out, p) if p.index not in rows else None
+        if row is not None:
+            rows[p.index] = row | {"point": p.index}
+            o.ok += 1
+
+
+def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
+                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify,
+                on_dashboard=None) -> Outcome:
+    _prepare_folder(out)
+    res.write_meta(out, meta if meta is not None else _grid_meta(points, grid_names))
+    o = Outcome()
+    rows, todo = _resumed_rows(points, out, resume, o)
     for note in o.notes:
         notify(note)
     total = len(points)
@@ -481,8 +565,7 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
         o.wall_seconds = time.perf_counter() - t0
         return o
 
-    own_cluster = None
-    own_client = None
+    owned = _Owned()
     futures = {}
     interrupted = _SigintFlag()
     run_id = folder.start_run(out)
@@ -493,30 +576,14 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
 
     try:
         interrupted.install()
-        from distributed import Client, as_completed
+        from distributed import as_completed
 
         if client is None:
-            if scheduler:
-                own_client = client = connect(scheduler, connect_timeout)
-            else:
-                own_cluster = local_cluster(workers or default_workers(len(todo)))
-                own_client = client = Client(own_cluster)
-                client.register_plugin(ignore_sigint_plugin())
-                link = dashboard_link(client)
-                if link:
-                    log.info("Dask dashboard: %s", link)
-                    if on_dashboard is not None:
-                        on_dashboard(link)
+            client = _start_client(owned, scheduler, connect_timeout, workers, len(todo), on_dashboard)
         target = str(out.resolve())
         probed = client.run(pt.probe, target)
         try:
-            blind = sorted({w.get("host", a) for a, w in probed.items() if w.get("sees_folder") is False})
-            if blind:
-                raise ConfigError(f"argument -o/--output: the sweep folder {target} is not visible on worker "
-                                  f"host(s) {', '.join(blind)}; with --scheduler the folder must be a path every "
-                                  "worker shares (the same shared file system, mounted at the same path)")
-            isolate, notice = choose_isolation(probed, isolate, point_timeout=point_timeout,
-                                               point_memory=point_memory)
+            isolate, notice = _check_workers(probed, target, isolate, point_timeout, point_memory)
         except ConfigError:
             refused = True  # before any point was submitted: nothing to write
             raise
@@ -526,24 +593,10 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
         info = client.scheduler_info(n_workers=-1).get("workers", {})
         o.workers = len(info)
         o.isolate = isolate
-        # one point per worker at a time where the workers offer the slot (our LocalCluster does)
-        slots = bool(info) and all(SLOT in (w.get("resources") or {}) for w in info.values())
         with contextlib.suppress(Exception):  # imports (and fork servers) on every worker at once, not per point
             client.run(pt.warm_up, isolate)
-        fn = pt.run_point_isolated if isolate == "process" else pt.run_point
-        attempts: dict[int, int] = {}
-
-        def submit(p: Point):
-            attempts[p.index] = attempts.get(p.index, 0) + 1
-            extra = {}
-            if isolate == "process":
-                extra = {k: v for k, v in (("timeout", point_timeout), ("memory_bytes", point_memory)) if v}
-            f = client.submit(fn, p.spec, target, p.config_hash, p.key, point_fn, pure=False, run_id=run_id,
-                              **extra, key=f"sweep-point-{p.key}-{time.time_ns()}",
-                              resources={SLOT: 1} if slots else None)
-            futures[f.key] = (f, p)
-            return f
-
+        submit = _Submitter(client, info, futures, target=target, run_id=run_id, point_fn=point_fn, isolate=isolate,
+                            point_timeout=point_timeout, point_memory=point_memory)
         ac = as_completed([submit(p) for p in todo])
         last_write = time.perf_counter()
         report(o, total)
@@ -554,32 +607,12 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
                 if interrupted.set:  # rows of points the Ctrl+C itself killed are not results; ok rows come
                     raise KeyboardInterrupt  # back from disk below
                 _, p = futures.pop(f.key)
-                if f.status == "finished":
-                    row = checked_row(f.result(), p)
-                elif f.status == "cancelled":
-                    continue
-                elif f.status == "lost":
-                    # finished, but its worker died (on a later point) before the row was fetched: the row
-                    # is on disk; if it is not, run the point again
-                    row = stored_row(out, p)
-                    if row is None:
-                        ac.add(submit(p))
-                        continue
-                else:
-                    exc = f.exception()
-                    if _is_killed_worker(exc) and attempts[p.index] < MAX_ATTEMPTS:
-                        ac.add(submit(p))  # maybe it only shared the worker with the point that crashed
-                        continue
-                    row = _failed_row(p, _error_message(exc, attempts[p.index]))
-                if row.get("status") == pt.CANCELLED:  # not a result (only seen in a race with a cancel)
-                    continue
-                rows[p.index] = row | {"point": p.index}
-                if row.get("status") == "ok":
-                    o.ok += 1
-                else:
-                    o.failed += 1
-                log.info("point %d (%s): %s", p.index, p.key, row.get("status") if row.get("status") == "ok"
-                         else f"failed: {row.get('error')}")
+                row, again = _row_of(f, p, out, submit.attempts)
+                if again:
+                    ac.add(submit(p))
+                if row is None or row.get("status") == pt.CANCELLED:  # not a result (only seen in a race with
+                    continue                                           # a cancel)
+                _take_row(rows, o, p, row)
                 report(o, total)
             if cancel_requested():
                 raise KeyboardInterrupt
@@ -594,20 +627,11 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
         _stop_points(client, out, run_id, futures, wait=o.isolate == "process")
     finally:
         interrupted.restore()
-        if own_client is not None:
-            with contextlib.suppress(Exception):
-                own_client.close()
-        if own_cluster is not None:
-            with contextlib.suppress(Exception):
-                own_cluster.close()
+        owned.close()
         remove_temp_files(out)
         if not refused:  # (a refused sweep raises its ConfigError with nothing written)
             if o.cancelled:  # points that committed on a worker after the client stopped listening
-                for p in todo:
-                    row = resumable_row(out, p) if p.index not in rows else None
-                    if row is not None:
-                        rows[p.index] = row | {"point": p.index}
-                        o.ok += 1
+                _recover_committed(todo, rows, out, o)
             o.not_run = total - len(rows)
             write_table()
             report(o, total)

@@ -61,10 +61,10 @@ def metrics(run, device: str, profile_path) -> dict:
     compute / exchange / sync / stream / host shares are those of ``analysis.run_totals`` on that file (the shares of
     one whole step's IPU time that ``info`` and every view show)."""
     from popvision_lite.analysis.run_totals import run_totals
-    from popvision_lite.emulator.run_summary import summarize
+    from popvision_lite.emulator.run_summary import end_of_run_numbers
     from popvision_lite.profile.reader import open_profile
 
-    s = summarize(run.profile_data, run)
+    s = end_of_run_numbers(run.profile_data, run)
     with open_profile(profile_path) as p:
         share = run_totals(p).part_share
     cfg = run.cfg

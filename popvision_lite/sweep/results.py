@@ -68,21 +68,6 @@ def write_meta(out_dir, meta: dict) -> Path:
     return path
 
 
-def is_sweep_results(path) -> bool:
-    """True for a sweep results CSV (or a folder holding one): its header names the sweep columns."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / RESULTS
-    if p.suffix.lower() != ".csv" or not p.is_file():
-        return False
-    try:
-        with open(p, encoding="utf-8") as fh:
-            head = set(fh.readline().strip().split(","))
-    except (OSError, UnicodeDecodeError):
-        return False
-    return REQUIRED <= head
-
-
 # whole-number columns of the table besides the run config's int fields: <NA> for a failed point
 INT_COLUMNS = ("point", "chips", "peak_tile", "total_cycles")
 

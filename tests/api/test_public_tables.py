@@ -148,7 +148,7 @@ def test_weighted_steps_and_totals_add_up_to_the_summary(pod_profile):
     """At pod scale one stored steady-state pipeline cycle stands for all of them: ``runs`` says how many, the
     weighted steps add up per phase to the busy IPU time of ``p.totals``, and ``p.totals`` to the Summary."""
     from popvision_lite.analysis.summary import summarize
-    from popvision_lite.cli.info import summarize as info
+    from popvision_lite.cli.info import info_numbers as info
 
     with pvl.open(pod_profile) as p:
         steps, totals, ph = p.steps, p.totals, p.phases

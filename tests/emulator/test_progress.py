@@ -80,12 +80,12 @@ def test_an_emulation_reports_its_work_as_it_goes(tmp_path, monkeypatch, model):
 
 
 def test_the_sweep_line_says_the_share_and_the_eta(monkeypatch):
-    from popvision_lite.sweep import engine
+    from popvision_lite.sweep import engine, progress_line
 
     clock = iter([100.0, 120.0, 140.0])
-    monkeypatch.setattr(engine.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(progress_line.time, "perf_counter", lambda: next(clock))
     out = io.StringIO()
-    line = engine.ProgressLine(stream=out)
+    line = progress_line.ProgressLine(stream=out)
     o = engine.Outcome(ok=1, failed=1, resumed=2, workers=2)
     line(o, 10)  # 4 of 10 done at 20 s, 2 of them run (the 2 resumed cost nothing): 6 left at 10 s each
     assert out.getvalue().strip() == ("sweep: 4/10 (40%) | 3 ok (2 resumed), 1 failed, 6 remaining | 2 worker(s) | "

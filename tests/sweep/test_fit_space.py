@@ -8,8 +8,8 @@ from popvision_lite.emulator import run_config
 from popvision_lite.emulator.run_config import FIELDS, RunConfig, RunConfigField
 from popvision_lite.errors import ConfigError
 from popvision_lite.sweep import fit_space
-from popvision_lite.sweep.fit import _Chain
 from popvision_lite.sweep.fit_result import FAILED, FITS, IMPLIED, OVER, Trial
+from popvision_lite.sweep.fit_search import _Chain
 from popvision_lite.sweep.fit_space import FIT_ROLES, Place, Space, global_batch_of, undeclared_fields
 
 

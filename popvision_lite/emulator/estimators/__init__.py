@@ -11,6 +11,7 @@
 * :mod:`.microbench` - the SRAM-reader microbenchmark codelet (Jia et al. 2019, not a poplibs vertex);
 * :mod:`.elementwise` - which of those estimators costs an elementwise codelet piece (the codelets'
   ``model`` tuples), and the 2D (many regions per worker) form of each.
+* :mod:`.vertex_types` - the one table from vertex type (a codelet's name) to its library and estimators.
 
 Every cycle figure of the emulator's codelets is defined here once, citing the poplibs function it
 comes from (graphcore/poplibs commit 7eac0f26 "mk2-main"; facts and formulas carried over, code our

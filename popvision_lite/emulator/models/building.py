@@ -14,11 +14,6 @@ def stage_of(layer: int, layers: int, ipus: int) -> int:
     return min(ipus - 1, layer * ipus // max(1, layers))
 
 
-def stage_of_split(layer: int, split: list[int]) -> int:
-    """Pipeline stage of ``layer`` under a layers-per-stage split."""
-    return int(np.searchsorted(np.cumsum(split), layer, side="right"))
-
-
 @dataclass
 class Built:
     results: dict = field(default_factory=dict)  # name -> handle to compare

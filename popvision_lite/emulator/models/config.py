@@ -327,8 +327,8 @@ def validate(cfg: ModelConfig) -> None:
                           f"{cfg.seq} tokens")
 
 
-def validate_scale(cfg: ModelConfig) -> None:
-    """Checks of the pipeline / replication / training-state fields; errors name the field."""
+def _check_kinds(cfg: ModelConfig) -> None:
+    """The integer fields' bounds and the fields with a fixed set of choices."""
     for name in ("replicas", "grad_accum", "mask_tokens", "pipeline_stages", "tensor_parallel",
                  "embedding_serialization", "device_iterations", "tensor_parallel_2", "attention_serialisation",
                  "io_tiles"):
@@ -342,6 +342,10 @@ def validate_scale(cfg: ModelConfig) -> None:
     for name, ok in choices.items():
         if getattr(cfg, name) not in ok:
             raise ConfigError(f"{name}: must be one of {', '.join(ok)}, got {getattr(cfg, name)!r}")
+
+
+def _check_model_options(cfg: ModelConfig) -> None:
+    """Options that only some models or precisions read, and the true / false fields."""
     if cfg.partials_type == "half" and cfg.precision != "fp16":
         raise ConfigError("partials_type: 'half' needs precision fp16 (poplin accumulates fp32 inputs in float "
                           f"partials), got precision {cfg.precision!r}")
@@ -359,6 +363,10 @@ def validate_scale(cfg: ModelConfig) -> None:
     for name in ("master_weights", "rts", "outline"):
         if not isinstance(getattr(cfg, name), bool):
             raise ConfigError(f"{name}: must be true or false, got {getattr(cfg, name)!r}")
+
+
+def _check_memory_and_packing(cfg: ModelConfig) -> None:
+    """available_memory_proportion (one value, or one per IPU of a pipelined transformer) and packing."""
     amp = cfg.available_memory_proportion
     amps = list(amp) if isinstance(amp, list | tuple) else [amp]
     if not amps or any(isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a <= 1 for a in amps):
@@ -371,6 +379,10 @@ def validate_scale(cfg: ModelConfig) -> None:
     pk = cfg.packing
     if isinstance(pk, bool) or not isinstance(pk, int | float) or pk < 1:
         raise ConfigError(f"packing: must be a number >= 1 (average sequences per pack), got {pk!r}")
+
+
+def _check_layer_split(cfg: ModelConfig) -> None:
+    """A given layer_split: one count per stage (in halves of a layer), summing to the layers."""
     if cfg.layer_split is not None:
         sp = cfg.layer_split
         wrap = cfg.pipeline_placement == "wrap"
@@ -386,6 +398,10 @@ def validate_scale(cfg: ModelConfig) -> None:
             raise ConfigError(f"layer_split: {list(sp)} covers {sum(sp)} layers but the model has {cfg.layers}")
         if cfg.pipeline_stages and cfg.pipeline_stages != cfg.stages:
             raise ConfigError(f"pipeline_stages: {cfg.pipeline_stages} but layer_split has {cfg.stages} IPUs' stages")
+
+
+def _check_tensor_parallel(cfg: ModelConfig) -> None:
+    """Tensor parallelism (both dimensions), attention serialisation and I/O tiles."""
     tp, tp2 = cfg.tensor_parallel, cfg.tensor_parallel_2
     for name in ("tensor_parallel_2", "attention_serialisation", "io_tiles"):
         if getattr(cfg, name) != getattr(ModelConfig, name) and cfg.model not in TRANSFORMERS:
@@ -419,6 +435,11 @@ def validate_scale(cfg: ModelConfig) -> None:
         if cfg.pipeline_placement == "wrap":
             raise ConfigError("tensor_parallel: the 'wrap' pipeline placement is not modelled with tensor parallelism; "
                               "use pipeline_placement 'sequential'")
+
+
+def _check_ipu_counts(cfg: ModelConfig) -> None:
+    """replicas x stages x tensor-parallel IPUs = ipus; enough micro-batches and layers for the stages."""
+    tp, tp2 = cfg.tensor_parallel, cfg.tensor_parallel_2
     tpg = tp * tp2
     tpn = f"tensor_parallel {tp}" + (f" x tensor_parallel_2 {tp2}" if tp2 > 1 else "")
     if cfg.ipus % (cfg.replicas * tpg):
@@ -436,6 +457,10 @@ def validate_scale(cfg: ModelConfig) -> None:
         raise ConfigError(f"layers: {cfg.layers} layer(s) cannot fill {S} pipeline stages (layers < stages; "
                           f"lower --ipus / --pipeline-stages, add layers, or give --layer-split with 0 for the "
                           f"IPUs that hold no layer)")
+
+
+def _check_whole_graph(cfg: ModelConfig) -> None:
+    """The non-transformer models: the transformer-only composition fields left at their defaults."""
     if cfg.model not in TRANSFORMERS:
         dflt = ModelConfig()
         # replication, accumulation and training state also compose on the whole-graph path
@@ -446,3 +471,14 @@ def validate_scale(cfg: ModelConfig) -> None:
             if getattr(cfg, name) != getattr(dflt, name):
                 raise ConfigError(f"{name}: only the bert models run the pipelined / replicated training "
                                   f"composition; model '{cfg.model}' does not read it")
+
+
+def validate_scale(cfg: ModelConfig) -> None:
+    """Checks of the pipeline / replication / training-state fields; errors name the field."""
+    _check_kinds(cfg)
+    _check_model_options(cfg)
+    _check_memory_and_packing(cfg)
+    _check_layer_split(cfg)
+    _check_tensor_parallel(cfg)
+    _check_ipu_counts(cfg)
+    _check_whole_graph(cfg)

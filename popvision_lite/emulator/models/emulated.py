@@ -11,6 +11,8 @@ import time
 import numpy as np
 
 from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
 from popvision_lite.emulator.compile import CarriedCopies
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.host_alloc import return_freed_memory, reuse_freed_memory
@@ -21,10 +23,8 @@ from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile.assemble import VariableRow, append_variables
 
-from .backend import NumpyBackend
 from .catalog import build
 from .config import COMPOSITION_FIELDS, ModelConfig
-from .emulator_backend import EmulatorBackend
 from .pipeline import release_stage_graphs, run_pipelined
 from .whole_graph import compose_whole_graph
 

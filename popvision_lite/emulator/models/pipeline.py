@@ -304,7 +304,7 @@ def _ipu_stage(cfg, target1: Target, p: SimpleNamespace, sg: StageGraph, s: int)
     ar = sch.allreduce_for(em, (sg.extra_params if p.rts_w else params_s) * wbytes, R, cfg.ipus, clock)
     if not train:
         opt = ar = 0
-    st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
+    st = sch.state_stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"]),
                            transfers=k_mem + 1) if streamed else 0
     if step_io:  # batch-serialised weight loads and gradient stores (overlapped only with IO tiles)
         st += io_cycles + (0 if p.io else 3 * k_mem * int(em["stream_copy_latency_cycles"]))

@@ -410,6 +410,45 @@ def build_resnet(be, cfg):
         _Geom._cache.clear()
 
 
+def _share_weights(be, P: dict, reps: list[int], share: bool) -> dict[int, int]:
+    """How many blocks each representative stands for; with outlining, the other blocks of a kind get their
+    weights (and training state) sized like the representative's."""
+    copies = {r: reps.count(r) for r in set(reps)}
+    if share:
+        for r, cnt in copies.items():
+            if cnt > 1:
+                for t in _flat_weights(P[f"block{r}"]):
+                    be.multiplicity[t.id] = cnt
+    return copies
+
+
+def _neg_onehot(be, seed: int, n: int, ncls: int):
+    """The loss's constant: minus the one-hot of ``n`` random labels of ``ncls`` classes."""
+    labels = np.random.default_rng(seed + 3).integers(0, ncls, size=n)
+    onehot = np.zeros((n, ncls), np.float32)
+    onehot[np.arange(n), labels] = -1.0
+    return be.constant("neg_onehot", onehot)
+
+
+def _update(be, name: str, params: dict, grads: dict, lr: float, out: Built) -> None:
+    """Each gradient of ``name`` and its SGD-updated weight into the results."""
+    for gname, gr in grads.items():
+        out.results[f"{name}/d{gname}"] = gr
+        out.results[f"{name}/{gname}_new"] = be.sgd(_weight(params, gname), gr, lr, f"{gname}_sgd")
+
+
+def _head_bwd(be, fc: dict, pooled, dlogits, gidx, geom, lr: float, out: Built):
+    """The classifier's backward and update, then the global average pool's: the gradient into the last block."""
+    dw_fc = be.matmul(be.t(pooled), dlogits, "fc/dw_matmul")
+    db_fc = be.reduce_rows(dlogits, "fc/db_reduce")
+    dpooled = be.matmul(dlogits, be.t(fc["w"]), "fc/dx_matmul")
+    d = be.avg_pool_bwd(dpooled, gidx, geom.rows, "global_avg_pool_bwd")
+    out.results["fc/dw"] = dw_fc
+    out.results["fc/w_new"] = be.sgd(fc["w"], dw_fc, lr, "w_sgd")
+    out.results["fc/b_new"] = be.sgd(fc["b"], db_fc, lr, "b_sgd")
+    return d
+
+
 def _build_resnet(be, cfg):
     rv = _Values(be, cfg.seed)
     n, hw, ncls = cfg.batch, cfg.image, cfg.vocab
@@ -421,22 +460,14 @@ def _build_resnet(be, cfg):
     reps = [kinds.index(k) if share else b for b, k in enumerate(kinds)]
     P, specs = _params(be, rv, cfg, reps)
     nblocks = len(specs)
-    copies = {r: reps.count(r) for r in set(reps)}
-    if share:  # the other blocks of a kind: their weights (and training state) sized like the representative's
-        for r, cnt in copies.items():
-            if cnt > 1:
-                for t in _flat_weights(P[f"block{r}"]):
-                    be.multiplicity[t.id] = cnt
+    copies = _share_weights(be, P, reps, share)
     fwd_done: dict[int, tuple] = {}  # representative -> (output, cache, geometry) of its forward
     nst = pipeline_stages(cfg)
     last = stage_of(nblocks - 1, nblocks, nst)
     with be.on_ipu(0), be.scope("stem"):
         image = be.input("image", rv.normal((n * hw * hw, 3)))
-    labels = np.random.default_rng(cfg.seed + 3).integers(0, ncls, size=n)
     with be.on_ipu(last), be.scope("loss"):
-        onehot = np.zeros((n, ncls), np.float32)
-        onehot[np.arange(n), labels] = -1.0
-        neg_onehot = be.constant("neg_onehot", onehot)
+        neg_onehot = _neg_onehot(be, cfg.seed, n, ncls)
     keep = not (cfg.recompute and cfg.training)
     be.conv_lowering = getattr(cfg, "conv_lowering", "im2col")
     seg_of = {b: seg for seg in recompute_segments(cfg) for b in range(seg[0], seg[1] + 1)}
@@ -476,13 +507,7 @@ def _build_resnet(be, cfg):
         dlogits = be.scale(be.add(prob, neg_onehot, "minus_onehot"), 1.0 / n, "mean_grad")
     out.results["loss_grad"] = dlogits
     with be.on_ipu(last), be.scope("head/bwd"):
-        dw_fc = be.matmul(be.t(pooled), dlogits, "fc/dw_matmul")
-        db_fc = be.reduce_rows(dlogits, "fc/db_reduce")
-        dpooled = be.matmul(dlogits, be.t(P["fc"]["w"]), "fc/dx_matmul")
-        d = be.avg_pool_bwd(dpooled, gidx, geom.rows, "global_avg_pool_bwd")
-        out.results["fc/dw"] = dw_fc
-        out.results["fc/w_new"] = be.sgd(P["fc"]["w"], dw_fc, cfg.lr, "w_sgd")
-        out.results["fc/b_new"] = be.sgd(P["fc"]["b"], db_fc, cfg.lr, "b_sgd")
+        d = _head_bwd(be, P["fc"], pooled, dlogits, gidx, geom, cfg.lr, out)
     bwd_done: dict[int, object] = {}  # representative -> its backward's output gradient
     bwd_in: dict[int, object] = {}  # representative -> the gradient its backward reads
     for b in reversed(range(nblocks)):
@@ -504,9 +529,7 @@ def _build_resnet(be, cfg):
                 be.mark(f"block_bwd/{r}")
                 bwd_in[r] = d
                 d, grads = _block_bwd(be, P[name], c, d, down)
-                for gname, gr in grads.items():
-                    out.results[f"{name}/d{gname}"] = gr
-                    out.results[f"{name}/{gname}_new"] = be.sgd(_weight(P[name], gname), gr, cfg.lr, f"{gname}_sgd")
+                _update(be, name, P[name], grads, cfg.lr, out)
                 be.mark(f"block_bwd_end/{r}")
                 if copies[r] > 1:
                     bwd_done[r] = d
@@ -521,10 +544,7 @@ def _build_resnet(be, cfg):
         if not keep:
             stem_cache = stem_box[0]
         with be.scope("bwd"):
-            grads = _stem_bwd(be, P["stem"], stem_cache, d)
-            for gname, gr in grads.items():
-                out.results[f"stem/d{gname}"] = gr
-                out.results[f"stem/{gname}_new"] = be.sgd(_weight(P["stem"], gname), gr, cfg.lr, f"{gname}_sgd")
+            _update(be, "stem", P["stem"], _stem_bwd(be, P["stem"], stem_cache, d), cfg.lr, out)
     return out
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
 from popvision_lite.emulator.compile import CopyMemo, compile_graph
 from popvision_lite.emulator.profile_builder import build_profile
 from popvision_lite.emulator.target import Target
 
-from .emulator_backend import EmulatorBackend
 from .transformer import build_bert_stage
 
 PHASES = ("emb_fwd", "layer_fwd_att", "layer_fwd_attcore", "layer_fwd_attpost", "layer_fwd_ffn", "head",

@@ -64,7 +64,7 @@ def compose_whole_graph(cfg, be, res, pd_) -> tuple[dict, bool, list]:
                                             "float32" if sbpe >= 8 else "float16") if n_max else 0
     accp = elementwise_pass_cycles(target, n_max, "float16" if wbytes == 2 else "float32") if (G > 1 and n_max) else 0
     ar = sch.allreduce_for(em, n_max * wbytes, R, cfg.ipus, target.clock_hz)
-    st = sch.stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"])) \
+    st = sch.state_stream_cycles(streamed, float(em["ddr_bytes_per_cycle"]), int(em["stream_copy_latency_cycles"])) \
         if streamed else 0
     micro = int(res.total_cycles) + accp
     step = G * micro + ar + opt + st

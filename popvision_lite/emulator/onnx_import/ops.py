@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.backends.planning import PlanOnlyBackend, Shape
 from popvision_lite.emulator.codelets import Elementwise
 from popvision_lite.emulator.estimators import popops
-from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
-from popvision_lite.emulator.models.planning import PlanOnlyBackend, Shape
 from popvision_lite.emulator.ops import basic
 from popvision_lite.emulator.ops import library_codelets as _OC
 from popvision_lite.emulator.ops import reference as R

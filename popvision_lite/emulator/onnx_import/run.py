@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from popvision_lite import input_files
-from popvision_lite.emulator.models.backend import NP_DTYPE
+from popvision_lite.emulator.backends.backend import NP_DTYPE
 from popvision_lite.emulator.models.emulated import CARRIED_COPIES, tolerance
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.reference import numeric_check

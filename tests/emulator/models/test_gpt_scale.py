@@ -125,10 +125,10 @@ def test_emulation_memory_is_independent_of_layer_count():
 
 
 def test_peak_tile_categories_are_summarised():
-    from popvision_lite.emulator.run_summary import summarize
+    from popvision_lite.emulator.run_summary import end_of_run_numbers
 
     r = run_model(make_config("gpt2-small", **SMALL), timing_only=True)
-    s = summarize(r.profile_data, r)
+    s = end_of_run_numbers(r.profile_data, r)
     cats = dict(s["peak_categories"])
     mem = np.asarray(r.profile_data.memory)[s["peak_tile"]].sum(axis=1)
     assert sum(cats.values()) <= s["peak_bytes"] and max(cats.values()) == mem.max()

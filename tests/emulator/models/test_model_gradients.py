@@ -5,7 +5,7 @@ implicit GEMM equals a direct convolution."""
 import numpy as np
 import pytest
 
-from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.models.catalog import build
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.ops import reference as R

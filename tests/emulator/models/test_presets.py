@@ -3,7 +3,7 @@
 
 import pytest
 
-from popvision_lite.emulator.models.backend import NumpyBackend
+from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.models.config import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES, make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.models.transformer import build_bert_stage

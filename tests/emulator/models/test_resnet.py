@@ -5,13 +5,13 @@ backends work."""
 import numpy as np
 import pytest
 
+from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.backends.planning import PlanOnlyBackend
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.models import resnet as RN
-from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.catalog import build
 from popvision_lite.emulator.models.config import MODEL_NAMES, make_config
 from popvision_lite.emulator.models.emulated import build_model, run_model
-from popvision_lite.emulator.models.planning import PlanOnlyBackend
 from popvision_lite.emulator.ops.context import View, plan_target_of
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError

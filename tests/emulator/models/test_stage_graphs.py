@@ -12,8 +12,8 @@ from popvision_lite.emulator import Graph, Target
 from popvision_lite.emulator import codelets as CL
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
 from popvision_lite.emulator.models.config import make_config
-from popvision_lite.emulator.models.emulator_backend import EmulatorBackend
 from popvision_lite.emulator.models.stages import StageGraph
 from popvision_lite.emulator.models.transformer import build_bert_stage
 from popvision_lite.errors import EmulatorError

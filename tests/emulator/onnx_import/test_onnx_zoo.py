@@ -206,7 +206,7 @@ def test_relative_onnx_path_in_a_config_is_read_beside_the_config(tmp_path, monk
 def test_no_throughput_is_printed_for_a_run_that_does_not_fit():
     from types import SimpleNamespace
 
-    from popvision_lite.cli.emulate_onnx import format_summary
+    from popvision_lite.cli.emulate_onnx import onnx_end_of_run_text
     from popvision_lite.profile.run_record import Schedule
 
     s = {"fits": False, "peak_bytes": 900_000, "capacity": 638_976, "peak_tile": 3, "total_cycles": 1000,
@@ -214,14 +214,14 @@ def test_no_throughput_is_printed_for_a_run_that_does_not_fit():
     run = SimpleNamespace(path="m.onnx", num_ops=5, dims={"batch": 8}, casts=[], numeric_checks={}, schedule=Schedule(),
                           samples_per_second=123456.0, config={"precision": "fp32", "ipus": 1, "training": True,
                                                                "optimizer": "adam", "optimizer_state": "onchip"})
-    text = format_summary(s, run, "r.pvl", "time split of one step (...)")
+    text = onnx_end_of_run_text(s, run, "r.pvl", "time split of one step (...)")
     assert "samples/s" not in text and "123,456" not in text
     line = next(x for x in text.splitlines() if x.startswith("throughput:"))
     for needle in ("does not fit", "1.41x its capacity", "smaller --batch", "--ipus 2", "--optimizer-state offchip",
                    "--recompute", "--grad-accum", "--precision fp16"):
         assert needle in line, line
     s["fits"] = True
-    assert "throughput: 123,456.0 samples/s" in format_summary(s, run, "r.pvl", "time split of one step (...)")
+    assert "throughput: 123,456.0 samples/s" in onnx_end_of_run_text(s, run, "r.pvl", "time split of one step (...)")
 
 
 def test_recompute_reruns_each_layer_and_keeps_fewer_activations():

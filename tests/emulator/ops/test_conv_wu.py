@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles
 from popvision_lite.emulator.models import resnet as RN
-from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.ops.conv import ConvShape
 from popvision_lite.emulator.ops.conv_wu import (

@@ -4,8 +4,8 @@ called with their arguments copied in and their results copied out, as Graphcore
 import numpy as np
 
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.engine import Engine
-from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile.schema import CATEGORY_CODE

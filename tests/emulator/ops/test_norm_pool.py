@@ -4,10 +4,10 @@ differences), and every emulator op against the reference on all three backends.
 import numpy as np
 import pytest
 
+from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.backends.planning import PlanOnlyBackend
 from popvision_lite.emulator.engine import Engine
-from popvision_lite.emulator.models.backend import NumpyBackend
 from popvision_lite.emulator.models.emulated import EmulatorBackend
-from popvision_lite.emulator.models.planning import PlanOnlyBackend
 from popvision_lite.emulator.ops import norm_pool as NP
 from popvision_lite.emulator.ops import pooling as PL
 from popvision_lite.emulator.ops.context import plan_target_of

@@ -1,4 +1,4 @@
-"""Lowering an ONNX graph onto the backend op vocabulary (``models/backend.py`` + ``ops.py``): the walk over the
+"""Lowering an ONNX graph onto the backend op vocabulary (``backends/backend.py`` + ``ops.py``): the walk over the
 nodes in graph order, constant folding, IPU placement and the dispatch through the table (``table.LOWERINGS``).
 
 Values are either numpy arrays (constants: initializers, ``Constant`` nodes and everything folded from them and

@@ -2,7 +2,7 @@
 
 Every bundled model is written once against the small op vocabulary below.  ``NumpyBackend``
 executes it eagerly with the numpy reference ops (``ops/reference.py``) - that is the ground
-truth.  ``EmulatorBackend`` (``models/emulated.py``) builds the same ops into an emulator graph.
+truth.  ``EmulatorBackend`` (``backends/emulator_backend.py``) builds the same ops into an emulator graph.
 
 Tensors are backend handles with ``.shape`` and ``.dtype``.  ``view(x, index)`` makes an operand
 from arbitrary flat element indices of ``x`` (transposes, head splits) - accepted by ``matmul``

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from popvision_lite.emulator.backends.backend import Backend
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.norm_pool import PlanNormPool
 from popvision_lite.emulator.ops.planners import PlanTarget, plan_elementwise, plan_matmul, plan_reduction
 from popvision_lite.emulator.shape import Shape
-
-from .backend import Backend
 
 __all__ = ["PlanOnlyBackend", "Shape"]
 
