@@ -246,6 +246,11 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
         ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return _finish_output(ctx, acc, C_out, red if pk > 1 else None, pk, ps, op)
+
+
+def _finish_output(ctx, acc, C_out, red, pk: int, ps: int, op: str):
+    """After the AMP passes: the K partials reduced into C (pk > 1), or the serial passes' accumulator cast to C."""
     if pk > 1:
         reduce_k_partials(ctx, acc, C_out, red, pk, op)
     elif ps > 1:
@@ -356,11 +361,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
                 "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
                 params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
-    if pk > 1:
-        reduce_k_partials(ctx, acc, C_out, red, pk, op)
-    elif ps > 1:
-        _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
-    return C_out
+    return _finish_output(ctx, acc, C_out, red if pk > 1 else None, pk, ps, op)
 
 
 def _uneven_a_source(ctx, op, A, ta, rearr_a, G, Mm, K, plan, bks, msz, moff, ab3, idx):
