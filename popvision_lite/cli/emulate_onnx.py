@@ -11,33 +11,28 @@ from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli.args import check_new_file, field_value, switch_value
 from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.onnx_import.config import (
-    CONFIG_KEYS,
     NOT_FOR_ONNX,
     NOT_FOR_ONNX_SCALE,
+    ONNX_OPTIONS,
     SCALE_KEYS,
+    parse_ipu_split,
     read_config,
 )
-from popvision_lite.emulator.onnx_import.loader import OnnxImportError, check_dim, parse_dims
+from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import CLI, FIELDS, check_field
+from popvision_lite.emulator.run_config_file import read_onnx_config
 from popvision_lite.emulator.run_summary import summarize
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
 from popvision_lite.terminal import terminal_text
 
 
 def add_arguments(p) -> None:
-    """The options ``emulate`` gains for ONNX models (called from cli/emulate.py)."""
-    p.add_argument("--onnx", metavar="MODEL.onnx", help="emulate an ONNX model (PyTorch: torch.onnx.export; "
-                   "Hugging Face: optimum-cli export onnx) instead of a bundled MODEL")
-    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
-                   help="(--onnx) value of a symbolic input dimension, e.g. --dim sequence_length=128 "
-                        "(--batch and --seq set the usual batch / sequence names)")
-    p.add_argument("--loss-output", metavar="NAME", help="(--onnx --training) the graph output whose mean is the loss")
-    p.add_argument("--ipu-split", metavar="NODE[,NODE...]",
-                   help="(--onnx --ipus N) the ONNX node names where IPU 1, 2, ... start (default: layers balanced "
-                        "by weight bytes)")
-    p.add_argument("--inputs", metavar="INPUTS.npz", help="(--onnx) input arrays by input name (default: seeded "
-                   "random floats, token ids in range, masks of ones)")
+    """The options ``emulate`` gains for ONNX models (called from cli/emulate.py), from their one definition
+    (``onnx_import.config.ONNX_OPTIONS``, which the app's run dialog reads too)."""
+    for o in ONNX_OPTIONS:
+        p.add_argument(o.flag, metavar=o.metavar, help=o.help.replace("%", "%%"),
+                       **({"action": "append"} if o.repeat else {}))
 
 
 def wants_onnx(args) -> bool:
@@ -53,21 +48,11 @@ def wants_onnx(args) -> bool:
     return False
 
 
-def _beside_config(path: str, config) -> str:
-    """A relative file path written in a TOML run config, resolved against the config's folder (as a
-    config and its model are kept and moved together); absolute paths are kept."""
-    p = Path(path).expanduser()
-    return str(p if p.is_absolute() else Path(config).parent / p)
-
-
 def resolve(args) -> dict:
     """Keyword arguments of ``emulate_onnx`` from --config and the command line (command line wins)."""
-    rc = read_config(args.config) if getattr(args, "config", None) else {}
+    # the file's settings, checked (run_config_file: the reader the desktop app's Load… uses too)
+    rc = read_onnx_config(args.config) if getattr(args, "config", None) else {}
     where = f"{args.config}: " if rc else ""
-    unknown = sorted(set(rc) - CONFIG_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}field '{unknown[0]}': not a setting of ONNX runs (settings: "
-                          f"{', '.join(sorted(CONFIG_KEYS))})")
     if getattr(args, "model", None):
         raise ConfigError(f"argument MODEL: give a bundled MODEL or --onnx, not both (got {args.model!r})")
     for k in NOT_FOR_ONNX:
@@ -80,11 +65,9 @@ def resolve(args) -> dict:
                               "one graph over the IPUs of a replica, without the bundled transformers' pipelined "
                               "schedule; place its nodes with --ipus N [--ipu-split NODE,...] and use --replicas, "
                               "--grad-accum, --optimizer ... for training at scale")
-    path = args.onnx or rc.get("onnx")
-    if not isinstance(path, str) or not path:
+    path = args.onnx or rc.get("onnx")  # a path in the file: already resolved beside it
+    if not path:
         raise ConfigError(f"{where}field 'onnx': expected a path to an .onnx file")
-    if not args.onnx:
-        path = _beside_config(path, args.config)
     source = str(args.config) if rc else None
     out = args.output or (check_field("output", rc["output"], source) if "output" in rc else None)
     if not out:
@@ -101,13 +84,7 @@ def resolve(args) -> dict:
             return field_value(args, k)
         return check_field(k, rc[k], source) if k in rc else None
 
-    dims = {}
-    if "dims" in rc:
-        if not isinstance(rc["dims"], dict) or not all(isinstance(v, int) and v > 0 for v in rc["dims"].values()):
-            raise ConfigError(f"{where}field 'dims': expected a table of positive integers, e.g. "
-                              "[dims] sequence_length = 128")
-        for k, v in rc["dims"].items():
-            dims[k] = check_dim(k, v, f"{where}[dims]")
+    dims = dict(rc.get("dims") or {})
     dims.update(parse_dims(args.dim))
     kw = dict(path=path, output=out, dims=dims, device=given("device") or "ipu-mk2")
     for k in ("batch", "seq", "ipus", "seed", *SCALE_KEYS):  # the command line wins over the file
@@ -127,16 +104,11 @@ def resolve(args) -> dict:
             raise ConfigError("argument --loss-output: only with --training")
         kw["loss_output"] = str(loss)
     split = getattr(args, "ipu_split", None)
-    split = [x.strip() for x in split.split(",") if x.strip()] if split else rc.get("ipu_split")
+    split = parse_ipu_split(split) if split else rc.get("ipu_split")
     if split is not None:
-        if not isinstance(split, list) or not all(isinstance(x, str) for x in split):
-            raise ConfigError(f"{where}field 'ipu_split': expected a list of node names")
         kw["ipu_split"] = split
-    inputs = getattr(args, "inputs", None) or (
-        _beside_config(rc["inputs"], args.config) if isinstance(rc.get("inputs"), str) else rc.get("inputs"))
+    inputs = getattr(args, "inputs", None) or rc.get("inputs")
     if inputs is not None:
-        if not isinstance(inputs, str) or not inputs:
-            raise ConfigError(f"{where}field 'inputs': expected the path of an .npz file, got {str(inputs)[:60]!r}")
         kw["inputs"] = inputs
     if not kw["training"]:
         from popvision_lite.emulator.onnx_import.run import SCALE_DEFAULTS, TRAINING_STATE

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from popvision_lite.emulator.run_config_file import config_toml
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.fit_space import (
     FIT_ROLES,
@@ -20,7 +21,6 @@ from popvision_lite.sweep.fit_space import (
     saver_text,
 )
 from popvision_lite.units import format_seconds, format_usd
-from popvision_lite.value_checks import toml_value
 
 BEST_TOML = "best.toml"
 REPORT = "fit.txt"
@@ -223,14 +223,6 @@ def _value_text(v) -> str:
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_value_text(x) for x in v) + "]"
     return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def config_toml(run_config: dict) -> str:
-    """A run-config TOML (``emulate --config``) of ``{model, device, timing_only, **model arguments}``."""
-    top = {k: run_config[k] for k in ("model", "device", "timing_only") if k in run_config}
-    lines = [f"{k} = {toml_value(v)}" for k, v in top.items()] + ["", "[model_args]"]
-    lines += [f"{k} = {toml_value(v)}" for k, v in run_config.items() if k not in top]
-    return "\n".join(lines) + "\n"
 
 
 def profile_path(out: Path, t: Trial) -> str:

@@ -192,10 +192,10 @@ def test_emulation_dialogs(qtbot, run_pairs):
         base = whatif.settings_from_profile(p)
     d = whatif.RerunDialog(base)
     qtbot.addWidget(d)
-    d.name.setCurrentText("recompute")
-    assert d.current.text() == "False" and d.value.text() == "on"
+    d.select("recompute")
+    assert d.current.text() == "off" and d.value.text() == "on"
     assert d.settings()["recompute"] is True and d.settings()["batch"] == base["batch"]
-    d.name.setCurrentText("batch")
+    d.select("batch")
     assert d.value.text() == str(2 * base["batch"])
     e = whatif.EmulationDialog(base, out="runs/x.pvl")
     qtbot.addWidget(e)

@@ -299,7 +299,7 @@ def test_new_emulation_dialog_offers_every_run_config_field(qtbot):
 
     d = whatif.EmulationDialog(out="runs/x.pvl")
     qtbot.addWidget(d)
-    assert set(d.rows) - {"onnx"} == set(FIELDS)
+    assert set(d.rows) - {"onnx", "ipu_config", "dims", "loss_output", "ipu_split", "inputs"} == set(FIELDS)
     for name, f in FIELDS.items():
         if name == "output":
             continue
@@ -381,32 +381,317 @@ def test_text_typed_in_the_dialog_gets_the_command_lines_message(qtbot):
     assert d.checked_settings()["model"] == "bert"
 
 
-def test_run_refuses_a_bad_value_and_keeps_the_dialog_open(qtbot, monkeypatch):
-    from PySide6.QtWidgets import QDialog
-
-    from popvision_lite.gui.actions import run as whatif
-
-    boxes = capture_message_boxes(monkeypatch)
-    d = whatif.EmulationDialog({"model": "bert"}, out="runs/x.pvl")
-    qtbot.addWidget(d)
-    d.inputs["packing"].widget.setText("100")
-    d.accept()
-    assert d.result() != QDialog.Accepted and boxes[-1][2] == "New emulation: field 'packing': 100 is outside 1.0 .. 64.0"
-    d.inputs["packing"].widget.setText("2")
-    d.accept()
-    assert d.result() == QDialog.Accepted and len(boxes) == 1
-
-
 def test_rerun_with_offers_every_run_config_field(qtbot):
     from popvision_lite.emulator.run_config import FIELDS
     from popvision_lite.gui.actions import run as whatif
 
     d = whatif.RerunDialog(dict(TINY, model="bert", layer_split=[1, 1]))
     qtbot.addWidget(d)
-    assert [d.name.itemText(i) for i in range(d.name.count())] == [k for k in FIELDS if k != "output"]
-    d.name.setCurrentText("layer_split")
+    assert [d.name.itemData(i) for i in range(d.name.count())] == [k for k in FIELDS if k != "output"]
+    assert [d.name.itemText(i) for i in range(d.name.count())] == [f.label for k, f in FIELDS.items() if k != "output"]
+    d.select("layer_split")
     assert d.value.text() == "1,1"
-    d.name.setCurrentText("partials_type")
+    d.select("partials_type")
     d.value.setText("half")
     assert d.settings()["partials_type"] == "half"
     assert whatif.rerun_path("runs/a.pvl", "layer_split", [3, 7.5]).name.startswith("a_layer_split-3-7.5")
+
+
+# ----------------------------------------------------------------------------- the dialog covers the command line
+def _emulate_parser():
+    import argparse
+
+    from popvision_lite.cli import emulate
+
+    p = argparse.ArgumentParser()
+    emulate.add_arguments(p)
+    return p
+
+
+def _run_button(d):
+    from PySide6.QtWidgets import QDialogButtonBox
+
+    return d.findChild(QDialogButtonBox).button(QDialogButtonBox.Ok)
+
+
+def test_every_emulate_option_has_a_control_in_the_dialog(qtbot):
+    """Every option of ``popvision-lite emulate`` (read from its argparse parser, so a new option fails here until
+    the dialog has a control for it) has a control in New emulation…, whose tooltip names the option; the ONNX
+    options show once an ONNX file is given, the IPU config row for a bundled model (issue 46: no ``--dim``,
+    ``--loss-output``, ``--ipu-split``, ``--inputs``, no run-config file)."""
+    from PySide6.QtWidgets import QWidget
+
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog({"model": "bert"}, out="runs/x.pvl")
+    qtbot.addWidget(d)
+    screen = d.screen().availableGeometry()  # every field, yet within the screen (the columns scroll)
+    assert d.width() <= screen.width() and d.height() <= screen.height()
+    actions = [a for a in _emulate_parser()._actions if a.dest != "help"]
+    missing = sorted({a.dest for a in actions} - set(d.controls))
+    assert not missing, f"emulate options without a control in the run dialog: {missing}"
+    for a in actions:
+        w = d.controls[a.dest]
+        assert isinstance(w, QWidget), a.dest
+        if a.option_strings:  # (MODEL, the positional, is the model list)
+            assert any(o in w.toolTip() for o in a.option_strings), (a.dest, w.toolTip())
+    # and no tooltip cites an option the command line rejects (issue 46: --ffn, --lr, --outline were cited)
+    import re
+
+    known = {o for a in actions for o in a.option_strings} | {o for part in ("-o/--output",) for o in part.split("/")}
+    for dest, w in d.controls.items():
+        for cited in re.findall(r"emulate ((?:-[-\w]+/?)+)", w.toolTip()):
+            assert all(o in known for o in cited.split("/")), (dest, cited)
+    onnx_rows = ("dims", "loss_output", "ipu_split", "inputs")
+    assert d.shown("ipu_config") and not any(d.shown(k) for k in onnx_rows)
+    d.onnx.setText("models/m.onnx")
+    assert all(d.shown(k) for k in onnx_rows) and not d.shown("ipu_config")
+
+
+def test_a_config_saved_from_the_dialog_is_the_one_the_command_line_runs(qtbot, tmp_path):
+    """Save… writes the run-config TOML ``emulate --config`` reads (one writer, emulator/run_config_file.py): the
+    command line reads back the same model, device, output and fields; Load… shows them again."""
+    from PySide6.QtTest import QTest
+
+    from popvision_lite.cli import emulate
+    from popvision_lite.gui.actions import run as whatif
+
+    out = tmp_path / "b.pvl"
+    d = whatif.EmulationDialog({"model": "bert-base"}, out=str(out))
+    qtbot.addWidget(d)
+    d.show()
+    d.device.setCurrentText("ipu-bow")
+    for name, typed in (("batch", "12"), ("layers", "2"), ("ipus", "2")):
+        w = d.inputs[name].widget
+        w.lineEdit().selectAll()
+        QTest.keyClicks(w, typed)
+    for name, typed in (("layer_split", "1,1"), ("lr", "0.25"), ("available_memory_proportion", "0.3,0.4")):
+        QTest.keyClicks(d.inputs[name].widget, typed)
+    for name, value in (("optimizer", "lamb"), ("recompute", True), ("outline", False)):
+        w = d.inputs[name].widget
+        w.setCurrentIndex(w.findData(value))
+    s = d.checked_settings()
+    assert (s["batch"], s["layer_split"], s["available_memory_proportion"], s["outline"]) == (12, [1, 1], [0.3, 0.4],
+                                                                                            False)
+    toml = tmp_path / "run.toml"
+    assert d.save_file(toml) and "Saved" in d.message.text()
+    rc = emulate.from_args(_emulate_parser().parse_args(["--config", str(toml)]))
+    assert (rc.model, rc.device, rc.output, rc.timing_only) == ("bert-base", "ipu-bow", str(out), s["timing_only"])
+    assert rc.model_args == {k: v for k, v in s.items() if k not in ("model", "device", "timing_only", "onnx")}
+    e = whatif.EmulationDialog(out=str(tmp_path / "other.pvl"))
+    qtbot.addWidget(e)
+    assert e.load_file(toml)
+    assert e.settings() == s and e.output() == str(out)
+    # a file the command line refuses is refused with its message, and the dialog keeps what it had
+    bad = tmp_path / "bad.toml"
+    bad.write_text('model = "bert"\n[model_args]\nhidden = 0\n')
+    assert not e.load_file(bad)
+    assert e.message.text() == f"{bad}: field 'hidden': 0 is outside 1 .. 65536" and e.settings() == s
+
+
+def test_an_onnx_config_saved_from_the_dialog_is_the_one_the_command_line_runs(qtbot, tmp_path):
+    """The ONNX options typed in the dialog (dims, loss output, IPU split, inputs) reach ``emulate --config`` as
+    ``--dim``, ``--loss-output``, ``--ipu-split`` and ``--inputs`` would; Load… shows them again."""
+    from PySide6.QtTest import QTest
+
+    from popvision_lite.cli import emulate_onnx
+    from popvision_lite.gui.actions import run as whatif
+
+    model, npz, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "o.pvl"
+    model.write_bytes(b"onnx")  # the dialog and the command line check the paths here; the run reads them
+    npz.write_bytes(b"npz")
+    d = whatif.EmulationDialog(out=str(out))
+    qtbot.addWidget(d)
+    d.show()
+    QTest.keyClicks(d.onnx, str(model))
+    for key, typed in (("dims", "sequence_length=16, batch_size=2"), ("loss_output", "loss"),
+                       ("ipu_split", "block1/Add, block2/Add"), ("inputs", str(npz))):
+        QTest.keyClicks(d.onnx_options[key], typed)
+    d.inputs["training"].widget.setCurrentIndex(d.inputs["training"].widget.findData(True))
+    d.inputs["ipus"].widget.setValue(2)
+    s = d.checked_settings()
+    assert s["dims"] == {"sequence_length": 16, "batch_size": 2} and s["ipu_split"] == ["block1/Add", "block2/Add"]
+    toml = tmp_path / "onnx.toml"
+    assert d.save_file(toml)
+    args = _emulate_parser().parse_args(["--config", str(toml)])
+    assert emulate_onnx.wants_onnx(args)
+    kw = emulate_onnx.resolve(args)
+    assert (Path(kw["path"]), kw["dims"], kw["loss_output"], kw["ipu_split"], Path(kw["inputs"])) == \
+        (model.resolve(), s["dims"], "loss", s["ipu_split"], npz.resolve())
+    assert (kw["training"], kw["ipus"], kw["output"]) == (True, 2, str(out))
+    e = whatif.EmulationDialog(out=str(tmp_path / "other.pvl"))
+    qtbot.addWidget(e)
+    assert e.load_file(toml)
+    again = e.settings()
+    assert {k: again[k] for k in ("dims", "loss_output", "ipu_split", "training", "ipus")} == \
+        {k: s[k] for k in ("dims", "loss_output", "ipu_split", "training", "ipus")}
+    assert Path(again["onnx"]) == model.resolve() and e.output() == str(out)
+
+
+def test_problems_show_in_the_dialog_which_stays_open_with_what_was_typed(qtbot, tmp_path):
+    """A missing output folder, a bad value typed key by key, an ONNX file that does not exist, bad dims: Run
+    shows the problem in the dialog (the command line's message), puts the focus on the field and keeps the
+    dialog open with what was typed (issue 46: some errors came after the dialog had closed)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QDialog
+
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.run_config import CLI, check_field
+    from popvision_lite.gui.actions import run as whatif
+    from popvision_lite.gui.actions.run_fields import workload_defaults
+
+    d = whatif.EmulationDialog({"model": "bert"}, out=str(tmp_path / "gone" / "x.pvl"))
+    qtbot.addWidget(d)
+    d.show()
+    packing = d.inputs["packing"].widget
+    QTest.keyClicks(packing, "100")
+    qtbot.mouseClick(_run_button(d), Qt.LeftButton)
+    assert d.isVisible() and d.result() != QDialog.Accepted
+    assert d.message.isVisible() and d.message.text().startswith("New emulation: field 'output': ")
+    assert "gone" in d.message.text() and d.focusWidget() is d.out
+    d.out.setText(str(tmp_path / "x.pvl"))
+    assert not d.message.isVisible()  # an edit clears the problem shown
+    form, row = d.rows["output"]
+    assert form.labelForField(row).styleSheet() == ""
+    qtbot.mouseClick(_run_button(d), Qt.LeftButton)
+    with pytest.raises(ConfigError) as flag:
+        check_field("packing", "100", CLI, text=True)
+    assert d.message.text() == "New emulation: field 'packing': " + str(flag.value).split(": ", 1)[1]
+    assert d.isVisible() and packing.text() == "100" and d.focusWidget() is packing
+    form, row = d.rows["packing"]
+    assert form.labelForField(row).styleSheet() == d.message.styleSheet() != ""  # the field's label marked
+    # the other fields still say their defaults while one value is not valid
+    preset = workload_defaults(make_config("bert"))
+    assert d.inputs["batch"].widget.text() == f"default ({preset['batch']})"
+    # a folder as the profile file
+    d.out.setText(str(tmp_path))
+    qtbot.mouseClick(_run_button(d), Qt.LeftButton)
+    assert d.message.text().startswith("New emulation: field 'output': ") and d.isVisible()
+    d.out.setText(str(tmp_path / "x.pvl"))
+    packing.clear()
+    QTest.keyClicks(packing, "2")
+    qtbot.mouseClick(_run_button(d), Qt.LeftButton)
+    assert d.result() == QDialog.Accepted and not d.isVisible()
+    # an ONNX file that does not exist; then dims that are not NAME=VALUE
+    e = whatif.EmulationDialog(out=str(tmp_path / "y.pvl"))
+    qtbot.addWidget(e)
+    e.show()
+    QTest.keyClicks(e.onnx, str(tmp_path / "nope.onnx"))
+    qtbot.mouseClick(_run_button(e), Qt.LeftButton)
+    assert e.message.text() == f"New emulation: field 'onnx': {tmp_path / 'nope.onnx'}: no such file"
+    assert e.isVisible() and e.focusWidget() is e.onnx and e.onnx.text() == str(tmp_path / "nope.onnx")
+    (tmp_path / "nope.onnx").write_bytes(b"x")
+    QTest.keyClicks(e.onnx_options["dims"], "seq=abc")
+    qtbot.mouseClick(_run_button(e), Qt.LeftButton)
+    assert e.message.text().startswith("New emulation: field 'dims': 'seq=abc': expected NAME=VALUE")
+    assert e.isVisible() and e.focusWidget() is e.onnx_options["dims"]
+
+
+def test_rerun_with_a_bad_value_stays_open_with_its_message(qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QDialog
+
+    from popvision_lite.emulator.run_config import CLI, check_field
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.RerunDialog(dict(TINY))
+    qtbot.addWidget(d)
+    d.show()
+    d.select("batch")
+    d.value.clear()
+    QTest.keyClicks(d.value, "0")
+    qtbot.mouseClick(_run_button(d), Qt.LeftButton)
+    with pytest.raises(ConfigError) as flag:
+        check_field("batch", "0", CLI, text=True)
+    assert d.message.text() == "Re-run with: field 'batch': " + str(flag.value).split(": ", 1)[1]
+    assert d.isVisible() and d.result() != QDialog.Accepted and d.value.text() == "0"
+    QTest.keyClick(d.value, Qt.Key_Backspace)
+    assert not d.message.isVisible()
+    QTest.keyClicks(d.value, "8")
+    qtbot.mouseClick(_run_button(d), Qt.LeftButton)
+    assert d.result() == QDialog.Accepted and d.settings()["batch"] == 8
+
+
+def test_timing_only_cannot_be_unticked_where_the_run_has_no_numerics(qtbot):
+    """A pipelined, replicated or at-scale BERT run and every GPT run are composed from stage programs emulated
+    for timing only (emulator/models/host_memory.runs_composed): unticking Timing only gave a timing-only profile
+    without a word (issue 46).  The box is ticked and disabled there, its tooltip saying why, and the user's own
+    choice comes back when the run can compute numerics again; Re-run with… refuses it with the reason."""
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.models.host_memory import runs_composed
+    from popvision_lite.gui.actions import run as whatif
+
+    d = whatif.EmulationDialog({"model": "bert-base", "timing_only": False}, out="runs/x.pvl")
+    qtbot.addWidget(d)
+    assert d.timing.isEnabled() and not d.timing.isChecked() and d.settings()["timing_only"] is False
+    ipus = d.inputs["ipus"].widget
+    ipus.setValue(4)
+    assert not d.timing.isEnabled() and d.timing.isChecked() and d.settings()["timing_only"] is True
+    assert "Numerics are not run" in d.timing.toolTip() and "pipelined" in d.timing.toolTip()
+    ipus.setValue(ipus.minimum())  # back to the preset's one IPU
+    assert d.timing.isEnabled() and not d.timing.isChecked()
+    for model in ("bert-base", "gpt2-small", "mlp", "resnet50"):
+        d.model.setCurrentText(model)
+        assert d.timing.isEnabled() == (not runs_composed(make_config(model), False)), model
+    # Re-run with… Timing only off on a pipelined run: refused in the dialog, saying why
+    from PySide6.QtCore import Qt
+
+    r = whatif.RerunDialog(dict(model="bert-base", device="ipu-mk2", timing_only=True, ipus=4))
+    qtbot.addWidget(r)
+    r.show()
+    r.select("timing_only")
+    assert r.value.text() == "off"
+    qtbot.mouseClick(_run_button(r), Qt.LeftButton)
+    assert r.isVisible() and r.message.text().startswith(
+        "Re-run with: field 'timing_only': off is not possible: this pipelined, replicated or at-scale BERT run")
+
+
+def test_an_ipu_config_read_in_the_dialog_sets_what_the_command_line_sets(qtbot, tmp_path):
+    import json
+
+    from popvision_lite.cli import emulate
+    from popvision_lite.gui.actions import run as whatif
+
+    cfg = tmp_path / "ipu_config.json"
+    cfg.write_text(json.dumps({"ipus_per_replica": 2, "layers_per_ipu": [0, 2], "replication_factor": 2,
+                               "gradient_accumulation_steps": 6, "zzz": 1}))
+    tiny = {"layers": 2, "hidden": 64, "heads": 4, "seq": 32, "vocab": 512}
+    d = whatif.EmulationDialog({"model": "gpt2-small", **tiny}, out="runs/x.pvl")
+    qtbot.addWidget(d)
+    d.ipu_config.setText(str(cfg))
+    assert d.read_ipu_config()
+    assert "unknown key(s), ignored: 'zzz'" in d.message.text()
+    rc = emulate.from_args(_emulate_parser().parse_args(
+        ["gpt2-small", *(x for k, v in tiny.items() for x in (f"--{k}", str(v))), "--ipu-config", str(cfg)]))
+    s = d.settings()
+    assert {k: s.get(k) for k in rc.model_args} == rc.model_args
+
+
+def test_cancel_in_the_windows_progress_stops_the_emulation(qtbot, window, tmp_path):
+    """The emulation runs off the GUI thread with its progress in the window's status bar; its Cancel button ends
+    the emulator process and leaves no file."""
+    import os
+
+    from PySide6.QtCore import Qt
+
+    from popvision_lite.gui.actions import run as whatif
+
+    out = tmp_path / "run.pvl"
+    argv = _fake(tmp_path, f"""
+        import sys, time, os
+        open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))
+        for i in range(600):
+            sys.stderr.write(f"[###.....] 30% compiling (0.{{i}} s)\\n"); sys.stderr.flush()
+            time.sleep(0.05)
+    """)
+    whatif.start_emulation(window, TINY, out, argv=argv)
+    qtbot.waitUntil(lambda: (tmp_path / "pid").exists() and "compiling" in window.status_label.text(), timeout=20000)
+    assert not window.cancel_button.isHidden() and window.progress.value() == 300
+    qtbot.mouseClick(window.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not window.busy(), timeout=10000)
+    assert window.cancel_button.isHidden() and "Cancelled" in window.statusBar().currentMessage()
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    with pytest.raises(OSError):  # the process is gone
+        os.kill(int((tmp_path / "pid").read_text()), 0)

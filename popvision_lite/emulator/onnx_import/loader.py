@@ -98,27 +98,35 @@ def check_dim(name: str, value, what: str) -> int:
     return value
 
 
-def parse_dims(items) -> dict:
+def parse_dims(items, what: str = "argument --dim") -> dict:
     """``["name=value", ...]`` -> {name: int}; a malformed item or a value outside the bounds
-    (:func:`dim_limits`) is an error naming it."""
+    (:func:`dim_limits`) is an error naming it and ``what`` gave it (the option, or the app's dialog field)."""
     out = {}
     for it in items or ():
         m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*(\d{1,15})\s*", str(it)[:200])
         if not m:
-            raise OnnxImportError(f"argument --dim: {str(it)[:60]!r}: expected NAME=VALUE with a positive integer "
+            raise OnnxImportError(f"{what}: {str(it)[:60]!r}: expected NAME=VALUE with a positive integer "
                                   "value, e.g. --dim sequence_length=128")
-        out[m.group(1)] = check_dim(m.group(1), int(m.group(2)), "argument --dim")
+        out[m.group(1)] = check_dim(m.group(1), int(m.group(2)), what)
     return out
+
+
+def check_model_path(path, what: str = "ONNX model", suffix: str = ".onnx") -> Path:
+    """``path`` names an existing file (not a folder): the first check :func:`read_model` makes, also made by the
+    app's run dialog before it closes (and for an inputs ``.npz``)."""
+    p = Path(path)
+    if not p.exists():
+        raise OnnxImportError(f"{path}: no such file")
+    if p.is_dir():
+        raise OnnxImportError(f"{path}: is a directory, expected {'an' if suffix == '.onnx' else 'a'} {suffix} file "
+                              f"({what})")
+    return p
 
 
 def read_model(path):
     """Parse ``path`` as an ONNX ModelProto; clear errors for a missing / non-ONNX / truncated file."""
     onnx = _onnx()
-    p = Path(path)
-    if not p.exists():
-        raise OnnxImportError(f"{path}: no such file")
-    if p.is_dir():
-        raise OnnxImportError(f"{path}: is a directory, expected an .onnx file")
+    p = check_model_path(path)
     data = input_files.read_bytes(p, "onnx", "ONNX model", error=lambda problem: OnnxImportError(f"{path}: {problem}"))
     if not data:
         raise OnnxImportError(f"{path}: empty file, expected an ONNX model")

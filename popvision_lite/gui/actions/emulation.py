@@ -20,14 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from popvision_lite.emulator.models.config import MODEL_NAMES, ModelConfig
-from popvision_lite.emulator.onnx_import.config import config_toml as onnx_toml
 from popvision_lite.emulator.progress import parse_progress
 from popvision_lite.emulator.run_config import FIELDS, RunConfig, check_field
-from popvision_lite.errors import ConfigError, EmulatorError
+from popvision_lite.emulator.run_config_file import config_toml  # noqa: F401  (the run config a what-if run hands the process)
+from popvision_lite.errors import ConfigError, EmulatorError, ProfileError
 from popvision_lite.gui.start_page import sample_dirs
 from popvision_lite.gui.workers import Cancelled
-from popvision_lite.value_checks import toml_value
 
 SETTINGS = tuple(k for k in FIELDS if k != "output")  # what Re-run with… may change: every run-config field
 INT_SETTINGS = tuple(k for k in SETTINGS if FIELDS[k].kind == "int")
@@ -51,24 +49,6 @@ def settings_from_profile(profile) -> dict:
     s["device"] = cfg.get("device", profile.target.device)
     s["timing_only"] = bool(cfg.get("timing_only", run.get("timing_only", False)))
     return s
-
-
-def config_toml(settings: dict) -> str:
-    """A run-config TOML (see emulator/run_config.py) that reproduces ``settings`` exactly."""
-    if settings.get("onnx"):  # an imported ONNX model (Run > New emulation… with an .onnx file)
-        return onnx_toml(settings)
-    model = settings.get("model")
-    if model not in MODEL_NAMES:
-        raise ConfigError(f"model: unknown model {model!r}; choose one of {', '.join(MODEL_NAMES)}")
-    known = ModelConfig.field_names() - {"model"}
-
-    val = toml_value  # layer_split, one available_memory_proportion per IPU: lists
-    lines = [f"model = {val(model)}", f"device = {val(settings.get('device', 'ipu-mk2'))}",
-             f"timing_only = {val(bool(settings.get('timing_only', False)))}", "", "[model_args]"]
-    for k, v in settings.items():
-        if k in known and v is not None:
-            lines.append(f"{k} = {val(v)}")
-    return "\n".join(lines) + "\n"
 
 
 def emulate_argv(config_path, out) -> list[str]:
@@ -162,17 +142,67 @@ def change_setting(settings: dict, name: str, text: str) -> dict:
     return dict(settings) | {name: check_field(name, str(text), RERUN, text=True)}
 
 
+def no_numerics(cfg) -> str | None:
+    """Why a run of the bundled ModelConfig ``cfg`` computes no numerics whatever ``timing_only`` says (None when
+    it can): GPT runs and pipelined, replicated or at-scale BERT runs are composed from stage programs emulated for
+    timing only (``host_memory.runs_composed``, the test ``run_model`` follows)."""
+    from popvision_lite.emulator.models.host_memory import runs_composed
+
+    if not runs_composed(cfg, False):
+        return None
+    what = "a GPT run" if cfg.model == "gpt" else "this pipelined, replicated or at-scale BERT run"
+    return (f"{what} is composed from its stage programs, each emulated once for timing and memory "
+            "(emulator/models/pipeline.py), so its profile is timing-only; numerics need a bundled model on one IPU "
+            "without replicas, gradient accumulation, packing, a layer split or a training state other than the "
+            "default (BERT, MLP, conv, GNN, ResNet)")
+
+
 def check_settings(settings: dict, source: str = NEW_EMULATION) -> None:
     """The run ``settings`` checked as ``emulate --config`` will check the TOML they become, before the
     process starts: each field by its definition, then (a bundled model) the combination and the host
     memory it needs.  ConfigError ``"<source>: field '<name>': <problem>"``."""
     given = {k: v for k, v in settings.items() if k in FIELDS and k != "output" and v is not None}
     if settings.get("onnx"):  # the ONNX branch reads the shared fields; the file fixes the rest
+        check_onnx_options(settings, source)
         for k, v in given.items():
             if k != "model":  # the imported file's name, not a bundled model
                 check_field(k, v, source)
         return
-    RunConfig.from_mapping(given, source).model_config()
+    cfg = RunConfig.from_mapping(given, source).model_config()
+    why = None if settings.get("timing_only", True) else no_numerics(cfg)
+    if why:  # the run would be timing-only whatever was asked (issue 46: it was, without a word)
+        raise ConfigError(f"{source}: field 'timing_only': off is not possible: {why}")
+
+
+def check_output(out, source: str = NEW_EMULATION) -> None:
+    """The profile file a run will write, refused before the run starts as ``emulate -o`` refuses it
+    (``atomic_io.check_writable``: a folder, a device, a missing or read-only folder), and never in the bundled
+    samples folder.  ConfigError ``"<source>: field 'output': <problem>"``."""
+    from popvision_lite.atomic_io import check_writable
+
+    where = f"{source}: field 'output'"
+    if not str(out or "").strip():
+        raise ConfigError(f"{where}: give a profile file name (.pvl)")
+    try:
+        check_not_a_sample(out)
+        check_writable(out, example="run.pvl")
+    except (ConfigError, ProfileError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def check_onnx_options(settings: dict, source: str = NEW_EMULATION) -> None:
+    """An ONNX run's own settings checked as the command line checks them: the model and inputs files exist
+    (``loader.check_model_path``, the loader's first check), the symbolic dims within their bounds."""
+    from popvision_lite.emulator.onnx_import.loader import check_dim, check_model_path
+
+    for key, what, suffix in (("onnx", "ONNX model", ".onnx"), ("inputs", "input arrays", ".npz")):
+        if settings.get(key):
+            try:
+                check_model_path(settings[key], what, suffix)
+            except ConfigError as e:
+                raise ConfigError(f"{source}: field '{key}': {e}") from None
+    for name, value in (settings.get("dims") or {}).items():
+        check_dim(name, value, f"{source}: field 'dims'")
 
 
 def _in_samples_folder(path) -> bool:

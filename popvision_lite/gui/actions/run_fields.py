@@ -81,6 +81,8 @@ class FieldInput:
         else:  # numbers, lists, wide integers, file names: typed as on the command line
             self.widget = QLineEdit()
             self.widget.setPlaceholderText(DEFAULT if self.optional else "")
+        if isinstance(self.widget, QComboBox):  # wide enough for 'default (sequential)' and every choice
+            self.widget.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         tip = field.help + (f"  [{lo:g} .. {hi:g}]" if lo is not None and k != "int" else
                             f"  [{lo:,} .. {hi:,}]" if lo is not None else "")
         tip += f"\n(emulate {field.flag}; in a run config: {field.name})" if field.name != "model" else ""
@@ -146,6 +148,7 @@ class FieldInput:
         w = self.widget
         if isinstance(w, QComboBox):
             w.setItemText(0, text)
+            w.setMinimumWidth(w.sizeHint().width())  # the layout does not squeeze 'default (sequential)'
         elif isinstance(w, QSpinBox):
             # setSpecialValueText rewrites the box's text (with its thousands separator) and leaves the cursor
             # before the last digit: called on every keystroke (the dialog refreshes the defaults as values
