@@ -60,7 +60,7 @@ def check(name, fn):
 def versions():
     import h5py
     names = ["numpy", "pandas", "h5py", "hdf5plugin", "PySide6-Essentials", "pyqtgraph", "psutil", "onnx",
-             "ml_dtypes", "dask", "distributed"]
+             "ml_dtypes", "dask", "distributed", "xxhash"]
     got = {n: metadata.version(n) for n in names}
     got["HDF5"] = h5py.version.hdf5_version
     results["versions"] = got

@@ -65,7 +65,16 @@ class StepTileArray:
         """Per template: whether its row has a non-zero value (computed once)."""
         nz = self.__dict__.get("_nz")
         if nz is None:
-            nz = self._nz = np.fromiter((bool(np.any(getattr(t, self.field))) for t in self.templates), bool,
+            by_array: dict[int, bool] = {}  # (a pipelined run's IPUs share their stage graph's rows: looked at once)
+
+            def has(a) -> bool:
+                if not isinstance(a, np.ndarray):
+                    return bool(np.any(a))
+                hit = by_array.get(id(a))  # (the templates hold their arrays: an id is one array's here)
+                if hit is None:
+                    hit = by_array[id(a)] = bool(a.any())
+                return hit
+            nz = self._nz = np.fromiter((has(getattr(t, self.field)) for t in self.templates), bool,
                                         len(self.templates))
         return nz
 
@@ -86,21 +95,34 @@ class StepTileArray:
     def _template_blocks(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per template: (min, sum, max) of its row over the tile blocks starting at ``edges`` (templates x blocks;
         computed once per ``edges``, every template at once).  A block with a tile the template leaves out (zero
-        there) has minimum 0."""
+        there) has minimum 0.  A template whose values are another's (the same array) on the same tiles moved by
+        ``d``, where the blocks those tiles touch are the same blocks moved by ``d`` (a pipelined run's stage graph
+        placed on each of its IPUs: blocks restart at every IPU), has that template's figures in the moved blocks:
+        they are copied, not summed again (``_same_blocks``)."""
         cache = self.__dict__.setdefault("_blocks", {})
         key = edges.tobytes()
         if key in cache:
             return cache[key]
         T, B, n = self.shape[1], len(edges), len(self.templates)
         sizes = np.diff(np.append(edges, T))
+        ends = edges + sizes
         parts = []  # (template ids, tiles, values) of every template's listed tiles, in template and tile order
+        seen: dict[int, list] = {}  # id(values) -> [(template id, tiles[0], tiles - tiles[0], first, last block)]
+        copies = []  # (template id, its first block, the template it copies, that one's first block, blocks)
         for k, t in enumerate(self.templates):
-            vals = np.asarray(getattr(t, self.field))
+            raw = getattr(t, self.field)
+            vals = np.asarray(raw)
             if len(vals):
                 tiles = np.arange(T, dtype=np.int64) if t.tiles is None else np.asarray(t.tiles, np.int64)
                 if len(tiles) > 1 and not (tiles[1:] > tiles[:-1]).all():  # (templates list their tiles in order)
                     order = np.argsort(tiles, kind="stable")
                     tiles, vals = tiles[order], vals[order]
+                elif vals is raw:  # (an array the template holds: its id is its own while the templates live)
+                    hit = _same_blocks(seen.setdefault(id(raw), []), tiles, edges, ends)
+                    if hit is not None:
+                        copies.append((k, *hit))
+                        continue
+                    seen[id(raw)].append((k, int(tiles[0]), tiles - tiles[0], *_block_span(tiles, edges)))
                 parts.append((np.full(len(tiles), k, np.int64), tiles, vals))
         mn = np.zeros(n * B, np.uint32)
         sm = np.zeros(n * B, np.float64)
@@ -116,7 +138,12 @@ class StepTileArray:
             sm[cell] = np.add.reduceat(vals, starts, dtype=np.float64)
             full = np.diff(np.append(starts, len(seg))) == sizes[cell % B]  # every tile of the block listed
             mn[cell[full]] = np.minimum.reduceat(vals, starts)[full]
-        out = cache[key] = (mn.reshape(n, B), sm.reshape(n, B), mx.reshape(n, B))
+        mn, sm, mx = mn.reshape(n, B), sm.reshape(n, B), mx.reshape(n, B)
+        for k, b0, j, c0, w in copies:
+            mn[k, b0:b0 + w] = mn[j, c0:c0 + w]
+            sm[k, b0:b0 + w] = sm[j, c0:c0 + w]
+            mx[k, b0:b0 + w] = mx[j, c0:c0 + w]
+        out = cache[key] = (mn, sm, mx)
         return out
 
     def __getitem__(self, key):
@@ -131,6 +158,31 @@ class StepTileArray:
     def __array__(self, dtype=None, copy=None):
         a = self._rows(self.seq)
         return a if dtype is None else a.astype(dtype)
+
+
+def _block_span(tiles: np.ndarray, edges: np.ndarray) -> tuple[int, int]:
+    """(first, last) tile block that the sorted ``tiles`` touch."""
+    lo, hi = np.searchsorted(edges, [tiles[0], tiles[-1]], side="right") - 1
+    return int(lo), int(hi)
+
+
+def _same_blocks(seen: list, tiles: np.ndarray, edges: np.ndarray, ends: np.ndarray):
+    """For a template with the values of the templates in ``seen`` (the same array) on the sorted ``tiles``: (its
+    first block, the template it can copy, that one's first block, number of blocks), or None.  It can copy one
+    whose tiles are these moved by d = tiles[0] - theirs[0] when the blocks its tiles touch are that one's blocks
+    moved by d (the same starts and ends): then each block holds the same values of the same tiles, in the same
+    order, so the same minimum, sum and maximum."""
+    if not seen:
+        return None
+    lo, hi = _block_span(tiles, edges)
+    for j, t0, rel, c_lo, c_hi in seen[-8:]:
+        if hi - lo != c_hi - c_lo or len(rel) != len(tiles):
+            continue
+        d = int(tiles[0]) - t0
+        if (np.array_equal(edges[lo:hi + 1] - d, edges[c_lo:c_hi + 1])
+                and np.array_equal(ends[lo:hi + 1] - d, ends[c_lo:c_hi + 1]) and np.array_equal(tiles - tiles[0], rel)):
+            return lo, j, c_lo, hi - lo + 1
+    return None
 
 
 def steps_table(templates: list, seq: np.ndarray, start: np.ndarray, end: np.ndarray, num_tiles: int) -> pd.DataFrame:

@@ -61,3 +61,27 @@ def test_template_block_figures_of_partly_listed_blocks():
             assert sm[r, b] == dense[r, lo:hi].sum()
     keep, rows = StepTileArray(tpl, np.array([0, 1]), "bytes_in", 8).nonzero_rows(0, 2)
     assert not keep.any() and rows.shape == (0, 8)
+
+
+def test_template_blocks_of_templates_sharing_their_values_on_moved_tiles():
+    """Templates holding the same value array on tiles moved by d (a stage graph on each IPU of a pipeline) get the
+    figures of the dense rows, whether their blocks line up with the first one's (copied) or not (summed again)."""
+    z = np.zeros(0, np.uint32)
+    vals = np.array([5, 0, 7, 2, 9], np.uint32)
+
+    def tpl(tiles):
+        return StepTemplate(kind=0, prog_id=0, op_id=0, ipu=0, duration=9, tiles=np.asarray(tiles), cycles=vals,
+                            bytes_in=z, bytes_out=z)
+    base = [1, 2, 3, 4, 6]
+    # IPU blocks of 4 tiles restart every 8 tiles: moved by 8 and 16 the blocks line up; by 3 and 1 they do not
+    tpls = [tpl(np.array(base) + d) for d in (0, 8, 16, 3, 1)] + [tpl([0, 2, 3, 4, 5])]
+    edges = np.array([0, 4, 8, 12, 16, 20])
+    a = StepTileArray(tpls, np.arange(len(tpls)), "cycles", 24)
+    mn, sm, mx = a.tile_block_rows(0, len(tpls), edges)
+    dense = np.asarray(a)
+    ends = np.append(edges[1:], 24)
+    for r in range(len(tpls)):
+        for b, (lo, hi) in enumerate(zip(edges, ends, strict=True)):
+            assert (mn[r, b], sm[r, b], mx[r, b]) == (dense[r, lo:hi].min(), dense[r, lo:hi].sum(),
+                                                       dense[r, lo:hi].max()), (r, b)
+    assert mx[1, 2] == 7 and mn[1, 2] == 0  # (IPU 1's first block: tiles 9-11 listed, tile 8 not)

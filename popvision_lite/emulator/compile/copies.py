@@ -111,38 +111,9 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     isz = prog.src.tensor.itemsize
     nbytes = plan.length * isz
     cross = plan.src_tile != plan.dst_tile
-    # a source piece sent to several tiles goes out once (the exchange multicasts)
-    xi = np.nonzero(cross)[0]
-    n = len(cross)
-    all_cross = len(xi) == n  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
-    multi: bool | np.ndarray = False  # per crossing piece: its source piece goes to more than one tile
-    L1 = int(plan.length.max()) + 1
-    if len(xi):
-        key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
-        if np.all(key[1:] > key[:-1]):
-            xs = xi  # already distinct (no broadcast)
-        else:
-            order = stable_argsort(key)
-            ks = key[order]
-            first = np.concatenate([[True], ks[1:] != ks[:-1]])
-            xs = xi[order[first]]
-            if len(xs) < len(xi):
-                grp = np.cumsum(first) - 1
-                multi = np.empty(len(xi), bool)
-                multi[order] = np.bincount(grp)[grp] > 1
-    else:
-        xs = xi
-    if xs is xi and all_cross:
-        bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
-    else:
-        bout = bytes_per_tile(plan.src_tile[xs], plan.length[xs], isz, T, L1)
-    if all_cross:
-        bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
-        local = np.zeros(T, np.int64)
-    else:
-        bin_ = bytes_per_tile(plan.dst_tile[cross], plan.length[cross], isz, T, L1)
-        local = bytes_per_tile(plan.src_tile[~cross], plan.length[~cross], isz, T, L1)
-    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
+    xi, xs, multi = _distinct_sends(plan, cross)
+    all_cross = len(xi) == len(cross)
+    bout, bin_, local = _tile_bytes(plan, cross, xi, xs, all_cross, isz, T)
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
     # (only multicast pieces can have a bus partner)
     bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
@@ -155,9 +126,88 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         glob = ipu_s != ipu_d
     src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
     dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
-    sent_once = np.zeros(len(cross), bool)
+    _exchange_code(c, info, plan, cross, glob, ipu_s is not None, xs, src_addr, dst_addr)
+    if glob.any():
+        c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
+    if not all_cross:
+        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
+    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
+    if not cross.any():
+        # purely on-tile: the tiles copy with memcpy, a compute-like step
+        ut = distinct_tiles(plan.src_tile, c.num_tiles)
+        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
+        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
+        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+        return
+    if glob.any():
+        _global_exchange(c, info, plan, cross, glob, ipu_s, ipu_d, nbytes, busy, bin_, bout)
+    else:
+        # the tiles with pieces: every piece's source tile sends it (bout, local) or holds the first of its
+        # multicast's pieces, every destination tile receives (bin_, local); with no empty piece, the same
+        # tiles as every piece's source and destination tile
+        if int(plan.length.min()) > 0:
+            part = np.nonzero(bout + bin_ + local)[0]
+        else:
+            part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
+        ipu = c.ipu_of_tiles(part)
+        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=bytes_cross,
+                       bytes_sram=2 * bytes_local)
+    c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool | np.ndarray]:
+    """(the crossing pieces, the distinct source pieces among them, and per crossing piece whether its source
+    piece goes to more than one tile, or False when none does): a source piece sent to several tiles goes out
+    once (the exchange multicasts)."""
+    xi = np.nonzero(cross)[0]
+    all_cross = len(xi) == len(cross)  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
+    multi: bool | np.ndarray = False
+    if not len(xi):
+        return xi, xi, multi
+    L1 = int(plan.length.max()) + 1
+    key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
+    if np.all(key[1:] > key[:-1]):
+        return xi, xi, multi  # already distinct (no broadcast)
+    order = stable_argsort(key)
+    ks = key[order]
+    first = np.concatenate([[True], ks[1:] != ks[:-1]])
+    xs = xi[order[first]]
+    if len(xs) < len(xi):
+        grp = np.cumsum(first) - 1
+        multi = np.empty(len(xi), bool)
+        multi[order] = np.bincount(grp)[grp] > 1
+    return xi, xs, multi
+
+
+def _tile_bytes(plan: CopyPlan, cross, xi, xs, all_cross: bool, isz: int, T: int):
+    """Per tile: (bytes sent over the exchange, bytes received, bytes copied on the tile)."""
+    L1 = int(plan.length.max()) + 1
+    if xs is xi and all_cross:
+        bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
+    else:
+        bout = bytes_per_tile(plan.src_tile[xs], plan.length[xs], isz, T, L1)
+    if all_cross:
+        bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
+        local = np.zeros(T, np.int64)
+    else:
+        bin_ = bytes_per_tile(plan.dst_tile[cross], plan.length[cross], isz, T, L1)
+        local = bytes_per_tile(plan.src_tile[~cross], plan.length[~cross], isz, T, L1)
+    return bout, bin_, local
+
+
+def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, multi_ipu: bool, xs, src_addr,
+                   dst_addr) -> None:
+    """The exchange code of the crossing pieces, within an IPU and between IPUs: per tile, charged to the
+    receiver's and the sender's tile (``info.code_bytes`` grows by their sum)."""
+    T = c.num_tiles
+    n = len(cross)
+    sent_once = np.zeros(n, bool)
     sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
-    for mask, cat in ((cross & ~glob if ipu_s is not None else cross, "internalExchangeCode"),
+    for mask, cat in ((cross & ~glob if multi_ipu else cross, "internalExchangeCode"),
                       (glob, "globalExchangeCode")):
         if mask.any():
             send = mask & sent_once
@@ -185,50 +235,26 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
             c.add_mem(cat, ut, per_tile[ut])
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
             info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
-    if glob.any():
-        c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
-    if not all_cross:
-        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
-        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
-    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
-    if not cross.any():
-        # purely on-tile: the tiles copy with memcpy, a compute-like step
-        ut = distinct_tiles(plan.src_tile, c.num_tiles)
-        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
-        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
-        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
-        return
-    all_t = np.arange(T)
-    if glob.any():
-        c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
-        nI = c.target.num_ipus
-        # a multicast piece crosses the links once per destination IPU (not once per destination tile)
-        gi = np.nonzero(glob)[0]
-        gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
-        gorder = stable_argsort(gkey)
-        gk = gkey[gorder]
-        gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
-        leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
-        enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
-        link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
-        dur = max(int(busy.max()), link)
-        c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
-                       bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
-                       bytes_sram=int(2 * nbytes[~cross].sum()))
-    else:
-        # the tiles with pieces: every piece's source tile sends it (bout, local) or holds the first of its
-        # multicast's pieces, every destination tile receives (bin_, local); with no empty piece, the same
-        # tiles as every piece's source and destination tile
-        if int(plan.length.min()) > 0:
-            part = np.nonzero(bout + bin_ + local)[0]
-        else:
-            part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
-        ipu = c.ipu_of_tiles(part)
-        c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
-        c.add_template(info, K_XI, busy, bin_, bout, ipu=ipu, bytes_exchange=bytes_cross,
-                       bytes_sram=2 * bytes_local)
-    c.add_mem("controlCode", all_t, cm.CONTROL_CODE_SYNC)
-    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def _global_exchange(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, ipu_s, ipu_d, nbytes, busy, bin_,
+                     bout) -> None:
+    """The global sync and the exchange step of a copy with pieces between IPUs."""
+    c.add_template(info, K_SYNC, cm.global_sync_cycles(c.target), ipu=-1, shared="global_sync")
+    nI = c.target.num_ipus
+    # a multicast piece crosses the links once per destination IPU (not once per destination tile)
+    gi = np.nonzero(glob)[0]
+    gkey = (plan.src_elem[gi] * (int(plan.length.max()) + 1) + plan.length[gi]) * nI + ipu_d[gi]
+    gorder = stable_argsort(gkey)
+    gk = gkey[gorder]
+    gu = gi[gorder[np.concatenate([[True], gk[1:] != gk[:-1]])]]
+    leave = np.bincount(ipu_s[gu], weights=nbytes[gu], minlength=nI)
+    enter = np.bincount(ipu_d[gu], weights=nbytes[gu], minlength=nI)
+    link = cm.ipu_link_cycles(c.target, leave, enter, ipu_s[gu], ipu_d[gu], nbytes[gu])
+    dur = max(int(busy.max()), link)
+    c.add_template(info, K_XG, busy, bin_, bout, duration=dur, ipu=-1,
+                   bytes_exchange=int(nbytes[cross & ~glob].sum()), bytes_ipu_link=int(nbytes[gu].sum()),
+                   bytes_sram=int(2 * nbytes[~cross].sum()))
 
 
 def copy_signature(c: Compiled, prog, plan: CopyPlan | CopySignature | None):

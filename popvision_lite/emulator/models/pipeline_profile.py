@@ -100,27 +100,46 @@ def _liveness(base: dict, kinds: list, stages: list, ls, T: int) -> tuple[np.nda
     optimizer's, appended by :func:`_ipu_parts`), so that the variables live at a tile's peak add up to its
     not-always-live bytes in the memory array (``pipeline._ipu_stage``: max(stage peak + stash, stream buffer))."""
     S = len(stages)
-    ltb = np.zeros((len(ls), S * T), np.int64)
+    # built as stored (uint32) one IPU's block at a time, each row's figures from its block: a dense int64 copy of
+    # (liveness steps x every tile of the replica) grew with the square of the stages (630 MB of BERT-Large on 16)
+    ltb = np.zeros((len(ls), S * T), np.uint32)
+    stats = np.zeros((3, len(ls)), np.int64)  # total bytes, fullest tile, its bytes (0 for a row of no IPU)
     rows, r = [], 0
     for s, a in enumerate(stages):
         cur = np.asarray(base[kinds[s]].liveness_tile_bytes, np.int64)
         n = len(cur)
-        sl = slice(s * T, (s + 1) * T)
-        ltb[r:r + n, sl] = cur
         name, dtype, stash = a.get("stash_variable", ("", "", None))
         if stash is not None and n and np.any(stash):
-            ltb[r:r + n, sl] += np.asarray(stash, np.int64)[None, :]
+            cur = cur + np.asarray(stash, np.int64)[None, :]
             rows.append(_ipu_row(s, name, dtype, stash, S, T, [(r, r + n - 1)]))
+        _put_block(ltb, stats, r, cur, s, S, T)
         r += n
         name, dtype, buf = a.get("stream_variable", ("", "", None))
         if _streams(a):
-            ltb[r, sl] = np.asarray(buf, np.int64)
+            _put_block(ltb, stats, r, np.asarray(buf, np.int64).reshape(1, -1), s, S, T)
             rows.append(_ipu_row(s, name, dtype, buf, S, T, [(r, r)]))
             r += 1
-    ls["total_bytes"] = ltb.sum(axis=1)
-    ls["max_tile"] = ltb.argmax(axis=1) if ltb.shape[1] else 0
-    ls["max_tile_bytes"] = ltb.max(axis=1, initial=0)
-    return ltb.astype(np.uint32), rows
+    ls["total_bytes"], ls["max_tile"], ls["max_tile_bytes"] = stats
+    return ltb, rows
+
+
+def _put_block(ltb: np.ndarray, stats: np.ndarray, r: int, blk: np.ndarray, s: int, S: int, T: int) -> None:
+    """Rows r.. of the liveness array: IPU s's tiles hold ``blk`` (int64, stored as uint32 as ``astype`` would),
+    every other tile 0; with each row's total, first fullest tile and its bytes, as of the whole row."""
+    n = len(blk)
+    if not n or not T:
+        return
+    ltb[r:r + n, s * T:(s + 1) * T] = blk
+    lm, la = blk.max(axis=1), blk.argmax(axis=1)
+    stats[0, r:r + n] = blk.sum(axis=1)
+    stats[2, r:r + n] = np.maximum(lm, 0)  # (as the whole row's maximum with initial 0)
+    if S == 1:
+        stats[1, r:r + n] = la
+        return
+    # the other IPUs' tiles are 0: the first of the row's maxima is in the block when its maximum is above 0 (or is
+    # 0 on IPU 0's block), else tile 0 (or tile T, the first 0 after IPU 0's block, for a block all below 0)
+    zero_at = np.where(lm == 0, la, T) if s == 0 else 0
+    stats[1, r:r + n] = np.where(lm > 0, s * T + la, zero_at)
 
 
 def _streams(stage: dict) -> bool:

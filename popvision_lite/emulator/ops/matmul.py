@@ -189,6 +189,17 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
     if Mm % pm or N % pn:
         return _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b,
                              out_shape, out_dtype, vt, (g_i, k_i, im_i, in_i))
+    return _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b, out_shape,
+                       out_dtype, vt, (g_i, k_i, im_i, in_i))
+
+
+def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b, out_shape,
+                out_dtype, vt, idx):
+    """The plan of ``matmul`` when pm divides M and pn divides N: every tile's blocks the same size (the
+    arguments as ``_build_uneven``'s)."""
+    g_i, k_i, im_i, in_i = idx
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    T = len(vt)
     bm, bn, bkt = Mm // pm, N // pn, K // pk
     bks = bkt // ps
     blk_a, blk_b = bm * bks, bks * bn
@@ -235,6 +246,11 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
         ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return _finish_output(ctx, acc, C_out, red if pk > 1 else None, pk, ps, op)
+
+
+def _finish_output(ctx, acc, C_out, red, pk: int, ps: int, op: str):
+    """After the AMP passes: the K partials reduced into C (pk > 1), or the serial passes' accumulator cast to C."""
     if pk > 1:
         reduce_k_partials(ctx, acc, C_out, red, pk, op)
     elif ps > 1:
@@ -312,25 +328,74 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     bks = K // pk // ps
     msz, moff = _parts(Mm, pm)
     nsz, noff = _parts(N, pn)
-    bm_t, bn_t, r0, c0 = msz[im_i], nsz[in_i], moff[im_i], noff[in_i]
+    bm_t, bn_t = msz[im_i], nsz[in_i]
     Gb = G if bb3 else 1
-    gb_i = g_i if bb3 else np.zeros_like(g_i)
 
-    # --- A: tile t's block (bm_t, bks) [stored (bks, bm_t) when transposed]
+    a_src = _uneven_a_source(ctx, op, A, ta, rearr_a, G, Mm, K, plan, bks, msz, moff, ab3, idx)
+    b_src, b_order = _uneven_b_source(ctx, op, B, tb, rearr_b, b_blocks, weight, Gb, N, K, plan, bks, nsz, noff, bb3,
+                                      vt, idx)
+
+    a_size, b_size = bm_t * bks, bks * bn_t
+    a_start = _offsets(np.arange(T), a_size)
+    b_start = _offsets(b_order, b_size)
+    a_rep = ctx.variable(f"{op}/a_tile_blocks", (int(a_size.sum()),), A.dtype,
+                         mapping=M.intervals(vt, a_start, a_start + a_size), op=op)
+    b_rep = ctx.variable(f"{op}/b_tile_blocks", (int(b_size.sum()),), B.dtype,
+                         mapping=M.intervals(vt, b_start, b_start + b_size), op=op)
+    acc, red, cmap, c_shape, c_org = _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, noff,
+                                                      vt, idx)
+    C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
+    if pk == 1 and ps > 1:
+        acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
+    target_t = acc if acc is not None else C_out
+    classes = np.unique(np.stack([bm_t, bn_t], 1), axis=0)
+    for p in range(ps):
+        sfx = f" pass {p}" if ps > 1 else ""
+        ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
+        ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
+        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
+        for m_c, n_c in classes:  # one vertex group per block shape
+            sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]
+            ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
+                "a": a_rep.regions(a_start[sel], int(m_c) * bks), "b": b_rep.regions(b_start[sel], bks * int(n_c)),
+                "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
+                params={"k": np.int64(bks)})
+        ctx.add(P.Execute(cs, name=cs.name, op=op))
+    return _finish_output(ctx, acc, C_out, red if pk > 1 else None, pk, ps, op)
+
+
+def _uneven_a_source(ctx, op, A, ta, rearr_a, G, Mm, K, plan, bks, msz, moff, ab3, idx):
+    """``_build_uneven``'s A side: pass p -> the copy source of every tile's (bm_t, bks) block [stored (bks, bm_t)
+    when transposed]; a block-major temporary (one exchange from A's layout) when A needs rearranging."""
+    g_i, k_i, im_i, _in_i = idx
+    pm, pk, ps = plan.pm, plan.pk, plan.ps
+    bm_t, r0 = msz[im_i], moff[im_i]
     if not rearr_a:  # row-major A, whole K on the tile: a block is bm_t contiguous rows
         def a_src(p):
             return A.regions((g_i * Mm + r0) * K, bm_t * K)
-    else:  # block-major temporary: blocks (g, im, ik, p), one exchange from A's layout
-        gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
-                                                         indexing="ij"))
-        TA, offA = _to_block_major(ctx, A, op, "a", gg, (kk * ps + pp) * bks, msz[ii], moff[ii], bks, ta, ab3, pp)
-        offA = offA.reshape(G, pm, pk, ps)
+        return a_src
+    # block-major temporary: blocks (g, im, ik, p)
+    gg, ii, kk, pp = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(pm), np.arange(pk), np.arange(ps),
+                                                     indexing="ij"))
+    TA, offA = _to_block_major(ctx, A, op, "a", gg, (kk * ps + pp) * bks, msz[ii], moff[ii], bks, ta, ab3, pp)
+    offA = offA.reshape(G, pm, pk, ps)
 
-        def a_src(p):
-            return TA.regions(offA[g_i, im_i, k_i, p], bm_t * bks)
-    # --- B: tile t's block (bks, bn_t) [stored (bn_t, bks) when transposed]
+    def a_src(p):
+        return TA.regions(offA[g_i, im_i, k_i, p], bm_t * bks)
+    return a_src
+
+
+def _uneven_b_source(ctx, op, B, tb, rearr_b, b_blocks, weight, Gb, N, K, plan, bks, nsz, noff, bb3, vt, idx):
+    """``_build_uneven``'s B side: (pass p -> (copy source of every tile's (bks, bn_t) block [stored (bn_t, bks)
+    when transposed], its block order or None), the tiles' order in the B staging buffer).  A weight nothing has
+    used yet is first laid out in the plan's blocks, spread by rows over the blocks' consumers."""
+    g_i, k_i, _im_i, in_i = idx
+    pm, pn, pk, ps = plan.pm, plan.pn, plan.pk, plan.ps
+    T = len(vt)
+    bn_t, c0 = nsz[in_i], noff[in_i]
+    gb_i = g_i if bb3 else np.zeros_like(g_i)
     b_order = np.arange(T)
-    if weight:  # laid out once in the plan's blocks, spread by rows over the blocks' consumers
+    if weight:
         r = max(d for d in range(1, min(pm, bks) + 1) if bks % d == 0)
         ii, qq, jj = (x.ravel() for x in np.meshgrid(np.arange(pk * ps), np.arange(r), np.arange(pn), indexing="ij"))
         shp = np.stack([np.full(len(jj), bks // r), nsz[jj]], 1)
@@ -360,15 +425,16 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
 
         def b_src(p):
             return TB.regions(offB[gb_i, k_i, p, in_i], bks * bn_t), None
+    return b_src, b_order
 
-    a_size, b_size = bm_t * bks, bks * bn_t
-    a_start = _offsets(np.arange(T), a_size)
-    b_start = _offsets(b_order, b_size)
-    a_rep = ctx.variable(f"{op}/a_tile_blocks", (int(a_size.sum()),), A.dtype,
-                         mapping=M.intervals(vt, a_start, a_start + a_size), op=op)
-    b_rep = ctx.variable(f"{op}/b_tile_blocks", (int(b_size.sum()),), B.dtype,
-                         mapping=M.intervals(vt, b_start, b_start + b_size), op=op)
-    # --- outputs: C (pk == 1) or partials (pk > 1) / an accumulator (serial passes), in ctx.partials_dtype
+
+def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, noff, vt, idx):
+    """``_build_uneven``'s outputs: (the partials variable (pk > 1) or None, the K reduction's vertices or None,
+    C's mapping, each tile's output window shape and origin)."""
+    g_i, k_i, im_i, in_i = idx
+    pm, pn, pk = plan.pm, plan.pn, plan.pk
+    T = len(vt)
+    bm_t, bn_t, r0, c0 = msz[im_i], nsz[in_i], moff[im_i], noff[in_i]
     if pk > 1:
         acc_shape = (G * pk, Mm, N)
         c_shape = np.stack([np.ones(T, np.int64), bm_t, bn_t], 1)
@@ -378,37 +444,13 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
         red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
         o = np.argsort(red["out_start"], kind="stable")
         st = red["out_start"][o]
-        cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
-    else:
-        c_shape = np.stack([bm_t, bn_t], 1)
-        c_org = np.stack([r0, c0], 1)
-        if ab3:
-            c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
-            c_org = np.concatenate([g_i[:, None], c_org], 1)
-        cmap = M.by_windows(out_shape, c_shape, c_org, vt)
-        acc = None
-    C_out = ctx.variable(op, out_shape, out_dtype, mapping=cmap, op=op)
-    if pk == 1 and ps > 1:
-        acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
-    target_t = acc if acc is not None else C_out
-    classes = np.unique(np.stack([bm_t, bn_t], 1), axis=0)
-    for p in range(ps):
-        sfx = f" pass {p}" if ps > 1 else ""
-        ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
-        ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
-        cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
-        for m_c, n_c in classes:  # one vertex group per block shape
-            sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]
-            ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
-                "a": a_rep.regions(a_start[sel], int(m_c) * bks), "b": b_rep.regions(b_start[sel], bks * int(n_c)),
-                "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
-                params={"k": np.int64(bks)})
-        ctx.add(P.Execute(cs, name=cs.name, op=op))
-    if pk > 1:
-        reduce_k_partials(ctx, acc, C_out, red, pk, op)
-    elif ps > 1:
-        _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
-    return C_out
+        return acc, red, M.intervals(red["tile"][o], st, st + red["len"][o]), c_shape, c_org
+    c_shape = np.stack([bm_t, bn_t], 1)
+    c_org = np.stack([r0, c0], 1)
+    if ab3:
+        c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
+        c_org = np.concatenate([g_i[:, None], c_org], 1)
+    return None, None, M.by_windows(out_shape, c_shape, c_org, vt), c_shape, c_org
 
 
 def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
