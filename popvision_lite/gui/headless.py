@@ -195,7 +195,7 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
                 torch_trace=None) -> str:
     """Write ``view`` of ``profile_path`` (compared with ``compare`` when given) to ``output``.
     ``torch_trace``: a PyTorch profiler trace whose GPU kernels the roofline view plots as measured points."""
-    from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
 
     _quiet_offscreen_notes()
     suffix = Path(output).suffix.lower()
@@ -241,19 +241,7 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
 
                 trace_info = widget.show_trace(load_torch_trace(torch_trace), torch_trace)
             if view == "verdict":
-                if widget.verdict.result is None:  # the verdict could not be computed for this profile
-                    why = "" if widget.verdict.failed is None else str(widget.verdict.failed)
-                    raise ConfigError(f"no verdict to export: {why}" if str(profile_path) in why else
-                                      f"{profile_path}: no verdict to export" + (f": {why}" if why else ""))
-                if suffix == ".csv":
-                    return f"{export_table(widget.verdict.tables()['verdict'], output)} rows"
-                if suffix != ".png":
-                    raise ConfigError(f"the verdict is a panel: export it as .png or .csv, not {suffix}")
-                host.resize(1000, 700)
-                host.show()
-                _settle(widget, 0.1)
-                pw, ph = export_panel_png(widget.verdict, output, width or VERDICT_WIDTH, height or 0)
-                return f"{pw} x {ph} px"
+                return _export_verdict(widget, host, profile_path, output, suffix, width, height)
             if suffix == ".csv":
                 return f"{export_table(_csv_frame(docs[0].profile, view, widget), output)} rows" + trace_info
         w, h = width or DEFAULT_SIZE[0], height or DEFAULT_SIZE[1]
@@ -263,14 +251,7 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
         host.show()
         _settle(widget, 0.2)
         if item_key is None:  # a table view: draw the widget itself
-            if suffix != ".png":
-                raise ConfigError(f"the {view} view is a table: export it as .png (a picture) or .csv, not {suffix}")
-            tv = widget.findChildren(QTableView)
-            if not tv:
-                raise ConfigError(f"the {view} view shows no table to draw")
-            pw, ph, shown, rows = export_table_png(tv[0], host, output, width,
-                                                   csv_hint=f"export --view {view} -o {Path(output).stem}.csv")
-            return f"{pw} x {ph} px, {shown:,} of {rows:,} rows"
+            return _export_table_picture(widget, host, view, output, suffix, width)
         if not callable(getattr(widget, "plot_items", None)):  # the page failed to build: it shows why
             raise ConfigError(f"the {view} view could not be drawn: {getattr(widget, 'text', lambda: '')()}")
         items = widget.plot_items()
@@ -289,16 +270,51 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
         return out + (trace_info if compare is None else "")
     finally:
         if host is not None:
-            host.close()
-            host.deleteLater()
-            # deleteLater acts only in an event loop, which an export in a script or a loop of exports never
-            # runs: delete the widgets (and the profile each holds) now, not at exit; pyqtgraph's parentless
-            # view-box menus go with their Python reference cycles
-            import gc
-
-            from PySide6.QtCore import QCoreApplication, QEvent
-
-            QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-            gc.collect()
+            _delete_now(host)
         for d in docs:
             d.close()
+
+
+def _export_verdict(widget, host, profile_path, output, suffix: str, width, height) -> str:
+    """The verdict panel as a .png picture or its table as .csv; a profile without a verdict is refused."""
+    if widget.verdict.result is None:  # the verdict could not be computed for this profile
+        why = "" if widget.verdict.failed is None else str(widget.verdict.failed)
+        raise ConfigError(f"no verdict to export: {why}" if str(profile_path) in why else
+                          f"{profile_path}: no verdict to export" + (f": {why}" if why else ""))
+    if suffix == ".csv":
+        return f"{export_table(widget.verdict.tables()['verdict'], output)} rows"
+    if suffix != ".png":
+        raise ConfigError(f"the verdict is a panel: export it as .png or .csv, not {suffix}")
+    host.resize(1000, 700)
+    host.show()
+    _settle(widget, 0.1)
+    pw, ph = export_panel_png(widget.verdict, output, width or VERDICT_WIDTH, height or 0)
+    return f"{pw} x {ph} px"
+
+
+def _export_table_picture(widget, host, view: str, output, suffix: str, width) -> str:
+    """A table view drawn as a .png of every row (or as many as a picture holds, with a pointer to the CSV)."""
+    from PySide6.QtWidgets import QTableView
+
+    if suffix != ".png":
+        raise ConfigError(f"the {view} view is a table: export it as .png (a picture) or .csv, not {suffix}")
+    tv = widget.findChildren(QTableView)
+    if not tv:
+        raise ConfigError(f"the {view} view shows no table to draw")
+    pw, ph, shown, rows = export_table_png(tv[0], host, output, width,
+                                           csv_hint=f"export --view {view} -o {Path(output).stem}.csv")
+    return f"{pw} x {ph} px, {shown:,} of {rows:,} rows"
+
+
+def _delete_now(host) -> None:
+    """Close and delete the export's widgets now.  deleteLater acts only in an event loop, which an export in a
+    script or a loop of exports never runs, so the widgets (and the profile each holds) lived until exit, ~14 MB
+    an export; pyqtgraph's parentless view-box menus go with their Python reference cycles."""
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    host.close()
+    host.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()

@@ -10,19 +10,9 @@ PKG = Path(__file__).resolve().parents[2] / "popvision_lite"
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 100
 
-# Functions other helpers are splitting right now (issue 50), each named as "module path::qualified name".
-# This list only shrinks: remove an entry as soon as its function is under the limit, add none.  It must be
-# EMPTY; the test below fails on an entry that is no longer needed, so a split function cannot stay listed.
-ALLOWED_LONG_FUNCTIONS = {
-    "emulator/compile/copies.py::_compile_copy_fresh",
-    "emulator/ops/matmul.py::_build_uneven",
-    "emulator/ops/matmul.py::matmul",
-    "gui/views/summary_view.py::SummaryView.__init__",
-    # arrived with the run dialog (issue 46, merged while this list was made): gui/actions is i46-dialog's area
-    "gui/actions/run_dialogs.py::EmulationDialog.__init__",
-    # arrived with the exports (issue 46, merged while this list was made): gui/headless.py is i46-exports' area
-    "gui/headless.py::export_view",
-}
+# Functions allowed over the limit while they are being split, each as "module path::qualified name".  Empty
+# since issue 50 closed; the test below fails on an entry that is no longer needed, so none can stay listed.
+ALLOWED_LONG_FUNCTIONS: set[str] = set()
 
 
 def _functions(tree: ast.AST, prefix: str = ""):

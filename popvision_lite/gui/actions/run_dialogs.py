@@ -120,18 +120,7 @@ class EmulationDialog(QDialog):
                              for k, o in ONNX_EXTRA.items()}
         self.out = QLineEdit(out)
         self.out.setToolTip(plain_tip(FIELDS["output"].help + "\n(emulate -o/--output; in a run config: output)"))
-        self.ipu_config = QLineEdit()
-        self.ipu_config.setPlaceholderText("optional: an optimum-graphcore ipu_config.json, read into the fields")
-        self.ipu_config.setToolTip(plain_tip(
-            "An optimum-graphcore IPU config (layers_per_ipu, ipus_per_replica, replication_factor, "
-            "gradient_accumulation_steps, matmul_proportion ...): Read sets the fields it gives; change them "
-            "after.\n(emulate --ipu-config FILE)"))
-        self.pod_type = QComboBox()
-        self.pod_type.addItem("POD: default", None)
-        for p in POD_TYPES:
-            self.pod_type.addItem(p, p)
-        self.pod_type.setToolTip(plain_tip("The POD type whose values an IPU config's per-POD tables give "
-                                           "(default: their 'default').\n(emulate --pod-type)"))
+        self.ipu_config, self.pod_type = self._ipu_config_controls()
         self._marked = None  # the label of the field a problem shown names
         self.rows: dict[str, tuple] = {}  # field -> (form, widget): a row hidden for a model that does not read it
         top = QFormLayout()
@@ -151,41 +140,9 @@ class EmulationDialog(QDialog):
         for name in ("device", "timing_only"):
             self._add_row(top, name, self.inputs[name].widget)
         self._add_row(top, "output", self._with_button(self.out, self._browse), FIELDS["output"].label + ":")
-        columns = QHBoxLayout()
-        for group, title in GROUPS.items():
-            if group == "run":
-                continue
-            box = QGroupBox(title)
-            form = QFormLayout(box)
-            form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
-            for name, f in FIELDS.items():
-                if f.group == group:
-                    self._add_row(form, name, self.inputs[name].widget)
-            columns.addWidget(box, 1, Qt.AlignTop)
-        body = QWidget()
-        body.setLayout(columns)
-        scroll = QScrollArea()  # the three columns scroll on a small screen; the run's rows and the buttons stay
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the dialog is as wide as the columns
-        scroll.setFrameShape(QScrollArea.NoFrame)
-        scroll.setWidget(body)
+        body, scroll = self._field_columns()
         self.message = message_label()
-        bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
-        bb.button(QDialogButtonBox.Ok).setText("Run")
-        self.load_button = QPushButton("Load…")
-        self.save_button = QPushButton("Save…")
-        buttons = QHBoxLayout()  # the run-config file on the left, Run / Cancel on the right
-        buttons.addWidget(self.load_button)
-        buttons.addWidget(self.save_button)
-        buttons.addStretch(1)
-        buttons.addWidget(bb)
-        self.load_button.setToolTip(plain_tip("Load a run-config TOML (the file emulate --config reads)"))
-        self.save_button.setToolTip(plain_tip("Save these settings as a run-config TOML: "
-                                              "popvision-lite emulate --config FILE runs the same"))
-        self.load_button.clicked.connect(self._load)
-        self.save_button.clicked.connect(self._save)
-        bb.accepted.connect(self.accept)
-        bb.rejected.connect(self.reject)
+        buttons = self._button_row()
         hint = plain_label("Fields left at 'default' take the workload's own value (shown in brackets); hover a "
                            "field for what it does.  Only the fields the chosen model reads are shown.")
         hint.setWordWrap(True)
@@ -205,6 +162,65 @@ class EmulationDialog(QDialog):
         self._fit_to_screen(body, scroll)
 
     # ------------------------------------------------------------------ layout
+    @staticmethod
+    def _ipu_config_controls() -> tuple[QLineEdit, QComboBox]:
+        """The optimum-graphcore IPU config file and the POD type whose per-POD values it gives."""
+        path = QLineEdit()
+        path.setPlaceholderText("optional: an optimum-graphcore ipu_config.json, read into the fields")
+        path.setToolTip(plain_tip(
+            "An optimum-graphcore IPU config (layers_per_ipu, ipus_per_replica, replication_factor, "
+            "gradient_accumulation_steps, matmul_proportion ...): Read sets the fields it gives; change them "
+            "after.\n(emulate --ipu-config FILE)"))
+        pod_type = QComboBox()
+        pod_type.addItem("POD: default", None)
+        for p in POD_TYPES:
+            pod_type.addItem(p, p)
+        pod_type.setToolTip(plain_tip("The POD type whose values an IPU config's per-POD tables give "
+                                      "(default: their 'default').\n(emulate --pod-type)"))
+        return path, pod_type
+
+    def _field_columns(self) -> tuple[QWidget, QScrollArea]:
+        """One column per field group but the run's own: they scroll on a small screen, the rest stays."""
+        columns = QHBoxLayout()
+        for group, title in GROUPS.items():
+            if group == "run":
+                continue
+            box = QGroupBox(title)
+            form = QFormLayout(box)
+            form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+            for name, f in FIELDS.items():
+                if f.group == group:
+                    self._add_row(form, name, self.inputs[name].widget)
+            columns.addWidget(box, 1, Qt.AlignTop)
+        body = QWidget()
+        body.setLayout(columns)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the dialog is as wide as the columns
+        scroll.setFrameShape(QScrollArea.NoFrame)
+        scroll.setWidget(body)
+        return body, scroll
+
+    def _button_row(self) -> QHBoxLayout:
+        """Load / Save of a run-config file on the left, Run / Cancel on the right."""
+        bb = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        bb.button(QDialogButtonBox.Ok).setText("Run")
+        self.load_button = QPushButton("Load…")
+        self.save_button = QPushButton("Save…")
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.load_button)
+        buttons.addWidget(self.save_button)
+        buttons.addStretch(1)
+        buttons.addWidget(bb)
+        self.load_button.setToolTip(plain_tip("Load a run-config TOML (the file emulate --config reads)"))
+        self.save_button.setToolTip(plain_tip("Save these settings as a run-config TOML: "
+                                              "popvision-lite emulate --config FILE runs the same"))
+        self.load_button.clicked.connect(self._load)
+        self.save_button.clicked.connect(self._save)
+        bb.accepted.connect(self.accept)
+        bb.rejected.connect(self.reject)
+        return buttons
+
     def _add_row(self, form: QFormLayout, key: str, widget, label: str | None = None) -> None:
         form.addRow(label if label is not None else FIELDS[key].label + ":", widget)
         self.rows[key] = (form, widget)
