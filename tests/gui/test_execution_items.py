@@ -337,3 +337,12 @@ def test_lanes_text_names_every_span_not_stored():
            "of the step; host step: the IPUs wait for the host)" in text
     tp = lanes_text(SimpleNamespace(**{**vars(rt), "tensor_parallel": 8}), [])
     assert "ONE IPU of the stage's 8-IPU tensor-parallel group" in tp and "Hatched" not in tp
+
+
+def test_a_note_wider_than_its_stretch_at_the_views_edge_stays_in_the_view():
+    from popvision_lite.gui.items.fold_overlay import note_x
+
+    assert note_x(40.0, 60.0, 10.0, 0.0, 100.0) == 50.0  # fits: the middle of its stretch
+    assert note_x(90.0, 100.0, 30.0, 0.0, 100.0) == 85.0  # the host step at the end: moved in to end at 100
+    assert note_x(0.0, 4.0, 30.0, 0.0, 100.0) == 15.0  # the fill at the start: moved in to start at 0
+    assert note_x(0.0, 100.0, 300.0, 0.0, 100.0) == 50.0  # wider than the view: centred

@@ -33,6 +33,13 @@ def fold_text(s: sp.PhaseSpan, a: int, b: int, clock_hz: float) -> str:
             f"{format_seconds((b - a) / clock_hz)}")
 
 
+def note_x(a: float, b: float, text_width: float, x0: float, x1: float) -> float:
+    """The centre of a note over [a, b): the middle, moved in so a note wider than its stretch near the view's
+    edge [x0, x1) is not cut off there (the host step at the end of a step)."""
+    half = min(text_width, x1 - x0) / 2
+    return float(np.clip((a + b) / 2, x0 + half, x1 - half))
+
+
 class FoldOverlayItem(pg.GraphicsObject):
     """The hidden stretches of ``spans`` over y [y_lo, y_hi) of one lane (over its rasters and bars: z 25)."""
 
@@ -88,7 +95,7 @@ class FoldOverlayItem(pg.GraphicsObject):
             t.setColor(c["plot_fg"])
             wide = (min(b, x1) - max(a, x0)) * px > NOTE_MIN_PX
             t.setText(fold_text(s, a, b, self.clock_hz) if wide else short_fold_text(s))
-            t.setPos((max(a, x0) + min(b, x1)) / 2, (y0 + y1) / 2)
+            t.setPos(note_x(max(a, x0), min(b, x1), t.boundingRect().width() / px, x0, x1), (y0 + y1) / 2)
             t.show()
 
     def shown_notes(self) -> list[str]:

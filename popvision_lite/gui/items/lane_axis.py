@@ -1,5 +1,5 @@
-"""``LaneAxis``: the left axis of a step lane split into one sub-lane per IPU (IPU 0 at the bottom, lane ``i`` at
-y = (i + 0.5) / n), naming as many IPUs as the axis' pixels allow: every ``k``-th IPU, ``k`` the smallest of
+"""``LaneAxis``: the left axis of a step lane split into one sub-lane per IPU (lane ``i`` at y = (i + 0.5) / n;
+the views invert y, so IPU 0 is at the top as in the tile lanes), naming as many IPUs as the axis' pixels allow: every ``k``-th IPU, ``k`` the smallest of
 1, 2, 4, 5, 8, 10, 16, 20, ... that keeps two names at least :data:`MIN_LABEL_PX` apart, so that 64 IPUs on a
 60-pixel lane do not print on top of each other (issue 46); a name that would be cut at the axis' end is left out.  One lane: its ``single`` name ("steps")."""
 

@@ -74,6 +74,7 @@ class RunTimeline:
         self.phase_band = PhaseBandItem(self.spans)
         self.phase_plot.addItem(self.phase_band)
         self.step_plot = layout.addPlot(row=row + 2, col=0, axisItems={"left": LaneAxis(self.nipu)})
+        self.step_plot.invertY(True)  # IPU 0 at the top, as in the single-profile Execution view's tile lanes
         self.step_plot.setMinimumHeight(90)
         self.step_lane = StepLaneItem(self.index, self.nipu, profile.stored_table("steps") if self.nipu > 1 else None)
         self.step_plot.addItem(self.step_lane)

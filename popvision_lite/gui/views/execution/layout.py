@@ -117,8 +117,10 @@ def _lanes(view) -> None:
     view.phase_plot.setYRange(0, 1, padding=0)
     view.phase_plot.setMouseEnabled(x=True, y=False)
     view.step_vb = LaneViewBox(zoom_y=False)
-    # one sub-lane per IPU (y = ipu / n, IPU 0 at the bottom), named as far as the lane's pixels allow
+    # one sub-lane per IPU (y = ipu / n), named as far as the lane's pixels allow; y grows down, so IPU 0 is at
+    # the top as in the tile lanes below
     view.step_plot = c.addPlot(row=1, col=0, viewBox=view.step_vb, axisItems={"left": LaneAxis(view.nipu)})
+    view.step_plot.invertY(True)
     view.step_plot.setMaximumHeight(step_lane_height(view.nipu))
     view.step_plot.hideAxis("bottom")
     view.step_plot.setYRange(0, 1, padding=0)
