@@ -91,11 +91,13 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
     import math
 
     from popvision_lite.emulator import Engine, Graph, Target
-    from popvision_lite.emulator import codelets as C
     from popvision_lite.emulator import mapping as M
     from popvision_lite.emulator import programs as P
+    from popvision_lite.emulator.codelets import poplin as CL
+    from popvision_lite.emulator.codelets import popnn as CN
+    from popvision_lite.emulator.codelets import popops as CO
+    from popvision_lite.emulator.codelets import popops_rows as CR
     from popvision_lite.emulator.estimators import poplin, popnn, popops
-    from popvision_lite.emulator.ops import library_codelets as OC
 
     t = Target.from_device(device)
     launch = int(t.em["vertex_launch_cycles"])
@@ -106,20 +108,20 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
         rows.append((name, n, int(ours), int(ref), ours / ref))
 
     for n in sizes:
-        add("Add half (BinaryOp1D ADD)", n, _tile_cycles(t, C.ADD, n), popops.binary_op_1d_tile_cycles("add", 2, n))
-        add("Max float (BinaryOp1D MAXIMUM)", n, _tile_cycles(t, C.MAX, n, "float32"),
+        add("Add half (BinaryOp1D ADD)", n, _tile_cycles(t, CO.ADD, n), popops.binary_op_1d_tile_cycles("add", 2, n))
+        add("Max float (BinaryOp1D MAXIMUM)", n, _tile_cycles(t, CO.MAX, n, "float32"),
             popops.binary_op_1d_tile_cycles("max", 4, n))
-        add("Relu half (UnaryOp1D RELU)", n, _tile_cycles(t, C.RELU, n, inputs=("in",)),
+        add("Relu half (UnaryOp1D RELU)", n, _tile_cycles(t, CO.RELU, n, inputs=("in",)),
             popops.unary_op_1d_tile_cycles("relu", 2, n))
-        add("Exp half (UnaryOp1D EXPONENT)", n, _tile_cycles(t, C.EXP, n, inputs=("in",)),
+        add("Exp half (UnaryOp1D EXPONENT)", n, _tile_cycles(t, CO.EXP, n, inputs=("in",)),
             popops.unary_op_1d_tile_cycles("exp", 2, n))
-        add("Cast float->half (Cast1D)", n, _tile_cycles(t, C.CAST, n, "float16", "float32", inputs=("in",)),
+        add("Cast float->half (Cast1D)", n, _tile_cycles(t, CO.CAST, n, "float16", "float32", inputs=("in",)),
             popops.cast_1d_tile_cycles(n, 4, 2))
-        add("ScaledSubtract half (SGD)", n, _tile_cycles(t, OC.SGD, n, inputs=("in",),
+        add("ScaledSubtract half (SGD)", n, _tile_cycles(t, CO.SGD, n, inputs=("in",),
                                                          params={"lr": np.float32(0.1)}),
             popops.scaled_add_tile_cycles(n, 2))
         fw = math.ceil(n / 6)
-        add("Gelu half (popnn NonLinearity1D)", n, _tile_cycles(t, OC.GELU, n, inputs=("in",)),
+        add("Gelu half (popnn NonLinearity1D)", n, _tile_cycles(t, CN.GELU, n, inputs=("in",)),
             9 + launch + 6 * (int(popnn.nonlinearity_worker_cycles("gelu", 2, fw)) - popops.UNARY_SUPERVISOR_EXTRA))
     for k, m in ((4, 64), (16, 256), (64, 1024)):
         g = Graph(t)
@@ -130,7 +132,7 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
         starts = np.arange(0, m, per)
         lens = np.minimum(per, m - starts)
         ins = np.concatenate([[0], np.cumsum(k * lens)[:-1]])
-        g.add_vertices(cs, OC.REDUCE_PARTIALS, np.zeros(len(starts), int), fields={
+        g.add_vertices(cs, CR.REDUCE_PARTIALS, np.zeros(len(starts), int), fields={
             "in": src.regions(ins, k * lens), "out": out.regions(starts, lens)}, params={"k": np.int64(k)})
         ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles
         worst = max(int(popops.strided_reduce_cycles(k, int(x), 4, 2)) for x in lens)
@@ -138,8 +140,8 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
     # row ops: one row alone on a tile (spread over the six workers) vs the sum of the poplibs
     # vertices Poplar runs for it, each as its own MultiVertex over the row (reductions: six
     # single-input reduces + one strided reduce of the six partials)
-    for codelet, fields in ((OC.LAYER_NORM, ("in", "gamma", "beta", "out")), (OC.SOFTMAX, ("in", "out")),
-                            (OC.LAYER_NORM_GRAD, ("x", "gamma", "dy", "dx", "dgamma", "dbeta"))):
+    for codelet, fields in ((CR.LAYER_NORM, ("in", "gamma", "beta", "out")), (CR.SOFTMAX, ("in", "out")),
+                            (CR.LAYER_NORM_GRAD, ("x", "gamma", "dy", "dx", "dgamma", "dbeta"))):
         for L in (256, 1024, 4096):
             g = Graph(t)
             regs = {}
@@ -166,7 +168,7 @@ def codelet_table(device: str = "ipu-mk2") -> list[tuple]:
         b = g.add_variable("b", (kk * nn,), "float16", mapping=M.single_tile(kk * nn, 0))
         c = g.add_variable("c", (m, nn), "float32", mapping=M.single_tile(m * nn, 0))
         cs = g.add_compute_set("amp")
-        g.add_vertices(cs, OC.TILE_MATMUL[(False, False, False)], [0], fields={
+        g.add_vertices(cs, CL.TILE_MATMUL[(False, False, False)], [0], fields={
             "a": a.regions([0], m * kk), "b": b.regions([0], kk * nn), "out": c.blocks((m, nn), np.array([[0, 0]]))},
             params={"k": np.int64(kk)})
         ours = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles

@@ -29,9 +29,9 @@ import numpy as np  # noqa: E402
 
 from bench.targets import bench_result, print_rows, row  # noqa: E402
 from popvision_lite.emulator import Engine, Graph, Target  # noqa: E402
-from popvision_lite.emulator import codelets as C  # noqa: E402
 from popvision_lite.emulator import mapping as M  # noqa: E402
 from popvision_lite.emulator import programs as P  # noqa: E402
+from popvision_lite.emulator.codelets import popops as CO  # noqa: E402
 from popvision_lite.testing.microbench import matmul_output_mapping, planned_matmul  # noqa: E402
 
 # goals (docs/performance.md, "Emulator"): full numerics / the same math in numpy, one BLAS thread
@@ -52,11 +52,11 @@ def build_mlp(target: Target, m: int, d: int, f: int, bm=128, bk=256, bn=128, ro
     mm1 = planned_matmul(g, x, w1, c1, tiles, bm, bn, bk, rows, op="ffn/mm1", name="mm1")
     relu = g.add_compute_set("relu", op="ffn/relu")
     vt, s, z = M.worker_split(c1)
-    g.add_vertices(relu, C.RELU, vt, fields={"in": c1.regions(s, z), "out": h.regions(s, z)})
+    g.add_vertices(relu, CO.RELU, vt, fields={"in": c1.regions(s, z), "out": h.regions(s, z)})
     mm2 = planned_matmul(g, h, w2, c2, tiles, bm, bn, bk, rows, op="ffn/mm2", name="mm2")
     add = g.add_compute_set("residual", op="ffn/residual")
     vt, s, z = M.worker_split(c2)
-    g.add_vertices(add, C.ADD, vt, fields={"a": c2.regions(s, z), "b": xr.regions(s, z), "out": out.regions(s, z)})
+    g.add_vertices(add, CO.ADD, vt, fields={"a": c2.regions(s, z), "b": xr.regions(s, z), "out": out.regions(s, z)})
     prog = P.Sequence([mm1, P.Execute(relu), mm2, P.Copy(x, xr, op="ffn/residual"), P.Execute(add)], name="ffn")
     return g, prog
 
@@ -162,7 +162,7 @@ def bench_timing(num_ipus=16, vertices_per_tile=48, compute_sets=1) -> dict:
     seq = P.Sequence(name="main")
     for i in range(compute_sets):
         cs = g.add_compute_set(f"cs{i}", op=f"layer{i}")
-        g.add_vertices(cs, C.ADD if i % 2 == 0 else C.MUL, vt,
+        g.add_vertices(cs, CO.ADD if i % 2 == 0 else CO.MUL, vt,
                        fields={"a": x.regions(starts, sizes), "b": y.regions(starts, sizes),
                                "out": (y if i % 2 == 0 else x).regions(starts, sizes)})
         seq.add(P.Execute(cs))

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import microbench as CM
+from popvision_lite.emulator.codelets import poplin as CL
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.graph import Graph, Tensor
 from popvision_lite.emulator.target import Target
@@ -59,12 +60,12 @@ def planned_matmul(g: Graph, A: Tensor, B: Tensor, Cout: Tensor, tiles, bm: int,
     g.add_op(op, type="matmul", plan=f"out {bm}x{bn} blocks on {nt} tiles, K {Kb} chunks of {bk}, "
                                      f"{s} vertices/tile of {rows_per_vertex} rows")
     cs_first = g.add_compute_set(f"{name}/amp_first", op=op)
-    g.add_vertices(cs_first, C.BLOCK_MATMUL, tiles[vt], fields=fields)
+    g.add_vertices(cs_first, CL.BLOCK_MATMUL, tiles[vt], fields=fields)
     seq = P.Sequence(name=name, op=op)
     cs_acc = None
     if Kb > 1:
         cs_acc = g.add_compute_set(f"{name}/amp_acc", op=op)
-        g.add_vertices(cs_acc, C.BLOCK_MATMUL_ACC, tiles[vt], fields=fields)
+        g.add_vertices(cs_acc, CL.BLOCK_MATMUL_ACC, tiles[vt], fields=fields)
     for kk in range(Kb):
         kcol = np.full(nt, kk)
         seq.add(P.Copy(A.blocks((bm, bk), np.stack([ti, kcol], 1)), As.blocks((1, bm, bk), np.stack([t, z, z], 1)),
@@ -112,7 +113,7 @@ def sram_read(device: str = "ipu-mk1", assembly: bool = True, bytes_per_tile: in
     out = g.add_variable("sums", (t.tiles_per_ipu * w,), "float32", mapping=M.linear(t.tiles_per_ipu * w, tiles))
     vt, starts, sizes = M.worker_split(x, workers=w)
     cs = g.add_compute_set("read", op="sram_read")
-    g.add_vertices(cs, C.READ_SUM_ASM if assembly else C.READ_SUM, vt,
+    g.add_vertices(cs, CM.READ_SUM_ASM if assembly else CM.READ_SUM, vt,
                    fields={"in": x.regions(starts, sizes), "out": out.regions(np.arange(len(vt)), 1)})
     res = Engine(g, P.Execute(cs), mode="timing").run()
     total = t.tiles_per_ipu * n_per * 4

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import Engine, Graph, Target, TensorView
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import poplin as CL
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.profile.schema import STEP_KIND_CODE, TABLE_COLUMNS
 
 
@@ -37,11 +38,11 @@ def test_elementwise_chain_fp16_matches_numpy(mk2):
     h = g.add_variable("h", (n,), "float16", mapping=M.linear(n, tiles))
     out = g.add_variable("out", (n,), "float16", mapping=M.linear(n, tiles))
     cs1 = g.add_compute_set("mul", op="f/mul")
-    _elementwise(g, cs1, C.MUL, h, x, y)
+    _elementwise(g, cs1, CO.MUL, h, x, y)
     cs2 = g.add_compute_set("relu", op="f/relu")
-    _elementwise(g, cs2, C.RELU, out, h)
+    _elementwise(g, cs2, CO.RELU, out, h)
     cs3 = g.add_compute_set("scale", op="f/scale")
-    _elementwise(g, cs3, C.SCALE, h, out, scale=np.float32(0.5))
+    _elementwise(g, cs3, CO.SCALE, h, out, scale=np.float32(0.5))
     prog = P.Sequence([P.Execute(cs1), P.Execute(cs2), P.Execute(cs3)])
     rng = np.random.default_rng(0)
     xv = rng.standard_normal(n).astype(np.float16)
@@ -81,7 +82,7 @@ def _block_matmul_graph(target, dtype="float32", bm=16, bk=16, bn=16, mb=2, kb=2
     cp_b = P.Copy(B.blocks((bk, bn), np.stack([vk, vj], 1)), Bs.blocks((1, bk, bn), np.stack([v, z, z], 1)),
                   name="bcast B", op="mm")
     cs = g.add_compute_set("mm/partials", op="mm")
-    g.add_vertices(cs, C.BLOCK_MATMUL, vt, fields={
+    g.add_vertices(cs, CL.BLOCK_MATMUL, vt, fields={
         "a": As.blocks((1, bm, bk), np.stack([v, z, z], 1)),
         "b": Bs.blocks((1, bk, bn), np.stack([v, z, z], 1)),
         "out": Pp.blocks((1, bm, bn), np.stack([vk, vi, vj], 1)),
@@ -89,7 +90,7 @@ def _block_matmul_graph(target, dtype="float32", bm=16, bk=16, bn=16, mb=2, kb=2
     red = g.add_compute_set("mm/reduce", op="mm")
     ri = np.array([i for i in range(mb) for j in range(nb)])
     rj = np.array([j for i in range(mb) for j in range(nb)])
-    g.add_vertices(red, C.REDUCE_ADD, ri * nb + rj, fields={
+    g.add_vertices(red, CO.REDUCE_ADD, ri * nb + rj, fields={
         "in": Pp.blocks((kb, bm, bn), np.stack([np.zeros_like(ri), ri, rj], 1)),
         "out": Cm.blocks((bm, bn), np.stack([ri, rj], 1)),
     })
@@ -129,7 +130,7 @@ def test_compute_cycles_match_hand_calculation(mk2):
     y = g.add_variable("y", (16,), "float32", mapping=M.intervals([0, 1], [0, 8], [8, 16]))
     cs = g.add_compute_set("add")
     starts, sizes = np.array([0, 8, 12]), np.array([8, 4, 4])
-    g.add_vertices(cs, C.ADD, [0, 1, 1], fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
+    g.add_vertices(cs, CO.ADD, [0, 1, 1], fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
                                                  "out": y.regions(starts, sizes)})
     res = Engine(g, P.Execute(cs), mode="timing").run()
     launch = mk2.em["vertex_launch_cycles"]
@@ -149,7 +150,7 @@ def test_compute_cycles_match_hand_calculation(mk2):
     x2 = g2.add_variable("x", (28,), "float32", mapping=M.single_tile(28, 0))
     cs2 = g2.add_compute_set("add7")
     s7 = np.arange(7) * 4
-    g2.add_vertices(cs2, C.ADD, np.zeros(7, int), fields={"a": x2.regions(s7, 4), "b": x2.regions(s7, 4),
+    g2.add_vertices(cs2, CO.ADD, np.zeros(7, int), fields={"a": x2.regions(s7, 4), "b": x2.regions(s7, 4),
                                                           "out": x2.regions(s7, 4)})
     r2 = Engine(g2, P.Execute(cs2), mode="timing").run()
     # more pieces than workers: they are regions of six 2D worker vertices (popops BinaryOp2D:
@@ -208,7 +209,7 @@ def test_repeat_runs_numerics_n_times_and_unrolls_steps(mk2):
     x = g.add_variable("x", (600,), "float32", mapping=M.linear(600, range(3)))
     cs = g.add_compute_set("double", op="loop/double")
     tiles, starts, sizes = M.worker_split(x)
-    g.add_vertices(cs, C.ADD, tiles, fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
+    g.add_vertices(cs, CO.ADD, tiles, fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
                                              "out": x.regions(starts, sizes)})
     body = P.Sequence([P.Execute(cs), P.Sync()], name="body")
     once = Engine(g, body, mode="timing").run()
@@ -278,12 +279,12 @@ def _mm_with_hazards(target):
     stage = g.get("mm/a_chunk")
     neg = g.add_compute_set("negate_A")
     vt, s, z = M.worker_split(A)
-    g.add_vertices(neg, C.NEG, vt, fields={"in": A.regions(s, z), "out": A.regions(s, z)})
+    g.add_vertices(neg, CO.NEG, vt, fields={"in": A.regions(s, z), "out": A.regions(s, z)})
     keep = g.add_variable("kept", stage.shape, "float16", mapping=stage.mapping)
     relu = g.add_compute_set("relu_stage")
     vt, s, z = M.worker_split(stage)
     sq = g.add_variable("stage_relu", stage.shape, "float16", mapping=stage.mapping)
-    g.add_vertices(relu, C.RELU, vt, fields={"in": stage.regions(s, z), "out": sq.regions(s, z)})
+    g.add_vertices(relu, CO.RELU, vt, fields={"in": stage.regions(s, z), "out": sq.regions(s, z)})
     # read C between K chunks: must see the first chunk's product only
     snap = g.add_variable("C_after_chunk0", Cm.shape, "float32", mapping=Cm.mapping)
     mm.programs.insert(3, P.Copy(Cm, snap, name="snapshot"))
@@ -346,7 +347,7 @@ def test_nested_repeat_zero_repeat_and_empty_compute_set(mk2):
     x = g.add_variable("x", (60,), "float32", mapping=M.linear(60, range(2)))
     cs = g.add_compute_set("inc", op="inc")
     tiles, starts, sizes = M.worker_split(x)
-    g.add_vertices(cs, C.ADD, tiles, fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
+    g.add_vertices(cs, CO.ADD, tiles, fields={"a": x.regions(starts, sizes), "b": x.regions(starts, sizes),
                                              "out": x.regions(starts, sizes)})
     empty = g.add_compute_set("empty")
     inner = P.Repeat(3, P.Execute(cs, name="dbl"), name="inner")
@@ -963,7 +964,7 @@ def test_equal_index_arrays_are_held_once_read_only_and_freed_with_their_last_us
     t = g.add_variable("t", (3 * n,), "float16", mapping=M.linear(3 * n, range(4)))
     u = g.add_variable("u", (3 * n,), "float16", mapping=M.linear(3 * n, range(4)))
     cs = g.add_compute_set("cs")
-    v1, v2 = (g.add_vertices(cs, C.RELU, np.arange(n) % 64, {"in": t.regions(np.arange(n) * 3, np.arange(n) % 3),
+    v1, v2 = (g.add_vertices(cs, CO.RELU, np.arange(n) % 64, {"in": t.regions(np.arange(n) * 3, np.arange(n) % 3),
                                                               "out": u.regions(np.arange(n) * 3, np.arange(n) % 3)})
               for _ in range(2))
     x1, x2 = v1.fields["in"], v2.fields["in"]
@@ -1011,7 +1012,7 @@ def test_keep_frees_other_tensors_after_their_last_use_with_the_same_results(mk2
     prog = []
     for name, dst, a in (("y=2x", y, x), ("x=2y", x, y), ("z=2x", z, x), ("out=2z", out, z)):
         cs = g.add_compute_set(name, op=name)
-        _elementwise(g, cs, C.ADD, dst, a, a)
+        _elementwise(g, cs, CO.ADD, dst, a, a)
         prog.append(P.Execute(cs, name=name))
     body = P.Sequence([prog[0], P.Repeat(2, prog[1], name="inner")], name="body")
     whole = P.Sequence([P.Repeat(2, body, name="outer"), prog[2], prog[3]])

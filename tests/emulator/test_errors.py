@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import Engine, Graph, Target
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import poplin as CL
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.errors import EmulatorError
 
 
@@ -57,7 +58,7 @@ def test_tile_out_of_range(mk2):
     x = g.add_variable("x", (12,), "float32", mapping=M.single_tile(12, 0))
     cs = g.add_compute_set("cs")
     with pytest.raises(EmulatorError, match=rf"tile index {mk2.num_tiles} out of range 0..{mk2.num_tiles - 1}"):
-        g.add_vertices(cs, C.RELU, [mk2.num_tiles], fields={"in": x.regions([0], 12), "out": x.regions([0], 12)})
+        g.add_vertices(cs, CO.RELU, [mk2.num_tiles], fields={"in": x.regions([0], 12), "out": x.regions([0], 12)})
     y = g.add_variable("y", (12,), "float32")
     with pytest.raises(EmulatorError, match=r"tensor 'y': mapped to tile -1"):
         g.set_mapping(y, M.single_tile(12, -1))
@@ -69,15 +70,15 @@ def test_field_shape_mismatch(mk2):
     y = g.add_variable("y", (12,), "float32", mapping=M.single_tile(12, 0))
     cs = g.add_compute_set("addcs")
     with pytest.raises(EmulatorError, match=r"'Add' in 'addcs': vertex 0: field '\w+' has \d+ elements"):
-        g.add_vertices(cs, C.ADD, [0], fields={"a": x.regions([0], 8), "b": x.regions([0], 8),
+        g.add_vertices(cs, CO.ADD, [0], fields={"a": x.regions([0], 8), "b": x.regions([0], 8),
                                                "out": y.regions([0], 6)})
     with pytest.raises(EmulatorError, match=r"field 'out' has 2 connections for 1 vertices"):
-        g.add_vertices(cs, C.RELU, [0], fields={"in": x.regions([0], 6), "out": y.regions([0, 6], 6)})
+        g.add_vertices(cs, CO.RELU, [0], fields={"in": x.regions([0], 6), "out": y.regions([0, 6], 6)})
     with pytest.raises(EmulatorError, match=r"missing \['b'\]"):
-        g.add_vertices(cs, C.ADD, [0], fields={"a": x.regions([0], 6), "out": y.regions([0], 6)})
+        g.add_vertices(cs, CO.ADD, [0], fields={"a": x.regions([0], 6), "out": y.regions([0], 6)})
     a = g.add_variable("A", (16, 16), "float32", mapping=M.single_tile(256, 0))
     with pytest.raises(EmulatorError, match=r"do not chain"):
-        g.add_vertices(cs, C.BLOCK_MATMUL, [0], fields={"a": a.blocks((8, 4), [[0, 0]]), "b": a.blocks((8, 8), [[0, 0]]),
+        g.add_vertices(cs, CL.BLOCK_MATMUL, [0], fields={"a": a.blocks((8, 4), [[0, 0]]), "b": a.blocks((8, 8), [[0, 0]]),
                                                         "out": a.blocks((8, 8), [[1, 1]])})
 
 
@@ -86,7 +87,7 @@ def test_field_not_on_vertex_tile(mk2):
     x = g.add_variable("remote", (12,), "float32", mapping=M.single_tile(12, 5))
     y = g.add_variable("y", (12,), "float32", mapping=M.single_tile(12, 0))
     cs = g.add_compute_set("relu")
-    g.add_vertices(cs, C.RELU, [0], fields={"in": x.regions([0], 12), "out": y.regions([0], 12)})
+    g.add_vertices(cs, CO.RELU, [0], fields={"in": x.regions([0], 12), "out": y.regions([0], 12)})
     with pytest.raises(EmulatorError, match=r"vertex 0 of 'Relu' in compute set 'relu' \(tile 0\): field 'in'.*"
                                             r"'remote' which lives on tile 5.*Copy it there"):
         Engine(g, P.Execute(cs)).compile()

@@ -7,10 +7,10 @@ import pytest
 
 import popvision_lite as pvl
 from popvision_lite.emulator import Engine, Graph, Target
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.errors import OutOfMemoryError
 from popvision_lite.profile.schema import CATEGORY_CODE
 
@@ -22,7 +22,7 @@ def mk2():
 
 def _add(g, cs, out, a, b):
     tiles, starts, sizes = M.worker_split(out)
-    return g.add_vertices(cs, C.ADD, tiles, fields={"a": a.regions(starts, sizes), "b": b.regions(starts, sizes),
+    return g.add_vertices(cs, CO.ADD, tiles, fields={"a": a.regions(starts, sizes), "b": b.regions(starts, sizes),
                                                     "out": out.regions(starts, sizes)})
 
 
@@ -130,9 +130,9 @@ def test_memory_categories(mk2):
     cat = CATEGORY_CODE
     nv = 6  # 4096 elements split over 6 workers
     assert mem[0, cat["constant"], 0] == 64 * 64 * 4
-    assert mem[0, cat["vertexCode"], 0] == C.ADD.code_bytes
+    assert mem[0, cat["vertexCode"], 0] == CO.ADD.code_bytes
     assert mem[1, cat["vertexCode"], 0] == 0
-    assert mem[0, cat["vertexInstanceState"], 0] == nv * (C.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
+    assert mem[0, cat["vertexInstanceState"], 0] == nv * (CO.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
     assert mem[0, cat["internalExchangeCode"], 0] > 0 and mem[1, cat["internalExchangeCode"], 0] > 0
     assert mem[5, cat["internalExchangeCode"], 0] == 0
     assert (mem[:, cat["stack"], 0] == cm.stack_bytes(mk2.threads_per_tile)).all()
@@ -175,7 +175,7 @@ def test_vertices_table_agrees_with_memory_and_compute_sets(mk2):
     cs = g.add_compute_set("two_codelets")
     _add(g, cs, y, x, x)
     tiles, starts, sizes = M.worker_split(x)
-    g.add_vertices(cs, C.SCALE, tiles, fields={"in": y.regions(starts, sizes), "out": x.regions(starts, sizes)},
+    g.add_vertices(cs, CO.SCALE, tiles, fields={"in": y.regions(starts, sizes), "out": x.regions(starts, sizes)},
                    params={"scale": np.full(len(tiles), 0.5, np.float32)})
     pdata = Engine(g, P.Execute(cs), mode="timing").run().profile_data
     v = pdata.stored_table("vertices")
@@ -187,7 +187,7 @@ def test_vertices_table_agrees_with_memory_and_compute_sets(mk2):
     assert mem_state.sum() == per_tile_state.sum()
     # Scale carries a per-vertex parameter: 4 more bytes of state per vertex than its fields alone
     sc = v[v["codelet"] == "Scale"]
-    assert (sc["state_bytes"] == sc["count"] * (C.SCALE.state_bytes + 2 * cm.FIELD_POINTER_BYTES + 4)).all()
+    assert (sc["state_bytes"] == sc["count"] * (CO.SCALE.state_bytes + 2 * cm.FIELD_POINTER_BYTES + 4)).all()
 
 
 def test_vertex_instances_one_definition_for_memory_and_the_vertices_table(mk2):
@@ -195,7 +195,7 @@ def test_vertex_instances_one_definition_for_memory_and_the_vertices_table(mk2):
     its output regions there (lib/poplin/ConvReduce.cpp reduce()), and a multi-region codelet's pieces
     beyond the workers are regions of six 2D vertices.  Vertex state is charged per instance, and the
     vertices table says the same as the memory view."""
-    from popvision_lite.emulator.ops import library_codelets as OC
+    from popvision_lite.emulator.codelets import popops_rows as CR
 
     g = Graph(mk2)
     pk, n_reg, ln = 3, 9, 8  # 9 output regions of 8 elements on each of tiles 0 and 1, 3 partials each
@@ -206,20 +206,20 @@ def test_vertex_instances_one_definition_for_memory_and_the_vertices_table(mk2):
     src = g.add_variable("p", (pk * n,), "float32", mapping=M.intervals(tiles, pk * st, pk * (st + lens)))
     out = g.add_variable("o", (n,), "float16", mapping=M.intervals(tiles, st, st + lens))
     red = g.add_compute_set("reduce")
-    grp = g.add_vertices(red, OC.CONV_REDUCE_PARTIALS, tiles, fields={"in": src.regions(pk * st, pk * lens),
+    grp = g.add_vertices(red, CR.CONV_REDUCE_PARTIALS, tiles, fields={"in": src.regions(pk * st, pk * lens),
                                                                        "out": out.regions(st, lens)},
                          params={"k": np.int64(pk)})
     a = g.add_variable("a", (4000,), "float32", mapping=M.linear(4000, [2]))
     add = g.add_compute_set("add")
     pieces = np.arange(20) * 200  # 20 pieces on tile 2: regions of 6 worker vertices
-    g.add_vertices(add, C.ADD, np.full(20, 2), fields={"a": a.regions(pieces, np.full(20, 200)),
+    g.add_vertices(add, CO.ADD, np.full(20, 2), fields={"a": a.regions(pieces, np.full(20, 200)),
                                                        "b": a.regions(pieces, np.full(20, 200)),
                                                        "out": a.regions(pieces, np.full(20, 200))})
     pdata = Engine(g, P.Sequence([P.Execute(red), P.Execute(add)]), mode="timing").run().profile_data
     mem_state = pdata.memory[:, CATEGORY_CODE["vertexInstanceState"], 0]
     one = cm.vertex_state_bytes(grp)
     assert mem_state[0] == mem_state[1] == one  # one ReduceAdd vertex a tile, not 9
-    assert mem_state[2] == mk2.threads_per_tile * (C.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
+    assert mem_state[2] == mk2.threads_per_tile * (CO.ADD.state_bytes + 3 * cm.FIELD_POINTER_BYTES)
     v = pdata.stored_table("vertices")
     per_tile_state = v.groupby("tile")["state_bytes"].sum()
     np.testing.assert_array_equal(per_tile_state.to_numpy(), mem_state[per_tile_state.index])

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from popvision_lite.emulator import Engine, Graph, Target
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.profile import schema
 from popvision_lite.testing.microbench import matmul_output_mapping, planned_matmul
 
@@ -25,12 +25,12 @@ TARGET = Target.from_device("ipu-mk2", num_ipus=1)
 NT = TARGET.num_tiles
 
 ELEMENTWISE = {
-    "add": (C.ADD, lambda a, b: a + b),
-    "sub": (C.SUB, lambda a, b: a - b),
-    "mul": (C.MUL, lambda a, b: a * b),
-    "max": (C.MAX, np.maximum),
-    "relu": (C.RELU, lambda a: np.maximum(a, 0)),
-    "neg": (C.NEG, lambda a: -a),
+    "add": (CO.ADD, lambda a, b: a + b),
+    "sub": (CO.SUB, lambda a, b: a - b),
+    "mul": (CO.MUL, lambda a, b: a * b),
+    "max": (CO.MAX, np.maximum),
+    "relu": (CO.RELU, lambda a: np.maximum(a, 0)),
+    "neg": (CO.NEG, lambda a: -a),
 }
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import Engine, Graph, RunResult, Target
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 
@@ -28,7 +28,7 @@ def test_engine_run_is_a_run_result_with_its_stages_host_seconds():
     out = g.add_variable("out", (n,), "float32", mapping=M.linear(n, range(8)))
     cs = g.add_compute_set("relu", op="relu")
     tiles, starts, sizes = M.worker_split(out)
-    g.add_vertices(cs, C.RELU, tiles, fields={"in": x.regions(starts, sizes), "out": out.regions(starts, sizes)})
+    g.add_vertices(cs, CO.RELU, tiles, fields={"in": x.regions(starts, sizes), "out": out.regions(starts, sizes)})
     xv = np.linspace(-1, 1, n, dtype=np.float32)
     run = Engine(g, P.Sequence([P.Execute(cs)])).run(inputs={"x": xv})
     _agrees_with_its_profile(run)

@@ -1,7 +1,7 @@
 """Model backends: one model definition, two ways to run it.
 
 Every bundled model is written once against the small op vocabulary below.  ``NumpyBackend``
-executes it eagerly with the numpy reference ops (``ops/reference.py``) - that is the ground
+executes it eagerly with the numpy reference ops (``emulator/reference.py``) - that is the ground
 truth.  ``EmulatorBackend`` (``backends/emulator_backend.py``) builds the same ops into an emulator graph.
 
 Tensors are backend handles with ``.shape`` and ``.dtype``.  ``view(x, index)`` makes an operand
@@ -15,7 +15,7 @@ import contextlib
 
 import numpy as np
 
-from popvision_lite.emulator.ops import reference as R
+from popvision_lite.emulator import reference as R
 from popvision_lite.emulator.ops.context import View
 from popvision_lite.emulator.ops.norm_pool import NumpyNormPool
 

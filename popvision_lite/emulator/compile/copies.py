@@ -37,7 +37,7 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
     if prog.src.tensor.dtype != prog.dst.tensor.dtype:
         raise EmulatorError(
             f"Copy '{prog.name}': src '{prog.src.name}' is {prog.src.tensor.dtype} but dst '{prog.dst.name}' is "
-            f"{prog.dst.tensor.dtype}; fix: cast with a codelets.CAST compute set"
+            f"{prog.dst.tensor.dtype}; fix: cast with a codelets.popops.CAST compute set"
         )
     key, shift = _copy_structure_key(c, prog)
     memo = c.caches.copy_memo

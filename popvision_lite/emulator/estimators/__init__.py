@@ -15,8 +15,8 @@
 
 Every cycle figure of the emulator's codelets is defined here once, citing the poplibs function it
 comes from (graphcore/poplibs commit 7eac0f26 "mk2-main"; facts and formulas carried over, code our
-own) or marked as an assumption.  The codelet classes (``emulator/codelets.py``,
-``emulator/ops/library_codelets.py``, ``ops/norm_pool.py``, ``onnx_import/ops.py``) keep only the vertex
+own) or marked as an assumption.  The codelet classes (``emulator/codelets/``, one module per library
+as here) keep only the vertex
 behaviour and call these functions; the planners call the same functions, so a plan is charged what
 the engine charges.  Nothing here imports the rest of the emulator (import-linter contract
 ``estimators-pure``): the estimators are functions of sizes and element widths only.

@@ -19,7 +19,7 @@ import numpy as np
 
 DATA_PATH_BYTES = 8          # poplar Target::getDataPathWidth() = 64 bits on Mk1/Mk2
 SUPERVISOR_OVERHEAD = 11     # PerformanceEstimation.cpp basicOpSupervisorOverhead()
-# Fallback for user-made codelets (codelets.unary / binary with an explicit cycles_per_vector and no
+# Fallback for user-made codelets (codelets.base.unary / binary with an explicit cycles_per_vector and no
 # poplibs op), and the per-vector form of the ONNX-only ops: loop set-up per vertex, in worker
 # cycles (assumption; the BinaryOp1D worker prologue is 26, UnaryOp1D 17).
 ELEMENTWISE_OVERHEAD = 14

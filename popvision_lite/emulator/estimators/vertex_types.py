@@ -1,9 +1,11 @@
 """The one table from vertex type to the poplibs library it belongs to and the estimator that costs it.
 
-A vertex type is a codelet's ``name``, as the vertices table of a profile stores it.  The codelet classes sit
-beside the ops that use them (``emulator/codelets.py``, ``ops/library_codelets.py``, ``ops/norm_pool.py``,
-``ops/pooling.py``, ``ops/conv.py``, ``ops/conv_wu.py``, ``onnx_import/ops.py``); this table groups them by
-library as the estimator modules are grouped (popops / poplin / popnn, and the microbenchmark reader), and names
+A vertex type is a codelet's ``name``, as the vertices table of a profile stores it.  The codelet classes live in
+``emulator/codelets/``, one module per library as the estimator modules are grouped: ``popops.py`` and
+``popops_rows.py`` (popops; the ONNX importer's elementwise codelets are in ``popops.py``, although the exact
+GELU pair is filed under popnn below, whose cost model it borrows), ``poplin.py`` and ``poplin_conv.py`` (poplin),
+``popnn.py`` (popnn), ``microbench.py``, on the base classes of ``base.py``.  This table gives each
+its library (popops / poplin / popnn, or the microbenchmark reader) and names
 the function of ``emulator/estimators`` that gives each one's cycles (for an elementwise codelet, the one its
 ``model`` selects through ``estimators/elementwise.py``).  tests/emulator/estimators/test_vertex_types.py
 checks that every codelet the emulator defines has an entry and every entry a codelet.
@@ -27,7 +29,7 @@ def _entries(library: str, names, *estimators: Callable) -> dict[str, VertexEsti
     return {n: VertexEstimator(library, estimators) for n in names}
 
 
-# the ONNX importer's extra elementwise codelets (onnx_import/ops.py), named "Onnx" + the kind in title case;
+# the ONNX importer's extra elementwise codelets (codelets/popops.py), named "Onnx" + the kind in title case;
 # costed by popops' per-vector table for the storage dtype, except the two that borrow the library's GELU
 ONNX_UNARY = ("abs", "add_scalar", "celu_scalar", "elu_scalar", "erf", "exp", "hard_sigmoid", "hard_swish",
               "isinf", "isnan", "log", "lt_scalar", "gt_scalar", "max_scalar", "min_scalar", "mish", "neg",

@@ -17,8 +17,8 @@ from popvision_lite.emulator.compile import CarriedCopies
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.host_alloc import return_freed_memory, reuse_freed_memory
 from popvision_lite.emulator.ops.context import View
-from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.progress import within
+from popvision_lite.emulator.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile.assemble import VariableRow, append_variables

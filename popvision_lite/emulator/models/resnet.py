@@ -153,7 +153,7 @@ def _conv_fwd(be, x, w, idx, geom: _Geom, k, stride, name):
         return be.matmul(x, w, name + "/matmul")
     cin = x.shape[-1]
     if halo_conv(be, k, stride, cin):
-        from popvision_lite.emulator.ops.conv import ConvShape
+        from popvision_lite.emulator.codelets.poplin_conv import ConvShape
 
         s = ConvShape(geom.n, geom.h, geom.w, cin, w.shape[-1], k, stride, k // 2)
         return be.conv2d(x, w, s, name + "/conv")
@@ -194,7 +194,7 @@ def conv_bwd(be, cache, w, dy, name, need_dx=True):
 def _conv_wu(be, x, dy, idx, geom: _Geom, k, stride, name):
     cin, cout = x.shape[-1], dy.shape[-1]
     if idx is not None and halo_weight_update(be, k, stride, cin):
-        from popvision_lite.emulator.ops.conv import ConvShape
+        from popvision_lite.emulator.codelets.poplin_conv import ConvShape
 
         s = ConvShape(geom.n, geom.h, geom.w, cin, cout, k, stride, k // 2)
         return be.conv2d_weight_update(x, dy, s, name + "/dw_conv")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.compile import compile_graph
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.emulator.target import Target
@@ -35,7 +35,7 @@ def elementwise_pass_cycles(target: Target, elements: int, dtype: str) -> int:
     b = g.add_variable("grad", (elements,), dtype, mapping=mp)
     cs = g.add_compute_set("pass")
     tiles, starts, sizes = M.worker_split(a, workers=t1.threads_per_tile)
-    g.add_vertices(cs, C.ADD, tiles=tiles, fields={"a": a.regions(starts, sizes), "b": b.regions(starts, sizes),
+    g.add_vertices(cs, CO.ADD, tiles=tiles, fields={"a": a.regions(starts, sizes), "b": b.regions(starts, sizes),
                                                    "out": a.regions(starts, sizes)})
     c = compile_graph(g, P.Sequence([P.Execute(cs)]))
     _cache[key] = int(c.total_cycles)

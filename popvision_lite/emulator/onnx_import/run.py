@@ -11,8 +11,8 @@ from popvision_lite import input_files
 from popvision_lite.emulator.backends.backend import NP_DTYPE
 from popvision_lite.emulator.models.emulated import CARRIED_COPIES, tolerance
 from popvision_lite.emulator.ops.context import View
-from popvision_lite.emulator.ops.reference import numeric_check
 from popvision_lite.emulator.progress import within
+from popvision_lite.emulator.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import mapping as M_
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.ops import library_codelets as OC
+from popvision_lite.emulator.codelets import poplin as CL
+from popvision_lite.emulator.codelets import popnn as CN
+from popvision_lite.emulator.codelets import popops as CO
+from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: other op modules use basic.X
     _copy_src,
     _elementwise_cs,
@@ -63,40 +65,40 @@ def elementwise(ctx: OpContext, codelet, inputs: dict, name: str, type_: str, pa
 
 
 def add(ctx, a, b, name):
-    return elementwise(ctx, C.ADD, {"a": a, "b": b}, name, "add")
+    return elementwise(ctx, CO.ADD, {"a": a, "b": b}, name, "add")
 
 
 def mul(ctx, a, b, name):
-    return elementwise(ctx, C.MUL, {"a": a, "b": b}, name, "mul")
+    return elementwise(ctx, CO.MUL, {"a": a, "b": b}, name, "mul")
 
 
 def relu(ctx, x, name):
-    return elementwise(ctx, C.RELU, {"in": x}, name, "relu")
+    return elementwise(ctx, CO.RELU, {"in": x}, name, "relu")
 
 
 def relu_bwd(ctx, x, dy, name):
-    return elementwise(ctx, OC.RELU_BWD, {"a": x, "b": dy}, name, "relu_bwd")
+    return elementwise(ctx, CN.RELU_BWD, {"a": x, "b": dy}, name, "relu_bwd")
 
 
 def gelu(ctx, x, name):
-    return elementwise(ctx, OC.GELU, {"in": x}, name, "gelu")
+    return elementwise(ctx, CN.GELU, {"in": x}, name, "gelu")
 
 
 def gelu_bwd(ctx, x, dy, name):
-    return elementwise(ctx, OC.GELU_BWD, {"a": x, "b": dy}, name, "gelu_bwd")
+    return elementwise(ctx, CN.GELU_BWD, {"a": x, "b": dy}, name, "gelu_bwd")
 
 
 def scale(ctx, x, s, name):
-    return elementwise(ctx, C.SCALE, {"in": x}, name, "scale", params={"scale": np.float32(s)})
+    return elementwise(ctx, CO.SCALE, {"in": x}, name, "scale", params={"scale": np.float32(s)})
 
 
 def cast(ctx, x, dtype, name):
-    return elementwise(ctx, C.CAST, {"in": x}, name, "cast", dtype=dtype)
+    return elementwise(ctx, CO.CAST, {"in": x}, name, "cast", dtype=dtype)
 
 
 def mse_grad(ctx, y, target, name):
     n = int(np.prod(y.shape))
-    return elementwise(ctx, OC.SCALED_SUB, {"a": y, "b": target}, name, "mse_grad",
+    return elementwise(ctx, CO.SCALED_SUB, {"a": y, "b": target}, name, "mse_grad",
                        params={"scale": np.float32(2.0 / n)})
 
 
@@ -105,7 +107,7 @@ def add_bias(ctx, x, bias, name):
     rows = int(np.prod(x.shape[:-1]))
     n = x.shape[-1]
     bview = View(bias, np.tile(np.arange(n, dtype=np.int64), rows).reshape(x.shape))
-    return elementwise(ctx, C.ADD, {"a": x, "b": bview}, name, "add")
+    return elementwise(ctx, CO.ADD, {"a": x, "b": bview}, name, "add")
 
 
 def sgd(ctx, w, g, lr, name):
@@ -120,7 +122,7 @@ def sgd(ctx, w, g, lr, name):
         ctx.ipu = ctx_ipu
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     tiles, starts, sizes = M.worker_split(w, workers=ctx.target.threads_per_tile)
-    ctx.graph.add_vertices(cs, OC.SGD, tiles=tiles, fields={"in": gm.regions(starts, sizes),
+    ctx.graph.add_vertices(cs, CO.SGD, tiles=tiles, fields={"in": gm.regions(starts, sizes),
                                                               "out": w.regions(starts, sizes)},
                            params={"lr": np.float32(lr)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -154,7 +156,7 @@ def softmax(ctx, x, name):
     xt, tiles, starts, sizes = _row_layout(ctx, x, "in", op, row)
     out = ctx.variable(op, x.shape, ctx.dtype, mapping=xt.mapping, op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    ctx.graph.add_vertices(cs, OC.SOFTMAX, tiles=tiles, fields={"in": xt.regions(starts, sizes),
+    ctx.graph.add_vertices(cs, CR.SOFTMAX, tiles=tiles, fields={"in": xt.regions(starts, sizes),
                                                                  "out": out.regions(starts, sizes)},
                            params={"row": np.int64(row)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -168,7 +170,7 @@ def softmax_bwd(ctx, y, dy, name):
     dyt = materialize(ctx, dy, "dy", op, mapping=yt.mapping, shape=yt.shape)
     out = ctx.variable(op, y.shape, ctx.dtype, mapping=yt.mapping, op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    ctx.graph.add_vertices(cs, OC.SOFTMAX_GRAD, tiles=tiles, fields={
+    ctx.graph.add_vertices(cs, CR.SOFTMAX_GRAD, tiles=tiles, fields={
         "y": yt.regions(starts, sizes), "dy": dyt.regions(starts, sizes), "out": out.regions(starts, sizes)},
         params={"row": np.int64(row)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -192,7 +194,7 @@ def layer_norm(ctx, x, gamma, beta, name, eps=None):
     b = _replicate_rows(ctx, beta, tl, row, "beta", op)
     out = ctx.variable(op, x.shape, ctx.dtype, mapping=xt.mapping, op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    ctx.graph.add_vertices(cs, OC.LAYER_NORM, tiles=tiles, fields={
+    ctx.graph.add_vertices(cs, CR.LAYER_NORM, tiles=tiles, fields={
         "in": xt.regions(starts, sizes), "gamma": _vec_fields(g, tiles, tl, row),
         "beta": _vec_fields(b, tiles, tl, row), "out": out.regions(starts, sizes)},
         params={"row": np.int64(row), **({} if eps is None else {"eps": np.float32(eps)})})
@@ -243,7 +245,7 @@ def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage, per_piece: int = 1):
         ctx.graph.set_mapping(out, M.intervals(vt[sel][o], ostart[o], ostart[o] + lc))  # written where reduced
         for kk in np.unique(gk[vg[sel]]):  # one vertex group per group size
             s2 = sel[gk[vg[sel]] == kk]
-            ctx.graph.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=vt[s2], fields={
+            ctx.graph.add_vertices(cs, CR.REDUCE_PARTIALS, tiles=vt[s2], fields={
                 "in": gathered.regions(gstart[s2], per[s2]),
                 "out": out.regions((vg[s2] * row if len(out.shape) == 2 else 0) + vc[s2] * lc, lc)},
                 params={"k": np.int64(kk)})
@@ -335,7 +337,7 @@ def layer_norm_bwd(ctx, x, gamma, dy, name, eps=None):
     pg = ctx.variable(f"{op}/dgamma_partial", (V, row), "float32", mapping=M.intervals(tiles, vid, vid + row), op=op)
     pb = ctx.variable(f"{op}/dbeta_partial", (V, row), "float32", mapping=M.intervals(tiles, vid, vid + row), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    ctx.graph.add_vertices(cs, OC.LAYER_NORM_GRAD, tiles=tiles, fields={
+    ctx.graph.add_vertices(cs, CR.LAYER_NORM_GRAD, tiles=tiles, fields={
         "x": xt.regions(starts, sizes), "dy": dyt.regions(starts, sizes), "gamma": _vec_fields(g, tiles, tl, row),
         "dx": dx.regions(starts, sizes), "dgamma": pg.regions(vid, row), "dbeta": pb.regions(vid, row)},
         params={"row": np.int64(row), **({} if eps is None else {"eps": np.float32(eps)})})
@@ -354,7 +356,7 @@ def reduce_rows(ctx, x, name):
     part = ctx.variable(f"{op}/partial", (V, row), "float32", mapping=M.intervals(
         tiles, np.arange(V) * row, np.arange(V) * row + row), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    ctx.graph.add_vertices(cs, OC.COLUMN_SUM, tiles=tiles, fields={
+    ctx.graph.add_vertices(cs, CR.COLUMN_SUM, tiles=tiles, fields={
         "in": xt.regions(starts, sizes), "out": part.regions(np.arange(V) * row, row)},
         params={"row": np.int64(row)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -385,7 +387,7 @@ def pad_hw(ctx, x, nhwc, p, name):
     out = ctx.variable(op, shape, x.dtype, mapping=ctx.linear_mapping(size), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/zero"), op=op)
     tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
-    ctx.graph.add_vertices(cs, C.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
+    ctx.graph.add_vertices(cs, CO.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
                            params={"value": np.float32(0)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     inner = np.arange(size, dtype=np.int64).reshape(shape)[:, p:p + h, p:p + w, :].ravel()
@@ -432,7 +434,7 @@ def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
     acc = ctx.variable(f"{op}/acc", (M, N), "float32", mapping=M_.by_blocks((M, N), (bm, block), vt), op=op)
     zero = ctx.graph.add_compute_set(ctx.unique(f"{op}/zero"), op=op)
     ztiles, zs, zn = M_.worker_split(acc, workers=ctx.target.threads_per_tile)
-    ctx.graph.add_vertices(zero, C.FILL, tiles=ztiles, fields={"out": acc.regions(zs, zn)},
+    ctx.graph.add_vertices(zero, CO.FILL, tiles=ztiles, fields={"out": acc.regions(zs, zn)},
                            params={"value": np.float32(0)})
     ctx.add(P.Execute(zero, name=zero.name, op=op))
     kb_idx, nb_idx = np.nonzero(mask.T)  # sorted by column: (nb, kb)
@@ -459,11 +461,11 @@ def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
         vj = np.tile(np.arange(w, dtype=np.int64), nv)
         vv = np.repeat(start, w)
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/blocks pass {r}"), op=op)
-        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(False, False, True)], tiles=np.repeat(tl, w), fields={
+        ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(False, False, True)], tiles=np.repeat(tl, w), fields={
             "a": a_rep.regions(vv * sa + vj * bmw * block, bmw * block), "b": b_rep.regions(vv * sb, sb),
             "out": acc.blocks((bmw, block), np.stack([np.repeat(im, w) * w + vj, np.repeat(nb, w)], 1))},
             params={"k": np.int64(block)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     out = ctx.variable(op, (M, N), ctx.dtype, mapping=acc.mapping, op=op)
-    _elementwise_cs(ctx, C.CAST, {"in": acc}, out, op, f"{op}/cast_out")
+    _elementwise_cs(ctx, CO.CAST, {"in": acc}, out, op, f"{op}/cast_out")
     return out

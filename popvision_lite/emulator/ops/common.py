@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.graph import TensorView, _ranges_index
 from popvision_lite.emulator.ops.context import OpContext, View
 
@@ -75,7 +75,7 @@ def materialize(ctx: OpContext, x, name: str, op: str, mapping=None, shape=None,
     t = ctx.variable(f"{op}/{name}", shape, dtype or x.dtype, mapping=mapping, op=op)
     if dtype is not None and dtype != x.dtype:
         src = materialize(ctx, x, name + "_src", op, mapping=mapping, shape=shape)
-        _elementwise_cs(ctx, C.CAST, {"in": src}, t, op, f"{op}/cast_{name}")
+        _elementwise_cs(ctx, CO.CAST, {"in": src}, t, op, f"{op}/cast_{name}")
     else:
         ctx.add(P.Copy(_copy_src(x), t.whole(), name=f"{op}/copy_{name}", op=op))
     return t

@@ -26,85 +26,24 @@ on the output's tiles.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator.codelets.poplin_conv import (
+    CONV_PARTIAL_NX1,
+    GEOMETRY,
+    ConvShape,
+    split_parts,
+    vertex_tile_cycles,
+)
 from popvision_lite.emulator.estimators.poplin import amp_params, reduce_add_cycles
-from popvision_lite.emulator.estimators.poplin_conv import nx1_tile_cycles
-from popvision_lite.emulator.graph import Regions, Windows, to_dtype
 from popvision_lite.emulator.ops.common import _nbytes, flat_view, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import k_partial_vertices_uneven, reduce_k_partials
 from popvision_lite.errors import EmulatorError
-
-
-@dataclass(frozen=True)
-class ConvShape:
-    """A 2-D convolution: (n, h, w) input grid of ``ci`` channels, ``k`` x ``k`` kernel to ``co``
-    channels, ``stride``; zero padding ``pad`` before and ``pad_hi`` (default ``pad``) after each spatial
-    dimension; input dilation ``dil`` (``dil - 1`` zeros between input elements: the gradient of a strided
-    convolution, poplin's inputTransform.dilation).  Dilation zeros and padding are never stored: the
-    work lists skip them."""
-
-    n: int
-    h: int
-    w: int
-    ci: int
-    co: int
-    k: int
-    stride: int
-    pad: int
-    pad_hi: int | None = None
-    dil: int = 1
-
-    @property
-    def upper(self) -> int:
-        return self.pad if self.pad_hi is None else self.pad_hi
-
-    @property
-    def he(self) -> int:
-        """Height of the dilated input."""
-        return (self.h - 1) * self.dil + 1
-
-    @property
-    def we(self) -> int:
-        return (self.w - 1) * self.dil + 1
-
-    @property
-    def oh(self) -> int:
-        return (self.he + self.pad + self.upper - self.k) // self.stride + 1
-
-    @property
-    def ow(self) -> int:
-        return (self.we + self.pad + self.upper - self.k) // self.stride + 1
-
-    @property
-    def out_rows(self) -> int:
-        """(image, output row) pairs: the dimension the plan splits over tiles."""
-        return self.n * self.oh
-
-    def input_rows(self, r0: int, nr: int) -> list[tuple[int, int, int]]:
-        """(image, first, stop) input rows that output rows [r0, r0 + nr) of the (image, row) sequence
-        read, halo included, clipped to the image (padding and dilation rows are not stored)."""
-        out = []
-        r = r0
-        while r < r0 + nr:
-            b, y0 = divmod(r, self.oh)
-            y1 = min(self.oh, y0 + (r0 + nr - r))
-            lo = max(0, y0 * self.stride - self.pad)  # dilated coordinates
-            hi = min(self.he, (y1 - 1) * self.stride - self.pad + self.k)
-            first, stop = -(-lo // self.dil), (hi - 1) // self.dil + 1 if hi > lo else 0
-            out.append((b, first, max(first, stop)))
-            r += y1 - y0
-        return out
-
-    def input_elems(self, r0: int, nr: int) -> int:
-        return sum(hi - lo for _, lo, hi in self.input_rows(r0, nr)) * self.w * self.ci
 
 
 def transposed_shape(n: int, h: int, w: int, ci: int, co: int, k: int, stride: int, pad: int) -> ConvShape:
@@ -117,66 +56,6 @@ def transposed_shape(n: int, h: int, w: int, ci: int, co: int, k: int, stride: i
     if (w + 2 * pad - k) % stride != extra or k - 1 - pad < 0:
         raise EmulatorError(f"transposed convolution of {h}x{w} k {k} stride {stride} pad {pad}: unsupported")
     return ConvShape(n, oh, ow, co, ci, k, 1, k - 1 - pad, k - 1 - pad + extra, stride)
-
-
-GEOMETRY = ("n", "h", "w", "ci", "co", "k", "stride", "pad", "pad_hi", "dil")  # a vertex's ConvShape params
-
-
-def split_parts(n: int, p: int) -> tuple[np.ndarray, np.ndarray]:
-    """(sizes, offsets) of ``p`` contiguous parts of ``n``, ceil-sized parts first (poplin's splits)."""
-    q, r = divmod(int(n), int(p))
-    sz = np.full(int(p), q, np.int64)
-    sz[:r] += 1
-    return sz, np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64)
-
-
-@functools.lru_cache(maxsize=4096)
-def _worklists(s: ConvShape, ys: tuple, workers: int) -> tuple:
-    """Per kernel position (ky, kx) and worker, the work list entries (field positions per entry) of a
-    vertex whose output rows have image-row coordinates ``ys``: the vertex's ``len(ys) * OW`` positions
-    cut into ``workers`` contiguous shares, each share's positions per output row one entry per kernel
-    position, less the positions whose input lies in the padding (an empty entry is not listed)."""
-    ow = s.ow
-    total = len(ys) * ow
-    sz, off = split_parts(total, workers)
-    shares = []  # per worker: [(y, x0, x1)]
-    for a, n in zip(off, sz, strict=True):
-        segs, p = [], int(a)
-        while p < a + n:
-            i, x0 = divmod(p, ow)
-            x1 = min(ow, x0 + int(a + n - p))
-            segs.append((ys[i], x0, x1))
-            p += x1 - x0
-        shares.append(segs)
-    xs = np.arange(ow) * s.stride - s.pad
-    out = []
-    for ky in range(s.k):
-        for kx in range(s.k):
-            xi = xs + kx
-            ok = (xi >= 0) & (xi < s.we) & (xi % s.dil == 0)
-            okx = np.cumsum(np.concatenate([[0], ok.astype(np.int64)]))
-            per_worker = []
-            for segs in shares:
-                e = []
-                for y, x0, x1 in segs:
-                    yi = y * s.stride - s.pad + ky
-                    if 0 <= yi < s.he and yi % s.dil == 0:
-                        c = int(okx[x1] - okx[x0])
-                        if c:
-                            e.append(c)
-                per_worker.append(tuple(e))
-            out.append(tuple(per_worker))
-    return tuple(out)
-
-
-def vertex_tile_cycles(s: ConvShape, r0: int, nr: int, cop: int, fp16: bool, target) -> int:
-    """Tile cycles of the ConvPartialnx1 vertex of output rows [r0, r0 + nr) and ``cop`` output channels."""
-    amp = amp_params(fp16, target)
-    workers = int(target.threads_per_tile)
-    ys = tuple(int(r % s.oh) for r in range(r0, r0 + nr))
-    wl = _worklists(s, ys, workers)
-    return nx1_tile_cycles(wl, s.k, s.k, -(-s.ci // amp["in_group"]), -(-cop // amp["out_group"]), nr * s.ow, amp,
-                           workers)
 
 
 @dataclass(frozen=True)
@@ -252,107 +131,6 @@ def choose_channel_split(s: ConvShape, fp16: bool, target, tiles: int, candidate
     if fitting:
         return min(fitting, key=lambda c: (c.compute_cycles + c.exchange_cycles, c.pci, c.pco))
     return min(cands, key=lambda c: (c.tile_bytes, c.pci, c.pco))
-
-
-class HaloConvCodelet(Codelet):
-    """A supervisor vertex of the halo convolutions (forward / dX here, the weight update in conv_wu.py):
-    its geometry in the params (``GEOMETRY``), its input rows with halo one region a vertex."""
-
-    supervisor = True
-    # assumption (no public figure): code and per-vertex state sizes; the work lists themselves (per kernel
-    # position and worker, 3 x 16-bit words an entry in poplin's limited version) are not charged
-    code_bytes = 2048
-    state_bytes = 32
-
-    @staticmethod
-    def shape_of(group) -> ConvShape:
-        return ConvShape(**{k: int(group.param(k)) for k in GEOMETRY})
-
-
-class ConvPartialNx1(HaloConvCodelet):
-    """A tile's convolution partials (poplin ConvPartialnx1, supervisor vertex): ``out`` (nr*OW, cop)
-    = the k x k convolution of the input rows in ``in`` (the tile's input region with halo, images in
-    order, see ConvShape.input_rows) with the kernel block ``w`` (k*k*Ci, cop), FP32 accumulation.
-    Params: the geometry (``GEOMETRY``, a ConvShape with the tile's ``ci``), per vertex its first output
-    row ``r0`` and the group's ``nr`` rows.  Cost: estimators.poplin_conv.nx1_tile_cycles over the vertex's
-    work lists, in worker-slot units (tile cycles / threads)."""
-
-    name = "ConvPartialnx1"
-    fields = {"in": "in", "w": "in", "out": "out"}
-
-    def check(self, group):
-        f = group.fields["out"]
-        if not isinstance(f, Windows) or not isinstance(group.fields["in"], Regions):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'out' must be windows, 'in' regions")
-
-    def _fp16(self, group) -> bool:
-        return group.fields["in"].tensor.dtype == "float16" and group.fields["w"].tensor.dtype == "float16"
-
-    def cycles(self, group, target):
-        s = self.shape_of(group)
-        nr = int(group.param("nr"))
-        cop = int(group.fields["out"].block_shape[-1])
-        fp16 = self._fp16(group)
-        r0 = np.asarray(group.param("r0"), np.int64)
-        phase = r0 % s.oh  # vertices whose rows start at the same image row have the same work lists
-        uniq, inv = np.unique(phase, return_inverse=True)
-        vals = np.array([vertex_tile_cycles(s, int(p), nr, cop, fp16, target) for p in uniq], np.int64)
-        t = int(target.threads_per_tile)
-        return -(-vals[inv.ravel()] // t)
-
-    def flops(self, group):
-        s = self.shape_of(group)
-        nr = int(group.param("nr"))
-        cop = int(group.fields["out"].block_shape[-1])
-        return int(2 * nr * s.ow * cop * s.k * s.k * s.ci * group.n)
-
-    def compute(self, group, data):
-        s = self.shape_of(group)
-        nr = int(group.param("nr"))
-        fin, fw, fo = group.fields["in"], group.fields["w"], group.fields["out"]
-        cop = int(fo.block_shape[-1])
-        xin = np.asarray(fin.gather(data), np.float32)
-        wts = np.asarray(fw.gather(data), np.float32)
-        out = np.empty((group.n, nr * s.ow, cop), np.float32)
-        in_off = np.concatenate([[0], np.cumsum(fin.sizes)])
-        r0s = np.asarray(group.param("r0"), np.int64)
-        for v in range(group.n):
-            kern = wts[v * s.k * s.k * s.ci * cop:(v + 1) * s.k * s.k * s.ci * cop].reshape(s.k, s.k, s.ci, cop)
-            out[v] = conv_rows(s, xin[in_off[v]:in_off[v + 1]], int(r0s[v]), nr, kern).reshape(nr * s.ow, cop)
-        fo.scatter(data, to_dtype(out, fo.tensor.dtype))
-
-
-def row_windows(s: ConvShape, region: np.ndarray, r0: int, nr: int):
-    """The k x k input windows of output rows [r0, r0 + nr) of the (image, row) sequence, given a tile's input
-    region (the rows of ``s.input_rows(r0, nr)`` one after another): per image, (offset of its first row
-    from r0, rows, windows (rows, OW, Ci, k, k)) with padding and dilation as zeros, FP32."""
-    wp = s.we + s.pad + s.upper
-    pos, r = 0, r0
-    for _b, lo, hi in s.input_rows(r0, nr):
-        rows = region[pos:pos + (hi - lo) * s.w * s.ci].reshape(hi - lo, s.w, s.ci)
-        pos += (hi - lo) * s.w * s.ci
-        y0 = r % s.oh
-        y1 = min(s.oh, y0 + (r0 + nr - r))
-        first = y0 * s.stride - s.pad  # dilated, padded-image row of the first window row
-        patch = np.zeros(((y1 - 1 - y0) * s.stride + s.k, wp, s.ci), np.float32)
-        if hi > lo:
-            a = lo * s.dil - first
-            patch[a:a + (hi - lo - 1) * s.dil + 1:s.dil, s.pad:s.pad + s.we:s.dil] = rows
-        win = np.lib.stride_tricks.sliding_window_view(patch, (s.k, s.k), axis=(0, 1))[::s.stride, ::s.stride]
-        yield r - r0, y1 - y0, win[:y1 - y0, :s.ow]
-        r += y1 - y0
-
-
-def conv_rows(s: ConvShape, region: np.ndarray, r0: int, nr: int, kern: np.ndarray) -> np.ndarray:
-    """Output rows [r0, r0 + nr) (nr, OW, cop) of a convolution given the tile's input region (the rows
-    of ``s.input_rows(r0, nr)`` one after another) and its kernel block (k, k, Ci, cop), FP32."""
-    out = np.zeros((nr, s.ow, kern.shape[-1]), np.float32)
-    for o, c, win in row_windows(s, region, r0, nr):
-        out[o:o + c] = np.einsum("yxcij,ijco->yxo", win, kern, optimize=True)
-    return out
-
-
-CONV_PARTIAL_NX1 = ConvPartialNx1()
 
 
 def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:

@@ -51,30 +51,25 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles, reduce_add_cycles
-from popvision_lite.emulator.graph import Regions, to_dtype
-from popvision_lite.emulator.ops import library_codelets as OC
+from popvision_lite.emulator.codelets import popops_rows as CR
+from popvision_lite.emulator.codelets.poplin_conv import (
+    CONV_PARTIAL_WEIGHT_UPDATE,
+    GEOMETRY,
+    ConvShape,
+    split_parts,
+    wu_vertex_tile_cycles,
+)
+from popvision_lite.emulator.estimators.poplin import reduce_add_cycles
 from popvision_lite.emulator.ops.common import _nbytes
 from popvision_lite.emulator.ops.context import OpContext
 from popvision_lite.emulator.ops.conv import (
-    GEOMETRY,
-    ConvShape,
-    HaloConvCodelet,
     choose_channel_split,
     exchange_input_rows,
     record_plan_and_operands,
-    row_windows,
-    split_parts,
     tile_partition,
 )
 from popvision_lite.emulator.ops.planners import split_even
 from popvision_lite.errors import EmulatorError
-
-
-def wu_vertex_tile_cycles(s: ConvShape, nr: int, cik: int, cop: int, fp16: bool, target) -> int:
-    """Tile cycles of a tile's weight-update vertex over ``nr`` dY rows: ConvPartial1x1Out with field =
-    k*k*cik (kernel position, input channel) pairs, input channels = its nr*OW dY pixels, cop outputs."""
-    return amp_matmul_tile_cycles(s.k * s.k * cik, nr * s.ow, cop, fp16, target)
 
 
 @dataclass(frozen=True)
@@ -122,70 +117,6 @@ def plan_conv_wu(s: ConvShape, target, fp16: bool, tiles: int, usable_bytes: flo
     """The partition of a weight-update convolution over ``tiles`` tiles (see the module docstring)."""
     return choose_channel_split(s, fp16, target, tiles, lambda pci, pco: _candidate(
         s, pci, pco, tiles, fp16, target, usable_bytes, partials_bytes))
-
-
-def wu_rows(s: ConvShape, region: np.ndarray, dyb: np.ndarray, r0: int, nr: int) -> np.ndarray:
-    """Partial dW (k, k, Ci, cop) of dY rows [r0, r0 + nr) of the (image, row) sequence, given the tile's
-    input region (the rows of ``s.input_rows(r0, nr)`` one after another, ``s.ci`` channels) and its dY
-    rows ``dyb`` (nr*OW, cop), FP32."""
-    cop = dyb.shape[-1]
-    dyr = dyb.reshape(nr, s.ow, cop)
-    out = np.zeros((s.k, s.k, s.ci, cop), np.float32)
-    for o, c, win in row_windows(s, region, r0, nr):
-        out += np.einsum("yxcij,yxo->ijco", win, dyr[o:o + c], optimize=True)
-    return out
-
-
-class ConvPartialWeightUpdate(HaloConvCodelet):
-    """A tile's partial dW (poplin ConvPartial1x1Out on the weight-update convolution, supervisor vertex):
-    ``out`` (k*k*cik*cop elements, (ky, kx, ci, co) order) = the sum over the tile's dY rows of their k x k
-    input windows (from ``in``, the tile's input rows with halo, images in order, see ConvShape.input_rows)
-    times ``dy`` (nr*OW, cop), FP32 accumulation, written in the partials' type.  Params: the geometry
-    (``GEOMETRY``, a ConvShape with the tile's ``ci`` = cik and ``co`` = cop), per vertex its first dY row
-    ``r0`` and the group's ``nr`` rows.  Cost: :func:`wu_vertex_tile_cycles` in worker-slot units (tile
-    cycles / threads)."""
-
-    name = "ConvPartialWeightUpdate"
-    fields = {"in": "in", "dy": "in", "out": "out"}
-
-    def check(self, group):
-        s = self.shape_of(group)
-        nr = int(group.param("nr"))
-        fi, fd, fo = (group.fields[k] for k in ("in", "dy", "out"))
-        if not all(isinstance(f, Regions) for f in (fi, fd, fo)):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in', 'dy' and 'out' must be regions")
-        if np.any(fd.sizes != nr * s.ow * s.co) or np.any(fo.sizes != s.k * s.k * s.ci * s.co):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'dy' must be {nr} rows of {s.ow} x "
-                                f"{s.co} and 'out' {s.k}x{s.k}x{s.ci}x{s.co} elements per vertex")
-
-    def cycles(self, group, target):
-        s = self.shape_of(group)
-        fp16 = group.fields["in"].tensor.dtype == "float16" and group.fields["dy"].tensor.dtype == "float16"
-        c = wu_vertex_tile_cycles(s, int(group.param("nr")), s.ci, s.co, fp16, target)
-        return np.full(group.n, -(-c // int(target.threads_per_tile)), np.int64)
-
-    def flops(self, group):
-        s = self.shape_of(group)
-        return int(2 * s.k * s.k * s.ci * int(group.param("nr")) * s.ow * s.co * group.n)
-
-    def compute(self, group, data):
-        s = self.shape_of(group)
-        nr = int(group.param("nr"))
-        fin, fdy, fo = group.fields["in"], group.fields["dy"], group.fields["out"]
-        xin = np.asarray(fin.gather(data), np.float32)
-        dyv = np.asarray(fdy.gather(data), np.float32)
-        blk = s.k * s.k * s.ci * s.co
-        out = np.empty((group.n, blk), np.float32)
-        in_off = np.concatenate([[0], np.cumsum(fin.sizes)])
-        dy_blk = nr * s.ow * s.co
-        r0s = np.asarray(group.param("r0"), np.int64)
-        for v in range(group.n):
-            out[v] = wu_rows(s, xin[in_off[v]:in_off[v + 1]], dyv[v * dy_blk:(v + 1) * dy_blk].reshape(-1, s.co),
-                             int(r0s[v]), nr).ravel()
-        fo.scatter(data, to_dtype(out.ravel(), fo.tensor.dtype))
-
-
-CONV_PARTIAL_WEIGHT_UPDATE = ConvPartialWeightUpdate()
 
 
 def ref_conv2d_weight_update(x, dy, s: ConvShape) -> np.ndarray:
@@ -265,7 +196,7 @@ def _reduce_partials(ctx: OpContext, op: str, s: ConvShape, part, tiles, pr: int
     """Sum the ``pr`` partial blocks of every (input-channel part, output-channel part) into dW, as poplin
     reduces a convolution's partials (ConvReduce.cpp): each block cut into ``pr`` even slices, slice q
     owned by the tile of partial q, which receives the slice from the other pr - 1 tiles (one contiguous
-    piece each) and runs one ReduceAdd over it (ops.library_codelets.ConvReducePartials) into a block-major
+    piece each) and runs one ReduceAdd over it (codelets.popops_rows.ConvReducePartials) into a block-major
     buffer in the run's type; an on-tile copy then puts the slice's elements in dW's (k*k*Ci, Co) order
     (the weight's layout), on the same tile."""
     kk = s.k * s.k
@@ -288,7 +219,7 @@ def _reduce_partials(ctx: OpContext, op: str, s: ConvShape, part, tiles, pr: int
     dwb = ctx.variable(f"{op}/reduced_blocks", (nb * blk,), ctx.dtype,
                        mapping=M.intervals(owner, out_start, out_start + slen[s_i]), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=owner, fields={
+    ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=owner, fields={
         "in": gathered.regions(g_start, g_len), "out": dwb.regions(out_start, slen[s_i])}, params={"k": np.int64(pr)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     # dW element of block b = (ik, ic), block element e = (kp * cik + c) * cop + o: ((kp * Ci + ik * cik + c) * Co

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import poplin as CL
+from popvision_lite.emulator.codelets import popops as CO
+from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.graph import Concat
-from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.planners import (
@@ -243,7 +244,7 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
         b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
         ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
-        ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
+        ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     return _finish_output(ctx, acc, C_out, red if pk > 1 else None, pk, ps, op)
@@ -254,7 +255,7 @@ def _finish_output(ctx, acc, C_out, red, pk: int, ps: int, op: str):
     if pk > 1:
         reduce_k_partials(ctx, acc, C_out, red, pk, op)
     elif ps > 1:
-        _elementwise_cs(ctx, C.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
+        _elementwise_cs(ctx, CO.CAST, {"in": acc}, C_out, op, f"{op}/cast_out")
     return C_out
 
 
@@ -356,7 +357,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
         for m_c, n_c in classes:  # one vertex group per block shape
             sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]
-            ctx.graph.add_vertices(cs, OC.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
+            ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
                 "a": a_rep.regions(a_start[sel], int(m_c) * bks), "b": b_rep.regions(b_start[sel], bks * int(n_c)),
                 "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
                 params={"k": np.int64(bks)})
@@ -520,7 +521,7 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
     poplibs reduces conv partials (lib/poplin/ConvReduce.cpp): the block's elements are cut in ``pk``
     even slices, slice s owned by the tile of partial s; every owner gathers its slice (one exchange)
     and reduces it with one poplin ReduceAdd supervisor vertex over its slice (one region per row run of
-    the slice: ops.library_codelets.ConvReducePartials), writing the output type.  From 16 partials
+    the slice: codelets.popops_rows.ConvReducePartials), writing the output type.  From 16 partials
     poplin reduces in stages first (planners.multi_stage_reduce_depths; :func:`_intermediate_stage`), so
     that an owner receives a few messages per stage instead of one from each of the pk - 1 other tiles;
     the last stage then gathers the last intermediate's depth."""
@@ -546,7 +547,7 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
     ctx.add(P.Copy(src.regions(src_start, np.repeat(vlen, depth)), gathered.whole(), name=f"{op}/gather_partials",
                    op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
+    ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
         params={"k": np.int64(depth)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -609,7 +610,7 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials_stage{j + 1}"), op=op)
     for kk in np.unique(k):  # sections of floor and ceil depth: the partials count is a vertex field
         sel = np.nonzero(k == kk)[0]
-        ctx.graph.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles=own[sel], fields={
+        ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=own[sel], fields={
             "in": gathered.regions(g_start[sel], g_len[sel]), "out": inter.regions(out_start[sel], ln[sel])},
             params={"k": np.int64(kk)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))

@@ -9,7 +9,8 @@ Semantics (the numpy reference below is the ground truth the emulator is checked
   ``y = (x - mean) * invstd * gamma + beta`` with ``invstd = 1 / sqrt(var + BN_EPS)``;
   returns ``(y, mean, invstd)`` (fp32 statistics, as ``popnn::bn::batchNormStatistics``).
 
-The batch-norm pieces follow the op library's row-codelet conventions (``ops/library_codelets.py``):
+The batch-norm pieces follow the row-codelet conventions of ``codelets/popops_rows.py`` (their codelets
+live there and in ``codelets/popnn.py``):
 instructions per 64-bit vector per pass over the data, stated next to each codelet (modelling
 assumptions).
 """
@@ -20,16 +21,17 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.codelets import Codelet
-from popvision_lite.emulator.estimators import popnn, popops
-from popvision_lite.emulator.graph import DTYPES, Regions
+from popvision_lite.emulator.codelets.base import _f32
+from popvision_lite.emulator.codelets.popnn import BN_COEFFS, BN_EPS, BN_GRAD_COEFFS
+from popvision_lite.emulator.codelets.popops_rows import (
+    BN_GRAD_STATS,
+    BN_STATS,
+    CHANNEL_AFFINE,
+    CHANNEL_GRAD_APPLY,
+)
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.library_codelets import RowCodelet, _f32, _segment_sum
 from popvision_lite.emulator.ops.pooling import EmulatorPool, NumpyPool, PlanPool, _as_tensor, _basic
 from popvision_lite.errors import EmulatorError
-
-BN_EPS = 1e-5
-
 
 # ============================================================================ numpy reference
 
@@ -54,178 +56,6 @@ def ref_batch_norm_bwd(x, dy, mean, invstd, gamma):
 
 
 # ============================================================================ codelets
-
-
-class BatchNormStats(RowCodelet):
-    """Per-vertex partial per-channel sum and sum of squares of its rows (fp32).  Costed as popnn's
-    batch-norm statistics (popnn/BatchNorm.cpp batchNormStatistics -> poplin/Norms.cpp
-    normStatisticsImpl, the non-stable path the TensorFlow IPU backend's training batch norm runs):
-    one popops reduceMany of ADD and SQUARE_ADD over the rows, whose first stage is a strided reduce
-    per tile (estimators.popops.tile_strided_reduce_share) - not elementwise loops."""
-
-    name = "BatchNormStatsRows"
-    fields = {"in": "in", "sum": "out", "sumsq": "out"}
-    row_fields = ("in",)
-    vec_fields = ("sum", "sumsq")
-    flops_per_element = 3
-
-    def cycles(self, group, target):
-        f = self._main(group)
-        L = int(group.param("row"))
-        return popops.tile_strided_reduce_share(group.tiles, f.sizes // L, L, ("add", "square_add"),
-                                                f.tensor.itemsize, int(target.threads_per_tile))
-
-    def compute(self, group, data):
-        x = self.rows(group, data, "in")
-        per_v = self._main(group).sizes // x.shape[-1]
-        self.put(group, data, "sum", _segment_sum(x, per_v))
-        self.put(group, data, "sumsq", _segment_sum(x * x, per_v))
-
-
-class ChannelAffine(RowCodelet):
-    """out = x * scale + shift per channel (the normalise step; poplibs does it with the popops
-    channel-op vertices): per row a multiply and an add loop."""
-
-    name = "ChannelAffineRows"
-    fields = {"in": "in", "scale": "in", "shift": "in", "out": "out"}
-    row_fields = ("in", "out")
-    vec_fields = ("scale", "shift")
-    parts = (("b", "mul"), ("b", "add"))
-    flops_per_element = 2
-
-    def compute(self, group, data):
-        x = self.rows(group, data, "in")
-        self.put(group, data, "out", x * self.vec_per_row(group, data, "scale") + self.vec_per_row(group, data, "shift"))
-
-
-class BatchNormGradStats(RowCodelet):
-    """Per-vertex partial sum(dy) and sum(dy * xhat), xhat = (x - mean) * invstd (fp32).  As popnn's
-    gradients run it (poplin/Norms.cpp normStatisticsGradients / normParamGradients, after
-    batchNormWhiten): per row the elementwise loops xhat = (x - mean) * invstd and dy * xhat, then ONE
-    popops reduction of [dy * xhat, dy] over the rows (normReduce: a strided reduce per tile,
-    estimators.popops.tile_strided_reduce_share) - the two sums are not elementwise loops."""
-
-    name = "BatchNormGradStatsRows"
-    fields = {"x": "in", "dy": "in", "mean": "in", "invstd": "in", "dsum": "out", "dxsum": "out"}
-    row_fields = ("x", "dy")
-    vec_fields = ("mean", "invstd", "dsum", "dxsum")
-    parts = (("b", "sub"), ("b", "mul"), ("b", "mul"))
-    flops_per_element = 5
-
-    def cycles(self, group, target):
-        f = self._main(group)
-        L = int(group.param("row"))
-        return super().cycles(group, target) + popops.tile_strided_reduce_share(
-            group.tiles, f.sizes // L, L, ("add", "add"), f.tensor.itemsize, int(target.threads_per_tile))
-
-    def compute(self, group, data):
-        x = self.rows(group, data, "x")
-        dy = self.rows(group, data, "dy")
-        xhat = (x - self.vec_per_row(group, data, "mean")) * self.vec_per_row(group, data, "invstd")
-        per_v = self._main(group).sizes // x.shape[-1]
-        self.put(group, data, "dsum", _segment_sum(dy, per_v))
-        self.put(group, data, "dxsum", _segment_sum(dy * xhat, per_v))
-
-
-class ChannelGradApply(RowCodelet):
-    """dx = a * dy + b * x + c per channel (batch-norm input gradient with per-channel
-    coefficients): per row two multiplies and two adds (binary-op loops)."""
-
-    name = "BatchNormGradApplyRows"
-    fields = {"x": "in", "dy": "in", "a": "in", "b": "in", "c": "in", "out": "out"}
-    row_fields = ("x", "dy", "out")
-    vec_fields = ("a", "b", "c")
-    parts = (("b", "mul"), ("b", "mul"), ("b", "add"), ("b", "add"))
-    flops_per_element = 5
-
-    def compute(self, group, data):
-        x = self.rows(group, data, "x")
-        dy = self.rows(group, data, "dy")
-        v = lambda n: self.vec_per_row(group, data, n)  # noqa: E731
-        self.put(group, data, "out", v("a") * dy + v("b") * x + v("c"))
-
-
-class _ChannelVectors(Codelet):
-    """Per-channel coefficient arithmetic over equal-sized Regions (a few hundred channels per
-    vertex), costed by ``estimators.popnn.bn_coeff_cycles``."""
-
-    code_bytes = 384
-    state_bytes = 12
-
-    def check(self, group):
-        sizes = None
-        for fname in self.fields:
-            f = group.fields[fname]
-            if not isinstance(f, Regions):
-                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
-            if sizes is None:
-                sizes = f.sizes
-            elif not np.array_equal(sizes, f.sizes):
-                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': fields differ in size")
-        if "count" not in group.params:
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': missing param 'count'")
-
-    def cycles(self, group, target):
-        f = next(iter(group.fields.values()))
-        return popnn.bn_coeff_cycles(f.sizes)
-
-    def flops(self, group):
-        return int(next(iter(group.fields.values())).sizes.sum()) * 8
-
-    def get(self, group, data, fname):
-        return _f32(group.fields[fname].gather(data))
-
-    def put(self, group, data, fname, values):
-        f = group.fields[fname]
-        f.scatter(data, np.asarray(values).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
-
-
-class BatchNormCoeffs(_ChannelVectors):
-    """mean, invstd and the affine scale / shift of each channel from its sum and sum of squares."""
-
-    name = "BatchNormCoeffs"
-    fields = {"sum": "in", "sumsq": "in", "gamma": "in", "beta": "in", "mean": "out", "invstd": "out",
-              "scale": "out", "shift": "out"}
-
-    def compute(self, group, data):
-        n = float(group.param("count"))
-        mean = self.get(group, data, "sum") / n
-        var = np.maximum(self.get(group, data, "sumsq") / n - mean * mean, 0.0)
-        invstd = 1.0 / np.sqrt(var + BN_EPS)
-        scale = invstd * self.get(group, data, "gamma")
-        self.put(group, data, "mean", mean)
-        self.put(group, data, "invstd", invstd)
-        self.put(group, data, "scale", scale)
-        self.put(group, data, "shift", self.get(group, data, "beta") - mean * scale)
-
-
-class BatchNormGradCoeffs(_ChannelVectors):
-    """Per-channel coefficients a, b, c of dx = a dy + b x + c, and dgamma / dbeta."""
-
-    name = "BatchNormGradCoeffs"
-    fields = {"dsum": "in", "dxsum": "in", "gamma": "in", "mean": "in", "invstd": "in", "a": "out", "b": "out",
-              "c": "out", "dgamma": "out", "dbeta": "out"}
-
-    def compute(self, group, data):
-        n = float(group.param("count"))
-        g = lambda f: self.get(group, data, f)  # noqa: E731
-        dbeta, dgamma, invstd, mean = g("dsum"), g("dxsum"), g("invstd"), g("mean")
-        a = g("gamma") * invstd
-        b = -a * invstd * dgamma / n
-        self.put(group, data, "a", a)
-        self.put(group, data, "b", b)
-        self.put(group, data, "c", -a * dbeta / n - b * mean)
-        self.put(group, data, "dgamma", dgamma)
-        self.put(group, data, "dbeta", dbeta)
-
-
-
-BN_STATS = BatchNormStats()
-CHANNEL_AFFINE = ChannelAffine()
-BN_GRAD_STATS = BatchNormGradStats()
-CHANNEL_GRAD_APPLY = ChannelGradApply()
-BN_COEFFS = BatchNormCoeffs()
-BN_GRAD_COEFFS = BatchNormGradCoeffs()
 
 
 # ============================================================================ emulator ops
@@ -265,7 +95,7 @@ def _row_vertices(ctx, codelet, rows: dict, vecs: dict, outs_vec: dict, tiles, s
 def _tile_partials(ctx, partial, tiles, c, name, op):
     """Sum the per-vertex partial rows (V, c) of each tile on that tile -> (T, c) fp32, one row per
     tile, so that the reduction across tiles moves one row per tile instead of one per vertex."""
-    from popvision_lite.emulator.ops import library_codelets as OC
+    from popvision_lite.emulator.codelets import popops_rows as CR
 
     ut, first, counts = np.unique(tiles, return_index=True, return_counts=True)
     order = np.argsort(first)
@@ -276,7 +106,7 @@ def _tile_partials(ctx, partial, tiles, c, name, op):
     tid = np.arange(T, dtype=np.int64) * c
     out = ctx.variable(f"{op}/{name}_tile", (T, c), "float32", mapping=M.intervals(ut, tid, tid + c), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/{name}_tile_sum"), op=op)
-    ctx.graph.add_vertices(cs, OC.COLUMN_SUM, tiles=ut, fields={"in": partial.regions(first * c, counts * c),
+    ctx.graph.add_vertices(cs, CR.COLUMN_SUM, tiles=ut, fields={"in": partial.regions(first * c, counts * c),
                                                                  "out": out.regions(tid, c)},
                            params={"row": np.int64(c)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))

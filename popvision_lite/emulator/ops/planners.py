@@ -311,7 +311,7 @@ def k_reduce_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: in
 
 def reduce_tile_cycles(pk: int, bm: int, bn: int, target: PlanTarget, out_bytes: int) -> int:
     """Compute cycles of the slowest owner tile reducing ``pk`` FP32 partials: one poplin ReduceAdd
-    supervisor vertex over its slice (ops.library_codelets.ConvReducePartials, as the engine charges it)."""
+    supervisor vertex over its slice (codelets.popops_rows.ConvReducePartials, as the engine charges it)."""
     return _reduce_tile_cycles(int(pk), int(bm), int(bn), int(target.threads), int(target.launch_cycles),
                                int(out_bytes), int(target.partials_bytes))
 

@@ -21,16 +21,12 @@ from ``getPoolingCycles``).  Batch norm is in ``ops/norm_pool.py``.
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.codelets import Codelet
-from popvision_lite.emulator.estimators import popnn
-from popvision_lite.emulator.estimators.popops import vectors
-from popvision_lite.emulator.graph import DTYPES, Regions
+from popvision_lite.emulator.codelets import popops as CO
+from popvision_lite.emulator.codelets.popnn import MAX_POOL_GRAD, WINDOW_MAX, WINDOW_SUM
 from popvision_lite.emulator.ops.common import _elementwise_cs
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.library_codelets import _f32
 from popvision_lite.errors import EmulatorError
 
 # ============================================================================ window indices
@@ -132,135 +128,7 @@ def ref_max_pool_bwd(x, y, dy, index):
     return (dyw * (x[:, None, :] == yw)).sum(1)
 
 
-
 # ============================================================================ codelets
-
-
-def _row_and_k(codelet, group) -> tuple[int, int]:
-    """The scalar params ``row`` (channels of a row) and ``k`` (window slots) of a window codelet's group."""
-    row, k = group.param("row"), group.param("k")
-    if row is None or k is None or np.ndim(row) or np.ndim(k):
-        raise EmulatorError(f"codelet '{codelet.name}' in '{group.cs.name}': needs scalar params 'row' and 'k'")
-    return int(row), int(k)
-
-
-class _WindowCodelet(Codelet):
-    """Base of window reductions: field ``in`` holds rows of ``k * row`` (a row's k window slots,
-    each ``row`` channels), ``out`` rows of ``row``.  Params ``row`` and ``k`` (scalars)."""
-
-    fields = {"in": "in", "out": "out"}
-    code_bytes = 512
-    state_bytes = 16
-    pool_kind = "max"  # the work item of popnn.pooling_cycles
-
-    def _dims(self, group):
-        return _row_and_k(self, group)
-
-    def check(self, group):
-        row, k = self._dims(group)
-        fi, fo = group.fields.get("in"), group.fields.get("out")
-        for fname in self.fields:
-            if not isinstance(group.fields[fname], Regions):
-                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
-        if np.any(fo.sizes % row) or not np.array_equal(fi.sizes, fo.sizes * k):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in' must hold {k} windows of "
-                                f"{row} channels per output row of 'out'")
-
-    def cycles(self, group, target):
-        row, k = self._dims(group)
-        fo = group.fields["out"]
-        return popnn.pooling_cycles(self.pool_kind, fo.sizes // row, k, int(vectors(row, fo.tensor.itemsize)))
-
-    def flops(self, group):
-        row, k = self._dims(group)
-        return int(group.fields["out"].sizes.sum()) * k
-
-    def _gathered(self, group, data):
-        row, k = self._dims(group)
-        return _f32(group.fields["in"].gather(data)).reshape(-1, k, row)
-
-    def _put(self, group, data, values):
-        f = group.fields["out"]
-        f.scatter(data, np.asarray(values).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
-
-
-class WindowMax(_WindowCodelet):
-    name = "MaxPoolWindows"
-
-    def compute(self, group, data):
-        self._put(group, data, self._gathered(group, data).max(1))
-
-
-class WindowSum(_WindowCodelet):
-    """out = scale * sum of the windows (sum / average pooling, col2im)."""
-
-    name = "SumPoolWindows"
-    pool_kind = "sum"
-
-    def check(self, group):
-        super().check(group)
-        if "scale" not in group.params:
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': missing param 'scale'")
-
-    def compute(self, group, data):
-        self._put(group, data, self._gathered(group, data).sum(1) * np.float32(group.param("scale")))
-
-
-class MaxPoolGrad(Codelet):
-    """dx (rows of ``row``) = sum over the windows that read the row of dy_w * (x == y_w), as poplibs'
-    ``MaxPoolingGrad``: ``y`` and ``dy`` hold the forward outputs and gradients of the windows the
-    tile's input rows are read by, once each (rows of ``row``); ``work`` lists, for each input row,
-    the ``k`` rows of ``y`` / ``dy`` it reads (-1 = none), counted from the vertex's own ``y`` region."""
-
-    name = "MaxPoolingGradRows"
-    fields = {"x": "in", "y": "in", "dy": "in", "work": "in", "out": "out"}
-    code_bytes = 640
-    state_bytes = 20
-
-    def _dims(self, group):
-        return _row_and_k(self, group)
-
-    def check(self, group):
-        row, k = self._dims(group)
-        for fname in self.fields:
-            if not isinstance(group.fields[fname], Regions):
-                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions")
-        fx, fo = group.fields["x"].sizes, group.fields["out"].sizes
-        fy, fdy = group.fields["y"].sizes, group.fields["dy"].sizes
-        if (not np.array_equal(fx, fo) or np.any(fo % row) or not np.array_equal(fy, fdy) or np.any(fy % row)
-                or not np.array_equal(group.fields["work"].sizes, fo // row * k)):
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': x/out and y/dy rows of {row}, "
-                                f"{k} work-list entries per row of out")
-        if group.fields["work"].tensor.dtype != "int32":
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field 'work' must be int32")
-
-    def cycles(self, group, target):
-        row, k = self._dims(group)
-        fo = group.fields["out"]
-        return popnn.pooling_cycles("max_grad", fo.sizes // row, k, int(vectors(row, fo.tensor.itemsize)))
-
-    def flops(self, group):
-        row, k = self._dims(group)
-        return int(group.fields["out"].sizes.sum()) * 2 * k
-
-    def compute(self, group, data):
-        row, k = self._dims(group)
-        x = _f32(group.fields["x"].gather(data)).reshape(-1, 1, row)
-        y = _f32(group.fields["y"].gather(data)).reshape(-1, row)
-        dy = _f32(group.fields["dy"].gather(data)).reshape(-1, row)
-        work = group.fields["work"].gather(data).astype(np.int64).reshape(-1, k)
-        # a vertex's work list counts from its own y / dy region; the gathers concatenate every vertex's
-        rows_y = group.fields["y"].sizes // row
-        base = np.repeat(np.cumsum(rows_y) - rows_y, group.fields["out"].sizes // row)
-        idx = np.where(work >= 0, work + base[:, None], 0)
-        hit = (dy[idx] * (x == y[idx])) * (work >= 0)[:, :, None]
-        f = group.fields["out"]
-        f.scatter(data, hit.sum(1).reshape(-1).astype(DTYPES[f.tensor.dtype], copy=False))
-
-
-WINDOW_MAX = WindowMax()
-WINDOW_SUM = WindowSum()
-MAX_POOL_GRAD = MaxPoolGrad()
 
 
 # ============================================================================ emulator ops
@@ -315,7 +183,7 @@ def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len
     if np.any(index < 0):
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/{label}_fill"), op=op)
         tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
-        ctx.graph.add_vertices(cs, C.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
+        ctx.graph.add_vertices(cs, CO.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
                                params={"value": np.float32(fill)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     src, dst, length = _window_runs(index)
@@ -421,7 +289,7 @@ def avg_pool_bwd(ctx: OpContext, dy, index, n_rows: int, name: str):
                           f"scaled by 1/{k}, then broadcast to the rows", min_bytes=n_rows * c * 2)
         dyt = _as_tensor(ctx, dy, "dy", op)
         scaled = ctx.variable(f"{op}/scaled", dyt.shape, ctx.dtype, mapping=dyt.mapping, op=op)
-        _elementwise_cs(ctx, C.SCALE, {"in": dyt}, scaled, op, f"{op}/scale", params={"scale": np.float32(1.0 / k)})
+        _elementwise_cs(ctx, CO.SCALE, {"in": dyt}, scaled, op, f"{op}/scale", params={"scale": np.float32(1.0 / k)})
         return gather_windows(ctx, scaled, win, op, label="broadcast")
     return pool(ctx, dy, win, "sum", name, scale=1.0 / k)
 

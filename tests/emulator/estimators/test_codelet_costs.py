@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import Engine, Graph, Target
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import poplin as CL
+from popvision_lite.emulator.codelets import popnn as CN
+from popvision_lite.emulator.codelets import popops as CO
+from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.estimators import poplin, popops
 from popvision_lite.emulator.ops import basic as ops
-from popvision_lite.emulator.ops import library_codelets as OC
 from popvision_lite.emulator.ops.context import OpContext
 from popvision_lite.emulator.ops.planners import plan_matmul
 from popvision_lite.profile.schema import STEP_KIND_CODE
@@ -50,13 +52,13 @@ def test_binary_add_is_poplibs_binaryop1d(mk2, n):
     # popopsCycleEstimators.cpp BinaryOp1D: 6 workers x (26 + ceil(ceil(n/6)/4) x (1 + 2)) + 11 (half)
     want = 6 * (26 + math.ceil(math.ceil(n / 6) / 4) * 3) + 11
     assert popops.binary_op_1d_tile_cycles("add", 2, n) == want
-    assert _one_tile_cycles(mk2, C.ADD, n) == want
+    assert _one_tile_cycles(mk2, CO.ADD, n) == want
 
 
 def test_binary_max_float_uses_its_table_entry(mk2):
     # binaryOpPerfInfo {MAXIMUM, FLOAT}: 3 cycles per 2 elements (not natural width); float base 29
     n = 1200
-    assert _one_tile_cycles(mk2, C.MAX, n, "float32") == 6 * (29 + math.ceil(200 / 2) * 3) + 11
+    assert _one_tile_cycles(mk2, CO.MAX, n, "float32") == 6 * (29 + math.ceil(200 / 2) * 3) + 11
 
 
 
@@ -64,14 +66,14 @@ def test_binary_max_float_uses_its_table_entry(mk2):
 def test_onnx_max_min_float_use_the_same_table_entry(mk2, kind):
     # the ONNX importer's Max / Min: 14 set-up + binaryOpPerfInfo {MAXIMUM|MINIMUM, FLOAT} {3, false, 2}
     # = 3 cycles per 2-float vector on each of the 6 worker pieces, + the 11-cycle launch
-    from popvision_lite.emulator.onnx_import.ops import BINARY_CODELETS
+    from popvision_lite.emulator.codelets.popops import BINARY_CODELETS
 
     n = 1200
     assert _one_tile_cycles(mk2, BINARY_CODELETS[kind], n, "float32") == 6 * (14 + math.ceil(200 / 2) * 3) + 11
     assert _one_tile_cycles(mk2, BINARY_CODELETS[kind], n, "float16") == 6 * (14 + math.ceil(200 / 4) * 4) + 11
 
-@pytest.mark.parametrize("op,codelet,base,per,unroll", [("relu", C.RELU, 17, 3, 4), ("exp", C.EXP, 33, 4, 4),
-                                                        ("neg", C.NEG, 17, 2, 4)])
+@pytest.mark.parametrize("op,codelet,base,per,unroll", [("relu", CO.RELU, 17, 3, 4), ("exp", CO.EXP, 33, 4, 4),
+                                                        ("neg", CO.NEG, 17, 2, 4)])
 def test_unary_half_is_poplibs_unaryop1d(mk2, op, codelet, base, per, unroll):
     n = 4800
     # UnaryOp1D: 6 x (base + ceil(ceil(n/6) / unroll) x cycles) + 9 + 11
@@ -88,14 +90,14 @@ def test_cast_float_to_half_is_poplibs_cast1d(mk2):
     # remainder checks ceilLog2(4) = 2 x 1 cycle; Cast1D = 12 + 6 x (worker + 18)
     worker = 19 + 2 * (1000 // 4) + 2
     assert popops.cast_1d_tile_cycles(n, 4, 2) == 12 + 6 * (worker + 18)
-    got = _one_tile_cycles(mk2, C.CAST, n, "float16", src_dtype="float32", inputs=("in",))
+    got = _one_tile_cycles(mk2, CO.CAST, n, "float16", src_dtype="float32", inputs=("in",))
     assert got == 6 * (worker + 18 + 2) + 11
 
 
 def test_fill_half_is_poplibs_fill(mk2):
     # FillModelling / PerformanceEstimation.cpp _fillCycleEstimate half: 26 + n / 4 per worker region
     n = 2400
-    got = _one_tile_cycles(mk2, C.FILL, n, inputs=(), params={"value": np.float32(0)})
+    got = _one_tile_cycles(mk2, CO.FILL, n, inputs=(), params={"value": np.float32(0)})
     assert got == 6 * (26 + 400 // 4) + 11
 
 
@@ -105,7 +107,7 @@ def test_scaled_subtract_within_10_percent_of_poplibs(mk2):
     v = 6000 // 4 // 6
     want = 57 + 6 * (15 + 6 + 3 * (v - 1) + 2 + 1 + 1)
     assert popops.scaled_add_tile_cycles(n, 2) == want
-    got = _one_tile_cycles(mk2, OC.SGD, n, inputs=("in",), params={"lr": np.float32(0.1)})
+    got = _one_tile_cycles(mk2, CO.SGD, n, inputs=("in",), params={"lr": np.float32(0.1)})
     assert abs(got - want) / want < 0.10
 
 
@@ -113,7 +115,7 @@ def test_gelu_is_popnn_nonlinearity(mk2):
     n = 2400  # 400 per worker = 100 half vectors
     # nonLinearity1DCycleEstimator GELU half: 20 overhead + (2 + 5 + 99 x 5 + 1 + 5) + 4 remainder checks
     worker = 20 + (2 + 5 + 99 * 5 + 1 + 5) + 4
-    got = _one_tile_cycles(mk2, OC.GELU, n, inputs=("in",))
+    got = _one_tile_cycles(mk2, CN.GELU, n, inputs=("in",))
     assert got == 6 * (worker + popops.UNARY_SUPERVISOR_EXTRA) + 11
 
 
@@ -131,7 +133,7 @@ def test_reduce_add_codelet_and_partials_codelet_charge_strided_reduce(mk2):
     src = g.add_variable("p", (k, m), "float32", mapping=M.single_tile(k * m, 0))
     out = g.add_variable("o", (m,), "float16", mapping=M.single_tile(m, 0))
     cs = g.add_compute_set("r")
-    g.add_vertices(cs, OC.REDUCE_PARTIALS, [0], fields={"in": src.regions([0], k * m), "out": out.regions([0], m)},
+    g.add_vertices(cs, CR.REDUCE_PARTIALS, [0], fields={"in": src.regions([0], k * m), "out": out.regions([0], m)},
                    params={"k": np.int64(k)})
     res = Engine(g, P.Execute(cs)).run(inputs={"p": np.ones((k, m), np.float32)})
     assert res.total_cycles == 6 * (16 + (m // 2) * (11 + k - 1)) + 11
@@ -171,7 +173,7 @@ def test_amp_supervisor_vertex_occupies_the_tile(mk2):
     b = g.add_variable("b", (kk * nn,), "float16", mapping=M.single_tile(kk * nn, 0))
     c = g.add_variable("c", (2, mm, nn), "float32", mapping=M.single_tile(2 * mm * nn, 0))
     cs = g.add_compute_set("amp")
-    g.add_vertices(cs, OC.TILE_MATMUL[(False, False, False)], [0, 0], fields={
+    g.add_vertices(cs, CL.TILE_MATMUL[(False, False, False)], [0, 0], fields={
         "a": a.regions([0, mm * kk], mm * kk), "b": b.regions([0, 0], kk * nn),
         "out": c.blocks((1, mm, nn), np.array([[0, 0, 0], [1, 0, 0]]))}, params={"k": np.int64(kk)})
     t = poplin.amp_matmul_tile_cycles(mm, kk, nn, True)
@@ -365,7 +367,7 @@ def test_fragmented_pieces_are_regions_of_2d_vertices(mk2):
     out = g.add_variable("y", (2 * n * r,), "float16", mapping=M.single_tile(2 * n * r, 0))
     starts = np.arange(r) * 2 * n  # every other run of 40 elements
     cs = g.add_compute_set("add")
-    g.add_vertices(cs, C.ADD, np.zeros(r, int), fields={"a": t0.regions(starts, n), "b": t0.regions(starts, n),
+    g.add_vertices(cs, CO.ADD, np.zeros(r, int), fields={"a": t0.regions(starts, n), "b": t0.regions(starts, n),
                                                       "out": out.regions(starts, n)})
     got = Engine(g, P.Execute(cs), mode="timing").run().total_cycles
     region = math.ceil(n / 4) * 3 + math.ceil(5 * 6 / r)  # loop + share of the 5-cycle 2D prologue
@@ -425,7 +427,7 @@ def test_k_reduction_closed_form_equals_the_engines_charge(mk2):
         src = g.add_variable("p", (pk * n,), "float32", mapping=M.intervals(tiles, pk * st, pk * (st + lens)))
         out = g.add_variable("o", (n,), "float16", mapping=M.intervals(tiles, st, st + lens))
         cs = g.add_compute_set("r")
-        g.add_vertices(cs, OC.CONV_REDUCE_PARTIALS, tiles, fields={"in": src.regions(pk * st, pk * lens),
+        g.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles, fields={"in": src.regions(pk * st, pk * lens),
                                                                     "out": out.regions(st, lens)},
                        params={"k": np.int64(pk)})
         got = Engine(g, P.Execute(cs), mode="timing").run(allow_out_of_memory=True).total_cycles

@@ -5,10 +5,10 @@ implicit GEMM equals a direct convolution."""
 import numpy as np
 import pytest
 
+from popvision_lite.emulator import reference as R
 from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.models.catalog import build
 from popvision_lite.emulator.models.config import make_config
-from popvision_lite.emulator.ops import reference as R
 from popvision_lite.errors import ConfigError
 
 

@@ -34,10 +34,10 @@ def test_emulated_training_step_matches_numpy(model, precision):
 
 def test_numeric_check_detects_a_wrong_result(monkeypatch):
     """A broken codelet must make the numeric check fail (the check can fail)."""
-    from popvision_lite.emulator.ops import library_codelets as OC
+    from popvision_lite.emulator.codelets import popnn as CN
 
-    orig = OC.GELU.fn
-    monkeypatch.setattr(OC.GELU, "fn", lambda x: orig(x) * 1.1)
+    orig = CN.GELU.fn
+    monkeypatch.setattr(CN.GELU, "fn", lambda x: orig(x) * 1.1)
     r = run_model(make_config("bert", precision="fp32", **SMALL["bert"]))
     assert not r.numeric_checks["output"]["passed"]
 

@@ -9,10 +9,10 @@ import popvision_lite.emulator.compile.check as K
 import popvision_lite.emulator.compile.copies as CO
 import popvision_lite.emulator.compile.copy_memo as S
 from popvision_lite.emulator import Graph, Target
-from popvision_lite.emulator import codelets as CL
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
+from popvision_lite.emulator.codelets import popops as CPO
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.stages import StageGraph
 from popvision_lite.emulator.models.transformer import build_bert_stage
@@ -103,7 +103,7 @@ def test_graph_check_memo_still_finds_a_field_off_its_tile():
         x = g.add_variable("x", (12,), "float32", mapping=M.single_tile(12, tile))
         y = g.add_variable("y", (12,), "float32", mapping=M.single_tile(12, 0))
         cs = g.add_compute_set("relu")
-        g.add_vertices(cs, CL.RELU, [0], fields={"in": x.regions([0], 12), "out": y.regions([0], 12)})
+        g.add_vertices(cs, CPO.RELU, [0], fields={"in": x.regions([0], 12), "out": y.regions([0], 12)})
         if ok:
             C.compile_graph(g, P.Execute(cs), copy_memo=memo)
         else:

@@ -2,7 +2,7 @@
 with the input pixel it reads, padding skipped - the loops the reference implementations are checked
 against."""
 
-from popvision_lite.emulator.ops.conv import ConvShape
+from popvision_lite.emulator.codelets.poplin_conv import ConvShape
 
 
 def direct_taps(s: ConvShape):

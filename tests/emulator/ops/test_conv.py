@@ -7,13 +7,14 @@ import pytest
 
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.codelets.poplin_conv import ConvShape
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.estimators.poplin import amp_params
 from popvision_lite.emulator.estimators.poplin_conv import nx1_tile_cycles, nx1_worker_cycles
 from popvision_lite.emulator.models import resnet as RN
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import EmulatorBackend, run_model
-from popvision_lite.emulator.ops.conv import ConvShape, plan_conv, ref_conv2d, transposed_shape
+from popvision_lite.emulator.ops.conv import plan_conv, ref_conv2d, transposed_shape
 from popvision_lite.emulator.ops.pooling import conv_windows, ref_col2im
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError

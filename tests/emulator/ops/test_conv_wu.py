@@ -8,16 +8,12 @@ import pytest
 
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.codelets.poplin_conv import CONV_PARTIAL_WEIGHT_UPDATE, ConvShape
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.estimators.poplin import amp_matmul_tile_cycles
 from popvision_lite.emulator.models import resnet as RN
 from popvision_lite.emulator.models.emulated import EmulatorBackend
-from popvision_lite.emulator.ops.conv import ConvShape
-from popvision_lite.emulator.ops.conv_wu import (
-    CONV_PARTIAL_WEIGHT_UPDATE,
-    plan_conv_wu,
-    ref_conv2d_weight_update,
-)
+from popvision_lite.emulator.ops.conv_wu import plan_conv_wu, ref_conv2d_weight_update
 from popvision_lite.emulator.ops.pooling import conv_windows
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import EmulatorError

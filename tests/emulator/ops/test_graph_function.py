@@ -60,8 +60,8 @@ def test_one_body_per_signature_and_its_code_once():
 
 def _convs(cache):
     """Two 3x3 convolutions of one signature, each with its own weight that nothing has used before the call."""
+    from popvision_lite.emulator.codelets.poplin_conv import ConvShape
     from popvision_lite.emulator.ops import graph_function as GF
-    from popvision_lite.emulator.ops.conv import ConvShape
 
     be = EmulatorBackend(Target.from_device("ipu-mk2"), "fp16")
     be.function_cache = cache

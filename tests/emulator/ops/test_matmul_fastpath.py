@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import Engine, Graph, Target
-from popvision_lite.emulator import codelets as C
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
+from popvision_lite.emulator.codelets import poplin as CL
+from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.models.emulated import EmulatorBackend
-from popvision_lite.emulator.ops import library_codelets as OC
 
 rng = np.random.default_rng(11)
 
@@ -20,13 +20,13 @@ rng = np.random.default_rng(11)
 @pytest.fixture
 def whole_calls(monkeypatch):
     calls = []
-    orig = OC.TileMatMul._compute_whole
+    orig = CL.TileMatMul._compute_whole
 
     def counting(self, group, data, plan):
         calls.append(self.name)
         return orig(self, group, data, plan)
 
-    monkeypatch.setattr(OC.TileMatMul, "_compute_whole", counting)
+    monkeypatch.setattr(CL.TileMatMul, "_compute_whole", counting)
     return calls
 
 
@@ -126,11 +126,11 @@ def test_deferred_regions_copy_is_done_before_an_ordinary_reader():
     starts = np.repeat(np.arange(0, n, L), 2)  # every source piece broadcast twice
     cs = g.add_compute_set("scale")
     vt, s, z = M.worker_split(stage)
-    g.add_vertices(cs, C.SCALE, vt, fields={"in": stage.regions(s, z), "out": out.regions(s, z)},
+    g.add_vertices(cs, CO.SCALE, vt, fields={"in": stage.regions(s, z), "out": out.regions(s, z)},
                    params={"scale": np.float32(2.0)})
     zero = g.add_compute_set("zero_src")
     vt2, s2, z2 = M.worker_split(src)
-    g.add_vertices(zero, C.FILL, vt2, fields={"out": src.regions(s2, z2)}, params={"value": np.float32(0.0)})
+    g.add_vertices(zero, CO.FILL, vt2, fields={"out": src.regions(s2, z2)}, params={"value": np.float32(0.0)})
     prog = P.Sequence([P.Copy(src.regions(starts, L), stage.whole()), P.Execute(cs), P.Execute(zero)])
     x = rng.standard_normal(n).astype(np.float32)
     expect_stage = x[(starts[:, None] + np.arange(L)).ravel()]
@@ -151,7 +151,7 @@ def test_window_rectangle_write_equals_window_scatter(monkeypatch, precision):
     b = rng.standard_normal((128, 512)).astype(np.float32)
     em, out = _build(lambda be, x, y: be.matmul(x, y, "mm"), [a, b], precision)
     rects = []
-    orig_plan = OC.TileMatMul._whole_plan
+    orig_plan = CL.TileMatMul._whole_plan
 
     def plan_without_rect(self, group, aliases):
         p = orig_plan(self, group, aliases)
@@ -163,7 +163,7 @@ def test_window_rectangle_write_equals_window_scatter(monkeypatch, precision):
     runs = []
     for strip in (False, True):
         if strip:
-            monkeypatch.setattr(OC.TileMatMul, "_whole_plan", plan_without_rect)
+            monkeypatch.setattr(CL.TileMatMul, "_whole_plan", plan_without_rect)
         runs.append(Engine(em.graph, em.program(), mode="full").run(inputs=em.inputs).outputs)
     assert rects and all(r is not None for r in rects)  # the rectangle path was the one taken
     for name, v in runs[1].items():

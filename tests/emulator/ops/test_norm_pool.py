@@ -6,6 +6,8 @@ import pytest
 
 from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.backends.planning import PlanOnlyBackend
+from popvision_lite.emulator.codelets import popnn as CN
+from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.ops import norm_pool as NP
@@ -120,7 +122,7 @@ def test_reference_gradients_match_finite_differences():
     loss = lambda v: (NP.ref_batch_norm(v, gam, bet)[0].astype(np.float64) * dy).sum()  # noqa: E731
     np.testing.assert_allclose(dx, _numgrad(loss, xb), atol=2e-2, rtol=2e-2)
     np.testing.assert_allclose(db, dy.sum(0), rtol=1e-5)
-    xhat = (xb - xb.mean(0)) / np.sqrt(xb.var(0) + NP.BN_EPS)
+    xhat = (xb - xb.mean(0)) / np.sqrt(xb.var(0) + CN.BN_EPS)
     np.testing.assert_allclose(dg, (dy * xhat).sum(0), rtol=1e-4)
 
 
@@ -195,8 +197,8 @@ def test_window_codelet_cost_follows_the_pooling_estimator():
     x = em.input("x", np.zeros((2 * 4 * 4, 8), np.float32))
     idx, _ = PL.conv_windows(2, 4, 4, 2, 2, 0)
     em.max_pool(x, idx, "mp")
-    grp = next(g for g in em.graph.groups if g.codelet is PL.WINDOW_MAX)
-    cyc = PL.WINDOW_MAX.cycles(grp, em.graph.target)
+    grp = next(g for g in em.graph.groups if g.codelet is CN.WINDOW_MAX)
+    cyc = CN.WINDOW_MAX.cycles(grp, em.graph.target)
     rows = grp.fields["out"].sizes // 8
     np.testing.assert_array_equal(cyc, 14 + rows * (13 + 4 * (4 + 3 * 2)))
 
@@ -204,15 +206,14 @@ def test_window_codelet_cost_follows_the_pooling_estimator():
 def test_every_row_codelet_is_charged_its_loops():
     """Each row codelet declares the poplibs loops it runs per row (``parts``), so none is free: a
     codelet without them would cost 0 cycles (the batch-norm codelets did after a merge)."""
+    from popvision_lite.emulator.codelets import popops_rows as CR
     from popvision_lite.emulator.estimators import popops
-    from popvision_lite.emulator.ops import library_codelets as OC
-    from popvision_lite.emulator.ops import norm_pool as NP
 
-    subclasses = [c for m in (OC, NP) for c in vars(m).values()
-                  if isinstance(c, type) and issubclass(c, OC.RowCodelet) and c is not OC.RowCodelet]
+    subclasses = [c for m in (CR,) for c in vars(m).values()
+                  if isinstance(c, type) and issubclass(c, CR.RowCodelet) and c is not CR.RowCodelet]
     assert len(subclasses) >= 8
     for cls in subclasses:
-        if cls is NP.BatchNormStats:
+        if cls is CR.BatchNormStats:
             continue  # no elementwise loop: charged as popops' strided reduce (test below)
         assert cls.parts, f"{cls.__name__} has no per-row loops"
         assert popops.row_pass_cycles(cls.parts, 64, 2) > 0
@@ -235,7 +236,7 @@ def test_batch_norm_statistics_are_charged_as_popops_strided_reduces():
     pq = g.add_variable("q", (nv, c), "float32", mapping=M.single_tile(nv * c, 0))
     cs = g.add_compute_set("stats")
     v = np.arange(nv)
-    g.add_vertices(cs, NP.BN_STATS, np.zeros(nv, np.int64), fields={
+    g.add_vertices(cs, CR.BN_STATS, np.zeros(nv, np.int64), fields={
         "in": x.regions(v * rows * c, rows * c), "sum": ps.regions(v * c, c), "sumsq": pq.regions(v * c, c)},
         params={"row": np.int64(c)})
     worker = (16 + 3 * (3 + 7 + 3 + 59)) + (16 + 3 * (3 + 1 + 3 + 59))
@@ -294,7 +295,7 @@ def test_max_pool_gradient_reads_each_window_once_per_tile():
     bufs = [t for t in em.graph.tensors if t.name.endswith("mp_bwd/fwd_out")]
     assert len(bufs) == 1
     rows_in, rows_out = n * h * h, idx.shape[0]
-    groups = [g for g in em.graph.groups if g.codelet is PL.MAX_POOL_GRAD]
+    groups = [g for g in em.graph.groups if g.codelet is CN.MAX_POOL_GRAD]
     assert np.bincount(groups[0].tiles).max() > 1  # several vertices share a tile's windows
     # a window lands on each tile whose rows read it, once: fewer rows than the input's (the gathered
     # copies were one per reading row, up to 4 per input row here)
@@ -311,7 +312,7 @@ def test_global_average_pool_gradient_is_a_broadcast():
     assert out.shape == (n * hw, c)
     made = [t for t in em.graph.tensors if t.op is not None and "gap_bwd" in t.op]
     assert sum(t.size for t in made) == n * hw * c + n * c  # the output and the scaled gradient
-    assert not any(g.codelet is PL.WINDOW_SUM for g in em.graph.groups)
+    assert not any(g.codelet is CN.WINDOW_SUM for g in em.graph.groups)
 
 
 def test_window_runs_merge_neighbouring_rows():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from popvision_lite.emulator.ops import reference as R
+from popvision_lite.emulator import reference as R
 
 rng = np.random.default_rng(0)
 

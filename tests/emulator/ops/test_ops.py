@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from popvision_lite.emulator import reference as R
 from popvision_lite.emulator.backends.backend import NumpyBackend
 from popvision_lite.emulator.engine import Engine
 from popvision_lite.emulator.models.emulated import EmulatorBackend
-from popvision_lite.emulator.ops import reference as R
 from popvision_lite.emulator.target import Target
 
 rng = np.random.default_rng(5)

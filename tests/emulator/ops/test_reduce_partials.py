@@ -7,7 +7,7 @@ import pytest
 from popvision_lite.emulator import Engine, Graph, Target
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
-from popvision_lite.emulator.ops import library_codelets as OC
+from popvision_lite.emulator.codelets import popops_rows as CR
 
 
 def _graph(widths, k, out_dtype="float16", seed=0):
@@ -26,7 +26,7 @@ def _graph(widths, k, out_dtype="float16", seed=0):
     out = g.add_variable("out", (n,), out_dtype, mapping=M.intervals(tiles, o_start, o_start + widths))
     src_start = (np.arange(k)[None, :] * n + o_start[:, None]).ravel()  # vertex v's slice q
     cs = g.add_compute_set("reduce", op="mm")
-    g.add_vertices(cs, OC.REDUCE_PARTIALS, tiles=tiles,
+    g.add_vertices(cs, CR.REDUCE_PARTIALS, tiles=tiles,
                    fields={"in": gathered.regions(g_start, g_len), "out": out.regions(o_start, widths)},
                    params={"k": np.int64(k)})
     prog = P.Sequence([P.Copy(part.regions(src_start, np.repeat(widths, k)), gathered.whole()), P.Execute(cs)])

@@ -1,4 +1,5 @@
-"""Codelets the op library adds to the core set (elementwise specials and row-wise ops).
+"""popops codelets of whole rows: the row passes (softmax, layer norm, column sums, the batch-norm statistics and
+channel passes) and the partials reductions (ReducePartials).
 
 Row ops work on Regions that cover whole rows of length ``row`` (a scalar param); numerics run
 once per vertex group over all rows (vectorised).  Cycle costs are compositions of the poplibs
@@ -12,40 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from popvision_lite.emulator import codelets as C
-from popvision_lite.emulator.codelets import Codelet
+from popvision_lite.emulator import reference as R
+from popvision_lite.emulator.codelets.base import Codelet, _f32
 from popvision_lite.emulator.estimators import popops
-from popvision_lite.emulator.estimators.poplin import amp_supervisor_cycles, reduce_add_tile_vertex_cycles
-from popvision_lite.emulator.graph import Blocks, Regions, Windows, to_dtype
-from popvision_lite.emulator.ops import reference as R
+from popvision_lite.emulator.estimators.poplin import (
+    reduce_add_tile_vertex_cycles,
+)
+from popvision_lite.emulator.graph import Regions, to_dtype
 from popvision_lite.errors import EmulatorError
-
-
-def _f32(x):
-    """``x`` as float32 for a vertex's compute: ``graph.to_dtype`` (the bits of ``astype``, without numpy's
-    slow path for fp16 subnormals) for arrays."""
-    return to_dtype(x, "float32") if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float32)
 
 
 def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Sum consecutive runs of ``counts[v]`` rows of ``values`` (every count >= 1)."""
     offs = np.cumsum(counts) - counts
     return np.add.reduceat(values, offs, axis=0)
-
-
-# -------------------------------------------------------------------- elementwise specials
-# gelu and its gradient: popnn NonLinearity1D / NonLinearityGrad1D (GELU, 5 cycles per half vector)
-GELU = C.unary("Gelu", lambda x: R.gelu(x), flops_per_element=12, model=("nonlinearity", "gelu", False))
-GELU_BWD = C.binary("GeluGrad", lambda x, dy: R.gelu_bwd(x, dy), flops_per_element=18,
-                    model=("nonlinearity", "gelu", True))
-RELU_BWD = C.binary("ReluGrad", lambda x, dy: R.relu_bwd(x, dy), flops_per_element=1,
-                    model=("nonlinearity", "relu", True))
-# out = scale * (a - b): MSE gradient = popops BinaryOp SUBTRACT then MULTIPLY by a scalar
-SCALED_SUB = C.binary("ScaledSub", lambda a, b, scale: (_f32(a) - _f32(b)) * scale, flops_per_element=2,
-                      params=("scale",), model=("composite", [("binary", "sub"), ("binary", "mul")]))
-# w -= lr * g in place (out = w is inout): popops ScaledSubtractSupervisor
-SGD = C.Elementwise("SgdUpdate", lambda w, g, lr: _f32(w) - lr * _f32(g), inputs=("in",), flops_per_element=2,
-                    params=("lr",), inplace=True, model=("scaled_add",))
 
 
 class RowCodelet(Codelet):
@@ -347,237 +328,122 @@ class ConvReducePartials(ReducePartials):
 
 
 REDUCE_PARTIALS = ReducePartials()
+
+
 CONV_REDUCE_PARTIALS = ConvReducePartials()
+
+
 SOFTMAX = Softmax()
+
+
 SOFTMAX_GRAD = SoftmaxGrad()
+
+
 LAYER_NORM = LayerNorm()
+
+
 LAYER_NORM_GRAD = LayerNormGrad()
+
+
 COLUMN_SUM = ColumnSum()
 
 
+class BatchNormStats(RowCodelet):
+    """Per-vertex partial per-channel sum and sum of squares of its rows (fp32).  Costed as popnn's
+    batch-norm statistics (popnn/BatchNorm.cpp batchNormStatistics -> poplin/Norms.cpp
+    normStatisticsImpl, the non-stable path the TensorFlow IPU backend's training batch norm runs):
+    one popops reduceMany of ADD and SQUARE_ADD over the rows, whose first stage is a strided reduce
+    per tile (estimators.popops.tile_strided_reduce_share) - not elementwise loops."""
 
-class TileMatMul(C.BlockMatMul):
-    """A tile's block matmul: out (m, n) [+]= op(a) @ op(b), FP32 accumulate.
-
-    ``a`` and ``b`` are single contiguous Regions (m*k and k*n elements, stored transposed when
-    ``ta`` / ``tb``), ``out`` is a 2-D Blocks field (or (1, m, n)).  A *supervisor* vertex (one per
-    tile) that runs on all six workers: cost = poplin's ConvPartial1x1Out AMP estimate
-    (estimators.poplin.amp_matmul_tile_cycles) in worker-slot units (tile cycles / threads)."""
-
-    supervisor = True
+    name = "BatchNormStatsRows"
+    fields = {"in": "in", "sum": "out", "sumsq": "out"}
+    row_fields = ("in",)
+    vec_fields = ("sum", "sumsq")
+    flops_per_element = 3
 
     def cycles(self, group, target):
-        bm, bk, bn = self.dims(group)
-        return np.full(group.n, amp_supervisor_cycles(bm, bk, bn, self._fp16(group), target), np.int64)
-
-    def __init__(self, ta: bool, tb: bool, accumulate: bool = False):
-        super().__init__(accumulate)
-        self.ta, self.tb = ta, tb
-        self.name = f"TileMatMul{'T' if ta else 'N'}{'T' if tb else 'N'}" + ("Acc" if accumulate else "")
-        self.state_bytes = 14  # + m, k, n
-
-    def dims(self, group):
-        from popvision_lite.emulator.codelets import _block2
-
-        om, on = _block2(group.fields["out"], "out", self.name)
-        k = group.param("k")
-        if k is None or np.ndim(k) != 0:
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'k'")
-        k = int(k)
-        fa, fb = group.fields["a"], group.fields["b"]
-        for fname, f, want in (("a", fa, om * k), ("b", fb, k * on)):
-            if not isinstance(f, Regions) or np.any(f.sizes != want):
-                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be regions of "
-                                    f"{want} elements (out block {om}x{on}, k={k})")
-        return om, k, on
-
-    # Full-numerics speed: the op library broadcasts each operand block to every tile that needs it
-    # (a Copy of equal-sized Regions into a whole staging tensor).  The engine defers such copies
-    # for codelets that set ``reads_through_copies``; when the group then reads, through them, one
-    # consistent source piece per output row block and per output column block and writes every
-    # output block once, it is exactly C (+)= op(A) @ op(B) over the un-replicated source pieces:
-    # one fp16->fp32 conversion per source element and one batched GEMM, instead of converting and
-    # multiplying every replicated per-tile block.  Anything else takes the per-vertex path.
-    reads_through_copies = True
-
-    @staticmethod
-    def _source(f, aliases):
-        """(tensor, per-vertex start, block shape or None) of a Regions field, looking through a
-        deferred broadcast copy; a copy of Blocks of a 2-D tensor (a weight laid out in plan order)
-        gives per-vertex linear block numbers and the block shape."""
-        from popvision_lite.emulator.graph import Blocks
-
-        al = aliases.get(f.tensor.id) if aliases else None
-        if al is None:
-            return f.tensor, f.starts, None
-        src, _dst = al
-        wins = [src] if isinstance(src, Windows) else list(getattr(src, "parts", ()))
-        if wins and all(isinstance(w, Windows) for w in wins):
-            # windows of a 2-D tensor (an uneven split): per vertex the flat offset of its window
-            sh = src.tensor.shape
-            shapes = {w.block_shape for w in wins}
-            if len(sh) != 2:
-                return None
-            sizes = np.concatenate([np.full(w.n, w.block_elems, np.int64) for w in wins])
-            origin = np.concatenate([w.start_offsets() for w in wins])
-            shape_of = np.concatenate([np.full(w.n, i, np.int64) for i, w in enumerate(wins)])
-            off = np.cumsum(sizes) - sizes
-            q = np.searchsorted(off, f.starts, side="right") - 1
-            if np.any(f.starts != off[q]) or np.any(f.sizes != sizes[q]) or len(shapes) != len(wins) \
-                    or len(np.unique(shape_of[q])) != 1:
-                return None  # a vertex reads part of a window, or windows of several shapes
-            return src.tensor, origin[q], ("win", wins[int(shape_of[q[0]])].block_shape)
-        if isinstance(src, Blocks):
-            r, c = src.block_shape
-            q, o = np.divmod(f.starts, r * c)
-            if np.any(o != 0) or np.any(f.sizes != r * c) or len(src.tensor.shape) != 2:
-                return None
-            nbc = src.tensor.shape[1] // c
-            return src.tensor, src.index[q, 0] * nbc + src.index[q, 1], (r, c)
-        if src.sizes.min() == src.sizes.max():
-            L = int(src.sizes[0])
-            q, o = np.divmod(f.starts, L)
-            if np.any(o + f.sizes > L):  # a vertex's piece spans two source regions
-                return None
-            return src.tensor, src.starts[q] + o, None
-        off = np.cumsum(src.sizes) - src.sizes  # where each source region lands in the staging tensor
-        q = np.searchsorted(off, f.starts, side="right") - 1
-        o = f.starts - off[q]
-        if np.any(o + f.sizes > src.sizes[q]):
-            return None
-        return src.tensor, src.starts[q] + o, None
-
-    def _whole_plan(self, group, aliases):
-        """(TA, SA (G, nr), TB, SB (G, nc), G, nr, nc) or None; cached per alias sources."""
-        fa, fb, fo = group.fields["a"], group.fields["b"], group.fields["out"]
-        key = tuple(id(aliases[t][0]) if aliases and t in aliases else None for t in (fa.tensor.id, fb.tensor.id))
-        cache = group.__dict__.setdefault("_whole_plans", {})
-        if key in cache:
-            return cache[key]
-        plan = None
-        ra, rb = self._source(fa, aliases), self._source(fb, aliases)
-        shp, blk = fo.tensor.shape, fo.block_shape
-        if ra is not None and rb is not None and len(shp) in (2, 3) and (len(shp) == 2 or blk[0] == 1):
-            windows = not isinstance(fo, Blocks)  # a block shape of an uneven split: a sub-grid of C
-            if windows:
-                o = fo.origins
-                g = o[:, 0] if len(shp) == 3 else np.zeros(group.n, np.int64)
-                gs, g = np.unique(g, return_inverse=True)
-                rows, r = np.unique(o[:, -2], return_inverse=True)
-                cols, c = np.unique(o[:, -1], return_inverse=True)
-                G, nr, nc = len(gs), len(rows), len(cols)
-                g, r, c = g.ravel(), r.ravel(), c.ravel()
-                bm_, bn_ = blk[-2], blk[-1]
-                rect = None
-                if (np.array_equal(gs, gs[0] + np.arange(G)) and np.array_equal(rows, rows[0] + bm_ * np.arange(nr))
-                        and np.array_equal(cols, cols[0] + bn_ * np.arange(nc))):
-                    rect = (int(gs[0]), int(rows[0]), int(cols[0]))
-            else:
-                idx = fo.index
-                g = idx[:, 0] if len(shp) == 3 else np.zeros(group.n, np.int64)
-                r, c = idx[:, -2], idx[:, -1]
-                G = shp[0] if len(shp) == 3 else 1
-                nr, nc = shp[-2] // blk[-2], shp[-1] // blk[-1]
-            lin = (g * nr + r) * nc + c
-            if group.n == G * nr * nc and len(np.unique(lin)) == group.n:
-                SA = np.zeros((G, nr), np.int64)
-                SB = np.zeros((G, nc), np.int64)
-                SA[g, r] = ra[1]
-                SB[g, c] = rb[1]
-                if np.array_equal(SA[g, r], ra[1]) and np.array_equal(SB[g, c], rb[1]):
-                    plan = (ra[0], SA, rb[0], SB, G, nr, nc, ra[2], rb[2], (g, r, c, rect) if windows else None)
-        cache[key] = plan
-        return plan
-
-    def _compute_whole(self, group, data, plan):
-        bm, bk, bn = self.dims(group)
-        TA, SA, TB, SB, G, nr, nc, bsa, bsb, win_idx = plan
-        win = np.lib.stride_tricks.sliding_window_view
-
-        def fetch(T, S, bs, elems):
-            if bs is None:
-                return win(data[T.id], elems)[S.ravel()]
-            if bs[0] == "win":  # windows (r, c) of a 2-D tensor at flat offsets S
-                r, c = bs[1]
-                rr, cc = np.divmod(S.ravel(), T.shape[1])
-                return win(data[T.id].reshape(T.shape), (r, c))[rr, cc].reshape(-1, r * c)
-            r, c = bs
-            R, Cn = T.shape
-            blocks = data[T.id].reshape(R // r, r, Cn // c, c).transpose(0, 2, 1, 3).reshape(-1, r * c)
-            return blocks[S.ravel()]
-
-        a = _f32(fetch(TA, SA, bsa, bm * bk))  # a fresh array (fetch gathers)
-        b = _f32(fetch(TB, SB, bsb, bk * bn))
-        a = a.reshape(G, nr, *((bk, bm) if self.ta else (bm, bk)))
-        b = b.reshape(G, nc, *((bn, bk) if self.tb else (bk, bn)))
-        if self.ta:
-            a = a.swapaxes(-1, -2)
-        if self.tb:
-            b = b.swapaxes(-1, -2)
-        a = a.reshape(G, nr * bm, bk)
-        b = b.transpose(0, 2, 1, 3).reshape(G, bk, nc * bn)
-        res = np.matmul(a, b)
-        fo = group.fields["out"]
-        if win_idx is not None:  # windows: vertex v's block is (g, r, c) of the sub-grid
-            g, r, c, rect = win_idx
-            if rect is not None:  # the sub-grid is one rectangle of C: write it in place
-                g0, r0, c0 = rect
-                shp = fo.tensor.shape
-                sub = data[fo.tensor.id].reshape(shp if len(shp) == 3 else (1, *shp))[
-                    g0:g0 + G, r0:r0 + nr * bm, c0:c0 + nc * bn]
-                if self.accumulate:
-                    res += sub
-                sub[...] = to_dtype(res, fo.tensor.dtype)
-                return
-            vals = res.reshape(G, nr, bm, nc, bn).transpose(0, 1, 3, 2, 4)[g, r, c]
-            if self.accumulate:
-                vals += fo.gather(data).reshape(group.n, bm, bn)
-            fo.scatter(data, to_dtype(vals, fo.tensor.dtype))
-            return
-        c = data[fo.tensor.id].reshape(G, nr * bm, nc * bn)
-        if self.accumulate:
-            res += c
-        c[...] = res
+        f = self._main(group)
+        L = int(group.param("row"))
+        return popops.tile_strided_reduce_share(group.tiles, f.sizes // L, L, ("add", "square_add"),
+                                                f.tensor.itemsize, int(target.threads_per_tile))
 
     def compute(self, group, data):
-        aliases = getattr(data, "aliases", None)
-        plan = self._whole_plan(group, aliases)
-        if plan is not None:
-            self._compute_whole(group, data, plan)
-            return
-        if aliases:  # the engine left deferred inputs for us to read through: make them current
-            for fname in ("a", "b"):
-                if group.fields[fname].tensor.id in aliases:
-                    data.materialize(group.fields[fname].tensor.id)
-        bm, bk, bn = self.dims(group)
-        n = group.n
-        fb = group.fields["b"]
-        # the workers of a tile share its B block: gather it once per tile and broadcast in matmul
-        share = 1
-        if n > 1:
-            change = np.flatnonzero(np.diff(fb.starts) != 0)
-            runs = np.diff(np.concatenate([[0], change + 1, [n]]))
-            if len(runs) and np.all(runs == runs[0]) and runs[0] > 1:
-                share = int(runs[0])
-        u = n // share
-        a = group.fields["a"].gather(data).reshape((u, share) + ((bk, bm) if self.ta else (bm, bk)))
-        if share > 1:
-            b = Regions(fb.tensor, fb.starts[::share], fb.sizes[::share]).gather(data)
-        else:
-            b = fb.gather(data)
-        b = b.reshape((u, 1) + ((bn, bk) if self.tb else (bk, bn)))
-        a = _f32(a)
-        b = _f32(b)
-        if self.ta:
-            a = a.swapaxes(-1, -2)
-        if self.tb:
-            b = b.swapaxes(-1, -2)
-        out = group.fields["out"]
-        res = np.matmul(a, b).reshape(n, bm, bn)
-        if self.accumulate:
-            res += out.gather(data).reshape(n, bm, bn)
-        out.scatter(data, to_dtype(res.reshape((n, *out.block_shape)), out.tensor.dtype))
+        x = self.rows(group, data, "in")
+        per_v = self._main(group).sizes // x.shape[-1]
+        self.put(group, data, "sum", _segment_sum(x, per_v))
+        self.put(group, data, "sumsq", _segment_sum(x * x, per_v))
 
 
-TILE_MATMUL = {(ta, tb, acc): TileMatMul(ta, tb, acc) for ta in (False, True) for tb in (False, True)
-               for acc in (False, True)}
+class ChannelAffine(RowCodelet):
+    """out = x * scale + shift per channel (the normalise step; poplibs does it with the popops
+    channel-op vertices): per row a multiply and an add loop."""
+
+    name = "ChannelAffineRows"
+    fields = {"in": "in", "scale": "in", "shift": "in", "out": "out"}
+    row_fields = ("in", "out")
+    vec_fields = ("scale", "shift")
+    parts = (("b", "mul"), ("b", "add"))
+    flops_per_element = 2
+
+    def compute(self, group, data):
+        x = self.rows(group, data, "in")
+        self.put(group, data, "out", x * self.vec_per_row(group, data, "scale") + self.vec_per_row(group, data, "shift"))
+
+
+class BatchNormGradStats(RowCodelet):
+    """Per-vertex partial sum(dy) and sum(dy * xhat), xhat = (x - mean) * invstd (fp32).  As popnn's
+    gradients run it (poplin/Norms.cpp normStatisticsGradients / normParamGradients, after
+    batchNormWhiten): per row the elementwise loops xhat = (x - mean) * invstd and dy * xhat, then ONE
+    popops reduction of [dy * xhat, dy] over the rows (normReduce: a strided reduce per tile,
+    estimators.popops.tile_strided_reduce_share) - the two sums are not elementwise loops."""
+
+    name = "BatchNormGradStatsRows"
+    fields = {"x": "in", "dy": "in", "mean": "in", "invstd": "in", "dsum": "out", "dxsum": "out"}
+    row_fields = ("x", "dy")
+    vec_fields = ("mean", "invstd", "dsum", "dxsum")
+    parts = (("b", "sub"), ("b", "mul"), ("b", "mul"))
+    flops_per_element = 5
+
+    def cycles(self, group, target):
+        f = self._main(group)
+        L = int(group.param("row"))
+        return super().cycles(group, target) + popops.tile_strided_reduce_share(
+            group.tiles, f.sizes // L, L, ("add", "add"), f.tensor.itemsize, int(target.threads_per_tile))
+
+    def compute(self, group, data):
+        x = self.rows(group, data, "x")
+        dy = self.rows(group, data, "dy")
+        xhat = (x - self.vec_per_row(group, data, "mean")) * self.vec_per_row(group, data, "invstd")
+        per_v = self._main(group).sizes // x.shape[-1]
+        self.put(group, data, "dsum", _segment_sum(dy, per_v))
+        self.put(group, data, "dxsum", _segment_sum(dy * xhat, per_v))
+
+
+class ChannelGradApply(RowCodelet):
+    """dx = a * dy + b * x + c per channel (batch-norm input gradient with per-channel
+    coefficients): per row two multiplies and two adds (binary-op loops)."""
+
+    name = "BatchNormGradApplyRows"
+    fields = {"x": "in", "dy": "in", "a": "in", "b": "in", "c": "in", "out": "out"}
+    row_fields = ("x", "dy", "out")
+    vec_fields = ("a", "b", "c")
+    parts = (("b", "mul"), ("b", "mul"), ("b", "add"), ("b", "add"))
+    flops_per_element = 5
+
+    def compute(self, group, data):
+        x = self.rows(group, data, "x")
+        dy = self.rows(group, data, "dy")
+        v = lambda n: self.vec_per_row(group, data, n)  # noqa: E731
+        self.put(group, data, "out", v("a") * dy + v("b") * x + v("c"))
+
+
+BN_STATS = BatchNormStats()
+
+
+CHANNEL_AFFINE = ChannelAffine()
+
+
+BN_GRAD_STATS = BatchNormGradStats()
+
+
+CHANNEL_GRAD_APPLY = ChannelGradApply()

@@ -1,0 +1,164 @@
+"""Codelets (vertex types): numerics as vectorised numpy over a whole vertex group, plus a
+vectorised cycle-cost function, code size and state size.
+
+Cycle unit: **worker-thread cycles** = instructions a worker context issues.  A tile's barrel
+scheduler gives each of its ``threads_per_tile`` workers one issue slot in turn, so a vertex of
+``c`` thread cycles occupies ``c * threads_per_tile`` tile cycles of wall time, and a tile whose
+workers are all busy retires one worker instruction per tile cycle (see cost_model.py).
+
+The cycle formulas are Poplar's own codelet cycle estimators (graphcore/poplibs), one module per
+library in ``emulator/estimators`` (tests/emulator/estimators/test_codelet_costs.py pins them,
+docs/emulator-fidelity.md tabulates ours against poplibs'); a codelet here says which estimator
+costs it (an elementwise codelet's ``model``, see estimators/elementwise.py) and keeps the vertex
+behaviour.  A codelet may also be a *supervisor* vertex (``supervisor = True``, e.g. the AMP
+matmul): one vertex per tile that uses all six workers; its ``cycles`` are the poplibs tile estimate
+divided by the number of workers (worker-slot units), so the engine's ``6 x cycles +
+vertex_launch_cycles`` gives the poplibs tile cycles.  Device rates come from the target's device
+spec ``[emulator]`` section.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator.estimators import elementwise as EW
+from popvision_lite.emulator.estimators import popops
+from popvision_lite.emulator.graph import Regions, VertexGroup, to_dtype
+from popvision_lite.errors import EmulatorError
+
+
+def _f32(x):
+    """``x`` as float32 for a vertex's compute: ``graph.to_dtype`` (the bits of ``astype``, without numpy's
+    slow path for fp16 subnormals) for arrays."""
+    return to_dtype(x, "float32") if isinstance(x, np.ndarray) else np.asarray(x, dtype=np.float32)
+
+
+class Codelet:
+    """Base class.  Subclasses set ``name``, ``fields`` ({name: "in"|"out"|"inout"}), ``code_bytes``
+    (per tile, once per codelet), ``state_bytes`` (per vertex) and override ``cycles`` / ``flops`` /
+    ``compute`` (vectorised over a group) or ``compute_vertex`` (slow path)."""
+
+    name = "Codelet"
+    fields: dict[str, str] = {}
+    code_bytes = 256
+    state_bytes = 4
+    # attributes a group's numerics cache on the group (index arrays, plans): only worth keeping while the
+    # group may run again; a one-shot run drops them after the group's last run (Engine.run with ``keep``)
+    group_caches: tuple[str, ...] = ()
+
+    def drop_caches(self, group: VertexGroup) -> None:
+        """Forget what ``compute`` / ``gemm_plan`` cached on ``group`` (rebuilt if it runs again)."""
+        for name in self.group_caches:
+            group.__dict__.pop(name, None)
+
+    def check(self, group: VertexGroup) -> None:
+        """Raise EmulatorError when the group's field shapes do not suit this codelet."""
+
+    def cycles(self, group: VertexGroup, target) -> np.ndarray:
+        raise NotImplementedError
+
+    def flops(self, group: VertexGroup) -> int:
+        return 0
+
+    def sram_bytes(self, group: VertexGroup) -> int:
+        """Bytes the group reads and writes from tile SRAM (inout fields count twice)."""
+        total = 0
+        for fname, f in group.fields.items():
+            b = int(f.elems().sum()) * f.tensor.itemsize
+            total += 2 * b if self.fields[fname] == "inout" else b
+        return total
+
+    def compute(self, group: VertexGroup, data: dict) -> None:
+        for v in range(group.n):
+            self.compute_vertex(group, data, v)
+
+    def compute_vertex(self, group: VertexGroup, data: dict, v: int) -> None:
+        raise NotImplementedError(f"codelet '{self.name}' has no numerics")
+
+    def __repr__(self) -> str:
+        return f"<codelet {self.name}>"
+
+
+def _expand(param, sizes: np.ndarray):
+    """Per-vertex parameter -> per-element array (scalars pass through)."""
+    p = np.asarray(param)
+    return p if p.ndim == 0 else np.repeat(p, sizes)
+
+
+class Elementwise(Codelet):
+    """out = fn(inputs...) elementwise over Regions fields of equal size per vertex."""
+
+    def __init__(self, name, fn, inputs=("a", "b"), cycles_per_vector=popops.FALLBACK_UNARY_VECTOR_CYCLES,
+                 flops_per_element=1,
+                 params=(), inplace=False, code_bytes=320, model=None):
+        # model: which poplibs estimator gives the worker cycles of a piece: ("binary", op),
+        # ("unary", op), ("nonlinearity", kind, grad), ("cast",), ("fill",), ("scaled_add",),
+        # ("composite", [models...]) for fused ops (sum of the parts), or None (fallback formula).
+        self.model = model
+        self.name = name
+        self.fn = fn
+        self.inputs = tuple(inputs)
+        self.inplace = inplace
+        self.fields = {i: "in" for i in self.inputs}
+        self.fields["out"] = "inout" if inplace else "out"
+        self.cycles_per_vector = cycles_per_vector
+        self.flops_per_element = flops_per_element
+        self.param_names = tuple(params)
+        self.code_bytes = code_bytes
+        self.state_bytes = 4 + 4 * len(self.param_names)
+
+    def check(self, group):
+        sizes = None
+        for fname, f in group.fields.items():
+            if not isinstance(f, Regions):
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be tensor.regions(...)")
+            if sizes is None:
+                sizes = f.sizes
+            elif not np.array_equal(sizes, f.sizes):
+                v = int(np.nonzero(sizes != f.sizes)[0][0])
+                raise EmulatorError(
+                    f"codelet '{self.name}' in '{group.cs.name}': vertex {v}: field '{fname}' has {int(f.sizes[v])} "
+                    f"elements but another field has {int(sizes[v])}; fix: connect equal-sized regions"
+                )
+        for p in self.param_names:
+            if p not in group.params:
+                raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': missing param '{p}'")
+
+    def cycles(self, group, target):
+        out = group.fields["out"]
+        n = np.asarray(out.sizes, dtype=np.int64)
+        if self.model is None:
+            return popops.fallback_worker_cycles(n, out.tensor.itemsize, self.cycles_per_vector)
+        src = group.fields[self.inputs[0]].tensor.itemsize if self.inputs else out.tensor.itemsize
+        on_tile = np.bincount(group.tiles)[group.tiles] if group.n else np.zeros(0, np.int64)
+        return EW.piece_cycles(self.model, n, out.tensor.itemsize, src, on_tile, int(target.threads_per_tile))
+
+    # pieces beyond the tile's workers are regions of 2D worker vertices, not vertices of their own:
+    # the supervisor launches at most ``threads`` of them (cost_model.compute_tile_cycles)
+    multi_region = True
+
+    def flops(self, group):
+        if group.fields["out"].tensor.dtype == "int32":
+            return 0
+        return int(self.flops_per_element * group.fields["out"].sizes.sum())
+
+    def compute(self, group, data):
+        out = group.fields["out"]
+        args = [group.fields[i].gather(data) for i in self.inputs]
+        if self.inplace:
+            args = [out.gather(data), *args]
+        kw = {p: _expand(group.params[p], out.sizes) for p in self.param_names}
+        res = self.fn(*args, **kw)
+        out.scatter(data, to_dtype(res, out.tensor.dtype))
+
+
+def unary(name, fn, cycles_per_vector=popops.FALLBACK_UNARY_VECTOR_CYCLES, flops_per_element=1, params=(),
+          code_bytes=256, model=None) -> Elementwise:
+    return Elementwise(name, fn, ("in",), cycles_per_vector, flops_per_element, params, code_bytes=code_bytes,
+                       model=model)
+
+
+def binary(name, fn, cycles_per_vector=popops.FALLBACK_BINARY_VECTOR_CYCLES, flops_per_element=1, params=(),
+           code_bytes=320, model=None) -> Elementwise:
+    return Elementwise(name, fn, ("a", "b"), cycles_per_vector, flops_per_element, params, code_bytes=code_bytes,
+                       model=model)
