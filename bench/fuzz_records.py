@@ -257,30 +257,9 @@ def profile_cases(folder: Path, n: int, seed: int, start: int, first: int = 0) -
 
 
 def classify_profile(case: dict) -> tuple[str, str]:
-    try:
-        return _classify_profile(case)
-    finally:
-        _release_widgets()
-
-
-def _release_widgets() -> None:
-    """Delete the widgets the case's in-process exports closed.  ``export_view`` closes its host with
-    ``deleteLater``, which only an event loop's pass over deferred deletes carries out: a CLI process ends first,
-    the app runs its loop, but a worker that answers case after case never runs one, so each export's widgets and
-    the profile they hold stayed alive (round 4, seed 45: the worker's RSS grew ~14 MB a case, 2.5 GB by case 180,
-    until case 788 passed the 4 GiB cap; three cases on, the worker, its address space at the cap, died of SIGSEGV)."""
-    if "PySide6" not in sys.modules:
-        return
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance()
-    if app is not None:
-        from bench import fuzz_surfaces
-
-        fuzz_surfaces._release(app)
-
-
-def _classify_profile(case: dict) -> tuple[str, str]:
+    """A profile case through the reader, the CLI commands and (every VIEWS_EVERY-th case) the views, in this
+    worker.  Each export frees its widgets before it returns (gui/headless.py): they once stayed alive in a worker
+    that runs no event loop, ~14 MB a case, until seed 45's case 788 passed the 4 GiB cap."""
     outcome, detail = fz.classify(case["path"])
     if outcome == "other_exception" and detail.startswith("MemoryError"):
         return "memory", detail

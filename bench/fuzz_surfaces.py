@@ -461,13 +461,10 @@ def _settle(app, seconds=0.05):
 def _release(app) -> None:
     """Delete the widgets closed by the case now (deleteLater needs a pass of the event loop that handles
     deferred deletes), so a worker does not accumulate views case after case."""
-    import gc
+    from popvision_lite.gui.app import delete_now
 
-    from PySide6.QtCore import QCoreApplication, QEvent
-
-    QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
     app.processEvents()
-    gc.collect()
+    delete_now()
 
 
 def _audit(root, bait) -> str:

@@ -28,6 +28,18 @@ def create_app(argv: list[str] | None = None):
     return app
 
 
+def delete_now() -> None:
+    """Carry out the deferred deletes (``deleteLater``) now, and collect the Python cycles pyqtgraph's parentless
+    view-box menus sit in.  Only an event loop runs deferred deletes, which a script or a loop of headless exports
+    never does: without this, their widgets (and the profile each holds) live until exit."""
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
+
+
 def build_window(args, settings=None):
     """Create the main window and start opening what ``args`` asks for (used by run_app and tests)."""
     from popvision_lite.gui.main_window import MainWindow

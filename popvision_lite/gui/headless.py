@@ -14,7 +14,7 @@ from popvision_lite.analysis.liveness import liveness_curve
 from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.summary import summary_table
 from popvision_lite.errors import ConfigError
-from popvision_lite.gui.app import create_app
+from popvision_lite.gui.app import create_app, delete_now
 from popvision_lite.gui.export.pictures import export_panel_png, export_table_png
 from popvision_lite.gui.export.plots import Region, export_plot, export_target
 from popvision_lite.gui.export.tables import export_table, view_tables
@@ -307,14 +307,7 @@ def _export_table_picture(widget, host, view: str, output, suffix: str, width) -
 
 
 def _delete_now(host) -> None:
-    """Close and delete the export's widgets now.  deleteLater acts only in an event loop, which an export in a
-    script or a loop of exports never runs, so the widgets (and the profile each holds) lived until exit, ~14 MB
-    an export; pyqtgraph's parentless view-box menus go with their Python reference cycles."""
-    import gc
-
-    from PySide6.QtCore import QCoreApplication, QEvent
-
+    """Close and delete the export's widgets now, not at exit (a loop of exports kept ~14 MB each)."""
     host.close()
     host.deleteLater()
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    gc.collect()
+    delete_now()

@@ -77,7 +77,7 @@ def test_planted_folders_are_refused_and_nothing_outside_changes(template, tmp_p
 
 def test_a_worker_keeps_no_profile_from_case_to_case(tmp_path):
     """Seed 45's case 788 (a 2.1 pipelined file, phases rebuilt) reads, and every command answers; afterwards no
-    Profile of it is alive.  export_view leaves its closed widgets to a deferred delete no event loop runs in a
+    Profile of it is alive.  export_view once left its closed widgets to a deferred delete no event loop runs in a
     worker, and each held its profile: the worker grew ~14 MB a case until case 788 passed the 4 GiB cap."""
     import gc
 
