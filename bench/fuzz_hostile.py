@@ -311,14 +311,19 @@ def h_long_string(rng, src, dst):
     with fz._h5(dst) as f:
         name = _pick(rng, f, lambda n, d: n.endswith("name.categories") or n.endswith("plan.categories"))
         d = f[name]
-        cats = list(d[()])
         kind = rng.choice(["1MiB", "64KiB", "html", "formula"])
         s = {"1MiB": b"x" * (1 << 20), "64KiB": b"<b>" * (64 << 10),
              "html": b"<script>alert(1)</script>\x00\x1b[31m", "formula": b"=HYPERLINK(\"http://x\")"}[kind]
-        cats[rng.randrange(len(cats))] = s
-        width = max(map(len, cats))
-        _replace(f, name, data=np.array(cats, dtype=f"S{width}"))
+        set_category(f, name, rng.randrange(len(d)), s)
         return f"{name}: {kind} string"
+
+
+def set_category(f, name: str, i: int, value: bytes) -> None:
+    """Category ``i`` of the fixed-width string dataset ``name`` of the open file ``f`` becomes ``value``, the
+    dataset widened to hold it."""
+    cats = list(f[name][()])
+    cats[i] = value
+    _replace(f, name, data=np.array(cats, dtype=f"S{max(map(len, cats))}"))
 
 
 def h_vlen_claim(rng, src, dst):

@@ -44,9 +44,7 @@ def hostile_files(tmp_path_factory):
     long_name = folder / "long_name.pvl"
     long_name.write_bytes(base.read_bytes())
     with fz._h5(long_name) as h:
-        cats = list(h["tables/ops/name.categories"][()])
-        cats[1] = b"y" * (1 << 20)
-        fh._replace(h, "tables/ops/name.categories", data=np.array(cats, dtype=f"S{1 << 20}"))
+        fh.set_category(h, "tables/ops/name.categories", 1, b"y" * (1 << 20))
     files["long_name"] = long_name
     files["external"] = folder / "external.pvl"
     fh.h_external_storage(random.Random(0), base, files["external"])
