@@ -54,6 +54,14 @@ class Codelet:
     def check(self, group: VertexGroup) -> None:
         """Raise EmulatorError when the group's field shapes do not suit this codelet."""
 
+    def scalar_param(self, group: VertexGroup, name: str) -> int:
+        """The group's scalar parameter ``name`` as an int; EmulatorError naming the codelet and compute set when
+        it is missing or not a scalar."""
+        value = group.param(name)
+        if value is None or np.ndim(value) != 0:
+            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param '{name}'")
+        return int(value)
+
     def cycles(self, group: VertexGroup, target) -> np.ndarray:
         raise NotImplementedError
 

@@ -198,10 +198,7 @@ class TileMatMul(BlockMatMul):
     def dims(self, group):
 
         om, on = _block2(group.fields["out"], "out", self.name)
-        k = group.param("k")
-        if k is None or np.ndim(k) != 0:
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'k'")
-        k = int(k)
+        k = self.scalar_param(group, "k")
         fa, fb = group.fields["a"], group.fields["b"]
         for fname, f, want in (("a", fa, om * k), ("b", fb, k * on)):
             if not isinstance(f, Regions) or np.any(f.sizes != want):

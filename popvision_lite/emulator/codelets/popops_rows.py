@@ -43,10 +43,7 @@ class RowCodelet(Codelet):
     state_bytes = 12
 
     def check(self, group):
-        row = group.param("row")
-        if row is None or np.ndim(row) != 0:
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'row'")
-        row = int(row)
+        row = self.scalar_param(group, "row")
         first = None
         for fname in self.fields:
             f = group.fields[fname]
@@ -205,11 +202,9 @@ class ReducePartials(Codelet):
     state_bytes = 10
 
     def check(self, group):
-        k = group.param("k")
-        if k is None or np.ndim(k) != 0:
-            raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': needs scalar param 'k'")
+        k = self.scalar_param(group, "k")
         fi, fo = group.fields["in"], group.fields["out"]
-        if not isinstance(fi, Regions) or not isinstance(fo, Regions) or np.any(fi.sizes != int(k) * fo.sizes):
+        if not isinstance(fi, Regions) or not isinstance(fo, Regions) or np.any(fi.sizes != k * fo.sizes):
             raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': 'in' must be k x 'out' elements "
                                 "per vertex (regions)")
 
