@@ -88,11 +88,25 @@ ROWS: dict[str, tuple] = {
     "onnx_bert_base_4l_train": ("onnx", ("bert", 4), ["--batch", "8", "--seq", "128", "--training", "--timing-only"]),
     "onnx_zoo_resnet50_b16": ("onnx", ("zoo", "resnet50.classic"), ["--batch", "16", "--timing-only"]),
     "onnx_zoo_gpt2_b8": ("onnx", ("zoo", "gpt2.classic"), ["--batch", "8", "--seq", "64", "--timing-only"]),
+    "onnx_bert_base_4l": ("onnx", ("bert", 4), ["--batch", "8", "--seq", "128", "--timing-only"]),
+    "onnx_bert_base_12l_b2": ("onnx", ("bert", 12), ["--batch", "2", "--seq", "128", "--timing-only"]),
+    "onnx_bert_base_12l_s256_b16": ("onnx", ("bert", 12), ["--batch", "16", "--seq", "256", "--timing-only"]),
+    "onnx_bert_base_2l_train": ("onnx", ("bert", 2), ["--batch", "4", "--seq", "128", "--training", "--timing-only"]),
+    "onnx_bert_base_3l_train_s256": ("onnx", ("bert", 3), ["--batch", "4", "--seq", "256", "--training",
+                                                            "--timing-only"]),
+    "onnx_zoo_t5_b8": ("onnx", ("zoo", "t5.classic"), ["--batch", "8", "--seq", "128", "--timing-only"]),
+    "onnx_zoo_llama_b8": ("onnx", ("zoo", "llama.classic"), ["--batch", "8", "--seq", "128", "--timing-only"]),
+    "onnx_zoo_minilm_b8": ("onnx", ("zoo", "minilm_sdpa.classic"), ["--batch", "8", "--seq", "64", "--timing-only"]),
+    "onnx_zoo_efficientnet_b8": ("onnx", ("zoo", "efficientnet_b0.classic"), ["--batch", "8", "--timing-only"]),
+    "onnx_zoo_mobilenet_v2_b32": ("onnx", ("zoo", "mobilenet_v2.classic"), ["--batch", "32", "--timing-only"]),
+    "onnx_zoo_unet_b8": ("onnx", ("zoo", "unet.classic"), ["--batch", "8", "--timing-only"]),
 }
 # the rows each path's coefficients are fitted on (least squares of the relative error); every other row judges
 FIT_ROWS = ("bert_large_4_s128_b8", "bert_large_4_s512_b16", "bert_large_16", "gpt2_xl_16x4", "gpt3_13b_tp4",
             "resnet50_b20", "resnet_tiny_numerics", "mlp_numerics", "conv_timing",
-            "onnx_bert_base_12l", "onnx_bert_base_4l_train")
+            "onnx_bert_base_12l", "onnx_bert_base_12l_s256_b16", "onnx_bert_base_4l_train", "onnx_bert_base_2l_train",
+            "onnx_zoo_t5_b8",
+            "onnx_zoo_efficientnet_b8", "onnx_zoo_resnet50_b16", "onnx_zoo_unet_b8")
 
 _DRIVER = """
 import sys
