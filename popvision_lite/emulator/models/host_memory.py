@@ -15,7 +15,9 @@ exact functions of the config (:func:`composed_terms`, :func:`whole_terms`); the
 figure and are *calibrated* (the composed path's, and the whole-graph path's after its build, see BUILT): least
 squares on the named rows of ``bench/host_memory.py`` (:data:`FIT_ROWS`), judged on its other rows and by
 leave-one-out on the fitted ones (docs/performance.md).  A run whose estimate is over half of this machine's
-memory is refused with exit 2 before anything is allocated, naming the field that grows it most.
+memory is refused with exit 2 before anything is allocated, naming the field that grows it most.  On the
+whole-graph path that first estimate is only a lower bound, and the estimate proper comes right after the graph
+is built, from its vertex count, before the compile and the run (:func:`check_built_graph`, decision 0390).
 """
 
 from __future__ import annotations
