@@ -136,12 +136,12 @@ def end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
 def oom_advice(path) -> str:
     """What binds a profile that does not fit (``analysis/fit_constraint.py``, cheap) and the fit advisor's command
     that searches for a configuration that does (``popvision-lite fit``)."""
-    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.analysis.fit_constraint import binding_headline
     from popvision_lite.profile.reader import open_profile
 
     try:
         with open_profile(path) as p:
-            why = binding_constraint(p).headline()
+            why = binding_headline(p)
     except PopvisionError as e:  # the file just written cannot be read back: the command still helps
         why = f"(what binds could not be read back: {e})"
     return f"why: {why}\nto find a configuration that fits: popvision-lite fit {path}"
