@@ -10,8 +10,6 @@ import argparse
 import logging
 import sys
 
-from popvision_lite.analysis.insights import placed_text
-from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag, field_switches, switch_value
 from popvision_lite.cli.info import profile_totals, time_split_line
@@ -105,7 +103,10 @@ def end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
             band = eb.ipu_band(cfg.model, sch_.get("host_framework"), int(getattr(cfg, "ipus", 1) or 1))
             lines.append(f"  error band: {band.text()}")
             lines.append(f"  {host_step_text(sch_)}")
-    if "layer_split" in sch_:
+    if "layer_split" in sch_:  # (imported here: a run without a pipeline schedule never needs them)
+        from popvision_lite.analysis.insights import placed_text
+        from popvision_lite.analysis.summary import schedule_lines
+
         lines += schedule_lines(sch_, s["clock_hz"])
     terms = sch_.per_step_terms
     if any(terms.values()):
