@@ -19,7 +19,31 @@ EMULATOR_VERSION = "popvision-lite-emulator 0.1"
 U32 = np.iinfo(np.uint32).max
 
 
-class StepTileArray:
+class _LazyRows:
+    """A lazy (rows, tiles) uint32 array: ``a[rows]`` and ``a[rows, tiles]`` form only the rows asked for
+    (``_select``), ``np.asarray(a)`` all of them."""
+
+    shape: tuple[int, int]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _select(self, key) -> np.ndarray:
+        raise NotImplementedError
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            first, rest = key[0], key[1:]
+            rows = self[first]
+            return rows[(slice(None), *rest)] if rows.ndim == 2 else rows[rest]
+        return self._select(key)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._select(slice(None))
+        return a if dtype is None else a.astype(dtype)
+
+
+class StepTileArray(_LazyRows):
     """Lazy (steps, tiles) uint32 array: step i is the row of step template ``seq[i]`` (rows are
     stored sparse per template, so neither a Repeat of n iterations nor a 16-IPU target costs
     memory per step).  Supports ``a[i:j]``, ``a[i:j, tiles]``, ``.shape``, ``np.asarray(a)``."""
@@ -33,9 +57,6 @@ class StepTileArray:
         self.ndim = 2
         # what depends only on the templates' tiles (their layouts), shared by the arrays of one run's templates
         self._shared = {} if shared is None else shared
-
-    def __len__(self) -> int:
-        return self.shape[0]
 
     def _rows(self, tids: np.ndarray) -> np.ndarray:
         out = np.zeros((len(tids), self.shape[1]), np.uint32)
@@ -161,24 +182,16 @@ class StepTileArray:
         out = cache[key] = (mn, sm, mx)
         return out
 
-    def __getitem__(self, key):
-        if isinstance(key, tuple):
-            first, rest = key[0], key[1:]
-            rows = self[first]
-            return rows[(slice(None), *rest)] if rows.ndim == 2 else rows[rest]
+    def _select(self, key) -> np.ndarray:
         if isinstance(key, int | np.integer):
             return self._rows(self.seq[[int(key)]])[0]
         return self._rows(self.seq[key])
-
-    def __array__(self, dtype=None, copy=None):
-        a = self._rows(self.seq)
-        return a if dtype is None else a.astype(dtype)
 
 
 _ALL, _RUN, _ROW, _SCATTER, _EMPTY = range(5)
 
 
-class BlockRows:
+class BlockRows(_LazyRows):
     """Lazy (rows, tiles) uint32 array that is zero but for blocks: ``blocks`` lists (first row, first tile, a
     (rows, tiles) uint32 array) that do not overlap (a pipelined run's liveness: each IPU's rows on its own tiles,
     so that a replica of S IPUs holds its stage graphs' rows once, not S x S times their size).  Supports
@@ -190,9 +203,6 @@ class BlockRows:
         self.ndim = 2
         self.blocks = blocks
 
-    def __len__(self) -> int:
-        return self.shape[0]
-
     def _rows(self, i: int, j: int) -> np.ndarray:
         out = np.zeros((max(j - i, 0), self.shape[1]), np.uint32)
         for r, a, blk in self.blocks:
@@ -201,11 +211,7 @@ class BlockRows:
                 out[lo - i:hi - i, a:a + blk.shape[1]] = blk[lo - r:hi - r]
         return out
 
-    def __getitem__(self, key):
-        if isinstance(key, tuple):
-            first, rest = key[0], key[1:]
-            rows = self[first]
-            return rows[(slice(None), *rest)] if rows.ndim == 2 else rows[rest]
+    def _select(self, key) -> np.ndarray:
         if isinstance(key, int | np.integer):
             k = int(key) + (self.shape[0] if key < 0 else 0)
             if not 0 <= k < self.shape[0]:
@@ -215,10 +221,6 @@ class BlockRows:
             i, j, _ = key.indices(self.shape[0])
             return self._rows(i, j)
         return self._rows(0, self.shape[0])[key]
-
-    def __array__(self, dtype=None, copy=None):
-        a = self._rows(0, self.shape[0])
-        return a if dtype is None else a.astype(dtype)
 
 
 def _layout(tiles, num_tiles: int) -> tuple[int, int, int]:
