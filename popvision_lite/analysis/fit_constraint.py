@@ -233,9 +233,15 @@ def _drawn_text(profile) -> tuple[str, int]:
 
 def _peak_lsteps(profile, tiles: np.ndarray) -> np.ndarray:
     """The liveness step where each of ``tiles`` holds the most not-always-live bytes (-1 without liveness)."""
-    if not len(tiles) or profile.liveness.num_lsteps == 0:
+    live = getattr(profile, "liveness", None)
+    if live is None:  # a ProfileData: the run's liveness array in memory
+        live = profile.liveness_tile_bytes
+        if not len(tiles) or np.shape(live)[0] == 0:
+            return np.full(len(tiles), -1, np.int64)
+        return np.asarray(live[:, np.asarray(tiles, np.int64)]).argmax(axis=0).astype(np.int64)
+    if not len(tiles) or live.num_lsteps == 0:
         return np.full(len(tiles), -1, np.int64)
-    tb = np.asarray(profile.liveness.tile_bytes(tiles=[int(t) for t in tiles]))
+    tb = np.asarray(live.tile_bytes(tiles=[int(t) for t in tiles]))
     return tb.argmax(axis=0).astype(np.int64)
 
 
@@ -327,7 +333,8 @@ def binding_headline(profile) -> str:
     """:meth:`BindingConstraint.headline` of ``profile``, reading only what the headline shows: the tensors of
     the binding IPU alone, no run totals, no peak program (the advice ``emulate`` prints for a run that does not
     fit; the same text as ``binding_constraint(profile).headline()``, without the work of the whole analysis on
-    every other IPU, which grew with the pipeline's depth)."""
+    every other IPU, which grew with the pipeline's depth).  ``profile``: an open Profile, or the ProfileData of
+    a run still in memory (the tables and arrays the writer stores, not read back)."""
     tm = TileMemory(profile)
     out = [_ipu_figures(tm, ipu) for ipu in range(tm.num_tiles // tm.tiles_per_ipu)]
     b = BindingConstraint(fits=_fits(profile, out), capacity=int(tm.capacity), ipus=out, drawn="", num_ipus=0)
