@@ -286,12 +286,52 @@ def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys, inv.ravel()
 
 
+def _row_runs_in_order(shape, bs, origins, tiles):
+    """by_windows' intervals (tiles, starts, stops) already in the order of their starts, or None where this
+    does not apply: windows one row run each per row of the last two dimensions (a block split of a matrix or a
+    stack of them, as a matmul's outputs and partials are cut), in bands of windows with the same first row and
+    height.  A band's runs go row by row, its windows by column in each; the bands in row order.  Checked
+    strictly ascending before use (else None), so the Mapping is the one sorting the runs gives, without the
+    sort of every run."""
+    nd, n_w = len(shape), len(bs)
+    if nd < 2 or n_w == 0 or np.any(bs[:, -1] >= shape[-1]) or (nd > 2 and np.any(bs[:, :nd - 2] != 1)):
+        return None
+    W = shape[-1]
+    strides = np.array([int(np.prod(shape[i + 1:])) for i in range(nd)], np.int64)
+    flat = origins @ strides
+    o = np.lexsort((origins[:, -1], flat // W))  # windows by first row, then column
+    row, h = (flat // W)[o], bs[o, -2]
+    first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    band = np.repeat(np.arange(len(first)), np.diff(np.r_[first, n_w]))
+    if np.any(h != h[first][band]):
+        return None
+    k = np.diff(np.r_[first, n_w])  # windows per band
+    runs = h[first] * k
+    base = (np.cumsum(runs) - runs)[band] + np.arange(n_w) - first[band]  # position of each window's first run
+    w = np.repeat(np.arange(n_w), h)
+    r = np.arange(len(w)) - np.repeat(np.cumsum(h) - h, h)
+    pos = base[w] + r * k[band][w]
+    starts = np.empty(len(w), np.int64)
+    stops = np.empty(len(w), np.int64)
+    tl = np.empty(len(w), np.int64)
+    starts[pos] = flat[o][w] + r * W
+    stops[pos] = starts[pos] + bs[o, -1][w]
+    tl[pos] = tiles[o][w]
+    if len(starts) > 1 and not np.all(starts[1:] > starts[:-1]):
+        return None
+    return tl, starts, stops
+
+
 def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
     """Window i (``block_shapes[i]`` at element coordinates ``origins[i]``) on ``tiles[i]``; the
     windows must not overlap (an uneven block split: blocks of a few shapes)."""
     bs = np.asarray(block_shapes, np.int64).reshape(len(tiles), -1)
     origins = np.asarray(origins, np.int64).reshape(len(tiles), -1)
     tiles = np.asarray(tiles, np.int64)
+    shape = tuple(int(d) for d in shape)
+    ordered = _row_runs_in_order(shape, bs, origins, tiles)
+    if ordered is not None:
+        return _merge(Mapping(*ordered))
     starts, stops, tl = [], [], []
     keys, inv = unique_rows(bs)
     for c, key in enumerate(keys):

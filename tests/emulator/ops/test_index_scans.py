@@ -109,3 +109,43 @@ def test_a_mapping_remembers_only_a_check_that_passed():
     joined = M.Mapping([0, 0], [0, 4], [4, 8])
     assert M._merge(joined) is M._merge(joined) and len(M._merge(joined)) == 1
     assert M._merge(m) is m
+
+
+def _by_windows_sorted(shape, bs, origins, tiles):
+    """by_windows as it was written before: every window's runs, class by class, then the Mapping's sort."""
+    starts, stops, tl = [], [], []
+    for key in np.unique(bs, axis=0):
+        sel = np.nonzero(np.all(bs == key, axis=1))[0]
+        s, e = M.window_intervals(shape, key, origins[sel])
+        starts.append(s.ravel())
+        stops.append(e.ravel())
+        tl.append(np.repeat(tiles[sel], s.shape[1]))
+    return M._merge(M.Mapping(np.concatenate(tl), np.concatenate(starts), np.concatenate(stops)))
+
+
+def test_by_windows_of_uneven_splits_is_the_sorted_mapping():
+    """Windows of an uneven block split (a matmul's outputs, 2-D, and its partials, a stack of them), in any
+    order and on any tiles: the runs put in order without a sort give the mapping sorting them gives."""
+    rng = np.random.default_rng(6)
+    in_order = 0
+    for case in range(200):
+        G, Mm, N = int(rng.integers(1, 4)), int(rng.integers(1, 50)), int(rng.integers(1, 50))
+        msz, moff = MM._parts(Mm, int(rng.integers(1, Mm + 1)))
+        nsz, noff = MM._parts(N, int(rng.integers(1, N + 1)))
+        gg, ii, jj = (x.ravel() for x in np.meshgrid(np.arange(G), np.arange(len(msz)), np.arange(len(nsz)),
+                                                     indexing="ij"))
+        p = rng.permutation(len(gg)) if case % 2 else np.arange(len(gg))
+        gg, ii, jj = gg[p], ii[p], jj[p]
+        tiles = rng.integers(0, 1472, len(gg)) if case % 3 else np.full(len(gg), 5)
+        if case % 4 < 2:
+            shape, bs, org = (G, Mm, N), np.stack([np.ones_like(gg), msz[ii], nsz[jj]], 1), np.stack(
+                [gg, moff[ii], noff[jj]], 1)
+        else:
+            sel = gg == 0
+            shape, bs, org, tiles = (Mm, N), np.stack([msz[ii], nsz[jj]], 1)[sel], np.stack(
+                [moff[ii], noff[jj]], 1)[sel], tiles[sel]
+        got, want = M.by_windows(shape, bs, org, tiles), _by_windows_sorted(shape, bs, org, tiles)
+        for f in ("tile", "start", "stop"):
+            assert np.array_equal(getattr(got, f), getattr(want, f))
+        in_order += M._row_runs_in_order(shape, bs, org, tiles) is not None
+    assert in_order > 150  # the path without a sort is the one these splits take (full-width blocks are not)
