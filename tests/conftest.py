@@ -10,7 +10,12 @@ import pytest
 # GUI tests run offscreen unless a real display was asked for explicitly.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from tests.support import devices as test_devices  # noqa: E402
 from tests.support.compare_runs import run_pairs, tile_mismatch  # noqa: E402, F401  (fixtures: analysis and gui)
+
+# The tests' device with fewer tiles (tests/support/devices, decision 0395): its id resolves in this process as
+# a bundled one does, for the tests whose behaviour does not depend on the shipped chip's 1,472 tiles.
+SMALL_DEVICE = test_devices.register().id
 
 # Every wait of a Qt test ends as soon as its event happens; its timeout only stops a test that would hang.
 # A timeout of a few seconds is a guess about the machine's speed, which a loaded machine (the suite beside
