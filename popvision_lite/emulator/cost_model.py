@@ -191,17 +191,7 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
             v = np.sort((((dt >> 1) * SE + se) * L1 + ln) * 2 + (dt & 1), kind="stable")
             lb = eb = -1
         isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
-        first = np.empty(len(v), bool)
-        first[:1] = True
-        np.not_equal(v[1:], v[:-1], out=first[1:])
-        u = v if first.all() else v[first]  # distinct keys
-        has_next = np.zeros(len(u), bool)
-        has_next[:-1] = u[1:] == u[:-1] + 1
-        has_prev = np.zeros(len(u), bool)
-        has_prev[1:] = has_next[:-1]
-        hit = np.where(u & 1, has_prev, has_next)
-        if u is not v:
-            hit = hit[np.cumsum(first) - 1]
+        hit = _partner_hits(v)
         if lb >= 0:
             w = (((v >> 1) & ((1 << lb) - 1)) * isz).astype(np.float64)
             dst = ((v >> (1 + lb + eb)) << 1) | (v & 1)
@@ -215,6 +205,22 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
     return np.ceil(np.bincount(plan.dst_tile[cross], weights=nbytes[cross].astype(np.float64),
                                minlength=T)).astype(np.int64)
+
+
+def _partner_hits(v: np.ndarray) -> np.ndarray:
+    """Per key of the sorted keys ``v``, whose lowest bit is the destination tile's within its bus (key ^ 1: the
+    same source piece received by the bus partner), whether its partner's key is among them: for an even key the
+    next distinct key, for an odd one the previous, so one pass over the sorted keys finds the partners."""
+    first = np.empty(len(v), bool)
+    first[:1] = True
+    np.not_equal(v[1:], v[:-1], out=first[1:])
+    u = v if first.all() else v[first]  # distinct keys
+    has_next = np.zeros(len(u), bool)
+    has_next[:-1] = u[1:] == u[:-1] + 1
+    has_prev = np.zeros(len(u), bool)
+    has_prev[1:] = has_next[:-1]
+    hit = np.where(u & 1, has_prev, has_next)
+    return hit if u is v else hit[np.cumsum(first) - 1]
 
 
 def _bus_bytes_of_groups(T: int, dst_tile: np.ndarray, nbytes: np.ndarray, pieces: np.ndarray,
@@ -231,20 +237,9 @@ def _bus_bytes_of_groups(T: int, dst_tile: np.ndarray, nbytes: np.ndarray, piece
     tb = max(T - 1, 1).bit_length()
     v = grp << tb
     v |= dst_tile[pieces]
-    new = np.empty(len(v), bool)
-    new[:1] = True
-    np.not_equal(v[1:], v[:-1], out=new[1:])
     if not np.all(v[1:] >= v[:-1]):
         v.sort(kind="stable")
-        np.not_equal(v[1:], v[:-1], out=new[1:])
-    u = v if new.all() else v[new]  # distinct keys
-    has_next = np.zeros(len(u), bool)
-    has_next[:-1] = u[1:] == u[:-1] + 1
-    has_prev = np.zeros(len(u), bool)
-    has_prev[1:] = has_next[:-1]
-    hit = np.where(u & 1, has_prev, has_next)
-    if u is not v:
-        hit = hit[np.cumsum(new) - 1]
+    hit = _partner_hits(v)
     w = gbytes[v >> tb]
     w[hit] /= 2
     return np.ceil(np.bincount(v & ((1 << tb) - 1), weights=w, minlength=T)).astype(np.int64)
