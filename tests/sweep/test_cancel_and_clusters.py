@@ -297,8 +297,8 @@ def test_stock_dask_cluster_runs_in_worker_or_refuses_before_any_point(tmp_path,
 
 def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, capsys):
     """The fix the refusal names works: workers started with DASK_DISTRIBUTED__WORKER__DAEMON=False take
-    --isolate process (a crashing point fails alone)."""
-    with dask_cluster(tmp_path, env={"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}) as (client, address):
+    --isolate process (a crashing point fails alone: the one worker runs the points after it)."""
+    with dask_cluster(tmp_path, n_workers=1, env={"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}) as (client, _):
         assert not any(w["daemon"] for w in client.run(pt.probe).values())
         pts, names = _points({"batch": [8, 16, 32]})
         o = engine.run_sweep(pts, tmp_path / "p", grid_names=names, client=client, isolate="process",
