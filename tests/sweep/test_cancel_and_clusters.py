@@ -64,33 +64,7 @@ def _point_processes(client) -> dict:
     return client.run(names)
 
 
-# ----------------------------------------------------------------------------- cancelling
-@pytest.mark.parametrize("isolate", ["process", "worker"])
-def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, tmp_path, isolate):
-    """Two points are running (one per worker, held at the gate) when the sweep is cancelled.  Process mode:
-    their workers stop their processes before run_sweep returns.  Worker mode: they cannot be stopped inside
-    the worker, so the test opens the gate after the cancel and lets them finish - they write nothing."""
-    out = tmp_path / "s"
-    gate = out / sweep_fixtures.GATE
-    pts, names = _points({"batch": [8, 16, 24, 32, 40, 48]})
-    with busy_cpus():
-        o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate=isolate,
-                             point_fn=sweep_fixtures.gated,
-                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
-        assert o.cancelled and (o.ok, o.failed, o.not_run) == (0, 0, 6)
-        if isolate == "process":  # stopped by their workers, before the sweep returned
-            assert all(v == [] for v in _point_processes(client).values())
-        (gate / "open").touch()
-        _drain(client)
-    assert (out / folder.RUN).read_text().startswith(folder.CANCELLED)
-    assert not list((out / "rows").iterdir())
-    assert not list((out / "profiles").iterdir())
-    assert len(pvl.open_sweep(out)) == 0
-    # the next run of the same folder is a new run: it commits, and resumes nothing
-    again = engine.run_sweep(pts[:2], out, grid_names=names, client=client, isolate=isolate)
-    assert (again.ok, again.resumed) == (2, 0) and len(list((out / "rows").iterdir())) == 2
-
-
+# ----------------------------------------------------------------------------- Ctrl+C
 def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(tmp_path, capsys):
     """The real command on its own LocalCluster, on a machine with every core busy: Ctrl+C (SIGINT to the
     process group, as a terminal sends it) ends it with status 130 and one line, no traceback, no temp files;
@@ -193,26 +167,6 @@ def test_isolation_choice_on_daemonic_workers():
         engine.choose_isolation(daemonic, "auto", point_timeout=5)
 
 
-def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):
-    """The dashboard needs bokeh (extra "dashboard"): with it the local cluster serves one on loopback and its
-    address is named; without it there is none and none is named.  The scheduler's own HTTP server (health checks,
-    the dashboard's pages) listens on loopback only."""
-    import importlib.util
-    import urllib.request
-
-    def http_hosts(dask_scheduler):
-        return {s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()}
-
-    assert client.run_on_scheduler(http_hosts) == {"127.0.0.1"}
-    link = engine.dashboard_link(client)
-    if importlib.util.find_spec("bokeh") is None:
-        assert link is None
-    else:
-        assert link is not None and link.startswith("http://127.0.0.1:") and link.endswith("/status")
-        with urllib.request.urlopen(link, timeout=30) as r:  # the page is served
-            assert r.status == 200 and b"Dask" in r.read()
-
-
 @contextlib.contextmanager
 def dask_cluster(tmp_path, n_workers=2, env=None):
     """A real cluster from the `dask` command line on 127.0.0.1 (scheduler + one `dask worker --nworkers N`),
@@ -306,3 +260,52 @@ def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, ca
         by_batch = {r["batch"]: r for r in o.rows}
         assert (o.ok, o.failed, o.isolate) == (2, 1, "process")
         assert "killed by SIGSEGV" in by_batch[sweep_fixtures.CRASH_BATCH]["error"]
+
+
+# ----------------------------------------------------------------------------- on the module's local cluster
+# The tests of the module's `client` come last: its cluster starts at its first user and idles (its scheduler's and
+# workers' heartbeats cost CPU) until the module's last test has run.
+@pytest.mark.parametrize("isolate", ["process", "worker"])
+def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, tmp_path, isolate):
+    """Two points are running (one per worker, held at the gate) when the sweep is cancelled.  Process mode:
+    their workers stop their processes before run_sweep returns.  Worker mode: they cannot be stopped inside
+    the worker, so the test opens the gate after the cancel and lets them finish - they write nothing."""
+    out = tmp_path / "s"
+    gate = out / sweep_fixtures.GATE
+    pts, names = _points({"batch": [8, 16, 24, 32, 40, 48]})
+    with busy_cpus():
+        o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate=isolate,
+                             point_fn=sweep_fixtures.gated,
+                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
+        assert o.cancelled and (o.ok, o.failed, o.not_run) == (0, 0, 6)
+        if isolate == "process":  # stopped by their workers, before the sweep returned
+            assert all(v == [] for v in _point_processes(client).values())
+        (gate / "open").touch()
+        _drain(client)
+    assert (out / folder.RUN).read_text().startswith(folder.CANCELLED)
+    assert not list((out / "rows").iterdir())
+    assert not list((out / "profiles").iterdir())
+    assert len(pvl.open_sweep(out)) == 0
+    # the next run of the same folder is a new run: it commits, and resumes nothing
+    again = engine.run_sweep(pts[:2], out, grid_names=names, client=client, isolate=isolate)
+    assert (again.ok, again.resumed) == (2, 0) and len(list((out / "rows").iterdir())) == 2
+
+
+def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):
+    """The dashboard needs bokeh (extra "dashboard"): with it the local cluster serves one on loopback and its
+    address is named; without it there is none and none is named.  The scheduler's own HTTP server (health checks,
+    the dashboard's pages) listens on loopback only."""
+    import importlib.util
+    import urllib.request
+
+    def http_hosts(dask_scheduler):
+        return {s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()}
+
+    assert client.run_on_scheduler(http_hosts) == {"127.0.0.1"}
+    link = engine.dashboard_link(client)
+    if importlib.util.find_spec("bokeh") is None:
+        assert link is None
+    else:
+        assert link is not None and link.startswith("http://127.0.0.1:") and link.endswith("/status")
+        with urllib.request.urlopen(link, timeout=30) as r:  # the page is served
+            assert r.status == 200 and b"Dask" in r.read()
