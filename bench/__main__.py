@@ -95,8 +95,8 @@ NOT_BENCHMARKS: dict[str, str] = {
                  "onnxscript, which are not dependencies (docs/onnx.md \"Beyond the zoo\")",
     "onnx_memory": "exports full-size models (BERT-base, GPT-2 ...) at run time; needs torch, torchvision and "
                    "transformers, which are not dependencies (docs/performance.md \"Imported models at full size\")",
-    "same_profiles": "checks that two profiles hold the same data (an emulator speed change's proof that every cycle and "
-                     "byte is as it was), not a benchmark",
+    "same_profiles": "a check that two profiles hold the same data (emulator speed changes must leave every cycle "
+                     "and byte as it was), not a benchmark; tests/bench/test_same_profiles.py",
     "gui_pixels": "pixel-by-pixel comparison of fixed GUI states between two trees (decision 0130): a refactoring "
                   "check with no goal of its own",
     "matmul_plan_check": "one matmul's plan and cycles beside poplin's planner estimate (decision 0105): an accuracy "

@@ -88,11 +88,26 @@ ROWS: dict[str, tuple] = {
     "onnx_bert_base_4l_train": ("onnx", ("bert", 4), ["--batch", "8", "--seq", "128", "--training", "--timing-only"]),
     "onnx_zoo_resnet50_b16": ("onnx", ("zoo", "resnet50.classic"), ["--batch", "16", "--timing-only"]),
     "onnx_zoo_gpt2_b8": ("onnx", ("zoo", "gpt2.classic"), ["--batch", "8", "--seq", "64", "--timing-only"]),
+    "onnx_bert_base_4l": ("onnx", ("bert", 4), ["--batch", "8", "--seq", "128", "--timing-only"]),
+    "onnx_bert_base_12l_b2": ("onnx", ("bert", 12), ["--batch", "2", "--seq", "128", "--timing-only"]),
+    "onnx_bert_base_12l_s256_b16": ("onnx", ("bert", 12), ["--batch", "16", "--seq", "256", "--timing-only"]),
+    "onnx_bert_base_2l_train": ("onnx", ("bert", 2), ["--batch", "4", "--seq", "128", "--training", "--timing-only"]),
+    "onnx_bert_base_3l_train_s256": ("onnx", ("bert", 3), ["--batch", "4", "--seq", "256", "--training",
+                                                            "--timing-only"]),
+    "onnx_zoo_t5_b8": ("onnx", ("zoo", "t5.classic"), ["--batch", "8", "--seq", "128", "--timing-only"]),
+    "onnx_zoo_llama_b8": ("onnx", ("zoo", "llama.classic"), ["--batch", "8", "--seq", "128", "--timing-only"]),
+    "onnx_zoo_minilm_b8": ("onnx", ("zoo", "minilm_sdpa.classic"), ["--batch", "8", "--seq", "64", "--timing-only"]),
+    "onnx_zoo_efficientnet_b8": ("onnx", ("zoo", "efficientnet_b0.classic"), ["--batch", "8", "--timing-only"]),
+    "onnx_zoo_mobilenet_v2_b32": ("onnx", ("zoo", "mobilenet_v2.classic"), ["--batch", "32", "--timing-only"]),
+    "onnx_zoo_unet_b8": ("onnx", ("zoo", "unet.classic"), ["--batch", "8", "--timing-only"]),
 }
 # the rows each path's coefficients are fitted on (least squares of the relative error); every other row judges
-FIT_ROWS = ("bert_large_4_s128_b8", "bert_large_4_s512_b16", "bert_large_16", "gpt2_xl_16x4", "gpt3_13b_tp4",
+FIT_ROWS = ("bert_large_4_s128_b8", "bert_large_4_s512_b16", "bert_large_16", "bert_large_tp4", "gpt2_medium_8_b4",
+            "gpt2_xl_16x4", "gpt3_13b_tp4", "gpt3_13b_tp1",
             "resnet50_b20", "resnet_tiny_numerics", "mlp_numerics", "conv_timing",
-            "onnx_bert_base_12l", "onnx_bert_base_4l_train")
+            "onnx_bert_base_12l", "onnx_bert_base_12l_s256_b16", "onnx_bert_base_4l_train", "onnx_bert_base_2l_train",
+            "onnx_zoo_t5_b8",
+            "onnx_zoo_efficientnet_b8", "onnx_zoo_resnet50_b16", "onnx_zoo_unet_b8")
 
 _DRIVER = """
 import sys
@@ -134,7 +149,8 @@ def command(name: str, tmp: str) -> list[str]:
 
 
 def row_estimate(name: str, tmp: str):
-    """(Estimate, path) of a row as the pre-check computes it, from the same command line."""
+    """(Estimate, the counts of its fitted terms) of a row as the pre-check computes it, from the same command
+    line (the counts differ from the estimate's terms where the composed path's floor sets it)."""
     from popvision_lite import value_checks
 
     saved = value_checks.host_memory_bytes
@@ -149,14 +165,15 @@ def row_estimate(name: str, tmp: str):
             batch = int(a[a.index("--batch") + 1]) if "--batch" in a else None
             seq = int(a[a.index("--seq") + 1]) if "--seq" in a else None
             lm = load(onnx_model(row[1], tmp), batch=batch, seq=seq)
-            return onnx_hm.estimate(lm, training="--training" in a, timing_only="--timing-only" in a)
+            est = onnx_hm.estimate(lm, training="--training" in a, timing_only="--timing-only" in a)
+            return est, {k: v for k, (v, _) in est.terms.items()}
         from popvision_lite.cli import emulate as E
         from popvision_lite.emulator.models import host_memory as hm
 
         p = argparse.ArgumentParser()
         E.add_arguments(p)
         cfg, _, _, timing = E.resolve(p.parse_args([a for a in command(name, tmp)[1:] if a != "-q"]))
-        return hm.estimate(cfg, timing)
+        return hm.estimate(cfg, timing), hm.fitted_counts(cfg, timing)
     finally:
         value_checks.host_memory_bytes = saved
 
@@ -223,7 +240,7 @@ def main(argv=None) -> int:
         runs = {n: pool.submit(measure, [PY, "-c", _DRIVER, *command(n, tmp)], args.timeout)
                 for n in names if n not in logged}
         for name in names:
-            est = row_estimate(name, tmp)
+            est, counts = row_estimate(name, tmp)
             if name in logged:
                 m = dict(rc=logged[name]["rc"], peak_rss_gb=logged[name]["peak_gib"], cpu_s=logged[name]["cpu_s"])
             else:
@@ -232,13 +249,14 @@ def main(argv=None) -> int:
             rec = dict(bench="host_memory", row=name, family=ROWS[name][0], path=est.path, rc=m["rc"],
                        cpu_s=m["cpu_s"], peak_gib=m["peak_rss_gb"], estimate_gib=round(est.gib, 3),
                        ratio=round(est.bytes / peak, 3) if peak else None, fit_row=name in FIT_ROWS,
-                       counts={k: v for k, (v, _) in est.terms.items()})
+                       counts=counts, floor="largest_tensor" in est.terms)
             ok_rc = m["rc"] in (0, 3)
             failed += not ok_rc
             records.append(dict(name=name, path=est.path, peak_bytes=peak if ok_rc else 0, counts=rec["counts"]))
             ratio = f"{rec['ratio']:8.2f}" if rec["ratio"] else "       -"
             print(f"{name:26} {rec['family']:15} {est.path:9} {m['peak_rss_gb']:8.2f} {est.gib:8.2f} {ratio}  "
-                  f"{'fit' if rec['fit_row'] else '   '}  {m['cpu_s']:5.1f}{'' if ok_rc else '  FAILED rc ' + str(m['rc'])}",
+                  f"{'fit' if rec['fit_row'] else '   '}  {m['cpu_s']:5.1f}{'  (floor)' if rec['floor'] else ''}"
+                  f"{'' if ok_rc else '  FAILED rc ' + str(m['rc'])}",
                   flush=True)
             print("BENCH-RESULT " + json.dumps(rec), flush=True)
             if ok_rc and peak:

@@ -31,20 +31,22 @@ from .resnet import stage_blocks
 GIB = 2**30
 
 # Bytes per unit of each term, per path; ``base`` is the interpreter, its libraries and what every run of the path
-# holds.  COMPOSED is *calibrated*: bench/host_memory.py --fit (least squares on its composed FIT_ROWS, aiming
+# holds.  COMPOSED is *calibrated*: bench/host_memory.py --fit (least squares on its eight composed FIT_ROWS, aiming
 # estimate / peak at the middle of the 0.8-1.5 band; a term whose coefficient comes out negative is dropped:
-# ``graphs`` and ``attention``), judged on the other composed rows and by leave-one-out, docs/performance.md "Host
-# memory of an emulation" (2026-12-06).  WHOLE is NOT fitted: the fit on its named rows is degenerate (leave-one-out
-# 0.4-27x: its terms do not follow the measured peaks), so these are the first guesses, 0.27-4.2x the peaks.
-COMPOSED = {"base": 351.5e6, "graphs": 0.0, "attention": 0.0, "tokens": 10.68, "vocab": 1.513, "profile": 37.83e6}
+# ``graphs`` and ``attention``), judged on the 14 other composed rows and by leave-one-out, docs/performance.md
+# "Host memory of an emulation" (refit 2026-12-06 17:40 UTC on that day's peaks).  WHOLE is NOT fitted: the fit
+# on its named rows is degenerate (leave-one-out 0.4-26x): what follows its peaks is the graph's vertex count
+# (measured: 33 B a vertex timing-only, about 0.5 kB with numerics), which its terms cannot see before the
+# graph is built, so these are the first guesses, 0.27-4.1x the peaks.
+COMPOSED = {"base": 379.3e6, "graphs": 0.0, "attention": 0.0, "tokens": 8.822, "vocab": 0.6549, "profile": 45.31e6}
 WHOLE = {"base": 0.12e9, "activations": 10.0, "weights": 8.0, "values": 16.0}
 
-# A floor under the composed estimate, not fitted: the emulator indexes every element of a tensor it maps or
-# exchanges with a numpy int64 (8 B), even timing-only, so a run holds at least that for its largest tensor - the
-# attention scores of one block of query rows (batch x local heads x seq x seq / attention serialisation) or a GPT
-# head's logits.  The fitted terms leave attention out (its coefficient came out negative over the fit rows, whose
-# sequences are at most 2,048), so without the floor a run at sequence 65,536 passed the check and was killed
-# for memory.
+# A floor under the composed estimate, not fitted: the emulator holds an int64 index (8 B) per element of the
+# attention scores of one block of query rows (batch x local heads x seq x seq / attention serialisation), even
+# timing-only.  The fitted terms leave attention out (its coefficient came out negative over the fit rows, whose
+# sequences are at most 2,048), so without the floor a run at sequence 65,536 passed the check and was killed for
+# memory.  Only the scores: a GPT head's logits are not indexed so (GPT-2 medium, batch 4 on 8 IPUs: 2.06e8 logit
+# elements would floor it at 1.65 GB + base; its measured peak is 1.01 GiB, docs/performance.md).
 INDEX_BYTES = 8
 
 # the size a field has in a usual run: the field furthest above it is the one a refusal names
@@ -144,19 +146,23 @@ _TERM_FIELDS = {"graphs": ("pipeline_stages",), "attention": ("seq", "batch", "h
 
 
 def largest_tensor(cfg: ModelConfig) -> float:
-    """Elements of the largest tensor a composed run builds on one IPU's shard (:data:`INDEX_BYTES`)."""
+    """Elements of the attention scores of one block of query rows on one IPU's shard (:data:`INDEX_BYTES`)."""
     s = cfg.shard()
     ser = max(1, int(getattr(s, "attention_serialisation", 1) or 1))
-    scores = s.batch * s.heads * s.seq * -(-s.seq // ser)
-    logits = s.batch * s.seq * s.vocab if s.model == "gpt" and s.training else 0
-    return float(max(scores, logits))
+    return float(s.batch * s.heads * s.seq * -(-s.seq // ser))
+
+
+def fitted_counts(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
+    """The counts of the fitted terms of the path the run takes (what bench/host_memory.py --fit fits on, the
+    floor aside)."""
+    return composed_terms(cfg) if runs_composed(cfg, timing_only) else whole_terms(cfg, timing_only)
 
 
 def estimate(cfg: ModelConfig, timing_only: bool) -> Estimate:
     """The estimated peak host memory of emulating ``cfg`` (calibrated; see the module's text), at least the
     index floor of its largest tensor on the composed path (:data:`INDEX_BYTES`)."""
     composed = runs_composed(cfg, timing_only)
-    counts, coef = (composed_terms(cfg), COMPOSED) if composed else (whole_terms(cfg, timing_only), WHOLE)
+    counts, coef = fitted_counts(cfg, timing_only), COMPOSED if composed else WHOLE
     terms = {k: (v, coef[k] * v) for k, v in counts.items()}
     total = coef["base"] + sum(b for _, b in terms.values())
     if composed:

@@ -275,7 +275,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     tick("reading ONNX model", 0.0)
     given = read_inputs(inputs)
     lm = load(path, batch=batch, seq=seq, dims=dims, input_shapes={k: np.shape(v) for k, v in given.items()})
-    check_host_memory(lm, training, timing_only)  # before the graph is built
+    check_host_memory(lm, training, timing_only, per_replica, outline)  # before the graph is built
     wall["import"] = time.perf_counter() - t0
     values = make_inputs(lm, seed, precision, given if inputs is not None else None, needs_values=not timing_only)
     tick("building graph", 0.05)

@@ -80,3 +80,51 @@ def test_composed_estimate_never_below_an_index_per_element_of_the_largest_tenso
     assert hm.largest_tensor(make_config("bert", seq=65536, attention_serialisation=8)) == n // 8
     usual = make_config("bert-large", ipus=4, seq=512, batch=24)
     assert "largest_tensor" not in hm.estimate(usual, timing_only=True).terms
+
+
+def _bert_onnx(tmp_path, layers):
+    import onnx
+
+    from popvision_lite.emulator.onnx_import import builders
+    from popvision_lite.emulator.onnx_import.loader import load
+
+    path = tmp_path / f"bert_{layers}l.onnx"
+    onnx.save(builders.bert_encoder(layers=layers, hidden=32, heads=2, ffn=64, vocab=64), str(path))
+    return load(path, batch=2, seq=16)
+
+
+def test_onnx_terms_count_an_outlined_block_once_and_training_twice(tmp_path):
+    """A timing-only inference outlines repeated layers (lowering/outline.py): the lowered activations of a 2- and
+    a 6-layer encoder are the same, the executed steps grow with the layers; a training step runs every node and
+    its backward, each activation has a gradient, each trained weight its training state."""
+    from popvision_lite.emulator.onnx_import import host_memory as ohm
+
+    two, six = _bert_onnx(tmp_path, 2), _bert_onnx(tmp_path, 6)
+    t2, t6 = ohm.terms(two, False, outlined=True), ohm.terms(six, False, outlined=True)
+    assert t2["activations"] == t6["activations"]  # the layer body's values: lowered once
+    assert t2["steps"] < t6["steps"] == len(six.model.graph.node)  # every layer runs (a call of the body)
+    assert t6["weights"] > t2["weights"] and t6["trained"] == 0
+    flat = ohm.terms(six, False, outlined=False)
+    assert flat["steps"] == t6["steps"] and flat["activations"] > t6["activations"]
+    train = ohm.terms(six, True, outlined=True)  # training is never outlined
+    assert train["steps"] == 2 * flat["steps"] and train["activations"] == 2 * flat["activations"]
+    # every float weight but the embedding table Gather reads rows of gets a dense gradient
+    table = next(n.input[0] for n in six.model.graph.node if n.op_type == "Gather")
+    floats = sum(a.size for a in six.initializers.values() if a.dtype.kind == "f")
+    assert train["trained"] == floats - six.initializers[table].size > 0
+    # the run outlines only timing-only inference on one IPU per replica
+    assert ohm.estimate(six, False, True).bytes < ohm.estimate(six, False, True, ipus_per_replica=2).bytes
+    assert ohm.estimate(six, False, True).bytes < ohm.estimate(six, False, True, outline=False).bytes
+
+
+def test_onnx_check_refuses_past_half_of_this_machine(tmp_path, monkeypatch):
+    from popvision_lite.emulator.onnx_import import host_memory as ohm
+    from popvision_lite.emulator.onnx_import.loader import OnnxImportError
+
+    lm = _bert_onnx(tmp_path, 2)
+    need = ohm.estimate(lm, False, True).bytes
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need + 2)
+    ohm.check_host_memory(lm, False, True)
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need - 2)
+    with pytest.raises(OnnxImportError, match=r"emulating this run needs about .* GiB of host memory"):
+        ohm.check_host_memory(lm, False, True)
