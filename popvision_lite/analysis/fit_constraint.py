@@ -53,6 +53,8 @@ class IpuConstraint:
     categories: pd.DataFrame        # category x [mean_all, mean_over, excess, always_live_over, not_always_live_over]
     tensors: pd.DataFrame           # the variables holding the excess (see binding_constraint)
     peak_name: str = ""             # the program at the fullest tile's not-always-live peak
+    # global tile ids the tensors are looked at on: the tiles over capacity, else the fullest tile
+    focus_tiles: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False)
 
     @property
     def sram_bytes(self) -> int:
@@ -231,9 +233,15 @@ def _drawn_text(profile) -> tuple[str, int]:
 
 def _peak_lsteps(profile, tiles: np.ndarray) -> np.ndarray:
     """The liveness step where each of ``tiles`` holds the most not-always-live bytes (-1 without liveness)."""
-    if not len(tiles) or profile.liveness.num_lsteps == 0:
+    live = getattr(profile, "liveness", None)
+    if live is None:  # a ProfileData: the run's liveness array in memory
+        live = profile.liveness_tile_bytes
+        if not len(tiles) or np.shape(live)[0] == 0:
+            return np.full(len(tiles), -1, np.int64)
+        return np.asarray(live[:, np.asarray(tiles, np.int64)]).argmax(axis=0).astype(np.int64)
+    if not len(tiles) or live.num_lsteps == 0:
         return np.full(len(tiles), -1, np.int64)
-    tb = np.asarray(profile.liveness.tile_bytes(tiles=[int(t) for t in tiles]))
+    tb = np.asarray(live.tile_bytes(tiles=[int(t) for t in tiles]))
     return tb.argmax(axis=0).astype(np.int64)
 
 
@@ -314,41 +322,72 @@ def binding_constraint(profile, top: int = 5) -> BindingConstraint:
     """The binding memory constraint of ``profile`` per drawn IPU (see the module docstring); ``top`` tensors
     are named per IPU."""
     tm = TileMemory(profile)
-    per_ipu = tm.tiles_per_ipu
-    cap = int(tm.capacity)
-    arr = tm.array
-    cats = list(schema.MEMORY_CATEGORIES)
-    out = []
-    for ipu in range(tm.num_tiles // per_ipu):
-        sl = slice(ipu * per_ipu, (ipu + 1) * per_ipu)
-        total = tm.total[sl]
-        over_local = np.flatnonzero(total > cap)
-        over_local = over_local[np.argsort(-total[over_local], kind="stable")]
-        full = int(np.argmax(total)) if len(total) else 0
-        focus = over_local if len(over_local) else np.array([full])  # where the excess is (or the fullest tile)
-        a = arr[sl]
-        mean_all = a.sum(axis=2).mean(axis=0)
-        f = a[focus]
-        catdf = pd.DataFrame({"mean_all": mean_all, "mean_over": f.sum(axis=2).mean(axis=0),
-                              "always_live_over": f[:, :, 0].mean(axis=0),
-                              "not_always_live_over": f[:, :, 1].mean(axis=0)}, index=pd.Index(cats, name="category"))
-        catdf["excess"] = catdf["mean_over"] - catdf["mean_all"]
-        catdf = catdf[(catdf["mean_all"] > 0) | (catdf["mean_over"] > 0)]
-        tot = int(total.sum())
-        n_over = len(over_local)
-        cause = FITS if not n_over else (TOTAL_BYTES if tot > per_ipu * cap else UNEVEN)
-        glob = focus + ipu * per_ipu
-        out.append(IpuConstraint(ipu=ipu, tiles=per_ipu, capacity=cap, tiles_over=n_over,
-                                 over_tiles=(over_local + ipu * per_ipu).astype(np.int64),
-                                 fullest_tile=int(full + ipu * per_ipu), fullest_bytes=int(total[full]) if len(total) else 0,
-                                 total_bytes=tot, cause=cause, categories=catdf,
-                                 tensors=_tensors(profile, glob.astype(np.int64), per_ipu, top,
-                                                  "bytes_on_tiles" if cause == TOTAL_BYTES else "excess")
-                                 if (n_over or ipu == 0) else pd.DataFrame(columns=TENSOR_COLUMNS),
-                                 peak_name=_peak_name(profile, int(full + ipu * per_ipu))))
+    out = [_ipu_figures(tm, ipu) for ipu in range(tm.num_tiles // tm.tiles_per_ipu)]
+    for c in out:
+        _add_detail(profile, c, top, tensors=bool(c.tiles_over) or c.ipu == 0)
+    drawn, n = _drawn_text(profile)
+    return BindingConstraint(fits=_fits(profile, out), capacity=int(tm.capacity), ipus=out, drawn=drawn, num_ipus=n)
+
+
+def binding_headline(profile) -> str:
+    """:meth:`BindingConstraint.headline` of ``profile``, reading only what the headline shows: the tensors of
+    the binding IPU alone, no run totals, no peak program (the advice ``emulate`` prints for a run that does not
+    fit; the same text as ``binding_constraint(profile).headline()``, without the work of the whole analysis on
+    every other IPU, which grew with the pipeline's depth).  ``profile``: an open Profile, or the ProfileData of
+    a run still in memory (the tables and arrays the writer stores, not read back)."""
+    tm = TileMemory(profile)
+    out = [_ipu_figures(tm, ipu) for ipu in range(tm.num_tiles // tm.tiles_per_ipu)]
+    b = BindingConstraint(fits=_fits(profile, out), capacity=int(tm.capacity), ipus=out, drawn="", num_ipus=0)
+    c = b.binding
+    if c is not None and not b.fits:
+        _add_detail(profile, c, 5, tensors=bool(c.tiles_over) or c.ipu == 0, peak=False)
+    return b.headline()
+
+
+def _ipu_figures(tm: TileMemory, ipu: int) -> IpuConstraint:
+    """IPU ``ipu``'s tiles over capacity, the fullest, its total, the cause and the categories (from the memory
+    array alone; the tensors and the peak program are added by :func:`_add_detail`)."""
+    per_ipu, cap = tm.tiles_per_ipu, int(tm.capacity)
+    sl = slice(ipu * per_ipu, (ipu + 1) * per_ipu)
+    total = tm.total[sl]
+    over_local = np.flatnonzero(total > cap)
+    over_local = over_local[np.argsort(-total[over_local], kind="stable")]
+    full = int(np.argmax(total)) if len(total) else 0
+    focus = over_local if len(over_local) else np.array([full])  # where the excess is (or the fullest tile)
+    a = tm.array[sl]
+    mean_all = a.sum(axis=2).mean(axis=0)
+    f = a[focus]
+    catdf = pd.DataFrame({"mean_all": mean_all, "mean_over": f.sum(axis=2).mean(axis=0),
+                          "always_live_over": f[:, :, 0].mean(axis=0),
+                          "not_always_live_over": f[:, :, 1].mean(axis=0)},
+                         index=pd.Index(list(schema.MEMORY_CATEGORIES), name="category"))
+    catdf["excess"] = catdf["mean_over"] - catdf["mean_all"]
+    catdf = catdf[(catdf["mean_all"] > 0) | (catdf["mean_over"] > 0)]
+    tot = int(total.sum())
+    n_over = len(over_local)
+    cause = FITS if not n_over else (TOTAL_BYTES if tot > per_ipu * cap else UNEVEN)
+    c = IpuConstraint(ipu=ipu, tiles=per_ipu, capacity=cap, tiles_over=n_over,
+                      over_tiles=(over_local + ipu * per_ipu).astype(np.int64),
+                      fullest_tile=int(full + ipu * per_ipu), fullest_bytes=int(total[full]) if len(total) else 0,
+                      total_bytes=tot, cause=cause, categories=catdf, tensors=pd.DataFrame(columns=TENSOR_COLUMNS),
+                      focus_tiles=(focus + ipu * per_ipu).astype(np.int64))
+    return c
+
+
+def _add_detail(profile, c: IpuConstraint, top: int, tensors: bool, peak: bool = True) -> None:
+    """The tensors on ``c``'s over-capacity tiles (its fullest tile when none is over) and the program at its
+    fullest tile's not-always-live peak."""
+    if tensors:
+        c.tensors = _tensors(profile, c.focus_tiles, c.tiles, top, "bytes_on_tiles" if c.cause == TOTAL_BYTES else "excess")
+    if peak:
+        c.peak_name = _peak_name(profile, c.fullest_tile)
+
+
+def _fits(profile, out: list[IpuConstraint]) -> bool:
+    """No drawn IPU over capacity, unless the run record says otherwise: the emulator's verdict is the one
+    definition of "fits"."""
     fits = not any(c.tiles_over for c in out)
     rec = record_of(profile)
     if "fits" in rec and rec.fits != fits:
-        fits = rec.fits  # the emulator's verdict is the one definition of "fits"
-    drawn, n = _drawn_text(profile)
-    return BindingConstraint(fits=fits, capacity=cap, ipus=out, drawn=drawn, num_ipus=n)
+        fits = rec.fits
+    return fits

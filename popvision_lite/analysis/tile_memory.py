@@ -41,11 +41,12 @@ class TileMemory:
         self.num_tiles = int(t.num_tiles)
         self.tiles_per_ipu = int(t.tiles_per_ipu)
         self.capacity = float(t.sram_bytes_per_tile)
-        arr = np.asarray(profile.memory.array())
+        mem = profile.memory  # an open Profile's reader, or a ProfileData's array (a run still in memory)
+        arr = np.asarray(mem.array() if hasattr(mem, "array") else mem)
         if arr.shape != (self.num_tiles, len(schema.MEMORY_CATEGORIES), 2):
             from popvision_lite.errors import ProfileError
 
-            raise ProfileError(profile.path, f"array 'memory' has shape {arr.shape}, expected "
+            raise ProfileError(getattr(profile, "path", "profile"), f"array 'memory' has shape {arr.shape}, expected "
                                f"({self.num_tiles}, {len(schema.MEMORY_CATEGORIES)}, 2)")
         self.array = arr
         self._per_cat = arr.sum(axis=2)                       # (tiles, categories)

@@ -10,8 +10,6 @@ import argparse
 import logging
 import sys
 
-from popvision_lite.analysis.insights import placed_text
-from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag, field_switches, switch_value
 from popvision_lite.cli.info import profile_totals, time_split_line
@@ -105,7 +103,10 @@ def end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
             band = eb.ipu_band(cfg.model, sch_.get("host_framework"), int(getattr(cfg, "ipus", 1) or 1))
             lines.append(f"  error band: {band.text()}")
             lines.append(f"  {host_step_text(sch_)}")
-    if "layer_split" in sch_:
+    if "layer_split" in sch_:  # (imported here: a run without a pipeline schedule never needs them)
+        from popvision_lite.analysis.insights import placed_text
+        from popvision_lite.analysis.summary import schedule_lines
+
         lines += schedule_lines(sch_, s["clock_hz"])
     terms = sch_.per_step_terms
     if any(terms.values()):
@@ -133,15 +134,19 @@ def end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
     return "\n".join(lines)
 
 
-def oom_advice(path) -> str:
-    """What binds a profile that does not fit (``analysis/fit_constraint.py``, cheap) and the fit advisor's command
-    that searches for a configuration that does (``popvision-lite fit``)."""
-    from popvision_lite.analysis.fit_constraint import binding_constraint
+def oom_advice(path, data=None) -> str:
+    """What binds a profile that does not fit (``analysis/fit_constraint.py``, cheap: from ``data``, the run's
+    ProfileData still in memory, when given, else read back from ``path``) and the fit advisor's command that
+    searches for a configuration that does (``popvision-lite fit``)."""
+    from popvision_lite.analysis.fit_constraint import binding_headline
     from popvision_lite.profile.reader import open_profile
 
     try:
-        with open_profile(path) as p:
-            why = binding_constraint(p).headline()
+        if data is not None:  # what the file holds, not read back (its tables: millions of rows on 16 IPUs)
+            why = binding_headline(data)
+        else:
+            with open_profile(path) as p:
+                why = binding_headline(p)
     except PopvisionError as e:  # the file just written cannot be read back: the command still helps
         why = f"(what binds could not be read back: {e})"
     return f"why: {why}\nto find a configuration that fits: popvision-lite fit {path}"
@@ -253,7 +258,7 @@ def run(args) -> int:
     if not result.fits:
         print(terminal_text(f"popvision-lite emulate: out of memory: {len(result.oom_report)} tile(s) over capacity; "
               f"profile written to {out}"), file=sys.stderr)
-        print(terminal_text(oom_advice(out)), file=sys.stderr)
+        print(terminal_text(oom_advice(out, result.profile_data)), file=sys.stderr)
         return 3
     if result.numeric_checks and not all(v["passed"] for v in result.numeric_checks.values()):
         print("popvision-lite emulate: numeric checks failed (see run['numeric_checks'])", file=sys.stderr)

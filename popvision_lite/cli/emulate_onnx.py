@@ -229,11 +229,11 @@ def run_onnx(args) -> int:
 def _why(path) -> str:
     """What binds an ONNX run that does not fit (analysis/fit_constraint.py; the fit advisor searches the bundled
     models' placements, not an imported graph's)."""
-    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.analysis.fit_constraint import binding_headline
     from popvision_lite.profile.reader import open_profile
 
     try:
         with open_profile(path) as p:
-            return "why: " + binding_constraint(p).headline()
+            return "why: " + binding_headline(p)
     except PopvisionError as e:
         return f"why: (what binds could not be read back: {e})"

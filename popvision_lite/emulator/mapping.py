@@ -79,9 +79,12 @@ def _even_step(start: np.ndarray) -> int:
 
 class Mapping:
     """Intervals ``[start, stop)`` of flat elements and the tile holding each (read-only int64 arrays, held
-    once with any equal arrays of the graph: :mod:`popvision_lite.emulator.shared_arrays`)."""
+    once with any equal arrays of the graph: :mod:`popvision_lite.emulator.shared_arrays`).  A mapping never
+    changes once made, so what is derived from it alone (its merged form, a passed check) is kept on it: a
+    tensor mapped like another (an elementwise op's output, a gradient like its activation) is not checked and
+    merged again."""
 
-    __slots__ = ("tile", "start", "stop")
+    __slots__ = ("tile", "start", "stop", "_derived")
 
     def __init__(self, tile, start, stop):
         tile = np.asarray(tile, dtype=np.int64).ravel()
@@ -98,6 +101,7 @@ class Mapping:
             order = np.argsort(start, kind="stable")
             tile, start, stop = tile[order], start[order], stop[order]
         self.tile, self.start, self.stop = share(tile), share(start), share(stop)
+        self._derived: dict = {}
 
     def __len__(self) -> int:
         return len(self.tile)
@@ -110,6 +114,8 @@ class Mapping:
 
     def check(self, name: str, size: int, num_tiles: int) -> None:
         """Raise EmulatorError unless the mapping covers ``[0, size)`` exactly once on valid tiles."""
+        if ("checked", size, num_tiles) in self._derived:
+            return
         if len(self) and (self.tile.min() < 0 or self.tile.max() >= num_tiles):
             bad = int(self.tile[(self.tile < 0) | (self.tile >= num_tiles)][0])
             raise EmulatorError(
@@ -132,6 +138,7 @@ class Mapping:
                 f"tensor '{name}': {size - mapped} of {size} elements are not mapped to any tile; "
                 f"fix: g.set_mapping(tensor, mapping.linear(...)) covering every element"
             )
+        self._derived["checked", size, num_tiles] = True
 
     def elements_per_tile(self, num_tiles: int) -> np.ndarray:
         return np.bincount(self.tile, weights=self.stop - self.start, minlength=num_tiles).astype(np.int64)
@@ -261,15 +268,74 @@ def window_intervals(shape, block_shape, origins) -> tuple[np.ndarray, np.ndarra
     return s, s + run
 
 
+def unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, axis=0, return_inverse=True)`` (the distinct rows in lexicographic order, each row's index
+    among them) for a 2-D int array: rows of non-negative values are numbered in lexicographic order (mixed radix)
+    and the numbers made unique, without the sort of whole rows that ``axis=0`` does."""
+    a = np.asarray(a)
+    if a.ndim != 2 or not len(a) or a.shape[1] == 0 or int(a.min()) < 0:
+        keys, inv = np.unique(a, axis=0, return_inverse=True)
+        return keys, inv.ravel()
+    dims = a.max(axis=0).astype(np.int64) + 1
+    if float(np.prod(dims.astype(np.float64))) >= 2.0**62:
+        keys, inv = np.unique(a, axis=0, return_inverse=True)
+        return keys, inv.ravel()
+    code = np.ravel_multi_index(tuple(a.T.astype(np.int64)), tuple(int(d) for d in dims))
+    ucode, inv = np.unique(code, return_inverse=True)
+    keys = np.stack(np.unravel_index(ucode, tuple(int(d) for d in dims)), 1).astype(a.dtype)
+    return keys, inv.ravel()
+
+
+def _row_runs_in_order(shape, bs, origins, tiles):
+    """by_windows' intervals (tiles, starts, stops) already in the order of their starts, or None where this
+    does not apply: windows one row run each per row of the last two dimensions (a block split of a matrix or a
+    stack of them, as a matmul's outputs and partials are cut), in bands of windows with the same first row and
+    height.  A band's runs go row by row, its windows by column in each; the bands in row order.  Checked
+    strictly ascending before use (else None), so the Mapping is the one sorting the runs gives, without the
+    sort of every run."""
+    nd, n_w = len(shape), len(bs)
+    if nd < 2 or n_w == 0 or np.any(bs[:, -1] >= shape[-1]) or (nd > 2 and np.any(bs[:, :nd - 2] != 1)):
+        return None
+    W = shape[-1]
+    strides = np.array([int(np.prod(shape[i + 1:])) for i in range(nd)], np.int64)
+    flat = origins @ strides
+    o = np.lexsort((origins[:, -1], flat // W))  # windows by first row, then column
+    row, h = (flat // W)[o], bs[o, -2]
+    first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    band = np.repeat(np.arange(len(first)), np.diff(np.r_[first, n_w]))
+    if np.any(h != h[first][band]):
+        return None
+    k = np.diff(np.r_[first, n_w])  # windows per band
+    runs = h[first] * k
+    base = (np.cumsum(runs) - runs)[band] + np.arange(n_w) - first[band]  # position of each window's first run
+    w = np.repeat(np.arange(n_w), h)
+    r = np.arange(len(w)) - np.repeat(np.cumsum(h) - h, h)
+    pos = base[w] + r * k[band][w]
+    starts = np.empty(len(w), np.int64)
+    stops = np.empty(len(w), np.int64)
+    tl = np.empty(len(w), np.int64)
+    starts[pos] = flat[o][w] + r * W
+    stops[pos] = starts[pos] + bs[o, -1][w]
+    tl[pos] = tiles[o][w]
+    if len(starts) > 1 and not np.all(starts[1:] > starts[:-1]):
+        return None
+    return tl, starts, stops
+
+
 def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
     """Window i (``block_shapes[i]`` at element coordinates ``origins[i]``) on ``tiles[i]``; the
     windows must not overlap (an uneven block split: blocks of a few shapes)."""
     bs = np.asarray(block_shapes, np.int64).reshape(len(tiles), -1)
     origins = np.asarray(origins, np.int64).reshape(len(tiles), -1)
     tiles = np.asarray(tiles, np.int64)
+    shape = tuple(int(d) for d in shape)
+    ordered = _row_runs_in_order(shape, bs, origins, tiles)
+    if ordered is not None:
+        return _merge(Mapping(*ordered))
     starts, stops, tl = [], [], []
-    for key in np.unique(bs, axis=0):
-        sel = np.nonzero(np.all(bs == key, axis=1))[0]
+    keys, inv = unique_rows(bs)
+    for c, key in enumerate(keys):
+        sel = np.nonzero(inv == c)[0]
         s, e = window_intervals(shape, key, origins[sel])
         starts.append(s.ravel())
         stops.append(e.ravel())
@@ -278,7 +344,16 @@ def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
 
 
 def _merge(m: Mapping) -> Mapping:
-    """Join adjacent intervals on the same tile."""
+    """Join adjacent intervals on the same tile (the merged mapping is kept on ``m``)."""
+    hit = m._derived.get("merged")
+    if hit is None:
+        out = _merged(m)
+        m._derived["merged"] = "itself" if out is m else out  # (no reference from a mapping to itself)
+        return out
+    return m if isinstance(hit, str) else hit
+
+
+def _merged(m: Mapping) -> Mapping:
     if len(m) < 2:
         return m
     join = (m.start[1:] == m.stop[:-1]) & (m.tile[1:] == m.tile[:-1])
@@ -298,19 +373,24 @@ def worker_split(tensor, workers: int = 6, grain: int = 1):
     m = tensor.mapping
     if m is None:
         raise EmulatorError(f"tensor '{tensor.name}': not mapped; fix: g.set_mapping(tensor, ...) first")
+    return _worker_split(m, int(workers), int(grain))
+
+
+def _worker_split(m: Mapping, workers: int, grain: int):
+    """worker_split's pieces: every interval's up to ``workers`` pieces as one row of an (intervals, workers)
+    table (piece k of an interval at start + k * its piece length), the table's real pieces kept in row order:
+    the pieces in interval then piece order, as one np.repeat per array gave them, in a few passes."""
     length = m.stop - m.start
     grains = -(-length // grain)
     pieces = np.minimum(grains, workers)
     per = -(-grains // np.maximum(pieces, 1)) * grain
-    total = int(pieces.sum())
-    # each interval's values repeated for its pieces (np.repeat: sequential, unlike a gather by interval)
-    first = np.cumsum(pieces) - pieces
-    k = np.arange(total) - np.repeat(first, pieces)
-    per_p = np.repeat(per, pieces)
-    starts = np.repeat(m.start, pieces) + k * per_p
-    stops = np.minimum(starts + per_p, np.repeat(m.stop, pieces))
-    tiles = np.repeat(m.tile, pieces)
-    keep = stops > starts
+    k = np.arange(workers, dtype=np.int64)
+    starts = m.start[:, None] + k * per[:, None]
+    sizes = np.minimum(starts + per[:, None], m.stop[:, None])
+    sizes -= starts
+    keep = sizes > 0
+    if workers > 1 and int(pieces.min(initial=workers)) < workers:
+        keep &= k < pieces[:, None]
     if keep.all():
-        return tiles, starts, stops - starts
-    return tiles[keep], starts[keep], (stops - starts)[keep]
+        return np.repeat(m.tile, workers), starts.reshape(-1), sizes.reshape(-1)
+    return np.broadcast_to(m.tile[:, None], keep.shape)[keep], starts[keep], sizes[keep]

@@ -19,21 +19,44 @@ EMULATOR_VERSION = "popvision-lite-emulator 0.1"
 U32 = np.iinfo(np.uint32).max
 
 
-class StepTileArray:
+class _LazyRows:
+    """A lazy (rows, tiles) uint32 array: ``a[rows]`` and ``a[rows, tiles]`` form only the rows asked for
+    (``_select``), ``np.asarray(a)`` all of them."""
+
+    shape: tuple[int, int]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _select(self, key) -> np.ndarray:
+        raise NotImplementedError
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            first, rest = key[0], key[1:]
+            rows = self[first]
+            return rows[(slice(None), *rest)] if rows.ndim == 2 else rows[rest]
+        return self._select(key)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._select(slice(None))
+        return a if dtype is None else a.astype(dtype)
+
+
+class StepTileArray(_LazyRows):
     """Lazy (steps, tiles) uint32 array: step i is the row of step template ``seq[i]`` (rows are
     stored sparse per template, so neither a Repeat of n iterations nor a 16-IPU target costs
     memory per step).  Supports ``a[i:j]``, ``a[i:j, tiles]``, ``.shape``, ``np.asarray(a)``."""
 
-    def __init__(self, templates: list, seq: np.ndarray, field: str, num_tiles: int):
+    def __init__(self, templates: list, seq: np.ndarray, field: str, num_tiles: int, shared: dict | None = None):
         self.templates = templates
         self.seq = np.asarray(seq, np.int64)
         self.field = field
         self.shape = (len(self.seq), int(num_tiles))
         self.dtype = np.dtype(np.uint32)
         self.ndim = 2
-
-    def __len__(self) -> int:
-        return self.shape[0]
+        # what depends only on the templates' tiles (their layouts), shared by the arrays of one run's templates
+        self._shared = {} if shared is None else shared
 
     def _rows(self, tids: np.ndarray) -> np.ndarray:
         out = np.zeros((len(tids), self.shape[1]), np.uint32)
@@ -41,25 +64,38 @@ class StepTileArray:
             return out
         order = np.argsort(tids, kind="stable")
         st = tids[order]
-        bounds = np.flatnonzero(np.diff(st)) + 1
-        for grp in np.split(order, bounds):
-            t = self.templates[int(tids[grp[0]])]
-            vals = getattr(t, self.field)
-            if t.tiles is None:
-                out[grp] = vals
-            elif len(t.tiles) and int(t.tiles[-1]) - int(t.tiles[0]) + 1 == len(t.tiles) and \
-                    bool((np.diff(t.tiles) == 1).all()):
+        bounds = np.concatenate([[0], np.flatnonzero(st[1:] != st[:-1]) + 1, [len(st)]])
+        layouts = self._layouts()
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            k = int(st[a])
+            mode, lo, hi = layouts[k]
+            if mode == _EMPTY:
+                continue
+            vals = getattr(self.templates[k], self.field)
+            grp = order[a] if b - a == 1 else order[a:b]  # (one row: plain indexing, no fancy-index gather)
+            if mode == _RUN:
                 # one run of tiles (a stage graph's step on its IPU of a pipelined run): a slice of each row
-                out[grp, int(t.tiles[0]):int(t.tiles[-1]) + 1] = vals
-            elif len(t.tiles) * 16 >= self.shape[1]:
+                out[grp, lo:hi] = vals
+            elif mode == _ALL:
+                out[grp] = vals
+            elif mode == _ROW:
                 # the template's whole row once, then copied to its steps' rows (several times faster than
                 # scattering the tiles of every row when the template covers more than a few tiles)
                 row = np.zeros(self.shape[1], np.uint32)
-                row[t.tiles] = vals
+                row[self.templates[k].tiles] = vals
                 out[grp] = row
-            elif len(t.tiles):
-                out[np.ix_(grp, t.tiles)] = vals
+            else:
+                out[np.ix_(np.atleast_1d(grp), self.templates[k].tiles)] = vals
         return out
+
+    def _layouts(self) -> list[tuple[int, int, int]]:
+        """Per template, how its row is placed (computed once): (_ALL, 0, 0) every tile, (_RUN, first, end) one run
+        of tiles, (_ROW, 0, 0) scattered over more than a sixteenth of the row, (_SCATTER, 0, 0) a few tiles,
+        (_EMPTY, 0, 0) no tile."""
+        lay = self._shared.get("layouts")
+        if lay is None:
+            lay = self._shared["layouts"] = [_layout(t.tiles, self.shape[1]) for t in self.templates]
+        return lay
 
     def _has_data(self) -> np.ndarray:
         """Per template: whether its row has a non-zero value (computed once)."""
@@ -146,18 +182,65 @@ class StepTileArray:
         out = cache[key] = (mn, sm, mx)
         return out
 
-    def __getitem__(self, key):
-        if isinstance(key, tuple):
-            first, rest = key[0], key[1:]
-            rows = self[first]
-            return rows[(slice(None), *rest)] if rows.ndim == 2 else rows[rest]
+    def _select(self, key) -> np.ndarray:
         if isinstance(key, int | np.integer):
             return self._rows(self.seq[[int(key)]])[0]
         return self._rows(self.seq[key])
 
-    def __array__(self, dtype=None, copy=None):
-        a = self._rows(self.seq)
-        return a if dtype is None else a.astype(dtype)
+
+_ALL, _RUN, _ROW, _SCATTER, _EMPTY = range(5)
+
+
+class BlockRows(_LazyRows):
+    """Lazy (rows, tiles) uint32 array that is zero but for blocks: ``blocks`` lists (first row, first tile, a
+    (rows, tiles) uint32 array) that do not overlap (a pipelined run's liveness: each IPU's rows on its own tiles,
+    so that a replica of S IPUs holds its stage graphs' rows once, not S x S times their size).  Supports
+    ``a[i:j]``, ``a[i:j, tiles]``, ``.shape``, ``np.asarray(a)``: what the profile writer streams."""
+
+    def __init__(self, shape: tuple[int, int], blocks: list[tuple[int, int, np.ndarray]]):
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.dtype = np.dtype(np.uint32)
+        self.ndim = 2
+        self.blocks = blocks
+
+    def _rows(self, i: int, j: int) -> np.ndarray:
+        out = np.zeros((max(j - i, 0), self.shape[1]), np.uint32)
+        for r, a, blk in self.blocks:
+            lo, hi = max(i, r), min(j, r + len(blk))
+            if lo < hi:
+                out[lo - i:hi - i, a:a + blk.shape[1]] = blk[lo - r:hi - r]
+        return out
+
+    def _select(self, key) -> np.ndarray:
+        if isinstance(key, int | np.integer):
+            k = int(key) + (self.shape[0] if key < 0 else 0)
+            if not 0 <= k < self.shape[0]:
+                raise IndexError(f"row {key} out of range for {self.shape[0]} rows")
+            return self._rows(k, k + 1)[0]
+        if isinstance(key, slice) and key.step in (None, 1):
+            i, j, _ = key.indices(self.shape[0])
+            return self._rows(i, j)
+        return self._rows(0, self.shape[0])[key]
+
+
+def _layout(tiles, num_tiles: int) -> tuple[int, int, int]:
+    """How a template's row is placed on the tiles (see ``StepTileArray._layouts``)."""
+    if tiles is None:
+        return _ALL, 0, 0
+    if not len(tiles):
+        return _EMPTY, 0, 0
+    lo, hi = int(tiles[0]), int(tiles[-1]) + 1
+    if hi - lo == len(tiles) and bool((np.diff(tiles) == 1).all()):
+        return _RUN, lo, hi
+    return (_ROW if len(tiles) * 16 >= num_tiles else _SCATTER), 0, 0
+
+
+def step_tile_arrays(templates: list, seq: np.ndarray, num_tiles: int) -> dict[str, StepTileArray]:
+    """The three step x tile arrays of a run whose step i is template ``seq[i]`` (ProfileData's
+    ``step_tile_cycles``, ``step_tile_bytes_in``, ``step_tile_bytes_out``), sharing the templates' layouts."""
+    shared: dict = {}
+    return {f"step_tile_{f}": StepTileArray(templates, seq, f, num_tiles, shared)
+            for f in ("cycles", "bytes_in", "bytes_out")}
 
 
 def _block_span(tiles: np.ndarray, edges: np.ndarray) -> tuple[int, int]:
@@ -244,8 +327,7 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     }
     return schema.ProfileData(
         target=c.target.info(), run=run, memory=c.memory.copy(), steps=steps,
-        step_tile_cycles=StepTileArray(tpl, seq, "cycles", T), step_tile_bytes_in=StepTileArray(tpl, seq, "bytes_in", T),
-        step_tile_bytes_out=StepTileArray(tpl, seq, "bytes_out", T), ops=_ops_table(c), programs=_programs_table(c),
+        **step_tile_arrays(tpl, seq, T), ops=_ops_table(c), programs=_programs_table(c),
         compute_sets=compute_sets, vertices=vertices, variables=variables, variable_tiles=variable_tiles,
         liveness_steps=_liveness_steps_table(c), liveness_tile_bytes=_clip_u32(c.liveness_tile_bytes),
         extra=_extra(c, extra), variable_intervals=_variable_intervals_table(c),

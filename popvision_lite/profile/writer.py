@@ -58,6 +58,8 @@ TILE_CHUNK = None  # None: one IPU's tiles
 SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
 # Steps per write batch; a multiple of every summary step block so blocks never straddle batches.
 WRITE_BATCH = 1024
+# Liveness steps per write batch (whole chunks of 64 rows)
+LIVE_BATCH = 1024
 
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
 STORED_ROWS = schema.STORED_ROWS
@@ -230,9 +232,7 @@ def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
                 codes = np.where(codes < 0, len(cats), codes)
                 cats.append("")
         else:
-            strs = pd.Series(series.to_numpy(), dtype=object).fillna("").astype(str)
-            codes, uniq = pd.factorize(strs, sort=False)
-            codes, cats = codes.astype(np.int32), [str(c) for c in uniq]
+            codes, cats = _text_codes(series)
         ds = g.create_dataset(col, data=codes, **opts)
         ds.attrs["encoding"] = _text("dictionary")
         # fixed-length UTF-8 bytes, not variable-length strings (those live in the global heap: see _text)
@@ -240,6 +240,17 @@ def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
         width = max([1, *map(len, enc)])
         g.create_dataset(f"{col}.categories", data=np.array(enc, dtype=f"S{width}"),
                          **(comp if len(enc) > 1024 else {}))
+
+
+def _text_codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """A text column dictionary-encoded: (int32 codes, the distinct texts in order of first appearance), missing
+    values as ""."""
+    values = series.to_numpy()
+    if values.dtype != object or pd.api.types.infer_dtype(values, skipna=False) != "string":
+        # (anything but a column of Python str: each value as its text first)
+        values = pd.Series(values, dtype=object).fillna("").astype(str).to_numpy()
+    codes, uniq = pd.factorize(values, sort=False)
+    return codes.astype(np.int32), [str(c) for c in uniq]
 
 
 def _as_batch(a, i: int, j: int, path, name: str) -> np.ndarray:
@@ -455,12 +466,21 @@ class _StepTileWriter:
         arrays, data = self.arrays, self.data
         arrays.create_dataset(STORED_ROWS, data=self.stored)  # contiguous: one small read at open, no chunk checks
         arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
-        live = np.asarray(data.liveness_tile_bytes)
-        if live.dtype != np.uint32:
-            live = live.astype(np.uint32)
-        arrays.create_dataset("liveness_tile_bytes", data=live,
-                              chunks=(max(1, min(64, live.shape[0])), self.target.tiles_per_ipu) if live.size else None,
-                              **(comp if live.size else {}))
+        live = data.liveness_tile_bytes
+        n, width = np.shape(live)
+        if not (n and width):
+            arrays.create_dataset("liveness_tile_bytes", data=np.zeros((n, width), np.uint32))
+            return
+        # streamed in batches of whole chunks, as the step x tile arrays are: an array-like (a pipelined run's
+        # block rows) is never formed whole
+        rows = max(1, min(64, n))
+        ds = arrays.create_dataset("liveness_tile_bytes", shape=(n, width), dtype=np.uint32,
+                                   chunks=(rows, self.target.tiles_per_ipu), **comp)
+        step = rows * max(1, LIVE_BATCH // rows)
+        for i in range(0, n, step):
+            j = min(n, i + step)
+            b = np.asarray(live[i:j])
+            ds[i:j] = b if b.dtype == np.uint32 else b.astype(np.uint32)
 
 
 def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:

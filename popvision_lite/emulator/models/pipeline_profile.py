@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from popvision_lite.emulator.compile import K_COMPUTE, K_STREAM, K_XG, StepTemplate
-from popvision_lite.emulator.profile_builder import StepTileArray, steps_table
+from popvision_lite.emulator.profile_builder import BlockRows, step_tile_arrays, steps_table
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 from popvision_lite.profile.assemble import (
@@ -78,9 +78,7 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
     info = Target(target1.spec, S).info()
     data = schema.ProfileData(
         target=info, run=_run_record(cfg, target1, schedule, fits, elided, n, op_counts), memory=mem, steps=steps,
-        step_tile_cycles=StepTileArray(templates, seq, "cycles", S * T),
-        step_tile_bytes_in=StepTileArray(templates, seq, "bytes_in", S * T),
-        step_tile_bytes_out=StepTileArray(templates, seq, "bytes_out", S * T),
+        **step_tile_arrays(templates, seq, S * T),
         liveness_tile_bytes=ltb, extra=dict(base[kinds[0]].extra), **tables)
     rows = []
     for s, a in enumerate(stages):
@@ -92,7 +90,7 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
     return data
 
 
-def _liveness(base: dict, kinds: list, stages: list, ls, T: int) -> tuple[np.ndarray, list[VariableRow]]:
+def _liveness(base: dict, kinds: list, stages: list, ls, T: int) -> tuple[BlockRows, list[VariableRow]]:
     """The replica's not-always-live bytes per liveness step and tile, block-diagonal per IPU (each stage
     graph's rows on its own tiles; ``ls``, the joined liveness_steps table, gets its byte columns from it), and
     the variables behind the bytes the pipeline adds to them: each IPU's stash, live at every liveness step of
@@ -100,9 +98,10 @@ def _liveness(base: dict, kinds: list, stages: list, ls, T: int) -> tuple[np.nda
     optimizer's, appended by :func:`_ipu_parts`), so that the variables live at a tile's peak add up to its
     not-always-live bytes in the memory array (``pipeline._ipu_stage``: max(stage peak + stash, stream buffer))."""
     S = len(stages)
-    # built as stored (uint32) one IPU's block at a time, each row's figures from its block: a dense int64 copy of
-    # (liveness steps x every tile of the replica) grew with the square of the stages (630 MB of BERT-Large on 16)
-    ltb = np.zeros((len(ls), S * T), np.uint32)
+    # each IPU's block as stored (uint32), its rows' figures from the block, the rows of the replica only formed
+    # as the writer streams them (BlockRows): a dense array of (liveness steps x every tile of the replica) grew with
+    # the square of the stages (315 MB as uint32, 630 MB as int64, of BERT-Large on 16 IPUs; its blocks are 20 MB)
+    ltb = BlockRows((len(ls), S * T), [])
     stats = np.zeros((3, len(ls)), np.int64)  # total bytes, fullest tile, its bytes (0 for a row of no IPU)
     rows, r = [], 0
     for s, a in enumerate(stages):
@@ -123,13 +122,13 @@ def _liveness(base: dict, kinds: list, stages: list, ls, T: int) -> tuple[np.nda
     return ltb, rows
 
 
-def _put_block(ltb: np.ndarray, stats: np.ndarray, r: int, blk: np.ndarray, s: int, S: int, T: int) -> None:
+def _put_block(ltb: BlockRows, stats: np.ndarray, r: int, blk: np.ndarray, s: int, S: int, T: int) -> None:
     """Rows r.. of the liveness array: IPU s's tiles hold ``blk`` (int64, stored as uint32 as ``astype`` would),
     every other tile 0; with each row's total, first fullest tile and its bytes, as of the whole row."""
     n = len(blk)
     if not n or not T:
         return
-    ltb[r:r + n, s * T:(s + 1) * T] = blk
+    ltb.blocks.append((r, s * T, blk.astype(np.uint32)))
     lm, la = blk.max(axis=1), blk.argmax(axis=1)
     stats[0, r:r + n] = blk.sum(axis=1)
     stats[2, r:r + n] = np.maximum(lm, 0)  # (as the whole row's maximum with initial 0)

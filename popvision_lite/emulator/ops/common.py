@@ -25,6 +25,56 @@ def _same_mapping(a, b) -> bool:
             and np.array_equal(a.start, b.start) and np.array_equal(a.stop, b.stop))
 
 
+_CHUNK = 1 << 16  # elements per pass of the index scans below: their temporaries stay in the CPU's cache
+
+
+def run_breaks(index: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(np.diff(index) != 1) + 1`` for a 1-D int64 index: where a new run of consecutive elements
+    starts.  Scanned in chunks: an activation's index has millions of elements and few breaks, and the whole
+    difference array and its mask (9 bytes an element) cost more to write and read back than the scan."""
+    n = len(index)
+    if n <= _CHUNK:
+        return np.flatnonzero(np.diff(index) != 1) + 1
+    d = np.empty(_CHUNK, np.int64)
+    m = np.empty(_CHUNK, bool)
+    out = []
+    for a in range(0, n - 1, _CHUNK):
+        k = min(_CHUNK, n - 1 - a)
+        np.subtract(index[a + 1:a + 1 + k], index[a:a + k], out=d[:k])
+        np.not_equal(d[:k], 1, out=m[:k])
+        nz = np.flatnonzero(m[:k])
+        if len(nz):
+            out.append(nz + (a + 1))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def unit_steps(index: np.ndarray, axis: int) -> int:
+    """``np.count_nonzero(np.diff(index, axis=axis) == 1)`` for an int index of at least two dimensions and
+    ``axis`` -1 or -2 (how many neighbours along that axis are consecutive elements), scanned in chunks of rows
+    (see :func:`run_breaks`)."""
+    a = index.reshape((-1,) + index.shape[-2:])
+    L, R, W = a.shape
+    rows = max(1, _CHUNK // max(W, 1))
+    total = 0
+    if axis == -1:
+        flat = a.reshape(L * R, W)
+        for s in range(0, L * R, rows):
+            blk = flat[s:s + rows]
+            total += int(np.count_nonzero(blk[:, 1:] - blk[:, :-1] == 1))
+        return total
+    if R * W <= _CHUNK:  # several whole planes a pass
+        step = max(1, _CHUNK // max(R * W, 1))
+        for p in range(0, L, step):
+            blk = a[p:p + step]
+            total += int(np.count_nonzero(blk[:, 1:] - blk[:, :-1] == 1))
+        return total
+    for p in range(L):
+        for s in range(0, R - 1, rows):
+            e = min(s + rows, R - 1)
+            total += int(np.count_nonzero(a[p, s + 1:e + 1] - a[p, s:e] == 1))
+    return total
+
+
 def flat_view(t, index):
     """Copy endpoint: elements of tensor ``t`` at flat positions ``index`` (in that order).
 
@@ -33,7 +83,7 @@ def flat_view(t, index):
     index = np.asarray(index, dtype=np.int64).ravel()
     n = len(index)
     if n > 1:
-        brk = np.flatnonzero(np.diff(index) != 1) + 1
+        brk = run_breaks(index)
         if len(brk) + 1 <= n // 4:
             first = np.concatenate([[0], brk])
             sizes = np.diff(np.concatenate([first, [n]]))

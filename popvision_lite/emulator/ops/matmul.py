@@ -18,7 +18,7 @@ from popvision_lite.emulator.codelets import poplin as CL
 from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.graph import Concat
-from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize
+from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.planners import (
     multi_stage_reduce_depths,
@@ -42,17 +42,21 @@ def _as_operand(ctx, x, name, op):
                 axes = tuple(range(len(sh) - 2)) + (len(sh) - 1, len(sh) - 2)
                 if x.axes == axes:  # a transpose view (Backend.t): no index to compare
                     return base, True
-                if np.array_equal(x.index, np.arange(base.size, dtype=np.int64).reshape(sh).transpose(axes)):
+                # (the first row first: a view that is no transpose mostly differs there, without an index of
+                # the whole base to compare)
+                first = x.index[(0,) * (len(sh) - 1)]
+                if np.array_equal(first, np.arange(sh[-2], dtype=np.int64) * sh[-1]) and \
+                        np.array_equal(x.index, np.arange(base.size, dtype=np.int64).reshape(sh).transpose(axes)):
                     return base, True
-            if tuple(x.index.shape) == sh and np.array_equal(x.index.ravel(), np.arange(base.size)):
+            if tuple(x.index.shape) == sh and np.array_equal(x.index[(0,) * (len(sh) - 1)], np.arange(sh[-1])) and \
+                    np.array_equal(x.index.ravel(), np.arange(base.size)):
                 return base, False
         if x.index.ndim >= 2 and x.index.shape[-1] > 1 and x.index.shape[-2] > 1:
             # a transposed view of a view: materialise the untransposed one (longer contiguous runs)
-            inner = np.swapaxes(x.index, -1, -2)
-            runs_x = np.count_nonzero(np.diff(x.index, axis=-1) == 1)
-            runs_in = np.count_nonzero(np.diff(inner, axis=-1) == 1)
+            runs_x = unit_steps(x.index, -1)
+            runs_in = unit_steps(x.index, -2)  # along the last axis of the untransposed view
             if runs_in > runs_x:
-                return materialize(ctx, View(base, inner), name, op), True
+                return materialize(ctx, View(base, np.swapaxes(x.index, -1, -2)), name, op), True
         return materialize(ctx, x, name, op), False
     return x, False
 
@@ -277,8 +281,7 @@ def _class_concat(X, shapes, origins, outer=None):
     lead = 0 if outer is None else 1
     if outer is not None:
         shapes = np.concatenate([np.asarray(outer, np.int64)[:, None], shapes], 1)
-    keys, inv = np.unique(shapes, axis=0, return_inverse=True)
-    inv = inv.ravel()
+    keys, inv = M.unique_rows(shapes)
     parts, order = [], []
     for c, key in enumerate(keys):
         sel = np.nonzero(inv == c)[0]
@@ -349,7 +352,7 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     if pk == 1 and ps > 1:
         acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
     target_t = acc if acc is not None else C_out
-    classes = np.unique(np.stack([bm_t, bn_t], 1), axis=0)
+    classes = M.unique_rows(np.stack([bm_t, bn_t], 1))[0]
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
         ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
@@ -483,12 +486,25 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) ->
             parts["blk"].append(((gg * pm + ii) * pn + jj)[vb])
             parts["e"].append(np.tile(cuts, nb))
     red = {k: np.concatenate(v) for k, v in parts.items()}
-    order = np.lexsort((red["out_start"], red["tile"]))
+    order = _by_tile_then(red["tile"], red["out_start"])
     out = {k: v[order] for k, v in red.items()}
     gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
     out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
                          owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
     return out
+
+
+def _stable_by(tile: np.ndarray) -> np.ndarray:
+    """``np.lexsort((np.arange(n), tile))``: stable order by tile, by a radix sort where the tiles fit 16 bits."""
+    small = len(tile) and int(tile.min()) >= 0 and int(tile.max()) < 1 << 16
+    return np.argsort(tile.astype(np.uint16) if small else tile, kind="stable")
+
+
+def _by_tile_then(tile: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``np.lexsort((key, tile))``: ordered by key, then stably by tile (two stable sorts are the stable sort by
+    (tile, key))."""
+    o = np.argsort(key, kind="stable")
+    return o[_stable_by(tile[o])]
 
 
 def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
@@ -510,7 +526,7 @@ def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
     col0 = jb[vb] * bn + np.tile(seg_c, nb)
     red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
                out_start=(gb[vb] * Mm + row0) * N + col0, blk=vb, e=np.tile(cuts, nb))
-    order = np.lexsort((np.arange(len(vb)), red["tile"]))
+    order = _stable_by(red["tile"])
     out = {k: v[order] for k, v in red.items()}
     out["blocks"] = dict(g=gb, moff=ib * bm, msz=np.full(nb, bm), noff=jb * bn, nsz=np.full(nb, bn), owner=owner)
     return out
