@@ -304,10 +304,35 @@ def list_devices(kind: str | None = None) -> list[str]:
     return [i for i in ids if load_device(i).kind == kind]
 
 
+# id -> spec of the spec files this process registered (register_device): tests' small device
+_REGISTERED: dict[str, DeviceSpec] = {}
+
+
+def register_device(path: str | os.PathLike) -> DeviceSpec:
+    """Load the spec file at ``path`` and make its id known to this process, as a bundled id is: ``load_device``,
+    ``load_bundled_device`` and so every ``device=`` argument of the library and every profile naming the id
+    resolve it.  For a device that is not a product (the tests' device with fewer tiles): the command line's
+    ``--device`` still takes only the bundled ids and ``list_devices`` lists only them.  An id a bundled spec
+    has is refused; registering the same file again is a no-op.  Undo with :func:`unregister_device`."""
+    spec = load_device(Path(path))
+    if spec.id in list_devices():
+        raise DeviceSpecError(spec.path, "id", f"'{spec.id}' is a bundled device's id; a registered spec needs its own")
+    _REGISTERED[spec.id] = spec
+    return spec
+
+
+def unregister_device(device_id: str) -> None:
+    """Forget a spec :func:`register_device` made known (no error when it is not registered)."""
+    _REGISTERED.pop(device_id, None)
+
+
 def load_device(id_or_path: str | os.PathLike) -> DeviceSpec:
-    """Load a bundled spec by id ("ipu-mk2") or any spec file by path; validates everything."""
+    """Load a bundled spec by id ("ipu-mk2"), a registered one by id (:func:`register_device`) or any spec
+    file by path; validates everything."""
     s = str(id_or_path)
     is_path = isinstance(id_or_path, os.PathLike) or s.endswith(".toml") or os.sep in s or "/" in s
+    if not is_path and s in _REGISTERED:
+        return _REGISTERED[s]
     if is_path:
         path = Path(s)
         if not path.is_file():
@@ -326,8 +351,11 @@ def load_device(id_or_path: str | os.PathLike) -> DeviceSpec:
 def load_bundled_device(device_id) -> DeviceSpec:
     """Load a bundled spec by id only: for ids read from files (a profile's ``target.device``), which
     must never be used as a path (a shared profile naming '/etc/passwd' or '../x.toml' would make the
-    viewer open that file).  Unknown ids raise DeviceSpecError."""
+    viewer open that file).  An id this process registered (:func:`register_device`) resolves too.  Unknown
+    ids raise DeviceSpecError."""
     s = device_id if isinstance(device_id, str) else ""
+    if s in _REGISTERED:
+        return _REGISTERED[s]
     if s not in list_devices():
         shown = repr(s[:80]) if s else repr(device_id)[:80]
         raise DeviceSpecError(devices_dir(), "id", f"unknown device {shown}; bundled devices: "

@@ -136,7 +136,7 @@ def exchange_cycles_scalar(bytes_out: int, bytes_in: int, bytes_local: int, exch
 
 
 def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray,
-                             multicast: bool | np.ndarray = True) -> np.ndarray:
+                             multicast: bool | np.ndarray = True, groups: tuple | None = None) -> np.ndarray:
     """Per-tile receive bytes that set the exchange time: Poplar's planners credit two consecutive
     tiles (2k, 2k + 1: a shared exchange bus, spec ``tiles_per_shared_exchange_bus``) that receive
     the same data with twice the bandwidth (poplibs popops/ExchangeEstimator.cpp getCycles,
@@ -144,10 +144,14 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
     ``nbytes``: each piece's length times the element size.  ``multicast``: per crossing piece (in
     ``cross`` order), whether its source piece (element, length) is received by more than one tile, as
     the caller found it (True: any may be; False: none is): only those can have a bus partner, so the
-    search for partners is limited to them (a piece sent to one tile counts whole)."""
+    search for partners is limited to them (a piece sent to one tile counts whole).  ``groups``: the crossing
+    pieces grouped by source piece as the caller sorted them (:func:`_bus_bytes_of_groups`), so that the
+    partners are found without sorting the pieces by source again."""
     T = target.num_tiles
     share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
     sel = np.nonzero(cross)[0] if share == 2 and T % 2 == 0 and np.any(multicast) else ()
+    if len(sel) > 1 and groups is not None:
+        return _bus_bytes_of_groups(T, plan.dst_tile, nbytes, *groups)
     if len(sel) > 1:
         rest = None
         if multicast is not True:
@@ -187,17 +191,7 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
             v = np.sort((((dt >> 1) * SE + se) * L1 + ln) * 2 + (dt & 1), kind="stable")
             lb = eb = -1
         isz = int(nbytes[0]) // max(int(plan.length[0]), 1) if len(nbytes) else 1
-        first = np.empty(len(v), bool)
-        first[:1] = True
-        np.not_equal(v[1:], v[:-1], out=first[1:])
-        u = v if first.all() else v[first]  # distinct keys
-        has_next = np.zeros(len(u), bool)
-        has_next[:-1] = u[1:] == u[:-1] + 1
-        has_prev = np.zeros(len(u), bool)
-        has_prev[1:] = has_next[:-1]
-        hit = np.where(u & 1, has_prev, has_next)
-        if u is not v:
-            hit = hit[np.cumsum(first) - 1]
+        hit = _partner_hits(v)
         if lb >= 0:
             w = (((v >> 1) & ((1 << lb) - 1)) * isz).astype(np.float64)
             dst = ((v >> (1 + lb + eb)) << 1) | (v & 1)
@@ -211,6 +205,44 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
         return np.ceil(np.bincount(dst, weights=w, minlength=T)).astype(np.int64)
     return np.ceil(np.bincount(plan.dst_tile[cross], weights=nbytes[cross].astype(np.float64),
                                minlength=T)).astype(np.int64)
+
+
+def _partner_hits(v: np.ndarray) -> np.ndarray:
+    """Per key of the sorted keys ``v``, whose lowest bit is the destination tile's within its bus (key ^ 1: the
+    same source piece received by the bus partner), whether its partner's key is among them: for an even key the
+    next distinct key, for an odd one the previous, so one pass over the sorted keys finds the partners."""
+    first = np.empty(len(v), bool)
+    first[:1] = True
+    np.not_equal(v[1:], v[:-1], out=first[1:])
+    u = v if first.all() else v[first]  # distinct keys
+    has_next = np.zeros(len(u), bool)
+    has_next[:-1] = u[1:] == u[:-1] + 1
+    has_prev = np.zeros(len(u), bool)
+    has_prev[1:] = has_next[:-1]
+    hit = np.where(u & 1, has_prev, has_next)
+    return hit if u is v else hit[np.cumsum(first) - 1]
+
+
+def _bus_bytes_of_groups(T: int, dst_tile: np.ndarray, nbytes: np.ndarray, pieces: np.ndarray,
+                         first: np.ndarray) -> np.ndarray:
+    """shared_bus_receive_bytes of the crossing ``pieces`` (plan indices, every crossing piece once) in groups of
+    one source piece each (element, length), in ascending source order, a group starting where ``first`` is set.
+    The key (group, destination tile) then needs no source fields (a group's pieces share one length, so one
+    byte count): it ascends already where each group lists its destinations in tile order (a broadcast), and is
+    otherwise a few short unsorted runs; its partner key is key ^ 1, as in the sorted search.  The same sums
+    (multiples of 0.5, exact in float64 in any order)."""
+    grp = np.cumsum(first)
+    grp -= 1
+    gbytes = nbytes[pieces[first]].astype(np.float64)
+    tb = max(T - 1, 1).bit_length()
+    v = grp << tb
+    v |= dst_tile[pieces]
+    if not np.all(v[1:] >= v[:-1]):
+        v.sort(kind="stable")
+    hit = _partner_hits(v)
+    w = gbytes[v >> tb]
+    w[hit] /= 2
+    return np.ceil(np.bincount(v & ((1 << tb) - 1), weights=w, minlength=T)).astype(np.int64)
 
 
 def exchange_tile_cycles(target, bytes_out: np.ndarray, bytes_in: np.ndarray, bytes_local: np.ndarray) -> np.ndarray:

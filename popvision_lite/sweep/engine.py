@@ -318,7 +318,8 @@ class _SigintFlag:
     call that waits on its event loop (``Future.result()`` and every other ``Client.sync``), the
     KeyboardInterrupt made distributed schedule a cancel callback that failed with a NameError, and tornado
     printed its traceback on stderr ("Exception in callback ... sync.<locals>.cancel"): a race with the
-    moment of the Ctrl+C (seen in 1 of 12 runs of tests/sweep/test_sweep.py::test_cli_end_to_end_and_ctrl_c).  A
+    moment of the Ctrl+C (seen in 1 of 12 runs of the command's Ctrl+C test, since merged into
+    tests/sweep/test_cancel_and_clusters.py::test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback).  A
     second Ctrl+C while the first is being handled raises KeyboardInterrupt as usual (a user who insists)."""
 
     def __init__(self):

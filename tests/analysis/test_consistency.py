@@ -3,7 +3,8 @@ program tree, roofline, insights), ``popvision-lite info`` (JSON and text), ``po
 summary CSV of ``export --view summary``, the report's summary.md and the compare headline.
 
 Profiles: every bundled sample, a timing-only run of the POD16 BERT-Large config's SHAPE at a size a test can
-afford (BERT-tiny widened to 4 layers, seq 32, 12 micro-batches: 4 replicas x 4 IPUs, the same "wrap"
+afford (BERT-tiny widened to 4 layers, seq 32, 12 micro-batches: 4 replicas x 4 IPUs of the tests' device with
+92 tiles, decision 0395, the same "wrap"
 placement with the embedding and the last layer on IPU 0, LAMB with off-chip, replica-sharded state; the full
 config takes ~30 s and writes 1.2 GB), and an ONNX model built with ``onnx.helper`` and imported for training.
 The GUI side (views) is checked against the same :func:`run_totals` in tests/gui.
@@ -30,6 +31,7 @@ from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main
 from popvision_lite.profile import schema
 from popvision_lite.profile.reader import open_profile
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob("*.pvl"))
 
@@ -45,7 +47,7 @@ def pod_shaped(tmp_path_factory) -> Path:
                       optimizer="lamb", optimizer_state="offchip", optimizer_state_dtype="fp16", master_weights=False,
                       rts=True, recompute=True)
     path = tmp_path_factory.mktemp("pod") / "pod_shaped.pvl"
-    write_run(run_model(cfg, device="ipu-mk2", timing_only=True), path)
+    write_run(run_model(cfg, device=SMALL, timing_only=True), path)
     return path
 
 

@@ -12,6 +12,7 @@ from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.profile import schema
 from popvision_lite.profile.reader import open_profile
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 ROOT = Path(__file__).resolve().parents[2]
 V3_0 = ROOT / "tests" / "fixtures" / "v3.0" / "mlp_mk2.pvl"
@@ -21,7 +22,7 @@ V3_0 = ROOT / "tests" / "fixtures" / "v3.0" / "mlp_mk2.pvl"
 def recompute_profile(tmp_path_factory):
     """A 2-layer BERT with recomputation, timing only: the recomputed forward replays the forward's programs."""
     path = tmp_path_factory.mktemp("live") / "bert_recompute.pvl"
-    run_model(make_config("bert", layers=2, recompute=True), "ipu-mk2", timing_only=True, profile_path=path)
+    run_model(make_config("bert", layers=2, recompute=True), SMALL, timing_only=True, profile_path=path)
     return open_profile(path)
 
 

@@ -16,9 +16,10 @@ from popvision_lite.analysis.roofline import analyze
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.cli import main
 from popvision_lite.errors import ConfigError, ProfileError
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 # the session's pod_profile (tests/conftest.py): the run's shape, checked below against its stored config
-R, S, G, LAYERS, BATCH, SEQ = 2, 2, 16, 4, 4, 64
+R, S, G, LAYERS, BATCH, SEQ, VOCAB = 2, 2, 16, 4, 4, 64, 2048
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +31,11 @@ def runs(tmp_path_factory, pod_profile):
 
     with pvl.open(pod_profile) as p:
         c = p.run["config"]
-        assert (c["replicas"], c["pipeline_stages"], c["grad_accum"], c["layers"], c["batch"], c["seq"],
-                c["recompute"]) == (R, S, G, LAYERS, BATCH, SEQ, True), c
+        assert (c["replicas"], c["pipeline_stages"], c["grad_accum"], c["layers"], c["batch"], c["seq"], c["vocab"],
+                c["recompute"], c["device"]) == (R, S, G, LAYERS, BATCH, SEQ, VOCAB, True, SMALL), c
     d = tmp_path_factory.mktemp("verdict_pipe")
-    whole = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ)
-    run_model(whole, "ipu-mk2", timing_only=False, profile_path=d / "whole.pvl")  # BERT timing-only is composed
+    whole = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, vocab=VOCAB)
+    run_model(whole, SMALL, timing_only=False, profile_path=d / "whole.pvl")  # BERT timing-only is composed
     return pod_profile, d / "whole.pvl"
 
 
@@ -177,7 +178,7 @@ def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass():
     passes = {}
     for outline in (True, False):
         for rc in (True, False):
-            pd_ = run_model(make_config("resnet-tiny", layers=26, recompute=rc, outline=outline), "ipu-mk2",
+            pd_ = run_model(make_config("resnet-tiny", layers=26, recompute=rc, outline=outline), SMALL,
                             timing_only=True).profile_data
             mp = wl.model_pass(pd_)
             c = mp.counts
@@ -207,9 +208,9 @@ def test_roofline_step_is_the_step_every_view_gives_host_work_included(tmp_path)
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
 
-    cfg = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, ipus=R * S, replicas=R, pipeline_stages=S,
-                      grad_accum=G, host_framework="popart")
-    run_model(cfg, "ipu-mk2", timing_only=True, profile_path=tmp_path / "p.pvl")
+    cfg = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, vocab=VOCAB, ipus=R * S, replicas=R,
+                      pipeline_stages=S, grad_accum=G, host_framework="popart")
+    run_model(cfg, SMALL, timing_only=True, profile_path=tmp_path / "p.pvl")
     with pvl.open(tmp_path / "p.pvl") as p:
         rt = run_totals(p)
         ipu_only = p.run["total_cycles"] / p.target.clock_hz

@@ -63,17 +63,18 @@ CLI = [sys.executable, "-m", "popvision_lite.cli"]
 
 
 # The profile writer builds the HDF5 file in memory and writes it to its temp file only at the end (a 2-IPU
-# timing-only BERT: ~1.2 MB in one write, far too quick to land a kill in; 3 s CPU to emulate).  So the child writes the image in
-# 64 KiB pieces and, once it has written HOLD_AFTER bytes, stops there until it is killed: the kill always lands
-# while the temp file holds part of the image, however slow or loaded the machine (no race with the last write).
-HOLD_AFTER = 320 << 10
+# timing-only MLP: ~250 KB in one write, far too quick to land a kill in; 0.5 s CPU to emulate).  So the child writes
+# the image in 64 KiB pieces and, once it has written HOLD_PROFILE_AFTER bytes (half the image), stops there until it
+# is killed: the kill always lands while the temp file holds part of the image, however slow or loaded the machine
+# (no race with the last write).
+HOLD_PROFILE_AFTER = 128 << 10
 SLOW_EMULATE = textwrap.dedent(f"""
     import os, sys, time
     from popvision_lite.profile import writer
     _write = os.write
     _done = [0]
     def slow_write(fd, data):
-        if _done[0] >= {HOLD_AFTER}:
+        if _done[0] >= {HOLD_PROFILE_AFTER}:
             while True:  # hold the half-written temp file until the test kills this process
                 time.sleep(1)
         n = _write(fd, data)
@@ -94,9 +95,8 @@ def test_emulate_killed_mid_write(tmp_path, previous):
 
         write_synthetic(target, num_ipus=1, tiles_per_ipu=8, num_steps=30, num_layers=1)
         before = target.read_bytes()
-    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "bert", "--ipus", "2", "--layers", "2", "--timing-only", "-q",
-           "-o", str(target)]
-    temps = _kill_when_temp_appears(cmd, tmp_path, ".run.pvl.", min_bytes=256 << 10)
+    cmd = [sys.executable, "-c", SLOW_EMULATE, "emulate", "mlp", "--ipus", "2", "--timing-only", "-q", "-o", str(target)]
+    temps = _kill_when_temp_appears(cmd, tmp_path, ".run.pvl.", min_bytes=HOLD_PROFILE_AFTER)
     if previous:
         assert target.read_bytes() == before
         with open_profile(target) as p:
@@ -111,6 +111,7 @@ def test_emulate_killed_mid_write(tmp_path, previous):
         assert str(t) in str(ei.value)
 
 
+HOLD_AFTER = 320 << 10
 # The Chrome trace is written as text through atomic_io's file handle: the child wraps each handle opened for
 # writing so that, once HOLD_AFTER characters are written (and flushed to the temp file), it stops there until killed.
 HELD_EXPORT = textwrap.dedent(f"""

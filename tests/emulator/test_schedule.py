@@ -9,6 +9,7 @@ from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.target import Target
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 TINY = dict(batch=2, seq=16, hidden=32, heads=2, vocab=64)
 
@@ -359,10 +360,11 @@ def test_inference_pipeline_is_forward_only():
 def test_op_outlining_shares_code_of_identical_ops_only_on_the_composed_path():
     from popvision_lite.profile.schema import CATEGORY_CODE
 
-    # big enough that the projections spread over every tile (small ops start on rotating tiles)
-    kw = dict(layers=1, batch=8, seq=128, hidden=512, heads=8, vocab=64)
-    on = run_model(make_config("bert", **kw), timing_only=True)
-    off = run_model(make_config("bert", outline=False, **kw), timing_only=True)
+    # big enough that the projections spread over every tile of the test device (small ops start on rotating
+    # tiles; on the shipped 1,472 tiles: hidden 512, seq 128, batch 8)
+    kw = dict(layers=1, batch=4, seq=64, hidden=256, heads=4, vocab=64)
+    on = run_model(make_config("bert", **kw), SMALL, timing_only=True)
+    off = run_model(make_config("bert", outline=False, **kw), SMALL, timing_only=True)
     x = CATEGORY_CODE["internalExchangeCode"]
     vs = CATEGORY_CODE["vertexInstanceState"]
     n = on.schedule["outlined_ops"]["0"]

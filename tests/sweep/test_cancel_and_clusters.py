@@ -64,53 +64,30 @@ def _point_processes(client) -> dict:
     return client.run(names)
 
 
-# ----------------------------------------------------------------------------- cancelling
-@pytest.mark.parametrize("isolate", ["process", "worker"])
-def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, tmp_path, isolate):
-    """Two points are running (one per worker, held at the gate) when the sweep is cancelled.  Process mode:
-    their workers stop their processes before run_sweep returns.  Worker mode: they cannot be stopped inside
-    the worker, so the test opens the gate after the cancel and lets them finish - they write nothing."""
-    out = tmp_path / "s"
-    gate = out / sweep_fixtures.GATE
-    pts, names = _points({"batch": [8, 16, 24, 32, 40, 48]})
-    with busy_cpus():
-        o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate=isolate,
-                             point_fn=sweep_fixtures.gated,
-                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
-        assert o.cancelled and (o.ok, o.failed, o.not_run) == (0, 0, 6)
-        if isolate == "process":  # stopped by their workers, before the sweep returned
-            assert all(v == [] for v in _point_processes(client).values())
-        (gate / "open").touch()
-        _drain(client)
-    assert (out / folder.RUN).read_text().startswith(folder.CANCELLED)
-    assert not list((out / "rows").iterdir())
-    assert not list((out / "profiles").iterdir())
-    assert len(pvl.open_sweep(out)) == 0
-    # the next run of the same folder is a new run: it commits, and resumes nothing
-    again = engine.run_sweep(pts[:2], out, grid_names=names, client=client, isolate=isolate)
-    assert (again.ok, again.resumed) == (2, 0) and len(list((out / "rows").iterdir())) == 2
-
-
-def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(tmp_path):
+# ----------------------------------------------------------------------------- Ctrl+C
+def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(tmp_path, capsys):
     """The real command on its own LocalCluster, on a machine with every core busy: Ctrl+C (SIGINT to the
-    process group, as a terminal sends it) ends it with status 130 and one line, no traceback; once the
-    command has exited no process of its group is left and no row appears after the table was written."""
+    process group, as a terminal sends it) ends it with status 130 and one line, no traceback, no temp files;
+    once the command has exited no process of its group is left and no row appears after the table was
+    written.  The same command then resumes the folder."""
     out = tmp_path / "s"
     n = 8
     cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
            "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
            "--workers", "2", "-o", str(out)]
-    with busy_cpus():
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                                start_new_session=True)
-        try:
-            _wait_for(lambda: list((out / "rows").glob("*.json")) or proc.poll() is not None, "a first row")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            start_new_session=True)
+    try:
+        _wait_for(lambda: list((out / "rows").glob("*.json")) or proc.poll() is not None, "a first row")
+        # the load is on from the Ctrl+C until the last process of the group has exited (the cancel, the
+        # points in flight, the cluster's shutdown); the cluster's start before it is not what is tested
+        with busy_cpus():
             os.killpg(proc.pid, signal.SIGINT)
             _, err = proc.communicate(timeout=BOUND_S)
             _wait_for(lambda: not _group_alive(proc.pid), "the sweep's processes to exit")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "cancelled; finished rows kept" in err
     for word in ("Traceback", "Error", "Exception"):
@@ -121,6 +98,19 @@ def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(tmp_path)
     on_disk = {json.loads(f.read_text())["key"] for f in (out / "rows").glob("*.json")}
     assert on_disk == set(kept["key"])  # every committed row is in the table, and none came after it
     assert {Path(p).stem for p in kept["profile"]} == {f.stem for f in (out / "profiles").glob("*.pvl")}
+    # the local cluster's dashboard, where bokeh is installed, with its address (without it: none, none named)
+    import importlib.util
+
+    assert ("popvision-lite sweep: Dask dashboard: http://127.0.0.1:" in err) is \
+        (importlib.util.find_spec("bokeh") is not None), err
+    # the same command resumes, in the faster in-worker mode (how points are isolated is not part of what they
+    # emulate); in process: the process boundary was what the Ctrl+C above was about
+    assert main([*cmd[3:], "-q", "--isolate", "worker"]) == 0
+    stdout = capsys.readouterr().out
+    df = pvl.open_sweep(out)
+    assert len(df) == n and set(df["status"]) == {"ok"} and f"results: {out / 'sweep.csv'} ({n} ok (" in stdout
+    resumed = int(stdout.split(f"({n} ok (")[1].split(" resumed")[0])
+    assert len(kept) <= resumed < n
 
 
 def _group_alive(pgid: int) -> bool:
@@ -175,26 +165,6 @@ def test_isolation_choice_on_daemonic_workers():
         engine.choose_isolation(daemonic, "process")
     with pytest.raises(ConfigError, match="--point-timeout needs a process per point"):
         engine.choose_isolation(daemonic, "auto", point_timeout=5)
-
-
-def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):
-    """The dashboard needs bokeh (extra "dashboard"): with it the local cluster serves one on loopback and its
-    address is named; without it there is none and none is named.  The scheduler's own HTTP server (health checks,
-    the dashboard's pages) listens on loopback only."""
-    import importlib.util
-    import urllib.request
-
-    def http_hosts(dask_scheduler):
-        return {s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()}
-
-    assert client.run_on_scheduler(http_hosts) == {"127.0.0.1"}
-    link = engine.dashboard_link(client)
-    if importlib.util.find_spec("bokeh") is None:
-        assert link is None
-    else:
-        assert link is not None and link.startswith("http://127.0.0.1:") and link.endswith("/status")
-        with urllib.request.urlopen(link, timeout=30) as r:  # the page is served
-            assert r.status == 200 and b"Dask" in r.read()
 
 
 @contextlib.contextmanager
@@ -281,8 +251,8 @@ def test_stock_dask_cluster_runs_in_worker_or_refuses_before_any_point(tmp_path,
 
 def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, capsys):
     """The fix the refusal names works: workers started with DASK_DISTRIBUTED__WORKER__DAEMON=False take
-    --isolate process (a crashing point fails alone)."""
-    with dask_cluster(tmp_path, env={"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}) as (client, address):
+    --isolate process (a crashing point fails alone: the one worker runs the points after it)."""
+    with dask_cluster(tmp_path, n_workers=1, env={"DASK_DISTRIBUTED__WORKER__DAEMON": "False"}) as (client, _):
         assert not any(w["daemon"] for w in client.run(pt.probe).values())
         pts, names = _points({"batch": [8, 16, 32]})
         o = engine.run_sweep(pts, tmp_path / "p", grid_names=names, client=client, isolate="process",
@@ -290,3 +260,52 @@ def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, ca
         by_batch = {r["batch"]: r for r in o.rows}
         assert (o.ok, o.failed, o.isolate) == (2, 1, "process")
         assert "killed by SIGSEGV" in by_batch[sweep_fixtures.CRASH_BATCH]["error"]
+
+
+# ----------------------------------------------------------------------------- on the module's local cluster
+# The tests of the module's `client` come last: its cluster starts at its first user and idles (its scheduler's and
+# workers' heartbeats cost CPU) until the module's last test has run.
+@pytest.mark.parametrize("isolate", ["process", "worker"])
+def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, tmp_path, isolate):
+    """Two points are running (one per worker, held at the gate) when the sweep is cancelled.  Process mode:
+    their workers stop their processes before run_sweep returns.  Worker mode: they cannot be stopped inside
+    the worker, so the test opens the gate after the cancel and lets them finish - they write nothing."""
+    out = tmp_path / "s"
+    gate = out / sweep_fixtures.GATE
+    pts, names = _points({"batch": [8, 16, 24, 32, 40, 48]})
+    with busy_cpus():
+        o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate=isolate,
+                             point_fn=sweep_fixtures.gated,
+                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
+        assert o.cancelled and (o.ok, o.failed, o.not_run) == (0, 0, 6)
+        if isolate == "process":  # stopped by their workers, before the sweep returned
+            assert all(v == [] for v in _point_processes(client).values())
+        (gate / "open").touch()
+        _drain(client)
+    assert (out / folder.RUN).read_text().startswith(folder.CANCELLED)
+    assert not list((out / "rows").iterdir())
+    assert not list((out / "profiles").iterdir())
+    assert len(pvl.open_sweep(out)) == 0
+    # the next run of the same folder is a new run: it commits, and resumes nothing
+    again = engine.run_sweep(pts[:2], out, grid_names=names, client=client, isolate=isolate)
+    assert (again.ok, again.resumed) == (2, 0) and len(list((out / "rows").iterdir())) == 2
+
+
+def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):
+    """The dashboard needs bokeh (extra "dashboard"): with it the local cluster serves one on loopback and its
+    address is named; without it there is none and none is named.  The scheduler's own HTTP server (health checks,
+    the dashboard's pages) listens on loopback only."""
+    import importlib.util
+    import urllib.request
+
+    def http_hosts(dask_scheduler):
+        return {s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()}
+
+    assert client.run_on_scheduler(http_hosts) == {"127.0.0.1"}
+    link = engine.dashboard_link(client)
+    if importlib.util.find_spec("bokeh") is None:
+        assert link is None
+    else:
+        assert link is not None and link.startswith("http://127.0.0.1:") and link.endswith("/status")
+        with urllib.request.urlopen(link, timeout=30) as r:  # the page is served
+            assert r.status == 200 and b"Dask" in r.read()

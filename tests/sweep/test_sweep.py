@@ -6,9 +6,6 @@ from __future__ import annotations
 import math
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -232,42 +229,6 @@ def test_ctrl_c_never_interrupts_a_distributed_call(client, tmp_path, monkeypatc
     assert o.cancelled and 1 <= o.ok < len(pts) and signal.getsignal(signal.SIGINT) is before
     assert not [r for r in caplog.records if r.name.startswith("tornado") and r.levelname == "ERROR"]
     assert set(pvl.open_sweep(tmp_path / "c")["status"]) == {"ok"}
-
-
-def test_cli_end_to_end_and_ctrl_c(tmp_path):
-    """The real command on its own LocalCluster: Ctrl+C (SIGINT to the process group, as a terminal sends
-    it) stops it with finished rows kept and no temp files; the same command then resumes."""
-    folder = tmp_path / "s"
-    n = 8
-    cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
-           "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
-           "--workers", "2", "-o", str(folder)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    t0 = time.time()
-    while not list((folder / "rows").glob("*.json")) and time.time() - t0 < 600 and proc.poll() is None:
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "cancelled; finished rows kept" in err and "Traceback" not in err
-    # the local cluster's dashboard, where bokeh is installed, with its address (without it: none, none named)
-    import importlib.util
-
-    assert ("popvision-lite sweep: Dask dashboard: http://127.0.0.1:" in err) is \
-        (importlib.util.find_spec("bokeh") is not None), err
-    assert not list(folder.rglob("*.tmp"))
-    kept = pvl.open_sweep(folder)
-    assert 1 <= len(kept) < n and set(kept["status"]) == {"ok"}
-    # resume in the faster in-worker mode (how points are isolated is not part of what they emulate)
-    proc = subprocess.run(cmd + ["-q", "--isolate", "worker"], capture_output=True, text=True, env=env,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    df = pvl.open_sweep(folder)
-    assert len(df) == n and set(df["status"]) == {"ok"} and f"results: {folder / 'sweep.csv'} ({n} ok (" in proc.stdout
-    resumed = int(proc.stdout.split(f"({n} ok (")[1].split(" resumed")[0])
-    assert len(kept) <= resumed < n
 
 
 def test_cli_on_an_existing_scheduler(client, tmp_path, capsys):

@@ -70,6 +70,7 @@ def compile_copy(c: Compiled, info: ProgInfo) -> None:
         _compile_copy_fresh(c, info)
     finally:
         c.recording = None
+        c.caches.copy_runs = {}
     # outlining reads the copy's signature, not its pieces (per-piece arrays, the bulk of a copy's memory): the
     # plan is let go now; a plain whole-graph compile frees it after its copy (compile_graph)
     sig = None
@@ -83,18 +84,22 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
     field, whose vertices can be whole pieces), its tensor's tile mapping, and the element size.
     On one IPU the tiles enter relative to an even shift (the first source interval's tile, rounded
     down to even): the cost model is the same on tiles rotated by an even count (the shared exchange
-    bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift)."""
+    bus pairs tiles 2k, 2k + 1; syncs are not part of the key).  Returns (key, shift); the endpoints' run bounds
+    or runs it read are left in ``c.caches.copy_runs`` for the copy's fresh compile (copy_plans.copy_pieces)."""
     src_tiles = prog.src.tensor.mapping.tile
     shift = int(src_tiles[0]) & ~1 if c.target.num_ipus == 1 and len(src_tiles) else 0
     parts = [str(prog.src.tensor.itemsize).encode()]
+    known = c.caches.copy_runs = {}
     for ep in (prog.src, prog.dst):
         if isinstance(ep, Regions):  # its starts and sizes are its runs (hashed as stored, once per compile)
             parts.append(b"G" + cached_digest(c, ep.starts) + cached_digest(c, ep.sizes))
         elif isinstance(ep, Field):
             s, e = ep.run_bounds()
+            known[id(ep)] = ("bounds", s, e)
             parts.append(b"F" + digest(s, e))
         else:
             st, ln = ep.runs()
+            known[id(ep)] = ("runs", st, ln)
             parts.append(b"R" + digest(st, ln))
         mp = ep.tensor.mapping
         parts += [cached_digest(c, mp.tile, shift), cached_digest(c, mp.start), cached_digest(c, mp.stop)]
@@ -103,7 +108,7 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
 
 def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
-    plan = copy_pieces(prog.src, prog.dst)
+    plan = copy_pieces(prog.src, prog.dst, c.caches.copy_runs)
     c.copy_plans[info.prog_id] = plan
     if len(plan.length) == 0:
         return
@@ -111,12 +116,13 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     isz = prog.src.tensor.itemsize
     nbytes = plan.length * isz
     cross = plan.src_tile != plan.dst_tile
-    xi, xs, multi = _distinct_sends(plan, cross)
+    xi, sent, groups = _distinct_sends(plan, cross)
     all_cross = len(xi) == len(cross)
-    bout, bin_, local = _tile_bytes(plan, cross, xi, xs, all_cross, isz, T)
-    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each
-    # (only multicast pieces can have a bus partner)
-    bin_time = cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, multicast=multi)
+    bout, bin_, local = _tile_bytes(plan, cross, sent, all_cross, isz, T)
+    # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each (only multicast
+    # pieces can have a bus partner: with none, every piece counts whole, the bytes received: the same integers
+    # as the cost model's sums of whole pieces)
+    bin_time = bin_ if groups is None else cm.shared_bus_receive_bytes(c.target, plan, cross, nbytes, groups=groups)
     # exchange / copy-descriptor memory on each participating tile
     if c.target.num_ipus == 1:
         ipu_s = ipu_d = None
@@ -126,7 +132,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         glob = ipu_s != ipu_d
     src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
     dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
-    _exchange_code(c, info, plan, cross, glob, ipu_s is not None, xs, src_addr, dst_addr)
+    _exchange_code(c, info, plan, cross, glob, ipu_s is not None, sent, src_addr, dst_addr)
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if not all_cross:
@@ -159,37 +165,40 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
 
 
-def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool | np.ndarray]:
-    """(the crossing pieces, the distinct source pieces among them, and per crossing piece whether its source
-    piece goes to more than one tile, or False when none does): a source piece sent to several tiles goes out
-    once (the exchange multicasts)."""
+def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+    """(the crossing pieces, a mask of the pieces that send (one per distinct source piece among them: ``cross``
+    itself where each is its own), and where some source piece goes to more than one tile the crossing pieces
+    grouped by source piece, else None): a source piece sent to several tiles goes out once (the exchange
+    multicasts).  The groups are the plan indices of the crossing pieces in
+    (source element, length) order and where each group starts, as the shared-bus receive bytes read them
+    (cost_model.shared_bus_receive_bytes)."""
     xi = np.nonzero(cross)[0]
     all_cross = len(xi) == len(cross)  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
-    multi: bool | np.ndarray = False
     if not len(xi):
-        return xi, xi, multi
+        return xi, cross, None
     L1 = int(plan.length.max()) + 1
     key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
     if np.all(key[1:] > key[:-1]):
-        return xi, xi, multi  # already distinct (no broadcast)
+        return xi, cross, None  # already distinct (no broadcast)
     order = stable_argsort(key)
     ks = key[order]
     first = np.concatenate([[True], ks[1:] != ks[:-1]])
-    xs = xi[order[first]]
-    if len(xs) < len(xi):
-        grp = np.cumsum(first) - 1
-        multi = np.empty(len(xi), bool)
-        multi[order] = np.bincount(grp)[grp] > 1
-    return xi, xs, multi
+    xs = order[first]
+    if len(xs) == len(xi):
+        return xi, cross, None
+    sent = np.zeros(len(cross), bool)
+    sent[xs if all_cross else xi[xs]] = True
+    return xi, sent, (order if all_cross else xi[order], first)
 
 
-def _tile_bytes(plan: CopyPlan, cross, xi, xs, all_cross: bool, isz: int, T: int):
-    """Per tile: (bytes sent over the exchange, bytes received, bytes copied on the tile)."""
+def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
+    """Per tile: (bytes sent over the exchange (by the pieces in ``sent``), bytes received, bytes copied on the
+    tile)."""
     L1 = int(plan.length.max()) + 1
-    if xs is xi and all_cross:
+    if sent is cross and all_cross:
         bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
     else:
-        bout = bytes_per_tile(plan.src_tile[xs], plan.length[xs], isz, T, L1)
+        bout = bytes_per_tile(plan.src_tile[sent], plan.length[sent], isz, T, L1)
     if all_cross:
         bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
         local = np.zeros(T, np.int64)
@@ -199,14 +208,13 @@ def _tile_bytes(plan: CopyPlan, cross, xi, xs, all_cross: bool, isz: int, T: int
     return bout, bin_, local
 
 
-def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, multi_ipu: bool, xs, src_addr,
+def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, multi_ipu: bool, sent_once, src_addr,
                    dst_addr) -> None:
     """The exchange code of the crossing pieces, within an IPU and between IPUs: per tile, charged to the
-    receiver's and the sender's tile (``info.code_bytes`` grows by their sum)."""
+    receiver's and the sender's tile (``info.code_bytes`` grows by their sum).  ``sent_once``: the pieces that
+    send, one per distinct source piece (a multicast is sent once)."""
     T = c.num_tiles
     n = len(cross)
-    sent_once = np.zeros(n, bool)
-    sent_once[xs] = True  # one send per distinct source piece: a multicast is sent once
     for mask, cat in ((cross & ~glob if multi_ipu else cross, "internalExchangeCode"),
                       (glob, "globalExchangeCode")):
         if mask.any():

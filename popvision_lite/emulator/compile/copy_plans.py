@@ -12,8 +12,27 @@ from popvision_lite.emulator.graph import Field, _ranges_index
 from popvision_lite.emulator.mapping import interval_index
 
 
-def _runs_and_mapping(ep):
-    starts, lens = ep.runs()
+def _bounds(ep, known: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """A field endpoint's run bounds, as the copy's structure key read them where it did (``known``, by endpoint
+    id: copies._copy_structure_key)."""
+    hit = known.get(id(ep)) if known else None
+    return (hit[1], hit[2]) if hit is not None and hit[0] == "bounds" else ep.run_bounds()
+
+
+def _runs(ep, known: dict | None) -> tuple[np.ndarray, np.ndarray]:
+    """An endpoint's runs (``ep.runs()``), from what the structure key read where it did: a field's runs are its
+    run bounds flattened (graph.Field.runs)."""
+    hit = known.get(id(ep)) if known else None
+    if hit is None:
+        return ep.runs()
+    if hit[0] == "runs":
+        return hit[1], hit[2]
+    s, e = hit[1], hit[2]
+    return s.ravel(), (e - s).ravel()
+
+
+def _runs_and_mapping(ep, known: dict | None = None):
+    starts, lens = _runs(ep, known)
     keep = lens > 0
     if keep.all():
         return starts, lens, ep.tensor.mapping
@@ -32,10 +51,10 @@ def _sorted_unique(a: np.ndarray) -> np.ndarray:
     return a[np.concatenate([[True], a[1:] != a[:-1]])]
 
 
-def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _whole_vertex(ep, known: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile,
     mapping interval of the first element)."""
-    s, e = ep.run_bounds()
+    s, e = _bounds(ep, known)
     mp = ep.tensor.mapping
     k1 = interval_index(mp.start, s)
     kc = np.clip(k1, 0, max(len(mp) - 1, 0))
@@ -44,22 +63,23 @@ def _whole_vertex(ep) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, n
     return s[:, 0], ep.elems(), tiles[:, 0], ok, kc[:, 0]
 
 
-def copy_pieces(src, dst) -> CopyPlan:
+def copy_pieces(src, dst, known: dict | None = None) -> CopyPlan:
     """Split a copy into pieces at every tile boundary of source and destination (vectorised).
 
     Field endpoints (blocks/regions, element order = vertex order) whose every vertex lies inside
-    one mapping interval on both sides are costed per vertex; the rest per contiguous run."""
+    one mapping interval on both sides are costed per vertex; the rest per contiguous run.  ``known``: the
+    endpoints' run bounds or runs where already read (copies._copy_structure_key), by endpoint id."""
     if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
-        s0, sn, st, sok, sk = _whole_vertex(src)
-        d0, dn, dt, dok, dk = _whole_vertex(dst)
+        s0, sn, st, sok, sk = _whole_vertex(src, known)
+        d0, dn, dt, dok, dk = _whole_vertex(dst, known)
         if np.array_equal(sn, dn) and np.all(sok & dok):
             return CopyPlan(s0, d0, sn, st, dt, sk, dk)
-    return _copy_pieces_runs(src, dst)
+    return _copy_pieces_runs(src, dst, known)
 
 
-def _copy_pieces_runs(src, dst) -> CopyPlan:
-    ss, sl, sm = _runs_and_mapping(src)
-    ds, dl, dm = _runs_and_mapping(dst)
+def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
+    ss, sl, sm = _runs_and_mapping(src, known)
+    ds, dl, dm = _runs_and_mapping(dst, known)
     total = int(sl.sum())
     if total == 0:
         z = np.zeros(0, np.int64)
@@ -292,14 +312,54 @@ def _pattern_order(plan: CopyPlan, idx: np.ndarray, se_all: np.ndarray, num_tile
     the destination tile is outermost because a copy's pieces come in destination order, and a copy whose
     every destination tile receives its source tiles' pieces in ascending order (an operand exchange) is
     then in this order already: no sort and no gathers.  ``num_tiles``: the tiles' bound, where known."""
-    if len(idx) == len(plan.length):  # every piece (idx is 0..n-1)
+    every = len(idx) == len(plan.length)  # every piece (idx is 0..n-1)
+    if every:
         st, dt, se, ln = plan.src_tile, plan.dst_tile, se_all, plan.length
     else:
         st, dt, se, ln = plan.src_tile[idx], plan.dst_tile[idx], se_all[idx], plan.length[idx]
+    packed = _packed_order(se, st, dt, num_tiles)
+    if packed is not None:
+        order, fields = packed
+        if order is None:
+            return st, dt, se, ln, idx
+        return (*fields, ln[order], order if every else idx[order])
     order = _lexsort3(se, st, dt, num_tiles)
     if order is None:
         return st, dt, se, ln, idx
-    return st[order], dt[order], se[order], ln[order], idx[order]
+    return st[order], dt[order], se[order], ln[order], order if every else idx[order]
+
+
+def _packed_order(se: np.ndarray, st: np.ndarray, dt: np.ndarray, num_tiles: int | None):
+    """_lexsort3(se, st, dt) with the three fields packed into the sort key at power-of-two widths, above the
+    piece index (the order is the same: the same fields compared in the same order, ties by index): the sorted
+    key gives back the sorted fields with shifts and masks instead of a gather each (a gather through a
+    permutation costs ~6 ns an element, a shift ~1).  Returns (order or None when in order already, (src tile,
+    dst tile, src position) in that order), or None when the key does not fit int64 (then _lexsort3)."""
+    n = len(se)
+    if n < 2:
+        return None
+    if num_tiles is None:
+        lo = min(int(st.min()), int(dt.min()))
+        tb = max(int(st.max()), int(dt.max()), 1).bit_length()
+    else:
+        lo, tb = 0, max(num_tiles - 1, 1).bit_length()
+    lo = min(lo, int(se.min()))
+    ab = max(int(se.max()), 1).bit_length()
+    ib = (n - 1).bit_length()
+    if lo < 0 or 2 * tb + ab + ib > 62:
+        return None
+    key = np.left_shift(dt, tb + ab, dtype=np.int64)
+    key |= np.left_shift(st, ab, dtype=np.int64)
+    key |= se
+    if np.all(key[1:] >= key[:-1]):
+        return None, None
+    key <<= ib
+    key |= np.arange(n, dtype=np.int64)
+    key.sort(kind="stable")  # (distinct values: the stable order; numpy's stable sort merges the ascending runs)
+    order = key & ((1 << ib) - 1)
+    key >>= ib
+    amask, tmask = (1 << ab) - 1, (1 << tb) - 1
+    return order, ((key >> ab) & tmask, key >> (tb + ab), key & amask)
 
 
 def _pattern_units(st, dt, se, de, ln, send_too: bool = False):

@@ -12,12 +12,13 @@ import pandas as pd
 from popvision_lite.emulator.models import emulated as E
 from popvision_lite.emulator.models import pipeline as PL
 from popvision_lite.emulator.models.config import make_config
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 _BERT = dict(training=True, pipeline_stages=2, recompute=True, seq=32, vocab=512)  # a small vocabulary: cheaper heads, same reuse
 
 
 def _bert(**kw):
-    return E.run_model(make_config("bert-tiny", **(_BERT | kw)), timing_only=True)
+    return E.run_model(make_config("bert-tiny", **(_BERT | kw)), SMALL, timing_only=True)
 
 
 def _assert_same_run(a, b):
@@ -49,7 +50,7 @@ def test_pipelined_run_reuses_stage_graphs_when_only_the_composition_changes():
 
 def test_release_graphs_frees_the_kept_graphs():
     E.release_graphs()
-    E.run_model(make_config("resnet-tiny", batch=2, replicas=2, ipus=2), timing_only=True)
+    E.run_model(make_config("resnet-tiny", batch=2, replicas=2, ipus=2), SMALL, timing_only=True)
     _bert(replicas=2, ipus=4)
     assert E._GRAPH_CACHE and PL._STAGE_GRAPHS  # both kept for a next run
     graph = weakref.ref(next(iter(E._GRAPH_CACHE.values()))[0].graph)

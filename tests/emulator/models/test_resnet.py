@@ -15,6 +15,7 @@ from popvision_lite.emulator.models.emulated import build_model, run_model
 from popvision_lite.emulator.ops.context import View, plan_target_of
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 
 def test_presets_are_registered():
@@ -182,8 +183,8 @@ def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backw
     monkeypatch.setattr(RN, "GRAPH_FUNCTIONS", False)
 
     kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
-    full = run_model(make_config("resnet-tiny", outline=False, **kw), timing_only=True)
-    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    full = run_model(make_config("resnet-tiny", outline=False, **kw), SMALL, timing_only=True)
+    out = run_model(make_config("resnet-tiny", outline=True, **kw), SMALL, timing_only=True)
     var = schema.CATEGORY_CODE["variable"]
     nal = np.asarray(out.profile_data.memory)[:, var, 1]
     ltb = np.asarray(out.profile_data.liveness_tile_bytes)
@@ -220,7 +221,7 @@ def test_outlined_backward_call_takes_its_block_values_as_arguments():
     backward and block 1's from the call on (block 1's are held by saved copies until then), as in the exact
     build, where they are other tensors: live in two intervals with a gap, not throughout."""
     kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
-    out = run_model(make_config("resnet-tiny", outline=True, **kw), timing_only=True)
+    out = run_model(make_config("resnet-tiny", outline=True, **kw), SMALL, timing_only=True)
     pd_ = out.profile_data
     vid = pd_.variables.set_index("name").loc["block1/conv1/matmul#1", "var_id"]
     spans = pd_.variable_intervals
@@ -236,16 +237,17 @@ def test_runs_that_differ_in_composition_only_reuse_the_replica_graph():
 
     kw = dict(batch=2, recompute=True)
     E._GRAPH_CACHE.clear()
-    run_model(make_config("resnet-tiny", replicas=2, ipus=2, grad_accum=3, optimizer="lars", **kw), timing_only=True)
-    again = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), timing_only=True)
+    run_model(make_config("resnet-tiny", replicas=2, ipus=2, grad_accum=3, optimizer="lars", **kw), SMALL,
+              timing_only=True)
+    again = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), SMALL, timing_only=True)
     assert again.wall.get("reused") is True
     E._GRAPH_CACHE.clear()
-    fresh = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), timing_only=True)
+    fresh = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), SMALL, timing_only=True)
     assert "reused" not in fresh.wall
     assert again.schedule == fresh.schedule and again.samples_per_second == fresh.samples_per_second
     assert (again.profile_data.memory == fresh.profile_data.memory).all()
     other = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, batch=4, recompute=True),
-                      timing_only=True)
+                      SMALL, timing_only=True)
     assert "reused" not in other.wall  # another micro-batch is another graph
 
 

@@ -1,5 +1,6 @@
 """The ONNX model zoo (tests/data/onnx_zoo, built by its make_zoo.py from transformers / torchvision configs with
-both torch exporters): every model imports, fits, and matches ONNX Runtime; new ops and attributes on small
+both torch exporters): every model imports, fits (on the tests' device with 92 tiles, decision 0395: a sixteenth of
+the shipped chip), and matches ONNX Runtime; new ops and attributes on small
 models built with onnx.helper; bad dims and config paths."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from popvision_lite.cli import main  # noqa: E402
 from popvision_lite.emulator.onnx_import import OnnxImportError, emulate_onnx  # noqa: E402
 from popvision_lite.emulator.onnx_import.run import REL_TOL, judge  # noqa: E402
+from tests.support.devices import ID as SMALL  # noqa: E402  (the shipped Mk2 cut to 92 tiles, decision 0395)
 
 ZOO = Path(__file__).resolve().parents[2] / "data" / "onnx_zoo"
 MANIFEST = json.loads((ZOO / "manifest.json").read_text())
@@ -50,7 +52,7 @@ def test_zoo_holds_every_model_with_both_exporters_and_stays_small():
 @pytest.mark.parametrize("name,exporter", CASES)
 def test_zoo_model_imports_fits_and_matches_onnxruntime_fp32(name, exporter):
     ins, ref, _ = _data(name, exporter)
-    run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32")
+    run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32", device=SMALL)
     assert run.fits is True and run.total_cycles > 0
     (out,) = ref
     c = run.numeric_checks[out]
@@ -64,7 +66,7 @@ def test_zoo_model_imports_fits_and_matches_onnxruntime_fp32(name, exporter):
 @pytest.mark.parametrize("name", ["bert_sdpa", "llama", "resnet50", "mobilenet_v3", "whisper_encoder"])
 def test_zoo_fp16_within_tolerance_and_compared_with_onnxruntime_fp16(name):
     ins, ref, ref16 = _data(name, "classic")
-    run = emulate_onnx(ZOO / f"{name}.classic.onnx", inputs=ins, precision="fp16", reference_fp16=ref16)
+    run = emulate_onnx(ZOO / f"{name}.classic.onnx", inputs=ins, precision="fp16", reference_fp16=ref16, device=SMALL)
     (out,) = ref
     c = run.numeric_checks[out]
     assert c["passed"] and c["atol"] == pytest.approx(REL_TOL["fp16"] * np.abs(ref[out]).max(), rel=1e-6)
@@ -80,7 +82,7 @@ def test_zoo_fp16_within_tolerance_and_compared_with_onnxruntime_fp16(name):
                                            ("unet", "dynamo"), ("wav2vec2", "classic")])
 def test_zoo_training_step_updates_weights_as_the_reference(name, exporter):
     ins, ref, _ = _data(name, exporter)
-    run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32", training=True)
+    run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32", training=True, device=SMALL)
     weights = {k: v for k, v in run.numeric_checks.items() if k.startswith("weight:")}
     assert run.fits and len(weights) >= 10
     assert all(v["passed"] for v in run.numeric_checks.values()), \
@@ -233,13 +235,13 @@ def test_recompute_reruns_each_layer_and_keeps_fewer_activations():
     # torch.export's generic node names: from the deepest name scope that names a layer ('m.transformer.h.0')
     assert len(find_blocks(onnx.load(str(ZOO / "gpt2.dynamo.onnx")).graph.node)) == 2
     ins, _, _ = _data("gpt2", "classic")
-    run = emulate_onnx(ZOO / "gpt2.classic.onnx", inputs=ins, precision="fp32", training=True, recompute=True)
+    run = emulate_onnx(ZOO / "gpt2.classic.onnx", inputs=ins, precision="fp32", training=True, recompute=True, device=SMALL)
     assert len(run.numeric_checks) > 10 and all(c["passed"] for c in run.numeric_checks.values())  # same update
     assert any("recompute/" in n for n in run.profile_data.ops["name"])
     # activations large enough to matter: batch 8, sequence 64 (recomputation keeps ~75 % of the variable bytes;
     # ~72 % at batch 16, which costs half as much again to emulate)
     runs = {rc: emulate_onnx(ZOO / "gpt2.classic.onnx", batch=8, seq=64, training=True, recompute=rc,
-                             timing_only=True) for rc in (False, True)}
+                             timing_only=True, device=SMALL) for rc in (False, True)}
     assert not any("recompute/" in n for n in runs[False].profile_data.ops["name"])
     assert runs[True].total_cycles > runs[False].total_cycles
     var = {rc: np.asarray(r.profile_data.memory)[:, CATEGORY_CODE["variable"], 1].sum() for rc, r in runs.items()}
@@ -265,10 +267,10 @@ def test_freeing_tensors_after_their_last_use_changes_no_result(name, exporter, 
         released.append(len(data.released))
         return outputs(self, data, hosts)
     monkeypatch.setattr(Engine, "outputs", spy)
-    freed = emulate_onnx(path, inputs=ins, precision=precision, training=training)
+    freed = emulate_onnx(path, inputs=ins, precision=precision, training=training, device=SMALL)
     run = Engine.run
     monkeypatch.setattr(Engine, "run", lambda self, *a, keep=None, **k: run(self, *a, **k))
-    kept = emulate_onnx(path, inputs=ins, precision=precision, training=training)
+    kept = emulate_onnx(path, inputs=ins, precision=precision, training=training, device=SMALL)
     assert released[0] > 0 and released[1] == 0
     assert freed.outputs.keys() == kept.outputs.keys()
     for k in kept.outputs:
