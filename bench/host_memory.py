@@ -82,6 +82,10 @@ ROWS: dict[str, tuple] = {
     "mlp_numerics": ("mlp", ["mlp", "--hidden", "2048", "--batch", "256"]),
     "conv_timing": ("conv", ["conv", "--batch", "8", "--image", "64", "--hidden", "64", "--timing-only"]),
     "gnn_numerics": ("gnn", ["gnn", "--batch", "4", "--hidden", "128"]),
+    "resnet50_b12": ("resnet", ["resnet50", "--batch", "12", "--timing-only"]),
+    "resnet_tiny_b64_numerics": ("resnet", ["resnet-tiny", "--batch", "64"]),
+    "conv_numerics": ("conv", ["conv", "--batch", "4", "--image", "32", "--hidden", "64"]),
+    "mlp_timing": ("mlp", ["mlp", "--hidden", "4096", "--batch", "512", "--timing-only"]),
     # ONNX imports: (layers, batch, seq, training)
     "onnx_bert_base_12l": ("onnx", ("bert", 12), ["--batch", "8", "--seq", "128", "--timing-only"]),
     "onnx_bert_base_12l_s384": ("onnx", ("bert", 12), ["--batch", "8", "--seq", "384", "--timing-only"]),
@@ -104,18 +108,34 @@ ROWS: dict[str, tuple] = {
 # the rows each path's coefficients are fitted on (least squares of the relative error); every other row judges
 FIT_ROWS = ("bert_large_4_s128_b8", "bert_large_4_s512_b16", "bert_large_16", "bert_large_tp4", "gpt2_medium_8_b4",
             "gpt2_xl_16x4", "gpt3_13b_tp4", "gpt3_13b_tp1",
-            "resnet50_b20", "resnet_tiny_numerics", "mlp_numerics", "conv_timing",
+            "resnet50_b4", "resnet101_b8", "resnet_tiny_numerics", "bert_mini_numerics", "mlp_numerics", "gnn_numerics",
             "onnx_bert_base_12l", "onnx_bert_base_12l_s256_b16", "onnx_bert_base_4l_train", "onnx_bert_base_2l_train",
             "onnx_zoo_t5_b8",
             "onnx_zoo_efficientnet_b8", "onnx_zoo_resnet50_b16", "onnx_zoo_unet_b8")
 
 _DRIVER = """
-import sys
+import json, sys
 from popvision_lite import value_checks
 value_checks.host_memory_bytes = lambda: 1 << 60  # the pre-check off: measure the rows it would refuse too
+from popvision_lite.emulator.models import host_memory as hm
+built = hm.built_terms
+def report(graph, numerics):  # the built graph's counts (whole-graph rows), for the estimate of the check's 2nd stage
+    counts = built(graph, numerics)
+    with open(sys.argv[1], "w") as f:
+        json.dump(counts, f)
+    return counts
+hm.built_terms = report
 from popvision_lite.cli.main import main
-sys.exit(main(sys.argv[1:]))
+sys.exit(main(sys.argv[2:]))
 """
+
+
+def built_counts(path: str) -> dict | None:
+    """The built graph's counts a whole-graph row's run wrote (:data:`_DRIVER`); None when it built no whole graph."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
 
 _ONNX_FILE = """
 import sys, onnx
@@ -148,9 +168,10 @@ def command(name: str, tmp: str) -> list[str]:
     return ["emulate", *row[1], *out]
 
 
-def row_estimate(name: str, tmp: str):
-    """(Estimate, the counts of its fitted terms) of a row as the pre-check computes it, from the same command
-    line (the counts differ from the estimate's terms where the composed path's floor sets it)."""
+def row_estimate(name: str, tmp: str, built: dict | None = None):
+    """(Estimate, the counts of its fitted terms, the pre-build estimate) of a row as the check computes it, from
+    the same command line (the counts differ from the estimate's terms where the composed path's floor sets it);
+    on the whole-graph path the second stage's, from the counts of the graph its run built (``built``)."""
     from popvision_lite import value_checks
 
     saved = value_checks.host_memory_bytes
@@ -166,14 +187,20 @@ def row_estimate(name: str, tmp: str):
             seq = int(a[a.index("--seq") + 1]) if "--seq" in a else None
             lm = load(onnx_model(row[1], tmp), batch=batch, seq=seq)
             est = onnx_hm.estimate(lm, training="--training" in a, timing_only="--timing-only" in a)
-            return est, {k: v for k, (v, _) in est.terms.items()}
+            return est, {k: v for k, (v, _) in est.terms.items()}, est
         from popvision_lite.cli import emulate as E
         from popvision_lite.emulator.models import host_memory as hm
 
         p = argparse.ArgumentParser()
         E.add_arguments(p)
         cfg, _, _, timing = E.resolve(p.parse_args([a for a in command(name, tmp)[1:] if a != "-q"]))
-        return hm.estimate(cfg, timing), hm.fitted_counts(cfg, timing)
+        pre = hm.estimate(cfg, timing)
+        if pre.path != "whole":
+            return pre, hm.fitted_counts(cfg, timing), pre
+        counts = built or {k: 0.0 for k in hm.BUILT if k != "base"}
+        b = hm.BUILT["base"] + sum(hm.BUILT[k] * v for k, v in counts.items())
+        return hm.Estimate(int(b), "built", {k: (v, hm.BUILT[k] * v) for k, v in counts.items()}, pre.field), \
+            counts, pre
     finally:
         value_checks.host_memory_bytes = saved
 
@@ -232,30 +259,36 @@ def main(argv=None) -> int:
                 if d.get("bench") == "host_memory" and "row" in d:
                     logged[d["row"]] = d
     records, goals, failed = [], [], 0
-    print(f"{'row':26} {'family':15} {'path':9} {'peak GiB':>8} {'est GiB':>8} {'est/peak':>8}  fit  CPU s")
+    print(f"{'row':26} {'family':15} {'path':9} {'peak GiB':>8} {'est GiB':>8} {'est/peak':>8}  fit  CPU s"
+          "  (built rows: pre-build floor / peak)")
     with tempfile.TemporaryDirectory(prefix="pvl_hostmem_") as tmp, ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for name in names:  # the ONNX files once, before rows run side by side
             if ROWS[name][0] == "onnx":
                 onnx_model(ROWS[name][1], tmp)
-        runs = {n: pool.submit(measure, [PY, "-c", _DRIVER, *command(n, tmp)], args.timeout)
-                for n in names if n not in logged}
+        runs = {n: pool.submit(measure, [PY, "-c", _DRIVER, os.path.join(tmp, n + ".counts"), *command(n, tmp)],
+                               args.timeout) for n in names if n not in logged}
         for name in names:
-            est, counts = row_estimate(name, tmp)
             if name in logged:
                 m = dict(rc=logged[name]["rc"], peak_rss_gb=logged[name]["peak_gib"], cpu_s=logged[name]["cpu_s"])
+                built = logged[name]["counts"] if logged[name].get("path") == "built" else None
             else:
                 m = runs[name].result()
+                built = built_counts(os.path.join(tmp, name + ".counts"))
+            est, counts, pre = row_estimate(name, tmp, built)
             peak = m["peak_rss_gb"] * 2**30
             rec = dict(bench="host_memory", row=name, family=ROWS[name][0], path=est.path, rc=m["rc"],
                        cpu_s=m["cpu_s"], peak_gib=m["peak_rss_gb"], estimate_gib=round(est.gib, 3),
                        ratio=round(est.bytes / peak, 3) if peak else None, fit_row=name in FIT_ROWS,
-                       counts=counts, floor="largest_tensor" in est.terms)
+                       counts=counts, floor="largest_tensor" in est.terms,
+                       pre_build_gib=round(pre.gib, 3), pre_build_ratio=round(pre.bytes / peak, 3) if peak else None)
             ok_rc = m["rc"] in (0, 3)
             failed += not ok_rc
             records.append(dict(name=name, path=est.path, peak_bytes=peak if ok_rc else 0, counts=rec["counts"]))
             ratio = f"{rec['ratio']:8.2f}" if rec["ratio"] else "       -"
+            pre_note = f"  ({rec['pre_build_ratio']:.2f})" if est.path == "built" and peak else ""
             print(f"{name:26} {rec['family']:15} {est.path:9} {m['peak_rss_gb']:8.2f} {est.gib:8.2f} {ratio}  "
                   f"{'fit' if rec['fit_row'] else '   '}  {m['cpu_s']:5.1f}{'  (floor)' if rec['floor'] else ''}"
+                  f"{pre_note}"
                   f"{'' if ok_rc else '  FAILED rc ' + str(m['rc'])}",
                   flush=True)
             print("BENCH-RESULT " + json.dumps(rec), flush=True)
@@ -263,6 +296,8 @@ def main(argv=None) -> int:
                 r = est.bytes / peak
                 goals.append(targets.row(f"{name}: estimate / peak >= {LO}", r, LO, at_least=True) if r < 1 else
                              targets.row(f"{name}: estimate / peak <= {HI}", r, HI))
+                if est.path == "built":  # the first stage's floor must never refuse a run that fits
+                    goals.append(targets.row(f"{name}: pre-build floor / peak <= 1", pre.bytes / peak, 1.0))
     targets.print_rows(goals)
     print(targets.bench_result("host_memory_goals", goals))
     if args.fit:

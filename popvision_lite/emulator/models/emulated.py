@@ -25,6 +25,7 @@ from popvision_lite.profile.assemble import VariableRow, append_variables
 
 from .catalog import build
 from .config import COMPOSITION_FIELDS, ModelConfig
+from .host_memory import check_built_graph
 from .pipeline import release_stage_graphs, run_pipelined
 from .whole_graph import compose_whole_graph
 
@@ -117,6 +118,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         tick("planning and building graph", 0.0)
         be, built = build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
+        check_built_graph(be.graph, cfg, timing_only)  # the host-memory check's second stage (decision 0390)
         tick("compiling", COMPILE_STARTS)
         eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
                      carried_copies=CARRIED_COPIES)

@@ -12,10 +12,12 @@ numerics, the values (weights, activations, gradients, the numpy reference).
 
 The estimate is a sum of those terms, each a count of the config times a coefficient in bytes.  The counts are
 exact functions of the config (:func:`composed_terms`, :func:`whole_terms`); the coefficients have no public
-figure and are *calibrated* (the composed path's; the whole-graph path's are not fitted yet, see WHOLE): least
+figure and are *calibrated* (the composed path's, and the whole-graph path's after its build, see BUILT): least
 squares on the named rows of ``bench/host_memory.py`` (:data:`FIT_ROWS`), judged on its other rows and by
 leave-one-out on the fitted ones (docs/performance.md).  A run whose estimate is over half of this machine's
-memory is refused with exit 2 before anything is allocated, naming the field that grows it most.
+memory is refused with exit 2 before anything is allocated, naming the field that grows it most.  On the
+whole-graph path that first estimate is only a lower bound, and the estimate proper comes right after the graph
+is built, from its vertex count, before the compile and the run (:func:`check_built_graph`, decision 0390).
 """
 
 from __future__ import annotations
@@ -34,12 +36,19 @@ GIB = 2**30
 # holds.  COMPOSED is *calibrated*: bench/host_memory.py --fit (least squares on its eight composed FIT_ROWS, aiming
 # estimate / peak at the middle of the 0.8-1.5 band; a term whose coefficient comes out negative is dropped:
 # ``graphs`` and ``attention``), judged on the 14 other composed rows and by leave-one-out, docs/performance.md
-# "Host memory of an emulation" (refit 2026-12-06 17:40 UTC on that day's peaks).  WHOLE is NOT fitted: the fit
-# on its named rows is degenerate (leave-one-out 0.4-26x): what follows its peaks is the graph's vertex count
-# (measured: 33 B a vertex timing-only, about 0.5 kB with numerics), which its terms cannot see before the
-# graph is built, so these are the first guesses, 0.27-4.1x the peaks.
+# "Host memory of an emulation" (refit 2026-12-06 17:40 UTC on that day's peaks).
 COMPOSED = {"base": 379.3e6, "graphs": 0.0, "attention": 0.0, "tokens": 8.822, "vocab": 0.6549, "profile": 45.31e6}
-WHOLE = {"base": 0.12e9, "activations": 10.0, "weights": 8.0, "values": 16.0}
+
+# The whole-graph path is checked in two stages (decision 0390).  Its peaks follow the BUILT graph's vertex count,
+# which depends on every tensor's tile mapping, known only once the graph is built (a count from the planners
+# alone was 0.45-10x the real one).  Before the build, WHOLE_FLOOR: a lower bound, not an estimate, so it never
+# refuses a run that fits: the interpreter with the emulator imported (76 MB, measured) and, with numerics, each
+# weight and activation element held once in float32 (4 B; :func:`whole_terms`' ``values``); 0.08-0.41 of the
+# measured peaks (docs/performance.md).  Right after the build, before the compile and the run, BUILT: the
+# estimate from the built graph's counts (:func:`built_terms`), *calibrated* like COMPOSED on the whole-graph
+# FIT_ROWS of bench/host_memory.py (--fit).
+WHOLE_FLOOR = {"base": 76e6, "activations": 0.0, "weights": 0.0, "values": 4.0}
+BUILT = {"base": 193.3e6, "vertices": 75.04, "value_vertices": 558.4}
 
 # A floor under the composed estimate, not fitted: the emulator holds an int64 index (8 B) per element of the
 # attention scores of one block of query rows (batch x local heads x seq x seq / attention serialisation), even
@@ -142,7 +151,9 @@ _TERM_FIELDS = {"graphs": ("pipeline_stages",), "attention": ("seq", "batch", "h
                 "largest_tensor": ("seq", "batch", "heads"),
                 "tokens": ("batch", "seq", "hidden"), "vocab": ("vocab", "hidden"), "profile": ("pipeline_stages", "ipus"),
                 "activations": ("batch", "image", "seq", "hidden", "nodes", "edges"), "weights": ("hidden", "layers"),
-                "values": ("batch", "hidden", "layers")}
+                "values": ("batch", "hidden", "layers"),
+                "vertices": ("batch", "image", "seq", "hidden", "nodes", "edges"),
+                "value_vertices": ("batch", "image", "seq", "hidden", "nodes", "edges")}
 
 
 def largest_tensor(cfg: ModelConfig) -> float:
@@ -159,10 +170,12 @@ def fitted_counts(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
 
 
 def estimate(cfg: ModelConfig, timing_only: bool) -> Estimate:
-    """The estimated peak host memory of emulating ``cfg`` (calibrated; see the module's text), at least the
-    index floor of its largest tensor on the composed path (:data:`INDEX_BYTES`)."""
+    """The estimated peak host memory of emulating ``cfg`` before anything is built: on the composed path the
+    calibrated estimate (see the module's text), at least the index floor of its largest tensor
+    (:data:`INDEX_BYTES`); on the whole-graph path its lower bound (:data:`WHOLE_FLOOR`; the estimate proper
+    comes once the graph is built, :func:`built_estimate`)."""
     composed = runs_composed(cfg, timing_only)
-    counts, coef = fitted_counts(cfg, timing_only), COMPOSED if composed else WHOLE
+    counts, coef = fitted_counts(cfg, timing_only), COMPOSED if composed else WHOLE_FLOOR
     terms = {k: (v, coef[k] * v) for k, v in counts.items()}
     total = coef["base"] + sum(b for _, b in terms.values())
     if composed:
@@ -171,6 +184,33 @@ def estimate(cfg: ModelConfig, timing_only: bool) -> Estimate:
             terms = {"largest_tensor": (n, INDEX_BYTES * n)}
             total = coef["base"] + INDEX_BYTES * n
     return Estimate(int(total), "composed" if composed else "whole", terms, _field(cfg, composed, terms))
+
+
+def built_terms(graph, numerics: bool) -> dict[str, float]:
+    """The counts of a built whole graph (an emulator ``Graph``) the :data:`BUILT` estimate weighs:
+    ``vertices``, its vertices (every codelet, every compute set), and ``value_vertices``, the same again when
+    the run computes values (the values gathered per vertex field, the numpy reference and the comparisons).
+    One sum over the graph's vertex groups: about 1 ms for ResNet-50's 18 M vertices in 600 groups."""
+    n = float(sum(g.n for g in graph.groups))
+    return {"vertices": n, "value_vertices": n if numerics else 0.0}
+
+
+def built_estimate(graph, cfg: ModelConfig, timing_only: bool) -> Estimate:
+    """The estimated peak host memory of a whole-graph run of ``cfg`` whose graph is built (*calibrated*,
+    :data:`BUILT`): the second stage of its check, before the compile and the run hold most of it."""
+    counts = built_terms(graph, runs_numerics(cfg, timing_only))
+    terms = {k: (v, BUILT[k] * v) for k, v in counts.items()}
+    total = BUILT["base"] + sum(b for _, b in terms.values())
+    return Estimate(int(total), "built", terms, _field(cfg, False, terms))
+
+
+def check_built_graph(graph, cfg: ModelConfig, timing_only: bool) -> None:
+    """ConfigError (naming the field that grows the estimate most) when the built whole graph of ``cfg`` needs
+    more than half of this machine's memory to compile and run (:func:`built_estimate`)."""
+    hint = ("use --timing-only (same cycles and memory) or smaller sizes" if runs_numerics(cfg, timing_only)
+            else "use smaller sizes")
+    e = built_estimate(graph, cfg, timing_only)
+    refuse_past_half(e, hint, basis=f"estimate from its built graph's {e.terms['vertices'][0]:,.0f} vertices")
 
 
 def _field(cfg: ModelConfig, composed: bool, terms: dict) -> str:
@@ -186,14 +226,14 @@ def _field(cfg: ModelConfig, composed: bool, terms: dict) -> str:
     return max(_TERM_FIELDS[top], key=lambda k: sizes[k] / _USUAL[k])
 
 
-def refuse_past_half(e: Estimate, hint: str, where: str = "", error=ConfigError) -> None:
+def refuse_past_half(e: Estimate, hint: str, where: str = "", error=ConfigError, basis: str = "estimate") -> None:
     """``error`` (naming ``e.field``) when the estimate ``e`` is more than half of this machine's memory
     (value_checks.host_memory_bytes); nothing where that is unknown.  Half: the rest of the machine (other
     processes, the page cache) and the estimate's own error need room too."""
     have = value_checks.host_memory_bytes()
     if have and e.bytes > have // 2:
         raise error(f"{where + ': ' if where else ''}{e.field}: emulating this run needs about {e.gib:.1f} GiB of "
-                    f"host memory (estimate), more than half of this machine's {have / GIB:.1f} GiB; {hint}")
+                    f"host memory ({basis}), more than half of this machine's {have / GIB:.1f} GiB; {hint}")
 
 
 def check_host_memory(cfg: ModelConfig, timing_only: bool, where: str = "") -> None:

@@ -37,12 +37,30 @@ def test_tensor_parallel_shards_the_counted_layer():
         hm.estimate(make_config("gpt3-13b", ipus=8, replicas=8), True).bytes
 
 
-def test_whole_graph_values_only_with_numerics():
+def test_whole_graph_floor_counts_each_value_once_in_float32_and_nothing_timing_only():
     cfg = make_config("mlp", hidden=1024, batch=128)
     timing, numerics = hm.whole_terms(cfg, True), hm.whole_terms(cfg, False)
     assert timing["values"] == 0 and numerics["values"] == numerics["activations"] + numerics["weights"] > 0
-    assert hm.estimate(cfg, False).bytes > hm.estimate(cfg, True).bytes
-    assert hm.estimate(make_config("resnet50", batch=32), True).bytes > hm.estimate(make_config("resnet50"), True).bytes
+    # before the build the whole-graph path has a lower bound only (decision 0390): the interpreter, and 4 B a value
+    assert hm.estimate(cfg, True).bytes == int(hm.WHOLE_FLOOR["base"])
+    assert hm.estimate(cfg, False).bytes == int(hm.WHOLE_FLOOR["base"] + 4 * numerics["values"])
+    assert hm.estimate(make_config("resnet50", batch=32), True).bytes == hm.estimate(make_config("resnet50"), True).bytes
+
+
+def test_built_terms_count_the_built_graphs_vertices_and_values_only_with_numerics():
+    from popvision_lite.emulator.models.emulated import build_model
+
+    small, wide = make_config("mlp", hidden=64, batch=8, layers=2), make_config("mlp", hidden=64, batch=32, layers=2)
+    be, _ = build_model(small, needs_values=True)
+    per_cs = sum(len(g.tiles) for cs in be.graph.compute_sets for g in cs.groups)  # counted by compute set
+    assert per_cs > 0 and hm.built_terms(be.graph, True) == {"vertices": per_cs, "value_vertices": per_cs}
+    assert hm.built_terms(be.graph, False) == {"vertices": per_cs, "value_vertices": 0}
+    e = hm.built_estimate(be.graph, small, timing_only=False)
+    assert e.path == "built" and e.bytes == int(hm.BUILT["base"] + (hm.BUILT["vertices"] + hm.BUILT["value_vertices"])
+                                                * per_cs)
+    assert hm.built_estimate(be.graph, small, timing_only=True).bytes < e.bytes  # timing-only: no values
+    be_wide, _ = build_model(wide, needs_values=False)
+    assert hm.built_terms(be_wide.graph, False)["vertices"] > per_cs  # a larger batch maps more intervals
 
 
 def test_paths_and_named_fields():
