@@ -149,6 +149,7 @@ def whole_terms(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
 # the config fields each term grows with (the refusal names the one furthest above its usual size)
 _TERM_FIELDS = {"graphs": ("pipeline_stages",), "attention": ("seq", "batch", "heads"),
                 "largest_tensor": ("seq", "batch", "heads"),
+                "largest_whole_tensor": ("batch", "image", "seq", "hidden", "nodes", "edges"),
                 "tokens": ("batch", "seq", "hidden"), "vocab": ("vocab", "hidden"), "profile": ("pipeline_stages", "ipus"),
                 "activations": ("batch", "image", "seq", "hidden", "nodes", "edges"), "weights": ("hidden", "layers"),
                 "values": ("batch", "hidden", "layers"),
@@ -163,6 +164,27 @@ def largest_tensor(cfg: ModelConfig) -> float:
     return float(s.batch * s.heads * s.seq * -(-s.seq // ser))
 
 
+def largest_whole_tensor(cfg: ModelConfig) -> float:
+    """Elements of the largest single tensor a whole-graph run builds (:data:`INDEX_BYTES` each, even timing-only,
+    as on the composed path): a ResNet's stem windows (batch x 7 x 7 x 3 RGB values at each of image / 2 squared
+    positions) or its widest activation; a conv net's layer output; a transformer's attention scores; a GNN's
+    node + edge features; an MLP's layer.  The index floor of the whole-graph path: ResNet timing-only at image
+    512 / 1,024 / 2,048 peaked at 15.0 / 13.4 / 13.0 B per element of its stem windows (2026-12-06), so 8 B is below
+    every one of them, and a run whose index alone is past half the machine (image 8,192: 158 GB) is refused
+    before it is built, not when the build runs out of memory."""
+    B, H = cfg.batch, cfg.hidden
+    if cfg.model == "resnet":
+        px = cfg.image ** 2
+        return float(B * max(147 * px // 4, H * px // 4, 4 * H * px // 16))
+    if cfg.model == "conv":
+        return float(B * H * cfg.image ** 2)
+    if cfg.model in ("bert", "gpt"):
+        return largest_tensor(cfg)
+    if cfg.model == "gnn":
+        return float(B * (cfg.nodes + cfg.edges) * H)
+    return float(B * H)
+
+
 def fitted_counts(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
     """The counts of the fitted terms of the path the run takes (what bench/host_memory.py --fit fits on, the
     floor aside)."""
@@ -172,17 +194,17 @@ def fitted_counts(cfg: ModelConfig, timing_only: bool) -> dict[str, float]:
 def estimate(cfg: ModelConfig, timing_only: bool) -> Estimate:
     """The estimated peak host memory of emulating ``cfg`` before anything is built: on the composed path the
     calibrated estimate (see the module's text), at least the index floor of its largest tensor
-    (:data:`INDEX_BYTES`); on the whole-graph path its lower bound (:data:`WHOLE_FLOOR`; the estimate proper
-    comes once the graph is built, :func:`built_estimate`)."""
+    (:data:`INDEX_BYTES`); on the whole-graph path its lower bound (:data:`WHOLE_FLOOR`, at least the index floor
+    of :func:`largest_whole_tensor`; the estimate proper comes once the graph is built, :func:`built_estimate`)."""
     composed = runs_composed(cfg, timing_only)
     counts, coef = fitted_counts(cfg, timing_only), COMPOSED if composed else WHOLE_FLOOR
     terms = {k: (v, coef[k] * v) for k, v in counts.items()}
     total = coef["base"] + sum(b for _, b in terms.values())
-    if composed:
-        n = largest_tensor(cfg)
-        if coef["base"] + INDEX_BYTES * n > total:
-            terms = {"largest_tensor": (n, INDEX_BYTES * n)}
-            total = coef["base"] + INDEX_BYTES * n
+    name, n = ("largest_tensor", largest_tensor(cfg)) if composed else ("largest_whole_tensor",
+                                                                        largest_whole_tensor(cfg))
+    if coef["base"] + INDEX_BYTES * n > total:
+        terms = {name: (n, INDEX_BYTES * n)}
+        total = coef["base"] + INDEX_BYTES * n
     return Estimate(int(total), "composed" if composed else "whole", terms, _field(cfg, composed, terms))
 
 

@@ -41,10 +41,15 @@ def test_whole_graph_floor_counts_each_value_once_in_float32_and_nothing_timing_
     cfg = make_config("mlp", hidden=1024, batch=128)
     timing, numerics = hm.whole_terms(cfg, True), hm.whole_terms(cfg, False)
     assert timing["values"] == 0 and numerics["values"] == numerics["activations"] + numerics["weights"] > 0
-    # before the build the whole-graph path has a lower bound only (decision 0390): the interpreter, and 4 B a value
-    assert hm.estimate(cfg, True).bytes == int(hm.WHOLE_FLOOR["base"])
+    # before the build the whole-graph path has a lower bound only (decision 0390): the interpreter, and 4 B a value,
+    # at least an int64 index of its largest tensor (timing-only too)
+    index = hm.INDEX_BYTES * hm.largest_whole_tensor(cfg)
+    assert hm.largest_whole_tensor(cfg) == 128 * 1024 and 4 * numerics["values"] > index
+    assert hm.estimate(cfg, True).bytes == int(hm.WHOLE_FLOOR["base"] + index)
     assert hm.estimate(cfg, False).bytes == int(hm.WHOLE_FLOOR["base"] + 4 * numerics["values"])
-    assert hm.estimate(make_config("resnet50", batch=32), True).bytes == hm.estimate(make_config("resnet50"), True).bytes
+    big, usual = make_config("resnet50", batch=32), make_config("resnet50")
+    grown = hm.estimate(big, True).bytes - hm.estimate(usual, True).bytes
+    assert grown == hm.INDEX_BYTES * (32 - usual.batch) * 147 * 224 ** 2 // 4 > 0
 
 
 def test_built_terms_count_the_built_graphs_vertices_and_values_only_with_numerics():
@@ -146,3 +151,20 @@ def test_onnx_check_refuses_past_half_of_this_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 2 * need - 2)
     with pytest.raises(OnnxImportError, match=r"emulating this run needs about .* GiB of host memory"):
         ohm.check_host_memory(lm, False, True)
+
+
+def test_a_whole_graph_run_whose_largest_tensor_index_is_past_half_is_refused_before_the_build(monkeypatch):
+    """The whole-graph floor holds an int64 index per element of the largest tensor (ResNet: the stem's 7 x 7 x 3
+    windows at image / 2 squared positions), so ResNet at image 8,192 is refused at once instead of running out of
+    memory in the build; the usual ResNet-50 runs stay far below it."""
+    cfg = make_config("resnet", image=8192)
+    n = cfg.batch * 147 * 8192 ** 2 // 4
+    e = hm.estimate(cfg, True)
+    assert e.terms == {"largest_whole_tensor": (float(n), float(hm.INDEX_BYTES * n))}
+    assert e.bytes == int(hm.WHOLE_FLOOR["base"] + hm.INDEX_BYTES * n) and e.field == "image"
+    monkeypatch.setattr(value_checks, "host_memory_bytes", lambda: 24 * hm.GIB)
+    with pytest.raises(ConfigError, match=r"image: emulating this run needs about 147\.\d GiB"):
+        hm.check_host_memory(cfg, True)
+    usual = make_config("resnet50", batch=20)
+    assert hm.estimate(usual, True).bytes < hm.WHOLE_FLOOR["base"] + hm.INDEX_BYTES * 20 * 147 * 224 ** 2 // 4 + 1
+    hm.check_host_memory(usual, True)  # far below half of 24 GiB: no error
