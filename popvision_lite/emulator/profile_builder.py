@@ -121,6 +121,74 @@ class StepTileArray(_LazyRows):
         keep = self._has_data()[tids]
         return keep, self._rows(tids[keep])
 
+    def ipu_rows(self, i: int, j: int, tiles_per_ipu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, IPUs, rows of ``tiles_per_ipu`` tiles) of every (step, IPU) of steps i..j whose tiles hold a
+        non-zero value, in (step, IPU) order: what the profile writer stores (format 4), without forming a step's
+        row over the replica's tiles."""
+        tpi = int(tiles_per_ipu)
+        ipus_of = self._ipus(tpi)
+        counts = np.fromiter((len(u) for u in ipus_of), np.int64, len(ipus_of))
+        tids = self.seq[i:j]
+        cnt = counts[tids]
+        first = np.concatenate([[0], np.cumsum(cnt)])
+        n = int(first[-1])
+        steps = np.repeat(np.arange(i, i + len(tids), dtype=np.int64), cnt)
+        ipus = np.zeros(n, np.int64)
+        out = np.zeros((n, tpi), np.uint32)
+        if n == 0:
+            return steps, ipus, out
+        order = np.argsort(tids, kind="stable")
+        st = tids[order]
+        bounds = np.concatenate([[0], np.flatnonzero(st[1:] != st[:-1]) + 1, [len(st)]])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            k = int(st[a])
+            m = int(counts[k])
+            if m == 0:
+                continue
+            pos = (first[order[a:b]][:, None] + np.arange(m)).ravel()  # the rows of these steps, m per step
+            ipus[pos] = np.tile(ipus_of[k], b - a)
+            out[pos] = np.tile(self._ipu_block(k, ipus_of[k], tpi), (b - a, 1))
+        return steps, ipus, out
+
+    def _ipus(self, tpi: int) -> list[np.ndarray]:
+        """Per template: the IPUs (of ``tpi`` tiles each) whose tiles its row holds a non-zero value on (computed
+        once per ``tpi``)."""
+        cache = self.__dict__.setdefault("_ipus_by_tpi", {})
+        got = cache.get(tpi)
+        if got is None:
+            has, lay, none = self._has_data(), self._layouts(), np.zeros(0, np.int64)
+            got = []
+            for k in range(len(self.templates)):
+                mode, lo, hi = lay[k]
+                if not has[k] or mode == _EMPTY:
+                    got.append(none)
+                elif mode == _RUN and lo // tpi == (hi - 1) // tpi:  # on one IPU (a pipelined run's stage step)
+                    got.append(np.array([lo // tpi], np.int64))
+                else:
+                    got.append(np.flatnonzero(self._full_row(k).reshape(-1, tpi).any(axis=1)).astype(np.int64))
+            cache[tpi] = got
+        return got
+
+    def _full_row(self, k: int) -> np.ndarray:
+        """Template ``k``'s row over every tile."""
+        row = np.zeros(self.shape[1], np.uint32)
+        t = self.templates[k]
+        if t.tiles is None:
+            row[:] = getattr(t, self.field)
+        else:
+            row[t.tiles] = getattr(t, self.field)
+        return row
+
+    def _ipu_block(self, k: int, ipus: np.ndarray, tpi: int) -> np.ndarray:
+        """Template ``k``'s rows on ``ipus`` (its IPUs holding data), (len(ipus), tpi)."""
+        mode, lo, hi = self._layouts()[k]
+        if mode == _RUN and len(ipus) == 1 and lo // tpi == (hi - 1) // tpi:
+            blk = np.zeros((1, tpi), np.uint32)
+            off = int(ipus[0]) * tpi
+            blk[0, lo - off:hi - off] = getattr(self.templates[k], self.field)
+            return blk
+        return self._full_row(k).reshape(-1, tpi)[ipus]
+
     def tile_block_rows(self, i: int, j: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each step's minimum, sum (float64) and maximum over the tile blocks starting at ``edges``, steps i..j
         (the profile writer's summaries), from the templates of those steps, without forming their rows."""
