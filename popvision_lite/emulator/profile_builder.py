@@ -126,47 +126,66 @@ class StepTileArray(_LazyRows):
         non-zero value, in (step, IPU) order: what the profile writer stores (format 4), without forming a step's
         row over the replica's tiles."""
         tpi = int(tiles_per_ipu)
-        ipus_of = self._ipus(tpi)
-        counts = np.fromiter((len(u) for u in ipus_of), np.int64, len(ipus_of))
+        ipus_of, counts, key, info = self._ipu_plan(tpi)
         tids = self.seq[i:j]
         cnt = counts[tids]
         first = np.concatenate([[0], np.cumsum(cnt)])
         n = int(first[-1])
         steps = np.repeat(np.arange(i, i + len(tids), dtype=np.int64), cnt)
-        ipus = np.zeros(n, np.int64)
         out = np.zeros((n, tpi), np.uint32)
         if n == 0:
-            return steps, ipus, out
-        order = np.argsort(tids, kind="stable")
-        st = tids[order]
-        bounds = np.concatenate([[0], np.flatnonzero(st[1:] != st[:-1]) + 1, [len(st)]])
+            return steps, np.zeros(0, np.int64), out
+        live = np.flatnonzero(cnt)
+        ipus = np.concatenate([ipus_of[t] for t in tids[live].tolist()])
+        kt = key[tids[live]]
+        order = np.argsort(kt, kind="stable")
+        sk = kt[order]
+        bounds = np.concatenate([[0], np.flatnonzero(sk[1:] != sk[:-1]) + 1, [len(sk)]])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            k = int(st[a])
-            m = int(counts[k])
-            if m == 0:
+            k, c0, c1 = info[int(sk[a])]
+            rows = first[live[order[a:b]]]
+            if c0 >= 0:  # a run of tiles on one IPU, the same values in the same columns for every step here
+                out[rows, c0:c1] = getattr(self.templates[k], self.field)
                 continue
-            pos = (first[order[a:b]][:, None] + np.arange(m)).ravel()  # the rows of these steps, m per step
-            ipus[pos] = np.tile(ipus_of[k], b - a)
-            out[pos] = np.tile(self._ipu_block(k, ipus_of[k], tpi), (b - a, 1))
+            m = int(counts[k])
+            blk = self._ipu_block(k, ipus_of[k], tpi)
+            out[(rows[:, None] + np.arange(m)).ravel()] = np.tile(blk, (b - a, 1))
         return steps, ipus, out
 
-    def _ipus(self, tpi: int) -> list[np.ndarray]:
-        """Per template: the IPUs (of ``tpi`` tiles each) whose tiles its row holds a non-zero value on (computed
-        once per ``tpi``)."""
-        cache = self.__dict__.setdefault("_ipus_by_tpi", {})
+    def _ipu_plan(self, tpi: int):
+        """Per template (computed once per ``tpi``): the IPUs whose tiles its row holds a non-zero value on, how
+        many, and a key shared by the templates whose IPU rows are the same (one run of tiles on one IPU with
+        the same values array in the same columns: a pipelined run's stage step on each of its IPUs); per key
+        (template, first column, end column), the columns -1 where the rows are formed from the template's row."""
+        cache = self.__dict__.setdefault("_ipu_plans", {})
         got = cache.get(tpi)
-        if got is None:
-            has, lay, none = self._has_data(), self._layouts(), np.zeros(0, np.int64)
-            got = []
-            for k in range(len(self.templates)):
-                mode, lo, hi = lay[k]
-                if not has[k] or mode == _EMPTY:
-                    got.append(none)
-                elif mode == _RUN and lo // tpi == (hi - 1) // tpi:  # on one IPU (a pipelined run's stage step)
-                    got.append(np.array([lo // tpi], np.int64))
-                else:
-                    got.append(np.flatnonzero(self._full_row(k).reshape(-1, tpi).any(axis=1)).astype(np.int64))
-            cache[tpi] = got
+        if got is not None:
+            return got
+        has, lay, none = self._has_data(), self._layouts(), np.zeros(0, np.int64)
+        ipus_of, keys, info = [], {}, []
+        key = np.full(len(self.templates), -1, np.int64)
+        for k, t in enumerate(self.templates):
+            mode, lo, hi = lay[k]
+            if not has[k] or mode == _EMPTY:
+                ipus_of.append(none)
+                continue
+            vals = getattr(t, self.field)
+            if mode == _RUN and lo // tpi == (hi - 1) // tpi:  # on one IPU (a pipelined run's stage step)
+                ipu = lo // tpi
+                ipus_of.append(np.array([ipu], np.int64))
+                # (the templates hold their arrays: an id is one array's while they live)
+                kk = ("run", id(vals), lo - ipu * tpi, hi - ipu * tpi) if isinstance(vals, np.ndarray) else k
+                cols = (lo - ipu * tpi, hi - ipu * tpi)
+            else:
+                ipus_of.append(np.flatnonzero(self._full_row(k).reshape(-1, tpi).any(axis=1)).astype(np.int64))
+                kk, cols = k, (-1, -1)
+            g = keys.get(kk)
+            if g is None:
+                g = keys[kk] = len(info)
+                info.append((k, *cols))
+            key[k] = g
+        counts = np.fromiter((len(u) for u in ipus_of), np.int64, len(ipus_of))
+        got = cache[tpi] = (ipus_of, counts, key, info)
         return got
 
     def _full_row(self, k: int) -> np.ndarray:
@@ -181,12 +200,6 @@ class StepTileArray(_LazyRows):
 
     def _ipu_block(self, k: int, ipus: np.ndarray, tpi: int) -> np.ndarray:
         """Template ``k``'s rows on ``ipus`` (its IPUs holding data), (len(ipus), tpi)."""
-        mode, lo, hi = self._layouts()[k]
-        if mode == _RUN and len(ipus) == 1 and lo // tpi == (hi - 1) // tpi:
-            blk = np.zeros((1, tpi), np.uint32)
-            off = int(ipus[0]) * tpi
-            blk[0, lo - off:hi - off] = getattr(self.templates[k], self.field)
-            return blk
         return self._full_row(k).reshape(-1, tpi)[ipus]
 
     def tile_block_rows(self, i: int, j: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
