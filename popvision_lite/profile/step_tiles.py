@@ -360,16 +360,24 @@ def _read_ipu_rows(p: Profile, path: str, keys, start: int, stop: int, tl, dtype
         return out
     a, b = r0 + int(hit[0]), r0 + int(hit[-1]) + 1  # the stored rows from the first of the subset's IPUs to the last
     lo, hi = int(col.min()), int(col.max()) + 1
-    span = p._chunk_source(path, [(a, b), (lo, hi)])[a:b, lo:hi]
+    span = _read_span(p._chunk_source(path, [(a, b), (lo, hi)]), a, b, lo, hi)
     s, u = steps[a:b] - start, ipus[a:b]
     for ipu in np.unique(ipu_of):
         m = np.flatnonzero(u == ipu)
-        if len(m):
-            pos = np.flatnonzero(ipu_of == ipu)
-            c = col[pos] - lo
-            if pos[-1] - pos[0] + 1 == len(pos) and c[-1] - c[0] + 1 == len(c) and (np.diff(c) == 1).all():
-                # the IPU's tiles are one run of the output's columns and of the row's (a range of tiles)
-                out[s[m], pos[0]:pos[-1] + 1] = span[m, c[0]:c[-1] + 1]
-            else:
-                out[np.ix_(s[m], pos)] = span[np.ix_(m, c)]
+        if not len(m):
+            continue
+        pos = np.flatnonzero(ipu_of == ipu)
+        rows = s[m]
+        # the IPU's stored rows: a (strided) slice of the span when they are evenly spaced in it (one IPU, or the
+        # same IPUs holding data in every step), else a copy
+        d = int(m[1] - m[0]) if len(m) > 1 else 1
+        even = d > 0 and int(m[-1] - m[0]) == d * (len(m) - 1) and (len(m) < 3 or (np.diff(m) == d).all())
+        src = span[m[0]:m[-1] + 1:d] if even else span[m]
+        c = col[pos] - lo
+        if pos[-1] - pos[0] + 1 != len(pos):  # the IPU's tiles scattered over the output's columns
+            out[np.ix_(rows, pos)] = np.take(src, c, axis=1)
+        elif rows[-1] - rows[0] + 1 == len(rows):  # a row for each step: taken straight into place
+            np.take(src, c, axis=1, out=out[rows[0]:rows[-1] + 1, pos[0]:pos[-1] + 1], mode="clip")
+        else:  # the IPU's tiles are one run of the output's columns
+            out[rows, pos[0]:pos[-1] + 1] = np.take(src, c, axis=1)
     return out
