@@ -555,7 +555,9 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
     q = np.arange(depth)
     if src is None:
-        src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
+        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
+        base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
+        src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
         src = part
     else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
         be = (blocks["msz"] * blocks["nsz"])[red["blk"]]

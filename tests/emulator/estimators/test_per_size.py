@@ -75,3 +75,19 @@ def test_reduce_add_tile_vertices_by_tile_in_order_or_not():
             sel = np.nonzero(tiles == t)[0]
             want[sel[0]] = -(-PL.reduce_add_cycles(int(sizes[sel].sum()), 4, 2, 4, 6) // 6)
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_row_vertex_cycles_per_split_are_every_vertexs():
+    """A row vertex's cycles read from its split's entry are those costing each vertex's split gives."""
+    from popvision_lite.emulator.estimators import popops as PO
+    rng = np.random.default_rng(3)
+    parts = [("r", "add"), ("b", "mul"), ("u", "exp")]
+    for L, itemsize in ((768, 2), (1024, 4), (7, 2)):
+        rows = rng.integers(1, 40, 300)
+        split = rng.choice([1, 2, 3, 6], 300)
+        want = np.array([PO.row_prologue_cycles(parts, itemsize) + int(r) * (
+            int(PO.row_pass_cycles(parts, -(-L // int(k)), itemsize))
+            + (int(PO.strided_reduce_cycles(int(k), 1)) if k > 1 else 0)) for r, k in zip(rows, split, strict=True)])
+        got = PO.row_vertex_cycles(parts, L, itemsize, rows, split)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert PO.row_vertex_cycles(parts, 8, 2, np.zeros(0, np.int64), np.zeros(0, np.int64)).shape == (0,)
