@@ -86,7 +86,9 @@ class Mapping:
 
     __slots__ = ("tile", "start", "stop", "_derived")
 
-    def __init__(self, tile, start, stop):
+    def __init__(self, tile, start, stop, _fresh: bool = False):
+        """``_fresh``: the three arrays were made for this mapping alone (this module's builders), so they are
+        held without a copy."""
         tile = np.asarray(tile, dtype=np.int64).ravel()
         start = np.asarray(start, dtype=np.int64).ravel()
         stop = np.asarray(stop, dtype=np.int64).ravel()
@@ -94,8 +96,10 @@ class Mapping:
             raise EmulatorError("mapping: tile, start and stop arrays must have equal lengths")
         keep = stop > start
         # (own copies either way: a caller's arrays may change after)
-        tile, start, stop = (tile[keep], start[keep], stop[keep]) if not keep.all() else \
-            (tile.copy(), start.copy(), stop.copy())
+        if not keep.all():
+            tile, start, stop = tile[keep], start[keep], stop[keep]
+        elif not _fresh:
+            tile, start, stop = tile.copy(), start.copy(), stop.copy()
         # by start, stable (already in order, as most mappings are built: nothing to move)
         if len(start) > 1 and np.any(start[1:] < start[:-1]):
             order = np.argsort(start, kind="stable")
@@ -335,7 +339,7 @@ def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
     shape = tuple(int(d) for d in shape)
     ordered = _row_runs_in_order(shape, bs, origins, tiles)
     if ordered is not None:
-        return _merge(Mapping(*ordered))
+        return _merge(Mapping(*ordered, _fresh=True))
     starts, stops, tl = [], [], []
     keys, inv = unique_rows(bs)
     for c, key in enumerate(keys):
@@ -344,7 +348,7 @@ def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
         starts.append(s.ravel())
         stops.append(e.ravel())
         tl.append(np.repeat(tiles[sel], s.shape[1]))
-    return _merge(Mapping(np.concatenate(tl), np.concatenate(starts), np.concatenate(stops)))
+    return _merge(Mapping(np.concatenate(tl), np.concatenate(starts), np.concatenate(stops), _fresh=True))
 
 
 def _merge(m: Mapping) -> Mapping:
@@ -365,7 +369,7 @@ def _merged(m: Mapping) -> Mapping:
         return m
     first = np.concatenate([[True], ~join])
     last = np.concatenate([~join, [True]])
-    return Mapping(m.tile[first], m.start[first], m.stop[last])
+    return Mapping(m.tile[first], m.start[first], m.stop[last], _fresh=True)
 
 
 def worker_split(tensor, workers: int = 6, grain: int = 1):
