@@ -13,7 +13,7 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as _mapping
 from popvision_lite.emulator.mapping import Mapping
-from popvision_lite.emulator.shared_arrays import share
+from popvision_lite.emulator.shared_arrays import int_array, share, share_int32
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import EmulatorError
 
@@ -270,26 +270,12 @@ class Field:
         return s.ravel(), (e - s).ravel()
 
 
-def _int_array(x) -> np.ndarray:
-    """``x`` as an int32 or int64 array (other types as int64), without a copy where it is one already."""
-    a = np.asarray(x)
-    return a if a.dtype == np.int64 or a.dtype == np.int32 else a.astype(np.int64)
-
-
-def _int32_copy(a: np.ndarray) -> np.ndarray:
-    """``a`` as an int32 array its holder owns: a read-only int32 array (held by another field) as it is, else a
-    copy (a caller's array is never made read-only)."""
-    if a.dtype == np.int32 and not a.flags.writeable and a.ndim == 1 and (len(a) < 2 or a.strides[0] == 4):
-        return a
-    return a.astype(np.int32)
-
-
 class Regions(Field):
     """Vertex v sees flat elements [starts[v], starts[v] + sizes[v]) of ``tensor``."""
 
     def __init__(self, tensor: Tensor, starts, sizes):
         self.tensor = tensor
-        starts, sizes = _int_array(starts).ravel(), _int_array(sizes)
+        starts, sizes = int_array(starts).ravel(), int_array(sizes)
         self.n = n = len(starts)
         self.regular = sizes.ndim == 0
         sizes = sizes if self.regular else sizes.ravel()
@@ -311,9 +297,9 @@ class Regions(Field):
             # int64); every value lies inside the tensor.  elems() and run_bounds(), which the compile does
             # arithmetic on, hand out int64.  Both are read-only and held once with equal arrays (shared_arrays).
             # A read-only int32 array (another field's) is held as it is.
-            self.starts = share(_int32_copy(starts))
+            self.starts = share_int32(starts)
             self.sizes = (np.broadcast_to(np.int32(smin), (n,)) if n and smin == smax  # one size for all: no array
-                          else share(_int32_copy(np.zeros(0, np.int64) if self.regular else sizes)))
+                          else share_int32(np.zeros(0, np.int64) if self.regular else sizes))
         else:
             self.starts = starts.astype(np.int64, copy=False)
             self.sizes = (np.full(n, int(sizes), np.int64) if self.regular else sizes.astype(np.int64, copy=False))
