@@ -25,6 +25,7 @@ from popvision_lite.emulator.compile.copy_plans import (
     bytes_per_tile,
     code_patterns,
     copy_pieces,
+    exchange_code_counts,
     stable_argsort,
 )
 from popvision_lite.emulator.compile.memory import tile_addr
@@ -214,35 +215,45 @@ def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, mul
     receiver's and the sender's tile (``info.code_bytes`` grows by their sum).  ``sent_once``: the pieces that
     send, one per distinct source piece (a multicast is sent once)."""
     T = c.num_tiles
-    n = len(cross)
     for mask, cat in ((cross & ~glob if multi_ipu else cross, "internalExchangeCode"),
                       (glob, "globalExchangeCode")):
         if mask.any():
             send = mask & sent_once
-            # receive side: patterns per (source tile, destination tile), charged to the receiver
-            idx = np.nonzero(mask)[0]
-            st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
-            de = dst_addr if ii is idx and len(idx) == n else dst_addr[ii]  # (in order already: no gather)
-            # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
-            # the same key (stable), so their order is the receive side's with the other pieces left out
-            # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
-            if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
-                (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
-            else:
-                _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
-                k = send[ii]
-                sek = se[k]
-                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
+            if np.array_equal(send, mask):
+                send = mask  # (no multicast among these pieces: the send side's pieces are the same)
+            counts = exchange_code_counts(plan, mask, send, src_addr, dst_addr, T)
+            if counts is None:  # (the packed key does not fit: the pieces sorted, then their patterns)
+                counts = _code_counts_two_step(plan, mask, send, src_addr, dst_addr, T)
             # per pattern EXCHANGE_CODE_PER_PIECE, and EXCHANGE_CODE_PER_LOOP more for a loop (several pieces), on
             # the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
-            n_r, n_s = np.bincount(pd_, minlength=T), np.bincount(ps_, minlength=T)
-            per_tile = (n_r + n_s) * cm.EXCHANGE_CODE_PER_PIECE
-            per_tile += (np.bincount(pd_[cnt > 1], minlength=T)
-                         + np.bincount(ps_[cnt_s > 1], minlength=T)) * cm.EXCHANGE_CODE_PER_LOOP
-            ut = np.nonzero(n_r + n_s)[0]
+            n_pat, n_loop = counts
+            per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
+            ut = np.nonzero(n_pat)[0]
             c.add_mem(cat, ut, per_tile[ut])
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
             info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+
+
+def _code_counts_two_step(plan: CopyPlan, mask, send, src_addr, dst_addr, T: int) -> tuple[np.ndarray, np.ndarray]:
+    """copy_plans.exchange_code_counts by sorting the pieces (_pattern_order) and then finding their patterns
+    (_pattern_units): per tile, the patterns (receive side on the receiver's tile, send side on the sender's) and
+    the loops among them.  ``send is mask``: no multicast among the pieces."""
+    # receive side: patterns per (source tile, destination tile), charged to the receiver
+    idx = np.nonzero(mask)[0]
+    st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
+    de = dst_addr if ii is idx and len(idx) == len(mask) else dst_addr[ii]  # (in order already: no gather)
+    # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
+    # the same key (stable), so their order is the receive side's with the other pieces left out
+    # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
+    if send is mask:  # no multicast among these pieces: the same pieces
+        (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
+    else:
+        _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
+        k = send[ii]
+        sek = se[k]
+        ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
+    n_pat = np.bincount(pd_, minlength=T) + np.bincount(ps_, minlength=T)
+    return n_pat, np.bincount(pd_[cnt > 1], minlength=T) + np.bincount(ps_[cnt_s > 1], minlength=T)
 
 
 def _global_exchange(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, ipu_s, ipu_d, nbytes, busy, bin_,

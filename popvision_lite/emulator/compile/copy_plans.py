@@ -401,3 +401,105 @@ def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     starts = np.nonzero(new)[0]
     counts = np.diff(np.append(starts, len(new)))
     return st[starts], dt[starts], counts
+
+
+def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray, src_addr: np.ndarray,
+                         dst_addr: np.ndarray, num_tiles: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per tile, the exchange-code patterns of the pieces ``mask`` selects and how many of them are loops (more
+    than one piece): each receive-side pattern counted on its destination tile, each send-side pattern (of the
+    pieces in ``send``, a subset of ``mask``: one per distinct source piece) on its source tile.  The same counts
+    as :func:`_pattern_order` then :func:`_pattern_units` on both sides (copies._exchange_code's fallback), in
+    fewer passes: the (destination tile, source tile, source position) key of the order is packed once and read
+    back where needed; tile pairs are compared as one packed field, and the tiles are unpacked only at the
+    patterns' first pieces.  None when the packed key does not fit 62 bits (then the two-step path)."""
+    T = num_tiles
+    n = len(mask)
+    every = bool(mask.all())
+    tb = max(T - 1, 1).bit_length()
+    idx = None if every else np.nonzero(mask)[0]
+    m = n if every else len(idx)
+    # most pieces selected: the key of every piece, then the selected ones' (one gather, not one per field)
+    whole = every or 4 * m >= 3 * n
+    st, dt, se_all = (plan.src_tile, plan.dst_tile, src_addr) if whole else \
+        (plan.src_tile[idx], plan.dst_tile[idx], src_addr[idx])
+    if m < 2 or int(se_all.min()) < 0:
+        return None if m else (np.zeros(T, np.int64), np.zeros(T, np.int64))
+    ab = max(int(se_all.max()), 1).bit_length()
+    ib = (m - 1).bit_length()
+    if 2 * tb + ab + ib > 62:
+        return None
+    key = np.left_shift(dt, tb + ab, dtype=np.int64)
+    key |= np.left_shift(st, ab, dtype=np.int64)
+    key |= se_all
+    if whole and not every:
+        key = key[idx]
+    order = None
+    if not np.all(key[1:] >= key[:-1]):
+        key <<= ib
+        key |= np.arange(m, dtype=np.int64)
+        key.sort(kind="stable")  # (distinct values: the stable order; the sort merges the ascending runs)
+        order = key & ((1 << ib) - 1)
+        key >>= ib
+    ii = (order if idx is None else idx[order]) if order is not None else idx
+    ln = plan.length if ii is None else plan.length[ii]
+    de = dst_addr if ii is None else dst_addr[ii]
+    se = key & ((1 << ab) - 1)
+    key >>= ab  # (destination tile, source tile) as one field
+    pieces = np.ones(m, bool) if send is mask else (send if ii is None else send[ii])
+    both = bool(pieces.all())
+    new, new_s = _pattern_starts(key, ln, se, de, both)
+    tmask = (1 << tb) - 1
+    n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True)
+    if not both:  # the send side: the distinct source pieces only, source strides only
+        key, ln, se = key[pieces], ln[pieces], se[pieces]
+        new_s = _pattern_starts(key, ln, se, se, False)[0] if len(key) else np.zeros(0, bool)
+    n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False)
+    return n_r + n_s, l_r + l_s
+
+
+def _pattern_starts(pair, ln, se, de, send_too: bool):
+    """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair``: (receive
+    side starts (strides of ``se`` and ``de``), and with ``send_too`` the send side's (strides of ``se``), else
+    None)."""
+    m = len(pair)
+    new = np.ones(m, bool)
+    new_s = None
+    if m > 1:
+        same = pair[1:] == pair[:-1]
+        same &= ln[1:] == ln[:-1]
+        np.logical_not(same, out=new[1:])
+        if send_too:
+            new_s = new.copy()
+        if m > 2:
+            ds = np.diff(se)
+            step = ds[1:] != ds[:-1]
+            if send_too:
+                new_s[2:] |= same[:-1] & step
+            if de is not se:
+                dd = np.diff(de)
+                step |= dd[1:] != dd[:-1]
+            step &= same[:-1]
+            new[2:] |= step
+    elif send_too:
+        new_s = new
+    return new, new_s
+
+
+def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool):
+    """(patterns, loops) per tile of the patterns starting where ``new`` is set, counted on each one's destination
+    tile (``dst``) or source tile; a loop is a pattern of more than one piece."""
+    starts = np.nonzero(new)[0]
+    if len(starts) == 0:
+        return np.zeros(T, np.int64), np.zeros(T, np.int64)
+    tile = pair[starts]
+    if dst:
+        tile >>= tb
+    else:
+        tile &= tmask
+    loop = np.empty(len(starts), np.int64)
+    loop[:-1] = starts[1:] - starts[:-1] > 1
+    loop[-1] = len(new) - starts[-1] > 1
+    tile <<= 1
+    tile |= loop
+    b = np.bincount(tile, minlength=2 * T).reshape(T, 2)
+    return b[:, 0] + b[:, 1], b[:, 1]

@@ -1,0 +1,69 @@
+"""The copy compile's exchange-code counts in one pass over a packed key (copy_plans.exchange_code_counts) are the
+two-step path's (the pieces sorted by _pattern_order, then their patterns by _pattern_units) tile for tile."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from popvision_lite.emulator.compile.compiled import CopyPlan
+from popvision_lite.emulator.compile.copies import _code_counts_two_step
+from popvision_lite.emulator.compile.copy_plans import exchange_code_counts
+
+
+def _plan(rng, n: int, T: int, ordered: bool):
+    """Pieces of a few regular patterns (rows of blocks between tile pairs, some strides broken), shuffled or
+    in destination order, with multicast source pieces."""
+    length = rng.choice([1, 4, 4, 8], n)
+    src_tile = rng.integers(0, T, n)
+    dst_tile = rng.integers(0, T, n)
+    src = np.cumsum(length * rng.choice([1, 1, 1, 2], n)) - length
+    dst = np.cumsum(length * rng.choice([1, 1, 3], n)) - length
+    if ordered:
+        o = np.lexsort((src, src_tile, dst_tile))
+        src_tile, dst_tile, src, dst, length = src_tile[o], dst_tile[o], src[o], dst[o], length[o]
+    return CopyPlan(src, dst, length, src_tile, dst_tile)
+
+
+def test_packed_counts_are_the_two_step_counts():
+    rng = np.random.default_rng(11)
+    packed = 0
+    for trial in range(120):
+        T = int(rng.choice([4, 16, 1472]))
+        n = int(rng.integers(2, 400))
+        plan = _plan(rng, n, T, ordered=trial % 3 == 0)
+        if trial % 4 == 1:  # few distinct tiles: long runs of equal tile pairs (loops)
+            plan.src_tile //= max(T // 2, 1)
+            plan.dst_tile = plan.src_tile + 1
+        cross = plan.src_tile != plan.dst_tile
+        if not cross.any():
+            continue
+        # the senders: every crossing piece, or one per source piece where some are multicast (repeated)
+        if trial % 2:
+            send = cross
+        else:
+            rep = rng.random(n) < 0.3
+            plan.src_elem[1:][rep[1:]] = plan.src_elem[:-1][rep[1:]]
+            plan.length[1:][rep[1:]] = plan.length[:-1][rep[1:]]
+            send = cross & ~rep
+            if np.array_equal(send, cross):
+                send = cross
+        src_addr, dst_addr = plan.src_elem * 2 + 3, plan.dst_elem
+        got = exchange_code_counts(plan, cross, send, src_addr, dst_addr, T)
+        want = _code_counts_two_step(plan, cross, send, src_addr, dst_addr, T)
+        assert got is not None
+        packed += 1
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g, w), trial
+        assert int(got[0].sum()) > 0
+    assert packed >= 100
+
+
+def test_counts_decline_a_key_too_wide():
+    """Source positions near 2^50 on 1,472 tiles do not fit the packed key: None (the two-step path counts)."""
+    n = 64
+    plan = CopyPlan(np.arange(n) * 4 + (1 << 50), np.arange(n) * 4, np.full(n, 4), np.arange(n) % 3,
+                    np.arange(n) % 5 + 3)
+    cross = plan.src_tile != plan.dst_tile
+    assert exchange_code_counts(plan, cross, cross, plan.src_elem, plan.dst_elem, 1472) is None
+    n_pat, n_loop = _code_counts_two_step(plan, cross, cross, plan.src_elem, plan.dst_elem, 1472)
+    assert n_pat.sum() > 0
