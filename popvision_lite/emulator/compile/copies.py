@@ -117,8 +117,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     isz = prog.src.tensor.itemsize
     nbytes = plan.length * isz
     cross = plan.src_tile != plan.dst_tile
-    xi, sent, groups = _distinct_sends(plan, cross)
-    all_cross = len(xi) == len(cross)
+    all_cross, sent, groups = _distinct_sends(plan, cross)
     bout, bin_, local = _tile_bytes(plan, cross, sent, all_cross, isz, T)
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each (only multicast
     # pieces can have a bus partner: with none, every piece counts whole, the bytes received: the same integers
@@ -166,46 +165,54 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
 
 
-def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple | None]:
-    """(the crossing pieces, a mask of the pieces that send (one per distinct source piece among them: ``cross``
-    itself where each is its own), and where some source piece goes to more than one tile the crossing pieces
-    grouped by source piece, else None): a source piece sent to several tiles goes out once (the exchange
-    multicasts).  The groups are the plan indices of the crossing pieces in
+def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[bool, np.ndarray, tuple | None]:
+    """(whether every piece crosses, a mask of the pieces that send (one per distinct source piece among the
+    crossing ones: ``cross`` itself where each is its own), and where some source piece goes to more than one tile
+    the crossing pieces grouped by source piece, else None): a source piece sent to several tiles goes out once
+    (the exchange multicasts).  The groups are the plan indices of the crossing pieces in
     (source element, length) order and where each group starts, as the shared-bus receive bytes read them
     (cost_model.shared_bus_receive_bytes)."""
-    xi = np.nonzero(cross)[0]
-    all_cross = len(xi) == len(cross)  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
-    if not len(xi):
-        return xi, cross, None
+    n = len(cross)
+    all_cross = bool(cross.all())  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
+    xi = None if all_cross else np.nonzero(cross)[0]
+    if xi is not None and len(xi) < 2:
+        return all_cross, cross, None
     L1 = int(plan.length.max()) + 1
-    key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
+    key = plan.src_elem * L1
+    key += plan.length
+    if xi is not None:
+        key = key[xi]
     if np.all(key[1:] > key[:-1]):
-        return xi, cross, None  # already distinct (no broadcast)
-    order = stable_argsort(key)
-    ks = key[order]
-    first = np.concatenate([[True], ks[1:] != ks[:-1]])
+        return all_cross, cross, None  # already distinct (no broadcast)
+    ks, order = stable_argsort(key, values=True)
+    first = np.empty(len(ks), bool)
+    first[0] = True
+    np.not_equal(ks[1:], ks[:-1], out=first[1:])
     xs = order[first]
-    if len(xs) == len(xi):
-        return xi, cross, None
-    sent = np.zeros(len(cross), bool)
+    if len(xs) == len(ks):
+        return all_cross, cross, None
+    sent = np.zeros(n, bool)
     sent[xs if all_cross else xi[xs]] = True
-    return xi, sent, (order if all_cross else xi[order], first)
+    return all_cross, sent, (order if all_cross else xi[order], first)
 
 
 def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
     """Per tile: (bytes sent over the exchange (by the pieces in ``sent``), bytes received, bytes copied on the
-    tile)."""
+    tile).  The bytes received and copied on the tile are one count over twice the tiles (the on-tile pieces on
+    tiles T..2T-1, ``np.where``), not two counts of pieces gathered out (a gather per array)."""
     L1 = int(plan.length.max()) + 1
     if sent is cross and all_cross:
         bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
-    else:
+    elif sent is cross:  # most pieces: the others on a spare tile
+        bout = bytes_per_tile(np.where(cross, plan.src_tile, T), plan.length, isz, T + 1, L1)[:T]
+    else:  # one piece per multicast (a few of the pieces): gathered
         bout = bytes_per_tile(plan.src_tile[sent], plan.length[sent], isz, T, L1)
     if all_cross:
         bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
         local = np.zeros(T, np.int64)
     else:
-        bin_ = bytes_per_tile(plan.dst_tile[cross], plan.length[cross], isz, T, L1)
-        local = bytes_per_tile(plan.src_tile[~cross], plan.length[~cross], isz, T, L1)
+        both = bytes_per_tile(np.where(cross, plan.dst_tile, plan.src_tile + T), plan.length, isz, 2 * T, L1)
+        bin_, local = both[:T], both[T:]
     return bout, bin_, local
 
 

@@ -67,3 +67,17 @@ def test_counts_decline_a_key_too_wide():
     assert exchange_code_counts(plan, cross, cross, plan.src_elem, plan.dst_elem, 1472) is None
     n_pat, n_loop = _code_counts_two_step(plan, cross, cross, plan.src_elem, plan.dst_elem, 1472)
     assert n_pat.sum() > 0
+
+
+def test_stable_argsort_values_are_the_sorted_keys():
+    """stable_argsort(values=True) gives (key[order], order) with numpy's stable order, packed or not (keys too
+    large to carry the index, negative keys)."""
+    from popvision_lite.emulator.compile.copy_plans import stable_argsort
+
+    rng = np.random.default_rng(3)
+    for key in (rng.integers(0, 50, 1000), np.sort(rng.integers(0, 9, 300)), rng.integers(-5, 5, 200),
+                rng.integers(0, 2**62, 100), np.array([7]), np.zeros(0, np.int64)):
+        key = key.astype(np.int64)
+        ks, order = stable_argsort(key, values=True)
+        want = np.argsort(key, kind="stable")
+        assert np.array_equal(order, want) and np.array_equal(ks, key[want])
