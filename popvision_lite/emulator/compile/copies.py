@@ -135,9 +135,8 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     _exchange_code(c, info, plan, cross, glob, ipu_s is not None, sent, src_addr, dst_addr)
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
-    if not all_cross:
-        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
-        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    if not all_cross:  # on-tile copy descriptors: per pattern of the on-tile pieces, a loop costing more
+        _copy_descriptors(c, plan, ~cross, src_addr, dst_addr)
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
     if not cross.any():
@@ -163,6 +162,20 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                        bytes_sram=2 * bytes_local)
     c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, dst_addr) -> None:
+    """The on-tile copy descriptors of the ``local`` pieces: COPY_DESCRIPTOR_PER_PIECE per pattern
+    (code_patterns), EXCHANGE_CODE_PER_LOOP more for a loop, summed per tile (the pieces' one tile)."""
+    T = c.num_tiles
+    counts = exchange_code_counts(plan, local, None, src_addr, dst_addr, T)
+    if counts is None:  # (the packed key does not fit: per pattern, as found by sorting)
+        ps_, _pd, cnt = code_patterns(plan, local, src_addr, dst_addr, T)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+        return
+    n_pat, n_loop = counts
+    ut = np.nonzero(n_pat)[0]
+    c.add_mem("copyDescriptor", ut, n_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + n_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
 
 
 def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[bool, np.ndarray, tuple | None]:

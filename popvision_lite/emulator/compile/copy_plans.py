@@ -412,7 +412,7 @@ def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return st[starts], dt[starts], counts
 
 
-def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray, src_addr: np.ndarray,
+def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | None, src_addr: np.ndarray,
                          dst_addr: np.ndarray, num_tiles: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Per tile, the exchange-code patterns of the pieces ``mask`` selects and how many of them are loops (more
     than one piece): each receive-side pattern counted on its destination tile, each send-side pattern (of the
@@ -420,7 +420,8 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray, src
     as :func:`_pattern_order` then :func:`_pattern_units` on both sides (copies._exchange_code's fallback), in
     fewer passes: the (destination tile, source tile, source position) key of the order is packed once and read
     back where needed; tile pairs are compared as one packed field, and the tiles are unpacked only at the
-    patterns' first pieces.  None when the packed key does not fit 62 bits (then the two-step path)."""
+    patterns' first pieces.  ``send`` None: the receive side's only (:func:`code_patterns`' patterns, counted per
+    tile).  None when the packed key does not fit 62 bits (then the two-step path)."""
     T = num_tiles
     n = len(mask)
     every = bool(mask.all())
@@ -454,6 +455,9 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray, src
     de = dst_addr if ii is None else dst_addr[ii]
     se = key & ((1 << ab) - 1)
     key >>= ab  # (destination tile, source tile) as one field
+    if send is None:  # the receive side only
+        new = _pattern_starts(key, ln, se, de, False)[0]
+        return _per_tile_patterns(key, new, tb, 0, T, dst=True)
     pieces = np.ones(m, bool) if send is mask else (send if ii is None else send[ii])
     both = bool(pieces.all())
     new, new_s = _pattern_starts(key, ln, se, de, both)

@@ -81,3 +81,24 @@ def test_stable_argsort_values_are_the_sorted_keys():
         ks, order = stable_argsort(key, values=True)
         want = np.argsort(key, kind="stable")
         assert np.array_equal(order, want) and np.array_equal(ks, key[want])
+
+
+def test_receive_side_counts_are_code_patterns_per_tile():
+    """With no send side (the on-tile copy descriptors), the counts are code_patterns' patterns and loops summed
+    per destination tile."""
+    from popvision_lite.emulator.compile.copy_plans import code_patterns
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        T = int(rng.choice([4, 64]))
+        n = int(rng.integers(2, 300))
+        plan = _plan(rng, n, T, ordered=trial % 2 == 0)
+        plan.dst_tile = plan.src_tile.copy()  # on-tile pieces
+        local = rng.random(n) < (1.0 if trial % 3 else 0.6)
+        if local.sum() < 2:
+            continue
+        src_addr, dst_addr = plan.src_elem + 1, plan.dst_elem * 2
+        n_pat, n_loop = exchange_code_counts(plan, local, None, src_addr, dst_addr, T)
+        ps, _pd, cnt = code_patterns(plan, local, src_addr, dst_addr, T)
+        assert np.array_equal(n_pat, np.bincount(ps, minlength=T)), trial
+        assert np.array_equal(n_loop, np.bincount(ps[cnt > 1], minlength=T)), trial
