@@ -101,6 +101,9 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
         if (ok_s | ok_d).all():  # no run crosses an interval boundary on both sides
             return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        counts = _coinciding_cuts(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        if counts is not None:  # the runs that cross on both sides cross at the same offsets (alike layouts)
+            return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts)
         if not ok.any():  # every run crosses (a whole-tensor copy: one run): cut them all, nothing to place
             return _cut_runs(qs, ql, sm, qd, ql, dm)[0]
         # the runs that cross an interval boundary are cut like any copy, the others are whole
@@ -138,30 +141,50 @@ def bytes_per_tile(tiles: np.ndarray, length: np.ndarray, isz: int, T: int, L1: 
     return np.bincount(tiles, weights=length * isz, minlength=T).astype(np.int64)
 
 
-def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> CopyPlan:
+def _side_cuts(qs, ql, ks, ok, mp) -> np.ndarray:
+    """Per paired run (source or destination side: first elements ``qs``, lengths ``ql``, the first elements'
+    mapping intervals ``ks``, ``ok``: the run lies in one interval), how many interval boundaries lie inside it."""
+    c = np.zeros(len(qs), np.int64)
+    b = np.nonzero(~ok)[0]
+    if len(b):
+        c[b] = interval_index(mp.start, qs[b] + ql[b] - 1) - ks[b]
+    return c
+
+
+def _coinciding_cuts(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> tuple[np.ndarray, np.ndarray] | None:
+    """For paired runs some of which cross interval boundaries on both sides: (per run, the boundaries inside it
+    on the source side, on the destination side) when every such run crosses them at the same offsets from its
+    start on both sides (a copy between two tensors laid out alike), else None.  Such a run's pieces are its
+    intervals on either side, so :func:`_cut_one_side` cuts it with no merge of the two sides' cut positions."""
+    cs = _side_cuts(qs, ql, ks, ok_s, sm)
+    cd = _side_cuts(qd, ql, kd, ok_d, dm)
+    two = np.nonzero(~(ok_s | ok_d))[0]
+    c = cs[two]
+    if not np.array_equal(c, cd[two]):
+        return None
+    at_s = sm.start[_ranges_index(ks[two] + 1, c)] - np.repeat(qs[two], c)
+    at_d = dm.start[_ranges_index(kd[two] + 1, c)] - np.repeat(qd[two], c)
+    return (cs, cd) if np.array_equal(at_s, at_d) else None
+
+
+def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None = None) -> CopyPlan:
     """_cut_runs for paired runs (source ``qs``, destination ``qd``, length ``ql``; their first elements'
     mapping intervals ``ks``, ``kd``) none of which crosses an interval boundary on both sides (``ok_s`` /
-    ``ok_d``: the run lies in one interval on that side): a run is cut at the boundaries of its one crossing
-    side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found from the interval of its
-    last element, with no sort of the cut positions and no search per piece.  The same pieces, in copy
-    order, as cutting every run (:func:`_cut_runs`)."""
-    R = len(qs)
-    cs = np.zeros(R, np.int64)
-    cd = np.zeros(R, np.int64)
-    b = np.nonzero(~ok_s)[0]
-    if len(b):
-        cs[b] = interval_index(sm.start, qs[b] + ql[b] - 1) - ks[b]
-    b = np.nonzero(~ok_d)[0]
-    if len(b):
-        cd[b] = interval_index(dm.start, qd[b] + ql[b] - 1) - kd[b]
-    cnt = cs + cd + 1  # pieces per run (one of the two terms is 0)
+    ``ok_d``: the run lies in one interval on that side), or that cross them at the same offsets on both sides
+    (``counts``: the boundaries inside each run per side, :func:`_coinciding_cuts`): a run is cut at the
+    boundaries of its crossing side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found
+    from the interval of its last element, with no sort of the cut positions and no search per piece.  The same
+    pieces, in copy order, as cutting every run (:func:`_cut_runs`)."""
+    cs, cd = counts if counts is not None else (_side_cuts(qs, ql, ks, ok_s, sm), _side_cuts(qd, ql, kd, ok_d, dm))
+    cnt = np.maximum(cs, cd) + 1  # pieces per run (cs, cd or both, where both sides cut alike)
     n = int(cnt.sum())
     first = np.cumsum(cnt) - cnt
     j = np.arange(n, dtype=np.int64) - np.repeat(first, cnt)  # piece j of its run
     qs_r = np.repeat(qs, cnt)
     qd_r = np.repeat(qd, cnt)
-    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if cd.any() else j)
-    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if cs.any() else j)
+    # piece j of a run lies in the run's first interval plus j on a side that cuts the run, plus 0 on the other
+    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if (cd > cs).any() else j)
+    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if (cs > cd).any() else j)
     # a piece starts at its interval's start, or at its run's start for the run's first piece
     o = sm.start[ksp] - qs_r
     np.maximum(o, dm.start[kdp] - qd_r, out=o)

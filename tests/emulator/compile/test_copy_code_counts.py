@@ -102,3 +102,50 @@ def test_receive_side_counts_are_code_patterns_per_tile():
         ps, _pd, cnt = code_patterns(plan, local, src_addr, dst_addr, T)
         assert np.array_equal(n_pat, np.bincount(ps, minlength=T)), trial
         assert np.array_equal(n_loop, np.bincount(ps[cnt > 1], minlength=T)), trial
+
+
+class _Mapping:
+    def __init__(self, start, tile, total):
+        self.start = np.asarray(start, np.int64)
+        self.stop = np.append(self.start[1:], total)
+        self.tile = np.asarray(tile, np.int64)
+
+    def __len__(self):
+        return len(self.start)
+
+
+class _Endpoint:
+    def __init__(self, starts, lens, mapping):
+        self._runs = (np.asarray(starts, np.int64), np.asarray(lens, np.int64))
+        self.tensor = type("T", (), {"mapping": mapping})()
+
+    def runs(self):
+        return self._runs
+
+
+def test_runs_cut_alike_on_both_sides_are_cut_as_by_merging():
+    """Paired runs between two tensors laid out alike (the same interval boundaries, the destination moved by D),
+    some crossing boundaries on both sides at the same offsets, some on one side, some inside one interval, and
+    with one run moved so that its two sides' cuts differ: the pieces are _cut_runs' (the merge of both sides'
+    cut positions), field for field."""
+    from popvision_lite.emulator.compile import copy_plans as CP
+
+    rng = np.random.default_rng(9)
+    for trial in range(40):
+        N = 4000
+        bounds = np.unique(np.concatenate([[0], rng.integers(1, N, int(rng.integers(5, 200)))]))
+        D = int(rng.integers(0, 50))
+        sm = _Mapping(bounds, rng.integers(0, 16, len(bounds)), N)
+        dm = _Mapping(np.concatenate([[0], bounds[1:] + D]) if D else bounds, rng.integers(0, 16, len(bounds)), N + D)
+        edges = np.unique(rng.integers(0, N, int(rng.integers(2, 60))))
+        starts, lens = edges[:-1], np.diff(edges)
+        order = rng.permutation(len(starts))  # runs in any order on the source side
+        qs, ql = starts[order], lens[order]
+        qd = qs + D
+        if trial % 4 == 3 and len(qd) > 1:  # one run's destination moved: its cuts no longer coincide
+            qd = qd.copy()
+            qd[0] = max(int(qd[0]) - 1, 0) if qd[0] else 1
+        got = CP._copy_pieces_runs(_Endpoint(qs, ql, sm), _Endpoint(qd, ql, dm))
+        want = CP._cut_runs(qs, ql, sm, qd, ql, dm)[0]
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
