@@ -179,21 +179,37 @@ def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None =
     cnt = np.maximum(cs, cd) + 1  # pieces per run (cs, cd or both, where both sides cut alike)
     n = int(cnt.sum())
     first = np.cumsum(cnt) - cnt
-    j = np.arange(n, dtype=np.int64) - np.repeat(first, cnt)  # piece j of its run
     qs_r = np.repeat(qs, cnt)
     qd_r = np.repeat(qd, cnt)
     # piece j of a run lies in the run's first interval plus j on a side that cuts the run, plus 0 on the other
-    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if (cd > cs).any() else j)
-    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if (cs > cd).any() else j)
-    # a piece starts at its interval's start, or at its run's start for the run's first piece
-    o = sm.start[ksp] - qs_r
-    np.maximum(o, dm.start[kdp] - qd_r, out=o)
+    # side: ks + j is arange(n) + (ks - first) repeated (a run of one piece reads the same either way)
+    ksp, kdp = (_piece_intervals(k, first, cnt, n, c, other) for k, c, other in ((ks, cs, cd), (kd, cd, cs)))
+    # a piece starts at its interval's start, or at its run's start for the run's first piece (a side that cuts
+    # no run adds nothing: its interval starts at or below each run's start)
+    o = sm.start[ksp] - qs_r if cs.any() else None
+    if cd.any():
+        od = dm.start[kdp] - qd_r
+        o = od if o is None else np.maximum(o, od, out=o)
     np.maximum(o, 0, out=o)
     ln = np.empty(n, np.int64)
     ln[:-1] = o[1:]
     ln[first + cnt - 1] = ql  # (a run's last piece ends with it)
     ln -= o
     return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
+
+
+def _piece_intervals(k, first, cnt, n: int, c, other) -> np.ndarray:
+    """Per piece of runs cut per run (_cut_one_side), its mapping interval on one side: the run's first interval
+    ``k`` plus the piece's place in its run where this side cuts the run (``c`` > 0, or a run of one piece), else
+    the run's first interval (``other`` > 0: only the other side cuts it)."""
+    if not c.any():  # this side cuts no run
+        return np.repeat(k, cnt)
+    advance = (c > 0) | (other == 0)
+    if advance.all():  # no run cut by the other side alone
+        return np.arange(n, dtype=np.int64) + np.repeat(k - first, cnt)
+    out = np.repeat(k - first * advance, cnt)
+    out += np.arange(n, dtype=np.int64) * np.repeat(advance, cnt)
+    return out
 
 
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:

@@ -149,3 +149,36 @@ def test_runs_cut_alike_on_both_sides_are_cut_as_by_merging():
         want = CP._cut_runs(qs, ql, sm, qd, ql, dm)[0]
         for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
             assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+
+
+def test_runs_cut_on_one_side_each_are_cut_as_by_merging():
+    """Paired runs between two tensors laid out differently, each run crossing boundaries on at most one side (some
+    on the source side, some on the destination side, some on neither, and in some trials only one side cuts):
+    _cut_one_side's pieces are _cut_runs', field for field."""
+    from popvision_lite.emulator.compile import copy_plans as CP
+
+    rng = np.random.default_rng(21)
+    one_sided = 0
+    for trial in range(60):
+        N = 3000
+        sb = np.unique(np.concatenate([[0], rng.integers(1, N, int(rng.integers(3, 80)))]))
+        db = np.unique(np.concatenate([[0], rng.integers(1, N, int(rng.integers(3, 80)))]))
+        if trial % 3 == 1:
+            db = np.array([0])  # the destination one interval: only the source side cuts
+        sm, dm = _Mapping(sb, rng.integers(0, 8, len(sb)), N), _Mapping(db, rng.integers(0, 8, len(db)), N)
+        edges = np.unique(rng.integers(0, N, int(rng.integers(2, 80))))
+        qs, ql = edges[:-1], np.diff(edges)
+        ks, kd = np.searchsorted(sb, qs, "right") - 1, np.searchsorted(db, qs, "right") - 1
+        ok_s, ok_d = qs + ql <= sm.stop[ks], qs + ql <= dm.stop[kd]
+        keep = ok_s | ok_d
+        qs, ql = qs[keep], ql[keep]
+        if len(qs) == 0:
+            continue
+        order = rng.permutation(len(qs))
+        qs, ql = qs[order], ql[order]
+        got = CP._copy_pieces_runs(_Endpoint(qs, ql, sm), _Endpoint(qs, ql, dm))
+        want = CP._cut_runs(qs, ql, sm, qs, ql, dm)[0]
+        one_sided += len(got.length) > len(qs)
+        for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
+    assert one_sided >= 30
