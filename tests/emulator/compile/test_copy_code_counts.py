@@ -182,3 +182,17 @@ def test_runs_cut_on_one_side_each_are_cut_as_by_merging():
         for f in ("src_elem", "dst_elem", "length", "src_tile", "dst_tile", "src_k", "dst_k"):
             assert np.array_equal(getattr(got, f), getattr(want, f)), (trial, f)
     assert one_sided >= 30
+
+
+def test_rotated_tiles_are_the_remainder():
+    """rotated_tiles is (tiles - shift) % tiles for every shift, with the same dtype (the memo keys hash it)."""
+    from popvision_lite.emulator.compile.compiled import rotated_tiles
+
+    rng = np.random.default_rng(1)
+    for T in (4, 1472, 23552):
+        for dt in (np.int64, np.int32, np.uint16):
+            a = rng.integers(0, T, 5000).astype(dt)
+            for s in (0, 1, 2, T - 2, T - 1):
+                want = (a - s) % T
+                got = rotated_tiles(a, s, T)
+                assert got.dtype == want.dtype and np.array_equal(got, want), (T, dt, s)
