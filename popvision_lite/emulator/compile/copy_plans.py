@@ -418,26 +418,10 @@ def _pattern_units(st, dt, se, de, ln, send_too: bool = False):
     if n == 0:
         z = np.zeros(0, np.int64)
         return ((z, z, z), (z, z, z)) if send_too else (z, z, z)
-    new = np.ones(n, bool)
-    new_s = None
-    if n > 1:
-        same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
-        same &= dt[1:] == dt[:-1]
-        same &= ln[1:] == ln[:-1]
-        np.logical_not(same, out=new[1:])
-        if send_too:
-            new_s = new.copy()
-        # piece j also starts a new pattern when its stride differs from the stride that led to j-1
-        # (conservative: never merges pieces with different strides)
-        if n > 2:
-            ds = np.diff(se)
-            step = ds[1:] != ds[:-1]
-            if send_too:
-                new_s[2:] |= same[:-1] & step
-            if de is not se:
-                dd = np.diff(de)
-                step |= dd[1:] != dd[:-1]
-            new[2:] |= same[:-1] & step
+    same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
+    same &= dt[1:] == dt[:-1]
+    same &= ln[1:] == ln[:-1]
+    new, new_s = _starts_of(same, se, de, send_too)
     units = _units(st, dt, new)
     if send_too:
         return units, (units if new_s is None else _units(st, dt, new_s))
@@ -513,27 +497,30 @@ def _pattern_starts(pair, ln, se, de, send_too: bool):
     """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair``: (receive
     side starts (strides of ``se`` and ``de``), and with ``send_too`` the send side's (strides of ``se``), else
     None)."""
-    m = len(pair)
+    same = pair[1:] == pair[:-1]
+    same &= ln[1:] == ln[:-1]
+    return _starts_of(same, se, de, send_too)
+
+
+def _starts_of(same, se, de, send_too: bool):
+    """Where patterns start among pieces in pattern order, ``same[j]``: pieces j and j + 1 have the same tiles and
+    length.  Piece j also starts a new pattern when its stride differs from the stride that led to j - 1
+    (conservative: never merges pieces with different strides), on the source side and, unless ``de is se``,
+    the destination side.  (receive side starts, send side starts (source strides only) or None)."""
+    m = len(same) + 1
     new = np.ones(m, bool)
-    new_s = None
-    if m > 1:
-        same = pair[1:] == pair[:-1]
-        same &= ln[1:] == ln[:-1]
-        np.logical_not(same, out=new[1:])
+    np.logical_not(same, out=new[1:])
+    new_s = new.copy() if send_too else None
+    if m > 2:
+        ds = np.diff(se)
+        step = ds[1:] != ds[:-1]
         if send_too:
-            new_s = new.copy()
-        if m > 2:
-            ds = np.diff(se)
-            step = ds[1:] != ds[:-1]
-            if send_too:
-                new_s[2:] |= same[:-1] & step
-            if de is not se:
-                dd = np.diff(de)
-                step |= dd[1:] != dd[:-1]
-            step &= same[:-1]
-            new[2:] |= step
-    elif send_too:
-        new_s = new
+            new_s[2:] |= same[:-1] & step
+        if de is not se:
+            dd = np.diff(de)
+            step |= dd[1:] != dd[:-1]
+        step &= same[:-1]
+        new[2:] |= step
     return new, new_s
 
 
