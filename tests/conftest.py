@@ -95,3 +95,26 @@ def pod_profile(tmp_path_factory):
                       recompute=True, vocab=2048)
     run_model(cfg, SMALL_DEVICE, timing_only=True, profile_path=path)
     return path
+
+
+@pytest.fixture(scope="session")
+def pod16_bert_large(tmp_path_factory):
+    """The MLPerf v1.1 IPU-POD16 BERT-Large submission emulated once per session, as both its readers run it:
+    ``profile``, the file of ``popvision-lite emulate --config sample_configs/mlperf_v1.1_pod16_bert_large.toml
+    --timing-only`` (bench/doc_numbers.py: the numbers the README and docs quote), and ``prediction``, the
+    validation report's row of the same submission (``mlperf_validation.predict`` of gc-v1.1-pod16-bert-closed:
+    the residual table).  The row runs right after the command, so it reuses the replica graph the command
+    built (a run that changes nothing but what the composition applies, as the report's rows do); both
+    graphs are freed before the session goes on."""
+    from types import SimpleNamespace
+
+    from bench.doc_numbers import emulate_pod16_bert
+    from popvision_lite import mlperf_validation as mv
+    from popvision_lite.emulator.models.emulated import release_graphs
+
+    profile = emulate_pod16_bert(tmp_path_factory.mktemp("pod16_bert") / "pod16.pvl")
+    case = next(c for c in mv.build_cases(mv.measured_rows(None), overrides=mv.row_configs())
+                if c.id == "gc-v1.1-pod16-bert-closed")
+    prediction = mv.predict(case)
+    release_graphs()
+    return SimpleNamespace(profile=profile, case=case, prediction=prediction)

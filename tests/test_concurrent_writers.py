@@ -2,11 +2,13 @@
 twice) leave one complete file - either writer's, never a mix - and no temp file.
 
 The writers meet at a barrier just before their final rename (tests/support/concurrent_writer.py), so both
-temp files are complete and both renames are pending at once: the overlap is forced, not hoped for."""
+temp files are complete and both renames are pending at once: the overlap is forced, not hoped for.  Each writer
+leaves a copy of the file it is about to rename at the barrier, so the result can be matched to a writer."""
 
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +25,10 @@ SAMPLES = REPO / "sample_profiles"
 BOUND_S = 600
 
 
-def _together(tmp_path, target: Path, commands: list[list[str]]) -> list[subprocess.CompletedProcess]:
+def _together(tmp_path, target: Path, commands: list[list[str]]) -> tuple[list[subprocess.CompletedProcess],
+                                                                          list[bytes]]:
+    """Run the writers of ``commands`` at once into ``target``: their processes and the file each had finished
+    (its temp file's bytes at the barrier)."""
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     procs = [subprocess.Popen([sys.executable, "-m", "tests.support.concurrent_writer", str(barrier),
@@ -33,8 +38,8 @@ def _together(tmp_path, target: Path, commands: list[list[str]]) -> list[subproc
     for p in procs:
         out, err = p.communicate(timeout=BOUND_S)
         done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-    assert len(list(barrier.iterdir())) == len(commands)  # every writer reached its rename before any went on
-    return done
+    assert len(list(barrier.glob("ready-*"))) == len(commands)  # every writer reached its rename before any went on
+    return done, [p.read_bytes() for p in sorted(barrier.glob("file-*"))]
 
 
 def _datasets(path: Path) -> dict[str, np.ndarray]:
@@ -67,7 +72,8 @@ def test_two_emulations_into_one_profile_leave_one_whole_profile(tmp_path):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     same = out_dir / "same.pvl"
-    for r in _together(tmp_path, same, [cmd(8, same), cmd(16, same)]):
+    done, _ = _together(tmp_path, same, [cmd(8, same), cmd(16, same)])
+    for r in done:
         assert r.returncode == 0, r.stderr
         assert "Traceback" not in r.stderr
     assert sorted(os.listdir(out_dir)) == ["same.pvl"]  # no temp file left by either writer
@@ -87,21 +93,24 @@ def test_two_exports_into_one_file_leave_one_writers_file(tmp_path, suffix):
         return ["export", str(profile), "--view", "summary" if suffix == ".csv" else "roofline", "-o", str(out),
                 "--width", "400", "--height", "300"]
 
-    refs = []
-    for prof in (a, b):
-        ref = tmp_path / f"ref-{prof.stem}{suffix}"
-        if suffix == ".csv":  # the same command in this process (a PNG is drawn by a fresh app, as the writers do)
-            assert main(cmd(prof, ref)) == 0
-        else:
-            subprocess.run([sys.executable, "-m", "popvision_lite.cli", *cmd(prof, ref)], cwd=REPO, env=ENV,
-                           check=True, capture_output=True, timeout=BOUND_S)
-        refs.append(ref.read_bytes())
-    assert refs[0] != refs[1]
-
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     same = out_dir / f"same{suffix}"
-    for r in _together(tmp_path, same, [cmd(a, same), cmd(b, same)]):
+    done, finished = _together(tmp_path, same, [cmd(a, same), cmd(b, same)])
+    for r in done:
         assert r.returncode == 0, r.stderr
+    if suffix == ".csv":  # each writer's file is the one the same command writes alone (in this process)
+        refs = []
+        for prof in (a, b):
+            ref = tmp_path / f"ref-{prof.stem}{suffix}"
+            assert main(cmd(prof, ref)) == 0
+            refs.append(ref.read_bytes())
+        assert sorted(finished) == sorted(refs)
+    else:  # a PNG is drawn by a fresh app, as each writer draws it: each writer's finished file is a whole image
+        refs = finished
+        for png in refs:
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[-8:-4] == b"IEND"
+            assert struct.unpack(">II", png[16:24]) == (400, 300)  # the IHDR's width and height, as asked
+    assert len(refs) == 2 and refs[0] != refs[1]  # the two writers' files differ, so a mix would show
     assert sorted(os.listdir(out_dir)) == [same.name]
-    assert same.read_bytes() in refs
+    assert same.read_bytes() in refs  # one writer's file, whole

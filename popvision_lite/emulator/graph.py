@@ -13,7 +13,7 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as _mapping
 from popvision_lite.emulator.mapping import Mapping
-from popvision_lite.emulator.shared_arrays import share
+from popvision_lite.emulator.shared_arrays import int_array, share, share_int32
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import EmulatorError
 
@@ -275,25 +275,34 @@ class Regions(Field):
 
     def __init__(self, tensor: Tensor, starts, sizes):
         self.tensor = tensor
-        self.starts = np.asarray(starts, np.int64).ravel()
-        self.n = len(self.starts)
-        sz = np.asarray(sizes, np.int64)
-        self.regular = sz.ndim == 0
-        self.sizes = np.full(self.n, int(sz), np.int64) if sz.ndim == 0 else sz.ravel()
-        if len(self.sizes) != self.n:
-            raise EmulatorError(f"field on tensor '{tensor.name}': {self.n} starts but {len(self.sizes)} sizes")
-        if self.n and (self.starts.min() < 0 or (self.starts + self.sizes).max() > tensor.size or self.sizes.min() < 0):
-            raise EmulatorError(
-                f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "
-                f"fix: starts and sizes must stay inside the tensor"
-            )
+        starts, sizes = int_array(starts).ravel(), int_array(sizes)
+        self.n = n = len(starts)
+        self.regular = sizes.ndim == 0
+        sizes = sizes if self.regular else sizes.ravel()
+        if not self.regular and len(sizes) != n:
+            raise EmulatorError(f"field on tensor '{tensor.name}': {n} starts but {len(sizes)} sizes")
+        one = self.regular or (n > 0 and sizes.strides[0] == 0)  # one size for every vertex
+        if n:
+            # (one pass each: the fields of an elementwise op pass the same arrays, a tensor's size apart)
+            lo, smin = int(starts.min()), int(sizes.flat[0] if one else sizes.min())
+            smax = smin if one else int(sizes.max())
+            hi = int(starts.max()) + smin if one else int(np.add(starts, sizes, dtype=np.int64).max())
+            if lo < 0 or hi > tensor.size or smin < 0:
+                raise EmulatorError(
+                    f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "
+                    f"fix: starts and sizes must stay inside the tensor"
+                )
         if tensor.size < 2**31:
             # held as int32 (the per-vertex arrays of a ResNet-50 replica graph's fields and copies are ~1 GB at
             # int64); every value lies inside the tensor.  elems() and run_bounds(), which the compile does
             # arithmetic on, hand out int64.  Both are read-only and held once with equal arrays (shared_arrays).
-            self.starts = share(self.starts.astype(np.int32))
-            self.sizes = (np.broadcast_to(np.int32(self.sizes[0]), (self.n,))  # one size for all: no array
-                          if self.n and self.sizes.min() == self.sizes.max() else share(self.sizes.astype(np.int32)))
+            # A read-only int32 array (another field's) is held as it is.
+            self.starts = share_int32(starts)
+            self.sizes = (np.broadcast_to(np.int32(smin), (n,)) if n and smin == smax  # one size for all: no array
+                          else share_int32(np.zeros(0, np.int64) if self.regular else sizes))
+        else:
+            self.starts = starts.astype(np.int64, copy=False)
+            self.sizes = (np.full(n, int(sizes), np.int64) if self.regular else sizes.astype(np.int64, copy=False))
         self._idx = None
         self._whole = None
 

@@ -86,7 +86,9 @@ class Mapping:
 
     __slots__ = ("tile", "start", "stop", "_derived")
 
-    def __init__(self, tile, start, stop):
+    def __init__(self, tile, start, stop, _fresh: bool = False):
+        """``_fresh``: the three arrays were made for this mapping alone (this module's builders), so they are
+        held without a copy."""
         tile = np.asarray(tile, dtype=np.int64).ravel()
         start = np.asarray(start, dtype=np.int64).ravel()
         stop = np.asarray(stop, dtype=np.int64).ravel()
@@ -94,8 +96,10 @@ class Mapping:
             raise EmulatorError("mapping: tile, start and stop arrays must have equal lengths")
         keep = stop > start
         # (own copies either way: a caller's arrays may change after)
-        tile, start, stop = (tile[keep], start[keep], stop[keep]) if not keep.all() else \
-            (tile.copy(), start.copy(), stop.copy())
+        if not keep.all():
+            tile, start, stop = tile[keep], start[keep], stop[keep]
+        elif not _fresh:
+            tile, start, stop = tile.copy(), start.copy(), stop.copy()
         # by start, stable (already in order, as most mappings are built: nothing to move)
         if len(start) > 1 and np.any(start[1:] < start[:-1]):
             order = np.argsort(start, kind="stable")
@@ -290,33 +294,37 @@ def _row_runs_in_order(shape, bs, origins, tiles):
     """by_windows' intervals (tiles, starts, stops) already in the order of their starts, or None where this
     does not apply: windows one row run each per row of the last two dimensions (a block split of a matrix or a
     stack of them, as a matmul's outputs and partials are cut), in bands of windows with the same first row and
-    height.  A band's runs go row by row, its windows by column in each; the bands in row order.  Checked
-    strictly ascending before use (else None), so the Mapping is the one sorting the runs gives, without the
-    sort of every run."""
+    height.  A band's runs go row by row, its windows by column in each; the bands in row order.  Consecutive
+    bands of the same height and window count are formed together as one (bands, rows, windows) broadcast (a
+    matmul's split has a few such segments per plane), not scattered run by run.  Checked strictly ascending
+    before use (else None), so the Mapping is the one sorting the runs gives, without the sort of every run."""
     nd, n_w = len(shape), len(bs)
     if nd < 2 or n_w == 0 or np.any(bs[:, -1] >= shape[-1]) or (nd > 2 and np.any(bs[:, :nd - 2] != 1)):
         return None
     W = shape[-1]
     strides = np.array([int(np.prod(shape[i + 1:])) for i in range(nd)], np.int64)
     flat = origins @ strides
-    o = np.lexsort((origins[:, -1], flat // W))  # windows by first row, then column
-    row, h = (flat // W)[o], bs[o, -2]
+    rows = flat // W
+    o = np.lexsort((origins[:, -1], rows))  # windows by first row, then column
+    row, h = rows[o], bs[o, -2]
     first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
-    band = np.repeat(np.arange(len(first)), np.diff(np.r_[first, n_w]))
-    if np.any(h != h[first][band]):
-        return None
     k = np.diff(np.r_[first, n_w])  # windows per band
-    runs = h[first] * k
-    base = (np.cumsum(runs) - runs)[band] + np.arange(n_w) - first[band]  # position of each window's first run
-    w = np.repeat(np.arange(n_w), h)
-    r = np.arange(len(w)) - np.repeat(np.cumsum(h) - h, h)
-    pos = base[w] + r * k[band][w]
-    starts = np.empty(len(w), np.int64)
-    stops = np.empty(len(w), np.int64)
-    tl = np.empty(len(w), np.int64)
-    starts[pos] = flat[o][w] + r * W
-    stops[pos] = starts[pos] + bs[o, -1][w]
-    tl[pos] = tiles[o][w]
+    hb = h[first]
+    if np.any(h != np.repeat(hb, k)):
+        return None
+    cut = np.flatnonzero(np.r_[True, (hb[1:] != hb[:-1]) | (k[1:] != k[:-1]), True])  # segments of bands
+    ends = np.r_[first, n_w]
+    fo, wo, to = flat[o], bs[o, -1], tiles[o]
+    starts, stops, tl = [], [], []
+    for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        nb, hh, kk = b - a, int(hb[a]), int(k[a])
+        wa, wb = int(first[a]), int(ends[b])
+        shp = (nb, hh, kk)
+        s = (fo[wa:wb].reshape(nb, 1, kk) + (np.arange(hh, dtype=np.int64) * W)[None, :, None]).ravel()
+        starts.append(s)
+        stops.append(s + np.broadcast_to(wo[wa:wb].reshape(nb, 1, kk), shp).ravel())
+        tl.append(np.broadcast_to(to[wa:wb].reshape(nb, 1, kk), shp).ravel())
+    starts, stops, tl = (x[0] if len(x) == 1 else np.concatenate(x) for x in (starts, stops, tl))
     if len(starts) > 1 and not np.all(starts[1:] > starts[:-1]):
         return None
     return tl, starts, stops
@@ -331,7 +339,7 @@ def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
     shape = tuple(int(d) for d in shape)
     ordered = _row_runs_in_order(shape, bs, origins, tiles)
     if ordered is not None:
-        return _merge(Mapping(*ordered))
+        return _merge(Mapping(*ordered, _fresh=True))
     starts, stops, tl = [], [], []
     keys, inv = unique_rows(bs)
     for c, key in enumerate(keys):
@@ -340,7 +348,7 @@ def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
         starts.append(s.ravel())
         stops.append(e.ravel())
         tl.append(np.repeat(tiles[sel], s.shape[1]))
-    return _merge(Mapping(np.concatenate(tl), np.concatenate(starts), np.concatenate(stops)))
+    return _merge(Mapping(np.concatenate(tl), np.concatenate(starts), np.concatenate(stops), _fresh=True))
 
 
 def _merge(m: Mapping) -> Mapping:
@@ -361,7 +369,7 @@ def _merged(m: Mapping) -> Mapping:
         return m
     first = np.concatenate([[True], ~join])
     last = np.concatenate([~join, [True]])
-    return Mapping(m.tile[first], m.start[first], m.stop[last])
+    return Mapping(m.tile[first], m.start[first], m.stop[last], _fresh=True)
 
 
 def worker_split(tensor, workers: int = 6, grain: int = 1):

@@ -40,7 +40,7 @@ class SharedArrays:
             refs = self._by_key.setdefault(key, [])
             for r in tuple(refs):
                 b = r()
-                if b is not None and np.array_equal(a, b):
+                if b is a or (b is not None and np.array_equal(a, b)):
                     return b
             refs.append(weakref.ref(a, lambda r, key=key: self._forget(key, r)))
         return a
@@ -61,3 +61,17 @@ class SharedArrays:
 _POOL = SharedArrays()
 share = _POOL.share
 held = _POOL.held
+
+
+def int_array(x) -> np.ndarray:
+    """``x`` as an int32 or int64 array (other types as int64), without a copy where it is one already."""
+    a = np.asarray(x)
+    return a if a.dtype == np.int64 or a.dtype == np.int32 else a.astype(np.int64)
+
+
+def share_int32(a: np.ndarray) -> np.ndarray:
+    """:func:`share` of ``a`` as int32: a read-only contiguous int32 array (one held already, e.g. another field's)
+    as it is, anything else as an int32 copy (a caller's array is never made read-only)."""
+    if a.dtype == np.int32 and not a.flags.writeable and a.ndim == 1 and (len(a) < 2 or a.strides[0] == 4):
+        return share(a)
+    return share(a.astype(np.int32))

@@ -11,6 +11,20 @@ from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui.text import plain_tip
 from popvision_lite.units import format_number, format_seconds
 
+# the roles the models answer, as ints: PySide6 looks an old-style flat name such as ``Qt.DisplayRole`` up through its
+# compatibility layer (~9 us each on this box), and Qt asks a table's model for a dozen roles per cell per paint
+_ROLE = Qt.ItemDataRole
+DISPLAY, TOOLTIP, ALIGNMENT, USER = (int(r.value) for r in (_ROLE.DisplayRole, _ROLE.ToolTipRole,
+                                                             _ROLE.TextAlignmentRole, _ROLE.UserRole))
+_ANSWERED = frozenset((DISPLAY, TOOLTIP, ALIGNMENT, USER))
+ALIGN_NUMBER = int((Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter).value)
+
+
+def role_int(role) -> int:
+    """``role`` (a Qt.ItemDataRole or the int Qt passes) as an int."""
+    return int(getattr(role, "value", role))
+
+
 _SUFFIXES = (("_delta", " B − A"), ("_ratio", " B / A"), ("_pct", " %"), ("_usd", " (USD)"), ("_a", " A"),
              ("_b", " B"), ("_id", ""))
 
@@ -54,7 +68,7 @@ class ShownCells:
 
     def get(self, row, index, role, compute):
         """The value ``compute(index, role)`` gave for this cell and role, computed on the first call."""
-        key = (row, index.column(), int(getattr(role, "value", role)))
+        key = (row, index.column(), role_int(role))
         try:
             return self._cells[key]
         except KeyError:
@@ -82,6 +96,7 @@ class DataFrameModel(QAbstractTableModel):
         # plain object arrays: ``data()`` is called per visible cell, and pandas/Arrow element
         # access costs ~100 us per call, which made a 200-row table take 0.3 s to lay out
         self._cols = [self._df[c].to_numpy(dtype=object) for c in self._df.columns]
+        self._names = [str(c) for c in self._df.columns]
         self._shown = ShownCells()
 
     @property
@@ -100,32 +115,34 @@ class DataFrameModel(QAbstractTableModel):
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._df.columns)
 
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid():
+    def data(self, index, role=DISPLAY):
+        role = role_int(role)
+        if role not in _ANSWERED or not index.isValid():  # Qt asks for many roles: answer the rest at once
             return None
         return self._shown.get(index.row(), index, role, self._cell)
 
-    def _cell(self, index, role):
-        col = self._df.columns[index.column()]
-        v = self._cols[index.column()][index.row()]
-        if role == Qt.DisplayRole:
+    def _cell(self, index, role: int):
+        j = index.column()
+        col = self._names[j]
+        v = self._cols[j][index.row()]
+        if role == DISPLAY:
             if col in self.byte_columns and isinstance(v, (int, float, np.integer, np.floating)):
                 return format_bytes(v)
             if isinstance(v, (float, np.floating)):
-                return _format_float(str(col), float(v))
+                return _format_float(col, float(v))
             if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
                 return f"{v:,}"
             if isinstance(v, (bool, np.bool_)):
                 return "yes" if v else "no"
             return str(v)
-        if role == Qt.ToolTipRole:
+        if role == TOOLTIP:
             if col in self.byte_columns:
                 return f"{int(v):,} bytes"
             return plain_tip(v)
-        if role == Qt.TextAlignmentRole:
+        if role == ALIGNMENT:
             if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)):
-                return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.UserRole:
+                return ALIGN_NUMBER
+        if role == USER:
             return v
         return None
 

@@ -12,6 +12,7 @@ from popvision_lite.analysis.fit_constraint import binding_constraint, binding_h
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.profile.writer import write_profile
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 from tests.support.insights_profile import make_data, write_small
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
@@ -45,8 +46,8 @@ def test_headline_from_memory_is_the_files(tmp_path, kw):
 def test_headline_of_a_pipelined_run_from_memory_is_the_files(tmp_path):
     """A pipelined run (its liveness held as IPU blocks) judged against a quarter of its fullest tile's bytes, so
     that most tiles are over capacity and the headline names the tensors at their peaks."""
-    data = run_model(make_config("bert-tiny", ipus=2, pipeline_stages=2, grad_accum=4, seq=32),
-                     timing_only=True).profile_data
+    data = run_model(make_config("bert-tiny", ipus=2, pipeline_stages=2, grad_accum=4, seq=32), SMALL,
+                     timing_only=True).profile_data  # the tests' device (decision 0395): any tile count
     data.target.sram_bytes_per_tile = int(data.memory.sum(axis=(1, 2)).max()) // 4
     data.run["fits"] = False
     write_profile(tmp_path / "p.pvl", data)

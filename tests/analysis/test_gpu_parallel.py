@@ -14,6 +14,7 @@ from popvision_lite.analysis import model_pass as wl
 from popvision_lite.analysis import tensor_parallel as tp
 from popvision_lite.analysis.verdict import verdict
 from popvision_lite.errors import ConfigError
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 from tests.support.transformer_kernels import two_layer_kernels
 
 GPT = dict(layers=2, hidden=256, heads=4, seq=128, batch=2, vocab=1024)
@@ -29,14 +30,15 @@ class _Profile:
 
 @pytest.fixture(scope="module")
 def shards():
-    """The same small GPT emulated whole (t = 1) and as ONE IPU of a 2-way tensor-parallel group."""
+    """The same small GPT emulated whole (t = 1) and as ONE IPU of a 2-way tensor-parallel group, on the tests'
+    device with 92 tiles (decision 0395: the GPU side reads the model's ops, not the IPU's tile count)."""
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import run_model
 
     out = {}
     for t in (1, 2):
         cfg = make_config("gpt3-small", tensor_parallel=t, ipus=t, **GPT)
-        out[t] = _Profile(run_model(cfg, "ipu-mk2", timing_only=True).profile_data)
+        out[t] = _Profile(run_model(cfg, SMALL, timing_only=True).profile_data)
     return out
 
 

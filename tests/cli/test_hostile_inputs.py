@@ -87,19 +87,35 @@ def test_fifo_as_validation_data_and_sweep_results(tmp_path, fifo):
         open_sweep(fifo)
 
 
+BOMB_LIMIT = 16 << 20  # the torch-trace limit while a bomb test runs (the real one: 512 MiB, input_files.LIMITS)
+
+
 @pytest.fixture(scope="module")
 def gzip_bomb(tmp_path_factory):
-    """600 MiB of spaces in one gzip member, 0.6 MB compressed (written once: compressing it is ~3 s of CPU)."""
+    """1.5 x BOMB_LIMIT of spaces in one gzip member, ~25 KB compressed (written once).  The tests lower the
+    torch-trace limit to BOMB_LIMIT, as the npz bomb test below lowers its own, so the bomb stays small: the
+    reader's check is the same code whatever the limit (input_files.gunzip_bounded); a 600 MiB bomb against
+    the real 512 MiB cost ~7 s of CPU to write and read, and the hostile-input campaign (bench/fuzz_surfaces.py)
+    still runs one past the real limit."""
     bomb = tmp_path_factory.mktemp("bomb") / "t.json.gz"
     with gzip.open(bomb, "wb", compresslevel=9) as f:
         chunk = b" " * (1 << 20)
-        for _ in range(600):
+        for _ in range(BOMB_LIMIT * 3 // 2 >> 20):
             f.write(chunk)
-    assert bomb.stat().st_size < 2 << 20
+    assert bomb.stat().st_size < BOMB_LIMIT // 64  # a bomb: it expands over 64-fold
     return bomb
 
 
-def test_torch_trace_special_files_and_bombs(tmp_path, fifo, gzip_bomb):
+@pytest.fixture
+def bomb_limit(monkeypatch):
+    from popvision_lite import input_files
+
+    assert input_files.LIMITS["torch_trace"] == 512 << 20  # the limit the module doc states
+    monkeypatch.setitem(input_files.LIMITS, "torch_trace", BOMB_LIMIT)
+    return BOMB_LIMIT
+
+
+def test_torch_trace_special_files_and_bombs(tmp_path, fifo, gzip_bomb, bomb_limit):
     from popvision_lite.analysis.torch_trace import TraceImportError, load_torch_trace
 
     bomb = gzip_bomb
@@ -138,7 +154,7 @@ def test_torch_trace_special_files_and_bombs(tmp_path, fifo, gzip_bomb):
         assert str(dims) in str(e)
 
 
-def test_torch_trace_bomb_through_export_exits_2(tmp_path, gzip_bomb):
+def test_torch_trace_bomb_through_export_exits_2(tmp_path, gzip_bomb, bomb_limit):
     bomb = gzip_bomb
     _exit2(["export", SAMPLE, "--view", "roofline", "--torch-trace", str(bomb), "-o", "r.png"], tmp_path,
            "t.json.gz")

@@ -10,6 +10,7 @@ import io
 import pytest
 
 from popvision_lite.emulator import progress as pg
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 
 def test_eta_is_the_time_so_far_over_the_share_done():
@@ -55,7 +56,9 @@ def test_an_emulation_reports_its_work_as_it_goes(tmp_path, monkeypatch, model):
         cfg = make_config("bert-tiny", layers=2, batch=2, seq=32, ipus=2, pipeline_stages=2, grad_accum=4)
     else:
         cfg = make_config("mlp", batch=8, hidden=32, layers=2)
-    run = run_model(cfg, timing_only=True, profile_path=tmp_path / "r.pvl", progress=lambda s, f: seen.append((s, f)))
+    # on the tests' device with 92 tiles (decision 0395): a report per program and per batch of steps, any tile count
+    run = run_model(cfg, SMALL, timing_only=True, profile_path=tmp_path / "r.pvl",
+                    progress=lambda s, f: seen.append((s, f)))
     fr = [f for _, f in seen]
     assert fr == sorted(fr) and fr[-1] == 1.0 and seen[-1][0] == "done"
     stages = list(dict.fromkeys(s for s, _ in seen))
@@ -70,7 +73,7 @@ def test_an_emulation_reports_its_work_as_it_goes(tmp_path, monkeypatch, model):
         assert len({f for s, f in seen if s == "building stage program 1 of 2"}) > 3  # the build's phases
         # run again: both stage graphs are kept ones, each stage's share is passed at once and the line goes on
         again = []
-        run_model(cfg, timing_only=True, progress=lambda s, f: again.append((s, f)))
+        run_model(cfg, SMALL, timing_only=True, progress=lambda s, f: again.append((s, f)))
         fr = [f for _, f in again]
         assert fr == sorted(fr) and fr[-1] == 1.0
         compiled = [f for s, f in again if s.startswith("compiling stage program")]

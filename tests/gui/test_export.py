@@ -484,7 +484,6 @@ def test_headless_exports_in_one_process_leave_no_widget_behind(qtbot, small_pro
     for view in views:  # a view's first use may build lasting singletons (menus, caches)
         export_view(small_profile, view, tmp_path / f"warm_{view}.png")
     before = len(QApplication.allWidgets())
-    for i in range(2):
-        for view in views:
-            export_view(small_profile, view, tmp_path / f"{i}_{view}.png")
+    for view in views:  # an export that left its widgets behind leaves at least one more here
+        export_view(small_profile, view, tmp_path / f"again_{view}.png")
     assert len(QApplication.allWidgets()) == before

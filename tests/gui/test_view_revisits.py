@@ -96,3 +96,41 @@ def test_table_cells_are_formatted_once_and_follow_a_sort(qtbot):
     m.sort(1, Qt.AscendingOrder)  # rows move: what a cell shows is formatted again
     assert m.data(m.index(0, 1), Qt.DisplayRole) == "a" and calls
     assert np.array_equal(m.df["name"].to_numpy(), ["a", "b"])
+
+
+def test_table_models_answer_their_roles_and_nothing_else(qtbot):
+    """Qt asks a table's model for a dozen roles per cell on every paint: the roles the models show are answered as
+    before (by the enum or the int Qt passes), every other role is None at once, without formatting the cell."""
+    import pandas as pd
+    from PySide6.QtCore import Qt
+
+    from popvision_lite.analysis.summary import format_bytes
+    from popvision_lite.gui.table_model import DataFrameModel
+    from popvision_lite.gui.views.roofline.table import RooflineTableModel
+
+    m = DataFrameModel(pd.DataFrame({"bytes": [2048, 10], "cycles": [1234567, 8], "on": [True, False],
+                                     "name": ["b<i>", "a"]}), byte_columns=("bytes",))
+    calls = []
+    orig = m._cell
+    m._cell = lambda *a: (calls.append(a), orig(*a))[1]
+    for role in (Qt.FontRole, Qt.ForegroundRole, Qt.BackgroundRole, Qt.DecorationRole, Qt.CheckStateRole,
+                 Qt.SizeHintRole, Qt.EditRole, Qt.StatusTipRole):
+        for enum_or_int in (role, role.value):
+            assert m.data(m.index(0, 1), enum_or_int) is None, role
+    assert not calls
+    right = int((Qt.AlignRight | Qt.AlignVCenter).value)
+    for role in (Qt.DisplayRole, Qt.DisplayRole.value):
+        assert [m.data(m.index(0, c), role) for c in range(4)] == [format_bytes(2048), "1,234,567", "yes", "b<i>"]
+    assert m.data(m.index(0, 0), Qt.ToolTipRole) == "2,048 bytes"
+    assert [m.data(m.index(0, c), Qt.TextAlignmentRole) for c in range(4)] == [right, right, None, None]
+    assert m.data(m.index(1, 1), Qt.UserRole) == 8
+    # the Roofline's per-op table: its TOTAL row bold, numbers right-aligned, the op id as the user role
+    df = pd.DataFrame({"name": ["mm", "TOTAL"], "bound": ["compute", ""], "roof_bound": ["x", ""],
+                       "intensity": [2.0, 2.0], "achieved_flops": [1e12, 1e12], "ipu_time_s": [1e-3, 1e-3],
+                       "share": [1.0, 1.0], "ipu_cost_usd": [0.1, 0.1], "spills": [False, False]},
+                      index=pd.Index([7, -1]))
+    t = RooflineTableModel(df, [])
+    assert t.data(t.index(1, 0)) == "TOTAL" and t.data(t.index(1, 0), Qt.FontRole).bold()
+    assert t.data(t.index(0, 0), Qt.FontRole) is None and t.data(t.index(0, 0), Qt.ForegroundRole) is None
+    assert t.data(t.index(0, 3), Qt.TextAlignmentRole) == right and t.data(t.index(0, 0), Qt.TextAlignmentRole) is None
+    assert t.data(t.index(0, 2), Qt.UserRole.value) == 7

@@ -24,11 +24,11 @@ def test_every_quote_still_names_its_place_in_the_docs():
 
 
 @pytest.mark.slow
-def test_quoted_pod16_bert_numbers_match_a_fresh_run(tmp_path, capsys):
-    from bench.doc_numbers import QUOTES, check, emulate_pod16_bert, pod16_bert_facts
+def test_quoted_pod16_bert_numbers_match_a_fresh_run(pod16_bert_large):
+    """The run is the session's ``pod16_bert_large`` fixture (tests/conftest.py): ``emulate --config`` of the
+    sample config, as bench/doc_numbers.py runs it; tests/analysis/test_error_band.py reads its prediction."""
+    from bench.doc_numbers import QUOTES, check, pod16_bert_facts
 
-    path = emulate_pod16_bert(tmp_path / "pod16.pvl")
-    capsys.readouterr()
-    facts = {"pod16_bert": pod16_bert_facts(path)}
+    facts = {"pod16_bert": pod16_bert_facts(pod16_bert_large.profile)}
     problems = check([q for q in QUOTES if q.run == "pod16_bert"], facts)
     assert not problems, "run `python -m bench.doc_numbers --write --screenshots`:\n" + "\n".join(problems)

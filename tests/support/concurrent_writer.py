@@ -4,13 +4,15 @@ race between writers would need.  Used by tests/test_concurrent_writers.py:
 
     python -m tests.support.concurrent_writer BARRIER_DIR N TARGET -- popvision-lite arguments...
 
-The first ``os.replace`` onto TARGET creates ``BARRIER_DIR/ready-<pid>`` and waits (bounded) until N such files
-exist; every other rename goes ahead at once.
+The first ``os.replace`` onto TARGET copies the writer's finished temp file to ``BARRIER_DIR/file-<pid>`` (what
+this writer is about to rename into place), creates ``BARRIER_DIR/ready-<pid>`` and waits (bounded) until N such
+files exist; every other rename goes ahead at once.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -27,6 +29,7 @@ def main(argv: list[str]) -> int:
     def replace(src, dst, *a, **k):
         if not waited and Path(dst).resolve() == target:
             waited.append(True)
+            shutil.copyfile(src, barrier / f"file-{os.getpid()}")
             (barrier / f"ready-{os.getpid()}").touch()
             t0 = time.monotonic()
             while len(list(barrier.glob("ready-*"))) < n and time.monotonic() - t0 < BOUND_S:

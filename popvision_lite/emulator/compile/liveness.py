@@ -90,10 +90,15 @@ def compute_liveness(c: Compiled) -> None:
     # int32: per-tile bytes stay far below 2 GiB even for graphs that do not fit; halves memory
     delta = np.zeros((L + 1, T), np.int32) if L else np.zeros((1, T), np.int32)
     c.live_intervals: dict[int, list[tuple[int, int]]] = {}  # tensors live in more than one interval
+    per_map: dict = {}  # mapping -> (its tiles, elements on each), once for the tensors that share one mapping
+    # object (an elementwise output mapped like its input: ~1 in 8 of a GPT-2-XL stage graph's tensors)
     for t in g.tensors:
-        ept = t.mapping.elements_per_tile(T) * t.itemsize
-        tiles = np.nonzero(ept)[0]
-        b = ept[tiles]
+        hit = per_map.get(id(t.mapping))
+        if hit is None:
+            ept = t.mapping.elements_per_tile(T)
+            nz = np.nonzero(ept)[0]
+            hit = per_map[id(t.mapping)] = (t.mapping, nz, ept[nz])  # (the mapping kept: its id stays unique)
+        tiles, b = hit[1], hit[2] * t.itemsize
         c.tensor_tiles.append((tiles, b))
         cat = "constant" if t.kind == "constant" else "variable"
         if c.always_live[t.id] or L == 0:

@@ -81,11 +81,33 @@ def model_region_cycles(model, n, itemsize: int, src_itemsize: int | None = None
 def piece_cycles(model, n, itemsize: int, src_itemsize: int | None, on_tile, threads: int) -> np.ndarray:
     """Worker cycles of each piece of an elementwise op: a 1D worker vertex where its tile holds at
     most ``threads`` pieces, else a region of one of the tile's ``threads`` 2D worker vertices (the
-    2D prologue shared by the pieces of a vertex)."""
-    c1 = model_worker_cycles(model, n, itemsize, src_itemsize)
+    2D prologue shared by the pieces of a vertex).  The estimators are functions of a piece's size alone,
+    so they are evaluated once per size (:func:`per_size`): an op's pieces have a few sizes."""
+    c1 = per_size(lambda x: model_worker_cycles(model, x, itemsize, src_itemsize), n)
     frag = on_tile > threads
     if not frag.any():
         return c1
-    reg, pro = model_region_cycles(model, n, itemsize, src_itemsize)
+    pro = model_region_cycles(model, n[:1], itemsize, src_itemsize)[1]
+    reg = per_size(lambda x: model_region_cycles(model, x, itemsize, src_itemsize)[0], n)
     c2 = reg + -(-pro * threads // np.maximum(on_tile, 1))
     return np.where(frag, c2, c1)
+
+
+# per_size: a table of every size in the pieces' span when the span is at most this share of their count
+_TABLE_SPAN_SHARE = 8
+
+
+def per_size(fn, n: np.ndarray) -> np.ndarray:
+    """``fn(n)`` for a function ``fn`` of each element of the int array ``n`` alone (an estimator of a piece's
+    cycles from its size): where ``n`` spans few values for its length (the worker pieces of an op: a few
+    sizes), ``fn`` is evaluated on every value of the span once and read back at ``n``; the same array."""
+    n = np.asarray(n)
+    if n.size < 64 or n.ndim != 1:
+        return fn(n)
+    lo, hi = int(n.min()), int(n.max())
+    if (hi - lo + 1) * _TABLE_SPAN_SHARE > n.size:
+        return fn(n)
+    table = np.asarray(fn(np.arange(lo, hi + 1, dtype=n.dtype)))
+    if table.shape != (hi - lo + 1,):
+        return fn(n)
+    return table[n - lo] if lo else table[n]

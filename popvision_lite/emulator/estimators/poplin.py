@@ -151,10 +151,17 @@ def reduce_add_tile_vertex_cycles(tiles, out_sizes, num_partials: int, out_items
     tiles = np.asarray(tiles, np.int64)
     if not len(tiles):
         return np.zeros(0, np.int64)
-    ut, first, inv = np.unique(tiles, return_index=True, return_inverse=True)
-    total = np.bincount(inv.ravel(), weights=np.asarray(out_sizes), minlength=len(ut)).astype(np.int64)
+    sizes = np.asarray(out_sizes, np.int64)
+    if np.all(tiles[1:] >= tiles[:-1]):  # by tile (as the K reductions' vertices are): each tile's first region
+        first = np.flatnonzero(np.r_[True, tiles[1:] != tiles[:-1]])
+        total = np.add.reduceat(sizes, first)
+    else:
+        ut, first, inv = np.unique(tiles, return_index=True, return_inverse=True)
+        total = np.bincount(inv.ravel(), weights=sizes, minlength=len(ut)).astype(np.int64)
+    # the estimate of each distinct total once (a split's tiles hold a few)
+    tot, at = np.unique(total, return_inverse=True)
     est = np.array([reduce_add_cycles(int(n), num_partials, out_itemsize, partials_itemsize, threads)
-                    for n in total], np.int64)
+                    for n in tot], np.int64)[at.ravel()]
     out = np.zeros(len(tiles), np.int64)
     out[first] = -(-est // threads)
     return out

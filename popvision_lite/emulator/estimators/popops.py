@@ -422,7 +422,8 @@ def row_vertex_cycles(parts, L: int, itemsize: int, rows, split) -> np.ndarray:
     rows = np.asarray(rows, dtype=np.int64)
     split = np.asarray(split, dtype=np.int64)
     nred = sum(1 for kind, _ in parts if kind == "r")
-    per_row = {int(kk): int(row_pass_cycles(parts, -(-L // int(kk)), itemsize))
-               + (nred * int(strided_reduce_cycles(int(kk), 1)) if kk > 1 else 0) for kk in np.unique(split)}
-    pr = np.vectorize(lambda kk: per_row[int(kk)], otypes=[np.int64])(split) if len(split) else np.zeros(0, np.int64)
+    kinds, at = np.unique(split, return_inverse=True)  # the per-row cycles of each distinct split, read back
+    per_row = np.array([int(row_pass_cycles(parts, -(-L // int(kk)), itemsize))
+                        + (nred * int(strided_reduce_cycles(int(kk), 1)) if kk > 1 else 0) for kk in kinds], np.int64)
+    pr = per_row[at.reshape(split.shape)] if split.size else np.zeros(split.shape, np.int64)
     return row_prologue_cycles(parts, itemsize) + rows * pr

@@ -281,7 +281,7 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
                               mapping=M.by_windows((pci, R, s.co), shapes, origins, tiles), op=op)
         red = k_partial_vertices_uneven(1, pci, pr, pco, rsz * s.ow, roff * s.ow, np.full(pco, cop),
                                          np.arange(pco) * cop, R, s.co, tiles)
-        o = np.argsort(red["out_start"], kind="stable")
+        o = red["by_start"]  # (k_partial_vertices_uneven: the vertices by output start)
         Y = ctx.variable(op, (R, s.co), ctx.dtype, op=op, mapping=M.intervals(
             red["tile"][o], red["out_start"][o], red["out_start"][o] + red["len"][o]))
     else:

@@ -446,7 +446,7 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
                            mapping=M.by_windows(acc_shape, c_shape, c_org, vt), op=op)
         red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
-        o = np.argsort(red["out_start"], kind="stable")
+        o = red["by_start"]
         st = red["out_start"][o]
         return acc, red, M.intervals(red["tile"][o], st, st + red["len"][o]), c_shape, c_org
     c_shape = np.stack([bm_t, bn_t], 1)
@@ -486,8 +486,14 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) ->
             parts["blk"].append(((gg * pm + ii) * pn + jj)[vb])
             parts["e"].append(np.tile(cuts, nb))
     red = {k: np.concatenate(v) for k, v in parts.items()}
-    order = _by_tile_then(red["tile"], red["out_start"])
+    by_start = np.argsort(red["out_start"], kind="stable")
+    order = _by_tile_then(red["tile"], red["out_start"], by_start)
     out = {k: v[order] for k, v in red.items()}
+    # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
+    # the sorted vertices went, instead of sorting the reordered starts again
+    at = np.empty_like(order)
+    at[order] = np.arange(len(order))
+    out["by_start"] = at[by_start]
     gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
     out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
                          owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
@@ -500,10 +506,10 @@ def _stable_by(tile: np.ndarray) -> np.ndarray:
     return np.argsort(tile.astype(np.uint16) if small else tile, kind="stable")
 
 
-def _by_tile_then(tile: np.ndarray, key: np.ndarray) -> np.ndarray:
+def _by_tile_then(tile: np.ndarray, key: np.ndarray, key_order: np.ndarray | None = None) -> np.ndarray:
     """``np.lexsort((key, tile))``: ordered by key, then stably by tile (two stable sorts are the stable sort by
-    (tile, key))."""
-    o = np.argsort(key, kind="stable")
+    (tile, key)); ``key_order``: the stable order by key where the caller has it."""
+    o = np.argsort(key, kind="stable") if key_order is None else key_order
     return o[_stable_by(tile[o])]
 
 
@@ -555,7 +561,9 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
     q = np.arange(depth)
     if src is None:
-        src_start = (((red["g"][:, None] * pk + q[None, :]) * Mm + red["row"][:, None]) * N + red["col"][:, None]).ravel()
+        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
+        base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
+        src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
         src = part
     else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
         be = (blocks["msz"] * blocks["nsz"])[red["blk"]]

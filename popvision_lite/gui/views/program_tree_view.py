@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QW
 
 from popvision_lite.analysis.program_tree import COLUMNS, ProgramTree
 from popvision_lite.gui.state.resolve import select_program
-from popvision_lite.gui.table_model import ShownCells
+from popvision_lite.gui.table_model import ALIGN_NUMBER, ALIGNMENT, DISPLAY, TOOLTIP, ShownCells, role_int
 from popvision_lite.gui.text import plain_label, plain_tip
 from popvision_lite.gui.theme import PROGRAM_KIND_COLORS
 
@@ -23,7 +23,9 @@ _ROOT = QModelIndex()  # the invalid index, as a default argument
 SORT_ROLE = Qt.UserRole  # raw value of a cell
 PROG_ROLE = Qt.UserRole + 1  # prog_id of a row
 _ROW_FLAGS = Qt.ItemIsEnabled | Qt.ItemIsSelectable  # once: OR-ing Qt's flags costs ~0.1 ms a call, per visible cell
-_ROLES = frozenset({Qt.DisplayRole, SORT_ROLE, PROG_ROLE, Qt.TextAlignmentRole, Qt.ForegroundRole, Qt.ToolTipRole})
+_FOREGROUND = role_int(Qt.ItemDataRole.ForegroundRole)
+# ints: a flat name such as Qt.DisplayRole costs PySide6 a compatibility lookup per use (table_model.py)
+_ROLES = frozenset({DISPLAY, role_int(SORT_ROLE), role_int(PROG_ROLE), ALIGNMENT, _FOREGROUND, TOOLTIP})
 
 
 class ProgramTreeModel(QAbstractItemModel):
@@ -79,7 +81,8 @@ class ProgramTreeModel(QAbstractItemModel):
                     "model operation the program belongs to"][section]
         return None
 
-    def data(self, index, role=Qt.DisplayRole):
+    def data(self, index, role=DISPLAY):
+        role = role_int(role)
         if role not in _ROLES or not index.isValid():  # Qt asks for many roles: answer the rest at once
             return None
         return self._shown.get(index.internalId(), index, role, self._cell)  # the tree does not change
@@ -90,13 +93,13 @@ class ProgramTreeModel(QAbstractItemModel):
         t = self.tree
         if role == PROG_ROLE:
             return prog
-        if role == Qt.TextAlignmentRole:
-            return int(Qt.AlignRight | Qt.AlignVCenter) if col in (2, 3, 4) else None
+        if role == ALIGNMENT:
+            return ALIGN_NUMBER if col in (2, 3, 4) else None
         r = t.row(prog)
-        if role == Qt.ForegroundRole:
+        if role == _FOREGROUND:
             c = PROGRAM_KIND_COLORS.get(str(t.kind[r])) if col == 1 else None
             return QColor(c) if c else None
-        if role == Qt.ToolTipRole:
+        if role == TOOLTIP:
             first, last = int(t.first_step[r]), int(t.last_step[r])
             steps = f"steps {first}..{last}" if first >= 0 else "no steps of its own"
             return plain_tip(f"{t.kind[r]} {t.label(prog)} (program {prog}): {steps}, {int(t.cycles[r]):,} cycles")

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.log_value_axis import LogValueAxis
-from popvision_lite.gui.table_model import DataFrameModel, make_table_view
+from popvision_lite.gui.table_model import DISPLAY, TOOLTIP, DataFrameModel, make_table_view, role_int
 from popvision_lite.gui.text import plain_html, plain_label, plain_tip
 from popvision_lite.gui.theme import DEVICE_COLORS
 from popvision_lite.sweep.results import grid_names, pareto_front
@@ -71,15 +71,16 @@ class _SweepTableModel(DataFrameModel):
                 if len(f) and np.array_equal(f, np.round(f)) and np.abs(f).max() < 2**53:
                     self._whole.add(j)
 
-    def data(self, index, role=Qt.DisplayRole):
-        if role in (Qt.DisplayRole, Qt.ToolTipRole) and index.isValid():
+    def data(self, index, role=DISPLAY):
+        role = role_int(role)  # ints: a flat name such as Qt.DisplayRole costs a lookup per use (table_model.py)
+        if role in (DISPLAY, TOOLTIP) and index.isValid():
             v = self._cols[index.column()][index.row()]
             if isinstance(v, float | np.floating):
                 if not np.isfinite(v):
-                    return "" if role == Qt.DisplayRole else "no value (see cost_note / error)"
-                if role == Qt.DisplayRole and self._df.columns[index.column()] in MONEY_COLUMNS:
+                    return "" if role == DISPLAY else "no value (see cost_note / error)"
+                if role == DISPLAY and self._names[index.column()] in MONEY_COLUMNS:
                     return format_usd(float(v))
-                if role == Qt.DisplayRole and index.column() in self._whole:
+                if role == DISPLAY and index.column() in self._whole:
                     return f"{int(v):,}"
         return super().data(index, role)  # (the base class makes tooltips plain text)
 

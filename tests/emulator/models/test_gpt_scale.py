@@ -14,6 +14,7 @@ from popvision_lite.emulator.models.emulated import release_graphs, run_model
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
+from tests.support.devices import ID as SMALL_DEVICE  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 
@@ -167,9 +168,11 @@ def test_tensor_parallel_from_a_toml_run_config(tmp_path):
 
 
 def test_out_of_memory_report_counts_every_tile_over():
-    # a GPT-2-small layer with a big vocabulary head on one IPU: many tiles over, all of them reported
-    r = run_model(make_config("gpt2-small", layers=1, seq=256, vocab=50257), timing_only=True)
+    # a GPT-2 layer with a big vocabulary head on one IPU of the tests' device (92 tiles, decision 0395): many
+    # tiles over (64; on the shipped chip GPT-2-small with its 50,257-token head: 1,392 of 1,472), all reported
+    r = run_model(make_config("gpt2-small", layers=1, seq=64, vocab=16384, hidden=256, heads=4), SMALL_DEVICE,
+                  timing_only=True)
     need = np.asarray(r.profile_data.memory).sum(axis=(1, 2))
     over = int((need > r.profile_data.target.sram_bytes_per_tile).sum())
-    assert over > 16 and len(r.oom_report) == over
+    assert 16 < over < len(need) and len(r.oom_report) == over  # not every tile: the report counts those over
     assert len(r.profile_data.run["oom_tiles"]) == min(over, 16)

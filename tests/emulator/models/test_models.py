@@ -7,6 +7,7 @@ import pytest
 from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.profile.schema import CATEGORY_CODE, STEP_KIND_CODE
+from tests.support.devices import ID as TEST_DEVICE  # the shipped Mk2 cut to 92 tiles (decision 0395)
 
 SMALL = {
     "mlp": dict(batch=8, hidden=16),
@@ -51,8 +52,8 @@ def test_recompute_lowers_peak_memory_and_costs_compute():
     # timing-only BERT goes through the stage composition: recomputation stashes only each layer's
     # input for the layers not running, and re-runs the SAME forward programs (no new code)
     kw = dict(batch=4, seq=32, layers=3, hidden=64, heads=2, vocab=64)
-    a = run_model(make_config("bert", recompute=False, **kw), timing_only=True)
-    b = run_model(make_config("bert", recompute=True, **kw), timing_only=True)
+    a = run_model(make_config("bert", recompute=False, **kw), TEST_DEVICE, timing_only=True)
+    b = run_model(make_config("bert", recompute=True, **kw), TEST_DEVICE, timing_only=True)
     assert a.fits and b.fits
     var = CATEGORY_CODE["variable"]
     assert b.profile_data.memory[:, var, 1].max() < a.profile_data.memory[:, var, 1].max()

@@ -1,6 +1,7 @@
 """ResNet (the MLPerf ResNet-50 graph) on the emulator: full numerics equal the numpy reference on a
 tiny configuration, the graph is ResNet-50 (parameter count, FLOPs), recomputation and the three
-backends work."""
+backends work.  Tests whose behaviour does not depend on the shipped chip's 1,472 tiles run on the tests'
+device with 92 (decision 0395); the outlined-against-built ResNet-50-deep builds stay on the shipped chip."""
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def test_resnet50_graph_has_the_published_size():
 
 
 def test_training_step_matches_numpy_fp32():
-    r = run_model(make_config("resnet-tiny", precision="fp32"))
+    r = run_model(make_config("resnet-tiny", precision="fp32"), SMALL)
     assert r.fits
     checks = r.numeric_checks
     assert "output" in checks and "stem/dconv_w" in checks and "block3/dbn3_gamma" in checks and len(checks) > 100
@@ -57,7 +58,7 @@ def test_fp16_step_is_as_accurate_as_the_fp16_reference():
     """fp16 batch-norm gradients round at every op (both sides); against an fp32 truth the emulator's
     error is of the size of the numpy fp16 reference's own error."""
     cfg = make_config("resnet-tiny", precision="fp16")
-    be, built = build_model(cfg)
+    be, built = build_model(cfg, SMALL)
     res = Engine(be.graph, be.program(), mode="full").run(inputs=be.inputs)
     r16, r32 = NumpyBackend("fp16"), NumpyBackend("fp32")
     b16, b32 = build(r16, cfg), build(r32, make_config("resnet-tiny", precision="fp32"))
@@ -74,8 +75,8 @@ def test_fp16_step_is_as_accurate_as_the_fp16_reference():
 
 
 def test_recompute_keeps_block_inputs_only():
-    a = run_model(make_config("resnet-tiny", batch=2), timing_only=True)
-    b = run_model(make_config("resnet-tiny", batch=2, recompute=True), timing_only=True)
+    a = run_model(make_config("resnet-tiny", batch=2), SMALL, timing_only=True)
+    b = run_model(make_config("resnet-tiny", batch=2, recompute=True), SMALL, timing_only=True)
     assert a.fits and b.fits
     # the peak is the stem's im2col (3 channels -> 147 per window) in both; over the step, only the
     # block inputs stay live between the forward and the backward pass (without recomputation the blocks
@@ -130,7 +131,7 @@ def test_blocks_spread_over_the_stages_of_one_replica():
     # contract fields (scale helper): 16 replicas x 1 stage -> the blocks stay on one IPU
     assert RN.pipeline_stages(SimpleNamespace(ipus=16, replicas=16, pipeline_stages=1)) == 1
     assert RN.pipeline_stages(SimpleNamespace(ipus=16, replicas=4, pipeline_stages=0)) == 4
-    r = run_model(make_config("resnet-tiny", batch=2, ipus=2), timing_only=True)
+    r = run_model(make_config("resnet-tiny", batch=2, ipus=2), SMALL, timing_only=True)
     ops = r.profile_data.ops
     assert {0, 1} <= set(ops.ipu) and (ops[ops.name.str.startswith("fc/")].ipu == 1).all()
 
@@ -174,17 +175,29 @@ def test_timing_runs_outline_identical_blocks(resnet50_steps):
     assert out.num_ops < full.num_ops
 
 
-def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backward(monkeypatch):
+@pytest.fixture(scope="module")
+def outlined_small():
+    """``{outline: run}``: a timing-only ResNet-50-deep step (hidden 16, image 64, batch 4, recomputed) on the
+    tests' device, built with every block (False) and with identical blocks outlined (True), as ``emulate``
+    builds it (batch norms as graph functions); each build emulated once for the two tests below."""
+    kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
+    runs = {}
+
+    def get(outline: bool):
+        if outline not in runs:
+            runs[outline] = run_model(make_config("resnet-tiny", outline=outline, **kw), SMALL, timing_only=True)
+        return runs[outline]
+
+    return get
+
+
+def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backward(outlined_small):
     """An outlined block's saved input is placed on the liveness steps between its block's forward and
     backward (not counted at the peak whatever the peak is): the memory table's not-always-live bytes are
     the liveness table's peak per tile, and close to the exact figure of building every block."""
     from popvision_lite.profile import schema
 
-    monkeypatch.setattr(RN, "GRAPH_FUNCTIONS", False)
-
-    kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
-    full = run_model(make_config("resnet-tiny", outline=False, **kw), SMALL, timing_only=True)
-    out = run_model(make_config("resnet-tiny", outline=True, **kw), SMALL, timing_only=True)
+    full, out = outlined_small(False), outlined_small(True)
     var = schema.CATEGORY_CODE["variable"]
     nal = np.asarray(out.profile_data.memory)[:, var, 1]
     ltb = np.asarray(out.profile_data.liveness_tile_bytes)
@@ -214,15 +227,13 @@ def test_norms_are_graph_functions_per_signature_in_both_builds(resnet50_steps):
     assert (plain.profile_data.ops.type == "batch_norm").sum() > norms  # one per norm (the stem's twice)
 
 
-def test_outlined_backward_call_takes_its_block_values_as_arguments():
+def test_outlined_backward_call_takes_its_block_values_as_arguments(outlined_small):
     """Blocks 1 and 2 of ResNet-50 are one kind in one recomputation segment: block 2's backward runs the
     kind's program on the representative's cache tensors (holding block 2's recomputed values), block 1's
     backward calls it again.  Those tensors hold block 2's values until their last read in block 2's
     backward and block 1's from the call on (block 1's are held by saved copies until then), as in the exact
     build, where they are other tensors: live in two intervals with a gap, not throughout."""
-    kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
-    out = run_model(make_config("resnet-tiny", outline=True, **kw), SMALL, timing_only=True)
-    pd_ = out.profile_data
+    pd_ = outlined_small(True).profile_data
     vid = pd_.variables.set_index("name").loc["block1/conv1/matmul#1", "var_id"]
     spans = pd_.variable_intervals
     spans = spans.loc[spans.var_id == vid, ["first_lstep", "last_lstep"]].values.tolist()
@@ -265,7 +276,7 @@ def test_multi_block_recompute_segments_match_numpy(monkeypatch):
     monkeypatch.setitem(RN.RECOMPUTE_SPLITS, 14, (1,))
     cfg = make_config("resnet-tiny", precision="fp32", recompute=True)
     assert RN.recompute_segments(cfg) == [(0, 1), (2, 3)]
-    r = run_model(cfg)
+    r = run_model(cfg, SMALL)
     checks = r.numeric_checks
     assert r.fits and "stem/dconv_w" in checks and "block0/dbn1_gamma" in checks and len(checks) > 100
     failed = {k: (v["max_abs_err"], v["max_rel_err"]) for k, v in checks.items() if not v["passed"]}

@@ -6,10 +6,12 @@ import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QFont
 
-from popvision_lite.gui.table_model import ShownCells
+from popvision_lite.gui.table_model import ALIGN_NUMBER, ALIGNMENT, DISPLAY, USER, ShownCells, role_int
 from popvision_lite.units import format_flops, format_ratio, format_seconds, format_usd
 
 _ROOT = QModelIndex()
+_FONT = role_int(Qt.ItemDataRole.FontRole)
+_ANSWERED = frozenset((DISPLAY, _FONT, ALIGNMENT, USER))
 
 
 class RooflineTableModel(QAbstractTableModel):
@@ -88,23 +90,24 @@ class RooflineTableModel(QAbstractTableModel):
                 return "ops whose compulsory bytes exceed the SRAM left after always-live data (at the what-if capacity)"
         return None
 
-    def data(self, index, role=Qt.DisplayRole):
-        if not index.isValid():
+    def data(self, index, role=DISPLAY):
+        role = role_int(role)
+        if role not in _ANSWERED or not index.isValid():  # Qt asks for many roles: answer the rest at once
             return None
         return self._shown.get(index.row(), index, role, self._cell)  # a model per analysis: its cells do not change
 
-    def _cell(self, index, role):
+    def _cell(self, index, role: int):
         r, c = index.row(), index.column()
         _, _, fmt = self.cols[c]
-        if role == Qt.DisplayRole:
+        if role == DISPLAY:
             return self.text[c][r]
-        if role == Qt.FontRole and self.op_ids[r] < 0:
+        if role == _FONT and self.op_ids[r] < 0:
             f = QFont()
             f.setBold(True)
             return f
-        if role == Qt.TextAlignmentRole and fmt is not None:
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.UserRole:
+        if role == ALIGNMENT and fmt is not None:
+            return ALIGN_NUMBER
+        if role == USER:
             return int(self.op_ids[r])
         return None
 
