@@ -221,6 +221,18 @@ def digest(*arrays) -> bytes:
     return h.digest()
 
 
+def rotated_tiles(tiles: np.ndarray, shift: int, num_tiles: int) -> np.ndarray:
+    """``(tiles - shift) % num_tiles`` for tiles in [0, num_tiles) and 0 <= shift < num_tiles (a compiled graph's
+    tiles, a shift of one of them): a subtraction and ``num_tiles`` added where it went below 0, the same integers
+    without an integer division per element (several times the cost of an add here); the plain division for an
+    unsigned array."""
+    r = tiles - shift  # (the dtype the division's result had: the digests of equal tiles stay equal)
+    if r.dtype.kind != "i":
+        return r % num_tiles
+    np.add(r, num_tiles, out=r, where=r < 0)
+    return r
+
+
 def cached_digest(c, a, shift: int = 0) -> bytes:
     """:func:`digest` of one array of the graph being compiled (a field's or a mapping's; with ``shift`` a tile
     array taken relative to that even shift, ``(a - shift) % tiles``), kept for the compile by array object:
@@ -230,7 +242,7 @@ def cached_digest(c, a, shift: int = 0) -> bytes:
     key = (id(a), shift)
     hit = cache.get(key)
     if hit is None or hit[0] is not a:
-        hit = cache[key] = (a, digest((a - shift) % c.num_tiles if shift else a))
+        hit = cache[key] = (a, digest(rotated_tiles(a, shift, c.num_tiles) if shift else a))
     return hit[1]
 
 

@@ -25,6 +25,7 @@ from popvision_lite.emulator.compile.copy_plans import (
     bytes_per_tile,
     code_patterns,
     copy_pieces,
+    exchange_code_counts,
     stable_argsort,
 )
 from popvision_lite.emulator.compile.memory import tile_addr
@@ -116,8 +117,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     isz = prog.src.tensor.itemsize
     nbytes = plan.length * isz
     cross = plan.src_tile != plan.dst_tile
-    xi, sent, groups = _distinct_sends(plan, cross)
-    all_cross = len(xi) == len(cross)
+    all_cross, sent, groups = _distinct_sends(plan, cross)
     bout, bin_, local = _tile_bytes(plan, cross, sent, all_cross, isz, T)
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each (only multicast
     # pieces can have a bus partner: with none, every piece counts whole, the bytes received: the same integers
@@ -135,9 +135,8 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     _exchange_code(c, info, plan, cross, glob, ipu_s is not None, sent, src_addr, dst_addr)
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
-    if not all_cross:
-        ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
-        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+    if not all_cross:  # on-tile copy descriptors: per pattern of the on-tile pieces, a loop costing more
+        _copy_descriptors(c, plan, ~cross, src_addr, dst_addr)
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
     if not cross.any():
@@ -165,46 +164,68 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
 
 
-def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple | None]:
-    """(the crossing pieces, a mask of the pieces that send (one per distinct source piece among them: ``cross``
-    itself where each is its own), and where some source piece goes to more than one tile the crossing pieces
-    grouped by source piece, else None): a source piece sent to several tiles goes out once (the exchange
-    multicasts).  The groups are the plan indices of the crossing pieces in
+def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, dst_addr) -> None:
+    """The on-tile copy descriptors of the ``local`` pieces: COPY_DESCRIPTOR_PER_PIECE per pattern
+    (code_patterns), EXCHANGE_CODE_PER_LOOP more for a loop, summed per tile (the pieces' one tile)."""
+    T = c.num_tiles
+    counts = exchange_code_counts(plan, local, None, src_addr, dst_addr, T)
+    if counts is None:  # (the packed key does not fit: per pattern, as found by sorting)
+        ps_, _pd, cnt = code_patterns(plan, local, src_addr, dst_addr, T)
+        c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
+        return
+    n_pat, n_loop = counts
+    ut = np.nonzero(n_pat)[0]
+    c.add_mem("copyDescriptor", ut, n_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + n_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
+
+
+def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[bool, np.ndarray, tuple | None]:
+    """(whether every piece crosses, a mask of the pieces that send (one per distinct source piece among the
+    crossing ones: ``cross`` itself where each is its own), and where some source piece goes to more than one tile
+    the crossing pieces grouped by source piece, else None): a source piece sent to several tiles goes out once
+    (the exchange multicasts).  The groups are the plan indices of the crossing pieces in
     (source element, length) order and where each group starts, as the shared-bus receive bytes read them
     (cost_model.shared_bus_receive_bytes)."""
-    xi = np.nonzero(cross)[0]
-    all_cross = len(xi) == len(cross)  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
-    if not len(xi):
-        return xi, cross, None
+    n = len(cross)
+    all_cross = bool(cross.all())  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
+    xi = None if all_cross else np.nonzero(cross)[0]
+    if xi is not None and len(xi) < 2:
+        return all_cross, cross, None
     L1 = int(plan.length.max()) + 1
-    key = plan.src_elem * L1 + plan.length if all_cross else plan.src_elem[xi] * L1 + plan.length[xi]
+    key = plan.src_elem * L1
+    key += plan.length
+    if xi is not None:
+        key = key[xi]
     if np.all(key[1:] > key[:-1]):
-        return xi, cross, None  # already distinct (no broadcast)
-    order = stable_argsort(key)
-    ks = key[order]
-    first = np.concatenate([[True], ks[1:] != ks[:-1]])
+        return all_cross, cross, None  # already distinct (no broadcast)
+    ks, order = stable_argsort(key, values=True)
+    first = np.empty(len(ks), bool)
+    first[0] = True
+    np.not_equal(ks[1:], ks[:-1], out=first[1:])
     xs = order[first]
-    if len(xs) == len(xi):
-        return xi, cross, None
-    sent = np.zeros(len(cross), bool)
+    if len(xs) == len(ks):
+        return all_cross, cross, None
+    sent = np.zeros(n, bool)
     sent[xs if all_cross else xi[xs]] = True
-    return xi, sent, (order if all_cross else xi[order], first)
+    return all_cross, sent, (order if all_cross else xi[order], first)
 
 
 def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
     """Per tile: (bytes sent over the exchange (by the pieces in ``sent``), bytes received, bytes copied on the
-    tile)."""
+    tile).  The bytes received and copied on the tile are one count over twice the tiles (the on-tile pieces on
+    tiles T..2T-1, ``np.where``), not two counts of pieces gathered out (a gather per array)."""
     L1 = int(plan.length.max()) + 1
     if sent is cross and all_cross:
         bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
-    else:
+    elif sent is cross:  # most pieces: the others on a spare tile
+        bout = bytes_per_tile(np.where(cross, plan.src_tile, T), plan.length, isz, T + 1, L1)[:T]
+    else:  # one piece per multicast (a few of the pieces): gathered
         bout = bytes_per_tile(plan.src_tile[sent], plan.length[sent], isz, T, L1)
     if all_cross:
         bin_ = bytes_per_tile(plan.dst_tile, plan.length, isz, T, L1)
         local = np.zeros(T, np.int64)
     else:
-        bin_ = bytes_per_tile(plan.dst_tile[cross], plan.length[cross], isz, T, L1)
-        local = bytes_per_tile(plan.src_tile[~cross], plan.length[~cross], isz, T, L1)
+        both = bytes_per_tile(np.where(cross, plan.dst_tile, plan.src_tile + T), plan.length, isz, 2 * T, L1)
+        bin_, local = both[:T], both[T:]
     return bout, bin_, local
 
 
@@ -214,35 +235,45 @@ def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, mul
     receiver's and the sender's tile (``info.code_bytes`` grows by their sum).  ``sent_once``: the pieces that
     send, one per distinct source piece (a multicast is sent once)."""
     T = c.num_tiles
-    n = len(cross)
     for mask, cat in ((cross & ~glob if multi_ipu else cross, "internalExchangeCode"),
                       (glob, "globalExchangeCode")):
         if mask.any():
             send = mask & sent_once
-            # receive side: patterns per (source tile, destination tile), charged to the receiver
-            idx = np.nonzero(mask)[0]
-            st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
-            de = dst_addr if ii is idx and len(idx) == n else dst_addr[ii]  # (in order already: no gather)
-            # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
-            # the same key (stable), so their order is the receive side's with the other pieces left out
-            # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
-            if np.array_equal(send, mask):  # no multicast among these pieces: the same pieces
-                (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
-            else:
-                _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
-                k = send[ii]
-                sek = se[k]
-                ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
+            if np.array_equal(send, mask):
+                send = mask  # (no multicast among these pieces: the send side's pieces are the same)
+            counts = exchange_code_counts(plan, mask, send, src_addr, dst_addr, T)
+            if counts is None:  # (the packed key does not fit: the pieces sorted, then their patterns)
+                counts = _code_counts_two_step(plan, mask, send, src_addr, dst_addr, T)
             # per pattern EXCHANGE_CODE_PER_PIECE, and EXCHANGE_CODE_PER_LOOP more for a loop (several pieces), on
             # the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
-            n_r, n_s = np.bincount(pd_, minlength=T), np.bincount(ps_, minlength=T)
-            per_tile = (n_r + n_s) * cm.EXCHANGE_CODE_PER_PIECE
-            per_tile += (np.bincount(pd_[cnt > 1], minlength=T)
-                         + np.bincount(ps_[cnt_s > 1], minlength=T)) * cm.EXCHANGE_CODE_PER_LOOP
-            ut = np.nonzero(n_r + n_s)[0]
+            n_pat, n_loop = counts
+            per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
+            ut = np.nonzero(n_pat)[0]
             c.add_mem(cat, ut, per_tile[ut])
             c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
             info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+
+
+def _code_counts_two_step(plan: CopyPlan, mask, send, src_addr, dst_addr, T: int) -> tuple[np.ndarray, np.ndarray]:
+    """copy_plans.exchange_code_counts by sorting the pieces (_pattern_order) and then finding their patterns
+    (_pattern_units): per tile, the patterns (receive side on the receiver's tile, send side on the sender's) and
+    the loops among them.  ``send is mask``: no multicast among the pieces."""
+    # receive side: patterns per (source tile, destination tile), charged to the receiver
+    idx = np.nonzero(mask)[0]
+    st, dt, se, ln, ii = _pattern_order(plan, idx, src_addr, T)
+    de = dst_addr if ii is idx and len(idx) == len(mask) else dst_addr[ii]  # (in order already: no gather)
+    # send side: patterns of the distinct source pieces, charged to the sender.  They are sorted by
+    # the same key (stable), so their order is the receive side's with the other pieces left out
+    # (code_patterns(plan, send, src_addr, src_addr) without a second sort)
+    if send is mask:  # no multicast among these pieces: the same pieces
+        (_ps, pd_, cnt), (ps_, _pd, cnt_s) = _pattern_units(st, dt, se, de, ln, send_too=True)
+    else:
+        _ps, pd_, cnt = _pattern_units(st, dt, se, de, ln)
+        k = send[ii]
+        sek = se[k]
+        ps_, _pd, cnt_s = _pattern_units(st[k], dt[k], sek, sek, ln[k])
+    n_pat = np.bincount(pd_, minlength=T) + np.bincount(ps_, minlength=T)
+    return n_pat, np.bincount(pd_[cnt > 1], minlength=T) + np.bincount(ps_[cnt_s > 1], minlength=T)
 
 
 def _global_exchange(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, ipu_s, ipu_d, nbytes, busy, bin_,

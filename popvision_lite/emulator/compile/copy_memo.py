@@ -10,6 +10,7 @@ from popvision_lite.emulator.compile.compiled import (
     Compiled,
     CopyPlan,
     digest,
+    rotated_tiles,
 )
 
 
@@ -182,6 +183,7 @@ def plan_signature(c: Compiled, plan: CopyPlan, itemsize: int) -> CopySignature:
         return CopySignature(None)
     T = c.num_tiles
     base = int(plan.src_tile[0]) & ~1 if c.target.num_ipus == 1 else 0
-    st, dt = (plan.src_tile, plan.dst_tile) if base == 0 else ((plan.src_tile - base) % T, (plan.dst_tile - base) % T)
+    st, dt = (plan.src_tile, plan.dst_tile) if base == 0 else (rotated_tiles(plan.src_tile, base, T),
+                                                               rotated_tiles(plan.dst_tile, base, T))
     return CopySignature(digest(st, dt, plan.length, plan.src_elem - plan.src_elem.min(),
                                 plan.dst_elem - plan.dst_elem.min(), np.array([itemsize])), base)

@@ -101,6 +101,9 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
             return CopyPlan(qs, qd, ql, sm.tile[ks], dm.tile[kd], ks, kd)
         if (ok_s | ok_d).all():  # no run crosses an interval boundary on both sides
             return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        counts = _coinciding_cuts(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm)
+        if counts is not None:  # the runs that cross on both sides cross at the same offsets (alike layouts)
+            return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts)
         if not ok.any():  # every run crosses (a whole-tensor copy: one run): cut them all, nothing to place
             return _cut_runs(qs, ql, sm, qd, ql, dm)[0]
         # the runs that cross an interval boundary are cut like any copy, the others are whole
@@ -138,39 +141,75 @@ def bytes_per_tile(tiles: np.ndarray, length: np.ndarray, isz: int, T: int, L1: 
     return np.bincount(tiles, weights=length * isz, minlength=T).astype(np.int64)
 
 
-def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> CopyPlan:
+def _side_cuts(qs, ql, ks, ok, mp) -> np.ndarray:
+    """Per paired run (source or destination side: first elements ``qs``, lengths ``ql``, the first elements'
+    mapping intervals ``ks``, ``ok``: the run lies in one interval), how many interval boundaries lie inside it."""
+    c = np.zeros(len(qs), np.int64)
+    b = np.nonzero(~ok)[0]
+    if len(b):
+        c[b] = interval_index(mp.start, qs[b] + ql[b] - 1) - ks[b]
+    return c
+
+
+def _coinciding_cuts(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm) -> tuple[np.ndarray, np.ndarray] | None:
+    """For paired runs some of which cross interval boundaries on both sides: (per run, the boundaries inside it
+    on the source side, on the destination side) when every such run crosses them at the same offsets from its
+    start on both sides (a copy between two tensors laid out alike), else None.  Such a run's pieces are its
+    intervals on either side, so :func:`_cut_one_side` cuts it with no merge of the two sides' cut positions."""
+    cs = _side_cuts(qs, ql, ks, ok_s, sm)
+    cd = _side_cuts(qd, ql, kd, ok_d, dm)
+    two = np.nonzero(~(ok_s | ok_d))[0]
+    c = cs[two]
+    if not np.array_equal(c, cd[two]):
+        return None
+    at_s = sm.start[_ranges_index(ks[two] + 1, c)] - np.repeat(qs[two], c)
+    at_d = dm.start[_ranges_index(kd[two] + 1, c)] - np.repeat(qd[two], c)
+    return (cs, cd) if np.array_equal(at_s, at_d) else None
+
+
+def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None = None) -> CopyPlan:
     """_cut_runs for paired runs (source ``qs``, destination ``qd``, length ``ql``; their first elements'
     mapping intervals ``ks``, ``kd``) none of which crosses an interval boundary on both sides (``ok_s`` /
-    ``ok_d``: the run lies in one interval on that side): a run is cut at the boundaries of its one crossing
-    side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found from the interval of its
-    last element, with no sort of the cut positions and no search per piece.  The same pieces, in copy
-    order, as cutting every run (:func:`_cut_runs`)."""
-    R = len(qs)
-    cs = np.zeros(R, np.int64)
-    cd = np.zeros(R, np.int64)
-    b = np.nonzero(~ok_s)[0]
-    if len(b):
-        cs[b] = interval_index(sm.start, qs[b] + ql[b] - 1) - ks[b]
-    b = np.nonzero(~ok_d)[0]
-    if len(b):
-        cd[b] = interval_index(dm.start, qd[b] + ql[b] - 1) - kd[b]
-    cnt = cs + cd + 1  # pieces per run (one of the two terms is 0)
+    ``ok_d``: the run lies in one interval on that side), or that cross them at the same offsets on both sides
+    (``counts``: the boundaries inside each run per side, :func:`_coinciding_cuts`): a run is cut at the
+    boundaries of its crossing side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found
+    from the interval of its last element, with no sort of the cut positions and no search per piece.  The same
+    pieces, in copy order, as cutting every run (:func:`_cut_runs`)."""
+    cs, cd = counts if counts is not None else (_side_cuts(qs, ql, ks, ok_s, sm), _side_cuts(qd, ql, kd, ok_d, dm))
+    cnt = np.maximum(cs, cd) + 1  # pieces per run (cs, cd or both, where both sides cut alike)
     n = int(cnt.sum())
     first = np.cumsum(cnt) - cnt
-    j = np.arange(n, dtype=np.int64) - np.repeat(first, cnt)  # piece j of its run
     qs_r = np.repeat(qs, cnt)
     qd_r = np.repeat(qd, cnt)
-    ksp = np.repeat(ks, cnt) + (np.minimum(j, np.repeat(cs, cnt)) if cd.any() else j)
-    kdp = np.repeat(kd, cnt) + (np.minimum(j, np.repeat(cd, cnt)) if cs.any() else j)
-    # a piece starts at its interval's start, or at its run's start for the run's first piece
-    o = sm.start[ksp] - qs_r
-    np.maximum(o, dm.start[kdp] - qd_r, out=o)
+    # piece j of a run lies in the run's first interval plus j on a side that cuts the run, plus 0 on the other
+    # side: ks + j is arange(n) + (ks - first) repeated (a run of one piece reads the same either way)
+    ksp, kdp = (_piece_intervals(k, first, cnt, n, c, other) for k, c, other in ((ks, cs, cd), (kd, cd, cs)))
+    # a piece starts at its interval's start, or at its run's start for the run's first piece (a side that cuts
+    # no run adds nothing: its interval starts at or below each run's start)
+    o = sm.start[ksp] - qs_r if cs.any() else None
+    if cd.any():
+        od = dm.start[kdp] - qd_r
+        o = od if o is None else np.maximum(o, od, out=o)
     np.maximum(o, 0, out=o)
     ln = np.empty(n, np.int64)
     ln[:-1] = o[1:]
     ln[first + cnt - 1] = ql  # (a run's last piece ends with it)
     ln -= o
     return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
+
+
+def _piece_intervals(k, first, cnt, n: int, c, other) -> np.ndarray:
+    """Per piece of runs cut per run (_cut_one_side), its mapping interval on one side: the run's first interval
+    ``k`` plus the piece's place in its run where this side cuts the run (``c`` > 0, or a run of one piece), else
+    the run's first interval (``other`` > 0: only the other side cuts it)."""
+    if not c.any():  # this side cuts no run
+        return np.repeat(k, cnt)
+    advance = (c > 0) | (other == 0)
+    if advance.all():  # no run cut by the other side alone
+        return np.arange(n, dtype=np.int64) + np.repeat(k - first, cnt)
+    out = np.repeat(k - first * advance, cnt)
+    out += np.arange(n, dtype=np.int64) * np.repeat(advance, cnt)
+    return out
 
 
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
@@ -244,22 +283,31 @@ def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
     return pos, upto
 
 
-def stable_argsort(key: np.ndarray) -> np.ndarray:
+def stable_argsort(key: np.ndarray, values: bool = False):
     """np.argsort(key, kind="stable") of an int64 array: when key x 2^k + index (2^k >= n) fits int64, a stable sort
     of those values (all distinct, so any sort gives the stable order) and the indices read back.  A
     value sort moves no index array: 2 M keys, random 0.17 against 0.22 s, sorted blocks 0.10 against
     0.14 s; a quicksort would lose on the mostly ordered keys of a copy's pieces (0.14 against 0.005 s on
-    sorted keys), so it is numpy's stable (merge / run-aware) sort too."""
+    sorted keys), so it is numpy's stable (merge / run-aware) sort too.  ``values``: (the sorted keys, the order),
+    the keys read back from the sorted values too (a shift, where ``key[order]`` is a gather through a
+    permutation, several times the cost)."""
     n = len(key)
     if n < 2:
-        return np.arange(n, dtype=np.int64)
+        order = np.arange(n, dtype=np.int64)
+        return (key.copy(), order) if values else order
     lo, hi = int(key.min()), int(key.max())
     shift = (n - 1).bit_length()  # the index in the low bits: a mask reads it back (4x cheaper than % n)
     if lo < 0 or (hi + 1) << shift >= 2**63:
-        return np.argsort(key, kind="stable")
-    v = (key << shift) | np.arange(n, dtype=np.int64)
+        order = np.argsort(key, kind="stable")
+        return (key[order], order) if values else order
+    v = key << shift
+    v |= np.arange(n, dtype=np.int64)
     v.sort(kind="stable")
-    return v & ((1 << shift) - 1)
+    order = v & ((1 << shift) - 1)
+    if not values:
+        return order
+    v >>= shift
+    return v, order
 
 
 def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray, bc_bound: int | None = None) -> np.ndarray | None:
@@ -370,26 +418,10 @@ def _pattern_units(st, dt, se, de, ln, send_too: bool = False):
     if n == 0:
         z = np.zeros(0, np.int64)
         return ((z, z, z), (z, z, z)) if send_too else (z, z, z)
-    new = np.ones(n, bool)
-    new_s = None
-    if n > 1:
-        same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
-        same &= dt[1:] == dt[:-1]
-        same &= ln[1:] == ln[:-1]
-        np.logical_not(same, out=new[1:])
-        if send_too:
-            new_s = new.copy()
-        # piece j also starts a new pattern when its stride differs from the stride that led to j-1
-        # (conservative: never merges pieces with different strides)
-        if n > 2:
-            ds = np.diff(se)
-            step = ds[1:] != ds[:-1]
-            if send_too:
-                new_s[2:] |= same[:-1] & step
-            if de is not se:
-                dd = np.diff(de)
-                step |= dd[1:] != dd[:-1]
-            new[2:] |= same[:-1] & step
+    same = st[1:] == st[:-1]  # pair j-1 -> j: same tiles and length
+    same &= dt[1:] == dt[:-1]
+    same &= ln[1:] == ln[:-1]
+    new, new_s = _starts_of(same, se, de, send_too)
     units = _units(st, dt, new)
     if send_too:
         return units, (units if new_s is None else _units(st, dt, new_s))
@@ -401,3 +433,112 @@ def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     starts = np.nonzero(new)[0]
     counts = np.diff(np.append(starts, len(new)))
     return st[starts], dt[starts], counts
+
+
+def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | None, src_addr: np.ndarray,
+                         dst_addr: np.ndarray, num_tiles: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per tile, the exchange-code patterns of the pieces ``mask`` selects and how many of them are loops (more
+    than one piece): each receive-side pattern counted on its destination tile, each send-side pattern (of the
+    pieces in ``send``, a subset of ``mask``: one per distinct source piece) on its source tile.  The same counts
+    as :func:`_pattern_order` then :func:`_pattern_units` on both sides (copies._exchange_code's fallback), in
+    fewer passes: the (destination tile, source tile, source position) key of the order is packed once and read
+    back where needed; tile pairs are compared as one packed field, and the tiles are unpacked only at the
+    patterns' first pieces.  ``send`` None: the receive side's only (:func:`code_patterns`' patterns, counted per
+    tile).  None when the packed key does not fit 62 bits (then the two-step path)."""
+    T = num_tiles
+    n = len(mask)
+    every = bool(mask.all())
+    tb = max(T - 1, 1).bit_length()
+    idx = None if every else np.nonzero(mask)[0]
+    m = n if every else len(idx)
+    # most pieces selected: the key of every piece, then the selected ones' (one gather, not one per field)
+    whole = every or 4 * m >= 3 * n
+    st, dt, se_all = (plan.src_tile, plan.dst_tile, src_addr) if whole else \
+        (plan.src_tile[idx], plan.dst_tile[idx], src_addr[idx])
+    if m < 2 or int(se_all.min()) < 0:
+        return None if m else (np.zeros(T, np.int64), np.zeros(T, np.int64))
+    ab = max(int(se_all.max()), 1).bit_length()
+    ib = (m - 1).bit_length()
+    if 2 * tb + ab + ib > 62:
+        return None
+    key = np.left_shift(dt, tb + ab, dtype=np.int64)
+    key |= np.left_shift(st, ab, dtype=np.int64)
+    key |= se_all
+    if whole and not every:
+        key = key[idx]
+    order = None
+    if not np.all(key[1:] >= key[:-1]):
+        key <<= ib
+        key |= np.arange(m, dtype=np.int64)
+        key.sort(kind="stable")  # (distinct values: the stable order; the sort merges the ascending runs)
+        order = key & ((1 << ib) - 1)
+        key >>= ib
+    ii = (order if idx is None else idx[order]) if order is not None else idx
+    ln = plan.length if ii is None else plan.length[ii]
+    de = dst_addr if ii is None else dst_addr[ii]
+    se = key & ((1 << ab) - 1)
+    key >>= ab  # (destination tile, source tile) as one field
+    if send is None:  # the receive side only
+        new = _pattern_starts(key, ln, se, de, False)[0]
+        return _per_tile_patterns(key, new, tb, 0, T, dst=True)
+    pieces = np.ones(m, bool) if send is mask else (send if ii is None else send[ii])
+    both = bool(pieces.all())
+    new, new_s = _pattern_starts(key, ln, se, de, both)
+    tmask = (1 << tb) - 1
+    n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True)
+    if not both:  # the send side: the distinct source pieces only, source strides only
+        key, ln, se = key[pieces], ln[pieces], se[pieces]
+        new_s = _pattern_starts(key, ln, se, se, False)[0] if len(key) else np.zeros(0, bool)
+    n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False)
+    return n_r + n_s, l_r + l_s
+
+
+def _pattern_starts(pair, ln, se, de, send_too: bool):
+    """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair``: (receive
+    side starts (strides of ``se`` and ``de``), and with ``send_too`` the send side's (strides of ``se``), else
+    None)."""
+    same = pair[1:] == pair[:-1]
+    same &= ln[1:] == ln[:-1]
+    return _starts_of(same, se, de, send_too)
+
+
+def _starts_of(same, se, de, send_too: bool):
+    """Where patterns start among pieces in pattern order, ``same[j]``: pieces j and j + 1 have the same tiles and
+    length.  Piece j also starts a new pattern when its stride differs from the stride that led to j - 1
+    (conservative: never merges pieces with different strides), on the source side and, unless ``de is se``,
+    the destination side.  (receive side starts, send side starts (source strides only) or None)."""
+    m = len(same) + 1
+    new = np.ones(m, bool)
+    np.logical_not(same, out=new[1:])
+    new_s = new.copy() if send_too else None
+    if m > 2:
+        ds = np.diff(se)
+        step = ds[1:] != ds[:-1]
+        if send_too:
+            new_s[2:] |= same[:-1] & step
+        if de is not se:
+            dd = np.diff(de)
+            step |= dd[1:] != dd[:-1]
+        step &= same[:-1]
+        new[2:] |= step
+    return new, new_s
+
+
+def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool):
+    """(patterns, loops) per tile of the patterns starting where ``new`` is set, counted on each one's destination
+    tile (``dst``) or source tile; a loop is a pattern of more than one piece."""
+    starts = np.nonzero(new)[0]
+    if len(starts) == 0:
+        return np.zeros(T, np.int64), np.zeros(T, np.int64)
+    tile = pair[starts]
+    if dst:
+        tile >>= tb
+    else:
+        tile &= tmask
+    loop = np.empty(len(starts), np.int64)
+    loop[:-1] = starts[1:] - starts[:-1] > 1
+    loop[-1] = len(new) - starts[-1] > 1
+    tile <<= 1
+    tile |= loop
+    b = np.bincount(tile, minlength=2 * T).reshape(T, 2)
+    return b[:, 0] + b[:, 1], b[:, 1]
