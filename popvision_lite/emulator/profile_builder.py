@@ -121,6 +121,90 @@ class StepTileArray(_LazyRows):
         keep = self._has_data()[tids]
         return keep, self._rows(tids[keep])
 
+    def ipu_rows(self, i: int, j: int, tiles_per_ipu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, IPUs, rows of ``tiles_per_ipu`` tiles) of every (step, IPU) of steps i..j whose tiles hold a
+        non-zero value, in (step, IPU) order: what the profile writer stores (format 4), without forming a step's
+        row over the replica's tiles."""
+        tpi = int(tiles_per_ipu)
+        flat, start, counts, key, info = self._ipu_plan(tpi)
+        tids = self.seq[i:j]
+        cnt = counts[tids]
+        first = np.concatenate([[0], np.cumsum(cnt)])
+        n = int(first[-1])
+        steps = np.repeat(np.arange(i, i + len(tids), dtype=np.int64), cnt)
+        out = np.zeros((n, tpi), np.uint32)
+        if n == 0:
+            return steps, np.zeros(0, np.int64), out
+        live = np.flatnonzero(cnt)
+        c = cnt[live]
+        ipus = flat[np.repeat(start[tids[live]] - first[live], c) + np.arange(n)]  # each step's IPUs, in order
+        kt = key[tids[live]]
+        order = np.argsort(kt, kind="stable")
+        sk = kt[order]
+        bounds = np.concatenate([[0], np.flatnonzero(sk[1:] != sk[:-1]) + 1, [len(sk)]])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            k, c0, c1 = info[int(sk[a])]
+            rows = first[live[order[a:b]]]
+            if c0 >= 0:  # a run of tiles on one IPU, the same values in the same columns for every step here
+                out[rows, c0:c1] = getattr(self.templates[k], self.field)
+                continue
+            m = int(counts[k])
+            blk = self._full_row(k).reshape(-1, tpi)[flat[start[k]:start[k] + m]]
+            out[(rows[:, None] + np.arange(m)).ravel()] = np.tile(blk, (b - a, 1))
+        return steps, ipus, out
+
+    def _ipu_plan(self, tpi: int):
+        """Per template (computed once per ``tpi``): the IPUs whose tiles its row holds a non-zero value on (``flat``
+        from ``start``, ``counts`` of them) and a key shared by the templates whose IPU rows are the same (one run
+        of tiles on one IPU with the same values array in the same columns: a pipelined run's stage step on each of
+        its IPUs); per key (template, first column, end column), the columns -1 where the rows are formed from
+        the template's row."""
+        cache = self.__dict__.setdefault("_ipu_plans", {})
+        got = cache.get(tpi)
+        if got is not None:
+            return got
+        has, lay = self._has_data(), self._layouts()
+        n = len(self.templates)
+        parts, keys, info = [], {}, []
+        counts = np.zeros(n, np.int64)
+        key = np.full(n, -1, np.int64)
+        for k, t in enumerate(self.templates):
+            mode, lo, hi = lay[k]
+            if not has[k] or mode == _EMPTY:
+                continue
+            vals = getattr(t, self.field)
+            if mode == _RUN and lo // tpi == (hi - 1) // tpi:  # on one IPU (a pipelined run's stage step)
+                ipu = lo // tpi
+                parts.append(ipu)
+                counts[k] = 1
+                # (the templates hold their arrays: an id is one array's while they live)
+                kk = ("run", id(vals), lo - ipu * tpi, hi - ipu * tpi) if isinstance(vals, np.ndarray) else k
+                cols = (lo - ipu * tpi, hi - ipu * tpi)
+            else:
+                on = np.flatnonzero(self._full_row(k).reshape(-1, tpi).any(axis=1))
+                parts.extend(on.tolist())
+                counts[k] = len(on)
+                kk, cols = k, (-1, -1)
+            g = keys.get(kk)
+            if g is None:
+                g = keys[kk] = len(info)
+                info.append((k, *cols))
+            key[k] = g
+        flat = np.asarray(parts, np.int64)
+        start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+        got = cache[tpi] = (flat, start, counts, key, info)
+        return got
+
+    def _full_row(self, k: int) -> np.ndarray:
+        """Template ``k``'s row over every tile."""
+        row = np.zeros(self.shape[1], np.uint32)
+        t = self.templates[k]
+        if t.tiles is None:
+            row[:] = getattr(t, self.field)
+        else:
+            row[t.tiles] = getattr(t, self.field)
+        return row
+
     def tile_block_rows(self, i: int, j: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each step's minimum, sum (float64) and maximum over the tile blocks starting at ``edges``, steps i..j
         (the profile writer's summaries), from the templates of those steps, without forming their rows."""

@@ -145,10 +145,32 @@ def check_stored_rows(names, safe, n_steps: int, err: Err) -> None:
                   f"{(n_steps, len(STEP_TILE_ARRAYS))} (steps rows x 3)")
 
 
-def check_array(name: str, ds, shape: tuple[int, ...], version: int, nt: int, err: Err) -> None:
-    """Array ``name`` has ``shape`` (format 3: a step x tile array at most one row per step) and its dtype."""
+def check_ipu_rows(names, safe, name: str, shape: tuple[int, ...], err: Err) -> None:
+    """Format 4: the (step, IPU) pairs naming each stored row of step x tile array ``name`` (stored ``shape``); their
+    values are checked when first read (``step_tiles.check_ipu_keys``)."""
+    stored = shape[0]
+    rname = schema.rows_of(name)
+    if f"arrays/{rname}" not in names:
+        raise err(f"missing array '{rname}' (the step and IPU of each stored row of '{name}')")
+    ds = safe.get(f"arrays/{rname}")
+    got = None if ds.shape is None else tuple(ds.shape)
+    if got != (stored, 2):
+        raise err(f"array '{name}' stores {stored} rows {tuple(shape)} but '{rname}' has shape {got}, expected "
+                  f"{(stored, 2)} (one (step, IPU) per stored row)")
+    if ds.dtype.kind not in "iu":
+        raise err(f"array '{rname}' has dtype {ds.dtype}, expected int64")
+
+
+def check_array(name: str, ds, shape: tuple[int, ...], version: int, nt: int, err: Err, tpi: int = 0) -> None:
+    """Array ``name`` has ``shape`` (format 3: a step x tile array at most one row per step; format 4: rows of
+    ``tpi`` tiles, one IPU's) and its dtype."""
     ok = tuple(ds.shape) == shape
-    if version >= 3 and name in STEP_TILE_ARRAYS:  # at most one row per step
+    if version >= 4 and name in STEP_TILE_ARRAYS:
+        if len(ds.shape) != 2 or ds.shape[1] != tpi:
+            raise err(f"array '{name}' has shape {tuple(ds.shape)}, expected rows of {tpi} tiles (format 4: one "
+                      f"IPU's tiles per stored row)")
+        ok = True
+    elif version >= 3 and name in STEP_TILE_ARRAYS:  # at most one row per step
         ok = len(ds.shape) == 2 and ds.shape[0] <= shape[0] and ds.shape[1] == nt
     if not ok:
         what = {"memory": "target tiles x categories x 2",

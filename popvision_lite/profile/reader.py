@@ -153,10 +153,14 @@ class Profile:
         # read on the first read of such an array, which checks that each array has one row per marked step
         self._rows: dict[str, np.ndarray] = {}
         self._mask = None
-        if h.format_version >= 3:
+        # format 4: a step x tile array's stored rows are one IPU's tiles, named by (step, IPU) in "<array>.rows"
+        self._ipu_keys: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if h.format_version == 3:
             header.check_stored_rows(self._names, self._safe, n_steps, self._err)
         for name, shape in expect.items():
-            header.check_array(name, arrays[name], shape, h.format_version, nt, self._err)
+            header.check_array(name, arrays[name], shape, h.format_version, nt, self._err, self.target.tiles_per_ipu)
+            if h.format_version >= 4 and name in STEP_TILE_ARRAYS:
+                header.check_ipu_rows(self._names, self._safe, name, tuple(arrays[name].shape), self._err)
             self._shapes[name] = shape
 
     def _array_dataset(self, name: str):
@@ -249,7 +253,7 @@ class Profile:
         """Step index of each stored row of step x tile array ``name`` (format 3), or None when every step
         is stored (older files, liveness).  The first call reads ``arrays/step_tile_stored`` and checks it
         against the three arrays' rows."""
-        if self.format_version < 3 or name not in STEP_TILE_ARRAYS:
+        if self.format_version != 3 or name not in STEP_TILE_ARRAYS:
             return None
         if self._mask is None:
             path = f"arrays/{schema.STORED_ROWS}"
@@ -268,6 +272,16 @@ class Profile:
         if rows is None:
             rows = self._rows[name] = np.flatnonzero(self._mask[:, STEP_TILE_ARRAYS.index(name)])
         return rows
+
+    def _ipu_rows(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(step, IPU) of each stored row of step x tile array ``name`` (format 4), or None (older files,
+        liveness).  Read and checked on the first call: steps in range, IPUs of the target, strictly increasing."""
+        if self.format_version < 4 or name not in STEP_TILE_ARRAYS:
+            return None
+        got = self._ipu_keys.get(name)
+        if got is None:
+            got = self._ipu_keys[name] = step_tiles.check_ipu_keys(self, name)
+        return got
 
     def _summary_levels(self) -> list[tuple[int, int]]:
         def read():

@@ -21,7 +21,12 @@ import numpy as np
 import pandas as pd
 
 FORMAT_NAME = "popvision-lite-profile"
-FORMAT_VERSION = 3  # bump on any incompatible change; readers refuse newer major versions
+FORMAT_VERSION = 4  # bump on any incompatible change; readers refuse newer major versions
+# v4: a stored row of a step x tile array spans ONE IPU's tiles (tiles_per_ipu columns): each array stores a row per
+# (step, IPU) whose tiles hold a non-zero value, in (step, IPU) order, and "arrays/<array>.rows" (stored rows x 2,
+# int64: step, IPU) says which; the reader expands them to the replica's tiles.  A step of every IPU (ipu -1) stores
+# one row per IPU holding data, like any other.  "step_tile_stored" is gone.  Files of versions 1-3 still open
+# (decision 0400).
 # v3: each step x tile array stores only its rows (steps) holding a non-zero value, in step order; column k of
 # the bool array "arrays/step_tile_stored" (steps x 3) marks the stored steps of the k-th of step_tile_cycles,
 # step_tile_bytes_in, step_tile_bytes_out; the rows left out are all zeros.  Files of versions 1-2 store every row
@@ -229,12 +234,22 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
 
 # format 3: which steps each step x tile array stores (bool, steps x 3, in the order of the three arrays below)
 STORED_ROWS = "step_tile_stored"
+# format 4: the (step, IPU) of each stored row of step x tile array ``name``: "arrays/" + rows_of(name), (rows, 2)
+# int64, strictly increasing in (step, IPU)
+ROWS_SUFFIX = ".rows"
+
+
+def rows_of(name: str) -> str:
+    """The array (format 4) naming the (step, IPU) of each stored row of step x tile array ``name``."""
+    return name + ROWS_SUFFIX
+
 
 # Dense arrays: name -> (dims, dtype)
 ARRAYS: dict[str, tuple[tuple[str, ...], str]] = {
     # bytes per tile per category, split [always_live, not_always_live(peak)]
     "memory": (("tile", "category", "liveness"), "int64"),
     "liveness_tile_bytes": (("lstep", "tile"), "uint32"),  # not-always-live bytes per liveness step
+    # (format 4: stored as (step, IPU) rows of one IPU's tiles, rows_of(name); the reader gives (step, tile))
     "step_tile_cycles": (("step", "tile"), "uint32"),      # busy cycles of each tile in each step
     "step_tile_bytes_in": (("step", "tile"), "uint32"),
     "step_tile_bytes_out": (("step", "tile"), "uint32"),

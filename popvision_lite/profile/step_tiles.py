@@ -2,8 +2,9 @@
 (``Profile.memory``), the liveness array (``Profile.liveness``), and the row reads behind them.
 
 Format 3 stores only the rows (steps) of a step x tile array that hold a non-zero value, marked in
-``arrays/step_tile_stored``; :func:`read_rows` reads the stored rows a step range holds and puts them in place in
-an all-zero result, so every caller sees the dense (steps, tiles) array of older files.
+``arrays/step_tile_stored``; format 4 stores a row of one IPU's tiles per (step, IPU) holding a non-zero value,
+named in ``arrays/<array>.rows``.  :func:`read_rows` reads the stored rows a step range (and tile subset) holds and
+puts them in place in an all-zero result, so every caller sees the dense (steps, tiles) array of older files.
 """
 
 from __future__ import annotations
@@ -268,6 +269,9 @@ def read_rows(p: Profile, name: str, start: int, stop: int, tiles=None) -> np.nd
         width = nt if tl is None else tl.size
         if stop <= start or width == 0:
             return np.zeros((max(stop - start, 0), width), dtype=ds.dtype)
+        keys = p._ipu_rows(name)
+        if keys is not None:  # format 4: rows of one IPU's tiles
+            return _read_ipu_rows(p, path, keys, start, stop, tl, ds.dtype)
         stored = p._stored_rows(name)
         if stored is None:  # every row stored (older files, liveness)
             return _read_stored(p, ds, path, name, start, stop, tl)
@@ -302,4 +306,78 @@ def _read_stored(p: Profile, ds, path: str, name: str, start: int, stop: int, tl
             np.take(span, sub - lo, axis=1, out=out[:, pos[0]:pos[-1] + 1], mode="clip")
         else:
             out[:, m] = span[:, sub - lo]
+    return out
+
+
+def check_ipu_keys(p: Profile, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Format 4: (steps, IPUs) of the stored rows of step x tile array ``name``, read from ``<name>.rows`` and
+    checked: steps of the run, IPUs of the target, strictly increasing in (step, IPU) (one row per pair)."""
+    rname = schema.rows_of(name)
+    path = f"arrays/{rname}"
+    keys = np.asarray(p._read_whole(p._safe.get(path), path))
+    if keys.ndim != 2 or keys.shape[1:] != (2,) or keys.dtype.kind not in "iu":
+        raise p._err(f"array '{rname}' has shape {keys.shape} and dtype {keys.dtype}, expected (rows, 2) int64")
+    keys = keys.astype(np.int64, copy=False)
+    steps, ipus = keys[:, 0].copy(), keys[:, 1].copy()
+    n_steps, n_ipus = p._shapes[name][0], p.target.num_ipus
+    for what, col, hi in (("step", steps, n_steps), ("IPU", ipus, n_ipus)):
+        bad = np.flatnonzero((col < 0) | (col >= hi))
+        if len(bad):
+            raise p._err(f"array '{rname}' row {int(bad[0])} names {what} {int(col[bad[0]])}, outside 0..{hi - 1} "
+                         f"(the target's {'IPUs' if what == 'IPU' else 'steps'}); the file is corrupt")
+    flat = steps * n_ipus + ipus
+    bad = np.flatnonzero(np.diff(flat) <= 0)
+    if len(bad):
+        r = int(bad[0]) + 1
+        raise p._err(f"array '{rname}' row {r} (step {int(steps[r])}, IPU {int(ipus[r])}) does not follow row "
+                     f"{r - 1} (step {int(steps[r - 1])}, IPU {int(ipus[r - 1])}): rows must be in increasing "
+                     f"(step, IPU) order, one per pair; the file is corrupt")
+    return steps, ipus
+
+
+def _read_ipu_rows(p: Profile, path: str, keys, start: int, stop: int, tl, dtype) -> np.ndarray:
+    """Format 4: rows ``start:stop`` for tiles ``tl`` (None = all; checked in range) from the stored rows of one
+    IPU's tiles each, named by ``keys`` (steps, IPUs).  Only the stored rows of the range are read, and of a tile
+    subset only its IPUs' rows and the span of columns its tiles take in an IPU."""
+    steps, ipus = keys
+    tpi, n_ipus = p.target.tiles_per_ipu, p.target.num_ipus
+    n = stop - start
+    r0, r1 = (int(x) for x in np.searchsorted(steps, (start, stop)))
+    if tl is None:
+        out = np.zeros((n, n_ipus * tpi), dtype=dtype)
+        if r1 > r0:
+            out.reshape(n, n_ipus, tpi)[steps[r0:r1] - start, ipus[r0:r1]] = \
+                p._chunk_source(path, [(r0, r1), (0, tpi)])[r0:r1]
+        return out
+    out = np.zeros((n, tl.size), dtype=dtype)
+    if r1 <= r0:
+        return out
+    ipu_of, col = tl // tpi, tl % tpi
+    want = np.zeros(n_ipus, np.bool_)
+    want[ipu_of] = True
+    hit = np.flatnonzero(want[ipus[r0:r1]])
+    if not len(hit):
+        return out
+    a, b = r0 + int(hit[0]), r0 + int(hit[-1]) + 1  # the stored rows from the first of the subset's IPUs to the last
+    lo, hi = int(col.min()), int(col.max()) + 1
+    span = _read_span(p._chunk_source(path, [(a, b), (lo, hi)]), a, b, lo, hi)
+    s, u = steps[a:b] - start, ipus[a:b]
+    for ipu in np.unique(ipu_of):
+        m = np.flatnonzero(u == ipu)
+        if not len(m):
+            continue
+        pos = np.flatnonzero(ipu_of == ipu)
+        rows = s[m]
+        # the IPU's stored rows: a (strided) slice of the span when they are evenly spaced in it (one IPU, or the
+        # same IPUs holding data in every step), else a copy
+        d = int(m[1] - m[0]) if len(m) > 1 else 1
+        even = d > 0 and int(m[-1] - m[0]) == d * (len(m) - 1) and (len(m) < 3 or (np.diff(m) == d).all())
+        src = span[m[0]:m[-1] + 1:d] if even else span[m]
+        c = col[pos] - lo
+        if pos[-1] - pos[0] + 1 != len(pos):  # the IPU's tiles scattered over the output's columns
+            out[np.ix_(rows, pos)] = np.take(src, c, axis=1)
+        elif rows[-1] - rows[0] + 1 == len(rows):  # a row for each step: taken straight into place
+            np.take(src, c, axis=1, out=out[rows[0]:rows[-1] + 1, pos[0]:pos[-1] + 1], mode="clip")
+        else:  # the IPU's tiles are one run of the output's columns
+            out[rows, pos[0]:pos[-1] + 1] = np.take(src, c, axis=1)
     return out

@@ -46,11 +46,13 @@ from popvision_lite.profile.run_record import RunRecord
 # interval).  3.2: every byte of a tile is in a variable: a pipelined run lists each IPU's stash (live at every
 # liveness step of its stage program, which count its bytes) and its optimizer-state stream buffer (at a liveness
 # step of its own, the optimizer's); 3.1 files added those bytes to the memory array only (decision 0270); a host
-# term phase stores time_kind "" (the part "host", decision 0271), 3.1 files "sync"
-FORMAT_MINOR = 2
+# term phase stores time_kind "" (the part "host", decision 0271), 3.1 files "sync".  4.0 (schema.FORMAT_VERSION):
+# a stored step x tile row spans one IPU's tiles, one row per (step, IPU) holding data, named in "<array>.rows"
+# (decision 0400)
+FORMAT_MINOR = 0
 
-# step_tile_* storage: chunks of STEP_CHUNK stored rows x one IPU's tiles (never straddles IPUs; TILE_CHUNK or
-# write_profile's tile_chunk: narrower, measured in decision 0120).
+# step_tile_* storage: chunks of STEP_CHUNK stored rows x one IPU's tiles (a stored row is one IPU's, format 4;
+# TILE_CHUNK or write_profile's tile_chunk: narrower, measured in decision 0120).
 STEP_CHUNK = 32
 TILE_CHUNK = None  # None: one IPU's tiles
 # Summary levels (step_block, tile_block), finest first.  Tile blocks are per IPU: the last
@@ -62,7 +64,7 @@ WRITE_BATCH = 1024
 LIVE_BATCH = 1024
 
 STEP_TILE_ARRAYS = ("step_tile_cycles", "step_tile_bytes_in", "step_tile_bytes_out")
-STORED_ROWS = schema.STORED_ROWS
+ROWS_CHUNK = 1 << 14  # (step, IPU) pairs per chunk of an array's "<array>.rows"
 AGG_COLUMNS = ("busy_max", "busy_mean", "tiles_active", "bytes_in", "bytes_out")
 
 
@@ -361,20 +363,24 @@ def _write_header(f, data: schema.ProfileData) -> None:
 class _StepTileWriter:
     """The step x tile arrays, their per-step aggregates and the summary levels, written batch by batch.
 
-    Only the rows (steps) with a non-zero value are stored, in step order, and ``step_tile_stored`` (steps x 3
-    arrays, bool) marks them (format 3): a tile moves bytes only in exchange and stream steps, and no tile is
-    busy in a sync, so a window decodes the rows that hold data (decision 0120)."""
+    Each array stores a row of ONE IPU's tiles for every (step, IPU) whose tiles hold a non-zero value, in (step,
+    IPU) order, and ``<array>.rows`` ((rows, 2) int64: step, IPU) names them (format 4): a step of a pipelined run
+    runs on one IPU, a tile moves bytes only in exchange and stream steps, and no tile is busy in a sync, so the
+    file holds (and a window decodes) only the IPUs' rows that hold data (decisions 0120, 0400).  Which IPU a row is
+    on comes from the data, not the steps table: a step of every IPU (ipu -1) stores each IPU's row that holds
+    data, and bytes a step of one IPU lands on another IPU's tiles are kept."""
 
     def __init__(self, f, data: schema.ProfileData, summary_levels, step_chunk: int, tile_chunk: int, comp):
         t = data.target
         self.data, self.target = data, t
         self.n_tiles, self.n_steps = t.num_tiles, len(data.steps)
+        self.tpi, self.n_ipus = t.tiles_per_ipu, t.num_ipus
         self.arrays = f.create_group("arrays")
         chunk = (max(1, min(step_chunk, max(self.n_steps, 1))), tile_chunk)
-        self.dsets = {name: self.arrays.create_dataset(name, shape=(0, self.n_tiles), maxshape=(None, self.n_tiles),
+        self.dsets = {name: self.arrays.create_dataset(name, shape=(0, self.tpi), maxshape=(None, self.tpi),
                                                        dtype=np.uint32, chunks=chunk, **comp)
                       for name in STEP_TILE_ARRAYS}
-        self.stored = np.zeros((self.n_steps, len(STEP_TILE_ARRAYS)), dtype=np.bool_)
+        self.keys: dict[str, list[np.ndarray]] = {name: [] for name in STEP_TILE_ARRAYS}  # (n, 2) per batch
         self.levels = [(sb, tb) for sb, tb in summary_levels]
         summ = f.create_group("summaries")
         summ.attrs["levels"] = _text(_dumps(self.levels))
@@ -402,25 +408,38 @@ class _StepTileWriter:
             callable(getattr(getattr(data, n), "nonzero_rows", None)) for n in STEP_TILE_ARRAYS) and callable(
             getattr(data.step_tile_cycles, "tile_block_rows", None))
 
-    def _store(self, name: str, i: int, keep: np.ndarray, rows: np.ndarray) -> None:
-        """Append the rows of steps i.. that hold data (``keep``) to array ``name``."""
-        n_keep = int(np.count_nonzero(keep))
-        if n_keep:
+    def _store(self, name: str, steps: np.ndarray, ipus: np.ndarray, rows: np.ndarray) -> None:
+        """Append the rows of one IPU's tiles of (step, IPU) pairs ``steps``, ``ipus`` (in (step, IPU) order) to
+        array ``name``."""
+        if len(steps):
             ds = self.dsets[name]
             r = ds.shape[0]
-            ds.resize(r + n_keep, axis=0)
+            ds.resize(r + len(steps), axis=0)
             ds[r:] = rows
-            self.stored[i:i + len(keep), STEP_TILE_ARRAYS.index(name)] = keep
+            self.keys[name].append(np.stack([steps, ipus], axis=1).astype(np.int64, copy=False))
+
+    def _ipu_rows_of_dense(self, i: int, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, IPUs, rows) of the IPUs' rows of the dense rows ``b`` of steps i.. that hold data."""
+        b3 = b.reshape(len(b), self.n_ipus, self.tpi)
+        keep = b3.any(axis=2) if self.tpi else np.zeros(b3.shape[:2], np.bool_)
+        s, u = np.nonzero(keep)  # row-major: step order, then IPU order
+        return s.astype(np.int64) + i, u.astype(np.int64), b3[s, u]
 
     def _write_lazy_batch(self, path, i: int, j: int) -> None:
         for name in STEP_TILE_ARRAYS:
+            arr = getattr(self.data, name)
             try:
-                keep, rows = getattr(self.data, name).nonzero_rows(i, j)
+                if callable(getattr(arr, "ipu_rows", None)):  # formed per IPU (the emulator's StepTileArray)
+                    steps, ipus, rows = arr.ipu_rows(i, j, self.tpi)
+                else:
+                    keep, dense = arr.nonzero_rows(i, j)
+                    s, u, rows = self._ipu_rows_of_dense(0, np.asarray(dense))
+                    steps, ipus = np.flatnonzero(keep)[s] + i, u
             except Exception as e:  # an array-like that fails to produce data
                 raise ProfileError(path, f"array '{name}' rows {i}:{j} could not be read: {e}") from e
-            _check_shape(path, f"{name}[{i}:{j}] (rows with data)", rows.shape, (int(np.count_nonzero(keep)),
-                                                                                 self.n_tiles))
-            self._store(name, i, keep, rows.astype(np.uint32, copy=False))
+            steps, ipus = np.asarray(steps, np.int64), np.asarray(ipus, np.int64)
+            _check_shape(path, f"{name}[{i}:{j}] (IPU rows with data)", rows.shape, (len(steps), self.tpi))
+            self._store(name, steps, ipus, rows.astype(np.uint32, copy=False))
         t = self.target
         for sb, tb in self.levels:
             edges = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
@@ -438,8 +457,7 @@ class _StepTileWriter:
             if b.size and (b.min() < 0 or b.max() > np.iinfo(np.uint32).max):
                 raise ProfileError(path, f"array '{name}' has values outside uint32 in steps {i}:{j}")
             b = b.astype(np.uint32)
-        keep = b.any(axis=1) if self.n_tiles else np.zeros(j - i, np.bool_)
-        self._store(name, i, keep, b if keep.all() else b[keep])
+        self._store(name, *self._ipu_rows_of_dense(i, b))
         return b
 
     def write_batch(self, path, i: int, j: int) -> None:
@@ -462,9 +480,12 @@ class _StepTileWriter:
             self.sdsets[(sb, tb, "max")][a:b_] = mx
 
     def finish(self, comp) -> None:
-        """The stored-rows mask, the memory and liveness arrays."""
+        """The (step, IPU) of the stored rows, the memory and liveness arrays."""
         arrays, data = self.arrays, self.data
-        arrays.create_dataset(STORED_ROWS, data=self.stored)  # contiguous: one small read at open, no chunk checks
+        for name, parts in self.keys.items():  # written whole: the reader reads it whole, on the first window
+            keys = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
+            opts = dict(chunks=(min(len(keys), ROWS_CHUNK), 2), **comp) if len(keys) else {}
+            arrays.create_dataset(schema.rows_of(name), data=keys, **opts)
         arrays.create_dataset("memory", data=np.asarray(data.memory, dtype=np.int64), **comp)
         live = data.liveness_tile_bytes
         n, width = np.shape(live)

@@ -161,12 +161,15 @@ def test_missing_column(copy):
     _expect(f, "table 'ops'", "flops")
 
 
-def test_step_tile_rows_disagree_with_steps(copy):
+def test_step_tile_rows_disagree_with_their_steps_and_ipus(copy):
+    """Format 4: an array's stored rows are named by '<array>.rows', one (step, IPU) each."""
     f = copy()
     with h5py.File(f, "r+") as h:
+        n = h["arrays/step_tile_cycles"].shape[0]
         del h["arrays/step_tile_cycles"]
-        h["arrays"].create_dataset("step_tile_cycles", data=np.zeros((119, 32), np.uint32))
-    _expect(f, "step_tile_cycles", "(119, 32)", "(120, 32)", "steps rows")
+        h["arrays"].create_dataset("step_tile_cycles", data=np.zeros((n - 1, 32), np.uint32))
+    _expect(f, "step_tile_cycles", f"({n - 1}, 32)", f"step_tile_cycles.rows' has shape ({n}, 2)",
+            f"expected ({n - 1}, 2)")
 
 
 def test_memory_tiles_disagree_with_target(copy):

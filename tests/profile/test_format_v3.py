@@ -1,7 +1,8 @@
 """Format 3 (step x tile arrays store only their non-zero rows, decision 0120) and the 2.2 files before it.
 
 The 2.2 fixtures are the bundled samples as they were before format 3: they open, and every table and
-step x tile array reads as HDF5 itself decodes it; rewritten by the current writer they read the same again.
+step x tile array reads as HDF5 itself decodes it; rewritten by the current writer (format 4, tests/profile/
+test_format_v4.py) they read the same again.  The format-3 checks run on the 3.1 fixture of ``mlp_mk2.pvl``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from popvision_lite.testing.synthetic import make_synthetic
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v2.2"
 V22 = sorted(FIXTURES.glob("*.pvl"))
 SMALL = [p for p in V22 if p.stat().st_size < 2_000_000]  # the rewrite test on the smaller ones
+V3_FILE = FIXTURES.parent / "v3.1" / "mlp_mk2.pvl"  # a file format 3 wrote (the bundled sample)
 
 
 def _raw_table(h: h5py.File, name: str) -> dict[str, np.ndarray]:
@@ -60,7 +62,7 @@ def test_v2_2_files_open_with_tables_and_arrays_as_stored(path):
 
 
 @pytest.mark.parametrize("path", SMALL, ids=lambda p: p.stem)
-def test_v2_2_file_rewritten_as_v3_reads_the_same(path, tmp_path):
+def test_v2_2_file_rewritten_by_the_current_writer_reads_the_same(path, tmp_path):
     with pvl.open(path) as p:
         n = p.num_steps
         cyc, b_in, b_out = p.step_tiles.window(0, n)
@@ -70,18 +72,18 @@ def test_v2_2_file_rewritten_as_v3_reads_the_same(path, tmp_path):
             liveness_tile_bytes=p.liveness.tile_bytes(), extra=p.extra,
             **{t: p.stored_table(t)[list(schema.TABLE_COLUMNS[t])] for t in schema.TABLE_COLUMNS if t != "steps"})
         tables = {t: p.stored_table(t) for t in schema.TABLE_COLUMNS}
-    out = write_profile(tmp_path / "v3.pvl", data)
+    out = write_profile(tmp_path / "v4.pvl", data)
     with pvl.open(out) as q:
-        assert q.format_version == schema.FORMAT_VERSION == 3
+        assert q.format_version == schema.FORMAT_VERSION == 4
         for t, df in tables.items():
             pd.testing.assert_frame_equal(q.stored_table(t), df, check_dtype=True)
         for name, arr in zip(STEP_TILE_ARRAYS, q.step_tiles.window(0, n), strict=True):
             np.testing.assert_array_equal(arr, {"step_tile_cycles": cyc, "step_tile_bytes_in": b_in,
                                                 "step_tile_bytes_out": b_out}[name], err_msg=name)
     with h5py.File(out, "r") as h:  # bytes move in exchange and stream steps only: those rows alone are stored
-        kept = h[f"arrays/{schema.STORED_ROWS}"][:, STEP_TILE_ARRAYS.index("step_tile_bytes_in")]
-        np.testing.assert_array_equal(kept, b_in.any(axis=1))
-        assert h["arrays/step_tile_bytes_in"].shape == (kept.sum(), b_in.shape[1]) and kept.sum() < n
+        kept = h[f"arrays/{schema.rows_of('step_tile_bytes_in')}"][:, 0]
+        np.testing.assert_array_equal(kept, np.flatnonzero(b_in.any(axis=1)))  # one IPU: one row per step
+        assert h["arrays/step_tile_bytes_in"].shape == (len(kept), b_in.shape[1]) and len(kept) < n
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +99,8 @@ def test_windows_over_rows_left_out(sparse):
     cyc = np.asarray(data.step_tile_cycles)
     idle = np.flatnonzero(~cyc.any(axis=1))
     assert 0 < len(idle) < len(cyc)  # the run has steps with no busy tile, so rows to leave out
-    with pvl.open(path) as p, h5py.File(path, "r", locking=False) as h:
-        assert h["arrays/step_tile_cycles"].shape[0] == len(cyc) - len(idle)
+    with pvl.open(path) as p, h5py.File(path, "r", locking=False) as h:  # format 4: a row per IPU holding data
+        assert h["arrays/step_tile_cycles"].shape[0] == np.count_nonzero(cyc.reshape(len(cyc), 2, 64).any(axis=2))
         tiles = np.array([0, 5, 63, 64, 100, 127])
         for a, b in ((0, 700), (idle[0], idle[0] + 1), (max(idle[0] - 3, 0), idle[0] + 40), (650, 700), (10, 10)):
             w = p.step_tiles.window(a, b, tiles=tiles)
@@ -141,30 +143,43 @@ def _replace_mask(f, mask):
             h["arrays"].create_dataset(schema.STORED_ROWS, data=mask)
 
 
+def _mark_one_more(m: np.ndarray, col: int) -> np.ndarray:
+    m = m.copy()
+    m[np.flatnonzero(~m[:, col])[0], col] = True
+    return m
+
+
+def _v3_steps() -> int:
+    with pvl.open(V3_FILE) as p:
+        assert p.format_version == 3
+        return p.num_steps
+
+
 @pytest.mark.parametrize("change,words", [
     (None, "missing array 'step_tile_stored'"),
-    (lambda m: m[:-1], "expected (700, 3)"),
+    (lambda m: m[:-1], "expected ({n}, 3)"),
     (lambda m: m.astype(np.int8), "expected bool"),
     # one more step marked than the array stores
-    (lambda m: np.where(np.arange(len(m))[:, None] == np.flatnonzero(~m[:, 0])[0], True, m),
-     "one row per step marked in 'step_tile_stored'"),
+    (lambda m: _mark_one_more(m, 1), "one row per step marked in 'step_tile_stored'"),
 ])
-def test_bad_stored_rows_mask_is_refused(sparse, tmp_path, change, words):
-    f = _copy(sparse[1], tmp_path)
+def test_bad_stored_rows_mask_is_refused(tmp_path, change, words):
+    f = _copy(V3_FILE, tmp_path)
     with h5py.File(f, "r") as h:
         mask = h[f"arrays/{schema.STORED_ROWS}"][()]
     _replace_mask(f, None if change is None else change(mask))
     with pytest.raises(ProfileError) as e, pvl.open(f) as p:  # at open, or at the first read of the arrays
         p.step_tiles.cycles(0, 10)
-    assert words in str(e.value) and str(f) in str(e.value)
+    assert words.format(n=_v3_steps()) in str(e.value) and str(f) in str(e.value)
 
 
-def test_more_rows_than_steps_is_refused_at_open(sparse, tmp_path):
-    f = _copy(sparse[1], tmp_path)
+def test_more_rows_than_steps_is_refused_at_open(tmp_path):
+    f = _copy(V3_FILE, tmp_path)
+    n = _v3_steps()
     with h5py.File(f, "r+") as h:
+        nt = h["arrays/step_tile_bytes_out"].shape[1]
         del h["arrays/step_tile_bytes_out"]
-        h["arrays"].create_dataset("step_tile_bytes_out", data=np.zeros((701, 128), np.uint32))
-    with pytest.raises(ProfileError, match=r"has shape \(701, 128\), expected \(700, 128\)"):
+        h["arrays"].create_dataset("step_tile_bytes_out", data=np.zeros((n + 1, nt), np.uint32))
+    with pytest.raises(ProfileError, match=rf"has shape \({n + 1}, {nt}\), expected \({n}, {nt}\)"):
         pvl.open(f)
 
 

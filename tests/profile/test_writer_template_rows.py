@@ -85,3 +85,32 @@ def test_template_blocks_of_templates_sharing_their_values_on_moved_tiles():
             assert (mn[r, b], sm[r, b], mx[r, b]) == (dense[r, lo:hi].min(), dense[r, lo:hi].sum(),
                                                        dense[r, lo:hi].max()), (r, b)
     assert mx[1, 2] == 7 and mn[1, 2] == 0  # (IPU 1's first block: tiles 9-11 listed, tile 8 not)
+
+
+def test_ipu_rows_are_the_dense_rows_split_by_ipu():
+    """StepTileArray.ipu_rows (format 4's rows of one IPU's tiles, formed from the templates) against the dense
+    rows split per IPU: templates on every tile, a run on one IPU (two sharing their values on two IPUs), a run
+    across IPUs, scattered tiles, zeros on some IPUs, and none."""
+    z = np.zeros(0, np.uint32)
+    shared = np.array([5, 0, 7], np.uint32)
+
+    def tpl(tiles, cycles):
+        return StepTemplate(kind=0, prog_id=0, op_id=0, ipu=0, duration=9, tiles=tiles, cycles=cycles, bytes_in=z,
+                            bytes_out=z)
+
+    tpls = [tpl(None, np.arange(12, dtype=np.uint32) % 3),           # every tile; IPU 1 (tiles 4-7) not all zero
+            tpl(np.array([1, 2, 3]), shared), tpl(np.array([9, 10, 11]), shared),   # one run, shared values
+            tpl(np.array([2, 3, 4, 5]), np.array([1, 2, 3, 4], np.uint32)),         # a run across IPUs 0 and 1
+            tpl(np.array([0, 11]), np.array([6, 0], np.uint32)),      # scattered; IPU 2's value zero
+            tpl(np.array([4, 5]), np.zeros(2, np.uint32)),            # all zero: no row
+            tpl(np.zeros(0, np.int64), z)]                            # no tile
+    seq = np.array([0, 1, 2, 3, 4, 5, 6, 2, 1, 1, 3, 0, 4])
+    a = StepTileArray(tpls, seq, "cycles", 12)
+    dense = np.asarray(a).reshape(len(seq), 3, 4)
+    for i, j in ((0, len(seq)), (2, 9), (5, 7), (6, 7)):
+        steps, ipus, rows = a.ipu_rows(i, j, 4)
+        s, u = np.nonzero(dense[i:j].any(axis=2))
+        np.testing.assert_array_equal(steps, s + i)
+        np.testing.assert_array_equal(ipus, u)
+        np.testing.assert_array_equal(rows, dense[i:j][s, u])
+        assert rows.dtype == np.uint32 and steps.dtype == ipus.dtype == np.int64
