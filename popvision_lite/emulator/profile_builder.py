@@ -114,13 +114,6 @@ class StepTileArray(_LazyRows):
                                         len(self.templates))
         return nz
 
-    def nonzero_rows(self, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """(mask of steps i..j whose row holds a non-zero value, those rows): what the profile writer stores,
-        without forming the empty rows."""
-        tids = self.seq[i:j]
-        keep = self._has_data()[tids]
-        return keep, self._rows(tids[keep])
-
     def ipu_rows(self, i: int, j: int, tiles_per_ipu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps, IPUs, rows of ``tiles_per_ipu`` tiles) of every (step, IPU) of steps i..j whose tiles hold a
         non-zero value, in (step, IPU) order: what the profile writer stores (format 4), without forming a step's

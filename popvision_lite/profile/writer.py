@@ -402,10 +402,11 @@ class _StepTileWriter:
         self.need_agg = any(c not in steps.columns or not np.isfinite(pd.to_numeric(steps[c], errors="coerce")
                                                                         .to_numpy(np.float64)).all()
                             for c in AGG_COLUMNS)
-        # an array that knows which of its rows hold data and each row's tile-block figures without forming the
-        # rows (the emulator's StepTileArray: rows of step templates) is written from those; the file is the same
+        # an array that forms its rows of one IPU's tiles holding data, and each row's tile-block figures, without
+        # forming rows over the replica (the emulator's StepTileArray: rows of step templates) is written from
+        # those; the file is the same
         self.lazy = not self.need_agg and all(
-            callable(getattr(getattr(data, n), "nonzero_rows", None)) for n in STEP_TILE_ARRAYS) and callable(
+            callable(getattr(getattr(data, n), "ipu_rows", None)) for n in STEP_TILE_ARRAYS) and callable(
             getattr(data.step_tile_cycles, "tile_block_rows", None))
 
     def _store(self, name: str, steps: np.ndarray, ipus: np.ndarray, rows: np.ndarray) -> None:
@@ -428,13 +429,8 @@ class _StepTileWriter:
     def _write_lazy_batch(self, path, i: int, j: int) -> None:
         for name in STEP_TILE_ARRAYS:
             arr = getattr(self.data, name)
-            try:
-                if callable(getattr(arr, "ipu_rows", None)):  # formed per IPU (the emulator's StepTileArray)
-                    steps, ipus, rows = arr.ipu_rows(i, j, self.tpi)
-                else:
-                    keep, dense = arr.nonzero_rows(i, j)
-                    s, u, rows = self._ipu_rows_of_dense(0, np.asarray(dense))
-                    steps, ipus = np.flatnonzero(keep)[s] + i, u
+            try:  # formed per IPU from the step templates (the emulator's StepTileArray.ipu_rows)
+                steps, ipus, rows = arr.ipu_rows(i, j, self.tpi)
             except Exception as e:  # an array-like that fails to produce data
                 raise ProfileError(path, f"array '{name}' rows {i}:{j} could not be read: {e}") from e
             steps, ipus = np.asarray(steps, np.int64), np.asarray(ipus, np.int64)

@@ -59,8 +59,8 @@ def test_template_block_figures_of_partly_listed_blocks():
         for b, (lo, hi) in enumerate(((0, 4), (4, 8))):
             assert mn[r, b] == dense[r, lo:hi].min() and mx[r, b] == dense[r, lo:hi].max()
             assert sm[r, b] == dense[r, lo:hi].sum()
-    keep, rows = StepTileArray(tpl, np.array([0, 1]), "bytes_in", 8).nonzero_rows(0, 2)
-    assert not keep.any() and rows.shape == (0, 8)
+    steps, ipus, rows = StepTileArray(tpl, np.array([0, 1]), "bytes_in", 8).ipu_rows(0, 2, 4)
+    assert len(steps) == len(ipus) == 0 and rows.shape == (0, 4)
 
 
 def test_template_blocks_of_templates_sharing_their_values_on_moved_tiles():
