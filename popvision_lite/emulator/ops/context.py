@@ -93,6 +93,8 @@ class OpContext:
         self._rot = 0  # rotating start tile, so small ops do not all pile onto tile 0
         # the last io_tiles tiles of each IPU are reserved for streaming (PopXL's io_tiles): no op maps there
         self.io_tiles = 0
+        # while an op is recorded for replay (backends/op_memo.Recorder): its unique names and is_used reads
+        self.recorder = None
 
     @property
     def plan_target(self) -> PlanTarget:
@@ -114,11 +116,16 @@ class OpContext:
     def mark_used(self, *tensors) -> None:
         for t in tensors:
             self._used.add(t.id)
+        if self.recorder is not None:
+            self.recorder.marked.extend(tensors)
 
     def is_used(self, tensor) -> bool:
         """Has a program or vertex added through this context touched ``tensor``?  (An unused
         weight may still be given the layout its first consumer prefers.)"""
-        return tensor.id in self._used
+        used = tensor.id in self._used
+        if self.recorder is not None:
+            self.recorder.is_used(tensor, used)
+        return used
 
     def _note(self, prog) -> None:
         if isinstance(prog, P.Copy):
@@ -138,6 +145,8 @@ class OpContext:
     def unique(self, name: str) -> str:
         n = self._counts.get(name, 0)
         self._counts[name] = n + 1
+        if self.recorder is not None:
+            self.recorder.unique(name, n)
         return name if n == 0 else f"{name}#{n}"
 
     def tiles(self) -> range:
