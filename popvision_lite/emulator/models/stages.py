@@ -120,6 +120,7 @@ class StageGraph:
         self.be = None
         self.program = None
         c.graph = None
+        c.program = None  # (its copies' endpoints hold the graph's tensors, and through them the graph)
         c.progs = None
         c.copy_plans = None
         c.tensor_tiles = None
