@@ -101,6 +101,26 @@ def test_an_op_whose_reads_differ_is_built():
     assert memo.misses == 3
 
 
+def test_an_operand_layout_the_op_does_not_read_is_no_miss():
+    """A matmul reads its A operand's shape, not its layout or name: with A named and mapped otherwise it is
+    replayed, and the graph is the one building it gives."""
+    target = Target.from_device(SMALL, num_ipus=1)
+    memo = OpMemo()
+    built = []
+    for name, spread, m in (("x", 8, memo), ("y", 16, memo), ("y", 16, None)):
+        be = EmulatorBackend(target, "fp16", needs_values=False)
+        be.op_memo = m
+        x = be.input(name, np.zeros((64, 96)))
+        be.graph.set_mapping(x, be.ctx.linear_mapping(64 * 96, grain=64 * 96 // spread))
+        be.ctx.rotation = 0  # (where each spread left it: the op library's state is part of the key)
+        w = be.weight("w", np.zeros((96, 48)))
+        be.matmul(x, w, "mm")
+        built.append(be)
+    assert (memo.hits, memo.misses) == (1, 1)
+    assert _graph(built[1]) == _graph(built[2])
+    assert type(built[0].graph.tensors[0]) is type(built[0].graph.tensors[-1])  # the recording left no trace
+
+
 def test_endpoints_are_copied_with_their_tensor():
     """Copy endpoints of every kind (views, fields, their Concat) are rebound to the replaying graph's tensors."""
     target = Target.from_device(SMALL, num_ipus=1)

@@ -39,6 +39,22 @@ class _Slot:
         self.i = i
 
 
+class _ReadTensor(Tensor):
+    """An operand tensor while an op is recorded (its class swapped for the op's duration, then back): notes the
+    op's reads of its mapping in the recorder of its graph (the mapping is compared before a replay only where
+    the op read it: a matmul reads its A operand's shape, never its layout)."""
+
+    @property
+    def mapping(self):
+        m = self.__dict__["mapping"]
+        self.graph.recorder.read_mapping(self, m)
+        return m
+
+    @mapping.setter
+    def mapping(self, m) -> None:
+        self.__dict__["mapping"] = m
+
+
 class Recorder:
     """What an op reads from and does to the op library's state beyond its graph additions (set on the op
     context and the graph while one op is recorded)."""
@@ -50,6 +66,7 @@ class Recorder:
         self.marked: list = []  # tensors mark_used was called with
         self.remapped: list = []  # tensors that existed before, given a mapping
         self.op_names: list[str] = []  # graph.add_op names, in first-call order
+        self.mapping_reads: dict[int, tuple] = {}  # (tensor, its mapping) of the tensors that existed before
         self.bad = False
 
     def unique(self, name: str, count: int) -> None:
@@ -58,6 +75,11 @@ class Recorder:
     def is_used(self, tensor, result: bool) -> None:
         if tensor.id < self.n_tensors:
             self.used_reads.append((tensor, result))
+
+    def read_mapping(self, tensor, mapping) -> None:
+        """A read of the mapping the op was given (not one it gave the tensor itself)."""
+        if all(t is not tensor for t in self.remapped):
+            self.mapping_reads.setdefault(id(tensor), (tensor, mapping))
 
     def set_mapping(self, tensor) -> None:
         if tensor.id < self.n_tensors:
@@ -68,15 +90,23 @@ class Recorder:
             self.op_names.append(name)
 
 
+def _tensor_key(t, operands: list) -> tuple:
+    """An operand tensor's shape, dtype and kind, and its place among the op's distinct operands (``operands``):
+    not its name or mapping, which the entry compares only where the op read them."""
+    for i, o in enumerate(operands):
+        if o is t:
+            return ("T", i, t.shape, t.dtype, t.kind)
+    operands.append(t)
+    return ("T", len(operands) - 1, t.shape, t.dtype, t.kind)
+
+
 def _arg_key(x, operands: list, arrays: list):
     """The hashable part of an argument's reads; operand tensors go to ``operands`` and arrays whose contents
     count to ``arrays`` (compared, not hashed)."""
     if isinstance(x, Tensor):
-        operands.append(x)
-        return ("T", x.name, x.shape, x.dtype, x.kind)
+        return _tensor_key(x, operands)
     if isinstance(x, View):
-        operands.append(x.base)
-        base = ("T", x.base.name, x.base.shape, x.base.dtype, x.base.kind)
+        base = _tensor_key(x.base, operands)
         if x.axes is not None and x._index is None:
             return ("V", base, x.axes)
         arrays.append(x.index)
@@ -178,11 +208,23 @@ def _copy_cs(cs, cid: int, clone: _Clone, first_gid: int, graph=None):
     return out
 
 
+def _names_read(e: _Entry, operands: list) -> list:
+    """(operand, name) of the operands whose name is part of a name the op gave (a program, compute set,
+    tensor or op record): those names are compared before a replay, the others' are not read."""
+    given = [t.name for t in e.tensors] + [cs.name for cs in e.cs] + [r["name"] for r in e.records]
+    stack = list(e.programs)
+    while stack:
+        p = stack.pop()
+        given.append(p.name)
+        stack.extend(p.children())
+    return [(i, t.name) for i, t in enumerate(operands) if any(t.name in s for s in given)]
+
+
 class _Entry:
     """One recorded op: its reads (``operands`` with their mappings, ``arrays``, the state) and its template."""
 
-    __slots__ = ("operands", "mappings", "arrays", "names", "used_reads", "rot_after", "counts_after", "tensors",
-                 "cs", "programs", "records", "op_info", "remapped", "marked", "result")
+    __slots__ = ("mapping_reads", "name_reads", "arrays", "names", "used_reads", "rot_after", "counts_after",
+                 "tensors", "cs", "programs", "records", "op_info", "remapped", "marked", "result")
 
 
 class OpMemo:
@@ -210,7 +252,9 @@ class OpMemo:
 
     @staticmethod
     def _matches(e: _Entry, ctx, operands: list, arrays: list) -> bool:
-        if any(not _same_mapping(m, t.mapping) for m, t in zip(e.mappings, operands, strict=True)):
+        if any(not _same_mapping(m, operands[i].mapping) for i, m in e.mapping_reads):
+            return False
+        if any(operands[i].name != n for i, n in e.name_reads):
             return False
         if any(a is not b and not np.array_equal(a, b) for a, b in zip(e.arrays, arrays, strict=True)):
             return False
@@ -223,13 +267,16 @@ class OpMemo:
         n_t, n_cs, n_g, n_p, n_r, n_hb = (len(g.tensors), len(g.compute_sets), len(g.groups), len(ctx.programs),
                                           len(ctx.records), len(g.host_buffers))
         last_prog = ctx.programs[-1] if n_p else None
-        mappings = [t.mapping for t in operands]
         rec = Recorder(n_t)
         ctx.recorder = g.recorder = rec
+        for t in operands:
+            t.__class__ = _ReadTensor
         try:
             result = fn(ctx, *args)
         finally:
             ctx.recorder = g.recorder = None
+            for t in operands:
+                t.__class__ = Tensor
         if (rec.bad or len(g.host_buffers) != n_hb or len(ctx.programs) < n_p
                 or (n_p and ctx.programs[n_p - 1] is not last_prog)
                 or len(g.groups) - n_g != sum(len(cs.groups) for cs in g.compute_sets[n_cs:])):
@@ -238,7 +285,7 @@ class OpMemo:
             e = self._template(ctx, rec, operands, result, n_t, n_cs, n_p, n_r)
         except _Unmemoizable:
             return result
-        e.mappings, e.arrays, e.names = mappings, list(arrays), dict(rec.names)
+        e.arrays, e.names = list(arrays), dict(rec.names)
         self._entries.setdefault(key, []).append(e)
         return result
 
@@ -246,11 +293,7 @@ class OpMemo:
     def _template(ctx, rec: Recorder, operands, result, n_t, n_cs, n_p, n_r) -> _Entry:
         g = ctx.graph
         e = _Entry()
-        slot_of = {}
-        for i, t in enumerate(operands):
-            slot_of.setdefault(id(t), _Slot(i))
-        e.operands = [slot_of[id(t)].i for t in operands]
-        tmap = {k: s for k, s in slot_of.items()}
+        tmap = {id(t): _Slot(i) for i, t in enumerate(operands)}
         e.tensors = []
         for t in g.tensors[n_t:]:
             tt = copy.copy(t)
@@ -262,20 +305,20 @@ class OpMemo:
         e.programs = [clone.obj(p) for p in ctx.programs[n_p:]]
         e.result = clone.obj(result)
         e.used_reads = [(clone.tensor(t).i, r) for t, r in rec.used_reads]  # operands only (existed before)
+        e.mapping_reads = [(clone.tensor(t).i, m) for t, m in rec.mapping_reads.values()]
         e.remapped = [(clone.tensor(t).i, t.mapping) for t in rec.remapped]
         e.marked = [clone.tensor(t) for t in rec.marked]
         e.rot_after = ctx.rotation
         e.counts_after = {n: ctx._counts[n] for n in rec.names}
         e.records = [dict(r) for r in ctx.records[n_r:]]
         e.op_info = [(n, dict(g.op_info[n])) for n in rec.op_names]
+        e.name_reads = _names_read(e, operands)
         return e
 
     @staticmethod
     def _replay(e: _Entry, ctx, operands):
         g = ctx.graph
-        slots = {}
-        for pos, i in enumerate(e.operands):
-            slots.setdefault(i, operands[pos])
+        slots = dict(enumerate(operands))
         tmap = {}
         clone = _Clone(tmap, {})
         clone.tensor = lambda t: slots[t.i] if isinstance(t, _Slot) else tmap[id(t)]  # noqa: E731
