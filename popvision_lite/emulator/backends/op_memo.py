@@ -107,8 +107,8 @@ def _arg_key(x, operands: list, arrays: list):
         return _tensor_key(x, operands)
     if isinstance(x, View):
         base = _tensor_key(x.base, operands)
-        if x.axes is not None and x._index is None:
-            return ("V", base, x.axes)
+        if x._index is None:  # a lazy transpose or repeat
+            return ("V", base, x.axes, x.reps)
         arrays.append(x.index)
         return ("V", base, x.index.shape)
     if isinstance(x, np.ndarray):
@@ -158,7 +158,7 @@ class _Clone:
             out.parts = [self.obj(p) for p in x.parts]
             out.tensor = self.tensor(x.tensor)
         elif isinstance(x, View):
-            out = View(self.tensor(x.base), x._index, x.axes if x._index is None else None)
+            out = View(self.tensor(x.base), x._index, *((x.axes, x.reps) if x._index is None else (None, None)))
         elif isinstance(x, P.Program):
             out = self.program(x)
         elif isinstance(x, tuple | list):

@@ -218,7 +218,7 @@ def _embedding(be, rv, cfg: ModelConfig, extra: list):
         for i, t in enumerate(tables):
             part = be.gather_rows(t, np.clip(ids - i * rows, 0, rows - 1), f"gather_{i}")
             e = part if e is None else be.add(e, part, f"gather_sum_{i}")
-    e = be.add(e, be.take(pos, np.tile(np.arange(S * H, dtype=np.int64), B).reshape(B * S, H)), "position_add")
+    e = be.add(e, be.repeat(pos, B), "position_add")  # the (S, H) positions for each of the B sequences
     return be.layer_norm(e, g, b, "layer_norm"), tables
 
 
