@@ -98,6 +98,29 @@ def pod_profile(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def resnet50_deep():
+    """``get(outline, recompute)``: a timing-only training step of ResNet-50's depth at tiny widths (hidden 16,
+    image 64, micro-batch 4) on the tests' device with fewer tiles, each build emulated at most once per session.
+    ResNet-50 is the shallowest depth with identical blocks (16 blocks of 8 kinds: ResNet-14 and -26 have none),
+    so ``outline`` True builds one program per block kind and calls it per block, False builds every block.
+    Read by the outlining tests (tests/emulator/models/test_resnet.py) and the GPU pass of outlined and recomputed
+    runs (tests/analysis/test_verdict_pipeline.py)."""
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.models.emulated import run_model
+
+    runs = {}
+
+    def get(outline: bool, recompute: bool):
+        if (outline, recompute) not in runs:
+            cfg = make_config("resnet-tiny", layers=50, hidden=16, image=64, batch=4, recompute=recompute,
+                              outline=outline)
+            runs[outline, recompute] = run_model(cfg, SMALL_DEVICE, timing_only=True)
+        return runs[outline, recompute]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def pod16_bert_large(tmp_path_factory):
     """The MLPerf v1.1 IPU-POD16 BERT-Large submission emulated once per session, as both its readers run it:
     ``profile``, the file of ``popvision-lite emulate --config sample_configs/mlperf_v1.1_pod16_bert_large.toml

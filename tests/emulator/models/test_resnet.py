@@ -175,20 +175,12 @@ def test_timing_runs_outline_identical_blocks(resnet50_steps):
     assert out.num_ops < full.num_ops
 
 
-@pytest.fixture(scope="module")
-def outlined_small():
+@pytest.fixture
+def outlined_small(resnet50_deep):
     """``{outline: run}``: a timing-only ResNet-50-deep step (hidden 16, image 64, batch 4, recomputed) on the
     tests' device, built with every block (False) and with identical blocks outlined (True), as ``emulate``
-    builds it (batch norms as graph functions); each build emulated once for the two tests below."""
-    kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
-    runs = {}
-
-    def get(outline: bool):
-        if outline not in runs:
-            runs[outline] = run_model(make_config("resnet-tiny", outline=outline, **kw), SMALL, timing_only=True)
-        return runs[outline]
-
-    return get
+    builds it (batch norms as graph functions): the session's ``resnet50_deep`` (tests/conftest.py)."""
+    return lambda outline: resnet50_deep(outline, True)
 
 
 def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backward(outlined_small):
