@@ -45,8 +45,10 @@ def test_resnet50_graph_has_the_published_size():
 
 
 def test_training_step_matches_numpy_fp32():
-    r = run_model(make_config("resnet-tiny", precision="fp32"), SMALL)
-    assert r.fits
+    """The training step on the halo convolution (the default lowering) matches numpy, on the shipped chip:
+    its convolutions are split over more tiles there, so more of their halo rows cross a tile."""
+    r = run_model(make_config("resnet-tiny", precision="fp32", conv_lowering="halo"), "ipu-mk2")
+    assert r.fits and r.config.get("conv_lowering") == "halo" and "conv" in set(r.profile_data.ops.type)
     checks = r.numeric_checks
     assert "output" in checks and "stem/dconv_w" in checks and "block3/dbn3_gamma" in checks and len(checks) > 100
     failed = {k: (v["max_abs_err"], v["max_rel_err"]) for k, v in checks.items() if not v["passed"]}
