@@ -4,9 +4,11 @@ The point functions the workers import live in tests/support/sweep_points.py (mo
 import pytest
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def client():
-    """A Client of the engine's own LocalCluster: 2 worker processes on loopback (one per module)."""
+    """A Client of the engine's own LocalCluster: 2 worker processes on loopback, one for the package's
+    modules (its start is ~3 s of CPU; test_cancel_and_clusters.py uses it last and test_sweep.py next, so
+    it idles only through the few quick modules between them)."""
     from distributed import Client
 
     from popvision_lite.sweep import engine
