@@ -4,11 +4,9 @@ The point functions the workers import live in tests/support/sweep_points.py (mo
 import pytest
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def client():
-    """A Client of the engine's own LocalCluster: 2 worker processes on loopback, one for the package's
-    modules (its start is ~3 s of CPU; test_cancel_and_clusters.py uses it last and test_sweep.py next, so
-    it idles only through the few quick modules between them)."""
+    """A Client of the engine's own LocalCluster: 2 worker processes on loopback (one per module)."""
     from distributed import Client
 
     from popvision_lite.sweep import engine

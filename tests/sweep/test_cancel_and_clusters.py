@@ -175,13 +175,13 @@ def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, ca
         assert "killed by SIGSEGV" in by_batch[sweep_fixtures.CRASH_BATCH]["error"]
 
 
-# ----------------------------------------------------------------------------- on the package's local cluster
-# The tests of the package's `client` (tests/sweep/conftest.py) come last: its cluster starts at its first user and
-# idles (its scheduler's and workers' heartbeats cost CPU) until test_sweep.py, the next module to use it, has run.
+# ----------------------------------------------------------------------------- on the module's local cluster
+# The tests of the module's `client` come last: its cluster starts at its first user and idles (its scheduler's and
+# workers' heartbeats cost CPU) until the module's last test has run.
 # one sweep per folder
 def test_a_second_sweep_into_the_same_folder_is_refused_until_the_first_ends(client, tmp_path, capsys):
     """Two sweeps into one folder: the second is refused (exit 2, naming the first) while the first holds
-    the folder; a holder killed with SIGKILL leaves no stale lock behind.  (The sweep runs on the package's
+    the folder; a holder killed with SIGKILL leaves no stale lock behind.  (The sweep runs on the module's
     cluster: the lock is the client's, whatever cluster runs the points.)"""
     out = tmp_path / "s"
     out.mkdir()
@@ -274,7 +274,7 @@ def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(client, t
         (importlib.util.find_spec("bokeh") is not None), err
     # the same command resumes, in the faster in-worker mode (how points are isolated is not part of what they
     # emulate); in process: the process boundary was what the Ctrl+C above was about.  It resumes on the
-    # package's running cluster (--scheduler: its --workers is then unused) rather than starting a second local
+    # module's running cluster (--scheduler: its --workers is then unused) rather than starting a second local
     # one: where the points run is not what the resume is about
     assert main([*cmd[3:], "-q", "--isolate", "worker", "--scheduler", client.scheduler.address]) == 0
     stdout = capsys.readouterr().out
