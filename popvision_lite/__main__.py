@@ -1,8 +1,6 @@
 """``python -m popvision_lite ...``: the same as the ``popvision-lite`` script (and ``python -m
 popvision_lite.cli``), for an environment whose scripts folder is not on PATH."""
 
-import sys
+from popvision_lite.cli.main import program
 
-from popvision_lite.cli.main import main
-
-sys.exit(main())
+program()

@@ -98,6 +98,40 @@ def pod_profile(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def resnet50_deep():
+    """``get(outline, recompute, graph_functions=True)``: a timing-only training step of ResNet-50's depth at
+    tiny widths (hidden 16, image 64, micro-batch 4) on the tests' device with fewer tiles, each build emulated at
+    most once per session.  ResNet-50 is the shallowest depth with identical blocks (16 blocks of 8 kinds;
+    ResNet-14's 4 and ResNet-26's 8 blocks are each of another kind), so ``outline`` True builds one program per
+    block kind and calls it per block, False builds every block; ``graph_functions`` False builds every batch norm
+    in place instead of calling one graph function per operand signature (as ``emulate`` does).  Read by the
+    outlining tests (tests/emulator/models/test_resnet.py) and the GPU pass of outlined and recomputed runs
+    (tests/analysis/test_verdict_pipeline.py); each build held through the session is ~10-30 MB resident."""
+    from popvision_lite.emulator.models import emulated, resnet
+    from popvision_lite.emulator.models.config import make_config
+
+    runs = {}
+
+    def get(outline: bool, recompute: bool, graph_functions: bool = True):
+        key = outline, recompute, graph_functions
+        if key not in runs:
+            cfg = make_config("resnet-tiny", layers=50, hidden=16, image=64, batch=4, recompute=recompute,
+                              outline=outline)
+            # the graph a run keeps is reused by the next run of its config, which does not hold this switch:
+            # each build starts and ends with no whole graph kept
+            emulated._GRAPH_CACHE.clear()
+            saved, resnet.GRAPH_FUNCTIONS = resnet.GRAPH_FUNCTIONS, graph_functions
+            try:
+                runs[key] = emulated.run_model(cfg, SMALL_DEVICE, timing_only=True)
+            finally:
+                resnet.GRAPH_FUNCTIONS = saved
+                emulated._GRAPH_CACHE.clear()
+        return runs[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def pod16_bert_large(tmp_path_factory):
     """The MLPerf v1.1 IPU-POD16 BERT-Large submission emulated once per session, as both its readers run it:
     ``profile``, the file of ``popvision-lite emulate --config sample_configs/mlperf_v1.1_pod16_bert_large.toml

@@ -1,8 +1,6 @@
 """``python -m popvision_lite.cli ...``: the same as the ``popvision-lite`` script (the GUI's what-if runs
 start the emulator this way, in a child process)."""
 
-import sys
+from popvision_lite.cli.main import program
 
-from popvision_lite.cli.main import main
-
-sys.exit(main())
+program()

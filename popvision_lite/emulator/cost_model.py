@@ -304,15 +304,17 @@ def vertex_state_bytes(group) -> int:
     return int(group.codelet.state_bytes) + FIELD_POINTER_BYTES * len(group.fields) + 4 * nparams
 
 
-def vertex_instances(group, num_tiles: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
+def vertex_instances(group, num_tiles: int, threads: int, counts: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The vertices of ``group`` as Poplar instantiates them: (tiles holding any, instances on each).
     A graph vertex is one instance, except for two kinds of codelet whose graph vertices are regions:
     ``multi_region`` (beyond ``threads`` pieces on a tile the pieces are regions of 2D worker vertices,
     popops BinaryOp2D etc.: at most ``threads`` instances a tile) and ``one_vertex_per_tile`` (every
     region on a tile belongs to ONE vertex, e.g. poplin's ReduceAdd, lib/poplin/ConvReduce.cpp reduce():
     one addVertex per tile over the concatenation of its output regions).  The one definition of
-    vertex state, field data and the vertices table's state bytes."""
-    cnt = np.bincount(np.asarray(group.tiles, np.int64), minlength=num_tiles)
+    vertex state, field data and the vertices table's state bytes.  ``counts``: the group's vertices per tile
+    where the caller has counted them already."""
+    cnt = np.bincount(np.asarray(group.tiles, np.int64), minlength=num_tiles) if counts is None else counts
     ut = np.nonzero(cnt)[0]
     if getattr(group.codelet, "one_vertex_per_tile", False):
         return ut, np.ones(len(ut), np.int64)

@@ -541,40 +541,53 @@ def _programs_table(c: Compiled) -> pd.DataFrame:
 
 
 def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The compute sets, and their vertices aggregated per (compute set, codelet, tile)."""
+    """The compute sets, and their vertices aggregated per (compute set, codelet, tile): each group's vertices
+    counted per tile once (the count, the instances' state, the compute set's tiles), and the vertices table's
+    columns gathered as arrays, one frame at the end (not one per compute set and codelet)."""
     g = c.graph
     T = c.num_tiles
-    cs_rows, v_frames = [], []
+    threads = c.target.threads_per_tile
+    cs_rows = []
+    cols: dict[str, list] = {k: [] for k in schema.TABLE_COLUMNS["vertices"]}
+    names: list[str] = []
     for cs in g.compute_sets:
-        tiles = np.concatenate([grp.tiles for grp in cs.groups]) if cs.groups else np.zeros(0, np.int64)
-        cs_rows.append({"cs_id": cs.id, "name": cs.name,
-                        "op_id": c.op_index.get(cs.op, -1) if cs.op is not None else -1,
-                        "num_vertices": int(len(tiles)),
-                        "num_tiles": int(np.count_nonzero(np.bincount(tiles, minlength=T))) if len(tiles) else 0})
+        on_cs = np.zeros(T, np.int64)
         by_codelet: dict[str, list] = {}
         for grp in cs.groups:
             by_codelet.setdefault(grp.codelet.name, []).append(grp)
         for name, grps in by_codelet.items():
-            tl = np.concatenate([x.tiles for x in grps])
-            cy = np.concatenate([x.cycles(c.target) for x in grps])
-            # state of the vertex instances (cost_model.vertex_instances: what the memory view charges)
-            st_t = np.zeros(T, np.int64)
+            cnt_t = np.zeros(T, np.int64)
+            cyc_t = np.zeros(T, np.float64)
+            st_t = np.zeros(T, np.int64)  # state of the vertex instances (cost_model.vertex_instances)
             for x in grps:
-                xt, inst = cm.vertex_instances(x, T, c.target.threads_per_tile)
+                tiles = np.asarray(x.tiles, np.int64)
+                cnt = np.bincount(tiles, minlength=T)
+                xt, inst = cm.vertex_instances(x, T, threads, counts=cnt)
                 st_t[xt] += inst * cm.vertex_state_bytes(x)
-            cnt_t = np.bincount(tl, minlength=T)
+                cnt_t += cnt
+                # integer cycles summed in float64 (exact below 2**53, in any order)
+                cyc_t += np.bincount(tiles, weights=x.cycles(c.target), minlength=T)
+            on_cs += cnt_t
             ut = np.nonzero(cnt_t)[0]
-            v_frames.append(pd.DataFrame({
-                "cs_id": np.full(len(ut), cs.id, np.int32), "codelet": name, "tile": ut.astype(np.int32),
-                "count": cnt_t[ut].astype(np.int64),
-                "cycles": np.bincount(tl, weights=cy, minlength=T)[ut].astype(np.int64),
-                "state_bytes": st_t[ut],
-                "code_bytes": np.full(len(ut), int(grps[0].codelet.code_bytes), np.int64),
-            }))
+            cols["cs_id"].append(np.full(len(ut), cs.id, np.int32))
+            names.append(name)
+            cols["codelet"].append(len(ut))
+            cols["tile"].append(ut.astype(np.int32))
+            cols["count"].append(cnt_t[ut])
+            cols["cycles"].append(cyc_t[ut].astype(np.int64))
+            cols["state_bytes"].append(st_t[ut])
+            cols["code_bytes"].append(np.full(len(ut), int(grps[0].codelet.code_bytes), np.int64))
+        cs_rows.append({"cs_id": cs.id, "name": cs.name,
+                        "op_id": c.op_index.get(cs.op, -1) if cs.op is not None else -1,
+                        "num_vertices": int(sum(len(grp.tiles) for grp in cs.groups)),
+                        "num_tiles": int(np.count_nonzero(on_cs))})
     compute_sets = typed_table("compute_sets", cs_rows)
-    vertices = (pd.concat(v_frames, ignore_index=True) if v_frames
-                else pd.DataFrame({k: pd.Series(dtype=np.int64) for k in schema.TABLE_COLUMNS["vertices"]}))
-    vertices = vertices[list(schema.TABLE_COLUMNS["vertices"])]
+    if not names:
+        vertices = pd.DataFrame({k: pd.Series(dtype=np.int64) for k in schema.TABLE_COLUMNS["vertices"]})
+        return compute_sets, vertices[list(schema.TABLE_COLUMNS["vertices"])]
+    data = {k: np.concatenate(v) for k, v in cols.items() if k != "codelet"}
+    data["codelet"] = np.repeat(np.array(names, dtype=object), cols["codelet"])
+    vertices = pd.DataFrame({k: data[k] for k in schema.TABLE_COLUMNS["vertices"]})
     return compute_sets, vertices
 
 

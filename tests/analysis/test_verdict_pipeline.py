@@ -167,19 +167,17 @@ def test_cli_json_of_a_pipelined_run(runs, capsys):
     assert ei.value.code == 2
 
 
-def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass():
+def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass(resnet50_deep):
     """A ResNet timing run outlines identical blocks (one program per block kind, replayed per block) and
     recomputes by replaying a block's forward after the loss: its ops rows then total several runs.  The GPU
     pass must be the same whether the IPU outlined or recomputed: one kernel per block's op, recompute left out.
-    ResNet-26 (two blocks of each kind, so identical blocks to outline) proves it at half ResNet-50's cost."""
-    from popvision_lite.emulator.models.config import make_config
-    from popvision_lite.emulator.models.emulated import run_model
-
+    ResNet-50's depth (16 blocks of 8 kinds; ResNet-26's 8 blocks are 8 kinds, so it has nothing to outline) at
+    tiny widths: the session's ``resnet50_deep``, whose recomputed builds the outlining tests read too."""
     passes = {}
     for outline in (True, False):
         for rc in (True, False):
-            pd_ = run_model(make_config("resnet-tiny", layers=26, recompute=rc, outline=outline), SMALL,
-                            timing_only=True).profile_data
+            run = resnet50_deep(outline, rc)
+            pd_ = run.profile_data
             mp = wl.model_pass(pd_)
             c = mp.counts
             assert not c.pipelined and (c.table_runs >= 1).all()
@@ -197,6 +195,8 @@ def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass():
                 assert (c.table_runs[keep] > 1).any() and (c.recompute_runs == 0).all()
                 assert len(mp.ops) == int(c.table_runs[keep].sum())
     assert len(set(passes.values())) == 1, passes
+    # the outlined builds did outline: fewer ops rows (one per block kind) standing for the same pass
+    assert resnet50_deep(True, True).num_ops < resnet50_deep(False, True).num_ops
 
 
 def test_roofline_step_is_the_step_every_view_gives_host_work_included(tmp_path):

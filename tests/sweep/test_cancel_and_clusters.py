@@ -64,94 +64,6 @@ def _point_processes(client) -> dict:
     return client.run(names)
 
 
-# ----------------------------------------------------------------------------- Ctrl+C
-def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(tmp_path, capsys):
-    """The real command on its own LocalCluster, on a machine with every core busy: Ctrl+C (SIGINT to the
-    process group, as a terminal sends it) ends it with status 130 and one line, no traceback, no temp files;
-    once the command has exited no process of its group is left and no row appears after the table was
-    written.  The same command then resumes the folder."""
-    out = tmp_path / "s"
-    n = 8
-    cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
-           "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
-           "--workers", "2", "-o", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            start_new_session=True)
-    try:
-        _wait_for(lambda: list((out / "rows").glob("*.json")) or proc.poll() is not None, "a first row")
-        # the load is on from the Ctrl+C until the last process of the group has exited (the cancel, the
-        # points in flight, the cluster's shutdown); the cluster's start before it is not what is tested
-        with busy_cpus():
-            os.killpg(proc.pid, signal.SIGINT)
-            _, err = proc.communicate(timeout=BOUND_S)
-            _wait_for(lambda: not _group_alive(proc.pid), "the sweep's processes to exit")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
-    assert "cancelled; finished rows kept" in err
-    for word in ("Traceback", "Error", "Exception"):
-        assert word not in err, err
-    assert not list(out.rglob("*.tmp"))
-    kept = pvl.open_sweep(out)
-    assert 1 <= len(kept) < n and set(kept["status"]) == {"ok"}
-    on_disk = {json.loads(f.read_text())["key"] for f in (out / "rows").glob("*.json")}
-    assert on_disk == set(kept["key"])  # every committed row is in the table, and none came after it
-    assert {Path(p).stem for p in kept["profile"]} == {f.stem for f in (out / "profiles").glob("*.pvl")}
-    # the local cluster's dashboard, where bokeh is installed, with its address (without it: none, none named)
-    import importlib.util
-
-    assert ("popvision-lite sweep: Dask dashboard: http://127.0.0.1:" in err) is \
-        (importlib.util.find_spec("bokeh") is not None), err
-    # the same command resumes, in the faster in-worker mode (how points are isolated is not part of what they
-    # emulate); in process: the process boundary was what the Ctrl+C above was about
-    assert main([*cmd[3:], "-q", "--isolate", "worker"]) == 0
-    stdout = capsys.readouterr().out
-    df = pvl.open_sweep(out)
-    assert len(df) == n and set(df["status"]) == {"ok"} and f"results: {out / 'sweep.csv'} ({n} ok (" in stdout
-    resumed = int(stdout.split(f"({n} ok (")[1].split(" resumed")[0])
-    assert len(kept) <= resumed < n
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-# ----------------------------------------------------------------------------- one sweep per folder
-def test_a_second_sweep_into_the_same_folder_is_refused_until_the_first_ends(tmp_path, capsys):
-    """Two sweeps into one folder: the second is refused (exit 2, naming the first) while the first holds
-    the folder; a holder killed with SIGKILL leaves no stale lock behind."""
-    out = tmp_path / "s"
-    out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from popvision_lite.sweep.folder import FolderLock\n"
-                               "FolderLock(sys.argv[1]).acquire()\n"
-                               "print('locked', flush=True)\n"
-                               "time.sleep(3600)\n", str(out)],
-                              stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        argv = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8",
-                "--workers", "1", "-q", "-o", str(out)]
-        assert main(argv) == 2
-        err = capsys.readouterr().err
-        assert f"another sweep is running into {out} (pid {holder.pid} on " in err and "Traceback" not in err
-        assert not (out / "sweep.csv").exists() and not (out / "rows").exists()
-        with pytest.raises(ConfigError, match="another sweep is running"):  # the engine refuses as well
-            folder.FolderLock(out).acquire()
-    finally:
-        holder.kill()
-        holder.wait()
-    assert main(argv) == 0  # the kernel released the dead holder's lock
-    assert set(pvl.open_sweep(out)["status"]) == {"ok"}
-
-
 # ----------------------------------------------------------------------------- existing clusters
 def test_isolation_choice_on_daemonic_workers():
     daemonic = {"tcp://a": {"daemon": True}, "tcp://b": {"daemon": False}}
@@ -209,17 +121,18 @@ def dask_cluster(tmp_path, n_workers=2, env=None):
 
 
 def test_stock_dask_cluster_runs_in_worker_or_refuses_before_any_point(tmp_path, capsys):
-    """`dask worker --nworkers 2` gives daemonic worker processes, which may not start a process per point:
-    without --isolate the sweep runs the points inside the workers and says so in one line; with --isolate
-    process (or --point-timeout) it is refused before any point runs, naming the fix.  A cancel there leaves
-    the points in flight running inside the workers: they finish and write nothing."""
-    with dask_cluster(tmp_path) as (client, address):
+    """`dask worker` gives daemonic worker processes (one here: the daemon flag is each worker's own, and
+    test_isolation_choice_on_daemonic_workers counts them on mixed clusters), which may not start a process per
+    point: without --isolate the sweep runs the points inside the workers and says so in one line; with
+    --isolate process (or --point-timeout) it is refused before any point runs, naming the fix.  A cancel there
+    leaves the point in flight running inside its worker: it finishes and writes nothing."""
+    with dask_cluster(tmp_path, n_workers=1) as (client, address):
         assert all(w["daemon"] for w in client.run(pt.probe).values())
         base = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8,16",
                 "--grid", "device=ipu-mk2,ipu-bow", "--scheduler", address, "-q"]
         assert main([*base, "--isolate", "process", "-o", str(tmp_path / "refused")]) == 2
         err = capsys.readouterr().err
-        assert "--isolate process needs a process per point, but 2 of the cluster's 2 worker(s) are daemonic" in err
+        assert "--isolate process needs a process per point, but 1 of the cluster's 1 worker(s) are daemonic" in err
         assert "DASK_DISTRIBUTED__WORKER__DAEMON=False dask worker" in err and "Traceback" not in err
         assert not (tmp_path / "refused").exists()  # no folder, no lock files left by a refused sweep
         (tmp_path / "refused2").mkdir()
@@ -232,20 +145,20 @@ def test_stock_dask_cluster_runs_in_worker_or_refuses_before_any_point(tmp_path,
         err = capsys.readouterr().err
         notes = [line for line in err.splitlines() if "daemonic" in line]
         assert len(notes) == 1 and "running points inside the workers (--isolate worker" in notes[0]
-        assert notes[0].startswith("popvision-lite sweep: warning: 2 of the cluster's 2 worker(s)"), notes
+        assert notes[0].startswith("popvision-lite sweep: warning: 1 of the cluster's 1 worker(s)"), notes
         df = pvl.open_sweep(tmp_path / "ok")
         assert len(df) == 4 and set(df["status"]) == {"ok"} and all(Path(p).is_file() for p in df["profile"])
 
-        # cancel on this cluster: the two points in flight cannot be stopped inside their workers
+        # cancel on this cluster: the point in flight cannot be stopped inside its worker
         out = tmp_path / "cancelled"
         gate = out / sweep_fixtures.GATE
         pts, names = _points({"batch": [8, 16, 24, 32]})
         o = engine.run_sweep(pts, out, grid_names=names, client=client, isolate="auto",
                              point_fn=sweep_fixtures.gated,
-                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 2)
+                             should_cancel=lambda: len(list(gate.glob("started-*"))) >= 1)
         assert o.cancelled and o.isolate == "worker" and o.ok == 0
         (gate / "open").touch()
-        _drain(client)  # both points have now run to the end on their workers
+        _drain(client)  # the point has now run to the end on its worker
         assert not list((out / "rows").iterdir()) and not list((out / "profiles").iterdir())
 
 
@@ -265,6 +178,36 @@ def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, ca
 # ----------------------------------------------------------------------------- on the module's local cluster
 # The tests of the module's `client` come last: its cluster starts at its first user and idles (its scheduler's and
 # workers' heartbeats cost CPU) until the module's last test has run.
+# one sweep per folder
+def test_a_second_sweep_into_the_same_folder_is_refused_until_the_first_ends(client, tmp_path, capsys):
+    """Two sweeps into one folder: the second is refused (exit 2, naming the first) while the first holds
+    the folder; a holder killed with SIGKILL leaves no stale lock behind.  (The sweep runs on the module's
+    cluster: the lock is the client's, whatever cluster runs the points.)"""
+    out = tmp_path / "s"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from popvision_lite.sweep.folder import FolderLock\n"
+                               "FolderLock(sys.argv[1]).acquire()\n"
+                               "print('locked', flush=True)\n"
+                               "time.sleep(3600)\n", str(out)],
+                              stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        argv = ["sweep", "--model", "mlp", "--grid", "hidden=32", "--grid", "layers=2", "--grid", "batch=8",
+                "--scheduler", client.scheduler.address, "-q", "-o", str(out)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"another sweep is running into {out} (pid {holder.pid} on " in err and "Traceback" not in err
+        assert not (out / "sweep.csv").exists() and not (out / "rows").exists()
+        with pytest.raises(ConfigError, match="another sweep is running"):  # the engine refuses as well
+            folder.FolderLock(out).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(argv) == 0  # the kernel released the dead holder's lock
+    assert set(pvl.open_sweep(out)["status"]) == {"ok"}
+
+
 @pytest.mark.parametrize("isolate", ["process", "worker"])
 def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, tmp_path, isolate):
     """Two points are running (one per worker, held at the gate) when the sweep is cancelled.  Process mode:
@@ -289,6 +232,66 @@ def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, t
     # the next run of the same folder is a new run: it commits, and resumes nothing
     again = engine.run_sweep(pts[:2], out, grid_names=names, client=client, isolate=isolate)
     assert (again.ok, again.resumed) == (2, 0) and len(list((out / "rows").iterdir())) == 2
+
+
+def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(client, tmp_path, capsys):
+    """The real command on its own LocalCluster, on a machine with every core busy: Ctrl+C (SIGINT to the
+    process group, as a terminal sends it) ends it with status 130 and one line, no traceback, no temp files;
+    once the command has exited no process of its group is left and no row appears after the table was
+    written.  The same command then resumes the folder."""
+    out = tmp_path / "s"
+    n = 8
+    cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
+           "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
+           "--workers", "2", "-o", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            start_new_session=True)
+    try:
+        _wait_for(lambda: list((out / "rows").glob("*.json")) or proc.poll() is not None, "a first row")
+        # the load is on from the Ctrl+C until the last process of the group has exited (the cancel, the
+        # points in flight, the cluster's shutdown); the cluster's start before it is not what is tested
+        with busy_cpus():
+            os.killpg(proc.pid, signal.SIGINT)
+            _, err = proc.communicate(timeout=BOUND_S)
+            _wait_for(lambda: not _group_alive(proc.pid), "the sweep's processes to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "cancelled; finished rows kept" in err
+    for word in ("Traceback", "Error", "Exception"):
+        assert word not in err, err
+    assert not list(out.rglob("*.tmp"))
+    kept = pvl.open_sweep(out)
+    assert 1 <= len(kept) < n and set(kept["status"]) == {"ok"}
+    on_disk = {json.loads(f.read_text())["key"] for f in (out / "rows").glob("*.json")}
+    assert on_disk == set(kept["key"])  # every committed row is in the table, and none came after it
+    assert {Path(p).stem for p in kept["profile"]} == {f.stem for f in (out / "profiles").glob("*.pvl")}
+    # the local cluster's dashboard, where bokeh is installed, with its address (without it: none, none named)
+    import importlib.util
+
+    assert ("popvision-lite sweep: Dask dashboard: http://127.0.0.1:" in err) is \
+        (importlib.util.find_spec("bokeh") is not None), err
+    # the same command resumes, in the faster in-worker mode (how points are isolated is not part of what they
+    # emulate); in process: the process boundary was what the Ctrl+C above was about.  It resumes on the
+    # module's running cluster (--scheduler: its --workers is then unused) rather than starting a second local
+    # one: where the points run is not what the resume is about
+    assert main([*cmd[3:], "-q", "--isolate", "worker", "--scheduler", client.scheduler.address]) == 0
+    stdout = capsys.readouterr().out
+    df = pvl.open_sweep(out)
+    assert len(df) == n and set(df["status"]) == {"ok"} and f"results: {out / 'sweep.csv'} ({n} ok (" in stdout
+    resumed = int(stdout.split(f"({n} ok (")[1].split(" resumed")[0])
+    assert len(kept) <= resumed < n
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):

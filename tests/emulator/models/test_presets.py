@@ -3,10 +3,12 @@
 
 import pytest
 
-from popvision_lite.emulator.backends.backend import NumpyBackend
+from popvision_lite.emulator.backends.planning import PlanOnlyBackend
 from popvision_lite.emulator.models.config import BERT_PRESETS, GPT_PRESETS, MODEL_NAMES, make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.models.transformer import build_bert_stage
+from popvision_lite.emulator.ops.context import plan_target_of
+from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 
 # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1: n_layers, d_model, n_heads, d_head
@@ -33,9 +35,11 @@ def test_gpt3_presets_have_the_published_shapes(name):
 
 
 def test_gpt3_xl_projects_attention_wider_than_its_hidden_size():
+    """The stage the emulator builds (the planning backend: shapes and plans, no values drawn; numerics with
+    heads x d_head != hidden against numpy are the test below) holds projections of the attention's width."""
     cfg = make_config("gpt3-xl", layers=1, seq=4, vocab=16)
     assert cfg.attn_width == 3072 != cfg.hidden
-    h = build_bert_stage(NumpyBackend("fp32"), cfg, 0, 1)
+    h = build_bert_stage(PlanOnlyBackend(plan_target_of(Target.from_device("ipu-mk2"))), cfg, 0, 1)
     p = h["layer_params"]
     assert p["wq"].shape == p["wk"].shape == p["wv"].shape == (2048, 3072)
     assert p["wo"].shape == (3072, 2048)

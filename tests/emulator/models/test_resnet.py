@@ -45,8 +45,10 @@ def test_resnet50_graph_has_the_published_size():
 
 
 def test_training_step_matches_numpy_fp32():
-    r = run_model(make_config("resnet-tiny", precision="fp32"), SMALL)
-    assert r.fits
+    """The training step on the halo convolution (the default lowering) matches numpy, on the shipped chip:
+    its convolutions are split over more tiles there, so more of their halo rows cross a tile."""
+    r = run_model(make_config("resnet-tiny", precision="fp32", conv_lowering="halo"), "ipu-mk2")
+    assert r.fits and r.config.get("conv_lowering") == "halo" and "conv" in set(r.profile_data.ops.type)
     checks = r.numeric_checks
     assert "output" in checks and "stem/dconv_w" in checks and "block3/dbn3_gamma" in checks and len(checks) > 100
     failed = {k: (v["max_abs_err"], v["max_rel_err"]) for k, v in checks.items() if not v["passed"]}
@@ -136,33 +138,19 @@ def test_blocks_spread_over_the_stages_of_one_replica():
     assert {0, 1} <= set(ops.ipu) and (ops[ops.name.str.startswith("fc/")].ipu == 1).all()
 
 
-@pytest.fixture(scope="module")
-def resnet50_steps():
-    """``get(outline, graph_functions)``: a timing-only ResNet-50-deep training step (tiny widths), each of the
-    four builds emulated once for the tests below that compare them."""
-    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
-    runs = {}
-
-    def get(outline: bool, graph_functions: bool):
-        if (outline, graph_functions) not in runs:
-            saved, RN.GRAPH_FUNCTIONS = RN.GRAPH_FUNCTIONS, graph_functions
-            try:
-                runs[outline, graph_functions] = run_model(make_config("resnet-tiny", outline=outline, **kw),
-                                                           timing_only=True)
-            finally:
-                RN.GRAPH_FUNCTIONS = saved
-        return runs[outline, graph_functions]
-
-    return get
-
-
-def test_timing_runs_outline_identical_blocks(resnet50_steps):
+def test_timing_runs_outline_identical_blocks(monkeypatch):
     """A timing-only ResNet-50 builds one program per block kind and calls it once per block: the same
     cycles and the same parameters and weight memory as building every block, code stored once.  (Outlining
-    alone: norms built per block in both builds; with graph functions see the test below.)"""
+    alone: norms built per block in both builds; with graph functions see the test below.)  On the shipped chip:
+    on the tests' device the two builds' cycles differ by 3.1e-4 (decision 0395)."""
+    from popvision_lite.emulator.models import emulated as E
     from popvision_lite.profile import schema
 
-    full, out = resnet50_steps(False, False), resnet50_steps(True, False)
+    monkeypatch.setattr(RN, "GRAPH_FUNCTIONS", False)
+    kw = dict(batch=2, recompute=True, grad_accum=2, optimizer="momentum", layers=50)
+    E._GRAPH_CACHE.clear()  # a kept graph is reused by the next run of its config, which does not hold the switch
+    full, out = (run_model(make_config("resnet-tiny", outline=o, **kw), timing_only=True) for o in (False, True))
+    E._GRAPH_CACHE.clear()
     # not bit-equal: in the full build each block's ops start on tiles rotated past the previous op's, and an
     # exchange's cycles depend on which of its tiles share an exchange bus (a few cycles on ~10 copies)
     assert abs(out.total_cycles - full.total_cycles) <= 3e-4 * full.total_cycles
@@ -175,20 +163,12 @@ def test_timing_runs_outline_identical_blocks(resnet50_steps):
     assert out.num_ops < full.num_ops
 
 
-@pytest.fixture(scope="module")
-def outlined_small():
+@pytest.fixture
+def outlined_small(resnet50_deep):
     """``{outline: run}``: a timing-only ResNet-50-deep step (hidden 16, image 64, batch 4, recomputed) on the
     tests' device, built with every block (False) and with identical blocks outlined (True), as ``emulate``
-    builds it (batch norms as graph functions); each build emulated once for the two tests below."""
-    kw = dict(batch=4, recompute=True, layers=50, hidden=16, image=64)
-    runs = {}
-
-    def get(outline: bool):
-        if outline not in runs:
-            runs[outline] = run_model(make_config("resnet-tiny", outline=outline, **kw), SMALL, timing_only=True)
-        return runs[outline]
-
-    return get
+    builds it (batch norms as graph functions): the session's ``resnet50_deep`` (tests/conftest.py)."""
+    return lambda outline: resnet50_deep(outline, True)
 
 
 def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backward(outlined_small):
@@ -208,23 +188,26 @@ def test_outlined_blocks_saved_inputs_are_live_from_their_forward_to_their_backw
     assert abs(int(nal.sum()) - int(exact.sum())) < 0.05 * exact.sum()
 
 
-def test_norms_are_graph_functions_per_signature_in_both_builds(resnet50_steps):
+def test_norms_are_graph_functions_per_signature_in_both_builds(resnet50_deep):
     """Every batch norm is a call of one graph function per operand signature (Graphcore's TensorFlow,
     ops/graph_function.py), in the outlined and in the full build: fewer norm bodies than norms, exchange code
     below the build without them, and the outlined build within 1 % of the full one in cycles (the full build's
     blocks lay their convolutions out on other tiles, so their norm calls copy arguments across tiles where the
-    outlined build's replayed calls copy on the tile; convolutions are not graph functions here)."""
+    outlined build's replayed calls copy on the tile; convolutions are not graph functions here).  On the tests'
+    device (the session's ``resnet50_deep``): a norm's call is per op, not per tile."""
     from popvision_lite.profile import schema
 
-    full, out = resnet50_steps(False, True), resnet50_steps(True, True)
+    full, out = resnet50_deep(False, True), resnet50_deep(True, True)
     ops = full.profile_data.ops
     norms, calls = (ops.type == "batch_norm").sum(), (ops.type == "call").sum()
     assert 0 < norms < 53 and calls >= 2 * 53  # ResNet-50: 53 batch norms, each forward and backward a call
+    out_norms = (out.profile_data.ops.type == "batch_norm").sum()
+    assert 0 < out_norms <= norms and (out.profile_data.ops.type == "call").sum() >= 2 * 53
     assert abs(out.total_cycles - full.total_cycles) <= 0.01 * full.total_cycles
-    plain = resnet50_steps(False, False)  # the same build without graph functions
+    plain = resnet50_deep(True, True, graph_functions=False)  # the outlined build without graph functions
     xc = schema.CATEGORY_CODE["internalExchangeCode"]
-    assert (plain.profile_data.memory[:, xc, 0].sum() > full.profile_data.memory[:, xc, 0].sum())
-    assert (plain.profile_data.ops.type == "batch_norm").sum() > norms  # one per norm (the stem's twice)
+    assert (plain.profile_data.memory[:, xc, 0].sum() > out.profile_data.memory[:, xc, 0].sum())
+    assert (plain.profile_data.ops.type == "batch_norm").sum() > out_norms  # one per norm kind of block
 
 
 def test_outlined_backward_call_takes_its_block_values_as_arguments(outlined_small):
