@@ -573,6 +573,7 @@ class Graph:
         self.groups: list[VertexGroup] = []
         self.op_info: dict[str, dict] = {}
         self._names: dict[str, object] = {}
+        self.recorder = None  # while an op is recorded for replay (backends/op_memo.Recorder)
 
     def _name(self, name: str, obj) -> None:
         if not isinstance(name, str) or not name:
@@ -618,6 +619,8 @@ class Graph:
             raise EmulatorError(f"tensor '{tensor.name}': mapping must be a mapping.Mapping, got {type(mapping).__name__}")
         mapping.check(tensor.name, tensor.size, self.target.num_tiles)
         tensor.mapping = _mapping._merge(mapping)
+        if self.recorder is not None:
+            self.recorder.set_mapping(tensor)
 
     def add_host_buffer(self, name: str, shape, dtype, kind: str = "host") -> HostBuffer:
         dt = check_dtype(dtype, f"host buffer '{name}'")
@@ -637,15 +640,13 @@ class Graph:
         if precision is not None and precision not in ("fp16", "fp32", "int32"):
             raise EmulatorError(f"op '{name}': precision must be fp16, fp32 or int32, got {precision!r}")
         info = self.op_info.setdefault(name, {})
+        if self.recorder is not None:
+            self.recorder.add_op(name)
         for k, v in (("type", type), ("precision", precision), ("plan", plan),
                      ("min_bytes", min_bytes), ("flops", flops)):
             if v is not None:
                 info[k] = v
         return name
-
-    def set_op_info(self, op: str, type: str | None = None, plan: str | None = None) -> None:  # noqa: A002
-        """Alias of :meth:`add_op` for type and plan."""
-        self.add_op(op, type=type, plan=plan)
 
     # -- compute ------------------------------------------------------------------------
     def add_compute_set(self, name: str, op: str | None = None) -> ComputeSet:

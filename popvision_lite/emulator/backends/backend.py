@@ -85,6 +85,12 @@ class Backend:
             return View(x.base, x.index.reshape(shape))
         return self.view(x, np.arange(int(np.prod(x.shape)), dtype=np.int64).reshape(shape))
 
+    @staticmethod
+    def repeat(x, reps: int) -> View:
+        """View of x repeated ``reps`` times along its first axis (``take`` of ``np.tile`` of its positions), whose
+        index is built only if something reads it."""
+        return View(x, reps=reps)
+
     def take(self, x, index):
         """View of x at flat positions ``index`` of x (composes with an existing view)."""
         index = np.asarray(index, dtype=np.int64)

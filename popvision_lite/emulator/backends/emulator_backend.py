@@ -40,6 +40,8 @@ class EmulatorBackend(EmulatorNormPool, Backend):
         # last program it is live over (models/emulated._saved_on_liveness)
         self.saved_spans: list = []
         self.on_mark = None  # called with the marks so far at each mark (progress while a graph is built)
+        # ops built in another graph of the run, replayed where they read the same (op_memo.OpMemo; timing only)
+        self.op_memo = None
 
     def mark(self, name):
         self.marks.append((name, len(self.ctx.programs)))
@@ -96,6 +98,8 @@ class EmulatorBackend(EmulatorNormPool, Backend):
 
     def _op(self, fn, *args):
         self._sync()
+        if self.op_memo is not None and not self.needs_values:
+            return self.op_memo.call(self.ctx, fn, args)
         return fn(self.ctx, *args)
 
     def copy(self, x, name):

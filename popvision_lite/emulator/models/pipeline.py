@@ -24,6 +24,7 @@ import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import schedule as sch
+from popvision_lite.emulator.backends.op_memo import OpMemo
 from popvision_lite.emulator.compile import CopyMemo
 from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
 from popvision_lite.emulator.progress import within
@@ -219,6 +220,8 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
     # the stage graphs' layers share their exchanges' compiled effects, also with the previous run's
     copy_memo = _COPY_MEMO
     copy_memo.start(target1, cfg.outline)
+    # the ops of the layer body every stage graph builds: built in the first, replayed in the others
+    op_memo = OpMemo() if len(distinct) > 1 else None
     reused = 0
     try:
         span = (STAGE_GRAPHS_END - STAGE_GRAPHS_START) / max(len(distinct), 1)
@@ -230,7 +233,7 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
                      "compiling": within(tick, f"compiling {of}", mid, lo + span)}
             parts["building"](0.0)
             args = _ROLE[k[:2]] + (k[2], k[3])  # (stage, of stages, AMP, layers here); named in the profile by IPU
-            make = partial(_stage_graph, target1, args, copy_memo,
+            make = partial(_stage_graph, target1, args, copy_memo, op_memo=op_memo,
                            progress=lambda what, f, parts=parts: parts[what](f))
             if device is None:
                 graphs[k] = make(shard)
@@ -244,9 +247,11 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
     return graphs, bool(distinct) and reused == len(distinct)
 
 
-def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg, progress=None) -> StageGraph:
+def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg, progress=None,
+                 op_memo: OpMemo | None = None) -> StageGraph:
     stage, nstages, amp, body = args
-    return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body, progress=progress)
+    return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body, progress=progress,
+                      op_memo=op_memo)
 
 
 def _bytes_dtype(nbytes: int) -> str:

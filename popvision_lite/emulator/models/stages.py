@@ -9,6 +9,7 @@ import numpy as np
 
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
+from popvision_lite.emulator.backends.op_memo import OpMemo
 from popvision_lite.emulator.compile import CopyMemo, compile_graph
 from popvision_lite.emulator.profile_builder import build_profile
 from popvision_lite.emulator.target import Target
@@ -34,7 +35,8 @@ class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
-                 amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True, progress=None):
+                 amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True, progress=None,
+                 op_memo: OpMemo | None = None):
         """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
         are the same); ``body`` False: the IPU holds no layer (only the embedding and / or the heads).
         ``progress(what, fraction)``: building ("building", the share of the stage program's phases built,
@@ -44,10 +46,12 @@ class StageGraph:
                              available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
                              partials_type=cfg.partials_type)
         be.ctx.io_tiles = int(getattr(cfg, "io_tiles", 0))  # tiles reserved for streaming: no op maps there
+        be.op_memo = op_memo  # the ops another stage graph of the run built with the same reads are replayed
         if progress is not None:
             marks = PHASE_MARKS - (0 if int(getattr(cfg, "attention_serialisation", 1)) > 1 else SERIAL_MARKS)
             be.on_mark = lambda n: progress("building", min(n / marks, 1.0))
         self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
+        be.op_memo = None
         be.on_mark = None  # built: a graph kept for later runs (stage_cache.py) holds no run's progress line
         self.be = be
         phases = []
@@ -116,6 +120,7 @@ class StageGraph:
         self.be = None
         self.program = None
         c.graph = None
+        c.program = None  # (its copies' endpoints hold the graph's tensors, and through them the graph)
         c.progs = None
         c.copy_plans = None
         c.tensor_tiles = None

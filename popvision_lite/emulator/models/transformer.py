@@ -9,6 +9,7 @@ backward pass re-runs the layer's forward (ops named ``layerN/recompute/...``) b
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -28,6 +29,16 @@ class _Heads:
         inv = np.empty(B * S * A * d, dtype=np.int64)
         inv[self.split.reshape(-1)] = np.arange(inv.size, dtype=np.int64)
         self.merge = inv.reshape(B * S, A * d)  # view of (B*A,S,d) as (B*S,H)
+        for a in (self.split, self.split_t, self.merge):
+            a.flags.writeable = False  # shared by the graphs built with them (_heads)
+
+
+@functools.lru_cache(maxsize=1)
+def _heads(B, S, A, d) -> _Heads:
+    """The head layouts of the last shape asked for: a pipelined run's stage graphs take the same index arrays
+    (built once; an op replayed from another stage graph (backends/op_memo.py) finds its view's index the
+    same object, not an equal one to compare)."""
+    return _Heads(B, S, A, d)
 
 
 def _block_rows(hd: _Heads, rows: int) -> np.ndarray:
@@ -116,7 +127,7 @@ def build_bert_stage(be, cfg: ModelConfig, stage: int, nstages: int, body: bool 
     (layer body), ``layer_params`` / ``extra_params`` (weight handles)."""
     rv = _Values(be, cfg.seed)
     B, S, H, A = cfg.batch, cfg.seq, cfg.hidden, cfg.heads
-    hd = _Heads(B, S, A, cfg.d_head)
+    hd = _heads(B, S, A, cfg.d_head)
     first, last = stage == 0, stage == nstages - 1
     gpt = cfg.model == "gpt"
     extra = []
@@ -207,7 +218,7 @@ def _embedding(be, rv, cfg: ModelConfig, extra: list):
         for i, t in enumerate(tables):
             part = be.gather_rows(t, np.clip(ids - i * rows, 0, rows - 1), f"gather_{i}")
             e = part if e is None else be.add(e, part, f"gather_sum_{i}")
-    e = be.add(e, be.take(pos, np.tile(np.arange(S * H, dtype=np.int64), B).reshape(B * S, H)), "position_add")
+    e = be.add(e, be.repeat(pos, B), "position_add")  # the (S, H) positions for each of the B sequences
     return be.layer_norm(e, g, b, "layer_norm"), tables
 
 
@@ -394,7 +405,7 @@ def _bert_layer_bwd(be, p, c, dout, hd: _Heads, mark=None, serial: int = 1):
 def build_bert(be, cfg: ModelConfig) -> Built:
     rv = _Values(be, cfg.seed)
     B, S, H, A, L = cfg.batch, cfg.seq, cfg.hidden, cfg.heads, cfg.layers
-    hd = _Heads(B, S, A, cfg.d_head)
+    hd = _heads(B, S, A, cfg.d_head)
     out = Built()
     with be.on_ipu(0), be.scope("embedding"):
         table = be.weight("table", rv.normal((cfg.vocab, H), 0.5))

@@ -109,6 +109,8 @@ def ranges_view(t, starts, sizes):
 
 def _copy_src(x):
     if isinstance(x, View):
+        if x._index is None and x.reps is not None:  # the whole base, reps times: flat_view's endpoint by ranges
+            return ranges_view(x.base, np.zeros(x.reps, np.int64), np.full(x.reps, x.base.size, np.int64))
         return flat_view(x.base, x.index)
     return x.whole()
 

@@ -14,28 +14,33 @@ class View:
     """Operand made of ``base`` (a graph Tensor) elements at flat positions ``index``.  A transpose of the whole
     base (``axes``, no ``index``) builds its index only when something reads it: a matmul takes such an
     operand as its base with swapped axes and never does (the index of a ResNet weight-gradient operand is
-    36 M int64)."""
+    36 M int64).  So does the whole base repeated ``reps`` times along its first axis (GPT-3's position table
+    for every sequence of a batch: 25 M int64 for one; a copy from it is a few ranges, ``common._copy_src``)."""
 
-    __slots__ = ("base", "_index", "axes")
+    __slots__ = ("base", "_index", "axes", "reps")
 
-    def __init__(self, base, index=None, axes=None):
-        if (index is None) == (axes is None):
-            raise ValueError("View: give exactly one of index and axes")
+    def __init__(self, base, index=None, axes=None, reps=None):
+        if (index is not None) + (axes is not None) + (reps is not None) != 1:
+            raise ValueError("View: give exactly one of index, axes and reps")
         self.base = base
         self.axes = None if axes is None else tuple(int(a) for a in axes)
+        self.reps = None if reps is None else int(reps)
         self._index = None if index is None else np.asarray(index, dtype=np.int64)
 
     @property
     def index(self) -> np.ndarray:
         if self._index is None:
             sh = tuple(self.base.shape)
-            self._index = np.arange(int(np.prod(sh)), dtype=np.int64).reshape(sh).transpose(self.axes)
+            whole = np.arange(int(np.prod(sh)), dtype=np.int64)
+            self._index = (whole.reshape(sh).transpose(self.axes) if self.reps is None
+                           else np.tile(whole, self.reps).reshape(self.shape))
         return self._index
 
     @property
     def shape(self):
         if self._index is None:
-            return tuple(self.base.shape[a] for a in self.axes)
+            sh = tuple(self.base.shape)
+            return tuple(sh[a] for a in self.axes) if self.reps is None else (self.reps * sh[0],) + sh[1:]
         return self._index.shape
 
     @property
@@ -93,6 +98,8 @@ class OpContext:
         self._rot = 0  # rotating start tile, so small ops do not all pile onto tile 0
         # the last io_tiles tiles of each IPU are reserved for streaming (PopXL's io_tiles): no op maps there
         self.io_tiles = 0
+        # while an op is recorded for replay (backends/op_memo.Recorder): its unique names and is_used reads
+        self.recorder = None
 
     @property
     def plan_target(self) -> PlanTarget:
@@ -114,11 +121,16 @@ class OpContext:
     def mark_used(self, *tensors) -> None:
         for t in tensors:
             self._used.add(t.id)
+        if self.recorder is not None:
+            self.recorder.marked.extend(tensors)
 
     def is_used(self, tensor) -> bool:
         """Has a program or vertex added through this context touched ``tensor``?  (An unused
         weight may still be given the layout its first consumer prefers.)"""
-        return tensor.id in self._used
+        used = tensor.id in self._used
+        if self.recorder is not None:
+            self.recorder.is_used(tensor, used)
+        return used
 
     def _note(self, prog) -> None:
         if isinstance(prog, P.Copy):
@@ -138,6 +150,8 @@ class OpContext:
     def unique(self, name: str) -> str:
         n = self._counts.get(name, 0)
         self._counts[name] = n + 1
+        if self.recorder is not None:
+            self.recorder.unique(name, n)
         return name if n == 0 else f"{name}#{n}"
 
     def tiles(self) -> range:

@@ -603,13 +603,19 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     nb = len(blocks["g"])
     be = blocks["msz"] * blocks["nsz"]
     secs = reduce_stage_sections(depth, d, pk)
-    rows = []  # (block, section, slice start, slice length, first partial, partials, owner tile)
+    # per section, per block, its slices (split_even of the block's elements over the section's tiles), vectorised:
+    # (block, section, slice start, slice length, first partial, partials, owner tile) per owner slice
+    cols = [[] for _ in range(7)]
     for i, (q0, k, t0, nt) in enumerate(secs):
-        for b in range(nb):
-            for jj, (a, z) in enumerate(split_even(int(be[b]), nt)):
-                rows.append((b, i, a, z - a, q0, k, blocks["owner"][b, t0 + jj]))
-    r = np.array(rows, np.int64).reshape(-1, 7)
-    b_, i_, s0, ln, q0, k, own = r.T
+        p = np.maximum(1, np.minimum(nt, be))  # slices of each block (no empty one)
+        base, extra = np.divmod(be, p)
+        bb = np.repeat(np.arange(nb), p)
+        sl = np.arange(int(p.sum())) - np.repeat(np.cumsum(p) - p, p)  # slice of its block
+        ln = base[bb] + (sl < extra[bb])
+        for c, v in enumerate((bb, np.full(len(bb), i), sl * base[bb] + np.minimum(sl, extra[bb]), ln,
+                               np.full(len(bb), q0), np.full(len(bb), k), blocks["owner"][bb, t0 + sl])):
+            cols[c].append(np.asarray(v, np.int64))
+    b_, i_, s0, ln, q0, k, own = (np.concatenate(c) for c in cols)
     new_off = np.cumsum(d * be) - d * be
     out_start = new_off[b_] + i_ * be[b_] + s0
     o = np.argsort(out_start, kind="stable")
@@ -620,7 +626,7 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     gathered = ctx.variable(f"{op}/partials_gathered_stage{j + 1}", (int(g_len.sum()),), part.dtype, op=op,
                             mapping=M.intervals(own, g_start, g_start + g_len))
     # sources in the gathered order: per owner slice, per partial of its section, the slice's elements
-    x = np.repeat(np.arange(len(r)), k)
+    x = np.repeat(np.arange(len(b_)), k)
     q = q0[x] + (np.arange(len(x)) - np.repeat(np.cumsum(k) - k, k))
     if src is None:  # the partial planes: the slice's row runs of block b in plane (g, q)
         ri, st, lens = _row_runs(s0[x], ln[x], blocks["nsz"][b_[x]])
