@@ -10,28 +10,6 @@ import pytest
 # GUI tests run offscreen unless a real display was asked for explicitly.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-# The tests start many Python processes (the CLI, sweep workers, the app's what-if runs).  Where the environment
-# forbids writing bytecode (PYTHONDONTWRITEBYTECODE, as on the CI box), each of them compiled every module it
-# imports from source again: 0.3-0.7 s of CPU per process.  So the children share one bytecode cache, private to
-# this session and outside the source tree (PYTHONPYCACHEPREFIX), removed when the session ends; the source tree
-# is left as the environment asked.  Measured side by side on tests/cli + tests/project: 88.9-90.9 -> 80.9-83.0 s
-# CPU (docs/performance.md, "Test suite CPU (issue 42)").  An environment that writes bytecode is left alone.
-_BYTECODE_CACHE = None
-if sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
-    import tempfile
-
-    _BYTECODE_CACHE = tempfile.mkdtemp(prefix="pvl-tests-bytecode-")
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = _BYTECODE_CACHE
-
-
-def pytest_unconfigure(config):
-    if _BYTECODE_CACHE is not None:
-        import shutil
-
-        shutil.rmtree(_BYTECODE_CACHE, ignore_errors=True)
-
-
 from tests.support import devices as test_devices  # noqa: E402
 from tests.support.compare_runs import run_pairs, tile_mismatch  # noqa: E402, F401  (fixtures: analysis and gui)
 
