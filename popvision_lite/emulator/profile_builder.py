@@ -548,8 +548,9 @@ def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
     T = c.num_tiles
     threads = c.target.threads_per_tile
     cs_rows = []
-    cols: dict[str, list] = {k: [] for k in schema.TABLE_COLUMNS["vertices"]}
-    names: list[str] = []
+    cols: dict[str, list] = {k: [] for k in schema.TABLE_COLUMNS["vertices"] if k != "codelet"}
+    names: list[str] = []  # the codelet of each (compute set, codelet) block of rows, and its row count
+    name_rows: list[int] = []
     for cs in g.compute_sets:
         on_cs = np.zeros(T, np.int64)
         by_codelet: dict[str, list] = {}
@@ -571,7 +572,7 @@ def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
             ut = np.nonzero(cnt_t)[0]
             cols["cs_id"].append(np.full(len(ut), cs.id, np.int32))
             names.append(name)
-            cols["codelet"].append(len(ut))
+            name_rows.append(len(ut))
             cols["tile"].append(ut.astype(np.int32))
             cols["count"].append(cnt_t[ut])
             cols["cycles"].append(cyc_t[ut].astype(np.int64))
@@ -585,8 +586,8 @@ def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not names:
         vertices = pd.DataFrame({k: pd.Series(dtype=np.int64) for k in schema.TABLE_COLUMNS["vertices"]})
         return compute_sets, vertices[list(schema.TABLE_COLUMNS["vertices"])]
-    data = {k: np.concatenate(v) for k, v in cols.items() if k != "codelet"}
-    data["codelet"] = np.repeat(np.array(names, dtype=object), cols["codelet"])
+    data = {k: np.concatenate(v) for k, v in cols.items()}
+    data["codelet"] = np.repeat(np.array(names, dtype=object), name_rows)
     vertices = pd.DataFrame({k: data[k] for k in schema.TABLE_COLUMNS["vertices"]})
     return compute_sets, vertices
 
