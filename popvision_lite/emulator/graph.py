@@ -648,10 +648,6 @@ class Graph:
                 info[k] = v
         return name
 
-    def set_op_info(self, op: str, type: str | None = None, plan: str | None = None) -> None:  # noqa: A002
-        """Alias of :meth:`add_op` for type and plan."""
-        self.add_op(op, type=type, plan=plan)
-
     # -- compute ------------------------------------------------------------------------
     def add_compute_set(self, name: str, op: str | None = None) -> ComputeSet:
         cs = ComputeSet(len(self.compute_sets), name, op)
