@@ -61,6 +61,11 @@ WORKER_RESTART_CONFIG = {
     # dashboard's other pages (task stream, progress, workers) do not need it
     "distributed.worker.profile.enabled": PROFILE_WORKERS,
 }
+# the local cluster's own processes log only what is CRITICAL to the terminal: the engine reports every point's
+# failure, a worker's death and the cancel itself in its own words, and at a cancel (Ctrl+C) a worker still beating
+# its heartbeat to a scheduler that has just closed logs "Failed to communicate with scheduler during heartbeat" at
+# ERROR with a traceback (seen on a loaded machine: tests/sweep/test_cancel_and_clusters.py's Ctrl+C test)
+WORKER_LOG_LEVEL = logging.CRITICAL
 WRITE_EVERY_S = 2.0
 # every local worker has one "sweep-slot" and every point needs one: the scheduler never queues a second point
 # on a worker, so a worker that dies was running exactly one point, the one that gets the blame
@@ -140,7 +145,7 @@ def local_cluster(n_workers: int, memory_limit="auto"):
             return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                 dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": _has_bokeh()},
                                 memory_limit=memory_limit,
-                                silence_logs=logging.ERROR, resources={SLOT: 1})
+                                silence_logs=WORKER_LOG_LEVEL, resources={SLOT: 1})
     finally:
         if old is not None:
             signal.signal(signal.SIGINT, old)

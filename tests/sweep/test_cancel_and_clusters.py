@@ -312,3 +312,16 @@ def test_local_cluster_serves_its_dashboard_where_bokeh_is_installed(client):
         assert link is not None and link.startswith("http://127.0.0.1:") and link.endswith("/status")
         with urllib.request.urlopen(link, timeout=30) as r:  # the page is served
             assert r.status == 200 and b"Dask" in r.read()
+
+
+def test_the_local_clusters_workers_print_only_what_is_critical(client):
+    """A worker's shutdown noise (a heartbeat to a scheduler that has just closed, logged at ERROR with a
+    traceback) never reaches the terminal of a cancelled sweep: the engine's own cluster sets its workers'
+    ``distributed`` loggers to CRITICAL, and the engine reports failures, deaths and the cancel itself."""
+    import logging
+
+    def handler_levels():
+        return [h.level for h in logging.getLogger("distributed").handlers if isinstance(h, logging.StreamHandler)]
+
+    levels = client.run(handler_levels)
+    assert levels and all(lv and set(lv) == {logging.CRITICAL} for lv in levels.values()), levels
