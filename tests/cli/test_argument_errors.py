@@ -4,9 +4,6 @@ kind; these are the rest found by trying.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from popvision_lite.cli import main
@@ -117,16 +114,6 @@ def test_cli_on_a_corrupt_profile_names_the_file(tmp_path, cli):
         rc, _, err = cli(argv)
         assert rc == 2, (argv, err)
         assert str(bad) in err and "Traceback" not in err
-
-
-def test_real_process_exit_code_and_stderr(tmp_path):
-    """The console entry point (not just main()) exits 2 with the message on stderr."""
-    out = tmp_path / "x.pvl"
-    p = subprocess.run([sys.executable, "-m", "popvision_lite.cli", "emulate", "mlp", "--seed", "-1", "-o", str(out)],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2, p.stderr
-    assert "seed" in p.stderr and "Traceback" not in p.stderr
-    assert p.stdout == "" and not out.exists()
 
 
 @pytest.mark.parametrize("top", ["-1", "-50", "two"])

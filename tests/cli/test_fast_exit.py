@@ -31,11 +31,14 @@ def test_emulate_in_its_own_process_loses_nothing_on_the_fast_exit(tmp_path):
 
 
 def test_an_error_exit_code_survives_the_fast_exit(tmp_path):
+    """The console entry point (not just main()) exits 2 with a one-line message on stderr, no traceback, nothing
+    on stdout and nothing written.  (The bad arguments one by one: tests/cli/test_argument_errors.py, in process.)"""
     out = tmp_path / "missing" / "run.pvl"
     r = subprocess.run([sys.executable, "-m", "popvision_lite.cli", "emulate", "mlp", "--timing-only", "-o",
                         str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
     assert r.stderr.startswith("popvision-lite emulate: error: argument -o/--output:")
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr and r.stdout == ""
     assert list(tmp_path.iterdir()) == []
 
 

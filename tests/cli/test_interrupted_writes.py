@@ -185,20 +185,31 @@ def _tmpfs(path: Path, opts: str):
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
+# one child on a full 64 KiB tmpfs proves both full-disk tests below (one interpreter start, not two): a profile too
+# large for it, twice (the temp file gone as soon as write_profile returns); then, with a filler so that even a
+# small file cannot fit, a Chrome trace and a CSV; then a small profile elsewhere, and a normal exit
 FULL_DISK_SCRIPT = textwrap.dedent("""
-    import json, sys
+    import gc, json, os, sys
     from popvision_lite.errors import ProfileError
     from popvision_lite.testing.synthetic import write_synthetic
     from popvision_lite.profile.chrome_trace import export_chrome_trace
     from popvision_lite.profile.csv_export import export_csv
     import popvision_lite as pvl
-    folder, src = sys.argv[1], sys.argv[2]
-    out = {}
-    try:
-        write_synthetic(folder + "/run.pvl", num_ipus=1, tiles_per_ipu=1472, num_steps=400, noise=0.05)
-        out["profile"] = "no error"
-    except ProfileError as e:
-        out["profile"] = str(e)
+    folder, src, ok = sys.argv[1], sys.argv[2], sys.argv[3]
+    out = {"profile": []}
+    for _ in range(2):
+        try:
+            write_synthetic(folder + "/run.pvl", num_ipus=1, tiles_per_ipu=1472, num_steps=400, noise=0.05)
+            out["profile"].append("no error")
+        except ProfileError as e:
+            out["profile"].append(str(e))
+        gc.collect()
+    out["left"] = sorted(os.listdir(folder))
+    try:  # filler so even the small CSV cannot fit
+        with open(folder + "/filler", "wb") as fh:
+            fh.write(b"\\0" * (60 << 10))
+    except OSError:
+        pass
     with pvl.open(src) as p:
         for name, fn in (("trace", lambda: export_chrome_trace(p, folder + "/t.json")),
                          ("csv", lambda: export_csv(p, "steps", folder + "/steps.csv"))):
@@ -207,61 +218,55 @@ FULL_DISK_SCRIPT = textwrap.dedent("""
                 out[name] = "no error"
             except ProfileError as e:
                 out[name] = str(e)
+    write_synthetic(ok, num_ipus=1, tiles_per_ipu=8, num_steps=20)
+    out["small"] = "ok"
     print(json.dumps(out))
 """)
 
 
-def test_full_disk_gives_a_clear_error_and_no_file(tmp_path, trace_source):
-    with _tmpfs(tmp_path / "small", "size=64k") as folder:
+@pytest.fixture(scope="module")
+def full_disk(tmp_path_factory, trace_source):
+    """(the child's result, the full folder, the small profile written elsewhere), or None where no tmpfs mounts."""
+    base = tmp_path_factory.mktemp("full")
+    with _tmpfs(base / "small", "size=64k") as folder:
         if folder is None:
-            pytest.skip("cannot mount a tmpfs here; tests/profile/test_errors.py covers ENOSPC simulated")
-        # filler so even the small CSV cannot fit
-        with contextlib.suppress(OSError), open(folder / "filler", "wb") as fh:
-            fh.write(b"\0" * (60 << 10))
-        r = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(folder), str(trace_source)],
+            yield None
+            return
+        r = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(folder), str(trace_source), str(base / "ok.pvl")],
                            capture_output=True, text=True, timeout=300)
-        assert r.stdout.strip(), r.stderr[-2000:]
-        out = json.loads(r.stdout.strip().splitlines()[-1])
-        for name, fname in (("profile", "run.pvl"), ("trace", "t.json"), ("csv", "steps.csv")):
-            msg = out[name]
+        yield r, folder, sorted(p.name for p in folder.iterdir()), base / "ok.pvl"
+
+
+def test_full_disk_gives_a_clear_error_and_no_file(full_disk):
+    if full_disk is None:
+        pytest.skip("cannot mount a tmpfs here; tests/profile/test_errors.py covers ENOSPC simulated")
+    r, folder, left, _ = full_disk
+    assert r.stdout.strip(), r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for name, fname in (("profile", "run.pvl"), ("trace", "t.json"), ("csv", "steps.csv")):
+        for msg in (out[name] if name == "profile" else [out[name]]):
             assert msg.startswith(str(folder / fname) + ": "), (name, msg)
             assert "disk full" in msg or "No space left" in msg or "File too large" in msg, (name, msg)
-            assert not (folder / fname).exists()
-        # nothing left behind but the filler (temp files removed)
-        assert sorted(p.name for p in folder.iterdir()) == ["filler"]
+        assert fname not in left
+    # nothing left behind but the filler (temp files removed)
+    assert left == ["filler"]
 
 
-def test_full_disk_process_exits_cleanly(tmp_path):
+def test_full_disk_process_exits_cleanly(full_disk):
     """A real ENOSPC while writing a profile: a clear error, nothing left behind, the process goes on writing
     (a small profile elsewhere) and exits normally.  (Before the writer built the HDF5 image in memory, HDF5
     itself hit the ENOSPC and HDF5 2.0 then segfaulted at exit when it closed the failed file.)"""
-    with _tmpfs(tmp_path / "small", "size=64k") as folder:
-        if folder is None:
-            pytest.skip("cannot mount a tmpfs here")
-        target = folder / "run.pvl"
-        script = textwrap.dedent(f"""
-            import gc, os
-            from popvision_lite.testing.synthetic import write_synthetic
-            from popvision_lite.errors import ProfileError
-            for _ in range(2):
-                try:
-                    write_synthetic({str(target)!r}, num_ipus=1, tiles_per_ipu=1472, num_steps=400, noise=0.05)
-                    print("NO ERROR")
-                except ProfileError as e:
-                    print("ERR", e)
-                gc.collect()
-            print(sorted(os.listdir({str(folder)!r})))
-            write_synthetic({str(tmp_path / 'ok.pvl')!r}, num_ipus=1, tiles_per_ipu=8, num_steps=20)
-            print("SMALL OK")
-        """)
-        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, f"exit code {r.returncode}: {r.stderr[-2000:]}"
-        # the temp file is gone as soon as write_profile returns (not left for exit), and nothing else is there
-        assert r.stdout.splitlines() == [f"ERR {target}: disk full while writing the profile"] * 2 + ["[]", "SMALL OK"]
-        assert "Traceback" not in r.stderr and "HDF5" not in r.stderr, r.stderr[-2000:]
-        assert list(folder.iterdir()) == []
-        with open_profile(tmp_path / "ok.pvl") as p:
-            assert p.num_steps == 20
+    if full_disk is None:
+        pytest.skip("cannot mount a tmpfs here")
+    r, folder, _, ok = full_disk
+    assert r.returncode == 0, f"exit code {r.returncode}: {r.stderr[-2000:]}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # the temp file is gone as soon as write_profile returns (not left for exit), and nothing else is there
+    assert out["profile"] == [f"{folder / 'run.pvl'}: disk full while writing the profile"] * 2
+    assert out["left"] == [] and out["small"] == "ok"
+    assert "Traceback" not in r.stderr and "HDF5" not in r.stderr, r.stderr[-2000:]
+    with open_profile(ok) as p:
+        assert p.num_steps == 20
 
 
 def test_read_only_folder_gives_a_clear_error(tmp_path, trace_source):

@@ -5,10 +5,11 @@ test_architecture_doc.py fails when it differs from the tree."""
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from pathlib import Path
+
+from tests.project.module_facts import facts
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "popvision_lite"
@@ -33,7 +34,7 @@ def modules() -> list[tuple[str, str]]:
         if "__pycache__" in p.parts:
             continue
         rel = p.relative_to(PKG).as_posix()
-        doc = ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or ""
+        doc = facts(p).docstring
         out.append((rel.removesuffix("__init__.py") or "./", first_sentence(doc) if doc else "(no docstring)"))
     return out
 

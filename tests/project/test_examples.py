@@ -1,5 +1,9 @@
 """Every script in examples/ runs as it is and prints what it promises (as pyqtgraph runs its examples).
-onnx_from_pytorch.py is run by tests/emulator/onnx_import/test_onnx_import.py (it needs ONNX Runtime)."""
+onnx_from_pytorch.py is run by tests/emulator/onnx_import/test_onnx_import.py (it needs ONNX Runtime).
+
+The scripts run as ``__main__`` in one fresh interpreter, one after the other (each Python process compiles and
+imports the package again: one child for the four, not four children); each script's output, exit status and any
+traceback are its own."""
 
 from __future__ import annotations
 
@@ -18,6 +22,24 @@ EXPECT = {
     "out_of_memory.py": ("Out of memory", "over capacity", "Verdict"),
     "emulate_in_python.py": ("cycles", "fits: True", "compute"),
 }
+MARK = "=== example: "
+# runs each script as `python SCRIPT` would (its own __main__, sys.argv of its own, no arguments); its result line
+# is written after its output: "<MARK>SCRIPT exit N" (N: 0, the SystemExit code, or "traceback")
+DRIVER = f"""
+import runpy, sys, traceback
+for script in sys.argv[1:]:
+    print({MARK!r} + script + " start", flush=True)
+    sys.argv = [script]
+    try:
+        runpy.run_path(script, run_name="__main__")
+        status = 0
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc(file=sys.stdout)
+        status = "traceback"
+    print({MARK!r} + script + f" exit {{status}}", flush=True)
+"""
 
 
 def test_every_example_is_listed():
@@ -27,10 +49,27 @@ def test_every_example_is_listed():
     assert all(f"`{s}`" in readme for s in scripts)
 
 
-@pytest.mark.parametrize("script", sorted(EXPECT))
-def test_example_runs(script, tmp_path):
-    r = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=300,
-                       cwd=tmp_path)
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> dict[str, tuple[str, str]]:
+    """{script: (exit status, its output)} of the four scripts run in one fresh interpreter."""
+    scripts = [str(EXAMPLES / s) for s in sorted(EXPECT)]
+    r = subprocess.run([sys.executable, "-c", DRIVER, *scripts], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path_factory.mktemp("examples"))
     assert r.returncode == 0, r.stderr[-3000:]
+    out: dict[str, tuple[str, str]] = {}
+    for chunk in r.stdout.split(MARK)[1:]:
+        head, _, body = chunk.partition("\n")
+        if head.endswith(" start"):
+            out[Path(head.removesuffix(" start")).name] = ("unfinished", body)
+        else:
+            script, status = head.rsplit(" exit ", 1)
+            out[Path(script).name] = (status, out[Path(script).name][1])
+    return out
+
+
+@pytest.mark.parametrize("script", sorted(EXPECT))
+def test_example_runs(script, ran):
+    status, stdout = ran[script]
+    assert status == "0", stdout[-3000:]
     for word in EXPECT[script]:
-        assert word in r.stdout, (word, r.stdout[-2000:])
+        assert word in stdout, (word, stdout[-2000:])

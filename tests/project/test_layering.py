@@ -2,22 +2,16 @@
 the GUI, no cycles, private modules stay private; docs/decisions/0013), and, as a second, independent
 check, no file outside gui/ imports Qt."""
 
-import ast
 from pathlib import Path
+
+from tests.project.module_facts import facts
 
 PKG = Path(__file__).resolve().parents[2] / "popvision_lite"
 QT_MODULES = {"PySide6", "pyqtgraph", "PyQt5", "PyQt6", "shiboken6"}
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
-    return names
+    return set(facts(path).imports)
 
 
 def test_no_qt_outside_gui():

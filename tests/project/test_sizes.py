@@ -6,6 +6,9 @@ import ast
 import functools
 from pathlib import Path
 
+from tests.project.module_facts import facts
+from tests.project.module_facts import functions as _functions
+
 PKG = Path(__file__).resolve().parents[2] / "popvision_lite"
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 100
@@ -15,27 +18,15 @@ MAX_FUNCTION_LINES = 100
 ALLOWED_LONG_FUNCTIONS: set[str] = set()
 
 
-def _functions(tree: ast.AST, prefix: str = ""):
-    """(qualified name, lines) of every function and method, nested ones included."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield prefix + node.name, node.end_lineno - node.lineno + 1
-            yield from _functions(node, f"{prefix}{node.name}.")
-        elif isinstance(node, ast.ClassDef):
-            yield from _functions(node, f"{prefix}{node.name}.")
-        else:
-            yield from _functions(node, prefix)
-
-
 @functools.cache
 def _sizes():
     """({module: lines}, {module::function: lines}) of the package, read once."""
     modules, functions = {}, {}
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG).as_posix()
-        src = path.read_text(encoding="utf-8")
-        modules[rel] = len(src.splitlines())
-        for name, n in _functions(ast.parse(src, filename=rel)):
+        f = facts(path)
+        modules[rel] = f.lines
+        for name, n in f.functions:
             functions[f"{rel}::{name}"] = n
     return modules, functions
 

@@ -1,7 +1,8 @@
 """The ONNX model zoo (tests/data/onnx_zoo, built by its make_zoo.py from transformers / torchvision configs with
-both torch exporters): every model imports, fits (on the tests' device with 92 tiles, decision 0395: a sixteenth of
-the shipped chip), and matches ONNX Runtime; new ops and attributes on small
-models built with onnx.helper; bad dims and config paths."""
+both torch exporters): models import, fit (on the tests' device with 92 tiles, decision 0395: a sixteenth of
+the shipped chip), and match ONNX Runtime - in the suite, the cases that together run every op signature the zoo
+holds (FP32_CASES); every model and exporter in ``python -m bench.onnx_zoo`` (the same bar, docs/performance.md);
+new ops and attributes on small models built with onnx.helper; bad dims and config paths."""
 
 from __future__ import annotations
 
@@ -30,6 +31,35 @@ EXPECTED = {"bert_sdpa", "bert_eager", "minilm_sdpa", "minilm_eager", "distilber
             "efficientnet_b0", "unet", "wav2vec2"}
 
 
+# The suite's fp32 cases: together they hold every op signature of the zoo (_signature: the op type; for convs and
+# pools their rank, grouping, stride and dilation; the attributes that pick another lowering), both exporters
+# among them.  Each other model and exporter repeats signatures these run; bench.onnx_zoo runs all 36 to the same
+# bar (fits on the tests' device, fp32 error under 1e-5 of the output's max, ONNX Runtime's committed output).
+FP32_CASES = [("distilbert_eager", "classic"), ("minilm_sdpa", "dynamo"), ("gpt2", "dynamo"), ("llama", "classic"),
+              ("unet", "dynamo"), ("gpt2", "classic"), ("whisper_encoder", "dynamo"), ("mobilenet_v2", "classic"),
+              ("t5", "classic"), ("wav2vec2", "dynamo"), ("llama", "dynamo"), ("mobilenet_v3", "dynamo"),
+              ("convnext", "dynamo")]
+_LOWERING_ATTRS = {"mode", "coordinate_transformation_mode", "approximate", "keepdims", "transA", "transB", "to",
+                   "upper", "ceil_mode", "reverse", "exclusive"}
+
+
+def _signature(node) -> str:
+    """An op as the importer tells its lowerings apart: its type; for a conv or pool its rank and whether it is
+    grouped, strided or dilated; the attributes that choose another lowering (a Resize's mode, a Cast's type)."""
+    at = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    parts = [node.op_type]
+    if node.op_type in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
+        parts.append(f"{len(at.get('kernel_shape', ()))}d")
+        parts += [w for w, key, v in (("grouped", "group", [at.get("group", 1)]), ("strided", "strides", None),
+                                      ("dilated", "dilations", None)) if any(x > 1 for x in (v or at.get(key, ())))]
+    parts += [f"{k}={at[k].decode() if isinstance(at[k], bytes) else at[k]}" for k in sorted(_LOWERING_ATTRS & at.keys())]
+    return " ".join(parts)
+
+
+def _signatures(name, exporter) -> set[str]:
+    return {_signature(n) for n in onnx.load(str(ZOO / f"{name}.{exporter}.onnx")).graph.node}
+
+
 def _data(name, exporter):
     with np.load(ZOO / f"{name}.{exporter}.npz") as z:
         pick = lambda p: {k[len(p):]: z[k] for k in z.files if k.startswith(p)}  # noqa: E731
@@ -49,7 +79,18 @@ def test_zoo_holds_every_model_with_both_exporters_and_stays_small():
     assert MANIFEST["versions"]["torch"].startswith("2.13")
 
 
-@pytest.mark.parametrize("name,exporter", CASES)
+def test_the_suites_fp32_cases_run_every_op_signature_of_the_zoo():
+    """A model added to the zoo with an op (or a conv of a kind) no suite case runs fails here until a case that
+    runs it joins FP32_CASES; both exporters stay represented."""
+    held = {sig: (name, exporter) for name, exporter in CASES for sig in _signatures(name, exporter)}
+    run = set().union(*(_signatures(*c) for c in FP32_CASES))
+    assert {sig: case for sig, case in held.items() if sig not in run} == {}
+    assert {e for _, e in FP32_CASES} == {"classic", "dynamo"} and set(FP32_CASES) <= set(CASES)
+    assert {"Conv 2d grouped strided", "Conv 1d grouped", "HardSwish", "Resize coordinate_transformation_mode="
+            "half_pixel mode=linear"} <= run  # the signature tells these apart
+
+
+@pytest.mark.parametrize("name,exporter", FP32_CASES)
 def test_zoo_model_imports_fits_and_matches_onnxruntime_fp32(name, exporter):
     ins, ref, _ = _data(name, exporter)
     run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32", device=SMALL)
@@ -77,16 +118,58 @@ def test_zoo_fp16_within_tolerance_and_compared_with_onnxruntime_fp16(name):
     assert c["max_rel_err"] > 1e-4
 
 
-@pytest.mark.parametrize("name,exporter", [("bert_sdpa", "classic"), ("llama", "dynamo"),
-                                           ("mobilenet_v3", "classic"), ("whisper_encoder", "dynamo"),
-                                           ("unet", "dynamo"), ("wav2vec2", "classic")])
-def test_zoo_training_step_updates_weights_as_the_reference(name, exporter):
-    ins, ref, _ = _data(name, exporter)
-    run = emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32", training=True, device=SMALL)
+def _assert_trains_as_the_reference(run):
     weights = {k: v for k, v in run.numeric_checks.items() if k.startswith("weight:")}
     assert run.fits and len(weights) >= 10
     assert all(v["passed"] for v in run.numeric_checks.values()), \
         [k for k, v in run.numeric_checks.items() if not v["passed"]]
+
+
+@pytest.mark.parametrize("name,exporter", [("bert_sdpa", "classic"), ("llama", "dynamo"),
+                                           ("whisper_encoder", "dynamo"), ("unet", "dynamo"), ("wav2vec2", "classic")])
+def test_zoo_training_step_updates_weights_as_the_reference(name, exporter):
+    ins, _, _ = _data(name, exporter)
+    _assert_trains_as_the_reference(emulate_onnx(ZOO / f"{name}.{exporter}.onnx", inputs=ins, precision="fp32",
+                                                 training=True, device=SMALL))
+
+
+def _mobilenet_v3_block(path):
+    """MobileNetV3's inverted residual block with squeeze-excite, as torchvision exports it: 1x1 expansion,
+    HardSwish, a depthwise (grouped) strided 3x3 conv, HardSwish, squeeze-excite (global average pool, 1x1 conv,
+    ReLU, 1x1 conv, HardSigmoid, scale), 1x1 projection; then pool, flatten and a transB Gemm head."""
+    rng = np.random.default_rng(3)
+    w = lambda n, *s: numpy_helper.from_array((rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(np.float32), n)  # noqa: E731
+    b = lambda n, k: numpy_helper.from_array((0.1 * rng.standard_normal(k)).astype(np.float32), n)  # noqa: E731
+    inits = [w("w_exp", 32, 8, 1, 1), b("b_exp", 32), w("w_dw", 32, 1, 3, 3), b("b_dw", 32), w("w_se1", 8, 32, 1, 1),
+             b("b_se1", 8), w("w_se2", 32, 8, 1, 1), b("b_se2", 32), w("w_prj", 16, 32, 1, 1), b("b_prj", 16),
+             w("w_fc", 10, 16), b("b_fc", 10)]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w_exp", "b_exp"], ["e"], name="blk/expand", kernel_shape=[1, 1]),
+             n("HardSwish", ["e"], ["ea"], name="blk/hswish1"),
+             n("Conv", ["ea", "w_dw", "b_dw"], ["d"], name="blk/dw", group=32, kernel_shape=[3, 3], pads=[1] * 4,
+               strides=[2, 2]),
+             n("HardSwish", ["d"], ["da"], name="blk/hswish2"),
+             n("GlobalAveragePool", ["da"], ["s0"], name="blk/se/pool"),
+             n("Conv", ["s0", "w_se1", "b_se1"], ["s1"], name="blk/se/fc1", kernel_shape=[1, 1]),
+             n("Relu", ["s1"], ["s1a"], name="blk/se/relu"),
+             n("Conv", ["s1a", "w_se2", "b_se2"], ["s2"], name="blk/se/fc2", kernel_shape=[1, 1]),
+             n("HardSigmoid", ["s2"], ["s3"], name="blk/se/hsig", alpha=1 / 6, beta=0.5),
+             n("Mul", ["da", "s3"], ["m"], name="blk/se/scale"),
+             n("Conv", ["m", "w_prj", "b_prj"], ["p"], name="blk/project", kernel_shape=[1, 1]),
+             n("GlobalAveragePool", ["p"], ["g"], name="head/pool"),
+             n("Flatten", ["g"], ["f"], name="head/flatten", axis=1),
+             n("Gemm", ["f", "w_fc", "b_fc"], ["y"], name="head/fc", transB=1)]
+    return _save(path, nodes, [_vi("x", [2, 8, 16, 16])], [_vi("y", [2, 10])], inits, name="mbv3_block.onnx")
+
+
+def test_mobilenet_v3_block_training_step_updates_weights_as_the_reference(tmp_path):
+    """The training step of MobileNetV3's block (its ops' backward passes: HardSwish, HardSigmoid, the depthwise
+    conv's weight gradient and its slot layout) at a size whose tensors spread over many of the 92 tiles; the
+    zoo's whole mobilenet_v3 trains the same ops (python -m bench.onnx_zoo, at 6x the CPU)."""
+    run = emulate_onnx(_mobilenet_v3_block(tmp_path), precision="fp32", training=True, device=SMALL)
+    _assert_trains_as_the_reference(run)
+    assert {"hard_swish_bwd", "hard_sigmoid_bwd", "im2col", "avg_pool"} <= set(run.profile_data.ops["type"])
+    assert "weight:w_dw/slots" in run.numeric_checks  # the depthwise conv's weights, in their grouped layout
 
 
 def test_judge_scales_with_the_output_and_reports_the_share_outside():

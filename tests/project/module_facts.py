@@ -1,0 +1,54 @@
+"""What the project checks read from a module's source, parsed once a session: its line count, docstring,
+top-level imported names and every function's length (tests/project/test_sizes.py, test_layering.py and
+module_index.py each parsed the whole package again; a syntax tree is dropped as soon as its facts are read)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Facts:
+    lines: int
+    docstring: str
+    imports: frozenset[str]  # top-level names of absolute imports: "PySide6" for "from PySide6.QtCore import X"
+    functions: tuple[tuple[str, int], ...]  # (qualified name, lines from its def line to its last)
+
+
+def functions(tree: ast.AST, prefix: str = ""):
+    """(qualified name, lines) of every function and method, nested ones included."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield prefix + node.name, node.end_lineno - node.lineno + 1
+            yield from functions(node, f"{prefix}{node.name}.")
+        elif isinstance(node, ast.ClassDef):
+            yield from functions(node, f"{prefix}{node.name}.")
+        else:
+            yield from functions(node, prefix)
+
+
+def imports(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def facts(path: Path) -> Facts:
+    """The facts of the file as it is now (a file changed since it was read is read again)."""
+    st = Path(path).stat()
+    return _facts(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.cache
+def _facts(path: str, _mtime_ns: int, _size: int) -> Facts:
+    src = Path(path).read_text(encoding="utf-8")
+    tree = ast.parse(src, filename=path)
+    return Facts(len(src.splitlines()), ast.get_docstring(tree) or "", frozenset(imports(tree)),
+                 tuple(functions(tree)))
