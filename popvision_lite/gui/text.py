@@ -110,6 +110,19 @@ def install_plain_text_guards() -> None:
         finally:
             self.labelText, self.labelUnits, self.labelUnitPrefix = saved
 
+    def update_label(self):
+        # pyqtgraph sets the label's HTML again on every range change (``updateAutoSIPrefix``): a text layout
+        # per axis per pan, zoom or resize, nearly always of the same text.  Set it when it changed; size,
+        # picture and repaint as pyqtgraph's ``AxisItem._updateLabel`` does.
+        text = self.labelString()
+        if text != getattr(self, "_shown_label_html", None):
+            self.label.setHtml(text)
+            self._shown_label_html = text
+        self._adjustSize()
+        self.picture = None
+        self.update()
+
     pg.LabelItem.setText = set_text
     pg.AxisItem.labelString = label_string
+    pg.AxisItem._updateLabel = update_label
     _GUARDS_INSTALLED = True

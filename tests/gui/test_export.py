@@ -476,14 +476,22 @@ def test_headless_exports_in_one_process_leave_no_widget_behind(qtbot, small_pro
     each holds, must be gone when export_view returns, not at exit (they were ~14 MB per export)."""
     from PySide6.QtWidgets import QApplication
 
+    from popvision_lite.gui import gui_thread_gc
     from popvision_lite.gui.app import create_app
     from popvision_lite.gui.headless import export_view
 
     create_app()
-    views = ("summary", "memory", "execution")
-    for view in views:  # a view's first use may build lasting singletons (menus, caches)
-        export_view(small_profile, view, tmp_path / f"warm_{view}.png")
-    before = len(QApplication.allWidgets())
-    for view in views:  # an export that left its widgets behind leaves at least one more here
-        export_view(small_profile, view, tmp_path / f"again_{view}.png")
-    assert len(QApplication.allWidgets()) == before
+    # the app's GUI-thread collector (a timer) is stopped, so that only export_view's own clean-up can free its
+    # widgets: whether a timed collection fell between the exports depended on the collector's counts
+    timer = gui_thread_gc.install().timer
+    timer.stop()
+    try:
+        views = ("summary", "memory", "execution")
+        for view in views:  # a view's first use may build lasting singletons (menus, caches)
+            export_view(small_profile, view, tmp_path / f"warm_{view}.png")
+        before = len(QApplication.allWidgets())
+        for view in views:  # an export that left its widgets behind leaves at least one more here
+            export_view(small_profile, view, tmp_path / f"again_{view}.png")
+        assert len(QApplication.allWidgets()) == before
+    finally:
+        timer.start()

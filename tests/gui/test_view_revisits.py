@@ -134,3 +134,31 @@ def test_table_models_answer_their_roles_and_nothing_else(qtbot):
     assert t.data(t.index(0, 0), Qt.FontRole) is None and t.data(t.index(0, 0), Qt.ForegroundRole) is None
     assert t.data(t.index(0, 3), Qt.TextAlignmentRole) == right and t.data(t.index(0, 0), Qt.TextAlignmentRole) is None
     assert t.data(t.index(0, 2), Qt.UserRole.value) == 7
+
+
+def test_an_axis_label_is_laid_out_again_only_when_its_text_changes(qtbot):
+    """pyqtgraph set an axis label's HTML on every range change (its SI-prefix check): a text layout per axis
+    per pan or zoom.  The label is set again when its text, unit prefix or colour changes, and only then."""
+    from PySide6.QtWidgets import QGraphicsTextItem
+
+    from popvision_lite.gui.app import create_app
+
+    create_app()  # installs the text guards, the label's update among them
+    w = pg.PlotWidget()
+    qtbot.addWidget(w)
+    axis = w.getPlotItem().getAxis("left")
+    axis.setLabel("bytes <b>", units="B")
+    sets = []
+    real = QGraphicsTextItem.setHtml
+    axis.label.setHtml = lambda text: (sets.append(text), real(axis.label, text))[1]
+    for top in (10.0, 20.0, 30.0):  # the same prefix: the same text
+        w.setYRange(0, top, padding=0)
+    assert sets == []
+    w.setYRange(0, 3e6, padding=0)  # a new prefix: the label says MB
+    assert len(sets) == 1 and "(MB)" in axis.label.toPlainText() and "bytes <b>" in axis.label.toPlainText()
+    w.setYRange(0, 5e6, padding=0)
+    assert len(sets) == 1
+    axis.setTextPen("#ff0000")  # the colour is in the label's style
+    assert len(sets) == 2 and "#ff0000" in sets[-1]
+    axis.setLabel("cycles", units="")
+    assert len(sets) == 3 and axis.label.toPlainText().strip() == "cycles"

@@ -219,14 +219,41 @@ def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int
     """Each tile's input rows with halo (its channel slice: part ``ik[t]`` of ``pci``) for its output rows
     ``r0[t]``, ``nr[t]``, received once (one exchange into a buffer laid out tile by tile); returns the
     buffer and each tile's (start, size) in it."""
-    regs = [input_regions(s, int(r0[t]), int(nr[t]), pci, int(ik[t])) for t in range(len(tiles))]
-    in_sizes = np.array([int(z.sum()) for _, z in regs], np.int64)
+    starts, sizes, in_sizes = tiles_input_regions(s, r0, nr, pci, ik)
     in_start = np.cumsum(in_sizes) - in_sizes
     xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
                        mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
-    ctx.add(P.Copy(X.regions(np.concatenate([a for a, _ in regs]), np.concatenate([z for _, z in regs])),
-                   xin.whole(), name=f"{op}/exchange_input", op=op))
+    ctx.add(P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op))
     return xin, in_start, in_sizes
+
+
+def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`input_regions` of every tile at once (tile ``t``: output rows ``r0[t]``, ``nr[t]`` (> 0), channel
+    part ``ik[t]``): (the tiles' starts one tile after another, their sizes, each tile's elements).  The same
+    arrays as concatenating :func:`input_regions` tile by tile, without a Python pass per tile and image."""
+    r0, nr, ik = (np.asarray(a, np.int64).reshape(-1) for a in (r0, nr, ik))
+    # the images each tile's output rows cross: one (tile, image) segment each, in tile then image order
+    b0, b1 = r0 // s.oh, (r0 + nr - 1) // s.oh
+    nseg = b1 - b0 + 1
+    tile = np.repeat(np.arange(len(r0)), nseg)
+    b = b0[tile] + (np.arange(int(nseg.sum())) - np.repeat(np.cumsum(nseg) - nseg, nseg))
+    y0 = np.maximum(r0[tile] - b * s.oh, 0)
+    y1 = np.minimum(s.oh, r0[tile] + nr[tile] - b * s.oh)
+    lo = np.maximum(0, y0 * s.stride - s.pad)  # dilated coordinates (ConvShape.input_rows)
+    hi = np.minimum(s.he, (y1 - 1) * s.stride - s.pad + s.k)
+    first = -(-lo // s.dil)
+    stop = np.maximum(first, np.where(hi > lo, (hi - 1) // s.dil + 1, 0))
+    px0, npx = (b * s.h + first) * s.w, (stop - first) * s.w
+    if pci == 1:
+        starts, sizes, owner = px0 * s.ci, npx * s.ci, tile
+    else:  # every pixel of a segment, the tile's channel slice of it
+        cik = s.ci // pci
+        seg = np.repeat(np.arange(len(px0)), npx)
+        px = px0[seg] + (np.arange(int(npx.sum())) - np.repeat(np.cumsum(npx) - npx, npx))
+        owner = tile[seg]
+        starts, sizes = px * s.ci + ik[owner] * cik, np.full(len(px), cik, np.int64)
+    per_tile = np.bincount(owner, weights=sizes, minlength=len(r0)).astype(np.int64)
+    return starts.astype(np.int64), sizes.astype(np.int64), per_tile
 
 
 def input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[np.ndarray, np.ndarray]:

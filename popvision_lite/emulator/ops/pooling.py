@@ -47,8 +47,9 @@ def conv_windows(n: int, h: int, w: int, k: int, stride: int = 1, pad: int = 0):
     row = hi[:, None, :, None] * w + wi[None, :, None, :]  # (oh, ow, k, k)
     ok = okh[:, None, :, None] & okw[None, :, None, :]
     base = np.arange(n, dtype=np.int64)[:, None, None, None, None] * (h * w)
-    idx = np.where(ok[None], base + row[None], -1).reshape(n * oh * ow, k * k)
-    return idx.astype(np.int64), (oh, ow)
+    idx = base + row[None]  # int64, (n, oh, ow, k, k): the padding slots set in place, no second array
+    np.copyto(idx, -1, where=~ok[None])
+    return idx.reshape(n * oh * ow, k * k), (oh, ow)
 
 
 def global_windows(n: int, rows_per_image: int) -> np.ndarray:
@@ -153,19 +154,19 @@ def _window_runs(index: np.ndarray):
     flat = np.asarray(index, dtype=np.int64).ravel()
     k = index.shape[1]
     valid = flat >= 0
-    pos = np.flatnonzero(valid)
-    if not len(pos):
-        return pos, pos, pos
-    src = flat[pos]
     # a valid slot continues the run of the slot before it when that slot is valid, in the same window (not a
-    # window's first slot) and reads the row before (per slot, not per valid entry: no modulo of positions)
+    # window's first slot) and reads the row before (per slot, not per valid entry: no modulo of positions).  A
+    # run is a stretch of consecutive slots, so its first and last slots give its place and length: no array of
+    # the valid positions (a 7 x 7 stem's index has 12 M slots) is gathered
     cont = np.zeros(len(flat), dtype=bool)
-    cont[1:] = valid[:-1]
-    cont[1:] &= np.subtract(flat[1:], flat[:-1]) == 1
+    np.equal(np.subtract(flat[1:], flat[:-1]), 1, out=cont[1:])
+    cont[1:] &= valid[:-1]
     cont[::k] = False
-    first = np.flatnonzero(~cont[pos])
-    lengths = np.diff(np.concatenate([first, [len(pos)]]))
-    return src[first], pos[first], lengths
+    first = np.flatnonzero(valid & ~cont)
+    last_mask = valid.copy()
+    last_mask[:-1] &= ~cont[1:]
+    last = np.flatnonzero(last_mask)
+    return flat[first], first, last - first + 1
 
 
 def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len=None, mapping=None,

@@ -231,3 +231,25 @@ def test_dx_kernel_is_flipped_and_transposed_on_the_tiles_that_hold_it():
     mem = np.asarray(run.profile_data.memory)
     assert mem[:, CATEGORY_CODE["internalExchangeCode"], 0].sum() == 0
     assert mem[:, CATEGORY_CODE["copyDescriptor"], 0].sum() > 0
+
+
+def test_tiles_input_regions_are_each_tiles_input_regions_in_tile_order():
+    """ops/conv.tiles_input_regions (every tile at once, the exchange's source regions) gives the arrays of
+    concatenating input_regions tile by tile: strided, dilated (a dX's transposed shape), uneven padding, parts
+    that cross images, and input-channel splits."""
+    from popvision_lite.emulator.codelets.poplin_conv import split_parts
+    from popvision_lite.emulator.ops.conv import input_regions, tiles_input_regions
+
+    rng = np.random.default_rng(7)
+    for n, h, ci, k, stride in ((3, 9, 16, 3, 1), (2, 14, 32, 3, 2), (2, 8, 16, 5, 1), (4, 5, 48, 1, 1)):
+        for s in (ConvShape(n, h, h, ci, 8, k, stride, k // 2), transposed_shape(n, h, h, ci, 8, k, stride, k // 2)):
+            for parts in (1, 3, s.out_rows // 2 + 1, s.out_rows):
+                for pci in (1, 2, 4):
+                    sz, off = split_parts(s.out_rows, parts)
+                    sz, off = sz[sz > 0], off[sz > 0]
+                    ik = rng.integers(0, pci, len(sz))
+                    regs = [input_regions(s, int(off[t]), int(sz[t]), pci, int(ik[t])) for t in range(len(sz))]
+                    starts, sizes, per_tile = tiles_input_regions(s, off, sz, pci, ik)
+                    assert np.array_equal(starts, np.concatenate([a for a, _ in regs]))
+                    assert np.array_equal(sizes, np.concatenate([z for _, z in regs]))
+                    assert per_tile.tolist() == [int(z.sum()) for _, z in regs]
