@@ -76,9 +76,12 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     # vertices of multi-region codelets beyond ``threads`` on a tile are regions of 2D worker
     # vertices: at most ``threads`` of them are launched
     extra_regions = np.zeros(num_tiles, np.int64)
+    count = None
     if regions is not None and np.any(regions):
-        nreg = np.bincount(tiles[regions], minlength=num_tiles)
+        every = bool(regions.all())  # (most such compute sets: no gather, and the count per tile is the same)
+        nreg = np.bincount(tiles if every else tiles[regions], minlength=num_tiles)
         extra_regions = np.maximum(nreg - threads, 0)
+        count = nreg if every else None
     sup_busy = np.zeros(num_tiles, np.int64)
     count_sup = np.zeros(num_tiles, np.int64)
     if supervisor is not None and np.any(supervisor):
@@ -86,14 +89,24 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
         count_sup = np.bincount(tiles[supervisor], minlength=num_tiles)
         keep = ~supervisor
         tiles, vcycles = tiles[keep], vcycles[keep]
+        count = None
+    if count is None:
+        count = np.bincount(tiles, minlength=num_tiles)
+    first = np.cumsum(count) - count          # index of each tile's first vertex in tile order
+    # each vertex's worker: its place among its tile's vertices, in their given order, modulo threads
     if np.any(tiles[1:] < tiles[:-1]):
-        # stable, by tile; 16-bit tiles take numpy's radix sort (~4x the int64 argsort)
+        # the place from a stable sort by tile (16-bit tiles take numpy's radix sort, ~4x the int64 argsort),
+        # scattered back to the given order rather than the vertices gathered into tile order: the same workers,
+        # and each (tile, worker) sum below adds the same cycles in the same order
         order = np.argsort(tiles.astype(np.uint16) if int(tiles.max()) < 2**16 else tiles, kind="stable")
-        tiles, vcycles = tiles[order], vcycles[order]
-    count = np.bincount(tiles, minlength=num_tiles)
-    first = np.cumsum(count) - count          # index of each tile's first vertex
-    worker = (np.arange(len(tiles)) - first[tiles]) % threads
-    load = np.bincount(tiles * threads + worker, weights=vcycles, minlength=num_tiles * threads)
+        worker = np.empty(len(tiles), np.int64)
+        worker[order] = np.arange(len(tiles))
+        worker -= first[tiles]
+    else:
+        worker = np.arange(len(tiles)) - first[tiles]
+    worker %= threads
+    worker += np.multiply(tiles, threads, dtype=np.int64)
+    load = np.bincount(worker, weights=vcycles, minlength=num_tiles * threads)
     load = load.reshape(num_tiles, threads).max(axis=1)
     busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
     count = count + count_sup

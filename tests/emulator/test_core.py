@@ -740,7 +740,8 @@ def test_interval_index_of_evenly_spaced_starts():
 def test_tile_base_of_the_graph_check_keeps_only_the_last_tensor(mk2, monkeypatch):
     """memory._tile_base with keep=False (the graph check's fields) is not cached, but a second field of the same
     tensor right after reuses the last answer: the same tile positions as computed afresh, whatever tensor came
-    before; compile_graph drops it after the check."""
+    before; compile_graph drops it after the check.  A copy endpoint's tensor is the exception: its answer is
+    cached for the copy."""
     from types import SimpleNamespace
 
     from popvision_lite.emulator.compile import memory
@@ -776,17 +777,21 @@ def test_tile_base_of_the_graph_check_keeps_only_the_last_tensor(mk2, monkeypatc
     g = Graph(mk2)
     a = g.add_variable("a", (64,), "float32", mapping=M.linear(64, tiles=range(4)))
     b = g.add_variable("b", (64,), "float32", mapping=M.linear(64, tiles=range(4, 8)))
+    d = g.add_variable("d", (64,), "float32", mapping=M.linear(64, tiles=range(8, 12)))
     real_check = compile_mod.check_graph
     seen = []
 
     def check(cc, *args):
         real_check(cc, *args)
-        memory._tile_base(cc, a.mapping, keep=False)  # as the check does for a field of several rows
-        seen.append(cc.caches.tile_base_last is not None)
+        memory._tile_base(cc, d.mapping, keep=False)  # as the check does for a field of several rows
+        seen.append(cc.caches.tile_base_last is not None and id(d.mapping) not in cc.caches.tile_offsets)
+        # a copy's endpoint: the check's answer is kept for the copy, which reads it again (tile_addr)
+        kept = memory._tile_base(cc, a.mapping, keep=False)
+        seen.append(cc.caches.tile_offsets[id(a.mapping)][1] is kept and cc.caches.tile_base_last[0] is d.mapping)
 
     monkeypatch.setattr(compile_mod, "check_graph", check)
     compiled = compile_mod.compile_graph(g, P.Copy(a, b))
-    assert seen == [True] and compiled.caches.tile_base_last is None
+    assert seen == [True, True] and compiled.caches.tile_base_last is None
 
 
 def test_send_side_patterns_are_the_receive_order_restricted():

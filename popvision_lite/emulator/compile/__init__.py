@@ -124,6 +124,9 @@ def compile_graph(graph: Graph, program: P.Program, outline: bool = False,
         copy_memo.attach(c)
     used_cs = {c.progs[pid].prog.cs.id for pid in c.leaves if isinstance(c.progs[pid].prog, P.Execute)}
     check_program_graph(c)
+    # the tensors whose tile bases a copy reads: the graph check keeps them for the copies (memory._tile_base)
+    c.caches.copy_mappings = frozenset(id(ep.tensor.mapping) for pid in c.leaves
+                                       if isinstance(p := c.progs[pid].prog, P.Copy) for ep in (p.src, p.dst))
     check_graph(c, used_cs, c.caches.check_memo)
     tick = _Ticker(progress, len(c.leaves))
     c.caches.tile_base_last = None  # (memory._tile_base: the check's last tensor)

@@ -85,6 +85,8 @@ class CompileCaches:
     exec_memo: dict | None = None                   # compute-set content -> its costs (shared only)
     array_digests: dict = field(default_factory=dict)  # (id(array), shift) -> (array, digest): cached_digest
     copy_runs: dict = field(default_factory=dict)  # id(endpoint) -> the run bounds / runs the copy's key read
+    # ids of the mappings of the copies' endpoint tensors: the graph check keeps their tile bases (memory._tile_base)
+    copy_mappings: frozenset = frozenset()
     # -- until vertex memory is done (memory.py)
     tile_offsets: dict = field(default_factory=dict)   # id(mapping) -> (mapping, tile base per interval)
     tile_base_last: tuple | None = None                # the graph check's last one-off tile base (not kept)
@@ -93,6 +95,7 @@ class CompileCaches:
     def drop_step_caches(self) -> None:
         self.copy_memo, self.copy_keys_used, self.check_memo = {}, None, None
         self.check_keys_used, self.exec_memo, self.array_digests, self.copy_runs = set(), None, {}, {}
+        self.copy_mappings = frozenset()
 
     def drop_layout(self) -> None:
         self.tile_offsets, self.tile_base_last, self.rows_adjacent = {}, None, {}

@@ -23,9 +23,13 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
     """Per mapping interval: its tile offset (tile_offsets) less its first flat element, so that element
     e of interval k sits at ``base[k] + e`` in tile memory (one gather per element in tile_addr).  Cached
     for the compile; ``keep=False``: not added to the cache (the graph check's one-off use, so that the
-    cache grows only as the copies and vertex memory read it), only the last one kept until the check ends."""
+    cache grows only as the copies and vertex memory read it), only the last one kept until the check ends,
+    unless a copy's endpoint tensor has this mapping (``caches.copy_mappings``): a copy compiled afresh reads
+    it again (tile_addr), so the check's base is kept rather than computed twice."""
     cache = c.caches.tile_offsets
     key = id(mapping)
+    if not keep and key in c.caches.copy_mappings:
+        keep = True
     if key not in cache:
         last = c.caches.tile_base_last
         if not keep and last is not None and last[0] is mapping:
