@@ -283,10 +283,11 @@ class Regions(Field):
             raise EmulatorError(f"field on tensor '{tensor.name}': {n} starts but {len(sizes)} sizes")
         one = self.regular or (n > 0 and sizes.strides[0] == 0)  # one size for every vertex
         if n:
-            # (one pass each: the fields of an elementwise op pass the same arrays, a tensor's size apart)
-            lo, smin = int(starts.min()), int(sizes.flat[0] if one else sizes.min())
+            # max(starts) + max(sizes) bounds every end: the ends (a full-size sum) only when it passes the end
+            lo, shi, smin = int(starts.min()), int(starts.max()), int(sizes.flat[0] if one else sizes.min())
             smax = smin if one else int(sizes.max())
-            hi = int(starts.max()) + smin if one else int(np.add(starts, sizes, dtype=np.int64).max())
+            end = shi + smax
+            hi = end if one or end <= tensor.size else int(np.add(starts, sizes, dtype=np.int64).max())
             if lo < 0 or hi > tensor.size or smin < 0:
                 raise EmulatorError(
                     f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "

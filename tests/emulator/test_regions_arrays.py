@@ -49,5 +49,11 @@ def test_a_region_outside_the_tensor_is_refused(mk2, dtype):
     for starts, sizes in (([4990], [11]), ([-1], [2]), ([0], [-1]), ([2**31 - 2], [5]), ([0, 4999], 2)):
         with pytest.raises(EmulatorError, match="outside its 5000 elements"):
             x.regions(np.asarray(starts, dtype), sizes if np.ndim(sizes) == 0 else np.asarray(sizes, dtype))
+    # max(starts) + max(sizes) passes the end while every region's own end does not: accepted; refused where the
+    # region ending past the tensor is not the one with the largest start
+    ok = x.regions(np.asarray([0, 4990], dtype), np.asarray([4999, 5], dtype))
+    assert np.array_equal(ok.elems(), [4999, 5])
+    with pytest.raises(EmulatorError, match="outside its 5000 elements"):
+        x.regions(np.asarray([4000, 4990], dtype), np.asarray([1001, 5], dtype))
     with pytest.raises(EmulatorError, match="2 starts but 1 sizes"):
         x.regions(np.asarray([0, 1], dtype), np.asarray([1], dtype))

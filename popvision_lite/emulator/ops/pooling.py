@@ -295,6 +295,32 @@ def avg_pool_bwd(ctx: OpContext, dy, index, n_rows: int, name: str):
     return pool(ctx, dy, win, "sum", name, scale=1.0 / k)
 
 
+def _interval_work_lists(win: np.ndarray, r0: np.ndarray, r1: np.ndarray):
+    """Per row interval [r0[i], r1[i]) (a tile's rows): the windows its rows read, sorted, once each
+    (concatenated over the intervals: ``src``, ``counts[i]`` of them for interval i) and each row's work list,
+    the positions of its windows among its interval's (-1 where ``win`` is -1).
+
+    The same arrays as ``np.unique(w[w >= 0], return_inverse=True)`` interval by interval, from one sort of
+    (interval, window) keys over all the intervals' rows (rows outside every interval keep -1)."""
+    r0, r1 = np.asarray(r0, np.int64), np.asarray(r1, np.int64)
+    n_iv, kc = len(r0), win.shape[1]
+    work = np.full(win.shape, -1, dtype=np.int64)
+    lens = r1 - r0
+    rows = np.repeat(r0 - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    w = win[rows]
+    valid = w >= 0
+    vals = w[valid]
+    iv = np.repeat(np.repeat(np.arange(n_iv, dtype=np.int64), lens), valid.sum(axis=1))
+    span = int(vals.max()) + 1 if len(vals) else 1
+    keys, pos = np.unique(iv * span + vals, return_inverse=True)  # sorted by interval, then window
+    first = np.searchsorted(keys, np.arange(n_iv, dtype=np.int64) * span)
+    counts = np.diff(np.append(first, len(keys)))
+    wr = np.full((len(rows), kc), -1, dtype=np.int64)
+    wr[valid] = pos.reshape(-1) - first[iv]
+    work[rows] = wr
+    return work, keys % span, counts
+
+
 def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
     """dx of max pooling: every element equal to its window's max gets the window's gradient.
 
@@ -314,20 +340,11 @@ def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
                       min_bytes=3 * _basic()._nbytes(x))
     rows_map = ctx.row_mapping(R_in, c)
     r0, r1 = rows_map.start // c, rows_map.stop // c
-    # per tile interval: the windows its rows read (once each) and each row's positions among them
-    work = np.full((R_in, kc), -1, dtype=np.int64)
-    used = []
-    for a, b in zip(r0.tolist(), r1.tolist(), strict=True):
-        w = win[a:b]
-        u, pos = np.unique(w[w >= 0], return_inverse=True)
-        work[a:b][w >= 0] = pos
-        used.append(u)
-    counts = np.array([len(u) for u in used], dtype=np.int64)
+    work, src, counts = _interval_work_lists(win, r0, r1)
     off = np.cumsum(counts) - counts
     keep = counts > 0
     local_map = M.intervals(rows_map.tile[keep], off[keep] * c, (off + counts)[keep] * c)
     total = int(counts.sum())
-    src = np.concatenate(used) if used else np.zeros(0, np.int64)
     ys, yd, yl = _window_runs(src[None, :])
     bufs = []
     for t, label in ((y, "fwd_out"), (dy, "grad_windows")):

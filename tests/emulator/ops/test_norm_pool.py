@@ -87,6 +87,23 @@ def test_invert_windows_lists_every_reader():
         assert sorted(inv[r][inv[r] >= 0]) == want
 
 
+def test_interval_work_lists_match_a_unique_per_interval():
+    """max_pool_bwd's work lists from one sort equal np.unique's, interval by interval (rows outside every
+    interval, empty intervals and rows reading no window included)."""
+    rng = np.random.default_rng(5)
+    win = rng.integers(-1, 9, size=(23, 3))
+    win[4:7] = -1
+    r0, r1 = np.array([0, 5, 5, 12]), np.array([5, 5, 12, 20])  # rows 20-22 in no interval
+    work, src, counts = PL._interval_work_lists(win, r0, r1)
+    want, used = np.full(win.shape, -1), []
+    for a, b in zip(r0, r1, strict=True):
+        u, pos = np.unique(win[a:b][win[a:b] >= 0], return_inverse=True)
+        want[a:b][win[a:b] >= 0] = pos
+        used.append(u)
+    assert np.array_equal(counts, [len(u) for u in used]) and np.array_equal(src, np.concatenate(used))
+    assert np.array_equal(work, want) and work.dtype == src.dtype == counts.dtype == np.int64
+
+
 def _numgrad(f, x, eps=1e-3):
     g = np.zeros_like(x)
     it = np.nditer(x, flags=["multi_index"])
