@@ -233,8 +233,16 @@ def attr(ds, name: str):
     ``ds.attrs.get(name)`` returns it; None when it has none (asked of HDF5 alone, without h5py's objects)."""
     import h5py
 
-    if isinstance(ds, Stored) and not h5py.h5a.exists(ds.id, name.encode()):
-        return None
+    if isinstance(ds, Stored):
+        key = name.encode()
+        if not h5py.h5a.exists(ds.id, key):
+            return None
+        a = h5py.h5a.open(ds.id, key)
+        dt = a.dtype
+        if a.shape == () and dt.kind == "S":  # one fixed-length string (the writer's): read as h5py reads it
+            value = np.zeros((), dtype=dt)
+            a.read(value, mtype=h5py.h5t.py_create(dt))
+            return value[()]
     return _high(ds).attrs.get(name)
 
 

@@ -168,7 +168,7 @@ class Profile:
         path = f"arrays/{name}"
         if path not in self._names:
             raise self._err(f"array '{name}' is not a dataset")
-        ds = self._safe.get(path)
+        ds = self._safe.stored(path)  # its shape and dtype checked here; h5py's object made when it is read
         if ds.shape is None:
             raise self._err(f"array '{name}' is not a dataset")
         return ds
@@ -336,7 +336,7 @@ class Profile:
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
                     if len(cats) and len(pd.unique(cats)) == len(cats):  # codes one-to-one with the texts
                         self._codes[(name, col)] = vals
-                    vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
+                    vals = _expand(cats, vals) if len(cats) else np.array([""] * len(vals), dtype=object)
                 elif vals.dtype.kind not in consistency.NUMERIC_KINDS:
                     raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}, "
                                     f"expected {want}")
@@ -644,6 +644,17 @@ class _RowCounts(dict):
     def __missing__(self, name: str) -> int:
         n = self[name] = self._rows_of(name)
         return n
+
+
+def _expand(cats: np.ndarray, codes: np.ndarray):
+    """The texts of a dictionary column: ``cats[codes]``, as the array pandas makes of it.  Where pandas stores text
+    in its string dtype (pandas 3), the (few) categories are converted once and taken by code, instead of
+    converting every row's text when the table's frame is built; the column is the same.  (No rows: pandas keeps
+    an empty column of objects as objects, so it stays one.)"""
+    if not len(codes):
+        return cats[codes]
+    array = pd.Series(cats, copy=False).array
+    return array.take(codes) if isinstance(array.dtype, pd.StringDtype) else cats[codes]
 
 
 def _with_derived(name: str, df: pd.DataFrame, target) -> pd.DataFrame:
