@@ -380,7 +380,7 @@ class Profile:
                 return self._tables[name].copy(deep=False)
             df = self._read_table(name)
             # before any view or analysis sees it (the row counts of the tables it refers to are read here)
-            codes = {c: v for (t, c), v in self._codes.items() if t == name}
+            codes = {c: self._codes.pop((t, c)) for (t, c) in list(self._codes) if t == name}  # used once
             self._guard(lambda: consistency.check_table(name, df, self._counts, self._err, self.target.num_tiles,
                                                         codes), f"table '{name}'")
             self._check_between(name, df)

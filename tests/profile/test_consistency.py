@@ -93,6 +93,25 @@ def test_duplicate_variable_on_a_tile(base, tmp_path):
     _table_error(f, "variable_tiles", "row 5", "listed twice")
 
 
+@pytest.mark.parametrize("same_code", [True, False], ids=["same code", "a repeated category"])
+def test_duplicate_vertex_row(base, tmp_path, same_code):
+    """A (cs_id, codelet, tile) listed twice is refused, whether the two rows share the codelet's dictionary code or
+    name the same text through two categories (the key then comes from the texts, not the codes: decision 0455)."""
+    f = tmp_path / "dup_vertex.pvl"
+    f.write_bytes(base.read_bytes())
+    with fz._h5(f) as h:
+        for c in ("cs_id", "codelet", "tile"):
+            v = h[f"tables/vertices/{c}"][()]
+            v[5] = v[4]
+            if c == "codelet" and not same_code:  # row 5 names row 4's text through a new, repeated category
+                cats = list(h["tables/vertices/codelet.categories"][()])
+                cats.append(cats[v[4]])
+                v[5] = len(cats) - 1
+                fh._replace(h, "tables/vertices/codelet.categories", data=np.array(cats))
+            fh._replace(h, f"tables/vertices/{c}", data=v)
+    _table_error(f, "vertices", "row 5", "listed twice")
+
+
 def test_a_one_mib_name_is_refused(base, tmp_path):
     """A 1 MiB op name froze Insights for ~110 s."""
     f = tmp_path / "long.pvl"
