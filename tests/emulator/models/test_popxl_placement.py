@@ -12,6 +12,7 @@ from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
+from tests.support.emulations import shared_run
 
 SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512, recompute=True)
 
@@ -35,7 +36,7 @@ def test_two_d_shard_splits_hidden_by_the_second_axis():
 
 
 def test_two_d_matmuls_take_a_quarter_and_add_the_published_all_reduces():
-    full = run_model(make_config("gpt2-small", **SMALL), timing_only=True)
+    full = shared_run(make_config("gpt2-small", **SMALL), timing_only=True)  # test_gpt_scale's too
     two = run_model(make_config("gpt2-small", tensor_parallel=2, tensor_parallel_2=2, **SMALL), timing_only=True)
     a, b = _ops(full), _ops(two)
     # q (tokens x hidden/t2 x width/t1) and FFN-in a quarter of the MACs; the attention core runs heads/t1 on every
