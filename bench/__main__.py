@@ -109,6 +109,8 @@ NOT_BENCHMARKS: dict[str, str] = {
                      "not a speed benchmark",
     "dependency_floors": "installs the lowest dependency versions pyproject.toml allows in a fresh venv and checks "
                          "they work (decision 0201): a compatibility check, not a speed benchmark",
+    "notebook_kernel": "runs examples/notebook_tour.ipynb in a real Jupyter kernel (extra notebook-kernel; decision "
+                       "0465): a check, not a speed benchmark; the suite runs its cells in one interpreter",
     "gpu_ops": "accuracy check of the GPU estimate per op against measured A100 kernels (docs/gpu-estimate.md), "
                "not a speed benchmark",
 }

@@ -275,6 +275,27 @@ def test_double_click_expands_ipu(view):
 def test_plot_items(view):
     items = view.plot_items()
     assert {"execution", "steps", "per_step", "imbalance"} <= set(items)
+    for vb in (view.phase_vb, view.step_vb, view.tile_vb, view.chart_vb, view.imb_vb):
+        assert vb.menu is None and not vb.menuEnabled()   # the lanes have no context menu
+
+
+def test_the_lanes_build_no_context_menu(qtbot, path, monkeypatch):
+    """The lanes have no context menu, so none is built for them (a ViewBoxMenu per lane was built, then
+    dropped)."""
+    import importlib
+
+    vb_module = importlib.import_module("pyqtgraph.graphicsItems.ViewBox.ViewBox")
+    built = []
+    real = vb_module.ViewBoxMenu
+    monkeypatch.setattr(vb_module, "ViewBoxMenu", lambda vb: built.append(vb) or real(vb))
+    doc = Document(pvl.open(path))
+    try:
+        v = ExecutionView(doc)
+        qtbot.addWidget(v)
+        lanes = {v.phase_vb, v.step_vb, v.tile_vb, v.chart_vb, v.imb_vb}
+        assert not lanes & set(built) and v.tile_vb.menu is None
+    finally:
+        doc.close()
 
 
 def _wheel(view, vb, x_view, mods, delta=120):

@@ -235,7 +235,9 @@ def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, t
 
 
 def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(client, tmp_path, capsys):
-    """The real command on its own LocalCluster, on a machine with every core busy: Ctrl+C (SIGINT to the
+    """The real command on its own LocalCluster (one worker: its process, its fork server and the point in flight
+    are the kinds of process a Ctrl+C must stop; a second worker adds one more of each and ~2 s of CPU), on a
+    machine with every core busy: Ctrl+C (SIGINT to the
     process group, as a terminal sends it) ends it with status 130 and one line, no traceback, no temp files;
     once the command has exited no process of its group is left and no row appears after the table was
     written.  The same command then resumes the folder."""
@@ -243,7 +245,7 @@ def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(client, t
     n = 8
     cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
            "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
-           "--workers", "2", "-o", str(out)]
+           "--workers", "1", "-o", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
                             start_new_session=True)
     try:

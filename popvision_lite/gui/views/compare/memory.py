@@ -142,7 +142,7 @@ class CompareMemoryPage(QWidget):
         self.map_d.set_outlined(both if on else [])
 
     def _heat_plot(self, title: str) -> pg.PlotItem:
-        p = pg.PlotItem()
+        p = pg.PlotItem(enableMenu=False)  # no context menu: none built
         p.setTitle(title, size="10pt")
         p.setAspectLocked(True)
         p.invertY(True)

@@ -67,13 +67,13 @@ class RunTimeline:
         self.header = pg.LabelItem(justify="left")
         self.header_text = run_header(who, label, profile, self.rt, self.spans, summary)
         layout.addItem(self.header, row=row, col=0)
-        self.phase_plot = layout.addPlot(row=row + 1, col=0)
+        self.phase_plot = layout.addPlot(row=row + 1, col=0, enableMenu=False)  # no context menu: none built
         self.phase_plot.setFixedHeight(54)
         self.phase_plot.hideAxis("bottom")
         self.phase_plot.getAxis("left").setTicks([[(0.5, "phases")]])
         self.phase_band = PhaseBandItem(self.spans)
         self.phase_plot.addItem(self.phase_band)
-        self.step_plot = layout.addPlot(row=row + 2, col=0, axisItems={"left": LaneAxis(self.nipu)})
+        self.step_plot = layout.addPlot(row=row + 2, col=0, axisItems={"left": LaneAxis(self.nipu)}, enableMenu=False)
         self.step_plot.invertY(True)  # IPU 0 at the top, as in the single-profile Execution view's tile lanes
         self.step_plot.setMinimumHeight(90)
         self.step_lane = StepLaneItem(self.index, self.nipu, profile.stored_table("steps") if self.nipu > 1 else None)

@@ -105,18 +105,20 @@ def _frame(view) -> None:
 
 
 def _lanes(view) -> None:
-    """Four plots in one layout, x axes linked: step lane, tile lanes, cycles per step, tile imbalance."""
+    """Four plots in one layout, x axes linked: step lane, tile lanes, cycles per step, tile imbalance.  The lanes
+    have no context menu, so their view boxes are made without one (a ViewBoxMenu is built otherwise, then
+    dropped)."""
     c = view.canvas.ci
     c.setSpacing(2)
     # the training step's phases, named at every zoom (phases.py)
-    view.phase_vb = LaneViewBox(zoom_y=False)
+    view.phase_vb = LaneViewBox(zoom_y=False, enableMenu=False)
     view.phase_plot = c.addPlot(row=0, col=0, viewBox=view.phase_vb)
     view.phase_plot.setFixedHeight(54)
     view.phase_plot.hideAxis("bottom")
     view.phase_plot.getAxis("left").setTicks([[(0.5, "phases")]])
     view.phase_plot.setYRange(0, 1, padding=0)
     view.phase_plot.setMouseEnabled(x=True, y=False)
-    view.step_vb = LaneViewBox(zoom_y=False)
+    view.step_vb = LaneViewBox(zoom_y=False, enableMenu=False)
     # one sub-lane per IPU (y = ipu / n), named as far as the lane's pixels allow; y grows down, so IPU 0 is at
     # the top as in the tile lanes below
     view.step_plot = c.addPlot(row=1, col=0, viewBox=view.step_vb, axisItems={"left": LaneAxis(view.nipu)})
@@ -125,20 +127,20 @@ def _lanes(view) -> None:
     view.step_plot.hideAxis("bottom")
     view.step_plot.setYRange(0, 1, padding=0)
     view.step_plot.setMouseEnabled(x=True, y=False)
-    view.tile_vb = LaneViewBox(zoom_y=True)
+    view.tile_vb = LaneViewBox(zoom_y=True, enableMenu=False)
     view.tile_axis = TileAxis(view.tpi, view.nipu)
     view.tile_plot = c.addPlot(row=2, col=0, viewBox=view.tile_vb, axisItems={"left": view.tile_axis})
     view.tile_plot.invertY(True)
     view.tile_plot.setLabel("left", "IPU : tile")
     view.tile_plot.hideAxis("bottom")
     view.tile_plot.setMinimumHeight(120)
-    view.chart_vb = LaneViewBox(zoom_y=False)
+    view.chart_vb = LaneViewBox(zoom_y=False, enableMenu=False)
     view.chart_plot = c.addPlot(row=3, col=0, viewBox=view.chart_vb, axisItems={"left": CountAxis("left")})
     view.chart_plot.setMaximumHeight(160)
     view.chart_plot.setMinimumHeight(80)
     view.chart_plot.setLabel("left", "cycles / step")
     view.chart_plot.hideAxis("bottom")
-    view.imb_vb = LaneViewBox(zoom_y=False)
+    view.imb_vb = LaneViewBox(zoom_y=False, enableMenu=False)
     view.imb_plot = c.addPlot(row=4, col=0, viewBox=view.imb_vb)
     view.imb_plot.setMaximumHeight(160)
     view.imb_plot.setMinimumHeight(110)

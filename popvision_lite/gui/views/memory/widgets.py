@@ -116,7 +116,7 @@ def _build_heatmap(view) -> None:
     view.heat_widget = pg.GraphicsLayoutWidget()
     view.heat_widget.setToolTip("")
     view.heat_widget.setAntialiasing(False)  # crisp tile pixels, and cheaper to draw
-    view.heat_plot = view.heat_widget.addPlot(row=0, col=0)
+    view.heat_plot = view.heat_widget.addPlot(row=0, col=0, enableMenu=False)  # no menu: none built
     hp = view.heat_plot
     hp.setAspectLocked(True)
     hp.invertY(True)
