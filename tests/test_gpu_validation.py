@@ -8,6 +8,7 @@ import pytest
 
 from popvision_lite import gpu_validation as gv
 from popvision_lite.analysis import gpu_parallel as gp
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
 from tests.support.transformer_kernels import two_layer_kernels
 
 
@@ -68,13 +69,22 @@ def test_one_benchmarks_failure_does_not_stop_the_others():
     assert len(out) == 3 and all("RuntimeError: no" in r.error for r in out)
 
 
-def test_the_op_list_reads_the_emulated_runs_config():
+def test_the_op_list_reads_the_emulated_runs_config(monkeypatch):
     # the op list is built from a real emulation (here BERT-Large's graph at a toy size): its config comes from
-    # the run record (the path `validate` broke on when the record became typed)
+    # the run record (the path `validate` broke on when the record became typed).  Emulated on the tests' device
+    # (decision 0395): the op list is the GPU's lowering of the model's pass, whatever the IPU's tile count
+    # (2.4 -> 1.0 s); gv._emulate's own call is kept, its device swapped under it
+    from popvision_lite.emulator.models import emulated as E
+
+    real, asked = E.run_model, []
+    monkeypatch.setattr(E, "run_model", lambda cfg, device, *a, **kw: (asked.append(device),
+                                                                       real(cfg, SMALL, *a, **kw))[1])
+
     def small(model, **cfg):
         return gv._emulate(model, **{**cfg, "layers": 2, "hidden": 64, "heads": 2, "ffn": 256, "vocab": 512})
 
     ops = gv.op_list("BERT", emulate=small)
+    assert asked == ["ipu-mk2"]
     assert (ops.cfg["hidden"], ops.cfg["layers"], ops.cfg["seq"]) == (64, 2, gv.BERT_SEQ)
     assert ops.samples_per_pass == 8 and ops.params > 0 and ops.scores_kept
     assert (ops.kernels["name"].str.contains("fused_attention")).any()

@@ -385,20 +385,34 @@ def worker_split(tensor, workers: int = 6, grain: int = 1):
 
 
 def _worker_split(m: Mapping, workers: int, grain: int):
+    """worker_split's pieces.  Intervals of one length (the commonest large mapping: a tensor in equal grains, a
+    matmul's output rows) are cut alike: the pieces of one such interval, placed at every interval's start."""
+    n = len(m)
+    if n > 1:
+        length = int(m.stop[0] - m.start[0])
+        if int(m.stop[-1] - m.start[-1]) == length and np.all(m.stop - m.start == length):
+            zero = np.zeros(1, np.int64)
+            _, offs, sizes = _split_table(zero, zero, np.array([length], np.int64), workers, grain)
+            starts = (m.start[:, None] + offs).reshape(-1)
+            return np.repeat(m.tile, len(offs)), starts, np.tile(sizes, n)
+    return _split_table(m.tile, m.start, m.stop, workers, grain)
+
+
+def _split_table(tile, start, stop, workers: int, grain: int):
     """worker_split's pieces: every interval's up to ``workers`` pieces as one row of an (intervals, workers)
     table (piece k of an interval at start + k * its piece length), the table's real pieces kept in row order:
     the pieces in interval then piece order, as one np.repeat per array gave them, in a few passes."""
-    length = m.stop - m.start
+    length = stop - start
     grains = -(-length // grain)
     pieces = np.minimum(grains, workers)
     per = -(-grains // np.maximum(pieces, 1)) * grain
     k = np.arange(workers, dtype=np.int64)
-    starts = m.start[:, None] + k * per[:, None]
-    sizes = np.minimum(starts + per[:, None], m.stop[:, None])
+    starts = start[:, None] + k * per[:, None]
+    sizes = np.minimum(starts + per[:, None], stop[:, None])
     sizes -= starts
     keep = sizes > 0
     if workers > 1 and int(pieces.min(initial=workers)) < workers:
         keep &= k < pieces[:, None]
     if keep.all():
-        return np.repeat(m.tile, workers), starts.reshape(-1), sizes.reshape(-1)
-    return np.broadcast_to(m.tile[:, None], keep.shape)[keep], starts[keep], sizes[keep]
+        return np.repeat(tile, workers), starts.reshape(-1), sizes.reshape(-1)
+    return np.broadcast_to(tile[:, None], keep.shape)[keep], starts[keep], sizes[keep]

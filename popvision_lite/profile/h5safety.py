@@ -107,7 +107,7 @@ def check_dataset(ds, name: str, err) -> int:
     import h5py
 
     dsid = ds.id  # low-level calls: this runs for every dataset a reader touches
-    plist = dsid.get_create_plist()
+    plist = ds.plist if isinstance(ds, Stored) else dsid.get_create_plist()
     layout = plist.get_layout()
     if layout == h5py.h5d.VIRTUAL:
         raise err(f"dataset '{name}' is a virtual dataset (data mapped from other files); "
@@ -180,6 +180,78 @@ def _text(v) -> str:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+class Stored:
+    """A dataset opened with HDF5's low-level API (``h5py.h5d``): the attributes of h5py's ``Dataset`` that
+    :func:`check_dataset`, :class:`ChunkGuard` and :func:`read_all` use (``id``, ``shape``, ``dtype``, ``chunks``,
+    ``size``, with h5py's meanings), without building h5py's high-level object, its property caches and its
+    registry entry for each of a table's columns (most of a table read's CPU before decision 0455)."""
+
+    __slots__ = ("id", "shape", "dtype", "chunks", "size", "plist")
+
+    def __init__(self, dsid):
+        import h5py
+
+        self.id = dsid
+        plist = self.plist = dsid.get_create_plist()  # read once for the checks too
+        self.chunks = plist.get_chunk() if plist.get_layout() == h5py.h5d.CHUNKED else None
+        space = dsid.get_space()
+        null = space.get_simple_extent_type() == h5py.h5s.NULL
+        self.shape = None if null else space.shape
+        self.dtype = dsid.dtype
+        self.size = None if null else math.prod(self.shape)
+
+
+def read_all(ds):
+    """All of dataset ``ds`` (a :class:`Stored` or an h5py ``Dataset``) as h5py's ``ds[()]`` returns it.  A 1-D
+    dataset of numbers or fixed-length bytes is read by one low-level ``read`` into a fresh array (what h5py's
+    fast reader does for it); anything else goes through h5py's ``Dataset`` as before."""
+    import h5py
+
+    dt = ds.dtype
+    if isinstance(ds, Stored) and ds.shape is not None and len(ds.shape) == 1 and dt.kind in "iufbS":
+        arr = np.empty(ds.shape, dtype=dt)
+        if arr.size:
+            ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, arr)
+        return arr
+    return _high(ds)[()]
+
+
+def read_text(ds, encoding: str = "utf-8"):
+    """``ds.asstr(encoding)[()]`` of h5py for dataset ``ds`` (a :class:`Stored` or an h5py ``Dataset``): a
+    1-D dataset of fixed-length strings is read by :func:`read_all` and decoded as h5py does (strict)."""
+    import h5py
+
+    if (isinstance(ds, Stored) and ds.shape is not None and len(ds.shape) == 1 and ds.dtype.kind == "S"
+            and h5py.check_string_dtype(ds.dtype) is not None):
+        raw = read_all(ds)
+        return np.array([b.decode(encoding) for b in raw.tolist()], dtype=object).reshape(raw.shape)
+    return _high(ds).asstr(encoding)[()]
+
+
+def attr(ds, name: str):
+    """Attribute ``name`` of dataset ``ds`` (a :class:`Stored` or an h5py ``Dataset``) as h5py's
+    ``ds.attrs.get(name)`` returns it; None when it has none (asked of HDF5 alone, without h5py's objects)."""
+    import h5py
+
+    if isinstance(ds, Stored):
+        key = name.encode()
+        if not h5py.h5a.exists(ds.id, key):
+            return None
+        a = h5py.h5a.open(ds.id, key)
+        dt = a.dtype
+        if a.shape == () and dt.kind == "S":  # one fixed-length string (the writer's): read as h5py reads it
+            value = np.zeros((), dtype=dt)
+            a.read(value, mtype=h5py.h5t.py_create(dt))
+            return value[()]
+    return _high(ds).attrs.get(name)
+
+
+def _high(ds):
+    import h5py
+
+    return h5py.Dataset(ds.id) if isinstance(ds, Stored) else ds
+
+
 class DatasetGuard:
     """Datasets of one open file, each checked (:func:`check_dataset`) once before it is first used."""
 
@@ -188,9 +260,17 @@ class DatasetGuard:
         self._size = int(file_size)
         self._err = err
         self._path = path
-        self._ok: dict = {}
+        self._ok: dict = {}  # name -> h5py Dataset, checked
+        self._low: dict = {}  # name -> Stored, checked
+        self._opened: dict = {}  # name -> DatasetID whose shape was read (shape), not yet checked
         self._stored = 0
         self._heap_ok: set[str] = set()
+
+    def _count(self, ds, name: str) -> None:
+        self._stored += check_dataset(ds, name, self._err)
+        if self._stored > self._size:
+            raise self._err(f"datasets claim {self._stored} stored bytes but the file has {self._size}; "
+                            f"chunks are shared or the file is corrupt")
 
     def get(self, name: str):
         """The h5py dataset at ``name`` (e.g. 'tables/ops/name'), checked; an error naming it when it is
@@ -200,17 +280,45 @@ class DatasetGuard:
         ds = self._ok.get(name)
         if ds is not None:
             return ds
+        low = self._low.get(name)
+        if low is not None:  # checked already (stored)
+            ds = self._ok[name] = h5py.Dataset(low.id)
+            return ds
         obj = self._f.get(name)
         if obj is None:
             raise self._err(f"missing dataset '{name}'")
         if not isinstance(obj, h5py.Dataset):
             raise self._err(f"'{name}' is not a dataset")
-        self._stored += check_dataset(obj, name, self._err)
-        if self._stored > self._size:
-            raise self._err(f"datasets claim {self._stored} stored bytes but the file has {self._size}; "
-                            f"chunks are shared or the file is corrupt")
+        self._count(obj, name)
         self._ok[name] = obj
         return obj
+
+    def stored(self, name: str) -> Stored:
+        """The dataset at ``name`` as a :class:`Stored`, checked as :meth:`get` checks it (once per name,
+        whichever of the two asks first); an error naming it when it is missing or not a dataset."""
+        low = self._low.get(name)
+        if low is not None:
+            return low
+        ds = self._ok.get(name)
+        if ds is not None:
+            low = Stored(ds.id)
+        else:
+            oid = self._opened.pop(name, None)
+            low = Stored(self._open(name) if oid is None else oid)
+            self._count(low, name)
+        self._low[name] = low
+        return low
+
+    def _open(self, name: str):
+        import h5py
+
+        try:
+            oid = h5py.h5o.open(self._f.id, name.encode())
+        except KeyError:
+            raise self._err(f"missing dataset '{name}'") from None
+        if not isinstance(oid, h5py.h5d.DatasetID):
+            raise self._err(f"'{name}' is not a dataset")
+        return oid
 
     def shape(self, name: str):
         """The shape of the dataset at ``name`` (None for a null dataspace), read from its dataspace alone:
@@ -219,14 +327,13 @@ class DatasetGuard:
         import h5py
 
         ds = self._ok.get(name)
+        if ds is None:
+            ds = self._low.get(name)
         if ds is not None:
             return ds.shape
-        try:
-            oid = h5py.h5o.open(self._f.id, name.encode())
-        except KeyError:
-            raise self._err(f"missing dataset '{name}'") from None
-        if not isinstance(oid, h5py.h5d.DatasetID):
-            raise self._err(f"'{name}' is not a dataset")
+        oid = self._opened.get(name)
+        if oid is None:
+            oid = self._opened[name] = self._open(name)  # kept for stored(), which checks it
         space = oid.get_space()
         return None if space.get_simple_extent_type() == h5py.h5s.NULL else space.shape
 
@@ -301,7 +408,7 @@ class ChunkGuard:
         if info is None:
             blosc = False
             if ds.chunks is not None:
-                plist = ds.id.get_create_plist()
+                plist = ds.plist if isinstance(ds, Stored) else ds.id.get_create_plist()
                 blosc = any(plist.get_filter(i)[0] == BLOSC_FILTER for i in range(plist.get_nfilters()))
             info = self._info[name] = (blosc, _chunk_bytes(ds) if ds.chunks is not None else 0)
         return info

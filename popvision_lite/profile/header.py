@@ -152,7 +152,7 @@ def check_ipu_rows(names, safe, name: str, shape: tuple[int, ...], err: Err) -> 
     rname = schema.rows_of(name)
     if f"arrays/{rname}" not in names:
         raise err(f"missing array '{rname}' (the step and IPU of each stored row of '{name}')")
-    ds = safe.get(f"arrays/{rname}")
+    ds = safe.stored(f"arrays/{rname}")
     got = None if ds.shape is None else tuple(ds.shape)
     if got != (stored, 2):
         raise err(f"array '{name}' stores {stored} rows {tuple(shape)} but '{rname}' has shape {got}, expected "

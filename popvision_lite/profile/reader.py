@@ -115,6 +115,7 @@ class Profile:
         if fd is not None:
             st = os.fstat(fd)  # the size of the file open, for the same reason
         self._cached: dict = {}
+        self._codes: dict[tuple[str, str], np.ndarray] = {}  # (table, text column) -> its dictionary codes
         try:
             # before any attribute or data is read: no link leading outside the file; each dataset is
             # checked (no undocumented filter or storage, no claim beyond what it stores) before its
@@ -167,7 +168,7 @@ class Profile:
         path = f"arrays/{name}"
         if path not in self._names:
             raise self._err(f"array '{name}' is not a dataset")
-        ds = self._safe.get(path)
+        ds = self._safe.stored(path)  # its shape and dtype checked here; h5py's object made when it is read
         if ds.shape is None:
             raise self._err(f"array '{name}' is not a dataset")
         return ds
@@ -181,7 +182,7 @@ class Profile:
             path = f"tables/{name}/{col}"
             if path not in self._names:
                 raise self._err(f"table '{name}' lacks column '{col}'")
-            shape = self._safe.get(path).shape if i == 0 else self._safe.shape(path)
+            shape = self._safe.stored(path).shape if i == 0 else self._safe.shape(path)
             if shape is None or len(shape) != 1:
                 raise self._err(f"table '{name}' column '{col}' is not a 1-D dataset")
             lengths.add(shape[0])
@@ -244,7 +245,7 @@ class Profile:
         """All of a (small) dataset, its chunks (or its strings' size) checked before it is decoded."""
         self._chunks.check(ds, name)
         self._safe.check_vlen_heap(ds, name)
-        return ds[()]
+        return h5safety.read_all(ds)
 
     def _read_rows(self, name: str, start: int, stop: int, tiles=None) -> np.ndarray:
         return step_tiles.read_rows(self, name, start, stop, tiles)
@@ -313,8 +314,9 @@ class Profile:
                                 f"{consistency.MAX_PHASES} phases")
             data = {}
             for col in schema.TABLE_COLUMNS[name]:
-                ds = self._safe.get(f"tables/{name}/{col}")
-                is_dict = header.as_str(ds.attrs.get("encoding")) == "dictionary"
+                # each column through HDF5's low-level API (h5safety.Stored), checked as h5py's objects were
+                ds = self._safe.stored(f"tables/{name}/{col}")
+                is_dict = header.as_str(h5safety.attr(ds, "encoding")) == "dictionary"
                 cpath = f"tables/{name}/{col}.categories"
                 if is_dict and cpath not in self._names:
                     raise self._err(f"table '{name}' column '{col}' lacks its categories")
@@ -324,22 +326,25 @@ class Profile:
                     raise self._err(f"table '{name}' column '{col}' has dtype {vals.dtype}"
                                     f"{' (text)' if is_dict else ''}, expected {want}")
                 if is_dict:
-                    cds = self._safe.get(cpath)
+                    cds = self._safe.stored(cpath)
                     self._chunks.check(cds, cpath)
                     self._safe.check_vlen_heap(cds, cpath)
-                    cats = cds.asstr("utf-8")[()]  # fixed-length UTF-8 (or old vlen)
+                    cats = h5safety.read_text(cds, "utf-8")  # fixed-length UTF-8 (or old vlen)
                     cats = np.asarray(cats, dtype=object)
                     consistency.check_categories(name, col, cats, self._err)
                     if vals.size and (vals.min() < 0 or vals.max() >= len(cats)):
                         raise self._err(f"table '{name}' column '{col}' has codes outside its categories")
-                    vals = cats[vals] if len(cats) else np.array([""] * len(vals), dtype=object)
+                    if len(cats) and len(pd.unique(cats)) == len(cats):  # codes one-to-one with the texts
+                        self._codes[(name, col)] = vals
+                    vals = _expand(cats, vals) if len(cats) else np.array([""] * len(vals), dtype=object)
                 elif vals.dtype.kind not in consistency.NUMERIC_KINDS:
                     raise self._err(f"table '{name}' column '{col}' has unsupported dtype {vals.dtype}, "
                                     f"expected {want}")
                 else:
                     vals = consistency.checked_numbers(name, col, vals, want, self.target, self._err)
                 data[col] = vals
-            df = pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]))
+            # the columns are arrays of their own (read, cast or decoded here): no copy into consolidated blocks
+            df = pd.DataFrame(data, columns=list(schema.TABLE_COLUMNS[name]), copy=False)
             if name == "steps" and len(df) and (df["end_cycle"] < df["start_cycle"]).any():
                 i = int(np.flatnonzero((df["end_cycle"] < df["start_cycle"]).to_numpy())[0])
                 raise self._err(f"table 'steps' row {i}: end_cycle is before start_cycle")
@@ -375,8 +380,9 @@ class Profile:
                 return self._tables[name].copy(deep=False)
             df = self._read_table(name)
             # before any view or analysis sees it (the row counts of the tables it refers to are read here)
-            self._guard(lambda: consistency.check_table(name, df, self._counts, self._err, self.target.num_tiles),
-                        f"table '{name}'")
+            codes = {c: self._codes.pop((t, c)) for (t, c) in list(self._codes) if t == name}  # used once
+            self._guard(lambda: consistency.check_table(name, df, self._counts, self._err, self.target.num_tiles,
+                                                        codes), f"table '{name}'")
             self._check_between(name, df)
             self._tables[name] = _with_derived(name, df, self.target)
         # a shallow copy: free under pandas' copy-on-write, and an edit of the returned frame never reaches the
@@ -638,6 +644,17 @@ class _RowCounts(dict):
     def __missing__(self, name: str) -> int:
         n = self[name] = self._rows_of(name)
         return n
+
+
+def _expand(cats: np.ndarray, codes: np.ndarray):
+    """The texts of a dictionary column: ``cats[codes]``, as the array pandas makes of it.  Where pandas stores text
+    in its string dtype (pandas 3), the (few) categories are converted once and taken by code, instead of
+    converting every row's text when the table's frame is built; the column is the same.  (No rows: pandas keeps
+    an empty column of objects as objects, so it stays one.)"""
+    if not len(codes):
+        return cats[codes]
+    array = pd.Series(cats, copy=False).array
+    return array.take(codes) if isinstance(array.dtype, pd.StringDtype) else cats[codes]
 
 
 def _with_derived(name: str, df: pd.DataFrame, target) -> pd.DataFrame:

@@ -102,7 +102,9 @@ class _Geom:
     def windows(self, k, stride, pad):
         key = (self.n, self.h, self.w, k, stride, pad)
         if key not in _Geom._cache:
-            _Geom._cache[key] = conv_windows(self.n, self.h, self.w, k, stride, pad)
+            idx, og = conv_windows(self.n, self.h, self.w, k, stride, pad)
+            idx.setflags(write=False)  # shared by the ops that gather it (ops/pooling.py scans it once)
+            _Geom._cache[key] = idx, og
         idx, (oh, ow) = _Geom._cache[key]
         return idx, _Geom(self.n, oh, ow)
 

@@ -19,6 +19,8 @@ from ``getPoolingCycles``).  Batch norm is in ``ops/norm_pool.py``.
 """
 
 
+import weakref
+
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
@@ -169,6 +171,25 @@ def _window_runs(index: np.ndarray):
     return flat[first], first, last - first + 1
 
 
+# id(index) -> (a weak reference to the index, whether it reads padding, its _window_runs): a read-only window
+# index (a model's, e.g. models/resnet.py's per geometry) is scanned once however many ops gather with it (a
+# convolution's forward and its weight update gather the same windows)
+_RUNS: dict[int, tuple] = {}
+
+
+def _index_runs(index: np.ndarray) -> tuple[bool, tuple]:
+    """(does ``index`` read padding, its :func:`_window_runs`), kept while a read-only ``index`` lives."""
+    if index.flags.writeable:
+        return bool(np.any(index < 0)), _window_runs(index)
+    key = id(index)
+    hit = _RUNS.get(key)
+    if hit is not None and hit[0]() is index:
+        return hit[1], hit[2]
+    out = bool(np.any(index < 0)), _window_runs(index)
+    _RUNS[key] = (weakref.ref(index, lambda _r, key=key: _RUNS.pop(key, None)), *out)
+    return out
+
+
 def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len=None, mapping=None,
                    label: str = "windows"):
     """Tensor (R, k * C) of rows ``index`` of x (rows of ``row_len`` elements; -1 -> ``fill``),
@@ -181,13 +202,13 @@ def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len
     if mapping is None:
         mapping = ctx.row_mapping(R, k * c)
     out = ctx.variable(f"{op}/{label}", (R, k * c), xt.dtype, mapping=mapping, op=op)
-    if np.any(index < 0):
+    padded, (src, dst, length) = _index_runs(index)
+    if padded:
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/{label}_fill"), op=op)
         tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
         ctx.graph.add_vertices(cs, CO.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
                                params={"value": np.float32(fill)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
-    src, dst, length = _window_runs(index)
     if len(src):
         ctx.add(P.Copy(xt.regions(src * c, length * c), out.regions(dst * c, length * c),
                        name=f"{op}/gather_{label}", op=op))

@@ -15,6 +15,7 @@ from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 from popvision_lite.profile import schema
 from tests.support.devices import ID as SMALL_DEVICE  # the shipped Mk2 cut to 92 tiles (decision 0395)
+from tests.support.emulations import shared_run
 
 SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512)
 
@@ -62,7 +63,7 @@ def _matmul_flops(run):
 
 def test_tensor_parallel_keeps_the_flops_and_adds_group_all_reduces():
     t = 4
-    a = run_model(make_config("gpt2-small", recompute=True, **SMALL), timing_only=True)
+    a = shared_run(make_config("gpt2-small", recompute=True, **SMALL), timing_only=True)  # test_popxl_placement's too
     b = run_model(make_config("gpt2-small", recompute=True, tensor_parallel=t, **SMALL), timing_only=True)
     assert b.cfg.ipus == t and b.profile_data.target.num_ipus == 1  # one IPU of the group drawn
     fa, fb = _matmul_flops(a), _matmul_flops(b) * t

@@ -8,6 +8,7 @@ from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.profile.schema import CATEGORY_CODE, STEP_KIND_CODE
 from tests.support.devices import ID as TEST_DEVICE  # the shipped Mk2 cut to 92 tiles (decision 0395)
+from tests.support.emulations import shared_run
 
 SMALL = {
     "mlp": dict(batch=8, hidden=16),
@@ -20,7 +21,7 @@ SMALL = {
 @pytest.mark.parametrize("model", sorted(SMALL))
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_emulated_training_step_matches_numpy(model, precision):
-    r = run_model(make_config(model, precision=precision, **SMALL[model]))
+    r = shared_run(make_config(model, precision=precision, **SMALL[model]))  # also the full run of the test below
     assert r.fits
     checks = r.numeric_checks
     # forward output, gradients and updated weights are all compared
@@ -97,7 +98,7 @@ def test_streaming_weights_use_stream_copies():
 
 def test_timing_only_has_same_cycles_as_full():
     cfg = make_config("gnn", **SMALL["gnn"])
-    a = run_model(cfg)
+    a = shared_run(cfg)  # the full run test_emulated_training_step_matches_numpy[fp16-gnn] checks against numpy
     b = run_model(cfg, timing_only=True)
     assert a.total_cycles == b.total_cycles and not b.numeric_checks
     np.testing.assert_array_equal(a.profile_data.memory, b.profile_data.memory)

@@ -12,6 +12,8 @@ from popvision_lite.emulator.models.config import make_config
 from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
+from tests.support.devices import ID as DEVICE  # the shipped Mk2 cut to 92 tiles (decision 0395)
+from tests.support.emulations import shared_run
 
 SMALL = dict(layers=2, hidden=64, heads=4, seq=32, vocab=512, recompute=True)
 
@@ -35,7 +37,7 @@ def test_two_d_shard_splits_hidden_by_the_second_axis():
 
 
 def test_two_d_matmuls_take_a_quarter_and_add_the_published_all_reduces():
-    full = run_model(make_config("gpt2-small", **SMALL), timing_only=True)
+    full = shared_run(make_config("gpt2-small", **SMALL), timing_only=True)  # test_gpt_scale's too
     two = run_model(make_config("gpt2-small", tensor_parallel=2, tensor_parallel_2=2, **SMALL), timing_only=True)
     a, b = _ops(full), _ops(two)
     # q (tokens x hidden/t2 x width/t1) and FFN-in a quarter of the MACs; the attention core runs heads/t1 on every
@@ -59,8 +61,9 @@ def test_two_d_matmuls_take_a_quarter_and_add_the_published_all_reduces():
 
 def test_attention_serialisation_keeps_the_work_and_cuts_the_scores_memory():
     kw = dict(layers=2, hidden=64, heads=4, seq=256, vocab=512, recompute=True)
-    one = run_model(make_config("gpt2-small", **kw), timing_only=True)
-    four = run_model(make_config("gpt2-small", attention_serialisation=4, **kw), timing_only=True)
+    # on the tests' device (decision 0395): the work and the scores' bytes of one device's two runs compared
+    one = run_model(make_config("gpt2-small", **kw), DEVICE, timing_only=True)
+    four = run_model(make_config("gpt2-small", attention_serialisation=4, **kw), DEVICE, timing_only=True)
     a, b = _ops(one), _ops(four)
     for op in ("layer/attention/qk_matmul", "layer/attention/softmax", "layer/attention/pv_matmul_dp"):
         assert b.loc[f"ipu0/{op}", "flops"] == pytest.approx(a.loc[f"ipu0/{op}", "flops"], rel=0.02), op

@@ -77,6 +77,8 @@ def test_worker_split_pieces_are_unchanged():
     for _ in range(60):
         n = int(rng.integers(1, 400))
         lengths = rng.integers(1, int(rng.choice([3, 10, 50, 1000])), n)
+        if rng.random() < 0.5:  # intervals of one length (worker_split cuts one and places it at every start)
+            lengths[:] = lengths[0]
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) + rng.integers(0, 3, n).cumsum()
         m = M.Mapping(rng.integers(0, 1472, n), starts, starts + lengths)
         for workers in (1, 2, 6):
@@ -149,3 +151,20 @@ def test_by_windows_of_uneven_splits_is_the_sorted_mapping():
             assert np.array_equal(getattr(got, f), getattr(want, f))
         in_order += M._row_runs_in_order(shape, bs, org, tiles) is not None
     assert in_order > 150  # the path without a sort is the one these splits take (full-width blocks are not)
+
+
+def test_a_read_only_window_index_is_scanned_once_while_it_lives():
+    """gather_windows' scan of a window index (does it read padding, its runs) is kept for a read-only index (a
+    convolution's forward and weight update gather the same one), never for one that may change."""
+    from popvision_lite.emulator.ops import pooling as PO
+
+    idx, _ = PO.conv_windows(2, 8, 8, 3, 1, 1)
+    want = PO._window_runs(idx)
+    assert PO._index_runs(idx)[1] is not PO._index_runs(idx)[1]  # writeable: scanned every time
+    idx.setflags(write=False)
+    first = PO._index_runs(idx)
+    assert first[0] and PO._index_runs(idx)[1] is first[1]
+    assert all(np.array_equal(g, w) for g, w in zip(first[1], want, strict=True))
+    key = id(idx)
+    del idx, first
+    assert key not in PO._RUNS  # gone with its index
