@@ -196,3 +196,38 @@ def test_rotated_tiles_are_the_remainder():
                 want = (a - s) % T
                 got = rotated_tiles(a, s, T)
                 assert got.dtype == want.dtype and np.array_equal(got, want), (T, dt, s)
+
+
+def test_per_vertex_pieces_only_where_both_sides_keep_each_vertex_on_one_tile():
+    """copy_pieces costs a field-to-field copy per vertex only when every vertex lies in one mapping interval on
+    both sides: with the source's vertices whole and some destination vertex split across two tiles (and the
+    reverse), its pieces carry each element between the tiles a per-element lookup gives."""
+    from popvision_lite.emulator import Graph, Target
+    from popvision_lite.emulator import mapping as M
+    from popvision_lite.emulator.compile import copy_plans as CP
+
+    def per_pair(plan):
+        out: dict = {}
+        for s, d, n in zip(plan.src_tile, plan.dst_tile, plan.length, strict=True):
+            out[(int(s), int(d))] = out.get((int(s), int(d)), 0) + int(n)
+        return out
+
+    rng = np.random.default_rng(5)
+    shape, n = (8, 12), 96
+    split = M.intervals(np.array([1, 2, 3]), np.array([0, 40, 70]), np.array([40, 70, 96]))  # cuts inside blocks
+    for whole_side in ("src", "dst"):
+        g = Graph(Target.from_device("ipu-mk2", num_ipus=1))
+        blocks = M.by_blocks(shape, (2, 3), rng.integers(0, 6, 16))
+        a = g.add_variable(f"a_{whole_side}", shape, "float32", mapping=blocks if whole_side == "src" else split)
+        b = g.add_variable(f"b_{whole_side}", shape, "float32", mapping=split if whole_side == "src" else blocks)
+        # the blocks of rows 0-3 (block (1, 1), elements 27-29 and 39-41, spans the cut at 40), in two orders
+        src = a.blocks((2, 3), np.stack([1 - np.arange(8) // 4, (np.arange(8) + 1) % 4], 1))
+        dst = b.blocks((2, 3), np.stack([np.arange(8) // 4, np.arange(8) % 4], 1))
+        got = CP.copy_pieces(src, dst)
+        assert len(got.length) > 8, whole_side  # cut per run, not one piece per vertex
+        se, de = (np.concatenate([np.arange(x, x + k) for x, k in zip(*ep.runs(), strict=True)]) for ep in (src, dst))
+        want: dict = {}
+        for s, d in zip(a.mapping.tile_of(se), b.mapping.tile_of(de), strict=True):
+            want[(int(s), int(d))] = want.get((int(s), int(d)), 0) + 1
+        assert per_pair(got) == want, whole_side
+        assert int(got.length.sum()) == n // 2
