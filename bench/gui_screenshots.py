@@ -138,6 +138,8 @@ def _compare_shots(app, doc, args, out: Path) -> None:
         cw.resize(1500, 950)
         cw.show()
         for page in args.compare_pages.split(","):
+            if page not in cw.keys():  # show_page ignores an unknown key: the shot would be of another page
+                raise SystemExit(f"--compare-pages: no compare page '{page}' (pages: {', '.join(cw.keys())})")
             view = cw.show_page(page)
             _settle(app)
             if hasattr(view, "redraw"):
