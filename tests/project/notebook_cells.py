@@ -25,6 +25,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -101,6 +102,31 @@ def _flush_figures(current: list[dict]) -> None:
     for num in plt.get_fignums():
         current.append({"output_type": "display_data", "data": {"image/png": _png(plt.figure(num))}})
     plt.close("all")
+
+
+def tour_problems(per_cell: list[list[dict]], cells: list[str]) -> list[str]:
+    """What the tour must show, wherever it ran (this runner or a kernel: bench/notebook_kernel.py): no error, the
+    profile's card and the verdict's table as HTML, at least two images (the roofline and the pandas plot), and
+    the step's shares printed by the ``shares.map`` cell naming compute, exchange and sync and adding up to 100 %
+    (p.totals, asserted in the notebook to equal the Summary's).  ``per_cell``: one output list per code cell."""
+    outputs = [o for outs in per_cell for o in outs]
+    bad = ["".join(o.get("traceback", [])) or o.get("evalue", "an error") for o in outputs
+           if o["output_type"] == "error"]
+    html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    if not any("popvision-lite profile" in h for h in html):
+        bad.append("the profile's card is not shown")
+    if not any("Verdict for" in h for h in html):
+        bad.append("the verdict's table is not shown")
+    images = sum("image/png" in o.get("data", {}) for o in outputs)
+    if images < 2:
+        bad.append(f"{images} image(s): the roofline and the pandas plot are two")
+    i = next((i for i, src in enumerate(cells) if src.startswith("shares.map")), None)
+    shown = per_cell[i] if i is not None and i < len(per_cell) else []
+    text = shown[0].get("data", {}).get("text/plain", "") if shown else ""
+    shares = [float(x) for x in re.findall(r"([\d.]+)%", text)]
+    if not {"compute", "exchange", "sync"} <= set(re.findall(r"^(\w+)\s", text, re.M)) or abs(sum(shares) - 100) >= 0.5:
+        bad.append(f"the step's shares do not name compute, exchange and sync or do not add up to 100 %: {text!r}")
+    return bad
 
 
 def main(argv: list[str]) -> int:
