@@ -173,7 +173,7 @@ def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
     tiles, starts, sizes = worker_split(out, workers=ctx.target.threads_per_tile)
     out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
-    fields = {k: v.regions(out_f.starts, out_f.sizes) for k, v in inputs.items()}
+    fields = {k: out_f.on(v) for k, v in inputs.items()}
     fields["out"] = out_f
     ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
