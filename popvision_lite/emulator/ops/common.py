@@ -4,6 +4,8 @@ compute set over an output's worker pieces."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
@@ -48,10 +50,31 @@ def run_breaks(index: np.ndarray) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+# (data address, shape, strides, dtype, axis) of a read-only index -> (a weak reference to the array owning its
+# memory, unit_steps): a model's head layouts (transformer._heads, read-only) are read by a layer's attention
+# matmuls forward and backward, each a view of the same layout, so their runs are counted once while it lives
+_STEPS: dict[tuple, tuple] = {}
+
+
 def unit_steps(index: np.ndarray, axis: int) -> int:
     """``np.count_nonzero(np.diff(index, axis=axis) == 1)`` for an int index of at least two dimensions and
     ``axis`` -1 or -2 (how many neighbours along that axis are consecutive elements), scanned in chunks of rows
-    (see :func:`run_breaks`)."""
+    (see :func:`run_breaks`); counted once per read-only index (whose memory cannot change while it lives)."""
+    owner = index
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if index.flags.writeable or owner.flags.writeable or owner.base is not None:  # (memory that may change)
+        return _unit_steps(index, axis)
+    key = (index.__array_interface__["data"][0], index.shape, index.strides, index.dtype.str, axis)
+    hit = _STEPS.get(key)
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    n = _unit_steps(index, axis)
+    _STEPS[key] = (weakref.ref(owner, lambda _r, key=key: _STEPS.pop(key, None)), n)
+    return n
+
+
+def _unit_steps(index: np.ndarray, axis: int) -> int:
     a = index.reshape((-1,) + index.shape[-2:])
     L, R, W = a.shape
     rows = max(1, _CHUNK // max(W, 1))
