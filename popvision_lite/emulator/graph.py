@@ -287,8 +287,7 @@ class Regions(Field):
             lo, shi, smin = int(starts.min()), int(starts.max()), int(sizes.flat[0] if one else sizes.min())
             smax = smin if one else int(sizes.max())
             end = shi + smax
-            hi = end if one or end <= tensor.size else int(np.add(starts, sizes, dtype=np.int64).max())
-            self._hi = hi  # (the regions' end: Regions.on checks another tensor by it)
+            self._hi = hi = end if one or end <= tensor.size else int(np.add(starts, sizes, dtype=np.int64).max())
             if lo < 0 or hi > tensor.size or smin < 0:
                 raise EmulatorError(
                     f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "
@@ -307,16 +306,6 @@ class Regions(Field):
             self.sizes = (np.full(n, int(sizes), np.int64) if self.regular else sizes.astype(np.int64, copy=False))
         self._idx = None
         self._whole = None
-
-    def on(self, tensor: Tensor) -> Regions:
-        """The same regions of ``tensor`` (an elementwise op's inputs, read where its output is written): this
-        field's held arrays, checked against ``tensor``'s size by their end, without a pass over them."""
-        if not self.n or self.tensor.size >= 2**31 or tensor.size >= 2**31 or self._hi > tensor.size:
-            return Regions(tensor, self.starts, self.sizes)  # (an empty or int64 field; or the error)
-        r = Regions.__new__(Regions)  # (as Regions(tensor, self.starts, self.sizes): sizes an array, so not regular)
-        r.tensor, r.n, r.regular, r.starts, r.sizes, r._hi = tensor, self.n, False, self.starts, self.sizes, self._hi
-        r._idx = r._whole = None
-        return r
 
     def elems(self) -> np.ndarray:
         return self.sizes.astype(np.int64)

@@ -4,6 +4,7 @@ compute set over an output's worker pieces."""
 
 from __future__ import annotations
 
+import copy
 import weakref
 
 import numpy as np
@@ -191,12 +192,24 @@ def _two_length_split(m, other: np.ndarray, lengths: tuple[int, int], workers: i
     return np.broadcast_to(m.tile[:, None], keep.shape)[keep], starts[keep], sizes[keep]
 
 
+def regions_on(field, tensor):
+    """``tensor.regions(field.starts, field.sizes)`` (an elementwise op's input, read where its output field
+    writes) without a second bounds pass: the field's arrays, checked against ``tensor``'s size by the end the
+    field's own check found (``Regions._hi``); an empty or int64 field, or one that does not fit, is built as
+    before (and refused there)."""
+    if not field.n or max(field.tensor.size, tensor.size) >= 2**31 or field._hi > tensor.size:
+        return tensor.regions(field.starts, field.sizes)
+    r = copy.copy(field)  # (sizes held as an array: not regular, as the constructor would make it)
+    r.tensor, r.regular, r._idx, r._whole = tensor, False, None, None
+    return r
+
+
 def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
     cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
     tiles, starts, sizes = worker_split(out, workers=ctx.target.threads_per_tile)
     out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
-    fields = {k: out_f.on(v) for k, v in inputs.items()}
+    fields = {k: regions_on(out_f, v) for k, v in inputs.items()}
     fields["out"] = out_f
     ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
