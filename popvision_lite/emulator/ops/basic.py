@@ -25,7 +25,6 @@ from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: ot
     flat_view,
     materialize,
     ranges_view,
-    worker_split,
 )
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import _as_operand, _block_major, matmul  # noqa: F401 - the op lives in matmul.py
@@ -122,7 +121,7 @@ def sgd(ctx, w, g, lr, name):
     finally:
         ctx.ipu = ctx_ipu
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    tiles, starts, sizes = worker_split(w, workers=ctx.target.threads_per_tile)
+    tiles, starts, sizes = M.worker_split(w, workers=ctx.target.threads_per_tile)
     ctx.graph.add_vertices(cs, CO.SGD, tiles=tiles, fields={"in": gm.regions(starts, sizes),
                                                               "out": w.regions(starts, sizes)},
                            params={"lr": np.float32(lr)})
@@ -138,7 +137,7 @@ def _row_layout(ctx, x, name, op, row):
     rows = int(np.prod(x.shape)) // row
     mapping = ctx.row_mapping(rows, row)
     t = materialize(ctx, x, name, op, mapping=mapping, shape=(rows, row))
-    tiles, starts, sizes = worker_split(t, workers=ctx.target.threads_per_tile, grain=row)
+    tiles, starts, sizes = M.worker_split(t, workers=ctx.target.threads_per_tile, grain=row)
     return t, tiles, starts, sizes
 
 
@@ -388,7 +387,7 @@ def pad_hw(ctx, x, nhwc, p, name):
                       min_bytes=_nbytes(x) + size * 2)
     out = ctx.variable(op, shape, x.dtype, mapping=ctx.linear_mapping(size), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/zero"), op=op)
-    tiles, starts, sizes = worker_split(out, workers=ctx.target.threads_per_tile)
+    tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
     ctx.graph.add_vertices(cs, CO.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
                            params={"value": np.float32(0)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -435,7 +434,7 @@ def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
     vt = tiles_arr[np.arange(T) % len(tiles_arr)]  # output block (im, nb) -> tile
     acc = ctx.variable(f"{op}/acc", (M, N), "float32", mapping=M_.by_blocks((M, N), (bm, block), vt), op=op)
     zero = ctx.graph.add_compute_set(ctx.unique(f"{op}/zero"), op=op)
-    ztiles, zs, zn = worker_split(acc, workers=ctx.target.threads_per_tile)
+    ztiles, zs, zn = M_.worker_split(acc, workers=ctx.target.threads_per_tile)
     ctx.graph.add_vertices(zero, CO.FILL, tiles=ztiles, fields={"out": acc.regions(zs, zn)},
                            params={"value": np.float32(0)})
     ctx.add(P.Execute(zero, name=zero.name, op=op))

@@ -157,41 +157,6 @@ def materialize(ctx: OpContext, x, name: str, op: str, mapping=None, shape=None,
     return t
 
 
-def worker_split(tensor, workers: int, grain: int = 1):
-    """``mapping.worker_split``'s pieces of ``tensor``.  A mapping whose intervals have two lengths (an uneven
-    matmul's output and accumulator: rows of blocks of two widths) is cut once per length and the pieces placed
-    at every start (one choice per interval), instead of the (intervals, workers) table of piece lengths,
-    minimums and masks: the same arrays (tests/emulator/ops/test_worker_pieces.py)."""
-    m = tensor.mapping
-    if m is not None and len(m) > 2:
-        length = m.stop - m.start
-        other = length != length[0]
-        if other.any():
-            second = length[int(np.argmax(other))]
-            if np.all(length[other] == second):
-                return _two_length_split(m, other, (int(length[0]), int(second)), int(workers), int(grain))
-    return M.worker_split(tensor, workers=workers, grain=grain)
-
-
-def _two_length_split(m, other: np.ndarray, lengths: tuple[int, int], workers: int, grain: int):
-    """worker_split's pieces of mapping ``m`` whose interval i has length ``lengths[other[i]]``."""
-    zero = np.zeros(1, np.int64)
-    cut = [M._split_table(zero, zero, np.array([n], np.int64), workers, grain)[1:] for n in lengths]
-    width = max(len(offs) for offs, _ in cut)
-    offs = np.zeros((2, width), np.int64)
-    sizes = np.zeros((2, width), np.int64)  # (a length with fewer pieces: the rest of its row empty)
-    for i, (o, z) in enumerate(cut):
-        offs[i, :len(o)], sizes[i, :len(z)] = o, z
-    pick = other.view(np.int8)  # (a row of each table per interval: a copy of 2 x width bytes, no arithmetic)
-    starts = offs.take(pick, axis=0)
-    starts += m.start[:, None]
-    sizes = sizes.take(pick, axis=0)
-    if len(cut[0][0]) == len(cut[1][0]):
-        return np.repeat(m.tile, width), starts.reshape(-1), sizes.reshape(-1)
-    keep = sizes > 0
-    return np.broadcast_to(m.tile[:, None], keep.shape)[keep], starts[keep], sizes[keep]
-
-
 def regions_on(field, tensor):
     """``tensor.regions(field.starts, field.sizes)`` (an elementwise op's input, read where its output field
     writes) without a second bounds pass: the field's arrays, checked against ``tensor``'s size by the end the
@@ -207,7 +172,7 @@ def regions_on(field, tensor):
 def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
     cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
-    tiles, starts, sizes = worker_split(out, workers=ctx.target.threads_per_tile)
+    tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
     out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
     fields = {k: regions_on(out_f, v) for k, v in inputs.items()}
     fields["out"] = out_f

@@ -29,7 +29,6 @@ from popvision_lite.emulator.codelets.popops_rows import (
     CHANNEL_AFFINE,
     CHANNEL_GRAD_APPLY,
 )
-from popvision_lite.emulator.ops.common import worker_split
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.pooling import EmulatorPool, NumpyPool, PlanPool, _as_tensor, _basic
 from popvision_lite.errors import EmulatorError
@@ -66,7 +65,7 @@ def _channel_cs(ctx, codelet, ins: dict, outs: dict, op, count):
     """One compute set of a per-channel codelet over the mapping of the first output.  An input given as
     (tensor, offset) is read in place at that offset (laid out like the output there)."""
     ref = next(iter(outs.values()))
-    tiles, starts, sizes = worker_split(ref, workers=ctx.target.threads_per_tile)
+    tiles, starts, sizes = M.worker_split(ref, workers=ctx.target.threads_per_tile)
     fields = {}
     for k, v in ins.items():
         if isinstance(v, tuple):

@@ -27,7 +27,7 @@ from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.codelets.popnn import MAX_POOL_GRAD, WINDOW_MAX, WINDOW_SUM
-from popvision_lite.emulator.ops.common import _elementwise_cs, worker_split
+from popvision_lite.emulator.ops.common import _elementwise_cs
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.errors import EmulatorError
 
@@ -205,7 +205,7 @@ def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len
     padded, (src, dst, length) = _index_runs(index)
     if padded:
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/{label}_fill"), op=op)
-        tiles, starts, sizes = worker_split(out, workers=ctx.target.threads_per_tile)
+        tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
         ctx.graph.add_vertices(cs, CO.FILL, tiles=tiles, fields={"out": out.regions(starts, sizes)},
                                params={"value": np.float32(fill)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
@@ -224,7 +224,7 @@ def _per_row_mapping(ctx, t, k):
 def _window_reduce(ctx, win, k, c, codelet, op, out_dtype, params=None, out_shape=None):
     R = win.shape[0]
     out = ctx.variable(op, out_shape or (R, c), out_dtype, mapping=_per_row_mapping(ctx, win, k), op=op)
-    tiles, starts, sizes = worker_split(win, workers=ctx.target.threads_per_tile, grain=k * c)
+    tiles, starts, sizes = M.worker_split(win, workers=ctx.target.threads_per_tile, grain=k * c)
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields={"in": win.regions(starts, sizes),
                                                              "out": out.regions(starts // k, sizes // k)},
@@ -380,7 +380,7 @@ def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
                                 mapping=M.intervals(rows_map.tile, r0 * kc, r1 * kc), op=op)
     xt = _basic().materialize(ctx, x, "x", op, mapping=rows_map, shape=(R_in, c))
     out = ctx.variable(op, (R_in, c), ctx.dtype, mapping=rows_map, op=op)
-    tiles, starts, sizes = worker_split(xt, workers=ctx.target.threads_per_tile, grain=c)
+    tiles, starts, sizes = M.worker_split(xt, workers=ctx.target.threads_per_tile, grain=c)
     iv = np.searchsorted(rows_map.start, starts, side="right") - 1
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     ctx.graph.add_vertices(cs, MAX_POOL_GRAD, tiles=tiles, fields={
