@@ -25,7 +25,6 @@ from popvision_lite.emulator.run_config import (
     load_run_config,
     model_family,
 )
-from popvision_lite.emulator.run_summary import end_of_run_numbers
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError, ProfileError
 from popvision_lite.profile.run_record import RunRecord
 from popvision_lite.terminal import terminal_text
@@ -217,15 +216,16 @@ def _until_written(progress):
 
 
 def run(args) -> int:
-    from popvision_lite.emulator.models.emulated import WRITE_STARTS, run_model, write_run
-
     if emulate_onnx.wants_onnx(args):
         return emulate_onnx.run_onnx(args)
     try:
         cfg, device, out, timing = resolve(args)
-    except ConfigError as e:
+    except ConfigError as e:  # (refused before the emulator, numpy and pandas are imported)
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
+    from popvision_lite.emulator.models.emulated import WRITE_STARTS, run_model, write_run
+    from popvision_lite.emulator.run_summary import end_of_run_numbers
+
     progress = ProgressBar(not args.quiet)
     try:  # the emulator returns the profile; this command writes it (also when it does not fit)
         result = run_model(cfg, device=device, timing_only=timing, progress=_until_written(progress))

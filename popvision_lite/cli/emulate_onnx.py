@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from popvision_lite.analysis.summary import schedule_lines
 from popvision_lite.cli.args import check_new_file, field_value, switch_value
 from popvision_lite.cli.info import profile_totals, time_split_line
 from popvision_lite.emulator.onnx_import.config import (
@@ -18,11 +17,9 @@ from popvision_lite.emulator.onnx_import.config import (
     parse_ipu_split,
     read_config,
 )
-from popvision_lite.emulator.onnx_import.loader import OnnxImportError, parse_dims
 from popvision_lite.emulator.progress import ProgressBar
 from popvision_lite.emulator.run_config import CLI, FIELDS, check_field
 from popvision_lite.emulator.run_config_file import read_onnx_config
-from popvision_lite.emulator.run_summary import end_of_run_numbers
 from popvision_lite.errors import ConfigError, EmulatorError, PopvisionError
 from popvision_lite.terminal import terminal_text
 
@@ -50,6 +47,8 @@ def wants_onnx(args) -> bool:
 
 def resolve(args) -> dict:
     """Keyword arguments of ``emulate_onnx`` from --config and the command line (command line wins)."""
+    from popvision_lite.emulator.onnx_import.loader import parse_dims  # (numpy: imported when used)
+
     # the file's settings, checked (run_config_file: the reader the desktop app's Load… uses too)
     rc = read_onnx_config(args.config) if getattr(args, "config", None) else {}
     where = f"{args.config}: " if rc else ""
@@ -162,6 +161,8 @@ def onnx_end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
     elif getattr(run, "samples_per_second", 0):
         lines.append(f"throughput: {run.samples_per_second:,.1f} samples/s (whole system; a sample = one row of "
                      "the batch dimension)")
+    from popvision_lite.analysis.summary import schedule_lines  # (pandas: only once a run has its numbers)
+
     lines += schedule_lines(run.schedule, s["clock_hz"])
     lines.append(time_split)
     if run.numeric_checks:
@@ -193,7 +194,9 @@ def onnx_end_of_run_text(s: dict, run, out_path: str, time_split: str) -> str:
 
 
 def run_onnx(args) -> int:
+    from popvision_lite.emulator.onnx_import.loader import OnnxImportError
     from popvision_lite.emulator.onnx_import.run import emulate_onnx
+    from popvision_lite.emulator.run_summary import end_of_run_numbers
 
     prog = "popvision-lite emulate"
     try:

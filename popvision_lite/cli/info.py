@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
-import numpy as np
-
 from popvision_lite.cli.args import count
 from popvision_lite.errors import PopvisionError
-from popvision_lite.profile import schema
 from popvision_lite.terminal import terminal_text
 from popvision_lite.units import format_bytes, format_hz, format_seconds
 
@@ -26,6 +24,7 @@ def info_numbers(p, top: int = 5) -> dict:
     from popvision_lite.analysis import error_band as eb
     from popvision_lite.analysis.run_totals import PEAK_TILE_NAME, host_step_text, run_totals
     from popvision_lite.analysis.summary import top_ops
+    from popvision_lite.profile import schema
 
     t = p.target
     steps = p.stored_table("steps")
@@ -87,11 +86,12 @@ def info_numbers(p, top: int = 5) -> dict:
 def _fit(p) -> dict | None:
     """For a run that does not fit: what binds it (analysis/fit_constraint.py) and the fit advisor's command."""
     from popvision_lite.analysis.fit_constraint import binding_constraint
-    from popvision_lite.analysis.insights import fit_command
 
     b = binding_constraint(p)
     if b.fits:
         return None
+    from popvision_lite.analysis.insights import fit_command  # (a run that fits needs none of the insights)
+
     return {"why": b.headline(), "cause": b.cause, "command": fit_command(p)}
 
 
@@ -131,7 +131,7 @@ def format_info(s: dict) -> str:
         "run      " + ", ".join(f"{k}={v}" for k, v in s["run"].items()),
         f"step     {s['step_cycles']:,} cycles = {format_seconds(s['step_time_s'])} wall time"
         + (f"; {s['samples_per_second']:,.1f} samples/s ({s['samples_per_step']:g} samples per step)"
-           if np.isfinite(s["samples_per_second"]) else ""),
+           if math.isfinite(s["samples_per_second"]) else ""),
         f"band     {s['error_band']['text']}",
         f"host     {s['host']}",
         "phases   " + "; ".join(f"{ph['name']} {ph['cycles']:,} x {ph['runs_per_step']:,} "

@@ -58,6 +58,10 @@ def interval_index(start: np.ndarray, x: np.ndarray) -> np.ndarray:
     lo, hi = int(x.min()), int(x.max())
     span = hi - lo + 1
     if span > _TABLE_SPAN_PER_QUERY * n or span > _TABLE_MAX_SPAN:
+        if x.ndim == 2 and x.shape[1] >= 4:
+            k = _by_row_steps(start, x)
+            if k is not None:
+                return k
         return np.searchsorted(start, x, side="right") - 1
     k_lo = int(np.searchsorted(start, lo, side="right")) - 1
     k_hi = int(np.searchsorted(start, hi, side="right")) - 1
@@ -66,6 +70,30 @@ def interval_index(start: np.ndarray, x: np.ndarray) -> np.ndarray:
     seg = np.diff(np.concatenate(([0], inside, [span])))
     table = np.repeat(np.arange(k_lo, k_hi + 1, dtype=np.int64), seg)
     return table[x - lo] if lo else table[x]
+
+
+def _by_row_steps(start: np.ndarray, x: np.ndarray) -> np.ndarray | None:
+    """interval_index of a 2-D ``x`` (a vertex's runs per row: the rows of a window or block) whose answers step
+    evenly along each row (a window's rows in a mapping cut into the same bands of windows: row j's interval is
+    the first's plus j times the windows per band).  Columns 0 and 1 are searched, the rest guessed from their
+    step and each guess checked against the starts (``start[g] <= x < start[g + 1]``: the definition), those that
+    fail searched.  None where the last column's guesses mostly fail (not such a field)."""
+    m, (n, r) = len(start), x.shape
+    k0 = np.searchsorted(start, x[:, 0], side="right") - 1
+    step = np.searchsorted(start, x[:, 1], side="right") - 1 - k0
+    last = np.searchsorted(start, x[:, -1], side="right") - 1
+    if 2 * int(np.count_nonzero(last == k0 + (r - 1) * step)) < n:
+        return None
+    g = step[:, None] * np.arange(r, dtype=np.int64)
+    g += k0[:, None]
+    np.clip(g, 0, m - 1, out=g)
+    ok = np.take(start, g) <= x
+    nxt = np.minimum(g + 1, m - 1)
+    ok &= (np.take(start, nxt) > x) | (g == m - 1)
+    if not ok.all():
+        bad = ~ok
+        g[bad] = np.searchsorted(start, x[bad], side="right") - 1
+    return g
 
 
 def _even_step(start: np.ndarray) -> int:
@@ -385,17 +413,58 @@ def worker_split(tensor, workers: int = 6, grain: int = 1):
 
 
 def _worker_split(m: Mapping, workers: int, grain: int):
-    """worker_split's pieces.  Intervals of one length (the commonest large mapping: a tensor in equal grains, a
-    matmul's output rows) are cut alike: the pieces of one such interval, placed at every interval's start."""
+    """worker_split's pieces.  An interval's pieces (their offsets and sizes) depend on its length alone, and a large
+    mapping has intervals of a few lengths (a tensor in equal grains, a matmul's output rows: one or two): each length
+    is cut once (:func:`_split_table` on the lengths) and its pieces placed at the starts of the intervals of that
+    length, where every length gives the same number of pieces; else every interval's table (_split_table)."""
     n = len(m)
     if n > 1:
-        length = int(m.stop[0] - m.start[0])
-        if int(m.stop[-1] - m.start[-1]) == length and np.all(m.stop - m.start == length):
-            zero = np.zeros(1, np.int64)
-            _, offs, sizes = _split_table(zero, zero, np.array([length], np.int64), workers, grain)
-            starts = (m.start[:, None] + offs).reshape(-1)
-            return np.repeat(m.tile, len(offs)), starts, np.tile(sizes, n)
+        cut = _split_by_length(m.tile, m.start, m.stop, workers, grain)
+        if cut is not None:
+            return cut
     return _split_table(m.tile, m.start, m.stop, workers, grain)
+
+
+# _split_by_length: lengths found with a presence table over their range when it is at most this wide, and cut
+# by length when there are at most this many of them (else the intervals' own table is as cheap)
+_LENGTH_SPAN_MAX = 1 << 16
+_LENGTHS_MAX = 64
+
+
+def _split_by_length(tile, start, stop, workers: int, grain: int):
+    """_split_table's pieces from one cut per distinct interval length, or None where the lengths are many or
+    spread, or where two lengths give different numbers of pieces (then the pieces are not one table)."""
+    length = stop - start
+    lo = int(length.min())
+    span = int(length.max()) - lo + 1
+    if span > _LENGTH_SPAN_MAX:
+        return None
+    if span == 1:
+        lengths = length[:1]
+    else:
+        present = np.zeros(span, bool)
+        present[length - lo] = True
+        at = np.flatnonzero(present)
+        if len(at) > _LENGTHS_MAX:
+            return None
+        lengths = at + lo
+    zero = np.zeros(len(lengths), np.int64)
+    # (the lengths' own pieces: an interval's first piece at 0; the table keeps them in length then piece order)
+    owner, offs, sizes = _split_table(np.arange(len(lengths), dtype=np.int64), zero, lengths, workers, grain)
+    per_length = np.bincount(owner, minlength=len(lengths))  # (the pieces come in length order)
+    q = int(per_length[0])
+    if np.any(per_length != q):
+        return None
+    offs, sizes = offs.reshape(-1, q), sizes.reshape(-1, q)
+    if span == 1:
+        starts = start[:, None] + offs
+        return np.repeat(tile, q), starts.reshape(-1), np.tile(sizes[0], len(start))
+    lut = np.zeros(span, np.intp)
+    lut[at] = np.arange(len(at))
+    cls = lut[length - lo]
+    starts = np.take(offs, cls, axis=0)  # (np.take: a row gather several times cheaper than offs[cls])
+    starts += start[:, None]
+    return np.repeat(tile, q), starts.reshape(-1), np.take(sizes, cls, axis=0).reshape(-1)
 
 
 def _split_table(tile, start, stop, workers: int, grain: int):

@@ -211,11 +211,17 @@ class StepTileArray(_LazyRows):
         there) has minimum 0.  A template whose values are another's (the same array) on the same tiles moved by
         ``d``, where the blocks those tiles touch are the same blocks moved by ``d`` (a pipelined run's stage graph
         placed on each of its IPUs: blocks restart at every IPU), has that template's figures in the moved blocks:
-        they are copied, not summed again (``_same_blocks``)."""
+        they are copied, not summed again (``_same_blocks``).  Blocks that are unions of blocks already computed
+        (the writer's coarser summary levels: every coarse edge is a fine edge) are reduced from those
+        (``_coarser_blocks``)."""
         cache = self.__dict__.setdefault("_blocks", {})
         key = edges.tobytes()
         if key in cache:
             return cache[key]
+        out = _coarser_blocks(cache, edges)
+        if out is not None:
+            cache[key] = out
+            return out
         T, B, n = self.shape[1], len(edges), len(self.templates)
         sizes = np.diff(np.append(edges, T))
         ends = edges + sizes
@@ -318,6 +324,23 @@ def step_tile_arrays(templates: list, seq: np.ndarray, num_tiles: int) -> dict[s
     shared: dict = {}
     return {f"step_tile_{f}": StepTileArray(templates, seq, f, num_tiles, shared)
             for f in ("cycles", "bytes_in", "bytes_out")}
+
+
+def _coarser_blocks(cache: dict, edges: np.ndarray):
+    """(min, sum, max) per template over the blocks starting at ``edges`` from a finer set of blocks in ``cache``
+    (``StepTileArray._template_blocks``' figures, keyed by their edges' bytes) whose edges include every one of
+    ``edges`` and start at the same first tile, or None.  Each coarse block is then a run of fine blocks: its
+    minimum is the least of theirs (0 where a fine block leaves out a tile), its maximum the largest, and its sum
+    theirs summed (integers below 2**53 in float64: exact in any order)."""
+    for fkey, (fmn, fsm, fmx) in cache.items():
+        fine = np.frombuffer(fkey, np.int64)
+        if len(fine) <= len(edges) or fine[0] != edges[0]:
+            continue
+        at = np.searchsorted(fine, edges)
+        if (at < len(fine)).all() and np.array_equal(fine[np.minimum(at, len(fine) - 1)], edges):
+            return (np.minimum.reduceat(fmn, at, axis=1), np.add.reduceat(fsm, at, axis=1),
+                    np.maximum.reduceat(fmx, at, axis=1))
+    return None
 
 
 def _block_span(tiles: np.ndarray, edges: np.ndarray) -> tuple[int, int]:

@@ -4,7 +4,8 @@ workers runs a sweep or refuses it before any point runs naming the fix, and one
 
 No test here depends on timing: points wait on a gate the test opens (tests/support/sweep_points.gated), the
 tests wait on files, output lines and task results, and every wait has a generous bound.  The cancel tests run
-with a busy-loop process per core (tests/support/load.py)."""
+under load (tests/support/load.py): a busy-loop process per core, or, for the real command's Ctrl+C, one on the
+one core the command and its processes may use."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from popvision_lite.sweep import engine, folder
 from popvision_lite.sweep import grid as g
 from popvision_lite.sweep import point as pt
 from tests.support import sweep_points as sweep_fixtures
-from tests.support.load import busy_cpus
+from tests.support.load import busy_cpus, on_cores, one_core
 
 TINY = {"hidden": 32, "layers": 2}
 BOUND_S = 600  # every wait below ends when its event happens; this only stops a test that would hang
@@ -236,8 +237,8 @@ def test_cancel_stops_points_in_flight_and_nothing_is_written_after_it(client, t
 
 def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(client, tmp_path, capsys):
     """The real command on its own LocalCluster (one worker: its process, its fork server and the point in flight
-    are the kinds of process a Ctrl+C must stop; a second worker adds one more of each and ~2 s of CPU), on a
-    machine with every core busy: Ctrl+C (SIGINT to the
+    are the kinds of process a Ctrl+C must stop; a second worker adds one more of each and ~2 s of CPU), with
+    every core it may run on busy (one, shared with a busy loop): Ctrl+C (SIGINT to the
     process group, as a terminal sends it) ends it with status 130 and one line, no traceback, no temp files;
     once the command has exited no process of its group is left and no row appears after the table was
     written.  The same command then resumes the folder."""
@@ -246,13 +247,17 @@ def test_ctrl_c_under_load_stops_every_process_and_prints_no_traceback(client, t
     cmd = [sys.executable, "-m", "popvision_lite.cli", "sweep", "--model", "mlp", "--grid", "hidden=32",
            "--grid", "layers=2", "--grid", "batch=" + ",".join(str(8 + 8 * i) for i in range(n)),
            "--workers", "1", "-o", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            start_new_session=True)
+    # the command and every process it starts run on one core, and the load is one busy loop on that core: every
+    # core the sweep may use is busy (one per core of the machine cost the other cores' CPU for no other claim)
+    core = one_core()
+    with on_cores(core):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                                start_new_session=True)
     try:
         _wait_for(lambda: list((out / "rows").glob("*.json")) or proc.poll() is not None, "a first row")
         # the load is on from the Ctrl+C until the last process of the group has exited (the cancel, the
         # points in flight, the cluster's shutdown); the cluster's start before it is not what is tested
-        with busy_cpus():
+        with busy_cpus(cores=core):
             os.killpg(proc.pid, signal.SIGINT)
             _, err = proc.communicate(timeout=BOUND_S)
             _wait_for(lambda: not _group_alive(proc.pid), "the sweep's processes to exit")

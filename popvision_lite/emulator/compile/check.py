@@ -93,9 +93,11 @@ def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray
     # the mapping covers [0, size) contiguously from 0, so ks >= 0 and "same interval" ==
     # "the run ends before that interval stops"
     ks = interval_index(mp.start, s)
-    ok = (e <= mp.stop[ks]) & (mp.tile[ks] == grp.tiles[:, None])
-    bad = nonempty & ~ok
-    if bad.any():
+    # (np.take: cheaper than fancy indexing by a 2-D index; the empty runs looked at only when a run fails)
+    ok = np.take(mp.tile, ks) == grp.tiles[:, None]
+    ok &= e <= np.take(mp.stop, ks)
+    bad = None if ok.all() else nonempty & ~ok
+    if bad is not None and bad.any():
         v, r = (int(x[0]) for x in np.nonzero(bad))
         elem = int(s[v, r])
         where = int(mp.tile_of(np.array([elem]))[0])

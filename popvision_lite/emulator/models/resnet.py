@@ -28,11 +28,12 @@ Multi-IPU: blocks are placed as pipeline stages like BERT's layers (``stage_of``
 
 from __future__ import annotations
 
-import numpy as np
-
-from popvision_lite.emulator.ops.pooling import conv_windows, global_windows
+from typing import TYPE_CHECKING
 
 from .building import Built, _Values, stage_of
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # bottleneck blocks per stage for a network depth (depth = 3 * blocks + 2)
 STAGE_BLOCKS = {14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
@@ -102,6 +103,8 @@ class _Geom:
     def windows(self, k, stride, pad):
         key = (self.n, self.h, self.w, k, stride, pad)
         if key not in _Geom._cache:
+            from popvision_lite.emulator.ops.pooling import conv_windows  # (not for a run config's checks)
+
             idx, og = conv_windows(self.n, self.h, self.w, k, stride, pad)
             idx.setflags(write=False)  # shared by the ops that gather it (ops/pooling.py scans it once)
             _Geom._cache[key] = idx, og
@@ -426,6 +429,8 @@ def _share_weights(be, P: dict, reps: list[int], share: bool) -> dict[int, int]:
 
 def _neg_onehot(be, seed: int, n: int, ncls: int):
     """The loss's constant: minus the one-hot of ``n`` random labels of ``ncls`` classes."""
+    import numpy as np  # (here: config.py imports this module for a run config's checks)
+
     labels = np.random.default_rng(seed + 3).integers(0, ncls, size=n)
     onehot = np.zeros((n, ncls), np.float32)
     onehot[np.arange(n), labels] = -1.0
@@ -498,6 +503,8 @@ def _build_resnet(be, cfg):
                 fwd_done[b] = (x, c, geom)
             caches.append(c if keep else None)
     with be.on_ipu(last), be.scope("head"):
+        from popvision_lite.emulator.ops.pooling import global_windows
+
         gidx = global_windows(n, geom.h * geom.w)
         pooled = be.avg_pool(x, gidx, "global_avg_pool")
         logits = be.add_bias(be.matmul(pooled, P["fc"]["w"], "fc/matmul"), P["fc"]["b"], "fc/bias_add")

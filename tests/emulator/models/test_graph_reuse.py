@@ -44,8 +44,8 @@ def test_pipelined_run_reuses_stage_graphs_when_only_the_composition_changes():
     assert "reused" not in fresh.wall
     _assert_same_run(again, fresh)
     assert again.total_cycles != first.total_cycles  # the composition did change the step
-    other = _bert(replicas=4, ipus=8, grad_accum=8, batch=2)
-    assert "reused" not in other.wall  # another micro-batch is another set of stage graphs
+    # another micro-batch is another set of stage graphs: test_stage_graphs_are_kept_by_content_across_placements
+    # runs one after a run it could take graphs from, and asserts it took none
 
 
 def test_release_graphs_frees_the_kept_graphs():

@@ -17,6 +17,7 @@ from popvision_lite.emulator.ops.context import View, plan_target_of
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import ConfigError
 from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
+from tests.support.emulations import shared_run
 
 
 def test_presets_are_registered():
@@ -76,9 +77,15 @@ def test_fp16_step_is_as_accurate_as_the_fp16_reference():
     assert np.median(em_err) < 0.1
 
 
+# the recomputed ResNet-tiny step on 8 replicas: the recompute test's run and the composition test's cold run
+_RECOMPUTED = dict(batch=2, recompute=True, replicas=8, ipus=8, grad_accum=5)
+
+
 def test_recompute_keeps_block_inputs_only():
-    a = run_model(make_config("resnet-tiny", batch=2), SMALL, timing_only=True)
-    b = run_model(make_config("resnet-tiny", batch=2, recompute=True), SMALL, timing_only=True)
+    """(On 8 replicas: a replica's graph, its liveness and its programs are the one replica's; the recomputed run
+    is the composition test's cold run, emulated once a session.)"""
+    a = run_model(make_config("resnet-tiny", **(_RECOMPUTED | dict(recompute=False))), SMALL, timing_only=True)
+    b = shared_run(make_config("resnet-tiny", **_RECOMPUTED), SMALL, timing_only=True)
     assert a.fits and b.fits
     # the peak is the stem's im2col (3 channels -> 147 per window) in both; over the step, only the
     # block inputs stay live between the forward and the backward pass (without recomputation the blocks
@@ -236,7 +243,10 @@ def test_runs_that_differ_in_composition_only_reuse_the_replica_graph():
     again = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), SMALL, timing_only=True)
     assert again.wall.get("reused") is True
     E._GRAPH_CACHE.clear()
-    fresh = run_model(make_config("resnet-tiny", replicas=8, ipus=8, grad_accum=5, **kw), SMALL, timing_only=True)
+    # emulated afresh: no graph kept, or the session's run of this config (test_recompute_keeps_block_inputs_only's,
+    # whose run before it was of another graph)
+    assert dict(replicas=8, ipus=8, grad_accum=5, **kw) == _RECOMPUTED
+    fresh = shared_run(make_config("resnet-tiny", **_RECOMPUTED), SMALL, timing_only=True)
     assert "reused" not in fresh.wall
     assert again.schedule == fresh.schedule and again.samples_per_second == fresh.samples_per_second
     assert (again.profile_data.memory == fresh.profile_data.memory).all()
