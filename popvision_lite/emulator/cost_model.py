@@ -220,6 +220,22 @@ def shared_bus_receive_bytes(target, plan, cross: np.ndarray, nbytes: np.ndarray
                                minlength=T)).astype(np.int64)
 
 
+def broadcast_bus_receive_bytes(target, block_elems: np.ndarray, local: np.ndarray, partner_local: np.ndarray,
+                                partner: np.ndarray, dst_tile: np.ndarray, isz: int) -> np.ndarray:
+    """shared_bus_receive_bytes of a broadcast copy in compact form (compile/copy_broadcasts.py: one vertex per
+    destination tile, each receiving one block): per vertex, its block's ``block_elems`` less the ``local`` ones
+    (source tile = its tile) are received; where the vertex's bus partner (tile ^ 1, ``partner``) takes the same
+    block, the pieces it also receives (all but those whose source tile is the partner's, ``partner_local``)
+    count half.  The same multiples of 0.5 summed per tile as the expanded pieces', so the same integers."""
+    T = target.num_tiles
+    got = (block_elems - local) * isz
+    w = got.astype(np.float64)
+    share = int(target.em.get("tiles_per_shared_exchange_bus", 1))
+    if share == 2 and T % 2 == 0:
+        w -= np.where(partner, (got - partner_local * isz) / 2, 0.0)
+    return np.ceil(np.bincount(dst_tile, weights=w, minlength=T)).astype(np.int64)
+
+
 def _partner_hits(v: np.ndarray) -> np.ndarray:
     """Per key of the sorted keys ``v``, whose lowest bit is the destination tile's within its bus (key ^ 1: the
     same source piece received by the bus partner), whether its partner's key is among them: for an even key the

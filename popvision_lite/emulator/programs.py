@@ -61,10 +61,14 @@ class Execute(Program):
 class Copy(Program):
     kind = "Copy"
 
-    def __init__(self, src, dst, name: str | None = None, op: str | None = None):
+    def __init__(self, src, dst, name: str | None = None, op: str | None = None, broadcast: bool = False):
         from popvision_lite.emulator.graph import as_view
 
         super().__init__(name, op)
+        # ``broadcast``: the op says src's vertices repeat a few source blocks, each sent to several destination
+        # tiles (the matmul's B blocks); the compile may then cost the copy per distinct block (decision 0440).
+        # The data moved is src -> dst either way.
+        self.broadcast = bool(broadcast)
         self.src = as_view(src, f"Copy '{self.name}' src")
         self.dst = as_view(dst, f"Copy '{self.name}' dst")
         if name is None:

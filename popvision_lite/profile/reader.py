@@ -8,6 +8,7 @@ file and what is wrong.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -44,6 +45,18 @@ def _vfd_handle(f) -> int | None:
     except Exception:  # noqa: BLE001 - another driver: the chunk checks open the path (ChunkGuard)
         return None
     return os.dup(h) if isinstance(h, int) and h >= 0 else None
+
+
+def _identity(fd: int | None, st) -> tuple | None:
+    """Which file, in which state, this profile read (None without a descriptor): its device, inode, size and
+    change times, and a digest of its first and last 64 KiB (HDF5 keeps its superblock and metadata there), so
+    a file rewritten in place within one timestamp tick still differs (gui/state/analysis_store.py)."""
+    if fd is None:
+        return None
+    n = 1 << 16
+    head, tail = os.pread(fd, n, 0), os.pread(fd, n, max(0, st.st_size - n))
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+            hashlib.blake2b(head + tail, digest_size=16).hexdigest())
 
 
 def _import_h5():
@@ -114,6 +127,7 @@ class Profile:
         self._chunks = h5safety.ChunkGuard(self._err, p, fd=fd)
         if fd is not None:
             st = os.fstat(fd)  # the size of the file open, for the same reason
+        self.identity = _identity(fd, st)
         self._cached: dict = {}
         self._codes: dict[tuple[str, str], np.ndarray] = {}  # (table, text column) -> its dictionary codes
         try:

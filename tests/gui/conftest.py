@@ -94,6 +94,18 @@ def document(qtbot, small_profile):
 
 
 @pytest.fixture
+def fresh_analyses(monkeypatch):
+    """An empty analysis store (gui/state/analysis_store.py) in place of the process's, for a test that proves
+    how an analysis is computed (off the GUI thread, ...): what earlier tests computed on the same file would
+    otherwise be reused."""
+    from popvision_lite.gui.state import analysis_store
+
+    store = analysis_store.AnalysisStore()
+    monkeypatch.setattr(analysis_store, "STORE", store)
+    return store
+
+
+@pytest.fixture
 def dialogs(monkeypatch):
     """The (parent, title, text) of every message box the app shows (none is modal in the tests)."""
     from tests.support.qt import capture_message_boxes

@@ -42,7 +42,7 @@ def test_a_finished_task_and_its_inputs_are_freed(qtbot):
 
 
 def test_a_roofline_tab_closed_while_its_analysis_runs_is_freed(qtbot, window, small_profile, capfd,
-                                                                monkeypatch):
+                                                                monkeypatch, fresh_analyses):
     from popvision_lite.gui.views.roofline.view import RooflineView
 
     monkeypatch.setattr(RooflineView, "SYNC_MAX_TILES", -1)  # the analysis runs on a worker thread

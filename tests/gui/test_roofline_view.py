@@ -192,7 +192,7 @@ def test_stand_in_document(qtbot):
     assert doc.selection.state.op_id == int(pt.data())
 
 
-def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch):
+def test_large_profile_analysis_off_gui_thread(qtbot, profile_path, monkeypatch, fresh_analyses):
     import popvision_lite as pvl
     from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.roofline import RooflineView

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator.compile import copy_broadcasts as CB
 from popvision_lite.emulator.compile.compiled import (
     K_COMPUTE,
     K_SYNC,
@@ -109,6 +110,10 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
 
 def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
+    if getattr(prog, "broadcast", False) and c.target.num_ipus == 1:
+        bp = CB.broadcast_plan(prog.src, prog.dst, c.num_tiles, c.caches.copy_runs)
+        if bp is not None and _compile_broadcast(c, info, bp):
+            return
     plan = copy_pieces(prog.src, prog.dst, c.caches.copy_runs)
     c.copy_plans[info.prog_id] = plan
     if len(plan.length) == 0:
@@ -162,6 +167,59 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                        bytes_sram=2 * bytes_local)
     c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> bool:
+    """_compile_copy_fresh's effects for a broadcast copy on one IPU, from its compact form (decision 0440): the
+    same bytes per tile, shared-bus receive bytes, exchange code and copy descriptors as its expanded pieces give
+    (copy_broadcasts.py says how each is found).  False, with nothing done, where the compact form cannot say it:
+    two distinct pieces with one (source element, length) (a multicast the blocks do not show), or no piece that
+    crosses tiles."""
+    prog = info.prog
+    T = c.num_tiles
+    isz = prog.src.tensor.itemsize
+    L1 = int(bp.ln.max()) + 1
+    pk = bp.se * L1 + bp.ln
+    if not np.all(pk[1:] > pk[:-1]) and len(np.unique(pk)) != len(pk):
+        return False
+    r = CB.receivers(bp, T, True)
+    recv = CB.piece_receivers(bp, r)
+    block_elems = np.add.reduceat(bp.ln, bp.first) if len(bp.first) else bp.ln[:0]
+    got = block_elems[bp.rep] - r.local
+    if not got.any():
+        return False
+    c.copy_plans[info.prog_id] = bp
+    bout = np.bincount(bp.st, weights=np.where(recv > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
+    bin_ = np.bincount(bp.dt, weights=got * isz, minlength=T).astype(np.int64)
+    local = np.bincount(bp.dt, weights=r.local * isz, minlength=T).astype(np.int64)
+    partner_v = r.tile_vertex[bp.dt ^ 1]
+    partner = (partner_v >= 0) & (bp.rep[np.maximum(partner_v, 0)] == bp.rep)
+    bin_time = cm.broadcast_bus_receive_bytes(c.target, block_elems[bp.rep], r.local, r.partner_local, partner,
+                                              bp.dt, isz)
+    src_addr = tile_addr(c, prog.src.tensor.mapping, bp.se, bp.sk)
+    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, recv, src_addr, T)
+    _charge_code(c, info, "internalExchangeCode", n_pat, n_loop)
+    if l_pat.any():  # on-tile copy descriptors (copies._copy_descriptors)
+        ut = np.nonzero(l_pat)[0]
+        c.add_mem("copyDescriptor", ut, l_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + l_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
+    part = np.nonzero(bout + bin_ + local)[0]
+    c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+    c.add_template(info, K_XI, busy, bin_, bout, ipu=c.ipu_of_tiles(part), bytes_exchange=int(bin_.sum()),
+                   bytes_sram=2 * int(local.sum()))
+    c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+    return True
+
+
+def _charge_code(c: Compiled, info: ProgInfo, cat: str, n_pat: np.ndarray, n_loop: np.ndarray) -> None:
+    """Exchange code per tile: EXCHANGE_CODE_PER_PIECE per pattern, EXCHANGE_CODE_PER_LOOP more per loop (several
+    pieces), and EXCHANGE_CODE_BASE on every tile with a pattern (``info.code_bytes`` grows by their sum)."""
+    per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
+    ut = np.nonzero(n_pat)[0]
+    c.add_mem(cat, ut, per_tile[ut])
+    c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
+    info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
 
 
 def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, dst_addr) -> None:
@@ -244,14 +302,8 @@ def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, mul
             counts = exchange_code_counts(plan, mask, send, src_addr, dst_addr, T)
             if counts is None:  # (the packed key does not fit: the pieces sorted, then their patterns)
                 counts = _code_counts_two_step(plan, mask, send, src_addr, dst_addr, T)
-            # per pattern EXCHANGE_CODE_PER_PIECE, and EXCHANGE_CODE_PER_LOOP more for a loop (several pieces), on
-            # the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
-            n_pat, n_loop = counts
-            per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
-            ut = np.nonzero(n_pat)[0]
-            c.add_mem(cat, ut, per_tile[ut])
-            c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-            info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
+            # per pattern on the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
+            _charge_code(c, info, cat, *counts)
 
 
 def _code_counts_two_step(plan: CopyPlan, mask, send, src_addr, dst_addr, T: int) -> tuple[np.ndarray, np.ndarray]:

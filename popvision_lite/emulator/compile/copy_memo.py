@@ -181,6 +181,10 @@ def plan_signature(c: Compiled, plan: CopyPlan, itemsize: int) -> CopySignature:
     to the first piece of each side, and the element size."""
     if len(plan.length) == 0:
         return CopySignature(None)
+    if not isinstance(plan, CopyPlan):  # a broadcast in compact form: its expanded pieces (the same digest)
+        from popvision_lite.emulator.compile.copy_broadcasts import expand
+
+        plan = expand(plan)
     T = c.num_tiles
     base = int(plan.src_tile[0]) & ~1 if c.target.num_ipus == 1 else 0
     st, dt = (plan.src_tile, plan.dst_tile) if base == 0 else (rotated_tiles(plan.src_tile, base, T),

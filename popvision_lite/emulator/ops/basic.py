@@ -457,8 +457,10 @@ def block_sparse_matmul(ctx, a, b, mask, block: int, name: str):
         start = np.arange(nv, dtype=np.int64)
         a_rep = ctx.variable(f"{op}/a_tile_blocks", (nv, sa), A.dtype, mapping=M_.intervals(tl, start * sa, start * sa + sa), op=op)
         b_rep = ctx.variable(f"{op}/b_tile_blocks", (nv, sb), B.dtype, mapping=M_.intervals(tl, start * sb, start * sb + sb), op=op)
-        ctx.add(P.Copy(A_bm.regions((im * KB + kb) * sa, sa), a_rep.whole(), name=f"{op}/broadcast_a pass {r}", op=op))
-        ctx.add(P.Copy(Bs.regions((col_first[nb] + r) * sb, sb), b_rep.whole(), name=f"{op}/broadcast_b pass {r}", op=op))
+        ctx.add(P.Copy(A_bm.regions((im * KB + kb) * sa, sa), a_rep.whole(), name=f"{op}/broadcast_a pass {r}", op=op,
+                       broadcast=True))
+        ctx.add(P.Copy(Bs.regions((col_first[nb] + r) * sb, sb), b_rep.whole(), name=f"{op}/broadcast_b pass {r}", op=op,
+                       broadcast=True))
         vj = np.tile(np.arange(w, dtype=np.int64), nv)
         vv = np.repeat(start, w)
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/blocks pass {r}"), op=op)

@@ -244,9 +244,9 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
     gb_i = g_i if bb3 else np.zeros_like(g_i)
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
-        ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
+        ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op, broadcast=True))
         b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
-        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op))
+        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
         ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
@@ -355,8 +355,8 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     classes = M.unique_rows(np.stack([bm_t, bn_t], 1))[0]
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
-        ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op))
-        ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op))
+        ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op, broadcast=True))
+        ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
         for m_c, n_c in classes:  # one vertex group per block shape
             sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]

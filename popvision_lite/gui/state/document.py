@@ -9,6 +9,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from popvision_lite.gui.state import analysis_store
 from popvision_lite.gui.state.selection import SelectionModel
 
 
@@ -20,6 +21,9 @@ class Document(QObject):
     view rebuilt after a theme change) pay once::
 
         summary = document.cached("summary", summarize, document.profile)
+
+    Results that are plain data (``analysis_store.SHARED``) are also kept per profile file in the process's
+    :data:`analysis_store.STORE`, so another document on the same file (unchanged) reuses them.
     """
 
     closing = Signal()
@@ -35,6 +39,7 @@ class Document(QObject):
         self.title = title or self.path.name
         self.selection = SelectionModel(self)
         self._cache: dict[Any, Any] = {}
+        self.identity = analysis_store.identity_of(profile)  # the file's, for the process's analysis store
         self._lock = threading.Lock()  # the loader may prefill the cache from a worker thread
         self.verdict_choice: tuple[str, int] | None = None
         self.verdict_precision: str | None = None   # the precision the verdict's GPUs train in (None: the run's)
@@ -46,21 +51,33 @@ class Document(QObject):
             self.verdict_choice_changed.emit(gpu, int(count))
 
     def cached(self, key, fn: Callable[..., Any], *args, **kwargs):
-        """Return the cached value for ``key``, computing ``fn(*args, **kwargs)`` on first use."""
+        """Return the cached value for ``key``, computing ``fn(*args, **kwargs)`` on first use (unless the
+        process's analysis store has it for this file)."""
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-        value = fn(*args, **kwargs)
+        value = analysis_store.STORE.get(self.identity, key)
+        if value is analysis_store.MISSING:
+            value = fn(*args, **kwargs)
+            analysis_store.STORE.put(self.identity, key, value)
         with self._lock:
             return self._cache.setdefault(key, value)
 
     def has_cached(self, key) -> bool:
         with self._lock:
-            return key in self._cache
+            if key in self._cache:
+                return True
+        value = analysis_store.STORE.get(self.identity, key)
+        if value is analysis_store.MISSING:
+            return False
+        with self._lock:
+            self._cache.setdefault(key, value)
+        return True
 
     def put_cached(self, key, value) -> None:
         with self._lock:
             self._cache[key] = value
+        analysis_store.STORE.put(self.identity, key, value)
 
     def close(self) -> None:
         self.closing.emit()

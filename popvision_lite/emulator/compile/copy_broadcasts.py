@@ -1,0 +1,240 @@
+"""A broadcast copy compiled in its compact form (decision 0440): the op says a copy sends each of a few source
+blocks to several destination tiles (``programs.Copy(..., broadcast=True)``: the matmul's B blocks), and the
+compile costs it per distinct block's pieces and per destination vertex, never listing the 8-12x more pieces
+of the expanded copy.  :func:`broadcast_plan` finds the compact form where the copy's shape allows it (else
+None: the expanded path); :func:`expand` gives back the expanded pieces (the plan ``copy_plans.copy_pieces``
+cuts; outlining's signature and the tests read it); :func:`code_counts` and
+:func:`~popvision_lite.emulator.cost_model.broadcast_bus_receive_bytes` are the per-tile exchange code and shared
+bus receive bytes of the expanded plan, computed on the compact one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from popvision_lite.emulator.compile.compiled import CopyPlan
+from popvision_lite.emulator.graph import Concat, Regions, TensorView, Windows, _ranges_index
+from popvision_lite.emulator.mapping import interval_index
+
+
+@dataclass
+class BroadcastPlan:
+    """The pieces of a broadcast copy in compact form.  The distinct blocks' pieces (``se`` .. ``off``: source
+    element, length, source tile, source interval, block, offset in the block), in block order, each block's
+    pieces in copy order; per destination vertex (in copy order) its block ``rep``, first destination element
+    ``d0``, destination interval ``dk`` and tile ``dt`` (one interval, one tile per vertex, no two vertices on
+    one tile).  The expanded copy is, vertex by vertex, its block's pieces moved to the vertex."""
+
+    se: np.ndarray
+    ln: np.ndarray
+    st: np.ndarray
+    sk: np.ndarray
+    blk: np.ndarray
+    off: np.ndarray
+    first: np.ndarray  # per block: its first piece
+    count: np.ndarray  # per block: its pieces
+    rep: np.ndarray
+    d0: np.ndarray
+    dk: np.ndarray
+    dt: np.ndarray
+
+    @property
+    def length(self) -> np.ndarray:  # (the expanded plan's lengths are these, repeated: the same bounds)
+        return self.ln
+
+
+def _field_runs(f, known: dict | None):
+    """(run starts (n, r), run ends (n, r), per vertex a key equal for equal vertices) of a Regions or Windows
+    field, or None for any other endpoint."""
+    if isinstance(f, Regions):
+        s, e = f.run_bounds()
+        return s, e, s[:, 0] * (int((e - s).max(initial=0)) + 1) + (e[:, 0] - s[:, 0])
+    if isinstance(f, Windows):
+        hit = known.get(id(f)) if known else None
+        s, e = (hit[1], hit[2]) if hit is not None and hit[0] == "bounds" else f.run_bounds()
+        return s, e, f.start_offsets()
+    return None
+
+
+def _vertex_runs(src, known: dict | None):
+    """A Regions / Windows source, or a Concat of them, vertex by vertex: (run starts, run lengths (flat, vertex
+    order), runs per vertex, per vertex a key equal for equal vertices (in a Concat, of one part)), or None."""
+    parts = src.parts if isinstance(src, Concat) else [src]
+    got = [_field_runs(f, known) for f in parts]
+    if any(g is None for g in got):
+        return None
+    rs = np.concatenate([g[0].ravel() for g in got])
+    rl = np.concatenate([(g[1] - g[0]).ravel() for g in got])
+    per = np.concatenate([np.full(len(g[0]), g[0].shape[1], np.int64) for g in got])
+    keys = [g[2] for g in got]
+    if len(keys) > 1:  # (the part in the low digits: windows of two shapes at one origin are two blocks)
+        keys = [k * len(keys) + i for i, k in enumerate(keys)]
+    return rs, rl, per, np.concatenate(keys)
+
+
+def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> BroadcastPlan | None:
+    """The compact form of a copy of a Regions / Windows ``src`` (or a Concat of them) whose vertices repeat a few
+    blocks into a whole contiguous ``dst`` view, where the expanded pieces are each vertex's block cut at the
+    source's interval starts (no destination interval starts inside a vertex), the vertices' destination tiles
+    are distinct and some block goes to more than one vertex; else None (the copy is compiled from its expanded
+    pieces)."""
+    if not isinstance(dst, TensorView) or dst.contiguous is None:
+        return None
+    vr = _vertex_runs(src, known)
+    if vr is None or len(vr[2]) < 2:
+        return None
+    runs_s, runs_l, per, vkey = vr
+    vfirst = np.cumsum(per) - per
+    csum = np.cumsum(runs_l)
+    elems = csum[vfirst + per - 1] - csum[vfirst] + runs_l[vfirst]
+    if int(elems.min()) <= 0:
+        return None
+    ukey, t0, rep = np.unique(vkey, return_index=True, return_inverse=True)
+    if len(ukey) == len(vkey):
+        return None  # no block repeats: not a broadcast
+    # destination: vertex t's elements are dst elements d0[t] .. d0[t] + elems[t] - 1, in one interval
+    dm = dst.tensor.mapping
+    d0 = dst.contiguous[0] + np.cumsum(elems) - elems
+    dk = interval_index(dm.start, d0)
+    if int(dk.min()) < 0 or not np.array_equal(interval_index(dm.start, d0 + elems - 1), dk):
+        return None
+    dt = dm.tile[dk].astype(np.int64)
+    if len(np.unique(dt)) != len(dt):
+        return None
+    # the distinct blocks' runs (their first vertex's), zero-length runs left out, cut at the source's interval
+    # starts inside them (as copy_plans._cut_runs cuts every piece)
+    ri = _ranges_index(vfirst[t0], per[t0])
+    rblk = np.repeat(np.arange(len(t0), dtype=np.int64), per[t0])
+    rs, rl = runs_s[ri], runs_l[ri]
+    roff = csum[ri] - rl - (csum[vfirst[t0]] - runs_l[vfirst[t0]])[rblk]
+    keep = rl > 0
+    if not keep.all():
+        rs, rl, roff, rblk = rs[keep], rl[keep], roff[keep], rblk[keep]
+    sm = src.tensor.mapping
+    lo = np.searchsorted(sm.start, rs, side="right")
+    hi = np.searchsorted(sm.start, rs + rl, side="left")
+    cnt = np.maximum(hi - lo, 0) + 1  # pieces per run
+    if int(cnt.max()) == 1:
+        se, ln, off, blk = rs, rl, roff, rblk
+    else:
+        n = int(cnt.sum())
+        rfirst = np.cumsum(cnt) - cnt
+        run = np.repeat(np.arange(len(rs)), cnt)
+        j = np.arange(n, dtype=np.int64) - rfirst[run]  # the piece's place in its run
+        cut = np.where(j > 0, sm.start[np.minimum(lo[run] + j - 1, len(sm.start) - 1)], rs[run])
+        end = np.empty(n, np.int64)
+        end[:-1] = cut[1:]
+        last = rfirst + cnt - 1
+        end[last] = rs + rl
+        se, ln, blk = cut, end - cut, rblk[run]
+        off = roff[run] + (cut - rs[run])
+    sk = interval_index(sm.start, se)
+    nb = len(t0)
+    count = np.bincount(blk, minlength=nb)
+    first = np.cumsum(count) - count
+    return BroadcastPlan(se.astype(np.int64), ln.astype(np.int64), sm.tile[sk].astype(np.int64), sk, blk, off,
+                         first, count, rep.astype(np.int64), d0, dk, dt)
+
+
+def expand(bp: BroadcastPlan) -> CopyPlan:
+    """The expanded pieces: vertex by vertex, its block's pieces (the plan copy_plans.copy_pieces cuts)."""
+    cnt = bp.count[bp.rep]
+    idx = _ranges_index(bp.first[bp.rep], cnt)
+    v = np.repeat(np.arange(len(bp.rep)), cnt)
+    return CopyPlan(bp.se[idx], bp.d0[v] + bp.off[idx], bp.ln[idx], bp.st[idx], bp.dt[v], bp.sk[idx], bp.dk[v])
+
+
+@dataclass
+class Receivers:
+    """Per block and tile, what the expanded copy's crossing pieces add up to: ``per_vertex_local`` (elements of
+    the vertex's block whose source tile is the vertex's own tile), ``partner_local`` (... on the tile sharing
+    the vertex's exchange bus), ``vertices`` (per block), ``tile_vertex`` (per tile, its vertex or -1)."""
+
+    local: np.ndarray
+    partner_local: np.ndarray | None
+    vertices: np.ndarray
+    tile_vertex: np.ndarray
+
+
+def _group_sums(bp: BroadcastPlan, T: int, values: np.ndarray):
+    """(sorted distinct keys block * T + source tile of the pieces, per key the sum of ``values``)."""
+    key = bp.blk * T + bp.st
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    new = np.empty(len(ks), bool)
+    new[:1] = True
+    np.not_equal(ks[1:], ks[:-1], out=new[1:])
+    starts = np.nonzero(new)[0]
+    return ks[starts], np.add.reduceat(values[order], starts) if len(starts) else values[:0]
+
+
+def lookup(keys: np.ndarray, sums: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``sums`` at the keys ``q`` (0 where a key is absent)."""
+    if len(keys) == 0:
+        return np.zeros(len(q), sums.dtype)
+    i = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+    return np.where(keys[i] == q, sums[i], 0)
+
+
+def receivers(bp: BroadcastPlan, T: int, bus: bool) -> Receivers:
+    keys, sums = _group_sums(bp, T, bp.ln)
+    local = lookup(keys, sums, bp.rep * T + bp.dt)
+    partner = lookup(keys, sums, bp.rep * T + (bp.dt ^ 1)) if bus else None
+    tv = np.full(T, -1, np.int64)
+    tv[bp.dt] = np.arange(len(bp.dt))
+    return Receivers(local, partner, np.bincount(bp.rep, minlength=len(bp.count)), tv)
+
+
+def piece_receivers(bp: BroadcastPlan, r: Receivers) -> np.ndarray:
+    """Per distinct piece, how many vertices receive it over the exchange (its block's vertices less the one on
+    its own source tile, where that vertex takes this block)."""
+    v = r.tile_vertex[bp.st]
+    own = (v >= 0) & (bp.rep[np.maximum(v, 0)] == bp.blk)
+    return r.vertices[bp.blk] - own
+
+
+def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.ndarray, T: int):
+    """Per tile (exchange-code patterns, loops) of the expanded copy's crossing pieces (receive side on the
+    receiver's tile, send side on the sender's: copy_plans.exchange_code_counts), and per tile (patterns, loops) of
+    its on-tile pieces (copy descriptors, on their tile).  A pattern forms within one (destination tile, source
+    tile) group of pieces sorted by source position; a destination tile takes one vertex, so its groups are its
+    block's pieces per source tile, in the block's order: each (block, source tile) group's patterns are found
+    once, with the destination strides of the block's offsets (a vertex's destination positions are its first
+    one plus them).  The send side is the pieces that send (``recv`` > 0), whole groups, with source strides only:
+    grouped by (the first receiver's tile, source tile), which a block's groups are too."""
+    from popvision_lite.emulator.compile.copy_plans import _starts_of
+
+    m = len(bp.se)
+    order = np.lexsort((src_addr, bp.st, bp.blk))  # (stable: ties in the block's order, as the expanded sort)
+    g = (bp.blk * T + bp.st)[order]
+    ln = bp.ln[order]
+    same = g[1:] == g[:-1]
+    same &= ln[1:] == ln[:-1]
+    new_r, new_s = _starts_of(same, src_addr[order], bp.off[order], True)
+    out = []
+    for new in (new_r, new_s):
+        starts = np.nonzero(new)[0]
+        loop = np.diff(np.append(starts, m)) > 1
+        gk = g[starts]
+        # per group: patterns, loops (groups are runs of g: sums over the starts of each group)
+        keys, inv = np.unique(gk, return_inverse=True)
+        out.append((keys, np.bincount(inv, minlength=len(keys)), np.bincount(inv, weights=loop,
+                                                                              minlength=len(keys)).astype(np.int64)))
+    (rk, rp, rl), (sk, sp, sl) = out
+    nbk = len(bp.count)
+    blk_p = np.bincount(rk // T, weights=rp, minlength=nbk).astype(np.int64)
+    blk_l = np.bincount(rk // T, weights=rl, minlength=nbk).astype(np.int64)
+    own = bp.rep * T + bp.dt
+    loc_p, loc_l = lookup(rk, rp, own), lookup(rk, rl, own)
+    n_pat = np.bincount(bp.dt, weights=blk_p[bp.rep] - loc_p, minlength=T)
+    n_loop = np.bincount(bp.dt, weights=blk_l[bp.rep] - loc_l, minlength=T)
+    # send side: a group sends unless its block's only vertex is on the group's source tile
+    sb, ss = sk // T, sk % T
+    v = r.tile_vertex[ss]
+    sends = (r.vertices[sb] > 1) | ~((v >= 0) & (bp.rep[np.maximum(v, 0)] == sb))
+    n_pat += np.bincount(ss[sends], weights=sp[sends], minlength=T)
+    n_loop += np.bincount(ss[sends], weights=sl[sends], minlength=T)
+    local_p = np.bincount(bp.dt, weights=loc_p, minlength=T).astype(np.int64)
+    local_l = np.bincount(bp.dt, weights=loc_l, minlength=T).astype(np.int64)
+    return (n_pat.astype(np.int64), n_loop.astype(np.int64)), (local_p, local_l)
