@@ -287,7 +287,7 @@ class Regions(Field):
             lo, shi, smin = int(starts.min()), int(starts.max()), int(sizes.flat[0] if one else sizes.min())
             smax = smin if one else int(sizes.max())
             end = shi + smax
-            hi = end if one or end <= tensor.size else int(np.add(starts, sizes, dtype=np.int64).max())
+            self._hi = hi = end if one or end <= tensor.size else int(np.add(starts, sizes, dtype=np.int64).max())
             if lo < 0 or hi > tensor.size or smin < 0:
                 raise EmulatorError(
                     f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "

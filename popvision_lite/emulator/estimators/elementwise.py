@@ -83,14 +83,20 @@ def piece_cycles(model, n, itemsize: int, src_itemsize: int | None, on_tile, thr
     most ``threads`` pieces, else a region of one of the tile's ``threads`` 2D worker vertices (the
     2D prologue shared by the pieces of a vertex).  The estimators are functions of a piece's size alone,
     so they are evaluated once per size (:func:`per_size`): an op's pieces have a few sizes."""
-    c1 = per_size(lambda x: model_worker_cycles(model, x, itemsize, src_itemsize), n)
+    def one(x):
+        return model_worker_cycles(model, x, itemsize, src_itemsize)
+
     frag = on_tile > threads
     if not frag.any():
-        return c1
+        return per_size(one, n)
     pro = model_region_cycles(model, n[:1], itemsize, src_itemsize)[1]
     reg = per_size(lambda x: model_region_cycles(model, x, itemsize, src_itemsize)[0], n)
-    c2 = reg + -(-pro * threads // np.maximum(on_tile, 1))
-    return np.where(frag, c2, c1)
+    # the prologue's share per piece by the tile's piece count: divided once per count, read back per piece
+    share = -(-pro * threads // np.maximum(np.arange(int(on_tile.max()) + 1), 1))
+    c2 = reg + share[on_tile]
+    if frag.all():  # every piece a region of a 2D vertex (a large op's): the 1D cycles are not read, only their type
+        return c2.astype(np.result_type(c2, one(n[:1])), copy=False)
+    return np.where(frag, c2, per_size(one, n))
 
 
 # per_size: a table of every size in the pieces' span when the span is at most this share of their count

@@ -30,7 +30,9 @@ class _Heads:
         inv[self.split.reshape(-1)] = np.arange(inv.size, dtype=np.int64)
         self.merge = inv.reshape(B * S, A * d)  # view of (B*A,S,d) as (B*S,H)
         for a in (self.split, self.split_t, self.merge):
-            a.flags.writeable = False  # shared by the graphs built with them (_heads)
+            while isinstance(a, np.ndarray):  # shared by the graphs built with them (_heads); the arrays that
+                a.flags.writeable = False  # hold their memory too, so what is counted of them is kept
+                a = a.base  # (ops/common.unit_steps)
 
 
 @functools.lru_cache(maxsize=1)

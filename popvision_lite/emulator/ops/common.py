@@ -4,6 +4,9 @@ compute set over an output's worker pieces."""
 
 from __future__ import annotations
 
+import copy
+import weakref
+
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
@@ -48,10 +51,31 @@ def run_breaks(index: np.ndarray) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+# (data address, shape, strides, dtype, axis) of a read-only index -> (a weak reference to the array owning its
+# memory, unit_steps): a model's head layouts (transformer._heads, read-only) are read by a layer's attention
+# matmuls forward and backward, each a view of the same layout, so their runs are counted once while it lives
+_STEPS: dict[tuple, tuple] = {}
+
+
 def unit_steps(index: np.ndarray, axis: int) -> int:
     """``np.count_nonzero(np.diff(index, axis=axis) == 1)`` for an int index of at least two dimensions and
     ``axis`` -1 or -2 (how many neighbours along that axis are consecutive elements), scanned in chunks of rows
-    (see :func:`run_breaks`)."""
+    (see :func:`run_breaks`); counted once per read-only index (whose memory cannot change while it lives)."""
+    owner = index
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if index.flags.writeable or owner.flags.writeable or owner.base is not None:  # (memory that may change)
+        return _unit_steps(index, axis)
+    key = (index.__array_interface__["data"][0], index.shape, index.strides, index.dtype.str, axis)
+    hit = _STEPS.get(key)
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    n = _unit_steps(index, axis)
+    _STEPS[key] = (weakref.ref(owner, lambda _r, key=key: _STEPS.pop(key, None)), n)
+    return n
+
+
+def _unit_steps(index: np.ndarray, axis: int) -> int:
     a = index.reshape((-1,) + index.shape[-2:])
     L, R, W = a.shape
     rows = max(1, _CHUNK // max(W, 1))
@@ -133,12 +157,24 @@ def materialize(ctx: OpContext, x, name: str, op: str, mapping=None, shape=None,
     return t
 
 
+def regions_on(field, tensor):
+    """``tensor.regions(field.starts, field.sizes)`` (an elementwise op's input, read where its output field
+    writes) without a second bounds pass: the field's arrays, checked against ``tensor``'s size by the end the
+    field's own check found (``Regions._hi``); an empty or int64 field, or one that does not fit, is built as
+    before (and refused there)."""
+    if not field.n or max(field.tensor.size, tensor.size) >= 2**31 or field._hi > tensor.size:
+        return tensor.regions(field.starts, field.sizes)
+    r = copy.copy(field)  # (sizes held as an array: not regular, as the constructor would make it)
+    r.tensor, r.regular, r._idx, r._whole = tensor, False, None, None
+    return r
+
+
 def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
     cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
     tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
     out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
-    fields = {k: v.regions(out_f.starts, out_f.sizes) for k, v in inputs.items()}
+    fields = {k: regions_on(out_f, v) for k, v in inputs.items()}
     fields["out"] = out_f
     ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
     ctx.add(P.Execute(cs, name=cs.name, op=op))

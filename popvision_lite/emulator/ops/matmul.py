@@ -591,6 +591,22 @@ def _row_runs(s0: np.ndarray, ln: np.ndarray, width: np.ndarray):
     return idx, start, stop - start
 
 
+def _plane_runs(blocks, b_, s0, ln, x, q, pk: int, Mm: int, N: int):
+    """(start, length) in the partials' (G * pk, Mm, N) planes of the row runs of owner slice ``x[i]`` (block
+    ``b_``, elements [s0, s0 + ln) of it) in plane (g, q[i]), in that order: a slice's runs are the same in
+    every plane, so they are cut once per slice and placed at each of its planes."""
+    nsz = blocks["nsz"]
+    ri, st, lens = _row_runs(s0, ln, nsz[b_])
+    bx = b_[ri]
+    row, col = np.divmod(st, nsz[bx])
+    base = ((blocks["g"][bx] * pk) * Mm + blocks["moff"][bx] + row) * N + blocks["noff"][bx] + col
+    cnt = np.bincount(ri, minlength=len(b_))  # runs per slice
+    first = np.cumsum(cnt) - cnt
+    per_x = cnt[x]
+    run = np.arange(int(per_x.sum())) + np.repeat(first[x] - (np.cumsum(per_x) - per_x), per_x)
+    return base[run] + np.repeat(q * (Mm * N), per_x), lens[run]
+
+
 def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     """One intermediate stage of poplin's multi-stage reduction (ConvReduce.cpp partialGroupedReduce):
     the ``depth`` partials of every block (``part``'s (G * pk, Mm, N) planes when ``src`` is None, else the
@@ -629,11 +645,8 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     x = np.repeat(np.arange(len(b_)), k)
     q = q0[x] + (np.arange(len(x)) - np.repeat(np.cumsum(k) - k, k))
     if src is None:  # the partial planes: the slice's row runs of block b in plane (g, q)
-        ri, st, lens = _row_runs(s0[x], ln[x], blocks["nsz"][b_[x]])
-        bx, qx = b_[x][ri], q[ri]
-        row, col = np.divmod(st, blocks["nsz"][bx])
+        starts, lens = _plane_runs(blocks, b_, s0, ln, x, q, pk, Mm, N)
         src = part
-        starts = ((blocks["g"][bx] * pk + qx) * Mm + blocks["moff"][bx] + row) * N + blocks["noff"][bx] + col
     else:
         starts, lens = ioff[b_[x]] + q * be[b_[x]] + s0[x], ln[x]
     ctx.add(P.Copy(src.regions(starts, lens), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op))
