@@ -71,6 +71,14 @@ class AnalysisStore:
             self._by_file.move_to_end(identity)
             return values[key]
 
+    def computed(self, identity, key, fn, *args, **kwargs) -> Any:
+        """The stored value, else ``fn(*args, **kwargs)``, stored (where the file and key are shared)."""
+        value = self.get(identity, key)
+        if value is _MISSING:
+            value = fn(*args, **kwargs)
+            self.put(identity, key, value)
+        return value
+
     def put(self, identity, key, value) -> None:
         if identity is None or not shareable(key):
             return

@@ -56,10 +56,7 @@ class Document(QObject):
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-        value = analysis_store.STORE.get(self.identity, key)
-        if value is analysis_store.MISSING:
-            value = fn(*args, **kwargs)
-            analysis_store.STORE.put(self.identity, key, value)
+        value = analysis_store.STORE.computed(self.identity, key, fn, *args, **kwargs)
         with self._lock:
             return self._cache.setdefault(key, value)
 

@@ -8,15 +8,14 @@ from pathlib import Path
 def prefetch_first_view(task, profile) -> dict:
     """Work done in the loader thread so the first view (Summary) shows without waiting."""
     from popvision_lite.analysis.summary import summarize
-    from popvision_lite.gui.state.analysis_store import MISSING, STORE, identity_of
+    from popvision_lite.gui.state.analysis_store import STORE, identity_of
 
-    identity = identity_of(profile)
-    summary = STORE.get(identity, "summary")   # this file's, when it was open before (decision 0456)
-    if summary is MISSING:
+    def summarise():
         task.progress(0.5, "summarising")
-        summary = summarize(profile)
-        STORE.put(identity, "summary", summary)
-    return {"summary": summary}
+        return summarize(profile)
+
+    # this file's summary, when it was open before (decision 0456)
+    return {"summary": STORE.computed(identity_of(profile), "summary", summarise)}
 
 
 def load_document_data(task, path: str):
