@@ -90,24 +90,40 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
     elems = csum[vfirst + per - 1] - csum[vfirst] + runs_l[vfirst]
     if int(elems.min()) <= 0:
         return None
-    ukey, t0, rep = np.unique(vkey, return_index=True, return_inverse=True)
-    if len(ukey) == len(vkey):
-        return None  # no block repeats: not a broadcast
     # destination: vertex t's elements are dst elements d0[t] .. d0[t] + elems[t] - 1, in one interval
     dm = dst.tensor.mapping
     d0 = dst.contiguous[0] + np.cumsum(elems) - elems
     dk = interval_index(dm.start, d0)
     if int(dk.min()) < 0 or not np.array_equal(interval_index(dm.start, d0 + elems - 1), dk):
         return None
+    # the destination units: the vertices of one destination interval (consecutive: dst is contiguous), one per
+    # interval, each unit's block the sequence of its vertices' blocks (the convolution's kernel windows, k x k
+    # of them on each tile); a unit is one vertex where each interval takes one
+    new_u = np.empty(len(dk), bool)
+    new_u[0] = True
+    np.not_equal(dk[1:], dk[:-1], out=new_u[1:])
+    if new_u.all():
+        ukey, t0, rep = np.unique(vkey, return_index=True, return_inverse=True)
+        if len(ukey) == len(vkey):
+            return None  # no block repeats: not a broadcast
+        uf, un = vfirst[t0], per[t0]  # the distinct blocks' runs: their first vertex's
+    else:
+        units = _units(vkey, new_u)
+        if units is None:
+            return None
+        rep, t0, uv = units
+        d0, dk = d0[uv], dk[uv]
+        uper = np.add.reduceat(per, uv)
+        uf, un = vfirst[uv[t0]], uper[t0]  # the distinct blocks' runs: their first unit's vertices' runs
     dt = dm.tile[dk].astype(np.int64)
     if len(np.unique(dt)) != len(dt):
         return None
-    # the distinct blocks' runs (their first vertex's), zero-length runs left out, cut at the source's interval
-    # starts inside them (as copy_plans._cut_runs cuts every piece)
-    ri = _ranges_index(vfirst[t0], per[t0])
-    rblk = np.repeat(np.arange(len(t0), dtype=np.int64), per[t0])
+    # the distinct blocks' runs, zero-length runs left out, cut at the source's interval starts inside them (as
+    # copy_plans._cut_runs cuts every piece)
+    ri = _ranges_index(uf, un)
+    rblk = np.repeat(np.arange(len(t0), dtype=np.int64), un)
     rs, rl = runs_s[ri], runs_l[ri]
-    roff = csum[ri] - rl - (csum[vfirst[t0]] - runs_l[vfirst[t0]])[rblk]
+    roff = csum[ri] - rl - (csum[uf] - runs_l[uf])[rblk]
     keep = rl > 0
     if not keep.all():
         rs, rl, roff, rblk = rs[keep], rl[keep], roff[keep], rblk[keep]
@@ -135,6 +151,27 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
     first = np.cumsum(count) - count
     return BroadcastPlan(se.astype(np.int64), ln.astype(np.int64), sm.tile[sk].astype(np.int64), sk, blk, off,
                          first, count, rep.astype(np.int64), d0, dk, dt)
+
+
+def _units(vkey: np.ndarray, new_u: np.ndarray):
+    """Where the destination units (``new_u``: a unit's first vertex) are sequences of vertex blocks: (per unit
+    its block, each block's first unit, each unit's first vertex), or None where no block repeats.  Units are equal
+    when their vertex keys are, element for element (found from (count, first key, last key), then checked: None
+    where two units with those equal differ)."""
+    uv = np.nonzero(new_u)[0]
+    cnt = np.diff(np.append(uv, len(vkey)))
+    last = uv + cnt - 1
+    cand = np.stack([cnt, vkey[uv], vkey[last]], 1)
+    _u, t0, rep = np.unique(cand, axis=0, return_index=True, return_inverse=True)
+    rep = rep.reshape(-1)
+    if len(t0) == len(uv):
+        return None  # no block repeats: not a broadcast
+    # check: every unit's vertex keys are its block's first unit's, one by one
+    own = _ranges_index(uv, cnt)
+    other = _ranges_index(uv[t0[rep]], cnt)
+    if not np.array_equal(vkey[own], vkey[other]):
+        return None
+    return rep.astype(np.int64), t0, uv
 
 
 def expand(bp: BroadcastPlan) -> CopyPlan:
