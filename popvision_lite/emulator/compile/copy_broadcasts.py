@@ -155,23 +155,27 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
 
 def _units(vkey: np.ndarray, new_u: np.ndarray):
     """Where the destination units (``new_u``: a unit's first vertex) are sequences of vertex blocks: (per unit
-    its block, each block's first unit, each unit's first vertex), or None where no block repeats.  Units are equal
-    when their vertex keys are, element for element (found from (count, first key, last key), then checked: None
-    where two units with those equal differ)."""
+    its block, each block's first unit, each unit's first vertex), or None where no block repeats.  Units are one
+    block when their vertex keys are equal, element for element: grouped by (count, first key, last key), then
+    checked one by one."""
     uv = np.nonzero(new_u)[0]
     cnt = np.diff(np.append(uv, len(vkey)))
     last = uv + cnt - 1
     cand = np.stack([cnt, vkey[uv], vkey[last]], 1)
     _u, t0, rep = np.unique(cand, axis=0, return_index=True, return_inverse=True)
-    rep = rep.reshape(-1)
+    rep = rep.reshape(-1).astype(np.int64)
     if len(t0) == len(uv):
         return None  # no block repeats: not a broadcast
-    # check: every unit's vertex keys are its block's first unit's, one by one
-    own = _ranges_index(uv, cnt)
-    other = _ranges_index(uv[t0[rep]], cnt)
-    if not np.array_equal(vkey[own], vkey[other]):
-        return None
-    return rep.astype(np.int64), t0, uv
+    # check: every unit's vertex keys are its block's first unit's, one by one; a unit that differs is a block of
+    # its own (were two such units equal, their pieces repeat: the compile takes the expanded path)
+    same = vkey[_ranges_index(uv, cnt)] == vkey[_ranges_index(uv[t0[rep]], cnt)]
+    if not same.all():
+        bad = np.nonzero(np.logical_and.reduceat(same, np.cumsum(cnt) - cnt) == 0)[0]
+        rep[bad] = len(t0) + np.arange(len(bad))
+        t0 = np.concatenate([t0, bad])
+        if len(t0) == len(uv):
+            return None
+    return rep, t0, uv
 
 
 def expand(bp: BroadcastPlan) -> CopyPlan:
