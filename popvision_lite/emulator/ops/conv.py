@@ -223,7 +223,7 @@ def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int
     in_start = np.cumsum(in_sizes) - in_sizes
     xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
                        mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
-    ctx.add(P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op))
+    ctx.add(P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op, broadcast=True))
     return xin, in_start, in_sizes
 
 
