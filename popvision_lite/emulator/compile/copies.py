@@ -172,9 +172,10 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
 def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> bool:
     """_compile_copy_fresh's effects for a broadcast copy on one IPU, from its compact form (decision 0440): the
     same bytes per tile, shared-bus receive bytes, exchange code and copy descriptors as its expanded pieces give
-    (copy_broadcasts.py says how each is found).  False, with nothing done, where the compact form cannot say it:
-    two distinct pieces with one (source element, length) (a multicast the blocks do not show), or no piece that
-    crosses tiles."""
+    (copy_broadcasts.py says how each is found).  Blocks may share pieces (decision 0445: the convolution's halo
+    rows), each then sent once.  False, with nothing done, where the compact form cannot say it: a block holding
+    one (source element, length) twice, blocks sharing pieces where a bus pair takes two blocks, or no piece
+    that crosses tiles."""
     prog = info.prog
     T = c.num_tiles
     isz = prog.src.tensor.itemsize

@@ -5,7 +5,10 @@ of the expanded copy.  :func:`broadcast_plan` finds the compact form where the c
 None: the expanded path); :func:`expand` gives back the expanded pieces (the plan ``copy_plans.copy_pieces``
 cuts; outlining's signature and the tests read it); :func:`code_counts` and
 :func:`~popvision_lite.emulator.cost_model.broadcast_bus_receive_bytes` are the per-tile exchange code and shared
-bus receive bytes of the expanded plan, computed on the compact one."""
+bus receive bytes of the expanded plan, computed on the compact one.  Decision 0445 widens it to the convolution's
+exchanges: a destination unit (one destination interval, one tile) may hold several vertices (the kernel's k x k
+windows per tile), and distinct blocks may share pieces (the input rows' halo), each then sent once
+(:func:`shared_pieces`, :func:`shared_send_counts`)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ class BroadcastPlan:
     element, length, source tile, source interval, block, offset in the block), in block order, each block's
     pieces in copy order; per destination vertex (in copy order) its block ``rep``, first destination element
     ``d0``, destination interval ``dk`` and tile ``dt`` (one interval, one tile per vertex, no two vertices on
-    one tile).  The expanded copy is, vertex by vertex, its block's pieces moved to the vertex."""
+    one tile).  The expanded copy is, vertex by vertex, its block's pieces moved to the vertex.  (A "vertex" here
+    is a destination unit: the source's vertices that one destination interval takes, decision 0445.)"""
 
     se: np.ndarray
     ln: np.ndarray
@@ -76,9 +80,9 @@ def _vertex_runs(src, known: dict | None):
 def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> BroadcastPlan | None:
     """The compact form of a copy of a Regions / Windows ``src`` (or a Concat of them) whose vertices repeat a few
     blocks into a whole contiguous ``dst`` view, where the expanded pieces are each vertex's block cut at the
-    source's interval starts (no destination interval starts inside a vertex), the vertices' destination tiles
-    are distinct and some block goes to more than one vertex; else None (the copy is compiled from its expanded
-    pieces)."""
+    source's interval starts (no destination interval starts inside a vertex), the destination units' tiles
+    are distinct and some block goes to more than one unit; else None (the copy is compiled from its expanded
+    pieces).  A unit is the vertices one destination interval takes, its block their blocks in order."""
     if not isinstance(dst, TensorView) or dst.contiguous is None:
         return None
     vr = _vertex_runs(src, known)
