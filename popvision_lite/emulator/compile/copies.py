@@ -172,15 +172,15 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
 def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> bool:
     """_compile_copy_fresh's effects for a broadcast copy on one IPU, from its compact form (decision 0440): the
     same bytes per tile, shared-bus receive bytes, exchange code and copy descriptors as its expanded pieces give
-    (copy_broadcasts.py says how each is found).  False, with nothing done, where the compact form cannot say it:
-    two distinct pieces with one (source element, length) (a multicast the blocks do not show), or no piece that
-    crosses tiles."""
+    (copy_broadcasts.py says how each is found).  Blocks may share pieces (decision 0445: the convolution's halo
+    rows), each then sent once.  False, with nothing done, where the compact form cannot say it: a block holding
+    one (source element, length) twice, blocks sharing pieces where a bus pair takes two blocks, or no piece
+    that crosses tiles."""
     prog = info.prog
     T = c.num_tiles
     isz = prog.src.tensor.itemsize
-    L1 = int(bp.ln.max()) + 1
-    pk = bp.se * L1 + bp.ln
-    if not np.all(pk[1:] > pk[:-1]) and len(np.unique(pk)) != len(pk):
+    shared = CB.shared_pieces(bp)
+    if shared is False:
         return False
     r = CB.receivers(bp, T, True)
     recv = CB.piece_receivers(bp, r)
@@ -188,16 +188,23 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     got = block_elems[bp.rep] - r.local
     if not got.any():
         return False
-    c.copy_plans[info.prog_id] = bp
-    bout = np.bincount(bp.st, weights=np.where(recv > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
-    bin_ = np.bincount(bp.dt, weights=got * isz, minlength=T).astype(np.int64)
-    local = np.bincount(bp.dt, weights=r.local * isz, minlength=T).astype(np.int64)
     partner_v = r.tile_vertex[bp.dt ^ 1]
     partner = (partner_v >= 0) & (bp.rep[np.maximum(partner_v, 0)] == bp.rep)
+    if shared is not None and not np.array_equal(partner, partner_v >= 0):
+        return False  # (blocks share pieces and a bus pair takes two blocks: the halved bytes are not per block)
+    src_addr = tile_addr(c, prog.src.tensor.mapping, bp.se, bp.sk)
+    send = None
+    if shared is None:
+        bout = np.bincount(bp.st, weights=np.where(recv > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
+    else:  # each distinct piece sent once, where some vertex of some block receives it
+        send, (dp, sent) = CB.shared_send_counts(bp, r, src_addr, T, shared)
+        bout = np.bincount(bp.st[dp], weights=np.where(sent, bp.ln[dp], 0) * isz, minlength=T).astype(np.int64)
+    c.copy_plans[info.prog_id] = bp
+    bin_ = np.bincount(bp.dt, weights=got * isz, minlength=T).astype(np.int64)
+    local = np.bincount(bp.dt, weights=r.local * isz, minlength=T).astype(np.int64)
     bin_time = cm.broadcast_bus_receive_bytes(c.target, block_elems[bp.rep], r.local, r.partner_local, partner,
                                               bp.dt, isz)
-    src_addr = tile_addr(c, prog.src.tensor.mapping, bp.se, bp.sk)
-    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, recv, src_addr, T)
+    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, recv, src_addr, T, send)
     _charge_code(c, info, "internalExchangeCode", n_pat, n_loop)
     if l_pat.any():  # on-tile copy descriptors (copies._copy_descriptors)
         ut = np.nonzero(l_pat)[0]

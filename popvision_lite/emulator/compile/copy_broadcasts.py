@@ -5,7 +5,10 @@ of the expanded copy.  :func:`broadcast_plan` finds the compact form where the c
 None: the expanded path); :func:`expand` gives back the expanded pieces (the plan ``copy_plans.copy_pieces``
 cuts; outlining's signature and the tests read it); :func:`code_counts` and
 :func:`~popvision_lite.emulator.cost_model.broadcast_bus_receive_bytes` are the per-tile exchange code and shared
-bus receive bytes of the expanded plan, computed on the compact one."""
+bus receive bytes of the expanded plan, computed on the compact one.  Decision 0445 widens it to the convolution's
+exchanges: a destination unit (one destination interval, one tile) may hold several vertices (the kernel's k x k
+windows per tile), and distinct blocks may share pieces (the input rows' halo), each then sent once
+(:func:`shared_pieces`, :func:`shared_send_counts`)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ class BroadcastPlan:
     element, length, source tile, source interval, block, offset in the block), in block order, each block's
     pieces in copy order; per destination vertex (in copy order) its block ``rep``, first destination element
     ``d0``, destination interval ``dk`` and tile ``dt`` (one interval, one tile per vertex, no two vertices on
-    one tile).  The expanded copy is, vertex by vertex, its block's pieces moved to the vertex."""
+    one tile).  The expanded copy is, vertex by vertex, its block's pieces moved to the vertex.  (A "vertex" here
+    is a destination unit: the source's vertices that one destination interval takes, decision 0445.)"""
 
     se: np.ndarray
     ln: np.ndarray
@@ -76,38 +80,59 @@ def _vertex_runs(src, known: dict | None):
 def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> BroadcastPlan | None:
     """The compact form of a copy of a Regions / Windows ``src`` (or a Concat of them) whose vertices repeat a few
     blocks into a whole contiguous ``dst`` view, where the expanded pieces are each vertex's block cut at the
-    source's interval starts (no destination interval starts inside a vertex), the vertices' destination tiles
-    are distinct and some block goes to more than one vertex; else None (the copy is compiled from its expanded
-    pieces)."""
+    source's interval starts (no destination interval starts inside a vertex), the destination units' tiles
+    are distinct and some block goes to more than one unit; else None (the copy is compiled from its expanded
+    pieces).  A unit is the vertices one destination interval takes, its block their blocks in order."""
     if not isinstance(dst, TensorView) or dst.contiguous is None:
         return None
     vr = _vertex_runs(src, known)
     if vr is None or len(vr[2]) < 2:
         return None
     runs_s, runs_l, per, vkey = vr
-    vfirst = np.cumsum(per) - per
-    csum = np.cumsum(runs_l)
-    elems = csum[vfirst + per - 1] - csum[vfirst] + runs_l[vfirst]
+    if int(per.max()) == 1:  # (a run per vertex: Regions)
+        vfirst, elems = np.arange(len(per), dtype=np.int64), runs_l
+    else:
+        vfirst = np.cumsum(per) - per
+        csum = np.cumsum(runs_l)
+        elems = csum[vfirst + per - 1] - csum[vfirst] + runs_l[vfirst]
     if int(elems.min()) <= 0:
         return None
-    ukey, t0, rep = np.unique(vkey, return_index=True, return_inverse=True)
-    if len(ukey) == len(vkey):
-        return None  # no block repeats: not a broadcast
     # destination: vertex t's elements are dst elements d0[t] .. d0[t] + elems[t] - 1, in one interval
     dm = dst.tensor.mapping
     d0 = dst.contiguous[0] + np.cumsum(elems) - elems
     dk = interval_index(dm.start, d0)
     if int(dk.min()) < 0 or not np.array_equal(interval_index(dm.start, d0 + elems - 1), dk):
         return None
+    # the destination units: the vertices of one destination interval (consecutive: dst is contiguous), one per
+    # interval, each unit's block the sequence of its vertices' blocks (the convolution's kernel windows, k x k
+    # of them on each tile); a unit is one vertex where each interval takes one
+    new_u = np.empty(len(dk), bool)
+    new_u[0] = True
+    np.not_equal(dk[1:], dk[:-1], out=new_u[1:])
+    if new_u.all():
+        ukey, t0, rep = np.unique(vkey, return_index=True, return_inverse=True)
+        if len(ukey) == len(vkey):
+            return None  # no block repeats: not a broadcast
+        uf, un = vfirst[t0], per[t0]  # the distinct blocks' runs: their first vertex's
+    else:
+        units = _units(vkey, new_u)
+        if units is None:
+            return None
+        rep, t0, uv = units
+        d0, dk = d0[uv], dk[uv]
+        uper = np.add.reduceat(per, uv)
+        uf, un = vfirst[uv[t0]], uper[t0]  # the distinct blocks' runs: their first unit's vertices' runs
     dt = dm.tile[dk].astype(np.int64)
     if len(np.unique(dt)) != len(dt):
         return None
-    # the distinct blocks' runs (their first vertex's), zero-length runs left out, cut at the source's interval
-    # starts inside them (as copy_plans._cut_runs cuts every piece)
-    ri = _ranges_index(vfirst[t0], per[t0])
-    rblk = np.repeat(np.arange(len(t0), dtype=np.int64), per[t0])
+    # the distinct blocks' runs, zero-length runs left out, cut at the source's interval starts inside them (as
+    # copy_plans._cut_runs cuts every piece)
+    ri = _ranges_index(uf, un)
+    rblk = np.repeat(np.arange(len(t0), dtype=np.int64), un)
     rs, rl = runs_s[ri], runs_l[ri]
-    roff = csum[ri] - rl - (csum[vfirst[t0]] - runs_l[vfirst[t0]])[rblk]
+    roff = np.cumsum(rl)  # each run's offset in its block: a cumulative sum restarting at each block
+    roff -= rl
+    roff -= roff[np.cumsum(un) - un][rblk]
     keep = rl > 0
     if not keep.all():
         rs, rl, roff, rblk = rs[keep], rl[keep], roff[keep], rblk[keep]
@@ -135,6 +160,31 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
     first = np.cumsum(count) - count
     return BroadcastPlan(se.astype(np.int64), ln.astype(np.int64), sm.tile[sk].astype(np.int64), sk, blk, off,
                          first, count, rep.astype(np.int64), d0, dk, dt)
+
+
+def _units(vkey: np.ndarray, new_u: np.ndarray):
+    """Where the destination units (``new_u``: a unit's first vertex) are sequences of vertex blocks: (per unit
+    its block, each block's first unit, each unit's first vertex), or None where no block repeats.  Units are one
+    block when their vertex keys are equal, element for element: grouped by (count, first key, last key), then
+    checked one by one."""
+    uv = np.nonzero(new_u)[0]
+    cnt = np.diff(np.append(uv, len(vkey)))
+    last = uv + cnt - 1
+    cand = np.stack([cnt, vkey[uv], vkey[last]], 1)
+    _u, t0, rep = np.unique(cand, axis=0, return_index=True, return_inverse=True)
+    rep = rep.reshape(-1).astype(np.int64)
+    if len(t0) == len(uv):
+        return None  # no block repeats: not a broadcast
+    # check: every unit's vertex keys are its block's first unit's, one by one; a unit that differs is a block of
+    # its own (were two such units equal, their pieces repeat: the compile takes the expanded path)
+    same = vkey[_ranges_index(uv, cnt)] == vkey[_ranges_index(uv[t0[rep]], cnt)]
+    if not same.all():
+        bad = np.nonzero(np.logical_and.reduceat(same, np.cumsum(cnt) - cnt) == 0)[0]
+        rep[bad] = len(t0) + np.arange(len(bad))
+        t0 = np.concatenate([t0, bad])
+        if len(t0) == len(uv):
+            return None
+    return rep, t0, uv
 
 
 def expand(bp: BroadcastPlan) -> CopyPlan:
@@ -194,7 +244,86 @@ def piece_receivers(bp: BroadcastPlan, r: Receivers) -> np.ndarray:
     return r.vertices[bp.blk] - own
 
 
-def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.ndarray, T: int):
+def _stable_order(*keys: np.ndarray) -> np.ndarray:
+    """``np.lexsort(keys[::-1])`` (the first key outermost, ties in the given order) for non-negative int keys:
+    the keys and the index packed into one int64 and sorted (~4x faster than lexsort); lexsort where they do not
+    fit 63 bits."""
+    m = len(keys[0])
+    bits = [max(int(k.max(initial=0)), 1).bit_length() for k in keys]
+    ib = max(m - 1, 1).bit_length()
+    if sum(bits) + ib > 63 or any(int(k.min(initial=0)) < 0 for k in keys):
+        return np.lexsort(keys[::-1])
+    v = np.zeros(m, np.int64)
+    for k, b in zip(keys, bits, strict=True):
+        v <<= b
+        v |= k
+    v <<= ib
+    v |= np.arange(m, dtype=np.int64)
+    v.sort(kind="stable")  # (distinct values; stable: a run-merging sort, the keys are a few ascending runs)
+    return v & ((1 << ib) - 1)
+
+
+def shared_pieces(bp: BroadcastPlan):
+    """Where distinct blocks hold one piece (the same (source element, length): the halo rows two convolution
+    tiles' inputs share), the block pieces grouped by it: (the block pieces in (source element, length) order,
+    where each group starts); None where every piece is its block's alone; False where a block holds a piece
+    twice (the compact form cannot say that copy)."""
+    L1 = int(bp.ln.max()) + 1
+    pk = bp.se * L1 + bp.ln
+    if np.all(pk[1:] > pk[:-1]):
+        return None
+    # (a sort, not np.unique: numpy's hash-based unique took ~0.2 s on a convolution kernel's 0.4 M pieces;
+    # stable: the pieces are a few ascending runs, which it merges, and a group's pieces stay in block order)
+    order = np.argsort(pk, kind="stable")
+    ps = pk[order]
+    eq = ps[1:] == ps[:-1]
+    if not eq.any():
+        return None
+    if (eq & (bp.blk[order][1:] == bp.blk[order][:-1])).any():
+        return False
+    starts = np.nonzero(np.concatenate([[True], ~eq]))[0]
+    return order, starts
+
+
+def shared_send_counts(bp: BroadcastPlan, r: Receivers, src_addr: np.ndarray, T: int, shared):
+    """The send side of copy_plans.exchange_code_counts where blocks share pieces (:func:`shared_pieces`): each
+    distinct piece is sent once, as the expanded copy's first crossing occurrence of it (the first destination
+    vertex in copy order not on its source tile), so its patterns are found among the sent pieces grouped by
+    (that vertex's tile, source tile), by source position, with source strides only.  Per tile (patterns, loops);
+    and per distinct piece (a block piece of it, whether it is sent)."""
+    from popvision_lite.emulator.compile.copy_plans import _starts_of
+
+    order, starts = shared
+    U = len(bp.rep)
+    # per block its first and second vertex (copy order)
+    uo = np.argsort(bp.rep, kind="stable")
+    bfirst = np.cumsum(r.vertices) - r.vertices
+    first_u = uo[bfirst]
+    second_u = np.where(r.vertices > 1, uo[np.minimum(bfirst + 1, U - 1)], U)
+    # per block piece: its block's first vertex not on the piece's source tile (U: none)
+    fu = first_u[bp.blk]
+    cand = np.where(bp.dt[fu] != bp.st, fu, second_u[bp.blk])[order]
+    fr = np.minimum.reduceat(cand, starts)  # per distinct piece: its first receiver
+    sent = fr < U
+    cnt = np.diff(np.append(starts, len(order)))
+    hit = cand == np.repeat(np.where(sent, fr, -1), cnt)
+    bpi = order[hit]  # per sent distinct piece, its block piece in the first receiver's block
+    dtf, st, sa = bp.dt[fr[sent]], bp.st[bpi], src_addr[bpi]
+    o = _stable_order(dtf, st, sa, bp.off[bpi])  # (ties in copy order: the piece's offset in the vertex)
+    g = (dtf * T + st)[o]
+    ln = bp.ln[bpi][o]
+    same = g[1:] == g[:-1]
+    same &= ln[1:] == ln[:-1]
+    sao = sa[o]
+    new = _starts_of(same, sao, sao, False)[0]
+    ps = np.nonzero(new)[0]
+    loop = np.diff(np.append(ps, len(o))) > 1
+    stp = st[o][ps]
+    return (np.bincount(stp, minlength=T).astype(np.int64), np.bincount(stp, weights=loop, minlength=T).astype(np.int64)), \
+        (order[starts], sent)
+
+
+def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.ndarray, T: int, send=None):
     """Per tile (exchange-code patterns, loops) of the expanded copy's crossing pieces (receive side on the
     receiver's tile, send side on the sender's: copy_plans.exchange_code_counts), and per tile (patterns, loops) of
     its on-tile pieces (copy descriptors, on their tile).  A pattern forms within one (destination tile, source
@@ -206,7 +335,7 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
     from popvision_lite.emulator.compile.copy_plans import _starts_of
 
     m = len(bp.se)
-    order = np.lexsort((src_addr, bp.st, bp.blk))  # (stable: ties in the block's order, as the expanded sort)
+    order = _stable_order(bp.blk, bp.st, src_addr)  # (stable: ties in the block's order, as the expanded sort)
     g = (bp.blk * T + bp.st)[order]
     ln = bp.ln[order]
     same = g[1:] == g[:-1]
@@ -229,12 +358,20 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
     loc_p, loc_l = lookup(rk, rp, own), lookup(rk, rl, own)
     n_pat = np.bincount(bp.dt, weights=blk_p[bp.rep] - loc_p, minlength=T)
     n_loop = np.bincount(bp.dt, weights=blk_l[bp.rep] - loc_l, minlength=T)
+    if send is not None:  # (blocks share pieces: the send side as shared_send_counts found it)
+        n_pat += send[0]
+        n_loop += send[1]
+        return _done(bp, n_pat, n_loop, loc_p, loc_l, T)
     # send side: a group sends unless its block's only vertex is on the group's source tile
     sb, ss = sk // T, sk % T
     v = r.tile_vertex[ss]
     sends = (r.vertices[sb] > 1) | ~((v >= 0) & (bp.rep[np.maximum(v, 0)] == sb))
     n_pat += np.bincount(ss[sends], weights=sp[sends], minlength=T)
     n_loop += np.bincount(ss[sends], weights=sl[sends], minlength=T)
+    return _done(bp, n_pat, n_loop, loc_p, loc_l, T)
+
+
+def _done(bp: BroadcastPlan, n_pat, n_loop, loc_p, loc_l, T: int):
     local_p = np.bincount(bp.dt, weights=loc_p, minlength=T).astype(np.int64)
     local_l = np.bincount(bp.dt, weights=loc_l, minlength=T).astype(np.int64)
     return (n_pat.astype(np.int64), n_loop.astype(np.int64)), (local_p, local_l)

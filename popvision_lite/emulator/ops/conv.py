@@ -223,7 +223,7 @@ def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int
     in_start = np.cumsum(in_sizes) - in_sizes
     xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
                        mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
-    ctx.add(P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op))
+    ctx.add(P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op, broadcast=True))
     return xin, in_start, in_sizes
 
 
@@ -299,7 +299,8 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     worg = np.stack([kpos * s.ci + np.repeat(ik, kk) * cik, np.repeat(ic, kk) * cop], 1)
     wbuf = ctx.variable(f"{op}/kernel_blocks", (T * blk,), W.dtype,
                         mapping=M.intervals(tiles, np.arange(T) * blk, (np.arange(T) + 1) * blk), op=op)
-    ctx.add(P.Copy(W.windows((cik, cop), worg), wbuf.whole(), name=f"{op}/broadcast_kernel", op=op))
+    # (a broadcast: the tiles of one (ci part, co part) take the same k x k windows; decision 0445)
+    ctx.add(P.Copy(W.windows((cik, cop), worg), wbuf.whole(), name=f"{op}/broadcast_kernel", op=op, broadcast=True))
     # --- the vertices write the output blocks, or partials (pci, R, Co) reduced afterwards
     shapes = np.stack([np.ones(T, np.int64), rsz[ir] * s.ow, np.full(T, cop)], 1)
     origins = np.stack([ik, roff[ir] * s.ow, ic * cop], 1)

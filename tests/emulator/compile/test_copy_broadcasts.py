@@ -133,8 +133,8 @@ def test_compact_bus_bytes_are_the_expanded_ones():
 
 
 def test_no_repeat_or_shared_tile_is_not_compact():
-    """The compact form only where it says the same thing: a copy with no repeated block, or two vertices on one
-    destination tile, is compiled from its expanded pieces (broadcast_plan: None)."""
+    """The compact form only where it says the same thing: a copy with no repeated block, or two destination
+    intervals on one tile, is compiled from its expanded pieces (broadcast_plan: None)."""
     target = Target.from_device("ipu-mk2", num_ipus=1)
     g = Graph(target)
     B = g.add_variable("B", (8, 16), "float16", mapping=M.linear(128, np.arange(4)))
@@ -142,6 +142,7 @@ def test_no_repeat_or_shared_tile_is_not_compact():
                                                                     np.arange(1, 5) * 16))
     assert CB.broadcast_plan(B.regions(np.arange(4) * 16, 16), dst.whole(), target.num_tiles) is None
     assert CB.broadcast_plan(B.regions(np.zeros(4, np.int64), 16), dst.whole(), target.num_tiles) is not None
-    two = g.add_variable("d2", (64,), "float16", mapping=M.intervals(np.array([10, 10, 11, 12]), np.arange(4) * 16,
+    # (two intervals on one tile: tile 10's are not adjacent, so not one interval, one unit: decision 0445)
+    two = g.add_variable("d2", (64,), "float16", mapping=M.intervals(np.array([10, 11, 10, 12]), np.arange(4) * 16,
                                                                      np.arange(1, 5) * 16))
     assert CB.broadcast_plan(B.regions(np.zeros(4, np.int64), 16), two.whole(), target.num_tiles) is None
