@@ -90,3 +90,19 @@ def test_compact_signature_is_the_expanded_one(num_ipus):
     for i, n_same, n_differ in groups:
         assert len({s.sig for s in compact[i:i + n_same]}) == 1
         assert all(s.sig != compact[i].sig for s in compact[i + n_same:i + n_same + n_differ + 1])
+
+
+def test_digest_keeps_dtypes_and_shapes_apart():
+    """The digests the signatures and structure keys compare (compiled.digest) tell the same bytes apart by dtype
+    (kind, size, byte order, fields) and by shape, and are equal for equal arrays."""
+    from popvision_lite.emulator.compile.compiled import digest
+
+    a = np.arange(6, dtype=np.int64)
+    b = a.view(np.uint8)
+    same_bytes = [a, a.view(np.uint64), a.view(np.float64), a.view(">i8"), a.view(np.int32), b,
+                  b.view([("x", "<i8")]), b.view([("x", "<i4"), ("y", "<i4")]), b.view("V8"), b.view("S8"),
+                  a.reshape(2, 3), a.reshape(3, 2), a.reshape(6, 1)]
+    keys = [digest(x) for x in same_bytes]
+    assert len(set(keys)) == len(same_bytes)
+    assert keys == [digest(x.copy()) for x in same_bytes]
+    assert digest(a, a) != digest(np.concatenate([a, a]))
