@@ -3,7 +3,8 @@ blocks to several destination tiles (``programs.Copy(..., broadcast=True)``: the
 compile costs it per distinct block's pieces and per destination vertex, never listing the 8-12x more pieces
 of the expanded copy.  :func:`broadcast_plan` finds the compact form where the copy's shape allows it (else
 None: the expanded path); :func:`expand` gives back the expanded pieces (the plan ``copy_plans.copy_pieces``
-cuts; outlining's signature and the tests read it); :func:`code_counts` and
+cuts; the tests read it: outlining signs the compact form itself, ``copy_memo.broadcast_signature``, decision
+0441); :func:`code_counts` and
 :func:`~popvision_lite.emulator.cost_model.broadcast_bus_receive_bytes` are the per-tile exchange code and shared
 bus receive bytes of the expanded plan, computed on the compact one.  Decision 0445 widens it to the convolution's
 exchanges: a destination unit (one destination interval, one tile) may hold several vertices (the kernel's k x k

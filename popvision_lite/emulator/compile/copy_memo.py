@@ -12,6 +12,7 @@ from popvision_lite.emulator.compile.compiled import (
     digest,
     rotated_tiles,
 )
+from popvision_lite.emulator.graph import _ranges_index
 
 
 class CopyMemo:
@@ -178,16 +179,78 @@ class CopySignature:
 
 def plan_signature(c: Compiled, plan: CopyPlan, itemsize: int) -> CopySignature:
     """The outlining signature of a copy's pieces (:class:`CopySignature`): tile pairs, lengths, offsets relative
-    to the first piece of each side, and the element size."""
+    to the first piece of each side, and the element size.  A broadcast in compact form is signed in its compact
+    form (:func:`broadcast_signature`), never expanded."""
     if len(plan.length) == 0:
         return CopySignature(None)
-    if not isinstance(plan, CopyPlan):  # a broadcast in compact form: its expanded pieces (the same digest)
-        from popvision_lite.emulator.compile.copy_broadcasts import expand
-
-        plan = expand(plan)
+    if not isinstance(plan, CopyPlan):
+        return broadcast_signature(c, plan, itemsize)
     T = c.num_tiles
     base = int(plan.src_tile[0]) & ~1 if c.target.num_ipus == 1 else 0
     st, dt = (plan.src_tile, plan.dst_tile) if base == 0 else (rotated_tiles(plan.src_tile, base, T),
                                                                rotated_tiles(plan.dst_tile, base, T))
     return CopySignature(digest(st, dt, plan.length, plan.src_elem - plan.src_elem.min(),
                                 plan.dst_elem - plan.dst_elem.min(), np.array([itemsize])), base)
+
+
+def broadcast_signature(c: Compiled, bp, itemsize: int) -> CopySignature:
+    """The outlining signature of a broadcast copy in compact form (``copy_broadcasts.BroadcastPlan``), from the
+    compact form in a canonical normalisation, equal for two compact copies exactly when their expanded pieces
+    are: the expanded plan is, vertex by vertex, its block's pieces moved to the vertex's first destination
+    element and tile, and the vertices are its runs of one destination tile (no two vertices share a tile), so
+    the expanded pieces give back each vertex's piece sequence, first destination element and tile.  Canonical:
+    the blocks numbered in order of first use, identical blocks (the same pieces) one block, the source
+    elements and the vertices' first destination elements less their least (the expanded plan's least source
+    and destination elements), the tiles relative to ``base`` (the first expanded piece's source tile rounded
+    down to even, on one IPU, as :func:`plan_signature`).  Decision 0441: a compact copy and an expanded one
+    with the same pieces get different signatures (none in the measured models)."""
+    T = c.num_tiles
+    nb = len(bp.count)
+    # blocks in order of first use; a block whose pieces equal an earlier block's is that block
+    _, first_use = np.unique(bp.rep, return_index=True)
+    order = np.argsort(first_use, kind="stable")
+    first, count = bp.first[order], bp.count[order]
+    label = np.empty(nb, np.int64)
+    label[order] = np.arange(nb, dtype=np.int64)
+    idx = _ranges_index(first, count)
+    st, ln, se, off = bp.st[idx], bp.ln[idx], bp.se[idx], bp.off[idx]
+    if nb > 1:
+        same = _same_blocks(count, st, ln, se, off)
+        if same is not None:  # (rare: two blocks of one copy with the same pieces)
+            lab, keep = same
+            label = lab[label]
+            kept = np.repeat(keep, count)
+            st, ln, se, off, count = st[kept], ln[kept], se[kept], off[kept], count[keep]
+    rep = label[bp.rep]
+    base = int(st[0]) & ~1 if c.target.num_ipus == 1 else 0
+    dt = bp.dt
+    if base:
+        st, dt = rotated_tiles(st, base, T), rotated_tiles(dt, base, T)
+    return CopySignature(digest(np.array([itemsize, len(count)]), count, st, ln, se - se.min(), off, rep,
+                                bp.d0 - bp.d0.min(), dt), base)
+
+
+def _same_blocks(count, st, ln, se, off):
+    """For blocks whose pieces are concatenated in block order: (per block the number of the first block with
+    the same pieces, among the first blocks numbered 0, 1, ... in order; per block whether it is such a first
+    block), or None when no two blocks have the same pieces (then no two have the same piece count and first
+    source element, which is checked first)."""
+    nb = len(count)
+    firsts = np.cumsum(count) - count
+    se0 = se[firsts]
+    o = np.lexsort((se0, count))
+    tie = (count[o][1:] == count[o][:-1]) & (se0[o][1:] == se0[o][:-1])
+    if not tie.any():
+        return None
+    cand = np.zeros(nb, bool)
+    cand[o[1:][tie]] = True
+    cand[o[:-1][tie]] = True
+    lab = np.arange(nb, dtype=np.int64)
+    seen: dict = {}
+    for b in np.nonzero(cand)[0]:
+        s = slice(int(firsts[b]), int(firsts[b] + count[b]))
+        lab[b] = seen.setdefault(digest(st[s], ln[s], se[s], off[s]), int(b))
+    keep = lab == np.arange(nb)
+    if keep.all():
+        return None
+    return (np.cumsum(keep) - 1)[lab], keep
