@@ -459,10 +459,13 @@ def graph_groups(cases: list[Case]) -> list[list[int]]:
     return sorted(groups.values(), key=near)
 
 
-def _predict_group(group: list[Case], each=None) -> list[Result]:
+def _predict_group(group: list[Case], each=None, release: bool = True) -> list[Result]:
     """``predict`` a group's rows (the rows after the first reuse its graph), then free that graph and the
     emulator's caches of it: no later group shares them, and a group's graph kept alive while the next
-    group builds its own would double the peak memory.  ``each(j, result)`` as each row is done."""
+    group builds its own would double the peak memory.  ``each(j, result)`` as each row is done.
+    ``release=False`` (the next group composes stage graphs too, :func:`_composed`): the compiled stage graphs
+    stay for it (``pipeline._STAGE_GRAPHS``, kept by content and bounded by bytes: a stage graph another group's
+    config builds from the same reads is taken, not built again); a composed group leaves no whole graph."""
     from popvision_lite.emulator.models.emulated import release_graphs
 
     try:
@@ -473,7 +476,21 @@ def _predict_group(group: list[Case], each=None) -> list[Result]:
                 each(len(out) - 1, out[-1])
         return out
     finally:
-        release_graphs()
+        if release:
+            release_graphs()
+
+
+def _composed(case: Case) -> bool:
+    """Whether ``predict`` runs ``case`` through the stage-graph composition (emulated.run_model's composed path:
+    every timing-only BERT and GPT run), which keeps no whole graph (``emulated._GRAPH_CACHE``), only its compiled
+    stage graphs, by content.  False for a configuration that does not build (its row reports the error)."""
+    from popvision_lite.emulator.models.config import ModelConfig, make_config
+
+    try:
+        kept, _ = supported_config(case.config, set(ModelConfig.field_names()))
+        return make_config(case.model, **kept).model in ("bert", "gpt")
+    except Exception:  # noqa: BLE001 - predict reports it; the group then releases as any other
+        return False
 
 
 def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
@@ -491,8 +508,12 @@ def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
                 report(cases[i], r)
 
     if jobs <= 1 or len(groups) <= 1:
-        for g in groups:  # each row reported as it is done (a group's first row builds the graph the others reuse)
-            _predict_group([cases[i] for i in g], each=lambda j, r, g=g: done([g[j]], [r]))
+        # each row reported as it is done (a group's first row builds the graph the others reuse); between two
+        # groups that both compose stage graphs those stay kept (graph_groups puts them next to each other)
+        composed = [_composed(cases[g[0]]) for g in groups]
+        for n, g in enumerate(groups):
+            keep = n + 1 < len(groups) and composed[n] and composed[n + 1]
+            _predict_group([cases[i] for i in g], each=lambda j, r, g=g: done([g[j]], [r]), release=not keep)
     else:
         import concurrent.futures as cf
         import multiprocessing as mp
