@@ -1,8 +1,9 @@
 """Find a configuration that fits… (gui/actions/fit.py): the Summary of a run that does not fit says what binds it
 and offers the search; the search runs off the GUI thread with its progress and time left in the status bar and
-Cancel; its answer opens the fitting configuration's emulation.  The search itself (real emulation) is the session's
-``fit_small`` (tests/sweep/test_fit.py tests it); here ``fit_advice`` hands that advice back so the tests follow
-the window's wiring without emulating again."""
+Cancel; its answer opens the fitting configuration's emulation.  The search itself (real emulation) is
+tests/sweep/test_fit.py's (the session's ``fit_small``); here ``fit_advice`` is a stand-in that reports progress and
+hands back an answer of the same types (``advice``: two fitting options whose emulations are copies of bundled
+samples that fit), so the tests follow the window's wiring without a search."""
 
 from __future__ import annotations
 
@@ -15,6 +16,30 @@ from PySide6.QtWidgets import QDialog
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_profiles"
 OOM = SAMPLES / "bert_large_1ipu_oom.pvl"
+
+
+@pytest.fixture(scope="module")
+def advice(tmp_path_factory):
+    """A fit advisor's answer for OOM as ``sweep.fit.fit_advice`` returns one (sweep/fit_result.py): the cheapest
+    option first, a second one without a price; each option's profile is its own copy of a sample that fits."""
+    import shutil
+
+    from popvision_lite.sweep.fit_result import FitAdvice, Option
+
+    folder = tmp_path_factory.mktemp("fit")
+    options = []
+    for i, (sample, chips, cost) in enumerate([("mlp_mk2", 2, 1.25), ("bert_tiny_mk2", 4, float("nan"))]):
+        profile = folder / f"point_{i}.pvl"
+        shutil.copyfile(SAMPLES / f"{sample}.pvl", profile)
+        placement = f"1 replica x {chips} stages = {chips} IPUs"
+        options.append(Option(text=f"{placement}, recompute", placement=placement, settings="recompute",
+                              run_config={"model": "bert-large", "device": "ipu-mk2", "timing_only": True},
+                              chips=chips, samples_per_second=100.0 / chips, seconds_per_sample=chips / 100.0,
+                              cost_per_million_usd=cost, cost_note="", peak_tile_memory_pct=80.0 + i,
+                              profile=str(profile), changes={"pipeline_stages": chips, "recompute": True}))
+    return FitAdvice(model="bert-large", device="ipu-mk2", max_ipus=2, global_batch=8, base_fits=False,
+                     base_binding=None, best=options[0], options=options, trials=[], folder=str(folder),
+                     emulations=2)
 
 
 def _doc(path):
@@ -50,8 +75,8 @@ def test_the_summary_says_what_binds_and_offers_the_search(qtbot):
 
 
 def _search_fake(advice, gate: threading.Event | None = None):
-    """A stand-in for sweep.fit.fit_advice that reports progress, waits for ``gate`` (or Cancel) and returns the
-    session's real advice."""
+    """A stand-in for sweep.fit.fit_advice that reports progress, waits for ``gate`` (or Cancel) and returns
+    ``advice``."""
     def fake(base, progress=None, should_cancel=None, **options):
         assert Path(str(base)) == OOM and options["max_ipus"] == 16 and options["out"]
         progress(0.5, "3 of ~6 emulations (round of 2: 1/2), about 10 s left")
@@ -63,12 +88,12 @@ def _search_fake(advice, gate: threading.Event | None = None):
     return fake
 
 
-def test_the_search_runs_off_the_gui_thread_and_opens_its_answer(qtbot, window, fit_small, monkeypatch, tmp_path):
+def test_the_search_runs_off_the_gui_thread_and_opens_its_answer(qtbot, window, advice, monkeypatch, tmp_path):
     from popvision_lite.gui.actions import fit as fit_action
     from popvision_lite.sweep import fit as fit_module
 
     gate = threading.Event()
-    monkeypatch.setattr(fit_module, "fit_advice", _search_fake(fit_small, gate))
+    monkeypatch.setattr(fit_module, "fit_advice", _search_fake(advice, gate))
     monkeypatch.setattr(fit_action.FitDialog, "exec", lambda self: (self.max_ipus.setValue(16),
                                                                     self.folder.setText(str(tmp_path / "f")),
                                                                     QDialog.Accepted)[-1])
@@ -82,17 +107,18 @@ def test_the_search_runs_off_the_gui_thread_and_opens_its_answer(qtbot, window, 
     qtbot.waitUntil(lambda: getattr(window, "_fit_result", None) is not None, timeout=30000)
     dlg = window._fit_result
     qtbot.addWidget(dlg)
-    assert dlg.model.rowCount() == len(fit_small.options) and fit_small.best.text in dlg.details.toPlainText()
-    assert dlg.open_option(0) == fit_small.best.profile
+    assert dlg.model.rowCount() == len(advice.options) and advice.best.text in dlg.details.toPlainText()
+    assert dlg.open_option(0) == advice.best.profile
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 2, timeout=30000)
     assert window.current_document().profile.run["fits"]
+    assert Path(window.current_document().path) == Path(advice.best.profile)   # the cheapest option's emulation
 
 
-def test_cancel_stops_the_search(qtbot, window, fit_small, monkeypatch, tmp_path):
+def test_cancel_stops_the_search(qtbot, window, advice, monkeypatch, tmp_path):
     from popvision_lite.gui.actions import fit as fit_action
     from popvision_lite.sweep import fit as fit_module
 
-    monkeypatch.setattr(fit_module, "fit_advice", _search_fake(fit_small, threading.Event()))
+    monkeypatch.setattr(fit_module, "fit_advice", _search_fake(advice, threading.Event()))
     window.open_paths([OOM])
     qtbot.waitUntil(lambda: window.doc_tabs.count() == 1, timeout=30000)
     cancelled = []
@@ -113,14 +139,14 @@ def test_a_run_that_fits_is_not_searched(qtbot, window, dialogs):
     assert dialogs and "fits in tile memory already" in dialogs[-1][2] and not window.busy()
 
 
-def test_the_result_dialog_says_why_when_nothing_fits(qtbot, fit_small):
+def test_the_result_dialog_says_why_when_nothing_fits(qtbot, advice):
     from popvision_lite.analysis.fit_constraint import binding_constraint
     from popvision_lite.gui.actions.fit import FitResultDialog
     from popvision_lite.profile.reader import open_profile
 
     with open_profile(OOM) as p:
         b = binding_constraint(p)
-    none = dataclasses.replace(fit_small, best=None, options=[], leanest=[("1 replica x 1 stage = 1 IPU", b)])
+    none = dataclasses.replace(advice, best=None, options=[], leanest=[("1 replica x 1 stage = 1 IPU", b)])
     dlg = FitResultDialog(none)
     qtbot.addWidget(dlg)
     assert dlg.model.rowCount() == 0 and not dlg.open_button.isEnabled()
