@@ -405,7 +405,7 @@ def _uneven_b_source(ctx, op, B, tb, rearr_b, b_blocks, weight, Gb, N, K, plan, 
         shp = np.stack([np.full(len(jj), bks // r), nsz[jj]], 1)
         org = np.stack([ii * bks + qq * (bks // r), noff[jj]], 1)
         tl = vt[((ii // ps) * pm + qq) * pn + jj]
-        ctx.graph.set_mapping(B, M.by_windows(B.shape, shp, org, tl))
+        ctx.graph.set_mapping(B, M.by_windows(B.shape, shp, org, tl, ctx.window_layouts))
         ctx.mark_used(B)
     if b_blocks:
         def b_src(p):
@@ -444,7 +444,7 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_shape = np.stack([np.ones(T, np.int64), bm_t, bn_t], 1)
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
-                           mapping=M.by_windows(acc_shape, c_shape, c_org, vt), op=op)
+                           mapping=M.by_windows(acc_shape, c_shape, c_org, vt, ctx.window_layouts), op=op)
         red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
         o = red["by_start"]
         st = red["out_start"][o]
@@ -454,7 +454,7 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
     if ab3:
         c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
         c_org = np.concatenate([g_i[:, None], c_org], 1)
-    return None, None, M.by_windows(out_shape, c_shape, c_org, vt), c_shape, c_org
+    return None, None, M.by_windows(out_shape, c_shape, c_org, vt, ctx.window_layouts), c_shape, c_org
 
 
 def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
