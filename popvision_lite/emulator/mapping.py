@@ -370,11 +370,32 @@ def by_windows(shape, block_shapes, origins, tiles, layouts: dict | None = None)
     n = len(tiles)
     if layouts is not None and n > 1 and int(tiles.min()) >= 0 and int(np.bincount(tiles).max()) == 1:
         key = (shape, bs.shape, bs.tobytes(), origins.tobytes())
-        lay = layouts.get(key)
+        lay = layout(layouts, key)
         if lay is None:
-            lay = layouts[key] = _by_windows(shape, bs, origins, np.arange(n, dtype=np.int64))
+            lay = _by_windows(shape, bs, origins, np.arange(n, dtype=np.int64))
+            keep_layout(layouts, key, lay, lay.tile.nbytes + lay.start.nbytes + lay.stop.nbytes)
         return _on_tiles(lay, tiles)
     return _by_windows(shape, bs, origins, tiles)
+
+
+# the bytes of layouts a layouts dict keeps (by_windows, matmul.k_partial_vertices_uneven): the oldest go first
+LAYOUTS_BYTES = 48 << 20
+
+
+def layout(layouts: dict, key):
+    """The layout kept under ``key`` (:func:`keep_layout`), or None."""
+    hit = layouts.get(key)
+    return None if hit is None else hit[0]
+
+
+def keep_layout(layouts: dict, key, value, nbytes: int) -> None:
+    """Keep ``value`` (of ``nbytes``) under ``key``, dropping the oldest layouts while those kept pass
+    ``LAYOUTS_BYTES`` (a large graph's partials layouts are tens of MB each; the ones that repeat are its
+    neighbouring matmuls')."""
+    layouts[key] = (value, int(nbytes))
+    total = sum(v[1] for v in layouts.values())
+    while total > LAYOUTS_BYTES and len(layouts) > 1:
+        total -= layouts.pop(next(iter(layouts)))[1]
 
 
 def _on_tiles(lay: Mapping, tiles: np.ndarray) -> Mapping:

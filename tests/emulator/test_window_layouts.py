@@ -128,3 +128,20 @@ def test_k_partials_on_positions_put_on_tiles_are_the_plain_vertices():
             _same_red(MM.k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt), plain)
             _same_red(MM.k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts), plain)
         assert len(layouts) == 1
+
+
+def test_layouts_past_their_budget_drop_the_oldest(monkeypatch):
+    monkeypatch.setattr(M, "LAYOUTS_BYTES", 3000)
+    layouts: dict = {}
+    maps = []
+    for shape, pm, pn, lead in CASES:  # each layout a few hundred to a few thousand bytes
+        bs, org = _split(shape, pm, pn, lead)
+        tiles = np.arange(len(bs)) + 3
+        _same(M.by_windows(shape, bs, org, tiles, layouts), M.by_windows(shape, bs, org, tiles))
+        maps.append((shape, bs, org, tiles))
+        assert sum(v[1] for v in layouts.values()) <= 3000 or len(layouts) == 1
+    assert 1 <= len(layouts) < len(CASES)
+    shape, bs, org, tiles = maps[-1]  # the newest is kept, and reused
+    kept = dict(layouts)
+    _same(M.by_windows(shape, bs, org, tiles + 1, layouts), M.by_windows(shape, bs, org, tiles + 1))
+    assert layouts.keys() == kept.keys()

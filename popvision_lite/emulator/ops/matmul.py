@@ -465,11 +465,11 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
     ``vt`` at those positions and only the order by tile is found again."""
     key = ("k_partials", G, pk, pm, pn, Mm, N, len(vt)) + tuple(np.asarray(a, np.int64).tobytes()
                                                                   for a in (msz, moff, nsz, noff))
-    hit = None if layouts is None else layouts.get(key)
+    hit = None if layouts is None else M.layout(layouts, key)
     if hit is None:
         hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
         if layouts is not None:
-            layouts[key] = hit
+            M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
     pos_red, by_start = hit
     red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
     order = _by_tile_then(red["tile"], red["out_start"], by_start)
