@@ -358,13 +358,58 @@ def _row_runs_in_order(shape, bs, origins, tiles):
     return tl, starts, stops
 
 
-def by_windows(shape, block_shapes, origins, tiles) -> Mapping:
+def by_windows(shape, block_shapes, origins, tiles, layouts: dict | None = None) -> Mapping:
     """Window i (``block_shapes[i]`` at element coordinates ``origins[i]``) on ``tiles[i]``; the
-    windows must not overlap (an uneven block split: blocks of a few shapes)."""
+    windows must not overlap (an uneven block split: blocks of a few shapes).  ``layouts``: a dict the caller
+    keeps (an op context's), of the same windows' mappings on tile positions 0..n-1: where the tiles are distinct,
+    the mapping is that layout with position i's intervals on ``tiles[i]`` (:func:`_on_tiles`)."""
     bs = np.asarray(block_shapes, np.int64).reshape(len(tiles), -1)
     origins = np.asarray(origins, np.int64).reshape(len(tiles), -1)
     tiles = np.asarray(tiles, np.int64)
     shape = tuple(int(d) for d in shape)
+    n = len(tiles)
+    if layouts is not None and n > 1 and int(tiles.min()) >= 0 and int(np.bincount(tiles).max()) == 1:
+        key = (shape, bs.shape, bs.tobytes(), origins.tobytes())
+        lay = layout(layouts, key)
+        if lay is None:
+            lay = _by_windows(shape, bs, origins, np.arange(n, dtype=np.int64))
+            keep_layout(layouts, key, lay, lay.tile.nbytes + lay.start.nbytes + lay.stop.nbytes)
+        return _on_tiles(lay, tiles)
+    return _by_windows(shape, bs, origins, tiles)
+
+
+# the bytes of layouts a layouts dict keeps (by_windows, matmul.k_partial_vertices_uneven): the oldest go first
+LAYOUTS_BYTES = 48 << 20
+
+
+def layout(layouts: dict, key):
+    """The layout kept under ``key`` (:func:`keep_layout`), or None."""
+    hit = layouts.get(key)
+    return None if hit is None else hit[0]
+
+
+def keep_layout(layouts: dict, key, value, nbytes: int) -> None:
+    """Keep ``value`` (of ``nbytes``) under ``key``, dropping the oldest layouts while those kept pass
+    ``LAYOUTS_BYTES`` (a large graph's partials layouts are tens of MB each; the ones that repeat are its
+    neighbouring matmuls')."""
+    layouts[key] = (value, int(nbytes))
+    total = sum(v[1] for v in layouts.values())
+    while total > LAYOUTS_BYTES and len(layouts) > 1:
+        total -= layouts.pop(next(iter(layouts)))[1]
+
+
+def _on_tiles(lay: Mapping, tiles: np.ndarray) -> Mapping:
+    """Layout ``lay`` (by_windows' mapping of windows on tile positions) with position i's intervals on
+    ``tiles[i]``, distinct tiles: by_windows' mapping of the same windows on ``tiles``.  The intervals and their
+    order do not depend on the tiles; only the merge of adjacent intervals on one tile does, and with distinct
+    tiles two intervals share a tile exactly when they share a position, so the layout's merge is the mapping's and
+    the mapping is merged already."""
+    m = Mapping(tiles[lay.tile], lay.start, lay.stop, _fresh=True)
+    m._derived["merged"] = "itself"
+    return m
+
+
+def _by_windows(shape: tuple, bs: np.ndarray, origins: np.ndarray, tiles: np.ndarray) -> Mapping:
     ordered = _row_runs_in_order(shape, bs, origins, tiles)
     if ordered is not None:
         return _merge(Mapping(*ordered, _fresh=True))

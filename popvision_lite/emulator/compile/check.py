@@ -65,8 +65,11 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                         remember_rows_adjacent(c, f, memo[ck])
                         done[key] = (grp.tiles, f, memo[ck])
                         continue
-                bounds = _check_local(grp, fname, f)
-                flag = None if bounds is None else note_rows_adjacent(c, f, *bounds)
+                if split_local(grp, f):  # (a Regions field: no rows to note as adjacent)
+                    flag = None
+                else:
+                    bounds = _check_local(grp, fname, f)
+                    flag = None if bounds is None else note_rows_adjacent(c, f, *bounds)
                 done[key] = (grp.tiles, f, flag)  # keep the arrays alive so ids stay unique
                 if ck is not None:
                     memo[ck] = flag
@@ -80,6 +83,16 @@ def _content_key(c: Compiled, f, grp, md: bytes) -> tuple | None:
     if content is None:
         return None
     return content + (tuple(f.tensor.shape), md, cached_digest(c, grp.tiles))
+
+
+def split_local(grp, f) -> bool:
+    """Whether field ``f`` of group ``grp`` is local by construction: an elementwise op's field marked by
+    ``ops.common.mark_split`` as the worker pieces of its tensor's mapping on the group's tiles (each piece part of
+    one mapping interval, its vertex on that interval's tile, so :func:`_check_local` finds every run inside its
+    interval and on its tile).  The mark counts only while the tensor still has that mapping (a mapping never
+    changes; a set_mapping makes a new one) and the group those tiles (read-only arrays)."""
+    of = getattr(f, "split_of", None)
+    return of is not None and isinstance(f, Regions) and of[0] is f.tensor.mapping and of[1] is grp.tiles
 
 
 def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

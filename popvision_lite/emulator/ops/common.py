@@ -176,6 +176,16 @@ def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
     fields = {k: regions_on(out_f, v) for k, v in inputs.items()}
     fields["out"] = out_f
-    ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
+    grp = ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
+    for f in fields.values():
+        mark_split(f, out.mapping, grp.tiles)
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return cs
+
+
+def mark_split(field, mapping, tiles) -> None:
+    """Note on ``field`` that its regions are ``mapping``'s own worker pieces (``mapping.worker_split``: each a
+    part of one interval) with ``tiles`` (the vertex group's array) their intervals' tiles, so each vertex's
+    region lies on its vertex's tile by construction.  The graph check (``compile.check.split_local``) then
+    skips its interval search for the field while its tensor still has that mapping and its group those tiles."""
+    field.split_of = (mapping, tiles)

@@ -100,6 +100,9 @@ class OpContext:
         self.io_tiles = 0
         # while an op is recorded for replay (backends/op_memo.Recorder): its unique names and is_used reads
         self.recorder = None
+        # mapping.by_windows' layouts of this graph's windows on tile positions (the same matmul windows recur
+        # with other tiles: q / k / v / out and their gradients rotate their start tile)
+        self.window_layouts: dict = {}
 
     @property
     def plan_target(self) -> PlanTarget:

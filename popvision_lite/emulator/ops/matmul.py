@@ -405,7 +405,7 @@ def _uneven_b_source(ctx, op, B, tb, rearr_b, b_blocks, weight, Gb, N, K, plan, 
         shp = np.stack([np.full(len(jj), bks // r), nsz[jj]], 1)
         org = np.stack([ii * bks + qq * (bks // r), noff[jj]], 1)
         tl = vt[((ii // ps) * pm + qq) * pn + jj]
-        ctx.graph.set_mapping(B, M.by_windows(B.shape, shp, org, tl))
+        ctx.graph.set_mapping(B, M.by_windows(B.shape, shp, org, tl, ctx.window_layouts))
         ctx.mark_used(B)
     if b_blocks:
         def b_src(p):
@@ -444,8 +444,8 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_shape = np.stack([np.ones(T, np.int64), bm_t, bn_t], 1)
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
-                           mapping=M.by_windows(acc_shape, c_shape, c_org, vt), op=op)
-        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
+                           mapping=M.by_windows(acc_shape, c_shape, c_org, vt, ctx.window_layouts), op=op)
+        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts)
         o = red["by_start"]
         st = red["out_start"][o]
         return acc, red, M.intervals(red["tile"][o], st, st + red["len"][o]), c_shape, c_org
@@ -454,12 +454,42 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
     if ab3:
         c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
         c_org = np.concatenate([g_i[:, None], c_org], 1)
-    return None, None, M.by_windows(out_shape, c_shape, c_org, vt), c_shape, c_org
+    return None, None, M.by_windows(out_shape, c_shape, c_org, vt, ctx.window_layouts), c_shape, c_org
 
 
-def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
+def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts: dict | None = None) -> dict:
     """k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
-    (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary."""
+    (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary.  ``layouts``: a dict the caller
+    keeps (an op context's) of the vertices on tile positions 0..len(vt)-1 and their order by output start, which
+    depend on the split alone (a layer's matmuls of one shape differ in their tiles only): the tiles are then
+    ``vt`` at those positions and only the order by tile is found again."""
+    key = ("k_partials", G, pk, pm, pn, Mm, N, len(vt)) + tuple(np.asarray(a, np.int64).tobytes()
+                                                                  for a in (msz, moff, nsz, noff))
+    hit = None if layouts is None else M.layout(layouts, key)
+    if hit is None:
+        hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
+        if layouts is not None:
+            M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
+    pos_red, by_start = hit
+    red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
+    order = _by_tile_then(red["tile"], red["out_start"], by_start)
+    out = {k: v[order] for k, v in red.items()}
+    # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
+    # the sorted vertices went, instead of sorting the reordered starts again
+    at = np.empty_like(order)
+    at[order] = np.arange(len(order))
+    out["by_start"] = at[by_start]
+    owner = np.asarray(vt).reshape(G, pk, pm, pn)
+    gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
+    out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
+                         owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
+    return out
+
+
+def _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, T: int) -> tuple[dict, np.ndarray]:
+    """k_partial_vertices_uneven's vertices before their order by tile, on tile positions 0..T-1 (read-only
+    arrays), and their stable order by output start."""
+    vt = np.arange(T, dtype=np.int64)
     owner = vt.reshape(G, pk, pm, pn)
     parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start", "blk", "e")}
     for bm in np.unique(msz):
@@ -486,18 +516,11 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) ->
             parts["blk"].append(((gg * pm + ii) * pn + jj)[vb])
             parts["e"].append(np.tile(cuts, nb))
     red = {k: np.concatenate(v) for k, v in parts.items()}
+    for v in red.values():
+        v.setflags(write=False)
     by_start = np.argsort(red["out_start"], kind="stable")
-    order = _by_tile_then(red["tile"], red["out_start"], by_start)
-    out = {k: v[order] for k, v in red.items()}
-    # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
-    # the sorted vertices went, instead of sorting the reordered starts again
-    at = np.empty_like(order)
-    at[order] = np.arange(len(order))
-    out["by_start"] = at[by_start]
-    gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
-    out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
-                         owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
-    return out
+    by_start.setflags(write=False)
+    return red, by_start
 
 
 def _stable_by(tile: np.ndarray) -> np.ndarray:
