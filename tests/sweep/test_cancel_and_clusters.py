@@ -174,6 +174,11 @@ def test_workers_started_as_named_run_each_point_in_its_own_process(tmp_path, ca
         by_batch = {r["batch"]: r for r in o.rows}
         assert (o.ok, o.failed, o.isolate) == (2, 1, "process")
         assert "killed by SIGSEGV" in by_batch[sweep_fixtures.CRASH_BATCH]["error"]
+        # the points ran in processes forked from the worker's fork server, which imported the emulator: the worker
+        # itself never did, nor pandas (the sweep package's results table), ~0.6 s of CPU a worker
+        heavy = ["popvision_lite.emulator.models.emulated", "pandas"]
+        imported = client.run(lambda: [m for m in heavy if m in sys.modules])
+        assert list(imported.values()) == [[]], imported
 
 
 # ----------------------------------------------------------------------------- on the module's local cluster
