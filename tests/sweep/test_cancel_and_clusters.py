@@ -92,8 +92,9 @@ def dask_cluster(tmp_path, n_workers=2, env=None):
     dask_cli = str(Path(sys.executable).with_name("dask"))
     log = None
     proc = None
+    # its HTTP server (health checks) on a free loopback port, as the engine's own cluster has it (8787 may be taken)
     with LocalCluster(n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", scheduler_port=0,
-                      dashboard_address=None) as scheduler:
+                      dashboard_address="127.0.0.1:0") as scheduler:
         address = scheduler.scheduler_address
         try:
             log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - closed below
