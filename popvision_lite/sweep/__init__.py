@@ -9,6 +9,15 @@
 
 from __future__ import annotations
 
-from popvision_lite.sweep.results import open_sweep, pareto_front
-
 __all__ = ["open_sweep", "pareto_front"]
+
+
+def __getattr__(name: str):
+    """``open_sweep`` and ``pareto_front`` from :mod:`.results`, imported when first asked for: a Dask worker that
+    only starts point processes (``--isolate process``) imports :mod:`.point` and so this package, and needs
+    neither them nor pandas (docs/performance.md, "Ninth pass: sweep, profile, CLI, ...")."""
+    if name in __all__:
+        from popvision_lite.sweep import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

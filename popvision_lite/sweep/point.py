@@ -217,17 +217,21 @@ def _context():
 
 
 def warm_up(isolate: str = "process") -> None:
-    """Import the emulator in this worker (and start its fork server), so the first point does not pay it."""
-    import importlib
-
-    for m in PRELOAD:
-        importlib.import_module(m)
+    """Before the first point: with ``--isolate process``, start this worker's fork server (which imports the
+    emulator, ``PRELOAD``, once; every point's process is forked from it); in-worker, import the emulator here.
+    Either way the first point does not pay the imports, and a worker that only starts point processes never
+    imports the emulator itself (where there is no fork server, each spawned point imports it)."""
     if isolate == "process":
         ctx = _context()
         if ctx.get_start_method() == "forkserver":
             from multiprocessing import forkserver
 
             forkserver.ensure_running()
+        return
+    import importlib
+
+    for m in PRELOAD:
+        importlib.import_module(m)
 
 
 def _child(conn, spec, out_dir, config_hash, key, point_fn, memory_bytes=None, run_id=None) -> None:

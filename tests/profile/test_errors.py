@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from pathlib import Path
 
 import h5py
 import numpy as np
@@ -295,29 +294,54 @@ def test_write_rejects_inconsistent_data(small_data, tmp_path):
         write_profile(tmp_path, small_data)
 
 
-def test_killed_writer_leaves_no_valid_file(tmp_path, good):
-    target = tmp_path / "run.pvl"
-    shutil.copy(good, target)  # an older, valid profile at the target survives the killed write
-    before = target.read_bytes()
-    script = textwrap.dedent(f"""
-        import sys, time
+@pytest.fixture(scope="module")
+def killed_writers(tmp_path_factory, good):
+    """One writer process killed with SIGKILL while two threads each hold a profile write in the middle of its
+    file: one over an older, valid profile, one where there was none (a process each cost a second interpreter
+    start and its imports for the same kill).  Returns the two targets and the older profile's bytes."""
+    over = tmp_path_factory.mktemp("over") / "run.pvl"
+    shutil.copy(good, over)  # an older, valid profile at the target survives the killed write
+    before = over.read_bytes()
+    fresh = tmp_path_factory.mktemp("fresh") / "fresh.pvl"
+    script = textwrap.dedent("""
+        import sys, threading
         from popvision_lite.testing.synthetic import write_synthetic
-        def progress(done, total):
-            print("batch", done, flush=True)
-            time.sleep(30)  # hold the writer mid-file until the test kills it
-        write_synthetic({str(target)!r}, num_ipus=1, tiles_per_ipu=64, num_steps=5000, progress=progress)
+        said = threading.Lock()  # one whole line per writer (two print calls interleave their words)
+        def write(target):
+            def progress(done, total):
+                with said:
+                    print("batch", done, target, flush=True)
+                threading.Event().wait()  # hold this writer mid-file until the test kills the process
+            write_synthetic(target, num_ipus=1, tiles_per_ipu=64, num_steps=5000, progress=progress)
+        writers = [threading.Thread(target=write, args=(t,)) for t in sys.argv[1:]]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(over), str(fresh)], stdout=subprocess.PIPE, text=True)
     try:
-        line = proc.stdout.readline()
-        assert line.startswith("batch"), line
+        held = []
+        for _ in range(2):
+            line = proc.stdout.readline()
+            assert line.startswith("batch"), line
+            held.append(line.split()[-1])
+        assert sorted(held) == sorted([str(over), str(fresh)])  # both writers are mid-file
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    return over, before, fresh
+
+
+def test_killed_writer_leaves_no_valid_file(killed_writers):
+    target, before, _ = killed_writers
     assert target.read_bytes() == before
-    leftovers = [p for p in tmp_path.iterdir() if p != target]
+    leftovers = [p for p in target.parent.iterdir() if p != target]
     assert leftovers, "expected the killed writer's temp file"
     for p in leftovers:
         assert p.name.startswith(".run.pvl.") and p.suffix == ".tmp"
@@ -327,26 +351,11 @@ def test_killed_writer_leaves_no_valid_file(tmp_path, good):
         assert p.num_steps == 120
 
 
-def test_killed_writer_without_previous_file(tmp_path):
-    target = tmp_path / "fresh.pvl"
-    script = textwrap.dedent(f"""
-        import time
-        from popvision_lite.testing.synthetic import write_synthetic
-        def progress(done, total):
-            print("batch", done, flush=True)
-            time.sleep(30)
-        write_synthetic({str(target)!r}, num_ipus=1, tiles_per_ipu=64, num_steps=5000, progress=progress)
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().startswith("batch")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+def test_killed_writer_without_previous_file(killed_writers):
+    _, _, target = killed_writers
     assert not target.exists()
-    assert all(Path(p).name.startswith(".fresh.pvl.") for p in tmp_path.iterdir())
+    left = list(target.parent.iterdir())
+    assert left and all(p.name.startswith(".fresh.pvl.") for p in left)
 
 
 def test_writer_casts_to_schema_dtypes_and_refuses_bad_values(small_data, tmp_path):
