@@ -59,23 +59,6 @@ def _collect_due_garbage():
         collector.collect_due()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _older_objects_frozen():
-    """Every object alive when a module's tests start is left out of the cyclic garbage collector's passes until
-    the module ends (``gc.freeze``; ``gc.unfreeze`` hands them back, garbage included, to the oldest generation).
-    A full collection walks every tracked object, and in a long pytest process most are the earlier modules'
-    (imports, collected test items, reports, session fixtures' results).  Full collections are frequent here: the
-    emulator collects when it frees a kept graph for another (``emulated.run_model``), a headless export once
-    (``gui.app.delete_now``), the collector whenever the oldest generation is due.  What a module creates is
-    collected as before, so tests that count freed objects still see theirs go.  (tests/gui/conftest.py had
-    this for the GUI tests, decision 0435; here it covers every folder, decision 0461.)"""
-    import gc
-
-    gc.freeze()
-    yield
-    gc.unfreeze()
-
-
 @pytest.fixture(scope="session")
 def fit_small(tmp_path_factory):
     """The fit advisor's search on a small model (tests/support/fit_search.py), run once per session."""
