@@ -8,7 +8,6 @@ import numpy as np
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator.ops import matmul as MM
 from popvision_lite.emulator.ops.matmul import _parts
-from popvision_lite.emulator.ops.planners import split_even
 
 
 def _split(shape, pm, pn, lead=None):
@@ -60,48 +59,6 @@ def test_repeated_tiles_take_the_plain_path():
         assert layouts == {}
 
 
-def _reference(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt) -> dict:
-    """k_partial_vertices_uneven as it was before its layouts (the vertices built on the tiles themselves)."""
-    owner = vt.reshape(G, pk, pm, pn)
-    parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start", "blk", "e")}
-    for bm in np.unique(msz):
-        for bn in np.unique(nsz):
-            ims, ins = np.nonzero(msz == bm)[0], np.nonzero(nsz == bn)[0]
-            gg, ii, jj = (x.ravel() for x in np.meshgrid(np.arange(G), ims, ins, indexing="ij"))
-            be = int(bm) * int(bn)
-            sl_off = np.array([a for a, _ in split_even(be, pk)], np.int64)
-            cuts = np.union1d(sl_off, np.arange(0, be, int(bn)))
-            seg_len = np.diff(np.append(cuts, be))
-            seg_s = np.searchsorted(sl_off, cuts, side="right") - 1
-            seg_r, seg_c = np.divmod(cuts, int(bn))
-            nb, nseg = len(gg), len(cuts)
-            vb = np.repeat(np.arange(nb), nseg)
-            vs = np.tile(seg_s, nb)
-            row = moff[ii][vb] + np.tile(seg_r, nb)
-            col = noff[jj][vb] + np.tile(seg_c, nb)
-            parts["tile"].append(owner[gg[vb], vs, ii[vb], jj[vb]])
-            parts["len"].append(np.tile(seg_len, nb))
-            parts["g"].append(gg[vb])
-            parts["row"].append(row)
-            parts["col"].append(col)
-            parts["out_start"].append((gg[vb] * Mm + row) * N + col)
-            parts["blk"].append(((gg * pm + ii) * pn + jj)[vb])
-            parts["e"].append(np.tile(cuts, nb))
-    red = {k: np.concatenate(v) for k, v in parts.items()}
-    by_start = np.argsort(red["out_start"], kind="stable")
-    order = MM._by_tile_then(red["tile"], red["out_start"], by_start)
-    out = {k: v[order] for k, v in red.items()}
-    # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
-    # the sorted vertices went, instead of sorting the reordered starts again
-    at = np.empty_like(order)
-    at[order] = np.arange(len(order))
-    out["by_start"] = at[by_start]
-    gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
-    out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
-                         owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
-    return out
-
-
 def _same_red(a: dict, b: dict):
     assert list(a) == list(b)
     for k in a:
@@ -113,9 +70,8 @@ def _same_red(a: dict, b: dict):
 
 def test_k_partials_on_positions_put_on_tiles_are_the_plain_vertices():
     """matmul.k_partial_vertices_uneven with ``layouts``: the vertices laid out once on tile positions and put on
-    each call's tiles (rotated, permuted, or repeating: the order by tile is found again) equal those built
-    afresh (by the
-    function as it was before, ``_reference``)."""
+    each call's tiles (rotated, permuted, or repeating: the order by tile is found again) equal those built on the
+    tiles themselves (the function without ``layouts``)."""
     rng = np.random.default_rng(3)
     for G, pk, Mm, N, pm, pn in ((1, 4, 37, 53, 5, 7), (2, 3, 29, 31, 4, 3), (1, 8, 64, 48, 6, 1)):
         msz, moff = MM._parts(Mm, pm)
@@ -124,8 +80,7 @@ def test_k_partials_on_positions_put_on_tiles_are_the_plain_vertices():
         layouts: dict = {}
         for vt in (np.arange(T) + 5, (np.arange(T) + 900) % 1472, rng.permutation(1472)[:T],
                    rng.integers(0, 40, T)):
-            plain = _reference(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
-            _same_red(MM.k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt), plain)
+            plain = MM.k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt)
             _same_red(MM.k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts), plain)
         assert len(layouts) == 1
 

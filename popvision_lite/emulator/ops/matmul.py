@@ -462,16 +462,19 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
     (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary.  ``layouts``: a dict the caller
     keeps (an op context's) of the vertices on tile positions 0..len(vt)-1 and their order by output start, which
     depend on the split alone (a layer's matmuls of one shape differ in their tiles only): the tiles are then
-    ``vt`` at those positions and only the order by tile is found again."""
-    key = ("k_partials", G, pk, pm, pn, Mm, N, len(vt)) + tuple(np.asarray(a, np.int64).tobytes()
-                                                                  for a in (msz, moff, nsz, noff))
-    hit = None if layouts is None else M.layout(layouts, key)
-    if hit is None:
-        hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
-        if layouts is not None:
+    ``vt`` at those positions and only the order by tile is found again.  Without ``layouts`` the vertices are
+    built on the tiles themselves (the definition the layouts path is tested against)."""
+    if layouts is None:
+        red, by_start = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt), vt)
+    else:
+        key = ("k_partials", G, pk, pm, pn, Mm, N, len(vt)) + tuple(np.asarray(a, np.int64).tobytes()
+                                                                      for a in (msz, moff, nsz, noff))
+        hit = M.layout(layouts, key)
+        if hit is None:
+            hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
             M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
-    pos_red, by_start = hit
-    red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
+        pos_red, by_start = hit
+        red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
     order = _by_tile_then(red["tile"], red["out_start"], by_start)
     out = {k: v[order] for k, v in red.items()}
     # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
@@ -486,10 +489,11 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
     return out
 
 
-def _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, T: int) -> tuple[dict, np.ndarray]:
+def _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, T: int,
+                             tiles=None) -> tuple[dict, np.ndarray]:
     """k_partial_vertices_uneven's vertices before their order by tile, on tile positions 0..T-1 (read-only
-    arrays), and their stable order by output start."""
-    vt = np.arange(T, dtype=np.int64)
+    arrays), or on ``tiles`` where given, and their stable order by output start."""
+    vt = np.arange(T, dtype=np.int64) if tiles is None else np.asarray(tiles)
     owner = vt.reshape(G, pk, pm, pn)
     parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start", "blk", "e")}
     for bm in np.unique(msz):
