@@ -100,3 +100,18 @@ def test_layouts_past_their_budget_drop_the_oldest(monkeypatch):
     kept = dict(layouts)
     _same(M.by_windows(shape, bs, org, tiles + 1, layouts), M.by_windows(shape, bs, org, tiles + 1))
     assert layouts.keys() == kept.keys()
+
+
+def test_a_built_graph_holds_no_layouts(monkeypatch):
+    """The layouts serve the build only: a whole graph (emulated.build_model) keeps none through its compile and
+    run, though its build made some."""
+    from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.models.emulated import build_model
+
+    made = []
+    built = EmulatorBackend.built
+    monkeypatch.setattr(EmulatorBackend, "built", lambda be: (made.append(len(be.ctx.window_layouts)), built(be)))
+    be, _ = build_model(make_config("bert-tiny"), needs_values=False)
+    assert made and made[0] > 0
+    assert be.ctx.window_layouts == {}

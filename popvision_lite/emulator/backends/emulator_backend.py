@@ -192,3 +192,8 @@ class EmulatorBackend(EmulatorNormPool, Backend):
 
     def program(self):
         return self.ctx.sequence("main")
+
+    def built(self) -> None:
+        """The graph is built: drop what only building used (the op context's window layouts, up to
+        ``mapping.LAYOUTS_BYTES``), so that the compile and the run, and a graph kept for later runs, do not hold it."""
+        self.ctx.window_layouts.clear()

@@ -53,6 +53,7 @@ def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = 
     be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
                          available_memory_proportion=cfg.amp_of(0), partials_type=cfg.partials_type)
     built = build(be, cfg)
+    be.built()
     return be, built
 
 

@@ -52,7 +52,7 @@ class StageGraph:
             be.on_mark = lambda n: progress("building", min(n / marks, 1.0))
         self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
         be.op_memo = None
-        be.ctx.window_layouts.clear()  # (the build's layouts: not held through the compile)
+        be.built()
         be.on_mark = None  # built: a graph kept for later runs (stage_cache.py) holds no run's progress line
         self.be = be
         phases = []

@@ -286,6 +286,7 @@ def emulate_onnx(path, output=None, *, batch=None, seq=None, dims=None, device="
     low, handles = build(lm, be, values, ipus=per_replica, progress=lambda f: tick("building graph", 0.05 + 0.25 * f),
                          training=training, loss_output=loss_output, lr=lr, ipu_split=ipu_split, recompute=recompute,
                          outline=outline, seed=seed)
+    be.built()
     wall["build"] = time.perf_counter() - t1
     tick("compiling and running", 0.3)
     model_name = "onnx:" + Path(path).name
