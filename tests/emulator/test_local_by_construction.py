@@ -183,3 +183,17 @@ def test_blocks_with_a_shared_tile_or_another_block_shape_are_searched():
     # blocks on a tiles list shorter than the blocks (wrapping): tiles repeat, nothing recorded
     t3 = g.add_variable("t3", shape, "float32", mapping=M.by_blocks(shape, block, tiles[:7]))
     assert M.own_blocks(t3.mapping) is None
+
+
+def test_a_block_off_its_tile_is_searched_and_refused():
+    shape, block = (4, 24, 30), (1, 8, 10)
+    nb = 4 * 3 * 3
+    tiles = np.random.default_rng(13).choice(NT, size=nb, replace=False)
+    g = Graph(TARGET)
+    t = g.add_variable("t", shape, "float32", mapping=M.by_blocks(shape, block, tiles))
+    cs = g.add_compute_set("cs", op="op")
+    idx = np.indices((4, 3, 3)).reshape(3, -1).T
+    g.add_vertices(cs, TOUCH, np.roll(tiles, 1), fields={"in": t.blocks(block, idx), "out": t.blocks(block, idx)})
+    assert not check.local_by_construction(cs.groups[0], cs.groups[0].fields["out"])
+    with pytest.raises(EmulatorError, match="which lives on tile"):
+        check.check_graph(Compiled(g, P.Execute(cs)), {cs.id}, None)
