@@ -288,9 +288,10 @@ def by_blocks(shape, block_shape, tiles) -> Mapping:
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, np.int64)
-    a.setflags(write=False)
-    return a
+    """A read-only int64 copy of ``a``, held once with equal arrays (a split recorded for many mappings)."""
+    a = np.asarray(a, np.int64)
+    # (share holds 1-D arrays: a 1-D copy, and a view of the held one in the shape)
+    return share(a.reshape(-1).copy()).reshape(a.shape)
 
 
 def own_blocks(m: Mapping):
