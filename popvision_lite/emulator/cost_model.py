@@ -95,13 +95,9 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     first = np.cumsum(count) - count          # index of each tile's first vertex in tile order
     # each vertex's worker: its place among its tile's vertices, in their given order, modulo threads
     if np.any(tiles[1:] < tiles[:-1]):
-        # the place from a stable sort by tile (16-bit tiles take numpy's radix sort, ~4x the int64 argsort),
-        # scattered back to the given order rather than the vertices gathered into tile order: the same workers,
-        # and each (tile, worker) sum below adds the same cycles in the same order
-        order = np.argsort(tiles.astype(np.uint16) if int(tiles.max()) < 2**16 else tiles, kind="stable")
-        worker = np.empty(len(tiles), np.int64)
-        worker[order] = np.arange(len(tiles))
-        worker -= first[tiles]
+        # the same workers as the place found in tile order, and each (tile, worker) sum below adds the same cycles
+        # in the same order
+        worker = _place_on_tile(tiles, first)
     else:
         worker = np.arange(len(tiles)) - first[tiles]
     worker %= threads
@@ -112,6 +108,41 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     count = count + count_sup
     busy = busy + np.where(count > 0, launch_cycles, 0)
     return busy.astype(np.int64), count
+
+
+def _place_on_tile(tiles: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each vertex's place among its tile's vertices in their given order (the vertices of its tile before it),
+    for tiles not in ascending order; ``first``: each tile's first vertex in tile order (the vertices of lower
+    tiles).  The place is the rank of a stable sort by tile less ``first``; where the vertices come in runs of
+    one tile (an elementwise op's worker pieces: several per mapping interval), it is the vertices of its tile in
+    earlier runs plus its place in its run, and only the runs are sorted."""
+    n = len(tiles)
+    cut = np.flatnonzero(tiles[1:] != tiles[:-1])
+    if 4 * len(cut) > n:
+        # a stable sort of the vertices by tile (16-bit tiles take numpy's radix sort, ~4x the int64 argsort), its
+        # rank scattered back to the given order rather than the vertices gathered into tile order
+        order = np.argsort(tiles.astype(np.uint16) if int(tiles.max()) < 2**16 else tiles, kind="stable")
+        place = np.empty(n, np.int64)
+        place[order] = np.arange(n)
+        place -= first[tiles]
+        return place
+    rs = np.empty(len(cut) + 1, np.int64)  # each run's first vertex
+    rs[0] = 0
+    np.add(cut, 1, out=rs[1:])
+    rl = np.diff(rs, append=n)  # run lengths
+    rt = tiles[rs]
+    ro = np.argsort(rt.astype(np.uint16) if int(rt.max()) < 2**16 else rt, kind="stable")
+    # the runs in tile order: the vertices before each run there are those of lower tiles (``first``) and those of
+    # its tile's earlier runs
+    before = np.cumsum(rl[ro]) - rl[ro]
+    prior = np.empty(len(rs), np.int64)
+    prior[ro] = before - first[rt[ro]]
+    L = n // len(rs)
+    if L * len(rs) == n and bool(np.all(rl == L)):  # runs of one length: (runs, L), no per-vertex run index
+        return (prior[:, None] + np.arange(L, dtype=np.int64)).reshape(n)
+    place = np.arange(n, dtype=np.int64)
+    place -= np.repeat(rs - prior, rl)
+    return place
 
 
 def internal_sync_cycles(target) -> np.ndarray:

@@ -280,8 +280,31 @@ def by_blocks(shape, block_shape, tiles) -> Mapping:
     grid = tuple(s // b for s, b in zip(shape, block_shape, strict=True))
     index = np.indices(grid).reshape(len(grid), -1).T
     starts, stops = block_intervals(shape, block_shape, index)
-    t = np.repeat(tiles[np.arange(len(index)) % len(tiles)], starts.shape[1])
-    return _merge(Mapping(t, starts.ravel(), stops.ravel()))
+    tb = tiles[np.arange(len(index)) % len(tiles)]  # block k's tile
+    m = _merge(Mapping(np.repeat(tb, starts.shape[1]), starts.ravel(), stops.ravel()))
+    if len(tb) and int(tb.min()) >= 0 and int(np.bincount(tb).max()) == 1:
+        m._derived["own_blocks"] = (shape, block_shape, _frozen(tb))
+    return m
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only int64 copy of ``a``, held once with equal arrays (a split recorded for many mappings)."""
+    a = np.asarray(a, np.int64)
+    # (share holds 1-D arrays: a 1-D copy, and a view of the held one in the shape)
+    return share(a.reshape(-1).copy()).reshape(a.shape)
+
+
+def own_blocks(m: Mapping):
+    """(tensor shape, block shape, each block's tile in row-major block order) where ``m`` was built by
+    :func:`by_blocks` with every block on a tile of its own (so each of those tiles holds exactly that block's
+    elements), else None.  The graph check reads it (``compile.check.local_by_construction``)."""
+    return m._derived.get("own_blocks")
+
+
+def own_windows(m: Mapping):
+    """(tensor shape, window shapes, window origins, window tiles) where ``m`` was built by :func:`by_windows`
+    with every window on a tile of its own, else None (see :func:`own_blocks`)."""
+    return m._derived.get("own_windows")
 
 
 def window_intervals(shape, block_shape, origins) -> tuple[np.ndarray, np.ndarray]:
@@ -368,14 +391,19 @@ def by_windows(shape, block_shapes, origins, tiles, layouts: dict | None = None)
     tiles = np.asarray(tiles, np.int64)
     shape = tuple(int(d) for d in shape)
     n = len(tiles)
-    if layouts is not None and n > 1 and int(tiles.min()) >= 0 and int(np.bincount(tiles).max()) == 1:
+    distinct = n > 0 and int(tiles.min()) >= 0 and int(np.bincount(tiles).max()) == 1
+    if layouts is not None and n > 1 and distinct:
         key = (shape, bs.shape, bs.tobytes(), origins.tobytes())
         lay = layout(layouts, key)
         if lay is None:
             lay = _by_windows(shape, bs, origins, np.arange(n, dtype=np.int64))
             keep_layout(layouts, key, lay, lay.tile.nbytes + lay.start.nbytes + lay.stop.nbytes)
-        return _on_tiles(lay, tiles)
-    return _by_windows(shape, bs, origins, tiles)
+        m = _on_tiles(lay, tiles)
+    else:
+        m = _by_windows(shape, bs, origins, tiles)
+    if distinct and m._derived.get("own_windows") is None:  # (a fresh mapping: none of it there yet)
+        m._derived["own_windows"] = (shape, _frozen(bs), _frozen(origins), _frozen(tiles))
+    return m
 
 
 # the bytes of layouts a layouts dict keeps (by_windows, matmul.k_partial_vertices_uneven): the oldest go first

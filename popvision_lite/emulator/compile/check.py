@@ -7,8 +7,8 @@ import numpy as np
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compile.compiled import Compiled, cached_digest, field_content
 from popvision_lite.emulator.compile.memory import note_rows_adjacent, remember_rows_adjacent
-from popvision_lite.emulator.graph import Regions, Windows
-from popvision_lite.emulator.mapping import interval_index
+from popvision_lite.emulator.graph import Blocks, Regions, Windows
+from popvision_lite.emulator.mapping import interval_index, own_blocks, own_windows
 from popvision_lite.errors import EmulatorError
 
 
@@ -67,6 +67,9 @@ def check_graph(c: Compiled, used_cs: set, memo: dict | None = None) -> None:
                         continue
                 if split_local(grp, f):  # (a Regions field: no rows to note as adjacent)
                     flag = None
+                elif local_by_construction(grp, f):
+                    flag = True if f.regions_per_vertex() > 1 else None  # (note_rows_adjacent's answer)
+                    remember_rows_adjacent(c, f, flag)
                 else:
                     bounds = _check_local(grp, fname, f)
                     flag = None if bounds is None else note_rows_adjacent(c, f, *bounds)
@@ -93,6 +96,32 @@ def split_local(grp, f) -> bool:
     changes; a set_mapping makes a new one) and the group those tiles (read-only arrays)."""
     of = getattr(f, "split_of", None)
     return of is not None and isinstance(f, Regions) and of[0] is f.tensor.mapping and of[1] is grp.tiles
+
+
+def local_by_construction(grp, f) -> bool:
+    """Whether every vertex of group ``grp`` sees through field ``f`` exactly one block or window of the blocks or
+    windows its tensor's mapping was built from (``mapping.own_blocks`` / ``own_windows``: each on a tile of its
+    own), the one on the vertex's tile.  Then :func:`_check_local` passes (each run of the block lies in one merged
+    interval on that tile) and the block's rows are adjacent in tile memory (the tile holds that block's elements
+    alone, in flat order), so neither is searched.  Found from the recorded blocks and the field's own arrays, one
+    pass per vertex; anything else (another shape, tiles, window, a mapping made otherwise) is searched as before."""
+    mp, t, tiles = f.tensor.mapping, f.tensor, grp.tiles
+    if isinstance(f, Windows):
+        rec = own_windows(mp)
+        if rec is None or rec[0] != t.shape or rec[1].shape[1] != len(t.shape) or not f.n or int(tiles.min()) < 0:
+            return False
+        _shape, bs, org, wt = rec
+        where = np.full(max(int(wt.max()), int(tiles.max())) + 1, -1, np.int64)
+        where[wt] = np.arange(len(wt))
+        w = where[tiles]
+        return bool((w >= 0).all() and (bs[w] == np.array(f.block_shape)).all() and (org[w] == f.origins).all())
+    if isinstance(f, Blocks):
+        rec = own_blocks(mp)
+        if rec is None or rec[0] != t.shape or rec[1] != f.block_shape or not f.n:
+            return False
+        strides = np.cumprod((f.grid[1:] + (1,))[::-1])[::-1]
+        return bool(np.array_equal(rec[2][f.index @ strides], tiles))
+    return False
 
 
 def _check_local(grp, fname: str, f) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
