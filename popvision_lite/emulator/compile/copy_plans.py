@@ -108,6 +108,8 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
         if counts is not None:  # the runs that cross on both sides cross at the same offsets (alike layouts)
             return _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts)
         if not ok.any():  # every run crosses (a whole-tensor copy: one run): cut them all, nothing to place
+            if len(qs) == 1:
+                return _cut_one_run(int(qs[0]), int(qd[0]), int(ql[0]), sm, dm)
             return _cut_runs(qs, ql, sm, qd, ql, dm)[0]
         # the runs that cross an interval boundary are cut like any copy, the others are whole
         # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
@@ -213,6 +215,62 @@ def _piece_intervals(k, first, cnt, n: int, c, other) -> np.ndarray:
     out = np.repeat(k - first * advance, cnt)
     out += np.arange(n, dtype=np.int64) * np.repeat(advance, cnt)
     return out
+
+
+def _cut_one_run(a: int, b: int, n: int, sm, dm) -> CopyPlan:
+    """_cut_runs(...)[0] of one source run [a, a + n) and one destination run [b, b + n) (a whole-tensor copy
+    between two layouts: the call arguments and results, the residual and ReLU gradients' operands): the pieces
+    start at 0 and at each side's interval starts inside its run, which are ascending already; a piece's
+    interval on each side is its run's first interval plus the side's starts at or below it.  Where one side's
+    starts are among the other's (the commonest case: a fine layout copied to a coarse one), the pieces are the
+    finer side's intervals and the coarser side's interval advances at its own starts, with no merge; otherwise
+    the two lists are merged by one stable sort (two ascending runs, one merge pass), each start tagged with its
+    side.  The same pieces, intervals and int64 arrays as :func:`_cut_runs`."""
+    sides = []
+    for x, mp in ((a, sm), (b, dm)):
+        st = mp.start
+        lo = int(np.searchsorted(st, x, side="right"))
+        hi = int(np.searchsorted(st, x + n, side="left"))
+        sides.append((lo - 1, np.asarray(st[lo:max(hi, lo)], np.int64) - x))  # (first interval, starts inside)
+    (k0s, cs), (k0d, cd) = sides
+    if len(cs) <= len(cd):
+        small, large, k0_small, k0_large, small_is_src = cs, cd, k0s, k0d, True
+    else:
+        small, large, k0_small, k0_large, small_is_src = cd, cs, k0d, k0s, False
+    m = len(large) + 1
+    j = np.searchsorted(large, small)
+    if len(small) == 0 or (int(j[-1]) < len(large) and np.array_equal(large[j], small)):
+        # the smaller side's starts are among the larger side's: the pieces are the larger side's intervals
+        pos = np.empty(m, np.int64)
+        pos[0] = 0
+        pos[1:] = large
+        k_large = np.arange(k0_large, k0_large + m, dtype=np.int64)
+        step = np.zeros(m, np.int64)
+        step[0] = k0_small
+        step[j + 1] = 1
+        k_small = np.cumsum(step)
+        ks, kd = (k_small, k_large) if small_is_src else (k_large, k_small)
+    else:
+        enc = np.concatenate([cs << 1, (cd << 1) | 1])
+        enc.sort(kind="stable")  # (two ascending runs: one merge)
+        v = enc >> 1
+        last = np.empty(len(v), bool)  # each position's last tagged value
+        last[-1] = True
+        np.not_equal(v[1:], v[:-1], out=last[:-1])
+        tag = enc & 1
+        pos = np.empty(int(np.count_nonzero(last)) + 1, np.int64)
+        pos[0] = 0
+        pos[1:] = v[last]
+        ks = np.empty(len(pos), np.int64)
+        kd = np.empty(len(pos), np.int64)
+        ks[0], kd[0] = k0s, k0d
+        cd_upto = np.cumsum(tag)[last]  # destination starts at or below each position
+        ks[1:] = k0s + np.arange(1, len(v) + 1, dtype=np.int64)[last] - cd_upto
+        kd[1:] = k0d + cd_upto
+    length = np.empty(len(pos), np.int64)
+    length[:-1] = pos[1:] - pos[:-1]
+    length[-1] = n - pos[-1]
+    return CopyPlan(pos + a, pos + b, length, sm.tile[ks], dm.tile[kd], ks, kd)
 
 
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
