@@ -184,6 +184,11 @@ def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None =
     cnt = np.maximum(cs, cd) + 1  # pieces per run (cs, cd or both, where both sides cut alike)
     n = int(cnt.sum())
     first = np.cumsum(cnt) - cnt
+    cut = np.nonzero(cnt > 1)[0]
+    if 8 * len(cut) <= len(qs):
+        return _splice_cut_runs(qs, qd, ql, ks, kd, cnt, first, n, cut,
+                                _cut_one_side(qs[cut], qd[cut], ql[cut], ks[cut], kd[cut], ok_s[cut], ok_d[cut], sm,
+                                              dm, (cs[cut], cd[cut])), sm, dm)
     qs_r = np.repeat(qs, cnt)
     qd_r = np.repeat(qd, cnt)
     # piece j of a run lies in the run's first interval plus j on a side that cuts the run, plus 0 on the other
@@ -201,6 +206,22 @@ def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None =
     ln[first + cnt - 1] = ql  # (a run's last piece ends with it)
     ln -= o
     return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
+
+
+def _splice_cut_runs(qs, qd, ql, ks, kd, cnt, first, n: int, cut, sub: CopyPlan, sm, dm) -> CopyPlan:
+    """_cut_one_side's pieces where few runs are cut (``cut``: those of more than one piece, ``sub``: their
+    pieces, cut on their own): every run's fields repeated to its pieces, which is each whole run's one piece
+    (its first elements, length and intervals), and the cut runs' pieces written over their places (the stem's
+    im2col windows: 1 % of 1.74 M runs cut).  The same pieces, in copy order, as cutting every run."""
+    at = _ranges_index(first[cut], cnt[cut])
+    out = []
+    for whole_v, sub_v in ((qs, sub.src_elem), (qd, sub.dst_elem), (ql, sub.length), (ks, sub.src_k),
+                           (kd, sub.dst_k)):
+        a = np.repeat(np.asarray(whole_v, np.int64), cnt)
+        a[at] = sub_v
+        out.append(a)
+    se, de, ln, pks, pkd = out
+    return CopyPlan(se, de, ln, sm.tile[pks], dm.tile[pkd], pks, pkd)
 
 
 def _piece_intervals(k, first, cnt, n: int, c, other) -> np.ndarray:
