@@ -94,6 +94,18 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
         qd, qdl = ds[0] + np.cumsum(sl) - sl, sl
     elif len(ss) == 1 and len(ds) > 1:
         qs, ql = ss[0] + np.cumsum(dl) - dl, dl
+    elif len(ss) > len(ds) > 1:  # the destination's runs joins of the source's (a B block to a tile's operand)
+        qd = _nested_runs(sl, ds, dl)
+        if qd is not None:
+            qdl = sl
+        else:
+            qd = ds
+    elif len(ds) > len(ss) > 1:
+        qs = _nested_runs(dl, ss, sl)
+        if qs is not None:
+            ql = dl
+        else:
+            qs = ss
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
         ks = interval_index(sm.start, qs)
         kd = interval_index(dm.start, qd)
@@ -133,6 +145,26 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
         se, de, ln, pks, pkd = out
         return CopyPlan(se, de, ln, sm.tile[pks], dm.tile[pkd], pks, pkd)
     return _cut_runs(ss, sl, sm, ds, dl, dm)[0]
+
+
+def _nested_runs(fine_l: np.ndarray, cs: np.ndarray, cl: np.ndarray) -> np.ndarray | None:
+    """Where every run of one side (``cs``, ``cl``: the coarse side, fewer runs) is a join of consecutive runs of
+    the other (lengths ``fine_l``; positive lengths, as _runs_and_mapping keeps them), the coarse side cut to the
+    fine side's runs: each fine run's first element on the coarse side (its lengths are ``fine_l``); else None.
+    The copy is then cut at the same positions as cutting both sides' runs (_cut_runs: the coarse side's run
+    offsets are among the fine side's), so the paired runs' path applies, as for one contiguous side."""
+    f_off = np.cumsum(fine_l) - fine_l
+    c_off = np.cumsum(cl) - cl
+    j = np.searchsorted(f_off, c_off)
+    if int(j[-1]) >= len(f_off) or not np.array_equal(f_off[j], c_off):
+        return None
+    step = np.zeros(len(f_off), np.int64)
+    step[j] = 1
+    r = np.cumsum(step)
+    r -= 1  # the coarse run of each fine run (j[0] is 0: both sides start at offset 0)
+    out = f_off - c_off[r]
+    out += cs[r]
+    return out
 
 
 def bytes_per_tile(tiles: np.ndarray, length: np.ndarray, isz: int, T: int, L1: int) -> np.ndarray:
