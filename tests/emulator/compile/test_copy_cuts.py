@@ -176,3 +176,51 @@ def test_whole_tensor_copy_of_views_takes_the_one_run_cut(mk2, monkeypatch):
         want = _general(0, 0, n, a.mapping, b.mapping)
         _assert_same(got, want, trial)
     assert len(calls) == 10
+
+
+def test_runs_joined_on_one_side_paired_like_the_general_cut(mk2, monkeypatch):
+    """One side's runs are joins of the other's consecutive runs (ResNet's Blocks-to-Blocks B broadcasts: a
+    destination block per tile, source rows from B's tiles): the coarse side is cut to the fine side's runs and
+    paired, the pieces those of cutting both sides' runs; source or destination the fine side, runs crossing
+    interval boundaries too; runs that do not nest take the general cut."""
+    from popvision_lite.emulator.compile import copy_pieces
+
+    rng = np.random.default_rng(41)
+    nested = []
+    real = S._nested_runs
+    monkeypatch.setattr(S, "_nested_runs", lambda *a: nested.append(r := real(*a)) or r)
+    kinds = set()
+    for trial in range(40):
+        g = Graph(mk2)
+        R = int(rng.integers(6, 40))
+        fl = rng.integers(1, 9, R).astype(np.int64)
+        joins = np.sort(rng.choice(np.arange(1, R), size=int(rng.integers(1, R - 1)), replace=False))
+        cl = np.add.reduceat(fl, np.concatenate([[0], joins]))
+        if trial % 4 >= 2:  # not nested: one coarse run boundary moved inside a fine run
+            k = int(rng.integers(0, len(cl) - 1))
+            shift = 1 if cl[k + 1] > 1 else -1
+            cl[k] += shift
+            cl[k + 1] -= shift
+        views = []
+        for name, lens in (("f", fl), ("c", cl)):
+            gap = rng.integers(0, 3, len(lens))
+            order = rng.permutation(len(lens))
+            step = lens[order] + gap
+            at = np.empty(len(lens), np.int64)
+            at[order] = np.cumsum(step) - step
+            size = int((at + lens).max()) + 2
+            starts = np.unique(np.concatenate([[0], rng.choice(np.arange(1, size), size=int(rng.integers(0, size // 3)),
+                                                                 replace=False)]))
+            t = g.add_variable(f"{name}{trial}", (size,), "float32",
+                               mapping=M.intervals(rng.integers(0, 8, len(starts)), starts, np.append(starts[1:], size)))
+            views.append((t, t.regions(at, lens), at, lens))
+        (ft, fv, fs, _), (ct, cv, cs_, _) = views
+        src, dst = (fv, cv) if trial % 2 == 0 else (cv, fv)
+        before = len(nested)
+        got = copy_pieces(src, dst)
+        (st_, sv_s, ss, sl), (dt_, sv_d, ds, dl) = (views if trial % 2 == 0 else views[::-1])
+        want, _run = S._cut_runs(ss, sl, st_.mapping, ds, dl, dt_.mapping)
+        _assert_same(got, want, trial)
+        assert len(nested) == before + 1, trial
+        kinds.add((trial % 2, nested[-1] is not None))
+    assert kinds == {(0, True), (1, True), (0, False), (1, False)}
