@@ -138,12 +138,13 @@ def oom_advice(path, data=None) -> str:
     ProfileData still in memory, when given, else read back from ``path``) and the fit advisor's command that
     searches for a configuration that does (``popvision-lite fit``)."""
     from popvision_lite.analysis.fit_constraint import binding_headline
-    from popvision_lite.profile.reader import open_profile
 
     try:
         if data is not None:  # what the file holds, not read back (its tables: millions of rows on 16 IPUs)
             why = binding_headline(data)
-        else:
+        else:  # (the reader imported only here: a run whose advice is from memory reads nothing back)
+            from popvision_lite.profile.reader import open_profile
+
             with open_profile(path) as p:
                 why = binding_headline(p)
     except PopvisionError as e:  # the file just written cannot be read back: the command still helps
