@@ -12,7 +12,7 @@ import sys
 
 from popvision_lite.cli import emulate_onnx
 from popvision_lite.cli.args import check_new_file, field_flag, field_switches, switch_value
-from popvision_lite.cli.info import profile_totals, time_split_line
+from popvision_lite.cli.info import time_split_line, written_totals
 from popvision_lite.emulator.ipu_config import POD_TYPES, read_ipu_config
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.emulator.progress import ProgressBar, within
@@ -138,12 +138,13 @@ def oom_advice(path, data=None) -> str:
     ProfileData still in memory, when given, else read back from ``path``) and the fit advisor's command that
     searches for a configuration that does (``popvision-lite fit``)."""
     from popvision_lite.analysis.fit_constraint import binding_headline
-    from popvision_lite.profile.reader import open_profile
 
     try:
         if data is not None:  # what the file holds, not read back (its tables: millions of rows on 16 IPUs)
             why = binding_headline(data)
-        else:
+        else:  # (the reader imported only here: a run whose advice is from memory reads nothing back)
+            from popvision_lite.profile.reader import open_profile
+
             with open_profile(path) as p:
                 why = binding_headline(p)
     except PopvisionError as e:  # the file just written cannot be read back: the command still helps
@@ -249,9 +250,9 @@ def run(args) -> int:
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 1
     s = end_of_run_numbers(result.profile_data, result)
-    try:
-        split = time_split_line(profile_totals(out), training=bool(cfg.training))
-    except PopvisionError as e:  # the file just written cannot be read back (removed, disk trouble)
+    try:  # from the run in memory, as end_of_run_numbers: what the file holds, not read back
+        split = time_split_line(written_totals(result.profile_data), training=bool(cfg.training))
+    except PopvisionError as e:  # (a run record the reader would refuse)
         print(terminal_text(f"popvision-lite emulate: error: {e}"), file=sys.stderr)
         return 2
     print(terminal_text(end_of_run_text(s, result, out, split)))

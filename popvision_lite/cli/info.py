@@ -120,6 +120,44 @@ def profile_totals(path):
         return run_totals(p)
 
 
+class _Written:
+    """A ``ProfileData`` as ``run_totals`` reads the profile ``write_profile`` writes from it: the run record with
+    the keys the writer adds (``replicas``, ``stages``), the producer's tables (a phases table the producer left
+    to the writer is built from the schedule, as the writer builds it) and the memory array in its stored dtype."""
+
+    path = "profile"
+
+    class _Memory:
+        def __init__(self, arr):
+            self._arr = arr
+
+        def array(self):
+            return self._arr
+
+    def __init__(self, data):
+        import numpy as np
+
+        from popvision_lite.profile.writer import run_header
+
+        self.target = data.target
+        self.run = run_header(data.run, data.target)
+        self.memory = self._Memory(np.asarray(data.memory, dtype=np.int64))
+        self._data = data
+
+    def stored_table(self, name: str):
+        return self._data.stored_table(name)
+
+
+def written_totals(data):
+    """The ``run_totals`` of the profile written from ``data`` (a ProfileData), from ``data`` itself: the numbers
+    ``profile_totals`` reads back from the file, without reading its tables back (``emulate``'s time split line,
+    as its out-of-memory advice, comes from the run in memory; tests/cli/test_written_totals.py compares the
+    two)."""
+    from popvision_lite.analysis.run_totals import run_totals
+
+    return run_totals(_Written(data))
+
+
 def format_info(s: dict) -> str:
     t = s["target"]
     m = s["memory"]

@@ -58,6 +58,8 @@ TILE_CHUNK = None  # None: one IPU's tiles
 # Summary levels (step_block, tile_block), finest first.  Tile blocks are per IPU: the last
 # block of each IPU may be shorter.  A tile_block of 0 means "one block per IPU".
 SUMMARY_LEVELS: tuple[tuple[int, int], ...] = ((16, 16), (128, 64), (1024, 0))
+# summary rows (step blocks) per chunk of a level's min / mean / max datasets
+SUMMARY_CHUNK = 256
 # Steps per write batch; a multiple of every summary step block so blocks never straddle batches.
 WRITE_BATCH = 1024
 # Liveness steps per write batch (whole chunks of 64 rows)
@@ -385,16 +387,24 @@ class _StepTileWriter:
         summ = f.create_group("summaries")
         summ.attrs["levels"] = _text(_dumps(self.levels))
         self.sdsets = {}
+        self.edges = {}  # (step block, tile block) -> the level's tile edges, worked out once
+        # each level's summary rows of the batches written so far that do not yet fill a chunk of its datasets:
+        # a chunk is stored (compressed) once, whole, not once per batch that adds rows to it (_summary_rows)
+        self.pending: dict[tuple[int, int], list] = {}
+        self.chunk_rows: dict[tuple[int, int], int] = {}
+        self.summary_done = dict.fromkeys(self.levels, 0)
         for sb, tb in self.levels:
-            edges = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
+            edges = self.edges[(sb, tb)] = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
             nsb = -(-self.n_steps // sb)
             g = summ.create_group(level_name(sb, tb))
             g.attrs["step_block"] = sb
             g.attrs["tile_block"] = tb
             g.create_dataset("tile_edges", data=edges.astype(np.int64))
-            opts = dict(chunks=(min(nsb, 256), len(edges)), **comp) if nsb else {}
+            self.chunk_rows[(sb, tb)] = min(nsb, SUMMARY_CHUNK)
+            opts = dict(chunks=(min(nsb, SUMMARY_CHUNK), len(edges)), **comp) if nsb else {}
             for stat, dt in (("min", np.uint32), ("mean", np.float32), ("max", np.uint32)):
                 self.sdsets[(sb, tb, stat)] = g.create_dataset(stat, shape=(nsb, len(edges)), dtype=dt, **opts)
+            self.pending[(sb, tb)] = []
         self.agg = {c: np.zeros(self.n_steps, dtype=np.float64) for c in AGG_COLUMNS}
         # the steps table's aggregates are only filled where the producer left them out or NaN (_fill_aggregates):
         # computed from the rows only then
@@ -436,15 +446,10 @@ class _StepTileWriter:
             steps, ipus = np.asarray(steps, np.int64), np.asarray(ipus, np.int64)
             _check_shape(path, f"{name}[{i}:{j}] (IPU rows with data)", rows.shape, (len(steps), self.tpi))
             self._store(name, steps, ipus, rows.astype(np.uint32, copy=False))
-        t = self.target
         for sb, tb in self.levels:
-            edges = tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb)
-            mn, mean, mx = block_summary_of_rows(*self.data.step_tile_cycles.tile_block_rows(i, j, edges), sb, edges,
-                                                 self.n_tiles)
-            a, b_ = i // sb, i // sb + mn.shape[0]
-            self.sdsets[(sb, tb, "min")][a:b_] = mn
-            self.sdsets[(sb, tb, "mean")][a:b_] = mean
-            self.sdsets[(sb, tb, "max")][a:b_] = mx
+            edges = self.edges[(sb, tb)]
+            self._summary_rows(sb, tb, i, *block_summary_of_rows(
+                *self.data.step_tile_cycles.tile_block_rows(i, j, edges), sb, edges, self.n_tiles))
 
     def _batch_array(self, path, name: str, i: int, j: int) -> np.ndarray:
         b = _as_batch(getattr(self.data, name), i, j, path, name)
@@ -467,16 +472,44 @@ class _StepTileWriter:
         agg["tiles_active"][i:j] = np.count_nonzero(cyc, axis=1)
         agg["bytes_in"][i:j] = batch["step_tile_bytes_in"].sum(axis=1, dtype=np.int64)
         agg["bytes_out"][i:j] = batch["step_tile_bytes_out"].sum(axis=1, dtype=np.int64)
-        t = self.target
         for sb, tb in self.levels:
-            mn, mean, mx = block_summary(cyc, sb, tile_block_edges(t.num_ipus, t.tiles_per_ipu, tb))
-            a, b_ = i // sb, i // sb + mn.shape[0]
-            self.sdsets[(sb, tb, "min")][a:b_] = mn
-            self.sdsets[(sb, tb, "mean")][a:b_] = mean
-            self.sdsets[(sb, tb, "max")][a:b_] = mx
+            self._summary_rows(sb, tb, i, *block_summary(cyc, sb, self.edges[(sb, tb)]))
+
+    def _summary_rows(self, sb: int, tb: int, i: int, mn: np.ndarray, mean: np.ndarray, mx: np.ndarray) -> None:
+        """Level (sb, tb)'s summary rows of the batch from step ``i`` (batches come in step order, each a whole
+        number of step blocks but the last): kept until they fill whole chunks of the level's datasets, which are
+        then stored in one write each (``flush_summaries`` stores the rest).  The same values in the same chunks as
+        writing each batch's rows at once; HDF5 then compresses every chunk once instead of compressing a
+        partly filled chunk, reading it back and compressing it again for each batch that adds rows to it (a
+        chunk of the finest level spans 4 batches, and is larger than HDF5's default chunk cache)."""
+        pend = self.pending[(sb, tb)]
+        pend.append((mn, mean, mx))
+        held = sum(len(p[0]) for p in pend)
+        whole = held - held % self.chunk_rows[(sb, tb)] if self.chunk_rows[(sb, tb)] else 0
+        if whole:
+            self._store_summaries(sb, tb, whole)
+
+    def _store_summaries(self, sb: int, tb: int, rows: int) -> None:
+        """Store the first ``rows`` pending summary rows of level (sb, tb); keep the rest pending."""
+        pend = self.pending[(sb, tb)]
+        stats = [np.concatenate([p[k] for p in pend]) if len(pend) > 1 else pend[0][k] for k in range(3)]
+        a = self.summary_done[(sb, tb)]
+        for stat, v in zip(("min", "mean", "max"), stats, strict=True):
+            self.sdsets[(sb, tb, stat)][a:a + rows] = v[:rows]
+        self.summary_done[(sb, tb)] = a + rows
+        rest = tuple(v[rows:] for v in stats)
+        pend[:] = [rest] if len(rest[0]) else []
+
+    def flush_summaries(self) -> None:
+        """Store every level's pending summary rows (after the last batch)."""
+        for sb, tb in self.levels:
+            held = sum(len(p[0]) for p in self.pending[(sb, tb)])
+            if held:
+                self._store_summaries(sb, tb, held)
 
     def finish(self, comp) -> None:
-        """The (step, IPU) of the stored rows, the memory and liveness arrays."""
+        """The summaries' last rows; the (step, IPU) of the stored rows, the memory and liveness arrays."""
+        self.flush_summaries()
         arrays, data = self.arrays, self.data
         for name, parts in self.keys.items():  # written whole: the reader reads it whole, on the first window
             keys = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
