@@ -7,6 +7,7 @@ leaves a copy of the file it is about to rename at the barrier, so the result ca
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -25,21 +26,53 @@ SAMPLES = REPO / "sample_profiles"
 BOUND_S = 600
 
 
-def _together(tmp_path, target: Path, commands: list[list[str]]) -> tuple[list[subprocess.CompletedProcess],
-                                                                          list[bytes]]:
-    """Run the writers of ``commands`` at once into ``target``: their processes and the file each had finished
-    (its temp file's bytes at the barrier)."""
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.support.concurrent_writer", str(barrier),
-                               str(len(commands)), str(target), "--", *c], cwd=REPO, env=ENV, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in commands]
-    done = []
-    for p in procs:
-        out, err = p.communicate(timeout=BOUND_S)
-        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-    assert len(list(barrier.glob("ready-*"))) == len(commands)  # every writer reached its rename before any went on
-    return done, [p.read_bytes() for p in sorted(barrier.glob("file-*"))]
+KINDS = (".pvl", ".csv", ".png")
+
+
+def _command(kind: str, writer: int, out: Path) -> list[str]:
+    """Writer 0's or 1's command writing ``out``: two emulations of other batches, two exports of other profiles."""
+    if kind == ".pvl":
+        return ["emulate", "mlp", "--hidden", "32", "--layers", "2", "--batch", str((8, 16)[writer]), "--timing-only",
+                "-q", "-o", str(out)]
+    profile = (SAMPLES / "mlp_mk2.pvl", SAMPLES / "mlp_bow.pvl")[writer]
+    return ["export", str(profile), "--view", "summary" if kind == ".csv" else "roofline", "-o", str(out),
+            "--width", "400", "--height", "300"]
+
+
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory):
+    """Two writer processes started together, each running the three commands of ``KINDS`` in turn into the
+    same three files (``out<kind>/same<kind>``), the two meeting at each file's barrier: ``{kind: (target,
+    [each writer's exit code], [each writer's finished file], [each process's stderr])}``.  One pair of
+    processes races over the three kinds of file (tests/support/concurrent_writer.py), instead of a pair per
+    kind: a writer's start and imports are most of a command this small."""
+    root = tmp_path_factory.mktemp("raced")
+    jobs = {}
+    for kind in KINDS:
+        (root / f"out{kind}").mkdir()
+        (root / f"barrier{kind}").mkdir()
+        jobs[kind] = root / f"barrier{kind}", root / f"out{kind}" / f"same{kind}"
+    argv = [[sys.executable, "-m", "tests.support.concurrent_writer", "2"] for _ in range(2)]
+    for writer in range(2):
+        for kind, (barrier, target) in jobs.items():
+            argv[writer] += [str(barrier), str(target), json.dumps(_command(kind, writer, target))]
+    procs = [subprocess.Popen(a, cwd=REPO, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for a in argv]
+    stderr = [p.communicate(timeout=BOUND_S)[1] for p in procs]
+    out = {}
+    for kind, (barrier, target) in jobs.items():
+        # every writer reached its rename before any went on
+        assert len(list(barrier.glob("ready-*"))) == 2, (kind, stderr)
+        codes = [int(p.read_text()) for p in sorted(barrier.glob("code-*"))]
+        out[kind] = target, codes, [p.read_bytes() for p in sorted(barrier.glob("file-*"))], stderr
+    return out
+
+
+def _writers_done(raced, kind: str) -> tuple[Path, list[bytes]]:
+    target, codes, finished, stderr = raced[kind]
+    assert codes == [0, 0], stderr
+    assert all("Traceback" not in e for e in stderr), stderr
+    return target, finished
 
 
 def _datasets(path: Path) -> dict[str, np.ndarray]:
@@ -55,28 +88,18 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
 
 
-def test_two_emulations_into_one_profile_leave_one_whole_profile(tmp_path):
+def test_two_emulations_into_one_profile_leave_one_whole_profile(tmp_path, raced):
     import popvision_lite as pvl
 
-    def cmd(batch, out):
-        return ["emulate", "mlp", "--hidden", "32", "--layers", "2", "--batch", str(batch), "--timing-only",
-                "-q", "-o", str(out)]
-
     refs = {}
-    for batch in (8, 16):  # each writer's file, written alone (the same command, in this process)
+    for writer, batch in enumerate((8, 16)):  # each writer's file, written alone (the same command, in this process)
         ref = tmp_path / f"ref{batch}.pvl"
-        assert main(cmd(batch, ref)) == 0
+        assert main(_command(".pvl", writer, ref)) == 0
         refs[batch] = _datasets(ref)
     assert not _same(refs[8], refs[16])  # the two writers' files differ, so a mix would show
 
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    same = out_dir / "same.pvl"
-    done, _ = _together(tmp_path, same, [cmd(8, same), cmd(16, same)])
-    for r in done:
-        assert r.returncode == 0, r.stderr
-        assert "Traceback" not in r.stderr
-    assert sorted(os.listdir(out_dir)) == ["same.pvl"]  # no temp file left by either writer
+    same, _ = _writers_done(raced, ".pvl")
+    assert sorted(os.listdir(same.parent)) == ["same.pvl"]  # no temp file left by either writer
     p = pvl.open(same)
     try:
         batch = p.run["config"]["batch"]
@@ -86,31 +109,20 @@ def test_two_emulations_into_one_profile_leave_one_whole_profile(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".png"])
-def test_two_exports_into_one_file_leave_one_writers_file(tmp_path, suffix):
-    a, b = SAMPLES / "mlp_mk2.pvl", SAMPLES / "mlp_bow.pvl"
-
-    def cmd(profile, out):
-        return ["export", str(profile), "--view", "summary" if suffix == ".csv" else "roofline", "-o", str(out),
-                "--width", "400", "--height", "300"]
-
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    same = out_dir / f"same{suffix}"
-    done, finished = _together(tmp_path, same, [cmd(a, same), cmd(b, same)])
-    for r in done:
-        assert r.returncode == 0, r.stderr
+def test_two_exports_into_one_file_leave_one_writers_file(tmp_path, raced, suffix):
+    same, finished = _writers_done(raced, suffix)
     if suffix == ".csv":  # each writer's file is the one the same command writes alone (in this process)
         refs = []
-        for prof in (a, b):
-            ref = tmp_path / f"ref-{prof.stem}{suffix}"
-            assert main(cmd(prof, ref)) == 0
+        for writer in range(2):
+            ref = tmp_path / f"ref{writer}{suffix}"
+            assert main(_command(suffix, writer, ref)) == 0
             refs.append(ref.read_bytes())
         assert sorted(finished) == sorted(refs)
-    else:  # a PNG is drawn by a fresh app, as each writer draws it: each writer's finished file is a whole image
+    else:  # a PNG is drawn by an app of its own, as each writer draws it: each writer's finished file is a whole image
         refs = finished
         for png in refs:
             assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[-8:-4] == b"IEND"
             assert struct.unpack(">II", png[16:24]) == (400, 300)  # the IHDR's width and height, as asked
     assert len(refs) == 2 and refs[0] != refs[1]  # the two writers' files differ, so a mix would show
-    assert sorted(os.listdir(out_dir)) == [same.name]
+    assert sorted(os.listdir(same.parent)) == [same.name]
     assert same.read_bytes() in refs  # one writer's file, whole
