@@ -20,6 +20,9 @@ import popvision_lite as pvl
 from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.units import format_bytes, format_seconds
 
+# the numbers are the claim, not the pixels: each view at half the default 1400 x 900 (drawing the five views of
+# each case at the default size was ~10 % of this module's CPU)
+VIEW_SIZE = (700, 450)
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob("*.pvl"))
 CASES = [pytest.param(p, id=p.stem) for p in SAMPLES] + [pytest.param("pod_profile", id="pod-shaped"),
                                                          pytest.param("tp_profile", id="tensor-parallel")]
@@ -60,7 +63,7 @@ def test_views_show_the_run_totals(qtbot, doc):
     assert 0 <= top_share <= 1 and rt.step_cycles <= rt.ipu_time_cycles
 
     # Summary: the bars, the title, the info table, the top-ops table
-    s = show_view(qtbot, SummaryView(doc))
+    s = show_view(qtbot, SummaryView(doc), size=VIEW_SIZE)
     bars = {p: float(b.opts["width"][0]) for p, b in zip(PARTS, s.phase_bars, strict=True)}
     assert bars == pytest.approx({p: 100 * share[p] for p in PARTS})
     title = _plain(s.plot.getPlotItem().titleLabel.text)
@@ -89,7 +92,7 @@ def test_views_show_the_run_totals(qtbot, doc):
         assert html.escape(v.headline()) in s.verdict.body.text()
 
     # Operations: every op's share and cycles per step; the top row by cycles is the top op, at its share
-    o = show_view(qtbot, OperationsView(doc))
+    o = show_view(qtbot, OperationsView(doc), size=VIEW_SIZE)
     df = o.df
     assert df["pct_run"].to_numpy() == pytest.approx(100 * rt.op_share)
     assert df["cycles"].to_numpy() == pytest.approx(np.rint(rt.op_cycles))
@@ -101,11 +104,11 @@ def test_views_show_the_run_totals(qtbot, doc):
         assert o.proxy.data(idx, Qt.DisplayRole) == top_name or top_name in str(o.proxy.data(idx, Qt.DisplayRole))
 
     # Program tree: its total is the IPU time
-    tree = show_view(qtbot, ProgramTreeView(doc))
+    tree = show_view(qtbot, ProgramTreeView(doc), size=VIEW_SIZE)
     assert tree.tree_data.total_cycles == rt.ipu_time_cycles
 
     # Insights: an exchange finding states the same share of the same IPU time
-    ins = show_view(qtbot, InsightsView(doc))
+    ins = show_view(qtbot, InsightsView(doc), size=VIEW_SIZE)
     qtbot.waitUntil(lambda: bool(ins.findings), timeout=30000)
     from popvision_lite.analysis.insights import EXCHANGE_SHARE_WARN
 
@@ -118,7 +121,7 @@ def test_views_show_the_run_totals(qtbot, doc):
             assert f.numbers["run_cycles"] == rt.ipu_time_cycles
 
     # Roofline: the op shares, the step's wall time, and the verdict's answer as the one comparison
-    r = show_view(qtbot, RooflineView(doc))
+    r = show_view(qtbot, RooflineView(doc), size=VIEW_SIZE)
     qtbot.waitUntil(lambda: r.is_ready(), timeout=30000)
     if r.analysis is not None and len(r.analysis.ops):
         a = r.analysis

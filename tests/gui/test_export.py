@@ -140,7 +140,8 @@ def test_cli_views_png_svg_csv(qtbot, small_profile, tmp_path):
         assert _cli(small_profile, "--view", view, "-o", out, "--width", 700, "--height", 450) == 0
         w, h, var = _stats(out)
         assert (w, h) == (700, 450) and var > 20, view
-    assert _cli(small_profile, "--view", "memory", "-o", tmp_path / "m.svg") == 0
+    # the SVG and the CSV: their formats are the claim, not the default size (PNG sizes: above)
+    assert _cli(small_profile, "--view", "memory", "-o", tmp_path / "m.svg", "--width", 400, "--height", 260) == 0
     _svg_ok(tmp_path / "m.svg")
     assert _cli(small_profile, "--view", "memory", "-o", tmp_path / "m.csv") == 0
     import popvision_lite as pvl
@@ -160,7 +161,9 @@ def test_cli_compare_outputs(qtbot, run_pairs, tile_mismatch, tmp_path):
                 "--width", 900, "--height", 500) == 0
     w, h, var = _stats(tmp_path / "d.png")
     assert (w, h) == (900, 500) and var > 20
-    assert _cli(a, "--view", "liveness", "--compare", b, "-o", tmp_path / "l.svg") == 0
+    # (an SVG and a picture of mismatched runs at 400 x 260 px: the size asked is the PNG's claim above, and half
+    # of the compare-liveness SVG's CPU went on drawing it at the default 1400 x 900)
+    assert _cli(a, "--view", "liveness", "--compare", b, "-o", tmp_path / "l.svg", "--width", 400, "--height", 260) == 0
     _svg_ok(tmp_path / "l.svg")
     assert _cli(run_pairs["bow_base"], "--view", "summary", "--compare", run_pairs["bow"], "-o", tmp_path / "s.csv") == 0
     s = pd.read_csv(tmp_path / "s.csv").set_index("metric")
@@ -170,7 +173,8 @@ def test_cli_compare_outputs(qtbot, run_pairs, tile_mismatch, tmp_path):
     assert _cli(tile_mismatch[0], "--view", "memory", "--compare", tile_mismatch[1], "--difference",
                 "-o", tmp_path / "x.png") == 2
     assert not (tmp_path / "x.png").exists()
-    assert _cli(tile_mismatch[0], "--view", "memory", "--compare", tile_mismatch[1], "-o", tmp_path / "pi.png") == 0
+    assert _cli(tile_mismatch[0], "--view", "memory", "--compare", tile_mismatch[1], "-o", tmp_path / "pi.png",
+                "--width", 400, "--height", 260) == 0
 
 
 def test_cli_chrome_trace_window_and_tiles(small_profile, tmp_path):

@@ -1,5 +1,6 @@
-"""popvision-lite sweep: grids, the Dask engine (2 worker processes on loopback), rows, failure isolation,
-resume, cancellation, the results table and bad input."""
+"""popvision-lite sweep: grids, the Dask engine (1 worker process on loopback), rows, failure isolation,
+resume, cancellation, the results table and bad input.  Points in flight on two workers at once are
+tests/sweep/test_cancel_and_clusters.py's (its module cluster has two)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from popvision_lite.sweep.results import pareto_front
 from tests.support import sweep_points as sweep_fixtures  # noqa: E402
 
 TINY = {"hidden": 32, "layers": 2}
+# no test here needs two points in flight at once (test_cancel_and_clusters.py's cancel does, on two workers): one
+# worker process, its fork server and its heartbeats instead of two
+CLUSTER_WORKERS = 1
 
 
 def _points(grid, model="mlp", args=TINY):
