@@ -10,6 +10,25 @@ import pytest
 # GUI tests run offscreen unless a real display was asked for explicitly.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+
+def _compile_the_project() -> None:
+    """Byte-compile the project's own packages once, before the session imports them (decision 0470).  With
+    ``PYTHONDONTWRITEBYTECODE`` set (this project's dev machines set it, and ``.ci/run`` inherits it) no import
+    writes a ``.pyc``, so every Python process the tests start (CLI runs, sweep and Dask workers, the notebook's
+    interpreter, killed writers, bench scripts) compiled the package's modules from source again.  Reading
+    cached bytecode is not affected by that variable, and ``compileall`` writes it regardless, as ``bench/speed.py``
+    does; an up-to-date ``.pyc`` is left as it is.  ``__pycache__`` is git-ignored."""
+    import compileall
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for package in ("popvision_lite", "bench", "resources"):
+        if (root / package).is_dir():
+            compileall.compile_dir(str(root / package), quiet=1)
+
+
+_compile_the_project()
+
 from tests.support import devices as test_devices  # noqa: E402
 from tests.support.compare_runs import run_pairs, tile_mismatch  # noqa: E402, F401  (fixtures: analysis and gui)
 
