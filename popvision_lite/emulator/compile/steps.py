@@ -56,6 +56,43 @@ def compile_sync(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += c.num_tiles * cm.CONTROL_CODE_SYNC
 
 
+def _steps_of(c: Compiled, children: dict[int, list[int]], pid: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """Steps of one execution of pid, and (prog, first, last) relative records of the subtree.  A module
+    function, not a closure in :func:`expand`: a recursive closure refers to itself, a cycle that kept the
+    compiled graph alive until the next full collection (decision 0470)."""
+    info = c.progs[pid]
+    p = info.prog
+    if isinstance(p, P.Sequence | P.Repeat):
+        parts, recs, off = [], [], 0
+        for ch in children.get(pid, []):
+            s, r = _steps_of(c, children, ch)
+            recs += [(q, f + off if f >= 0 else -1, lst + off if lst >= 0 else -1) for q, f, lst in r]
+            parts.append(s)
+            off += len(s)
+        body = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if isinstance(p, P.Repeat):
+            k = p.count
+            c.prog_repeat[pid] = k
+            L = len(body)
+            recs = [(q, f if k else -1, lst + (k - 1) * L if (k and lst >= 0) else -1) for q, f, lst in recs]
+            body = np.tile(body, k)
+        seq = body
+    else:
+        seq = np.asarray(info.templates, np.int64)
+        recs = []
+    recs.append((pid, 0 if len(seq) else -1, len(seq) - 1 if len(seq) else -1))
+    return seq, recs
+
+
+def _count_execs(c: Compiled, children: dict[int, list[int]], execs: np.ndarray, pid: int, mult: int) -> None:
+    """``execs[q]``: how many times program q runs in one execution of the whole program."""
+    execs[pid] = mult
+    p = c.progs[pid].prog
+    inner = mult * (p.count if isinstance(p, P.Repeat) else 1)
+    for ch in children.get(pid, []):
+        _count_execs(c, children, execs, ch, inner)
+
+
 def expand(c: Compiled) -> None:
     """Unroll the program into the executed step sequence (template ids), with per-program
     first/last step and total cycles; Repeat bodies are tiled, not recompiled."""
@@ -70,32 +107,7 @@ def expand(c: Compiled) -> None:
         if info.parent_id >= 0:
             children.setdefault(info.parent_id, []).append(info.prog_id)
 
-    def rec(pid: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
-        """Steps of one execution of pid, and (prog, first, last) relative records of the subtree."""
-        info = c.progs[pid]
-        p = info.prog
-        if isinstance(p, P.Sequence | P.Repeat):
-            parts, recs, off = [], [], 0
-            for ch in children.get(pid, []):
-                s, r = rec(ch)
-                recs += [(q, f + off if f >= 0 else -1, lst + off if lst >= 0 else -1) for q, f, lst in r]
-                parts.append(s)
-                off += len(s)
-            body = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-            if isinstance(p, P.Repeat):
-                k = p.count
-                c.prog_repeat[pid] = k
-                L = len(body)
-                recs = [(q, f if k else -1, lst + (k - 1) * L if (k and lst >= 0) else -1) for q, f, lst in recs]
-                body = np.tile(body, k)
-            seq = body
-        else:
-            seq = np.asarray(info.templates, np.int64)
-            recs = []
-        recs.append((pid, 0 if len(seq) else -1, len(seq) - 1 if len(seq) else -1))
-        return seq, recs
-
-    seq, recs = rec(0)
+    seq, recs = _steps_of(c, children, 0)
     c.seq = seq
     for q, f, lst in recs:
         c.prog_first[q], c.prog_last[q] = f, lst
@@ -109,14 +121,7 @@ def expand(c: Compiled) -> None:
     # leaves: own templates x executions; containers: sum of children
     execs = np.zeros(n, np.int64)
 
-    def count_execs(pid: int, mult: int) -> None:
-        execs[pid] = mult
-        p = c.progs[pid].prog
-        inner = mult * (p.count if isinstance(p, P.Repeat) else 1)
-        for ch in children.get(pid, []):
-            count_execs(ch, inner)
-
-    count_execs(0, 1)
+    _count_execs(c, children, execs, 0, 1)
     leaf_cycles = np.zeros(n, np.int64)
     for info in c.progs:
         if info.templates:

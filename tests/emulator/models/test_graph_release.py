@@ -2,7 +2,7 @@
 replaces the kept whole graph leave no reference cycle of it to the garbage collector, so a run that replaces the
 kept graph starts no collection, which in a large process walks every object it holds (~0.3 s each in the test
 suite's); ``release_graphs`` still collects once, for what the runs left besides their graphs.  Each test collects once
-after its run (what the run itself left: see ``_run``), then turns the collector off, so an object that is gone
+before its run (what earlier tests left: see ``_run``), then turns the collector off, so an object that is gone
 after the release was freed by reference counting."""
 
 import gc
@@ -44,12 +44,12 @@ def collections():
 
 
 def _run(model, **kw):
-    """Run ``model``, then collect what the run itself left (``compile.steps.expand``'s recursive closures refer
-    to themselves and to the compiled graph until a collection: not the kept graph's own cycles, which are what
-    these tests are about)."""
-    E.run_model(make_config(model, **kw), SMALL, timing_only=True)
-    gc.collect()
+    """Run ``model`` with the collector off from before the run: the run itself must leave no reference cycle
+    that holds its graph (``compile.steps.expand``'s recursive closures did, until it dropped them), so the kept
+    graph's own cycles are the only ones these tests meet."""
+    gc.collect()  # what earlier tests left
     gc.disable()
+    E.run_model(make_config(model, **kw), SMALL, timing_only=True)
 
 
 def _kept_whole_graph() -> list[weakref.ref]:
