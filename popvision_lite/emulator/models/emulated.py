@@ -80,6 +80,38 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     return run
 
 
+class OpProfile:
+    """What a profile holds of a model's ops as its build alone fixes them (:func:`op_profile`): the ``ops`` and
+    ``programs`` tables' build-side columns (``engine.op_tables``), the ``run`` dict's ``model``, ``config`` and
+    ``schedule`` (one micro-batch of one replica) and the ``target``.  No step costs, memory or liveness."""
+
+    def __init__(self, ops, programs, run: dict, target):
+        self.ops, self.programs, self.run, self.target = ops, programs, run, target
+
+
+def op_profile(cfg: ModelConfig, device: str = "ipu-mk2") -> OpProfile | None:
+    """``cfg``'s ops and programs on ``device`` from its build alone, for a reader of the op list only (the GPU
+    estimate, ``gpu_validation.op_list``): every column it gives is the one a timing-only :func:`run_model` of
+    ``cfg`` writes, at the cost of the build (no compile, no run).  None where that run's tables are not a single
+    build's: the stage-graph composition (GPT; BERT timing-only), a whole graph the training composition changes
+    (``whole_graph.compose_whole_graph``: replicas, accumulation, an optimizer other than SGD ...), or an op whose
+    builder recorded no type, precision or compulsory bytes (``engine.op_tables``)."""
+    from popvision_lite.emulator.engine import op_tables
+
+    if cfg.model in ("gpt", "bert") or cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" \
+            or cfg.master_weights or cfg.rts or cfg.optimizer_state != "onchip":
+        return None
+    be, _built = build_model(cfg, device, needs_values=False)
+    check_built_graph(be.graph, cfg, True)  # as the run would (the host-memory check's second stage)
+    tables = op_tables(be.graph, be.program())
+    if tables is None:
+        return None
+    config = cfg.to_dict() | {"device": device, "timing_only": True}
+    run = {"model": cfg.model, "config": config,
+           "schedule": dict(stages=cfg.stages, replicas=1, grad_accum=1, micro_batch=cfg.batch)}
+    return OpProfile(tables[0], tables[1], run, be.graph.target)
+
+
 def write_run(run: RunResult, path, progress=None) -> None:
     """Write ``run``'s profile to ``path`` (atomically; ``run.wall['write']`` = the seconds it took);
     ``progress(fraction)``: the share of its steps written."""
