@@ -89,3 +89,18 @@ def test_target_reads_compare_what_was_read_and_only_that():
     with emulated.TargetReads.recording(mk2) as every:
         _ = dict(mk2.em.items())
     assert not every.same_build(mk2, Target.from_device("ipu-mk2"))   # the whole em read: never shared
+
+
+def test_validate_keeps_a_whole_graph_for_its_configuration_on_the_next_device(monkeypatch):
+    from popvision_lite.mlperf_validation import Case, run_cases
+
+    cases = [Case(id=f"r-{d}", label=d, model="resnet-tiny", config=dict(CFG), device=d)
+             for d in ("ipu-mk2", "ipu-bow")]
+    emulated.release_graphs()
+    built = _counting_builds(monkeypatch)
+    together = run_cases(cases)
+    assert built == ["ipu-mk2"] and not emulated._GRAPH_CACHE      # one build; the last group still releases
+    # the Bow row is compiled for the Bow IPU (not the Mk2 row's kept run); that it is the fresh build's run is
+    # the first test's
+    assert all(not r.error and not r.extra.get("graph_reused") for r in together)
+    assert together[0].predicted_sps != together[1].predicted_sps
