@@ -131,11 +131,14 @@ class TargetReads:
         def rec():
             attrs: set = set()
             keys: set = set()
+            reads = cls(set(), {_ALL})   # a target of another class is not recorded: it shares no build
+            if type(target) is not Target:
+                yield reads
+                return
             em = target.em
             target.em = _RecordedEm(em, keys)
             target._attr_reads = attrs
             target.__class__ = _RecordedTarget
-            reads = cls(set(), set())
             try:
                 yield reads
             finally:
