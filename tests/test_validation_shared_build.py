@@ -104,3 +104,13 @@ def test_validate_keeps_a_whole_graph_for_its_configuration_on_the_next_device(m
     # the first test's
     assert all(not r.error and not r.extra.get("graph_reused") for r in together)
     assert together[0].predicted_sps != together[1].predicted_sps
+
+
+def test_a_target_of_another_class_is_left_as_it_is_and_shares_nothing():
+    class Own(Target):
+        pass
+
+    t = Own(Target.from_device("ipu-mk2").spec)
+    with emulated.TargetReads.recording(t) as reads:
+        _ = t.tiles_per_ipu
+    assert type(t) is Own and not reads.same_build(t, Target.from_device("ipu-mk2"))
