@@ -494,9 +494,8 @@ def _composed(case: Case) -> bool:
 
 
 def _build_key(case: Case) -> tuple | None:
-    """The whole graph ``case`` builds, but for its device (``emulated._graph_key`` less the device): two groups
-    with the same key are one configuration on two devices.  None for a composed case or one that does not
-    build."""
+    """``emulated._graph_key`` of ``case`` less the device (one configuration on two devices: the same key); None
+    for a composed case or one that does not build."""
     from popvision_lite.emulator.models.config import ModelConfig, make_config
     from popvision_lite.emulator.models.emulated import _graph_key
 
