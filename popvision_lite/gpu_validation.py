@@ -120,12 +120,18 @@ class OpList:
 
 
 def _emulate(model: str, **cfg):
+    """The profile of ``model``'s timing-only run as the op list reads it (ops, programs, run, target): from the
+    build alone where that gives every column the op list reads (``emulated.op_profile``: a whole graph, ResNet-50
+    here), else the emulated run's."""
     from popvision_lite.emulator.models.config import make_config
-    from popvision_lite.emulator.models.emulated import release_graphs, run_model
+    from popvision_lite.emulator.models.emulated import op_profile, release_graphs, run_model
 
     try:
-        run = run_model(make_config(model, **cfg), "ipu-mk2", timing_only=True)
-        return run.profile_data
+        c = make_config(model, **cfg)
+        built = op_profile(c, "ipu-mk2")
+        if built is not None:
+            return built
+        return run_model(c, "ipu-mk2", timing_only=True).profile_data
     finally:
         release_graphs()
 

@@ -493,6 +493,21 @@ def _composed(case: Case) -> bool:
         return False
 
 
+def _build_key(case: Case) -> tuple | None:
+    """``emulated._graph_key`` of ``case`` less the device (one configuration on two devices: the same key); None
+    for a composed case or one that does not build."""
+    from popvision_lite.emulator.models.config import ModelConfig, make_config
+    from popvision_lite.emulator.models.emulated import _graph_key
+
+    if _composed(case):
+        return None
+    try:
+        kept, _ = supported_config(case.config, set(ModelConfig.field_names()))
+        return _graph_key(make_config(case.model, **kept), case.device)[1:]
+    except Exception:  # noqa: BLE001 - predict reports it; the group then releases as any other
+        return None
+
+
 def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
     """``predict`` every case, in ``cases`` order.  ``jobs`` > 1 runs the graph groups in that many worker
     processes (each emulation is single-threaded; a process per core halves the report's wall time on two
@@ -511,8 +526,12 @@ def run_cases(cases: list[Case], jobs: int = 1, report=None) -> list[Result]:
         # each row reported as it is done (a group's first row builds the graph the others reuse); between two
         # groups that both compose stage graphs those stay kept (graph_groups puts them next to each other)
         composed = [_composed(cases[g[0]]) for g in groups]
+        builds = [_build_key(cases[g[0]]) for g in groups]
         for n, g in enumerate(groups):
-            keep = n + 1 < len(groups) and composed[n] and composed[n + 1]
+            # a whole graph stays for the next group when that group is its configuration on another device: the
+            # kept build serves it where its target agrees on all the build read (emulated._shared_build)
+            keep = n + 1 < len(groups) and ((composed[n] and composed[n + 1])
+                                            or (builds[n] is not None and builds[n] == builds[n + 1]))
             _predict_group([cases[i] for i in g], each=lambda j, r, g=g: done([g[j]], [r]), release=not keep)
     else:
         import concurrent.futures as cf

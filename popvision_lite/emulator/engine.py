@@ -494,3 +494,79 @@ class Engine:
                          seconds=cg.total_cycles / self.graph.target.clock_hz, fits=cg.fits, profile_path=path,
                          oom_report=list(cg.oom_report),
                          wall={"compile": t1 - t0, "execute": t2 - t1, "profile": t3 - t2})
+
+
+def op_tables(graph: Graph, program: P.Program):
+    """The ops and programs tables of ``program`` on ``graph`` as far as the build alone fixes them, without
+    compiling (no step costs, no copies, no memory): per op ``op_id``, ``name``, ``type``, ``precision``,
+    ``flops``, ``min_bytes`` and ``plan``; per program ``prog_id``, ``parent_id``, ``kind``, ``name``, ``op_id``,
+    ``repeat`` and ``cs_id``.  Each value is the one the compiled profile holds (``profile_builder._ops_table``,
+    ``_programs_table``): the programs are walked as the compile walks them (``compile._walk``: the same ids), an
+    op's flops are its compute sets' vertex flops (``compute_sets.compile_execute``) times the runs of each in the
+    executed sequence, summed as the profile builder sums them, a program object met again counting under its
+    first use's op as its shared step template does.  None when an op's builder recorded no ``type``,
+    ``precision`` or ``min_bytes`` (the compiled accesses would decide them): the caller compiles instead.
+    What reads these tables: the GPU estimate's op lists (gpu_validation.op_list, analysis.model_pass)."""
+    import pandas as pd
+
+    from popvision_lite.emulator.compile import _walk
+    from popvision_lite.profile import schema
+
+    c = Compiled(graph, program)
+    _walk(c, program, -1, None, set())
+    n = len(c.progs)
+    mult = np.ones(n, np.int64)   # executions of each program in the unrolled sequence (compile.steps.expand)
+    for info in c.progs:          # parents come before their children
+        p = info.parent_id
+        if p >= 0:
+            parent = c.progs[p].prog
+            mult[info.prog_id] = mult[p] * (parent.count if isinstance(parent, P.Repeat) else 1)
+    first: dict[int, int] = {}    # id(program object) -> its template (compute sets with vertices only)
+    t_flops, t_op, t_count = [], [], []
+    for pid in c.leaves:
+        info = c.progs[pid]
+        p = info.prog
+        k = first.get(id(p))
+        if k is None:
+            if not isinstance(p, P.Execute) or not p.cs.groups or p.cs.num_vertices == 0:
+                first[id(p)] = -1   # no step with flops (compile_execute adds no template for an empty one)
+                continue
+            k = first[id(p)] = len(t_flops)
+            t_flops.append(int(sum(g.codelet.flops(g) for g in p.cs.groups)))
+            t_op.append(c.op_id(info.op))
+            t_count.append(0)
+        if k >= 0:
+            t_count[k] += int(mult[pid])
+    nops = len(c.ops)
+    if t_flops:
+        v = np.asarray(t_flops, np.float64) * np.asarray(t_count, np.int64)
+        op = np.asarray(t_op, np.int32)
+        keep = op >= 0
+        flops = np.bincount(op[keep], weights=v[keep], minlength=nops).astype(np.int64)
+    else:
+        flops = np.zeros(nops, np.int64)
+    rows = []
+    for i, name in enumerate(c.ops):
+        info = graph.op_info.get(name, {})
+        if not all(k in info for k in ("type", "precision", "min_bytes")):
+            return None
+        rows.append({"op_id": i, "name": name, "type": info["type"], "precision": info["precision"],
+                     "flops": int(info.get("flops", flops[i])), "min_bytes": int(info["min_bytes"]),
+                     "plan": str(info.get("plan", ""))})
+
+    def typed(table, data):   # the stored dtypes of the columns given (profile.assemble.typed_table, in part)
+        df = pd.DataFrame(data)
+        return df.astype({k: dt for k, dt in schema.COLUMN_DTYPES[table].items() if k in df.columns and dt != "str"})
+
+    cols = ("op_id", "name", "type", "precision", "flops", "min_bytes", "plan")
+    ops = typed("ops", {k: [r[k] for r in rows] for k in cols})
+    programs = typed("programs", {
+        "prog_id": np.arange(n, dtype=np.int32),
+        "parent_id": np.array([p.parent_id for p in c.progs], np.int32),
+        "kind": [p.prog.kind for p in c.progs],
+        "name": [p.prog.name for p in c.progs],
+        "op_id": np.array([c.op_index.get(p.op, -1) if p.op is not None else -1 for p in c.progs], np.int32),
+        "repeat": np.array([p.prog.count if isinstance(p.prog, P.Repeat) else 1 for p in c.progs], np.int64),
+        "cs_id": np.array([p.prog.cs.id if isinstance(p.prog, P.Execute) else -1 for p in c.progs], np.int32),
+    })
+    return ops, programs

@@ -50,12 +50,121 @@ def tolerance(precision: str) -> tuple[float, float]:
 
 
 def build_model(cfg: ModelConfig, device: str = "ipu-mk2", needs_values: bool = True):
+    """Build ``cfg`` on ``device`` (one replica).  ``be.target_reads``: what the build read of its target
+    (:class:`TargetReads`), so that another device that agrees on all of it can take the same graph."""
     target = Target.from_device(device, num_ipus=cfg.stages)  # one replica
-    be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
-                         available_memory_proportion=cfg.amp_of(0), partials_type=cfg.partials_type)
-    built = build(be, cfg)
-    be.built()
+    with TargetReads.recording(target) as reads:
+        be = EmulatorBackend(target, cfg.precision, needs_values=needs_values,
+                             available_memory_proportion=cfg.amp_of(0), partials_type=cfg.partials_type)
+        built = build(be, cfg)
+        be.built()
+    be.target_reads = reads
     return be, built
+
+
+_ALL = object()  # an em read that saw every key (iteration, a copy)
+
+
+class _RecordedEm(dict):
+    """A target's ``em`` dict that notes each key read (all of them when iterated or copied)."""
+
+    def __init__(self, em: dict, seen: set):
+        super().__init__(em)
+        self._seen = seen
+
+    def __getitem__(self, k):
+        self._seen.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        self._seen.add(k)
+        return super().get(k, default)
+
+    def __contains__(self, k):
+        self._seen.add(k)
+        return super().__contains__(k)
+
+    def _all(self, name):
+        self._seen.add(_ALL)
+        return getattr(super(), name)
+
+    def __iter__(self):
+        return self._all("__iter__")()
+
+    def keys(self):
+        return self._all("keys")()
+
+    def values(self):
+        return self._all("values")()
+
+    def items(self):
+        return self._all("items")()
+
+    def copy(self):
+        return dict(self._all("items")())
+
+    def __reduce__(self):
+        return dict, (dict(self._all("items")()),)
+
+
+class _RecordedTarget(Target):
+    """A :class:`Target` that notes each attribute read (its class while a build records it)."""
+
+    def __getattribute__(self, name):
+        object.__getattribute__(self, "_attr_reads").add(name)
+        return object.__getattribute__(self, name)
+
+
+class TargetReads:
+    """What a graph's build read of its target: attribute names and ``em`` keys.  Two targets that agree on all
+    of them give the same build (the build reads nothing else of them), so a whole graph built for one device
+    serves another that differs only in what its compile reads (the Bow IPU's clock, streaming-memory and
+    IPU-Link constants against the Mk2's: decision 0468)."""
+
+    def __init__(self, attrs: set, em_keys: set):
+        self.attrs, self.em_keys = frozenset(attrs), frozenset(em_keys)
+
+    @classmethod
+    def recording(cls, target: Target):
+        import contextlib
+
+        @contextlib.contextmanager
+        def rec():
+            attrs: set = set()
+            keys: set = set()
+            reads = cls(set(), {_ALL})   # a target of another class is not recorded: it shares no build
+            if type(target) is not Target:
+                yield reads
+                return
+            em = target.em
+            target.em = _RecordedEm(em, keys)
+            target._attr_reads = attrs
+            target.__class__ = _RecordedTarget
+            try:
+                yield reads
+            finally:
+                target.__class__ = Target
+                del target._attr_reads
+                target.em = em
+                reads.attrs, reads.em_keys = frozenset(attrs - {"em", "_attr_reads"}), frozenset(keys)
+
+        return rec()
+
+    def same_build(self, a: Target, b: Target) -> bool:
+        """Whether a build that read this of ``a`` reads the same of ``b``."""
+        if _ALL in self.em_keys:
+            return False
+        for name in self.attrs:
+            va, vb = getattr(a, name, None), getattr(b, name, None)
+            if callable(va) and callable(vb) and getattr(va, "__func__", None) is getattr(vb, "__func__", 0):
+                continue  # a method of both: what it reads is read through the attributes above
+            try:
+                if not bool(va == vb):
+                    return False
+            except Exception:  # noqa: BLE001 - values that do not compare are not the same
+                return False
+        return all(k in a.em and k in b.em and a.em[k] == b.em[k] or (k not in a.em and k not in b.em)
+                   for k in self.em_keys)
 
 
 def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = False, profile_path=None,
@@ -79,6 +188,38 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     if progress:
         progress("done", 1.0)
     return run
+
+
+class OpProfile:
+    """What a profile holds of a model's ops as its build alone fixes them (:func:`op_profile`): the ``ops`` and
+    ``programs`` tables' build-side columns (``engine.op_tables``), the ``run`` dict's ``model``, ``config`` and
+    ``schedule`` (one micro-batch of one replica) and the ``target``.  No step costs, memory or liveness."""
+
+    def __init__(self, ops, programs, run: dict, target):
+        self.ops, self.programs, self.run, self.target = ops, programs, run, target
+
+
+def op_profile(cfg: ModelConfig, device: str = "ipu-mk2") -> OpProfile | None:
+    """``cfg``'s ops and programs on ``device`` from its build alone, for a reader of the op list only (the GPU
+    estimate, ``gpu_validation.op_list``): every column it gives is the one a timing-only :func:`run_model` of
+    ``cfg`` writes, at the cost of the build (no compile, no run).  None where that run's tables are not a single
+    build's: the stage-graph composition (GPT; BERT timing-only), a whole graph the training composition changes
+    (``whole_graph.compose_whole_graph``: replicas, accumulation, an optimizer other than SGD ...), or an op whose
+    builder recorded no type, precision or compulsory bytes (``engine.op_tables``)."""
+    from popvision_lite.emulator.engine import op_tables
+
+    if cfg.model in ("gpt", "bert") or cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" \
+            or cfg.master_weights or cfg.rts or cfg.optimizer_state != "onchip":
+        return None
+    be, _built = build_model(cfg, device, needs_values=False)
+    check_built_graph(be.graph, cfg, True)  # as the run would (the host-memory check's second stage)
+    tables = op_tables(be.graph, be.program())
+    if tables is None:
+        return None
+    config = cfg.to_dict() | {"device": device, "timing_only": True}
+    run = {"model": cfg.model, "config": config,
+           "schedule": dict(stages=cfg.stages, replicas=1, grad_accum=1, micro_batch=cfg.batch)}
+    return OpProfile(tables[0], tables[1], run, be.graph.target)
 
 
 def write_run(run: RunResult, path, progress=None) -> None:
@@ -112,12 +253,18 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
         res = _fresh_result(res, config)
         wall["reused"] = True
     else:
+        # the kept graph of the same configuration built for another device whose build read the same of its
+        # target (the Bow ResNet-50 rows after the Mk2 ones): compiled again for this device, not built again
+        shared = _shared_build(key, cfg, device) if key is not None else None
+        if shared is not None:  # its graph lives on in this run: only the old run's compile and result go
+            _GRAPH_CACHE.clear()
+            gc.collect()
         # free the previous graph before building the next (peak memory: one graph), now, not whenever the
         # collector's thresholds next trip, which a graph's millions of objects push far ahead
-        if _drop_kept_graph():
+        elif _drop_kept_graph():
             gc.collect()
         tick("planning and building graph", 0.0)
-        be, built = build_model(cfg, device, needs_values=not timing_only)
+        be, built = shared if shared is not None else build_model(cfg, device, needs_values=not timing_only)
         wall["build"] = time.perf_counter() - t0
         check_built_graph(be.graph, cfg, timing_only)  # the host-memory check's second stage (decision 0390)
         tick("compiling", COMPILE_STARTS)
@@ -197,9 +344,8 @@ def release_graphs() -> None:
     the runs left in reference cycles now: a caller that knows no later run shares them (the validation report,
     between its groups of rows) keeps its peak memory at one graph's.  The graphs themselves go by reference
     counting (the stage graphs hold no reference cycle; the whole graph's are broken by :func:`_drop_kept_graph`),
-    but a run leaves garbage in cycles that holds compiled arrays (``compile.steps.expand``'s recursive
-    closures hold its compiled graph): without this collection validate's peak rose 1.40 -> 1.55 GB (decision
-    0470)."""
+    but the composed runs leave other garbage in cycles that holds compiled arrays: without this collection
+    validate's peak rose 1.40 -> 1.55 GB (decision 0470)."""
     had = bool(_GRAPH_CACHE)
     _drop_kept_graph()
     if release_stage_graphs() or had:
@@ -213,8 +359,8 @@ def _drop_kept_graph() -> list:
     each tensor to its graph (``Tensor.graph``) and each vertex group to its compute set (``VertexGroup.cs``,
     whose ``groups`` list holds it): the cache is the only holder of its entries, so those two back references
     are dropped and reference counting frees the rest (tests/emulator/models/test_graph_release.py).  A graph
-    still alive is held by something else in a cycle: a run's own garbage (``compile.steps.expand``'s recursive
-    closures hold its compiled graph until a full collection) or a cycle this does not know of (decision 0470)."""
+    still alive is held by something else in a cycle, one this does not know of (``compile.steps.expand``'s
+    recursive closures were one, until they became module functions), so the caller collects (decision 0470)."""
     graphs = [weakref.ref(_break_cycles(entry[0].graph)) for entry in _GRAPH_CACHE.values()]
     _GRAPH_CACHE.clear()
     return [g for g in graphs if g() is not None]
@@ -226,6 +372,26 @@ def _break_cycles(graph):
     for g in graph.groups:
         g.cs = None
     return graph
+
+
+def _shared_build(key: tuple, cfg: ModelConfig, device: str):
+    """(be, built) of the kept graph whose key is ``key`` but for the device, when its build read nothing of its
+    target that differs on ``device`` (:class:`TargetReads`); its graph then holds ``device``'s target, for the
+    compile and the composition.  None otherwise."""
+    for k, (be, built, _eng, _res) in _GRAPH_CACHE.items():
+        reads = getattr(be, "target_reads", None)
+        if k[0] == device or k[1:] != key[1:] or reads is None:
+            continue
+        target = Target.from_device(device, num_ipus=cfg.stages)
+        if reads.same_build(be.graph.target, target):
+            be.graph.target = target
+            # each vertex group keeps the cycles its codelet gave on the target it was first compiled for
+            # (graph.VertexGroup.cycles): costed again on this one
+            for cs in be.graph.compute_sets:
+                for g in cs.groups:
+                    g._cycles = None
+            return be, built
+    return None
 
 
 def _graph_key(cfg, device) -> tuple:
