@@ -110,13 +110,18 @@ def _few_cut_runs(rng, trial: int):
     return qs, qd, lens.astype(np.int64), sm, dm
 
 
+def _spy(monkeypatch, name: str) -> list:
+    """The argument tuples of every call of ``copy_plans.<name>`` from here on (the function still runs)."""
+    calls, real = [], getattr(S, name)
+    monkeypatch.setattr(S, name, lambda *a: calls.append(a) or real(*a))
+    return calls
+
+
 def test_few_cut_runs_spliced_among_the_whole_ones(monkeypatch):
     """Where at most one run in 8 crosses a boundary (the stem's im2col windows), only those are cut and written
     over their places among the whole runs: the pieces, in copy order, of cutting every run."""
     rng = np.random.default_rng(23)
-    spliced = []
-    real = S._splice_cut_runs
-    monkeypatch.setattr(S, "_splice_cut_runs", lambda *a: spliced.append(a) or real(*a))
+    spliced = _spy(monkeypatch, "_splice_cut_runs")
     for trial in range(60):
         qs, qd, ql, sm, dm = _few_cut_runs(rng, trial)
         ks, kd = M.interval_index(sm.start, qs), M.interval_index(dm.start, qd)
@@ -136,9 +141,7 @@ def test_copy_of_few_crossing_runs_takes_the_splice(mk2, monkeypatch):
     from popvision_lite.emulator.compile import copy_pieces
 
     rng = np.random.default_rng(31)
-    spliced = []
-    real = S._splice_cut_runs
-    monkeypatch.setattr(S, "_splice_cut_runs", lambda *a: spliced.append(a) or real(*a))
+    spliced = _spy(monkeypatch, "_splice_cut_runs")
     for trial in range(10):
         qs, qd, ql, sm, dm = _few_cut_runs(rng, trial)
         g = Graph(mk2)
@@ -159,9 +162,7 @@ def test_whole_tensor_copy_of_views_takes_the_one_run_cut(mk2, monkeypatch):
     from popvision_lite.emulator.compile import copy_pieces
 
     rng = np.random.default_rng(37)
-    calls = []
-    real = S._cut_one_run
-    monkeypatch.setattr(S, "_cut_one_run", lambda *a: calls.append(a) or real(*a))
+    calls = _spy(monkeypatch, "_cut_one_run")
     for trial in range(10):
         g = Graph(mk2)
         n = int(rng.integers(100, 400))
