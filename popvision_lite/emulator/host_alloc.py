@@ -33,6 +33,7 @@ Process-wide and set once; it changes no result (allocation is not visible to th
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import sys
@@ -43,6 +44,13 @@ MMAP_THRESHOLD = 32 << 20  # glibc accepts at most HEAP_MAX_SIZE / 2 = 32 MiB on
 TRIM_THRESHOLD = 1 << 30  # (mallopt takes an int)
 
 _set = False
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The process's C library, loaded once: each ``ctypes.CDLL`` makes its own function-pointer class, a
+    reference cycle the garbage collector would otherwise meet after every ``return_freed_memory``."""
+    return ctypes.CDLL(None)
 
 
 def reuse_freed_memory() -> None:
@@ -62,7 +70,7 @@ def reuse_freed_memory() -> None:
         else:
             _set_madvise_hugepage(False)
     try:
-        mallopt = ctypes.CDLL(None).mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
@@ -78,7 +86,7 @@ def return_freed_memory() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        trim = ctypes.CDLL(None).malloc_trim
+        trim = _libc().malloc_trim
     except (OSError, AttributeError):
         return
     trim.argtypes = (ctypes.c_size_t,)

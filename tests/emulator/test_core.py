@@ -912,6 +912,30 @@ def test_return_freed_memory_gives_a_freed_heap_back():
     assert int(keep.sum()) == 16
 
 
+def test_returning_freed_memory_leaves_no_garbage_cycle():
+    """``return_freed_memory`` runs after every released graph (the validation report, between its groups): it
+    leaves nothing for the garbage collector (a ``ctypes.CDLL`` loaded per call made its own function-pointer
+    class, a reference cycle, every time)."""
+    import ctypes
+    import gc
+
+    from popvision_lite.emulator import host_alloc
+
+    host_alloc.return_freed_memory()
+    gc.collect()
+    debug = gc.get_debug()
+    gc.set_debug(debug | gc.DEBUG_SAVEALL)  # what a collection finds unreachable is kept in gc.garbage, to be looked at
+    try:
+        host_alloc.return_freed_memory()
+        gc.collect()
+        # (only ctypes' own objects are looked for: another thread of the process may leave garbage meanwhile)
+        left = [o for o in gc.garbage if isinstance(o, type) and issubclass(o, ctypes._CFuncPtr)]
+    finally:
+        gc.set_debug(debug)
+        gc.garbage.clear()
+    assert left == []
+
+
 def test_regions_hold_int32_and_hand_out_int64(mk2):
     """Regions keep their per-vertex starts and sizes as int32 (graph memory) but give the compile int64, whose
     arithmetic (sort keys of element x length) must not wrap."""
