@@ -510,17 +510,13 @@ def op_tables(graph: Graph, program: P.Program):
     import pandas as pd
 
     from popvision_lite.emulator.compile import _walk
+    from popvision_lite.emulator.compile.steps import program_executions
     from popvision_lite.profile import schema
 
     c = Compiled(graph, program)
     _walk(c, program, -1, None, set())
     n = len(c.progs)
-    mult = np.ones(n, np.int64)   # executions of each program in the unrolled sequence (compile.steps.expand)
-    for info in c.progs:          # parents come before their children
-        p = info.parent_id
-        if p >= 0:
-            parent = c.progs[p].prog
-            mult[info.prog_id] = mult[p] * (parent.count if isinstance(parent, P.Repeat) else 1)
+    mult = program_executions(c)  # executions of each program in the unrolled sequence (as the compile counts them)
     first: dict[int, int] = {}    # id(program object) -> its template (compute sets with vertices only)
     t_flops, t_op, t_count = [], [], []
     for pid in c.leaves:

@@ -84,13 +84,17 @@ def _steps_of(c: Compiled, children: dict[int, list[int]], pid: int) -> tuple[np
     return seq, recs
 
 
-def _count_execs(c: Compiled, children: dict[int, list[int]], execs: np.ndarray, pid: int, mult: int) -> None:
-    """``execs[q]``: how many times program q runs in one execution of the whole program."""
-    execs[pid] = mult
-    p = c.progs[pid].prog
-    inner = mult * (p.count if isinstance(p, P.Repeat) else 1)
-    for ch in children.get(pid, []):
-        _count_execs(c, children, execs, ch, inner)
+def program_executions(c: Compiled) -> np.ndarray:
+    """How many times each program runs in one execution of the whole program: its parent's count times the
+    parent's repeat count (``c.progs`` is in pre-order from one root, parents before their children).  One
+    definition for the compile (:func:`expand`) and the build-only op tables (``engine.op_tables``)."""
+    execs = np.ones(len(c.progs), np.int64)
+    for info in c.progs:
+        q = info.parent_id
+        if q >= 0:
+            parent = c.progs[q].prog
+            execs[info.prog_id] = execs[q] * (parent.count if isinstance(parent, P.Repeat) else 1)
+    return execs
 
 
 def expand(c: Compiled) -> None:
@@ -119,9 +123,7 @@ def expand(c: Compiled) -> None:
     c.template_count = np.bincount(seq, minlength=len(c.templates)) if len(c.templates) else np.zeros(0, np.int64)
     # cycles per program = sum of durations of steps in [first, last] that it issued:
     # leaves: own templates x executions; containers: sum of children
-    execs = np.zeros(n, np.int64)
-
-    _count_execs(c, children, execs, 0, 1)
+    execs = program_executions(c)
     leaf_cycles = np.zeros(n, np.int64)
     for info in c.progs:
         if info.templates:
