@@ -353,9 +353,9 @@ def release_graphs() -> None:
         return_freed_memory()
 
 
-def _drop_kept_graph() -> list:
-    """Empty ``_GRAPH_CACHE`` and free its graph by reference counting; the weak references of the graphs still
-    alive afterwards (a caller collects for them).  A graph's objects refer to each other in two kinds of cycle,
+def _drop_kept_graph() -> bool:
+    """Empty ``_GRAPH_CACHE`` and free its graph by reference counting; whether a graph is still alive afterwards
+    (the caller collects for it).  A graph's objects refer to each other in two kinds of cycle,
     each tensor to its graph (``Tensor.graph``) and each vertex group to its compute set (``VertexGroup.cs``,
     whose ``groups`` list holds it): the cache is the only holder of its entries, so those two back references
     are dropped and reference counting frees the rest (tests/emulator/models/test_graph_release.py).  A graph
@@ -363,7 +363,7 @@ def _drop_kept_graph() -> list:
     recursive closures were one, until they became module functions), so the caller collects (decision 0470)."""
     graphs = [weakref.ref(_break_cycles(entry[0].graph)) for entry in _GRAPH_CACHE.values()]
     _GRAPH_CACHE.clear()
-    return [g for g in graphs if g() is not None]
+    return any(g() is not None for g in graphs)
 
 
 def _break_cycles(graph):
