@@ -115,3 +115,44 @@ def test_matmul_partial_gathers_compile_the_same_without_the_sort(monkeypatch):
     monkeypatch.setattr(CO, "_distinct_elems", lambda se, ln: False)
     b = C.compile_graph(*graph())
     _assert_same(a, b)
+
+
+def test_code_counts_of_pieces_of_one_length_are_the_two_step_counts():
+    """Every piece one length (a transpose's elements, equal rows: copy_plans.exchange_code_counts then compares
+    no lengths): the packed counts are the two-step path's, with and without multicast, and the receive side alone
+    is code_patterns' per tile."""
+    from popvision_lite.emulator.compile.copy_plans import code_patterns, exchange_code_counts
+    from tests.emulator.compile.test_copy_code_counts import _plan as _pattern_plan
+
+    rng = np.random.default_rng(23)
+    for trial in range(90):
+        T = int(rng.choice([4, 16, 64]))
+        n = int(rng.integers(3, 300))
+        plan = _pattern_plan(rng, n, T, ordered=trial % 3 == 0)
+        L = int(rng.choice([1, 4]))
+        step_s, step_d = rng.choice([1, 1, 1, 2], n), rng.choice([1, 1, 3], n)
+        plan.length[:] = L
+        plan.src_elem[:] = np.cumsum(L * step_s) - L
+        plan.dst_elem[:] = np.cumsum(L * step_d) - L
+        if trial % 4 == 1:  # few distinct tiles: long runs of equal tile pairs (loops)
+            plan.src_tile //= max(T // 2, 1)
+            plan.dst_tile = plan.src_tile + 1
+        src_addr, dst_addr = plan.src_elem * 2 + 3, plan.dst_elem
+        cross = plan.src_tile != plan.dst_tile
+        if cross.sum() >= 2:
+            send = cross
+            if trial % 2:
+                rep = rng.random(n) < 0.3
+                plan.src_elem[1:][rep[1:]] = plan.src_elem[:-1][rep[1:]]
+                src_addr = plan.src_elem * 2 + 3
+                send = cross & ~rep
+            got = exchange_code_counts(plan, cross, send, src_addr, dst_addr, T)
+            want = CO._code_counts_two_step(plan, cross, send, src_addr, dst_addr, T)
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(g, w), trial
+            assert int(got[1].sum()) > 0 or trial % 4 != 1
+        plan.dst_tile = plan.src_tile.copy()  # on-tile pieces: the copy descriptors' receive side only
+        n_pat, n_loop = exchange_code_counts(plan, np.ones(n, bool), None, src_addr, dst_addr, T)
+        ps, _pd, cnt = code_patterns(plan, np.ones(n, bool), src_addr, dst_addr, T)
+        assert np.array_equal(n_pat, np.bincount(ps, minlength=T)), trial
+        assert np.array_equal(n_loop, np.bincount(ps[cnt > 1], minlength=T)), trial
