@@ -262,6 +262,8 @@ def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[bool, np.ndarray
         key = key[xi]
     if np.all(key[1:] > key[:-1]):
         return all_cross, cross, None  # already distinct (no broadcast)
+    if _distinct_elems(*((plan.src_elem, plan.length) if xi is None else (plan.src_elem[xi], plan.length[xi]))):
+        return all_cross, cross, None  # no source element starts two pieces: distinct too (a gather), no sort
     ks, order = stable_argsort(key, values=True)
     first = np.empty(len(ks), bool)
     first[0] = True
@@ -272,6 +274,25 @@ def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[bool, np.ndarray
     sent = np.zeros(n, bool)
     sent[xs if all_cross else xi[xs]] = True
     return all_cross, sent, (order if all_cross else xi[order], first)
+
+
+def _distinct_elems(se: np.ndarray, ln: np.ndarray) -> bool:
+    """True when no two of the pieces starting at ``se`` (two or more) with lengths ``ln`` start at one source
+    element, found without a sort: each piece's first element divided by the least length (at least 1) marked in
+    a mask over their range, where that range is at most 32 slots a piece.  Pieces at least L long that do not
+    overlap start at least L apart, so a gather's pieces fall in distinct slots; distinct slots give distinct
+    first elements, so distinct (element, length) pieces, and True is _distinct_sends' sorted answer (every piece
+    its own send).  False (the caller sorts) when two pieces share a slot or the range is wider."""
+    lo, hi = int(se.min()), int(se.max())
+    L = max(int(ln.min()), 1)
+    if (hi - lo) // L >= 32 * len(se):
+        return False
+    slot = se - lo
+    if L > 1:
+        slot //= L
+    mark = np.zeros((hi - lo) // L + 1, bool)
+    mark[slot] = True
+    return int(np.count_nonzero(mark)) == len(se)
 
 
 def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):

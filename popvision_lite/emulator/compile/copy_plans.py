@@ -588,7 +588,9 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
         order = key & ((1 << ib) - 1)
         key >>= ib
     ii = (order if idx is None else idx[order]) if order is not None else idx
-    ln = plan.length if ii is None else plan.length[ii]
+    L = plan.length
+    # one length for every piece (a transpose's elements, equal rows): no gather, no comparison (None)
+    ln = None if int(L.min()) == int(L.max()) else (L if ii is None else L[ii])
     de = dst_addr if ii is None else dst_addr[ii]
     se = key & ((1 << ab) - 1)
     key >>= ab  # (destination tile, source tile) as one field
@@ -601,7 +603,7 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     tmask = (1 << tb) - 1
     n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True)
     if not both:  # the send side: the distinct source pieces only, source strides only
-        key, ln, se = key[pieces], ln[pieces], se[pieces]
+        key, ln, se = key[pieces], None if ln is None else ln[pieces], se[pieces]
         new_s = _pattern_starts(key, ln, se, se, False)[0] if len(key) else np.zeros(0, bool)
     n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False)
     return n_r + n_s, l_r + l_s
@@ -610,9 +612,10 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
 def _pattern_starts(pair, ln, se, de, send_too: bool):
     """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair``: (receive
     side starts (strides of ``se`` and ``de``), and with ``send_too`` the send side's (strides of ``se``), else
-    None)."""
+    None).  ``ln`` None: every piece has one length."""
     same = pair[1:] == pair[:-1]
-    same &= ln[1:] == ln[:-1]
+    if ln is not None:
+        same &= ln[1:] == ln[:-1]
     return _starts_of(same, se, de, send_too)
 
 
