@@ -116,32 +116,46 @@ def pod_profile(tmp_path_factory):
     return path
 
 
+# the config of ``resnet50_deep`` but for ``recompute`` and ``outline``: ResNet-tiny's widths (hidden 4, image 32)
+RESNET50_DEEP = dict(layers=50, batch=4)
+COMPOSED = dict(grad_accum=2, optimizer="momentum")  # ``resnet50_deep``'s composed steps
+
+
 @pytest.fixture(scope="session")
 def resnet50_deep():
-    """``get(outline, recompute, graph_functions=True)``: a timing-only training step of ResNet-50's depth at
-    tiny widths (hidden 16, image 64, micro-batch 4) on the tests' device with fewer tiles, each build emulated at
-    most once per session.  ResNet-50 is the shallowest depth with identical blocks (16 blocks of 8 kinds;
-    ResNet-14's 4 and ResNet-26's 8 blocks are each of another kind), so ``outline`` True builds one program per
-    block kind and calls it per block, False builds every block; ``graph_functions`` False builds every batch norm
-    in place instead of calling one graph function per operand signature (as ``emulate`` does).  Read by the
-    outlining tests (tests/emulator/models/test_resnet.py) and the GPU pass of outlined and recomputed runs
-    (tests/analysis/test_verdict_pipeline.py); each build held through the session is ~10-30 MB resident."""
+    """``get(outline, recompute, graph_functions=True, composed=False)``: a timing-only training step of ResNet-50's
+    depth at ResNet-tiny's widths (hidden 4, image 32) and micro-batch 4 on the tests' device with fewer tiles, each
+    build emulated at most once per session.  ResNet-50 is the shallowest depth with identical blocks (16 blocks of
+    8 kinds; ResNet-14's 4 and ResNet-26's 8 blocks are each of another kind), so ``outline`` True builds one program
+    per block kind and calls it per block, False builds every block; ``graph_functions`` False builds every batch
+    norm in place instead of calling one graph function per operand signature (as ``emulate`` does).  ``composed``
+    True is the same build in a step that accumulates 2 micro-batches under momentum (``COMPOSED``: the training
+    composition, its training state per IPU); asked before its plain build, it is that build's reused graph (the
+    composition alone, as ``run_model`` reuses a kept graph), so it costs no build of its own.  Read by the
+    outlining tests (tests/emulator/models/test_resnet.py: the outlining test reads the recomputed builds
+    without graph functions, composed), the GPU pass of outlined and recomputed runs
+    (tests/analysis/test_verdict_pipeline.py) and the op list from the build (tests/test_gpu_op_profile.py); each
+    build held through the session is ~10-30 MB resident."""
     from popvision_lite.emulator.models import emulated, resnet
     from popvision_lite.emulator.models.config import make_config
 
     runs = {}
 
-    def get(outline: bool, recompute: bool, graph_functions: bool = True):
-        key = outline, recompute, graph_functions
+    def get(outline: bool, recompute: bool, graph_functions: bool = True, composed: bool = False):
+        key = outline, recompute, graph_functions, composed
         if key not in runs:
-            cfg = make_config("resnet-tiny", layers=50, hidden=16, image=64, batch=4, recompute=recompute,
-                              outline=outline)
+            kw = dict(RESNET50_DEEP, recompute=recompute, outline=outline)
             # the graph a run keeps is reused by the next run of its config, which does not hold this switch:
             # each build starts and ends with no whole graph kept
             emulated._GRAPH_CACHE.clear()
             saved, resnet.GRAPH_FUNCTIONS = resnet.GRAPH_FUNCTIONS, graph_functions
             try:
-                runs[key] = emulated.run_model(cfg, SMALL_DEVICE, timing_only=True)
+                if not composed or key[:3] + (False,) not in runs:
+                    runs[key[:3] + (False,)] = emulated.run_model(make_config("resnet-tiny", **kw), SMALL_DEVICE,
+                                                                  timing_only=True)
+                if composed:  # right after the plain build: its kept graph; else a build of its own
+                    runs[key] = emulated.run_model(make_config("resnet-tiny", **kw, **COMPOSED), SMALL_DEVICE,
+                                                   timing_only=True)
             finally:
                 resnet.GRAPH_FUNCTIONS = saved
                 emulated._GRAPH_CACHE.clear()

@@ -10,11 +10,11 @@ import pytest
 from popvision_lite import gpu_validation as gv
 from popvision_lite.emulator.models import emulated
 from popvision_lite.emulator.models.config import make_config
-from tests.conftest import SMALL_DEVICE
+from tests.conftest import RESNET50_DEEP, SMALL_DEVICE
 
 # the conftest fixture's build (ResNet-50's depth at tiny widths, outlined blocks and graph functions replayed,
 # the forward recomputed): the graph whose programs a block's second call and recomputation run again
-CFG = dict(layers=50, hidden=16, image=64, batch=4, recompute=True, outline=True)
+CFG = RESNET50_DEEP | dict(recompute=True, outline=True)
 
 
 @pytest.fixture(scope="module")
