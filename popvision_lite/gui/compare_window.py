@@ -144,15 +144,16 @@ class CompareWindow(QMainWindow):
     def report_markdown(self) -> str:
         return self.comparison.markdown()
 
-    def export_report(self, folder=None):
-        """Every page's plots (PNG) and tables (CSV) + the comparison as summary.md / index.html."""
+    def export_report(self, folder=None, width: int | None = None):
+        """Every page's plots (PNG, ``width`` pixels wide: the report's default unless given) and tables (CSV) +
+        the comparison as summary.md / index.html."""
         from PySide6.QtWidgets import QFileDialog
 
         if folder is None:
             folder = QFileDialog.getExistingDirectory(self, "Export comparison report into folder")
             if not folder:
                 return None
-        rep = ReportExporter(self, folder, parent=self)
+        rep = ReportExporter(self, folder, parent=self, **({} if width is None else {"width": width}))
         rep.progress.connect(lambda f, m: self.statusBar().showMessage(f"Exporting {m}… {int(f * 100)}%"))
         rep.finished.connect(lambda man: self.statusBar().showMessage(
             f"Report written to {man['folder']} ({len(man['images'])} images)", 8000))

@@ -174,7 +174,8 @@ def test_comparison_report_folder(qtbot, run_pairs, tmp_path):
     from popvision_lite.gui.export import pixel_stats
 
     w = _window(qtbot, run_pairs["mk2"], run_pairs["mk2_recompute"])
-    rep = w.export_report(str(tmp_path / "cmp"))
+    # 400 px wide: the claim is that every page's plots and tables are written and drawn, not the report's width
+    rep = w.export_report(str(tmp_path / "cmp"), width=400)
     with qtbot.waitSignal(rep.finished, timeout=60000) as blocker:
         pass
     man = blocker.args[0]

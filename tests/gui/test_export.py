@@ -253,7 +253,7 @@ def test_menu_actions_export_plot_table_trace_report(qtbot, opened, tmp_path, mo
     qtbot.waitUntil(lambda: w.done, timeout=10000)
     ev = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     assert {e["args"]["step"] for e in ev if e["ph"] == "X" and e["cat"] != "phase"} <= set(range(10))
-    rep = ea.export_report_dialog(win, str(tmp_path / "rep"))
+    rep = ea.export_report_dialog(win, str(tmp_path / "rep"), width=400)  # the pictures' claims: the report tests
     with qtbot.waitSignal(rep.finished, timeout=30000):
         pass
     assert (tmp_path / "rep" / "index.html").exists()

@@ -33,8 +33,9 @@ def _current_view(mw):
     return dw.view(dw.keys()[dw.tabs.currentIndex()]) if dw.keys() else None
 
 
-def export_report_dialog(mw, folder: str | None = None):
-    """Every view as PNG + tables as CSV + summary.md + index.html into one folder (progress + cancel)."""
+def export_report_dialog(mw, folder: str | None = None, width: int | None = None):
+    """Every view as PNG (``width`` pixels wide: the report's default unless given) + tables as CSV + summary.md +
+    index.html into one folder (progress + cancel)."""
     dw = mw.current_document_widget()
     if dw is None:
         show_info(mw, "Export report", "Open a profile first.")
@@ -43,7 +44,7 @@ def export_report_dialog(mw, folder: str | None = None):
         folder = QFileDialog.getExistingDirectory(mw, "Export report into folder")
         if not folder:
             return None
-    rep = ex.ReportExporter(dw, folder, parent=mw)
+    rep = ex.ReportExporter(dw, folder, parent=mw, **({} if width is None else {"width": width}))
     dlg = QProgressDialog("Exporting report…", "Cancel", 0, 1000, mw)
     dlg.setWindowTitle("Export report")
     dlg.setMinimumDuration(300)

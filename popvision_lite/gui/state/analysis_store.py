@@ -32,7 +32,7 @@ SHARED = frozenset({
     "execution.run_totals", "execution.phase_spans", "execution.step_index", "execution.op_names",
     "liveness_curve", "liveness_ipu_spans", "always_live_variables", "liveness_tile",
 })
-MAX_PROFILES = 8
+MAX_PROFILES = 32
 MAX_FILE_BYTES = 1 << 30
 
 _MISSING = object()
