@@ -6,14 +6,13 @@ import re
 import time
 
 import numpy as np
-import pandas as pd
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.compile.compiled import K_COMPUTE, K_STREAM, K_SYNC, K_XG, K_XI, Compiled
 from popvision_lite.emulator.compile.liveness import accesses
 from popvision_lite.profile import schema
-from popvision_lite.profile.assemble import typed_table
+from popvision_lite.profile.columns import Columns
 
 EMULATOR_VERSION = "popvision-lite-emulator 0.1"
 U32 = np.iinfo(np.uint32).max
@@ -368,7 +367,7 @@ def _same_blocks(seen: list, tiles: np.ndarray, edges: np.ndarray, ends: np.ndar
     return None
 
 
-def steps_table(templates: list, seq: np.ndarray, start: np.ndarray, end: np.ndarray, num_tiles: int) -> pd.DataFrame:
+def steps_table(templates: list, seq: np.ndarray, start: np.ndarray, end: np.ndarray, num_tiles: int) -> Columns:
     """The steps table of a run whose step i is template ``seq[i]``, from ``start[i]`` to ``end[i]``
     (``busy_mean``: over all ``num_tiles`` tiles)."""
     seq = np.asarray(seq, np.int64)
@@ -376,7 +375,7 @@ def steps_table(templates: list, seq: np.ndarray, start: np.ndarray, end: np.nda
     def col(attr, dtype):
         return np.array([getattr(t, attr) for t in templates], dtype)[seq]
 
-    return typed_table("steps", {
+    return Columns.typed("steps", {
         "step": np.arange(len(seq), dtype=np.int64), "kind": col("kind", np.int8), "op_id": col("op_id", np.int32),
         "prog_id": col("prog_id", np.int32), "ipu": col("ipu", np.int16),
         "start_cycle": np.asarray(start, np.int64), "end_cycle": np.asarray(end, np.int64),
@@ -434,14 +433,14 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
     )
 
 
-def _variable_intervals_table(c: Compiled) -> pd.DataFrame:
+def _variable_intervals_table(c: Compiled) -> Columns:
     """One row per live interval of every variable live in more than one (compile.liveness)."""
     spans = getattr(c, "live_intervals", {})
     rows = [(tid, a, z) for tid in sorted(spans) for a, z in spans[tid]]
-    return typed_table("variable_intervals", rows)
+    return Columns.typed("variable_intervals", rows)
 
 
-def _ops_table(c: Compiled) -> pd.DataFrame:
+def _ops_table(c: Compiled) -> Columns:
     """One row per op: the totals of its steps, its tiles and IPU, its precision and compulsory bytes."""
     g = c.graph
     tpl = c.templates
@@ -491,7 +490,7 @@ def _ops_table(c: Compiled) -> pd.DataFrame:
             "compute_cycles": int(comp_c[i]), "exchange_cycles": int(x_c[i]), "sync_cycles": int(sync_c[i]),
             "stream_cycles": int(stream_c[i]), "tiles_used": int(tiles_used[i]), "plan": str(info.get("plan", "")),
         })
-    return typed_table("ops", op_rows)
+    return Columns.typed("ops", op_rows)
 
 
 def _op_accesses(c: Compiled, nops: int) -> tuple[dict, dict, dict, dict]:
@@ -547,8 +546,8 @@ def _op_tiles(c: Compiled, nops: int, t_kind: np.ndarray, t_op: np.ndarray) -> t
     return tiles_used, op_ipu
 
 
-def _programs_table(c: Compiled) -> pd.DataFrame:
-    return typed_table("programs", {
+def _programs_table(c: Compiled) -> Columns:
+    return Columns.typed("programs", {
         "prog_id": np.arange(len(c.progs), dtype=np.int32),
         "parent_id": np.array([p.parent_id for p in c.progs], np.int32),
         "kind": [p.prog.kind for p in c.progs],
@@ -563,7 +562,7 @@ def _programs_table(c: Compiled) -> pd.DataFrame:
     })
 
 
-def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _compute_set_tables(c: Compiled) -> tuple[Columns, Columns]:
     """The compute sets, and their vertices aggregated per (compute set, codelet, tile): each group's vertices
     counted per tile once (the count, the instances' state, the compute set's tiles), and the vertices table's
     columns gathered as arrays, one frame at the end (not one per compute set and codelet)."""
@@ -605,17 +604,15 @@ def _compute_set_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
                         "op_id": c.op_index.get(cs.op, -1) if cs.op is not None else -1,
                         "num_vertices": int(sum(len(grp.tiles) for grp in cs.groups)),
                         "num_tiles": int(np.count_nonzero(on_cs))})
-    compute_sets = typed_table("compute_sets", cs_rows)
+    compute_sets = Columns.typed("compute_sets", cs_rows)
     if not names:
-        vertices = pd.DataFrame({k: pd.Series(dtype=np.int64) for k in schema.TABLE_COLUMNS["vertices"]})
-        return compute_sets, vertices[list(schema.TABLE_COLUMNS["vertices"])]
+        return compute_sets, Columns.empty("vertices")
     data = {k: np.concatenate(v) for k, v in cols.items()}
     data["codelet"] = np.repeat(np.array(names, dtype=object), name_rows)
-    vertices = pd.DataFrame({k: data[k] for k in schema.TABLE_COLUMNS["vertices"]})
-    return compute_sets, vertices
+    return compute_sets, Columns.typed("vertices", data)
 
 
-def _variable_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _variable_tables(c: Compiled) -> tuple[Columns, Columns]:
     """The variables (live ranges, producing op) and their bytes per tile."""
     g = c.graph
     producer = {}
@@ -637,21 +634,20 @@ def _variable_tables(c: Compiled) -> tuple[pd.DataFrame, pd.DataFrame]:
             "op_id": int(producer.get(t.id, -1)),
         })
         vt_frames.append((np.full(len(tiles), t.id, np.int32), tiles.astype(np.int32), b.astype(np.int64)))
-    variables = typed_table("variables", var_rows)
+    variables = Columns.typed("variables", var_rows)
     if vt_frames:
-        variable_tiles = pd.DataFrame({"var_id": np.concatenate([f[0] for f in vt_frames]),
-                                       "tile": np.concatenate([f[1] for f in vt_frames]),
-                                       "bytes": np.concatenate([f[2] for f in vt_frames])})
+        variable_tiles = Columns.typed("variable_tiles", {"var_id": np.concatenate([f[0] for f in vt_frames]),
+                                                          "tile": np.concatenate([f[1] for f in vt_frames]),
+                                                          "bytes": np.concatenate([f[2] for f in vt_frames])})
     else:
-        variable_tiles = pd.DataFrame({"var_id": pd.Series(dtype=np.int32), "tile": pd.Series(dtype=np.int32),
-                                       "bytes": pd.Series(dtype=np.int64)})
+        variable_tiles = Columns.empty("variable_tiles")
     return variables, variable_tiles
 
 
-def _liveness_steps_table(c: Compiled) -> pd.DataFrame:
+def _liveness_steps_table(c: Compiled) -> Columns:
     ltb = c.liveness_tile_bytes
     L = len(c.leaves)
-    return typed_table("liveness_steps", {
+    return Columns.typed("liveness_steps", {
         "lstep": np.arange(L, dtype=np.int64),
         "prog_id": np.array(c.leaves, np.int32),
         "name": [c.progs[p].prog.name for p in c.leaves],

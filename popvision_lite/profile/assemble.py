@@ -19,15 +19,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from popvision_lite.profile import schema
+from popvision_lite.profile.columns import Columns
 
 
-def typed_table(name: str, data) -> pd.DataFrame:
-    """Table ``name`` from ``data`` (a DataFrame, a dict of columns or a list of row dicts), its columns in the
-    stored order with the stored dtypes; text columns are kept as given (str, object or categorical)."""
+def typed_table(name: str, data):
+    """Table ``name`` as a DataFrame from ``data`` (a DataFrame, ``Columns``, a dict of columns or a list of row
+    dicts), its columns in the stored order with the stored dtypes; text columns are kept as given (str, object or
+    categorical).  (The emulator builds ``Columns.typed`` tables: no pandas.)"""
+    import pandas as pd
+
     cols = list(schema.TABLE_COLUMNS[name])
+    if isinstance(data, Columns):
+        return data.frame()
     df = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data, columns=cols)
     df = df[cols]
     casts = {c: dt for c, dt in schema.COLUMN_DTYPES[name].items() if dt != "str" and df[c].dtype != dt}
@@ -53,14 +58,15 @@ def key_columns(name: str) -> dict[str, str]:
 class Part:
     """Tables of one part, ids numbered from 0 within it; ``first_tile``: the global tile of its tile 0."""
 
-    tables: dict[str, pd.DataFrame]
+    tables: dict  # table -> Columns or DataFrame
     first_tile: int = 0
 
 
-def concat_parts(parts: list[Part]) -> tuple[dict[str, pd.DataFrame], list[dict[str, int]]]:
+def concat_parts(parts: list[Part]) -> tuple[dict, list[dict[str, int]]]:
     """The parts' tables concatenated (every table any part holds; see the module doc), and the offsets each
     part's ids were shifted by (table -> offset, "tile" -> first tile) for the producer's own references
-    (step templates)."""
+    (step templates).  A table whose parts are all ``Columns`` is joined as ``Columns`` (no pandas), else as a
+    DataFrame."""
     names = list(dict.fromkeys(n for p in parts for n in p.tables))
     offsets, running = [], dict.fromkeys(names, 0)
     for p in parts:
@@ -70,11 +76,25 @@ def concat_parts(parts: list[Part]) -> tuple[dict[str, pd.DataFrame], list[dict[
     out = {}
     for n in names:
         keys = key_columns(n)
+        held = [(p.tables[n], off) for p, off in zip(parts, offsets, strict=True) if n in p.tables]
+        if all(isinstance(t, Columns) for t, _ in held):
+            shifted = []
+            for t, off in held:
+                new = {}
+                for col, ref in keys.items():
+                    if ref not in off:  # a table no part holds: the producer fills the column
+                        new[col] = -1
+                    elif off[ref]:
+                        v = t[col]
+                        new[col] = np.where(v >= 0, v + off[ref], -1)
+                shifted.append(t.replace(**new) if new else t)
+            out[n] = Columns.concat(n, shifted)
+            continue
+        import pandas as pd
+
         frames = []
-        for p, off in zip(parts, offsets, strict=True):
-            if n not in p.tables:
-                continue
-            df = p.tables[n].copy()
+        for t, off in held:
+            df = (t.frame() if isinstance(t, Columns) else t).copy()
             for col, ref in keys.items():
                 if ref not in off:  # a table no part holds: the producer fills the column
                     df[col] = -1
@@ -128,8 +148,8 @@ def append_variables(data, rows: list[VariableRow]) -> None:
     rows = [r for r in rows if np.any(r.tile_bytes)]
     if not rows:
         return
-    n0 = len(data.variables)
-    var_rows, tile_frames, iv = [], [], []
+    n0 = data.num_rows("variables")
+    var_rows, tiles_of, iv = [], [], []
     for k, r in enumerate(rows):
         vid = n0 + k
         tb = np.asarray(r.tile_bytes, np.int64)
@@ -139,11 +159,26 @@ def append_variables(data, rows: list[VariableRow]) -> None:
                          "bytes": int(tb.sum()), "always_live": always,
                          "first_lstep": -1 if always else int(r.spans[0][0]),
                          "last_lstep": -1 if always else int(r.spans[-1][1]), "op_id": -1})
-        tile_frames.append(pd.DataFrame({"var_id": vid, "tile": tiles, "bytes": tb[tiles]}))
+        tiles_of.append((np.full(len(tiles), vid, np.int64), tiles, tb[tiles]))
         if len(r.spans) > 1:
             iv += [(vid, int(a), int(z)) for a, z in r.spans]
+    tile_cols = {"var_id": np.concatenate([t[0] for t in tiles_of]), "tile": np.concatenate([t[1] for t in tiles_of]),
+                 "bytes": np.concatenate([t[2] for t in tiles_of])}
+    old_iv = data.table("variable_intervals")
+    if all(isinstance(t, Columns) for t in (data.table("variables"), data.table("variable_tiles"))) and (
+            old_iv is None or isinstance(old_iv, Columns)):  # the emulator's tables: joined as columns
+        data.variables = Columns.concat("variables", [data.table("variables"), Columns.typed("variables", var_rows)])
+        data.variable_tiles = Columns.concat("variable_tiles", [data.table("variable_tiles"),
+                                                                Columns.typed("variable_tiles", tile_cols)])
+        if iv:
+            data.variable_intervals = Columns.concat("variable_intervals", [
+                old_iv if old_iv is not None else Columns.empty("variable_intervals"),
+                Columns.typed("variable_intervals", iv)])
+        return
+    import pandas as pd
+
     data.variables = pd.concat([data.variables, typed_table("variables", var_rows)], ignore_index=True)
-    data.variable_tiles = pd.concat([data.variable_tiles, typed_table("variable_tiles", pd.concat(tile_frames))],
+    data.variable_tiles = pd.concat([data.variable_tiles, typed_table("variable_tiles", pd.DataFrame(tile_cols))],
                                     ignore_index=True)
     if iv:
         old = data.variable_intervals if data.variable_intervals is not None else schema.empty_table("variable_intervals")

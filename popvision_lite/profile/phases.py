@@ -47,8 +47,8 @@ a schedule, or a one-micro-batch whole-graph run with nothing after it, is one p
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from popvision_lite.profile.columns import Columns
 from popvision_lite.profile.run_record import STEP_LIMIT, Schedule
 from popvision_lite.profile.schema import STEP_KIND_CODE, STEP_KINDS
 
@@ -83,16 +83,44 @@ def _stored_cycles(starts: np.ndarray, a: int, b: int, lo: int, period: int) -> 
     return int(len(np.unique((starts[a:b + 1] - lo) // period)))
 
 
-def phases_from_schedule(schedule: Schedule | None, steps: pd.DataFrame | None, clock_hz: float) -> pd.DataFrame:
+# the columns of the phases table after phase_id, in the stored order
+_ROW_COLUMNS = ("name", "kind", "ipu", "start_cycle", "cycles", "runs_per_step", "first_step", "last_step",
+                "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS))
+
+
+def phases_from_schedule(schedule: Schedule | None, steps, clock_hz: float):
     """The phases table of a run with ``schedule`` (the checked ``run["schedule"]``, ``run_record.Schedule``; None
-    or empty: no schedule) whose stored steps are ``steps`` (the steps table: ``kind``, ``ipu``, ``start_cycle``,
-    ``end_cycle``; time-ordered by start as every writer stores them).  See the module docstring for the rule.
-    ValueError when a phase or the step would last more than ``run_record.STEP_LIMIT``."""
+    or empty: no schedule) whose stored steps are ``steps`` (the steps table, a DataFrame or ``Columns``: ``kind``,
+    ``ipu``, ``start_cycle``, ``end_cycle``; time-ordered by start as every writer stores them), as a DataFrame.
+    See the module docstring for the rule.  ValueError when a phase or the step would last more than
+    ``run_record.STEP_LIMIT``."""
+    import pandas as pd
+
+    df = pd.DataFrame(_phase_rows(schedule, steps, clock_hz), columns=list(_ROW_COLUMNS))
+    df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))
+    return df
+
+
+def phase_columns(schedule: Schedule | None, steps, clock_hz: float) -> Columns:
+    """:func:`phases_from_schedule` as typed columns (``profile.columns.Columns``): what the writer stores."""
+    rows = _phase_rows(schedule, steps, clock_hz)
+    data = {c: [r[c] for r in rows] for c in _ROW_COLUMNS}
+    data["phase_id"] = np.arange(len(rows), dtype=np.int32)
+    return Columns.typed("phases", data)
+
+
+def _int_column(steps, col: str) -> np.ndarray:
+    return np.asarray(steps[col].to_numpy() if hasattr(steps[col], "to_numpy") else steps[col]).astype(np.int64,
+                                                                                                     copy=False)
+
+
+def _phase_rows(schedule: Schedule | None, steps, clock_hz: float) -> list[dict]:
+    """The rows of :func:`phases_from_schedule` (without phase_id)."""
     sch = schedule if schedule is not None else Schedule()
     n_steps = 0 if steps is None else len(steps)
     if n_steps:
-        starts = steps["start_cycle"].to_numpy(np.int64)
-        ends = steps["end_cycle"].to_numpy(np.int64)
+        starts = _int_column(steps, "start_cycle")
+        ends = _int_column(steps, "end_cycle")
         t_end = int(ends.max())
     else:
         starts = ends = np.zeros(0, np.int64)
@@ -133,7 +161,7 @@ def phases_from_schedule(schedule: Schedule | None, steps: pd.DataFrame | None, 
         if "fill_cycles" in sch and "drain_cycles" in sch:
             fill, drain = sch.fill_cycles, sch.drain_cycles
         else:  # written before format 2.2: the fill ends with the nf-th inter-IPU copy step
-            copies = np.flatnonzero((steps["kind"].to_numpy() == _K_XG) & (steps["ipu"].to_numpy() == -1)) \
+            copies = np.flatnonzero((_int_column(steps, "kind") == _K_XG) & (_int_column(steps, "ipu") == -1)) \
                 if n_steps else np.zeros(0, np.int64)
             rest = max(total - ns * steady, 0)
             if sch.profile_pipeline_cycles_elided > 0:
@@ -162,10 +190,7 @@ def phases_from_schedule(schedule: Schedule | None, steps: pd.DataFrame | None, 
                 t = add(name, kind, t, d)
     for name, secs in sch.per_step_terms.items():
         t = add(str(name), "term", t, int(round(secs * float(clock_hz))))  # named as the term: "host_step"
-    df = pd.DataFrame(rows, columns=["name", "kind", "ipu", "start_cycle", "cycles", "runs_per_step", "first_step",
-                                     "last_step", "stored_runs", "time_kind", *(f"ipu_{k}" for k in STEP_KINDS)])
-    df.insert(0, "phase_id", np.arange(len(df), dtype=np.int32))
-    return df
+    return rows
 
 
 def covered_cycles(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -178,7 +203,7 @@ def covered_cycles(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e - np.maximum(s, prev_end)).clip(min=0).sum())
 
 
-def step_runs(phases: pd.DataFrame, steps: pd.DataFrame, num_ipus: int) -> tuple[np.ndarray, np.ndarray]:
+def step_runs(phases, steps, num_ipus: int) -> tuple[np.ndarray, np.ndarray]:
     """How many times each stored step runs per training step, and the same weight per phase (0 for a phase
     without stored steps): ``(runs per stored step, runs per phase)``.
 

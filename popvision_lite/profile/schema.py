@@ -14,11 +14,10 @@ Identifiers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 FORMAT_NAME = "popvision-lite-profile"
 FORMAT_VERSION = 4  # bump on any incompatible change; readers refuse newer major versions
@@ -276,34 +275,57 @@ class TargetInfo:
         return dict(self.__dict__)
 
 
-@dataclass
 class ProfileData:
     """Everything a profile holds, in memory; the emulator fills it and ``write_profile`` stores it.
 
     Step-tile arrays may be numpy arrays or any array-like supporting ``a[i:j]`` slicing
     and ``.shape`` (e.g. np.memmap) so huge synthetic runs can be written in chunks.
+
+    Each table (``steps``, ``ops``, ...) is given as a pandas DataFrame or as typed numpy columns
+    (``profile.columns.Columns``: what the emulator builds, no pandas).  Reading the attribute gives a DataFrame:
+    one built from the columns on first access replaces them (pandas is imported then), so a caller that changes
+    it in place changes what is written.  :meth:`table` gives the table as held, which the writer writes without
+    pandas while it is columns.  ``phases`` None: the writer builds it from run["schedule"] (profile/phases.py);
+    ``variable_intervals`` None: every variable is live in one interval.  The instance's ``__dict__`` holds the
+    constructor's arguments by name.
     """
 
-    target: TargetInfo
-    run: dict[str, Any]  # model, config, emulator_version, created, fits, timing_only, numeric_checks{}
-    memory: np.ndarray
-    steps: pd.DataFrame
-    step_tile_cycles: Any
-    step_tile_bytes_in: Any
-    step_tile_bytes_out: Any
-    ops: pd.DataFrame
-    programs: pd.DataFrame
-    compute_sets: pd.DataFrame
-    vertices: pd.DataFrame
-    variables: pd.DataFrame
-    variable_tiles: pd.DataFrame
-    liveness_steps: pd.DataFrame
-    liveness_tile_bytes: np.ndarray
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON-able notes
-    phases: pd.DataFrame | None = None  # None: the writer builds it from run["schedule"] (profile/phases.py)
-    variable_intervals: pd.DataFrame | None = None  # None: every variable is live in one interval
+    def __init__(self, target: TargetInfo, run: dict[str, Any], memory: np.ndarray, steps, step_tile_cycles: Any,
+                 step_tile_bytes_in: Any, step_tile_bytes_out: Any, ops, programs, compute_sets, vertices, variables,
+                 variable_tiles, liveness_steps, liveness_tile_bytes: np.ndarray,
+                 extra: dict[str, Any] | None = None, phases=None, variable_intervals=None):
+        self.target = target
+        self.run = run  # model, config, emulator_version, created, fits, timing_only, numeric_checks{}
+        self.memory = memory
+        self.steps = steps
+        self.step_tile_cycles = step_tile_cycles
+        self.step_tile_bytes_in = step_tile_bytes_in
+        self.step_tile_bytes_out = step_tile_bytes_out
+        self.ops = ops
+        self.programs = programs
+        self.compute_sets = compute_sets
+        self.vertices = vertices
+        self.variables = variables
+        self.variable_tiles = variable_tiles
+        self.liveness_steps = liveness_steps
+        self.liveness_tile_bytes = liveness_tile_bytes
+        self.extra = {} if extra is None else extra  # free-form JSON-able notes
+        self.phases = phases
+        self.variable_intervals = variable_intervals
 
-    def stored_table(self, name: str) -> pd.DataFrame | None:
+    def table(self, name: str):
+        """Table ``name`` as held: ``Columns`` until a DataFrame of it is given or handed out, then that DataFrame;
+        None for an optional table left to the writer."""
+        if name not in TABLE_COLUMNS:
+            raise KeyError(f"ProfileData has no table {name!r}")
+        return self.__dict__.get(name)
+
+    def num_rows(self, name: str) -> int:
+        """Rows of table ``name`` (0 for a table left to the writer), without building a DataFrame."""
+        t = self.table(name)
+        return 0 if t is None else len(t)
+
+    def stored_table(self, name: str):
         """Table ``name`` as the analyses read it (``Profile.stored_table``): the producer's frame (None for an
         optional table the producer left to the writer)."""
         if name not in TABLE_COLUMNS:
@@ -311,12 +333,32 @@ class ProfileData:
         return getattr(self, name)
 
 
-def empty_table(name: str) -> pd.DataFrame:
-    """Table ``name`` with no rows, its columns in the stored order and dtypes."""
+def _table_property(name: str) -> property:
+    def get(self):
+        value = self.__dict__.get(name)
+        if value is not None and callable(getattr(value, "frame", None)):  # Columns: a DataFrame from now on
+            value = self.__dict__[name] = value.frame()
+        return value
+
+    def put(self, value) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put, doc=f"The {name} table as a DataFrame (see ProfileData).")
+
+
+for _name in TABLE_COLUMNS:
+    setattr(ProfileData, _name, _table_property(_name))
+del _name
+
+
+def empty_table(name: str):
+    """Table ``name`` with no rows (a DataFrame), its columns in the stored order and dtypes."""
+    import pandas as pd
+
     return pd.DataFrame({c: pd.Series(dtype=object if dt == "str" else dt) for c, dt in COLUMN_DTYPES[name].items()})
 
 
-def stored_table(profile, name: str) -> pd.DataFrame | None:
+def stored_table(profile, name: str):
     """Table ``name`` in the stored form the analyses and views read, of an open ``Profile``, a ``ProfileData``
     or a stand-in that only has the attribute (tests); None when it has none."""
     fn = getattr(profile, "stored_table", None)

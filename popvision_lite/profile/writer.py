@@ -31,12 +31,12 @@ from typing import Any
 import h5py
 import hdf5plugin  # noqa: F401  (registers the Blosc filter of the writer's compression)
 import numpy as np
-import pandas as pd
 
 from popvision_lite.atomic_io import check_destination, make_temp, publish_mode, replace_locked
 from popvision_lite.errors import ProfileError
 from popvision_lite.profile import phases as phases_mod
 from popvision_lite.profile import schema
+from popvision_lite.profile.columns import Columns, TableError, cast_column, factorize
 from popvision_lite.profile.run_record import RunRecord
 
 # minor versions add optional header keys / columns / tables only.  2.1: run["op_counts"] of pipelined runs (how
@@ -183,60 +183,68 @@ def _step_blocks(ufunc, c: np.ndarray, step_block: int) -> np.ndarray:
     return out
 
 
-def _numeric_column(path, table: str, col: str, series: pd.Series, want: str) -> np.ndarray:
-    """``series`` as the schema dtype ``want``; ProfileError when a value does not fit."""
+def _numeric_column(path, table: str, col: str, series, want: str) -> np.ndarray:
+    """``series`` (a DataFrame's column) as the schema dtype ``want``; ProfileError when a value does not fit."""
+    import pandas as pd
+
     values = series.to_numpy()
-    where = f"table '{table}' column '{col}'"
     if values.dtype == object or values.dtype.kind in "USO" or isinstance(series.dtype, pd.CategoricalDtype):
         try:
             values = pd.to_numeric(series, errors="raise").to_numpy()
         except (ValueError, TypeError) as e:
-            raise ProfileError(path, f"{where} must be numeric ({want}): {e}") from e
-    dt = np.dtype(want)
-    if values.dtype == dt:
-        return values
-    if dt.kind == "b":
-        if values.dtype.kind in "iuf" and not np.isin(values, (0, 1)).all():
-            raise ProfileError(path, f"{where} must be boolean (True/False or 0/1)")
-        return values.astype(np.bool_)
-    if dt.kind in "iu":
-        if values.dtype.kind == "f":
-            if not np.isfinite(values).all():
-                raise ProfileError(path, f"{where} has NaN/inf but must be {want}")
-            if (values != np.round(values)).any():
-                raise ProfileError(path, f"{where} has fractional values but must be {want}")
-        if values.size:
-            info = np.iinfo(dt)
-            lo, hi = values.min(), values.max()
-            if lo < info.min or hi > info.max:
-                raise ProfileError(path, f"{where} has values {lo}..{hi} outside {want}")
-    return values.astype(dt)
+            raise ProfileError(path, f"table '{table}' column '{col}' must be numeric ({want}): {e}") from e
+    try:
+        return cast_column(table, col, values, want)
+    except TableError as e:
+        raise ProfileError(path, str(e)) from None
 
 
-def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
+def _frame_columns(path, name: str, df) -> dict:
+    """A DataFrame's columns of table ``name`` as the writer stores them: numeric ones in the stored dtype, text
+    ones as (int32 codes, categories)."""
+    import pandas as pd
+
     cols = schema.TABLE_COLUMNS[name]
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ProfileError(path, f"table '{name}' lacks column(s) {missing}")
-    lengths = {len(df[c]) for c in cols}
-    g = h5group.create_group(name)
-    g.attrs["columns"] = _text(_dumps(list(cols)))
-    g.attrs["rows"] = lengths.pop() if lengths else 0
+    out = {}
     for col in cols:
         series = df[col]
         want = schema.COLUMN_DTYPES[name][col]
-        opts = comp if len(series) > 1024 else {}
         if want != "str":
-            ds = g.create_dataset(col, data=_numeric_column(path, name, col, series, want), **opts)
-            continue
-        if isinstance(series.dtype, pd.CategoricalDtype):  # already dictionary-encoded
+            out[col] = _numeric_column(path, name, col, series, want)
+        elif isinstance(series.dtype, pd.CategoricalDtype):  # already dictionary-encoded
             cats = [str(c) for c in series.cat.categories]
             codes = series.cat.codes.to_numpy().astype(np.int32)
             if (codes < 0).any():  # missing values become ""
                 codes = np.where(codes < 0, len(cats), codes)
                 cats.append("")
+            out[col] = (codes, cats)
         else:
-            codes, cats = _text_codes(series)
+            out[col] = _text_codes(series)
+    return out
+
+
+def _write_table(h5group, name: str, table, path, comp) -> None:
+    """Table ``name`` (a ``Columns`` or a DataFrame) into ``h5group``: one dataset per column."""
+    cols = schema.TABLE_COLUMNS[name]
+    if isinstance(table, Columns):
+        stored = {c: factorize(table[c]) if schema.COLUMN_DTYPES[name][c] == "str" else table[c] for c in cols}
+    else:
+        stored = _frame_columns(path, name, table)
+    lengths = {len(table[c]) for c in cols}
+    g = h5group.create_group(name)
+    g.attrs["columns"] = _text(_dumps(list(cols)))
+    g.attrs["rows"] = lengths.pop() if lengths else 0
+    for col in cols:
+        values = stored[col]
+        n = len(values[0]) if isinstance(values, tuple) else len(values)
+        opts = comp if n > 1024 else {}
+        if not isinstance(values, tuple):
+            g.create_dataset(col, data=values, **opts)
+            continue
+        codes, cats = values
         ds = g.create_dataset(col, data=codes, **opts)
         ds.attrs["encoding"] = _text("dictionary")
         # fixed-length UTF-8 bytes, not variable-length strings (those live in the global heap: see _text)
@@ -246,9 +254,11 @@ def _write_table(h5group, name: str, df: pd.DataFrame, path, comp) -> None:
                          **(comp if len(enc) > 1024 else {}))
 
 
-def _text_codes(series: pd.Series) -> tuple[np.ndarray, list[str]]:
+def _text_codes(series) -> tuple[np.ndarray, list[str]]:
     """A text column dictionary-encoded: (int32 codes, the distinct texts in order of first appearance), missing
     values as ""."""
+    import pandas as pd
+
     values = series.to_numpy()
     if values.dtype != object or pd.api.types.infer_dtype(values, skipna=False) != "string":
         # (anything but a column of Python str: each value as its text first)
@@ -270,8 +280,20 @@ def _check_shape(path, name: str, shape, expected) -> None:
         raise ProfileError(path, f"array '{name}' has shape {tuple(shape)}, expected {tuple(expected)}")
 
 
-def _fill_aggregates(steps: pd.DataFrame, agg: dict[str, np.ndarray]) -> pd.DataFrame:
-    """Fill per-step aggregate columns the producer left out or NaN."""
+def _fill_aggregates(steps, agg: dict[str, np.ndarray]):
+    """Fill per-step aggregate columns the producer left out or NaN (a ``Columns`` table has every column: only
+    NaN is filled)."""
+    if isinstance(steps, Columns):
+        new = {}
+        for col in AGG_COLUMNS:
+            cur = steps[col].astype(np.float64)
+            bad = ~np.isfinite(cur)
+            if bad.any():
+                cur[bad] = agg[col][bad]
+            new[col] = cur
+        return steps.replace(**new)
+    import pandas as pd
+
     steps = steps.copy()
     for col in AGG_COLUMNS:
         computed = agg[col]
@@ -288,6 +310,17 @@ def _fill_aggregates(steps: pd.DataFrame, agg: dict[str, np.ndarray]) -> pd.Data
         steps[col] = steps[col].astype(dt)
     steps["busy_mean"] = steps["busy_mean"].astype(np.float64)
     return steps
+
+
+def _aggregates_missing(steps) -> bool:
+    """Whether the steps table lacks a per-step aggregate column or holds a NaN in one (the writer then computes
+    them from the step x tile rows)."""
+    if isinstance(steps, Columns):
+        return not all(np.isfinite(steps[c].astype(np.float64, copy=False)).all() for c in AGG_COLUMNS)
+    import pandas as pd
+
+    return any(c not in steps.columns or not np.isfinite(pd.to_numeric(steps[c], errors="coerce")
+                                                         .to_numpy(np.float64)).all() for c in AGG_COLUMNS)
 
 
 def _write_image(fd: int, image) -> None:
@@ -342,13 +375,13 @@ def _check_inputs(path, data: schema.ProfileData, summary_levels, tile_chunk: in
     tc = tile_chunk or TILE_CHUNK or t.tiles_per_ipu
     if tc < 1 or t.tiles_per_ipu % tc:
         raise ValueError(f"tile chunk width {tc} must divide the {t.tiles_per_ipu} tiles of one IPU")
-    n_tiles, n_steps = t.num_tiles, len(data.steps)
+    n_tiles, n_steps = t.num_tiles, data.num_rows("steps")
     for name in STEP_TILE_ARRAYS:
         _check_shape(path, name, getattr(data, name).shape, (n_steps, n_tiles))
     _check_shape(path, "memory", np.shape(data.memory),
                  (n_tiles, len(schema.MEMORY_CATEGORIES), len(schema.LIVENESS_CLASSES)))
     _check_shape(path, "liveness_tile_bytes", np.shape(data.liveness_tile_bytes),
-                 (len(data.liveness_steps), n_tiles))
+                 (data.num_rows("liveness_steps"), n_tiles))
     return tc
 
 
@@ -375,7 +408,7 @@ class _StepTileWriter:
     def __init__(self, f, data: schema.ProfileData, summary_levels, step_chunk: int, tile_chunk: int, comp):
         t = data.target
         self.data, self.target = data, t
-        self.n_tiles, self.n_steps = t.num_tiles, len(data.steps)
+        self.n_tiles, self.n_steps = t.num_tiles, data.num_rows("steps")
         self.tpi, self.n_ipus = t.tiles_per_ipu, t.num_ipus
         self.arrays = f.create_group("arrays")
         chunk = (max(1, min(step_chunk, max(self.n_steps, 1))), tile_chunk)
@@ -408,10 +441,7 @@ class _StepTileWriter:
         self.agg = {c: np.zeros(self.n_steps, dtype=np.float64) for c in AGG_COLUMNS}
         # the steps table's aggregates are only filled where the producer left them out or NaN (_fill_aggregates):
         # computed from the rows only then
-        steps = data.steps
-        self.need_agg = any(c not in steps.columns or not np.isfinite(pd.to_numeric(steps[c], errors="coerce")
-                                                                        .to_numpy(np.float64)).all()
-                            for c in AGG_COLUMNS)
+        self.need_agg = _aggregates_missing(data.table("steps"))
         # an array that forms its rows of one IPU's tiles holding data, and each row's tile-block figures, without
         # forming rows over the replica (the emulator's StepTileArray: rows of step templates) is written from
         # those; the file is the same
@@ -535,18 +565,18 @@ class _StepTileWriter:
 
 def _write_tables(f, path, data: schema.ProfileData, agg, comp) -> None:
     tables = f.create_group("tables")
-    steps = _fill_aggregates(data.steps, agg)
-    phases = data.phases
+    steps = _fill_aggregates(data.table("steps"), agg)
+    phases = data.table("phases")
     if phases is None:
         try:
             rec = checked_record(path, data.run, data.target)
-            phases = phases_mod.phases_from_schedule(rec.schedule, steps, data.target.clock_hz)
+            phases = phases_mod.phase_columns(rec.schedule, steps, data.target.clock_hz)
         except ValueError as e:
             raise ProfileError(path, f"table 'phases' cannot be built: {e}") from e
     for name in schema.TABLE_COLUMNS:
-        df = steps if name == "steps" else phases if name == "phases" else getattr(data, name)
+        df = steps if name == "steps" else phases if name == "phases" else data.table(name)
         if df is None and name == "variable_intervals":
-            df = schema.empty_table(name)
+            df = Columns.empty(name)
         if df is None:
             raise ProfileError(path, f"table '{name}' is missing (None)")
         _write_table(tables, name, df, path, comp)

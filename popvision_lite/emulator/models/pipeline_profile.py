@@ -9,7 +9,6 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 
 from popvision_lite.emulator.compile import K_COMPUTE, K_STREAM, K_XG, StepTemplate
 from popvision_lite.emulator.profile_builder import BlockRows, step_tile_arrays, steps_table
@@ -22,6 +21,7 @@ from popvision_lite.profile.assemble import (
     concat_parts,
     program_step_spans,
 )
+from popvision_lite.profile.columns import Columns
 
 from .stages import ATT_PARTS, PHASES
 
@@ -71,7 +71,7 @@ def compose_profile(cfg, target1: Target, graphs: dict, kinds: list, stages: lis
     elided = int(n - len(shown))
     _record_phases(schedule, tl, templates, n, shown, elided)
     pr = tables["programs"]
-    pr["first_step"], pr["last_step"] = program_step_spans(pr["parent_id"].to_numpy(), steps["prog_id"].to_numpy())
+    pr["first_step"], pr["last_step"] = program_step_spans(pr["parent_id"], steps["prog_id"])
     base = {k: sg.base for k, sg in graphs.items()}
     mem = np.concatenate([a["mem"] for a in stages], axis=0)
     ltb, nal_rows = _liveness(base, kinds, stages, tables["liveness_steps"], T)
@@ -160,15 +160,14 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
     op_counts = {"calls_per_microbatch": [], "runs_per_call": [], "runs_per_step": []}
     for s in range(len(stages)):
         sg = graphs[kinds[s]]
-        part = {n: getattr(sg.base, n).copy() for n in PART_TABLES}
+        part = {n: _columns(sg.base, n) for n in PART_TABLES}
         n_att, n_ffn = stages[s]["blocks"]
         ops = part["ops"]
-        ops["name"] = f"ipu{s}/" + ops["name"]
-        ops["ipu"] = s
+        names = [f"ipu{s}/{x}" for x in ops["name"].tolist()]
         # an op of the layer body runs once per attention / FFN block of the IPU per micro-batch, every op
         # G times per step
-        att = ops["name"].str.startswith(f"ipu{s}/layer/attention/")
-        ffn = ops["name"].str.startswith(f"ipu{s}/layer/") & ~att
+        att = np.array([x.startswith(f"ipu{s}/layer/attention/") for x in names], bool)
+        ffn = np.array([x.startswith(f"ipu{s}/layer/") for x in names], bool) & ~att
         tpl_op = np.array([t.op_id for t in sg.c.templates], np.int64)
         # a serialised attention core's ops run once per block of every attention half
         serial = np.ones(len(ops), np.int64)
@@ -176,8 +175,7 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
             ids = np.unique(tpl_op[sg.steps.get(nm, np.zeros(0, np.int64))])
             serial[ids[(ids >= 0) & (ids < len(ops))]] = int(getattr(cfg, "attention_serialisation", 1))
         mult = np.where(att, n_att, np.where(ffn, n_ffn, 1)) * serial * cfg.grad_accum
-        for col in OP_TOTALS:
-            ops[col] = (ops[col].to_numpy() * mult).astype(np.int64)
+        part["ops"] = ops.replace(name=names, ipu=s, **{col: (ops[col] * mult).astype(np.int64) for col in OP_TOTALS})
         # runs of each op per call of its phase program: the phases whose steps contain it (2 when
         # recomputation replays a forward op before its gradient); run["op_counts"] records the counts
         rpc = np.zeros(len(ops), np.int64)
@@ -193,16 +191,22 @@ def _ipu_parts(cfg, graphs: dict, kinds: list, stages: list, T: int) -> tuple[li
         # the root program: the IPU's own stage program, named after the IPU (IPUs of one kind share a compiled
         # stage graph, but each runs its own copy: naming them all after the kind's first IPU read "stage1" on
         # IPUs 1-3 of a 4-stage BERT, issue 46)
-        pr["name"] = pr["name"].where(pr["parent_id"] >= 0, f"ipu{s}/stage{s}")
-        part["variables"]["name"] = f"ipu{s}/" + part["variables"]["name"]
+        part["programs"] = pr.replace(name=np.where(pr["parent_id"] >= 0, pr["name"], f"ipu{s}/stage{s}"))
+        part["variables"] = part["variables"].replace(
+            name=[f"ipu{s}/{x}" for x in part["variables"]["name"].tolist()])
         if _streams(stages[s]):  # the optimizer's liveness step: the state stream buffer live, the stash empty
             lsr = part["liveness_steps"]
-            part["liveness_steps"] = pd.concat([lsr, pd.DataFrame(
-                [{"lstep": len(lsr), "prog_id": -1, "name": f"ipu{s}/optimizer: state streamed from DDR",
-                  "total_bytes": 0, "max_tile_bytes": 0, "max_tile": 0}]).astype(lsr.dtypes.to_dict())],
-                ignore_index=True)
+            part["liveness_steps"] = Columns.concat("liveness_steps", [lsr, Columns.typed("liveness_steps", [
+                {"lstep": len(lsr), "prog_id": -1, "name": f"ipu{s}/optimizer: state streamed from DDR",
+                 "total_bytes": 0, "max_tile_bytes": 0, "max_tile": 0}])])
         parts.append(Part(part, first_tile=s * T))
     return parts, op_counts
+
+
+def _columns(data: schema.ProfileData, name: str) -> Columns:
+    """Table ``name`` of a stage graph's profile as typed columns (a DataFrame a caller asked for, cast back)."""
+    t = data.table(name)
+    return t if isinstance(t, Columns) else Columns.typed(name, t)
 
 
 def _ipu_templates(graphs: dict, kinds: list, schedule: dict, offsets: list, T: int) -> tuple[list, list]:
