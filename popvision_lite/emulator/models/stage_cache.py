@@ -22,7 +22,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
 
 # the bytes of compiled stage graphs kept at most (a stage graph of GPT-3 175B's TP-32 shard keeps ~60 MB)
 BUDGET_BYTES = 768 << 20
@@ -76,9 +75,12 @@ def retained_bytes(obj, _seen: set | None = None, _depth: int = 0) -> int:
         return 0
     seen.add(id(obj))
     if isinstance(obj, np.ndarray):
-        return obj.nbytes if obj.base is None or id(obj.base) not in seen else 0
-    if isinstance(obj, pd.DataFrame | pd.Series):
-        return _table_bytes(obj)
+        if obj.base is not None and id(obj.base) in seen:
+            return 0
+        return obj.nbytes + (_distinct_object_bytes(obj) if obj.dtype == object else 0)
+    pd = sys.modules.get("pandas")  # a DataFrame exists only where pandas is imported: this module does not import it
+    if pd is not None and isinstance(obj, pd.DataFrame | pd.Series):
+        return _table_bytes(obj, pd)
     if isinstance(obj, str | bytes):
         return len(obj)
     if isinstance(obj, dict):
@@ -95,7 +97,17 @@ def retained_bytes(obj, _seen: set | None = None, _depth: int = 0) -> int:
                if x is not None and not isinstance(x, bool | int | float | np.generic))  # (no call for a number)
 
 
-def _table_bytes(t) -> int:
+def _distinct_object_bytes(a: np.ndarray) -> int:
+    """The bytes of an object array's values, each distinct value once (a profile table's text column held as
+    numpy, ``profile.columns``: its names repeat, as in a DataFrame's text column)."""
+    try:
+        values = set(a.ravel().tolist())
+    except TypeError:  # unhashable values: each counted
+        values = a.ravel().tolist()
+    return sum(sys.getsizeof(v) for v in values)
+
+
+def _table_bytes(t, pd) -> int:
     """A table's bytes: its columns' and index's arrays, and the strings of its text columns each distinct value
     once (a profile table's names repeat: the vertex table's 17 codelet names in 131 k rows are 17 strings, where
     ``memory_usage(deep=True)`` counted 131 k of them, ~9x the column's memory, in most of the time this took)."""
@@ -103,7 +115,7 @@ def _table_bytes(t) -> int:
     cols = [t] if isinstance(t, pd.Series) else [t.iloc[:, i] for i in range(t.shape[1])]
     for c in [*cols, t.index]:
         if c.dtype == object or isinstance(c.dtype, pd.StringDtype):
-            n += sum(sys.getsizeof(v) for v in pd.unique(np.asarray(c, dtype=object)))
+            n += _distinct_object_bytes(np.asarray(c, dtype=object))
     return n
 
 

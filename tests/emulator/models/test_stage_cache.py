@@ -56,6 +56,15 @@ def test_cache_builds_once_per_content_and_keeps_within_its_budget():
     assert cache.clear() and len(cache) == 0
 
 
+def test_retained_bytes_counts_a_text_columns_distinct_strings_once():
+    import sys
+
+    names = np.array(["matmul_" + "x" * 100, "add"] * 500, dtype=object)  # a profile text column held as numpy
+    n = SC.retained_bytes({"names": names})
+    strings = sys.getsizeof(names[0]) + sys.getsizeof(names[1])
+    assert n == names.nbytes + strings + len("names")  # the dict key, a str, counted by its length
+
+
 def test_retained_bytes_counts_arrays_tables_and_strings_once():
     import pandas as pd
 
