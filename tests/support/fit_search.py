@@ -1,7 +1,8 @@
 """The fit advisor's search on a small model, run once per test session (tests/sweep/test_fit.py reads its
 advice): a one-layer GPT (hidden 128, a 14,000-token vocabulary, sequence 192, Adam) on the tests' 92-tile device
 (tests/support/devices, decision 0395) whose LM head and Adam state are too many bytes for one IPU, searched up to
-2 IPUs with real emulation on a local Dask cluster of one worker.
+2 IPUs with real emulation on a local Dask cluster of one worker (tests/sweep/conftest.py's, shared with the
+folder's one-worker sweep tests).
 
 On the tests' device each emulation costs less than half of what the shipped chip's does (0.35-0.45 s against
 0.8-1.2 s), and the model is scaled so the search keeps its shape: the run as given is over on one IPU (118 % of a
@@ -36,19 +37,23 @@ def device_plugin(path: str):
     return RegisterTestDevice()
 
 
-def small_fit(folder):
-    from distributed import Client
-
-    from popvision_lite.sweep import engine
+def small_fit(folder, client=None):
+    """The search into ``folder``, on ``client`` (its workers must know the tests' device: :func:`device_plugin`),
+    or on a local cluster of one worker that it starts, registers the device in, and closes."""
     from popvision_lite.sweep.fit import fit_advice
 
     test_devices.register()          # the test process resolves the id too (tests/conftest.py has done so already)
-    cluster = engine.local_cluster(1)
-    client = Client(cluster)
-    try:
-        client.register_plugin(engine.ignore_sigint_plugin())   # as fit_advice's own local cluster does
-        client.register_plugin(device_plugin(str(test_devices.PATH)))
+    if client is not None:
         return fit_advice(dict(SMALL), max_ipus=MAX_IPUS, out=folder, client=client)
+    from distributed import Client
+
+    from popvision_lite.sweep import engine
+
+    cluster = engine.local_cluster(1)
+    own = Client(cluster)
+    try:
+        own.register_plugin(device_plugin(str(test_devices.PATH)))
+        return fit_advice(dict(SMALL), max_ipus=MAX_IPUS, out=folder, client=own)
     finally:
-        client.close()
+        own.close()
         cluster.close()
