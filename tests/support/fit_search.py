@@ -8,9 +8,9 @@ On the tests' device each emulation costs less than half of what the shipped chi
 0.8-1.2 s), and the model is scaled so the search keeps its shape: the run as given is over on one IPU (118 % of a
 tile), two IPUs of tensor parallelism fit on either axis with every setting as given, one IPU fits with the LM
 head's vocabulary serialised, and the search emulates 8 candidates (decision 0477).  The search's worker must know
-the device's id as the test process does: :func:`small_fit` starts the cluster itself and registers the device in
-each worker (a Dask worker plugin), so the search's answer, ``best.toml``, runs through ``emulate --config`` in the
-test process."""
+the device's id as the test process does: its cluster registers the device in each worker (a Dask worker plugin,
+:func:`device_plugin`), and the search's answer, ``best.toml``, runs through ``emulate --config`` in the test
+process."""
 
 from __future__ import annotations
 
