@@ -40,7 +40,7 @@ from popvision_lite.emulator.models.config import (
 )
 from popvision_lite.emulator.models.host_memory import check_host_memory
 from popvision_lite.emulator.schedule import HOST_FRAMEWORK_CHOICES, OPTIMIZER_PASSES
-from popvision_lite.errors import ConfigError
+from popvision_lite.errors import ConfigError, DeviceSpecError
 from popvision_lite.value_checks import (
     MAX_NUMBER_CHARS,
     MODEL_LIMITS,
@@ -319,10 +319,28 @@ def unused_settings(model: str, keys) -> list[str]:
 
 
 def normalise_device(dev, where: str = "device") -> str:
+    """The bundled IPU id ``dev`` names (an alias: "mk2"), or an IPU spec's id this process made known with
+    ``devices.register_device`` (the tests' device with fewer tiles); a new process knows only the bundled ids."""
     key = str(dev).lower()
     if key in DEVICE_ALIASES:
         return DEVICE_ALIASES[key]
+    registered = _registered_ipu(str(dev))
+    if registered is not None:
+        return registered
     raise ConfigError(f"{where}: unknown device {dev!r}; choose one of ipu-mk1, ipu-mk2, ipu-bow")
+
+
+def _registered_ipu(dev_id: str) -> str | None:
+    """``dev_id`` if it is an IPU spec registered in this process (``devices.register_device``), else None."""
+    from popvision_lite import devices
+
+    if dev_id in devices.list_devices():  # a bundled id not in DEVICE_ALIASES is not an IPU
+        return None
+    try:
+        spec = devices.load_bundled_device(dev_id)  # bundled or registered ids only, never a path
+    except DeviceSpecError:
+        return None
+    return spec.id if spec.is_ipu else None
 
 
 @dataclass

@@ -4,17 +4,54 @@ The point functions the workers import live in tests/support/sweep_points.py (mo
 import pytest
 
 
-@pytest.fixture(scope="module")
-def client(request):
-    """A Client of the engine's own LocalCluster on loopback, one per module: the module's ``CLUSTER_WORKERS``
-    worker processes (default 2; a module whose tests need no two points in flight at once takes 1: each
-    worker process is a Python, ``distributed``, a fork server with the emulator, and heartbeats)."""
+def _local_client(workers: int):
     from distributed import Client
 
     from popvision_lite.sweep import engine
 
-    cluster = engine.local_cluster(getattr(request.module, "CLUSTER_WORKERS", 2))
-    c = Client(cluster)
+    cluster = engine.local_cluster(workers)
+    return cluster, Client(cluster)
+
+
+@pytest.fixture(scope="package")
+def one_worker_client():
+    """A Client of the engine's own LocalCluster of one worker process on loopback, started at its first user and
+    closed when the folder's last test has run: the fit search (``fit_small``, tests/sweep/test_fit.py) runs its
+    emulations on it, then the modules whose ``CLUSTER_WORKERS`` is 1 (tests/sweep/test_sweep.py) run their sweeps
+    on the same worker, instead of each starting a worker process (a Python, ``distributed``, the emulator, its fork
+    server) of its own.  Its workers know the tests' 92-tile device (a worker plugin), on which the fit search runs;
+    a sweep of the bundled devices does not read it."""
+    from tests.support import devices as test_devices
+    from tests.support.fit_search import device_plugin
+
+    cluster, c = _local_client(1)
+    c.register_plugin(device_plugin(str(test_devices.PATH)))
     yield c
     c.close()
     cluster.close()
+
+
+@pytest.fixture(scope="module")
+def client(request):
+    """A Client of the engine's own LocalCluster on loopback: the module's ``CLUSTER_WORKERS`` worker processes
+    (default 2, one cluster per module; a module whose tests need no two points in flight at once takes 1, and
+    gets the folder's ``one_worker_client``: each worker process is a Python, ``distributed``, a fork server with
+    the emulator, and heartbeats)."""
+    workers = getattr(request.module, "CLUSTER_WORKERS", 2)
+    if workers == 1:
+        yield request.getfixturevalue("one_worker_client")
+        return
+    cluster, c = _local_client(workers)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="package")
+def fit_small(tmp_path_factory, one_worker_client):
+    """The fit advisor's search on a small model (tests/support/fit_search.py), once, on the folder's one-worker
+    cluster (this folder's tests are its only readers; the suite's ``fit_small`` in tests/conftest.py starts a
+    cluster of its own)."""
+    from tests.support.fit_search import small_fit
+
+    return small_fit(tmp_path_factory.mktemp("fit") / "search", client=one_worker_client)

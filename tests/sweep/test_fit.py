@@ -1,5 +1,5 @@
 """The fit advisor end to end (sweep/fit.py), with real emulation on a local Dask cluster: a one-layer GPT that
-does not fit on one IPU (tests/support/fit_search.py), searched up to 2 IPUs.  The search runs once per session
+does not fit on one IPU of the tests' 92-tile device (tests/support/fit_search.py), searched up to 2 IPUs.  The search runs once per session
 (the ``fit_small`` fixture); the CLI and a resumed search reuse its folder without emulating again."""
 
 import json
@@ -38,7 +38,7 @@ def test_the_answer_fits_when_emulate_runs_it(fit_small, tmp_path):
 
 def test_options_are_the_emulated_rows_priced_by_the_one_price(fit_small):
     adv = fit_small
-    price = chip_price(load_device("ipu-mk2")).usd_per_chip_hour
+    price = chip_price(load_device(SMALL["device"])).usd_per_chip_hour
     costs = [o.cost_per_million_usd for o in adv.options]
     assert costs == sorted(costs) and len(adv.options) >= 2
     for o in adv.options:
@@ -61,7 +61,7 @@ def test_it_starts_from_what_binds_and_accounts_for_every_candidate(fit_small):
     # the run as given, the given frontier of each tensor-parallel axis (2), the lean frontier, the saver levels,
     # one rung of each of the three savers that are not monotone, one saver back off: 9
     assert adv.emulations == sum(t.emulated for t in adv.trials) and adv.emulations <= 9
-    assert any(t.cand.place.tp2 == 2 and t.fits for t in adv.trials)   # the 2-D axis is searched (hidden 512 / 2)
+    assert any(t.cand.place.tp2 == 2 and t.fits for t in adv.trials)   # the 2-D axis is searched (hidden 128 / 2)
     text = adv.text()
     assert "Cheapest configuration that fits (emulated)" in text and f"emulate --config {adv.folder}" in text
     frame = adv.to_frame()
@@ -123,3 +123,26 @@ def test_a_profile_with_model_flags_is_refused(tmp_path, capsys):
 def test_the_advice_has_no_claim_for_numbers_it_does_not_have(fit_small):
     for o in fit_small.options:
         assert math.isfinite(o.samples_per_second) and o.samples_per_second > 0 and o.peak_tile_memory_pct <= 100
+
+
+def test_a_run_config_takes_a_registered_ipus_id_only_in_the_process_that_registered_it():
+    """The search above runs on the tests' device: a run config (and so ``emulate --config``, the sweep's points)
+    takes an IPU spec's id that this process registered (``devices.register_device``), as it takes a bundled one;
+    a process that did not register it (a fresh ``popvision-lite``) refuses it as an unknown device, and a
+    bundled spec that is not an IPU stays refused."""
+    from popvision_lite.devices import register_device, unregister_device
+    from popvision_lite.emulator.run_config import normalise_device
+    from popvision_lite.errors import ConfigError
+    from tests.support import devices as test_devices
+
+    dev = SMALL["device"]
+    assert RunConfig.from_mapping({"model": "mlp", "device": dev}, "t.toml").device == dev
+    unregister_device(dev)
+    try:
+        with pytest.raises(ConfigError, match=f"t.toml: field 'device': unknown device '{dev}'"):
+            RunConfig.from_mapping({"model": "mlp", "device": dev}, "t.toml")
+    finally:
+        register_device(test_devices.PATH)
+    assert normalise_device("Mk2") == "ipu-mk2"
+    with pytest.raises(ConfigError, match="unknown device 'a100-80gb'"):
+        normalise_device("a100-80gb")
