@@ -78,14 +78,6 @@ def _collect_due_garbage():
         collector.collect_due()
 
 
-@pytest.fixture(scope="session")
-def fit_small(tmp_path_factory):
-    """The fit advisor's search on a small model (tests/support/fit_search.py), run once per session."""
-    from tests.support.fit_search import small_fit
-
-    return small_fit(tmp_path_factory.mktemp("fit") / "search")
-
-
 @pytest.fixture(autouse=True)
 def _library_logger_as_imported():
     """A command run in process (``main(argv)``) points the ``popvision_lite`` logger at stderr with its flags'

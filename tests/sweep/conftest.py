@@ -50,8 +50,7 @@ def client(request):
 @pytest.fixture(scope="package")
 def fit_small(tmp_path_factory, one_worker_client):
     """The fit advisor's search on a small model (tests/support/fit_search.py), once, on the folder's one-worker
-    cluster (this folder's tests are its only readers; the suite's ``fit_small`` in tests/conftest.py starts a
-    cluster of its own)."""
+    cluster (this folder's tests are its only readers)."""
     from tests.support.fit_search import small_fit
 
     return small_fit(tmp_path_factory.mktemp("fit") / "search", client=one_worker_client)
