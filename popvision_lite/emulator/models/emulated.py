@@ -193,7 +193,9 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
 class OpProfile:
     """What a profile holds of a model's ops as its build alone fixes them (:func:`op_profile`): the ``ops`` and
     ``programs`` tables' build-side columns (``engine.op_tables``), the ``run`` dict's ``model``, ``config`` and
-    ``schedule`` (one micro-batch of one replica) and the ``target``.  No step costs, memory or liveness."""
+    ``schedule`` (one micro-batch of one replica; a stage-graph composition's counts, with its ``op_counts`` and
+    ``training_state`` parameters: ``pipeline.op_profile``) and the ``target``.  No step costs, memory or
+    liveness."""
 
     def __init__(self, ops, programs, run: dict, target):
         self.ops, self.programs, self.run, self.target = ops, programs, run, target
@@ -202,13 +204,19 @@ class OpProfile:
 def op_profile(cfg: ModelConfig, device: str = "ipu-mk2") -> OpProfile | None:
     """``cfg``'s ops and programs on ``device`` from its build alone, for a reader of the op list only (the GPU
     estimate, ``gpu_validation.op_list``): every column it gives is the one a timing-only :func:`run_model` of
-    ``cfg`` writes, at the cost of the build (no compile, no run).  None where that run's tables are not a single
-    build's: the stage-graph composition (GPT; BERT timing-only), a whole graph the training composition changes
-    (``whole_graph.compose_whole_graph``: replicas, accumulation, an optimizer other than SGD ...), or an op whose
-    builder recorded no type, precision or compulsory bytes (``engine.op_tables``)."""
+    ``cfg`` writes, at the cost of the build (no compile, no run); for the stage-graph composition (GPT; BERT
+    timing-only) the stage programs' builds composed (``pipeline.op_profile``).  None where that run's tables are
+    not a build's: a whole graph the training composition changes (``whole_graph.compose_whole_graph``: replicas,
+    accumulation, an optimizer other than SGD ...), or an op whose builder recorded no type, precision or
+    compulsory bytes (``engine.op_tables``)."""
     from popvision_lite.emulator.engine import op_tables
 
-    if cfg.model in ("gpt", "bert") or cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" \
+    if cfg.model in ("gpt", "bert"):  # the timing-only run composes stage graphs: their builds composed alone
+        from .pipeline import op_profile as composed_op_profile
+
+        got = composed_op_profile(cfg, device)
+        return None if got is None else OpProfile(*got)
+    if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" \
             or cfg.master_weights or cfg.rts or cfg.optimizer_state != "onchip":
         return None
     be, _built = build_model(cfg, device, needs_values=False)
