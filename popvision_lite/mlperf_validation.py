@@ -26,6 +26,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from popvision_lite import input_files
@@ -371,7 +372,8 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
         from popvision_lite.emulator.models.config import make_config as _mc
         from popvision_lite.emulator.models.emulated import run_model as _rm
 
-        run_model, make_config, field_names = _rm, _mc, ModelConfig.field_names()
+        # the Result reads the run's numbers, fit, schedule and memory per tile: no composed profile
+        run_model, make_config, field_names = partial(_rm, profile=False), _mc, ModelConfig.field_names()
     kept, dropped = supported_config(case.config, set(field_names))
     t0 = time.perf_counter()
     try:

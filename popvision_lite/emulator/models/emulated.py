@@ -168,15 +168,17 @@ class TargetReads:
 
 
 def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = False, profile_path=None,
-              progress=None) -> RunResult:
+              progress=None, profile: bool = True) -> RunResult:
     """Build, compile and run ``cfg`` on the emulator; full numerics are compared with the numpy
     reference (``run['numeric_checks']``).  Returns the :class:`RunResult`, whose ``profile_data`` is the
     profile; the command line writes it (``popvision-lite emulate``).  ``profile_path`` (library
     convenience) writes it here too, also when the graph does not fit (then numerics are skipped).
-    ``progress(stage, fraction)`` ends with ``("done", 1.0)``."""
+    ``progress(stage, fraction)`` ends with ``("done", 1.0)``.  ``profile`` False (and no ``profile_path``): a
+    caller that reads the run's numbers, its fit and its memory per tile, not its profile (the validation
+    report): a stage-graph composition then composes no profile (``pipeline.MemoryOnly`` in its place)."""
     reuse_freed_memory()
     if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
-        run = _run_composed(cfg, device, timing_only, progress)
+        run = _run_composed(cfg, device, timing_only, progress, profile or profile_path is not None)
     else:
         run = _run_whole_graph(cfg, device, timing_only, progress)
     if profile_path is not None:
@@ -525,11 +527,11 @@ def _saved_on_liveness(be, pd_, T):
     return live, placed
 
 
-def _run_composed(cfg, device, timing_only, progress) -> RunResult:
+def _run_composed(cfg, device, timing_only, progress, profile: bool = True) -> RunResult:
     """BERT through the pipeline / replication / training-state composition (emulator/models/pipeline.py).
     Numerics are not run on this path (each stage program is emulated once, timing only)."""
     t0 = time.perf_counter()
-    pd_, info = run_pipelined(cfg, device, progress=progress)
+    pd_, info = run_pipelined(cfg, device, progress=progress, profile=profile)
     wall = dict(info["wall"])
     config = cfg.to_dict() | {"device": device, "timing_only": True}
     pd_.run["config"] = config

@@ -56,9 +56,20 @@ STAGE_GRAPHS_END = 0.72
 STAGE_BUILD_SHARE = 1 / 3
 
 
-def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
+class MemoryOnly:
+    """What a composed run without its profile (``run_pipelined(profile=False)``) holds in place of one: the
+    memory per tile and category of every IPU of one replica, the target and the run dict (no tables, no
+    timeline)."""
+
+    def __init__(self, memory: np.ndarray, target, run: dict):
+        self.memory, self.target, self.run = memory, target, run
+
+
+def run_pipelined(cfg, device: str = "ipu-mk2", progress=None, profile: bool = True):
     """Compose the step of ``cfg`` (a bert config) from its distinct stage programs.  Returns
-    (profile_data, info dict) - see ``emulated.run_model``."""
+    (profile_data, info dict) - see ``emulated.run_model``.  ``profile`` False: no profile is composed (its
+    tables and timeline, ~0.2 s a run of the validation report's, which reads only the schedule, the fit and
+    the memory per tile): ``profile_data`` is a :class:`MemoryOnly`."""
 
     def tick(stage, frac):
         if progress:
@@ -83,7 +94,11 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     sps = schedule["samples_per_step"] / schedule["step_seconds"] if schedule["step_seconds"] > 0 else 0.0
     tick("building the profile", STAGE_GRAPHS_END + 0.02)
     t1 = time.perf_counter()
-    pd_ = compose_profile(cfg, target1, graphs, p.kinds, stages, pipe, schedule, fits, p.split, p.blocks)
+    if profile:
+        pd_ = compose_profile(cfg, target1, graphs, p.kinds, stages, pipe, schedule, fits, p.split, p.blocks)
+    else:
+        pd_ = MemoryOnly(np.concatenate([a["mem"] for a in stages], axis=0), Target(target1.spec, p.S).info(),
+                         {"model": cfg.model, "fits": bool(fits), "timing_only": True})
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
     pd_.run["training_state"] = training_state
