@@ -180,7 +180,7 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
     if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
         run = _run_composed(cfg, device, timing_only, progress, profile or profile_path is not None)
     else:
-        run = _run_whole_graph(cfg, device, timing_only, progress)
+        run = _run_whole_graph(cfg, device, timing_only, progress, profile or profile_path is not None)
     if profile_path is not None:
         write_run(run, profile_path, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
     log.info("emulated %s on %s (%s): %s cycles, %s; wall time by stage: %s", cfg.model, device,
@@ -245,8 +245,10 @@ def write_run(run: RunResult, path, progress=None) -> None:
     run.wall["write"] = time.perf_counter() - t0
 
 
-def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress) -> RunResult:
-    """One graph over all IPUs, one batch (numerics optional); see :func:`run_model`."""
+def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress, profile: bool = True) -> RunResult:
+    """One graph over all IPUs, one batch (numerics optional); see :func:`run_model` (``profile`` False: the
+    outlined blocks' memory is added to the memory per tile and the fit, not to the profile's variable and
+    liveness tables)."""
 
     def tick(stage, frac):
         if progress:
@@ -301,7 +303,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
             checks[key] = numeric_check(key, got.reshape(want.shape).astype(np.float32), want, rtol, atol)
         wall["reference"] = time.perf_counter() - t2
     pd_ = res.profile_data
-    fits_outlined = _add_outlined_memory(be, pd_)
+    fits_outlined = _add_outlined_memory(be, pd_, tables=profile)
     if fits_outlined is not None:
         res.fits = fits_outlined
     pd_.run["numeric_checks"] = checks
@@ -422,12 +424,14 @@ def _fresh_result(res, config):
     return out
 
 
-def _add_outlined_memory(be, pd_) -> bool | None:
+def _add_outlined_memory(be, pd_, tables: bool = True) -> bool | None:
     """Memory per tile of the blocks an outlined run did not build (see resnet.outlined): the other
     blocks' weights (always live, laid out as the representative's) and their saved inputs (not always
     live: each is kept from its block's forward through its block's backward pass; placed on those
     liveness steps when the builder recorded its replays, ``be.saved_spans``, else counted as live at the
-    liveness peak).  Returns the new fits, or None when nothing was outlined."""
+    liveness peak).  Returns the new fits, or None when nothing was outlined.  ``tables`` False: the memory per
+    tile, the fit and the out-of-memory tiles only (the variable rows and the liveness tables are left as the
+    compile gave them: a caller that reads no profile, the validation report)."""
     if not be.multiplicity and not be.saved_copies:
         return None
     from popvision_lite.profile import schema
@@ -443,9 +447,9 @@ def _add_outlined_memory(be, pd_) -> bool | None:
             mem[:, var, 0] += per_tile
             rows.append(VariableRow(f"{t.name} [x{extra} other blocks of its kind, outlined]", t.dtype, str(t.shape),
                                     per_tile))
-    live, spans = _saved_on_liveness(be, pd_, T)
-    if live is not None:
-        mem[:, var, 1] = live.max(axis=0, initial=0)
+    peak, spans = _saved_on_liveness(be, pd_, T, tables)
+    if peak is not None:
+        mem[:, var, 1] = peak
     else:
         for t in be.saved_copies:
             mem[:, var, 1] += t.mapping.elements_per_tile(T) * t.itemsize
@@ -453,7 +457,8 @@ def _add_outlined_memory(be, pd_) -> bool | None:
         if sp is not None:
             rows.append(VariableRow(f"{t.name} [saved for an outlined block]", t.dtype, str(t.shape),
                                     t.mapping.elements_per_tile(T) * t.itemsize, [sp]))
-    append_variables(pd_, rows)
+    if tables:
+        append_variables(pd_, rows)
     pd_.memory = mem
     need = mem.sum(axis=(1, 2))
     cap = be.graph.target.sram_bytes_per_tile
@@ -465,13 +470,16 @@ def _add_outlined_memory(be, pd_) -> bool | None:
     return fits
 
 
-def _saved_on_liveness(be, pd_, T):
+def _saved_on_liveness(be, pd_, T, tables: bool = True):
     """The not-always-live bytes per (liveness step, tile) with the outlined blocks' saved copies added over
     the steps they are live (``be.saved_spans``: per copy (a, z), indices into the main sequence's programs:
     live from the step before program a's first liveness step through program z's last); the profile's
     liveness table and per-step bytes are updated to match.
-    Returns (live bytes per step and tile, each copy's (first, last) liveness step or None); (None, None) when
-    the spans are not known (then the caller counts every saved copy at the peak)."""
+    Returns (the peak of those bytes per tile over the steps, each copy's (first, last) liveness step or None);
+    (None, None) when the spans are not known (then the caller counts every saved copy at the peak).
+    ``tables`` False: the peak alone, the profile's tables left as they were (each stretch between two change
+    steps gives its own column maxima, the saved bytes added to them: the same integers, without the (steps x
+    tiles) table)."""
     spans = getattr(be, "saved_spans", None)
     ltb = getattr(pd_, "liveness_tile_bytes", None)
     if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(z is None for _a, z in spans):
@@ -507,11 +515,22 @@ def _saved_on_liveness(be, pd_, T):
         for step, d in ((start, b), (end + 1, -b)):
             if step < L:
                 change[step] = change[step] + d if step in change else d.copy()
+    steps_at = sorted(change)
+    if not tables:
+        peak = np.zeros(T, np.int64)
+        extra = np.zeros(T, np.int64)
+        bounds = [0, *steps_at, L]
+        for i in range(len(bounds) - 1):
+            if i:
+                extra += change[bounds[i]]
+            s0, s1 = bounds[i], bounds[i + 1]
+            if s1 > s0:
+                np.maximum(peak, np.asarray(ltb[s0:s1]).max(axis=0).astype(np.int64) + extra, out=peak)
+        return peak, placed
     # the (steps x tiles) int64 tables are the largest arrays of a run's profile (a ResNet-50 graph: ~10 k steps x
     # 1472 tiles): the saved copies' bytes are constant between their few change steps, so each stretch gets its
     # bytes added once (one pass over the table, no cumulative sum down its columns), in place
     live = np.asarray(ltb).astype(np.int64)
-    steps_at = sorted(change)
     extra = np.zeros(T, np.int64)
     for i, step in enumerate(steps_at):
         extra += change[step]
@@ -524,7 +543,7 @@ def _saved_on_liveness(be, pd_, T):
     steps["max_tile_bytes"] = live.max(axis=1, initial=0)
     steps["max_tile"] = live.argmax(axis=1).astype(np.int32)
     pd_.liveness_steps = steps
-    return live, placed
+    return live.max(axis=0, initial=0), placed
 
 
 def _run_composed(cfg, device, timing_only, progress, profile: bool = True) -> RunResult:
