@@ -49,7 +49,7 @@ def test_a_composed_row_is_predicted_without_its_profile_and_reports_the_same(mo
 def test_a_whole_graph_without_its_tables_gives_the_same_memory_and_fit():
     # ResNet-50's depth at tiny widths, outlined and recomputed: the other blocks' weights and the saved inputs of
     # the outlined blocks (each live over its own stretch of liveness steps) added to the memory per tile
-    cfg = make_config("resnet-tiny", layers=50, hidden=16, image=64, batch=4, recompute=True, outline=True)
+    cfg = make_config("resnet-tiny", layers=50, hidden=8, image=32, batch=2, recompute=True, outline=True)
     try:
         full = emulated.run_model(cfg, SMALL_DEVICE, timing_only=True)
         bare = emulated.run_model(cfg, SMALL_DEVICE, timing_only=True, profile=False)  # the kept graph's run
