@@ -68,7 +68,7 @@ class MemoryOnly:
 def run_pipelined(cfg, device: str = "ipu-mk2", progress=None, profile: bool = True):
     """Compose the step of ``cfg`` (a bert config) from its distinct stage programs.  Returns
     (profile_data, info dict) - see ``emulated.run_model``.  ``profile`` False: no profile is composed (its
-    tables and timeline, ~0.2 s a run of the validation report's, which reads only the schedule, the fit and
+    tables and timeline, 0.1-0.2 s a run of the validation report's, which reads only the schedule, the fit and
     the memory per tile): ``profile_data`` is a :class:`MemoryOnly`."""
 
     def tick(stage, frac):
@@ -151,7 +151,7 @@ def op_profile(cfg, device: str = "ipu-mk2"):
         ops, programs = tables
         cols = list(ops.columns)
         # (_ipu_parts scales every per-step total; the build fixes only the flops: the others are dropped again)
-        ops = ops.assign(**{k: np.zeros(len(ops), np.int64) for k in OP_TOTALS if k not in ops.columns})
+        ops = ops.assign(**{col: np.zeros(len(ops), np.int64) for col in OP_TOTALS if col not in ops.columns})
         base = {n: pd.DataFrame() for n in PART_TABLES} | {"ops": ops, "programs": programs,
                                                            "variables": pd.DataFrame({"name": pd.Series([], dtype=object)})}
         tpl_op, steps = _phase_ops(be.graph, program)
