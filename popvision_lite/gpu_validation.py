@@ -121,8 +121,8 @@ class OpList:
 
 def _emulate(model: str, **cfg):
     """The profile of ``model``'s timing-only run as the op list reads it (ops, programs, run, target): from the
-    build alone where that gives every column the op list reads (``emulated.op_profile``: a whole graph, ResNet-50
-    here), else the emulated run's."""
+    build alone where that gives every column the op list reads (``emulated.op_profile``: ResNet-50's whole graph,
+    BERT's and GPT-3's stage programs composed without their compile), else the emulated run's."""
     from popvision_lite.emulator.models.config import make_config
     from popvision_lite.emulator.models.emulated import op_profile, release_graphs, run_model
 

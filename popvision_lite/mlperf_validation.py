@@ -26,6 +26,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from popvision_lite import input_files
@@ -371,7 +372,7 @@ def predict(case: Case, run_model=None, make_config=None, field_names=None) -> R
         from popvision_lite.emulator.models.config import make_config as _mc
         from popvision_lite.emulator.models.emulated import run_model as _rm
 
-        run_model, make_config, field_names = _rm, _mc, ModelConfig.field_names()
+        run_model, make_config, field_names = partial(_rm, profile=False), _mc, ModelConfig.field_names()
     kept, dropped = supported_config(case.config, set(field_names))
     t0 = time.perf_counter()
     try:
@@ -460,9 +461,8 @@ def graph_groups(cases: list[Case]) -> list[list[int]]:
 
 
 def _predict_group(group: list[Case], each=None, release: bool = True) -> list[Result]:
-    """``predict`` a group's rows (the rows after the first reuse its graph), then free that graph and the
-    emulator's caches of it: no later group shares them, and a group's graph kept alive while the next
-    group builds its own would double the peak memory.  ``each(j, result)`` as each row is done.
+    """``predict`` a group's rows (the later ones reuse its graph), then free it and the emulator's caches of it
+    (a group's graph alive while the next builds its own doubles the peak).  ``each(j, result)`` per row.
     ``release=False`` (the next group composes stage graphs too, :func:`_composed`): the compiled stage graphs
     stay for it (``pipeline._STAGE_GRAPHS``, kept by content and bounded by bytes: a stage graph another group's
     config builds from the same reads is taken, not built again); a composed group leaves no whole graph."""

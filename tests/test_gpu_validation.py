@@ -73,12 +73,13 @@ def test_the_op_list_reads_the_emulated_runs_config(monkeypatch):
     # the op list is built from a real emulation (here BERT-Large's graph at a toy size): its config comes from
     # the run record (the path `validate` broke on when the record became typed).  Emulated on the tests' device
     # (decision 0395): the op list is the GPU's lowering of the model's pass, whatever the IPU's tile count
-    # (2.4 -> 1.0 s); gv._emulate's own call is kept, its device swapped under it
+    # (2.4 -> 1.0 s); gv._emulate's own call is kept, its device swapped under it.  The stage program's build
+    # alone gives the op list (emulated.op_profile; the same as the compiled run's:
+    # tests/test_gpu_op_profile_composed.py)
     from popvision_lite.emulator.models import emulated as E
 
-    real, asked = E.run_model, []
-    monkeypatch.setattr(E, "run_model", lambda cfg, device, *a, **kw: (asked.append(device),
-                                                                       real(cfg, SMALL, *a, **kw))[1])
+    real, asked = E.op_profile, []
+    monkeypatch.setattr(E, "op_profile", lambda cfg, device: (asked.append(device), real(cfg, SMALL))[1])
 
     def small(model, **cfg):
         return gv._emulate(model, **{**cfg, "layers": 2, "hidden": 64, "heads": 2, "ffn": 256, "vocab": 512})

@@ -168,17 +168,19 @@ class TargetReads:
 
 
 def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = False, profile_path=None,
-              progress=None) -> RunResult:
+              progress=None, profile: bool = True) -> RunResult:
     """Build, compile and run ``cfg`` on the emulator; full numerics are compared with the numpy
     reference (``run['numeric_checks']``).  Returns the :class:`RunResult`, whose ``profile_data`` is the
     profile; the command line writes it (``popvision-lite emulate``).  ``profile_path`` (library
     convenience) writes it here too, also when the graph does not fit (then numerics are skipped).
-    ``progress(stage, fraction)`` ends with ``("done", 1.0)``."""
+    ``progress(stage, fraction)`` ends with ``("done", 1.0)``.  ``profile`` False (and no ``profile_path``): a
+    caller that reads the run's numbers, its fit and its memory per tile, not its profile (the validation
+    report): a stage-graph composition then composes no profile (``pipeline.MemoryOnly`` in its place)."""
     reuse_freed_memory()
     if cfg.model == "gpt" or (cfg.model == "bert" and (timing_only or cfg.scaled)):
-        run = _run_composed(cfg, device, timing_only, progress)
+        run = _run_composed(cfg, device, timing_only, progress, profile or profile_path is not None)
     else:
-        run = _run_whole_graph(cfg, device, timing_only, progress)
+        run = _run_whole_graph(cfg, device, timing_only, progress, profile or profile_path is not None)
     if profile_path is not None:
         write_run(run, profile_path, progress=within(progress, "writing profile", WRITE_STARTS, 1.0))
     log.info("emulated %s on %s (%s): %s cycles, %s; wall time by stage: %s", cfg.model, device,
@@ -193,7 +195,9 @@ def run_model(cfg: ModelConfig, device: str = "ipu-mk2", timing_only: bool = Fal
 class OpProfile:
     """What a profile holds of a model's ops as its build alone fixes them (:func:`op_profile`): the ``ops`` and
     ``programs`` tables' build-side columns (``engine.op_tables``), the ``run`` dict's ``model``, ``config`` and
-    ``schedule`` (one micro-batch of one replica) and the ``target``.  No step costs, memory or liveness."""
+    ``schedule`` (one micro-batch of one replica; a stage-graph composition's counts, with its ``op_counts`` and
+    ``training_state`` parameters: ``pipeline.op_profile``) and the ``target``.  No step costs, memory or
+    liveness."""
 
     def __init__(self, ops, programs, run: dict, target):
         self.ops, self.programs, self.run, self.target = ops, programs, run, target
@@ -202,13 +206,19 @@ class OpProfile:
 def op_profile(cfg: ModelConfig, device: str = "ipu-mk2") -> OpProfile | None:
     """``cfg``'s ops and programs on ``device`` from its build alone, for a reader of the op list only (the GPU
     estimate, ``gpu_validation.op_list``): every column it gives is the one a timing-only :func:`run_model` of
-    ``cfg`` writes, at the cost of the build (no compile, no run).  None where that run's tables are not a single
-    build's: the stage-graph composition (GPT; BERT timing-only), a whole graph the training composition changes
-    (``whole_graph.compose_whole_graph``: replicas, accumulation, an optimizer other than SGD ...), or an op whose
-    builder recorded no type, precision or compulsory bytes (``engine.op_tables``)."""
+    ``cfg`` writes, at the cost of the build (no compile, no run); for the stage-graph composition (GPT; BERT
+    timing-only) the stage programs' builds composed (``pipeline.op_profile``).  None where that run's tables are
+    not a build's: a whole graph the training composition changes (``whole_graph.compose_whole_graph``: replicas,
+    accumulation, an optimizer other than SGD ...), or an op whose builder recorded no type, precision or
+    compulsory bytes (``engine.op_tables``)."""
     from popvision_lite.emulator.engine import op_tables
 
-    if cfg.model in ("gpt", "bert") or cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" \
+    if cfg.model in ("gpt", "bert"):  # the timing-only run composes stage graphs: their builds composed alone
+        from .pipeline import op_profile as composed_op_profile
+
+        got = composed_op_profile(cfg, device)
+        return None if got is None else OpProfile(*got)
+    if cfg.replicas > 1 or cfg.grad_accum > 1 or cfg.optimizer != "sgd" \
             or cfg.master_weights or cfg.rts or cfg.optimizer_state != "onchip":
         return None
     be, _built = build_model(cfg, device, needs_values=False)
@@ -235,8 +245,10 @@ def write_run(run: RunResult, path, progress=None) -> None:
     run.wall["write"] = time.perf_counter() - t0
 
 
-def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress) -> RunResult:
-    """One graph over all IPUs, one batch (numerics optional); see :func:`run_model`."""
+def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress, profile: bool = True) -> RunResult:
+    """One graph over all IPUs, one batch (numerics optional); see :func:`run_model` (``profile`` False: the
+    outlined blocks' memory is added to the memory per tile and the fit, not to the profile's variable and
+    liveness tables)."""
 
     def tick(stage, frac):
         if progress:
@@ -291,7 +303,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress)
             checks[key] = numeric_check(key, got.reshape(want.shape).astype(np.float32), want, rtol, atol)
         wall["reference"] = time.perf_counter() - t2
     pd_ = res.profile_data
-    fits_outlined = _add_outlined_memory(be, pd_)
+    fits_outlined = _add_outlined_memory(be, pd_, tables=profile)
     if fits_outlined is not None:
         res.fits = fits_outlined
     pd_.run["numeric_checks"] = checks
@@ -412,12 +424,14 @@ def _fresh_result(res, config):
     return out
 
 
-def _add_outlined_memory(be, pd_) -> bool | None:
+def _add_outlined_memory(be, pd_, tables: bool = True) -> bool | None:
     """Memory per tile of the blocks an outlined run did not build (see resnet.outlined): the other
     blocks' weights (always live, laid out as the representative's) and their saved inputs (not always
     live: each is kept from its block's forward through its block's backward pass; placed on those
     liveness steps when the builder recorded its replays, ``be.saved_spans``, else counted as live at the
-    liveness peak).  Returns the new fits, or None when nothing was outlined."""
+    liveness peak).  Returns the new fits, or None when nothing was outlined.  ``tables`` False: the memory per
+    tile, the fit and the out-of-memory tiles only (the variable rows and the liveness tables are left as the
+    compile gave them: a caller that reads no profile, the validation report)."""
     if not be.multiplicity and not be.saved_copies:
         return None
     from popvision_lite.profile import schema
@@ -433,9 +447,9 @@ def _add_outlined_memory(be, pd_) -> bool | None:
             mem[:, var, 0] += per_tile
             rows.append(VariableRow(f"{t.name} [x{extra} other blocks of its kind, outlined]", t.dtype, str(t.shape),
                                     per_tile))
-    live, spans = _saved_on_liveness(be, pd_, T)
-    if live is not None:
-        mem[:, var, 1] = live.max(axis=0, initial=0)
+    peak, spans = _saved_on_liveness(be, pd_, T, tables)
+    if peak is not None:
+        mem[:, var, 1] = peak
     else:
         for t in be.saved_copies:
             mem[:, var, 1] += t.mapping.elements_per_tile(T) * t.itemsize
@@ -443,7 +457,8 @@ def _add_outlined_memory(be, pd_) -> bool | None:
         if sp is not None:
             rows.append(VariableRow(f"{t.name} [saved for an outlined block]", t.dtype, str(t.shape),
                                     t.mapping.elements_per_tile(T) * t.itemsize, [sp]))
-    append_variables(pd_, rows)
+    if tables:
+        append_variables(pd_, rows)
     pd_.memory = mem
     need = mem.sum(axis=(1, 2))
     cap = be.graph.target.sram_bytes_per_tile
@@ -455,13 +470,16 @@ def _add_outlined_memory(be, pd_) -> bool | None:
     return fits
 
 
-def _saved_on_liveness(be, pd_, T):
+def _saved_on_liveness(be, pd_, T, tables: bool = True):
     """The not-always-live bytes per (liveness step, tile) with the outlined blocks' saved copies added over
     the steps they are live (``be.saved_spans``: per copy (a, z), indices into the main sequence's programs:
     live from the step before program a's first liveness step through program z's last); the profile's
     liveness table and per-step bytes are updated to match.
-    Returns (live bytes per step and tile, each copy's (first, last) liveness step or None); (None, None) when
-    the spans are not known (then the caller counts every saved copy at the peak)."""
+    Returns (the peak of those bytes per tile over the steps, each copy's (first, last) liveness step or None);
+    (None, None) when the spans are not known (then the caller counts every saved copy at the peak).
+    ``tables`` False: the peak alone, the profile's tables left as they were (each stretch between two change
+    steps gives its own column maxima, the saved bytes added to them: the same integers, without the (steps x
+    tiles) table)."""
     spans = getattr(be, "saved_spans", None)
     ltb = getattr(pd_, "liveness_tile_bytes", None)
     if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(z is None for _a, z in spans):
@@ -497,11 +515,22 @@ def _saved_on_liveness(be, pd_, T):
         for step, d in ((start, b), (end + 1, -b)):
             if step < L:
                 change[step] = change[step] + d if step in change else d.copy()
+    steps_at = sorted(change)
+    if not tables:
+        peak = np.zeros(T, np.int64)
+        extra = np.zeros(T, np.int64)
+        bounds = [0, *steps_at, L]
+        for i in range(len(bounds) - 1):
+            if i:
+                extra += change[bounds[i]]
+            s0, s1 = bounds[i], bounds[i + 1]
+            if s1 > s0:
+                np.maximum(peak, np.asarray(ltb[s0:s1]).max(axis=0).astype(np.int64) + extra, out=peak)
+        return peak, placed
     # the (steps x tiles) int64 tables are the largest arrays of a run's profile (a ResNet-50 graph: ~10 k steps x
     # 1472 tiles): the saved copies' bytes are constant between their few change steps, so each stretch gets its
     # bytes added once (one pass over the table, no cumulative sum down its columns), in place
     live = np.asarray(ltb).astype(np.int64)
-    steps_at = sorted(change)
     extra = np.zeros(T, np.int64)
     for i, step in enumerate(steps_at):
         extra += change[step]
@@ -514,14 +543,14 @@ def _saved_on_liveness(be, pd_, T):
     steps["max_tile_bytes"] = live.max(axis=1, initial=0)
     steps["max_tile"] = live.argmax(axis=1).astype(np.int32)
     pd_.liveness_steps = steps
-    return live, placed
+    return live.max(axis=0, initial=0), placed
 
 
-def _run_composed(cfg, device, timing_only, progress) -> RunResult:
+def _run_composed(cfg, device, timing_only, progress, profile: bool = True) -> RunResult:
     """BERT through the pipeline / replication / training-state composition (emulator/models/pipeline.py).
     Numerics are not run on this path (each stage program is emulated once, timing only)."""
     t0 = time.perf_counter()
-    pd_, info = run_pipelined(cfg, device, progress=progress)
+    pd_, info = run_pipelined(cfg, device, progress=progress, profile=profile)
     wall = dict(info["wall"])
     config = cfg.to_dict() | {"device": device, "timing_only": True}
     pd_.run["config"] = config

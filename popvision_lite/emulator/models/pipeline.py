@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
+from popvision_lite.emulator import programs as P
 from popvision_lite.emulator import schedule as sch
 from popvision_lite.emulator.backends.op_memo import OpMemo
 from popvision_lite.emulator.compile import CopyMemo
@@ -31,9 +32,9 @@ from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
 
-from .pipeline_profile import compose_profile
+from .pipeline_profile import OP_TOTALS, PART_TABLES, _ipu_parts, compose_profile
 from .stage_cache import StageGraphCache
-from .stages import ATT_PARTS, StageGraph
+from .stages import ATT_PARTS, PHASES, StageGraph, build_stage, stage_params
 from .step_terms import MiB, elementwise_pass_cycles, even_bytes
 
 
@@ -55,9 +56,20 @@ STAGE_GRAPHS_END = 0.72
 STAGE_BUILD_SHARE = 1 / 3
 
 
-def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
+class MemoryOnly:
+    """What a composed run without its profile (``run_pipelined(profile=False)``) holds in place of one: the
+    memory per tile and category of every IPU of one replica, the target and the run dict (no tables, no
+    timeline)."""
+
+    def __init__(self, memory: np.ndarray, target, run: dict):
+        self.memory, self.target, self.run = memory, target, run
+
+
+def run_pipelined(cfg, device: str = "ipu-mk2", progress=None, profile: bool = True):
     """Compose the step of ``cfg`` (a bert config) from its distinct stage programs.  Returns
-    (profile_data, info dict) - see ``emulated.run_model``."""
+    (profile_data, info dict) - see ``emulated.run_model``.  ``profile`` False: no profile is composed (its
+    tables and timeline, 0.1-0.2 s a run of the validation report's, which reads only the schedule, the fit and
+    the memory per tile): ``profile_data`` is a :class:`MemoryOnly`."""
 
     def tick(stage, frac):
         if progress:
@@ -82,7 +94,11 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     sps = schedule["samples_per_step"] / schedule["step_seconds"] if schedule["step_seconds"] > 0 else 0.0
     tick("building the profile", STAGE_GRAPHS_END + 0.02)
     t1 = time.perf_counter()
-    pd_ = compose_profile(cfg, target1, graphs, p.kinds, stages, pipe, schedule, fits, p.split, p.blocks)
+    if profile:
+        pd_ = compose_profile(cfg, target1, graphs, p.kinds, stages, pipe, schedule, fits, p.split, p.blocks)
+    else:
+        pd_ = MemoryOnly(np.concatenate([a["mem"] for a in stages], axis=0), Target(target1.spec, p.S).info(),
+                         {"model": cfg.model, "fits": bool(fits), "timing_only": True})
     pd_.run["schedule"] = schedule
     pd_.run["samples_per_second"] = float(sps)
     pd_.run["training_state"] = training_state
@@ -101,6 +117,109 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None):
     return pd_, dict(fits=fits, total_cycles=int(schedule["step_cycles"]), seconds=schedule["step_seconds"],
                      samples_per_second=float(sps), schedule=schedule, oom_report=oom, wall=wall,
                      num_vertices=nverts, num_ops=nops, training_state=training_state)
+
+
+def op_profile(cfg, device: str = "ipu-mk2"):
+    """The ops and programs tables, the run dict and the target that a timing-only :func:`run_pipelined` of
+    ``cfg`` gives a reader of its op list (``emulated.op_profile``: the GPU estimate), from the stage programs'
+    builds alone: no compile, no schedule.  Each distinct stage program is built as :class:`StageGraph` builds
+    it, its ops and programs tabled as its compile would table them (``engine.op_tables``), and the IPUs' tables
+    composed by the composition's own code (``pipeline_profile._ipu_parts``: the ``ipu<s>/`` names, the op totals
+    per step, ``run["op_counts"]``), each op's runs per call counted from the phases whose compiled steps it
+    would have (:func:`_phase_ops`).  The run dict holds what the op list reads: the config, the schedule's
+    counts (stages, replicas, accumulation, tensor parallelism, layer split, blocks per IPU), ``op_counts`` and
+    the trained parameters per IPU (``training_state``).  None when an op's builder recorded no type, precision
+    or compulsory bytes (``engine.op_tables``): the caller emulates the run."""
+    import pandas as pd
+
+    from popvision_lite.emulator.engine import op_tables
+
+    target1 = Target.from_device(device, num_ipus=1)
+    p = _plan(cfg, target1)
+    T = target1.tiles_per_ipu
+    shard = cfg.shard()
+    distinct = list(dict.fromkeys(p.kinds))
+    op_memo = OpMemo() if len(distinct) > 1 else None
+    built = {}
+    for k in distinct:
+        stage, nstages = _ROLE[k[:2]]
+        be, handles, phases = build_stage(shard, target1, stage, nstages, amp=k[2], body=k[3], op_memo=op_memo)
+        program = P.Sequence(phases, name=f"stage{stage}")
+        tables = op_tables(be.graph, program)
+        if tables is None:
+            return None
+        ops, programs = tables
+        cols = list(ops.columns)
+        # (_ipu_parts scales every per-step total; the build fixes only the flops: the others are dropped again)
+        ops = ops.assign(**{col: np.zeros(len(ops), np.int64) for col in OP_TOTALS if col not in ops.columns})
+        base = {n: pd.DataFrame() for n in PART_TABLES} | {"ops": ops, "programs": programs,
+                                                           "variables": pd.DataFrame({"name": pd.Series([], dtype=object)})}
+        tpl_op, steps = _phase_ops(be.graph, program)
+        built[k] = SimpleNamespace(base=SimpleNamespace(**base), c=SimpleNamespace(templates=tpl_op), steps=steps,
+                                   **stage_params(handles, T))
+    stages = []
+    for s in range(p.S):
+        mine = [v for v in range(p.V) if p.v_ipu[v] == s]
+        stages.append({"blocks": (sum(p.blocks[v][0] for v in mine), sum(p.blocks[v][1] for v in mine))})
+    parts, op_counts = _ipu_parts(cfg, built, p.kinds, stages, T)
+    from popvision_lite.profile.assemble import Part, concat_parts
+
+    # (only the tables built here: the empty stand-ins have no id columns to shift)
+    tables, _ = concat_parts([Part({n: pt.tables[n] for n in ("ops", "programs")}, first_tile=pt.first_tile)
+                              for pt in parts])
+    ops = tables["ops"][cols + ["ipu"]]
+    training_state = []
+    for s, a in enumerate(stages):
+        sg = built[p.kinds[s]]
+        n_att, n_ffn = a["blocks"]
+        training_state.append(dict(ipu=s, params=int(n_att * sg.half_params["att"] + n_ffn * sg.half_params["ffn"]
+                                                      + sg.extra_params)))
+    schedule = dict(stages=p.S, replicas=p.R, grad_accum=p.G, micro_batch=cfg.batch, packing=float(cfg.packing),
+                    layer_split=list(p.split), blocks_per_ipu=[list(a["blocks"]) for a in stages],
+                    tensor_parallel=p.tp, ipus=int(cfg.ipus),
+                    **({"tensor_parallel_2": int(cfg.tensor_parallel_2)} if cfg.tensor_parallel_2 > 1 else {}))
+    run = {"model": cfg.model, "config": cfg.to_dict() | {"device": device, "timing_only": True},
+           "schedule": schedule, "training_state": training_state,
+           "op_counts": dict(op_counts, table="totals per step of one replica; min_bytes per run")}
+    return ops, tables["programs"], run, Target(target1.spec, p.S).info()
+
+
+def _phase_ops(graph, program) -> tuple[list, dict]:
+    """Stand-ins for a compiled stage graph's step templates as ``pipeline_profile._ipu_parts`` reads them: one
+    per leaf program the compile gives a step (a compute set with vertices, a copy that moves elements, a stream
+    copy, a sync), with its op id, and each top-level phase's indices into them (its steps, as their op ids)."""
+    from popvision_lite.emulator.compile import Compiled, _walk
+
+    c = Compiled(graph, program)
+    _walk(c, program, -1, None, set())
+    tpl = []
+    steps: dict[str, list] = {}
+    phase_of = {}
+    for info in c.progs:
+        if info.parent_id == 0 and info.prog.name in PHASES:
+            phase_of[info.prog_id] = info.prog.name
+    parent = {info.prog_id: info.parent_id for info in c.progs}
+    for pid in c.leaves:
+        info = c.progs[pid]
+        q = pid
+        while q in parent and parent[q] not in (0, -1):
+            q = parent[q]
+        nm = phase_of.get(q)
+        if nm is None or not _has_step(info.prog):
+            continue
+        steps.setdefault(nm, []).append(len(tpl))
+        tpl.append(SimpleNamespace(op_id=c.op_id(info.op)))
+    return tpl, {nm: np.asarray(v, np.int64) for nm, v in steps.items()}
+
+
+def _has_step(prog) -> bool:
+    """Whether the compile gives leaf program ``prog`` a step (compile_graph: compute_sets.compile_execute,
+    copies.compile_copy, steps.compile_stream / compile_sync; an empty Sequence none)."""
+    if isinstance(prog, P.Execute):
+        return bool(prog.cs.groups) and prog.cs.num_vertices > 0
+    if isinstance(prog, P.Copy):
+        return int(prog.src.size) > 0
+    return isinstance(prog, P.StreamCopy | P.Sync)
 
 
 def _plan(cfg, target1: Target) -> SimpleNamespace:

@@ -31,6 +31,49 @@ SERIAL_MARKS = 6
 ATT_PARAMS = ("wq", "wk", "wv", "wo", "ln1_g", "ln1_b")  # the attention half of a layer; the rest is FFN
 
 
+def build_stage(cfg, target: Target, stage: int, nstages: int, amp: float | None = None, body: bool = True,
+                progress=None, op_memo: OpMemo | None = None) -> tuple:
+    """One stage program built (not compiled): (backend, the builder's handles, the phase programs in the order
+    their marks were set).  ``StageGraph`` compiles it; ``pipeline.op_profile`` reads its ops alone."""
+    be = EmulatorBackend(target, cfg.precision, needs_values=False,
+                         available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
+                         partials_type=cfg.partials_type)
+    be.ctx.io_tiles = int(getattr(cfg, "io_tiles", 0))  # tiles reserved for streaming: no op maps there
+    be.op_memo = op_memo  # the ops another stage graph of the run built with the same reads are replayed
+    if progress is not None:
+        marks = PHASE_MARKS - (0 if int(getattr(cfg, "attention_serialisation", 1)) > 1 else SERIAL_MARKS)
+        be.on_mark = lambda n: progress("building", min(n / marks, 1.0))
+    handles = build_bert_stage(be, cfg, stage, nstages, body=body)
+    be.op_memo = None
+    be.built()
+    be.on_mark = None  # built: a graph kept for later runs (stage_cache.py) holds no run's progress line
+    phases = []
+    for name, _ in be.marks:
+        if name in PHASES:
+            phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
+    return be, handles, phases
+
+
+def stage_params(handles: dict, T: int) -> dict:
+    """The parameter counts a stage's composition reads of its builder's handles: per tile of one attention /
+    FFN block (``half_param_elems``), of a whole layer and of the rest (``layer_param_elems``,
+    ``extra_param_elems``), and in all (``half_params``, ``layer_params``, ``extra_params``)."""
+
+    def per_tile(tensors):
+        tot = np.zeros(T, np.int64)
+        for t in tensors:
+            tot += t.mapping.elements_per_tile(T)
+        return tot
+
+    lp = handles["layer_params"]
+    half = {"att": [t for n, t in lp.items() if n in ATT_PARAMS], "ffn": [t for n, t in lp.items() if n not in ATT_PARAMS]}
+    return dict(half_param_elems={k: per_tile(v) for k, v in half.items()},  # per tile, one attention / FFN block
+                half_params={k: int(sum(t.size for t in v)) for k, v in half.items()},
+                layer_param_elems=per_tile(lp.values()), extra_param_elems=per_tile(handles["extra_params"]),
+                layer_params=int(sum(t.size for t in lp.values())),
+                extra_params=int(sum(t.size for t in handles["extra_params"])))
+
+
 class StageGraph:
     """One distinct stage program, compiled (timing only)."""
 
@@ -42,23 +85,9 @@ class StageGraph:
         ``progress(what, fraction)``: building ("building", the share of the stage program's phases built,
         ``PHASE_MARKS``), then compiling ("compiling", ``compile_graph``'s fraction; 1 once the stage graph's
         profile tables are built)."""
-        be = EmulatorBackend(target, cfg.precision, needs_values=False,
-                             available_memory_proportion=cfg.amp_of(0) if amp is None else amp,
-                             partials_type=cfg.partials_type)
-        be.ctx.io_tiles = int(getattr(cfg, "io_tiles", 0))  # tiles reserved for streaming: no op maps there
-        be.op_memo = op_memo  # the ops another stage graph of the run built with the same reads are replayed
-        if progress is not None:
-            marks = PHASE_MARKS - (0 if int(getattr(cfg, "attention_serialisation", 1)) > 1 else SERIAL_MARKS)
-            be.on_mark = lambda n: progress("building", min(n / marks, 1.0))
-        self.handles = build_bert_stage(be, cfg, stage, nstages, body=body)
-        be.op_memo = None
-        be.built()
-        be.on_mark = None  # built: a graph kept for later runs (stage_cache.py) holds no run's progress line
+        be, self.handles, phases = build_stage(cfg, target, stage, nstages, amp=amp, body=body, progress=progress,
+                                               op_memo=op_memo)
         self.be = be
-        phases = []
-        for name, _ in be.marks:
-            if name in PHASES:
-                phases.append(P.Sequence(list(be.phase_programs(name)), name=name))
         self.phase_names = [p.name for p in phases]
         self.program = P.Sequence(phases, name=f"stage{stage if label is None else label}")
         self.c = compile_graph(be.graph, self.program, outline=cfg.outline, copy_memo=copy_memo,
@@ -88,21 +117,9 @@ class StageGraph:
                 lo, hi = self.lsteps.get(nm, (ls, ls))
                 self.lsteps[nm] = (min(lo, ls), max(hi, ls))
 
-        def per_tile(tensors):
-            tot = np.zeros(T, np.int64)
-            for t in tensors:
-                tot += t.mapping.elements_per_tile(T)
-            return tot
-
         h = self.handles
-        lp = h["layer_params"]
-        half = {"att": [t for n, t in lp.items() if n in ATT_PARAMS], "ffn": [t for n, t in lp.items() if n not in ATT_PARAMS]}
-        self.half_param_elems = {k: per_tile(v) for k, v in half.items()}  # per tile, one attention / FFN block
-        self.half_params = {k: int(sum(t.size for t in v)) for k, v in half.items()}
-        self.layer_param_elems = per_tile(lp.values())
-        self.extra_param_elems = per_tile(h["extra_params"])
-        self.layer_params = int(sum(t.size for t in lp.values()))
-        self.extra_params = int(sum(t.size for t in h["extra_params"]))
+        for k, v in stage_params(h, T).items():
+            setattr(self, k, v)
         x = h["x"]
         self.x_tile_bytes = x.mapping.elements_per_tile(T) * x.itemsize
         lf = self.lsteps.get("layer_fwd_ffn")
