@@ -31,8 +31,9 @@ from popvision_lite.emulator.profile_builder import EMULATOR_VERSION
 from popvision_lite.emulator.progress import within
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile import schema
+from popvision_lite.profile.columns import Columns
 
-from .pipeline_profile import OP_TOTALS, PART_TABLES, _ipu_parts, compose_profile
+from .pipeline_profile import PART_TABLES, _ipu_parts, compose_profile
 from .stage_cache import StageGraphCache
 from .stages import ATT_PARTS, PHASES, StageGraph, build_stage, stage_params
 from .step_terms import MiB, elementwise_pass_cycles, even_bytes
@@ -130,7 +131,6 @@ def op_profile(cfg, device: str = "ipu-mk2"):
     counts (stages, replicas, accumulation, tensor parallelism, layer split, blocks per IPU), ``op_counts`` and
     the trained parameters per IPU (``training_state``).  None when an op's builder recorded no type, precision
     or compulsory bytes (``engine.op_tables``): the caller emulates the run."""
-    import pandas as pd
 
     from popvision_lite.emulator.engine import op_tables
 
@@ -151,11 +151,12 @@ def op_profile(cfg, device: str = "ipu-mk2"):
         ops, programs = tables
         cols = list(ops.columns)
         # (_ipu_parts scales every per-step total; the build fixes only the flops: the others are dropped again)
-        ops = ops.assign(**{col: np.zeros(len(ops), np.int64) for col in OP_TOTALS if col not in ops.columns})
-        base = {n: pd.DataFrame() for n in PART_TABLES} | {"ops": ops, "programs": programs,
-                                                           "variables": pd.DataFrame({"name": pd.Series([], dtype=object)})}
+        # (_ipu_parts reads a stage graph's tables as typed columns of every stored column: the columns the build
+        # does not give are zeros / "", and the tables it does not make are empty)
+        base = {n: Columns.empty(n) for n in PART_TABLES} | {"ops": _stored_columns("ops", ops),
+                                                             "programs": _stored_columns("programs", programs)}
         tpl_op, steps = _phase_ops(be.graph, program)
-        built[k] = SimpleNamespace(base=SimpleNamespace(**base), c=SimpleNamespace(templates=tpl_op), steps=steps,
+        built[k] = SimpleNamespace(base=_Tables(base), c=SimpleNamespace(templates=tpl_op), steps=steps,
                                    **stage_params(handles, T))
     stages = []
     for s in range(p.S):
@@ -167,7 +168,7 @@ def op_profile(cfg, device: str = "ipu-mk2"):
     # (only the tables built here: the empty stand-ins have no id columns to shift)
     tables, _ = concat_parts([Part({n: pt.tables[n] for n in ("ops", "programs")}, first_tile=pt.first_tile)
                               for pt in parts])
-    ops = tables["ops"][cols + ["ipu"]]
+    ops = _frame(tables["ops"])[cols + ["ipu"]]
     training_state = []
     for s, a in enumerate(stages):
         sg = built[p.kinds[s]]
@@ -181,7 +182,29 @@ def op_profile(cfg, device: str = "ipu-mk2"):
     run = {"model": cfg.model, "config": cfg.to_dict() | {"device": device, "timing_only": True},
            "schedule": schedule, "training_state": training_state,
            "op_counts": dict(op_counts, table="totals per step of one replica; min_bytes per run")}
-    return ops, tables["programs"], run, Target(target1.spec, p.S).info()
+    return ops, _frame(tables["programs"]), run, Target(target1.spec, p.S).info()
+
+
+class _Tables:
+    """A build's tables as ``pipeline_profile._ipu_parts`` reads a compiled stage graph's profile data: by name."""
+
+    def __init__(self, tables: dict):
+        self._tables = tables
+
+    def table(self, name: str) -> Columns:
+        return self._tables[name]
+
+
+def _stored_columns(name: str, df) -> Columns:
+    """A build's partial table (``engine.op_tables``) as typed columns of every stored column of ``name``: the
+    columns it lacks are zeros, or "" for text."""
+    missing = {c: ("" if dt == "str" else 0) for c, dt in schema.COLUMN_DTYPES[name].items() if c not in df.columns}
+    return Columns.typed(name, df.assign(**missing))
+
+
+def _frame(t):
+    """A table the composition joined, as a DataFrame (``Columns.frame``), or the DataFrame it already is."""
+    return t.frame() if isinstance(t, Columns) else t
 
 
 def _phase_ops(graph, program) -> tuple[list, dict]:
