@@ -198,6 +198,14 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
                        out_dtype, vt, (g_i, k_i, im_i, in_i))
 
 
+def _rank_of(ctx, vt) -> tuple[int, int]:
+    """(origin, span) of the op's tile order: the IPU's tiles from the rotating offset ``vt`` starts at
+    (``ctx.tiles_array``).  A tile's rank in it is ``(tile - origin) % span``; on tiles that do not rotate it is the
+    tile less the IPU's first, so an order by rank is the order by tile."""
+    r = ctx.tiles()
+    return int(vt[0]) if len(vt) else r.start, len(r)
+
+
 def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b, out_shape,
                 out_dtype, vt, idx):
     """The plan of ``matmul`` when pm divides M and pn divides N: every tile's blocks the same size (the
@@ -229,7 +237,7 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
         c_index = np.stack([g_i, im_i, in_i], 1) if ab3 else np.stack([im_i, in_i], 1)
         acc = None
     if pk > 1:  # the output lives where its slices are reduced
-        red = k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
+        red = k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt, _rank_of(ctx, vt))
         o = np.argsort(red["out_start"], kind="stable")
         st = red["out_start"][o]
         cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
@@ -445,7 +453,8 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
                            mapping=M.by_windows(acc_shape, c_shape, c_org, vt, ctx.window_layouts), op=op)
-        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts)
+        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts,
+                                        _rank_of(ctx, vt))
         o = red["by_start"]
         st = red["out_start"][o]
         return acc, red, M.intervals(red["tile"][o], st, st + red["len"][o]), c_shape, c_org
@@ -457,13 +466,16 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
     return None, None, M.by_windows(out_shape, c_shape, c_org, vt, ctx.window_layouts), c_shape, c_org
 
 
-def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts: dict | None = None) -> dict:
+def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts: dict | None = None,
+                              rank: tuple[int, int] | None = None) -> dict:
     """k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
     (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary.  ``layouts``: a dict the caller
     keeps (an op context's) of the vertices on tile positions 0..len(vt)-1 and their order by output start, which
     depend on the split alone (a layer's matmuls of one shape differ in their tiles only): the tiles are then
     ``vt`` at those positions and only the order by tile is found again.  Without ``layouts`` the vertices are
-    built on the tiles themselves (the definition the layouts path is tested against)."""
+    built on the tiles themselves (the definition the layouts path is tested against).  ``rank``: (origin, span) of
+    the op's tile order (:func:`_rank_of`): the vertices ordered by their tile's rank in it rather than by tile number
+    (see :func:`k_partial_vertices`)."""
     if layouts is None:
         red, by_start = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt), vt)
     else:
@@ -475,7 +487,7 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
             M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
         pos_red, by_start = hit
         red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
-    order = _by_tile_then(red["tile"], red["out_start"], by_start)
+    order = _by_tile_then(_ranked(red["tile"], rank), red["out_start"], by_start)
     out = {k: v[order] for k, v in red.items()}
     # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
     # the sorted vertices went, instead of sorting the reordered starts again
@@ -540,9 +552,23 @@ def _by_tile_then(tile: np.ndarray, key: np.ndarray, key_order: np.ndarray | Non
     return o[_stable_by(tile[o])]
 
 
-def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
+def _ranked(tile: np.ndarray, rank: tuple[int, int] | None) -> np.ndarray:
+    """The key the reduce vertices are ordered by: their tile, or its rank ``(tile - origin) % span``."""
+    if rank is None:
+        return tile
+    origin, span = rank
+    return (tile - origin) % span
+
+
+def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt, rank: tuple[int, int] | None = None) -> dict:
     """The reduce vertices of a K-split matmul (see reduce_k_partials), ordered by owner tile:
-    per vertex its owner tile, output start (flat index in C), length, block, row and column."""
+    per vertex its owner tile, output start (flat index in C), length, block, row and column.  ``rank``: (origin,
+    span) of the op's tile order (:func:`_rank_of`): ordered by the owner tile's rank ``(tile - origin) % span``
+    instead, stably.  On tiles that do not rotate that is the order by tile; on rotated tiles it is the order the
+    unrotated op has, moved with its tiles, so the partials' gather (one vertex after another in this order) of
+    every op of one split is the same exchange on rotated tiles, which the copy memo replays
+    (compile.copies: its key takes tiles relative to the first source tile).  A tile's vertices keep their
+    order either way; only the order between tiles changes."""
     be = bm * bn
     sl_off = np.array([s for s, _ in split_even(be, pk)], np.int64)
     cuts = np.union1d(sl_off, np.arange(0, be, bn))
@@ -559,7 +585,7 @@ def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
     col0 = jb[vb] * bn + np.tile(seg_c, nb)
     red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
                out_start=(gb[vb] * Mm + row0) * N + col0, blk=vb, e=np.tile(cuts, nb))
-    order = _stable_by(red["tile"])
+    order = _stable_by(_ranked(red["tile"], rank))
     out = {k: v[order] for k, v in red.items()}
     out["blocks"] = dict(g=gb, moff=ib * bm, msz=np.full(nb, bm), noff=jb * bn, nsz=np.full(nb, bn), owner=owner)
     return out
