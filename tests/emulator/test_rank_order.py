@@ -1,0 +1,109 @@
+"""The reduce vertices of a K-split matmul ordered by their tile's rank in the op's rotated tile order
+(ops/matmul.k_partial_vertices and k_partial_vertices_uneven with ``rank``): on tiles that do not rotate the order is
+the order by tile (the definition); on rotated tiles it is the unrotated op's order with every tile moved by the
+rotation, so two matmuls of one split gather their partials with the same exchange on rotated tiles and the copy
+memo replays the later one (its replay must equal the fresh compile, tests/emulator/compile/test_copy_memo.py's
+comparison)."""
+
+import numpy as np
+
+from popvision_lite.emulator import Target
+from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
+from popvision_lite.emulator.ops import matmul as MM
+from tests.emulator.compile.test_copy_memo import _assert_same, _compile_both
+from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
+
+SPAN = 92
+UNEVEN = ((1, 4, 37, 53, 5, 7), (2, 3, 29, 31, 4, 3), (1, 8, 64, 48, 6, 1))  # (G, pk, Mm, N, pm, pn)
+EVEN = ((1, 4, 40, 48, 5, 6), (2, 3, 24, 30, 4, 3), (1, 6, 36, 12, 3, 2))
+
+
+def _uneven(case, vt, rank=None, layouts=None):
+    G, pk, Mm, N, pm, pn = case
+    msz, moff = MM._parts(Mm, pm)
+    nsz, noff = MM._parts(N, pn)
+    return MM.k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts, rank)
+
+
+def _even(case, vt, rank=None):
+    G, pk, Mm, N, pm, pn = case
+    if rank is None:
+        return MM.k_partial_vertices(G, pk, pm, pn, Mm // pm, N // pn, Mm, N, vt)
+    return MM.k_partial_vertices(G, pk, pm, pn, Mm // pm, N // pn, Mm, N, vt, rank)
+
+
+def _same(a: dict, b: dict, moved: int = 0, keys_moved=("tile",)):
+    """``a`` equals ``b`` with the tile arrays of ``b`` moved by ``moved`` (mod SPAN)."""
+    assert list(a) == list(b)
+    for k in a:
+        if k == "blocks":
+            _same(a[k], b[k], moved, ("owner",))
+            continue
+        y = (b[k] + moved) % SPAN if (k in keys_moved and moved) else b[k]
+        assert a[k].dtype == y.dtype and np.array_equal(a[k], y), k
+
+
+def _cases():
+    for case in UNEVEN:
+        yield case, lambda c, vt, rank=None: _uneven(c, vt, rank)
+        yield case, lambda c, vt, rank=None: _uneven(c, vt, rank, {})
+    for case in EVEN:
+        yield case, _even
+
+
+def test_rank_order_on_unrotated_tiles_is_the_order_by_tile():
+    for case, fn in _cases():
+        G, pk, _, _, pm, pn = case
+        T = G * pk * pm * pn
+        # the IPU's tiles from the first (repeating past the last, as the op takes them when it needs more), few tiles
+        for vt in (np.arange(T) % SPAN, np.arange(T) % 7):
+            _same(fn(case, vt, (0, SPAN)), fn(case, vt))
+
+
+def test_rank_order_on_rotated_tiles_is_the_unrotated_order_moved():
+    """The rotations include ones whose tiles wrap past the last tile (there the order by tile differs)."""
+    wrapped = 0
+    for case, fn in _cases():
+        G, pk, _, _, pm, pn = case
+        T = G * pk * pm * pn
+        if T >= SPAN:
+            continue  # (an op on every tile does not rotate)
+        base = fn(case, np.arange(T), (0, SPAN))
+        for off in (2, 40, SPAN - T + 4, SPAN - 6):
+            vt = (np.arange(T) + off) % SPAN
+            wrapped += bool(vt[-1] < vt[0])
+            got = fn(case, vt, (off, SPAN))
+            _same(got, base, off)
+            # each tile's vertices in the order by tile's (only the order between tiles differs)
+            plain = fn(case, vt)
+            for t in np.unique(vt):
+                assert np.array_equal(got["out_start"][got["tile"] == t], plain["out_start"][plain["tile"] == t])
+    assert wrapped > 0
+
+
+def _rotated_matmuls(n: int):
+    target = Target.from_device(SMALL, num_ipus=1)
+    be = EmulatorBackend(target, "fp16", needs_values=False)
+    a = be.input("a", np.zeros((24, 2048), np.float16))
+    for i in range(n):
+        be.matmul(a, be.weight(f"w{i}", np.zeros((2048, 20), np.float16)), f"mm{i}")
+    return be
+
+
+def test_rotated_matmuls_replay_their_partials_gather_as_compiled_fresh(monkeypatch):
+    """Four matmuls of one split at rotating start tiles, two of them wrapping past the last tile: every gather of
+    partials after the first is replayed from the copy memo, and the compile equals the one that compiles every copy
+    afresh."""
+    import popvision_lite.emulator.compile.copies as CO
+
+    be = _rotated_matmuls(4)
+    gathers = [p for p in be.ctx.programs if p.name.endswith("/gather_partials")]
+    assert len(gathers) == 4
+    assert any(int(p.dst.tensor.mapping.tile[-1]) < int(p.dst.tensor.mapping.tile[0]) for p in gathers)  # wraps
+    fresh = []
+    orig = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: (fresh.append(info.prog.name), orig(c, info))[1])
+    memo, plain, n_memo, n_plain = _compile_both(monkeypatch, be.graph, be.program())
+    assert [n for n in fresh[:n_memo] if n.endswith("/gather_partials")] == ["mm0/gather_partials"]
+    assert n_memo < n_plain
+    _assert_same(memo, plain)
