@@ -46,7 +46,8 @@ def _same(a: dict, b: dict, moved: int = 0, keys_moved=("tile",)):
 def _cases():
     for case in UNEVEN:
         yield case, lambda c, vt, rank=None: _uneven(c, vt, rank)
-        yield case, lambda c, vt, rank=None: _uneven(c, vt, rank, {})
+        layouts: dict = {}  # one per split, as an op context keeps them: the order by position kept and reused
+        yield case, lambda c, vt, rank=None, layouts=layouts: _uneven(c, vt, rank, layouts)
     for case in EVEN:
         yield case, _even
 
@@ -79,6 +80,26 @@ def test_rank_order_on_rotated_tiles_is_the_unrotated_order_moved():
             for t in np.unique(vt):
                 assert np.array_equal(got["out_start"][got["tile"] == t], plain["out_start"][plain["tile"] == t])
     assert wrapped > 0
+
+
+def test_order_by_position_kept_once_and_shared():
+    """With ``layouts`` and tiles whose ranks are their positions (an op from its rotating offset), the ordered
+    vertices are kept once per split: later calls share every array but the tiles, and equal the plain call."""
+    case = UNEVEN[1]
+    G, pk, _, _, pm, pn = case
+    T = G * pk * pm * pn
+    layouts: dict = {}
+    outs = []
+    for off in (0, 30, SPAN - 10):
+        vt = (np.arange(T) + off) % SPAN
+        outs.append(_uneven(case, vt, (off, SPAN), layouts))
+        _same(outs[-1], _uneven(case, vt, (off, SPAN)))
+    assert sum(1 for k in layouts if k[-1] == "by_position") == 1
+    assert outs[1]["out_start"] is outs[0]["out_start"] and outs[2]["by_start"] is outs[0]["by_start"]
+    assert not outs[0]["len"].flags.writeable
+    # tiles whose ranks are not their positions (permuted) take the sort, and still equal the plain call
+    vt = np.random.default_rng(1).permutation(SPAN)[:T]
+    _same(_uneven(case, vt, (int(vt[0]), SPAN), layouts), _uneven(case, vt, (int(vt[0]), SPAN)))
 
 
 def _rotated_matmuls(n: int):

@@ -486,14 +486,44 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
             hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
             M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
         pos_red, by_start = hit
-        red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
-    order = _by_tile_then(_ranked(red["tile"], rank), red["out_start"], by_start)
+        vt = np.asarray(vt)
+        if rank is not None and _ranks_are_positions(vt, rank):
+            # each tile's rank is its position: the vertices' order is the layout's own, kept with it; the call
+            # takes the tiles at the ordered positions (one gather) and shares every other array
+            ordered = M.layout(layouts, key + ("by_position",))
+            if ordered is None:
+                ordered = _ordered(pos_red, pos_red["tile"], by_start)
+                for v in ordered.values():
+                    v.setflags(write=False)
+                M.keep_layout(layouts, key + ("by_position",), ordered, sum(a.nbytes for a in ordered.values()))
+            out = dict(ordered, tile=vt[ordered["tile"]])
+            return _with_blocks(out, G, pk, pm, pn, msz, moff, nsz, noff, vt)
+        red = dict(pos_red, tile=vt[pos_red["tile"]])
+    return _with_blocks(_ordered(red, _ranked(red["tile"], rank), by_start), G, pk, pm, pn, msz, moff, nsz, noff,
+                        vt)
+
+
+def _ranks_are_positions(vt: np.ndarray, rank: tuple[int, int]) -> bool:
+    """Whether tile position i holds the tile of rank i (an op on fewer tiles than the IPU has, from its rotating
+    offset): then the order by rank is the order by position."""
+    return len(vt) <= rank[1] and bool(np.array_equal(_ranked(vt, rank), np.arange(len(vt))))
+
+
+def _ordered(red: dict, key: np.ndarray, by_start: np.ndarray) -> dict:
+    """The vertices ``red`` ordered by ``key`` (stably) then output start, with ``by_start``: the ordered
+    vertices in output order."""
+    order = _by_tile_then(key, red["out_start"], by_start)
     out = {k: v[order] for k, v in red.items()}
     # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
     # the sorted vertices went, instead of sorting the reordered starts again
     at = np.empty_like(order)
     at[order] = np.arange(len(order))
     out["by_start"] = at[by_start]
+    return out
+
+
+def _with_blocks(out: dict, G, pk, pm, pn, msz, moff, nsz, noff, vt) -> dict:
+    """``out`` with its output blocks (k_partial_vertices_uneven's ``blocks``: the multi-stage reduction's)."""
     owner = np.asarray(vt).reshape(G, pk, pm, pn)
     gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
     out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
