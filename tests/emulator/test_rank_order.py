@@ -8,6 +8,7 @@ comparison)."""
 import numpy as np
 
 from popvision_lite.emulator import Target
+from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.backends.emulator_backend import EmulatorBackend
 from popvision_lite.emulator.ops import matmul as MM
 from tests.emulator.compile.test_copy_memo import _assert_same, _compile_both
@@ -128,3 +129,39 @@ def test_rotated_matmuls_replay_their_partials_gather_as_compiled_fresh(monkeypa
     assert [n for n in fresh[:n_memo] if n.endswith("/gather_partials")] == ["mm0/gather_partials"]
     assert n_memo < n_plain
     _assert_same(memo, plain)
+
+
+def _graph_arrays(be):
+    """Every tensor's mapping, every copy's endpoints' runs and every vertex field's runs of a graph."""
+    out = [(t.name, m.tile.tolist(), m.start.tolist(), m.stop.tolist())
+           for t in be.graph.tensors if (m := t.mapping) is not None]
+    for p in be.ctx.programs:
+        if isinstance(p, P.Copy):
+            out.append((p.name, *(np.asarray(a).tolist() for ep in (p.src, p.dst) for a in ep.runs())))
+    for g in be.graph.groups:
+        out.append((g.cs.name, g.tiles.tolist(),
+                    *(np.asarray(a).tolist() for _, f in sorted(g.fields.items()) for a in f.runs())))
+    return out
+
+
+def test_gather_arrays_kept_per_split_are_the_fresh_ones():
+    """Three rotated matmuls of one uneven split with a one-stage K reduction (15 partials), two wrapping: the
+    gather's arrays (reduce_k_partials) kept beside the split's ordered vertices and shared by the later ops give the
+    graph that building each op with nothing kept gives."""
+    target = Target.from_device(SMALL, num_ipus=1)
+
+    def build(keep: bool):
+        be = EmulatorBackend(target, "fp16", needs_values=False)
+        a = be.input("a", np.zeros((37, 600), np.float16))
+        for i in range(3):
+            if not keep:
+                be.ctx.window_layouts.clear()
+            be.matmul(a, be.weight(f"w{i}", np.zeros((600, 53), np.float16)), f"mm{i}")
+        return be
+
+    kept, fresh = build(True), build(False)
+    assert sum(1 for k in kept.ctx.window_layouts if k[0] == "reduce") == 1
+    gathers = [p for p in kept.ctx.programs if p.name.endswith("/gather_partials")]
+    assert len(gathers) == 3 and any(int(p.dst.tensor.mapping.tile[-1]) < int(p.dst.tensor.mapping.tile[0])
+                                     for p in gathers)
+    assert _graph_arrays(kept) == _graph_arrays(fresh)

@@ -638,21 +638,34 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
     for j, d in enumerate(depths):
         src, ioff = _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j)
         depth = d
-    g_len = depth * vlen
-    g_start = np.cumsum(g_len) - g_len
+    # the vertices as k_partial_vertices_uneven keeps them per split (read-only, shared by the split's rotated ops):
+    # the gather's arrays below depend on them and the split alone, so they are kept beside them
+    key = ("reduce", id(vlen), pk, depth, Mm, N) if not depths and not vlen.flags.writeable else None
+    hit = M.layout(ctx.window_layouts, key) if key is not None else None
+    if hit is not None and hit[0] is vlen:
+        g_len, g_start, src_start, src_len = hit[1]
+        src = part
+    else:
+        g_len = depth * vlen
+        g_start = np.cumsum(g_len) - g_len
+        q = np.arange(depth)
+        if src is None:
+            # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
+            base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
+            src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
+            src = part
+        else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
+            be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
+            src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
+        src_len = np.repeat(vlen, depth)
+        if key is not None:
+            arrays = (g_len, g_start, src_start, src_len)
+            for a in arrays:
+                a.setflags(write=False)
+            M.keep_layout(ctx.window_layouts, key, (vlen, arrays), sum(a.nbytes for a in arrays))
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
-    q = np.arange(depth)
-    if src is None:
-        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
-        base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
-        src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
-        src = part
-    else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
-        be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
-        src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
-    ctx.add(P.Copy(src.regions(src_start, np.repeat(vlen, depth)), gathered.whole(), name=f"{op}/gather_partials",
-                   op=op))
+    ctx.add(P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
     ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
