@@ -20,12 +20,19 @@ from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.graph import Concat
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.matmul_partials import (  # noqa: F401 - also used by ops/conv.py and the tests
+    _by_tile_then,
+    _k_partials_on_positions,
+    _ranked,
+    _stable_by,
+    k_partial_vertices,
+    k_partial_vertices_uneven,
+)
 from popvision_lite.emulator.ops.planners import (
     multi_stage_reduce_depths,
     plan_matmul,
     rearrangements,
     reduce_stage_sections,
-    split_even,
 )
 from popvision_lite.errors import EmulatorError
 
@@ -198,6 +205,14 @@ def matmul(ctx: OpContext, a, b, name: str, out_dtype=None):
                        out_dtype, vt, (g_i, k_i, im_i, in_i))
 
 
+def _rank_of(ctx, vt) -> tuple[int, int]:
+    """(origin, span) of the op's tile order: the IPU's tiles from the rotating offset ``vt`` starts at
+    (``ctx.tiles_array``).  A tile's rank in it is ``(tile - origin) % span``; on tiles that do not rotate it is the
+    tile less the IPU's first, so an order by rank is the order by tile."""
+    r = ctx.tiles()
+    return int(vt[0]) if len(vt) else r.start, len(r)
+
+
 def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, weight, rearr_a, rearr_b, out_shape,
                 out_dtype, vt, idx):
     """The plan of ``matmul`` when pm divides M and pn divides N: every tile's blocks the same size (the
@@ -229,7 +244,7 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
         c_index = np.stack([g_i, im_i, in_i], 1) if ab3 else np.stack([im_i, in_i], 1)
         acc = None
     if pk > 1:  # the output lives where its slices are reduced
-        red = k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt)
+        red = k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt, _rank_of(ctx, vt))
         o = np.argsort(red["out_start"], kind="stable")
         st = red["out_start"][o]
         cmap = M.intervals(red["tile"][o], st, st + red["len"][o])
@@ -445,7 +460,8 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
                            mapping=M.by_windows(acc_shape, c_shape, c_org, vt, ctx.window_layouts), op=op)
-        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts)
+        red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts,
+                                        _rank_of(ctx, vt))
         o = red["by_start"]
         st = red["out_start"][o]
         return acc, red, M.intervals(red["tile"][o], st, st + red["len"][o]), c_shape, c_org
@@ -455,114 +471,6 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
         c_org = np.concatenate([g_i[:, None], c_org], 1)
     return None, None, M.by_windows(out_shape, c_shape, c_org, vt, ctx.window_layouts), c_shape, c_org
-
-
-def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts: dict | None = None) -> dict:
-    """k_partial_vertices for blocks of two sizes per dimension: each output block (g, im, in) of
-    (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary.  ``layouts``: a dict the caller
-    keeps (an op context's) of the vertices on tile positions 0..len(vt)-1 and their order by output start, which
-    depend on the split alone (a layer's matmuls of one shape differ in their tiles only): the tiles are then
-    ``vt`` at those positions and only the order by tile is found again.  Without ``layouts`` the vertices are
-    built on the tiles themselves (the definition the layouts path is tested against)."""
-    if layouts is None:
-        red, by_start = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt), vt)
-    else:
-        key = ("k_partials", G, pk, pm, pn, Mm, N, len(vt)) + tuple(np.asarray(a, np.int64).tobytes()
-                                                                      for a in (msz, moff, nsz, noff))
-        hit = M.layout(layouts, key)
-        if hit is None:
-            hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
-            M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
-        pos_red, by_start = hit
-        red = dict(pos_red, tile=np.asarray(vt)[pos_red["tile"]])
-    order = _by_tile_then(red["tile"], red["out_start"], by_start)
-    out = {k: v[order] for k, v in red.items()}
-    # the vertices in output order (their slices are disjoint: distinct starts), for C's mapping: where each of
-    # the sorted vertices went, instead of sorting the reordered starts again
-    at = np.empty_like(order)
-    at[order] = np.arange(len(order))
-    out["by_start"] = at[by_start]
-    owner = np.asarray(vt).reshape(G, pk, pm, pn)
-    gb, ib, jb = np.unravel_index(np.arange(G * pm * pn), (G, pm, pn))
-    out["blocks"] = dict(g=gb, moff=moff[ib], msz=msz[ib], noff=noff[jb], nsz=nsz[jb],
-                         owner=owner.transpose(0, 2, 3, 1).reshape(G * pm * pn, pk))
-    return out
-
-
-def _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, T: int,
-                             tiles=None) -> tuple[dict, np.ndarray]:
-    """k_partial_vertices_uneven's vertices before their order by tile, on tile positions 0..T-1 (read-only
-    arrays), or on ``tiles`` where given, and their stable order by output start."""
-    vt = np.arange(T, dtype=np.int64) if tiles is None else np.asarray(tiles)
-    owner = vt.reshape(G, pk, pm, pn)
-    parts = {k: [] for k in ("tile", "len", "g", "row", "col", "out_start", "blk", "e")}
-    for bm in np.unique(msz):
-        for bn in np.unique(nsz):
-            ims, ins = np.nonzero(msz == bm)[0], np.nonzero(nsz == bn)[0]
-            gg, ii, jj = (x.ravel() for x in np.meshgrid(np.arange(G), ims, ins, indexing="ij"))
-            be = int(bm) * int(bn)
-            sl_off = np.array([a for a, _ in split_even(be, pk)], np.int64)
-            cuts = np.union1d(sl_off, np.arange(0, be, int(bn)))
-            seg_len = np.diff(np.append(cuts, be))
-            seg_s = np.searchsorted(sl_off, cuts, side="right") - 1
-            seg_r, seg_c = np.divmod(cuts, int(bn))
-            nb, nseg = len(gg), len(cuts)
-            vb = np.repeat(np.arange(nb), nseg)
-            vs = np.tile(seg_s, nb)
-            row = moff[ii][vb] + np.tile(seg_r, nb)
-            col = noff[jj][vb] + np.tile(seg_c, nb)
-            parts["tile"].append(owner[gg[vb], vs, ii[vb], jj[vb]])
-            parts["len"].append(np.tile(seg_len, nb))
-            parts["g"].append(gg[vb])
-            parts["row"].append(row)
-            parts["col"].append(col)
-            parts["out_start"].append((gg[vb] * Mm + row) * N + col)
-            parts["blk"].append(((gg * pm + ii) * pn + jj)[vb])
-            parts["e"].append(np.tile(cuts, nb))
-    red = {k: np.concatenate(v) for k, v in parts.items()}
-    for v in red.values():
-        v.setflags(write=False)
-    by_start = np.argsort(red["out_start"], kind="stable")
-    by_start.setflags(write=False)
-    return red, by_start
-
-
-def _stable_by(tile: np.ndarray) -> np.ndarray:
-    """``np.lexsort((np.arange(n), tile))``: stable order by tile, by a radix sort where the tiles fit 16 bits."""
-    small = len(tile) and int(tile.min()) >= 0 and int(tile.max()) < 1 << 16
-    return np.argsort(tile.astype(np.uint16) if small else tile, kind="stable")
-
-
-def _by_tile_then(tile: np.ndarray, key: np.ndarray, key_order: np.ndarray | None = None) -> np.ndarray:
-    """``np.lexsort((key, tile))``: ordered by key, then stably by tile (two stable sorts are the stable sort by
-    (tile, key)); ``key_order``: the stable order by key where the caller has it."""
-    o = np.argsort(key, kind="stable") if key_order is None else key_order
-    return o[_stable_by(tile[o])]
-
-
-def k_partial_vertices(G, pk, pm, pn, bm, bn, Mm, N, vt) -> dict:
-    """The reduce vertices of a K-split matmul (see reduce_k_partials), ordered by owner tile:
-    per vertex its owner tile, output start (flat index in C), length, block, row and column."""
-    be = bm * bn
-    sl_off = np.array([s for s, _ in split_even(be, pk)], np.int64)
-    cuts = np.union1d(sl_off, np.arange(0, be, bn))
-    seg_len = np.diff(np.append(cuts, be))
-    seg_s = np.searchsorted(sl_off, cuts, side="right") - 1  # slice (owner) of each segment
-    seg_r, seg_c = np.divmod(cuts, bn)
-    nb = G * pm * pn
-    owner = vt.reshape(G, pk, pm, pn).transpose(0, 2, 3, 1).reshape(nb, pk)
-    gb, ib, jb = np.unravel_index(np.arange(nb), (G, pm, pn))
-    nseg = len(cuts)
-    vb = np.repeat(np.arange(nb), nseg)
-    vs = np.tile(seg_s, nb)
-    row0 = ib[vb] * bm + np.tile(seg_r, nb)
-    col0 = jb[vb] * bn + np.tile(seg_c, nb)
-    red = dict(tile=owner[vb, vs], len=np.tile(seg_len, nb), g=gb[vb], row=row0, col=col0,
-               out_start=(gb[vb] * Mm + row0) * N + col0, blk=vb, e=np.tile(cuts, nb))
-    order = _stable_by(red["tile"])
-    out = {k: v[order] for k, v in red.items()}
-    out["blocks"] = dict(g=gb, moff=ib * bm, msz=np.full(nb, bm), noff=jb * bn, nsz=np.full(nb, bn), owner=owner)
-    return out
 
 
 def reduce_k_partials(ctx, part, C_out, red, pk, op):
@@ -582,21 +490,34 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
     for j, d in enumerate(depths):
         src, ioff = _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j)
         depth = d
-    g_len = depth * vlen
-    g_start = np.cumsum(g_len) - g_len
+    # the vertices as k_partial_vertices_uneven keeps them per split (read-only, shared by the split's rotated ops):
+    # the gather's arrays below depend on them and the split alone, so they are kept beside them
+    key = ("reduce", id(vlen), pk, depth, Mm, N) if not depths and not vlen.flags.writeable else None
+    hit = M.layout(ctx.window_layouts, key) if key is not None else None
+    if hit is not None and hit[0] is vlen:
+        g_len, g_start, src_start, src_len = hit[1]
+        src = part
+    else:
+        g_len = depth * vlen
+        g_start = np.cumsum(g_len) - g_len
+        q = np.arange(depth)
+        if src is None:
+            # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
+            base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
+            src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
+            src = part
+        else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
+            be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
+            src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
+        src_len = np.repeat(vlen, depth)
+        if key is not None:
+            arrays = (g_len, g_start, src_start, src_len)
+            for a in arrays:
+                a.setflags(write=False)
+            M.keep_layout(ctx.window_layouts, key, (vlen, arrays), sum(a.nbytes for a in arrays))
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
-    q = np.arange(depth)
-    if src is None:
-        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
-        base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
-        src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
-        src = part
-    else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
-        be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
-        src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
-    ctx.add(P.Copy(src.regions(src_start, np.repeat(vlen, depth)), gathered.whole(), name=f"{op}/gather_partials",
-                   op=op))
+    ctx.add(P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op))
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
     ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
