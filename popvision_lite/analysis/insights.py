@@ -9,18 +9,20 @@ liveness of two runs of one model, one with recomputation on, and says what it s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from popvision_lite.analysis.execution import own_tiles_mean
-from popvision_lite.analysis.fit_constraint import binding_constraint
-from popvision_lite.analysis.liveness import live_variables
 from popvision_lite.analysis.run_totals import STEP_PARTS, run_totals
 from popvision_lite.profile.run_record import record_of
 from popvision_lite.profile.schema import STEP_KIND_CODE, stored_table
 from popvision_lite.units import format_bytes_exact, format_percent, format_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas, and the analyses that import it (execution, fit_constraint, liveness), are imported by the functions
+# that use them: emulate's end-of-run lines (placed_text) import this module without pandas (decision 0471)
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -52,6 +54,8 @@ class Insights(list):
     def to_frame(self) -> pd.DataFrame:
         """One row per finding: severity (ordered categorical), kind, title, text, the tiles / ops / variables
         it points at (tuples) and its numbers (dict)."""
+        import pandas as pd
+
         df = pd.DataFrame({
             "severity": pd.Categorical([f.severity for f in self], categories=["error", "warning", "info"],
                                        ordered=True),
@@ -293,6 +297,8 @@ def _peak_findings(profile, pk: int, over: pd.DataFrame) -> list[Finding]:
         verdict = "enough to fit" if theld >= o else f"not enough alone (still {fmt_bytes(o - theld)} over)"
         # the pipeline stash (format 3.2: a variable) holds the micro-batches in flight: without recomputation
         # their saved activations too, which recomputation drops (keeping each layer's input)
+        from popvision_lite.analysis.liveness import live_variables
+
         stash = live_variables(profile, tl, tile=t)
         stash = stash[stash["name"].astype(str).str.contains(STASH_NAME, regex=False)]
         tstash = int(stash["bytes_on_tile"].sum()) if len(stash) else 0
@@ -386,6 +392,8 @@ def fit_findings(profile) -> list[Finding]:
     """For a run that does not fit: what binds (the IPU, the tiles, the cause, the category and the tensors:
     :func:`fit_constraint.binding_constraint`), and the fit advisor's search offered (it emulates candidates, so it
     is a command to run, not a finding computed here)."""
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+
     b = binding_constraint(profile)
     c = b.binding
     if c is None or b.fits:
@@ -409,6 +417,10 @@ def fit_findings(profile) -> list[Finding]:
 
 
 def _time_findings(profile, bt: pd.DataFrame) -> list[Finding]:
+    import pandas as pd
+
+    from popvision_lite.analysis.execution import own_tiles_mean
+
     out: list[Finding] = []
     rt = run_totals(profile)
     total = rt.ipu_time_cycles

@@ -22,6 +22,13 @@ Step kinds map to parts by :data:`PART_OF_KIND`; a step on every IPU (``ipu`` -1
 framework's host step loop, host-link input, multi-host synchronisation: the "term" phases), during which every
 IPU waits for the host; ``host_text`` names where that time comes from ("host step 167 ms (calibrated,
 PopART)").  Counting it as sync made a BERT-tiny step read "sync 99.9 %" (issue 46).
+
+**numpy, pandas on request.**  The totals are computed from the tables' columns as numpy arrays, whether the
+profile holds DataFrames (an open file) or typed columns (``profile.columns.Columns``: the emulator's
+``ProfileData``, which ``emulate``'s end-of-run lines read), so a process that never asks for a DataFrame never
+imports pandas (decision 0471).  ``RunTotals.phase_columns`` is the phases table with the totals' columns as
+numpy; ``RunTotals.phases`` the same as a DataFrame, built (and pandas imported) on first access;
+:func:`totals_frame` a DataFrame too.
 """
 
 from __future__ import annotations
@@ -29,15 +36,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from popvision_lite.profile import schema
-from popvision_lite.profile.phases import phases_from_schedule, step_runs
+from popvision_lite.profile.phases import phase_columns, step_runs
 from popvision_lite.profile.run_record import RunRecord, record_of
 from popvision_lite.profile.schema import stored_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PART_OF_KIND = {
     "compute": "compute",
@@ -52,10 +61,114 @@ PARTS = (*STEP_PARTS, "host")  # ... and the host's per-step terms (phases of ki
 PEAK_TILE_NAME = "peak tile memory (fullest tile, always-live + not-always-live peak)"
 PEAK_NAL_NAME = "peak not-always-live memory (fullest tile, liveness)"
 WALL_NAME = "wall time of one step"
+# the columns run_totals adds to each phase (after the phases table's own), then "share_of_step"
+PHASE_TOTAL_COLUMNS = ("wall_cycles", "ipu_time_cycles", "waiting_cycles", *(f"kind_{k}" for k in schema.STEP_KINDS),
+                       "kind_host", *PARTS)
 
 
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _numpy_columns(table, names=None) -> dict[str, np.ndarray]:
+    """Columns ``names`` (every column when None) that ``table`` has (a DataFrame, or typed columns
+    ``profile.columns.Columns``), each as a 1-D numpy array (a DataFrame's ``to_numpy()``: no copy where none is
+    needed); none of a table that is None."""
+    if table is None:
+        return {}
+    have = table.columns
+    out = {}
+    for c in (list(have) if names is None else [c for c in names if c in have]):
+        v = table[c]
+        out[c] = v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v)
+    return out
+
+
+class _Column:
+    """A numpy column read as ``phases.step_runs`` reads a DataFrame's (``to_numpy(dtype)``)."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a: np.ndarray):
+        self._a = a
+
+    def to_numpy(self, dtype=None) -> np.ndarray:
+        return np.asarray(self._a, dtype=dtype)
+
+
+class _Frame:
+    """Numpy columns read as ``phases.step_runs`` reads a DataFrame: ``t[col]``, ``t[[cols]]`` (rows x cols),
+    ``.columns`` and ``len``; so the one weighting reads the columns held, DataFrame or not."""
+
+    __slots__ = ("_c", "_n", "columns")
+
+    def __init__(self, cols: dict[str, np.ndarray], n: int):
+        self._c, self._n, self.columns = cols, n, tuple(cols)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, key):
+        if isinstance(key, list):
+            return _Column(np.stack([self._c[k] for k in key], axis=1) if key else np.zeros((self._n, 0)))
+        return _Column(self._c[key])
+
+
+class PhaseColumns:
+    """The phases table with the columns :func:`run_totals` adds (:data:`PHASE_TOTAL_COLUMNS`, then
+    ``share_of_step``), as numpy columns: ``pc[col]`` a 1-D array, ``col in pc``, ``pc.columns``, ``len(pc)`` its
+    rows.  Equal to another when they hold the same columns in the same order with the same values.
+    :meth:`frame` is the table as a DataFrame (``RunTotals.phases``), built on first use (pandas imported then):
+    the profile's phases frame (copied) when it held one, else a frame of its columns, joined to the added
+    columns, as run_totals built it before the columns (decision 0471)."""
+
+    __slots__ = ("data", "_rows", "_source", "_step_cycles", "_frame")
+
+    def __init__(self, data: dict[str, np.ndarray], rows: int, source, step_cycles: int):
+        self.data = data                  # every column, the table's own first
+        self._rows = rows
+        self._source = source             # the profile's phases DataFrame (a copy), or None (they were columns)
+        self._step_cycles = step_cycles
+        self._frame = None
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __getitem__(self, col: str) -> np.ndarray:
+        return self.data[col]
+
+    def __contains__(self, col) -> bool:
+        return col in self.data
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.data)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, PhaseColumns):
+            return NotImplemented
+        return (self.columns == other.columns and len(self) == len(other)
+                and all(np.array_equal(self.data[c], other.data[c]) for c in self.data))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PhaseColumns({len(self)} phases, columns {list(self.data)})"
+
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            import pandas as pd
+
+            own = [c for c in self.data if c not in PHASE_TOTAL_COLUMNS and c != "share_of_step"]
+            ph = self._source if self._source is not None else pd.DataFrame({c: self.data[c] for c in own}).copy()
+            cols = list(PHASE_TOTAL_COLUMNS)
+            extra = (pd.DataFrame({c: self.data[c] for c in cols}, index=ph.index) if self._rows else
+                     pd.DataFrame(columns=cols, index=ph.index))
+            ph = pd.concat([ph, extra], axis=1)
+            step_cycles = self._step_cycles
+            ph["share_of_step"] = ph["wall_cycles"] / step_cycles if step_cycles else 0.0
+            self._frame = ph
+        return self._frame
 
 
 @dataclass
@@ -71,7 +184,7 @@ class RunTotals:
     kind_cycles: dict[str, int]           # step kind -> weighted IPU cycles (waiting at syncs in "sync"), and
     #                                       "host": the host terms (not a step kind); sums to ipu_time_cycles
     waiting_cycles: int                   # IPU cycles waiting at a sync (in part_cycles["sync"])
-    phases: pd.DataFrame                  # the phases table + wall, ipu_time and part columns, share_of_step
+    phase_columns: PhaseColumns           # the phases table + wall, ipu_time and part columns, share_of_step
     step_weight: np.ndarray               # per stored step: how many times it runs per training step
     op_cycles: np.ndarray                 # per ops row: cycles per training step (one replica): the pipelined
     #                                       ops table's own per-step totals, else its stored steps weighted
@@ -94,6 +207,11 @@ class RunTotals:
     unphased_kind_cycles: np.ndarray | None = None  # per step kind: IPU cycles of stored steps in no phase
 
     # ---- derived, so there is one formula each
+    @property
+    def phases(self) -> pd.DataFrame:
+        """:attr:`phase_columns` as a DataFrame (built on first access; pandas is imported then)."""
+        return self.phase_columns.frame()
+
     @property
     def num_ipus(self) -> int:
         return self.replicas * self.stages * self.tensor_parallel
@@ -130,8 +248,8 @@ class RunTotals:
     @property
     def dominant_phase(self) -> str:
         """Name of the phase with the most wall time of the step."""
-        ph = self.phases
-        return str(ph["name"].iat[int(np.argmax(ph["wall_cycles"].to_numpy()))]) if len(ph) else "n/a"
+        ph = self.phase_columns
+        return str(ph["name"][int(np.argmax(ph["wall_cycles"]))]) if len(ph) else "n/a"
 
     @property
     def bottleneck_text(self) -> str:
@@ -139,17 +257,17 @@ class RunTotals:
         if not self.ipu_time_cycles:
             return "n/a"
         b = self.bottleneck
-        ph = self.phases
+        ph = self.phase_columns
         what = b
         if b == "sync" and self.waiting_cycles >= 0.5 * self.part_cycles["sync"]:
             what = "sync: IPUs waiting for each other"
         if b == "host":
             what = f"host: IPUs waiting for the {self.host_short or 'host'}"
         pct = f"{100 * self.part_share[b]:.0f}% of IPU time"
-        if len(ph) > 1 and b in ph.columns:
-            i = int(np.argmax(ph[b].to_numpy()))
-            if ph[b].iat[i] > 0.5 * self.part_cycles[b]:  # most of it in one phase: say which
-                name = str(ph["name"].iat[i]).replace("_", " ")
+        if len(ph) > 1 and b in ph:
+            i = int(np.argmax(ph[b]))
+            if ph[b][i] > 0.5 * self.part_cycles[b]:  # most of it in one phase: say which
+                name = str(ph["name"][i]).replace("_", " ")
                 if b == "host":  # the host part is its terms: no phase to name beside them
                     return f"{what} ({pct})"
                 if name == "steady state":
@@ -227,81 +345,90 @@ def run_totals(profile) -> RunTotals:
     return rt
 
 
-def _phase_parts(ph: pd.DataFrame, phase_w, kind: np.ndarray, dur: np.ndarray, lanes: np.ndarray,
-                 S: int) -> tuple[pd.DataFrame, np.ndarray]:
-    """Each phase's wall time, IPU time, waiting and cycles by step kind and by part, as columns joined to
-    ``ph``; and which stored steps some phase claims."""
+def _phase_parts(ph: dict[str, np.ndarray], rows: int, phase_w, kind: np.ndarray, dur: np.ndarray,
+                 lanes: np.ndarray, S: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Each phase's wall time, IPU time, waiting and cycles by step kind and by part (the columns
+    :data:`PHASE_TOTAL_COLUMNS`, one value per phase) from ``ph`` (the phases table's numpy columns, ``rows``
+    phases); and which stored steps some phase claims."""
     n = len(kind)
     nk = len(schema.STEP_KINDS)
     part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
     HOST = PARTS.index("host")
-    rows = []
+    out = []
     in_phase = np.zeros(n, bool)
-    for i, r in enumerate(ph.itertuples()):
-        wall = int(r.cycles) * int(r.runs_per_step)
+    # each phase's values as Python scalars, as a DataFrame's rows give them
+    cyc, runs, first, last, pkind, pipu, tkind = (ph[c].tolist() if rows else [] for c in (
+        "cycles", "runs_per_step", "first_step", "last_step", "kind", "ipu", "time_kind"))
+    known_all = [ph[f"ipu_{k}"].tolist() for k in schema.STEP_KINDS]
+    for i in range(rows):
+        wall = int(cyc[i]) * int(runs[i])
         kinds = np.zeros(nk)
         host = 0.0
-        known = np.array([getattr(r, f"ipu_{k}") for k in schema.STEP_KINDS], np.float64)
-        if r.first_step >= 0:
-            a, b = int(r.first_step), int(r.last_step) + 1
+        known = np.array([col[i] for col in known_all], np.float64)
+        if first[i] >= 0:
+            a, b = int(first[i]), int(last[i]) + 1
             w = phase_w[i]
             in_phase[a:b] = True
         if (known >= 0).all():
-            kinds += known * int(r.runs_per_step)
-        elif r.first_step >= 0:
+            kinds += known * int(runs[i])
+        elif first[i] >= 0:
             kinds += np.bincount(kind[a:b], weights=dur[a:b] * lanes[a:b] * w, minlength=nk)
-        elif r.kind == "term":  # a host / runtime term (files before issue 46 stored time_kind "sync"): host
-            host = float(wall * (S if r.ipu < 0 else 1))
-        elif r.time_kind:
-            kinds[schema.STEP_KIND_CODE[r.time_kind]] += wall * (S if r.ipu < 0 else 1)
+        elif pkind[i] == "term":  # a host / runtime term (files before issue 46 stored time_kind "sync"): host
+            host = float(wall * (S if pipu[i] < 0 else 1))
+        elif tkind[i]:
+            kinds[schema.STEP_KIND_CODE[tkind[i]]] += wall * (S if pipu[i] < 0 else 1)
         busy = float(kinds.sum()) + host
-        lanes_ph = S if r.ipu < 0 else 1
+        lanes_ph = S if pipu[i] < 0 else 1
         wait = max(wall * lanes_ph - busy, 0.0)
         parts = np.zeros(len(PARTS))
         np.add.at(parts, part_idx, kinds)
         parts[PARTS.index("sync")] += wait
         parts[HOST] += host
-        rows.append((wall, busy + wait, wait, *kinds, host, *parts))
-    cols = ["wall_cycles", "ipu_time_cycles", "waiting_cycles", *(f"kind_{k}" for k in schema.STEP_KINDS),
-            "kind_host", *PARTS]
-    extra = pd.DataFrame(rows, columns=cols, index=ph.index) if rows else pd.DataFrame(columns=cols, index=ph.index)
-    return pd.concat([ph, extra], axis=1), in_phase
+        out.append((wall, busy + wait, wait, *kinds, host, *parts))
+    cols = {c: np.array([r[j] for r in out], np.int64 if c == "wall_cycles" else np.float64)
+            for j, c in enumerate(PHASE_TOTAL_COLUMNS)}
+    return cols, in_phase
 
 
-def _op_cycles(profile, steps: pd.DataFrame, sch, weighted: np.ndarray, kind: np.ndarray,
-               ipu_time: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """(ops table, each op's cycles, its cycles by part, its share of the IPU time): the weighted cycles of the
+def _op_cycles(profile, steps: dict[str, np.ndarray], n: int, sch, weighted: np.ndarray, kind: np.ndarray,
+               ipu_time: int) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(op names, each op's cycles, its cycles by part, its share of the IPU time): the weighted cycles of the
     stored steps each op owns (every IPU of a step on all IPUs), or the pipelined ops table's own."""
     part_idx = np.array([PARTS.index(PART_OF_KIND[k]) for k in schema.STEP_KINDS])
-    ops = stored_table(profile, "ops")
-    op_id = steps["op_id"].to_numpy(np.int64) if "op_id" in steps.columns else np.full(len(steps), -1, np.int64)
+    ops_table = stored_table(profile, "ops")
+    n_ops = len(ops_table)
+    pipelined = "pipeline_cycles" in sch and n_ops
+    ops = _numpy_columns(ops_table, ("name", *(("cycles", "compute_cycles", "exchange_cycles", "sync_cycles",
+                                                 "stream_cycles") if pipelined else ())))
+    op_id = steps["op_id"].astype(np.int64, copy=False) if "op_id" in steps else np.full(n, -1, np.int64)
     ok = op_id >= 0
-    op_cycles = np.bincount(op_id[ok], weights=weighted[ok], minlength=len(ops))[:len(ops)] \
-        if len(ops) else np.zeros(0)
-    op_part = np.zeros((len(ops), len(STEP_PARTS)))
-    if len(ops) and ok.any():
+    op_cycles = np.bincount(op_id[ok], weights=weighted[ok], minlength=n_ops)[:n_ops] \
+        if n_ops else np.zeros(0)
+    op_part = np.zeros((n_ops, len(STEP_PARTS)))
+    if n_ops and ok.any():
         np.add.at(op_part, (op_id[ok], part_idx[kind[ok]]), weighted[ok])
-    if "pipeline_cycles" in sch and len(ops):
+    if pipelined:
         # a pipelined ops table holds each op's cycles per training step of one replica, composed by the
         # emulator from every micro-batch (analysis/model_pass.py); the timeline draws only some pipeline cycles
-        op_cycles = ops["cycles"].to_numpy(np.float64)
-        op_part = np.stack([ops[c].to_numpy(np.float64) for c in
+        op_cycles = ops["cycles"].astype(np.float64)
+        op_part = np.stack([ops[c].astype(np.float64) for c in
                             ("compute_cycles", "exchange_cycles", "sync_cycles", "stream_cycles")], axis=1)
     op_share = op_cycles / ipu_time if ipu_time else np.zeros(len(op_cycles))
-    return ops, op_cycles, op_part, op_share
+    names = [str(v) for v in ops["name"].tolist()] if n_ops else []
+    return names, op_cycles, op_part, op_share
 
 
-def _program_cycles(profile, steps: pd.DataFrame, weighted: np.ndarray) -> np.ndarray:
+def _program_cycles(profile, steps: dict[str, np.ndarray], n: int, weighted: np.ndarray) -> np.ndarray:
     """Each program's weighted cycles, its children's included (children come after their parent)."""
     progs = stored_table(profile, "programs")
-    if progs is None:
-        progs = pd.DataFrame({"parent_id": np.zeros(0, np.int64)})
-    pid = steps["prog_id"].to_numpy(np.int64) if "prog_id" in steps.columns else np.full(len(steps), -1, np.int64)
+    n_progs = 0 if progs is None else len(progs)
+    parent = (_numpy_columns(progs, ("parent_id",))["parent_id"].astype(np.int64, copy=False) if n_progs
+              else np.zeros(0, np.int64))
+    pid = steps["prog_id"].astype(np.int64, copy=False) if "prog_id" in steps else np.full(n, -1, np.int64)
     okp = pid >= 0
-    prog_cycles = np.bincount(pid[okp], weights=weighted[okp], minlength=len(progs))[:len(progs)] \
-        if len(progs) else np.zeros(0)
-    parent = progs["parent_id"].to_numpy(np.int64)
-    for q in range(len(progs) - 1, -1, -1):  # children come after their parent
+    prog_cycles = np.bincount(pid[okp], weights=weighted[okp], minlength=n_progs)[:n_progs] \
+        if n_progs else np.zeros(0)
+    for q in range(n_progs - 1, -1, -1):  # children come after their parent
         if parent[q] >= 0:
             prog_cycles[parent[q]] += prog_cycles[q]
     return prog_cycles
@@ -311,13 +438,23 @@ def _memory_peaks(profile) -> tuple[int, int, int, int]:
     """(peak tile bytes, peak tile, peak not-always-live bytes, its liveness step)."""
     per_tile = profile.memory.array().sum(axis=(1, 2))
     peak_tile = int(np.argmax(per_tile)) if per_tile.size else -1
-    ls = stored_table(profile, "liveness_steps")
-    if len(ls):
-        i = int(np.argmax(ls["max_tile_bytes"].to_numpy()))
-        nal, nal_l = int(ls["max_tile_bytes"].iat[i]), int(ls["lstep"].iat[i])
+    ls_table = stored_table(profile, "liveness_steps")
+    if len(ls_table):
+        ls = _numpy_columns(ls_table, ("max_tile_bytes", "lstep"))
+        i = int(np.argmax(ls["max_tile_bytes"]))
+        nal, nal_l = int(ls["max_tile_bytes"][i]), int(ls["lstep"][i])
     else:
         nal, nal_l = 0, -1
     return (int(per_tile[peak_tile]) if per_tile.size else 0), peak_tile, nal, nal_l
+
+
+def _phase_source(table):
+    """The phases table's own columns as numpy (copies) and, when it is a DataFrame, a copy of it for
+    ``PhaseColumns.frame``."""
+    if table is not None and not callable(getattr(table, "frame", None)) and hasattr(table, "copy"):  # a DataFrame
+        src = table.copy()
+        return _numpy_columns(src), src
+    return {c: np.array(v, copy=True) for c, v in _numpy_columns(table).items()}, None
 
 
 def _compute(profile) -> RunTotals:
@@ -326,20 +463,24 @@ def _compute(profile) -> RunTotals:
     sch = rec.schedule
     S = int(t.num_ipus)
     R = rec.replicas_of_run
-    steps = stored_table(profile, "steps")
-    n = len(steps)
-    phases = stored_table(profile, "phases")  # a stand-in without the table gets it built from its schedule
-    ph = (phases if phases is not None else phases_from_schedule(sch, steps, float(t.clock_hz))).copy()
-    starts = steps["start_cycle"].to_numpy(np.int64)
-    ends = steps["end_cycle"].to_numpy(np.int64)
+    steps_table = stored_table(profile, "steps")
+    n = len(steps_table)
+    steps = _numpy_columns(steps_table, ("start_cycle", "end_cycle", "kind", "ipu", "op_id", "prog_id"))
+    phases = stored_table(profile, "phases")  # a stand-in without the table gets it built from its schedule,
+    if phases is None:  # as the writer builds it
+        phases = phase_columns(sch, steps_table, float(t.clock_hz))
+    own, source = _phase_source(phases)
+    rows = len(phases)
+    starts = steps["start_cycle"].astype(np.int64, copy=False)
+    ends = steps["end_cycle"].astype(np.int64, copy=False)
     dur = ends - starts
-    kind = steps["kind"].to_numpy(np.int64)
-    ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else np.full(n, -1, np.int64)
+    kind = steps["kind"].astype(np.int64, copy=False)
+    ipu = steps["ipu"].astype(np.int64, copy=False) if "ipu" in steps else np.full(n, -1, np.int64)
     lanes = np.where(ipu < 0, S, 1).astype(np.float64)  # a step on every IPU counts on each of them
     # how often each stored step runs per training step: the one weighting (profile/phases.py)
-    weight, phase_w = step_runs(ph, steps, S)
+    weight, phase_w = step_runs(_Frame(own, rows), _Frame(steps, n), S)
     nk = len(schema.STEP_KINDS)
-    ph, in_phase = _phase_parts(ph, phase_w, kind, dur, lanes, S)
+    extra, in_phase = _phase_parts(own, rows, phase_w, kind, dur, lanes, S)
     notes = []
     if n and not in_phase.all():  # stored steps no phase claims (a producer's extra steps): counted once
         m = ~in_phase
@@ -347,22 +488,23 @@ def _compute(profile) -> RunTotals:
         k_extra = np.bincount(kind[m], weights=dur[m] * lanes[m], minlength=nk)
     else:
         k_extra = np.zeros(nk)
-    step_cycles = int((ph["start_cycle"] + ph["wall_cycles"]).max()) if len(ph) else 0
-    kind_tot = ph[[f"kind_{k}" for k in schema.STEP_KINDS]].to_numpy(np.float64).sum(axis=0) + k_extra \
-        if len(ph) else k_extra
-    host_tot = float(ph["kind_host"].sum()) if len(ph) else 0.0
-    part_tot = {p: float(ph[p].sum()) if len(ph) else 0.0 for p in PARTS}
+    step_cycles = int((own["start_cycle"] + extra["wall_cycles"]).max()) if rows else 0
+    # (each a contiguous column's sum: the sums a DataFrame's columns gave)
+    kind_tot = np.array([extra[f"kind_{k}"].sum() for k in schema.STEP_KINDS]) + k_extra if rows else k_extra
+    host_tot = float(np.nansum(extra["kind_host"])) if rows else 0.0
+    part_tot = {p: float(np.nansum(extra[p])) if rows else 0.0 for p in PARTS}
     for i, k in enumerate(schema.STEP_KINDS):
         part_tot[PART_OF_KIND[k]] += float(k_extra[i])
-    waiting = int(round(float(ph["waiting_cycles"].sum()))) if len(ph) else 0
+    waiting = int(round(float(np.nansum(extra["waiting_cycles"])))) if rows else 0
     part_cycles = {p: int(round(v)) for p, v in part_tot.items()}
     ipu_time = int(round(sum(part_tot.values())))
     part_cycles["sync"] += ipu_time - sum(part_cycles.values())  # rounding: the parts add up to the total
-    ph["share_of_step"] = ph["wall_cycles"] / step_cycles if step_cycles else 0.0
+    share = extra["wall_cycles"] / step_cycles if step_cycles else np.zeros(rows)
+    phase_cols = PhaseColumns({**own, **extra, "share_of_step": share}, rows, source, step_cycles)
 
     weighted = dur * lanes * weight
-    ops, op_cycles, op_part, op_share = _op_cycles(profile, steps, sch, weighted, kind, ipu_time)
-    prog_cycles = _program_cycles(profile, steps, weighted)
+    op_names, op_cycles, op_part, op_share = _op_cycles(profile, steps, n, sch, weighted, kind, ipu_time)
+    prog_cycles = _program_cycles(profile, steps, n, weighted)
     peak_bytes, peak_tile, nal, nal_l = _memory_peaks(profile)
     per_step, sps, basis = throughput(rec, step_cycles, float(t.clock_hz))
     return RunTotals(
@@ -370,9 +512,9 @@ def _compute(profile) -> RunTotals:
         pipelined="pipeline_cycles" in sch, ipu_time_cycles=ipu_time, part_cycles=part_cycles,
         kind_cycles={**{k: int(round(float(kind_tot[i]) + (waiting if k == "sync" else 0)))
                         for i, k in enumerate(schema.STEP_KINDS)}, "host": int(round(host_tot))},
-        waiting_cycles=waiting, phases=ph, step_weight=weight, op_cycles=op_cycles, op_share=op_share,
-        op_part_cycles=op_part, program_cycles=prog_cycles,
-        op_names=ops["name"].astype(str).tolist(), peak_tile_bytes=peak_bytes,
+        waiting_cycles=waiting, phase_columns=phase_cols, step_weight=weight, op_cycles=op_cycles,
+        op_share=op_share, op_part_cycles=op_part, program_cycles=prog_cycles,
+        op_names=op_names, peak_tile_bytes=peak_bytes,
         peak_tile=peak_tile, peak_not_always_live_bytes=nal, peak_not_always_live_lstep=nal_l,
         capacity_bytes=int(t.sram_bytes_per_tile), samples_per_step=per_step, samples_per_second=sps,
         throughput_basis=basis, notes=notes, tensor_parallel=sch.tensor_parallel,
@@ -389,6 +531,8 @@ def totals_frame(profile) -> pd.DataFrame:
     ``part`` (categoricals; waiting is ``sync``; a host term's rows are kind and part ``host``), ``waiting``, ``ipu_cycles`` (float64: weighted), ``ipu_seconds``,
     ``share`` (of the step's IPU time).  Grouped by ``part`` or ``kind_name`` the rows add up to
     ``part_cycles`` / ``kind_cycles`` (before their rounding to whole cycles), the Summary's and ``info``'s."""
+    import pandas as pd
+
     rt = run_totals(profile)
     ph = rt.phases
     rows = []

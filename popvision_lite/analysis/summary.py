@@ -8,10 +8,9 @@ peak tile memory and where it is, the top ops by cycles and the numeric check re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from popvision_lite.analysis import error_band as eb
 from popvision_lite.analysis.run_totals import (
@@ -27,6 +26,9 @@ from popvision_lite.profile import schema
 from popvision_lite.profile.run_record import RunRecord, Schedule, record_of
 from popvision_lite.profile.schema import stored_table
 from popvision_lite.units import format_bytes, format_seconds  # noqa: F401 (re-exported for views)
+
+if TYPE_CHECKING:  # (imported by the functions that build a DataFrame: emulate's end-of-run lines read
+    import pandas as pd  # schedule_lines without pandas; decision 0471)
 
 # How step kinds are grouped into the parts PopVision shows (one definition: analysis/run_totals.py).
 PHASE_OF_KIND = PART_OF_KIND
@@ -137,6 +139,8 @@ def peak_memory(profile) -> PeakMemory:
 def top_ops(profile, n: int = 10) -> pd.DataFrame:
     """The ``n`` ops with the most cycles per training step (run_totals.op_cycles) and their share of the IPU
     time (run_totals.op_share)."""
+    import pandas as pd
+
     ops = stored_table(profile, "ops")
     cols = ["op_id", "name", "type", "cycles", "share", "flops", "tiles_used"]
     if len(ops) == 0:
@@ -206,6 +210,8 @@ def schedule_lines(sch: Schedule, clock_hz: float) -> list[str]:
 
 def summary_table(profile) -> pd.DataFrame:
     """The Summary as (metric, value) rows: what ``popvision-lite export --view summary -o x.csv`` writes."""
+    import pandas as pd
+
     s = summarize(profile)
     rt = s.totals
     name, share = rt.top_op

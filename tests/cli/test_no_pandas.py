@@ -1,6 +1,7 @@
 """Which processes import pandas (~0.17 s of every process that does) and Qt: the command line's --version and
---help, and the emulator's build -> compile -> run -> profile data -> written profile, need neither (decision 0471:
-the profile tables are typed numpy columns until a caller asks for a DataFrame)."""
+--help, the emulator's build -> compile -> run -> profile data -> written profile, and a whole ``emulate`` of a
+bundled model with its end-of-run lines (run_totals over the run in memory), need neither (decision 0471: the
+profile tables are typed numpy columns until a caller asks for a DataFrame)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,32 @@ def test_the_emulator_builds_runs_and_writes_a_profile_without_pandas(tmp_path):
     with open_profile(path) as p:  # the file is whole: its tables read back
         assert p.stored_table("compute_sets")["name"].tolist() == ["add"]
         assert len(p.stored_table("steps")) >= 1
+
+
+# whole `emulate` commands in one process, each followed by the heavy modules imported so far
+EMULATES = """
+import json, sys
+from popvision_lite.cli.main import main
+for i, args in enumerate({runs!r}):
+    rc = main(["emulate", *args, "-q", "-o", sys.argv[1 + i]])
+    print("RESULT", json.dumps([rc, sorted(m for m in ("pandas", "PySide6") if m in sys.modules)]), flush=True)
+"""
+
+
+def test_a_whole_emulate_of_a_bundled_model_prints_its_end_of_run_lines_without_pandas(tmp_path):
+    # bert-tiny as bundled (one stage; its schedule's lines) and pipelined over two IPUs (two stages, IPUs waiting
+    # for each other): run_totals' time split, the schedule and training-state lines (analysis.summary/insights)
+    runs = [["bert-tiny", "--timing-only"], ["bert-tiny", "--pipeline-stages", "2", "--timing-only"]]
+    paths = [tmp_path / f"run{i}.pvl" for i in range(len(runs))]
+    out = subprocess.run([sys.executable, "-c", EMULATES.format(runs=runs), *map(str, paths)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    results = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if line.startswith("RESULT ")]
+    assert results == [[0, []], [0, []]], out
+    splits = [line for line in out.splitlines() if line.startswith("time split of one optimizer step")]
+    assert [s.split(" (", 1)[1].split(")", 1)[0] for s in splits] == ["IPU time summed over 1 IPU",
+                                                                        "IPU time summed over 2 IPUs"]
+    assert "IPU 1: " in out  # the second stage's training-state line
+    from popvision_lite.cli.info import profile_totals, time_split_line
+
+    for path, line in zip(paths, splits, strict=True):  # the lines are the written profiles' (read back)
+        assert time_split_line(profile_totals(path)) == line
