@@ -11,6 +11,7 @@ from popvision_lite import gpu_validation as gv
 from popvision_lite.emulator.models import emulated
 from popvision_lite.emulator.models.config import make_config
 from tests.conftest import RESNET50_DEEP, SMALL_DEVICE
+from tests.support.op_info import drop_first_ops_field
 
 # the conftest fixture's build (ResNet-50's depth at tiny widths, outlined blocks and graph functions replayed,
 # the forward recomputed): the graph whose programs a block's second call and recomputation run again
@@ -66,16 +67,7 @@ def test_what_the_build_alone_does_not_fix_is_emulated(monkeypatch):
 
 
 def test_an_op_without_its_recorded_bytes_is_compiled_instead(monkeypatch):
-    from popvision_lite.emulator import engine
-
-    real = engine.op_tables
-
-    def drop_one(graph, program):
-        name = next(iter(graph.op_info))
-        graph.op_info[name] = {k: v for k, v in graph.op_info[name].items() if k != "min_bytes"}
-        return real(graph, program)
-
-    monkeypatch.setattr(engine, "op_tables", drop_one)
+    drop_first_ops_field(monkeypatch, "min_bytes")
     assert emulated.op_profile(make_config("resnet-tiny", layers=14, image=32, batch=2), SMALL_DEVICE) is None
 
 

@@ -11,6 +11,7 @@ from popvision_lite import gpu_validation as gv
 from popvision_lite.emulator.models import emulated
 from popvision_lite.emulator.models.config import make_config
 from tests.conftest import SMALL_DEVICE
+from tests.support.op_info import drop_first_ops_field
 
 # small transformers that still exercise every count the composition gives an op: three distinct stage graphs
 # (embedding, body, heads) over four IPUs with layers placed unevenly, recomputation (a forward op run twice
@@ -69,15 +70,6 @@ def test_the_stage_builds_give_the_composed_runs_op_list(name):
 
 
 def test_an_op_without_its_recorded_type_is_composed_from_the_compile(monkeypatch):
-    from popvision_lite.emulator import engine
-
-    real = engine.op_tables
-
-    def drop_one(graph, program):
-        name = next(iter(graph.op_info))
-        graph.op_info[name] = {k: v for k, v in graph.op_info[name].items() if k != "type"}
-        return real(graph, program)
-
-    monkeypatch.setattr(engine, "op_tables", drop_one)
+    drop_first_ops_field(monkeypatch, "type")
     model, kw = CASES["bert"]
     assert emulated.op_profile(make_config(model, **kw), SMALL_DEVICE) is None
