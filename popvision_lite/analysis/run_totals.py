@@ -84,36 +84,6 @@ def _numpy_columns(table, names=None) -> dict[str, np.ndarray]:
     return out
 
 
-class _Column:
-    """A numpy column read as ``phases.step_runs`` reads a DataFrame's (``to_numpy(dtype)``)."""
-
-    __slots__ = ("_a",)
-
-    def __init__(self, a: np.ndarray):
-        self._a = a
-
-    def to_numpy(self, dtype=None) -> np.ndarray:
-        return np.asarray(self._a, dtype=dtype)
-
-
-class _Frame:
-    """Numpy columns read as ``phases.step_runs`` reads a DataFrame: ``t[col]``, ``t[[cols]]`` (rows x cols),
-    ``.columns`` and ``len``; so the one weighting reads the columns held, DataFrame or not."""
-
-    __slots__ = ("_c", "_n", "columns")
-
-    def __init__(self, cols: dict[str, np.ndarray], n: int):
-        self._c, self._n, self.columns = cols, n, tuple(cols)
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, key):
-        if isinstance(key, list):
-            return _Column(np.stack([self._c[k] for k in key], axis=1) if key else np.zeros((self._n, 0)))
-        return _Column(self._c[key])
-
-
 class PhaseColumns:
     """The phases table with the columns :func:`run_totals` adds (:data:`PHASE_TOTAL_COLUMNS`, then
     ``share_of_step``), as numpy columns: ``pc[col]`` a 1-D array, ``col in pc``, ``pc.columns``, ``len(pc)`` its
@@ -478,7 +448,7 @@ def _compute(profile) -> RunTotals:
     ipu = steps["ipu"].astype(np.int64, copy=False) if "ipu" in steps else np.full(n, -1, np.int64)
     lanes = np.where(ipu < 0, S, 1).astype(np.float64)  # a step on every IPU counts on each of them
     # how often each stored step runs per training step: the one weighting (profile/phases.py)
-    weight, phase_w = step_runs(_Frame(own, rows), _Frame(steps, n), S)
+    weight, phase_w = step_runs(own, steps, S)
     nk = len(schema.STEP_KINDS)
     extra, in_phase = _phase_parts(own, rows, phase_w, kind, dur, lanes, S)
     notes = []

@@ -212,24 +212,26 @@ def step_runs(phases, steps, num_ipus: int) -> tuple[np.ndarray, np.ndarray]:
     of it (``covered`` = the wall cycles its stored steps cover), or, when the producer recorded the phase's
     busy IPU cycles (every ``ipu_<kind>`` >= 0), for ``sum(ipu_<kind>) x runs_per_step / busy IPU cycles of the
     stored steps``; a step of every IPU (``ipu`` -1) is busy on each of the ``num_ipus``.  A stored step no
-    phase claims runs once.  Both tables in their stored form (-1 for none)."""
-    n = len(steps)
+    phase claims runs once.  Both tables in their stored form (-1 for none), each a DataFrame, typed columns
+    (``profile.columns.Columns``) or a dict of numpy columns: read by column name only."""
+    starts = np.asarray(steps["start_cycle"], np.int64)
+    n = len(starts)
+    nph = len(phases["cycles"])
     weight = np.ones(n, np.float64)
-    per_phase = np.zeros(len(phases), np.float64)
-    if not n or not len(phases):
+    per_phase = np.zeros(nph, np.float64)
+    if not n or not nph:
         return weight, per_phase
-    starts = steps["start_cycle"].to_numpy(np.int64)
-    ends = steps["end_cycle"].to_numpy(np.int64)
+    ends = np.asarray(steps["end_cycle"], np.int64)
     dur = ends - starts
-    kind = steps["kind"].to_numpy(np.int64)
-    ipu = steps["ipu"].to_numpy(np.int64) if "ipu" in steps.columns else np.full(n, -1, np.int64)
+    kind = np.asarray(steps["kind"], np.int64)
+    ipu = np.asarray(steps["ipu"], np.int64) if "ipu" in steps else np.full(n, -1, np.int64)
     lanes = np.where(ipu < 0, int(num_ipus), 1).astype(np.float64)
-    known_all = phases[[f"ipu_{k}" for k in STEP_KINDS]].to_numpy(np.float64)
-    first = phases["first_step"].to_numpy(np.int64)
-    last = phases["last_step"].to_numpy(np.int64)
-    wall = phases["cycles"].to_numpy(np.int64) * phases["runs_per_step"].to_numpy(np.int64)
-    runs = phases["runs_per_step"].to_numpy(np.int64)
-    for i in range(len(phases)):
+    known_all = np.stack([np.asarray(phases[f"ipu_{k}"], np.float64) for k in STEP_KINDS], axis=1)
+    first = np.asarray(phases["first_step"], np.int64)
+    last = np.asarray(phases["last_step"], np.int64)
+    runs = np.asarray(phases["runs_per_step"], np.int64)
+    wall = np.asarray(phases["cycles"], np.int64) * runs
+    for i in range(nph):
         if first[i] < 0:
             continue
         a, b = int(first[i]), int(last[i]) + 1
