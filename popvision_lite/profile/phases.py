@@ -109,18 +109,13 @@ def phase_columns(schedule: Schedule | None, steps, clock_hz: float) -> Columns:
     return Columns.typed("phases", data)
 
 
-def _int_column(steps, col: str) -> np.ndarray:
-    return np.asarray(steps[col].to_numpy() if hasattr(steps[col], "to_numpy") else steps[col]).astype(np.int64,
-                                                                                                     copy=False)
-
-
 def _phase_rows(schedule: Schedule | None, steps, clock_hz: float) -> list[dict]:
     """The rows of :func:`phases_from_schedule` (without phase_id)."""
     sch = schedule if schedule is not None else Schedule()
     n_steps = 0 if steps is None else len(steps)
     if n_steps:
-        starts = _int_column(steps, "start_cycle")
-        ends = _int_column(steps, "end_cycle")
+        starts = np.asarray(steps["start_cycle"], np.int64)
+        ends = np.asarray(steps["end_cycle"], np.int64)
         t_end = int(ends.max())
     else:
         starts = ends = np.zeros(0, np.int64)
@@ -161,7 +156,8 @@ def _phase_rows(schedule: Schedule | None, steps, clock_hz: float) -> list[dict]
         if "fill_cycles" in sch and "drain_cycles" in sch:
             fill, drain = sch.fill_cycles, sch.drain_cycles
         else:  # written before format 2.2: the fill ends with the nf-th inter-IPU copy step
-            copies = np.flatnonzero((_int_column(steps, "kind") == _K_XG) & (_int_column(steps, "ipu") == -1)) \
+            copies = np.flatnonzero((np.asarray(steps["kind"], np.int64) == _K_XG)
+                                    & (np.asarray(steps["ipu"], np.int64) == -1)) \
                 if n_steps else np.zeros(0, np.int64)
             rest = max(total - ns * steady, 0)
             if sch.profile_pipeline_cycles_elided > 0:
