@@ -117,6 +117,9 @@ class OpList:
     params: float
     scores_kept: bool        # the attention kernel keeps its probabilities for the backward (apex fmha)
     notes: list
+    # what every row's placement search of these kernels shares (gpu_parallel.search's memo: the distinct kernels,
+    # the per-micro-batch layouts), computed by the first row that needs it
+    memo: dict = field(default_factory=dict)
 
 
 def _emulate(model: str, **cfg):
@@ -186,7 +189,7 @@ def predict_row(row: GpuRow, ops: OpList) -> GpuResult:
                          layers=int(cfg.get("layers") or 1) if transformer else 1, activation_bytes=acts)
     try:
         e, _ = gp.search(ops.kernels, row.gpu, row.n_gpus, cfg, setting, tp=row.tp, pp=row.pp,
-                         vp=row.vp if row.pp > 1 else None, micro_batch=row.micro_batch)
+                         vp=row.vp if row.pp > 1 else None, micro_batch=row.micro_batch, memo=ops.memo)
     except ConfigError as err:
         return GpuResult(row, error=str(err), wall_s=time.perf_counter() - t0)
     sps = e.samples_per_second

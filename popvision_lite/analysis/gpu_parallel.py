@@ -411,9 +411,14 @@ def candidates(n_gpus: int, cfg: dict, setting: Setting, transformer: bool, node
 
 def search(kernels: pd.DataFrame, gpu, n_gpus: int, cfg: dict, setting: Setting, *, framework: str | None = None,
            tp: int | None = None, pp: int | None = None, vp: int | None = None,
-           micro_batch: int | None = None) -> tuple[ge.TrainingEstimate, dict]:
+           micro_batch: int | None = None, memo: dict | None = None) -> tuple[ge.TrainingEstimate, dict]:
     """The fastest placement of ``n_gpus`` GPUs that fits (or the one needing the least memory when none fits),
-    with what the search tried: ``{"tried": n, "fitting": k, "framework": ..., "stated": {...}}``."""
+    with what the search tried: ``{"tried": n, "fitting": k, "framework": ..., "stated": {...}}``.
+
+    ``memo``: a dict the caller keeps for one ``kernels`` list (same object, unchanged) over several searches (the
+    validation report's measured rows of one benchmark): the distinct kernels (:func:`_unique`) and each
+    per-micro-batch :class:`Layout` are computed once in it, not once per search; each is a function of the
+    kernels and of what its key holds, so every search gives what it gives without one."""
     g = gpu if isinstance(gpu, ge.GpuModel) else ge.gpu_model(gpu)
     n_gpus = int(n_gpus)
     if n_gpus < 1:
@@ -442,16 +447,21 @@ def search(kernels: pd.DataFrame, gpu, n_gpus: int, cfg: dict, setting: Setting,
         raise ConfigError(f"no placement of {n_gpus} GPUs with the stated parts (TP {tp}, PP {pp}, interleaving "
                           f"{vp}, micro-batch {micro_batch}) divides the model and its {setting.samples_per_step:g} "
                           "samples per step")
-    lays: dict[tuple, Layout] = {}
-    uniq = _unique(kernels)
+    lays: dict[tuple, tuple] = {} if memo is None else memo.setdefault("layouts", {})  # key -> (GPU, Layout)
+    if memo is None or "unique" not in memo:
+        uniq = _unique(kernels)
+        if memo is not None:
+            memo["unique"] = uniq
+    else:
+        uniq = memo["unique"]
     best = best_fit = None
     fitting = 0
     for pl in cands:
-        key = (pl.tp, pl.micro_batch)
-        if key not in lays:
-            lays[key] = layout(kernels, g, pl.tp, pl.micro_batch, setting.samples_per_pass, setting.precision, fw,
-                               unique=uniq)
-        e = compose(lays[key], g, pl, setting)
+        key = (g.name, pl.tp, pl.micro_batch, setting.samples_per_pass, setting.precision, fw)
+        if key not in lays or lays[key][0] != g:  # (a GPU model of that name with other constants: its own)
+            lays[key] = (g, layout(kernels, g, pl.tp, pl.micro_batch, setting.samples_per_pass, setting.precision, fw,
+                                   unique=uniq))
+        e = compose(lays[key][1], g, pl, setting)
         if e.fits:
             fitting += 1
             if best_fit is None or e.samples_per_second > best_fit.samples_per_second:
