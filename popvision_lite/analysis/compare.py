@@ -235,6 +235,7 @@ class Comparison:
     phases: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     facts: pd.DataFrame | None = None  # the non-numeric metrics (device, fits): metric, a, b
+    ops: pd.DataFrame | None = field(default=None, repr=False)  # op_table(a, b), made once for the notes
 
     def __repr__(self) -> str:
         return (f"<Comparison A={self.label_a!r} B={self.label_b!r}: {len(self.headline)} headline metrics, "
@@ -257,8 +258,9 @@ class Comparison:
         self.close()
 
     def op_table(self) -> pd.DataFrame:
-        """Ops matched by name (see :func:`op_table`)."""
-        return op_table(self.a, self.b)
+        """Ops matched by name (see :func:`op_table`): a copy of the table :func:`compare` made for its notes
+        (the caller may change it), else computed now."""
+        return op_table(self.a, self.b) if self.ops is None else self.ops.copy()
 
     def metric(self, name: str) -> pd.Series:
         """The headline row of ``name`` (a, b, delta, ratio ...)."""
@@ -382,16 +384,21 @@ def _notes(a, b, sa: Summary, sb: Summary, tile_note: str, ops: pd.DataFrame) ->
     return notes
 
 
-def compare(a, b, label_a: str | None = None, label_b: str | None = None) -> Comparison:
-    """Compare runs ``a`` and ``b`` (open Profiles); every delta is B - A, every ratio B / A."""
-    sa, sb = summarize(a), summarize(b)
+def compare(a, b, label_a: str | None = None, label_b: str | None = None, *,
+            summary_a: Summary | None = None, summary_b: Summary | None = None) -> Comparison:
+    """Compare runs ``a`` and ``b`` (open Profiles); every delta is B - A, every ratio B / A.
+
+    ``summary_a`` / ``summary_b``: ``summarize(a)`` / ``summarize(b)`` when the caller already has them (the
+    GUI's documents keep their Summary view's), so they are not computed again; else computed here."""
+    sa = summarize(a) if summary_a is None else summary_a
+    sb = summarize(b) if summary_b is None else summary_b
     tile_note = tile_layout_note(a, b)
     ops = op_table(a, b)
     return Comparison(
         a=a, b=b, label_a=label_a or label_of(a, "A"), label_b=label_b or label_of(b, "B"),
         summary_a=sa, summary_b=sb, tile_by_tile=not tile_note, tile_note=tile_note,
         headline=_headline(sa, sb), phases=phase_table(sa, sb), notes=_notes(a, b, sa, sb, tile_note, ops),
-        facts=_facts(sa, sb),
+        facts=_facts(sa, sb), ops=ops,
     )
 
 

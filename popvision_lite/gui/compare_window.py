@@ -18,6 +18,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from popvision_lite.analysis.compare import compare
+from popvision_lite.analysis.summary import summarize
 from popvision_lite.gui.export import ReportExporter
 from popvision_lite.gui.export import dialogs as export_actions
 from popvision_lite.gui.state.document import Document
@@ -42,8 +43,7 @@ class CompareWindow(QMainWindow):
     def __init__(self, doc_a, doc_b, parent=None):
         super().__init__(parent)
         self.doc_a, self.doc_b = doc_a, doc_b
-        self.comparison = doc_a.cached(compare_key(doc_b.path), compare, doc_a.profile, doc_b.profile,
-                                       doc_a.title, doc_b.title)
+        self.comparison = doc_a.cached(compare_key(doc_b.path), compare_of, doc_a, doc_b)
         self.setWindowTitle(f"Compare: A = {doc_a.title}  vs  B = {doc_b.title} — popvision-lite")
         self.resize(1500, 950)
         self.tabs = QTabWidget()
@@ -181,6 +181,14 @@ def compare_documents(main_window, doc_a, doc_b) -> CompareWindow:
     return win
 
 
+def compare_of(doc_a, doc_b):
+    """The comparison of two open documents over their own summaries (their Summary views', or the analysis
+    store's for their files), which ``compare`` would otherwise compute again from the tables."""
+    return compare(doc_a.profile, doc_b.profile, doc_a.title, doc_b.title,
+                   summary_a=doc_a.cached("summary", summarize, doc_a.profile),
+                   summary_b=doc_b.cached("summary", summarize, doc_b.profile))
+
+
 def compare_key(doc_b_path) -> tuple:
     return ("compare", str(doc_b_path))
 
@@ -193,7 +201,9 @@ def _load_two(task, path_a: str, path_b: str):
         rb = load_document_data(task, path_b)
         try:
             task.progress(0.9, "comparing")
-            cmp = compare(ra[0], rb[0], Path(path_a).name, Path(path_b).name)
+            # the summaries the loader made (or found) for the documents' first view
+            cmp = compare(ra[0], rb[0], Path(path_a).name, Path(path_b).name,
+                          summary_a=ra[1]["summary"], summary_b=rb[1]["summary"])
         except BaseException:
             rb[0].close()
             raise

@@ -167,3 +167,27 @@ def test_csv_keeps_whole_numbers_whole(tile_mismatch, tmp_path):
             assert v.lstrip("-").isdigit(), (col, v)
     assert ipus["1"]["total_a"] == "" and ipus["1"]["total_delta"] == ""  # IPU 1 is only in B
     assert int(ipus["all"]["total_delta"]) == int(ipus["all"]["total_b"]) - int(ipus["all"]["total_a"])
+
+
+def test_given_summaries_are_used_as_they_are_and_the_op_table_is_made_once(run_pairs, monkeypatch):
+    """``compare`` takes summaries a caller already has (the GUI's documents keep theirs) instead of computing them
+    again, and keeps the op table it made for its notes: ``op_table()`` hands out copies of it, equal to a fresh one."""
+    from popvision_lite.analysis.summary import summarize
+
+    a, b = _open(run_pairs["mk2"]), _open(run_pairs["mk2_recompute"])
+    plain = C.compare(a, b)
+    sa, sb = summarize(a), summarize(b)
+    made = []
+    real_op_table = C.op_table
+    monkeypatch.setattr(C, "summarize", lambda p: (_ for _ in ()).throw(AssertionError("summarized again")))
+    monkeypatch.setattr(C, "op_table", lambda *args: made.append(args) or real_op_table(*args))
+    c = C.compare(a, b, summary_a=sa, summary_b=sb)
+    assert c.summary_a is sa and c.summary_b is sb
+    assert c.headline.equals(plain.headline) and c.phases.equals(plain.phases) and c.notes == plain.notes
+    assert c.facts.equals(plain.facts)
+    ops = c.op_table()
+    assert len(made) == 1 and ops.equals(real_op_table(a, b))
+    ops.loc[0, "cycles_a"] = -1  # a caller's change stays in its copy
+    assert c.op_table().equals(real_op_table(a, b))
+    a.close()
+    b.close()

@@ -22,6 +22,12 @@ def _window(qtbot, a, b):
     return w
 
 
+def _summary_of(doc):
+    """The document's cached summary (the one its Summary view shows); fails if it has none."""
+    assert doc.has_cached("summary")
+    return doc.cached("summary", None)
+
+
 def test_memory_maps_share_one_colour_scale_and_difference(qtbot, run_pairs):
     w = _window(qtbot, run_pairs["mk2"], run_pairs["mk2_recompute"])
     page = w.show_page("memory")
@@ -68,7 +74,7 @@ def test_tile_count_mismatch_shows_per_ipu(qtbot, tile_mismatch):
     w.close()
 
 
-def test_liveness_overlay_and_tables(qtbot, run_pairs):
+def test_liveness_overlay_and_tables(qtbot, run_pairs, monkeypatch):
     w = _window(qtbot, run_pairs["mk2"], run_pairs["mk2_recompute"])
     page = w.show_page("liveness")
     xa, ya = page.curve_a.getData()
@@ -80,9 +86,16 @@ def test_liveness_overlay_and_tables(qtbot, run_pairs):
     assert yb.max() < ya.max()  # recompute: lower peak not-always-live
     page.set_cursor(3)
     assert page.cursor.value() == 3 and "step 3" in page.info.text()
+    made = []
+    real_op_table = C.op_table
+    monkeypatch.setattr(C, "op_table", lambda *args: made.append(args) or real_op_table(*args))
     ops = w.show_page("ops")
+    # the ops matched by name are the table compare() made for its notes (none made again), as a fresh one would be
+    assert made == [] and ops.ops.equals(real_op_table(w.doc_a.profile, w.doc_b.profile))
     ops.filter.setText("recompute")
     assert len(ops.model.df) > 0 and ops.model.df["name"].str.contains("recompute").all()
+    # the comparison reads both documents' own summaries (the Summary views'), not new ones
+    assert w.comparison.summary_a is _summary_of(w.doc_a) and w.comparison.summary_b is _summary_of(w.doc_b)
     steps = w.show_page("steps")
     assert steps.tables()["steps"]["cycles_b"].sum() == int(
         (w.doc_b.profile.stored_table("steps")["end_cycle"] - w.doc_b.profile.stored_table("steps")["start_cycle"]).sum())
@@ -102,6 +115,8 @@ def test_cli_compare_flag_opens_compare_mode(qtbot, settings, run_pairs):
     qtbot.waitUntil(lambda: bool(getattr(win, "compare_windows", [])), timeout=20000)
     cw = win.compare_windows[0]
     assert win.doc_tabs.count() == 2
+    # the comparison made off the GUI thread reads the summaries the loader made for the documents
+    assert cw.comparison.summary_a is _summary_of(cw.doc_a) and cw.comparison.summary_b is _summary_of(cw.doc_b)
     assert cw.doc_a.profile.target.device == "ipu-mk2" and cw.doc_b.profile.target.device == "ipu-bow"
     cw.close()
 

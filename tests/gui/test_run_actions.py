@@ -120,6 +120,8 @@ def test_new_emulation_and_rerun_open_compare_mode(qtbot, window, tmp_path, monk
     cw = opened[0]
     assert cw.doc_a is doc and cw.doc_b.profile.target.device == "ipu-bow"
     c = cw.comparison
+    # over the open document's summary and the one the loader made for the new run: none computed again
+    assert c.summary_a is doc.cached("summary", None) and c.summary_b is cw.doc_b.cached("summary", None)
     assert c.metric("compute cycles")["a"] == c.metric("compute cycles")["b"]
     assert c.metric("time")["b"] < c.metric("time")["a"]
     assert (tmp_path / "mlp_device-ipu-bow.pvl").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QDialog
 
 from popvision_lite.analysis.compare import compare
+from popvision_lite.analysis.summary import summarize
 from popvision_lite.emulator.models.config import MODEL_NAMES
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.actions.emulation import (  # noqa: F401  (also the names tests use as run.X)
@@ -56,11 +57,15 @@ def start_emulation(mw, settings: dict, out, compare_with=None, argv=None, on_do
 
 def open_against(mw, doc_a, path_b, on_done=None):
     """Open ``path_b`` and show it in compare mode with the open document ``doc_a``."""
+    # its Summary view's (made at open); without one, compare computes it on the worker as before
+    summary_a = doc_a.cached("summary", summarize, doc_a.profile) if doc_a.has_cached("summary") else None
+
     def load_and_compare(task, path):  # worker thread: the window only draws
         profile, cache = load_document_data(task, path)
         try:
             task.progress(0.9, "comparing")
-            cache[compare_key(path)] = compare(doc_a.profile, profile, doc_a.title, Path(path).name)
+            cache[compare_key(path)] = compare(doc_a.profile, profile, doc_a.title, Path(path).name,
+                                               summary_a=summary_a, summary_b=cache["summary"])
         except BaseException:
             profile.close()
             raise

@@ -18,6 +18,7 @@ from popvision_lite.analysis.liveness import (
 )
 from popvision_lite.analysis.summary import format_bytes
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.plot_cache import keep_plot_drawing
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
@@ -55,7 +56,7 @@ class LivenessView(QWidget):
     def _build_plot(self) -> None:
         """The max-over-tiles curve, the selected tile's curve and the chosen step's line."""
         c = theme.colors()
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(**plot_kwargs())
         pi = self.plot.getPlotItem()
         pi.setTitle("Not-always-live memory over program (liveness) steps")
         pi.setLabel("bottom", "liveness step (leaf program, compile order)")

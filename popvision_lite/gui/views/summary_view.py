@@ -15,6 +15,7 @@ from popvision_lite.analysis.summary import PHASES, format_bytes, format_seconds
 from popvision_lite.emulator.run_config import unused_settings
 from popvision_lite.gui import theme
 from popvision_lite.gui.export import slug
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.state.resolve import select_op
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_html
@@ -58,7 +59,7 @@ class SummaryView(QWidget):
     def _build_plot(self) -> None:
         """Where the time goes: one bar per part of the IPU time, its share and cycles beside it."""
         s, rt = self.summary, self.totals
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(**plot_kwargs())
         self.plot.setToolTip(f"Share of the {rt.ipu_time_name} in one training step, by part; the parts add up to "
                              "100 % (an IPU waiting for another IPU or a phase counts as sync; every IPU waiting "
                              f"for the host's per-step work counts as host: {rt.host_text})")

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.log_value_axis import LogValueAxis
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.table_model import DISPLAY, TOOLTIP, DataFrameModel, make_table_view, role_int
 from popvision_lite.gui.text import plain_html, plain_label, plain_tip
 from popvision_lite.gui.theme import DEVICE_COLORS
@@ -197,10 +198,10 @@ class SweepView(QWidget):
         self.clear_button.clicked.connect(lambda: self.set_picked([]))
 
         # log axes labelled at 1, 2, 5 x 10^n in each quantity's own format (units.py)
-        self.throughput_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
-                                                        "left": LogValueAxis("left", format_count)})
-        self.cost_plot = pg.PlotWidget(axisItems={"bottom": LogValueAxis("bottom", format_count),
-                                                  "left": LogValueAxis("left", format_usd)})
+        self.throughput_plot = pg.PlotWidget(**plot_kwargs(axisItems={"bottom": LogValueAxis("bottom", format_count),
+                                                                      "left": LogValueAxis("left", format_count)}))
+        self.cost_plot = pg.PlotWidget(**plot_kwargs(axisItems={"bottom": LogValueAxis("bottom", format_count),
+                                                                "left": LogValueAxis("left", format_usd)}))
         self.hover_labels = {}
         for plot in (self.throughput_plot, self.cost_plot):
             label = pg.TextItem("", anchor=(0, 1), color=theme.colors()["plot_fg"],

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.analysis import compare as C
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.text import plain_label
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.units import KIB, format_bytes
@@ -21,7 +22,7 @@ class CompareLivenessPage(QWidget):
         super().__init__(parent)
         self.cmp = cmp
         self.la, self.lb = C.liveness_curves(cmp.a, cmp.b)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(**plot_kwargs())
         pi = self.plot.getPlotItem()
         pi.setTitle("Not-always-live memory on the fullest tile, A and B overlaid")
         pi.setLabel("bottom", "liveness step (leaf program, compile order)")

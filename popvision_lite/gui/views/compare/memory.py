@@ -25,6 +25,7 @@ from popvision_lite.analysis import compare as C
 from popvision_lite.analysis.floor_plan import floor_plan_layout
 from popvision_lite.analysis.tile_memory import PERCENT, TileMemory, measure_label
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.items.tile_map import TileMapItem
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_label
@@ -153,7 +154,7 @@ class CompareMemoryPage(QWidget):
         return p
 
     def _build_per_ipu(self) -> QWidget:
-        w = pg.PlotWidget()
+        w = pg.PlotWidget(**plot_kwargs())
         pi = w.getPlotItem()
         pi.setTitle("Memory per IPU (tiles cannot be matched one to one)")
         pi.setLabel("left", "total bytes on the IPU (MiB)")

@@ -17,7 +17,7 @@ class CompareOpsPage(QWidget):
     def __init__(self, cmp: C.Comparison, parent=None):
         super().__init__(parent)
         self.cmp = cmp
-        self.ops = C.op_table(cmp.a, cmp.b)
+        self.ops = cmp.op_table()  # the table compare() made for its notes
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("filter ops by name (substring)")
         self.filter.setToolTip("Show only ops whose name contains this text")

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.analysis import compare as C
 from popvision_lite.analysis import roofline as rl
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.gui.views.compare.common import notes_label
@@ -26,7 +27,7 @@ class CompareRooflinePage(QWidget):
         self.ra = rl.analyze(cmp.a, gpus=())
         self.rb = rl.analyze(cmp.b, gpus=())
         # powers of ten on both log axes, as in the Roofline view (pyqtgraph's own mixed '0.1' and '10¹')
-        self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
+        self.plot = pg.PlotWidget(**plot_kwargs(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")}))
         pi = self.plot.getPlotItem()
         pi.setTitle("Roofline of both runs, per chip: ops' achieved FLOP/s per chip vs operational intensity")
         pi.setLogMode(x=True, y=True)

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
 )
 
 from popvision_lite.analysis import compare as C
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.theme import RUN_A_COLOR, RUN_B_COLOR
 from popvision_lite.gui.views.compare.common import fit_columns
@@ -23,7 +24,7 @@ class CompareStepsPage(QWidget):
         super().__init__(parent)
         self.cmp = cmp
         self.steps = C.step_table(cmp.a, cmp.b)
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(**plot_kwargs())
         pi = self.plot.getPlotItem()
         ph = cmp.phases.set_index("phase")
         # one time base: the parts of the IPU time and their sum (summed over a replica's IPUs); the step's wall

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.analysis import compare as C
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_html
 from popvision_lite.gui.views.compare.common import notes_label
@@ -47,7 +48,7 @@ class CompareSummaryPage(QWidget):
         # plain text (file names keep their underscores and angle brackets), one bullet per note
         self.notes = notes_label("\n".join(f"\u2022 {n}" for n in cmp.notes))
 
-        self.plot = pg.PlotWidget()
+        self.plot = pg.PlotWidget(**plot_kwargs())
         pi = self.plot.getPlotItem()
         # the exported picture names both runs (the table's caption is not part of it)
         # two lines: one line as wide as two file names widened the plot past its widget, cutting off the title,

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from popvision_lite.analysis.tile_memory import MEASURES
 from popvision_lite.gui import theme
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.items.tile_map import TILE_LAYOUTS, TileMapItem
 from popvision_lite.gui.table_model import DataFrameModel, make_table_view
 from popvision_lite.gui.text import plain_label
@@ -137,7 +138,7 @@ def _build_heatmap(view) -> None:
 
 def _build_bar_plot(view) -> None:
     """Memory by global tile id, the capacity line, over-capacity markers, IPU boundaries."""
-    view.bar_plot = pg.PlotWidget()
+    view.bar_plot = pg.PlotWidget(**plot_kwargs())
     bar_item = view.bar_plot.getPlotItem()
     bar_item.setTitle("Memory by tile")
     bar_item.getAxis("left").enableAutoSIPrefix(False)
@@ -180,7 +181,7 @@ def _build_tile_panel(view) -> None:
     view.tile_title.setTextFormat(Qt.RichText)  # the tile description inside is escaped
     view.tile_title.setWordWrap(True)
     view.breakdown_plot = pg.GraphicsLayoutWidget()
-    kp = view.breakdown_kp = view.breakdown_plot.addPlot(row=0, col=0)
+    kp = view.breakdown_kp = view.breakdown_plot.addPlot(**plot_kwargs(row=0, col=0))
     kp.setTitle("Tile memory by category")
     kp.setLabel("bottom", "bytes on the tile (KiB)")
     kp.getAxis("bottom").enableAutoSIPrefix(False)

@@ -42,6 +42,7 @@ from popvision_lite.errors import PopvisionError
 from popvision_lite.gui import theme
 from popvision_lite.gui.items.ceiling_labels import CeilingLabelsItem
 from popvision_lite.gui.items.fitted_legend import FittedLegend
+from popvision_lite.gui.items.menu_on_demand import plot_kwargs
 from popvision_lite.gui.items.power_of_ten_axis import PowerOfTenAxis
 from popvision_lite.gui.items.roofline_ceilings import RooflineCeilingsItem
 from popvision_lite.gui.plot_cache import keep_drawing
@@ -136,7 +137,7 @@ class RooflineView(QWidget):
 
     def _build_plot(self) -> None:
         """The log-log plot (powers-of-ten axes), its legend and the hover read-out."""
-        self.plot = pg.PlotWidget(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")})
+        self.plot = pg.PlotWidget(**plot_kwargs(axisItems={"bottom": PowerOfTenAxis("bottom"), "left": PowerOfTenAxis("left")}))
         pi = self.plot.getPlotItem()
         pi.setTitle("Roofline per chip: emulated IPU ops vs GPU roofline bounds and GPU estimates")
         pi.setLabel("bottom", "Operational intensity (FLOP/byte)")
