@@ -300,6 +300,9 @@ def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
     tile).  The bytes received and copied on the tile are one count over twice the tiles (the on-tile pieces on
     tiles T..2T-1, ``np.where``), not two counts of pieces gathered out (a gather per array)."""
     L1 = int(plan.length.max()) + 1
+    if sent is cross and not all_cross and not cross.any():  # every piece on its tile (a transpose): one count
+        z = np.zeros(T, np.int64)
+        return z, z.copy(), bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
     if sent is cross and all_cross:
         bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
     elif sent is cross:  # most pieces: the others on a spare tile
