@@ -165,3 +165,46 @@ def test_tile_bytes_of_copies_on_tile_follow_the_definition():
         for got, want in ((bout, np.bincount(st[sent & cross], w[sent & cross], T)),
                           (bin_, np.bincount(dt[cross], w[cross], T)), (local, np.bincount(st[~cross], w[~cross], T))):
             assert got.dtype == np.int64 and np.array_equal(got, want.astype(np.int64)), trial
+
+
+def test_copy_between_tensors_sharing_a_mapping_reads_its_positions_once(monkeypatch):
+    """A copy between two tensors that share one mapping object, element for element (a call's arguments and
+    results), takes its destination tile positions from the source's (one tile_addr, and the exchange-code counts
+    compare one side's strides): the graph compiles to the same memory, steps, cycles, bytes and code bytes as
+    with the destination tensor mapped by an equal mapping of its own (two lookups, both sides' strides).  The
+    layout puts several intervals on a tile, out of tile order, so the positions are not the elements."""
+    import popvision_lite.emulator.compile as C
+    import popvision_lite.emulator.compile.copies as CO
+    from popvision_lite.emulator import programs as P
+    from popvision_lite.emulator.graph import Graph, TensorView
+    from popvision_lite.emulator.mapping import Mapping
+    from tests.emulator.compile.test_copy_memo import _assert_same
+
+    target = Target.from_device("ipu-mk2", num_ipus=1)
+    rng = np.random.default_rng(17)
+    n, k = 6000, 300
+    cuts = np.sort(rng.choice(np.arange(1, n), k - 1, replace=False))
+    start, stop = np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])
+    tile = rng.integers(0, 24, k)
+
+    def graph(shared: bool):
+        g = Graph(target)
+        m = Mapping(tile, start, stop)
+        a = g.add_variable("a", (n,), "float16", mapping=m)
+        b = g.add_variable("b", (n,), "float16", mapping=m if shared else Mapping(tile.copy(), start.copy(),
+                                                                                  stop.copy()))
+        c = g.add_variable("c", (n,), "float16", mapping=m)
+        idx = rng.permutation(n)[: n // 2]
+        return g, P.Sequence([P.Copy(a, b), P.Copy(TensorView(b, idx, (len(idx),)), TensorView(c, idx, (len(idx),))),
+                              P.Copy(TensorView(a, idx, (len(idx),)), TensorView(c, idx[::-1].copy(), (len(idx),)))])
+
+    calls = []
+    real = CO.tile_addr
+    monkeypatch.setattr(CO, "tile_addr", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    state = rng.bit_generator.state
+    one = C.compile_graph(*graph(True))
+    n_one = len(calls)
+    rng.bit_generator.state = state
+    two = C.compile_graph(*graph(False))
+    assert n_one == 6 - 2 and len(calls) - n_one == 6  # (a -> b and b -> c read one side only when shared)
+    _assert_same(one, two)
