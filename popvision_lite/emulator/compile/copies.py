@@ -136,7 +136,13 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         ipu_s, ipu_d = c.target.ipu_of(plan.src_tile), c.target.ipu_of(plan.dst_tile)
         glob = ipu_s != ipu_d
     src_addr = tile_addr(c, prog.src.tensor.mapping, plan.src_elem, plan.src_k)
-    dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
+    if prog.dst.tensor.mapping is prog.src.tensor.mapping and np.array_equal(plan.dst_elem, plan.src_elem):
+        # the same elements of one layout (a call's arguments and results copied between tensors that share a
+        # mapping): the same tile positions, not looked up again; the exchange-code counts then compare one
+        # side's strides (exchange_code_counts: the same counts, the two sides' strides being equal)
+        dst_addr = src_addr
+    else:
+        dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
     _exchange_code(c, info, plan, cross, glob, ipu_s is not None, sent, src_addr, dst_addr)
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
@@ -300,6 +306,9 @@ def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
     tile).  The bytes received and copied on the tile are one count over twice the tiles (the on-tile pieces on
     tiles T..2T-1, ``np.where``), not two counts of pieces gathered out (a gather per array)."""
     L1 = int(plan.length.max()) + 1
+    if sent is cross and not all_cross and not cross.any():  # every piece on its tile (a transpose): one count
+        z = np.zeros(T, np.int64)
+        return z, z.copy(), bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
     if sent is cross and all_cross:
         bout = bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
     elif sent is cross:  # most pieces: the others on a spare tile

@@ -591,8 +591,9 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     L = plan.length
     # one length for every piece (a transpose's elements, equal rows): no gather, no comparison (None)
     ln = None if int(L.min()) == int(L.max()) else (L if ii is None else L[ii])
-    de = dst_addr if ii is None else dst_addr[ii]
     se = key & ((1 << ab) - 1)
+    # (destination positions that are the source's (copies of one layout): the sorted source positions)
+    de = se if dst_addr is src_addr else dst_addr if ii is None else dst_addr[ii]
     key >>= ab  # (destination tile, source tile) as one field
     if send is None:  # the receive side only
         new = _pattern_starts(key, ln, se, de, False)[0]
