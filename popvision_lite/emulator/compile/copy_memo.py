@@ -71,7 +71,12 @@ class CopyMemo:
 
     def keep_used(self) -> None:
         """Keep only the entries the graphs compiled since the last call used (their arrays narrowed), so a
-        memo kept for later graphs holds one run's copies, not every run's."""
+        memo kept for later graphs holds one run's copies, not every run's.  A run that compiled nothing (every
+        stage graph taken from the stage-graph cache) keeps the entries as they are, for the next run."""
+        if not self.used and not self.checked_used:
+            self.executes.clear()
+            self.exec_target = None
+            return
         _keep(self.copies, self.used)
         self.used = set()
         for k in set(self.checked) - self.checked_used:
