@@ -1,6 +1,6 @@
 """An outlined, recomputed ResNet run adds the other blocks' memory and its saved inputs' liveness from the
 profile tables as the builder holds them (typed numpy columns, decision 0471): ``emulated._saved_on_liveness``
-reads the programs table's columns, so the run builds no DataFrame and imports no pandas (~0.4 s CPU of the
+reads the programs table's columns, so the run builds no DataFrame and imports no pandas (~0.18 s CPU of the
 ResNet-50 replica row before)."""
 
 from __future__ import annotations
