@@ -23,6 +23,7 @@ from popvision_lite.emulator.reference import numeric_check
 from popvision_lite.emulator.run_result import RunResult
 from popvision_lite.emulator.target import Target
 from popvision_lite.profile.assemble import VariableRow, append_variables
+from popvision_lite.profile.columns import Columns
 
 from .catalog import build
 from .config import COMPOSITION_FIELDS, ModelConfig
@@ -484,11 +485,14 @@ def _saved_on_liveness(be, pd_, T, tables: bool = True):
     ltb = getattr(pd_, "liveness_tile_bytes", None)
     if not spans or len(spans) != len(be.saved_copies) or ltb is None or any(z is None for _a, z in spans):
         return None, None
-    progs = pd_.programs
-    order = np.argsort(progs.prog_id.to_numpy(), kind="stable")
-    ids = progs.prog_id.to_numpy()[order]
-    parents = progs.parent_id.to_numpy()[order]
-    is_leaf = progs.lstep.to_numpy()[order] >= 0
+    # the programs table as held (typed columns from the builder, or a DataFrame): its columns read as numpy, so
+    # a run that builds no DataFrame imports no pandas here (decision 0471)
+    progs = pd_.table("programs") if hasattr(pd_, "table") else pd_.programs
+    prog_id = np.asarray(progs["prog_id"])
+    order = np.argsort(prog_id, kind="stable")
+    ids = prog_id[order]
+    parents = np.asarray(progs["parent_id"])[order]
+    is_leaf = np.asarray(progs["lstep"])[order] >= 0
     # program ids are preorder and leaves take liveness steps in that order: a top-level program's subtree
     # is the id range up to the next one's, and its steps are the leaves counted before its bounds
     root = ids[parents < 0]
@@ -538,11 +542,16 @@ def _saved_on_liveness(be, pd_, T, tables: bool = True):
             live[step:steps_at[i + 1] if i + 1 < len(steps_at) else L] += extra
     top = np.iinfo(np.uint32).max
     pd_.liveness_tile_bytes = (live if int(live.max(initial=0)) <= top else np.minimum(live, top)).astype(np.uint32)
-    steps = pd_.liveness_steps.copy()
-    steps["total_bytes"] = live.sum(axis=1)
-    steps["max_tile_bytes"] = live.max(axis=1, initial=0)
-    steps["max_tile"] = live.argmax(axis=1).astype(np.int32)
-    pd_.liveness_steps = steps
+    cols = dict(total_bytes=live.sum(axis=1), max_tile_bytes=live.max(axis=1, initial=0),
+                max_tile=live.argmax(axis=1).astype(np.int32))
+    steps = pd_.table("liveness_steps") if hasattr(pd_, "table") else pd_.liveness_steps
+    if isinstance(steps, Columns):  # the builder's columns: replaced as columns (cast to the stored dtypes)
+        pd_.liveness_steps = steps.replace(**cols)
+    else:
+        steps = steps.copy()
+        for c, v in cols.items():
+            steps[c] = v
+        pd_.liveness_steps = steps
     return live.max(axis=0, initial=0), placed
 
 
