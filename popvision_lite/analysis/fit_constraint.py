@@ -17,20 +17,30 @@ For each IPU the profile draws:
 A drawn IPU may stand for several: one replica is drawn of R, and one IPU of each tensor-parallel group (they
 run the same shard); the text says so (``run_totals``).  The fit advisor (``sweep/fit.py``) shows this for the
 run it starts from and for the leanest placements it tried when none fits.
+
+Every figure is computed once, from numpy columns (a ProfileData's typed columns as it holds them, an open file's
+stored tables' arrays): the categories and tensors of an IPU are kept as columns (``IpuConstraint.category_columns``,
+``tensor_columns``), and their DataFrames (``categories``, ``tensors``) are built from them on first use, pandas
+imported then.  The headline reads the columns alone, so ``emulate``'s advice for a run that does not fit imports no
+pandas (decision 0478).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from popvision_lite.analysis.run_totals import run_totals
 from popvision_lite.analysis.tile_memory import TileMemory
 from popvision_lite.profile import schema
 from popvision_lite.profile.run_record import record_of
+from popvision_lite.profile.schema import ProfileData, stored_table
 from popvision_lite.units import format_bytes, format_percent
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TOTAL_BYTES = "total bytes"
 UNEVEN = "uneven layout"
@@ -50,11 +60,39 @@ class IpuConstraint:
     fullest_bytes: int
     total_bytes: int                # summed over the IPU's tiles (each at its own peak)
     cause: str                      # TOTAL_BYTES | UNEVEN | FITS
-    categories: pd.DataFrame        # category x [mean_all, mean_over, excess, always_live_over, not_always_live_over]
-    tensors: pd.DataFrame           # the variables holding the excess (see binding_constraint)
+    # the categories as numpy columns: "category" (names) and CATEGORY_COLUMNS (see :attr:`categories`)
+    category_columns: dict[str, np.ndarray]
+    # the variables holding the excess as numpy columns (TENSOR_COLUMNS; see binding_constraint), None for none
+    # looked at (:attr:`tensors`)
+    tensor_columns: dict[str, np.ndarray] | None = None
     peak_name: str = ""             # the program at the fullest tile's not-always-live peak
     # global tile ids the tensors are looked at on: the tiles over capacity, else the fullest tile
     focus_tiles: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False)
+
+    @property
+    def categories(self) -> pd.DataFrame:
+        """category x [mean_all, mean_over, always_live_over, not_always_live_over, excess] (index "category"):
+        :attr:`category_columns` as a DataFrame (pandas imported here)."""
+        import pandas as pd
+
+        c = self.category_columns
+        return pd.DataFrame({k: c[k] for k in CATEGORY_COLUMNS},
+                            index=pd.Index(list(c["category"]), name="category"))
+
+    @property
+    def tensors(self) -> pd.DataFrame:
+        """The variables holding the excess (TENSOR_COLUMNS, see :func:`binding_constraint`): :attr:`tensor_columns`
+        as a DataFrame (pandas imported here)."""
+        import pandas as pd
+
+        if self.tensor_columns is None:
+            return pd.DataFrame(columns=TENSOR_COLUMNS)
+        return pd.DataFrame({k: self.tensor_columns[k] for k in TENSOR_COLUMNS})
+
+    @property
+    def num_tensors(self) -> int:
+        t = self.tensor_columns
+        return 0 if t is None else len(t["name"])
 
     @property
     def sram_bytes(self) -> int:
@@ -75,10 +113,12 @@ class IpuConstraint:
     def binding_category(self) -> str:
         """The category that binds: on an uneven layout the one with the most bytes above its mean on the
         over-capacity tiles (the fullest tile when none is over); when the total is too large, the largest there."""
-        c = self.categories
-        if not len(c):
+        c = self.category_columns
+        v = c["mean_over" if self.cause == TOTAL_BYTES else "excess"]
+        ok = ~np.isnan(v)  # (as pandas' idxmax: the first largest, NaN skipped)
+        if not ok.any():
             return ""
-        return str(c["mean_over" if self.cause == TOTAL_BYTES else "excess"].idxmax())
+        return str(c["category"][np.flatnonzero(ok)[np.argmax(v[ok])]])
 
     def ranked_categories(self, n: int = 3) -> pd.DataFrame:
         """The categories behind the excess, as :attr:`binding_category` ranks them."""
@@ -157,7 +197,7 @@ class BindingConstraint:
                     lines.append(f"  - {name}: {format_bytes(r['mean_over'])} vs. {format_bytes(r['mean_all'])} "
                                  f"(always live {format_bytes(r['always_live_over'])}, not always live "
                                  f"{format_bytes(r['not_always_live_over'])})")
-            if len(c.tensors):
+            if c.num_tensors:
                 lines.append(f"  tensors on the {what} at each tile's peak"
                              + (" (the largest):" if c.cause == TOTAL_BYTES else " (beyond an even share):"))
                 for r in c.tensors.itertuples(index=False):
@@ -170,11 +210,13 @@ class BindingConstraint:
     def to_frame(self) -> pd.DataFrame:
         """One row per drawn IPU: tiles over, fullest tile and bytes, total bytes, SRAM, even fill, imbalance,
         cause, binding category, top tensor."""
+        import pandas as pd
+
         return pd.DataFrame([{
             "ipu": c.ipu, "tiles_over": c.tiles_over, "fullest_tile": c.fullest_tile, "fullest_bytes": c.fullest_bytes,
             "total_bytes": c.total_bytes, "sram_bytes": c.sram_bytes, "even_fill": c.even_fill,
             "imbalance": c.imbalance, "cause": c.cause, "binding_category": c.binding_category,
-            "top_tensor": str(c.tensors["name"].iat[0]) if len(c.tensors) else ""} for c in self.ipus])
+            "top_tensor": str(c.tensor_columns["name"][0]) if c.num_tensors else ""} for c in self.ipus])
 
     def numbers(self) -> dict:
         """The analysis as plain values (insights' ``Finding.numbers``, JSON)."""
@@ -183,7 +225,8 @@ class BindingConstraint:
                 "ipus": [{"ipu": c.ipu, "tiles_over": c.tiles_over, "fullest_tile": c.fullest_tile,
                           "fullest_bytes": c.fullest_bytes, "total_bytes": c.total_bytes, "sram_bytes": c.sram_bytes,
                           "cause": c.cause, "binding_category": c.binding_category,
-                          "tensors": c.tensors["name"].astype(str).tolist()} for c in self.ipus],
+                          "tensors": [str(n) for n in c.tensor_columns["name"]] if c.num_tensors else []}
+                         for c in self.ipus],
                 "binding_ipu": b.ipu if b is not None else None}
 
     def __repr__(self) -> str:
@@ -196,9 +239,9 @@ class BindingConstraint:
 
 
 def _top_tensor(c: IpuConstraint) -> str:
-    if not len(c.tensors):
+    if not c.num_tensors:
         return ""
-    r = c.tensors.iloc[0]
+    r = {k: v[0] for k, v in c.tensor_columns.items()}
     if c.cause == UNEVEN:
         return (f"{r['name']}: {format_bytes(r['mean_on_over'])} on each tile over against an even share of "
                 f"{format_bytes(r['even_share'])}, laid out on {int(r['tiles_mapped']):,} of {c.tiles:,} tiles")
@@ -245,21 +288,43 @@ def _peak_lsteps(profile, tiles: np.ndarray) -> np.ndarray:
     return tb.argmax(axis=0).astype(np.int64)
 
 
+def _table(profile, name: str):
+    """Table ``name`` as the analysis reads it: a ProfileData's as it holds it (typed numpy columns while no
+    DataFrame was asked of it: none is built here), an open file's stored frame; None for none."""
+    if isinstance(profile, ProfileData):
+        return profile.table(name)
+    return stored_table(profile, name)
+
+
+def _col(table, name: str, dtype=None) -> np.ndarray:
+    """Column ``name`` of a DataFrame or typed columns as a 1-D numpy array (of ``dtype`` when given)."""
+    v = table[name]
+    v = v.to_numpy() if hasattr(v, "to_numpy") else np.asarray(v)
+    return v if dtype is None else v.astype(dtype, copy=False)
+
+
 def _live_at(profile, var_ids: np.ndarray, lsteps: np.ndarray, always: np.ndarray, first: np.ndarray,
              last: np.ndarray) -> np.ndarray:
     """Per (variable, liveness step) row: is the variable live there (always live, or a live interval holds it;
     a variable live more than once - ``variable_intervals`` - only inside one of its intervals)."""
     live = always | ((first <= lsteps) & (lsteps <= last) & (lsteps >= 0))
-    iv = getattr(profile, "variable_intervals", None)
+    iv = _table(profile, "variable_intervals")
     if iv is None or not len(iv):
         return live
-    several = np.isin(var_ids, iv["var_id"].to_numpy())
+    iv_var = _col(iv, "var_id", np.int64)
+    several = np.isin(var_ids, iv_var)
     if not several.any():
         return live
     idx = np.flatnonzero(several & live & ~always)
-    rows = pd.DataFrame({"row": idx, "var_id": var_ids[idx], "lstep": lsteps[idx]})
-    m = rows.merge(iv, on="var_id")
-    inside = m[(m["first_lstep"] <= m["lstep"]) & (m["lstep"] <= m["last_lstep"])]["row"].unique()
+    # each of these rows against each interval of its variable: live where one of them holds its step
+    o = np.argsort(iv_var, kind="stable")
+    sv, f, la = iv_var[o], _col(iv, "first_lstep", np.int64)[o], _col(iv, "last_lstep", np.int64)[o]
+    v = var_ids[idx].astype(np.int64, copy=False)
+    lo, n = np.searchsorted(sv, v, "left"), np.searchsorted(sv, v, "right") - np.searchsorted(sv, v, "left")
+    row = np.repeat(np.arange(len(idx)), n)
+    j = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+    s = lsteps[idx][row]
+    inside = idx[np.unique(row[(f[j] <= s) & (s <= la[j])])]
     live[idx] = False
     live[inside] = True
     return live
@@ -267,46 +332,68 @@ def _live_at(profile, var_ids: np.ndarray, lsteps: np.ndarray, always: np.ndarra
 
 TENSOR_COLUMNS = ["name", "always_live", "bytes_on_tiles", "mean_on_over", "tiles_mapped", "even_share", "excess",
                   "var_id"]
+CATEGORY_COLUMNS = ("mean_all", "mean_over", "always_live_over", "not_always_live_over", "excess")
 
 
-def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "excess") -> pd.DataFrame:
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The row of each of ``wanted`` in the id column ``keys`` (each present: the reader checks the ids)."""
+    o = np.argsort(keys, kind="stable")
+    return o[np.minimum(np.searchsorted(keys[o], wanted), max(len(keys) - 1, 0))]
+
+
+def _sums(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ``keys`` ascending, the int64 sum of ``values`` of each): a groupby sum."""
+    o = np.argsort(keys, kind="stable")
+    k = keys[o]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if len(k) else np.zeros(0, np.int64)
+    return k[starts], (np.add.reduceat(values[o].astype(np.int64), starts) if len(k) else np.zeros(0, np.int64))
+
+
+def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "excess") -> dict[str, np.ndarray] | None:
     """The variables on ``tiles`` at each tile's own peak, ranked by their bytes there beyond an even share
     (``by`` "excess": what an uneven layout piles up) or by their bytes there ("bytes_on_tiles": what a total too
-    large is made of)."""
-    cols = TENSOR_COLUMNS
-    vt = profile.stored_table("variable_tiles")
-    if not len(tiles) or not len(vt):
-        return pd.DataFrame(columns=cols)
-    v = profile.stored_table("variables")
-    vt_tile = vt["tile"].to_numpy()
+    large is made of): TENSOR_COLUMNS as numpy columns, None when no variable is laid out there at all."""
+    vt = _table(profile, "variable_tiles")
+    if not len(tiles) or vt is None or not len(vt):
+        return None
+    v = _table(profile, "variables")
+    vt_tile, vt_var, vt_bytes = _col(vt, "tile"), _col(vt, "var_id"), _col(vt, "bytes")
     on = np.isin(vt_tile, tiles)
-    rows = vt[on]
-    peak = pd.Series(_peak_lsteps(profile, tiles), index=tiles)
-    vid = rows["var_id"].to_numpy()
-    vi = v.set_index("var_id")
-    always = vi["always_live"].reindex(vid).to_numpy(bool)
-    first = vi["first_lstep"].reindex(vid).to_numpy(np.int64)
-    last = vi["last_lstep"].reindex(vid).to_numpy(np.int64)
-    ls = peak.reindex(rows["tile"].to_numpy()).to_numpy(np.int64)
+    rtile, vid, rbytes = vt_tile[on], vt_var[on], vt_bytes[on]
+    peak = _peak_lsteps(profile, tiles)
+    v_id = _col(v, "var_id")
+    at = _lookup(v_id, vid)
+    always = _col(v, "always_live")[at].astype(bool)
+    first = _col(v, "first_lstep")[at].astype(np.int64)
+    last = _col(v, "last_lstep")[at].astype(np.int64)
+    ls = peak[_lookup(np.asarray(tiles), rtile)].astype(np.int64)  # each row's tile's peak step
     live = _live_at(profile, vid, ls, always, first, last)
-    per = rows[live].groupby("var_id")["bytes"].sum()
-    if not len(per):
-        return pd.DataFrame(columns=cols)
+    var_id, bytes_on = _sums(vid[live], rbytes[live])
+    if not len(var_id):
+        return None
     # how many of the IPU's tiles each of these variables is laid out on, and its even share of a tile
-    mine = vt[vt["var_id"].isin(per.index) & (vt_tile // per_ipu == int(tiles[0]) // per_ipu)]
-    mapped = mine.groupby("var_id")["tile"].nunique()
-    on_ipu = mine.groupby("var_id")["bytes"].sum()
-    out = pd.DataFrame({"var_id": per.index.to_numpy(), "bytes_on_tiles": per.to_numpy(np.int64)})
-    out["name"] = vi["name"].reindex(out["var_id"]).astype(str).to_numpy()
-    out["always_live"] = vi["always_live"].reindex(out["var_id"]).to_numpy(bool)
-    out["tiles_mapped"] = mapped.reindex(out["var_id"]).fillna(0).to_numpy(np.int64)
-    out["even_share"] = on_ipu.reindex(out["var_id"]).fillna(0).to_numpy(float) / per_ipu
-    out["mean_on_over"] = out["bytes_on_tiles"] / len(tiles)
-    out["excess"] = out["bytes_on_tiles"] - out["even_share"] * len(tiles)
-    out = out.sort_values([by, "var_id"], ascending=[False, True], kind="stable")
+    mine = np.isin(vt_var, var_id) & (vt_tile // per_ipu == int(tiles[0]) // per_ipu)
+    m_var, m_tile = vt_var[mine], vt_tile[mine]
+    pairs = np.unique(np.stack([m_var.astype(np.int64), m_tile.astype(np.int64)]), axis=1)
+    mapped_var, mapped_n = np.unique(pairs[0], return_counts=True)
+    on_var, on_bytes = _sums(m_var, vt_bytes[mine])
+    tiles_mapped = np.zeros(len(var_id), np.int64)
+    hit = np.isin(var_id, mapped_var)
+    tiles_mapped[hit] = mapped_n[np.searchsorted(mapped_var, var_id[hit])]
+    on_ipu = np.zeros(len(var_id), np.float64)
+    hit = np.isin(var_id, on_var)
+    on_ipu[hit] = on_bytes[np.searchsorted(on_var, var_id[hit])]
+    row = _lookup(v_id, var_id)
+    out = {"var_id": var_id, "bytes_on_tiles": bytes_on,
+           "name": np.array([str(x) for x in _col(v, "name")[row].tolist()], dtype=object).reshape(-1),
+           "always_live": _col(v, "always_live")[row].astype(bool), "tiles_mapped": tiles_mapped,
+           "even_share": on_ipu / per_ipu, "mean_on_over": bytes_on / len(tiles)}
+    out["excess"] = bytes_on - out["even_share"] * len(tiles)
+    keep = np.lexsort((var_id, -out[by]))  # by ``by`` from the largest, then by var_id
     if by == "excess":
-        out = out[out["excess"] > 0]
-    return out.head(top)[cols].reset_index(drop=True)
+        keep = keep[out["excess"][keep] > 0]
+    keep = keep[:top]
+    return {c: out[c][keep] for c in TENSOR_COLUMNS}
 
 
 def _peak_name(profile, tile: int) -> str:
@@ -355,21 +442,19 @@ def _ipu_figures(tm: TileMemory, ipu: int) -> IpuConstraint:
     full = int(np.argmax(total)) if len(total) else 0
     focus = over_local if len(over_local) else np.array([full])  # where the excess is (or the fullest tile)
     a = tm.array[sl]
-    mean_all = a.sum(axis=2).mean(axis=0)
     f = a[focus]
-    catdf = pd.DataFrame({"mean_all": mean_all, "mean_over": f.sum(axis=2).mean(axis=0),
-                          "always_live_over": f[:, :, 0].mean(axis=0),
-                          "not_always_live_over": f[:, :, 1].mean(axis=0)},
-                         index=pd.Index(list(schema.MEMORY_CATEGORIES), name="category"))
-    catdf["excess"] = catdf["mean_over"] - catdf["mean_all"]
-    catdf = catdf[(catdf["mean_all"] > 0) | (catdf["mean_over"] > 0)]
+    cat = {"mean_all": a.sum(axis=2).mean(axis=0), "mean_over": f.sum(axis=2).mean(axis=0),
+           "always_live_over": f[:, :, 0].mean(axis=0), "not_always_live_over": f[:, :, 1].mean(axis=0)}
+    cat["excess"] = cat["mean_over"] - cat["mean_all"]
+    held = (cat["mean_all"] > 0) | (cat["mean_over"] > 0)  # the categories the IPU holds bytes of
+    cat = {"category": np.array(schema.MEMORY_CATEGORIES, dtype=object)[held], **{k: v[held] for k, v in cat.items()}}
     tot = int(total.sum())
     n_over = len(over_local)
     cause = FITS if not n_over else (TOTAL_BYTES if tot > per_ipu * cap else UNEVEN)
     c = IpuConstraint(ipu=ipu, tiles=per_ipu, capacity=cap, tiles_over=n_over,
                       over_tiles=(over_local + ipu * per_ipu).astype(np.int64),
                       fullest_tile=int(full + ipu * per_ipu), fullest_bytes=int(total[full]) if len(total) else 0,
-                      total_bytes=tot, cause=cause, categories=catdf, tensors=pd.DataFrame(columns=TENSOR_COLUMNS),
+                      total_bytes=tot, cause=cause, category_columns=cat,
                       focus_tiles=(focus + ipu * per_ipu).astype(np.int64))
     return c
 
@@ -378,7 +463,7 @@ def _add_detail(profile, c: IpuConstraint, top: int, tensors: bool, peak: bool =
     """The tensors on ``c``'s over-capacity tiles (its fullest tile when none is over) and the program at its
     fullest tile's not-always-live peak."""
     if tensors:
-        c.tensors = _tensors(profile, c.focus_tiles, c.tiles, top, "bytes_on_tiles" if c.cause == TOTAL_BYTES else "excess")
+        c.tensor_columns = _tensors(profile, c.focus_tiles, c.tiles, top, "bytes_on_tiles" if c.cause == TOTAL_BYTES else "excess")
     if peak:
         c.peak_name = _peak_name(profile, c.fullest_tile)
 

@@ -9,14 +9,21 @@
 * ``variables_on(tile)`` -> DataFrame of the variables with bytes on that tile;
 * ``contents(tile)`` -> everything on that tile at its peak (variables and code), adding up to its total;
 * ``over_capacity`` -> bool mask of tiles above capacity.
+
+The per-tile figures (the constructor, ``values``) import no pandas: fit_constraint's headline, ``emulate``'s advice
+for a run that does not fit, reads them without it (decision 0478).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from popvision_lite.profile import schema
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BASE_MEASURES = ("total", "always_live", "not_always_live")
 PERCENT = "percent_capacity"
@@ -84,6 +91,8 @@ class TileMemory:
 
     def breakdown(self, tile: int) -> pd.DataFrame:
         """Bytes on ``tile`` by category: columns always_live, not_always_live, total (index category)."""
+        import pandas as pd  # (here: the memory figures alone import no pandas - fit_constraint's headline)
+
         a = self.array[int(tile)]
         df = pd.DataFrame({"always_live": a[:, 0], "not_always_live": a[:, 1]},
                           index=pd.Index(schema.MEMORY_CATEGORIES, name="category"))
@@ -121,6 +130,8 @@ class TileMemory:
         among them) and one row per memory category that is not a variable (code, exchange code, stack ...).
         The rows add up to the tile's total bytes (the tile map's value); ``live`` says why each row counts.
         Columns: name, kind, live, bytes_on_tile, dtype, shape, first_lstep, last_lstep, var_id (-1: a category)."""
+        import pandas as pd
+
         from popvision_lite.analysis.liveness import live_variables
 
         tile = int(tile)

@@ -103,3 +103,47 @@ def test_every_surface_of_a_run_that_does_not_fit_says_what_binds_and_offers_the
     out = capsys.readouterr().out
     assert f"why      {head}" in out and f"popvision-lite fit {path}" in out
     assert head in pvl.verdict(path).headline()
+
+
+def test_the_tensors_of_a_recomputed_run_count_only_the_intervals_live_at_each_tiles_peak(tmp_path):
+    """A recomputed BERT (its recomputed activations live in several intervals: ``variable_intervals``) judged
+    against a quarter of its fullest tile: each named tensor's bytes on the tiles over capacity are those of the
+    variable_tiles rows whose variable is live at that tile's own peak liveness step, counted here row by row
+    from the tables (an interval of the variable holding the step, else its first..last span, or always live)."""
+    from popvision_lite.emulator.models.config import make_config
+    from popvision_lite.emulator.models.emulated import run_model
+    from popvision_lite.profile.writer import write_profile
+    from tests.support.devices import ID as SMALL  # the shipped Mk2 cut to 92 tiles (decision 0395)
+
+    data = run_model(make_config("bert", layers=2, recompute=True, seq=32), SMALL, timing_only=True).profile_data
+    data.target.sram_bytes_per_tile = int(data.memory.sum(axis=(1, 2)).max()) // 4
+    data.run["fits"] = False
+    write_profile(tmp_path / "p.pvl", data)
+    with pvl.open(tmp_path / "p.pvl") as p:
+        c = binding_constraint(p, top=10_000).binding
+        vt, var = p.stored_table("variable_tiles"), p.stored_table("variables").set_index("var_id")
+        iv = p.stored_table("variable_intervals")
+        peaks = np.asarray(p.liveness.tile_bytes(tiles=c.focus_tiles.tolist())).argmax(axis=0)
+    assert len(iv) and c.tiles_over > 1
+    spans = {int(k): list(zip(g["first_lstep"], g["last_lstep"], strict=True)) for k, g in iv.groupby("var_id")}
+
+    var_span = {int(k): (bool(a), int(f), int(la)) for k, a, f, la in
+                zip(var.index, var["always_live"], var["first_lstep"], var["last_lstep"], strict=True)}
+    peak_of = dict(zip(c.focus_tiles.tolist(), peaks.tolist(), strict=True))
+    rows = vt[vt["tile"].isin(c.focus_tiles)]
+
+    def on_focus(intervals: bool) -> dict[int, int]:
+        got: dict[int, int] = {}
+        for tile, vid, nbytes in zip(rows["tile"].tolist(), rows["var_id"].tolist(), rows["bytes"].tolist(),
+                                     strict=True):
+            always, first, last = var_span[vid]
+            step = peak_of[tile]
+            if always or any(a <= step <= b for a, b in (spans[vid] if intervals and vid in spans else [(first, last)])):
+                got[vid] = got.get(vid, 0) + nbytes
+        return got
+
+    want = on_focus(True)
+    assert want != on_focus(False)  # the intervals matter here
+    t = c.tensors
+    assert dict(zip(t["var_id"].tolist(), t["bytes_on_tiles"].tolist(), strict=True)) == (
+        want if c.cause == TOTAL_BYTES else {k: want[k] for k in t["var_id"].tolist()})

@@ -1,6 +1,7 @@
 """Which processes import pandas (~0.17 s of every process that does) and Qt: the command line's --version and
 --help, the emulator's build -> compile -> run -> profile data -> written profile, and a whole ``emulate`` of a
-bundled model with its end-of-run lines (run_totals over the run in memory), need neither (decision 0471: the
+bundled model with its end-of-run lines (run_totals over the run in memory) and, for a run that does not fit, its
+advice (fit_constraint's headline from the run's numpy columns, decision 0478), need neither (decision 0471: the
 profile tables are typed numpy columns until a caller asks for a DataFrame)."""
 
 from __future__ import annotations
@@ -84,18 +85,29 @@ for i, args in enumerate({runs!r}):
 
 def test_a_whole_emulate_of_a_bundled_model_prints_its_end_of_run_lines_without_pandas(tmp_path):
     # bert-tiny as bundled (one stage; its schedule's lines) and pipelined over two IPUs (two stages, IPUs waiting
-    # for each other): run_totals' time split, the schedule and training-state lines (analysis.summary/insights)
-    runs = [["bert-tiny", "--timing-only"], ["bert-tiny", "--pipeline-stages", "2", "--timing-only"]]
+    # for each other): run_totals' time split, the schedule and training-state lines (analysis.summary/insights);
+    # then an MLP too large for a Mk1 (exit 3): the advice, what binds it down to the tensor (fit_constraint)
+    runs = [["bert-tiny", "--timing-only"], ["bert-tiny", "--pipeline-stages", "2", "--timing-only"],
+            ["mlp", "--device", "mk1", "--hidden", "8192", "--layers", "1", "--batch", "4", "--inference",
+             "--precision", "fp32", "--timing-only"]]
     paths = [tmp_path / f"run{i}.pvl" for i in range(len(runs))]
-    out = subprocess.run([sys.executable, "-c", EMULATES.format(runs=runs), *map(str, paths)], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    r = subprocess.run([sys.executable, "-c", EMULATES.format(runs=runs), *map(str, paths)], cwd=ROOT,
+                       capture_output=True, text=True, check=True)
+    out = r.stdout
     results = [json.loads(line.split(" ", 1)[1]) for line in out.splitlines() if line.startswith("RESULT ")]
-    assert results == [[0, []], [0, []]], out
+    assert results == [[0, []], [0, []], [3, []]], out + r.stderr
     splits = [line for line in out.splitlines() if line.startswith("time split of one optimizer step")]
     assert [s.split(" (", 1)[1].split(")", 1)[0] for s in splits] == ["IPU time summed over 1 IPU",
                                                                         "IPU time summed over 2 IPUs"]
     assert "IPU 1: " in out  # the second stage's training-state line
     from popvision_lite.cli.info import profile_totals, time_split_line
 
-    for path, line in zip(paths, splits, strict=True):  # the lines are the written profiles' (read back)
+    for path, line in zip(paths[:2], splits, strict=True):  # the lines are the written profiles' (read back)
         assert time_split_line(profile_totals(path)) == line
+    from popvision_lite.analysis.fit_constraint import binding_constraint
+    from popvision_lite.profile.reader import open_profile
+
+    why = [line for line in r.stderr.splitlines() if line.startswith("why: ")]
+    with open_profile(paths[2]) as p:  # the advice is the written profile's whole analysis' headline
+        assert why == [f"why: {binding_constraint(p).headline()}"]
+    assert "mostly variable (layer0/w, on 1,024 of 1,216 tiles)" in why[0]
