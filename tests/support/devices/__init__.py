@@ -1,4 +1,5 @@
-"""The tests' device: the Mk2 GC200 spec (``resources/devices/ipu-mk2.toml``) with fewer tiles.
+"""The tests' device: the Mk2 GC200 spec (``resources/devices/ipu-mk2.toml``) with fewer tiles; and the Bow IPU's
+spec (``ipu-bow.toml``) cut the same way, for the tests of one build shared by a Mk2 and a Bow run (decision 0483).
 
 Emulation costs grow with the tiles an op is spread over, so the tests whose behaviour does not depend on the
 shipped chip's 1,472 tiles (pipelining, the stash, outlining, graph reuse, the verdict pipeline, fit / no fit
@@ -8,11 +9,13 @@ the shipped one, but the tile count and what follows from it (the floor plan's c
 aggregates: peak FLOP/s, SRAM capacity and bandwidth, exchange bandwidth, each *derived*, its note the sum).
 It is a test device, not a product: ``popvision-lite --device`` does not take it; tests make its id known
 with :func:`register` (``popvision_lite.devices.register_device``).  ``tests/emulator/test_test_device.py``
-checks the file is what the generator makes today.
+checks the file is what the generator makes today.  ``ipu-bow-t92.toml`` (:data:`BOW_ID`, :func:`register_bow`)
+is the same cut of the shipped Bow spec: the Bow IPU is the GC200 at another clock, and the shared-build tests
+need two devices whose builds agree on all they read but whose compiles differ.
 
-Write it again after a change to the shipped spec::
+Write them again after a change to a shipped spec::
 
-    python -m tests.support.devices            # writes tests/support/devices/ipu-mk2-t92.toml
+    python -m tests.support.devices            # writes tests/support/devices/ipu-mk2-t92.toml and ipu-bow-t92.toml
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ TILES = 92            # 2 of the shipped floor plan's 32 columns of 46 tiles (de
 SHIPPED = "ipu-mk2"
 ID = f"{SHIPPED}-t{TILES}"
 PATH = Path(__file__).with_name(f"{ID}.toml")
+BOW = "ipu-bow"
+BOW_ID = f"{BOW}-t{TILES}"
+BOW_PATH = Path(__file__).with_name(f"{BOW_ID}.toml")
 
 # (table, key) -> how the value follows the tile count: "scaled" (a per-chip aggregate: the shipped value
 # x tiles / shipped tiles) or "tiles" / "columns" / "capacity"
@@ -106,9 +112,15 @@ def register(tiles: int = TILES) -> devices.DeviceSpec:
     raise ValueError(f"only the {TILES}-tile test device is committed; write others with spec_text")
 
 
+def register_bow() -> devices.DeviceSpec:
+    """Make the Bow test device's id (:data:`BOW_ID`) known to this process."""
+    return devices.register_device(BOW_PATH)
+
+
 def main(argv: list[str]) -> None:
-    """``python -m tests.support.devices [TILES]``: write the committed file (or ``ipu-mk2-tN.toml`` here)."""
+    """``python -m tests.support.devices [TILES]``: write the committed files (or ``ipu-mk2-tN.toml`` here)."""
     n = int(argv[0]) if argv else TILES
-    target = PATH if n == TILES else Path(f"{SHIPPED}-t{n}.toml")
-    target.write_text(spec_text(n), encoding="utf-8")
-    print(f"wrote {target}")
+    targets = [(PATH, SHIPPED), (BOW_PATH, BOW)] if n == TILES else [(Path(f"{SHIPPED}-t{n}.toml"), SHIPPED)]
+    for target, shipped_id in targets:
+        target.write_text(spec_text(n, shipped_id), encoding="utf-8")
+        print(f"wrote {target}")
