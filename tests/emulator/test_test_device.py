@@ -15,14 +15,21 @@ SCALED = {"compute.peak_fp16_flops", "compute.peak_fp32_flops", "memory.sram.ban
           "memory.exchange.bandwidth_bytes_per_s"}
 
 
-def test_the_committed_test_device_is_what_the_generator_makes_from_the_shipped_spec():
-    assert test_devices.PATH.read_text(encoding="utf-8") == test_devices.spec_text(), (
-        "the shipped ipu-mk2.toml changed: write the test device again (python -m tests.support.devices)")
+# the Mk2 test device, and the Bow IPU cut the same way (decision 0483)
+CUTS = [pytest.param(test_devices.PATH, test_devices.ID, test_devices.SHIPPED, id="mk2"),
+        pytest.param(test_devices.BOW_PATH, test_devices.BOW_ID, test_devices.BOW, id="bow")]
 
 
-def test_every_number_is_the_shipped_one_but_the_tiles_and_what_follows_from_them():
-    small, mk2 = devices.load_device(test_devices.PATH), devices.load_device("ipu-mk2")
-    assert small.id == test_devices.ID != mk2.id and "test device" in small.name
+@pytest.mark.parametrize(("path", "_id", "shipped"), CUTS)
+def test_the_committed_test_device_is_what_the_generator_makes_from_the_shipped_spec(path, _id, shipped):
+    assert path.read_text(encoding="utf-8") == test_devices.spec_text(test_devices.TILES, shipped), (
+        f"the shipped {shipped}.toml changed: write the test device again (python -m tests.support.devices)")
+
+
+@pytest.mark.parametrize(("path", "dev_id", "shipped"), CUTS)
+def test_every_number_is_the_shipped_one_but_the_tiles_and_what_follows_from_them(path, dev_id, shipped):
+    small, mk2 = devices.load_device(path), devices.load_device(shipped)
+    assert small.id == dev_id != mk2.id and "test device" in small.name
     assert small.tiles == test_devices.TILES < mk2.tiles
     assert set(small.quantities) == set(mk2.quantities)
     ratio = small.tiles / mk2.tiles
