@@ -92,6 +92,43 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
         count = None
     if count is None:
         count = np.bincount(tiles, minlength=num_tiles)
+    if len(tiles) and _rows_on_one_tile(tiles, threads):
+        load = _load_by_rows(tiles, vcycles, num_tiles, threads)
+    else:
+        load = _load_by_place(tiles, vcycles, count, num_tiles, threads)
+    busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
+    count = count + count_sup
+    busy = busy + np.where(count > 0, launch_cycles, 0)
+    return busy.astype(np.int64), count
+
+
+def _rows_on_one_tile(tiles: np.ndarray, threads: int) -> bool:
+    """Whether the vertices, cut in rows of ``threads`` in their given order, have one tile per row: then every run
+    of one tile's vertices is a whole number of rows (an elementwise op's worker pieces: ``threads`` per mapping
+    interval), so each tile's vertices before a vertex are a multiple of ``threads`` plus its place in its row, and
+    its worker is its column."""
+    if len(tiles) % threads:
+        return False
+    rows = tiles.reshape(-1, threads)
+    return bool((rows[:, 1:] == rows[:, :1]).all())
+
+
+def _load_by_rows(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int) -> np.ndarray:
+    """Each tile's most loaded worker (:func:`_load_by_place`'s) where the vertices come in rows of one tile
+    (:func:`_rows_on_one_tile`): worker k of a tile runs column k of its rows, so its load is one count per column
+    over the rows' tiles (the same vertices' cycles added in the same order as one count over every vertex)."""
+    row_tile = tiles[::threads]
+    cyc = vcycles.reshape(-1, threads)
+    load = np.bincount(row_tile, weights=cyc[:, 0], minlength=num_tiles)
+    for k in range(1, threads):
+        np.maximum(load, np.bincount(row_tile, weights=cyc[:, k], minlength=num_tiles), out=load)
+    return load
+
+
+def _load_by_place(tiles: np.ndarray, vcycles: np.ndarray, count: np.ndarray, num_tiles: int,
+                   threads: int) -> np.ndarray:
+    """Each tile's most loaded worker: a vertex runs on worker (its place among its tile's vertices, in their
+    given order) modulo ``threads``, and a worker's load is the cycles of its vertices."""
     first = np.cumsum(count) - count          # index of each tile's first vertex in tile order
     # each vertex's worker: its place among its tile's vertices, in their given order, modulo threads
     if np.any(tiles[1:] < tiles[:-1]):
@@ -103,11 +140,7 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     worker %= threads
     worker += np.multiply(tiles, threads, dtype=np.int64)
     load = np.bincount(worker, weights=vcycles, minlength=num_tiles * threads)
-    load = load.reshape(num_tiles, threads).max(axis=1)
-    busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
-    count = count + count_sup
-    busy = busy + np.where(count > 0, launch_cycles, 0)
-    return busy.astype(np.int64), count
+    return load.reshape(num_tiles, threads).max(axis=1)
 
 
 def _place_on_tile(tiles: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -374,7 +407,12 @@ def vertex_instances(group, num_tiles: int, threads: int, counts: np.ndarray | N
     one addVertex per tile over the concatenation of its output regions).  The one definition of
     vertex state, field data and the vertices table's state bytes.  ``counts``: the group's vertices per tile
     where the caller has counted them already."""
-    cnt = np.bincount(np.asarray(group.tiles, np.int64), minlength=num_tiles) if counts is None else counts
+    if counts is None:
+        t = np.asarray(group.tiles)
+        # (int32 tiles counted as they are: numpy casts them per element inside bincount, with no int64 copy)
+        cnt = np.bincount(t if t.dtype.kind == "i" else t.astype(np.int64), minlength=num_tiles)
+    else:
+        cnt = counts
     ut = np.nonzero(cnt)[0]
     if getattr(group.codelet, "one_vertex_per_tile", False):
         return ut, np.ones(len(ut), np.int64)

@@ -225,3 +225,26 @@ def test_vertex_instances_one_definition_for_memory_and_the_vertices_table(mk2):
     np.testing.assert_array_equal(per_tile_state.to_numpy(), mem_state[per_tile_state.index])
     # the table still counts the graph's vertices (regions), as the compute sets table does
     assert v.loc[v["codelet"] == "ReduceAdd", "count"].tolist() == [n_reg, n_reg]
+
+
+def test_code_and_control_bytes_on_exactly_the_tiles_with_vertices(mk2):
+    """vertexCode (one copy of a codelet on each tile that runs it) and controlCode (the compute set's call on each
+    tile with vertices) land on the compute set's tiles, each tile once however many vertices it holds: an add
+    over tiles 5, 9 and 12 with several worker pieces per tile (compile.memory.vertex_memory's tiles per codelet,
+    compute_sets.compile_execute's tiles from its vertex counts)."""
+    g = Graph(mk2)
+    n = 3 * 600
+    mp = M.Mapping(np.array([9, 5, 12]), np.array([0, 600, 1200]), np.array([600, 1200, 1800]))
+    x = g.add_variable("x", (n,), "float32", mapping=mp)
+    y = g.add_variable("y", (n,), "float32", mapping=mp)
+    cs = g.add_compute_set("add")
+    grp = _add(g, cs, y, x, x)
+    assert grp.n > 3 * mk2.threads_per_tile - 1  # several pieces per tile
+    res = Engine(g, P.Execute(cs), mode="timing").run()
+    mem = res.profile_data.memory
+    want = np.zeros(mk2.num_tiles, bool)
+    want[[5, 9, 12]] = True
+    for cat in ("vertexCode", "controlCode"):
+        per_tile = mem[:, CATEGORY_CODE[cat], :].sum(axis=1)
+        assert np.array_equal(per_tile > 0, want), cat
+        assert len(set(per_tile[want].tolist())) == 1, cat  # the same bytes on each: one copy a tile

@@ -11,7 +11,6 @@ from popvision_lite.emulator.compile.compiled import (
     Compiled,
     ProgInfo,
     cached_digest,
-    distinct_tiles,
     field_content,
 )
 
@@ -31,15 +30,13 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
         for g, cy in zip(cs.groups, group_cycles, strict=True):
             g._cycles = cy  # VertexGroup.cycles' cache (read-only arrays, shared)
     else:
-        tiles = np.concatenate([g.tiles for g in cs.groups])
-        cyc = np.concatenate([g.cycles(c.target) for g in cs.groups])
-        sup = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "supervisor", False))) for g in cs.groups])
-        reg = np.concatenate([np.full(g.n, bool(getattr(g.codelet, "multi_region", False))) for g in cs.groups])
-        busy, _count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
-                                              int(em["vertex_launch_cycles"]), supervisor=sup, regions=reg)
+        tiles, cyc = _joined([g.tiles for g in cs.groups]), _joined([g.cycles(c.target) for g in cs.groups])
+        busy, count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
+                                             int(em["vertex_launch_cycles"]), supervisor=_flags(cs, "supervisor"),
+                                             regions=_flags(cs, "multi_region"))
         flops = sum(g.codelet.flops(g) for g in cs.groups)
         sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
-        utiles = distinct_tiles(tiles, c.num_tiles)
+        utiles = np.nonzero(count)[0]  # (count: every vertex per tile, as distinct_tiles would count them again)
         if key is not None:
             group_cycles = []
             for g in cs.groups:
@@ -54,6 +51,23 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     c.add_mem("controlCode", utiles, cm.CONTROL_CODE_EXECUTE)
     c.add_mem("controlId", utiles, cm.CONTROL_ID_BYTES)
     info.code_bytes += len(utiles) * cm.CONTROL_CODE_EXECUTE
+
+
+def _joined(arrays: list) -> np.ndarray:
+    """The groups' per-vertex arrays end to end: a compute set of one group (a large elementwise op's) reads its
+    group's array as it is, without a copy."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _flags(cs, attr: str) -> np.ndarray | None:
+    """Each vertex's codelet flag ``attr`` (supervisor, multi-region), for compute_tile_cycles: None where no
+    group's codelet has it (what an all-False array gives there), one array where every group's has it."""
+    on = [bool(getattr(g.codelet, attr, False)) for g in cs.groups]
+    if not any(on):
+        return None
+    if all(on):
+        return np.ones(cs.num_vertices, bool)
+    return np.concatenate([np.full(g.n, f) for g, f in zip(cs.groups, on, strict=True)])
 
 
 def _execute_key(c: Compiled, cs) -> tuple | None:

@@ -162,7 +162,7 @@ def vertex_memory(c: Compiled, used_cs: set) -> None:
             name = g.codelet.name
             prev = code_tiles.get(name)
             mask = np.zeros(c.num_tiles, bool) if prev is None else prev[1]
-            mask[g.tiles] = True
+            mask[ut] = True  # (the group's tiles: ``ut`` is each once, not each vertex's)
             code_tiles[name] = (g.codelet, mask)
     for codelet, mask in code_tiles.values():
         c.add_mem("vertexCode", np.nonzero(mask)[0], int(codelet.code_bytes))

@@ -39,3 +39,24 @@ def test_compute_tile_cycles_matches_the_per_tile_definition(seed):
     got = cm.compute_tile_cycles(tiles, vcycles, T, threads, 11, supervisor=supervisor, regions=regions)
     want = _reference(tiles, vcycles, T, threads, 11, supervisor, regions)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vertices_in_rows_of_one_tile_match_the_per_tile_definition(seed):
+    """An elementwise op's worker pieces: runs of one tile whose lengths are multiples of ``threads`` (each tile's
+    runs apart, the tiles in no order), costed by columns of rows (cost_model._load_by_rows); fractional cycles
+    too, so a per-worker sum in another order would differ."""
+    rng = np.random.default_rng(100 + seed)
+    T, threads = 7, 6
+    runs = int(rng.integers(5, 60))
+    tiles = np.repeat(rng.integers(0, T, runs), rng.integers(1, 4, runs) * threads).astype(np.int32)
+    n = len(tiles)
+    vcycles = rng.integers(1, 900, n).astype(np.int32) if seed % 2 else rng.random(n) * 300
+    supervisor = np.zeros(n, bool)
+    regions = np.ones(n, bool) if seed != 3 else rng.random(n) < 0.5
+    assert cm._rows_on_one_tile(tiles, threads)
+    got = cm.compute_tile_cycles(tiles, vcycles, T, threads, 11, supervisor=supervisor, regions=regions)
+    want = _reference(tiles, vcycles, T, threads, 11, supervisor, regions)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    # rows that straddle two tiles are costed by each vertex's place instead
+    assert not cm._rows_on_one_tile(np.r_[tiles[:-1], (tiles[-1] + 1) % T], threads)
