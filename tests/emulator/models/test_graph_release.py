@@ -74,7 +74,7 @@ def test_release_graphs_frees_the_kept_graphs_before_it_collects(collections):
     """A whole-graph run's kept graph (an MLP's: the cache does not depend on the model) and, kept beside it, a
     pipelined run's stage graphs: ``release_graphs`` frees both by reference counting, the whole graph's cycles
     too, before its one collection (for the runs' other garbage) starts.  (One test for both kinds: each was a
-    test of its own, and test_graph_reuse.py had a third that ran the same two models, decision 0487.)"""
+    test of its own, and test_graph_reuse.py had a third that ran the same two models.)"""
     E.release_graphs()
     _run("mlp", batch=2, replicas=2, ipus=2)
     whole = _kept_whole_graph()
