@@ -43,6 +43,10 @@ def collections():
         gc.callbacks.remove(seen)
 
 
+# a pipelined BERT-tiny of two stages (test_graph_reuse.py's): its stage graphs are kept for the next run
+_PIPELINED = dict(training=True, pipeline_stages=2, recompute=True, seq=32, vocab=512, replicas=2, ipus=4)
+
+
 def _run(model, **kw):
     """Run ``model`` with the collector off from before the run: the run itself must leave no reference cycle
     that holds its graph (``compile.steps.expand``'s recursive closures did, until it dropped them), so the kept
@@ -66,26 +70,25 @@ def _alive(refs) -> list[str]:
     return sorted({type(o).__name__ for o in (r() for r in refs) if o is not None})
 
 
-def test_release_graphs_frees_a_whole_graph_before_it_collects(collections):
+def test_release_graphs_frees_the_kept_graphs_before_it_collects(collections):
+    """A whole-graph run's kept graph (an MLP's: the cache does not depend on the model) and, kept beside it, a
+    pipelined run's stage graphs: ``release_graphs`` frees both by reference counting, the whole graph's cycles
+    too, before its one collection (for the runs' other garbage) starts.  (One test for both kinds: each was a
+    test of its own, and test_graph_reuse.py had a third that ran the same two models.)"""
     E.release_graphs()
     _run("mlp", batch=2, replicas=2, ipus=2)
-    collections.watch = _kept_whole_graph()
+    whole = _kept_whole_graph()
+    E.run_model(make_config("bert-tiny", **_PIPELINED), SMALL, timing_only=True)  # the collector still off
+    # both kept for a next run: the MLP's graph (the pipelined run keeps stage graphs, not a whole graph)
+    assert [entry[0].graph for entry in E._GRAPH_CACHE.values()] == [whole[0]()]
+    stages = [weakref.ref(entry[2]) for entry in PL._STAGE_GRAPHS._entries.values()]
+    assert len(stages) == 2 and _alive(stages) == ["StageGraph"]
+    collections.watch = whole + stages
     collections.started.clear()
     E.release_graphs()
-    assert not E._GRAPH_CACHE
-    assert _alive(collections.watch) == []  # freed by reference counting, its cycles too,
+    assert not E._GRAPH_CACHE and not PL._STAGE_GRAPHS
+    assert _alive(collections.watch) == []  # freed by reference counting, their cycles too,
     assert collections.started == [(2, [])]  # already when the one collection (for the runs' other garbage) starts
-
-
-def test_release_graphs_frees_stage_graphs_before_it_collects(collections):
-    E.release_graphs()
-    _run("bert-tiny", training=True, pipeline_stages=2, recompute=True, seq=32, vocab=512, replicas=2, ipus=4)
-    assert PL._STAGE_GRAPHS and not E._GRAPH_CACHE
-    collections.watch = [weakref.ref(entry[2]) for entry in PL._STAGE_GRAPHS._entries.values()]
-    collections.started.clear()
-    E.release_graphs()
-    assert not PL._STAGE_GRAPHS
-    assert collections.started == [(2, [])]
 
 
 def test_a_run_of_another_graph_frees_the_kept_one_first(collections):

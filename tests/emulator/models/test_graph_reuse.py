@@ -1,10 +1,8 @@
 """Graphs kept from one run for the next (issue 26): a pipelined run that differs from the previous one
 only in the fields the step composition applies reuses its compiled stage graphs with the result of
-building them afresh, and ``release_graphs`` frees every kept graph (the validation report calls it
-between its groups of rows so that two groups' graphs are never alive together)."""
+building them afresh.  That ``release_graphs`` frees every kept graph (the validation report calls it between its
+groups of rows so that two groups' graphs are never alive together) is tests/emulator/models/test_graph_release.py's."""
 
-import gc
-import weakref
 
 import numpy as np
 import pandas as pd
@@ -46,22 +44,6 @@ def test_pipelined_run_reuses_stage_graphs_when_only_the_composition_changes():
     assert again.total_cycles != first.total_cycles  # the composition did change the step
     # another micro-batch is another set of stage graphs: test_stage_graphs_are_kept_by_content_across_placements
     # runs one after a run it could take graphs from, and asserts it took none
-
-
-def test_release_graphs_frees_the_kept_graphs():
-    """A whole-graph run's kept graph (an MLP's: the cache does not depend on the model, and it builds in a tenth
-    of a ResNet's CPU) and a pipelined run's stage graphs."""
-    E.release_graphs()
-    E.run_model(make_config("mlp", batch=2, replicas=2, ipus=2), SMALL, timing_only=True)
-    _bert(replicas=2, ipus=4)
-    assert E._GRAPH_CACHE and PL._STAGE_GRAPHS  # both kept for a next run
-    graph = weakref.ref(next(iter(E._GRAPH_CACHE.values()))[0].graph)
-    stage = weakref.ref(next(iter(PL._STAGE_GRAPHS._entries.values()))[2])
-    gc.collect()
-    assert graph() is not None and stage() is not None
-    E.release_graphs()
-    assert not E._GRAPH_CACHE and not PL._STAGE_GRAPHS
-    assert graph() is None and stage() is None  # nothing else holds them: freed, not left to the collector
 
 
 def test_pipelined_run_replays_the_previous_runs_copies_with_a_cold_runs_result(monkeypatch):
