@@ -138,7 +138,16 @@ class Compiled:
     def add_mem(self, category: str, tiles, nbytes, live: int = 0) -> None:
         c = CATEGORY_CODE[category]
         tiles = np.asarray(tiles, np.int64).ravel()
-        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape).ravel()
+        nbytes = np.asarray(nbytes, np.int64)
+        if nbytes.ndim == 0 and self.recording is None:
+            # one size for every entry (control code, a vertex's descriptors): entries counted per tile, times the
+            # size; the integers the per-entry sums give, without an array of the sizes or float weights
+            if len(tiles) * 8 < self.num_tiles:
+                np.add.at(self.memory[:, c, live], tiles, nbytes)
+            else:
+                self.memory[:, c, live] += np.bincount(tiles, minlength=self.num_tiles) * int(nbytes)
+            return
+        nbytes = np.broadcast_to(nbytes, tiles.shape).ravel()
         if self.recording is not None:
             rt, rb = tiles, nbytes
             if len(rt) > self.num_tiles:  # per piece: keep per tile (the same sums, O(tiles) memory)
