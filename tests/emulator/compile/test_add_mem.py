@@ -42,3 +42,22 @@ def test_recording_logs_sizes_per_tile():
     np.testing.assert_array_equal(rt, [3, 3, 9])
     np.testing.assert_array_equal(rb, [10, 10, 10])
     assert c.memory[3, CATEGORY_CODE["controlCode"], 0] == 20
+
+
+@pytest.mark.parametrize("size", [6, "per entry"])
+def test_recording_many_entries_logs_the_sums_per_tile(size):
+    """More entries than tiles: logged as each tile's sum (tiles with none left out), the sum added once."""
+    rng = np.random.default_rng(7)
+    n = 3 * TARGET.num_tiles
+    tiles = rng.integers(0, TARGET.num_tiles // 2, n)
+    sizes = np.full(n, 6) if size == "per entry" else 6
+    c, plain = _compiled(), _compiled()
+    c.recording = []
+    c.add_mem("copyDescriptor", tiles, sizes, 1)
+    plain.add_mem("copyDescriptor", tiles, np.full(n, 6), 1)
+    (_kind, (_cat, rt, rb), _kw), = c.recording
+    want = np.bincount(tiles, minlength=TARGET.num_tiles) * 6
+    np.testing.assert_array_equal(rt, np.nonzero(want)[0])
+    np.testing.assert_array_equal(rb, want[want > 0])
+    np.testing.assert_array_equal(c.memory, plain.memory)
+    np.testing.assert_array_equal(c.memory[:, CATEGORY_CODE["copyDescriptor"], 1], want)
