@@ -173,7 +173,20 @@ class Mapping:
         self._derived["checked", size, num_tiles] = True
 
     def elements_per_tile(self, num_tiles: int) -> np.ndarray:
-        return np.bincount(self.tile, weights=self.stop - self.start, minlength=num_tiles).astype(np.int64)
+        """Elements on each tile (int64, ``max(num_tiles, largest tile + 1)`` long).  A mapping built with a tile
+        of its own per block or window (:func:`own_blocks`, :func:`own_windows`: a matmul's or a convolution's
+        outputs and partials, 0.1-0.5 M intervals each) holds on each of those tiles exactly its block's
+        elements, so it is one write per block instead of a pass over the intervals."""
+        own = self._derived.get("own_windows")
+        if own is not None:
+            per, tiles = np.prod(own[1], axis=1), own[3]
+        elif (own := self._derived.get("own_blocks")) is not None:
+            per, tiles = int(np.prod(own[1])), own[2]
+        if own is None or int(np.min(own[1])) < 0:
+            return np.bincount(self.tile, weights=self.stop - self.start, minlength=num_tiles).astype(np.int64)
+        out = np.zeros(max(int(num_tiles), int(tiles.max(initial=-1)) + 1), np.int64)
+        out[tiles] = per
+        return out
 
     def tile_of(self, flat_index) -> np.ndarray:
         """Tile of each flat element index (vectorised; -1 where unmapped)."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from popvision_lite.emulator.estimators import elementwise as EW
 from popvision_lite.emulator.estimators import popops
-from popvision_lite.emulator.graph import Regions, VertexGroup, to_dtype
+from popvision_lite.emulator.graph import Blocks, Regions, VertexGroup, Windows, to_dtype
 from popvision_lite.errors import EmulatorError
 
 
@@ -71,8 +71,9 @@ class Codelet:
     def sram_bytes(self, group: VertexGroup) -> int:
         """Bytes the group reads and writes from tile SRAM (inout fields count twice)."""
         total = 0
+        sums: dict = {}  # (an elementwise op's fields share one sizes array: summed once)
         for fname, f in group.fields.items():
-            b = int(f.elems().sum()) * f.tensor.itemsize
+            b = _elems_total(f, sums) * f.tensor.itemsize
             total += 2 * b if self.fields[fname] == "inout" else b
         return total
 
@@ -85,6 +86,20 @@ class Codelet:
 
     def __repr__(self) -> str:
         return f"<codelet {self.name}>"
+
+
+def _elems_total(f, sums: dict) -> int:
+    """``int(f.elems().sum())`` of a field: a Blocks or Windows field's vertices see one block each (its count
+    times the block's elements), a Regions field's sizes are summed once per sizes array (kept in ``sums`` by the
+    array's id while its fields live)."""
+    if isinstance(f, Blocks | Windows):
+        return int(f.n) * int(f.block_elems)
+    if isinstance(f, Regions):
+        hit = sums.get(id(f.sizes))
+        if hit is None:
+            hit = sums[id(f.sizes)] = int(np.asarray(f.sizes).sum(dtype=np.int64))
+        return hit
+    return int(f.elems().sum())
 
 
 def _expand(param, sizes: np.ndarray):

@@ -136,20 +136,34 @@ class Compiled:
         return self.op_index[op]
 
     def add_mem(self, category: str, tiles, nbytes, live: int = 0) -> None:
+        """Add ``nbytes`` (one size, or one per entry) on ``tiles`` to ``category``'s always-live (``live`` 0) or
+        not-always-live (1) bytes.  Many entries are summed per tile once (np.bincount), and that sum is both what
+        is added and, for a recording compile (a copy's effects kept for a replay), what is logged where the entries
+        outnumber the tiles; one size for every entry is counted per tile and multiplied (the same integers as the
+        per-entry sums, without an array of the sizes or float weights)."""
         c = CATEGORY_CODE[category]
+        T = self.num_tiles
         tiles = np.asarray(tiles, np.int64).ravel()
-        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), tiles.shape).ravel()
+        nbytes = np.asarray(nbytes, np.int64)
+        per_tile = None  # the bytes per tile, where many entries are summed (O(num_tiles) instead of O(len))
+        if len(tiles) * 8 >= T:
+            if nbytes.ndim == 0:
+                per_tile = np.bincount(tiles, minlength=T) * int(nbytes)
+            else:
+                per_tile = np.bincount(tiles, weights=np.broadcast_to(nbytes, tiles.shape).ravel(),
+                                       minlength=T).astype(np.int64)
         if self.recording is not None:
-            rt, rb = tiles, nbytes
-            if len(rt) > self.num_tiles:  # per piece: keep per tile (the same sums, O(tiles) memory)
-                agg = np.bincount(rt, weights=rb, minlength=self.num_tiles).astype(np.int64)
-                rt = np.nonzero(agg)[0]
-                rb = agg[rt]
+            if len(tiles) > T:  # per piece: kept per tile (the same sums, O(tiles) memory)
+                rt = np.nonzero(per_tile)[0]
+                rb = per_tile[rt]
+            else:
+                rt, rb = tiles, np.broadcast_to(nbytes, tiles.shape).ravel()
             self.recording.append(("mem", (category, rt, rb), {"live": live}))
-        if len(tiles) * 8 < self.num_tiles:  # few tiles: O(len) instead of O(num_tiles)
-            np.add.at(self.memory[:, c, live], tiles, nbytes)
+        if per_tile is None:  # few tiles
+            np.add.at(self.memory[:, c, live], tiles, nbytes if nbytes.ndim == 0 else
+                      np.broadcast_to(nbytes, tiles.shape))
         else:
-            self.memory[:, c, live] += np.bincount(tiles, weights=nbytes, minlength=self.num_tiles).astype(np.int64)
+            self.memory[:, c, live] += per_tile
 
     def add_template(self, info: ProgInfo, kind: int, cycles, bytes_in=None, bytes_out=None,
                      duration=None, ipu=-1, shared: str | None = None, **kw) -> None:

@@ -108,13 +108,45 @@ def compute_liveness(c: Compiled) -> None:
                                read_steps.get(t.id))
             if len(spans) > 1:
                 c.live_intervals[t.id] = spans
+            if _DENSE_ROW_SHARE * len(tiles) >= T:
+                # on most tiles (a ResNet-50 graph's tensors: ~900 of 1,472 on average): the bytes as a whole
+                # tile row, added to each change step's row in one contiguous pass instead of a gather and a
+                # scatter at the tiles (the same int32 sums: the bytes wrap to int32 either way)
+                row = np.zeros(T, np.int32)
+                row[tiles] = b
+                for a, z in spans:
+                    delta[a] += row
+                    delta[z + 1] -= row
+                continue
             for a, z in spans:
                 delta[a, tiles] += b
                 delta[z + 1, tiles] -= b
-    nal = np.cumsum(delta[:max(L, 1)], axis=0, dtype=np.int32) if L else np.zeros((0, T), np.int32)
+    nal = _running_sum(delta[:L]) if L else np.zeros((0, T), np.int32)
     c.liveness_tile_bytes = nal
     if L:
         c.memory[:, CATEGORY_CODE["variable"], 1] = nal.max(axis=0)
+
+
+# compute_liveness: a tensor's bytes are added to the change steps as a whole tile row where it is on at least
+# 1 / _DENSE_ROW_SHARE of the tiles (a contiguous add of T values costs about a gather and scatter of T / 4)
+_DENSE_ROW_SHARE = 4
+
+# _running_sum: row by row (one add of a tile row per step) from this many tiles; below, np.cumsum
+_ROW_LOOP_MIN_TILES = 64
+
+
+def _running_sum(delta: np.ndarray) -> np.ndarray:
+    """``np.cumsum(delta, axis=0, dtype=np.int32)`` of the (steps x tiles) int32 changes, computed in place in
+    ``delta`` and returned (the same integers, int32 wrapping alike).  numpy accumulates down axis 0 of a
+    row-major table column by column, a strided pass over every element (~90 ms on a ResNet-50 graph's
+    6.7 k steps x 1,472 tiles); adding each row to the next reads both contiguously (~10 ms), and no second
+    table is allocated."""
+    if delta.shape[1] < _ROW_LOOP_MIN_TILES:
+        return np.cumsum(delta, axis=0, dtype=np.int32)
+    add = np.add
+    for i in range(1, delta.shape[0]):
+        add(delta[i - 1], delta[i], out=delta[i])
+    return delta
 
 
 def _intervals(w: int, r: int, rewrites, reads) -> list[tuple[int, int]]:
