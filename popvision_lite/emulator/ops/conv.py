@@ -261,15 +261,22 @@ def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik, vertices: bool = Fal
     if pci == 1:
         starts, sizes, owner = px0 * s.ci, npx * s.ci, tile
         regions = nseg
-    else:  # every pixel of a segment, the tile's channel slice of it
+        per_tile = np.bincount(owner, weights=sizes, minlength=len(r0)).astype(np.int64)
+    else:  # every pixel of a segment, the tile's channel slice of it: pixel j of the segments (all of them in
+        # order) starts at its segment's first pixel's channel slice plus (j - the segment's first j) pixels, one
+        # repeat of a per-segment base and one arange (no per-pixel segment, owner or gather)
         cik = s.ci // pci
-        seg = np.repeat(np.arange(len(px0)), npx)
-        px = px0[seg] + (np.arange(int(npx.sum())) - np.repeat(np.cumsum(npx) - npx, npx))
-        owner = tile[seg]
-        starts, sizes = px * s.ci + ik[owner] * cik, np.full(len(px), cik, np.int64)
+        n_px = int(npx.sum())
+        base = px0 - (np.cumsum(npx) - npx)
+        base *= s.ci
+        base += ik[tile] * cik
+        starts = np.arange(n_px, dtype=np.int64)
+        starts *= s.ci
+        starts += np.repeat(base, npx)
+        sizes = np.full(n_px, cik, np.int64)
         regions = np.bincount(tile, weights=npx, minlength=len(r0)).astype(np.int64)
-    per_tile = np.bincount(owner, weights=sizes, minlength=len(r0)).astype(np.int64)
-    out = starts.astype(np.int64), sizes.astype(np.int64), per_tile
+        per_tile = regions * cik
+    out = starts.astype(np.int64, copy=False), sizes.astype(np.int64, copy=False), per_tile
     return (*out, regions) if vertices else out
 
 
