@@ -151,3 +151,15 @@ def test_blocks_are_numbered_as_the_vertices_number_them():
     got = CB.broadcast_plan(src, dst, T, units=units)
     assert list(got.rep) == [1, 0, 1, 0]
     _same_plan(got, CB.broadcast_plan(src, dst, T))
+
+
+def test_blocks_tied_in_their_key_are_left_to_the_vertices():
+    """Two blocks with one (count, first region, last region) but another middle one: the order by those keys does
+    not say which is first, so _op_units declines and the vertices number them (the tied unit that differs from
+    the first one is a block of its own, numbered after it)."""
+    src, dst, T = _halo(np.array([0, 8, 16, 0, 8, 16, 0, 24, 16, 0, 8, 16]), np.arange(10, 14), np.arange(4) * 24)
+    units = (np.full(4, 3), np.array([1, 1, 0, 1]))
+    assert CB._op_units(src, dst, units) is None
+    got = CB.broadcast_plan(src, dst, T, units=units)
+    assert list(got.rep) == [0, 0, 1, 0]
+    _same_plan(got, CB.broadcast_plan(src, dst, T))
