@@ -234,8 +234,9 @@ def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int
 
 def copy_units(cp, vertices: np.ndarray, label: np.ndarray):
     """Mark a broadcast copy's destination units for the compile (``cp.units``, read by copy_broadcasts.
-    broadcast_plan, decision 0479): per destination interval in copy order, its source vertices (one region each)
-    and a label equal for intervals that take the same regions.  Returns ``cp``."""
+    broadcast_plan, decision 0479): per destination interval in copy order, how many source vertices it takes
+    (regions or windows) and a label equal for intervals that take the same vertices.  The compile checks them
+    against the vertices; they change no result.  Returns ``cp``."""
     cp.units = (np.asarray(vertices, np.int64), np.asarray(label, np.int64))
     return cp
 
