@@ -111,7 +111,8 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
 def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
     if getattr(prog, "broadcast", False) and c.target.num_ipus == 1:
-        bp = CB.broadcast_plan(prog.src, prog.dst, c.num_tiles, c.caches.copy_runs)
+        # (``units``: the op's destination units and blocks, where it set them: ops/conv.py, decision 0479)
+        bp = CB.broadcast_plan(prog.src, prog.dst, c.num_tiles, c.caches.copy_runs, getattr(prog, "units", None))
         if bp is not None and _compile_broadcast(c, info, bp):
             return
     plan = copy_pieces(prog.src, prog.dst, c.caches.copy_runs)

@@ -78,14 +78,29 @@ def _vertex_runs(src, known: dict | None):
     return rs, rl, per, np.concatenate(keys)
 
 
-def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> BroadcastPlan | None:
+def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None, units=None) -> BroadcastPlan | None:
     """The compact form of a copy of a Regions / Windows ``src`` (or a Concat of them) whose vertices repeat a few
     blocks into a whole contiguous ``dst`` view, where the expanded pieces are each vertex's block cut at the
     source's interval starts (no destination interval starts inside a vertex), the destination units' tiles
     are distinct and some block goes to more than one unit; else None (the copy is compiled from its expanded
-    pieces).  A unit is the vertices one destination interval takes, its block their blocks in order."""
+    pieces).  A unit is the vertices one destination interval takes, its block their blocks in order.
+    ``units``: the op's word on them (``Copy.units``, :func:`_op_units`: a Regions source's vertices per unit and
+    a label per unit, equal for units that take the same vertices): checked, then used in place of the per-vertex
+    keys and interval searches; the same plan, array for array, as without it (decision 0479)."""
     if not isinstance(dst, TensorView) or dst.contiguous is None:
         return None
+    got = _op_units(src, dst, units, known) if units is not None else None
+    if got is None:
+        got = _found_units(src, dst, known)
+        if got is None:
+            return None
+    return _plan_of_units(src, dst, *got)
+
+
+def _found_units(src, dst, known: dict | None):
+    """The destination units and their blocks found from the source's vertices: (run starts, run lengths, per
+    block its runs' first index and count, per unit its block, per block its first unit, per unit its first
+    destination element and interval), or None."""
     vr = _vertex_runs(src, known)
     if vr is None or len(vr[2]) < 2:
         return None
@@ -123,6 +138,85 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
         d0, dk = d0[uv], dk[uv]
         uper = np.add.reduceat(per, uv)
         uf, un = vfirst[uv[t0]], uper[t0]  # the distinct blocks' runs: their first unit's vertices' runs
+    return runs_s, runs_l, uf, un, rep, t0, d0, dk
+
+
+def _op_units(src, dst, units, known: dict | None = None):
+    """:func:`_found_units` from the op's units (``units``: per unit its vertices of the Regions or Windows
+    ``src`` and a label), where they are the units and blocks the source's vertices give: every vertex
+    non-empty; each unit's vertices equal, one by one, to its label's first unit's (a region's start and size, a
+    window's start); each unit inside one destination interval and consecutive units in distinct ones; and the
+    blocks, ordered as _found_units orders them (np.unique of the vertex keys, or of (count, first key, last key)
+    per unit), distinct in that key.  Else None (the copy's units are found from its vertices).  O(vertices) in
+    gathers and comparisons only (no per-vertex key, interval search or sort); only the blocks' runs are read."""
+    if isinstance(src, Regions):
+        vstart, vsize = src.starts, src.sizes
+        smin, smax = (int(vsize.min()), int(vsize.max())) if src.n else (0, 0)
+    elif isinstance(src, Windows):
+        vstart, vsize = src.start_offsets(), None
+        smin = smax = src.block_elems
+    else:
+        return None
+    cnt, label = (np.asarray(a, np.int64) for a in units)
+    if len(cnt) < 2 or len(label) != len(cnt) or int(cnt.min()) <= 0 or int(cnt.sum()) != src.n or smin <= 0:
+        return None
+    _lab, t0, rep = np.unique(label, return_index=True, return_inverse=True)  # (units: a few hundred)
+    rep = rep.reshape(-1).astype(np.int64)
+    if len(t0) == len(cnt):
+        return None  # no block repeats: not a broadcast
+    uv = np.cumsum(cnt) - cnt
+    if not np.array_equal(cnt, cnt[t0][rep]):
+        return None
+    # every unit's vertices are its block's first unit's, one by one (the units cover the vertices in order)
+    ref = _ranges_index(uv[t0][rep], cnt)
+    if not np.array_equal(vstart, vstart[ref]) or (smin != smax and not np.array_equal(vsize, vsize[ref])):
+        return None
+    elems = np.add.reduceat(vsize, uv, dtype=np.int64) if smin != smax else cnt * smin
+    dm = dst.tensor.mapping
+    d0 = dst.contiguous[0] + np.cumsum(elems) - elems
+    dk = interval_index(dm.start, d0)
+    if int(dk.min()) < 0 or not np.array_equal(interval_index(dm.start, d0 + elems - 1), dk) or \
+            not np.all(dk[1:] != dk[:-1]):
+        return None
+    # the blocks in _found_units' order: by vertex key (_field_runs': a region's start * (largest size + 1) +
+    # size, a window's start) where every unit is one vertex, else by (count, first vertex's key, last vertex's
+    # key); distinct keys, or that order is not the blocks'
+    bu = uv[t0]
+    bl = bu + cnt[t0] - 1
+    fkey, lkey = (vstart[v].astype(np.int64) * (smax + 1) + vsize[v] if vsize is not None else vstart[v]
+                  for v in (bu, bl))
+    if int(cnt.max()) == 1:
+        order = np.argsort(fkey, kind="stable")
+        ks = fkey[order]
+        if not np.all(ks[1:] > ks[:-1]):
+            return None
+    else:
+        order = np.lexsort((lkey, fkey, cnt[t0]))
+        c, f, la = cnt[t0][order], fkey[order], lkey[order]
+        if not np.all((c[1:] != c[:-1]) | (f[1:] != f[:-1]) | (la[1:] != la[:-1])):
+            return None
+    t0 = t0[order]
+    inv = np.empty(len(order), np.int64)
+    inv[order] = np.arange(len(order))
+    rep = inv[rep]
+    if vsize is not None:  # a run per region
+        return vstart, vsize, uv[t0], cnt[t0], rep, t0, d0, dk
+    # a window's runs: the blocks' windows' only (as the structure key read them, where it did)
+    bi = _ranges_index(uv[t0], cnt[t0])
+    hit = known.get(id(src)) if known else None
+    if hit is not None and hit[0] == "bounds":
+        s, e = hit[1][bi], hit[2][bi]
+    else:
+        s, e = Windows(src.tensor, src.block_shape, src.origins[bi]).run_bounds()
+    r = s.shape[1]
+    bc = cnt[t0]
+    return s.ravel(), (e - s).ravel(), (np.cumsum(bc) - bc) * r, bc * r, rep, t0, d0, dk
+
+
+def _plan_of_units(src, dst, runs_s, runs_l, uf, un, rep, t0, d0, dk) -> BroadcastPlan | None:
+    """The plan of the units (:func:`_found_units`' fields): the units' tiles distinct, and the distinct blocks'
+    runs (``uf``, ``un``: each block's runs) cut at the source's interval starts."""
+    dm = dst.tensor.mapping
     dt = dm.tile[dk].astype(np.int64)
     if len(np.unique(dt)) != len(dt):
         return None
@@ -130,7 +224,7 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
     # copy_plans._cut_runs cuts every piece)
     ri = _ranges_index(uf, un)
     rblk = np.repeat(np.arange(len(t0), dtype=np.int64), un)
-    rs, rl = runs_s[ri], runs_l[ri]
+    rs, rl = runs_s[ri].astype(np.int64, copy=False), runs_l[ri].astype(np.int64, copy=False)
     roff = np.cumsum(rl)  # each run's offset in its block: a cumulative sum restarting at each block
     roff -= rl
     roff -= roff[np.cumsum(un) - un][rblk]
@@ -138,6 +232,11 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
     if not keep.all():
         rs, rl, roff, rblk = rs[keep], rl[keep], roff[keep], rblk[keep]
     sm = src.tensor.mapping
+    k0 = interval_index(sm.start, rs)
+    if len(rs) and int(k0.min()) >= 0 and bool(np.all(rs + rl <= sm.stop[k0])):
+        # every run inside one interval (no interval starts inside it): the runs are the pieces, their intervals
+        # found once (the searches below give the same pieces)
+        return _plan(rs, rl, k0, rblk, roff, sm, t0, rep, d0, dk, dt)
     lo = np.searchsorted(sm.start, rs, side="right")
     hi = np.searchsorted(sm.start, rs + rl, side="left")
     cnt = np.maximum(hi - lo, 0) + 1  # pieces per run
@@ -155,7 +254,10 @@ def broadcast_plan(src, dst, num_tiles: int, known: dict | None = None) -> Broad
         end[last] = rs + rl
         se, ln, blk = cut, end - cut, rblk[run]
         off = roff[run] + (cut - rs[run])
-    sk = interval_index(sm.start, se)
+    return _plan(se, ln, interval_index(sm.start, se), blk, off, sm, t0, rep, d0, dk, dt)
+
+
+def _plan(se, ln, sk, blk, off, sm, t0, rep, d0, dk, dt) -> BroadcastPlan:
     nb = len(t0)
     count = np.bincount(blk, minlength=nb)
     first = np.cumsum(count) - count

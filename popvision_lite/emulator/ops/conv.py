@@ -219,18 +219,33 @@ def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int
     """Each tile's input rows with halo (its channel slice: part ``ik[t]`` of ``pci``) for its output rows
     ``r0[t]``, ``nr[t]``, received once (one exchange into a buffer laid out tile by tile); returns the
     buffer and each tile's (start, size) in it."""
-    starts, sizes, in_sizes = tiles_input_regions(s, r0, nr, pci, ik)
+    starts, sizes, in_sizes, regions = tiles_input_regions(s, r0, nr, pci, ik, vertices=True)
     in_start = np.cumsum(in_sizes) - in_sizes
     xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
                        mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
-    ctx.add(P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op, broadcast=True))
+    cp = P.Copy(X.regions(starts, sizes), xin.whole(), name=f"{op}/exchange_input", op=op, broadcast=True)
+    # the destination units and their blocks, as the op knows them: a tile (one interval of xin) per unit, its
+    # regions, labelled by what they depend on (channel part, output rows): the tiles of one (ci part, row part)
+    # take the same regions (copy_broadcasts.broadcast_plan checks them, decision 0479)
+    m = s.out_rows + 1
+    ctx.add(copy_units(cp, regions, (np.asarray(ik, np.int64) * m + r0) * m + nr))
     return xin, in_start, in_sizes
 
 
-def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def copy_units(cp, vertices: np.ndarray, label: np.ndarray):
+    """Mark a broadcast copy's destination units for the compile (``cp.units``, read by copy_broadcasts.
+    broadcast_plan, decision 0479): per destination interval in copy order, how many source vertices it takes
+    (regions or windows) and a label equal for intervals that take the same vertices.  The compile checks them
+    against the vertices; they change no result.  Returns ``cp``."""
+    cp.units = (np.asarray(vertices, np.int64), np.asarray(label, np.int64))
+    return cp
+
+
+def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik, vertices: bool = False):
     """:func:`input_regions` of every tile at once (tile ``t``: output rows ``r0[t]``, ``nr[t]`` (> 0), channel
-    part ``ik[t]``): (the tiles' starts one tile after another, their sizes, each tile's elements).  The same
-    arrays as concatenating :func:`input_regions` tile by tile, without a Python pass per tile and image."""
+    part ``ik[t]``): (the tiles' starts one tile after another, their sizes, each tile's elements, and with
+    ``vertices`` each tile's regions).  The same arrays as concatenating :func:`input_regions` tile by tile,
+    without a Python pass per tile and image."""
     r0, nr, ik = (np.asarray(a, np.int64).reshape(-1) for a in (r0, nr, ik))
     # the images each tile's output rows cross: one (tile, image) segment each, in tile then image order
     b0, b1 = r0 // s.oh, (r0 + nr - 1) // s.oh
@@ -246,14 +261,24 @@ def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik) -> tuple[np.ndarray,
     px0, npx = (b * s.h + first) * s.w, (stop - first) * s.w
     if pci == 1:
         starts, sizes, owner = px0 * s.ci, npx * s.ci, tile
-    else:  # every pixel of a segment, the tile's channel slice of it
+        regions = nseg
+        per_tile = np.bincount(owner, weights=sizes, minlength=len(r0)).astype(np.int64)
+    else:  # every pixel of a segment, the tile's channel slice of it: pixel j of the segments (all of them in
+        # order) starts at its segment's first pixel's channel slice plus (j - the segment's first j) pixels, one
+        # repeat of a per-segment base and one arange (no per-pixel segment, owner or gather)
         cik = s.ci // pci
-        seg = np.repeat(np.arange(len(px0)), npx)
-        px = px0[seg] + (np.arange(int(npx.sum())) - np.repeat(np.cumsum(npx) - npx, npx))
-        owner = tile[seg]
-        starts, sizes = px * s.ci + ik[owner] * cik, np.full(len(px), cik, np.int64)
-    per_tile = np.bincount(owner, weights=sizes, minlength=len(r0)).astype(np.int64)
-    return starts.astype(np.int64), sizes.astype(np.int64), per_tile
+        n_px = int(npx.sum())
+        base = px0 - (np.cumsum(npx) - npx)
+        base *= s.ci
+        base += ik[tile] * cik
+        starts = np.arange(n_px, dtype=np.int64)
+        starts *= s.ci
+        starts += np.repeat(base, npx)
+        sizes = np.full(n_px, cik, np.int64)
+        regions = np.bincount(tile, weights=npx, minlength=len(r0)).astype(np.int64)
+        per_tile = regions * cik
+    out = starts.astype(np.int64, copy=False), sizes.astype(np.int64, copy=False), per_tile
+    return (*out, regions) if vertices else out
 
 
 def input_regions(s: ConvShape, r0: int, nr: int, pci: int, ik: int) -> tuple[np.ndarray, np.ndarray]:
@@ -299,8 +324,10 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     worg = np.stack([kpos * s.ci + np.repeat(ik, kk) * cik, np.repeat(ic, kk) * cop], 1)
     wbuf = ctx.variable(f"{op}/kernel_blocks", (T * blk,), W.dtype,
                         mapping=M.intervals(tiles, np.arange(T) * blk, (np.arange(T) + 1) * blk), op=op)
-    # (a broadcast: the tiles of one (ci part, co part) take the same k x k windows; decision 0445)
-    ctx.add(P.Copy(W.windows((cik, cop), worg), wbuf.whole(), name=f"{op}/broadcast_kernel", op=op, broadcast=True))
+    # (a broadcast: the tiles of one (ci part, co part) take the same k x k windows; decision 0445; its units, a
+    # tile of k x k windows each, labelled by (ci part, co part): decision 0479)
+    ctx.add(copy_units(P.Copy(W.windows((cik, cop), worg), wbuf.whole(), name=f"{op}/broadcast_kernel", op=op,
+                              broadcast=True), np.full(T, kk), ik * pco + ic))
     # --- the vertices write the output blocks, or partials (pci, R, Co) reduced afterwards
     shapes = np.stack([np.ones(T, np.int64), rsz[ir] * s.ow, np.full(T, cop)], 1)
     origins = np.stack([ik, roff[ir] * s.ow, ic * cop], 1)

@@ -64,6 +64,7 @@ from popvision_lite.emulator.ops.common import _nbytes
 from popvision_lite.emulator.ops.context import OpContext
 from popvision_lite.emulator.ops.conv import (
     choose_channel_split,
+    copy_units,
     exchange_input_rows,
     record_plan_and_operands,
     tile_partition,
@@ -133,14 +134,17 @@ def ref_conv2d_weight_update(x, dy, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
-def _dy_regions(s: ConvShape, r0: int, nr: int, pco: int, ic: int) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, sizes) in dY (N*OH*OW, Co) of a tile's dY rows [r0, r0 + nr): one run of whole rows, or
-    with an output-channel split the tile's channel slice of every pixel."""
+def _dy_regions(s: ConvShape, r0, nr, pco: int, ic) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, sizes) in dY (N*OH*OW, Co) of every tile's dY rows [r0[t], r0[t] + nr[t]) one tile after another,
+    and each tile's regions: one run of whole rows a tile, or with an output-channel split the tile's channel
+    slice (part ``ic[t]``) of every pixel."""
+    r0, nr, ic = (np.asarray(a, np.int64).reshape(-1) for a in (r0, nr, ic))
     if pco == 1:
-        return np.array([r0 * s.ow * s.co], np.int64), np.array([nr * s.ow * s.co], np.int64)
+        return r0 * s.ow * s.co, nr * s.ow * s.co, np.ones(len(r0), np.int64)
     cop = s.co // pco
-    px = r0 * s.ow + np.arange(nr * s.ow, dtype=np.int64)
-    return px * s.co + ic * cop, np.full(len(px), cop, np.int64)
+    cnt = nr * s.ow
+    px = np.arange(int(cnt.sum()), dtype=np.int64) + np.repeat(r0 * s.ow - (np.cumsum(cnt) - cnt), cnt)
+    return px * s.co + np.repeat(ic * cop, cnt), np.full(len(px), cop, np.int64), cnt
 
 
 def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
@@ -167,13 +171,16 @@ def conv2d_weight_update(ctx: OpContext, x, dy, s: ConvShape, name: str):
     cik, cop = s.ci // pci, s.co // pco
     # --- input rows with halo (the tile's channel slice) and dY rows (its channel slice), once per tile
     xin, in_start, in_sizes = exchange_input_rows(ctx, X, s, tiles, roff[ir], rsz[ir], pci, ik, op)
-    dregs = [_dy_regions(s, int(roff[ir[t]]), int(rsz[ir[t]]), pco, int(ic[t])) for t in range(T)]
+    d_starts, d_sizes, d_regions = _dy_regions(s, roff[ir], rsz[ir], pco, ic)
     dy_sizes = rsz[ir] * s.ow * cop
     dy_start = np.cumsum(dy_sizes) - dy_sizes
     dyin = ctx.variable(f"{op}/output_grad_rows", (int(dy_sizes.sum()),), DY.dtype,
                         mapping=M.intervals(tiles, dy_start, dy_start + dy_sizes), op=op)
-    ctx.add(P.Copy(DY.regions(np.concatenate([a for a, _ in dregs]), np.concatenate([z for _, z in dregs])),
-                   dyin.whole(), name=f"{op}/exchange_output_grad", op=op))
+    # (a broadcast: the tiles of one (row part, co part) take the same dY regions, whatever their ci part; its
+    # units, a tile each, labelled by (row part, co part): decision 0479)
+    cp = P.Copy(DY.regions(d_starts, d_sizes), dyin.whole(), name=f"{op}/exchange_output_grad", op=op,
+                broadcast=True)
+    ctx.add(copy_units(cp, d_regions, ir * pco + ic))
     # --- the vertices write each tile's partial block (kk, cik, cop) contiguously, in ctx.partials_dtype
     blk = kk * cik * cop
     part = ctx.variable(f"{op}/partials", (T * blk,), ctx.partials_dtype, op=op,

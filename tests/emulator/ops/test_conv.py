@@ -253,3 +253,7 @@ def test_tiles_input_regions_are_each_tiles_input_regions_in_tile_order():
                     assert np.array_equal(starts, np.concatenate([a for a, _ in regs]))
                     assert np.array_equal(sizes, np.concatenate([z for _, z in regs]))
                     assert per_tile.tolist() == [int(z.sum()) for _, z in regs]
+                    # (each tile's regions: the copy's destination units, ops/conv.copy_units)
+                    *same, regions = tiles_input_regions(s, off, sz, pci, ik, vertices=True)
+                    assert all(np.array_equal(a, b) for a, b in zip(same, (starts, sizes, per_tile), strict=True))
+                    assert regions.tolist() == [len(a) for a, _ in regs]
