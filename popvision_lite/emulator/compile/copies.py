@@ -23,6 +23,7 @@ from popvision_lite.emulator.compile.copy_memo import CopySignature, plan_signat
 from popvision_lite.emulator.compile.copy_plans import (
     _pattern_order,
     _pattern_units,
+    _per_tile_patterns,
     bytes_per_tile,
     code_patterns,
     copy_pieces,
@@ -115,6 +116,8 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         bp = CB.broadcast_plan(prog.src, prog.dst, c.num_tiles, c.caches.copy_runs, getattr(prog, "units", None))
         if bp is not None and _compile_broadcast(c, info, bp):
             return
+    if _compile_same_layout(c, info):
+        return
     plan = copy_pieces(prog.src, prog.dst, c.caches.copy_runs)
     c.copy_plans[info.prog_id] = plan
     if len(plan.length) == 0:
@@ -174,6 +177,72 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
                        bytes_sram=2 * bytes_local)
     c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
+
+
+def _same_layout(c: Compiled, prog):
+    """The mapping of a copy from a whole tensor to a whole tensor laid out alike (a graph function's results
+    and its arguments of the parameters' layout: ops/graph_function.py), else None.  Alike: one mapping object,
+    or mappings of equal arrays (held once: shared_arrays); whole: each endpoint one run of every element (as
+    the structure key read it, ``c.caches.copy_runs``; the graph check has found the mapping's intervals to cover
+    them end to end, Mapping.check)."""
+    sm, dm = prog.src.tensor.mapping, prog.dst.tensor.mapping
+    if dm is not sm and not (len(dm) == len(sm) and all(
+            a is b or np.array_equal(a, b) for a, b in ((sm.tile, dm.tile), (sm.start, dm.start),
+                                                        (sm.stop, dm.stop)))):
+        return None
+    n = len(sm)
+    if n < 2:
+        return None
+    size = int(sm.stop[-1])
+    for ep in (prog.src, prog.dst):
+        hit = c.caches.copy_runs.get(id(ep))
+        if hit is None or hit[0] != "runs" or len(hit[1]) != 1 or int(hit[1][0]) != 0 or int(hit[2][0]) != size:
+            return None
+    return sm
+
+
+def _compile_same_layout(c: Compiled, info: ProgInfo) -> bool:
+    """_compile_copy_fresh's effects for a copy between two tensors laid out alike, whole (:func:`_same_layout`),
+    from the mapping alone; False, with nothing done, for any other copy.  Its pieces are the mapping's
+    intervals (cut at the same boundaries on both sides), each on its tile: no exchange, the bytes copied on each
+    tile, and the on-tile copy descriptors of _copy_descriptors without tile addresses or a sort.  Those count
+    patterns among the pieces in (tile, tile position) order; a tile's intervals are adjacent in its memory in
+    flat order (memory.tile_offsets), so that order is (tile, first element), and each piece's source and
+    destination stride is the length of the piece before it on its tile: a pattern is a run of pieces of one
+    tile and one length in that order (the stride rule of copy_plans._starts_of adds no start).  The packed
+    counts are per tile; where the general path's packed key would not fit, it adds the same sums per pattern
+    (code_patterns)."""
+    prog = info.prog
+    mp = _same_layout(c, prog)
+    if mp is None:
+        return False
+    T = c.num_tiles
+    n = len(mp)
+    tile = mp.tile
+    length = mp.stop - mp.start
+    isz = prog.src.tensor.itemsize
+    local = bytes_per_tile(tile, length, isz, T, int(length.max()) + 1)
+    k = np.arange(n, dtype=np.int64)
+    plan = c.copy_plans[info.prog_id] = CopyPlan(mp.start, mp.start, length, tile, tile, k, k)
+    if not bool(np.all(tile[1:] >= tile[:-1])):  # by tile, stable: each tile's intervals in flat order
+        o = np.argsort(tile.astype(np.uint16) if T <= 2**16 else tile, kind="stable")
+        t, ln = tile[o], length[o]
+    else:
+        t, ln = tile, length
+    new = np.empty(n, bool)
+    new[0] = True
+    np.not_equal(t[1:], t[:-1], out=new[1:])
+    new[1:] |= ln[1:] != ln[:-1]
+    n_pat, n_loop = _per_tile_patterns(t, new, 0, 0, T, dst=True)
+    ut = np.nonzero(n_pat)[0]
+    c.add_mem("copyDescriptor", ut, n_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + n_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
+    z = np.zeros(T, np.int64)
+    busy = cm.exchange_tile_cycles(c.target, z, z.copy(), local)
+    ut = distinct_tiles(plan.src_tile, T)
+    c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * int(local.sum()))
+    c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
+    info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+    return True
 
 
 def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> bool:

@@ -146,7 +146,7 @@ def _replicate_rows(ctx, vec, tiles_used, row, name, op):
     n = len(tiles_used)
     rep = ctx.variable(f"{op}/{name}_rep", (n, row), vec.dtype, mapping=M.by_rows((n, row), tiles_used), op=op)
     ctx.add(P.Copy(ranges_view(vec, np.zeros(n, np.int64), np.full(n, row, np.int64)), rep.whole(),
-                   name=f"{op}/broadcast_{name}", op=op))
+                   name=f"{op}/broadcast_{name}", op=op, broadcast=True))
     return rep
 
 
