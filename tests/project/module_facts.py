@@ -18,9 +18,25 @@ class Facts:
     functions: tuple[tuple[str, int], ...]  # (qualified name, lines from its def line to its last)
 
 
+# Functions, classes and imports are statements, and a statement only sits in these lists of its parent (a module,
+# function or class body, a loop's, an ``if``'s, a ``with``'s, a ``try``'s and its handlers', a ``match`` case's):
+# the walks below visit statements only, not the expressions in them, which are most of a tree's nodes.
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(node: ast.AST):
+    """The statements directly inside ``node`` (its bodies, and the bodies of its handlers and cases)."""
+    for field in _BODIES:
+        for child in getattr(node, field, ()):
+            if isinstance(child, ast.stmt):
+                yield child
+            else:  # an except handler or a match case: its own body
+                yield from _statements(child)
+
+
 def functions(tree: ast.AST, prefix: str = ""):
     """(qualified name, lines) of every function and method, nested ones included."""
-    for node in ast.iter_child_nodes(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield prefix + node.name, node.end_lineno - node.lineno + 1
             yield from functions(node, f"{prefix}{node.name}.")
@@ -32,11 +48,15 @@ def functions(tree: ast.AST, prefix: str = ""):
 
 def imports(tree: ast.AST) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    stack = [tree]
+    while stack:
+        node = stack.pop()
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module.split(".")[0])
+        else:
+            stack.extend(_statements(node))
     return names
 
 

@@ -32,6 +32,60 @@ def test_checker_sees_qt_imports(tmp_path):
     assert _imports(f) & QT_MODULES == {"PySide6", "pyqtgraph"}
 
 
+# an import in every kind of statement body (the facts walk statements only: tests/project/module_facts.py)
+NESTED_IMPORTS = """
+def f():
+    import a1
+class C:
+    def m(self):
+        async def inner():
+            import a2
+try:
+    import a3
+except ImportError:
+    import a4
+else:
+    import a5
+finally:
+    import a6
+try:
+    pass
+except* ValueError:
+    import a7
+for x in y:
+    import a8
+else:
+    import a9
+while x:
+    import a10
+else:
+    import a11
+async def g():
+    async for x in y:
+        import a12
+    async with z:
+        import a13
+with z:
+    import a14
+if x:
+    import a15
+elif y:
+    import a16
+else:
+    from a17.sub import name
+match x:
+    case 1:
+        import a18
+from . import relative
+"""
+
+
+def test_checker_sees_imports_in_every_kind_of_block(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text(NESTED_IMPORTS)
+    assert _imports(f) == {f"a{i}" for i in range(1, 19)}
+
+
 def test_import_linter_contracts_are_kept(capsys):
     """The same check as `lint-imports` in .ci/run, so `pytest` alone fails on a broken layer.  import-linter
     configures its logging with ``logging.config.dictConfig``, whose default disables every logger that exists

@@ -53,3 +53,9 @@ def test_the_counts_see_nested_functions_and_methods():
     src = "class A:\n    def m(self):\n        def inner():\n            pass\n" + "        x = 1\n" * 120
     names = dict(_functions(ast.parse(src)))
     assert names["A.m"] == 123 and names["A.m.inner"] == 2
+    # a function in every kind of statement body is counted, under its enclosing function's or class's name
+    src = ("try:\n    def a(): pass\nexcept E:\n    def b(): pass\nelse:\n    def c(): pass\nfinally:\n"
+           "    def d(): pass\nmatch x:\n    case 1:\n        def e(): pass\nif x:\n    class K:\n"
+           "        with y:\n            def f(self):\n                for i in z:\n                    def g(): pass\n"
+           "while x:\n    pass\nelse:\n    async def h(): pass\n")
+    assert sorted(dict(_functions(ast.parse(src)))) == ["K.f", "K.f.g", "a", "b", "c", "d", "e", "h"]
