@@ -500,3 +500,32 @@ def test_headless_exports_in_one_process_leave_no_widget_behind(qtbot, small_pro
         assert len(QApplication.allWidgets()) == before
     finally:
         timer.start()
+
+
+def test_a_headless_export_paints_its_host_once_at_the_first_size(qtbot, small_profile, tmp_path, monkeypatch):
+    """The hidden host of a plot export is drawn on the offscreen screen at its first size (pyqtgraph measures the
+    tick labels, which lay the plot out, while it paints an axis) and not again at the size exported: the export
+    renders the scene itself, and that second paint drew every curve for nobody (decision 0488)."""
+    import pyqtgraph as pg
+
+    from popvision_lite.gui import headless
+    from popvision_lite.gui.app import create_app
+
+    create_app()
+    phase, paints = ["before the fit"], []
+    real_paint, real_fit = pg.GraphicsView.paintEvent, headless.fit_item
+
+    def paint(self, ev):
+        paints.append(phase[0])
+        return real_paint(self, ev)
+
+    def fit(*a, **k):
+        phase[0] = "from the fit on"
+        return real_fit(*a, **k)
+
+    monkeypatch.setattr(pg.GraphicsView, "paintEvent", paint)
+    monkeypatch.setattr(headless, "fit_item", fit)
+    headless.export_view(small_profile, "liveness", tmp_path / "l.png", width=500, height=300)
+    assert _stats(tmp_path / "l.png")[:2] == (500, 300)
+    assert "before the fit" in paints  # the first size is drawn ...
+    assert "from the fit on" not in paints  # ... the size exported is rendered into the picture only
