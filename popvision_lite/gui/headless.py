@@ -16,7 +16,7 @@ from popvision_lite.analysis.summary import summary_table
 from popvision_lite.errors import ConfigError
 from popvision_lite.gui.app import create_app, delete_now
 from popvision_lite.gui.export.pictures import export_panel_png, export_table_png
-from popvision_lite.gui.export.plots import Region, export_plot, export_target
+from popvision_lite.gui.export.plots import PLOT_SUFFIXES, Region, export_plot, export_target
 from popvision_lite.gui.export.tables import export_table, view_tables
 from popvision_lite.gui.state.document import Document
 from popvision_lite.gui.views import VIEW_REGISTRY
@@ -200,13 +200,20 @@ COMPARE_TABLE = {"memory": "per_ipu", "liveness": "liveness", "summary": "headli
 
 def export_view(profile_path, view: str, output, compare=None, width: int | None = None,
                 height: int | None = None, dpi: float = 96.0, difference: bool = False,
-                torch_trace=None) -> str:
+                torch_trace=None, also=()) -> str:
     """Write ``view`` of ``profile_path`` (compared with ``compare`` when given) to ``output``.
-    ``torch_trace``: a PyTorch profiler trace whose GPU kernels the roofline view plots as measured points."""
+    ``torch_trace``: a PyTorch profiler trace whose GPU kernels the roofline view plots as measured points.
+    ``also``: more .png / .svg files of the same plot, written from the same drawing (one build of the view for a
+    PNG and an SVG of it); only where ``output`` is a plot too."""
     from PySide6.QtWidgets import QVBoxLayout, QWidget
 
     _quiet_offscreen_notes()
     suffix = Path(output).suffix.lower()
+    also = [Path(p) for p in also]
+    if also and (view in ("ops", "verdict") or any(p.suffix.lower() not in PLOT_SUFFIXES
+                                                     for p in (Path(output), *also))):
+        raise ConfigError(f"only the pictures of a plot are written from one drawing: {view} to "
+                          + ", ".join(str(p) for p in (output, *also)))
     table = compare is None and view in SINGLE and suffix == ".csv"
     create_app()
     docs = [Document(open_profile(profile_path))]
@@ -280,6 +287,8 @@ def export_view(profile_path, view: str, output, compare=None, width: int | None
         if height is None and abs(r.height() * w / r.width() - h) >= 2:
             h = None  # the plot cannot take that shape (rows of a fixed height): its own, showing all of it
         res = export_plot(item, output, width=w, height=h, dpi=dpi)
+        for extra in also:
+            export_plot(item, extra, width=w, height=h, dpi=dpi)
         out = f"{res[0]} x {res[1]} px" if isinstance(res, tuple) else f"{res:,} bytes SVG"
         return out + (trace_info if compare is None else "")
     finally:

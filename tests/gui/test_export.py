@@ -305,8 +305,7 @@ def test_plot_svg_matches_the_png(qtbot, document, tmp_path):
     from tests.support.qt import show_view
 
     sample = ROOT / "sample_profiles" / "bert_tiny_mk2.pvl"  # as the export command does
-    export_view(sample, "liveness", tmp_path / "l.svg")
-    export_view(sample, "liveness", tmp_path / "l.png")
+    export_view(sample, "liveness", tmp_path / "l.svg", also=[tmp_path / "l.png"])  # one drawing, both writers
     r = QSvgRenderer(str(tmp_path / "l.svg"))
     vb = r.viewBoxF()
     svg = QImage(int(vb.width()), int(vb.height()), QImage.Format_ARGB32)
@@ -529,3 +528,19 @@ def test_a_headless_export_paints_its_host_once_at_the_first_size(qtbot, small_p
     assert _stats(tmp_path / "l.png")[:2] == (500, 300)
     assert "before the fit" in paints  # the first size is drawn ...
     assert "from the fit on" not in paints  # ... the size exported is rendered into the picture only
+
+
+def test_one_drawing_writes_a_png_and_an_svg_of_a_plot_and_nothing_else(small_profile, tmp_path):
+    """``export_view(..., also=[...])`` writes more pictures of the same plot from one build of the view; a table,
+    a panel or a CSV is refused before anything is built or written."""
+    from popvision_lite.errors import ConfigError
+    from popvision_lite.gui.headless import export_view
+
+    info = export_view(small_profile, "memory", tmp_path / "m.png", width=400, height=260, also=[tmp_path / "m.svg"])
+    assert info == "400 x 260 px" and _stats(tmp_path / "m.png")[:2] == (400, 260)
+    _svg_ok(tmp_path / "m.svg")
+    for view, out, also in (("ops", "o.png", "o2.png"), ("verdict", "v.png", "v2.png"),
+                            ("memory", "m.csv", "m2.png"), ("memory", "m3.png", "m3.csv")):
+        with pytest.raises(ConfigError, match="one drawing"):
+            export_view(small_profile, view, tmp_path / out, also=[tmp_path / also])
+        assert not (tmp_path / out).exists() and not (tmp_path / also).exists()
