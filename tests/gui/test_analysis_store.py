@@ -124,10 +124,12 @@ def test_what_is_shared_never_reads_its_profile_later(store, qtbot, sample):
 
     from popvision_lite.gui.document_widget import DocumentWidget
     from popvision_lite.profile.reader import Profile
-    from tests.support.qt import show_view
 
     doc = _doc(SAMPLES / sample)
-    dw = show_view(qtbot, DocumentWidget(doc))
+    # built, not shown: what the views compute is the claim, and each computes it when built (shown, every view
+    # was laid out and painted for nobody)
+    dw = DocumentWidget(doc)
+    qtbot.addWidget(dw)
     for k in dw.keys():
         dw.show_view(k)
     qtbot.waitUntil(lambda: dw.view("roofline").is_ready(), timeout=30000)

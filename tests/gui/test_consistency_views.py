@@ -20,9 +20,15 @@ import popvision_lite as pvl
 from popvision_lite.analysis.run_totals import PARTS, run_totals
 from popvision_lite.units import format_bytes, format_seconds
 
-# the numbers are the claim, not the pixels: each view at half the default 1400 x 900 (drawing the five views of
-# each case at the default size was ~10 % of this module's CPU)
-VIEW_SIZE = (700, 450)
+
+def _held(qtbot, view):
+    """``view`` built and held for the test (closed after it), not shown.  The numbers are the claim, not the
+    pixels, and a view holds them from its construction: its labels' texts, its tables' models, its bars' widths,
+    its findings; shown, each was laid out and painted for nobody (the five views of every case at 1400 x 900,
+    then at 700 x 450, were ~10 % and then ~20 % of this module's CPU)."""
+    qtbot.addWidget(view)
+    return view
+
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_profiles").glob("*.pvl"))
 CASES = [pytest.param(p, id=p.stem) for p in SAMPLES] + [pytest.param("pod_profile", id="pod-shaped"),
                                                          pytest.param("tp_profile", id="tensor-parallel")]
@@ -49,7 +55,6 @@ def test_views_show_the_run_totals(qtbot, doc):
     from popvision_lite.gui.views.program_tree_view import ProgramTreeView
     from popvision_lite.gui.views.roofline import RooflineView
     from popvision_lite.gui.views.summary_view import SummaryView
-    from tests.support.qt import show_view
 
     prof = doc.profile
     rt = run_totals(prof)
@@ -63,7 +68,7 @@ def test_views_show_the_run_totals(qtbot, doc):
     assert 0 <= top_share <= 1 and rt.step_cycles <= rt.ipu_time_cycles
 
     # Summary: the bars, the title, the info table, the top-ops table
-    s = show_view(qtbot, SummaryView(doc), size=VIEW_SIZE)
+    s = _held(qtbot, SummaryView(doc))
     bars = {p: float(b.opts["width"][0]) for p, b in zip(PARTS, s.phase_bars, strict=True)}
     assert bars == pytest.approx({p: 100 * share[p] for p in PARTS})
     title = _plain(s.plot.getPlotItem().titleLabel.text)
@@ -92,7 +97,7 @@ def test_views_show_the_run_totals(qtbot, doc):
         assert html.escape(v.headline()) in s.verdict.body.text()
 
     # Operations: every op's share and cycles per step; the top row by cycles is the top op, at its share
-    o = show_view(qtbot, OperationsView(doc), size=VIEW_SIZE)
+    o = _held(qtbot, OperationsView(doc))
     df = o.df
     assert df["pct_run"].to_numpy() == pytest.approx(100 * rt.op_share)
     assert df["cycles"].to_numpy() == pytest.approx(np.rint(rt.op_cycles))
@@ -104,11 +109,11 @@ def test_views_show_the_run_totals(qtbot, doc):
         assert o.proxy.data(idx, Qt.DisplayRole) == top_name or top_name in str(o.proxy.data(idx, Qt.DisplayRole))
 
     # Program tree: its total is the IPU time
-    tree = show_view(qtbot, ProgramTreeView(doc), size=VIEW_SIZE)
+    tree = _held(qtbot, ProgramTreeView(doc))
     assert tree.tree_data.total_cycles == rt.ipu_time_cycles
 
     # Insights: an exchange finding states the same share of the same IPU time
-    ins = show_view(qtbot, InsightsView(doc), size=VIEW_SIZE)
+    ins = _held(qtbot, InsightsView(doc))
     qtbot.waitUntil(lambda: bool(ins.findings), timeout=30000)
     from popvision_lite.analysis.insights import EXCHANGE_SHARE_WARN
 
@@ -121,7 +126,7 @@ def test_views_show_the_run_totals(qtbot, doc):
             assert f.numbers["run_cycles"] == rt.ipu_time_cycles
 
     # Roofline: the op shares, the step's wall time, and the verdict's answer as the one comparison
-    r = show_view(qtbot, RooflineView(doc), size=VIEW_SIZE)
+    r = _held(qtbot, RooflineView(doc))
     qtbot.waitUntil(lambda: r.is_ready(), timeout=30000)
     if r.analysis is not None and len(r.analysis.ops):
         a = r.analysis
@@ -167,20 +172,17 @@ def test_compare_mode_reads_the_same_numbers(qtbot, pod_profile, tp_profile):
     from popvision_lite.gui.compare_window import CompareWindow
     from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.summary_view import SummaryView
-    from tests.support.qt import show_view
 
     create_app()
     docs = [Document(pvl.open(pod_profile), pod_profile), Document(pvl.open(tp_profile), tp_profile)]
-    w = CompareWindow(*docs)
-    qtbot.addWidget(w)
-    w.show()
+    w = _held(qtbot, CompareWindow(*docs))
     cmp = w.comparison
     summary, exe, mem, steps = (w.show_page(k) for k in ("summary", "execution", "memory", "steps"))
     ph = cmp.phases.set_index("phase")
     for i, (doc, side) in enumerate(zip(docs, ("a", "b"), strict=True)):
         rt, s = run_totals(doc.profile), summarize(doc.profile)
         # the single-profile Summary of the run: its title, fit banner and verdict chips
-        single = show_view(qtbot, SummaryView(doc))
+        single = _held(qtbot, SummaryView(doc))
         title = _plain(single.plot.getPlotItem().titleLabel.text)
         assert rt.ipu_count_text in title and format_seconds(rt.step_seconds) in title
         assert s.fit_text in _plain(single.banner.text())

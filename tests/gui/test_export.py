@@ -305,8 +305,7 @@ def test_plot_svg_matches_the_png(qtbot, document, tmp_path):
     from tests.support.qt import show_view
 
     sample = ROOT / "sample_profiles" / "bert_tiny_mk2.pvl"  # as the export command does
-    export_view(sample, "liveness", tmp_path / "l.svg")
-    export_view(sample, "liveness", tmp_path / "l.png")
+    export_view(sample, "liveness", tmp_path / "l.svg", also=[tmp_path / "l.png"])  # one drawing, both writers
     r = QSvgRenderer(str(tmp_path / "l.svg"))
     vb = r.viewBoxF()
     svg = QImage(int(vb.width()), int(vb.height()), QImage.Format_ARGB32)
@@ -500,3 +499,48 @@ def test_headless_exports_in_one_process_leave_no_widget_behind(qtbot, small_pro
         assert len(QApplication.allWidgets()) == before
     finally:
         timer.start()
+
+
+def test_a_headless_export_paints_its_host_once_at_the_first_size(qtbot, small_profile, tmp_path, monkeypatch):
+    """The hidden host of a plot export is drawn on the offscreen screen at its first size (pyqtgraph measures the
+    tick labels, which lay the plot out, while it paints an axis) and not again at the size exported: the export
+    renders the scene itself, and that second paint drew every curve for nobody (decision 0488)."""
+    import pyqtgraph as pg
+
+    from popvision_lite.gui import headless
+    from popvision_lite.gui.app import create_app
+
+    create_app()
+    phase, paints = ["before the fit"], []
+    real_paint, real_fit = pg.GraphicsView.paintEvent, headless.fit_item
+
+    def paint(self, ev):
+        paints.append(phase[0])
+        return real_paint(self, ev)
+
+    def fit(*a, **k):
+        phase[0] = "from the fit on"
+        return real_fit(*a, **k)
+
+    monkeypatch.setattr(pg.GraphicsView, "paintEvent", paint)
+    monkeypatch.setattr(headless, "fit_item", fit)
+    headless.export_view(small_profile, "liveness", tmp_path / "l.png", width=500, height=300)
+    assert _stats(tmp_path / "l.png")[:2] == (500, 300)
+    assert "before the fit" in paints  # the first size is drawn ...
+    assert "from the fit on" not in paints  # ... the size exported is rendered into the picture only
+
+
+def test_one_drawing_writes_a_png_and_an_svg_of_a_plot_and_nothing_else(small_profile, tmp_path):
+    """``export_view(..., also=[...])`` writes more pictures of the same plot from one build of the view; a table,
+    a panel or a CSV is refused before anything is built or written."""
+    from popvision_lite.errors import ConfigError
+    from popvision_lite.gui.headless import export_view
+
+    info = export_view(small_profile, "memory", tmp_path / "m.png", width=400, height=260, also=[tmp_path / "m.svg"])
+    assert info == "400 x 260 px" and _stats(tmp_path / "m.png")[:2] == (400, 260)
+    _svg_ok(tmp_path / "m.svg")
+    for view, out, also in (("ops", "o.png", "o2.png"), ("verdict", "v.png", "v2.png"),
+                            ("memory", "m.csv", "m2.png"), ("memory", "m3.png", "m3.csv")):
+        with pytest.raises(ConfigError, match="one drawing"):
+            export_view(small_profile, view, tmp_path / out, also=[tmp_path / also])
+        assert not (tmp_path / out).exists() and not (tmp_path / also).exists()

@@ -66,8 +66,7 @@ def test_execution_svg_is_plain_svg_that_renders_like_the_png(qtbot, tmp_path):
     from popvision_lite.gui.headless import export_view
 
     sample = SAMPLES / "bert_large_1ipu_oom.pvl"  # a folded steady state: hatched
-    export_view(sample, "execution", tmp_path / "e.png")
-    export_view(sample, "execution", tmp_path / "e.svg")
+    export_view(sample, "execution", tmp_path / "e.png", also=[tmp_path / "e.svg"])  # one drawing, both writers
     root = ET.parse(tmp_path / "e.svg").getroot()
     for tag in ("image", "mask"):
         assert not list(root.iter(NS + tag)), tag
@@ -100,8 +99,7 @@ def test_steps_png_and_svg_are_the_whole_per_step_chart(qtbot, small_profile, tm
 
     from popvision_lite.gui.headless import export_view
 
-    assert "1400 x" in export_view(small_profile, "steps", tmp_path / "s.png")
-    export_view(small_profile, "steps", tmp_path / "s.svg")
+    assert "1400 x" in export_view(small_profile, "steps", tmp_path / "s.png", also=[tmp_path / "s.svg"])
     png = QImage(str(tmp_path / "s.png"))
     vb = QSvgRenderer(str(tmp_path / "s.svg")).viewBoxF()
     assert abs(vb.width() - png.width()) <= 2 and abs(vb.height() - png.height()) <= 2

@@ -281,7 +281,9 @@ def _assert_no_label_overlap(view):
 SAMPLES = __import__("pathlib").Path(__file__).resolve().parents[2] / "sample_profiles"
 
 
-def _sample_view(qtbot, name, w=1400, h=800):
+def _sample_view(qtbot, name, w=1400, h=800, shown=True):
+    """The Roofline view of a bundled sample, shown at ``w`` x ``h`` once its analysis is drawn; ``shown`` False:
+    built and analysed, not shown (for claims about what its items and texts hold, not where they are placed)."""
     import popvision_lite as pvl
     from popvision_lite.gui.state.document import Document
     from popvision_lite.gui.views.roofline import RooflineView
@@ -290,9 +292,11 @@ def _sample_view(qtbot, name, w=1400, h=800):
     v = RooflineView(Document(prof))
     qtbot.addWidget(v)
     v.resize(w, h)
-    v.show()
+    if shown:
+        v.show()
     qtbot.waitUntil(lambda: v.analysis is not None, timeout=30000)
-    qtbot.wait(50)
+    if shown:
+        qtbot.wait(50)
     return v, prof
 
 
@@ -453,7 +457,7 @@ def test_legend_samples_of_ipu_ops_are_drawn_as_the_points(qtbot, theme_name):
 
     theme.apply_theme(theme_name)
     try:
-        v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
+        v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl", shown=False)  # the items' brushes and pens
         sp = v.points.scatter["ipu"]
         bound = v.analysis.points["bound"].to_numpy()
         point_fill = {}
@@ -509,7 +513,7 @@ def test_notes_relate_the_points_bounds_to_the_run_s_bottleneck(qtbot):
     from popvision_lite.analysis import roofline as rl
     from popvision_lite.analysis.run_totals import run_totals
 
-    v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl")
+    v, prof = _sample_view(qtbot, "bert_mini_4ipu_pipeline.pvl", shown=False)  # the notes' text
     try:
         rt = run_totals(prof)
         assert rt.bottleneck == "host"
