@@ -21,6 +21,7 @@ from popvision_lite.emulator.graph import Concat
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul_partials import (  # noqa: F401 - also used by ops/conv.py and the tests
+    BlockGather,
     _by_tile_then,
     _k_partials_on_positions,
     _ranked,
@@ -517,12 +518,26 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
             M.keep_layout(ctx.window_layouts, key, (vlen, arrays), sum(a.nbytes for a in arrays))
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
-    ctx.add(P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op))
+    gather = P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op)
+    if not depths and blocks is not None:
+        gather.gather = _block_gather(red, blocks, depth)
+    ctx.add(gather)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
     ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
         params={"k": np.int64(depth)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
+
+
+def _block_gather(red, blocks, depth: int) -> BlockGather:
+    """The partials gather's description (compile.copy_gathers, decision 0480): reduce vertex v takes ``depth``
+    pieces, one from each partial of its block ``red["blk"][v]``; a block's partials and slices are on its owner
+    tiles (``blocks["owner"]``, one row per block), and blocks of one shape (msz, nsz) are the same exchange on
+    their own tiles: each partial one (1, msz, nsz) window on its tile (the partials' mapping), each tile's reduce
+    vertices in block element order (k_partial_vertices: ordered by tile, then output start)."""
+    shape = np.stack([np.asarray(blocks["msz"], np.int64), np.asarray(blocks["nsz"], np.int64)], 1)
+    cls = np.unique(shape, axis=0, return_inverse=True)[1].ravel()
+    return BlockGather(np.asarray(red["blk"]), int(depth), np.asarray(blocks["owner"]), cls)
 
 
 def _row_runs(s0: np.ndarray, ln: np.ndarray, width: np.ndarray):
