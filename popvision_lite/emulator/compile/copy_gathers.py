@@ -44,7 +44,8 @@ def usable(c: Compiled, prog, g: BlockGather) -> bool:
         return False
     if not isinstance(dst, TensorView) or dst.contiguous != (0, dst.tensor.size):
         return False
-    if src.n != len(g.vertex_block) * g.depth or g.owner.ndim != 2 or len(g.block_class) != len(g.owner):
+    n = len(g.vertex_block) * g.depth if g.first is None else int(g.first[-1])
+    if src.n != n or g.owner.ndim != 2 or len(g.block_class) != len(g.owner):
         return False
     tiles = g.owner.ravel()
     if len(tiles) == 0 or int(tiles.min()) < 0 or int(tiles.max()) >= c.num_tiles:
@@ -72,7 +73,11 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
     min_len = None
     for ci, r in zip(classes, rep, strict=True):
         v = np.nonzero(vb == r)[0]
-        ri = (v[:, None] * g.depth + np.arange(g.depth)[None, :]).ravel()
+        if g.first is None:
+            ri = (v[:, None] * g.depth + np.arange(g.depth)[None, :]).ravel()
+        else:  # vertex v's regions first[v]:first[v + 1]
+            cnt = g.first[v + 1] - g.first[v]
+            ri = np.arange(int(cnt.sum())) + np.repeat(g.first[v] - (np.cumsum(cnt) - cnt), cnt)
         ln = sizes[ri].astype(np.int64)
         keep = ln > 0
         ri, ln = ri[keep], ln[keep]
