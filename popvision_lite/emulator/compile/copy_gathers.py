@@ -70,7 +70,6 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
     vb = g.vertex_block
     per = [np.zeros(T, np.int64) for _ in range(7)]  # bout, bin, local, n_pat, n_loop, l_pat, l_loop
     any_local = False
-    min_len = None
     for ci, r in zip(classes, rep, strict=True):
         v = np.nonzero(vb == r)[0]
         if g.first is None:
@@ -114,8 +113,6 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
         else:
             lc = (z, z)
         vals += [*counts, *lc]
-        m = int(plan.length.min())
-        min_len = m if min_len is None else min(min_len, m)
         blocks = np.nonzero(g.block_class == ci)[0]
         dst_tiles = g.owner[blocks]  # (blocks of the class, width): column j takes the representative's row[j]
         for acc, val in zip(per, vals, strict=True):
@@ -132,10 +129,7 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
         c.add_mem("copyDescriptor", ut, l_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + l_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
     busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
     bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
-    if min_len is not None and min_len > 0:
-        part = np.nonzero(bout + bin_ + local)[0]
-    else:
-        part = np.unique(g.owner)
+    part = np.nonzero(bout + bin_ + local)[0]  # (every piece has a length: the tiles with pieces)
     c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
     c.add_template(info, K_XI, busy, bin_, bout, ipu=c.ipu_of_tiles(part), bytes_exchange=bytes_cross,
                    bytes_sram=2 * bytes_local)
@@ -171,3 +165,4 @@ def _row_addr(mp, on_row: np.ndarray, elems: np.ndarray, k: np.ndarray) -> np.nd
     rel[o] = cs - base
     rel -= mp.start[sub]
     return rel[np.searchsorted(sub, k)] + elems
+
