@@ -165,4 +165,3 @@ def _row_addr(mp, on_row: np.ndarray, elems: np.ndarray, k: np.ndarray) -> np.nd
     rel[o] = cs - base
     rel -= mp.start[sub]
     return rel[np.searchsorted(sub, k)] + elems
-
