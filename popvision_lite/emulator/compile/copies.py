@@ -7,6 +7,7 @@ import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile import copy_broadcasts as CB
+from popvision_lite.emulator.compile import copy_gathers as CG
 from popvision_lite.emulator.compile.compiled import (
     K_COMPUTE,
     K_SYNC,
@@ -111,6 +112,9 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
 
 def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
+    g = getattr(prog, "gather", None)  # (a gather its op described: costed per block class, decision 0480)
+    if g is not None and CG.usable(c, prog, g) and CG.compile_gather(c, info, g):
+        return
     if getattr(prog, "broadcast", False) and c.target.num_ipus == 1:
         # (``units``: the op's destination units and blocks, where it set them: ops/conv.py, decision 0479)
         bp = CB.broadcast_plan(prog.src, prog.dst, c.num_tiles, c.caches.copy_runs, getattr(prog, "units", None))

@@ -21,6 +21,7 @@ from popvision_lite.emulator.graph import Concat
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul_partials import (  # noqa: F401 - also used by ops/conv.py and the tests
+    BlockGather,
     _by_tile_then,
     _k_partials_on_positions,
     _ranked,
@@ -517,12 +518,31 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
             M.keep_layout(ctx.window_layouts, key, (vlen, arrays), sum(a.nbytes for a in arrays))
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
                             mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
-    ctx.add(P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op))
+    gather = P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op)
+    if blocks is not None:
+        gather.gather = _block_gather(red, blocks, depth)
+    ctx.add(gather)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
     ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
         "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
         params={"k": np.int64(depth)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
+
+
+def _block_gather(red, blocks, depth: int) -> BlockGather:
+    """The partials gather's description (compile.copy_gathers, decision 0480): reduce vertex v takes ``depth``
+    pieces, one from each partial of its block ``red["blk"][v]``; a block's partials and slices are on its owner
+    tiles (``blocks["owner"]``, one row per block), and blocks of one shape (msz, nsz) are the same exchange on
+    their own tiles: each partial one (1, msz, nsz) window on its tile (the partials' mapping), each tile's reduce
+    vertices in block element order (k_partial_vertices: ordered by tile, then output start).  After intermediate
+    stages the partials are the last intermediate's: each block's on its owner tiles too, the same per shape."""
+    return BlockGather(np.asarray(red["blk"]), int(depth), np.asarray(blocks["owner"]), _block_classes(blocks))
+
+
+def _block_classes(blocks) -> np.ndarray:
+    """Per block, its class: its shape (msz, nsz)."""
+    shape = np.stack([np.asarray(blocks["msz"], np.int64), np.asarray(blocks["nsz"], np.int64)], 1)
+    return np.unique(shape, axis=0, return_inverse=True)[1].ravel()
 
 
 def _row_runs(s0: np.ndarray, ln: np.ndarray, width: np.ndarray):
@@ -594,10 +614,17 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     q = q0[x] + (np.arange(len(x)) - np.repeat(np.cumsum(k) - k, k))
     if src is None:  # the partial planes: the slice's row runs of block b in plane (g, q)
         starts, lens = _plane_runs(blocks, b_, s0, ln, x, q, pk, Mm, N)
+        nsz = blocks["nsz"][b_]
+        runs = (s0 + ln - 1) // nsz - s0 // nsz + 1  # (each slice's row runs in a plane: _row_runs')
         src = part
     else:
-        starts, lens = ioff[b_[x]] + q * be[b_[x]] + s0[x], ln[x]
-    ctx.add(P.Copy(src.regions(starts, lens), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op))
+        starts, lens, runs = ioff[b_[x]] + q * be[b_[x]] + s0[x], ln[x], 1
+    stage = P.Copy(src.regions(starts, lens), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op)
+    # (compile.copy_gathers: owner slice i takes its section's k[i] partials' runs, on its block's owner tiles)
+    per_v = k * runs
+    stage.gather = BlockGather(b_, 0, np.asarray(blocks["owner"]), _block_classes(blocks),
+                               np.concatenate([[0], np.cumsum(per_v)]))
+    ctx.add(stage)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials_stage{j + 1}"), op=op)
     for kk in np.unique(k):  # sections of floor and ceil depth: the partials count is a vertex field
         sel = np.nonzero(k == kk)[0]

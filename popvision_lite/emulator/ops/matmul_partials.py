@@ -6,10 +6,28 @@ read them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator.ops.planners import split_even
+
+
+@dataclass(frozen=True)
+class BlockGather:
+    """A partials gather described by its op, for the compile (compile.copy_gathers, decision 0480):
+    ``vertex_block`` (per destination vertex, its block), ``depth`` (source regions per destination vertex,
+    consecutive), ``owner`` (per block, its tiles: (blocks, width); no tile in two rows) and ``block_class`` (per
+    block, its class: blocks of one class are one exchange on other tiles, column for column of ``owner``).
+    ``first``: where vertices take different numbers of regions (an intermediate stage's row runs), vertex v's
+    regions are ``first[v]:first[v + 1]`` (``depth`` is then unused)."""
+
+    vertex_block: np.ndarray
+    depth: int
+    owner: np.ndarray
+    block_class: np.ndarray
+    first: np.ndarray | None = None
 
 
 def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, layouts: dict | None = None,

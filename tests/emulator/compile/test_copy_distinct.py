@@ -105,13 +105,20 @@ def test_matmul_partial_gathers_compile_the_same_without_the_sort(monkeypatch):
         a = be.input("a", np.zeros((16, 2048), np.float16))
         b = be.input("b", np.zeros((2048, 64), np.float16))
         be.matmul(a, b, "mm")
-        return be.graph, be.program()
+        prog = be.program()
+        for p in prog.programs:  # (the gathers' expanded path: without their op's description, decision 0480)
+            if hasattr(p, "gather"):
+                p.gather = None
+        return be.graph, prog
 
     taken = []
     real = CO._distinct_elems
-    monkeypatch.setattr(CO, "_distinct_elems", lambda se, ln: taken.append(real(se, ln)) or taken[-1])
+    monkeypatch.setattr(CO, "now", None, raising=False)  # (the copy being compiled)
+    monkeypatch.setattr(CO, "_distinct_elems", lambda se, ln: taken.append((CO.now, real(se, ln))) or taken[-1][1])
+    fresh = CO._compile_copy_fresh
+    monkeypatch.setattr(CO, "_compile_copy_fresh", lambda c, info: setattr(CO, "now", info.prog.name) or fresh(c, info))
     a = C.compile_graph(*graph())
-    assert any(taken)
+    assert any(ok for name, ok in taken if "gather_partials" in name)
     monkeypatch.setattr(CO, "_distinct_elems", lambda se, ln: False)
     b = C.compile_graph(*graph())
     _assert_same(a, b)
