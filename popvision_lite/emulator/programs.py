@@ -69,6 +69,12 @@ class Copy(Program):
         # tiles (the matmul's B blocks); the compile may then cost the copy per distinct block (decision 0440).
         # The data moved is src -> dst either way.
         self.broadcast = bool(broadcast)
+        # Set by the op that made the copy, where it knows the copy's pattern (hints to the compile, which checks
+        # them or takes the expanded path; the data moved is the same): ``units``, a broadcast's destination
+        # units and their blocks (ops/conv.py, decision 0479); ``gather``, a partials gather's blocks and their
+        # shapes (ops/matmul_partials.BlockGather, decision 0480).
+        self.units = None
+        self.gather = None
         self.src = as_view(src, f"Copy '{self.name}' src")
         self.dst = as_view(dst, f"Copy '{self.name}' dst")
         if name is None:
