@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from popvision_lite.errors import ConfigError
-from popvision_lite.sweep import confined, folder
+from popvision_lite.sweep import confined, folder, worker_watch
 from popvision_lite.sweep import point as pt
 from popvision_lite.sweep import results as res
 from popvision_lite.sweep.grid import Point
@@ -74,12 +74,6 @@ MAX_ATTEMPTS = 2  # a point whose worker died is run once more before it is mark
 # a cancelled sweep waits at most this long for its points' processes to be stopped by their workers (they
 # notice within point.POLL_S; the bound only matters for a worker that hangs)
 STOP_WAIT_S = 60.0
-# a sweep whose cluster had workers and has lost every one waits this long for one to come back (a nanny restarts a
-# crashed worker in seconds), then fails the points still to run instead of waiting without end: a nanny whose
-# restart of a crashed worker failed closes itself, and on a loaded machine that was seen to leave a local cluster
-# with no worker at all (tests/sweep/test_sweep.py's crash test, twice, 2026-12-07)
-NO_WORKER_S = 300.0
-NO_WORKER_POLL_S = 1.0
 
 
 @dataclass
@@ -531,37 +525,15 @@ class _Submitter:
         return f
 
 
-class _WorkerWatch:
-    """Whether a cluster that had workers has had none for ``bound_s``: ``count()`` (the scheduler's worker
-    count) is asked at most every ``poll_s`` of ``clock``.  A cluster that never had a worker is not "lost" (a
-    scheduler whose workers are still starting, or are started after the sweep)."""
-
-    def __init__(self, count: Callable[[], int], bound_s: float, poll_s: float = NO_WORKER_POLL_S,
-                 clock: Callable[[], float] = time.monotonic, seen: bool = False):
-        self.count, self.bound_s, self.poll_s, self.clock = count, bound_s, poll_s, clock
-        self.seen = seen
-        self.asked = None
-        self.none_since = None
-
-    def lost(self) -> bool:
-        now = self.clock()
-        if self.asked is not None and now - self.asked < self.poll_s:
-            return self.none_since is not None and now - self.none_since >= self.bound_s
-        self.asked = now
-        try:
-            n = int(self.count())
-        except Exception:  # noqa: BLE001 - a scheduler that cannot answer now is asked again at the next poll
-            return False
-        if n > 0:
-            self.seen, self.none_since = True, None
-        elif self.seen and self.none_since is None:
-            self.none_since = now
-        return self.none_since is not None and now - self.none_since >= self.bound_s
-
-
-def _fail_unfinished(client, futures: dict, rows: dict[int, dict], o: Outcome, out: Path, message: str) -> None:
-    """Every point still in ``futures`` given its committed row (a point can commit just before its worker is
-    lost) or a failed row saying why, and cancelled on the scheduler."""
+def _give_up_on_lost_workers(client, futures: dict, rows: dict[int, dict], o: Outcome, out: Path, notify) -> None:
+    """The cluster lost every worker and none came back (``worker_watch``): every point still in ``futures`` is
+    given its committed row (a point can commit just before its worker is lost) or a failed row saying why, and
+    cancelled on the scheduler; the sweep says why it stopped."""
+    message = (f"every worker of the cluster was lost and none came back within {worker_watch.NO_WORKER_S:g} s (a "
+               "crashed worker whose restart failed); this point did not run")
+    log.error("sweep: %s", message)
+    o.notes.append(f"the sweep stopped: {message}")
+    notify(o.notes[-1])
     with contextlib.suppress(Exception):
         client.cancel([f for f, _ in futures.values()], force=True)
     for _, p in list(futures.values()):
@@ -589,15 +561,22 @@ def _recover_committed(todo: list[Point], rows: dict[int, dict], out: Path, o: O
             o.ok += 1
 
 
-def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
-                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify,
-                on_dashboard=None) -> Outcome:
+def _open_folder(points, out: Path, meta, grid_names, resume, notify) -> tuple[Outcome, dict[int, dict], list]:
+    """The sweep folder made ready and its meta written: (the outcome so far, the rows resumed from it, the points
+    still to run); each note on a stored row not resumed told through ``notify``."""
     _prepare_folder(out)
     res.write_meta(out, meta if meta is not None else _grid_meta(points, grid_names))
     o = Outcome()
     rows, todo = _resumed_rows(points, out, resume, o)
     for note in o.notes:
         notify(note)
+    return o, rows, todo
+
+
+def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, connect_timeout, client, isolate,
+                point_fn, resume, point_timeout, point_memory, progress, should_cancel, notify,
+                on_dashboard=None) -> Outcome:
+    o, rows, todo = _open_folder(points, out, meta, grid_names, resume, notify)
     total = len(points)
 
     write_cost = [0.0]
@@ -650,8 +629,7 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
         ac = as_completed([submit(p) for p in todo])
         last_write = time.perf_counter()
         report(o, total)
-        watch = _WorkerWatch(lambda: len(client.scheduler_info(n_workers=-1).get("workers", {})), NO_WORKER_S,
-                             seen=bool(info))
+        watch = worker_watch.of_client(client, seen=bool(info))
         while not ac.is_empty():
             if cancel_requested():
                 raise KeyboardInterrupt
@@ -669,13 +647,7 @@ def _run_locked(points, out: Path, t0, *, grid_names, meta, workers, scheduler, 
             if cancel_requested():
                 raise KeyboardInterrupt
             if futures and watch.lost():
-                message = (f"every worker of the cluster was lost and none came back within {NO_WORKER_S:g} s "
-                           "(a crashed worker whose restart failed); this point did not run")
-                log.error("sweep: %s", message)
-                o.notes.append(f"the sweep stopped: {message}")
-                notify(o.notes[-1])
-                _fail_unfinished(client, futures, rows, o, out, message)
-                report(o, total)
+                _give_up_on_lost_workers(client, futures, rows, o, out, notify)
                 break
             # the table is rewritten while the sweep runs (finished rows survive a crash of the client too), at
             # most ~10 % of the client's time: 10,000 rows take ~1 s to write as CSV on a loaded 2-core machine

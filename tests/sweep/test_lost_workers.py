@@ -1,10 +1,10 @@
-"""A sweep whose cluster lost every worker stops waiting (engine.NO_WORKER_S): the watch that decides it, on a
+"""A sweep whose cluster lost every worker stops waiting (worker_watch.NO_WORKER_S): the watch that decides it, on a
 clock and a worker count the test sets, and the rows the points still to run are given.  No cluster: the rule is
 about what the scheduler reports, so the test reports it."""
 
 from __future__ import annotations
 
-from popvision_lite.sweep import engine
+from popvision_lite.sweep import engine, worker_watch
 from popvision_lite.sweep import grid as g
 
 
@@ -29,7 +29,7 @@ class _Count:
 
 def test_a_cluster_that_lost_every_worker_is_lost_after_the_bound_and_not_before():
     clock, count = _Clock(), _Count(2, 0)
-    w = engine._WorkerWatch(count, bound_s=10.0, poll_s=1.0, clock=clock)
+    w = worker_watch.WorkerWatch(count, bound_s=10.0, poll_s=1.0, clock=clock)
     assert not w.lost()  # two workers
     clock.t = 1.0
     assert not w.lost()  # none since t = 1
@@ -41,7 +41,7 @@ def test_a_cluster_that_lost_every_worker_is_lost_after_the_bound_and_not_before
 
 def test_a_worker_coming_back_restarts_the_bound():
     clock, count = _Clock(), _Count(1, 0, 1, 0)
-    w = engine._WorkerWatch(count, bound_s=5.0, poll_s=1.0, clock=clock)
+    w = worker_watch.WorkerWatch(count, bound_s=5.0, poll_s=1.0, clock=clock)
     for t in (0.0, 1.0, 5.5):  # 1 worker, none from t = 1, one back at 5.5 (before 1 + 5)
         clock.t = t
         assert not w.lost()
@@ -56,12 +56,12 @@ def test_a_worker_coming_back_restarts_the_bound():
 def test_a_cluster_that_never_had_a_worker_is_waited_for():
     """Workers still starting, or a scheduler whose workers are started after the sweep: not lost."""
     clock, count = _Clock(), _Count(0)
-    w = engine._WorkerWatch(count, bound_s=1.0, poll_s=1.0, clock=clock)
+    w = worker_watch.WorkerWatch(count, bound_s=1.0, poll_s=1.0, clock=clock)
     for t in range(0, 100, 7):
         clock.t = float(t)
         assert not w.lost()
     # ... unless the sweep began with workers (the engine passes what the scheduler said at its start)
-    w = engine._WorkerWatch(_Count(0), bound_s=1.0, poll_s=1.0, clock=clock, seen=True)
+    w = worker_watch.WorkerWatch(_Count(0), bound_s=1.0, poll_s=1.0, clock=clock, seen=True)
     assert not w.lost()
     clock.t += 1.0
     assert w.lost()
@@ -69,7 +69,7 @@ def test_a_cluster_that_never_had_a_worker_is_waited_for():
 
 def test_the_scheduler_is_asked_once_per_poll_and_an_unanswered_question_is_not_a_loss():
     clock, count = _Clock(), _Count(3)
-    w = engine._WorkerWatch(count, bound_s=1.0, poll_s=2.0, clock=clock)
+    w = worker_watch.WorkerWatch(count, bound_s=1.0, poll_s=2.0, clock=clock)
     for t in (0.0, 0.5, 1.0, 1.9):
         clock.t = t
         w.lost()
@@ -81,7 +81,7 @@ def test_the_scheduler_is_asked_once_per_poll_and_an_unanswered_question_is_not_
     def failing():
         raise OSError("scheduler gone")
 
-    w = engine._WorkerWatch(failing, bound_s=0.0, poll_s=1.0, clock=clock, seen=True)
+    w = worker_watch.WorkerWatch(failing, bound_s=0.0, poll_s=1.0, clock=clock, seen=True)
     assert not w.lost()
 
 
@@ -98,11 +98,12 @@ def test_points_still_to_run_are_failed_rows_saying_why_and_a_committed_one_is_k
     committed = pts[1]
     monkeypatch.setattr(engine, "stored_row", lambda out, p: {"status": "ok", "key": p.key} if p is committed else None)
     futures = {f"f{p.index}": (f"future{p.index}", p) for p in pts}
-    rows, o, client = {}, engine.Outcome(), _Client()
-    engine._fail_unfinished(client, futures, rows, o, tmp_path, "every worker was lost")
+    rows, o, client, notes = {}, engine.Outcome(), _Client(), []
+    engine._give_up_on_lost_workers(client, futures, rows, o, tmp_path, notes.append)
     assert sorted(client.cancelled) == ["future0", "future1", "future2"] and not futures
     assert (o.ok, o.failed) == (1, 2)
+    assert notes == o.notes and notes[0].startswith("the sweep stopped: every worker of the cluster was lost")
     assert rows[1]["status"] == "ok"
     for i in (0, 2):
-        assert rows[i]["status"] == "failed" and rows[i]["error"] == "every worker was lost"
+        assert rows[i]["status"] == "failed" and rows[i]["error"].startswith("every worker of the cluster was lost")
         assert rows[i]["batch"] == pts[i].spec["args"]["batch"] and rows[i]["point"] == i
