@@ -349,6 +349,21 @@ def _sums(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return k[starts], (np.add.reduceat(values[o].astype(np.int64), starts) if len(k) else np.zeros(0, np.int64))
 
 
+def _tiles_per_var(var: np.ndarray, tile: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct ``var`` ascending, how many distinct tiles each has rows on): ``np.unique`` of the
+    (var, tile) pairs, then of their vars with counts, by one sort of a combined int64 key (numpy 2.4's
+    ``np.unique`` of 365,623 pairs took 0.23 s, the sort 0.02 s)."""
+    if not len(var):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    v = var.astype(np.int64)
+    t = tile.astype(np.int64)
+    v0, t0 = int(v.min()), int(t.min())
+    key = np.sort((v - v0) * (int(t.max()) - t0 + 1) + (t - t0))
+    pair_var = key[np.r_[True, key[1:] != key[:-1]]] // (int(t.max()) - t0 + 1)  # one per distinct pair, sorted
+    starts = np.flatnonzero(np.r_[True, pair_var[1:] != pair_var[:-1]])
+    return pair_var[starts] + v0, np.diff(np.r_[starts, len(pair_var)])
+
+
 def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "excess") -> dict[str, np.ndarray] | None:
     """The variables on ``tiles`` at each tile's own peak, ranked by their bytes there beyond an even share
     (``by`` "excess": what an uneven layout piles up) or by their bytes there ("bytes_on_tiles": what a total too
@@ -374,8 +389,7 @@ def _tensors(profile, tiles: np.ndarray, per_ipu: int, top: int, by: str = "exce
     # how many of the IPU's tiles each of these variables is laid out on, and its even share of a tile
     mine = np.isin(vt_var, var_id) & (vt_tile // per_ipu == int(tiles[0]) // per_ipu)
     m_var, m_tile = vt_var[mine], vt_tile[mine]
-    pairs = np.unique(np.stack([m_var.astype(np.int64), m_tile.astype(np.int64)]), axis=1)
-    mapped_var, mapped_n = np.unique(pairs[0], return_counts=True)
+    mapped_var, mapped_n = _tiles_per_var(m_var, m_tile)
     on_var, on_bytes = _sums(m_var, vt_bytes[mine])
     tiles_mapped = np.zeros(len(var_id), np.int64)
     hit = np.isin(var_id, mapped_var)

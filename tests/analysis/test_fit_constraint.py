@@ -147,3 +147,20 @@ def test_the_tensors_of_a_recomputed_run_count_only_the_intervals_live_at_each_t
     t = c.tensors
     assert dict(zip(t["var_id"].tolist(), t["bytes_on_tiles"].tolist(), strict=True)) == (
         want if c.cause == TOTAL_BYTES else {k: want[k] for k in t["var_id"].tolist()})
+
+
+def test_tiles_per_variable_counts_distinct_tiles_as_np_unique_of_the_pairs():
+    """``_tiles_per_var`` (one sort of a combined key) gives what ``np.unique`` of the (var, tile) pairs and then
+    of their vars gives: a variable with several rows on one tile counts that tile once; negative ids and an
+    empty table included."""
+    from popvision_lite.analysis.fit_constraint import _tiles_per_var
+
+    rng = np.random.default_rng(7)
+    for n, lo in ((0, 0), (1, 3), (40, -5), (3000, 0), (3000, 100)):
+        var = rng.integers(lo, lo + 30, n).astype(np.int32)
+        tile = rng.integers(2, 60, n).astype(np.int32)  # about one in three pairs repeated at n = 3000
+        got = _tiles_per_var(var, tile)
+        pairs = np.unique(np.stack([var.astype(np.int64), tile.astype(np.int64)]), axis=1)
+        want = np.unique(pairs[0], return_counts=True)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and np.array_equal(g, w), (n, lo)

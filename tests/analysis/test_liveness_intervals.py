@@ -74,6 +74,10 @@ def test_a_variable_live_in_several_intervals_shows_the_interval_live_at_the_ste
         df = live_variables(prof, step, tile=tile)
         assert ((df["first_lstep"] <= step) & (df["last_lstep"] >= step)).all()
         assert list(df.columns[-3:]) == ["intervals", "op_id", "var_id"]
+        # largest first (bytes on the tile when one is given), equal sizes by var_id
+        key = df["bytes" if tile is None else "bytes_on_tile"].to_numpy()
+        ids = df["var_id"].to_numpy()
+        assert len(df) > 1 and ((key[1:] < key[:-1]) | ((key[1:] == key[:-1]) & (ids[1:] > ids[:-1]))).all()
 
 
 @pytest.mark.parametrize("step", [0, 3])

@@ -202,22 +202,17 @@ def test_whole_graph_outlined_and_recomputed_resnet_give_the_same_gpu_pass(resne
     assert resnet50_deep(True, True).num_ops < resnet50_deep(False, True).num_ops
 
 
-def test_roofline_step_is_the_step_every_view_gives_host_work_included(tmp_path):
-    """With the framework's per-step host work (PopART here) the step is longer than its IPU cycles; the
-    roofline's wall time of the step, its achieved FLOP/s and the IPU's cost of the step take the step the
-    Summary, the verdict and `info` give (run_totals), not the IPU part alone (it said 1.85 s where they
-    said 2.02 s on the MLPerf POD16 BERT-Large config)."""
+def test_roofline_step_is_the_step_every_view_gives_host_work_included(pipe):
+    """With the framework's per-step host work (PopART here: inferred for BERT, the session's ``pod_profile``) the
+    step is longer than its IPU cycles; the roofline's wall time of the step, its achieved FLOP/s and the IPU's
+    cost of the step take the step the Summary, the verdict and `info` give (run_totals), not the IPU part alone
+    (it said 1.85 s where they said 2.02 s on the MLPerf POD16 BERT-Large config)."""
     from popvision_lite.analysis.run_totals import run_totals
-    from popvision_lite.emulator.models.config import make_config
-    from popvision_lite.emulator.models.emulated import run_model
 
-    cfg = make_config("bert-tiny", layers=LAYERS, batch=BATCH, seq=SEQ, vocab=VOCAB, ipus=R * S, replicas=R,
-                      pipeline_stages=S, grad_accum=G, host_framework="popart")
-    run_model(cfg, SMALL, timing_only=True, profile_path=tmp_path / "p.pvl")
-    with pvl.open(tmp_path / "p.pvl") as p:
-        rt = run_totals(p)
-        ipu_only = p.run["total_cycles"] / p.target.clock_hz
-        a = analyze(p)
-        assert rt.step_seconds > ipu_only * 1.01  # the host term is there to be counted
-        assert a.totals["run_time_s"] == pytest.approx(rt.step_seconds)
-        assert a.totals["ipu_achieved_flops"] == pytest.approx(a.totals["flops"] / rt.step_seconds)
+    assert pipe.run["schedule"]["host_framework"] == "popart"
+    rt = run_totals(pipe)
+    ipu_only = pipe.run["total_cycles"] / pipe.target.clock_hz
+    a = analyze(pipe)
+    assert rt.step_seconds > ipu_only * 1.01  # the host term is there to be counted
+    assert a.totals["run_time_s"] == pytest.approx(rt.step_seconds)
+    assert a.totals["ipu_achieved_flops"] == pytest.approx(a.totals["flops"] / rt.step_seconds)

@@ -29,13 +29,22 @@ V3 = {p.name: p for d in ("v3.1", "v3.2") for p in sorted((ROOT / "tests" / "fix
 PAIRS = sorted(n for n in V3 if (SAMPLES / n).exists())
 
 
+def _equal(a, b) -> None:
+    """``np.testing.assert_array_equal(a, b)`` at the cost of one comparison: its reporting (NaN and infinity
+    positions, the mismatch count) runs only when the arrays differ (a 2,048-step block of the 4-IPU sample: 0.27 s
+    against 0.006 s for ``np.array_equal``)."""
+    if not (a.shape == b.shape and np.array_equal(a, b)):
+        np.testing.assert_array_equal(a, b)
+        raise AssertionError(f"arrays differ: {a.shape} {a.dtype} against {b.shape} {b.dtype}")
+
+
 def _same_arrays(old, new, rng) -> None:
     n = old.num_steps
     assert new.num_steps == n and old.target == new.target
     for i in range(0, n, 2048):  # every step and tile, 2,048 steps at a time (the 4-IPU sample: 0.8 GB whole)
         for a, b in zip(old.step_tiles.window(i, i + 2048), new.step_tiles.window(i, i + 2048), strict=True):
             assert a.dtype == b.dtype == np.uint32
-            np.testing.assert_array_equal(a, b)
+            _equal(a, b)
     nt = old.target.num_tiles
     for _ in range(6):  # windows over tile subsets: within one IPU, over several, out of order
         s = int(rng.integers(0, max(n, 1)))
@@ -43,10 +52,10 @@ def _same_arrays(old, new, rng) -> None:
         tiles = rng.choice(nt, int(rng.integers(1, min(nt, 300))), replace=False)
         for a, b in zip(old.step_tiles.window(s, e, tiles=tiles), new.step_tiles.window(s, e, tiles=tiles),
                         strict=True):
-            np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(old.memory.array(), new.memory.array())
+            _equal(a, b)
+    _equal(old.memory.array(), new.memory.array())
     if (old.format_version, old.format_minor) >= (3, 2):  # 3.2 counts a pipeline stash live (decision 0270)
-        np.testing.assert_array_equal(old.liveness.tile_bytes(), new.liveness.tile_bytes())
+        _equal(old.liveness.tile_bytes(), new.liveness.tile_bytes())
 
 
 def test_every_sample_has_a_format_3_fixture():
