@@ -137,14 +137,43 @@ def clean_stale_temps(path: Path, folder: Path) -> list[str]:
 
 
 def make_temp(path: Path, folder: Path) -> tuple[int, str]:
-    """A locked temp file beside ``path`` (stale ones of ours removed first); ProfileError if impossible."""
+    """A locked temp file beside ``path`` (stale ones of ours removed first); ProfileError if impossible.
+
+    The file is created under a name :func:`clean_stale_temps` does not take (``....new``), locked, and only then
+    given its temp name: created under the temp name, it was unlocked for a moment, and a concurrent writer of
+    the same path cleaning up took it for a dead writer's and removed it, so this writer's rename failed
+    (tests/test_concurrent_writers.py, seen on a loaded machine, 2026-12-07).  The temp name is taken with a
+    hard link, which fails where the name exists (another writer's live temp file), never replacing it."""
     clean_stale_temps(path, folder)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
-    lock_temp(fd)
-    return fd, tmp
+    for _ in range(100):
+        try:
+            fd, new = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=folder)
+        except OSError as e:
+            raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+        lock_temp(fd)
+        tmp = new[: -len(".new")] + ".tmp"
+        try:
+            os.link(new, tmp)
+        except FileExistsError:
+            _discard(fd, new)
+            continue
+        except OSError:  # no hard links on this file system: a rename (its name is mkstemp's, as before)
+            try:
+                os.rename(new, tmp)
+            except OSError as e:
+                _discard(fd, new)
+                raise ProfileError(path, f"cannot create a file in folder '{folder}': {e.strerror or e}") from e
+            return fd, tmp
+        with contextlib.suppress(OSError):
+            os.unlink(new)
+        return fd, tmp
+    raise ProfileError(path, f"cannot create a temp file in folder '{folder}': every name tried exists")
+
+
+def _discard(fd: int, name: str) -> None:
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
 
 
 def replace_locked(fd: int, tmp, path) -> None:

@@ -34,3 +34,56 @@ def test_profiles_and_exports_get_the_usual_file_mode(tmp_path):
         export_csv(p, "ops", tmp_path / "ops.csv")
     for f in (pvl, png, tmp_path / "b.txt", tmp_path / "ops.csv"):
         assert stat.S_IMODE(f.stat().st_mode) == _expected_mode(), f
+
+
+def test_another_writers_clean_up_between_creation_and_lock_leaves_the_temp_file(tmp_path, monkeypatch):
+    """Two writers of one path: the other's clean-up of dead writers' temp files, run at the worst moment (this
+    writer's temp file made, not yet locked), removed it, and this writer's rename failed (seen under load in
+    tests/test_concurrent_writers.py).  The file is made under a name the clean-up does not take until locked."""
+    import os
+
+    from popvision_lite import atomic_io
+
+    target = tmp_path / "out.pvl"
+    real_lock = atomic_io.lock_temp
+    cleaned = []
+
+    def lock_after_another_writers_clean_up(fd):
+        cleaned.extend(atomic_io.clean_stale_temps(target, tmp_path))
+        real_lock(fd)
+
+    monkeypatch.setattr(atomic_io, "lock_temp", lock_after_another_writers_clean_up)
+    fd, tmp = atomic_io.make_temp(target, tmp_path)
+    assert cleaned == [] and os.path.basename(tmp).endswith(".tmp")
+    assert atomic_io.clean_stale_temps(target, tmp_path) == []  # locked now: a live writer's, kept
+    os.write(fd, b"whole")
+    atomic_io.replace_locked(fd, tmp, target)
+    assert target.read_bytes() == b"whole" and sorted(tmp_path.iterdir()) == [target]
+
+
+def test_a_temp_name_in_use_is_never_replaced(tmp_path, monkeypatch):
+    """The temp name is taken by a hard link, which fails where another writer's live temp file has that name."""
+    import os
+    import tempfile
+
+    from popvision_lite import atomic_io
+
+    target = tmp_path / "out.pvl"
+    names = iter(["aaaaaaaa", "bbbbbbbb"])
+    real_mkstemp = tempfile.mkstemp
+
+    def mkstemp(prefix, suffix, dir):
+        name = os.path.join(dir, f"{prefix}{next(names)}{suffix}")
+        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), name
+
+    (tmp_path / ".out.pvl.aaaaaaaa.tmp").write_bytes(b"another writer's")
+    monkeypatch.setattr(atomic_io, "clean_stale_temps", lambda path, folder: [])  # (that writer is alive)
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    try:
+        fd, tmp = atomic_io.make_temp(target, tmp_path)
+    finally:
+        monkeypatch.setattr(tempfile, "mkstemp", real_mkstemp)
+    os.close(fd)
+    assert os.path.basename(tmp) == ".out.pvl.bbbbbbbb.tmp"
+    assert (tmp_path / ".out.pvl.aaaaaaaa.tmp").read_bytes() == b"another writer's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.pvl.aaaaaaaa.tmp", ".out.pvl.bbbbbbbb.tmp"]
