@@ -7,30 +7,11 @@ import numpy as np
 import pytest
 
 from popvision_lite.emulator import mapping as M
+from tests.support.window_splits import uneven as _uneven
 
 
 def _by_intervals(m: M.Mapping, num_tiles: int) -> np.ndarray:
     return np.bincount(m.tile, weights=m.stop - m.start, minlength=num_tiles).astype(np.int64)
-
-
-def _parts(n, p):
-    sz = np.full(p, n // p, np.int64)
-    sz[: n % p] += 1
-    return sz, np.concatenate([[0], np.cumsum(sz)[:-1]])
-
-
-def _uneven(rng, three_d):
-    g = int(rng.integers(2, 4)) if three_d else 1
-    m, n = int(rng.integers(20, 90)), int(rng.integers(20, 90))
-    pm, pn = int(rng.integers(2, 7)), int(rng.integers(1, 7))
-    msz, moff = _parts(m, pm)
-    nsz, noff = _parts(n, pn)
-    gi, ii, jj = (x.ravel() for x in np.meshgrid(np.arange(g), np.arange(pm), np.arange(pn), indexing="ij"))
-    shapes = np.stack([np.ones_like(gi), msz[ii], nsz[jj]], 1)
-    origins = np.stack([gi, moff[ii], noff[jj]], 1)
-    if not three_d:
-        return (m, n), shapes[:, 1:], origins[:, 1:]
-    return (g, m, n), shapes, origins
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -16,6 +16,7 @@ from popvision_lite.emulator.compile import check
 from popvision_lite.emulator.compile.compiled import Compiled
 from popvision_lite.emulator.graph import Graph
 from popvision_lite.errors import EmulatorError
+from tests.support.window_splits import uneven as _uneven
 
 TARGET = Target.from_device("ipu-mk2")
 
@@ -29,30 +30,6 @@ class _Touch(Codelet):
 
 TOUCH = _Touch()
 NT = TARGET.num_tiles
-
-
-def _parts(n, p):
-    sz = np.full(p, n // p, np.int64)
-    sz[: n % p] += 1
-    return sz, np.concatenate([[0], np.cumsum(sz)[:-1]])
-
-
-def _uneven(rng, three_d):
-    """An uneven (pm x pn) split of an (m, n) matrix, or of each plane of a (g, m, n) stack: window shapes and
-    origins, as a matmul's outputs and partials are cut."""
-    g = int(rng.integers(2, 4)) if three_d else 1
-    m, n = int(rng.integers(20, 90)), int(rng.integers(20, 90))
-    pm, pn = int(rng.integers(2, 7)), int(rng.integers(1, 7))
-    if rng.random() < 0.3:
-        pn = 1  # full-width windows: a window's rows are one run (merged intervals)
-    msz, moff = _parts(m, pm)
-    nsz, noff = _parts(n, pn)
-    gi, ii, jj = (x.ravel() for x in np.meshgrid(np.arange(g), np.arange(pm), np.arange(pn), indexing="ij"))
-    shapes = np.stack([np.ones_like(gi), msz[ii], nsz[jj]], 1)
-    origins = np.stack([gi, moff[ii], noff[jj]], 1)
-    if not three_d:
-        return (m, n), shapes[:, 1:], origins[:, 1:]
-    return (g, m, n), shapes, origins
 
 
 def _windows_graph(shape, shapes, origins, tiles, layouts=None, vertex_tiles=None):

@@ -18,6 +18,7 @@ from popvision_lite.emulator.compile.copy_plans import copy_pieces
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.target import Target
 from tests.emulator.compile.test_copy_memo import _assert_same
+from tests.support.program_tree import copies as _copies
 
 SHAPES = [ConvShape(1, 14, 14, 64, 128, 3, 1, 1), ConvShape(4, 8, 8, 32, 32, 3, 1, 1)]
 
@@ -35,16 +36,6 @@ def _conv_graph(s: ConvShape, tiles: int):
     w = be.input("w", np.zeros((s.k * s.k * s.ci, s.co), np.float16))
     be.conv2d(x, w, s, "conv")
     return be.graph, be.program()
-
-
-def _copies(prog):
-    if isinstance(prog, P.Copy):
-        yield prog
-    for p in getattr(prog, "programs", ()) or ():
-        yield from _copies(p)
-    body = getattr(prog, "body", None)
-    if body is not None:
-        yield from _copies(body)
 
 
 @pytest.mark.parametrize("s,tiles", [(SHAPES[0], 32), (SHAPES[1], 48)])

@@ -10,28 +10,18 @@ import pytest
 import popvision_lite.emulator.compile as C
 import popvision_lite.emulator.compile.copies as CO
 import popvision_lite.emulator.compile.copy_gathers as CG
-from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets.poplin_conv import ConvShape
 from popvision_lite.emulator.models.emulated import EmulatorBackend
 from popvision_lite.emulator.ops.matmul_partials import BlockGather
 from popvision_lite.emulator.target import Target
 from tests.emulator.compile.test_copy_memo import _assert_same
+from tests.support.program_tree import copies as _copies
 
 
 def _target(tiles: int) -> Target:
     t = Target.from_device("ipu-mk2")
     t.tiles_per_ipu = t.num_tiles = tiles
     return t
-
-
-def _copies(prog):
-    if isinstance(prog, P.Copy):
-        yield prog
-    for p in getattr(prog, "programs", ()) or ():
-        yield from _copies(p)
-    body = getattr(prog, "body", None)
-    if body is not None:
-        yield from _copies(body)
 
 
 def _matmul(tiles, m, k, n):
