@@ -26,6 +26,7 @@ from popvision_lite.emulator.compile.copy_plans import (
     _pattern_units,
     _per_tile_patterns,
     bytes_per_tile,
+    charge_exchange_code,
     code_patterns,
     copy_pieces,
     exchange_code_counts,
@@ -285,7 +286,7 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     bin_time = cm.broadcast_bus_receive_bytes(c.target, block_elems[bp.rep], r.local, r.partner_local, partner,
                                               bp.dt, isz)
     (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, recv, src_addr, T, send)
-    _charge_code(c, info, "internalExchangeCode", n_pat, n_loop)
+    charge_exchange_code(c, info, "internalExchangeCode", n_pat, n_loop)
     if l_pat.any():  # on-tile copy descriptors (copies._copy_descriptors)
         ut = np.nonzero(l_pat)[0]
         c.add_mem("copyDescriptor", ut, l_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + l_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
@@ -297,16 +298,6 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
     return True
-
-
-def _charge_code(c: Compiled, info: ProgInfo, cat: str, n_pat: np.ndarray, n_loop: np.ndarray) -> None:
-    """Exchange code per tile: EXCHANGE_CODE_PER_PIECE per pattern, EXCHANGE_CODE_PER_LOOP more per loop (several
-    pieces), and EXCHANGE_CODE_BASE on every tile with a pattern (``info.code_bytes`` grows by their sum)."""
-    per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
-    ut = np.nonzero(n_pat)[0]
-    c.add_mem(cat, ut, per_tile[ut])
-    c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
-    info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
 
 
 def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, dst_addr) -> None:
@@ -414,7 +405,7 @@ def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, mul
             if counts is None:  # (the packed key does not fit: the pieces sorted, then their patterns)
                 counts = _code_counts_two_step(plan, mask, send, src_addr, dst_addr, T)
             # per pattern on the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)
-            _charge_code(c, info, cat, *counts)
+            charge_exchange_code(c, info, cat, *counts)
 
 
 def _code_counts_two_step(plan: CopyPlan, mask, send, src_addr, dst_addr, T: int) -> tuple[np.ndarray, np.ndarray]:

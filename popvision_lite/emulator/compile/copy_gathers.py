@@ -31,7 +31,12 @@ import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile.compiled import K_SYNC, K_XI, Compiled, ProgInfo
-from popvision_lite.emulator.compile.copy_plans import code_patterns, copy_pieces, exchange_code_counts
+from popvision_lite.emulator.compile.copy_plans import (
+    charge_exchange_code,
+    code_patterns,
+    copy_pieces,
+    exchange_code_counts,
+)
 from popvision_lite.emulator.graph import Regions, TensorView
 from popvision_lite.emulator.ops.matmul_partials import BlockGather
 
@@ -123,7 +128,7 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
     if c.outline:  # outlining signs the expanded pieces (copy_memo.plan_signature): they are cut for it
         c.copy_plans[info.prog_id] = copy_pieces(src, prog.dst, c.caches.copy_runs)
     # the effects, in _compile_copy_fresh's order
-    _charge(c, info, n_pat, n_loop)
+    charge_exchange_code(c, info, "internalExchangeCode", n_pat, n_loop)
     if any_local:
         ut = np.nonzero(l_pat)[0]
         c.add_mem("copyDescriptor", ut, l_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + l_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
@@ -136,15 +141,6 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
     c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
     info.code_bytes += T * cm.CONTROL_CODE_SYNC
     return True
-
-
-def _charge(c: Compiled, info: ProgInfo, n_pat: np.ndarray, n_loop: np.ndarray) -> None:
-    """copies._charge_code for the internal exchange code."""
-    per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
-    ut = np.nonzero(n_pat)[0]
-    c.add_mem("internalExchangeCode", ut, per_tile[ut])
-    c.add_mem("internalExchangeCode", ut, cm.EXCHANGE_CODE_BASE)
-    info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
 
 
 def _row_addr(mp, on_row: np.ndarray, elems: np.ndarray, k: np.ndarray) -> np.ndarray:

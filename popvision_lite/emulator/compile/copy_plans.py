@@ -1,12 +1,16 @@
 """A copy's pieces and its exchange code: the copy cut into pieces at tile and mapping-interval boundaries
-(:func:`copy_pieces`), bytes per tile, and the exchange-code patterns of the pieces (:func:`code_patterns`)."""
+(:func:`copy_pieces`), bytes per tile, the exchange-code patterns of the pieces (:func:`code_patterns`), and the
+exchange code they cost on each tile (:func:`charge_exchange_code`, for every way a copy is compiled)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile.compiled import (
+    Compiled,
     CopyPlan,
+    ProgInfo,
 )
 from popvision_lite.emulator.graph import Field, _ranges_index
 from popvision_lite.emulator.mapping import interval_index
@@ -660,3 +664,13 @@ def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool):
     tile |= loop
     b = np.bincount(tile, minlength=2 * T).reshape(T, 2)
     return b[:, 0] + b[:, 1], b[:, 1]
+
+
+def charge_exchange_code(c: Compiled, info: ProgInfo, cat: str, n_pat: np.ndarray, n_loop: np.ndarray) -> None:
+    """Exchange code per tile: EXCHANGE_CODE_PER_PIECE per pattern, EXCHANGE_CODE_PER_LOOP more per loop (several
+    pieces), and EXCHANGE_CODE_BASE on every tile with a pattern (``info.code_bytes`` grows by their sum)."""
+    per_tile = n_pat * cm.EXCHANGE_CODE_PER_PIECE + n_loop * cm.EXCHANGE_CODE_PER_LOOP
+    ut = np.nonzero(n_pat)[0]
+    c.add_mem(cat, ut, per_tile[ut])
+    c.add_mem(cat, ut, cm.EXCHANGE_CODE_BASE)
+    info.code_bytes += int(per_tile.sum()) + len(ut) * cm.EXCHANGE_CODE_BASE
