@@ -160,11 +160,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
     if not cross.any():
-        # purely on-tile: the tiles copy with memcpy, a compute-like step
-        ut = distinct_tiles(plan.src_tile, c.num_tiles)
-        c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
-        c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
-        info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
+        _on_tile_step(c, info, plan, busy, bytes_local)
         return
     if glob.any():
         _global_exchange(c, info, plan, cross, glob, ipu_s, ipu_d, nbytes, busy, bin_, bout)
@@ -242,12 +238,16 @@ def _compile_same_layout(c: Compiled, info: ProgInfo) -> bool:
     ut = np.nonzero(n_pat)[0]
     c.add_mem("copyDescriptor", ut, n_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + n_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
     z = np.zeros(T, np.int64)
-    busy = cm.exchange_tile_cycles(c.target, z, z.copy(), local)
-    ut = distinct_tiles(plan.src_tile, T)
-    c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * int(local.sum()))
+    _on_tile_step(c, info, plan, cm.exchange_tile_cycles(c.target, z, z.copy(), local), int(local.sum()))
+    return True
+
+
+def _on_tile_step(c: Compiled, info: ProgInfo, plan: CopyPlan, busy, bytes_local: int) -> None:
+    """A purely on-tile copy's step: the tiles copy with memcpy, a compute-like step, and its control code."""
+    ut = distinct_tiles(plan.src_tile, c.num_tiles)
+    c.add_template(info, K_COMPUTE, busy, ipu=c.ipu_of_tiles(ut), bytes_sram=2 * bytes_local)
     c.add_mem("controlCode", ut, cm.CONTROL_CODE_EXECUTE)
     info.code_bytes += len(ut) * cm.CONTROL_CODE_EXECUTE
-    return True
 
 
 def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> bool:
