@@ -172,45 +172,15 @@ def regions_on(field, tensor):
 def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
     cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
-    workers = ctx.target.threads_per_tile
-    out_f, tiles = _split_field(out, workers)
+    tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
+    out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
     fields = {k: regions_on(out_f, v) for k, v in inputs.items()}
     fields["out"] = out_f
     grp = ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
-    if tiles is not grp.tiles:
-        _keep_split(out, workers, grp.tiles, out_f)
     for f in fields.values():
         mark_split(f, out.mapping, grp.tiles)
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return cs
-
-
-_SPLIT = "elementwise_split"  # (the key, with the workers per tile, of _keep_split's record on a mapping)
-
-
-def _split_field(out, workers: int):
-    """(``out``'s field over its mapping's worker pieces, their tiles): ``M.worker_split``'s pieces as a Regions of
-    ``out``, or, where an earlier elementwise op of the same graph had an output of this mapping (an activation and
-    its gradient, a chain of elementwise ops: :func:`_keep_split`), that op's field on ``out`` and its group's
-    tiles.  A mapping never changes, so its pieces are the same; the field's arrays are the graph's (read-only,
-    held once) and the tensor's size is the one the mapping covers (its check), so the copy is the field the
-    constructor would build (the same arrays, bounds and flags)."""
-    hit = out.mapping._derived.get((_SPLIT, workers)) if out.mapping is not None else None
-    if hit is not None and hit[0]() is out.graph:
-        f = copy.copy(hit[2])
-        f.tensor = out
-        return f, hit[1]
-    tiles, starts, sizes = M.worker_split(out, workers=workers)
-    return out.regions(starts, sizes), tiles  # (the inputs' fields take its read-only int32 arrays as they are)
-
-
-def _keep_split(out, workers: int, tiles: np.ndarray, field) -> None:
-    """Record on ``out``'s mapping its worker pieces' field (without its tensor) and vertex tiles (the group's
-    read-only int32 array) for the next elementwise output of this mapping in ``out``'s graph (weakly: a mapping
-    kept past its graph does not keep the graph)."""
-    f = copy.copy(field)
-    f.tensor, f._idx, f._whole = None, None, None
-    out.mapping._derived[_SPLIT, workers] = (weakref.ref(out.graph), tiles, f)
 
 
 def mark_split(field, mapping, tiles) -> None:
