@@ -294,10 +294,29 @@ def by_blocks(shape, block_shape, tiles) -> Mapping:
     index = np.indices(grid).reshape(len(grid), -1).T
     starts, stops = block_intervals(shape, block_shape, index)
     tb = tiles[np.arange(len(index)) % len(tiles)]  # block k's tile
-    m = _merge(Mapping(np.repeat(tb, starts.shape[1]), starts.ravel(), stops.ravel()))
+    st, sp, tl = _in_flat_order(shape, block_shape, grid, starts, stops, tb)
+    m = _merge(Mapping(tl, st, sp, _fresh=True))
     if len(tb) and int(tb.min()) >= 0 and int(np.bincount(tb).max()) == 1:
         m._derived["own_blocks"] = (shape, block_shape, _frozen(tb))
     return m
+
+
+def _in_flat_order(shape: tuple, block_shape: tuple, grid: tuple, starts: np.ndarray, stops: np.ndarray,
+                   tb: np.ndarray):
+    """by_blocks' runs (``starts``, ``stops``: (blocks, runs) from block_intervals, blocks in row-major order) and
+    their tiles (``tb``, one per block) in flat order, by a transpose instead of Mapping's argsort of the starts.
+    A run of block (g_0, .., g_n-1) at sub-index (s_0, .., s_j-1) over the dims before the run split j starts at
+    coordinates g_d * b_d + s_d in those dims (lexicographic order (g_0, s_0, .., g_j-1, s_j-1)) and g_d * b_d in
+    the others, where g_d is 0 past dim j (the block spans it): so flat order is the axes (g_0, s_0, .., g_j-1,
+    s_j-1, g_j, .., g_n-1).  The runs' starts are distinct, so this is the one ascending order (Mapping's stable
+    argsort gives the same arrays)."""
+    n = len(grid)
+    j = _run_split(shape, block_shape)
+    sub = tuple(block_shape[:j])  # (j 0: one run a block)
+    perm = [a for d in range(j) for a in (d, n + d)] + list(range(j, n))
+    tiles = np.broadcast_to(tb[:, None], starts.shape)
+    return tuple(np.ascontiguousarray(a.reshape(*grid, *sub).transpose(perm)).reshape(-1)
+                 for a in (starts, stops, tiles))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
