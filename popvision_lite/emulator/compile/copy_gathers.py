@@ -30,21 +30,27 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import cost_model as cm
-from popvision_lite.emulator.compile.compiled import K_SYNC, K_XI, Compiled, ProgInfo
+from popvision_lite.emulator.compile.compiled import K_SYNC, K_XI, Compiled, CopyPlan, ProgInfo
 from popvision_lite.emulator.compile.copy_plans import (
     charge_exchange_code,
     code_patterns,
     copy_pieces,
     exchange_code_counts,
 )
+from popvision_lite.emulator.compile.memory import tile_addr
 from popvision_lite.emulator.graph import Regions, TensorView
+from popvision_lite.emulator.mapping import interval_index
+from popvision_lite.emulator.ops.basic import RowGather
 from popvision_lite.emulator.ops.matmul_partials import BlockGather
 
 
-def usable(c: Compiled, prog, g: BlockGather) -> bool:
+def usable(c: Compiled, prog, g: BlockGather | RowGather) -> bool:
     """Whether the compact compile applies: one IPU, a Regions source whose regions are the vertices'
-    ``depth`` pieces, a whole destination, and blocks on distinct tiles."""
+    ``depth`` pieces, a whole destination, and blocks on distinct tiles (a :class:`RowGather`: one IPU and a
+    Regions source; :func:`compile_rows` checks the rest)."""
     src, dst = prog.src, prog.dst
+    if isinstance(g, RowGather):
+        return c.target.num_ipus == 1 and isinstance(src, Regions) and isinstance(dst, (Regions, TensorView))
     if c.target.num_ipus != 1 or not isinstance(src, Regions):
         return False
     if not isinstance(dst, TensorView) or dst.contiguous != (0, dst.tensor.size):
@@ -60,10 +66,13 @@ def usable(c: Compiled, prog, g: BlockGather) -> bool:
     return int(np.count_nonzero(seen)) == len(tiles)
 
 
-def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
+def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather | RowGather) -> bool:
     """_compile_copy_fresh's effects for a gather its op described (:class:`BlockGather`): per class, the
-    representative block's per-tile sums, moved to every block of the class.  False, with nothing done, where the
-    description cannot be used (the copy then takes the expanded path)."""
+    representative block's per-tile sums, moved to every block of the class (a :class:`RowGather`:
+    :func:`compile_rows`).  False, with nothing done, where the description cannot be used (the copy then takes
+    the expanded path)."""
+    if isinstance(g, RowGather):
+        return compile_rows(c, info, g)
     prog = info.prog
     src = prog.src
     T = c.num_tiles
@@ -127,19 +136,7 @@ def compile_gather(c: Compiled, info: ProgInfo, g: BlockGather) -> bool:
         return False  # (nothing crosses: the expanded path's on-tile step)
     if c.outline:  # outlining signs the expanded pieces (copy_memo.plan_signature): they are cut for it
         c.copy_plans[info.prog_id] = copy_pieces(src, prog.dst, c.caches.copy_runs)
-    # the effects, in _compile_copy_fresh's order
-    charge_exchange_code(c, info, "internalExchangeCode", n_pat, n_loop)
-    if any_local:
-        ut = np.nonzero(l_pat)[0]
-        c.add_mem("copyDescriptor", ut, l_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + l_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
-    busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
-    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
-    part = np.nonzero(bout + bin_ + local)[0]  # (every piece has a length: the tiles with pieces)
-    c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
-    c.add_template(info, K_XI, busy, bin_, bout, ipu=c.ipu_of_tiles(part), bytes_exchange=bytes_cross,
-                   bytes_sram=2 * bytes_local)
-    c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
-    info.code_bytes += T * cm.CONTROL_CODE_SYNC
+    _effects(c, info, bout, bin_, local, (n_pat, n_loop), (l_pat, l_loop) if any_local else None)
     return True
 
 
@@ -161,3 +158,111 @@ def _row_addr(mp, on_row: np.ndarray, elems: np.ndarray, k: np.ndarray) -> np.nd
     rel[o] = cs - base
     rel -= mp.start[sub]
     return rel[np.searchsorted(sub, k)] + elems
+
+
+def compile_rows(c: Compiled, info: ProgInfo, g: RowGather) -> bool:
+    """_compile_copy_fresh's effects for a reduction stage's gather (:class:`RowGather`, ops/basic._reduce_stage,
+    decision 0491), its pieces written down rather than cut: every region (one length) inside one row of a source
+    mapped one interval a row, vertex v's regions ``first[v]:first[v + 1]`` one after another inside one interval
+    of the destination, no source element read twice.  The pieces are then the regions, in order (copy_pieces'
+    paired runs), and every piece its own send; the
+    exchange code, descriptors and steps are the expanded path's own functions on them.  False, with nothing
+    done, where a condition does not hold (the expanded path)."""
+    prog = info.prog
+    src, dst = prog.src, prog.dst
+    T, n, row = c.num_tiles, src.n, int(g.row)
+    first = np.asarray(g.first, np.int64)
+    if n == 0 or len(first) < 2 or int(first[0]) != 0 or int(first[-1]) != n or np.any(np.diff(first) < 0):
+        return False
+    L = int(src.sizes[0])
+    if L <= 0 or row <= 0 or row % L or int(src.sizes.min()) != L or int(src.sizes.max()) != L:
+        return False
+    sm, dm = src.tensor.mapping, dst.tensor.mapping
+    R = len(sm)
+    if src.tensor.size != R * row or not (np.array_equal(sm.start, np.arange(R, dtype=np.int64) * row)
+                                          and np.array_equal(sm.stop, sm.start + row)):
+        return False
+    se = src.starts.astype(np.int64)
+    if int(se.min()) < 0 or int(se.max()) + L > src.tensor.size or np.any(se % L):
+        return False  # (aligned regions of one length inside their rows: distinct starts, disjoint regions)
+    mark = np.zeros(src.tensor.size // L, bool)
+    mark[se // L] = True
+    if int(np.count_nonzero(mark)) != n:
+        return False  # (a source element read twice: a multicast, the expanded path's)
+    de, dk = _vertex_destinations(c, dst, first, L)
+    if de is None:
+        return False
+    sk = se // row
+    plan = CopyPlan(se, de, np.full(n, L, np.int64), sm.tile[sk], dm.tile[dk], sk, dk)
+    src_addr = tile_addr(c, sm, se, sk)
+    dst_addr = tile_addr(c, dm, de, dk)
+    cross = plan.src_tile != plan.dst_tile
+    if not cross.any():
+        return False  # (nothing crosses: the expanded path's on-tile step)
+    counts = exchange_code_counts(plan, cross, cross, src_addr, dst_addr, T)
+    if counts is None:  # (the packed key does not fit: the expanded path's two-step counts)
+        return False
+    local = None
+    if not cross.all():
+        local = exchange_code_counts(plan, ~cross, None, src_addr, dst_addr, T)
+        if local is None:
+            ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
+            local = (np.bincount(ps_, minlength=T), np.bincount(ps_[cnt > 1], minlength=T))
+    nb = L * prog.src.tensor.itemsize
+    bout = np.bincount(plan.src_tile[cross], minlength=T) * nb
+    bin_ = np.bincount(plan.dst_tile[cross], minlength=T) * nb
+    on_tile = np.bincount(plan.dst_tile[~cross], minlength=T) * nb
+    if c.outline:  # (the pieces copy_pieces cuts: outlining signs them)
+        c.copy_plans[info.prog_id] = plan
+    _effects(c, info, bout, bin_, on_tile, counts, local)
+    return True
+
+
+def _vertex_destinations(c: Compiled, dst, first: np.ndarray, L: int):
+    """(destination element, destination mapping interval) of every region, where each vertex's regions land one
+    after another inside one run of ``dst`` and one interval of its mapping; (None, None) otherwise."""
+    if isinstance(dst, Regions):  # (its regions, the empty ones left out, are its runs: copy_plans._runs)
+        rs, rl = dst.starts.astype(np.int64), dst.sizes.astype(np.int64)
+        if int(rl.min()) <= 0:
+            rs, rl = rs[rl > 0], rl[rl > 0]
+    else:
+        hit = c.caches.copy_runs.get(id(dst))
+        rs, rl = (hit[1], hit[2]) if hit is not None and hit[0] == "runs" else dst.runs()
+    cnt = np.diff(first)
+    keep = cnt > 0
+    if int(np.asarray(rl).sum()) != int(first[-1]) * L:
+        return None, None
+    vo = first[:-1][keep] * L  # each vertex's offset in the destination view, and its length
+    vl = cnt[keep] * L
+    r_off = np.cumsum(rl) - rl
+    ri = np.searchsorted(r_off, vo, side="right") - 1
+    e = rs[ri] + (vo - r_off[ri])
+    if np.any(vo + vl > r_off[ri] + rl[ri]):
+        return None, None
+    dm = dst.tensor.mapping
+    k = interval_index(dm.start, e)
+    if int(k.min()) < 0 or np.any(e + vl > dm.stop[k]):
+        return None, None
+    c_k = cnt[keep]
+    step = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1][keep], c_k)
+    return np.repeat(e, c_k) + step * L, np.repeat(k, c_k)
+
+
+def _effects(c: Compiled, info: ProgInfo, bout, bin_, local, counts, local_counts) -> None:
+    """A gather's effects from its per-tile sums, in _compile_copy_fresh's order: exchange code ``counts``
+    (patterns, loops), on-tile descriptors ``local_counts`` (None: no on-tile piece), the sync and the exchange
+    step, the sync's control code."""
+    T = c.num_tiles
+    charge_exchange_code(c, info, "internalExchangeCode", *counts)
+    if local_counts is not None:
+        l_pat, l_loop = local_counts
+        ut = np.nonzero(l_pat)[0]
+        c.add_mem("copyDescriptor", ut, l_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + l_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
+    busy = cm.exchange_tile_cycles(c.target, bout, bin_, local)
+    bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
+    part = np.nonzero(bout + bin_ + local)[0]  # (every piece has a length: the tiles with pieces)
+    c.add_template(info, K_SYNC, cm.internal_sync_cycles(c.target), ipu=c.all_ipus(), shared="internal_sync")
+    c.add_template(info, K_XI, busy, bin_, bout, ipu=c.ipu_of_tiles(part), bytes_exchange=bytes_cross,
+                   bytes_sram=2 * bytes_local)
+    c.add_mem("controlCode", np.arange(T), cm.CONTROL_CODE_SYNC)
+    info.code_bytes += T * cm.CONTROL_CODE_SYNC
