@@ -32,6 +32,7 @@ import numpy as np
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile.compiled import K_SYNC, K_XI, Compiled, CopyPlan, ProgInfo
 from popvision_lite.emulator.compile.copy_plans import (
+    _starts_of,
     charge_exchange_code,
     code_patterns,
     copy_pieces,
@@ -162,17 +163,25 @@ def _row_addr(mp, on_row: np.ndarray, elems: np.ndarray, k: np.ndarray) -> np.nd
 
 def compile_rows(c: Compiled, info: ProgInfo, g: RowGather) -> bool:
     """_compile_copy_fresh's effects for a reduction stage's gather (:class:`RowGather`, ops/basic._reduce_stage,
-    decision 0491), its pieces written down rather than cut: every region (one length) inside one row of a source
-    mapped one interval a row, vertex v's regions ``first[v]:first[v + 1]`` one after another inside one interval
-    of the destination, no source element read twice.  The pieces are then the regions, in order (copy_pieces'
-    paired runs), and every piece its own send; the
-    exchange code, descriptors and steps are the expanded path's own functions on them.  False, with nothing
-    done, where a condition does not hold (the expanded path)."""
+    decision 0491), without cutting or sorting its pieces where its layout allows.  Conditions (checked; else
+    False, with nothing done, and the expanded path): every region (one length) inside one row of a source mapped
+    one interval a row; vertex v's regions ``first[v]:first[v + 1]`` one after another inside one interval of
+    the destination; no source element read twice.  The pieces are then the regions, in order (copy_pieces'
+    paired runs), and each is its own send.
+
+    Exchange-code patterns form between two tiles (copy_plans.exchange_code_counts: pieces sorted by destination
+    tile, source tile, source position), so every count is a sum over tile pairs.  Where the source rows lie on
+    distinct tiles and a destination tile's vertices are consecutive, of one group of rows (the same first row and
+    count) and in ascending columns, each of its pairs (the tile, a row's tile) holds one piece per vertex, in
+    vertex order, with the vertices' strides on both sides: the pattern counts of the tile's vertex sequence
+    (copy_plans._starts_of), the same for every row of its group, counted once per tile and charged per pair.
+    The other destination tiles' pieces are written down and counted by the expanded path's functions."""
     prog = info.prog
     src, dst = prog.src, prog.dst
     T, n, row = c.num_tiles, src.n, int(g.row)
     first = np.asarray(g.first, np.int64)
-    if n == 0 or len(first) < 2 or int(first[0]) != 0 or int(first[-1]) != n or np.any(np.diff(first) < 0):
+    cnt = np.diff(first)
+    if n == 0 or len(first) < 2 or int(first[0]) != 0 or int(first[-1]) != n or int(cnt.min()) <= 0:
         return False
     L = int(src.sizes[0])
     if L <= 0 or row <= 0 or row % L or int(src.sizes.min()) != L or int(src.sizes.max()) != L:
@@ -189,38 +198,130 @@ def compile_rows(c: Compiled, info: ProgInfo, g: RowGather) -> bool:
     mark[se // L] = True
     if int(np.count_nonzero(mark)) != n:
         return False  # (a source element read twice: a multicast, the expanded path's)
-    de, dk = _vertex_destinations(c, dst, first, L)
-    if de is None:
+    e, k = _vertex_destinations(c, dst, first, L)
+    if e is None:
         return False
-    sk = se // row
-    plan = CopyPlan(se, de, np.full(n, L, np.int64), sm.tile[sk], dm.tile[dk], sk, dk)
-    src_addr = tile_addr(c, sm, se, sk)
-    dst_addr = tile_addr(c, dm, de, dk)
-    cross = plan.src_tile != plan.dst_tile
-    if not cross.any():
+    D, a = dm.tile[k], tile_addr(c, dm, e, k)
+    bad, per_run = _tile_runs(se, first, cnt, row, D, a, sm.tile, T)
+    isz = prog.src.tensor.itemsize
+    acc = _pair_sums(per_run, sm.tile, L * isz, T)  # bout, bin, local, n_pat, n_loop, l_pat, l_loop
+    if bad.any():  # the other destination tiles: their pieces, counted as the expanded path counts them
+        part = _expanded_sums(c, se, first, cnt, row, L, isz, e, k, bad, sm, dm)
+        if part is None:
+            return False
+        acc = [x + y for x, y in zip(acc, part, strict=True)]
+    bout, bin_, local, n_pat, n_loop, l_pat, l_loop = acc
+    if not bin_.any():
         return False  # (nothing crosses: the expanded path's on-tile step)
-    counts = exchange_code_counts(plan, cross, cross, src_addr, dst_addr, T)
-    if counts is None:  # (the packed key does not fit: the expanded path's two-step counts)
-        return False
-    local = None
-    if not cross.all():
-        local = exchange_code_counts(plan, ~cross, None, src_addr, dst_addr, T)
-        if local is None:
-            ps_, _pd, cnt = code_patterns(plan, ~cross, src_addr, dst_addr, T)
-            local = (np.bincount(ps_, minlength=T), np.bincount(ps_[cnt > 1], minlength=T))
-    nb = L * prog.src.tensor.itemsize
-    bout = np.bincount(plan.src_tile[cross], minlength=T) * nb
-    bin_ = np.bincount(plan.dst_tile[cross], minlength=T) * nb
-    on_tile = np.bincount(plan.dst_tile[~cross], minlength=T) * nb
     if c.outline:  # (the pieces copy_pieces cuts: outlining signs them)
-        c.copy_plans[info.prog_id] = plan
-    _effects(c, info, bout, bin_, on_tile, counts, local)
+        step = np.arange(n, dtype=np.int64) - np.repeat(first[:-1], cnt)
+        de, dk = np.repeat(e, cnt) + step * L, np.repeat(k, cnt)
+        c.copy_plans[info.prog_id] = CopyPlan(se, de, np.full(n, L, np.int64), sm.tile[se // row], dm.tile[dk],
+                                              se // row, dk)
+    _effects(c, info, bout, bin_, local, (n_pat, n_loop), (l_pat, l_loop) if local.any() else None)
     return True
 
 
+def _tile_runs(se, first, cnt, row: int, D, a, src_tiles, T: int):
+    """The destination tiles whose pairs repeat one vertex sequence (compile_rows): (per vertex, whether its tile
+    is not one of them; for those that are, per tile: (tile, first row, rows, vertices, receive-side patterns
+    and loops, send-side patterns and loops)).  None of them unless every vertex's regions are its group's rows at
+    one column and the source rows lie on distinct tiles."""
+    V = len(cnt)
+    s0 = se[first[:-1]]
+    r0 = s0 // row
+    col = s0 - r0 * row
+    step = np.arange(len(se), dtype=np.int64) - np.repeat(first[:-1], cnt)
+    ok = np.array_equal(se, np.repeat(s0, cnt) + step * row) and int(np.bincount(src_tiles, minlength=T).max()) <= 1
+    if not ok:
+        return np.ones(V, bool), None
+    same = D[1:] == D[:-1]
+    start = np.ones(V, bool)
+    np.logical_not(same, out=start[1:])
+    run = np.cumsum(start) - 1
+    heads = np.nonzero(start)[0]
+    nr = len(heads)
+    bad_run = np.zeros(nr, bool)
+    link_bad = same & ((r0[1:] != r0[:-1]) | (cnt[1:] != cnt[:-1]) | (col[1:] <= col[:-1]))
+    bad_run[run[1:][link_bad]] = True
+    seen = np.bincount(D[heads], minlength=T)
+    bad_run |= seen[D[heads]] > 1  # (a tile's vertices in two runs: its pairs would mix them)
+    new_r, new_s = _starts_of(same, col, a, True)
+    counts = []
+    for new in (new_r, new_s):
+        st = np.nonzero(new)[0]
+        loop = np.diff(np.append(st, V)) > 1
+        counts += [np.bincount(run[st], minlength=nr), np.bincount(run[st[loop]], minlength=nr)]
+    good = np.nonzero(~bad_run)[0]
+    h = heads[good]
+    per_run = (D[h], r0[h], cnt[h], np.bincount(run, minlength=nr)[good], *(x[good] for x in counts))
+    return bad_run[run], per_run
+
+
+def _pair_sums(per_run, src_tiles, nb: int, T: int):
+    """Per tile, the pairs' sums of :func:`_tile_runs`' destination tiles: bytes sent, received and copied on the
+    tile, exchange-code patterns and loops (receive side on the destination tile, send side on the source tile),
+    on-tile descriptor patterns and loops (a pair whose row lies on the destination tile)."""
+    z = [np.zeros(T, np.int64) for _ in range(7)]
+    if per_run is None or len(per_run[0]) == 0:
+        return z
+    D, r0, gk, m, n_r, l_r, n_s, l_s = per_run
+    P = int(gk.sum())
+    i = np.repeat(np.arange(len(D)), gk)
+    r = np.repeat(r0, gk) + np.arange(P, dtype=np.int64) - np.repeat(np.cumsum(gk) - gk, gk)
+    S, Dp = src_tiles[r], D[i]
+    loc = S == Dp
+    by = m * nb
+    if not loc.any():  # (most stages: no row on its reducing tile)
+        def count(tiles, w):
+            return np.bincount(tiles, weights=w[i], minlength=T).astype(np.int64)
+
+        return [count(S, by), count(Dp, by), z[0], count(Dp, n_r) + count(S, n_s), count(Dp, l_r) + count(S, l_s),
+                z[1], z[2]]
+    x = ~loc
+
+    def count_sel(tiles, w, sel):
+        return np.bincount(tiles[sel], weights=w[i][sel], minlength=T).astype(np.int64)
+
+    return [count_sel(S, by, x), count_sel(Dp, by, x), count_sel(Dp, by, loc),
+            count_sel(Dp, n_r, x) + count_sel(S, n_s, x), count_sel(Dp, l_r, x) + count_sel(S, l_s, x),
+            count_sel(Dp, n_r, loc), count_sel(Dp, l_r, loc)]
+
+
+def _expanded_sums(c: Compiled, se, first, cnt, row: int, L: int, isz: int, e, k, sel, sm, dm):
+    """:func:`_pair_sums`' seven per-tile sums for the vertices ``sel``, from their pieces written down (the regions:
+    compile_rows' conditions) and the expanded path's counts; None where its packed key does not fit."""
+    T = c.num_tiles
+    v = np.nonzero(sel)[0]
+    cv = cnt[v]
+    nv = int(cv.sum())
+    step = np.arange(nv, dtype=np.int64) - np.repeat(np.cumsum(cv) - cv, cv)
+    ps = se[np.repeat(first[:-1][v], cv) + step]
+    sk, dk = ps // row, np.repeat(k[v], cv)
+    pd = np.repeat(e[v], cv) + step * L
+    plan = CopyPlan(ps, pd, np.full(nv, L, np.int64), sm.tile[sk], dm.tile[dk], sk, dk)
+    src_addr, dst_addr = tile_addr(c, sm, ps, sk), tile_addr(c, dm, pd, dk)
+    cross = plan.src_tile != plan.dst_tile
+    z = np.zeros(T, np.int64)
+    counts = lc = (z, z)
+    if cross.any():
+        counts = exchange_code_counts(plan, cross, cross, src_addr, dst_addr, T)
+        if counts is None:
+            return None
+    if not cross.all():
+        lc = exchange_code_counts(plan, ~cross, None, src_addr, dst_addr, T)
+        if lc is None:
+            ps_, _pd, pc = code_patterns(plan, ~cross, src_addr, dst_addr, T)
+            lc = (np.bincount(ps_, minlength=T), np.bincount(ps_[pc > 1], minlength=T))
+    nb = L * isz
+    return [np.bincount(plan.src_tile[cross], minlength=T) * nb, np.bincount(plan.dst_tile[cross], minlength=T) * nb,
+            np.bincount(plan.dst_tile[~cross], minlength=T) * nb, *counts, *lc]
+
+
 def _vertex_destinations(c: Compiled, dst, first: np.ndarray, L: int):
-    """(destination element, destination mapping interval) of every region, where each vertex's regions land one
-    after another inside one run of ``dst`` and one interval of its mapping; (None, None) otherwise."""
+    """(destination element, destination mapping interval) of every vertex's first region, where each vertex's
+    regions (at least one) land one after another inside one run of ``dst`` and one interval of its mapping;
+    (None, None) otherwise."""
     if isinstance(dst, Regions):  # (its regions, the empty ones left out, are its runs: copy_plans._runs)
         rs, rl = dst.starts.astype(np.int64), dst.sizes.astype(np.int64)
         if int(rl.min()) <= 0:
@@ -228,12 +329,10 @@ def _vertex_destinations(c: Compiled, dst, first: np.ndarray, L: int):
     else:
         hit = c.caches.copy_runs.get(id(dst))
         rs, rl = (hit[1], hit[2]) if hit is not None and hit[0] == "runs" else dst.runs()
-    cnt = np.diff(first)
-    keep = cnt > 0
     if int(np.asarray(rl).sum()) != int(first[-1]) * L:
         return None, None
-    vo = first[:-1][keep] * L  # each vertex's offset in the destination view, and its length
-    vl = cnt[keep] * L
+    vo = first[:-1] * L  # each vertex's offset in the destination view, and its length
+    vl = np.diff(first) * L
     r_off = np.cumsum(rl) - rl
     ri = np.searchsorted(r_off, vo, side="right") - 1
     e = rs[ri] + (vo - r_off[ri])
@@ -243,9 +342,7 @@ def _vertex_destinations(c: Compiled, dst, first: np.ndarray, L: int):
     k = interval_index(dm.start, e)
     if int(k.min()) < 0 or np.any(e + vl > dm.stop[k]):
         return None, None
-    c_k = cnt[keep]
-    step = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1][keep], c_k)
-    return np.repeat(e, c_k) + step * L, np.repeat(k, c_k)
+    return e, k
 
 
 def _effects(c: Compiled, info: ProgInfo, bout, bin_, local, counts, local_counts) -> None:
