@@ -261,31 +261,35 @@ def _tile_runs(se, first, cnt, row: int, D, a, src_tiles, T: int):
 def _pair_sums(per_run, src_tiles, nb: int, T: int):
     """Per tile, the pairs' sums of :func:`_tile_runs`' destination tiles: bytes sent, received and copied on the
     tile, exchange-code patterns and loops (receive side on the destination tile, send side on the source tile),
-    on-tile descriptor patterns and loops (a pair whose row lies on the destination tile)."""
+    on-tile descriptor patterns and loops (a pair whose row lies on the destination tile).  A tile's pairs are its
+    group's rows; the source rows lie on distinct tiles, so at most one of them is on the destination tile, and a
+    row's sums are ranges added over the rows (each tile's group is a range of rows)."""
     z = [np.zeros(T, np.int64) for _ in range(7)]
     if per_run is None or len(per_run[0]) == 0:
         return z
     D, r0, gk, m, n_r, l_r, n_s, l_s = per_run
-    P = int(gk.sum())
-    i = np.repeat(np.arange(len(D)), gk)
-    r = np.repeat(r0, gk) + np.arange(P, dtype=np.int64) - np.repeat(np.cumsum(gk) - gk, gk)
-    S, Dp = src_tiles[r], D[i]
-    loc = S == Dp
+    R = len(src_tiles)
+    row_of = np.full(T, -1, np.int64)
+    row_of[src_tiles] = np.arange(R)
+    lr = row_of[D]
+    loc = ((lr >= r0) & (lr < r0 + gk)).astype(np.int64)  # (the destination tile's own row among its group's)
+    cr = gk - loc  # (the pairs that cross)
     by = m * nb
-    if not loc.any():  # (most stages: no row on its reducing tile)
-        def count(tiles, w):
-            return np.bincount(tiles, weights=w[i], minlength=T).astype(np.int64)
 
-        return [count(S, by), count(Dp, by), z[0], count(Dp, n_r) + count(S, n_s), count(Dp, l_r) + count(S, l_s),
-                z[1], z[2]]
-    x = ~loc
+    def on_dst(w):
+        return np.bincount(D, weights=w, minlength=T).astype(np.int64)
 
-    def count_sel(tiles, w, sel):
-        return np.bincount(tiles[sel], weights=w[i][sel], minlength=T).astype(np.int64)
+    def on_src(w):  # w on every row of each tile's group, less its own row's: summed per row, put on its tile
+        d = np.bincount(r0, weights=w, minlength=R + 1) - np.bincount(r0 + gk, weights=w, minlength=R + 1)
+        per_row = np.cumsum(d[:R])
+        if loc.any():
+            per_row -= np.bincount(lr[loc > 0], weights=w[loc > 0], minlength=R)[:R]
+        out = np.zeros(T, np.int64)
+        out[src_tiles] = per_row.astype(np.int64)
+        return out
 
-    return [count_sel(S, by, x), count_sel(Dp, by, x), count_sel(Dp, by, loc),
-            count_sel(Dp, n_r, x) + count_sel(S, n_s, x), count_sel(Dp, l_r, x) + count_sel(S, l_s, x),
-            count_sel(Dp, n_r, loc), count_sel(Dp, l_r, loc)]
+    return [on_src(by), on_dst(cr * by), on_dst(loc * by), on_dst(cr * n_r) + on_src(n_s),
+            on_dst(cr * l_r) + on_src(l_s), on_dst(loc * n_r), on_dst(loc * l_r)]
 
 
 def _expanded_sums(c: Compiled, se, first, cnt, row: int, L: int, isz: int, e, k, sel, sm, dm):

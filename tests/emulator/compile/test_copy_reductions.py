@@ -163,3 +163,33 @@ def test_vertex_orders_the_sequences_do_not_cover_are_written_down(monkeypatch, 
     for p in _copies(prog):
         p.gather = None
     _assert_same(a, C.compile_graph(g, prog))
+
+
+def test_weight_update_gather_compiles_per_block_class_and_equal(monkeypatch):
+    """The weight-update convolution's partials gather (ops/conv_wu.py), described as a BlockGather of one class:
+    compact (compile_gather True) and the same compile as the expanded path's, on the output-channel and input-channel
+    splits of two shapes (32 blocks, 2 blocks)."""
+    from popvision_lite.emulator.codelets.poplin_conv import ConvShape
+    from popvision_lite.emulator.ops.matmul_partials import BlockGather
+
+    taken = []
+    real = CG.compile_gather
+    monkeypatch.setattr(CG, "compile_gather", lambda c, info, g: taken.append(real(c, info, g)) or taken[-1])
+
+    def build(tiles, s):
+        be = EmulatorBackend(_target(tiles), "fp16")
+        be.conv2d_weight_update(be.input("x", np.zeros((s.n * s.h * s.w, s.ci), np.float16)),
+                                be.input("dy", np.zeros((s.out_rows * s.ow, s.co), np.float16)), s, "wu")
+        return be.graph, be.program()
+
+    for tiles, s, blocks in ((100, ConvShape(1, 14, 14, 64, 128, 3, 1, 1), 32), (64, ConvShape(2, 8, 8, 16, 32, 3, 1, 1), 2)):
+        taken.clear()
+        g, prog = build(tiles, s)
+        (gather,) = [p for p in _copies(prog) if p.name.endswith("gather_partials")]
+        assert isinstance(gather.gather, BlockGather) and len(gather.gather.owner) == blocks, len(gather.gather.owner)
+        a = C.compile_graph(g, prog)
+        assert taken == [True]
+        g, prog = build(tiles, s)
+        for p in _copies(prog):
+            p.gather = None
+        _assert_same(a, C.compile_graph(g, prog))
