@@ -47,8 +47,8 @@ def _rows(tiles, rows, c):
 
 
 # (tiles, rows, channels): one stage, rows on their reducing tiles; two stages, some destination tiles written
-# down and a stage with no row on its reducing tile; two stages; a small odd shape
-SHAPES = [(64, 4096, 64), (200, 1500, 256), (300, 2000, 96), (40, 333, 24)]
+# down and a stage with no row on its reducing tile
+SHAPES = [(64, 4096, 64), (200, 1500, 256)]
 
 
 def _compile_both(monkeypatch, build, outline=False):
@@ -84,10 +84,9 @@ def test_norm_gathers_compile_compact_and_equal(monkeypatch, shape):
 
 def test_norm_gathers_compile_equal_with_outlining(monkeypatch):
     """With outlining, the pieces written down are copy_pieces' (the copies' signatures): the same outlined code."""
-    for shape in SHAPES[:2]:
-        a, b, taken, _ = _compile_both(monkeypatch, lambda s=shape: _norms(*s), outline=True)
-        _assert_same(a, b)
-        assert any(taken)
+    a, b, taken, _ = _compile_both(monkeypatch, lambda: _norms(*SHAPES[1]), outline=True)
+    _assert_same(a, b)
+    assert any(taken)
 
 
 def test_row_gathers_of_per_vertex_partials_compile_equal(monkeypatch):
