@@ -8,6 +8,8 @@ its output tensors.  Vertices are always added a whole group at a time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
@@ -30,6 +32,17 @@ from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import _as_operand, _block_major, matmul  # noqa: F401 - the op lives in matmul.py
 from popvision_lite.emulator.ops.planners import plan_elementwise, split_even
 from popvision_lite.errors import EmulatorError
+
+
+@dataclass(frozen=True)
+class RowGather:
+    """A reduction stage's gather described by its op, for the compile (compile.copy_gathers.compile_rows,
+    decision 0491): the source's rows are ``row`` elements each, and destination vertex v's regions are the copy's
+    regions ``first[v]:first[v + 1]`` (one column chunk of each of its group's rows), written one after another
+    into the vertex's partials.  The compile checks the layouts that make every region one piece."""
+
+    row: int
+    first: np.ndarray
 
 # ============================================================================ elementwise
 
@@ -237,8 +250,10 @@ def _reduce_stage(ctx, srcs, k, row, lc, outs, op, stage, per_piece: int = 1):
         cnt = gk[vg[sel]]
         rows = np.repeat(gs[vg[sel]], cnt) + np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         cols = np.repeat(vc[sel] * lc, gk[vg[sel]])
-        ctx.add(P.Copy(src.regions(rows * row + cols, lc), ranges_view(gathered, gstart[sel], per[sel]),
-                       name=f"{op}/gather{stage}_{i}", op=op))
+        gather = P.Copy(src.regions(rows * row + cols, lc), ranges_view(gathered, gstart[sel], per[sel]),
+                        name=f"{op}/gather{stage}_{i}", op=op)
+        gather.gather = RowGather(row, np.concatenate([[0], np.cumsum(cnt)]))  # (the pieces, decision 0491)
+        ctx.add(gather)
         out = outs[i]
         ostart = (vg[sel] * row if len(out.shape) == 2 else 0) + vc[sel] * lc
         o = np.argsort(ostart, kind="stable")

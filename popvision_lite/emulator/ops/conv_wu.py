@@ -69,6 +69,7 @@ from popvision_lite.emulator.ops.conv import (
     record_plan_and_operands,
     tile_partition,
 )
+from popvision_lite.emulator.ops.matmul_partials import BlockGather
 from popvision_lite.emulator.ops.planners import split_even
 from popvision_lite.errors import EmulatorError
 
@@ -220,8 +221,14 @@ def _reduce_partials(ctx: OpContext, op: str, s: ConvShape, part, tiles, pr: int
                             mapping=M.intervals(owner, g_start, g_start + g_len), op=op)
     q = np.arange(pr)
     src = ((q[None, :] * nb + b_i[:, None]) * blk + sl[s_i, 0][:, None]).ravel()  # (block, slice, partial)
-    ctx.add(P.Copy(part.regions(src, np.repeat(slen[s_i], pr)), gathered.whole(), name=f"{op}/gather_partials",
-                   op=op))
+    gather = P.Copy(part.regions(src, np.repeat(slen[s_i], pr)), gathered.whole(), name=f"{op}/gather_partials",
+                    op=op)
+    # (its blocks: block b's pr partials on tiles q * nb + b, its slices owned by the first of them, one interval
+    # of the partials and of the gathered slices a tile: every block the same exchange, column q for column q;
+    # compiled per block class, decision 0480)
+    gather.gather = BlockGather(b_i, pr, tiles[np.arange(pr)[None, :] * nb + np.arange(nb)[:, None]],
+                                np.zeros(nb, np.int64))
+    ctx.add(gather)
     out_start = b_i * blk + sl[s_i, 0]
     dwb = ctx.variable(f"{op}/reduced_blocks", (nb * blk,), ctx.dtype,
                        mapping=M.intervals(owner, out_start, out_start + slen[s_i]), op=op)
