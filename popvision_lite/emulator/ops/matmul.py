@@ -133,8 +133,8 @@ def _even_sources(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     Gb = G if bb3 else 1
     if weight:
         _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
-    if b_blocks:
-        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
+    if b_blocks:  # (windows at the blocks' origins: a Windows source, which the compile takes in compact form)
+        b_src = lambda g, ik, p, j: B.windows((bks, bn), np.stack([(ik * ps + p) * bks, j * bn], 1))  # noqa: E731
     elif not rearr_b:
         if tb:
             b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
@@ -261,8 +261,8 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
         ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op, broadcast=True))
-        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
-        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
+        # (tile t's block is b_rep[t]: the whole of b_rep in order, a contiguous destination)
+        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
         ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
