@@ -218,7 +218,7 @@ def _plan_of_units(src, dst, runs_s, runs_l, uf, un, rep, t0, d0, dk) -> Broadca
     runs (``uf``, ``un``: each block's runs) cut at the source's interval starts."""
     dm = dst.tensor.mapping
     dt = dm.tile[dk].astype(np.int64)
-    if len(np.unique(dt)) != len(dt):
+    if len(dt) and int(np.bincount(dt).max()) > 1:  # (a tile count, not a sort: the tiles are a few thousand at most)
         return None
     # the distinct blocks' runs, zero-length runs left out, cut at the source's interval starts inside them (as
     # copy_plans._cut_runs cuts every piece)
@@ -467,8 +467,15 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
         starts = np.nonzero(new)[0]
         loop = np.diff(np.append(starts, m)) > 1
         gk = g[starts]
-        # per group: patterns, loops (groups are runs of g: sums over the starts of each group)
-        keys, inv = np.unique(gk, return_inverse=True)
+        # per group: patterns, loops (groups are runs of g: sums over the starts of each group).  g is in order
+        # (``order`` sorts by block, then source tile), so its distinct keys are where it changes, without a sort
+        if len(gk) < 2 or bool(np.all(gk[1:] >= gk[:-1])):
+            newk = np.empty(len(gk), bool)
+            newk[:1] = True
+            np.not_equal(gk[1:], gk[:-1], out=newk[1:])
+            keys, inv = gk[newk], np.cumsum(newk) - 1
+        else:  # (a source tile past T: not in order)
+            keys, inv = np.unique(gk, return_inverse=True)
         out.append((keys, np.bincount(inv, minlength=len(keys)), np.bincount(inv, weights=loop,
                                                                               minlength=len(keys)).astype(np.int64)))
     (rk, rp, rl), (sk, sp, sl) = out

@@ -133,8 +133,8 @@ def _even_sources(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     Gb = G if bb3 else 1
     if weight:
         _lay_out_weight(ctx, B, bks, bn, pk, ps, pm, pn, lambda ik, q, j: int(vt[(ik * pm + q) * pn + j]))
-    if b_blocks:
-        b_src = lambda g, ik, p, j: B.blocks((bks, bn), np.stack([ik * ps + p, j], 1))  # noqa: E731
+    if b_blocks:  # (windows at the blocks' origins: a Windows source, which the compile takes in compact form)
+        b_src = lambda g, ik, p, j: B.windows((bks, bn), np.stack([(ik * ps + p) * bks, j * bn], 1))  # noqa: E731
     elif not rearr_b:
         if tb:
             b_src = lambda g, ik, p, j: B.regions((g * N + j * bn) * K, blk_b)  # noqa: E731
@@ -261,8 +261,8 @@ def _build_even(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, we
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
         ctx.add(P.Copy(a_src(g_i, k_i, im_i, p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op, broadcast=True))
-        b_dst = b_rep.blocks((1, bks, bn), np.stack([tstart, 0 * tstart, 0 * tstart], 1)) if b_blocks else b_rep.whole()
-        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_dst, name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
+        # (tile t's block is b_rep[t]: the whole of b_rep in order, a contiguous destination)
+        ctx.add(P.Copy(b_src(gb_i, k_i, p, in_i), b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
         ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt, fields={
             "a": a_field, "b": b_field, "out": target_t.blocks(cblock, c_index)}, params={"k": np.int64(bks)})
@@ -460,7 +460,7 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_shape = np.stack([np.ones(T, np.int64), bm_t, bn_t], 1)
         c_org = np.stack([g_i * pk + k_i, r0, c0], 1)
         acc = ctx.variable(f"{op}/partials", acc_shape, ctx.partials_dtype,
-                           mapping=M.by_windows(acc_shape, c_shape, c_org, vt, ctx.window_layouts), op=op)
+                           mapping=_planes_by_windows(ctx, acc_shape, c_shape, c_org, vt), op=op)
         red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts,
                                         _rank_of(ctx, vt))
         o = red["by_start"]
@@ -472,6 +472,31 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
         c_shape = np.concatenate([np.ones((T, 1), np.int64), c_shape], 1)
         c_org = np.concatenate([g_i[:, None], c_org], 1)
     return None, None, M.by_windows(out_shape, c_shape, c_org, vt, ctx.window_layouts), c_shape, c_org
+
+
+def _planes_by_windows(ctx, shape, c_shape, c_org, vt):
+    """``M.by_windows(shape, c_shape, c_org, vt, ctx.window_layouts)`` for the partials (G * pk, Mm, N): window i in
+    plane i // (pm * pn), every plane cut alike, each window on a tile of its own.  One plane's layout (on tile
+    positions, kept in ctx.window_layouts) placed at every plane: the mapping's intervals are the planes' in plane
+    order, none merged across planes (their tiles differ), so it is by_windows' mapping without cutting and
+    ordering every plane's row runs again (tests/emulator/ops/test_matmul_planes.py compares them)."""
+    T, planes = len(vt), int(shape[0])
+    per = T // planes if planes else 0
+    vt = np.asarray(vt, np.int64)
+    if planes < 2 or per * planes != T or int(vt.min()) < 0 or int(np.bincount(vt).max()) != 1 or \
+            not (np.array_equal(c_org[:, 0], np.arange(T) // per) and np.all(c_shape[:, 0] == 1)
+                 and np.array_equal(c_shape[per:, 1:], np.tile(c_shape[:per, 1:], (planes - 1, 1)))
+                 and np.array_equal(c_org[per:, 1:], np.tile(c_org[:per, 1:], (planes - 1, 1)))):
+        return M.by_windows(shape, c_shape, c_org, vt, ctx.window_layouts)
+    lay = M.by_windows(tuple(shape[1:]), c_shape[:per, 1:], c_org[:per, 1:], np.arange(per, dtype=np.int64),
+                       ctx.window_layouts)
+    plane = int(shape[1]) * int(shape[2])
+    off = (np.arange(planes, dtype=np.int64) * plane)[:, None]
+    m = M.Mapping(vt.reshape(planes, per)[:, lay.tile].ravel(), (lay.start[None, :] + off).ravel(),
+                  (lay.stop[None, :] + off).ravel(), _fresh=True)
+    m._derived["merged"] = "itself"
+    m._derived["own_windows"] = (tuple(int(d) for d in shape), M._frozen(c_shape), M._frozen(c_org), M._frozen(vt))
+    return m
 
 
 def reduce_k_partials(ctx, part, C_out, red, pk, op):

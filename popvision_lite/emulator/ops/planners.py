@@ -20,6 +20,7 @@ the cost that is applied; tests/emulator/estimators/test_codelet_costs.py checks
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -118,12 +119,15 @@ def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-def _candidates(dim: int, limit: int, exact: bool = False) -> list[int]:
+@functools.lru_cache(maxsize=65536)
+def _candidates(dim: int, limit: int, exact: bool = False) -> tuple[int, ...]:
     """Split counts worth trying for a dimension: powers of two and divisors, <= min(dim, limit).
-    With ``exact`` only divisors of ``dim`` (every block the same size, no padding)."""
+    With ``exact`` only divisors of ``dim`` (every block the same size, no padding).  Kept per (dim, limit,
+    exact): a plan's split grid asks the same few (its K candidates under each (pm, pn)'s tile cap), and a
+    model's matmuls share their dimensions."""
     top = max(1, min(dim, limit))
     if exact:
-        return [d for d in range(1, top + 1) if dim % d == 0]
+        return tuple(d for d in range(1, top + 1) if dim % d == 0)
     out = {1, top}
     p = 1
     while p <= top:
@@ -139,7 +143,7 @@ def _candidates(dim: int, limit: int, exact: bool = False) -> list[int]:
     for frac in (3, 5, 6, 7, 12, 23, 46):
         if frac <= top:
             out.add(frac)
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,12 +470,19 @@ def _matmul_plan(M, N, K, target: PlanTarget, precision: str, cand: tuple, fits:
 def _split_grid(M: int, N: int, K: int, tiles: int, exact: bool, exact_k: bool, max_pk: int | None):
     """Every split plan_matmul considers, as int64 arrays (pm, pn, pk, serial passes, index of the
     (pm, pn, pk) group) in the scan's order (_plan_matmul_scan): pm, then pn, then pk, then passes ascending."""
-    groups = []
+    # (pm, pn) pairs and their pk candidates as lists, made into the arrays at once (not a (pm, pn, pk) tuple per
+    # split: numpy's conversion of ~10^4 tuples was most of a grid's build)
+    pms, pns, pks = [], [], []
     for pm in _candidates(M, tiles, exact):
         for pn in _candidates(N, tiles // pm, exact):
             kcap = tiles // (pm * pn) if max_pk is None else min(max_pk, tiles // (pm * pn))
-            groups.extend((pm, pn, pk) for pk in _candidates(K, kcap, exact or exact_k) if pm * pn * pk <= tiles)
-    g = np.array(groups, dtype=np.int64).reshape(-1, 3)
+            pms.append(pm)
+            pns.append(pn)
+            pks.append(_candidates(K, kcap, exact or exact_k))
+    cnt = np.fromiter(map(len, pks), np.int64, len(pks))
+    g = np.stack([np.repeat(np.array(pms, np.int64), cnt), np.repeat(np.array(pns, np.int64), cnt),
+                  np.fromiter(itertools.chain.from_iterable(pks), np.int64, int(cnt.sum()))], 1)
+    g = g[g[:, 0] * g[:, 1] * g[:, 2] <= tiles]
     passes = np.array(SERIAL_CANDIDATES, dtype=np.int64)
     keep = (passes == 1) | (passes <= -(-K // g[:, 2:3]))
     if exact or exact_k:
