@@ -64,22 +64,27 @@ LIST_ENTRY_BYTES = 6               # per region of a list field: pointer + size
 
 def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
                         launch_cycles: int, supervisor: np.ndarray | None = None,
-                        regions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        regions: np.ndarray | None = None, known: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Busy tile cycles of one compute set on every tile, and vertices per tile (see module doc).
 
     ``supervisor`` marks supervisor vertices (e.g. the AMP matmul): each occupies all workers of
     its tile, so they run one after another; their ``vcycles`` are in worker-slot units (poplibs
-    tile estimate / threads) and add ``threads x vcycles`` to the tile."""
+    tile estimate / threads) and add ``threads x vcycles`` to the tile.  ``known``: the vertices per tile
+    (``np.bincount(tiles, minlength=num_tiles)``) where the caller has counted them already."""
     if len(tiles) == 0:
         z = np.zeros(num_tiles, np.int64)
         return z, z
+    if known is not None and len(known) != num_tiles:
+        known = None
     # vertices of multi-region codelets beyond ``threads`` on a tile are regions of 2D worker
     # vertices: at most ``threads`` of them are launched
     extra_regions = np.zeros(num_tiles, np.int64)
     count = None
     if regions is not None and np.any(regions):
         every = bool(regions.all())  # (most such compute sets: no gather, and the count per tile is the same)
-        nreg = np.bincount(tiles if every else tiles[regions], minlength=num_tiles)
+        nreg = known if every and known is not None else \
+            np.bincount(tiles if every else tiles[regions], minlength=num_tiles)
         extra_regions = np.maximum(nreg - threads, 0)
         count = nreg if every else None
     sup_busy = np.zeros(num_tiles, np.int64)
@@ -89,9 +94,9 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
         count_sup = np.bincount(tiles[supervisor], minlength=num_tiles)
         keep = ~supervisor
         tiles, vcycles = tiles[keep], vcycles[keep]
-        count = None
+        count = known = None
     if count is None:
-        count = np.bincount(tiles, minlength=num_tiles)
+        count = known if known is not None else np.bincount(tiles, minlength=num_tiles)
     if len(tiles) and _rows_on_one_tile(tiles, threads):
         load = _load_by_rows(tiles, vcycles, num_tiles, threads)
     else:

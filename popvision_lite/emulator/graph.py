@@ -540,6 +540,9 @@ class VertexGroup:
         self.fields = fields
         self.params = params
         self._cycles = None
+        # vertices per tile where a codelet's cycles counted them (Elementwise.cycles), until the compute set's
+        # compile reads it (compute_sets.compile_execute, which drops it: not kept with the graph)
+        self.tile_counts = None
 
     def __repr__(self) -> str:
         return f"VertexGroup({self.codelet.name!r} x {self.n} in {self.cs.name!r})"
@@ -550,8 +553,11 @@ class VertexGroup:
 
     def cycles(self, target: Target) -> np.ndarray:
         if self._cycles is None:
-            c = np.asarray(self.codelet.cycles(self, target), dtype=np.int64)
-            if c.ndim == 0:
+            c = self.codelet.cycles(self, target)
+            if (isinstance(c, np.ndarray) and c.dtype == np.int32 and c.ndim == 1 and c.flags.owndata
+                    and (len(c) == 0 or c.min() >= 0)):
+                pass  # (a new int32 array, not negative: held as it is, as the conversions below would end)
+            elif (c := np.asarray(c, dtype=np.int64)).ndim == 0:
                 c = np.broadcast_to(c, (self.n,))  # read-only, no memory per vertex
             elif len(c) and 0 <= int(c.min()) and int(c.max()) <= np.iinfo(np.int32).max:
                 c = c.astype(np.int32)  # kept for the profile; 21 M vertices in a ResNet-50 replica graph
