@@ -554,9 +554,8 @@ class VertexGroup:
     def cycles(self, target: Target) -> np.ndarray:
         if self._cycles is None:
             c = self.codelet.cycles(self, target)
-            if (isinstance(c, np.ndarray) and c.dtype == np.int32 and c.ndim == 1 and c.flags.owndata
-                    and (len(c) == 0 or c.min() >= 0)):
-                pass  # (a new int32 array, not negative: held as it is, as the conversions below would end)
+            if getattr(type(self.codelet).cycles, "held_as_is", False) and getattr(c, "dtype", None) == np.int32:
+                pass  # (a new int32 array of values in 0..2**31 - 1, codelets.base._table_cycles: as the below ends)
             elif (c := np.asarray(c, dtype=np.int64)).ndim == 0:
                 c = np.broadcast_to(c, (self.n,))  # read-only, no memory per vertex
             elif len(c) and 0 <= int(c.min()) and int(c.max()) <= np.iinfo(np.int32).max:

@@ -89,3 +89,46 @@ def test_compute_tile_cycles_with_the_count_known(seed):
     got = cm.compute_tile_cycles(tiles, vcycles, T, threads, 11, supervisor=supervisor, regions=regions,
                                  known=known)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("values", [[-3, 5, 7], [3, 5, 7]])
+def test_other_codelets_int32_cycles_are_converted_as_before(values):
+    """Only Elementwise.cycles' own int32 arrays are held as they are: another codelet's int32 cycles go through
+    the int64 conversion as before (int64 where one is negative, else an int32 copy, never the codelet's array)."""
+    class Fixed:
+        name = "Fixed"
+
+        def __init__(self, out):
+            self.out = out
+
+        def cycles(self, group, target):
+            return self.out
+
+    target = Target.from_device("ipu-mk2", num_ipus=1)
+    kept = np.asarray(values, np.int32)
+    got = VertexGroup(0, None, Fixed(kept), np.zeros(3, np.int32), {}, {}).cycles(target)
+    assert np.array_equal(got, values)
+    assert got.dtype == (np.int64 if min(values) < 0 else np.int32)
+    assert not np.shares_memory(got, kept)
+
+
+def test_a_subclass_that_adds_to_the_cycles_gets_int64():
+    """A subclass overriding cycles (popops_rows' BatchNormGradStatsRows adds to them) gets int64 from
+    Elementwise.cycles, so its sums cannot wrap at 2**31."""
+    target = Target.from_device("ipu-mk2", num_ipus=1)
+    g = Graph(target)
+    t = g.add_variable("x", (6000,), "float32")
+    f = Regions(t, np.arange(0, 6000, 6), 6)
+
+    class Plus(B.Elementwise):
+        def cycles(self, group, target):
+            return super().cycles(group, target) + 2**31
+
+    base = CO.ADD
+    plus = Plus("Plus", np.add, model=base.model)
+    tiles = np.repeat(np.arange(200, dtype=np.int32), 5)
+    fields = {"a": f, "b": f, "out": f}
+    plain = VertexGroup(0, None, base, tiles, fields, {}).cycles(target)
+    assert plain.dtype == np.int32  # (the table path, narrowed)
+    got = VertexGroup(0, None, plus, tiles, fields, {}).cycles(target)
+    assert got.dtype == np.int64 and np.array_equal(got, plain.astype(np.int64) + 2**31)
