@@ -98,7 +98,7 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     if count is None:
         count = known if known is not None else np.bincount(tiles, minlength=num_tiles)
     if len(tiles) and _rows_on_one_tile(tiles, threads):
-        load = _load_by_rows(tiles, vcycles, num_tiles, threads)
+        load = _load_by_rows(tiles, vcycles, num_tiles, threads, one_row=int(count.max()) <= threads)
     else:
         load = _load_by_place(tiles, vcycles, count, num_tiles, threads)
     busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
@@ -118,12 +118,19 @@ def _rows_on_one_tile(tiles: np.ndarray, threads: int) -> bool:
     return bool((rows[:, 1:] == rows[:, :1]).all())
 
 
-def _load_by_rows(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int) -> np.ndarray:
+def _load_by_rows(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
+                  one_row: bool = False) -> np.ndarray:
     """Each tile's most loaded worker (:func:`_load_by_place`'s) where the vertices come in rows of one tile
     (:func:`_rows_on_one_tile`): worker k of a tile runs column k of its rows, so its load is one count per column
-    over the rows' tiles (the same vertices' cycles added in the same order as one count over every vertex)."""
+    over the rows' tiles (the same vertices' cycles added in the same order as one count over every vertex).
+    ``one_row``: no tile has more than one row (at most ``threads`` vertices a tile): each worker runs one vertex,
+    so a tile's load is its row's largest cycles (as float64, as the counts' one-term sums are)."""
     row_tile = tiles[::threads]
     cyc = vcycles.reshape(-1, threads)
+    if one_row:
+        load = np.zeros(num_tiles)
+        load[row_tile] = cyc.max(axis=1)
+        return load
     load = np.bincount(row_tile, weights=cyc[:, 0], minlength=num_tiles)
     for k in range(1, threads):
         np.maximum(load, np.bincount(row_tile, weights=cyc[:, k], minlength=num_tiles), out=load)
