@@ -283,17 +283,12 @@ class Regions(Field):
             raise EmulatorError(f"field on tensor '{tensor.name}': {n} starts but {len(sizes)} sizes")
         one = self.regular or (n > 0 and sizes.strides[0] == 0)  # one size for every vertex
         if n:
-            # the starts' largest read unsigned: a negative start reads as 2**31 or more, past any tensor's end, so
-            # one pass finds both a start out of range and the largest start (not a least and a largest)
-            shi = int(starts.view(np.uint64 if starts.dtype == np.int64 else np.uint32).max())
-            smin = int(sizes.flat[0] if one else sizes.min())
+            # max(starts) + max(sizes) bounds every end: the ends (a full-size sum) only when it passes the end
+            lo, shi, smin = int(starts.min()), int(starts.max()), int(sizes.flat[0] if one else sizes.min())
             smax = smin if one else int(sizes.max())
-            # max(starts) + max(sizes) bounds every end: the ends (a full-size sum) only when it passes the end and
-            # every start lies inside (a start past the end, or a negative one, is refused on the bound)
             end = shi + smax
-            self._hi = hi = end if one or end <= tensor.size or shi > tensor.size else \
-                int(np.add(starts, sizes, dtype=np.int64).max())
-            if hi > tensor.size or smin < 0:
+            self._hi = hi = end if one or end <= tensor.size else int(np.add(starts, sizes, dtype=np.int64).max())
+            if lo < 0 or hi > tensor.size or smin < 0:
                 raise EmulatorError(
                     f"field on tensor '{tensor.name}': a region lies outside its {tensor.size} elements; "
                     f"fix: starts and sizes must stay inside the tensor"
