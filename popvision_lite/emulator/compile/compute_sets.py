@@ -32,7 +32,7 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
     else:
         tiles, cyc = _joined([g.tiles for g in cs.groups]), _joined([g.cycles(c.target) for g in cs.groups])
         # a compute set of one group whose codelet counted its vertices per tile (Elementwise.cycles): that count
-        known = cs.groups[0].tile_counts if len(cs.groups) == 1 else None
+        known = getattr(cs.groups[0], "tile_counts", None) if len(cs.groups) == 1 else None
         for g in cs.groups:
             g.tile_counts = None  # (read once: not kept with the graph)
         busy, count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
