@@ -64,22 +64,27 @@ LIST_ENTRY_BYTES = 6               # per region of a list field: pointer + size
 
 def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
                         launch_cycles: int, supervisor: np.ndarray | None = None,
-                        regions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        regions: np.ndarray | None = None, known: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Busy tile cycles of one compute set on every tile, and vertices per tile (see module doc).
 
     ``supervisor`` marks supervisor vertices (e.g. the AMP matmul): each occupies all workers of
     its tile, so they run one after another; their ``vcycles`` are in worker-slot units (poplibs
-    tile estimate / threads) and add ``threads x vcycles`` to the tile."""
+    tile estimate / threads) and add ``threads x vcycles`` to the tile.  ``known``: the vertices per tile
+    (``np.bincount(tiles, minlength=num_tiles)``) where the caller has counted them already."""
     if len(tiles) == 0:
         z = np.zeros(num_tiles, np.int64)
         return z, z
+    if known is not None and len(known) != num_tiles:
+        known = None
     # vertices of multi-region codelets beyond ``threads`` on a tile are regions of 2D worker
     # vertices: at most ``threads`` of them are launched
     extra_regions = np.zeros(num_tiles, np.int64)
     count = None
     if regions is not None and np.any(regions):
         every = bool(regions.all())  # (most such compute sets: no gather, and the count per tile is the same)
-        nreg = np.bincount(tiles if every else tiles[regions], minlength=num_tiles)
+        nreg = known if every and known is not None else \
+            np.bincount(tiles if every else tiles[regions], minlength=num_tiles)
         extra_regions = np.maximum(nreg - threads, 0)
         count = nreg if every else None
     sup_busy = np.zeros(num_tiles, np.int64)
@@ -89,11 +94,11 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
         count_sup = np.bincount(tiles[supervisor], minlength=num_tiles)
         keep = ~supervisor
         tiles, vcycles = tiles[keep], vcycles[keep]
-        count = None
+        count = known = None
     if count is None:
-        count = np.bincount(tiles, minlength=num_tiles)
+        count = known if known is not None else np.bincount(tiles, minlength=num_tiles)
     if len(tiles) and _rows_on_one_tile(tiles, threads):
-        load = _load_by_rows(tiles, vcycles, num_tiles, threads)
+        load = _load_by_rows(tiles, vcycles, num_tiles, threads, one_row=int(count.max()) <= threads)
     else:
         load = _load_by_place(tiles, vcycles, count, num_tiles, threads)
     busy = np.maximum(threads * load, (count - extra_regions) * launch_cycles) + sup_busy
@@ -113,12 +118,19 @@ def _rows_on_one_tile(tiles: np.ndarray, threads: int) -> bool:
     return bool((rows[:, 1:] == rows[:, :1]).all())
 
 
-def _load_by_rows(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int) -> np.ndarray:
+def _load_by_rows(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, threads: int,
+                  one_row: bool = False) -> np.ndarray:
     """Each tile's most loaded worker (:func:`_load_by_place`'s) where the vertices come in rows of one tile
     (:func:`_rows_on_one_tile`): worker k of a tile runs column k of its rows, so its load is one count per column
-    over the rows' tiles (the same vertices' cycles added in the same order as one count over every vertex)."""
+    over the rows' tiles (the same vertices' cycles added in the same order as one count over every vertex).
+    ``one_row``: no tile has more than one row (at most ``threads`` vertices a tile): each worker runs one vertex,
+    so a tile's load is its row's largest cycles (as float64, as the counts' one-term sums are)."""
     row_tile = tiles[::threads]
     cyc = vcycles.reshape(-1, threads)
+    if one_row:
+        load = np.zeros(num_tiles)
+        load[row_tile] = cyc.max(axis=1)
+        return load
     load = np.bincount(row_tile, weights=cyc[:, 0], minlength=num_tiles)
     for k in range(1, threads):
         np.maximum(load, np.bincount(row_tile, weights=cyc[:, k], minlength=num_tiles), out=load)

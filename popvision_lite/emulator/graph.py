@@ -75,9 +75,7 @@ def _f16_to_f32(x: np.ndarray) -> np.ndarray:
 def check_dtype(dtype, what: str) -> str:
     name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
     if name not in DTYPES:
-        raise EmulatorError(
-            f"{what}: unknown dtype '{dtype}'; fix: use one of {', '.join(DTYPES)}"
-        )
+        raise EmulatorError(f"{what}: unknown dtype '{dtype}'; fix: use one of {', '.join(DTYPES)}")
     return name
 
 
@@ -540,6 +538,7 @@ class VertexGroup:
         self.fields = fields
         self.params = params
         self._cycles = None
+        self.tile_counts = None  # (vertices per tile Elementwise.cycles counted, till compile_execute reads it)
 
     def __repr__(self) -> str:
         return f"VertexGroup({self.codelet.name!r} x {self.n} in {self.cs.name!r})"
@@ -550,16 +549,16 @@ class VertexGroup:
 
     def cycles(self, target: Target) -> np.ndarray:
         if self._cycles is None:
-            c = np.asarray(self.codelet.cycles(self, target), dtype=np.int64)
-            if c.ndim == 0:
+            c = self.codelet.cycles(self, target)
+            held = getattr(type(self.codelet).cycles, "held_as_is", False) and getattr(c, "dtype", None) == np.int32
+            if not held and (c := np.asarray(c, dtype=np.int64)).ndim == 0:
                 c = np.broadcast_to(c, (self.n,))  # read-only, no memory per vertex
-            elif len(c) and 0 <= int(c.min()) and int(c.max()) <= np.iinfo(np.int32).max:
+            elif not held and len(c) and 0 <= int(c.min()) and int(c.max()) <= np.iinfo(np.int32).max:
                 c = c.astype(np.int32)  # kept for the profile; 21 M vertices in a ResNet-50 replica graph
             self._cycles = c
             if self._cycles.shape != (self.n,):
-                raise EmulatorError(
-                    f"codelet '{self.codelet.name}': cycles() returned shape {self._cycles.shape}, expected ({self.n},)"
-                )
+                raise EmulatorError(f"codelet '{self.codelet.name}': cycles() returned shape {self._cycles.shape}, "
+                                    f"expected ({self.n},)")
         return self._cycles
 
 

@@ -102,6 +102,60 @@ def _elems_total(f, sums: dict) -> int:
     return int(f.elems().sum())
 
 
+# _table_cycles: a table of every size up to the largest when that is at most this share of the pieces
+_TABLE_SHARE = 8
+
+
+def _table_cycles(model, sizes, tiles, per_tile, itemsize: int, src: int, threads: int,
+                  narrow: bool = True) -> np.ndarray | None:
+    """EW.piece_cycles(model, sizes, itemsize, src, per_tile[tiles], threads), converted as VertexGroup.cycles
+    converts it (int64, then int32 where every value lies in 0..2**31 - 1), from tables: the estimators are
+    functions of a piece's size alone, and a fragment's 2D prologue share a function of its tile's piece count, so
+    a piece's cycles is a table entry by its size (1D worker or 2D region) plus, for a fragment, its tile's entry.
+    The tables are read with the pieces' sizes and tiles as held (int32: no int64 copy of either, no per-piece tile
+    count).  None where the sizes span more than 1/_TABLE_SHARE of the pieces or a table is not whole numbers
+    (the caller's per-piece path).  ``narrow`` False: int64 always."""
+    lo, hi = int(sizes.min()), int(sizes.max())
+    if len(sizes) < 64 or lo < 0 or (hi + 1) * _TABLE_SHARE > len(sizes):
+        return None
+    span = np.arange(lo, hi + 1, dtype=np.int64)
+    frag_t = per_tile > threads
+    frag_any = bool(frag_t.any())
+    tables = []
+    if not frag_any or not frag_t[per_tile > 0].all():  # some piece is a 1D worker
+        tables.append(("one", np.asarray(EW.model_worker_cycles(model, span, itemsize, src))))
+    if frag_any:
+        reg = np.asarray(EW.model_region_cycles(model, span, itemsize, src)[0])
+        pro = EW.model_region_cycles(model, span[:1], itemsize, src)[1]
+        share = -(-pro * threads // np.maximum(np.arange(int(per_tile.max()) + 1), 1))
+        tables.append(("reg", reg))
+    full = {}
+    for name, t in tables:
+        if t.shape != span.shape or t.dtype.kind not in "iu":
+            return None
+        f = np.zeros(hi + 1, np.int64)  # (sizes below the least are never read)
+        f[lo:] = t
+        full[name] = f
+    top = np.iinfo(np.int32).max
+    if not frag_any:
+        out = full["one"]
+        if narrow and int(out[lo:].min()) >= 0 and int(out.max()) <= top:
+            out = out.astype(np.int32)  # (VertexGroup.cycles holds such values as int32)
+        return out[sizes]
+    share_t = np.asarray(share, np.int64)[per_tile]  # each tile's prologue share, by its piece count
+    lows = [int(f[lo:].min()) for f in full.values()]
+    highs = [int(f.max()) for f in full.values()]
+    if narrow and min(lows) >= 0 and int(share_t.min()) >= 0 and max(highs) + int(share_t.max()) <= top:
+        # every sum read lies in 0..2**31 - 1: added as int32, the same integers VertexGroup.cycles would hold
+        full = {k: f.astype(np.int32) for k, f in full.items()}
+        share_t = share_t.astype(np.int32)
+    c = full["reg"][sizes]
+    c += share_t[tiles]
+    if "one" in full:
+        np.copyto(c, full["one"][sizes], where=~frag_t[tiles])
+    return c
+
+
 def _expand(param, sizes: np.ndarray):
     """Per-vertex parameter -> per-element array (scalars pass through)."""
     p = np.asarray(param)
@@ -149,12 +203,31 @@ class Elementwise(Codelet):
 
     def cycles(self, group, target):
         out = group.fields["out"]
-        n = np.asarray(out.sizes, dtype=np.int64)
         if self.model is None:
-            return popops.fallback_worker_cycles(n, out.tensor.itemsize, self.cycles_per_vector)
+            return popops.fallback_worker_cycles(np.asarray(out.sizes, dtype=np.int64), out.tensor.itemsize,
+                                                 self.cycles_per_vector)
         src = group.fields[self.inputs[0]].tensor.itemsize if self.inputs else out.tensor.itemsize
-        on_tile = np.bincount(group.tiles)[group.tiles] if group.n else np.zeros(0, np.int64)
-        return EW.piece_cycles(self.model, n, out.tensor.itemsize, src, on_tile, int(target.threads_per_tile))
+        threads = int(target.threads_per_tile)
+        if not group.n:
+            return EW.piece_cycles(self.model, np.zeros(0, np.int64), out.tensor.itemsize, src,
+                                   np.zeros(0, np.int64), threads)
+        # pieces per tile, kept for the compute set's tile cycles (compute_sets.compile_execute reads and drops it:
+        # the same count of the same tiles)
+        per_tile = group.tile_counts = np.bincount(group.tiles, minlength=target.num_tiles)
+        # int32 where every value fits, as VertexGroup.cycles holds them, only when it calls this method itself (a
+        # subclass that overrides cycles adds to what it returns here: int64, as ever)
+        narrow = type(self).cycles is Elementwise.cycles
+        got = _table_cycles(self.model, out.sizes, group.tiles, per_tile, out.tensor.itemsize, src, threads, narrow)
+        if got is not None:
+            return got
+        n = np.asarray(out.sizes, dtype=np.int64)
+        most = int(per_tile.max())
+        # no tile holds more pieces than it has workers (most ops): piece_cycles reads only that no piece is a
+        # fragment (on_tile > threads nowhere), which the largest count says as well as each piece's count
+        on_tile = np.int64(most) if most <= threads else per_tile[group.tiles]
+        return EW.piece_cycles(self.model, n, out.tensor.itemsize, src, on_tile, threads)
+
+    cycles.held_as_is = True  # (VertexGroup.cycles: an int32 array this method returns is new and not negative)
 
     # pieces beyond the tile's workers are regions of 2D worker vertices, not vertices of their own:
     # the supervisor launches at most ``threads`` of them (cost_model.compute_tile_cycles)

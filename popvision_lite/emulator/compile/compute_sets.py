@@ -31,9 +31,13 @@ def compile_execute(c: Compiled, info: ProgInfo) -> None:
             g._cycles = cy  # VertexGroup.cycles' cache (read-only arrays, shared)
     else:
         tiles, cyc = _joined([g.tiles for g in cs.groups]), _joined([g.cycles(c.target) for g in cs.groups])
+        # a compute set of one group whose codelet counted its vertices per tile (Elementwise.cycles): that count
+        known = getattr(cs.groups[0], "tile_counts", None) if len(cs.groups) == 1 else None
+        for g in cs.groups:
+            g.tile_counts = None  # (read once: not kept with the graph)
         busy, count = cm.compute_tile_cycles(tiles, cyc, c.num_tiles, c.target.threads_per_tile,
                                              int(em["vertex_launch_cycles"]), supervisor=_flags(cs, "supervisor"),
-                                             regions=_flags(cs, "multi_region"))
+                                             regions=_flags(cs, "multi_region"), known=known)
         flops = sum(g.codelet.flops(g) for g in cs.groups)
         sram = sum(g.codelet.sram_bytes(g) for g in cs.groups)
         utiles = np.nonzero(count)[0]  # (count: every vertex per tile, as distinct_tiles would count them again)

@@ -60,3 +60,22 @@ def test_vertices_in_rows_of_one_tile_match_the_per_tile_definition(seed):
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     # rows that straddle two tiles are costed by each vertex's place instead
     assert not cm._rows_on_one_tile(np.r_[tiles[:-1], (tiles[-1] + 1) % T], threads)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_row_per_tile_matches_the_per_tile_definition(seed):
+    """Rows of one tile with no tile in two rows (an elementwise op with at most ``threads`` pieces a tile, the
+    tiles in no order): each worker runs one vertex, so a tile's load is its row's largest cycles
+    (cost_model._load_by_rows' one-row case); fractional cycles too."""
+    rng = np.random.default_rng(300 + seed)
+    T, threads = 40, 6
+    rows = int(rng.integers(3, T))
+    tiles = np.repeat(rng.permutation(T)[:rows], threads).astype(np.int32)
+    n = len(tiles)
+    vcycles = rng.integers(1, 900, n).astype(np.int32) if seed % 2 else rng.random(n) * 300
+    supervisor = np.zeros(n, bool)
+    regions = np.ones(n, bool) if seed < 2 else rng.random(n) < 0.5
+    assert cm._rows_on_one_tile(tiles, threads)
+    got = cm.compute_tile_cycles(tiles, vcycles, T, threads, 11, supervisor=supervisor, regions=regions)
+    want = _reference(tiles, vcycles, T, threads, 11, supervisor, regions)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
