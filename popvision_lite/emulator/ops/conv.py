@@ -26,6 +26,7 @@ on the output's tiles.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,6 +148,31 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
+# id(mapping) -> (a weak reference to the kernel map_kernel gave it, block shape, tiles) while that kernel lives (and so
+# its mapping: a graph function's parameter may share it): what an on-tile transpose of a kernel of that mapping
+# (flip_transpose_kernel) tells the compile (KernelTranspose, decision 0490)
+_KERNEL_BLOCKS: dict[int, tuple] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class KernelTranspose:
+    """An on-tile transpose of a kernel laid out by :func:`map_kernel` (``Copy.transpose``, decision 0490): the copy
+    takes ``flipped_kernel_index(k, cin, cout)`` (``index``) of a (k*k*cin, cout) kernel whose mapping
+    (``src_mapping``) is ``mapping.by_blocks`` of ``block`` blocks on ``tiles`` (block j on ``tiles[j % len]``), into
+    the whole (k*k*cout, cin) result whose mapping (``dst_mapping``) puts each element on its source element's tile.
+    The op made both mappings; the compile checks them by identity and the index by value
+    (compile/copy_windows.py)."""
+
+    k: int
+    cin: int
+    cout: int
+    block: tuple
+    tiles: np.ndarray
+    src_mapping: object
+    dst_mapping: object
+    index: np.ndarray
+
+
 def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
     """Lay out a convolution kernel (k*k*Ci, Co) nothing has used yet as poplin's createWeights does: in
     blocks of one AMP input group x one output group (16 x 16 for fp16), each block whole on one tile
@@ -162,6 +188,9 @@ def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
         n = ctx.n_tiles
         tiles = ctx.tiles_array(rotate=nb if nb < n else 0)[:min(nb, n)]
         ctx.graph.set_mapping(W, M.by_blocks(W.shape, (gi, go), tiles))
+        key = id(W.mapping)
+        _KERNEL_BLOCKS[key] = (weakref.ref(W, lambda _r, key=key: _KERNEL_BLOCKS.pop(key, None)), (gi, go),
+                               np.array(tiles, np.int64))
     ctx.mark_used(W)
 
 
@@ -191,7 +220,13 @@ def flip_transpose_kernel(ctx: OpContext, w, k: int, cin: int, cout: int, name: 
     stops = np.concatenate([brk, [len(idx)]]).astype(np.int64)
     WT = ctx.variable(op, (k * k * cout, cin), W.dtype, mapping=M.intervals(tile[starts], starts, stops), op=op)
     ctx.mark_used(WT)
-    ctx.add(P.Copy(flat_view(W, idx), WT.whole(), name=f"{op}/transpose_on_tile", op=op))
+    cp = P.Copy(flat_view(W, idx), WT.whole(), name=f"{op}/transpose_on_tile", op=op)
+    lay = _KERNEL_BLOCKS.get(id(W.mapping))
+    owner = None if lay is None else lay[0]()
+    if owner is not None and owner.mapping is W.mapping:  # (map_kernel's layout, still its kernel's: tile classes)
+        idx.setflags(write=False)
+        cp.transpose = KernelTranspose(k, cin, cout, lay[1], lay[2], W.mapping, WT.mapping, idx)
+    ctx.add(cp)
     return WT
 
 
