@@ -390,9 +390,8 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
     shapes = np.stack([np.ones(T, np.int64), rsz[ir] * s.ow, np.full(T, cop)], 1)
     origins = np.stack([ik, roff[ir] * s.ow, ic * cop], 1)
     if pci > 1:
-        # (ctx.window_layouts: the same windows on other tiles (another layer's, a rotated start) laid out once)
-        target = ctx.variable(f"{op}/partials", (pci, R, s.co), ctx.partials_dtype, op=op,
-                              mapping=M.by_windows((pci, R, s.co), shapes, origins, tiles, ctx.window_layouts))
+        target = ctx.variable(f"{op}/partials", (pci, R, s.co), ctx.partials_dtype,
+                              mapping=M.by_windows((pci, R, s.co), shapes, origins, tiles), op=op)
         red = k_partial_vertices_uneven(1, pci, pr, pco, rsz * s.ow, roff * s.ow, np.full(pco, cop),
                                          np.arange(pco) * cop, R, s.co, tiles)
         o = red["by_start"]  # (k_partial_vertices_uneven: the vertices by output start)
@@ -400,7 +399,7 @@ def conv2d(ctx: OpContext, x, w, s: ConvShape, name: str):
             red["tile"][o], red["out_start"][o], red["out_start"][o] + red["len"][o]))
     else:
         Y = target = ctx.variable(op, (R, s.co), ctx.dtype, mapping=M.by_windows(
-            (R, s.co), shapes[:, 1:], origins[:, 1:], tiles, ctx.window_layouts), op=op)
+            (R, s.co), shapes[:, 1:], origins[:, 1:], tiles), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/conv_partials"), op=op)
     sk = dataclasses.replace(s, ci=cik)
     geom = {k: np.int64(sk.upper if k == "pad_hi" else getattr(sk, k)) for k in GEOMETRY}

@@ -259,31 +259,6 @@ def test_tiles_input_regions_are_each_tiles_input_regions_in_tile_order():
                     assert regions.tolist() == [len(a) for a, _ in regs]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_convolutions_of_one_shape_lay_out_their_windows_once(precision):
-    """conv2d's output (with an input-channel split its partials) mapped through the graph's window layouts
-    (mapping.by_windows' ``layouts``): a second convolution of the shape on other tiles reads the first's layout,
-    and every mapping is the one by_windows gives without layouts (fp32 splits the input channels, fp16 not)."""
-    from popvision_lite.emulator import mapping as M
-
-    s = ConvShape(2, 8, 8, 16, 32, 3, 1, 1)
-    be = EmulatorBackend(Target.from_device("ipu-mk2"), precision)
-    x = be.input("x", rng.standard_normal((s.n * s.h * s.w, s.ci)).astype(np.float32))
-    w = be.weight("w", rng.standard_normal((s.k * s.k * s.ci, s.co)).astype(np.float32))
-    for i in range(2):
-        be.conv2d(x, w, s, f"c{i}")
-    assert len(be.ctx.window_layouts) >= 1
-    windowed = [t for t in be.graph.tensors if M.own_windows(t.mapping) is not None]
-    # each convolution's partials (fp32: input channels split) or output (fp16: no split)
-    assert [t.name.endswith("/partials") for t in windowed] == [precision == "fp32"] * 2
-    for t in windowed:
-        shp, bs, org, tl = M.own_windows(t.mapping)
-        fresh = M.by_windows(shp, bs, org, tl)
-        assert all(np.array_equal(getattr(t.mapping, f), getattr(fresh, f)) for f in ("tile", "start", "stop"))
-    first, second = windowed[:len(windowed) // 2], windowed[len(windowed) // 2:]
-    assert all(not np.array_equal(a.mapping.tile, b.mapping.tile) for a, b in zip(first, second, strict=True))
-
-
 @pytest.mark.parametrize("tiles,k,cin,cout,laid_out", [(1472, 3, 64, 64, True), (50, 3, 48, 48, True),
                                                        (7, 5, 32, 96, True), (3, 1, 16, 32, True),
                                                        (37, 3, 24, 48, "fp32"), (64, 3, 2, 5, False),
