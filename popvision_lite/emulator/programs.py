@@ -72,9 +72,11 @@ class Copy(Program):
         # Set by the op that made the copy, where it knows the copy's pattern (hints to the compile, which checks
         # them or takes the expanded path; the data moved is the same): ``units``, a broadcast's destination
         # units and their blocks (ops/conv.py, decision 0479); ``gather``, a partials gather's blocks and their
-        # shapes (ops/matmul_partials.BlockGather, decision 0480).
+        # shapes (ops/matmul_partials.BlockGather, decision 0480); ``transpose``, an on-tile transpose of a kernel's
+        # blocks (ops/conv.KernelTranspose, decision 0490).
         self.units = None
         self.gather = None
+        self.transpose = None
         self.src = as_view(src, f"Copy '{self.name}' src")
         self.dst = as_view(dst, f"Copy '{self.name}' dst")
         if name is None:

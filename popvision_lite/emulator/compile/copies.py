@@ -8,6 +8,7 @@ import numpy as np
 from popvision_lite.emulator import cost_model as cm
 from popvision_lite.emulator.compile import copy_broadcasts as CB
 from popvision_lite.emulator.compile import copy_gathers as CG
+from popvision_lite.emulator.compile import copy_windows as CW
 from popvision_lite.emulator.compile.compiled import (
     K_COMPUTE,
     K_SYNC,
@@ -113,6 +114,9 @@ def _copy_structure_key(c: Compiled, prog) -> tuple[bytes, int]:
 
 def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     prog = info.prog
+    t = getattr(prog, "transpose", None)  # (a kernel transpose its op described: per class of tiles, decision 0490)
+    if t is not None and CW.compile_transpose(c, info, t, _on_tile_step):
+        return
     g = getattr(prog, "gather", None)  # (a gather its op described: costed per block class, decision 0480)
     if g is not None and CG.usable(c, prog, g) and CG.compile_gather(c, info, g):
         return

@@ -26,6 +26,7 @@ on the output's tiles.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,7 @@ from popvision_lite.emulator.codelets.poplin_conv import (
     vertex_tile_cycles,
 )
 from popvision_lite.emulator.estimators.poplin import amp_params, reduce_add_cycles
+from popvision_lite.emulator.graph import TensorView
 from popvision_lite.emulator.ops.common import _nbytes, flat_view, materialize
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import k_partial_vertices_uneven, reduce_k_partials
@@ -147,6 +149,31 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
+# id(mapping) -> (a weak reference to the kernel map_kernel gave it, block shape, tiles) while that kernel lives (and so
+# its mapping: a graph function's parameter may share it): what an on-tile transpose of a kernel of that mapping
+# (flip_transpose_kernel) tells the compile (KernelTranspose, decision 0490)
+_KERNEL_BLOCKS: dict[int, tuple] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class KernelTranspose:
+    """An on-tile transpose of a kernel laid out by :func:`map_kernel` (``Copy.transpose``, decision 0490): the copy
+    takes ``flipped_kernel_index(k, cin, cout)`` (``index``) of a (k*k*cin, cout) kernel whose mapping
+    (``src_mapping``) is ``mapping.by_blocks`` of ``block`` blocks on ``tiles`` (block j on ``tiles[j % len]``), into
+    the whole (k*k*cout, cin) result whose mapping (``dst_mapping``) puts each element on its source element's tile.
+    The op made both mappings; the compile checks them by identity and the index by value
+    (compile/copy_windows.py)."""
+
+    k: int
+    cin: int
+    cout: int
+    block: tuple
+    tiles: np.ndarray
+    src_mapping: object
+    dst_mapping: object
+    index: np.ndarray
+
+
 def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
     """Lay out a convolution kernel (k*k*Ci, Co) nothing has used yet as poplin's createWeights does: in
     blocks of one AMP input group x one output group (16 x 16 for fp16), each block whole on one tile
@@ -162,6 +189,9 @@ def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
         n = ctx.n_tiles
         tiles = ctx.tiles_array(rotate=nb if nb < n else 0)[:min(nb, n)]
         ctx.graph.set_mapping(W, M.by_blocks(W.shape, (gi, go), tiles))
+        key = id(W.mapping)
+        _KERNEL_BLOCKS[key] = (weakref.ref(W, lambda _r, key=key: _KERNEL_BLOCKS.pop(key, None)), (gi, go),
+                               np.array(tiles, np.int64))
     ctx.mark_used(W)
 
 
@@ -185,14 +215,42 @@ def flip_transpose_kernel(ctx: OpContext, w, k: int, cin: int, cout: int, name: 
     if not ctx.is_used(W):
         map_kernel(ctx, W, cin, cout, fp16)
     idx = flipped_kernel_index(k, cin, cout).ravel()
-    tile = W.mapping.tile_of(idx)
+    lay = _KERNEL_BLOCKS.get(id(W.mapping))
+    owner = None if lay is None else lay[0]()
+    if owner is None or owner.mapping is not W.mapping:
+        lay = None
+    # each element of the result on its source element's tile: runs of one tile in the result's order (from the
+    # kernel's blocks, a tile per gi elements, where map_kernel laid it out; else a tile per element)
+    seg = 1 if lay is None else lay[1][0]
+    tile = W.mapping.tile_of(idx) if lay is None else _flipped_block_tiles(k, cin, cout, *lay[1:])
     brk = np.flatnonzero(np.diff(tile)) + 1
     starts = np.concatenate([[0], brk]).astype(np.int64)
-    stops = np.concatenate([brk, [len(idx)]]).astype(np.int64)
-    WT = ctx.variable(op, (k * k * cout, cin), W.dtype, mapping=M.intervals(tile[starts], starts, stops), op=op)
+    stops = np.concatenate([brk, [len(tile)]]).astype(np.int64)
+    WT = ctx.variable(op, (k * k * cout, cin), W.dtype, op=op,
+                      mapping=M.intervals(tile[starts], starts * seg, stops * seg))
     ctx.mark_used(WT)
-    ctx.add(P.Copy(flat_view(W, idx), WT.whole(), name=f"{op}/transpose_on_tile", op=op))
+    # (with two channels or more each way no two neighbours of the index are neighbours in the kernel: flat_view's
+    # endpoint, with no scan for runs)
+    src = TensorView(W, idx, (len(idx),)) if cin > 1 and cout > 1 else flat_view(W, idx)
+    cp = P.Copy(src, WT.whole(), name=f"{op}/transpose_on_tile", op=op)
+    if lay is not None:  # (map_kernel's layout, still its kernel's: the compile's classes of tiles)
+        idx.setflags(write=False)
+        cp.transpose = KernelTranspose(k, cin, cout, lay[1], lay[2], W.mapping, WT.mapping, idx)
+    ctx.add(cp)
     return WT
+
+
+def _flipped_block_tiles(k: int, cin: int, cout: int, block: tuple, tiles: np.ndarray) -> np.ndarray:
+    """The tile of each gi-element segment (one kernel position, output channel and input-channel block) of a
+    kernel's flipped transpose (flipped_kernel_index's order), the kernel laid out by map_kernel in ``block``
+    blocks on ``tiles`` (mapping.by_blocks: block j on ``tiles[j % len(tiles)]``): a segment's elements all come
+    from one block, the block of its input-channel rows and output-channel column."""
+    gi, go = block
+    kk, rpb = k * k, cin // gi
+    s = np.arange(kk - 1, -1, -1, dtype=np.int64)[:, None, None]  # (the result's position s' reads kernel position s)
+    a = s * rpb + np.arange(rpb, dtype=np.int64)[None, None, :]  # block row
+    b = (np.arange(cout, dtype=np.int64) // go)[None, :, None]  # block column
+    return np.asarray(tiles, np.int64)[(a * (cout // go) + b) % len(tiles)].ravel()
 
 
 def tile_partition(ctx: OpContext, s: ConvShape, plan, order: tuple[str, str, str]):

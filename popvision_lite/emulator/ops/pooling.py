@@ -51,7 +51,17 @@ def conv_windows(n: int, h: int, w: int, k: int, stride: int = 1, pad: int = 0):
     base = np.arange(n, dtype=np.int64)[:, None, None, None, None] * (h * w)
     idx = base + row[None]  # int64, (n, oh, ow, k, k): the padding slots set in place, no second array
     np.copyto(idx, -1, where=~ok[None])
-    return idx.reshape(n * oh * ow, k * k), (oh, ow)
+    out = idx.reshape(n * oh * ow, k * k)
+    if n > 1:  # (its images: what _index_runs checks and scans once, not n times)
+        key = id(out)
+        _IMAGES[key] = (weakref.ref(out, lambda _r, key=key: _IMAGES.pop(key, None)), n, h * w)
+    return out, (oh, ow)
+
+
+# id(index) -> (a weak reference to it, images, input rows per image) for a window index conv_windows made: each
+# image's windows are the first image's reading rows ``rows per image`` further on (the same slots padding).  A
+# hint only: _index_runs checks it against the index before it uses it
+_IMAGES: dict[int, tuple] = {}
 
 
 def global_windows(n: int, rows_per_image: int) -> np.ndarray:
@@ -180,14 +190,41 @@ _RUNS: dict[int, tuple] = {}
 def _index_runs(index: np.ndarray) -> tuple[bool, tuple]:
     """(does ``index`` read padding, its :func:`_window_runs`), kept while a read-only ``index`` lives."""
     if index.flags.writeable:
-        return bool(np.any(index < 0)), _window_runs(index)
+        return _scan(index)
     key = id(index)
     hit = _RUNS.get(key)
     if hit is not None and hit[0]() is index:
         return hit[1], hit[2]
-    out = bool(np.any(index < 0)), _window_runs(index)
+    out = _scan(index)
     _RUNS[key] = (weakref.ref(index, lambda _r, key=key: _RUNS.pop(key, None)), *out)
     return out
+
+
+def _scan(index: np.ndarray) -> tuple[bool, tuple]:
+    """(does ``index`` read padding, its :func:`_window_runs`): for an index of ``n`` images that conv_windows
+    made (``_IMAGES``) and that still is one image's windows repeated ``rows`` further on per image (checked: one
+    comparison of the index with its first image), the first image's scan with its runs repeated per image.  A
+    run never leaves its window (_window_runs), so image b's runs are image 0's, b x ``rows`` on in the source and
+    b x (its windows x slots) on in the destination: the same arrays as scanning the whole index."""
+    hit = _IMAGES.get(id(index))
+    if hit is not None and hit[0]() is index and index.ndim == 2 and len(index) % hit[1] == 0:
+        n, rows = hit[1], hit[2]
+        img = index.reshape(n, -1)
+        first = img[0]
+        pad = first < 0
+        shift = np.where(pad, 0, rows)  # (image b's slot: the first image's + b x this)
+        want = np.empty_like(first)
+        for b in range(1, n):  # (an image at a time: no second index-sized array)
+            np.multiply(shift, b, out=want)
+            want += first
+            if not np.array_equal(img[b], want):
+                break
+        else:
+            src, dst, length = _window_runs(index[:len(index) // n])
+            step = np.arange(n, dtype=np.int64)[:, None]
+            return bool(pad.any()), ((src[None, :] + step * rows).ravel(), (dst[None, :] + step * first.size).ravel(),
+                                     np.tile(length, n))
+    return bool(np.any(index < 0)), _window_runs(index)
 
 
 def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len=None, mapping=None,

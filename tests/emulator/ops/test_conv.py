@@ -257,3 +257,37 @@ def test_tiles_input_regions_are_each_tiles_input_regions_in_tile_order():
                     *same, regions = tiles_input_regions(s, off, sz, pci, ik, vertices=True)
                     assert all(np.array_equal(a, b) for a, b in zip(same, (starts, sizes, per_tile), strict=True))
                     assert regions.tolist() == [len(a) for a, _ in regs]
+
+
+@pytest.mark.parametrize("tiles,k,cin,cout,laid_out", [(1472, 3, 64, 64, True), (50, 3, 48, 48, True),
+                                                       (7, 5, 32, 96, True), (3, 1, 16, 32, True),
+                                                       (37, 3, 24, 48, "fp32"), (64, 3, 2, 5, False),
+                                                       (64, 3, 32, 32, False), (64, 3, 1, 4, False)])
+def test_dx_kernel_mapping_from_blocks_is_each_elements_source_tile(tiles, k, cin, cout, laid_out):
+    """flip_transpose_kernel's result: each element on its source element's tile, in runs of one tile (as found
+    element by element with tile_of), whether the runs come from map_kernel's blocks (a tile per gi elements, the
+    copy then described for the compile: Copy.transpose) or, for a kernel laid out otherwise, from each element;
+    the copy's source is flat_view's endpoint."""
+    from popvision_lite.emulator import mapping as M
+    from popvision_lite.emulator.ops.common import flat_view
+    from popvision_lite.emulator.ops.conv import flipped_kernel_index
+
+    t = Target.from_device("ipu-mk2")
+    t.tiles_per_ipu = t.num_tiles = tiles
+    be = EmulatorBackend(t, "fp32" if laid_out == "fp32" else "fp16")  # (fp32: blocks of 8 x 16)
+    w = be.weight("w", np.zeros((k * k * cin, cout), np.float32))
+    if not laid_out:  # (used before, with another layout: map_kernel does not lay it out)
+        be.graph.set_mapping(w, M.linear(w.size, np.arange(min(tiles, 5))))
+        be.ctx.mark_used(w)
+    wt = be.flip_transpose_kernel(w, k, cin, cout, "flip")
+    idx = flipped_kernel_index(k, cin, cout).ravel()
+    tile = w.mapping.tile_of(idx)
+    brk = np.flatnonzero(np.diff(tile)) + 1
+    starts, stops = np.r_[0, brk], np.r_[brk, len(idx)]
+    assert np.array_equal(wt.mapping.tile, tile[starts]) and np.array_equal(wt.mapping.start, starts)
+    assert np.array_equal(wt.mapping.stop, stops)
+    (cp,) = [p for p in be.ctx.programs if isinstance(p, P.Copy)]
+    assert (cp.transpose is not None) == bool(laid_out)
+    want = flat_view(w, idx)
+    assert type(cp.src) is type(want) and np.array_equal(cp.src.runs()[0], want.runs()[0])
+    assert np.array_equal(cp.src.runs()[1], want.runs()[1])

@@ -1,6 +1,8 @@
 """The graph builder's faster index helpers give exactly what the numpy expressions they replace give (issue 49:
 graph building cheaper with every cycle and byte the same)."""
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,31 @@ def test_a_read_only_window_index_is_scanned_once_while_it_lives():
     key = id(idx)
     del idx, first
     assert key not in PO._RUNS  # gone with its index
+
+
+@pytest.mark.parametrize("geom", [(3, 7, 9, 3, 1, 1), (4, 9, 9, 7, 2, 3), (2, 5, 5, 5, 1, 0), (3, 4, 6, 2, 2, 0),
+                                  (2, 3, 3, 3, 1, 1), (5, 1, 8, 1, 1, 0), (2, 6, 4, 4, 3, 2)])
+def test_a_window_index_of_several_images_is_scanned_one_image_at_a_time(geom, monkeypatch):
+    """pooling._scan of an index conv_windows made: the first image's runs repeated per image, the same arrays as
+    scanning the whole index (kernels as wide as the image, where a kernel row continues the one before, padding,
+    strides), found from one image's scan; an index changed since conv_windows made it is scanned whole."""
+    from popvision_lite.emulator.ops import pooling as PO
+
+    idx, _ = PO.conv_windows(*geom)
+    want = bool(np.any(idx < 0)), PO._window_runs(idx)
+    scanned = []
+    real = PO._window_runs
+    monkeypatch.setattr(PO, "_window_runs", lambda index: scanned.append(len(index)) or real(index))
+    got = PO._scan(idx)
+    assert scanned == [len(idx) // geom[0]]  # one image's windows
+    assert got[0] == want[0]
+    assert all(np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got[1], want[1], strict=True))
+    for where in (len(idx) - 1, len(idx) // geom[0]):  # the last image's or the second's first window changed
+        changed = idx.copy()
+        PO._IMAGES[id(changed)] = (weakref.ref(changed), *PO._IMAGES[id(idx)][1:])  # (still said to be images)
+        changed[where, 0] = 0 if changed[where, 0] != 0 else 1
+        scanned.clear()
+        out = PO._scan(changed)
+        assert scanned == [len(idx)]  # (the whole index)
+        assert all(np.array_equal(g, w) for g, w in zip(out[1], real(changed), strict=True))
+        del PO._IMAGES[id(changed)]
