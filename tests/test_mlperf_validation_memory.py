@@ -31,7 +31,7 @@ cases = [V.Case(id=f"row{i}", label=f"row {i}", model="resnet", device=device,
                 config=dict(layers=14, hidden=8, image=32, vocab=10, batch=4 + (i % 3), seed=i, training=True,
                             recompute=True, precision="fp16", replicas=4, grad_accum=2, ipus=4, pipeline_stages=1,
                             optimizer="momentum"))
-         for i in range(6)]
+         for i in range(5)]
 peaks = [peak()]
 V.run_cases(cases, jobs=1, report=lambda c, r: peaks.append(peak()) if r.error == "" else print(r.error))
 print(json.dumps(peaks))
@@ -42,9 +42,11 @@ def test_peak_memory_is_flat_from_row_to_row():
     out = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=600, check=True,
                          cwd=REPO)
     peaks = json.loads(out.stdout.strip().splitlines()[-1])
-    assert len(peaks) == 7, out.stdout
+    assert len(peaks) == 6, out.stdout
     first_graph = peaks[1] - peaks[0]  # what building, compiling and running one row's graph added
     assert first_graph > 0
-    # after the first rows (allocator pools, lazily imported modules, plan caches warm), later rows must reuse
-    # the memory the earlier rows freed: growth over three more rows is well under one graph's footprint
-    assert peaks[-1] - peaks[3] < 0.5 * first_graph, peaks
+    # after the first three rows (allocator pools, lazily imported modules, plan caches warm: the third row still
+    # raises the peak by ~10 % of a graph), later rows must reuse the memory the earlier rows freed: growth over
+    # two more rows is under a third of one graph's footprint (a sixth of a graph a row, as half a graph over
+    # three rows was; measured: under 1 % of a graph over the two rows)
+    assert peaks[-1] - peaks[3] < first_graph / 3, peaks

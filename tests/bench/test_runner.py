@@ -47,11 +47,25 @@ def test_unknown_script_is_exit_2():
     assert runner.main(["nope"]) == 2
 
 
-def test_runner_writes_no_report_without_write_doc(tmp_path, capsys):
+def test_runner_writes_no_report_without_write_doc(tmp_path, capsys, monkeypatch):
     """A run checks and prints; only --write-doc touches the recorded report (a run on another machine or of a
-    change in progress leaves the numbers alone)."""
+    change in progress leaves the numbers alone).  The script's run is a record with a result and a goal row, as
+    ``run_script`` returns it: running a script for real, and the report it then writes, is the test above; what
+    is tested here is what ``main`` does with the record."""
+    ran = []
+
+    def run_script(name, args, timeout, echo=True):
+        ran.append((name, args))
+        goal = runner.targets.row("a window's load", 0.5, 1.0, " s")
+        return dict(name=name, args=args, rc=0, timed_out=False, seconds=0.4, date="2026-12-07 21:00 UTC",
+                    load_before=None, load_after=None, output=["BENCH-RESULT {}"],
+                    results=[dict(bench=name, targets=[goal])])
+
+    monkeypatch.setattr(runner, "run_script", run_script)
     assert runner.main(["trace_load_peer", "--quick", "--report-dir", str(tmp_path)]) == 0
-    assert "trace_load_peer" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert ran == [("trace_load_peer", runner.QUICK_ARGS["trace_load_peer"])]
+    assert "=== bench/trace_load_peer.py" in out and "a window's load" in out  # it printed what it ran
     assert not list(tmp_path.iterdir())
 
 

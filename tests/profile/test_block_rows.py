@@ -4,15 +4,17 @@ slice, and the writer streams it into the file the dense array gives, dataset fo
 
 from __future__ import annotations
 
+import copy
+
 import h5py
 import numpy as np
 import pytest
 
 from popvision_lite.emulator.models.config import make_config
-from popvision_lite.emulator.models.emulated import run_model
 from popvision_lite.emulator.profile_builder import BlockRows
 from popvision_lite.profile import writer as W
 from tests.support.devices import ID as SMALL_DEVICE  # the shipped Mk2 cut to 92 tiles (decision 0395)
+from tests.support.emulations import shared_run
 
 
 def _blocks_and_dense(rng, n_rows=150, width=12):
@@ -46,8 +48,10 @@ def _datasets(path) -> dict:
 def test_pipelined_liveness_blocks_write_the_dense_arrays_file(tmp_path):
     # on the tests' device: how the writer streams the blocks does not depend on the tile count (each IPU's
     # rows on its own 92 tiles are blocks as its 1,472 are)
-    data = run_model(make_config("bert-tiny", ipus=2, pipeline_stages=2, grad_accum=4, seq=32), SMALL_DEVICE,
-                     timing_only=True).profile_data
+    # the session's run of this config (tests/analysis/test_binding_headline.py reads it too), read-only: the dense
+    # array is set on a copy
+    cfg = make_config("bert-tiny", ipus=2, pipeline_stages=2, grad_accum=4, seq=32)
+    data = copy.copy(shared_run(cfg, SMALL_DEVICE, timing_only=True).profile_data)
     assert isinstance(data.liveness_tile_bytes, BlockRows)
     W.write_profile(tmp_path / "blocks.pvl", data)
     data.liveness_tile_bytes = np.asarray(data.liveness_tile_bytes)
