@@ -262,7 +262,10 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
     key = _graph_key(cfg, device) if timing_only else None
     hit = _GRAPH_CACHE.get(key) if key is not None else None
     if hit is not None:  # the same replica graph (another replica count, accumulation or optimizer)
-        be, built, eng, res = hit
+        be, built, eng, res, has_tables = hit
+        if profile and not has_tables:  # kept without its tables (a run that read none): they are built now
+            res.profile_data = eng.compile().profile_data()
+            _GRAPH_CACHE[key] = (be, built, eng, res, True)
         res = _fresh_result(res, config)
         wall["reused"] = True
     else:
@@ -284,10 +287,12 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
         eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
                      carried_copies=CARRIED_COPIES)
         res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
-                      compile_progress=within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS))
+                      compile_progress=within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS), tables=profile)
         wall.update(res.wall)
         if key is not None:
-            _GRAPH_CACHE[key] = (be, built, eng, res)  # one graph kept: sweeps and the validation report reuse it
+            # one graph kept: sweeps and the validation report reuse it; with whether its result holds the
+            # profile's tables (a run without them builds none: a later run that needs them builds them then)
+            _GRAPH_CACHE[key] = (be, built, eng, res, profile)
             res = _fresh_result(res, config)
     tick("checking numerics", NUMERICS_STARTS)
     checks = {}
@@ -343,7 +348,8 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
 
 
 # A timing-only run that differs from the previous one only in COMPOSITION_FIELDS (config.py: what
-# whole_graph.compose_whole_graph applies) reuses the emulated graph of the previous run (``_GRAPH_CACHE``).
+# whole_graph.compose_whole_graph applies) reuses the emulated graph of the previous run (``_GRAPH_CACHE``: key ->
+# (backend, built, engine, run result, whether that result's profile holds its tables)).
 _GRAPH_CACHE: dict = {}
 # The compiled copies carried from one whole graph's compile to the next in this process (compile.CarriedCopies:
 # replica graphs of one model on another device or availableMemoryProportion share most exchanges; the
@@ -391,7 +397,7 @@ def _shared_build(key: tuple, cfg: ModelConfig, device: str):
     """(be, built) of the kept graph whose key is ``key`` but for the device, when its build read nothing of its
     target that differs on ``device`` (:class:`TargetReads`); its graph then holds ``device``'s target, for the
     compile and the composition.  None otherwise."""
-    for k, (be, built, _eng, _res) in _GRAPH_CACHE.items():
+    for k, (be, built, *_kept) in _GRAPH_CACHE.items():
         reads = getattr(be, "target_reads", None)
         if k[0] == device or k[1:] != key[1:] or reads is None:
             continue
