@@ -306,6 +306,18 @@ class Engine:
         self._compiled: CompiledGraph | None = None
         self.lazy_copies = True  # full mode: defer whole-tensor broadcast copies (see _Data)
         self.carried_copies = carried_copies
+        self.compile_reads = None  # what the compile read of the target, where the caller recorded it
+
+    def adopt(self, other: Engine, target) -> None:
+        """Take ``other``'s compiled graph (the same graph and program, compiled for a target whose every value
+        the compile read ``target`` has too: ``compile_reads``) as this engine's, for ``target``: its profile,
+        seconds and run are ``target``'s, every cycle, byte and step the compile gave."""
+        import copy
+
+        c = copy.copy(other.compile()._c)
+        c.target = target
+        self._compiled = CompiledGraph(c, self.mode, self.model, self.config)
+        self.compile_reads = other.compile_reads
 
     def compile(self, progress=None) -> CompiledGraph:
         """The compiled graph (compiled on the first call; ``progress(fraction)`` follows that compile)."""

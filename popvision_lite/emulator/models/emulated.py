@@ -280,12 +280,18 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
         elif _drop_kept_graph():
             gc.collect()
         tick("planning and building graph", 0.0)
-        be, built = shared if shared is not None else build_model(cfg, device, needs_values=not timing_only)
+        be, built, kept = shared if shared is not None else \
+            build_model(cfg, device, needs_values=not timing_only) + (None,)
         wall["build"] = time.perf_counter() - t0
         check_built_graph(be.graph, cfg, timing_only)  # the host-memory check's second stage (decision 0390)
         tick("compiling", COMPILE_STARTS)
         eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
                      carried_copies=CARRIED_COPIES)
+        if kept is not None:  # the kept graph's compile read nothing of its target that differs on this one
+            eng.adopt(kept, be.graph.target)
+        elif key is not None:  # what the compile reads of the target: another device that agrees on it takes it
+            with TargetReads.recording(be.graph.target) as eng.compile_reads:
+                eng.compile(within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS))
         res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
                       compile_progress=within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS), tables=profile)
         wall.update(res.wall)
@@ -394,22 +400,27 @@ def _break_cycles(graph):
 
 
 def _shared_build(key: tuple, cfg: ModelConfig, device: str):
-    """(be, built) of the kept graph whose key is ``key`` but for the device, when its build read nothing of its
-    target that differs on ``device`` (:class:`TargetReads`); its graph then holds ``device``'s target, for the
-    compile and the composition.  None otherwise."""
-    for k, (be, built, *_kept) in _GRAPH_CACHE.items():
+    """(be, built, engine) of the kept graph whose key is ``key`` but for the device, when its build read nothing of
+    its target that differs on ``device`` (:class:`TargetReads`); its graph then holds ``device``'s target, for the
+    compile and the composition.  ``engine``: the kept run's engine when its compile read nothing of its target
+    that differs on ``device`` either (``Engine.compile_reads``: the compiled graph is this device's, only what
+    reads the target after the compile, the clock and the links, differs), else None (compiled again).  None
+    where no kept graph serves."""
+    for k, (be, built, eng, *_kept) in _GRAPH_CACHE.items():
         reads = getattr(be, "target_reads", None)
         if k[0] == device or k[1:] != key[1:] or reads is None:
             continue
         target = Target.from_device(device, num_ipus=cfg.stages)
         if reads.same_build(be.graph.target, target):
+            compiled = getattr(eng, "compile_reads", None)
+            same_compile = compiled is not None and compiled.same_build(be.graph.target, target)
             be.graph.target = target
             # each vertex group keeps the cycles its codelet gave on the target it was first compiled for
             # (graph.VertexGroup.cycles): costed again on this one
             for cs in be.graph.compute_sets:
                 for g in cs.groups:
                     g._cycles = None
-            return be, built
+            return be, built, eng if same_compile else None
     return None
 
 
