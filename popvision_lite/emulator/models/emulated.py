@@ -285,15 +285,7 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
         wall["build"] = time.perf_counter() - t0
         check_built_graph(be.graph, cfg, timing_only)  # the host-memory check's second stage (decision 0390)
         tick("compiling", COMPILE_STARTS)
-        eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
-                     carried_copies=CARRIED_COPIES)
-        if kept is not None:  # the kept graph's compile read nothing of its target that differs on this one
-            eng.adopt(kept, be.graph.target)
-        elif key is not None:  # what the compile reads of the target: another device that agrees on it takes it
-            with TargetReads.recording(be.graph.target) as eng.compile_reads:
-                eng.compile(within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS))
-        res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
-                      compile_progress=within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS), tables=profile)
+        eng, res = _compile_and_run(be, cfg, mode, config, kept, key is not None, progress, profile)
         wall.update(res.wall)
         if key is not None:
             # one graph kept: sweeps and the validation report reuse it; with whether its result holds the
@@ -351,6 +343,22 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
                      profile_data=pd_, numeric_checks=checks, oom_report=oom, wall=wall,
                      num_vertices=sum(g.n for g in be.graph.groups), num_ops=len(be.ctx.records),
                      samples_per_second=float(sps), schedule=schedule)
+
+
+def _compile_and_run(be, cfg: ModelConfig, mode: str, config: dict, kept, record: bool, progress, profile: bool):
+    """(engine, run result) of ``be``'s graph: ``kept`` (an engine whose compile read nothing of its target that
+    differs on this one, :func:`_shared_build`) gives its compiled graph; else it is compiled, with what the compile
+    reads of the target recorded where ``record`` (a graph the cache keeps, which another device may take)."""
+    eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config, carried_copies=CARRIED_COPIES)
+    compiling = within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS)
+    if kept is not None:
+        eng.adopt(kept, be.graph.target)
+    elif record:
+        with TargetReads.recording(be.graph.target) as eng.compile_reads:
+            eng.compile(compiling)
+    res = eng.run(inputs=None if mode == "timing" else be.inputs, profile_path=None, allow_out_of_memory=True,
+                  compile_progress=compiling, tables=profile)
+    return eng, res
 
 
 # A timing-only run that differs from the previous one only in COMPOSITION_FIELDS (config.py: what
