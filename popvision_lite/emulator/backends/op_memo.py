@@ -234,7 +234,7 @@ class _Entry:
     """One recorded op: its reads (``operands`` with their mappings, ``arrays``, the state) and its template."""
 
     __slots__ = ("mapping_reads", "name_reads", "arrays", "names", "used_reads", "rot_after", "counts_after",
-                 "tensors", "cs", "programs", "records", "op_info", "remapped", "marked", "result", "amp", "used")
+                 "tensors", "cs", "programs", "records", "op_info", "remapped", "marked", "result", "amp")
 
 
 class OpMemo:
@@ -248,21 +248,6 @@ class OpMemo:
         # (each run makes its own Target object of a device), each kept so that its id is not another's
         self._target_ids: dict[int, tuple] = {}
         self._targets: list = []
-
-    def keep_used(self) -> None:
-        """Drop the entries neither recorded nor replayed since the last call (a memo kept from run to run holds
-        what the last run built or replayed, not every run's); where nothing was (a run whose stage graphs were all
-        kept ones) every entry stays."""
-        if not any(e.used for es in self._entries.values() for e in es):
-            return
-        kept = {}
-        for k, es in self._entries.items():
-            es = [e for e in es if e.used]
-            for e in es:
-                e.used = False
-            if es:
-                kept[k] = es
-        self._entries = kept
 
     def _target_key(self, target) -> int:
         hit = self._target_ids.get(id(target))
@@ -288,7 +273,6 @@ class OpMemo:
         for e in self._entries.get(key, ()):
             if (e.amp is None or e.amp == float(ctx._amp)) and self._matches(e, ctx, operands, arrays):
                 self.hits += 1
-                e.used = True
                 return self._replay(e, ctx, operands)
         self.misses += 1
         return self._record(key, ctx, fn, args, operands, arrays)
@@ -330,7 +314,6 @@ class OpMemo:
             return result
         e.arrays, e.names = list(arrays), dict(rec.names)
         e.amp = float(ctx._amp) if rec.amp_read else None
-        e.used = True
         self._entries.setdefault(key, []).append(e)
         return result
 

@@ -404,8 +404,6 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
             reused += hit
     finally:
         copy_memo.keep_used()  # this run's copies (bounded: one run's, not every run's)
-        if op_memo is not None and device is not None:
-            op_memo.keep_used()  # this run's ops, likewise
     return graphs, bool(distinct) and reused == len(distinct)
 
 
