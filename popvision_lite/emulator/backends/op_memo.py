@@ -123,14 +123,6 @@ def _arg_key(x, operands: list, arrays: list):
     raise _Unmemoizable(type(x).__name__)
 
 
-def _same_vars(a, b) -> bool:
-    """Whether two targets hold the same values (one whose attributes do not compare is another)."""
-    try:
-        return bool(vars(a) == vars(b))
-    except Exception:  # noqa: BLE001 - values that do not compare are not the same
-        return False
-
-
 def _same_mapping(a, b) -> bool:
     if a is b:
         return True
@@ -238,27 +230,11 @@ class _Entry:
 
 
 class OpMemo:
-    """Recorded ops, replayed where another graph calls an op with the same reads: the stage graphs of one run, and
-    of the runs after it while their stage graphs are kept (models/pipeline.py)."""
+    """Recorded ops of one run, replayed where another graph of the run calls an op with the same reads."""
 
     def __init__(self):
         self._entries: dict[tuple, list[_Entry]] = {}
         self.hits = self.misses = 0
-        # id(target) -> (the target, its place in ``_targets``): targets equal in every attribute share entries
-        # (each run makes its own Target object of a device), each kept so that its id is not another's
-        self._target_ids: dict[int, tuple] = {}
-        self._targets: list = []
-
-    def _target_key(self, target) -> int:
-        hit = self._target_ids.get(id(target))
-        if hit is not None:
-            return hit[1]
-        i = next((j for j, t in enumerate(self._targets) if type(t) is type(target) and _same_vars(t, target)), None)
-        if i is None:
-            i = len(self._targets)
-            self._targets.append(target)
-        self._target_ids[id(target)] = (target, i)
-        return i
 
     def call(self, ctx, fn, args: tuple):
         """``fn(ctx, *args)``, replayed from a template where one was recorded with the same reads."""
@@ -269,7 +245,7 @@ class OpMemo:
             return fn(ctx, *args)
         # the available memory proportion is not in the key: an entry compares it only where its op read it
         key = (fn, akey, ctx.ipu, ctx.rotation, ctx.io_tiles, ctx.partials_dtype, ctx.precision, ctx.dtype,
-               self._target_key(ctx.target))
+               id(ctx.target))
         for e in self._entries.get(key, ()):
             if (e.amp is None or e.amp == float(ctx._amp)) and self._matches(e, ctx, operands, arrays):
                 self.hits += 1

@@ -348,25 +348,8 @@ _ROLE = {(True, True): (0, 1), (True, False): (0, 3), (False, True): (2, 3), (Fa
 
 
 def release_stage_graphs() -> bool:
-    """Drop the kept stage graphs and the ops recorded with them (emulated.release_graphs); True when some were
-    kept."""
-    global _OP_MEMO
-    had = _OP_MEMO is not None
-    _OP_MEMO = None
-    return _STAGE_GRAPHS.clear() or had
-
-
-# The ops the kept stage graphs' builds recorded (backends/op_memo.OpMemo): a later run's stage graph that calls an
-# op with the same reads replays it (the validation report's BERT rows at other proportions, micro-batches or
-# stage counts share their layer bodies' ops but the matmuls); dropped with the stage graphs.
-_OP_MEMO: OpMemo | None = None
-
-
-def _kept_op_memo() -> OpMemo:
-    global _OP_MEMO
-    if _OP_MEMO is None:
-        _OP_MEMO = OpMemo()
-    return _OP_MEMO
+    """Drop the kept stage graphs (emulated.release_graphs); True when some were kept."""
+    return _STAGE_GRAPHS.clear()
 
 
 def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | None = None) -> tuple[dict, bool]:
@@ -379,9 +362,8 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
     # the stage graphs' layers share their exchanges' compiled effects, also with the previous run's
     copy_memo = _COPY_MEMO
     copy_memo.start(target1, cfg.outline)
-    # the ops of the layer body every stage graph builds: built in the first, replayed in the others (and in the
-    # later runs' while the stage graphs are kept)
-    op_memo = None if len(distinct) < 2 else OpMemo() if device is None else _kept_op_memo()
+    # the ops of the layer body every stage graph builds: built in the first, replayed in the others
+    op_memo = OpMemo() if len(distinct) > 1 else None
     reused = 0
     try:
         span = (STAGE_GRAPHS_END - STAGE_GRAPHS_START) / max(len(distinct), 1)
