@@ -55,8 +55,10 @@ class CompiledGraph:
     def num_steps(self) -> int:
         return len(self._c.seq)
 
-    def profile_data(self, numeric_checks: dict | None = None, extra: dict | None = None) -> ProfileData:
-        return build_profile(self._c, self.mode, self.model, self.config, numeric_checks, extra)
+    def profile_data(self, numeric_checks: dict | None = None, extra: dict | None = None,
+                     tables: bool = True) -> ProfileData:
+        """The profile (``tables`` False: without its tables, ``profile_builder.build_profile``)."""
+        return build_profile(self._c, self.mode, self.model, self.config, numeric_checks, extra, tables=tables)
 
     def oom_message(self) -> str:
         rep = self._c.oom_report
@@ -304,6 +306,18 @@ class Engine:
         self._compiled: CompiledGraph | None = None
         self.lazy_copies = True  # full mode: defer whole-tensor broadcast copies (see _Data)
         self.carried_copies = carried_copies
+        self.compile_reads = None  # what the compile read of the target, where the caller recorded it
+
+    def adopt(self, other: Engine, target) -> None:
+        """Take ``other``'s compiled graph (the same graph and program, compiled for a target whose every value
+        the compile read ``target`` has too: ``compile_reads``) as this engine's, for ``target``: its profile,
+        seconds and run are ``target``'s, every cycle, byte and step the compile gave."""
+        import copy
+
+        c = copy.copy(other.compile()._c)
+        c.target = target
+        self._compiled = CompiledGraph(c, self.mode, self.model, self.config)
+        self.compile_reads = other.compile_reads
 
     def compile(self, progress=None) -> CompiledGraph:
         """The compiled graph (compiled on the first call; ``progress(fraction)`` follows that compile)."""
@@ -460,11 +474,12 @@ class Engine:
         # Sync: no data effect
 
     def run(self, inputs: dict | None = None, profile_path=None, allow_out_of_memory: bool = False,
-            numeric_checks: dict | None = None, compile_progress=None, keep=None) -> RunResult:
+            numeric_checks: dict | None = None, compile_progress=None, keep=None, tables: bool = True) -> RunResult:
         """Compile and (``mode="full"``) run the program.  ``keep``: None - every tensor's value stays readable
         in ``outputs``; else the names of the tensors the caller reads after the run (a one-shot run): every
         other tensor's data is freed after its last use, so the run's peak memory is what is live, not
-        everything it made (the same results, cycles and bytes)."""
+        everything it made (the same results, cycles and bytes).  ``tables`` False (no ``profile_path``): the
+        result's profile without its tables (:meth:`CompiledGraph.profile_data`)."""
         t0 = time.perf_counter()
         cg = self.compile(compile_progress)
         t1 = time.perf_counter()
@@ -476,7 +491,7 @@ class Engine:
         elif inputs:
             self._initial_data(inputs)  # still validate the inputs
         t2 = time.perf_counter()
-        pd_ = cg.profile_data(numeric_checks)
+        pd_ = cg.profile_data(numeric_checks, tables=tables or profile_path is not None)
         path = None
         if profile_path is not None:
             from popvision_lite.profile.writer import write_profile

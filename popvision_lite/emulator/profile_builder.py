@@ -407,15 +407,26 @@ def _extra(c: Compiled, extra: dict | None) -> dict:
     return out
 
 
+# the tables a profile built without its tables (``build_profile(tables=False)``) still holds: what a caller that
+# reads the run's numbers, its fit and its memory per tile reads besides the memory (the outlined blocks' saved
+# inputs placed on the liveness steps: emulated._saved_on_liveness)
+BARE_TABLES = ("programs", "liveness_steps", "liveness_tile_bytes")
+
+
 def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None = None,
-                  numeric_checks: dict | None = None, extra: dict | None = None) -> schema.ProfileData:
-    """The profile of compiled (and run) graph ``c``: one table per part of the compiled program."""
+                  numeric_checks: dict | None = None, extra: dict | None = None,
+                  tables: bool = True) -> schema.ProfileData:
+    """The profile of compiled (and run) graph ``c``: one table per part of the compiled program.  ``tables``
+    False: the target, run dict, memory per tile and :data:`BARE_TABLES` as the full profile has them, every
+    other table empty (no steps, ops, vertices or variables: a caller that reads no table, the validation
+    report; the graph caches say which a kept result holds, models/emulated.py)."""
     T = c.num_tiles
     tpl = c.templates
     seq = c.seq
-    steps = steps_table(tpl, seq, c.step_start, c.step_end, T)
-    compute_sets, vertices = _compute_set_tables(c)
-    variables, variable_tiles = _variable_tables(c)
+    if tables:
+        steps = steps_table(tpl, seq, c.step_start, c.step_end, T)
+        compute_sets, vertices = _compute_set_tables(c)
+        variables, variable_tiles = _variable_tables(c)
     run = {
         "model": model, "config": dict(config or {}), "emulator_version": EMULATOR_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fits": bool(c.fits),
@@ -424,6 +435,14 @@ def build_profile(c: Compiled, mode: str, model: str = "", config: dict | None =
         "seconds": c.total_cycles / c.target.clock_hz,
         "oom_tiles": [list(x) for x in c.oom_report[:16]],
     }
+    if not tables:
+        empty = {name: Columns.empty(name) for name in ("steps", "ops", "compute_sets", "vertices", "variables",
+                                                        "variable_tiles", "variable_intervals")}
+        none = np.zeros((0, T), np.uint32)
+        return schema.ProfileData(
+            target=c.target.info(), run=run, memory=c.memory.copy(), step_tile_cycles=none, step_tile_bytes_in=none,
+            step_tile_bytes_out=none, programs=_programs_table(c), liveness_steps=_liveness_steps_table(c),
+            liveness_tile_bytes=_clip_u32(c.liveness_tile_bytes), extra=_extra(c, extra), **empty)
     return schema.ProfileData(
         target=c.target.info(), run=run, memory=c.memory.copy(), steps=steps,
         **step_tile_arrays(tpl, seq, T), ops=_ops_table(c), programs=_programs_table(c),

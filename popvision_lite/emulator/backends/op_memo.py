@@ -4,8 +4,9 @@ Every distinct stage graph of a pipelined BERT / GPT run builds the same encoder
 (``transformer.build_bert_stage`` places it the same in every stage graph).  An op's construction (its plan,
 tensors, mappings, vertex groups, copies) is a function of what it reads: its arguments (shapes, dtypes, kinds,
 names, the view indices and the mappings of its operand tensors, whether an operand was used before), and the op
-library's state (IPU, rotating start tile, available memory proportion, partials type, the counters its unique
-names take).  :class:`OpMemo` records what an op added to the graph as a template, keyed by those reads; a later
+library's state (IPU, rotating start tile, partials type, the counters its unique names take, and the available
+memory proportion where the op read it: a matmul's or convolution's plan).  :class:`OpMemo` records what an op
+added to the graph as a template, keyed by those reads; a later
 call in another graph of the run that reads the same is replayed from the template - the same tensors, mappings,
 compute sets, vertex groups and programs, in the same order, with fresh ids - instead of being built again.  The
 graph is the one building it gives (tests/emulator/test_op_memo.py compares them whole).
@@ -67,6 +68,7 @@ class Recorder:
         self.remapped: list = []  # tensors that existed before, given a mapping
         self.op_names: list[str] = []  # graph.add_op names, in first-call order
         self.mapping_reads: dict[int, tuple] = {}  # (tensor, its mapping) of the tensors that existed before
+        self.amp_read = False  # whether the op read the available memory proportion (OpContext notes it)
         self.bad = False
 
     def unique(self, name: str, count: int) -> None:
@@ -224,7 +226,7 @@ class _Entry:
     """One recorded op: its reads (``operands`` with their mappings, ``arrays``, the state) and its template."""
 
     __slots__ = ("mapping_reads", "name_reads", "arrays", "names", "used_reads", "rot_after", "counts_after",
-                 "tensors", "cs", "programs", "records", "op_info", "remapped", "marked", "result")
+                 "tensors", "cs", "programs", "records", "op_info", "remapped", "marked", "result", "amp")
 
 
 class OpMemo:
@@ -241,10 +243,11 @@ class OpMemo:
             akey = tuple(_arg_key(a, operands, arrays) for a in args)
         except _Unmemoizable:
             return fn(ctx, *args)
-        key = (fn, akey, ctx.ipu, ctx.rotation, ctx.io_tiles, float(ctx.available_memory_proportion),
-               ctx.partials_dtype, ctx.precision, ctx.dtype, id(ctx.target))
+        # the available memory proportion is not in the key: an entry compares it only where its op read it
+        key = (fn, akey, ctx.ipu, ctx.rotation, ctx.io_tiles, ctx.partials_dtype, ctx.precision, ctx.dtype,
+               id(ctx.target))
         for e in self._entries.get(key, ()):
-            if self._matches(e, ctx, operands, arrays):
+            if (e.amp is None or e.amp == float(ctx._amp)) and self._matches(e, ctx, operands, arrays):
                 self.hits += 1
                 return self._replay(e, ctx, operands)
         self.misses += 1
@@ -286,6 +289,7 @@ class OpMemo:
         except _Unmemoizable:
             return result
         e.arrays, e.names = list(arrays), dict(rec.names)
+        e.amp = float(ctx._amp) if rec.amp_read else None
         self._entries.setdefault(key, []).append(e)
         return result
 

@@ -262,7 +262,10 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
     key = _graph_key(cfg, device) if timing_only else None
     hit = _GRAPH_CACHE.get(key) if key is not None else None
     if hit is not None:  # the same replica graph (another replica count, accumulation or optimizer)
-        be, built, eng, res = hit
+        be, built, eng, res, has_tables = hit
+        if profile and not has_tables:  # kept without its tables (a run that read none): they are built now
+            res.profile_data = eng.compile().profile_data()
+            _GRAPH_CACHE[key] = (be, built, eng, res, True)
         res = _fresh_result(res, config)
         wall["reused"] = True
     else:
@@ -277,17 +280,17 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
         elif _drop_kept_graph():
             gc.collect()
         tick("planning and building graph", 0.0)
-        be, built = shared if shared is not None else build_model(cfg, device, needs_values=not timing_only)
+        be, built, kept = shared if shared is not None else \
+            build_model(cfg, device, needs_values=not timing_only) + (None,)
         wall["build"] = time.perf_counter() - t0
         check_built_graph(be.graph, cfg, timing_only)  # the host-memory check's second stage (decision 0390)
         tick("compiling", COMPILE_STARTS)
-        eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config,
-                     carried_copies=CARRIED_COPIES)
-        res = eng.run(inputs=None if timing_only else be.inputs, profile_path=None, allow_out_of_memory=True,
-                      compile_progress=within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS))
+        eng, res = _compile_and_run(be, cfg, mode, config, kept, key is not None, progress, profile)
         wall.update(res.wall)
         if key is not None:
-            _GRAPH_CACHE[key] = (be, built, eng, res)  # one graph kept: sweeps and the validation report reuse it
+            # one graph kept: sweeps and the validation report reuse it; with whether its result holds the
+            # profile's tables (a run without them builds none: a later run that needs them builds them then)
+            _GRAPH_CACHE[key] = (be, built, eng, res, profile)
             res = _fresh_result(res, config)
     tick("checking numerics", NUMERICS_STARTS)
     checks = {}
@@ -342,8 +345,25 @@ def _run_whole_graph(cfg: ModelConfig, device: str, timing_only: bool, progress,
                      samples_per_second=float(sps), schedule=schedule)
 
 
+def _compile_and_run(be, cfg: ModelConfig, mode: str, config: dict, kept, record: bool, progress, profile: bool):
+    """(engine, run result) of ``be``'s graph: ``kept`` (an engine whose compile read nothing of its target that
+    differs on this one, :func:`_shared_build`) gives its compiled graph; else it is compiled, with what the compile
+    reads of the target recorded where ``record`` (a graph the cache keeps, which another device may take)."""
+    eng = Engine(be.graph, be.program(), mode=mode, model=cfg.model, config=config, carried_copies=CARRIED_COPIES)
+    compiling = within(progress, "compiling", COMPILE_STARTS, COMPILE_ENDS)
+    if kept is not None:
+        eng.adopt(kept, be.graph.target)
+    elif record:
+        with TargetReads.recording(be.graph.target) as eng.compile_reads:
+            eng.compile(compiling)
+    res = eng.run(inputs=None if mode == "timing" else be.inputs, profile_path=None, allow_out_of_memory=True,
+                  compile_progress=compiling, tables=profile)
+    return eng, res
+
+
 # A timing-only run that differs from the previous one only in COMPOSITION_FIELDS (config.py: what
-# whole_graph.compose_whole_graph applies) reuses the emulated graph of the previous run (``_GRAPH_CACHE``).
+# whole_graph.compose_whole_graph applies) reuses the emulated graph of the previous run (``_GRAPH_CACHE``: key ->
+# (backend, built, engine, run result, whether that result's profile holds its tables)).
 _GRAPH_CACHE: dict = {}
 # The compiled copies carried from one whole graph's compile to the next in this process (compile.CarriedCopies:
 # replica graphs of one model on another device or availableMemoryProportion share most exchanges; the
@@ -388,22 +408,27 @@ def _break_cycles(graph):
 
 
 def _shared_build(key: tuple, cfg: ModelConfig, device: str):
-    """(be, built) of the kept graph whose key is ``key`` but for the device, when its build read nothing of its
-    target that differs on ``device`` (:class:`TargetReads`); its graph then holds ``device``'s target, for the
-    compile and the composition.  None otherwise."""
-    for k, (be, built, _eng, _res) in _GRAPH_CACHE.items():
+    """(be, built, engine) of the kept graph whose key is ``key`` but for the device, when its build read nothing of
+    its target that differs on ``device`` (:class:`TargetReads`); its graph then holds ``device``'s target, for the
+    compile and the composition.  ``engine``: the kept run's engine when its compile read nothing of its target
+    that differs on ``device`` either (``Engine.compile_reads``: the compiled graph is this device's, only what
+    reads the target after the compile, the clock and the links, differs), else None (compiled again).  None
+    where no kept graph serves."""
+    for k, (be, built, eng, *_kept) in _GRAPH_CACHE.items():
         reads = getattr(be, "target_reads", None)
         if k[0] == device or k[1:] != key[1:] or reads is None:
             continue
         target = Target.from_device(device, num_ipus=cfg.stages)
         if reads.same_build(be.graph.target, target):
+            compiled = getattr(eng, "compile_reads", None)
+            same_compile = compiled is not None and compiled.same_build(be.graph.target, target)
             be.graph.target = target
             # each vertex group keeps the cycles its codelet gave on the target it was first compiled for
             # (graph.VertexGroup.cycles): costed again on this one
             for cs in be.graph.compute_sets:
                 for g in cs.groups:
                     g._cycles = None
-            return be, built
+            return be, built, eng if same_compile else None
     return None
 
 

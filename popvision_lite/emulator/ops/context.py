@@ -87,7 +87,7 @@ class OpContext:
         self.ipu = 0
         self.programs: list = []
         # bounds matmul temporaries per tile (Poplar availableMemoryProportion); models may set it
-        self.available_memory_proportion = DEFAULT_AVAILABLE_MEMORY_PROPORTION
+        self._amp = DEFAULT_AVAILABLE_MEMORY_PROPORTION
         # dtype of matmul / convolution K partials and serial-pass accumulators (poplin's partialsType:
         # float by default; models may set float16 for fp16 runs that ask for half partials)
         self.partials_dtype = "float32"
@@ -103,6 +103,19 @@ class OpContext:
         # mapping.by_windows' layouts of this graph's windows on tile positions (the same matmul windows recur
         # with other tiles: q / k / v / out and their gradients rotate their start tile)
         self.window_layouts: dict = {}
+
+    @property
+    def available_memory_proportion(self) -> float:
+        """The share of a tile an op's temporaries may take; a read while an op is recorded for replay is noted
+        (backends/op_memo.py: the memo compares the proportion only for an op that read it, here or through
+        :attr:`plan_target`)."""
+        if self.recorder is not None:
+            self.recorder.amp_read = True
+        return self._amp
+
+    @available_memory_proportion.setter
+    def available_memory_proportion(self, value) -> None:
+        self._amp = value
 
     @property
     def plan_target(self) -> PlanTarget:
