@@ -76,11 +76,31 @@ def pytest_collection_finish(session):
     whole run (~0.1 s of each walked these objects).  They live until the process ends, so freezing them keeps
     nothing alive that would have been freed; what the tests create is collected as before.  The GUI folder's
     per-module freeze (tests/gui/conftest.py) hands everything back to the collector when its first module ends
-    (``gc.unfreeze``), so the freeze holds until then."""
+    (``gc.unfreeze``); the first test after the GUI folder freezes again (:func:`pytest_runtest_setup`)."""
+    _freeze_what_lives()
+
+
+def _freeze_what_lives() -> None:
     import gc
 
     gc.collect()
     gc.freeze()
+
+
+_after_gui = [False, False]  # (a GUI test ran, the freeze after the GUI folder done)
+
+
+def pytest_runtest_setup(item):
+    """The first test after the GUI folder's tests freezes what the session holds again: the GUI folder's
+    per-module ``gc.unfreeze`` handed the collection-time objects back, and the Qt and pyqtgraph imports joined them.
+    Its modules' fixtures are torn down by then (the collection first), so what is frozen lives on: the session's
+    fixtures and imports (decision 0497)."""
+    in_gui = item.nodeid.startswith("tests/gui/")
+    if in_gui:
+        _after_gui[0] = True
+    elif _after_gui[0] and not _after_gui[1]:
+        _after_gui[1] = True
+        _freeze_what_lives()
 
 
 @pytest.fixture(autouse=True)
