@@ -200,6 +200,7 @@ def test_summary_names_the_bottleneck_and_counts_ipus(qtbot, doc, prof):
     assert widths == pytest.approx([100 * rt.part_share[k] for k in ("compute", "exchange", "sync", "stream", "host")])
     host_label = v.phase_texts[-1].textItem.toPlainText()
     assert host_label.endswith(": host step 167 ms (calibrated, PopART)") and f"{rt.part_cycles['host']:,}" in host_label
+    assert v.phase_texts[-1].inside  # (a long bar: its label on one line inside it)
     # the IPUs' own work, without the host: the steady state's compute leads it
     ipu = {k: rt.part_cycles[k] for k in ("compute", "exchange", "sync", "stream")}
     assert max(ipu, key=ipu.get) == "compute"

@@ -57,6 +57,23 @@ def test_summary_phase_axis_stops_at_100_percent(qtbot, document):
     assert "<br>" not in shown and len(shown.splitlines()) == 3
 
 
+def test_a_short_host_bar_puts_its_source_on_a_line_of_its_own(qtbot, document):
+    """Beside a short bar the host's label ran past the plot's right edge on one line ("... host step 4.5 ms
+    (calibrated, Tens" in a ResNet-50 profile whose host bar reached 56 %): its source now has a line of its own."""
+    from popvision_lite.analysis.run_totals import run_totals
+    from popvision_lite.gui.views.summary_view import SummaryView
+    from tests.support.qt import show_view
+
+    view = show_view(qtbot, SummaryView(document))
+    rt = run_totals(document.profile)
+    host = view.phase_texts[PHASES.index("host")]
+    assert not host.inside
+    lines = host.textItem.toPlainText().splitlines()
+    assert lines == [f"{100 * rt.part_share['host']:.1f}%  ({rt.part_cycles['host']:,} cycles):", rt.host_short]
+    # the other parts' labels stay one line
+    assert all(len(t.textItem.toPlainText().splitlines()) == 1 for t in view.phase_texts if t is not host)
+
+
 def test_summary_lists_only_failed_numeric_checks(qtbot):
     """The summary listed every passing check as a raw dict (dozens of 'atol=0.02, elements=...' rows)."""
     from popvision_lite.gui.app import create_app

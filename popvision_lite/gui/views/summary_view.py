@@ -95,7 +95,9 @@ class SummaryView(QWidget):
             pi.addItem(bar)
             self.phase_bars.append(bar)
             inside = share[p] > 0.6  # a long bar carries its label inside, so the axis can end at 100 %
-            src = f": {rt.host_short}" if p == "host" else ""
+            # the host's source on a line of its own beside a short bar: on one line it ran past the plot's right
+            # edge wherever the host bar reaches past about a third of the axis
+            src = (":\n" if not inside else ": ") + rt.host_short if p == "host" else ""
             txt = pg.TextItem(f"{100 * share[p]:.1f}%  ({rt.part_cycles[p]:,} cycles){src}",
                               anchor=(1, 0.5) if inside else (0, 0.5),
                               color="#ffffff" if inside else theme.colors()["plot_fg"])
