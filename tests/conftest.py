@@ -110,7 +110,7 @@ _after_gui = [False, False]  # (a GUI test ran, the freeze after the GUI folder 
 def pytest_runtest_setup(item):
     """The first test after the GUI folder's tests freezes what the session holds again: the GUI folder's
     per-module ``gc.unfreeze`` handed the collection-time objects back, and the Qt and pyqtgraph imports joined them.
-    Its modules' fixtures are torn down by then (the collection first), so what is frozen lives on: the session's
+    Its modules' fixtures are torn down by then, and it collects before it freezes, so what is frozen lives on: the session's
     fixtures and imports (decision 0497)."""
     in_gui = item.nodeid.startswith("tests/gui/")
     if in_gui:
