@@ -298,6 +298,7 @@ def by_blocks(shape, block_shape, tiles) -> Mapping:
     m = _merge(Mapping(tl, st, sp, _fresh=True))
     if len(tb) and int(tb.min()) >= 0 and int(np.bincount(tb).max()) == 1:
         m._derived["own_blocks"] = (shape, block_shape, _frozen(tb))
+    m._derived["dealt_blocks"] = (block_shape, _frozen(tiles))
     return m
 
 
@@ -331,6 +332,13 @@ def own_blocks(m: Mapping):
     :func:`by_blocks` with every block on a tile of its own (so each of those tiles holds exactly that block's
     elements), else None.  The graph check reads it (``compile.check.local_by_construction``)."""
     return m._derived.get("own_blocks")
+
+
+def dealt_blocks(m: Mapping):
+    """(block shape, tiles) where ``m`` was built by :func:`by_blocks` (block k in row-major block order on
+    ``tiles[k % len(tiles)]``), else None: what an op that moves a tensor's blocks within their tiles may read of its
+    layout (``ops.conv.flip_transpose_kernel``, decision 0490)."""
+    return m._derived.get("dealt_blocks")
 
 
 def own_windows(m: Mapping):

@@ -26,7 +26,6 @@ on the output's tiles.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,15 +148,10 @@ def ref_conv2d(x, w, s: ConvShape) -> np.ndarray:
     return out.reshape(-1, s.co)
 
 
-# id(mapping) -> (a weak reference to the kernel map_kernel gave it, block shape, tiles) while that kernel lives (and so
-# its mapping: a graph function's parameter may share it): what an on-tile transpose of a kernel of that mapping
-# (flip_transpose_kernel) tells the compile (KernelTranspose, decision 0490)
-_KERNEL_BLOCKS: dict[int, tuple] = {}
-
-
 @dataclass(frozen=True, eq=False)
 class KernelTranspose:
-    """An on-tile transpose of a kernel laid out by :func:`map_kernel` (``Copy.transpose``, decision 0490): the copy
+    """An on-tile transpose of a kernel laid out in blocks (``mapping.by_blocks``, as :func:`map_kernel` lays it out;
+    ``Copy.transpose``, decision 0490): the copy
     takes ``flipped_kernel_index(k, cin, cout)`` (``index``) of a (k*k*cin, cout) kernel whose mapping
     (``src_mapping``) is ``mapping.by_blocks`` of ``block`` blocks on ``tiles`` (block j on ``tiles[j % len]``), into
     the whole (k*k*cout, cin) result whose mapping (``dst_mapping``) puts each element on its source element's tile.
@@ -189,9 +183,6 @@ def map_kernel(ctx: OpContext, W, ci: int, co: int, fp16: bool) -> None:
         n = ctx.n_tiles
         tiles = ctx.tiles_array(rotate=nb if nb < n else 0)[:min(nb, n)]
         ctx.graph.set_mapping(W, M.by_blocks(W.shape, (gi, go), tiles))
-        key = id(W.mapping)
-        _KERNEL_BLOCKS[key] = (weakref.ref(W, lambda _r, key=key: _KERNEL_BLOCKS.pop(key, None)), (gi, go),
-                               np.array(tiles, np.int64))
     ctx.mark_used(W)
 
 
@@ -215,14 +206,13 @@ def flip_transpose_kernel(ctx: OpContext, w, k: int, cin: int, cout: int, name: 
     if not ctx.is_used(W):
         map_kernel(ctx, W, cin, cout, fp16)
     idx = flipped_kernel_index(k, cin, cout).ravel()
-    lay = _KERNEL_BLOCKS.get(id(W.mapping))
-    owner = None if lay is None else lay[0]()
-    if owner is None or owner.mapping is not W.mapping:
-        lay = None
+    lay = M.dealt_blocks(W.mapping)  # (block shape, tiles) of a kernel laid out in blocks, as map_kernel lays it out
+    if lay is not None and (len(lay[0]) != 2 or cin % lay[0][0] or cout % lay[0][1]):
+        lay = None  # (blocks across kernel positions: no segment of gi elements from one block)
     # each element of the result on its source element's tile: runs of one tile in the result's order (from the
     # kernel's blocks, a tile per gi elements, where map_kernel laid it out; else a tile per element)
-    seg = 1 if lay is None else lay[1][0]
-    tile = W.mapping.tile_of(idx) if lay is None else _flipped_block_tiles(k, cin, cout, *lay[1:])
+    seg = 1 if lay is None else lay[0][0]
+    tile = W.mapping.tile_of(idx) if lay is None else _flipped_block_tiles(k, cin, cout, *lay)
     brk = np.flatnonzero(np.diff(tile)) + 1
     starts = np.concatenate([[0], brk]).astype(np.int64)
     stops = np.concatenate([brk, [len(tile)]]).astype(np.int64)
@@ -233,9 +223,9 @@ def flip_transpose_kernel(ctx: OpContext, w, k: int, cin: int, cout: int, name: 
     # endpoint, with no scan for runs)
     src = TensorView(W, idx, (len(idx),)) if cin > 1 and cout > 1 else flat_view(W, idx)
     cp = P.Copy(src, WT.whole(), name=f"{op}/transpose_on_tile", op=op)
-    if lay is not None:  # (map_kernel's layout, still its kernel's: the compile's classes of tiles)
+    if lay is not None:  # (blocks dealt round tiles: the compile's classes of tiles)
         idx.setflags(write=False)
-        cp.transpose = KernelTranspose(k, cin, cout, lay[1], lay[2], W.mapping, WT.mapping, idx)
+        cp.transpose = KernelTranspose(k, cin, cout, lay[0], lay[1], W.mapping, WT.mapping, idx)
     ctx.add(cp)
     return WT
 

@@ -262,7 +262,8 @@ def test_tiles_input_regions_are_each_tiles_input_regions_in_tile_order():
 @pytest.mark.parametrize("tiles,k,cin,cout,laid_out", [(1472, 3, 64, 64, True), (50, 3, 48, 48, True),
                                                        (7, 5, 32, 96, True), (3, 1, 16, 32, True),
                                                        (37, 3, 24, 48, "fp32"), (64, 3, 2, 5, False),
-                                                       (64, 3, 32, 32, False), (64, 3, 1, 4, False)])
+                                                       (64, 3, 32, 32, False), (64, 3, 1, 4, False),
+                                                       (64, 3, 16, 32, "blocks"), (64, 2, 12, 32, "across")])
 def test_dx_kernel_mapping_from_blocks_is_each_elements_source_tile(tiles, k, cin, cout, laid_out):
     """flip_transpose_kernel's result: each element on its source element's tile, in runs of one tile (as found
     element by element with tile_of), whether the runs come from map_kernel's blocks (a tile per gi elements, the
@@ -279,6 +280,9 @@ def test_dx_kernel_mapping_from_blocks_is_each_elements_source_tile(tiles, k, ci
     if not laid_out:  # (used before, with another layout: map_kernel does not lay it out)
         be.graph.set_mapping(w, M.linear(w.size, np.arange(min(tiles, 5))))
         be.ctx.mark_used(w)
+    elif laid_out in ("blocks", "across"):  # laid out in blocks before, not by map_kernel: the mapping says how
+        be.graph.set_mapping(w, M.by_blocks(w.shape, (8, 16), np.arange(5)))
+        be.ctx.mark_used(w)
     wt = be.flip_transpose_kernel(w, k, cin, cout, "flip")
     idx = flipped_kernel_index(k, cin, cout).ravel()
     tile = w.mapping.tile_of(idx)
@@ -287,7 +291,8 @@ def test_dx_kernel_mapping_from_blocks_is_each_elements_source_tile(tiles, k, ci
     assert np.array_equal(wt.mapping.tile, tile[starts]) and np.array_equal(wt.mapping.start, starts)
     assert np.array_equal(wt.mapping.stop, stops)
     (cp,) = [p for p in be.ctx.programs if isinstance(p, P.Copy)]
-    assert (cp.transpose is not None) == bool(laid_out)
+    # (blocks across kernel positions, 8-row blocks of 12 input channels: no transpose of whole segments)
+    assert (cp.transpose is not None) == (bool(laid_out) and laid_out != "across")
     want = flat_view(w, idx)
     assert type(cp.src) is type(want) and np.array_equal(cp.src.runs()[0], want.runs()[0])
     assert np.array_equal(cp.src.runs()[1], want.runs()[1])
