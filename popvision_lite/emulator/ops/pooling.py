@@ -213,10 +213,9 @@ def _scan(index: np.ndarray) -> tuple[bool, tuple]:
         first = img[0]
         pad = first < 0
         shift = np.where(pad, 0, rows)  # (image b's slot: the first image's + b x this)
-        want = np.empty_like(first)
-        for b in range(1, n):  # (an image at a time: no second index-sized array)
-            np.multiply(shift, b, out=want)
-            want += first
+        want = first.copy()
+        for b in range(1, n):  # (an image at a time: no second index-sized array; want = first + b x shift)
+            want += shift
             if not np.array_equal(img[b], want):
                 break
         else:
