@@ -213,10 +213,9 @@ def _scan(index: np.ndarray) -> tuple[bool, tuple]:
         first = img[0]
         pad = first < 0
         shift = np.where(pad, 0, rows)  # (image b's slot: the first image's + b x this)
-        want = np.empty_like(first)
-        for b in range(1, n):  # (an image at a time: no second index-sized array)
-            np.multiply(shift, b, out=want)
-            want += first
+        want = first.copy()
+        for b in range(1, n):  # (an image at a time: no second index-sized array; want = first + b x shift)
+            want += shift
             if not np.array_equal(img[b], want):
                 break
         else:
@@ -358,8 +357,10 @@ def _interval_work_lists(win: np.ndarray, r0: np.ndarray, r1: np.ndarray):
     (concatenated over the intervals: ``src``, ``counts[i]`` of them for interval i) and each row's work list,
     the positions of its windows among its interval's (-1 where ``win`` is -1).
 
-    The same arrays as ``np.unique(w[w >= 0], return_inverse=True)`` interval by interval, from one sort of
-    (interval, window) keys over all the intervals' rows (rows outside every interval keep -1)."""
+    The same arrays as ``np.unique(w[w >= 0], return_inverse=True)`` interval by interval (rows outside every
+    interval keep -1): where each interval's windows lie in a short range (a window index's rows read neighbouring
+    windows), from one mark array (:func:`_dense_ranks`, no sort); else from one sort of (interval, window) keys over
+    all the intervals' rows."""
     r0, r1 = np.asarray(r0, np.int64), np.asarray(r1, np.int64)
     n_iv, kc = len(r0), win.shape[1]
     work = np.full(win.shape, -1, dtype=np.int64)
@@ -369,14 +370,54 @@ def _interval_work_lists(win: np.ndarray, r0: np.ndarray, r1: np.ndarray):
     valid = w >= 0
     vals = w[valid]
     iv = np.repeat(np.repeat(np.arange(n_iv, dtype=np.int64), lens), valid.sum(axis=1))
+    wr = np.full((len(rows), kc), -1, dtype=np.int64)
+    dense = _dense_ranks(iv, vals, n_iv)
+    if dense is not None:  # (no sort: each interval's windows lie in a short range)
+        src, counts, rank = dense
+        wr[valid] = rank
+        work[rows] = wr
+        return work, src, counts
     span = int(vals.max()) + 1 if len(vals) else 1
     keys, pos = np.unique(iv * span + vals, return_inverse=True)  # sorted by interval, then window
     first = np.searchsorted(keys, np.arange(n_iv, dtype=np.int64) * span)
     counts = np.diff(np.append(first, len(keys)))
-    wr = np.full((len(rows), kc), -1, dtype=np.int64)
     wr[valid] = pos.reshape(-1) - first[iv]
     work[rows] = wr
     return work, keys % span, counts
+
+
+def _dense_ranks(iv: np.ndarray, vals: np.ndarray, n_iv: int):
+    """_interval_work_lists' (windows, counts, each entry's rank among its interval's windows) without a sort, where
+    every interval's windows lie in a range no longer than a few times its entries (a window index's rows read
+    neighbouring windows): each interval's range [lowest, highest window] gets its own stretch of one mark array,
+    an entry marks its window there, and a cumulative count of the marks gives every window its rank; the same
+    arrays as the unique of (interval, window) keys.  ``iv``: each entry's interval, ascending (the intervals'
+    rows in order); None where the ranges are too long."""
+    if len(vals) == 0:
+        return None
+    per = np.bincount(iv, minlength=n_iv)
+    has = np.flatnonzero(per)
+    seg = np.cumsum(per) - per  # (each interval's first entry: iv ascends, the intervals' rows in order)
+    lo = np.zeros(n_iv, np.int64)
+    hi = np.full(n_iv, -1, np.int64)
+    lo[has] = np.minimum.reduceat(vals, seg[has])
+    hi[has] = np.maximum.reduceat(vals, seg[has])
+    width = hi - lo + 1  # (0 for an interval with no entries)
+    total = int(width.sum())
+    if total > 4 * len(vals) + 1024:
+        return None
+    start = np.cumsum(width) - width
+    base = start - lo  # (a window's place in the mark array: base[interval] + window)
+    at = base[iv] + vals
+    mark = np.zeros(total, bool)
+    mark[at] = True
+    cum = np.zeros(total + 1, np.int64)  # (the marks before each place)
+    np.cumsum(mark, out=cum[1:])
+    first = cum[start]
+    counts = cum[start + width] - first
+    src = np.flatnonzero(mark) - np.repeat(base, counts)
+    rank = cum[at] - first[iv]
+    return src, counts, rank
 
 
 def max_pool_bwd(ctx: OpContext, x, y, dy, index, name: str):
