@@ -34,24 +34,7 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
         last = c.caches.tile_base_last
         if not keep and last is not None and last[0] is mapping:
             return last[1]  # the graph check asks for one tensor's several fields in a row
-        sizes = mapping.stop - mapping.start
-        # by tile, then start: the intervals are sorted by start already (Mapping), so a stable sort by
-        # tile, on 16-bit tiles numpy's radix sort (~4x its lexsort of the two int64 arrays)
-        t = mapping.tile
-        in_order = len(t) < 2 or bool(np.all(t[1:] >= t[:-1]))  # a linear mapping: tiles ascend with start
-        if not in_order:
-            t16 = t.astype(np.uint16) if int(t.max()) < 2**16 else t
-            o = np.argsort(t16, kind="stable")
-            sizes, t = sizes[o], t[o]
-        cs = np.cumsum(sizes) - sizes
-        first = np.concatenate([[True], t[1:] != t[:-1]]) if len(t) else np.zeros(0, bool)
-        base = np.maximum.accumulate(np.where(first, cs, 0)) if len(t) else cs
-        if in_order:
-            offs = cs - base
-        else:
-            offs = np.empty_like(cs)
-            offs[o] = cs - base
-        rel = offs - mapping.start
+        rel = _base_of(mapping.tile, mapping.start, mapping.stop)
         if not keep:
             c.caches.tile_base_last = (mapping, rel)  # (one kept, not the cache: dropped after the check)
             return rel
@@ -59,6 +42,32 @@ def _tile_base(c, mapping, keep: bool = True) -> np.ndarray:
             rel = rel.astype(np.int32)  # within +-the tensor's size; tile_addr adds int64 elements to it
         cache[key] = (mapping, rel)  # keep the mapping alive while its id is a key
     return cache[key][1]
+
+
+def _base_of(t: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """_tile_base's values (int64) for the intervals ``start`` .. ``stop`` on tiles ``t``: interval k's offset
+    among the intervals on its tile in (tile, start) order, less its start.  That offset is the elements of every
+    interval before it in that order less those of the tiles before its tile: a cumulative sum in that order (a
+    stable sort by tile, on 16-bit tiles numpy's radix sort; none where the tiles ascend with start, a linear
+    mapping) less the tile's first element (a per-tile count of elements, summed), one gather per interval.  (The
+    intervals are sorted by start already: Mapping.)"""
+    n = len(t)
+    sizes = stop - start
+    nt = int(t.max()) + 1 if n else 1
+    t16 = t.astype(np.uint16) if nt <= 2**16 else t
+    per_tile = np.bincount(t16, weights=sizes, minlength=nt)  # (exact: a tensor's elements are far below 2**53)
+    tile_first = np.cumsum(per_tile)
+    tile_first -= per_tile
+    if n < 2 or bool(np.all(t[1:] >= t[:-1])):
+        rel = np.cumsum(sizes)
+    else:
+        o = np.argsort(t16, kind="stable")
+        rel = np.empty(n, np.int64)
+        rel[o] = np.cumsum(sizes[o])
+    rel -= sizes
+    rel -= tile_first.astype(np.int64)[t]
+    rel -= start
+    return rel
 
 
 def tile_addr(c, mapping, elems: np.ndarray, k: np.ndarray | None = None, keep: bool = True) -> np.ndarray:
