@@ -52,3 +52,43 @@ def test_tile_base_of_a_round_robin_layout_and_of_no_interval():
     np.testing.assert_array_equal(memory.tile_addr(c, m, np.array([7, 52, 59])), [1, 10, 11])
     empty = memory._base_of(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert empty.dtype == np.int64 and len(empty) == 0
+
+
+def test_mappings_of_the_same_arrays_share_one_base(monkeypatch):
+    """Two mapping objects of the same three arrays (held once: shared_arrays, for 1,024 intervals or more) read
+    one base, computed once; mappings of equal arrays each of its own (fewer intervals, not shared) are computed
+    apart (the cache goes by the arrays held, not their values), to the same values."""
+    calls = []
+    real = memory._base_of
+    monkeypatch.setattr(memory, "_base_of", lambda *a: calls.append(1) or real(*a))
+    c = SimpleNamespace(caches=CompileCaches())
+    tile, start, stop = _layout(np.random.default_rng(5), 9000, 2000, 30, False)
+    a, b = Mapping(tile, start, stop), Mapping(tile, start, stop)
+    assert a is not b and a.tile is b.tile and a.start is b.start and a.stop is b.stop
+    first = memory._tile_base(c, a)
+    assert memory._tile_base(c, b) is first and len(calls) == 1
+    np.testing.assert_array_equal(first, _by_definition(tile, start, stop))
+    # the same tiles and starts held, other stops: another base (computed, not the first's)
+    k = int(np.argmax(stop - start > 1))
+    stop2 = stop.copy()
+    stop2[k] -= 1
+    d = Mapping(tile, start, stop2)
+    assert d.tile is a.tile and d.start is a.start and d.stop is not a.stop
+    np.testing.assert_array_equal(memory._tile_base(c, d), _by_definition(tile, start, stop2))
+    # ... other tiles (pairs of tiles merged): another base
+    tile2 = tile - tile % 2
+    e = Mapping(tile2, start, stop)
+    assert e.tile is not a.tile and e.start is a.start and e.stop is a.stop
+    np.testing.assert_array_equal(memory._tile_base(c, e), _by_definition(tile2, start, stop))
+    assert len(calls) == 3
+    # ... other starts: another base
+    start2 = start.copy()
+    start2[k] += 1
+    f = Mapping(tile, start2, stop)
+    assert f.tile is a.tile and f.start is not a.start and f.stop is a.stop
+    np.testing.assert_array_equal(memory._tile_base(c, f), _by_definition(tile, start2, stop))
+    assert len(calls) == 4
+    small = [Mapping(tile[:5], start[:5], stop[:5]) for _ in range(2)]
+    assert small[0].tile is not small[1].tile
+    bases = [memory._tile_base(c, m) for m in small]
+    assert len(calls) == 6 and np.array_equal(bases[0], bases[1])
