@@ -272,7 +272,6 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     src_addr = tile_addr(c, prog.src.tensor.mapping, bp.se, bp.sk)
     groups = CB.piece_groups(bp, src_addr, T)
     r = CB.receivers(bp, T, True, groups)
-    recv = CB.piece_receivers(bp, r)
     block_elems = np.add.reduceat(bp.ln, bp.first) if len(bp.first) else bp.ln[:0]
     got = block_elems[bp.rep] - r.local
     if not got.any():
@@ -282,8 +281,9 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     if shared is not None and not np.array_equal(partner, partner_v >= 0):
         return False  # (blocks share pieces and a bus pair takes two blocks: the halved bytes are not per block)
     send = None
-    if shared is None:
-        bout = np.bincount(bp.st, weights=np.where(recv > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
+    if shared is None:  # (a piece sends where its (block, source tile) group does: per group)
+        bout = CB.send_bytes(bp, r, groups, T, isz) if groups is not None else np.bincount(
+            bp.st, weights=np.where(CB.piece_receivers(bp, r) > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
     else:  # each distinct piece sent once, where some vertex of some block receives it
         send, (dp, sent) = CB.shared_send_counts(bp, r, src_addr, T, shared)
         bout = np.bincount(bp.st[dp], weights=np.where(sent, bp.ln[dp], 0) * isz, minlength=T).astype(np.int64)
@@ -292,7 +292,7 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     local = np.bincount(bp.dt, weights=r.local * isz, minlength=T).astype(np.int64)
     bin_time = cm.broadcast_bus_receive_bytes(c.target, block_elems[bp.rep], r.local, r.partner_local, partner,
                                               bp.dt, isz)
-    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, recv, src_addr, T, send, groups)
+    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, src_addr, T, send, groups)
     charge_exchange_code(c, info, "internalExchangeCode", n_pat, n_loop)
     if l_pat.any():  # on-tile copy descriptors (copies._copy_descriptors)
         ut = np.nonzero(l_pat)[0]

@@ -309,6 +309,7 @@ class Receivers:
     vertices: np.ndarray
     tile_vertex: np.ndarray
     own: tuple | None = None  # (given PieceGroups) per vertex: its (block, own tile) group's index, whether any
+    group_elems: np.ndarray | None = None  # (given PieceGroups) per (block, source tile) group: its elements
 
 
 @dataclass
@@ -382,7 +383,27 @@ def receivers(bp: BroadcastPlan, T: int, bus: bool, groups: PieceGroups | None =
     partner = lookup(keys, sums, bp.rep * T + (bp.dt ^ 1)) if bus else None
     tv = np.full(T, -1, np.int64)
     tv[bp.dt] = np.arange(len(bp.dt))
-    return Receivers(local, partner, np.bincount(bp.rep, minlength=len(bp.count)), tv, at)
+    return Receivers(local, partner, np.bincount(bp.rep, minlength=len(bp.count)), tv, at,
+                     None if groups is None else sums)
+
+
+def _group_sends(bp: BroadcastPlan, r: Receivers, keys: np.ndarray, T: int) -> np.ndarray:
+    """Per (block, source tile) group (``keys``: block * T + source tile): whether its pieces send, i.e. some vertex
+    of the block is on another tile (:func:`piece_receivers` > 0 for each of its pieces: the block has more than
+    one vertex, or its one vertex is not on the group's source tile)."""
+    sb, ss = keys // T, keys % T
+    v = r.tile_vertex[ss]
+    return (r.vertices[sb] > 1) | ~((v >= 0) & (bp.rep[np.maximum(v, 0)] == sb))
+
+
+def send_bytes(bp: BroadcastPlan, r: Receivers, groups: PieceGroups, T: int, isz: int) -> np.ndarray:
+    """Per tile, the bytes its pieces send where no two blocks share a piece: each piece once if some vertex on
+    another tile receives it (``np.bincount(bp.st, weights=np.where(piece_receivers(bp, r) > 0, bp.ln, 0) *
+    isz)``), summed per (block, source tile) group, since whether a piece sends is its group's
+    (:func:`_group_sends`); ``r`` found from ``groups``."""
+    keys = groups.keys
+    w = np.where(_group_sends(bp, r, keys, T), r.group_elems, 0) * isz
+    return np.bincount(keys % T, weights=w, minlength=T).astype(np.int64)
 
 
 def piece_receivers(bp: BroadcastPlan, r: Receivers) -> np.ndarray:
@@ -490,7 +511,7 @@ def shared_send_counts(bp: BroadcastPlan, r: Receivers, src_addr: np.ndarray, T:
         (order[starts], sent)
 
 
-def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.ndarray, T: int, send=None,
+def code_counts(bp: BroadcastPlan, r: Receivers, src_addr: np.ndarray, T: int, send=None,
                 groups: PieceGroups | None = None):
     """Per tile (exchange-code patterns, loops) of the expanded copy's crossing pieces (receive side on the
     receiver's tile, send side on the sender's: copy_plans.exchange_code_counts), and per tile (patterns, loops) of
@@ -498,7 +519,8 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
     tile) group of pieces sorted by source position; a destination tile takes one vertex, so its groups are its
     block's pieces per source tile, in the block's order: each (block, source tile) group's patterns are found
     once, with the destination strides of the block's offsets (a vertex's destination positions are its first
-    one plus them).  The send side is the pieces that send (``recv`` > 0), whole groups, with source strides only:
+    one plus them).  The send side is the pieces that send (:func:`piece_receivers` > 0: whole groups,
+    :func:`_group_sends`), with source strides only:
     grouped by (the first receiver's tile, source tile), which a block's groups are too.  ``groups``: the pieces
     in that order, grouped (:func:`piece_groups`, with ``r`` found from them), else sorted here."""
     from popvision_lite.emulator.compile.copy_plans import _starts_of
@@ -554,9 +576,8 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
         n_loop += send[1]
         return _done(bp, n_pat, n_loop, loc_p, loc_l, T)
     # send side: a group sends unless its block's only vertex is on the group's source tile
-    sb, ss = sk // T, sk % T
-    v = r.tile_vertex[ss]
-    sends = (r.vertices[sb] > 1) | ~((v >= 0) & (bp.rep[np.maximum(v, 0)] == sb))
+    ss = sk % T
+    sends = _group_sends(bp, r, sk, T)
     n_pat += np.bincount(ss[sends], weights=sp[sends], minlength=T)
     n_loop += np.bincount(ss[sends], weights=sl[sends], minlength=T)
     return _done(bp, n_pat, n_loop, loc_p, loc_l, T)
