@@ -267,8 +267,11 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     shared = CB.shared_pieces(bp)
     if shared is False:
         return False
-    r = CB.receivers(bp, T, True)
-    recv = CB.piece_receivers(bp, r)
+    # (the source's tile positions first: the pieces' one sort by (block, source tile, position) groups them for
+    # the receivers' sums and the exchange-code counts alike)
+    src_addr = tile_addr(c, prog.src.tensor.mapping, bp.se, bp.sk)
+    groups = CB.piece_groups(bp, src_addr, T)
+    r = CB.receivers(bp, T, True, groups)
     block_elems = np.add.reduceat(bp.ln, bp.first) if len(bp.first) else bp.ln[:0]
     got = block_elems[bp.rep] - r.local
     if not got.any():
@@ -277,10 +280,10 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     partner = (partner_v >= 0) & (bp.rep[np.maximum(partner_v, 0)] == bp.rep)
     if shared is not None and not np.array_equal(partner, partner_v >= 0):
         return False  # (blocks share pieces and a bus pair takes two blocks: the halved bytes are not per block)
-    src_addr = tile_addr(c, prog.src.tensor.mapping, bp.se, bp.sk)
     send = None
-    if shared is None:
-        bout = np.bincount(bp.st, weights=np.where(recv > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
+    if shared is None:  # (a piece sends where its (block, source tile) group does: per group)
+        bout = CB.send_bytes(bp, r, groups, T, isz) if groups is not None else np.bincount(
+            bp.st, weights=np.where(CB.piece_receivers(bp, r) > 0, bp.ln, 0) * isz, minlength=T).astype(np.int64)
     else:  # each distinct piece sent once, where some vertex of some block receives it
         send, (dp, sent) = CB.shared_send_counts(bp, r, src_addr, T, shared)
         bout = np.bincount(bp.st[dp], weights=np.where(sent, bp.ln[dp], 0) * isz, minlength=T).astype(np.int64)
@@ -289,7 +292,7 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     local = np.bincount(bp.dt, weights=r.local * isz, minlength=T).astype(np.int64)
     bin_time = cm.broadcast_bus_receive_bytes(c.target, block_elems[bp.rep], r.local, r.partner_local, partner,
                                               bp.dt, isz)
-    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, recv, src_addr, T, send)
+    (n_pat, n_loop), (l_pat, l_loop) = CB.code_counts(bp, r, src_addr, T, send, groups)
     charge_exchange_code(c, info, "internalExchangeCode", n_pat, n_loop)
     if l_pat.any():  # on-tile copy descriptors (copies._copy_descriptors)
         ut = np.nonzero(l_pat)[0]

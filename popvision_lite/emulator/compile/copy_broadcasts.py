@@ -308,6 +308,38 @@ class Receivers:
     partner_local: np.ndarray | None
     vertices: np.ndarray
     tile_vertex: np.ndarray
+    own: tuple | None = None  # (given PieceGroups) per vertex: its (block, own tile) group's index, whether any
+    group_elems: np.ndarray | None = None  # (given PieceGroups) per (block, source tile) group: its elements
+
+
+@dataclass
+class PieceGroups:
+    """The block pieces in code_counts' order, (block, source tile, source position), ties in the block's order:
+    ``order``; per piece in that order its key block * T + source tile (``g``, ascending) and its group's index
+    (``gid``); per (block, source tile) group its key (``keys``, ascending) and first piece (``starts``).  The
+    receivers' sums and the exchange-code counts are both per group: one sort serves them."""
+
+    order: np.ndarray
+    g: np.ndarray
+    gid: np.ndarray
+    keys: np.ndarray
+    starts: np.ndarray
+
+
+def piece_groups(bp: BroadcastPlan, src_addr: np.ndarray, T: int) -> PieceGroups | None:
+    """The block pieces grouped by (block, source tile) in code_counts' order; None where a source tile is T or
+    more (its key would be another block's)."""
+    if len(bp.st) and int(bp.st.max()) >= T:
+        return None
+    order = _stable_order(bp.blk, bp.st, src_addr)  # (stable: ties in the block's order, as the expanded sort)
+    g = (bp.blk * T + bp.st)[order]
+    new = np.empty(len(g), bool)
+    new[:1] = True
+    np.not_equal(g[1:], g[:-1], out=new[1:])
+    starts = np.nonzero(new)[0]
+    gid = np.cumsum(new)
+    gid -= 1
+    return PieceGroups(order, g, gid, g[starts], starts)
 
 
 def _group_sums(bp: BroadcastPlan, T: int, values: np.ndarray):
@@ -322,6 +354,12 @@ def _group_sums(bp: BroadcastPlan, T: int, values: np.ndarray):
     return ks[starts], np.add.reduceat(values[order], starts) if len(starts) else values[:0]
 
 
+def _find(keys: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per query its place in the sorted ``keys``, whether it is there); ``keys`` not empty."""
+    i = np.minimum(np.searchsorted(keys, q), len(keys) - 1)
+    return i, keys[i] == q
+
+
 def lookup(keys: np.ndarray, sums: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``sums`` at the keys ``q`` (0 where a key is absent)."""
     if len(keys) == 0:
@@ -330,13 +368,42 @@ def lookup(keys: np.ndarray, sums: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(keys[i] == q, sums[i], 0)
 
 
-def receivers(bp: BroadcastPlan, T: int, bus: bool) -> Receivers:
-    keys, sums = _group_sums(bp, T, bp.ln)
-    local = lookup(keys, sums, bp.rep * T + bp.dt)
+def receivers(bp: BroadcastPlan, T: int, bus: bool, groups: PieceGroups | None = None) -> Receivers:
+    """``groups``: the pieces' (block, source tile) groups (:func:`piece_groups`), else grouped here; with them,
+    each vertex's own group is found once, for code_counts too (``Receivers.own``)."""
+    own = bp.rep * T + bp.dt
+    if groups is None:
+        keys, sums = _group_sums(bp, T, bp.ln)
+        local, at = lookup(keys, sums, own), None
+    else:
+        keys = groups.keys
+        sums = np.add.reduceat(bp.ln[groups.order], groups.starts) if len(keys) else bp.ln[:0]
+        at = _find(keys, own)
+        local = np.where(at[1], sums[at[0]], 0) if len(keys) else np.zeros(len(own), sums.dtype)
     partner = lookup(keys, sums, bp.rep * T + (bp.dt ^ 1)) if bus else None
     tv = np.full(T, -1, np.int64)
     tv[bp.dt] = np.arange(len(bp.dt))
-    return Receivers(local, partner, np.bincount(bp.rep, minlength=len(bp.count)), tv)
+    return Receivers(local, partner, np.bincount(bp.rep, minlength=len(bp.count)), tv, at,
+                     None if groups is None else sums)
+
+
+def _group_sends(bp: BroadcastPlan, r: Receivers, keys: np.ndarray, T: int) -> np.ndarray:
+    """Per (block, source tile) group (``keys``: block * T + source tile): whether its pieces send, i.e. some vertex
+    of the block is on another tile (:func:`piece_receivers` > 0 for each of its pieces: the block has more than
+    one vertex, or its one vertex is not on the group's source tile)."""
+    sb, ss = keys // T, keys % T
+    v = r.tile_vertex[ss]
+    return (r.vertices[sb] > 1) | ~((v >= 0) & (bp.rep[np.maximum(v, 0)] == sb))
+
+
+def send_bytes(bp: BroadcastPlan, r: Receivers, groups: PieceGroups, T: int, isz: int) -> np.ndarray:
+    """Per tile, the bytes its pieces send where no two blocks share a piece: each piece once if some vertex on
+    another tile receives it (``np.bincount(bp.st, weights=np.where(piece_receivers(bp, r) > 0, bp.ln, 0) *
+    isz)``), summed per (block, source tile) group, since whether a piece sends is its group's
+    (:func:`_group_sends`); ``r`` found from ``groups``."""
+    keys = groups.keys
+    w = np.where(_group_sends(bp, r, keys, T), r.group_elems, 0) * isz
+    return np.bincount(keys % T, weights=w, minlength=T).astype(np.int64)
 
 
 def piece_receivers(bp: BroadcastPlan, r: Receivers) -> np.ndarray:
@@ -444,20 +511,27 @@ def shared_send_counts(bp: BroadcastPlan, r: Receivers, src_addr: np.ndarray, T:
         (order[starts], sent)
 
 
-def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.ndarray, T: int, send=None):
+def code_counts(bp: BroadcastPlan, r: Receivers, src_addr: np.ndarray, T: int, send=None,
+                groups: PieceGroups | None = None):
     """Per tile (exchange-code patterns, loops) of the expanded copy's crossing pieces (receive side on the
     receiver's tile, send side on the sender's: copy_plans.exchange_code_counts), and per tile (patterns, loops) of
     its on-tile pieces (copy descriptors, on their tile).  A pattern forms within one (destination tile, source
     tile) group of pieces sorted by source position; a destination tile takes one vertex, so its groups are its
     block's pieces per source tile, in the block's order: each (block, source tile) group's patterns are found
     once, with the destination strides of the block's offsets (a vertex's destination positions are its first
-    one plus them).  The send side is the pieces that send (``recv`` > 0), whole groups, with source strides only:
-    grouped by (the first receiver's tile, source tile), which a block's groups are too."""
+    one plus them).  The send side is the pieces that send (:func:`piece_receivers` > 0: whole groups,
+    :func:`_group_sends`), with source strides only:
+    grouped by (the first receiver's tile, source tile), which a block's groups are too.  ``groups``: the pieces
+    in that order, grouped (:func:`piece_groups`, with ``r`` found from them), else sorted here."""
     from popvision_lite.emulator.compile.copy_plans import _starts_of
 
     m = len(bp.se)
-    order = _stable_order(bp.blk, bp.st, src_addr)  # (stable: ties in the block's order, as the expanded sort)
-    g = (bp.blk * T + bp.st)[order]
+    groups = groups if groups is not None and r.own is not None else None
+    if groups is None:
+        order = _stable_order(bp.blk, bp.st, src_addr)  # (stable: ties in the block's order, as the expanded sort)
+        g = (bp.blk * T + bp.st)[order]
+    else:
+        order, g = groups.order, groups.g
     ln = bp.ln[order]
     same = g[1:] == g[:-1]
     same &= ln[1:] == ln[:-1]
@@ -466,6 +540,11 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
     for new in (new_r, new_s):
         starts = np.nonzero(new)[0]
         loop = np.diff(np.append(starts, m)) > 1
+        if groups is not None:  # (every group starts a pattern: its groups are the pieces' groups)
+            gi, nk = groups.gid[starts], len(groups.keys)
+            out.append((groups.keys, np.bincount(gi, minlength=nk), np.bincount(gi, weights=loop, minlength=nk)
+                        .astype(np.int64)))
+            continue
         gk = g[starts]
         # per group: patterns, loops (groups are runs of g: sums over the starts of each group).  g is in order
         # (``order`` sorts by block, then source tile), so its distinct keys are where it changes, without a sort
@@ -482,8 +561,14 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
     nbk = len(bp.count)
     blk_p = np.bincount(rk // T, weights=rp, minlength=nbk).astype(np.int64)
     blk_l = np.bincount(rk // T, weights=rl, minlength=nbk).astype(np.int64)
-    own = bp.rep * T + bp.dt
-    loc_p, loc_l = lookup(rk, rp, own), lookup(rk, rl, own)
+    if groups is None:
+        own = bp.rep * T + bp.dt
+        loc_p, loc_l = lookup(rk, rp, own), lookup(rk, rl, own)
+    elif len(rk):
+        i, hit = r.own
+        loc_p, loc_l = np.where(hit, rp[i], 0), np.where(hit, rl[i], 0)
+    else:
+        loc_p = loc_l = np.zeros(len(bp.rep), np.int64)
     n_pat = np.bincount(bp.dt, weights=blk_p[bp.rep] - loc_p, minlength=T)
     n_loop = np.bincount(bp.dt, weights=blk_l[bp.rep] - loc_l, minlength=T)
     if send is not None:  # (blocks share pieces: the send side as shared_send_counts found it)
@@ -491,9 +576,8 @@ def code_counts(bp: BroadcastPlan, r: Receivers, recv: np.ndarray, src_addr: np.
         n_loop += send[1]
         return _done(bp, n_pat, n_loop, loc_p, loc_l, T)
     # send side: a group sends unless its block's only vertex is on the group's source tile
-    sb, ss = sk // T, sk % T
-    v = r.tile_vertex[ss]
-    sends = (r.vertices[sb] > 1) | ~((v >= 0) & (bp.rep[np.maximum(v, 0)] == sb))
+    ss = sk % T
+    sends = _group_sends(bp, r, sk, T)
     n_pat += np.bincount(ss[sends], weights=sp[sends], minlength=T)
     n_loop += np.bincount(ss[sends], weights=sl[sends], minlength=T)
     return _done(bp, n_pat, n_loop, loc_p, loc_l, T)
