@@ -80,7 +80,7 @@ def run_pipelined(cfg, device: str = "ipu-mk2", progress=None, profile: bool = T
     wall = {}
     target1 = Target.from_device(device, num_ipus=1)
     p = _plan(cfg, target1)
-    graphs, reused = _build_stage_graphs(cfg, target1, p.kinds, tick, device)
+    graphs, reused = _build_stage_graphs(cfg, target1, p.kinds, tick, device, tables=profile)
     wall["build_compile"] = time.perf_counter() - t0
     if reused:
         wall["reused"] = True
@@ -352,10 +352,13 @@ def release_stage_graphs() -> bool:
     return _STAGE_GRAPHS.clear()
 
 
-def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | None = None) -> tuple[dict, bool]:
+def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | None = None,
+                        tables: bool = True) -> tuple[dict, bool]:
     """Build and compile each distinct stage graph once (timing only), or take it from the graphs kept by content
-    (``_STAGE_GRAPHS``; ``device`` None: neither taken nor kept).  Returns (kind -> stage graph, whether every
-    one of them was kept from an earlier run)."""
+    (``_STAGE_GRAPHS``; ``device`` None: neither taken nor kept).  ``tables`` False: the run composes no profile,
+    so new stage graphs build no profile tables of their own (``StageGraph.base``), and a kept graph with or
+    without them serves; True: a kept graph without them is built again.  Returns (kind -> stage graph, whether
+    every one of them was kept from an earlier run)."""
     graphs: dict[tuple, StageGraph] = {}
     distinct = list(dict.fromkeys(kinds))
     shard = cfg.shard()  # with tensor parallelism every IPU of a stage's group runs the same shard of it
@@ -375,12 +378,13 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
                      "compiling": within(tick, f"compiling {of}", mid, lo + span)}
             parts["building"](0.0)
             args = _ROLE[k[:2]] + (k[2], k[3])  # (stage, of stages, AMP, layers here); named in the profile by IPU
-            make = partial(_stage_graph, target1, args, copy_memo, op_memo=op_memo,
+            make = partial(_stage_graph, target1, args, copy_memo, op_memo=op_memo, tables=tables,
                            progress=lambda what, f, parts=parts: parts[what](f))
             if device is None:
                 graphs[k] = make(shard)
                 continue
-            graphs[k], hit = _STAGE_GRAPHS.build((device, *args), shard, make)
+            graphs[k], hit = _STAGE_GRAPHS.build((device, *args), shard, make,
+                                                 serves=None if not tables else _has_tables)
             if hit:  # kept from an earlier run: nothing to build or compile
                 parts["compiling"](1.0)
             reused += hit
@@ -390,10 +394,14 @@ def _build_stage_graphs(cfg, target1: Target, kinds: list, tick, device: str | N
 
 
 def _stage_graph(target1: Target, args: tuple, copy_memo: CopyMemo, cfg, progress=None,
-                 op_memo: OpMemo | None = None) -> StageGraph:
+                 op_memo: OpMemo | None = None, tables: bool = True) -> StageGraph:
     stage, nstages, amp, body = args
     return StageGraph(cfg, target1, stage, nstages, amp=amp, copy_memo=copy_memo, body=body, progress=progress,
-                      op_memo=op_memo)
+                      op_memo=op_memo, tables=tables)
+
+
+def _has_tables(sg: StageGraph) -> bool:
+    return sg.base is not None
 
 
 def _bytes_dtype(nbytes: int) -> str:

@@ -135,20 +135,25 @@ class StageGraphCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, args: tuple, cfg):
-        """The kept graph built with ``args`` from a config that read as ``cfg`` does, or None."""
+    def get(self, args: tuple, cfg, serves: Callable | None = None):
+        """The kept graph built with ``args`` from a config that read as ``cfg`` does, or None.  ``serves(graph)``
+        False: that graph is not one the caller can use (a stage graph kept without the profile tables a later
+        run reads); it is dropped, as the graph built in its place is the same build."""
         for serial, (a, reads, graph, _) in self._entries.items():
             if a == args and gives_the_same(reads, cfg):
+                if serves is not None and not serves(graph):
+                    del self._entries[serial]
+                    break
                 self._entries.move_to_end(serial)
                 self.hits += 1
                 return graph
         self.misses += 1
         return None
 
-    def build(self, args: tuple, cfg, make: Callable):
-        """The graph for ``args`` and ``cfg``: the kept one, else ``make(view)`` (``view``: ``cfg`` read through
-        :class:`ConfigReads`), kept if it fits the budget."""
-        graph = self.get(args, cfg)
+    def build(self, args: tuple, cfg, make: Callable, serves: Callable | None = None):
+        """The graph for ``args`` and ``cfg``: the kept one (where ``serves`` it, see :meth:`get`), else
+        ``make(view)`` (``view``: ``cfg`` read through :class:`ConfigReads`), kept if it fits the budget."""
+        graph = self.get(args, cfg, serves)
         if graph is not None:
             return graph, True
         view = ConfigReads(cfg)

@@ -1,7 +1,7 @@
 """One distinct stage program of a pipelined BERT / GPT run, built and compiled once for ONE micro-batch
 (``transformer.build_bert_stage``) and reduced to what the step composition (pipeline.py) and the profile
 composition (pipeline_profile.py) read: each phase's cycles and steps, the per-tile weight and activation
-bytes, and the stage graph's own profile tables."""
+bytes, and the stage graph's own profile tables (not built for a run that composes no profile)."""
 
 from __future__ import annotations
 
@@ -79,9 +79,11 @@ class StageGraph:
 
     def __init__(self, cfg, target: Target, stage: int, nstages: int, label: int | None = None,
                  amp: float | None = None, copy_memo: CopyMemo | None = None, body: bool = True, progress=None,
-                 op_memo: OpMemo | None = None):
+                 op_memo: OpMemo | None = None, tables: bool = True):
         """``copy_memo``: compiled copies shared with the run's other stage graphs (their layers' exchanges
         are the same); ``body`` False: the IPU holds no layer (only the embedding and / or the heads).
+        ``tables`` False: no profile tables (``base`` None; only the profile composition reads them, and a run
+        without its profile, ``pipeline.run_pipelined(profile=False)``, composes none).
         ``progress(what, fraction)``: building ("building", the share of the stage program's phases built,
         ``PHASE_MARKS``), then compiling ("compiling", ``compile_graph``'s fraction; 1 once the stage graph's
         profile tables are built)."""
@@ -125,9 +127,9 @@ class StageGraph:
         lf = self.lsteps.get("layer_fwd_ffn")
         ltb = c.liveness_tile_bytes
         self.fwd_saved_tile_bytes = (ltb[lf[1]].astype(np.int64) if (lf and len(ltb)) else np.zeros(T, np.int64))
-        # the profile tables of this stage graph; then let the graph (vertex and field arrays) go, so
-        # peak memory is one stage graph, not all of them
-        self.base = build_profile(c, "timing", cfg.model, {})
+        # the profile tables of this stage graph (where a profile is composed); then let the graph (vertex and
+        # field arrays) go, so peak memory is one stage graph, not all of them
+        self.base = build_profile(c, "timing", cfg.model, {}) if tables else None
         if progress is not None:
             progress("compiling", 1.0)
         self.num_vertices = sum(g.n for g in be.graph.groups)
