@@ -31,8 +31,8 @@ from popvision_lite.emulator.compile.copy_plans import (
     code_patterns,
     copy_pieces,
     exchange_code_counts,
-    stable_argsort,
 )
+from popvision_lite.emulator.compile.copy_sorts import stable_argsort
 from popvision_lite.emulator.compile.memory import tile_addr
 from popvision_lite.emulator.graph import Field, Regions
 from popvision_lite.errors import EmulatorError
