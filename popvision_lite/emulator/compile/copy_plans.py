@@ -544,7 +544,8 @@ def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | None, src_addr: np.ndarray,
-                         dst_addr: np.ndarray, num_tiles: int) -> tuple[np.ndarray, np.ndarray] | None:
+                         dst_addr: np.ndarray, num_tiles: int, one_length: bool | None = None
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per tile, the exchange-code patterns of the pieces ``mask`` selects and how many of them are loops (more
     than one piece): each receive-side pattern counted on its destination tile, each send-side pattern (of the
     pieces in ``send``, a subset of ``mask``: one per distinct source piece) on its source tile.  The same counts
@@ -552,7 +553,8 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     fewer passes: the (destination tile, source tile, source position) key of the order is packed once and read
     back where needed; tile pairs are compared as one packed field, and the tiles are unpacked only at the
     patterns' first pieces.  ``send`` None: the receive side's only (:func:`code_patterns`' patterns, counted per
-    tile).  None when the packed key does not fit 62 bits (then the two-step path)."""
+    tile).  ``one_length``: whether every piece of the plan has one length, where the caller knows.  None when
+    the packed key does not fit 62 bits (then the two-step path)."""
     T = num_tiles
     n = len(mask)
     every = bool(mask.all())
@@ -563,14 +565,19 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     whole = every or 4 * m >= 3 * n
     st, dt, se_all = (plan.src_tile, plan.dst_tile, src_addr) if whole else \
         (plan.src_tile[idx], plan.dst_tile[idx], src_addr[idx])
-    if m < 2 or int(se_all.min()) < 0:
+    if m < 2:
         return None if m else (np.zeros(T, np.int64), np.zeros(T, np.int64))
-    ab = max(int(se_all.max()), 1).bit_length()
+    # the positions' bits in one pass: their or is negative where one is, and has the largest one's highest bit
+    bits = int(np.bitwise_or.reduce(se_all))
+    if bits < 0:
+        return None
+    ab = max(bits, 1).bit_length()
     ib = (m - 1).bit_length()
     if 2 * tb + ab + ib > 62:
         return None
-    key = np.left_shift(dt, tb + ab, dtype=np.int64)
-    key |= np.left_shift(st, ab, dtype=np.int64)
+    key = np.left_shift(dt, tb, dtype=np.int64)  # (dt << tb | st) << ab | se, in place: no temporary
+    key |= st
+    key <<= ab
     key |= se_all
     if whole and not every:
         key = key[idx]
@@ -584,31 +591,38 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     ii = (order if idx is None else idx[order]) if order is not None else idx
     L = plan.length
     # one length for every piece (a transpose's elements, equal rows): no gather, no comparison (None)
-    ln = None if int(L.min()) == int(L.max()) else (L if ii is None else L[ii])
-    se = key & ((1 << ab) - 1)
-    # (destination positions that are the source's (copies of one layout): the sorted source positions)
-    de = se if dst_addr is src_addr else dst_addr if ii is None else dst_addr[ii]
-    key >>= ab  # (destination tile, source tile) as one field
+    if one_length is None:
+        one_length = int(L.min()) == int(L.max())
+    ln = None if one_length else (L if ii is None else L[ii])
+    # the packed key stands for the source positions in the stride rule (_starts_of): a stride is compared only
+    # between pieces of one tile pair, where the key's differences are the positions' (pair_shift: the pair's
+    # place in it); the destination positions where they are not the source's
+    de = key if dst_addr is src_addr else dst_addr if ii is None else dst_addr[ii]
     if send is None:  # the receive side only
-        new = _pattern_starts(key, ln, se, de, False)[0]
-        return _per_tile_patterns(key, new, tb, 0, T, dst=True)
-    pieces = np.ones(m, bool) if send is mask else (send if ii is None else send[ii])
-    both = bool(pieces.all())
-    new, new_s = _pattern_starts(key, ln, se, de, both)
+        new = _pattern_starts(key, ln, key, de, False, ab)[0]
+        return _per_tile_patterns(key, new, tb, 0, T, dst=True, pair_shift=ab)
+    both = send is mask
+    pieces = None if both else (send if ii is None else send[ii])
+    both = both or bool(pieces.all())
+    new, new_s = _pattern_starts(key, ln, key, de, both, ab)
     tmask = (1 << tb) - 1
-    n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True)
+    n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True, pair_shift=ab)
     if not both:  # the send side: the distinct source pieces only, source strides only
-        key, ln, se = key[pieces], None if ln is None else ln[pieces], se[pieces]
-        new_s = _pattern_starts(key, ln, se, se, False)[0] if len(key) else np.zeros(0, bool)
-    n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False)
+        key, ln = key[pieces], None if ln is None else ln[pieces]
+        new_s = _pattern_starts(key, ln, key, key, False, ab)[0] if len(key) else np.zeros(0, bool)
+    n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False, pair_shift=ab)
     return n_r + n_s, l_r + l_s
 
 
-def _pattern_starts(pair, ln, se, de, send_too: bool):
-    """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair``: (receive
-    side starts (strides of ``se`` and ``de``), and with ``send_too`` the send side's (strides of ``se``), else
-    None).  ``ln`` None: every piece has one length."""
-    same = pair[1:] == pair[:-1]
+def _pattern_starts(pair, ln, se, de, send_too: bool, pair_shift: int = 0):
+    """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair`` (above its
+    low ``pair_shift`` bits): (receive side starts (strides of ``se`` and ``de``), and with ``send_too`` the send
+    side's (strides of ``se``), else None).  ``ln`` None: every piece has one length."""
+    if pair_shift:
+        same = pair[1:] ^ pair[:-1]
+        same = same < (1 << pair_shift)  # (equal above the low bits)
+    else:
+        same = pair[1:] == pair[:-1]
     if ln is not None:
         same &= ln[1:] == ln[:-1]
     return _starts_of(same, se, de, send_too)
@@ -636,13 +650,16 @@ def _starts_of(same, se, de, send_too: bool):
     return new, new_s
 
 
-def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool):
+def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool, pair_shift: int = 0):
     """(patterns, loops) per tile of the patterns starting where ``new`` is set, counted on each one's destination
-    tile (``dst``) or source tile; a loop is a pattern of more than one piece."""
+    tile (``dst``) or source tile (``pair``: the pieces' tile pairs, above its low ``pair_shift`` bits); a loop is
+    a pattern of more than one piece."""
     starts = np.nonzero(new)[0]
     if len(starts) == 0:
         return np.zeros(T, np.int64), np.zeros(T, np.int64)
     tile = pair[starts]
+    if pair_shift:
+        tile >>= pair_shift
     if dst:
         tile >>= tb
     else:
