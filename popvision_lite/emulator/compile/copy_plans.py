@@ -155,7 +155,8 @@ def _copy_pieces_runs(src, dst, known: dict | None = None, src_runs: tuple | Non
         # the runs that cross an interval boundary are cut like any copy, the others are whole
         # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
         bad = np.nonzero(~ok)[0]
-        sub, sub_run = _cut_runs(qs[bad], ql[bad], sm, qd[bad], ql[bad], dm)
+        lb = ql[bad]  # (one array for both sides: _cut_runs then cuts them as paired runs)
+        sub, sub_run = _cut_runs(qs[bad], lb, sm, qd[bad], lb, dm)
         per_run = np.ones(len(qs), np.int64)
         per_run[bad] = np.bincount(sub_run, minlength=len(bad))
         first = np.cumsum(per_run) - per_run
@@ -375,11 +376,15 @@ def _cut_one_run(a: int, b: int, n: int, sm, dm) -> CopyPlan:
 
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     """Cut a copy of source runs (ss, sl) to destination runs (ds, dl) at every run and mapping
-    interval boundary of both sides: the pieces in copy order, and each piece's source run."""
+    interval boundary of both sides: the pieces in copy order, and each piece's source run.  ``dl is sl``: the
+    runs are paired one to one (the matmul's rearranged operands), so both sides' run offsets are one list, merged
+    and searched once (each piece's destination run is its source run)."""
     total = int(sl.sum())
+    paired = dl is sl
     soff = np.cumsum(sl) - sl
-    doff = np.cumsum(dl) - dl
-    cuts = [soff, doff]
+    doff = soff if paired else np.cumsum(dl) - dl
+    cuts = [soff] if paired else [soff, doff]
+    n_runs = len(cuts)  # (the run offset lists; the sides' boundaries inside runs follow)
     sides = []
     for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
         b = mp.start
@@ -394,18 +399,18 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
         else:
             side_cuts = np.zeros(0, np.int64)
         sides.append((lo, side_cuts, np.cumsum(cnt) - cnt))
-    if len(cuts) == 2:  # no interval boundary inside any run
+    if len(cuts) == n_runs:  # no interval boundary inside any run
         pos = _sorted_unique(np.concatenate(cuts))
         upto = None
     else:
-        pos, upto = _cut_positions(cuts)
+        pos, upto = _cut_positions(cuts, n_runs)
     if len(pos) and (pos[0] < 0 or pos[-1] >= total):  # (not for runs of positive lengths)
         inside = (pos >= 0) & (pos < total)
         pos = pos[inside]
         upto = None if upto is None else [u[inside] for u in upto]
     length = np.diff(np.append(pos, total))
     rs = interval_index(soff, pos)
-    rd = interval_index(doff, pos)
+    rd = rs if paired else interval_index(doff, pos)
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
     # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
@@ -419,9 +424,10 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
 
 
-def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
-    """The sorted distinct positions of ``cuts`` (run offsets of both sides, then one or two sides' interval
-    boundaries inside runs, each strictly ascending), and for each boundary list after the first two: per
+def _cut_positions(cuts: list, n_runs: int = 2) -> tuple[np.ndarray, list]:
+    """The sorted distinct positions of ``cuts`` (run offsets of both sides, ``n_runs`` lists (one where the runs
+    are paired), then one or two sides' interval boundaries inside runs, each strictly ascending), and for each
+    boundary list after the run offsets: per
     position, how many of its boundaries lie at or below it, less one (interval_index(side_cuts, pos)).  One
     merge of the lists, each value tagged with its list in the low bits, instead of a search per position."""
     tags = len(cuts)
@@ -436,7 +442,7 @@ def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
     last = np.append(np.nonzero(new)[0][1:], len(v)) - 1  # each position's last tagged value
     tag = enc & ((1 << bits) - 1)
     upto = []
-    for i in range(2, tags):
+    for i in range(n_runs, tags):
         cnt = np.cumsum(tag == i)
         k = cnt[last]
         k -= 1

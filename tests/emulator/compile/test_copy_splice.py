@@ -1,7 +1,8 @@
 """A copy of field endpoints whose source vertices span mapping intervals (the stem's im2col windows): the source's
 runs and their intervals found once (copy_plans._vertex_intervals, handed to _copy_pieces_runs) and the few cut
 runs spliced among the whole ones by a masked write (copy_plans._splice_cut_runs) give the general cut's pieces
-(_cut_runs: every run cut at every boundary of both sides), field for field, dtype included, in copy order."""
+(_cut_runs: every run cut at every boundary of both sides), field for field, dtype included, in copy order; and
+_cut_runs of paired runs (one lengths array for both sides) cuts them as it cuts unpaired ones."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def test_splice_places_every_runs_first_piece():
         counts = (S._side_cuts(qs[cut], ql[cut], ks[cut], ok_s[cut], sm), np.zeros(len(cut), np.int64))
         sub = S._cut_one_side(qs[cut], qs[cut], ql[cut], ks[cut], kd[cut], ok_s[cut], ok_d[cut], sm, dm, counts)
         got = S._splice_cut_runs(qs, qs, ql, ks, kd, cut, counts[0] + 1, sub, sm, dm)
-        want = S._cut_runs(qs, ql, sm, qs, ql, dm)[0]
+        want = S._cut_runs(qs, ql, sm, qs, ql.copy(), dm)[0]  # (unpaired: two arrays)
         for f in FIELDS:
             gf, wf = getattr(got, f), getattr(want, f)
             assert gf.dtype == wf.dtype and np.array_equal(gf, wf), (trial, f)
@@ -127,3 +128,25 @@ def test_vertex_intervals_runs_are_the_runs_searched(mk2):
         ks = np.searchsorted(sm.start, ss, side="right") - 1
         for x, y in zip(runs, (ss, sl, ks, ss + sl <= sm.stop[ks]), strict=True):
             assert x.dtype == y.dtype and np.array_equal(x, y), trial
+
+
+def test_paired_runs_are_cut_as_unpaired_ones():
+    """_cut_runs given one lengths array for both sides (paired runs: one run-offset list, one search) cuts them
+    as it cuts the same runs given two equal arrays: the pieces, their intervals and their runs; runs crossing
+    boundaries on both sides, on one, on none, and empty runs among them."""
+    rng = np.random.default_rng(41)
+    for trial in range(150):
+        m = int(rng.integers(1, 40))
+        ql = rng.integers(0 if trial % 7 == 0 else 1, 12, m)
+        size = int(ql.sum()) * 3 + 16
+        qs = rng.permutation(np.cumsum(ql + 2) - ql - 2)[:m] if trial % 2 else np.cumsum(ql + 1) - ql - 1
+        qd = np.cumsum(ql) - ql + int(rng.integers(0, 5))
+        sm, dm = (M.intervals(rng.integers(0, 8, len(a) + 1), np.concatenate([[0], a]), np.concatenate([a, [size]]))
+                  for a in (np.sort(rng.choice(np.arange(1, size), size=int(rng.integers(0, 30)), replace=False))
+                            for _ in range(2)))
+        got, got_run = S._cut_runs(qs, ql, sm, qd, ql, dm)
+        want, want_run = S._cut_runs(qs, ql, sm, qd, ql.copy(), dm)
+        assert np.array_equal(got_run, want_run), trial
+        for f in FIELDS:
+            gf, wf = getattr(got, f), getattr(want, f)
+            assert gf.dtype == wf.dtype and np.array_equal(gf, wf), (trial, f)
