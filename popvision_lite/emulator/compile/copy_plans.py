@@ -392,9 +392,9 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
         hi = np.searchsorted(b, starts + lens, side="left")
         cnt = np.maximum(hi - lo, 0)
         if cnt.sum():
-            idx = _ranges_index(lo, cnt)
-            run = np.repeat(np.arange(len(starts)), cnt)
-            side_cuts = off[run] + b[idx] - starts[run]
+            # each boundary's offset in the copy: its run's offset less the run's first element, plus the boundary
+            side_cuts = np.repeat(off - starts, cnt)
+            side_cuts += b[_ranges_index(lo, cnt)]
             cuts.append(side_cuts)
         else:
             side_cuts = np.zeros(0, np.int64)
