@@ -31,8 +31,8 @@ from popvision_lite.emulator.compile.copy_plans import (
     code_patterns,
     copy_pieces,
     exchange_code_counts,
-    stable_argsort,
 )
+from popvision_lite.emulator.compile.copy_sorts import stable_argsort
 from popvision_lite.emulator.compile.memory import tile_addr
 from popvision_lite.emulator.graph import Field, Regions
 from popvision_lite.errors import EmulatorError
@@ -135,8 +135,9 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
     isz = prog.src.tensor.itemsize
     nbytes = plan.length * isz
     cross = plan.src_tile != plan.dst_tile
-    all_cross, sent, groups = _distinct_sends(plan, cross)
-    bout, bin_, local = _tile_bytes(plan, cross, sent, all_cross, isz, T)
+    lmin, lmax = int(plan.length.min()), int(plan.length.max())  # (read once for the steps below)
+    all_cross, sent, groups = _distinct_sends(plan, cross, lmax + 1)
+    bout, bin_, local = _tile_bytes(plan, cross, sent, all_cross, isz, T, lmax + 1)
     # receive time: a piece multicast to both tiles of a shared exchange bus counts half on each (only multicast
     # pieces can have a bus partner: with none, every piece counts whole, the bytes received: the same integers
     # as the cost model's sums of whole pieces)
@@ -156,11 +157,11 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         dst_addr = src_addr
     else:
         dst_addr = tile_addr(c, prog.dst.tensor.mapping, plan.dst_elem, plan.dst_k)
-    _exchange_code(c, info, plan, cross, glob, ipu_s is not None, sent, src_addr, dst_addr)
+    _exchange_code(c, info, plan, cross, glob, ipu_s is not None, sent, src_addr, dst_addr, lmin == lmax)
     if glob.any():
         c.add_mem("globalExchangePacketHeader", plan.dst_tile[glob], cm.GLOBAL_PACKET_HEADER_BYTES)
     if not all_cross:  # on-tile copy descriptors: per pattern of the on-tile pieces, a loop costing more
-        _copy_descriptors(c, plan, ~cross, src_addr, dst_addr)
+        _copy_descriptors(c, plan, ~cross, src_addr, dst_addr, lmin == lmax)
     busy = cm.exchange_tile_cycles(c.target, bout, bin_time, local)
     bytes_cross, bytes_local = int(bin_.sum()), int(local.sum())
     if not cross.any():
@@ -172,7 +173,7 @@ def _compile_copy_fresh(c: Compiled, info: ProgInfo) -> None:
         # the tiles with pieces: every piece's source tile sends it (bout, local) or holds the first of its
         # multicast's pieces, every destination tile receives (bin_, local); with no empty piece, the same
         # tiles as every piece's source and destination tile
-        if int(plan.length.min()) > 0:
+        if lmin > 0:
             part = np.nonzero(bout + bin_ + local)[0]
         else:
             part = distinct_tiles(np.concatenate([plan.src_tile, plan.dst_tile]), c.num_tiles)
@@ -307,11 +308,13 @@ def _compile_broadcast(c: Compiled, info: ProgInfo, bp: CB.BroadcastPlan) -> boo
     return True
 
 
-def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, dst_addr) -> None:
+def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, dst_addr,
+                      one_length: bool | None = None) -> None:
     """The on-tile copy descriptors of the ``local`` pieces: COPY_DESCRIPTOR_PER_PIECE per pattern
-    (code_patterns), EXCHANGE_CODE_PER_LOOP more for a loop, summed per tile (the pieces' one tile)."""
+    (code_patterns), EXCHANGE_CODE_PER_LOOP more for a loop, summed per tile (the pieces' one tile).
+    ``one_length``: whether the plan's pieces have one length, where known."""
     T = c.num_tiles
-    counts = exchange_code_counts(plan, local, None, src_addr, dst_addr, T)
+    counts = exchange_code_counts(plan, local, None, src_addr, dst_addr, T, one_length)
     if counts is None:  # (the packed key does not fit: per pattern, as found by sorting)
         ps_, _pd, cnt = code_patterns(plan, local, src_addr, dst_addr, T)
         c.add_mem("copyDescriptor", ps_, cm.COPY_DESCRIPTOR_PER_PIECE + np.where(cnt > 1, cm.EXCHANGE_CODE_PER_LOOP, 0))
@@ -321,19 +324,20 @@ def _copy_descriptors(c: Compiled, plan: CopyPlan, local: np.ndarray, src_addr, 
     c.add_mem("copyDescriptor", ut, n_pat[ut] * cm.COPY_DESCRIPTOR_PER_PIECE + n_loop[ut] * cm.EXCHANGE_CODE_PER_LOOP)
 
 
-def _distinct_sends(plan: CopyPlan, cross: np.ndarray) -> tuple[bool, np.ndarray, tuple | None]:
+def _distinct_sends(plan: CopyPlan, cross: np.ndarray, L1: int | None = None) -> tuple[bool, np.ndarray, tuple | None]:
     """(whether every piece crosses, a mask of the pieces that send (one per distinct source piece among the
     crossing ones: ``cross`` itself where each is its own), and where some source piece goes to more than one tile
     the crossing pieces grouped by source piece, else None): a source piece sent to several tiles goes out once
     (the exchange multicasts).  The groups are the plan indices of the crossing pieces in
     (source element, length) order and where each group starts, as the shared-bus receive bytes read them
-    (cost_model.shared_bus_receive_bytes)."""
+    (cost_model.shared_bus_receive_bytes).  ``L1``: the pieces' largest length plus one, where known."""
     n = len(cross)
     all_cross = bool(cross.all())  # (most copies: then the crossing pieces' arrays are the plan's, not gathered)
     xi = None if all_cross else np.nonzero(cross)[0]
     if xi is not None and len(xi) < 2:
         return all_cross, cross, None
-    L1 = int(plan.length.max()) + 1
+    if L1 is None:
+        L1 = int(plan.length.max()) + 1
     key = plan.src_elem * L1
     key += plan.length
     if xi is not None:
@@ -373,11 +377,13 @@ def _distinct_elems(se: np.ndarray, ln: np.ndarray) -> bool:
     return int(np.count_nonzero(mark)) == len(se)
 
 
-def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
+def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int, L1: int | None = None):
     """Per tile: (bytes sent over the exchange (by the pieces in ``sent``), bytes received, bytes copied on the
     tile).  The bytes received and copied on the tile are one count over twice the tiles (the on-tile pieces on
-    tiles T..2T-1, ``np.where``), not two counts of pieces gathered out (a gather per array)."""
-    L1 = int(plan.length.max()) + 1
+    tiles T..2T-1, ``np.where``), not two counts of pieces gathered out (a gather per array).  ``L1``: the
+    pieces' largest length plus one, where known."""
+    if L1 is None:
+        L1 = int(plan.length.max()) + 1
     if sent is cross and not all_cross and not cross.any():  # every piece on its tile (a transpose): one count
         z = np.zeros(T, np.int64)
         return z, z.copy(), bytes_per_tile(plan.src_tile, plan.length, isz, T, L1)
@@ -397,10 +403,11 @@ def _tile_bytes(plan: CopyPlan, cross, sent, all_cross: bool, isz: int, T: int):
 
 
 def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, multi_ipu: bool, sent_once, src_addr,
-                   dst_addr) -> None:
+                   dst_addr, one_length: bool | None = None) -> None:
     """The exchange code of the crossing pieces, within an IPU and between IPUs: per tile, charged to the
     receiver's and the sender's tile (``info.code_bytes`` grows by their sum).  ``sent_once``: the pieces that
-    send, one per distinct source piece (a multicast is sent once)."""
+    send, one per distinct source piece (a multicast is sent once); ``one_length``: whether the plan's pieces have
+    one length, where known."""
     T = c.num_tiles
     for mask, cat in ((cross & ~glob if multi_ipu else cross, "internalExchangeCode"),
                       (glob, "globalExchangeCode")):
@@ -408,7 +415,7 @@ def _exchange_code(c: Compiled, info: ProgInfo, plan: CopyPlan, cross, glob, mul
             send = mask & sent_once
             if np.array_equal(send, mask):
                 send = mask  # (no multicast among these pieces: the send side's pieces are the same)
-            counts = exchange_code_counts(plan, mask, send, src_addr, dst_addr, T)
+            counts = exchange_code_counts(plan, mask, send, src_addr, dst_addr, T, one_length)
             if counts is None:  # (the packed key does not fit: the pieces sorted, then their patterns)
                 counts = _code_counts_two_step(plan, mask, send, src_addr, dst_addr, T)
             # per pattern on the receiver's tile and on the sender's: summed per tile (the same sums as per pattern)

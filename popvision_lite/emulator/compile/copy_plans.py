@@ -12,6 +12,10 @@ from popvision_lite.emulator.compile.compiled import (
     CopyPlan,
     ProgInfo,
 )
+from popvision_lite.emulator.compile.copy_sorts import _lexsort3, _sorted_unique
+from popvision_lite.emulator.compile.copy_sorts import (
+    stable_argsort as stable_argsort,  # (re-exported: its old home)
+)
 from popvision_lite.emulator.graph import Field, _ranges_index
 from popvision_lite.emulator.mapping import interval_index
 
@@ -43,28 +47,39 @@ def _runs_and_mapping(ep, known: dict | None = None):
     return starts[keep], lens[keep], ep.tensor.mapping
 
 
-def _sorted_unique(a: np.ndarray) -> np.ndarray:
-    """np.unique for int arrays via one sort (numpy's hash-based unique is slow on large int arrays)."""
-    if len(a) == 0:
-        return a
-    if np.all(a[1:] > a[:-1]):
-        return a
-    # stable: the same values, and numpy's stable sort runs through the few ascending runs these arrays are
-    # made of (the cut positions of each side) ~7x faster than its quicksort (3 runs of 0.7 M: 0.018 s)
-    a = np.sort(a, kind="stable")
-    return a[np.concatenate([[True], a[1:] != a[:-1]])]
-
-
 def _whole_vertex(ep, known: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For a field endpoint: per vertex (first element, element count, tile, all-runs-on-that-tile,
     mapping interval of the first element)."""
+    return _vertex_intervals(ep, known, False)[:5]
+
+
+def _vertex_intervals(ep, known: dict | None = None, with_runs: bool = True):
+    """_whole_vertex's five arrays, then the endpoint's runs with their first elements' intervals where each vertex
+    is one run of at least one element and every run's first element is mapped: (starts, lengths, intervals,
+    each run inside its interval), the source side of _copy_pieces_runs' paired runs (its ``ss``, ``sl``, ``ks``
+    and ``ok_s``: the same arrays), else None.  One run a vertex (a region, a window row): the tile comparison
+    across runs is empty, and the interval search is the runs' own."""
     s, e = _bounds(ep, known)
     mp = ep.tensor.mapping
     k1 = interval_index(mp.start, s)
+    if s.shape[1] == 1 and len(mp) and len(s):
+        k = k1[:, 0]
+        lo = int(k.min())
+        kc = k if lo >= 0 else np.clip(k, 0, len(mp) - 1)
+        s0, e0 = s[:, 0], e[:, 0]
+        inside = e0 <= mp.stop[kc]
+        ok = inside if lo >= 0 else inside & (k >= 0)
+        n_el = ep.elems()
+        runs = None
+        if with_runs and lo >= 0:
+            ln = e0 - s0
+            if int(ln.min()) > 0:
+                runs = (s0, ln, k, inside)
+        return s0, n_el, mp.tile[kc], ok, kc, runs
     kc = np.clip(k1, 0, max(len(mp) - 1, 0))
     tiles = mp.tile[kc]
     ok = np.all((e <= mp.stop[kc]) & (k1 >= 0) & (tiles == tiles[:, :1]), axis=1)
-    return s[:, 0], ep.elems(), tiles[:, 0], ok, kc[:, 0]
+    return s[:, 0], ep.elems(), tiles[:, 0], ok, kc[:, 0], None
 
 
 def copy_pieces(src, dst, known: dict | None = None) -> CopyPlan:
@@ -76,16 +91,23 @@ def copy_pieces(src, dst, known: dict | None = None) -> CopyPlan:
     if isinstance(src, Field) and isinstance(dst, Field) and src.n == dst.n:
         # the source side first: where one of its vertices spans two intervals (the stem's im2col windows) the
         # destination's is not looked up (its mapping searches: ~0.15 s of that copy's 1 s)
-        s0, sn, st, sok, sk = _whole_vertex(src, known)
+        s0, sn, st, sok, sk, src_runs = _vertex_intervals(src, known)
         if sok.all() and np.array_equal(sn, dst.elems()):
             d0, dn, dt, dok, dk = _whole_vertex(dst, known)
             if dok.all():
                 return CopyPlan(s0, d0, sn, st, dt, sk, dk)
+        # (the source's runs and their intervals, as found: not read and searched again)
+        return _copy_pieces_runs(src, dst, known, src_runs)
     return _copy_pieces_runs(src, dst, known)
 
 
-def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
-    ss, sl, sm = _runs_and_mapping(src, known)
+def _copy_pieces_runs(src, dst, known: dict | None = None, src_runs: tuple | None = None) -> CopyPlan:
+    """copy_pieces by runs.  ``src_runs``: the source's runs of positive lengths, their first elements' intervals
+    and whether each run lies inside its interval (_vertex_intervals), where already found."""
+    if src_runs is None:
+        ss, sl, sm = _runs_and_mapping(src, known)
+    else:
+        ss, sl, sm = src_runs[0], src_runs[1], src.tensor.mapping
     ds, dl, dm = _runs_and_mapping(dst, known)
     total = int(sl.sum())
     if total == 0:
@@ -111,9 +133,12 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
         else:
             qs = ss
     if len(qs) == len(qd) and np.array_equal(ql, qdl):
-        ks = interval_index(sm.start, qs)
+        if src_runs is not None and qs is ss:
+            ks, ok_s = src_runs[2], src_runs[3]
+        else:
+            ks = interval_index(sm.start, qs)
+            ok_s = qs + ql <= sm.stop[ks]
         kd = interval_index(dm.start, qd)
-        ok_s = qs + ql <= sm.stop[ks]
         ok_d = qd + ql <= dm.stop[kd]
         ok = ok_s & ok_d
         if ok.all():
@@ -130,7 +155,8 @@ def _copy_pieces_runs(src, dst, known: dict | None = None) -> CopyPlan:
         # the runs that cross an interval boundary are cut like any copy, the others are whole
         # pieces; each run's pieces stay in place, in copy order (as cutting all runs at once would)
         bad = np.nonzero(~ok)[0]
-        sub, sub_run = _cut_runs(qs[bad], ql[bad], sm, qd[bad], ql[bad], dm)
+        lb = ql[bad]  # (one array for both sides: _cut_runs then cuts them as paired runs)
+        sub, sub_run = _cut_runs(qs[bad], lb, sm, qd[bad], lb, dm)
         per_run = np.ones(len(qs), np.int64)
         per_run[bad] = np.bincount(sub_run, minlength=len(bad))
         first = np.cumsum(per_run) - per_run
@@ -216,15 +242,20 @@ def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None =
     boundaries of its crossing side, so its pieces are the intervals ks..ks_end (or kd..kd_end) it spans, found
     from the interval of its last element, with no sort of the cut positions and no search per piece.  The same
     pieces, in copy order, as cutting every run (:func:`_cut_runs`)."""
+    # the runs cut: those crossing a boundary on some side (a run that crosses one holds at least one boundary:
+    # every copied element is mapped; one holding none would come back from the cut whole, one piece, as placed)
+    cut = np.nonzero(~(ok_s & ok_d) if counts is None else counts[0] | counts[1])[0]
+    if 0 < 8 * len(cut) <= len(qs):
+        sub_counts = (_side_cuts(qs[cut], ql[cut], ks[cut], ok_s[cut], sm),
+                      _side_cuts(qd[cut], ql[cut], kd[cut], ok_d[cut], dm)) if counts is None else \
+            (counts[0][cut], counts[1][cut])
+        return _splice_cut_runs(qs, qd, ql, ks, kd, cut, np.maximum(*sub_counts) + 1,
+                                _cut_one_side(qs[cut], qd[cut], ql[cut], ks[cut], kd[cut], ok_s[cut], ok_d[cut], sm,
+                                              dm, sub_counts), sm, dm)
     cs, cd = counts if counts is not None else (_side_cuts(qs, ql, ks, ok_s, sm), _side_cuts(qd, ql, kd, ok_d, dm))
     cnt = np.maximum(cs, cd) + 1  # pieces per run (cs, cd or both, where both sides cut alike)
     n = int(cnt.sum())
     first = np.cumsum(cnt) - cnt
-    cut = np.nonzero(cnt > 1)[0]
-    if 8 * len(cut) <= len(qs):
-        return _splice_cut_runs(qs, qd, ql, ks, kd, cnt, first, n, cut,
-                                _cut_one_side(qs[cut], qd[cut], ql[cut], ks[cut], kd[cut], ok_s[cut], ok_d[cut], sm,
-                                              dm, (cs[cut], cd[cut])), sm, dm)
     qs_r = np.repeat(qs, cnt)
     qd_r = np.repeat(qd, cnt)
     # piece j of a run lies in the run's first interval plus j on a side that cuts the run, plus 0 on the other
@@ -236,6 +267,8 @@ def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None =
     if cd.any():
         od = dm.start[kdp] - qd_r
         o = od if o is None else np.maximum(o, od, out=o)
+    if o is None:  # (no run holds a boundary on either side: each is its one piece)
+        o = np.zeros(n, np.int64)
     np.maximum(o, 0, out=o)
     ln = np.empty(n, np.int64)
     ln[:-1] = o[1:]
@@ -244,16 +277,27 @@ def _cut_one_side(qs, qd, ql, ks, kd, ok_s, ok_d, sm, dm, counts: tuple | None =
     return CopyPlan(qs_r + o, qd_r + o, ln, sm.tile[ksp], dm.tile[kdp], ksp, kdp)
 
 
-def _splice_cut_runs(qs, qd, ql, ks, kd, cnt, first, n: int, cut, sub: CopyPlan, sm, dm) -> CopyPlan:
-    """_cut_one_side's pieces where few runs are cut (``cut``: those of more than one piece, ``sub``: their
-    pieces, cut on their own): every run's fields repeated to its pieces, which is each whole run's one piece
-    (its first elements, length and intervals), and the cut runs' pieces written over their places (the stem's
-    im2col windows: 1 % of 1.74 M runs cut).  The same pieces, in copy order, as cutting every run."""
-    at = _ranges_index(first[cut], cnt[cut])
+def _splice_cut_runs(qs, qd, ql, ks, kd, cut, cnt_cut, sub: CopyPlan, sm, dm) -> CopyPlan:
+    """_cut_one_side's pieces where few runs are cut (``cut``: those of more than one piece, ``cnt_cut`` pieces
+    each, ``sub``: their pieces, cut on their own): each run's first piece is the whole run (its first elements,
+    length and intervals), written in one masked pass over the places of every run's first piece, and the cut
+    runs' pieces written over their places (the stem's im2col windows: 1 % of 1.74 M runs cut).  The same
+    pieces, in copy order, as cutting every run; no per-run repeat (a repeat by counts costs several times a
+    masked write)."""
+    extra = cnt_cut - 1
+    first_cut = np.cumsum(extra)
+    first_cut -= extra
+    first_cut += cut  # each cut run's first piece: its run index plus the pieces of the cut runs before it
+    n = len(qs) + int(extra.sum())
+    at = _ranges_index(first_cut, cnt_cut)
+    place = np.ones(n, bool)  # the first piece of every run, in run order
+    place[at] = False
+    place[first_cut] = True
     out = []
     for whole_v, sub_v in ((qs, sub.src_elem), (qd, sub.dst_elem), (ql, sub.length), (ks, sub.src_k),
                            (kd, sub.dst_k)):
-        a = np.repeat(np.asarray(whole_v, np.int64), cnt)
+        a = np.empty(n, np.int64)
+        a[place] = whole_v
         a[at] = sub_v
         out.append(a)
     se, de, ln, pks, pkd = out
@@ -332,11 +376,15 @@ def _cut_one_run(a: int, b: int, n: int, sm, dm) -> CopyPlan:
 
 def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     """Cut a copy of source runs (ss, sl) to destination runs (ds, dl) at every run and mapping
-    interval boundary of both sides: the pieces in copy order, and each piece's source run."""
+    interval boundary of both sides: the pieces in copy order, and each piece's source run.  ``dl is sl``: the
+    runs are paired one to one (the matmul's rearranged operands), so both sides' run offsets are one list, merged
+    and searched once (each piece's destination run is its source run)."""
     total = int(sl.sum())
+    paired = dl is sl
     soff = np.cumsum(sl) - sl
-    doff = np.cumsum(dl) - dl
-    cuts = [soff, doff]
+    doff = soff if paired else np.cumsum(dl) - dl
+    cuts = [soff] if paired else [soff, doff]
+    n_runs = len(cuts)  # (the run offset lists; the sides' boundaries inside runs follow)
     sides = []
     for starts, lens, off, mp in ((ss, sl, soff, sm), (ds, dl, doff, dm)):
         b = mp.start
@@ -344,25 +392,25 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
         hi = np.searchsorted(b, starts + lens, side="left")
         cnt = np.maximum(hi - lo, 0)
         if cnt.sum():
-            idx = _ranges_index(lo, cnt)
-            run = np.repeat(np.arange(len(starts)), cnt)
-            side_cuts = off[run] + b[idx] - starts[run]
+            # each boundary's offset in the copy: its run's offset less the run's first element, plus the boundary
+            side_cuts = np.repeat(off - starts, cnt)
+            side_cuts += b[_ranges_index(lo, cnt)]
             cuts.append(side_cuts)
         else:
             side_cuts = np.zeros(0, np.int64)
         sides.append((lo, side_cuts, np.cumsum(cnt) - cnt))
-    if len(cuts) == 2:  # no interval boundary inside any run
+    if len(cuts) == n_runs:  # no interval boundary inside any run
         pos = _sorted_unique(np.concatenate(cuts))
         upto = None
     else:
-        pos, upto = _cut_positions(cuts)
+        pos, upto = _cut_positions(cuts, n_runs)
     if len(pos) and (pos[0] < 0 or pos[-1] >= total):  # (not for runs of positive lengths)
         inside = (pos >= 0) & (pos < total)
         pos = pos[inside]
         upto = None if upto is None else [u[inside] for u in upto]
     length = np.diff(np.append(pos, total))
     rs = interval_index(soff, pos)
-    rd = interval_index(doff, pos)
+    rd = rs if paired else interval_index(doff, pos)
     src_elem = ss[rs] + pos - soff[rs]
     dst_elem = ds[rd] + pos - doff[rd]
     # every copied element is mapped (check_graph), so each lies in interval k: the interval of its
@@ -376,9 +424,10 @@ def _cut_runs(ss, sl, sm, ds, dl, dm) -> tuple[CopyPlan, np.ndarray]:
     return CopyPlan(src_elem, dst_elem, length, sm.tile[ks], dm.tile[kd], ks, kd), rs
 
 
-def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
-    """The sorted distinct positions of ``cuts`` (run offsets of both sides, then one or two sides' interval
-    boundaries inside runs, each strictly ascending), and for each boundary list after the first two: per
+def _cut_positions(cuts: list, n_runs: int = 2) -> tuple[np.ndarray, list]:
+    """The sorted distinct positions of ``cuts`` (run offsets of both sides, ``n_runs`` lists (one where the runs
+    are paired), then one or two sides' interval boundaries inside runs, each strictly ascending), and for each
+    boundary list after the run offsets: per
     position, how many of its boundaries lie at or below it, less one (interval_index(side_cuts, pos)).  One
     merge of the lists, each value tagged with its list in the low bits, instead of a search per position."""
     tags = len(cuts)
@@ -393,65 +442,12 @@ def _cut_positions(cuts: list) -> tuple[np.ndarray, list]:
     last = np.append(np.nonzero(new)[0][1:], len(v)) - 1  # each position's last tagged value
     tag = enc & ((1 << bits) - 1)
     upto = []
-    for i in range(2, tags):
+    for i in range(n_runs, tags):
         cnt = np.cumsum(tag == i)
         k = cnt[last]
         k -= 1
         upto.append(k)
     return pos, upto
-
-
-def stable_argsort(key: np.ndarray, values: bool = False):
-    """np.argsort(key, kind="stable") of an int64 array: when key x 2^k + index (2^k >= n) fits int64, a stable sort
-    of those values (all distinct, so any sort gives the stable order) and the indices read back.  A
-    value sort moves no index array: 2 M keys, random 0.17 against 0.22 s, sorted blocks 0.10 against
-    0.14 s; a quicksort would lose on the mostly ordered keys of a copy's pieces (0.14 against 0.005 s on
-    sorted keys), so it is numpy's stable (merge / run-aware) sort too.  ``values``: (the sorted keys, the order),
-    the keys read back from the sorted values too (a shift, where ``key[order]`` is a gather through a
-    permutation, several times the cost)."""
-    n = len(key)
-    if n < 2:
-        order = np.arange(n, dtype=np.int64)
-        return (key.copy(), order) if values else order
-    lo, hi = int(key.min()), int(key.max())
-    shift = (n - 1).bit_length()  # the index in the low bits: a mask reads it back (4x cheaper than % n)
-    if lo < 0 or (hi + 1) << shift >= 2**63:
-        order = np.argsort(key, kind="stable")
-        return (key[order], order) if values else order
-    v = key << shift
-    v |= np.arange(n, dtype=np.int64)
-    v.sort(kind="stable")
-    order = v & ((1 << shift) - 1)
-    if not values:
-        return order
-    v >>= shift
-    return v, order
-
-
-def _lexsort3(a: np.ndarray, b: np.ndarray, c: np.ndarray, bc_bound: int | None = None) -> np.ndarray | None:
-    """np.lexsort((a, b, c)) for non-negative ints: one stable argsort of a combined int64 key when
-    it fits (the same order: lexsort is stable too), which is several times faster.  None when the
-    pieces are in that order already (the order is the identity).  ``bc_bound``: ``b`` and ``c`` are known to
-    lie in [0, bc_bound) (tiles), not searched for their least and greatest values."""
-    if len(a) == 0:
-        return np.zeros(0, np.int64)
-    am = int(a.max()) + 1
-    if bc_bound is None:
-        bm, cm_ = int(b.max()) + 1, int(c.max()) + 1
-        low = min(int(a.min()), int(b.min()), int(c.min()))
-    else:
-        bm = cm_ = bc_bound
-        low = int(a.min())
-    if low < 0 or am * bm * cm_ >= 2**62:
-        order = np.lexsort((a, b, c))
-        return None if np.array_equal(order, np.arange(len(a))) else order
-    key = np.multiply(c, bm, dtype=np.int64)
-    key += b
-    key *= am
-    key += a
-    if np.all(key[1:] >= key[:-1]):
-        return None
-    return stable_argsort(key)
 
 
 def code_patterns(plan: CopyPlan, mask: np.ndarray, src_addr=None, dst_addr=None, num_tiles: int | None = None
@@ -554,7 +550,8 @@ def _units(st, dt, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | None, src_addr: np.ndarray,
-                         dst_addr: np.ndarray, num_tiles: int) -> tuple[np.ndarray, np.ndarray] | None:
+                         dst_addr: np.ndarray, num_tiles: int, one_length: bool | None = None
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
     """Per tile, the exchange-code patterns of the pieces ``mask`` selects and how many of them are loops (more
     than one piece): each receive-side pattern counted on its destination tile, each send-side pattern (of the
     pieces in ``send``, a subset of ``mask``: one per distinct source piece) on its source tile.  The same counts
@@ -562,7 +559,8 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     fewer passes: the (destination tile, source tile, source position) key of the order is packed once and read
     back where needed; tile pairs are compared as one packed field, and the tiles are unpacked only at the
     patterns' first pieces.  ``send`` None: the receive side's only (:func:`code_patterns`' patterns, counted per
-    tile).  None when the packed key does not fit 62 bits (then the two-step path)."""
+    tile).  ``one_length``: whether every piece of the plan has one length, where the caller knows.  None when
+    the packed key does not fit 62 bits (then the two-step path)."""
     T = num_tiles
     n = len(mask)
     every = bool(mask.all())
@@ -573,14 +571,19 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     whole = every or 4 * m >= 3 * n
     st, dt, se_all = (plan.src_tile, plan.dst_tile, src_addr) if whole else \
         (plan.src_tile[idx], plan.dst_tile[idx], src_addr[idx])
-    if m < 2 or int(se_all.min()) < 0:
+    if m < 2:
         return None if m else (np.zeros(T, np.int64), np.zeros(T, np.int64))
-    ab = max(int(se_all.max()), 1).bit_length()
+    # the positions' bits in one pass: their or is negative where one is, and has the largest one's highest bit
+    bits = int(np.bitwise_or.reduce(se_all))
+    if bits < 0:
+        return None
+    ab = max(bits, 1).bit_length()
     ib = (m - 1).bit_length()
     if 2 * tb + ab + ib > 62:
         return None
-    key = np.left_shift(dt, tb + ab, dtype=np.int64)
-    key |= np.left_shift(st, ab, dtype=np.int64)
+    key = np.left_shift(dt, tb, dtype=np.int64)  # (dt << tb | st) << ab | se, in place: no temporary
+    key |= st
+    key <<= ab
     key |= se_all
     if whole and not every:
         key = key[idx]
@@ -594,31 +597,38 @@ def exchange_code_counts(plan: CopyPlan, mask: np.ndarray, send: np.ndarray | No
     ii = (order if idx is None else idx[order]) if order is not None else idx
     L = plan.length
     # one length for every piece (a transpose's elements, equal rows): no gather, no comparison (None)
-    ln = None if int(L.min()) == int(L.max()) else (L if ii is None else L[ii])
-    se = key & ((1 << ab) - 1)
-    # (destination positions that are the source's (copies of one layout): the sorted source positions)
-    de = se if dst_addr is src_addr else dst_addr if ii is None else dst_addr[ii]
-    key >>= ab  # (destination tile, source tile) as one field
+    if one_length is None:
+        one_length = int(L.min()) == int(L.max())
+    ln = None if one_length else (L if ii is None else L[ii])
+    # the packed key stands for the source positions in the stride rule (_starts_of): a stride is compared only
+    # between pieces of one tile pair, where the key's differences are the positions' (pair_shift: the pair's
+    # place in it); the destination positions where they are not the source's
+    de = key if dst_addr is src_addr else dst_addr if ii is None else dst_addr[ii]
     if send is None:  # the receive side only
-        new = _pattern_starts(key, ln, se, de, False)[0]
-        return _per_tile_patterns(key, new, tb, 0, T, dst=True)
-    pieces = np.ones(m, bool) if send is mask else (send if ii is None else send[ii])
-    both = bool(pieces.all())
-    new, new_s = _pattern_starts(key, ln, se, de, both)
+        new = _pattern_starts(key, ln, key, de, False, ab)[0]
+        return _per_tile_patterns(key, new, tb, 0, T, dst=True, pair_shift=ab)
+    both = send is mask
+    pieces = None if both else (send if ii is None else send[ii])
+    both = both or bool(pieces.all())
+    new, new_s = _pattern_starts(key, ln, key, de, both, ab)
     tmask = (1 << tb) - 1
-    n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True)
+    n_r, l_r = _per_tile_patterns(key, new, tb, tmask, T, dst=True, pair_shift=ab)
     if not both:  # the send side: the distinct source pieces only, source strides only
-        key, ln, se = key[pieces], None if ln is None else ln[pieces], se[pieces]
-        new_s = _pattern_starts(key, ln, se, se, False)[0] if len(key) else np.zeros(0, bool)
-    n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False)
+        key, ln = key[pieces], None if ln is None else ln[pieces]
+        new_s = _pattern_starts(key, ln, key, key, False, ab)[0] if len(key) else np.zeros(0, bool)
+    n_s, l_s = _per_tile_patterns(key, new_s, tb, tmask, T, dst=False, pair_shift=ab)
     return n_r + n_s, l_r + l_s
 
 
-def _pattern_starts(pair, ln, se, de, send_too: bool):
-    """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair``: (receive
-    side starts (strides of ``se`` and ``de``), and with ``send_too`` the send side's (strides of ``se``), else
-    None).  ``ln`` None: every piece has one length."""
-    same = pair[1:] == pair[:-1]
+def _pattern_starts(pair, ln, se, de, send_too: bool, pair_shift: int = 0):
+    """_pattern_units' pattern starts of pieces in pattern order, their tile pairs packed in ``pair`` (above its
+    low ``pair_shift`` bits): (receive side starts (strides of ``se`` and ``de``), and with ``send_too`` the send
+    side's (strides of ``se``), else None).  ``ln`` None: every piece has one length."""
+    if pair_shift:
+        same = pair[1:] ^ pair[:-1]
+        same = same < (1 << pair_shift)  # (equal above the low bits)
+    else:
+        same = pair[1:] == pair[:-1]
     if ln is not None:
         same &= ln[1:] == ln[:-1]
     return _starts_of(same, se, de, send_too)
@@ -646,13 +656,16 @@ def _starts_of(same, se, de, send_too: bool):
     return new, new_s
 
 
-def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool):
+def _per_tile_patterns(pair, new, tb: int, tmask: int, T: int, dst: bool, pair_shift: int = 0):
     """(patterns, loops) per tile of the patterns starting where ``new`` is set, counted on each one's destination
-    tile (``dst``) or source tile; a loop is a pattern of more than one piece."""
+    tile (``dst``) or source tile (``pair``: the pieces' tile pairs, above its low ``pair_shift`` bits); a loop is
+    a pattern of more than one piece."""
     starts = np.nonzero(new)[0]
     if len(starts) == 0:
         return np.zeros(T, np.int64), np.zeros(T, np.int64)
     tile = pair[starts]
+    if pair_shift:
+        tile >>= pair_shift
     if dst:
         tile >>= tb
     else:
