@@ -389,7 +389,8 @@ def _clip_u32(a: np.ndarray) -> np.ndarray:
     if a.dtype == np.uint32:
         return a
     if a.dtype.itemsize <= 4 and a.dtype.kind in "iu":
-        return np.maximum(a, 0).astype(np.uint32)
+        # the largest with 0 written straight into the uint32 result (one pass; every value is in range)
+        return np.maximum(a, 0, out=np.empty(a.shape, np.uint32), casting="unsafe")
     return np.clip(a, 0, U32).astype(np.uint32)
 
 
