@@ -111,6 +111,16 @@ def compute_tile_cycles(tiles: np.ndarray, vcycles: np.ndarray, num_tiles: int, 
     return busy.astype(np.int64), count
 
 
+def tile_counts(tiles: np.ndarray, num_tiles: int, threads: int) -> np.ndarray:
+    """``np.bincount(tiles, minlength=num_tiles)``: where the vertices come in rows of ``threads`` of one tile
+    (:func:`_rows_on_one_tile`: a large elementwise op's worker pieces) the rows' first vertices counted and
+    multiplied by ``threads`` (a sixth of the elements, from a contiguous copy: a count casts its input, and
+    casting the whole int32 array cost more than the check)."""
+    if len(tiles) >= 1024 and _rows_on_one_tile(tiles, threads):
+        return threads * np.bincount(tiles[::threads].astype(np.intp), minlength=num_tiles)
+    return np.bincount(tiles, minlength=num_tiles)
+
+
 def _rows_on_one_tile(tiles: np.ndarray, threads: int) -> bool:
     """Whether the vertices, cut in rows of ``threads`` in their given order, have one tile per row: then every run
     of one tile's vertices is a whole number of rows (an elementwise op's worker pieces: ``threads`` per mapping

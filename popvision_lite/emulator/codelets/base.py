@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from popvision_lite.emulator.cost_model import tile_counts
 from popvision_lite.emulator.estimators import elementwise as EW
 from popvision_lite.emulator.estimators import popops
 from popvision_lite.emulator.graph import Blocks, Regions, VertexGroup, Windows, to_dtype
@@ -230,7 +231,7 @@ class Elementwise(Codelet):
                                    np.zeros(0, np.int64), threads)
         # pieces per tile, kept for the compute set's tile cycles (compute_sets.compile_execute reads and drops it:
         # the same count of the same tiles)
-        per_tile = group.tile_counts = np.bincount(group.tiles, minlength=target.num_tiles)
+        per_tile = group.tile_counts = tile_counts(group.tiles, target.num_tiles, threads)
         # int32 where every value fits, as VertexGroup.cycles holds them, only when it calls this method itself (a
         # subclass that overrides cycles adds to what it returns here: int64, as ever)
         narrow = type(self).cycles is Elementwise.cycles

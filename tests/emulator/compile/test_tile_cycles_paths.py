@@ -56,3 +56,18 @@ def test_many_rows_of_a_tile_in_strided_order():
     got = cm.compute_tile_cycles(tiles, vcycles, T, threads, 11, supervisor=none, regions=np.ones(len(tiles), bool))
     want = _reference(tiles, vcycles, T, threads, 11, none, np.ones(len(tiles), bool))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("rows", [True, False])
+def test_tile_counts_equal_the_count_of_every_vertex(rows):
+    """cost_model.tile_counts: from the rows' first vertices where each row is one tile's, otherwise every vertex
+    (a row with another tile in its last column, a length not whole rows)."""
+    rng = np.random.default_rng(11)
+    T, threads = 40, 6
+    tiles = np.repeat(rng.integers(0, T - 3, 700), threads).astype(np.int32)
+    if not rows:
+        tiles[6 * 300 + 5] = T - 1
+    for t in (tiles, tiles[:-2]):
+        got = cm.tile_counts(t, T, threads)
+        assert got.dtype == np.int64 and np.array_equal(got, np.bincount(t, minlength=T))
+        assert got[T - 1] == (0 if rows else 1)
