@@ -438,8 +438,8 @@ def vertex_instances(group, num_tiles: int, threads: int, counts: np.ndarray | N
     where the caller has counted them already."""
     if counts is None:
         t = np.asarray(group.tiles)
-        # (int32 tiles counted as they are: numpy casts them per element inside bincount, with no int64 copy)
-        cnt = np.bincount(t if t.dtype.kind == "i" else t.astype(np.int64), minlength=num_tiles)
+        # (int32 tiles counted as they are, or from their rows of one tile: tile_counts)
+        cnt = tile_counts(t if t.dtype.kind == "i" else t.astype(np.int64), num_tiles, threads)
     else:
         cnt = counts
     ut = np.nonzero(cnt)[0]
