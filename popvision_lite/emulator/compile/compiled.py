@@ -228,6 +228,10 @@ def distinct_tiles(tiles: np.ndarray, num_tiles: int) -> np.ndarray:
     return np.nonzero(np.bincount(tiles, minlength=num_tiles))[0]
 
 
+_HEADS: dict = {}  # (dtype, shape) -> the bytes digest() hashes before an array's (bounded: _HEADS_MAX entries)
+_HEADS_MAX = 1 << 16
+
+
 def digest(*arrays) -> bytes:
     """A 16-byte key of the arrays' dtypes, shapes and values (equal iff they are, barring a hash collision):
     XXH3-128 of each array's dtype and shape, then its bytes.  Hashing keys the exchange programs, compute sets
@@ -240,8 +244,15 @@ def digest(*arrays) -> bytes:
         a = np.ascontiguousarray(a)
         d = a.dtype
         # the dtype by its array-protocol string ('<i8': kind, byte order and size; a fifth of the cost of
-        # str(dtype), which was most of a small array's digest), or in full where it has fields or a subarray
-        h.update(f"{d.str if d.fields is None and d.subdtype is None else d}{a.shape}".encode())
+        # str(dtype), which was most of a small array's digest), or in full where it has fields or a subarray;
+        # with the shape, made once per (dtype, shape) in the process (formatting it cost ~6x the look-up)
+        key = (d, a.shape)
+        head = _HEADS.get(key)
+        if head is None:
+            if len(_HEADS) >= _HEADS_MAX:
+                _HEADS.clear()
+            head = _HEADS[key] = f"{d.str if d.fields is None and d.subdtype is None else d}{a.shape}".encode()
+        h.update(head)
         # the array's bytes, without copying them out (tobytes) where they are plain data
         h.update(a.tobytes() if a.dtype.hasobject else a.reshape(-1).view(np.uint8))
     return h.digest()
