@@ -17,6 +17,7 @@ K_SYNC = STEP_KIND_CODE["sync"]
 K_XI = STEP_KIND_CODE["exchange_internal"]
 K_XG = STEP_KIND_CODE["exchange_global"]
 K_STREAM = STEP_KIND_CODE["stream_copy"]
+_U32_MAX = int(np.iinfo(np.uint32).max)
 @dataclass
 class StepTemplate:
     """One BSP step as compiled (a Repeat body's steps are shared by all its iterations)."""
@@ -116,7 +117,9 @@ class Compiled:
         self.copy_plans: dict[int, CopyPlan] = {}
         self.ops: list[str] = []
         self.op_index: dict[str, int] = {}
-        self.memory = np.zeros((T, len(MEMORY_CATEGORIES), 2), np.int64)
+        # (tiles, categories, always-live / not): each (category, live) row of tiles contiguous (a transposed view),
+        # so that add_mem's adds, one row at a time, read and write one contiguous row
+        self.memory = np.zeros((len(MEMORY_CATEGORIES), 2, T), np.int64).transpose(2, 0, 1)
         self.repeat_ranges: list[tuple[int, int]] = []  # lstep ranges of Repeat bodies
         self.call_writes: list[tuple[int, tuple]] = []  # (first lstep, argument tensor ids) of each call
         self.outline = False
@@ -145,25 +148,28 @@ class Compiled:
         T = self.num_tiles
         tiles = np.asarray(tiles, np.int64).ravel()
         nbytes = np.asarray(nbytes, np.int64)
+        n = len(tiles)
+        # each entry's size as a flat array (None: one size for every entry); one per entry already: as it is
+        each = None if nbytes.ndim == 0 else nbytes if nbytes.ndim == 1 and len(nbytes) == n else \
+            np.broadcast_to(nbytes, tiles.shape).ravel()
         per_tile = None  # the bytes per tile, where many entries are summed (O(num_tiles) instead of O(len))
-        if len(tiles) * 8 >= T:
-            if nbytes.ndim == 0:
+        if n * 8 >= T:
+            if each is None:
                 per_tile = np.bincount(tiles, minlength=T) * int(nbytes)
             else:
-                per_tile = np.bincount(tiles, weights=np.broadcast_to(nbytes, tiles.shape).ravel(),
-                                       minlength=T).astype(np.int64)
+                per_tile = np.bincount(tiles, weights=each, minlength=T).astype(np.int64)
         if self.recording is not None:
-            if len(tiles) > T:  # per piece: kept per tile (the same sums, O(tiles) memory)
+            if n > T:  # per piece: kept per tile (the same sums, O(tiles) memory)
                 rt = np.nonzero(per_tile)[0]
                 rb = per_tile[rt]
             else:
-                rt, rb = tiles, np.broadcast_to(nbytes, tiles.shape).ravel()
+                rt, rb = tiles, np.broadcast_to(nbytes, tiles.shape).ravel() if each is None else each
             self.recording.append(("mem", (category, rt, rb), {"live": live}))
+        row = self.memory[:, c, live]  # (contiguous: see __init__)
         if per_tile is None:  # few tiles
-            np.add.at(self.memory[:, c, live], tiles, nbytes if nbytes.ndim == 0 else
-                      np.broadcast_to(nbytes, tiles.shape))
+            np.add.at(row, tiles, nbytes if each is None else each)
         else:
-            self.memory[:, c, live] += per_tile
+            row += per_tile
 
     def add_template(self, info: ProgInfo, kind: int, cycles, bytes_in=None, bytes_out=None,
                      duration=None, ipu=-1, shared: str | None = None, **kw) -> None:
@@ -190,13 +196,13 @@ class Compiled:
 
             def u32(a):
                 return np.zeros(self.num_tiles if dense else len(tiles), np.uint32) if a is None else \
-                    np.minimum(a[sel], np.iinfo(np.uint32).max).astype(np.uint32)
+                    np.minimum(a[sel], _U32_MAX).astype(np.uint32)
 
             cy, bin_, bout = u32(cycles), u32(bi), u32(bo)
             rows = dict(tiles=None if dense else tiles, cycles=cy, bytes_in=bin_, bytes_out=bout,
                         busy_max=int(cy.max(initial=0)), busy_sum=int(cy.sum(dtype=np.int64)),
-                        tiles_active=int(np.count_nonzero(cy)), in_sum=int(bin_.sum(dtype=np.int64)),
-                        out_sum=int(bout.sum(dtype=np.int64)))
+                        tiles_active=int(np.count_nonzero(cy)), in_sum=0 if bi is None else int(bin_.sum(dtype=np.int64)),
+                        out_sum=0 if bo is None else int(bout.sum(dtype=np.int64)))  # (None: rows of zeros)
             if shared is not None:
                 self._shared_rows[shared] = rows
         dur = rows["busy_max"] if duration is None else int(duration)
@@ -222,6 +228,10 @@ def distinct_tiles(tiles: np.ndarray, num_tiles: int) -> np.ndarray:
     return np.nonzero(np.bincount(tiles, minlength=num_tiles))[0]
 
 
+_HEADS: dict = {}  # (dtype, shape) -> the bytes digest() hashes before an array's (bounded: _HEADS_MAX entries)
+_HEADS_MAX = 1 << 16
+
+
 def digest(*arrays) -> bytes:
     """A 16-byte key of the arrays' dtypes, shapes and values (equal iff they are, barring a hash collision):
     XXH3-128 of each array's dtype and shape, then its bytes.  Hashing keys the exchange programs, compute sets
@@ -234,8 +244,15 @@ def digest(*arrays) -> bytes:
         a = np.ascontiguousarray(a)
         d = a.dtype
         # the dtype by its array-protocol string ('<i8': kind, byte order and size; a fifth of the cost of
-        # str(dtype), which was most of a small array's digest), or in full where it has fields or a subarray
-        h.update(f"{d.str if d.fields is None and d.subdtype is None else d}{a.shape}".encode())
+        # str(dtype), which was most of a small array's digest), or in full where it has fields or a subarray;
+        # with the shape, made once per (dtype, shape) in the process (formatting it cost ~6x the look-up)
+        key = (d, a.shape)
+        head = _HEADS.get(key)
+        if head is None:
+            if len(_HEADS) >= _HEADS_MAX:
+                _HEADS.clear()
+            head = _HEADS[key] = f"{d.str if d.fields is None and d.subdtype is None else d}{a.shape}".encode()
+        h.update(head)
         # the array's bytes, without copying them out (tobytes) where they are plain data
         h.update(a.tobytes() if a.dtype.hasobject else a.reshape(-1).view(np.uint8))
     return h.digest()

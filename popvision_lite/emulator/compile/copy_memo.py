@@ -86,16 +86,24 @@ class CopyMemo:
         self.exec_target = None
 
 
-def _keep(copies: dict, used: set) -> None:
-    """``copies`` reduced to the keys in ``used``, the effect arrays narrowed (:func:`_narrow`)."""
+def _keep(copies: dict, used: set, narrow: bool = True) -> None:
+    """``copies`` reduced to the keys in ``used``, the effect arrays narrowed (:func:`_narrow`) unless ``narrow``
+    is False (:func:`_narrow_all` later)."""
     kept = {}
     for k in used:
         if k in copies:
-            plan, effects, code_bytes, shift = copies[k]
-            kept[k] = (plan, [(fn, tuple(_narrow(a) for a in args), kw) for fn, args, kw in effects], code_bytes,
-                       shift)
+            kept[k] = copies[k]
     copies.clear()
     copies.update(kept)
+    if narrow:
+        _narrow_all(copies)
+
+
+def _narrow_all(copies: dict) -> None:
+    """Every entry's effect arrays narrowed (:func:`_narrow`), in place."""
+    for k, (plan, effects, code_bytes, shift) in copies.items():
+        copies[k] = (plan, [(fn, tuple(_narrow(a) for a in args), kw) for fn, args, kw in effects], code_bytes,
+                     shift)
 
 
 # The target's emulator constants a copy's compiled effects read (cost_model: exchange and on-tile copy
@@ -133,28 +141,37 @@ class CarriedCopies:
     of one model that differ in a few ops (another availableMemoryProportion) or not at all (the same
     configuration on the Bow IPU and the Mk2) share most of their exchanges; a later graph replays those
     effects as a graph replays its own repeated copies (:func:`.copies.compile_copy`).  Bounded: after a compile
-    only the entries that compile used are kept (one graph's: 1,000 entries, 57 MB for a ResNet-50
-    replica graph, its arrays narrowed to int32)."""
+    only the entries that compile used are kept (one graph's: 1,000 entries for a ResNet-50 replica graph, 57 MB
+    once its arrays are narrowed to int32, ~100 MB before).  The arrays are narrowed when a compile for the same
+    cost key attaches (the compile that replays them), not after the compile that made them: a process that
+    compiles one graph (the ResNet-50 replica row, a sweep point) does not narrow ~9.5 M values it never reads
+    again (decision 0503)."""
 
     def __init__(self) -> None:
         self.key: tuple | None = None
         self.copies: dict = {}
+        self.wide = False  # entries kept as recorded, not yet narrowed (_narrow_all)
 
     def attach(self, c: Compiled) -> None:
         key = copy_cost_key(c.target)
         if key != self.key:
             self.key, self.copies = key, {}
+        elif self.wide:
+            _narrow_all(self.copies)
+        self.wide = False
         c.caches.copy_memo = self.copies
         c.caches.copy_keys_used = set()
 
     def compiled(self, c: Compiled) -> None:
-        """After ``c``'s compile: keep the entries it used (when it compiled any copy), their arrays narrowed."""
+        """After ``c``'s compile: keep the entries it used (when it compiled any copy); their arrays are narrowed
+        when the next compile for this cost key attaches."""
         used = c.caches.copy_keys_used
         if used:
-            _keep(self.copies, used)
+            _keep(self.copies, used, narrow=False)
+            self.wide = True
 
     def clear(self) -> None:
-        self.key, self.copies = None, {}
+        self.key, self.copies, self.wide = None, {}, False
 
 
 class CopySignature:

@@ -56,32 +56,44 @@ def compile_sync(c: Compiled, info: ProgInfo) -> None:
     info.code_bytes += c.num_tiles * cm.CONTROL_CODE_SYNC
 
 
-def _steps_of(c: Compiled, children: dict[int, list[int]], pid: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
-    """Steps of one execution of pid, and (prog, first, last) relative records of the subtree.  A module
+def _steps_of(c: Compiled, children: dict[int, list[int]], pid: int, at: int, out: list,
+              subtree_end: np.ndarray) -> int:
+    """Append the steps of one execution of ``pid`` (template ids, in arrays) to ``out`` and record each program of
+    its subtree's first and last step (``c.prog_first`` / ``prog_last``, absolute: the subtree starts at step
+    ``at``); returns the subtree's step count.  A Repeat's body is walked once and tiled; its descendants' last
+    steps move to the last iteration, one slice update over the subtree's ids (``c.progs`` is in pre-order, so a
+    subtree is the ids ``[pid, subtree_end[pid])``), not a list of records rebuilt at every level.  A module
     function, not a closure in :func:`expand`: a recursive closure refers to itself, a cycle that kept the
     compiled graph alive until the next full collection (decision 0470)."""
     info = c.progs[pid]
     p = info.prog
     if isinstance(p, P.Sequence | P.Repeat):
-        parts, recs, off = [], [], 0
-        for ch in children.get(pid, []):
-            s, r = _steps_of(c, children, ch)
-            recs += [(q, f + off if f >= 0 else -1, lst + off if lst >= 0 else -1) for q, f, lst in r]
-            parts.append(s)
-            off += len(s)
-        body = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        i0, n = len(out), 0
+        for ch in children.get(pid, ()):
+            n += _steps_of(c, children, ch, at + n, out, subtree_end)
         if isinstance(p, P.Repeat):
             k = p.count
             c.prog_repeat[pid] = k
-            L = len(body)
-            recs = [(q, f if k else -1, lst + (k - 1) * L if (k and lst >= 0) else -1) for q, f, lst in recs]
-            body = np.tile(body, k)
-        seq = body
+            inner = slice(pid + 1, int(subtree_end[pid]))
+            if not k:  # never runs: no steps, and none of its programs has a first or last step
+                del out[i0:]
+                n = 0
+                c.prog_first[inner] = -1
+                c.prog_last[inner] = -1
+            elif k > 1 and n:
+                last = c.prog_last[inner]
+                last[last >= 0] += (k - 1) * n  # (a view: the last iteration's steps)
+                body = out[i0] if len(out) == i0 + 1 else np.concatenate(out[i0:])
+                del out[i0:]
+                out.append(np.tile(body, k))
+                n *= k
     else:
-        seq = np.asarray(info.templates, np.int64)
-        recs = []
-    recs.append((pid, 0 if len(seq) else -1, len(seq) - 1 if len(seq) else -1))
-    return seq, recs
+        n = len(info.templates)
+        if n:
+            out.append(np.asarray(info.templates, np.int64))
+    if n:
+        c.prog_first[pid], c.prog_last[pid] = at, at + n - 1
+    return n
 
 
 def program_executions(c: Compiled) -> np.ndarray:
@@ -111,10 +123,14 @@ def expand(c: Compiled) -> None:
         if info.parent_id >= 0:
             children.setdefault(info.parent_id, []).append(info.prog_id)
 
-    seq, recs = _steps_of(c, children, 0)
-    c.seq = seq
-    for q, f, lst in recs:
-        c.prog_first[q], c.prog_last[q] = f, lst
+    subtree_end = np.arange(1, n + 1, dtype=np.int64)  # one past each program's last descendant (pre-order)
+    for info in reversed(c.progs):
+        if info.parent_id >= 0 and subtree_end[info.prog_id] > subtree_end[info.parent_id]:
+            subtree_end[info.parent_id] = subtree_end[info.prog_id]
+    out: list = []
+    if n:
+        _steps_of(c, children, 0, 0, out, subtree_end)
+    seq = c.seq = np.concatenate(out) if len(out) > 1 else out[0] if out else np.zeros(0, np.int64)
     c.step_duration = dur[seq] if len(seq) else np.zeros(0, np.int64)
     ends = np.cumsum(c.step_duration)
     c.step_end = ends
