@@ -388,8 +388,9 @@ def _row_runs_in_order(shape, bs, origins, tiles):
     stack of them, as a matmul's outputs and partials are cut), in bands of windows with the same first row and
     height.  A band's runs go row by row, its windows by column in each; the bands in row order.  Consecutive
     bands of the same height and window count are formed together as one (bands, rows, windows) broadcast (a
-    matmul's split has a few such segments per plane), not scattered run by run.  Checked strictly ascending
-    before use (else None), so the Mapping is the one sorting the runs gives, without the sort of every run."""
+    matmul's split has a few such segments per plane), not scattered run by run, each written in place.  Strictly
+    ascending by construction where no band's rows reach into the next band's and a band's windows have distinct
+    columns, checked per window (else None), so the Mapping is the one sorting the runs gives, without the sort."""
     nd, n_w = len(shape), len(bs)
     if nd < 2 or n_w == 0 or np.any(bs[:, -1] >= shape[-1]) or (nd > 2 and np.any(bs[:, :nd - 2] != 1)):
         return None
@@ -404,21 +405,27 @@ def _row_runs_in_order(shape, bs, origins, tiles):
     hb = h[first]
     if np.any(h != np.repeat(hb, k)):
         return None
+    col = origins[o, -1]
+    rb = row[first]
+    # strictly ascending runs: a band's windows in distinct columns (a row's runs by column, each row's past the last
+    # row's: columns < W) and each band below the last one's rows (read per window, not per run; else None)
+    if np.any(rb[1:] < rb[:-1] + hb[:-1]) or np.any((col[1:] <= col[:-1]) & (row[1:] == row[:-1])):
+        return None
     cut = np.flatnonzero(np.r_[True, (hb[1:] != hb[:-1]) | (k[1:] != k[:-1]), True])  # segments of bands
     ends = np.r_[first, n_w]
     fo, wo, to = flat[o], bs[o, -1], tiles[o]
-    starts, stops, tl = [], [], []
+    total = int(np.sum(k * hb))
+    starts, stops, tl = np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, tiles.dtype)
+    at = 0
     for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
         nb, hh, kk = b - a, int(hb[a]), int(k[a])
         wa, wb = int(first[a]), int(ends[b])
-        shp = (nb, hh, kk)
-        s = (fo[wa:wb].reshape(nb, 1, kk) + (np.arange(hh, dtype=np.int64) * W)[None, :, None]).ravel()
-        starts.append(s)
-        stops.append(s + np.broadcast_to(wo[wa:wb].reshape(nb, 1, kk), shp).ravel())
-        tl.append(np.broadcast_to(to[wa:wb].reshape(nb, 1, kk), shp).ravel())
-    starts, stops, tl = (x[0] if len(x) == 1 else np.concatenate(x) for x in (starts, stops, tl))
-    if len(starts) > 1 and not np.all(starts[1:] > starts[:-1]):
-        return None
+        shp, n = (nb, hh, kk), nb * hh * kk  # each segment written in place: no concatenation
+        s = starts[at:at + n].reshape(shp)
+        np.add(fo[wa:wb].reshape(nb, 1, kk), (np.arange(hh, dtype=np.int64) * W)[None, :, None], out=s)
+        np.add(s, wo[wa:wb].reshape(nb, 1, kk), out=stops[at:at + n].reshape(shp))
+        tl[at:at + n].reshape(shp)[...] = to[wa:wb].reshape(nb, 1, kk)
+        at += n
     return tl, starts, stops
 
 

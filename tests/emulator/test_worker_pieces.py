@@ -136,3 +136,32 @@ def test_an_answer_of_other_arrays_under_the_same_ids_is_not_taken(graph, monkey
     monkeypatch.setitem(M._PIECES, (id(tm.tile), id(tm.start), id(tm.stop), 6), stale)
     got = M.worker_pieces(t, 6)
     assert all(np.array_equal(x, y) for x, y in zip(got[:3], M.worker_split(t, 6), strict=True))
+
+
+def test_row_runs_in_order_are_ascending_or_refused():
+    """mapping._row_runs_in_order (by_windows' runs formed in order, checked per window): where it answers, the runs
+    strictly ascend and are the sorted mapping's; windows whose bands' rows interleave (a brick pattern) are refused,
+    and by_windows still gives the sorted mapping."""
+    from tests.emulator.ops.test_index_scans import _by_windows_sorted
+
+    rng = np.random.default_rng(11)
+    refused = 0
+    for case in range(150):
+        rows, cols, h, w = int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 5)), 4
+        shift = int(rng.integers(1, h + 1)) if case % 2 else 0  # odd columns start lower: bands interleave
+        org = np.array([(r * h + (shift if c % 2 else 0), c * w) for r in range(rows) for c in range(cols)])
+        shape = (rows * h + shift, cols * w + int(rng.integers(1, 3)))
+        bs = np.tile([h, w], (len(org), 1))
+        p = rng.permutation(len(org))
+        tiles = rng.integers(0, 1472, len(org))
+        got = M._row_runs_in_order(shape, bs[p], org[p], tiles[p])
+        if got is None:
+            refused += 1
+        else:
+            assert np.all(got[1][1:] > got[1][:-1])
+        want = _by_windows_sorted(shape, bs, org, tiles)
+        m = M.by_windows(shape, bs[p], org[p], tiles[p])
+        assert all(np.array_equal(getattr(m, f), getattr(want, f)) for f in ("tile", "start", "stop"))
+    assert 20 < refused < 150
+    twice = np.array([[0, 0], [0, 0], [0, 4]])  # (a window given twice: equal starts, not strictly ascending)
+    assert M._row_runs_in_order((4, 8), np.tile([2, 4], (3, 1)), twice, np.arange(3)) is None
