@@ -12,71 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from popvision_lite.emulator import mapping as _mapping
+from popvision_lite.emulator.dtypes import DTYPES, check_dtype, to_dtype  # noqa: F401 - re-exported
 from popvision_lite.emulator.mapping import Mapping
-from popvision_lite.emulator.shared_arrays import int_array, share, share_int32
+from popvision_lite.emulator.shared_arrays import int_array, share_int32
 from popvision_lite.emulator.target import Target
 from popvision_lite.errors import EmulatorError
-
-DTYPES = {"float16": np.float16, "float32": np.float32, "int32": np.int32}
-
-_F16_MIN_NORMAL = np.float32(2.0**-14)
-_F16_SUBNORMAL_STEPS = np.float32(2.0**24)  # fp16 subnormals are the multiples of 2**-24 below 2**-14
-
-
-def to_dtype(values, dtype: str) -> np.ndarray:
-    """``values`` as the numpy type of the emulator dtype ``dtype`` (no copy when it already is), with
-    exactly the values ``astype`` gives.
-
-    numpy converts an fp16 subnormal, to fp32 or from it, 20-50x slower than any other value (a
-    per-element slow path; from fp32 it also raises the underflow flag for each one), and small
-    gradients are often fp16 subnormals.  Arrays with many of them take a branch-free route with the
-    same result: an fp16 subnormal is its 10-bit mantissa times 2**-24, so the mantissa and the value
-    convert as integers, the rest through numpy with the subnormals zeroed, and the sign bit is kept."""
-    want = DTYPES[dtype]
-    x = np.asarray(values)
-    if x.dtype == want:
-        return x
-    if x.size < 1024 or {x.dtype.type, want} != {np.float16, np.float32}:
-        return x.astype(want)
-    if want is np.float32:
-        return _f16_to_f32(x)
-    return _f32_to_f16(x)
-
-
-def _many_subnormals(nonzero_subnormal: np.ndarray) -> bool:
-    """Whether the branch-free conversion is cheaper than numpy's (measured: ~7 ns per element against
-    ~60-140 ns per subnormal)."""
-    return np.count_nonzero(nonzero_subnormal) * 16 >= nonzero_subnormal.size
-
-
-def _f32_to_f16(x: np.ndarray) -> np.ndarray:
-    a = np.abs(x)
-    small = a < _F16_MIN_NORMAL  # subnormal in fp16, or zero; NaN compares False
-    if not _many_subnormals(small & (a > 0)):
-        return x.astype(np.float16)
-    sign = ((x.view(np.uint32) >> 16) & 0x8000).astype(np.uint16)
-    normal = np.maximum(a, _F16_MIN_NORMAL).astype(np.float16).view(np.uint16)
-    sub = np.rint(np.fmin(a, _F16_MIN_NORMAL) * _F16_SUBNORMAL_STEPS).astype(np.uint16)  # half to even
-    mask = np.negative(small.view(np.uint8).astype(np.uint16))  # 0xFFFF where subnormal
-    return ((sub & mask) | (normal & ~mask) | sign).view(np.float16)
-
-
-def _f16_to_f32(x: np.ndarray) -> np.ndarray:
-    u = x.view(np.uint16)
-    small = (u & 0x7C00) == 0  # exponent 0: subnormal or zero
-    mant = u & 0x3FF
-    if not _many_subnormals(small & (mant != 0)):
-        return x.astype(np.float32)
-    mant &= np.negative(small.view(np.uint8).astype(np.uint16))  # subnormals' mantissas, 0 elsewhere
-    normal = (u ^ mant).view(np.float16).astype(np.float32)  # subnormals become +-0
-    return (normal.view(np.uint32) | (mant.astype(np.float32) / _F16_SUBNORMAL_STEPS).view(np.uint32)).view(np.float32)
-
-
-def check_dtype(dtype, what: str) -> str:
-    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    if name not in DTYPES:
-        raise EmulatorError(f"{what}: unknown dtype '{dtype}'; fix: use one of {', '.join(DTYPES)}")
-    return name
 
 
 def _ranges_index(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -308,6 +248,12 @@ class Regions(Field):
     def elems(self) -> np.ndarray:
         return self.sizes.astype(np.int64)
 
+    @property
+    def size(self) -> int:
+        """Elements of all vertices (a Copy endpoint's length): the int32 sizes summed as int64, not converted."""
+        z = self.sizes
+        return int(z[0]) * self.n if self.n and z.strides[0] == 0 else int(z.sum(dtype=np.int64))
+
     def _access(self):
         """How to gather: ("slice", a, b) one contiguous run in order (a view); ("window", size)
         equal-sized regions (one strided fancy index, no index array); ("index",) otherwise."""
@@ -385,6 +331,10 @@ class Blocks(Field):
     def elems(self) -> np.ndarray:
         return np.full(self.n, self.block_elems, np.int64)
 
+    @property
+    def size(self) -> int:
+        return self.n * self.block_elems
+
     def regions_per_vertex(self) -> int:
         return _mapping.runs_per_block(self.tensor.shape, self.block_shape)
 
@@ -458,6 +408,10 @@ class Windows(Field):
 
     def elems(self) -> np.ndarray:
         return np.full(self.n, self.block_elems, np.int64)
+
+    @property
+    def size(self) -> int:
+        return self.n * self.block_elems
 
     def regions_per_vertex(self) -> int:
         return _mapping.runs_per_block(self.tensor.shape, self.block_shape)
@@ -661,7 +615,8 @@ class Graph:
         if not isinstance(cs, ComputeSet) or cs not in self.compute_sets:
             raise EmulatorError(f"add_vertices: {cs!r} is not a compute set of this graph")
         what = f"vertices of '{codelet.name}' in compute set '{cs.name}'"
-        tiles = np.asarray(tiles, dtype=np.int64).ravel()
+        tiles = int_array(tiles)
+        tiles = tiles if tiles.ndim == 1 else tiles.ravel()  # (the caller's array itself: a held one stays held)
         n = len(tiles)
         nt = self.target.num_tiles
         if n and (tiles.min() < 0 or tiles.max() >= nt):
@@ -692,7 +647,7 @@ class Graph:
             params[pname] = arr
         # int32: a tile index per vertex (21 M vertices in a ResNet-50 replica graph); concatenations and the
         # cost model's per-(tile, worker) keys stay far inside int32 (num_tiles x threads)
-        g = VertexGroup(len(self.groups), cs, codelet, share(tiles.astype(np.int32)), fields, params)
+        g = VertexGroup(len(self.groups), cs, codelet, share_int32(tiles), fields, params)
         codelet.check(g)
         cs.groups.append(g)
         self.groups.append(g)

@@ -7,6 +7,7 @@ Everything here is vectorised numpy; nothing loops over elements.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 
 import numpy as np
@@ -387,8 +388,9 @@ def _row_runs_in_order(shape, bs, origins, tiles):
     stack of them, as a matmul's outputs and partials are cut), in bands of windows with the same first row and
     height.  A band's runs go row by row, its windows by column in each; the bands in row order.  Consecutive
     bands of the same height and window count are formed together as one (bands, rows, windows) broadcast (a
-    matmul's split has a few such segments per plane), not scattered run by run.  Checked strictly ascending
-    before use (else None), so the Mapping is the one sorting the runs gives, without the sort of every run."""
+    matmul's split has a few such segments per plane), not scattered run by run, each written in place.  Strictly
+    ascending by construction where no band's rows reach into the next band's and a band's windows have distinct
+    columns, checked per window (else None), so the Mapping is the one sorting the runs gives, without the sort."""
     nd, n_w = len(shape), len(bs)
     if nd < 2 or n_w == 0 or np.any(bs[:, -1] >= shape[-1]) or (nd > 2 and np.any(bs[:, :nd - 2] != 1)):
         return None
@@ -403,21 +405,27 @@ def _row_runs_in_order(shape, bs, origins, tiles):
     hb = h[first]
     if np.any(h != np.repeat(hb, k)):
         return None
+    col = origins[o, -1]
+    rb = row[first]
+    # strictly ascending runs: a band's windows in distinct columns (a row's runs by column, each row's past the last
+    # row's: columns < W) and each band below the last one's rows (read per window, not per run; else None)
+    if np.any(rb[1:] < rb[:-1] + hb[:-1]) or np.any((col[1:] <= col[:-1]) & (row[1:] == row[:-1])):
+        return None
     cut = np.flatnonzero(np.r_[True, (hb[1:] != hb[:-1]) | (k[1:] != k[:-1]), True])  # segments of bands
     ends = np.r_[first, n_w]
     fo, wo, to = flat[o], bs[o, -1], tiles[o]
-    starts, stops, tl = [], [], []
+    total = int(np.sum(k * hb))
+    starts, stops, tl = np.empty(total, np.int64), np.empty(total, np.int64), np.empty(total, tiles.dtype)
+    at = 0
     for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
         nb, hh, kk = b - a, int(hb[a]), int(k[a])
         wa, wb = int(first[a]), int(ends[b])
-        shp = (nb, hh, kk)
-        s = (fo[wa:wb].reshape(nb, 1, kk) + (np.arange(hh, dtype=np.int64) * W)[None, :, None]).ravel()
-        starts.append(s)
-        stops.append(s + np.broadcast_to(wo[wa:wb].reshape(nb, 1, kk), shp).ravel())
-        tl.append(np.broadcast_to(to[wa:wb].reshape(nb, 1, kk), shp).ravel())
-    starts, stops, tl = (x[0] if len(x) == 1 else np.concatenate(x) for x in (starts, stops, tl))
-    if len(starts) > 1 and not np.all(starts[1:] > starts[:-1]):
-        return None
+        shp, n = (nb, hh, kk), nb * hh * kk  # each segment written in place: no concatenation
+        s = starts[at:at + n].reshape(shp)
+        np.add(fo[wa:wb].reshape(nb, 1, kk), (np.arange(hh, dtype=np.int64) * W)[None, :, None], out=s)
+        np.add(s, wo[wa:wb].reshape(nb, 1, kk), out=stops[at:at + n].reshape(shp))
+        tl[at:at + n].reshape(shp)[...] = to[wa:wb].reshape(nb, 1, kk)
+        at += n
     return tl, starts, stops
 
 
@@ -547,6 +555,22 @@ _LENGTHS_MAX = 64
 def _split_by_length(tile, start, stop, workers: int, grain: int):
     """_split_table's pieces from one cut per distinct interval length, or None where the lengths are many or
     spread, or where two lengths give different numbers of pieces (then the pieces are not one table)."""
+    cut = _length_cut(start, stop, workers, grain)
+    if cut is None:
+        return None
+    offs, sizes, cls = cut
+    q = offs.shape[1]
+    if cls is None:
+        starts = start[:, None] + offs
+        return np.repeat(tile, q), starts.reshape(-1), np.tile(sizes[0], len(start))
+    starts = np.take(offs, cls, axis=0)  # (np.take: a row gather several times cheaper than offs[cls])
+    starts += start[:, None]
+    return np.repeat(tile, q), starts.reshape(-1), np.take(sizes, cls, axis=0).reshape(-1)
+
+
+def _length_cut(start, stop, workers: int, grain: int):
+    """The pieces of each distinct interval length: ``(offs, sizes, cls)``, the (lengths, q) tables of piece offsets
+    and sizes and each interval's row of them (None where there is one length), or None as _split_by_length."""
     length = stop - start
     lo = int(length.min())
     span = int(length.max()) - lo + 1
@@ -570,14 +594,73 @@ def _split_by_length(tile, start, stop, workers: int, grain: int):
         return None
     offs, sizes = offs.reshape(-1, q), sizes.reshape(-1, q)
     if span == 1:
-        starts = start[:, None] + offs
-        return np.repeat(tile, q), starts.reshape(-1), np.tile(sizes[0], len(start))
+        return offs, sizes, None
     lut = np.zeros(span, np.intp)
     lut[at] = np.arange(len(at))
-    cls = lut[length - lo]
-    starts = np.take(offs, cls, axis=0)  # (np.take: a row gather several times cheaper than offs[cls])
-    starts += start[:, None]
-    return np.repeat(tile, q), starts.reshape(-1), np.take(sizes, cls, axis=0).reshape(-1)
+    return offs, sizes, lut[length - lo]
+
+
+# worker_pieces' answers while they live: (ids of a mapping's tile, start and stop arrays, workers) -> (weak references
+# to those three arrays and to the pieces' three, the largest end)
+_PIECES: dict[tuple, tuple] = {}
+
+
+def worker_pieces(tensor, workers: int = 6):
+    """worker_split's pieces (grain 1) as a vertex group and its Regions fields hold them, for an elementwise compute
+    set (``ops.common._elementwise_cs``): ``(tiles, starts, sizes, hi)``, read-only int32 arrays (``sizes`` a
+    broadcast where every piece has one size, as the Regions constructor makes it) and the largest end.  Written
+    as int32 directly, not as int64 arrays that the field and the group then convert: an activation's split is
+    millions of pieces, and each int64 pass and its fresh memory cost more than the cut.  Every piece lies in an
+    interval of the tensor's mapping (checked when it was set), so no bounds pass is needed.  None where the
+    tensor is not mapped or has 2**31 elements or more (worker_split's int64 arrays then).
+
+    The pieces depend on the mapping's arrays alone, and equal arrays are one object (:mod:`shared_arrays`): a
+    tensor mapped like an earlier one (the ops of every layer of a stage, a gradient and its activation) gets that
+    one's pieces, the same read-only arrays, while they and the mapping's arrays live (nothing is kept alive)."""
+    m = tensor.mapping
+    if m is None or not len(m) or tensor.size >= 2**31:
+        return None
+    arrays, workers = (m.tile, m.start, m.stop), int(workers)
+    key = (*map(id, arrays), workers)
+    hit = _PIECES.get(key)
+    if hit is not None:
+        got = [r() for r in hit[0] + hit[1]]
+        if all(x is y for x, y in zip(got[:3], arrays, strict=True)) and all(x is not None for x in got[3:]):
+            return (*got[3:], hit[2])
+    pieces = _pieces_int32(m, workers)
+    forget = _forget(key)  # (any of the six gone: the entry goes)
+    _PIECES[key] = (tuple(weakref.ref(a, forget) for a in arrays), tuple(weakref.ref(a, forget) for a in pieces),
+                    int(m.stop[-1]))
+    return (*pieces, int(m.stop[-1]))
+
+
+def _forget(key: tuple):
+    return lambda _ref: _PIECES.pop(key, None)
+
+
+def _pieces_int32(m: Mapping, workers: int) -> tuple:
+    """worker_pieces' three arrays, made."""
+    cut = _length_cut(m.start, m.stop, workers, 1)
+    if cut is None:
+        tiles, starts, sizes = (a.astype(np.int32) for a in _split_table(m.tile, m.start, m.stop, workers, 1))
+        one = int(sizes.min()) == int(sizes.max())
+    else:
+        offs, table, cls = (a.astype(np.int32) if a is not None else None for a in cut)
+        n, q = len(m), offs.shape[1]
+        if cls is None or (offs == offs[0]).all():  # (every length's pieces start alike: one broadcast add)
+            starts = m.start.astype(np.int32)[:, None] + offs[0]
+        else:
+            starts = np.take(offs, cls, axis=0)  # (np.take: a row gather; with ``out`` it is buffered, slower)
+            starts += m.start.astype(np.int32)[:, None]
+        starts = starts.reshape(-1)
+        tiles = np.repeat(m.tile.astype(np.int32), q)
+        one = int(table.min()) == int(table.max())
+        sizes = table if one else np.tile(table[0], n) if cls is None else np.take(table, cls, axis=0).reshape(-1)
+    for a in (tiles, starts, sizes):
+        a.setflags(write=False)
+    if one:
+        sizes = np.broadcast_to(sizes.reshape(-1)[0], (len(starts),))
+    return tiles, starts, sizes
 
 
 def _split_table(tile, start, stop, workers: int, grain: int):

@@ -1,5 +1,5 @@
-"""graph.to_dtype, the fp16 <-> fp32 conversion of full-numerics results: the same bits as numpy's
-``astype`` for every value, whichever of its two routes (numpy's, or the branch-free one for arrays
+"""dtypes.to_dtype (re-exported by graph), the fp16 <-> fp32 conversion of full-numerics results: the same
+bits as numpy's ``astype`` for every value, whichever of its two routes (numpy's, or the branch-free one for arrays
 with many fp16 subnormals) an array takes."""
 
 import warnings
@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from popvision_lite.emulator import graph as G
+from popvision_lite.emulator import dtypes as G
 from popvision_lite.emulator.graph import to_dtype
 
 

@@ -27,6 +27,8 @@ from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: ot
     flat_view,
     materialize,
     ranges_view,
+    regions_on,
+    worker_field,
 )
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul import _as_operand, _block_major, matmul  # noqa: F401 - the op lives in matmul.py
@@ -134,9 +136,8 @@ def sgd(ctx, w, g, lr, name):
     finally:
         ctx.ipu = ctx_ipu
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
-    tiles, starts, sizes = M.worker_split(w, workers=ctx.target.threads_per_tile)
-    ctx.graph.add_vertices(cs, CO.SGD, tiles=tiles, fields={"in": gm.regions(starts, sizes),
-                                                              "out": w.regions(starts, sizes)},
+    tiles, out_f = worker_field(ctx, w)
+    ctx.graph.add_vertices(cs, CO.SGD, tiles=tiles, fields={"in": regions_on(out_f, gm), "out": out_f},
                            params={"lr": np.float32(lr)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return w

@@ -12,8 +12,9 @@ import numpy as np
 from popvision_lite.emulator import mapping as M
 from popvision_lite.emulator import programs as P
 from popvision_lite.emulator.codelets import popops as CO
-from popvision_lite.emulator.graph import TensorView, _ranges_index
+from popvision_lite.emulator.graph import Regions, TensorView, _ranges_index
 from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.shared_arrays import share
 
 
 def _nbytes(x) -> int:
@@ -24,8 +25,10 @@ def _nbytes(x) -> int:
 
 
 def _same_mapping(a, b) -> bool:
-    return (a is not None and b is not None and len(a) == len(b) and np.array_equal(a.tile, b.tile)
-            and np.array_equal(a.start, b.start) and np.array_equal(a.stop, b.stop))
+    if a is b:
+        return a is not None
+    return (a is not None and b is not None and len(a) == len(b)
+            and all(x is y or np.array_equal(x, y) for x, y in ((a.tile, b.tile), (a.start, b.start), (a.stop, b.stop))))
 
 
 _CHUNK = 1 << 16  # elements per pass of the index scans below: their temporaries stay in the CPU's cache
@@ -172,8 +175,7 @@ def regions_on(field, tensor):
 def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
     """One compute set: codelet over every worker piece of ``out``'s mapping; inputs share it."""
     cs = ctx.graph.add_compute_set(ctx.unique(cs_name), op=op)
-    tiles, starts, sizes = M.worker_split(out, workers=ctx.target.threads_per_tile)
-    out_f = out.regions(starts, sizes)  # (the inputs' fields take its read-only int32 arrays as they are)
+    tiles, out_f = worker_field(ctx, out)  # (the inputs' fields take its read-only int32 arrays as they are)
     fields = {k: regions_on(out_f, v) for k, v in inputs.items()}
     fields["out"] = out_f
     grp = ctx.graph.add_vertices(cs, codelet, tiles=tiles, fields=fields, params=params or {})
@@ -181,6 +183,29 @@ def _elementwise_cs(ctx, codelet, inputs: dict, out, op, cs_name, params=None):
         mark_split(f, out.mapping, grp.tiles)
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return cs
+
+
+def worker_field(ctx, t):
+    """``(tiles, t.regions(starts, sizes))`` of ``mapping.worker_split(t)``'s pieces, the tiles and the field
+    written as int32 as the vertex group and the field hold them (``mapping.worker_pieces``, :func:`split_field`)."""
+    cut = M.worker_pieces(t, workers=ctx.target.threads_per_tile)
+    if cut is None:
+        tiles, starts, sizes = M.worker_split(t, workers=ctx.target.threads_per_tile)
+        return tiles, t.regions(starts, sizes)
+    return cut[0], split_field(t, cut)
+
+
+def split_field(tensor, cut):
+    """``tensor.regions(starts, sizes)`` of the pieces ``cut`` = ``mapping.worker_pieces(tensor)`` without the
+    constructor's bounds pass and conversions (each piece lies in an interval of the tensor's checked mapping, and
+    the arrays are read-only int32 already): the field the constructor would build, attribute for attribute, with
+    ``_hi`` the pieces' largest end."""
+    _tiles, starts, sizes, hi = cut
+    r = Regions.__new__(Regions)
+    r.tensor, r.n, r.regular, r._hi, r._idx, r._whole = tensor, len(starts), False, hi, None, None
+    r.starts = share(starts)
+    r.sizes = sizes if sizes.strides[0] == 0 else share(sizes)  # (one size: the constructor's broadcast)
+    return r
 
 
 def mark_split(field, mapping, tiles) -> None:
