@@ -20,7 +20,7 @@ from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.graph import Concat
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
-from popvision_lite.emulator.ops.matmul_layouts import planes_by_windows
+from popvision_lite.emulator.ops.matmul_layouts import planes_by_windows, shape_groups
 from popvision_lite.emulator.ops.matmul_partials import (  # noqa: F401 - also used by ops/conv.py and the tests
     BlockGather,
     _by_tile_then,
@@ -298,13 +298,9 @@ def _class_concat(X, shapes, origins, outer=None):
     lead = 0 if outer is None else 1
     if outer is not None:
         shapes = np.concatenate([np.asarray(outer, np.int64)[:, None], shapes], 1)
-    keys, inv = M.unique_rows(shapes)
-    parts, order = [], []
-    for c, key in enumerate(keys):
-        sel = np.nonzero(inv == c)[0]
-        parts.append(X.windows(tuple(int(b) for b in key[lead:]), origins[sel]))
-        order.append(sel)
-    return (parts[0] if len(parts) == 1 else Concat(parts)), np.concatenate(order)
+    keys, sels, order = shape_groups(shapes)
+    parts = [X.windows(tuple(int(b) for b in key[lead:]), origins[sel]) for key, sel in zip(keys, sels, strict=True)]
+    return (parts[0] if len(parts) == 1 else Concat(parts)), order
 
 
 def _offsets(order, sizes) -> np.ndarray:
@@ -369,14 +365,13 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     if pk == 1 and ps > 1:
         acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
     target_t = acc if acc is not None else C_out
-    classes = M.unique_rows(np.stack([bm_t, bn_t], 1))[0]
+    classes, class_sel, _ = shape_groups(np.stack([bm_t, bn_t], 1))
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
         ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op, broadcast=True))
         ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
-        for m_c, n_c in classes:  # one vertex group per block shape
-            sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]
+        for (m_c, n_c), sel in zip(classes, class_sel, strict=True):  # one vertex group per block shape
             ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
                 "a": a_rep.regions(a_start[sel], int(m_c) * bks), "b": b_rep.regions(b_start[sel], bks * int(n_c)),
                 "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
@@ -530,14 +525,20 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
     g_start = np.cumsum(g_len) - g_len
     q = np.arange(depth)
     if src is None:
-        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
-        base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
-        src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
+        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset; in int32
+        # where the partials have fewer than 2^31 elements (as the field holds them: made read-only, it takes them as
+        # they are, without a converted copy)
+        dt = np.int32 if part.size < 2**31 else np.int64
+        base = (((red["g"] * pk) * Mm + red["row"]) * N + red["col"]).astype(dt)
+        src_start = (base[:, None] + (q * (Mm * N)).astype(dt)[None, :]).ravel()
+        src_len = np.repeat(vlen.astype(dt), depth)
+        src_start.setflags(write=False)
+        src_len.setflags(write=False)
         src = part
     else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
         be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
         src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
-    src_len = np.repeat(vlen, depth)
+        src_len = np.repeat(vlen, depth)
     gm = M.intervals(vtile, g_start, g_start + g_len)
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype, mapping=gm, op=op)
     gather = P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op)

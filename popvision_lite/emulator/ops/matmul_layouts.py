@@ -17,9 +17,9 @@ import numpy as np
 
 from popvision_lite.emulator import mapping as M
 
-# the bytes of arrays kept (the oldest used first go first past it); a 1024 x 1024 x 1024 matmul split 5 x 32 x 8
+# the bytes of arrays kept (the least recently used go first past it); a 1024 x 1024 x 1024 matmul split 5 x 32 x 8
 # keeps ~6 MB for its partials mapping
-SPLIT_LAYOUTS_BYTES = 32 << 20
+SPLIT_LAYOUTS_BYTES = 64 << 20
 
 _lock = threading.Lock()  # graphs may be built on several threads (a GUI worker)
 _kept: dict = {}
@@ -83,3 +83,20 @@ def planes_by_windows(shape, c_shape, c_org, vt, layouts: dict) -> M.Mapping:
     m._derived["merged"] = "itself"
     m._derived["own_windows"] = (shape, hit[3], hit[4], M._frozen(vt))
     return m
+
+
+def shape_groups(shapes: np.ndarray):
+    """The rows of ``shapes`` (tiles' block shapes, (n, d) ints) grouped: (the distinct rows in lexicographic order,
+    per distinct row the indices of its rows ascending, those indices one group after another), read-only.  They
+    depend on the split alone (the tiles' blocks, not the tiles): kept."""
+    shapes = np.asarray(shapes, np.int64)
+    key = ("groups", shapes.shape, shapes.tobytes())
+    hit = kept(key)
+    if hit is None:
+        keys, inv = M.unique_rows(shapes)
+        sels = [np.nonzero(inv == c)[0] for c in range(len(keys))]
+        hit = (keys, sels, np.concatenate(sels) if sels else np.zeros(0, np.int64))
+        for a in (keys, hit[2], *sels):
+            a.setflags(write=False)
+        keep(key, hit, 2 * shapes.nbytes + keys.nbytes)
+    return hit
