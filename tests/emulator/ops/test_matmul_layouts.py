@@ -37,7 +37,7 @@ def _build(shapes, forget: bool):
     tiles); ``forget``: nothing kept between ops (the process's layouts and the op context's cleared before each)."""
     target = Target.from_device(SMALL, num_ipus=1)
     out = []
-    for graph in range(2):
+    for _graph in range(2):
         be = EmulatorBackend(target, "fp16", needs_values=False)
         for j, (m, k, n) in enumerate(shapes):
             a = be.input(f"a{j}", np.zeros((m, k), np.float16))
