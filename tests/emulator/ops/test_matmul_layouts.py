@@ -90,3 +90,18 @@ def test_kept_layouts_past_their_budget_drop_the_least_recently_used(monkeypatch
     SL.keep("c", 3, 40)
     assert SL.kept("b") is None and SL.kept("a") == 1 and SL.kept("c") == 3
     SL.clear()
+
+
+def test_shape_groups_are_the_distinct_rows_and_their_indices():
+    rng = np.random.default_rng(7)
+    SL.clear()
+    for shapes in (rng.integers(1, 4, (50, 2)), rng.integers(0, 3, (40, 3)), np.full((6, 2), 5)):
+        keys, sels, order = SL.shape_groups(shapes)
+        want, inv = np.unique(shapes, axis=0, return_inverse=True)
+        np.testing.assert_array_equal(keys, want)
+        assert len(sels) == len(want)
+        for c, sel in enumerate(sels):
+            np.testing.assert_array_equal(sel, np.nonzero(inv.ravel() == c)[0])
+        np.testing.assert_array_equal(order, np.concatenate(sels))
+        assert SL.shape_groups(shapes.copy())[2] is order and not order.flags.writeable  # kept
+    SL.clear()
