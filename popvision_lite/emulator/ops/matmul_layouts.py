@@ -23,6 +23,7 @@ SPLIT_LAYOUTS_BYTES = 64 << 20
 
 _lock = threading.Lock()  # graphs may be built on several threads (a GUI worker)
 _kept: dict = {}
+_asked: dict = {}  # hash(key) -> how many times kept() found nothing under it
 
 
 def kept(key):
@@ -30,14 +31,22 @@ def kept(key):
     with _lock:
         hit = _kept.pop(key, None)
         if hit is None:
+            if len(_asked) >= 1 << 16:
+                _asked.clear()
+            h = hash(key)
+            _asked[h] = _asked.get(h, 0) + 1
             return None
         _kept[key] = hit
         return hit[0]
 
 
 def keep(key, value, nbytes: int) -> None:
-    """Keep ``value`` (of ``nbytes``) under ``key``, dropping the least recently used past ``SPLIT_LAYOUTS_BYTES``."""
+    """Keep ``value`` (of ``nbytes``) under ``key``, dropping the least recently used past ``SPLIT_LAYOUTS_BYTES``;
+    only from the second time :func:`kept` found nothing under ``key``: a split built once (every matmul of a
+    ResNet graph) is not kept, so that it neither holds memory nor drops the splits that repeat."""
     with _lock:
+        if _asked.get(hash(key), 0) < 2:
+            return
         _kept[key] = (value, int(nbytes))
         total = sum(v[1] for v in _kept.values())
         while total > SPLIT_LAYOUTS_BYTES and len(_kept) > 1:
@@ -48,6 +57,7 @@ def clear() -> None:
     """Drop everything kept (tests)."""
     with _lock:
         _kept.clear()
+        _asked.clear()
 
 
 def planes_by_windows(shape, c_shape, c_org, vt, layouts: dict) -> M.Mapping:

@@ -1,7 +1,7 @@
 """What a matmul split builds on tile positions, kept for the process (ops/matmul_layouts.py, decision 0501): the
 partials' mapping placed from the kept starts and stops, the K reduction's vertices, C's mapping and the partials
-gather from the arrays the split's first op holds.  Rotated matmuls of one split, in one graph and in a second graph
-(whose op context keeps nothing of the first's), build the graph that building every op with nothing kept builds."""
+gather from the arrays the split's first op holds.  Rotated matmuls of one split, in one graph and in later graphs
+(whose op contexts keep nothing of the first's), build the graph that building every op with nothing kept builds."""
 
 import dataclasses
 
@@ -33,11 +33,11 @@ def _everything(be):
 
 
 def _build(shapes, forget: bool):
-    """Two graphs, each of three matmuls per (M, K, N) (rotated tiles: the second and third wrap round the 92
+    """Three graphs, each of three matmuls per (M, K, N) (rotated tiles: the second and third wrap round the 92
     tiles); ``forget``: nothing kept between ops (the process's layouts and the op context's cleared before each)."""
     target = Target.from_device(SMALL, num_ipus=1)
     out = []
-    for _graph in range(2):
+    for _graph in range(3):
         be = EmulatorBackend(target, "fp16", needs_values=False)
         for j, (m, k, n) in enumerate(shapes):
             a = be.input(f"a{j}", np.zeros((m, k), np.float16))
@@ -54,9 +54,11 @@ def _build(shapes, forget: bool):
 def test_kept_split_builds_the_fresh_graph(shapes):
     SL.clear()
     kept = _build(shapes, forget=False)
-    fresh = _build(shapes, forget=True)
-    assert kept[0] == fresh[0] and kept[1] == fresh[1]
+    # a split asked for twice is kept: the partials' planes from a graph's second op, the vertices on positions
+    # (which the op context keeps within a graph) from the second graph's first, the third graph taking them
     assert any(k[0] == "planes" for k in SL._kept) and any(k[0] == "k_partials" for k in SL._kept)
+    fresh = _build(shapes, forget=True)
+    assert kept == fresh
     assert any("gather_partials" in str(x[0]) for x in kept[0])
     SL.clear()
 
@@ -84,10 +86,13 @@ def test_planes_kept_then_placed_on_other_tiles_are_by_windows():
 def test_kept_layouts_past_their_budget_drop_the_least_recently_used(monkeypatch):
     monkeypatch.setattr(SL, "SPLIT_LAYOUTS_BYTES", 100)
     SL.clear()
-    SL.keep("a", 1, 40)
-    SL.keep("b", 2, 40)
-    assert SL.kept("a") == 1  # "a" used: "b" is now the oldest
-    SL.keep("c", 3, 40)
+    for key, value in (("a", 1), ("b", 2), ("c", 3)):
+        assert SL.kept(key) is None
+        SL.keep(key, value, 40)  # asked once: not kept
+        assert SL.kept(key) is None
+        SL.keep(key, value, 40)  # asked again: kept
+        if key == "b":
+            assert SL.kept("a") == 1  # "a" used: "b" is now the oldest
     assert SL.kept("b") is None and SL.kept("a") == 1 and SL.kept("c") == 3
     SL.clear()
 
@@ -103,5 +108,6 @@ def test_shape_groups_are_the_distinct_rows_and_their_indices():
         for c, sel in enumerate(sels):
             np.testing.assert_array_equal(sel, np.nonzero(inv.ravel() == c)[0])
         np.testing.assert_array_equal(order, np.concatenate(sels))
-        assert SL.shape_groups(shapes.copy())[2] is order and not order.flags.writeable  # kept
+        again = SL.shape_groups(shapes.copy())  # asked twice: kept from now on
+        assert SL.shape_groups(shapes.copy())[2] is again[2] and not order.flags.writeable
     SL.clear()
