@@ -20,6 +20,7 @@ from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.graph import Concat
 from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
+from popvision_lite.emulator.ops.matmul_layouts import planes_by_windows, shape_groups
 from popvision_lite.emulator.ops.matmul_partials import (  # noqa: F401 - also used by ops/conv.py and the tests
     BlockGather,
     _by_tile_then,
@@ -297,13 +298,9 @@ def _class_concat(X, shapes, origins, outer=None):
     lead = 0 if outer is None else 1
     if outer is not None:
         shapes = np.concatenate([np.asarray(outer, np.int64)[:, None], shapes], 1)
-    keys, inv = M.unique_rows(shapes)
-    parts, order = [], []
-    for c, key in enumerate(keys):
-        sel = np.nonzero(inv == c)[0]
-        parts.append(X.windows(tuple(int(b) for b in key[lead:]), origins[sel]))
-        order.append(sel)
-    return (parts[0] if len(parts) == 1 else Concat(parts)), np.concatenate(order)
+    keys, sels, order = shape_groups(shapes)
+    parts = [X.windows(tuple(int(b) for b in key[lead:]), origins[sel]) for key, sel in zip(keys, sels, strict=True)]
+    return (parts[0] if len(parts) == 1 else Concat(parts)), order
 
 
 def _offsets(order, sizes) -> np.ndarray:
@@ -368,14 +365,13 @@ def _build_uneven(ctx, op, A, ta, B, tb, plan, G, Mm, N, K, ab3, bb3, b_blocks, 
     if pk == 1 and ps > 1:
         acc = ctx.variable(f"{op}/acc", out_shape, ctx.partials_dtype, mapping=C_out.mapping, op=op)
     target_t = acc if acc is not None else C_out
-    classes = M.unique_rows(np.stack([bm_t, bn_t], 1))[0]
+    classes, class_sel, _ = shape_groups(np.stack([bm_t, bn_t], 1))
     for p in range(ps):
         sfx = f" pass {p}" if ps > 1 else ""
         ctx.add(P.Copy(a_src(p), a_rep.whole(), name=f"{op}/broadcast_a{sfx}", op=op, broadcast=True))
         ctx.add(P.Copy(b_src(p)[0], b_rep.whole(), name=f"{op}/broadcast_b{sfx}", op=op, broadcast=True))
         cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/amp{sfx}"), op=op)
-        for m_c, n_c in classes:  # one vertex group per block shape
-            sel = np.nonzero((bm_t == m_c) & (bn_t == n_c))[0]
+        for (m_c, n_c), sel in zip(classes, class_sel, strict=True):  # one vertex group per block shape
             ctx.graph.add_vertices(cs, CL.TILE_MATMUL[(ta, tb, p > 0)], tiles=vt[sel], fields={
                 "a": a_rep.regions(a_start[sel], int(m_c) * bks), "b": b_rep.regions(b_start[sel], bks * int(n_c)),
                 "out": target_t.windows(tuple(int(x) for x in c_shape[sel[0]]), c_org[sel])},
@@ -463,9 +459,7 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
                            mapping=_planes_by_windows(ctx, acc_shape, c_shape, c_org, vt), op=op)
         red = k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, ctx.window_layouts,
                                         _rank_of(ctx, vt))
-        o = red["by_start"]
-        st = red["out_start"][o]
-        return acc, red, M.intervals(red["tile"][o], st, st + red["len"][o]), c_shape, c_org
+        return acc, red, _c_mapping(ctx, red), c_shape, c_org
     c_shape = np.stack([bm_t, bn_t], 1)
     c_org = np.stack([r0, c0], 1)
     if ab3:
@@ -474,29 +468,26 @@ def _uneven_outputs(ctx, op, plan, G, Mm, N, ab3, out_shape, msz, moff, nsz, nof
     return None, None, M.by_windows(out_shape, c_shape, c_org, vt, ctx.window_layouts), c_shape, c_org
 
 
-def _planes_by_windows(ctx, shape, c_shape, c_org, vt):
-    """``M.by_windows(shape, c_shape, c_org, vt, ctx.window_layouts)`` for the partials (G * pk, Mm, N): window i in
-    plane i // (pm * pn), every plane cut alike, each window on a tile of its own.  One plane's layout (on tile
-    positions, kept in ctx.window_layouts) placed at every plane: the mapping's intervals are the planes' in plane
-    order, none merged across planes (their tiles differ), so it is by_windows' mapping without cutting and
-    ordering every plane's row runs again (tests/emulator/ops/test_matmul_planes.py compares them)."""
-    T, planes = len(vt), int(shape[0])
-    per = T // planes if planes else 0
-    vt = np.asarray(vt, np.int64)
-    if planes < 2 or per * planes != T or int(vt.min()) < 0 or int(np.bincount(vt).max()) != 1 or \
-            not (np.array_equal(c_org[:, 0], np.arange(T) // per) and np.all(c_shape[:, 0] == 1)
-                 and np.array_equal(c_shape[per:, 1:], np.tile(c_shape[:per, 1:], (planes - 1, 1)))
-                 and np.array_equal(c_org[per:, 1:], np.tile(c_org[:per, 1:], (planes - 1, 1)))):
-        return M.by_windows(shape, c_shape, c_org, vt, ctx.window_layouts)
-    lay = M.by_windows(tuple(shape[1:]), c_shape[:per, 1:], c_org[:per, 1:], np.arange(per, dtype=np.int64),
-                       ctx.window_layouts)
-    plane = int(shape[1]) * int(shape[2])
-    off = (np.arange(planes, dtype=np.int64) * plane)[:, None]
-    m = M.Mapping(vt.reshape(planes, per)[:, lay.tile].ravel(), (lay.start[None, :] + off).ravel(),
-                  (lay.stop[None, :] + off).ravel(), _fresh=True)
-    m._derived["merged"] = "itself"
-    m._derived["own_windows"] = (tuple(int(d) for d in shape), M._frozen(c_shape), M._frozen(c_org), M._frozen(vt))
+def _c_mapping(ctx, red) -> M.Mapping:
+    """C's mapping with a K split: the reduce vertices' outputs in output order.  Where the vertices are a split's
+    kept ones (read-only: k_partial_vertices_uneven's on tile positions), the starts and stops are those of the
+    split's first op's mapping, kept beside them: only the tiles are the op's."""
+    o = red["by_start"]
+    key = ("c_map", id(o)) if not o.flags.writeable else None
+    hit = M.layout(ctx.window_layouts, key) if key is not None else None
+    if hit is not None and hit[0] is o:
+        return M.Mapping(red["tile"][o], hit[1][0], hit[1][1], _fresh=True)
+    st = red["out_start"][o]
+    m = M.intervals(red["tile"][o], st, st + red["len"][o])
+    if key is not None:
+        M.keep_layout(ctx.window_layouts, key, (o, (m.start, m.stop)), m.start.nbytes + m.stop.nbytes)
     return m
+
+
+def _planes_by_windows(ctx, shape, c_shape, c_org, vt):
+    """The partials' mapping: ``M.by_windows(shape, c_shape, c_org, vt, ctx.window_layouts)`` placed from one
+    plane's layout kept for the split (ops/matmul_layouts.py)."""
+    return planes_by_windows(shape, c_shape, c_org, vt, ctx.window_layouts)
 
 
 def reduce_k_partials(ctx, part, C_out, red, pk, op):
@@ -517,40 +508,59 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
         src, ioff = _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j)
         depth = d
     # the vertices as k_partial_vertices_uneven keeps them per split (read-only, shared by the split's rotated ops):
-    # the gather's arrays below depend on them and the split alone, so they are kept beside them
-    key = ("reduce", id(vlen), pk, depth, Mm, N) if not depths and not vlen.flags.writeable else None
+    # the gather's arrays below depend on them and the split alone, so they are kept beside them, as the arrays the
+    # first op's mapping and fields hold (a later op's are those very arrays: no copy, no comparison to share them)
+    key = ("reduce", id(vlen), pk, depth, Mm, N) if not depths and not vlen.flags.writeable and blocks is not None \
+        else None
     hit = M.layout(ctx.window_layouts, key) if key is not None else None
     if hit is not None and hit[0] is vlen:
-        g_len, g_start, src_start, src_len = hit[1]
+        g_map, src_f, in_f, out_f, classes = hit[1]
+        gathered = ctx.variable(f"{op}/partials_gathered", (int(g_map[2]),), part.dtype,
+                                mapping=M.Mapping(np.array(vtile), g_map[0], g_map[1], _fresh=True), op=op)
+        gather = P.Copy(part.regions(*src_f), gathered.whole(), name=f"{op}/gather_partials", op=op)
+        gather.gather = BlockGather(np.asarray(red["blk"]), int(depth), np.asarray(blocks["owner"]), classes)
+        _reduce_vertices(ctx, gather, gathered.regions(*in_f), C_out.regions(*out_f), vtile, depth, op)
+        return
+    g_len = depth * vlen
+    g_start = np.cumsum(g_len) - g_len
+    q = np.arange(depth)
+    if src is None:
+        # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset; in int32
+        # where the partials have fewer than 2^31 elements (as the field holds them: made read-only, it takes them as
+        # they are, without a converted copy)
+        dt = np.int32 if part.size < 2**31 else np.int64
+        base = (((red["g"] * pk) * Mm + red["row"]) * N + red["col"]).astype(dt)
+        src_start = (base[:, None] + (q * (Mm * N)).astype(dt)[None, :]).ravel()
+        src_len = np.repeat(vlen.astype(dt), depth)
+        src_start.setflags(write=False)
+        src_len.setflags(write=False)
         src = part
-    else:
-        g_len = depth * vlen
-        g_start = np.cumsum(g_len) - g_len
-        q = np.arange(depth)
-        if src is None:
-            # ((g * pk + q) * Mm + row) * N + col: the vertex's part once, then each partial's plane offset
-            base = ((red["g"] * pk) * Mm + red["row"]) * N + red["col"]
-            src_start = (base[:, None] + (q * (Mm * N))[None, :]).ravel()
-            src = part
-        else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
-            be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
-            src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
+    else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
+        be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
+        src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
         src_len = np.repeat(vlen, depth)
-        if key is not None:
-            arrays = (g_len, g_start, src_start, src_len)
-            for a in arrays:
-                a.setflags(write=False)
-            M.keep_layout(ctx.window_layouts, key, (vlen, arrays), sum(a.nbytes for a in arrays))
-    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype,
-                            mapping=M.intervals(vtile, g_start, g_start + g_len), op=op)
+    gm = M.intervals(vtile, g_start, g_start + g_len)
+    gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype, mapping=gm, op=op)
     gather = P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op)
     if blocks is not None:
         gather.gather = _block_gather(red, blocks, depth)
+    in_f, out_f = gathered.regions(g_start, g_len), C_out.regions(red["out_start"], vlen)
+    _reduce_vertices(ctx, gather, in_f, out_f, vtile, depth, op)
+    if key is not None:
+        sf = gather.src
+        held = ((gm.start, gm.stop, gathered.size), (sf.starts, sf.sizes), (in_f.starts, in_f.sizes),
+                (out_f.starts, out_f.sizes), gather.gather.block_class)
+        M.keep_layout(ctx.window_layouts, key, (vlen, held),
+                      sum(a.nbytes for a in (gm.start, gm.stop, sf.starts, sf.sizes, in_f.starts, in_f.sizes)))
+
+
+def _reduce_vertices(ctx, gather, in_f, out_f, vtile, depth: int, op: str) -> None:
+    """The gather of the partials, then one ReduceAdd vertex per slice run (``in_f`` its gathered partials,
+    ``out_f`` its outputs)."""
     ctx.add(gather)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={
-        "in": gathered.regions(g_start, g_len), "out": C_out.regions(red["out_start"], vlen)},
-        params={"k": np.int64(depth)})
+    ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={"in": in_f, "out": out_f},
+                           params={"k": np.int64(depth)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from popvision_lite.emulator import mapping as M
+from popvision_lite.emulator.ops import matmul_layouts as SL
 from popvision_lite.emulator.ops.planners import split_even
 
 
@@ -36,7 +37,8 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
     (msz[im], nsz[in]) elements cut in ``pk`` even slices and at every row boundary.  ``layouts``: a dict the caller
     keeps (an op context's) of the vertices on tile positions 0..len(vt)-1 and their order by output start, which
     depend on the split alone (a layer's matmuls of one shape differ in their tiles only): the tiles are then
-    ``vt`` at those positions and only the order by tile is found again.  Without ``layouts`` the vertices are
+    ``vt`` at those positions and only the order by tile is found again (what a layouts dict lacks is taken from, or
+    kept in, the process's: ops/matmul_layouts.py).  Without ``layouts`` the vertices are
     built on the tiles themselves (the definition the layouts path is tested against).  ``rank``: (origin, span) of
     the op's tile order (:func:`_rank_of`): the vertices ordered by their tile's rank in it rather than by tile number
     (see :func:`k_partial_vertices`)."""
@@ -47,7 +49,8 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
                                                                       for a in (msz, moff, nsz, noff))
         hit = M.layout(layouts, key)
         if hit is None:
-            hit = _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt))
+            hit = _kept(key, lambda: _k_partials_on_positions(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, len(vt)),
+                        lambda h: sum(a.nbytes for a in h[0].values()) + h[1].nbytes)
             M.keep_layout(layouts, key, hit, sum(a.nbytes for a in hit[0].values()) + hit[1].nbytes)
         pos_red, by_start = hit
         vt = np.asarray(vt)
@@ -56,15 +59,32 @@ def k_partial_vertices_uneven(G, pk, pm, pn, msz, moff, nsz, noff, Mm, N, vt, la
             # takes the tiles at the ordered positions (one gather) and shares every other array
             ordered = M.layout(layouts, key + ("by_position",))
             if ordered is None:
-                ordered = _ordered(pos_red, pos_red["tile"], by_start)
-                for v in ordered.values():
-                    v.setflags(write=False)
+                ordered = _kept(key + ("by_position",), lambda: _frozen_ordered(pos_red, by_start),
+                                lambda o: sum(a.nbytes for a in o.values()))
                 M.keep_layout(layouts, key + ("by_position",), ordered, sum(a.nbytes for a in ordered.values()))
             out = dict(ordered, tile=vt[ordered["tile"]])
             return _with_blocks(out, G, pk, pm, pn, msz, moff, nsz, noff, vt)
         red = dict(pos_red, tile=vt[pos_red["tile"]])
     return _with_blocks(_ordered(red, _ranked(red["tile"], rank), by_start), G, pk, pm, pn, msz, moff, nsz, noff,
                         vt)
+
+
+def _kept(key, make, nbytes):
+    """What ``make()`` builds for ``key`` (a split's vertices on tile positions), kept for the process
+    (ops/matmul_layouts.py: the graphs of a run build the same split, each with its own layouts dict)."""
+    hit = SL.kept(key)
+    if hit is None:
+        hit = make()
+        SL.keep(key, hit, nbytes(hit))
+    return hit
+
+
+def _frozen_ordered(pos_red: dict, by_start: np.ndarray) -> dict:
+    """The vertices on positions ordered by position (their tile), read-only."""
+    ordered = _ordered(pos_red, pos_red["tile"], by_start)
+    for v in ordered.values():
+        v.setflags(write=False)
+    return ordered
 
 
 def _ranks_are_positions(vt: np.ndarray, rank: tuple[int, int]) -> bool:

@@ -28,6 +28,7 @@ import numpy as np
 
 from popvision_lite.emulator.cost_model import exchange_cycles_scalar as exchange_cycles
 from popvision_lite.emulator.estimators import poplin, popops
+from popvision_lite.emulator.ops.plan_costs import split_cost
 
 DTYPE_BYTES = {"float16": 2, "float32": 4, "int32": 4, "fp16": 2, "fp32": 4}
 
@@ -432,8 +433,8 @@ def plan_matmul(M: int, N: int, K: int, target: PlanTarget, precision: str = "fp
         i = int(first[j])
         s = (int(pm[i]), int(pn[i]), int(pk[i]), int(ps[i]))
         ra, rb = rearrangements(s[2], s[1], s[3], ta, tb, b_laid_out)
-        bm, bn, bk, per_tile, comp, exch, red = _matmul_cost(
-            M, N, K, *s, target, in_b, precision, ra, rb, bound=best[0][0] if best is not None else float("inf"))
+        bm, bn, bk, per_tile, comp, exch, red = split_cost(  # (kept across budgets: ops/plan_costs.py)
+            _matmul_cost, M, N, K, *s, target, in_b, precision, ra, rb, best[0][0] if best is not None else math.inf)
         key = (comp + exch + red, s[0] * s[1] * s[2], s[2], s[3], i)
         if best is None or key < best[0]:
             best = (key, s + (bm, bn, bk, per_tile, comp, exch, red))
@@ -464,8 +465,7 @@ def _matmul_plan(M, N, K, target: PlanTarget, precision: str, cand: tuple, fits:
                       considered)
 
 
-# A few kept: a model plans one (M, N, K) with several operand layouts.  Not more: a grid is up to ~10^4 splits
-# x 5 int64 arrays (~0.4 MB), and a validation report plans thousands of shapes.
+# A few kept: a model plans one (M, N, K) with several operand layouts (a grid: up to ~10^4 splits x 5 int64 arrays)
 @functools.lru_cache(maxsize=16)
 def _split_grid(M: int, N: int, K: int, tiles: int, exact: bool, exact_k: bool, max_pk: int | None):
     """Every split plan_matmul considers, as int64 arrays (pm, pn, pk, serial passes, index of the
