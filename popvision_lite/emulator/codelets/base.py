@@ -209,7 +209,7 @@ class Elementwise(Codelet):
                 raise EmulatorError(f"codelet '{self.name}' in '{group.cs.name}': field '{fname}' must be tensor.regions(...)")
             if sizes is None:
                 sizes = f.sizes
-            elif not np.array_equal(sizes, f.sizes):
+            elif f.sizes is not sizes and not np.array_equal(sizes, f.sizes):  # (a group's fields share one)
                 v = int(np.nonzero(sizes != f.sizes)[0][0])
                 raise EmulatorError(
                     f"codelet '{self.name}' in '{group.cs.name}': vertex {v}: field '{fname}' has {int(f.sizes[v])} "

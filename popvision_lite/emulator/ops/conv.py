@@ -267,7 +267,9 @@ def exchange_input_rows(ctx: OpContext, X, s: ConvShape, tiles, r0, nr, pci: int
     """Each tile's input rows with halo (its channel slice: part ``ik[t]`` of ``pci``) for its output rows
     ``r0[t]``, ``nr[t]``, received once (one exchange into a buffer laid out tile by tile); returns the
     buffer and each tile's (start, size) in it."""
-    starts, sizes, in_sizes, regions = tiles_input_regions(s, r0, nr, pci, ik, vertices=True)
+    # (the source regions in int32 where X has fewer than 2^31 elements, read-only: the field takes them as they are)
+    dt = np.int32 if X.size < 2**31 else np.int64
+    starts, sizes, in_sizes, regions = tiles_input_regions(s, r0, nr, pci, ik, vertices=True, dtype=dt)
     in_start = np.cumsum(in_sizes) - in_sizes
     xin = ctx.variable(f"{op}/input_with_halo", (int(in_sizes.sum()),), X.dtype,
                        mapping=M.intervals(tiles, in_start, in_start + in_sizes), op=op)
@@ -289,11 +291,12 @@ def copy_units(cp, vertices: np.ndarray, label: np.ndarray):
     return cp
 
 
-def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik, vertices: bool = False):
+def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik, vertices: bool = False, dtype=np.int64):
     """:func:`input_regions` of every tile at once (tile ``t``: output rows ``r0[t]``, ``nr[t]`` (> 0), channel
     part ``ik[t]``): (the tiles' starts one tile after another, their sizes, each tile's elements, and with
     ``vertices`` each tile's regions).  The same arrays as concatenating :func:`input_regions` tile by tile,
-    without a Python pass per tile and image."""
+    without a Python pass per tile and image.  ``dtype`` np.int32 (x with fewer than 2^31 elements): the starts
+    and sizes read-only int32, as a field holds them (with an input-channel split the sizes one broadcast size)."""
     r0, nr, ik = (np.asarray(a, np.int64).reshape(-1) for a in (r0, nr, ik))
     # the images each tile's output rows cross: one (tile, image) segment each, in tile then image order
     b0, b1 = r0 // s.oh, (r0 + nr - 1) // s.oh
@@ -319,13 +322,16 @@ def tiles_input_regions(s: ConvShape, r0, nr, pci: int, ik, vertices: bool = Fal
         base = px0 - (np.cumsum(npx) - npx)
         base *= s.ci
         base += ik[tile] * cik
-        starts = np.arange(n_px, dtype=np.int64)
+        starts = np.arange(n_px, dtype=dtype)
         starts *= s.ci
-        starts += np.repeat(base, npx)
-        sizes = np.full(n_px, cik, np.int64)
+        starts += np.repeat(base.astype(dtype, copy=False), npx)
+        sizes = np.full(n_px, cik, np.int64) if dtype == np.int64 else np.broadcast_to(np.int32(cik), (n_px,))
         regions = np.bincount(tile, weights=npx, minlength=len(r0)).astype(np.int64)
         per_tile = regions * cik
-    out = starts.astype(np.int64, copy=False), sizes.astype(np.int64, copy=False), per_tile
+    out = starts.astype(dtype, copy=False), sizes.astype(dtype, copy=False), per_tile
+    if dtype != np.int64:
+        out[0].setflags(write=False)
+        out[1].setflags(write=False)
     return (*out, regions) if vertices else out
 
 

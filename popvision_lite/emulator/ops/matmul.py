@@ -537,14 +537,15 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
         src = part
     else:  # the last intermediate: (block, depth, block elements), contiguous per (block, partial)
         be = (blocks["msz"] * blocks["nsz"])[red["blk"]]
-        src_start = (ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel()
-        src_len = np.repeat(vlen, depth)
+        src_start = _held((ioff[red["blk"]][:, None] + q[None, :] * be[:, None] + red["e"][:, None]).ravel(), src)
+        src_len = _held(np.repeat(vlen, depth), src)
     gm = M.intervals(vtile, g_start, g_start + g_len)
     gathered = ctx.variable(f"{op}/partials_gathered", (int(g_len.sum()),), part.dtype, mapping=gm, op=op)
     gather = P.Copy(src.regions(src_start, src_len), gathered.whole(), name=f"{op}/gather_partials", op=op)
     if blocks is not None:
         gather.gather = _block_gather(red, blocks, depth)
-    in_f, out_f = gathered.regions(g_start, g_len), C_out.regions(red["out_start"], vlen)
+    in_f = gathered.regions(_held(g_start, gathered), _held(g_len, gathered))
+    out_f = C_out.regions(_held(red["out_start"], C_out), _held(vlen, C_out))
     _reduce_vertices(ctx, gather, in_f, out_f, vtile, depth, op)
     if key is not None:
         sf = gather.src
@@ -552,6 +553,16 @@ def reduce_k_partials(ctx, part, C_out, red, pk, op):
                 (out_f.starts, out_f.sizes), gather.gather.block_class)
         M.keep_layout(ctx.window_layouts, key, (vlen, held),
                       sum(a.nbytes for a in (gm.start, gm.stop, sf.starts, sf.sizes, in_f.starts, in_f.sizes)))
+
+
+def _held(a: np.ndarray, t) -> np.ndarray:
+    """``a`` (starts or sizes inside ``t``) as a field holds them: a read-only int32 copy where ``t`` has fewer than
+    2^31 elements, which the field takes as it is (``a`` itself, int64, otherwise)."""
+    if t.size >= 2**31 or (a.dtype == np.int32 and not a.flags.writeable):
+        return a
+    r = a.astype(np.int32)
+    r.setflags(write=False)
+    return r
 
 
 def _reduce_vertices(ctx, gather, in_f, out_f, vtile, depth: int, op: str) -> None:
@@ -654,7 +665,8 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
         src = part
     else:
         starts, lens, runs = ioff[b_[x]] + q * be[b_[x]] + s0[x], ln[x], 1
-    stage = P.Copy(src.regions(starts, lens), gathered.whole(), name=f"{op}/gather_partials_stage{j + 1}", op=op)
+    stage = P.Copy(src.regions(_held(starts, src), _held(lens, src)), gathered.whole(),
+                   name=f"{op}/gather_partials_stage{j + 1}", op=op)
     # (compile.copy_gathers: owner slice i takes its section's k[i] partials' runs, on its block's owner tiles)
     per_v = k * runs
     stage.gather = BlockGather(b_, 0, np.asarray(blocks["owner"]), _block_classes(blocks),
@@ -664,7 +676,8 @@ def _intermediate_stage(ctx, part, src, ioff, blocks, pk, depth, d, op, j):
     for kk in np.unique(k):  # sections of floor and ceil depth: the partials count is a vertex field
         sel = np.nonzero(k == kk)[0]
         ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=own[sel], fields={
-            "in": gathered.regions(g_start[sel], g_len[sel]), "out": inter.regions(out_start[sel], ln[sel])},
+            "in": gathered.regions(_held(g_start[sel], gathered), _held(g_len[sel], gathered)),
+            "out": inter.regions(_held(out_start[sel], inter), _held(ln[sel], inter))},
             params={"k": np.int64(kk)})
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return inter, new_off

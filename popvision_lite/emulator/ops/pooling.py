@@ -246,9 +246,19 @@ def gather_windows(ctx: OpContext, x, index, op: str, fill: float = 0.0, row_len
                                params={"value": np.float32(fill)})
         ctx.add(P.Execute(cs, name=cs.name, op=op))
     if len(src):
-        ctx.add(P.Copy(xt.regions(src * c, length * c), out.regions(dst * c, length * c),
-                       name=f"{op}/gather_{label}", op=op))
+        ctx.add(P.Copy(xt.regions(_times(src, c, xt), _times(length, c, xt)),
+                       out.regions(_times(dst, c, out), _times(length, c, out)), name=f"{op}/gather_{label}", op=op))
     return out
+
+
+def _times(a: np.ndarray, c: int, t) -> np.ndarray:
+    """``a * c`` (element offsets inside ``t``) as a field holds them: read-only int32 where ``t`` has fewer than
+    2^31 elements (computed in int32, no int64 product to convert), so the field takes it as it is."""
+    if t.size >= 2**31:
+        return a * c
+    r = np.multiply(a, c, dtype=np.int32)
+    r.setflags(write=False)
+    return r
 
 
 def _per_row_mapping(ctx, t, k):
