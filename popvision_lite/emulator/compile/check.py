@@ -89,10 +89,12 @@ def _content_key(c: Compiled, f, grp, md: bytes) -> tuple | None:
 
 
 def split_local(grp, f) -> bool:
-    """Whether field ``f`` of group ``grp`` is local by construction: an elementwise op's field marked by
-    ``ops.common.mark_split`` as the worker pieces of its tensor's mapping on the group's tiles (each piece part of
-    one mapping interval, its vertex on that interval's tile, so :func:`_check_local` finds every run inside its
-    interval and on its tile).  The mark counts only while the tensor still has that mapping (a mapping never
+    """Whether field ``f`` of group ``grp`` is local by construction: a field marked by ``ops.common.mark_split``
+    as pieces of its tensor's mapping on the group's tiles (each piece part of one mapping interval, its vertex on
+    that interval's tile, so :func:`_check_local` finds every run inside its interval and on its tile): an
+    elementwise op's or SgdUpdate's worker pieces, a K reduction's ReduceAdd fields (its gathered partials and
+    output slices, each exactly one interval of its tensor's mapping: ops/matmul.py ``_reduce_vertices``,
+    ops/conv_wu.py ``_reduce_partials``).  The mark counts only while the tensor still has that mapping (a mapping never
     changes; a set_mapping makes a new one) and the group those tiles (read-only arrays)."""
     of = getattr(f, "split_of", None)
     return of is not None and isinstance(f, Regions) and of[0] is f.tensor.mapping and of[1] is grp.tiles

@@ -25,6 +25,7 @@ from popvision_lite.emulator.ops.common import (  # noqa: F401 - re-exported: ot
     _nbytes,
     _same_mapping,
     flat_view,
+    mark_split,
     materialize,
     ranges_view,
     regions_on,
@@ -137,8 +138,13 @@ def sgd(ctx, w, g, lr, name):
         ctx.ipu = ctx_ipu
     cs = ctx.graph.add_compute_set(ctx.unique(op), op=op)
     tiles, out_f = worker_field(ctx, w)
-    ctx.graph.add_vertices(cs, CO.SGD, tiles=tiles, fields={"in": regions_on(out_f, gm), "out": out_f},
-                           params={"lr": np.float32(lr)})
+    in_f = regions_on(out_f, gm)
+    grp = ctx.graph.add_vertices(cs, CO.SGD, tiles=tiles, fields={"in": in_f, "out": out_f},
+                                 params={"lr": np.float32(lr)})
+    # both fields are w's own worker pieces on their tiles, and gm's mapping is w's (materialize keeps g only when
+    # its mapping equals w's, else maps the copy with w's): local by construction, as an elementwise op's fields
+    mark_split(out_f, w.mapping, grp.tiles)
+    mark_split(in_f, gm.mapping, grp.tiles)
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     return w
 

@@ -60,7 +60,7 @@ from popvision_lite.emulator.codelets.poplin_conv import (
     wu_vertex_tile_cycles,
 )
 from popvision_lite.emulator.estimators.poplin import reduce_add_cycles
-from popvision_lite.emulator.ops.common import _nbytes
+from popvision_lite.emulator.ops.common import _nbytes, mark_split
 from popvision_lite.emulator.ops.context import OpContext
 from popvision_lite.emulator.ops.conv import (
     choose_channel_split,
@@ -233,8 +233,12 @@ def _reduce_partials(ctx: OpContext, op: str, s: ConvShape, part, tiles, pr: int
     dwb = ctx.variable(f"{op}/reduced_blocks", (nb * blk,), ctx.dtype,
                        mapping=M.intervals(owner, out_start, out_start + slen[s_i]), op=op)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=owner, fields={
-        "in": gathered.regions(g_start, g_len), "out": dwb.regions(out_start, slen[s_i])}, params={"k": np.int64(pr)})
+    in_f, out_f = gathered.regions(g_start, g_len), dwb.regions(out_start, slen[s_i])
+    grp = ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=owner, fields={"in": in_f, "out": out_f},
+                                 params={"k": np.int64(pr)})
+    # each field is its tensor's own mapping intervals (built above from the same arrays) on the vertices' tiles
+    mark_split(in_f, gathered.mapping, grp.tiles)
+    mark_split(out_f, dwb.mapping, grp.tiles)
     ctx.add(P.Execute(cs, name=cs.name, op=op))
     # dW element of block b = (ik, ic), block element e = (kp * cik + c) * cop + o: ((kp * Ci + ik * cik + c) * Co
     # + ic * cop + o); runs of cop elements, cut where a slice ends

@@ -18,7 +18,7 @@ from popvision_lite.emulator.codelets import poplin as CL
 from popvision_lite.emulator.codelets import popops as CO
 from popvision_lite.emulator.codelets import popops_rows as CR
 from popvision_lite.emulator.graph import Concat
-from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, materialize, unit_steps
+from popvision_lite.emulator.ops.common import _elementwise_cs, _nbytes, mark_split, materialize, unit_steps
 from popvision_lite.emulator.ops.context import OpContext, View
 from popvision_lite.emulator.ops.matmul_layouts import planes_by_windows, shape_groups
 from popvision_lite.emulator.ops.matmul_partials import (  # noqa: F401 - also used by ops/conv.py and the tests
@@ -567,11 +567,18 @@ def _held(a: np.ndarray, t) -> np.ndarray:
 
 def _reduce_vertices(ctx, gather, in_f, out_f, vtile, depth: int, op: str) -> None:
     """The gather of the partials, then one ReduceAdd vertex per slice run (``in_f`` its gathered partials,
-    ``out_f`` its outputs)."""
+    ``out_f`` its outputs).  Both fields are their tensors' own mapping intervals on the vertices' tiles, so they
+    are marked local by construction (``ops.common.mark_split``; the graph check skips their interval search):
+    ``in_f`` is ``gathered.regions(g_start, g_len)`` of ``gathered`` mapped ``intervals(vtile, g_start, g_start +
+    g_len)`` (reduce_k_partials), and ``out_f`` is ``C_out.regions(out_start, len)`` of the vertices ``red``
+    whose output ``C_out`` every caller maps ``intervals(red["tile"], out_start, out_start + len)`` in start order
+    (matmul's ``cmap``, ``_uneven_outputs``, ops/conv.py's ``Y``: the output lives where its slices are reduced)."""
     ctx.add(gather)
     cs = ctx.graph.add_compute_set(ctx.unique(f"{op}/reduce_partials"), op=op)
-    ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={"in": in_f, "out": out_f},
-                           params={"k": np.int64(depth)})
+    grp = ctx.graph.add_vertices(cs, CR.CONV_REDUCE_PARTIALS, tiles=vtile, fields={"in": in_f, "out": out_f},
+                                 params={"k": np.int64(depth)})
+    mark_split(in_f, in_f.tensor.mapping, grp.tiles)
+    mark_split(out_f, out_f.tensor.mapping, grp.tiles)
     ctx.add(P.Execute(cs, name=cs.name, op=op))
 
 
